@@ -1,0 +1,1 @@
+"""Shared, framework-free pieces of the pipeline: paths, config, diff checking, data."""

@@ -1,0 +1,98 @@
+"""Every file the pipeline reads or writes, resolved from the repository root.
+
+Generated files (weights, fake data, step outputs, log_reprod) live under WORK,
+which is the repository root unless BERT_ALIGN_HOME points elsewhere. Tests set
+it to a temporary folder so they never touch a user's results.
+"""
+import os
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SST2_DIR = ROOT.parent / "shared" / "data" / "SST-2"  # the real GLUE data on this workplace
+
+# Nothing may reach a model or dataset hub at run time; a user who wants the hub
+# unsets these before running.
+for _var in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE"):
+    os.environ.setdefault(_var, "1")
+
+
+def work() -> Path:
+    return Path(os.environ.get("BERT_ALIGN_HOME", ROOT)).resolve()
+
+
+def weights_dir() -> Path:
+    return work() / "weights"
+
+
+def torch_weight() -> Path:
+    return weights_dir() / "torch_weight.bin"
+
+
+def paddle_weight() -> Path:
+    return weights_dir() / "paddle_weight.pdparams"
+
+
+def model_config() -> Path:
+    return weights_dir() / "config.json"
+
+
+def vocab() -> Path:
+    return weights_dir() / "vocab.txt"
+
+
+def classifier_dir() -> Path:
+    return work() / "classifier_weights"
+
+
+def classifier_torch() -> Path:
+    return classifier_dir() / "classifier_weights.bin"
+
+
+def classifier_paddle() -> Path:
+    return classifier_dir() / "classifier_weights.pdparams"
+
+
+def fake_data_dir() -> Path:
+    return work() / "fake_data"
+
+
+def fake_data() -> Path:
+    return fake_data_dir() / "fake_data.npy"
+
+
+def fake_label() -> Path:
+    return fake_data_dir() / "fake_label.npy"
+
+
+def step_dir(n: int) -> Path:
+    """Where step n's scripts write their .npy pair and diff log."""
+    return work() / "pipeline" / f"Step{n}"
+
+
+def log_reprod() -> Path:
+    return work() / "log_reprod"
+
+
+class PipelineError(Exception):
+    """A problem the user can fix; reported as one line, never a traceback."""
+
+
+def fail(msg: str, code: int = 2):
+    print(f"error: {msg}", file=sys.stderr)
+    sys.exit(code)
+
+
+def require(path: Path, how: str) -> Path:
+    """Stop with one line naming the missing file and the command that makes it."""
+    if not Path(path).is_file():
+        raise PipelineError(f"{path} not found: run `{how}` first")
+    return Path(path)
+
+
+def run_main(main):
+    """Run a script's main(); a PipelineError ends in one line and exit code 2."""
+    try:
+        return main()
+    except PipelineError as e:
+        fail(str(e))

@@ -1,0 +1,182 @@
+"""A simplified BERT in PyTorch, laid out like Hugging Face's modeling_bert.py.
+
+Parameter names equal the Hugging Face BertModel checkpoint keys, so a checkpoint
+loads with strict=True. models/pd_bert.py is its twin: same classes, same
+attributes, same order; diff the two files and only framework calls differ.
+"""
+import math
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from common.config import BertConfig
+
+ACT2FN = {
+    "gelu": lambda x: F.gelu(x),
+    "gelu_new": lambda x: F.gelu(x, approximate="tanh"),
+    "gelu_pytorch_tanh": lambda x: F.gelu(x, approximate="tanh"),
+    "relu": F.relu,
+    "silu": F.silu,
+}
+
+
+class BertEmbeddings(nn.Module):
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        # No padding_idx: Paddle's padding_idx zeroes the looked-up vector while torch's only
+        # freezes its gradient, so the twins would differ. Masked positions get no gradient anyway.
+        self.word_embeddings = nn.Embedding(config.vocab_size, config.hidden_size)
+        self.position_embeddings = nn.Embedding(config.max_position_embeddings, config.hidden_size)
+        self.token_type_embeddings = nn.Embedding(config.type_vocab_size, config.hidden_size)
+        self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+
+    def forward(self, input_ids, token_type_ids):
+        # input_ids, token_type_ids: [batch, seq] -> [batch, seq, hidden]
+        position_ids = torch.arange(input_ids.shape[1], dtype=torch.int64).unsqueeze(0)
+        embeddings = (self.word_embeddings(input_ids)
+                      + self.token_type_embeddings(token_type_ids)
+                      + self.position_embeddings(position_ids))
+        return self.dropout(self.LayerNorm(embeddings))
+
+
+class BertSelfAttention(nn.Module):
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.num_attention_heads = config.num_attention_heads
+        self.attention_head_size = config.hidden_size // config.num_attention_heads
+        self.query = nn.Linear(config.hidden_size, config.hidden_size)
+        self.key = nn.Linear(config.hidden_size, config.hidden_size)
+        self.value = nn.Linear(config.hidden_size, config.hidden_size)
+        self.dropout = nn.Dropout(config.attention_probs_dropout_prob)
+
+    def split_heads(self, x):
+        # [batch, seq, hidden] -> [batch, heads, seq, head_size]
+        batch, seq = x.shape[0], x.shape[1]
+        return x.reshape(batch, seq, self.num_attention_heads, self.attention_head_size).permute(0, 2, 1, 3)
+
+    def forward(self, hidden_states, attention_mask):
+        query = self.split_heads(self.query(hidden_states))
+        key = self.split_heads(self.key(hidden_states))
+        value = self.split_heads(self.value(hidden_states))
+        scores = torch.matmul(query, key.transpose(-1, -2)) / math.sqrt(self.attention_head_size)
+        scores = scores + attention_mask  # [batch, heads, seq, seq] + [batch, 1, 1, seq]
+        probs = self.dropout(F.softmax(scores, dim=-1))
+        context = torch.matmul(probs, value).permute(0, 2, 1, 3)
+        return context.reshape(context.shape[0], context.shape[1], -1)  # -> [batch, seq, hidden]
+
+
+class BertSelfOutput(nn.Module):
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.dense = nn.Linear(config.hidden_size, config.hidden_size)
+        self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+
+    def forward(self, hidden_states, input_tensor):
+        return self.LayerNorm(self.dropout(self.dense(hidden_states)) + input_tensor)
+
+
+class BertAttention(nn.Module):
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.self = BertSelfAttention(config)
+        self.output = BertSelfOutput(config)
+
+    def forward(self, hidden_states, attention_mask):
+        return self.output(self.self(hidden_states, attention_mask), hidden_states)
+
+
+class BertIntermediate(nn.Module):
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.dense = nn.Linear(config.hidden_size, config.intermediate_size)
+        self.intermediate_act_fn = ACT2FN[config.hidden_act]
+
+    def forward(self, hidden_states):
+        return self.intermediate_act_fn(self.dense(hidden_states))  # -> [batch, seq, intermediate]
+
+
+class BertOutput(nn.Module):
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.dense = nn.Linear(config.intermediate_size, config.hidden_size)
+        self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+
+    def forward(self, hidden_states, input_tensor):
+        return self.LayerNorm(self.dropout(self.dense(hidden_states)) + input_tensor)  # -> [batch, seq, hidden]
+
+
+class BertLayer(nn.Module):
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.attention = BertAttention(config)
+        self.intermediate = BertIntermediate(config)
+        self.output = BertOutput(config)
+
+    def forward(self, hidden_states, attention_mask):
+        attention_output = self.attention(hidden_states, attention_mask)
+        return self.output(self.intermediate(attention_output), attention_output)
+
+
+class BertEncoder(nn.Module):
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.layer = nn.ModuleList([BertLayer(config) for _ in range(config.num_hidden_layers)])
+
+    def forward(self, hidden_states, attention_mask, output_hidden_states=False):
+        all_hidden_states = [hidden_states]
+        for layer in self.layer:
+            hidden_states = layer(hidden_states, attention_mask)
+            all_hidden_states.append(hidden_states)
+        return hidden_states, (all_hidden_states if output_hidden_states else None)
+
+
+class BertPooler(nn.Module):
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.dense = nn.Linear(config.hidden_size, config.hidden_size)
+        self.activation = nn.Tanh()
+
+    def forward(self, hidden_states):
+        return self.activation(self.dense(hidden_states[:, 0]))  # [CLS] token: -> [batch, hidden]
+
+
+class BertModel(nn.Module):
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.config = config
+        self.embeddings = BertEmbeddings(config)
+        self.encoder = BertEncoder(config)
+        self.pooler = BertPooler(config)
+
+    def forward(self, input_ids, token_type_ids=None, attention_mask=None, output_hidden_states=False):
+        """Returns (sequence_output [batch, seq, hidden], pooled_output [batch, hidden], hidden_states).
+
+        hidden_states is the embedding output followed by every layer's output when
+        output_hidden_states is set, else None.
+        """
+        if token_type_ids is None:
+            token_type_ids = torch.zeros_like(input_ids)
+        if attention_mask is None:
+            attention_mask = torch.ones_like(input_ids)
+        # 1 = attend, 0 = padding -> additive [batch, 1, 1, seq]: 0 or the most negative float
+        extended_mask = (1.0 - attention_mask[:, None, None, :].to(torch.float32)) * torch.finfo(torch.float32).min
+        embedding_output = self.embeddings(input_ids, token_type_ids)
+        sequence_output, hidden_states = self.encoder(embedding_output, extended_mask, output_hidden_states)
+        return sequence_output, self.pooler(sequence_output), hidden_states
+
+
+class BertForSequenceClassification(nn.Module):
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.bert = BertModel(config)
+        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+        self.classifier = nn.Linear(config.hidden_size, config.num_labels)
+
+    def forward(self, input_ids, token_type_ids=None, attention_mask=None):
+        _, pooled_output, _ = self.bert(input_ids, token_type_ids, attention_mask)
+        return self.classifier(self.dropout(pooled_output))  # logits: [batch, num_labels]
+

@@ -1,0 +1,29 @@
+"""Step 1, torch side: logits of pt_bert on the fake batch and on a real padded batch."""
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+import torch  # noqa: E402
+from reprod_log import ReprodLogger  # noqa: E402
+
+from common import inputs, paths  # noqa: E402
+from common.diff import save_npy  # noqa: E402
+from common.weights import torch_model  # noqa: E402
+
+
+def main():
+    model = torch_model()
+    model.eval()  # dropout off: the two frameworks draw different masks
+    fake_ids, _ = inputs.fake_batch()
+    padded = {k: torch.from_numpy(v) for k, v in inputs.padded_batch().items()}
+    logger = ReprodLogger()
+    with torch.no_grad():
+        logger.add("logits_fake", model(torch.from_numpy(fake_ids)).numpy())
+        logger.add("logits_padded", model(**padded).numpy())
+    out = paths.step_dir(1) / "forward_torch.npy"
+    save_npy(out, logger.data)
+    print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    paths.run_main(main)

@@ -1,0 +1,68 @@
+"""Shared fixtures: a tiny random BERT home, a real MiniLM home, and a script runner.
+
+Every pipeline script runs in a subprocess, as a user would run it, with
+BERT_ALIGN_HOME pointing at a temporary folder so the repository's own results
+are never touched.
+"""
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+SST2 = ROOT.parent / "shared" / "data" / "SST-2"
+SETUP = ["weights/torch_bert_weights.py", "weights/torch2paddle.py",
+         "classifier_weights/generate_classifier_weights.py", "fake_data/gen_fake_data.py"]
+
+
+def run(script, *args, home, plant=None, cwd="/tmp", check=None):
+    """Run a repo script (path relative to the root) under BERT_ALIGN_HOME=home.
+
+    plant: a bug name from tests/plant.py to plant before the script runs.
+    check: expected return code, asserted with the output shown on mismatch.
+    """
+    cmd = [sys.executable]
+    cmd += [str(ROOT / "tests" / "plant.py"), plant] if plant else []
+    cmd += [str(ROOT / script), *map(str, args)]
+    env = dict(os.environ, BERT_ALIGN_HOME=str(home), PYTHONWARNINGS="ignore")
+    proc = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True)
+    if check is not None:
+        assert proc.returncode == check, f"{' '.join(cmd)} -> {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
+    return proc
+
+
+def make_home(path, *export_args):
+    for script in SETUP:
+        run(script, *(export_args if script == SETUP[0] else ()), home=path, check=0)
+    return path
+
+
+@pytest.fixture(scope="session")
+def tiny_home(tmp_path_factory):
+    """A read-only template: tiny random BERT (2 layers, hidden 32) weights, head and fake data.
+
+    tiny_config.json uses initializer_range 0.1, not BERT's 0.02: with 0.02 a
+    2-layer random model attends almost uniformly and its logits are ~1e-3, so a
+    transposed query weight moves them less than fp32 noise would on a real model.
+    At 0.1 the logits are ~0.2 like MiniLM's and each planted bug shows (measured:
+    clean 1.2e-7, LayerNorm eps 5.7e-6, transposed query 8e-3, no mask 0.1).
+    """
+    return make_home(tmp_path_factory.mktemp("tiny"), "--random_init", "--config", ROOT / "tests/tiny_config.json")
+
+
+@pytest.fixture
+def home(tiny_home, tmp_path):
+    """A private copy of the tiny home that a test may break."""
+    dst = tmp_path / "home"
+    shutil.copytree(tiny_home, dst)
+    return dst
+
+
+@pytest.fixture(scope="session")
+def minilm_home(tmp_path_factory):
+    """The real all-MiniLM-L6-v2 weights, exported and converted (read-only)."""
+    return make_home(tmp_path_factory.mktemp("minilm"))

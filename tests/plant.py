@@ -1,0 +1,57 @@
+"""Run a pipeline script with one realistic bug planted, to prove a check can go red.
+
+    python tests/plant.py BUG path/to/script.py [script args...]
+
+The bug is planted by patching the imported code in this process before the
+script runs; no file in the repository is touched.
+"""
+import runpy
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+PLANTS = {}
+
+
+def plant(name):
+    def register(fn):
+        PLANTS[name] = fn
+        return fn
+    return register
+
+
+def after_build(framework, mutate):
+    """Wrap common.weights.<framework>_model so mutate(model) runs on every model it builds."""
+    from common import weights
+    original = getattr(weights, f"{framework}_model")
+
+    def build(*args, **kwargs):
+        model = original(*args, **kwargs)
+        mutate(model)
+        return model
+    setattr(weights, f"{framework}_model", build)
+
+
+@plant("paddle_ln_eps")
+def _():
+    """Paddle LayerNorms built with Paddle's default epsilon 1e-5 instead of the config's 1e-12."""
+    import paddle
+    after_build("paddle", lambda m: [setattr(l, "_epsilon", 1e-5) for l in m.sublayers()
+                                     if isinstance(l, paddle.nn.LayerNorm)])
+
+
+@plant("paddle_no_mask")
+def _():
+    """The reference bug: the extended mask is computed but never reaches the encoder."""
+    from models import pd_bert
+    forward = pd_bert.BertEncoder.forward
+    pd_bert.BertEncoder.forward = lambda self, h, mask, *a: forward(self, h, mask * 0, *a)
+
+
+if __name__ == "__main__":
+    bug, script = sys.argv[1], sys.argv[2]
+    PLANTS[bug]()
+    sys.argv = sys.argv[2:]
+    runpy.run_path(script, run_name="__main__")

@@ -1,0 +1,71 @@
+"""Step 1 passes on aligned models and goes red on each planted bug."""
+import numpy as np
+import paddle
+
+from conftest import run
+
+FWD = ["pipeline/Step1/pt_forward_bert.py", "pipeline/Step1/pd_forward_bert.py"]
+CHECK = "pipeline/Step1/check_step1.py"
+
+
+def step1(home, plant=None):
+    run(FWD[0], home=home, check=0)
+    run(FWD[1], home=home, plant=plant, check=0)
+    return run(CHECK, home=home)
+
+
+def test_aligned_passes_and_fills_log_reprod(home):
+    proc = step1(home)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "diff check passed" in (home / "pipeline/Step1/forward_diff.log").read_text()
+    for name in ("forward_torch.npy", "forward_paddle.npy", "forward_diff.log"):
+        assert (home / "log_reprod" / name).is_file()
+
+
+def test_untransposed_square_linear_is_caught(home):
+    params = paddle.load(str(home / "weights/paddle_weight.pdparams"))
+    key = "encoder.layer.0.attention.self.query.weight"  # [hidden, hidden]: the shape still fits
+    params[key] = paddle.to_tensor(params[key].numpy().T)
+    paddle.save(params, str(home / "weights/paddle_weight.pdparams"))
+    proc = step1(home)
+    assert proc.returncode == 1 and "diff check failed" in proc.stdout
+
+
+def test_paddle_layernorm_epsilon_is_caught(home):
+    proc = step1(home, plant="paddle_ln_eps")
+    assert proc.returncode == 1 and "diff check failed" in proc.stdout
+
+
+def test_ignored_attention_mask_is_caught(home):
+    proc = step1(home, plant="paddle_no_mask")
+    assert proc.returncode == 1
+    # the fake batch has no padding, so only the padded batch can reveal it
+    log = (home / "pipeline/Step1/forward_diff.log").read_text()
+    assert "diff check failed: logits_padded" in log
+
+
+def test_check_before_forward_says_what_to_run(home):
+    proc = run(CHECK, home=home)
+    assert proc.returncode == 2
+    assert proc.stderr.strip().count("\n") == 0 and "pt_forward_bert.py" in proc.stderr
+
+
+def test_missing_weights_is_one_line(home):
+    (home / "weights/paddle_weight.pdparams").unlink()
+    proc = run(FWD[1], home=home, check=2)
+    assert "torch2paddle.py" in proc.stderr and proc.stderr.strip().count("\n") == 0
+
+
+def test_corrupt_npy_fails_cleanly_and_keeps_results(home):
+    step1(home)
+    good = (home / "log_reprod/forward_diff.log").read_text()
+    (home / "pipeline/Step1/forward_paddle.npy").write_bytes(b"\x93NUMPY garbage")
+    proc = run(CHECK, home=home, check=2)
+    assert "forward_paddle.npy" in proc.stderr and proc.stderr.strip().count("\n") == 0
+    assert (home / "log_reprod/forward_diff.log").read_text() == good
+
+
+def test_scripts_run_from_any_directory(home, tmp_path):
+    for cwd in (home.parent, tmp_path, "/"):
+        run(FWD[0], home=home, cwd=cwd, check=0)
+    assert np.load(home / "pipeline/Step1/forward_torch.npy", allow_pickle=True).item()["logits_fake"].shape == (4, 2)

@@ -1,0 +1,69 @@
+"""Convert weights/torch_weight.bin into weights/paddle_weight.pdparams, verified.
+
+Which tensors to transpose is decided by module type: every nn.Linear weight in
+the torch model ([out, in] in torch, [in, out] in Paddle), whatever it is called.
+Name patterns miss a Linear with an unusual name and catch an Embedding with a
+usual one. Before anything is written, every torch key must be used exactly
+once, every Paddle parameter filled, every shape equal; otherwise the script
+lists the offending keys and writes nothing.
+"""
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import paddle  # noqa: E402
+import torch  # noqa: E402
+
+from common import paths  # noqa: E402
+from common.diff import atomic_write  # noqa: E402
+from common.paths import PipelineError  # noqa: E402
+from common.weights import EXPORT, load_config  # noqa: E402
+from models import pd_bert, pt_bert  # noqa: E402
+
+# torch key -> Paddle key, for names the twins spell differently. The twins share
+# every name today; a port whose Paddle model renames a layer adds it here.
+NAME_MAP = {}
+
+
+def convert(torch_state: dict, linear_weights: set, paddle_shapes: dict, name_map=NAME_MAP):
+    """Return ({paddle_key: ndarray}, n_transposed) or raise PipelineError naming every problem."""
+    out, sources, problems = {}, defaultdict(list), []
+    for tkey, tensor in torch_state.items():
+        pkey = name_map.get(tkey, tkey)
+        sources[pkey].append(tkey)
+        array = tensor.detach().cpu().numpy()
+        if tkey in linear_weights:
+            array = array.T
+        if pkey not in paddle_shapes:
+            problems.append(f"torch key {tkey} has no Paddle parameter {pkey}")
+        elif tuple(array.shape) != tuple(paddle_shapes[pkey]):
+            problems.append(f"{tkey} -> {pkey}: shape {tuple(array.shape)} != Paddle {tuple(paddle_shapes[pkey])}")
+        out[pkey] = array
+    problems += [f"Paddle parameter {k} is filled by {len(v)} torch keys: {', '.join(v)}"
+                 for k, v in sources.items() if len(v) > 1]
+    problems += [f"Paddle parameter {k} is not filled by any torch key" for k in paddle_shapes if k not in sources]
+    if problems:
+        raise PipelineError("refusing to convert, nothing written: " + "; ".join(problems))
+    return out, sum(1 for k in torch_state if k in linear_weights)
+
+
+def main():
+    config = load_config()
+    torch_state = torch.load(paths.require(paths.torch_weight(), EXPORT), map_location="cpu", weights_only=True)
+    torch_model = pt_bert.BertModel(config)
+    linear_weights = {f"{name}.weight" for name, m in torch_model.named_modules() if isinstance(m, torch.nn.Linear)}
+    unknown = sorted(set(torch_state) - set(torch_model.state_dict()))
+    if unknown:
+        raise PipelineError(f"refusing to convert, nothing written: {paths.torch_weight()} has keys "
+                            f"pt_bert does not: {', '.join(unknown)}")
+    paddle_shapes = {k: tuple(v.shape) for k, v in pd_bert.BertModel(config).state_dict().items()}
+    state, n_transposed = convert(torch_state, linear_weights, paddle_shapes)
+    tensors = {k: paddle.to_tensor(v) for k, v in state.items()}
+    atomic_write(paths.paddle_weight(), lambda tmp: paddle.save(tensors, tmp))
+    print(f"wrote {paths.paddle_weight()}: {len(state)} tensors, {n_transposed} Linear weights transposed, "
+          "every key used once, every shape checked")
+
+
+if __name__ == "__main__":
+    paths.run_main(main)
