@@ -3,7 +3,8 @@
     python tests/plant.py BUG path/to/script.py [script args...]
 
 The bug is planted by patching the imported code in this process before the
-script runs; no file in the repository is touched.
+script runs; no file in the repository is touched. Bugs for later steps live in
+tests/plants_*.py, registered with the same @plant decorator.
 """
 import runpy
 import sys
@@ -50,8 +51,19 @@ def _():
     pd_bert.BertEncoder.forward = lambda self, h, mask, *a: forward(self, h, mask * 0, *a)
 
 
+def load_all():
+    import importlib
+    sys.modules.setdefault("plant", sys.modules[__name__])  # plants_*.py import this very registry
+    sys.path.insert(0, str(ROOT / "tests"))
+    for path in sorted((ROOT / "tests").glob("plants_*.py")):
+        importlib.import_module(path.stem)
+
+
 if __name__ == "__main__":
+    load_all()
     bug, script = sys.argv[1], sys.argv[2]
+    if bug not in PLANTS:
+        sys.exit(f"error: unknown bug {bug!r}; known: {', '.join(sorted(PLANTS))}")
     PLANTS[bug]()
     sys.argv = sys.argv[2:]
     runpy.run_path(script, run_name="__main__")
