@@ -43,6 +43,17 @@ def _():
                                      if isinstance(l, paddle.nn.LayerNorm)])
 
 
+@plant("paddle_untransposed_query")
+def _():
+    """A converter that skipped one square Linear: layer 0's query weight left in torch layout."""
+    import paddle
+
+    def untranspose(model):
+        w = model.bert.encoder.layer[0].attention.self.query.weight
+        w.set_value(paddle.transpose(w, [1, 0]))
+    after_build("paddle", untranspose)
+
+
 @plant("paddle_no_mask")
 def _():
     """The reference bug: the extended mask is computed but never reaches the encoder."""

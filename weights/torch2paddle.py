@@ -26,6 +26,10 @@ from models import pd_bert, pt_bert  # noqa: E402
 NAME_MAP = {}
 
 
+def linear_weight_names(torch_model: torch.nn.Module) -> set:
+    return {f"{name}.weight" for name, m in torch_model.named_modules() if isinstance(m, torch.nn.Linear)}
+
+
 def convert(torch_state: dict, linear_weights: set, paddle_shapes: dict, name_map=NAME_MAP):
     """Return ({paddle_key: ndarray}, n_transposed) or raise PipelineError naming every problem."""
     out, sources, problems = {}, defaultdict(list), []
@@ -52,7 +56,7 @@ def main():
     config = load_config()
     torch_state = torch.load(paths.require(paths.torch_weight(), EXPORT), map_location="cpu", weights_only=True)
     torch_model = pt_bert.BertModel(config)
-    linear_weights = {f"{name}.weight" for name, m in torch_model.named_modules() if isinstance(m, torch.nn.Linear)}
+    linear_weights = linear_weight_names(torch_model)
     unknown = sorted(set(torch_state) - set(torch_model.state_dict()))
     if unknown:
         raise PipelineError(f"refusing to convert, nothing written: {paths.torch_weight()} has keys "
