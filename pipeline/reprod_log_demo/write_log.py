@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+import common  # noqa: E402,F401  (first: offline mode and thread settings, before torch/paddle load)
 import numpy as np  # noqa: E402
 from reprod_log import ReprodLogger  # noqa: E402
 

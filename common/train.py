@@ -1,0 +1,195 @@
+"""The Step 5 training loop, written once for both frameworks.
+
+pt_train.py and pd_train.py each define a small Backend (model, optimizer,
+loader, one train step, evaluation, checkpoint state) in their own framework
+and hand it to run(). Everything that must be identical between the two lives
+here: the flags, the seeded per-epoch order both sides train in, the step
+budget, progress lines, checkpoints and resume, and the saved results.
+"""
+import argparse
+import json
+import math
+import os
+import shutil
+import signal
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from common import hparams, paths
+from common.diff import atomic_write, save_npy
+from common.paths import PipelineError
+
+
+def parse_args(framework: str, argv=None):
+    ap = argparse.ArgumentParser(description=f"Step 5: fine-tune BERT on SST-2 with {framework}")
+    ap.add_argument("--data_dir", type=Path, help="folder with GLUE SST-2 train.tsv and dev.tsv "
+                    "(this workplace: ../shared/data/SST-2); without it the hub loader is tried")
+    ap.add_argument("--epochs", type=int, default=1)
+    ap.add_argument("--max_steps", type=int, default=-1, help="stop after this many optimizer steps (-1: all)")
+    ap.add_argument("--train_limit", type=int, default=0, help="train on the first N rows only (0: all)")
+    ap.add_argument("--lr", type=float, default=hparams.LEARNING_RATE)
+    ap.add_argument("--warmup_proportion", type=float, default=hparams.WARMUP_PROPORTION)
+    ap.add_argument("--batch_size", type=int, default=hparams.BATCH_SIZE)
+    ap.add_argument("--seed", type=int, default=hparams.SEED)
+    ap.add_argument("--deterministic", action="store_true",
+                    help="train in eval mode (no dropout): both frameworks then follow the same loss "
+                         "curve step for step, which separates data-order and code bugs from dropout noise")
+    ap.add_argument("--save_steps", type=int, default=0, help="also checkpoint every N steps (0: per epoch only)")
+    ap.add_argument("--output_dir", type=Path, help=f"checkpoints (default pipeline/Step5/output/{framework})")
+    ap.add_argument("--resume", action="store_true", help="continue from the last checkpoint in --output_dir")
+    ap.add_argument("--log_every", type=int, default=20)
+    ap.add_argument("--kill_at_step", type=int, default=0, help=argparse.SUPPRESS)  # resume test: SIGKILL self
+    args = ap.parse_args(argv)
+    args.output_dir = args.output_dir or paths.step_dir(5) / "output" / framework
+    return args
+
+
+def epoch_order(n: int, epoch: int, seed: int) -> np.ndarray:
+    """The shuffled order of epoch `epoch`: one seeded permutation, identical for both frameworks."""
+    return np.random.RandomState(seed + epoch).permutation(n)
+
+
+@dataclass
+class RunState:
+    """Everything of a run that is not framework tensors; saved as JSON next to each checkpoint."""
+    global_step: int = 0
+    epoch: int = 0
+    batch_in_epoch: int = 0  # batches of `epoch` already trained
+    loss: list = field(default_factory=list)
+    lr: list = field(default_factory=list)
+    acc_per_epoch: list = field(default_factory=list)
+    train_seconds: float = 0.0
+    train_sentences: int = 0
+    eval_seconds: float = 0.0
+    eval_sentences: int = 0
+
+
+class Checkpoints:
+    """output_dir/checkpoint-<step>/ written under a temp name and renamed; `latest` names the newest."""
+
+    def __init__(self, output_dir: Path):
+        self.dir = Path(output_dir)
+
+    def save(self, backend, state: RunState):
+        final = self.dir / f"checkpoint-{state.global_step}"
+        tmp = self.dir / f".tmp-checkpoint-{state.global_step}"
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
+        backend.save_state(tmp)
+        (tmp / "run_state.json").write_text(json.dumps(asdict(state)))
+        shutil.rmtree(final, ignore_errors=True)
+        os.replace(tmp, final)
+        previous = self.latest()
+        atomic_write(self.dir / "latest", lambda t: Path(t).write_text(final.name + "\n"))
+        if previous and previous != final:
+            shutil.rmtree(previous, ignore_errors=True)
+
+    def latest(self):
+        pointer = self.dir / "latest"
+        if not pointer.is_file():
+            return None
+        path = self.dir / pointer.read_text().strip()
+        return path if path.is_dir() else None
+
+    def load(self, backend) -> RunState:
+        path = self.latest()
+        if path is None:
+            raise PipelineError(f"--resume: no checkpoint in {self.dir}; run without --resume first")
+        backend.load_state(path)
+        return RunState(**json.loads((path / "run_state.json").read_text()))
+
+
+def plan_steps(n_train: int, args) -> tuple:
+    steps_per_epoch = math.ceil(n_train / args.batch_size)
+    total = args.epochs * steps_per_epoch
+    if args.max_steps > 0:
+        total = min(total, args.max_steps)
+    return steps_per_epoch, total, int(total * args.warmup_proportion)
+
+
+def progress(framework, state: RunState, total: int, started: float, sentences_since: int):
+    elapsed = time.time() - started
+    rate = sentences_since / elapsed if elapsed else 0.0
+    steps_per_s = (state.global_step - progress.step0) / elapsed if elapsed else 0.0
+    eta = (total - state.global_step) / steps_per_s if steps_per_s else 0.0
+    print(f"[{framework}] step {state.global_step}/{total} epoch {state.epoch} loss {state.loss[-1]:.4f} "
+          f"lr {state.lr[-1]:.3e} {rate:.1f} sent/s eta {eta / 60:.1f} min", flush=True)
+
+
+def run(backend, args, train_set, dev_set):
+    """Train `backend` on train_set in the shared order, evaluate on dev_set after each epoch."""
+    fw = backend.name
+    steps_per_epoch, total, warmup = plan_steps(len(train_set), args)
+    backend.build(total_steps=total, warmup_steps=warmup, lr=args.lr)
+    ckpt = Checkpoints(args.output_dir)
+    state = ckpt.load(backend) if args.resume else RunState()
+    if not args.resume:
+        shutil.rmtree(args.output_dir, ignore_errors=True)  # a fresh run never mixes with an old one
+    print(f"[{fw}] {len(train_set)} train / {len(dev_set)} dev sentences, {total} steps "
+          f"({steps_per_epoch}/epoch), warmup {warmup}, lr {args.lr}, batch {args.batch_size}, "
+          f"{'deterministic (no dropout)' if args.deterministic else 'dropout on'}"
+          + (f", resumed at step {state.global_step}" if args.resume else ""), flush=True)
+
+    # an epoch cut short by max_steps or a kill is still evaluated: batch_in_epoch > 0
+    while state.epoch < args.epochs and (state.global_step < total or state.batch_in_epoch > 0):
+        order = epoch_order(len(train_set), state.epoch, args.seed)
+        started, sentences, progress.step0 = time.time(), 0, state.global_step
+        backend.set_train(not args.deterministic)
+        t0 = time.time()
+        for batch in backend.loader(train_set, order, args.batch_size, skip_batches=state.batch_in_epoch):
+            if state.global_step >= total:
+                break
+            loss, lr = backend.train_step(batch)
+            state.loss.append(loss)
+            state.lr.append(lr)
+            state.global_step += 1
+            state.batch_in_epoch += 1
+            sentences += backend.batch_len(batch)
+            if state.global_step % args.log_every == 0 or state.global_step == total:
+                progress(fw, state, total, started, sentences)
+            if args.save_steps and state.global_step % args.save_steps == 0:
+                state.train_seconds += time.time() - t0
+                state.train_sentences += sentences
+                t0, sentences = time.time(), 0
+                ckpt.save(backend, state)
+            if args.kill_at_step and state.global_step == args.kill_at_step:
+                os.kill(os.getpid(), signal.SIGKILL)  # an unclean stop, for the resume test
+        state.train_seconds += time.time() - t0
+        state.train_sentences += sentences
+        t0 = time.time()
+        acc = backend.evaluate(dev_set, args.batch_size)
+        state.eval_seconds += time.time() - t0
+        state.eval_sentences += len(dev_set)
+        state.acc_per_epoch.append(acc)
+        print(f"[{fw}] epoch {state.epoch} dev acc {acc:.5f}", flush=True)
+        state.epoch += 1
+        state.batch_in_epoch = 0
+        ckpt.save(backend, state)
+    save_results(fw, state, args)
+    return state
+
+
+def save_results(framework: str, state: RunState, args):
+    """train_align_<fw>.npy (what check_step5 compares) and train_curves_<fw>.npy (loss, lr per step)."""
+    out = paths.step_dir(5)
+    result = {
+        "acc": np.array(state.acc_per_epoch[-1], dtype="float64"),
+        "acc_per_epoch": np.array(state.acc_per_epoch, dtype="float64"),
+    }
+    if args.deterministic:  # only then must the two curves agree step by step
+        result["loss"] = np.array(state.loss, dtype="float32")
+    save_npy(out / f"train_align_{framework}.npy", result)
+    save_npy(out / f"train_curves_{framework}.npy", {
+        "loss": np.array(state.loss, dtype="float32"),
+        "lr": np.array(state.lr, dtype="float64"),
+        "train_sent_per_s": np.array(state.train_sentences / max(state.train_seconds, 1e-9)),
+        "eval_sent_per_s": np.array(state.eval_sentences / max(state.eval_seconds, 1e-9)),
+        "train_seconds": np.array(state.train_seconds),
+        "eval_seconds": np.array(state.eval_seconds),
+    })
+    print(f"[{framework}] final dev acc {state.acc_per_epoch[-1]:.5f}; "
+          f"{state.train_sentences / max(state.train_seconds, 1e-9):.1f} train sent/s, "
+          f"{state.eval_sentences / max(state.eval_seconds, 1e-9):.1f} eval sent/s; wrote {out}/train_align_{framework}.npy")
