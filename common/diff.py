@@ -163,23 +163,28 @@ class DiffLog:
         self.path = Path(path)
         self.lines = []
 
-    def info(self, msg: str):
+    def info(self, msg: str, echo: bool = True):
         line = f"[{time.strftime('%Y/%m/%d %H:%M:%S')}] root INFO: {msg}"
-        print(line)
+        if echo:
+            print(line)
         self.lines.append(line)
 
     def save(self):
         atomic_write(self.path, lambda tmp: Path(tmp).write_text("\n".join(self.lines) + "\n"))
 
 
-def report(results, log: DiffLog) -> bool:
+def report(results, log: DiffLog, echo_limit: int = 20) -> bool:
+    """Every key goes to the log; past echo_limit keys, only failing ones are echoed to stdout."""
     for r in results:
-        log.info(f"{r.key}: ")
+        echo = not r.passed or len(results) <= echo_limit
+        log.info(f"{r.key}: ", echo)
         if r.mean == r.mean:  # not NaN: the arrays could be compared
-            log.info(f"\tmean diff: check passed: {r.mean <= r.threshold}, value: {r.mean}")
-            log.info(f"\tmax diff: check passed: {r.passed}, value: {r.max}, threshold: {r.threshold}")
+            log.info(f"\tmean diff: check passed: {r.mean <= r.threshold}, value: {r.mean}", echo)
+            log.info(f"\tmax diff: check passed: {r.passed}, value: {r.max}, threshold: {r.threshold}", echo)
         for p in r.problems:
-            log.info(f"\tcheck passed: False, {p}")
+            log.info(f"\tcheck passed: False, {p}", echo)
+    if len(results) > echo_limit:
+        log.info(f"{sum(r.passed for r in results)} of {len(results)} keys passed (all in {log.path.name})")
     passed = bool(results) and all(r.passed for r in results)
     if not results:
         log.info("no keys to compare")

@@ -6,6 +6,7 @@ ADAM_BETAS = (0.9, 0.999)
 BATCH_SIZE = 32
 MAX_SEQ_LENGTH = 128
 SEED = 2021
+WARMUP_PROPORTION = 0.1    # Step 5: linear warmup over the first 10% of steps
 
 # Step 4's scheduler comparison (the guide's figures)
 SCHED_WARMUP_STEPS = 345
@@ -17,4 +18,3 @@ SCHED_POLY_END_LR = 0.0
 def decays(param_name: str) -> bool:
     """BERT's rule: no weight decay on biases and LayerNorm parameters."""
     return not (param_name.endswith("bias") or "LayerNorm" in param_name)
-WARMUP_PROPORTION = 0.1

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from common import hparams, paths
+from common import data, hparams, paths
 from common.diff import atomic_write, save_npy
 from common.paths import PipelineError
 
@@ -27,6 +27,8 @@ def parse_args(framework: str, argv=None):
     ap = argparse.ArgumentParser(description=f"Step 5: fine-tune BERT on SST-2 with {framework}")
     ap.add_argument("--data_dir", type=Path, help="folder with GLUE SST-2 train.tsv and dev.tsv "
                     "(this workplace: ../shared/data/SST-2); without it the hub loader is tried")
+    ap.add_argument("--demo", action="store_true", help="smoke run: train and evaluate on Step 2's demo.tsv "
+                    "(no SST-2 needed; proves the scripts run, not that training aligns)")
     ap.add_argument("--epochs", type=int, default=1)
     ap.add_argument("--max_steps", type=int, default=-1, help="stop after this many optimizer steps (-1: all)")
     ap.add_argument("--train_limit", type=int, default=0, help="train on the first N rows only (0: all)")
@@ -47,9 +49,20 @@ def parse_args(framework: str, argv=None):
     return args
 
 
-def epoch_order(n: int, epoch: int, seed: int) -> np.ndarray:
+def load_data(data_module, backend, args):
+    """(train, dev) through the framework's own data module: demo, --data_dir TSVs, or the hub."""
+    if args.demo:
+        train_set = dev_set = data_module.load_tsv(data.DEMO)
+    else:
+        train_set, dev_set = (data_module.load_split(split, args.data_dir) for split in ("train", "dev"))
+    if args.train_limit:
+        train_set = backend.head(train_set, args.train_limit)
+    return train_set, dev_set
+
+
+def epoch_order(n: int, epoch: int, seed: int) -> list:
     """The shuffled order of epoch `epoch`: one seeded permutation, identical for both frameworks."""
-    return np.random.RandomState(seed + epoch).permutation(n)
+    return data.permutation(n, seed + epoch)
 
 
 @dataclass
@@ -142,6 +155,9 @@ def run(backend, args, train_set, dev_set):
         for batch in backend.loader(train_set, order, args.batch_size, skip_batches=state.batch_in_epoch):
             if state.global_step >= total:
                 break
+            # Dropout masks of step k come from seed + k alone, so a resumed run draws exactly the masks an
+            # uninterrupted one would, whatever else (a DataLoader, an evaluation) used the global RNG meanwhile.
+            backend.seed(args.seed + state.global_step)
             loss, lr = backend.train_step(batch)
             state.loss.append(loss)
             state.lr.append(lr)

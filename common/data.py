@@ -1,0 +1,99 @@
+"""SST-2 data, framework-free: the TSV reader both pipelines share, and the hub switch.
+
+pt_data.py and pd_data.py build each framework's own dataset, tokenizer and
+loader on top of this; only reading the file (and refusing a bad one) lives here,
+because a row that one side reads differently from the other is not a porting
+question but a data bug, and should stop both sides the same way.
+"""
+import csv
+import os
+from pathlib import Path
+
+import numpy as np
+
+from common.hparams import SEED
+from common.paths import ROOT, SST2_DIR, PipelineError
+
+DEMO = ROOT / "pipeline" / "Step2" / "demo_sst2_sentence" / "demo.tsv"
+HEADER = ["sentence", "label"]
+SPLITS = ("train", "dev")  # GLUE's test.tsv has no labels
+# The exported checkpoints are uncased (MiniLM's and bert-base-uncased's tokenizer_config.json
+# say do_lower_case: true); a cased tokenizer on an uncased vocab maps capitals to [UNK] or
+# to different wordpieces.
+DO_LOWER_CASE = True
+
+
+def read_tsv(path) -> list:
+    """[{"sentence": str, "label": int}] from a GLUE TSV; any malformed row is a PipelineError."""
+    path = Path(path)
+    if not path.is_file():
+        raise PipelineError(f"{path} not found")
+    examples = []
+    try:
+        with open(path, encoding="utf-8-sig", newline="") as f:
+            # QUOTE_NONE: SST-2 sentences contain bare double quotes that csv's default quoting eats.
+            reader = csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE)
+            header = next(reader, None)
+            if header != HEADER:
+                raise PipelineError(f"{path}:1: header must be 'sentence<TAB>label', "
+                                    f"got {header if header else 'an empty file'}")
+            for row in reader:
+                where = f"{path}:{reader.line_num}"
+                if len(row) != 2:
+                    raise PipelineError(f"{where}: expected 2 tab-separated columns, got {len(row)}")
+                if row[1] not in ("0", "1"):
+                    raise PipelineError(f"{where}: label must be 0 or 1, got {row[1]!r}")
+                examples.append({"sentence": row[0], "label": int(row[1])})
+    except UnicodeDecodeError as e:
+        raise PipelineError(f"{path}: not UTF-8 ({e})") from None
+    if not examples:
+        raise PipelineError(f"{path}: no examples after the header")
+    return examples
+
+
+def split_file(split: str, data_dir) -> Path:
+    if split not in SPLITS:
+        raise PipelineError(f"split {split!r}: expected one of {', '.join(SPLITS)}")
+    path = Path(data_dir).expanduser().resolve() / f"{split}.tsv"
+    if not path.is_file():
+        raise PipelineError(f"{path} not found: --data_dir must be a GLUE SST-2 folder with train.tsv "
+                            f"and dev.tsv (on this workplace: {SST2_DIR})")
+    return path
+
+
+def from_hub(load, what: str):
+    """Run an ecosystem's hub loader; offline, or on any failure, say to pass --data_dir."""
+    hint = f"pass --data_dir DIR with SST-2's train.tsv and dev.tsv (on this workplace: {SST2_DIR})"
+    # common.paths turns the hub off; Paddle's loader does not read these variables, so check here.
+    if os.environ.get("HF_DATASETS_OFFLINE", "").upper() in ("1", "ON", "YES", "TRUE"):
+        raise PipelineError(f"cannot load {what}: the dataset hub is off (HF_DATASETS_OFFLINE=1); {hint}")
+    try:
+        return load()
+    except Exception as e:  # no network, unknown name, bad cache: all mean the same to the user
+        raise PipelineError(f"cannot load {what} ({type(e).__name__}: {e}); {hint}") from None
+
+
+def permutation(n: int, seed: int = SEED) -> list:
+    """One seeded example order, computed once and handed to both loaders."""
+    return np.random.RandomState(seed).permutation(n).tolist()
+
+
+def random_logits(n: int = 1000, seed: int = SEED):
+    """(logits float32 [n, 2], labels int64 [n]): the same numbers for both metric implementations."""
+    rng = np.random.RandomState(seed)
+    return rng.randn(n, 2).astype("float32"), rng.randint(0, 2, size=n).astype("int64")
+
+
+def record(examples, batches) -> dict:
+    """What Step 2 compares: every tokenized example and every batch, as int64 arrays in order.
+
+    examples: dicts with input_ids, token_type_ids, label; batches: dicts of numpy arrays.
+    """
+    out = {"length": np.array(len(examples), dtype="int64")}
+    for i, ex in enumerate(examples):
+        for key in ("input_ids", "token_type_ids", "label"):
+            out[f"example_{i:05d}_{key}"] = np.asarray(ex[key], dtype="int64")
+    for b, batch in enumerate(batches):
+        for key, value in sorted(batch.items()):
+            out[f"batch_{b:03d}_{key}"] = np.asarray(value)  # dtype as the collator made it
+    return out

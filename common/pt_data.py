@@ -1,0 +1,53 @@
+"""SST-2 the PyTorch way: datasets, transformers' BertTokenizer, DataCollatorWithPadding, DataLoader.
+
+pd_data.py is its Paddle twin, with the same function names and arguments; the
+pair is what Step 2 proves equal and what Step 5 trains on.
+"""
+import datasets
+import torch
+from torch.utils.data import DataLoader, Subset
+from transformers import BertTokenizer, DataCollatorWithPadding
+
+from common import data, paths
+from common.hparams import BATCH_SIZE, MAX_SEQ_LENGTH
+from common.weights import EXPORT
+
+datasets.disable_progress_bars()
+
+
+def load_tsv(path) -> datasets.Dataset:
+    return datasets.Dataset.from_list(data.read_tsv(path))
+
+
+def load_split(split: str, data_dir=None) -> datasets.Dataset:
+    """data_dir/{split}.tsv, or with data_dir=None the Hugging Face hub's GLUE SST-2."""
+    if data_dir is not None:
+        return load_tsv(data.split_file(split, data_dir))
+    hub_split = {"train": "train", "dev": "validation"}.get(split, split)
+    ds = data.from_hub(lambda: datasets.load_dataset("glue", "sst2", split=hub_split), f"glue/sst2 {hub_split}")
+    return ds.remove_columns("idx")
+
+
+def tokenizer() -> BertTokenizer:
+    return BertTokenizer(str(paths.require(paths.vocab(), EXPORT)), do_lower_case=data.DO_LOWER_CASE)
+
+
+def encode(dataset, tokenizer, max_length: int = MAX_SEQ_LENGTH):
+    """Tokenize every sentence once: input_ids, token_type_ids, attention_mask, label."""
+    return dataset.map(lambda batch: tokenizer(batch["sentence"], truncation=True, max_length=max_length),
+                       batched=True, remove_columns=["sentence"])
+
+
+def loader(encoded, tokenizer, order=None, batch_size: int = BATCH_SIZE) -> DataLoader:
+    """Batches in exactly the given order (indices into encoded), padded to each batch's longest.
+
+    No shuffling here: the caller passes one order (data.permutation) to both frameworks.
+    """
+    order = range(len(encoded)) if order is None else order
+    return DataLoader(Subset(encoded, list(order)), batch_size=batch_size, shuffle=False, drop_last=False,
+                      collate_fn=DataCollatorWithPadding(tokenizer))
+
+
+def accuracy(logits: torch.Tensor, labels: torch.Tensor) -> float:
+    """By hand, as torch users write it (no `evaluate`, no load_metric)."""
+    return (logits.argmax(-1) == labels).float().mean().item()

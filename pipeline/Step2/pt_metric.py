@@ -1,0 +1,51 @@
+"""Step 2, torch side: accuracy by hand on seeded random logits and on pt_bert's own predictions.
+
+    python pipeline/Step2/pt_metric.py                           # model predictions on the demo set
+    python pipeline/Step2/pt_metric.py --data_dir ../shared/data/SST-2    # ... on its dev.tsv
+"""
+import argparse
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+import common  # noqa: E402,F401  (first: offline mode and thread settings, before torch/paddle load)
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+from reprod_log import ReprodLogger  # noqa: E402
+
+from common import data, paths  # noqa: E402
+from common import pt_data  # noqa: E402
+from common.diff import save_npy  # noqa: E402
+from common.weights import torch_model  # noqa: E402
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--data_dir", help="a GLUE SST-2 folder: predict its dev.tsv instead of the demo set")
+    args = ap.parse_args()
+    logger = ReprodLogger()
+    logits, labels = data.random_logits()
+    acc = pt_data.accuracy(torch.from_numpy(logits), torch.from_numpy(labels))
+    logger.add("random_accuracy", np.array(acc, dtype="float32"))
+
+    model = torch_model()
+    model.eval()  # dropout off: the two frameworks draw different masks
+    dataset = pt_data.load_split("dev", args.data_dir) if args.data_dir else pt_data.load_tsv(data.DEMO)
+    tokenizer = pt_data.tokenizer()
+    logits, labels = [], []
+    with torch.no_grad():
+        for batch in pt_data.loader(pt_data.encode(dataset, tokenizer), tokenizer):
+            labels.append(batch.pop("labels"))
+            logits.append(model(**batch))
+    logits, labels = torch.cat(logits), torch.cat(labels)
+    acc = pt_data.accuracy(logits, labels)
+    logger.add("model_logits", logits.numpy())
+    logger.add("model_accuracy", np.array(acc, dtype="float32"))
+    out = paths.step_dir(2) / "metric_torch.npy"
+    save_npy(out, logger.data)
+    print(f"wrote {out}: model accuracy {acc:.4f} on {len(labels)} examples, "
+          f"random-logits accuracy {logger.data['random_accuracy']:.4f}")
+
+
+if __name__ == "__main__":
+    paths.run_main(main)

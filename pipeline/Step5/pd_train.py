@@ -1,0 +1,97 @@
+"""Step 5, Paddle side: fine-tune pd_bert on SST-2 and evaluate on dev after each epoch.
+
+    python pipeline/Step5/pd_train.py --data_dir ../shared/data/SST-2            # one full epoch
+    python pipeline/Step5/pd_train.py --data_dir ../shared/data/SST-2 --train_limit 640 --max_steps 20
+
+The loop, flags, data order and checkpoints are common/train.py's; this file is
+only what Paddle does differently. pt_train.py is its twin.
+"""
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+import common  # noqa: E402,F401  (first: offline mode and thread settings, before torch/paddle load)
+import paddle  # noqa: E402
+from paddle.nn import functional as F  # noqa: E402
+from paddlenlp.datasets import MapDataset  # noqa: E402
+from paddlenlp.transformers import LinearDecayWithWarmup  # noqa: E402
+
+from common import hparams, paths, pd_data, train  # noqa: E402
+from common.weights import paddle_model  # noqa: E402
+
+
+class Backend:
+    name = "paddle"
+
+    def __init__(self):
+        self.model = paddle_model()
+        self.tokenizer = pd_data.tokenizer()
+
+    def build(self, total_steps, warmup_steps, lr):
+        self.scheduler = LinearDecayWithWarmup(lr, total_steps, warmup_steps)
+        decay = {p.name for n, p in self.model.named_parameters() if hparams.decays(n)}
+        self.optimizer = paddle.optimizer.AdamW(
+            learning_rate=self.scheduler, parameters=self.model.parameters(), weight_decay=hparams.WEIGHT_DECAY,
+            apply_decay_param_fun=lambda name: name in decay,
+            beta1=hparams.ADAM_BETAS[0], beta2=hparams.ADAM_BETAS[1], epsilon=hparams.ADAM_EPSILON)
+
+    def head(self, dataset, n):
+        return MapDataset(dataset.data[:n])
+
+    def encode(self, dataset):
+        return pd_data.encode(dataset, self.tokenizer)
+
+    def loader(self, encoded, order, batch_size, skip_batches=0):
+        return pd_data.loader(encoded, self.tokenizer, order[skip_batches * batch_size:], batch_size)
+
+    def batch_len(self, batch):
+        return len(batch["labels"])
+
+    def seed(self, n):
+        paddle.seed(n)  # dropout masks: reproducible within Paddle, never equal to torch's
+
+    def set_train(self, on):
+        self.model.train() if on else self.model.eval()
+
+    def train_step(self, batch):
+        lr = self.scheduler.get_lr()
+        logits = self.model(batch["input_ids"], batch["token_type_ids"], batch["attention_mask"])
+        loss = F.cross_entropy(logits, batch["labels"])
+        loss.backward()
+        self.optimizer.step()
+        self.scheduler.step()
+        self.optimizer.clear_grad()
+        return loss.item(), lr
+
+    @paddle.no_grad()
+    def evaluate(self, encoded, batch_size):
+        was_training = self.model.training
+        self.model.eval()
+        metric = paddle.metric.Accuracy()
+        for batch in pd_data.loader(encoded, self.tokenizer, None, batch_size):
+            logits = self.model(batch["input_ids"], batch["token_type_ids"], batch["attention_mask"])
+            metric.update(metric.compute(logits, batch["labels"]))
+        self.set_train(was_training)
+        return float(metric.accumulate())
+
+    def save_state(self, folder):
+        paddle.save({"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
+                     "scheduler": self.scheduler.state_dict()},
+                    str(folder / "paddle_state.pdparams"))
+
+    def load_state(self, folder):
+        state = paddle.load(str(folder / "paddle_state.pdparams"))
+        self.model.set_state_dict(state["model"])
+        self.optimizer.set_state_dict(state["optimizer"])
+        self.scheduler.set_state_dict(state["scheduler"])
+
+
+def main():
+    args = train.parse_args("paddle")
+    backend = Backend()
+    train_set, dev_set = train.load_data(pd_data, backend, args)
+    train.run(backend, args, backend.encode(train_set), backend.encode(dev_set))
+
+
+if __name__ == "__main__":
+    paths.run_main(main)

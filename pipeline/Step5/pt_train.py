@@ -1,0 +1,94 @@
+"""Step 5, torch side: fine-tune pt_bert on SST-2 and evaluate on dev after each epoch.
+
+    python pipeline/Step5/pt_train.py --data_dir ../shared/data/SST-2            # one full epoch
+    python pipeline/Step5/pt_train.py --data_dir ../shared/data/SST-2 --train_limit 640 --max_steps 20
+
+The loop, flags, data order and checkpoints are common/train.py's; this file is
+only what torch does differently. pd_train.py is its twin.
+"""
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+import common  # noqa: E402,F401  (first: offline mode and thread settings, before torch/paddle load)
+import torch  # noqa: E402
+from torch.nn import functional as F  # noqa: E402
+from transformers import get_scheduler  # noqa: E402
+
+from common import hparams, paths, pt_data, train  # noqa: E402
+from common.weights import torch_model  # noqa: E402
+
+
+class Backend:
+    name = "torch"
+
+    def __init__(self):
+        self.model = torch_model()
+        self.tokenizer = pt_data.tokenizer()
+
+    def build(self, total_steps, warmup_steps, lr):
+        named = list(self.model.named_parameters())
+        groups = [{"params": [p for n, p in named if hparams.decays(n)], "weight_decay": hparams.WEIGHT_DECAY},
+                  {"params": [p for n, p in named if not hparams.decays(n)], "weight_decay": 0.0}]
+        self.optimizer = torch.optim.AdamW(groups, lr=lr, betas=hparams.ADAM_BETAS, eps=hparams.ADAM_EPSILON)
+        self.scheduler = get_scheduler("linear", self.optimizer, warmup_steps, total_steps)
+
+    def head(self, dataset, n):
+        return dataset.select(range(min(n, len(dataset))))
+
+    def encode(self, dataset):
+        return pt_data.encode(dataset, self.tokenizer)
+
+    def loader(self, encoded, order, batch_size, skip_batches=0):
+        return pt_data.loader(encoded, self.tokenizer, order[skip_batches * batch_size:], batch_size)
+
+    def batch_len(self, batch):
+        return len(batch["labels"])
+
+    def seed(self, n):
+        torch.manual_seed(n)  # dropout masks: reproducible within torch, never equal to Paddle's
+
+    def set_train(self, on):
+        self.model.train(on)
+
+    def train_step(self, batch):
+        lr = self.scheduler.get_last_lr()[0]
+        logits = self.model(batch["input_ids"], batch["token_type_ids"], batch["attention_mask"])
+        loss = F.cross_entropy(logits, batch["labels"])
+        loss.backward()
+        self.optimizer.step()
+        self.scheduler.step()
+        self.optimizer.zero_grad()
+        return loss.item(), lr
+
+    @torch.no_grad()
+    def evaluate(self, encoded, batch_size):
+        was_training = self.model.training
+        self.model.eval()
+        correct = 0
+        for batch in pt_data.loader(encoded, self.tokenizer, None, batch_size):
+            logits = self.model(batch["input_ids"], batch["token_type_ids"], batch["attention_mask"])
+            correct += int((logits.argmax(-1) == batch["labels"]).sum())
+        self.model.train(was_training)
+        return correct / len(encoded)
+
+    def save_state(self, folder):
+        torch.save({"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
+                    "scheduler": self.scheduler.state_dict()}, folder / "torch_state.pt")
+
+    def load_state(self, folder):
+        state = torch.load(folder / "torch_state.pt", weights_only=False)
+        self.model.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.scheduler.load_state_dict(state["scheduler"])
+
+
+def main():
+    args = train.parse_args("torch")
+    backend = Backend()
+    train_set, dev_set = train.load_data(pt_data, backend, args)
+    train.run(backend, args, backend.encode(train_set), backend.encode(dev_set))
+
+
+if __name__ == "__main__":
+    paths.run_main(main)

@@ -1,0 +1,142 @@
+"""The whole pipeline in one command: weights, Steps 1-5, log_reprod/ and its SUMMARY.md.
+
+    python pipeline/run_all.py                                   # offline; Step 5 as a smoke run on demo data
+    python pipeline/run_all.py --data_dir ../shared/data/SST-2   # the real SST-2 training alignment
+    python pipeline/run_all.py --data_dir ../shared/data/SST-2 --train_limit 3200 --max_steps 100
+
+Each script runs in its own process, in order. The first step that fails stops
+the run with its message; results of the steps before it stay in place, and
+SUMMARY.md says what passed, what failed and what did not run. Exit 0 only if
+every check is green.
+"""
+import argparse
+import json
+import platform
+import re
+import subprocess
+import sys
+import time
+from importlib import metadata
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import common  # noqa: E402,F401  (first: offline mode and thread settings, before torch/paddle load)
+from common import paths  # noqa: E402
+from common.diff import atomic_write  # noqa: E402
+
+
+def steps(args):
+    """[(step name, [scripts with args]), ...]; the last script of each step is its check."""
+    export = ["weights/torch_bert_weights.py"] + (["--model_dir", str(args.model_dir)] if args.model_dir else []) \
+        + (["--random_init", "--config", str(args.random_init)] if args.random_init else [])
+    data = ["--data_dir", str(args.data_dir)] if args.data_dir else []
+    budget = [f"--{k}={v}" for k, v in (("epochs", args.epochs), ("max_steps", args.max_steps),
+                                        ("train_limit", args.train_limit), ("lr", args.lr)) if v is not None]
+    budget += ["--deterministic"] if args.deterministic else []
+    train = (data if args.data_dir else ["--demo"]) + budget
+    return [
+        ("setup", [export, ["weights/torch2paddle.py"], ["classifier_weights/generate_classifier_weights.py"],
+                   ["fake_data/gen_fake_data.py"]]),
+        ("Step1 forward", [["pipeline/Step1/pt_forward_bert.py"], ["pipeline/Step1/pd_forward_bert.py"],
+                           ["pipeline/Step1/check_step1.py"]]),
+        ("Step2 data + metric", [["pipeline/Step2/pt_data_loader.py", *data], ["pipeline/Step2/pd_data_loader.py", *data],
+                                 ["pipeline/Step2/pt_metric.py"], ["pipeline/Step2/pd_metric.py"],
+                                 ["pipeline/Step2/check_step2.py"]]),
+        ("Step3 loss", [["pipeline/Step3/pt_loss.py"], ["pipeline/Step3/pd_loss.py"], ["pipeline/Step3/check_step3.py"]]),
+        ("Step4 lr + backward", [["pipeline/Step4/pt_lr.py"], ["pipeline/Step4/pd_lr.py"], ["pipeline/Step4/pt_bp.py"],
+                                 ["pipeline/Step4/pd_bp.py"], ["pipeline/Step4/check_step4.py"]]),
+        ("Step5 training" + (" (SMOKE RUN on demo data: not evidence)" if not args.data_dir else ""),
+         [["pipeline/Step5/pt_train.py", *train], ["pipeline/Step5/pd_train.py", *train],
+          ["pipeline/Step5/check_step5.py"]]),
+    ]
+
+
+def run_script(cmd):
+    print(f"\n$ python {' '.join(cmd)}", flush=True)
+    started = time.time()
+    proc = subprocess.run([sys.executable, str(paths.ROOT / cmd[0]), *cmd[1:]])
+    return proc.returncode, time.time() - started
+
+
+def figures(log: Path) -> list:
+    """The lines of a diff log worth a summary: each key's verdict and max diff, and the extra figures."""
+    if not log.is_file():
+        return []
+    keep = []
+    for line in log.read_text().splitlines():
+        msg = line.split("root INFO: ", 1)[-1]
+        if re.match(r"\s*max diff:|\s*check passed: False|diff check", msg) or not msg.startswith(("\t", " ")) \
+                and not msg.endswith(": "):
+            keep.append(msg.strip())
+    return keep
+
+
+def versions() -> str:
+    names = ["paddlepaddle", "paddlenlp", "torch", "transformers", "datasets", "tokenizers", "numpy", "reprod_log"]
+    found = []
+    for n in names:
+        try:
+            found.append(f"{n} {metadata.version(n)}")
+        except metadata.PackageNotFoundError:
+            found.append(f"{n} (not installed)")
+    return f"Python {platform.python_version()}, " + ", ".join(found)
+
+
+def write_summary(results, args, started):
+    source = paths.weights_dir() / "source.json"
+    model = json.loads(source.read_text())["source"] if source.is_file() else "(weights not exported)"
+    lines = ["# log_reprod summary", "",
+             f"Made by `python pipeline/run_all.py {' '.join(sys.argv[1:])}` on {time.strftime('%Y-%m-%d %H:%M')}, "
+             f"{(time.time() - started) / 60:.1f} min.", "",
+             f"- model: {model}",
+             f"- data: {'GLUE SST-2 TSVs in ' + str(args.data_dir) if args.data_dir else 'demo.tsv (Step 5 is a smoke run, not evidence)'}",
+             f"- versions: {versions()}",
+             f"- machine: {platform.machine()}, {len(__import__('os').sched_getaffinity(0))} cores", "",
+             "| step | result | seconds |", "|---|---|---|"]
+    lines += [f"| {name} | {verdict} | {secs:.0f} |" for name, verdict, secs, _ in results]
+    for name, verdict, _, logs in results:
+        for log in logs:
+            lines += ["", f"## {name}: `{log.name}`", "```", *figures(log), "```"]
+    atomic_write(paths.log_reprod() / "SUMMARY.md", lambda tmp: Path(tmp).write_text("\n".join(lines) + "\n"))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--data_dir", type=Path, help="GLUE SST-2 folder (train.tsv, dev.tsv) for Steps 2 and 5")
+    ap.add_argument("--model_dir", type=Path, help="a local HF BERT folder instead of the pip-shipped MiniLM")
+    ap.add_argument("--random_init", type=Path, metavar="CONFIG",
+                    help="seeded random weights from this config.json (no pretrained weights; e.g. tests/tiny_config.json)")
+    ap.add_argument("--epochs", type=int)
+    ap.add_argument("--max_steps", type=int)
+    ap.add_argument("--train_limit", type=int)
+    ap.add_argument("--lr", type=float)
+    ap.add_argument("--deterministic", action="store_true", help="Step 5 without dropout (see Step 5's README)")
+    args = ap.parse_args()
+    if args.data_dir:
+        args.data_dir = args.data_dir.expanduser().resolve()
+
+    started, results, failed = time.time(), [], None
+    for name, scripts in steps(args):
+        if failed:
+            results.append((name, "not run", 0.0, []))
+            continue
+        total, checked = 0.0, False
+        for cmd in scripts:
+            code, secs = run_script(cmd)
+            total += secs
+            checked = Path(cmd[0]).name.startswith("check_")
+            if code:
+                failed = f"{name}: `python {' '.join(cmd)}` exited {code}"
+                break
+        # a step that broke before its check has no fresh log: show none rather than an old one
+        logs = sorted(paths.step_dir(int(name[4])).glob("*_diff.log")) if checked else []
+        verdict = "FAILED" if failed else ("passed" if checked else "done")
+        results.append((name, verdict, total, logs))
+        write_summary(results, args, started)
+    write_summary(results, args, started)
+    print(f"\n{'FAILED: ' + failed if failed else 'all checks passed'}; summary in {paths.log_reprod() / 'SUMMARY.md'}")
+    sys.exit(1 if failed else 0)
+
+
+if __name__ == "__main__":
+    paths.run_main(main)
