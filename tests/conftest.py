@@ -20,7 +20,7 @@ SETUP = ["weights/torch_bert_weights.py", "weights/torch2paddle.py",
          "classifier_weights/generate_classifier_weights.py", "fake_data/gen_fake_data.py"]
 
 
-def run(script, *args, home, plant=None, cwd="/tmp", check=None):
+def run(script, *args, home, plant=None, cwd="/tmp", check=None, env=None):
     """Run a repo script (path relative to the root) under BERT_ALIGN_HOME=home.
 
     plant: a bug name from tests/plant.py to plant before the script runs.
@@ -29,7 +29,7 @@ def run(script, *args, home, plant=None, cwd="/tmp", check=None):
     cmd = [sys.executable]
     cmd += [str(ROOT / "tests" / "plant.py"), plant] if plant else []
     cmd += [str(ROOT / script), *map(str, args)]
-    env = dict(os.environ, BERT_ALIGN_HOME=str(home), PYTHONWARNINGS="ignore")
+    env = dict(os.environ, BERT_ALIGN_HOME=str(home), PYTHONWARNINGS="ignore", **(env or {}))
     proc = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True)
     if check is not None:
         assert proc.returncode == check, f"{' '.join(cmd)} -> {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
@@ -61,6 +61,15 @@ def home(tiny_home, tmp_path):
     dst = tmp_path / "home"
     shutil.copytree(tiny_home, dst)
     return dst
+
+
+@pytest.fixture(scope="session")
+def run_all_home(tmp_path_factory):
+    """One green `run_all.py` on the tiny model from an empty home (read-only; copy before breaking)."""
+    home = tmp_path_factory.mktemp("run_all")
+    proc = run("pipeline/run_all.py", "--random_init", ROOT / "tests/tiny_config.json", "--data_dir", SST2,
+               "--train_limit", 192, "--max_steps", 6, "--deterministic", home=home)
+    return home, proc
 
 
 @pytest.fixture(scope="session")
