@@ -93,3 +93,22 @@ def test_export_rejects_a_foreign_checkpoint(home, tmp_path):
     torch.save({"embeddings.word_embeddings.weight": torch.zeros(30522, 32)}, tmp_path / "pytorch_model.bin")
     proc = run("weights/torch_bert_weights.py", "--model_dir", tmp_path, home=home, check=2)
     assert "missing:" in proc.stderr and proc.stderr.strip().count("\n") == 0
+
+
+def test_export_reads_a_bert_for_pretraining_checkpoint(home, tmp_path):
+    """bert-base-uncased's layout: `bert.` prefix, pretraining heads, TF-era LayerNorm gamma/beta, a .bin file."""
+    import json
+    state = torch.load(home / "weights/torch_weight.bin", weights_only=True)
+    legacy = {"bert." + k.replace("LayerNorm.weight", "LayerNorm.gamma").replace("LayerNorm.bias", "LayerNorm.beta"): v
+              for k, v in state.items()}
+    legacy["cls.predictions.bias"] = torch.zeros(30522)
+    legacy["bert.embeddings.position_ids"] = torch.arange(512)[None]
+    torch.save(legacy, tmp_path / "pytorch_model.bin")
+    config = json.loads((home / "weights/config.json").read_text())
+    (tmp_path / "config.json").write_text(json.dumps({**config, "architectures": ["BertForPreTraining"]}))
+    (tmp_path / "vocab.txt").write_text((home / "weights/vocab.txt").read_text())
+    before = torch.load(home / "weights/torch_weight.bin", weights_only=True)
+    proc = run("weights/torch_bert_weights.py", "--model_dir", tmp_path, home=home, check=0)
+    assert "not exported (heads, buffers): 2 keys" in proc.stdout
+    after = torch.load(home / "weights/torch_weight.bin", weights_only=True)
+    assert after.keys() == before.keys() and all(torch.equal(after[k], before[k]) for k in after)

@@ -14,9 +14,8 @@ import common  # noqa: E402,F401  (first: offline mode and thread settings, befo
 import paddle  # noqa: E402
 from paddle.nn import functional as F  # noqa: E402
 from paddlenlp.datasets import MapDataset  # noqa: E402
-from paddlenlp.transformers import LinearDecayWithWarmup  # noqa: E402
 
-from common import hparams, paths, pd_data, train  # noqa: E402
+from common import paths, pd_data, pd_optim, train  # noqa: E402
 from common.weights import paddle_model  # noqa: E402
 
 
@@ -28,12 +27,7 @@ class Backend:
         self.tokenizer = pd_data.tokenizer()
 
     def build(self, total_steps, warmup_steps, lr):
-        self.scheduler = LinearDecayWithWarmup(lr, total_steps, warmup_steps)
-        decay = {p.name for n, p in self.model.named_parameters() if hparams.decays(n)}
-        self.optimizer = paddle.optimizer.AdamW(
-            learning_rate=self.scheduler, parameters=self.model.parameters(), weight_decay=hparams.WEIGHT_DECAY,
-            apply_decay_param_fun=lambda name: name in decay,
-            beta1=hparams.ADAM_BETAS[0], beta2=hparams.ADAM_BETAS[1], epsilon=hparams.ADAM_EPSILON)
+        self.optimizer, self.scheduler = pd_optim.build(self.model, lr, "linear", warmup_steps, total_steps)
 
     def head(self, dataset, n):
         return MapDataset(dataset.data[:n])
@@ -54,7 +48,7 @@ class Backend:
         self.model.train() if on else self.model.eval()
 
     def train_step(self, batch):
-        lr = self.scheduler.get_lr()
+        lr = pd_optim.current_lr(self.optimizer)
         logits = self.model(batch["input_ids"], batch["token_type_ids"], batch["attention_mask"])
         loss = F.cross_entropy(logits, batch["labels"])
         loss.backward()

@@ -13,9 +13,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 import common  # noqa: E402,F401  (first: offline mode and thread settings, before torch/paddle load)
 import torch  # noqa: E402
 from torch.nn import functional as F  # noqa: E402
-from transformers import get_scheduler  # noqa: E402
 
-from common import hparams, paths, pt_data, train  # noqa: E402
+from common import paths, pt_data, pt_optim, train  # noqa: E402
 from common.weights import torch_model  # noqa: E402
 
 
@@ -27,11 +26,7 @@ class Backend:
         self.tokenizer = pt_data.tokenizer()
 
     def build(self, total_steps, warmup_steps, lr):
-        named = list(self.model.named_parameters())
-        groups = [{"params": [p for n, p in named if hparams.decays(n)], "weight_decay": hparams.WEIGHT_DECAY},
-                  {"params": [p for n, p in named if not hparams.decays(n)], "weight_decay": 0.0}]
-        self.optimizer = torch.optim.AdamW(groups, lr=lr, betas=hparams.ADAM_BETAS, eps=hparams.ADAM_EPSILON)
-        self.scheduler = get_scheduler("linear", self.optimizer, warmup_steps, total_steps)
+        self.optimizer, self.scheduler = pt_optim.build(self.model, lr, "linear", warmup_steps, total_steps)
 
     def head(self, dataset, n):
         return dataset.select(range(min(n, len(dataset))))
@@ -52,7 +47,7 @@ class Backend:
         self.model.train(on)
 
     def train_step(self, batch):
-        lr = self.scheduler.get_last_lr()[0]
+        lr = pt_optim.current_lr(self.optimizer)
         logits = self.model(batch["input_ids"], batch["token_type_ids"], batch["attention_mask"])
         loss = F.cross_entropy(logits, batch["labels"])
         loss.backward()
