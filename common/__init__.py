@@ -12,8 +12,11 @@ before torch or paddle (the math libraries read these variables when loaded):
   this AMD EPYC machine). Intel CPUs ignore it.
 """
 import os
+import warnings
 
 for _var in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE"):
     os.environ.setdefault(_var, "1")
 os.environ.setdefault("OMP_NUM_THREADS", str(len(os.sched_getaffinity(0))))
 os.environ.setdefault("MKL_DEBUG_CPU_TYPE", "5")
+# Paddle warns at import that ccache (a C++ build cache) is missing; nothing here compiles C++.
+warnings.filterwarnings("ignore", message="No ccache found")

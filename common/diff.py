@@ -198,7 +198,8 @@ def check_pair(torch_path, paddle_path, log_path, thresholds=None, default=1e-6,
     """Diff a torch/paddle .npy pair, write the log, copy all three into log_reprod/ (if hand_in).
 
     how: {"torch": cmd, "paddle": cmd}, named in the error when a file is missing.
-    extra(log, torch_data, paddle_data): writes more lines (figures, tables) after the report.
+    extra(log, torch_data, paddle_data): writes more lines (figures, tables) after the report;
+        log.passed holds the verdict.
     """
     data = {}
     for side, path in (("torch", torch_path), ("paddle", paddle_path)):
@@ -207,7 +208,7 @@ def check_pair(torch_path, paddle_path, log_path, thresholds=None, default=1e-6,
             raise PipelineError(f"{path} not found{hint}")
         data[side] = load_npy(path)
     log = DiffLog(log_path)
-    passed = report(compare(data["torch"], data["paddle"], thresholds, default), log)
+    passed = log.passed = report(compare(data["torch"], data["paddle"], thresholds, default), log)
     if extra:
         extra(log, data["torch"], data["paddle"])
     log.save()

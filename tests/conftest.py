@@ -36,6 +36,14 @@ def run(script, *args, home, plant=None, cwd="/tmp", check=None, env=None):
     return proc
 
 
+def error_line(proc) -> str:
+    """The script's one `error:` line, which must end its stderr (Paddle prints its own notices above it)."""
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    errors = [line for line in lines if line.startswith("error: ")]
+    assert len(errors) == 1 and lines[-1] == errors[0], proc.stderr
+    return errors[0]
+
+
 def make_home(path, *export_args):
     for script in SETUP:
         run(script, *(export_args if script == SETUP[0] else ()), home=path, check=0)

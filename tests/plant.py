@@ -43,6 +43,12 @@ def _():
                                      if isinstance(l, paddle.nn.LayerNorm)])
 
 
+@plant("paddle_layer3_attention_ln_eps")
+def _():
+    """Only encoder layer 3's attention-output LayerNorm built with Paddle's default epsilon."""
+    after_build("paddle", lambda m: setattr(m.bert.encoder.layer[3].attention.output.LayerNorm, "_epsilon", 1e-5))
+
+
 @plant("paddle_untransposed_query")
 def _():
     """A converter that skipped one square Linear: layer 0's query weight left in torch layout."""

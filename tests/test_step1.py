@@ -1,8 +1,10 @@
 """Step 1 passes on aligned models and goes red on each planted bug."""
+import shutil
+
 import numpy as np
 import paddle
 
-from conftest import run
+from conftest import error_line, run
 
 FWD = ["pipeline/Step1/pt_forward_bert.py", "pipeline/Step1/pd_forward_bert.py"]
 CHECK = "pipeline/Step1/check_step1.py"
@@ -47,13 +49,13 @@ def test_ignored_attention_mask_is_caught(home):
 def test_check_before_forward_says_what_to_run(home):
     proc = run(CHECK, home=home)
     assert proc.returncode == 2
-    assert proc.stderr.strip().count("\n") == 0 and "pt_forward_bert.py" in proc.stderr
+    assert "pt_forward_bert.py" in error_line(proc)
 
 
 def test_missing_weights_is_one_line(home):
     (home / "weights/paddle_weight.pdparams").unlink()
     proc = run(FWD[1], home=home, check=2)
-    assert "torch2paddle.py" in proc.stderr and proc.stderr.strip().count("\n") == 0
+    assert "torch2paddle.py" in error_line(proc)
 
 
 def test_corrupt_npy_fails_cleanly_and_keeps_results(home):
@@ -61,7 +63,7 @@ def test_corrupt_npy_fails_cleanly_and_keeps_results(home):
     good = (home / "log_reprod/forward_diff.log").read_text()
     (home / "pipeline/Step1/forward_paddle.npy").write_bytes(b"\x93NUMPY garbage")
     proc = run(CHECK, home=home, check=2)
-    assert "forward_paddle.npy" in proc.stderr and proc.stderr.strip().count("\n") == 0
+    assert "forward_paddle.npy" in error_line(proc)
     assert (home / "log_reprod/forward_diff.log").read_text() == good
 
 
@@ -69,3 +71,22 @@ def test_scripts_run_from_any_directory(home, tmp_path):
     for cwd in (home.parent, tmp_path, "/"):
         run(FWD[0], home=home, cwd=cwd, check=0)
     assert np.load(home / "pipeline/Step1/forward_torch.npy", allow_pickle=True).item()["logits_fake"].shape == (4, 2)
+
+
+def test_one_layernorm_epsilon_is_named_as_first_diverging_module(minilm_home, tmp_path):
+    """A wrong epsilon in layer 3's attention-output LayerNorm alone moves MiniLM's logits by only ~3e-7,
+    under the logits threshold; the module check catches it and names the module."""
+    home = tmp_path / "home"
+    shutil.copytree(minilm_home, home)
+    proc = step1(home, plant="paddle_layer3_attention_ln_eps")
+    assert proc.returncode == 1
+    log = (home / "pipeline/Step1/forward_diff.log").read_text()
+    assert "logits_fake: " in log and "diff check passed" in log  # the logits alone would have passed
+    assert "first diverging module: fake/bert.encoder.layer.3.attention.output" in log
+    assert "layer-by-layer diagnosis" in log
+
+
+def test_diagnose_table_on_aligned_models(home):
+    step1(home)
+    proc = run(CHECK, "--diagnose", home=home, check=0)
+    assert "padded/bert.encoder.layer.1.output" in proc.stdout and "none over tolerance" in proc.stdout
