@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from common import data, hparams, paths
+from common import data, hparams, paths, weight_stats
 from common.diff import atomic_write, save_npy
 from common.paths import PipelineError
 
@@ -185,6 +185,7 @@ def run(backend, args, train_set, dev_set):
         state.batch_in_epoch = 0
         ckpt.save(backend, state)
     save_results(fw, state, args)
+    save_npy(paths.step_dir(5) / f"weight_stats_{fw}.npy", weight_stats.summarize(backend.named_arrays()))
     return state
 
 

@@ -58,3 +58,25 @@ def test_resume_after_kill_equals_uninterrupted(home, script, tmp_path):
     np.testing.assert_array_equal(resumed["loss"], straight["loss"])
     np.testing.assert_array_equal(resumed["lr"], straight["lr"])
     np.testing.assert_array_equal(load_npy(home / f"pipeline/Step5/train_align_{fw}.npy")["acc_per_epoch"], acc)
+
+
+def test_weight_decay_on_layernorm_is_flagged(home):
+    """The guide's weight-statistics check: Paddle decaying LayerNorm and bias shows in the norm ratios."""
+    args = ["--demo", "--deterministic", "--lr", "1e-3", "--max_steps", 10]
+    for script in (PT, PD):
+        run(script, *args, home=home, check=0)
+    assert "departing from 1 by more than" in run(CHECK, home=home).stdout
+    assert any(line.endswith(": none") and "departing from 1" in line
+               for line in (home / "pipeline/Step5/train_align_diff.log").read_text().splitlines())
+
+    run(PD, *args, home=home, plant="paddle_decay_all", check=0)
+    run(CHECK, home=home)
+    line = next(l for l in (home / "pipeline/Step5/train_align_diff.log").read_text().splitlines()
+                if "departing from 1" in l)
+    flagged = line.split(": ")[-1].split(", ")
+    assert "bert.encoder.layer.0.attention.output.LayerNorm.weight" in flagged
+    assert "bert.embeddings.LayerNorm.weight" in flagged
+    assert not [n for n in flagged if n.endswith(".weight") and "LayerNorm" not in n]  # Linear weights decay on both
+    # and the standalone tool reads the same from the two checkpoints
+    proc = run("pipeline/Step5/weight_stats.py", home=home, check=0)
+    assert "LayerNorm.weight" in proc.stdout.splitlines()[-1]

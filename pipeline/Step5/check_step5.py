@@ -13,7 +13,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 import common  # noqa: E402,F401  (first: offline mode and thread settings, before torch/paddle load)
 import numpy as np  # noqa: E402
 
-from common import diff, paths  # noqa: E402
+from common import diff, paths, weight_stats  # noqa: E402
 
 ACC_THRESHOLD = 0.0015
 # fp32 drift of two correct ports grows over steps; a wrong data order or update differs by ~1e-1 at once
@@ -26,7 +26,7 @@ def curves(fw):
     return diff.load_npy(paths.require(path, RUN[fw]))
 
 
-def report_training(log, torch_data, paddle_data):
+def report_training(log, torch_data, paddle_data, weight_table=False):
     c = {fw: curves(fw) for fw in ("torch", "paddle")}
     for fw, data in (("torch", torch_data), ("paddle", paddle_data)):
         log.info(f"{fw}: dev acc per epoch {np.round(data['acc_per_epoch'], 5).tolist()}, {len(c[fw]['loss'])} steps, "
@@ -41,8 +41,23 @@ def report_training(log, torch_data, paddle_data):
         log.info(f"per-step loss: max diff {gap.max():.3e} at step {int(gap.argmax()) + 1}; "
                  + (f"curves separate beyond {LOSS_TOLERANCE} at step {over[0] + 1}" if over.size
                     else f"never beyond {LOSS_TOLERANCE}"))
+    weights_side_by_side(log, weight_table)
     png = plot(c, torch_data, paddle_data, paths.step_dir(5) / "train_align.png")
     log.info(f"plot: {png.name}")
+
+
+def weights_side_by_side(log, full_table):
+    """The guide's weight-decay check: per-parameter mean/std/norm of both trained models (diagnostic)."""
+    d = paths.step_dir(5)
+    stats = {fw: diff.load_npy(paths.require(d / f"weight_stats_{fw}.npy", RUN[fw])) for fw in ("torch", "paddle")}
+    rows, flagged, missing, limit = weight_stats.compare(stats["torch"], stats["paddle"])
+    if missing:
+        log.info(f"weight stats: parameters on one side only: {', '.join(missing)}")
+    log.info(f"weight stats: {len(rows)} parameters; paddle/torch norm ratio departing from 1 by more than "
+             f"{limit:.2e}: {', '.join(flagged) if flagged else 'none'}")
+    if flagged or full_table:
+        for line in weight_stats.format_rows(rows):
+            log.info(line)
 
 
 def plot(c, torch_data, paddle_data, out: Path) -> Path:
@@ -73,11 +88,13 @@ def plot(c, torch_data, paddle_data, out: Path) -> Path:
 def main():
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--threshold", type=float, default=ACC_THRESHOLD)
+    ap.add_argument("--weight_table", action="store_true", help="log the per-parameter weight table even when "
+                    "no parameter departs")
     args = ap.parse_args()
     d = paths.step_dir(5)
     passed = diff.check_pair(d / "train_align_torch.npy", d / "train_align_paddle.npy", d / "train_align_diff.log",
                              thresholds={"acc*": args.threshold, "loss": LOSS_TOLERANCE}, how=RUN,
-                             extra=report_training)
+                             extra=lambda log, t, p: report_training(log, t, p, args.weight_table))
     for name in ("train_curves_torch.npy", "train_curves_paddle.npy", "train_align.png"):
         diff.atomic_write(paths.log_reprod() / name, lambda tmp, name=name: shutil.copyfile(d / name, tmp))
     sys.exit(0 if passed else 1)

@@ -68,6 +68,9 @@ class Backend:
         self.set_train(was_training)
         return float(metric.accumulate())
 
+    def named_arrays(self):
+        return ((n, p.numpy()) for n, p in self.model.named_parameters())
+
     def save_state(self, folder):
         paddle.save({"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
                      "scheduler": self.scheduler.state_dict()},

@@ -67,6 +67,9 @@ class Backend:
         self.model.train(was_training)
         return correct / len(encoded)
 
+    def named_arrays(self):
+        return ((n, p.detach().numpy()) for n, p in self.model.named_parameters())
+
     def save_state(self, folder):
         torch.save({"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
                     "scheduler": self.scheduler.state_dict()}, folder / "torch_state.pt")

@@ -1,0 +1,53 @@
+"""Per-parameter weight statistics of two trained models, side by side: the guide's check for a
+wrong weight-decay group.
+
+Each framework summarises its own parameters (mean, std, L2 norm); the comparison is
+numpy only. Two correct ports trained alike end with nearly the same norm in every
+parameter: the paddle/torch norm ratio is close to 1 everywhere, and how close is
+set by the run (fp32 drift without dropout, trajectory noise with it). A group that
+one side decays and the other does not (LayerNorm, biases) shrinks on that side by
+(1 - lr * weight_decay) per step, whatever its size, and departs from the rest. The
+scale of "close" is taken from the best-agreeing parameters (the PERCENTILE-th
+smallest |ratio - 1|), so it holds even when most parameters are in the wrong group;
+a parameter is flagged beyond FLAG_FACTOR times that, and beyond FLOOR; and only if
+its two norms differ by more than ABS_FLOOR, because a parameter that barely trains
+and stays near zero (BERT's key biases: softmax ignores them) has a meaningless ratio.
+"""
+import numpy as np
+
+FLAG_FACTOR = 20.0
+PERCENTILE = 10
+FLOOR = 1e-6  # below this, two float32 norms are the same number
+ABS_FLOOR = 1e-6
+
+
+def summarize(named_arrays) -> dict:
+    """{name: float64 [mean, std, norm]} from (name, numpy array) pairs."""
+    return {name: np.array([a.mean(), a.std(), np.linalg.norm(a.astype("float64"))], dtype="float64")
+            for name, a in named_arrays}
+
+
+def compare(torch_stats: dict, paddle_stats: dict) -> tuple:
+    """(rows, flagged, missing, limit): rows (name, torch mean/std/norm, paddle mean/std/norm, norm ratio, flag)
+    in torch's parameter order; flagged names; names on one side only; the departure limit used."""
+    names = [n for n in torch_stats if n in paddle_stats]
+    ratio = np.array([paddle_stats[n][2] / max(torch_stats[n][2], 1e-30) for n in names])
+    departure = np.abs(ratio - 1.0)
+    limit = max(FLAG_FACTOR * np.percentile(departure, PERCENTILE), FLOOR)
+    apart = np.array([abs(paddle_stats[n][2] - torch_stats[n][2]) > ABS_FLOOR for n in names])
+    rows, flagged = [], []
+    for n, r, dep, far in zip(names, ratio, departure, apart):
+        flag = dep > limit and far
+        if flag:
+            flagged.append(n)
+        t, p = torch_stats[n], paddle_stats[n]
+        rows.append((n, *(f"{v:.6g}" for v in t), *(f"{v:.6g}" for v in p), f"{r:.8f}", "<-- departs" if flag else ""))
+    missing = sorted(set(torch_stats) ^ set(paddle_stats))
+    return rows, flagged, missing, limit
+
+
+def format_rows(rows) -> list:
+    header = ("parameter", "torch mean", "torch std", "torch norm", "paddle mean", "paddle std", "paddle norm",
+              "norm ratio", "")
+    widths = [max(len(str(r[i])) for r in rows + [header]) for i in range(len(header))]
+    return ["  ".join(str(c).ljust(w) for c, w in zip(r, widths)).rstrip() for r in [header] + rows]

@@ -1,0 +1,48 @@
+"""Per-parameter weight statistics of two Step 5 checkpoints side by side (the guide's weight-decay check).
+
+    python pipeline/Step5/weight_stats.py                                  # the latest checkpoints of both runs
+    python pipeline/Step5/weight_stats.py --torch DIR --paddle DIR         # any two checkpoint folders
+
+check_step5.py prints the same comparison after every Step 5 run; this script
+reads two checkpoints saved by pt_train.py / pd_train.py (output/*/checkpoint-N).
+Each side's statistics come from its own framework's file.
+"""
+import argparse
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+import common  # noqa: E402,F401  (first: offline mode and thread settings, before torch/paddle load)
+
+from common import paths, weight_stats  # noqa: E402
+from common.train import Checkpoints  # noqa: E402
+
+
+def checkpoint(folder, fw) -> Path:
+    folder = Path(folder) if folder else paths.step_dir(5) / "output" / fw
+    if (folder / "latest").is_file():
+        folder = Checkpoints(folder).latest()
+    name = "torch_state.pt" if fw == "torch" else "paddle_state.pdparams"
+    return paths.require(Path(folder or ".") / name, f"python pipeline/Step5/{'pt' if fw == 'torch' else 'pd'}_train.py")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--torch", help="a torch checkpoint folder (default: the latest in pipeline/Step5/output/torch)")
+    ap.add_argument("--paddle", help="a Paddle checkpoint folder (default: the latest in pipeline/Step5/output/paddle)")
+    args = ap.parse_args()
+    import paddle
+    import torch
+    t_state = torch.load(checkpoint(args.torch, "torch"), map_location="cpu", weights_only=False)["model"]
+    p_state = paddle.load(str(checkpoint(args.paddle, "paddle")))["model"]
+    rows, flagged, missing, limit = weight_stats.compare(
+        weight_stats.summarize((n, v.numpy()) for n, v in t_state.items()),
+        weight_stats.summarize((n, v.numpy()) for n, v in p_state.items()))
+    print("\n".join(weight_stats.format_rows(rows)))
+    if missing:
+        print(f"on one side only: {', '.join(missing)}")
+    print(f"departing from 1 by more than {limit:.2e}: {', '.join(flagged) if flagged else 'none'}")
+
+
+if __name__ == "__main__":
+    paths.run_main(main)
