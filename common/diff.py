@@ -194,8 +194,11 @@ def report(results, log: DiffLog, echo_limit: int = 20) -> bool:
 
 
 def check_pair(torch_path, paddle_path, log_path, thresholds=None, default=1e-6, how=None, extra=None,
-               hand_in=True) -> bool:
+               hand_in=True, hand_in_keys=None) -> bool:
     """Diff a torch/paddle .npy pair, write the log, copy all three into log_reprod/ (if hand_in).
+
+    hand_in_keys: fnmatch patterns; if given, the copies hold only those keys (for pairs too big to
+    hand in whole; the log still lists every key's diff).
 
     how: {"torch": cmd, "paddle": cmd}, named in the error when a file is missing.
     extra(log, torch_data, paddle_data): writes more lines (figures, tables) after the report;
@@ -216,6 +219,10 @@ def check_pair(torch_path, paddle_path, log_path, thresholds=None, default=1e-6,
         return passed
     out = log_reprod()
     out.mkdir(parents=True, exist_ok=True)
-    for p in (torch_path, paddle_path, log_path):
-        atomic_write(out / Path(p).name, lambda tmp, p=p: shutil.copyfile(p, tmp))
+    for side, p in (("torch", torch_path), ("paddle", paddle_path), (None, log_path)):
+        if side and hand_in_keys:
+            save_npy(out / Path(p).name, {k: v for k, v in data[side].items()
+                                          if any(fnmatch.fnmatchcase(k, pat) for pat in hand_in_keys)})
+        else:
+            atomic_write(out / Path(p).name, lambda tmp, p=p: shutil.copyfile(p, tmp))
     return passed

@@ -1,0 +1,41 @@
+"""Step 4, Paddle side: the lr of each warmup schedule at every step -> lr_paddle.npy.
+
+Defaults are the guide's figures (hparams.SCHED_*): lr 3e-5, warmup 345, total 1024.
+"""
+import argparse
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+import common  # noqa: E402,F401  (first: offline mode and thread settings, before torch/paddle load)
+import numpy as np  # noqa: E402
+import paddle  # noqa: E402
+from reprod_log import ReprodLogger  # noqa: E402
+
+from common import hparams, paths, pd_optim  # noqa: E402
+from common.diff import save_npy  # noqa: E402
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--lr", type=float, default=hparams.LEARNING_RATE)
+    ap.add_argument("--warmup_steps", type=int, default=hparams.SCHED_WARMUP_STEPS)
+    ap.add_argument("--total_steps", type=int, default=hparams.SCHED_TOTAL_STEPS)
+    args = ap.parse_args()
+    logger = ReprodLogger()
+    for name in pd_optim.SCHEDULES:
+        stand_in = paddle.nn.Linear(1, 1)  # a schedule never looks at the parameters
+        optimizer, scheduler = pd_optim.build(stand_in, args.lr, name, args.warmup_steps, args.total_steps)
+        lrs = []
+        for _ in range(args.total_steps):
+            lrs.append(pd_optim.current_lr(optimizer))  # the lr this step's update uses
+            optimizer.step()  # no gradients, so no update; kept for the order a training loop uses
+            scheduler.step()
+        logger.add(f"lr_{name}", np.array(lrs, dtype=np.float64))  # Python floats: keep all 53 bits
+    out = paths.step_dir(4) / "lr_paddle.npy"
+    save_npy(out, logger.data)
+    print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    paths.run_main(main)

@@ -1,0 +1,61 @@
+"""Step 4, torch side: AdamW steps on the fake batch -> bp_align_torch.npy.
+
+Saves the loss of every iteration (loss_00 is before any update), every parameter's
+gradient after the first backward as grad_<parameter name>, and what the optimizer
+did to each parameter over all iterations as update_<parameter name>.
+"""
+import argparse
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+import common  # noqa: E402,F401  (first: offline mode and thread settings, before torch/paddle load)
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+from reprod_log import ReprodLogger  # noqa: E402
+
+from common import hparams, inputs, paths, pt_optim  # noqa: E402
+from common.diff import save_npy  # noqa: E402
+from common.weights import torch_model  # noqa: E402
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--iters", type=int, default=10)
+    ap.add_argument("--lr", type=float, default=hparams.LEARNING_RATE, help="constant: no schedule")
+    ap.add_argument("--float64", action="store_true", help="model and optimizer in float64 (a diagnostic: "
+                    "the fp32 drift between the sides should then vanish if only rounding differs)")
+    args = ap.parse_args()
+    if args.iters < 1:
+        raise paths.PipelineError(f"--iters must be at least 1, got {args.iters}")
+    model = torch_model()
+    model.eval()  # dropout off: the two frameworks draw different masks
+    if args.float64:
+        model.double()
+    ids, labels = (torch.from_numpy(a) for a in inputs.fake_batch())
+    optimizer, _ = pt_optim.build(model, args.lr)  # weight decay except bias/LayerNorm, eps from hparams
+    criterion = torch.nn.CrossEntropyLoss()
+    start = {name: p.detach().numpy().copy() for name, p in model.named_parameters()}
+    logger = ReprodLogger()
+    for i in range(args.iters):
+        loss = criterion(model(ids), labels)
+        loss.backward()
+        logger.add(f"loss_{i:02d}", loss.detach().numpy().reshape(1))  # [1] on both sides, as in Step 3
+        if i == 0:
+            for name, p in model.named_parameters():
+                if p.grad is not None:  # one without a gradient shows as a missing key in the check
+                    logger.add(f"grad_{name}", p.grad.numpy().copy())
+        optimizer.step()
+        optimizer.zero_grad()
+    for name, p in model.named_parameters():
+        # mean and mean |.| of each parameter's total update: averaging over the tensor cancels the
+        # fp32 rounding of single weights, so even weight decay's lr * 0.01 * w per step shows
+        moved = p.detach().numpy().astype(np.float64) - start[name]
+        logger.add(f"update_{name}", np.array([moved.mean(), np.abs(moved).mean()]))
+    out = paths.step_dir(4) / "bp_align_torch.npy"
+    save_npy(out, logger.data)
+    print(f"wrote {out}: loss {logger.data['loss_00'][0]:.8f} -> {loss.item():.8f} in {args.iters} iterations")
+
+
+if __name__ == "__main__":
+    paths.run_main(main)

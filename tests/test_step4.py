@@ -1,0 +1,142 @@
+"""Step 4 passes on the aligned schedules and backward passes, and goes red on each planted bug."""
+import shutil
+
+import numpy as np
+import pytest
+
+from common.diff import load_npy, save_npy
+from conftest import error_line, run
+
+S = "pipeline/Step4/"
+PT_LR, PD_LR, PT_BP, PD_BP, CHECK = (S + f for f in ("pt_lr.py", "pd_lr.py", "pt_bp.py", "pd_bp.py", "check_step4.py"))
+
+
+@pytest.fixture(scope="module")
+def aligned(tiny_home, tmp_path_factory):
+    """The tiny home with all four Step 4 outputs, aligned (read-only: tests copy it)."""
+    home = tmp_path_factory.mktemp("step4") / "home"
+    shutil.copytree(tiny_home, home)
+    for script in (PT_LR, PD_LR, PT_BP, PD_BP):
+        run(script, home=home, check=0)
+    return home
+
+
+@pytest.fixture
+def copy(aligned, tmp_path):
+    shutil.copytree(aligned, tmp_path / "home")
+    return tmp_path / "home"
+
+
+def log(home, name):
+    return (home / f"pipeline/Step4/{name}_diff.log").read_text()
+
+
+def failed_keys(text):
+    line = next(line for line in text.splitlines() if "diff check failed" in line)
+    return line.split("diff check failed: ", 1)[1].split(", ")
+
+
+def test_aligned_passes_and_fills_log_reprod(copy):
+    proc = run(CHECK, home=copy, check=0)
+    assert "lr: aligned; bp_align: aligned" in proc.stdout
+    lr = log(copy, "lr")
+    assert lr.count("max diff: check passed: True, value: 0.0, threshold: 0.0") == 3  # bit-identical
+    assert lr.count("identical at every step") == 3
+    bp = log(copy, "bp_align")
+    assert "diff check passed" in bp and "worst 5 gradients by max abs diff" in bp
+    for name in ("lr", "bp_align"):
+        for suffix in ("_torch.npy", "_paddle.npy", "_diff.log"):
+            assert (copy / "log_reprod" / f"{name}{suffix}").is_file()
+    lrs = load_npy(copy / "pipeline/Step4/lr_paddle.npy")
+    assert sorted(lrs) == ["lr_cosine", "lr_linear", "lr_polynomial"]
+    assert all(v.shape == (1024,) and v.dtype == np.float64 for v in lrs.values())
+    assert lrs["lr_linear"][345] == 3e-5 and lrs["lr_cosine"][0] == 0.0
+    t = load_npy(copy / "pipeline/Step4/bp_align_torch.npy")
+    params = [k[len("update_"):] for k in t if k.startswith("update_")]
+    assert sorted(k for k in t if k.startswith("grad_")) == sorted("grad_" + p for p in params)
+    assert [k for k in t if k.startswith("loss_")] == [f"loss_{i:02d}" for i in range(10)]
+    assert t["loss_09"][0] < t["loss_00"][0]  # the 10 steps really train
+
+
+@pytest.mark.parametrize("bug, failing, first", [
+    ("paddle_scheduler_shifted", ["lr_linear", "lr_cosine", "lr_polynomial"],
+     "first differs at step 0: torch 0.000000000e+00, paddle 8.695652174e-08"),  # 8.7e-8: 1e-6 would pass it
+    ("paddle_cosine_default_cycles", ["lr_cosine"], "first differs at step 346"),  # the reference's "rounding"
+    ("paddle_poly_default_end", ["lr_polynomial"], "first differs at step 346"),
+])
+def test_planted_schedule_bug_turns_the_check_red(copy, bug, failing, first):
+    run(PD_LR, home=copy, plant=bug, check=0)
+    run(CHECK, "--only", "lr", home=copy, check=1)
+    assert failed_keys(log(copy, "lr")) == failing
+    assert sum(first in line for line in log(copy, "lr").splitlines()) == len(failing)
+
+
+@pytest.mark.parametrize("bug, must_fail", [
+    # weight decay on LayerNorm/bias barely moves the loss (2e-7 here); the update statistics catch it
+    ("paddle_decay_all", ["update_bert.embeddings.LayerNorm.weight",
+                          "update_bert.encoder.layer.0.attention.output.LayerNorm.weight"]),
+    ("paddle_default_epsilon", ["loss_09", "update_bert.encoder.layer.0.attention.self.query.weight"]),
+])
+def test_planted_optimizer_bug_turns_the_check_red(copy, bug, must_fail):
+    run(PD_BP, home=copy, plant=bug, check=0)
+    run(CHECK, "--only", "bp_align", home=copy, check=1)
+    failed = failed_keys(log(copy, "bp_align"))
+    assert set(must_fail) <= set(failed), failed
+    assert not [k for k in failed if k.startswith("grad_")]  # the first gradients come before any update
+    if bug == "paddle_decay_all":  # weights that decay on both sides stay aligned
+        assert not [k for k in failed if k.endswith(".weight") and "LayerNorm" not in k]
+
+
+def test_untransposed_linear_gradient_is_caught(copy):
+    """A square Linear weight's gradient left in Paddle's [in, out] layout fits the shape, not the values."""
+    path = copy / "pipeline/Step4/bp_align_paddle.npy"
+    data = load_npy(path)
+    key = "grad_bert.encoder.layer.0.attention.self.query.weight"
+    data[key] = data[key].T.copy()
+    save_npy(path, data)
+    run(CHECK, "--only", "bp_align", home=copy, check=1)
+    assert failed_keys(log(copy, "bp_align")) == [key]
+
+
+def test_check_before_scripts_says_what_to_run(home):
+    proc = run(CHECK, home=home, check=2)
+    assert "pt_lr.py" in error_line(proc)
+    assert not (home / "pipeline/Step4/lr_diff.log").exists()
+
+
+def test_impossible_schedule_is_one_line(home):
+    proc = run(PT_LR, "--warmup_steps", 2000, home=home, check=2)
+    assert "warmup_steps 2000, total_steps 1024" in error_line(proc)
+
+
+def test_minilm_ten_steps_align(minilm_home, tmp_path):
+    """The real MiniLM weights: 10 AdamW steps within 1e-6 of loss, gradients and updates within thresholds."""
+    home = tmp_path / "home"
+    shutil.copytree(minilm_home, home)
+    for script in (PT_BP, PD_BP):
+        run(script, home=home, check=0)
+    run(CHECK, "--only", "bp_align", home=home, check=0)
+
+
+def test_handed_in_bp_pair_leaves_out_gradients(copy):
+    """log_reprod gets losses and updates only (the gradients are ~91 MB a side with MiniLM)."""
+    run(CHECK, home=copy, check=0)
+    handed = load_npy(copy / "log_reprod/bp_align_paddle.npy")
+    assert handed and not [k for k in handed if k.startswith("grad_")]
+    assert "loss_00" in handed and any(k.startswith("update_") for k in handed)
+    assert "grad_classifier.weight: " in (copy / "log_reprod/bp_align_diff.log").read_text()
+
+
+def test_gradient_table_names_the_scaled_layer(copy):
+    """A gradient scaled in one layer on the Paddle side is named first, in forward order, and heads the table."""
+    path = copy / "pipeline/Step4/bp_align_paddle.npy"
+    data = load_npy(path)
+    key = "grad_bert.encoder.layer.1.intermediate.dense.weight"
+    data[key] = data[key] * np.float32(1.01)
+    save_npy(path, data)
+    proc = run(CHECK, "--only", "bp_align", home=copy, check=1)
+    text = log(copy, "bp_align")
+    assert f"first parameter over tolerance in forward order: {key}" in text
+    table = text[text.index("gradient table, worst first"):].splitlines()
+    assert table[2].split("root INFO: ")[1].startswith(key)  # header, then the worst row
+    assert "first parameter over tolerance" in proc.stdout
