@@ -58,17 +58,34 @@ def run_script(cmd):
     return proc.returncode, time.time() - started
 
 
-def figures(log: Path) -> list:
-    """The lines of a diff log worth a summary: each key's verdict and max diff, and the extra figures."""
+def figures(log: Path, max_keys: int = 6) -> list:
+    """A diff log in brief: each key's verdict and max diff (the worst ones if there are many), then the
+    log's own summary lines (figures, verdicts), without its tables."""
     if not log.is_file():
         return []
-    keep = []
+    keys, info, key = {}, [], None
     for line in log.read_text().splitlines():
         msg = line.split("root INFO: ", 1)[-1]
-        if re.match(r"\s*max diff:|\s*check passed: False|diff check", msg) or not msg.startswith(("\t", " ")) \
-                and not msg.endswith(": "):
-            keep.append(msg.strip())
-    return keep
+        if msg.endswith(": ") and not msg.startswith("\t"):
+            key = msg[:-2]
+            keys[key] = {"passed": True, "max": None, "threshold": None, "problems": []}
+        elif msg.startswith("\t") and key:
+            m = re.match(r"\tmax diff: check passed: (\w+), value: (\S+), threshold: (\S+)", msg)
+            if m:
+                keys[key].update(max=float(m[2]), threshold=m[3])
+            elif "check passed: False" in msg:
+                keys[key]["problems"].append(msg.split("check passed: False, ", 1)[1])
+                keys[key]["passed"] = False
+        elif "  " not in msg.strip():  # table rows are column-aligned with runs of spaces
+            key = None
+            info.append(msg)
+    failed = [k for k, v in keys.items() if not v["passed"]]
+    shown = failed + sorted((k for k in keys if k not in failed), key=lambda k: -(keys[k]["max"] or 0))
+    lines = [f"{k}: {'FAILED ' + '; '.join(keys[k]['problems']) if k in failed else 'passed'}, "
+             f"max diff {keys[k]['max']}, threshold {keys[k]['threshold']}" for k in shown[:max_keys]]
+    if len(keys) > max_keys:
+        lines.append(f"... {len(keys) - max_keys} more keys ({len(keys) - len(failed)} of {len(keys)} passed)")
+    return lines + info
 
 
 def versions() -> str:
