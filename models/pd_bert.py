@@ -22,6 +22,25 @@ ACT2FN = {
 }
 
 
+class Linear(nn.Linear):
+    """nn.Linear computed the way torch's is: one addmm on the 2-D view, bias inside the GEMM.
+
+    Same parameters and names as nn.Linear (weight [in, out], bias [out]), so checkpoints load
+    unchanged. Only Paddle needs it (pt_bert.Linear is plain nn.Linear): Paddle's linear on a
+    [batch, seq, in] input is a matmul followed by a separate broadcast bias add, whose forward and
+    backward (a column reduction for the bias gradient) are slow single-threaded kernels on CPU;
+    addmm folds the bias into the GEMM, as torch's nn.Linear does (docs/speed.md has the numbers).
+    """
+
+    def forward(self, x):
+        if self.bias is None:
+            return super().forward(x)
+        if x.ndim == 2:
+            return paddle.addmm(self.bias, x, self.weight)
+        out = paddle.addmm(self.bias, x.reshape([-1, x.shape[-1]]), self.weight)
+        return out.reshape(x.shape[:-1] + [self.weight.shape[1]])
+
+
 class BertEmbeddings(nn.Layer):
     def __init__(self, config: BertConfig):
         super().__init__()
@@ -47,9 +66,9 @@ class BertSelfAttention(nn.Layer):
         super().__init__()
         self.num_attention_heads = config.num_attention_heads
         self.attention_head_size = config.hidden_size // config.num_attention_heads
-        self.query = nn.Linear(config.hidden_size, config.hidden_size)
-        self.key = nn.Linear(config.hidden_size, config.hidden_size)
-        self.value = nn.Linear(config.hidden_size, config.hidden_size)
+        self.query = Linear(config.hidden_size, config.hidden_size)
+        self.key = Linear(config.hidden_size, config.hidden_size)
+        self.value = Linear(config.hidden_size, config.hidden_size)
         self.dropout = nn.Dropout(config.attention_probs_dropout_prob)
 
     def split_heads(self, x):
@@ -71,7 +90,7 @@ class BertSelfAttention(nn.Layer):
 class BertSelfOutput(nn.Layer):
     def __init__(self, config: BertConfig):
         super().__init__()
-        self.dense = nn.Linear(config.hidden_size, config.hidden_size)
+        self.dense = Linear(config.hidden_size, config.hidden_size)
         self.LayerNorm = nn.LayerNorm(config.hidden_size, epsilon=config.layer_norm_eps)
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
 
@@ -92,7 +111,7 @@ class BertAttention(nn.Layer):
 class BertIntermediate(nn.Layer):
     def __init__(self, config: BertConfig):
         super().__init__()
-        self.dense = nn.Linear(config.hidden_size, config.intermediate_size)
+        self.dense = Linear(config.hidden_size, config.intermediate_size)
         self.intermediate_act_fn = ACT2FN[config.hidden_act]
 
     def forward(self, hidden_states):
@@ -102,7 +121,7 @@ class BertIntermediate(nn.Layer):
 class BertOutput(nn.Layer):
     def __init__(self, config: BertConfig):
         super().__init__()
-        self.dense = nn.Linear(config.intermediate_size, config.hidden_size)
+        self.dense = Linear(config.intermediate_size, config.hidden_size)
         self.LayerNorm = nn.LayerNorm(config.hidden_size, epsilon=config.layer_norm_eps)
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
 
@@ -138,7 +157,7 @@ class BertEncoder(nn.Layer):
 class BertPooler(nn.Layer):
     def __init__(self, config: BertConfig):
         super().__init__()
-        self.dense = nn.Linear(config.hidden_size, config.hidden_size)
+        self.dense = Linear(config.hidden_size, config.hidden_size)
         self.activation = nn.Tanh()
 
     def forward(self, hidden_states):
@@ -175,7 +194,7 @@ class BertForSequenceClassification(nn.Layer):
         super().__init__()
         self.bert = BertModel(config)
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
-        self.classifier = nn.Linear(config.hidden_size, config.num_labels)
+        self.classifier = Linear(config.hidden_size, config.num_labels)
 
     def forward(self, input_ids, token_type_ids=None, attention_mask=None):
         _, pooled_output, _ = self.bert(input_ids, token_type_ids, attention_mask)
