@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from common import data, hparams, paths, weight_stats
+from common.shared_dropout import MaskStream
 from common.diff import atomic_write, save_npy
 from common.paths import PipelineError
 
@@ -36,9 +37,13 @@ def parse_args(framework: str, argv=None):
     ap.add_argument("--warmup_proportion", type=float, default=hparams.WARMUP_PROPORTION)
     ap.add_argument("--batch_size", type=int, default=hparams.BATCH_SIZE)
     ap.add_argument("--seed", type=int, default=hparams.SEED)
-    ap.add_argument("--deterministic", action="store_true",
-                    help="train in eval mode (no dropout): both frameworks then follow the same loss "
-                         "curve step for step, which separates data-order and code bugs from dropout noise")
+    mode = ap.add_mutually_exclusive_group()
+    mode.add_argument("--deterministic", action="store_true",
+                      help="train in eval mode (no dropout): both frameworks then follow the same loss "
+                           "curve step for step, which separates data-order and code bugs from dropout noise")
+    mode.add_argument("--shared_dropout", action="store_true",
+                      help="dropout on, with masks from one seeded numpy stream both frameworks draw "
+                           "identically: training as usual, yet the loss curves stay comparable step for step")
     ap.add_argument("--save_steps", type=int, default=0, help="also checkpoint every N steps (0: per epoch only)")
     ap.add_argument("--output_dir", type=Path, help=f"checkpoints (default pipeline/Step5/output/{framework})")
     ap.add_argument("--resume", action="store_true", help="continue from the last checkpoint in --output_dir")
@@ -141,9 +146,10 @@ def run(backend, args, train_set, dev_set):
     state = ckpt.load(backend) if args.resume else RunState()
     if not args.resume:
         shutil.rmtree(args.output_dir, ignore_errors=True)  # a fresh run never mixes with an old one
+    stream = MaskStream() if args.shared_dropout else None
+    backend.share_dropout(stream)
     print(f"[{fw}] {len(train_set)} train / {len(dev_set)} dev sentences, {total} steps "
-          f"({steps_per_epoch}/epoch), warmup {warmup}, lr {args.lr}, batch {args.batch_size}, "
-          f"{'deterministic (no dropout)' if args.deterministic else 'dropout on'}"
+          f"({steps_per_epoch}/epoch), warmup {warmup}, lr {args.lr}, batch {args.batch_size}, {mode_name(args)}"
           + (f", resumed at step {state.global_step}" if args.resume else ""), flush=True)
 
     # an epoch cut short by max_steps or a kill is still evaluated: batch_in_epoch > 0
@@ -158,6 +164,8 @@ def run(backend, args, train_set, dev_set):
             # Dropout masks of step k come from seed + k alone, so a resumed run draws exactly the masks an
             # uninterrupted one would, whatever else (a DataLoader, an evaluation) used the global RNG meanwhile.
             backend.seed(args.seed + state.global_step)
+            if stream:
+                stream.reseed([args.seed, state.global_step])
             loss, lr = backend.train_step(batch)
             state.loss.append(loss)
             state.lr.append(lr)
@@ -189,6 +197,12 @@ def run(backend, args, train_set, dev_set):
     return state
 
 
+def mode_name(args) -> str:
+    if args.deterministic:
+        return "deterministic (no dropout)"
+    return "shared dropout masks" if args.shared_dropout else "dropout on"
+
+
 def save_results(framework: str, state: RunState, args):
     """train_align_<fw>.npy (what check_step5 compares) and train_curves_<fw>.npy (loss, lr per step)."""
     out = paths.step_dir(5)
@@ -196,8 +210,12 @@ def save_results(framework: str, state: RunState, args):
         "acc": np.array(state.acc_per_epoch[-1], dtype="float64"),
         "acc_per_epoch": np.array(state.acc_per_epoch, dtype="float64"),
     }
-    if args.deterministic:  # only then must the two curves agree step by step
+    # Only then must the two curves agree step by step; the key names the mode, so a deterministic run
+    # compared with a shared-dropout one is a key mismatch, not a pass.
+    if args.deterministic:
         result["loss"] = np.array(state.loss, dtype="float32")
+    elif args.shared_dropout:
+        result["loss_shared_dropout"] = np.array(state.loss, dtype="float32")
     save_npy(out / f"train_align_{framework}.npy", result)
     save_npy(out / f"train_curves_{framework}.npy", {
         "loss": np.array(state.loss, dtype="float32"),

@@ -25,6 +25,27 @@ ACT2FN = {
 Linear = nn.Linear
 
 
+class Dropout(nn.Dropout):
+    """nn.Dropout, unless a shared MaskStream is set (set_dropout_stream): then the keep-mask comes from
+    that stream, which pd_bert draws from in the same order, so both frameworks drop the same units."""
+
+    stream = None
+
+    def forward(self, x):
+        if self.stream is None or not self.training or self.p == 0:
+            return super().forward(x)
+        mask = self.stream.draw(x.shape, self.p)  # 0 or 1/(1-p), shaped like x
+        return x * torch.from_numpy(mask)
+
+
+def set_dropout_stream(model: nn.Module, stream):
+    """Route every dropout layer of `model` to `stream` (common.shared_dropout.MaskStream); None restores
+    the framework's own dropout."""
+    for module in model.modules():
+        if isinstance(module, Dropout):
+            module.stream = stream
+
+
 class BertEmbeddings(nn.Module):
     def __init__(self, config: BertConfig):
         super().__init__()
@@ -34,7 +55,7 @@ class BertEmbeddings(nn.Module):
         self.position_embeddings = nn.Embedding(config.max_position_embeddings, config.hidden_size)
         self.token_type_embeddings = nn.Embedding(config.type_vocab_size, config.hidden_size)
         self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
-        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+        self.dropout = Dropout(config.hidden_dropout_prob)
 
     def forward(self, input_ids, token_type_ids):
         # input_ids, token_type_ids: [batch, seq] -> [batch, seq, hidden]
@@ -53,7 +74,7 @@ class BertSelfAttention(nn.Module):
         self.query = Linear(config.hidden_size, config.hidden_size)
         self.key = Linear(config.hidden_size, config.hidden_size)
         self.value = Linear(config.hidden_size, config.hidden_size)
-        self.dropout = nn.Dropout(config.attention_probs_dropout_prob)
+        self.dropout = Dropout(config.attention_probs_dropout_prob)
 
     def split_heads(self, x):
         # [batch, seq, hidden] -> [batch, heads, seq, head_size]
@@ -76,7 +97,7 @@ class BertSelfOutput(nn.Module):
         super().__init__()
         self.dense = Linear(config.hidden_size, config.hidden_size)
         self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
-        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+        self.dropout = Dropout(config.hidden_dropout_prob)
 
     def forward(self, hidden_states, input_tensor):
         return self.LayerNorm(self.dropout(self.dense(hidden_states)) + input_tensor)
@@ -107,7 +128,7 @@ class BertOutput(nn.Module):
         super().__init__()
         self.dense = Linear(config.intermediate_size, config.hidden_size)
         self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
-        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+        self.dropout = Dropout(config.hidden_dropout_prob)
 
     def forward(self, hidden_states, input_tensor):
         return self.LayerNorm(self.dropout(self.dense(hidden_states)) + input_tensor)  # -> [batch, seq, hidden]
@@ -177,7 +198,7 @@ class BertForSequenceClassification(nn.Module):
     def __init__(self, config: BertConfig):
         super().__init__()
         self.bert = BertModel(config)
-        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+        self.dropout = Dropout(config.hidden_dropout_prob)
         self.classifier = Linear(config.hidden_size, config.num_labels)
 
     def forward(self, input_ids, token_type_ids=None, attention_mask=None):

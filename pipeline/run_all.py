@@ -32,7 +32,7 @@ def steps(args):
     data = ["--data_dir", str(args.data_dir)] if args.data_dir else []
     budget = [f"--{k}={v}" for k, v in (("epochs", args.epochs), ("max_steps", args.max_steps),
                                         ("train_limit", args.train_limit), ("lr", args.lr)) if v is not None]
-    budget += ["--deterministic"] if args.deterministic else []
+    budget += [f"--{mode}" for mode in ("deterministic", "shared_dropout") if getattr(args, mode)]
     train = (data if args.data_dir else ["--demo"]) + budget
     return [
         ("setup", [export, ["weights/torch2paddle.py"], ["classifier_weights/generate_classifier_weights.py"],
@@ -127,7 +127,10 @@ def main():
     ap.add_argument("--max_steps", type=int)
     ap.add_argument("--train_limit", type=int)
     ap.add_argument("--lr", type=float)
-    ap.add_argument("--deterministic", action="store_true", help="Step 5 without dropout (see Step 5's README)")
+    mode = ap.add_mutually_exclusive_group()
+    mode.add_argument("--deterministic", action="store_true", help="Step 5 without dropout (see Step 5's README)")
+    mode.add_argument("--shared_dropout", action="store_true",
+                      help="Step 5 with identical dropout masks in both frameworks (see Step 5's README)")
     args = ap.parse_args()
     if args.data_dir:
         args.data_dir = args.data_dir.expanduser().resolve()

@@ -8,3 +8,27 @@ def _():
     from common import train
     order = train.epoch_order
     train.epoch_order = lambda n, epoch, seed: order(n, epoch, seed)[::-1]
+
+
+def _paddle_shared_dropout(draw):
+    """Paddle's shared-dropout layers take their mask from draw(stream, shape, p) instead."""
+    import paddle
+    from models import pd_bert
+
+    def forward(self, x):
+        if self.stream is None or not self.training or self.p == 0:
+            return paddle.nn.Dropout.forward(self, x)
+        return x * paddle.to_tensor(draw(self.stream, x.shape, self.p))
+    pd_bert.Dropout.forward = forward
+
+
+@plant("paddle_dropout_no_rescale")
+def _():
+    """Paddle applies the shared keep-mask but forgets the 1/(1-p) rescale (downscale_in_infer thinking)."""
+    _paddle_shared_dropout(lambda stream, shape, p: stream.draw(shape, p) * (1 - p))
+
+
+@plant("paddle_dropout_rate")
+def _():
+    """Paddle drops at a different rate than the config says (a hard-coded 0.2 instead of 0.1)."""
+    _paddle_shared_dropout(lambda stream, shape, p: stream.draw(shape, 0.2))

@@ -17,6 +17,7 @@ from paddlenlp.datasets import MapDataset  # noqa: E402
 
 from common import paths, pd_data, pd_optim, train  # noqa: E402
 from common.weights import paddle_model  # noqa: E402
+from models import pd_bert  # noqa: E402
 
 
 class Backend:
@@ -43,6 +44,9 @@ class Backend:
 
     def seed(self, n):
         paddle.seed(n)  # dropout masks: reproducible within Paddle, never equal to torch's
+
+    def share_dropout(self, stream):
+        pd_bert.set_dropout_stream(self.model, stream)
 
     def set_train(self, on):
         self.model.train() if on else self.model.eval()

@@ -16,6 +16,7 @@ from torch.nn import functional as F  # noqa: E402
 
 from common import paths, pt_data, pt_optim, train  # noqa: E402
 from common.weights import torch_model  # noqa: E402
+from models import pt_bert  # noqa: E402
 
 
 class Backend:
@@ -42,6 +43,9 @@ class Backend:
 
     def seed(self, n):
         torch.manual_seed(n)  # dropout masks: reproducible within torch, never equal to Paddle's
+
+    def share_dropout(self, stream):
+        pt_bert.set_dropout_stream(self.model, stream)
 
     def set_train(self, on):
         self.model.train(on)
