@@ -73,6 +73,22 @@ def from_hub(load, what: str):
         raise PipelineError(f"cannot load {what} ({type(e).__name__}: {e}); {hint}") from None
 
 
+def rank_order(order, batch_size: int, rank: int, world: int) -> list:
+    """The part of `order` that process `rank` of `world` trains on, to be cut into batches of
+    batch_size // world: global batch k is order[k*B:(k+1)*B] and process r takes its r-th slice,
+    so the processes together train on exactly the single-process batches."""
+    if world == 1:
+        return list(order)
+    if batch_size % world:
+        raise PipelineError(f"--batch_size {batch_size} does not split over {world} processes")
+    per_rank, tail = batch_size // world, len(order) % batch_size
+    if tail and tail <= (world - 1) * per_rank:
+        raise PipelineError(f"the last batch ({tail} sentences) would leave a process without data; "
+                            f"change --train_limit or --batch_size")
+    return [i for k in range(0, len(order), batch_size)
+            for i in order[k + rank * per_rank:k + (rank + 1) * per_rank]]
+
+
 def permutation(n: int, seed: int = SEED) -> list:
     """One seeded example order, computed once and handed to both loaders."""
     return np.random.RandomState(seed).permutation(n).tolist()

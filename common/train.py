@@ -1,10 +1,17 @@
 """The Step 5 training loop, written once for both frameworks.
 
 pt_train.py and pd_train.py each define a small Backend (model, optimizer,
-loader, one train step, evaluation, checkpoint state) in their own framework
-and hand it to run(). Everything that must be identical between the two lives
-here: the flags, the seeded per-epoch order both sides train in, the step
-budget, progress lines, checkpoints and resume, and the saved results.
+loader, one train step, evaluation, checkpoint state, collectives) in their own
+framework and hand it to run(). Everything that must be identical between the two
+lives here: the flags, the seeded per-epoch order both sides train in, how it is
+split across processes, the step budget, progress lines, checkpoints and resume,
+and the saved results.
+
+Data-parallel runs (torchrun / paddle.distributed.launch, world size W): global
+batch k is still order[k*B:(k+1)*B]; process r trains on its r-th slice of B/W
+sentences, gradients are averaged, and process 0 alone prints, checkpoints and
+writes results. So a W-process run trains on the same global batches as a
+single-process one, in both frameworks.
 """
 import argparse
 import json
@@ -63,6 +70,16 @@ def load_data(data_module, backend, args):
     if args.train_limit:
         train_set = backend.head(train_set, args.train_limit)
     return train_set, dev_set
+
+
+@dataclass
+class World:
+    rank: int = 0
+    size: int = 1
+
+    @property
+    def main(self) -> bool:
+        return self.rank == 0
 
 
 def epoch_order(n: int, epoch: int, seed: int) -> list:
@@ -137,63 +154,89 @@ def progress(framework, state: RunState, total: int, started: float, sentences_s
           f"lr {state.lr[-1]:.3e} {rate:.1f} sent/s eta {eta / 60:.1f} min", flush=True)
 
 
+def evaluate(backend, dev_set, args, world: World) -> float:
+    """Dev accuracy over every dev sentence: each process counts its share, the counts are summed."""
+    share = np.array_split(np.arange(len(dev_set)), world.size)[world.rank].tolist()
+    correct, count = backend.all_sum(backend.evaluate(dev_set, share, args.batch_size))
+    if count != len(dev_set):
+        raise PipelineError(f"evaluated {count:.0f} of {len(dev_set)} dev sentences")
+    return correct / count
+
+
 def run(backend, args, train_set, dev_set):
     """Train `backend` on train_set in the shared order, evaluate on dev_set after each epoch."""
     fw = backend.name
+    world = World(*backend.distribute())
+    say = print if world.main else (lambda *a, **k: None)
     steps_per_epoch, total, warmup = plan_steps(len(train_set), args)
+    data.rank_order(range(len(train_set)), args.batch_size, world.rank, world.size)  # refuse a bad split early
+    per_rank = args.batch_size // world.size
     backend.build(total_steps=total, warmup_steps=warmup, lr=args.lr)
     ckpt = Checkpoints(args.output_dir)
     state = ckpt.load(backend) if args.resume else RunState()
-    if not args.resume:
+    if not args.resume and world.main:
         shutil.rmtree(args.output_dir, ignore_errors=True)  # a fresh run never mixes with an old one
     stream = MaskStream() if args.shared_dropout else None
     backend.share_dropout(stream)
-    print(f"[{fw}] {len(train_set)} train / {len(dev_set)} dev sentences, {total} steps "
-          f"({steps_per_epoch}/epoch), warmup {warmup}, lr {args.lr}, batch {args.batch_size}, {mode_name(args)}"
-          + (f", resumed at step {state.global_step}" if args.resume else ""), flush=True)
+    say(f"[{fw}] {len(train_set)} train / {len(dev_set)} dev sentences, {total} steps "
+        f"({steps_per_epoch}/epoch), warmup {warmup}, lr {args.lr}, batch {args.batch_size}"
+        + (f" ({world.size} processes x {per_rank})" if world.size > 1 else "") + f", {mode_name(args)}"
+        + (f", resumed at step {state.global_step}" if args.resume else ""), flush=True)
 
     # an epoch cut short by max_steps or a kill is still evaluated: batch_in_epoch > 0
     while state.epoch < args.epochs and (state.global_step < total or state.batch_in_epoch > 0):
         order = epoch_order(len(train_set), state.epoch, args.seed)
+        mine = data.rank_order(order, args.batch_size, world.rank, world.size)
         started, sentences, progress.step0 = time.time(), 0, state.global_step
         backend.set_train(not args.deterministic)
         t0 = time.time()
-        for batch in backend.loader(train_set, order, args.batch_size, skip_batches=state.batch_in_epoch):
+        skip = state.batch_in_epoch
+        for batch in backend.loader(train_set, mine[skip * per_rank:], per_rank):
             if state.global_step >= total:
                 break
             # Dropout masks of step k come from seed + k alone, so a resumed run draws exactly the masks an
             # uninterrupted one would, whatever else (a DataLoader, an evaluation) used the global RNG meanwhile.
-            backend.seed(args.seed + state.global_step)
+            # Other processes draw their own (their slices of the batch are other sentences).
+            backend.seed(args.seed + state.global_step + 1_000_003 * world.rank)
             if stream:
-                stream.reseed([args.seed, state.global_step])
-            loss, lr = backend.train_step(batch)
+                stream.reseed([args.seed, state.global_step] + ([world.rank] if world.size > 1 else []))
+            # Gradients are averaged over processes; weighting each process's mean loss by its share of the
+            # global batch makes that average the global batch's mean even when the last batch splits unevenly.
+            k = state.batch_in_epoch * args.batch_size
+            global_len = len(order[k:k + args.batch_size])
+            share = backend.batch_len(batch) / global_len
+            loss, lr = backend.train_step(batch, world.size * share)
+            loss = backend.all_sum([loss * share])[0] if world.size > 1 else loss
             state.loss.append(loss)
             state.lr.append(lr)
             state.global_step += 1
             state.batch_in_epoch += 1
-            sentences += backend.batch_len(batch)
-            if state.global_step % args.log_every == 0 or state.global_step == total:
+            sentences += global_len
+            if world.main and (state.global_step % args.log_every == 0 or state.global_step == total):
                 progress(fw, state, total, started, sentences)
             if args.save_steps and state.global_step % args.save_steps == 0:
                 state.train_seconds += time.time() - t0
                 state.train_sentences += sentences
                 t0, sentences = time.time(), 0
-                ckpt.save(backend, state)
+                if world.main:
+                    ckpt.save(backend, state)
             if args.kill_at_step and state.global_step == args.kill_at_step:
                 os.kill(os.getpid(), signal.SIGKILL)  # an unclean stop, for the resume test
         state.train_seconds += time.time() - t0
         state.train_sentences += sentences
         t0 = time.time()
-        acc = backend.evaluate(dev_set, args.batch_size)
+        acc = evaluate(backend, dev_set, args, world)
         state.eval_seconds += time.time() - t0
         state.eval_sentences += len(dev_set)
         state.acc_per_epoch.append(acc)
-        print(f"[{fw}] epoch {state.epoch} dev acc {acc:.5f}", flush=True)
+        say(f"[{fw}] epoch {state.epoch} dev acc {acc:.5f}", flush=True)
         state.epoch += 1
         state.batch_in_epoch = 0
-        ckpt.save(backend, state)
-    save_results(fw, state, args)
-    save_npy(paths.step_dir(5) / f"weight_stats_{fw}.npy", weight_stats.summarize(backend.named_arrays()))
+        if world.main:
+            ckpt.save(backend, state)
+    if world.main:
+        save_results(fw, state, args)
+        save_npy(paths.step_dir(5) / f"weight_stats_{fw}.npy", weight_stats.summarize(backend.named_arrays()))
     return state
 
 

@@ -32,3 +32,12 @@ def _():
 def _():
     """Paddle drops at a different rate than the config says (a hard-coded 0.2 instead of 0.1)."""
     _paddle_shared_dropout(lambda stream, shape, p: stream.draw(shape, 0.2))
+
+
+@plant("paddle_rank_split")
+def _():
+    """Every Paddle process trains on the first slice of each global batch (the rank ignored), so half
+    the data is seen twice and half never: what a sampler built without rank= does."""
+    from common import data
+    rank_order = data.rank_order
+    data.rank_order = lambda order, batch_size, rank, world: rank_order(order, batch_size, 0, world)

@@ -2,6 +2,7 @@
 
     python pipeline/Step5/pd_train.py --data_dir ../shared/data/SST-2            # one full epoch
     python pipeline/Step5/pd_train.py --data_dir ../shared/data/SST-2 --train_limit 640 --max_steps 20
+    python -m paddle.distributed.launch --nproc_per_node 2 pipeline/Step5/pd_train.py --data_dir ../shared/data/SST-2
 
 The loop, flags, data order and checkpoints are common/train.py's; this file is
 only what Paddle does differently. pt_train.py is its twin.
@@ -12,6 +13,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 import common  # noqa: E402,F401  (first: offline mode and thread settings, before torch/paddle load)
 import paddle  # noqa: E402
+from paddle import distributed as dist  # noqa: E402
 from paddle.nn import functional as F  # noqa: E402
 from paddlenlp.datasets import MapDataset  # noqa: E402
 
@@ -25,7 +27,25 @@ class Backend:
 
     def __init__(self):
         self.model = paddle_model()
+        self.train_model = self.model  # what train_step calls: the model, or its DataParallel wrapper
         self.tokenizer = pd_data.tokenizer()
+        self.world = 1
+
+    def distribute(self):
+        """(rank, world size); under paddle.distributed.launch, gloo collectives on CPU and DataParallel."""
+        self.world = dist.get_world_size()  # PADDLE_TRAINERS_NUM, set by the launcher
+        if self.world == 1:
+            return 0, 1
+        dist.init_parallel_env()
+        self.train_model = paddle.DataParallel(self.model)
+        return dist.get_rank(), self.world
+
+    def all_sum(self, values):
+        if self.world == 1:
+            return list(values)
+        summed = paddle.to_tensor(values, dtype="float64")
+        dist.all_reduce(summed)
+        return summed.tolist()
 
     def build(self, total_steps, warmup_steps, lr):
         self.optimizer, self.scheduler = pd_optim.build(self.model, lr, "linear", warmup_steps, total_steps)
@@ -36,8 +56,8 @@ class Backend:
     def encode(self, dataset):
         return pd_data.encode(dataset, self.tokenizer)
 
-    def loader(self, encoded, order, batch_size, skip_batches=0):
-        return pd_data.loader(encoded, self.tokenizer, order[skip_batches * batch_size:], batch_size)
+    def loader(self, encoded, order, batch_size):
+        return pd_data.loader(encoded, self.tokenizer, order, batch_size)
 
     def batch_len(self, batch):
         return len(batch["labels"])
@@ -51,26 +71,27 @@ class Backend:
     def set_train(self, on):
         self.model.train() if on else self.model.eval()
 
-    def train_step(self, batch):
+    def train_step(self, batch, weight):
         lr = pd_optim.current_lr(self.optimizer)
-        logits = self.model(batch["input_ids"], batch["token_type_ids"], batch["attention_mask"])
+        logits = self.train_model(batch["input_ids"], batch["token_type_ids"], batch["attention_mask"])
         loss = F.cross_entropy(logits, batch["labels"])
-        loss.backward()
+        (loss * weight).backward()
         self.optimizer.step()
         self.scheduler.step()
         self.optimizer.clear_grad()
         return loss.item(), lr
 
     @paddle.no_grad()
-    def evaluate(self, encoded, batch_size):
+    def evaluate(self, encoded, indices, batch_size):
+        """(correct, count) over encoded[indices]."""
         was_training = self.model.training
         self.model.eval()
         metric = paddle.metric.Accuracy()
-        for batch in pd_data.loader(encoded, self.tokenizer, None, batch_size):
+        for batch in pd_data.loader(encoded, self.tokenizer, indices, batch_size):
             logits = self.model(batch["input_ids"], batch["token_type_ids"], batch["attention_mask"])
             metric.update(metric.compute(logits, batch["labels"]))
         self.set_train(was_training)
-        return float(metric.accumulate())
+        return metric.total[0], metric.count[0]
 
     def named_arrays(self):
         return ((n, p.numpy()) for n, p in self.model.named_parameters())

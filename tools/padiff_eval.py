@@ -1,0 +1,50 @@
+"""Does PaDiff (PaddlePaddle/PaDiff) localise a planted bug in this project's twin BERTs?
+
+PaDiff is not a dependency; install it aside and point this script at it:
+
+    pip install --no-deps --target /tmp/padiff_pkg padiff
+    python tools/padiff_eval.py --padiff /tmp/padiff_pkg
+
+Runs padiff.auto_diff on the tiny random twins twice: aligned (should pass) and with
+the Step 1 plant (encoder layer 1's attention-output LayerNorm epsilon 1e-3 on the
+Paddle side; should fail and name that layer). Findings are in docs/padiff.md.
+"""
+import argparse
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import common  # noqa: E402,F401  (offline mode and thread settings first)
+from common import paths  # noqa: E402
+
+ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+ap.add_argument("--padiff", type=Path, default=Path("/tmp/padiff_pkg"), help="folder PaDiff was installed into")
+args = ap.parse_args()
+sys.path.insert(0, str(args.padiff))
+
+import numpy as np  # noqa: E402
+import paddle  # noqa: E402
+import torch  # noqa: E402
+
+import padiff  # noqa: E402
+from common.config import BertConfig  # noqa: E402
+from models import pd_bert, pt_bert  # noqa: E402
+
+config = BertConfig.from_json(paths.ROOT / "tests" / "tiny_config.json")
+torch.manual_seed(0)
+paddle.seed(0)
+pt_model = pt_bert.BertForSequenceClassification(config).eval()
+pd_model = pd_bert.BertForSequenceClassification(config)
+pd_model.eval()
+ids = np.random.RandomState(0).randint(1, 1000, (2, 8))
+inputs = ({"input_ids": paddle.to_tensor(ids)}, {"input_ids": torch.tensor(ids)})
+
+# auto_weights=True: PaDiff copies torch's weights into the Paddle model by its own module matching
+verdicts = {"aligned": padiff.auto_diff(pd_model, pt_model, inputs, auto_weights=True, options={"atol": 1e-5})}
+pd_model.bert.encoder.layer[1].attention.output.LayerNorm._epsilon = 1e-3
+verdicts["planted LayerNorm eps"] = padiff.auto_diff(pd_model, pt_model, inputs, auto_weights=True,
+                                                     options={"atol": 1e-5})
+print(f"\npadiff {padiff.__version__}, paddle {paddle.__version__}, torch {torch.__version__}")
+for name, ok in verdicts.items():
+    print(f"{name}: auto_diff returned {ok}")
+print(f"the module PaDiff blames is marked '*** HERE ***' in {args.padiff / 'diff_log' / 'paddle_struct.log'}")
