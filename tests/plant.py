@@ -60,6 +60,22 @@ def _():
     after_build("paddle", untranspose)
 
 
+@plant("paddle_layer0_backward_scaled")
+def _():
+    """A backward-only bug (as in a hand-written backward): the gradient flowing back out of encoder
+    layer 0 is scaled by 1.01. The forward pass is untouched; layer 0 and the embeddings get wrong gradients."""
+    def scale_backward(model):
+        layer = model.bert.encoder.layer[0]
+        forward = layer.forward
+
+        def scaled(*args, **kwargs):
+            out = forward(*args, **kwargs)
+            out.register_hook(lambda grad: grad * 1.01)
+            return out
+        layer.forward = scaled
+    after_build("paddle", scale_backward)
+
+
 @plant("paddle_no_mask")
 def _():
     """The reference bug: the extended mask is computed but never reaches the encoder."""

@@ -140,3 +140,16 @@ def test_gradient_table_names_the_scaled_layer(copy):
     table = text[text.index("gradient table, worst first"):].splitlines()
     assert table[2].split("root INFO: ")[1].startswith(key)  # header, then the worst row
     assert "first parameter over tolerance" in proc.stdout
+
+
+def test_backward_bug_is_placed_where_the_backward_pass_meets_it(copy):
+    """A real backward-only bug: the gradient leaving encoder layer 0 scaled by 1.01 in Paddle. Every
+    gradient from there back to the embeddings is off; the last one in forward order names layer 0."""
+    run(PD_BP, home=copy, plant="paddle_layer0_backward_scaled", check=0)
+    run(CHECK, "--only", "bp_align", home=copy, check=1)
+    text = log(copy, "bp_align")
+    failed = [k for k in failed_keys(text) if k.startswith("grad_")]
+    assert "grad_bert.embeddings.word_embeddings.weight" in failed
+    assert not [k for k in failed if "layer.1." in k or "pooler" in k or "classifier" in k]
+    assert ("last parameter over tolerance in forward order (the first the backward pass reaches): "
+            "grad_bert.encoder.layer.0.output.LayerNorm.bias") in text

@@ -43,12 +43,18 @@ def gradient_table(log, torch_data, paddle_data, tolerance):
     as the guide does by hand, but for all of them at once."""
     grads = [{k: v for k, v in d.items() if k.startswith("grad_")} for d in (torch_data, paddle_data)]
     rows, first = diagnose.table(*grads, tolerance)
+    # The backward pass reaches parameters in reverse forward order and a bug there corrupts every
+    # gradient it flows into afterwards: the last one over tolerance in forward order is where it starts.
+    # A forward bug disturbs every gradient; Step 1's module table places those.
+    last = [r[0] for r in rows if r[5]][-1] if first else None
     rows.sort(key=lambda r: -float(r[2]) if r[2][0].isdigit() else -float("inf"))
     log.info(f"gradient table, worst first (tolerance {tolerance} on max abs diff):")
     for line in diagnose.format_table(rows):
         log.info(line)
     log.info(f"first parameter over tolerance in forward order: {first}" if first
              else "no gradient over tolerance")
+    if first:
+        log.info(f"last parameter over tolerance in forward order (the first the backward pass reaches): {last}")
 
 
 def report_bp(log, torch_data, paddle_data, n=5, grad_threshold=GRAD_THRESHOLD, full_table=False):

@@ -8,13 +8,14 @@ reads two checkpoints saved by pt_train.py / pd_train.py (output/*/checkpoint-N)
 Each side's statistics come from its own framework's file.
 """
 import argparse
+import json
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 import common  # noqa: E402,F401  (first: offline mode and thread settings, before torch/paddle load)
 
-from common import paths, weight_stats  # noqa: E402
+from common import hparams, paths, weight_stats  # noqa: E402
 from common.train import Checkpoints  # noqa: E402
 
 
@@ -33,11 +34,16 @@ def main():
     args = ap.parse_args()
     import paddle
     import torch
-    t_state = torch.load(checkpoint(args.torch, "torch"), map_location="cpu", weights_only=False)["model"]
+    t_path = checkpoint(args.torch, "torch")
+    t_state = torch.load(t_path, map_location="cpu", weights_only=False)["model"]
+    # the lrs the run stepped at set how far fp32 rounding of weight decay alone can move a norm
+    run_state = t_path.parent / "run_state.json"
+    lrs = json.loads(run_state.read_text())["lr"] if run_state.is_file() else []
     p_state = paddle.load(str(checkpoint(args.paddle, "paddle")))["model"]
     rows, flagged, missing, limit = weight_stats.compare(
         weight_stats.summarize((n, v.numpy()) for n, v in t_state.items()),
-        weight_stats.summarize((n, v.numpy()) for n, v in p_state.items()))
+        weight_stats.summarize((n, v.numpy()) for n, v in p_state.items()),
+        weight_stats.decay_shrink(lrs, hparams.WEIGHT_DECAY))
     print("\n".join(weight_stats.format_rows(rows)))
     if missing:
         print(f"on one side only: {', '.join(missing)}")

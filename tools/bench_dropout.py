@@ -1,0 +1,129 @@
+"""Dropout benchmark: how far apart two correct ports land by chance, and what shared masks cost.
+
+    python tools/bench_dropout.py --data_dir ../shared/data/SST-2                    # 3 seeds, 100 steps
+    python tools/bench_dropout.py --data_dir ../shared/data/SST-2 --seeds 4 5 --append     # more seeds, same table
+
+Not a test: it measures, it does not assert. For every seed it fine-tunes both
+frameworks with their own dropout (Step 5's default) on the first --train_limit
+training rows for --max_steps steps and evaluates on the whole dev set, then does
+the same with --shared_dropout. It reports per seed the dev-accuracy difference
+(in sentences) and the largest per-step loss difference of each mode, and the
+train sentences/s of each mode and framework (shared vs own dropout, same run, same
+machine load). Writes docs/bench_dropout.{json,md}.
+
+Runs the real pipeline/Step5 scripts in a temporary BERT_ALIGN_HOME holding a copy of
+the exported weights, head and fake data (run the setup scripts first).
+"""
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+import common  # noqa: E402,F401  (first: offline mode and thread settings, before torch/paddle load)
+import numpy as np  # noqa: E402
+
+from common import paths  # noqa: E402
+from common.diff import load_npy  # noqa: E402
+from common.paths import PipelineError  # noqa: E402
+
+FRAMEWORKS = {"torch": "pipeline/Step5/pt_train.py", "paddle": "pipeline/Step5/pd_train.py"}
+
+
+def train(home: Path, fw: str, args, seed: int, shared: bool) -> dict:
+    cmd = [sys.executable, str(ROOT / FRAMEWORKS[fw]), "--data_dir", str(args.data_dir),
+           "--train_limit", str(args.train_limit), "--max_steps", str(args.max_steps), "--lr", str(args.lr),
+           "--seed", str(seed), "--log_every", str(args.max_steps)] + (["--shared_dropout"] if shared else [])
+    proc = subprocess.run(cmd, env=dict(os.environ, BERT_ALIGN_HOME=str(home)), capture_output=True, text=True)
+    if proc.returncode:
+        raise PipelineError(f"{' '.join(cmd[1:])} failed: {(proc.stderr.strip().splitlines() or ['?'])[-1]}")
+    out = home / "pipeline" / "Step5"
+    curves = load_npy(out / f"train_curves_{fw}.npy")
+    return {"acc": float(load_npy(out / f"train_align_{fw}.npy")["acc"]), "loss": curves["loss"].astype("float64"),
+            "train_sent_per_s": float(curves["train_sent_per_s"])}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--data_dir", type=Path, default=paths.SST2_DIR)
+    ap.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
+    ap.add_argument("--train_limit", type=int, default=3200)
+    ap.add_argument("--max_steps", type=int, default=100)
+    ap.add_argument("--lr", type=float, default=5e-5)
+    ap.add_argument("--out", type=Path, default=ROOT / "docs" / "bench_dropout")
+    ap.add_argument("--append", action="store_true", help="keep the rows already in --out's JSON (same budget "
+                    "only) and add these seeds")
+    args = ap.parse_args()
+    rows = previous_rows(args) if args.append else []
+    with tempfile.TemporaryDirectory() as tmp:
+        home = Path(tmp)
+        paths.require(paths.work() / "weights" / "paddle_weight.pdparams", "python weights/torch2paddle.py")
+        paths.require(paths.work() / "classifier_weights" / "classifier_weights.pdparams",
+                      "python classifier_weights/generate_classifier_weights.py")
+        for folder in ("weights", "classifier_weights", "fake_data"):
+            shutil.copytree(paths.work() / folder, home / folder)
+        for seed in args.seeds:
+            row = {"seed": seed}
+            for mode, shared in (("own", False), ("shared", True)):
+                r = {fw: train(home, fw, args, seed, shared) for fw in FRAMEWORKS}
+                row[mode] = {
+                    "acc_torch": r["torch"]["acc"], "acc_paddle": r["paddle"]["acc"],
+                    "acc_diff": abs(r["torch"]["acc"] - r["paddle"]["acc"]),
+                    "max_loss_diff": float(np.abs(r["torch"]["loss"] - r["paddle"]["loss"]).max()),
+                    "train_sent_per_s_torch": r["torch"]["train_sent_per_s"],
+                    "train_sent_per_s_paddle": r["paddle"]["train_sent_per_s"],
+                }
+                print(f"seed {seed} {mode:6s} dropout: acc torch {r['torch']['acc']:.5f} paddle {r['paddle']['acc']:.5f} "
+                      f"diff {row[mode]['acc_diff'] * 872:.0f} sentences; max loss diff {row[mode]['max_loss_diff']:.2e}; "
+                      f"train sent/s torch {r['torch']['train_sent_per_s']:.1f} paddle {r['paddle']['train_sent_per_s']:.1f}",
+                      flush=True)
+            rows.append(row)
+    write(rows, args)
+
+
+def previous_rows(args) -> list:
+    path = args.out.with_suffix(".json")
+    if not path.is_file():
+        return []
+    old = json.loads(path.read_text())
+    budget = ("train_limit", "max_steps", "lr")
+    was = {k: old["args"][k] for k in budget}
+    if any(was[k] != str(getattr(args, k)) for k in budget):
+        raise PipelineError(f"--append: {path} was run with {was}; drop --append or use the same budget")
+    return [r for r in old["rows"] if r["seed"] not in args.seeds]
+
+
+def write(rows, args):
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.with_suffix(".json").write_text(json.dumps({"args": {k: str(v) for k, v in vars(args).items()},
+                                                         "rows": rows}, indent=1))
+    lines = [f"# bench_dropout: `python tools/bench_dropout.py --seeds {' '.join(str(r['seed']) for r in rows)} "
+             f"--train_limit {args.train_limit} --max_steps {args.max_steps} --lr {args.lr}`", "",
+             "MiniLM fine-tuned on the first rows of SST-2 train, evaluated on all 872 dev sentences; "
+             "own = each framework's dropout RNG, shared = `--shared_dropout`. One dev sentence = 0.00115.", "",
+             "| seed | mode | acc torch | acc paddle | diff (sentences) | max per-step loss diff | train sent/s torch | paddle |",
+             "|---|---|---|---|---|---|---|---|"]
+    for row in rows:
+        for mode in ("own", "shared"):
+            m = row[mode]
+            lines.append(f"| {row['seed']} | {mode} | {m['acc_torch']:.5f} | {m['acc_paddle']:.5f} | "
+                         f"{m['acc_diff'] * 872:.0f} | {m['max_loss_diff']:.2e} | "
+                         f"{m['train_sent_per_s_torch']:.1f} | {m['train_sent_per_s_paddle']:.1f} |")
+    cost = {fw: np.mean([r["shared"][f"train_sent_per_s_{fw}"] / r["own"][f"train_sent_per_s_{fw}"] for r in rows])
+            for fw in FRAMEWORKS}
+    gap = {mode: [round(r[mode]["acc_diff"] * 872) for r in rows] for mode in ("own", "shared")}
+    lines += ["", "Dev-accuracy difference in sentences over seeds: "
+              + "; ".join(f"{mode} dropout {sorted(v)} (mean {np.mean(v):.1f}, max {max(v)})" for mode, v in gap.items()),
+              "", "Shared masks' cost, train sentences/s shared / own, mean over seeds: "
+              + ", ".join(f"{fw} {v:.3f}" for fw, v in cost.items())]
+    args.out.with_suffix(".md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    paths.run_main(main)
