@@ -134,7 +134,13 @@ class Checkpoints:
         if path is None:
             raise PipelineError(f"--resume: no checkpoint in {self.dir}; run without --resume first")
         backend.load_state(path)
-        return RunState(**json.loads((path / "run_state.json").read_text()))
+        return self.run_state(path)
+
+    @staticmethod
+    def run_state(checkpoint: Path) -> RunState:
+        """The RunState saved beside one checkpoint's weights (step, loss and lr curves so far)."""
+        path = paths.require(Path(checkpoint) / "run_state.json", "python pipeline/Step5/pt_train.py (or pd_train.py)")
+        return RunState(**json.loads(path.read_text()))
 
 
 def plan_steps(n_train: int, args) -> tuple:

@@ -8,7 +8,6 @@ reads two checkpoints saved by pt_train.py / pd_train.py (output/*/checkpoint-N)
 Each side's statistics come from its own framework's file.
 """
 import argparse
-import json
 import sys
 from pathlib import Path
 
@@ -37,8 +36,7 @@ def main():
     t_path = checkpoint(args.torch, "torch")
     t_state = torch.load(t_path, map_location="cpu", weights_only=False)["model"]
     # the lrs the run stepped at set how far fp32 rounding of weight decay alone can move a norm
-    run_state = t_path.parent / "run_state.json"
-    lrs = json.loads(run_state.read_text())["lr"] if run_state.is_file() else []
+    lrs = Checkpoints.run_state(t_path.parent).lr
     p_state = paddle.load(str(checkpoint(args.paddle, "paddle")))["model"]
     rows, flagged, missing, limit = weight_stats.compare(
         weight_stats.summarize((n, v.numpy()) for n, v in t_state.items()),
