@@ -33,6 +33,7 @@ from common.diff import load_npy  # noqa: E402
 from common.paths import PipelineError  # noqa: E402
 
 FRAMEWORKS = {"torch": "pipeline/Step5/pt_train.py", "paddle": "pipeline/Step5/pd_train.py"}
+DEV_SENTENCES = 872  # SST-2 dev: accuracy differences are reported in sentences
 
 
 def train(home: Path, fw: str, args, seed: int, shared: bool) -> dict:
@@ -79,7 +80,7 @@ def main():
                     "train_sent_per_s_paddle": r["paddle"]["train_sent_per_s"],
                 }
                 print(f"seed {seed} {mode:6s} dropout: acc torch {r['torch']['acc']:.5f} paddle {r['paddle']['acc']:.5f} "
-                      f"diff {row[mode]['acc_diff'] * 872:.0f} sentences; max loss diff {row[mode]['max_loss_diff']:.2e}; "
+                      f"diff {row[mode]['acc_diff'] * DEV_SENTENCES:.0f} sentences; max loss diff {row[mode]['max_loss_diff']:.2e}; "
                       f"train sent/s torch {r['torch']['train_sent_per_s']:.1f} paddle {r['paddle']['train_sent_per_s']:.1f}",
                       flush=True)
             rows.append(row)
@@ -104,7 +105,7 @@ def write(rows, args):
                                                          "rows": rows}, indent=1))
     lines = [f"# bench_dropout: `python tools/bench_dropout.py --seeds {' '.join(str(r['seed']) for r in rows)} "
              f"--train_limit {args.train_limit} --max_steps {args.max_steps} --lr {args.lr}`", "",
-             "MiniLM fine-tuned on the first rows of SST-2 train, evaluated on all 872 dev sentences; "
+             f"MiniLM fine-tuned on the first rows of SST-2 train, evaluated on all {DEV_SENTENCES} dev sentences; "
              "own = each framework's dropout RNG, shared = `--shared_dropout`. One dev sentence = 0.00115.", "",
              "| seed | mode | acc torch | acc paddle | diff (sentences) | max per-step loss diff | train sent/s torch | paddle |",
              "|---|---|---|---|---|---|---|---|"]
@@ -112,11 +113,11 @@ def write(rows, args):
         for mode in ("own", "shared"):
             m = row[mode]
             lines.append(f"| {row['seed']} | {mode} | {m['acc_torch']:.5f} | {m['acc_paddle']:.5f} | "
-                         f"{m['acc_diff'] * 872:.0f} | {m['max_loss_diff']:.2e} | "
+                         f"{m['acc_diff'] * DEV_SENTENCES:.0f} | {m['max_loss_diff']:.2e} | "
                          f"{m['train_sent_per_s_torch']:.1f} | {m['train_sent_per_s_paddle']:.1f} |")
     cost = {fw: np.mean([r["shared"][f"train_sent_per_s_{fw}"] / r["own"][f"train_sent_per_s_{fw}"] for r in rows])
             for fw in FRAMEWORKS}
-    gap = {mode: [round(r[mode]["acc_diff"] * 872) for r in rows] for mode in ("own", "shared")}
+    gap = {mode: [round(r[mode]["acc_diff"] * DEV_SENTENCES) for r in rows] for mode in ("own", "shared")}
     lines += ["", "Dev-accuracy difference in sentences over seeds: "
               + "; ".join(f"{mode} dropout {sorted(v)} (mean {np.mean(v):.1f}, max {max(v)})" for mode, v in gap.items()),
               "", "Shared masks' cost, train sentences/s shared / own, mean over seeds: "
