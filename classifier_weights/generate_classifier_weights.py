@@ -5,23 +5,21 @@ initialiser draws different numbers, so the head is drawn once with numpy and
 saved twice: torch's Linear weight is [num_labels, hidden], Paddle's is its transpose.
 """
 import argparse
-import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-import common  # noqa: E402,F401  (first: offline mode and thread settings, before torch/paddle load)
-import numpy as np  # noqa: E402
-import paddle  # noqa: E402
-import torch  # noqa: E402
+import common.runtime  # first: offline mode, threads, allocator, before torch/paddle load
+import numpy as np
+import paddle
+import torch
 
-from common import paths  # noqa: E402
-from common.diff import atomic_write  # noqa: E402
-from common.weights import load_config  # noqa: E402
+from common import hparams, paths
+from common.fileio import atomic_write
+from common.errors import run_main
+from twins.weights import load_config
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--seed", type=int, default=2021)
+    ap.add_argument("--seed", type=int, default=hparams.SEED)
     args = ap.parse_args()
     config = load_config()
     rng = np.random.RandomState(args.seed)
@@ -36,4 +34,4 @@ def main():
 
 
 if __name__ == "__main__":
-    paths.run_main(main)
+    run_main(main)

@@ -1,6 +1,6 @@
-"""SST-2 data, framework-free: the TSV reader both pipelines share, and the hub switch.
+"""SST-2 data, framework-free: the TSV reader both pipelines share, the hub switch, the seeded orders.
 
-pt_data.py and pd_data.py build each framework's own dataset, tokenizer and
+twins/pt_data.py and twins/pd_data.py build each framework's own dataset, tokenizer and
 loader on top of this; only reading the file (and refusing a bad one) lives here,
 because a row that one side reads differently from the other is not a porting
 question but a data bug, and should stop both sides the same way.
@@ -11,16 +11,12 @@ from pathlib import Path
 
 import numpy as np
 
+from common.errors import PipelineError
 from common.hparams import SEED
-from common.paths import ROOT, SST2_DIR, PipelineError
+from common.paths import SST2_DIR
 
-DEMO = ROOT / "pipeline" / "Step2" / "demo_sst2_sentence" / "demo.tsv"
 HEADER = ["sentence", "label"]
 SPLITS = ("train", "dev")  # GLUE's test.tsv has no labels
-# The exported checkpoints are uncased (MiniLM's and bert-base-uncased's tokenizer_config.json
-# say do_lower_case: true); a cased tokenizer on an uncased vocab maps capitals to [UNK] or
-# to different wordpieces.
-DO_LOWER_CASE = True
 
 
 def read_tsv(path) -> list:
@@ -64,7 +60,7 @@ def split_file(split: str, data_dir) -> Path:
 def from_hub(load, what: str):
     """Run an ecosystem's hub loader; offline, or on any failure, say to pass --data_dir."""
     hint = f"pass --data_dir DIR with SST-2's train.tsv and dev.tsv (on this workplace: {SST2_DIR})"
-    # common.paths turns the hub off; Paddle's loader does not read these variables, so check here.
+    # common.runtime turns the hub off; Paddle's loader does not read these variables, so check here.
     if os.environ.get("HF_DATASETS_OFFLINE", "").upper() in ("1", "ON", "YES", "TRUE"):
         raise PipelineError(f"cannot load {what}: the dataset hub is off (HF_DATASETS_OFFLINE=1); {hint}")
     try:

@@ -2,19 +2,20 @@
 import numpy as np
 
 from common import paths
-from common.diff import load_npy
+from common.errors import PipelineError, require
+from common.fileio import load_npy
 
 GEN_FAKE = "python fake_data/gen_fake_data.py"
 
 
 def _load(path, dtype, ndim):
-    paths.require(path, GEN_FAKE)
+    require(path, GEN_FAKE)
     try:
         array = np.load(path, allow_pickle=False)
     except ValueError as e:
-        raise paths.PipelineError(f"{path} is not a plain .npy array ({e}): run `{GEN_FAKE}` again") from None
+        raise PipelineError(f"{path} is not a plain .npy array ({e}): run `{GEN_FAKE}` again") from None
     if array.dtype != dtype or array.ndim != ndim:
-        raise paths.PipelineError(f"{path} is {array.dtype} {array.shape}, expected {dtype} with {ndim} dims: "
+        raise PipelineError(f"{path} is {array.dtype} {array.shape}, expected {dtype} with {ndim} dims: "
                                   f"run `{GEN_FAKE}` again")
     return array
 
@@ -26,4 +27,4 @@ def fake_batch():
 
 def padded_batch() -> dict:
     """{input_ids, token_type_ids, attention_mask}: int64 [batch, longest]"""
-    return load_npy(paths.require(paths.fake_data_dir() / "fake_padded.npy", GEN_FAKE))
+    return load_npy(require(paths.fake_data_dir() / "fake_padded.npy", GEN_FAKE))

@@ -5,11 +5,11 @@ which is the repository root unless BERT_ALIGN_HOME points elsewhere. Tests set
 it to a temporary folder so they never touch a user's results.
 """
 import os
-import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-SST2_DIR = ROOT.parent / "shared" / "data" / "SST-2"  # the real GLUE data on this workplace
+SST2_DIR = ROOT.parent / "shared" / "data" / "SST-2"  # the real GLUE data on this workplace (tests, benchmarks)
+DEMO_TSV = ROOT / "pipeline" / "Step2" / "demo_sst2_sentence" / "demo.tsv"  # 40 sentences, committed
 
 
 def work() -> Path:
@@ -67,27 +67,3 @@ def step_dir(n: int) -> Path:
 
 def log_reprod() -> Path:
     return work() / "log_reprod"
-
-
-class PipelineError(Exception):
-    """A problem the user can fix; reported as one line, never a traceback."""
-
-
-def fail(msg: str, code: int = 2):
-    print(f"error: {msg}", file=sys.stderr)
-    sys.exit(code)
-
-
-def require(path: Path, how: str) -> Path:
-    """Stop with one line naming the missing file and the command that makes it."""
-    if not Path(path).is_file():
-        raise PipelineError(f"{path} not found: run `{how}` first")
-    return Path(path)
-
-
-def run_main(main):
-    """Run a script's main(); a PipelineError ends in one line and exit code 2."""
-    try:
-        return main()
-    except PipelineError as e:
-        fail(str(e))

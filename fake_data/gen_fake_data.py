@@ -7,16 +7,15 @@ fake_padded.npy: a few real sentences of different lengths, tokenized with the
     shows whether the mask is applied.
 """
 import argparse
-import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-import common  # noqa: E402,F401  (first: offline mode and thread settings, before torch/paddle load)
-import numpy as np  # noqa: E402
+import common.runtime  # first: offline mode, threads, allocator, before torch/paddle load
+import numpy as np
 
-from common import paths  # noqa: E402
-from common.diff import save_array, save_npy  # noqa: E402
-from common.weights import EXPORT, load_config  # noqa: E402
+from common import hparams, paths
+from common.fileio import save_array, save_npy
+from common.errors import require, run_main
+from twins.weights import EXPORT, load_config
 
 SENTENCES = [
     "a gorgeous, witty, seductive movie.",
@@ -30,14 +29,14 @@ SENTENCES = [
 def padded_batch(vocab: Path) -> dict:
     # transformers' tokenizer is pure Python here; nothing of torch is used.
     from transformers import BertTokenizer
-    tokenizer = BertTokenizer(str(vocab), do_lower_case=True)
-    enc = tokenizer(SENTENCES, padding=True, truncation=True, max_length=128, return_tensors="np")
+    tokenizer = BertTokenizer(str(vocab), do_lower_case=hparams.DO_LOWER_CASE)
+    enc = tokenizer(SENTENCES, padding=True, truncation=True, max_length=hparams.MAX_SEQ_LENGTH, return_tensors="np")
     return {k: enc[k].astype("int64") for k in ("input_ids", "token_type_ids", "attention_mask")}
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--seed", type=int, default=2021)
+    ap.add_argument("--seed", type=int, default=hparams.SEED)
     args = ap.parse_args()
     config = load_config()
     rng = np.random.RandomState(args.seed)
@@ -45,7 +44,7 @@ def main():
     label = np.array([0, 1, 1, 0], dtype="int64")
     save_array(paths.fake_data(), data)
     save_array(paths.fake_label(), label)
-    padded = padded_batch(paths.require(paths.vocab(), EXPORT))
+    padded = padded_batch(require(paths.vocab(), EXPORT))
     save_npy(paths.fake_data_dir() / "fake_padded.npy", padded)
     lengths = padded["attention_mask"].sum(1).tolist()
     print(f"wrote {paths.fake_data_dir()}: fake_data {data.shape}, fake_label {label.tolist()}, "
@@ -53,4 +52,4 @@ def main():
 
 
 if __name__ == "__main__":
-    paths.run_main(main)
+    run_main(main)

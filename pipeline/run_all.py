@@ -11,22 +11,31 @@ every check is green.
 """
 import argparse
 import json
+import os
 import platform
-import re
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-import common  # noqa: E402,F401  (first: offline mode and thread settings, before torch/paddle load)
-from common import paths  # noqa: E402
-from common.diff import atomic_write  # noqa: E402
+import common.runtime  # first: offline mode, threads, allocator, before torch/paddle load
+from checks import report
+from common import paths
+from common.fileio import atomic_write
+from common.errors import run_main
 
 
-def steps(args):
-    """[(step name, [scripts with args]), ...]; the last script of each step is its check."""
+@dataclass
+class Step:
+    name: str
+    number: int                  # 0 for the setup
+    scripts: list                # [script path, args...] each; the last one of a checked step is its check
+    checks: tuple = ()           # the pairs its check writes verdicts for: pipeline/StepN/<pair>_diff.json
+
+
+def steps(args) -> list:
     export = ["weights/torch_bert_weights.py"] + (["--model_dir", str(args.model_dir)] if args.model_dir else []) \
         + (["--random_init", "--config", str(args.random_init)] if args.random_init else [])
     data = ["--data_dir", str(args.data_dir)] if args.data_dir else []
@@ -35,19 +44,22 @@ def steps(args):
     budget += [f"--{mode}" for mode in ("deterministic", "shared_dropout") if getattr(args, mode)]
     train = (data if args.data_dir else ["--demo"]) + budget
     return [
-        ("setup", [export, ["weights/torch2paddle.py"], ["classifier_weights/generate_classifier_weights.py"],
-                   ["fake_data/gen_fake_data.py"]]),
-        ("Step1 forward", [["pipeline/Step1/pt_forward_bert.py"], ["pipeline/Step1/pd_forward_bert.py"],
-                           ["pipeline/Step1/check_step1.py"]]),
-        ("Step2 data + metric", [["pipeline/Step2/pt_data_loader.py", *data], ["pipeline/Step2/pd_data_loader.py", *data],
-                                 ["pipeline/Step2/pt_metric.py"], ["pipeline/Step2/pd_metric.py"],
-                                 ["pipeline/Step2/check_step2.py"]]),
-        ("Step3 loss", [["pipeline/Step3/pt_loss.py"], ["pipeline/Step3/pd_loss.py"], ["pipeline/Step3/check_step3.py"]]),
-        ("Step4 lr + backward", [["pipeline/Step4/pt_lr.py"], ["pipeline/Step4/pd_lr.py"], ["pipeline/Step4/pt_bp.py"],
-                                 ["pipeline/Step4/pd_bp.py"], ["pipeline/Step4/check_step4.py"]]),
-        ("Step5 training" + (" (SMOKE RUN on demo data: not evidence)" if not args.data_dir else ""),
-         [["pipeline/Step5/pt_train.py", *train], ["pipeline/Step5/pd_train.py", *train],
-          ["pipeline/Step5/check_step5.py"]]),
+        Step("setup", 0, [export, ["weights/torch2paddle.py"], ["classifier_weights/generate_classifier_weights.py"],
+                          ["fake_data/gen_fake_data.py"]]),
+        Step("Step1 forward", 1, [["pipeline/Step1/pt_forward_bert.py"], ["pipeline/Step1/pd_forward_bert.py"],
+                                  ["pipeline/Step1/check_step1.py"]], ("forward",)),
+        Step("Step2 data + metric", 2, [["pipeline/Step2/pt_data_loader.py", *data],
+                                        ["pipeline/Step2/pd_data_loader.py", *data],
+                                        ["pipeline/Step2/pt_metric.py", *data], ["pipeline/Step2/pd_metric.py", *data],
+                                        ["pipeline/Step2/check_step2.py"]], ("data", "metric")),
+        Step("Step3 loss", 3, [["pipeline/Step3/pt_loss.py"], ["pipeline/Step3/pd_loss.py"],
+                               ["pipeline/Step3/check_step3.py"]], ("loss",)),
+        Step("Step4 lr + backward", 4, [["pipeline/Step4/pt_lr.py"], ["pipeline/Step4/pd_lr.py"],
+                                        ["pipeline/Step4/pt_bp.py"], ["pipeline/Step4/pd_bp.py"],
+                                        ["pipeline/Step4/check_step4.py"]], ("lr", "bp_align")),
+        Step("Step5 training" + (" (SMOKE RUN on demo data: not evidence)" if not args.data_dir else ""), 5,
+             [["pipeline/Step5/pt_train.py", *train], ["pipeline/Step5/pd_train.py", *train],
+              ["pipeline/Step5/check_step5.py"]], ("train_align",)),
     ]
 
 
@@ -58,34 +70,18 @@ def run_script(cmd):
     return proc.returncode, time.time() - started
 
 
-def figures(log: Path, max_keys: int = 6) -> list:
-    """A diff log in brief: each key's verdict and max diff (the worst ones if there are many), then the
-    log's own summary lines (figures, verdicts), without its tables."""
-    if not log.is_file():
-        return []
-    keys, info, key = {}, [], None
-    for line in log.read_text().splitlines():
-        msg = line.split("root INFO: ", 1)[-1]
-        if msg.endswith(": ") and not msg.startswith("\t"):
-            key = msg[:-2]
-            keys[key] = {"passed": True, "max": None, "threshold": None, "problems": []}
-        elif msg.startswith("\t") and key:
-            m = re.match(r"\tmax diff: check passed: (\w+), value: (\S+), threshold: (\S+)", msg)
-            if m:
-                keys[key].update(max=float(m[2]), threshold=m[3])
-            elif "check passed: False" in msg:
-                keys[key]["problems"].append(msg.split("check passed: False, ", 1)[1])
-                keys[key]["passed"] = False
-        elif "  " not in msg.strip():  # table rows are column-aligned with runs of spaces
-            key = None
-            info.append(msg)
-    failed = [k for k, v in keys.items() if not v["passed"]]
-    shown = failed + sorted((k for k in keys if k not in failed), key=lambda k: -(keys[k]["max"] or 0))
-    lines = [f"{k}: {'FAILED ' + '; '.join(keys[k]['problems']) if k in failed else 'passed'}, "
-             f"max diff {keys[k]['max']}, threshold {keys[k]['threshold']}" for k in shown[:max_keys]]
+def brief(verdict: dict, max_keys: int = 6) -> list:
+    """A check's verdict in brief: failing keys, then the largest diffs, then its findings and notes."""
+    keys = verdict["keys"]
+    failed = [k for k in keys if not k["passed"]]
+    shown = failed + sorted((k for k in keys if k["passed"]), key=lambda k: -k["max"])
+    lines = [f"{k['key']}: {'FAILED ' + '; '.join(k['problems']) if not k['passed'] else 'passed'}, "
+             f"max diff {k['max']}, threshold {k['threshold']}" for k in shown[:max_keys]]
     if len(keys) > max_keys:
         lines.append(f"... {len(keys) - max_keys} more keys ({len(keys) - len(failed)} of {len(keys)} passed)")
-    return lines + info
+    lines += [f"{f['name']}: {'passed' if f['passed'] else 'FAILED'}, {f['detail']}" for f in verdict["findings"]]
+    lines += [n for n in verdict["notes"] if not n.startswith("\t")]
+    return lines + ["diff check passed" if verdict["passed"] else "diff check failed"]
 
 
 def versions() -> str:
@@ -108,12 +104,12 @@ def write_summary(results, args, started):
              f"- model: {model}",
              f"- data: {'GLUE SST-2 TSVs in ' + str(args.data_dir) if args.data_dir else 'demo.tsv (Step 5 is a smoke run, not evidence)'}",
              f"- versions: {versions()}",
-             f"- machine: {platform.machine()}, {len(__import__('os').sched_getaffinity(0))} cores", "",
+             f"- machine: {platform.machine()}, {len(os.sched_getaffinity(0))} cores", "",
              "| step | result | seconds |", "|---|---|---|"]
-    lines += [f"| {name} | {verdict} | {secs:.0f} |" for name, verdict, secs, _ in results]
-    for name, verdict, _, logs in results:
-        for log in logs:
-            lines += ["", f"## {name}: `{log.name}`", "```", *figures(log), "```"]
+    lines += [f"| {step.name} | {verdict} | {secs:.0f} |" for step, verdict, secs, _ in results]
+    for step, _, _, verdicts in results:
+        for name, verdict in verdicts.items():
+            lines += ["", f"## {step.name}: `{name}_diff.log`", "```", *brief(verdict), "```"]
     atomic_write(paths.log_reprod() / "SUMMARY.md", lambda tmp: Path(tmp).write_text("\n".join(lines) + "\n"))
 
 
@@ -136,22 +132,23 @@ def main():
         args.data_dir = args.data_dir.expanduser().resolve()
 
     started, results, failed = time.time(), [], None
-    for name, scripts in steps(args):
+    for step in steps(args):
         if failed:
-            results.append((name, "not run", 0.0, []))
+            results.append((step, "not run", 0.0, {}))
             continue
         total, checked = 0.0, False
-        for cmd in scripts:
+        for cmd in step.scripts:
             code, secs = run_script(cmd)
             total += secs
-            checked = Path(cmd[0]).name.startswith("check_")
+            checked = cmd is step.scripts[-1] and bool(step.checks) and code in (0, 1)  # 1: red, verdict written
             if code:
-                failed = f"{name}: `python {' '.join(cmd)}` exited {code}"
+                failed = f"{step.name}: `python {' '.join(cmd)}` exited {code}"
                 break
-        # a step that broke before its check has no fresh log: show none rather than an old one
-        logs = sorted(paths.step_dir(int(name[4])).glob("*_diff.log")) if checked else []
+        # a step that broke before its check has no fresh verdict: show none rather than an old one
+        verdicts = {name: report.read_verdict(paths.step_dir(step.number) / f"{name}_diff.json")
+                    for name in step.checks} if checked else {}
         verdict = "FAILED" if failed else ("passed" if checked else "done")
-        results.append((name, verdict, total, logs))
+        results.append((step, verdict, total, verdicts))
         write_summary(results, args, started)
     write_summary(results, args, started)
     print(f"\n{'FAILED: ' + failed if failed else 'all checks passed'}; summary in {paths.log_reprod() / 'SUMMARY.md'}")
@@ -159,4 +156,4 @@ def main():
 
 
 if __name__ == "__main__":
-    paths.run_main(main)
+    run_main(main)

@@ -4,18 +4,18 @@ Every pipeline script runs in a subprocess, as a user would run it, with
 BERT_ALIGN_HOME pointing at a temporary folder so the repository's own results
 are never touched.
 """
+import common.runtime  # first: offline mode, threads, allocator, before any test imports torch/paddle
 import os
 import shutil
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-import common  # noqa: E402,F401  (offline mode and thread settings, before any test imports torch/paddle)
-SST2 = ROOT.parent / "shared" / "data" / "SST-2"
+from common import paths
+
+ROOT = paths.ROOT
+SST2 = paths.SST2_DIR
 SETUP = ["weights/torch_bert_weights.py", "weights/torch2paddle.py",
          "classifier_weights/generate_classifier_weights.py", "fake_data/gen_fake_data.py"]
 

@@ -10,8 +10,7 @@ import runpy
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+TESTS = Path(__file__).resolve().parent
 
 PLANTS = {}
 
@@ -24,8 +23,8 @@ def plant(name):
 
 
 def after_build(framework, mutate):
-    """Wrap common.weights.<framework>_model so mutate(model) runs on every model it builds."""
-    from common import weights
+    """Wrap twins.weights.<framework>_model so mutate(model) runs on every model it builds."""
+    from twins import weights
     original = getattr(weights, f"{framework}_model")
 
     def build(*args, **kwargs):
@@ -85,10 +84,11 @@ def _():
 
 
 def load_all():
+    # plants_*.py (beside this file, so importable as this file is) register into this very registry,
+    # also when this file runs as __main__
     import importlib
-    sys.modules.setdefault("plant", sys.modules[__name__])  # plants_*.py import this very registry
-    sys.path.insert(0, str(ROOT / "tests"))
-    for path in sorted((ROOT / "tests").glob("plants_*.py")):
+    sys.modules.setdefault("plant", sys.modules[__name__])
+    for path in sorted(TESTS.glob("plants_*.py")):
         importlib.import_module(path.stem)
 
 

@@ -1,6 +1,6 @@
 """Step 2's planted bugs: the data-pipeline and metric mistakes a port typically makes.
 
-Each patches common/pt_data.py or common/pd_data.py (or the library under it) in
+Each patches twins/pt_data.py or twins/pd_data.py (or the library under it) in
 memory, so the script run afterwards is the real one with one thing changed.
 """
 from plant import plant
@@ -15,28 +15,28 @@ def _force(module, name, **kwargs):
 @plant("paddle_cased_tokenizer")
 def _():
     """The Paddle tokenizer built with do_lower_case=False on the uncased vocab."""
-    from common import pd_data
+    from twins import pd_data
     _force(pd_data, "BertTokenizer", do_lower_case=False)
 
 
 @plant("paddle_max_length_256")
 def _():
     """The Paddle side truncating at 256 (another script's default) instead of MAX_SEQ_LENGTH 128."""
-    from common import pd_data
+    from twins import pd_data
     _force(pd_data, "encode", max_length=256)
 
 
 @plant("paddle_drop_last")
 def _():
     """The Paddle BatchSampler built with drop_last=True: the last, short batch disappears."""
-    from common import pd_data
+    from twins import pd_data
     _force(pd_data, "BatchSampler", drop_last=True)
 
 
 @plant("torch_shuffle")
 def _():
     """The torch DataLoader built with shuffle=True on top of the shared order."""
-    from common import pt_data
+    from twins import pt_data
     _force(pt_data, "DataLoader", shuffle=True)
 
 
@@ -58,5 +58,9 @@ def _():
 
     (argmax(dim=0) gives shape [2] and crashes on `== labels` by itself; this is the silent one.)
     """
-    from common import pt_data
-    pt_data.accuracy = lambda logits, labels: (logits.argmax() == labels).float().mean().item()
+    from twins import pt_data
+
+    def update(self, logits, labels):
+        self.correct += int((logits.argmax() == labels).sum())
+        self.count += len(labels)
+    pt_data.Accuracy.update = update

@@ -5,7 +5,7 @@ from plant import plant
 @plant("paddle_data_order")
 def _():
     """One side trains in its own order: the permutation reversed (e.g. a DataLoader left on shuffle=True)."""
-    from common import train
+    from twins import train
     order = train.epoch_order
     train.epoch_order = lambda n, epoch, seed: order(n, epoch, seed)[::-1]
 
@@ -41,3 +41,22 @@ def _():
     from common import data
     rank_order = data.rank_order
     data.rank_order = lambda order, batch_size, rank, world: rank_order(order, batch_size, 0, world)
+
+
+@plant("sigkill_at_step_8")
+def _():
+    """Not a bug: an unclean stop (SIGKILL) as step 8 begins, for the resume test; both backends."""
+    import os
+    import signal
+
+    from twins import pd_backend, pt_backend
+    for backend in (pt_backend.Backend, pd_backend.Backend):
+        step = backend.train_step
+        calls = []
+
+        def train_step(self, *args, step=step, calls=calls):
+            calls.append(1)
+            if len(calls) == 8:
+                os.kill(os.getpid(), signal.SIGKILL)
+            return step(self, *args)
+        backend.train_step = train_step

@@ -6,7 +6,7 @@ import paddle
 import pytest
 import torch
 
-from common.paths import PipelineError
+from common.errors import PipelineError
 from conftest import error_line, run
 from weights.torch2paddle import convert, linear_weight_names
 

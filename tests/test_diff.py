@@ -1,17 +1,19 @@
-"""common/diff.py: every failure reprod_log lets through is a failure here."""
+"""checks/diff.py, checks/report.py, common/fileio.py: every failure reprod_log lets through is a failure here."""
+import json
 import pickle
 
 import numpy as np
 import pytest
 
-from common import diff
-from common.paths import PipelineError
+from checks import diff, report
+from common import fileio
+from common.errors import PipelineError
 
 A = {"logits": np.array([[0.1, 0.2], [0.3, 0.4]], dtype="float32")}
 
 
 def results(a, b, **kw):
-    return {r.key: r for r in diff.compare(a, b, **kw)}
+    return {r.key: r for r in diff.compare(a, b, **kw).keys}
 
 
 def test_equal_passes():
@@ -35,7 +37,7 @@ def test_small_diff_passes_large_fails_and_both_are_reported():
     ({"logits": np.array([[0.1, np.inf], [0.3, 0.4]], "float32")}, "Inf"),
 ])
 def test_each_mismatch_fails(b, problem):
-    rs = diff.compare(A, b)
+    rs = diff.compare(A, b).keys
     assert not all(r.passed for r in rs)
     assert any(problem in p for r in rs for p in r.problems)
 
@@ -60,8 +62,8 @@ def test_per_key_thresholds_first_match_wins():
 
 
 def test_save_load_round_trip(tmp_path):
-    diff.save_npy(tmp_path / "x.npy", A)
-    back = diff.load_npy(tmp_path / "x.npy")
+    fileio.save_npy(tmp_path / "x.npy", A)
+    back = fileio.load_npy(tmp_path / "x.npy")
     assert back.keys() == A.keys() and np.array_equal(back["logits"], A["logits"])
     # the file is what reprod_log itself reads
     assert np.load(tmp_path / "x.npy", allow_pickle=True).item().keys() == A.keys()
@@ -77,7 +79,7 @@ def test_load_refuses_code(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     np.save(tmp_path / "evil.npy", np.array({"logits": Boom()}, dtype=object), allow_pickle=True)
     with pytest.raises(PipelineError, match="refusing to unpickle"):
-        diff.load_npy(tmp_path / "evil.npy")
+        fileio.load_npy(tmp_path / "evil.npy")
     assert not (tmp_path / "PWNED").exists()
 
 
@@ -90,41 +92,58 @@ def test_load_refuses_code(tmp_path, monkeypatch):
 def test_load_refuses_non_arrays(tmp_path, payload, match):
     np.save(tmp_path / "x.npy", payload, allow_pickle=True)
     with pytest.raises(PipelineError, match=match):
-        diff.load_npy(tmp_path / "x.npy")
+        fileio.load_npy(tmp_path / "x.npy")
 
 
 def test_load_refuses_corrupt_file(tmp_path):
-    diff.save_npy(tmp_path / "x.npy", A)
+    fileio.save_npy(tmp_path / "x.npy", A)
     data = (tmp_path / "x.npy").read_bytes()
     (tmp_path / "x.npy").write_bytes(data[: len(data) // 2])
     with pytest.raises(PipelineError, match="re-run the script"):
-        diff.load_npy(tmp_path / "x.npy")
+        fileio.load_npy(tmp_path / "x.npy")
 
 
 def test_pickled_dict_without_numpy_header_is_refused(tmp_path):
     (tmp_path / "x.npy").write_bytes(pickle.dumps({"logits": A["logits"]}))
     with pytest.raises(PipelineError):
-        diff.load_npy(tmp_path / "x.npy")
+        fileio.load_npy(tmp_path / "x.npy")
 
 
-def test_check_pair_writes_log_without_duplicates(tmp_path, monkeypatch):
-    monkeypatch.setenv("BERT_ALIGN_HOME", str(tmp_path))
-    diff.save_npy(tmp_path / "t.npy", A)
-    diff.save_npy(tmp_path / "p.npy", {"logits": A["logits"] + np.float32(1)})
+def check(a, b, log, name="pair"):
+    result = diff.compare(fileio.load_npy(a), fileio.load_npy(b), name=name)
+    report.write(result, log)
+    return result
+
+
+def test_report_writes_log_and_verdict_without_duplicates(tmp_path):
+    fileio.save_npy(tmp_path / "t.npy", A)
+    fileio.save_npy(tmp_path / "p.npy", {"logits": A["logits"] + np.float32(1)})
     for _ in range(2):  # two checks in one process: reprod_log's logger would double every line
-        assert diff.check_pair(tmp_path / "t.npy", tmp_path / "t.npy", tmp_path / "ok.log")
-        assert not diff.check_pair(tmp_path / "t.npy", tmp_path / "p.npy", tmp_path / "bad.log")
-    ok = (tmp_path / "ok.log").read_text().splitlines()
+        assert check(tmp_path / "t.npy", tmp_path / "t.npy", tmp_path / "ok_diff.log").passed
+        assert not check(tmp_path / "t.npy", tmp_path / "p.npy", tmp_path / "bad_diff.log").passed
+    ok = (tmp_path / "ok_diff.log").read_text().splitlines()
     assert len(ok) == len(set(line.split("] ", 1)[1] for line in ok)) == 4
     assert ok[-1].endswith("diff check passed")
-    assert (tmp_path / "bad.log").read_text().splitlines()[-1].endswith("diff check failed: logits")
-    assert {p.name for p in (tmp_path / "log_reprod").iterdir()} == {"t.npy", "p.npy", "ok.log", "bad.log"}
+    assert (tmp_path / "bad_diff.log").read_text().splitlines()[-1].endswith("diff check failed: logits")
+    verdict = json.loads((tmp_path / "bad_diff.json").read_text())
+    assert verdict["passed"] is False and verdict["keys"][0]["key"] == "logits"
+    assert verdict["keys"][0]["max"] == pytest.approx(1.0) and verdict["keys"][0]["threshold"] == 1e-6
+    assert json.loads((tmp_path / "ok_diff.json").read_text())["passed"] is True
 
 
-def test_check_pair_missing_file_names_the_command(tmp_path):
-    diff.save_npy(tmp_path / "t.npy", A)
+def test_result_is_data_findings_count(tmp_path):
+    result = diff.compare(A, {"logits": A["logits"].copy()}, name="x")
+    assert result.passed
+    result.findings.append(diff.Finding("module outputs", False, "first diverging module: m"))
+    assert not result.passed
+    lines = [m for m, _ in report.log_lines(result)]
+    assert lines[-2:] == ["module outputs: FAILED, first diverging module: m", "diff check failed: module outputs"]
+
+
+def test_missing_file_names_the_command(tmp_path):
+    fileio.save_npy(tmp_path / "t.npy", A)
     with pytest.raises(PipelineError, match="run `make-paddle` first"):
-        diff.check_pair(tmp_path / "t.npy", tmp_path / "p.npy", tmp_path / "x.log", how={"torch": "x", "paddle": "make-paddle"})
+        diff.load_pair(tmp_path / "t.npy", tmp_path / "p.npy", how={"torch": "x", "paddle": "make-paddle"})
 
 
 def test_reprod_log_demo_shows_one_pass_one_fail(tmp_path):

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from common import data
-from common.paths import PipelineError
+from common.errors import PipelineError
 from conftest import ROOT, SST2, run
 from test_step5 import CHECK, PD, PT, losses
 

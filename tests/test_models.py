@@ -11,7 +11,8 @@ import paddle
 import pytest
 import torch
 
-from common import inputs, weights
+from common import inputs
+from twins import weights
 
 @pytest.fixture(scope="module")
 def real(minilm_home, tmp_path_factory):

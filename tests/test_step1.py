@@ -1,4 +1,5 @@
 """Step 1 passes on aligned models and goes red on each planted bug."""
+import json
 import shutil
 
 import numpy as np
@@ -81,7 +82,9 @@ def test_one_layernorm_epsilon_is_named_as_first_diverging_module(minilm_home, t
     proc = step1(home, plant="paddle_layer3_attention_ln_eps")
     assert proc.returncode == 1
     log = (home / "pipeline/Step1/forward_diff.log").read_text()
-    assert "logits_fake: " in log and "diff check passed" in log  # the logits alone would have passed
+    verdict = json.loads((home / "pipeline/Step1/forward_diff.json").read_text())
+    assert [k["passed"] for k in verdict["keys"]] == [True, True]  # the logits alone would have passed
+    assert log.splitlines()[-1].endswith("diff check failed: module outputs")
     assert "first diverging module: fake/bert.encoder.layer.3.attention.output" in log
     assert "layer-by-layer diagnosis" in log
 
@@ -89,4 +92,4 @@ def test_one_layernorm_epsilon_is_named_as_first_diverging_module(minilm_home, t
 def test_diagnose_table_on_aligned_models(home):
     step1(home)
     proc = run(CHECK, "--diagnose", home=home, check=0)
-    assert "padded/bert.encoder.layer.1.output" in proc.stdout and "none over tolerance" in proc.stdout
+    assert "padded/bert.encoder.layer.1.output" in proc.stdout and "module outputs: passed, all" in proc.stdout

@@ -4,8 +4,8 @@ import shutil
 import pytest
 
 from common import data
-from common.diff import load_npy
-from common.paths import PipelineError
+from common.fileio import load_npy
+from common.errors import PipelineError
 from conftest import SST2, error_line, run
 
 S = "pipeline/Step2/"
@@ -104,7 +104,7 @@ def test_data_dir_without_the_split_says_what_to_pass(tmp_path):
 
 def test_offline_hub_ends_in_one_clear_error(monkeypatch):
     monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
-    from common import pd_data, pt_data
+    from twins import pd_data, pt_data
     for fw in (pt_data, pd_data):
         with pytest.raises(PipelineError, match="pass --data_dir"):
             fw.load_split("train")

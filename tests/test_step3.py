@@ -4,7 +4,7 @@ import shutil
 import numpy as np
 import pytest
 
-from common.diff import load_npy, save_npy
+from common.fileio import load_npy, save_npy
 from conftest import error_line, run
 
 S = "pipeline/Step3/"

@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from common.diff import load_npy
+from common.fileio import load_npy
 from conftest import SST2, error_line, run
 
 PT, PD, CHECK = "pipeline/Step5/pt_train.py", "pipeline/Step5/pd_train.py", "pipeline/Step5/check_step5.py"
@@ -75,7 +75,7 @@ def test_resume_after_kill_equals_uninterrupted(home, script, tmp_path):
     straight = load_npy(home / f"pipeline/Step5/train_curves_{fw}.npy")
     acc = load_npy(home / f"pipeline/Step5/train_align_{fw}.npy")["acc_per_epoch"]
 
-    killed = run(script, *args, "--kill_at_step", 7, home=home)  # mid second epoch, a step after a checkpoint
+    killed = run(script, *args, home=home, plant="sigkill_at_step_8")  # mid second epoch, after 7 steps
     assert killed.returncode == -9
     assert not list((tmp_path / "ckpt").glob(".tmp-*"))
     run(script, *args, "--resume", home=home, check=0)

@@ -1,18 +1,13 @@
 """The weight-statistics flag on real figures: the committed reference run (MiniLM, one SST-2
 epoch) must come out clean, and a weight-decay group wrong on one side must not."""
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from checks import weight_stats
+from common import hparams, paths
+from common.fileio import load_npy
 
-from common import hparams, weight_stats  # noqa: E402
-from common.diff import load_npy  # noqa: E402
-
-REF = ROOT / "log_reprod"
+REF = paths.ROOT / "log_reprod"
 
 
 @pytest.fixture(scope="module")
@@ -48,7 +43,7 @@ def test_decay_rounding_stays_under_the_floor():
     import paddle
     import torch
 
-    from common import pd_optim, pt_optim
+    from twins import pd_optim, pt_optim
     total, warmup, lr = 2105, 210, 5e-5
     w0 = np.random.RandomState(0).randn(64, 64).astype("float32") * 0.05
 

@@ -23,15 +23,14 @@ import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-import common  # noqa: E402,F401  (first: offline mode and thread settings, before torch/paddle load)
-import numpy as np  # noqa: E402
+import common.runtime  # first: offline mode, threads, allocator, before torch/paddle load
+import numpy as np
 
-from common import paths  # noqa: E402
-from common.diff import load_npy  # noqa: E402
-from common.paths import PipelineError  # noqa: E402
+from common import paths
+from common.errors import PipelineError, require, run_main
+from common.fileio import load_npy
 
+ROOT = paths.ROOT
 FRAMEWORKS = {"torch": "pipeline/Step5/pt_train.py", "paddle": "pipeline/Step5/pd_train.py"}
 DEV_SENTENCES = 872  # SST-2 dev: accuracy differences are reported in sentences
 
@@ -63,8 +62,8 @@ def main():
     rows = previous_rows(args) if args.append else []
     with tempfile.TemporaryDirectory() as tmp:
         home = Path(tmp)
-        paths.require(paths.work() / "weights" / "paddle_weight.pdparams", "python weights/torch2paddle.py")
-        paths.require(paths.work() / "classifier_weights" / "classifier_weights.pdparams",
+        require(paths.work() / "weights" / "paddle_weight.pdparams", "python weights/torch2paddle.py")
+        require(paths.work() / "classifier_weights" / "classifier_weights.pdparams",
                       "python classifier_weights/generate_classifier_weights.py")
         for folder in ("weights", "classifier_weights", "fake_data"):
             shutil.copytree(paths.work() / folder, home / folder)
@@ -127,4 +126,4 @@ def write(rows, args):
 
 
 if __name__ == "__main__":
-    paths.run_main(main)
+    run_main(main)

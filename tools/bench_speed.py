@@ -40,13 +40,12 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-import common  # noqa: E402,F401  (first: offline mode and thread settings, before torch/paddle load)
+import common.runtime  # first: offline mode, threads, allocator, before torch/paddle load
 
-from common import data, hparams, paths  # noqa: E402
-from common.paths import PipelineError  # noqa: E402
+from common import data, hparams, paths
+from common.errors import PipelineError, require, run_main
 
+ROOT = paths.ROOT
 BATCH = hparams.BATCH_SIZE
 PERCENTILES = (25, 50, 90)
 WARMUP = 2
@@ -64,7 +63,7 @@ def sst2_batches(data_dir: Path, n_batches: int, seed: int = hparams.SEED):
     import numpy as np
     from transformers import BertTokenizer
 
-    tok = BertTokenizer(str(paths.require(paths.vocab(), "python weights/torch_bert_weights.py")),
+    tok = BertTokenizer(str(require(paths.vocab(), "python weights/torch_bert_weights.py")),
                         do_lower_case=data.DO_LOWER_CASE)
     rows = data.read_tsv(data.split_file("train", data_dir))
     order = data.permutation(len(rows), seed)[: n_batches * BATCH]
@@ -113,7 +112,7 @@ class TorchSide:
     def build(self, model_name):
         torch = self.torch
         if model_name == "pt_bert":
-            from common.weights import torch_model
+            from twins.weights import torch_model
             model = torch_model()
         elif model_name == "hf_bert":
             from transformers import BertForSequenceClassification
@@ -182,7 +181,7 @@ class PaddleSide:
     def build(self, model_name):
         paddle = self.paddle
         if model_name == "pd_bert":
-            from common.weights import paddle_model
+            from twins.weights import paddle_model
             model = paddle_model()
         elif model_name == "pdnlp_bert":
             model = paddlenlp_model()
@@ -495,4 +494,4 @@ def render(report) -> str:
 
 
 if __name__ == "__main__":
-    paths.run_main(main)
+    run_main(main)

@@ -1,34 +1,30 @@
 """Does PaDiff (PaddlePaddle/PaDiff) localise a planted bug in this project's twin BERTs?
 
-PaDiff is not a dependency; install it aside and point this script at it:
+PaDiff is not a dependency; install it aside and put it on PYTHONPATH for this run:
 
     pip install --no-deps --target /tmp/padiff_pkg padiff
-    python tools/padiff_eval.py --padiff /tmp/padiff_pkg
+    PYTHONPATH=/tmp/padiff_pkg python tools/padiff_eval.py
 
 Runs padiff.auto_diff on the tiny random twins twice: aligned (should pass) and with
 the Step 1 plant (encoder layer 1's attention-output LayerNorm epsilon 1e-3 on the
 Paddle side; should fail and name that layer). Findings are in docs/padiff.md.
 """
 import argparse
-import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-import common  # noqa: E402,F401  (offline mode and thread settings first)
-from common import paths  # noqa: E402
+import common.runtime  # first: offline mode, threads, allocator, before torch/paddle load
+import numpy as np
+import paddle
+import torch
 
-ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-ap.add_argument("--padiff", type=Path, default=Path("/tmp/padiff_pkg"), help="folder PaDiff was installed into")
-args = ap.parse_args()
-sys.path.insert(0, str(args.padiff))
+from common import paths
+from models import pd_bert, pt_bert
+from models.configuration_bert import BertConfig
 
-import numpy as np  # noqa: E402
-import paddle  # noqa: E402
-import torch  # noqa: E402
-
-import padiff  # noqa: E402
-from common.config import BertConfig  # noqa: E402
-from models import pd_bert, pt_bert  # noqa: E402
+argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter).parse_args()
+try:
+    import padiff
+except ImportError:
+    raise SystemExit("error: padiff is not importable: install it aside and set PYTHONPATH (see --help)") from None
 
 config = BertConfig.from_json(paths.ROOT / "tests" / "tiny_config.json")
 torch.manual_seed(0)

@@ -7,20 +7,18 @@ usual one. Before anything is written, every torch key must be used exactly
 once, every Paddle parameter filled, every shape equal; otherwise the script
 lists the offending keys and writes nothing.
 """
-import sys
+import argparse
 from collections import defaultdict
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-import common  # noqa: E402,F401  (first: offline mode and thread settings, before torch/paddle load)
-import paddle  # noqa: E402
-import torch  # noqa: E402
+import common.runtime  # first: offline mode, threads, allocator, before torch/paddle load
+import paddle
+import torch
 
-from common import paths  # noqa: E402
-from common.diff import atomic_write  # noqa: E402
-from common.paths import PipelineError  # noqa: E402
-from common.weights import EXPORT, load_config  # noqa: E402
-from models import pd_bert, pt_bert  # noqa: E402
+from common import paths
+from common.fileio import atomic_write
+from common.errors import PipelineError, require, run_main
+from twins.weights import EXPORT, load_config
+from models import pd_bert, pt_bert
 
 # torch key -> Paddle key, for names the twins spell differently. The twins share
 # every name today; a port whose Paddle model renames a layer adds it here.
@@ -54,8 +52,9 @@ def convert(torch_state: dict, linear_weights: set, paddle_shapes: dict, name_ma
 
 
 def main():
+    argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter).parse_args()
     config = load_config()
-    torch_state = torch.load(paths.require(paths.torch_weight(), EXPORT), map_location="cpu", weights_only=True)
+    torch_state = torch.load(require(paths.torch_weight(), EXPORT), map_location="cpu", weights_only=True)
     torch_model = pt_bert.BertModel(config)
     linear_weights = linear_weight_names(torch_model)
     unknown = sorted(set(torch_state) - set(torch_model.state_dict()))
@@ -71,4 +70,4 @@ def main():
 
 
 if __name__ == "__main__":
-    paths.run_main(main)
+    run_main(main)

@@ -11,19 +11,17 @@ written is exactly what the torch side will run.
 import argparse
 import json
 import shutil
-import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-import common  # noqa: E402,F401  (first: offline mode and thread settings, before torch/paddle load)
-import torch  # noqa: E402
+import common.runtime  # first: offline mode, threads, allocator, before torch/paddle load
+import torch
 
-from common import paths  # noqa: E402
-from common.config import BertConfig  # noqa: E402
-from common.diff import atomic_write  # noqa: E402
-from common.paths import PipelineError  # noqa: E402
-from common.weights import strict_check  # noqa: E402
-from models import pt_bert  # noqa: E402
+from common import hparams, paths
+from models.configuration_bert import BertConfig
+from common.fileio import atomic_write
+from common.errors import PipelineError, require, run_main
+from twins.weights import read_config, strict_check
+from models import pt_bert
 
 
 def default_model_dir() -> Path:
@@ -89,21 +87,21 @@ def main():
     ap.add_argument("--hub_id", help="download from the Hugging Face hub instead (unset HF_HUB_OFFLINE)")
     ap.add_argument("--random_init", action="store_true", help="seeded random weights from --config")
     ap.add_argument("--config", type=Path, help="config.json for --random_init")
-    ap.add_argument("--seed", type=int, default=2021)
+    ap.add_argument("--seed", type=int, default=hparams.SEED)
     args = ap.parse_args()
 
     if args.random_init:
         if not args.config:
             raise PipelineError("--random_init needs --config CONFIG_JSON (e.g. tests/tiny_config.json)")
-        config = BertConfig.from_json(paths.require(args.config, "pass an existing --config file"))
+        config = read_config(require(args.config, "pass an existing --config file"))
         model = pt_bert.BertModel(config)
         init_weights(model, config, args.seed)
         vocab, source = default_model_dir() / "vocab.txt", f"random init, seed {args.seed}, {args.config}"
     else:
         model_dir = hub_download(args.hub_id) if args.hub_id else (args.model_dir or default_model_dir())
         model_dir = model_dir.expanduser().resolve()
-        config = BertConfig.from_json(paths.require(model_dir / "config.json", "pass a BERT folder as --model_dir"))
-        vocab = paths.require(model_dir / "vocab.txt", "pass a BERT folder with its vocab.txt as --model_dir")
+        config = read_config(require(model_dir / "config.json", "pass a BERT folder as --model_dir"))
+        vocab = require(model_dir / "vocab.txt", "pass a BERT folder with its vocab.txt as --model_dir")
         model = pt_bert.BertModel(config)
         state = to_bert_model_keys(read_checkpoint(model_dir))
         strict_check({k: v.shape for k, v in model.state_dict().items()},
@@ -126,4 +124,4 @@ def main():
 
 
 if __name__ == "__main__":
-    paths.run_main(main)
+    run_main(main)

@@ -10,46 +10,39 @@ table is appended to the log, naming the first module over tolerance.
 """
 import argparse
 import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-import common  # noqa: E402,F401  (first: offline mode and thread settings, before torch/paddle load)
-from common import diagnose, diff, paths  # noqa: E402
+import common.runtime  # first: offline mode, threads, allocator, before torch/paddle load
+from checks import diagnose, diff, report, tolerances
+from common import paths
+from common.errors import run_main
 
-THRESHOLD = 1e-6  # max abs diff of the logits; see pipeline/Step1/README.md for why this value
 RUN = {"torch": "python pipeline/Step1/pt_forward_bert.py", "paddle": "python pipeline/Step1/pd_forward_bert.py"}
-MODULE_TOLERANCE = 5e-5  # max abs diff of any module output; aligned MiniLM stays under 1e-5 (see README)
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--threshold", type=float, default=THRESHOLD)
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--threshold", type=float, default=tolerances.LOGITS)
     ap.add_argument("--diagnose", action="store_true", help="append the per-module table even when aligned")
-    ap.add_argument("--module_tolerance", type=float, default=MODULE_TOLERANCE)
+    ap.add_argument("--module_tolerance", type=float, default=tolerances.MODULE_OUTPUTS)
     args = ap.parse_args()
     d = paths.step_dir(1)
-
-    verdict = {}
-
-    def layer_by_layer(log, *_):
-        torch_modules = diff.load_npy(paths.require(d / "forward_modules_torch.npy", RUN["torch"]))
-        paddle_modules = diff.load_npy(paths.require(d / "forward_modules_paddle.npy", RUN["paddle"]))
-        rows, first = diagnose.table(torch_modules, paddle_modules, args.module_tolerance)
-        verdict["modules"] = first is None
-        if log.passed and first is None and not args.diagnose:
-            log.info(f"module outputs: all {len(rows)} within {args.module_tolerance}")
-            return
-        log.info(f"layer-by-layer diagnosis (tolerance {args.module_tolerance} on max abs diff):")
-        for line in diagnose.format_table(rows):
-            log.info(line)
-        log.info(f"diff check failed: module outputs, first diverging module: {first}" if first
-                 else "module outputs: none over tolerance")
-
-    passed = diff.check_pair(d / "forward_torch.npy", d / "forward_paddle.npy", d / "forward_diff.log",
-                             default=args.threshold, extra=layer_by_layer, how=RUN)
-    passed = passed and verdict["modules"]
-    sys.exit(0 if passed else 1)
+    # every input first: a missing one stops the check before any log is rewritten
+    torch_data, paddle_data = diff.load_pair(d / "forward_torch.npy", d / "forward_paddle.npy", how=RUN)
+    torch_modules, paddle_modules = diff.load_pair(d / "forward_modules_torch.npy", d / "forward_modules_paddle.npy",
+                                                   how=RUN)
+    result = diff.compare(torch_data, paddle_data, default=args.threshold, name="forward")
+    modules = diff.compare(torch_modules, paddle_modules, default=args.module_tolerance)
+    first = diagnose.first_over(modules)
+    result.findings.append(diff.Finding(
+        "module outputs", first is None,
+        f"first diverging module: {first}" if first else f"all {len(modules.keys)} within {args.module_tolerance}"))
+    if not result.passed or args.diagnose:
+        result.tables.append(diagnose.table(
+            modules, f"layer-by-layer diagnosis (tolerance {args.module_tolerance} on max abs diff):"))
+    report.write(result, d / "forward_diff.log")
+    report.hand_in(d / "forward_torch.npy", d / "forward_paddle.npy", d / "forward_diff.log")
+    sys.exit(0 if result.passed else 1)
 
 
 if __name__ == "__main__":
-    paths.run_main(main)
+    run_main(main)

@@ -5,39 +5,48 @@ batch's input_ids/token_type_ids/attention_mask/labels, in loader order: all exa
 Metric: accuracy on seeded random logits and on each model's own predictions: exact;
 the model logits themselves within Step 1's threshold.
 """
+import argparse
 import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-import common  # noqa: E402,F401  (first: offline mode and thread settings, before torch/paddle load)
-from common import diff, paths  # noqa: E402
+import common.runtime  # first: offline mode, threads, allocator, before torch/paddle load
+from checks import diff, report, tolerances
+from common import paths
+from common.errors import run_main
 
-LOGITS_THRESHOLD = 1e-6  # as Step 1: the same model on the same batches
 # name: (torch script, paddle script, per-key thresholds; every other key must match exactly)
 PAIRS = {
     "data": ("pt_data_loader.py", "pd_data_loader.py", {}),
-    "metric": ("pt_metric.py", "pd_metric.py", {"model_logits": LOGITS_THRESHOLD}),
+    "metric": ("pt_metric.py", "pd_metric.py", {"model_logits": tolerances.LOGITS}),
 }
 
 
-def sizes(log, torch_data, paddle_data):
+def sizes(torch_data, paddle_data) -> list:
+    notes = []
     for side, d in (("torch", torch_data), ("paddle", paddle_data)):
         n_batches = len({k[:len("batch_000")] for k in d if k.startswith("batch_")})
-        log.info(f"{side}: length {int(d['length']) if 'length' in d else '?'}, {n_batches} batches")
+        notes.append(f"{side}: length {int(d['length']) if 'length' in d else '?'}, {n_batches} batches")
+    return notes
 
 
 def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.parse_args()
     d = paths.step_dir(2)
     # every file first, so a missing one stops before any log is rewritten
-    for name, (pt, pd, _) in PAIRS.items():
-        paths.require(d / f"{name}_torch.npy", f"python pipeline/Step2/{pt}")
-        paths.require(d / f"{name}_paddle.npy", f"python pipeline/Step2/{pd}")
+    pairs = {name: diff.load_pair(d / f"{name}_torch.npy", d / f"{name}_paddle.npy",
+                                  how={"torch": f"python pipeline/Step2/{pt}", "paddle": f"python pipeline/Step2/{pd}"})
+             for name, (pt, pd, _) in PAIRS.items()}
     passed = True
     for name, (_, _, thresholds) in PAIRS.items():
-        passed &= diff.check_pair(d / f"{name}_torch.npy", d / f"{name}_paddle.npy", d / f"{name}_diff.log",
-                                  thresholds=thresholds, default=0.0, extra=sizes if name == "data" else None)
+        torch_data, paddle_data = pairs[name]
+        result = diff.compare(torch_data, paddle_data, thresholds, default=tolerances.EXACT, name=name)
+        if name == "data":
+            result.notes += sizes(torch_data, paddle_data)
+        report.write(result, d / f"{name}_diff.log")
+        report.hand_in(d / f"{name}_torch.npy", d / f"{name}_paddle.npy", d / f"{name}_diff.log")
+        passed &= result.passed
     sys.exit(0 if passed else 1)
 
 
 if __name__ == "__main__":
-    paths.run_main(main)
+    run_main(main)

@@ -4,19 +4,17 @@
     python pipeline/Step2/pt_metric.py --data_dir ../shared/data/SST-2    # ... on its dev.tsv
 """
 import argparse
-import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-import common  # noqa: E402,F401  (first: offline mode and thread settings, before torch/paddle load)
-import numpy as np  # noqa: E402
-import torch  # noqa: E402
-from reprod_log import ReprodLogger  # noqa: E402
+import common.runtime  # first: offline mode, threads, allocator, before torch/paddle load
+import numpy as np
+import torch
+from reprod_log import ReprodLogger
 
-from common import data, paths  # noqa: E402
-from common import pt_data  # noqa: E402
-from common.diff import save_npy  # noqa: E402
-from common.weights import torch_model  # noqa: E402
+from common import data, paths
+from twins import pt_data
+from common.errors import run_main
+from common.fileio import save_npy
+from twins.weights import torch_model
 
 
 def main():
@@ -30,22 +28,23 @@ def main():
 
     model = torch_model()
     model.eval()  # dropout off: the two frameworks draw different masks
-    dataset = pt_data.load_split("dev", args.data_dir) if args.data_dir else pt_data.load_tsv(data.DEMO)
+    dataset = pt_data.load_split("dev", args.data_dir) if args.data_dir else pt_data.load_tsv(paths.DEMO_TSV)
     tokenizer = pt_data.tokenizer()
-    logits, labels = [], []
+    # counted batch by batch by the same pt_data.Accuracy that Step 5 evaluates with
+    metric, logits, labels = pt_data.Accuracy(), [], []
     with torch.no_grad():
         for batch in pt_data.loader(pt_data.encode(dataset, tokenizer), tokenizer):
             labels.append(batch.pop("labels"))
             logits.append(model(**batch))
-    logits, labels = torch.cat(logits), torch.cat(labels)
-    acc = pt_data.accuracy(logits, labels)
+            metric.update(logits[-1], labels[-1])
+    logits, acc = torch.cat(logits), metric.accumulate()
     logger.add("model_logits", logits.numpy())
     logger.add("model_accuracy", np.array(acc, dtype="float32"))
     out = paths.step_dir(2) / "metric_torch.npy"
     save_npy(out, logger.data)
-    print(f"wrote {out}: model accuracy {acc:.4f} on {len(labels)} examples, "
+    print(f"wrote {out}: model accuracy {acc:.4f} on {metric.count} examples, "
           f"random-logits accuracy {logger.data['random_accuracy']:.4f}")
 
 
 if __name__ == "__main__":
-    paths.run_main(main)
+    run_main(main)

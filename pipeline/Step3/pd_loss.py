@@ -1,18 +1,18 @@
 """Step 3, Paddle side: cross-entropy of pd_bert's logits on the fake batch -> loss_paddle.npy."""
-import sys
-from pathlib import Path
+import argparse
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-import common  # noqa: E402,F401  (first: offline mode and thread settings, before torch/paddle load)
-import paddle  # noqa: E402
-from reprod_log import ReprodLogger  # noqa: E402
+import common.runtime  # first: offline mode, threads, allocator, before torch/paddle load
+import paddle
+from reprod_log import ReprodLogger
 
-from common import inputs, paths  # noqa: E402
-from common.diff import save_npy  # noqa: E402
-from common.weights import paddle_model  # noqa: E402
+from common import inputs, paths
+from common.errors import run_main
+from common.fileio import save_npy
+from twins.weights import paddle_model
 
 
 def main():
+    argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter).parse_args()
     model = paddle_model()
     model.eval()  # dropout off: the two frameworks draw different masks
     ids, labels = (paddle.to_tensor(a) for a in inputs.fake_batch())
@@ -28,4 +28,4 @@ def main():
 
 
 if __name__ == "__main__":
-    paths.run_main(main)
+    run_main(main)

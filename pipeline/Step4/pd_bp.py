@@ -6,18 +6,17 @@ transposed to torch's [out, in] layout), and what the optimizer did to each
 parameter over all iterations as update_<parameter name>.
 """
 import argparse
-import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-import common  # noqa: E402,F401  (first: offline mode and thread settings, before torch/paddle load)
-import numpy as np  # noqa: E402
-import paddle  # noqa: E402
-from reprod_log import ReprodLogger  # noqa: E402
+import common.runtime  # first: offline mode, threads, allocator, before torch/paddle load
+import numpy as np
+import paddle
+from reprod_log import ReprodLogger
 
-from common import hparams, inputs, paths, pd_optim  # noqa: E402
-from common.diff import save_npy  # noqa: E402
-from common.weights import paddle_model  # noqa: E402
+from common import hparams, inputs, paths
+from twins import pd_optim
+from common.fileio import save_npy
+from common.errors import PipelineError, run_main
+from twins.weights import paddle_model
 
 
 def linear_weights(model) -> set:
@@ -34,7 +33,7 @@ def main():
                     "the fp32 drift between the sides should then vanish if only rounding differs)")
     args = ap.parse_args()
     if args.iters < 1:
-        raise paths.PipelineError(f"--iters must be at least 1, got {args.iters}")
+        raise PipelineError(f"--iters must be at least 1, got {args.iters}")
     model = paddle_model()
     model.eval()  # dropout off: the two frameworks draw different masks
     if args.float64:
@@ -68,4 +67,4 @@ def main():
 
 
 if __name__ == "__main__":
-    paths.run_main(main)
+    run_main(main)

@@ -5,18 +5,17 @@ gradient after the first backward as grad_<parameter name>, and what the optimiz
 did to each parameter over all iterations as update_<parameter name>.
 """
 import argparse
-import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-import common  # noqa: E402,F401  (first: offline mode and thread settings, before torch/paddle load)
-import numpy as np  # noqa: E402
-import torch  # noqa: E402
-from reprod_log import ReprodLogger  # noqa: E402
+import common.runtime  # first: offline mode, threads, allocator, before torch/paddle load
+import numpy as np
+import torch
+from reprod_log import ReprodLogger
 
-from common import hparams, inputs, paths, pt_optim  # noqa: E402
-from common.diff import save_npy  # noqa: E402
-from common.weights import torch_model  # noqa: E402
+from common import hparams, inputs, paths
+from twins import pt_optim
+from common.fileio import save_npy
+from common.errors import PipelineError, run_main
+from twins.weights import torch_model
 
 
 def main():
@@ -27,7 +26,7 @@ def main():
                     "the fp32 drift between the sides should then vanish if only rounding differs)")
     args = ap.parse_args()
     if args.iters < 1:
-        raise paths.PipelineError(f"--iters must be at least 1, got {args.iters}")
+        raise PipelineError(f"--iters must be at least 1, got {args.iters}")
     model = torch_model()
     model.eval()  # dropout off: the two frameworks draw different masks
     if args.float64:
@@ -58,4 +57,4 @@ def main():
 
 
 if __name__ == "__main__":
-    paths.run_main(main)
+    run_main(main)

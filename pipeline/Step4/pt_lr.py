@@ -3,17 +3,16 @@
 Defaults are the guide's figures (hparams.SCHED_*): lr 3e-5, warmup 345, total 1024.
 """
 import argparse
-import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-import common  # noqa: E402,F401  (first: offline mode and thread settings, before torch/paddle load)
-import numpy as np  # noqa: E402
-import torch  # noqa: E402
-from reprod_log import ReprodLogger  # noqa: E402
+import common.runtime  # first: offline mode, threads, allocator, before torch/paddle load
+import numpy as np
+import torch
+from reprod_log import ReprodLogger
 
-from common import hparams, paths, pt_optim  # noqa: E402
-from common.diff import save_npy  # noqa: E402
+from common import hparams, paths
+from twins import pt_optim
+from common.errors import run_main
+from common.fileio import save_npy
 
 
 def main():
@@ -38,4 +37,4 @@ def main():
 
 
 if __name__ == "__main__":
-    paths.run_main(main)
+    run_main(main)

@@ -4,108 +4,13 @@
     python pipeline/Step5/pd_train.py --data_dir ../shared/data/SST-2 --train_limit 640 --max_steps 20
     python -m paddle.distributed.launch --nproc_per_node 2 pipeline/Step5/pd_train.py --data_dir ../shared/data/SST-2
 
-The loop, flags, data order and checkpoints are common/train.py's; this file is
-only what Paddle does differently. pt_train.py is its twin.
+The loop, flags, data order and checkpoints are twins/train.py's, what Paddle does
+differently is twins/pd_backend.py; pt_train.py is this script's twin.
 """
-import sys
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-import common  # noqa: E402,F401  (first: offline mode and thread settings, before torch/paddle load)
-import paddle  # noqa: E402
-from paddle import distributed as dist  # noqa: E402
-from paddle.nn import functional as F  # noqa: E402
-from paddlenlp.datasets import MapDataset  # noqa: E402
-
-from common import paths, pd_data, pd_optim, train  # noqa: E402
-from common.weights import paddle_model  # noqa: E402
-from models import pd_bert  # noqa: E402
-
-
-class Backend:
-    name = "paddle"
-
-    def __init__(self):
-        self.model = paddle_model()
-        self.train_model = self.model  # what train_step calls: the model, or its DataParallel wrapper
-        self.tokenizer = pd_data.tokenizer()
-        self.world = 1
-
-    def distribute(self):
-        """(rank, world size); under paddle.distributed.launch, gloo collectives on CPU and DataParallel."""
-        self.world = dist.get_world_size()  # PADDLE_TRAINERS_NUM, set by the launcher
-        if self.world == 1:
-            return 0, 1
-        dist.init_parallel_env()
-        self.train_model = paddle.DataParallel(self.model)
-        return dist.get_rank(), self.world
-
-    def all_sum(self, values):
-        if self.world == 1:
-            return list(values)
-        summed = paddle.to_tensor(values, dtype="float64")
-        dist.all_reduce(summed)
-        return summed.tolist()
-
-    def build(self, total_steps, warmup_steps, lr):
-        self.optimizer, self.scheduler = pd_optim.build(self.model, lr, "linear", warmup_steps, total_steps)
-
-    def head(self, dataset, n):
-        return MapDataset(dataset.data[:n])
-
-    def encode(self, dataset):
-        return pd_data.encode(dataset, self.tokenizer)
-
-    def loader(self, encoded, order, batch_size):
-        return pd_data.loader(encoded, self.tokenizer, order, batch_size)
-
-    def batch_len(self, batch):
-        return len(batch["labels"])
-
-    def seed(self, n):
-        paddle.seed(n)  # dropout masks: reproducible within Paddle, never equal to torch's
-
-    def share_dropout(self, stream):
-        pd_bert.set_dropout_stream(self.model, stream)
-
-    def set_train(self, on):
-        self.model.train() if on else self.model.eval()
-
-    def train_step(self, batch, weight):
-        lr = pd_optim.current_lr(self.optimizer)
-        logits = self.train_model(batch["input_ids"], batch["token_type_ids"], batch["attention_mask"])
-        loss = F.cross_entropy(logits, batch["labels"])
-        (loss * weight).backward()
-        self.optimizer.step()
-        self.scheduler.step()
-        self.optimizer.clear_grad()
-        return loss.item(), lr
-
-    @paddle.no_grad()
-    def evaluate(self, encoded, indices, batch_size):
-        """(correct, count) over encoded[indices]."""
-        was_training = self.model.training
-        self.model.eval()
-        metric = paddle.metric.Accuracy()
-        for batch in pd_data.loader(encoded, self.tokenizer, indices, batch_size):
-            logits = self.model(batch["input_ids"], batch["token_type_ids"], batch["attention_mask"])
-            metric.update(metric.compute(logits, batch["labels"]))
-        self.set_train(was_training)
-        return metric.total[0], metric.count[0]
-
-    def named_arrays(self):
-        return ((n, p.numpy()) for n, p in self.model.named_parameters())
-
-    def save_state(self, folder):
-        paddle.save({"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
-                     "scheduler": self.scheduler.state_dict()},
-                    str(folder / "paddle_state.pdparams"))
-
-    def load_state(self, folder):
-        state = paddle.load(str(folder / "paddle_state.pdparams"))
-        self.model.set_state_dict(state["model"])
-        self.optimizer.set_state_dict(state["optimizer"])
-        self.scheduler.set_state_dict(state["scheduler"])
+import common.runtime  # first: offline mode, threads, allocator, before torch/paddle load
+from common.errors import run_main
+from twins import pd_data, train
+from twins.pd_backend import Backend
 
 
 def main():
@@ -116,4 +21,4 @@ def main():
 
 
 if __name__ == "__main__":
-    paths.run_main(main)
+    run_main(main)

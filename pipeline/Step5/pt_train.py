@@ -1,111 +1,16 @@
-"""Step 5, torch side: fine-tune pt_bert on SST-2 and evaluate on dev after each epoch.
+"""Step 5, PyTorch side: fine-tune pt_bert on SST-2 and evaluate on dev after each epoch.
 
     python pipeline/Step5/pt_train.py --data_dir ../shared/data/SST-2            # one full epoch
     python pipeline/Step5/pt_train.py --data_dir ../shared/data/SST-2 --train_limit 640 --max_steps 20
     torchrun --nproc_per_node 2 pipeline/Step5/pt_train.py --data_dir ../shared/data/SST-2   # data-parallel
 
-The loop, flags, data order and checkpoints are common/train.py's; this file is
-only what torch does differently. pd_train.py is its twin.
+The loop, flags, data order and checkpoints are twins/train.py's, what PyTorch does
+differently is twins/pt_backend.py; pd_train.py is this script's twin.
 """
-import os
-import sys
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-import common  # noqa: E402,F401  (first: offline mode and thread settings, before torch/paddle load)
-import torch  # noqa: E402
-from torch import distributed as dist  # noqa: E402
-from torch.nn import functional as F  # noqa: E402
-from torch.nn.parallel import DistributedDataParallel  # noqa: E402
-
-from common import paths, pt_data, pt_optim, train  # noqa: E402
-from common.weights import torch_model  # noqa: E402
-from models import pt_bert  # noqa: E402
-
-
-class Backend:
-    name = "torch"
-
-    def __init__(self):
-        self.model = torch_model()
-        self.train_model = self.model  # what train_step calls: the model, or its DistributedDataParallel wrapper
-        self.tokenizer = pt_data.tokenizer()
-        self.world = 1
-
-    def distribute(self):
-        """(rank, world size); under torchrun, gloo collectives and DistributedDataParallel."""
-        self.world = int(os.environ.get("WORLD_SIZE", 1))
-        if self.world == 1:
-            return 0, 1
-        dist.init_process_group("gloo")
-        self.train_model = DistributedDataParallel(self.model)
-        return dist.get_rank(), self.world
-
-    def all_sum(self, values):
-        if self.world == 1:
-            return list(values)
-        summed = torch.tensor(values, dtype=torch.float64)
-        dist.all_reduce(summed)
-        return summed.tolist()
-
-    def build(self, total_steps, warmup_steps, lr):
-        self.optimizer, self.scheduler = pt_optim.build(self.model, lr, "linear", warmup_steps, total_steps)
-
-    def head(self, dataset, n):
-        return dataset.select(range(min(n, len(dataset))))
-
-    def encode(self, dataset):
-        return pt_data.encode(dataset, self.tokenizer)
-
-    def loader(self, encoded, order, batch_size):
-        return pt_data.loader(encoded, self.tokenizer, order, batch_size)
-
-    def batch_len(self, batch):
-        return len(batch["labels"])
-
-    def seed(self, n):
-        torch.manual_seed(n)  # dropout masks: reproducible within torch, never equal to Paddle's
-
-    def share_dropout(self, stream):
-        pt_bert.set_dropout_stream(self.model, stream)
-
-    def set_train(self, on):
-        self.model.train(on)
-
-    def train_step(self, batch, weight):
-        lr = pt_optim.current_lr(self.optimizer)
-        logits = self.train_model(batch["input_ids"], batch["token_type_ids"], batch["attention_mask"])
-        loss = F.cross_entropy(logits, batch["labels"])
-        (loss * weight).backward()
-        self.optimizer.step()
-        self.scheduler.step()
-        self.optimizer.zero_grad()
-        return loss.item(), lr
-
-    @torch.no_grad()
-    def evaluate(self, encoded, indices, batch_size):
-        """(correct, count) over encoded[indices]."""
-        was_training = self.model.training
-        self.model.eval()
-        correct = 0
-        for batch in pt_data.loader(encoded, self.tokenizer, indices, batch_size):
-            logits = self.model(batch["input_ids"], batch["token_type_ids"], batch["attention_mask"])
-            correct += int((logits.argmax(-1) == batch["labels"]).sum())
-        self.model.train(was_training)
-        return correct, len(indices)
-
-    def named_arrays(self):
-        return ((n, p.detach().numpy()) for n, p in self.model.named_parameters())
-
-    def save_state(self, folder):
-        torch.save({"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
-                    "scheduler": self.scheduler.state_dict()}, folder / "torch_state.pt")
-
-    def load_state(self, folder):
-        state = torch.load(folder / "torch_state.pt", weights_only=False)
-        self.model.load_state_dict(state["model"])
-        self.optimizer.load_state_dict(state["optimizer"])
-        self.scheduler.load_state_dict(state["scheduler"])
+import common.runtime  # first: offline mode, threads, allocator, before torch/paddle load
+from common.errors import run_main
+from twins import pt_data, train
+from twins.pt_backend import Backend
 
 
 def main():
@@ -116,4 +21,4 @@ def main():
 
 
 if __name__ == "__main__":
-    paths.run_main(main)
+    run_main(main)

@@ -8,14 +8,13 @@ reads two checkpoints saved by pt_train.py / pd_train.py (output/*/checkpoint-N)
 Each side's statistics come from its own framework's file.
 """
 import argparse
-import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-import common  # noqa: E402,F401  (first: offline mode and thread settings, before torch/paddle load)
-
-from common import hparams, paths, weight_stats  # noqa: E402
-from common.train import Checkpoints  # noqa: E402
+import common.runtime  # first: offline mode, threads, allocator, before torch/paddle load
+from checks import report, weight_stats
+from common import hparams, paths
+from common.errors import require, run_main
+from twins.train import Checkpoints
 
 
 def checkpoint(folder, fw) -> Path:
@@ -23,7 +22,7 @@ def checkpoint(folder, fw) -> Path:
     if (folder / "latest").is_file():
         folder = Checkpoints(folder).latest()
     name = "torch_state.pt" if fw == "torch" else "paddle_state.pdparams"
-    return paths.require(Path(folder or ".") / name, f"python pipeline/Step5/{'pt' if fw == 'torch' else 'pd'}_train.py")
+    return require(Path(folder or ".") / name, f"python pipeline/Step5/{'pt' if fw == 'torch' else 'pd'}_train.py")
 
 
 def main():
@@ -42,11 +41,11 @@ def main():
         weight_stats.summarize((n, v.numpy()) for n, v in t_state.items()),
         weight_stats.summarize((n, v.numpy()) for n, v in p_state.items()),
         weight_stats.decay_shrink(lrs, hparams.WEIGHT_DECAY))
-    print("\n".join(weight_stats.format_rows(rows)))
+    print("\n".join(report.format_table(weight_stats.HEADER, rows)))
     if missing:
         print(f"on one side only: {', '.join(missing)}")
     print(f"departing from 1 by more than {limit:.2e}: {', '.join(flagged) if flagged else 'none'}")
 
 
 if __name__ == "__main__":
-    paths.run_main(main)
+    run_main(main)

@@ -3,19 +3,19 @@
 Writes demo_torch.npy and demo_paddle.npy. Key `aligned` is the same computation
 in both; key `misaligned` differs by 1e-3, as a forgotten LayerNorm epsilon might.
 """
-import sys
-from pathlib import Path
+import argparse
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-import common  # noqa: E402,F401  (first: offline mode and thread settings, before torch/paddle load)
-import numpy as np  # noqa: E402
-from reprod_log import ReprodLogger  # noqa: E402
+import common.runtime  # first: offline mode, threads, allocator, before torch/paddle load
+import numpy as np
+from reprod_log import ReprodLogger
 
-from common import paths  # noqa: E402
-from common.diff import save_npy  # noqa: E402
+from common import paths
+from common.errors import run_main
+from common.fileio import save_npy
 
 
 def main():
+    argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter).parse_args()
     x = np.random.RandomState(0).rand(4, 2).astype("float32")
     out = paths.work() / "pipeline" / "reprod_log_demo"
     for name, offset in (("torch", 0.0), ("paddle", 1e-3)):
@@ -27,4 +27,4 @@ def main():
 
 
 if __name__ == "__main__":
-    paths.run_main(main)
+    run_main(main)

@@ -5,8 +5,8 @@ load here goes through strict_check first. Each loader imports its own framework
 so a torch script never builds anything with Paddle and vice versa.
 """
 from common import paths
-from common.config import BertConfig
-from common.paths import PipelineError
+from common.errors import PipelineError, require
+from models.configuration_bert import BertConfig
 
 EXPORT = "python weights/torch_bert_weights.py"
 CONVERT = "python weights/torch2paddle.py"
@@ -25,8 +25,15 @@ def strict_check(expected: dict, given: dict, what: str):
         raise PipelineError(f"{what} does not fit the model; " + "; ".join(problems))
 
 
+def read_config(path) -> BertConfig:
+    try:
+        return BertConfig.from_json(path)
+    except ValueError as e:
+        raise PipelineError(str(e)) from None
+
+
 def load_config(**overrides) -> BertConfig:
-    config = BertConfig.from_json(paths.require(paths.model_config(), EXPORT))
+    config = read_config(require(paths.model_config(), EXPORT))
     for k, v in overrides.items():
         setattr(config, k, v)
     return config
@@ -39,10 +46,10 @@ def torch_model(head=True, **config_overrides):
 
     config = load_config(**config_overrides)
     model = pt_bert.BertForSequenceClassification(config) if head else pt_bert.BertModel(config)
-    body = torch.load(paths.require(paths.torch_weight(), EXPORT), map_location="cpu", weights_only=True)
+    body = torch.load(require(paths.torch_weight(), EXPORT), map_location="cpu", weights_only=True)
     state = {("bert." + k if head else k): v for k, v in body.items()}
     if head:
-        state.update(torch.load(paths.require(paths.classifier_torch(), HEAD), map_location="cpu", weights_only=True))
+        state.update(torch.load(require(paths.classifier_torch(), HEAD), map_location="cpu", weights_only=True))
     strict_check({k: v.shape for k, v in model.state_dict().items()},
                  {k: v.shape for k, v in state.items()}, str(paths.torch_weight()))
     model.load_state_dict(state, strict=True)
@@ -56,10 +63,10 @@ def paddle_model(head=True, **config_overrides):
 
     config = load_config(**config_overrides)
     model = pd_bert.BertForSequenceClassification(config) if head else pd_bert.BertModel(config)
-    body = paddle.load(str(paths.require(paths.paddle_weight(), CONVERT)))
+    body = paddle.load(str(require(paths.paddle_weight(), CONVERT)))
     state = {("bert." + k if head else k): v for k, v in body.items()}
     if head:
-        state.update(paddle.load(str(paths.require(paths.classifier_paddle(), HEAD))))
+        state.update(paddle.load(str(require(paths.classifier_paddle(), HEAD))))
     strict_check({k: v.shape for k, v in model.state_dict().items()},
                  {k: v.shape for k, v in state.items()}, str(paths.paddle_weight()))
     model.set_state_dict(state)

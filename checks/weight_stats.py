@@ -41,6 +41,10 @@ def summarize(named_arrays) -> dict:
             for name, a in named_arrays}
 
 
+HEADER = ("parameter", "torch mean", "torch std", "torch norm", "paddle mean", "paddle std", "paddle norm",
+          "norm ratio", "")
+
+
 def compare(torch_stats: dict, paddle_stats: dict, shrink: float = 0.0) -> tuple:
     """(rows, flagged, missing, limit): rows (name, torch mean/std/norm, paddle mean/std/norm, norm ratio, flag)
     in torch's parameter order; flagged names; names on one side only; the departure limit used.
@@ -59,10 +63,3 @@ def compare(torch_stats: dict, paddle_stats: dict, shrink: float = 0.0) -> tuple
         rows.append((n, *(f"{v:.6g}" for v in t), *(f"{v:.6g}" for v in p), f"{r:.8f}", "<-- departs" if flag else ""))
     missing = sorted(set(torch_stats) ^ set(paddle_stats))
     return rows, flagged, missing, limit
-
-
-def format_rows(rows) -> list:
-    header = ("parameter", "torch mean", "torch std", "torch norm", "paddle mean", "paddle std", "paddle norm",
-              "norm ratio", "")
-    widths = [max(len(str(r[i])) for r in rows + [header]) for i in range(len(header))]
-    return ["  ".join(str(c).ljust(w) for c, w in zip(r, widths)).rstrip() for r in [header] + rows]

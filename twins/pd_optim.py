@@ -10,7 +10,7 @@ import paddle
 from paddlenlp.transformers import CosineDecayWithWarmup, LinearDecayWithWarmup, PolyDecayWithWarmup
 
 from common import hparams
-from common.paths import PipelineError
+from common.errors import PipelineError
 
 SCHEDULES = ("linear", "cosine", "polynomial")
 

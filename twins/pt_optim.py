@@ -10,7 +10,7 @@ import torch
 from transformers import get_scheduler
 
 from common import hparams
-from common.paths import PipelineError
+from common.errors import PipelineError
 
 SCHEDULES = ("linear", "cosine", "polynomial")
 

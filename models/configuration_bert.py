@@ -1,4 +1,8 @@
-"""BertConfig, read from a Hugging Face checkpoint's config.json, shared by both twins."""
+"""BertConfig, read from a Hugging Face checkpoint's config.json, shared by both twins.
+
+The twins' configuration_bert.py, as Hugging Face keeps it beside modeling_bert.py. A config that
+cannot build a model raises ValueError; the caller says what to do about it.
+"""
 import json
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
@@ -32,14 +36,13 @@ class BertConfig:
 
     @classmethod
     def from_json(cls, path) -> "BertConfig":
-        from common.paths import PipelineError
         try:
             raw = json.loads(Path(path).read_text())
             known = {f.name for f in fields(cls)}
             # Unknown keys (architectures, transformers_version, ...) do not change the math.
             return cls(**{k: v for k, v in raw.items() if k in known})
-        except (ValueError, TypeError) as e:
-            raise PipelineError(f"{path}: not a usable BERT config ({e})") from None
+        except (ValueError, TypeError, AttributeError, OSError) as e:
+            raise ValueError(f"{path}: not a usable BERT config ({e})") from None
 
     def to_json(self, path):
         Path(path).write_text(json.dumps(asdict(self), indent=2) + "\n")

@@ -1,8 +1,8 @@
 """The Step 5 training loop, written once for both frameworks.
 
-pt_train.py and pd_train.py each define a small Backend (model, optimizer,
-loader, one train step, evaluation, checkpoint state, collectives) in their own
-framework and hand it to run(). Everything that must be identical between the two
+twins/pt_backend.py and twins/pd_backend.py each implement the Backend protocol
+below (model, optimizer, loader, one train step, evaluation, checkpoint state,
+collectives) in their own framework; pipeline/Step5/{pt,pd}_train.py hand one to run(). Everything that must be identical between the two
 lives here: the flags, the seeded per-epoch order both sides train in, how it is
 split across processes, the step budget, progress lines, checkpoints and resume,
 and the saved results.
@@ -18,17 +18,74 @@ import json
 import math
 import os
 import shutil
-import signal
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Iterable, Iterator, Protocol
 
 import numpy as np
 
-from common import data, hparams, paths, weight_stats
-from common.shared_dropout import MaskStream
-from common.diff import atomic_write, save_npy
-from common.paths import PipelineError
+from checks import weight_stats
+from checks.shared_dropout import MaskStream
+from common import data, hparams, paths
+from common.errors import PipelineError, require
+from common.fileio import atomic_write, save_npy
+
+
+class Backend(Protocol):
+    """What one framework supplies to run(). Every member is called by run() alone, in this order:
+    distribute, build, share_dropout, then per epoch set_train and loader, per step seed, batch_len
+    and train_step, evaluate after each epoch; save_state/load_state around checkpoints."""
+
+    name: str  # "torch" or "paddle": names the output files and progress lines
+
+    def distribute(self) -> tuple:
+        """(rank, world size), joining the process group when launched by torchrun or paddle's launcher;
+        (0, 1) in a single process."""
+
+    def all_sum(self, values: list) -> list:
+        """The element-wise sum of `values` over all processes (the values themselves when alone)."""
+
+    def build(self, total_steps: int, warmup_steps: int, lr: float) -> None:
+        """Create the optimizer (twins/*_optim.build) with the linear warmup schedule of this run."""
+
+    def head(self, dataset, n: int):
+        """The first n rows of a dataset as load_split returned it (--train_limit)."""
+
+    def encode(self, dataset):
+        """The tokenized dataset (twins/*_data.encode with the exported vocab)."""
+
+    def loader(self, encoded, order: list, batch_size: int) -> Iterable:
+        """Batches of encoded[order], in exactly that order, padded to each batch's longest (*_data.loader)."""
+
+    def batch_len(self, batch) -> int:
+        """Sentences in a batch."""
+
+    def seed(self, n: int) -> None:
+        """Seed the framework's global generator (its own dropout masks when not shared)."""
+
+    def share_dropout(self, stream) -> None:
+        """Route every dropout layer of the model to `stream` (a MaskStream), or back to the framework's with None."""
+
+    def set_train(self, on: bool) -> None:
+        """Train mode (dropout on) or eval mode."""
+
+    def train_step(self, batch, weight: float) -> tuple:
+        """Forward, cross-entropy, backward of loss * weight, optimizer and scheduler step, zero the gradients.
+        Returns (the unweighted loss as a float, the lr this step used)."""
+
+    def evaluate(self, encoded, indices: list, batch_size: int) -> tuple:
+        """(correct, count) over encoded[indices] in eval mode, counted with the *_data.Accuracy Step 2
+        compares; the train/eval mode is restored afterwards."""
+
+    def named_arrays(self) -> Iterator:
+        """(parameter name, numpy array) for every parameter, in the model's order."""
+
+    def save_state(self, folder: Path) -> None:
+        """Model, optimizer and scheduler state into folder (one file, the framework's format)."""
+
+    def load_state(self, folder: Path) -> None:
+        """The inverse of save_state."""
 
 
 def parse_args(framework: str, argv=None):
@@ -55,7 +112,6 @@ def parse_args(framework: str, argv=None):
     ap.add_argument("--output_dir", type=Path, help=f"checkpoints (default pipeline/Step5/output/{framework})")
     ap.add_argument("--resume", action="store_true", help="continue from the last checkpoint in --output_dir")
     ap.add_argument("--log_every", type=int, default=20)
-    ap.add_argument("--kill_at_step", type=int, default=0, help=argparse.SUPPRESS)  # resume test: SIGKILL self
     args = ap.parse_args(argv)
     args.output_dir = args.output_dir or paths.step_dir(5) / "output" / framework
     return args
@@ -64,7 +120,7 @@ def parse_args(framework: str, argv=None):
 def load_data(data_module, backend, args):
     """(train, dev) through the framework's own data module: demo, --data_dir TSVs, or the hub."""
     if args.demo:
-        train_set = dev_set = data_module.load_tsv(data.DEMO)
+        train_set = dev_set = data_module.load_tsv(paths.DEMO_TSV)
     else:
         train_set, dev_set = (data_module.load_split(split, args.data_dir) for split in ("train", "dev"))
     if args.train_limit:
@@ -139,7 +195,7 @@ class Checkpoints:
     @staticmethod
     def run_state(checkpoint: Path) -> RunState:
         """The RunState saved beside one checkpoint's weights (step, loss and lr curves so far)."""
-        path = paths.require(Path(checkpoint) / "run_state.json", "python pipeline/Step5/pt_train.py (or pd_train.py)")
+        path = require(Path(checkpoint) / "run_state.json", "python pipeline/Step5/pt_train.py (or pd_train.py)")
         return RunState(**json.loads(path.read_text()))
 
 
@@ -151,16 +207,17 @@ def plan_steps(n_train: int, args) -> tuple:
     return steps_per_epoch, total, int(total * args.warmup_proportion)
 
 
-def progress(framework, state: RunState, total: int, started: float, sentences_since: int):
+def progress(framework, state: RunState, total: int, started: float, step0: int, sentences_since: int):
+    """One progress line; rates are over this epoch's part of the run (since `started`, at step `step0`)."""
     elapsed = time.time() - started
     rate = sentences_since / elapsed if elapsed else 0.0
-    steps_per_s = (state.global_step - progress.step0) / elapsed if elapsed else 0.0
+    steps_per_s = (state.global_step - step0) / elapsed if elapsed else 0.0
     eta = (total - state.global_step) / steps_per_s if steps_per_s else 0.0
     print(f"[{framework}] step {state.global_step}/{total} epoch {state.epoch} loss {state.loss[-1]:.4f} "
           f"lr {state.lr[-1]:.3e} {rate:.1f} sent/s eta {eta / 60:.1f} min", flush=True)
 
 
-def evaluate(backend, dev_set, args, world: World) -> float:
+def evaluate(backend: Backend, dev_set, args, world: World) -> float:
     """Dev accuracy over every dev sentence: each process counts its share, the counts are summed."""
     share = np.array_split(np.arange(len(dev_set)), world.size)[world.rank].tolist()
     correct, count = backend.all_sum(backend.evaluate(dev_set, share, args.batch_size))
@@ -169,7 +226,7 @@ def evaluate(backend, dev_set, args, world: World) -> float:
     return correct / count
 
 
-def run(backend, args, train_set, dev_set):
+def run(backend: Backend, args, train_set, dev_set):
     """Train `backend` on train_set in the shared order, evaluate on dev_set after each epoch."""
     fw = backend.name
     world = World(*backend.distribute())
@@ -193,7 +250,7 @@ def run(backend, args, train_set, dev_set):
     while state.epoch < args.epochs and (state.global_step < total or state.batch_in_epoch > 0):
         order = epoch_order(len(train_set), state.epoch, args.seed)
         mine = data.rank_order(order, args.batch_size, world.rank, world.size)
-        started, sentences, progress.step0 = time.time(), 0, state.global_step
+        started, sentences, step0 = time.time(), 0, state.global_step
         backend.set_train(not args.deterministic)
         t0 = time.time()
         skip = state.batch_in_epoch
@@ -219,15 +276,13 @@ def run(backend, args, train_set, dev_set):
             state.batch_in_epoch += 1
             sentences += global_len
             if world.main and (state.global_step % args.log_every == 0 or state.global_step == total):
-                progress(fw, state, total, started, sentences)
+                progress(fw, state, total, started, step0, sentences)
             if args.save_steps and state.global_step % args.save_steps == 0:
                 state.train_seconds += time.time() - t0
                 state.train_sentences += sentences
                 t0, sentences = time.time(), 0
                 if world.main:
                     ckpt.save(backend, state)
-            if args.kill_at_step and state.global_step == args.kill_at_step:
-                os.kill(os.getpid(), signal.SIGKILL)  # an unclean stop, for the resume test
         state.train_seconds += time.time() - t0
         state.train_sentences += sentences
         t0 = time.time()

@@ -1,0 +1,43 @@
+"""Layer-by-layer diagnosis: which module (or parameter) is the first whose values differ between the twins.
+
+The twins share module names (bert.embeddings, bert.encoder.layer.3.attention.output, ...),
+so each framework's forward script records the outputs of the same named modules, in
+the order they run, with its own hooks; this module turns the comparison of the two
+recordings into a table. It is the guide's manual bisection (print a middle block,
+compare, move forward or back) done for every block at once.
+"""
+import re
+
+from checks.diff import CheckResult, Table
+
+# Embeddings, each layer's self-attention (context), attention block output, feed-forward
+# intermediate and layer output, then pooler and classifier.
+WATCHED = re.compile(r"^(bert\.embeddings|bert\.encoder\.layer\.\d+\.(attention\.self|attention\.output|intermediate|output)"
+                     r"|bert\.pooler|classifier)$")
+HEADER = ("name", "shape", "max abs diff", "mean abs diff", "relative", "")
+
+
+def watched(named_modules) -> list:
+    """[(name, module)] of the modules worth recording, from model.named_modules()/named_sublayers()."""
+    return [(name, m) for name, m in named_modules if WATCHED.match(name)]
+
+
+def first_over(result: CheckResult):
+    """The first key over its tolerance in the recorded (forward) order, or None."""
+    return next((k.key for k in result.keys if not k.passed), None)
+
+
+def last_over(result: CheckResult):
+    return next((k.key for k in reversed(result.keys) if not k.passed), None)
+
+
+def table(result: CheckResult, title: str, worst_first: bool = False) -> Table:
+    """Rows (name, shape, max, mean, relative, marker) of a comparison; relative = max / max |torch|."""
+    first = first_over(result)
+    keys = sorted(result.keys, key=lambda k: -k.max if k.compared else -float("inf")) if worst_first else result.keys
+    rows = [(k.key, str(k.shape) if k.compared else "-",
+             k.max if k.compared else "; ".join(k.problems), k.mean if k.compared else "",
+             k.relative if k.compared else "",
+             "<-- first over tolerance" if k.key == first else ("" if k.passed else "over"))
+            for k in keys]
+    return Table(title, HEADER, rows)

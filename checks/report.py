@@ -1,0 +1,98 @@
+"""A CheckResult as text and files: the one place results are formatted.
+
+* log_lines(): reprod_log's log format ("[time] root INFO: key: " then "\\tmean diff: ..." and
+  "\\tmax diff: ..." lines), then the check's findings, notes and tables, then one verdict line;
+* write(): the log (stdout and <name>_diff.log) and the verdict beside it (<name>_diff.json),
+  which run_all.py and SUMMARY.md read; neither is ever parsed back out of the log text;
+* hand_in(): copies of a pair and its log into log_reprod/;
+* format_table(): every table in the project (module outputs, gradients, weight statistics).
+
+The log is written without the logging module, so running several checks in one process
+never duplicates lines.
+"""
+import json
+import math
+import shutil
+import time
+from pathlib import Path
+
+from checks.diff import CheckResult
+from common import paths
+from common.fileio import atomic_write, save_npy
+
+ECHO_LIMIT = 20  # past this many keys, only the failing ones are echoed to stdout (all go to the log)
+
+
+def _num(x: float) -> str:
+    return f"{x:.3e}" if isinstance(x, float) and math.isfinite(x) else str(x)
+
+
+def format_table(header, rows) -> list:
+    """Column-aligned lines; floats as %.3e."""
+    cells = [tuple(_num(c) for c in r) for r in [tuple(header)] + [tuple(r) for r in rows]]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
+    return ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in cells]
+
+
+def log_lines(result: CheckResult) -> list:
+    """[(message, echo to stdout)] in reprod_log's order: every key, then what the check adds, then the verdict."""
+    out = []
+    many = len(result.keys) > ECHO_LIMIT
+    for r in result.keys:
+        echo = not r.passed or not many
+        out.append((f"{r.key}: ", echo))
+        if r.compared:
+            out.append((f"\tmean diff: check passed: {r.mean <= r.threshold}, value: {r.mean}", echo))
+            out.append((f"\tmax diff: check passed: {r.passed}, value: {r.max}, threshold: {r.threshold}", echo))
+        out += [(f"\tcheck passed: False, {p}", echo) for p in r.problems]
+    if many:
+        out.append((f"{sum(r.passed for r in result.keys)} of {len(result.keys)} keys passed "
+                    f"(all in {result.name}_diff.log)", True))
+    if not result.keys:
+        out.append(("no keys to compare", True))
+    out += [(note, True) for note in result.notes]
+    for table in result.tables:
+        out.append((table.title, True))
+        out += [(line, True) for line in format_table(table.header, table.rows)]
+    out += [(f"{f.name}: {'passed' if f.passed else 'FAILED'}, {f.detail}", True) for f in result.findings]
+    failed = [k.key for k in result.failed_keys] + [f.name for f in result.findings if not f.passed]
+    out.append(("diff check passed" if result.passed else
+                f"diff check failed: {', '.join(failed) or 'nothing compared'}", True))
+    return out
+
+
+def write(result: CheckResult, log_path) -> Path:
+    """Print the log, write it to log_path and the verdict to log_path's .json sibling."""
+    log_path = Path(log_path)
+    stamp = time.strftime("%Y/%m/%d %H:%M:%S")
+    lines = []
+    for message, echo in log_lines(result):
+        line = f"[{stamp}] root INFO: {message}"
+        if echo:
+            print(line)
+        lines.append(line)
+    atomic_write(log_path, lambda tmp: Path(tmp).write_text("\n".join(lines) + "\n"))
+    write_verdict(result, verdict_path(log_path))
+    return log_path
+
+
+def verdict_path(log_path) -> Path:
+    return Path(log_path).with_suffix(".json")
+
+
+def write_verdict(result: CheckResult, path):
+    atomic_write(path, lambda tmp: Path(tmp).write_text(json.dumps(result.to_json(), indent=1) + "\n"))
+
+
+def read_verdict(path) -> dict:
+    return json.loads(Path(path).read_text())
+
+
+def hand_in(*files, data=None):
+    """Copy files into log_reprod/; data={name: dict} writes those pairs (e.g. a subset of keys) instead."""
+    out = paths.log_reprod()
+    out.mkdir(parents=True, exist_ok=True)
+    for f in files:
+        atomic_write(out / Path(f).name, lambda tmp, f=f: shutil.copyfile(f, tmp))
+    for name, arrays in (data or {}).items():
+        save_npy(out / name, arrays)

@@ -1,0 +1,96 @@
+"""The PyTorch Backend of the Step 5 loop (twins/train.py's Backend protocol); pd_backend.py is its twin."""
+import os
+
+import torch
+from torch import distributed as dist
+from torch.nn import functional as F
+from torch.nn.parallel import DistributedDataParallel
+
+from models import pt_bert
+from twins import pt_data, pt_optim
+from twins.weights import torch_model
+
+
+class Backend:  # implements twins.train.Backend
+    name = "torch"
+
+    def __init__(self):
+        self.model = torch_model()
+        self.train_model = self.model  # what train_step calls: the model, or its DistributedDataParallel wrapper
+        self.tokenizer = pt_data.tokenizer()
+        self.world = 1
+
+    def distribute(self):
+        """(rank, world size); under torchrun, gloo collectives and DistributedDataParallel."""
+        self.world = int(os.environ.get("WORLD_SIZE", 1))
+        if self.world == 1:
+            return 0, 1
+        dist.init_process_group("gloo")
+        self.train_model = DistributedDataParallel(self.model)
+        return dist.get_rank(), self.world
+
+    def all_sum(self, values):
+        if self.world == 1:
+            return list(values)
+        summed = torch.tensor(values, dtype=torch.float64)
+        dist.all_reduce(summed)
+        return summed.tolist()
+
+    def build(self, total_steps, warmup_steps, lr):
+        self.optimizer, self.scheduler = pt_optim.build(self.model, lr, "linear", warmup_steps, total_steps)
+
+    def head(self, dataset, n):
+        return dataset.select(range(min(n, len(dataset))))
+
+    def encode(self, dataset):
+        return pt_data.encode(dataset, self.tokenizer)
+
+    def loader(self, encoded, order, batch_size):
+        return pt_data.loader(encoded, self.tokenizer, order, batch_size)
+
+    def batch_len(self, batch):
+        return len(batch["labels"])
+
+    def seed(self, n):
+        torch.manual_seed(n)  # dropout masks: reproducible within torch, never equal to Paddle's
+
+    def share_dropout(self, stream):
+        pt_bert.set_dropout_stream(self.model, stream)
+
+    def set_train(self, on):
+        self.model.train(on)
+
+    def train_step(self, batch, weight):
+        lr = pt_optim.current_lr(self.optimizer)
+        logits = self.train_model(batch["input_ids"], batch["token_type_ids"], batch["attention_mask"])
+        loss = F.cross_entropy(logits, batch["labels"])
+        (loss * weight).backward()
+        self.optimizer.step()
+        self.scheduler.step()
+        self.optimizer.zero_grad()
+        return loss.item(), lr
+
+    @torch.no_grad()
+    def evaluate(self, encoded, indices, batch_size):
+        """(correct, count) over encoded[indices], counted by Step 2's pt_data.Accuracy."""
+        was_training = self.model.training
+        self.model.eval()
+        metric = pt_data.Accuracy()
+        for batch in pt_data.loader(encoded, self.tokenizer, indices, batch_size):
+            metric.update(self.model(batch["input_ids"], batch["token_type_ids"], batch["attention_mask"]),
+                          batch["labels"])
+        self.model.train(was_training)
+        return metric.correct, metric.count
+
+    def named_arrays(self):
+        return ((n, p.detach().numpy()) for n, p in self.model.named_parameters())
+
+    def save_state(self, folder):
+        torch.save({"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
+                    "scheduler": self.scheduler.state_dict()}, folder / "torch_state.pt")
+
+    def load_state(self, folder):
+        state = torch.load(folder / "torch_state.pt", weights_only=False)
+        self.model.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.scheduler.load_state_dict(state["scheduler"])
