@@ -111,6 +111,10 @@ def compare_key(key, x, y, threshold: float) -> KeyResult:
         r.relative = r.max / scale if scale > 0 else (0.0 if r.max == 0 else float("inf"))
     else:
         r.mean = r.max = r.relative = 0.0
+    if x.dtype.kind in "biu" and not r.problems:
+        unequal = int(np.count_nonzero(x != y))  # exactly: float64 merges integers above 2^53
+        if unequal:
+            r.problems.append(f"{unequal} of {x.size} integers differ")
     if not r.problems and not r.max <= r.threshold:
         r.problems.append(f"max diff {r.max:.3e} > threshold {r.threshold:.1e}")
     r.passed = not r.problems

@@ -16,7 +16,7 @@ import shutil
 import time
 from pathlib import Path
 
-from checks.diff import CheckResult
+from checks.diff import CheckResult, Finding
 from common import paths
 from common.fileio import atomic_write, save_npy
 
@@ -25,6 +25,15 @@ ECHO_LIMIT = 20  # past this many keys, only the failing ones are echoed to stdo
 
 def _num(x: float) -> str:
     return f"{x:.3e}" if isinstance(x, float) and math.isfinite(x) else str(x)
+
+
+def safely(result: CheckResult, figures, *args):
+    """Run a check's figures(result, *args); a companion value of an odd shape or type (a contestant's own
+    file, a hand-edited one) becomes a failed finding in the log instead of a traceback."""
+    try:
+        figures(result, *args)
+    except (KeyError, TypeError, ValueError, IndexError, AttributeError, StopIteration) as e:
+        result.findings.append(Finding("figures", False, f"could not read the figures ({type(e).__name__}: {e})"))
 
 
 def format_table(header, rows) -> list:

@@ -42,6 +42,8 @@ def read_tsv(path) -> list:
                 examples.append({"sentence": row[0], "label": int(row[1])})
     except UnicodeDecodeError as e:
         raise PipelineError(f"{path}: not UTF-8 ({e})") from None
+    except csv.Error as e:  # e.g. a field over csv's 131,072-character limit: no sentence is that long
+        raise PipelineError(f"{path}:{reader.line_num}: not a GLUE TSV row ({e})") from None
     if not examples:
         raise PipelineError(f"{path}: no examples after the header")
     return examples

@@ -13,25 +13,98 @@ from pathlib import Path
 
 import numpy as np
 
-from common.errors import PipelineError
+from common.errors import PipelineError, require
 
-# What np.save needs to rebuild a dict of numeric arrays, and nothing else.
+MAX_KEY_LENGTH = 200
+
+
+class _CheckedArray(np.ndarray):
+    """The array class the restricted unpickler builds: before numpy allocates anything it checks the
+    size the pickle asks for against the bytes the file really has (a 240-byte file must not be able to
+    ask for gigabytes), and allows object arrays only as the 0-d holder np.save wraps a dict in."""
+
+    budget = 0
+
+    def __setstate__(self, state):
+        shape, dtype = state[1], state[2]
+        n = 1
+        for d in shape:
+            n *= int(d)
+        if dtype.hasobject and n > 1:
+            raise pickle.UnpicklingError(f"an object array of shape {tuple(shape)}")
+        if not dtype.hasobject and n * dtype.itemsize > _CheckedArray.budget:
+            raise pickle.UnpicklingError(f"an array of shape {tuple(shape)} {dtype} needs {n * dtype.itemsize} "
+                                         f"bytes, more than the file holds")
+        super().__setstate__(state)
+
+
+def _reconstruct(cls, shape, dtype):
+    return np.ndarray.__new__(_CheckedArray, shape, dtype)
+
+
+# What np.save and paddle.save need to rebuild dicts of numeric arrays, and nothing else.
 _SAFE_GLOBALS = {
-    ("numpy", "ndarray"), ("numpy", "dtype"),
-    ("numpy.core.multiarray", "_reconstruct"), ("numpy._core.multiarray", "_reconstruct"),
-    ("numpy.core.multiarray", "scalar"), ("numpy._core.multiarray", "scalar"),
+    ("numpy", "ndarray"): _CheckedArray, ("numpy", "dtype"): np.dtype,
+    ("numpy.core.multiarray", "_reconstruct"): _reconstruct, ("numpy._core.multiarray", "_reconstruct"): _reconstruct,
+    ("numpy.core.multiarray", "scalar"): None, ("numpy._core.multiarray", "scalar"): None,
+    ("collections", "OrderedDict"): None, ("builtins", "tuple"): tuple,
 }
 
 
 class _ArraysOnlyUnpickler(pickle.Unpickler):
     def find_class(self, module, name):
-        if (module, name) in _SAFE_GLOBALS:
-            return super().find_class(module, name)
-        raise pickle.UnpicklingError(f"refusing to unpickle {module}.{name}")
+        if (module, name) not in _SAFE_GLOBALS:
+            raise pickle.UnpicklingError(f"refusing to unpickle {module}.{name}")
+        return _SAFE_GLOBALS[module, name] or super().find_class(module, name)
+
+
+def _plain(obj):
+    """The unpickled tree with every array a plain ndarray again (they were built as _CheckedArray)."""
+    if isinstance(obj, np.ndarray):
+        return _plain(obj.item()) if obj.dtype.hasobject else np.asarray(obj).view(np.ndarray)
+    if isinstance(obj, dict):
+        return {k: _plain(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(_plain(v) for v in obj)
+    return obj
+
+
+def unpickle_arrays(data: bytes):
+    """Unpickle containers of numeric numpy arrays, numbers and strings; anything else (code) is refused."""
+    _CheckedArray.budget = len(data)
+    try:
+        return _plain(_ArraysOnlyUnpickler(io.BytesIO(data)).load())
+    except (pickle.UnpicklingError, ValueError, TypeError, EOFError, AttributeError, IndexError, KeyError,
+            MemoryError, RecursionError, OverflowError) as e:
+        raise ValueError(f"{type(e).__name__}: {e}") from None
+
+
+def load_pickled_arrays(path, how: str):
+    """A pickle of plain containers and numeric arrays (paddle.save's .pdparams) without running code."""
+    path = require(path, how)
+    try:
+        return unpickle_arrays(Path(path).read_bytes())
+    except (ValueError, OSError) as e:
+        raise PipelineError(f"{path} is not a file of plain arrays this project wrote ({e}); run `{how}` again") from None
 
 
 def _is_plain_array(v) -> bool:
     return isinstance(v, np.ndarray) and not v.dtype.hasobject and v.dtype.kind in "biuf"
+
+
+def _bad_key(k) -> bool:
+    # a newline or other control character in a key name could forge lines in a diff log
+    return not isinstance(k, str) or not k or len(k) > MAX_KEY_LENGTH or not k.isprintable()
+
+
+def _read_header(f) -> tuple:
+    version = np.lib.format.read_magic(f)
+    read_header = {(1, 0): np.lib.format.read_array_header_1_0,
+                   (2, 0): np.lib.format.read_array_header_2_0}.get(version)
+    if read_header is None:
+        raise ValueError(f"unsupported .npy version {version}")
+    shape, _, dtype = read_header(f)
+    return shape, dtype
 
 
 def load_npy(path) -> dict:
@@ -41,26 +114,40 @@ def load_npy(path) -> dict:
         raise PipelineError(f"{path} not found")
     try:
         with open(path, "rb") as f:
-            version = np.lib.format.read_magic(f)
-            read_header = {(1, 0): np.lib.format.read_array_header_1_0,
-                           (2, 0): np.lib.format.read_array_header_2_0}.get(version)
-            if read_header is None:
-                raise ValueError(f"unsupported .npy version {version}")
-            shape, _, dtype = read_header(f)
+            shape, dtype = _read_header(f)
             if not dtype.hasobject:
                 raise ValueError(f"holds a bare {dtype} array of shape {shape}, not a dict of arrays")
-            obj = _ArraysOnlyUnpickler(io.BytesIO(f.read())).load()
-    except (pickle.UnpicklingError, ValueError, EOFError, OSError) as e:
+            if shape != ():
+                raise ValueError(f"holds an object array of shape {shape}, not a dict")
+            data = unpickle_arrays(f.read())
+    except (ValueError, EOFError, OSError) as e:
         raise PipelineError(f"{path} is not a ReprodLogger .npy of numeric arrays ({e}); "
                             "re-run the script that writes it") from None
-    data = obj.item() if isinstance(obj, np.ndarray) and obj.shape == () else obj
     if not isinstance(data, dict):
         raise PipelineError(f"{path} holds a {type(data).__name__}, not a dict of arrays; "
                             "re-run the script that writes it")
-    bad = [k for k, v in data.items() if not isinstance(k, str) or not _is_plain_array(v)]
+    bad = [k for k, v in data.items() if _bad_key(k) or not _is_plain_array(v)]
     if bad:
-        raise PipelineError(f"{path}: keys {bad} are not numeric numpy arrays; re-run the script that writes it")
+        shown = ", ".join(repr(k)[:60] for k in bad[:5])
+        raise PipelineError(f"{path}: keys {shown} are not printable names of numeric numpy arrays; "
+                            "re-run the script that writes it")
     return data
+
+
+def load_array(path, how: str) -> np.ndarray:
+    """A bare .npy array (np.save without pickle), its header checked against the file size first."""
+    path = require(path, how)
+    try:
+        with open(path, "rb") as f:
+            shape, dtype = _read_header(f)
+            n = 1
+            for d in shape:
+                n *= int(d)
+            if dtype.hasobject or n * dtype.itemsize > os.fstat(f.fileno()).st_size:
+                raise ValueError(f"its header asks for {shape} {dtype}, which the file cannot hold")
+        return np.load(path, allow_pickle=False)
+    except (ValueError, OSError, EOFError) as e:
+        raise PipelineError(f"{path} is not a plain .npy array ({e}): run `{how}` again") from None
 
 
 def atomic_write(path, write):

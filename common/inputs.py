@@ -3,20 +3,16 @@ import numpy as np
 
 from common import paths
 from common.errors import PipelineError, require
-from common.fileio import load_npy
+from common.fileio import load_array, load_npy
 
 GEN_FAKE = "python fake_data/gen_fake_data.py"
 
 
 def _load(path, dtype, ndim):
-    require(path, GEN_FAKE)
-    try:
-        array = np.load(path, allow_pickle=False)
-    except ValueError as e:
-        raise PipelineError(f"{path} is not a plain .npy array ({e}): run `{GEN_FAKE}` again") from None
+    array = load_array(path, GEN_FAKE)
     if array.dtype != dtype or array.ndim != ndim:
         raise PipelineError(f"{path} is {array.dtype} {array.shape}, expected {dtype} with {ndim} dims: "
-                                  f"run `{GEN_FAKE}` again")
+                            f"run `{GEN_FAKE}` again")
     return array
 
 

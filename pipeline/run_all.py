@@ -22,9 +22,11 @@ from pathlib import Path
 
 import common.runtime  # first: offline mode, threads, allocator, before torch/paddle load
 from checks import report
-from common import paths
+from common import data, paths
+from common.errors import PipelineError, require, run_main
 from common.fileio import atomic_write
-from common.errors import run_main
+from twins import train
+from twins.weights import read_config
 
 
 @dataclass
@@ -84,6 +86,27 @@ def brief(verdict: dict, max_keys: int = 6) -> list:
     return lines + ["diff check passed" if verdict["passed"] else "diff check failed"]
 
 
+def validate(args):
+    """Refuse bad flags and missing inputs up front: a run that would fail at Step 2 or 5 must not
+    first re-export the weights and rewrite Step 1 and SUMMARY.md."""
+    if args.data_dir:
+        args.data_dir = args.data_dir.expanduser().resolve()
+        for split in data.SPLITS:
+            data.split_file(split, args.data_dir)
+    if args.model_dir and not (args.model_dir.expanduser() / "config.json").is_file():
+        raise PipelineError(f"--model_dir {args.model_dir} has no config.json: pass a Hugging Face BERT folder")
+    if args.random_init:
+        if args.model_dir:
+            raise PipelineError("--model_dir and --random_init exclude each other")
+        read_config(require(args.random_init, "pass an existing config.json as --random_init"))
+    step5 = argparse.Namespace(epochs=1, max_steps=-1, train_limit=0, lr=None, warmup_proportion=None, seed=0,
+                               batch_size=1, log_every=1, save_steps=0)
+    for k in ("epochs", "max_steps", "train_limit", "lr"):
+        if getattr(args, k) is not None:
+            setattr(step5, k, getattr(args, k))
+    train.validate(step5)
+
+
 def versions() -> str:
     names = ["paddlepaddle", "paddlenlp", "torch", "transformers", "datasets", "tokenizers", "numpy", "reprod_log"]
     found = []
@@ -128,8 +151,7 @@ def main():
     mode.add_argument("--shared_dropout", action="store_true",
                       help="Step 5 with identical dropout masks in both frameworks (see Step 5's README)")
     args = ap.parse_args()
-    if args.data_dir:
-        args.data_dir = args.data_dir.expanduser().resolve()
+    validate(args)  # every flag and input before anything is written
 
     started, results, failed = time.time(), [], None
     for step in steps(args):

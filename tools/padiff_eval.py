@@ -43,4 +43,4 @@ verdicts["planted LayerNorm eps"] = padiff.auto_diff(pd_model, pt_model, inputs,
 print(f"\npadiff {padiff.__version__}, paddle {paddle.__version__}, torch {torch.__version__}")
 for name, ok in verdicts.items():
     print(f"{name}: auto_diff returned {ok}")
-print(f"the module PaDiff blames is marked '*** HERE ***' in {args.padiff / 'diff_log' / 'paddle_struct.log'}")
+print("the module PaDiff blames is marked '*** HERE ***' in diff_log/paddle_struct.log beside padiff's package")

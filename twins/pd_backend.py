@@ -6,7 +6,8 @@ from paddlenlp.datasets import MapDataset
 
 from models import pd_bert
 from twins import pd_data, pd_optim
-from twins.weights import paddle_model
+from common.errors import PipelineError
+from twins.weights import load_paddle_checkpoint, paddle_fingerprint, paddle_model
 
 
 class Backend:  # implements twins.train.Backend
@@ -89,7 +90,15 @@ class Backend:  # implements twins.train.Backend
                     str(folder / "paddle_state.pdparams"))
 
     def load_state(self, folder):
-        state = paddle.load(str(folder / "paddle_state.pdparams"))
-        self.model.set_state_dict(state["model"])
-        self.optimizer.set_state_dict(state["optimizer"])
-        self.scheduler.set_state_dict(state["scheduler"])
+        # common.fileio's restricted unpickler: plain containers and arrays, never code (paddle.load would)
+        state = load_paddle_checkpoint(folder / "paddle_state.pdparams", "python pipeline/Step5/pd_train.py")
+        try:
+            self.model.set_state_dict(state["model"])
+            self.optimizer.set_state_dict(state["optimizer"])
+            self.scheduler.set_state_dict(state["scheduler"])
+        except (KeyError, TypeError, ValueError, RuntimeError, AssertionError) as e:
+            raise PipelineError(f"{folder}: not a checkpoint of this model ({type(e).__name__}: "
+                                f"{str(e).splitlines()[0][:200]}); run without --resume") from None
+
+    def fingerprint(self):
+        return paddle_fingerprint(self.model)

@@ -8,7 +8,8 @@ from torch.nn.parallel import DistributedDataParallel
 
 from models import pt_bert
 from twins import pt_data, pt_optim
-from twins.weights import torch_model
+from common.errors import PipelineError
+from twins.weights import load_torch_checkpoint, torch_fingerprint, torch_model
 
 
 class Backend:  # implements twins.train.Backend
@@ -90,7 +91,15 @@ class Backend:  # implements twins.train.Backend
                     "scheduler": self.scheduler.state_dict()}, folder / "torch_state.pt")
 
     def load_state(self, folder):
-        state = torch.load(folder / "torch_state.pt", weights_only=False)
-        self.model.load_state_dict(state["model"])
-        self.optimizer.load_state_dict(state["optimizer"])
-        self.scheduler.load_state_dict(state["scheduler"])
+        # torch's restricted unpickler: tensors and plain containers, never code
+        state = load_torch_checkpoint(folder / "torch_state.pt", "python pipeline/Step5/pt_train.py")
+        try:
+            self.model.load_state_dict(state["model"])
+            self.optimizer.load_state_dict(state["optimizer"])
+            self.scheduler.load_state_dict(state["scheduler"])
+        except (KeyError, TypeError, ValueError, RuntimeError) as e:
+            raise PipelineError(f"{folder}: not a checkpoint of this model ({type(e).__name__}: "
+                                f"{str(e).splitlines()[0][:200]}); run without --resume") from None
+
+    def fingerprint(self):
+        return torch_fingerprint(self.model)

@@ -17,6 +17,7 @@ import argparse
 import json
 import math
 import os
+import re
 import shutil
 import time
 from dataclasses import asdict, dataclass, field
@@ -27,7 +28,7 @@ import numpy as np
 
 from checks import weight_stats
 from checks.shared_dropout import MaskStream
-from common import data, hparams, paths
+from common import data, hparams, paths, record
 from common.errors import PipelineError, require
 from common.fileio import atomic_write, save_npy
 
@@ -78,6 +79,9 @@ class Backend(Protocol):
         """(correct, count) over encoded[indices] in eval mode, counted with the *_data.Accuracy Step 2
         compares; the train/eval mode is restored afterwards."""
 
+    def fingerprint(self) -> str:
+        """common.record's fingerprint of the weights as loaded, in torch's layout on both sides."""
+
     def named_arrays(self) -> Iterator:
         """(parameter name, numpy array) for every parameter, in the model's order."""
 
@@ -110,11 +114,39 @@ def parse_args(framework: str, argv=None):
                            "identically: training as usual, yet the loss curves stay comparable step for step")
     ap.add_argument("--save_steps", type=int, default=0, help="also checkpoint every N steps (0: per epoch only)")
     ap.add_argument("--output_dir", type=Path, help=f"checkpoints (default pipeline/Step5/output/{framework})")
-    ap.add_argument("--resume", action="store_true", help="continue from the last checkpoint in --output_dir")
+    ap.add_argument("--resume", action="store_true", help="continue from the last checkpoint in --output_dir "
+                    "(refused if it was made with other settings)")
+    ap.add_argument("--overwrite", action="store_true", help="allow a fresh run in a non-empty --output_dir that "
+                    "is not a Step 5 output folder (only its checkpoint-* entries are replaced)")
     ap.add_argument("--log_every", type=int, default=20)
     args = ap.parse_args(argv)
-    args.output_dir = args.output_dir or paths.step_dir(5) / "output" / framework
+    args.output_dir = (args.output_dir or paths.step_dir(5) / "output" / framework).expanduser()
+    validate(args)
     return args
+
+
+def validate(args):
+    """Every flag checked before any work: a bad one ends in one line and changes no file."""
+    problems = []
+    for name, low in (("epochs", 1), ("batch_size", 1), ("log_every", 1), ("seed", 0), ("train_limit", 0),
+                      ("save_steps", 0)):
+        if getattr(args, name, low) < low:
+            problems.append(f"--{name} must be at least {low}, got {getattr(args, name)}")
+    if getattr(args, "max_steps", -1) == 0 or getattr(args, "max_steps", -1) < -1:
+        problems.append(f"--max_steps must be -1 (all) or positive, got {args.max_steps}")
+    if args.seed >= 2 ** 32 - 2 ** 21:  # numpy seeds are 32-bit; per-step seeds add up to 2^21 to it
+        problems.append(f"--seed must be below {2 ** 32 - 2 ** 21}, got {args.seed}")
+    if args.lr is not None and not (math.isfinite(args.lr) and 0 < args.lr <= 1):
+        problems.append(f"--lr must be a finite number in (0, 1], got {args.lr}")
+    if args.warmup_proportion is not None and not (0 <= args.warmup_proportion < 1):
+        problems.append(f"--warmup_proportion must be in [0, 1), got {args.warmup_proportion}")
+    if getattr(args, "demo", False) and getattr(args, "data_dir", None):
+        problems.append("--demo and --data_dir exclude each other")
+    out = getattr(args, "output_dir", None)
+    if out is not None and out.exists() and not out.is_dir():
+        problems.append(f"--output_dir {out} is a file, not a folder")
+    if problems:
+        raise PipelineError("; ".join(problems))
 
 
 def load_data(data_module, backend, args):
@@ -126,6 +158,19 @@ def load_data(data_module, backend, args):
     if args.train_limit:
         train_set = backend.head(train_set, args.train_limit)
     return train_set, dev_set
+
+
+def settings(args, backend, train_set, dev_set) -> dict:
+    """What the results depend on, framework-free: check_step5 compares the two sides' copies and
+    --resume refuses a checkpoint whose copy differs from the flags given."""
+    return {
+        "weights": backend.fingerprint(),
+        "train_rows": record.fingerprint_rows(train_set),
+        "dev_rows": record.fingerprint_rows(dev_set),
+        "flags": {"epochs": args.epochs, "max_steps": args.max_steps, "train_limit": args.train_limit,
+                  "lr": args.lr, "schedule": "linear", "warmup_proportion": args.warmup_proportion,
+                  "batch_size": args.batch_size, "seed": args.seed, "dropout": mode_name(args)},
+    }
 
 
 @dataclass
@@ -156,47 +201,89 @@ class RunState:
     train_sentences: int = 0
     eval_seconds: float = 0.0
     eval_sentences: int = 0
+    settings: dict = field(default_factory=dict)  # settings() of the run that wrote it
 
 
 class Checkpoints:
-    """output_dir/checkpoint-<step>/ written under a temp name and renamed; `latest` names the newest."""
+    """output_dir/checkpoint-<step>/ written under a temp name and renamed; `latest` names the newest.
+
+    Only what this class made is ever deleted: entries named checkpoint-<n>, .tmp-checkpoint-<n>,
+    .old-checkpoint-<n> and latest, inside its own folder. A folder becomes its own when a fresh
+    run starts in it (MARKER); a fresh run in a non-empty folder without the marker is refused
+    unless --overwrite. Re-saving a step keeps the last good checkpoint until the new one is in place.
+    """
+
+    MARKER = ".bert_align_step5"
+    NAME = re.compile(r"^checkpoint-\d+$")
+    OURS = re.compile(r"^(\.tmp-|\.old-)?checkpoint-\d+$")
 
     def __init__(self, output_dir: Path):
         self.dir = Path(output_dir)
 
+    def start_fresh(self, overwrite: bool):
+        """Make the folder this run's: refuse a foreign non-empty folder, clear only our own entries."""
+        if self.dir.is_dir() and any(self.dir.iterdir()) and not (self.dir / self.MARKER).is_file() and not overwrite:
+            raise PipelineError(f"--output_dir {self.dir} is not empty and is not a Step 5 output folder; choose "
+                                "another folder, or pass --overwrite to write checkpoints into it")
+        self.dir.mkdir(parents=True, exist_ok=True)
+        for entry in self.dir.iterdir():
+            if self.OURS.match(entry.name) and entry.is_dir() and not entry.is_symlink():
+                shutil.rmtree(entry)
+        (self.dir / "latest").unlink(missing_ok=True)
+        (self.dir / self.MARKER).write_text("Step 5 checkpoints; a fresh run replaces the checkpoint-* entries\n")
+
     def save(self, backend, state: RunState):
-        final = self.dir / f"checkpoint-{state.global_step}"
-        tmp = self.dir / f".tmp-checkpoint-{state.global_step}"
-        shutil.rmtree(tmp, ignore_errors=True)
+        name = f"checkpoint-{state.global_step}"
+        final, tmp, old = self.dir / name, self.dir / f".tmp-{name}", self.dir / f".old-{name}"
+        for stale in (tmp, old):
+            if stale.is_dir() and not stale.is_symlink():
+                shutil.rmtree(stale)
         tmp.mkdir(parents=True)
         backend.save_state(tmp)
         (tmp / "run_state.json").write_text(json.dumps(asdict(state)))
-        shutil.rmtree(final, ignore_errors=True)
-        os.replace(tmp, final)
         previous = self.latest()
-        atomic_write(self.dir / "latest", lambda t: Path(t).write_text(final.name + "\n"))
+        if final.exists():
+            os.replace(final, old)  # the last good copy stays on disk until the new one is in place
+        os.replace(tmp, final)
+        atomic_write(self.dir / "latest", lambda t: Path(t).write_text(name + "\n"))
+        if old.is_dir():
+            shutil.rmtree(old)
         if previous and previous != final:
-            shutil.rmtree(previous, ignore_errors=True)
+            shutil.rmtree(previous)
 
     def latest(self):
+        """The newest checkpoint folder, or None; `latest` may only name a checkpoint-<n> inside this folder."""
         pointer = self.dir / "latest"
         if not pointer.is_file():
             return None
-        path = self.dir / pointer.read_text().strip()
-        return path if path.is_dir() else None
+        name = pointer.read_text(errors="replace").strip()
+        if not self.NAME.match(name):
+            raise PipelineError(f"{pointer} names {name[:80]!r}, not a checkpoint-<step> of this folder; "
+                                "fix or delete that file")
+        path = self.dir / name
+        return path if path.is_dir() and not path.is_symlink() else None
 
-    def load(self, backend) -> RunState:
+    def load(self, backend, expected: dict) -> RunState:
         path = self.latest()
         if path is None:
             raise PipelineError(f"--resume: no checkpoint in {self.dir}; run without --resume first")
+        state = self.run_state(path)
+        differ = record.differences({"depends": state.settings}, {"depends": expected})
+        if differ:
+            field_, was, now = differ[0]
+            raise PipelineError(f"--resume: {path} was made with {field_} = {was}, this run has {now}; "
+                                f"resume with the same flags, or start afresh without --resume")
         backend.load_state(path)
-        return self.run_state(path)
+        return state
 
     @staticmethod
     def run_state(checkpoint: Path) -> RunState:
         """The RunState saved beside one checkpoint's weights (step, loss and lr curves so far)."""
         path = require(Path(checkpoint) / "run_state.json", "python pipeline/Step5/pt_train.py (or pd_train.py)")
-        return RunState(**json.loads(path.read_text()))
+        try:
+            return RunState(**json.loads(path.read_text()))
+        except (ValueError, TypeError, UnicodeDecodeError) as e:
+            raise PipelineError(f"{path} is not a run state this project wrote ({e}); run without --resume") from None
 
 
 def plan_steps(n_train: int, args) -> tuple:
@@ -227,7 +314,8 @@ def evaluate(backend: Backend, dev_set, args, world: World) -> float:
 
 
 def run(backend: Backend, args, train_set, dev_set):
-    """Train `backend` on train_set in the shared order, evaluate on dev_set after each epoch."""
+    """Train `backend` on train_set in the shared order, evaluate on dev_set after each epoch.
+    train_set, dev_set: the rows as load_data gave them (recorded, then tokenized here)."""
     fw = backend.name
     world = World(*backend.distribute())
     say = print if world.main else (lambda *a, **k: None)
@@ -235,10 +323,12 @@ def run(backend: Backend, args, train_set, dev_set):
     data.rank_order(range(len(train_set)), args.batch_size, world.rank, world.size)  # refuse a bad split early
     per_rank = args.batch_size // world.size
     backend.build(total_steps=total, warmup_steps=warmup, lr=args.lr)
+    run_settings = settings(args, backend, train_set, dev_set)
+    train_set, dev_set = backend.encode(train_set), backend.encode(dev_set)
     ckpt = Checkpoints(args.output_dir)
-    state = ckpt.load(backend) if args.resume else RunState()
+    state = ckpt.load(backend, run_settings) if args.resume else RunState(settings=run_settings)
     if not args.resume and world.main:
-        shutil.rmtree(args.output_dir, ignore_errors=True)  # a fresh run never mixes with an old one
+        ckpt.start_fresh(args.overwrite)  # a fresh run never mixes with an old one
     stream = MaskStream() if args.shared_dropout else None
     backend.share_dropout(stream)
     say(f"[{fw}] {len(train_set)} train / {len(dev_set)} dev sentences, {total} steps "
@@ -313,6 +403,9 @@ def save_results(framework: str, state: RunState, args):
     result = {
         "acc": np.array(state.acc_per_epoch[-1], dtype="float64"),
         "acc_per_epoch": np.array(state.acc_per_epoch, dtype="float64"),
+        # in every mode: both sides took the same number of steps along the same lr curve
+        "steps": np.array(state.global_step, dtype="int64"),
+        "lr": np.array(state.lr, dtype="float64"),
     }
     # Only then must the two curves agree step by step; the key names the mode, so a deterministic run
     # compared with a shared-dropout one is a key mismatch, not a pass.
@@ -320,6 +413,9 @@ def save_results(framework: str, state: RunState, args):
         result["loss"] = np.array(state.loss, dtype="float32")
     elif args.shared_dropout:
         result["loss_shared_dropout"] = np.array(state.loss, dtype="float32")
+    script = f"pipeline/Step5/{'pt' if framework == 'torch' else 'pd'}_train.py"
+    for name in ("train_align", "train_curves", "weight_stats"):
+        record.save(out / f"{name}_{framework}.npy", framework, script, state.settings)
     save_npy(out / f"train_align_{framework}.npy", result)
     save_npy(out / f"train_curves_{framework}.npy", {
         "loss": np.array(state.loss, dtype="float32"),

@@ -4,8 +4,11 @@ Paddle's set_state_dict only warns on a missing key or a shape mismatch, so ever
 load here goes through strict_check first. Each loader imports its own framework,
 so a torch script never builds anything with Paddle and vice versa.
 """
-from common import paths
+import numpy as np
+
+from common import paths, record
 from common.errors import PipelineError, require
+from common.fileio import load_pickled_arrays
 from models.configuration_bert import BertConfig
 
 EXPORT = "python weights/torch_bert_weights.py"
@@ -39,17 +42,74 @@ def load_config(**overrides) -> BertConfig:
     return config
 
 
+def load_torch_tensors(path, how: str) -> dict:
+    """{name: torch.Tensor} from a torch.save'd dict, through torch's restricted unpickler (weights_only):
+    tensors and plain containers only, never code."""
+    import torch
+    path = require(path, how)
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as e:  # UnpicklingError (a payload), RuntimeError / EOFError (corrupt): one line either way
+        raise PipelineError(f"{path} is not a torch tensor file this project wrote "
+                            f"({type(e).__name__}: {str(e).splitlines()[0][:200]}); run `{how}` again") from None
+    if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
+        raise PipelineError(f"{path} is not a dict of tensors; run `{how}` again")
+    return state
+
+
+def load_paddle_arrays(path, how: str) -> dict:
+    """{name: numpy array} from a paddle.save'd .pdparams, unpickled by common.fileio's restricted
+    unpickler (plain containers and numeric arrays only; paddle.load would run any pickled code)."""
+    state = load_pickled_arrays(path, how)
+    if not isinstance(state, dict):
+        raise PipelineError(f"{path} is not a dict of arrays; run `{how}` again")
+    state.pop("StructuredToParameterName@@", None)  # paddle.save's name table: not a parameter
+    if not all(isinstance(v, np.ndarray) for v in state.values()):
+        raise PipelineError(f"{path} is not a dict of arrays; run `{how}` again")
+    return state
+
+
+def load_torch_checkpoint(path, how: str) -> dict:
+    """A Step 5 checkpoint ({"model", "optimizer", "scheduler"}) through torch's restricted unpickler."""
+    import torch
+    path = require(path, how)
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as e:  # a payload or a corrupt file: one line either way
+        raise PipelineError(f"{path} is not a checkpoint this project wrote "
+                            f"({type(e).__name__}: {str(e).splitlines()[0][:200]}); run without --resume") from None
+    if not isinstance(state, dict) or not {"model", "optimizer", "scheduler"} <= set(state):
+        raise PipelineError(f"{path} is not a checkpoint this project wrote; run without --resume")
+    return state
+
+
+def load_paddle_checkpoint(path, how: str) -> dict:
+    """A Step 5 checkpoint through the restricted unpickler, arrays turned into Paddle tensors as paddle.load does."""
+    import paddle
+    state = load_pickled_arrays(path, how)
+    if not isinstance(state, dict) or not {"model", "optimizer", "scheduler"} <= set(state):
+        raise PipelineError(f"{path} is not a checkpoint this project wrote; run without --resume")
+
+    def tensors(obj):
+        if isinstance(obj, np.ndarray):
+            return paddle.to_tensor(obj)
+        if isinstance(obj, dict):
+            return {k: tensors(v) for k, v in obj.items()}
+        return obj
+    return {"model": tensors(state["model"]), "optimizer": tensors(state["optimizer"]),
+            "scheduler": state["scheduler"]}
+
+
 def torch_model(head=True, **config_overrides):
     """pt_bert BertForSequenceClassification (head=True) or BertModel, weights loaded strictly."""
-    import torch
     from models import pt_bert
 
     config = load_config(**config_overrides)
     model = pt_bert.BertForSequenceClassification(config) if head else pt_bert.BertModel(config)
-    body = torch.load(require(paths.torch_weight(), EXPORT), map_location="cpu", weights_only=True)
+    body = load_torch_tensors(paths.torch_weight(), EXPORT)
     state = {("bert." + k if head else k): v for k, v in body.items()}
     if head:
-        state.update(torch.load(require(paths.classifier_torch(), HEAD), map_location="cpu", weights_only=True))
+        state.update(load_torch_tensors(paths.classifier_torch(), HEAD))
     strict_check({k: v.shape for k, v in model.state_dict().items()},
                  {k: v.shape for k, v in state.items()}, str(paths.torch_weight()))
     model.load_state_dict(state, strict=True)
@@ -58,16 +118,34 @@ def torch_model(head=True, **config_overrides):
 
 def paddle_model(head=True, **config_overrides):
     """pd_bert BertForSequenceClassification (head=True) or BertModel, weights loaded strictly."""
-    import paddle
     from models import pd_bert
 
     config = load_config(**config_overrides)
     model = pd_bert.BertForSequenceClassification(config) if head else pd_bert.BertModel(config)
-    body = paddle.load(str(require(paths.paddle_weight(), CONVERT)))
+    body = load_paddle_arrays(paths.paddle_weight(), CONVERT)
     state = {("bert." + k if head else k): v for k, v in body.items()}
     if head:
-        state.update(paddle.load(str(require(paths.classifier_paddle(), HEAD))))
+        state.update(load_paddle_arrays(paths.classifier_paddle(), HEAD))
     strict_check({k: v.shape for k, v in model.state_dict().items()},
                  {k: v.shape for k, v in state.items()}, str(paths.paddle_weight()))
     model.set_state_dict(state)
     return model
+
+
+def paddle_linear_weights(model) -> set:
+    """Names of nn.Linear weights, stored [in, out] by Paddle. Decided by module type, not by name or
+    shape: a square weight (query, key, value, attention output, pooler) fits either layout."""
+    import paddle
+    return {f"{prefix}.weight" for prefix, layer in model.named_sublayers() if isinstance(layer, paddle.nn.Linear)}
+
+
+def torch_fingerprint(model) -> str:
+    """sha256 of every parameter as the model holds it now (record.fingerprint)."""
+    return record.fingerprint((n, v.detach().cpu().numpy()) for n, v in model.state_dict().items())
+
+
+def paddle_fingerprint(model) -> str:
+    """The same fingerprint as torch_fingerprint gives the torch model a Paddle model was converted from:
+    Linear weights are hashed in torch's [out, in] layout."""
+    linear = paddle_linear_weights(model)
+    return record.fingerprint((n, v.numpy().T if n in linear else v.numpy()) for n, v in model.state_dict().items())

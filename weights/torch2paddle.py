@@ -16,8 +16,8 @@ import torch
 
 from common import paths
 from common.fileio import atomic_write
-from common.errors import PipelineError, require, run_main
-from twins.weights import EXPORT, load_config
+from common.errors import PipelineError, run_main
+from twins.weights import EXPORT, load_config, load_torch_tensors
 from models import pd_bert, pt_bert
 
 # torch key -> Paddle key, for names the twins spell differently. The twins share
@@ -54,7 +54,7 @@ def convert(torch_state: dict, linear_weights: set, paddle_shapes: dict, name_ma
 def main():
     argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter).parse_args()
     config = load_config()
-    torch_state = torch.load(require(paths.torch_weight(), EXPORT), map_location="cpu", weights_only=True)
+    torch_state = load_torch_tensors(paths.torch_weight(), EXPORT)
     torch_model = pt_bert.BertModel(config)
     linear_weights = linear_weight_names(torch_model)
     unknown = sorted(set(torch_state) - set(torch_model.state_dict()))

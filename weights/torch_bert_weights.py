@@ -20,7 +20,7 @@ from common import hparams, paths
 from models.configuration_bert import BertConfig
 from common.fileio import atomic_write
 from common.errors import PipelineError, require, run_main
-from twins.weights import read_config, strict_check
+from twins.weights import load_torch_tensors, read_config, strict_check
 from models import pt_bert
 
 
@@ -44,11 +44,17 @@ def hub_download(hub_id: str) -> Path:
 
 
 def read_checkpoint(model_dir: Path) -> dict:
+    """The folder's weights: safetensors (no code by design) or pytorch_model.bin through torch's restricted
+    unpickler (tensors and plain containers only)."""
     if (model_dir / "model.safetensors").is_file():
         from safetensors.torch import load_file
-        return load_file(str(model_dir / "model.safetensors"))
+        try:
+            return load_file(str(model_dir / "model.safetensors"))
+        except Exception as e:  # safetensors raises its own error types for a corrupt file
+            raise PipelineError(f"{model_dir / 'model.safetensors'} is not a readable safetensors file "
+                                f"({type(e).__name__}: {e})") from None
     if (model_dir / "pytorch_model.bin").is_file():
-        return torch.load(model_dir / "pytorch_model.bin", map_location="cpu", weights_only=True)
+        return load_torch_tensors(model_dir / "pytorch_model.bin", "pass a BERT folder with intact weights as --model_dir")
     raise PipelineError(f"{model_dir} has neither model.safetensors nor pytorch_model.bin")
 
 

@@ -12,7 +12,7 @@ import argparse
 import sys
 
 import common.runtime  # first: offline mode, threads, allocator, before torch/paddle load
-from checks import diagnose, diff, report, tolerances
+from checks import diagnose, diff, report, same_run, tolerances
 from common import paths
 from common.errors import run_main
 
@@ -31,6 +31,7 @@ def main():
     torch_modules, paddle_modules = diff.load_pair(d / "forward_modules_torch.npy", d / "forward_modules_paddle.npy",
                                                    how=RUN)
     result = diff.compare(torch_data, paddle_data, default=args.threshold, name="forward")
+    same_run.check(result, d / "forward_torch.npy", d / "forward_paddle.npy")
     modules = diff.compare(torch_modules, paddle_modules, default=args.module_tolerance)
     first = diagnose.first_over(modules)
     result.findings.append(diff.Finding(

@@ -6,15 +6,16 @@ import paddle
 from reprod_log import ReprodLogger
 
 from checks import diagnose
-from common import inputs, paths
+from common import inputs, paths, record
 from common.errors import run_main
 from common.fileio import save_npy
-from twins.weights import paddle_model
+from twins.weights import paddle_fingerprint, paddle_model
 
 
 def main():
     argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter).parse_args()
     model = paddle_model()
+    weights = paddle_fingerprint(model)  # as loaded, before anything runs
     model.eval()  # dropout off: the two frameworks draw different masks
     fake_ids, _ = inputs.fake_batch()
     padded = {k: paddle.to_tensor(v) for k, v in inputs.padded_batch().items()}
@@ -30,6 +31,9 @@ def main():
     out = paths.step_dir(1) / "forward_paddle.npy"
     save_npy(out, logger.data)
     save_npy(out.with_name("forward_modules_paddle.npy"), modules)
+    record.save(out, "paddle", "pipeline/Step1/pd_forward_bert.py",
+                {"weights": weights, "inputs": record.fingerprint([("fake_ids", fake_ids),
+                                                                   *inputs.padded_batch().items()])})
     print(f"wrote {out}")
 
 

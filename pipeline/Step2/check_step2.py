@@ -9,7 +9,7 @@ import argparse
 import sys
 
 import common.runtime  # first: offline mode, threads, allocator, before torch/paddle load
-from checks import diff, report, tolerances
+from checks import diff, report, same_run, tolerances
 from common import paths
 from common.errors import run_main
 
@@ -40,8 +40,9 @@ def main():
     for name, (_, _, thresholds) in PAIRS.items():
         torch_data, paddle_data = pairs[name]
         result = diff.compare(torch_data, paddle_data, thresholds, default=tolerances.EXACT, name=name)
+        same_run.check(result, d / f"{name}_torch.npy", d / f"{name}_paddle.npy")
         if name == "data":
-            result.notes += sizes(torch_data, paddle_data)
+            report.safely(result, lambda r: r.notes.extend(sizes(torch_data, paddle_data)))
         report.write(result, d / f"{name}_diff.log")
         report.hand_in(d / f"{name}_torch.npy", d / f"{name}_paddle.npy", d / f"{name}_diff.log")
         passed &= result.passed

@@ -8,7 +8,7 @@ import argparse
 import common.runtime  # first: offline mode, threads, allocator, before torch/paddle load
 from reprod_log import ReprodLogger
 
-from common import data, hparams, paths
+from common import data, hparams, paths, record
 from twins import pd_data
 from common.errors import run_main
 from common.fileio import save_npy
@@ -29,6 +29,8 @@ def main():
         logger.add(key, value)
     out = paths.step_dir(2) / "data_paddle.npy"
     save_npy(out, logger.data)
+    record.save(out, "paddle", "pipeline/Step2/pd_data_loader.py",
+                {"rows": record.fingerprint_rows(dataset), "flags": vars(args) | {"data_dir": None}})
     print(f"wrote {out}: {len(encoded)} examples, {len(loader)} batches")
 
 

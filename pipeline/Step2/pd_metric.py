@@ -10,11 +10,11 @@ import numpy as np
 import paddle
 from reprod_log import ReprodLogger
 
-from common import data, paths
+from common import data, paths, record
 from twins import pd_data
 from common.errors import run_main
 from common.fileio import save_npy
-from twins.weights import paddle_model
+from twins.weights import paddle_fingerprint, paddle_model
 
 
 def main():
@@ -27,6 +27,7 @@ def main():
     logger.add("random_accuracy", np.array(acc, dtype="float32"))
 
     model = paddle_model()
+    weights = paddle_fingerprint(model)  # as loaded, before anything runs
     model.eval()  # dropout off: the two frameworks draw different masks
     dataset = pd_data.load_split("dev", args.data_dir) if args.data_dir else pd_data.load_tsv(paths.DEMO_TSV)
     tokenizer = pd_data.tokenizer()
@@ -42,6 +43,8 @@ def main():
     logger.add("model_accuracy", np.array(acc, dtype="float32"))
     out = paths.step_dir(2) / "metric_paddle.npy"
     save_npy(out, logger.data)
+    record.save(out, "paddle", "pipeline/Step2/pd_metric.py",
+                {"weights": weights, "rows": record.fingerprint_rows(dataset)})
     print(f"wrote {out}: model accuracy {acc:.4f} on {metric.count} examples, "
           f"random-logits accuracy {logger.data['random_accuracy']:.4f}")
 

@@ -10,11 +10,11 @@ import numpy as np
 import torch
 from reprod_log import ReprodLogger
 
-from common import data, paths
+from common import data, paths, record
 from twins import pt_data
 from common.errors import run_main
 from common.fileio import save_npy
-from twins.weights import torch_model
+from twins.weights import torch_fingerprint, torch_model
 
 
 def main():
@@ -27,6 +27,7 @@ def main():
     logger.add("random_accuracy", np.array(acc, dtype="float32"))
 
     model = torch_model()
+    weights = torch_fingerprint(model)  # as loaded, before anything runs
     model.eval()  # dropout off: the two frameworks draw different masks
     dataset = pt_data.load_split("dev", args.data_dir) if args.data_dir else pt_data.load_tsv(paths.DEMO_TSV)
     tokenizer = pt_data.tokenizer()
@@ -42,6 +43,8 @@ def main():
     logger.add("model_accuracy", np.array(acc, dtype="float32"))
     out = paths.step_dir(2) / "metric_torch.npy"
     save_npy(out, logger.data)
+    record.save(out, "torch", "pipeline/Step2/pt_metric.py",
+                {"weights": weights, "rows": record.fingerprint_rows(dataset)})
     print(f"wrote {out}: model accuracy {acc:.4f} on {metric.count} examples, "
           f"random-logits accuracy {logger.data['random_accuracy']:.4f}")
 

@@ -3,7 +3,7 @@ import argparse
 import sys
 
 import common.runtime  # first: offline mode, threads, allocator, before torch/paddle load
-from checks import diff, report, tolerances
+from checks import diff, report, same_run, tolerances
 from common import paths
 from common.errors import run_main
 
@@ -17,8 +17,9 @@ def main():
     d = paths.step_dir(3)
     torch_data, paddle_data = diff.load_pair(d / "loss_torch.npy", d / "loss_paddle.npy", how=RUN)
     result = diff.compare(torch_data, paddle_data, default=args.threshold, name="loss")
+    same_run.check(result, d / "loss_torch.npy", d / "loss_paddle.npy")
     result.notes += [f"{side} loss: {data['loss'].tolist()}"
-                     for side, data in (("torch", torch_data), ("paddle", paddle_data)) if "loss" in data]
+                     for side, data in zip(diff.SIDES, (torch_data, paddle_data)) if "loss" in data]
     report.write(result, d / "loss_diff.log")
     report.hand_in(d / "loss_torch.npy", d / "loss_paddle.npy", d / "loss_diff.log")
     sys.exit(0 if result.passed else 1)

@@ -5,15 +5,16 @@ import common.runtime  # first: offline mode, threads, allocator, before torch/p
 import torch
 from reprod_log import ReprodLogger
 
-from common import inputs, paths
+from common import inputs, paths, record
 from common.errors import run_main
 from common.fileio import save_npy
-from twins.weights import torch_model
+from twins.weights import torch_fingerprint, torch_model
 
 
 def main():
     argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter).parse_args()
     model = torch_model()
+    weights = torch_fingerprint(model)  # as loaded, before anything runs
     model.eval()  # dropout off: the two frameworks draw different masks
     ids, labels = (torch.from_numpy(a) for a in inputs.fake_batch())
     criterion = torch.nn.CrossEntropyLoss()  # classes on dim 1 of [batch, classes], mean over the batch
@@ -24,6 +25,8 @@ def main():
     logger.add("loss", loss.numpy().reshape(1))
     out = paths.step_dir(3) / "loss_torch.npy"
     save_npy(out, logger.data)
+    record.save(out, "torch", "pipeline/Step3/pt_loss.py",
+                {"weights": weights, "inputs": record.fingerprint(zip(("ids", "labels"), inputs.fake_batch()))})
     print(f"wrote {out}: loss {loss.item():.8f}")
 
 

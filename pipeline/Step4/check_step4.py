@@ -7,7 +7,7 @@ import sys
 import numpy as np
 
 import common.runtime  # first: offline mode, threads, allocator, before torch/paddle load
-from checks import diagnose, diff, report, tolerances
+from checks import diagnose, diff, report, same_run, tolerances
 from common import paths
 from common.errors import run_main
 
@@ -73,17 +73,18 @@ def main():
     for name, (torch_data, paddle_data) in pairs.items():
         if name == "lr":
             result = diff.compare(torch_data, paddle_data, default=tolerances.LR, name=name)
-            result.notes += lr_notes(torch_data, paddle_data)
+            report.safely(result, lambda r: r.notes.extend(lr_notes(torch_data, paddle_data)))
             hand_in = {}
         else:
             thresholds = {"loss_*": args.loss_threshold, "grad_*": args.grad_threshold,
                           "update_*": args.update_threshold}
             result = diff.compare(torch_data, paddle_data, thresholds, default=tolerances.EXACT, name=name)
-            bp_report(result, torch_data, paddle_data, full_table=args.diagnose)
+            report.safely(result, bp_report, torch_data, paddle_data, args.diagnose)
             # every gradient is 91 MB a side with MiniLM (the word embeddings' alone is 47 MB):
             # log_reprod gets the losses and updates, the log every key's diff
             hand_in = {f"{name}_{side}.npy": diff.select(data, ["loss_*", "update_*"])
                        for side, data in zip(diff.SIDES, (torch_data, paddle_data))}
+        same_run.check(result, d / f"{name}_torch.npy", d / f"{name}_paddle.npy")
         report.write(result, d / f"{name}_diff.log")
         if hand_in:
             report.hand_in(d / f"{name}_diff.log", data=hand_in)

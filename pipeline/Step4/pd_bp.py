@@ -12,17 +12,11 @@ import numpy as np
 import paddle
 from reprod_log import ReprodLogger
 
-from common import hparams, inputs, paths
+from common import hparams, inputs, paths, record
 from twins import pd_optim
 from common.fileio import save_npy
 from common.errors import PipelineError, run_main
-from twins.weights import paddle_model
-
-
-def linear_weights(model) -> set:
-    """Names of nn.Linear weights, stored [in, out] by Paddle. Decided by module type, not by name or
-    shape: a square weight (query, key, value, attention output, pooler) fits either layout."""
-    return {f"{prefix}.weight" for prefix, layer in model.named_sublayers() if isinstance(layer, paddle.nn.Linear)}
+from twins.weights import paddle_fingerprint, paddle_linear_weights, paddle_model
 
 
 def main():
@@ -35,13 +29,14 @@ def main():
     if args.iters < 1:
         raise PipelineError(f"--iters must be at least 1, got {args.iters}")
     model = paddle_model()
+    weights = paddle_fingerprint(model)  # as loaded, before anything runs
     model.eval()  # dropout off: the two frameworks draw different masks
     if args.float64:
         model.to(dtype="float64")
     ids, labels = (paddle.to_tensor(a) for a in inputs.fake_batch())
     optimizer, _ = pd_optim.build(model, args.lr)  # weight decay except bias/LayerNorm, eps from hparams
     criterion = paddle.nn.CrossEntropyLoss()
-    transposed = linear_weights(model)
+    transposed = paddle_linear_weights(model)
     start = {name: p.numpy().copy() for name, p in model.named_parameters()}
     logger = ReprodLogger()
     for i in range(args.iters):
@@ -63,6 +58,8 @@ def main():
         logger.add(f"update_{name}", np.array([moved.mean(), np.abs(moved).mean()]))
     out = paths.step_dir(4) / "bp_align_paddle.npy"
     save_npy(out, logger.data)
+    record.save(out, "paddle", "pipeline/Step4/pd_bp.py", {"weights": weights, "inputs": record.fingerprint(zip(("ids", "labels"), inputs.fake_batch())),
+                "flags": {"iters": args.iters, "lr": args.lr, "float64": args.float64}})
     print(f"wrote {out}: loss {logger.data['loss_00'][0]:.8f} -> {loss.item():.8f} in {args.iters} iterations")
 
 

@@ -11,11 +11,11 @@ import numpy as np
 import torch
 from reprod_log import ReprodLogger
 
-from common import hparams, inputs, paths
+from common import hparams, inputs, paths, record
 from twins import pt_optim
 from common.fileio import save_npy
 from common.errors import PipelineError, run_main
-from twins.weights import torch_model
+from twins.weights import torch_fingerprint, torch_model
 
 
 def main():
@@ -28,6 +28,7 @@ def main():
     if args.iters < 1:
         raise PipelineError(f"--iters must be at least 1, got {args.iters}")
     model = torch_model()
+    weights = torch_fingerprint(model)  # as loaded, before anything runs
     model.eval()  # dropout off: the two frameworks draw different masks
     if args.float64:
         model.double()
@@ -53,6 +54,8 @@ def main():
         logger.add(f"update_{name}", np.array([moved.mean(), np.abs(moved).mean()]))
     out = paths.step_dir(4) / "bp_align_torch.npy"
     save_npy(out, logger.data)
+    record.save(out, "torch", "pipeline/Step4/pt_bp.py", {"weights": weights, "inputs": record.fingerprint(zip(("ids", "labels"), inputs.fake_batch())),
+                "flags": {"iters": args.iters, "lr": args.lr, "float64": args.float64}})
     print(f"wrote {out}: loss {logger.data['loss_00'][0]:.8f} -> {loss.item():.8f} in {args.iters} iterations")
 
 

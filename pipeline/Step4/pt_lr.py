@@ -9,7 +9,7 @@ import numpy as np
 import torch
 from reprod_log import ReprodLogger
 
-from common import hparams, paths
+from common import hparams, paths, record
 from twins import pt_optim
 from common.errors import run_main
 from common.fileio import save_npy
@@ -33,6 +33,7 @@ def main():
         logger.add(f"lr_{name}", np.array(lrs, dtype=np.float64))  # Python floats: keep all 53 bits
     out = paths.step_dir(4) / "lr_torch.npy"
     save_npy(out, logger.data)
+    record.save(out, "torch", "pipeline/Step4/pt_lr.py", {"flags": vars(args)})
     print(f"wrote {out}")
 
 

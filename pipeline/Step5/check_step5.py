@@ -12,7 +12,7 @@ from pathlib import Path
 import common.runtime  # first: offline mode, threads, allocator, before torch/paddle load
 import numpy as np
 
-from checks import diff, report, tolerances, weight_stats
+from checks import diff, report, same_run, tolerances, weight_stats
 from common import hparams, paths
 from common.errors import require, run_main
 from common.fileio import atomic_write, load_npy
@@ -21,6 +21,19 @@ RUN = {"torch": "python pipeline/Step5/pt_train.py", "paddle": "python pipeline/
 # The per-step loss is compared only when both sides train alike; the key names the mode, so a
 # deterministic run compared with a shared-dropout one is a key mismatch, not a pass.
 LOSS_KEYS = ("loss", "loss_shared_dropout")
+
+
+def finite(result, c, stats):
+    """NaN or Inf anywhere in a run's losses or trained weights is red, in every dropout mode."""
+    problems = []
+    for fw in diff.SIDES:
+        loss = c[fw]["loss"]
+        if not np.isfinite(loss).all():
+            problems.append(f"{fw} loss not finite from step {int(np.flatnonzero(~np.isfinite(loss))[0]) + 1}")
+        bad = [n for n, v in stats[fw].items() if not np.isfinite(v).all()]
+        if bad:
+            problems.append(f"{fw} weights not finite in {len(bad)} parameters (first {bad[0]})")
+    result.findings.append(diff.Finding("finite", not problems, "; ".join(problems) or "every loss and weight finite"))
 
 
 def curves(fw):
@@ -48,15 +61,16 @@ def report_training(result, torch_data, paddle_data, weight_table=False):
             result.notes.append(f"per-step {key}: max diff {gap.max():.3e} at step {int(gap.argmax()) + 1}; "
                                 + (f"curves separate beyond {tol} at step {over[0] + 1}" if over.size
                                    else f"never beyond {tol}"))
-    weights_side_by_side(result, weight_table, weight_stats.decay_shrink(c["torch"]["lr"], hparams.WEIGHT_DECAY))
+    stats = {fw: load_npy(require(paths.step_dir(5) / f"weight_stats_{fw}.npy", RUN[fw])) for fw in diff.SIDES}
+    finite(result, c, stats)
+    weights_side_by_side(result, stats, weight_table,
+                         weight_stats.decay_shrink(c["torch"]["lr"], hparams.WEIGHT_DECAY))
     png = plot(c, torch_data, paddle_data, paths.step_dir(5) / "train_align.png")
     result.notes.append(f"plot: {png.name}")
 
 
-def weights_side_by_side(result, full_table, shrink):
+def weights_side_by_side(result, stats, full_table, shrink):
     """The guide's weight-decay check: per-parameter mean/std/norm of both trained models (diagnostic)."""
-    d = paths.step_dir(5)
-    stats = {fw: load_npy(require(d / f"weight_stats_{fw}.npy", RUN[fw])) for fw in diff.SIDES}
     rows, flagged, missing, limit = weight_stats.compare(stats["torch"], stats["paddle"], shrink)
     if missing:
         result.notes.append(f"weight stats: parameters on one side only: {', '.join(missing)}")
@@ -101,9 +115,10 @@ def main():
     args = ap.parse_args()
     d = paths.step_dir(5)
     torch_data, paddle_data = diff.load_pair(d / "train_align_torch.npy", d / "train_align_paddle.npy", how=RUN)
-    thresholds = {"acc*": args.threshold, **{key: tolerances.TRAIN_LOSS for key in LOSS_KEYS}}
-    result = diff.compare(torch_data, paddle_data, thresholds, name="train_align")
-    report_training(result, torch_data, paddle_data, args.weight_table)
+    thresholds = {"acc*": args.threshold, "lr": tolerances.LR, **{key: tolerances.TRAIN_LOSS for key in LOSS_KEYS}}
+    result = diff.compare(torch_data, paddle_data, thresholds, default=tolerances.EXACT, name="train_align")
+    same_run.check(result, d / "train_align_torch.npy", d / "train_align_paddle.npy")
+    report.safely(result, report_training, torch_data, paddle_data, args.weight_table)
     report.write(result, d / "train_align_diff.log")
     report.hand_in(*(d / name for name in ("train_align_torch.npy", "train_align_paddle.npy", "train_align_diff.log",
                                            "train_curves_torch.npy", "train_curves_paddle.npy",

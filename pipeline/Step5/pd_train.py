@@ -16,8 +16,7 @@ from twins.pd_backend import Backend
 def main():
     args = train.parse_args("paddle")
     backend = Backend()
-    train_set, dev_set = train.load_data(pd_data, backend, args)
-    train.run(backend, args, backend.encode(train_set), backend.encode(dev_set))
+    train.run(backend, args, *train.load_data(pd_data, backend, args))
 
 
 if __name__ == "__main__":

@@ -13,8 +13,12 @@ from pathlib import Path
 import common.runtime  # first: offline mode, threads, allocator, before torch/paddle load
 from checks import report, weight_stats
 from common import hparams, paths
-from common.errors import require, run_main
+from common.errors import PipelineError, require, run_main
+from common.fileio import load_pickled_arrays
 from twins.train import Checkpoints
+from twins.weights import load_torch_checkpoint
+
+RUN = {"torch": "python pipeline/Step5/pt_train.py", "paddle": "python pipeline/Step5/pd_train.py"}
 
 
 def checkpoint(folder, fw) -> Path:
@@ -22,7 +26,7 @@ def checkpoint(folder, fw) -> Path:
     if (folder / "latest").is_file():
         folder = Checkpoints(folder).latest()
     name = "torch_state.pt" if fw == "torch" else "paddle_state.pdparams"
-    return require(Path(folder or ".") / name, f"python pipeline/Step5/{'pt' if fw == 'torch' else 'pd'}_train.py")
+    return require(Path(folder or ".") / name, RUN[fw])
 
 
 def main():
@@ -30,16 +34,18 @@ def main():
     ap.add_argument("--torch", help="a torch checkpoint folder (default: the latest in pipeline/Step5/output/torch)")
     ap.add_argument("--paddle", help="a Paddle checkpoint folder (default: the latest in pipeline/Step5/output/paddle)")
     args = ap.parse_args()
-    import paddle
-    import torch
     t_path = checkpoint(args.torch, "torch")
-    t_state = torch.load(t_path, map_location="cpu", weights_only=False)["model"]
+    t_state = load_torch_checkpoint(t_path, RUN["torch"])["model"]
     # the lrs the run stepped at set how far fp32 rounding of weight decay alone can move a norm
     lrs = Checkpoints.run_state(t_path.parent).lr
-    p_state = paddle.load(str(checkpoint(args.paddle, "paddle")))["model"]
+    # the Paddle checkpoint's arrays, read without paddle.load (which would run any pickled code)
+    p_state = load_pickled_arrays(checkpoint(args.paddle, "paddle"), RUN["paddle"])
+    if not isinstance(p_state, dict) or not isinstance(p_state.get("model"), dict):
+        raise PipelineError(f"{checkpoint(args.paddle, 'paddle')} is not a checkpoint this project wrote")
+    p_state = {k: v for k, v in p_state["model"].items() if k != "StructuredToParameterName@@"}
     rows, flagged, missing, limit = weight_stats.compare(
         weight_stats.summarize((n, v.numpy()) for n, v in t_state.items()),
-        weight_stats.summarize((n, v.numpy()) for n, v in p_state.items()),
+        weight_stats.summarize(p_state.items()),
         weight_stats.decay_shrink(lrs, hparams.WEIGHT_DECAY))
     print("\n".join(report.format_table(weight_stats.HEADER, rows)))
     if missing:
