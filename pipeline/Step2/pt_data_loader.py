@@ -10,7 +10,7 @@ from reprod_log import ReprodLogger
 
 from common import data, hparams, paths, record
 from twins import pt_data
-from common.errors import run_main
+from common.errors import PipelineError, run_main
 from common.fileio import save_npy
 
 
@@ -19,6 +19,8 @@ def main():
     ap.add_argument("--data_dir", help="a GLUE SST-2 folder: use its dev.tsv instead of the demo set")
     ap.add_argument("--seed", type=int, default=hparams.SEED, help="seed of the example order both sides share")
     args = ap.parse_args()
+    if not 0 <= args.seed < 2 ** 32:
+        raise PipelineError(f"--seed must be in [0, 2^32), got {args.seed}")
     dataset = pt_data.load_split("dev", args.data_dir) if args.data_dir else pt_data.load_tsv(paths.DEMO_TSV)
     tokenizer = pt_data.tokenizer()
     encoded = pt_data.encode(dataset, tokenizer)

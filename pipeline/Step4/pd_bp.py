@@ -6,6 +6,7 @@ transposed to torch's [out, in] layout), and what the optimizer did to each
 parameter over all iterations as update_<parameter name>.
 """
 import argparse
+import math
 
 import common.runtime  # first: offline mode, threads, allocator, before torch/paddle load
 import numpy as np
@@ -28,6 +29,8 @@ def main():
     args = ap.parse_args()
     if args.iters < 1:
         raise PipelineError(f"--iters must be at least 1, got {args.iters}")
+    if not (math.isfinite(args.lr) and args.lr > 0):
+        raise PipelineError(f"--lr must be a finite positive number, got {args.lr}")
     model = paddle_model()
     weights = paddle_fingerprint(model)  # as loaded, before anything runs
     model.eval()  # dropout off: the two frameworks draw different masks

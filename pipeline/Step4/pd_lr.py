@@ -3,6 +3,7 @@
 Defaults are the guide's figures (hparams.SCHED_*): lr 3e-5, warmup 345, total 1024.
 """
 import argparse
+import math
 
 import common.runtime  # first: offline mode, threads, allocator, before torch/paddle load
 import numpy as np
@@ -11,7 +12,7 @@ from reprod_log import ReprodLogger
 
 from common import hparams, paths, record
 from twins import pd_optim
-from common.errors import run_main
+from common.errors import PipelineError, run_main
 from common.fileio import save_npy
 
 
@@ -21,6 +22,8 @@ def main():
     ap.add_argument("--warmup_steps", type=int, default=hparams.SCHED_WARMUP_STEPS)
     ap.add_argument("--total_steps", type=int, default=hparams.SCHED_TOTAL_STEPS)
     args = ap.parse_args()
+    if not (math.isfinite(args.lr) and args.lr > 0):
+        raise PipelineError(f"--lr must be a finite positive number, got {args.lr}")
     logger = ReprodLogger()
     for name in pd_optim.SCHEDULES:
         stand_in = paddle.nn.Linear(1, 1)  # a schedule never looks at the parameters
