@@ -121,6 +121,14 @@ def compare_key(key, x, y, threshold: float) -> KeyResult:
     return r
 
 
+def same_scalar(x, y) -> tuple:
+    """A 0-d scalar and a [1] array are the same scalar (torch and Paddle >= 2.5 give 0-d losses, Paddle
+    before 2.5 and reprod_log's examples [1]); every other shape mismatch stays a mismatch."""
+    if {x.shape, y.shape} == {(), (1,)}:
+        return x.reshape(()), y.reshape(())
+    return x, y
+
+
 def compare(a: dict, b: dict, thresholds=None, default: float = 1e-6, name: str = "") -> CheckResult:
     """Compare two dicts of arrays key by key; every mismatch is a failed KeyResult."""
     result = CheckResult(name)
@@ -128,7 +136,7 @@ def compare(a: dict, b: dict, thresholds=None, default: float = 1e-6, name: str 
         threshold = threshold_for(key, thresholds, default)
         missing = [f"missing in {side}" for side, d in zip(SIDES, (a, b)) if key not in d]
         result.keys.append(KeyResult(key, threshold, problems=missing) if missing
-                           else compare_key(key, a[key], b[key], threshold))
+                           else compare_key(key, *same_scalar(a[key], b[key]), threshold))
     return result
 
 

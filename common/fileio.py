@@ -129,7 +129,7 @@ def load_npy(path) -> dict:
     bad = [k for k, v in data.items() if _bad_key(k) or not _is_plain_array(v)]
     if bad:
         shown = ", ".join(repr(k)[:60] for k in bad[:5])
-        raise PipelineError(f"{path}: keys {shown} are not printable names of numeric numpy arrays; "
+        raise PipelineError(f"{path}: keys {shown} are not numeric numpy arrays with printable names; "
                             "re-run the script that writes it")
     return data
 

@@ -67,3 +67,15 @@ def step_dir(n: int) -> Path:
 
 def log_reprod() -> Path:
     return work() / "log_reprod"
+
+
+def shown(path) -> str:
+    """A path as committed files and logs show it: relative to the repository (or BERT_ALIGN_HOME), never
+    the machine's absolute path; outside both, relative to the repository with '..'."""
+    path = Path(path).expanduser().resolve()
+    for base in (work(), ROOT):
+        try:
+            return str(path.relative_to(base))
+        except ValueError:
+            pass
+    return os.path.relpath(path, ROOT)

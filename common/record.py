@@ -105,14 +105,3 @@ def same_run(torch_result, paddle_result):
         more = f" (and {len(diffs) - 1} more: {', '.join(d[0] for d in diffs[1:])})" if len(diffs) > 1 else ""
         return False, f"{field} differs: torch {_short(t)} vs paddle {_short(p)}{more}; re-run both sides"
     return True, f"both sides record the same {', '.join(sorted(records[0]['depends']))}"
-
-
-def relative(path) -> str:
-    """A path as a record stores it: relative to the repository or BERT_ALIGN_HOME when inside them."""
-    path = Path(path).resolve()
-    for base in (paths.work(), paths.ROOT):
-        try:
-            return str(path.relative_to(base))
-        except ValueError:
-            pass
-    return path.name

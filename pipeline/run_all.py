@@ -42,8 +42,9 @@ def steps(args) -> list:
         + (["--random_init", "--config", str(args.random_init)] if args.random_init else [])
     data = ["--data_dir", str(args.data_dir)] if args.data_dir else []
     budget = [f"--{k}={v}" for k, v in (("epochs", args.epochs), ("max_steps", args.max_steps),
-                                        ("train_limit", args.train_limit), ("lr", args.lr)) if v is not None]
-    budget += [f"--{mode}" for mode in ("deterministic", "shared_dropout") if getattr(args, mode)]
+                                        ("train_limit", args.train_limit), ("lr", args.lr),
+                                        ("eval_steps", args.eval_steps)) if v is not None]
+    budget += [f"--{flag}" for flag in ("deterministic", "shared_dropout", "group_by_length") if getattr(args, flag)]
     train = (data if args.data_dir else ["--demo"]) + budget
     return [
         Step("setup", 0, [export, ["weights/torch2paddle.py"], ["classifier_weights/generate_classifier_weights.py"],
@@ -59,9 +60,10 @@ def steps(args) -> list:
         Step("Step4 lr + backward", 4, [["pipeline/Step4/pt_lr.py"], ["pipeline/Step4/pd_lr.py"],
                                         ["pipeline/Step4/pt_bp.py"], ["pipeline/Step4/pd_bp.py"],
                                         ["pipeline/Step4/check_step4.py"]], ("lr", "bp_align")),
-        Step("Step5 training" + (" (SMOKE RUN on demo data: not evidence)" if not args.data_dir else ""), 5,
-             [["pipeline/Step5/pt_train.py", *train], ["pipeline/Step5/pd_train.py", *train],
-              ["pipeline/Step5/check_step5.py"]], ("train_align",)),
+        Step("Step5 training" + (" (SMOKE RUN on demo data: not evidence)" if not args.data_dir else "")
+             + (" (re-checked: trained by the run in train_*.log)" if args.recheck else ""), 5,
+             ([] if args.recheck else [["pipeline/Step5/pt_train.py", *train], ["pipeline/Step5/pd_train.py", *train]])
+             + [["pipeline/Step5/check_step5.py"]], ("train_align",)),
     ]
 
 
@@ -100,11 +102,19 @@ def validate(args):
             raise PipelineError("--model_dir and --random_init exclude each other")
         read_config(require(args.random_init, "pass an existing config.json as --random_init"))
     step5 = argparse.Namespace(epochs=1, max_steps=-1, train_limit=0, lr=None, warmup_proportion=None, seed=0,
-                               batch_size=1, log_every=1, save_steps=0)
-    for k in ("epochs", "max_steps", "train_limit", "lr"):
+                               batch_size=1, log_every=1, save_steps=0, eval_steps=0)
+    for k in ("epochs", "max_steps", "train_limit", "lr", "eval_steps"):
         if getattr(args, k) is not None:
             setattr(step5, k, getattr(args, k))
     train.validate(step5)
+
+
+def command_line(args) -> list:
+    """This run's flags, with paths as paths.shown() gives them."""
+    shown = []
+    for arg in sys.argv[1:]:
+        shown.append(paths.shown(arg) if Path(arg).expanduser().is_absolute() else arg)
+    return shown
 
 
 def versions() -> str:
@@ -122,10 +132,10 @@ def write_summary(results, args, started):
     source = paths.weights_dir() / "source.json"
     model = json.loads(source.read_text())["source"] if source.is_file() else "(weights not exported)"
     lines = ["# log_reprod summary", "",
-             f"Made by `python pipeline/run_all.py {' '.join(sys.argv[1:])}` on {time.strftime('%Y-%m-%d %H:%M')}, "
+             f"Made by `python pipeline/run_all.py {' '.join(command_line(args))}` on {time.strftime('%Y-%m-%d %H:%M')}, "
              f"{(time.time() - started) / 60:.1f} min.", "",
              f"- model: {model}",
-             f"- data: {'GLUE SST-2 TSVs in ' + str(args.data_dir) if args.data_dir else 'demo.tsv (Step 5 is a smoke run, not evidence)'}",
+             f"- data: {'GLUE SST-2 TSVs in ' + paths.shown(args.data_dir) if args.data_dir else 'demo.tsv (Step 5 is a smoke run, not evidence)'}",
              f"- versions: {versions()}",
              f"- machine: {platform.machine()}, {len(os.sched_getaffinity(0))} cores", "",
              "| step | result | seconds |", "|---|---|---|"]
@@ -148,6 +158,11 @@ def main():
     ap.add_argument("--lr", type=float)
     mode = ap.add_mutually_exclusive_group()
     mode.add_argument("--deterministic", action="store_true", help="Step 5 without dropout (see Step 5's README)")
+    ap.add_argument("--group_by_length", action="store_true", help="Step 5 in batches of similar length "
+                    "(one shared order for both frameworks; about 3x less padding on SST-2)")
+    ap.add_argument("--eval_steps", type=int, help="Step 5 also evaluates on the whole dev set every N steps")
+    ap.add_argument("--recheck", action="store_true", help="rerun Steps 1-4 and every check, but reuse Step 5's "
+                    "existing training results (after updating this tool: no new hour of training)")
     mode.add_argument("--shared_dropout", action="store_true",
                       help="Step 5 with identical dropout masks in both frameworks (see Step 5's README)")
     args = ap.parse_args()

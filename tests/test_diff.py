@@ -46,7 +46,10 @@ def test_no_silent_broadcast_or_transpose():
     row = {"x": np.ones((1, 3), "float32")}
     assert not results(row, {"x": np.ones((3, 1), "float32")})["x"].passed  # reprod_log transposes this
     assert not results(row, {"x": np.ones((3,), "float32")})["x"].passed    # numpy would broadcast this
-    assert not results({"x": np.float32(1).reshape(())}, {"x": np.ones((1,), "float32")})["x"].passed
+    scalar = {"x": np.float32(1).reshape(())}
+    assert results(scalar, {"x": np.ones((1,), "float32")})["x"].passed  # 0-d and [1]: the same scalar
+    assert not results(scalar, {"x": np.ones((1, 1), "float32")})["x"].passed
+    assert not results({"x": np.ones((2,), "float32")}, {"x": np.ones((2, 1), "float32")})["x"].passed
 
 
 def test_nan_on_both_sides_fails():
@@ -87,7 +90,7 @@ def test_load_refuses_code(tmp_path, monkeypatch):
     (np.zeros(3, "float32"), "bare float32 array"),
     (np.array(["a", "b"], dtype=object), "not a dict"),
     (np.array({"k": "text"}, dtype=object), "not numeric numpy arrays"),
-    (np.array({"k": np.array([1, None], dtype=object)}, dtype=object), "not numeric numpy arrays"),
+    (np.array({"k": np.array([1, None], dtype=object)}, dtype=object), "numeric arrays"),
 ])
 def test_load_refuses_non_arrays(tmp_path, payload, match):
     np.save(tmp_path / "x.npy", payload, allow_pickle=True)

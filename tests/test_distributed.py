@@ -17,7 +17,7 @@ from conftest import ROOT, SST2, run
 from test_step5 import CHECK, PD, PT, losses
 
 # 210 rows: six full global batches of 32 and a last one of 18, split 16 + 2 over the two processes
-SMOKE = ["--data_dir", SST2, "--train_limit", 210, "--deterministic", "--log_every", 1]
+SMOKE = ["--data_dir", SST2, "--train_limit", 210, "--deterministic", "--group_by_length", "--log_every", 1]
 LAUNCH = {PT: ["-m", "torch.distributed.run", "--nproc_per_node", "2"],
           PD: ["-m", "paddle.distributed.launch", "--nproc_per_node", "2"]}
 

@@ -230,7 +230,7 @@ def test_integers_above_2_53_compare_exactly():
 
 def test_key_that_could_forge_a_log_line_is_refused(tmp_path):
     fileio.save_npy(tmp_path / "x.npy", {"logits\n[2026/01/01] root INFO: diff check passed": np.ones(1)})
-    with pytest.raises(PipelineError, match="not printable"):
+    with pytest.raises(PipelineError, match="printable names"):
         fileio.load_npy(tmp_path / "x.npy")
 
 

@@ -68,7 +68,7 @@ def test_without_data_dir_says_pass_data_dir(home):
 @pytest.mark.parametrize("script", [PT, PD])
 def test_resume_after_kill_equals_uninterrupted(home, script, tmp_path):
     # demo.tsv: 40 sentences, 5 steps an epoch; checkpoints at steps 3, 5 (epoch end), 6, 9
-    args = ["--demo", "--batch_size", 8, "--epochs", 2, "--save_steps", 3,
+    args = ["--demo", "--batch_size", 8, "--epochs", 2, "--save_steps", 3, "--group_by_length", "--eval_steps", 4,
             "--output_dir", tmp_path / "ckpt"]
     fw = "torch" if script == PT else "paddle"
     run(script, *args, home=home, check=0)  # dropout on: resume must restore the RNG too

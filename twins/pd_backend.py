@@ -47,6 +47,9 @@ class Backend:  # implements twins.train.Backend
     def loader(self, encoded, order, batch_size):
         return pd_data.loader(encoded, self.tokenizer, order, batch_size)
 
+    def lengths(self, encoded):
+        return [len(example["input_ids"]) for example in encoded]
+
     def batch_len(self, batch):
         return len(batch["labels"])
 

