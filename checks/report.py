@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 from checks.diff import CheckResult, Finding
-from common import paths
+from common import paths, record
 from common.fileio import atomic_write, save_npy
 
 ECHO_LIMIT = 20  # past this many keys, only the failing ones are echoed to stdout (all go to the log)
@@ -97,11 +97,26 @@ def read_verdict(path) -> dict:
     return json.loads(Path(path).read_text())
 
 
-def hand_in(*files, data=None):
-    """Copy files into log_reprod/; data={name: dict} writes those pairs (e.g. a subset of keys) instead."""
-    out = paths.log_reprod()
-    out.mkdir(parents=True, exist_ok=True)
-    for f in files:
-        atomic_write(out / Path(f).name, lambda tmp, f=f: shutil.copyfile(f, tmp))
+DIAGNOSTICS = "diagnostics"  # log_reprod/ subfolder: everything that is not one of the guide's pairs
+
+
+def hand_in(*files, data=None, diagnostics=()):
+    """Copy a check's files into log_reprod/: the pair and its diff log at the top (the guide's layout,
+    what reprod_log's ReprodDiffHelper reads), and into log_reprod/diagnostics/ the check's JSON verdict,
+    each .npy's run record, and `diagnostics` (curves, statistics, plots). data={name: dict} writes those
+    pairs (e.g. a subset of keys) at the top instead of copying them."""
+    top = paths.log_reprod()
+    below = top / DIAGNOSTICS
+    below.mkdir(parents=True, exist_ok=True)
+    extra = list(diagnostics)
+    for f in map(Path, files):
+        atomic_write(top / f.name, lambda tmp, f=f: shutil.copyfile(f, tmp))
+        if f.name.endswith("_diff.log"):
+            extra.append(verdict_path(f))
     for name, arrays in (data or {}).items():
-        save_npy(out / name, arrays)
+        save_npy(top / name, arrays)
+    sources = [Path(f) for f in files] + [Path(files[0]).with_name(n) for n in (data or {})] if files else []
+    extra += [record.path_for(f) for f in sources if f.suffix == ".npy"]
+    for f in map(Path, extra):
+        if f.is_file():
+            atomic_write(below / f.name, lambda tmp, f=f: shutil.copyfile(f, tmp))

@@ -1,0 +1,46 @@
+"""The READMEs: README_cn.md says what README.md says (same commands), and the figures they report
+are the committed hand-in's figures."""
+import re
+
+import numpy as np
+import pytest
+
+from common import paths
+from common.fileio import load_npy
+
+README, README_CN = paths.ROOT / "README.md", paths.ROOT / "README_cn.md"
+HAND_IN = paths.ROOT / "log_reprod"
+FENCE = re.compile(r"^( *)```[^\n]*\n(.*?)^\1```", re.M | re.S)
+
+
+def fenced(path):
+    return [m.group(2) for m in FENCE.finditer(path.read_text(encoding="utf-8"))]
+
+
+def test_chinese_readme_has_the_same_commands():
+    blocks = fenced(README)
+    assert blocks and fenced(README_CN) == blocks
+    assert "README_cn.md" in README.read_text().splitlines()[0]
+    assert "README.md" in README_CN.read_text(encoding="utf-8").splitlines()[0]
+
+
+def test_no_machine_paths_in_committed_text():
+    for path in [README, README_CN, *HAND_IN.rglob("*.md"), *HAND_IN.rglob("*.log"), *HAND_IN.rglob("*.json")]:
+        text = path.read_text(encoding="utf-8", errors="replace")
+        for marker in ("/work/", "/root/", "/home/", "/tmp/", "site-packages"):
+            assert marker not in text, f"{path.name} names a machine path ({marker})"
+
+
+@pytest.mark.skipif(not (HAND_IN / "train_align_torch.npy").is_file(), reason="no committed hand-in")
+def test_reported_figures_are_the_hand_ins():
+    text, text_cn = README.read_text(), README_CN.read_text(encoding="utf-8")
+    summary = (HAND_IN / "SUMMARY.md").read_text()
+    acc = {fw: float(load_npy(HAND_IN / f"train_align_{fw}.npy")["acc"]) for fw in ("torch", "paddle")}
+    metric = load_npy(HAND_IN / "metric_torch.npy")
+    figures = [f"{acc['torch']:.5f}", f"{acc['paddle']:.5f}", f"{float(metric['model_accuracy']):.4f}",
+               f"{len(load_npy(HAND_IN / 'train_align_torch.npy')['lr']):,}"]
+    for figure in figures:
+        assert figure in text and figure in text_cn, figure
+    for figure in figures[:2]:
+        assert figure in summary, figure
+    assert np.asarray(metric["model_logits"]).shape[0] == 872  # the metric pair is on the real dev set
