@@ -76,7 +76,9 @@ def brief(verdict: dict, max_keys: int = 6) -> list:
     failed = [k for k in keys if not k["passed"]]
     shown = failed + sorted((k for k in keys if k["passed"]), key=lambda k: -k["max"])
     lines = [f"{k['key']}: {'FAILED ' + '; '.join(k['problems']) if not k['passed'] else 'passed'}, "
-             f"max diff {k['max']}, threshold {k['threshold']}" for k in shown[:max_keys]]
+             f"max diff {k['max']}, allowed {k['allowed']:.3g} (atol {k['atol']:g} + rtol {k['rtol']:g} * "
+             f"max|torch| {k['scale']:.3g}), mean diff {k['mean']:.3g}"
+             + (f" (bound {k['mean_bound']:g})" if k["mean_bound"] is not None else "") for k in shown[:max_keys]]
     if len(keys) > max_keys:
         lines.append(f"... {len(keys) - max_keys} more keys ({len(keys) - len(failed)} of {len(keys)} passed)")
     lines += [f"{f['name']}: {'passed' if f['passed'] else 'FAILED'}, {f['detail']}" for f in verdict["findings"]]

@@ -13,7 +13,7 @@ from checks import diff, report, tolerances
 from common import paths
 from common.errors import run_main
 
-# name: (torch script, paddle script, per-key thresholds; every other key must match exactly)
+# name: (torch script, paddle script, per-key tolerances; every other key must match exactly)
 PAIRS = {
     "data": ("pt_data_loader.py", "pd_data_loader.py", {}),
     "metric": ("pt_metric.py", "pd_metric.py", {"model_logits": tolerances.LOGITS}),
@@ -37,9 +37,9 @@ def main():
                                   how={"torch": f"python pipeline/Step2/{pt}", "paddle": f"python pipeline/Step2/{pd}"})
              for name, (pt, pd, _) in PAIRS.items()}
     passed = True
-    for name, (_, _, thresholds) in PAIRS.items():
+    for name, (_, _, tols) in PAIRS.items():
         torch_data, paddle_data = pairs[name]
-        result = diff.compare(torch_data, paddle_data, thresholds, default=tolerances.EXACT, name=name)
+        result = diff.compare(torch_data, paddle_data, tols, default=tolerances.EXACT, name=name)
         if name == "data":
             result.notes += sizes(torch_data, paddle_data)
         report.write(result, d / f"{name}_diff.log")

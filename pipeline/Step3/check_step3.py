@@ -12,11 +12,13 @@ RUN = {"torch": "python pipeline/Step3/pt_loss.py", "paddle": "python pipeline/S
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--threshold", type=float, default=tolerances.LOSS)
+    ap.add_argument("--threshold", type=float, default=tolerances.LOSS.atol, help="atol")
+    ap.add_argument("--rtol", type=float, default=tolerances.LOSS.rtol)
     args = ap.parse_args()
+    tol = tolerances.LOSS._replace(atol=args.threshold, rtol=args.rtol)
     d = paths.step_dir(3)
     torch_data, paddle_data = diff.load_pair(d / "loss_torch.npy", d / "loss_paddle.npy", how=RUN)
-    result = diff.compare(torch_data, paddle_data, default=args.threshold, name="loss")
+    result = diff.compare(torch_data, paddle_data, default=tol, name="loss")
     result.notes += [f"{side} loss: {data['loss'].tolist()}"
                      for side, data in (("torch", torch_data), ("paddle", paddle_data)) if "loss" in data]
     report.write(result, d / "loss_diff.log")
