@@ -136,8 +136,8 @@ def compare_key(key, x, y, tol: Tol) -> KeyResult:
         r.mean = r.max = r.relative = r.scale = 0.0
     r.allowed = r.atol + r.rtol * r.scale
     if not r.problems and not r.max_ok:
-        r.problems.append(f"max diff {r.max:.3e} > {r.allowed:.3e} allowed"
-                          + ("" if r.exact else f" (atol {r.atol:g} + rtol {r.rtol:g} * max|torch| {r.scale:.3e})"))
+        r.problems.append(f"max diff {r.max:.3e} > " + ("0 (exact)" if r.exact else f"{r.allowed:.3e} allowed "
+                          f"(atol {r.atol:g} + rtol {r.rtol:g} * max|torch| {r.scale:.3e})"))
     if not r.problems and not r.mean_ok:
         r.problems.append(f"mean diff {r.mean:.3e} > the guide's bound {r.mean_bound:g}")
     r.passed = not r.problems
