@@ -16,7 +16,7 @@ from checks.diff import CheckResult, Table
 # intermediate and layer output, then pooler and classifier.
 WATCHED = re.compile(r"^(bert\.embeddings|bert\.encoder\.layer\.\d+\.(attention\.self|attention\.output|intermediate|output)"
                      r"|bert\.pooler|classifier)$")
-HEADER = ("name", "shape", "max abs diff", "mean abs diff", "relative", "")
+HEADER = ("name", "shape", "max abs diff", "mean abs diff", "relative", "allowed", "max/allowed", "")
 
 
 def watched(named_modules) -> list:
@@ -25,7 +25,8 @@ def watched(named_modules) -> list:
 
 
 def first_over(result: CheckResult):
-    """The first key over its tolerance in the recorded (forward) order, or None."""
+    """The first key over its tolerance (max over atol + rtol * max|torch|, or mean over the guide's
+    bound) in the recorded (forward) order, or None."""
     return next((k.key for k in result.keys if not k.passed), None)
 
 
@@ -34,14 +35,15 @@ def last_over(result: CheckResult):
 
 
 def table(result: CheckResult, title: str, worst_first: bool = False) -> Table:
-    """Rows (name, shape, max, mean, relative, marker) of a comparison; relative = max / max |torch|."""
+    """Rows (name, shape, max, mean, relative, allowed, max/allowed, marker) of a comparison, where
+    relative = max / max |torch| and allowed = atol + rtol * max |torch|; worst_first sorts by max/allowed."""
     first = first_over(result)
-    keys = sorted(result.keys, key=lambda k: -k.max if k.compared else -float("inf")) if worst_first else result.keys
-    rows = [(k.key, str(k.shape) if k.compared else "-",
-             k.max if k.compared else "; ".join(k.problems), k.mean if k.compared else "",
-             k.relative if k.compared else "",
-             "<-- first over tolerance" if k.key == first else ("" if k.passed else "over"))
+    keys = sorted(result.keys, key=lambda k: -k.used if k.compared else -float("inf")) if worst_first else result.keys
+    rows = [(k.key, str(k.shape), k.max, k.mean, k.relative, k.allowed, k.used) if k.compared else
+            (k.key, "-", "; ".join(k.problems), "", "", "", "")
             for k in keys]
+    rows = [row + ("<-- first over tolerance" if k.key == first else ("" if k.passed else "over"),)
+            for row, k in zip(rows, keys)]
     return Table(title, HEADER, rows)
 
 

@@ -5,8 +5,9 @@ code) and fixes what reprod_log's ReprodDiffHelper gets wrong:
 
 * a key missing on one side, a shape or dtype mismatch, NaN or Inf: failures
   (reprod_log passes NaN and silently transposes or broadcasts shapes);
-* mean, max and relative abs diff are all measured; the max is held to a threshold that
-  can be set per key (fnmatch patterns, first match wins);
+* mean, max and relative abs diff are all measured; each key is held to a tolerance
+  (checks.tolerances.Tol: max diff <= atol + rtol * max |torch|, and mean diff under the
+  guide's bound) that can be set per key (fnmatch patterns, first match wins);
 * the verdict is data (CheckResult.passed) and the scripts exit 1 on red
   (reprod_log's report() returns nothing and exits 0).
 
@@ -16,9 +17,11 @@ verdict file.
 import fnmatch
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Optional
 
 import numpy as np
 
+from checks.tolerances import Tol
 from common.errors import PipelineError
 from common.fileio import load_npy
 
@@ -27,19 +30,40 @@ SIDES = ("torch", "paddle")
 
 @dataclass
 class KeyResult:
-    """One key of a pair: its diffs against its threshold, or the problems that prevented comparing."""
+    """One key of a pair: its diffs against its tolerance, or the problems that prevented comparing."""
     key: str
-    threshold: float
+    atol: float
+    rtol: float
+    mean_bound: Optional[float] = None  # the guide's bound on the mean abs diff; None: not applied
     passed: bool = False
     max: float = float("nan")       # max abs diff
     mean: float = float("nan")      # mean abs diff
-    relative: float = float("nan")  # max abs diff / max |torch value|
+    scale: float = float("nan")     # max |torch value|
+    allowed: float = float("nan")   # atol + rtol * scale: the bound on max
+    relative: float = float("nan")  # max / scale
     shape: tuple = ()
     problems: list = field(default_factory=list)
 
     @property
     def compared(self) -> bool:
         return self.max == self.max  # not NaN: the arrays could be compared
+
+    @property
+    def exact(self) -> bool:
+        return self.atol == 0 and self.rtol == 0
+
+    @property
+    def max_ok(self) -> bool:
+        return self.max <= self.allowed
+
+    @property
+    def mean_ok(self) -> bool:
+        return self.mean_bound is None or self.mean <= self.mean_bound
+
+    @property
+    def used(self) -> float:
+        """max / allowed: how much of its tolerance the key uses (over 1: over tolerance)."""
+        return self.max / self.allowed if self.allowed > 0 else (0.0 if self.max == 0 else float("inf"))
 
 
 @dataclass
@@ -84,17 +108,16 @@ class CheckResult:
                 "findings": [asdict(f) for f in self.findings], "notes": list(self.notes)}
 
 
-def threshold_for(key: str, thresholds, default: float) -> float:
-    if isinstance(thresholds, (int, float)):
-        return float(thresholds)
-    for pattern, value in (thresholds or {}).items():
-        if fnmatch.fnmatchcase(key, pattern):
-            return float(value)
-    return default
+def tolerance_for(key: str, tolerances, default) -> Tol:
+    """The first matching fnmatch pattern's Tol; a bare number is reprod_log's absolute threshold."""
+    if not isinstance(tolerances, dict):
+        tolerances = {"*": tolerances} if tolerances is not None else {}
+    value = next((v for pattern, v in tolerances.items() if fnmatch.fnmatchcase(key, pattern)), default)
+    return value if isinstance(value, Tol) else Tol.absolute(float(value))
 
 
-def compare_key(key, x, y, threshold: float) -> KeyResult:
-    r = KeyResult(key, threshold=threshold)
+def compare_key(key, x, y, tol: Tol) -> KeyResult:
+    r = KeyResult(key, tol.atol, tol.rtol, tol.mean)
     if x.dtype != y.dtype:
         r.problems.append(f"dtype {SIDES[0]} {x.dtype} vs {SIDES[1]} {y.dtype}")
     if x.shape != y.shape:
@@ -106,17 +129,21 @@ def compare_key(key, x, y, threshold: float) -> KeyResult:
             r.problems.append(f"{int(np.isnan(v).sum())} NaN and {int(np.isinf(v).sum())} Inf in {side}")
     diff = np.abs(x.astype(np.float64) - y.astype(np.float64))
     if diff.size:
-        scale = float(np.abs(x.astype(np.float64)).max())
+        r.scale = float(np.abs(x.astype(np.float64)).max())
         r.mean, r.max = float(diff.mean()), float(diff.max())
-        r.relative = r.max / scale if scale > 0 else (0.0 if r.max == 0 else float("inf"))
+        r.relative = r.max / r.scale if r.scale > 0 else (0.0 if r.max == 0 else float("inf"))
     else:
-        r.mean = r.max = r.relative = 0.0
-    if x.dtype.kind in "biu" and not r.problems:
+        r.mean = r.max = r.relative = r.scale = 0.0
+    r.allowed = r.atol + r.rtol * r.scale
+    if x.dtype.kind in "biu" and not r.problems and r.exact:
         unequal = int(np.count_nonzero(x != y))  # exactly: float64 merges integers above 2^53
         if unequal:
             r.problems.append(f"{unequal} of {x.size} integers differ")
-    if not r.problems and not r.max <= r.threshold:
-        r.problems.append(f"max diff {r.max:.3e} > threshold {r.threshold:.1e}")
+    if not r.problems and not r.max_ok:
+        r.problems.append(f"max diff {r.max:.3e} > " + ("0 (exact)" if r.exact else f"{r.allowed:.3e} allowed "
+                          f"(atol {r.atol:g} + rtol {r.rtol:g} * max|torch| {r.scale:.3e})"))
+    if not r.problems and not r.mean_ok:
+        r.problems.append(f"mean diff {r.mean:.3e} > the guide's bound {r.mean_bound:g}")
     r.passed = not r.problems
     return r
 
@@ -129,14 +156,19 @@ def same_scalar(x, y) -> tuple:
     return x, y
 
 
-def compare(a: dict, b: dict, thresholds=None, default: float = 1e-6, name: str = "") -> CheckResult:
-    """Compare two dicts of arrays key by key; every mismatch is a failed KeyResult."""
+def compare(a: dict, b: dict, tolerances=None, default=1e-6, name: str = "") -> CheckResult:
+    """Compare two dicts of arrays key by key; every mismatch is a failed KeyResult.
+
+    tolerances: {fnmatch pattern: Tol or number} (first match wins), one Tol or number for all keys,
+    or None; keys no pattern matches get `default`. A number is reprod_log's absolute threshold
+    (its default, 1e-6, on max and mean alike).
+    """
     result = CheckResult(name)
     for key in list(a) + [k for k in b if k not in a]:
-        threshold = threshold_for(key, thresholds, default)
+        tol = tolerance_for(key, tolerances, default)
         missing = [f"missing in {side}" for side, d in zip(SIDES, (a, b)) if key not in d]
-        result.keys.append(KeyResult(key, threshold, problems=missing) if missing
-                           else compare_key(key, *same_scalar(a[key], b[key]), threshold))
+        result.keys.append(KeyResult(key, tol.atol, tol.rtol, tol.mean, problems=missing) if missing
+                           else compare_key(key, *same_scalar(a[key], b[key]), tol))
     return result
 
 

@@ -1,7 +1,9 @@
 """A CheckResult as text and files: the one place results are formatted.
 
 * log_lines(): reprod_log's log format ("[time] root INFO: key: " then "\\tmean diff: ..." and
-  "\\tmax diff: ..." lines), then the check's findings, notes and tables, then one verdict line;
+  "\\tmax diff: ..." lines, each followed by the bound it is held to: the guide's bound on the
+  mean, atol + rtol * max|torch| on the max), then the check's findings, notes and tables, then
+  one verdict line;
 * write(): the log (stdout and <name>_diff.log) and the verdict beside it (<name>_diff.json),
   which run_all.py and SUMMARY.md read; neither is ever parsed back out of the log text;
 * hand_in(): copies of a pair and its log into log_reprod/;
@@ -51,8 +53,11 @@ def log_lines(result: CheckResult) -> list:
         echo = not r.passed or not many
         out.append((f"{r.key}: ", echo))
         if r.compared:
-            out.append((f"\tmean diff: check passed: {r.mean <= r.threshold}, value: {r.mean}", echo))
-            out.append((f"\tmax diff: check passed: {r.passed}, value: {r.max}, threshold: {r.threshold}", echo))
+            out.append((f"\tmean diff: check passed: {r.mean_ok}, value: {r.mean}"
+                        + (f", threshold: {r.mean_bound} (the guide's bound)" if r.mean_bound is not None else ""), echo))
+            out.append((f"\tmax diff: check passed: {r.max_ok}, value: {r.max}, threshold: "
+                        + (f"{r.allowed}" + (" (exact)" if r.exact else "") if r.rtol == 0 else
+                           f"{r.allowed:.3e} = atol {r.atol:g} + rtol {r.rtol:g} * max|torch| {r.scale:.3e}"), echo))
         out += [(f"\tcheck passed: False, {p}", echo) for p in r.problems]
     if many:
         out.append((f"{sum(r.passed for r in result.keys)} of {len(result.keys)} keys passed "

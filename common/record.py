@@ -19,7 +19,6 @@ from pathlib import Path
 
 import numpy as np
 
-from common import paths
 from common.errors import PipelineError
 from common.fileio import atomic_write
 

@@ -74,13 +74,21 @@ def run_script(cmd):
     return proc.returncode, time.time() - started
 
 
+def rule(k: dict) -> str:
+    """The bound a key's max diff was held to, as the verdict file states it."""
+    if k["rtol"] == 0:
+        return f"allowed {k['allowed']:g}" + (" (exact)" if k["atol"] == 0 else "")
+    return f"allowed {k['allowed']:.3g} = atol {k['atol']:g} + rtol {k['rtol']:g} * max|torch| {k['scale']:.3g}"
+
+
 def brief(verdict: dict, max_keys: int = 6) -> list:
     """A check's verdict in brief: failing keys, then the largest diffs, then its findings and notes."""
     keys = verdict["keys"]
     failed = [k for k in keys if not k["passed"]]
     shown = failed + sorted((k for k in keys if k["passed"]), key=lambda k: -k["max"])
     lines = [f"{k['key']}: {'FAILED ' + '; '.join(k['problems']) if not k['passed'] else 'passed'}, "
-             f"max diff {k['max']}, threshold {k['threshold']}" for k in shown[:max_keys]]
+             f"max diff {k['max']}, {rule(k)}, mean diff {k['mean']:.3g}"
+             + (f" (bound {k['mean_bound']:g})" if k["mean_bound"] is not None else "") for k in shown[:max_keys]]
     if len(keys) > max_keys:
         lines.append(f"... {len(keys) - max_keys} more keys ({len(keys) - len(failed)} of {len(keys)} passed)")
     lines += [f"{f['name']}: {'passed' if f['passed'] else 'FAILED'}, {f['detail']}" for f in verdict["findings"]]

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from checks import diff, report
+from checks.tolerances import Tol
 from common import fileio
 from common.errors import PipelineError
 
@@ -60,7 +61,7 @@ def test_nan_on_both_sides_fails():
 def test_per_key_thresholds_first_match_wins():
     a = {"loss": np.zeros(1, "float32"), "grad_w": np.zeros(1, "float32")}
     b = {"loss": np.full(1, 5e-6, "float32"), "grad_w": np.full(1, 5e-6, "float32")}
-    rs = results(a, b, thresholds={"grad_*": 1e-5, "*": 1e-6})
+    rs = results(a, b, tolerances={"grad_*": 1e-5, "*": 1e-6})
     assert rs["grad_w"].passed and not rs["loss"].passed
 
 
@@ -130,7 +131,7 @@ def test_report_writes_log_and_verdict_without_duplicates(tmp_path):
     assert (tmp_path / "bad_diff.log").read_text().splitlines()[-1].endswith("diff check failed: logits")
     verdict = json.loads((tmp_path / "bad_diff.json").read_text())
     assert verdict["passed"] is False and verdict["keys"][0]["key"] == "logits"
-    assert verdict["keys"][0]["max"] == pytest.approx(1.0) and verdict["keys"][0]["threshold"] == 1e-6
+    assert verdict["keys"][0]["max"] == pytest.approx(1.0) and verdict["keys"][0]["allowed"] == 1e-6
     assert json.loads((tmp_path / "ok_diff.json").read_text())["passed"] is True
 
 
@@ -157,3 +158,25 @@ def test_reprod_log_demo_shows_one_pass_one_fail(tmp_path):
     log = (tmp_path / "pipeline/reprod_log_demo/demo_diff.log").read_text()
     assert "aligned: \n" in log.replace("] root INFO: ", "\n") and "max diff: check passed: True" in log
     assert not (tmp_path / "log_reprod").exists()
+
+
+def test_relative_tolerance_scales_with_the_values():
+    """The same relative rounding passes at any magnitude; the same absolute diff fails on small values."""
+    tol = Tol(atol=1e-9, rtol=1e-5, mean=None)
+    for size in (1e-2, 1.0, 1e2):
+        a = {"x": np.full(4, size, "float64")}
+        assert results(a, {"x": a["x"] * (1 + 5e-6)}, default=tol)["x"].passed
+        assert not results(a, {"x": a["x"] * (1 + 5e-5)}, default=tol)["x"].passed
+    r = results({"x": np.array([0.1, -0.1])}, {"x": np.array([0.1 + 2e-6, -0.1])}, default=tol)["x"]
+    assert not r.passed and r.scale == 0.1 and r.allowed == pytest.approx(1e-9 + 1e-6)
+
+
+def test_mean_bound_is_a_second_condition():
+    """A loose rule never loosens the guide's mean bound: a loss off by 1e-5 stays red."""
+    a = {"loss": np.array([0.7], "float32")}
+    r = results(a, {"loss": a["loss"] + np.float32(1e-5)}, default=Tol(atol=1e-3, rtol=0.0))["loss"]
+    assert r.max_ok and not r.mean_ok and not r.passed
+    assert any("the guide's bound 1e-06" in p for p in r.problems)
+    lines = [m for m, _ in report.log_lines(diff.CheckResult("x", [r]))]
+    assert lines[1].startswith("\tmean diff: check passed: False, value: ") and "threshold: 1e-06" in lines[1]
+    assert lines[2].startswith("\tmax diff: check passed: True, value: ")

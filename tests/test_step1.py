@@ -76,7 +76,7 @@ def test_scripts_run_from_any_directory(home, tmp_path):
 
 def test_one_layernorm_epsilon_is_named_as_first_diverging_module(minilm_home, tmp_path):
     """A wrong epsilon in layer 3's attention-output LayerNorm alone moves MiniLM's logits by only ~3e-7,
-    under the logits threshold; the module check catches it and names the module."""
+    within the logits' tolerance; the module check catches it and names the module."""
     home = tmp_path / "home"
     shutil.copytree(minilm_home, home)
     proc = step1(home, plant="paddle_layer3_attention_ln_eps")

@@ -43,7 +43,7 @@ def test_aligned_passes_and_fills_log_reprod(copy):
     assert lr.count("max diff: check passed: True, value: 0.0, threshold: 0.0") == 3  # bit-identical
     assert lr.count("identical at every step") == 3
     bp = log(copy, "bp_align")
-    assert "diff check passed" in bp and "worst 5 gradients by max abs diff" in bp
+    assert "diff check passed" in bp and "worst 5 gradients by max abs diff / allowed" in bp
     for name in ("lr", "bp_align"):
         for suffix in ("_torch.npy", "_paddle.npy", "_diff.log"):
             assert (copy / "log_reprod" / f"{name}{suffix}").is_file()
@@ -110,7 +110,7 @@ def test_impossible_schedule_is_one_line(home):
 
 
 def test_minilm_ten_steps_align(minilm_home, tmp_path):
-    """The real MiniLM weights: 10 AdamW steps within 1e-6 of loss, gradients and updates within thresholds."""
+    """The real MiniLM weights: 10 AdamW steps with losses, gradients and updates within their tolerances."""
     home = tmp_path / "home"
     shutil.copytree(minilm_home, home)
     for script in (PT_BP, PD_BP):
@@ -153,3 +153,29 @@ def test_backward_bug_is_placed_where_the_backward_pass_meets_it(copy):
     assert not [k for k in failed if "layer.1." in k or "pooler" in k or "classifier" in k]
     assert ("last parameter over tolerance in forward order (the first the backward pass reaches): "
             "grad_bert.encoder.layer.0.output.LayerNorm.bias") in text
+
+
+def test_one_layernorm_epsilon_shows_in_the_gradients(minilm_home, tmp_path):
+    """The layer-3 LayerNorm epsilon that moves MiniLM's logits by only ~3e-7 moves its gradients by up to
+    5.6e-5 of their size, over the gradients' rtol: Step 4 goes red on a forward bug too, not only Step 1."""
+    home = tmp_path / "home"
+    shutil.copytree(minilm_home, home)
+    run(PT_BP, "--iters", 1, home=home, check=0)
+    run(PD_BP, "--iters", 1, home=home, plant="paddle_layer3_attention_ln_eps", check=0)
+    run(CHECK, "--only", "bp_align", home=home, check=1)
+    failed = failed_keys(log(home, "bp_align"))
+    assert "grad_bert.encoder.layer.3.attention.output.LayerNorm.weight" in failed
+    assert all(k.startswith("grad_") for k in failed)
+
+
+def test_loss_off_by_ten_times_the_guides_bound_is_red(copy):
+    """A loss off by 1e-5 at step 3 is red under the rule and under the guide's mean bound alike."""
+    path = copy / "pipeline/Step4/bp_align_paddle.npy"
+    data = load_npy(path)
+    data["loss_03"] = data["loss_03"] + np.float32(1e-5)
+    save_npy(path, data)
+    run(CHECK, "--only", "bp_align", home=copy, check=1)
+    text = log(copy, "bp_align")
+    assert failed_keys(text) == ["loss_03"]
+    loss_03 = text[text.index("loss_03: "):].splitlines()[1:3]
+    assert "mean diff: check passed: False" in loss_03[0] and "max diff: check passed: False" in loss_03[1]

@@ -13,11 +13,8 @@ from checks import diff, report, same_run, tolerances
 from common import paths
 from common.errors import run_main
 
-# name: (torch script, paddle script, per-key thresholds; every other key must match exactly)
-PAIRS = {
-    "data": ("pt_data_loader.py", "pd_data_loader.py", {}),
-    "metric": ("pt_metric.py", "pd_metric.py", {"model_logits": tolerances.LOGITS}),
-}
+# name: (torch script, paddle script); tolerances.PAIRS says how each is judged
+PAIRS = {"data": ("pt_data_loader.py", "pd_data_loader.py"), "metric": ("pt_metric.py", "pd_metric.py")}
 
 
 def sizes(torch_data, paddle_data) -> list:
@@ -35,11 +32,11 @@ def main():
     # every file first, so a missing one stops before any log is rewritten
     pairs = {name: diff.load_pair(d / f"{name}_torch.npy", d / f"{name}_paddle.npy",
                                   how={"torch": f"python pipeline/Step2/{pt}", "paddle": f"python pipeline/Step2/{pd}"})
-             for name, (pt, pd, _) in PAIRS.items()}
+             for name, (pt, pd) in PAIRS.items()}
     passed = True
-    for name, (_, _, thresholds) in PAIRS.items():
-        torch_data, paddle_data = pairs[name]
-        result = diff.compare(torch_data, paddle_data, thresholds, default=tolerances.EXACT, name=name)
+    for name, (torch_data, paddle_data) in pairs.items():
+        spec = tolerances.PAIRS[name]
+        result = diff.compare(torch_data, paddle_data, spec.tolerances, spec.default, name=name)
         same_run.check(result, d / f"{name}_torch.npy", d / f"{name}_paddle.npy")
         if name == "data":
             report.safely(result, lambda r: r.notes.extend(sizes(torch_data, paddle_data)))

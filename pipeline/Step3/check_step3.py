@@ -1,4 +1,7 @@
-"""Step 3 check: loss_torch.npy vs loss_paddle.npy -> loss_diff.log (exit 1 if not aligned)."""
+"""Step 3 check: loss_torch.npy vs loss_paddle.npy -> loss_diff.log (exit 1 if not aligned).
+
+A 0-d loss (torch, Paddle >= 2.5) and a [1] loss (Paddle before 2.5, reprod_log's examples)
+are the same scalar."""
 import argparse
 import sys
 
@@ -12,11 +15,13 @@ RUN = {"torch": "python pipeline/Step3/pt_loss.py", "paddle": "python pipeline/S
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--threshold", type=float, default=tolerances.LOSS)
+    ap.add_argument("--threshold", type=float, default=tolerances.LOSS.atol, help="atol")
+    ap.add_argument("--rtol", type=float, default=tolerances.LOSS.rtol)
     args = ap.parse_args()
+    tol = tolerances.LOSS._replace(atol=args.threshold, rtol=args.rtol)
     d = paths.step_dir(3)
     torch_data, paddle_data = diff.load_pair(d / "loss_torch.npy", d / "loss_paddle.npy", how=RUN)
-    result = diff.compare(torch_data, paddle_data, default=args.threshold, name="loss")
+    result = diff.compare(torch_data, paddle_data, default=tol, name="loss")
     same_run.check(result, d / "loss_torch.npy", d / "loss_paddle.npy")
     result.notes += [f"{side} loss: {data['loss'].tolist()}"
                      for side, data in zip(diff.SIDES, (torch_data, paddle_data)) if "loss" in data]
