@@ -10,7 +10,7 @@ import re
 
 import numpy as np
 
-from checks.diff import CheckResult, Table
+from checks.diff import CheckResult, Table, compare
 
 # Embeddings, each layer's self-attention (context), attention block output, feed-forward
 # intermediate and layer output, then pooler and classifier.
@@ -56,3 +56,20 @@ def summary(data: dict) -> dict:
         x = np.abs(x.astype(np.float64))
         out[key] = np.array([x.max(), x.mean(), np.sqrt((x * x).mean())] if x.size else [0.0, 0.0, 0.0])
     return out
+
+
+def compare_stats(torch_stats: dict, paddle_stats: dict, tol) -> CheckResult:
+    """summary() statistics of two sides against the tolerance of the arrays they summarise.
+
+    |max|t| - max|p||, |mean|t| - mean|p|| and |rms t - rms p| are each at most max |t - p|, and the
+    scale (max |t|) is the arrays' own, so a pair within `tol` always passes here; a tampered or
+    diverged value shows as soon as it moves a statistic by more than the tolerance allows. The mean
+    bound applies to the mean |x| statistic, which differs by at most the arrays' mean abs diff."""
+    result = compare(torch_stats, paddle_stats, default=tol._replace(mean=None), name="statistics")
+    for r in result.keys:
+        if r.compared and tol.mean is not None:
+            gap = abs(float(torch_stats[r.key][1]) - float(paddle_stats[r.key][1]))
+            if gap > tol.mean:
+                r.problems.append(f"mean |x| differs by {gap:.3e} > the guide's bound {tol.mean:g}")
+                r.passed = False
+    return result

@@ -56,9 +56,9 @@ def save(result, framework: str, script: str, depends: dict):
     atomic_write(path_for(result), lambda tmp: Path(tmp).write_text(json.dumps(record, indent=1, sort_keys=True) + "\n"))
 
 
-def load(result):
-    """The record beside `result`, or None if there is none (a contestant's own file)."""
-    path = path_for(result)
+def load(result, path=None):
+    """The record beside `result` (or at `path`), or None if there is none (a contestant's own file)."""
+    path = Path(path) if path else path_for(result)
     if not path.is_file():
         return None
     try:
@@ -90,14 +90,15 @@ def _short(v):
     return v[:12] if isinstance(v, str) and len(v) == 64 else v
 
 
-def same_run(torch_result, paddle_result):
-    """(passed, detail) for the two results' records; passed is None when neither side has one."""
-    records = [load(torch_result), load(paddle_result)]
+def same_run(torch_result, paddle_result, record_paths=(None, None)):
+    """(passed, detail) for the two results' records (beside them, or at record_paths); passed is None
+    when neither side has one."""
+    records = [load(torch_result, record_paths[0]), load(paddle_result, record_paths[1])]
     if records == [None, None]:
         return None, "no run records (results written outside this pipeline): same run not proven"
     if None in records:
         side = ("torch", "paddle")[records.index(None)]
-        return False, f"the {side} result has no run record ({path_for((torch_result, paddle_result)[records.index(None)]).name}): re-run both sides"
+        return False, f"the {side} result has no run record: re-run both sides"
     diffs = differences(*records)
     if diffs:
         field, t, p = diffs[0]

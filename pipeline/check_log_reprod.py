@@ -1,0 +1,86 @@
+"""Re-derive every step's verdict from a hand-in folder alone (default: log_reprod/).
+
+    python pipeline/check_log_reprod.py                  # the repository's log_reprod/
+    python pipeline/check_log_reprod.py path/to/log_reprod
+
+A reviewer's command: it needs no weights, data or framework, only the folder. Each of the
+guide's pairs at the top (forward, data, metric, loss, lr, bp_align, train_align) is compared
+again with the same tolerances as the step checks (checks/tolerances.py), their run records
+(diagnostics/*.run.json) must show the same run, and what is too big to hand in whole is
+checked through its statistics: every module output of Step 1 and every gradient of Step 4
+as [max |x|, mean |x|, rms] per side, whose differences can never exceed the real diff, so a
+tampered value shows. Prints one line per step; exit 1 if any step is red or a file is missing.
+"""
+import argparse
+import sys
+from pathlib import Path
+
+import numpy as np
+
+import common.runtime  # first: offline mode, threads, allocator
+from checks import diagnose, diff, tolerances
+from common import paths, record
+from common.errors import PipelineError, run_main
+from common.fileio import load_npy
+
+DIAGNOSTICS = "diagnostics"
+STEPS = {1: ("forward",), 2: ("data", "metric"), 3: ("loss",), 4: ("lr", "bp_align"), 5: ("train_align",)}
+STATS = {"forward": ("forward_modules_stats", tolerances.MODULE_OUTPUTS), "bp_align": ("grad_stats", tolerances.BP_GRAD)}
+
+
+def load(folder: Path, name: str) -> dict:
+    path = folder / name
+    if not path.is_file():
+        raise PipelineError(f"{path.name} missing")
+    return load_npy(path)
+
+
+def check_pair(folder: Path, pair: str) -> diff.CheckResult:
+    spec = tolerances.PAIRS[pair]
+    t, p = load(folder, f"{pair}_torch.npy"), load(folder, f"{pair}_paddle.npy")
+    result = diff.compare(t, p, spec.tolerances, spec.default, name=pair)
+    records = folder / DIAGNOSTICS
+    passed, detail = record.same_run(folder / f"{pair}_torch.npy", folder / f"{pair}_paddle.npy",
+                                     (records / f"{pair}_torch{record.SUFFIX}", records / f"{pair}_paddle{record.SUFFIX}"))
+    result.findings.append(diff.Finding("same run", bool(passed), detail))  # a hand-in must prove it
+    if pair in STATS:
+        stem, tol = STATS[pair]
+        stats = diagnose.compare_stats(load(records, f"{stem}_torch.npy"), load(records, f"{stem}_paddle.npy"), tol)
+        bad = diagnose.first_over(stats)
+        result.findings.append(diff.Finding(stem, bad is None, f"{len(stats.keys)} keys" + (f", first over: {bad}" if bad else "")))
+    if pair == "train_align":
+        for fw in diff.SIDES:
+            curves, weights = load(records, f"train_curves_{fw}.npy"), load(records, f"weight_stats_{fw}.npy")
+            finite = np.isfinite(curves["loss"]).all() and all(np.isfinite(v).all() for v in weights.values())
+            result.findings.append(diff.Finding(f"{fw} finite", bool(finite), "losses and weights"))
+    return result
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("folder", nargs="?", type=Path, help="a hand-in folder (default: log_reprod/)")
+    args = ap.parse_args()
+    folder = (args.folder or paths.log_reprod()).expanduser()
+    if not folder.is_dir():
+        raise PipelineError(f"{folder} is not a folder: pass a log_reprod/ folder")
+    red = 0
+    for step, pairs in STEPS.items():
+        parts = []
+        for pair in pairs:
+            try:
+                result = check_pair(folder, pair)
+            except PipelineError as e:  # a missing or unreadable file: this step is red, the others still run
+                parts.append(f"{pair} RED ({e})")
+                red += 1
+                continue
+            failed = [k.key for k in result.failed_keys] + [f.name for f in result.findings if not f.passed]
+            red += bool(failed)
+            parts.append(f"{pair} {'green' if not failed else 'RED'} ({len(result.keys)} keys"
+                         + (f"; failed: {', '.join(failed[:4])}" if failed else "") + ")")
+        print(f"Step {step}: " + "; ".join(parts))
+    print(f"{folder}: " + ("every step re-derived green" if not red else f"{red} pair(s) red"))
+    sys.exit(1 if red else 0)
+
+
+if __name__ == "__main__":
+    run_main(main)
