@@ -7,7 +7,7 @@ def _():
     """One side trains in its own order: the permutation reversed (e.g. a DataLoader left on shuffle=True)."""
     from twins import train
     order = train.epoch_order
-    train.epoch_order = lambda n, epoch, seed: order(n, epoch, seed)[::-1]
+    train.epoch_order = lambda *args, **kwargs: order(*args, **kwargs)[::-1]
 
 
 def _paddle_shared_dropout(draw):

@@ -70,7 +70,7 @@ def test_help_and_unknown_flags_change_no_file(home):
         if key.endswith("--help"):
             assert code == 0 and "usage:" in stdout, (key, code, stderr)
         else:
-            assert code == 2 and "unrecognized arguments" in stderr, (key, code, stderr)
+            assert code == 2 and ("unrecognized arguments" in stderr or "required" in stderr), (key, code, stderr)
     assert len(results) == 2 * len(SCRIPTS) and snapshot(home) == before
 
 

@@ -48,12 +48,16 @@ def test_planted_bug_turns_the_check_red(copy, bug, script):
     assert "diff check failed: loss" in log(copy) and "diff check failed" in proc.stdout
 
 
-def test_zero_d_loss_against_one_element_loss_is_a_mismatch(copy):
-    """The same value saved as () on one side and (1,) on the other must fail, not broadcast."""
+def test_zero_d_loss_and_one_element_loss_are_the_same_scalar_other_shapes_are_not(copy):
+    """A 0-d loss (torch, Paddle >= 2.5) against a [1] loss (Paddle before 2.5, reprod_log's examples):
+    the same scalar. Any other shape difference fails, never broadcasts."""
     path = copy / "pipeline/Step3/loss_paddle.npy"
-    save_npy(path, {"loss": load_npy(path)["loss"].reshape(())})
+    loss = load_npy(path)["loss"]
+    save_npy(path, {"loss": loss.reshape(())})
+    run(CHECK, home=copy, check=0)
+    save_npy(path, {"loss": loss.reshape(1, 1)})
     run(CHECK, home=copy, check=1)
-    assert "shape torch (1,) vs paddle ()" in log(copy)
+    assert "shape torch (1,) vs paddle (1, 1)" in log(copy)
 
 
 def test_check_before_scripts_says_what_to_run(home):

@@ -18,8 +18,9 @@ def test_deterministic_smoke_passes_and_wrong_order_fails(home):
     run(CHECK, home=home, check=0)
     log = (home / "pipeline/Step5/train_align_diff.log").read_text()
     assert "per-step loss: max diff" in log and "never beyond" in log
-    for name in ("train_align_torch.npy", "train_align_paddle.npy", "train_align_diff.log", "train_align.png",
-                 "train_curves_torch.npy", "train_curves_paddle.npy"):
+    for name in ("train_align_torch.npy", "train_align_paddle.npy", "train_align_diff.log", "train_torch.log",
+                 "train_paddle.log", "diagnostics/train_align.png", "diagnostics/train_curves_torch.npy",
+                 "diagnostics/train_curves_paddle.npy", "diagnostics/train_align_torch.run.json"):
         assert (home / "log_reprod" / name).is_file(), name
 
     run(PD, *SMOKE, "--deterministic", home=home, plant="paddle_data_order", check=0)

@@ -155,6 +155,11 @@ def validate(args):
     out = getattr(args, "output_dir", None)
     if out is not None and out.exists() and not out.is_dir():
         problems.append(f"--output_dir {out} is a file, not a folder")
+    elif out is not None and not getattr(args, "resume", True) and not getattr(args, "overwrite", True):
+        try:
+            Checkpoints(out).refuse_foreign()
+        except PipelineError as e:
+            problems.append(str(e))
     if problems:
         raise PipelineError("; ".join(problems))
 
@@ -237,11 +242,15 @@ class Checkpoints:
     def __init__(self, output_dir: Path):
         self.dir = Path(output_dir)
 
-    def start_fresh(self, overwrite: bool):
-        """Make the folder this run's: refuse a foreign non-empty folder, clear only our own entries."""
-        if self.dir.is_dir() and any(self.dir.iterdir()) and not (self.dir / self.MARKER).is_file() and not overwrite:
+    def refuse_foreign(self):
+        if self.dir.is_dir() and any(self.dir.iterdir()) and not (self.dir / self.MARKER).is_file():
             raise PipelineError(f"--output_dir {self.dir} is not empty and is not a Step 5 output folder; choose "
                                 "another folder, or pass --overwrite to write checkpoints into it")
+
+    def start_fresh(self, overwrite: bool):
+        """Make the folder this run's: refuse a foreign non-empty folder, clear only our own entries."""
+        if not overwrite:
+            self.refuse_foreign()
         self.dir.mkdir(parents=True, exist_ok=True)
         for entry in self.dir.iterdir():
             if self.OURS.match(entry.name) and entry.is_dir() and not entry.is_symlink():

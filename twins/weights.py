@@ -60,7 +60,7 @@ def load_torch_tensors(path, how: str) -> dict:
 def load_paddle_arrays(path, how: str) -> dict:
     """{name: numpy array} from a paddle.save'd .pdparams, unpickled by common.fileio's restricted
     unpickler (plain containers and numeric arrays only; paddle.load would run any pickled code)."""
-    state = load_pickled_arrays(path, how)
+    state = paddle_arrays(load_pickled_arrays(path, how))
     if not isinstance(state, dict):
         raise PipelineError(f"{path} is not a dict of arrays; run `{how}` again")
     state.pop("StructuredToParameterName@@", None)  # paddle.save's name table: not a parameter
@@ -83,10 +83,20 @@ def load_torch_checkpoint(path, how: str) -> dict:
     return state
 
 
+def paddle_arrays(obj):
+    """paddle.save stores a tensor nested in a dict as a (name, ndarray) tuple (a top-level one as the
+    ndarray): the plain arrays, as paddle.load would return them, without paddle.load."""
+    if isinstance(obj, tuple) and len(obj) == 2 and isinstance(obj[0], str) and isinstance(obj[1], np.ndarray):
+        return obj[1]
+    if isinstance(obj, dict):
+        return {k: paddle_arrays(v) for k, v in obj.items()}
+    return obj
+
+
 def load_paddle_checkpoint(path, how: str) -> dict:
     """A Step 5 checkpoint through the restricted unpickler, arrays turned into Paddle tensors as paddle.load does."""
     import paddle
-    state = load_pickled_arrays(path, how)
+    state = paddle_arrays(load_pickled_arrays(path, how))
     if not isinstance(state, dict) or not {"model", "optimizer", "scheduler"} <= set(state):
         raise PipelineError(f"{path} is not a checkpoint this project wrote; run without --resume")
 
