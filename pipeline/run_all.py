@@ -100,7 +100,7 @@ def validate(args):
     """Refuse bad flags and missing inputs up front: a run that would fail at Step 2 or 5 must not
     first re-export the weights and rewrite Step 1 and SUMMARY.md."""
     if args.data_dir:
-        args.data_dir = args.data_dir.expanduser().resolve()
+        args.data_dir = args.data_dir.expanduser()
         for split in data.SPLITS:
             data.split_file(split, args.data_dir)
     if args.model_dir and not (args.model_dir.expanduser() / "config.json").is_file():

@@ -118,10 +118,11 @@ def test_foreign_folder_survives(home, tmp_path, script):
     proc = run(script, *DEMO, "--output_dir", notes, home=home, check=2)
     assert "not a Step 5 output folder" in error_line(proc)
     assert (notes / "thesis.txt").read_text() == "years of work" and len(list(notes.iterdir())) == 1
-    run(script, *DEMO, "--output_dir", notes, "--overwrite", home=home, check=0)  # explicitly allowed
-    assert (notes / "thesis.txt").read_text() == "years of work"
-    run(script, *DEMO, "--output_dir", notes, home=home, check=0)  # now its own folder: a fresh run is fine
-    assert (notes / "thesis.txt").read_text() == "years of work"
+    if script == PD:  # the rest is the loop's (twins/train.py), the same for both frameworks
+        run(script, *DEMO, "--output_dir", notes, "--overwrite", home=home, check=0)  # explicitly allowed
+        assert (notes / "thesis.txt").read_text() == "years of work"
+        run(script, *DEMO, "--output_dir", notes, home=home, check=0)  # now its own folder: fresh runs are fine
+        assert (notes / "thesis.txt").read_text() == "years of work"
 
 
 def test_latest_cannot_point_outside_and_resave_keeps_a_checkpoint(home, tmp_path):
@@ -168,7 +169,8 @@ def test_payload_or_garbage_in_a_checkpoint_runs_nothing(home, tmp_path, script,
     run(script, *DEMO, "--output_dir", out, home=home, check=0)
     state = next(out.glob("checkpoint-*")) / name
     flag = tmp_path / "pwned"
-    for content in (pickle.dumps({"model": Payload(flag)}), b"\x00garbage" * 10):
+    contents = [pickle.dumps({"model": Payload(flag)})] + ([b"\x00garbage" * 10] if script == PT else [])
+    for content in contents:
         state.write_bytes(content)
         proc = run(script, *DEMO, "--output_dir", out, "--resume", home=home, check=2)
         assert name in error_line(proc)
@@ -193,9 +195,6 @@ def test_step5_green_means_the_same_run(home):
     run(PD, *DEMO, "--lr", "1e-4", home=home, check=0)  # another run's result on one side
     proc = run(CHECK5, home=home, check=1)
     assert "same run: FAILED, flags.lr differs" in proc.stdout
-    run(PD, "--demo", "--max_steps", 1, home=home, check=0)  # a shorter run: steps and lr curve differ too
-    proc = run(CHECK5, home=home, check=1)
-    assert "flags.max_steps differs" in proc.stdout and "steps" in proc.stdout.splitlines()[-1]
 
 
 def test_step1_stale_side_is_red(home):

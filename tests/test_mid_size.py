@@ -43,8 +43,9 @@ def test_forward_bug_turns_step1_red(mid, bug):
     run(CHECK1, home=mid, check=1)
 
 
-@pytest.mark.parametrize("bug, kind", [("paddle_layer0_backward_scaled", "grad_"), ("paddle_decay_all", "update_"),
-                                       ("paddle_default_epsilon", "update_")])
+# The optimizer plants (weight decay on LayerNorm, AdamW's epsilon) act on the update whatever the width;
+# tests/test_step4.py has them on the tiny model and MiniLM. Here, the one whose size depends on the model.
+@pytest.mark.parametrize("bug, kind", [("paddle_layer0_backward_scaled", "grad_")])
 def test_backward_or_optimizer_bug_turns_step4_red(mid, bug, kind):
     # Not the layer-3 LayerNorm epsilon: on random weights that LayerNorm's input has variance ~1, so an
     # epsilon of 1e-5 moves its output by 5e-6 relative (eps / 2 var) and the gradients by ~4e-6, as much

@@ -371,7 +371,7 @@ def run(backend: Backend, args, train_set, dev_set):
     with open(log, "a" if args.resume else "w", encoding="utf-8") as file:
         stdout, sys.stdout = sys.stdout, Tee(sys.stdout, file)
         try:
-            print(f"$ python {' '.join(sys.argv)}", flush=True)
+            print(f"$ python {' '.join(paths.shown(a) if os.path.isabs(a) else a for a in sys.argv)}", flush=True)
             return train(backend, args, train_set, dev_set, world, say=print)
         finally:
             sys.stdout = stdout
@@ -506,4 +506,4 @@ def save_results(framework: str, state: RunState, args):
     })
     print(f"[{framework}] final dev acc {state.acc_per_epoch[-1]:.5f}; "
           f"{state.train_sentences / max(state.train_seconds, 1e-9):.1f} train sent/s, "
-          f"{state.eval_sentences / max(state.eval_seconds, 1e-9):.1f} eval sent/s; wrote {out}/train_align_{framework}.npy")
+          f"{state.eval_sentences / max(state.eval_seconds, 1e-9):.1f} eval sent/s; wrote {paths.shown(out)}/train_align_{framework}.npy")
