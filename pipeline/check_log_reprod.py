@@ -78,7 +78,7 @@ def main():
             parts.append(f"{pair} {'green' if not failed else 'RED'} ({len(result.keys)} keys"
                          + (f"; failed: {', '.join(failed[:4])}" if failed else "") + ")")
         print(f"Step {step}: " + "; ".join(parts))
-    print(f"{folder}: " + ("every step re-derived green" if not red else f"{red} pair(s) red"))
+    print(f"{paths.shown(folder)}: " + ("every step re-derived green" if not red else f"{red} pair(s) red"))
     sys.exit(1 if red else 0)
 
 

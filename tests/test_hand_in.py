@@ -39,7 +39,7 @@ def test_committed_hand_in_passes_reprod_log_and_rechecks_green():
     assert load_npy(COMMITTED / "metric_torch.npy")["model_logits"].shape == (872, 2)
     assert (COMMITTED / "train_torch.log").is_file() and (COMMITTED / "train_paddle.log").is_file()
     proc = run(CHECK, COMMITTED, home=COMMITTED.parent / "no_home", check=0)
-    assert proc.stdout.count(" green") == len(PAIRS)
+    assert proc.stdout.count(" green (") == len(PAIRS) and "every step re-derived green" in proc.stdout
 
 
 # (step, file, key, how to tamper)
