@@ -42,16 +42,22 @@ def load_config(**overrides) -> BertConfig:
     return config
 
 
-def load_torch_tensors(path, how: str) -> dict:
-    """{name: torch.Tensor} from a torch.save'd dict, through torch's restricted unpickler (weights_only):
-    tensors and plain containers only, never code."""
+def _torch_load(path, how: str, remedy: str):
+    """torch.load through torch's restricted unpickler (weights_only): tensors and plain containers only,
+    never code; a payload (UnpicklingError) or a corrupt file (RuntimeError, EOFError) ends in one line."""
     import torch
     path = require(path, how)
     try:
-        state = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as e:  # UnpicklingError (a payload), RuntimeError / EOFError (corrupt): one line either way
-        raise PipelineError(f"{path} is not a torch tensor file this project wrote "
-                            f"({type(e).__name__}: {str(e).splitlines()[0][:200]}); run `{how}` again") from None
+        return path, torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as e:
+        raise PipelineError(f"{path} is not a torch file this project wrote "
+                            f"({type(e).__name__}: {str(e).splitlines()[0][:200]}); {remedy}") from None
+
+
+def load_torch_tensors(path, how: str) -> dict:
+    """{name: torch.Tensor} from a torch.save'd dict (weights, heads)."""
+    import torch
+    path, state = _torch_load(path, how, f"run `{how}` again")
     if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
         raise PipelineError(f"{path} is not a dict of tensors; run `{how}` again")
     return state
@@ -70,14 +76,8 @@ def load_paddle_arrays(path, how: str) -> dict:
 
 
 def load_torch_checkpoint(path, how: str) -> dict:
-    """A Step 5 checkpoint ({"model", "optimizer", "scheduler"}) through torch's restricted unpickler."""
-    import torch
-    path = require(path, how)
-    try:
-        state = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as e:  # a payload or a corrupt file: one line either way
-        raise PipelineError(f"{path} is not a checkpoint this project wrote "
-                            f"({type(e).__name__}: {str(e).splitlines()[0][:200]}); run without --resume") from None
+    """A Step 5 checkpoint ({"model", "optimizer", "scheduler"})."""
+    path, state = _torch_load(path, how, "run without --resume")
     if not isinstance(state, dict) or not {"model", "optimizer", "scheduler"} <= set(state):
         raise PipelineError(f"{path} is not a checkpoint this project wrote; run without --resume")
     return state
@@ -93,12 +93,21 @@ def paddle_arrays(obj):
     return obj
 
 
-def load_paddle_checkpoint(path, how: str) -> dict:
-    """A Step 5 checkpoint through the restricted unpickler, arrays turned into Paddle tensors as paddle.load does."""
-    import paddle
+def read_paddle_checkpoint(path, how: str) -> dict:
+    """A Step 5 .pdparams checkpoint as plain arrays, through the restricted unpickler (no paddle needed);
+    the model's name table (StructuredToParameterName@@) left out."""
     state = paddle_arrays(load_pickled_arrays(path, how))
-    if not isinstance(state, dict) or not {"model", "optimizer", "scheduler"} <= set(state):
+    if not isinstance(state, dict) or not {"model", "optimizer", "scheduler"} <= set(state) \
+            or not isinstance(state["model"], dict):
         raise PipelineError(f"{path} is not a checkpoint this project wrote; run without --resume")
+    state["model"] = {k: v for k, v in state["model"].items() if k != "StructuredToParameterName@@"}
+    return state
+
+
+def load_paddle_checkpoint(path, how: str) -> dict:
+    """read_paddle_checkpoint with the arrays turned into Paddle tensors, as paddle.load does."""
+    import paddle
+    state = read_paddle_checkpoint(path, how)
 
     def tensors(obj):
         if isinstance(obj, np.ndarray):

@@ -13,10 +13,9 @@ from pathlib import Path
 import common.runtime  # first: offline mode, threads, allocator, before torch/paddle load
 from checks import report, weight_stats
 from common import hparams, paths
-from common.errors import PipelineError, require, run_main
-from common.fileio import load_pickled_arrays
+from common.errors import require, run_main
 from twins.train import Checkpoints
-from twins.weights import load_torch_checkpoint, paddle_arrays
+from twins.weights import load_torch_checkpoint, read_paddle_checkpoint
 
 RUN = {"torch": "python pipeline/Step5/pt_train.py", "paddle": "python pipeline/Step5/pd_train.py"}
 
@@ -39,10 +38,7 @@ def main():
     # the lrs the run stepped at set how far fp32 rounding of weight decay alone can move a norm
     lrs = Checkpoints.run_state(t_path.parent).lr
     # the Paddle checkpoint's arrays, read without paddle.load (which would run any pickled code)
-    p_state = paddle_arrays(load_pickled_arrays(checkpoint(args.paddle, "paddle"), RUN["paddle"]))
-    if not isinstance(p_state, dict) or not isinstance(p_state.get("model"), dict):
-        raise PipelineError(f"{checkpoint(args.paddle, 'paddle')} is not a checkpoint this project wrote")
-    p_state = {k: v for k, v in p_state["model"].items() if k != "StructuredToParameterName@@"}
+    p_state = read_paddle_checkpoint(checkpoint(args.paddle, "paddle"), RUN["paddle"])["model"]
     rows, flagged, missing, limit = weight_stats.compare(
         weight_stats.summarize((n, v.numpy()) for n, v in t_state.items()),
         weight_stats.summarize(p_state.items()),
