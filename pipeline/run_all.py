@@ -4,7 +4,9 @@
     python pipeline/run_all.py --data_dir ../shared/data/SST-2   # the real SST-2 training alignment
     python pipeline/run_all.py --data_dir ../shared/data/SST-2 --train_limit 3200 --max_steps 100
 
-Each script runs in its own process, in order. The first step that fails stops
+Each script runs in its own process, in order, except Step 5's two trainings: with two or more
+cores they run side by side, each pinned to its own half of the cores with as many threads
+(--one_at_a_time: one after the other, each on every core). The first step that fails stops
 the run with its message; results of the steps before it stay in place, and
 SUMMARY.md says what passed, what failed and what did not run. Exit 0 only if
 every check is green.
@@ -33,8 +35,16 @@ from twins.weights import read_config
 class Step:
     name: str
     number: int                  # 0 for the setup
-    scripts: list                # [script path, args...] each; the last one of a checked step is its check
+    scripts: list                # [script path, args...] each, or a SideBySide; the last one of a checked step is its check
     checks: tuple = ()           # the pairs its check writes verdicts for: pipeline/StepN/<pair>_diff.json
+
+
+@dataclass
+class SideBySide:
+    """Scripts that run at the same time, each on its own share of the cores (Step 5's two trainings).
+    Small GEMMs and one-thread kernels use two cores poorly: two one-core runs at once finish sooner
+    than one two-core run after the other (docs/speed.md)."""
+    cmds: list
 
 
 def steps(args) -> list:
@@ -46,6 +56,9 @@ def steps(args) -> list:
                                         ("eval_steps", args.eval_steps)) if v is not None]
     budget += [f"--{flag}" for flag in ("deterministic", "shared_dropout", "group_by_length") if getattr(args, flag)]
     train = (data if args.data_dir else ["--demo"]) + budget
+    trainers = [["pipeline/Step5/pt_train.py", *train], ["pipeline/Step5/pd_train.py", *train]]
+    if not args.one_at_a_time and len(os.sched_getaffinity(0)) > 1:
+        trainers = [SideBySide(trainers)]
     return [
         Step("setup", 0, [export, ["weights/torch2paddle.py"], ["classifier_weights/generate_classifier_weights.py"],
                           ["fake_data/gen_fake_data.py"]]),
@@ -62,16 +75,45 @@ def steps(args) -> list:
                                         ["pipeline/Step4/check_step4.py"]], ("lr", "bp_align")),
         Step("Step5 training" + (" (SMOKE RUN on demo data: not evidence)" if not args.data_dir else "")
              + (" (re-checked: trained by the run in train_*.log)" if args.recheck else ""), 5,
-             ([] if args.recheck else [["pipeline/Step5/pt_train.py", *train], ["pipeline/Step5/pd_train.py", *train]])
+             ([] if args.recheck else trainers)
              + [["pipeline/Step5/check_step5.py"]], ("train_align",)),
     ]
 
 
 def run_script(cmd):
+    """(exit code, seconds, the command) of one script."""
     print(f"\n$ python {' '.join(cmd)}", flush=True)
     started = time.time()
     proc = subprocess.run([sys.executable, str(paths.ROOT / cmd[0]), *cmd[1:]])
-    return proc.returncode, time.time() - started
+    return proc.returncode, time.time() - started, cmd
+
+
+def run_side_by_side(group: SideBySide):
+    """(exit code, seconds, the command) for scripts run at once, the cores split between them in
+    contiguous shares; OMP_NUM_THREADS follows each share (common.runtime would otherwise give each
+    process every core). The first script to fail stops the others: its error is the one reported."""
+    cores = sorted(os.sched_getaffinity(0))
+    n = len(group.cmds)
+    shares = [cores[i * len(cores) // n:(i + 1) * len(cores) // n] for i in range(n)]
+    started, procs = time.time(), []
+    try:
+        for cmd, share in zip(group.cmds, shares):
+            print(f"\n$ python {' '.join(cmd)}   # cores {','.join(map(str, share))}, side by side", flush=True)
+            procs.append((subprocess.Popen([sys.executable, str(paths.ROOT / cmd[0]), *cmd[1:]],
+                                           env=dict(os.environ, OMP_NUM_THREADS=str(len(share))),
+                                           preexec_fn=lambda share=share: os.sched_setaffinity(0, share)), cmd))
+        while True:
+            codes = [(proc.poll(), cmd) for proc, cmd in procs]
+            failed = [(code, cmd) for code, cmd in codes if code]
+            if failed or all(code == 0 for code, _ in codes):
+                code, cmd = failed[0] if failed else (0, None)
+                return code, time.time() - started, cmd
+            time.sleep(0.5)
+    finally:
+        for proc, _ in procs:  # a failure (or Ctrl-C) ends the other trainings too
+            if proc.poll() is None:
+                proc.terminate()
+            proc.wait()
 
 
 def rule(k: dict) -> str:
@@ -136,6 +178,14 @@ def versions() -> str:
     return f"Python {platform.python_version()}, " + ", ".join(found)
 
 
+def trainers_placement(args) -> str:
+    if args.recheck:
+        return "not trained by this run (--recheck)"
+    if isinstance(steps(args)[-1].scripts[0], SideBySide):
+        return f"the two trainings side by side, each on {len(os.sched_getaffinity(0)) // 2} of the cores"
+    return "one training after the other, each on every core"
+
+
 def write_summary(results, args, started):
     source = paths.weights_dir() / "source.json"
     model = json.loads(source.read_text())["source"] if source.is_file() else "(weights not exported)"
@@ -145,7 +195,8 @@ def write_summary(results, args, started):
              f"- model: {model}",
              f"- data: {'GLUE SST-2 TSVs in ' + paths.shown(args.data_dir) if args.data_dir else 'demo.tsv (Step 5 is a smoke run, not evidence)'}",
              f"- versions: {versions()}",
-             f"- machine: {platform.machine()}, {len(os.sched_getaffinity(0))} cores", "",
+             f"- machine: {platform.machine()}, {len(os.sched_getaffinity(0))} cores",
+             f"- Step 5: {trainers_placement(args)}", "",
              "| step | result | seconds |", "|---|---|---|"]
     lines += [f"| {step.name} | {verdict} | {secs:.0f} |" for step, verdict, secs, _ in results]
     for step, _, _, verdicts in results:
@@ -173,6 +224,8 @@ def main():
                     "existing training results (after updating this tool: no new hour of training)")
     mode.add_argument("--shared_dropout", action="store_true",
                       help="Step 5 with identical dropout masks in both frameworks (see Step 5's README)")
+    ap.add_argument("--one_at_a_time", action="store_true", help="Step 5's two trainings one after the other, "
+                    "each on every core (default with 2+ cores: side by side, each on half of them)")
     args = ap.parse_args()
     validate(args)  # every flag and input before anything is written
 
@@ -182,10 +235,10 @@ def main():
             results.append((step, "not run", 0.0, {}))
             continue
         total, checked = 0.0, False
-        for cmd in step.scripts:
-            code, secs = run_script(cmd)
+        for item in step.scripts:
+            code, secs, cmd = run_side_by_side(item) if isinstance(item, SideBySide) else run_script(item)
             total += secs
-            checked = cmd is step.scripts[-1] and bool(step.checks) and code in (0, 1)  # 1: red, verdict written
+            checked = item is step.scripts[-1] and bool(step.checks) and code in (0, 1)  # 1: red, verdict written
             if code:
                 failed = f"{step.name}: `python {' '.join(cmd)}` exited {code}"
                 break
