@@ -16,6 +16,11 @@ from common import paths
 
 ROOT = paths.ROOT
 SST2 = paths.SST2_DIR
+# pytest.ini runs the suite on one pytest-xdist worker per core: each worker's scripts get their share of
+# the cores, not every core, or two workers' two-thread processes wait on each other's time slices
+# (torch's parallel regions suffer most: docs/speed.md)
+WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+THREADS = str(max(1, len(os.sched_getaffinity(0)) // WORKERS))
 SETUP = ["weights/torch_bert_weights.py", "weights/torch2paddle.py",
          "classifier_weights/generate_classifier_weights.py", "fake_data/gen_fake_data.py"]
 
@@ -29,7 +34,7 @@ def run(script, *args, home, plant=None, cwd="/tmp", check=None, env=None):
     cmd = [sys.executable]
     cmd += [str(ROOT / "tests" / "plant.py"), plant] if plant else []
     cmd += [str(ROOT / script), *map(str, args)]
-    env = dict(os.environ, BERT_ALIGN_HOME=str(home), PYTHONWARNINGS="ignore", **(env or {}))
+    env = dict(os.environ, BERT_ALIGN_HOME=str(home), PYTHONWARNINGS="ignore", OMP_NUM_THREADS=THREADS, **(env or {}))
     proc = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True)
     if check is not None:
         assert proc.returncode == check, f"{' '.join(cmd)} -> {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
@@ -73,7 +78,8 @@ def home(tiny_home, tmp_path):
 
 @pytest.fixture(scope="session")
 def run_all_home(tmp_path_factory):
-    """One green `run_all.py` on the tiny model from an empty home (read-only; copy before breaking)."""
+    """One green `run_all.py` on the tiny model from an empty home (read-only; copy before breaking).
+    Used by tests/test_hand_in.py alone: each worker builds its own session fixtures, and this one takes minutes."""
     home = tmp_path_factory.mktemp("run_all")
     # real SST-2 where this workplace has it; otherwise run_all's own offline path (Step 5 on the demo set),
     # which is what a fresh clone without the data runs

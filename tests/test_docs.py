@@ -39,6 +39,11 @@ def test_reported_figures_are_the_hand_ins():
     metric = load_npy(HAND_IN / "metric_torch.npy")
     figures = [f"{acc['torch']:.5f}", f"{acc['paddle']:.5f}", f"{float(metric['model_accuracy']):.4f}",
                f"{len(load_npy(HAND_IN / 'train_align_torch.npy')['lr']):,}"]
+    # the training times: each framework's own clock (train_curves) and the whole run's (SUMMARY.md)
+    for fw in ("torch", "paddle"):
+        curves = load_npy(HAND_IN / "diagnostics" / f"train_curves_{fw}.npy")
+        figures.append(f"{float(curves['train_seconds']) / 60:.1f}")
+    figures.append(re.search(r", ([0-9.]+) min\.", summary).group(1))
     for figure in figures:
         assert figure in text and figure in text_cn, figure
     for figure in figures[:2]:

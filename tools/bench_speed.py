@@ -8,7 +8,7 @@ Not a test: it measures, it does not assert. What it times, per model and batch 
 
 * eval:  forward of a batch of 32 under no_grad in eval mode (mean of 3 calls)  -> sentences/s
 * train: forward + cross-entropy + backward + AdamW step + clear grads + loss.item(), dropout on,
-         with common/hparams.py's optimizer settings, built by common/pt_optim.py / pd_optim.py as
+         with common/hparams.py's optimizer settings, built by twins/pt_optim.py / pd_optim.py as
          Steps 4 and 5 build theirs (no weight decay on bias/LayerNorm, epsilon, betas); also split into
          forward / backward / optimizer seconds.
 
@@ -22,7 +22,7 @@ for every repeat, shape and model pair it asks one worker for one measurement, t
 only one worker computes at a time. Warm-up (2 calls per model, mode and shape) is not timed. The
 results are medians over the repeats with the min-max spread, because the machine is shared.
 
-Models: pt_bert / pd_bert built as common/weights.py builds them (exported MiniLM weights); for
+Models: pt_bert / pd_bert built as twins/weights.py builds them (exported MiniLM weights); for
 reference transformers' BertForSequenceClassification (default attention implementation) and
 paddlenlp's BertForSequenceClassification converted from the same torch folder (converted once into a
 temporary copy, never into the installed package).
@@ -64,7 +64,7 @@ def sst2_batches(data_dir: Path, n_batches: int, seed: int = hparams.SEED):
     from transformers import BertTokenizer
 
     tok = BertTokenizer(str(require(paths.vocab(), "python weights/torch_bert_weights.py")),
-                        do_lower_case=data.DO_LOWER_CASE)
+                        do_lower_case=hparams.DO_LOWER_CASE)
     rows = data.read_tsv(data.split_file("train", data_dir))
     order = data.permutation(len(rows), seed)[: n_batches * BATCH]
     batches = []
@@ -110,7 +110,6 @@ class TorchSide:
                 "torch": self.torch.__version__}
 
     def build(self, model_name):
-        torch = self.torch
         if model_name == "pt_bert":
             from twins.weights import torch_model
             model = torch_model()
@@ -119,16 +118,8 @@ class TorchSide:
             model = BertForSequenceClassification.from_pretrained(str(reference_folder()), num_labels=2)
         else:
             raise ValueError(model_name)
-        try:  # the project's AdamW (Step 4/5), else the same thing spelled out as pt_train.py does
-            from common import pt_optim
-            return model, pt_optim.build_optimizer(model, hparams.LEARNING_RATE)
-        except ImportError:
-            pass
-        named = list(model.named_parameters())
-        groups = [{"params": [p for n, p in named if hparams.decays(n)], "weight_decay": hparams.WEIGHT_DECAY},
-                  {"params": [p for n, p in named if not hparams.decays(n)], "weight_decay": 0.0}]
-        opt = torch.optim.AdamW(groups, lr=hparams.LEARNING_RATE, betas=hparams.ADAM_BETAS, eps=hparams.ADAM_EPSILON)
-        return model, opt
+        from twins import pt_optim  # the AdamW Steps 4 and 5 train with, for both models
+        return model, pt_optim.build_optimizer(model, hparams.LEARNING_RATE)
 
     def tensors(self, batch):
         return {k: self.torch.from_numpy(v) for k, v in batch.items()}
@@ -179,7 +170,6 @@ class PaddleSide:
                 "paddle": self.paddle.__version__, **flags}
 
     def build(self, model_name):
-        paddle = self.paddle
         if model_name == "pd_bert":
             from twins.weights import paddle_model
             model = paddle_model()
@@ -187,17 +177,8 @@ class PaddleSide:
             model = paddlenlp_model()
         else:
             raise ValueError(model_name)
-        try:  # the project's AdamW (Step 4/5), else the same thing spelled out as pd_train.py does
-            from common import pd_optim
-            return model, pd_optim.build_optimizer(model, hparams.LEARNING_RATE)
-        except ImportError:
-            pass
-        decay = {p.name for n, p in model.named_parameters() if hparams.decays(n)}
-        opt = paddle.optimizer.AdamW(
-            learning_rate=hparams.LEARNING_RATE, parameters=model.parameters(), weight_decay=hparams.WEIGHT_DECAY,
-            apply_decay_param_fun=lambda name: name in decay,
-            beta1=hparams.ADAM_BETAS[0], beta2=hparams.ADAM_BETAS[1], epsilon=hparams.ADAM_EPSILON)
-        return model, opt
+        from twins import pd_optim  # the AdamW Steps 4 and 5 train with, for both models
+        return model, pd_optim.build_optimizer(model, hparams.LEARNING_RATE)
 
     def tensors(self, batch):
         return {k: self.paddle.to_tensor(v) for k, v in batch.items()}
@@ -343,7 +324,7 @@ def main():
                     help="which pairs (default: all; --quick: project)")
     ap.add_argument("--modes", default="eval,train")
     ap.add_argument("--threads", type=int, default=0,
-                    help="OMP_NUM_THREADS for both workers (default: common/__init__.py's, all cores); "
+                    help="OMP_NUM_THREADS for both workers (default: common/runtime.py's, all cores); "
                          "1 is robust when other jobs load the machine")
     ap.add_argument("--env-torch", action="append", metavar="KEY=VALUE", help="extra environment, torch worker")
     ap.add_argument("--env-paddle", action="append", metavar="KEY=VALUE", help="extra environment, Paddle worker")
