@@ -22,6 +22,23 @@ SCRIPTS = sorted(str(p.relative_to(ROOT)) for pattern in ("pipeline/**/*.py", "w
                  for p in ROOT.glob(pattern))
 
 
+@pytest.fixture(scope="module")
+def demo_trained(tiny_home, tmp_path_factory):
+    """The tiny home after both Step 5 demo runs: results in pipeline/Step5/ and a checkpoint in each
+    framework's default output folder (read-only; the `trained` fixture gives a test its own copy)."""
+    home = tmp_path_factory.mktemp("demo_trained") / "home"
+    shutil.copytree(tiny_home, home)
+    for script in (PT, PD):
+        run(script, *DEMO, home=home, check=0)
+    return home
+
+
+@pytest.fixture
+def trained(demo_trained, tmp_path):
+    shutil.copytree(demo_trained, tmp_path / "home")
+    return tmp_path / "home"
+
+
 class Payload:
     """What a hostile file would carry: unpickling it would create `flag`."""
 
@@ -164,9 +181,9 @@ def test_payload_in_weights_or_head_runs_nothing(home, tmp_path, target, script)
 
 
 @pytest.mark.parametrize("script, name", [(PT, "torch_state.pt"), (PD, "paddle_state.pdparams")])
-def test_payload_or_garbage_in_a_checkpoint_runs_nothing(home, tmp_path, script, name):
-    out = tmp_path / "ckpt"
-    run(script, *DEMO, "--output_dir", out, home=home, check=0)
+def test_payload_or_garbage_in_a_checkpoint_runs_nothing(trained, tmp_path, script, name):
+    home = trained
+    out = home / "pipeline/Step5/output" / ("torch" if script == PT else "paddle")
     state = next(out.glob("checkpoint-*")) / name
     flag = tmp_path / "pwned"
     contents = [pickle.dumps({"model": Payload(flag)})] + ([b"\x00garbage" * 10] if script == PT else [])
@@ -177,9 +194,8 @@ def test_payload_or_garbage_in_a_checkpoint_runs_nothing(home, tmp_path, script,
         assert not flag.exists()
 
 
-def test_resume_refuses_other_flags(home, tmp_path):
-    out = tmp_path / "ckpt"
-    run(PD, *DEMO, "--output_dir", out, home=home, check=0)
+def test_resume_refuses_other_flags(trained):
+    home, out = trained, trained / "pipeline/Step5/output/paddle"
     proc = run(PD, *DEMO, "--output_dir", out, "--resume", "--lr", "1e-4", home=home, check=2)
     assert "flags.lr" in error_line(proc)
     proc = run(PD, *DEMO, "--output_dir", out, "--resume", "--shared_dropout", home=home, check=2)
@@ -188,9 +204,8 @@ def test_resume_refuses_other_flags(home, tmp_path):
 
 # ---------------------------------------------------------------------------------------- same run
 
-def test_step5_green_means_the_same_run(home):
-    for script in (PT, PD):
-        run(script, *DEMO, home=home, check=0)
+def test_step5_green_means_the_same_run(trained):
+    home = trained
     run(CHECK5, home=home, check=0)
     run(PD, *DEMO, "--lr", "1e-4", home=home, check=0)  # another run's result on one side
     proc = run(CHECK5, home=home, check=1)
@@ -207,10 +222,9 @@ def test_step1_stale_side_is_red(home):
     assert "same run: FAILED, weights differs" in proc.stdout
 
 
-def test_nan_run_is_red(home):
-    # a run that diverges to NaN: planted as a NaN learning rate inside the Paddle optimizer
-    for script in (PT, PD):
-        run(script, *DEMO, home=home, check=0)
+def test_nan_run_is_red(trained):
+    # a run that diverges to NaN, as its saved curve shows it
+    home = trained
     curves = home / "pipeline/Step5/train_curves_paddle.npy"
     data = fileio.load_npy(curves)
     data["loss"][-1] = np.nan

@@ -9,12 +9,14 @@ differently is twins/pd_backend.py; pt_train.py is this script's twin.
 """
 import common.runtime  # first: offline mode, threads, allocator, before torch/paddle load
 from common.errors import run_main
-from twins import pd_data, train
-from twins.pd_backend import Backend
+from twins import train
 
 
 def main():
     args = train.parse_args("paddle")
+    # imported once the flags are good: a bad one is refused in a second, not after paddle has loaded
+    from twins import pd_data
+    from twins.pd_backend import Backend
     backend = Backend()
     train.run(backend, args, *train.load_data(pd_data, backend, args))
 

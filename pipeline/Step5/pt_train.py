@@ -9,12 +9,14 @@ differently is twins/pt_backend.py; pd_train.py is this script's twin.
 """
 import common.runtime  # first: offline mode, threads, allocator, before torch/paddle load
 from common.errors import run_main
-from twins import pt_data, train
-from twins.pt_backend import Backend
+from twins import train
 
 
 def main():
     args = train.parse_args("torch")
+    # imported once the flags are good: a bad one is refused in a second, not after torch has loaded
+    from twins import pt_data
+    from twins.pt_backend import Backend
     backend = Backend()
     train.run(backend, args, *train.load_data(pt_data, backend, args))
 
