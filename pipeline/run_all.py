@@ -80,26 +80,33 @@ def steps(args) -> list:
     ]
 
 
+def argv(cmd) -> list:
+    return [sys.executable, str(paths.ROOT / cmd[0]), *cmd[1:]]
+
+
+def core_shares(n: int) -> list:
+    """This process's cores cut into n contiguous shares, one per script run side by side."""
+    cores = sorted(os.sched_getaffinity(0))
+    return [cores[i * len(cores) // n:(i + 1) * len(cores) // n] for i in range(n)]
+
+
 def run_script(cmd):
     """(exit code, seconds, the command) of one script."""
     print(f"\n$ python {' '.join(cmd)}", flush=True)
     started = time.time()
-    proc = subprocess.run([sys.executable, str(paths.ROOT / cmd[0]), *cmd[1:]])
+    proc = subprocess.run(argv(cmd))
     return proc.returncode, time.time() - started, cmd
 
 
 def run_side_by_side(group: SideBySide):
-    """(exit code, seconds, the command) for scripts run at once, the cores split between them in
-    contiguous shares; OMP_NUM_THREADS follows each share (common.runtime would otherwise give each
-    process every core). The first script to fail stops the others: its error is the one reported."""
-    cores = sorted(os.sched_getaffinity(0))
-    n = len(group.cmds)
-    shares = [cores[i * len(cores) // n:(i + 1) * len(cores) // n] for i in range(n)]
+    """(exit code, seconds, the command) for scripts run at once, each on its core_shares() share;
+    OMP_NUM_THREADS follows each share (common.runtime would otherwise give each process every core).
+    The first script to fail stops the others: its error is the one reported."""
     started, procs = time.time(), []
     try:
-        for cmd, share in zip(group.cmds, shares):
+        for cmd, share in zip(group.cmds, core_shares(len(group.cmds))):
             print(f"\n$ python {' '.join(cmd)}   # cores {','.join(map(str, share))}, side by side", flush=True)
-            procs.append((subprocess.Popen([sys.executable, str(paths.ROOT / cmd[0]), *cmd[1:]],
+            procs.append((subprocess.Popen(argv(cmd),
                                            env=dict(os.environ, OMP_NUM_THREADS=str(len(share))),
                                            preexec_fn=lambda share=share: os.sched_setaffinity(0, share)), cmd))
         while True:
@@ -182,7 +189,8 @@ def trainers_placement(args) -> str:
     if args.recheck:
         return "not trained by this run (--recheck)"
     if isinstance(steps(args)[-1].scripts[0], SideBySide):
-        return f"the two trainings side by side, each on {len(os.sched_getaffinity(0)) // 2} of the cores"
+        return "the two trainings side by side, on cores " + " and ".join(
+            ",".join(map(str, share)) for share in core_shares(2))
     return "one training after the other, each on every core"
 
 

@@ -79,12 +79,16 @@ def tiny_home(tmp_path_factory):
     return make_home(tmp_path_factory.mktemp("tiny"), "--random_init", "--config", ROOT / "tests/tiny_config.json")
 
 
+def private_copy(home, tmp_path):
+    """A copy of a read-only home (a module or session fixture's) that one test may break."""
+    shutil.copytree(home, tmp_path / "home")
+    return tmp_path / "home"
+
+
 @pytest.fixture
 def home(tiny_home, tmp_path):
     """A private copy of the tiny home that a test may break."""
-    dst = tmp_path / "home"
-    shutil.copytree(tiny_home, dst)
-    return dst
+    return private_copy(tiny_home, tmp_path)
 
 
 @pytest.fixture(scope="session")

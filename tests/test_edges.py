@@ -13,7 +13,7 @@ import pytest
 from checks import diff
 from common import fileio
 from common.errors import PipelineError
-from conftest import ROOT, error_line, run
+from conftest import ROOT, error_line, private_copy, run
 
 PT, PD, CHECK5 = "pipeline/Step5/pt_train.py", "pipeline/Step5/pd_train.py", "pipeline/Step5/check_step5.py"
 DEMO = ["--demo", "--max_steps", 2, "--log_every", 1]
@@ -26,8 +26,7 @@ SCRIPTS = sorted(str(p.relative_to(ROOT)) for pattern in ("pipeline/**/*.py", "w
 def demo_trained(tiny_home, tmp_path_factory):
     """The tiny home after both Step 5 demo runs: results in pipeline/Step5/ and a checkpoint in each
     framework's default output folder (read-only; the `trained` fixture gives a test its own copy)."""
-    home = tmp_path_factory.mktemp("demo_trained") / "home"
-    shutil.copytree(tiny_home, home)
+    home = private_copy(tiny_home, tmp_path_factory.mktemp("demo_trained"))
     for script in (PT, PD):
         run(script, *DEMO, home=home, check=0)
     return home
@@ -35,8 +34,7 @@ def demo_trained(tiny_home, tmp_path_factory):
 
 @pytest.fixture
 def trained(demo_trained, tmp_path):
-    shutil.copytree(demo_trained, tmp_path / "home")
-    return tmp_path / "home"
+    return private_copy(demo_trained, tmp_path)
 
 
 class Payload:

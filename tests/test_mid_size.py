@@ -1,12 +1,11 @@
 """The same tolerances at bert-base width: a random BERT with hidden 768 (4 layers, tests/mid_config.json)
 is green on correct code, and the planted bugs and small planted disagreements are red there too."""
-import shutil
 
 import numpy as np
 import pytest
 
 from common.fileio import load_npy, save_npy
-from conftest import ROOT, make_home, run
+from conftest import ROOT, make_home, private_copy, run
 
 FWD = ["pipeline/Step1/pt_forward_bert.py", "pipeline/Step1/pd_forward_bert.py"]
 BP = ["pipeline/Step4/pt_bp.py", "pipeline/Step4/pd_bp.py"]
@@ -27,8 +26,7 @@ def mid_aligned(tmp_path_factory):
 
 @pytest.fixture
 def mid(mid_aligned, tmp_path):
-    shutil.copytree(mid_aligned, tmp_path / "home")
-    return tmp_path / "home"
+    return private_copy(mid_aligned, tmp_path)
 
 
 def test_aligned_is_green(mid):
