@@ -59,16 +59,22 @@ def split_file(split: str, data_dir) -> Path:
     return path
 
 
+HUB_HINT = f"pass --data_dir DIR with SST-2's train.tsv and dev.tsv (on this workplace: {SST2_DIR})"
+
+
+def hub_off() -> bool:
+    """common.runtime turns the dataset hub off; Paddle's loader does not read this variable, so it is checked here."""
+    return os.environ.get("HF_DATASETS_OFFLINE", "").upper() in ("1", "ON", "YES", "TRUE")
+
+
 def from_hub(load, what: str):
     """Run an ecosystem's hub loader; offline, or on any failure, say to pass --data_dir."""
-    hint = f"pass --data_dir DIR with SST-2's train.tsv and dev.tsv (on this workplace: {SST2_DIR})"
-    # common.runtime turns the hub off; Paddle's loader does not read these variables, so check here.
-    if os.environ.get("HF_DATASETS_OFFLINE", "").upper() in ("1", "ON", "YES", "TRUE"):
-        raise PipelineError(f"cannot load {what}: the dataset hub is off (HF_DATASETS_OFFLINE=1); {hint}")
+    if hub_off():
+        raise PipelineError(f"cannot load {what}: the dataset hub is off (HF_DATASETS_OFFLINE=1); {HUB_HINT}")
     try:
         return load()
     except Exception as e:  # no network, unknown name, bad cache: all mean the same to the user
-        raise PipelineError(f"cannot load {what} ({type(e).__name__}: {e}); {hint}") from None
+        raise PipelineError(f"cannot load {what} ({type(e).__name__}: {e}); {HUB_HINT}") from None
 
 
 def rank_order(order, batch_size: int, rank: int, world: int) -> list:

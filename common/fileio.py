@@ -166,7 +166,11 @@ def atomic_write(path, write):
 
 
 def save_npy(path, data: dict):
-    """Save what a ReprodLogger collected (pass logger.data), in its format, atomically."""
+    """Save a dict of numeric arrays in ReprodLogger's format (what its save() writes), atomically.
+
+    The pipeline's scripts fill a plain dict rather than a ReprodLogger, which is a dict with an ndarray
+    check (done here too): importing reprod_log imports Paddle, ~1.4 s and a second framework in every
+    torch process. A ReprodLogger's logger.data can be passed as it is."""
     bad = [k for k, v in data.items() if not _is_plain_array(v)]
     if bad:
         raise TypeError(f"values for {bad} must be numeric numpy arrays")

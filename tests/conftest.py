@@ -5,6 +5,7 @@ BERT_ALIGN_HOME pointing at a temporary folder so the repository's own results
 are never touched.
 """
 import common.runtime  # first: offline mode, threads, allocator, before any test imports torch/paddle
+import fcntl
 import os
 import shutil
 import subprocess
@@ -21,13 +22,15 @@ SST2 = paths.SST2_DIR
 # (torch's parallel regions suffer most: docs/speed.md)
 WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
 THREADS = str(max(1, len(os.sched_getaffinity(0)) // WORKERS))
-# pytest.ini hands out whole files (--dist loadfile) in collection order; this puts the longest first, so
-# the last file to start is a short one and the workers finish together. Seconds per file, measured with
-# `python -m pytest -n 0 --durations=0` (2026-11-23); a file missing here starts last, which costs only time.
-FILE_SECONDS = {"test_edges.py": 246, "test_step5.py": 189, "test_hand_in.py": 153, "test_step4.py": 117,
-                "test_mid_size.py": 110, "test_step2.py": 108, "test_distributed.py": 70, "test_step1.py": 64,
-                "test_convert.py": 52, "test_grouping.py": 35, "test_step3.py": 14, "test_layout.py": 9,
-                "test_weight_stats.py": 6, "test_models.py": 3, "test_diff.py": 2}
+# pytest.ini hands out whole files (--dist loadfile) in collection order, the next file to the first worker that
+# is free; this puts the longest first, so the last file to start is a short one and the workers finish together.
+# Seconds per file, measured with `python -m pytest --durations=0` (2026-11-23); a file missing here starts last,
+# which costs only time. test_mid_size goes second although test_edges is longer: it builds its own home, so
+# the first two files do not both wait for the shared tiny home (shared_home) at the start.
+FILE_SECONDS = {"test_step5.py": 200, "test_mid_size.py": 190, "test_edges.py": 180, "test_step4.py": 170,
+                "test_step2.py": 160, "test_hand_in.py": 150, "test_distributed.py": 85, "test_step1.py": 65,
+                "test_grouping.py": 35, "test_convert.py": 25, "test_step3.py": 18, "test_weight_stats.py": 10,
+                "test_models.py": 3, "test_diff.py": 3, "test_layout.py": 1}
 SETUP = ["weights/torch_bert_weights.py", "weights/torch2paddle.py",
          "classifier_weights/generate_classifier_weights.py", "fake_data/gen_fake_data.py"]
 
@@ -66,6 +69,22 @@ def make_home(path, *export_args):
     return path
 
 
+def shared_home(tmp_path_factory, name, *export_args):
+    """A read-only home built once per suite run: the first xdist worker to need it builds it, the others wait
+    on a lock and reuse it (a session fixture is otherwise built once per worker, ~20 s each)."""
+    base = tmp_path_factory.getbasetemp()
+    root = base.parent if "PYTEST_XDIST_WORKER" in os.environ else base  # parent: this run's, shared by workers
+    path, built = root / name, root / f"{name}.built"
+    with open(root / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not built.is_file():
+            shutil.rmtree(path, ignore_errors=True)  # what a worker that failed half-way left
+            path.mkdir()
+            make_home(path, *export_args)
+            built.touch()
+    return path
+
+
 @pytest.fixture(scope="session")
 def tiny_home(tmp_path_factory):
     """A read-only template: tiny random BERT (2 layers, hidden 32) weights, head and fake data.
@@ -76,7 +95,7 @@ def tiny_home(tmp_path_factory):
     At 0.1 the logits are ~0.2 like MiniLM's and each planted bug shows (measured:
     clean 1.2e-7, LayerNorm eps 5.7e-6, transposed query 8e-3, no mask 0.1).
     """
-    return make_home(tmp_path_factory.mktemp("tiny"), "--random_init", "--config", ROOT / "tests/tiny_config.json")
+    return shared_home(tmp_path_factory, "tiny", "--random_init", "--config", ROOT / "tests/tiny_config.json")
 
 
 def private_copy(home, tmp_path):
@@ -96,15 +115,14 @@ def run_all_home(tmp_path_factory):
     """One green `run_all.py` on the tiny model from an empty home (read-only; copy before breaking).
     Used by tests/test_hand_in.py alone: each worker builds its own session fixtures, and this one takes minutes."""
     home = tmp_path_factory.mktemp("run_all")
-    # real SST-2 where this workplace has it; otherwise run_all's own offline path (Step 5 on the demo set),
-    # which is what a fresh clone without the data runs
-    data = ["--data_dir", SST2] if (SST2 / "dev.tsv").is_file() else []
-    proc = run("pipeline/run_all.py", "--random_init", ROOT / "tests/tiny_config.json", *data,
-               "--train_limit", 192, "--max_steps", 6, "--deterministic", home=home)
+    # the default data, as a fresh clone runs it: Step 2 and a Step 5 smoke run on the demo set. The committed
+    # reference run exercises --data_dir end to end; test_run_all_passes_data_dir checks the plumbing.
+    proc = run("pipeline/run_all.py", "--random_init", ROOT / "tests/tiny_config.json", "--max_steps", 6,
+               "--deterministic", home=home)
     return home, proc
 
 
 @pytest.fixture(scope="session")
 def minilm_home(tmp_path_factory):
     """The real all-MiniLM-L6-v2 weights, exported and converted (read-only)."""
-    return make_home(tmp_path_factory.mktemp("minilm"))
+    return shared_home(tmp_path_factory, "minilm")

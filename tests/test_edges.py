@@ -204,7 +204,9 @@ def test_resume_refuses_other_flags(trained):
 
 def test_step5_green_means_the_same_run(trained):
     home = trained
-    run(CHECK5, home=home, check=0)
+    # the demo pair trained with dropout on (Step 5's default): a pass is chance there, but it must run and report
+    assert all("dropout on" in (home / f"pipeline/Step5/train_{fw}.log").read_text() for fw in ("torch", "paddle"))
+    assert "acc diff" in run(CHECK5, home=home, check=0).stdout
     run(PD, *DEMO, "--lr", "1e-4", home=home, check=0)  # another run's result on one side
     proc = run(CHECK5, home=home, check=1)
     assert "same run: FAILED, flags.lr differs" in proc.stdout

@@ -2,7 +2,10 @@
 pairs at the top pass reprod_log's own ReprodDiffHelper; check_log_reprod.py re-derives every verdict
 from the folder alone and goes red on a tampered value; contestants' own reprod_log files are judged,
 not refused. (Every test of the run_all_home fixture lives here: the suite runs a file per worker.)"""
+import argparse
+import importlib.util
 import shutil
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -156,3 +159,26 @@ def test_check_pair_compares_any_two_files(tmp_path):
     assert "diff check failed: x" in proc.stdout and (tmp_path / "mine.log").is_file()
     run("pipeline/check_pair.py", tmp_path / "mine_torch.npy", tmp_path / "mine_paddle.npy",
         "--threshold", "1e-4", home=tmp_path, check=0)
+
+
+def test_run_all_passes_data_dir():
+    """run_all_home runs the default (demo) data; this pins what --data_dir changes: Step 2's four scripts and
+    both trainers read the folder, and no trainer is told --demo (the committed reference run is the end-to-end
+    proof on SST-2)."""
+    spec = importlib.util.spec_from_file_location("run_all", ROOT / "pipeline/run_all.py")
+    run_all = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(run_all)
+    flags = dict(model_dir=None, random_init=None, epochs=None, max_steps=None, train_limit=None, lr=None,
+                 eval_steps=None, deterministic=False, shared_dropout=False, group_by_length=False, recheck=False,
+                 one_at_a_time=True)
+    data = Path("/somewhere/SST-2")
+    for data_dir in (data, None):
+        steps = {s.number: s for s in run_all.steps(argparse.Namespace(data_dir=data_dir, **flags))}
+        readers = steps[2].scripts[:4] + steps[5].scripts[:2]
+        assert [c[0].rsplit("/", 1)[1] for c in readers] == ["pt_data_loader.py", "pd_data_loader.py", "pt_metric.py",
+                                                             "pd_metric.py", "pt_train.py", "pd_train.py"]
+        for cmd in readers:
+            if data_dir:
+                assert cmd[1:3] == ["--data_dir", str(data)] and "--demo" not in cmd, cmd
+            else:
+                assert "--data_dir" not in cmd and ("--demo" in cmd) == ("train.py" in cmd[0]), cmd

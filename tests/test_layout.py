@@ -3,6 +3,10 @@
 fails here, not in the middle of a benchmark no test runs."""
 import ast
 import importlib
+import importlib.util
+import os
+import subprocess
+import sys
 
 import pytest
 
@@ -44,3 +48,31 @@ def test_names_taken_from_the_project_exist(script):
             if not hasattr(target, node.attr):
                 missing.append(f"{module}.{name}.{node.attr} (line {node.lineno})")
     assert not missing, missing
+
+
+def imported_modules(scripts) -> list:
+    """Every module the scripts import, anywhere in the file (Step 5 imports its framework inside main);
+    `from <package> import <name>` adds <package>.<name> when that is a module."""
+    found = set()
+    for script in scripts:
+        for node in ast.walk(ast.parse(script.read_text())):
+            if isinstance(node, ast.Import):
+                found.update(alias.name for alias in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                found.add(node.module)
+                found.update(f"{node.module}.{alias.name}" for alias in node.names
+                             if node.module in PACKAGES and importlib.util.find_spec(f"{node.module}.{alias.name}"))
+    return sorted(found)
+
+
+@pytest.mark.parametrize("side, other", [("pt", "paddle"), ("pd", "torch")])
+def test_a_frameworks_scripts_never_load_the_other(side, other):
+    """A PyTorch result comes from a process without Paddle, and the reverse: importing everything the
+    pt_*.py scripts import loads no Paddle (reprod_log would: its utils import paddle), and the same
+    for pd_*.py and torch."""
+    modules = imported_modules(sorted((paths.ROOT / "pipeline").rglob(f"{side}_*.py")))
+    probe = f"import importlib, sys\nfor m in {modules!r}:\n    importlib.import_module(m)\nprint({other!r} in sys.modules)"
+    proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd="/tmp",
+                          env=dict(os.environ, PYTHONWARNINGS="ignore"))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.split()[-1] == "False", f"{side}_*.py scripts load {other}"

@@ -2,9 +2,9 @@
 import json
 import shutil
 
-import numpy as np
 import paddle
 
+from common.fileio import load_npy
 from conftest import error_line, run
 
 FWD = ["pipeline/Step1/pt_forward_bert.py", "pipeline/Step1/pd_forward_bert.py"]
@@ -68,10 +68,9 @@ def test_corrupt_npy_fails_cleanly_and_keeps_results(home):
     assert (home / "log_reprod/forward_diff.log").read_text() == good
 
 
-def test_scripts_run_from_any_directory(home, tmp_path):
-    for cwd in (home.parent, tmp_path, "/"):
-        run(FWD[0], home=home, cwd=cwd, check=0)
-    assert np.load(home / "pipeline/Step1/forward_torch.npy", allow_pickle=True).item()["logits_fake"].shape == (4, 2)
+def test_scripts_run_from_any_directory(home):
+    run(FWD[0], home=home, cwd="/", check=0)  # every other run here is from /tmp
+    assert load_npy(home / "pipeline/Step1/forward_torch.npy")["logits_fake"].shape == (4, 2)
 
 
 def test_one_layernorm_epsilon_is_named_as_first_diverging_module(minilm_home, tmp_path):

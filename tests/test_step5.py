@@ -39,26 +39,18 @@ def losses(home, fw):
 def test_shared_dropout_keeps_curves_together_and_catches_a_wrong_mask(home):
     for script in (PT, PD):
         assert "shared dropout masks" in run(script, *SHARED, home=home, check=0).stdout
-    assert np.abs(losses(home, "torch") - losses(home, "paddle")).max() < 1e-5  # all 20 steps
+    shared = losses(home, "paddle")
+    assert np.abs(losses(home, "torch") - shared).max() < 1e-5  # all 20 steps
     run(CHECK, home=home, check=0)
     assert "per-step loss_shared_dropout: max diff" in (home / "pipeline/Step5/train_align_diff.log").read_text()
-
-    run(PT, *SHARED[:-1], "--deterministic", home=home, check=0)  # the masks really drop something
-    assert np.abs(losses(home, "torch") - losses(home, "paddle")).max() > 1e-3
-    run(PT, *SHARED, home=home, check=0)
 
     for bug in ("paddle_dropout_no_rescale", "paddle_dropout_rate"):
         run(PD, *SHARED, home=home, plant=bug, check=0)
         proc = run(CHECK, home=home, check=1)
         assert "diff check failed: loss_shared_dropout" in proc.stdout and "curves separate" in proc.stdout, bug
 
-
-def test_demo_smoke_with_dropout_runs(home):
-    for script in (PT, PD):
-        proc = run(script, "--demo", "--max_steps", 2, home=home, check=0)
-        assert "dropout on" in proc.stdout
-    proc = run(CHECK, home=home)  # with dropout on, pass or fail is chance; it must only run and report
-    assert proc.returncode in (0, 1) and "acc diff" in proc.stdout
+    run(PT, *SHARED[:-1], "--deterministic", home=home, check=0)  # the masks really drop something
+    assert np.abs(losses(home, "torch") - shared).max() > 1e-3
 
 
 def test_without_data_dir_says_pass_data_dir(home):

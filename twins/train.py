@@ -152,6 +152,8 @@ def validate(args):
         problems.append(f"--warmup_proportion must be in [0, 1), got {args.warmup_proportion}")
     if getattr(args, "demo", False) and getattr(args, "data_dir", None):
         problems.append("--demo and --data_dir exclude each other")
+    if not getattr(args, "demo", True) and not getattr(args, "data_dir", True) and data.hub_off():
+        problems.append(f"no data: the dataset hub is off (HF_DATASETS_OFFLINE=1); {data.HUB_HINT}, or --demo")
     out = getattr(args, "output_dir", None)
     if out is not None and out.exists() and not out.is_dir():
         problems.append(f"--output_dir {out} is a file, not a folder")
@@ -464,6 +466,10 @@ def train(backend: Backend, args, train_set, dev_set, world: World, say):
     if world.main:
         save_results(fw, state, args)
         save_npy(paths.step_dir(5) / f"weight_stats_{fw}.npy", weight_stats.summarize(backend.named_arrays()))
+    if world.size > 1:
+        # every process leaves together, not the others while process 0 still writes: a 2-process Paddle run
+        # once ended with exit code -6 after its results were written (2026-11-23, under load)
+        backend.all_sum([0.0])
     return state
 
 

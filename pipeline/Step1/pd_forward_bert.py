@@ -3,7 +3,6 @@ import argparse
 
 import common.runtime  # first: offline mode, threads, allocator, before torch/paddle load
 import paddle
-from reprod_log import ReprodLogger
 
 from checks import diagnose
 from common import inputs, paths, record
@@ -23,13 +22,13 @@ def main():
     modules, tag = {}, ["fake"]
     for name, module in diagnose.watched(model.named_sublayers()):
         module.register_forward_post_hook(lambda m, i, out, name=name: modules.__setitem__(f"{tag[0]}/{name}", out.numpy()))
-    logger = ReprodLogger()
+    results = {}
     with paddle.no_grad():
-        logger.add("logits_fake", model(paddle.to_tensor(fake_ids)).numpy())
+        results["logits_fake"] = model(paddle.to_tensor(fake_ids)).numpy()
         tag[0] = "padded"
-        logger.add("logits_padded", model(**padded).numpy())
+        results["logits_padded"] = model(**padded).numpy()
     out = paths.step_dir(1) / "forward_paddle.npy"
-    save_npy(out, logger.data)
+    save_npy(out, results)
     save_npy(out.with_name("forward_modules_paddle.npy"), modules)
     record.save(out, "paddle", "pipeline/Step1/pd_forward_bert.py",
                 {"weights": weights, "inputs": record.fingerprint([("fake_ids", fake_ids),

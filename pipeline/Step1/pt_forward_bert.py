@@ -3,7 +3,6 @@ import argparse
 
 import common.runtime  # first: offline mode, threads, allocator, before torch/paddle load
 import torch
-from reprod_log import ReprodLogger
 
 from checks import diagnose
 from common import inputs, paths, record
@@ -23,13 +22,13 @@ def main():
     modules, tag = {}, ["fake"]
     for name, module in diagnose.watched(model.named_modules()):
         module.register_forward_hook(lambda m, i, out, name=name: modules.__setitem__(f"{tag[0]}/{name}", out.numpy()))
-    logger = ReprodLogger()
+    results = {}
     with torch.no_grad():
-        logger.add("logits_fake", model(torch.from_numpy(fake_ids)).numpy())
+        results["logits_fake"] = model(torch.from_numpy(fake_ids)).numpy()
         tag[0] = "padded"
-        logger.add("logits_padded", model(**padded).numpy())
+        results["logits_padded"] = model(**padded).numpy()
     out = paths.step_dir(1) / "forward_torch.npy"
-    save_npy(out, logger.data)
+    save_npy(out, results)
     save_npy(out.with_name("forward_modules_torch.npy"), modules)
     record.save(out, "torch", "pipeline/Step1/pt_forward_bert.py",
                 {"weights": weights, "inputs": record.fingerprint([("fake_ids", fake_ids),

@@ -8,7 +8,6 @@ import argparse
 import common.runtime  # first: offline mode, threads, allocator, before torch/paddle load
 import numpy as np
 import paddle
-from reprod_log import ReprodLogger
 
 from common import data, paths, record
 from twins import pd_data
@@ -21,10 +20,10 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data_dir", help="a GLUE SST-2 folder: predict its dev.tsv instead of the demo set")
     args = ap.parse_args()
-    logger = ReprodLogger()
+    results = {}
     logits, labels = data.random_logits()
     acc = pd_data.accuracy(paddle.to_tensor(logits), paddle.to_tensor(labels))
-    logger.add("random_accuracy", np.array(acc, dtype="float32"))
+    results["random_accuracy"] = np.array(acc, dtype="float32")
 
     model = paddle_model()
     weights = paddle_fingerprint(model)  # as loaded, before anything runs
@@ -39,14 +38,14 @@ def main():
             logits.append(model(**batch))
             metric.update(logits[-1], labels[-1])
     logits, acc = paddle.concat(logits), metric.accumulate()
-    logger.add("model_logits", logits.numpy())
-    logger.add("model_accuracy", np.array(acc, dtype="float32"))
+    results["model_logits"] = logits.numpy()
+    results["model_accuracy"] = np.array(acc, dtype="float32")
     out = paths.step_dir(2) / "metric_paddle.npy"
-    save_npy(out, logger.data)
+    save_npy(out, results)
     record.save(out, "paddle", "pipeline/Step2/pd_metric.py",
                 {"weights": weights, "rows": record.fingerprint_rows(dataset)})
     print(f"wrote {out}: model accuracy {acc:.4f} on {metric.count} examples, "
-          f"random-logits accuracy {logger.data['random_accuracy']:.4f}")
+          f"random-logits accuracy {results['random_accuracy']:.4f}")
 
 
 if __name__ == "__main__":

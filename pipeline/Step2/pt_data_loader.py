@@ -6,7 +6,6 @@
 import argparse
 
 import common.runtime  # first: offline mode, threads, allocator, before torch/paddle load
-from reprod_log import ReprodLogger
 
 from common import data, hparams, paths, record
 from twins import pt_data
@@ -26,11 +25,9 @@ def main():
     encoded = pt_data.encode(dataset, tokenizer)
     # a seeded permutation, as Step 5 passes: the loader must follow it exactly
     loader = pt_data.loader(encoded, tokenizer, order=data.permutation(len(encoded), args.seed))
-    logger = ReprodLogger()
-    for key, value in data.record(list(encoded), ({k: v.numpy() for k, v in b.items()} for b in loader)).items():
-        logger.add(key, value)
+    results = data.record(list(encoded), ({k: v.numpy() for k, v in b.items()} for b in loader))
     out = paths.step_dir(2) / "data_torch.npy"
-    save_npy(out, logger.data)
+    save_npy(out, results)
     record.save(out, "torch", "pipeline/Step2/pt_data_loader.py",
                 {"rows": record.fingerprint_rows(dataset), "flags": vars(args) | {"data_dir": None}})
     print(f"wrote {out}: {len(encoded)} examples, {len(loader)} batches")

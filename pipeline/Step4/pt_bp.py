@@ -10,7 +10,6 @@ import math
 import common.runtime  # first: offline mode, threads, allocator, before torch/paddle load
 import numpy as np
 import torch
-from reprod_log import ReprodLogger
 
 from common import hparams, inputs, paths, record
 from twins import pt_optim
@@ -39,27 +38,27 @@ def main():
     optimizer, _ = pt_optim.build(model, args.lr)  # weight decay except bias/LayerNorm, eps from hparams
     criterion = torch.nn.CrossEntropyLoss()
     start = {name: p.detach().numpy().copy() for name, p in model.named_parameters()}
-    logger = ReprodLogger()
+    results = {}
     for i in range(args.iters):
         loss = criterion(model(ids), labels)
         loss.backward()
-        logger.add(f"loss_{i:02d}", loss.detach().numpy().reshape(1))  # [1] on both sides, as in Step 3
+        results[f"loss_{i:02d}"] = loss.detach().numpy().reshape(1)  # [1] on both sides, as in Step 3
         if i == 0:
             for name, p in model.named_parameters():
                 if p.grad is not None:  # one without a gradient shows as a missing key in the check
-                    logger.add(f"grad_{name}", p.grad.numpy().copy())
+                    results[f"grad_{name}"] = p.grad.numpy().copy()
         optimizer.step()
         optimizer.zero_grad()
     for name, p in model.named_parameters():
         # mean and mean |.| of each parameter's total update: averaging over the tensor cancels the
         # fp32 rounding of single weights, so even weight decay's lr * 0.01 * w per step shows
         moved = p.detach().numpy().astype(np.float64) - start[name]
-        logger.add(f"update_{name}", np.array([moved.mean(), np.abs(moved).mean()]))
+        results[f"update_{name}"] = np.array([moved.mean(), np.abs(moved).mean()])
     out = paths.step_dir(4) / "bp_align_torch.npy"
-    save_npy(out, logger.data)
+    save_npy(out, results)
     record.save(out, "torch", "pipeline/Step4/pt_bp.py", {"weights": weights, "inputs": record.fingerprint(zip(("ids", "labels"), inputs.fake_batch())),
                 "flags": {"iters": args.iters, "lr": args.lr, "float64": args.float64}})
-    print(f"wrote {out}: loss {logger.data['loss_00'][0]:.8f} -> {loss.item():.8f} in {args.iters} iterations")
+    print(f"wrote {out}: loss {results['loss_00'][0]:.8f} -> {loss.item():.8f} in {args.iters} iterations")
 
 
 if __name__ == "__main__":

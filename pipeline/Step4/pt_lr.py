@@ -8,7 +8,6 @@ import math
 import common.runtime  # first: offline mode, threads, allocator, before torch/paddle load
 import numpy as np
 import torch
-from reprod_log import ReprodLogger
 
 from common import hparams, paths, record
 from twins import pt_optim
@@ -24,7 +23,7 @@ def main():
     args = ap.parse_args()
     if not (math.isfinite(args.lr) and args.lr > 0):
         raise PipelineError(f"--lr must be a finite positive number, got {args.lr}")
-    logger = ReprodLogger()
+    results = {}
     for name in pt_optim.SCHEDULES:
         stand_in = torch.nn.Linear(1, 1)  # a schedule never looks at the parameters
         optimizer, scheduler = pt_optim.build(stand_in, args.lr, name, args.warmup_steps, args.total_steps)
@@ -33,9 +32,9 @@ def main():
             lrs.append(pt_optim.current_lr(optimizer))  # the lr this step's update uses
             optimizer.step()  # no gradients, so no update; kept for the order a training loop uses
             scheduler.step()
-        logger.add(f"lr_{name}", np.array(lrs, dtype=np.float64))  # Python floats: keep all 53 bits
+        results[f"lr_{name}"] = np.array(lrs, dtype=np.float64)  # Python floats: keep all 53 bits
     out = paths.step_dir(4) / "lr_torch.npy"
-    save_npy(out, logger.data)
+    save_npy(out, results)
     record.save(out, "torch", "pipeline/Step4/pt_lr.py", {"flags": vars(args)})
     print(f"wrote {out}")
 
