@@ -4,7 +4,10 @@ from the folder alone and goes red on a tampered value; contestants' own reprod_
 not refused. (Every test of the run_all_home fixture lives here: the suite runs a file per worker.)"""
 import argparse
 import importlib.util
+import os
 import shutil
+import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -161,13 +164,18 @@ def test_check_pair_compares_any_two_files(tmp_path):
         "--threshold", "1e-4", home=tmp_path, check=0)
 
 
+def load_run_all():
+    spec = importlib.util.spec_from_file_location("run_all", ROOT / "pipeline/run_all.py")
+    run_all = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(run_all)
+    return run_all
+
+
 def test_run_all_passes_data_dir():
     """run_all_home runs the default (demo) data; this pins what --data_dir changes: Step 2's four scripts and
     both trainers read the folder, and no trainer is told --demo (the committed reference run is the end-to-end
     proof on SST-2)."""
-    spec = importlib.util.spec_from_file_location("run_all", ROOT / "pipeline/run_all.py")
-    run_all = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(run_all)
+    run_all = load_run_all()
     flags = dict(model_dir=None, random_init=None, epochs=None, max_steps=None, train_limit=None, lr=None,
                  eval_steps=None, deterministic=False, shared_dropout=False, group_by_length=False, recheck=False,
                  one_at_a_time=True)
@@ -182,3 +190,19 @@ def test_run_all_passes_data_dir():
                 assert cmd[1:3] == ["--data_dir", str(data)] and "--demo" not in cmd, cmd
             else:
                 assert "--data_dir" not in cmd and ("--demo" in cmd) == ("train.py" in cmd[0]), cmd
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="run_all runs side by side only on 2+ cores")
+def test_side_by_side_stops_the_other_when_one_fails(tmp_path, monkeypatch):
+    """Step 5's two trainings run at once: when one fails, run_all reports it and ends the other,
+    rather than waiting out an hour of training whose result can no longer pass."""
+    run_all = load_run_all()
+    monkeypatch.setattr(run_all, "argv", lambda cmd: [sys.executable, "-c", cmd[0]])  # stand-ins for the trainers
+    finished = tmp_path / "finished"
+    slow = f"import pathlib, time; time.sleep(20); pathlib.Path({str(finished)!r}).touch()"
+    failing = "import sys, time; time.sleep(1); sys.exit(3)"
+    started = time.time()
+    code, _, cmd = run_all.run_side_by_side(run_all.SideBySide([[slow], [failing]]))
+    assert (code, cmd) == (3, [failing]) and time.time() - started < 10
+    assert not finished.exists()  # stopped, not waited for
+    assert run_all.run_side_by_side(run_all.SideBySide([["pass"], ["pass"]]))[0] == 0
