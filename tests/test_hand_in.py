@@ -17,7 +17,7 @@ from reprod_log import ReprodDiffHelper, ReprodLogger
 from checks import tolerances
 from common import paths
 from common.fileio import load_npy, save_npy
-from conftest import ROOT, error_line, run
+from conftest import ROOT, error_line, private_copy, run
 
 COMMITTED = paths.ROOT / "log_reprod"
 CHECK = "pipeline/check_log_reprod.py"
@@ -48,8 +48,7 @@ def test_green_run_fills_log_reprod(run_all_home):
 
 
 def test_planted_red_step_stops_the_run(run_all_home, tmp_path):
-    home = tmp_path / "home"
-    shutil.copytree(run_all_home[0], home)
+    home = private_copy(run_all_home[0], tmp_path)
     kept = (home / "log_reprod/forward_torch.npy").read_bytes()
     # sitecustomize plants the bug in the Paddle forward script only, inside run_all's own subprocess
     (tmp_path / "site").mkdir()

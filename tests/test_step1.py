@@ -1,11 +1,10 @@
 """Step 1 passes on aligned models and goes red on each planted bug."""
 import json
-import shutil
 
 import paddle
 
 from common.fileio import load_npy
-from conftest import error_line, run
+from conftest import error_line, private_copy, run
 
 FWD = ["pipeline/Step1/pt_forward_bert.py", "pipeline/Step1/pd_forward_bert.py"]
 CHECK = "pipeline/Step1/check_step1.py"
@@ -76,8 +75,7 @@ def test_scripts_run_from_any_directory(home):
 def test_one_layernorm_epsilon_is_named_as_first_diverging_module(minilm_home, tmp_path):
     """A wrong epsilon in layer 3's attention-output LayerNorm alone moves MiniLM's logits by only ~3e-7,
     within the logits' tolerance; the module check catches it and names the module."""
-    home = tmp_path / "home"
-    shutil.copytree(minilm_home, home)
+    home = private_copy(minilm_home, tmp_path)
     proc = step1(home, plant="paddle_layer3_attention_ln_eps")
     assert proc.returncode == 1
     log = (home / "pipeline/Step1/forward_diff.log").read_text()

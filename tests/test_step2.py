@@ -1,12 +1,11 @@
 """Step 2 passes on the aligned pipelines and goes red on each planted data or metric bug."""
-import shutil
 
 import pytest
 
 from common import data
 from common.fileio import load_npy
 from common.errors import PipelineError
-from conftest import SST2, error_line, run
+from conftest import SST2, error_line, private_copy, run
 
 S = "pipeline/Step2/"
 SCRIPTS = [S + "pt_data_loader.py", S + "pd_data_loader.py", S + "pt_metric.py", S + "pd_metric.py"]
@@ -16,8 +15,7 @@ CHECK = S + "check_step2.py"
 @pytest.fixture(scope="module")
 def aligned(tiny_home, tmp_path_factory):
     """The tiny home with all four Step 2 outputs, aligned (read-only: tests copy it)."""
-    home = tmp_path_factory.mktemp("step2") / "home"
-    shutil.copytree(tiny_home, home)
+    home = private_copy(tiny_home, tmp_path_factory.mktemp("step2"))
     for script in SCRIPTS:
         run(script, home=home, check=0)
     return home
@@ -25,8 +23,7 @@ def aligned(tiny_home, tmp_path_factory):
 
 @pytest.fixture
 def copy(aligned, tmp_path):
-    shutil.copytree(aligned, tmp_path / "home")
-    return tmp_path / "home"
+    return private_copy(aligned, tmp_path)
 
 
 def logs(home):

@@ -1,11 +1,10 @@
 """Step 3 passes on the aligned losses and goes red on each planted loss bug."""
-import shutil
 
 import numpy as np
 import pytest
 
 from common.fileio import load_npy, save_npy
-from conftest import error_line, run
+from conftest import error_line, private_copy, run
 
 S = "pipeline/Step3/"
 PT, PD, CHECK = S + "pt_loss.py", S + "pd_loss.py", S + "check_step3.py"
@@ -14,8 +13,7 @@ PT, PD, CHECK = S + "pt_loss.py", S + "pd_loss.py", S + "check_step3.py"
 @pytest.fixture(scope="module")
 def aligned(tiny_home, tmp_path_factory):
     """The tiny home with both Step 3 outputs, aligned (read-only: tests copy it)."""
-    home = tmp_path_factory.mktemp("step3") / "home"
-    shutil.copytree(tiny_home, home)
+    home = private_copy(tiny_home, tmp_path_factory.mktemp("step3"))
     run(PT, home=home, cwd="/", check=0)  # scripts resolve every path from the repo root, not the cwd
     run(PD, home=home, cwd=home, check=0)
     return home
@@ -23,8 +21,7 @@ def aligned(tiny_home, tmp_path_factory):
 
 @pytest.fixture
 def copy(aligned, tmp_path):
-    shutil.copytree(aligned, tmp_path / "home")
-    return tmp_path / "home"
+    return private_copy(aligned, tmp_path)
 
 
 def log(home):

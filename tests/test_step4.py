@@ -1,11 +1,10 @@
 """Step 4 passes on the aligned schedules and backward passes, and goes red on each planted bug."""
-import shutil
 
 import numpy as np
 import pytest
 
 from common.fileio import load_npy, save_npy
-from conftest import error_line, run
+from conftest import error_line, private_copy, run
 
 S = "pipeline/Step4/"
 PT_LR, PD_LR, PT_BP, PD_BP, CHECK = (S + f for f in ("pt_lr.py", "pd_lr.py", "pt_bp.py", "pd_bp.py", "check_step4.py"))
@@ -14,8 +13,7 @@ PT_LR, PD_LR, PT_BP, PD_BP, CHECK = (S + f for f in ("pt_lr.py", "pd_lr.py", "pt
 @pytest.fixture(scope="module")
 def aligned(tiny_home, tmp_path_factory):
     """The tiny home with all four Step 4 outputs, aligned (read-only: tests copy it)."""
-    home = tmp_path_factory.mktemp("step4") / "home"
-    shutil.copytree(tiny_home, home)
+    home = private_copy(tiny_home, tmp_path_factory.mktemp("step4"))
     for script in (PT_LR, PD_LR, PT_BP, PD_BP):
         run(script, home=home, check=0)
     return home
@@ -23,8 +21,7 @@ def aligned(tiny_home, tmp_path_factory):
 
 @pytest.fixture
 def copy(aligned, tmp_path):
-    shutil.copytree(aligned, tmp_path / "home")
-    return tmp_path / "home"
+    return private_copy(aligned, tmp_path)
 
 
 def log(home, name):
@@ -111,8 +108,7 @@ def test_impossible_schedule_is_one_line(home):
 
 def test_minilm_ten_steps_align(minilm_home, tmp_path):
     """The real MiniLM weights: 10 AdamW steps with losses, gradients and updates within their tolerances."""
-    home = tmp_path / "home"
-    shutil.copytree(minilm_home, home)
+    home = private_copy(minilm_home, tmp_path)
     for script in (PT_BP, PD_BP):
         run(script, home=home, check=0)
     run(CHECK, "--only", "bp_align", home=home, check=0)
@@ -158,8 +154,7 @@ def test_backward_bug_is_placed_where_the_backward_pass_meets_it(copy):
 def test_one_layernorm_epsilon_shows_in_the_gradients(minilm_home, tmp_path):
     """The layer-3 LayerNorm epsilon that moves MiniLM's logits by only ~3e-7 moves its gradients by up to
     5.6e-5 of their size, over the gradients' rtol: Step 4 goes red on a forward bug too, not only Step 1."""
-    home = tmp_path / "home"
-    shutil.copytree(minilm_home, home)
+    home = private_copy(minilm_home, tmp_path)
     run(PT_BP, "--iters", 1, home=home, check=0)
     run(PD_BP, "--iters", 1, home=home, plant="paddle_layer3_attention_ln_eps", check=0)
     run(CHECK, "--only", "bp_align", home=home, check=1)
