@@ -17,7 +17,10 @@ tests' tiny model, MiniLM, bert-base size with random weights) and below the sma
 bug; atol covers what does not scale with the values: values zero in exact arithmetic, drift over
 steps. The step READMEs have the runs, with their commands.
 """
+import math
 from typing import NamedTuple, Optional
+
+from common.errors import PipelineError
 
 # The guide's bound on the mean abs diff of every compared key in Steps 1-4.
 MEAN_BOUND = 1e-6
@@ -102,3 +105,21 @@ PAIRS = {
     "train_align": Pair({"acc*": ACCURACY, "lr": LR, "loss": TRAIN_LOSS, "loss_shared_dropout": TRAIN_LOSS},
                         EXACT, 0.0015),
 }
+
+
+def from_flags(tol: Tol, what: str, loosened: list, atol=None, rtol=None, atol_flag="--threshold",
+               rtol_flag="--rtol", mean_too=False) -> Tol:
+    """`tol` with a check's command-line flags applied. Each must be a finite number >= 0 (else one line,
+    before anything is written, as check_pair.py does); each that loosens the measured figure is appended
+    to `loosened` (CheckResult.loosened), which the diff log, the verdict, SUMMARY.md and
+    check_log_reprod.py state. mean_too: the flag sets the mean bound as well (a single number's)."""
+    new = tol
+    for flag, field, value in ((atol_flag, "atol", atol), (rtol_flag, "rtol", rtol)):
+        if value is None:
+            continue
+        if not (isinstance(value, (int, float)) and math.isfinite(value) and value >= 0):
+            raise PipelineError(f"{flag} must be a finite number >= 0, got {value}")
+        new = new._replace(**{field: float(value)}, **({"mean": float(value)} if mean_too and field == "atol" else {}))
+        if value > getattr(tol, field):
+            loosened.append(f"{flag} {value:g} loosens {what}'s {field} (measured: {getattr(tol, field):g})")
+    return new

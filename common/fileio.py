@@ -1,9 +1,13 @@
 """Files the pipeline writes and reads back, safely.
 
+* writable: the pre-flight every write passes: the path can be written, and is not a symbolic link
+  (nothing is ever written through one), checked before any old output is touched;
 * atomic_write: write to a temporary name, then rename: a kill never leaves a truncated file;
+  open_new: a log written as a run goes, never through a link;
 * save_npy / load_npy: ReprodLogger's format (np.save of a dict of numeric arrays). Loading never
   executes code: only the numpy globals a dict of plain arrays needs are unpickled, anything else
-  is refused with one line.
+  is refused with one line; its cost (array bytes, containers counted at every shared reference)
+  is bounded by the file's size.
 """
 import io
 import os
@@ -18,27 +22,55 @@ from common.errors import PipelineError, require
 MAX_KEY_LENGTH = 200
 
 
-class _CheckedArray(np.ndarray):
-    """The array class the restricted unpickler builds: before numpy allocates anything it checks the
-    size the pickle asks for against the bytes the file really has (a 240-byte file must not be able to
-    ask for gigabytes), and allows object arrays only as the 0-d holder np.save wraps a dict in."""
+class _Budget:
+    """What one file may cost: the bytes of every array it builds and the containers a walk of it visits,
+    counted against the file's own size. A pickle can name one object many times (its memo), so a few
+    hundred bytes can describe a list that holds itself a thousand times over, or a thousand arrays that
+    share one buffer: each reference is counted as if it were a copy."""
 
-    budget = 0
+    def __init__(self, size: int):
+        self.size, self.left = size, size
+
+    def spend(self, n: int, what: str):
+        self.left -= n
+        if self.left < 0:
+            raise pickle.UnpicklingError(f"{what}: more than the file's {self.size} bytes hold")
+
+
+_budget = _Budget(0)
+
+
+def _count(shape) -> int:
+    n = 1
+    for d in shape:
+        if int(d) < 0:
+            raise pickle.UnpicklingError(f"a negative dimension in {tuple(shape)}")
+        n *= int(d)
+    return n
+
+
+class _CheckedArray(np.ndarray):
+    """The array class the restricted unpickler builds: before numpy allocates anything its size is
+    charged to the file's budget (a 240-byte file must not be able to ask for gigabytes), and object
+    arrays are allowed only as the 0-d holder np.save wraps a dict in."""
 
     def __setstate__(self, state):
+        if not isinstance(state, tuple) or len(state) != 5 or not isinstance(state[2], np.dtype):
+            raise pickle.UnpicklingError("an array state numpy does not write")
         shape, dtype = state[1], state[2]
-        n = 1
-        for d in shape:
-            n *= int(d)
+        n = _count(shape)
         if dtype.hasobject and n > 1:
             raise pickle.UnpicklingError(f"an object array of shape {tuple(shape)}")
-        if not dtype.hasobject and n * dtype.itemsize > _CheckedArray.budget:
-            raise pickle.UnpicklingError(f"an array of shape {tuple(shape)} {dtype} needs {n * dtype.itemsize} "
-                                         f"bytes, more than the file holds")
+        if not dtype.hasobject:
+            _budget.spend(n * dtype.itemsize, f"an array of shape {tuple(shape)} {dtype} needs {n * dtype.itemsize} bytes")
         super().__setstate__(state)
 
 
 def _reconstruct(cls, shape, dtype):
+    # numpy pickles every array as an empty one plus its state; a non-empty shape here would be memory
+    # numpy never fills (no state follows it), so two copies of one file would read differently
+    if _count(shape) != 0:
+        raise pickle.UnpicklingError(f"an array of shape {tuple(shape)} without its contents")
     return np.ndarray.__new__(_CheckedArray, shape, dtype)
 
 
@@ -59,7 +91,10 @@ class _ArraysOnlyUnpickler(pickle.Unpickler):
 
 
 def _plain(obj):
-    """The unpickled tree with every array a plain ndarray again (they were built as _CheckedArray)."""
+    """The unpickled tree with every array a plain ndarray again (they were built as _CheckedArray).
+    Each node visited is charged to the budget, shared ones at every reference: the tree a file
+    unfolds to, which every later walk of it sees, is at most as many nodes as the file has bytes."""
+    _budget.spend(1, "its containers, counted at every reference")
     if isinstance(obj, np.ndarray):
         return _plain(obj.item()) if obj.dtype.hasobject else np.asarray(obj).view(np.ndarray)
     if isinstance(obj, dict):
@@ -70,8 +105,10 @@ def _plain(obj):
 
 
 def unpickle_arrays(data: bytes):
-    """Unpickle containers of numeric numpy arrays, numbers and strings; anything else (code) is refused."""
-    _CheckedArray.budget = len(data)
+    """Unpickle containers of numeric numpy arrays, numbers and strings; anything else (code) is refused,
+    and so is a file whose arrays and containers, counting every shared reference, outgrow its size."""
+    global _budget
+    _budget = _Budget(len(data))
     try:
         return _plain(_ArraysOnlyUnpickler(io.BytesIO(data)).load())
     except (pickle.UnpicklingError, ValueError, TypeError, EOFError, AttributeError, IndexError, KeyError,
@@ -150,19 +187,67 @@ def load_array(path, how: str) -> np.ndarray:
         raise PipelineError(f"{path} is not a plain .npy array ({e}): run `{how}` again") from None
 
 
-def atomic_write(path, write):
-    """write(tmp_path) then rename: a kill never leaves a truncated file at path."""
+def writable(path, folder: bool = False) -> Path:
+    """Pre-flight for an output: raise one line unless `path` can be written as a file (or made a folder)
+    without following a link, before any old output is touched. Every write of the pipeline passes here
+    (atomic_write, open_new), so no file is ever written through a symbolic link: a link at a name we
+    write may point at anyone's file. A folder the user names may be a link to a folder; a dangling one
+    or a loop cannot be written."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    what = "folder" if folder else "file"
+    try:
+        if path.is_symlink() and not (folder and path.is_dir()):
+            raise PipelineError(f"{path} is a symbolic link{'' if path.exists() else ' to nothing (or a loop)'}; "
+                                f"this pipeline never writes through a link: remove it or choose another {what}")
+        if path.exists() and path.is_dir() != folder:
+            raise PipelineError(f"{path} is a {'file' if folder else 'folder'}, not a {what}: choose another path")
+        if folder and path.is_dir():
+            ancestor = path
+        else:
+            ancestor = path.parent
+            while not ancestor.is_dir():
+                if ancestor.is_symlink() or ancestor.exists():
+                    kind = "a file" if ancestor.exists() else "a dangling symbolic link (or a loop)"
+                    raise PipelineError(f"{ancestor} is {kind}, so {path} cannot be made: choose another path")
+                ancestor = ancestor.parent
+        if not os.access(ancestor, os.W_OK | os.X_OK):
+            raise PipelineError(f"{ancestor} is not writable, so {path} cannot be written: choose another path")
+    except OSError as e:  # a name too long, a loop in a folder of the path, a permission on the way
+        raise PipelineError(f"{path} cannot be written ({os.strerror(e.errno) if e.errno else e}): "
+                            "choose another path") from None
+    return path
+
+
+def atomic_write(path, write):
+    """write(tmp_path) then rename: a kill never leaves a truncated file at path, and path is never
+    written through a link (writable)."""
+    path = writable(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    except OSError as e:
+        raise PipelineError(f"{path} cannot be written ({e.strerror or e}): choose another path") from None
     os.close(fd)
     try:
         write(tmp)
         os.chmod(tmp, 0o644)  # mkstemp makes 0600; results are meant to be shared
+        writable(path)  # what was checked before a long write still holds: no link appeared meanwhile
         os.replace(tmp, path)
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
+
+
+def open_new(path, append: bool = False):
+    """A text file opened for writing (or appending) that is not a link (O_NOFOLLOW): a log written as a
+    run goes, which atomic_write cannot do."""
+    path = writable(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | (os.O_APPEND if append else os.O_TRUNC)
+    try:
+        return os.fdopen(os.open(path, flags, 0o644), "a" if append else "w", encoding="utf-8")
+    except OSError as e:
+        raise PipelineError(f"{path} cannot be written ({e.strerror or e}): choose another path") from None
 
 
 def save_npy(path, data: dict):

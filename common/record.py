@@ -3,7 +3,13 @@
 Every pt_*/pd_* script saves <result>.run.json next to its .npy:
 
     {"framework": "torch", "script": "pipeline/Step1/pt_forward_bert.py", "written": "...",
+     "result": "<sha256>",
      "depends": {"weights": "<sha256>", "inputs": "<sha256>", "flags": {...}}}
+
+`result` binds the record to the file it describes (the fingerprint of its arrays; a hand-in that
+keeps some keys of a result gets a record bound to those, save_subset) and `framework` names the
+side. A result copied over the other side's, one file given as both sides, or a record beside a file
+it was not written for never passes.
 
 `depends` holds only what must be equal on both sides: fingerprints of the weights as loaded (in
 torch's layout on both sides, so a converted Paddle model fingerprints like its source), of the input
@@ -20,7 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from common.errors import PipelineError
-from common.fileio import atomic_write
+from common.fileio import atomic_write, load_npy
 
 SUFFIX = ".run.json"
 
@@ -49,11 +55,29 @@ def path_for(result) -> Path:
     return result.with_name(result.stem + SUFFIX)
 
 
+def result_fingerprint(result) -> str:
+    """What a record binds: the fingerprint of every array in the .npy `result`."""
+    return fingerprint(load_npy(result).items())
+
+
 def save(result, framework: str, script: str, depends: dict):
-    """Write the record of `result` (the .npy it describes). Call it with the .npy's own save."""
-    record = {"framework": framework, "script": script, "written": time.strftime("%Y-%m-%d %H:%M:%S"),
-              "depends": depends}
-    atomic_write(path_for(result), lambda tmp: Path(tmp).write_text(json.dumps(record, indent=1, sort_keys=True) + "\n"))
+    """Write the record of `result`, the .npy it describes: call it once that file is written."""
+    write(path_for(result), {"framework": framework, "script": script, "written": time.strftime("%Y-%m-%d %H:%M:%S"),
+                             "result": result_fingerprint(result), "depends": depends})
+
+
+def save_subset(source, subset, path):
+    """The record of `subset` (a hand-in of some of `source`'s keys), written at `path`: bound to the subset
+    only if `source`'s own record is bound to `source`, so no hand-in launders a result its record does
+    not describe."""
+    record = load(source)
+    if record is not None:
+        bound_ = record.get("result") == result_fingerprint(source)
+        write(path, {**record, "result": fingerprint(subset.items()) if bound_ else "(source not bound)"})
+
+
+def write(path, record: dict):
+    atomic_write(path, lambda tmp: Path(tmp).write_text(json.dumps(record, indent=1, sort_keys=True) + "\n"))
 
 
 def load(result, path=None):
@@ -65,7 +89,7 @@ def load(result, path=None):
         record = json.loads(path.read_text())
         if not isinstance(record, dict) or not isinstance(record.get("depends"), dict):
             raise ValueError("no 'depends' object")
-    except (ValueError, UnicodeDecodeError) as e:
+    except (ValueError, UnicodeDecodeError, RecursionError) as e:
         raise PipelineError(f"{path} is not a run record ({e}); re-run the script that writes it") from None
     return record
 
@@ -86,22 +110,45 @@ def differences(torch_record, paddle_record) -> list:
     return [(k, t.get(k, "(missing)"), p.get(k, "(missing)")) for k in sorted(set(t) | set(p)) if t.get(k) != p.get(k)]
 
 
-def _short(v):
-    return v[:12] if isinstance(v, str) and len(v) == 64 else v
+def shown(v, limit: int = 80) -> str:
+    """A record's value as a log line may show it: a newline or other control character in a hand-edited
+    record could otherwise forge lines of the log ("same run: passed", "diff check passed")."""
+    v = v[:12] if isinstance(v, str) and len(v) == 64 else v
+    text = v if isinstance(v, str) else json.dumps(v)
+    text = text if text.isprintable() else json.dumps(text)[1:-1]
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+def bound(side: str, result, record: dict):
+    """None if `record` describes `result` and was written by `side`'s framework, else the reason."""
+    if record.get("framework") != side:
+        return (f"the {side} result's run record says it was written by {shown(record.get('framework'))}: "
+                "one framework's result passed as the other's; re-run both sides")
+    if "result" not in record:
+        return f"the {side} result's run record does not fingerprint its result (an older record); re-run both sides"
+    if record["result"] != result_fingerprint(result):
+        return f"the {side} result is not the file its run record describes; re-run both sides"
+    return None
 
 
 def same_run(torch_result, paddle_result, record_paths=(None, None)):
     """(passed, detail) for the two results' records (beside them, or at record_paths); passed is None
-    when neither side has one."""
+    when neither side has one. Each record must describe its own result and framework (bound)."""
+    if Path(torch_result).resolve() == Path(paddle_result).resolve():
+        return False, "one file given as both sides"
     records = [load(torch_result, record_paths[0]), load(paddle_result, record_paths[1])]
     if records == [None, None]:
         return None, "no run records (results written outside this pipeline): same run not proven"
     if None in records:
         side = ("torch", "paddle")[records.index(None)]
         return False, f"the {side} result has no run record: re-run both sides"
+    for side, result, rec in zip(("torch", "paddle"), (torch_result, paddle_result), records):
+        problem = bound(side, result, rec)
+        if problem:
+            return False, problem
     diffs = differences(*records)
     if diffs:
         field, t, p = diffs[0]
-        more = f" (and {len(diffs) - 1} more: {', '.join(d[0] for d in diffs[1:])})" if len(diffs) > 1 else ""
-        return False, f"{field} differs: torch {_short(t)} vs paddle {_short(p)}{more}; re-run both sides"
-    return True, f"both sides record the same {', '.join(sorted(records[0]['depends']))}"
+        more = f" (and {len(diffs) - 1} more: {', '.join(shown(d[0]) for d in diffs[1:])})" if len(diffs) > 1 else ""
+        return False, f"{shown(field)} differs: torch {shown(t)} vs paddle {shown(p)}{more}; re-run both sides"
+    return True, f"both sides record the same {', '.join(shown(k) for k in sorted(records[0]['depends']))}"

@@ -12,13 +12,14 @@ as [max |x|, mean |x|, rms] per side, whose differences can never exceed the rea
 tampered value shows. Prints one line per step; exit 1 if any step is red or a file is missing.
 """
 import argparse
+import json
 import sys
 from pathlib import Path
 
 import numpy as np
 
 import common.runtime  # first: offline mode, threads, allocator
-from checks import diagnose, diff, tolerances
+from checks import diagnose, diff, report, tolerances
 from common import paths, record
 from common.errors import PipelineError, run_main
 from common.fileio import load_npy
@@ -56,6 +57,16 @@ def check_pair(folder: Path, pair: str) -> diff.CheckResult:
     return result
 
 
+def loosened(folder: Path, pair: str) -> list:
+    """The flags the hand-in's own check loosened (its verdict, diagnostics/<pair>_diff.json), escaped."""
+    path = folder / DIAGNOSTICS / f"{pair}_diff.json"
+    try:
+        flags = json.loads(path.read_text()).get("loosened", []) if path.is_file() else []
+    except (ValueError, UnicodeDecodeError, AttributeError, RecursionError):
+        return ["its verdict file is unreadable"]
+    return [report.one_line(str(f))[:120] for f in flags] if isinstance(flags, list) else ["its verdict file is malformed"]
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("folder", nargs="?", type=Path, help="a hand-in folder (default: log_reprod/)")
@@ -70,13 +81,16 @@ def main():
             try:
                 result = check_pair(folder, pair)
             except PipelineError as e:  # a missing or unreadable file: this step is red, the others still run
-                parts.append(f"{pair} RED ({e})")
+                parts.append(f"{pair} RED ({report.one_line(str(e))})")
                 red += 1
                 continue
             failed = [k.key for k in result.failed_keys] + [f.name for f in result.findings if not f.passed]
             red += bool(failed)
+            flags = loosened(folder, pair)
             parts.append(f"{pair} {'green' if not failed else 'RED'} ({len(result.keys)} keys"
-                         + (f"; failed: {', '.join(failed[:4])}" if failed else "") + ")")
+                         + (f"; failed: {', '.join(report.one_line(f) for f in failed[:4])}" if failed else "")
+                         + (f"; its diff log was judged with loosened tolerances: {'; '.join(flags)}" if flags else "")
+                         + ")")
         print(f"Step {step}: " + "; ".join(parts))
     print(f"{paths.shown(folder)}: " + ("every step re-derived green" if not red else f"{red} pair(s) red"))
     sys.exit(1 if red else 0)

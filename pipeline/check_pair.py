@@ -6,8 +6,8 @@
 For results written by your own scripts with reprod_log's ReprodLogger (logger.add(key, array);
 logger.save(path)). Unlike ReprodDiffHelper: a key missing on one side, a shape or dtype mismatch,
 NaN or Inf fail (a 0-d scalar and a [1] array count as the same scalar); integers compare exactly;
-the exit code is 1 when anything fails. The log keeps reprod_log's format; a JSON verdict is
-written beside it. Loading never runs code from the files.
+the exit code is 1 when anything fails. The log keeps reprod_log's format; without --log, a JSON
+verdict is written beside it (with --log FILE, that file alone). Loading never runs code from the files.
 """
 import argparse
 import math
@@ -16,7 +16,9 @@ from pathlib import Path
 
 import common.runtime  # first: offline mode, threads, allocator
 from checks import diff, report, same_run
+from common import record
 from common.errors import PipelineError, run_main
+from common.fileio import writable
 
 
 def main():
@@ -28,14 +30,16 @@ def main():
     args = ap.parse_args()
     if not (math.isfinite(args.threshold) and args.threshold >= 0):
         raise PipelineError(f"--threshold must be a finite number >= 0, got {args.threshold}")
-    torch_data, paddle_data = diff.load_pair(args.torch_npy, args.paddle_npy)
     name = args.torch_npy.stem.removesuffix("_torch")
+    log = args.log or args.torch_npy.with_name(f"{name}_diff.log")
+    inputs = [p.resolve() for f in (args.torch_npy, args.paddle_npy) for p in (f, record.path_for(f))]
+    if log.resolve() in inputs or (args.log is None and report.verdict_path(log).resolve() in inputs):
+        raise PipelineError(f"--log {log} would overwrite an input or its run record: choose another file")
+    writable(log)  # before the comparison, not after its report
+    torch_data, paddle_data = diff.load_pair(args.torch_npy, args.paddle_npy)
     result = diff.compare(torch_data, paddle_data, default=args.threshold, name=name)
     same_run.check(result, args.torch_npy, args.paddle_npy)
-    log = args.log or args.torch_npy.with_name(f"{name}_diff.log")
-    if log.resolve() in (args.torch_npy.resolve(), args.paddle_npy.resolve()):
-        raise PipelineError(f"--log {log} would overwrite an input")
-    report.write(result, log)
+    report.write(result, log, verdict=args.log is None)  # --log FILE: that file and no other name
     sys.exit(0 if result.passed else 1)
 
 

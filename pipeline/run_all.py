@@ -142,6 +142,7 @@ def brief(verdict: dict, max_keys: int = 6) -> list:
         lines.append(f"... {len(keys) - max_keys} more keys ({len(keys) - len(failed)} of {len(keys)} passed)")
     lines += [f"{f['name']}: {'passed' if f['passed'] else 'FAILED'}, {f['detail']}" for f in verdict["findings"]]
     lines += [n for n in verdict["notes"] if not n.startswith("\t")]
+    lines += [f"loosened by a flag: {flag}" for flag in verdict.get("loosened", [])]
     return lines + ["diff check passed" if verdict["passed"] else "diff check failed"]
 
 

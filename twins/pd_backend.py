@@ -7,7 +7,15 @@ from paddlenlp.datasets import MapDataset
 from models import pd_bert
 from twins import pd_data, pd_optim
 from common.errors import PipelineError
-from twins.weights import load_paddle_checkpoint, paddle_fingerprint, paddle_model
+from twins.weights import load_paddle_checkpoint, paddle_fingerprint, paddle_model, strict_check
+
+
+def shapes(state) -> dict:
+    """{name: shape} of a checkpoint's tensors; the scheduler's entry aside, anything else is a misfit."""
+    if not isinstance(state, dict):
+        return {}
+    return {k: (v.shape if isinstance(v, paddle.Tensor) else ["not a tensor"]) for k, v in state.items()
+            if k != "LR_Scheduler"}
 
 
 class Backend:  # implements twins.train.Backend
@@ -95,6 +103,16 @@ class Backend:  # implements twins.train.Backend
     def load_state(self, folder):
         # common.fileio's restricted unpickler: plain containers and arrays, never code (paddle.load would)
         state = load_paddle_checkpoint(folder / "paddle_state.pdparams", "python pipeline/Step5/pd_train.py")
+        # set_state_dict only warns on a missing or misshapen entry and takes an empty optimizer state as a
+        # fresh one: every entry is checked first, as torch's load_state_dict does
+        try:
+            strict_check({k: v.shape for k, v in self.model.state_dict().items()}, shapes(state["model"]),
+                         "the saved model")
+            strict_check(self.optimizer_shapes(), shapes(state["optimizer"]), "the saved optimizer state")
+            if not isinstance(state["scheduler"], dict) or not isinstance(state["scheduler"].get("last_epoch"), int):
+                raise PipelineError("its scheduler state has no step count")
+        except PipelineError as e:
+            raise PipelineError(f"{folder}: not a checkpoint of this model ({e}); run without --resume") from None
         try:
             self.model.set_state_dict(state["model"])
             self.optimizer.set_state_dict(state["optimizer"])
@@ -102,6 +120,16 @@ class Backend:  # implements twins.train.Backend
         except (KeyError, TypeError, ValueError, RuntimeError, AssertionError) as e:
             raise PipelineError(f"{folder}: not a checkpoint of this model ({type(e).__name__}: "
                                 f"{str(e).splitlines()[0][:200]}); run without --resume") from None
+
+    def optimizer_shapes(self) -> dict:
+        """{name: shape} of every entry AdamW's state holds once it has stepped: two moments and two beta
+        powers per trainable parameter (Paddle's accumulator names)."""
+        out = {}
+        for p in self.model.parameters():
+            if not p.stop_gradient:
+                out.update({f"{p.name}_moment1_0": p.shape, f"{p.name}_moment2_0": p.shape,
+                            f"{p.name}_beta1_pow_acc_0": [1], f"{p.name}_beta2_pow_acc_0": [1]})
+        return out
 
     def fingerprint(self):
         return paddle_fingerprint(self.model)

@@ -14,6 +14,7 @@ writes results. So a W-process run trains on the same global batches as a
 single-process one, in both frameworks.
 """
 import argparse
+import fcntl
 import json
 import math
 import os
@@ -31,7 +32,7 @@ from checks import weight_stats
 from checks.shared_dropout import MaskStream
 from common import data, hparams, paths, record
 from common.errors import PipelineError, require
-from common.fileio import atomic_write, save_npy
+from common.fileio import atomic_write, open_new, save_npy, writable
 
 
 class Backend(Protocol):
@@ -131,11 +132,11 @@ def parse_args(framework: str, argv=None):
     ap.add_argument("--log_every", type=int, default=20)
     args = ap.parse_args(argv)
     args.output_dir = (args.output_dir or paths.step_dir(5) / "output" / framework).expanduser()
-    validate(args)
+    validate(args, framework)
     return args
 
 
-def validate(args):
+def validate(args, framework=None):
     """Every flag checked before any work: a bad one ends in one line and changes no file."""
     problems = []
     for name, low in (("epochs", 1), ("batch_size", 1), ("log_every", 1), ("seed", 0), ("train_limit", 0),
@@ -155,11 +156,12 @@ def validate(args):
     if not getattr(args, "demo", True) and not getattr(args, "data_dir", True) and data.hub_off():
         problems.append(f"no data: the dataset hub is off (HF_DATASETS_OFFLINE=1); {data.HUB_HINT}, or --demo")
     out = getattr(args, "output_dir", None)
-    if out is not None and out.exists() and not out.is_dir():
-        problems.append(f"--output_dir {out} is a file, not a folder")
-    elif out is not None and not getattr(args, "resume", True) and not getattr(args, "overwrite", True):
+    if out is not None:  # every output can be written, before any old one (train_<fw>.log first) is touched
         try:
-            Checkpoints(out).refuse_foreign()
+            Checkpoints(out).preflight(getattr(args, "resume", False), getattr(args, "overwrite", False))
+            for name in ("train_{}.log", "train_align_{}.npy", "train_curves_{}.npy", "weight_stats_{}.npy"):
+                for fw in [framework] if framework else ["torch", "paddle"]:
+                    writable(paths.step_dir(5) / name.format(fw))
         except PipelineError as e:
             problems.append(str(e))
     if problems:
@@ -227,14 +229,49 @@ class RunState:
     eval_sentences: int = 0
     settings: dict = field(default_factory=dict)  # settings() of the run that wrote it
 
+    def problem(self, steps_per_epoch: int = 0):
+        """None if every field has the type, range and length a run writes, else what is wrong."""
+        def whole(v):
+            return isinstance(v, int) and not isinstance(v, bool) and v >= 0
+
+        def number(v):
+            return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+        for name in ("global_step", "epoch", "batch_in_epoch", "train_sentences", "eval_sentences"):
+            if not whole(getattr(self, name)):
+                return f"{name} {getattr(self, name)!r} is not a whole number >= 0"
+        for name in ("loss", "lr", "acc_per_epoch", "eval_steps", "acc_per_eval"):
+            values = getattr(self, name)
+            if not isinstance(values, list) or not all(number(v) for v in values):
+                return f"{name} is not a list of finite numbers"
+        if not all(number(v) and v >= 0 for v in (self.train_seconds, self.eval_seconds)) \
+                or not isinstance(self.settings, dict):
+            return "its timings or settings are malformed"
+        if not len(self.loss) == len(self.lr) == self.global_step:
+            return f"{len(self.loss)} losses and {len(self.lr)} lrs for step {self.global_step}"
+        if len(self.acc_per_epoch) != self.epoch or len(self.eval_steps) != len(self.acc_per_eval):
+            return f"{len(self.acc_per_epoch)} epoch accuracies after {self.epoch} epochs, or unpaired evaluations"
+        if not all(0 <= a <= 1 for a in self.acc_per_eval + self.acc_per_epoch) or self.eval_steps != sorted(self.eval_steps) \
+                or any(not whole(k) or k > self.global_step for k in self.eval_steps):
+            return "its accuracies or evaluation steps are out of range"
+        full = self.epoch * steps_per_epoch
+        # mid-epoch (--save_steps): after `epoch` whole epochs; at an epoch's end (batch 0): within the last,
+        # which --max_steps may have cut short
+        if steps_per_epoch and not (self.global_step == full + self.batch_in_epoch <= full + steps_per_epoch
+                                    if self.batch_in_epoch else full - steps_per_epoch < self.global_step <= full):
+            return (f"step {self.global_step} is not batch {self.batch_in_epoch} of epoch {self.epoch} "
+                    f"at {steps_per_epoch} steps an epoch")
+        return None
+
 
 class Checkpoints:
     """output_dir/checkpoint-<step>/ written under a temp name and renamed; `latest` names the newest.
 
     Only what this class made is ever deleted: entries named checkpoint-<n>, .tmp-checkpoint-<n>,
-    .old-checkpoint-<n> and latest, inside its own folder. A folder becomes its own when a fresh
-    run starts in it (MARKER); a fresh run in a non-empty folder without the marker is refused
-    unless --overwrite. Re-saving a step keeps the last good checkpoint until the new one is in place.
+    .old-checkpoint-<n> and latest, inside a folder it made its own. A folder becomes its own when a
+    fresh run starts in it (MARKER); a fresh run in a non-empty folder without the marker is refused
+    unless --overwrite, and even then refused while the folder holds entries of those names that
+    Step 5 did not write. None of them may be a symbolic link. One run at a time holds the folder
+    (lock). Re-saving a step keeps the last good checkpoint until the new one is in place.
     """
 
     MARKER = ".bert_align_step5"
@@ -243,32 +280,71 @@ class Checkpoints:
 
     def __init__(self, output_dir: Path):
         self.dir = Path(output_dir)
+        self._lock = None
 
-    def refuse_foreign(self):
-        if self.dir.is_dir() and any(self.dir.iterdir()) and not (self.dir / self.MARKER).is_file():
+    def _ours(self) -> bool:
+        marker = self.dir / self.MARKER
+        return marker.is_file() and not marker.is_symlink()
+
+    def _named(self) -> list:
+        """Entries with the names this class writes, sorted."""
+        return sorted(e for e in self.dir.iterdir() if self.OURS.match(e.name) or e.name in ("latest", self.MARKER))
+
+    def preflight(self, resume: bool, overwrite: bool):
+        """Everything that would stop a run in this folder, checked before any file is written."""
+        writable(self.dir, folder=True)
+        if not self.dir.is_dir():
+            return
+        links = [e for e in self._named() if e.is_symlink()]
+        if links:
+            raise PipelineError(f"{links[0]} is a symbolic link; Step 5 never writes through or deletes one: "
+                                "remove it, or choose another --output_dir")
+        if resume or self._ours():
+            return
+        if any(self.dir.iterdir()) and not overwrite:
             raise PipelineError(f"--output_dir {self.dir} is not empty and is not a Step 5 output folder; choose "
                                 "another folder, or pass --overwrite to write checkpoints into it")
+        foreign = [e.name for e in self._named()]
+        if foreign:
+            raise PipelineError(f"--output_dir {self.dir} holds {', '.join(foreign[:3])}, which Step 5 did not "
+                                "write; --overwrite replaces only Step 5's own entries: move them, or choose "
+                                "another folder")
+
+    def refuse_foreign(self):
+        self.preflight(resume=False, overwrite=False)
+
+    def lock(self):
+        """Hold the folder for this run: a second training into it ends in one line, not in a race over
+        its checkpoints. Released when the process ends."""
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self._lock = hold(self.dir, f"another Step 5 training is writing into {self.dir}; wait for it to end, "
+                                    "or choose another --output_dir")
 
     def start_fresh(self, overwrite: bool):
-        """Make the folder this run's: refuse a foreign non-empty folder, clear only our own entries."""
-        if not overwrite:
-            self.refuse_foreign()
+        """Make the folder this run's: refuse a foreign one (preflight), clear only our own entries."""
+        self.preflight(resume=False, overwrite=overwrite)
         self.dir.mkdir(parents=True, exist_ok=True)
-        for entry in self.dir.iterdir():
-            if self.OURS.match(entry.name) and entry.is_dir() and not entry.is_symlink():
-                shutil.rmtree(entry)
-        (self.dir / "latest").unlink(missing_ok=True)
-        (self.dir / self.MARKER).write_text("Step 5 checkpoints; a fresh run replaces the checkpoint-* entries\n")
+        if self._ours():
+            for entry in self._named():
+                if self.OURS.match(entry.name) and entry.is_dir():
+                    shutil.rmtree(entry)
+            (self.dir / "latest").unlink(missing_ok=True)
+        atomic_write(self.dir / self.MARKER,
+                     lambda t: Path(t).write_text("Step 5 checkpoints; a fresh run replaces the checkpoint-* entries\n"))
 
     def save(self, backend, state: RunState):
         name = f"checkpoint-{state.global_step}"
         final, tmp, old = self.dir / name, self.dir / f".tmp-{name}", self.dir / f".old-{name}"
+        for entry in (final, tmp, old, self.dir / "latest"):
+            if entry.is_symlink():  # appeared since the preflight: still never followed or deleted
+                raise PipelineError(f"{entry} is a symbolic link; Step 5 never writes through or deletes one: "
+                                    "remove it and run again with --resume")
         for stale in (tmp, old):
-            if stale.is_dir() and not stale.is_symlink():
+            if stale.is_dir():
                 shutil.rmtree(stale)
         tmp.mkdir(parents=True)
         backend.save_state(tmp)
-        (tmp / "run_state.json").write_text(json.dumps(asdict(state)))
+        (tmp / "run_state.json").write_text(json.dumps(asdict(state)))  # tmp: a folder this run just made
         previous = self.latest()
         if final.exists():
             os.replace(final, old)  # the last good copy stays on disk until the new one is in place
@@ -282,7 +358,7 @@ class Checkpoints:
     def latest(self):
         """The newest checkpoint folder, or None; `latest` may only name a checkpoint-<n> inside this folder."""
         pointer = self.dir / "latest"
-        if not pointer.is_file():
+        if not pointer.is_file() or pointer.is_symlink():
             return None
         name = pointer.read_text(errors="replace").strip()
         if not self.NAME.match(name):
@@ -291,27 +367,47 @@ class Checkpoints:
         path = self.dir / name
         return path if path.is_dir() and not path.is_symlink() else None
 
-    def load(self, backend, expected: dict) -> RunState:
+    def load(self, backend, expected: dict, steps_per_epoch: int = 0) -> RunState:
         path = self.latest()
         if path is None:
             raise PipelineError(f"--resume: no checkpoint in {self.dir}; run without --resume first")
-        state = self.run_state(path)
+        state = self.run_state(path, steps_per_epoch)
         differ = record.differences({"depends": state.settings}, {"depends": expected})
         if differ:
             field_, was, now = differ[0]
-            raise PipelineError(f"--resume: {path} was made with {field_} = {was}, this run has {now}; "
-                                f"resume with the same flags, or start afresh without --resume")
+            raise PipelineError(f"--resume: {path} was made with {record.shown(field_)} = {record.shown(was)}, "
+                                f"this run has {record.shown(now)}; resume with the same flags, or start afresh "
+                                "without --resume")
         backend.load_state(path)
         return state
 
     @staticmethod
-    def run_state(checkpoint: Path) -> RunState:
-        """The RunState saved beside one checkpoint's weights (step, loss and lr curves so far)."""
+    def run_state(checkpoint: Path, steps_per_epoch: int = 0) -> RunState:
+        """The RunState saved beside one checkpoint's weights (step, loss and lr curves so far), every value
+        checked: a hand-edited step or position would resume somewhere no run ever was."""
         path = require(Path(checkpoint) / "run_state.json", "python pipeline/Step5/pt_train.py (or pd_train.py)")
         try:
-            return RunState(**json.loads(path.read_text()))
-        except (ValueError, TypeError, UnicodeDecodeError) as e:
-            raise PipelineError(f"{path} is not a run state this project wrote ({e}); run without --resume") from None
+            state = RunState(**json.loads(path.read_text()))
+            problem = state.problem(steps_per_epoch)
+        except (ValueError, TypeError, UnicodeDecodeError, RecursionError) as e:
+            problem = f"{type(e).__name__}: {e}"
+        if problem:
+            raise PipelineError(f"{path} is not a run state this project wrote ({record.shown(problem, 160)}); "
+                                "run without --resume") from None
+        return state
+
+
+def hold(path, busy: str) -> int:
+    """An exclusive lock on `path` (a folder, or an open file's descriptor), for as long as the process lives; `busy` if
+    another process holds it."""
+    fd = path if isinstance(path, int) else os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        if fd != path:
+            os.close(fd)
+        raise PipelineError(busy) from None
+    return fd
 
 
 def plan_steps(n_train: int, args) -> tuple:
@@ -368,9 +464,12 @@ def run(backend: Backend, args, train_set, dev_set):
     world = World(*backend.distribute())
     if not world.main:
         return train(backend, args, train_set, dev_set, world, say=lambda *a, **k: None)
-    log = paths.step_dir(5) / f"train_{backend.name}.log"
-    log.parent.mkdir(parents=True, exist_ok=True)
-    with open(log, "a" if args.resume else "w", encoding="utf-8") as file:
+    Checkpoints(args.output_dir).lock()
+    with open_new(paths.step_dir(5) / f"train_{backend.name}.log", append=True) as file:
+        hold(file.fileno(), f"another {backend.name} training is writing pipeline/Step5/train_{backend.name}.log; "
+                            "wait for it to end")
+        if not args.resume:
+            file.truncate(0)
         stdout, sys.stdout = sys.stdout, Tee(sys.stdout, file)
         try:
             print(f"$ python {' '.join(paths.shown(a) if os.path.isabs(a) else a for a in sys.argv)}", flush=True)
@@ -390,7 +489,7 @@ def train(backend: Backend, args, train_set, dev_set, world: World, say):
     lengths = backend.lengths(train_set) if args.group_by_length else None
     dev_lengths = backend.lengths(dev_set)
     ckpt = Checkpoints(args.output_dir)
-    state = ckpt.load(backend, run_settings) if args.resume else RunState(settings=run_settings)
+    state = ckpt.load(backend, run_settings, steps_per_epoch) if args.resume else RunState(settings=run_settings)
     if not args.resume and world.main:
         ckpt.start_fresh(args.overwrite)  # a fresh run never mixes with an old one
     stream = MaskStream() if args.shared_dropout else None
@@ -466,11 +565,15 @@ def train(backend: Backend, args, train_set, dev_set, world: World, say):
     if world.main:
         save_results(fw, state, args)
         save_npy(paths.step_dir(5) / f"weight_stats_{fw}.npy", weight_stats.summarize(backend.named_arrays()))
+        record.save(paths.step_dir(5) / f"weight_stats_{fw}.npy", fw, SCRIPT[fw], state.settings)
     if world.size > 1:
         # every process leaves together, not the others while process 0 still writes: a 2-process Paddle run
         # once ended with exit code -6 after its results were written (2026-11-23, under load)
         backend.all_sum([0.0])
     return state
+
+
+SCRIPT = {"torch": "pipeline/Step5/pt_train.py", "paddle": "pipeline/Step5/pd_train.py"}
 
 
 def mode_name(args) -> str:
@@ -498,9 +601,6 @@ def save_results(framework: str, state: RunState, args):
         result["loss"] = np.array(state.loss, dtype="float32")
     elif args.shared_dropout:
         result["loss_shared_dropout"] = np.array(state.loss, dtype="float32")
-    script = f"pipeline/Step5/{'pt' if framework == 'torch' else 'pd'}_train.py"
-    for name in ("train_align", "train_curves", "weight_stats"):
-        record.save(out / f"{name}_{framework}.npy", framework, script, state.settings)
     save_npy(out / f"train_align_{framework}.npy", result)
     save_npy(out / f"train_curves_{framework}.npy", {
         "loss": np.array(state.loss, dtype="float32"),
@@ -510,6 +610,8 @@ def save_results(framework: str, state: RunState, args):
         "train_seconds": np.array(state.train_seconds),
         "eval_seconds": np.array(state.eval_seconds),
     })
+    for name in ("train_align", "train_curves"):
+        record.save(out / f"{name}_{framework}.npy", framework, SCRIPT[framework], state.settings)
     print(f"[{framework}] final dev acc {state.acc_per_epoch[-1]:.5f}; "
           f"{state.train_sentences / max(state.train_seconds, 1e-9):.1f} train sent/s, "
           f"{state.eval_sentences / max(state.eval_seconds, 1e-9):.1f} eval sent/s; wrote {paths.shown(out)}/train_align_{framework}.npy")

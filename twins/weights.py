@@ -22,8 +22,8 @@ def strict_check(expected: dict, given: dict, what: str):
     unexpected = sorted(set(given) - set(expected))
     shapes = sorted(f"{k} {tuple(given[k])} != {tuple(expected[k])}"
                     for k in set(expected) & set(given) if tuple(given[k]) != tuple(expected[k]))
-    problems = [f"{label}: {', '.join(keys)}" for label, keys in
-                (("missing", missing), ("unexpected", unexpected), ("shape mismatch", shapes)) if keys]
+    problems = [f"{label}: {', '.join(keys[:5])}" + (f" (and {len(keys) - 5} more)" if len(keys) > 5 else "")
+                for label, keys in (("missing", missing), ("unexpected", unexpected), ("shape mismatch", shapes)) if keys]
     if problems:
         raise PipelineError(f"{what} does not fit the model; " + "; ".join(problems))
 

@@ -18,10 +18,12 @@ def main():
     ap.add_argument("--threshold", type=float, default=tolerances.LOSS.atol, help="atol")
     ap.add_argument("--rtol", type=float, default=tolerances.LOSS.rtol)
     args = ap.parse_args()
-    tol = tolerances.LOSS._replace(atol=args.threshold, rtol=args.rtol)
+    loosened = []  # flags above the measured tolerance: stated in the log, the verdict and SUMMARY.md
+    tol = tolerances.from_flags(tolerances.LOSS, "the loss", loosened, args.threshold, args.rtol)
     d = paths.step_dir(3)
     torch_data, paddle_data = diff.load_pair(d / "loss_torch.npy", d / "loss_paddle.npy", how=RUN)
     result = diff.compare(torch_data, paddle_data, default=tol, name="loss")
+    result.loosened = loosened
     same_run.check(result, d / "loss_torch.npy", d / "loss_paddle.npy")
     result.notes += [f"{side} loss: {data['loss'].tolist()}"
                      for side, data in zip(diff.SIDES, (torch_data, paddle_data)) if "loss" in data]

@@ -139,11 +139,13 @@ def main():
     ap.add_argument("--weight_table", action="store_true", help="log the per-parameter weight table even when "
                     "no parameter departs")
     args = ap.parse_args()
+    loosened = []  # a flag above the guide's bound: stated in the log, the verdict and SUMMARY.md
+    accuracy = tolerances.from_flags(tolerances.ACCURACY, "the accuracy", loosened, args.threshold, mean_too=True)
     d = paths.step_dir(5)
     torch_data, paddle_data = diff.load_pair(d / "train_align_torch.npy", d / "train_align_paddle.npy", how=RUN)
     spec = tolerances.PAIRS["train_align"]
-    tols = {**spec.tolerances, "acc*": tolerances.ACCURACY._replace(atol=args.threshold, mean=args.threshold)}
-    result = diff.compare(torch_data, paddle_data, tols, spec.default, name="train_align")
+    result = diff.compare(torch_data, paddle_data, {**spec.tolerances, "acc*": accuracy}, spec.default, name="train_align")
+    result.loosened = loosened
     same_run.check(result, d / "train_align_torch.npy", d / "train_align_paddle.npy")
     report.safely(result, report_training, torch_data, paddle_data, args.weight_table)
     report.write(result, d / "train_align_diff.log")

@@ -23,9 +23,9 @@ RUN = {"torch": "python pipeline/Step5/pt_train.py", "paddle": "python pipeline/
 def checkpoint(folder, fw) -> Path:
     folder = Path(folder) if folder else paths.step_dir(5) / "output" / fw
     if (folder / "latest").is_file():
-        folder = Checkpoints(folder).latest()
+        folder = Checkpoints(folder).latest() or folder  # a dangling `latest`: report the folder
     name = "torch_state.pt" if fw == "torch" else "paddle_state.pdparams"
-    return require(Path(folder or ".") / name, RUN[fw])
+    return require(folder / name, RUN[fw])
 
 
 def main():
