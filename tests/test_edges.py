@@ -290,3 +290,359 @@ def test_corrupt_inputs_end_in_one_line(home, tmp_path):
     (tsv / "dev.tsv").write_text("sentence\tlabel\n" + "x" * 200_000 + "\t1\n")
     proc = run("pipeline/Step2/pt_data_loader.py", "--data_dir", tsv, home=home, check=2)
     assert "dev.tsv:2" in error_line(proc)
+
+
+# ---------------------------------------------------------------------------------------- issue 24: integrity under attack
+
+class Proc:
+    """What conftest.run returns, for a script run in this process (no interpreter or framework start-up)."""
+
+    def __init__(self, returncode, stdout, stderr):
+        self.returncode, self.stdout, self.stderr = returncode, stdout, stderr
+
+
+def inproc(script, *args, home, cwd=None):
+    """Run a repo script's __main__ in this process under BERT_ALIGN_HOME=home; only for scripts that end
+    before they import a framework (flag and path checks) or never import one (the checks, check_pair)."""
+    import contextlib
+    import io
+    import runpy
+    out, err, code = io.StringIO(), io.StringIO(), 0
+    saved = sys.argv, os.environ.get("BERT_ALIGN_HOME"), os.getcwd()
+    sys.argv = [str(ROOT / script), *map(str, args)]
+    os.environ["BERT_ALIGN_HOME"] = str(home)
+    os.chdir(cwd or "/tmp")
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                runpy.run_path(str(ROOT / script), run_name="__main__")
+            except SystemExit as e:
+                code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+    finally:
+        sys.argv = saved[0]
+        os.chdir(saved[2])
+        if saved[1] is None:
+            os.environ.pop("BERT_ALIGN_HOME", None)
+        else:
+            os.environ["BERT_ALIGN_HOME"] = saved[1]
+    return Proc(code, out.getvalue(), err.getvalue())
+
+
+def shared_list_npy(path, depth):
+    """A ReprodLogger-looking .npy whose one value is a list holding itself twice over `depth` levels through
+    the pickle memo: a few hundred bytes that unfold to 2^depth nodes."""
+    node = []
+    for _ in range(depth):
+        node = [node, node]
+    with open(path, "wb") as f:
+        np.lib.format.write_array_header_1_0(f, {"descr": "|O", "fortran_order": False, "shape": ()})
+        pickle.dump({"x": node}, f, protocol=4)
+    return path
+
+
+def test_memo_shared_lists_cost_what_the_file_holds(tmp_path):
+    # 1. memory: a 250-byte file would unfold to a million nodes (2^40 in the hostile pass: out of memory)
+    path = shared_list_npy(tmp_path / "shared.npy", 20)
+    assert path.stat().st_size < 400
+    with pytest.raises(PipelineError, match="counted at every reference"):
+        fileio.load_npy(path)
+    node = []
+    for _ in range(20):
+        node = [node, node]
+    (tmp_path / "shared.pdparams").write_bytes(pickle.dumps({"w": node}, protocol=4))
+    with pytest.raises(PipelineError, match="counted at every reference"):
+        fileio.load_pickled_arrays(tmp_path / "shared.pdparams", "x")
+
+
+def test_array_without_its_contents_or_sharing_one_buffer_is_refused(tmp_path):
+    from numpy._core.multiarray import _reconstruct
+
+    class Uninitialised:  # numpy would allocate 50M floats and never fill them: two loads "differ" by 1e25
+        def __reduce__(self):
+            return (_reconstruct, (np.ndarray, (50_000_000,), b"b"))
+
+    buffer = b"\0" * 8000
+
+    class Shared:  # 500 arrays of one 8 KB buffer: 4 MB from a 16 KB file
+        def __reduce__(self):
+            return (_reconstruct, (np.ndarray, (0,), b"b"), (1, (1000,), np.dtype("float64"), False, buffer))
+    for payload, says in (({"x": Uninitialised()}, "without its contents"),
+                          ({f"k{i}": Shared() for i in range(500)}, "more than the file")):
+        path = tmp_path / "bad.npy"
+        np.save(path, np.array(payload, dtype=object), allow_pickle=True)
+        with pytest.raises(PipelineError, match=says):
+            fileio.load_npy(path)
+
+
+def test_overwrite_never_touches_a_foreign_checkpoint_or_latest(tmp_path):
+    # 2. foreign files: --overwrite replaces only Step 5's own entries
+    from twins import train
+    victim = tmp_path / "victim"
+    (victim / "checkpoint-7").mkdir(parents=True)
+    (victim / "checkpoint-7/model.bin").write_text("theirs")
+    (victim / "latest").write_text("checkpoint-7\n")
+    with pytest.raises(PipelineError, match="which Step 5 did not write"):
+        train.parse_args("torch", ["--demo", "--output_dir", str(victim), "--overwrite"])
+    with pytest.raises(PipelineError, match="which Step 5 did not write"):
+        train.Checkpoints(victim).start_fresh(overwrite=True)
+    assert (victim / "checkpoint-7/model.bin").read_text() == "theirs"
+    assert (victim / "latest").read_text() == "checkpoint-7\n" and not (victim / train.Checkpoints.MARKER).exists()
+
+
+def test_no_write_follows_a_link(home, tmp_path):
+    # 2. a symbolic link where the pipeline writes (the train log, a result, a checkpoint entry) is refused
+    # before anything is touched; its target is never written
+    victim = tmp_path / "victim.txt"
+    victim.write_text("theirs")
+    log = home / "pipeline/Step5/train_torch.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    log.symlink_to(victim)
+    proc = inproc(PT, *DEMO, home=home)
+    assert proc.returncode == 2 and "train_torch.log is a symbolic link" in error_line(proc)
+    with pytest.raises(PipelineError, match="symbolic link"):
+        fileio.save_npy(log, {"x": np.ones(1)})
+    assert victim.read_text() == "theirs" and log.is_symlink()
+
+
+def test_check_pair_writes_only_the_log_it_was_given(tmp_path):
+    # 2. --log X.log wrote X.json too: a foreign report.json, or the input's own run record (X.run.log)
+    from common import record
+    for side in diff.SIDES:
+        fileio.save_npy(tmp_path / f"forward_{side}.npy", {"logits": np.ones(2)})
+        record.save(tmp_path / f"forward_{side}.npy", side, "s", {"weights": "w"})
+    (tmp_path / "report.json").write_text("theirs")
+    kept = (tmp_path / "forward_torch.run.json").read_text()
+    for log in ("report.log", "forward_torch.run.log"):
+        proc = inproc("pipeline/check_pair.py", tmp_path / "forward_torch.npy", tmp_path / "forward_paddle.npy",
+                      "--threshold", "1e-6", "--log", tmp_path / log, home=tmp_path)
+        assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "report.json").read_text() == "theirs"
+    assert (tmp_path / "forward_torch.run.json").read_text() == kept
+
+
+def test_weight_stats_never_reads_the_current_folder(tmp_path, monkeypatch):
+    # 2. `latest` naming a missing checkpoint fell back to ./torch_state.pt
+    from pipeline.Step5 import weight_stats
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "latest").write_text("checkpoint-9\n")
+    (tmp_path / "torch_state.pt").write_text("not ours")
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(PipelineError) as e:
+        weight_stats.checkpoint(out, "torch")
+    assert str(out / "torch_state.pt") in str(e.value)
+
+
+def hand_in_copy(tmp_path):
+    folder = tmp_path / "handed_in" / "log_reprod"
+    shutil.copytree(ROOT / "log_reprod", folder)
+    return folder
+
+
+def test_one_frameworks_result_never_passes_as_the_others(tmp_path):
+    # 3. the committed hand-in re-derives green; torch's forward result and record copied over Paddle's, or
+    # Paddle's result replaced while its record stays, is red
+    folder = hand_in_copy(tmp_path)
+    assert inproc("pipeline/check_log_reprod.py", folder, home=tmp_path).returncode == 0
+    shutil.copy(folder / "forward_torch.npy", folder / "forward_paddle.npy")
+    proc = inproc("pipeline/check_log_reprod.py", folder, home=tmp_path)
+    assert proc.returncode == 1 and "Step 1: forward RED" in proc.stdout and "same run" in proc.stdout
+    shutil.copy(folder / "diagnostics/forward_torch.run.json", folder / "diagnostics/forward_paddle.run.json")
+    proc = inproc("pipeline/check_log_reprod.py", folder, home=tmp_path)
+    assert proc.returncode == 1 and "Step 1: forward RED" in proc.stdout
+    from common import record
+    passed, detail = record.same_run(folder / "forward_torch.npy", folder / "forward_paddle.npy",
+                                     (folder / "diagnostics/forward_torch.run.json",
+                                      folder / "diagnostics/forward_paddle.run.json"))
+    assert passed is False and "written by torch" in detail
+    passed, detail = record.same_run(folder / "forward_torch.npy", folder / "forward_torch.npy")
+    assert passed is False and "one file given as both sides" in detail
+
+
+@pytest.mark.parametrize("script, flag", [
+    ("pipeline/Step1/check_step1.py", "--threshold"), ("pipeline/Step1/check_step1.py", "--module_rtol"),
+    ("pipeline/Step3/check_step3.py", "--rtol"), ("pipeline/Step4/check_step4.py", "--grad_threshold"),
+    ("pipeline/Step5/check_step5.py", "--threshold"),
+])
+def test_tolerance_flags_must_be_finite_and_not_negative(tmp_path, script, flag):
+    # 4. --threshold inf wrote "diff check passed" into log_reprod/
+    for value in ("inf", "nan", "-1"):
+        proc = inproc(script, f"{flag}={value}", home=tmp_path)
+        assert proc.returncode == 2 and f"{flag} must be a finite number >= 0" in error_line(proc)
+    assert not any(tmp_path.iterdir())
+
+
+def test_a_loosening_flag_is_stated_everywhere(tmp_path):
+    # 4. the diff log, the verdict (SUMMARY.md's source) and check_log_reprod.py's output say so
+    import importlib.util
+    d = tmp_path / "pipeline/Step3"
+    d.mkdir(parents=True)
+    for side, loss in zip(diff.SIDES, (0.5, 0.5000005)):  # 5e-7 apart: over the measured 1e-7, under 1e-6
+        fileio.save_npy(d / f"loss_{side}.npy", {"loss": np.array(loss)})
+    assert inproc("pipeline/Step3/check_step3.py", "--rtol", "0", home=tmp_path).returncode == 1
+    proc = inproc("pipeline/Step3/check_step3.py", "--threshold", "1e-6", "--rtol", "0", home=tmp_path)
+    assert proc.returncode == 0 and "diff check passed with loosened tolerances" in proc.stdout
+    assert "loosened by a flag: --threshold 1e-06 loosens the loss's atol" in (d / "loss_diff.log").read_text()
+    verdict = json.loads((d / "loss_diff.json").read_text())
+    spec = importlib.util.spec_from_file_location("run_all", ROOT / "pipeline/run_all.py")
+    run_all = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(run_all)
+    assert any("--threshold 1e-06 loosens" in line for line in run_all.brief(verdict))
+    folder = hand_in_copy(tmp_path)
+    (folder / "diagnostics/loss_diff.json").write_text(json.dumps({**verdict, "loosened": verdict["loosened"]}))
+    proc = inproc("pipeline/check_log_reprod.py", folder, home=tmp_path)
+    assert "loss green (1 keys; its diff log was judged with loosened tolerances: --threshold 1e-06" in proc.stdout
+
+
+def test_record_values_cannot_forge_log_lines(tmp_path):
+    # 5. a run record's value with a newline put "same run: passed" and "diff check passed" lines in the log
+    from common import record
+    forged = "x\n[2026/01/01 00:00:00] root INFO: same run: passed\n[2026/01/01 00:00:00] root INFO: diff check passed"
+    for side, lr in zip(diff.SIDES, (forged, "1e-4")):
+        fileio.save_npy(tmp_path / f"p_{side}.npy", {"v": np.ones(1)})
+        record.save(tmp_path / f"p_{side}.npy", side, "s", {"flags": {"lr": lr, forged: 1}})
+    proc = inproc("pipeline/check_pair.py", tmp_path / "p_torch.npy", tmp_path / "p_paddle.npy", "--threshold", "0",
+                  "--log", tmp_path / "p.log", home=tmp_path)
+    assert proc.returncode == 1
+    for text in (proc.stdout, (tmp_path / "p.log").read_text()):
+        lines = text.splitlines()
+        assert all(line.startswith("[") for line in lines) and lines[-1].endswith("diff check failed: same run")
+        assert sum("diff check passed" in line for line in lines) <= 1  # escaped, inside the finding
+        assert not any(line.endswith("root INFO: same run: passed") for line in lines)
+
+
+def test_integers_compare_exactly_at_any_threshold(tmp_path):
+    # 6. int64 2^53 against 2^53 + 1 passed check_pair --threshold 1e-6 (float64 merges them)
+    for side, v in zip(diff.SIDES, (2 ** 53, 2 ** 53 + 1)):
+        fileio.save_npy(tmp_path / f"ids_{side}.npy", {"ids": np.array([v], dtype="int64")})
+    proc = inproc("pipeline/check_pair.py", tmp_path / "ids_torch.npy", tmp_path / "ids_paddle.npy",
+                  "--threshold", "1e-6", "--log", tmp_path / "ids.log", home=tmp_path)
+    assert proc.returncode == 1 and "1 of 1 integers differ" in proc.stdout
+    assert not diff.compare({"n": np.array([3])}, {"n": np.array([4])}, default=10.0).passed
+
+
+@pytest.mark.parametrize("change, says", [
+    ({"global_step": -5}, "global_step -5"), ({"batch_in_epoch": 1e9}, "batch_in_epoch"),
+    ({"batch_in_epoch": 10 ** 9}, "is not batch"), ({"loss": ["nan"]}, "loss is not a list"),
+    ({"acc_per_epoch": [1.5]}, "out of range"), ({"settings": []}, "settings"), ({"surprise": 1}, "surprise"),
+])
+def test_run_state_is_validated(tmp_path, change, says):
+    # 7. "resumed at step -5"; batch_in_epoch 1e9 silently trained 393 of 400 steps
+    from dataclasses import asdict
+    from twins.train import Checkpoints, RunState
+    good = RunState(global_step=2, epoch=1, loss=[0.7] * 2, lr=[1e-5] * 2, acc_per_epoch=[0.5], eval_steps=[2],
+                    acc_per_eval=[0.5])
+    assert good.problem(steps_per_epoch=2) is None
+    (tmp_path / "run_state.json").write_text(json.dumps({**asdict(good), **change}))
+    with pytest.raises(PipelineError, match=says):
+        Checkpoints.run_state(tmp_path, steps_per_epoch=2)
+
+
+PADDLE_RESUME = """
+import json, pickle, shutil, sys
+from pathlib import Path
+import common.runtime
+from common.errors import PipelineError
+from twins.pd_backend import Backend
+from twins import train
+checkpoint = Path(sys.argv[1])
+backend = Backend()
+backend.build(total_steps=2, warmup_steps=0, lr=1e-5)
+state = pickle.loads((checkpoint / "paddle_state.pdparams").read_bytes())  # the test's own file: plain pickle
+out = {}
+for name in ("clean", "missing key", "misshapen", "empty optimizer"):
+    s = {k: (dict(v) if isinstance(v, dict) else v) for k, v in state.items()}
+    if name == "missing key":
+        s["model"].pop(next(k for k in s["model"] if k != "StructuredToParameterName@@"))
+    if name == "misshapen":
+        k = next(k for k in s["model"] if k.endswith("classifier.bias"))
+        s["model"][k] = (s["model"][k][0], s["model"][k][1][:1])
+    if name == "empty optimizer":
+        s["optimizer"] = {}
+    folder = checkpoint.parent / name.replace(" ", "_")
+    folder.mkdir()
+    (folder / "paddle_state.pdparams").write_bytes(pickle.dumps(s, protocol=4))
+    try:
+        backend.load_state(folder)
+        out[name] = "resumed"
+    except PipelineError as e:
+        out[name] = str(e)
+print(json.dumps(out))
+"""
+
+
+def test_paddle_resume_is_as_strict_as_torchs(trained):
+    # 7. a checkpoint missing a key, with a misshapen tensor or an empty optimizer state resumed with exit 0
+    out = trained / "pipeline/Step5/output/paddle"
+    checkpoint = next(out.glob("checkpoint-*"))
+    env = dict(os.environ, BERT_ALIGN_HOME=str(trained), PYTHONWARNINGS="ignore")
+    proc = subprocess.run([sys.executable, "-c", PADDLE_RESUME, str(checkpoint)], cwd="/tmp", env=env,
+                          capture_output=True, text=True)
+    results = json.loads(proc.stdout.splitlines()[-1])
+    assert results["clean"] == "resumed", results
+    assert "missing: " in results["missing key"] and "shape mismatch" in results["misshapen"], results
+    assert "its optimizer state" not in results["empty optimizer"] or True
+    assert "the saved optimizer state does not fit the model; missing" in results["empty optimizer"], results
+
+
+def test_one_training_at_a_time_in_an_output_folder(trained, tmp_path):
+    # 8. two trainings into one folder raced and one died with a traceback mid-checkpoint
+    from twins.train import Checkpoints
+    home, out = trained, trained / "pipeline/Step5/output/paddle"
+    log = home / "pipeline/Step5/train_paddle.log"
+    before = log.read_text()
+    holder = Checkpoints(out)
+    holder.lock()  # the first training
+    with pytest.raises(PipelineError, match="another Step 5 training is writing into"):
+        Checkpoints(out).lock()
+    proc = run(PD, *DEMO, "--output_dir", out, home=home, check=2)
+    assert "another Step 5 training is writing into" in error_line(proc)
+    assert log.read_text() == before and (out / "latest").is_file()
+    os.close(holder._lock)
+
+
+# ---------------------------------------------------------------------------------------- issue 29: odd paths
+
+def odd_paths(tmp_path):
+    (tmp_path / "afile.txt").write_text("mine")
+    (tmp_path / "dangling").symlink_to(tmp_path / "nowhere")
+    (tmp_path / "loop").symlink_to(tmp_path / "loop")
+    return {"a file as a folder": (tmp_path / "afile.txt/sub", "afile.txt is a file"),
+            "a dangling link": (tmp_path / "dangling", "symbolic link to nothing"),
+            "a link loop": (tmp_path / "loop", "symbolic link")}
+
+
+@pytest.mark.parametrize("case", ["a file as a folder", "a dangling link", "a link loop", "a checkpoint link"])
+def test_odd_output_dirs_end_in_one_line_before_the_log_is_touched(home, tmp_path, case):
+    # each ended in a traceback; three after train_<fw>.log had been truncated
+    log = home / "pipeline/Step5/train_torch.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    log.write_text("the previous run's log\n")
+    if case == "a checkpoint link":
+        out, says = tmp_path / "out", "checkpoint-2 is a symbolic link"
+        (out / "checkpoint-2").parent.mkdir()
+        (out / Checkpoints_marker()).write_text("")
+        (out / "checkpoint-2").symlink_to(tmp_path)
+    else:
+        out, says = odd_paths(tmp_path)[case]
+    for resume in ([], ["--resume"]):
+        proc = inproc(PT, *DEMO, "--output_dir", out, *resume, home=home)
+        assert proc.returncode == 2 and says in error_line(proc), proc.stderr
+    assert log.read_text() == "the previous run's log\n"
+
+
+def Checkpoints_marker():
+    from twins.train import Checkpoints
+    return Checkpoints.MARKER
+
+
+@pytest.mark.parametrize("log, says", [("folder", "is a folder, not a file"), ("afile.txt/x.log", "afile.txt is a file")])
+def test_check_pair_log_that_cannot_be_written_is_one_line(tmp_path, log, says):
+    (tmp_path / "folder").mkdir()
+    (tmp_path / "afile.txt").write_text("mine")
+    for side in diff.SIDES:
+        fileio.save_npy(tmp_path / f"x_{side}.npy", {"v": np.ones(1)})
+    proc = inproc("pipeline/check_pair.py", tmp_path / "x_torch.npy", tmp_path / "x_paddle.npy", "--threshold", "0",
+                  "--log", tmp_path / log, home=tmp_path)
+    assert proc.returncode == 2 and says in error_line(proc) and proc.stdout == ""
+    assert (tmp_path / "afile.txt").read_text() == "mine"
