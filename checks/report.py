@@ -117,7 +117,7 @@ def hand_in(*files, data=None, diagnostics=()):
     """Copy a check's files into log_reprod/: the pair and its diff log at the top (the guide's layout,
     what reprod_log's ReprodDiffHelper reads), and into log_reprod/diagnostics/ the check's JSON verdict,
     each .npy's run record, and `diagnostics` (curves, statistics, plots). data={name: dict} writes those
-    pairs (e.g. a subset of keys) at the top instead of copying them."""
+    pairs (e.g. a subset of keys) at the top instead of copying them. Every .npy's run record goes along."""
     top = paths.log_reprod()
     below = top / DIAGNOSTICS
     below.mkdir(parents=True, exist_ok=True)
@@ -129,8 +129,8 @@ def hand_in(*files, data=None, diagnostics=()):
     for name, arrays in (data or {}).items():
         save_npy(top / name, arrays)
         # the record of the full result, bound to the keys handed in
-        record.save_subset(Path(files[0]).with_name(name), arrays, below / record.path_for(name).name)
-    extra += [record.path_for(f) for f in map(Path, files) if f.suffix == ".npy"]
+        record.save_derived(Path(files[0]).with_name(name), top / name, below / record.path_for(name).name)
+    extra += [record.path_for(f) for f in map(Path, [*files, *diagnostics]) if f.suffix == ".npy"]
     for f in map(Path, extra):
         if f.is_file():
             atomic_write(below / f.name, lambda tmp, f=f: shutil.copyfile(f, tmp))

@@ -9,10 +9,14 @@ from checks.diff import CheckResult, Finding
 from common import record
 
 
-def check(result: CheckResult, torch_path, paddle_path) -> CheckResult:
+def check(result: CheckResult, torch_path, paddle_path, name: str = "same run") -> CheckResult:
+    """name: the finding's; a companion pair (module outputs, curves) is checked under its own name, after
+    the main pair's."""
     passed, detail = record.same_run(torch_path, paddle_path)
     if passed is None:
-        result.notes.append(detail)
+        result.notes.append(f"{name}: {detail}" if name != "same run" else detail)
+    elif name == "same run":
+        result.findings.insert(0, Finding(name, passed, detail))
     else:
-        result.findings.insert(0, Finding("same run", passed, detail))
+        result.findings.append(Finding(name, passed, detail))
     return result

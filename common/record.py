@@ -7,7 +7,7 @@ Every pt_*/pd_* script saves <result>.run.json next to its .npy:
      "depends": {"weights": "<sha256>", "inputs": "<sha256>", "flags": {...}}}
 
 `result` binds the record to the file it describes (the fingerprint of its arrays; a hand-in that
-keeps some keys of a result gets a record bound to those, save_subset) and `framework` names the
+keeps some keys of a result, or a result's statistics, gets a record bound to those, save_derived) and `framework` names the
 side. A result copied over the other side's, one file given as both sides, or a record beside a file
 it was not written for never passes.
 
@@ -66,14 +66,14 @@ def save(result, framework: str, script: str, depends: dict):
                              "result": result_fingerprint(result), "depends": depends})
 
 
-def save_subset(source, subset, path):
-    """The record of `subset` (a hand-in of some of `source`'s keys), written at `path`: bound to the subset
-    only if `source`'s own record is bound to `source`, so no hand-in launders a result its record does
-    not describe."""
+def save_derived(source, derived, path=None):
+    """The record of `derived`, a .npy made from `source` (a hand-in of some of its keys, its statistics),
+    written at `path` (default: beside `derived`): `source`'s record bound to `derived`, but only if it is
+    bound to `source`, so nothing derived launders a result its record does not describe."""
     record = load(source)
     if record is not None:
         bound_ = record.get("result") == result_fingerprint(source)
-        write(path, {**record, "result": fingerprint(subset.items()) if bound_ else "(source not bound)"})
+        write(path or path_for(derived), {**record, "result": result_fingerprint(derived) if bound_ else "(source not bound)"})
 
 
 def write(path, record: dict):
@@ -110,10 +110,13 @@ def differences(torch_record, paddle_record) -> list:
     return [(k, t.get(k, "(missing)"), p.get(k, "(missing)")) for k in sorted(set(t) | set(p)) if t.get(k) != p.get(k)]
 
 
+def _short(v):
+    return v[:12] if isinstance(v, str) and len(v) == 64 else v  # a sha256: its first 12 digits tell two apart
+
+
 def shown(v, limit: int = 80) -> str:
     """A record's value as a log line may show it: a newline or other control character in a hand-edited
     record could otherwise forge lines of the log ("same run: passed", "diff check passed")."""
-    v = v[:12] if isinstance(v, str) and len(v) == 64 else v
     text = v if isinstance(v, str) else json.dumps(v)
     text = text if text.isprintable() else json.dumps(text)[1:-1]
     return text if len(text) <= limit else text[:limit] + "..."
@@ -150,5 +153,5 @@ def same_run(torch_result, paddle_result, record_paths=(None, None)):
     if diffs:
         field, t, p = diffs[0]
         more = f" (and {len(diffs) - 1} more: {', '.join(shown(d[0]) for d in diffs[1:])})" if len(diffs) > 1 else ""
-        return False, f"{shown(field)} differs: torch {shown(t)} vs paddle {shown(p)}{more}; re-run both sides"
+        return False, f"{shown(field)} differs: torch {shown(_short(t))} vs paddle {shown(_short(p))}{more}; re-run both sides"
     return True, f"both sides record the same {', '.join(shown(k) for k in sorted(records[0]['depends']))}"

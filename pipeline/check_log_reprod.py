@@ -26,6 +26,8 @@ from common.fileio import load_npy
 
 DIAGNOSTICS = "diagnostics"
 STEPS = {1: ("forward",), 2: ("data", "metric"), 3: ("loss",), 4: ("lr", "bp_align"), 5: ("train_align",)}
+COMPANIONS = {"forward": ("forward_modules_stats",), "bp_align": ("grad_stats",),
+              "train_align": ("train_curves", "weight_stats")}
 STATS = {"forward": ("forward_modules_stats", tolerances.MODULE_OUTPUTS), "bp_align": ("grad_stats", tolerances.BP_GRAD)}
 
 
@@ -44,6 +46,10 @@ def check_pair(folder: Path, pair: str) -> diff.CheckResult:
     passed, detail = record.same_run(folder / f"{pair}_torch.npy", folder / f"{pair}_paddle.npy",
                                      (records / f"{pair}_torch{record.SUFFIX}", records / f"{pair}_paddle{record.SUFFIX}"))
     result.findings.append(diff.Finding("same run", bool(passed), detail))  # a hand-in must prove it
+    for stem in COMPANIONS.get(pair, ()):  # what the pair's statistics and curves are read from: the same run too
+        passed, detail = record.same_run(records / f"{stem}_torch.npy", records / f"{stem}_paddle.npy",
+                                         (records / f"{stem}_torch{record.SUFFIX}", records / f"{stem}_paddle{record.SUFFIX}"))
+        result.findings.append(diff.Finding(f"{stem} same run", bool(passed), detail))
     if pair in STATS:
         stem, tol = STATS[pair]
         stats = diagnose.compare_stats(load(records, f"{stem}_torch.npy"), load(records, f"{stem}_paddle.npy"), tol)

@@ -246,6 +246,10 @@ class RunState:
         if not all(number(v) and v >= 0 for v in (self.train_seconds, self.eval_seconds)) \
                 or not isinstance(self.settings, dict):
             return "its timings or settings are malformed"
+        flags = self.settings.get("flags")
+        epochs = flags.get("epochs") if isinstance(flags, dict) else None
+        if isinstance(epochs, int) and self.epoch > epochs:
+            return f"epoch {self.epoch} of a run of {epochs} epochs"
         if not len(self.loss) == len(self.lr) == self.global_step:
             return f"{len(self.loss)} losses and {len(self.lr)} lrs for step {self.global_step}"
         if len(self.acc_per_epoch) != self.epoch or len(self.eval_steps) != len(self.acc_per_eval):
@@ -472,7 +476,8 @@ def run(backend: Backend, args, train_set, dev_set):
             file.truncate(0)
         stdout, sys.stdout = sys.stdout, Tee(sys.stdout, file)
         try:
-            print(f"$ python {' '.join(paths.shown(a) if os.path.isabs(a) else a for a in sys.argv)}", flush=True)
+            print(f"$ python {' '.join(record.shown(paths.shown(a) if os.path.isabs(a) else a, 200) for a in sys.argv)}",
+                  flush=True)  # escaped: an argument's newline must not forge a line of the handed-in log
             return train(backend, args, train_set, dev_set, world, say=print)
         finally:
             sys.stdout = stdout

@@ -15,7 +15,7 @@ import sys
 
 import common.runtime  # first: offline mode, threads, allocator, before torch/paddle load
 from checks import diagnose, diff, report, same_run, tolerances
-from common import paths
+from common import paths, record
 from common.errors import run_main
 from common.fileio import save_npy
 
@@ -45,6 +45,7 @@ def main():
     stats = []
     if all(f.is_file() for f in module_files):
         torch_modules, paddle_modules = diff.load_pair(*module_files)
+        same_run.check(result, *module_files, name="module outputs same run")
         modules = diff.compare(torch_modules, paddle_modules, default=module_tol)
         first = diagnose.first_over(modules)
         result.findings.append(diff.Finding(
@@ -56,6 +57,7 @@ def main():
         for fw, data in zip(diff.SIDES, (torch_modules, paddle_modules)):
             stats.append(d / f"forward_modules_stats_{fw}.npy")
             save_npy(stats[-1], diagnose.summary(data))
+            record.save_derived(d / f"forward_modules_{fw}.npy", stats[-1])
     else:
         result.notes.append("module outputs: forward_modules_*.npy not found, layer-by-layer check skipped")
     report.write(result, d / "forward_diff.log")

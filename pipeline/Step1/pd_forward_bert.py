@@ -30,9 +30,9 @@ def main():
     out = paths.step_dir(1) / "forward_paddle.npy"
     save_npy(out, results)
     save_npy(out.with_name("forward_modules_paddle.npy"), modules)
-    record.save(out, "paddle", "pipeline/Step1/pd_forward_bert.py",
-                {"weights": weights, "inputs": record.fingerprint([("fake_ids", fake_ids),
-                                                                   *inputs.padded_batch().items()])})
+    depends = {"weights": weights, "inputs": record.fingerprint([("fake_ids", fake_ids), *inputs.padded_batch().items()])}
+    for result in (out, out.with_name("forward_modules_paddle.npy")):
+        record.save(result, "paddle", "pipeline/Step1/pd_forward_bert.py", depends)
     print(f"wrote {out}")
 
 

@@ -30,9 +30,9 @@ def main():
     out = paths.step_dir(1) / "forward_torch.npy"
     save_npy(out, results)
     save_npy(out.with_name("forward_modules_torch.npy"), modules)
-    record.save(out, "torch", "pipeline/Step1/pt_forward_bert.py",
-                {"weights": weights, "inputs": record.fingerprint([("fake_ids", fake_ids),
-                                                                   *inputs.padded_batch().items()])})
+    depends = {"weights": weights, "inputs": record.fingerprint([("fake_ids", fake_ids), *inputs.padded_batch().items()])}
+    for result in (out, out.with_name("forward_modules_torch.npy")):
+        record.save(result, "torch", "pipeline/Step1/pt_forward_bert.py", depends)
     print(f"wrote {out}")
 
 

@@ -8,7 +8,7 @@ import numpy as np
 
 import common.runtime  # first: offline mode, threads, allocator, before torch/paddle load
 from checks import diagnose, diff, report, same_run, tolerances
-from common import paths
+from common import paths, record
 from common.errors import run_main
 from common.fileio import save_npy
 
@@ -94,8 +94,9 @@ def main():
             hand_in = {f"{name}_{side}.npy": diff.select(data, ["loss_*", "update_*"])
                        for side, data in zip(diff.SIDES, (torch_data, paddle_data))}
             stats = [d / f"grad_stats_{side}.npy" for side in diff.SIDES]
-            for path, data in zip(stats, (torch_data, paddle_data)):
+            for side, path, data in zip(diff.SIDES, stats, (torch_data, paddle_data)):
                 save_npy(path, diagnose.summary(diff.select(data, ["grad_*"])))
+                record.save_derived(d / f"{name}_{side}.npy", path)
         same_run.check(result, d / f"{name}_torch.npy", d / f"{name}_paddle.npy")
         report.write(result, d / f"{name}_diff.log")
         if hand_in:

@@ -147,6 +147,9 @@ def main():
     result = diff.compare(torch_data, paddle_data, {**spec.tolerances, "acc*": accuracy}, spec.default, name="train_align")
     result.loosened = loosened
     same_run.check(result, d / "train_align_torch.npy", d / "train_align_paddle.npy")
+    for name in COMPANIONS:
+        if all((d / f"{name}_{fw}.npy").is_file() for fw in diff.SIDES):
+            same_run.check(result, d / f"{name}_torch.npy", d / f"{name}_paddle.npy", name=f"{name} same run")
     report.safely(result, report_training, torch_data, paddle_data, args.weight_table)
     report.write(result, d / "train_align_diff.log")
     report.hand_in(d / "train_align_torch.npy", d / "train_align_paddle.npy", d / "train_align_diff.log",
