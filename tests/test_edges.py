@@ -539,30 +539,46 @@ def test_run_state_is_validated(tmp_path, change, says):
         Checkpoints.run_state(tmp_path, steps_per_epoch=2)
 
 
-PADDLE_RESUME = """
-import json, pickle, shutil, sys
+RESUME = """
+import copy, json, pickle, sys
 from pathlib import Path
 import common.runtime
 from common.errors import PipelineError
-from twins.pd_backend import Backend
-from twins import train
-checkpoint = Path(sys.argv[1])
+fw, checkpoint = sys.argv[1], Path(sys.argv[2])
+if fw == "paddle":
+    from twins.pd_backend import Backend
+    state = pickle.loads((checkpoint / "paddle_state.pdparams").read_bytes())  # the test's own file: plain pickle
+    save = lambda s, folder: (folder / "paddle_state.pdparams").write_bytes(pickle.dumps(s, protocol=4))
+    tensor = lambda entry: entry[1]  # paddle.save keeps a nested tensor as (name, array)
+    retensor = lambda entry, array: (entry[0], array)
+    moment = lambda s: next(k for k in s["optimizer"] if k.endswith("moment1_0"))
+    moments = lambda s: s["optimizer"]
+else:
+    import torch
+    from twins.pt_backend import Backend
+    state = torch.load(checkpoint / "torch_state.pt", weights_only=True)
+    save = lambda s, folder: torch.save(s, folder / "torch_state.pt")
+    tensor, retensor = (lambda entry: entry), (lambda entry, array: array)
+    moment, moments = (lambda s: "exp_avg"), (lambda s: s["optimizer"]["state"][0])
 backend = Backend()
 backend.build(total_steps=2, warmup_steps=0, lr=1e-5)
-state = pickle.loads((checkpoint / "paddle_state.pdparams").read_bytes())  # the test's own file: plain pickle
+bias = next(k for k in state["model"] if k.endswith("classifier.bias"))
+changes = {
+    "clean": lambda s: None,
+    "missing key": lambda s: s["model"].pop(bias),
+    "misshapen": lambda s: s["model"].__setitem__(bias, retensor(s["model"][bias], tensor(s["model"][bias])[:1])),
+    "empty optimizer": lambda s: s.__setitem__("optimizer", {}),
+    "misshapen moment": lambda s: moments(s).__setitem__(moment(s), retensor(moments(s)[moment(s)], tensor(moments(s)[moment(s)])[:1])),
+    "float64 moment": lambda s: moments(s).__setitem__(moment(s), retensor(moments(s)[moment(s)], tensor(moments(s)[moment(s)]).double()
+                                                        if fw == "torch" else tensor(moments(s)[moment(s)]).astype("float64"))),
+}
 out = {}
-for name in ("clean", "missing key", "misshapen", "empty optimizer"):
-    s = {k: (dict(v) if isinstance(v, dict) else v) for k, v in state.items()}
-    if name == "missing key":
-        s["model"].pop(next(k for k in s["model"] if k != "StructuredToParameterName@@"))
-    if name == "misshapen":
-        k = next(k for k in s["model"] if k.endswith("classifier.bias"))
-        s["model"][k] = (s["model"][k][0], s["model"][k][1][:1])
-    if name == "empty optimizer":
-        s["optimizer"] = {}
+for name, change in changes.items():
+    s = copy.deepcopy(state)
+    change(s)
     folder = checkpoint.parent / name.replace(" ", "_")
     folder.mkdir()
-    (folder / "paddle_state.pdparams").write_bytes(pickle.dumps(s, protocol=4))
+    save(s, folder)
     try:
         backend.load_state(folder)
         out[name] = "resumed"
@@ -572,18 +588,23 @@ print(json.dumps(out))
 """
 
 
-def test_paddle_resume_is_as_strict_as_torchs(trained):
-    # 7. a checkpoint missing a key, with a misshapen tensor or an empty optimizer state resumed with exit 0
-    out = trained / "pipeline/Step5/output/paddle"
-    checkpoint = next(out.glob("checkpoint-*"))
+@pytest.mark.parametrize("fw", ["paddle", "torch"])
+def test_resume_is_strict_in_both_frameworks(trained, fw):
+    # 7. Paddle resumed a checkpoint missing a key, with a misshapen tensor or an empty optimizer state (exit 0);
+    # torch's load_state_dict took misshapen, float64 or missing Adam moments
+    checkpoint = next((trained / "pipeline/Step5/output" / fw).glob("checkpoint-*"))
     env = dict(os.environ, BERT_ALIGN_HOME=str(trained), PYTHONWARNINGS="ignore")
-    proc = subprocess.run([sys.executable, "-c", PADDLE_RESUME, str(checkpoint)], cwd="/tmp", env=env,
+    proc = subprocess.run([sys.executable, "-c", RESUME, fw, str(checkpoint)], cwd="/tmp", env=env,
                           capture_output=True, text=True)
-    results = json.loads(proc.stdout.splitlines()[-1])
+    results = json.loads(proc.stdout.splitlines()[-1]) if proc.stdout else proc.stderr
     assert results["clean"] == "resumed", results
-    assert "missing: " in results["missing key"] and "shape mismatch" in results["misshapen"], results
-    assert "its optimizer state" not in results["empty optimizer"] or True
-    assert "the saved optimizer state does not fit the model; missing" in results["empty optimizer"], results
+    says = {"missing key": "saved model does not fit the model; missing: ",
+            "misshapen": "saved model does not fit the model; shape mismatch",
+            "empty optimizer": "saved optimizer state does not fit the model; missing",
+            "misshapen moment": "saved optimizer state does not fit the model; shape mismatch",
+            "float64 moment": "saved optimizer state does not fit the model; dtype mismatch"}
+    for name, text in says.items():
+        assert text in results[name] and results[name].endswith("run without --resume"), (name, results[name])
 
 
 def test_one_training_at_a_time_in_an_output_folder(trained, tmp_path):

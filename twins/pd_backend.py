@@ -7,15 +7,16 @@ from paddlenlp.datasets import MapDataset
 from models import pd_bert
 from twins import pd_data, pd_optim
 from common.errors import PipelineError
-from twins.weights import load_paddle_checkpoint, paddle_fingerprint, paddle_model, strict_check
+from twins.weights import load_paddle_checkpoint, paddle_fingerprint, paddle_model, strict_state
 
 
-def shapes(state) -> dict:
-    """{name: shape} of a checkpoint's tensors; the scheduler's entry aside, anything else is a misfit."""
+def entries(state) -> dict:
+    """{name: (shape, dtype)} of a state dict's tensors (the optimizer's LR_Scheduler entry aside); anything
+    else is a misfit."""
     if not isinstance(state, dict):
         return {}
-    return {k: (v.shape if isinstance(v, paddle.Tensor) else ["not a tensor"]) for k, v in state.items()
-            if k != "LR_Scheduler"}
+    return {k: ((tuple(v.shape), str(v.dtype).removeprefix("paddle.")) if isinstance(v, paddle.Tensor)
+                else (("not a tensor",), "")) for k, v in state.items() if k != "LR_Scheduler"}
 
 
 class Backend:  # implements twins.train.Backend
@@ -106,9 +107,8 @@ class Backend:  # implements twins.train.Backend
         # set_state_dict only warns on a missing or misshapen entry and takes an empty optimizer state as a
         # fresh one: every entry is checked first, as torch's load_state_dict does
         try:
-            strict_check({k: v.shape for k, v in self.model.state_dict().items()}, shapes(state["model"]),
-                         "the saved model")
-            strict_check(self.optimizer_shapes(), shapes(state["optimizer"]), "the saved optimizer state")
+            strict_state(entries(self.model.state_dict()), entries(state["model"]), "the saved model")
+            strict_state(self.optimizer_entries(), entries(state["optimizer"]), "the saved optimizer state")
             if not isinstance(state["scheduler"], dict) or not isinstance(state["scheduler"].get("last_epoch"), int):
                 raise PipelineError("its scheduler state has no step count")
         except PipelineError as e:
@@ -121,14 +121,15 @@ class Backend:  # implements twins.train.Backend
             raise PipelineError(f"{folder}: not a checkpoint of this model ({type(e).__name__}: "
                                 f"{str(e).splitlines()[0][:200]}); run without --resume") from None
 
-    def optimizer_shapes(self) -> dict:
-        """{name: shape} of every entry AdamW's state holds once it has stepped: two moments and two beta
-        powers per trainable parameter (Paddle's accumulator names)."""
+    def optimizer_entries(self) -> dict:
+        """{name: (shape, dtype)} of every entry AdamW's state holds once it has stepped: two moments and two
+        beta powers per trainable parameter (Paddle's accumulator names); pt_backend's has the same role."""
         out = {}
         for p in self.model.parameters():
             if not p.stop_gradient:
-                out.update({f"{p.name}_moment1_0": p.shape, f"{p.name}_moment2_0": p.shape,
-                            f"{p.name}_beta1_pow_acc_0": [1], f"{p.name}_beta2_pow_acc_0": [1]})
+                shape, dtype = tuple(p.shape), str(p.dtype).removeprefix("paddle.")
+                out.update({f"{p.name}_moment1_0": (shape, dtype), f"{p.name}_moment2_0": (shape, dtype),
+                            f"{p.name}_beta1_pow_acc_0": ((1,), dtype), f"{p.name}_beta2_pow_acc_0": ((1,), dtype)})
         return out
 
     def fingerprint(self):

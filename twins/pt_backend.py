@@ -9,7 +9,15 @@ from torch.nn.parallel import DistributedDataParallel
 from models import pt_bert
 from twins import pt_data, pt_optim
 from common.errors import PipelineError
-from twins.weights import load_torch_checkpoint, torch_fingerprint, torch_model
+from twins.weights import load_torch_checkpoint, strict_state, torch_fingerprint, torch_model
+
+
+def entries(state) -> dict:
+    """{name: (shape, dtype)} of a state dict's tensors; anything else is a misfit."""
+    if not isinstance(state, dict):
+        return {}
+    return {str(k): ((tuple(v.shape), str(v.dtype).removeprefix("torch.")) if isinstance(v, torch.Tensor)
+                     else (("not a tensor",), "")) for k, v in state.items()}
 
 
 class Backend:  # implements twins.train.Backend
@@ -96,6 +104,18 @@ class Backend:  # implements twins.train.Backend
     def load_state(self, folder):
         # torch's restricted unpickler: tensors and plain containers, never code
         state = load_torch_checkpoint(folder / "torch_state.pt", "python pipeline/Step5/pt_train.py")
+        # load_state_dict checks the model's keys and shapes, but takes an optimizer state with misshapen,
+        # mistyped or missing moments (Adam then fails at the first step, or restarts its moments unseen)
+        try:
+            strict_state(entries(self.model.state_dict()), entries(state["model"]), "the saved model")
+            saved = state["optimizer"].get("state") if isinstance(state["optimizer"], dict) else None
+            strict_state(self.optimizer_entries(), entries({f"{i}.{k}": v for i, s in (saved or {}).items()
+                                                            if isinstance(s, dict) for k, v in s.items()}),
+                         "the saved optimizer state")
+            if not isinstance(state["scheduler"], dict) or not isinstance(state["scheduler"].get("last_epoch"), int):
+                raise PipelineError("its scheduler state has no step count")
+        except PipelineError as e:
+            raise PipelineError(f"{folder}: not a checkpoint of this model ({e}); run without --resume") from None
         try:
             self.model.load_state_dict(state["model"])
             self.optimizer.load_state_dict(state["optimizer"])
@@ -103,6 +123,19 @@ class Backend:  # implements twins.train.Backend
         except (KeyError, TypeError, ValueError, RuntimeError) as e:
             raise PipelineError(f"{folder}: not a checkpoint of this model ({type(e).__name__}: "
                                 f"{str(e).splitlines()[0][:200]}); run without --resume") from None
+
+    def optimizer_entries(self) -> dict:
+        """{"<index>.<name>": (shape, dtype)} of every entry AdamW's state holds once it has stepped: its step
+        and two moments per trainable parameter, indexed as optimizer.state_dict() numbers them;
+        pd_backend's has the same role."""
+        out = {}
+        for group_state, group in zip(self.optimizer.state_dict()["param_groups"], self.optimizer.param_groups):
+            for i, p in zip(group_state["params"], group["params"]):
+                if p.requires_grad:
+                    shape, dtype = tuple(p.shape), str(p.dtype).removeprefix("torch.")
+                    out.update({f"{i}.step": ((), "float32"), f"{i}.exp_avg": (shape, dtype),
+                                f"{i}.exp_avg_sq": (shape, dtype)})
+        return out
 
     def fingerprint(self):
         return torch_fingerprint(self.model)

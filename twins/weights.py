@@ -28,6 +28,16 @@ def strict_check(expected: dict, given: dict, what: str):
         raise PipelineError(f"{what} does not fit the model; " + "; ".join(problems))
 
 
+def strict_state(expected: dict, given: dict, what: str):
+    """strict_check on {name: (shape, dtype)}: a resumed optimizer state must fit as exactly as the weights.
+    A shape or dtype the framework would accept and fail on, or cast, at the first step is refused here."""
+    strict_check({k: s for k, (s, _) in expected.items()}, {k: s for k, (s, _) in given.items()}, what)
+    dtypes = sorted(f"{k} {given[k][1]} != {expected[k][1]}" for k in expected if given[k][1] != expected[k][1])
+    if dtypes:
+        raise PipelineError(f"{what} does not fit the model; dtype mismatch: {', '.join(dtypes[:5])}"
+                            + (f" (and {len(dtypes) - 5} more)" if len(dtypes) > 5 else ""))
+
+
 def read_config(path) -> BertConfig:
     try:
         return BertConfig.from_json(path)
