@@ -8,7 +8,8 @@ class PipelineError(Exception):
 
 
 def fail(msg: str, code: int = 2):
-    print(f"error: {msg}", file=sys.stderr)
+    # one line whatever the message carries (a path or a value with a newline could forge another)
+    print("error: " + "".join(c if c.isprintable() else repr(c)[1:-1] for c in msg), file=sys.stderr)
     sys.exit(code)
 
 

@@ -26,7 +26,7 @@ import common.runtime  # first: offline mode, threads, allocator, before torch/p
 from checks import report
 from common import data, paths
 from common.errors import PipelineError, require, run_main
-from common.fileio import atomic_write
+from common.fileio import atomic_write, writable
 from twins import train
 from twins.weights import read_config
 
@@ -159,6 +159,10 @@ def validate(args):
         if args.model_dir:
             raise PipelineError("--model_dir and --random_init exclude each other")
         read_config(require(args.random_init, "pass an existing config.json as --random_init"))
+    for folder in (paths.weights_dir(), paths.classifier_dir(), paths.fake_data_dir(), paths.log_reprod(),
+                   *(paths.step_dir(n) for n in range(1, 6))):
+        writable(folder, folder=True)  # a folder that is a file, a dangling link: refused before Step 1 runs
+    writable(paths.log_reprod() / "SUMMARY.md")
     step5 = argparse.Namespace(epochs=1, max_steps=-1, train_limit=0, lr=None, warmup_proportion=None, seed=0,
                                batch_size=1, log_every=1, save_steps=0, eval_steps=0)
     for k in ("epochs", "max_steps", "train_limit", "lr", "eval_steps"):
