@@ -17,7 +17,11 @@ from pathlib import Path
 
 import numpy as np
 
-import common.runtime  # first: offline mode, threads, allocator
+try:
+    import common.runtime  # first: offline mode, threads, allocator
+except ModuleNotFoundError:  # the project is not importable: not its venv
+    raise SystemExit("error: this project's packages are not importable: activate its venv "
+                     "(. .venv/bin/activate) or run `pip install -r requirements.txt`") from None
 from checks import diagnose, diff, tolerances
 from common import paths, record
 from common.errors import PipelineError, run_main
@@ -57,7 +61,7 @@ def check_pair(folder: Path, pair: str) -> diff.CheckResult:
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False)
     ap.add_argument("folder", nargs="?", type=Path, help="a hand-in folder (default: log_reprod/)")
     args = ap.parse_args()
     folder = (args.folder or paths.log_reprod()).expanduser()

@@ -22,7 +22,11 @@ from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 
-import common.runtime  # first: offline mode, threads, allocator, before torch/paddle load
+try:
+    import common.runtime  # first: offline mode, threads, allocator, before torch/paddle load
+except ModuleNotFoundError:  # the project is not importable: not its venv
+    raise SystemExit("error: this project's packages are not importable: activate its venv "
+                     "(. .venv/bin/activate) or run `pip install -r requirements.txt`") from None
 from checks import report
 from common import data, paths
 from common.errors import PipelineError, require, run_main
@@ -214,7 +218,7 @@ def write_summary(results, args, started):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False)
     ap.add_argument("--data_dir", type=Path, help="GLUE SST-2 folder (train.tsv, dev.tsv) for Steps 2 and 5")
     ap.add_argument("--model_dir", type=Path, help="a local HF BERT folder instead of the pip-shipped MiniLM")
     ap.add_argument("--random_init", type=Path, metavar="CONFIG",

@@ -97,7 +97,7 @@ class Backend(Protocol):
 
 
 def parse_args(framework: str, argv=None):
-    ap = argparse.ArgumentParser(description=f"Step 5: fine-tune BERT on SST-2 with {framework}")
+    ap = argparse.ArgumentParser(description=f"Step 5: fine-tune BERT on SST-2 with {framework}", allow_abbrev=False)
     ap.add_argument("--data_dir", type=Path, help="folder with GLUE SST-2 train.tsv and dev.tsv "
                     "(this workplace: ../shared/data/SST-2); without it the hub loader is tried")
     ap.add_argument("--demo", action="store_true", help="smoke run: train and evaluate on Step 2's demo.tsv "

@@ -10,7 +10,11 @@ lists the offending keys and writes nothing.
 import argparse
 from collections import defaultdict
 
-import common.runtime  # first: offline mode, threads, allocator, before torch/paddle load
+try:
+    import common.runtime  # first: offline mode, threads, allocator, before torch/paddle load
+except ModuleNotFoundError:  # the project is not importable: not its venv
+    raise SystemExit("error: this project's packages are not importable: activate its venv "
+                     "(. .venv/bin/activate) or run `pip install -r requirements.txt`") from None
 import paddle
 import torch
 
@@ -52,7 +56,7 @@ def convert(torch_state: dict, linear_weights: set, paddle_shapes: dict, name_ma
 
 
 def main():
-    argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter).parse_args()
+    argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False).parse_args()
     config = load_config()
     torch_state = load_torch_tensors(paths.torch_weight(), EXPORT)
     torch_model = pt_bert.BertModel(config)

@@ -9,7 +9,11 @@ import argparse
 import sys
 from pathlib import Path
 
-import common.runtime  # first: offline mode, threads, allocator, before torch/paddle load
+try:
+    import common.runtime  # first: offline mode, threads, allocator, before torch/paddle load
+except ModuleNotFoundError:  # the project is not importable: not its venv
+    raise SystemExit("error: this project's packages are not importable: activate its venv "
+                     "(. .venv/bin/activate) or run `pip install -r requirements.txt`") from None
 import numpy as np
 
 from checks import diff, report, same_run, tolerances, weight_stats
@@ -134,7 +138,7 @@ def plot(c, torch_data, paddle_data, out: Path) -> Path:
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__)
+    ap = argparse.ArgumentParser(description=__doc__, allow_abbrev=False)
     ap.add_argument("--threshold", type=float, default=tolerances.ACCURACY.atol, help="the accuracy's bound")
     ap.add_argument("--weight_table", action="store_true", help="log the per-parameter weight table even when "
                     "no parameter departs")
