@@ -12,8 +12,6 @@ except ModuleNotFoundError:  # the project is not importable: not its venv
     raise SystemExit("error: this project's packages are not importable: activate its venv "
                      "(. .venv/bin/activate) or run `pip install -r requirements.txt`") from None
 import numpy as np
-import paddle
-import torch
 
 from common import hparams, paths
 from common.fileio import atomic_write
@@ -27,6 +25,8 @@ def main():
     args = ap.parse_args()
     hparams.check_seed(args.seed)
     config = load_config()
+    import paddle  # once the flags and the config are known to be good
+    import torch
     rng = np.random.RandomState(args.seed)
     weight = rng.normal(0.0, config.initializer_range, (config.num_labels, config.hidden_size)).astype("float32")
     bias = np.zeros(config.num_labels, dtype="float32")

@@ -8,6 +8,7 @@ from common.fileio import load_array, load_npy
 from models.configuration_bert import BertConfig
 
 GEN_FAKE = "python fake_data/gen_fake_data.py"
+EXPORT = "python weights/torch_bert_weights.py"
 PADDED_KEYS = ("input_ids", "token_type_ids", "attention_mask")
 
 
@@ -20,11 +21,12 @@ def _load(path, dtype, ndim):
 
 
 def _config() -> BertConfig:
-    path = require(paths.model_config(), "python weights/torch_bert_weights.py")
+    """The exported config (twins.weights.load_config's, read here without the layer above)."""
+    path = require(paths.model_config(), EXPORT)
     try:
         return BertConfig.from_json(path)
     except ValueError as e:
-        raise PipelineError(f"{e}; run `python weights/torch_bert_weights.py` again") from None
+        raise PipelineError(f"{e}; run `{EXPORT}` again") from None
 
 
 def check_ids(batch: dict, config: BertConfig, path):

@@ -31,15 +31,15 @@ def strict_check(expected: dict, given: dict, what: str):
         raise PipelineError(f"{what} does not fit the model; " + "; ".join(problems))
 
 
-def read_config(path) -> BertConfig:
+def read_config(path, fix: str = "correct it (the fields are Hugging Face's BertConfig's)") -> BertConfig:
     try:
         return BertConfig.from_json(path)
     except ValueError as e:
-        raise PipelineError(str(e)) from None
+        raise PipelineError(f"{e}; {fix}") from None
 
 
 def load_config(**overrides) -> BertConfig:
-    config = read_config(require(paths.model_config(), EXPORT))
+    config = read_config(require(paths.model_config(), EXPORT), remedy(EXPORT, "again"))
     for k, v in overrides.items():
         setattr(config, k, v)
     return config

