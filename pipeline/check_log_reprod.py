@@ -15,13 +15,13 @@ import argparse
 import sys
 from pathlib import Path
 
-import numpy as np
-
 try:
     import common.runtime  # first: offline mode, threads, allocator
 except ModuleNotFoundError:  # the project is not importable: not its venv
     raise SystemExit("error: this project's packages are not importable: activate its venv "
                      "(. .venv/bin/activate) or run `pip install -r requirements.txt`") from None
+import numpy as np
+
 from checks import diagnose, diff, tolerances
 from common import paths, record
 from common.errors import PipelineError, run_main

@@ -4,13 +4,13 @@
 import argparse
 import sys
 
-import numpy as np
-
 try:
     import common.runtime  # first: offline mode, threads, allocator, before torch/paddle load
 except ModuleNotFoundError:  # the project is not importable: not its venv
     raise SystemExit("error: this project's packages are not importable: activate its venv "
                      "(. .venv/bin/activate) or run `pip install -r requirements.txt`") from None
+import numpy as np
+
 from checks import diagnose, diff, report, same_run, tolerances
 from common import paths
 from common.errors import run_main
