@@ -10,9 +10,10 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
 HIDDEN_ACTS = ("gelu", "gelu_new", "gelu_pytorch_tanh", "relu", "silu")  # the twins' ACT2FN, both sides
-# Both tokenizers (transformers' and paddlenlp's BertTokenizer) look these up: [CLS] and [SEP] frame
-# every sentence, [UNK] replaces unknown words, [PAD] fills batches, [MASK] is a special token of both.
-SPECIAL_TOKENS = ("[CLS]", "[SEP]", "[UNK]", "[PAD]", "[MASK]")
+# What both tokenizers (transformers' and paddlenlp's BertTokenizer) need to encode a batch: [CLS] and [SEP]
+# frame every sentence, [UNK] replaces unknown words, [PAD] fills batches. ([MASK] is for pretraining: both
+# encode without it.)
+SPECIAL_TOKENS = ("[CLS]", "[SEP]", "[UNK]", "[PAD]")
 # bert-large has 0.34e9 parameters; a config far above that is a typo that would exhaust memory
 MAX_PARAMETERS = 2 * 10 ** 9
 
@@ -96,9 +97,12 @@ def read_vocab(path, config: BertConfig) -> list:
     """vocab.txt's tokens (line n is id n), checked: not empty, no more tokens than the embedding has rows,
     no token twice (the tokenizers would give it different ids), every SPECIAL_TOKENS present."""
     try:
-        tokens = Path(path).read_text(encoding="utf-8").splitlines()
+        text = Path(path).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as e:
         raise ValueError(f"{path}: not a readable vocab.txt ({e})") from None
+    # as both tokenizers read it: universal newlines, one token per line without its "\n" (not splitlines(),
+    # which also splits at characters such as \x1c or \u2028 that a token may hold)
+    tokens = text.split("\n")[:-1] if text.endswith("\n") else text.split("\n") if text else []
     problems = []
     if not tokens:
         problems.append("it is empty")

@@ -113,6 +113,7 @@ SPECIAL = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 @pytest.mark.parametrize("tokens, says", [
     (["[PAD]", "[UNK]", "[SEP]", "[MASK]", "the"], "[CLS] missing"),
     (["[PAD]", "[CLS]", "[SEP]", "[MASK]", "the"], "[UNK] missing"),
+    (["[UNK]", "[CLS]", "[SEP]", "the"], "[PAD] missing"),
     ([], "it is empty"),
     (SPECIAL + ["the", "the"], "1 tokens appear twice, first 'the'"),  # hostile: two ids for one token
     (SPECIAL + [f"w{i}" for i in range(40)], "it has 45 tokens, the model's vocab_size is 40"),  # hostile
@@ -131,6 +132,11 @@ def test_vocab_not_utf8_and_a_good_one(tmp_path):
         read_vocab(tmp_path / "vocab.txt", BertConfig(**TINY))
     (tmp_path / "vocab.txt").write_text("\n".join(SPECIAL + ["the"]))
     assert len(read_vocab(tmp_path / "vocab.txt", BertConfig(**TINY))) == 6
+    (tmp_path / "vocab.txt").write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\nthe\n")  # no [MASK]: both tokenizers encode
+    assert len(read_vocab(tmp_path / "vocab.txt", BertConfig(**TINY))) == 5
+    # hostile, and fine: Windows line endings (both tokenizers read universal newlines), a token holding \x1c
+    (tmp_path / "vocab.txt").write_bytes(b"".join(t.encode() + b"\r\n" for t in SPECIAL + ["a\x1cb"]))
+    assert read_vocab(tmp_path / "vocab.txt", BertConfig(**TINY))[-1] == "a\x1cb"
 
 
 def test_bad_vocab_is_one_line_before_anything_is_written(home, tmp_path, monkeypatch):
@@ -152,7 +158,7 @@ def test_bad_vocab_is_one_line_before_anything_is_written(home, tmp_path, monkey
     (model_dir / "config.json").write_text(json.dumps(TINY))
     (model_dir / "vocab.txt").write_text("[PAD]\n[UNK]\nthe\n")
     line = error_line(run(EXPORT, "--model_dir", model_dir, home=home, check=2))
-    assert "[CLS], [SEP], [MASK] missing" in line and line.endswith("pass a BERT folder with its vocab.txt as --model_dir")
+    assert "[CLS], [SEP] missing" in line and line.endswith("pass a BERT folder with its vocab.txt as --model_dir")
 
 
 # ---------------------------------------------------------------------------------------- input ids
@@ -314,6 +320,19 @@ def test_ctrl_c_outside_training_is_one_line(capsys):
         errors.run_main(main)
     assert e.value.code == 130
     assert capsys.readouterr().err.startswith("error: interrupted (Ctrl-C)")
+
+
+def test_ctrl_c_while_a_script_imports_is_one_line():
+    """Before run_main: common.runtime's excepthook (here a KeyboardInterrupt where `import torch` would be)."""
+    proc = subprocess.run([sys.executable, "-c", "import common.runtime\nraise KeyboardInterrupt"],
+                          capture_output=True, text=True, cwd="/tmp")
+    assert proc.returncode == 130 and proc.stderr.splitlines() == [
+        "error: interrupted (Ctrl-C) while loading; nothing was written"]
+    proc = subprocess.run([sys.executable, "-c", "import common.runtime\nimport no_such_package_29"],
+                          capture_output=True, text=True, cwd="/tmp")
+    assert proc.returncode == 1 and proc.stderr.splitlines() == [
+        "error: No module named 'no_such_package_29': activate the project's venv (. .venv/bin/activate) or run "
+        "`pip install -r requirements.txt`"]
 
 
 def test_ctrl_c_in_training_says_where_and_resume_continues(home):
