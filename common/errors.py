@@ -15,6 +15,8 @@ class Interrupted(PipelineError):
 
 
 def fail(msg: str, code: int = 2):
+    # one line whatever the message quotes: a key name or a file's text may hold a newline or an escape code
+    msg = "".join(c if c.isprintable() else repr(c)[1:-1] for c in msg)
     print(f"error: {msg}", file=sys.stderr)
     sys.exit(code)
 

@@ -303,6 +303,9 @@ def test_weight_stats_advice_exists(tmp_path):
     proc = run("pipeline/Step5/weight_stats.py", "--torch", tmp_path, "--paddle", tmp_path, home=tmp_path, check=2)
     line = error_line(proc)
     assert "torch_state.pt" in line and "--resume" not in line and "train again" in line
+    line = error_line(run("pipeline/Step5/weight_stats.py", "--torch", tmp_path / "torch_state.pt", home=tmp_path,
+                          check=2))  # hostile: a file where a folder belongs
+    assert "is a file: pass a checkpoint folder" in line
 
 
 def test_export_remedies_read_as_sentences(home, tmp_path):
@@ -312,6 +315,15 @@ def test_export_remedies_read_as_sentences(home, tmp_path):
 
 
 # ---------------------------------------------------------------------------------------- Ctrl-C
+
+def test_an_error_quoting_a_newline_is_still_one_line(capsys):
+    """Hostile: a weights key named "a\nerror: forged" would otherwise print as two lines."""
+    def main():
+        raise PipelineError("x.bin has keys a\nerror: forged\x1b[1m")
+    with pytest.raises(SystemExit) as e:
+        errors.run_main(main)
+    assert e.value.code == 2 and capsys.readouterr().err == "error: x.bin has keys a\\nerror: forged\\x1b[1m\n"
+
 
 def test_ctrl_c_outside_training_is_one_line(capsys):
     def main():

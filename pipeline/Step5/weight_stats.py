@@ -17,7 +17,7 @@ except ModuleNotFoundError:  # the project is not importable: not its venv
                      "(. .venv/bin/activate) or run `pip install -r requirements.txt`") from None
 from checks import report, weight_stats
 from common import hparams, paths
-from common.errors import require, run_main
+from common.errors import PipelineError, require, run_main
 from twins.train import Checkpoints
 from twins.weights import load_torch_checkpoint, read_paddle_checkpoint
 
@@ -27,6 +27,8 @@ AGAIN = "pass another checkpoint folder, or train again to make a new one"
 
 def checkpoint(folder, fw) -> Path:
     folder = Path(folder) if folder else paths.step_dir(5) / "output" / fw
+    if folder.is_file():
+        raise PipelineError(f"--{fw} {folder} is a file: pass a checkpoint folder (output/{fw}/checkpoint-N)")
     if (folder / "latest").is_file():
         folder = Checkpoints(folder).latest() or folder  # a dangling `latest`: report the folder
     name = "torch_state.pt" if fw == "torch" else "paddle_state.pdparams"
