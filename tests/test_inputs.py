@@ -188,6 +188,14 @@ def test_input_ids_are_checked_against_the_model(home, monkeypatch):
         assert says in str(e.value) and "gen_fake_data.py` again" in str(e.value)
 
 
+def test_fake_data_fits_a_model_with_few_positions(home, monkeypatch):
+    """Hostile: a model with 32 positions once got 64-token fake data, which the ids check then refused forever."""
+    (home / "weights/config.json").write_text(json.dumps({**TINY, "max_position_embeddings": 32}))
+    run("fake_data/gen_fake_data.py", home=home, check=0)
+    monkeypatch.setenv("BERT_ALIGN_HOME", str(home))
+    assert inputs.fake_batch()[0].shape == (4, 32) and inputs.padded_batch()["input_ids"].shape[1] <= 32
+
+
 def test_out_of_range_ids_are_one_line_in_a_step(home):
     np.save(home / "fake_data/fake_data.npy", np.full((4, 64), 40000, "int64"))
     before = snapshot(home)
@@ -398,6 +406,10 @@ def test_run_all_reads_every_row_before_any_step(tmp_path):
     home = tmp_path / "home"
     line = error_line(run("pipeline/run_all.py", "--data_dir", data, home=home, check=2))
     assert "dev.tsv:3: label must be 0 or 1, got '2'" in line
+    (tmp_path / "bert").mkdir()  # hostile: a --model_dir whose config cannot build the model, refused up front too
+    (tmp_path / "bert/config.json").write_text(json.dumps({**TINY, "hidden_act": "mish"}))
+    line = error_line(run("pipeline/run_all.py", "--model_dir", tmp_path / "bert", home=home, check=2))
+    assert "hidden_act 'mish'" in line
     assert not home.exists()
 
 
