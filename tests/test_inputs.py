@@ -221,6 +221,10 @@ def test_weights_errors_are_one_line_naming_their_file(home, monkeypatch):
     torch.save({"classifier.weight": torch.zeros(2, 32, dtype=torch.float64), "classifier.bias": torch.zeros(2)}, head)
     with pytest.raises(PipelineError, match="classifier_weights.bin: classifier.weight is float64, not float32"):
         weights.torch_model(head=True)
+    torch.save({"classifier.weight": torch.zeros(2, 32, dtype=torch.bfloat16), "classifier.bias": torch.zeros(2)},
+               head)  # hostile: a dtype numpy cannot even hold
+    with pytest.raises(PipelineError, match="classifier.weight is bfloat16, not float32"):
+        weights.torch_model(head=True)
     pdparams = home / "weights/paddle_weight.pdparams"
     state = weights.load_paddle_arrays(pdparams, "x")
     name = next(iter(state))

@@ -92,10 +92,11 @@ def load_torch_tensors(path, how: str) -> dict:
 
 
 def check_arrays(arrays: dict, path, how: str):
-    """Weights this project wrote are float32 and finite; {name: numpy array}."""
+    """Weights this project wrote are float32 and finite; {name: numpy array or torch tensor}."""
     for name, value in arrays.items():
-        problem = f"is {value.dtype}, not float32" if value.dtype != np.float32 else \
-            "holds NaN or Inf" if not np.isfinite(value).all() else None
+        dtype = str(value.dtype).removeprefix("torch.")  # before any conversion: numpy has no bfloat16
+        problem = f"is {dtype}, not float32" if dtype != "float32" else \
+            "holds NaN or Inf" if not np.isfinite(np.asarray(value)).all() else None
         if problem:
             raise PipelineError(f"{path}: {name} {problem}; {remedy(how, 'again')}")
 
@@ -165,7 +166,7 @@ def torch_model(head=True, **config_overrides):
     state = {}
     for path, how, prefix, is_head in _parts(head, paths.torch_weight(), EXPORT, paths.classifier_torch()):
         part = load_torch_tensors(path, how)
-        check_arrays({k: v.numpy() for k, v in part.items()}, path, how)
+        check_arrays(part, path, how)
         state.update(_fit(model.state_dict(), part, prefix, is_head, path))
     model.load_state_dict(state, strict=True)
     return model
