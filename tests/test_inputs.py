@@ -249,7 +249,8 @@ def test_weights_only_refusal_reads_as_a_refusal(tmp_path):
     import torch
     torch.save({"w": Payload()}, tmp_path / "zip.bin")
     (tmp_path / "legacy.bin").write_bytes(pickle.dumps({"w": Payload()}))
-    for name in ("zip.bin", "legacy.bin"):
+    torch.save({"w": np.ones(2)}, tmp_path / "numpy.bin")  # the branch whose text carries ANSI bold codes
+    for name in ("zip.bin", "legacy.bin", "numpy.bin"):
         with pytest.raises(PipelineError) as e:
             weights.load_torch_tensors(tmp_path / name, "python weights/torch_bert_weights.py")
         text = str(e.value)
