@@ -106,7 +106,7 @@ def load_paddle_arrays(path, how: str) -> dict:
     unpickler (plain containers and numeric arrays only; paddle.load would run any pickled code)."""
     state = paddle_arrays(load_pickled_arrays(path, how))
     if not isinstance(state, dict):
-        raise PipelineError(f"{path} is not a dict of arrays; run `{how}` again")
+        raise PipelineError(f"{path} is not a dict of arrays; {remedy(how, 'again')}")
     state.pop("StructuredToParameterName@@", None)  # paddle.save's name table: not a parameter
     if not all(isinstance(v, np.ndarray) for v in state.values()):
         raise PipelineError(f"{path} is not a dict of arrays; {remedy(how, 'again')}")
