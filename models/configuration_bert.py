@@ -95,7 +95,7 @@ class BertConfig:
 
 def read_vocab(path, config: BertConfig) -> list:
     """vocab.txt's tokens (line n is id n), checked: not empty, no more tokens than the embedding has rows,
-    no token twice (the tokenizers would give it different ids), every SPECIAL_TOKENS present."""
+    every SPECIAL_TOKENS present. (A token listed twice is not refused: both tokenizers give it the later id.)"""
     try:
         text = Path(path).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as e:
@@ -111,13 +111,6 @@ def read_vocab(path, config: BertConfig) -> list:
     missing = [t for t in SPECIAL_TOKENS if t not in tokens]
     if tokens and missing:
         problems.append(f"{', '.join(missing)} missing (both tokenizers need {', '.join(SPECIAL_TOKENS)})")
-    seen, twice = set(), []
-    for t in tokens:
-        if t in seen and t.strip():
-            twice.append(t)
-        seen.add(t)
-    if twice:
-        problems.append(f"{len(twice)} tokens appear twice, first {twice[0]!r}")
     if problems:
         raise ValueError(f"{path}: not a usable BERT vocabulary: {'; '.join(problems)}")
     return tokens
