@@ -52,8 +52,8 @@ class BertConfig:
                 out.append(f"{name} must be an integer >= {low}, got {value!r}")
         for name, ok, rule in (("hidden_dropout_prob", lambda x: 0 <= x < 1, "in [0, 1)"),
                                ("attention_probs_dropout_prob", lambda x: 0 <= x < 1, "in [0, 1)"),
-                               ("initializer_range", lambda x: x > 0, "> 0"),
-                               ("layer_norm_eps", lambda x: 0 < x < 1, "in (0, 1)")):
+                               ("initializer_range", lambda x: x >= 0, ">= 0"),
+                               ("layer_norm_eps", lambda x: x > 0, "> 0")):
             value = getattr(self, name)
             if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value) \
                     or not ok(value):
