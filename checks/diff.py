@@ -17,13 +17,12 @@ verdict file.
 """
 import fnmatch
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Optional
 
 import numpy as np
 
 from checks.tolerances import Tol
-from common.errors import PipelineError
+from common.errors import PipelineError, require
 from common.fileio import load_npy
 
 SIDES = ("torch", "paddle")
@@ -190,9 +189,8 @@ def load_pair(torch_path, paddle_path, how=None) -> tuple:
     """(torch dict, paddle dict) from two ReprodLogger files; a missing one names the command that makes it."""
     data = []
     for side, path in zip(SIDES, (torch_path, paddle_path)):
-        if not Path(path).is_file():
-            hint = f": run `{how[side]}` first" if how else ""
-            raise PipelineError(f"{path} not found{hint}")
+        if how:
+            require(path, how[side])
         data.append(load_npy(path))
     return tuple(data)
 

@@ -6,10 +6,12 @@ saved twice: torch's Linear weight is [num_labels, hidden], Paddle's is its tran
 """
 import argparse
 
-import common.runtime  # first: offline mode, threads, allocator, before torch/paddle load
+try:
+    import common.runtime  # first: offline mode, threads, allocator, before torch/paddle load
+except ModuleNotFoundError:  # the project is not importable: not its venv
+    raise SystemExit("error: this project's packages are not importable: activate its venv "
+                     "(. .venv/bin/activate) or run `pip install -r requirements.txt`") from None
 import numpy as np
-import paddle
-import torch
 
 from common import hparams, paths
 from common.fileio import atomic_write
@@ -18,10 +20,13 @@ from twins.weights import load_config
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__)
+    ap = argparse.ArgumentParser(description=__doc__, allow_abbrev=False)
     ap.add_argument("--seed", type=int, default=hparams.SEED)
     args = ap.parse_args()
+    hparams.check_seed(args.seed)
     config = load_config()
+    import paddle  # once the flags and the config are known to be good
+    import torch
     rng = np.random.RandomState(args.seed)
     weight = rng.normal(0.0, config.initializer_range, (config.num_labels, config.hidden_size)).astype("float32")
     bias = np.zeros(config.num_labels, dtype="float32")

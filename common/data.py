@@ -23,7 +23,7 @@ def read_tsv(path) -> list:
     """[{"sentence": str, "label": int}] from a GLUE TSV; any malformed row is a PipelineError."""
     path = Path(path)
     if not path.is_file():
-        raise PipelineError(f"{path} not found")
+        raise PipelineError(f"{path} is a folder, not a file" if path.is_dir() else f"{path} not found")
     examples = []
     try:
         with open(path, encoding="utf-8-sig", newline="") as f:
@@ -54,7 +54,7 @@ def split_file(split: str, data_dir) -> Path:
         raise PipelineError(f"split {split!r}: expected one of {', '.join(SPLITS)}")
     path = Path(data_dir).expanduser().resolve() / f"{split}.tsv"
     if not path.is_file():
-        raise PipelineError(f"{path} not found: --data_dir must be a GLUE SST-2 folder with train.tsv "
+        raise PipelineError(f"{path} {'is a folder' if path.is_dir() else 'not found'}: --data_dir must be a GLUE SST-2 folder with train.tsv "
                             f"and dev.tsv (on this workplace: {SST2_DIR})")
     return path
 

@@ -1,28 +1,54 @@
-"""How a script fails: a PipelineError is something the user can fix, reported as one line, exit 2."""
+"""How a script fails: a PipelineError is something the user can fix, reported as one line, exit 2;
+Ctrl-C is one line too, exit 130 (the shell's code for a SIGINT)."""
 import sys
 from pathlib import Path
+
+INTERRUPTED = 130
 
 
 class PipelineError(Exception):
     """A problem the user can fix; reported as one line, never a traceback."""
 
 
+class Interrupted(PipelineError):
+    """Ctrl-C, with what the interrupted script knows about where it stopped; exit 130."""
+
+
 def fail(msg: str, code: int = 2):
-    # one line whatever the message carries (a path or a value with a newline could forge another)
-    print("error: " + "".join(c if c.isprintable() else repr(c)[1:-1] for c in msg), file=sys.stderr)
+    # one line whatever the message quotes: a key name or a file's text may hold a newline or an escape code
+    msg = "".join(c if c.isprintable() else repr(c)[1:-1] for c in msg)
+    print(f"error: {msg}", file=sys.stderr)
     sys.exit(code)
 
 
+def remedy(how: str, when: str = "first") -> str:
+    """`how` is a command ("python ...", said as "run `...` first/again") or already a sentence of advice."""
+    return f"run `{how}` {when}" if how.startswith("python ") else how
+
+
 def require(path, how: str) -> Path:
-    """Stop with one line naming the missing file and the command that makes it."""
-    if not Path(path).is_file():
-        raise PipelineError(f"{path} not found: run `{how}` first")
-    return Path(path)
+    """Stop with one line naming the missing file and what makes it."""
+    path = Path(path)
+    if path.is_dir():
+        raise PipelineError(f"{path} is a folder, not a file: {remedy(how)}")
+    if not path.is_file():
+        raise PipelineError(f"{path} not found: {remedy(how)}")
+    return path
+
+
+def first_line(e: BaseException, limit: int = 200) -> str:
+    """An exception as `Type: its first non-empty line` (some, like EOFError, carry no message)."""
+    lines = [line.strip() for line in str(e).splitlines() if line.strip()]
+    return f"{type(e).__name__}: {lines[0][:limit]}" if lines else type(e).__name__
 
 
 def run_main(main):
-    """Run a script's main(); a PipelineError ends in one line and exit code 2."""
+    """Run a script's main(); a PipelineError ends in one line and exit code 2, Ctrl-C in one line and 130."""
     try:
         return main()
+    except Interrupted as e:
+        fail(str(e), INTERRUPTED)
     except PipelineError as e:
         fail(str(e))
+    except KeyboardInterrupt:
+        fail("interrupted (Ctrl-C); files already written are complete, run the command again", INTERRUPTED)

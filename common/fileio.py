@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from common.errors import PipelineError, require
+from common.errors import PipelineError, remedy, require
 
 MAX_KEY_LENGTH = 200
 
@@ -122,7 +122,7 @@ def load_pickled_arrays(path, how: str):
     try:
         return unpickle_arrays(Path(path).read_bytes())
     except (ValueError, OSError) as e:
-        raise PipelineError(f"{path} is not a file of plain arrays this project wrote ({e}); run `{how}` again") from None
+        raise PipelineError(f"{path} is not a file of plain arrays this project wrote ({e}); {remedy(how, 'again')}") from None
 
 
 def _is_plain_array(v) -> bool:
@@ -148,7 +148,7 @@ def load_npy(path) -> dict:
     """Load a ReprodLogger .npy (a dict of arrays) without executing any code."""
     path = Path(path)
     if not path.is_file():
-        raise PipelineError(f"{path} not found")
+        raise PipelineError(f"{path} is a folder, not a file" if path.is_dir() else f"{path} not found")
     try:
         with open(path, "rb") as f:
             shape, dtype = _read_header(f)
@@ -184,7 +184,7 @@ def load_array(path, how: str) -> np.ndarray:
                 raise ValueError(f"its header asks for {shape} {dtype}, which the file cannot hold")
         return np.load(path, allow_pickle=False)
     except (ValueError, OSError, EOFError) as e:
-        raise PipelineError(f"{path} is not a plain .npy array ({e}): run `{how}` again") from None
+        raise PipelineError(f"{path} is not a plain .npy array ({e}): {remedy(how, 'again')}") from None
 
 
 def writable(path, folder: bool = False) -> Path:

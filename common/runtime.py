@@ -23,7 +23,9 @@ and would hide the dependency). Every variable a user has set already wins.
   nothing else: Paddle's two-line "WARNING: OMP_NUM_THREADS set to N, not 1 ... PLEASE USE
   OMP_NUM_THREADS WISELY." (printed to stderr at import whenever more than one thread is asked for,
   which is set above on purpose), setuptools' "Setuptools is replacing distutils" warning and
-  Paddle's missing-ccache warning (a C++ build cache; nothing here compiles C++).
+  Paddle's missing-ccache warning (a C++ build cache; nothing here compiles C++);
+* one line for what run_main cannot catch, because it happens while a script's imports run: Ctrl-C
+  (exit 130) and a package missing from the environment.
 """
 import ctypes
 import os
@@ -67,6 +69,19 @@ def keep_large_blocks(mmap_threshold=256 << 20, trim_threshold=512 << 20):
         pass
 
 
+def one_line_excepthook(kind, value, tb):
+    """Ctrl-C and a missing package during a script's imports end in one line, not a traceback."""
+    if issubclass(kind, KeyboardInterrupt):
+        sys.stdout.flush()
+        print("error: interrupted (Ctrl-C) while loading; nothing was written", file=sys.stderr, flush=True)
+        os._exit(130)
+    if issubclass(kind, ModuleNotFoundError):
+        print(f"error: {value}: activate the project's venv (. .venv/bin/activate) or run "
+              "`pip install -r requirements.txt`", file=sys.stderr)
+        return
+    sys.__excepthook__(kind, value, tb)
+
+
 def apply():
     for var in OFFLINE:
         os.environ.setdefault(var, "1")
@@ -76,6 +91,8 @@ def apply():
     keep_large_blocks()
     for message in QUIET_WARNINGS:
         warnings.filterwarnings("ignore", message=message)
+    if sys.excepthook is sys.__excepthook__:
+        sys.excepthook = one_line_excepthook
     if not isinstance(sys.stderr, QuietStderr) and sys.stderr is not None:
         sys.stderr = QuietStderr(sys.stderr)
 

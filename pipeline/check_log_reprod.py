@@ -16,9 +16,13 @@ import json
 import sys
 from pathlib import Path
 
+try:
+    import common.runtime  # first: offline mode, threads, allocator
+except ModuleNotFoundError:  # the project is not importable: not its venv
+    raise SystemExit("error: this project's packages are not importable: activate its venv "
+                     "(. .venv/bin/activate) or run `pip install -r requirements.txt`") from None
 import numpy as np
 
-import common.runtime  # first: offline mode, threads, allocator
 from checks import diagnose, diff, report, tolerances
 from common import paths, record
 from common.errors import PipelineError, run_main
@@ -74,7 +78,7 @@ def loosened(folder: Path, pair: str) -> list:
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False)
     ap.add_argument("folder", nargs="?", type=Path, help="a hand-in folder (default: log_reprod/)")
     args = ap.parse_args()
     folder = (args.folder or paths.log_reprod()).expanduser()

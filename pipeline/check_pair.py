@@ -14,7 +14,11 @@ import math
 import sys
 from pathlib import Path
 
-import common.runtime  # first: offline mode, threads, allocator
+try:
+    import common.runtime  # first: offline mode, threads, allocator
+except ModuleNotFoundError:  # the project is not importable: not its venv
+    raise SystemExit("error: this project's packages are not importable: activate its venv "
+                     "(. .venv/bin/activate) or run `pip install -r requirements.txt`") from None
 from checks import diff, report, same_run
 from common import record
 from common.errors import PipelineError, run_main
@@ -22,7 +26,7 @@ from common.fileio import writable
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False)
     ap.add_argument("torch_npy", type=Path, help="the PyTorch side's .npy (a ReprodLogger dict of arrays)")
     ap.add_argument("paddle_npy", type=Path, help="the Paddle side's .npy")
     ap.add_argument("--threshold", type=float, required=True, help="largest max abs diff any key may show")

@@ -15,6 +15,7 @@ import argparse
 import json
 import os
 import platform
+import signal
 import subprocess
 import sys
 import time
@@ -22,13 +23,17 @@ from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 
-import common.runtime  # first: offline mode, threads, allocator, before torch/paddle load
+try:
+    import common.runtime  # first: offline mode, threads, allocator, before torch/paddle load
+except ModuleNotFoundError:  # the project is not importable: not its venv
+    raise SystemExit("error: this project's packages are not importable: activate its venv "
+                     "(. .venv/bin/activate) or run `pip install -r requirements.txt`") from None
 from checks import report
 from common import data, paths
-from common.errors import PipelineError, require, run_main
+from common.errors import Interrupted, PipelineError, require, run_main
 from common.fileio import atomic_write, writable
 from twins import train
-from twins.weights import read_config
+from twins.weights import check_vocab, read_config
 
 
 @dataclass
@@ -94,8 +99,12 @@ def run_script(cmd):
     """(exit code, seconds, the command) of one script."""
     print(f"\n$ python {' '.join(cmd)}", flush=True)
     started = time.time()
-    proc = subprocess.run(argv(cmd))
-    return proc.returncode, time.time() - started, cmd
+    proc = subprocess.Popen(argv(cmd))
+    try:
+        return proc.wait(), time.time() - started, cmd
+    except KeyboardInterrupt:  # a Ctrl-C reached the script too: let it end with its own line
+        stop(proc)
+        raise
 
 
 def run_side_by_side(group: SideBySide):
@@ -116,11 +125,24 @@ def run_side_by_side(group: SideBySide):
                 code, cmd = failed[0] if failed else (0, None)
                 return code, time.time() - started, cmd
             time.sleep(0.5)
+    except KeyboardInterrupt:  # each training ends with its own line
+        for proc, _ in procs:
+            stop(proc)
+        raise
     finally:
-        for proc, _ in procs:  # a failure (or Ctrl-C) ends the other trainings too
+        for proc, _ in procs:  # a failure ends the other trainings too
             if proc.poll() is None:
                 proc.terminate()
             proc.wait()
+
+
+def stop(proc, grace: float = 5.0):
+    """A script after Ctrl-C: a terminal sends SIGINT to it as well, a `kill -INT` of run_all does not."""
+    try:
+        proc.wait(grace)
+    except subprocess.TimeoutExpired:
+        proc.send_signal(signal.SIGINT)
+        proc.wait()
 
 
 def rule(k: dict) -> str:
@@ -141,7 +163,7 @@ def brief(verdict: dict, max_keys: int = 6) -> list:
     if len(keys) > max_keys:
         lines.append(f"... {len(keys) - max_keys} more keys ({len(keys) - len(failed)} of {len(keys)} passed)")
     lines += [f"{f['name']}: {'passed' if f['passed'] else 'FAILED'}, {f['detail']}" for f in verdict["findings"]]
-    lines += [n for n in verdict["notes"] if not n.startswith("\t")]
+    lines += [n.replace("\t", "    ") for n in verdict["notes"]]  # indented lines belong to the line above
     lines += [f"loosened by a flag: {flag}" for flag in verdict.get("loosened", [])]
     return lines + ["diff check passed" if verdict["passed"] else "diff check failed"]
 
@@ -151,10 +173,13 @@ def validate(args):
     first re-export the weights and rewrite Step 1 and SUMMARY.md."""
     if args.data_dir:
         args.data_dir = args.data_dir.expanduser()
-        for split in data.SPLITS:
-            data.split_file(split, args.data_dir)
+        for split in data.SPLITS:  # every row: a bad label must not wait until Step 2
+            data.read_tsv(data.split_file(split, args.data_dir))
     if args.model_dir and not (args.model_dir.expanduser() / "config.json").is_file():
         raise PipelineError(f"--model_dir {args.model_dir} has no config.json: pass a Hugging Face BERT folder")
+    if args.model_dir:
+        check_vocab(args.model_dir.expanduser() / "vocab.txt", read_config(args.model_dir.expanduser() / "config.json"),
+                    "pass a BERT folder with its vocab.txt as --model_dir")
     if args.random_init:
         if args.model_dir:
             raise PipelineError("--model_dir and --random_init exclude each other")
@@ -219,7 +244,7 @@ def write_summary(results, args, started):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False)
     ap.add_argument("--data_dir", type=Path, help="GLUE SST-2 folder (train.tsv, dev.tsv) for Steps 2 and 5")
     ap.add_argument("--model_dir", type=Path, help="a local HF BERT folder instead of the pip-shipped MiniLM")
     ap.add_argument("--random_init", type=Path, metavar="CONFIG",
@@ -249,7 +274,14 @@ def main():
             continue
         total, checked = 0.0, False
         for item in step.scripts:
-            code, secs, cmd = run_side_by_side(item) if isinstance(item, SideBySide) else run_script(item)
+            try:
+                code, secs, cmd = run_side_by_side(item) if isinstance(item, SideBySide) else run_script(item)
+            except KeyboardInterrupt:  # the scripts have ended (run_script, run_side_by_side wait for them)
+                results.append((step, "interrupted", total, {}))
+                results += [(later, "not run", 0.0, {}) for later in steps(args)[len(results):]]
+                write_summary(results, args, started)
+                raise Interrupted(f"interrupted in {step.name}; results of the steps before it are in place, "
+                                  f"{paths.shown(paths.log_reprod() / 'SUMMARY.md')} says so") from None
             total += secs
             checked = item is step.scripts[-1] and bool(step.checks) and code in (0, 1)  # 1: red, verdict written
             if code:

@@ -89,7 +89,7 @@ def test_script_summary_line(home):
 def test_export_rejects_a_foreign_checkpoint(home, tmp_path):
     (tmp_path / "config.json").write_text('{"hidden_size": 32, "num_attention_heads": 4, "num_hidden_layers": 1,'
                                           ' "intermediate_size": 64}')
-    (tmp_path / "vocab.txt").write_text("[PAD]\n")
+    (tmp_path / "vocab.txt").write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\n")
     torch.save({"embeddings.word_embeddings.weight": torch.zeros(30522, 32)}, tmp_path / "pytorch_model.bin")
     proc = run("weights/torch_bert_weights.py", "--model_dir", tmp_path, home=home, check=2)
     assert "missing:" in error_line(proc)

@@ -146,8 +146,8 @@ def test_result_is_data_findings_count(tmp_path):
 
 def test_missing_file_names_the_command(tmp_path):
     fileio.save_npy(tmp_path / "t.npy", A)
-    with pytest.raises(PipelineError, match="run `make-paddle` first"):
-        diff.load_pair(tmp_path / "t.npy", tmp_path / "p.npy", how={"torch": "x", "paddle": "make-paddle"})
+    with pytest.raises(PipelineError, match="run `python make_paddle.py` first"):
+        diff.load_pair(tmp_path / "t.npy", tmp_path / "p.npy", how={"torch": "x", "paddle": "python make_paddle.py"})
 
 
 def test_reprod_log_demo_shows_one_pass_one_fail(tmp_path):

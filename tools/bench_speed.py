@@ -40,7 +40,11 @@ import tempfile
 import time
 from pathlib import Path
 
-import common.runtime  # first: offline mode, threads, allocator, before torch/paddle load
+try:
+    import common.runtime  # first: offline mode, threads, allocator, before torch/paddle load
+except ModuleNotFoundError:  # the project is not importable: not its venv
+    raise SystemExit("error: this project's packages are not importable: activate its venv "
+                     "(. .venv/bin/activate) or run `pip install -r requirements.txt`") from None
 
 from common import data, hparams, paths
 from common.errors import PipelineError, require, run_main
@@ -315,7 +319,7 @@ def summarize(values):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False)
     ap.add_argument("--repeats", type=int, default=7, help="timed measurements per model, mode and shape")
     ap.add_argument("--quick", action="store_true", help="median shape only, 3 repeats, project models only")
     ap.add_argument("--data_dir", type=Path, default=paths.SST2_DIR)

@@ -11,7 +11,11 @@ Paddle side; should fail and name that layer). Findings are in docs/padiff.md.
 """
 import argparse
 
-import common.runtime  # first: offline mode, threads, allocator, before torch/paddle load
+try:
+    import common.runtime  # first: offline mode, threads, allocator, before torch/paddle load
+except ModuleNotFoundError:  # the project is not importable: not its venv
+    raise SystemExit("error: this project's packages are not importable: activate its venv "
+                     "(. .venv/bin/activate) or run `pip install -r requirements.txt`") from None
 import numpy as np
 import paddle
 import torch
@@ -20,7 +24,7 @@ from common import paths
 from models import pd_bert, pt_bert
 from models.configuration_bert import BertConfig
 
-argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter).parse_args()
+argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False).parse_args()
 try:
     import padiff
 except ImportError:

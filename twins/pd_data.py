@@ -8,10 +8,9 @@ from paddlenlp.data import DataCollatorWithPadding
 from paddlenlp.datasets import MapDataset, load_dataset
 from paddlenlp.transformers import BertTokenizer
 
-from common import data, paths
-from common.errors import require
+from common import data
 from common.hparams import BATCH_SIZE, DO_LOWER_CASE, MAX_SEQ_LENGTH
-from twins.weights import EXPORT
+from twins import weights
 
 
 def load_tsv(path) -> MapDataset:
@@ -28,7 +27,7 @@ def load_split(split: str, data_dir=None) -> MapDataset:
 
 
 def tokenizer() -> BertTokenizer:
-    return BertTokenizer(str(require(paths.vocab(), EXPORT)), do_lower_case=DO_LOWER_CASE)
+    return BertTokenizer(weights.vocab(), do_lower_case=DO_LOWER_CASE)
 
 
 def encode(dataset, tokenizer, max_length: int = MAX_SEQ_LENGTH) -> MapDataset:

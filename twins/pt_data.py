@@ -10,10 +10,9 @@ import torch
 from torch.utils.data import DataLoader, Subset
 from transformers import BertTokenizer, DataCollatorWithPadding
 
-from common import data, paths
-from common.errors import require
+from common import data
 from common.hparams import BATCH_SIZE, DO_LOWER_CASE, MAX_SEQ_LENGTH
-from twins.weights import EXPORT
+from twins import weights
 
 datasets.disable_progress_bars()
 
@@ -32,7 +31,7 @@ def load_split(split: str, data_dir=None) -> datasets.Dataset:
 
 
 def tokenizer() -> BertTokenizer:
-    return BertTokenizer(str(require(paths.vocab(), EXPORT)), do_lower_case=DO_LOWER_CASE)
+    return BertTokenizer(weights.vocab(), do_lower_case=DO_LOWER_CASE)
 
 
 def encode(dataset, tokenizer, max_length: int = MAX_SEQ_LENGTH):

@@ -20,6 +20,7 @@ import math
 import os
 import re
 import shutil
+import signal
 import sys
 import time
 from dataclasses import asdict, dataclass, field
@@ -31,7 +32,7 @@ import numpy as np
 from checks import weight_stats
 from checks.shared_dropout import MaskStream
 from common import data, hparams, paths, record
-from common.errors import PipelineError, require
+from common.errors import Interrupted, PipelineError, require
 from common.fileio import atomic_write, open_new, save_npy, writable
 
 
@@ -98,7 +99,7 @@ class Backend(Protocol):
 
 
 def parse_args(framework: str, argv=None):
-    ap = argparse.ArgumentParser(description=f"Step 5: fine-tune BERT on SST-2 with {framework}")
+    ap = argparse.ArgumentParser(description=f"Step 5: fine-tune BERT on SST-2 with {framework}", allow_abbrev=False)
     ap.add_argument("--data_dir", type=Path, help="folder with GLUE SST-2 train.tsv and dev.tsv "
                     "(this workplace: ../shared/data/SST-2); without it the hub loader is tried")
     ap.add_argument("--demo", action="store_true", help="smoke run: train and evaluate on Step 2's demo.tsv "
@@ -153,6 +154,12 @@ def validate(args, framework=None):
         problems.append(f"--warmup_proportion must be in [0, 1), got {args.warmup_proportion}")
     if getattr(args, "demo", False) and getattr(args, "data_dir", None):
         problems.append("--demo and --data_dir exclude each other")
+    if getattr(args, "data_dir", None):  # before a framework loads: a missing folder is refused in a second
+        try:
+            for split in data.SPLITS:
+                data.split_file(split, args.data_dir)
+        except PipelineError as e:
+            problems.append(str(e))
     if not getattr(args, "demo", True) and not getattr(args, "data_dir", True) and data.hub_off():
         problems.append(f"no data: the dataset hub is off (HF_DATASETS_OFFLINE=1); {data.HUB_HINT}, or --demo")
     out = getattr(args, "output_dir", None)
@@ -504,6 +511,7 @@ def train(backend: Backend, args, train_set, dev_set, world: World, say):
         + (f" ({world.size} processes x {per_rank})" if world.size > 1 else "") + f", {mode_name(args)}"
         + (f", resumed at step {state.global_step}" if args.resume else ""), flush=True)
 
+    signal.signal(signal.SIGINT, lambda *_: interrupted(state, ckpt if world.main else None))
     # an epoch cut short by max_steps or a kill is still evaluated: batch_in_epoch > 0
     while state.epoch < args.epochs and (state.global_step < total or state.batch_in_epoch > 0):
         order = epoch_order(len(train_set), state.epoch, args.seed, lengths, args.batch_size)
@@ -575,10 +583,19 @@ def train(backend: Backend, args, train_set, dev_set, world: World, say):
         # every process leaves together, not the others while process 0 still writes: a 2-process Paddle run
         # once ended with exit code -6 after its results were written (2026-11-23, under load)
         backend.all_sum([0.0])
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     return state
 
 
 SCRIPT = {"torch": "pipeline/Step5/pt_train.py", "paddle": "pipeline/Step5/pd_train.py"}
+
+
+def interrupted(state: RunState, ckpt):
+    """Ctrl-C during training: one line saying where it stopped and what resumes it (exit 130)."""
+    latest = ckpt.latest() if ckpt else None
+    raise Interrupted(f"interrupted at step {state.global_step}; `--resume` continues from {latest.name}" if latest
+                      else f"interrupted at step {state.global_step}, before the first checkpoint: nothing to "
+                      "resume, run again (--save_steps N checkpoints every N steps)")
 
 
 def mode_name(args) -> str:

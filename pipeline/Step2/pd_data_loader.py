@@ -5,7 +5,11 @@
 """
 import argparse
 
-import common.runtime  # first: offline mode, threads, allocator, before torch/paddle load
+try:
+    import common.runtime  # first: offline mode, threads, allocator, before torch/paddle load
+except ModuleNotFoundError:  # the project is not importable: not its venv
+    raise SystemExit("error: this project's packages are not importable: activate its venv "
+                     "(. .venv/bin/activate) or run `pip install -r requirements.txt`") from None
 
 from common import data, hparams, paths, record
 from twins import pd_data
@@ -14,7 +18,7 @@ from common.fileio import save_npy
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False)
     ap.add_argument("--data_dir", help="a GLUE SST-2 folder: use its dev.tsv instead of the demo set")
     ap.add_argument("--seed", type=int, default=hparams.SEED, help="seed of the example order both sides share")
     args = ap.parse_args()

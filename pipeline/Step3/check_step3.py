@@ -5,7 +5,11 @@ are the same scalar."""
 import argparse
 import sys
 
-import common.runtime  # first: offline mode, threads, allocator, before torch/paddle load
+try:
+    import common.runtime  # first: offline mode, threads, allocator, before torch/paddle load
+except ModuleNotFoundError:  # the project is not importable: not its venv
+    raise SystemExit("error: this project's packages are not importable: activate its venv "
+                     "(. .venv/bin/activate) or run `pip install -r requirements.txt`") from None
 from checks import diff, report, same_run, tolerances
 from common import paths
 from common.errors import run_main
@@ -14,7 +18,7 @@ RUN = {"torch": "python pipeline/Step3/pt_loss.py", "paddle": "python pipeline/S
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__)
+    ap = argparse.ArgumentParser(description=__doc__, allow_abbrev=False)
     ap.add_argument("--threshold", type=float, default=tolerances.LOSS.atol, help="atol")
     ap.add_argument("--rtol", type=float, default=tolerances.LOSS.rtol)
     args = ap.parse_args()

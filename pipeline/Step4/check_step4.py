@@ -4,9 +4,13 @@
 import argparse
 import sys
 
+try:
+    import common.runtime  # first: offline mode, threads, allocator, before torch/paddle load
+except ModuleNotFoundError:  # the project is not importable: not its venv
+    raise SystemExit("error: this project's packages are not importable: activate its venv "
+                     "(. .venv/bin/activate) or run `pip install -r requirements.txt`") from None
 import numpy as np
 
-import common.runtime  # first: offline mode, threads, allocator, before torch/paddle load
 from checks import diagnose, diff, report, same_run, tolerances
 from common import paths, record
 from common.errors import run_main
@@ -60,7 +64,7 @@ def bp_report(result, torch_data, paddle_data, full_table=False, n=5):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__)
+    ap = argparse.ArgumentParser(description=__doc__, allow_abbrev=False)
     for kind, tol in (("loss", tolerances.BP_LOSS), ("grad", tolerances.BP_GRAD), ("update", tolerances.BP_UPDATE)):
         ap.add_argument(f"--{kind}_threshold", type=float, default=tol.atol, help=f"{kind}_*'s atol")
         ap.add_argument(f"--{kind}_rtol", type=float, default=tol.rtol, help=f"{kind}_*'s rtol")

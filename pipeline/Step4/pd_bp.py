@@ -8,7 +8,11 @@ parameter over all iterations as update_<parameter name>.
 import argparse
 import math
 
-import common.runtime  # first: offline mode, threads, allocator, before torch/paddle load
+try:
+    import common.runtime  # first: offline mode, threads, allocator, before torch/paddle load
+except ModuleNotFoundError:  # the project is not importable: not its venv
+    raise SystemExit("error: this project's packages are not importable: activate its venv "
+                     "(. .venv/bin/activate) or run `pip install -r requirements.txt`") from None
 import numpy as np
 import paddle
 
@@ -20,7 +24,7 @@ from twins.weights import paddle_fingerprint, paddle_linear_weights, paddle_mode
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__)
+    ap = argparse.ArgumentParser(description=__doc__, allow_abbrev=False)
     ap.add_argument("--iters", type=int, default=10)
     ap.add_argument("--lr", type=float, default=hparams.LEARNING_RATE, help="constant: no schedule")
     ap.add_argument("--float64", action="store_true", help="model and optimizer in float64 (a diagnostic: "

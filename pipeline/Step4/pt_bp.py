@@ -7,7 +7,11 @@ did to each parameter over all iterations as update_<parameter name>.
 import argparse
 import math
 
-import common.runtime  # first: offline mode, threads, allocator, before torch/paddle load
+try:
+    import common.runtime  # first: offline mode, threads, allocator, before torch/paddle load
+except ModuleNotFoundError:  # the project is not importable: not its venv
+    raise SystemExit("error: this project's packages are not importable: activate its venv "
+                     "(. .venv/bin/activate) or run `pip install -r requirements.txt`") from None
 import numpy as np
 import torch
 
@@ -19,7 +23,7 @@ from twins.weights import torch_fingerprint, torch_model
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__)
+    ap = argparse.ArgumentParser(description=__doc__, allow_abbrev=False)
     ap.add_argument("--iters", type=int, default=10)
     ap.add_argument("--lr", type=float, default=hparams.LEARNING_RATE, help="constant: no schedule")
     ap.add_argument("--float64", action="store_true", help="model and optimizer in float64 (a diagnostic: "

@@ -5,7 +5,11 @@ Defaults are the guide's figures (hparams.SCHED_*): lr 3e-5, warmup 345, total 1
 import argparse
 import math
 
-import common.runtime  # first: offline mode, threads, allocator, before torch/paddle load
+try:
+    import common.runtime  # first: offline mode, threads, allocator, before torch/paddle load
+except ModuleNotFoundError:  # the project is not importable: not its venv
+    raise SystemExit("error: this project's packages are not importable: activate its venv "
+                     "(. .venv/bin/activate) or run `pip install -r requirements.txt`") from None
 import numpy as np
 import torch
 
@@ -16,7 +20,7 @@ from common.fileio import save_npy
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__)
+    ap = argparse.ArgumentParser(description=__doc__, allow_abbrev=False)
     ap.add_argument("--lr", type=float, default=hparams.LEARNING_RATE)
     ap.add_argument("--warmup_steps", type=int, default=hparams.SCHED_WARMUP_STEPS)
     ap.add_argument("--total_steps", type=int, default=hparams.SCHED_TOTAL_STEPS)

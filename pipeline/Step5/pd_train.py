@@ -7,7 +7,11 @@
 The loop, flags, data order and checkpoints are twins/train.py's, what Paddle does
 differently is twins/pd_backend.py; pt_train.py is this script's twin.
 """
-import common.runtime  # first: offline mode, threads, allocator, before torch/paddle load
+try:
+    import common.runtime  # first: offline mode, threads, allocator, before torch/paddle load
+except ModuleNotFoundError:  # the project is not importable: not its venv
+    raise SystemExit("error: this project's packages are not importable: activate its venv "
+                     "(. .venv/bin/activate) or run `pip install -r requirements.txt`") from None
 from common.errors import run_main
 from twins import train
 

@@ -10,18 +10,25 @@ Each side's statistics come from its own framework's file.
 import argparse
 from pathlib import Path
 
-import common.runtime  # first: offline mode, threads, allocator, before torch/paddle load
+try:
+    import common.runtime  # first: offline mode, threads, allocator, before torch/paddle load
+except ModuleNotFoundError:  # the project is not importable: not its venv
+    raise SystemExit("error: this project's packages are not importable: activate its venv "
+                     "(. .venv/bin/activate) or run `pip install -r requirements.txt`") from None
 from checks import report, weight_stats
 from common import hparams, paths
-from common.errors import require, run_main
+from common.errors import PipelineError, require, run_main
 from twins.train import Checkpoints
 from twins.weights import load_torch_checkpoint, read_paddle_checkpoint
 
 RUN = {"torch": "python pipeline/Step5/pt_train.py", "paddle": "python pipeline/Step5/pd_train.py"}
+AGAIN = "pass another checkpoint folder, or train again to make a new one"
 
 
 def checkpoint(folder, fw) -> Path:
     folder = Path(folder) if folder else paths.step_dir(5) / "output" / fw
+    if folder.is_file():
+        raise PipelineError(f"--{fw} {folder} is a file: pass a checkpoint folder (output/{fw}/checkpoint-N)")
     if (folder / "latest").is_file():
         folder = Checkpoints(folder).latest() or folder  # a dangling `latest`: report the folder
     name = "torch_state.pt" if fw == "torch" else "paddle_state.pdparams"
@@ -29,16 +36,16 @@ def checkpoint(folder, fw) -> Path:
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False)
     ap.add_argument("--torch", help="a torch checkpoint folder (default: the latest in pipeline/Step5/output/torch)")
     ap.add_argument("--paddle", help="a Paddle checkpoint folder (default: the latest in pipeline/Step5/output/paddle)")
     args = ap.parse_args()
     t_path = checkpoint(args.torch, "torch")
-    t_state = load_torch_checkpoint(t_path, RUN["torch"])["model"]
+    t_state = load_torch_checkpoint(t_path, RUN["torch"], fix=AGAIN)["model"]
     # the lrs the run stepped at set how far fp32 rounding of weight decay alone can move a norm
     lrs = Checkpoints.run_state(t_path.parent).lr
     # the Paddle checkpoint's arrays, read without paddle.load (which would run any pickled code)
-    p_state = read_paddle_checkpoint(checkpoint(args.paddle, "paddle"), RUN["paddle"])["model"]
+    p_state = read_paddle_checkpoint(checkpoint(args.paddle, "paddle"), RUN["paddle"], fix=AGAIN)["model"]
     rows, flagged, missing, limit = weight_stats.compare(
         weight_stats.summarize((n, v.numpy()) for n, v in t_state.items()),
         weight_stats.summarize(p_state.items()),

@@ -2,14 +2,18 @@
 import argparse
 import sys
 
-import common.runtime  # first: offline mode, threads, allocator, before torch/paddle load
+try:
+    import common.runtime  # first: offline mode, threads, allocator, before torch/paddle load
+except ModuleNotFoundError:  # the project is not importable: not its venv
+    raise SystemExit("error: this project's packages are not importable: activate its venv "
+                     "(. .venv/bin/activate) or run `pip install -r requirements.txt`") from None
 from checks import diff, report
 from common import paths
 from common.errors import run_main
 
 
 def main():
-    argparse.ArgumentParser(description=__doc__).parse_args()
+    argparse.ArgumentParser(description=__doc__, allow_abbrev=False).parse_args()
     d = paths.work() / "pipeline" / "reprod_log_demo"
     write = "python pipeline/reprod_log_demo/write_log.py"
     torch_data, paddle_data = diff.load_pair(d / "demo_torch.npy", d / "demo_paddle.npy",

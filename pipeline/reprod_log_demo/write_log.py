@@ -5,7 +5,11 @@ in both; key `misaligned` differs by 1e-3, as a forgotten LayerNorm epsilon migh
 """
 import argparse
 
-import common.runtime  # first: offline mode, threads, allocator, before torch/paddle load
+try:
+    import common.runtime  # first: offline mode, threads, allocator, before torch/paddle load
+except ModuleNotFoundError:  # the project is not importable: not its venv
+    raise SystemExit("error: this project's packages are not importable: activate its venv "
+                     "(. .venv/bin/activate) or run `pip install -r requirements.txt`") from None
 import numpy as np
 from reprod_log import ReprodLogger
 
@@ -15,7 +19,7 @@ from common.fileio import save_npy
 
 
 def main():
-    argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter).parse_args()
+    argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False).parse_args()
     x = np.random.RandomState(0).rand(4, 2).astype("float32")
     out = paths.work() / "pipeline" / "reprod_log_demo"
     for name, offset in (("torch", 0.0), ("paddle", 1e-3)):
