@@ -411,7 +411,10 @@ class Checkpoints:
 def hold(path, busy: str) -> int:
     """An exclusive lock on `path` (a folder, or an open file's descriptor), for as long as the process lives; `busy` if
     another process holds it."""
-    fd = path if isinstance(path, int) else os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    try:
+        fd = path if isinstance(path, int) else os.open(path, os.O_RDONLY)  # a folder preflight accepted
+    except OSError as e:
+        raise PipelineError(f"{path} cannot be opened ({e.strerror or e}): choose another --output_dir") from None
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
