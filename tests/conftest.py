@@ -126,3 +126,14 @@ def run_all_home(tmp_path_factory):
 def minilm_home(tmp_path_factory):
     """The real all-MiniLM-L6-v2 weights, exported and converted (read-only)."""
     return shared_home(tmp_path_factory, "minilm")
+
+
+def plant_values(path, data):
+    """A planted bug in one side's values, as its script would have written it: the .npy and its run record,
+    bound to the new file (a bare edit leaves a record that no longer describes its result: a stale result,
+    red for that reason alone)."""
+    from common import record
+    from common.fileio import save_npy
+    save_npy(path, data)
+    was = record.load(path)
+    record.save(path, was["framework"], was["script"], was["depends"])

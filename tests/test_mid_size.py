@@ -4,8 +4,8 @@ is green on correct code, and the planted bugs and small planted disagreements a
 import numpy as np
 import pytest
 
-from common.fileio import load_npy, save_npy
-from conftest import ROOT, make_home, private_copy, run
+from common.fileio import load_npy
+from conftest import ROOT, make_home, plant_values, private_copy, run
 
 FWD = ["pipeline/Step1/pt_forward_bert.py", "pipeline/Step1/pd_forward_bert.py"]
 BP = ["pipeline/Step4/pt_bp.py", "pipeline/Step4/pd_bp.py"]
@@ -64,7 +64,7 @@ def test_backward_or_optimizer_bug_turns_step4_red(mid, bug, kind):
 def test_small_planted_disagreement_is_red(mid, step, path, key, factor):
     data = load_npy(mid / path)
     data[key] = data[key] * np.float32(factor) if factor else data[key] + np.float32(1e-5)
-    save_npy(mid / path, data)
+    plant_values(mid / path, data)
     run(CHECK1 if step == 1 else CHECK4, *(("--only", "bp_align") if step == 4 else ()), home=mid, check=1)
     log = (mid / path).parent / ("forward_diff.log" if step == 1 else "bp_align_diff.log")
     assert log.read_text().splitlines()[-1].endswith(f"diff check failed: {key}")

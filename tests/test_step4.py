@@ -3,20 +3,11 @@
 import numpy as np
 import pytest
 
-from common import record
-from common.fileio import load_npy, save_npy
-from conftest import error_line, private_copy, run
+from common.fileio import load_npy
+from conftest import error_line, plant_values, private_copy, run
 
 S = "pipeline/Step4/"
 PT_LR, PD_LR, PT_BP, PD_BP, CHECK = (S + f for f in ("pt_lr.py", "pd_lr.py", "pt_bp.py", "pd_bp.py", "check_step4.py"))
-
-
-def plant(path, data):
-    """A planted bug in the Paddle side's values, as its script would have written it: the result and its
-    run record, bound to the new file (the record's fingerprint of its result is what a copy cannot fake)."""
-    save_npy(path, data)
-    was = record.load(path)
-    record.save(path, was["framework"], was["script"], was["depends"])
 
 
 @pytest.fixture(scope="module")
@@ -99,7 +90,7 @@ def test_untransposed_linear_gradient_is_caught(copy):
     data = load_npy(path)
     key = "grad_bert.encoder.layer.0.attention.self.query.weight"
     data[key] = data[key].T.copy()
-    plant(path, data)
+    plant_values(path, data)
     run(CHECK, "--only", "bp_align", home=copy, check=1)
     assert failed_keys(log(copy, "bp_align")) == [key]
 
@@ -138,7 +129,7 @@ def test_gradient_table_names_the_scaled_layer(copy):
     data = load_npy(path)
     key = "grad_bert.encoder.layer.1.intermediate.dense.weight"
     data[key] = data[key] * np.float32(1.01)
-    plant(path, data)
+    plant_values(path, data)
     proc = run(CHECK, "--only", "bp_align", home=copy, check=1)
     text = log(copy, "bp_align")
     assert f"first parameter over tolerance in forward order: {key}" in text
@@ -177,7 +168,7 @@ def test_loss_off_by_ten_times_the_guides_bound_is_red(copy):
     path = copy / "pipeline/Step4/bp_align_paddle.npy"
     data = load_npy(path)
     data["loss_03"] = data["loss_03"] + np.float32(1e-5)
-    plant(path, data)
+    plant_values(path, data)
     run(CHECK, "--only", "bp_align", home=copy, check=1)
     text = log(copy, "bp_align")
     assert failed_keys(text) == ["loss_03"]
