@@ -32,7 +32,7 @@ import numpy as np
 
 from common import paths
 from common.errors import PipelineError, require, run_main
-from common.fileio import load_npy
+from common.fileio import atomic_write, load_npy
 
 ROOT = paths.ROOT
 FRAMEWORKS = {"torch": "pipeline/Step5/pt_train.py", "paddle": "pipeline/Step5/pd_train.py"}
@@ -103,9 +103,8 @@ def previous_rows(args) -> list:
 
 
 def write(rows, args):
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.with_suffix(".json").write_text(json.dumps({"args": {k: str(v) for k, v in vars(args).items()},
-                                                         "rows": rows}, indent=1))
+    table = json.dumps({"args": {k: str(v) for k, v in vars(args).items()}, "rows": rows}, indent=1)
+    atomic_write(args.out.with_suffix(".json"), lambda tmp: Path(tmp).write_text(table))
     lines = [f"# bench_dropout: `python tools/bench_dropout.py --seeds {' '.join(str(r['seed']) for r in rows)} "
              f"--train_limit {args.train_limit} --max_steps {args.max_steps} --lr {args.lr}`", "",
              f"MiniLM fine-tuned on the first rows of SST-2 train, evaluated on all {DEV_SENTENCES} dev sentences; "
@@ -125,7 +124,7 @@ def write(rows, args):
               + "; ".join(f"{mode} dropout {sorted(v)} (mean {np.mean(v):.1f}, max {max(v)})" for mode, v in gap.items()),
               "", "Shared masks' cost, train sentences/s shared / own, mean over seeds: "
               + ", ".join(f"{fw} {v:.3f}" for fw, v in cost.items())]
-    args.out.with_suffix(".md").write_text("\n".join(lines) + "\n")
+    atomic_write(args.out.with_suffix(".md"), lambda tmp: Path(tmp).write_text("\n".join(lines) + "\n"))
     print("\n".join(lines))
 
 

@@ -48,6 +48,7 @@ except ModuleNotFoundError:  # the project is not importable: not its venv
 
 from common import data, hparams, paths
 from common.errors import PipelineError, require, run_main
+from common.fileio import atomic_write
 
 ROOT = paths.ROOT
 BATCH = hparams.BATCH_SIZE
@@ -431,9 +432,8 @@ def main():
     print()
     print(md)
     if not args.no_write:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        Path(str(args.out) + ".json").write_text(json.dumps(report, indent=1) + "\n")
-        Path(str(args.out) + ".md").write_text(md)
+        atomic_write(Path(str(args.out) + ".json"), lambda tmp: Path(tmp).write_text(json.dumps(report, indent=1) + "\n"))
+        atomic_write(Path(str(args.out) + ".md"), lambda tmp: Path(tmp).write_text(md))
         print(f"wrote {args.out}.json and {args.out}.md")
 
 
