@@ -13,7 +13,7 @@ except ModuleNotFoundError:  # the project is not importable: not its venv
                      "(. .venv/bin/activate) or run `pip install -r requirements.txt`") from None
 import numpy as np
 
-from common import hparams, paths
+from common import flags, hparams, paths
 from common.fileio import atomic_write
 from common.errors import run_main
 from twins.weights import load_config
@@ -23,7 +23,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, allow_abbrev=False)
     ap.add_argument("--seed", type=int, default=hparams.SEED)
     args = ap.parse_args()
-    hparams.check_seed(args.seed)
+    flags.check(("--seed", args.seed, flags.SEED))
     config = load_config()
     import paddle  # once the flags and the config are known to be good
     import torch

@@ -1,5 +1,4 @@
 """Hyperparameters both frameworks share (Steps 4 and 5 read them from here, never inline)."""
-from common.errors import PipelineError
 
 LEARNING_RATE = 3e-5
 WEIGHT_DECAY = 0.01
@@ -8,7 +7,6 @@ ADAM_BETAS = (0.9, 0.999)
 BATCH_SIZE = 32
 MAX_SEQ_LENGTH = 128
 SEED = 2021                # every seeded draw: fake data, head, random init, data order, shared masks
-MAX_SEED = 2 ** 32 - 1     # numpy's RandomState takes 32-bit seeds
 # The exported checkpoints are uncased (MiniLM's and bert-base-uncased's tokenizer_config.json say
 # do_lower_case: true); a cased tokenizer on an uncased vocab maps capitals to [UNK] or other wordpieces.
 DO_LOWER_CASE = True
@@ -19,11 +17,6 @@ SCHED_WARMUP_STEPS = 345
 SCHED_TOTAL_STEPS = 1024
 SCHED_POLY_POWER = 1.0
 SCHED_POLY_END_LR = 0.0
-
-
-def check_seed(seed: int, limit: int = MAX_SEED):
-    if not 0 <= seed <= limit:
-        raise PipelineError(f"--seed must be in [0, {limit}], got {seed}")
 
 
 def decays(param_name: str) -> bool:

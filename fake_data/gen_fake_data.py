@@ -16,7 +16,7 @@ except ModuleNotFoundError:  # the project is not importable: not its venv
                      "(. .venv/bin/activate) or run `pip install -r requirements.txt`") from None
 import numpy as np
 
-from common import hparams, paths
+from common import flags, hparams, paths
 from common.fileio import save_array, save_npy
 from common.errors import run_main
 from twins.weights import load_config, vocab
@@ -42,7 +42,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False)
     ap.add_argument("--seed", type=int, default=hparams.SEED)
     args = ap.parse_args()
-    hparams.check_seed(args.seed)
+    flags.check(("--seed", args.seed, flags.SEED))
     config = load_config()
     vocab_file = vocab()  # checked before anything is written
     rng = np.random.RandomState(args.seed)

@@ -30,6 +30,7 @@ except ModuleNotFoundError:  # the project is not importable: not its venv
                      "(. .venv/bin/activate) or run `pip install -r requirements.txt`") from None
 from checks import report
 from common import data, paths
+from common.flags import TrainArgs
 from common.errors import Interrupted, PipelineError, require, run_main
 from common.fileio import atomic_write, writable
 from twins import train
@@ -56,11 +57,7 @@ def steps(args) -> list:
     export = ["weights/torch_bert_weights.py"] + (["--model_dir", str(args.model_dir)] if args.model_dir else []) \
         + (["--random_init", "--config", str(args.random_init)] if args.random_init else [])
     data = ["--data_dir", str(args.data_dir)] if args.data_dir else []
-    budget = [f"--{k}={v}" for k, v in (("epochs", args.epochs), ("max_steps", args.max_steps),
-                                        ("train_limit", args.train_limit), ("lr", args.lr),
-                                        ("eval_steps", args.eval_steps)) if v is not None]
-    budget += [f"--{flag}" for flag in ("deterministic", "shared_dropout", "group_by_length") if getattr(args, flag)]
-    train = (data if args.data_dir else ["--demo"]) + budget
+    train = step5_args(args).to_argv(forwarded_only=True)
     trainers = [["pipeline/Step5/pt_train.py", *train], ["pipeline/Step5/pd_train.py", *train]]
     if not args.one_at_a_time and len(os.sched_getaffinity(0)) > 1:
         trainers = [SideBySide(trainers)]
@@ -168,6 +165,11 @@ def brief(verdict: dict, max_keys: int = 6) -> list:
     return lines + ["diff check passed" if verdict["passed"] else "diff check failed"]
 
 
+def step5_args(args) -> TrainArgs:
+    """Step 5's flags as run_all gives them: those it forwards, the demo set without --data_dir."""
+    return TrainArgs.from_namespace(args, demo=not args.data_dir)
+
+
 def validate(args):
     """Refuse bad flags and missing inputs up front: a run that would fail at Step 2 or 5 must not
     first re-export the weights and rewrite Step 1 and SUMMARY.md."""
@@ -188,12 +190,7 @@ def validate(args):
                    *(paths.step_dir(n) for n in range(1, 6))):
         writable(folder, folder=True)  # a folder that is a file, a dangling link: refused before Step 1 runs
     writable(paths.log_reprod() / "SUMMARY.md")
-    step5 = argparse.Namespace(epochs=1, max_steps=-1, train_limit=0, lr=None, warmup_proportion=None, seed=0,
-                               batch_size=1, log_every=1, save_steps=0, eval_steps=0)
-    for k in ("epochs", "max_steps", "train_limit", "lr", "eval_steps"):
-        if getattr(args, k) is not None:
-            setattr(step5, k, getattr(args, k))
-    train.validate(step5)
+    train.validate(step5_args(args))
 
 
 def command_line(args) -> list:
@@ -245,23 +242,12 @@ def write_summary(results, args, started):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False)
-    ap.add_argument("--data_dir", type=Path, help="GLUE SST-2 folder (train.tsv, dev.tsv) for Steps 2 and 5")
     ap.add_argument("--model_dir", type=Path, help="a local HF BERT folder instead of the pip-shipped MiniLM")
     ap.add_argument("--random_init", type=Path, metavar="CONFIG",
                     help="seeded random weights from this config.json (no pretrained weights; e.g. tests/tiny_config.json)")
-    ap.add_argument("--epochs", type=int)
-    ap.add_argument("--max_steps", type=int)
-    ap.add_argument("--train_limit", type=int)
-    ap.add_argument("--lr", type=float)
-    mode = ap.add_mutually_exclusive_group()
-    mode.add_argument("--deterministic", action="store_true", help="Step 5 without dropout (see Step 5's README)")
-    ap.add_argument("--group_by_length", action="store_true", help="Step 5 in batches of similar length "
-                    "(one shared order for both frameworks; about 3x less padding on SST-2)")
-    ap.add_argument("--eval_steps", type=int, help="Step 5 also evaluates on the whole dev set every N steps")
+    TrainArgs.add_arguments(ap, forwarded_only=True)  # Step 5's flags that run_all passes on (--data_dir: Step 2 too)
     ap.add_argument("--recheck", action="store_true", help="rerun Steps 1-4 and every check, but reuse Step 5's "
                     "existing training results (after updating this tool: no new hour of training)")
-    mode.add_argument("--shared_dropout", action="store_true",
-                      help="Step 5 with identical dropout masks in both frameworks (see Step 5's README)")
     ap.add_argument("--one_at_a_time", action="store_true", help="Step 5's two trainings one after the other, "
                     "each on every core (default with 2+ cores: side by side, each on half of them)")
     args = ap.parse_args()

@@ -8,6 +8,7 @@ import os
 import shutil
 import sys
 import time
+from dataclasses import fields
 from pathlib import Path
 
 import numpy as np
@@ -16,6 +17,7 @@ from reprod_log import ReprodDiffHelper, ReprodLogger
 
 from checks import tolerances
 from common import paths
+from common.flags import TrainArgs
 from common.fileio import load_npy, save_npy
 from conftest import ROOT, error_line, private_copy, run
 
@@ -175,9 +177,8 @@ def test_run_all_passes_data_dir():
     both trainers read the folder, and no trainer is told --demo (the committed reference run is the end-to-end
     proof on SST-2)."""
     run_all = load_run_all()
-    flags = dict(model_dir=None, random_init=None, epochs=None, max_steps=None, train_limit=None, lr=None,
-                 eval_steps=None, deterministic=False, shared_dropout=False, group_by_length=False, recheck=False,
-                 one_at_a_time=True)
+    flags = dict(model_dir=None, random_init=None, recheck=False, one_at_a_time=True)
+    flags.update({f.name: None for f in fields(TrainArgs) if f.metadata["forward"] and f.name != "data_dir"})
     data = Path("/somewhere/SST-2")
     for data_dir in (data, None):
         steps = {s.number: s for s in run_all.steps(argparse.Namespace(data_dir=data_dir, **flags))}
@@ -186,7 +187,7 @@ def test_run_all_passes_data_dir():
                                                              "pd_metric.py", "pt_train.py", "pd_train.py"]
         for cmd in readers:
             if data_dir:
-                assert cmd[1:3] == ["--data_dir", str(data)] and "--demo" not in cmd, cmd
+                assert (cmd[1:3] == ["--data_dir", str(data)] or cmd[1] == f"--data_dir={data}") and "--demo" not in cmd, cmd
             else:
                 assert "--data_dir" not in cmd and ("--demo" in cmd) == ("train.py" in cmd[0]), cmd
 

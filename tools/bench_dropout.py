@@ -32,6 +32,7 @@ import numpy as np
 
 from common import paths
 from common.errors import PipelineError, require, run_main
+from common.flags import TrainArgs
 from common.fileio import atomic_write, load_npy
 
 ROOT = paths.ROOT
@@ -39,10 +40,13 @@ FRAMEWORKS = {"torch": "pipeline/Step5/pt_train.py", "paddle": "pipeline/Step5/p
 DEV_SENTENCES = 872  # SST-2 dev: accuracy differences are reported in sentences
 
 
+def step5_args(args, seed: int, shared: bool) -> TrainArgs:
+    return TrainArgs(data_dir=args.data_dir, train_limit=args.train_limit, max_steps=args.max_steps, lr=args.lr,
+                     seed=seed, log_every=args.max_steps, shared_dropout=shared)
+
+
 def train(home: Path, fw: str, args, seed: int, shared: bool) -> dict:
-    cmd = [sys.executable, str(ROOT / FRAMEWORKS[fw]), "--data_dir", str(args.data_dir),
-           "--train_limit", str(args.train_limit), "--max_steps", str(args.max_steps), "--lr", str(args.lr),
-           "--seed", str(seed), "--log_every", str(args.max_steps)] + (["--shared_dropout"] if shared else [])
+    cmd = [sys.executable, str(ROOT / FRAMEWORKS[fw]), *step5_args(args, seed, shared).to_argv()]
     proc = subprocess.run(cmd, env=dict(os.environ, BERT_ALIGN_HOME=str(home)), capture_output=True, text=True)
     if proc.returncode:
         raise PipelineError(f"{' '.join(cmd[1:])} failed: {(proc.stderr.strip().splitlines() or ['?'])[-1]}")
@@ -63,6 +67,9 @@ def main():
     ap.add_argument("--append", action="store_true", help="keep the rows already in --out's JSON (same budget "
                     "only) and add these seeds")
     args = ap.parse_args()
+    problems = sorted({p for seed in args.seeds for p in step5_args(args, seed, True).problems()})
+    if problems:  # every seed's Step 5 flags, by Step 5's own rules, before an hour of training
+        raise PipelineError("; ".join(problems))
     rows = previous_rows(args) if args.append else []
     with tempfile.TemporaryDirectory() as tmp:
         home = Path(tmp)

@@ -13,7 +13,6 @@ sentences, gradients are averaged, and process 0 alone prints, checkpoints and
 writes results. So a W-process run trains on the same global batches as a
 single-process one, in both frameworks.
 """
-import argparse
 import fcntl
 import json
 import math
@@ -31,7 +30,8 @@ import numpy as np
 
 from checks import weight_stats
 from checks.shared_dropout import MaskStream
-from common import data, hparams, paths, record
+from common import data, paths, record
+from common.flags import TrainArgs
 from common.errors import Interrupted, PipelineError, require
 from common.fileio import atomic_write, open_new, save_npy, writable
 
@@ -98,74 +98,29 @@ class Backend(Protocol):
         """The inverse of save_state."""
 
 
-def parse_args(framework: str, argv=None):
-    ap = argparse.ArgumentParser(description=f"Step 5: fine-tune BERT on SST-2 with {framework}", allow_abbrev=False)
-    ap.add_argument("--data_dir", type=Path, help="folder with GLUE SST-2 train.tsv and dev.tsv "
-                    "(this workplace: ../shared/data/SST-2); without it the hub loader is tried")
-    ap.add_argument("--demo", action="store_true", help="smoke run: train and evaluate on Step 2's demo.tsv "
-                    "(no SST-2 needed; proves the scripts run, not that training aligns)")
-    ap.add_argument("--epochs", type=int, default=1)
-    ap.add_argument("--max_steps", type=int, default=-1, help="stop after this many optimizer steps (-1: all)")
-    ap.add_argument("--train_limit", type=int, default=0, help="train on the first N rows only (0: all)")
-    ap.add_argument("--lr", type=float, default=hparams.LEARNING_RATE)
-    ap.add_argument("--warmup_proportion", type=float, default=hparams.WARMUP_PROPORTION)
-    ap.add_argument("--batch_size", type=int, default=hparams.BATCH_SIZE)
-    ap.add_argument("--seed", type=int, default=hparams.SEED)
-    mode = ap.add_mutually_exclusive_group()
-    mode.add_argument("--deterministic", action="store_true",
-                      help="train in eval mode (no dropout): both frameworks then follow the same loss "
-                           "curve step for step, which separates data-order and code bugs from dropout noise")
-    mode.add_argument("--shared_dropout", action="store_true",
-                      help="dropout on, with masks from one seeded numpy stream both frameworks draw "
-                           "identically: training as usual, yet the loss curves stay comparable step for step")
-    ap.add_argument("--group_by_length", action="store_true",
-                    help="batches of similar length (as Hugging Face's TrainingArguments): each epoch's shuffled "
-                         f"order cut into chunks of {data.GROUP_CHUNK_BATCHES} batches, each sorted by length, "
-                         "batches shuffled again; about 3x less padding on SST-2")
-    ap.add_argument("--eval_steps", type=int, default=0,
-                    help="also evaluate on the whole dev set every N steps, at the same steps on both sides (0: per epoch only)")
-    ap.add_argument("--save_steps", type=int, default=0, help="also checkpoint every N steps (0: per epoch only)")
-    ap.add_argument("--output_dir", type=Path, help=f"checkpoints (default pipeline/Step5/output/{framework})")
-    ap.add_argument("--resume", action="store_true", help="continue from the last checkpoint in --output_dir "
-                    "(refused if it was made with other settings)")
-    ap.add_argument("--overwrite", action="store_true", help="allow a fresh run in a non-empty --output_dir that "
-                    "is not a Step 5 output folder (only its checkpoint-* entries are replaced)")
-    ap.add_argument("--log_every", type=int, default=20)
-    args = ap.parse_args(argv)
+def parse_args(framework: str, argv=None) -> TrainArgs:
+    args = TrainArgs.from_namespace(TrainArgs.parser(framework).parse_args(argv))
     args.output_dir = (args.output_dir or paths.step_dir(5) / "output" / framework).expanduser()
     validate(args, framework)
     return args
 
 
-def validate(args, framework=None):
-    """Every flag checked before any work: a bad one ends in one line and changes no file."""
-    problems = []
-    for name, low in (("epochs", 1), ("batch_size", 1), ("log_every", 1), ("seed", 0), ("train_limit", 0),
-                      ("save_steps", 0), ("eval_steps", 0)):
-        if getattr(args, name, low) < low:
-            problems.append(f"--{name} must be at least {low}, got {getattr(args, name)}")
-    if getattr(args, "max_steps", -1) == 0 or getattr(args, "max_steps", -1) < -1:
-        problems.append(f"--max_steps must be -1 (all) or positive, got {args.max_steps}")
-    if args.seed >= 2 ** 32 - 2 ** 21:  # numpy seeds are 32-bit; per-step seeds add up to 2^21 to it
-        problems.append(f"--seed must be below {2 ** 32 - 2 ** 21}, got {args.seed}")
-    if args.lr is not None and not (math.isfinite(args.lr) and 0 < args.lr <= 1):
-        problems.append(f"--lr must be a finite number in (0, 1], got {args.lr}")
-    if args.warmup_proportion is not None and not (0 <= args.warmup_proportion < 1):
-        problems.append(f"--warmup_proportion must be in [0, 1), got {args.warmup_proportion}")
-    if getattr(args, "demo", False) and getattr(args, "data_dir", None):
-        problems.append("--demo and --data_dir exclude each other")
-    if getattr(args, "data_dir", None):  # before a framework loads: a missing folder is refused in a second
+def validate(args: TrainArgs, framework=None):
+    """Every flag checked before any work: a bad one ends in one line and changes no file.
+    framework None (run_all.py): the outputs of both frameworks are checked."""
+    problems = args.problems()
+    if args.data_dir:  # before a framework loads: a missing folder is refused in a second
         try:
             for split in data.SPLITS:
                 data.split_file(split, args.data_dir)
         except PipelineError as e:
             problems.append(str(e))
-    if not getattr(args, "demo", True) and not getattr(args, "data_dir", True) and data.hub_off():
+    if not args.demo and not args.data_dir and data.hub_off():
         problems.append(f"no data: the dataset hub is off (HF_DATASETS_OFFLINE=1); {data.HUB_HINT}, or --demo")
-    out = getattr(args, "output_dir", None)
+    out = args.output_dir
     if out is not None:  # every output can be written, before any old one (train_<fw>.log first) is touched
         try:
-            Checkpoints(out).preflight(getattr(args, "resume", False), getattr(args, "overwrite", False))
+            Checkpoints(out).preflight(args.resume, args.overwrite)
             for name in ("train_{}.log", "train_align_{}.npy", "train_curves_{}.npy", "weight_stats_{}.npy"):
                 for fw in [framework] if framework else ["torch", "paddle"]:
                     writable(paths.step_dir(5) / name.format(fw))
@@ -193,10 +148,7 @@ def settings(args, backend, train_set, dev_set) -> dict:
         "weights": backend.fingerprint(),
         "train_rows": record.fingerprint_rows(train_set),
         "dev_rows": record.fingerprint_rows(dev_set),
-        "flags": {"epochs": args.epochs, "max_steps": args.max_steps, "train_limit": args.train_limit,
-                  "lr": args.lr, "schedule": "linear", "warmup_proportion": args.warmup_proportion,
-                  "batch_size": args.batch_size, "seed": args.seed, "dropout": mode_name(args),
-                  "group_by_length": args.group_by_length, "eval_steps": args.eval_steps},
+        "flags": {**args.record_flags(), "schedule": "linear", "dropout": mode_name(args)},
     }
 
 

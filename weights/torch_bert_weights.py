@@ -18,7 +18,7 @@ try:
 except ModuleNotFoundError:  # the project is not importable: not its venv
     raise SystemExit("error: this project's packages are not importable: activate its venv "
                      "(. .venv/bin/activate) or run `pip install -r requirements.txt`") from None
-from common import hparams, paths
+from common import flags, hparams, paths
 from models.configuration_bert import BertConfig
 from common.fileio import atomic_write
 from common.errors import PipelineError, require, run_main
@@ -103,7 +103,7 @@ def main():
     ap.add_argument("--config", type=Path, help="config.json for --random_init")
     ap.add_argument("--seed", type=int, default=hparams.SEED)
     args = ap.parse_args()
-    hparams.check_seed(args.seed)
+    flags.check(("--seed", args.seed, flags.SEED))
 
     if args.random_init:
         if not args.config:

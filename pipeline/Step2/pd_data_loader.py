@@ -11,9 +11,9 @@ except ModuleNotFoundError:  # the project is not importable: not its venv
     raise SystemExit("error: this project's packages are not importable: activate its venv "
                      "(. .venv/bin/activate) or run `pip install -r requirements.txt`") from None
 
-from common import data, hparams, paths, record
+from common import data, flags, hparams, paths, record
 from twins import pd_data
-from common.errors import PipelineError, run_main
+from common.errors import run_main
 from common.fileio import save_npy
 
 
@@ -22,8 +22,7 @@ def main():
     ap.add_argument("--data_dir", help="a GLUE SST-2 folder: use its dev.tsv instead of the demo set")
     ap.add_argument("--seed", type=int, default=hparams.SEED, help="seed of the example order both sides share")
     args = ap.parse_args()
-    if not 0 <= args.seed < 2 ** 32:
-        raise PipelineError(f"--seed must be in [0, 2^32), got {args.seed}")
+    flags.check(("--seed", args.seed, flags.SEED))
     dataset = pd_data.load_split("dev", args.data_dir) if args.data_dir else pd_data.load_tsv(paths.DEMO_TSV)
     tokenizer = pd_data.tokenizer()
     encoded = pd_data.encode(dataset, tokenizer)

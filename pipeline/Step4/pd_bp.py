@@ -6,7 +6,6 @@ transposed to torch's [out, in] layout), and what the optimizer did to each
 parameter over all iterations as update_<parameter name>.
 """
 import argparse
-import math
 
 try:
     import common.runtime  # first: offline mode, threads, allocator, before torch/paddle load
@@ -16,10 +15,10 @@ except ModuleNotFoundError:  # the project is not importable: not its venv
 import numpy as np
 import paddle
 
-from common import hparams, inputs, paths, record
+from common import flags, hparams, inputs, paths, record
 from twins import pd_optim
 from common.fileio import save_npy
-from common.errors import PipelineError, run_main
+from common.errors import run_main
 from twins.weights import paddle_fingerprint, paddle_linear_weights, paddle_model
 
 
@@ -30,10 +29,7 @@ def main():
     ap.add_argument("--float64", action="store_true", help="model and optimizer in float64 (a diagnostic: "
                     "the fp32 drift between the sides should then vanish if only rounding differs)")
     args = ap.parse_args()
-    if args.iters < 1:
-        raise PipelineError(f"--iters must be at least 1, got {args.iters}")
-    if not (math.isfinite(args.lr) and args.lr > 0):
-        raise PipelineError(f"--lr must be a finite positive number, got {args.lr}")
+    flags.check(("--iters", args.iters, flags.Whole(1)), ("--lr", args.lr, flags.LR))
     model = paddle_model()
     weights = paddle_fingerprint(model)  # as loaded, before anything runs
     model.eval()  # dropout off: the two frameworks draw different masks

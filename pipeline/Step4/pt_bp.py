@@ -5,7 +5,6 @@ gradient after the first backward as grad_<parameter name>, and what the optimiz
 did to each parameter over all iterations as update_<parameter name>.
 """
 import argparse
-import math
 
 try:
     import common.runtime  # first: offline mode, threads, allocator, before torch/paddle load
@@ -15,10 +14,10 @@ except ModuleNotFoundError:  # the project is not importable: not its venv
 import numpy as np
 import torch
 
-from common import hparams, inputs, paths, record
+from common import flags, hparams, inputs, paths, record
 from twins import pt_optim
 from common.fileio import save_npy
-from common.errors import PipelineError, run_main
+from common.errors import run_main
 from twins.weights import torch_fingerprint, torch_model
 
 
@@ -29,10 +28,7 @@ def main():
     ap.add_argument("--float64", action="store_true", help="model and optimizer in float64 (a diagnostic: "
                     "the fp32 drift between the sides should then vanish if only rounding differs)")
     args = ap.parse_args()
-    if args.iters < 1:
-        raise PipelineError(f"--iters must be at least 1, got {args.iters}")
-    if not (math.isfinite(args.lr) and args.lr > 0):
-        raise PipelineError(f"--lr must be a finite positive number, got {args.lr}")
+    flags.check(("--iters", args.iters, flags.Whole(1)), ("--lr", args.lr, flags.LR))
     model = torch_model()
     weights = torch_fingerprint(model)  # as loaded, before anything runs
     model.eval()  # dropout off: the two frameworks draw different masks
