@@ -20,6 +20,7 @@ steps. The step READMEs have the runs, with their commands.
 import math
 from typing import NamedTuple, Optional
 
+from common import keys
 from common.errors import PipelineError
 
 # The guide's bound on the mean abs diff of every compared key in Steps 1-4.
@@ -101,8 +102,9 @@ PAIRS = {
     "metric": Pair({"model_logits": LOGITS}, EXACT, 1e-6),
     "loss": Pair({}, LOSS, 1e-6),
     "lr": Pair({}, LR, 1e-6),
-    "bp_align": Pair({"loss_*": BP_LOSS, "grad_*": BP_GRAD, "update_*": BP_UPDATE}, EXACT, 1e-2),
-    "train_align": Pair({"acc*": ACCURACY, "lr": LR, "loss": TRAIN_LOSS, "loss_shared_dropout": TRAIN_LOSS},
+    "bp_align": Pair({keys.STEP_LOSS.pattern: BP_LOSS, keys.GRAD.pattern: BP_GRAD, keys.UPDATE.pattern: BP_UPDATE},
+                     EXACT, 1e-2),
+    "train_align": Pair({"acc*": ACCURACY, "lr": LR, **{key: TRAIN_LOSS for key in keys.TRAIN_LOSS.values()}},
                         EXACT, 0.0015),
 }
 

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
+from common import keys
 from common.errors import PipelineError
 from common.hparams import SEED
 from common.paths import SST2_DIR
@@ -133,8 +134,8 @@ def record(examples, batches) -> dict:
     out = {"length": np.array(len(examples), dtype="int64")}
     for i, ex in enumerate(examples):
         for key in ("input_ids", "token_type_ids", "label"):
-            out[f"example_{i:05d}_{key}"] = np.asarray(ex[key], dtype="int64")
+            out[keys.EXAMPLE.key(i, key)] = np.asarray(ex[key], dtype="int64")
     for b, batch in enumerate(batches):
         for key, value in sorted(batch.items()):
-            out[f"batch_{b:03d}_{key}"] = np.asarray(value)  # dtype as the collator made it
+            out[keys.BATCH.key(b, key)] = np.asarray(value)  # dtype as the collator made it
     return out

@@ -30,7 +30,7 @@ import numpy as np
 
 from checks import weight_stats
 from checks.shared_dropout import MaskStream
-from common import data, paths, record
+from common import data, keys, paths, record
 from common.flags import TrainArgs
 from common.errors import Interrupted, PipelineError, require
 from common.fileio import atomic_write, open_new, save_npy, writable
@@ -574,10 +574,9 @@ def save_results(framework: str, state: RunState, args):
     }
     # Only then must the two curves agree step by step; the key names the mode, so a deterministic run
     # compared with a shared-dropout one is a key mismatch, not a pass.
-    if args.deterministic:
-        result["loss"] = np.array(state.loss, dtype="float32")
-    elif args.shared_dropout:
-        result["loss_shared_dropout"] = np.array(state.loss, dtype="float32")
+    for mode, key in keys.TRAIN_LOSS.items():
+        if getattr(args, mode):
+            result[key] = np.array(state.loss, dtype="float32")
     save_npy(out / f"train_align_{framework}.npy", result)
     save_npy(out / f"train_curves_{framework}.npy", {
         "loss": np.array(state.loss, dtype="float32"),

@@ -14,7 +14,7 @@ except ModuleNotFoundError:  # the project is not importable: not its venv
     raise SystemExit("error: this project's packages are not importable: activate its venv "
                      "(. .venv/bin/activate) or run `pip install -r requirements.txt`") from None
 from checks import diff, report, same_run, tolerances
-from common import paths
+from common import keys, paths
 from common.errors import run_main
 
 # name: (torch script, paddle script); tolerances.PAIRS says how each is judged
@@ -24,7 +24,7 @@ PAIRS = {"data": ("pt_data_loader.py", "pd_data_loader.py"), "metric": ("pt_metr
 def sizes(torch_data, paddle_data) -> list:
     notes = []
     for side, d in (("torch", torch_data), ("paddle", paddle_data)):
-        n_batches = len({k[:len("batch_000")] for k in d if k.startswith("batch_")})
+        n_batches = keys.BATCH.count(d)
         notes.append(f"{side}: length {int(d['length']) if 'length' in d else '?'}, {n_batches} batches")
     return notes
 

@@ -12,13 +12,13 @@ except ModuleNotFoundError:  # the project is not importable: not its venv
 import numpy as np
 
 from checks import diagnose, diff, report, same_run, tolerances
-from common import paths, record
+from common import keys, paths, record
 from common.errors import run_main
 from common.fileio import save_npy
 
 RUN = {"lr": {"torch": "python pipeline/Step4/pt_lr.py", "paddle": "python pipeline/Step4/pd_lr.py"},
        "bp_align": {"torch": "python pipeline/Step4/pt_bp.py", "paddle": "python pipeline/Step4/pd_bp.py"}}
-KINDS = ("loss_", "grad_", "update_")
+BP_FLAGS = ("loss", "grad", "update")  # --<kind>_threshold / --<kind>_rtol, one per keys.BP_FAMILIES
 
 
 def lr_notes(torch_data, paddle_data) -> list:
@@ -37,15 +37,15 @@ def bp_report(result, torch_data, paddle_data, full_table=False, n=5):
     """The key of each kind closest to its tolerance, the n worst gradients, both loss curves, and on a failure
     (or full_table) every gradient, worst first, with the first and last over tolerance in forward order."""
     compared = [k for k in result.keys if k.compared]
-    closest = [(kind, max((k for k in compared if k.key.startswith(kind)), key=lambda k: k.used))
-               for kind in KINDS if any(k.key.startswith(kind) for k in compared)]
+    closest = [(family, max((k for k in compared if family.owns(k.key)), key=lambda k: k.used))
+               for family in keys.BP_FAMILIES if any(family.owns(k.key) for k in compared)]
     result.notes.append("closest to its tolerance (max abs diff / allowed): " + ", ".join(
-        f"{kind}* {k.max:.3e} / {k.allowed:.3e} = {k.used:.2f} ({k.key})" for kind, k in closest))
-    worst = sorted((k for k in compared if k.key.startswith("grad_")), key=lambda k: -k.used)[:n]
+        f"{family.pattern} {k.max:.3e} / {k.allowed:.3e} = {k.used:.2f} ({k.key})" for family, k in closest))
+    worst = sorted((k for k in compared if keys.GRAD.owns(k.key)), key=lambda k: -k.used)[:n]
     result.notes.append(f"worst {len(worst)} gradients by max abs diff / allowed:")
     result.notes += [f"\t{k.key}: {k.max:.3e} / {k.allowed:.3e} = {k.used:.2f} "
                      f"(largest |grad| {k.scale:.3e}, relative {k.relative:.2e})" for k in worst]
-    grads = diff.CheckResult("gradients", [k for k in result.keys if k.key.startswith("grad_")])
+    grads = diff.CheckResult("gradients", [k for k in result.keys if keys.GRAD.owns(k.key)])
     first = diagnose.first_over(grads)
     if not result.passed or full_table:
         result.tables.append(diagnose.table(grads, "gradient table, worst first:", worst_first=True))
@@ -57,7 +57,7 @@ def bp_report(result, torch_data, paddle_data, full_table=False, n=5):
         # A forward bug disturbs every gradient; Step 1's module table places those.
         result.notes.append("last parameter over tolerance in forward order (the first the backward pass "
                             f"reaches): {diagnose.last_over(grads)}")
-    losses = sorted(k for k in torch_data if k.startswith("loss_") and k in paddle_data)
+    losses = [k for k in keys.STEP_LOSS.ordered(torch_data) if k in paddle_data]
     if losses:
         result.notes.append("loss per iteration (torch/paddle): " + ", ".join(
             f"{float(torch_data[k].reshape(-1)[0]):.7f}/{float(paddle_data[k].reshape(-1)[0]):.7f}" for k in losses))
@@ -65,7 +65,7 @@ def bp_report(result, torch_data, paddle_data, full_table=False, n=5):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, allow_abbrev=False)
-    for kind, tol in (("loss", tolerances.BP_LOSS), ("grad", tolerances.BP_GRAD), ("update", tolerances.BP_UPDATE)):
+    for kind, tol in zip(BP_FLAGS, (tolerances.BP_LOSS, tolerances.BP_GRAD, tolerances.BP_UPDATE)):
         ap.add_argument(f"--{kind}_threshold", type=float, default=tol.atol, help=f"{kind}_*'s atol")
         ap.add_argument(f"--{kind}_rtol", type=float, default=tol.rtol, help=f"{kind}_*'s rtol")
     ap.add_argument("--only", choices=list(RUN), help="check one part (default: both)")
@@ -73,10 +73,10 @@ def main():
     args = ap.parse_args()
     loosened = []  # flags above the measured tolerances: stated in bp_align's log, its verdict and SUMMARY.md
     measured = tolerances.PAIRS["bp_align"].tolerances
-    bp_tols = {f"{kind}_*": tolerances.from_flags(measured[f"{kind}_*"], f"{kind}_*", loosened,
-                                                  getattr(args, f"{kind}_threshold"), getattr(args, f"{kind}_rtol"),
-                                                  f"--{kind}_threshold", f"--{kind}_rtol")
-               for kind in ("loss", "grad", "update")}
+    bp_tols = {family.pattern: tolerances.from_flags(measured[family.pattern], family.pattern, loosened,
+                                                     getattr(args, f"{kind}_threshold"), getattr(args, f"{kind}_rtol"),
+                                                     f"--{kind}_threshold", f"--{kind}_rtol")
+               for kind, family in zip(BP_FLAGS, keys.BP_FAMILIES)}
     d = paths.step_dir(4)
     parts = [args.only] if args.only else list(RUN)
     # every input first: a missing one stops the check before any log is rewritten
@@ -95,11 +95,11 @@ def main():
             # every gradient is 91 MB a side with MiniLM (the word embeddings' alone is 47 MB):
             # log_reprod gets the losses and updates, the log every key's diff, and diagnostics/ each
             # gradient's statistics, enough for a reviewer to re-check them (pipeline/check_log_reprod.py)
-            hand_in = {f"{name}_{side}.npy": diff.select(data, ["loss_*", "update_*"])
+            hand_in = {f"{name}_{side}.npy": diff.select(data, [f.pattern for f in keys.HAND_IN_BP])
                        for side, data in zip(diff.SIDES, (torch_data, paddle_data))}
             stats = [d / f"grad_stats_{side}.npy" for side in diff.SIDES]
             for side, path, data in zip(diff.SIDES, stats, (torch_data, paddle_data)):
-                save_npy(path, diagnose.summary(diff.select(data, ["grad_*"])))
+                save_npy(path, diagnose.summary(diff.select(data, [keys.GRAD.pattern])))
                 record.save_derived(d / f"{name}_{side}.npy", path)
         same_run.check(result, d / f"{name}_torch.npy", d / f"{name}_paddle.npy")
         report.write(result, d / f"{name}_diff.log")

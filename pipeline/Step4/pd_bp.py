@@ -15,7 +15,7 @@ except ModuleNotFoundError:  # the project is not importable: not its venv
 import numpy as np
 import paddle
 
-from common import flags, hparams, inputs, paths, record
+from common import flags, hparams, inputs, keys, paths, record
 from twins import pd_optim
 from common.fileio import save_npy
 from common.errors import run_main
@@ -44,12 +44,12 @@ def main():
     for i in range(args.iters):
         loss = criterion(model(ids), labels)
         loss.backward()
-        results[f"loss_{i:02d}"] = loss.detach().numpy().reshape(1)  # [1] on both sides, as in Step 3
+        results[keys.STEP_LOSS.key(i)] = loss.detach().numpy().reshape(1)  # [1] on both sides, as in Step 3
         if i == 0:
             for name, p in model.named_parameters():
                 if p.grad is not None:  # one without a gradient shows as a missing key in the check
                     g = p.grad.numpy()
-                    results[f"grad_{name}"] = g.T.copy() if name in transposed else g.copy()
+                    results[keys.GRAD.key(name)] = g.T.copy() if name in transposed else g.copy()
         optimizer.step()
         optimizer.clear_grad()
     for name, p in model.named_parameters():
@@ -57,12 +57,12 @@ def main():
         # fp32 rounding of single weights, so even weight decay's lr * 0.01 * w per step shows;
         # the layout does not matter here, so no transpose
         moved = p.numpy().astype(np.float64) - start[name]
-        results[f"update_{name}"] = np.array([moved.mean(), np.abs(moved).mean()])
+        results[keys.UPDATE.key(name)] = np.array([moved.mean(), np.abs(moved).mean()])
     out = paths.step_dir(4) / "bp_align_paddle.npy"
     save_npy(out, results)
     record.save(out, "paddle", "pipeline/Step4/pd_bp.py", {"weights": weights, "inputs": record.fingerprint(zip(("ids", "labels"), inputs.fake_batch())),
                 "flags": {"iters": args.iters, "lr": args.lr, "float64": args.float64}})
-    print(f"wrote {out}: loss {results['loss_00'][0]:.8f} -> {loss.item():.8f} in {args.iters} iterations")
+    print(f"wrote {out}: loss {results[keys.STEP_LOSS.key(0)][0]:.8f} -> {loss.item():.8f} in {args.iters} iterations")
 
 
 if __name__ == "__main__":

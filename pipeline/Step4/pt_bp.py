@@ -14,7 +14,7 @@ except ModuleNotFoundError:  # the project is not importable: not its venv
 import numpy as np
 import torch
 
-from common import flags, hparams, inputs, paths, record
+from common import flags, hparams, inputs, keys, paths, record
 from twins import pt_optim
 from common.fileio import save_npy
 from common.errors import run_main
@@ -42,23 +42,23 @@ def main():
     for i in range(args.iters):
         loss = criterion(model(ids), labels)
         loss.backward()
-        results[f"loss_{i:02d}"] = loss.detach().numpy().reshape(1)  # [1] on both sides, as in Step 3
+        results[keys.STEP_LOSS.key(i)] = loss.detach().numpy().reshape(1)  # [1] on both sides, as in Step 3
         if i == 0:
             for name, p in model.named_parameters():
                 if p.grad is not None:  # one without a gradient shows as a missing key in the check
-                    results[f"grad_{name}"] = p.grad.numpy().copy()
+                    results[keys.GRAD.key(name)] = p.grad.numpy().copy()
         optimizer.step()
         optimizer.zero_grad()
     for name, p in model.named_parameters():
         # mean and mean |.| of each parameter's total update: averaging over the tensor cancels the
         # fp32 rounding of single weights, so even weight decay's lr * 0.01 * w per step shows
         moved = p.detach().numpy().astype(np.float64) - start[name]
-        results[f"update_{name}"] = np.array([moved.mean(), np.abs(moved).mean()])
+        results[keys.UPDATE.key(name)] = np.array([moved.mean(), np.abs(moved).mean()])
     out = paths.step_dir(4) / "bp_align_torch.npy"
     save_npy(out, results)
     record.save(out, "torch", "pipeline/Step4/pt_bp.py", {"weights": weights, "inputs": record.fingerprint(zip(("ids", "labels"), inputs.fake_batch())),
                 "flags": {"iters": args.iters, "lr": args.lr, "float64": args.float64}})
-    print(f"wrote {out}: loss {results['loss_00'][0]:.8f} -> {loss.item():.8f} in {args.iters} iterations")
+    print(f"wrote {out}: loss {results[keys.STEP_LOSS.key(0)][0]:.8f} -> {loss.item():.8f} in {args.iters} iterations")
 
 
 if __name__ == "__main__":
