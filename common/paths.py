@@ -5,6 +5,7 @@ which is the repository root unless BERT_ALIGN_HOME points elsewhere. Tests set
 it to a temporary folder so they never touch a user's results.
 """
 import os
+import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -63,6 +64,19 @@ def fake_label() -> Path:
 def step_dir(n: int) -> Path:
     """Where step n's scripts write their .npy pair and diff log."""
     return work() / "pipeline" / f"Step{n}"
+
+
+# Inside each Step 5 checkpoint-<step>/ folder, beside run_state.json: model, optimizer and scheduler state
+STEP5_STATE = {"torch": "torch_state.pt", "paddle": "paddle_state.pdparams"}
+
+
+def step5_state(checkpoint, framework: str) -> Path:
+    return Path(checkpoint) / STEP5_STATE[framework]
+
+
+def rerun() -> str:
+    """The command that runs this process's script again: the remedy for an output it writes or reads back."""
+    return f"python {shown(sys.argv[0])}"
 
 
 def log_reprod() -> Path:

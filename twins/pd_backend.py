@@ -6,6 +6,7 @@ from paddlenlp.datasets import MapDataset
 
 from models import pd_bert
 from twins import pd_data, pd_optim
+from common import paths
 from common.errors import PipelineError
 from twins.weights import load_paddle_checkpoint, paddle_fingerprint, paddle_model, strict_state
 
@@ -99,11 +100,11 @@ class Backend:  # implements twins.train.Backend
     def save_state(self, folder):
         paddle.save({"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
                      "scheduler": self.scheduler.state_dict()},
-                    str(folder / "paddle_state.pdparams"))
+                    str(paths.step5_state(folder, self.name)))
 
     def load_state(self, folder):
         # common.fileio's restricted unpickler: plain containers and arrays, never code (paddle.load would)
-        state = load_paddle_checkpoint(folder / "paddle_state.pdparams", "python pipeline/Step5/pd_train.py")
+        state = load_paddle_checkpoint(paths.step5_state(folder, self.name), paths.rerun())
         # set_state_dict only warns on a missing or misshapen entry and takes an empty optimizer state as a
         # fresh one: every entry is checked first, as torch's load_state_dict does
         try:

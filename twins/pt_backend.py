@@ -8,6 +8,7 @@ from torch.nn.parallel import DistributedDataParallel
 
 from models import pt_bert
 from twins import pt_data, pt_optim
+from common import paths
 from common.errors import PipelineError
 from twins.weights import load_torch_checkpoint, strict_state, torch_fingerprint, torch_model
 
@@ -99,11 +100,11 @@ class Backend:  # implements twins.train.Backend
 
     def save_state(self, folder):
         torch.save({"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
-                    "scheduler": self.scheduler.state_dict()}, folder / "torch_state.pt")
+                    "scheduler": self.scheduler.state_dict()}, paths.step5_state(folder, self.name))
 
     def load_state(self, folder):
         # torch's restricted unpickler: tensors and plain containers, never code
-        state = load_torch_checkpoint(folder / "torch_state.pt", "python pipeline/Step5/pt_train.py")
+        state = load_torch_checkpoint(paths.step5_state(folder, self.name), paths.rerun())
         # load_state_dict checks the model's keys and shapes, but takes an optimizer state with misshapen,
         # mistyped or missing moments (Adam then fails at the first step, or restarts its moments unseen)
         try:

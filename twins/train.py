@@ -348,7 +348,7 @@ class Checkpoints:
     def run_state(checkpoint: Path, steps_per_epoch: int = 0) -> RunState:
         """The RunState saved beside one checkpoint's weights (step, loss and lr curves so far), every value
         checked: a hand-edited step or position would resume somewhere no run ever was."""
-        path = require(Path(checkpoint) / "run_state.json", "python pipeline/Step5/pt_train.py (or pd_train.py)")
+        path = require(Path(checkpoint) / "run_state.json", paths.rerun())
         try:
             state = RunState(**json.loads(path.read_text()))
             problem = state.problem(steps_per_epoch)
@@ -533,7 +533,7 @@ def train(backend: Backend, args, train_set, dev_set, world: World, say):
     if world.main:
         save_results(fw, state, args)
         save_npy(paths.step_dir(5) / f"weight_stats_{fw}.npy", weight_stats.summarize(backend.named_arrays()))
-        record.save(paths.step_dir(5) / f"weight_stats_{fw}.npy", fw, SCRIPT[fw], state.settings)
+        record.save(paths.step_dir(5) / f"weight_stats_{fw}.npy", fw, paths.shown(sys.argv[0]), state.settings)
     if world.size > 1:
         # every process leaves together, not the others while process 0 still writes: a 2-process Paddle run
         # once ended with exit code -6 after its results were written (2026-11-23, under load)
@@ -542,7 +542,6 @@ def train(backend: Backend, args, train_set, dev_set, world: World, say):
     return state
 
 
-SCRIPT = {"torch": "pipeline/Step5/pt_train.py", "paddle": "pipeline/Step5/pd_train.py"}
 
 
 def interrupted(state: RunState, ckpt):
@@ -587,7 +586,7 @@ def save_results(framework: str, state: RunState, args):
         "eval_seconds": np.array(state.eval_seconds),
     })
     for name in ("train_align", "train_curves"):
-        record.save(out / f"{name}_{framework}.npy", framework, SCRIPT[framework], state.settings)
+        record.save(out / f"{name}_{framework}.npy", framework, paths.shown(sys.argv[0]), state.settings)
     print(f"[{framework}] final dev acc {state.acc_per_epoch[-1]:.5f}; "
           f"{state.train_sentences / max(state.train_seconds, 1e-9):.1f} train sent/s, "
           f"{state.eval_sentences / max(state.eval_seconds, 1e-9):.1f} eval sent/s; wrote {paths.shown(out)}/train_align_{framework}.npy")

@@ -31,8 +31,7 @@ def checkpoint(folder, fw) -> Path:
         raise PipelineError(f"--{fw} {folder} is a file: pass a checkpoint folder (output/{fw}/checkpoint-N)")
     if (folder / "latest").is_file():
         folder = Checkpoints(folder).latest() or folder  # a dangling `latest`: report the folder
-    name = "torch_state.pt" if fw == "torch" else "paddle_state.pdparams"
-    return require(folder / name, RUN[fw])
+    return require(paths.step5_state(folder, fw), RUN[fw])
 
 
 def main():
