@@ -24,12 +24,12 @@ except ModuleNotFoundError:  # the project is not importable: not its venv
 import numpy as np
 
 from checks import diagnose, diff, report, tolerances
-from common import paths, record
+from common import paths, record, steps
 from common.errors import PipelineError, run_main
 from common.fileio import load_npy
 
 DIAGNOSTICS = "diagnostics"
-STEPS = {1: ("forward",), 2: ("data", "metric"), 3: ("loss",), 4: ("lr", "bp_align"), 5: ("train_align",)}
+STEPS = {spec.number: tuple(p.name for p in spec.pairs) for spec in steps.BERT}
 COMPANIONS = {"forward": ("forward_modules_stats",), "bp_align": ("grad_stats",),
               "train_align": ("train_curves", "weight_stats")}
 STATS = {"forward": ("forward_modules_stats", tolerances.MODULE_OUTPUTS), "bp_align": ("grad_stats", tolerances.BP_GRAD)}

@@ -15,11 +15,8 @@ import argparse
 import json
 import os
 import platform
-import signal
-import subprocess
 import sys
 import time
-from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 
@@ -28,29 +25,14 @@ try:
 except ModuleNotFoundError:  # the project is not importable: not its venv
     raise SystemExit("error: this project's packages are not importable: activate its venv "
                      "(. .venv/bin/activate) or run `pip install -r requirements.txt`") from None
-from checks import report
+from checks import diff, report
 from common import data, paths
 from common.flags import TrainArgs
-from common.errors import Interrupted, PipelineError, require, run_main
+from common.steps import BERT, SideBySide, Step, bert_step, core_shares, run
+from common.errors import PipelineError, require, run_main
 from common.fileio import atomic_write, writable
 from twins import train
 from twins.weights import check_vocab, read_config
-
-
-@dataclass
-class Step:
-    name: str
-    number: int                  # 0 for the setup
-    scripts: list                # [script path, args...] each, or a SideBySide; the last one of a checked step is its check
-    checks: tuple = ()           # the pairs its check writes verdicts for: pipeline/StepN/<pair>_diff.json
-
-
-@dataclass
-class SideBySide:
-    """Scripts that run at the same time, each on its own share of the cores (Step 5's two trainings).
-    Small GEMMs and one-thread kernels use two cores poorly: two one-core runs at once finish sooner
-    than one two-core run after the other (docs/speed.md)."""
-    cmds: list
 
 
 def steps(args) -> list:
@@ -58,88 +40,23 @@ def steps(args) -> list:
         + (["--random_init", "--config", str(args.random_init)] if args.random_init else [])
     data = ["--data_dir", str(args.data_dir)] if args.data_dir else []
     train = step5_args(args).to_argv(forwarded_only=True)
-    trainers = [["pipeline/Step5/pt_train.py", *train], ["pipeline/Step5/pd_train.py", *train]]
+    with_data = {"data": data, "metric": data, "train_align": train}  # the pairs whose scripts read the data
+
+    def scripts(spec):
+        return [[getattr(pair, fw), *with_data.get(pair.name, [])] for pair in spec.pairs for fw in diff.SIDES]
+
+    trainers = scripts(bert_step(5))
     if not args.one_at_a_time and len(os.sched_getaffinity(0)) > 1:
         trainers = [SideBySide(trainers)]
-    return [
-        Step("setup", 0, [export, ["weights/torch2paddle.py"], ["classifier_weights/generate_classifier_weights.py"],
-                          ["fake_data/gen_fake_data.py"]]),
-        Step("Step1 forward", 1, [["pipeline/Step1/pt_forward_bert.py"], ["pipeline/Step1/pd_forward_bert.py"],
-                                  ["pipeline/Step1/check_step1.py"]], ("forward",)),
-        Step("Step2 data + metric", 2, [["pipeline/Step2/pt_data_loader.py", *data],
-                                        ["pipeline/Step2/pd_data_loader.py", *data],
-                                        ["pipeline/Step2/pt_metric.py", *data], ["pipeline/Step2/pd_metric.py", *data],
-                                        ["pipeline/Step2/check_step2.py"]], ("data", "metric")),
-        Step("Step3 loss", 3, [["pipeline/Step3/pt_loss.py"], ["pipeline/Step3/pd_loss.py"],
-                               ["pipeline/Step3/check_step3.py"]], ("loss",)),
-        Step("Step4 lr + backward", 4, [["pipeline/Step4/pt_lr.py"], ["pipeline/Step4/pd_lr.py"],
-                                        ["pipeline/Step4/pt_bp.py"], ["pipeline/Step4/pd_bp.py"],
-                                        ["pipeline/Step4/check_step4.py"]], ("lr", "bp_align")),
-        Step("Step5 training" + (" (SMOKE RUN on demo data: not evidence)" if not args.data_dir else "")
-             + (" (re-checked: trained by the run in train_*.log)" if args.recheck else ""), 5,
-             ([] if args.recheck else trainers)
-             + [["pipeline/Step5/check_step5.py"]], ("train_align",)),
-    ]
-
-
-def argv(cmd) -> list:
-    return [sys.executable, str(paths.ROOT / cmd[0]), *cmd[1:]]
-
-
-def core_shares(n: int) -> list:
-    """This process's cores cut into n contiguous shares, one per script run side by side."""
-    cores = sorted(os.sched_getaffinity(0))
-    return [cores[i * len(cores) // n:(i + 1) * len(cores) // n] for i in range(n)]
-
-
-def run_script(cmd):
-    """(exit code, seconds, the command) of one script."""
-    print(f"\n$ python {' '.join(cmd)}", flush=True)
-    started = time.time()
-    proc = subprocess.Popen(argv(cmd))
-    try:
-        return proc.wait(), time.time() - started, cmd
-    except KeyboardInterrupt:  # a Ctrl-C reached the script too: let it end with its own line
-        stop(proc)
-        raise
-
-
-def run_side_by_side(group: SideBySide):
-    """(exit code, seconds, the command) for scripts run at once, each on its core_shares() share;
-    OMP_NUM_THREADS follows each share (common.runtime would otherwise give each process every core).
-    The first script to fail stops the others: its error is the one reported."""
-    started, procs = time.time(), []
-    try:
-        for cmd, share in zip(group.cmds, core_shares(len(group.cmds))):
-            print(f"\n$ python {' '.join(cmd)}   # cores {','.join(map(str, share))}, side by side", flush=True)
-            procs.append((subprocess.Popen(argv(cmd),
-                                           env=dict(os.environ, OMP_NUM_THREADS=str(len(share))),
-                                           preexec_fn=lambda share=share: os.sched_setaffinity(0, share)), cmd))
-        while True:
-            codes = [(proc.poll(), cmd) for proc, cmd in procs]
-            failed = [(code, cmd) for code, cmd in codes if code]
-            if failed or all(code == 0 for code, _ in codes):
-                code, cmd = failed[0] if failed else (0, None)
-                return code, time.time() - started, cmd
-            time.sleep(0.5)
-    except KeyboardInterrupt:  # each training ends with its own line
-        for proc, _ in procs:
-            stop(proc)
-        raise
-    finally:
-        for proc, _ in procs:  # a failure ends the other trainings too
-            if proc.poll() is None:
-                proc.terminate()
-            proc.wait()
-
-
-def stop(proc, grace: float = 5.0):
-    """A script after Ctrl-C: a terminal sends SIGINT to it as well, a `kill -INT` of run_all does not."""
-    try:
-        proc.wait(grace)
-    except subprocess.TimeoutExpired:
-        proc.send_signal(signal.SIGINT)
-        proc.wait()
+    table = [Step("setup", 0, [export, ["weights/torch2paddle.py"], ["classifier_weights/generate_classifier_weights.py"],
+                               ["fake_data/gen_fake_data.py"]])]
+    for spec in BERT[:-1]:
+        table.append(Step(spec.name, spec.number, scripts(spec) + [[spec.check]], tuple(p.name for p in spec.pairs)))
+    step5 = bert_step(5)
+    table.append(Step(step5.name + (" (SMOKE RUN on demo data: not evidence)" if not args.data_dir else "")
+                      + (" (re-checked: trained by the run in train_*.log)" if args.recheck else ""), 5,
+                      ([] if args.recheck else trainers) + [[step5.check]], ("train_align",)))
+    return table
 
 
 def rule(k: dict) -> str:
@@ -233,10 +150,12 @@ def write_summary(results, args, started):
              f"- machine: {platform.machine()}, {len(os.sched_getaffinity(0))} cores",
              f"- Step 5: {trainers_placement(args)}", "",
              "| step | result | seconds |", "|---|---|---|"]
-    lines += [f"| {step.name} | {verdict} | {secs:.0f} |" for step, verdict, secs, _ in results]
-    for step, _, _, verdicts in results:
-        for name, verdict in verdicts.items():
-            lines += ["", f"## {step.name}: `{name}_diff.log`", "```", *brief(verdict), "```"]
+    lines += [f"| {r.step.name} | {r.status} | {r.seconds:.0f} |" for r in results]
+    for r in results:
+        # a step that broke before its check has no fresh verdict: show none rather than an old one
+        for name in r.step.checks if r.checked else ():
+            verdict = report.read_verdict(paths.step_dir(r.step.number) / f"{name}_diff.json")
+            lines += ["", f"## {r.step.name}: `{name}_diff.log`", "```", *brief(verdict), "```"]
     atomic_write(paths.log_reprod() / "SUMMARY.md", lambda tmp: Path(tmp).write_text("\n".join(lines) + "\n"))
 
 
@@ -253,32 +172,9 @@ def main():
     args = ap.parse_args()
     validate(args)  # every flag and input before anything is written
 
-    started, results, failed = time.time(), [], None
-    for step in steps(args):
-        if failed:
-            results.append((step, "not run", 0.0, {}))
-            continue
-        total, checked = 0.0, False
-        for item in step.scripts:
-            try:
-                code, secs, cmd = run_side_by_side(item) if isinstance(item, SideBySide) else run_script(item)
-            except KeyboardInterrupt:  # the scripts have ended (run_script, run_side_by_side wait for them)
-                results.append((step, "interrupted", total, {}))
-                results += [(later, "not run", 0.0, {}) for later in steps(args)[len(results):]]
-                write_summary(results, args, started)
-                raise Interrupted(f"interrupted in {step.name}; results of the steps before it are in place, "
-                                  f"{paths.shown(paths.log_reprod() / 'SUMMARY.md')} says so") from None
-            total += secs
-            checked = item is step.scripts[-1] and bool(step.checks) and code in (0, 1)  # 1: red, verdict written
-            if code:
-                failed = f"{step.name}: `python {' '.join(cmd)}` exited {code}"
-                break
-        # a step that broke before its check has no fresh verdict: show none rather than an old one
-        verdicts = {name: report.read_verdict(paths.step_dir(step.number) / f"{name}_diff.json")
-                    for name in step.checks} if checked else {}
-        verdict = "FAILED" if failed else ("passed" if checked else "done")
-        results.append((step, verdict, total, verdicts))
-        write_summary(results, args, started)
+    started = time.time()
+    results, failed = run(steps(args), lambda results: write_summary(results, args, started),
+                          summary=paths.shown(paths.log_reprod() / "SUMMARY.md"))
     write_summary(results, args, started)
     print(f"\n{'FAILED: ' + failed if failed else 'all checks passed'}; summary in {paths.log_reprod() / 'SUMMARY.md'}")
     sys.exit(1 if failed else 0)

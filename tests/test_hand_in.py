@@ -196,13 +196,13 @@ def test_run_all_passes_data_dir():
 def test_side_by_side_stops_the_other_when_one_fails(tmp_path, monkeypatch):
     """Step 5's two trainings run at once: when one fails, run_all reports it and ends the other,
     rather than waiting out an hour of training whose result can no longer pass."""
-    run_all = load_run_all()
-    monkeypatch.setattr(run_all, "argv", lambda cmd: [sys.executable, "-c", cmd[0]])  # stand-ins for the trainers
+    from common import steps as runner
+    monkeypatch.setattr(runner, "argv", lambda cmd: [sys.executable, "-c", cmd[0]])  # stand-ins for the trainers
     finished = tmp_path / "finished"
     slow = f"import pathlib, time; time.sleep(20); pathlib.Path({str(finished)!r}).touch()"
     failing = "import sys, time; time.sleep(1); sys.exit(3)"
     started = time.time()
-    code, _, cmd = run_all.run_side_by_side(run_all.SideBySide([[slow], [failing]]))
+    code, _, cmd = runner.run_side_by_side(runner.SideBySide([[slow], [failing]]))
     assert (code, cmd) == (3, [failing]) and time.time() - started < 10
     assert not finished.exists()  # stopped, not waited for
-    assert run_all.run_side_by_side(run_all.SideBySide([["pass"], ["pass"]]))[0] == 0
+    assert runner.run_side_by_side(runner.SideBySide([["pass"], ["pass"]]))[0] == 0

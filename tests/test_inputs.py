@@ -392,7 +392,8 @@ def test_run_all_marks_the_interrupted_step(tmp_path, monkeypatch):
         if "Step5" in cmd[0]:
             raise KeyboardInterrupt
         return 0, 0.0, cmd
-    monkeypatch.setattr(run_all, "run_script", fake_run)
+    from common import steps as runner
+    monkeypatch.setattr(runner, "run_script", fake_run)
     steps = run_all.steps
     monkeypatch.setattr(run_all, "steps", lambda args: [dataclasses.replace(s, checks=()) for s in steps(args)])
     monkeypatch.setattr(sys, "argv", ["run_all.py", "--one_at_a_time", "--max_steps", "2"])

@@ -22,6 +22,7 @@ import shutil
 import signal
 import sys
 import time
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Iterable, Iterator, Protocol
@@ -384,14 +385,47 @@ def plan_steps(n_train: int, args) -> tuple:
     return steps_per_epoch, total, int(total * args.warmup_proportion)
 
 
-def progress(framework, state: RunState, total: int, started: float, step0: int, sentences_since: int):
-    """One progress line; rates are over this epoch's part of the run (since `started`, at step `step0`)."""
-    elapsed = time.time() - started
-    rate = sentences_since / elapsed if elapsed else 0.0
-    steps_per_s = (state.global_step - step0) / elapsed if elapsed else 0.0
-    eta = (total - state.global_step) / steps_per_s if steps_per_s else 0.0
-    print(f"[{framework}] step {state.global_step}/{total} epoch {state.epoch} loss {state.loss[-1]:.4f} "
-          f"lr {state.lr[-1]:.3e} {rate:.1f} sent/s eta {eta / 60:.1f} min", flush=True)
+class Clock:
+    """The run's training and evaluation time and sentences, kept apart (throughput counts training only),
+    banked into the RunState so that a resumed run's totals continue; and this epoch's progress rates."""
+
+    def __init__(self, state: RunState):
+        self.state = state
+        self.start_epoch()
+
+    def start_epoch(self):
+        self.started = self.mark = time.time()
+        self.step0, self.epoch_sentences, self.unbanked = self.state.global_step, 0, 0
+
+    def trained(self, sentences: int):
+        self.epoch_sentences += sentences
+        self.unbanked += sentences
+
+    def bank(self):
+        """Training time and sentences so far into the state, before it is saved or evaluation starts."""
+        now = time.time()
+        self.state.train_seconds += now - self.mark
+        self.state.train_sentences += self.unbanked
+        self.mark, self.unbanked = now, 0
+
+    @contextmanager
+    def evaluating(self, sentences: int):
+        began = time.time()
+        yield
+        spent = time.time() - began
+        self.state.eval_seconds += spent
+        self.state.eval_sentences += sentences
+        self.started += spent  # neither training time nor this epoch's rates count it
+        self.mark += spent
+
+    def progress(self, framework: str, total: int) -> str:
+        """One progress line; rates are over this epoch's part of the run."""
+        state, elapsed = self.state, time.time() - self.started
+        rate = self.epoch_sentences / elapsed if elapsed else 0.0
+        steps_per_s = (state.global_step - self.step0) / elapsed if elapsed else 0.0
+        eta = (total - state.global_step) / steps_per_s if steps_per_s else 0.0
+        return (f"[{framework}] step {state.global_step}/{total} epoch {state.epoch} loss {state.loss[-1]:.4f} "
+                f"lr {state.lr[-1]:.3e} {rate:.1f} sent/s eta {eta / 60:.1f} min")
 
 
 def evaluate(backend: Backend, dev_set, dev_lengths, args, world: World) -> float:
@@ -446,6 +480,8 @@ def run(backend: Backend, args, train_set, dev_set):
 
 
 def train(backend: Backend, args, train_set, dev_set, world: World, say):
+    """The run in phases: set up (or resume), then per epoch its steps with evaluations and checkpoints
+    between them, an evaluation and a checkpoint at its end, and the results."""
     fw = backend.name
     steps_per_epoch, total, warmup = plan_steps(len(train_set), args)
     data.rank_order(range(len(train_set)), args.batch_size, world.rank, world.size)  # refuse a bad split early
@@ -456,9 +492,7 @@ def train(backend: Backend, args, train_set, dev_set, world: World, say):
     lengths = backend.lengths(train_set) if args.group_by_length else None
     dev_lengths = backend.lengths(dev_set)
     ckpt = Checkpoints(args.output_dir)
-    state = ckpt.load(backend, run_settings, steps_per_epoch) if args.resume else RunState(settings=run_settings)
-    if not args.resume and world.main:
-        ckpt.start_fresh(args.overwrite)  # a fresh run never mixes with an old one
+    state = resume_or_start(backend, args, ckpt, run_settings, steps_per_epoch, world)
     stream = MaskStream() if args.shared_dropout else None
     backend.share_dropout(stream)
     say(f"[{fw}] {len(train_set)} train / {len(dev_set)} dev sentences, {total} steps "
@@ -466,70 +500,45 @@ def train(backend: Backend, args, train_set, dev_set, world: World, say):
         + (f" ({world.size} processes x {per_rank})" if world.size > 1 else "") + f", {mode_name(args)}"
         + (f", resumed at step {state.global_step}" if args.resume else ""), flush=True)
 
+    def evaluation() -> float:
+        with clock.evaluating(len(dev_set)):
+            acc = evaluate(backend, dev_set, dev_lengths, args, world)
+        state.eval_steps.append(state.global_step)
+        state.acc_per_eval.append(acc)
+        return acc
+
+    def checkpoint():
+        clock.bank()
+        if world.main:
+            ckpt.save(backend, state)
+
+    clock = Clock(state)
     signal.signal(signal.SIGINT, lambda *_: interrupted(state, ckpt if world.main else None))
     # an epoch cut short by max_steps or a kill is still evaluated: batch_in_epoch > 0
     while state.epoch < args.epochs and (state.global_step < total or state.batch_in_epoch > 0):
         order = epoch_order(len(train_set), state.epoch, args.seed, lengths, args.batch_size)
         mine = data.rank_order(order, args.batch_size, world.rank, world.size)
-        started, sentences, step0 = time.time(), 0, state.global_step
+        clock.start_epoch()
         backend.set_train(not args.deterministic)
-        t0 = time.time()
-        skip = state.batch_in_epoch
-        for batch in backend.loader(train_set, mine[skip * per_rank:], per_rank):
+        for batch in backend.loader(train_set, mine[state.batch_in_epoch * per_rank:], per_rank):
             if state.global_step >= total:
                 break
-            # Dropout masks of step k come from seed + k alone, so a resumed run draws exactly the masks an
-            # uninterrupted one would, whatever else (a DataLoader, an evaluation) used the global RNG meanwhile.
-            # Other processes draw their own (their slices of the batch are other sentences).
-            backend.seed(args.seed + state.global_step + 1_000_003 * world.rank)
-            if stream:
-                stream.reseed([args.seed, state.global_step] + ([world.rank] if world.size > 1 else []))
-            # Gradients are averaged over processes; weighting each process's mean loss by its share of the
-            # global batch makes that average the global batch's mean even when the last batch splits unevenly.
-            k = state.batch_in_epoch * args.batch_size
-            global_len = len(order[k:k + args.batch_size])
-            share = backend.batch_len(batch) / global_len
-            loss, lr = backend.train_step(batch, world.size * share)
-            loss = backend.all_sum([loss * share])[0] if world.size > 1 else loss
-            state.loss.append(loss)
-            state.lr.append(lr)
-            state.global_step += 1
-            state.batch_in_epoch += 1
-            sentences += global_len
+            clock.trained(train_step(backend, batch, order, state, args, world, stream))
             if world.main and (state.global_step % args.log_every == 0 or state.global_step == total):
-                progress(fw, state, total, started, step0, sentences)
+                say(clock.progress(fw, total), flush=True)
             if args.eval_steps and state.global_step % args.eval_steps == 0 and state.global_step < total:
-                t_eval = time.time()
-                acc = evaluate(backend, dev_set, dev_lengths, args, world)
+                acc = evaluation()
                 backend.set_train(not args.deterministic)
-                state.eval_steps.append(state.global_step)
-                state.acc_per_eval.append(acc)
-                spent = time.time() - t_eval
-                state.eval_seconds += spent
-                state.eval_sentences += len(dev_set)
-                started += spent  # progress rates count training only
-                t0 += spent
                 say(f"[{fw}] step {state.global_step} dev acc {acc:.5f}", flush=True)
             if args.save_steps and state.global_step % args.save_steps == 0:
-                state.train_seconds += time.time() - t0
-                state.train_sentences += sentences
-                t0, sentences = time.time(), 0
-                if world.main:
-                    ckpt.save(backend, state)
-        state.train_seconds += time.time() - t0
-        state.train_sentences += sentences
-        t0 = time.time()
-        acc = evaluate(backend, dev_set, dev_lengths, args, world)
-        state.eval_seconds += time.time() - t0
-        state.eval_sentences += len(dev_set)
+                checkpoint()
+        clock.bank()
+        acc = evaluation()
         state.acc_per_epoch.append(acc)
-        state.eval_steps.append(state.global_step)
-        state.acc_per_eval.append(acc)
         say(f"[{fw}] epoch {state.epoch} dev acc {acc:.5f}", flush=True)
         state.epoch += 1
         state.batch_in_epoch = 0
-        if world.main:
-            ckpt.save(backend, state)
+        checkpoint()
     if world.main:
         save_results(fw, state, args)
         save_npy(paths.step_dir(5) / f"weight_stats_{fw}.npy", weight_stats.summarize(backend.named_arrays()))
@@ -542,6 +551,36 @@ def train(backend: Backend, args, train_set, dev_set, world: World, say):
     return state
 
 
+def resume_or_start(backend: Backend, args, ckpt, run_settings: dict, steps_per_epoch: int, world: World) -> RunState:
+    """The state of a resumed run (refused if made with other settings), or a fresh one in a cleared folder."""
+    if args.resume:
+        return ckpt.load(backend, run_settings, steps_per_epoch)
+    if world.main:
+        ckpt.start_fresh(args.overwrite)  # a fresh run never mixes with an old one
+    return RunState(settings=run_settings)
+
+
+def train_step(backend: Backend, batch, order: list, state: RunState, args, world: World, stream) -> int:
+    """One optimizer step on this process's slice of global batch state.batch_in_epoch, recorded in state;
+    returns the sentences of the global batch."""
+    # Dropout masks of step k come from seed + k alone, so a resumed run draws exactly the masks an
+    # uninterrupted one would, whatever else (a DataLoader, an evaluation) used the global RNG meanwhile.
+    # Other processes draw their own (their slices of the batch are other sentences).
+    backend.seed(args.seed + state.global_step + 1_000_003 * world.rank)
+    if stream:
+        stream.reseed([args.seed, state.global_step] + ([world.rank] if world.size > 1 else []))
+    # Gradients are averaged over processes; weighting each process's mean loss by its share of the
+    # global batch makes that average the global batch's mean even when the last batch splits unevenly.
+    k = state.batch_in_epoch * args.batch_size
+    global_len = len(order[k:k + args.batch_size])
+    share = backend.batch_len(batch) / global_len
+    loss, lr = backend.train_step(batch, world.size * share)
+    loss = backend.all_sum([loss * share])[0] if world.size > 1 else loss
+    state.loss.append(loss)
+    state.lr.append(lr)
+    state.global_step += 1
+    state.batch_in_epoch += 1
+    return global_len
 
 
 def interrupted(state: RunState, ckpt):

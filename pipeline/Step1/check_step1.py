@@ -19,11 +19,11 @@ except ModuleNotFoundError:  # the project is not importable: not its venv
     raise SystemExit("error: this project's packages are not importable: activate its venv "
                      "(. .venv/bin/activate) or run `pip install -r requirements.txt`") from None
 from checks import diagnose, diff, report, same_run, tolerances
-from common import paths, record
+from common import paths, record, steps
 from common.errors import run_main
 from common.fileio import save_npy
 
-RUN = {"torch": "python pipeline/Step1/pt_forward_bert.py", "paddle": "python pipeline/Step1/pd_forward_bert.py"}
+RUN = steps.bert_pair("forward").how()
 
 
 def main():

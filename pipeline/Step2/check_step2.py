@@ -14,11 +14,10 @@ except ModuleNotFoundError:  # the project is not importable: not its venv
     raise SystemExit("error: this project's packages are not importable: activate its venv "
                      "(. .venv/bin/activate) or run `pip install -r requirements.txt`") from None
 from checks import diff, report, same_run, tolerances
-from common import keys, paths
+from common import keys, paths, steps
 from common.errors import run_main
 
-# name: (torch script, paddle script); tolerances.PAIRS says how each is judged
-PAIRS = {"data": ("pt_data_loader.py", "pd_data_loader.py"), "metric": ("pt_metric.py", "pd_metric.py")}
+PAIRS = steps.bert_step(2).pairs  # tolerances.PAIRS says how each is judged
 
 
 def sizes(torch_data, paddle_data) -> list:
@@ -34,9 +33,7 @@ def main():
     ap.parse_args()
     d = paths.step_dir(2)
     # every file first, so a missing one stops before any log is rewritten
-    pairs = {name: diff.load_pair(d / f"{name}_torch.npy", d / f"{name}_paddle.npy",
-                                  how={"torch": f"python pipeline/Step2/{pt}", "paddle": f"python pipeline/Step2/{pd}"})
-             for name, (pt, pd) in PAIRS.items()}
+    pairs = {p.name: diff.load_pair(d / f"{p.name}_torch.npy", d / f"{p.name}_paddle.npy", how=p.how()) for p in PAIRS}
     passed = True
     for name, (torch_data, paddle_data) in pairs.items():
         spec = tolerances.PAIRS[name]

@@ -11,10 +11,10 @@ except ModuleNotFoundError:  # the project is not importable: not its venv
     raise SystemExit("error: this project's packages are not importable: activate its venv "
                      "(. .venv/bin/activate) or run `pip install -r requirements.txt`") from None
 from checks import diff, report, same_run, tolerances
-from common import paths
+from common import paths, steps
 from common.errors import run_main
 
-RUN = {"torch": "python pipeline/Step3/pt_loss.py", "paddle": "python pipeline/Step3/pd_loss.py"}
+RUN = steps.bert_pair("loss").how()
 
 
 def main():

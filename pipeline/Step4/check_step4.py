@@ -12,12 +12,11 @@ except ModuleNotFoundError:  # the project is not importable: not its venv
 import numpy as np
 
 from checks import diagnose, diff, report, same_run, tolerances
-from common import keys, paths, record
+from common import keys, paths, record, steps
 from common.errors import run_main
 from common.fileio import save_npy
 
-RUN = {"lr": {"torch": "python pipeline/Step4/pt_lr.py", "paddle": "python pipeline/Step4/pd_lr.py"},
-       "bp_align": {"torch": "python pipeline/Step4/pt_bp.py", "paddle": "python pipeline/Step4/pd_bp.py"}}
+RUN = {pair.name: pair.how() for pair in steps.bert_step(4).pairs}
 BP_FLAGS = ("loss", "grad", "update")  # --<kind>_threshold / --<kind>_rtol, one per keys.BP_FAMILIES
 
 

@@ -17,11 +17,11 @@ except ModuleNotFoundError:  # the project is not importable: not its venv
 import numpy as np
 
 from checks import diff, report, same_run, tolerances, weight_stats
-from common import hparams, keys, paths, record
+from common import hparams, keys, paths, record, steps
 from common.errors import run_main
 from common.fileio import atomic_write, load_npy
 
-RUN = {"torch": "python pipeline/Step5/pt_train.py", "paddle": "python pipeline/Step5/pd_train.py"}
+RUN = steps.bert_pair("train_align").how()
 # The per-step loss is compared only when both sides train alike; the key names the mode, so a
 # deterministic run compared with a shared-dropout one is a key mismatch, not a pass.
 LOSS_KEYS = tuple(keys.TRAIN_LOSS.values())
