@@ -15,7 +15,7 @@ import sys
 import numpy as np
 import pytest
 
-from common import errors, fileio, inputs
+from common import errors, fileio, flags, inputs
 from common.errors import PipelineError
 from conftest import ROOT, error_line, run
 from models.configuration_bert import BertConfig, read_vocab
@@ -266,14 +266,14 @@ def test_bad_seeds_are_one_line(home):
     before = snapshot(home)
     for script, seed in (("fake_data/gen_fake_data.py", "-1"), ("classifier_weights/generate_classifier_weights.py",
                                                                  "-1"), (EXPORT, str(2 ** 32))):  # the last: hostile
-        assert "--seed must be in [0, 4294967295]" in error_line(run(script, f"--seed={seed}", home=home, check=2))
+        assert f"--seed must be a whole number in [0, {flags.MAX_SEED}]" in error_line(run(script, f"--seed={seed}", home=home, check=2))
     assert snapshot(home) == before
 
 
 def test_every_parser_refuses_abbreviations():
     """argparse would take `--epoch 2` for `--epochs 2`: every script's parser is built with allow_abbrev=False."""
     parsers = []
-    for path in ENTRY_SCRIPTS + [ROOT / "twins/train.py"]:
+    for path in ENTRY_SCRIPTS + [ROOT / "common/flags.py"]:
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "ArgumentParser":
                 parsers.append((path.name, any(k.arg == "allow_abbrev" and k.value.value is False
