@@ -10,9 +10,23 @@ again with the same tolerances as the step checks (checks/tolerances.py), their 
 checked through its statistics: every module output of Step 1 and every gradient of Step 4
 as [max |x|, mean |x|, rms] per side, whose differences can never exceed the real diff, so a
 tampered value shows. Prints one line per step; exit 1 if any step is red or a file is missing.
+
+A folder this pipeline did not write (no diagnostics/ with run records: a contestant's own hand-in,
+written with reprod_log for any model) is judged as the guide judges it, with the strict verdict beside
+it, one line per pair it holds (any <name>_torch.npy with its <name>_paddle.npy):
+
+    python pipeline/check_log_reprod.py path/to/their/log_reprod
+    python pipeline/check_log_reprod.py path/to/their/log_reprod --threshold train_align=0.002 --strict
+
+guide: reprod_log's rule, every key's mean abs diff <= the pair's threshold (1e-6; train_align 0.0015);
+strict: max abs diff within the same threshold, no NaN or Inf, equal shapes and dtypes, no missing key.
+Each <name>_diff.log is read back: every logged value must be the recomputed one. Exit 1 when a pair
+fails the guide's rule, holds NaN or Inf, or its diff log does not match it; --strict: also when a
+pair fails the strict verdict.
 """
 import argparse
 import json
+import math
 import sys
 from pathlib import Path
 
@@ -23,7 +37,7 @@ except ModuleNotFoundError:  # the project is not importable: not its venv
                      "(. .venv/bin/activate) or run `pip install -r requirements.txt`") from None
 import numpy as np
 
-from checks import diagnose, diff, report, tolerances
+from checks import diagnose, diff, handin, report, tolerances
 from common import paths, record, steps
 from common.errors import PipelineError, run_main
 from common.fileio import load_npy
@@ -77,13 +91,83 @@ def loosened(folder: Path, pair: str) -> list:
     return [report.one_line(str(f))[:120] for f in flags] if isinstance(flags, list) else ["its verdict file is malformed"]
 
 
+def threshold_flag(text: str) -> tuple:
+    """PAIR=VALUE for --threshold, VALUE a finite number > 0."""
+    name, sep, value = text.partition("=")
+    try:
+        number = float(value)
+    except ValueError:
+        number = float("nan")
+    if not (sep and name and math.isfinite(number) and number > 0):
+        raise PipelineError(f"--threshold {text!r}: give PAIR=VALUE with a finite VALUE > 0, e.g. train_align=0.002")
+    return name, number
+
+
+def judge_foreign(folder: Path, overrides: dict, strict: bool) -> int:
+    """A hand-in this pipeline did not write: each pair's guide and strict verdicts, its diff log held
+    against it. Returns the number of pairs that fail (see the module's docstring for what fails)."""
+    found = handin.find_pairs(folder)
+    pairs, red = found["pairs"], 0
+    if not pairs:
+        raise PipelineError(f"{paths.shown(folder)} holds no <name>_torch.npy with its <name>_paddle.npy: "
+                            "pass the folder your reprod_log scripts wrote")
+    for name, files in pairs.items():
+        base = name.rsplit("/", 1)[-1]
+        threshold = handin.guide_threshold(base, overrides)
+        try:
+            t, p = load_npy(files["torch"]), load_npy(files["paddle"])
+        except PipelineError as e:
+            print(f"{report.one_line(name)}: RED, unreadable ({report.one_line(str(e))})")
+            red += 1
+            continue
+        guide = handin.guide_verdict(t, p, threshold)
+        strict_result = handin.strict_verdict(t, p, threshold, name)
+        print(report.one_line(f"{name}: {handin.describe_guide(guide)} | {handin.describe_strict(strict_result, threshold)}"))
+        failed = not guide.passed or bool(handin.non_finite(strict_result)) or (strict and not strict_result.passed)
+        if files["log"] is not None:
+            try:
+                logged = handin.parse_diff_log(files["log"].read_text(errors="replace")[:2_000_000])
+            except OSError as e:
+                logged, failed = {}, True
+                print(f"  {files['log'].name}: unreadable ({e.strerror})")
+            mismatches = handin.hold_log(logged, guide) if logged else []
+            if logged:
+                print(report.one_line(f"  {files['log'].name}: " + handin.describe_log(mismatches, len(logged))))
+            else:
+                print(f"  {files['log'].name}: no reprod_log diff lines in it")
+            failed |= bool(mismatches)
+        else:
+            print(f"  no {base}_diff.log beside it: nothing to hold against")
+        red += failed
+    for path in found["unpaired"]:
+        print(report.one_line(f"unpaired: {path.relative_to(folder)} has no twin of the other framework"))
+    guide_pairs = [p.name for spec in steps.BERT for p in spec.pairs]
+    missing = [p for p in guide_pairs if p not in {n.rsplit("/", 1)[-1] for n in pairs}]
+    if missing:
+        print(f"not handed in: {', '.join(missing)}")
+    print("same run not proven: no run records (diagnostics/*.run.json) tie the two sides to one run")
+    return red
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False)
     ap.add_argument("folder", nargs="?", type=Path, help="a hand-in folder (default: log_reprod/)")
+    ap.add_argument("--threshold", action="append", default=[], metavar="PAIR=VALUE",
+                    help="a contestant's folder: the guide's threshold for one pair (repeatable; default 1e-6, "
+                         "train_align 0.0015)")
+    ap.add_argument("--strict", action="store_true", help="a contestant's folder: strict failures fail too")
     args = ap.parse_args()
     folder = (args.folder or paths.log_reprod()).expanduser()
     if not folder.is_dir():
         raise PipelineError(f"{folder} is not a folder: pass a log_reprod/ folder")
+    if not (folder / DIAGNOSTICS).is_dir():  # not written by this pipeline: judged as the guide judges it
+        red = judge_foreign(folder, dict(map(threshold_flag, args.threshold)), args.strict)
+        print(f"{paths.shown(folder)}: " + ("every pair passes" + (" both verdicts" if args.strict else " the guide's rule")
+                                            if not red else f"{red} pair(s) red"))
+        sys.exit(1 if red else 0)
+    if args.threshold or args.strict:
+        raise PipelineError("--threshold and --strict are for a folder this pipeline did not write; this one is "
+                            "re-derived with the step checks' own tolerances")
     red = 0
     for step, pairs in STEPS.items():
         parts = []

@@ -1,0 +1,217 @@
+"""A hand-in judged as the guide judges it, with this project's strict verdict beside it.
+
+The guide's verdict is reprod_log's own rule (ReprodDiffHelper.compare_info + report): the two dicts
+must hold the same keys; per key, an array whose shape differs but whose transpose matches is
+transposed, the rest broadcast, and the key passes when mean |torch - paddle| <= the pair's threshold.
+It is recomputed here the way reprod_log computes it, so a contestant sees the verdict the guide gives.
+Where reprod_log is blind (it passes NaN, transposes and broadcasts) the strict verdict says so: max abs
+diff within the same threshold, no NaN or Inf, equal shapes (a 0-d scalar and [1] are one scalar),
+equal dtypes, no key missing on either side, integers exactly equal.
+
+A contestant's `<pair>_diff.log` (reprod_log's format) is read back and held against the pair: every
+key's logged value must be the recomputed one, so a hand-edited log or one made from other files shows.
+"""
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from checks import diff, tolerances
+from checks.tolerances import Tol
+
+# ReprodDiffHelper.report's own default, which most hand-ins use for Steps 1-4; Step 5 is the guide's
+# accuracy bar (0.15% on SST-2). `--threshold PAIR=VALUE` overrides either.
+GUIDE_DEFAULT = 1e-6
+GUIDE_THRESHOLDS = {"train_align": tolerances.ACCURACY.atol}
+# A logged value is the recomputed one when they agree to float32's printed precision (a numpy of another
+# version may sum in another order: the last bit or two of a float32 mean); any edit a reader could see differs more.
+LOG_RTOL = 1e-5
+
+
+def guide_threshold(pair: str, overrides: dict) -> float:
+    return overrides.get(pair, GUIDE_THRESHOLDS.get(pair, GUIDE_DEFAULT))
+
+
+@dataclass
+class GuideKey:
+    key: str
+    mean: float
+    max: float
+    passed: bool
+    note: str = ""   # what reprod_log did silently (transposed, broadcast)
+
+
+@dataclass
+class GuideVerdict:
+    """reprod_log's verdict on a pair: per key mean <= threshold; `error` when reprod_log itself would stop."""
+    threshold: float
+    keys: list = field(default_factory=list)
+    error: str = ""
+
+    @property
+    def passed(self) -> bool:
+        return not self.error and all(k.passed for k in self.keys)
+
+    def worst(self):
+        return max(self.keys, key=lambda k: (k.mean != k.mean, k.mean), default=None)
+
+
+def guide_verdict(torch_data: dict, paddle_data: dict, threshold: float) -> GuideVerdict:
+    verdict = GuideVerdict(threshold)
+    only = sorted(set(torch_data) ^ set(paddle_data))
+    if only:  # reprod_log's check_data asserts the key sets are equal
+        verdict.error = f"keys on one side only: {', '.join(only[:5])}" + (" ..." if len(only) > 5 else "")
+        return verdict
+    for key, a in torch_data.items():
+        b, note = paddle_data[key], ""
+        if a.shape != b.shape and a.T.shape == b.shape:
+            a, note = a.T, "transposed by reprod_log"
+        try:
+            d = np.abs(a - b)
+        except (ValueError, TypeError) as e:  # shapes that do not broadcast: reprod_log raises
+            verdict.error = f"{key}: shapes {a.shape} and {b.shape} cannot be compared ({type(e).__name__})"
+            return verdict
+        if not note and a.shape != b.shape:
+            note = f"broadcast by reprod_log ({a.shape} vs {b.shape})"
+        mean, mx = (float(d.mean()), float(d.max())) if d.size else (0.0, 0.0)
+        # `mean > threshold` is False for NaN: reprod_log passes a NaN key, the strict verdict does not
+        verdict.keys.append(GuideKey(key, mean, mx, not mean > threshold, note or ("NaN passes reprod_log's rule"
+                                                                                   if mean != mean else "")))
+    return verdict
+
+
+def strict_verdict(torch_data: dict, paddle_data: dict, threshold: float, name: str = "") -> diff.CheckResult:
+    """This project's rule at the same threshold, on the max as well as the mean: every key, shape, dtype, NaN
+    and integer (so it fails wherever the guide's rule does, and more)."""
+    return diff.compare(torch_data, paddle_data, default=Tol.absolute(threshold), name=name)
+
+
+def non_finite(strict: diff.CheckResult) -> list:
+    return [k for k in strict.keys if any("NaN" in p for p in k.problems)]
+
+
+# reprod_log's log lines: "[time] root INFO: <key>: " then "\t<method> diff: check passed: <bool>, value: <v>"
+_PREFIX = r"^(?:\[[^\]]*\]\s+\S+\s+\w+:\s)?"
+_KEY = re.compile(_PREFIX + r"(\t*)(\S.*?):\s*$")
+_END = re.compile(_PREFIX + r"diff check (passed|failed)\s*$")
+_VALUE = re.compile(_PREFIX + r"(\t+)(min|max|mean) diff: check passed: (True|False), value: ([-+0-9.eEinfa]+)")
+
+
+def parse_diff_log(text: str) -> dict:
+    """{key: {"mean": value, "max": ..., ...}} from a reprod_log diff log (nested keys joined by '/')."""
+    logged, path = {}, []
+    for line in text.splitlines():
+        if _END.match(line):
+            # reprod_log adds a file handler to its root logger at every report(): a later report in the same
+            # process appends its own pair's lines to this file too. This pair's block is the first one.
+            break
+        value = _VALUE.match(line)
+        if value and path:
+            try:
+                logged.setdefault("/".join(path), {})[value.group(2)] = float(value.group(4))
+            except ValueError:
+                pass
+            continue
+        key = _KEY.match(line)
+        if key and " diff: check passed" not in line:
+            depth = len(key.group(1))
+            path = path[:depth] + [key.group(2)]
+    return logged
+
+
+@dataclass
+class LogMismatch:
+    key: str
+    method: str
+    logged: float
+    recomputed: float  # NaN when the pair has no such key
+
+
+def hold_log(logged: dict, verdict: GuideVerdict) -> list:
+    """Every logged value that is not the recomputed one, and every key the log and the pair do not share."""
+    recomputed = {k.key: {"mean": k.mean, "max": k.max} for k in verdict.keys}
+    out = []
+    for key, methods in logged.items():
+        for method, value in methods.items():
+            if method not in ("mean", "max"):
+                continue
+            now = recomputed.get(key, {}).get(method, float("nan"))
+            same = (value != value and now != now) or abs(value - now) <= LOG_RTOL * max(abs(value), abs(now)) + 1e-30
+            if not same:
+                out.append(LogMismatch(key, method, value, now))
+    out += [LogMismatch(k, "mean", float("nan"), v["mean"]) for k, v in recomputed.items() if k not in logged]
+    return out
+
+
+SUFFIX = {"torch": "_torch.npy", "paddle": "_paddle.npy"}
+
+
+def find_pairs(folder, max_depth: int = 4, max_files: int = 20000) -> dict:
+    """{pair name: {"torch": path, "paddle": path, "log": path or None}} for every <name>_torch.npy with a
+    <name>_paddle.npy in a hand-in folder: beside each other, or anywhere in it when the name is unique
+    (some hand-ins keep one folder per framework). Links to folders are not followed; a name found in
+    several sub-folders is named by its sub-folder. A side without its twin is listed under "unpaired"."""
+    folder, found, seen = Path(folder), {"torch": {}, "paddle": {}, "log": {}}, 0
+    for root, dirs, files in os.walk(folder, followlinks=False):
+        depth = len(Path(root).relative_to(folder).parts)
+        if depth >= max_depth:
+            dirs[:] = []
+        for f in files:
+            seen += 1
+            if seen > max_files:
+                break
+            for side, suffix in (*SUFFIX.items(), ("log", "_diff.log")):
+                if f.endswith(suffix) and len(f) > len(suffix):
+                    found[side].setdefault(f[:-len(suffix)], []).append(Path(root) / f)
+    pairs, unpaired = {}, []
+    for name, torch_paths in sorted(found["torch"].items()):
+        paddle_paths = found["paddle"].get(name, [])
+        for t in torch_paths:
+            twin = [p for p in paddle_paths if p.parent == t.parent]
+            twin = twin or (paddle_paths if len(torch_paths) == len(paddle_paths) == 1 else [])
+            if len(twin) != 1:
+                unpaired.append(t)
+                continue
+            logs = found["log"].get(name, [])
+            log = next((g for g in logs if g.parent in (t.parent, twin[0].parent)), logs[0] if len(logs) == 1 else None)
+            key = name if len(torch_paths) == 1 else f"{t.parent.relative_to(folder).as_posix()}/{name}"
+            pairs[key] = {"torch": t, "paddle": twin[0], "log": log}
+    paired = {p["paddle"] for p in pairs.values()}
+    unpaired += [p for paths in found["paddle"].values() for p in paths if p not in paired]
+    return {"pairs": pairs, "unpaired": unpaired}
+
+
+def describe_guide(guide: GuideVerdict) -> str:
+    """'guide green (...)' or 'guide RED (...)': the rule, the worst key and what reprod_log did silently."""
+    rule = f"mean <= {guide.threshold:g}"
+    if guide.error:
+        return f"guide RED (reprod_log stops: {guide.error})"
+    bad = [k for k in guide.keys if not k.passed]
+    worst = bad[0] if bad else guide.worst()
+    figures = f"{worst.key} mean {worst.mean:.3g}" if worst else "no keys"
+    notes = sorted({k.note for k in guide.keys if k.note})
+    return (f"guide {'green' if not bad else 'RED'} ({rule}: {len(guide.keys) - len(bad)}/{len(guide.keys)} keys; "
+            + ("failed: " if bad else "largest: ") + figures
+            + (f", and {len(bad) - 1} more" if len(bad) > 1 else "") + ("; " + "; ".join(notes[:2]) if notes else "") + ")")
+
+
+def describe_strict(result: diff.CheckResult, threshold: float) -> str:
+    failed = result.failed_keys
+    if not failed:
+        worst = max(result.keys, key=lambda k: k.max, default=None)
+        return f"strict green (max <= {threshold:g}" + (f"; largest: {worst.key} max {worst.max:.3g})" if worst else ")")
+    first = failed[0]
+    return (f"strict RED ({first.key}: {'; '.join(first.problems)}"
+            + (f"; and {len(failed) - 1} more key(s)" if len(failed) > 1 else "") + ")")
+
+
+def describe_log(mismatches: list, n_logged: int) -> str:
+    if not mismatches:
+        return f"every logged value is the recomputed one ({n_logged} keys)"
+    m = mismatches[0]
+    what = (f"{m.key} is not in the pair (logged {m.method} {m.logged!r})" if m.recomputed != m.recomputed
+            else f"{m.key} is not in the log" if m.logged != m.logged
+            else f"{m.key} {m.method} logged {m.logged!r}, recomputed {m.recomputed!r}")
+    return f"RED: does not match the pair: {what}" + (f"; and {len(mismatches) - 1} more" if len(mismatches) > 1 else "")
