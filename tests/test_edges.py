@@ -91,7 +91,7 @@ def test_help_and_unknown_flags_change_no_file(home):
 
 @pytest.mark.parametrize("flags, says", [
     (["--lr", "nan"], "--lr must be a finite number"), (["--lr", "-1"], "--lr must be"),
-    (["--batch_size", "0"], "--batch_size must be at least 1"), (["--log_every", "0"], "--log_every must be"),
+    (["--batch_size", "0"], "--batch_size must be a whole number at least 1"), (["--log_every", "0"], "--log_every must be"),
     (["--seed", "-1"], "--seed must be"), (["--warmup_proportion", "1.5"], "--warmup_proportion"),
     (["--max_steps", "0"], "--max_steps"), (["--epochs", "0"], "--epochs"),
 ])
