@@ -73,7 +73,7 @@ def guide_verdict(torch_data: dict, paddle_data: dict, threshold: float) -> Guid
         except (ValueError, TypeError) as e:  # shapes that do not broadcast: reprod_log raises
             verdict.error = f"{key}: shapes {a.shape} and {b.shape} cannot be compared ({type(e).__name__})"
             return verdict
-        if not note and a.shape != b.shape:
+        if not note and a.shape != b.shape and {a.shape, b.shape} != {(), (1,)}:  # a 0-d and a [1] scalar: one scalar
             note = f"broadcast by reprod_log ({a.shape} vs {b.shape})"
         mean, mx = (float(d.mean()), float(d.max())) if d.size else (0.0, 0.0)
         # `mean > threshold` is False for NaN: reprod_log passes a NaN key, the strict verdict does not
@@ -110,7 +110,9 @@ def parse_diff_log(text: str) -> dict:
         value = _VALUE.match(line)
         if value and path:
             try:
-                logged.setdefault("/".join(path), {})[value.group(2)] = float(value.group(4))
+                entry = logged.setdefault("/".join(path), {})
+                entry[value.group(2)] = float(value.group(4))
+                entry[f"{value.group(2)} passed"] = value.group(3) == "True"
             except ValueError:
                 pass
             continue
@@ -215,3 +217,16 @@ def describe_log(mismatches: list, n_logged: int) -> str:
             else f"{m.key} is not in the log" if m.logged != m.logged
             else f"{m.key} {m.method} logged {m.logged!r}, recomputed {m.recomputed!r}")
     return f"RED: does not match the pair: {what}" + (f"; and {len(mismatches) - 1} more" if len(mismatches) > 1 else "")
+
+
+def other_threshold(logged: dict, guide: GuideVerdict) -> str:
+    """A note when the contestant's own log marks a key otherwise than the guide's rule at this threshold
+    (their report() was called with another diff_threshold, which the log does not record)."""
+    differ = [k for k in guide.keys if k.key in logged and "mean passed" in logged[k.key]
+              and logged[k.key]["mean passed"] != k.passed]
+    if not differ:
+        return ""
+    k = differ[0]
+    return (f"its log marks {k.key} (mean {k.mean:.3g}) {'passed' if logged[k.key]['mean passed'] else 'failed'}: "
+            f"it was made at another threshold than {guide.threshold:g} (--threshold PAIR=VALUE "
+            "judges at yours)")

@@ -133,6 +133,8 @@ def judge_foreign(folder: Path, overrides: dict, strict: bool) -> int:
             mismatches = handin.hold_log(logged, guide) if logged else []
             if logged:
                 print(report.one_line(f"  {files['log'].name}: " + handin.describe_log(mismatches, len(logged))))
+                if handin.other_threshold(logged, guide):
+                    print(report.one_line(f"  {files['log'].name}: " + handin.other_threshold(logged, guide)))
             else:
                 print(f"  {files['log'].name}: no reprod_log diff lines in it")
             failed |= bool(mismatches)
