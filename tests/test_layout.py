@@ -12,7 +12,7 @@ import pytest
 
 from common import paths
 
-PACKAGES = ("models", "common", "checks", "twins")
+PACKAGES = ("models", "common", "checks", "twins", "align")
 SCRIPTS = sorted(p for folder in ("pipeline", "tools", "weights", "classifier_weights", "fake_data")
                  for p in (paths.ROOT / folder).rglob("*.py"))
 

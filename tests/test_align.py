@@ -1,0 +1,157 @@
+"""The model-agnostic layer (align/): conversion by module type and a forward comparison held to the torch
+model's own fp32 error, on small model pairs built here (not this project's BERT)."""
+import numpy as np
+import pytest
+
+from checks import calibrated
+from common.errors import PipelineError
+
+torch = pytest.importorskip("torch")
+paddle = pytest.importorskip("paddle")
+from align import compare_forward, convert  # noqa: E402
+from align.names import resolve  # noqa: E402
+
+
+class TorchBlock(torch.nn.Module):
+    """Conv + BatchNorm + ReLU with a residual, as a ResNet's basic block."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(4, 4, 3, padding=1)
+        self.bn = torch.nn.BatchNorm2d(4)
+        self.act = torch.nn.ReLU()
+
+    def forward(self, x):
+        return self.act(self.bn(self.conv(x)) + x)
+
+
+class PaddleBlock(paddle.nn.Layer):
+    def __init__(self, residual=True):
+        super().__init__()
+        self.conv = paddle.nn.Conv2D(4, 4, 3, padding=1)
+        self.bn = paddle.nn.BatchNorm2D(4)
+        self.act = paddle.nn.ReLU()
+        self.residual = residual
+
+    def forward(self, x):
+        return self.act(self.bn(self.conv(x)) + (x if self.residual else 0))
+
+
+class TorchNet(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.stem = torch.nn.Conv2d(3, 4, 3, padding=1)
+        self.block = TorchBlock()
+        self.norm = torch.nn.LayerNorm(16)
+        self.proj = torch.nn.Linear(16, 16)   # square: a missing transpose fits the shape
+        self.act = torch.nn.GELU()
+        self.head = torch.nn.Linear(16, 3)
+
+    def forward(self, x):
+        h = self.block(self.stem(x)).flatten(2).mean(-1)      # [B, 4]
+        h = self.norm(h.repeat(1, 4))                          # [B, 16]
+        return self.head(self.act(self.proj(h)))
+
+
+class PaddleNet(paddle.nn.Layer):
+    def __init__(self, residual=True):
+        super().__init__()
+        self.stem = paddle.nn.Conv2D(3, 4, 3, padding=1)
+        self.body = PaddleBlock(residual)                      # another name: the name map pairs it
+        self.norm = paddle.nn.LayerNorm(16)
+        self.proj = paddle.nn.Linear(16, 16)
+        self.act = paddle.nn.GELU()
+        self.head = paddle.nn.Linear(16, 3)
+
+    def forward(self, x):
+        h = self.body(self.stem(x)).flatten(2).mean(-1)
+        h = self.norm(paddle.tile(h, [1, 4]))
+        return self.head(self.act(self.proj(h)))
+
+
+NAME_MAP = {"block": "body"}
+X = np.random.RandomState(0).randn(2, 3, 8, 8).astype("float32")
+
+
+def pair(residual=True):
+    torch.manual_seed(0)
+    pt = TorchNet()
+    with torch.no_grad():  # running statistics that are not 0 and 1, so eval mode uses them
+        pt.block.bn.running_mean.uniform_(-0.5, 0.5)
+        pt.block.bn.running_var.uniform_(0.5, 2.0)
+    pd = PaddleNet(residual)
+    pd.set_state_dict(convert(pt, pd, NAME_MAP))
+    return pt.eval(), pd.eval()
+
+
+def test_every_layer_type_converts_and_the_clean_port_is_green():
+    pt, pd = pair()
+    state = convert(pt, pd, NAME_MAP)
+    assert np.array_equal(state["proj.weight"], pt.proj.weight.detach().numpy().T)       # Linear: transposed
+    assert np.array_equal(state["body.bn._variance"], pt.block.bn.running_var.numpy())   # BatchNorm: renamed
+    assert "body.bn.num_batches_tracked" not in state and np.array_equal(
+        state["body.conv.weight"], pt.block.conv.weight.detach().numpy())                # Conv: as it is
+    report = compare_forward(pt, pd, X, NAME_MAP)
+    assert report.passed and report.first_diverging is None, report.table()
+    worst = max(r.ratio for r in report.rows if not r.problem)
+    assert worst < calibrated.K, (worst, report.table())
+
+
+def test_recurrent_and_embedding_layers_convert():
+    torch.manual_seed(0)
+    pt = torch.nn.ModuleDict({"emb": torch.nn.Embedding(10, 6), "rnn": torch.nn.LSTM(6, 5, bidirectional=True),
+                              "gru": torch.nn.GRU(6, 5)})
+    pd = paddle.nn.LayerDict({"emb": paddle.nn.Embedding(10, 6), "rnn": paddle.nn.LSTM(6, 5, direction="bidirect"),
+                              "gru": paddle.nn.GRU(6, 5)})
+    pd.set_state_dict(convert(pt, pd))
+    ids = np.array([[1, 2, 3, 4]])
+    e_t = pt["emb"](torch.from_numpy(ids))
+    e_p = pd["emb"](paddle.to_tensor(ids))
+    assert np.array_equal(e_t.detach().numpy(), e_p.numpy())
+    for name in ("rnn", "gru"):  # torch's layers are time-major by default, Paddle's batch-major
+        out_t = pt[name](e_t.transpose(0, 1))[0].transpose(0, 1).detach().numpy()
+        out_p = pd[name](e_p)[0].numpy()
+        assert np.abs(out_t - out_p).max() < 1e-5, name
+
+
+@pytest.mark.parametrize("plant, where", [
+    ("untransposed square Linear", "proj"),
+    ("BatchNorm epsilon 1e-3", "block.bn"),
+    ("ReLU for GELU", "act"),
+    ("dropped residual", "block"),
+])
+def test_planted_bugs_are_named_at_their_module(plant, where):
+    pt, pd = pair(residual=plant != "dropped residual")
+    if plant == "untransposed square Linear":
+        pd.proj.weight.set_value(pt.proj.weight.detach().numpy())  # torch's [out, in] as it is
+    elif plant == "BatchNorm epsilon 1e-3":
+        pd.body.bn._epsilon = 1e-3
+    elif plant == "ReLU for GELU":
+        pd.act = paddle.nn.ReLU()
+    report = compare_forward(pt, pd, X, NAME_MAP)
+    assert not report.passed and report.first_diverging == where, report.table()
+    row = next(r for r in report.rows if r.name == where)
+    assert row.ratio > calibrated.K, report.table()
+
+
+def test_refusals_name_the_module():
+    pt, pd = pair()
+    with pytest.raises(PipelineError, match="block.conv .*no counterpart 'block.conv'"):
+        convert(pt, pd)  # without the name map, block is not body
+    pt.extra = torch.nn.PReLU()
+    with pytest.raises(PipelineError, match="torch module extra is a PReLU"):
+        convert(pt, pd, NAME_MAP)
+    del pt.extra
+    pt.head = torch.nn.Linear(16, 4)
+    with pytest.raises(PipelineError, match=r"head.weight -> head.weight: shape \(16, 4\)"):
+        convert(pt, pd, NAME_MAP)
+    with pytest.raises(PipelineError, match="Paddle norm is a LayerNorm"):
+        convert(pt, pd, {"block": "body", "proj": "norm"})
+
+
+def test_name_map_forms_agree():
+    names = ["block.conv", "block", "blockade", "head"]
+    forms = [{"block": "body"}, [(r"^block(?=\.|$)", "body")], lambda n: "body" + n[5:] if n.split(".")[0] == "block" else n]
+    assert [[resolve(f)(n) for n in names] for f in forms] == [["body.conv", "body", "blockade", "head"]] * 3
+    with pytest.raises(PipelineError, match="name_map must be"):
+        resolve(42)
