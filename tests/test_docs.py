@@ -49,3 +49,14 @@ def test_reported_figures_are_the_hand_ins():
     for figure in figures[:2]:
         assert figure in summary, figure
     assert np.asarray(metric["model_logits"]).shape[0] == 872  # the metric pair is on the real dev set
+
+
+def test_align_figures_are_the_benchmarks():
+    """The "Your own model" figures are docs/align.md's, which tools/bench_align.py wrote."""
+    bench = (paths.ROOT / "docs" / "align.md").read_text()
+    clean = re.search(r"\| clean port \| green \| - \| ([\d.]+) \|", bench).group(1)
+    planted = re.search(r"\| BatchNorm epsilon[^|]*\| RED \|[^|]*\| (\d+) \|", bench).group(1)
+    cost = re.search(r": ([\d.]+)x \(target", bench).group(1)
+    for text in (README.read_text(), README_CN.read_text(encoding="utf-8")):
+        flat = " ".join(text.split())
+        assert f"{clean} " in flat and f"{planted} " in flat and f"{cost}" in flat, (clean, planted, cost)
