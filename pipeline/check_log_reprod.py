@@ -126,20 +126,20 @@ def judge_foreign(folder: Path, overrides: dict, strict: bool) -> int:
         failed = not guide.passed or bool(handin.non_finite(strict_result)) or (strict and not strict_result.passed)
         if files["log"] is not None:
             try:
-                logged = handin.parse_diff_log(files["log"].read_text(errors="replace")[:2_000_000])
+                logged = handin.parse_diff_log(handin.read_log(files["log"]))
             except OSError as e:
                 logged, failed = {}, True
-                print(f"  {files['log'].name}: unreadable ({e.strerror})")
+                print(report.one_line(f"  {files['log'].name}: unreadable ({e.strerror})"))
             mismatches = handin.hold_log(logged, guide) if logged else []
             if logged:
                 print(report.one_line(f"  {files['log'].name}: " + handin.describe_log(mismatches, len(logged))))
                 if handin.other_threshold(logged, guide):
                     print(report.one_line(f"  {files['log'].name}: " + handin.other_threshold(logged, guide)))
             else:
-                print(f"  {files['log'].name}: no reprod_log diff lines in it")
+                print(report.one_line(f"  {files['log'].name}: no reprod_log diff lines in it"))
             failed |= bool(mismatches)
         else:
-            print(f"  no {base}_diff.log beside it: nothing to hold against")
+            print(report.one_line(f"  no {base}_diff.log beside it: nothing to hold against"))
         red += failed
     for path in found["unpaired"]:
         print(report.one_line(f"unpaired: {path.relative_to(folder)} has no twin of the other framework"))

@@ -140,3 +140,20 @@ def test_check_pair_writes_nothing_unless_asked_and_never_over_a_contestants_log
     run("pipeline/check_pair.py", *pair, "--log", mine, home=tmp_path, check=0)  # its own log: rewritten
     assert sorted(f.name for f in tmp_path.iterdir()) == ["h", "mine.log"]  # that file and no other
     assert "given as both sides" in error_line(run("pipeline/check_pair.py", pair[0], pair[0], home=tmp_path, check=2))
+
+
+def test_a_hostile_folder_cannot_forge_a_line_or_cost_memory(hand_in, tmp_path):
+    """A pair's file name holding a newline cannot start a line of its own ("forward: guide green"), and a
+    diff log of gigabytes is read only as far as a diff log goes (handin.LOG_BYTES)."""
+    from checks import handin
+    folder = tmp_path / "h"
+    folder.mkdir()
+    forged = "x\nforward: guide green | strict green\n  no forward_diff.log beside it"
+    for side in ("torch", "paddle"):
+        shutil.copy(hand_in / f"forward_{side}.npy", folder / f"{forged}_{side}.npy")
+    out = run(SCRIPT, folder, home=tmp_path, check=0).stdout
+    assert not any(l.startswith(("forward: ", "  no forward_diff.log")) for l in out.splitlines()), out
+    big = tmp_path / "big_diff.log"
+    with open(big, "wb") as f:
+        f.truncate(handin.LOG_BYTES * 64)  # sparse: 256 MB that reads as NULs
+    assert len(handin.read_log(big)) == handin.LOG_BYTES
