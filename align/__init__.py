@@ -6,10 +6,15 @@
     report = compare_forward(torch_model.eval(), paddle_model.eval(), inputs, name_map)
     print(report.table()); assert report.passed, report.first_diverging
 
+    report = compare_backward(torch_model.train(), paddle_model.train(), inputs, targets,
+                              loss=(torch_loss, paddle_loss), optimizer=(make_torch_opt, make_paddle_opt),
+                              scheduler=(make_torch_sched, lambda opt: opt._learning_rate), steps=5, name_map=name_map)
+
 name_map forms: align.names.resolve. The tolerance: checks/calibrated.py.
 """
+from align.backward import BackwardReport, compare_backward
 from align.compare import ForwardReport, compare_forward
 from align.convert import convert
 from align.names import resolve
 
-__all__ = ["convert", "compare_forward", "ForwardReport", "resolve"]
+__all__ = ["convert", "compare_forward", "ForwardReport", "compare_backward", "BackwardReport", "resolve"]

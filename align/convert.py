@@ -54,27 +54,14 @@ def own_tensors(module) -> dict:
     return out
 
 
-def convert(torch_model, paddle_model, name_map=None, path=None) -> dict:
-    """{Paddle state-dict key: numpy array} holding torch_model's weights in paddle_model's names and layout.
-
-    name_map: how a torch module's name becomes its Paddle counterpart's (align.names.resolve): None (the
-    same names), a dict of name prefixes, a list of (regex, replacement) rules, or a callable.
-    path: also write the result there as a .pdparams (paddle.save), through the project's safe writer.
-    Raises common.errors.PipelineError, one line, on a module type whose layout is unknown, a module with no
-    Paddle counterpart or of another type, and any key or shape that does not match in either direction.
-    """
+def plan(torch_model, paddle_model, name_map=None) -> dict:
+    """{torch key: (Paddle key, layout rule, the tensor's own name, numpy array)} for every parameter and buffer
+    the Paddle model takes (num_batches_tracked has none), with every module's type and counterpart checked;
+    compare_backward maps gradients and updated weights through the same rules."""
     mapped = resolve(name_map)
     layouts = _layouts()
     paddle_layers = dict(paddle_model.named_sublayers(include_self=True))
-    state = paddle_model.state_dict()
-    paddle_state = {k: tuple(v.shape) for k, v in state.items()}
-    # Paddle's RNN layers list each weight twice (weight_ih_l0 and 0.cell_fw.weight_ih: one tensor); a key is
-    # filled when any name of its tensor is
-    aliases = {}
-    for k, v in state.items():
-        aliases.setdefault(getattr(v, "name", k), []).append(k)
-    same = {k: group for group in aliases.values() for k in group}
-    out, origin = {}, {}
+    out = {}
     for name, module in torch_model.named_modules():
         tensors = own_tensors(module)
         if not tensors:
@@ -94,14 +81,35 @@ def convert(torch_model, paddle_model, name_map=None, path=None) -> dict:
             raise PipelineError(f"torch {name} is a {type(module).__name__} but Paddle {target} is a "
                                 f"{type(layer).__name__}: the name map pairs different layers")
         for tname, array in tensors.items():
-            pname, value = rule(tname, array)
-            if pname is None:
-                continue
-            key = f"{target}.{pname}" if target else pname
-            if key in out:
-                raise PipelineError(f"Paddle key {key} is filled twice (from {origin[key]} and {name}.{tname}): "
-                                    "the name map sends two torch modules to one Paddle module")
-            out[key], origin[key] = np.ascontiguousarray(value), f"{name}.{tname}" if name else tname
+            pname = rule(tname, array)[0]  # the name only (a transpose is a view)
+            if pname is not None:
+                out[f"{name}.{tname}" if name else tname] = (f"{target}.{pname}" if target else pname, rule, tname, array)
+    return out
+
+
+def convert(torch_model, paddle_model, name_map=None, path=None) -> dict:
+    """{Paddle state-dict key: numpy array} holding torch_model's weights in paddle_model's names and layout.
+
+    name_map: how a torch module's name becomes its Paddle counterpart's (align.names.resolve): None (the
+    same names), a dict of name prefixes, a list of (regex, replacement) rules, or a callable.
+    path: also write the result there as a .pdparams (paddle.save), through the project's safe writer.
+    Raises common.errors.PipelineError, one line, on a module type whose layout is unknown, a module with no
+    Paddle counterpart or of another type, and any key or shape that does not match in either direction.
+    """
+    state = paddle_model.state_dict()
+    paddle_state = {k: tuple(v.shape) for k, v in state.items()}
+    # Paddle's RNN layers list each weight twice (weight_ih_l0 and 0.cell_fw.weight_ih: one tensor); a key is
+    # filled when any name of its tensor is
+    aliases = {}
+    for k, v in state.items():
+        aliases.setdefault(getattr(v, "name", k), []).append(k)
+    same = {k: group for group in aliases.values() for k in group}
+    out, origin = {}, {}
+    for torch_key, (key, rule, tname, array) in plan(torch_model, paddle_model, name_map).items():
+        if key in out:
+            raise PipelineError(f"Paddle key {key} is filled twice (from {origin[key]} and {torch_key}): "
+                                "the name map sends two torch modules to one Paddle module")
+        out[key], origin[key] = np.ascontiguousarray(rule(tname, array)[1]), torch_key
     unfilled = [k for k in paddle_state if not any(a in out for a in same[k])]
     unknown = [origin[k] for k in out if k not in paddle_state]
     if unfilled or unknown:

@@ -155,3 +155,45 @@ def test_name_map_forms_agree():
     assert [[resolve(f)(n) for n in names] for f in forms] == [["body.conv", "body", "blockade", "head"]] * 3
     with pytest.raises(PipelineError, match="name_map must be"):
         resolve(42)
+
+
+def train_steps(pt, pd, steps=3):
+    """Momentum SGD with weight decay and a step schedule, as a ResNet is trained, on both sides."""
+    from align import compare_backward
+    return compare_backward(
+        pt.train(), pd.train(), X, np.array([0, 2]),
+        loss=(torch.nn.functional.cross_entropy, paddle.nn.functional.cross_entropy),
+        optimizer=(lambda ps: torch.optim.SGD(ps, lr=0.1, momentum=0.9, weight_decay=1e-4),
+                   lambda ps: paddle.optimizer.Momentum(
+                       learning_rate=paddle.optimizer.lr.StepDecay(0.1, step_size=2, gamma=0.5), momentum=0.9,
+                       parameters=ps, weight_decay=paddle.regularizer.L2Decay(1e-4))),
+        scheduler=(lambda o: torch.optim.lr_scheduler.StepLR(o, step_size=2, gamma=0.5), lambda o: o._learning_rate),
+        steps=steps, name_map=NAME_MAP)
+
+
+def test_backward_clean_in_train_mode_names_the_by_design_difference():
+    """BatchNorm's running variance: torch updates it with the unbiased batch variance, Paddle with the biased
+    one. The check applies that rule exactly (no looser tolerance) and says so in one line per module."""
+    report = train_steps(*pair())
+    assert report.passed, report.table()
+    assert max(r.ratio for r in report.grads) < calibrated.K
+    lines = [l for l in report.table().splitlines() if "by design" in l]
+    assert len(lines) == 1 and lines[0].startswith("block.bn.running_var: by design: torch's BatchNorm updates "
+                                                   "running_var with the unbiased batch variance"), report.table()
+
+
+def test_backward_planted_bugs_are_named():
+    pt, pd = pair()
+    pd.body.bn._momentum = 0.1  # Paddle's momentum is the complement of torch's: 0.1 there is 0.9 here
+    report = train_steps(pt, pd, steps=1)
+    assert not report.passed and report.first_diverging_step == (0, "block.bn.running_mean"), report.table()
+    pt, pd = pair()
+    norm_forward = pd.norm.forward
+
+    def scaled_gradient(x):  # a backward bug: the gradient leaving the LayerNorm is 1% too large
+        out = norm_forward(x)
+        out.register_hook(lambda g: g * 1.01)
+        return out
+    pd.norm.forward = scaled_gradient
+    report = train_steps(pt, pd, steps=1)
+    assert report.first_diverging_gradient == "grad norm.bias", report.table()
