@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from align.compare import call
+from align.compare import _float64, call, measure
 from align.convert import plan
 from checks import calibrated
 from checks.report import format_table
@@ -47,20 +47,6 @@ class BackwardReport:
         return "\n".join(lines)
 
 
-def _row(name, a32, a64, b, final=False):
-    a32, a64, b = (np.asarray(v, dtype=np.float64) for v in (a32, a64, b))
-    row = calibrated.Row(name, tuple(a32.shape), 0.0, 0.0, 0.0, 0.0, final=final)
-    if a32.shape != b.shape:
-        row.problem = f"shape torch {a32.shape} vs paddle {b.shape}"
-    elif not (np.isfinite(a32).all() and np.isfinite(b).all()):
-        row.problem = "NaN or Inf"
-    elif a32.size:
-        d = np.abs(a32 - b)
-        row.max, row.mean = float(d.max()), float(d.mean())
-        row.err32, row.scale = float(np.abs(a32 - a64).max()), float(np.abs(a64).max())
-    return row
-
-
 def _lr(optimizer):
     if hasattr(optimizer, "param_groups"):
         return optimizer.param_groups[0]["lr"]
@@ -88,13 +74,12 @@ def compare_backward(torch_model, paddle_model, inputs, targets, loss, optimizer
         sides.append((model, opt, scheduler[0](opt) if scheduler else None))
     p_opt = optimizer[1](paddle_model.parameters())
     p_sched = scheduler[1](p_opt) if scheduler else None
-    x64 = {k: (v.astype(np.float64) if np.asarray(v).dtype.kind == "f" else v) for k, v in inputs.items()} \
-        if isinstance(inputs, dict) else (np.asarray(inputs).astype(np.float64)
-                                          if np.asarray(inputs).dtype.kind == "f" else inputs)
+    x64 = _float64(inputs)
     report = BackwardReport()
     norms = _batch_norms(torch_model, mapping)
     for step in range(steps):
-        before = {name: (bn.running_var.detach().numpy().copy(), p_state_of(paddle_model, key))
+        p_before = paddle_model.state_dict()
+        before = {name: (bn.running_var.detach().numpy().copy(), p_before[key].numpy().copy())
                   for name, (bn, key) in norms.items()}
         losses = []
         for (model, opt, _), x in zip(sides, (inputs, x64)):
@@ -116,9 +101,9 @@ def compare_backward(torch_model, paddle_model, inputs, targets, loss, optimizer
                     row = calibrated.Row(f"grad {name}", (), 0.0, 0.0, 0.0, 0.0,
                                          problem="no gradient on " + ("torch" if g32 is None else "paddle"))
                 else:
-                    row = _row(f"grad {name}", g32, g64, p_grads[key])
+                    row = measure(f"grad {name}", g32, g64, p_grads[key])
                 report.grads.append(row)
-        lrs = [_lr(opt) for _, opt, _ in sides[:1]] + [p_opt.get_lr()]
+        t_lr, p_lr = _lr(sides[0][1]), _lr(p_opt)
         for model, opt, sched in sides:
             opt.step()
             opt.zero_grad()
@@ -128,14 +113,14 @@ def compare_backward(torch_model, paddle_model, inputs, targets, loss, optimizer
         p_opt.clear_grad()
         if p_sched:
             p_sched.step()
-        rows = [_row("loss", losses[0].reshape(-1), losses[1].reshape(-1), p_loss.numpy().reshape(-1), final=True),
-                _row("lr", [lrs[0]], [lrs[0]], [lrs[1]])]
+        rows = [measure("loss", losses[0].reshape(-1), losses[1].reshape(-1), p_loss.numpy().reshape(-1), final=True),
+                measure("lr", [t_lr], [t_lr], [p_lr])]
         p_state = paddle_model.state_dict()
-        t64_state = {k: v for k, v in t64.state_dict().items()}
+        t64_state = t64.state_dict()
         for name, value in torch_model.state_dict().items():
             if name in mapping:
                 key, rule, tname, _ = mapping[name]
-                row = _row(name, rule(tname, value.numpy())[1], rule(tname, t64_state[name].numpy())[1],
+                row = measure(name, rule(tname, value.numpy())[1], rule(tname, t64_state[name].numpy())[1],
                            p_state[key].numpy())
                 module = name.rsplit(".", 1)[0]
                 if not row.passed and not row.problem and tname == "running_var" and module in norms:
@@ -145,10 +130,6 @@ def compare_backward(torch_model, paddle_model, inputs, targets, loss, optimizer
     for bn, _ in norms.values():
         bn._align_hook.remove()
     return report
-
-
-def p_state_of(paddle_model, key):
-    return paddle_model.state_dict()[key].numpy().copy()
 
 
 def _batch_norms(torch_model, mapping) -> dict:

@@ -69,32 +69,31 @@ class _Recorder:
         return record
 
 
-def _torch_run(model, inputs):
-    import torch
+def _recorded(model, inputs, layers, register, no_grad, to_tensor) -> "_Recorder":
+    """Run model on inputs with a recording hook on each (name, layer); the hooks are removed afterwards."""
     rec, handles = _Recorder(), []
-    for name, module in model.named_modules():
-        handles.append(module.register_forward_hook(rec.hook(name or "(model)")))
+    for name, layer in layers:
+        handles.append(register(layer)(rec.hook(name or "(model)")))
     try:
-        with torch.no_grad():
-            call(model, inputs, torch.from_numpy)
+        with no_grad():
+            call(model, inputs, to_tensor)
     finally:
         for h in handles:
             h.remove()
     return rec
+
+
+def _torch_run(model, inputs):
+    import torch
+    return _recorded(model, inputs, model.named_modules(), lambda m: m.register_forward_hook, torch.no_grad,
+                     torch.from_numpy)
 
 
 def _paddle_run(model, inputs, mapped_names):
     import paddle
-    rec, handles = _Recorder(), []
-    for name, layer in model.named_sublayers(include_self=True):
-        handles.append(layer.register_forward_post_hook(rec.hook(mapped_names.get(name, name) or "(model)")))
-    try:
-        with paddle.no_grad():
-            call(model, inputs, paddle.to_tensor)
-    finally:
-        for h in handles:
-            h.remove()
-    return rec
+    layers = ((mapped_names.get(n, n), layer) for n, layer in model.named_sublayers(include_self=True))
+    return _recorded(model, inputs, layers, lambda layer: layer.register_forward_post_hook, paddle.no_grad,
+                     paddle.to_tensor)
 
 
 def call(model, inputs, to_tensor):
@@ -139,21 +138,16 @@ def compare_forward(torch_model, paddle_model, inputs, name_map=None) -> Forward
         b = pd.outputs.get(key)
         if b is None and len(root) == 1 and key.startswith("(model)") and key == _first_root(t32.order):
             b = pd.outputs[root[0]]  # HF returns a ModelOutput, Paddle a tensor: the first output is the result
-        row = calibrated.Row(key, tuple(a.shape), float("nan"), float("nan"), float("nan"), float("nan"))
         if b is None:
-            row.problem = "no counterpart in the Paddle model"
-        elif a.shape != b.shape or a.dtype != b.dtype:
-            row.problem = f"torch {a.dtype}{list(a.shape)} vs paddle {b.dtype}{list(b.shape)}"
-        elif a.dtype.kind == "f" and not (np.isfinite(a).all() and np.isfinite(b).all()):
-            row.problem = "NaN or Inf"
+            row = calibrated.Row(key, tuple(a.shape), *[float("nan")] * 4, problem="no counterpart in the Paddle model")
+        elif a.dtype != b.dtype:
+            row = calibrated.Row(key, tuple(a.shape), *[float("nan")] * 4,
+                                 problem=f"torch {a.dtype}{list(a.shape)} vs paddle {b.dtype}{list(b.shape)}")
         else:
-            d = np.abs(a.astype(np.float64) - b.astype(np.float64))
-            row.max, row.mean = (float(d.max()), float(d.mean())) if d.size else (0.0, 0.0)
-            exact = ref.astype(np.float64) if ref is not None else a.astype(np.float64)
-            row.err32 = float(np.abs(a.astype(np.float64) - exact).max()) if a.size else 0.0
-            row.scale = float(np.abs(exact).max()) if a.size else 0.0
-            call = key.split("[")[0].split(":")[0]
-            row.input_ok = _input_ok(t32.inputs.get(call), t64.inputs.get(call), pd.inputs.get(call))
+            row = measure(key, a, ref, b)
+            if not row.problem:
+                call = key.split("[")[0].split(":")[0]
+                row.input_ok = _input_ok(t32.inputs.get(call), t64.inputs.get(call), pd.inputs.get(call))
         row.final = key.startswith("(model)")
         report.rows.append(row)
     return report
@@ -163,12 +157,30 @@ def _first_root(order):
     return next((k for k in order if k.startswith("(model)")), None)
 
 
+def measure(name, a, ref, b, final=False) -> calibrated.Row:
+    """One compared tensor as a calibrated.Row: torch fp32 `a`, torch fp64 `ref` (None: `a` itself), Paddle `b`.
+    compare_forward and compare_backward both judge through it."""
+    a, b = np.asarray(a), np.asarray(b)
+    row = calibrated.Row(name, tuple(a.shape), *[float("nan")] * 4, final=final)
+    if a.shape != b.shape:
+        row.problem = f"torch {a.dtype}{list(a.shape)} vs paddle {b.dtype}{list(b.shape)}"
+    elif a.dtype.kind == "f" and not (np.isfinite(a).all() and np.isfinite(b).all()):
+        row.problem = "NaN or Inf"
+    elif not a.size:
+        row.max = row.mean = row.err32 = row.scale = 0.0
+    else:
+        a64 = a.astype(np.float64)
+        exact = np.asarray(ref, dtype=np.float64) if ref is not None else a64
+        d = np.abs(a64 - b.astype(np.float64))
+        row.max, row.mean = float(d.max()), float(d.mean())
+        row.err32, row.scale = float(np.abs(a64 - exact).max()), float(np.abs(exact).max())
+    return row
+
+
 def _input_ok(a, ref, b):
-    if a is None or b is None or a.shape != b.shape or a.dtype.kind != "f":
-        return None if a is None or b is None else (a.shape == b.shape and bool(np.array_equal(a, b)))
-    d = np.abs(a.astype(np.float64) - b.astype(np.float64))
-    exact = ref.astype(np.float64) if ref is not None and ref.shape == a.shape else a.astype(np.float64)
-    row = calibrated.Row("in", a.shape, float(d.max()) if d.size else 0.0, float(d.mean()) if d.size else 0.0,
-                         float(np.abs(a.astype(np.float64) - exact).max()) if a.size else 0.0,
-                         float(np.abs(exact).max()) if a.size else 0.0)
-    return row.passed
+    """Whether a module's first input was within tolerance (None: not recorded on both sides)."""
+    if a is None or b is None:
+        return None
+    if a.dtype.kind != "f" or a.shape != b.shape:
+        return a.shape == b.shape and bool(np.array_equal(a, b))
+    return measure("in", a, ref if ref is not None and ref.shape == a.shape else None, b).passed
