@@ -10,11 +10,14 @@
                               loss=(torch_loss, paddle_loss), optimizer=(make_torch_opt, make_paddle_opt),
                               scheduler=(make_torch_sched, lambda opt: opt._learning_rate), steps=5, name_map=name_map)
 
+Each compare_* is a record_* on each side and a judge_* of the two records: a pt_ script and a pd_ script
+save their side's record (and align.handin its guide pair with run records), a check judges them.
 name_map forms: align.names.resolve. The tolerance: checks/calibrated.py.
 """
-from align.backward import BackwardReport, compare_backward
-from align.compare import ForwardReport, compare_forward
+from align.backward import BackwardReport, compare_backward, judge_backward, record_backward
+from align.compare import ForwardReport, compare_forward, judge_forward, record_forward, record_value
 from align.convert import convert
 from align.names import resolve
 
-__all__ = ["convert", "compare_forward", "ForwardReport", "compare_backward", "BackwardReport", "resolve"]
+__all__ = ["convert", "compare_forward", "record_forward", "judge_forward", "record_value", "ForwardReport",
+           "compare_backward", "record_backward", "judge_backward", "BackwardReport", "resolve"]

@@ -1,23 +1,27 @@
 """compare_forward: every module's output of a torch model and its Paddle port, held to a tolerance
 measured on the torch model itself (checks/calibrated.py), naming the module where they part."""
 import copy
+import re
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from align.names import resolve
 from checks import calibrated
+from checks.calibrated import measure
 from checks.report import format_table
+from common.errors import PipelineError
 
 
 @dataclass
 class ForwardReport:
     rows: list = field(default_factory=list)       # [calibrated.Row] in torch's run order
     unpaired: list = field(default_factory=list)   # Paddle records no torch module maps to
+    stopped: dict = field(default_factory=dict)    # {"torch" or "paddle": the error its run stopped on}
 
     @property
     def passed(self) -> bool:
-        return all(r.passed for r in self.rows if not r.problem.startswith("no counterpart"))
+        return not self.stopped and all(r.passed for r in self.rows if not r.problem.startswith("no counterpart"))
 
     @property
     def first_diverging(self):
@@ -30,6 +34,7 @@ class ForwardReport:
         below it: containers and activations one side folds into another)."""
         paired = [r for r in self.rows if not r.problem.startswith("no counterpart")]
         lines = format_table(calibrated.HEADER, calibrated.table_rows(paired))
+        lines += [f"the {side} model stopped: {error}" for side, error in self.stopped.items()]
         return "\n".join(lines + [f"{len(self.rows) - len(paired)} torch module outputs have no Paddle counterpart; "
                                    f"{len(self.unpaired)} Paddle outputs no torch module maps to"])
 
@@ -47,53 +52,92 @@ def _flatten(prefix: str, value, out: dict):
             _flatten(f"{prefix}[{i}]", v, out)
 
 
-class _Recorder:
-    """Outputs (and first inputs) of every module, per call: name, name#2 for a second call, ..."""
+ROOT = "(model)"   # the model itself among its modules
+F64 = "f64:"       # the prefix of the torch model's float64 run in a record
 
-    def __init__(self):
-        self.outputs, self.inputs, self.calls, self.order = {}, {}, {}, []
+
+class _Recorder:
+    """Outputs (and first inputs) of every module, per call, as one flat dict in run order:
+    out/<name>, out/<name>#2 for a second call, out/<name>[0] or out/<name>:logits inside a tuple or dict;
+    in/<name> for its first input."""
+
+    def __init__(self, prefix=""):
+        self.prefix, self.arrays, self.calls = prefix, {}, {}
 
     def hook(self, name):
         def record(module, args, output):
             n = self.calls[name] = self.calls.get(name, 0) + 1
             call = name if n == 1 else f"{name}#{n}"
             flat = {}
-            _flatten(call, output, flat)
-            for key, array in flat.items():
-                self.outputs[key] = array
-                self.order.append(key)
+            _flatten(f"{self.prefix}out/{call}", output, flat)
+            self.arrays.update(flat)
             first = {}
             _flatten("in", args[0] if isinstance(args, tuple) and args else args, first)
             if first:
-                self.inputs[call] = next(iter(first.values()))
+                self.arrays[f"{self.prefix}in/{call}"] = next(iter(first.values()))
         return record
 
 
-def _recorded(model, inputs, layers, register, no_grad, to_tensor) -> "_Recorder":
-    """Run model on inputs with a recording hook on each (name, layer); the hooks are removed afterwards."""
-    rec, handles = _Recorder(), []
+STOPPED = "stopped/"  # a record's key when the model raised: the error's first line follows, its value is empty
+
+
+def _recorded(model, inputs, layers, register, no_grad, to_tensor, prefix="") -> dict:
+    """Run model on inputs with a recording hook on each (name, layer); the hooks are removed afterwards. If
+    the model raises (a planted padding breaks a residual's shapes), what ran before is kept with the error."""
+    rec, handles = _Recorder(prefix), []
     for name, layer in layers:
-        handles.append(register(layer)(rec.hook(name or "(model)")))
+        handles.append(register(layer)(rec.hook(name or ROOT)))
     try:
         with no_grad():
             call(model, inputs, to_tensor)
+    except (RuntimeError, ValueError, TypeError, IndexError) as e:
+        line = next((x.strip() for x in str(e).splitlines() if x.strip()), type(e).__name__)
+        rec.arrays[f"{prefix}{STOPPED}{type(e).__name__}: {line[:300]}"] = np.zeros(0, dtype=np.float32)
     finally:
         for h in handles:
             h.remove()
-    return rec
+    return rec.arrays
 
 
-def _torch_run(model, inputs):
-    import torch
-    return _recorded(model, inputs, model.named_modules(), lambda m: m.register_forward_hook, torch.no_grad,
-                     torch.from_numpy)
+def stopped(record: dict, prefix: str = ""):
+    """The error a recorded run stopped on, or None."""
+    return next((k[len(prefix + STOPPED):] for k in record if k.startswith(prefix + STOPPED)), None)
 
 
-def _paddle_run(model, inputs, mapped_names):
+def is_torch(model) -> bool:
+    return hasattr(model, "named_modules") and not hasattr(model, "named_sublayers")
+
+
+def record_forward(model, inputs) -> dict:
+    """Every module's output and first input of one model, torch or Paddle, on numpy inputs, as a flat dict
+    of numpy arrays in run order (see _Recorder), named by the model's own module names: what a pt_ or pd_
+    script saves for a check to judge with judge_forward. A torch model is run a second time in float64 on
+    a copy (keys prefixed "f64:"): the yardstick of its own fp32 error. Eval or train mode is the caller's."""
+    if is_torch(model):
+        import torch
+        out = _recorded(model, inputs, model.named_modules(), lambda m: m.register_forward_hook, torch.no_grad,
+                        torch.from_numpy)
+        exact = copy.deepcopy(model).double()
+        out.update(_recorded(exact, _float64(inputs), exact.named_modules(), lambda m: m.register_forward_hook,
+                             torch.no_grad, torch.from_numpy, F64))
+        return out
     import paddle
-    layers = ((mapped_names.get(n, n), layer) for n, layer in model.named_sublayers(include_self=True))
-    return _recorded(model, inputs, layers, lambda layer: layer.register_forward_post_hook, paddle.no_grad,
-                     paddle.to_tensor)
+    return _recorded(model, inputs, model.named_sublayers(include_self=True),
+                     lambda layer: layer.register_forward_post_hook, paddle.no_grad, paddle.to_tensor)
+
+
+def record_value(model, inputs, fn) -> dict:
+    """{"value": fn(model(inputs))} as a numpy array, without gradients: a loss, a metric. A torch model is run
+    a second time in float64 on a copy ("f64:value"), the yardstick of the value's own fp32 error."""
+    if is_torch(model):
+        import torch
+        with torch.no_grad():
+            out = {"value": fn(call(model, inputs, torch.from_numpy)).numpy().reshape(-1)}
+            out[F64 + "value"] = fn(call(copy.deepcopy(model).double(), _float64(inputs), torch.from_numpy)).numpy().reshape(-1)
+        return out
+    import paddle
+    with paddle.no_grad():
+        return {"value": fn(call(model, inputs, paddle.to_tensor)).numpy().reshape(-1)}
 
 
 def call(model, inputs, to_tensor):
@@ -115,66 +159,66 @@ def _float64(inputs):
     return cast(inputs)
 
 
+_KEY = re.compile(r"^(out|in)/([^#\[:]*)(.*)$")  # kind, module name, then #call, [index] or :key
+
+
+def _paddle_name(key: str, mapped) -> tuple:
+    """(torch record key's module name, the Paddle record key it pairs with)."""
+    kind, module, rest = _KEY.match(key).groups()
+    target = mapped(module) if module != ROOT else ""
+    return module, f"{kind}/{target or ROOT}{rest}"
+
+
 def compare_forward(torch_model, paddle_model, inputs, name_map=None) -> ForwardReport:
     """Run both models (eval mode is the caller's to set) on the same numpy inputs, and torch once more in
     float64 on a copy; hold every module output of the Paddle model to the torch one's own fp32 error.
+    record_forward on each side, then judge_forward: the same two calls a pt_/pd_ script pair and its
+    check make. Returns a ForwardReport: .rows, .passed, .first_diverging, .table()."""
+    return judge_forward(record_forward(torch_model, inputs), record_forward(paddle_model, inputs), name_map)
+
+
+def judge_forward(torch_record: dict, paddle_record: dict, name_map=None,
+                  mean_bound=calibrated.MEAN_BOUND) -> ForwardReport:
+    """Pair a torch record_forward with a Paddle one and judge every module output (checks/calibrated.py).
 
     Modules are paired by name through name_map (align.names.resolve), in torch's run order; a module
-    called several times is recorded per call (name, name#2, ...), an output holding several tensors per
-    tensor (name[0], name:logits, ...). Returns a ForwardReport: .rows, .passed, .first_diverging, .table().
-    """
+    called several times is paired per call (name, name#2, ...), an output holding several tensors per
+    tensor (name[0], name:logits, ...). If the torch model returns a ModelOutput and the Paddle one a
+    tensor, the first output is the result. The model's output is also held to mean_bound, the guide's
+    (None: it is not what a hand-in holds, as the first forward of a training run)."""
     mapped = resolve(name_map)
-    # Paddle's records are named by the torch name that maps to them, so the two sides pair by name
-    torch_names = [n for n, _ in torch_model.named_modules()]
-    to_torch_name = {mapped(n): n for n in torch_names}
-    paddle_names = {n: to_torch_name.get(n, f"(paddle only) {n}") for n, _ in paddle_model.named_sublayers(include_self=True)}
-    t32 = _torch_run(torch_model, inputs)
-    t64 = _torch_run(copy.deepcopy(torch_model).double(), _float64(inputs))
-    pd = _paddle_run(paddle_model, inputs, paddle_names)
-    report = ForwardReport(unpaired=[k for k in pd.order if k.startswith("(paddle only)")])
-    root = [k for k in pd.order if k == "(model)" or k.startswith(("(model)[", "(model):"))]
-    for key in t32.order:
-        a, ref = t32.outputs[key], t64.outputs.get(key)
-        b = pd.outputs.get(key)
-        if b is None and len(root) == 1 and key.startswith("(model)") and key == _first_root(t32.order):
-            b = pd.outputs[root[0]]  # HF returns a ModelOutput, Paddle a tensor: the first output is the result
+    outs = [k for k in torch_record if k.startswith("out/")]
+    if not outs or not any(k.startswith(F64) for k in torch_record):
+        raise PipelineError("the torch record holds no module outputs with their float64 run: write it with "
+                            "align.record_forward(torch_model, inputs)")
+    pairs = {k: _paddle_name(k, mapped) for k in outs}
+    report = ForwardReport(unpaired=[k for k in paddle_record if k.startswith("out/")
+                                     and k not in {p for _, p in pairs.values()}],
+                           stopped={side: stopped(r) for side, r in (("torch", torch_record), ("paddle", paddle_record))
+                                    if stopped(r)})
+    p_root = [k for k in paddle_record if k == f"out/{ROOT}" or k.startswith((f"out/{ROOT}[", f"out/{ROOT}:"))]
+    first_root = next((k for k in outs if pairs[k][0] == ROOT), None)
+    for key in outs:
+        module, pkey = pairs[key]
+        a, ref, b = torch_record[key], torch_record.get(F64 + key), paddle_record.get(pkey)
+        if b is None and key == first_root and len(p_root) == 1:
+            b = paddle_record[p_root[0]]
+        name = key[len("out/"):]
         if b is None:
-            row = calibrated.Row(key, tuple(a.shape), *[float("nan")] * 4, problem="no counterpart in the Paddle model")
+            row = calibrated.Row(name, tuple(a.shape), *[float("nan")] * 4, problem="no counterpart in the Paddle model")
         elif a.dtype != b.dtype:
-            row = calibrated.Row(key, tuple(a.shape), *[float("nan")] * 4,
+            row = calibrated.Row(name, tuple(a.shape), *[float("nan")] * 4,
                                  problem=f"torch {a.dtype}{list(a.shape)} vs paddle {b.dtype}{list(b.shape)}")
         else:
-            row = measure(key, a, ref, b)
+            row = measure(name, a, ref, b)
             if not row.problem:
-                call = key.split("[")[0].split(":")[0]
-                row.input_ok = _input_ok(t32.inputs.get(call), t64.inputs.get(call), pd.inputs.get(call))
-        row.final = key.startswith("(model)")
+                call_ = "in/" + name.split("[")[0].split(":")[0]
+                p_call = _paddle_name(call_, mapped)[1]
+                row.input_ok = _input_ok(torch_record.get(call_), torch_record.get(F64 + call_),
+                                         paddle_record.get(p_call))
+        row.mean_bound = mean_bound if module == ROOT else None
         report.rows.append(row)
     return report
-
-
-def _first_root(order):
-    return next((k for k in order if k.startswith("(model)")), None)
-
-
-def measure(name, a, ref, b, final=False) -> calibrated.Row:
-    """One compared tensor as a calibrated.Row: torch fp32 `a`, torch fp64 `ref` (None: `a` itself), Paddle `b`.
-    compare_forward and compare_backward both judge through it."""
-    a, b = np.asarray(a), np.asarray(b)
-    row = calibrated.Row(name, tuple(a.shape), *[float("nan")] * 4, final=final)
-    if a.shape != b.shape:
-        row.problem = f"torch {a.dtype}{list(a.shape)} vs paddle {b.dtype}{list(b.shape)}"
-    elif a.dtype.kind == "f" and not (np.isfinite(a).all() and np.isfinite(b).all()):
-        row.problem = "NaN or Inf"
-    elif not a.size:
-        row.max = row.mean = row.err32 = row.scale = 0.0
-    else:
-        a64 = a.astype(np.float64)
-        exact = np.asarray(ref, dtype=np.float64) if ref is not None else a64
-        d = np.abs(a64 - b.astype(np.float64))
-        row.max, row.mean = float(d.max()), float(d.mean())
-        row.err32, row.scale = float(np.abs(a64 - exact).max()), float(np.abs(exact).max())
-    return row
 
 
 def _input_ok(a, ref, b):

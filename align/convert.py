@@ -7,6 +7,8 @@ a Paddle key nothing filled, a torch tensor with no Paddle key, or a shape that 
 one line naming it. A square Linear weight is transposed because it belongs to a Linear, never because
 its shape happens to fit.
 """
+from dataclasses import dataclass
+
 import numpy as np
 
 from align.names import resolve
@@ -21,10 +23,13 @@ def _same(name, array):
     return name, array
 
 
+RENAMES = {"running_mean": "_mean", "running_var": "_variance"}  # BatchNorm's statistics, torch -> Paddle
+
+
 def _batch_norm(name, array):
     if name == "num_batches_tracked":  # Paddle keeps no count: its momentum never switches to an average
         return None, None
-    return {"running_mean": "_mean", "running_var": "_variance"}.get(name, name), array
+    return RENAMES.get(name, name), array
 
 
 def _layouts():
@@ -48,19 +53,41 @@ def _layouts():
 
 
 def own_tensors(module) -> dict:
-    """The parameters and buffers a module holds itself (not its children's), as numpy arrays."""
+    """The parameters and persistent buffers a module holds itself (not its children's), as numpy arrays. A
+    non-persistent buffer (transformers' position_ids) is rebuilt by the model, not saved: nothing to convert."""
     out = {n: p.detach().cpu().numpy() for n, p in module.named_parameters(recurse=False)}
-    out.update({n: b.detach().cpu().numpy() for n, b in module.named_buffers(recurse=False) if b is not None})
+    skip = getattr(module, "_non_persistent_buffers_set", set())
+    out.update({n: b.detach().cpu().numpy() for n, b in module.named_buffers(recurse=False)
+                if b is not None and n not in skip})
     return out
 
 
-def plan(torch_model, paddle_model, name_map=None) -> dict:
-    """{torch key: (Paddle key, layout rule, the tensor's own name, numpy array)} for every parameter and buffer
-    the Paddle model takes (num_batches_tracked has none), with every module's type and counterpart checked;
-    compare_backward maps gradients and updated weights through the same rules."""
-    mapped = resolve(name_map)
+@dataclass(frozen=True)
+class Tensor:
+    """One torch parameter or buffer as a port sees it: its module, its own name, the Paddle name it takes,
+    the layout rule that turns its array into Paddle's, and the Paddle layer types its module may become."""
+    module: str
+    name: str
+    paddle_name: str
+    rule: object
+    kinds: tuple
+    module_type: str
+    array: object  # its value when the layouts were read (numpy, torch's layout)
+
+    def to_paddle(self, array):
+        return self.rule(self.name, np.asarray(array))[1]
+
+    @property
+    def transposed(self) -> bool:
+        """A Linear's weight: torch [out, in], Paddle [in, out]."""
+        return self.rule is _linear and self.name == "weight"
+
+
+def torch_layouts(torch_model) -> dict:
+    """{torch key: Tensor} for every parameter and buffer the Paddle side holds (num_batches_tracked has no
+    Paddle counterpart), from the torch model alone: a torch-side script writes its tensors in Paddle's
+    layout with it. A module type with no known layout ends the run, naming the module."""
     layouts = _layouts()
-    paddle_layers = dict(paddle_model.named_sublayers(include_self=True))
     out = {}
     for name, module in torch_model.named_modules():
         tensors = own_tensors(module)
@@ -72,18 +99,39 @@ def plan(torch_model, paddle_model, name_map=None) -> dict:
                                 "layout this converter does not know: map it by hand (a name_map cannot change "
                                 "a layout) or add its type to align/convert.py's layouts")
         kinds, rule = rule
-        target = mapped(name)
-        layer = paddle_layers.get(target)
-        if layer is None:
-            raise PipelineError(f"torch module {name or '(the model)'} ({type(module).__name__}) has no counterpart "
-                                f"{target!r} in the Paddle model: give a name_map that names it")
-        if type(layer).__name__ not in kinds:
-            raise PipelineError(f"torch {name} is a {type(module).__name__} but Paddle {target} is a "
-                                f"{type(layer).__name__}: the name map pairs different layers")
         for tname, array in tensors.items():
             pname = rule(tname, array)[0]  # the name only (a transpose is a view)
             if pname is not None:
-                out[f"{name}.{tname}" if name else tname] = (f"{target}.{pname}" if target else pname, rule, tname, array)
+                out[f"{name}.{tname}" if name else tname] = Tensor(name, tname, pname, rule, kinds,
+                                                                   type(module).__name__, array)
+    return out
+
+
+def paddle_key(tensor: Tensor, mapped) -> str:
+    """The Paddle state-dict key of a torch tensor, its module renamed by the name map."""
+    target = mapped(tensor.module)
+    return f"{target}.{tensor.paddle_name}" if target else tensor.paddle_name
+
+
+def plan(torch_model, paddle_model, name_map=None) -> dict:
+    """{torch key: (Paddle key, Tensor, numpy array)} for every parameter and buffer the Paddle model takes,
+    with every module's counterpart and type checked; compare_backward maps gradients and updated weights
+    through the same rules."""
+    mapped = resolve(name_map)
+    paddle_layers = dict(paddle_model.named_sublayers(include_self=True))
+    out, checked = {}, set()
+    for key, tensor in torch_layouts(torch_model).items():
+        target = mapped(tensor.module)
+        if tensor.module not in checked:
+            checked.add(tensor.module)
+            layer = paddle_layers.get(target)
+            if layer is None:
+                raise PipelineError(f"torch module {tensor.module or '(the model)'} ({tensor.module_type}) has no "
+                                    f"counterpart {target!r} in the Paddle model: give a name_map that names it")
+            if type(layer).__name__ not in tensor.kinds:
+                raise PipelineError(f"torch {tensor.module} is a {tensor.module_type} but Paddle {target} is a "
+                                    f"{type(layer).__name__}: the name map pairs different layers")
+        out[key] = (paddle_key(tensor, mapped), tensor, tensor.array)
     return out
 
 
@@ -105,11 +153,11 @@ def convert(torch_model, paddle_model, name_map=None, path=None) -> dict:
         aliases.setdefault(getattr(v, "name", k), []).append(k)
     same = {k: group for group in aliases.values() for k in group}
     out, origin = {}, {}
-    for torch_key, (key, rule, tname, array) in plan(torch_model, paddle_model, name_map).items():
+    for torch_key, (key, tensor, array) in plan(torch_model, paddle_model, name_map).items():
         if key in out:
             raise PipelineError(f"Paddle key {key} is filled twice (from {origin[key]} and {torch_key}): "
                                 "the name map sends two torch modules to one Paddle module")
-        out[key], origin[key] = np.ascontiguousarray(rule(tname, array)[1]), torch_key
+        out[key], origin[key] = np.ascontiguousarray(tensor.to_paddle(array)), torch_key
     unfilled = [k for k in paddle_state if not any(a in out for a in same[k])]
     unknown = [origin[k] for k in out if k not in paddle_state]
     if unfilled or unknown:

@@ -18,7 +18,9 @@ from pathlib import Path
 
 import numpy as np
 
-from checks import diff, tolerances
+from checks import calibrated, diff, tolerances
+from common import record
+from common.fileio import load_npy
 from checks.tolerances import Tol
 
 # ReprodDiffHelper.report's own default, which most hand-ins use for Steps 1-4; Step 5 is the guide's
@@ -240,3 +242,78 @@ def other_threshold(logged: dict, guide: GuideVerdict) -> str:
     return (f"its log marks {k.key} (mean {k.mean:.3g}) {'passed' if logged[k.key]['mean passed'] else 'failed'}: "
             f"it was made at another threshold than {guide.threshold:g} (--threshold PAIR=VALUE "
             "judges at yours)")
+
+
+# An align hand-in (align/, examples/): diagnostics/<pair>_torch64.npy holds torch's float64 run of the pair's
+# keys, so the rule measured on the model (checks/calibrated.py) is re-derived from the folder alone.
+EXACT = "_torch64.npy"
+
+
+@dataclass
+class MeasuredVerdict:
+    """A pair judged by the guide's rule and by the rule measured on the model, with the strict one beside."""
+    name: str
+    guide: GuideVerdict
+    rows: list                 # [calibrated.Row] per key
+    strict: diff.CheckResult
+    same_run: tuple            # (True, False or None, detail)
+
+    @property
+    def measured_passed(self) -> bool:
+        return bool(self.rows) and all(r.passed for r in self.rows)
+
+    @property
+    def passed(self) -> bool:
+        """Green: the guide's rule, the measured rule, the same run proven, and no NaN or Inf."""
+        return self.guide.passed and self.measured_passed and self.same_run[0] is True and not non_finite(self.strict)
+
+    def describe_measured(self) -> str:
+        bad = [r for r in self.rows if not r.passed]
+        worst = bad[0] if bad else max(self.rows, key=lambda r: r.ratio, default=None)
+        if worst is None:
+            return "measured RED (no keys)"
+        return (f"measured {'RED' if bad else 'green'} ({'failed: ' if bad else 'largest: '}{worst.name} "
+                f"{worst.problem or worst.key_figures()})")
+
+    def messages(self) -> list:
+        """The diff log: reprod_log's format first (what readers of the guide's logs and parse_diff_log
+        read), then the verdicts, then one verdict line; [(message, echo to stdout)]."""
+        out = []
+        guide = {k.key: k for k in self.guide.keys}
+        for r in self.rows:
+            g = guide.get(r.name)
+            out.append((f"{r.name}: ", True))
+            if g is None:
+                out.append((f"\t{r.problem or self.guide.error}", True))
+                continue
+            out.append((f"\tmean diff: check passed: {g.passed}, value: {g.mean!r}, threshold: "
+                        f"{self.guide.threshold:g} (the guide's rule)", True))
+            out.append((f"\tmax diff: check passed: {r.passed}, value: {g.max!r}, threshold: {r.allowed:.3e} "
+                        f"(measured: {r.multiple:g} x torch's own fp32 error {r.err32:.3e} + {calibrated.FLOOR:g} "
+                        f"x eps32 x max|torch| {r.scale:.3e})" + (f"; {r.problem}" if r.problem else ""), True))
+        same = {True: "passed", False: "FAILED", None: "not proven"}[self.same_run[0]]
+        out += [(f"same run: {same}, {self.same_run[1]}", True), (describe_guide(self.guide), True),
+                (self.describe_measured(), True),
+                (describe_strict(self.strict, self.guide.threshold) + ", shown beside, not a condition", True),
+                (f"diff check {'passed' if self.passed else 'failed'}", True)]
+        return out
+
+
+def judge_measured(name: str, torch_file, paddle_file, exact_file, records=(None, None, None),
+                   threshold: float = GUIDE_DEFAULT) -> MeasuredVerdict:
+    """An align pair from its files: torch, Paddle and torch's float64 run, each with its run record (beside
+    it, or at `records`). The float64 run must be the torch side's own: a torch record bound to its file,
+    depending on what the torch result depends on."""
+    t, p, e = load_npy(torch_file), load_npy(paddle_file), load_npy(exact_file)
+    same = record.same_run(torch_file, paddle_file, records[:2])
+    if same[0]:
+        exact = record.load(exact_file, records[2])
+        problem = "the float64 run has no run record" if exact is None else record.bound("torch", exact_file, exact)
+        if not problem:
+            differ = record.differences(record.load(torch_file, records[0]), exact)
+            problem = f"the float64 run's record differs from the torch result's at {record.shown(differ[0][0])}" \
+                if differ else None
+        if problem:
+            same = (False, problem + "; re-run the torch side")
+    return MeasuredVerdict(name, guide_verdict(t, p, threshold), calibrated.judge_pair(name, t, p, e),
+                           strict_verdict(t, p, threshold, name), same)

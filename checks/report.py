@@ -84,18 +84,22 @@ def one_line(message: str) -> str:
 
 def write(result: CheckResult, log_path, verdict: bool = True) -> Path:
     """Print the log, write it to log_path and (verdict) the verdict to log_path's .json sibling."""
-    log_path = Path(log_path)
+    write_messages(log_lines(result), log_path)
+    if verdict:
+        write_verdict(result, verdict_path(log_path))
+    return Path(log_path)
+
+
+def write_messages(messages, log_path):
+    """[(message, echo to stdout)] as reprod_log's log lines, each escaped to one line."""
     stamp = time.strftime("%Y/%m/%d %H:%M:%S")
     lines = []
-    for message, echo in log_lines(result):
+    for message, echo in messages:
         line = f"[{stamp}] root INFO: {one_line(message)}"
         if echo:
             print(line)
         lines.append(line)
     atomic_write(log_path, lambda tmp: Path(tmp).write_text("\n".join(lines) + "\n"))
-    if verdict:
-        write_verdict(result, verdict_path(log_path))
-    return log_path
 
 
 def verdict_path(log_path) -> Path:
@@ -113,12 +117,12 @@ def read_verdict(path) -> dict:
 DIAGNOSTICS = "diagnostics"  # log_reprod/ subfolder: everything that is not one of the guide's pairs
 
 
-def hand_in(*files, data=None, diagnostics=()):
-    """Copy a check's files into log_reprod/: the pair and its diff log at the top (the guide's layout,
+def hand_in(*files, data=None, diagnostics=(), top=None):
+    """Copy a check's files into log_reprod/ (or `top`): the pair and its diff log at the top (the guide's layout,
     what reprod_log's ReprodDiffHelper reads), and into log_reprod/diagnostics/ the check's JSON verdict,
     each .npy's run record, and `diagnostics` (curves, statistics, plots). data={name: dict} writes those
     pairs (e.g. a subset of keys) at the top instead of copying them. Every .npy's run record goes along."""
-    top = paths.log_reprod()
+    top = Path(top) if top else paths.log_reprod()
     below = top / DIAGNOSTICS
     below.mkdir(parents=True, exist_ok=True)
     extra = list(diagnostics)

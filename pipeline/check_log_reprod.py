@@ -37,7 +37,7 @@ except ModuleNotFoundError:  # the project is not importable: not its venv
                      "(. .venv/bin/activate) or run `pip install -r requirements.txt`") from None
 import numpy as np
 
-from checks import diagnose, diff, handin, report, tolerances
+from checks import calibrated, diagnose, diff, handin, report, tolerances
 from common import paths, record, steps
 from common.errors import PipelineError, run_main
 from common.fileio import load_npy
@@ -151,6 +151,39 @@ def judge_foreign(folder: Path, overrides: dict, strict: bool) -> int:
     return red
 
 
+def judge_align(folder: Path) -> int:
+    """A hand-in written through align/ (the ResNet-18 example, or your own model's): every pair at the top
+    judged by the guide's rule at the pair's threshold and by the rule measured on the model, from the float64
+    run beside it (diagnostics/<pair>_torch64.npy); the three run records must show one run, and the diff log
+    must hold the recomputed values. Returns the number of red pairs."""
+    below, red = folder / DIAGNOSTICS, 0
+    names = sorted(f.name[:-len("_torch.npy")] for f in folder.glob("*_torch.npy") if f.is_file())
+    if not names:
+        raise PipelineError(f"{paths.shown(folder)} holds no <name>_torch.npy at its top: pass a log_reprod/ folder")
+    for name in names:
+        files = [folder / f"{name}_torch.npy", folder / f"{name}_paddle.npy", below / f"{name}{handin.EXACT}"]
+        try:
+            verdict = handin.judge_measured(
+                name, *files, [below / f"{name}_{side}{record.SUFFIX}" for side in ("torch", "paddle", "torch64")],
+                calibrated.guide_bound(name))
+        except PipelineError as e:  # a missing or unreadable file: this pair is red, the others still run
+            print(report.one_line(f"{name}: RED ({e})"))
+            red += 1
+            continue
+        log = folder / f"{name}_diff.log"
+        logged = handin.parse_diff_log(handin.read_log(log)) if log.is_file() else {}
+        mismatches = handin.hold_log(logged, verdict.guide) if logged else ["no diff log"]
+        passed = verdict.passed and not mismatches
+        red += not passed
+        same = {True: "same run", False: "NOT the same run", None: "same run not proven"}[verdict.same_run[0]]
+        print(report.one_line(f"{name}: {'green' if passed else 'RED'} | {handin.describe_guide(verdict.guide)} | "
+                              f"{verdict.describe_measured()} | {handin.describe_strict(verdict.strict, verdict.guide.threshold)}"
+                              f" | {same}" + ("" if verdict.same_run[0] else f" ({verdict.same_run[1]})")))
+        print(report.one_line(f"  {log.name}: " + (handin.describe_log(mismatches, len(logged)) if logged
+                                                   else "missing or holds no reprod_log diff lines: RED")))
+    return red
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False)
     ap.add_argument("folder", nargs="?", type=Path, help="a hand-in folder (default: log_reprod/)")
@@ -170,6 +203,10 @@ def main():
     if args.threshold or args.strict:
         raise PipelineError("--threshold and --strict are for a folder this pipeline did not write; this one is "
                             "re-derived with the step checks' own tolerances")
+    if any((folder / DIAGNOSTICS).glob(f"*{handin.EXACT}")):
+        red = judge_align(folder)
+        print(f"{paths.shown(folder)}: " + ("every pair re-derived green" if not red else f"{red} pair(s) red"))
+        sys.exit(1 if red else 0)
     red = 0
     for step, pairs in STEPS.items():
         parts = []

@@ -29,7 +29,7 @@ THREADS = str(max(1, len(os.sched_getaffinity(0)) // WORKERS))
 # its own home, so the first two files do not both wait for the shared tiny home (shared_home) at the start.
 FILE_SECONDS = {"test_step5.py": 200, "test_mid_size.py": 190, "test_edges.py": 205, "test_step4.py": 170,
                 "test_step2.py": 160, "test_hand_in.py": 150, "test_distributed.py": 85, "test_step1.py": 65,
-                "test_grouping.py": 35, "test_inputs.py": 30, "test_contestant.py": 28, "test_align.py": 35, "test_flags.py": 17, "test_convert.py": 25, "test_layout.py": 20, "test_step3.py": 18,
+                "test_grouping.py": 35, "test_inputs.py": 30, "test_contestant.py": 28, "test_align.py": 35, "test_resnet18.py": 90, "test_flags.py": 17, "test_convert.py": 25, "test_layout.py": 20, "test_step3.py": 18,
                 "test_weight_stats.py": 10, "test_models.py": 3, "test_diff.py": 3, "test_keys.py": 1}
 SETUP = ["weights/torch_bert_weights.py", "weights/torch2paddle.py",
          "classifier_weights/generate_classifier_weights.py", "fake_data/gen_fake_data.py"]

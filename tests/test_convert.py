@@ -8,7 +8,7 @@ import torch
 
 from common.errors import PipelineError
 from conftest import error_line, run
-from weights.torch2paddle import convert, linear_weight_names
+from weights.torch2paddle import convert
 
 CONVERT = "weights/torch2paddle.py"
 
@@ -44,7 +44,7 @@ def test_transpose_is_decided_by_module_type():
     model = Odd()
     state = model.state_dict()
     shapes = {k: tuple(v.shape) for k, v in state.items()}
-    out, n = convert(state, linear_weight_names(model), shapes, name_map={})
+    out, n = convert(state, model, shapes, name_map={})
     assert n == 1
     np.testing.assert_array_equal(out["mixer.weight"], state["mixer.weight"].numpy().T)
     np.testing.assert_array_equal(out["table.weight"], state["table.weight"].numpy())
@@ -61,7 +61,7 @@ def test_convert_refuses(name_map, shapes_edit, expected):
     shapes = {k: tuple(v.shape) for k, v in model.state_dict().items()}
     shapes_edit(shapes)
     with pytest.raises(PipelineError, match="nothing written") as e:
-        convert(model.state_dict(), linear_weight_names(model), shapes, name_map=name_map)
+        convert(model.state_dict(), model, shapes, name_map=name_map)
     assert expected in str(e.value)
 
 

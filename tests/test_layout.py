@@ -12,8 +12,8 @@ import pytest
 
 from common import paths
 
-PACKAGES = ("models", "common", "checks", "twins", "align")
-SCRIPTS = sorted(p for folder in ("pipeline", "tools", "weights", "classifier_weights", "fake_data")
+PACKAGES = ("models", "common", "checks", "twins", "align", "examples")
+SCRIPTS = sorted(p for folder in ("pipeline", "tools", "weights", "classifier_weights", "fake_data", "examples")
                  for p in (paths.ROOT / folder).rglob("*.py"))
 
 

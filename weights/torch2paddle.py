@@ -1,11 +1,13 @@
 """Convert weights/torch_weight.bin into weights/paddle_weight.pdparams, verified.
 
-Which tensors to transpose is decided by module type: every nn.Linear weight in
-the torch model ([out, in] in torch, [in, out] in Paddle), whatever it is called.
-Name patterns miss a Linear with an unusual name and catch an Embedding with a
-usual one. Before anything is written, every torch key must be used exactly
-once, every Paddle parameter filled, every shape equal; otherwise the script
-lists the offending keys and writes nothing.
+BERT is one client of the model-agnostic layer: each tensor's Paddle name and layout come
+from align.convert's layouts, by the type of the torch module that holds it (every
+nn.Linear weight transposed, [out, in] in torch, [in, out] in Paddle, whatever it is
+called; name patterns miss a Linear with an unusual name and catch an Embedding with a
+usual one). Before anything is written, every torch key must be used exactly once, every
+Paddle parameter filled, every shape equal; otherwise the script lists every offending
+key and writes nothing (align.convert stops at the first; a checkpoint's file is read
+here key by key, so all of them are named at once).
 """
 import argparse
 from collections import defaultdict
@@ -15,6 +17,7 @@ try:
 except ModuleNotFoundError:  # the project is not importable: not its venv
     raise SystemExit("error: this project's packages are not importable: activate its venv "
                      "(. .venv/bin/activate) or run `pip install -r requirements.txt`") from None
+from align.convert import torch_layouts
 from common import paths
 from common.fileio import atomic_write
 from common.errors import PipelineError, run_main
@@ -25,20 +28,19 @@ from twins.weights import EXPORT, load_config, load_torch_tensors
 NAME_MAP = {}
 
 
-def linear_weight_names(torch_model) -> set:
-    import torch
-    return {f"{name}.weight" for name, m in torch_model.named_modules() if isinstance(m, torch.nn.Linear)}
-
-
-def convert(torch_state: dict, linear_weights: set, paddle_shapes: dict, name_map=NAME_MAP):
-    """Return ({paddle_key: ndarray}, n_transposed) or raise PipelineError naming every problem."""
-    out, sources, problems = {}, defaultdict(list), []
+def convert(torch_state: dict, torch_model, paddle_shapes: dict, name_map=NAME_MAP):
+    """Return ({paddle_key: ndarray}, n_transposed) or raise PipelineError naming every problem. Each key's
+    Paddle name and layout follow its module's type in torch_model (align.convert.torch_layouts)."""
+    layouts = torch_layouts(torch_model)
+    out, sources, problems, transposed = {}, defaultdict(list), [], 0
     for tkey, tensor in torch_state.items():
-        pkey = name_map.get(tkey, tkey)
+        layout = layouts.get(tkey)
+        pkey = name_map.get(tkey, f"{layout.module}.{layout.paddle_name}" if layout and layout.module else tkey)
         sources[pkey].append(tkey)
         array = tensor.detach().cpu().numpy()
-        if tkey in linear_weights:
-            array = array.T
+        if layout is not None:
+            transposed += layout.transposed
+            array = layout.to_paddle(array)
         if pkey not in paddle_shapes:
             problems.append(f"torch key {tkey} has no Paddle parameter {pkey}")
         elif tuple(array.shape) != tuple(paddle_shapes[pkey]):
@@ -49,7 +51,7 @@ def convert(torch_state: dict, linear_weights: set, paddle_shapes: dict, name_ma
     problems += [f"Paddle parameter {k} is not filled by any torch key" for k in paddle_shapes if k not in sources]
     if problems:
         raise PipelineError("refusing to convert, nothing written: " + "; ".join(problems))
-    return out, sum(1 for k in torch_state if k in linear_weights)
+    return out, transposed
 
 
 def main():
@@ -60,13 +62,12 @@ def main():
     from models import pd_bert, pt_bert
     torch_state = load_torch_tensors(paths.torch_weight(), EXPORT)
     torch_model = pt_bert.BertModel(config)
-    linear_weights = linear_weight_names(torch_model)
     unknown = sorted(set(torch_state) - set(torch_model.state_dict()))
     if unknown:
         raise PipelineError(f"refusing to convert, nothing written: {paths.torch_weight()} has keys "
                             f"pt_bert does not: {', '.join(unknown)}")
     paddle_shapes = {k: tuple(v.shape) for k, v in pd_bert.BertModel(config).state_dict().items()}
-    state, n_transposed = convert(torch_state, linear_weights, paddle_shapes)
+    state, n_transposed = convert(torch_state, torch_model, paddle_shapes)
     tensors = {k: paddle.to_tensor(v) for k, v in state.items()}
     atomic_write(paths.paddle_weight(), lambda tmp: paddle.save(tensors, tmp))
     print(f"wrote {paths.paddle_weight()}: {len(state)} tensors, {n_transposed} Linear weights transposed, "

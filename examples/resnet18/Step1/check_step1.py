@@ -1,0 +1,51 @@
+"""Step 1 check: the logits (the guide's pair) and every module's output, torch against Paddle -> forward_diff.log.
+
+The logits pass the guide's rule (mean |diff| <= 1e-6, reprod_log's) and the rule measured on the model
+(max |diff| <= 16 x torch's own fp32 error + a floor: checks/calibrated.py); every module's output, paired
+through RESNET_MAP, is held to the measured rule too, and the table names the first module out of tolerance
+whose input was within: where the two models part. Both sides' run records must show the same weights and
+inputs. The pair, its log and records go into examples/resnet18/log_reprod/. Exit 1 when red.
+"""
+import argparse
+import sys
+
+try:
+    import common.runtime  # first: offline mode, threads, allocator, before torch/paddle load
+except ModuleNotFoundError:  # the project is not importable: not its venv
+    raise SystemExit("error: this project's packages are not importable: activate its venv "
+                     "(. .venv/bin/activate) or run `pip install -r requirements.txt`") from None
+from align import handin, judge_forward
+from checks.calibrated import guide_bound
+from common import record
+from common.errors import PipelineError, run_main
+from common.fileio import load_npy
+from examples.resnet18 import resnet
+
+
+def main():
+    argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
+                            allow_abbrev=False).parse_args()
+    d = resnet.step_dir(1)
+    modules = [d / f"forward_modules_{fw}.npy" for fw in ("torch", "paddle")]
+    for path, side in zip(modules, ("pt", "pd")):
+        if not path.is_file():
+            raise PipelineError(f"{path.name} not found: run `python {resnet.FOLDER}/Step1/{side}_forward.py` first")
+    same, detail = record.same_run(*modules)
+    report = judge_forward(load_npy(modules[0]), load_npy(modules[1]), resnet.RESNET_MAP)
+    where = report.first_diverging
+    tables = [f"module outputs same run: {'passed' if same else 'FAILED'}, {detail}",
+              f"module outputs: {'passed' if report.passed else 'FAILED'}"
+              + (f", first diverging module: {where}" if where else f", all {len(report.rows)} within the measured rule"),
+              *report.table().splitlines()]
+    if report.stopped:  # no logits to hand in: the modules say where the two part
+        print("\n".join(tables[1:]))
+        sys.exit(1)
+    verdict = handin.judge_and_log(d, "forward", guide_bound("forward"), tables)
+    handin.hand_in(d, "forward", resnet.log_reprod())
+    passed = verdict.passed and report.passed and bool(same)
+    print(f"module outputs: {tables[1].split(': ', 1)[1]}")
+    sys.exit(0 if passed else 1)
+
+
+if __name__ == "__main__":
+    run_main(main)

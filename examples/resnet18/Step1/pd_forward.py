@@ -1,0 +1,37 @@
+"""Step 1, paddle side: paddle.vision's resnet18 in eval mode on the fake batch, every module's output recorded.
+
+forward_paddle.npy holds the logits (the guide's pair); forward_modules_paddle.npy every module's output, from
+which check_step1.py names the module where the two models part.
+"""
+import argparse
+
+try:
+    import common.runtime  # first: offline mode, threads, allocator, before torch/paddle load
+except ModuleNotFoundError:  # the project is not importable: not its venv
+    raise SystemExit("error: this project's packages are not importable: activate its venv "
+                     "(. .venv/bin/activate) or run `pip install -r requirements.txt`") from None
+from align import record_forward
+from align.compare import stopped
+from align.handin import model_output, save_side
+from common import paths
+from common.errors import PipelineError, run_main
+from examples.resnet18 import resnet
+
+
+def main():
+    argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
+                            allow_abbrev=False).parse_args()
+    model, weights = resnet.paddle_model()
+    images, _ = resnet.fake_batch()
+    rec = record_forward(model.eval(), images)
+    out, depends, script = resnet.step_dir(1), resnet.depends(weights), f"{resnet.FOLDER}/Step1/pd_forward.py"
+    save_side(out, "forward_modules", "paddle", rec, depends, script)
+    if stopped(rec):  # what ran is saved: the check names the module where the two models part
+        raise PipelineError(f"the model stopped ({stopped(rec)[:200]}); run `python {resnet.FOLDER}/Step1/check_step1.py` "
+                            "to name the module where the two models part")
+    path = save_side(out, "forward", "paddle", {"logits": model_output(rec)}, depends, script)
+    print(f"wrote {paths.shown(path)}")
+
+
+if __name__ == "__main__":
+    run_main(main)

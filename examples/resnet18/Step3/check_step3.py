@@ -1,0 +1,33 @@
+"""Step 3 check: loss_torch.npy against loss_paddle.npy -> loss_diff.log, handed in to examples/resnet18/log_reprod/.
+
+The loss passes the guide's rule (mean |diff| <= 1e-6) and the rule measured on the model (16 x torch's own
+fp32 error, from loss_torch64.npy, plus a floor); both sides' run records must show the same weights and
+inputs. Exit 1 when red."""
+import argparse
+import sys
+
+try:
+    import common.runtime  # first: offline mode, threads, allocator, before torch/paddle load
+except ModuleNotFoundError:  # the project is not importable: not its venv
+    raise SystemExit("error: this project's packages are not importable: activate its venv "
+                     "(. .venv/bin/activate) or run `pip install -r requirements.txt`") from None
+from align import handin
+from checks.calibrated import guide_bound
+from common.errors import PipelineError, run_main
+from examples.resnet18 import resnet
+
+
+def main():
+    argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
+                            allow_abbrev=False).parse_args()
+    d = resnet.step_dir(3)
+    for side, fw in (("pt", "torch"), ("pd", "paddle")):
+        if not (d / f"loss_{fw}.npy").is_file():
+            raise PipelineError(f"loss_{fw}.npy not found: run `python {resnet.FOLDER}/Step3/{side}_loss.py` first")
+    verdict = handin.judge_and_log(d, "loss", guide_bound("loss"))
+    handin.hand_in(d, "loss", resnet.log_reprod())
+    sys.exit(0 if verdict.passed else 1)
+
+
+if __name__ == "__main__":
+    run_main(main)

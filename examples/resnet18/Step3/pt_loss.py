@@ -1,0 +1,33 @@
+"""Step 3, torch side: cross-entropy of transformers' ResNet-18 (eval mode) on the fake batch -> loss_torch.npy,
+and torch's float64 run of it (loss_torch64.npy), the yardstick of its own fp32 error."""
+import argparse
+
+try:
+    import common.runtime  # first: offline mode, threads, allocator, before torch/paddle load
+except ModuleNotFoundError:  # the project is not importable: not its venv
+    raise SystemExit("error: this project's packages are not importable: activate its venv "
+                     "(. .venv/bin/activate) or run `pip install -r requirements.txt`") from None
+import torch
+
+from align import record_value
+from align.compare import F64
+from align.handin import save_side
+from common import paths
+from common.errors import run_main
+from examples.resnet18 import resnet
+
+
+def main():
+    argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
+                            allow_abbrev=False).parse_args()
+    model, weights = resnet.torch_model()
+    images, labels = resnet.fake_batch()
+    labels = torch.from_numpy(labels)
+    rec = record_value(model.eval(), images, lambda out: torch.nn.functional.cross_entropy(out.logits, labels))
+    path = save_side(resnet.step_dir(3), "loss", "torch", {"loss": rec["value"]}, resnet.depends(weights),
+                     f"{resnet.FOLDER}/Step3/pt_loss.py", exact={"loss": rec[F64 + "value"]})
+    print(f"wrote {paths.shown(path)}: loss {rec['value'][0]:.7f}")
+
+
+if __name__ == "__main__":
+    run_main(main)

@@ -1,0 +1,52 @@
+"""Step 4 check: the lr and the loss of each step (the guide's lr and bp_align pairs), and everything behind
+them, torch against Paddle -> lr_diff.log, bp_align_diff.log, handed in to examples/resnet18/log_reprod/.
+
+Both pairs pass the guide's rule (mean |diff| <= 1e-6) and the rule measured on the model (checks/calibrated.py).
+Behind them (bp_record_*.npy, judged by align.judge_backward through RESNET_MAP): every module's output in the
+first forward in train mode, every gradient after the first backward, BatchNorm's running statistics after
+each step and every weight after the last. One difference is by design and is said in one line per module,
+not hidden under a looser tolerance: torch updates running_var with the unbiased batch variance, Paddle with
+the biased one; the check applies that rule exactly and judges what is left. The first place the two runs
+part is named. Exit 1 when red.
+"""
+import argparse
+import sys
+
+try:
+    import common.runtime  # first: offline mode, threads, allocator, before torch/paddle load
+except ModuleNotFoundError:  # the project is not importable: not its venv
+    raise SystemExit("error: this project's packages are not importable: activate its venv "
+                     "(. .venv/bin/activate) or run `pip install -r requirements.txt`") from None
+from align import handin, judge_backward
+from checks.calibrated import guide_bound
+from common import record
+from common.errors import PipelineError, run_main
+from common.fileio import load_npy
+from examples.resnet18 import resnet
+
+
+def main():
+    argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
+                            allow_abbrev=False).parse_args()
+    d = resnet.step_dir(4)
+    records = [d / f"bp_record_{fw}.npy" for fw in ("torch", "paddle")]
+    for path, side in zip(records, ("pt", "pd")):
+        if not path.is_file():
+            raise PipelineError(f"{path.name} not found: run `python {resnet.FOLDER}/Step4/{side}_bp.py` first")
+    same, detail = record.same_run(*records)
+    report = judge_backward(load_npy(records[0]), load_npy(records[1]), resnet.RESNET_MAP)
+    where = report.first_diverging
+    tables = [f"training record same run: {'passed' if same else 'FAILED'}, {detail}",
+              f"training record: {'passed' if report.passed else 'FAILED'}"
+              + (f", the runs part at {where}" if where else ", every module, gradient, statistic and weight within"),
+              *report.table().splitlines()]
+    verdicts = [handin.judge_and_log(d, "lr", guide_bound("lr")),
+                handin.judge_and_log(d, "bp_align", guide_bound("bp_align"), tables)]
+    for pair in ("lr", "bp_align"):
+        handin.hand_in(d, pair, resnet.log_reprod())
+    print(tables[1])
+    sys.exit(0 if all(v.passed for v in verdicts) and report.passed and same else 1)
+
+
+if __name__ == "__main__":
+    run_main(main)

@@ -1,0 +1,43 @@
+"""Step 4, torch side: transformers' ResNet-18 trained STEPS steps in train mode on the fake batch with momentum
+SGD, weight decay and a step schedule (examples/resnet18/resnet.py), everything recorded.
+
+bp_record_torch.npy: the first forward (every module, batch statistics), every gradient after the first
+backward, the loss and lr of each step, BatchNorm's running statistics after each step and every weight after
+the last, and all of it again from a float64 copy taking the same steps. The guide's pairs: lr_torch.npy
+(lr_0..) and bp_align_torch.npy (loss_0..), with their float64 runs.
+"""
+import argparse
+
+try:
+    import common.runtime  # first: offline mode, threads, allocator, before torch/paddle load
+except ModuleNotFoundError:  # the project is not importable: not its venv
+    raise SystemExit("error: this project's packages are not importable: activate its venv "
+                     "(. .venv/bin/activate) or run `pip install -r requirements.txt`") from None
+import torch
+
+from align import record_backward
+from align.handin import per_step, save_side
+from common import paths
+from common.errors import run_main
+from examples.resnet18 import resnet
+from examples.resnet18.resnet import GAMMA, LR, MOMENTUM, STEP_SIZE, STEPS, WEIGHT_DECAY
+
+
+def main():
+    argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
+                            allow_abbrev=False).parse_args()
+    model, weights = resnet.torch_model()
+    images, labels = resnet.fake_batch()
+    rec = record_backward(
+        model.train(), images, labels, lambda out, y: torch.nn.functional.cross_entropy(out.logits, y),
+        lambda params: torch.optim.SGD(params, lr=LR, momentum=MOMENTUM, weight_decay=WEIGHT_DECAY),
+        lambda opt: torch.optim.lr_scheduler.StepLR(opt, step_size=STEP_SIZE, gamma=GAMMA), STEPS)
+    out, depends, script = resnet.step_dir(4), resnet.depends(weights, **resnet.HPARAMS), f"{resnet.FOLDER}/Step4/pt_bp.py"
+    save_side(out, "bp_record", "torch", rec, depends, script)
+    for pair, kind in (("lr", "lr"), ("bp_align", "loss")):
+        path = save_side(out, pair, "torch", per_step(rec, kind), depends, script, exact=per_step(rec, kind, exact=True))
+        print(f"wrote {paths.shown(path)}")
+
+
+if __name__ == "__main__":
+    run_main(main)
