@@ -23,6 +23,13 @@ strict: max abs diff within the same threshold, no NaN or Inf, equal shapes and 
 Each <name>_diff.log is read back: every logged value must be the recomputed one. Exit 1 when a pair
 fails the guide's rule, holds NaN or Inf, or its diff log does not match it; --strict: also when a
 pair fails the strict verdict.
+
+A folder written through align/ (examples/resnet18/log_reprod, or your own model's: diagnostics/ holds
+<pair>_torch64.npy, torch's float64 run of the pair) is judged by the guide's rule at the pair's threshold
+and by the rule measured on the model (checks/calibrated.py), the three run records must show one run,
+and every logged value must be the recomputed one:
+
+    python pipeline/check_log_reprod.py examples/resnet18/log_reprod
 """
 import argparse
 import json

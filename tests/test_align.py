@@ -197,3 +197,45 @@ def test_backward_planted_bugs_are_named():
     pd.norm.forward = scaled_gradient
     report = train_steps(pt, pd, steps=1)
     assert report.first_diverging_gradient == "grad norm.bias", report.table()
+
+
+# transformers' BERT names -> paddlenlp's (paddlenlp builds its encoder from paddle.nn.TransformerEncoderLayer)
+PADDLENLP_BERT = [(rf"^encoder\.layer\.(\d+)\.{hf}$", rf"encoder.layers.\1.{pd}") for hf, pd in (
+    ("attention\\.self\\.query", "self_attn.q_proj"), ("attention\\.self\\.key", "self_attn.k_proj"),
+    ("attention\\.self\\.value", "self_attn.v_proj"), ("attention\\.output\\.dense", "self_attn.out_proj"),
+    ("attention\\.output\\.LayerNorm", "norm1"), ("intermediate\\.dense", "linear1"), ("output\\.dense", "linear2"),
+    ("output\\.LayerNorm", "norm2"))] + [(r"^encoder\.layer\.(\d+)$", r"encoder.layers.\1"),
+                                        (r"^embeddings\.LayerNorm$", "embeddings.layer_norm")]
+
+
+def test_library_berts_no_one_here_wrote():
+    """transformers' BertModel against paddlenlp's, through the public API and a name map: paddlenlp's default
+    type_vocab_size (16, transformers' 2) is refused by shape, the position embeddings' broadcast is said in one
+    line, the clean port is green, and a LayerNorm epsilon of 1e-5 (BERT's is 1e-12) is named at its module."""
+    from paddlenlp.transformers import BertConfig as PaddleConfig, BertModel as PaddleBert
+    from transformers import BertConfig, BertModel
+    sizes = dict(vocab_size=100, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
+                 max_position_embeddings=64)
+    torch.manual_seed(0)
+    pt = BertModel(BertConfig(**sizes, attn_implementation="eager")).eval()
+    with pytest.raises(PipelineError, match=r"token_type_embeddings.weight: shape \(2, 32\).*vs Paddle \(16, 32\)"):
+        convert(pt, PaddleBert(PaddleConfig(**sizes)), PADDLENLP_BERT)
+    pd = PaddleBert(PaddleConfig(**sizes, type_vocab_size=2)).eval()
+    pd.set_state_dict(convert(pt, pd, PADDLENLP_BERT))
+    ids = {"input_ids": np.random.RandomState(0).randint(1, 100, (2, 16)).astype("int64")}  # no padding: no mask
+    report = compare_forward(pt, pd, ids, PADDLENLP_BERT)
+    assert report.passed and max(r.ratio for r in report.paired) < calibrated.K, report.table()
+    assert "embeddings.position_embeddings" in report.table() and "one side broadcast over the other" in report.table()
+    pd.encoder.layers[1].norm1._epsilon = 1e-5
+    report = compare_forward(pt, pd, ids, PADDLENLP_BERT)
+    assert report.first_diverging == "encoder.layer.1.attention.output.LayerNorm", report.table()
+
+
+def test_the_float64_run_leaves_the_torch_model_as_it_was():
+    pt, pd = pair()
+    before = {k: v.clone() for k, v in pt.state_dict().items()}
+    tensors = {k: v.data_ptr() for k, v in pt.state_dict().items()}
+    compare_forward(pt.eval(), pd.eval(), X, NAME_MAP)
+    after = pt.state_dict()
+    assert all(after[k].dtype == v.dtype and torch.equal(after[k], v) for k, v in before.items())
+    assert {k: v.data_ptr() for k, v in after.items()} == tensors  # the model's own tensors, not copies

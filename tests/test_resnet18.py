@@ -147,3 +147,29 @@ def test_a_kink_is_named_not_hidden(monkeypatch):
     module = "resnet.encoder.stages.3.layers.1.layer.0.normalization"
     assert not report.passed and report.first_diverging == f"grad {module}.bias", report.table()
     assert f"kink: {module} holds 1 value(s) within rounding of 0" in report.table()
+
+
+def test_readmes_state_the_committed_figures():
+    """The example's READMEs: the same commands in both languages, and the clean run's figures are the
+    committed hand-in's (recomputed from its files) and its logs'."""
+    from checks import handin
+    from test_docs import fenced
+    folder = ROOT / resnet.FOLDER
+    readme, readme_cn = folder / "README.md", folder / "README_cn.md"
+    assert fenced(readme) and fenced(readme) == fenced(readme_cn)
+    hand_in, figures = folder / "log_reprod", []
+    for pair in ("forward", "loss", "bp_align"):
+        below = hand_in / "diagnostics"
+        v = handin.judge_measured(pair, hand_in / f"{pair}_torch.npy", hand_in / f"{pair}_paddle.npy",
+                                  below / f"{pair}{handin.EXACT}",
+                                  [below / f"{pair}_{s}.run.json" for s in ("torch", "paddle", "torch64")],
+                                  calibrated.guide_bound(pair))
+        worst = max(v.rows, key=lambda r: r.max)
+        figures += [f"| {x:.2e} |" if x else "| 0 |" for x in (worst.max, worst.err32)] + [f"| {worst.ratio:.2f} |"]
+    log = (hand_in / "bp_align_diff.log").read_text()
+    rules = [float(line.rsplit("raw diff ", 1)[1]) for line in log.splitlines() if "by design" in line]
+    for text, count in ((readme.read_text(), f"({len(rules)} here"), (readme_cn.read_text(encoding="utf-8"),
+                                                                        f"（这里 {len(rules)} 个")):
+        flat = " ".join(text.split())
+        for figure in figures + [f"{max(rules):.3e}", count]:
+            assert figure in flat, figure

@@ -1,5 +1,9 @@
-"""Step 1, torch side: logits of pt_bert on the fake batch and on a real padded batch."""
+"""Step 1, torch side: logits of pt_bert on the fake batch and on a real padded batch.
+
+Also the same model in float64 (forward_modules_torch64.npy): torch's own fp32 error at each module, with
+which check_step1.py shows align's measured verdict beside the tuned one."""
 import argparse
+import copy
 
 try:
     import common.runtime  # first: offline mode, threads, allocator, before torch/paddle load
@@ -22,20 +26,29 @@ def main():
     model.eval()  # dropout off: the two frameworks draw different masks
     fake_ids, _ = inputs.fake_batch()
     padded = {k: torch.from_numpy(v) for k, v in inputs.padded_batch().items()}
-    # every watched module's output, in run order, for check_step1's layer-by-layer diagnosis
-    modules, tag = {}, ["fake"]
-    for name, module in diagnose.watched(model.named_modules()):
-        module.register_forward_hook(lambda m, i, out, name=name: modules.__setitem__(f"{tag[0]}/{name}", out.numpy()))
-    results = {}
-    with torch.no_grad():
-        results["logits_fake"] = model(torch.from_numpy(fake_ids)).numpy()
-        tag[0] = "padded"
-        results["logits_padded"] = model(**padded).numpy()
+
+    def run(net):
+        """Logits of both batches, and every watched module's output in run order for check_step1's diagnosis."""
+        modules, tag = {}, ["fake"]
+        hooks = [module.register_forward_hook(lambda m, i, out, name=name: modules.__setitem__(f"{tag[0]}/{name}", out.numpy()))
+                 for name, module in diagnose.watched(net.named_modules())]
+        results = {}
+        with torch.no_grad():
+            results["logits_fake"] = net(torch.from_numpy(fake_ids)).numpy()
+            tag[0] = "padded"
+            results["logits_padded"] = net(**padded).numpy()
+        for hook in hooks:  # a copy of the model would copy them too
+            hook.remove()
+        return results, modules
+    results, modules = run(model)
+    # the same weights in float64: torch's own fp32 error, the yardstick of align's measured rule (shown beside)
+    exact, exact_modules = run(copy.deepcopy(model).double())
     out = paths.step_dir(1) / "forward_torch.npy"
     save_npy(out, results)
     save_npy(out.with_name("forward_modules_torch.npy"), modules)
+    save_npy(out.with_name("forward_modules_torch64.npy"), {**exact, **exact_modules})
     depends = {"weights": weights, "inputs": record.fingerprint([("fake_ids", fake_ids), *inputs.padded_batch().items()])}
-    for result in (out, out.with_name("forward_modules_torch.npy")):
+    for result in (out, out.with_name("forward_modules_torch.npy"), out.with_name("forward_modules_torch64.npy")):
         record.save(result, "torch", "pipeline/Step1/pt_forward_bert.py", depends)
     print(f"wrote {out}")
 

@@ -35,7 +35,7 @@ def main():
     where = report.first_diverging
     tables = [f"module outputs same run: {'passed' if same else 'FAILED'}, {detail}",
               f"module outputs: {'passed' if report.passed else 'FAILED'}"
-              + (f", first diverging module: {where}" if where else f", all {len(report.rows)} within the measured rule"),
+              + (f", first diverging module: {where}" if where else f", all {len(report.paired)} paired module outputs within the measured rule"),
               *report.table().splitlines()]
     if report.stopped:  # no logits to hand in: the modules say where the two part
         print("\n".join(tables[1:]))
