@@ -80,6 +80,9 @@ def measure(name, a, ref, b, mean_bound=None, multiple=K) -> "Row":
     """One compared tensor as a Row: torch fp32 `a`, torch fp64 `ref` (None: `a` itself), Paddle `b`.
     Every comparison of align/ and of an align hand-in judges through it."""
     a, b = np.asarray(a), np.asarray(b)
+    if {a.shape, b.shape} == {(), (1,)}:  # a 0-d scalar and a [1] one are one scalar (checks.handin's rule too)
+        a, b = a.reshape(1), b.reshape(1)
+        ref = None if ref is None else np.asarray(ref).reshape(1)
     row = Row(name, tuple(a.shape), *[float("nan")] * 4, mean_bound=mean_bound, multiple=multiple)
     if a.shape != b.shape:
         row.problem = f"torch {a.dtype}{list(a.shape)} vs paddle {b.dtype}{list(b.shape)}"
@@ -130,3 +133,17 @@ def table_rows(rows: list) -> list:
         out.append((r.name, str(r.shape), f"{r.max:.3e}", f"{r.mean:.3e}", f"{r.err32:.3e}", f"{r.ratio:.2f}",
                     f"{r.allowed:.3e}", mark))
     return out
+
+
+def beside(rows: list, tuned: bool) -> str:
+    """The measured verdict on a pipeline's own keys, in one line beside its tuned verdict (which decides the
+    step): both are shown, and the line says when they differ."""
+    bad = [r for r in rows if not r.passed]
+    worst = max(rows, key=lambda r: r.max / r.allowed if r.allowed else float("inf"), default=None)
+    if worst is None:
+        return "measured rule (align): no keys to judge"
+    verdict = (f"first over: {bad[0].name} ({bad[0].problem or f'{bad[0].max / bad[0].allowed:.3g} x its allowance'})"
+               if bad else
+               f"all {len(rows)} within (largest: {worst.name}, {worst.max / worst.allowed:.3g} of its allowance)")
+    differ = "; the two verdicts differ, the tuned one decides this step" if bool(bad) == tuned else ""
+    return f"measured rule (align: {K:g} x torch's own fp32 error + a floor): {verdict}{differ}"

@@ -155,3 +155,10 @@ def same_run(torch_result, paddle_result, record_paths=(None, None)):
         more = f" (and {len(diffs) - 1} more: {', '.join(shown(d[0]) for d in diffs[1:])})" if len(diffs) > 1 else ""
         return False, f"{shown(field)} differs: torch {shown(_short(t))} vs paddle {shown(_short(p))}{more}; re-run both sides"
     return True, f"both sides record the same {', '.join(shown(k) for k in sorted(records[0]['depends']))}"
+
+
+def twin_of(result, twin) -> bool:
+    """Whether `twin` (torch's float64 run beside a torch result) was written by the same run: a torch record,
+    bound to its file, depending on exactly what `result`'s record depends on."""
+    mine, theirs = load(result), load(twin) if Path(twin).is_file() else None
+    return bool(mine and theirs and not bound("torch", twin, theirs) and not differences(mine, theirs))

@@ -19,7 +19,11 @@ def step1(home, plant=None):
 def test_aligned_passes_and_fills_log_reprod(home):
     proc = step1(home)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "diff check passed" in (home / "pipeline/Step1/forward_diff.log").read_text()
+    log = (home / "pipeline/Step1/forward_diff.log").read_text()
+    assert "diff check passed" in log
+    # align's measured verdict beside the tuned one (torch's float64 twin of the run): the two agree here
+    assert "measured rule (align: 16 x torch's own fp32 error + a floor): all 24 within" in log
+    assert "the two verdicts differ" not in log
     for name in ("forward_torch.npy", "forward_paddle.npy", "forward_diff.log"):
         assert (home / "log_reprod" / name).is_file()
 
@@ -36,6 +40,9 @@ def test_untransposed_square_linear_is_caught(home):
 def test_paddle_layernorm_epsilon_is_caught(home):
     proc = step1(home, plant="paddle_ln_eps")
     assert proc.returncode == 1 and "diff check failed" in proc.stdout
+    # both verdicts red, the measured one at the first LayerNorm the plant reaches
+    assert "measured rule (align: 16 x torch's own fp32 error + a floor): first over: fake/bert.embeddings (" \
+        in proc.stdout
 
 
 def test_ignored_attention_mask_is_caught(home):

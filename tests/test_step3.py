@@ -31,6 +31,8 @@ def log(home):
 def test_aligned_passes_and_fills_log_reprod(copy):
     run(CHECK, home=copy, check=0)
     assert "diff check passed" in log(copy)
+    # align's measured verdict beside the tuned one, from torch's float64 twin of the run
+    assert "measured rule (align: 16 x torch's own fp32 error + a floor): all 1 within" in log(copy)
     for name in ("loss_torch.npy", "loss_paddle.npy", "loss_diff.log"):
         assert (copy / "log_reprod" / name).is_file()
     for side in ("torch", "paddle"):
@@ -43,6 +45,7 @@ def test_planted_bug_turns_the_check_red(copy, bug, script):
     run(script, home=copy, plant=bug, check=0)
     proc = run(CHECK, home=copy, check=1)
     assert "diff check failed: loss" in log(copy) and "diff check failed" in proc.stdout
+    assert "measured rule (align: 16 x torch's own fp32 error + a floor): first over: loss (" in log(copy)
 
 
 def test_zero_d_loss_and_one_element_loss_are_the_same_scalar_other_shapes_are_not(copy):

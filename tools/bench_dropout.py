@@ -110,7 +110,9 @@ def previous_rows(args) -> list:
 
 
 def write(rows, args):
-    table = json.dumps({"args": {k: str(v) for k, v in vars(args).items()}, "rows": rows}, indent=1)
+    # paths as the repository shows them: no machine's absolute path in a committed file
+    table = json.dumps({"args": {k: paths.shown(v) if isinstance(v, Path) else str(v) for k, v in vars(args).items()},
+                        "rows": rows}, indent=1)
     atomic_write(args.out.with_suffix(".json"), lambda tmp: Path(tmp).write_text(table))
     lines = [f"# bench_dropout: `python tools/bench_dropout.py --seeds {' '.join(str(r['seed']) for r in rows)} "
              f"--train_limit {args.train_limit} --max_steps {args.max_steps} --lr {args.lr}`", "",

@@ -1,7 +1,8 @@
 """Step 3 check: loss_torch.npy vs loss_paddle.npy -> loss_diff.log (exit 1 if not aligned).
 
 A 0-d loss (torch, Paddle >= 2.5) and a [1] loss (Paddle before 2.5, reprod_log's examples)
-are the same scalar."""
+are the same scalar. With loss_torch64.npy (the torch model in float64), the log also gives align's
+verdict, the rule measured on the model (checks/calibrated.py), beside this tuned one, which decides."""
 import argparse
 import sys
 
@@ -10,9 +11,10 @@ try:
 except ModuleNotFoundError:  # the project is not importable: not its venv
     raise SystemExit("error: this project's packages are not importable: activate its venv "
                      "(. .venv/bin/activate) or run `pip install -r requirements.txt`") from None
-from checks import diff, report, same_run, tolerances
-from common import paths, steps
+from checks import calibrated, diff, report, same_run, tolerances
+from common import paths, record, steps
 from common.errors import run_main
+from common.fileio import load_npy
 
 RUN = steps.bert_pair("loss").how()
 
@@ -31,6 +33,10 @@ def main():
     same_run.check(result, d / "loss_torch.npy", d / "loss_paddle.npy")
     result.notes += [f"{side} loss: {data['loss'].tolist()}"
                      for side, data in zip(diff.SIDES, (torch_data, paddle_data)) if "loss" in data]
+    exact = d / "loss_torch64.npy"
+    if record.twin_of(d / "loss_torch.npy", exact):  # align's measured rule beside the tuned one
+        result.notes.append(calibrated.beside(calibrated.judge_pair("loss", torch_data, paddle_data, load_npy(exact)),
+                                              result.passed))
     report.write(result, d / "loss_diff.log")
     report.hand_in(d / "loss_torch.npy", d / "loss_paddle.npy", d / "loss_diff.log")
     sys.exit(0 if result.passed else 1)

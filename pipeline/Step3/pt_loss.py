@@ -1,5 +1,6 @@
 """Step 3, torch side: cross-entropy of pt_bert's logits on the fake batch -> loss_torch.npy."""
 import argparse
+import copy
 
 try:
     import common.runtime  # first: offline mode, threads, allocator, before torch/paddle load
@@ -23,13 +24,16 @@ def main():
     criterion = torch.nn.CrossEntropyLoss()  # classes on dim 1 of [batch, classes], mean over the batch
     with torch.no_grad():
         loss = criterion(model(ids), labels)
+        exact = criterion(copy.deepcopy(model).double()(ids), labels)  # float64: torch's own fp32 error
     results = {}
     # torch and Paddle 3 give a 0-d loss, Paddle before 2.5 [1]: both sides save [1], on purpose
     results["loss"] = loss.numpy().reshape(1)
     out = paths.step_dir(3) / "loss_torch.npy"
     save_npy(out, results)
-    record.save(out, "torch", "pipeline/Step3/pt_loss.py",
-                {"weights": weights, "inputs": record.fingerprint(zip(("ids", "labels"), inputs.fake_batch()))})
+    save_npy(out.with_name("loss_torch64.npy"), {"loss": exact.numpy().reshape(1)})
+    for result in (out, out.with_name("loss_torch64.npy")):
+        record.save(result, "torch", "pipeline/Step3/pt_loss.py",
+                    {"weights": weights, "inputs": record.fingerprint(zip(("ids", "labels"), inputs.fake_batch()))})
     print(f"wrote {out}: loss {loss.item():.8f}")
 
 
