@@ -9,7 +9,7 @@ from common.errors import PipelineError
 torch = pytest.importorskip("torch")
 paddle = pytest.importorskip("paddle")
 from align import compare_forward, convert  # noqa: E402
-from align.names import resolve  # noqa: E402
+from align.names import PADDLENLP_BERT, resolve  # noqa: E402
 
 
 class TorchBlock(torch.nn.Module):
@@ -198,14 +198,6 @@ def test_backward_planted_bugs_are_named():
     report = train_steps(pt, pd, steps=1)
     assert report.first_diverging_gradient == "grad norm.bias", report.table()
 
-
-# transformers' BERT names -> paddlenlp's (paddlenlp builds its encoder from paddle.nn.TransformerEncoderLayer)
-PADDLENLP_BERT = [(rf"^encoder\.layer\.(\d+)\.{hf}$", rf"encoder.layers.\1.{pd}") for hf, pd in (
-    ("attention\\.self\\.query", "self_attn.q_proj"), ("attention\\.self\\.key", "self_attn.k_proj"),
-    ("attention\\.self\\.value", "self_attn.v_proj"), ("attention\\.output\\.dense", "self_attn.out_proj"),
-    ("attention\\.output\\.LayerNorm", "norm1"), ("intermediate\\.dense", "linear1"), ("output\\.dense", "linear2"),
-    ("output\\.LayerNorm", "norm2"))] + [(r"^encoder\.layer\.(\d+)$", r"encoder.layers.\1"),
-                                        (r"^embeddings\.LayerNorm$", "embeddings.layer_norm")]
 
 
 def test_library_berts_no_one_here_wrote():

@@ -11,7 +11,7 @@ torch = pytest.importorskip("torch")
 paddle = pytest.importorskip("paddle")
 from align import convert, judge_backward, judge_forward, record_backward, record_forward  # noqa: E402
 from examples.resnet18 import resnet  # noqa: E402
-from examples.resnet18.resnet import GAMMA, LR, MOMENTUM, RESNET_MAP, STEP_SIZE, STEPS, WEIGHT_DECAY  # noqa: E402
+from examples.resnet18.resnet import RESNET_MAP  # noqa: E402
 
 CHECK = "pipeline/check_log_reprod.py"
 
@@ -98,18 +98,9 @@ def test_forward_plants_are_named_at_their_module(torch_forward, plant, where):
 
 
 def train(model):
+    sides = resnet.torch_training() if isinstance(model, torch.nn.Module) else resnet.paddle_training()
     images, labels = resnet.fake_batch()
-    if isinstance(model, torch.nn.Module):
-        return record_backward(
-            model, images, labels, lambda out, y: torch.nn.functional.cross_entropy(out.logits, y),
-            lambda ps: torch.optim.SGD(ps, lr=LR, momentum=MOMENTUM, weight_decay=WEIGHT_DECAY),
-            lambda opt: torch.optim.lr_scheduler.StepLR(opt, step_size=STEP_SIZE, gamma=GAMMA), STEPS)
-    return record_backward(
-        model, images, labels, paddle.nn.functional.cross_entropy,
-        lambda ps: paddle.optimizer.Momentum(learning_rate=paddle.optimizer.lr.StepDecay(LR, step_size=STEP_SIZE, gamma=GAMMA),
-                                             momentum=MOMENTUM, parameters=ps,
-                                             weight_decay=paddle.regularizer.L2Decay(WEIGHT_DECAY)),
-        lambda opt: opt._learning_rate, STEPS)
+    return record_backward(model, images, labels, *sides, resnet.STEPS)
 
 
 @pytest.fixture(scope="module")

@@ -33,13 +33,6 @@ from common import paths
 from common.errors import run_main
 from common.fileio import atomic_write
 
-# transformers' BERT names -> paddlenlp's (paddlenlp builds its encoder from paddle.nn.TransformerEncoderLayer)
-PADDLENLP_BERT = [(rf"^encoder\.layer\.(\d+)\.{hf}$", rf"encoder.layers.\1.{pd}") for hf, pd in (
-    ("attention\\.self\\.query", "self_attn.q_proj"), ("attention\\.self\\.key", "self_attn.k_proj"),
-    ("attention\\.self\\.value", "self_attn.v_proj"), ("attention\\.output\\.dense", "self_attn.out_proj"),
-    ("attention\\.output\\.LayerNorm", "norm1"), ("intermediate\\.dense", "linear1"), ("output\\.dense", "linear2"),
-    ("output\\.LayerNorm", "norm2"))] + [(r"^encoder\.layer\.(\d+)$", r"encoder.layers.\1"),
-                                        (r"^embeddings\.LayerNorm$", "embeddings.layer_norm")]
 
 
 QUERY = "layer 0's query weight left untransposed (square)"
@@ -84,6 +77,7 @@ def twins(config_path=None, hf_dir=None):
 def library_berts():
     import torch
     from align import convert
+    from align.names import PADDLENLP_BERT
     from paddlenlp.transformers import BertConfig as PaddleConfig, BertModel as PaddleBert
     from transformers import BertConfig, BertModel
     sizes = dict(vocab_size=100, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
@@ -112,7 +106,6 @@ def forward_row(name, build, plant_name):
 
 def training_row():
     import paddle
-    import torch
     from align import compare_backward, convert
     from examples.resnet18 import resnet as ex
     out = []
@@ -126,16 +119,9 @@ def training_row():
                 if isinstance(layer, paddle.nn.BatchNorm2D):
                     layer._momentum = 0.1
         images, labels = ex.fake_batch()
-        r = compare_backward(
-            pt, pd, images, labels,
-            loss=(lambda o, y: torch.nn.functional.cross_entropy(o.logits, y), paddle.nn.functional.cross_entropy),
-            optimizer=(lambda ps: torch.optim.SGD(ps, lr=ex.LR, momentum=ex.MOMENTUM, weight_decay=ex.WEIGHT_DECAY),
-                       lambda ps: paddle.optimizer.Momentum(
-                           learning_rate=paddle.optimizer.lr.StepDecay(ex.LR, step_size=ex.STEP_SIZE, gamma=ex.GAMMA),
-                           momentum=ex.MOMENTUM, parameters=ps, weight_decay=paddle.regularizer.L2Decay(ex.WEIGHT_DECAY))),
-            scheduler=(lambda o: torch.optim.lr_scheduler.StepLR(o, step_size=ex.STEP_SIZE, gamma=ex.GAMMA),
-                       lambda o: o._learning_rate),
-            steps=ex.STEPS, name_map=ex.RESNET_MAP)
+        t, p = ex.torch_training(), ex.paddle_training()
+        r = compare_backward(pt, pd, images, labels, loss=(t[0], p[0]), optimizer=(t[1], p[1]), scheduler=(t[2], p[2]),
+                             steps=ex.STEPS, name_map=ex.RESNET_MAP)
         rows = r.grads + [x for rows in r.steps for x in rows]
         if plant:
             at = next(x for i, rows in enumerate(r.steps) for x in rows if not x.passed)

@@ -128,6 +128,25 @@ def paddle_model():
     return model, made["depends"]["weights"]
 
 
+def torch_training():
+    """Step 4's (loss, optimizer, scheduler) on the torch side, as align.record_backward takes them."""
+    import torch
+    return (lambda out, labels: torch.nn.functional.cross_entropy(out.logits, labels),
+            lambda params: torch.optim.SGD(params, lr=LR, momentum=MOMENTUM, weight_decay=WEIGHT_DECAY),
+            lambda opt: torch.optim.lr_scheduler.StepLR(opt, step_size=STEP_SIZE, gamma=GAMMA))
+
+
+def paddle_training():
+    """The same on the Paddle side: torch's SGD(momentum, weight_decay) is Momentum with an L2Decay
+    regularizer, StepLR is StepDecay, which the optimizer holds as its learning rate (the scheduler stepped)."""
+    import paddle
+    return (paddle.nn.functional.cross_entropy,
+            lambda params: paddle.optimizer.Momentum(
+                learning_rate=paddle.optimizer.lr.StepDecay(LR, step_size=STEP_SIZE, gamma=GAMMA), momentum=MOMENTUM,
+                parameters=params, weight_decay=paddle.regularizer.L2Decay(WEIGHT_DECAY)),
+            lambda opt: opt._learning_rate)
+
+
 def weights_fingerprint(state: dict) -> str:
     return record.fingerprint((k, np.asarray(v)) for k, v in state.items())
 

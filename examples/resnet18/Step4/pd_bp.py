@@ -12,14 +12,11 @@ try:
 except ModuleNotFoundError:  # the project is not importable: not its venv
     raise SystemExit("error: this project's packages are not importable: activate its venv "
                      "(. .venv/bin/activate) or run `pip install -r requirements.txt`") from None
-import paddle
-
 from align import record_backward
 from align.handin import per_step, save_side
 from common import paths
 from common.errors import run_main
 from examples.resnet18 import resnet
-from examples.resnet18.resnet import GAMMA, LR, MOMENTUM, STEP_SIZE, STEPS, WEIGHT_DECAY
 
 
 def main():
@@ -27,12 +24,7 @@ def main():
                             allow_abbrev=False).parse_args()
     model, weights = resnet.paddle_model()
     images, labels = resnet.fake_batch()
-    rec = record_backward(
-        model.train(), images, labels, lambda out, y: paddle.nn.functional.cross_entropy(out, y),
-        lambda params: paddle.optimizer.Momentum(
-            learning_rate=paddle.optimizer.lr.StepDecay(LR, step_size=STEP_SIZE, gamma=GAMMA), momentum=MOMENTUM,
-            parameters=params, weight_decay=paddle.regularizer.L2Decay(WEIGHT_DECAY)),
-        lambda opt: opt._learning_rate, STEPS)  # the scheduler is the optimizer's own learning_rate
+    rec = record_backward(model.train(), images, labels, *resnet.paddle_training(), resnet.STEPS)
     out, depends, script = resnet.step_dir(4), resnet.depends(weights, **resnet.HPARAMS), f"{resnet.FOLDER}/Step4/pd_bp.py"
     save_side(out, "bp_record", "paddle", rec, depends, script)
     for pair, kind in (("lr", "lr"), ("bp_align", "loss")):

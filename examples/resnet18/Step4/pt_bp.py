@@ -13,14 +13,11 @@ try:
 except ModuleNotFoundError:  # the project is not importable: not its venv
     raise SystemExit("error: this project's packages are not importable: activate its venv "
                      "(. .venv/bin/activate) or run `pip install -r requirements.txt`") from None
-import torch
-
 from align import record_backward
 from align.handin import per_step, save_side
 from common import paths
 from common.errors import run_main
 from examples.resnet18 import resnet
-from examples.resnet18.resnet import GAMMA, LR, MOMENTUM, STEP_SIZE, STEPS, WEIGHT_DECAY
 
 
 def main():
@@ -28,10 +25,7 @@ def main():
                             allow_abbrev=False).parse_args()
     model, weights = resnet.torch_model()
     images, labels = resnet.fake_batch()
-    rec = record_backward(
-        model.train(), images, labels, lambda out, y: torch.nn.functional.cross_entropy(out.logits, y),
-        lambda params: torch.optim.SGD(params, lr=LR, momentum=MOMENTUM, weight_decay=WEIGHT_DECAY),
-        lambda opt: torch.optim.lr_scheduler.StepLR(opt, step_size=STEP_SIZE, gamma=GAMMA), STEPS)
+    rec = record_backward(model.train(), images, labels, *resnet.torch_training(), resnet.STEPS)
     out, depends, script = resnet.step_dir(4), resnet.depends(weights, **resnet.HPARAMS), f"{resnet.FOLDER}/Step4/pt_bp.py"
     save_side(out, "bp_record", "torch", rec, depends, script)
     for pair, kind in (("lr", "lr"), ("bp_align", "loss")):
