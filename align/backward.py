@@ -80,18 +80,18 @@ def _lr(optimizer):
 
 
 def compare_backward(torch_model, paddle_model, inputs, targets, loss, optimizer, scheduler=None, steps=1,
-                     name_map=None) -> BackwardReport:
+                     name_map=None, layouts=None) -> BackwardReport:
     """Train both models `steps` steps on the same batch and compare them: record_backward on each side,
     then judge_backward (the pairs of loss, optimizer and scheduler are (torch, Paddle)). Every module is
     first paired as convert pairs it, with the same refusals. The models are changed by the steps: pass
     copies to keep them."""
-    plan(torch_model, paddle_model, name_map)
-    t = record_backward(torch_model, inputs, targets, loss[0], optimizer[0], scheduler and scheduler[0], steps)
+    plan(torch_model, paddle_model, name_map, layouts)
+    t = record_backward(torch_model, inputs, targets, loss[0], optimizer[0], scheduler and scheduler[0], steps, layouts)
     p = record_backward(paddle_model, inputs, targets, loss[1], optimizer[1], scheduler and scheduler[1], steps)
     return judge_backward(t, p, name_map)
 
 
-def record_backward(model, inputs, targets, loss, optimizer, scheduler=None, steps=1) -> dict:
+def record_backward(model, inputs, targets, loss, optimizer, scheduler=None, steps=1, layouts=None) -> dict:
     """One side's training on one batch, as a flat dict of numpy arrays (what a pt_ or pd_ script saves):
 
         grad/<key>          every parameter's gradient after the first backward
@@ -106,11 +106,14 @@ def record_backward(model, inputs, targets, loss, optimizer, scheduler=None, ste
     caller's (BatchNorm's batch statistics and running-stat updates are compared in train mode)."""
     if is_torch(model):
         import torch
-        layouts = torch_layouts(model)
+        layouts = torch_layouts(model, layouts)
         exact = copy.deepcopy(model).double()  # before any step, and before the counting hooks
         out = _train(model, inputs, targets, loss, optimizer, scheduler, steps, torch.from_numpy,
                      lambda m: _torch_state(m, layouts), lambda m: _torch_grads(m, layouts), _norm_counter(model),
                      _torch_hooks)
+        # a tensor Paddle names otherwise (BatchNorm's statistics, InstanceNorm's scale): its name there, as a key
+        out.update({f"{RENAMED}{k}/{t.paddle_name}": np.zeros(0, np.float32) for k, t in layouts.items()
+                    if t.paddle_name != t.name})
         out.update({F64 + k: v for k, v in _train(
             exact, _float64(inputs), targets, loss, optimizer, scheduler, steps, torch.from_numpy,
             lambda m: _torch_state(m, layouts), lambda m: _torch_grads(m, layouts), lambda: {}, _torch_hooks).items()})
@@ -132,8 +135,7 @@ def _train(model, inputs, targets, loss, make_optimizer, make_scheduler, steps, 
            hooks):
     opt = make_optimizer(model.parameters())
     sched = make_scheduler(opt) if make_scheduler else None
-    out = {f"state0/{k}": v for k, v in state(model).items() if k.rsplit(".", 1)[-1] in RENAMES.values()
-           or k.rsplit(".", 1)[-1] in RENAMES}
+    out = {f"state0/{k}": v for k, v in state(model).items() if k.rsplit(".", 1)[-1] in STATISTICS}
     for step in range(steps):
         if step == 0:  # the first forward, every module, in the mode the caller set (train: batch statistics)
             recorder = _Recorder()
@@ -199,13 +201,17 @@ def _norm_counter(model):
     return counts
 
 
-def _counterpart(key: str, mapped) -> str:
-    """The Paddle record key of a torch record key (<kind>/<torch key>): the module through the name map,
-    BatchNorm's statistics renamed."""
+RENAMED = "renamed/"  # a torch record's key: renamed/<torch key>/<its Paddle tensor name>, an empty array
+STATISTICS = {*RENAMES, *RENAMES.values()}  # BatchNorm's running statistics, recorded after every step
+
+
+def _counterpart(key: str, mapped, renamed: dict) -> str:
+    """The Paddle record key of a torch record key (<kind>/<torch key>): the module through the name map, the
+    tensor by the name the torch side recorded for it."""
     kind, _, name = key.partition("/")
     module, _, tensor = name.rpartition(".")
     target = mapped(module)
-    tensor = RENAMES.get(tensor, tensor)
+    tensor = renamed.get(name, tensor)
     return f"{kind}/{target}.{tensor}" if target else f"{kind}/{tensor}"
 
 
@@ -217,6 +223,7 @@ def judge_backward(torch_record: dict, paddle_record: dict, name_map=None) -> Ba
         raise PipelineError("the torch record holds no gradients with their float64 run: write it with "
                             "align.record_backward(torch_model, ...)")
     mapped = resolve(name_map)
+    renamed = dict(k[len(RENAMED):].rsplit("/", 1) for k in torch_record if k.startswith(RENAMED))
     report = BackwardReport()
     if any(k.startswith("out/") for k in torch_record):
         report.forward = judge_forward(torch_record, paddle_record, name_map, mean_bound=None)
@@ -224,7 +231,7 @@ def judge_backward(torch_record: dict, paddle_record: dict, name_map=None) -> Ba
 
     def row(key, name, mean_bound=None):
         a, ref, b = torch_record[key], torch_record.get(F64 + key), paddle_record.get(
-            key if key.startswith(("loss/", "lr/")) else _counterpart(key, mapped))
+            key if key.startswith(("loss/", "lr/")) else _counterpart(key, mapped, renamed))
         if b is None:
             return calibrated.Row(name, tuple(np.shape(a)), 0.0, 0.0, 0.0, 0.0, problem="no counterpart on paddle")
         return measure(name, a, ref, b, mean_bound, calibrated.K_BACKWARD)
@@ -240,8 +247,8 @@ def judge_backward(torch_record: dict, paddle_record: dict, name_map=None) -> Ba
             if not r.passed and not r.problem and r.name.endswith(".running_var") and f"norm/{module}" in torch_record:
                 prev = f"state{i}/{r.name}"
                 _biased_variance(r, torch_record[f"norm/{module}"], torch_record[prev],
-                                 paddle_record[_counterpart(prev, mapped)], torch_record[key],
-                                 paddle_record[_counterpart(key, mapped)])
+                                 paddle_record[_counterpart(prev, mapped, renamed)], torch_record[key],
+                                 paddle_record[_counterpart(key, mapped, renamed)])
             rows.append(r)
         if i == steps - 1:
             rows += [row(k, f"{k[6:]} (after the last step)") for k in torch_record

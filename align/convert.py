@@ -32,16 +32,30 @@ def _batch_norm(name, array):
     return RENAMES.get(name, name), array
 
 
-def _layouts():
+def _renamed(names: dict, rule=_same):
+    """A rule that gives some tensors another name on the Paddle side."""
+    def rename(name, array):
+        return rule(names.get(name, name), array)
+    return rename
+
+
+RULES = {"same": _same, "transpose": _linear}  # what a user's `layouts` may name
+
+
+def _layouts(extra=None):
     """torch module type -> (Paddle layer type names it may become, tensor rule). Built on first use, so
-    that importing this module does not load either framework."""
+    that importing this module does not load either framework. extra: the caller's own {torch module type
+    or its class name: "same" or "transpose"} for modules this table does not know (a model's own norm,
+    an embeddings module holding a parameter itself); their Paddle type is not checked."""
     import torch.nn as tnn
     table = {tnn.Linear: (("Linear",), _linear), tnn.Embedding: (("Embedding",), _same),
-             tnn.LayerNorm: (("LayerNorm",), _same)}
+             tnn.LayerNorm: (("LayerNorm",), _same), tnn.GroupNorm: (("GroupNorm",), _same),
+             tnn.PReLU: (("PReLU",), _renamed({"weight": "_weight"}))}
     for n in (1, 2, 3):
         table[getattr(tnn, f"Conv{n}d")] = ((f"Conv{n}D",), _same)
         table[getattr(tnn, f"ConvTranspose{n}d")] = ((f"Conv{n}DTranspose",), _same)
         table[getattr(tnn, f"BatchNorm{n}d")] = ((f"BatchNorm{n}D", "BatchNorm"), _batch_norm)
+        table[getattr(tnn, f"InstanceNorm{n}d")] = ((f"InstanceNorm{n}D",), _renamed({"weight": "scale"}))
     table[tnn.LSTM] = (("LSTM",), _same)  # gate order i, f, g, o on both sides; names weight_ih_l0, ..._reverse
     table[tnn.GRU] = (("GRU",), _same)
     try:  # transformers' GPT-2-style Conv1D already holds [in, out], as Paddle's Linear does
@@ -49,6 +63,11 @@ def _layouts():
         table[Conv1D] = (("Linear",), _same)
     except ImportError:
         pass
+    for key, how in (extra or {}).items():
+        if how not in RULES or not isinstance(key, (type, str)):
+            raise PipelineError(f"layouts: {key!r}: {how!r} must be one of {', '.join(map(repr, RULES))}, keyed by a "
+                                "torch module type or its class name")
+        table[key] = (None, RULES[how])
     return table
 
 
@@ -83,21 +102,22 @@ class Tensor:
         return self.rule is _linear and self.name == "weight"
 
 
-def torch_layouts(torch_model) -> dict:
+def torch_layouts(torch_model, layouts=None) -> dict:
     """{torch key: Tensor} for every parameter and buffer the Paddle side holds (num_batches_tracked has no
     Paddle counterpart), from the torch model alone: a torch-side script writes its tensors in Paddle's
     layout with it. A module type with no known layout ends the run, naming the module."""
-    layouts = _layouts()
+    table = _layouts(layouts)
     out = {}
     for name, module in torch_model.named_modules():
         tensors = own_tensors(module)
         if not tensors:
             continue
-        rule = next((layouts[t] for t in type(module).__mro__ if t in layouts), None)
+        rule = table.get(type(module).__name__) or next((table[t] for t in type(module).__mro__ if t in table), None)
         if rule is None:
             raise PipelineError(f"torch module {name or '(the model)'} is a {type(module).__name__}, whose Paddle "
-                                "layout this converter does not know: map it by hand (a name_map cannot change "
-                                "a layout) or add its type to align/convert.py's layouts")
+                                "layout this converter does not know: pass layouts={"
+                                f"'{type(module).__name__}': 'same'}} (or 'transpose') if its tensors keep their "
+                                "names, or add its type to align/convert.py's table")
         kinds, rule = rule
         for tname, array in tensors.items():
             pname = rule(tname, array)[0]  # the name only (a transpose is a view)
@@ -113,14 +133,14 @@ def paddle_key(tensor: Tensor, mapped) -> str:
     return f"{target}.{tensor.paddle_name}" if target else tensor.paddle_name
 
 
-def plan(torch_model, paddle_model, name_map=None) -> dict:
+def plan(torch_model, paddle_model, name_map=None, layouts=None) -> dict:
     """{torch key: (Paddle key, Tensor, numpy array)} for every parameter and buffer the Paddle model takes,
     with every module's counterpart and type checked; compare_backward maps gradients and updated weights
     through the same rules."""
     mapped = resolve(name_map)
     paddle_layers = dict(paddle_model.named_sublayers(include_self=True))
     out, checked = {}, set()
-    for key, tensor in torch_layouts(torch_model).items():
+    for key, tensor in torch_layouts(torch_model, layouts).items():
         target = mapped(tensor.module)
         if tensor.module not in checked:
             checked.add(tensor.module)
@@ -128,19 +148,21 @@ def plan(torch_model, paddle_model, name_map=None) -> dict:
             if layer is None:
                 raise PipelineError(f"torch module {tensor.module or '(the model)'} ({tensor.module_type}) has no "
                                     f"counterpart {target!r} in the Paddle model: give a name_map that names it")
-            if type(layer).__name__ not in tensor.kinds:
+            if tensor.kinds is not None and type(layer).__name__ not in tensor.kinds:
                 raise PipelineError(f"torch {tensor.module} is a {tensor.module_type} but Paddle {target} is a "
                                     f"{type(layer).__name__}: the name map pairs different layers")
         out[key] = (paddle_key(tensor, mapped), tensor, tensor.array)
     return out
 
 
-def convert(torch_model, paddle_model, name_map=None, path=None) -> dict:
+def convert(torch_model, paddle_model, name_map=None, path=None, layouts=None) -> dict:
     """{Paddle state-dict key: numpy array} holding torch_model's weights in paddle_model's names and layout.
 
     name_map: how a torch module's name becomes its Paddle counterpart's (align.names.resolve): None (the
     same names), a dict of name prefixes, a list of (regex, replacement) rules, or a callable.
     path: also write the result there as a .pdparams (paddle.save), through the project's safe writer.
+    layouts: {torch module type or class name: "same" or "transpose"} for module types whose layout this
+    converter does not know (transformers' ViTEmbeddings holding cls_token, a model's own RMSNorm).
     Raises common.errors.PipelineError, one line, on a module type whose layout is unknown, a module with no
     Paddle counterpart or of another type, and any key or shape that does not match in either direction.
     """
@@ -153,7 +175,7 @@ def convert(torch_model, paddle_model, name_map=None, path=None) -> dict:
         aliases.setdefault(getattr(v, "name", k), []).append(k)
     same = {k: group for group in aliases.values() for k in group}
     out, origin = {}, {}
-    for torch_key, (key, tensor, array) in plan(torch_model, paddle_model, name_map).items():
+    for torch_key, (key, tensor, array) in plan(torch_model, paddle_model, name_map, layouts).items():
         if key in out:
             raise PipelineError(f"Paddle key {key} is filled twice (from {origin[key]} and {torch_key}): "
                                 "the name map sends two torch modules to one Paddle module")

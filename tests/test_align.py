@@ -1,5 +1,7 @@
 """The model-agnostic layer (align/): conversion by module type and a forward comparison held to the torch
 model's own fp32 error, on small model pairs built here (not this project's BERT)."""
+import copy
+
 import numpy as np
 import pytest
 
@@ -114,6 +116,53 @@ def test_recurrent_and_embedding_layers_convert():
         assert np.abs(out_t - out_p).max() < 1e-5, name
 
 
+class Scale(torch.nn.Module):
+    """A module holding a parameter itself, of a type no table knows (a model's own RMSNorm, ViT's embeddings)."""
+
+    def __init__(self):
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.linspace(0.5, 1.5, 4))
+
+    def forward(self, x):
+        return x * self.weight[:, None, None]
+
+
+class PaddleScale(paddle.nn.Layer):
+    def __init__(self):
+        super().__init__()
+        self.weight = self.create_parameter([4])
+
+    def forward(self, x):
+        return x * self.weight.reshape([4, 1, 1])
+
+
+def test_norms_prelu_and_a_module_of_ones_own_convert_and_compare():
+    """GroupNorm, InstanceNorm (Paddle: scale), PReLU (Paddle: _weight), and a module type the table does not
+    know, converted through layouts={name: "same"}; green when ported, named when its weight is off."""
+    torch.manual_seed(0)
+    pt = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.GroupNorm(2, 4), torch.nn.PReLU(4),
+                             torch.nn.InstanceNorm2d(4, affine=True), Scale())
+    pd = paddle.nn.Sequential(paddle.nn.Conv2D(3, 4, 3), paddle.nn.GroupNorm(2, 4), paddle.nn.PReLU(4),
+                              paddle.nn.InstanceNorm2D(4), PaddleScale())
+    with torch.no_grad():
+        pt[1].weight.uniform_(0.5, 1.5), pt[3].weight.uniform_(0.5, 1.5), pt[2].weight.uniform_(0.1, 0.3)
+    pd.set_state_dict(convert(pt, pd, layouts={"Scale": "same"}))
+    report = compare_forward(pt.eval(), pd.eval(), X)
+    assert report.passed, report.table()
+    from align import compare_backward
+    report = compare_backward(  # renamed tensors (scale, _weight) paired in gradients and after the steps too
+        copy.deepcopy(pt).train(), copy.deepcopy(pd).train(), X, np.zeros(1),
+        loss=(lambda out, y: (out ** 2).mean(), lambda out, y: (out ** 2).mean()),
+        optimizer=(lambda ps: torch.optim.SGD(ps, lr=0.1), lambda ps: paddle.optimizer.SGD(0.1, parameters=ps)),
+        steps=2, layouts={"Scale": "same"})
+    last = {r.name for r in report.steps[-1]}
+    assert report.passed and "grad 2.weight" in report.table() and "3.weight (after the last step)" in last, last
+    pd[4].weight.set_value(pd[4].weight.numpy() * 1.001)
+    assert compare_forward(pt, pd, X).first_diverging == "4", "a 0.1% weight in the module of one's own"
+    with pytest.raises(PipelineError, match="layouts: 'Scale': 'copy' must be one of 'same', 'transpose'"):
+        convert(pt, pd, layouts={"Scale": "copy"})
+
+
 @pytest.mark.parametrize("plant, where", [
     ("untransposed square Linear", "proj"),
     ("BatchNorm epsilon 1e-3", "block.bn"),
@@ -138,8 +187,8 @@ def test_refusals_name_the_module():
     pt, pd = pair()
     with pytest.raises(PipelineError, match="block.conv .*no counterpart 'block.conv'"):
         convert(pt, pd)  # without the name map, block is not body
-    pt.extra = torch.nn.PReLU()
-    with pytest.raises(PipelineError, match="torch module extra is a PReLU"):
+    pt.extra = Scale()
+    with pytest.raises(PipelineError, match=r"torch module extra is a Scale.*pass layouts=\{'Scale': 'same'\}"):
         convert(pt, pd, NAME_MAP)
     del pt.extra
     pt.head = torch.nn.Linear(16, 4)
