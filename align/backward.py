@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from align.compare import F64, ROOT, ForwardReport, _float64, _Recorder, call, is_torch, judge_forward, measure
+from align.compare import (F64, ROOT, ForwardReport, _float64, _paddle_name, _Recorder, call, is_torch,
+                           judge_forward, measure)
 from align.convert import RENAMES, plan, torch_layouts
 from align.names import resolve
 from checks import calibrated
@@ -136,17 +137,17 @@ def _train(model, inputs, targets, loss, make_optimizer, make_scheduler, steps, 
     opt = make_optimizer(model.parameters())
     sched = make_scheduler(opt) if make_scheduler else None
     out = {f"state0/{k}": v for k, v in state(model).items() if k.rsplit(".", 1)[-1] in STATISTICS}
+    # the first forward, every module, in the mode the caller set (train: batch statistics)
+    recorder = _Recorder()
+    handles = [register(layer)(recorder.hook(name or ROOT)) for name, layer, register in hooks(model)]
     for step in range(steps):
-        if step == 0:  # the first forward, every module, in the mode the caller set (train: batch statistics)
-            recorder = _Recorder()
-            handles = [register(layer)(recorder.hook(name or ROOT)) for name, layer, register in hooks(model)]
         value = loss(call(model, inputs, to_tensor), to_tensor(np.asarray(targets)))
-        if step == 0:
-            for h in handles:
-                h.remove()
-            out.update(recorder.arrays)
+        for h in handles:
+            h.remove()
+        handles = []
         value.backward()
         if step == 0:
+            out.update(recorder.arrays)
             out.update({f"grad/{k}": g for k, g in grads(model).items()})
         out[f"loss/{step}"] = np.asarray(value.detach().numpy() if hasattr(value, "detach") else value.numpy()).reshape(-1)
         out[f"lr/{step}"] = np.array([_lr(opt)], dtype=np.float64)
@@ -156,7 +157,10 @@ def _train(model, inputs, targets, loss, make_optimizer, make_scheduler, steps, 
             sched.step()
         now = state(model)
         out.update({f"state{step + 1}/{k}": v for k, v in now.items() if f"state0/{k}" in out})
-    out.update({f"final/{k}": v for k, v in now.items() if steps})
+        if step == steps - 1:
+            out.update({f"final/{k}": v for k, v in now.items()})
+    for h in handles:  # no step taken
+        h.remove()
     out.update(norms())
     return out
 
@@ -269,7 +273,6 @@ class Kink:
 def kinks(forward: ForwardReport, torch_record: dict, paddle_record: dict, mapped) -> list:
     """Every module output in the first forward holding values within its allowed difference of 0 whose signs
     differ between torch and Paddle: at a ReLU after them the two backward passes take different branches."""
-    from align.compare import _paddle_name
     out = []
     for row in forward.rows:
         if row.problem:

@@ -133,6 +133,15 @@ def parse_diff_log(text: str) -> dict:
     return logged
 
 
+def held(path, guide: GuideVerdict) -> tuple:
+    """A diff log held against its pair: (logged values, mismatches, why it could not be read or "")."""
+    try:
+        logged = parse_diff_log(read_log(path))
+    except OSError as e:
+        return {}, [], f"unreadable ({e.strerror})"
+    return logged, hold_log(logged, guide) if logged else [], ""
+
+
 @dataclass
 class LogMismatch:
     key: str
@@ -306,14 +315,8 @@ def judge_measured(name: str, torch_file, paddle_file, exact_file, records=(None
     depending on what the torch result depends on."""
     t, p, e = load_npy(torch_file), load_npy(paddle_file), load_npy(exact_file)
     same = record.same_run(torch_file, paddle_file, records[:2])
-    if same[0]:
-        exact = record.load(exact_file, records[2])
-        problem = "the float64 run has no run record" if exact is None else record.bound("torch", exact_file, exact)
-        if not problem:
-            differ = record.differences(record.load(torch_file, records[0]), exact)
-            problem = f"the float64 run's record differs from the torch result's at {record.shown(differ[0][0])}" \
-                if differ else None
-        if problem:
-            same = (False, problem + "; re-run the torch side")
+    problem = same[0] and record.twin_problem(torch_file, exact_file, (records[0], records[2]))
+    if problem:
+        same = (False, problem + "; re-run the torch side")
     return MeasuredVerdict(name, guide_verdict(t, p, threshold), calibrated.judge_pair(name, t, p, e),
                            strict_verdict(t, p, threshold, name), same)

@@ -157,8 +157,14 @@ def same_run(torch_result, paddle_result, record_paths=(None, None)):
     return True, f"both sides record the same {', '.join(shown(k) for k in sorted(records[0]['depends']))}"
 
 
-def twin_of(result, twin) -> bool:
-    """Whether `twin` (torch's float64 run beside a torch result) was written by the same run: a torch record,
-    bound to its file, depending on exactly what `result`'s record depends on."""
-    mine, theirs = load(result), load(twin) if Path(twin).is_file() else None
-    return bool(mine and theirs and not bound("torch", twin, theirs) and not differences(mine, theirs))
+def twin_problem(result, twin, record_paths=(None, None)):
+    """None if `twin` (torch's float64 run of a torch result) was written by the same run: a torch record,
+    bound to its file, depending on exactly what `result`'s record depends on (records beside the files, or
+    at record_paths); else the reason."""
+    mine, theirs = load(result, record_paths[0]), load(twin, record_paths[1])
+    if mine is None or theirs is None:
+        return "the float64 run or its torch result has no run record"
+    problem = bound("torch", twin, theirs)
+    differ = None if problem else differences(mine, theirs)
+    return problem or (f"the float64 run's record differs from the torch result's at {shown(differ[0][0])}"
+                       if differ else None)

@@ -132,13 +132,11 @@ def judge_foreign(folder: Path, overrides: dict, strict: bool) -> int:
         print(report.one_line(f"{name}: {handin.describe_guide(guide)} | {handin.describe_strict(strict_result, threshold)}"))
         failed = not guide.passed or bool(handin.non_finite(strict_result)) or (strict and not strict_result.passed)
         if files["log"] is not None:
-            try:
-                logged = handin.parse_diff_log(handin.read_log(files["log"]))
-            except OSError as e:
-                logged, failed = {}, True
-                print(report.one_line(f"  {files['log'].name}: unreadable ({e.strerror})"))
-            mismatches = handin.hold_log(logged, guide) if logged else []
-            if logged:
+            logged, mismatches, unreadable = handin.held(files["log"], guide)
+            if unreadable:
+                failed = True
+                print(report.one_line(f"  {files['log'].name}: {unreadable}"))
+            elif logged:
                 print(report.one_line(f"  {files['log'].name}: " + handin.describe_log(mismatches, len(logged))))
                 if handin.other_threshold(logged, guide):
                     print(report.one_line(f"  {files['log'].name}: " + handin.other_threshold(logged, guide)))
@@ -178,16 +176,15 @@ def judge_align(folder: Path) -> int:
             red += 1
             continue
         log = folder / f"{name}_diff.log"
-        logged = handin.parse_diff_log(handin.read_log(log)) if log.is_file() else {}
-        mismatches = handin.hold_log(logged, verdict.guide) if logged else ["no diff log"]
-        passed = verdict.passed and not mismatches
+        logged, mismatches, unreadable = handin.held(log, verdict.guide) if log.is_file() else ({}, [], "missing")
+        passed = verdict.passed and bool(logged) and not mismatches
         red += not passed
         same = {True: "same run", False: "NOT the same run", None: "same run not proven"}[verdict.same_run[0]]
         print(report.one_line(f"{name}: {'green' if passed else 'RED'} | {handin.describe_guide(verdict.guide)} | "
                               f"{verdict.describe_measured()} | {handin.describe_strict(verdict.strict, verdict.guide.threshold)}"
                               f" | {same}" + ("" if verdict.same_run[0] else f" ({verdict.same_run[1]})")))
         print(report.one_line(f"  {log.name}: " + (handin.describe_log(mismatches, len(logged)) if logged
-                                                   else "missing or holds no reprod_log diff lines: RED")))
+                                                   else f"{unreadable or 'holds no reprod_log diff lines'}: RED")))
     return red
 
 

@@ -69,7 +69,7 @@ def main():
         if not result.passed or args.diagnose:
             result.tables.append(diagnose.table(modules, f"layer-by-layer diagnosis ({rule}):"))
         exact_file = d / "forward_modules_torch64.npy"
-        if record.twin_of(d / "forward_torch.npy", exact_file):  # align's measured rule beside the tuned one
+        if exact_file.is_file() and not record.twin_problem(d / "forward_torch.npy", exact_file):  # align's measured rule beside the tuned one
             result.notes.append(calibrated.beside(measured_rows(load_npy(exact_file), torch_data, paddle_data,
                                                                 torch_modules, paddle_modules), result.passed))
         # the module outputs are too big to hand in; their statistics let a reviewer re-check them

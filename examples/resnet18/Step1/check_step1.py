@@ -17,7 +17,7 @@ except ModuleNotFoundError:  # the project is not importable: not its venv
 from align import handin, judge_forward
 from checks.calibrated import guide_bound
 from common import record
-from common.errors import PipelineError, run_main
+from common.errors import require, run_main
 from common.fileio import load_npy
 from examples.resnet18 import resnet
 
@@ -28,8 +28,7 @@ def main():
     d = resnet.step_dir(1)
     modules = [d / f"forward_modules_{fw}.npy" for fw in ("torch", "paddle")]
     for path, side in zip(modules, ("pt", "pd")):
-        if not path.is_file():
-            raise PipelineError(f"{path.name} not found: run `python {resnet.FOLDER}/Step1/{side}_forward.py` first")
+        require(path, f"python {resnet.FOLDER}/Step1/{side}_forward.py")
     same, detail = record.same_run(*modules)
     report = judge_forward(load_npy(modules[0]), load_npy(modules[1]), resnet.RESNET_MAP)
     where = report.first_diverging
@@ -43,7 +42,7 @@ def main():
     verdict = handin.judge_and_log(d, "forward", guide_bound("forward"), tables)
     handin.hand_in(d, "forward", resnet.log_reprod())
     passed = verdict.passed and report.passed and bool(same)
-    print(f"module outputs: {tables[1].split(': ', 1)[1]}")
+    print(tables[1])
     sys.exit(0 if passed else 1)
 
 

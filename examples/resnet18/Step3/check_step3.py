@@ -13,7 +13,7 @@ except ModuleNotFoundError:  # the project is not importable: not its venv
                      "(. .venv/bin/activate) or run `pip install -r requirements.txt`") from None
 from align import handin
 from checks.calibrated import guide_bound
-from common.errors import PipelineError, run_main
+from common.errors import require, run_main
 from examples.resnet18 import resnet
 
 
@@ -22,8 +22,7 @@ def main():
                             allow_abbrev=False).parse_args()
     d = resnet.step_dir(3)
     for side, fw in (("pt", "torch"), ("pd", "paddle")):
-        if not (d / f"loss_{fw}.npy").is_file():
-            raise PipelineError(f"loss_{fw}.npy not found: run `python {resnet.FOLDER}/Step3/{side}_loss.py` first")
+        require(d / f"loss_{fw}.npy", f"python {resnet.FOLDER}/Step3/{side}_loss.py")
     verdict = handin.judge_and_log(d, "loss", guide_bound("loss"))
     handin.hand_in(d, "loss", resnet.log_reprod())
     sys.exit(0 if verdict.passed else 1)

@@ -20,7 +20,7 @@ except ModuleNotFoundError:  # the project is not importable: not its venv
 from align import handin, judge_backward
 from checks.calibrated import guide_bound
 from common import record
-from common.errors import PipelineError, run_main
+from common.errors import require, run_main
 from common.fileio import load_npy
 from examples.resnet18 import resnet
 
@@ -31,8 +31,7 @@ def main():
     d = resnet.step_dir(4)
     records = [d / f"bp_record_{fw}.npy" for fw in ("torch", "paddle")]
     for path, side in zip(records, ("pt", "pd")):
-        if not path.is_file():
-            raise PipelineError(f"{path.name} not found: run `python {resnet.FOLDER}/Step4/{side}_bp.py` first")
+        require(path, f"python {resnet.FOLDER}/Step4/{side}_bp.py")
     same, detail = record.same_run(*records)
     report = judge_backward(load_npy(records[0]), load_npy(records[1]), resnet.RESNET_MAP)
     where = report.first_diverging
