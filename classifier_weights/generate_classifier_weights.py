@@ -7,16 +7,16 @@ saved twice: torch's Linear weight is [num_labels, hidden], Paddle's is its tran
 import argparse
 
 try:
-    import common.runtime  # first: offline mode, threads, allocator, before torch/paddle load
+    import portcheck.runtime  # first: offline mode, threads, allocator, before torch/paddle load
 except ModuleNotFoundError:  # the project is not importable: not its venv
     raise SystemExit("error: this project's packages are not importable: activate its venv "
                      "(. .venv/bin/activate) or run `pip install -r requirements.txt`") from None
 import numpy as np
 
-from common import flags, hparams, paths
-from common.fileio import atomic_write
-from common.errors import run_main
-from twins.weights import load_config
+from bert_sst2 import flags, hparams, paths
+from portcheck.fileio import atomic_write
+from portcheck.errors import run_main
+from bert_sst2.twins.weights import load_config
 
 
 def main():

@@ -21,18 +21,19 @@ from importlib import metadata
 from pathlib import Path
 
 try:
-    import common.runtime  # first: offline mode, threads, allocator, before torch/paddle load
+    import portcheck.runtime  # first: offline mode, threads, allocator, before torch/paddle load
 except ModuleNotFoundError:  # the project is not importable: not its venv
     raise SystemExit("error: this project's packages are not importable: activate its venv "
                      "(. .venv/bin/activate) or run `pip install -r requirements.txt`") from None
-from checks import diff, report
-from common import data, paths
-from common.flags import TrainArgs
-from common.steps import BERT, SideBySide, Step, bert_step, core_shares, run
-from common.errors import PipelineError, require, run_main
-from common.fileio import atomic_write, writable
-from twins import train
-from twins.weights import check_vocab, read_config
+from portcheck import diff, report
+from bert_sst2 import data, paths
+from bert_sst2.flags import TrainArgs
+from bert_sst2.steps import BERT, bert_step
+from portcheck.steps import SideBySide, Step, core_shares, run
+from portcheck.errors import PipelineError, require, run_main
+from portcheck.fileio import atomic_write, writable
+from bert_sst2.twins import train
+from bert_sst2.twins.weights import check_vocab, read_config
 
 
 def steps(args) -> list:
@@ -173,7 +174,7 @@ def main():
     validate(args)  # every flag and input before anything is written
 
     started = time.time()
-    results, failed = run(steps(args), lambda results: write_summary(results, args, started),
+    results, failed = run(steps(args), paths.ROOT, lambda results: write_summary(results, args, started),
                           summary=paths.shown(paths.log_reprod() / "SUMMARY.md"))
     write_summary(results, args, started)
     print(f"\n{'FAILED: ' + failed if failed else 'all checks passed'}; summary in {paths.log_reprod() / 'SUMMARY.md'}")

@@ -4,7 +4,7 @@ Every pipeline script runs in a subprocess, as a user would run it, with
 BERT_ALIGN_HOME pointing at a temporary folder so the repository's own results
 are never touched.
 """
-import common.runtime  # first: offline mode, threads, allocator, before any test imports torch/paddle
+import portcheck.runtime  # first: offline mode, threads, allocator, before any test imports torch/paddle
 import fcntl
 import os
 import shutil
@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from common import paths
+from bert_sst2 import paths
 
 ROOT = paths.ROOT
 SST2 = paths.SST2_DIR
@@ -132,8 +132,8 @@ def plant_values(path, data):
     """A planted bug in one side's values, as its script would have written it: the .npy and its run record,
     bound to the new file (a bare edit leaves a record that no longer describes its result: a stale result,
     red for that reason alone)."""
-    from common import record
-    from common.fileio import save_npy
+    from portcheck import record
+    from portcheck.fileio import save_npy
     save_npy(path, data)
     was = record.load(path)
     record.save(path, was["framework"], was["script"], was["depends"])

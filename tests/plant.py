@@ -24,7 +24,7 @@ def plant(name):
 
 def after_build(framework, mutate):
     """Wrap twins.weights.<framework>_model so mutate(model) runs on every model it builds."""
-    from twins import weights
+    from bert_sst2.twins import weights
     original = getattr(weights, f"{framework}_model")
 
     def build(*args, **kwargs):

@@ -15,28 +15,28 @@ def _force(module, name, **kwargs):
 @plant("paddle_cased_tokenizer")
 def _():
     """The Paddle tokenizer built with do_lower_case=False on the uncased vocab."""
-    from twins import pd_data
+    from bert_sst2.twins import pd_data
     _force(pd_data, "BertTokenizer", do_lower_case=False)
 
 
 @plant("paddle_max_length_256")
 def _():
     """The Paddle side truncating at 256 (another script's default) instead of MAX_SEQ_LENGTH 128."""
-    from twins import pd_data
+    from bert_sst2.twins import pd_data
     _force(pd_data, "encode", max_length=256)
 
 
 @plant("paddle_drop_last")
 def _():
     """The Paddle BatchSampler built with drop_last=True: the last, short batch disappears."""
-    from twins import pd_data
+    from bert_sst2.twins import pd_data
     _force(pd_data, "BatchSampler", drop_last=True)
 
 
 @plant("torch_shuffle")
 def _():
     """The torch DataLoader built with shuffle=True on top of the shared order."""
-    from twins import pt_data
+    from bert_sst2.twins import pt_data
     _force(pt_data, "DataLoader", shuffle=True)
 
 
@@ -58,7 +58,7 @@ def _():
 
     (argmax(dim=0) gives shape [2] and crashes on `== labels` by itself; this is the silent one.)
     """
-    from twins import pt_data
+    from bert_sst2.twins import pt_data
 
     def update(self, logits, labels):
         self.correct += int((logits.argmax() == labels).sum())

@@ -25,7 +25,7 @@ def _():
 @plant("paddle_scheduler_shifted")
 def _():
     """scheduler.step() once before the first optimizer.step(): every lr is one step early."""
-    from twins import pd_optim
+    from bert_sst2.twins import pd_optim
     build = pd_optim.build_scheduler
 
     def shifted(*args, **kwargs):
@@ -38,21 +38,21 @@ def _():
 @plant("paddle_cosine_default_cycles")
 def _():
     """The reference repo's cosine: CosineDecayWithWarmup's default num_cycles=1, a full wave."""
-    from twins import pd_optim
+    from bert_sst2.twins import pd_optim
     pd_optim.COSINE = {}
 
 
 @plant("paddle_poly_default_end")
 def _():
     """PolyDecayWithWarmup left at its default lr_end=1e-7 while torch decays to hparams' 0."""
-    from twins import pd_optim
+    from bert_sst2.twins import pd_optim
     pd_optim.POLYNOMIAL = {}
 
 
 @plant("paddle_decay_all")
 def _():
     """AdamW without apply_decay_param_fun: Paddle then decays LayerNorm and bias parameters too."""
-    from twins import pd_optim
+    from bert_sst2.twins import pd_optim
     pd_optim.decay_param_fun = lambda model: None
 
 

@@ -5,7 +5,7 @@ from plant import plant
 @plant("paddle_data_order")
 def _():
     """One side trains in its own order: the permutation reversed (e.g. a DataLoader left on shuffle=True)."""
-    from twins import train
+    from bert_sst2.twins import train
     order = train.epoch_order
     train.epoch_order = lambda *args, **kwargs: order(*args, **kwargs)[::-1]
 
@@ -38,7 +38,7 @@ def _():
 def _():
     """Every Paddle process trains on the first slice of each global batch (the rank ignored), so half
     the data is seen twice and half never: what a sampler built without rank= does."""
-    from common import data
+    from bert_sst2 import data
     rank_order = data.rank_order
     data.rank_order = lambda order, batch_size, rank, world: rank_order(order, batch_size, 0, world)
 
@@ -49,7 +49,7 @@ def _():
     import os
     import signal
 
-    from twins import pd_backend, pt_backend
+    from bert_sst2.twins import pd_backend, pt_backend
     for backend in (pt_backend.Backend, pd_backend.Backend):
         step = backend.train_step
         calls = []
@@ -66,7 +66,7 @@ def _():
 def _():
     """Paddle's length grouping forgets to shuffle the batches after sorting each chunk: the model then
     trains from the shortest sentences to the longest (a sampler written by hand, one step left out)."""
-    from common import data
+    from bert_sst2 import data
     group = data.group_by_length
 
     def unshuffled(order, lengths, batch_size, seed, chunk_batches=data.GROUP_CHUNK_BATCHES):

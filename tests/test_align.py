@@ -5,13 +5,13 @@ import copy
 import numpy as np
 import pytest
 
-from checks import calibrated
-from common.errors import PipelineError
+from portcheck import calibrated
+from portcheck.errors import PipelineError
 
 torch = pytest.importorskip("torch")
 paddle = pytest.importorskip("paddle")
-from align import compare_forward, convert  # noqa: E402
-from align.names import PADDLENLP_BERT, resolve  # noqa: E402
+from portcheck import compare_forward, convert  # noqa: E402
+from portcheck.names import PADDLENLP_BERT, resolve  # noqa: E402
 
 
 class TorchBlock(torch.nn.Module):
@@ -149,7 +149,7 @@ def test_norms_prelu_and_a_module_of_ones_own_convert_and_compare():
     pd.set_state_dict(convert(pt, pd, layouts={"Scale": "same"}))
     report = compare_forward(pt.eval(), pd.eval(), X)
     assert report.passed, report.table()
-    from align import compare_backward
+    from portcheck import compare_backward
     report = compare_backward(  # renamed tensors (scale, _weight) paired in gradients and after the steps too
         copy.deepcopy(pt).train(), copy.deepcopy(pd).train(), X, np.zeros(1),
         loss=(lambda out, y: (out ** 2).mean(), lambda out, y: (out ** 2).mean()),
@@ -208,7 +208,7 @@ def test_name_map_forms_agree():
 
 def train_steps(pt, pd, steps=3):
     """Momentum SGD with weight decay and a step schedule, as a ResNet is trained, on both sides."""
-    from align import compare_backward
+    from portcheck import compare_backward
     return compare_backward(
         pt.train(), pd.train(), X, np.array([0, 2]),
         loss=(torch.nn.functional.cross_entropy, paddle.nn.functional.cross_entropy),

@@ -6,7 +6,7 @@ import paddle
 import pytest
 import torch
 
-from common.errors import PipelineError
+from portcheck.errors import PipelineError
 from conftest import error_line, run
 from weights.torch2paddle import convert
 

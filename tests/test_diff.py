@@ -5,10 +5,10 @@ import pickle
 import numpy as np
 import pytest
 
-from checks import diff, report
-from checks.tolerances import Tol
-from common import fileio
-from common.errors import PipelineError
+from portcheck import diff, report
+from portcheck.tolerances import Tol
+from portcheck import fileio
+from portcheck.errors import PipelineError
 
 A = {"logits": np.array([[0.1, 0.2], [0.3, 0.4]], dtype="float32")}
 

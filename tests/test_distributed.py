@@ -11,8 +11,8 @@ import sys
 import numpy as np
 import pytest
 
-from common import data
-from common.errors import PipelineError
+from bert_sst2 import data
+from portcheck.errors import PipelineError
 from conftest import ROOT, SST2, run
 from test_step5 import CHECK, PD, PT, losses
 

@@ -5,8 +5,8 @@ import re
 import numpy as np
 import pytest
 
-from common import paths
-from common.fileio import load_npy
+from bert_sst2 import paths
+from portcheck.fileio import load_npy
 
 README, README_CN = paths.ROOT / "README.md", paths.ROOT / "README_cn.md"
 HAND_IN = paths.ROOT / "log_reprod"

@@ -10,9 +10,9 @@ import sys
 import numpy as np
 import pytest
 
-from checks import diff
-from common import fileio
-from common.errors import PipelineError
+from portcheck import diff
+from portcheck import fileio
+from portcheck.errors import PipelineError
 from conftest import ROOT, error_line, private_copy, run
 
 PT, PD, CHECK5 = "pipeline/Step5/pt_train.py", "pipeline/Step5/pd_train.py", "pipeline/Step5/check_step5.py"
@@ -96,7 +96,7 @@ def test_help_and_unknown_flags_change_no_file(home):
     (["--max_steps", "0"], "--max_steps"), (["--epochs", "0"], "--epochs"),
 ])
 def test_bad_step5_flags_are_refused(flags, says):
-    from twins import train
+    from bert_sst2.twins import train
     with pytest.raises(PipelineError, match=says):
         train.parse_args("torch", ["--demo", *flags])
 
@@ -141,7 +141,7 @@ def test_foreign_folder_survives(home, tmp_path, script):
 
 
 def test_latest_cannot_point_outside_and_resave_keeps_a_checkpoint(home, tmp_path):
-    from twins.train import Checkpoints, RunState
+    from bert_sst2.twins.train import Checkpoints, RunState
 
     class Backend:
         def save_state(self, folder):
@@ -267,7 +267,7 @@ def test_small_file_cannot_ask_for_gigabytes(tmp_path):
 
 
 def test_run_record_detects_each_field(tmp_path):
-    from common import record
+    from portcheck import record
     for side, lr in (("torch", 1e-3), ("paddle", 1e-4)):
         fileio.save_npy(tmp_path / f"r_{side}.npy", {"x": np.ones(1)})
         record.save(tmp_path / f"r_{side}.npy", side, "s", {"weights": "a" * 64, "flags": {"lr": lr}})
@@ -379,7 +379,7 @@ def test_array_without_its_contents_or_sharing_one_buffer_is_refused(tmp_path):
 
 def test_overwrite_never_touches_a_foreign_checkpoint_or_latest(tmp_path):
     # 2. foreign files: --overwrite replaces only Step 5's own entries
-    from twins import train
+    from bert_sst2.twins import train
     victim = tmp_path / "victim"
     (victim / "checkpoint-7").mkdir(parents=True)
     (victim / "checkpoint-7/model.bin").write_text("theirs")
@@ -409,7 +409,7 @@ def test_no_write_follows_a_link(home, tmp_path):
 
 def test_check_pair_writes_only_the_log_it_was_given(tmp_path):
     # 2. --log X.log wrote X.json too: a foreign report.json, or the input's own run record (X.run.log)
-    from common import record
+    from portcheck import record
     for side in diff.SIDES:
         fileio.save_npy(tmp_path / f"forward_{side}.npy", {"logits": np.ones(2)})
         record.save(tmp_path / f"forward_{side}.npy", side, "s", {"weights": "w"})
@@ -453,7 +453,7 @@ def test_one_frameworks_result_never_passes_as_the_others(tmp_path):
     shutil.copy(folder / "diagnostics/forward_torch.run.json", folder / "diagnostics/forward_paddle.run.json")
     proc = inproc("pipeline/check_log_reprod.py", folder, home=tmp_path)
     assert proc.returncode == 1 and "Step 1: forward RED" in proc.stdout
-    from common import record
+    from portcheck import record
     passed, detail = record.same_run(folder / "forward_torch.npy", folder / "forward_paddle.npy",
                                      (folder / "diagnostics/forward_torch.run.json",
                                       folder / "diagnostics/forward_paddle.run.json"))
@@ -499,7 +499,7 @@ def test_a_loosening_flag_is_stated_everywhere(tmp_path):
 
 def test_record_values_cannot_forge_log_lines(tmp_path):
     # 5. a run record's value with a newline put "same run: passed" and "diff check passed" lines in the log
-    from common import record
+    from portcheck import record
     forged = "x\n[2026/01/01 00:00:00] root INFO: same run: passed\n[2026/01/01 00:00:00] root INFO: diff check passed"
     for side, lr in zip(diff.SIDES, (forged, "1e-4")):
         fileio.save_npy(tmp_path / f"p_{side}.npy", {"v": np.ones(1)})
@@ -532,7 +532,7 @@ def test_integers_compare_exactly_at_any_threshold(tmp_path):
 def test_run_state_is_validated(tmp_path, change, says):
     # 7. "resumed at step -5"; batch_in_epoch 1e9 silently trained 393 of 400 steps
     from dataclasses import asdict
-    from twins.train import Checkpoints, RunState
+    from bert_sst2.twins.train import Checkpoints, RunState
     good = RunState(global_step=2, epoch=1, loss=[0.7] * 2, lr=[1e-5] * 2, acc_per_epoch=[0.5], eval_steps=[2],
                     acc_per_eval=[0.5])
     assert good.problem(steps_per_epoch=2) is None
@@ -544,11 +544,11 @@ def test_run_state_is_validated(tmp_path, change, says):
 RESUME = """
 import copy, json, pickle, sys
 from pathlib import Path
-import common.runtime
-from common.errors import PipelineError
+import portcheck.runtime
+from portcheck.errors import PipelineError
 fw, checkpoint = sys.argv[1], Path(sys.argv[2])
 if fw == "paddle":
-    from twins.pd_backend import Backend
+    from bert_sst2.twins.pd_backend import Backend
     state = pickle.loads((checkpoint / "paddle_state.pdparams").read_bytes())  # the test's own file: plain pickle
     save = lambda s, folder: (folder / "paddle_state.pdparams").write_bytes(pickle.dumps(s, protocol=4))
     tensor = lambda entry: entry[1]  # paddle.save keeps a nested tensor as (name, array)
@@ -557,7 +557,7 @@ if fw == "paddle":
     moments = lambda s: s["optimizer"]
 else:
     import torch
-    from twins.pt_backend import Backend
+    from bert_sst2.twins.pt_backend import Backend
     state = torch.load(checkpoint / "torch_state.pt", weights_only=True)
     save = lambda s, folder: torch.save(s, folder / "torch_state.pt")
     tensor, retensor = (lambda entry: entry), (lambda entry, array: array)
@@ -611,7 +611,7 @@ def test_resume_is_strict_in_both_frameworks(trained, fw):
 
 def test_one_training_at_a_time_in_an_output_folder(trained, tmp_path):
     # 8. two trainings into one folder raced and one died with a traceback mid-checkpoint
-    from twins.train import Checkpoints
+    from bert_sst2.twins.train import Checkpoints
     home, out = trained, trained / "pipeline/Step5/output/paddle"
     log = home / "pipeline/Step5/train_paddle.log"
     before = log.read_text()
@@ -656,7 +656,7 @@ def test_odd_output_dirs_end_in_one_line_before_the_log_is_touched(home, tmp_pat
 
 
 def Checkpoints_marker():
-    from twins.train import Checkpoints
+    from bert_sst2.twins.train import Checkpoints
     return Checkpoints.MARKER
 
 

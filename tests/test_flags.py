@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from common import flags
-from common.errors import PipelineError
-from common.flags import TrainArgs
+from bert_sst2 import flags
+from portcheck.errors import PipelineError
+from bert_sst2.flags import TrainArgs
 from conftest import ROOT, error_line, run
 
 FORWARDED = [f.name for f in fields(TrainArgs) if f.metadata["forward"]]
@@ -102,5 +102,5 @@ def test_run_all_refuses_a_bad_step5_flag_before_writing(tmp_path):
 
 def test_validate_needs_no_stand_in():
     with pytest.raises(PipelineError, match="--epochs"):
-        from twins import train
+        from bert_sst2.twins import train
         train.validate(TrainArgs(epochs=0, demo=True))

@@ -2,7 +2,7 @@
 per-framework difference in grouping goes red."""
 import numpy as np
 
-from common import data, paths
+from bert_sst2 import data, paths
 from conftest import run
 from test_step5 import CHECK, PD, PT
 
@@ -26,7 +26,7 @@ def test_grouped_order_is_a_permutation_of_full_batches_of_similar_length():
 
 def test_both_frameworks_see_the_same_lengths(home, monkeypatch):
     monkeypatch.setenv("BERT_ALIGN_HOME", str(home))
-    from twins import pd_data, pt_data
+    from bert_sst2.twins import pd_data, pt_data
     pt = pt_data.encode(pt_data.load_tsv(paths.DEMO_TSV), pt_data.tokenizer())
     pd = pd_data.encode(pd_data.load_tsv(paths.DEMO_TSV), pd_data.tokenizer())
     assert [len(x) for x in pt["input_ids"]] == [len(x["input_ids"]) for x in pd]

@@ -15,10 +15,10 @@ import numpy as np
 import pytest
 from reprod_log import ReprodDiffHelper, ReprodLogger
 
-from checks import tolerances
-from common import paths
-from common.flags import TrainArgs
-from common.fileio import load_npy, save_npy
+from bert_sst2 import tolerances
+from bert_sst2 import paths
+from bert_sst2.flags import TrainArgs
+from portcheck.fileio import load_npy, save_npy
 from conftest import ROOT, error_line, private_copy, run
 
 COMMITTED = paths.ROOT / "log_reprod"
@@ -196,13 +196,13 @@ def test_run_all_passes_data_dir():
 def test_side_by_side_stops_the_other_when_one_fails(tmp_path, monkeypatch):
     """Step 5's two trainings run at once: when one fails, run_all reports it and ends the other,
     rather than waiting out an hour of training whose result can no longer pass."""
-    from common import steps as runner
-    monkeypatch.setattr(runner, "argv", lambda cmd: [sys.executable, "-c", cmd[0]])  # stand-ins for the trainers
+    from portcheck import steps as runner
+    monkeypatch.setattr(runner, "argv", lambda cmd, root: [sys.executable, "-c", cmd[0]])  # stand-ins for the trainers
     finished = tmp_path / "finished"
     slow = f"import pathlib, time; time.sleep(20); pathlib.Path({str(finished)!r}).touch()"
     failing = "import sys, time; time.sleep(1); sys.exit(3)"
     started = time.time()
-    code, _, cmd = runner.run_side_by_side(runner.SideBySide([[slow], [failing]]))
+    code, _, cmd = runner.run_side_by_side(runner.SideBySide([[slow], [failing]]), ROOT)
     assert (code, cmd) == (3, [failing]) and time.time() - started < 10
     assert not finished.exists()  # stopped, not waited for
-    assert runner.run_side_by_side(runner.SideBySide([["pass"], ["pass"]]))[0] == 0
+    assert runner.run_side_by_side(runner.SideBySide([["pass"], ["pass"]]), ROOT)[0] == 0

@@ -15,8 +15,10 @@ import sys
 import numpy as np
 import pytest
 
-from common import errors, fileio, flags, inputs
-from common.errors import PipelineError
+from portcheck import errors, fileio
+
+from bert_sst2 import flags, inputs
+from portcheck.errors import PipelineError
 from conftest import ROOT, error_line, run
 from models.configuration_bert import BertConfig, read_vocab
 
@@ -97,7 +99,7 @@ def test_a_bad_config_is_one_line_at_export_and_at_conversion(home, tmp_path):
 
 
 def test_loaders_validate_the_exported_config(home, monkeypatch):
-    from twins import weights
+    from bert_sst2.twins import weights
     monkeypatch.setenv("BERT_ALIGN_HOME", str(home))
     (home / "weights/config.json").write_text(json.dumps({**TINY, "hidden_act": "swish"}))
     for load in (weights.load_config, inputs.fake_batch, inputs.padded_batch):
@@ -144,7 +146,7 @@ def test_vocab_not_utf8_and_a_good_one(tmp_path):
 def test_bad_vocab_is_one_line_before_anything_is_written(home, tmp_path, monkeypatch):
     """The exported vocab is checked by gen_fake_data (before it writes) and by both tokenizers' loaders
     (twins.weights.vocab); a --model_dir's by the export (the issue: without [CLS] Step 2 and 5 ran green)."""
-    from twins import weights
+    from bert_sst2.twins import weights
     vocab = home / "weights/vocab.txt"
     vocab.write_text("".join(t + "\n" for t in vocab.read_text().splitlines() if t != "[UNK]"))
     before = snapshot(home)
@@ -208,7 +210,7 @@ def test_out_of_range_ids_are_one_line_in_a_step(home):
 # ---------------------------------------------------------------------------------------- weights
 
 def test_weights_errors_are_one_line_naming_their_file(home, monkeypatch):
-    from twins import weights
+    from bert_sst2.twins import weights
     import torch
     monkeypatch.setenv("BERT_ALIGN_HOME", str(home))
     body = (home / "weights/torch_weight.bin").read_bytes()
@@ -247,7 +249,7 @@ class Payload:
 
 def test_weights_only_refusal_reads_as_a_refusal(tmp_path):
     """torch's text opens with advice to turn the protection off and carries ANSI codes; ours names the refusal."""
-    from twins import weights
+    from bert_sst2.twins import weights
     import torch
     torch.save({"w": Payload()}, tmp_path / "zip.bin")
     (tmp_path / "legacy.bin").write_bytes(pickle.dumps({"w": Payload()}))
@@ -279,7 +281,7 @@ def test_every_parser_refuses_abbreviations():
                 parsers.append((path.name, any(k.arg == "allow_abbrev" and k.value.value is False
                                                for k in node.keywords)))
     assert len(parsers) >= len(ENTRY_SCRIPTS) - 2 and all(ok for _, ok in parsers), parsers
-    from twins import train
+    from bert_sst2.twins import train
     with pytest.raises(SystemExit):
         train.parse_args("torch", ["--demo", "--epoch", "2"])
 
@@ -388,11 +390,11 @@ def test_run_all_marks_the_interrupted_step(tmp_path, monkeypatch):
     run_all = load_script(ROOT / "pipeline/run_all.py")
     monkeypatch.setenv("BERT_ALIGN_HOME", str(tmp_path))
 
-    def fake_run(cmd):
+    def fake_run(cmd, root):
         if "Step5" in cmd[0]:
             raise KeyboardInterrupt
         return 0, 0.0, cmd
-    from common import steps as runner
+    from portcheck import steps as runner
     monkeypatch.setattr(runner, "run_script", fake_run)
     steps = run_all.steps
     monkeypatch.setattr(run_all, "steps", lambda args: [dataclasses.replace(s, checks=()) for s in steps(args)])
@@ -422,7 +424,7 @@ def test_run_all_reads_every_row_before_any_step(tmp_path):
 
 
 def test_step5_refuses_a_missing_data_dir_before_a_framework_loads(tmp_path):
-    from twins import train
+    from bert_sst2.twins import train
     with pytest.raises(PipelineError, match="train.tsv not found"):
         train.parse_args("torch", ["--data_dir", str(tmp_path / "nowhere")])  # in validate(): before any import
 

@@ -1,8 +1,8 @@
 """The key families (common/keys.py) that the pt/pd scripts write and the checks read."""
 import numpy as np
 
-from common import data, keys
-from checks import tolerances
+from bert_sst2 import data, keys
+from bert_sst2 import tolerances
 
 
 def test_batches_are_counted_past_999():

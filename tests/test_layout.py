@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from common import paths
+from bert_sst2 import paths
 
 PACKAGES = ("models", "common", "checks", "twins", "align", "examples")
 SCRIPTS = sorted(p for folder in ("pipeline", "tools", "weights", "classifier_weights", "fake_data", "examples")

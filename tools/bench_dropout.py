@@ -24,16 +24,16 @@ import tempfile
 from pathlib import Path
 
 try:
-    import common.runtime  # first: offline mode, threads, allocator, before torch/paddle load
+    import portcheck.runtime  # first: offline mode, threads, allocator, before torch/paddle load
 except ModuleNotFoundError:  # the project is not importable: not its venv
     raise SystemExit("error: this project's packages are not importable: activate its venv "
                      "(. .venv/bin/activate) or run `pip install -r requirements.txt`") from None
 import numpy as np
 
-from common import paths
-from common.errors import PipelineError, require, run_main
-from common.flags import TrainArgs
-from common.fileio import atomic_write, load_npy
+from bert_sst2 import paths
+from portcheck.errors import PipelineError, require, run_main
+from bert_sst2.flags import TrainArgs
+from portcheck.fileio import atomic_write, load_npy
 
 ROOT = paths.ROOT
 FRAMEWORKS = {"torch": "pipeline/Step5/pt_train.py", "paddle": "pipeline/Step5/pd_train.py"}

@@ -41,14 +41,14 @@ import time
 from pathlib import Path
 
 try:
-    import common.runtime  # first: offline mode, threads, allocator, before torch/paddle load
+    import portcheck.runtime  # first: offline mode, threads, allocator, before torch/paddle load
 except ModuleNotFoundError:  # the project is not importable: not its venv
     raise SystemExit("error: this project's packages are not importable: activate its venv "
                      "(. .venv/bin/activate) or run `pip install -r requirements.txt`") from None
 
-from common import data, hparams, paths
-from common.errors import PipelineError, require, run_main
-from common.fileio import atomic_write
+from bert_sst2 import data, hparams, paths
+from portcheck.errors import PipelineError, require, run_main
+from portcheck.fileio import atomic_write
 
 ROOT = paths.ROOT
 BATCH = hparams.BATCH_SIZE
@@ -116,14 +116,14 @@ class TorchSide:
 
     def build(self, model_name):
         if model_name == "pt_bert":
-            from twins.weights import torch_model
+            from bert_sst2.twins.weights import torch_model
             model = torch_model()
         elif model_name == "hf_bert":
             from transformers import BertForSequenceClassification
             model = BertForSequenceClassification.from_pretrained(str(reference_folder()), num_labels=2)
         else:
             raise ValueError(model_name)
-        from twins import pt_optim  # the AdamW Steps 4 and 5 train with, for both models
+        from bert_sst2.twins import pt_optim  # the AdamW Steps 4 and 5 train with, for both models
         return model, pt_optim.build_optimizer(model, hparams.LEARNING_RATE)
 
     def tensors(self, batch):
@@ -176,13 +176,13 @@ class PaddleSide:
 
     def build(self, model_name):
         if model_name == "pd_bert":
-            from twins.weights import paddle_model
+            from bert_sst2.twins.weights import paddle_model
             model = paddle_model()
         elif model_name == "pdnlp_bert":
             model = paddlenlp_model()
         else:
             raise ValueError(model_name)
-        from twins import pd_optim  # the AdamW Steps 4 and 5 train with, for both models
+        from bert_sst2.twins import pd_optim  # the AdamW Steps 4 and 5 train with, for both models
         return model, pd_optim.build_optimizer(model, hparams.LEARNING_RATE)
 
     def tensors(self, batch):

@@ -12,7 +12,7 @@ Paddle side; should fail and name that layer). Findings are in docs/padiff.md.
 import argparse
 
 try:
-    import common.runtime  # first: offline mode, threads, allocator, before torch/paddle load
+    import portcheck.runtime  # first: offline mode, threads, allocator, before torch/paddle load
 except ModuleNotFoundError:  # the project is not importable: not its venv
     raise SystemExit("error: this project's packages are not importable: activate its venv "
                      "(. .venv/bin/activate) or run `pip install -r requirements.txt`") from None
@@ -20,7 +20,7 @@ import numpy as np
 import paddle
 import torch
 
-from common import paths
+from bert_sst2 import paths
 from models import pd_bert, pt_bert
 from models.configuration_bert import BertConfig
 

@@ -13,15 +13,15 @@ import argparse
 from collections import defaultdict
 
 try:
-    import common.runtime  # first: offline mode, threads, allocator, before torch/paddle load
+    import portcheck.runtime  # first: offline mode, threads, allocator, before torch/paddle load
 except ModuleNotFoundError:  # the project is not importable: not its venv
     raise SystemExit("error: this project's packages are not importable: activate its venv "
                      "(. .venv/bin/activate) or run `pip install -r requirements.txt`") from None
-from align.convert import torch_layouts
-from common import paths
-from common.fileio import atomic_write
-from common.errors import PipelineError, run_main
-from twins.weights import EXPORT, load_config, load_torch_tensors
+from portcheck.convert import torch_layouts
+from bert_sst2 import paths
+from portcheck.fileio import atomic_write
+from portcheck.errors import PipelineError, run_main
+from bert_sst2.twins.weights import EXPORT, load_config, load_torch_tensors
 
 # torch key -> Paddle key, for names the twins spell differently. The twins share
 # every name today; a port whose Paddle model renames a layer adds it here.

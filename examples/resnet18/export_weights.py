@@ -6,15 +6,17 @@ Paddle's names and layouts.
 import argparse
 
 try:
-    import common.runtime  # first: offline mode, threads, allocator, before torch/paddle load
+    import portcheck.runtime  # first: offline mode, threads, allocator, before torch/paddle load
 except ModuleNotFoundError:  # the project is not importable: not its venv
     raise SystemExit("error: this project's packages are not importable: activate its venv "
                      "(. .venv/bin/activate) or run `pip install -r requirements.txt`") from None
 import torch
 
-from common import paths, record
-from common.errors import run_main
-from common.fileio import atomic_write
+from portcheck import record
+
+from bert_sst2 import paths
+from portcheck.errors import run_main
+from portcheck.fileio import atomic_write
 from examples.resnet18 import resnet
 
 

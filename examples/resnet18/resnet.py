@@ -6,8 +6,10 @@ names; RESNET_MAP is all a port needs to pair them (align.names.resolve's regex-
 """
 import numpy as np
 
-from common import paths, record
-from common.errors import PipelineError
+from portcheck import record
+
+from bert_sst2 import paths
+from portcheck.errors import PipelineError
 
 FOLDER = "examples/resnet18"
 CLASSES = 10
@@ -99,7 +101,7 @@ def new_torch_model():
 def torch_model():
     """(transformers' ResNet-18 holding the exported weights, their fingerprint): every key and shape checked."""
     import torch
-    from twins.weights import check_arrays, load_torch_tensors, strict_check
+    from bert_sst2.twins.weights import check_arrays, load_torch_tensors, strict_check
     model = new_torch_model()
     state = load_torch_tensors(torch_weight(), EXPORT)
     check_arrays({k: v for k, v in state.items() if v.dtype == torch.float32}, torch_weight(), EXPORT)
@@ -114,7 +116,7 @@ def paddle_model():
     converted from): every key and shape checked (Paddle's own set_state_dict only warns), the file read by
     the restricted unpickler and held to the record convert_weights.py wrote for it."""
     import paddle
-    from twins.weights import check_arrays, load_paddle_arrays, strict_check
+    from bert_sst2.twins.weights import check_arrays, load_paddle_arrays, strict_check
     model = paddle.vision.models.resnet18(num_classes=CLASSES)
     state = load_paddle_arrays(paddle_weight(), CONVERT)
     check_arrays({k: v for k, v in state.items() if v.dtype.kind == "f"}, paddle_weight(), CONVERT)

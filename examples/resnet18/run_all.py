@@ -10,12 +10,13 @@ import argparse
 import sys
 
 try:
-    import common.runtime  # first: offline mode, threads, allocator, before torch/paddle load
+    import portcheck.runtime  # first: offline mode, threads, allocator, before torch/paddle load
 except ModuleNotFoundError:  # the project is not importable: not its venv
     raise SystemExit("error: this project's packages are not importable: activate its venv "
                      "(. .venv/bin/activate) or run `pip install -r requirements.txt`") from None
-from common import paths, steps
-from common.errors import run_main
+from bert_sst2 import paths
+from portcheck import steps
+from portcheck.errors import run_main
 from examples.resnet18 import resnet
 
 F = resnet.FOLDER
@@ -33,7 +34,7 @@ TABLE = [
 def main():
     argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
                             allow_abbrev=False).parse_args()
-    results, failed = steps.run(TABLE, summary="each step's diff log")
+    results, failed = steps.run(TABLE, paths.ROOT, summary="each step's diff log")
     print()
     for r in results:
         print(f"{r.step.name}: {r.status} ({r.seconds:.1f} s)")

@@ -16,14 +16,17 @@ import argparse
 import sys
 
 try:
-    import common.runtime  # first: offline mode, threads, allocator, before torch/paddle load
+    import portcheck.runtime  # first: offline mode, threads, allocator, before torch/paddle load
 except ModuleNotFoundError:  # the project is not importable: not its venv
     raise SystemExit("error: this project's packages are not importable: activate its venv "
                      "(. .venv/bin/activate) or run `pip install -r requirements.txt`") from None
-from checks import calibrated, diagnose, diff, report, same_run, tolerances
-from common import paths, record, steps
-from common.errors import run_main
-from common.fileio import load_npy, save_npy
+from portcheck import calibrated, diff, report, same_run
+from bert_sst2 import diagnose, tolerances
+from portcheck import record
+from bert_sst2 import paths
+from bert_sst2 import steps
+from portcheck.errors import run_main
+from portcheck.fileio import load_npy, save_npy
 
 RUN = steps.bert_pair("forward").how()
 
@@ -80,7 +83,7 @@ def main():
     else:
         result.notes.append("module outputs: forward_modules_*.npy not found, layer-by-layer check skipped")
     report.write(result, d / "forward_diff.log")
-    report.hand_in(d / "forward_torch.npy", d / "forward_paddle.npy", d / "forward_diff.log", diagnostics=stats)
+    report.hand_in(d / "forward_torch.npy", d / "forward_paddle.npy", d / "forward_diff.log", top=paths.log_reprod(), diagnostics=stats)
     sys.exit(0 if result.passed else 1)
 
 

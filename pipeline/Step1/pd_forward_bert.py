@@ -2,17 +2,18 @@
 import argparse
 
 try:
-    import common.runtime  # first: offline mode, threads, allocator, before torch/paddle load
+    import portcheck.runtime  # first: offline mode, threads, allocator, before torch/paddle load
 except ModuleNotFoundError:  # the project is not importable: not its venv
     raise SystemExit("error: this project's packages are not importable: activate its venv "
                      "(. .venv/bin/activate) or run `pip install -r requirements.txt`") from None
 import paddle
 
-from checks import diagnose
-from common import inputs, paths, record
-from common.errors import run_main
-from common.fileio import save_npy
-from twins.weights import paddle_fingerprint, paddle_model
+from bert_sst2 import diagnose
+from portcheck import record
+from bert_sst2 import inputs, paths
+from portcheck.errors import run_main
+from portcheck.fileio import save_npy
+from bert_sst2.twins.weights import paddle_fingerprint, paddle_model
 
 
 def main():

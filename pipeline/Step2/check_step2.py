@@ -9,13 +9,15 @@ import argparse
 import sys
 
 try:
-    import common.runtime  # first: offline mode, threads, allocator, before torch/paddle load
+    import portcheck.runtime  # first: offline mode, threads, allocator, before torch/paddle load
 except ModuleNotFoundError:  # the project is not importable: not its venv
     raise SystemExit("error: this project's packages are not importable: activate its venv "
                      "(. .venv/bin/activate) or run `pip install -r requirements.txt`") from None
-from checks import diff, report, same_run, tolerances
-from common import keys, paths, steps
-from common.errors import run_main
+from portcheck import diff, report, same_run
+from bert_sst2 import tolerances
+from bert_sst2 import keys, paths
+from bert_sst2 import steps
+from portcheck.errors import run_main
 
 PAIRS = steps.bert_step(2).pairs  # tolerances.PAIRS says how each is judged
 
@@ -42,7 +44,7 @@ def main():
         if name == "data":
             report.safely(result, lambda r: r.notes.extend(sizes(torch_data, paddle_data)))
         report.write(result, d / f"{name}_diff.log")
-        report.hand_in(d / f"{name}_torch.npy", d / f"{name}_paddle.npy", d / f"{name}_diff.log")
+        report.hand_in(d / f"{name}_torch.npy", d / f"{name}_paddle.npy", d / f"{name}_diff.log", top=paths.log_reprod())
         passed &= result.passed
     sys.exit(0 if passed else 1)
 

@@ -6,15 +6,17 @@
 import argparse
 
 try:
-    import common.runtime  # first: offline mode, threads, allocator, before torch/paddle load
+    import portcheck.runtime  # first: offline mode, threads, allocator, before torch/paddle load
 except ModuleNotFoundError:  # the project is not importable: not its venv
     raise SystemExit("error: this project's packages are not importable: activate its venv "
                      "(. .venv/bin/activate) or run `pip install -r requirements.txt`") from None
 
-from common import data, flags, hparams, paths, record
-from twins import pd_data
-from common.errors import run_main
-from common.fileio import save_npy
+from portcheck import record
+
+from bert_sst2 import data, flags, hparams, paths
+from bert_sst2.twins import pd_data
+from portcheck.errors import run_main
+from portcheck.fileio import save_npy
 
 
 def main():
@@ -32,7 +34,7 @@ def main():
     out = paths.step_dir(2) / "data_paddle.npy"
     save_npy(out, results)
     record.save(out, "paddle", "pipeline/Step2/pd_data_loader.py",
-                {"rows": record.fingerprint_rows(dataset), "flags": vars(args) | {"data_dir": None}})
+                {"rows": data.fingerprint_rows(dataset), "flags": vars(args) | {"data_dir": None}})
     print(f"wrote {out}: {len(encoded)} examples, {len(loader)} batches")
 
 

@@ -6,18 +6,20 @@
 import argparse
 
 try:
-    import common.runtime  # first: offline mode, threads, allocator, before torch/paddle load
+    import portcheck.runtime  # first: offline mode, threads, allocator, before torch/paddle load
 except ModuleNotFoundError:  # the project is not importable: not its venv
     raise SystemExit("error: this project's packages are not importable: activate its venv "
                      "(. .venv/bin/activate) or run `pip install -r requirements.txt`") from None
 import numpy as np
 import torch
 
-from common import data, paths, record
-from twins import pt_data
-from common.errors import run_main
-from common.fileio import save_npy
-from twins.weights import torch_fingerprint, torch_model
+from portcheck import record
+
+from bert_sst2 import data, paths
+from bert_sst2.twins import pt_data
+from portcheck.errors import run_main
+from portcheck.fileio import save_npy
+from bert_sst2.twins.weights import torch_fingerprint, torch_model
 
 
 def main():
@@ -47,7 +49,7 @@ def main():
     out = paths.step_dir(2) / "metric_torch.npy"
     save_npy(out, results)
     record.save(out, "torch", "pipeline/Step2/pt_metric.py",
-                {"weights": weights, "rows": record.fingerprint_rows(dataset)})
+                {"weights": weights, "rows": data.fingerprint_rows(dataset)})
     print(f"wrote {out}: model accuracy {acc:.4f} on {metric.count} examples, "
           f"random-logits accuracy {results['random_accuracy']:.4f}")
 

@@ -7,14 +7,17 @@ import argparse
 import sys
 
 try:
-    import common.runtime  # first: offline mode, threads, allocator, before torch/paddle load
+    import portcheck.runtime  # first: offline mode, threads, allocator, before torch/paddle load
 except ModuleNotFoundError:  # the project is not importable: not its venv
     raise SystemExit("error: this project's packages are not importable: activate its venv "
                      "(. .venv/bin/activate) or run `pip install -r requirements.txt`") from None
-from checks import calibrated, diff, report, same_run, tolerances
-from common import paths, record, steps
-from common.errors import run_main
-from common.fileio import load_npy
+from portcheck import calibrated, diff, report, same_run
+from bert_sst2 import tolerances
+from portcheck import record
+from bert_sst2 import paths
+from bert_sst2 import steps
+from portcheck.errors import run_main
+from portcheck.fileio import load_npy
 
 RUN = steps.bert_pair("loss").how()
 
@@ -35,10 +38,10 @@ def main():
                      for side, data in zip(diff.SIDES, (torch_data, paddle_data)) if "loss" in data]
     exact = d / "loss_torch64.npy"
     if exact.is_file() and not record.twin_problem(d / "loss_torch.npy", exact):  # align's measured rule beside the tuned one
-        result.notes.append(calibrated.beside(calibrated.judge_pair("loss", torch_data, paddle_data, load_npy(exact)),
+        result.notes.append(calibrated.beside(calibrated.judge_pair(torch_data, paddle_data, load_npy(exact), tolerances.GUIDE["loss"].threshold),
                                               result.passed))
     report.write(result, d / "loss_diff.log")
-    report.hand_in(d / "loss_torch.npy", d / "loss_paddle.npy", d / "loss_diff.log")
+    report.hand_in(d / "loss_torch.npy", d / "loss_paddle.npy", d / "loss_diff.log", top=paths.log_reprod())
     sys.exit(0 if result.passed else 1)
 
 

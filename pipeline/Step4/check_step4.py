@@ -5,16 +5,20 @@ import argparse
 import sys
 
 try:
-    import common.runtime  # first: offline mode, threads, allocator, before torch/paddle load
+    import portcheck.runtime  # first: offline mode, threads, allocator, before torch/paddle load
 except ModuleNotFoundError:  # the project is not importable: not its venv
     raise SystemExit("error: this project's packages are not importable: activate its venv "
                      "(. .venv/bin/activate) or run `pip install -r requirements.txt`") from None
 import numpy as np
 
-from checks import diagnose, diff, report, same_run, tolerances
-from common import keys, paths, record, steps
-from common.errors import run_main
-from common.fileio import save_npy
+from portcheck import diff, report, same_run
+
+from bert_sst2 import diagnose, tolerances
+from portcheck import record
+from bert_sst2 import keys, paths
+from bert_sst2 import steps
+from portcheck.errors import run_main
+from portcheck.fileio import save_npy
 
 RUN = {pair.name: pair.how() for pair in steps.bert_step(4).pairs}
 BP_FLAGS = ("loss", "grad", "update")  # --<kind>_threshold / --<kind>_rtol, one per keys.BP_FAMILIES
@@ -103,9 +107,9 @@ def main():
         same_run.check(result, d / f"{name}_torch.npy", d / f"{name}_paddle.npy")
         report.write(result, d / f"{name}_diff.log")
         if hand_in:
-            report.hand_in(d / f"{name}_diff.log", data=hand_in, diagnostics=stats)
+            report.hand_in(d / f"{name}_diff.log", top=paths.log_reprod(), data=hand_in, diagnostics=stats)
         else:
-            report.hand_in(d / f"{name}_torch.npy", d / f"{name}_paddle.npy", d / f"{name}_diff.log")
+            report.hand_in(d / f"{name}_torch.npy", d / f"{name}_paddle.npy", d / f"{name}_diff.log", top=paths.log_reprod())
         passed[name] = result.passed
     print("; ".join(f"{name}: {'aligned' if ok else 'NOT aligned'}" for name, ok in passed.items()))
     sys.exit(0 if all(passed.values()) else 1)

@@ -8,18 +8,20 @@ parameter over all iterations as update_<parameter name>.
 import argparse
 
 try:
-    import common.runtime  # first: offline mode, threads, allocator, before torch/paddle load
+    import portcheck.runtime  # first: offline mode, threads, allocator, before torch/paddle load
 except ModuleNotFoundError:  # the project is not importable: not its venv
     raise SystemExit("error: this project's packages are not importable: activate its venv "
                      "(. .venv/bin/activate) or run `pip install -r requirements.txt`") from None
 import numpy as np
 import paddle
 
-from common import flags, hparams, inputs, keys, paths, record
-from twins import pd_optim
-from common.fileio import save_npy
-from common.errors import run_main
-from twins.weights import paddle_fingerprint, paddle_linear_weights, paddle_model
+from portcheck import record
+
+from bert_sst2 import flags, hparams, inputs, keys, paths
+from bert_sst2.twins import pd_optim
+from portcheck.fileio import save_npy
+from portcheck.errors import run_main
+from bert_sst2.twins.weights import paddle_fingerprint, paddle_linear_weights, paddle_model
 
 
 def main():

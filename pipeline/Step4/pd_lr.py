@@ -5,17 +5,19 @@ Defaults are the guide's figures (hparams.SCHED_*): lr 3e-5, warmup 345, total 1
 import argparse
 
 try:
-    import common.runtime  # first: offline mode, threads, allocator, before torch/paddle load
+    import portcheck.runtime  # first: offline mode, threads, allocator, before torch/paddle load
 except ModuleNotFoundError:  # the project is not importable: not its venv
     raise SystemExit("error: this project's packages are not importable: activate its venv "
                      "(. .venv/bin/activate) or run `pip install -r requirements.txt`") from None
 import numpy as np
 import paddle
 
-from common import flags, hparams, paths, record
-from twins import pd_optim
-from common.errors import run_main
-from common.fileio import save_npy
+from portcheck import record
+
+from bert_sst2 import flags, hparams, paths
+from bert_sst2.twins import pd_optim
+from portcheck.errors import run_main
+from portcheck.fileio import save_npy
 
 
 def main():

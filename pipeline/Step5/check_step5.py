@@ -10,16 +10,20 @@ import sys
 from pathlib import Path
 
 try:
-    import common.runtime  # first: offline mode, threads, allocator, before torch/paddle load
+    import portcheck.runtime  # first: offline mode, threads, allocator, before torch/paddle load
 except ModuleNotFoundError:  # the project is not importable: not its venv
     raise SystemExit("error: this project's packages are not importable: activate its venv "
                      "(. .venv/bin/activate) or run `pip install -r requirements.txt`") from None
 import numpy as np
 
-from checks import diff, report, same_run, tolerances, weight_stats
-from common import hparams, keys, paths, record, steps
-from common.errors import run_main
-from common.fileio import atomic_write, load_npy
+from portcheck import diff, report, same_run, weight_stats
+
+from bert_sst2 import tolerances
+from portcheck import record
+from bert_sst2 import hparams, keys, paths
+from bert_sst2 import steps
+from portcheck.errors import run_main
+from portcheck.fileio import atomic_write, load_npy
 
 RUN = steps.bert_pair("train_align").how()
 # The per-step loss is compared only when both sides train alike; the key names the mode, so a
@@ -185,7 +189,7 @@ def main():
     report.write(result, d / "train_align_diff.log")
     report.hand_in(d / "train_align_torch.npy", d / "train_align_paddle.npy", d / "train_align_diff.log",
                    *(d / f"train_{fw}.log" for fw in diff.SIDES if (d / f"train_{fw}.log").is_file()),
-                   diagnostics=[d / "train_align.png"] + [d / f"{name}_{fw}.npy" for name in COMPANIONS
+                   top=paths.log_reprod(), diagnostics=[d / "train_align.png"] + [d / f"{name}_{fw}.npy" for name in COMPANIONS
                                                           for fw in diff.SIDES])
     sys.exit(0 if result.passed else 1)
 

@@ -8,19 +8,19 @@ The loop, flags, data order and checkpoints are twins/train.py's, what PyTorch d
 differently is twins/pt_backend.py; pd_train.py is this script's twin.
 """
 try:
-    import common.runtime  # first: offline mode, threads, allocator, before torch/paddle load
+    import portcheck.runtime  # first: offline mode, threads, allocator, before torch/paddle load
 except ModuleNotFoundError:  # the project is not importable: not its venv
     raise SystemExit("error: this project's packages are not importable: activate its venv "
                      "(. .venv/bin/activate) or run `pip install -r requirements.txt`") from None
-from common.errors import run_main
-from twins import train
+from portcheck.errors import run_main
+from bert_sst2.twins import train
 
 
 def main():
     args = train.parse_args("torch")
     # imported once the flags are good: a bad one is refused in a second, not after torch has loaded
-    from twins import pt_data
-    from twins.pt_backend import Backend
+    from bert_sst2.twins import pt_data
+    from bert_sst2.twins.pt_backend import Backend
     backend = Backend()
     train.run(backend, args, *train.load_data(pt_data, backend, args))
 

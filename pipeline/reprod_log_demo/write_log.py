@@ -6,16 +6,16 @@ in both; key `misaligned` differs by 1e-3, as a forgotten LayerNorm epsilon migh
 import argparse
 
 try:
-    import common.runtime  # first: offline mode, threads, allocator, before torch/paddle load
+    import portcheck.runtime  # first: offline mode, threads, allocator, before torch/paddle load
 except ModuleNotFoundError:  # the project is not importable: not its venv
     raise SystemExit("error: this project's packages are not importable: activate its venv "
                      "(. .venv/bin/activate) or run `pip install -r requirements.txt`") from None
 import numpy as np
 from reprod_log import ReprodLogger
 
-from common import paths
-from common.errors import run_main
-from common.fileio import save_npy
+from bert_sst2 import paths
+from portcheck.errors import run_main
+from portcheck.fileio import save_npy
 
 
 def main():

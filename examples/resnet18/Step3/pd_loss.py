@@ -2,16 +2,16 @@
 import argparse
 
 try:
-    import common.runtime  # first: offline mode, threads, allocator, before torch/paddle load
+    import portcheck.runtime  # first: offline mode, threads, allocator, before torch/paddle load
 except ModuleNotFoundError:  # the project is not importable: not its venv
     raise SystemExit("error: this project's packages are not importable: activate its venv "
                      "(. .venv/bin/activate) or run `pip install -r requirements.txt`") from None
 import paddle
 
-from align import record_value
-from align.handin import save_side
-from common import paths
-from common.errors import run_main
+from portcheck import record_value
+from portcheck.handin import save_side
+from bert_sst2 import paths
+from portcheck.errors import run_main
 from examples.resnet18 import resnet
 
 

@@ -13,15 +13,14 @@ import argparse
 import sys
 
 try:
-    import common.runtime  # first: offline mode, threads, allocator, before torch/paddle load
+    import portcheck.runtime  # first: offline mode, threads, allocator, before torch/paddle load
 except ModuleNotFoundError:  # the project is not importable: not its venv
     raise SystemExit("error: this project's packages are not importable: activate its venv "
                      "(. .venv/bin/activate) or run `pip install -r requirements.txt`") from None
-from align import handin, judge_backward
-from checks.calibrated import guide_bound
-from common import record
-from common.errors import require, run_main
-from common.fileio import load_npy
+from portcheck import handin, judge_backward
+from portcheck import record
+from portcheck.errors import require, run_main
+from portcheck.fileio import load_npy
 from examples.resnet18 import resnet
 
 
@@ -39,8 +38,7 @@ def main():
               f"training record: {'passed' if report.passed else 'FAILED'}"
               + (f", the runs part at {where}" if where else ", every module, gradient, statistic and weight within"),
               *report.table().splitlines()]
-    verdicts = [handin.judge_and_log(d, "lr", guide_bound("lr")),
-                handin.judge_and_log(d, "bp_align", guide_bound("bp_align"), tables)]
+    verdicts = [handin.judge_and_log(d, "lr"), handin.judge_and_log(d, "bp_align", tables=tables, after_steps=True)]
     for pair in ("lr", "bp_align"):
         handin.hand_in(d, pair, resnet.log_reprod())
     print(tables[1])

@@ -1,0 +1,305 @@
+"""compare_backward: gradients after one backward, then losses, learning rates and BatchNorm's running
+statistics after each of N steps of the user's own optimizer and scheduler, and every weight after the last,
+on both sides.
+
+Each side is recorded on its own (record_backward: what a pt_ or pd_ script saves) and the two records are
+judged together (judge_backward: what its check does). Every compared tensor is held to the rule of
+checks/calibrated.py: a multiple of torch's own fp32 error, measured by a float64 copy of the torch model
+that takes the same steps with the same optimizer and scheduler.
+"""
+import copy
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from portcheck.compare import (F64, ROOT, ForwardReport, _float64, _paddle_name, _Recorder, call, is_torch,
+                           judge_forward, measure)
+from portcheck.convert import RENAMES, plan, torch_layouts
+from portcheck.names import resolve
+from portcheck import calibrated, tolerances
+from portcheck.report import format_table
+from portcheck.errors import PipelineError
+
+
+@dataclass
+class BackwardReport:
+    forward: ForwardReport = None                 # every module's output in the first step's forward
+    grads: list = field(default_factory=list)    # [calibrated.Row] per parameter, in forward order
+    steps: list = field(default_factory=list)    # [[calibrated.Row] per step: loss, lr, statistics (weights: last)]
+    kinks: list = field(default_factory=list)    # [Kink] in the first forward, in run order
+
+    @property
+    def passed(self) -> bool:
+        return (self.forward is None or self.forward.passed) and all(r.passed for r in self.grads) \
+            and all(r.passed for rows in self.steps for r in rows)
+
+    @property
+    def first_diverging(self):
+        """Where the two runs part, first place first: a module of the first forward, else a gradient in
+        backward order, else the first key over after an optimizer step."""
+        if self.forward is not None and self.forward.first_diverging:
+            return self.forward.first_diverging
+        step = self.first_diverging_step
+        return self.first_diverging_gradient or (f"{step[1]} after step {step[0] + 1}" if step else None)
+
+    @property
+    def first_diverging_gradient(self):
+        """The first gradient out of tolerance in backward order (the backward pass reaches parameters in
+        reverse): a bug corrupts every gradient from its place back to the input, and this one is its place."""
+        return next((r.name for r in reversed(self.grads) if not r.passed), None)
+
+    @property
+    def first_diverging_step(self):
+        """(step, the first key over tolerance) after the optimizer's steps, or None."""
+        return next(((i, r.name) for i, rows in enumerate(self.steps) for r in rows if not r.passed), None)
+
+    def table(self) -> str:
+        lines = ["the first forward, every module:", self.forward.table()] if self.forward is not None else []
+        if self.kinks and not self.passed:
+            where = self.first_diverging_gradient or ""
+            k = next((k for k in self.kinks if where.startswith(f"grad {k.module}.")), self.kinks[-1])
+            lines.append(f"kink: {k.module} holds {k.count} value(s) within rounding of 0 whose sign differs between "
+                         f"torch ({k.torch:.3e}) and paddle ({k.paddle:.3e}); a ReLU after it takes a different branch "
+                         "on each side, which no tolerance covers: if the runs part there, take another batch"
+                         + (f" ({len(self.kinks) - 1} more module(s) hold such values)" if len(self.kinks) > 1 else ""))
+        lines += ["gradients after the first backward (forward order):"]
+        lines += format_table(calibrated.HEADER, calibrated.table_rows(self.grads))
+        notes = {r.name: r.by_design for rows in self.steps for r in rows if r.by_design}
+        lines += [f"{name}: {note}" for name, note in notes.items()]  # one line per module and rule
+        for i, rows in enumerate(self.steps):
+            bad = [r for r in rows if not r.passed]
+            lines.append(f"after step {i + 1}: {len(rows) - len(bad)}/{len(rows)} within" +
+                         (f"; first over: {bad[0].name} ({bad[0].problem or f'{bad[0].max:.3e} > {bad[0].allowed:.3e}'})"
+                          if bad else ""))
+        return "\n".join(lines)
+
+
+def _lr(optimizer):
+    if hasattr(optimizer, "param_groups"):
+        return optimizer.param_groups[0]["lr"]
+    return optimizer.get_lr()
+
+
+def compare_backward(torch_model, paddle_model, inputs, targets, loss, optimizer, scheduler=None, steps=1,
+                     name_map=None, layouts=None) -> BackwardReport:
+    """Train both models `steps` steps on the same batch and compare them: record_backward on each side,
+    then judge_backward (the pairs of loss, optimizer and scheduler are (torch, Paddle)). Every module is
+    first paired as convert pairs it, with the same refusals. The models are changed by the steps: pass
+    copies to keep them."""
+    plan(torch_model, paddle_model, name_map, layouts)
+    t = record_backward(torch_model, inputs, targets, loss[0], optimizer[0], scheduler and scheduler[0], steps, layouts)
+    p = record_backward(paddle_model, inputs, targets, loss[1], optimizer[1], scheduler and scheduler[1], steps)
+    return judge_backward(t, p, name_map)
+
+
+def record_backward(model, inputs, targets, loss, optimizer, scheduler=None, steps=1, layouts=None) -> dict:
+    """One side's training on one batch, as a flat dict of numpy arrays (what a pt_ or pd_ script saves):
+
+        grad/<key>          every parameter's gradient after the first backward
+        loss/<i>, lr/<i>    before step i's update (i = 0 .. steps-1)
+        state<i>/<key>      BatchNorm's running statistics before any step (i = 0) and after step i
+        final/<key>         every weight and buffer after the last step
+
+    loss(output, targets) returns a scalar; optimizer(parameters) and scheduler(optimizer) are the user's own
+    factories (scheduler stepped after each optimizer step; for Paddle, return the LRScheduler the optimizer
+    was given). A torch model's tensors are keyed by torch's names in Paddle's layout, and a float64 copy of it
+    takes the same steps (keys prefixed "f64:"); a Paddle model's by its own names. Train or eval mode is the
+    caller's (BatchNorm's batch statistics and running-stat updates are compared in train mode)."""
+    if is_torch(model):
+        import torch
+        layouts = torch_layouts(model, layouts)
+        exact = copy.deepcopy(model).double()  # before any step, and before the counting hooks
+        out = _train(model, inputs, targets, loss, optimizer, scheduler, steps, torch.from_numpy,
+                     lambda m: _torch_state(m, layouts), lambda m: _torch_grads(m, layouts), _norm_counter(model),
+                     _torch_hooks)
+        # a tensor Paddle names otherwise (BatchNorm's statistics, InstanceNorm's scale): its name there, as a key
+        out.update({f"{RENAMED}{k}/{t.paddle_name}": np.zeros(0, np.float32) for k, t in layouts.items()
+                    if t.paddle_name != t.name})
+        out.update({F64 + k: v for k, v in _train(
+            exact, _float64(inputs), targets, loss, optimizer, scheduler, steps, torch.from_numpy,
+            lambda m: _torch_state(m, layouts), lambda m: _torch_grads(m, layouts), lambda: {}, _torch_hooks).items()})
+        return out
+    import paddle
+    return _train(model, inputs, targets, loss, optimizer, scheduler, steps, paddle.to_tensor,
+                  lambda m: {k: v.numpy() for k, v in m.state_dict().items()}, _paddle_grads, lambda: {}, _paddle_hooks)
+
+
+def _torch_hooks(model):
+    return [(n, m, lambda m: m.register_forward_hook) for n, m in model.named_modules()]
+
+
+def _paddle_hooks(model):
+    return [(n, m, lambda m: m.register_forward_post_hook) for n, m in model.named_sublayers(include_self=True)]
+
+
+def _train(model, inputs, targets, loss, make_optimizer, make_scheduler, steps, to_tensor, state, grads, norms,
+           hooks):
+    opt = make_optimizer(model.parameters())
+    sched = make_scheduler(opt) if make_scheduler else None
+    out = {f"state0/{k}": v for k, v in state(model).items() if k.rsplit(".", 1)[-1] in STATISTICS}
+    # the first forward, every module, in the mode the caller set (train: batch statistics)
+    recorder = _Recorder()
+    handles = [register(layer)(recorder.hook(name or ROOT)) for name, layer, register in hooks(model)]
+    for step in range(steps):
+        value = loss(call(model, inputs, to_tensor), to_tensor(np.asarray(targets)))
+        for h in handles:
+            h.remove()
+        handles = []
+        value.backward()
+        if step == 0:
+            out.update(recorder.arrays)
+            out.update({f"grad/{k}": g for k, g in grads(model).items()})
+        out[f"loss/{step}"] = np.asarray(value.detach().numpy() if hasattr(value, "detach") else value.numpy()).reshape(-1)
+        out[f"lr/{step}"] = np.array([_lr(opt)], dtype=np.float64)
+        opt.step()
+        (opt.zero_grad if hasattr(opt, "zero_grad") else opt.clear_grad)()
+        if sched:
+            sched.step()
+        now = state(model)
+        out.update({f"state{step + 1}/{k}": v for k, v in now.items() if f"state0/{k}" in out})
+        if step == steps - 1:
+            out.update({f"final/{k}": v for k, v in now.items()})
+    for h in handles:  # no step taken
+        h.remove()
+    out.update(norms())
+    return out
+
+
+def _torch_state(model, layouts) -> dict:
+    """{torch key: array in Paddle's layout} of every tensor the Paddle side holds; copies (torch's numpy()
+    shares the tensor's memory, which the next step updates in place)."""
+    state = model.state_dict()
+    return {k: np.array(t.to_paddle(state[k].detach().cpu().numpy())) for k, t in layouts.items()}
+
+
+def _torch_grads(model, layouts) -> dict:
+    return {k: np.array(layouts[k].to_paddle(p.grad.detach().cpu().numpy())) for k, p in model.named_parameters()
+            if p.grad is not None and k in layouts}
+
+
+def _paddle_grads(model) -> dict:
+    """Every gradient under each of its state-dict names (Paddle's RNN layers list a weight under two)."""
+    by_tensor = {p.name: p.grad.numpy() for p in model.parameters() if p.grad is not None}
+    return {k: by_tensor[v.name] for k, v in model.state_dict().items() if getattr(v, "name", None) in by_tensor}
+
+
+def _norm_counter(model):
+    """Counts the values per channel each torch BatchNorm in train mode normalizes (its input's size over its
+    channels): what the by-design running-variance rule needs. Returns the function that reads the counts."""
+    import torch
+    seen, handles = {}, []
+
+    def count(name):
+        def hook(module, args, output):  # returns None: a forward hook's return value replaces the output
+            seen.setdefault(name, (args[0].numel() // args[0].shape[1], module.momentum))
+        return hook
+    for name, module in model.named_modules():
+        if isinstance(module, torch.nn.modules.batchnorm._BatchNorm) and module.training \
+                and isinstance(module.momentum, float):
+            handles.append(module.register_forward_hook(count(name)))
+
+    def counts():
+        for h in handles:
+            h.remove()
+        return {f"norm/{name}": np.array([n, m], dtype=np.float64) for name, (n, m) in seen.items()}
+    return counts
+
+
+RENAMED = "renamed/"  # a torch record's key: renamed/<torch key>/<its Paddle tensor name>, an empty array
+STATISTICS = {*RENAMES, *RENAMES.values()}  # BatchNorm's running statistics, recorded after every step
+
+
+def _counterpart(key: str, mapped, renamed: dict) -> str:
+    """The Paddle record key of a torch record key (<kind>/<torch key>): the module through the name map, the
+    tensor by the name the torch side recorded for it."""
+    kind, _, name = key.partition("/")
+    module, _, tensor = name.rpartition(".")
+    target = mapped(module)
+    tensor = renamed.get(name, tensor)
+    return f"{kind}/{target}.{tensor}" if target else f"{kind}/{tensor}"
+
+
+def judge_backward(torch_record: dict, paddle_record: dict, name_map=None) -> BackwardReport:
+    """Pair a torch record_backward with a Paddle one (modules through name_map) and judge every gradient,
+    loss, lr and tensor (checks/calibrated.py). BatchNorm's running variance in train mode is judged after the
+    by-design rule (_biased_variance)."""
+    if not any(k.startswith(F64 + "grad/") for k in torch_record):
+        raise PipelineError("the torch record holds no gradients with their float64 run: write it with "
+                            "align.record_backward(torch_model, ...)")
+    mapped = resolve(name_map)
+    renamed = dict(k[len(RENAMED):].rsplit("/", 1) for k in torch_record if k.startswith(RENAMED))
+    report = BackwardReport()
+    if any(k.startswith("out/") for k in torch_record):
+        report.forward = judge_forward(torch_record, paddle_record, name_map, mean_bound=None)
+        report.kinks = kinks(report.forward, torch_record, paddle_record, mapped)
+
+    def row(key, name, mean_bound=None):
+        a, ref, b = torch_record[key], torch_record.get(F64 + key), paddle_record.get(
+            key if key.startswith(("loss/", "lr/")) else _counterpart(key, mapped, renamed))
+        if b is None:
+            return calibrated.Row(name, tuple(np.shape(a)), 0.0, 0.0, 0.0, 0.0, problem="no counterpart on paddle")
+        return measure(name, a, ref, b, mean_bound, calibrated.K_BACKWARD)
+
+    for key in (k for k in torch_record if k.startswith("grad/")):
+        report.grads.append(row(key, f"grad {key[5:]}"))
+    steps = len([k for k in torch_record if k.startswith("loss/")])
+    for i in range(steps):
+        rows = [row(f"loss/{i}", "loss", tolerances.GUIDE["bp_align"].threshold), row(f"lr/{i}", "lr")]
+        for key in (k for k in torch_record if k.startswith(f"state{i + 1}/")):
+            r = row(key, key.partition("/")[2])
+            module = r.name.rpartition(".")[0]
+            if not r.passed and not r.problem and r.name.endswith(".running_var") and f"norm/{module}" in torch_record:
+                prev = f"state{i}/{r.name}"
+                _biased_variance(r, torch_record[f"norm/{module}"], torch_record[prev],
+                                 paddle_record[_counterpart(prev, mapped, renamed)], torch_record[key],
+                                 paddle_record[_counterpart(key, mapped, renamed)])
+            rows.append(r)
+        if i == steps - 1:
+            rows += [row(k, f"{k[6:]} (after the last step)") for k in torch_record
+                     if k.startswith("final/") and f"state{i + 1}/{k[6:]}" not in torch_record]
+        report.steps.append(rows)
+    return report
+
+
+@dataclass
+class Kink:
+    """Values of one module's output that are within rounding of zero and of opposite signs on the two sides."""
+    module: str
+    count: int
+    torch: float     # the first such value on each side
+    paddle: float
+
+
+def kinks(forward: ForwardReport, torch_record: dict, paddle_record: dict, mapped) -> list:
+    """Every module output in the first forward holding values within its allowed difference of 0 whose signs
+    differ between torch and Paddle: at a ReLU after them the two backward passes take different branches."""
+    out = []
+    for row in forward.rows:
+        if row.problem:
+            continue
+        key = f"out/{row.name}"
+        b = paddle_record.get(_paddle_name(key, mapped)[1])
+        if b is None or b.shape != torch_record[key].shape:
+            continue
+        a = torch_record[key]
+        flip = (np.abs(a) <= row.allowed) & ((a > 0) != (b > 0))
+        if flip.any():
+            i = np.flatnonzero(flip)[0]
+            out.append(Kink(row.name, int(flip.sum()), float(a.flat[i]), float(b.flat[i])))
+    return out
+
+
+BIASED_VARIANCE = ("by design: torch's BatchNorm updates running_var with the unbiased batch variance (n/(n-1)), "
+                   "Paddle's with the biased one")
+
+
+def _biased_variance(row, norm, t_prev, p_prev, t_now, p_now):
+    """If the whole running_var difference is the biased-variance rule, the row says so and is judged on
+    what the rule leaves; a wrong momentum or epsilon leaves more and stays red."""
+    n, m = int(norm[0]), float(norm[1])
+    batch_var = (t_now.astype(np.float64) - (1 - m) * t_prev) / m              # unbiased, from torch's update
+    expected = (1 - m) * p_prev.astype(np.float64) + m * batch_var * (n - 1) / n  # Paddle's update, biased
+    left = np.abs(p_now.astype(np.float64) - expected)
+    raw = row.max
+    row.max, row.mean = float(left.max()), float(left.mean())
+    row.by_design = f"{BIASED_VARIANCE} (n = {n} values per channel): raw diff {raw:.3e}"

@@ -1,0 +1,145 @@
+"""A tolerance measured on the model itself (framework-free): torch's own fp32 error as the yardstick.
+
+For every module output, the torch model is run twice on the same weights and inputs, in float32 and in
+float64. err32 = max |torch fp32 - torch fp64| is the rounding fp32 itself makes there, on this model,
+at this size. The Paddle port is held to a multiple of it:
+
+    max |paddle - torch| <= K * err32 + FLOOR * eps32 * max |torch|
+    and, on what a hand-in holds (the model's output, a pair's keys), mean |paddle - torch| <= the guide's
+    threshold of that pair (1e-6; bp_align's 1e-2), so the measured rule is never looser than the guide.
+
+K is for a forward; gradients and everything after optimizer steps take K_BACKWARD, since BatchNorm's batch
+statistics and each update compound both sides' rounding.
+
+The floor is for outputs that are exact in fp32 on the torch side (an embedding lookup, a max-pool, a ReLU
+of exact values: err32 = 0) where another framework's kernel may still round once. K and FLOOR were
+measured (docs/align.md): clean ports stay under them on every model measured, every planted bug sits above.
+"""
+from dataclasses import dataclass
+from typing import Optional
+
+import numpy as np
+
+from portcheck import tolerances
+
+EPS32 = 2.0 ** -23  # fp32's relative spacing
+K = 16.0            # the measured multiple of torch's own fp32 error in a forward (docs/align.md)
+# Gradients and everything after optimizer steps: BatchNorm's batch statistics and each update compound both
+# sides' rounding, and err32 is one sample of it; clean training of ResNet-18 reached 48.9 (docs/align.md)
+K_BACKWARD = 128.0
+FLOOR = 16.0        # in units of eps32 * max|torch|: one rounding of another kernel, with margin
+MEAN_BOUND = tolerances.MEAN_BOUND  # the guide's bound on a model's output; no measured tolerance is looser
+
+
+def multiple(after_steps: bool) -> float:
+    """K for a pair's keys: K_BACKWARD for what comes after a backward or an optimizer step."""
+    return K_BACKWARD if after_steps else K
+
+
+@dataclass
+class Row:
+    """One recorded module output: torch's fp32 error beside the Paddle-torch difference."""
+    name: str
+    shape: tuple
+    max: float          # max |paddle - torch|
+    mean: float         # mean |paddle - torch|
+    err32: float        # max |torch fp32 - torch fp64|
+    scale: float        # max |torch fp64|
+    input_ok: Optional[bool] = None  # its input within tolerance (None: no input recorded)
+    problem: str = ""   # a shape, dtype or NaN problem, or "no counterpart"
+    mean_bound: Optional[float] = None  # the guide's bound on the mean, on what is handed in (a model's output)
+    multiple: float = K
+    by_design: str = ""  # a difference the two libraries make on purpose, its rule and the raw figure; max and
+    #                      mean are then what is left once the rule is applied, judged as any other row
+
+    @property
+    def allowed(self) -> float:
+        return self.multiple * self.err32 + FLOOR * EPS32 * self.scale
+
+    def key_figures(self) -> str:
+        return f"max {self.max:.3g} = {self.ratio:.3g} x torch's own fp32 error (allowed {self.allowed:.3g})"
+
+    @property
+    def ratio(self) -> float:
+        """diff / torch's own fp32 error: how many times fp32's own rounding the port differs by."""
+        if self.err32 > 0:
+            return self.max / self.err32
+        return 0.0 if self.max == 0 else float("inf")
+
+    @property
+    def passed(self) -> bool:
+        return not self.problem and self.max <= self.allowed and (self.mean_bound is None or self.mean <= self.mean_bound)
+
+
+def measure(name, a, ref, b, mean_bound=None, multiple=K) -> "Row":
+    """One compared tensor as a Row: torch fp32 `a`, torch fp64 `ref` (None: `a` itself), Paddle `b`.
+    Every comparison of align/ and of an align hand-in judges through it."""
+    a, b = np.asarray(a), np.asarray(b)
+    if {a.shape, b.shape} == {(), (1,)}:  # a 0-d scalar and a [1] one are one scalar (checks.handin's rule too)
+        a, b = a.reshape(1), b.reshape(1)
+        ref = None if ref is None else np.asarray(ref).reshape(1)
+    row = Row(name, tuple(a.shape), *[float("nan")] * 4, mean_bound=mean_bound, multiple=multiple)
+    if a.shape != b.shape:
+        row.problem = f"torch {a.dtype}{list(a.shape)} vs paddle {b.dtype}{list(b.shape)}"
+    elif a.dtype.kind == "f" and not (np.isfinite(a).all() and np.isfinite(b).all()):
+        row.problem = "NaN or Inf"
+    elif not a.size:
+        row.max = row.mean = row.err32 = row.scale = 0.0
+    else:
+        a64 = a.astype(np.float64)
+        exact = np.asarray(ref, dtype=np.float64) if ref is not None else a64
+        d = np.abs(a64 - b.astype(np.float64))
+        row.max, row.mean = float(d.max()), float(d.mean())
+        row.err32, row.scale = float(np.abs(a64 - exact).max()), float(np.abs(exact).max())
+    return row
+
+
+def judge_pair(torch_data: dict, paddle_data: dict, exact: dict, threshold: float, k: float = K) -> list:
+    """A hand-in pair judged by the measured rule, one Row per key, each also held to the pair's threshold on
+    its mean: the torch and Paddle dicts and torch's float64 run of the same keys, K = k. A key missing on any
+    side is a problem."""
+    rows = []
+    for key in sorted(set(torch_data) | set(paddle_data) | set(exact)):
+        missing = [side for side, d in (("torch", torch_data), ("paddle", paddle_data), ("torch float64", exact))
+                   if key not in d]
+        if missing:
+            rows.append(Row(key, (), float("nan"), float("nan"), float("nan"), float("nan"), mean_bound=threshold,
+                            problem=f"missing on {', '.join(missing)}"))
+        else:
+            rows.append(measure(key, torch_data[key], exact[key], paddle_data[key], threshold, k))
+    return rows
+
+
+def first_origin(rows: list) -> Optional[Row]:
+    """The first module, in run order, out of tolerance while its input was within: where a bug is, not
+    where it shows (every module after it inherits the difference). Without input records: the first over."""
+    over = [r for r in rows if not r.passed and not r.problem.startswith("no counterpart")]
+    return next((r for r in over if r.input_ok is not False), over[0] if over else None)
+
+
+HEADER = ("module", "shape", "max abs diff", "mean abs diff", "torch fp32 err", "diff/err", "allowed", "")
+
+
+def table_rows(rows: list) -> list:
+    origin = first_origin(rows)
+    out = []
+    for r in rows:
+        mark = "<-- first out of tolerance with its input within" if r is origin else (
+            r.problem or ("over" if not r.passed else "") or r.by_design)
+        out.append((r.name, str(r.shape), f"{r.max:.3e}", f"{r.mean:.3e}", f"{r.err32:.3e}", f"{r.ratio:.2f}",
+                    f"{r.allowed:.3e}", mark))
+    return out
+
+
+def beside(rows: list, tuned: bool) -> str:
+    """The measured verdict on a pipeline's own keys, in one line beside its tuned verdict (which decides the
+    step): both are shown, and the line says when they differ."""
+    bad = [r for r in rows if not r.passed]
+    worst = max(rows, key=lambda r: r.max / r.allowed if r.allowed else float("inf"), default=None)
+    if worst is None:
+        return "measured rule (align): no keys to judge"
+    verdict = (f"first over: {bad[0].name} ({bad[0].problem or f'{bad[0].max / bad[0].allowed:.3g} x its allowance'})"
+               if bad else
+               f"all {len(rows)} within (largest: {worst.name}, {worst.max / worst.allowed:.3g} of its allowance)")
+    differ = "; the two verdicts differ, the tuned one decides this step" if bool(bad) == tuned else ""
+    return f"measured rule (align: {K:g} x torch's own fp32 error + a floor): {verdict}{differ}"

@@ -1,0 +1,241 @@
+"""The reviewer's command: judge any hand-in, ours or a contestant's, from the folder alone.
+
+    python -m portcheck check path/to/log_reprod                   # every <name>_torch.npy with its _paddle.npy
+    python -m portcheck check path/to/log_reprod --threshold train_align=0.002 --strict
+    python -m portcheck pair forward_torch.npy forward_paddle.npy  # any two reprod_log files
+
+Every pair gets one line with its verdicts:
+  guide     reprod_log's rule (ReprodDiffHelper's compare_info and report), recomputed: the same keys, every
+            key's mean abs diff <= the pair's threshold; what reprod_log transposed, broadcast or passed as NaN
+            is said;
+  measured  where the hand-in holds torch's float64 run (diagnostics/<pair>_torch64.npy, written through
+            portcheck.handin): every key's max diff within K x torch's own fp32 error, and its mean within
+            the threshold;
+  strict    the max abs diff within the same threshold, no NaN or Inf, equal shapes and dtypes, no key missing,
+            integers exactly equal;
+  same run  the run records (diagnostics/<pair>_{torch,paddle}.run.json, or beside the files) tie both sides to
+            one run; without them, "not proven".
+Each <name>_diff.log is read back: every logged value must be the recomputed one.
+
+The threshold of a pair: --threshold PAIR=VALUE, else the one the hand-in's writer judged it at
+(diagnostics/<pair>_diff.json, when portcheck wrote it; never looser than the guide's own), else the guide's
+(portcheck.tolerances.GUIDE), else reprod_log's default 1e-6.
+Exit 1 when a pair fails the guide's rule or the measured one, holds NaN or Inf, its diff log does not
+match it, or its run records show two runs; --strict: also when a pair fails the strict verdict. Exit 2 on
+bad input, with one line.
+"""
+import argparse
+import json
+import math
+import sys
+from pathlib import Path
+
+from portcheck import calibrated, handin, record, report, same_run, tolerances
+from portcheck.diff import load_pair
+from portcheck.errors import PipelineError, run_main
+from portcheck.fileio import load_npy, writable
+
+DIAGNOSTICS = report.DIAGNOSTICS
+PAIR_SIGNATURE = "written by portcheck pair"  # the mark of a log `pair --log` may overwrite
+
+
+def threshold_flag(text: str) -> tuple:
+    """PAIR=VALUE for --threshold, VALUE a finite number > 0."""
+    name, sep, value = text.partition("=")
+    try:
+        number = float(value)
+    except ValueError:
+        number = float("nan")
+    if not (sep and name and math.isfinite(number) and number > 0):
+        raise PipelineError(f"--threshold {text!r}: give PAIR=VALUE with a finite VALUE > 0, e.g. train_align=0.002")
+    return name, number
+
+
+def declared_rule(folder: Path, name: str) -> tuple:
+    """(threshold, k, problem) the hand-in's writer judged a pair by (diagnostics/<name>_diff.json), or Nones."""
+    path = folder / DIAGNOSTICS / f"{name}_diff.json"
+    if not path.is_file():
+        return None, None, ""
+    try:
+        data = json.loads(handin.read_log(path))
+        threshold, k = data.get("threshold"), data.get("k", calibrated.K)
+    except (ValueError, AttributeError, RecursionError):
+        return None, None, f"{path.name} is unreadable"
+    if threshold is None:  # a verdict written by a client's own tuned check: no rule of the library's in it
+        return None, None, ""
+    if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or not 0 < threshold < math.inf:
+        return None, None, f"{path.name} gives threshold {report.one_line(repr(threshold))[:40]}"
+    if k not in (calibrated.K, calibrated.K_BACKWARD):
+        return None, None, f"{path.name} gives K {report.one_line(repr(k))[:40]}, not the library's {calibrated.K:g} or {calibrated.K_BACKWARD:g}"
+    return float(threshold), float(k), ""
+
+
+def judge_pair(folder: Path, name: str, files: dict, overrides: dict, strict: bool) -> bool:
+    """Print one pair's line (and its diff log's) and return whether it is red."""
+    base = name.rsplit("/", 1)[-1]
+    below = files["torch"].parent / DIAGNOSTICS
+    threshold, k, problem = declared_rule(files["torch"].parent, base)
+    guide_own = tolerances.guide_threshold(base)
+    if base in overrides:
+        threshold = overrides[base]
+    elif threshold is None:
+        threshold = guide_own
+    elif base in tolerances.GUIDE and threshold > guide_own:
+        problem = f"judged at {threshold:g}, looser than the guide's {guide_own:g} for {base}"
+    try:
+        t, p = load_npy(files["torch"]), load_npy(files["paddle"])
+    except PipelineError as e:
+        print(report.one_line(f"{name}: RED, unreadable ({e})"))
+        return True
+    records = [below / f"{base}_{side}{record.SUFFIX}" for side in ("torch", "paddle", "torch64")]
+    records = [r if r.is_file() else None for r in records]
+    exact = below / f"{base}{handin.EXACT}"
+    measured = None
+    try:
+        if exact.is_file():
+            measured = handin.judge_measured(base, files["torch"], files["paddle"], exact, records[:3], threshold,
+                                             k or calibrated.K)
+            guide, strict_result, same = measured.guide, measured.strict, measured.same_run
+        else:
+            guide = handin.guide_verdict(t, p, threshold)
+            strict_result = handin.strict_verdict(t, p, threshold, name)
+            same = record.same_run(files["torch"], files["paddle"], records[:2])
+            same = (same[0], same[1])
+    except PipelineError as e:  # a record that is not one, a float64 run that cannot be read
+        print(report.one_line(f"{name}: RED ({e})"))
+        return True
+    red = (not guide.passed or bool(handin.non_finite(strict_result)) or same[0] is False
+           or (measured is not None and not measured.measured_passed) or bool(problem)
+           or (strict and not strict_result.passed))
+    log_line = ""
+    if files["log"] is not None:
+        logged, mismatches, unreadable = handin.held(files["log"], guide)
+        if unreadable:
+            red, log_line = True, f"{unreadable}: RED"
+        elif logged:
+            log_line = handin.describe_log(mismatches, len(logged))
+            other = handin.other_threshold(logged, guide)
+            log_line += f"; {other}" if other else ""
+        else:
+            log_line = "no reprod_log diff lines in it"
+        red |= bool(mismatches)
+    parts = [f"{name}: {'RED' if red else 'green'}", handin.describe_guide(guide)]
+    if measured is not None:
+        parts.append(measured.describe_measured())
+    parts.append(handin.describe_strict(strict_result, threshold))
+    parts.append({True: "same run", False: f"NOT the same run ({same[1]})", None: "same run not proven"}[same[0]])
+    if problem:
+        parts.append(f"RED: {problem}")
+    print(report.one_line(" | ".join(parts)))
+    print(report.one_line(f"  {files['log'].name}: {log_line}" if files["log"] is not None
+                          else f"  no {base}_diff.log beside it: nothing to hold against"))
+    return red
+
+
+def check(folder, overrides: dict = None, strict: bool = False) -> int:
+    """Judge every pair of a hand-in folder, print one line each (and the guide's pairs not handed in); the
+    number of red pairs."""
+    folder = Path(folder).expanduser()
+    if not folder.is_dir():
+        raise PipelineError(f"{folder} is not a folder: pass a log_reprod/ folder")
+    found = handin.find_pairs(folder)
+    pairs, red = found["pairs"], 0
+    if not pairs:
+        raise PipelineError(f"{report.one_line(str(folder))} holds no <name>_torch.npy with its <name>_paddle.npy: "
+                            "pass the folder your reprod_log scripts wrote")
+    for name, files in pairs.items():
+        red += judge_pair(folder, name, files, overrides or {}, strict)
+    for path in found["unpaired"]:
+        print(report.one_line(f"unpaired: {path.relative_to(folder)} has no twin of the other framework"))
+    missing = [p for p in tolerances.GUIDE if p not in {n.rsplit("/", 1)[-1] for n in pairs}]
+    if missing:
+        print(f"not handed in: {', '.join(missing)}")
+    return red
+
+
+def pair(torch_npy: Path, paddle_npy: Path, threshold=None, strict: bool = False, log: Path = None) -> int:
+    """Two reprod_log files: both verdicts printed (and written to `log`, never over a file `pair` did not
+    write); the exit code."""
+    if threshold is not None and not (math.isfinite(threshold) and threshold >= 0):
+        raise PipelineError(f"--threshold must be a finite number >= 0, got {threshold}")
+    if torch_npy.resolve() == paddle_npy.resolve():
+        raise PipelineError(f"{torch_npy} given as both sides: pass the torch file, then the Paddle file")
+    name = torch_npy.name.removesuffix(".npy").removesuffix("_torch")
+    threshold = threshold if threshold is not None else tolerances.guide_threshold(name)
+    if log is not None:  # every check on the output before the comparison, not after its report
+        inputs = [p.resolve() for f in (torch_npy, paddle_npy) for p in (f, record.path_for(f))]
+        if log.resolve() in inputs:
+            raise PipelineError(f"--log {log} is an input or its run record: choose another file")
+        writable(log)
+        if log.exists() and not _ours(log):
+            raise PipelineError(f"--log {log} exists and was not written by this command (a diff log of your "
+                                "own?): choose another file")
+    torch_data, paddle_data = load_pair(torch_npy, paddle_npy)
+    guide = handin.guide_verdict(torch_data, paddle_data, threshold)
+    result = handin.strict_verdict(torch_data, paddle_data, threshold, name)
+    same_run.check(result, torch_npy, paddle_npy)  # results written through portcheck carry run records
+    other_run = [f.name for f in result.findings if not f.passed]
+    failed = not guide.passed or bool(handin.non_finite(result)) or bool(other_run) or (strict and not result.passed)
+    result.notes[:0] = [handin.describe_guide(guide), handin.describe_strict(result, threshold)]
+    result.notes.append(f"exit {int(failed)}: " + ("the guide's rule fails" if not guide.passed else
+                        "a value is NaN or Inf" if handin.non_finite(result) else
+                        f"not the same run ({', '.join(other_run)})" if other_run else
+                        "the strict verdict fails (--strict)" if failed else
+                        "the guide's rule passes" + ("" if result.passed else "; the strict verdict does not "
+                                                     "(--strict makes that fail)")))
+    result.notes.append(PAIR_SIGNATURE)
+    if log is not None:
+        report.write(result, log, verdict=False)
+    else:
+        for message, echo in report.log_lines(result):
+            if echo:
+                print(report.one_line(message))
+    return 1 if failed else 0
+
+
+def _ours(log: Path) -> bool:
+    try:
+        with open(log, "rb") as f:
+            head = f.read(1 << 20)
+    except OSError:
+        return False
+    return PAIR_SIGNATURE.encode() in head or b"written by pipeline/check_pair.py" in head
+
+
+def parser(prog: str = "python -m portcheck") -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog=prog, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
+                                 allow_abbrev=False)
+    sub = ap.add_subparsers(dest="command", required=True, metavar="{check,pair}")
+    c = sub.add_parser("check", help="judge every pair of a hand-in folder", allow_abbrev=False)
+    c.add_argument("folder", type=Path, help="a hand-in folder (log_reprod/)")
+    add_check_flags(c)
+    p = sub.add_parser("pair", help="judge two reprod_log files", allow_abbrev=False)
+    p.add_argument("torch_npy", type=Path, help="the PyTorch side's .npy (a ReprodLogger dict of arrays)")
+    p.add_argument("paddle_npy", type=Path, help="the Paddle side's .npy")
+    p.add_argument("--threshold", type=float, help="the guide's threshold on each key's mean abs diff, and the "
+                   "strict verdict's on its max (default: the guide's for the pair's name, else 1e-6; 0: exact)")
+    p.add_argument("--strict", action="store_true", help="exit 1 when the strict verdict fails too")
+    p.add_argument("--log", type=Path, help="also write the log here (reprod_log's format); no file otherwise")
+    return ap
+
+
+def add_check_flags(ap):
+    ap.add_argument("--threshold", action="append", default=[], metavar="PAIR=VALUE",
+                    help="one pair's threshold (repeatable; default: the hand-in's own, else the guide's)")
+    ap.add_argument("--strict", action="store_true", help="strict failures fail too")
+
+
+def run_check(folder, args) -> int:
+    red = check(folder, dict(map(threshold_flag, args.threshold)), args.strict)
+    print(report.one_line(f"{folder}: " + ("every pair green" + (" on every verdict" if args.strict else "")
+                                            if not red else f"{red} pair(s) red")))
+    return 1 if red else 0
+
+
+def main(argv=None):
+    def go():
+        args = parser().parse_args(argv)
+        if args.command == "check":
+            return run_check(args.folder, args)
+        return pair(args.torch_npy, args.paddle_npy, args.threshold, args.strict, args.log)
+    sys.exit(run_main(go))

@@ -1,0 +1,200 @@
+"""The one comparison every check uses: two dicts of arrays in, a CheckResult out.
+
+It reads reprod_log's files (common.fileio.load_npy: a dict of numeric arrays, never
+code) and fixes what reprod_log's ReprodDiffHelper gets wrong:
+
+* a key missing on one side, a shape or dtype mismatch, NaN or Inf, unequal integers (at any
+  threshold): failures
+  (reprod_log passes NaN and silently transposes or broadcasts shapes);
+* mean, max and relative abs diff are all measured; each key is held to a tolerance
+  (checks.tolerances.Tol: max diff <= atol + rtol * max |torch|, and mean diff under the
+  guide's bound) that can be set per key (fnmatch patterns, first match wins);
+* the verdict is data (CheckResult.passed) and the scripts exit 1 on red
+  (reprod_log's report() returns nothing and exits 0).
+
+Nothing here prints or writes: checks.report turns a CheckResult into the log and the
+verdict file.
+"""
+import fnmatch
+from dataclasses import asdict, dataclass, field
+from typing import Optional
+
+import numpy as np
+
+from portcheck.tolerances import Tol
+from portcheck.errors import PipelineError, require
+from portcheck.fileio import load_npy
+
+SIDES = ("torch", "paddle")
+
+
+@dataclass
+class KeyResult:
+    """One key of a pair: its diffs against its tolerance, or the problems that prevented comparing."""
+    key: str
+    atol: float
+    rtol: float
+    mean_bound: Optional[float] = None  # the guide's bound on the mean abs diff; None: not applied
+    passed: bool = False
+    max: float = float("nan")       # max abs diff
+    mean: float = float("nan")      # mean abs diff
+    scale: float = float("nan")     # max |torch value|
+    allowed: float = float("nan")   # atol + rtol * scale: the bound on max
+    relative: float = float("nan")  # max / scale
+    shape: tuple = ()
+    problems: list = field(default_factory=list)
+
+    @property
+    def compared(self) -> bool:
+        return self.max == self.max  # not NaN: the arrays could be compared
+
+    @property
+    def exact(self) -> bool:
+        return self.atol == 0 and self.rtol == 0
+
+    @property
+    def max_ok(self) -> bool:
+        return self.max <= self.allowed
+
+    @property
+    def mean_ok(self) -> bool:
+        return self.mean_bound is None or self.mean <= self.mean_bound
+
+    @property
+    def used(self) -> float:
+        """max / allowed: how much of its tolerance the key uses (over 1: over tolerance)."""
+        return self.max / self.allowed if self.allowed > 0 else (0.0 if self.max == 0 else float("inf"))
+
+
+@dataclass
+class Finding:
+    """A verdict a check adds beside its keys (e.g. Step 1's module outputs), with the reason."""
+    name: str
+    passed: bool
+    detail: str
+
+
+@dataclass
+class Table:
+    """Rows of a diagnosis table, kept as data; checks.report formats it."""
+    title: str
+    header: tuple
+    rows: list
+
+
+@dataclass
+class CheckResult:
+    name: str                                      # the pair's name: forward, data, metric, ...
+    keys: list = field(default_factory=list)       # [KeyResult], in torch's key order
+    findings: list = field(default_factory=list)   # [Finding]
+    notes: list = field(default_factory=list)      # figures worth a line in the log, as text
+    tables: list = field(default_factory=list)     # [Table]
+    loosened: list = field(default_factory=list)   # flags that loosened a measured tolerance (tolerances.from_flags)
+
+    @property
+    def passed(self) -> bool:
+        return bool(self.keys) and all(k.passed for k in self.keys) and all(f.passed for f in self.findings)
+
+    @property
+    def failed_keys(self) -> list:
+        return [k for k in self.keys if not k.passed]
+
+    def key(self, name) -> KeyResult:
+        return next(k for k in self.keys if k.key == name)
+
+    def to_json(self) -> dict:
+        """The verdict file's content (checks.report.write_verdict); tables stay in the log."""
+        return {"name": self.name, "passed": self.passed,
+                "keys": [{**asdict(k), "shape": list(k.shape)} for k in self.keys],
+                "findings": [asdict(f) for f in self.findings], "notes": list(self.notes),
+                "loosened": list(self.loosened)}
+
+
+def tolerance_for(key: str, tolerances, default) -> Tol:
+    """The first matching fnmatch pattern's Tol; a bare number is reprod_log's absolute threshold."""
+    if not isinstance(tolerances, dict):
+        tolerances = {"*": tolerances} if tolerances is not None else {}
+    value = next((v for pattern, v in tolerances.items() if fnmatch.fnmatchcase(key, pattern)), default)
+    return value if isinstance(value, Tol) else Tol.absolute(float(value))
+
+
+def compare_key(key, x, y, tol: Tol) -> KeyResult:
+    r = KeyResult(key, tol.atol, tol.rtol, tol.mean)
+    if x.dtype != y.dtype:
+        r.problems.append(f"dtype {SIDES[0]} {x.dtype} vs {SIDES[1]} {y.dtype}")
+    if x.shape != y.shape:
+        r.problems.append(f"shape {SIDES[0]} {x.shape} vs {SIDES[1]} {y.shape}")
+        return r
+    r.shape = tuple(x.shape)
+    for side, v in zip(SIDES, (x, y)):
+        if v.dtype.kind == "f" and not np.isfinite(v).all():
+            r.problems.append(f"{int(np.isnan(v).sum())} NaN and {int(np.isinf(v).sum())} Inf in {side}")
+    diff = abs_diff(x, y)
+    if diff.size:
+        r.scale = float(np.abs(x.astype(np.float64)).max())
+        r.mean, r.max = float(diff.mean()), float(diff.max())
+        r.relative = r.max / r.scale if r.scale > 0 else (0.0 if r.max == 0 else float("inf"))
+    else:
+        r.mean = r.max = r.relative = r.scale = 0.0
+    r.allowed = r.atol + r.rtol * r.scale
+    if x.dtype.kind in "biu" and not r.problems:
+        # ids, labels, counts and steps are equal or wrong: exactly, at any threshold
+        unequal = int(np.count_nonzero(x != y))
+        if unequal:
+            r.problems.append(f"{unequal} of {x.size} integers differ (integers compare exactly)")
+    if not r.problems and not r.max_ok:
+        r.problems.append(f"max diff {r.max:.3e} > " + ("0 (exact)" if r.exact else f"{r.allowed:.3e} allowed "
+                          f"(atol {r.atol:g} + rtol {r.rtol:g} * max|torch| {r.scale:.3e})"))
+    if not r.problems and not r.mean_ok:
+        r.problems.append(f"mean diff {r.mean:.3e} > the guide's bound {r.mean_bound:g}")
+    r.passed = not r.problems
+    return r
+
+
+def abs_diff(x, y) -> np.ndarray:
+    """|x - y| in float64. Integers beyond 2^53 are subtracted as Python integers first: float64 would merge
+    2^53 and 2^53 + 1 into one value, a diff of 0 at any threshold, where the exact diff is 1."""
+    big = 2 ** 53
+    if x.dtype.kind in "biu" and y.dtype.kind in "biu" and x.size and not (
+            -big <= int(x.min()) and int(x.max()) <= big and -big <= int(y.min()) and int(y.max()) <= big):
+        return np.abs(x.astype(object) - y.astype(object)).astype(np.float64)
+    return np.abs(x.astype(np.float64) - y.astype(np.float64))
+
+
+def same_scalar(x, y) -> tuple:
+    """A 0-d scalar and a [1] array are the same scalar (torch and Paddle >= 2.5 give 0-d losses, Paddle
+    before 2.5 and reprod_log's examples [1]); every other shape mismatch stays a mismatch."""
+    if {x.shape, y.shape} == {(), (1,)}:
+        return x.reshape(()), y.reshape(())
+    return x, y
+
+
+def compare(a: dict, b: dict, tolerances=None, default=1e-6, name: str = "") -> CheckResult:
+    """Compare two dicts of arrays key by key; every mismatch is a failed KeyResult.
+
+    tolerances: {fnmatch pattern: Tol or number} (first match wins), one Tol or number for all keys,
+    or None; keys no pattern matches get `default`. A number is reprod_log's absolute threshold
+    (its default, 1e-6, on max and mean alike).
+    """
+    result = CheckResult(name)
+    for key in list(a) + [k for k in b if k not in a]:
+        tol = tolerance_for(key, tolerances, default)
+        missing = [f"missing in {side}" for side, d in zip(SIDES, (a, b)) if key not in d]
+        result.keys.append(KeyResult(key, tol.atol, tol.rtol, tol.mean, problems=missing) if missing
+                           else compare_key(key, *same_scalar(a[key], b[key]), tol))
+    return result
+
+
+def load_pair(torch_path, paddle_path, how=None) -> tuple:
+    """(torch dict, paddle dict) from two ReprodLogger files; a missing one names the command that makes it."""
+    data = []
+    for side, path in zip(SIDES, (torch_path, paddle_path)):
+        if how:
+            require(path, how[side])
+        data.append(load_npy(path))
+    return tuple(data)
+
+
+def select(data: dict, patterns) -> dict:
+    """The keys of `data` matching any fnmatch pattern, in order."""
+    return {k: v for k, v in data.items() if any(fnmatch.fnmatchcase(k, p) for p in patterns)}

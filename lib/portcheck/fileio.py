@@ -1,0 +1,273 @@
+"""Files the pipeline writes and reads back, safely.
+
+* writable: the pre-flight every write passes: the path can be written, and is not a symbolic link
+  (nothing is ever written through one), checked before any old output is touched;
+* atomic_write: write to a temporary name, then rename: a kill never leaves a truncated file;
+  open_new: a log written as a run goes, never through a link;
+* save_npy / load_npy: ReprodLogger's format (np.save of a dict of numeric arrays). Loading never
+  executes code: only the numpy globals a dict of plain arrays needs are unpickled, anything else
+  is refused with one line; its cost (array bytes, containers counted at every shared reference)
+  is bounded by the file's size.
+"""
+import io
+import os
+import pickle
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from portcheck.errors import PipelineError, remedy, require
+
+MAX_KEY_LENGTH = 200
+
+
+class _Budget:
+    """What one file may cost: the bytes of every array it builds and the containers a walk of it visits,
+    counted against the file's own size. A pickle can name one object many times (its memo), so a few
+    hundred bytes can describe a list that holds itself a thousand times over, or a thousand arrays that
+    share one buffer: each reference is counted as if it were a copy."""
+
+    def __init__(self, size: int):
+        self.size, self.left = size, size
+
+    def spend(self, n: int, what: str):
+        self.left -= n
+        if self.left < 0:
+            raise pickle.UnpicklingError(f"{what}: more than the file's {self.size} bytes hold")
+
+
+_budget = _Budget(0)
+
+
+def _count(shape) -> int:
+    n = 1
+    for d in shape:
+        if int(d) < 0:
+            raise pickle.UnpicklingError(f"a negative dimension in {tuple(shape)}")
+        n *= int(d)
+    return n
+
+
+class _CheckedArray(np.ndarray):
+    """The array class the restricted unpickler builds: before numpy allocates anything its size is
+    charged to the file's budget (a 240-byte file must not be able to ask for gigabytes), and object
+    arrays are allowed only as the 0-d holder np.save wraps a dict in."""
+
+    def __setstate__(self, state):
+        if not isinstance(state, tuple) or len(state) != 5 or not isinstance(state[2], np.dtype):
+            raise pickle.UnpicklingError("an array state numpy does not write")
+        shape, dtype = state[1], state[2]
+        n = _count(shape)
+        if dtype.hasobject and n > 1:
+            raise pickle.UnpicklingError(f"an object array of shape {tuple(shape)}")
+        if not dtype.hasobject:
+            _budget.spend(n * dtype.itemsize, f"an array of shape {tuple(shape)} {dtype} needs {n * dtype.itemsize} bytes")
+        super().__setstate__(state)
+
+
+def _reconstruct(cls, shape, dtype):
+    # numpy pickles every array as an empty one plus its state; a non-empty shape here would be memory
+    # numpy never fills (no state follows it), so two copies of one file would read differently
+    if _count(shape) != 0:
+        raise pickle.UnpicklingError(f"an array of shape {tuple(shape)} without its contents")
+    return np.ndarray.__new__(_CheckedArray, shape, dtype)
+
+
+# What np.save and paddle.save need to rebuild dicts of numeric arrays, and nothing else.
+_SAFE_GLOBALS = {
+    ("numpy", "ndarray"): _CheckedArray, ("numpy", "dtype"): np.dtype,
+    ("numpy.core.multiarray", "_reconstruct"): _reconstruct, ("numpy._core.multiarray", "_reconstruct"): _reconstruct,
+    ("numpy.core.multiarray", "scalar"): None, ("numpy._core.multiarray", "scalar"): None,
+    ("collections", "OrderedDict"): None, ("builtins", "tuple"): tuple,
+}
+
+
+class _ArraysOnlyUnpickler(pickle.Unpickler):
+    def find_class(self, module, name):
+        if (module, name) not in _SAFE_GLOBALS:
+            raise pickle.UnpicklingError(f"refusing to unpickle {module}.{name}")
+        return _SAFE_GLOBALS[module, name] or super().find_class(module, name)
+
+
+def _plain(obj):
+    """The unpickled tree with every array a plain ndarray again (they were built as _CheckedArray).
+    Each node visited is charged to the budget, shared ones at every reference: the tree a file
+    unfolds to, which every later walk of it sees, is at most as many nodes as the file has bytes."""
+    _budget.spend(1, "its containers, counted at every reference")
+    if isinstance(obj, np.ndarray):
+        return _plain(obj.item()) if obj.dtype.hasobject else np.asarray(obj).view(np.ndarray)
+    if isinstance(obj, dict):
+        return {k: _plain(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(_plain(v) for v in obj)
+    return obj
+
+
+def unpickle_arrays(data: bytes):
+    """Unpickle containers of numeric numpy arrays, numbers and strings; anything else (code) is refused,
+    and so is a file whose arrays and containers, counting every shared reference, outgrow its size."""
+    global _budget
+    _budget = _Budget(len(data))
+    try:
+        return _plain(_ArraysOnlyUnpickler(io.BytesIO(data)).load())
+    except (pickle.UnpicklingError, ValueError, TypeError, EOFError, AttributeError, IndexError, KeyError,
+            MemoryError, RecursionError, OverflowError) as e:
+        raise ValueError(f"{type(e).__name__}: {e}") from None
+
+
+def load_pickled_arrays(path, how: str):
+    """A pickle of plain containers and numeric arrays (paddle.save's .pdparams) without running code."""
+    path = require(path, how)
+    try:
+        return unpickle_arrays(Path(path).read_bytes())
+    except (ValueError, OSError) as e:
+        raise PipelineError(f"{path} is not a file of plain arrays this project wrote ({e}); {remedy(how, 'again')}") from None
+
+
+def _is_plain_array(v) -> bool:
+    return isinstance(v, np.ndarray) and not v.dtype.hasobject and v.dtype.kind in "biuf"
+
+
+def _bad_key(k) -> bool:
+    # a newline or other control character in a key name could forge lines in a diff log
+    return not isinstance(k, str) or not k or len(k) > MAX_KEY_LENGTH or not k.isprintable()
+
+
+def _read_header(f) -> tuple:
+    version = np.lib.format.read_magic(f)
+    read_header = {(1, 0): np.lib.format.read_array_header_1_0,
+                   (2, 0): np.lib.format.read_array_header_2_0}.get(version)
+    if read_header is None:
+        raise ValueError(f"unsupported .npy version {version}")
+    shape, _, dtype = read_header(f)
+    return shape, dtype
+
+
+def load_npy(path) -> dict:
+    """Load a ReprodLogger .npy (a dict of arrays) without executing any code."""
+    path = Path(path)
+    if not path.is_file():
+        raise PipelineError(f"{path} is a folder, not a file" if path.is_dir() else f"{path} not found")
+    try:
+        with open(path, "rb") as f:
+            shape, dtype = _read_header(f)
+            if not dtype.hasobject:
+                raise ValueError(f"holds a bare {dtype} array of shape {shape}, not a dict of arrays")
+            if shape != ():
+                raise ValueError(f"holds an object array of shape {shape}, not a dict")
+            data = unpickle_arrays(f.read())
+    except (ValueError, EOFError, OSError) as e:
+        raise PipelineError(f"{path} is not a ReprodLogger .npy of numeric arrays ({e}); "
+                            "re-run the script that writes it") from None
+    if not isinstance(data, dict):
+        raise PipelineError(f"{path} holds a {type(data).__name__}, not a dict of arrays; "
+                            "re-run the script that writes it")
+    bad = [k for k, v in data.items() if _bad_key(k) or not _is_plain_array(v)]
+    if bad:
+        shown = ", ".join(repr(k)[:60] for k in bad[:5])
+        raise PipelineError(f"{path}: keys {shown} are not numeric numpy arrays with printable names; "
+                            "re-run the script that writes it")
+    return data
+
+
+def load_array(path, how: str) -> np.ndarray:
+    """A bare .npy array (np.save without pickle), its header checked against the file size first."""
+    path = require(path, how)
+    try:
+        with open(path, "rb") as f:
+            shape, dtype = _read_header(f)
+            n = 1
+            for d in shape:
+                n *= int(d)
+            if dtype.hasobject or n * dtype.itemsize > os.fstat(f.fileno()).st_size:
+                raise ValueError(f"its header asks for {shape} {dtype}, which the file cannot hold")
+        return np.load(path, allow_pickle=False)
+    except (ValueError, OSError, EOFError) as e:
+        raise PipelineError(f"{path} is not a plain .npy array ({e}): {remedy(how, 'again')}") from None
+
+
+def writable(path, folder: bool = False) -> Path:
+    """Pre-flight for an output: raise one line unless `path` can be written as a file (or made a folder)
+    without following a link, before any old output is touched. Every write of the pipeline passes here
+    (atomic_write, open_new), so no file is ever written through a symbolic link: a link at a name we
+    write may point at anyone's file. A folder the user names may be a link to a folder; a dangling one
+    or a loop cannot be written."""
+    path = Path(path)
+    what = "folder" if folder else "file"
+    try:
+        if path.is_symlink() and not (folder and path.is_dir()):
+            raise PipelineError(f"{path} is a symbolic link{'' if path.exists() else ' to nothing (or a loop)'}; "
+                                f"this pipeline never writes through a link: remove it or choose another {what}")
+        if path.exists() and path.is_dir() != folder:
+            raise PipelineError(f"{path} is a {'file' if folder else 'folder'}, not a {what}: choose another path")
+        if folder and path.is_dir():
+            ancestor = path
+        else:
+            ancestor = path.parent
+            while not ancestor.is_dir():
+                if ancestor.is_symlink() or ancestor.exists():
+                    kind = "a file" if ancestor.exists() else "a dangling symbolic link (or a loop)"
+                    raise PipelineError(f"{ancestor} is {kind}, so {path} cannot be made: choose another path")
+                ancestor = ancestor.parent
+        if not os.access(ancestor, os.W_OK | os.X_OK):
+            raise PipelineError(f"{ancestor} is not writable, so {path} cannot be written: choose another path")
+    except OSError as e:  # a name too long, a loop in a folder of the path, a permission on the way
+        raise PipelineError(f"{path} cannot be written ({os.strerror(e.errno) if e.errno else e}): "
+                            "choose another path") from None
+    return path
+
+
+def atomic_write(path, write):
+    """write(tmp_path) then rename: a kill never leaves a truncated file at path, and path is never
+    written through a link (writable)."""
+    path = writable(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    except OSError as e:
+        raise PipelineError(f"{path} cannot be written ({e.strerror or e}): choose another path") from None
+    os.close(fd)
+    try:
+        write(tmp)
+        os.chmod(tmp, 0o644)  # mkstemp makes 0600; results are meant to be shared
+        writable(path)  # what was checked before a long write still holds: no link appeared meanwhile
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def open_new(path, append: bool = False):
+    """A text file opened for writing (or appending) that is not a link (O_NOFOLLOW): a log written as a
+    run goes, which atomic_write cannot do."""
+    path = writable(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | (os.O_APPEND if append else os.O_TRUNC)
+    try:
+        return os.fdopen(os.open(path, flags, 0o644), "a" if append else "w", encoding="utf-8")
+    except OSError as e:
+        raise PipelineError(f"{path} cannot be written ({e.strerror or e}): choose another path") from None
+
+
+def save_npy(path, data: dict):
+    """Save a dict of numeric arrays in ReprodLogger's format (what its save() writes), atomically.
+
+    The pipeline's scripts fill a plain dict rather than a ReprodLogger, which is a dict with an ndarray
+    check (done here too): importing reprod_log imports Paddle, ~1.4 s and a second framework in every
+    torch process. A ReprodLogger's logger.data can be passed as it is."""
+    bad = [k for k, v in data.items() if not _is_plain_array(v)]
+    if bad:
+        raise TypeError(f"values for {bad} must be numeric numpy arrays")
+
+    atomic_write(path, lambda tmp: _np_save(tmp, data))
+
+
+def save_array(path, array: np.ndarray):
+    """np.save, atomically (np.save on a path would also append .npy to the temp name)."""
+    atomic_write(path, lambda tmp: _np_save(tmp, array))
+
+
+def _np_save(path, obj):
+    with open(path, "wb") as f:
+        np.save(f, obj, allow_pickle=isinstance(obj, dict))

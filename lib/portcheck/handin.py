@@ -1,0 +1,396 @@
+"""A hand-in judged as the guide judges it, with this project's strict verdict beside it.
+
+The guide's verdict is reprod_log's own rule (ReprodDiffHelper.compare_info + report): the two dicts
+must hold the same keys; per key, an array whose shape differs but whose transpose matches is
+transposed, the rest broadcast, and the key passes when mean |torch - paddle| <= the pair's threshold.
+It is recomputed here the way reprod_log computes it, so a contestant sees the verdict the guide gives.
+Where reprod_log is blind (it passes NaN, transposes and broadcasts) the strict verdict says so: max abs
+diff within the same threshold, no NaN or Inf, equal shapes (a 0-d scalar and [1] are one scalar),
+equal dtypes, no key missing on either side, integers exactly equal.
+
+A contestant's `<pair>_diff.log` (reprod_log's format) is read back and held against the pair: every
+key's logged value must be the recomputed one, so a hand-edited log or one made from other files shows.
+"""
+import math
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from portcheck import calibrated, diff, record, report, tolerances
+from portcheck.compare import F64, ROOT
+from portcheck.errors import PipelineError
+from portcheck.fileio import load_npy, save_npy
+from portcheck.tolerances import Tol
+
+# A logged value is the recomputed one when they agree to float32's printed precision (a numpy of another
+# version may sum in another order: the last bit or two of a float32 mean); any edit a reader could see differs more.
+LOG_RTOL = 1e-5
+
+
+@dataclass
+class GuideKey:
+    key: str
+    mean: float
+    max: float
+    passed: bool
+    note: str = ""   # what reprod_log did silently (transposed, broadcast)
+
+
+@dataclass
+class GuideVerdict:
+    """reprod_log's verdict on a pair: per key mean <= threshold; `error` when reprod_log itself would stop."""
+    threshold: float
+    keys: list = field(default_factory=list)
+    error: str = ""
+
+    @property
+    def passed(self) -> bool:
+        return not self.error and all(k.passed for k in self.keys)
+
+    def worst(self):
+        return max(self.keys, key=lambda k: (k.mean != k.mean, k.mean), default=None)
+
+
+def guide_verdict(torch_data: dict, paddle_data: dict, threshold: float) -> GuideVerdict:
+    verdict = GuideVerdict(threshold)
+    only = sorted(set(torch_data) ^ set(paddle_data))
+    if only:  # reprod_log's check_data asserts the key sets are equal
+        verdict.error = f"keys on one side only: {', '.join(only[:5])}" + (" ..." if len(only) > 5 else "")
+        return verdict
+    for key, a in torch_data.items():
+        b, note = paddle_data[key], ""
+        if a.shape != b.shape and a.T.shape == b.shape:
+            a, note = a.T, "transposed by reprod_log"
+        try:
+            d = np.abs(a - b)
+        except (ValueError, TypeError) as e:  # shapes that do not broadcast: reprod_log raises
+            verdict.error = f"{key}: shapes {a.shape} and {b.shape} cannot be compared ({type(e).__name__})"
+            return verdict
+        if not note and a.shape != b.shape and {a.shape, b.shape} != {(), (1,)}:  # a 0-d and a [1] scalar: one scalar
+            note = f"broadcast by reprod_log ({a.shape} vs {b.shape})"
+        mean, mx = (float(d.mean()), float(d.max())) if d.size else (0.0, 0.0)
+        # `mean > threshold` is False for NaN: reprod_log passes a NaN key, the strict verdict does not
+        verdict.keys.append(GuideKey(key, mean, mx, not mean > threshold, note or ("NaN passes reprod_log's rule"
+                                                                                   if mean != mean else "")))
+    return verdict
+
+
+def strict_verdict(torch_data: dict, paddle_data: dict, threshold: float, name: str = "") -> diff.CheckResult:
+    """This project's rule at the same threshold, on the max as well as the mean: every key, shape, dtype, NaN
+    and integer (so it fails wherever the guide's rule does, and more)."""
+    return diff.compare(torch_data, paddle_data, default=Tol.absolute(threshold), name=name)
+
+
+def non_finite(strict: diff.CheckResult) -> list:
+    return [k for k in strict.keys if any("NaN" in p for p in k.problems)]
+
+
+# reprod_log's log lines: "[time] root INFO: <key>: " then "\t<method> diff: check passed: <bool>, value: <v>"
+_PREFIX = r"^(?:\[[^\]]*\]\s+\S+\s+\w+:\s)?"
+_KEY = re.compile(_PREFIX + r"(\t*)(\S.*?):\s*$")
+_END = re.compile(_PREFIX + r"diff check (passed|failed)\s*$")
+_VALUE = re.compile(_PREFIX + r"(\t+)(min|max|mean) diff: check passed: (True|False), value: ([-+0-9.eEinfa]+)")
+
+
+LOG_BYTES = 4 << 20  # a diff log is kilobytes; only its head is read, whatever its size
+
+
+def read_log(path) -> str:
+    with open(path, "rb") as f:
+        return f.read(LOG_BYTES).decode("utf-8", errors="replace")
+
+
+def parse_diff_log(text: str) -> dict:
+    """{key: {"mean": value, "max": ..., ...}} from a reprod_log diff log (nested keys joined by '/')."""
+    logged, path = {}, []
+    for line in text.splitlines():
+        if _END.match(line):
+            # reprod_log adds a file handler to its root logger at every report(): a later report in the same
+            # process appends its own pair's lines to this file too. This pair's block is the first one.
+            break
+        value = _VALUE.match(line)
+        if value and path:
+            try:
+                entry = logged.setdefault("/".join(path), {})
+                entry[value.group(2)] = float(value.group(4))
+                entry[f"{value.group(2)} passed"] = value.group(3) == "True"
+            except ValueError:
+                pass
+            continue
+        key = _KEY.match(line)
+        if key and " diff: check passed" not in line:
+            depth = len(key.group(1))
+            path = path[:depth] + [key.group(2)]
+    return logged
+
+
+def held(path, guide: GuideVerdict) -> tuple:
+    """A diff log held against its pair: (logged values, mismatches, why it could not be read or "")."""
+    try:
+        logged = parse_diff_log(read_log(path))
+    except OSError as e:
+        return {}, [], f"unreadable ({e.strerror})"
+    return logged, hold_log(logged, guide) if logged else [], ""
+
+
+@dataclass
+class LogMismatch:
+    key: str
+    method: str
+    logged: float
+    recomputed: float  # NaN when the pair has no such key
+
+
+def hold_log(logged: dict, verdict: GuideVerdict) -> list:
+    """Every logged value that is not the recomputed one, and every key the log and the pair do not share."""
+    recomputed = {k.key: {"mean": k.mean, "max": k.max} for k in verdict.keys}
+    out = []
+    for key, methods in logged.items():
+        for method, value in methods.items():
+            if method not in ("mean", "max"):
+                continue
+            now = recomputed.get(key, {}).get(method, float("nan"))
+            same = (value != value and now != now) or abs(value - now) <= LOG_RTOL * max(abs(value), abs(now)) + 1e-30
+            if not same:
+                out.append(LogMismatch(key, method, value, now))
+    out += [LogMismatch(k, "mean", float("nan"), v["mean"]) for k, v in recomputed.items() if k not in logged]
+    return out
+
+
+SUFFIX = {"torch": "_torch.npy", "paddle": "_paddle.npy"}
+DIAGNOSTICS = report.DIAGNOSTICS
+
+
+def find_pairs(folder, max_depth: int = 4, max_files: int = 20000) -> dict:
+    """{pair name: {"torch": path, "paddle": path, "log": path or None}} for every <name>_torch.npy with a
+    <name>_paddle.npy in a hand-in folder: beside each other, or anywhere in it when the name is unique
+    (some hand-ins keep one folder per framework). Links to folders are not followed; a name found in
+    several sub-folders is named by its sub-folder. A side without its twin is listed under "unpaired"."""
+    folder, found, seen = Path(folder), {"torch": {}, "paddle": {}, "log": {}}, 0
+    for root, dirs, files in os.walk(folder, followlinks=False):
+        if seen > max_files:  # a folder of a million files is not a hand-in: judge what was found first
+            break
+        depth = len(Path(root).relative_to(folder).parts)
+        if depth >= max_depth:
+            dirs[:] = []
+        if depth == 0 and DIAGNOSTICS in dirs and any((folder / DIAGNOSTICS).glob(f"*{record.SUFFIX}")):
+            dirs.remove(DIAGNOSTICS)  # a portcheck hand-in's diagnostics/: run records and companions, no pair
+        for f in files:
+            seen += 1
+            if seen > max_files:
+                break
+            for side, suffix in (*SUFFIX.items(), ("log", "_diff.log")):
+                if f.endswith(suffix) and len(f) > len(suffix):
+                    found[side].setdefault(f[:-len(suffix)], []).append(Path(root) / f)
+    pairs, unpaired = {}, []
+    for name, torch_paths in sorted(found["torch"].items()):
+        paddle_paths = found["paddle"].get(name, [])
+        for t in torch_paths:
+            twin = [p for p in paddle_paths if p.parent == t.parent]
+            twin = twin or (paddle_paths if len(torch_paths) == len(paddle_paths) == 1 else [])
+            if len(twin) != 1:
+                unpaired.append(t)
+                continue
+            logs = found["log"].get(name, [])
+            log = next((g for g in logs if g.parent in (t.parent, twin[0].parent)), logs[0] if len(logs) == 1 else None)
+            key = name if len(torch_paths) == 1 else f"{t.parent.relative_to(folder).as_posix()}/{name}"
+            pairs[key] = {"torch": t, "paddle": twin[0], "log": log}
+    paired = {p["paddle"] for p in pairs.values()}
+    unpaired += [p for paths in found["paddle"].values() for p in paths if p not in paired]
+    return {"pairs": pairs, "unpaired": unpaired}
+
+
+def describe_guide(guide: GuideVerdict) -> str:
+    """'guide green (...)' or 'guide RED (...)': the rule, the worst key and what reprod_log did silently."""
+    rule = f"mean <= {guide.threshold:g}"
+    if guide.error:
+        return f"guide RED (reprod_log stops: {guide.error})"
+    bad = [k for k in guide.keys if not k.passed]
+    worst = bad[0] if bad else guide.worst()
+    figures = f"{worst.key} mean {worst.mean:.3g}" if worst else "no keys"
+    notes = sorted({k.note for k in guide.keys if k.note})
+    return (f"guide {'green' if not bad else 'RED'} ({rule}: {len(guide.keys) - len(bad)}/{len(guide.keys)} keys; "
+            + ("failed: " if bad else "largest: ") + figures
+            + (f", and {len(bad) - 1} more" if len(bad) > 1 else "") + ("; " + "; ".join(notes[:2]) if notes else "") + ")")
+
+
+def describe_strict(result: diff.CheckResult, threshold: float) -> str:
+    failed = result.failed_keys
+    if not failed:
+        worst = max(result.keys, key=lambda k: k.max, default=None)
+        return f"strict green (max <= {threshold:g}" + (f"; largest: {worst.key} max {worst.max:.3g})" if worst else ")")
+    first = failed[0]
+    return (f"strict RED ({first.key}: {'; '.join(first.problems)}"
+            + (f"; and {len(failed) - 1} more key(s)" if len(failed) > 1 else "") + ")")
+
+
+def describe_log(mismatches: list, n_logged: int) -> str:
+    if not mismatches:
+        return f"every logged value is the recomputed one ({n_logged} keys)"
+    m = mismatches[0]
+    what = (f"{m.key} is not in the pair (logged {m.method} {m.logged!r})" if m.recomputed != m.recomputed
+            else f"{m.key} is not in the log" if m.logged != m.logged
+            else f"{m.key} {m.method} logged {m.logged!r}, recomputed {m.recomputed!r}")
+    return f"RED: does not match the pair: {what}" + (f"; and {len(mismatches) - 1} more" if len(mismatches) > 1 else "")
+
+
+def other_threshold(logged: dict, guide: GuideVerdict) -> str:
+    """A note when the contestant's own log marks a key otherwise than the guide's rule at this threshold
+    (their report() was called with another diff_threshold, which the log does not record)."""
+    differ = [k for k in guide.keys if k.key in logged and "mean passed" in logged[k.key]
+              and logged[k.key]["mean passed"] != k.passed]
+    if not differ:
+        return ""
+    k = differ[0]
+    return (f"its log marks {k.key} (mean {k.mean:.3g}) {'passed' if logged[k.key]['mean passed'] else 'failed'}: "
+            f"it was made at another threshold than {guide.threshold:g} (--threshold PAIR=VALUE "
+            "judges at yours)")
+
+
+# An align hand-in (align/, examples/): diagnostics/<pair>_torch64.npy holds torch's float64 run of the pair's
+# keys, so the rule measured on the model (checks/calibrated.py) is re-derived from the folder alone.
+EXACT = "_torch64.npy"
+
+
+@dataclass
+class MeasuredVerdict:
+    """A pair judged by the guide's rule and by the rule measured on the model, with the strict one beside."""
+    name: str
+    guide: GuideVerdict
+    rows: list                 # [calibrated.Row] per key
+    strict: diff.CheckResult
+    same_run: tuple            # (True, False or None, detail)
+
+    @property
+    def measured_passed(self) -> bool:
+        return bool(self.rows) and all(r.passed for r in self.rows)
+
+    @property
+    def passed(self) -> bool:
+        """Green: the guide's rule, the measured rule, the same run proven, and no NaN or Inf."""
+        return self.guide.passed and self.measured_passed and self.same_run[0] is True and not non_finite(self.strict)
+
+    def describe_measured(self) -> str:
+        bad = [r for r in self.rows if not r.passed]
+        worst = bad[0] if bad else max(self.rows, key=lambda r: r.ratio, default=None)
+        if worst is None:
+            return "measured RED (no keys)"
+        return (f"measured {'RED' if bad else 'green'} ({'failed: ' if bad else 'largest: '}{worst.name} "
+                f"{worst.problem or worst.key_figures()})")
+
+    def messages(self) -> list:
+        """The diff log: reprod_log's format first (what readers of the guide's logs and parse_diff_log
+        read), then the verdicts, then one verdict line; [(message, echo to stdout)]."""
+        out = []
+        guide = {k.key: k for k in self.guide.keys}
+        for r in self.rows:
+            g = guide.get(r.name)
+            out.append((f"{r.name}: ", True))
+            if g is None:
+                out.append((f"\t{r.problem or self.guide.error}", True))
+                continue
+            out.append((f"\tmean diff: check passed: {g.passed}, value: {g.mean!r}, threshold: "
+                        f"{self.guide.threshold:g} (the guide's rule)", True))
+            out.append((f"\tmax diff: check passed: {r.passed}, value: {g.max!r}, threshold: {r.allowed:.3e} "
+                        f"(measured: {r.multiple:g} x torch's own fp32 error {r.err32:.3e} + {calibrated.FLOOR:g} "
+                        f"x eps32 x max|torch| {r.scale:.3e})" + (f"; {r.problem}" if r.problem else ""), True))
+        same = {True: "passed", False: "FAILED", None: "not proven"}[self.same_run[0]]
+        out += [(f"same run: {same}, {self.same_run[1]}", True), (describe_guide(self.guide), True),
+                (self.describe_measured(), True),
+                (describe_strict(self.strict, self.guide.threshold) + ", shown beside, not a condition", True),
+                (f"diff check {'passed' if self.passed else 'failed'}", True)]
+        return out
+
+
+def judge_measured(name: str, torch_file, paddle_file, exact_file, records=(None, None, None),
+                   threshold: float = None, k: float = calibrated.K) -> MeasuredVerdict:
+    """An align pair from its files: torch, Paddle and torch's float64 run, each with its run record (beside
+    it, or at `records`). The float64 run must be the torch side's own: a torch record bound to its file,
+    depending on what the torch result depends on."""
+    threshold = tolerances.guide_threshold(name) if threshold is None else threshold
+    t, p, e = load_npy(torch_file), load_npy(paddle_file), load_npy(exact_file)
+    same = record.same_run(torch_file, paddle_file, records[:2])
+    problem = same[0] and record.twin_problem(torch_file, exact_file, (records[0], records[2]))
+    if problem:
+        same = (False, problem + "; re-run the torch side")
+    return MeasuredVerdict(name, guide_verdict(t, p, threshold), calibrated.judge_pair(t, p, e, threshold, k),
+                           strict_verdict(t, p, threshold, name), same)
+
+
+# Writing a hand-in through the library (align's records, any model): what the checker above judges.
+# The guide's reprod_log pairs from align's records, with run records: what a hand-in is made of.
+#
+# Each side's script saves its own half (save_side): <pair>_<framework>.npy, a dict of arrays as reprod_log
+# writes it, with its run record beside it; the torch side also saves <pair>_torch64.npy, torch's float64
+# run of the same keys, so the rule measured on the model (checks/calibrated.py) can be re-derived later.
+# The check judges the three files (checks.handin.judge_measured), writes <pair>_diff.log in reprod_log's
+# format, and hand_in copies the pair and its log into a log_reprod/ folder (records and the float64 run
+# into its diagnostics/), which pipeline/check_log_reprod.py re-checks from the folder alone.
+#
+#     rec = portcheck.record_forward(model, images)                          # either framework
+#     portcheck.handin.save_side(out, "forward", "torch", {"logits": portcheck.handin.model_output(rec)},
+#                            depends, script, exact={"logits": portcheck.handin.model_output(rec, exact=True)})
+
+
+def checked_threshold(value, what: str) -> float:
+    """A threshold a caller or a hand-in gives: a finite number > 0, else one line naming it."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+        raise PipelineError(f"{what} must be a finite number > 0, got {value!r}")
+    return float(value)
+
+
+def model_output(rec: dict, exact: bool = False) -> np.ndarray:
+    """The model's own output in a record_forward (its first tensor: a ModelOutput's logits, or the tensor)."""
+    prefix = (F64 if exact else "") + f"out/{ROOT}"
+    key = next((k for k in rec if k == prefix or k.startswith((prefix + "[", prefix + ":"))), None)
+    if key is None:
+        raise PipelineError("the record holds no model output: write it with portcheck.record_forward")
+    return rec[key]
+
+
+def per_step(rec: dict, kind: str, exact: bool = False) -> dict:
+    """{"<kind>_0": ..., "<kind>_1": ...} from a record_backward's loss/<i> or lr/<i>: the guide's bp_align
+    and lr pairs."""
+    prefix = (F64 if exact else "") + f"{kind}/"
+    return {f"{kind}_{k[len(prefix):]}": v for k, v in rec.items() if k.startswith(prefix)}
+
+
+def save_side(folder, pair: str, framework: str, arrays: dict, depends: dict, script: str, exact: dict = None):
+    """<folder>/<pair>_<framework>.npy and its run record; with `exact` (the torch side), <pair>_torch64.npy
+    and its record too. depends: what must be equal on both sides (weights, inputs, flags fingerprints)."""
+    folder = Path(folder)
+    path = folder / f"{pair}_{framework}.npy"
+    save_npy(path, arrays)
+    record.save(path, framework, script, depends)
+    if exact is not None:
+        save_npy(folder / f"{pair}{EXACT}", exact)
+        record.save(folder / f"{pair}{EXACT}", framework, script, depends)
+    return path
+
+
+def judge_and_log(folder, pair: str, threshold: float = None, tables=(), after_steps: bool = False):
+    """Judge <folder>/<pair>_{torch,paddle,torch64}.npy and write <pair>_diff.log (tables after the verdict
+    line, where reprod_log's readers stop) and the rule it was judged by, <pair>_diff.json, which the hand-in
+    checker reads back. threshold: the pair's bound on each key's mean (default: the guide's for a pair it
+    names, else reprod_log's 1e-6); after_steps: the keys come after a backward or optimizer steps, so the
+    measured rule allows K_BACKWARD. Returns the MeasuredVerdict."""
+    folder = Path(folder)
+    threshold = tolerances.guide_threshold(pair) if threshold is None else checked_threshold(threshold, "threshold")
+    k = calibrated.multiple(after_steps)
+    verdict = judge_measured(pair, folder / f"{pair}_torch.npy", folder / f"{pair}_paddle.npy",
+                             folder / f"{pair}{EXACT}", threshold=threshold, k=k)
+    report.write_messages(verdict.messages() + [(line, False) for line in tables], folder / f"{pair}_diff.log")
+    report.write_json({"name": pair, "passed": verdict.passed, "threshold": threshold, "k": k},
+                      report.verdict_path(folder / f"{pair}_diff.log"))
+    return verdict
+
+
+def hand_in(folder, pair: str, top):
+    """Copy a judged pair from a step's folder into a log_reprod/ folder `top`: the pair and its diff log at
+    the top, the run records and the float64 run in top/diagnostics/."""
+    folder = Path(folder)
+    report.hand_in(folder / f"{pair}_torch.npy", folder / f"{pair}_paddle.npy", folder / f"{pair}_diff.log",
+                   diagnostics=[folder / f"{pair}{EXACT}"], top=top)

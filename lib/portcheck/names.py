@@ -1,0 +1,54 @@
+"""How a torch module's name becomes its Paddle counterpart's: one resolver for every name map form."""
+import re
+
+from portcheck.errors import PipelineError
+
+
+def resolve(name_map):
+    """A callable torch module name -> Paddle module name, from:
+
+    * None: the same names;
+    * a dict {torch prefix: Paddle prefix}: the longest prefix that matches whole name parts wins
+      ({"resnet.embedder.embedder.convolution": "conv1", "classifier.1": "fc"});
+    * a list of (regex, replacement) rules, applied in order with re.sub to the whole name
+      ([(r"^encoder\\.stages\\.(\\d)\\.", r"layer\\1."), ...]);
+    * a callable, used as it is.
+    """
+    if name_map is None:
+        return lambda name: name
+    if callable(name_map):
+        return name_map
+    if isinstance(name_map, dict):
+        prefixes = sorted(name_map, key=len, reverse=True)
+
+        def by_prefix(name):
+            for p in prefixes:
+                if name == p or name.startswith(p + ".") or p == "":
+                    rest = name[len(p):].lstrip(".")
+                    return ".".join(part for part in (name_map[p], rest) if part)
+            return name
+        return by_prefix
+    if isinstance(name_map, (list, tuple)):
+        try:
+            rules = [(re.compile(pattern), repl) for pattern, repl in name_map]
+        except (TypeError, ValueError, re.error) as e:
+            raise PipelineError(f"name_map: each rule must be (regex, replacement): {e}") from None
+
+        def by_rules(name):
+            for pattern, repl in rules:
+                name = pattern.sub(repl, name)
+            return name
+        return by_rules
+    raise PipelineError(f"name_map must be None, a dict, a list of (regex, replacement) or a callable, "
+                        f"got {type(name_map).__name__}")
+
+
+# transformers' BERT module names -> paddlenlp's (paddlenlp builds its encoder from paddle.nn.TransformerEncoderLayer):
+# a ready name map for porting a transformers BertModel to paddlenlp's (give paddlenlp's config type_vocab_size=2,
+# transformers' default; paddlenlp's is 16)
+PADDLENLP_BERT = [(rf"^encoder\.layer\.(\d+)\.{hf}$", rf"encoder.layers.\1.{pd}") for hf, pd in (
+    ("attention\\.self\\.query", "self_attn.q_proj"), ("attention\\.self\\.key", "self_attn.k_proj"),
+    ("attention\\.self\\.value", "self_attn.v_proj"), ("attention\\.output\\.dense", "self_attn.out_proj"),
+    ("attention\\.output\\.LayerNorm", "norm1"), ("intermediate\\.dense", "linear1"), ("output\\.dense", "linear2"),
+    ("output\\.LayerNorm", "norm2"))] + [(r"^encoder\.layer\.(\d+)$", r"encoder.layers.\1"),
+                                        (r"^embeddings\.LayerNorm$", "embeddings.layer_norm")]

@@ -1,0 +1,161 @@
+"""What a result depends on, written beside it, so that a check can prove both sides are the same run.
+
+Every pt_*/pd_* script saves <result>.run.json next to its .npy:
+
+    {"framework": "torch", "script": "pipeline/Step1/pt_forward_bert.py", "written": "...",
+     "result": "<sha256>",
+     "depends": {"weights": "<sha256>", "inputs": "<sha256>", "flags": {...}}}
+
+`result` binds the record to the file it describes (the fingerprint of its arrays; a hand-in that
+keeps some keys of a result, or a result's statistics, gets a record bound to those, save_derived) and `framework` names the
+side. A result copied over the other side's, one file given as both sides, or a record beside a file
+it was not written for never passes.
+
+`depends` holds only what must be equal on both sides: fingerprints of the weights as loaded (in
+torch's layout on both sides, so a converted Paddle model fingerprints like its source), of the input
+arrays or data rows read, and the framework-independent flags. Every check compares the two records
+before anything else and goes red naming the first field that differs: two results from different
+weights, data or flags, or a stale one left by an earlier run, never pass. Results written by a
+contestant's own scripts carry no record; the check then says so in one line and still judges the pair.
+"""
+import hashlib
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+
+from portcheck.errors import PipelineError
+from portcheck.fileio import atomic_write, load_npy
+
+SUFFIX = ".run.json"
+
+
+def fingerprint(named_arrays) -> str:
+    """sha256 over (name, dtype, shape, bytes) of every array, in name order."""
+    h = hashlib.sha256()
+    for name, array in sorted(named_arrays, key=lambda item: item[0]):
+        array = np.ascontiguousarray(array)
+        h.update(f"{name}|{array.dtype.str}|{array.shape}|".encode())
+        h.update(array.tobytes())
+    return h.hexdigest()
+
+
+def path_for(result) -> Path:
+    result = Path(result)
+    return result.with_name(result.stem + SUFFIX)
+
+
+def result_fingerprint(result) -> str:
+    """What a record binds: the fingerprint of every array in the .npy `result`."""
+    return fingerprint(load_npy(result).items())
+
+
+def save(result, framework: str, script: str, depends: dict):
+    """Write the record of `result`, the .npy it describes: call it once that file is written."""
+    write(path_for(result), {"framework": framework, "script": script, "written": time.strftime("%Y-%m-%d %H:%M:%S"),
+                             "result": result_fingerprint(result), "depends": depends})
+
+
+def save_derived(source, derived, path=None):
+    """The record of `derived`, a .npy made from `source` (a hand-in of some of its keys, its statistics),
+    written at `path` (default: beside `derived`): `source`'s record bound to `derived`, but only if it is
+    bound to `source`, so nothing derived launders a result its record does not describe."""
+    record = load(source)
+    if record is not None:
+        bound_ = record.get("result") == result_fingerprint(source)
+        write(path or path_for(derived), {**record, "result": result_fingerprint(derived) if bound_ else "(source not bound)"})
+
+
+def write(path, record: dict):
+    atomic_write(path, lambda tmp: Path(tmp).write_text(json.dumps(record, indent=1, sort_keys=True) + "\n"))
+
+
+def load(result, path=None):
+    """The record beside `result` (or at `path`), or None if there is none (a contestant's own file)."""
+    path = Path(path) if path else path_for(result)
+    if not path.is_file():
+        return None
+    try:
+        record = json.loads(path.read_text())
+        if not isinstance(record, dict) or not isinstance(record.get("depends"), dict):
+            raise ValueError("no 'depends' object")
+    except (ValueError, UnicodeDecodeError, RecursionError) as e:
+        raise PipelineError(f"{path} is not a run record ({e}); re-run the script that writes it") from None
+    return record
+
+
+def _flatten(d, prefix=""):
+    out = {}
+    for k, v in d.items():
+        if isinstance(v, dict):
+            out.update(_flatten(v, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = v
+    return out
+
+
+def differences(torch_record, paddle_record) -> list:
+    """The `depends` fields that differ: [(field, torch value, paddle value)], in field order."""
+    t, p = _flatten(torch_record["depends"]), _flatten(paddle_record["depends"])
+    return [(k, t.get(k, "(missing)"), p.get(k, "(missing)")) for k in sorted(set(t) | set(p)) if t.get(k) != p.get(k)]
+
+
+def _short(v):
+    return v[:12] if isinstance(v, str) and len(v) == 64 else v  # a sha256: its first 12 digits tell two apart
+
+
+def shown(v, limit: int = 80) -> str:
+    """A record's value as a log line may show it: a newline or other control character in a hand-edited
+    record could otherwise forge lines of the log ("same run: passed", "diff check passed")."""
+    text = v if isinstance(v, str) else json.dumps(v)
+    text = text if text.isprintable() else json.dumps(text)[1:-1]
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+def bound(side: str, result, record: dict):
+    """None if `record` describes `result` and was written by `side`'s framework, else the reason."""
+    if record.get("framework") != side:
+        return (f"the {side} result's run record says it was written by {shown(record.get('framework'))}: "
+                "one framework's result passed as the other's; re-run both sides")
+    if "result" not in record:
+        return f"the {side} result's run record does not fingerprint its result (an older record); re-run both sides"
+    if record["result"] != result_fingerprint(result):
+        return f"the {side} result is not the file its run record describes; re-run both sides"
+    return None
+
+
+def same_run(torch_result, paddle_result, record_paths=(None, None)):
+    """(passed, detail) for the two results' records (beside them, or at record_paths); passed is None
+    when neither side has one. Each record must describe its own result and framework (bound)."""
+    if Path(torch_result).resolve() == Path(paddle_result).resolve():
+        return False, "one file given as both sides"
+    records = [load(torch_result, record_paths[0]), load(paddle_result, record_paths[1])]
+    if records == [None, None]:
+        return None, "no run records (results written outside this pipeline): same run not proven"
+    if None in records:
+        side = ("torch", "paddle")[records.index(None)]
+        return False, f"the {side} result has no run record: re-run both sides"
+    for side, result, rec in zip(("torch", "paddle"), (torch_result, paddle_result), records):
+        problem = bound(side, result, rec)
+        if problem:
+            return False, problem
+    diffs = differences(*records)
+    if diffs:
+        field, t, p = diffs[0]
+        more = f" (and {len(diffs) - 1} more: {', '.join(shown(d[0]) for d in diffs[1:])})" if len(diffs) > 1 else ""
+        return False, f"{shown(field)} differs: torch {shown(_short(t))} vs paddle {shown(_short(p))}{more}; re-run both sides"
+    return True, f"both sides record the same {', '.join(shown(k) for k in sorted(records[0]['depends']))}"
+
+
+def twin_problem(result, twin, record_paths=(None, None)):
+    """None if `twin` (torch's float64 run of a torch result) was written by the same run: a torch record,
+    bound to its file, depending on exactly what `result`'s record depends on (records beside the files, or
+    at record_paths); else the reason."""
+    mine, theirs = load(result, record_paths[0]), load(twin, record_paths[1])
+    if mine is None or theirs is None:
+        return "the float64 run or its torch result has no run record"
+    problem = bound("torch", twin, theirs)
+    differ = None if problem else differences(mine, theirs)
+    return problem or (f"the float64 run's record differs from the torch result's at {shown(differ[0][0])}"
+                       if differ else None)

@@ -1,0 +1,144 @@
+"""A CheckResult as text and files: the one place results are formatted.
+
+* log_lines(): reprod_log's log format ("[time] root INFO: key: " then "\\tmean diff: ..." and
+  "\\tmax diff: ..." lines, each followed by the bound it is held to: the guide's bound on the
+  mean, atol + rtol * max|torch| on the max), then the check's findings, notes and tables, then
+  one verdict line;
+* write(): the log (stdout and <name>_diff.log) and the verdict beside it (<name>_diff.json),
+  which run_all.py and SUMMARY.md read; neither is ever parsed back out of the log text;
+* hand_in(): copies of a pair and its log into log_reprod/;
+* format_table(): every table in the project (module outputs, gradients, weight statistics).
+
+The log is written without the logging module, so running several checks in one process
+never duplicates lines.
+"""
+import json
+import math
+import shutil
+import time
+from pathlib import Path
+
+from portcheck.diff import CheckResult, Finding
+from portcheck import record
+from portcheck.fileio import atomic_write, save_npy
+
+ECHO_LIMIT = 20  # past this many keys, only the failing ones are echoed to stdout (all go to the log)
+
+
+def _num(x: float) -> str:
+    return f"{x:.3e}" if isinstance(x, float) and math.isfinite(x) else str(x)
+
+
+def safely(result: CheckResult, figures, *args):
+    """Run a check's figures(result, *args); a companion value of an odd shape or type (a contestant's own
+    file, a hand-edited one) becomes a failed finding in the log instead of a traceback."""
+    try:
+        figures(result, *args)
+    except (KeyError, TypeError, ValueError, IndexError, AttributeError, StopIteration) as e:
+        result.findings.append(Finding("figures", False, f"could not read the figures ({type(e).__name__}: {e})"))
+
+
+def format_table(header, rows) -> list:
+    """Column-aligned lines; floats as %.3e."""
+    cells = [tuple(_num(c) for c in r) for r in [tuple(header)] + [tuple(r) for r in rows]]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
+    return ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in cells]
+
+
+def log_lines(result: CheckResult) -> list:
+    """[(message, echo to stdout)] in reprod_log's order: every key, then what the check adds, then the verdict."""
+    out = []
+    many = len(result.keys) > ECHO_LIMIT
+    for r in result.keys:
+        echo = not r.passed or not many
+        out.append((f"{r.key}: ", echo))
+        if r.compared:
+            out.append((f"\tmean diff: check passed: {r.mean_ok}, value: {r.mean}"
+                        + (f", threshold: {r.mean_bound} (the guide's bound)" if r.mean_bound is not None else ""), echo))
+            out.append((f"\tmax diff: check passed: {r.max_ok}, value: {r.max}, threshold: "
+                        + (f"{r.allowed}" + (" (exact)" if r.exact else "") if r.rtol == 0 else
+                           f"{r.allowed:.3e} = atol {r.atol:g} + rtol {r.rtol:g} * max|torch| {r.scale:.3e}"), echo))
+        out += [(f"\tcheck passed: False, {p}", echo) for p in r.problems]
+    if many:
+        out.append((f"{sum(r.passed for r in result.keys)} of {len(result.keys)} keys passed "
+                    f"(all in {result.name}_diff.log)", True))
+    if not result.keys:
+        out.append(("no keys to compare", True))
+    out += [(note, True) for note in result.notes]
+    for table in result.tables:
+        out.append((table.title, True))
+        out += [(line, True) for line in format_table(table.header, table.rows)]
+    out += [(f"{f.name}: {'passed' if f.passed else 'FAILED'}, {f.detail}", True) for f in result.findings]
+    out += [(f"loosened by a flag: {flag}", True) for flag in result.loosened]
+    failed = [k.key for k in result.failed_keys] + [f.name for f in result.findings if not f.passed]
+    out.append(("diff check passed" + (" with loosened tolerances" if result.loosened else "") if result.passed else
+                f"diff check failed: {', '.join(failed) or 'nothing compared'}", True))
+    return out
+
+
+def one_line(message: str) -> str:
+    """A message as one log line: a newline or other control character (from a key, a record, a file's
+    contents) is escaped, so nothing can forge a line of the log. A leading tab is reprod_log's indent."""
+    return "".join(c if c.isprintable() or c == "\t" else repr(c)[1:-1] for c in message)
+
+
+def write(result: CheckResult, log_path, verdict: bool = True) -> Path:
+    """Print the log, write it to log_path and (verdict) the verdict to log_path's .json sibling."""
+    write_messages(log_lines(result), log_path)
+    if verdict:
+        write_verdict(result, verdict_path(log_path))
+    return Path(log_path)
+
+
+def write_messages(messages, log_path):
+    """[(message, echo to stdout)] as reprod_log's log lines, each escaped to one line."""
+    stamp = time.strftime("%Y/%m/%d %H:%M:%S")
+    lines = []
+    for message, echo in messages:
+        line = f"[{stamp}] root INFO: {one_line(message)}"
+        if echo:
+            print(line)
+        lines.append(line)
+    atomic_write(log_path, lambda tmp: Path(tmp).write_text("\n".join(lines) + "\n"))
+
+
+def verdict_path(log_path) -> Path:
+    return Path(log_path).with_suffix(".json")
+
+
+def write_verdict(result: CheckResult, path):
+    write_json(result.to_json(), path)
+
+
+def write_json(data: dict, path):
+    atomic_write(path, lambda tmp: Path(tmp).write_text(json.dumps(data, indent=1) + "\n"))
+
+
+def read_verdict(path) -> dict:
+    return json.loads(Path(path).read_text())
+
+
+DIAGNOSTICS = "diagnostics"  # log_reprod/ subfolder: everything that is not one of the guide's pairs
+
+
+def hand_in(*files, top, data=None, diagnostics=()):
+    """Copy a check's files into the hand-in folder `top` (a log_reprod/): the pair and its diff log at the top (the guide's layout,
+    what reprod_log's ReprodDiffHelper reads), and into log_reprod/diagnostics/ the check's JSON verdict,
+    each .npy's run record, and `diagnostics` (curves, statistics, plots). data={name: dict} writes those
+    pairs (e.g. a subset of keys) at the top instead of copying them. Every .npy's run record goes along."""
+    top = Path(top)
+    below = top / DIAGNOSTICS
+    below.mkdir(parents=True, exist_ok=True)
+    extra = list(diagnostics)
+    for f in map(Path, files):
+        atomic_write(top / f.name, lambda tmp, f=f: shutil.copyfile(f, tmp))
+        if f.name.endswith("_diff.log"):
+            extra.append(verdict_path(f))
+    for name, arrays in (data or {}).items():
+        save_npy(top / name, arrays)
+        # the record of the full result, bound to the keys handed in
+        record.save_derived(Path(files[0]).with_name(name), top / name, below / record.path_for(name).name)
+    extra += [record.path_for(f) for f in map(Path, [*files, *diagnostics]) if f.suffix == ".npy"]
+    for f in map(Path, extra):
+        if f.is_file():
+            atomic_write(below / f.name, lambda tmp, f=f: shutil.copyfile(f, tmp))

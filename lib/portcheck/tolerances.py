@@ -1,0 +1,91 @@
+"""The rules a key is judged by, and the guide's own thresholds: the one table of both.
+
+A key passes a Tol when both hold:
+
+* the rule, as torch.testing.assert_close and numpy.allclose state it:
+  max |torch - paddle| <= atol + rtol * scale, where scale is max |torch| over the whole
+  tensor. Not element-wise: fp32 rounding in a matmul or a sum is relative to the size of
+  the terms, not of each result, so an entry that cancels to near zero carries the same
+  absolute error as its large neighbours. The tensor's largest value is the size of its
+  terms, and it grows with the model, so the bound grows with it;
+* a bound on the mean abs diff (the guide's threshold of the pair), which no rule may loosen.
+
+The rule measured on the model itself (torch's own fp32 error as the yardstick) is
+portcheck.calibrated; a client's tuned tolerances (BERT's: bert_sst2/tolerances.py) are Tols.
+
+GUIDE is the contest guide's pairs: the step each belongs to, the threshold its ReprodDiffHelper
+call uses, and its kind. A caller's own threshold overrides the table (guide_threshold), and a pair
+the table does not name takes reprod_log's default.
+"""
+import math
+from typing import NamedTuple, Optional
+
+from portcheck.errors import PipelineError
+
+# reprod_log's ReprodDiffHelper.report default: the guide's bound on the mean abs diff in Steps 1-4.
+MEAN_BOUND = 1e-6
+
+
+class Tol(NamedTuple):
+    """max abs diff <= atol + rtol * max |torch|, and mean abs diff <= mean (None: no mean bound)."""
+    atol: float
+    rtol: float
+    mean: Optional[float] = MEAN_BOUND
+
+    @classmethod
+    def absolute(cls, threshold: float) -> "Tol":
+        """reprod_log's own rule: max and mean abs diff both under one threshold."""
+        return cls(threshold, 0.0, threshold)
+
+
+# Ids, labels, counts and a schedule's lr: equal or wrong.
+EXACT = Tol(0.0, 0.0, None)
+
+# A pair's kind says how it is judged:
+#   exact     data, labels, ids, lr: equal (integers bitwise);
+#   computed  forward, loss, gradients: the rule measured on the model, with torch's float64 run;
+#   outcome   a training result (a final metric): the guide's threshold for the task, no float64 run.
+KINDS = ("exact", "computed", "outcome")
+
+
+class Guide(NamedTuple):
+    step: int
+    threshold: float   # the ReprodDiffHelper.report(diff_threshold=...) the guide uses for the pair
+    kind: str
+
+
+GUIDE = {
+    "forward": Guide(1, MEAN_BOUND, "computed"),
+    "data": Guide(2, MEAN_BOUND, "exact"),
+    "metric": Guide(2, MEAN_BOUND, "exact"),
+    "loss": Guide(3, MEAN_BOUND, "computed"),
+    "lr": Guide(4, MEAN_BOUND, "exact"),
+    "bp_align": Guide(4, 1e-2, "computed"),   # losses over optimizer steps: the guide's looser bound
+    "train_align": Guide(5, 0.0015, "outcome"),  # SST-2's 0.15% on the final accuracy; the task sets it
+}
+
+
+def guide_threshold(pair: str, overrides: dict = None) -> float:
+    """The threshold a pair is judged at: the caller's (overrides), else the guide's, else reprod_log's default."""
+    overrides = overrides or {}
+    if pair in overrides:
+        return overrides[pair]
+    return GUIDE[pair].threshold if pair in GUIDE else MEAN_BOUND
+
+
+def from_flags(tol: Tol, what: str, loosened: list, atol=None, rtol=None, atol_flag="--threshold",
+               rtol_flag="--rtol", mean_too=False) -> Tol:
+    """`tol` with a check's command-line flags applied. Each must be a finite number >= 0 (else one line,
+    before anything is written, as check_pair.py does); each that loosens the measured figure is appended
+    to `loosened` (CheckResult.loosened), which the diff log, the verdict, SUMMARY.md and
+    check_log_reprod.py state. mean_too: the flag sets the mean bound as well (a single number's)."""
+    new = tol
+    for flag, field, value in ((atol_flag, "atol", atol), (rtol_flag, "rtol", rtol)):
+        if value is None:
+            continue
+        if not (isinstance(value, (int, float)) and math.isfinite(value) and value >= 0):
+            raise PipelineError(f"{flag} must be a finite number >= 0, got {value}")
+        new = new._replace(**{field: float(value)}, **({"mean": float(value)} if mean_too and field == "atol" else {}))
+        if value > getattr(tol, field):
+            loosened.append(f"{flag} {value:g} loosens {what}'s {field} (measured: {getattr(tol, field):g})")
+    return new
