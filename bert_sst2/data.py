@@ -14,9 +14,9 @@ from pathlib import Path
 import numpy as np
 
 from bert_sst2 import keys
-from portcheck.errors import PipelineError
 from bert_sst2.hparams import SEED
 from bert_sst2.paths import SST2_DIR
+from portcheck.errors import PipelineError
 
 HEADER = ["sentence", "label"]
 SPLITS = ("train", "dev")  # GLUE's test.tsv has no labels
@@ -66,7 +66,7 @@ HUB_HINT = f"pass --data_dir DIR with SST-2's train.tsv and dev.tsv (on this wor
 
 
 def hub_off() -> bool:
-    """common.runtime turns the dataset hub off; Paddle's loader does not read this variable, so it is checked here."""
+    """portcheck.runtime turns the dataset hub off; Paddle's loader does not read this variable, so it is checked here."""
     return os.environ.get("HF_DATASETS_OFFLINE", "").upper() in ("1", "ON", "YES", "TRUE")
 
 

@@ -3,9 +3,9 @@ an id outside the embedding is an IndexError in torch and a crash or garbage in 
 import numpy as np
 
 from bert_sst2 import paths
+from models.configuration_bert import BertConfig
 from portcheck.errors import PipelineError, require
 from portcheck.fileio import load_array, load_npy
-from models.configuration_bert import BertConfig
 
 GEN_FAKE = "python fake_data/gen_fake_data.py"
 EXPORT = "python weights/torch_bert_weights.py"

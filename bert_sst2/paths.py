@@ -8,6 +8,8 @@ import os
 import sys
 from pathlib import Path
 
+from portcheck import fileio
+
 ROOT = Path(__file__).resolve().parents[1]
 SST2_DIR = ROOT.parent / "shared" / "data" / "SST-2"  # the real GLUE data on this workplace (tests, benchmarks)
 DEMO_TSV = ROOT / "pipeline" / "Step2" / "demo_sst2_sentence" / "demo.tsv"  # 40 sentences, committed
@@ -79,17 +81,19 @@ def rerun() -> str:
     return f"python {shown(sys.argv[0])}"
 
 
+# run_all.py sets it to 1 for its steps when it trains on real data (--data_dir): only such a run writes the
+# repository's committed log_reprod/
+REAL_DATA = "BERT_ALIGN_REAL_DATA"
+
+
 def log_reprod() -> Path:
+    """The hand-in folder: BERT_ALIGN_HOME's log_reprod/; in the repository itself, the committed log_reprod/
+    only for a run on real data, and log_reprod_demo/ for any other (a demo never overwrites the reference)."""
+    if work() == ROOT and os.environ.get(REAL_DATA) != "1":
+        return ROOT / "log_reprod_demo"
     return work() / "log_reprod"
 
 
 def shown(path) -> str:
-    """A path as committed files and logs show it: relative to the repository (or BERT_ALIGN_HOME), never
-    the machine's absolute path; outside both, relative to the repository with '..'."""
-    path = Path(path).expanduser().resolve()
-    for base in (work(), ROOT):
-        try:
-            return str(path.relative_to(base))
-        except ValueError:
-            pass
-    return os.path.relpath(path, ROOT)
+    """A path as committed files and logs show it: relative to the repository (or BERT_ALIGN_HOME)."""
+    return fileio.shown(path, work(), ROOT)

@@ -14,9 +14,9 @@ except ModuleNotFoundError:  # the project is not importable: not its venv
 import numpy as np
 
 from bert_sst2 import flags, hparams, paths
-from portcheck.fileio import atomic_write
-from portcheck.errors import run_main
 from bert_sst2.twins.weights import load_config
+from portcheck.errors import run_main
+from portcheck.fileio import atomic_write
 
 
 def main():

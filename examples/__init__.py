@@ -1,1 +1,1 @@
-"""Worked examples of the model-agnostic layer (align/) on models no one here wrote."""
+"""Worked examples of the model-agnostic layer (portcheck) on models no one here wrote."""

@@ -17,9 +17,9 @@ except ModuleNotFoundError:  # the project is not importable: not its venv
 import numpy as np
 
 from bert_sst2 import flags, hparams, paths
-from portcheck.fileio import save_array, save_npy
-from portcheck.errors import run_main
 from bert_sst2.twins.weights import load_config, vocab
+from portcheck.errors import run_main
+from portcheck.fileio import save_array, save_npy
 
 SENTENCES = [
     "a gorgeous, witty, seductive movie.",

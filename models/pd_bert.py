@@ -55,7 +55,7 @@ class Dropout(nn.Dropout):
 
 
 def set_dropout_stream(model: nn.Layer, stream):
-    """Route every dropout layer of `model` to `stream` (any object with draw(shape, p), e.g. checks.shared_dropout.MaskStream); None restores
+    """Route every dropout layer of `model` to `stream` (any object with draw(shape, p), e.g. bert_sst2.shared_dropout.MaskStream); None restores
     the framework's own dropout."""
     for module in model.sublayers():
         if isinstance(module, Dropout):

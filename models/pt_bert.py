@@ -39,7 +39,7 @@ class Dropout(nn.Dropout):
 
 
 def set_dropout_stream(model: nn.Module, stream):
-    """Route every dropout layer of `model` to `stream` (any object with draw(shape, p), e.g. checks.shared_dropout.MaskStream); None restores
+    """Route every dropout layer of `model` to `stream` (any object with draw(shape, p), e.g. bert_sst2.shared_dropout.MaskStream); None restores
     the framework's own dropout."""
     for module in model.modules():
         if isinstance(module, Dropout):

@@ -5,7 +5,7 @@
 
 A reviewer's command: it needs no weights, data or framework, only the folder. Each of the
 guide's pairs at the top (forward, data, metric, loss, lr, bp_align, train_align) is compared
-again with the same tolerances as the step checks (checks/tolerances.py), their run records
+again with the same tolerances as the step checks (bert_sst2/tolerances.py), their run records
 (diagnostics/*.run.json) must show the same run, and what is too big to hand in whole is
 checked through its statistics: every module output of Step 1 and every gradient of Step 4
 as [max |x|, mean |x|, rms] per side, whose differences can never exceed the real diff, so a

@@ -25,15 +25,15 @@ try:
 except ModuleNotFoundError:  # the project is not importable: not its venv
     raise SystemExit("error: this project's packages are not importable: activate its venv "
                      "(. .venv/bin/activate) or run `pip install -r requirements.txt`") from None
-from portcheck import diff, report
 from bert_sst2 import data, paths
 from bert_sst2.flags import TrainArgs
 from bert_sst2.steps import BERT, bert_step
-from portcheck.steps import SideBySide, Step, core_shares, run
-from portcheck.errors import PipelineError, require, run_main
-from portcheck.fileio import atomic_write, writable
 from bert_sst2.twins import train
 from bert_sst2.twins.weights import check_vocab, read_config
+from portcheck import diff, report
+from portcheck.errors import PipelineError, require, run_main
+from portcheck.fileio import atomic_write, writable
+from portcheck.steps import SideBySide, Step, core_shares, run
 
 
 def steps(args) -> list:
@@ -171,6 +171,8 @@ def main():
     ap.add_argument("--one_at_a_time", action="store_true", help="Step 5's two trainings one after the other, "
                     "each on every core (default with 2+ cores: side by side, each on half of them)")
     args = ap.parse_args()
+    if args.data_dir:  # the steps' hand-in is log_reprod/ (paths.log_reprod); a demo run's, log_reprod_demo/
+        os.environ[paths.REAL_DATA] = "1"
     validate(args)  # every flag and input before anything is written
 
     started = time.time()

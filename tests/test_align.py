@@ -1,4 +1,4 @@
-"""The model-agnostic layer (align/): conversion by module type and a forward comparison held to the torch
+"""The model-agnostic layer (portcheck): conversion by module type and a forward comparison held to the torch
 model's own fp32 error, on small model pairs built here (not this project's BERT)."""
 import copy
 
@@ -11,7 +11,8 @@ from portcheck.errors import PipelineError
 torch = pytest.importorskip("torch")
 paddle = pytest.importorskip("paddle")
 from portcheck import compare_forward, convert  # noqa: E402
-from portcheck.names import PADDLENLP_BERT, resolve  # noqa: E402
+from portcheck.names import resolve  # noqa: E402
+from portcheck.recipes import PADDLENLP_BERT  # noqa: E402
 
 
 class TorchBlock(torch.nn.Module):

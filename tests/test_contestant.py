@@ -63,7 +63,7 @@ def line(out: str, name: str) -> str:
 def test_both_verdicts_green_and_what_was_not_handed_in(hand_in):
     proc = run(SCRIPT, hand_in, home=hand_in.parent, check=0)
     for pair in ("forward", "loss"):
-        assert re.match(rf"{pair}: guide green \(mean <= 1e-06: .*\| strict green", line(proc.stdout, pair))
+        assert re.match(rf"{pair}: green \| guide green \(mean <= 1e-06: .*\| strict green", line(proc.stdout, pair))
     assert "forward_diff.log: every logged value is the recomputed one (1 keys)" in proc.stdout
     assert "not handed in: data, metric, lr, bp_align, train_align" in proc.stdout
     assert "same run not proven" in proc.stdout and "RED" not in proc.stdout
@@ -76,13 +76,13 @@ def test_mean_under_max_over_is_green_for_the_guide_red_when_strict(hand_in, tmp
     grad = np.zeros(1000, dtype="float32")
     spike = grad.copy()
     spike[7] = 5e-6  # mean 5e-9, max 5e-6
-    write_pair(folder, "bp_align", {"grad_fc.weight": grad}, {"grad_fc.weight": spike})
+    write_pair(folder, "backward", {"grad_fc.weight": grad}, {"grad_fc.weight": spike})  # a pair of its own: 1e-6
     proc = run(SCRIPT, folder, home=tmp_path, check=0)
-    bp = line(proc.stdout, "bp_align")
+    bp = line(proc.stdout, "backward")
     assert "guide green" in bp and "strict RED (grad_fc.weight: max diff 5.000e-06 > 1.000e-06" in bp, bp
     run(SCRIPT, folder, "--strict", home=tmp_path, check=1)
-    run("pipeline/check_pair.py", folder / "bp_align_torch.npy", folder / "bp_align_paddle.npy", home=tmp_path, check=0)
-    run("pipeline/check_pair.py", folder / "bp_align_torch.npy", folder / "bp_align_paddle.npy", "--strict",
+    run("pipeline/check_pair.py", folder / "backward_torch.npy", folder / "backward_paddle.npy", home=tmp_path, check=0)
+    run("pipeline/check_pair.py", folder / "backward_torch.npy", folder / "backward_paddle.npy", "--strict",
         home=tmp_path, check=1)
 
 
@@ -115,13 +115,13 @@ def test_a_real_difference_fails_the_guide(hand_in, tmp_path):
     t, p = two_models()
     write_pair(folder, "forward", {"logits": t["logits"]}, {"logits": p["logits"] * 1.001})  # e.g. a wrong epsilon
     forward = line(run(SCRIPT, folder, home=tmp_path, check=1).stdout, "forward")
-    assert forward.startswith("forward: guide RED (mean <= 1e-06: 0/1 keys; failed: logits mean"), forward
+    assert forward.startswith("forward: RED | guide RED (mean <= 1e-06: 0/1 keys; failed: logits mean"), forward
 
 
 def test_threshold_flag(hand_in, tmp_path):
     assert "--threshold" in error_line(run(SCRIPT, hand_in, "--threshold", "forward=inf", home=tmp_path, check=2))
     out = run(SCRIPT, hand_in, "--threshold", "forward=1e-12", home=tmp_path, check=1).stdout
-    assert "forward: guide RED (mean <= 1e-12" in out
+    assert "forward: RED | guide RED (mean <= 1e-12" in out
 
 
 def test_check_pair_writes_nothing_unless_asked_and_never_over_a_contestants_log(hand_in, tmp_path):
@@ -133,7 +133,7 @@ def test_check_pair_writes_nothing_unless_asked_and_never_over_a_contestants_log
     assert "guide green" in out and "strict green" in out
     assert {f.name: f.read_bytes() for f in folder.iterdir()} == before  # no file without --log
     line_ = error_line(run("pipeline/check_pair.py", *pair, "--log", folder / "forward_diff.log", home=tmp_path, check=2))
-    assert "was not written by this script" in line_
+    assert "was not written by this command" in line_
     assert {f.name: f.read_bytes() for f in folder.iterdir()} == before
     mine = tmp_path / "mine.log"
     run("pipeline/check_pair.py", *pair, "--log", mine, home=tmp_path, check=0)

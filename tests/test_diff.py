@@ -1,14 +1,13 @@
-"""checks/diff.py, checks/report.py, common/fileio.py: every failure reprod_log lets through is a failure here."""
+"""portcheck/diff.py, portcheck/report.py, portcheck/fileio.py: every failure reprod_log lets through is a failure here."""
 import json
 import pickle
 
 import numpy as np
 import pytest
 
-from portcheck import diff, report
-from portcheck.tolerances import Tol
-from portcheck import fileio
+from portcheck import diff, fileio, report
 from portcheck.errors import PipelineError
+from portcheck.tolerances import Tol
 
 A = {"logits": np.array([[0.1, 0.2], [0.3, 0.4]], dtype="float32")}
 

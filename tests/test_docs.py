@@ -24,6 +24,17 @@ def test_chinese_readme_has_the_same_commands():
     assert "README.md" in README_CN.read_text(encoding="utf-8").splitlines()[0]
 
 
+def test_the_own_model_block_is_the_quickstart_that_ci_runs():
+    """README's "Your own model" block is examples/quickstart.py from its README marker on, which .ci/run runs
+    in a venv holding only numpy, torch, paddlepaddle and the library."""
+    script = (paths.ROOT / "examples" / "quickstart.py").read_text()
+    block = script[script.index("# --- the README block\n") + len("# --- the README block\n"):]
+    block = block[:block.index("raise SystemExit")]
+    assert block in fenced(README), "README.md's own-model block is not examples/quickstart.py's"
+    ci = (paths.ROOT / ".ci" / "run").read_text()
+    assert "pip install ./lib" in ci and "examples/quickstart.py" in ci and "pip install ./lib" in README.read_text()
+
+
 def test_no_machine_paths_in_committed_text():
     committed = [paths.ROOT / "docs", paths.ROOT / "examples", HAND_IN]
     for path in [README, README_CN, *(f for folder in committed for pattern in ("*.md", "*.log", "*.json")

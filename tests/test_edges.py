@@ -10,8 +10,7 @@ import sys
 import numpy as np
 import pytest
 
-from portcheck import diff
-from portcheck import fileio
+from portcheck import diff, fileio
 from portcheck.errors import PipelineError
 from conftest import ROOT, error_line, private_copy, run
 

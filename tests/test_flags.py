@@ -1,4 +1,4 @@
-"""The flag rules several scripts share (common/flags.py), and Step 5's flags as one dataclass."""
+"""The flag rules several scripts share (bert_sst2/flags.py), and Step 5's flags as one dataclass."""
 import ast
 import re
 from dataclasses import fields
@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from bert_sst2 import flags
-from portcheck.errors import PipelineError
 from bert_sst2.flags import TrainArgs
+from portcheck.errors import PipelineError
 from conftest import ROOT, error_line, run
 
 FORWARDED = [f.name for f in fields(TrainArgs) if f.metadata["forward"]]

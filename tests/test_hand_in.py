@@ -15,8 +15,7 @@ import numpy as np
 import pytest
 from reprod_log import ReprodDiffHelper, ReprodLogger
 
-from bert_sst2 import tolerances
-from bert_sst2 import paths
+from bert_sst2 import paths, tolerances
 from bert_sst2.flags import TrainArgs
 from portcheck.fileio import load_npy, save_npy
 from conftest import ROOT, error_line, private_copy, run

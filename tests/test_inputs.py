@@ -15,15 +15,14 @@ import sys
 import numpy as np
 import pytest
 
-from portcheck import errors, fileio
-
 from bert_sst2 import flags, inputs
+from portcheck import errors, fileio
 from portcheck.errors import PipelineError
 from conftest import ROOT, error_line, run
 from models.configuration_bert import BertConfig, read_vocab
 
 ENTRY_SCRIPTS = sorted(p for folder in ("pipeline", "weights", "classifier_weights", "fake_data", "tools")
-                       for p in (ROOT / folder).rglob("*.py") if "import common.runtime" in p.read_text())
+                       for p in (ROOT / folder).rglob("*.py") if "import portcheck.runtime" in p.read_text())
 EXPORT = "weights/torch_bert_weights.py"
 
 
@@ -275,7 +274,7 @@ def test_bad_seeds_are_one_line(home):
 def test_every_parser_refuses_abbreviations():
     """argparse would take `--epoch 2` for `--epochs 2`: every script's parser is built with allow_abbrev=False."""
     parsers = []
-    for path in ENTRY_SCRIPTS + [ROOT / "common/flags.py"]:
+    for path in ENTRY_SCRIPTS + [ROOT / "bert_sst2/flags.py"]:
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "ArgumentParser":
                 parsers.append((path.name, any(k.arg == "allow_abbrev" and k.value.value is False
@@ -287,7 +286,7 @@ def test_every_parser_refuses_abbreviations():
 
 
 def test_without_the_venv_every_script_says_to_activate_it(tmp_path):
-    """Without the venv `import common.runtime` itself fails (-S: no site-packages, as a bare python)."""
+    """Without the venv `import portcheck.runtime` itself fails (-S: no site-packages, as a bare python)."""
     for script in ENTRY_SCRIPTS:
         proc = subprocess.run([sys.executable, "-S", "-I", str(script), "--help"], cwd=tmp_path,
                               capture_output=True, text=True)
@@ -352,12 +351,12 @@ def test_ctrl_c_outside_training_is_one_line(capsys):
 
 
 def test_ctrl_c_while_a_script_imports_is_one_line():
-    """Before run_main: common.runtime's excepthook (here a KeyboardInterrupt where `import torch` would be)."""
-    proc = subprocess.run([sys.executable, "-c", "import common.runtime\nraise KeyboardInterrupt"],
+    """Before run_main: portcheck.runtime's excepthook (here a KeyboardInterrupt where `import torch` would be)."""
+    proc = subprocess.run([sys.executable, "-c", "import portcheck.runtime\nraise KeyboardInterrupt"],
                           capture_output=True, text=True, cwd="/tmp")
     assert proc.returncode == 130 and proc.stderr.splitlines() == [
         "error: interrupted (Ctrl-C) while loading; nothing was written"]
-    proc = subprocess.run([sys.executable, "-c", "import common.runtime\nimport no_such_package_29"],
+    proc = subprocess.run([sys.executable, "-c", "import portcheck.runtime\nimport no_such_package_29"],
                           capture_output=True, text=True, cwd="/tmp")
     assert proc.returncode == 1 and proc.stderr.splitlines() == [
         "error: No module named 'no_such_package_29': activate the project's venv (. .venv/bin/activate) or run "

@@ -1,8 +1,7 @@
-"""The key families (common/keys.py) that the pt/pd scripts write and the checks read."""
+"""The key families (bert_sst2/keys.py) that the pt/pd scripts write and the checks read."""
 import numpy as np
 
-from bert_sst2 import data, keys
-from bert_sst2 import tolerances
+from bert_sst2 import data, keys, tolerances
 
 
 def test_batches_are_counted_past_999():

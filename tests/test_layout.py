@@ -1,5 +1,5 @@
 """Every name a script or tool takes from this project's packages exists: a moved constant
-(tools/bench_speed.py once read common.data.DO_LOWER_CASE after it had moved to common.hparams)
+(tools/bench_speed.py once read a data constant after it had moved to hparams)
 fails here, not in the middle of a benchmark no test runs."""
 import ast
 import importlib
@@ -12,7 +12,7 @@ import pytest
 
 from bert_sst2 import paths
 
-PACKAGES = ("models", "common", "checks", "twins", "align", "examples")
+PACKAGES = ("models", "bert_sst2", "portcheck", "examples")
 SCRIPTS = sorted(p for folder in ("pipeline", "tools", "weights", "classifier_weights", "fake_data", "examples")
                  for p in (paths.ROOT / folder).rglob("*.py"))
 

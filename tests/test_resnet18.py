@@ -1,6 +1,8 @@
 """The second worked example (examples/resnet18/): transformers' ResNet-18 against paddle.vision's resnet18,
 two models no one here wrote, through align's public API and a name map only. The clean run is green end to
 end and its hand-in re-checks green; each planted bug is red and named at its module."""
+import re
+
 import numpy as np
 import pytest
 
@@ -35,7 +37,7 @@ def test_run_all_is_green_and_its_hand_in_rechecks_green(home):
 
 def test_committed_hand_in_rechecks_green():
     proc = run(CHECK, ROOT / resnet.FOLDER / "log_reprod", home=ROOT, check=0)
-    assert "every pair re-derived green" in proc.stdout
+    assert "every pair green" in proc.stdout
 
 
 def test_a_tampered_hand_in_is_red(home, tmp_path):
@@ -135,9 +137,11 @@ def test_a_kink_is_named_not_hidden(monkeypatch):
     monkeypatch.setattr(resnet, "DATA_SEED", 0)
     pt, pd = models()
     report = judge_backward(train(pt.train()), train(pd.train()), RESNET_MAP)
-    module = "resnet.encoder.stages.3.layers.1.layer.0.normalization"
-    assert not report.passed and report.first_diverging == f"grad {module}.bias", report.table()
-    assert f"kink: {module} holds 1 value(s) within rounding of 0" in report.table()
+    # which ReLU input lands within rounding of its kink depends on the CPU's kernels (layer4.1's on the machine
+    # this was written on, layer3.0's on another): the gradient named first must be at a kink the table names
+    kinks = re.findall(r"kink: (\S+) holds \d+ value\(s\) within rounding of 0", report.table())
+    assert not report.passed and kinks, report.table()
+    assert report.first_diverging in {f"grad {m}.bias" for m in kinks}, (report.first_diverging, kinks)
 
 
 def test_readmes_state_the_committed_figures():

@@ -3,8 +3,8 @@
 import pytest
 
 from bert_sst2 import data
-from portcheck.fileio import load_npy
 from portcheck.errors import PipelineError
+from portcheck.fileio import load_npy
 from conftest import SST2, error_line, private_copy, run
 
 S = "pipeline/Step2/"

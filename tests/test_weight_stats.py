@@ -3,8 +3,8 @@ epoch) must come out clean, and a weight-decay group wrong on one side must not.
 import numpy as np
 import pytest
 
-from portcheck import weight_stats
 from bert_sst2 import hparams, paths
+from portcheck import weight_stats
 from portcheck.fileio import load_npy
 
 REF = paths.ROOT / "log_reprod" / "diagnostics"  # the committed reference run's statistics

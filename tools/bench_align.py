@@ -1,4 +1,4 @@
-"""The measured tolerance (checks/calibrated.py) measured: K and K_BACKWARD against clean ports and planted bugs
+"""The measured tolerance (portcheck/calibrated.py) measured: K and K_BACKWARD against clean ports and planted bugs
 on every model pair here, and the cost of the comparison.
 
     python tools/bench_align.py            # writes docs/align.md (about a minute)
@@ -28,8 +28,8 @@ from pathlib import Path
 
 import numpy as np
 
-from portcheck import calibrated
 from bert_sst2 import paths
+from portcheck import calibrated
 from portcheck.errors import run_main
 from portcheck.fileio import atomic_write
 
@@ -77,7 +77,7 @@ def twins(config_path=None, hf_dir=None):
 def library_berts():
     import torch
     from portcheck import convert
-    from portcheck.names import PADDLENLP_BERT
+    from portcheck.recipes import PADDLENLP_BERT
     from paddlenlp.transformers import BertConfig as PaddleConfig, BertModel as PaddleBert
     from transformers import BertConfig, BertModel
     sizes = dict(vocab_size=100, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
@@ -173,7 +173,7 @@ def main():
         return best
     plain_s, compare_s = timed(plain), timed(lambda: compare_forward(pt, pd, x, name_map))
     lines = ["# align: the measured tolerance, measured", "",
-             "Written by `python tools/bench_align.py` (this 2-core CPU). The rule (checks/calibrated.py): "
+             "Written by `python tools/bench_align.py` (this 2-core CPU). The rule (portcheck/calibrated.py): "
              "max |paddle - torch| <= K * err32 + FLOOR * eps32 * max|torch|, where err32 = max |torch fp32 - torch "
              f"fp64| at the same module; K = {calibrated.K:g} for a forward, K_BACKWARD = {calibrated.K_BACKWARD:g} for "
              f"gradients and after optimizer steps, FLOOR = {calibrated.FLOOR:g}; the model's output is also held to "

@@ -31,8 +31,8 @@ except ModuleNotFoundError:  # the project is not importable: not its venv
 import numpy as np
 
 from bert_sst2 import paths
-from portcheck.errors import PipelineError, require, run_main
 from bert_sst2.flags import TrainArgs
+from portcheck.errors import PipelineError, require, run_main
 from portcheck.fileio import atomic_write, load_npy
 
 ROOT = paths.ROOT

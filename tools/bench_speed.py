@@ -8,7 +8,7 @@ Not a test: it measures, it does not assert. What it times, per model and batch 
 
 * eval:  forward of a batch of 32 under no_grad in eval mode (mean of 3 calls)  -> sentences/s
 * train: forward + cross-entropy + backward + AdamW step + clear grads + loss.item(), dropout on,
-         with common/hparams.py's optimizer settings, built by twins/pt_optim.py / pd_optim.py as
+         with bert_sst2/hparams.py's optimizer settings, built by bert_sst2/twins/pt_optim.py / pd_optim.py as
          Steps 4 and 5 build theirs (no weight decay on bias/LayerNorm, epsilon, betas); also split into
          forward / backward / optimizer seconds.
 
@@ -329,7 +329,7 @@ def main():
                     help="which pairs (default: all; --quick: project)")
     ap.add_argument("--modes", default="eval,train")
     ap.add_argument("--threads", type=int, default=0,
-                    help="OMP_NUM_THREADS for both workers (default: common/runtime.py's, all cores); "
+                    help="OMP_NUM_THREADS for both workers (default: portcheck/runtime.py's, all cores); "
                          "1 is robust when other jobs load the machine")
     ap.add_argument("--env-torch", action="append", metavar="KEY=VALUE", help="extra environment, torch worker")
     ap.add_argument("--env-paddle", action="append", metavar="KEY=VALUE", help="extra environment, Paddle worker")

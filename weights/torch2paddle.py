@@ -1,12 +1,12 @@
 """Convert weights/torch_weight.bin into weights/paddle_weight.pdparams, verified.
 
 BERT is one client of the model-agnostic layer: each tensor's Paddle name and layout come
-from align.convert's layouts, by the type of the torch module that holds it (every
+from portcheck.convert's layouts, by the type of the torch module that holds it (every
 nn.Linear weight transposed, [out, in] in torch, [in, out] in Paddle, whatever it is
 called; name patterns miss a Linear with an unusual name and catch an Embedding with a
 usual one). Before anything is written, every torch key must be used exactly once, every
 Paddle parameter filled, every shape equal; otherwise the script lists every offending
-key and writes nothing (align.convert stops at the first; a checkpoint's file is read
+key and writes nothing (portcheck.convert stops at the first; a checkpoint's file is read
 here key by key, so all of them are named at once).
 """
 import argparse
@@ -17,11 +17,11 @@ try:
 except ModuleNotFoundError:  # the project is not importable: not its venv
     raise SystemExit("error: this project's packages are not importable: activate its venv "
                      "(. .venv/bin/activate) or run `pip install -r requirements.txt`") from None
-from portcheck.convert import torch_layouts
 from bert_sst2 import paths
-from portcheck.fileio import atomic_write
-from portcheck.errors import PipelineError, run_main
 from bert_sst2.twins.weights import EXPORT, load_config, load_torch_tensors
+from portcheck.convert import torch_layouts
+from portcheck.errors import PipelineError, run_main
+from portcheck.fileio import atomic_write
 
 # torch key -> Paddle key, for names the twins spell differently. The twins share
 # every name today; a port whose Paddle model renames a layer adds it here.
@@ -30,7 +30,7 @@ NAME_MAP = {}
 
 def convert(torch_state: dict, torch_model, paddle_shapes: dict, name_map=NAME_MAP):
     """Return ({paddle_key: ndarray}, n_transposed) or raise PipelineError naming every problem. Each key's
-    Paddle name and layout follow its module's type in torch_model (align.convert.torch_layouts)."""
+    Paddle name and layout follow its module's type in torch_model (portcheck.convert.torch_layouts)."""
     layouts = torch_layouts(torch_model)
     out, sources, problems, transposed = {}, defaultdict(list), [], 0
     for tkey, tensor in torch_state.items():

@@ -19,10 +19,10 @@ except ModuleNotFoundError:  # the project is not importable: not its venv
     raise SystemExit("error: this project's packages are not importable: activate its venv "
                      "(. .venv/bin/activate) or run `pip install -r requirements.txt`") from None
 from bert_sst2 import flags, hparams, paths
-from models.configuration_bert import BertConfig
-from portcheck.fileio import atomic_write
-from portcheck.errors import PipelineError, require, run_main
 from bert_sst2.twins.weights import check_vocab, load_torch_tensors, read_config, strict_check
+from models.configuration_bert import BertConfig
+from portcheck.errors import PipelineError, require, run_main
+from portcheck.fileio import atomic_write
 
 
 def default_model_dir() -> Path:

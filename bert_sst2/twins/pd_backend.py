@@ -4,11 +4,11 @@ from paddle import distributed as dist
 from paddle.nn import functional as F
 from paddlenlp.datasets import MapDataset
 
-from models import pd_bert
-from bert_sst2.twins import pd_data, pd_optim
 from bert_sst2 import paths
-from portcheck.errors import PipelineError
+from bert_sst2.twins import pd_data, pd_optim
 from bert_sst2.twins.weights import load_paddle_checkpoint, paddle_fingerprint, paddle_model, strict_state
+from models import pd_bert
+from portcheck.errors import PipelineError
 
 
 def entries(state) -> dict:
@@ -103,7 +103,7 @@ class Backend:  # implements twins.train.Backend
                     str(paths.step5_state(folder, self.name)))
 
     def load_state(self, folder):
-        # common.fileio's restricted unpickler: plain containers and arrays, never code (paddle.load would)
+        # portcheck.fileio's restricted unpickler: plain containers and arrays, never code (paddle.load would)
         state = load_paddle_checkpoint(paths.step5_state(folder, self.name), paths.rerun())
         # set_state_dict only warns on a missing or misshapen entry and takes an empty optimizer state as a
         # fresh one: every entry is checked first, as torch's load_state_dict does

@@ -3,7 +3,7 @@
     optimizer, scheduler = build(model, lr, "linear", warmup_steps, total_steps)   # scheduler.step() after each step
     optimizer, _ = build(model, lr)                                                  # constant lr
 
-Every figure comes from common/hparams.py and is passed explicitly: the
+Every figure comes from bert_sst2/hparams.py and is passed explicitly: the
 libraries' defaults differ between the frameworks (see pipeline/Step4/README.md).
 """
 import paddle

@@ -6,11 +6,11 @@ from torch import distributed as dist
 from torch.nn import functional as F
 from torch.nn.parallel import DistributedDataParallel
 
-from models import pt_bert
-from bert_sst2.twins import pt_data, pt_optim
 from bert_sst2 import paths
-from portcheck.errors import PipelineError
+from bert_sst2.twins import pt_data, pt_optim
 from bert_sst2.twins.weights import load_torch_checkpoint, strict_state, torch_fingerprint, torch_model
+from models import pt_bert
+from portcheck.errors import PipelineError
 
 
 def entries(state) -> dict:

@@ -29,11 +29,10 @@ from typing import Iterable, Iterator, Protocol
 
 import numpy as np
 
-from portcheck import weight_stats
-from bert_sst2.shared_dropout import MaskStream
-from portcheck import record
 from bert_sst2 import data, keys, paths
 from bert_sst2.flags import TrainArgs
+from bert_sst2.shared_dropout import MaskStream
+from portcheck import record, weight_stats
 from portcheck.errors import Interrupted, PipelineError, require
 from portcheck.fileio import atomic_write, open_new, save_npy, writable
 
@@ -88,7 +87,7 @@ class Backend(Protocol):
         compares; the train/eval mode is restored afterwards."""
 
     def fingerprint(self) -> str:
-        """common.record's fingerprint of the weights as loaded, in torch's layout on both sides."""
+        """portcheck.record's fingerprint of the weights as loaded, in torch's layout on both sides."""
 
     def named_arrays(self) -> Iterator:
         """(parameter name, numpy array) for every parameter, in the model's order."""
@@ -166,7 +165,7 @@ class World:
 
 def epoch_order(n: int, epoch: int, seed: int, lengths=None, batch_size: int = 0) -> list:
     """The shuffled order of epoch `epoch`: one seeded permutation, identical for both frameworks; with
-    lengths (--group_by_length), regrouped into batches of similar length by common.data.group_by_length."""
+    lengths (--group_by_length), regrouped into batches of similar length by bert_sst2.data.group_by_length."""
     order = data.permutation(n, seed + epoch)
     if lengths is None:
         return order

@@ -1,6 +1,6 @@
 """Convert examples/resnet18/weights/torch_resnet18.bin into paddle_resnet18.pdparams for paddle.vision's resnet18.
 
-The whole port of the weights is align.convert with RESNET_MAP (examples/resnet18/resnet.py): layouts follow
+The whole port of the weights is portcheck.convert with RESNET_MAP (examples/resnet18/resnet.py): layouts follow
 each torch module's type (Conv2d kept, BatchNorm2d's running_mean/running_var as _mean/_variance with
 num_batches_tracked dropped, the classifier's Linear transposed), every key and shape checked both ways.
 """
@@ -13,11 +13,9 @@ except ModuleNotFoundError:  # the project is not importable: not its venv
                      "(. .venv/bin/activate) or run `pip install -r requirements.txt`") from None
 import paddle
 
-from portcheck import convert
-from portcheck import record
-from bert_sst2 import paths
-from portcheck.errors import run_main
 from examples.resnet18 import resnet
+from portcheck import convert, record
+from portcheck.errors import run_main
 
 
 def main():
@@ -28,8 +26,8 @@ def main():
     state = convert(torch_model, paddle.vision.models.resnet18(num_classes=resnet.CLASSES), resnet.RESNET_MAP,
                     path=path)
     record.write(record.path_for(path), {"framework": "paddle", "script": f"{resnet.FOLDER}/convert_weights.py",
-                                         "result": resnet.weights_fingerprint(state), "depends": {"weights": weights}})
-    print(f"wrote {paths.shown(path)}: {len(state)} tensors from {len(torch_model.state_dict())} torch tensors "
+                                         "result": record.state_fingerprint(state), "depends": {"weights": weights}})
+    print(f"wrote {resnet.shown(path)}: {len(state)} tensors from {len(torch_model.state_dict())} torch tensors "
           "(num_batches_tracked has no Paddle counterpart)")
 
 

@@ -12,12 +12,10 @@ except ModuleNotFoundError:  # the project is not importable: not its venv
                      "(. .venv/bin/activate) or run `pip install -r requirements.txt`") from None
 import torch
 
+from examples.resnet18 import resnet
 from portcheck import record
-
-from bert_sst2 import paths
 from portcheck.errors import run_main
 from portcheck.fileio import atomic_write
-from examples.resnet18 import resnet
 
 
 def main():
@@ -26,10 +24,10 @@ def main():
     state = resnet.new_torch_model().state_dict()
     path = resnet.torch_weight()
     atomic_write(path, lambda tmp: torch.save(state, tmp))
-    fingerprint = resnet.weights_fingerprint({k: v.numpy() for k, v in state.items()})
+    fingerprint = record.state_fingerprint({k: v.numpy() for k, v in state.items()})
     record.write(record.path_for(path), {"framework": "torch", "script": f"{resnet.FOLDER}/export_weights.py",
                                          "result": fingerprint, "depends": {"weights": fingerprint, "seed": resnet.SEED}})
-    print(f"wrote {paths.shown(path)}: {len(state)} tensors")
+    print(f"wrote {resnet.shown(path)}: {len(state)} tensors")
 
 
 if __name__ == "__main__":

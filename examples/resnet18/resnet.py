@@ -4,13 +4,15 @@ name map), the fake batch, the training settings and the files. Each builder imp
 transformers' ResNetForImageClassification and paddle.vision's resnet18 are the same network under other
 names; RESNET_MAP is all a port needs to pair them (align.names.resolve's regex-rule form).
 """
+import os
+from pathlib import Path
+
 import numpy as np
 
-from portcheck import record
-
-from bert_sst2 import paths
+from portcheck import fileio, record
 from portcheck.errors import PipelineError
 
+ROOT = Path(__file__).resolve().parents[2]  # the repository the example's scripts run from
 FOLDER = "examples/resnet18"
 CLASSES = 10
 BATCH, SIDE = 8, 64              # small images; batch statistics over at least 8 x 2 x 2 values per channel
@@ -48,8 +50,17 @@ RESNET_MAP = [
 ]
 
 
+def work() -> Path:
+    """Where generated files go: the repository, or BERT_ALIGN_HOME (the repository's one such variable)."""
+    return Path(os.environ.get("BERT_ALIGN_HOME", ROOT)).resolve()
+
+
+def shown(path) -> str:
+    return fileio.shown(path, work(), ROOT)
+
+
 def folder():
-    return paths.work() / FOLDER
+    return work() / FOLDER
 
 
 def step_dir(n: int):
@@ -101,14 +112,14 @@ def new_torch_model():
 def torch_model():
     """(transformers' ResNet-18 holding the exported weights, their fingerprint): every key and shape checked."""
     import torch
-    from bert_sst2.twins.weights import check_arrays, load_torch_tensors, strict_check
+    from portcheck.weights import check_arrays, load_torch_tensors, strict_check
     model = new_torch_model()
     state = load_torch_tensors(torch_weight(), EXPORT)
     check_arrays({k: v for k, v in state.items() if v.dtype == torch.float32}, torch_weight(), EXPORT)
     strict_check({k: v.shape for k, v in model.state_dict().items()}, {k: v.shape for k, v in state.items()},
-                 paths.shown(torch_weight()))
+                 shown(torch_weight()))
     model.load_state_dict(state, strict=True)
-    return model, weights_fingerprint({k: v.numpy() for k, v in state.items()})
+    return model, record.state_fingerprint({k: v.numpy() for k, v in state.items()})
 
 
 def paddle_model():
@@ -116,15 +127,15 @@ def paddle_model():
     converted from): every key and shape checked (Paddle's own set_state_dict only warns), the file read by
     the restricted unpickler and held to the record convert_weights.py wrote for it."""
     import paddle
-    from bert_sst2.twins.weights import check_arrays, load_paddle_arrays, strict_check
+    from portcheck.weights import check_arrays, load_paddle_arrays, strict_check
     model = paddle.vision.models.resnet18(num_classes=CLASSES)
     state = load_paddle_arrays(paddle_weight(), CONVERT)
     check_arrays({k: v for k, v in state.items() if v.dtype.kind == "f"}, paddle_weight(), CONVERT)
     strict_check({k: v.shape for k, v in model.state_dict().items()}, {k: v.shape for k, v in state.items()},
-                 paths.shown(paddle_weight()))
+                 shown(paddle_weight()))
     made = record.load(paddle_weight())
-    if made is None or made.get("result") != weights_fingerprint(state) or "weights" not in made["depends"]:
-        raise PipelineError(f"{paths.shown(paddle_weight())} is not the file {CONVERT} wrote (its run record "
+    if made is None or made.get("result") != record.state_fingerprint(state) or "weights" not in made["depends"]:
+        raise PipelineError(f"{shown(paddle_weight())} is not the file {CONVERT} wrote (its run record "
                             f"does not describe it): run `{CONVERT}` again")
     model.set_state_dict(state)
     return model, made["depends"]["weights"]
@@ -147,10 +158,6 @@ def paddle_training():
                 learning_rate=paddle.optimizer.lr.StepDecay(LR, step_size=STEP_SIZE, gamma=GAMMA), momentum=MOMENTUM,
                 parameters=params, weight_decay=paddle.regularizer.L2Decay(WEIGHT_DECAY)),
             lambda opt: opt._learning_rate)
-
-
-def weights_fingerprint(state: dict) -> str:
-    return record.fingerprint((k, np.asarray(v)) for k, v in state.items())
 
 
 def depends(weights: str, **flags) -> dict:

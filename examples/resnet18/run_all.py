@@ -1,5 +1,5 @@
 """Run the ResNet-18 example end to end: export and convert the weights, then Steps 1, 3 and 4, each side and
-its check, from the table below (common.steps.run, the runner BERT's pipeline/run_all.py uses).
+its check, from the table below (portcheck.steps.run, the runner BERT's pipeline/run_all.py uses).
 
     python examples/resnet18/run_all.py        # then: python pipeline/check_log_reprod.py examples/resnet18/log_reprod
 
@@ -14,10 +14,9 @@ try:
 except ModuleNotFoundError:  # the project is not importable: not its venv
     raise SystemExit("error: this project's packages are not importable: activate its venv "
                      "(. .venv/bin/activate) or run `pip install -r requirements.txt`") from None
-from bert_sst2 import paths
+from examples.resnet18 import resnet
 from portcheck import steps
 from portcheck.errors import run_main
-from examples.resnet18 import resnet
 
 F = resnet.FOLDER
 TABLE = [
@@ -34,11 +33,11 @@ TABLE = [
 def main():
     argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
                             allow_abbrev=False).parse_args()
-    results, failed = steps.run(TABLE, paths.ROOT, summary="each step's diff log")
+    results, failed = steps.run(TABLE, resnet.ROOT, summary="each step's diff log")
     print()
     for r in results:
         print(f"{r.step.name}: {r.status} ({r.seconds:.1f} s)")
-    print(failed or f"every step green; the hand-in: {paths.shown(resnet.log_reprod())}")
+    print(failed or f"every step green; the hand-in: {resnet.shown(resnet.log_reprod())}")
     sys.exit(1 if failed else 0)
 
 

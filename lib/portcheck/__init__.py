@@ -1,8 +1,7 @@
-"""The model-agnostic layer: any torch model and its Paddle port, not only this project's BERT.
+"""portcheck: proves a PaddlePaddle port of a PyTorch model is numerically the same model, step by step.
 
     from portcheck import convert, compare_forward
-    state = convert(torch_model, paddle_model, name_map)       # strict: every key, shape and layout
-    paddle_model.set_state_dict(state)
+    paddle_model.set_state_dict(convert(torch_model, paddle_model, name_map))   # strict: every key, shape, layout
     report = compare_forward(torch_model.eval(), paddle_model.eval(), inputs, name_map)
     print(report.table()); assert report.passed, report.first_diverging
 
@@ -10,9 +9,16 @@
                               loss=(torch_loss, paddle_loss), optimizer=(make_torch_opt, make_paddle_opt),
                               scheduler=(make_torch_sched, lambda opt: opt._learning_rate), steps=5, name_map=name_map)
 
-Each compare_* is a record_* on each side and a judge_* of the two records: a pt_ script and a pd_ script
-save their side's record (and align.handin its guide pair with run records), a check judges them.
-name_map forms: align.names.resolve. The tolerance: checks/calibrated.py.
+Each compare_* is a record_* on each side and a judge_* of the two records: a pt_ script and a pd_ script save
+their side's record (portcheck.handin.save_side writes the guide's pair with its run record), a check judges
+them. The reviewer's command: `python -m portcheck check <log_reprod>` (portcheck.cli).
+
+Modules, lowest first: errors, fileio (safe reads and writes), record (run records, fingerprints), tolerances
+(the rules and the guide's table), diff (exact and atol+rtol judging), calibrated (the rule measured on the
+model: torch's own fp32 error), report (logs), names, convert, weights (strict loading), compare, backward,
+handin (writing and judging hand-ins), steps (a pipeline's step table and its runner), runtime (process
+settings for entry scripts), cli. numpy is the only import at load time: torch and Paddle are imported only
+by the functions handed their models.
 """
 from portcheck.backward import BackwardReport, compare_backward, judge_backward, record_backward
 from portcheck.compare import ForwardReport, compare_forward, judge_forward, record_forward, record_value

@@ -4,7 +4,7 @@ on both sides.
 
 Each side is recorded on its own (record_backward: what a pt_ or pd_ script saves) and the two records are
 judged together (judge_backward: what its check does). Every compared tensor is held to the rule of
-checks/calibrated.py: a multiple of torch's own fp32 error, measured by a float64 copy of the torch model
+portcheck/calibrated.py: a multiple of torch's own fp32 error, measured by a float64 copy of the torch model
 that takes the same steps with the same optimizer and scheduler.
 """
 import copy
@@ -14,11 +14,11 @@ import numpy as np
 
 from portcheck.compare import (F64, ROOT, ForwardReport, _float64, _paddle_name, _Recorder, call, is_torch,
                            judge_forward, measure)
-from portcheck.convert import RENAMES, plan, torch_layouts
-from portcheck.names import resolve
 from portcheck import calibrated, tolerances
-from portcheck.report import format_table
+from portcheck.convert import RENAMES, plan, torch_layouts
 from portcheck.errors import PipelineError
+from portcheck.names import resolve
+from portcheck.report import format_table
 
 
 @dataclass
@@ -221,7 +221,7 @@ def _counterpart(key: str, mapped, renamed: dict) -> str:
 
 def judge_backward(torch_record: dict, paddle_record: dict, name_map=None) -> BackwardReport:
     """Pair a torch record_backward with a Paddle one (modules through name_map) and judge every gradient,
-    loss, lr and tensor (checks/calibrated.py). BatchNorm's running variance in train mode is judged after the
+    loss, lr and tensor (portcheck/calibrated.py). BatchNorm's running variance in train mode is judged after the
     by-design rule (_biased_variance)."""
     if not any(k.startswith(F64 + "grad/") for k in torch_record):
         raise PipelineError("the torch record holds no gradients with their float64 run: write it with "

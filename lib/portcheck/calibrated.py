@@ -73,9 +73,9 @@ class Row:
 
 def measure(name, a, ref, b, mean_bound=None, multiple=K) -> "Row":
     """One compared tensor as a Row: torch fp32 `a`, torch fp64 `ref` (None: `a` itself), Paddle `b`.
-    Every comparison of align/ and of an align hand-in judges through it."""
+    Every comparison of portcheck/ and of an align hand-in judges through it."""
     a, b = np.asarray(a), np.asarray(b)
-    if {a.shape, b.shape} == {(), (1,)}:  # a 0-d scalar and a [1] one are one scalar (checks.handin's rule too)
+    if {a.shape, b.shape} == {(), (1,)}:  # a 0-d scalar and a [1] one are one scalar (portcheck.handin's rule too)
         a, b = a.reshape(1), b.reshape(1)
         ref = None if ref is None else np.asarray(ref).reshape(1)
     row = Row(name, tuple(a.shape), *[float("nan")] * 4, mean_bound=mean_bound, multiple=multiple)

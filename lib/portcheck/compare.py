@@ -1,5 +1,5 @@
 """compare_forward: every module's output of a torch model and its Paddle port, held to a tolerance
-measured on the torch model itself (checks/calibrated.py), naming the module where they part."""
+measured on the torch model itself (portcheck/calibrated.py), naming the module where they part."""
 import contextlib
 import dataclasses
 import re
@@ -7,11 +7,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from portcheck.names import resolve
 from portcheck import calibrated
 from portcheck.calibrated import measure
-from portcheck.report import format_table
 from portcheck.errors import PipelineError
+from portcheck.names import resolve
+from portcheck.report import format_table
 
 
 @dataclass
@@ -122,9 +122,10 @@ def stopped(record: dict, prefix: str = ""):
 
 
 @contextlib.contextmanager
-def _in_float64(model):
+def float64(model):
     """The torch model in float64 for the time of the block, its own tensors put back afterwards (a deep copy
-    costs a fifth of the comparison): float32 -> float64 -> float32 is exact, and nothing is rounded back."""
+    costs a fifth of the comparison, and a second full model at LLM size): float32 -> float64 -> float32 is
+    exact, and nothing is rounded back. The library's one float64 twin; clients use it too."""
     params = [(p, p.data) for p in model.parameters()]
     buffers = [(m, dict(m._buffers)) for m in model.modules()]
     model.double()
@@ -150,7 +151,7 @@ def record_forward(model, inputs) -> dict:
         import torch
         out = _recorded(model, inputs, model.named_modules(), lambda m: m.register_forward_hook, torch.no_grad,
                         torch.from_numpy)
-        with _in_float64(model):
+        with float64(model):
             out.update(_recorded(model, _float64(inputs), model.named_modules(), lambda m: m.register_forward_hook,
                                  torch.no_grad, torch.from_numpy, F64))
         return out
@@ -166,7 +167,7 @@ def record_value(model, inputs, fn) -> dict:
         import torch
         with torch.no_grad():
             out = {"value": fn(call(model, inputs, torch.from_numpy)).numpy().reshape(-1)}
-            with _in_float64(model):
+            with float64(model):
                 out[F64 + "value"] = fn(call(model, _float64(inputs), torch.from_numpy)).numpy().reshape(-1)
         return out
     import paddle
@@ -213,7 +214,7 @@ def compare_forward(torch_model, paddle_model, inputs, name_map=None) -> Forward
 
 def judge_forward(torch_record: dict, paddle_record: dict, name_map=None,
                   mean_bound=calibrated.MEAN_BOUND) -> ForwardReport:
-    """Pair a torch record_forward with a Paddle one and judge every module output (checks/calibrated.py).
+    """Pair a torch record_forward with a Paddle one and judge every module output (portcheck/calibrated.py).
 
     Modules are paired by name through name_map (align.names.resolve), in torch's run order; a module
     called several times is paired per call (name, name#2, ...), an output holding several tensors per

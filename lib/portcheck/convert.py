@@ -11,8 +11,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from portcheck.names import resolve
 from portcheck.errors import PipelineError
+from portcheck.names import resolve
 
 
 def _linear(name, array):
@@ -117,7 +117,7 @@ def torch_layouts(torch_model, layouts=None) -> dict:
             raise PipelineError(f"torch module {name or '(the model)'} is a {type(module).__name__}, whose Paddle "
                                 "layout this converter does not know: pass layouts={"
                                 f"'{type(module).__name__}': 'same'}} (or 'transpose') if its tensors keep their "
-                                "names, or add its type to align/convert.py's table")
+                                "names, or add its type to portcheck/convert.py's table")
         kinds, rule = rule
         for tname, array in tensors.items():
             pname = rule(tname, array)[0]  # the name only (a transpose is a view)
@@ -163,7 +163,7 @@ def convert(torch_model, paddle_model, name_map=None, path=None, layouts=None) -
     path: also write the result there as a .pdparams (paddle.save), through the project's safe writer.
     layouts: {torch module type or class name: "same" or "transpose"} for module types whose layout this
     converter does not know (transformers' ViTEmbeddings holding cls_token, a model's own RMSNorm).
-    Raises common.errors.PipelineError, one line, on a module type whose layout is unknown, a module with no
+    Raises portcheck.errors.PipelineError, one line, on a module type whose layout is unknown, a module with no
     Paddle counterpart or of another type, and any key or shape that does not match in either direction.
     """
     state = paddle_model.state_dict()

@@ -271,3 +271,15 @@ def save_array(path, array: np.ndarray):
 def _np_save(path, obj):
     with open(path, "wb") as f:
         np.save(f, obj, allow_pickle=isinstance(obj, dict))
+
+
+def shown(path, *bases) -> str:
+    """A path as committed files and logs show it: relative to the first of `bases` that holds it, never the
+    machine's absolute path; outside all of them, relative to the first with '..'."""
+    path = Path(path).expanduser().resolve()
+    for base in bases:
+        try:
+            return str(path.relative_to(Path(base).resolve()))
+        except ValueError:
+            pass
+    return os.path.relpath(path, bases[0]) if bases else str(path)

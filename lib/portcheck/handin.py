@@ -250,8 +250,8 @@ def other_threshold(logged: dict, guide: GuideVerdict) -> str:
             "judges at yours)")
 
 
-# An align hand-in (align/, examples/): diagnostics/<pair>_torch64.npy holds torch's float64 run of the pair's
-# keys, so the rule measured on the model (checks/calibrated.py) is re-derived from the folder alone.
+# An align hand-in (portcheck/, examples/): diagnostics/<pair>_torch64.npy holds torch's float64 run of the pair's
+# keys, so the rule measured on the model (portcheck/calibrated.py) is re-derived from the folder alone.
 EXACT = "_torch64.npy"
 
 
@@ -325,8 +325,8 @@ def judge_measured(name: str, torch_file, paddle_file, exact_file, records=(None
 #
 # Each side's script saves its own half (save_side): <pair>_<framework>.npy, a dict of arrays as reprod_log
 # writes it, with its run record beside it; the torch side also saves <pair>_torch64.npy, torch's float64
-# run of the same keys, so the rule measured on the model (checks/calibrated.py) can be re-derived later.
-# The check judges the three files (checks.handin.judge_measured), writes <pair>_diff.log in reprod_log's
+# run of the same keys, so the rule measured on the model (portcheck/calibrated.py) can be re-derived later.
+# The check judges the three files (portcheck.handin.judge_measured), writes <pair>_diff.log in reprod_log's
 # format, and hand_in copies the pair and its log into a log_reprod/ folder (records and the float64 run
 # into its diagnostics/), which pipeline/check_log_reprod.py re-checks from the folder alone.
 #

@@ -41,6 +41,29 @@ def fingerprint(named_arrays) -> str:
     return h.hexdigest()
 
 
+def state_fingerprint(state: dict) -> str:
+    """The fingerprint of a state dict ({name: array or tensor}), as a run record's `weights` binds it."""
+    return fingerprint((k, _numpy(v)) for k, v in state.items())
+
+
+def model_fingerprint(model) -> str:
+    """The weights a torch or Paddle model holds now, in torch's layout: a Paddle Linear's [in, out] weight is
+    hashed as torch's [out, in], so a Paddle model whose module and tensor names are torch's (a twin port)
+    fingerprints like the torch model it was converted from. The one weights fingerprint of the library."""
+    if hasattr(model, "named_sublayers"):  # Paddle
+        import paddle
+        linear = {f"{name}.weight" if name else "weight" for name, layer in model.named_sublayers(include_self=True)
+                  if isinstance(layer, paddle.nn.Linear)}
+        return fingerprint((k, v.numpy().T if k in linear else v.numpy()) for k, v in model.state_dict().items())
+    return state_fingerprint(model.state_dict())
+
+
+def _numpy(v):
+    if hasattr(v, "detach"):
+        v = v.detach().cpu()
+    return v.numpy() if hasattr(v, "numpy") and not isinstance(v, np.ndarray) else np.asarray(v)
+
+
 def path_for(result) -> Path:
     result = Path(result)
     return result.with_name(result.stem + SUFFIX)
@@ -68,6 +91,14 @@ def save_derived(source, derived, path=None):
 
 
 def write(path, record: dict):
+    """The record at path; one that differs from what is there only in its "written" time is left as it was:
+    a reproduced result is not a change."""
+    try:
+        there = json.loads(Path(path).read_text()) if Path(path).is_file() and not Path(path).is_symlink() else None
+    except (OSError, ValueError, UnicodeDecodeError, RecursionError):
+        there = None
+    if isinstance(there, dict) and {**there, "written": None} == {**record, "written": None}:
+        return
     atomic_write(path, lambda tmp: Path(tmp).write_text(json.dumps(record, indent=1, sort_keys=True) + "\n"))
 
 

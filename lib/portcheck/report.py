@@ -12,14 +12,17 @@
 The log is written without the logging module, so running several checks in one process
 never duplicates lines.
 """
+import filecmp
 import json
 import math
+import re
 import shutil
 import time
 from pathlib import Path
 
-from portcheck.diff import CheckResult, Finding
 from portcheck import record
+from portcheck.diff import CheckResult, Finding
+from portcheck.errors import require
 from portcheck.fileio import atomic_write, save_npy
 
 ECHO_LIMIT = 20  # past this many keys, only the failing ones are echoed to stdout (all go to the log)
@@ -99,7 +102,35 @@ def write_messages(messages, log_path):
         if echo:
             print(line)
         lines.append(line)
+    if _unstamped(_read_small(log_path)) == _unstamped("\n".join(lines) + "\n"):
+        return  # the same log but for its time stamps: a reproduced result is not a change (git status stays clean)
     atomic_write(log_path, lambda tmp: Path(tmp).write_text("\n".join(lines) + "\n"))
+
+
+_STAMP = re.compile(r"^\[\d{4}/\d\d/\d\d \d\d:\d\d:\d\d\] ", re.M)
+
+
+def _unstamped(text):
+    return None if text is None else _STAMP.sub("", text)
+
+
+def _read_small(path, limit: int = 16 << 20):
+    """A regular file's text if it is one of at most `limit` bytes, else None (then it is simply rewritten)."""
+    try:
+        path = Path(path)
+        if path.is_symlink() or not path.is_file() or path.stat().st_size > limit:
+            return None
+        return path.read_text()
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def copy_if_changed(source, target):
+    """target as a copy of source, left untouched when it already holds the same bytes."""
+    source, target = Path(source), Path(target)
+    if target.is_file() and not target.is_symlink() and filecmp.cmp(source, target, shallow=False):
+        return
+    atomic_write(target, lambda tmp: shutil.copyfile(source, tmp))
 
 
 def verdict_path(log_path) -> Path:
@@ -127,11 +158,13 @@ def hand_in(*files, top, data=None, diagnostics=()):
     each .npy's run record, and `diagnostics` (curves, statistics, plots). data={name: dict} writes those
     pairs (e.g. a subset of keys) at the top instead of copying them. Every .npy's run record goes along."""
     top = Path(top)
+    for f in map(Path, files):  # every source before the first write: nothing half handed in
+        require(f, "judge the pair first (its check writes it)")
     below = top / DIAGNOSTICS
     below.mkdir(parents=True, exist_ok=True)
     extra = list(diagnostics)
     for f in map(Path, files):
-        atomic_write(top / f.name, lambda tmp, f=f: shutil.copyfile(f, tmp))
+        copy_if_changed(f, top / f.name)
         if f.name.endswith("_diff.log"):
             extra.append(verdict_path(f))
     for name, arrays in (data or {}).items():
@@ -141,4 +174,4 @@ def hand_in(*files, top, data=None, diagnostics=()):
     extra += [record.path_for(f) for f in map(Path, [*files, *diagnostics]) if f.suffix == ".npy"]
     for f in map(Path, extra):
         if f.is_file():
-            atomic_write(below / f.name, lambda tmp, f=f: shutil.copyfile(f, tmp))
+            copy_if_changed(f, below / f.name)

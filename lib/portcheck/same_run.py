@@ -1,12 +1,12 @@
-"""The first thing every check compares: the two results' run records (common.record).
+"""The first thing every check compares: the two results' run records (portcheck.record).
 
 Two results made from different weights, data or flags, or a stale one left by an earlier
 run, turn the check red with a finding that names the field that differs, whatever their
 numbers say. Files written by a contestant's own scripts carry no record: the log says so
 in one line and the pair is still judged.
 """
-from portcheck.diff import CheckResult, Finding
 from portcheck import record
+from portcheck.diff import CheckResult, Finding
 
 
 def check(result: CheckResult, torch_path, paddle_path, name: str = "same run") -> CheckResult:

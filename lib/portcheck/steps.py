@@ -1,6 +1,6 @@
 """A pipeline as data: its steps, each step's scripts and the pairs its check judges; and the one runner.
 
-A pipeline declares its table once (BERT's is bert_sst2.steps.BERT); its run_all.py turns the table into
+A pipeline declares its table once (a client's own, e.g. the BERT example's); its run_all.py turns the table into
 commands with its own flags and hands them to `run()`, its checks and pipeline/check_log_reprod.py read
 the pairs and the scripts that write them from the same table. A second pipeline reuses the runner with
 a table of its own:
@@ -99,7 +99,7 @@ def run_script(cmd, root):
 
 def run_side_by_side(group: SideBySide, root):
     """(exit code, seconds, the command) for scripts run at once, each on its core_shares() share;
-    OMP_NUM_THREADS follows each share (common.runtime would otherwise give each process every core).
+    OMP_NUM_THREADS follows each share (portcheck.runtime would otherwise give each process every core).
     The first script to fail stops the others: its error is the one reported."""
     started, procs = time.time(), []
     try:

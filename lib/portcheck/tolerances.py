@@ -11,7 +11,7 @@ A key passes a Tol when both hold:
 * a bound on the mean abs diff (the guide's threshold of the pair), which no rule may loosen.
 
 The rule measured on the model itself (torch's own fp32 error as the yardstick) is
-portcheck.calibrated; a client's tuned tolerances (BERT's: bert_sst2/tolerances.py) are Tols.
+portcheck.calibrated; a client's own tuned tolerances are Tols too.
 
 GUIDE is the contest guide's pairs: the step each belongs to, the threshold its ReprodDiffHelper
 call uses, and its kind. A caller's own threshold overrides the table (guide_threshold), and a pair
@@ -61,7 +61,7 @@ GUIDE = {
     "loss": Guide(3, MEAN_BOUND, "computed"),
     "lr": Guide(4, MEAN_BOUND, "exact"),
     "bp_align": Guide(4, 1e-2, "computed"),   # losses over optimizer steps: the guide's looser bound
-    "train_align": Guide(5, 0.0015, "outcome"),  # SST-2's 0.15% on the final accuracy; the task sets it
+    "train_align": Guide(5, 0.0015, "outcome"),  # the guide's 0.15% on the final metric; a task may set its own
 }
 
 

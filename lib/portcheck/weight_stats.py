@@ -16,7 +16,7 @@ and stays near zero (BERT's key biases: softmax ignores them) has a meaningless 
 A long run adds one more floor: DECAY_SHARE of the run's total decay shrink (see
 decay_shrink). Each step removes only lr * weight_decay (5e-7 at lr 5e-5) of a weight,
 a few float32 ulps, and torch's p * (1 - lr*wd) and Paddle's AdamW kernel round that
-differently: over the reference SST-2 epoch every decayed matrix ends with a paddle/torch
+differently: over the BERT example's reference epoch (2,105 AdamW steps) every decayed matrix ends with a paddle/torch
 norm ratio of 1.00001, about 2% of the 5.3e-4 shrink (a zero-gradient weight under the
 same schedule: torch shrinks 5.34e-4, Paddle 5.25e-4, exact 5.26e-4). A parameter decayed
 on one side only departs by about the whole shrink, so a quarter of it separates the two.

@@ -1,7 +1,7 @@
 """Step 1 check: forward_torch.npy vs forward_paddle.npy -> forward_diff.log (exit 1 if not aligned).
 
 Every key is held to max abs diff <= atol + rtol * max |torch| and mean abs diff <= the
-guide's 1e-6 (checks/tolerances.py). The outputs of every watched module
+guide's 1e-6 (bert_sst2/tolerances.py). The outputs of every watched module
 (forward_modules_*.npy, recorded by the forward scripts: embeddings, each layer's
 attention, feed-forward and output, pooler, classifier) must agree too: a bug in one
 middle layer can shrink below the logits' tolerance by the time it reaches the logits
@@ -10,7 +10,7 @@ layer itself. On any failure, or with --diagnose, the per-module table is append
 the log, naming the first module over tolerance. The module files are optional (results
 written by your own scripts may not have them): without them the log says so in one line.
 With forward_modules_torch64.npy (the torch model in float64), the log also gives align's verdict, the rule
-measured on the model (checks/calibrated.py), in one line beside this tuned one, which decides the step.
+measured on the model (portcheck/calibrated.py), in one line beside this tuned one, which decides the step.
 """
 import argparse
 import sys
@@ -20,11 +20,8 @@ try:
 except ModuleNotFoundError:  # the project is not importable: not its venv
     raise SystemExit("error: this project's packages are not importable: activate its venv "
                      "(. .venv/bin/activate) or run `pip install -r requirements.txt`") from None
-from portcheck import calibrated, diff, report, same_run
-from bert_sst2 import diagnose, tolerances
-from portcheck import record
-from bert_sst2 import paths
-from bert_sst2 import steps
+from bert_sst2 import diagnose, paths, steps, tolerances
+from portcheck import calibrated, diff, record, report, same_run
 from portcheck.errors import run_main
 from portcheck.fileio import load_npy, save_npy
 
@@ -32,7 +29,7 @@ RUN = steps.bert_pair("forward").how()
 
 
 def measured_rows(exact: dict, torch_data: dict, paddle_data: dict, torch_modules: dict, paddle_modules: dict):
-    """align's rule (checks/calibrated.py) on the same keys: every module in run order, then the logits, which
+    """align's rule (portcheck/calibrated.py) on the same keys: every module in run order, then the logits, which
     the guide's mean bound holds too."""
     rows = [calibrated.measure(k, torch_modules[k], exact.get(k), paddle_modules[k])
             for k in torch_modules if k in paddle_modules]

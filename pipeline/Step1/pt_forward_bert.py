@@ -3,7 +3,6 @@
 Also the same model in float64 (forward_modules_torch64.npy): torch's own fp32 error at each module, with
 which check_step1.py shows align's measured verdict beside the tuned one."""
 import argparse
-import copy
 
 try:
     import portcheck.runtime  # first: offline mode, threads, allocator, before torch/paddle load
@@ -12,12 +11,12 @@ except ModuleNotFoundError:  # the project is not importable: not its venv
                      "(. .venv/bin/activate) or run `pip install -r requirements.txt`") from None
 import torch
 
-from bert_sst2 import diagnose
+from bert_sst2 import diagnose, inputs, paths
+from bert_sst2.twins.weights import torch_fingerprint, torch_model
 from portcheck import record
-from bert_sst2 import inputs, paths
+from portcheck.compare import float64
 from portcheck.errors import run_main
 from portcheck.fileio import save_npy
-from bert_sst2.twins.weights import torch_fingerprint, torch_model
 
 
 def main():
@@ -43,7 +42,8 @@ def main():
         return results, modules
     results, modules = run(model)
     # the same weights in float64: torch's own fp32 error, the yardstick of align's measured rule (shown beside)
-    exact, exact_modules = run(copy.deepcopy(model).double())
+    with float64(model):
+        exact, exact_modules = run(model)
     out = paths.step_dir(1) / "forward_torch.npy"
     save_npy(out, results)
     save_npy(out.with_name("forward_modules_torch.npy"), modules)

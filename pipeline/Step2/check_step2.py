@@ -13,10 +13,8 @@ try:
 except ModuleNotFoundError:  # the project is not importable: not its venv
     raise SystemExit("error: this project's packages are not importable: activate its venv "
                      "(. .venv/bin/activate) or run `pip install -r requirements.txt`") from None
+from bert_sst2 import keys, paths, steps, tolerances
 from portcheck import diff, report, same_run
-from bert_sst2 import tolerances
-from bert_sst2 import keys, paths
-from bert_sst2 import steps
 from portcheck.errors import run_main
 
 PAIRS = steps.bert_step(2).pairs  # tolerances.PAIRS says how each is judged

@@ -11,10 +11,9 @@ except ModuleNotFoundError:  # the project is not importable: not its venv
     raise SystemExit("error: this project's packages are not importable: activate its venv "
                      "(. .venv/bin/activate) or run `pip install -r requirements.txt`") from None
 
-from portcheck import record
-
 from bert_sst2 import data, flags, hparams, paths
 from bert_sst2.twins import pt_data
+from portcheck import record
 from portcheck.errors import run_main
 from portcheck.fileio import save_npy
 

@@ -13,13 +13,12 @@ except ModuleNotFoundError:  # the project is not importable: not its venv
 import numpy as np
 import torch
 
-from portcheck import record
-
 from bert_sst2 import data, paths
 from bert_sst2.twins import pt_data
+from bert_sst2.twins.weights import torch_fingerprint, torch_model
+from portcheck import record
 from portcheck.errors import run_main
 from portcheck.fileio import save_npy
-from bert_sst2.twins.weights import torch_fingerprint, torch_model
 
 
 def main():

@@ -2,7 +2,7 @@
 
 A 0-d loss (torch, Paddle >= 2.5) and a [1] loss (Paddle before 2.5, reprod_log's examples)
 are the same scalar. With loss_torch64.npy (the torch model in float64), the log also gives align's
-verdict, the rule measured on the model (checks/calibrated.py), beside this tuned one, which decides."""
+verdict, the rule measured on the model (portcheck/calibrated.py), beside this tuned one, which decides."""
 import argparse
 import sys
 
@@ -11,11 +11,8 @@ try:
 except ModuleNotFoundError:  # the project is not importable: not its venv
     raise SystemExit("error: this project's packages are not importable: activate its venv "
                      "(. .venv/bin/activate) or run `pip install -r requirements.txt`") from None
-from portcheck import calibrated, diff, report, same_run
-from bert_sst2 import tolerances
-from portcheck import record
-from bert_sst2 import paths
-from bert_sst2 import steps
+from bert_sst2 import paths, steps, tolerances
+from portcheck import calibrated, diff, record, report, same_run
 from portcheck.errors import run_main
 from portcheck.fileio import load_npy
 

@@ -8,12 +8,11 @@ except ModuleNotFoundError:  # the project is not importable: not its venv
                      "(. .venv/bin/activate) or run `pip install -r requirements.txt`") from None
 import paddle
 
-from portcheck import record
-
 from bert_sst2 import inputs, paths
+from bert_sst2.twins.weights import paddle_fingerprint, paddle_model
+from portcheck import record
 from portcheck.errors import run_main
 from portcheck.fileio import save_npy
-from bert_sst2.twins.weights import paddle_fingerprint, paddle_model
 
 
 def main():

@@ -1,6 +1,5 @@
 """Step 3, torch side: cross-entropy of pt_bert's logits on the fake batch -> loss_torch.npy."""
 import argparse
-import copy
 
 try:
     import portcheck.runtime  # first: offline mode, threads, allocator, before torch/paddle load
@@ -9,12 +8,12 @@ except ModuleNotFoundError:  # the project is not importable: not its venv
                      "(. .venv/bin/activate) or run `pip install -r requirements.txt`") from None
 import torch
 
-from portcheck import record
-
 from bert_sst2 import inputs, paths
+from bert_sst2.twins.weights import torch_fingerprint, torch_model
+from portcheck import record
+from portcheck.compare import float64
 from portcheck.errors import run_main
 from portcheck.fileio import save_npy
-from bert_sst2.twins.weights import torch_fingerprint, torch_model
 
 
 def main():
@@ -26,7 +25,8 @@ def main():
     criterion = torch.nn.CrossEntropyLoss()  # classes on dim 1 of [batch, classes], mean over the batch
     with torch.no_grad():
         loss = criterion(model(ids), labels)
-        exact = criterion(copy.deepcopy(model).double()(ids), labels)  # float64: torch's own fp32 error
+        with float64(model):  # torch's own fp32 error
+            exact = criterion(model(ids), labels)
     results = {}
     # torch and Paddle 3 give a 0-d loss, Paddle before 2.5 [1]: both sides save [1], on purpose
     results["loss"] = loss.numpy().reshape(1)

@@ -11,12 +11,8 @@ except ModuleNotFoundError:  # the project is not importable: not its venv
                      "(. .venv/bin/activate) or run `pip install -r requirements.txt`") from None
 import numpy as np
 
-from portcheck import diff, report, same_run
-
-from bert_sst2 import diagnose, tolerances
-from portcheck import record
-from bert_sst2 import keys, paths
-from bert_sst2 import steps
+from bert_sst2 import diagnose, keys, paths, steps, tolerances
+from portcheck import diff, record, report, same_run
 from portcheck.errors import run_main
 from portcheck.fileio import save_npy
 

@@ -12,10 +12,9 @@ except ModuleNotFoundError:  # the project is not importable: not its venv
 import numpy as np
 import paddle
 
-from portcheck import record
-
 from bert_sst2 import flags, hparams, paths
 from bert_sst2.twins import pd_optim
+from portcheck import record
 from portcheck.errors import run_main
 from portcheck.fileio import save_npy
 

@@ -14,13 +14,12 @@ except ModuleNotFoundError:  # the project is not importable: not its venv
 import numpy as np
 import torch
 
-from portcheck import record
-
 from bert_sst2 import flags, hparams, inputs, keys, paths
 from bert_sst2.twins import pt_optim
-from portcheck.fileio import save_npy
-from portcheck.errors import run_main
 from bert_sst2.twins.weights import torch_fingerprint, torch_model
+from portcheck import record
+from portcheck.errors import run_main
+from portcheck.fileio import save_npy
 
 
 def main():

@@ -16,12 +16,8 @@ except ModuleNotFoundError:  # the project is not importable: not its venv
                      "(. .venv/bin/activate) or run `pip install -r requirements.txt`") from None
 import numpy as np
 
-from portcheck import diff, report, same_run, weight_stats
-
-from bert_sst2 import tolerances
-from portcheck import record
-from bert_sst2 import hparams, keys, paths
-from bert_sst2 import steps
+from bert_sst2 import hparams, keys, paths, steps, tolerances
+from portcheck import diff, record, report, same_run, weight_stats
 from portcheck.errors import run_main
 from portcheck.fileio import atomic_write, load_npy
 

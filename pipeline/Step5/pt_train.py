@@ -12,8 +12,8 @@ try:
 except ModuleNotFoundError:  # the project is not importable: not its venv
     raise SystemExit("error: this project's packages are not importable: activate its venv "
                      "(. .venv/bin/activate) or run `pip install -r requirements.txt`") from None
-from portcheck.errors import run_main
 from bert_sst2.twins import train
+from portcheck.errors import run_main
 
 
 def main():

@@ -7,8 +7,8 @@ try:
 except ModuleNotFoundError:  # the project is not importable: not its venv
     raise SystemExit("error: this project's packages are not importable: activate its venv "
                      "(. .venv/bin/activate) or run `pip install -r requirements.txt`") from None
-from portcheck import diff, report
 from bert_sst2 import paths
+from portcheck import diff, report
 from portcheck.errors import run_main
 
 

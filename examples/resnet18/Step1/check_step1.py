@@ -1,7 +1,7 @@
 """Step 1 check: the logits (the guide's pair) and every module's output, torch against Paddle -> forward_diff.log.
 
 The logits pass the guide's rule (mean |diff| <= 1e-6, reprod_log's) and the rule measured on the model
-(max |diff| <= 16 x torch's own fp32 error + a floor: checks/calibrated.py); every module's output, paired
+(max |diff| <= 16 x torch's own fp32 error + a floor: portcheck/calibrated.py); every module's output, paired
 through RESNET_MAP, is held to the measured rule too, and the table names the first module out of tolerance
 whose input was within: where the two models part. Both sides' run records must show the same weights and
 inputs. The pair, its log and records go into examples/resnet18/log_reprod/. Exit 1 when red.
@@ -14,11 +14,10 @@ try:
 except ModuleNotFoundError:  # the project is not importable: not its venv
     raise SystemExit("error: this project's packages are not importable: activate its venv "
                      "(. .venv/bin/activate) or run `pip install -r requirements.txt`") from None
-from portcheck import handin, judge_forward
-from portcheck import record
+from examples.resnet18 import resnet
+from portcheck import handin, judge_forward, record
 from portcheck.errors import require, run_main
 from portcheck.fileio import load_npy
-from examples.resnet18 import resnet
 
 
 def main():

@@ -10,12 +10,11 @@ try:
 except ModuleNotFoundError:  # the project is not importable: not its venv
     raise SystemExit("error: this project's packages are not importable: activate its venv "
                      "(. .venv/bin/activate) or run `pip install -r requirements.txt`") from None
+from examples.resnet18 import resnet
 from portcheck import record_forward
 from portcheck.compare import stopped
-from portcheck.handin import model_output, save_side
-from bert_sst2 import paths
 from portcheck.errors import PipelineError, run_main
-from examples.resnet18 import resnet
+from portcheck.handin import model_output, save_side
 
 
 def main():
@@ -30,7 +29,7 @@ def main():
         raise PipelineError(f"the model stopped ({stopped(rec)[:200]}); run `python {resnet.FOLDER}/Step1/check_step1.py` "
                             "to name the module where the two models part")
     path = save_side(out, "forward", "paddle", {"logits": model_output(rec)}, depends, script)
-    print(f"wrote {paths.shown(path)}")
+    print(f"wrote {resnet.shown(path)}")
 
 
 if __name__ == "__main__":

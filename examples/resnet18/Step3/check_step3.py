@@ -11,9 +11,9 @@ try:
 except ModuleNotFoundError:  # the project is not importable: not its venv
     raise SystemExit("error: this project's packages are not importable: activate its venv "
                      "(. .venv/bin/activate) or run `pip install -r requirements.txt`") from None
+from examples.resnet18 import resnet
 from portcheck import handin
 from portcheck.errors import require, run_main
-from examples.resnet18 import resnet
 
 
 def main():

@@ -8,11 +8,10 @@ except ModuleNotFoundError:  # the project is not importable: not its venv
                      "(. .venv/bin/activate) or run `pip install -r requirements.txt`") from None
 import paddle
 
-from portcheck import record_value
-from portcheck.handin import save_side
-from bert_sst2 import paths
-from portcheck.errors import run_main
 from examples.resnet18 import resnet
+from portcheck import record_value
+from portcheck.errors import run_main
+from portcheck.handin import save_side
 
 
 def main():
@@ -24,7 +23,7 @@ def main():
     rec = record_value(model.eval(), images, lambda out: paddle.nn.functional.cross_entropy(out, labels))
     path = save_side(resnet.step_dir(3), "loss", "paddle", {"loss": rec["value"]}, resnet.depends(weights),
                      f"{resnet.FOLDER}/Step3/pd_loss.py")
-    print(f"wrote {paths.shown(path)}: loss {rec['value'][0]:.7f}")
+    print(f"wrote {resnet.shown(path)}: loss {rec['value'][0]:.7f}")
 
 
 if __name__ == "__main__":

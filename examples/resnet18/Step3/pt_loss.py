@@ -9,12 +9,11 @@ except ModuleNotFoundError:  # the project is not importable: not its venv
                      "(. .venv/bin/activate) or run `pip install -r requirements.txt`") from None
 import torch
 
+from examples.resnet18 import resnet
 from portcheck import record_value
 from portcheck.compare import F64
-from portcheck.handin import save_side
-from bert_sst2 import paths
 from portcheck.errors import run_main
-from examples.resnet18 import resnet
+from portcheck.handin import save_side
 
 
 def main():
@@ -26,7 +25,7 @@ def main():
     rec = record_value(model.eval(), images, lambda out: torch.nn.functional.cross_entropy(out.logits, labels))
     path = save_side(resnet.step_dir(3), "loss", "torch", {"loss": rec["value"]}, resnet.depends(weights),
                      f"{resnet.FOLDER}/Step3/pt_loss.py", exact={"loss": rec[F64 + "value"]})
-    print(f"wrote {paths.shown(path)}: loss {rec['value'][0]:.7f}")
+    print(f"wrote {resnet.shown(path)}: loss {rec['value'][0]:.7f}")
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """Step 4 check: the lr and the loss of each step (the guide's lr and bp_align pairs), and everything behind
 them, torch against Paddle -> lr_diff.log, bp_align_diff.log, handed in to examples/resnet18/log_reprod/.
 
-Both pairs pass the guide's rule (mean |diff| <= 1e-6) and the rule measured on the model (checks/calibrated.py).
+Both pairs pass the guide's rule (mean |diff| <= 1e-6) and the rule measured on the model (portcheck/calibrated.py).
 Behind them (bp_record_*.npy, judged by align.judge_backward through RESNET_MAP): every module's output in the
 first forward in train mode, every gradient after the first backward, BatchNorm's running statistics after
 each step and every weight after the last. One difference is by design and is said in one line per module,
@@ -17,11 +17,10 @@ try:
 except ModuleNotFoundError:  # the project is not importable: not its venv
     raise SystemExit("error: this project's packages are not importable: activate its venv "
                      "(. .venv/bin/activate) or run `pip install -r requirements.txt`") from None
-from portcheck import handin, judge_backward
-from portcheck import record
+from examples.resnet18 import resnet
+from portcheck import handin, judge_backward, record
 from portcheck.errors import require, run_main
 from portcheck.fileio import load_npy
-from examples.resnet18 import resnet
 
 
 def main():

@@ -12,11 +12,10 @@ try:
 except ModuleNotFoundError:  # the project is not importable: not its venv
     raise SystemExit("error: this project's packages are not importable: activate its venv "
                      "(. .venv/bin/activate) or run `pip install -r requirements.txt`") from None
-from portcheck import record_backward
-from portcheck.handin import per_step, save_side
-from bert_sst2 import paths
-from portcheck.errors import run_main
 from examples.resnet18 import resnet
+from portcheck import record_backward
+from portcheck.errors import run_main
+from portcheck.handin import per_step, save_side
 
 
 def main():
@@ -29,7 +28,7 @@ def main():
     save_side(out, "bp_record", "paddle", rec, depends, script)
     for pair, kind in (("lr", "lr"), ("bp_align", "loss")):
         path = save_side(out, pair, "paddle", per_step(rec, kind), depends, script)
-        print(f"wrote {paths.shown(path)}")
+        print(f"wrote {resnet.shown(path)}")
 
 
 if __name__ == "__main__":

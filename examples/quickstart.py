@@ -1,0 +1,70 @@
+"""Your own model through portcheck, from two model objects to a log_reprod/ a reviewer re-checks.
+
+    pip install ./lib                     # portcheck alone: numpy is its only dependency
+    python examples/quickstart.py         # writes portcheck_quickstart/ in the current folder
+    python -m portcheck check portcheck_quickstart/log_reprod
+
+Needs numpy, torch and paddlepaddle, nothing else (no transformers, paddlenlp or datasets). The two models
+below stand for yours: the same small convolutional network, written once for each framework under other
+module names. README.md's "Your own model" block is this file from `# --- the README block` on.
+"""
+import argparse
+from pathlib import Path
+
+import portcheck.runtime  # noqa: F401 (first: offline mode, threads, quiet notices, before torch and Paddle load)
+import numpy as np
+import paddle
+import torch
+
+ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
+                             allow_abbrev=False)
+ap.add_argument("--out", type=Path, default=Path("portcheck_quickstart"), help="where the run and its hand-in go")
+out = ap.parse_args().out
+
+
+class TorchNet(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.features = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.BatchNorm2d(8),
+                                            torch.nn.ReLU(), torch.nn.AdaptiveAvgPool2d(1))
+        self.classifier = torch.nn.Linear(8, 4)
+
+    def forward(self, x):                                   # x: [B, 3, H, W]
+        return self.classifier(self.features(x).flatten(1))  # [B, 4]
+
+
+class PaddleNet(paddle.nn.Layer):
+    def __init__(self):
+        super().__init__()
+        self.body = paddle.nn.Sequential(paddle.nn.Conv2D(3, 8, 3, padding=1), paddle.nn.BatchNorm2D(8),
+                                         paddle.nn.ReLU(), paddle.nn.AdaptiveAvgPool2D(1))
+        self.head = paddle.nn.Linear(8, 4)
+
+    def forward(self, x):
+        return self.head(self.body(x).flatten(1))
+
+
+torch.manual_seed(0)
+torch_model, paddle_model = TorchNet(), PaddleNet()
+
+# --- the README block
+from portcheck import compare_forward, convert, record, record_forward
+from portcheck.handin import hand_in, judge_and_log, model_output, save_side
+
+name_map = {"features": "body", "classifier": "head"}  # or [(regex, replacement), ...], or a function
+paddle_model.set_state_dict(convert(torch_model, paddle_model, name_map))   # layouts by module type, every key checked
+torch_model.eval(), paddle_model.eval()
+x = np.random.RandomState(0).randn(2, 3, 16, 16).astype("float32")          # an array, a tuple or a dict of arrays
+report = compare_forward(torch_model, paddle_model, x, name_map)
+print(report.table())                          # every module: max and mean diff, torch's own fp32 error, diff/err
+print(report.passed, report.first_diverging)   # False and the module where the two part, when they do
+
+# the guide's pair, each side with its run record (in a pt_ and a pd_ script of your own, one side each)
+t, p = record_forward(torch_model, x), record_forward(paddle_model, x)
+depends = {"inputs": record.fingerprint([("x", x)]), "weights": record.model_fingerprint(torch_model)}
+save_side(out, "forward", "torch", {"logits": model_output(t)}, depends, "quickstart.py",
+          exact={"logits": model_output(t, exact=True)})   # torch's float64 run: the measured rule's yardstick
+save_side(out, "forward", "paddle", {"logits": model_output(p)}, depends, "quickstart.py")
+verdict = judge_and_log(out, "forward")        # forward_diff.log: the guide's rule, the measured one, strict
+hand_in(out, "forward", out / "log_reprod")    # then: python -m portcheck check portcheck_quickstart/log_reprod
+raise SystemExit(0 if report.passed and verdict.passed else 1)

@@ -1,0 +1,111 @@
+"""The library stands alone: importing it loads nothing of BERT, and its policy follows the caller, not BERT's
+pair names (a pair under any name is judged at the threshold it is given; K_BACKWARD is a caller's choice)."""
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from bert_sst2 import paths
+from portcheck import calibrated, cli, handin, record, tolerances
+
+LIBRARY = sorted(f"portcheck.{p.stem}" for p in (paths.ROOT / "lib" / "portcheck").glob("*.py")
+                 if p.stem not in ("__init__", "__main__"))
+
+
+def test_importing_the_library_loads_no_bert_and_no_framework():
+    probe = ("import importlib, sys\n"
+             f"for m in {LIBRARY!r}:\n    importlib.import_module(m)\n"
+             "print(sorted({m.split('.')[0] for m in sys.modules} & {'bert_sst2', 'models', 'examples', 'twins', "
+             "'common', 'checks', 'align', 'torch', 'paddle', 'transformers', 'paddlenlp'}))")
+    proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd="/",
+                          env=dict(os.environ, PYTHONWARNINGS="ignore"))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.split("\n")[-2] == "[]", proc.stdout
+
+
+def test_the_library_names_no_bert_fact():
+    """No SST-2, no BERT module name, no path into the repository: those are bert_sst2's."""
+    for path in (paths.ROOT / "lib" / "portcheck").glob("*.py"):
+        text = path.read_text()
+        for fact in ("SST", "sst2", "bert_sst2", "BERT_ALIGN", "from models", "log_reprod()", "parents[1]"):
+            assert fact not in text, (path.name, fact)
+
+
+def one_ulp_apart(tmp_path, name, after_steps=False):
+    """A pair whose Paddle side is one float32 ulp above torch's at values ~100: fp32 rounding, which the
+    measured rule allows, with a mean diff of ~5e-6, over reprod_log's default 1e-6."""
+    x64 = 64 + 64 * np.random.RandomState(0).rand(256)
+    t = x64.astype(np.float32)
+    p = np.nextafter(t, np.float32(np.inf))
+    depends = {"inputs": record.fingerprint([("x", x64)])}
+    handin.save_side(tmp_path, name, "torch", {"y": t}, depends, "test", exact={"y": x64})
+    handin.save_side(tmp_path, name, "paddle", {"y": p}, depends, "test")
+
+
+@pytest.mark.parametrize("name", ["acc", "my_pair"])
+def test_a_pair_under_any_name_is_judged_at_the_threshold_it_is_given(tmp_path, name):
+    one_ulp_apart(tmp_path, name)
+    assert not handin.judge_and_log(tmp_path, name).passed  # the default: reprod_log's 1e-6 on the mean
+    verdict = handin.judge_and_log(tmp_path, name, threshold=1e-4)
+    assert verdict.passed and verdict.guide.threshold == 1e-4 and all(r.mean_bound == 1e-4 for r in verdict.rows)
+    top = tmp_path / "log_reprod"
+    handin.hand_in(tmp_path, name, top)
+    assert cli.check(top) == 0  # the checker reads the threshold the pair was judged at
+    assert cli.check(top, {name: 1e-6}) == 1  # and a reviewer's own overrides it
+
+
+def test_a_guide_pair_judged_looser_than_the_guide_is_red(tmp_path, capsys):
+    one_ulp_apart(tmp_path, "forward")
+    assert handin.judge_and_log(tmp_path, "forward", threshold=1e-4).passed
+    top = tmp_path / "log_reprod"
+    handin.hand_in(tmp_path, "forward", top)
+    assert cli.check(top) == 1
+    assert "looser than the guide's 1e-06 for forward" in capsys.readouterr().out
+
+
+def test_the_backward_multiple_is_the_callers_and_the_checker_reads_it(tmp_path):
+    one_ulp_apart(tmp_path, "steps")
+    assert handin.judge_and_log(tmp_path, "steps", threshold=1e-4).rows[0].multiple == calibrated.K
+    verdict = handin.judge_and_log(tmp_path, "steps", threshold=1e-4, after_steps=True)
+    assert verdict.rows[0].multiple == calibrated.K_BACKWARD
+    rule = json.loads((tmp_path / "steps_diff.json").read_text())
+    assert (rule["threshold"], rule["k"]) == (1e-4, calibrated.K_BACKWARD)
+    rule["k"] = 1e9  # a hand-edited multiple is not one of the library's
+    (tmp_path / "steps_diff.json").write_text(json.dumps(rule))
+    handin.hand_in(tmp_path, "steps", tmp_path / "log_reprod")
+    assert cli.check(tmp_path / "log_reprod") == 1
+
+
+def test_the_guide_table_is_one(tmp_path):
+    """bp_align's threshold is the guide table's wherever it is read (it was 1e-6 in one place, 1e-2 in another)."""
+    from bert_sst2 import tolerances as tuned
+    assert tolerances.guide_threshold("bp_align") == tuned.PAIRS["bp_align"].guide == tolerances.GUIDE["bp_align"].threshold
+    assert tolerances.guide_threshold("anything") == tolerances.MEAN_BOUND
+    with pytest.raises(Exception, match="threshold must be a finite number > 0"):
+        handin.judge_and_log(tmp_path, "x", threshold=float("nan"))
+
+
+def test_hand_in_of_a_pair_never_judged_is_one_line_and_writes_nothing(tmp_path):
+    one_ulp_apart(tmp_path, "never")
+    with pytest.raises(Exception, match="never_diff.log not found"):
+        handin.hand_in(tmp_path, "never", tmp_path / "log_reprod")
+    assert not (tmp_path / "log_reprod").exists()
+
+
+def test_a_reproduced_result_rewrites_no_file(tmp_path):
+    """Only time stamps would differ (a log's, a run record's "written"): the files are left as they were."""
+    one_ulp_apart(tmp_path, "same")
+    handin.judge_and_log(tmp_path, "same", threshold=1e-4)
+    handin.hand_in(tmp_path, "same", tmp_path / "log_reprod")
+    before = {p: (p.read_bytes(), p.stat().st_mtime_ns) for p in tmp_path.rglob("*") if p.is_file()}
+    os.utime(tmp_path / "same_diff.log", (0, 0))  # a later second: the stamps in it would differ
+    before[tmp_path / "same_diff.log"] = ((tmp_path / "same_diff.log").read_bytes(), 0)
+    one_ulp_apart(tmp_path, "same")
+    handin.judge_and_log(tmp_path, "same", threshold=1e-4)
+    handin.hand_in(tmp_path, "same", tmp_path / "log_reprod")
+    after = {p: (p.read_bytes(), p.stat().st_mtime_ns) for p in tmp_path.rglob("*") if p.is_file()}
+    changed = [p.name for p in before if before[p][0] != after[p][0]]
+    assert not changed, changed
