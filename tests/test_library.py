@@ -109,3 +109,24 @@ def test_a_reproduced_result_rewrites_no_file(tmp_path):
     after = {p: (p.read_bytes(), p.stat().st_mtime_ns) for p in tmp_path.rglob("*") if p.is_file()}
     changed = [p.name for p in before if before[p][0] != after[p][0]]
     assert not changed, changed
+
+
+def test_a_reproduced_result_from_a_fresh_work_folder_leaves_the_hand_in_as_it_was(tmp_path, monkeypatch):
+    """The example's steps write into a work folder that a fresh run creates anew: its logs and run records
+    carry new time stamps, and only those differ. The hand-in keeps its files; a changed value is copied."""
+    top = tmp_path / "log_reprod"
+    one_ulp_apart(tmp_path / "a", "same")
+    handin.judge_and_log(tmp_path / "a", "same", threshold=1e-4)
+    handin.hand_in(tmp_path / "a", "same", top)
+    before = {p: p.read_bytes() for p in top.rglob("*") if p.is_file()}
+    import time
+    strftime = time.strftime
+    monkeypatch.setattr(time, "strftime", lambda fmt, *a: strftime(fmt, time.gmtime(0)))  # another second
+    one_ulp_apart(tmp_path / "b", "same")
+    handin.judge_and_log(tmp_path / "b", "same", threshold=1e-4)
+    assert (tmp_path / "b" / "same_diff.log").read_bytes() != before[top / "same_diff.log"]
+    handin.hand_in(tmp_path / "b", "same", top)
+    assert {p: p.read_bytes() for p in top.rglob("*") if p.is_file()} == before
+    handin.judge_and_log(tmp_path / "b", "same", threshold=1e-5)  # a changed verdict is a change
+    handin.hand_in(tmp_path / "b", "same", top)
+    assert (top / "same_diff.log").read_bytes() != before[top / "same_diff.log"]

@@ -94,12 +94,24 @@ def write(path, record: dict):
     """The record at path; one that differs from what is there only in its "written" time is left as it was:
     a reproduced result is not a change."""
     try:
-        there = json.loads(Path(path).read_text()) if Path(path).is_file() and not Path(path).is_symlink() else None
-    except (OSError, ValueError, UnicodeDecodeError, RecursionError):
+        there = Path(path).read_text() if Path(path).is_file() and not Path(path).is_symlink() else None
+    except (OSError, UnicodeDecodeError):
         there = None
-    if isinstance(there, dict) and {**there, "written": None} == {**record, "written": None}:
+    if same_but_written(there, record):
         return
     atomic_write(path, lambda tmp: Path(tmp).write_text(json.dumps(record, indent=1, sort_keys=True) + "\n"))
+
+
+def same_but_written(a, b) -> bool:
+    """Two run records (JSON text or dicts) that differ at most in their "written" time."""
+    def parsed(x):
+        try:
+            x = json.loads(x) if isinstance(x, str) else x
+        except (ValueError, RecursionError):
+            return None
+        return {**x, "written": None} if isinstance(x, dict) else None
+    a, b = parsed(a), parsed(b)
+    return a is not None and a == b
 
 
 def load(result, path=None):

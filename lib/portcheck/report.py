@@ -126,11 +126,23 @@ def _read_small(path, limit: int = 16 << 20):
 
 
 def copy_if_changed(source, target):
-    """target as a copy of source, left untouched when it already holds the same bytes."""
+    """target as a copy of source, left untouched when it already holds the same result: the same bytes, or a
+    log or run record that differs only in when it was written (a reproduced result is not a change)."""
     source, target = Path(source), Path(target)
-    if target.is_file() and not target.is_symlink() and filecmp.cmp(source, target, shallow=False):
+    if target.is_file() and not target.is_symlink() and _same_result(source, target):
         return
     atomic_write(target, lambda tmp: shutil.copyfile(source, tmp))
+
+
+def _same_result(source: Path, target: Path) -> bool:
+    if filecmp.cmp(source, target, shallow=False):
+        return True
+    if source.name.endswith(record.SUFFIX):
+        return record.same_but_written(_read_small(source), _read_small(target))
+    if source.suffix == ".log":
+        old = _unstamped(_read_small(target))
+        return old is not None and old == _unstamped(_read_small(source))
+    return False
 
 
 def verdict_path(log_path) -> Path:
