@@ -130,3 +130,10 @@ def test_a_reproduced_result_from_a_fresh_work_folder_leaves_the_hand_in_as_it_w
     handin.judge_and_log(tmp_path / "b", "same", threshold=1e-5)  # a changed verdict is a change
     handin.hand_in(tmp_path / "b", "same", top)
     assert (top / "same_diff.log").read_bytes() != before[top / "same_diff.log"]
+
+
+@pytest.mark.parametrize("hand_in", ["log_reprod", "examples/resnet18/log_reprod"])
+def test_the_committed_hand_ins_recheck_green_by_the_librarys_command(hand_in, capsys):
+    """The reviewer's command judges our own hand-ins as it judges a contestant's: every pair and every log."""
+    assert cli.check(paths.ROOT / hand_in) == 0, capsys.readouterr().out
+    assert "RED" not in capsys.readouterr().out

@@ -164,11 +164,12 @@ def read_verdict(path) -> dict:
 DIAGNOSTICS = "diagnostics"  # log_reprod/ subfolder: everything that is not one of the guide's pairs
 
 
-def hand_in(*files, top, data=None, diagnostics=()):
+def hand_in(*files, top, data=None, data_from=None, diagnostics=()):
     """Copy a check's files into the hand-in folder `top` (a log_reprod/): the pair and its diff log at the top (the guide's layout,
     what reprod_log's ReprodDiffHelper reads), and into log_reprod/diagnostics/ the check's JSON verdict,
     each .npy's run record, and `diagnostics` (curves, statistics, plots). data={name: dict} writes those
-    pairs (e.g. a subset of keys) at the top instead of copying them. Every .npy's run record goes along."""
+    pairs (e.g. a subset of keys) at the top instead of copying them, each bound to its full result's record in
+    the folder data_from (default: the first file's). Every .npy's run record goes along."""
     top = Path(top)
     for f in map(Path, files):  # every source before the first write: nothing half handed in
         require(f, "judge the pair first (its check writes it)")
@@ -182,7 +183,7 @@ def hand_in(*files, top, data=None, diagnostics=()):
     for name, arrays in (data or {}).items():
         save_npy(top / name, arrays)
         # the record of the full result, bound to the keys handed in
-        record.save_derived(Path(files[0]).with_name(name), top / name, below / record.path_for(name).name)
+        record.save_derived(Path(data_from or Path(files[0]).parent) / name, top / name, below / record.path_for(name).name)
     extra += [record.path_for(f) for f in map(Path, [*files, *diagnostics]) if f.suffix == ".npy"]
     for f in map(Path, extra):
         if f.is_file():

@@ -14,7 +14,7 @@ import numpy as np
 from bert_sst2 import diagnose, keys, paths, steps, tolerances
 from portcheck import diff, record, report, same_run
 from portcheck.errors import run_main
-from portcheck.fileio import save_npy
+from portcheck.fileio import load_npy, save_npy
 
 RUN = {pair.name: pair.how() for pair in steps.bert_step(4).pairs}
 BP_FLAGS = ("loss", "grad", "update")  # --<kind>_threshold / --<kind>_rtol, one per keys.BP_FAMILIES
@@ -62,6 +62,24 @@ def bp_report(result, torch_data, paddle_data, full_table=False, n=5):
             f"{float(torch_data[k].reshape(-1)[0]):.7f}/{float(paddle_data[k].reshape(-1)[0]):.7f}" for k in losses))
 
 
+ALL_KEYS = "_all_keys_diff.log"  # diagnostics/bp_align_all_keys_diff.log: Step 4's log, every gradient's diff
+
+
+def handed_in_log(top, name: str, tols: dict, loosened=()) -> diff.CheckResult:
+    """<top>/<name>_diff.log judged from the handed-in pair itself (losses and updates; the gradients are in
+    diagnostics/), so that the log states exactly the keys a reviewer can re-derive from the files beside it."""
+    spec, below = tolerances.PAIRS[name], top / report.DIAGNOSTICS
+    files = [top / f"{name}_{side}.npy" for side in diff.SIDES]
+    result = diff.compare(*(load_npy(f) for f in files), tols, spec.default, name=name)
+    result.loosened = list(loosened)
+    passed, detail = record.same_run(*files, tuple(below / record.path_for(f).name for f in files))
+    result.findings.insert(0, diff.Finding("same run", bool(passed), detail))
+    result.notes.append(f"every key's diff, the gradients' with them: {report.DIAGNOSTICS}/{name}{ALL_KEYS}")
+    log = report.write(result, top / f"{name}_diff.log", verdict=False)
+    report.write_verdict(result, below / report.verdict_path(log).name)
+    return result
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, allow_abbrev=False)
     for kind, tol in zip(BP_FLAGS, (tolerances.BP_LOSS, tolerances.BP_GRAD, tolerances.BP_UPDATE)):
@@ -103,7 +121,11 @@ def main():
         same_run.check(result, d / f"{name}_torch.npy", d / f"{name}_paddle.npy")
         report.write(result, d / f"{name}_diff.log")
         if hand_in:
-            report.hand_in(d / f"{name}_diff.log", top=paths.log_reprod(), data=hand_in, diagnostics=stats)
+            top = paths.log_reprod()
+            report.hand_in(top=top, data=hand_in, data_from=d, diagnostics=stats)
+            # every key's diff stays with the gradients' statistics; the log beside the pair is the pair's own
+            report.copy_if_changed(d / f"{name}_diff.log", top / report.DIAGNOSTICS / f"{name}{ALL_KEYS}")
+            handed_in_log(top, name, bp_tols, loosened)
         else:
             report.hand_in(d / f"{name}_torch.npy", d / f"{name}_paddle.npy", d / f"{name}_diff.log", top=paths.log_reprod())
         passed[name] = result.passed
