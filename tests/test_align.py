@@ -186,7 +186,7 @@ def test_planted_bugs_are_named_at_their_module(plant, where):
 
 def test_refusals_name_the_module():
     pt, pd = pair()
-    with pytest.raises(PipelineError, match="block.conv .*no counterpart 'block.conv'"):
+    with pytest.raises(PipelineError, match="no counterpart in the Paddle model: block.conv .*-> 'block.conv'"):
         convert(pt, pd)  # without the name map, block is not body
     pt.extra = Scale()
     with pytest.raises(PipelineError, match=r"torch module extra is a Scale.*pass layouts=\{'Scale': 'same'\}"):

@@ -8,6 +8,7 @@ portcheck/calibrated.py: a multiple of torch's own fp32 error, measured by a flo
 that takes the same steps with the same optimizer and scheduler.
 """
 import copy
+import numbers
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -80,6 +81,9 @@ def _lr(optimizer):
     return optimizer.get_lr()
 
 
+MAX_STEPS = 1000  # the guide's bp_align compares a few steps; every step's state is held in memory
+
+
 def compare_backward(torch_model, paddle_model, inputs, targets, loss, optimizer, scheduler=None, steps=1,
                      name_map=None, layouts=None) -> BackwardReport:
     """Train both models `steps` steps on the same batch and compare them: record_backward on each side,
@@ -105,6 +109,9 @@ def record_backward(model, inputs, targets, loss, optimizer, scheduler=None, ste
     was given). A torch model's tensors are keyed by torch's names in Paddle's layout, and a float64 copy of it
     takes the same steps (keys prefixed "f64:"); a Paddle model's by its own names. Train or eval mode is the
     caller's (BatchNorm's batch statistics and running-stat updates are compared in train mode)."""
+    if isinstance(steps, bool) or not isinstance(steps, numbers.Integral) or not 1 <= steps <= MAX_STEPS:
+        raise PipelineError(f"steps={steps!r}: give a whole number of optimizer steps from 1 to {MAX_STEPS} "
+                            "(each step is recorded in memory, on both sides and in float64)")
     if is_torch(model):
         import torch
         layouts = torch_layouts(model, layouts)
@@ -141,7 +148,7 @@ def _train(model, inputs, targets, loss, make_optimizer, make_scheduler, steps, 
     recorder = _Recorder()
     handles = [register(layer)(recorder.hook(name or ROOT)) for name, layer, register in hooks(model)]
     for step in range(steps):
-        value = loss(call(model, inputs, to_tensor), to_tensor(np.asarray(targets)))
+        value = loss(call(model, inputs, to_tensor), to_tensor(np.array(targets)))
         for h in handles:
             h.remove()
         handles = []
@@ -224,6 +231,8 @@ def judge_backward(torch_record: dict, paddle_record: dict, name_map=None) -> Ba
     loss, lr and tensor (portcheck/calibrated.py). BatchNorm's running variance in train mode is judged after the
     by-design rule (_biased_variance)."""
     if not any(k.startswith(F64 + "grad/") for k in torch_record):
+        if any(k.startswith(F64 + "grad/") for k in paddle_record):
+            raise PipelineError("the records are swapped: pass the torch record first, then the Paddle one")
         raise PipelineError("the torch record holds no gradients with their float64 run: write it with "
                             "align.record_backward(torch_model, ...)")
     mapped = resolve(name_map)

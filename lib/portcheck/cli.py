@@ -147,7 +147,17 @@ def check(folder, overrides: dict = None, strict: bool = False) -> int:
         red += judge_pair(folder, name, files, overrides or {}, strict)
     for path in found["unpaired"]:
         print(report.one_line(f"unpaired: {path.relative_to(folder)} has no twin of the other framework"))
-    missing = [p for p in tolerances.GUIDE if p not in {n.rsplit("/", 1)[-1] for n in pairs}]
+    for what in found["unread"]:  # a pair there was never judged: the folder is not green
+        print(report.one_line(f"RED: not all of the folder was read: {what}; hand in a folder of the pairs alone"))
+    red += bool(found["unread"])
+    names = {n.rsplit("/", 1)[-1] for n in pairs}
+    below = folder / DIAGNOSTICS
+    judged = sorted(f.name.removesuffix("_diff.json") for f in below.glob("*_diff.json")) if below.is_dir() else []
+    for name in (n for n in judged if n not in names):  # its writer judged it: the hand-in lists it
+        print(report.one_line(f"{name}: RED | judged ({DIAGNOSTICS}/{name}_diff.json) but its pair is not in the "
+                              "folder: hand in its _torch.npy and _paddle.npy"))
+        red += 1
+    missing = [p for p in tolerances.GUIDE if p not in names | set(judged)]
     if missing:
         print(f"not handed in: {', '.join(missing)}")
     return red
@@ -158,7 +168,7 @@ def pair(torch_npy: Path, paddle_npy: Path, threshold=None, strict: bool = False
     write); the exit code."""
     if threshold is not None and not (math.isfinite(threshold) and threshold >= 0):
         raise PipelineError(f"--threshold must be a finite number >= 0, got {threshold}")
-    if torch_npy.resolve() == paddle_npy.resolve():
+    if torch_npy.absolute() == paddle_npy.absolute():  # a link or a copy is judged red below (record.copied)
         raise PipelineError(f"{torch_npy} given as both sides: pass the torch file, then the Paddle file")
     name = torch_npy.name.removesuffix(".npy").removesuffix("_torch")
     threshold = threshold if threshold is not None else tolerances.guide_threshold(name)

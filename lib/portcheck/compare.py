@@ -9,6 +9,7 @@ import numpy as np
 
 from portcheck import calibrated
 from portcheck.calibrated import measure
+from portcheck.convert import check_models
 from portcheck.errors import PipelineError
 from portcheck.names import resolve
 from portcheck.report import format_table
@@ -178,11 +179,13 @@ def record_value(model, inputs, fn) -> dict:
 def call(model, inputs, to_tensor):
     """model(inputs) with numpy inputs turned into the framework's tensors: an array (one argument), a
     tuple or list (positional arguments) or a dict (keyword arguments)."""
+    # np.array copies: torch.from_numpy shares memory, and a forward that changes its input in place must
+    # change neither the caller's array nor the other side's input
     if isinstance(inputs, dict):
-        return model(**{k: to_tensor(np.asarray(v)) for k, v in inputs.items()})
+        return model(**{k: to_tensor(np.array(v)) for k, v in inputs.items()})
     if isinstance(inputs, (tuple, list)):
-        return model(*[to_tensor(np.asarray(v)) for v in inputs])
-    return model(to_tensor(np.asarray(inputs)))
+        return model(*[to_tensor(np.array(v)) for v in inputs])
+    return model(to_tensor(np.array(inputs)))
 
 
 def _float64(inputs):
@@ -209,6 +212,7 @@ def compare_forward(torch_model, paddle_model, inputs, name_map=None) -> Forward
     float64 on a copy; hold every module output of the Paddle model to the torch one's own fp32 error.
     record_forward on each side, then judge_forward: the same two calls a pt_/pd_ script pair and its
     check make. Returns a ForwardReport: .rows, .passed, .first_diverging, .table()."""
+    check_models(torch_model, paddle_model)
     return judge_forward(record_forward(torch_model, inputs), record_forward(paddle_model, inputs), name_map)
 
 
@@ -224,8 +228,10 @@ def judge_forward(torch_record: dict, paddle_record: dict, name_map=None,
     mapped = resolve(name_map)
     outs = [k for k in torch_record if k.startswith("out/")]
     if not outs or not any(k.startswith(F64) for k in torch_record):
+        if any(k.startswith(F64) for k in paddle_record):
+            raise PipelineError("the records are swapped: pass the torch record first, then the Paddle one")
         raise PipelineError("the torch record holds no module outputs with their float64 run: write it with "
-                            "align.record_forward(torch_model, inputs)")
+                            "portcheck.record_forward(torch_model, inputs)")
     pairs = {k: _paddle_name(k, mapped) for k in outs}
     report = ForwardReport(unpaired=[k for k in paddle_record if k.startswith("out/")
                                      and k not in {p for _, p in pairs.values()}],

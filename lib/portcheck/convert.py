@@ -137,22 +137,40 @@ def plan(torch_model, paddle_model, name_map=None, layouts=None) -> dict:
     """{torch key: (Paddle key, Tensor, numpy array)} for every parameter and buffer the Paddle model takes,
     with every module's counterpart and type checked; compare_backward maps gradients and updated weights
     through the same rules."""
+    check_models(torch_model, paddle_model)
     mapped = resolve(name_map)
     paddle_layers = dict(paddle_model.named_sublayers(include_self=True))
-    out, checked = {}, set()
+    out, targets, missing = {}, {}, []
     for key, tensor in torch_layouts(torch_model, layouts).items():
-        target = mapped(tensor.module)
-        if tensor.module not in checked:
-            checked.add(tensor.module)
+        if tensor.module not in targets:
+            targets[tensor.module] = target = mapped(tensor.module)
             layer = paddle_layers.get(target)
             if layer is None:
-                raise PipelineError(f"torch module {tensor.module or '(the model)'} ({tensor.module_type}) has no "
-                                    f"counterpart {target!r} in the Paddle model: give a name_map that names it")
-            if tensor.kinds is not None and type(layer).__name__ not in tensor.kinds:
+                missing.append(f"{tensor.module or '(the model)'} ({tensor.module_type}) -> {target!r}")
+            elif tensor.kinds is not None and type(layer).__name__ not in tensor.kinds:
                 raise PipelineError(f"torch {tensor.module} is a {tensor.module_type} but Paddle {target} is a "
                                     f"{type(layer).__name__}: the name map pairs different layers")
         out[key] = (paddle_key(tensor, mapped), tensor, tensor.array)
+    if missing:  # all at once: one run of the map names every module it leaves without a counterpart
+        raise PipelineError(f"{len(missing)} torch module(s) have no counterpart in the Paddle model: "
+                            f"{'; '.join(missing[:12])}{'; ...' if len(missing) > 12 else ''}: "
+                            "give a name_map that names them")
     return out
+
+
+def check_models(torch_model, paddle_model):
+    """One line unless the first is a torch module and the second a Paddle layer (the usual slip: swapped)."""
+    def framework(model):
+        if hasattr(model, "named_sublayers"):
+            return "paddle"
+        return "torch" if hasattr(model, "named_modules") else None
+    given = framework(torch_model), framework(paddle_model)
+    if given == ("paddle", "torch"):
+        raise PipelineError("the models are swapped: pass the torch model first, then the Paddle one")
+    for side, model, want in (("torch_model", torch_model, "torch"), ("paddle_model", paddle_model, "paddle")):
+        if framework(model) != want:
+            raise PipelineError(f"{side} is a {type(model).__name__}, not a "
+                                f"{'torch.nn.Module' if want == 'torch' else 'paddle.nn.Layer'}: pass the model itself")
 
 
 def convert(torch_model, paddle_model, name_map=None, path=None, layouts=None) -> dict:

@@ -28,8 +28,21 @@ class _Budget:
     hundred bytes can describe a list that holds itself a thousand times over, or a thousand arrays that
     share one buffer: each reference is counted as if it were a copy."""
 
+    SHARED = 4  # a key may repeat another's array (the file holds it once): up to 4 x the file in all
+
     def __init__(self, size: int):
         self.size, self.left = size, size
+        self.shared, self.arrays = self.SHARED * size, set()
+
+    def reference(self, array: np.ndarray):
+        """An array met again through the pickle memo is charged its bytes again: every later step (a diff,
+        a float64 copy) handles it once per key."""
+        if id(array) in self.arrays:
+            self.shared -= array.nbytes
+            if self.shared < 0:
+                raise pickle.UnpicklingError(f"arrays shared between keys, counted at every key, need more than "
+                                             f"{self.SHARED} x the file's {self.size} bytes")
+        self.arrays.add(id(array))
 
     def spend(self, n: int, what: str):
         self.left -= n
@@ -96,7 +109,10 @@ def _plain(obj):
     unfolds to, which every later walk of it sees, is at most as many nodes as the file has bytes."""
     _budget.spend(1, "its containers, counted at every reference")
     if isinstance(obj, np.ndarray):
-        return _plain(obj.item()) if obj.dtype.hasobject else np.asarray(obj).view(np.ndarray)
+        if obj.dtype.hasobject:
+            return _plain(obj.item())
+        _budget.reference(obj)
+        return np.asarray(obj).view(np.ndarray)
     if isinstance(obj, dict):
         return {k: _plain(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
@@ -187,18 +203,41 @@ def load_array(path, how: str) -> np.ndarray:
         raise PipelineError(f"{path} is not a plain .npy array ({e}): {remedy(how, 'again')}") from None
 
 
+def linked_component(path):
+    """The first folder on the way to `path` (made absolute, not resolved) that is a symbolic link, or None."""
+    path = Path(path).absolute()
+    here = Path(path.anchor)
+    for part in path.parts[1:-1]:
+        here = here / part
+        if part != ".." and here.is_symlink():
+            return here
+    return None
+
+
+def _target(link: Path) -> str:
+    try:
+        return str(link.resolve(strict=True))
+    except (OSError, RuntimeError):
+        return "it points at nothing"
+
+
 def writable(path, folder: bool = False) -> Path:
     """Pre-flight for an output: raise one line unless `path` can be written as a file (or made a folder)
     without following a link, before any old output is touched. Every write of the pipeline passes here
-    (atomic_write, open_new), so no file is ever written through a symbolic link: a link at a name we
-    write may point at anyone's file. A folder the user names may be a link to a folder; a dangling one
-    or a loop cannot be written."""
+    (atomic_write, open_new), so no file is ever written through a symbolic link, in any component of its
+    path: a link at a name we write, or at a folder on the way (log_reprod/ made a link), may point at
+    anyone's files. A dangling link or a loop cannot be written either."""
     path = Path(path)
     what = "folder" if folder else "file"
     try:
-        if path.is_symlink() and not (folder and path.is_dir()):
+        if path.is_symlink():
             raise PipelineError(f"{path} is a symbolic link{'' if path.exists() else ' to nothing (or a loop)'}; "
                                 f"this pipeline never writes through a link: remove it or choose another {what}")
+        link = linked_component(path)
+        if link is not None:
+            raise PipelineError(f"{link} is a symbolic link{'' if link.exists() else ' to nothing (or a loop)'}, "
+                                f"so {path} would be written through it; this pipeline never writes through a "
+                                f"link: use the real folder ({_target(link)}) or another path")
         if path.exists() and path.is_dir() != folder:
             raise PipelineError(f"{path} is a {'file' if folder else 'folder'}, not a {what}: choose another path")
         if folder and path.is_dir():

@@ -11,9 +11,11 @@ equal dtypes, no key missing on either side, integers exactly equal.
 A contestant's `<pair>_diff.log` (reprod_log's format) is read back and held against the pair: every
 key's logged value must be the recomputed one, so a hand-edited log or one made from other files shows.
 """
+import errno
 import math
 import os
 import re
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -22,7 +24,7 @@ import numpy as np
 from portcheck import calibrated, diff, record, report, tolerances
 from portcheck.compare import F64, ROOT
 from portcheck.errors import PipelineError
-from portcheck.fileio import load_npy, save_npy
+from portcheck.fileio import load_npy, save_npy, shown
 from portcheck.tolerances import Tol
 
 # A logged value is the recomputed one when they agree to float32's printed precision (a numpy of another
@@ -99,8 +101,19 @@ LOG_BYTES = 4 << 20  # a diff log is kilobytes; only its head is read, whatever 
 
 
 def read_log(path) -> str:
-    with open(path, "rb") as f:
-        return f.read(LOG_BYTES).decode("utf-8", errors="replace")
+    """The head of a diff log, read without blocking (a FIFO or a device named *_diff.log is refused, not
+    waited on) and decoded as reprod_log's users write it: UTF-8, else GBK (a Chinese Windows console's)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0))
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file")
+        data = f.read(LOG_BYTES)
+    for encoding in ("utf-8", "gbk"):
+        try:
+            return data.decode(encoding)
+        except UnicodeDecodeError:
+            pass
+    return data.decode("utf-8", errors="replace")
 
 
 def parse_diff_log(text: str) -> dict:
@@ -132,7 +145,7 @@ def held(path, guide: GuideVerdict) -> tuple:
     try:
         logged = parse_diff_log(read_log(path))
     except OSError as e:
-        return {}, [], f"unreadable ({e.strerror})"
+        return {}, [], f"unreadable ({e.strerror or e}): hand in the log reprod_log wrote, as a file"
     return logged, hold_log(logged, guide) if logged else [], ""
 
 
@@ -168,13 +181,17 @@ def find_pairs(folder, max_depth: int = 4, max_files: int = 20000) -> dict:
     """{pair name: {"torch": path, "paddle": path, "log": path or None}} for every <name>_torch.npy with a
     <name>_paddle.npy in a hand-in folder: beside each other, or anywhere in it when the name is unique
     (some hand-ins keep one folder per framework). Links to folders are not followed; a name found in
-    several sub-folders is named by its sub-folder. A side without its twin is listed under "unpaired"."""
-    folder, found, seen = Path(folder), {"torch": {}, "paddle": {}, "log": {}}, 0
-    for root, dirs, files in os.walk(folder, followlinks=False):
+    several sub-folders is named by its sub-folder. A side without its twin is listed under "unpaired", and
+    whatever the walk could not read (a folder unreadable or too deep, too many files) under "unread"."""
+    folder, found, seen, unread = Path(folder), {"torch": {}, "paddle": {}, "log": {}}, 0, []
+    for root, dirs, files in os.walk(folder, followlinks=False,
+                                     onerror=lambda e: unread.append(f"{shown(e.filename, folder)} could not be read ({e.strerror})")):
         if seen > max_files:  # a folder of a million files is not a hand-in: judge what was found first
+            unread.append(f"more than {max_files} files: the rest was not read")
             break
         depth = len(Path(root).relative_to(folder).parts)
-        if depth >= max_depth:
+        if depth >= max_depth and dirs:
+            unread.append(f"{shown(root, folder)}/ holds folders deeper than {max_depth} levels, not read")
             dirs[:] = []
         if depth == 0 and DIAGNOSTICS in dirs and any((folder / DIAGNOSTICS).glob(f"*{record.SUFFIX}")):
             dirs.remove(DIAGNOSTICS)  # a portcheck hand-in's diagnostics/: run records and companions, no pair
@@ -200,7 +217,7 @@ def find_pairs(folder, max_depth: int = 4, max_files: int = 20000) -> dict:
             pairs[key] = {"torch": t, "paddle": twin[0], "log": log}
     paired = {p["paddle"] for p in pairs.values()}
     unpaired += [p for paths in found["paddle"].values() for p in paths if p not in paired]
-    return {"pairs": pairs, "unpaired": unpaired}
+    return {"pairs": pairs, "unpaired": unpaired, "unread": unread}
 
 
 def describe_guide(guide: GuideVerdict) -> str:
@@ -371,13 +388,16 @@ def save_side(folder, pair: str, framework: str, arrays: dict, depends: dict, sc
     return path
 
 
-def judge_and_log(folder, pair: str, threshold: float = None, tables=(), after_steps: bool = False):
+def judge_and_log(folder, pair: str, threshold: float = None, tables=(), after_steps: bool = False, top=None):
     """Judge <folder>/<pair>_{torch,paddle,torch64}.npy and write <pair>_diff.log (tables after the verdict
     line, where reprod_log's readers stop) and the rule it was judged by, <pair>_diff.json, which the hand-in
     checker reads back. threshold: the pair's bound on each key's mean (default: the guide's for a pair it
     names, else reprod_log's 1e-6); after_steps: the keys come after a backward or optimizer steps, so the
-    measured rule allows K_BACKWARD. Returns the MeasuredVerdict."""
+    measured rule allows K_BACKWARD; top: the hand-in folder to copy the judged pair into (hand_in), checked
+    before anything is written. Returns the MeasuredVerdict."""
     folder = Path(folder)
+    if top is not None:
+        report.hand_in_folder(top)
     threshold = tolerances.guide_threshold(pair) if threshold is None else checked_threshold(threshold, "threshold")
     k = calibrated.multiple(after_steps)
     verdict = judge_measured(pair, folder / f"{pair}_torch.npy", folder / f"{pair}_paddle.npy",
@@ -385,6 +405,8 @@ def judge_and_log(folder, pair: str, threshold: float = None, tables=(), after_s
     report.write_messages(verdict.messages() + [(line, False) for line in tables], folder / f"{pair}_diff.log")
     report.write_json({"name": pair, "passed": verdict.passed, "threshold": threshold, "k": k},
                       report.verdict_path(folder / f"{pair}_diff.log"))
+    if top is not None:
+        hand_in(folder, pair, top)
     return verdict
 
 

@@ -14,11 +14,36 @@ def resolve(name_map):
       ([(r"^encoder\\.stages\\.(\\d)\\.", r"layer\\1."), ...]);
     * a callable, used as it is.
     """
+    return _checked(_resolve(name_map))
+
+
+def _checked(fn):
+    """fn, with its failures (the user's own function, a regex replacement) and its non-str answers said in
+    one line naming the module it was asked about."""
+    def mapped(name):
+        try:
+            target = fn(name)
+        except PipelineError:
+            raise
+        except Exception as e:
+            raise PipelineError(f"name_map failed on {name!r}: {type(e).__name__}: {e}") from None
+        if not isinstance(target, str):
+            raise PipelineError(f"name_map gave {type(target).__name__} {target!r} for {name!r}: it must give a "
+                                "Paddle module name (a str)")
+        return target
+    return mapped
+
+
+def _resolve(name_map):
     if name_map is None:
         return lambda name: name
     if callable(name_map):
         return name_map
     if isinstance(name_map, dict):
+        bad = [(k, v) for k, v in name_map.items() if not isinstance(k, str) or not isinstance(v, str)]
+        if bad:
+            raise PipelineError(f"name_map: a dict maps torch name prefixes (str) to Paddle ones (str), got "
+                                f"{bad[0][0]!r}: {bad[0][1]!r}")
         prefixes = sorted(name_map, key=len, reverse=True)
 
         def by_prefix(name):

@@ -18,14 +18,17 @@ before anything else and goes red naming the first field that differs: two resul
 weights, data or flags, or a stale one left by an earlier run, never pass. Results written by a
 contestant's own scripts carry no record; the check then says so in one line and still judges the pair.
 """
+import filecmp
 import hashlib
 import json
+import os
 import time
 from pathlib import Path
 
 import numpy as np
 
 from portcheck.errors import PipelineError
+from portcheck.tolerances import GUIDE
 from portcheck.fileio import atomic_write, load_npy
 
 SUFFIX = ".run.json"
@@ -168,11 +171,34 @@ def bound(side: str, result, record: dict):
     return None
 
 
+def copied(torch_result, paddle_result) -> str:
+    """Why the Paddle file cannot be Paddle's result, or "": it is the torch file (a link, hard or symbolic),
+    or byte for byte its copy while a computed pair of the guide's (forward, loss, bp_align) holds more than
+    scalars: two frameworks' computed floats agree to the bit in a lone loss, not in a tensor of them. Exact
+    and outcome pairs (data, lr, a final accuracy) are equal by design, so a copy cannot be told there."""
+    try:
+        if os.path.samefile(torch_result, paddle_result):
+            return "the Paddle file is the torch file (a link to it): hand in each framework's own result"
+        if not filecmp.cmp(torch_result, paddle_result, shallow=False):
+            return ""
+    except OSError:
+        return ""  # a missing or unreadable file is reported where it is loaded
+    pair = Path(torch_result).name.removesuffix(".npy").removesuffix("_torch")
+    if pair not in GUIDE or GUIDE[pair].kind != "computed":  # data, lr, a final accuracy: equal by design
+        return ""
+    floats = sum(v.size for v in load_npy(torch_result).values() if v.dtype.kind == "f" and v.size > 1)
+    return ("the Paddle file is byte for byte the torch file, computed floats included: a copy, not Paddle's "
+            "result; hand in what the Paddle code wrote") if floats else ""
+
+
 def same_run(torch_result, paddle_result, record_paths=(None, None)):
     """(passed, detail) for the two results' records (beside them, or at record_paths); passed is None
     when neither side has one. Each record must describe its own result and framework (bound)."""
-    if Path(torch_result).resolve() == Path(paddle_result).resolve():
+    if Path(torch_result).absolute() == Path(paddle_result).absolute():
         return False, "one file given as both sides"
+    copy = copied(torch_result, paddle_result)
+    if copy:
+        return False, copy
     records = [load(torch_result, record_paths[0]), load(paddle_result, record_paths[1])]
     if records == [None, None]:
         return None, "no run records (results written outside this pipeline): same run not proven"

@@ -23,7 +23,7 @@ from pathlib import Path
 from portcheck import record
 from portcheck.diff import CheckResult, Finding
 from portcheck.errors import require
-from portcheck.fileio import atomic_write, save_npy
+from portcheck.fileio import atomic_write, save_npy, writable
 
 ECHO_LIMIT = 20  # past this many keys, only the failing ones are echoed to stdout (all go to the log)
 
@@ -170,21 +170,31 @@ def hand_in(*files, top, data=None, data_from=None, diagnostics=()):
     each .npy's run record, and `diagnostics` (curves, statistics, plots). data={name: dict} writes those
     pairs (e.g. a subset of keys) at the top instead of copying them, each bound to its full result's record in
     the folder data_from (default: the first file's). Every .npy's run record goes along."""
-    top = Path(top)
-    for f in map(Path, files):  # every source before the first write: nothing half handed in
+    for f in map(Path, files):  # every source and every target before the first write: nothing half handed in
         require(f, "judge the pair first (its check writes it)")
-    below = top / DIAGNOSTICS
+    below = hand_in_folder(top) / DIAGNOSTICS
+    extra = list(diagnostics) + [verdict_path(f) for f in map(Path, files) if f.name.endswith("_diff.log")]
+    extra += [record.path_for(f) for f in map(Path, [*files, *diagnostics]) if f.suffix == ".npy"]
+    extra = [f for f in map(Path, extra) if f.is_file()]
+    data = data or {}
+    for target in [top / Path(f).name for f in files] + [top / name for name in data] \
+            + [below / record.path_for(name).name for name in data] + [below / f.name for f in extra]:
+        writable(target)
     below.mkdir(parents=True, exist_ok=True)
-    extra = list(diagnostics)
     for f in map(Path, files):
         copy_if_changed(f, top / f.name)
-        if f.name.endswith("_diff.log"):
-            extra.append(verdict_path(f))
-    for name, arrays in (data or {}).items():
+    for name, arrays in data.items():
         save_npy(top / name, arrays)
         # the record of the full result, bound to the keys handed in
         record.save_derived(Path(data_from or Path(files[0]).parent) / name, top / name, below / record.path_for(name).name)
-    extra += [record.path_for(f) for f in map(Path, [*files, *diagnostics]) if f.suffix == ".npy"]
-    for f in map(Path, extra):
-        if f.is_file():
-            copy_if_changed(f, below / f.name)
+    for f in extra:
+        copy_if_changed(f, below / f.name)
+
+
+def hand_in_folder(top) -> Path:
+    """`top` and its diagnostics/ checked as places to write (no link in any component, writable), before a
+    check writes anything: a check script calls it first, so a refusal leaves every earlier result as it was."""
+    top = Path(top)
+    writable(top, folder=True)
+    writable(top / DIAGNOSTICS, folder=True)
+    return top

@@ -31,6 +31,7 @@ def sizes(torch_data, paddle_data) -> list:
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False)
     ap.parse_args()
+    report.hand_in_folder(paths.log_reprod())  # the hand-in folder checked before the first write
     d = paths.step_dir(2)
     # every file first, so a missing one stops before any log is rewritten
     pairs = {p.name: diff.load_pair(d / f"{p.name}_torch.npy", d / f"{p.name}_paddle.npy", how=p.how()) for p in PAIRS}

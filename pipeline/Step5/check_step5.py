@@ -170,6 +170,7 @@ def main():
     ap.add_argument("--weight_table", action="store_true", help="log the per-parameter weight table even when "
                     "no parameter departs")
     args = ap.parse_args()
+    report.hand_in_folder(paths.log_reprod())  # the hand-in folder checked before the first write
     loosened = []  # a flag above the guide's bound: stated in the log, the verdict and SUMMARY.md
     accuracy = tolerances.from_flags(tolerances.ACCURACY, "the accuracy", loosened, args.threshold, mean_too=True)
     d = paths.step_dir(5)

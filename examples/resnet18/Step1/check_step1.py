@@ -37,8 +37,7 @@ def main():
     if report.stopped:  # no logits to hand in: the modules say where the two part
         print("\n".join(tables[1:]))
         sys.exit(1)
-    verdict = handin.judge_and_log(d, "forward", tables=tables)
-    handin.hand_in(d, "forward", resnet.log_reprod())
+    verdict = handin.judge_and_log(d, "forward", tables=tables, top=resnet.log_reprod())
     passed = verdict.passed and report.passed and bool(same)
     print(tables[1])
     sys.exit(0 if passed else 1)

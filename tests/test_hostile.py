@@ -1,0 +1,229 @@
+"""Issue 36's families, each planted where any model's hand-in meets it: writes through a linked folder, reads
+that could hang or blow up, a side that is a copy of the other, a folder not read in full, misleading errors."""
+import os
+import shutil
+import time
+
+import numpy as np
+import pytest
+
+from portcheck import cli, fileio, handin, record
+from portcheck.errors import PipelineError
+from test_library import one_ulp_apart
+
+
+def contestant(folder, name="forward", paddle=None, log=True):
+    """A contestant's pair written with plain np.save (no run records), with reprod_log's diff log."""
+    folder.mkdir(parents=True, exist_ok=True)
+    t = {"logits": np.linspace(-1, 1, 64, dtype=np.float32).reshape(8, 8)}
+    np.save(folder / f"{name}_torch.npy", t)
+    if paddle is not False:
+        np.save(folder / f"{name}_paddle.npy", paddle if paddle is not None else {"logits": t["logits"] + 1e-8})
+    return folder
+
+
+# ------------------------------------------------------------------------ 3. writes through a linked folder
+
+def test_a_hand_in_folder_that_is_a_link_is_refused_before_the_first_write(tmp_path):
+    one_ulp_apart(tmp_path / "step", "loss")
+    foreign = tmp_path / "foreign"
+    foreign.mkdir()
+    (foreign / "loss_diff.log").write_text("theirs")
+    (tmp_path / "log_reprod").symlink_to(foreign)
+    with pytest.raises(PipelineError, match="log_reprod is a symbolic link"):
+        handin.judge_and_log(tmp_path / "step", "loss", top=tmp_path / "log_reprod")
+    assert sorted(p.name for p in foreign.iterdir()) == ["loss_diff.log"]
+    assert (foreign / "loss_diff.log").read_text() == "theirs"
+    assert not (tmp_path / "step" / "loss_diff.log").exists()  # nothing written before the refusal
+
+
+@pytest.mark.parametrize("where", ["log_reprod/diagnostics", "a/b"])
+def test_no_write_goes_through_a_link_in_any_component(tmp_path, where):
+    foreign = tmp_path / "foreign"
+    foreign.mkdir()
+    link = tmp_path / where
+    link.parent.mkdir(parents=True, exist_ok=True)
+    link.symlink_to(foreign)
+    with pytest.raises(PipelineError, match="symbolic link"):
+        fileio.save_npy(link / "x" / "y.npy", {"a": np.zeros(2)})
+    with pytest.raises(PipelineError, match="symbolic link"):
+        fileio.writable(link, folder=True)
+    assert not list(foreign.iterdir())
+    fileio.save_npy(tmp_path / "real" / "y.npy", {"a": np.zeros(2)})  # the clean case writes
+
+
+# ------------------------------------------------------------------------------- 4. hangs and memory
+
+def test_a_fifo_named_as_a_diff_log_is_refused_not_waited_on(tmp_path, capsys):
+    folder = contestant(tmp_path / "hand_in")
+    os.mkfifo(folder / "forward_diff.log")
+    start = time.monotonic()
+    assert cli.check(folder) == 1
+    assert time.monotonic() - start < 30
+    assert "not a regular file" in capsys.readouterr().out
+
+
+def test_arrays_shared_through_the_pickle_memo_count_at_every_key(tmp_path):
+    shared = np.zeros(2000, np.float32)
+    np.save(tmp_path / "memo.npy", {f"k{i}": shared for i in range(20000)})  # 0.2 MB on disk, 160 MB as keys
+    with pytest.raises(PipelineError, match="shared between keys"):
+        fileio.load_npy(tmp_path / "memo.npy")
+    np.save(tmp_path / "twice.npy", {"a": shared, "b": shared})  # one repeat is a hand-in, not an attack
+    assert sorted(fileio.load_npy(tmp_path / "twice.npy")) == ["a", "b"]
+
+
+@pytest.mark.parametrize("steps", [0, -1, 2.5, True, 10 ** 9, "3"])
+def test_steps_out_of_bounds_is_one_line_naming_steps(steps):
+    import torch
+    from portcheck import record_backward
+    model = torch.nn.Linear(2, 1)
+    with pytest.raises(PipelineError, match=r"^steps="):
+        record_backward(model, np.zeros((1, 2), np.float32), np.zeros((1, 1), np.float32),
+                        torch.nn.functional.mse_loss, lambda p: torch.optim.SGD(p, 0.1), steps=steps)
+
+
+def test_a_forward_that_changes_its_input_in_place_changes_neither_the_caller_nor_the_verdict():
+    import paddle
+    import torch
+    from portcheck import compare_forward, convert
+
+    class TorchNet(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = torch.nn.Linear(4, 3)
+
+        def forward(self, x):
+            x.mul_(2)  # in place, on the tensor torch.from_numpy shares with its array
+            return self.fc(x)
+
+    class PaddleNet(paddle.nn.Layer):
+        def __init__(self):
+            super().__init__()
+            self.fc = paddle.nn.Linear(4, 3)
+
+        def forward(self, x):
+            return self.fc(x * 2)
+
+    torch.manual_seed(0)
+    pt, pd = TorchNet().eval(), PaddleNet().eval()
+    pd.set_state_dict(convert(pt, pd))
+    x = np.random.RandomState(0).randn(2, 4).astype(np.float32)
+    before = x.copy()
+    report = compare_forward(pt, pd, x)
+    assert np.array_equal(x, before)
+    assert report.passed, report.table()
+
+
+# --------------------------------------------------------------------------------- 2. one side copied
+
+@pytest.mark.parametrize("how", ["symlink", "hard link", "byte copy"])
+def test_a_paddle_file_that_is_the_torch_file_is_red(tmp_path, how, capsys):
+    folder = contestant(tmp_path / "hand_in", paddle=False)
+    t, p = folder / "forward_torch.npy", folder / "forward_paddle.npy"
+    {"symlink": lambda: p.symlink_to(t.name), "hard link": lambda: os.link(t, p),
+     "byte copy": lambda: shutil.copyfile(t, p)}[how]()
+    assert cli.check(folder) == 1
+    assert "the Paddle file is" in capsys.readouterr().out
+    assert cli.pair(t, p) == 1
+
+
+def test_an_honest_contestant_pair_and_an_exact_pair_equal_to_the_bit_stay_green(tmp_path):
+    folder = contestant(tmp_path / "hand_in")
+    lr = {"lr": np.linspace(0, 1e-3, 100)}  # a schedule: equal to the bit by design
+    np.save(folder / "lr_torch.npy", lr)
+    np.save(folder / "lr_paddle.npy", lr)
+    assert cli.check(folder) == 0
+
+
+# ------------------------------------------------------------------- 1. green with less than the folder
+
+def test_a_red_pair_deeper_than_the_walk_makes_the_folder_red(tmp_path, capsys):
+    folder = contestant(tmp_path / "hand_in")
+    contestant(folder / "a" / "b" / "c" / "d" / "e", name="loss",
+               paddle={"logits": np.ones((8, 8), np.float32)})  # red, and 5 levels down
+    assert cli.check(folder) == 1
+    assert "not all of the folder was read" in capsys.readouterr().out
+
+
+# ------------------------------------------------------------------------------------- 5. Chinese users
+
+def test_an_honest_gbk_diff_log_with_a_chinese_key_is_held_as_written(tmp_path, capsys):
+    folder = tmp_path / "hand_in"
+    folder.mkdir()
+    t = {"损失": np.array([0.5], np.float32)}
+    p = {"损失": np.array([0.5000001], np.float32)}
+    np.save(folder / "loss_torch.npy", t)
+    np.save(folder / "loss_paddle.npy", p)
+    mean = float(np.abs(t["损失"] - p["损失"]).mean())
+    text = (f"[2026/11/24 10:00:00] root INFO: 损失: \n"
+            f"[2026/11/24 10:00:00] root INFO: \tmean diff: check passed: True, value: {mean}, threshold: 1e-06\n"
+            f"[2026/11/24 10:00:00] root INFO: diff check passed\n")
+    (folder / "loss_diff.log").write_bytes(text.encode("gbk"))
+    assert cli.check(folder) == 0, capsys.readouterr().out
+    assert "every logged value is the recomputed one" in capsys.readouterr().out
+
+
+# ------------------------------------------------------------------------------------ 6. one-line errors
+
+def two_nets():
+    import paddle
+    import torch
+    torch.manual_seed(0)
+    pt = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU(), torch.nn.Linear(4, 2), torch.nn.Linear(2, 2))
+    pd = paddle.nn.Sequential(paddle.nn.Linear(4, 4), paddle.nn.ReLU(), paddle.nn.Linear(4, 2), paddle.nn.Linear(2, 2))
+    return pt.eval(), pd.eval()
+
+
+def test_a_name_map_that_misses_modules_names_them_all_at_once():
+    from portcheck import convert
+    pt, pd = two_nets()
+    with pytest.raises(PipelineError, match=r"^3 torch module\(s\) have no counterpart") as e:
+        convert(pt, pd, {"0": "layer0", "2": "layer2", "3": "layer3"})
+    assert all(f"-> 'layer{i}'" in str(e.value) for i in (0, 2, 3))
+
+
+@pytest.mark.parametrize("name_map, says", [
+    ({3: "0"}, "a dict maps torch name prefixes"),
+    ([(r"^(\d)$", r"\2")], "name_map failed on '0': error: invalid group reference"),
+    (lambda name: [name], "name_map gave list"),
+    (lambda name: {"x": "y"}[name], "name_map failed on '0': KeyError"),
+])
+def test_a_name_map_that_fails_is_one_line_naming_the_module(name_map, says):
+    from portcheck import compare_forward, convert
+    pt, pd = two_nets()
+    for call in (lambda: convert(pt, pd, name_map),
+                 lambda: compare_forward(pt, pd, np.zeros((1, 4), np.float32), name_map)):
+        with pytest.raises(PipelineError, match=re_escape(says)):
+            call()
+
+
+def re_escape(text):
+    import re
+    return re.escape(text)
+
+
+def test_swapped_models_and_a_non_model_are_named():
+    from portcheck import compare_backward, compare_forward, convert, judge_forward, record_forward
+    pt, pd = two_nets()
+    x = np.zeros((1, 4), np.float32)
+    for call in (lambda: convert(pd, pt), lambda: compare_forward(pd, pt, x),
+                 lambda: compare_backward(pd, pt, x, x[:, :2], (None, None), (None, None))):
+        with pytest.raises(PipelineError, match="the models are swapped: pass the torch model first"):
+            call()
+    with pytest.raises(PipelineError, match="the records are swapped"):
+        judge_forward(record_forward(pd, x), record_forward(pt, x))
+    with pytest.raises(PipelineError, match="paddle_model is a dict, not a paddle.nn.Layer"):
+        compare_forward(pt, {}, x)
+    assert compare_forward(pt, pd.__class__(*[l for l in pd]), x) is not None  # the clean order runs
+
+
+def test_a_judged_pair_whose_files_are_deleted_is_red(tmp_path, capsys):
+    one_ulp_apart(tmp_path / "step", "mine_a")
+    handin.judge_and_log(tmp_path / "step", "mine_a", threshold=1e-4, top=tmp_path / "log_reprod")
+    one_ulp_apart(tmp_path / "step", "mine_b")
+    handin.judge_and_log(tmp_path / "step", "mine_b", threshold=1e-4, top=tmp_path / "log_reprod")
+    assert cli.check(tmp_path / "log_reprod") == 0
+    for f in (tmp_path / "log_reprod").glob("mine_a_*"):
+        f.unlink()
+    assert cli.check(tmp_path / "log_reprod") == 1
+    assert "mine_a: RED | judged" in capsys.readouterr().out
