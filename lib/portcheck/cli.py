@@ -52,14 +52,28 @@ def threshold_flag(text: str) -> tuple:
 
 
 def declared_rule(folder: Path, name: str) -> tuple:
-    """(threshold, k, problem) the hand-in's writer judged a pair by (diagnostics/<name>_diff.json), or Nones."""
+    """(threshold, k, problem, kind) the hand-in's writer judged a pair by (diagnostics/<name>_diff.json,
+    written by handin.judge_and_log), or Nones: a contestant's pair, or a client's own tuned verdict."""
+    threshold, k, problem = _declared(folder, name)
+    kind, path = None, folder / DIAGNOSTICS / f"{name}_diff.json"
+    if threshold is not None:
+        try:
+            kind = tolerances.kind_of(name, json.loads(handin.read_log(path)).get("kind", "computed"))
+        except PipelineError:
+            problem = f"{path.name} gives a kind the library does not know"
+        if kind and name in tolerances.GUIDE and kind != tolerances.GUIDE[name].kind:  # e.g. no float64 run
+            problem = f"judged as {kind}, but the guide's {name} is {tolerances.GUIDE[name].kind}"
+    return threshold, k, problem, kind
+
+
+def _declared(folder: Path, name: str) -> tuple:
     path = folder / DIAGNOSTICS / f"{name}_diff.json"
     if not path.is_file():
         return None, None, ""
     try:
         data = json.loads(handin.read_log(path))
         threshold, k = data.get("threshold"), data.get("k", calibrated.K)
-    except (ValueError, AttributeError, RecursionError):
+    except (ValueError, AttributeError, RecursionError, OSError):
         return None, None, f"{path.name} is unreadable"
     if threshold is None:  # a verdict written by a client's own tuned check: no rule of the library's in it
         return None, None, ""
@@ -74,7 +88,7 @@ def judge_pair(folder: Path, name: str, files: dict, overrides: dict, strict: bo
     """Print one pair's line (and its diff log's) and return whether it is red."""
     base = name.rsplit("/", 1)[-1]
     below = files["torch"].parent / DIAGNOSTICS
-    threshold, k, problem = declared_rule(files["torch"].parent, base)
+    threshold, k, problem, kind = declared_rule(files["torch"].parent, base)
     guide_own = tolerances.guide_threshold(base)
     if base in overrides:
         threshold = overrides[base]
@@ -92,9 +106,9 @@ def judge_pair(folder: Path, name: str, files: dict, overrides: dict, strict: bo
     exact = below / f"{base}{handin.EXACT}"
     measured = None
     try:
-        if exact.is_file():
+        if exact.is_file() or kind in ("exact", "outcome"):  # written by the library: judged by its kind
             measured = handin.judge_measured(base, files["torch"], files["paddle"], exact, records[:3], threshold,
-                                             k or calibrated.K)
+                                             k or calibrated.K, kind or "computed")
             guide, strict_result, same = measured.guide, measured.strict, measured.same_run
         else:
             guide = handin.guide_verdict(t, p, threshold)

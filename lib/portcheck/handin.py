@@ -280,9 +280,16 @@ class MeasuredVerdict:
     rows: list                 # [calibrated.Row] per key
     strict: diff.CheckResult
     same_run: tuple            # (True, False or None, detail)
+    kind: str = "computed"     # tolerances.KINDS: computed pairs are measured on the model, the others are not
 
     @property
     def measured_passed(self) -> bool:
+        """computed: every key within the rule measured on the model; exact: every value equal; outcome: the
+        task's threshold (the guide's rule), as no float64 run of a training exists."""
+        if self.kind == "exact":
+            return bool(self.guide.keys) and not self.guide.error and all(k.max == 0 for k in self.guide.keys)
+        if self.kind == "outcome":
+            return bool(self.guide.keys) and self.guide.passed
         return bool(self.rows) and all(r.passed for r in self.rows)
 
     @property
@@ -291,6 +298,12 @@ class MeasuredVerdict:
         return self.guide.passed and self.measured_passed and self.same_run[0] is True and not non_finite(self.strict)
 
     def describe_measured(self) -> str:
+        if self.kind != "computed":
+            worst = self.guide.worst()
+            what = (f"exact: every value equal" if self.kind == "exact" else
+                    f"outcome: mean <= the task's {self.guide.threshold:g}, no float64 run of a training")
+            return (f"{self.kind} {'green' if self.measured_passed else 'RED'} ({what}"
+                    + (f"; largest: {worst.key} max {worst.max:.3g}" if worst else "; no keys") + ")")
         bad = [r for r in self.rows if not r.passed]
         worst = bad[0] if bad else max(self.rows, key=lambda r: r.ratio, default=None)
         if worst is None:
@@ -303,6 +316,13 @@ class MeasuredVerdict:
         read), then the verdicts, then one verdict line; [(message, echo to stdout)]."""
         out = []
         guide = {k.key: k for k in self.guide.keys}
+        for g in (self.guide.keys if self.kind != "computed" else ()):
+            bound = 0 if self.kind == "exact" else self.guide.threshold
+            out += [(f"{g.key}: ", True),
+                    (f"\tmean diff: check passed: {g.passed}, value: {g.mean!r}, threshold: "
+                     f"{self.guide.threshold:g} (the guide's rule)", True),
+                    (f"\tmax diff: check passed: {g.max <= bound}, value: {g.max!r}, threshold: {bound:g} "
+                     f"({self.kind})", True)]
         for r in self.rows:
             g = guide.get(r.name)
             out.append((f"{r.name}: ", True))
@@ -323,18 +343,21 @@ class MeasuredVerdict:
 
 
 def judge_measured(name: str, torch_file, paddle_file, exact_file, records=(None, None, None),
-                   threshold: float = None, k: float = calibrated.K) -> MeasuredVerdict:
-    """An align pair from its files: torch, Paddle and torch's float64 run, each with its run record (beside
-    it, or at `records`). The float64 run must be the torch side's own: a torch record bound to its file,
-    depending on what the torch result depends on."""
+                   threshold: float = None, k: float = calibrated.K, kind: str = "computed") -> MeasuredVerdict:
+    """An align pair from its files: torch, Paddle and (a computed pair) torch's float64 run, each with its run
+    record (beside it, or at `records`). The float64 run must be the torch side's own: a torch record bound to
+    its file, depending on what the torch result depends on. An exact or outcome pair has none."""
     threshold = tolerances.guide_threshold(name) if threshold is None else threshold
-    t, p, e = load_npy(torch_file), load_npy(paddle_file), load_npy(exact_file)
+    t, p = load_npy(torch_file), load_npy(paddle_file)
     same = record.same_run(torch_file, paddle_file, records[:2])
-    problem = same[0] and record.twin_problem(torch_file, exact_file, (records[0], records[2]))
-    if problem:
-        same = (False, problem + "; re-run the torch side")
-    return MeasuredVerdict(name, guide_verdict(t, p, threshold), calibrated.judge_pair(t, p, e, threshold, k),
-                           strict_verdict(t, p, threshold, name), same)
+    rows = []
+    if kind == "computed":
+        e = load_npy(exact_file)
+        problem = same[0] and record.twin_problem(torch_file, exact_file, (records[0], records[2]))
+        if problem:
+            same = (False, problem + "; re-run the torch side")
+        rows = calibrated.judge_pair(t, p, e, threshold, k)
+    return MeasuredVerdict(name, guide_verdict(t, p, threshold), rows, strict_verdict(t, p, threshold, name), same, kind)
 
 
 # Writing a hand-in through the library (align's records, any model): what the checker above judges.
@@ -388,22 +411,25 @@ def save_side(folder, pair: str, framework: str, arrays: dict, depends: dict, sc
     return path
 
 
-def judge_and_log(folder, pair: str, threshold: float = None, tables=(), after_steps: bool = False, top=None):
+def judge_and_log(folder, pair: str, threshold: float = None, tables=(), after_steps: bool = False, top=None,
+                  kind: str = None):
     """Judge <folder>/<pair>_{torch,paddle,torch64}.npy and write <pair>_diff.log (tables after the verdict
     line, where reprod_log's readers stop) and the rule it was judged by, <pair>_diff.json, which the hand-in
     checker reads back. threshold: the pair's bound on each key's mean (default: the guide's for a pair it
     names, else reprod_log's 1e-6); after_steps: the keys come after a backward or optimizer steps, so the
-    measured rule allows K_BACKWARD; top: the hand-in folder to copy the judged pair into (hand_in), checked
+    measured rule allows K_BACKWARD; kind: "computed" (a float64 run of the torch side is required), "exact"
+    (data, labels, lr: every value equal) or "outcome" (a training result: the task's threshold, no float64
+    run); default: the guide's for a pair it names, else computed; top: the hand-in folder to copy the judged pair into (hand_in), checked
     before anything is written. Returns the MeasuredVerdict."""
     folder = Path(folder)
     if top is not None:
         report.hand_in_folder(top)
     threshold = tolerances.guide_threshold(pair) if threshold is None else checked_threshold(threshold, "threshold")
-    k = calibrated.multiple(after_steps)
+    k, kind = calibrated.multiple(after_steps), tolerances.kind_of(pair, kind)
     verdict = judge_measured(pair, folder / f"{pair}_torch.npy", folder / f"{pair}_paddle.npy",
-                             folder / f"{pair}{EXACT}", threshold=threshold, k=k)
+                             folder / f"{pair}{EXACT}", threshold=threshold, k=k, kind=kind)
     report.write_messages(verdict.messages() + [(line, False) for line in tables], folder / f"{pair}_diff.log")
-    report.write_json({"name": pair, "passed": verdict.passed, "threshold": threshold, "k": k},
+    report.write_json({"name": pair, "passed": verdict.passed, "threshold": threshold, "k": k, "kind": kind},
                       report.verdict_path(folder / f"{pair}_diff.log"))
     if top is not None:
         hand_in(folder, pair, top)

@@ -65,6 +65,16 @@ GUIDE = {
 }
 
 
+def kind_of(pair: str, kind: str = None) -> str:
+    """A pair's kind: the caller's, else the guide's for a pair it names, else "computed" (the strictest
+    evidence: a float64 run is required)."""
+    if kind is None:
+        return GUIDE[pair].kind if pair in GUIDE else "computed"
+    if kind not in KINDS:
+        raise PipelineError(f"kind={kind!r}: a pair is one of {', '.join(KINDS)}")
+    return kind
+
+
 def guide_threshold(pair: str, overrides: dict = None) -> float:
     """The threshold a pair is judged at: the caller's (overrides), else the guide's, else reprod_log's default."""
     overrides = overrides or {}
