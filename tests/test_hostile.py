@@ -227,3 +227,56 @@ def test_a_judged_pair_whose_files_are_deleted_is_red(tmp_path, capsys):
         f.unlink()
     assert cli.check(tmp_path / "log_reprod") == 1
     assert "mine_a: RED | judged" in capsys.readouterr().out
+
+
+# ------------------------------------------------------------------- 1. compare_forward compares the whole
+
+def output_nets(torch_out, paddle_out):
+    import paddle
+    import torch
+
+    class TorchNet(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = torch.nn.Linear(4, 3)
+
+        def forward(self, x):
+            return torch_out(self.fc(x))
+
+    class PaddleNet(paddle.nn.Layer):
+        def __init__(self):
+            super().__init__()
+            self.fc = paddle.nn.Linear(4, 3)
+
+        def forward(self, x):
+            return paddle_out(self.fc(x))
+
+    from portcheck import convert
+    torch.manual_seed(0)
+    pt, pd = TorchNet().eval(), PaddleNet().eval()
+    pd.set_state_dict(convert(pt, pd))
+    return pt, pd
+
+
+@pytest.mark.parametrize("torch_out, paddle_out, green", [
+    (lambda y: (y, y * 2), lambda y: (y, y * 2), True),
+    (lambda y: (y, y * 2), lambda y: y, False),                 # Paddle drops an output
+    (lambda y: (y, y * 2), lambda y: (y, y * 3), False),        # the second output 1.5x
+    (lambda y: {"a": y, "b": y * 2}, lambda y: (y, y * 200), False),  # a dict against a tuple, 100x
+])
+def test_the_models_outputs_are_compared_whole(torch_out, paddle_out, green):
+    from portcheck import compare_forward
+    pt, pd = output_nets(torch_out, paddle_out)
+    report = compare_forward(pt, pd, np.random.RandomState(0).randn(2, 4).astype(np.float32))
+    assert report.passed == green, report.table()
+
+
+def test_a_comparison_that_paired_nothing_is_red():
+    from portcheck import compare_forward
+    pt, pd = output_nets(lambda y: y, lambda y: y)
+    x = np.random.RandomState(0).randn(2, 4).astype(np.float32)
+    assert compare_forward(pt, pd, x).passed
+    from portcheck import judge_forward, record_forward
+    t, p = record_forward(pt, x), record_forward(pd, x)
+    p = {k.replace("out/", "skip/"): v for k, v in p.items()}  # a Paddle record with no module outputs
+    assert not judge_forward(t, p).passed

@@ -23,7 +23,9 @@ class ForwardReport:
 
     @property
     def passed(self) -> bool:
-        return not self.stopped and all(r.passed for r in self.rows if not r.problem.startswith("no counterpart"))
+        """Every paired module within its rule, and something paired: a report that compared nothing is red."""
+        return not self.stopped and bool(self.paired) and \
+            all(r.passed for r in self.rows if not r.problem.startswith("no counterpart"))
 
     @property
     def first_diverging(self):
@@ -245,14 +247,23 @@ def judge_forward(torch_record: dict, paddle_record: dict, name_map=None,
         if key not in measured:  # the arrays kept with the row: their ids cannot be reused by others
             measured[key] = (measure(name, a, ref, b), a, ref, b)
         return dataclasses.replace(measured[key][0], name=name)
-    first_root = next((k for k in outs if pairs[k][0] == ROOT), None)
+    # the model's own output, flattened to its tensors on each side: paired by name, else in order when both
+    # return as many (a ModelOutput against a tuple), else the first with Paddle's one tensor; any other is a
+    # difference in structure, red: the output a user hands in must be compared whole
+    t_root = [k for k in outs if pairs[k][0] == ROOT]
+    by_order = dict(zip(t_root, p_root)) if len(t_root) == len(p_root) else \
+        ({t_root[0]: p_root[0]} if t_root and len(p_root) == 1 else {})
     for key in outs:
         module, pkey = pairs[key]
         a, ref, b = torch_record[key], torch_record.get(F64 + key), paddle_record.get(pkey)
-        if b is None and key == first_root and len(p_root) == 1:
-            b = paddle_record[p_root[0]]
+        if b is None and key in by_order:
+            b = paddle_record[by_order[key]]
         name = key[len("out/"):]
-        if b is None:
+        if b is None and module == ROOT:
+            row = calibrated.Row(name, tuple(a.shape), *[float("nan")] * 4,
+                                 problem=f"the models' outputs differ in structure: torch returns {len(t_root)} "
+                                         f"tensor(s), Paddle {len(p_root)}; return the same outputs on both sides")
+        elif b is None:
             row = calibrated.Row(name, tuple(a.shape), *[float("nan")] * 4, problem="no counterpart in the Paddle model")
         elif a.dtype != b.dtype:
             row = calibrated.Row(name, tuple(a.shape), *[float("nan")] * 4,
