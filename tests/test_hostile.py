@@ -280,3 +280,12 @@ def test_a_comparison_that_paired_nothing_is_red():
     t, p = record_forward(pt, x), record_forward(pd, x)
     p = {k.replace("out/", "skip/"): v for k, v in p.items()}  # a Paddle record with no module outputs
     assert not judge_forward(t, p).passed
+
+
+@pytest.mark.parametrize("t, p", [({}, {}), ({"x": np.zeros(0, np.float32)}, {"x": np.zeros(0, np.float32)}),
+                                  ({"x": np.zeros((0, 3), np.float32)}, {"x": np.zeros((0, 3), np.float32)})])
+def test_a_pair_that_holds_nothing_to_compare_is_red(tmp_path, t, p):
+    np.save(tmp_path / "forward_torch.npy", t)
+    np.save(tmp_path / "forward_paddle.npy", p)
+    assert not handin.guide_verdict(t, p, 1e-6).passed
+    assert cli.check(tmp_path) == 1

@@ -50,7 +50,8 @@ class GuideVerdict:
 
     @property
     def passed(self) -> bool:
-        return not self.error and all(k.passed for k in self.keys)
+        """Every key within the threshold, and at least one key compared: a pair of empty dicts is red."""
+        return not self.error and bool(self.keys) and all(k.passed for k in self.keys)
 
     def worst(self):
         return max(self.keys, key=lambda k: (k.mean != k.mean, k.mean), default=None)
@@ -73,7 +74,10 @@ def guide_verdict(torch_data: dict, paddle_data: dict, threshold: float) -> Guid
             return verdict
         if not note and a.shape != b.shape and {a.shape, b.shape} != {(), (1,)}:  # a 0-d and a [1] scalar: one scalar
             note = f"broadcast by reprod_log ({a.shape} vs {b.shape})"
-        mean, mx = (float(d.mean()), float(d.max())) if d.size else (0.0, 0.0)
+        if not d.size:  # reprod_log passes an empty array (its mean is NaN): nothing was compared
+            verdict.keys.append(GuideKey(key, float("nan"), float("nan"), False, "empty: nothing compared"))
+            continue
+        mean, mx = float(d.mean()), float(d.max())
         # `mean > threshold` is False for NaN: reprod_log passes a NaN key, the strict verdict does not
         verdict.keys.append(GuideKey(key, mean, mx, not mean > threshold, note or ("NaN passes reprod_log's rule"
                                                                                    if mean != mean else "")))
