@@ -1,5 +1,6 @@
 """Issue 36's families, each planted where any model's hand-in meets it: writes through a linked folder, reads
 that could hang or blow up, a side that is a copy of the other, a folder not read in full, misleading errors."""
+import errno
 import os
 import shutil
 import time
@@ -50,6 +51,63 @@ def test_no_write_goes_through_a_link_in_any_component(tmp_path, where):
         fileio.writable(link, folder=True)
     assert not list(foreign.iterdir())
     fileio.save_npy(tmp_path / "real" / "y.npy", {"a": np.zeros(2)})  # the clean case writes
+
+
+def snapshot(folder):
+    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def test_a_linked_file_among_the_hand_in_targets_is_refused_before_the_first_write(tmp_path):
+    one_ulp_apart(tmp_path / "step", "lr")
+    one_ulp_apart(tmp_path / "step", "bp_align")
+    top = tmp_path / "log_reprod"
+    (top / "diagnostics").mkdir(parents=True)
+    foreign = tmp_path / "theirs.json"
+    foreign.write_text("theirs")
+    (top / "diagnostics" / "bp_align_torch64.run.json").symlink_to(foreign)  # the second pair's last companion
+    before = snapshot(tmp_path / "step")
+    with pytest.raises(PipelineError, match="bp_align_torch64.run.json is a symbolic link"):
+        handin.check_outputs(tmp_path / "step", ["lr", "bp_align"], top)  # what check_step4 calls first
+    with pytest.raises(PipelineError, match="bp_align_torch64.run.json is a symbolic link"):
+        handin.judge_and_log(tmp_path / "step", "bp_align", threshold=1e-4, top=top)
+    assert snapshot(tmp_path / "step") == before and foreign.read_text() == "theirs"
+    assert sorted(p.name for p in top.rglob("*")) == ["bp_align_torch64.run.json", "diagnostics"]
+    (top / "diagnostics" / "bp_align_torch64.run.json").unlink()  # the clean case hands both in
+    handin.check_outputs(tmp_path / "step", ["lr", "bp_align"], top)
+    assert handin.judge_and_log(tmp_path / "step", "bp_align", threshold=1e-4, top=top).passed
+    assert (top / "diagnostics" / "bp_align_torch64.run.json").is_file()
+
+
+def test_a_side_whose_run_record_is_a_link_writes_nothing(tmp_path):
+    foreign = tmp_path / "theirs.json"
+    foreign.write_text("theirs")
+    (tmp_path / "loss_torch64.run.json").symlink_to(foreign)
+    with pytest.raises(PipelineError, match="loss_torch64.run.json is a symbolic link"):
+        handin.save_side(tmp_path, "loss", "torch", {"loss": np.ones(1, np.float32)}, {}, "test",
+                         exact={"loss": np.ones(1)})
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["loss_torch64.run.json", "theirs.json"]
+
+
+@pytest.mark.parametrize("error, where", [(errno.ENOSPC, "write"), (errno.EPERM, "replace")])
+def test_a_full_disk_or_a_refused_rename_is_one_line_and_the_old_file_stays(tmp_path, monkeypatch, error, where):
+    path = tmp_path / "loss_diff.log"
+    path.write_text("the old log")
+
+    def write(tmp):
+        with open(tmp, "w") as f:
+            f.write("half of the new")
+        if where == "write":
+            raise OSError(error, os.strerror(error))
+    if where == "replace":
+        def refused(*_):
+            raise PermissionError(error, os.strerror(error))
+        monkeypatch.setattr(os, "replace", refused)
+    with pytest.raises(PipelineError, match=rf"^{re_escape(str(path))} could not be written \({os.strerror(error)}\)"):
+        fileio.atomic_write(path, write)
+    monkeypatch.undo()
+    assert path.read_text() == "the old log" and [p.name for p in tmp_path.iterdir()] == ["loss_diff.log"]
+    fileio.atomic_write(path, lambda tmp: open(tmp, "w").write("the new log"))  # the clean case replaces it
+    assert path.read_text() == "the new log"
 
 
 # ------------------------------------------------------------------------------- 4. hangs and memory

@@ -272,6 +272,9 @@ def atomic_write(path, write):
         os.chmod(tmp, 0o644)  # mkstemp makes 0600; results are meant to be shared
         writable(path)  # what was checked before a long write still holds: no link appeared meanwhile
         os.replace(tmp, path)
+    except OSError as e:  # a full disk (ENOSPC), a permission (EPERM): the old file is still whole at path
+        raise PipelineError(f"{path} could not be written ({e.strerror or e}); what was there is left as it was: "
+                            "free space or fix the folder's permissions, then run again") from None
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)

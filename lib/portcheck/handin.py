@@ -24,7 +24,7 @@ import numpy as np
 from portcheck import calibrated, diff, record, report, tolerances
 from portcheck.compare import F64, ROOT
 from portcheck.errors import PipelineError
-from portcheck.fileio import load_npy, save_npy, shown
+from portcheck.fileio import load_npy, save_npy, shown, writable
 from portcheck.tolerances import Tol
 
 # A logged value is the recomputed one when they agree to float32's printed precision (a numpy of another
@@ -407,6 +407,9 @@ def save_side(folder, pair: str, framework: str, arrays: dict, depends: dict, sc
     and its record too. depends: what must be equal on both sides (weights, inputs, flags fingerprints)."""
     folder = Path(folder)
     path = folder / f"{pair}_{framework}.npy"
+    for target in (path, *([folder / f"{pair}{EXACT}"] if exact is not None else [])):  # all before the first write
+        writable(target)
+        writable(record.path_for(target))
     save_npy(path, arrays)
     record.save(path, framework, script, depends)
     if exact is not None:
@@ -426,8 +429,7 @@ def judge_and_log(folder, pair: str, threshold: float = None, tables=(), after_s
     run); default: the guide's for a pair it names, else computed; top: the hand-in folder to copy the judged pair into (hand_in), checked
     before anything is written. Returns the MeasuredVerdict."""
     folder = Path(folder)
-    if top is not None:
-        report.hand_in_folder(top)
+    check_outputs(folder, [pair], top)
     threshold = tolerances.guide_threshold(pair) if threshold is None else checked_threshold(threshold, "threshold")
     k, kind = calibrated.multiple(after_steps), tolerances.kind_of(pair, kind)
     verdict = judge_measured(pair, folder / f"{pair}_torch.npy", folder / f"{pair}_paddle.npy",
@@ -440,9 +442,25 @@ def judge_and_log(folder, pair: str, threshold: float = None, tables=(), after_s
     return verdict
 
 
+def check_outputs(folder, pairs, top=None):
+    """Every file judge_and_log(folder, pair, top=top) writes for each of `pairs`, checked as a place to write
+    (no link in any component, writable) before the first is written: a check that judges several pairs
+    calls it once for all of them first, so a refusal leaves every earlier result as it was."""
+    folder = Path(folder)
+    for pair in pairs:
+        log = folder / f"{pair}_diff.log"
+        writable(log)
+        writable(report.verdict_path(log))
+        if top is not None:
+            report.hand_in_folder(top, *_handed_in(folder, pair), diagnostics=[folder / f"{pair}{EXACT}"])
+
+
+def _handed_in(folder: Path, pair: str) -> tuple:
+    return folder / f"{pair}_torch.npy", folder / f"{pair}_paddle.npy", folder / f"{pair}_diff.log"
+
+
 def hand_in(folder, pair: str, top):
     """Copy a judged pair from a step's folder into a log_reprod/ folder `top`: the pair and its diff log at
     the top, the run records and the float64 run in top/diagnostics/."""
     folder = Path(folder)
-    report.hand_in(folder / f"{pair}_torch.npy", folder / f"{pair}_paddle.npy", folder / f"{pair}_diff.log",
-                   diagnostics=[folder / f"{pair}{EXACT}"], top=top)
+    report.hand_in(*_handed_in(folder, pair), diagnostics=[folder / f"{pair}{EXACT}"], top=top)

@@ -86,7 +86,11 @@ def one_line(message: str) -> str:
 
 
 def write(result: CheckResult, log_path, verdict: bool = True) -> Path:
-    """Print the log, write it to log_path and (verdict) the verdict to log_path's .json sibling."""
+    """Print the log, write it to log_path and (verdict) the verdict to log_path's .json sibling; both places are
+    checked before either is written."""
+    if verdict:
+        writable(log_path)
+        writable(verdict_path(log_path))
     write_messages(log_lines(result), log_path)
     if verdict:
         write_verdict(result, verdict_path(log_path))
@@ -170,16 +174,11 @@ def hand_in(*files, top, data=None, data_from=None, diagnostics=()):
     each .npy's run record, and `diagnostics` (curves, statistics, plots). data={name: dict} writes those
     pairs (e.g. a subset of keys) at the top instead of copying them, each bound to its full result's record in
     the folder data_from (default: the first file's). Every .npy's run record goes along."""
+    top, data = Path(top), data or {}
     for f in map(Path, files):  # every source and every target before the first write: nothing half handed in
         require(f, "judge the pair first (its check writes it)")
-    below = hand_in_folder(top) / DIAGNOSTICS
-    extra = list(diagnostics) + [verdict_path(f) for f in map(Path, files) if f.name.endswith("_diff.log")]
-    extra += [record.path_for(f) for f in map(Path, [*files, *diagnostics]) if f.suffix == ".npy"]
-    extra = [f for f in map(Path, extra) if f.is_file()]
-    data = data or {}
-    for target in [top / Path(f).name for f in files] + [top / name for name in data] \
-            + [below / record.path_for(name).name for name in data] + [below / f.name for f in extra]:
-        writable(target)
+    extra = [f for f in _companions(files, diagnostics) if f.is_file()]
+    below = hand_in_folder(top, *files, data=data, diagnostics=diagnostics) / DIAGNOSTICS
     below.mkdir(parents=True, exist_ok=True)
     for f in map(Path, files):
         copy_if_changed(f, top / f.name)
@@ -191,10 +190,22 @@ def hand_in(*files, top, data=None, data_from=None, diagnostics=()):
         copy_if_changed(f, below / f.name)
 
 
-def hand_in_folder(top) -> Path:
-    """`top` and its diagnostics/ checked as places to write (no link in any component, writable), before a
-    check writes anything: a check script calls it first, so a refusal leaves every earlier result as it was."""
+def _companions(files, diagnostics) -> list:
+    """What goes into diagnostics/ beside a pair: `diagnostics`, each diff log's verdict, each .npy's run record."""
+    files, diagnostics = list(map(Path, files)), list(map(Path, diagnostics))
+    return diagnostics + [verdict_path(f) for f in files if f.name.endswith("_diff.log")] \
+        + [record.path_for(f) for f in files + diagnostics if f.suffix == ".npy"]
+
+
+def hand_in_folder(top, *files, data=(), diagnostics=()) -> Path:
+    """`top`, its diagnostics/ and every file hand_in(*files, data=, diagnostics=) would write there, checked as
+    places to write (no link in any component, writable), before a check writes anything: a check script calls
+    it first, so a refusal leaves every earlier result as it was."""
     top = Path(top)
+    below = top / DIAGNOSTICS
     writable(top, folder=True)
-    writable(top / DIAGNOSTICS, folder=True)
+    writable(below, folder=True)
+    for target in [top / Path(f).name for f in files] + [top / name for name in data] \
+            + [below / record.path_for(name).name for name in data] + [below / f.name for f in _companions(files, diagnostics)]:
+        writable(target)
     return top

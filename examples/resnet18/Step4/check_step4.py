@@ -21,7 +21,6 @@ from examples.resnet18 import resnet
 from portcheck import handin, judge_backward, record
 from portcheck.errors import require, run_main
 from portcheck.fileio import load_npy
-from portcheck.report import hand_in_folder
 
 
 def main():
@@ -38,7 +37,8 @@ def main():
               f"training record: {'passed' if report.passed else 'FAILED'}"
               + (f", the runs part at {where}" if where else ", every module, gradient, statistic and weight within"),
               *report.table().splitlines()]
-    top = hand_in_folder(resnet.log_reprod())  # before the first write: both pairs go there
+    top = resnet.log_reprod()
+    handin.check_outputs(d, ["lr", "bp_align"], top)  # every output of both pairs before the first write
     verdicts = [handin.judge_and_log(d, "lr", top=top),
                 handin.judge_and_log(d, "bp_align", tables=tables, after_steps=True, top=top)]
     print(tables[1])
