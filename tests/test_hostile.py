@@ -3,6 +3,7 @@ that could hang or blow up, a side that is a copy of the other, a folder not rea
 import errno
 import os
 import shutil
+import signal
 import time
 
 import numpy as np
@@ -119,6 +120,46 @@ def test_a_fifo_named_as_a_diff_log_is_refused_not_waited_on(tmp_path, capsys):
     assert cli.check(folder) == 1
     assert time.monotonic() - start < 30
     assert "not a regular file" in capsys.readouterr().out
+
+
+@pytest.fixture
+def no_hang():
+    """A read that would block on a FIFO fails the test in 20 s instead of hanging the suite."""
+    def timeout(*_):
+        raise TimeoutError("blocked on a read")
+    old = signal.signal(signal.SIGALRM, timeout)
+    signal.alarm(20)
+    yield
+    signal.alarm(0)
+    signal.signal(signal.SIGALRM, old)
+
+
+@pytest.mark.parametrize("name", ["mine_paddle.npy", "diagnostics/mine_paddle.run.json",
+                                  "diagnostics/mine_diff.json"])
+def test_a_fifo_named_as_a_result_is_refused_not_waited_on(tmp_path, capsys, no_hang, name):
+    one_ulp_apart(tmp_path / "step", "mine")
+    handin.judge_and_log(tmp_path / "step", "mine", threshold=1e-4, top=tmp_path / "log_reprod")
+    assert cli.check(tmp_path / "log_reprod") == 0, capsys.readouterr().out
+    (tmp_path / "log_reprod" / name).unlink()
+    os.mkfifo(tmp_path / "log_reprod" / name)
+    assert cli.check(tmp_path / "log_reprod") >= 1
+    out = capsys.readouterr().out
+    assert "mine: RED" in out
+    assert {"mine_paddle.npy": "mine_paddle.npy is not a regular file (a FIFO, a device or a socket)",
+            "diagnostics/mine_paddle.run.json": "the paddle result has no run record",
+            "diagnostics/mine_diff.json": "mine_diff.json is unreadable"}[name] in out
+    if name.endswith(".npy"):
+        assert "mine_paddle.npy is not a regular file (a FIFO, a device or a socket)" in out
+        with pytest.raises(PipelineError, match="not a regular file"):
+            fileio.load_npy(tmp_path / "log_reprod" / name)
+
+
+def test_a_fifo_given_as_the_pair_log_is_refused_not_waited_on(tmp_path, no_hang):
+    folder = contestant(tmp_path / "hand_in")
+    os.mkfifo(tmp_path / "my.log")
+    with pytest.raises(PipelineError, match="was not written by this command"):
+        cli.pair(folder / "forward_torch.npy", folder / "forward_paddle.npy", log=tmp_path / "my.log")
+    assert cli.pair(folder / "forward_torch.npy", folder / "forward_paddle.npy", log=tmp_path / "new.log") == 0
 
 
 def test_arrays_shared_through_the_pickle_memo_count_at_every_key(tmp_path):

@@ -27,13 +27,14 @@ bad input, with one line.
 import argparse
 import json
 import math
+import os
 import sys
 from pathlib import Path
 
 from portcheck import calibrated, handin, record, report, same_run, tolerances
 from portcheck.diff import load_pair
 from portcheck.errors import PipelineError, run_main
-from portcheck.fileio import load_npy, writable
+from portcheck.fileio import load_npy, open_regular, writable
 
 DIAGNOSTICS = report.DIAGNOSTICS
 PAIR_SIGNATURE = "written by portcheck pair"  # the mark of a log `pair --log` may overwrite
@@ -68,7 +69,7 @@ def declared_rule(folder: Path, name: str) -> tuple:
 
 def _declared(folder: Path, name: str) -> tuple:
     path = folder / DIAGNOSTICS / f"{name}_diff.json"
-    if not path.is_file():
+    if not os.path.lexists(path):
         return None, None, ""
     try:
         data = json.loads(handin.read_log(path))
@@ -219,7 +220,7 @@ def pair(torch_npy: Path, paddle_npy: Path, threshold=None, strict: bool = False
 
 def _ours(log: Path) -> bool:
     try:
-        with open(log, "rb") as f:
+        with open_regular(log) as f:
             head = f.read(1 << 20)
     except OSError:
         return False

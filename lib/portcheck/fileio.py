@@ -9,9 +9,11 @@
   is refused with one line; its cost (array bytes, containers counted at every shared reference)
   is bounded by the file's size.
 """
+import errno
 import io
 import os
 import pickle
+import stat
 import tempfile
 from pathlib import Path
 
@@ -136,7 +138,8 @@ def load_pickled_arrays(path, how: str):
     """A pickle of plain containers and numeric arrays (paddle.save's .pdparams) without running code."""
     path = require(path, how)
     try:
-        return unpickle_arrays(Path(path).read_bytes())
+        with open_regular(path) as f:
+            return unpickle_arrays(f.read())
     except (ValueError, OSError) as e:
         raise PipelineError(f"{path} is not a file of plain arrays this project wrote ({e}); {remedy(how, 'again')}") from None
 
@@ -160,13 +163,35 @@ def _read_header(f) -> tuple:
     return shape, dtype
 
 
+def open_regular(path, follow: bool = True):
+    """A file opened for reading only if it is a regular file: a FIFO, a device or a socket given a result's
+    name (*.npy, *_diff.log, *.json) is refused, never waited on (O_NONBLOCK: opening a FIFO does not block;
+    then fstat says what it is). follow=False also refuses a symbolic link (O_NOFOLLOW). Raises OSError."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | (0 if follow else getattr(os, "O_NOFOLLOW", 0)))
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise OSError(errno.EINVAL, "not a regular file (a FIFO, a device or a socket)")
+    return os.fdopen(fd, "rb")
+
+
+def _missing(path: Path):
+    """Why a result cannot be read, said before it is opened, or None."""
+    if path.is_dir():
+        return f"{path} is a folder, not a file"
+    if not path.exists():
+        return f"{path} not found"
+    if not path.is_file():
+        return f"{path} is not a regular file (a FIFO, a device or a socket): hand in the file itself"
+    return None
+
+
 def load_npy(path) -> dict:
     """Load a ReprodLogger .npy (a dict of arrays) without executing any code."""
     path = Path(path)
-    if not path.is_file():
-        raise PipelineError(f"{path} is a folder, not a file" if path.is_dir() else f"{path} not found")
+    if _missing(path):
+        raise PipelineError(_missing(path))
     try:
-        with open(path, "rb") as f:
+        with open_regular(path) as f:
             shape, dtype = _read_header(f)
             if not dtype.hasobject:
                 raise ValueError(f"holds a bare {dtype} array of shape {shape}, not a dict of arrays")
@@ -191,7 +216,7 @@ def load_array(path, how: str) -> np.ndarray:
     """A bare .npy array (np.save without pickle), its header checked against the file size first."""
     path = require(path, how)
     try:
-        with open(path, "rb") as f:
+        with open_regular(path) as f:
             shape, dtype = _read_header(f)
             n = 1
             for d in shape:

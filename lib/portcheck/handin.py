@@ -11,11 +11,9 @@ equal dtypes, no key missing on either side, integers exactly equal.
 A contestant's `<pair>_diff.log` (reprod_log's format) is read back and held against the pair: every
 key's logged value must be the recomputed one, so a hand-edited log or one made from other files shows.
 """
-import errno
 import math
 import os
 import re
-import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -24,7 +22,7 @@ import numpy as np
 from portcheck import calibrated, diff, record, report, tolerances
 from portcheck.compare import F64, ROOT
 from portcheck.errors import PipelineError
-from portcheck.fileio import load_npy, save_npy, shown, writable
+from portcheck.fileio import load_npy, open_regular, save_npy, shown, writable
 from portcheck.tolerances import Tol
 
 # A logged value is the recomputed one when they agree to float32's printed precision (a numpy of another
@@ -107,10 +105,7 @@ LOG_BYTES = 4 << 20  # a diff log is kilobytes; only its head is read, whatever 
 def read_log(path) -> str:
     """The head of a diff log, read without blocking (a FIFO or a device named *_diff.log is refused, not
     waited on) and decoded as reprod_log's users write it: UTF-8, else GBK (a Chinese Windows console's)."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0))
-    with os.fdopen(fd, "rb") as f:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise OSError(errno.EINVAL, "not a regular file")
+    with open_regular(path, follow=False) as f:
         data = f.read(LOG_BYTES)
     for encoding in ("utf-8", "gbk"):
         try:

@@ -29,9 +29,10 @@ import numpy as np
 
 from portcheck.errors import PipelineError
 from portcheck.tolerances import GUIDE
-from portcheck.fileio import atomic_write, load_npy
+from portcheck.fileio import atomic_write, load_npy, open_regular
 
 SUFFIX = ".run.json"
+RECORD_BYTES = 1 << 20  # a record is a few hundred bytes; no more than this is read
 
 
 def fingerprint(named_arrays) -> str:
@@ -123,10 +124,14 @@ def load(result, path=None):
     if not path.is_file():
         return None
     try:
-        record = json.loads(path.read_text())
+        with open_regular(path) as f:
+            text = f.read(RECORD_BYTES + 1)
+        if len(text) > RECORD_BYTES:
+            raise ValueError(f"more than {RECORD_BYTES} bytes")
+        record = json.loads(text)
         if not isinstance(record, dict) or not isinstance(record.get("depends"), dict):
             raise ValueError("no 'depends' object")
-    except (ValueError, UnicodeDecodeError, RecursionError) as e:
+    except (ValueError, UnicodeDecodeError, RecursionError, OSError) as e:
         raise PipelineError(f"{path} is not a run record ({e}); re-run the script that writes it") from None
     return record
 

@@ -23,7 +23,7 @@ from pathlib import Path
 from portcheck import record
 from portcheck.diff import CheckResult, Finding
 from portcheck.errors import require
-from portcheck.fileio import atomic_write, save_npy, writable
+from portcheck.fileio import atomic_write, open_regular, save_npy, writable
 
 ECHO_LIMIT = 20  # past this many keys, only the failing ones are echoed to stdout (all go to the log)
 
@@ -162,7 +162,8 @@ def write_json(data: dict, path):
 
 
 def read_verdict(path) -> dict:
-    return json.loads(Path(path).read_text())
+    with open_regular(path) as f:
+        return json.loads(f.read())
 
 
 DIAGNOSTICS = "diagnostics"  # log_reprod/ subfolder: everything that is not one of the guide's pairs
