@@ -1,6 +1,7 @@
 """Issue 36's families, each planted where any model's hand-in meets it: writes through a linked folder, reads
 that could hang or blow up, a side that is a copy of the other, a folder not read in full, misleading errors."""
 import errno
+import json
 import os
 import shutil
 import signal
@@ -126,7 +127,7 @@ def test_a_fifo_named_as_a_diff_log_is_refused_not_waited_on(tmp_path, capsys):
 def no_hang():
     """A read that would block on a FIFO fails the test in 20 s instead of hanging the suite."""
     def timeout(*_):
-        raise TimeoutError("blocked on a read")
+        pytest.fail("blocked on a read")  # not an OSError, which the code under test may catch
     old = signal.signal(signal.SIGALRM, timeout)
     signal.alarm(20)
     yield
@@ -260,6 +261,25 @@ def test_an_honest_gbk_diff_log_with_a_chinese_key_is_held_as_written(tmp_path, 
     (folder / "loss_diff.log").write_bytes(text.encode("gbk"))
     assert cli.check(folder) == 0, capsys.readouterr().out
     assert "every logged value is the recomputed one" in capsys.readouterr().out
+
+
+def test_a_contestants_own_diagnostics_folder_is_theirs_not_ours(tmp_path, capsys):
+    folder = contestant(tmp_path / "hand_in")
+    own = folder / "diagnostics"  # their per-layer dumps and their own tool's JSON, no run record
+    own.mkdir()
+    for i in range(7):
+        (own / f"layer{i}_diff.json").write_text(json.dumps({"name": f"layer{i}", "threshold": 1e-4, "passed": True}))
+    (own / "forward_diff.json").write_text(json.dumps({"name": "forward", "threshold": 1e-3, "max": 2e-8}))
+    contestant(own, name="layer0")
+    assert cli.check(folder) == 0, capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "RED" not in out and "diagnostics/layer0_torch.npy" not in out  # their pair is judged as any other
+    assert out.startswith("forward: green") and "layer0: green" in out
+    one_ulp_apart(tmp_path / "step", "mine")  # ours: diagnostics/ holds run records, and a judged pair is listed
+    handin.judge_and_log(tmp_path / "step", "mine", threshold=1e-4, top=tmp_path / "log_reprod")
+    (tmp_path / "log_reprod" / "diagnostics" / "gone_diff.json").write_text(json.dumps({"name": "gone", "threshold": 1e-4}))
+    assert cli.check(tmp_path / "log_reprod") == 1
+    assert "gone: RED | judged" in capsys.readouterr().out
 
 
 # ------------------------------------------------------------------------------------ 6. one-line errors

@@ -52,44 +52,43 @@ def threshold_flag(text: str) -> tuple:
     return name, number
 
 
-def declared_rule(folder: Path, name: str) -> tuple:
-    """(threshold, k, problem, kind) the hand-in's writer judged a pair by (diagnostics/<name>_diff.json,
-    written by handin.judge_and_log), or Nones: a contestant's pair, or a client's own tuned verdict."""
-    threshold, k, problem = _declared(folder, name)
-    kind, path = None, folder / DIAGNOSTICS / f"{name}_diff.json"
-    if threshold is not None:
-        try:
-            kind = tolerances.kind_of(name, json.loads(handin.read_log(path)).get("kind", "computed"))
-        except PipelineError:
-            problem = f"{path.name} gives a kind the library does not know"
-        if kind and name in tolerances.GUIDE and kind != tolerances.GUIDE[name].kind:  # e.g. no float64 run
-            problem = f"judged as {kind}, but the guide's {name} is {tolerances.GUIDE[name].kind}"
-    return threshold, k, problem, kind
-
-
-def _declared(folder: Path, name: str) -> tuple:
-    path = folder / DIAGNOSTICS / f"{name}_diff.json"
-    if not os.path.lexists(path):
-        return None, None, ""
+def declared_rule(below, name: str) -> tuple:
+    """(threshold, k, problem, kind) the hand-in's writer judged a pair by (<below>/<name>_diff.json, written by
+    handin.judge_and_log into our diagnostics/ folder `below`), or Nones: a contestant's pair (below is None), or
+    a client's own tuned verdict."""
+    if below is None or not os.path.lexists(below / f"{name}_diff.json"):
+        return None, None, "", None
+    path = below / f"{name}_diff.json"
     try:
         data = json.loads(handin.read_log(path))
-        threshold, k = data.get("threshold"), data.get("k", calibrated.K)
+        threshold, k, kind = data.get("threshold"), data.get("k", calibrated.K), data.get("kind", "computed")
     except (ValueError, AttributeError, RecursionError, OSError):
-        return None, None, f"{path.name} is unreadable"
+        return None, None, f"{path.name} is unreadable", None
+    if data.get("name", name) != name:  # the pair's files and verdict replaced by another pair's
+        return None, None, f"{path.name} is the verdict of {report.one_line(repr(data['name']))[:40]}: one pair's " \
+                           "files handed in as another's", None
     if threshold is None:  # a verdict written by a client's own tuned check: no rule of the library's in it
-        return None, None, ""
+        return None, None, "", None
     if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or not 0 < threshold < math.inf:
-        return None, None, f"{path.name} gives threshold {report.one_line(repr(threshold))[:40]}"
+        return None, None, f"{path.name} gives threshold {report.one_line(repr(threshold))[:40]}", None
     if k not in (calibrated.K, calibrated.K_BACKWARD):
-        return None, None, f"{path.name} gives K {report.one_line(repr(k))[:40]}, not the library's {calibrated.K:g} or {calibrated.K_BACKWARD:g}"
-    return float(threshold), float(k), ""
+        return None, None, (f"{path.name} gives K {report.one_line(repr(k))[:40]}, not the library's "
+                            f"{calibrated.K:g} or {calibrated.K_BACKWARD:g}"), None
+    problem = ""
+    try:
+        kind = tolerances.kind_of(name, kind)
+    except PipelineError:
+        problem, kind = f"{path.name} gives a kind the library does not know", None
+    if kind and name in tolerances.GUIDE and kind != tolerances.GUIDE[name].kind:  # e.g. no float64 run
+        problem = f"judged as {kind}, but the guide's {name} is {tolerances.GUIDE[name].kind}"
+    return float(threshold), float(k), problem, kind
 
 
 def judge_pair(folder: Path, name: str, files: dict, overrides: dict, strict: bool) -> bool:
     """Print one pair's line (and its diff log's) and return whether it is red."""
     base = name.rsplit("/", 1)[-1]
-    below = files["torch"].parent / DIAGNOSTICS
-    threshold, k, problem, kind = declared_rule(files["torch"].parent, base)
+    below = handin.ours(files["torch"].parent)  # None: a contestant's folder, or a diagnostics/ of their own
+    threshold, k, problem, kind = declared_rule(below, base)
     guide_own = tolerances.guide_threshold(base)
     if base in overrides:
         threshold = overrides[base]
@@ -102,12 +101,12 @@ def judge_pair(folder: Path, name: str, files: dict, overrides: dict, strict: bo
     except PipelineError as e:
         print(report.one_line(f"{name}: RED, unreadable ({e})"))
         return True
-    records = [below / f"{base}_{side}{record.SUFFIX}" for side in ("torch", "paddle", "torch64")]
-    records = [r if r.is_file() else None for r in records]
-    exact = below / f"{base}{handin.EXACT}"
+    records = [below / f"{base}_{side}{record.SUFFIX}" if below else None for side in ("torch", "paddle", "torch64")]
+    records = [r if r and r.is_file() else None for r in records]
+    exact = below / f"{base}{handin.EXACT}" if below else None
     measured = None
     try:
-        if exact.is_file() or kind in ("exact", "outcome"):  # written by the library: judged by its kind
+        if (exact and exact.is_file()) or kind in ("exact", "outcome"):  # written by the library: judged by its kind
             measured = handin.judge_measured(base, files["torch"], files["paddle"], exact, records[:3], threshold,
                                              k or calibrated.K, kind or "computed")
             guide, strict_result, same = measured.guide, measured.strict, measured.same_run
@@ -166,8 +165,8 @@ def check(folder, overrides: dict = None, strict: bool = False) -> int:
         print(report.one_line(f"RED: not all of the folder was read: {what}; hand in a folder of the pairs alone"))
     red += bool(found["unread"])
     names = {n.rsplit("/", 1)[-1] for n in pairs}
-    below = folder / DIAGNOSTICS
-    judged = sorted(f.name.removesuffix("_diff.json") for f in below.glob("*_diff.json")) if below.is_dir() else []
+    below = handin.ours(folder)
+    judged = sorted(f.name.removesuffix("_diff.json") for f in below.glob("*_diff.json")) if below else []
     for name in (n for n in judged if n not in names):  # its writer judged it: the hand-in lists it
         print(report.one_line(f"{name}: RED | judged ({DIAGNOSTICS}/{name}_diff.json) but its pair is not in the "
                               "folder: hand in its _torch.npy and _paddle.npy"))

@@ -176,6 +176,18 @@ SUFFIX = {"torch": "_torch.npy", "paddle": "_paddle.npy"}
 DIAGNOSTICS = report.DIAGNOSTICS
 
 
+def ours(folder) -> Path:
+    """folder/diagnostics/ if portcheck wrote it (it holds run records or a float64 run), else None: a contestant's
+    own diagnostics/ folder (their per-layer dumps, their own JSON) is theirs, read as any other sub-folder, never
+    as our verdicts, records or float64 runs."""
+    below = Path(folder) / DIAGNOSTICS
+    try:
+        with os.scandir(below) as entries:
+            return below if any(e.name.endswith((record.SUFFIX, EXACT)) for e in entries) else None
+    except OSError:  # none, a file, unreadable
+        return None
+
+
 def find_pairs(folder, max_depth: int = 4, max_files: int = 20000) -> dict:
     """{pair name: {"torch": path, "paddle": path, "log": path or None}} for every <name>_torch.npy with a
     <name>_paddle.npy in a hand-in folder: beside each other, or anywhere in it when the name is unique
@@ -192,7 +204,7 @@ def find_pairs(folder, max_depth: int = 4, max_files: int = 20000) -> dict:
         if depth >= max_depth and dirs:
             unread.append(f"{shown(root, folder)}/ holds folders deeper than {max_depth} levels, not read")
             dirs[:] = []
-        if depth == 0 and DIAGNOSTICS in dirs and any((folder / DIAGNOSTICS).glob(f"*{record.SUFFIX}")):
+        if depth == 0 and DIAGNOSTICS in dirs and ours(folder):
             dirs.remove(DIAGNOSTICS)  # a portcheck hand-in's diagnostics/: run records and companions, no pair
         for f in files:
             seen += 1
