@@ -223,8 +223,12 @@ def test_a_paddle_file_that_is_the_torch_file_is_red(tmp_path, how, capsys):
     {"symlink": lambda: p.symlink_to(t.name), "hard link": lambda: os.link(t, p),
      "byte copy": lambda: shutil.copyfile(t, p)}[how]()
     assert cli.check(folder) == 1
-    assert "the Paddle file is" in capsys.readouterr().out
+    line = capsys.readouterr().out.splitlines()[0]
+    assert line.startswith("forward: RED | guide RED (one side is a copy of the other: the Paddle file is")
+    assert "| strict RED (one side is a copy of the other) |" in line
     assert cli.pair(t, p) == 1
+    out = capsys.readouterr().out
+    assert "guide RED (one side is a copy of the other" in out and "strict RED (one side is a copy" in out
 
 
 def test_an_honest_contestant_pair_and_an_exact_pair_equal_to_the_bit_stay_green(tmp_path):
@@ -243,6 +247,61 @@ def test_a_red_pair_deeper_than_the_walk_makes_the_folder_red(tmp_path, capsys):
                paddle={"logits": np.ones((8, 8), np.float32)})  # red, and 5 levels down
     assert cli.check(folder) == 1
     assert "not all of the folder was read" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("where", ["junk", "unreadable"])
+def test_a_red_pair_the_walk_did_not_reach_makes_the_folder_red(tmp_path, capsys, monkeypatch, where):
+    folder = contestant(tmp_path / "hand_in")
+    contestant(folder / "z", name="loss", paddle={"logits": np.ones((8, 8), np.float32)})  # red, read last
+    if where == "junk":
+        for i in range(20001):
+            (folder / f"junk{i:05d}.txt").touch()
+    else:  # root reads any folder: the permission error is planted where os.walk meets it
+        scandir = os.scandir
+
+        def refused(path="."):
+            if os.fspath(path).endswith("/z"):
+                raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), os.fspath(path))
+            return scandir(path)
+        monkeypatch.setattr(os, "scandir", refused)
+    assert cli.check(folder) == 1
+    out = capsys.readouterr().out
+    assert {"junk": "not all of the folder was read: more than 20000 files",
+            "unreadable": "not all of the folder was read: z could not be read (Permission denied)"}[where] in out
+    assert "loss: " not in out  # never judged: the exit is what says so
+
+
+def test_another_pairs_files_in_a_pairs_place_are_red_when_a_record_names_them(tmp_path, capsys):
+    step, top = tmp_path / "step", tmp_path / "log_reprod"
+    for pair in ("mine", "yours"):
+        one_ulp_apart(step, pair)
+        handin.judge_and_log(step, pair, threshold=1e-4, top=top)
+    assert cli.check(top) == 0, capsys.readouterr().out
+    capsys.readouterr()
+    for f in list(top.rglob("yours_*")):  # every file of yours over mine's, but mine's verdict
+        if not f.name.endswith("_diff.json"):
+            shutil.copyfile(f, f.with_name(f.name.replace("yours", "mine")))
+    assert cli.check(top) == 1
+    assert "the torch result mine_torch.npy has the run record of yours_torch.npy" in capsys.readouterr().out
+    shutil.copyfile(top / "diagnostics" / "yours_diff.json", top / "diagnostics" / "mine_diff.json")
+    assert cli.check(top) == 1
+    assert "mine_diff.json is the verdict of 'yours'" in capsys.readouterr().out
+
+
+def test_a_contestants_pair_holding_another_pairs_keys_is_flagged(tmp_path, capsys):
+    folder = tmp_path / "hand_in"
+    folder.mkdir()
+    logits, loss = {"logits": np.linspace(0, 1, 6, dtype=np.float32).reshape(2, 3)}, {"loss": np.ones(1, np.float32)}
+
+    def hand_in(**pairs):
+        for pair, data in pairs.items():
+            np.save(folder / f"{pair}_torch.npy", data)
+            np.save(folder / f"{pair}_paddle.npy", {k: v + np.float32(1e-8) for k, v in data.items()})
+        cli.check(folder)
+        return capsys.readouterr().out
+    assert "flagged: forward holds key 'loss', the name of another pair here" in hand_in(forward=loss, loss=logits)
+    assert "flagged: forward, loss hold the same keys (loss)" in hand_in(forward=loss, loss=loss)
+    assert "flagged" not in hand_in(forward=logits, loss=loss)  # the clean case
 
 
 # ------------------------------------------------------------------------------------- 5. Chinese users
@@ -407,4 +466,13 @@ def test_a_pair_that_holds_nothing_to_compare_is_red(tmp_path, t, p):
     np.save(tmp_path / "forward_torch.npy", t)
     np.save(tmp_path / "forward_paddle.npy", p)
     assert not handin.guide_verdict(t, p, 1e-6).passed
+    assert not handin.strict_verdict(t, p, 1e-6).passed
     assert cli.check(tmp_path) == 1
+
+
+def test_an_empty_batch_compares_nothing_and_is_red():
+    from portcheck import compare_forward
+    pt, pd = output_nets(lambda y: y, lambda y: y)
+    report = compare_forward(pt, pd, np.zeros((0, 4), np.float32))
+    assert not report.passed and "empty: nothing compared" in report.table()
+    assert compare_forward(pt, pd, np.ones((1, 4), np.float32)).passed

@@ -21,6 +21,7 @@ from typing import Optional
 import numpy as np
 
 from portcheck import tolerances
+from portcheck.diff import EMPTY
 
 EPS32 = 2.0 ** -23  # fp32's relative spacing
 K = 16.0            # the measured multiple of torch's own fp32 error in a forward (docs/align.md)
@@ -83,8 +84,9 @@ def measure(name, a, ref, b, mean_bound=None, multiple=K) -> "Row":
         row.problem = f"torch {a.dtype}{list(a.shape)} vs paddle {b.dtype}{list(b.shape)}"
     elif a.dtype.kind == "f" and not (np.isfinite(a).all() and np.isfinite(b).all()):
         row.problem = "NaN or Inf"
-    elif not a.size:
+    elif not a.size:  # an empty batch, an empty array: nothing compared is never a pass
         row.max = row.mean = row.err32 = row.scale = 0.0
+        row.problem = EMPTY
     else:
         a64 = a.astype(np.float64)
         exact = np.asarray(ref, dtype=np.float64) if ref is not None else a64

@@ -84,8 +84,9 @@ def declared_rule(below, name: str) -> tuple:
     return float(threshold), float(k), problem, kind
 
 
-def judge_pair(folder: Path, name: str, files: dict, overrides: dict, strict: bool) -> bool:
-    """Print one pair's line (and its diff log's) and return whether it is red."""
+def judge_pair(folder: Path, name: str, files: dict, overrides: dict, strict: bool) -> tuple:
+    """Print one pair's line (and its diff log's); (whether it is red, its torch side's keys when no run record
+    ties the pair to its run, else None)."""
     base = name.rsplit("/", 1)[-1]
     below = handin.ours(files["torch"].parent)  # None: a contestant's folder, or a diagnostics/ of their own
     threshold, k, problem, kind = declared_rule(below, base)
@@ -100,7 +101,7 @@ def judge_pair(folder: Path, name: str, files: dict, overrides: dict, strict: bo
         t, p = load_npy(files["torch"]), load_npy(files["paddle"])
     except PipelineError as e:
         print(report.one_line(f"{name}: RED, unreadable ({e})"))
-        return True
+        return True, None
     records = [below / f"{base}_{side}{record.SUFFIX}" if below else None for side in ("torch", "paddle", "torch64")]
     records = [r if r and r.is_file() else None for r in records]
     exact = below / f"{base}{handin.EXACT}" if below else None
@@ -117,7 +118,7 @@ def judge_pair(folder: Path, name: str, files: dict, overrides: dict, strict: bo
             same = (same[0], same[1])
     except PipelineError as e:  # a record that is not one, a float64 run that cannot be read
         print(report.one_line(f"{name}: RED ({e})"))
-        return True
+        return True, None
     red = (not guide.passed or bool(handin.non_finite(strict_result)) or same[0] is False
            or (measured is not None and not measured.measured_passed) or bool(problem)
            or (strict and not strict_result.passed))
@@ -133,17 +134,35 @@ def judge_pair(folder: Path, name: str, files: dict, overrides: dict, strict: bo
         else:
             log_line = "no reprod_log diff lines in it"
         red |= bool(mismatches)
-    parts = [f"{name}: {'RED' if red else 'green'}", handin.describe_guide(guide)]
+    copy = record.copied(files["torch"], files["paddle"])  # then same_run is False too: red
+    parts = [f"{name}: {'RED' if red else 'green'}", handin.describe_guide(guide, copy)]
     if measured is not None:
         parts.append(measured.describe_measured())
-    parts.append(handin.describe_strict(strict_result, threshold))
+    parts.append(handin.describe_strict(strict_result, threshold, copy))
     parts.append({True: "same run", False: f"NOT the same run ({same[1]})", None: "same run not proven"}[same[0]])
     if problem:
         parts.append(f"RED: {problem}")
     print(report.one_line(" | ".join(parts)))
     print(report.one_line(f"  {files['log'].name}: {log_line}" if files["log"] is not None
                           else f"  no {base}_diff.log beside it: nothing to hold against"))
-    return red
+    return red, tuple(t) if same[0] is None else None
+
+
+def borrowed(held: dict) -> list:
+    """Flags for pairs whose keys look like another pair's ({pair: its torch keys}, for the pairs no run record
+    ties to their run): pairs holding the same keys, or a key named after another pair of the folder (forward
+    holding 'loss'). Run records and diff logs make such a hand-in red; without them (a contestant's folder)
+    only the keys can say it, and may be wrong."""
+    out, groups, bases = [], {}, {n.rsplit("/", 1)[-1] for n in held}
+    for name, keys in held.items():
+        groups.setdefault(tuple(sorted(keys)), []).append(name)
+        named = [k for k in keys if k in bases and k != name.rsplit("/", 1)[-1]]
+        if named:
+            out.append(f"flagged: {name} holds key {named[0]!r}, the name of another pair here: check each pair's "
+                       "files are its own")
+    out += [f"flagged: {', '.join(names)} hold the same keys ({', '.join(keys[:3])}): check each pair's files are "
+            "its own" for keys, names in groups.items() if len(names) > 1]
+    return out
 
 
 def check(folder, overrides: dict = None, strict: bool = False) -> int:
@@ -157,8 +176,14 @@ def check(folder, overrides: dict = None, strict: bool = False) -> int:
     if not pairs:
         raise PipelineError(f"{report.one_line(str(folder))} holds no <name>_torch.npy with its <name>_paddle.npy: "
                             "pass the folder your reprod_log scripts wrote")
+    held = {}
     for name, files in pairs.items():
-        red += judge_pair(folder, name, files, overrides or {}, strict)
+        is_red, keys = judge_pair(folder, name, files, overrides or {}, strict)
+        red += is_red
+        if keys:
+            held[name] = keys
+    for line in borrowed(held):
+        print(report.one_line(line))
     for path in found["unpaired"]:
         print(report.one_line(f"unpaired: {path.relative_to(folder)} has no twin of the other framework"))
     for what in found["unread"]:  # a pair there was never judged: the folder is not green
@@ -199,8 +224,9 @@ def pair(torch_npy: Path, paddle_npy: Path, threshold=None, strict: bool = False
     result = handin.strict_verdict(torch_data, paddle_data, threshold, name)
     same_run.check(result, torch_npy, paddle_npy)  # results written through portcheck carry run records
     other_run = [f.name for f in result.findings if not f.passed]
+    copy = record.copied(torch_npy, paddle_npy)
     failed = not guide.passed or bool(handin.non_finite(result)) or bool(other_run) or (strict and not result.passed)
-    result.notes[:0] = [handin.describe_guide(guide), handin.describe_strict(result, threshold)]
+    result.notes[:0] = [handin.describe_guide(guide, copy), handin.describe_strict(result, threshold, copy)]
     result.notes.append(f"exit {int(failed)}: " + ("the guide's rule fails" if not guide.passed else
                         "a value is NaN or Inf" if handin.non_finite(result) else
                         f"not the same run ({', '.join(other_run)})" if other_run else

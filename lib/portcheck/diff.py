@@ -26,6 +26,7 @@ from portcheck.fileio import load_npy
 from portcheck.tolerances import Tol
 
 SIDES = ("torch", "paddle")
+EMPTY = "empty: nothing compared"  # an empty array (an empty batch) is never a pass
 
 
 @dataclass
@@ -134,8 +135,9 @@ def compare_key(key, x, y, tol: Tol) -> KeyResult:
         r.scale = float(np.abs(x.astype(np.float64)).max())
         r.mean, r.max = float(diff.mean()), float(diff.max())
         r.relative = r.max / r.scale if r.scale > 0 else (0.0 if r.max == 0 else float("inf"))
-    else:
+    else:  # an empty array: nothing compared is never a pass
         r.mean = r.max = r.relative = r.scale = 0.0
+        r.problems.append(EMPTY)
     r.allowed = r.atol + r.rtol * r.scale
     if x.dtype.kind in "biu" and not r.problems:
         # ids, labels, counts and steps are equal or wrong: exactly, at any threshold

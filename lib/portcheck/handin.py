@@ -73,7 +73,7 @@ def guide_verdict(torch_data: dict, paddle_data: dict, threshold: float) -> Guid
         if not note and a.shape != b.shape and {a.shape, b.shape} != {(), (1,)}:  # a 0-d and a [1] scalar: one scalar
             note = f"broadcast by reprod_log ({a.shape} vs {b.shape})"
         if not d.size:  # reprod_log passes an empty array (its mean is NaN): nothing was compared
-            verdict.keys.append(GuideKey(key, float("nan"), float("nan"), False, "empty: nothing compared"))
+            verdict.keys.append(GuideKey(key, float("nan"), float("nan"), False, diff.EMPTY))
             continue
         mean, mx = float(d.mean()), float(d.max())
         # `mean > threshold` is False for NaN: reprod_log passes a NaN key, the strict verdict does not
@@ -231,9 +231,12 @@ def find_pairs(folder, max_depth: int = 4, max_files: int = 20000) -> dict:
     return {"pairs": pairs, "unpaired": unpaired, "unread": unread}
 
 
-def describe_guide(guide: GuideVerdict) -> str:
-    """'guide green (...)' or 'guide RED (...)': the rule, the worst key and what reprod_log did silently."""
+def describe_guide(guide: GuideVerdict, copy: str = "") -> str:
+    """'guide green (...)' or 'guide RED (...)': the rule, the worst key and what reprod_log did silently; RED
+    whatever the figures when one side is a copy of the other (record.copied: `copy` says how)."""
     rule = f"mean <= {guide.threshold:g}"
+    if copy:
+        return f"guide RED (one side is a copy of the other: {copy})"
     if guide.error:
         return f"guide RED (reprod_log stops: {guide.error})"
     bad = [k for k in guide.keys if not k.passed]
@@ -245,7 +248,9 @@ def describe_guide(guide: GuideVerdict) -> str:
             + (f", and {len(bad) - 1} more" if len(bad) > 1 else "") + ("; " + "; ".join(notes[:2]) if notes else "") + ")")
 
 
-def describe_strict(result: diff.CheckResult, threshold: float) -> str:
+def describe_strict(result: diff.CheckResult, threshold: float, copy: str = "") -> str:
+    if copy:
+        return "strict RED (one side is a copy of the other)"
     failed = result.failed_keys
     if not failed:
         worst = max(result.keys, key=lambda k: k.max, default=None)

@@ -3,11 +3,12 @@
 Every pt_*/pd_* script saves <result>.run.json next to its .npy:
 
     {"framework": "torch", "script": "pipeline/Step1/pt_forward_bert.py", "written": "...",
-     "result": "<sha256>",
+     "file": "forward_torch.npy", "result": "<sha256>",
      "depends": {"weights": "<sha256>", "inputs": "<sha256>", "flags": {...}}}
 
 `result` binds the record to the file it describes (the fingerprint of its arrays; a hand-in that
-keeps some keys of a result, or a result's statistics, gets a record bound to those, save_derived) and `framework` names the
+keeps some keys of a result, or a result's statistics, gets a record bound to those, save_derived), `file`
+names that file (another pair's files and records put in a pair's place show) and `framework` names the
 side. A result copied over the other side's, one file given as both sides, or a record beside a file
 it was not written for never passes.
 
@@ -81,7 +82,7 @@ def result_fingerprint(result) -> str:
 def save(result, framework: str, script: str, depends: dict):
     """Write the record of `result`, the .npy it describes: call it once that file is written."""
     write(path_for(result), {"framework": framework, "script": script, "written": time.strftime("%Y-%m-%d %H:%M:%S"),
-                             "result": result_fingerprint(result), "depends": depends})
+                             "file": Path(result).name, "result": result_fingerprint(result), "depends": depends})
 
 
 def save_derived(source, derived, path=None):
@@ -91,7 +92,8 @@ def save_derived(source, derived, path=None):
     record = load(source)
     if record is not None:
         bound_ = record.get("result") == result_fingerprint(source)
-        write(path or path_for(derived), {**record, "result": result_fingerprint(derived) if bound_ else "(source not bound)"})
+        write(path or path_for(derived), {**record, "file": Path(derived).name,
+                                           "result": result_fingerprint(derived) if bound_ else "(source not bound)"})
 
 
 def write(path, record: dict):
@@ -169,6 +171,9 @@ def bound(side: str, result, record: dict):
     if record.get("framework") != side:
         return (f"the {side} result's run record says it was written by {shown(record.get('framework'))}: "
                 "one framework's result passed as the other's; re-run both sides")
+    if record.get("file", Path(result).name) != Path(result).name:  # older records name no file
+        return (f"the {side} result {Path(result).name} has the run record of {shown(record['file'])}: one pair's "
+                "files handed in as another's; re-run both sides")
     if "result" not in record:
         return f"the {side} result's run record does not fingerprint its result (an older record); re-run both sides"
     if record["result"] != result_fingerprint(result):
