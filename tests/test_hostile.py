@@ -476,3 +476,118 @@ def test_an_empty_batch_compares_nothing_and_is_red():
     report = compare_forward(pt, pd, np.zeros((0, 4), np.float32))
     assert not report.passed and "empty: nothing compared" in report.table()
     assert compare_forward(pt, pd, np.ones((1, 4), np.float32)).passed
+
+
+# ------------------------------------------------------------------- 6. the user's own errors, in one line
+
+class Lookup:
+    """A torch model whose forward raises the user's own KeyError."""
+
+    def __new__(cls):
+        import torch
+
+        class Net(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = torch.nn.Linear(4, 2)
+
+            def forward(self, x):
+                return self.fc({"image": x}["pixels"])
+        return Net()
+
+
+def training(**change):
+    """compare_backward's arguments for two_nets on one batch, with `change` planted."""
+    import paddle
+    import torch
+    pt, pd = two_nets()
+    pd.set_state_dict(__import__("portcheck").convert(pt, pd))
+    args = dict(inputs=np.random.RandomState(0).randn(3, 4).astype(np.float32),
+                targets=np.random.RandomState(1).randn(3, 2).astype(np.float32),
+                loss=(torch.nn.functional.mse_loss, paddle.nn.functional.mse_loss),
+                optimizer=(lambda p: torch.optim.SGD(p, 0.1), lambda p: paddle.optimizer.SGD(0.1, parameters=p)),
+                scheduler=None, steps=2)
+    return pt.train(), pd.train(), {**args, **change}
+
+
+def broken_factory(params):
+    raise ValueError("lr must be given")
+
+
+@pytest.mark.parametrize("change, says", [
+    ({"inputs": np.zeros((3, 4))}, r"^the torch model's forward raised: RuntimeError: mat1 and mat2 must have the same "
+                                   r"dtype.*; check the inputs \(their dtype"),
+    ({"targets": np.zeros(3, np.float32)}, r"^the torch loss raised: RuntimeError: The size of tensor a \(2\) must "
+                                           r"match .*; check targets \(float32\[3\]\) against the model's output "
+                                           r"\(float32\[3, 2\]\)"),
+    ({"loss": (lambda a, b: (a - b) ** 2, lambda a, b: (a - b) ** 2)},
+     r"^the torch loss gave float32\[3, 2\], not a scalar tensor: reduce it"),
+    ({"optimizer": (broken_factory, broken_factory)}, r"^the torch optimizer factory raised: ValueError: lr must be given$"),
+    ({"scheduler": (lambda o: __import__("torch").optim.lr_scheduler.StepLR(o, 1), lambda o: 0.1)},
+     r"^the paddle scheduler factory gave float 0.1, not a scheduler"),
+    ({"inputs": np.zeros((0, 4), np.float32)}, r"^inputs hold an empty batch \(shape \[0, 4\]\)"),
+])
+def test_the_users_own_errors_in_training_are_one_line_naming_where(change, says):
+    from portcheck import compare_backward
+    pt, pd, args = training(**change)
+    with pytest.raises(PipelineError, match=says) as e:
+        compare_backward(pt, pd, **args)
+    assert "\n" not in str(e.value)
+
+
+def test_clean_training_with_a_scheduler_is_green():
+    import paddle
+    import torch
+    from portcheck import compare_backward
+    sched = paddle.optimizer.lr.StepDecay(0.1, 1)
+    pt, pd, args = training(optimizer=(lambda p: torch.optim.SGD(p, 0.1),
+                                       lambda p: paddle.optimizer.SGD(sched, parameters=p)),
+                            scheduler=(lambda o: torch.optim.lr_scheduler.StepLR(o, 1), lambda o: sched))
+    assert compare_backward(pt, pd, **args).passed
+
+
+@pytest.mark.parametrize("inputs, says", [
+    (np.zeros((1, 4)), r"^the torch model stopped before any module returned: RuntimeError: mat1 and mat2 must have "
+                       r"the same dtype"),
+    ({"inp": np.zeros((1, 4), np.float32)}, r"^the torch model stopped before any module returned: TypeError: "
+                                            r".*unexpected keyword argument 'inp'"),
+])
+def test_inputs_the_model_cannot_take_are_said_not_swallowed(inputs, says):
+    from portcheck import compare_forward
+    pt, pd = two_nets()
+    with pytest.raises(PipelineError, match=says):
+        compare_forward(pt, pd, inputs)
+
+
+def test_a_forward_raising_the_users_own_error_and_a_non_model_are_one_line():
+    import paddle
+    from portcheck import compare_forward, record_backward, record_forward, record_value
+    with pytest.raises(PipelineError, match=r"^the torch model stopped before any module returned: KeyError: 'pixels'"):
+        compare_forward(Lookup(), paddle.nn.Linear(4, 2), np.zeros((1, 4), np.float32))
+    x = np.zeros((1, 4), np.float32)
+    for call in (lambda: record_forward({"fc": None}, x), lambda: record_value("model.pt", x, sum),
+                 lambda: record_backward(None, x, x, None, None)):
+        with pytest.raises(PipelineError, match=r"^model is a (dict|str|NoneType), not a torch.nn.Module or a "
+                                                r"paddle.nn.Layer: pass the model itself$"):
+            call()
+
+
+@pytest.mark.parametrize("stdout", ["closed pipe", "/dev/full"])
+def test_a_closed_or_full_stdout_ends_quietly_not_in_a_traceback(tmp_path, stdout):
+    import subprocess
+    import sys
+    folder = contestant(tmp_path / "hand_in")
+    cmd = [sys.executable, "-m", "portcheck", "check", str(folder)]
+    if stdout == "closed pipe":
+        r, w = os.pipe()
+        os.close(r)  # the reader is gone before the first line: `| head -0`
+        proc = subprocess.run(cmd, stdout=w, stderr=subprocess.PIPE, text=True, env=dict(os.environ))
+        os.close(w)
+        assert proc.stderr == ""
+    else:
+        with open("/dev/full", "w") as full:
+            proc = subprocess.run(cmd, stdout=full, stderr=subprocess.PIPE, text=True)
+        assert proc.stderr == "error: stdout could not be written (No space left on device)\n"
+    assert proc.returncode == 141
+    ok = subprocess.run(cmd, capture_output=True, text=True)  # the clean case: the verdict, exit 0
+    assert ok.returncode == 0 and ok.stdout.endswith("every pair green\n") and ok.stderr == ""

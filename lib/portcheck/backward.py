@@ -13,11 +13,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from portcheck.compare import (F64, ROOT, ForwardReport, _float64, _paddle_name, _Recorder, call, is_torch,
-                           judge_forward, measure)
+from portcheck.compare import (F64, INPUTS, ROOT, ForwardReport, _float64, _paddle_name, _Recorder, call,
+                               judge_forward, measure)
 from portcheck import calibrated, tolerances
-from portcheck.convert import RENAMES, plan, torch_layouts
-from portcheck.errors import PipelineError
+from portcheck.convert import RENAMES, framework_of, plan, torch_layouts
+from portcheck.errors import PipelineError, raised_by
 from portcheck.names import resolve
 from portcheck.report import format_table
 
@@ -112,22 +112,27 @@ def record_backward(model, inputs, targets, loss, optimizer, scheduler=None, ste
     if isinstance(steps, bool) or not isinstance(steps, numbers.Integral) or not 1 <= steps <= MAX_STEPS:
         raise PipelineError(f"steps={steps!r}: give a whole number of optimizer steps from 1 to {MAX_STEPS} "
                             "(each step is recorded in memory, on both sides and in float64)")
-    if is_torch(model):
+    empty = [np.shape(v) for v in (inputs.values() if isinstance(inputs, dict) else
+                                   inputs if isinstance(inputs, (tuple, list)) else [inputs]) if not np.size(v)]
+    if empty:
+        raise PipelineError(f"inputs hold an empty batch (shape {list(empty[0])}): a training step on nothing "
+                            "compares nothing; pass at least one example")
+    if framework_of(model) == "torch":
         import torch
         layouts = torch_layouts(model, layouts)
         exact = copy.deepcopy(model).double()  # before any step, and before the counting hooks
-        out = _train(model, inputs, targets, loss, optimizer, scheduler, steps, torch.from_numpy,
+        out = _train("torch", model, inputs, targets, loss, optimizer, scheduler, steps, torch.from_numpy,
                      lambda m: _torch_state(m, layouts), lambda m: _torch_grads(m, layouts), _norm_counter(model),
                      _torch_hooks)
         # a tensor Paddle names otherwise (BatchNorm's statistics, InstanceNorm's scale): its name there, as a key
         out.update({f"{RENAMED}{k}/{t.paddle_name}": np.zeros(0, np.float32) for k, t in layouts.items()
                     if t.paddle_name != t.name})
         out.update({F64 + k: v for k, v in _train(
-            exact, _float64(inputs), targets, loss, optimizer, scheduler, steps, torch.from_numpy,
+            "torch", exact, _float64(inputs), targets, loss, optimizer, scheduler, steps, torch.from_numpy,
             lambda m: _torch_state(m, layouts), lambda m: _torch_grads(m, layouts), lambda: {}, _torch_hooks).items()})
         return out
     import paddle
-    return _train(model, inputs, targets, loss, optimizer, scheduler, steps, paddle.to_tensor,
+    return _train("paddle", model, inputs, targets, loss, optimizer, scheduler, steps, paddle.to_tensor,
                   lambda m: {k: v.numpy() for k, v in m.state_dict().items()}, _paddle_grads, lambda: {}, _paddle_hooks)
 
 
@@ -139,29 +144,49 @@ def _paddle_hooks(model):
     return [(n, m, lambda m: m.register_forward_post_hook) for n, m in model.named_sublayers(include_self=True)]
 
 
-def _train(model, inputs, targets, loss, make_optimizer, make_scheduler, steps, to_tensor, state, grads, norms,
+def _train(side, model, inputs, targets, loss, make_optimizer, make_scheduler, steps, to_tensor, state, grads, norms,
            hooks):
-    opt = make_optimizer(model.parameters())
-    sched = make_scheduler(opt) if make_scheduler else None
+    with raised_by(f"the {side} optimizer factory raised"):
+        opt = make_optimizer(model.parameters())
+    if not hasattr(opt, "step"):
+        raise PipelineError(f"the {side} optimizer factory gave {type(opt).__name__}, not an optimizer: return the "
+                            "optimizer built on the parameters it is given")
+    sched = None
+    if make_scheduler:
+        with raised_by(f"the {side} scheduler factory raised"):
+            sched = make_scheduler(opt)
+        if not callable(getattr(sched, "step", None)):
+            raise PipelineError(f"the {side} scheduler factory gave {type(sched).__name__} {sched!r:.40}, not a "
+                                "scheduler: return the one the optimizer was given (torch: an LRScheduler on it; "
+                                "Paddle: the LRScheduler passed as its learning_rate)")
     out = {f"state0/{k}": v for k, v in state(model).items() if k.rsplit(".", 1)[-1] in STATISTICS}
     # the first forward, every module, in the mode the caller set (train: batch statistics)
     recorder = _Recorder()
     handles = [register(layer)(recorder.hook(name or ROOT)) for name, layer, register in hooks(model)]
     for step in range(steps):
-        value = loss(call(model, inputs, to_tensor), to_tensor(np.array(targets)))
+        with raised_by(f"the {side} model's forward raised", INPUTS):
+            output = call(model, inputs, to_tensor)
         for h in handles:
             h.remove()
         handles = []
-        value.backward()
+        with raised_by(f"the {side} loss raised", f"check targets ({_described(targets)}) against the model's output "
+                       f"({_described(output)})"):
+            value = loss(output, to_tensor(np.array(targets)))
+        if getattr(value, "shape", None) is None or int(np.prod(value.shape)) != 1:
+            raise PipelineError(f"the {side} loss gave {_described(value)}, not a scalar tensor: reduce it (mean or "
+                                "sum) so that one backward can run")
+        with raised_by(f"the {side} backward raised"):
+            value.backward()
         if step == 0:
             out.update(recorder.arrays)
             out.update({f"grad/{k}": g for k, g in grads(model).items()})
         out[f"loss/{step}"] = np.asarray(value.detach().numpy() if hasattr(value, "detach") else value.numpy()).reshape(-1)
         out[f"lr/{step}"] = np.array([_lr(opt)], dtype=np.float64)
-        opt.step()
-        (opt.zero_grad if hasattr(opt, "zero_grad") else opt.clear_grad)()
-        if sched:
-            sched.step()
+        with raised_by(f"the {side} optimizer or scheduler step raised"):
+            opt.step()
+            (opt.zero_grad if hasattr(opt, "zero_grad") else opt.clear_grad)()
+            if sched:
+                sched.step()
         now = state(model)
         out.update({f"state{step + 1}/{k}": v for k, v in now.items() if f"state0/{k}" in out})
         if step == steps - 1:
@@ -170,6 +195,14 @@ def _train(model, inputs, targets, loss, make_optimizer, make_scheduler, steps, 
         h.remove()
     out.update(norms())
     return out
+
+
+def _described(value) -> str:
+    """A tensor, array or anything else as the one line an error shows: float32[2, 3]."""
+    shape, dtype = getattr(value, "shape", None), getattr(value, "dtype", None)
+    if shape is None:
+        return type(value).__name__
+    return f"{str(dtype).replace('torch.', '').replace('paddle.', '')}{list(shape)}"
 
 
 def _torch_state(model, layouts) -> dict:

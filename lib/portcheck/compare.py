@@ -9,8 +9,8 @@ import numpy as np
 
 from portcheck import calibrated
 from portcheck.calibrated import measure
-from portcheck.convert import check_models
-from portcheck.errors import PipelineError
+from portcheck.convert import check_models, framework_of
+from portcheck.errors import PipelineError, first_line, raised_by
 from portcheck.names import resolve
 from portcheck.report import format_table
 
@@ -110,9 +110,8 @@ def _recorded(model, inputs, layers, register, no_grad, to_tensor, prefix="") ->
     try:
         with no_grad():
             call(model, inputs, to_tensor)
-    except (RuntimeError, ValueError, TypeError, IndexError) as e:
-        line = next((x.strip() for x in str(e).splitlines() if x.strip()), type(e).__name__)
-        rec.arrays[f"{prefix}{STOPPED}{type(e).__name__}: {line[:300]}"] = np.zeros(0, dtype=np.float32)
+    except Exception as e:  # noqa: BLE001 - the model's own error (a planted bug, a KeyError of the user's): kept
+        rec.arrays[f"{prefix}{STOPPED}{first_line(e, 300)}"] = np.zeros(0, dtype=np.float32)
     finally:
         for h in handles:
             h.remove()
@@ -141,8 +140,7 @@ def float64(model):
             m._buffers.update(saved)
 
 
-def is_torch(model) -> bool:
-    return hasattr(model, "named_modules") and not hasattr(model, "named_sublayers")
+INPUTS = "check the inputs (their dtype and shape, a dict's names) against the model's forward"
 
 
 def record_forward(model, inputs) -> dict:
@@ -150,7 +148,7 @@ def record_forward(model, inputs) -> dict:
     of numpy arrays in run order (see _Recorder), named by the model's own module names: what a pt_ or pd_
     script saves for a check to judge with judge_forward. A torch model is run a second time in float64 on
     a copy (keys prefixed "f64:"): the yardstick of its own fp32 error. Eval or train mode is the caller's."""
-    if is_torch(model):
+    if framework_of(model) == "torch":
         import torch
         out = _recorded(model, inputs, model.named_modules(), lambda m: m.register_forward_hook, torch.no_grad,
                         torch.from_numpy)
@@ -166,16 +164,23 @@ def record_forward(model, inputs) -> dict:
 def record_value(model, inputs, fn) -> dict:
     """{"value": fn(model(inputs))} as a numpy array, without gradients: a loss, a metric. A torch model is run
     a second time in float64 on a copy ("f64:value"), the yardstick of the value's own fp32 error."""
-    if is_torch(model):
+    side = framework_of(model)
+
+    def value(inputs, to_tensor):
+        with raised_by(f"the {side} model's forward raised", INPUTS):
+            output = call(model, inputs, to_tensor)
+        with raised_by(f"fn (the {side} side) raised"):
+            return np.asarray(fn(output).numpy()).reshape(-1)
+    if side == "torch":
         import torch
         with torch.no_grad():
-            out = {"value": fn(call(model, inputs, torch.from_numpy)).numpy().reshape(-1)}
+            out = {"value": value(inputs, torch.from_numpy)}
             with float64(model):
-                out[F64 + "value"] = fn(call(model, _float64(inputs), torch.from_numpy)).numpy().reshape(-1)
+                out[F64 + "value"] = value(_float64(inputs), torch.from_numpy)
         return out
     import paddle
     with paddle.no_grad():
-        return {"value": fn(call(model, inputs, paddle.to_tensor)).numpy().reshape(-1)}
+        return {"value": value(inputs, paddle.to_tensor)}
 
 
 def call(model, inputs, to_tensor):
@@ -232,6 +237,8 @@ def judge_forward(torch_record: dict, paddle_record: dict, name_map=None,
     if not outs or not any(k.startswith(F64) for k in torch_record):
         if any(k.startswith(F64) for k in paddle_record):
             raise PipelineError("the records are swapped: pass the torch record first, then the Paddle one")
+        if stopped(torch_record):
+            raise PipelineError(f"the torch model stopped before any module returned: {stopped(torch_record)}; {INPUTS}")
         raise PipelineError("the torch record holds no module outputs with their float64 run: write it with "
                             "portcheck.record_forward(torch_model, inputs)")
     pairs = {k: _paddle_name(k, mapped) for k in outs}

@@ -158,12 +158,24 @@ def plan(torch_model, paddle_model, name_map=None, layouts=None) -> dict:
     return out
 
 
+def framework(model):
+    """"torch", "paddle" or None (not a model)."""
+    if hasattr(model, "named_sublayers"):
+        return "paddle"
+    return "torch" if hasattr(model, "named_modules") else None
+
+
+def framework_of(model, what: str = "model") -> str:
+    """A model's framework, or one line naming the argument that is not a model."""
+    side = framework(model)
+    if side is None:
+        raise PipelineError(f"{what} is a {type(model).__name__}, not a torch.nn.Module or a paddle.nn.Layer: "
+                            "pass the model itself")
+    return side
+
+
 def check_models(torch_model, paddle_model):
     """One line unless the first is a torch module and the second a Paddle layer (the usual slip: swapped)."""
-    def framework(model):
-        if hasattr(model, "named_sublayers"):
-            return "paddle"
-        return "torch" if hasattr(model, "named_modules") else None
     given = framework(torch_model), framework(paddle_model)
     if given == ("paddle", "torch"):
         raise PipelineError("the models are swapped: pass the torch model first, then the Paddle one")

@@ -1,9 +1,13 @@
 """How a script fails: a PipelineError is something the user can fix, reported as one line, exit 2;
 Ctrl-C is one line too, exit 130 (the shell's code for a SIGINT)."""
+import contextlib
+import errno
+import os
 import sys
 from pathlib import Path
 
 INTERRUPTED = 130
+STDOUT_GONE = 141  # the shell's code for a process a closed pipe stopped (128 + SIGPIPE)
 
 
 class PipelineError(Exception):
@@ -42,13 +46,47 @@ def first_line(e: BaseException, limit: int = 200) -> str:
     return f"{type(e).__name__}: {lines[0][:limit]}" if lines else type(e).__name__
 
 
-def run_main(main):
-    """Run a script's main(); a PipelineError ends in one line and exit code 2, Ctrl-C in one line and 130."""
+@contextlib.contextmanager
+def raised_by(where: str, hint: str = ""):
+    """Run the user's own code (a model's forward, a loss, an optimizer factory, a name map): whatever it raises
+    becomes one line saying where it came from, with its own first line, and `hint` (what to check)."""
     try:
-        return main()
+        yield
+    except PipelineError:
+        raise
+    except Exception as e:  # noqa: BLE001 - any error of the user's code, said in one line; Ctrl-C passes
+        raise PipelineError(f"{where}: {first_line(e)}" + (f"; {hint}" if hint else "")) from None
+
+
+def run_main(main):
+    """Run a script's main(); a PipelineError ends in one line and exit code 2, Ctrl-C in one line and 130, and
+    a stdout that is gone (a reader that stopped reading: `| head`) or full (/dev/full) ends quietly, STDOUT_GONE."""
+    try:
+        try:
+            return main()
+        finally:
+            sys.stdout.flush()  # a closed or full stdout shows here, not as a traceback at exit
+    except (BrokenPipeError, ConnectionResetError):
+        _stdout_gone("")
+    except OSError as e:
+        if e.errno not in (errno.ENOSPC, errno.EDQUOT, errno.EIO) or e.filename is not None:
+            raise  # a named file's error (the library's own writes raise PipelineErrors)
+        _stdout_gone(f"error: stdout could not be written ({e.strerror})")
     except Interrupted as e:
         fail(str(e), INTERRUPTED)
     except PipelineError as e:
         fail(str(e))
     except KeyboardInterrupt:
         fail("interrupted (Ctrl-C); files already written are complete, run the command again", INTERRUPTED)
+
+
+def _stdout_gone(message: str):
+    """Exit STDOUT_GONE with at most one line on stderr; stdout pointed at /dev/null, so that the interpreter's
+    own flush at exit finds nothing to fail on."""
+    try:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):
+        pass
+    if message:
+        print(message, file=sys.stderr)
+    sys.exit(STDOUT_GONE)

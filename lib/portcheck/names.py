@@ -1,7 +1,7 @@
 """How a torch module's name becomes its Paddle counterpart's: one resolver for every name map form."""
 import re
 
-from portcheck.errors import PipelineError
+from portcheck.errors import PipelineError, raised_by
 
 
 def resolve(name_map):
@@ -21,12 +21,8 @@ def _checked(fn):
     """fn, with its failures (the user's own function, a regex replacement) and its non-str answers said in
     one line naming the module it was asked about."""
     def mapped(name):
-        try:
+        with raised_by(f"name_map failed on {name!r}"):
             target = fn(name)
-        except PipelineError:
-            raise
-        except Exception as e:
-            raise PipelineError(f"name_map failed on {name!r}: {type(e).__name__}: {e}") from None
         if not isinstance(target, str):
             raise PipelineError(f"name_map gave {type(target).__name__} {target!r} for {name!r}: it must give a "
                                 "Paddle module name (a str)")
