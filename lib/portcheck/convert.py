@@ -165,11 +165,11 @@ def framework(model):
     return "torch" if hasattr(model, "named_modules") else None
 
 
-def framework_of(model, what: str = "model") -> str:
-    """A model's framework, or one line naming the argument that is not a model."""
+def framework_of(model) -> str:
+    """A model's framework, or one line saying the `model` given is not one."""
     side = framework(model)
     if side is None:
-        raise PipelineError(f"{what} is a {type(model).__name__}, not a torch.nn.Module or a paddle.nn.Layer: "
+        raise PipelineError(f"model is a {type(model).__name__}, not a torch.nn.Module or a paddle.nn.Layer: "
                             "pass the model itself")
     return side
 

@@ -188,8 +188,9 @@ def _missing(path: Path):
 def load_npy(path) -> dict:
     """Load a ReprodLogger .npy (a dict of arrays) without executing any code."""
     path = Path(path)
-    if _missing(path):
-        raise PipelineError(_missing(path))
+    problem = _missing(path)
+    if problem:
+        raise PipelineError(problem)
     try:
         with open_regular(path) as f:
             shape, dtype = _read_header(f)
