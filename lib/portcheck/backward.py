@@ -13,12 +13,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from portcheck.compare import (F64, ROOT, ForwardReport, _float64, _paddle_name, _Recorder, call, is_torch,
-                           judge_forward, measure)
-from portcheck import calibrated, tolerances
+from portcheck.compare import (F64, ROOT, ForwardReport, _float64, _Recorder, call, hook_points, is_torch,
+                               judge_forward, measure)
+from portcheck import calibrated, pairing, tolerances
 from portcheck.convert import RENAMES, plan, torch_layouts
 from portcheck.errors import PipelineError
-from portcheck.names import resolve
 from portcheck.report import format_table
 
 
@@ -90,13 +89,16 @@ def compare_backward(torch_model, paddle_model, inputs, targets, loss, optimizer
     then judge_backward (the pairs of loss, optimizer and scheduler are (torch, Paddle)). Every module is
     first paired as convert pairs it, with the same refusals. The models are changed by the steps: pass
     copies to keep them."""
-    plan(torch_model, paddle_model, name_map, layouts)
-    t = record_backward(torch_model, inputs, targets, loss[0], optimizer[0], scheduler and scheduler[0], steps, layouts)
+    kinds = {}
+    plan(torch_model, paddle_model, name_map, layouts, inputs, paddle_kinds=kinds)
+    t = record_backward(torch_model, inputs, targets, loss[0], optimizer[0], scheduler and scheduler[0], steps, layouts,
+                        paddle_kinds=kinds)
     p = record_backward(paddle_model, inputs, targets, loss[1], optimizer[1], scheduler and scheduler[1], steps)
     return judge_backward(t, p, name_map)
 
 
-def record_backward(model, inputs, targets, loss, optimizer, scheduler=None, steps=1, layouts=None) -> dict:
+def record_backward(model, inputs, targets, loss, optimizer, scheduler=None, steps=1, layouts=None,
+                    paddle_kinds=None) -> dict:
     """One side's training on one batch, as a flat dict of numpy arrays (what a pt_ or pd_ script saves):
 
         grad/<key>          every parameter's gradient after the first backward
@@ -106,47 +108,40 @@ def record_backward(model, inputs, targets, loss, optimizer, scheduler=None, ste
 
     loss(output, targets) returns a scalar; optimizer(parameters) and scheduler(optimizer) are the user's own
     factories (scheduler stepped after each optimizer step; for Paddle, return the LRScheduler the optimizer
-    was given). A torch model's tensors are keyed by torch's names in Paddle's layout, and a float64 copy of it
-    takes the same steps (keys prefixed "f64:"); a Paddle model's by its own names. Train or eval mode is the
+    was given). A torch model's tensors are keyed by torch's names in Paddle's layout (paddle_kinds: {torch
+    module: the Paddle class it pairs with}, for a layout declared by a Paddle type), and a float64 copy of it
+    takes the same steps (keys prefixed "f64:"); a Paddle model's by its own names. Both carry what pairing
+    reads of each module (mod/ keys). Train or eval mode is the
     caller's (BatchNorm's batch statistics and running-stat updates are compared in train mode)."""
     if isinstance(steps, bool) or not isinstance(steps, numbers.Integral) or not 1 <= steps <= MAX_STEPS:
         raise PipelineError(f"steps={steps!r}: give a whole number of optimizer steps from 1 to {MAX_STEPS} "
                             "(each step is recorded in memory, on both sides and in float64)")
     if is_torch(model):
         import torch
-        layouts = torch_layouts(model, layouts)
+        layouts = torch_layouts(model, layouts, paddle_kinds)
         exact = copy.deepcopy(model).double()  # before any step, and before the counting hooks
         out = _train(model, inputs, targets, loss, optimizer, scheduler, steps, torch.from_numpy,
-                     lambda m: _torch_state(m, layouts), lambda m: _torch_grads(m, layouts), _norm_counter(model),
-                     _torch_hooks)
+                     lambda m: _torch_state(m, layouts), lambda m: _torch_grads(m, layouts), _norm_counter(model))
         # a tensor Paddle names otherwise (BatchNorm's statistics, InstanceNorm's scale): its name there, as a key
         out.update({f"{RENAMED}{k}/{t.paddle_name}": np.zeros(0, np.float32) for k, t in layouts.items()
                     if t.paddle_name != t.name})
         out.update({F64 + k: v for k, v in _train(
             exact, _float64(inputs), targets, loss, optimizer, scheduler, steps, torch.from_numpy,
-            lambda m: _torch_state(m, layouts), lambda m: _torch_grads(m, layouts), lambda: {}, _torch_hooks).items()})
-        return out
+            lambda m: _torch_state(m, layouts), lambda m: _torch_grads(m, layouts), lambda: {}).items()})
+        return {**pairing.describe(model), **out}
     import paddle
-    return _train(model, inputs, targets, loss, optimizer, scheduler, steps, paddle.to_tensor,
-                  lambda m: {k: v.numpy() for k, v in m.state_dict().items()}, _paddle_grads, lambda: {}, _paddle_hooks)
+    return {**pairing.describe(model), **_train(
+        model, inputs, targets, loss, optimizer, scheduler, steps, paddle.to_tensor,
+        lambda m: {k: v.numpy() for k, v in m.state_dict().items()}, _paddle_grads, lambda: {})}
 
 
-def _torch_hooks(model):
-    return [(n, m, lambda m: m.register_forward_hook) for n, m in model.named_modules()]
-
-
-def _paddle_hooks(model):
-    return [(n, m, lambda m: m.register_forward_post_hook) for n, m in model.named_sublayers(include_self=True)]
-
-
-def _train(model, inputs, targets, loss, make_optimizer, make_scheduler, steps, to_tensor, state, grads, norms,
-           hooks):
+def _train(model, inputs, targets, loss, make_optimizer, make_scheduler, steps, to_tensor, state, grads, norms):
     opt = make_optimizer(model.parameters())
     sched = make_scheduler(opt) if make_scheduler else None
     out = {f"state0/{k}": v for k, v in state(model).items() if k.rsplit(".", 1)[-1] in STATISTICS}
     # the first forward, every module, in the mode the caller set (train: batch statistics)
     recorder = _Recorder()
-    handles = [register(layer)(recorder.hook(name or ROOT)) for name, layer, register in hooks(model)]
+    handles = [register(recorder.hook(name)) for name, _, register in hook_points(model)]
     for step in range(steps):
         value = loss(call(model, inputs, to_tensor), to_tensor(np.array(targets)))
         for h in handles:
@@ -216,14 +211,17 @@ RENAMED = "renamed/"  # a torch record's key: renamed/<torch key>/<its Paddle te
 STATISTICS = {*RENAMES, *RENAMES.values()}  # BatchNorm's running statistics, recorded after every step
 
 
-def _counterpart(key: str, mapped, renamed: dict) -> str:
-    """The Paddle record key of a torch record key (<kind>/<torch key>): the module through the name map, the
-    tensor by the name the torch side recorded for it."""
+def _counterpart(key: str, modules: dict, renamed: dict) -> str:
+    """The Paddle record key of a torch record key (<kind>/<torch key>): the module as paired (modules: {torch
+    module: Paddle module}, the models themselves as ROOT), the tensor by the name the torch side recorded for
+    it; "" when its module has no counterpart."""
     kind, _, name = key.partition("/")
     module, _, tensor = name.rpartition(".")
-    target = mapped(module)
+    target = modules.get(module or ROOT)
     tensor = renamed.get(name, tensor)
-    return f"{kind}/{target}.{tensor}" if target else f"{kind}/{tensor}"
+    if target is None:
+        return ""
+    return f"{kind}/{target}.{tensor}" if target != ROOT else f"{kind}/{tensor}"
 
 
 def judge_backward(torch_record: dict, paddle_record: dict, name_map=None) -> BackwardReport:
@@ -235,12 +233,12 @@ def judge_backward(torch_record: dict, paddle_record: dict, name_map=None) -> Ba
             raise PipelineError("the records are swapped: pass the torch record first, then the Paddle one")
         raise PipelineError("the torch record holds no gradients with their float64 run: write it with "
                             "align.record_backward(torch_model, ...)")
-    mapped = resolve(name_map)
     renamed = dict(k[len(RENAMED):].rsplit("/", 1) for k in torch_record if k.startswith(RENAMED))
     report = BackwardReport()
     if any(k.startswith("out/") for k in torch_record):
         report.forward = judge_forward(torch_record, paddle_record, name_map, mean_bound=None)
-        report.kinks = kinks(report.forward, torch_record, paddle_record, mapped)
+        report.kinks = kinks(report.forward, torch_record, paddle_record)
+    mapped = (report.forward.pairing if report.forward else pairing.pair(torch_record, paddle_record, name_map)).modules()
 
     def row(key, name, mean_bound=None):
         a, ref, b = torch_record[key], torch_record.get(F64 + key), paddle_record.get(
@@ -279,7 +277,7 @@ class Kink:
     paddle: float
 
 
-def kinks(forward: ForwardReport, torch_record: dict, paddle_record: dict, mapped) -> list:
+def kinks(forward: ForwardReport, torch_record: dict, paddle_record: dict) -> list:
     """Every module output in the first forward holding values within its allowed difference of 0 whose signs
     differ between torch and Paddle: at a ReLU after them the two backward passes take different branches."""
     out = []
@@ -287,7 +285,7 @@ def kinks(forward: ForwardReport, torch_record: dict, paddle_record: dict, mappe
         if row.problem:
             continue
         key = f"out/{row.name}"
-        b = paddle_record.get(_paddle_name(key, mapped)[1])
+        b = paddle_record.get(forward.counterparts.get(key, ""))
         if b is None or b.shape != torch_record[key].shape:
             continue
         a = torch_record[key]
