@@ -141,7 +141,7 @@ def _train(model, inputs, targets, loss, make_optimizer, make_scheduler, steps, 
     out = {f"state0/{k}": v for k, v in state(model).items() if k.rsplit(".", 1)[-1] in STATISTICS}
     # the first forward, every module, in the mode the caller set (train: batch statistics)
     recorder = _Recorder()
-    handles = [register(recorder.hook(name)) for name, _, register in hook_points(model)]
+    handles = [post(recorder.hook(name)) for name, _, post in hook_points(model)]
     for step in range(steps):
         value = loss(call(model, inputs, to_tensor), to_tensor(np.array(targets)))
         for h in handles:

@@ -120,11 +120,14 @@ def first_origin(rows: list) -> Optional[Row]:
 HEADER = ("module", "shape", "max abs diff", "mean abs diff", "torch fp32 err", "diff/err", "allowed", "")
 
 
+ORIGIN = "<-- first out of tolerance with its input within"
+
+
 def table_rows(rows: list) -> list:
     origin = first_origin(rows)
     out = []
     for r in rows:
-        mark = "<-- first out of tolerance with its input within" if r is origin else (
+        mark = ORIGIN if r is origin else (
             r.problem or ("over" if not r.passed else "") or r.by_design)
         out.append((r.name, str(r.shape), f"{r.max:.3e}", f"{r.mean:.3e}", f"{r.err32:.3e}", f"{r.ratio:.2f}",
                     f"{r.allowed:.3e}", mark))

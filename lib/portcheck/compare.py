@@ -21,12 +21,27 @@ class ForwardReport:
     stopped: dict = field(default_factory=dict)    # {"torch" or "paddle": the error its run stopped on}
     pairing: object = None                         # a pairing.Pairing: which module call is which
     counterparts: dict = field(default_factory=dict)  # torch record key -> the Paddle key it was judged against
+    isolated: list = None          # isolate=True: [calibrated.Row], every paired module on torch's own values
+    parents: dict = field(default_factory=dict)    # isolate=True: torch call -> the paired call it ran inside
+    isolation_stopped: dict = field(default_factory=dict)  # isolate=True: {side: the error its run stopped on}
 
     @property
     def passed(self) -> bool:
-        """Every paired module within its rule, and something paired: a report that compared nothing is red."""
-        return not self.stopped and bool(self.paired) and \
+        """Every paired module within its rule, and something paired: a report that compared nothing is red.
+        With isolate=True, every module's own computation within its rule too."""
+        isolated = self.isolated is None or (not self.isolation_stopped and all(r.passed for r in self.isolated))
+        return not self.stopped and bool(self.paired) and isolated and \
             all(r.passed for r in self.rows if not r.problem.startswith("no counterpart"))
+
+    @property
+    def differing(self) -> list:
+        """isolate=True: every module whose own computation differs, on torch's own values (isolate.differing)."""
+        from portcheck.isolate import differing
+        return differing(self)
+
+    def pairs(self) -> str:
+        """Every pair of module calls chosen (or named by the map), then each side's calls left unpaired."""
+        return "\n".join(self.pairing.lines()) if self.pairing else ""
 
     @property
     def first_diverging(self):
@@ -45,8 +60,17 @@ class ForwardReport:
         paired = self.paired
         lines = format_table(calibrated.HEADER, calibrated.table_rows(paired))
         lines += [f"the {side} model stopped: {error}" for side, error in self.stopped.items()]
-        return "\n".join(lines + [f"{len(self.rows) - len(paired)} torch module outputs have no Paddle counterpart; "
-                                   f"{len(self.unpaired)} Paddle outputs no torch module maps to"])
+        lines += [f"{len(self.rows) - len(paired)} torch module outputs have no Paddle counterpart; "
+                  f"{len(self.unpaired)} Paddle outputs no torch module maps to"]
+        if self.isolated is not None:
+            differ = self.differing
+            lines += ["each module on torch's own values (isolate=True):"]
+            lines += format_table(calibrated.HEADER, [r[:-1] + ((r[-1] if r[-1] != calibrated.ORIGIN else "over"),)
+                                                      for r in calibrated.table_rows(self.isolated)])
+            lines += [f"the {side} model stopped on torch's values: {e}" for side, e in self.isolation_stopped.items()]
+            lines.append(f"modules whose own computation differs: {', '.join(differ)}" if differ else
+                         f"every module's own computation within its rule ({len(self.isolated)} compared)")
+        return "\n".join(lines)
 
 
 def _flatten(prefix: str, value, out: dict, seen: dict = None):
@@ -111,13 +135,16 @@ class _Recorder:
 
 
 def hook_points(model) -> list:
-    """[(module name, module, register)] of every module of a torch or Paddle model, the model itself as ROOT;
-    register(hook) adds hook(module, args, kwargs, output) after its forward and returns its handle."""
+    """[(module name, pre, post)] for every module of a torch or Paddle model, the model itself as ROOT:
+    pre(hook) adds hook(module, args, kwargs) before its forward, post(hook) hook(module, args, kwargs, output)
+    after it; each returns the hook's handle."""
     if is_torch(model):
-        return [(n or ROOT, m, lambda hook, m=m: m.register_forward_hook(hook, with_kwargs=True))
-                for n, m in model.named_modules()]
-    return [(n or ROOT, m, lambda hook, m=m: m.register_forward_post_hook(hook, with_kwargs=True))
-            for n, m in model.named_sublayers(include_self=True)]
+        named = [(n, m, m.register_forward_pre_hook, m.register_forward_hook) for n, m in model.named_modules()]
+    else:
+        named = [(n, m, m.register_forward_pre_hook, m.register_forward_post_hook)
+                 for n, m in model.named_sublayers(include_self=True)]
+    return [(n or ROOT, lambda hook, r=pre: r(hook, with_kwargs=True), lambda hook, r=post: r(hook, with_kwargs=True))
+            for n, _, pre, post in named]
 
 
 STOPPED = "stopped/"  # a record's key when the model raised: the error's first line follows, its value is empty
@@ -127,7 +154,7 @@ def _recorded(model, inputs, no_grad, to_tensor, prefix="") -> dict:
     """Run model on inputs with a recording hook on each of its modules; the hooks are removed afterwards. If
     the model raises (a planted padding breaks a residual's shapes), what ran before is kept with the error."""
     rec = _Recorder(prefix)
-    handles = [register(rec.hook(name)) for name, _, register in hook_points(model)]
+    handles = [post(rec.hook(name)) for name, _, post in hook_points(model)]
     try:
         with no_grad():
             call(model, inputs, to_tensor)
@@ -244,13 +271,20 @@ def _float64(inputs):
     return cast(inputs)
 
 
-def compare_forward(torch_model, paddle_model, inputs, name_map=None) -> ForwardReport:
+def compare_forward(torch_model, paddle_model, inputs, name_map=None, isolate=False) -> ForwardReport:
     """Run both models (eval mode is the caller's to set) on the same numpy inputs, and torch once more in
     float64 on a copy; hold every module output of the Paddle model to the torch one's own fp32 error.
     record_forward on each side, then judge_forward: the same two calls a pt_/pd_ script pair and its
-    check make. Returns a ForwardReport: .rows, .passed, .first_diverging, .table(), .pairing."""
+    check make. Returns a ForwardReport: .rows, .passed, .first_diverging, .table(), .pairs().
+    isolate=True also judges every paired module on torch's own recorded input (portcheck.isolate): .differing
+    names every module whose own computation differs, where .first_diverging names the first in the run."""
     check_models(torch_model, paddle_model)
-    return judge_forward(record_forward(torch_model, inputs), record_forward(paddle_model, inputs), name_map)
+    torch_record = record_forward(torch_model, inputs)
+    report = judge_forward(torch_record, record_forward(paddle_model, inputs), name_map)
+    if isolate:
+        from portcheck import isolate as isolated  # it builds on this module
+        isolated.judge(torch_model, paddle_model, inputs, torch_record, report)
+    return report
 
 
 def pair_leaves(torch_keys: list, paddle_keys: list, shapes=None) -> dict:

@@ -137,10 +137,10 @@ def sequence(record: dict) -> list:
 
 # ---------------------------------------------------------------- similarity and alignment
 
-def _tokens(name: str) -> set:
-    """A module name's parts, lowercase, a plural's s dropped (layer and layers, attn and attention's first part)."""
-    parts = re.split(r"[._]+", name.lower())
-    return {p[:-1] if len(p) > 3 and p.endswith("s") else p for p in parts if p}
+def _normal(name: str) -> list:
+    """A module name's parts, lowercase, without underscores, a plural's s dropped (layer and layers)."""
+    parts = [p.replace("_", "") for p in name.lower().split(".")]
+    return [p[:-1] if len(p) > 3 and p.endswith("s") else p for p in parts]
 
 
 def _broadcast(x: tuple, y: tuple) -> bool:
@@ -158,8 +158,10 @@ def similarity(t: Call, p: Call) -> Optional[int]:
     if not t.tensors and leaf and (t.children != p.children or not same_family):
         return None  # a leaf computing nothing of its own pairs only with its own kind (GELU with ReLU, not Dropout)
     score = (16 if t.tensors else 2) + 4 * same_family + 2 * (t.outputs == p.outputs and bool(t.outputs))
-    a, b = _tokens(t.name), _tokens(p.name)
-    return score + round(4 * len(a & b) / len(a | b)) if a | b else score
+    # names only break ties, and only where they agree: a shared layer index or word elsewhere in two names
+    # says nothing (transformers' layer.1.normalization is paddle's bn2, not downsample.1)
+    a, b = _normal(t.name), _normal(p.name)
+    return score + (4 if a == b else 2 if a[-1] == b[-1] else 0)
 
 
 NONE = np.iinfo(np.int64).min // 4  # cannot pair
