@@ -27,6 +27,8 @@ K = 16.0            # the measured multiple of torch's own fp32 error in a forwa
 # Gradients and everything after optimizer steps: BatchNorm's batch statistics and each update compound both
 # sides' rounding, and err32 is one sample of it; clean training of ResNet-18 reached 48.9 (docs/align.md)
 K_BACKWARD = 128.0
+# One optimizer step from the same weights (compare_backward(isolate=True)): nothing compounds over steps
+K_STEP = 16.0
 FLOOR = 16.0        # in units of eps32 * max|torch|: one rounding of another kernel, with margin
 MEAN_BOUND = tolerances.MEAN_BOUND  # the guide's bound on a model's output; no measured tolerance is looser
 
