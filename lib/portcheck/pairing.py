@@ -330,11 +330,11 @@ def _ambiguity(ties, ts, ps) -> str:
     for i, j in ties[:3]:
         if isinstance(j, list):
             one, others = ts[i].name, [ps[k].name for k in j]
-            entry = f"{module_of(one)!r}: {' or '.join(repr(module_of(o)) for o in others)}"
+            entry = f"{module_of(one)!r}: {' or '.join(map(repr, dict.fromkeys(map(module_of, others))))}"
             said.append(f"torch {one} fits Paddle {' and '.join(others)} equally (name_map={{{entry}}})")
         else:
             one, others = ps[j].name, [ts[k].name for k in i]
-            entry = f"{' or '.join(repr(module_of(o)) for o in others)}: {module_of(one)!r}"
+            entry = f"{' or '.join(map(repr, dict.fromkeys(map(module_of, others))))}: {module_of(one)!r}"
             said.append(f"Paddle {one} fits torch {' and '.join(others)} equally (name_map={{{entry}}})")
     more = f"; {len(ties) - 3} more" if len(ties) > 3 else ""
     return ("modules cannot be paired automatically: " + "; ".join(said) + more + ": give the name_map entry "
