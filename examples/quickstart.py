@@ -51,13 +51,16 @@ torch_model, paddle_model = TorchNet(), PaddleNet()
 from portcheck import compare_forward, convert, record, record_forward
 from portcheck.handin import hand_in, judge_and_log, model_output, save_side
 
-name_map = {"features": "body", "classifier": "head"}  # or [(regex, replacement), ...], or a function
-paddle_model.set_state_dict(convert(torch_model, paddle_model, name_map))   # layouts by module type, every key checked
-torch_model.eval(), paddle_model.eval()
 x = np.random.RandomState(0).randn(2, 3, 16, 16).astype("float32")          # an array, a tuple or a dict of arrays
-report = compare_forward(torch_model, paddle_model, x, name_map)
+# no name map: modules paired by aligning the two runs; a map ({"features": "body"}, regex rules or a function)
+# pins the pairs it names
+paddle_model.set_state_dict(convert(torch_model, paddle_model, inputs=x))   # layouts by module type, every key checked
+torch_model.eval(), paddle_model.eval()
+report = compare_forward(torch_model, paddle_model, x, isolate=True)
+print(report.pairs())                          # every pair of modules chosen, every module left unpaired
 print(report.table())                          # every module: max and mean diff, torch's own fp32 error, diff/err
 print(report.passed, report.first_diverging)   # False and the module where the two part, when they do
+print(report.differing)                        # every module whose own computation differs (isolate=True)
 
 # the guide's pair, each side with its run record (in a pt_ and a pd_ script of your own, one side each)
 t, p = record_forward(torch_model, x), record_forward(paddle_model, x)

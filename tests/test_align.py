@@ -184,18 +184,37 @@ def test_planted_bugs_are_named_at_their_module(plant, where):
     assert row.ratio > calibrated.K, report.table()
 
 
+class Table(torch.nn.Module):
+    """A module of one's own holding a 2-D tensor: its layout ('same' or 'transpose') cannot be guessed."""
+
+    def __init__(self):
+        super().__init__()
+        self.table = torch.nn.Parameter(torch.zeros(4, 4))
+
+    def forward(self, x):
+        return x
+
+
 def test_refusals_name_the_module():
     pt, pd = pair()
-    with pytest.raises(PipelineError, match="no counterpart in the Paddle model: block.conv .*-> 'block.conv'"):
-        convert(pt, pd)  # without the name map, block is not body
-    pt.extra = Scale()
-    with pytest.raises(PipelineError, match=r"torch module extra is a Scale.*pass layouts=\{'Scale': 'same'\}"):
+    assert convert(pt, pd).keys() == convert(pt, pd, NAME_MAP).keys()  # no map: block and body paired by the run
+    with pytest.raises(PipelineError, match=r"2 torch module\(s\) have no counterpart in the Paddle model \(the name "
+                                            r"map names no Paddle module of that name\): block.conv \(Conv2d\) -> "
+                                            r"'nothing.conv'; block.bn \(BatchNorm2d\) -> 'nothing.bn'"):
+        convert(pt, pd, {"block": "nothing"})  # every module the map leaves without a counterpart, at once
+    pt.extra, pt.extra2 = Table(), Table()
+    with pytest.raises(PipelineError, match=r"torch module\(s\) extra, extra2 \(Table\): this converter does not "
+                                            r"know their Paddle layout: pass layouts=\{'Table': 'same'\}"):
         convert(pt, pd, NAME_MAP)
-    del pt.extra
+    del pt.extra, pt.extra2
     pt.head = torch.nn.Linear(16, 4)
-    with pytest.raises(PipelineError, match=r"head.weight -> head.weight: shape \(16, 4\)"):
+    with pytest.raises(PipelineError, match=r"head \(Linear: weight \[4, 16\], bias \[4\]; Paddle head: weight "
+                                            r"\[16, 3\], bias \[3\]\)"):
         convert(pt, pd, NAME_MAP)
-    with pytest.raises(PipelineError, match="Paddle norm is a LayerNorm"):
+    with pytest.raises(PipelineError, match=r"head.weight -> head.weight: shape \(16, 4\)"):
+        convert(pt, pd, {"block": "body", "head": "head"})  # a map's entry is kept even where it keeps the name
+    pt.head = torch.nn.Linear(16, 3)
+    with pytest.raises(PipelineError, match="torch proj is a Linear but Paddle norm is a LayerNorm"):
         convert(pt, pd, {"block": "body", "proj": "norm"})
 
 
@@ -260,7 +279,8 @@ def test_library_berts_no_one_here_wrote():
                  max_position_embeddings=64)
     torch.manual_seed(0)
     pt = BertModel(BertConfig(**sizes, attn_implementation="eager")).eval()
-    with pytest.raises(PipelineError, match=r"token_type_embeddings.weight: shape \(2, 32\).*vs Paddle \(16, 32\)"):
+    with pytest.raises(PipelineError, match=r"embeddings.token_type_embeddings \(Embedding: weight \[2, 32\]; Paddle "
+                                            r"embeddings.token_type_embeddings: weight \[16, 32\]\)"):
         convert(pt, PaddleBert(PaddleConfig(**sizes)), PADDLENLP_BERT)
     pd = PaddleBert(PaddleConfig(**sizes, type_vocab_size=2)).eval()
     pd.set_state_dict(convert(pt, pd, PADDLENLP_BERT))

@@ -2,7 +2,8 @@
 name map), the fake batch, the training settings and the files. Each builder imports only its own framework.
 
 transformers' ResNetForImageClassification and paddle.vision's resnet18 are the same network under other
-names; RESNET_MAP is all a port needs to pair them (align.names.resolve's regex-rule form).
+names; RESNET_MAP pairs them (portcheck.names.resolve's regex-rule form). It is optional: with no map, portcheck.pairing
+finds the same pairs from a run (tests/test_pairing.py); the scripts keep it as the example of writing one.
 """
 import os
 from pathlib import Path

@@ -1,13 +1,16 @@
 """portcheck: proves a PaddlePaddle port of a PyTorch model is numerically the same model, step by step.
 
     from portcheck import convert, compare_forward
-    paddle_model.set_state_dict(convert(torch_model, paddle_model, name_map))   # strict: every key, shape, layout
-    report = compare_forward(torch_model.eval(), paddle_model.eval(), inputs, name_map)
-    print(report.table()); assert report.passed, report.first_diverging
+    paddle_model.set_state_dict(convert(torch_model, paddle_model, inputs=inputs))  # strict: every key, shape, layout
+    report = compare_forward(torch_model.eval(), paddle_model.eval(), inputs, isolate=True)
+    print(report.pairs(), report.table()); assert report.passed, (report.first_diverging, report.differing)
 
     report = compare_backward(torch_model.train(), paddle_model.train(), inputs, targets,
                               loss=(torch_loss, paddle_loss), optimizer=(make_torch_opt, make_paddle_opt),
-                              scheduler=(make_torch_sched, lambda opt: opt._learning_rate), steps=5, name_map=name_map)
+                              scheduler=(make_torch_sched, lambda opt: opt._learning_rate), steps=5, isolate=True)
+
+Modules pair with no name map (portcheck.pairing: the two runs' module calls aligned); a name_map given
+(names.resolve's forms) pins the pairs it names.
 
 Each compare_* is a record_* on each side and a judge_* of the two records: a pt_ script and a pd_ script save
 their side's record (portcheck.handin.save_side writes the guide's pair with its run record), a check judges
@@ -15,8 +18,9 @@ them. The reviewer's command: `python -m portcheck check <log_reprod>` (portchec
 
 Modules, lowest first: errors, fileio (safe reads and writes), record (run records, fingerprints), tolerances
 (the rules and the guide's table), diff (exact and atol+rtol judging), calibrated (the rule measured on the
-model: torch's own fp32 error), report (logs), names, convert, weights (strict loading), compare, backward,
-handin (writing and judging hand-ins), steps (a pipeline's step table and its runner), runtime (process
+model: torch's own fp32 error), report (logs), names, pairing (modules paired by aligning two runs), convert,
+weights (strict loading), compare, backward, isolate (each module on torch's own values), handin (writing and
+judging hand-ins), steps (a pipeline's step table and its runner), runtime (process
 settings for entry scripts), cli. numpy is the only import at load time: torch and Paddle are imported only
 by the functions handed their models.
 """

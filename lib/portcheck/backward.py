@@ -13,12 +13,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from portcheck.compare import (F64, INPUTS, ROOT, ForwardReport, _float64, _paddle_name, _Recorder, call,
+from portcheck.compare import (F64, INPUTS, ROOT, ForwardReport, _float64, _Recorder, call, hook_points,
                                judge_forward, measure)
-from portcheck import calibrated, tolerances
+from portcheck import calibrated, pairing, tolerances
 from portcheck.convert import RENAMES, framework_of, plan, torch_layouts
 from portcheck.errors import PipelineError, raised_by
-from portcheck.names import resolve
 from portcheck.report import format_table
 
 
@@ -28,6 +27,7 @@ class BackwardReport:
     grads: list = field(default_factory=list)    # [calibrated.Row] per parameter, in forward order
     steps: list = field(default_factory=list)    # [[calibrated.Row] per step: loss, lr, statistics (weights: last)]
     kinks: list = field(default_factory=list)    # [Kink] in the first forward, in run order
+    isolated: bool = False                       # each step started both sides from torch's weights
 
     @property
     def passed(self) -> bool:
@@ -69,7 +69,8 @@ class BackwardReport:
         lines += [f"{name}: {note}" for name, note in notes.items()]  # one line per module and rule
         for i, rows in enumerate(self.steps):
             bad = [r for r in rows if not r.passed]
-            lines.append(f"after step {i + 1}: {len(rows) - len(bad)}/{len(rows)} within" +
+            start = f" (started from torch's weights after step {i})" if self.isolated and i else ""
+            lines.append(f"after step {i + 1}{start}: {len(rows) - len(bad)}/{len(rows)} within" +
                          (f"; first over: {bad[0].name} ({bad[0].problem or f'{bad[0].max:.3e} > {bad[0].allowed:.3e}'})"
                           if bad else ""))
         return "\n".join(lines)
@@ -85,29 +86,46 @@ MAX_STEPS = 1000  # the guide's bp_align compares a few steps; every step's stat
 
 
 def compare_backward(torch_model, paddle_model, inputs, targets, loss, optimizer, scheduler=None, steps=1,
-                     name_map=None, layouts=None) -> BackwardReport:
+                     name_map=None, layouts=None, isolate=False) -> BackwardReport:
     """Train both models `steps` steps on the same batch and compare them: record_backward on each side,
     then judge_backward (the pairs of loss, optimizer and scheduler are (torch, Paddle)). Every module is
     first paired as convert pairs it, with the same refusals. The models are changed by the steps: pass
-    copies to keep them."""
-    plan(torch_model, paddle_model, name_map, layouts)
-    t = record_backward(torch_model, inputs, targets, loss[0], optimizer[0], scheduler and scheduler[0], steps, layouts)
-    p = record_backward(paddle_model, inputs, targets, loss[1], optimizer[1], scheduler and scheduler[1], steps)
+    copies to keep them. isolate=True: every step after the first starts both sides (and torch's float64
+    copy) from torch's weights after the step before, so each step's update is judged alone, at
+    calibrated.K_STEP, against torch's own error for that one step."""
+    kinds = {}
+    planned = plan(torch_model, paddle_model, name_map, layouts, inputs, paddle_kinds=kinds)
+    t = record_backward(torch_model, inputs, targets, loss[0], optimizer[0], scheduler and scheduler[0], steps, layouts,
+                        paddle_kinds=kinds, isolate=isolate)
+    starts = None
+    if isolate:  # Paddle's start of step i: torch's weights after step i - 1, in Paddle's names (and layout)
+        starts = {i: {planned[k.partition("/")[2]][0]: v for k, v in t.items() if k.startswith(f"state{i}/")}
+                  for i in range(1, steps)}
+    p = record_backward(paddle_model, inputs, targets, loss[1], optimizer[1], scheduler and scheduler[1], steps,
+                        starts=starts)
     return judge_backward(t, p, name_map)
 
 
-def record_backward(model, inputs, targets, loss, optimizer, scheduler=None, steps=1, layouts=None) -> dict:
+def record_backward(model, inputs, targets, loss, optimizer, scheduler=None, steps=1, layouts=None,
+                    paddle_kinds=None, isolate=False, starts=None) -> dict:
     """One side's training on one batch, as a flat dict of numpy arrays (what a pt_ or pd_ script saves):
 
         grad/<key>          every parameter's gradient after the first backward
         loss/<i>, lr/<i>    before step i's update (i = 0 .. steps-1)
         state<i>/<key>      BatchNorm's running statistics before any step (i = 0) and after step i
+                            (isolated: every weight and buffer)
         final/<key>         every weight and buffer after the last step
+
+    Isolated steps (compare_backward(isolate=True) makes both): a torch model's run with isolate=True records
+    every tensor after every step, and its float64 copy starts each step from the fp32 weights the step before
+    left; a Paddle model's run with starts={step: {Paddle key: array}} starts each of those steps from them.
 
     loss(output, targets) returns a scalar; optimizer(parameters) and scheduler(optimizer) are the user's own
     factories (scheduler stepped after each optimizer step; for Paddle, return the LRScheduler the optimizer
-    was given). A torch model's tensors are keyed by torch's names in Paddle's layout, and a float64 copy of it
-    takes the same steps (keys prefixed "f64:"); a Paddle model's by its own names. Train or eval mode is the
+    was given). A torch model's tensors are keyed by torch's names in Paddle's layout (paddle_kinds: {torch
+    module: the Paddle class it pairs with}, for a layout declared by a Paddle type), and a float64 copy of it
+    takes the same steps (keys prefixed "f64:"); a Paddle model's by its own names. Both carry what pairing
+    reads of each module (mod/ keys). Train or eval mode is the
     caller's (BatchNorm's batch statistics and running-stat updates are compared in train mode)."""
     if isinstance(steps, bool) or not isinstance(steps, numbers.Integral) or not 1 <= steps <= MAX_STEPS:
         raise PipelineError(f"steps={steps!r}: give a whole number of optimizer steps from 1 to {MAX_STEPS} "
@@ -119,33 +137,34 @@ def record_backward(model, inputs, targets, loss, optimizer, scheduler=None, ste
                             "compares nothing; pass at least one example")
     if framework_of(model) == "torch":
         import torch
-        layouts = torch_layouts(model, layouts)
+        layouts = torch_layouts(model, layouts, paddle_kinds)
         exact = copy.deepcopy(model).double()  # before any step, and before the counting hooks
+        left = {}  # isolate: the fp32 weights each step left, which the float64 copy starts the next one from
+        keep = (lambda m, i: left.__setitem__(i, copy.deepcopy(m.state_dict()))) if isolate else None
         out = _train("torch", model, inputs, targets, loss, optimizer, scheduler, steps, torch.from_numpy,
-                     lambda m: _torch_state(m, layouts), lambda m: _torch_grads(m, layouts), _norm_counter(model),
-                     _torch_hooks)
+                     lambda m: _torch_state(m, layouts), lambda m: _torch_grads(m, layouts), _norm_counter(model), keep)
         # a tensor Paddle names otherwise (BatchNorm's statistics, InstanceNorm's scale): its name there, as a key
         out.update({f"{RENAMED}{k}/{t.paddle_name}": np.zeros(0, np.float32) for k, t in layouts.items()
                     if t.paddle_name != t.name})
         out.update({F64 + k: v for k, v in _train(
             "torch", exact, _float64(inputs), targets, loss, optimizer, scheduler, steps, torch.from_numpy,
-            lambda m: _torch_state(m, layouts), lambda m: _torch_grads(m, layouts), lambda: {}, _torch_hooks).items()})
-        return out
+            lambda m: _torch_state(m, layouts), lambda m: _torch_grads(m, layouts), lambda: {},
+            (lambda m, i: m.load_state_dict(left[i])) if isolate else None).items()})
+        return {**pairing.describe(model), **out, **({ISOLATED: np.ones(1)} if isolate else {})}
     import paddle
-    return _train("paddle", model, inputs, targets, loss, optimizer, scheduler, steps, paddle.to_tensor,
-                  lambda m: {k: v.numpy() for k, v in m.state_dict().items()}, _paddle_grads, lambda: {}, _paddle_hooks)
+    return {**pairing.describe(model), **_train(
+        "paddle", model, inputs, targets, loss, optimizer, scheduler, steps, paddle.to_tensor,
+        lambda m: {k: v.numpy() for k, v in m.state_dict().items()}, _paddle_grads, lambda: {},
+        (lambda m, i: m.set_state_dict(starts[i])) if starts is not None else None),
+        **({ISOLATED: np.ones(1)} if starts is not None else {})}
 
 
-def _torch_hooks(model):
-    return [(n, m, lambda m: m.register_forward_hook) for n, m in model.named_modules()]
-
-
-def _paddle_hooks(model):
-    return [(n, m, lambda m: m.register_forward_post_hook) for n, m in model.named_sublayers(include_self=True)]
+ISOLATED = "isolated"  # a record's key: its steps were isolated (each started from torch's weights)
 
 
 def _train(side, model, inputs, targets, loss, make_optimizer, make_scheduler, steps, to_tensor, state, grads, norms,
-           hooks):
+           start=None):
+    """start(model, i), when given, is called before each step i >= 1: an isolated run's start of the step."""
     with raised_by(f"the {side} optimizer factory raised"):
         opt = make_optimizer(model.parameters())
     if not hasattr(opt, "step"):
@@ -159,11 +178,14 @@ def _train(side, model, inputs, targets, loss, make_optimizer, make_scheduler, s
             raise PipelineError(f"the {side} scheduler factory gave {type(sched).__name__} {sched!r:.40}, not a "
                                 "scheduler: return the one the optimizer was given (torch: an LRScheduler on it; "
                                 "Paddle: the LRScheduler passed as its learning_rate)")
-    out = {f"state0/{k}": v for k, v in state(model).items() if k.rsplit(".", 1)[-1] in STATISTICS}
+    out = {f"state0/{k}": v for k, v in state(model).items()
+           if start is not None or k.rsplit(".", 1)[-1] in STATISTICS}
     # the first forward, every module, in the mode the caller set (train: batch statistics)
     recorder = _Recorder()
-    handles = [register(layer)(recorder.hook(name or ROOT)) for name, layer, register in hooks(model)]
+    handles = [post(recorder.hook(name)) for name, _, post in hook_points(model)]
     for step in range(steps):
+        if start is not None and step:
+            start(model, step)
         with raised_by(f"the {side} model's forward raised", INPUTS):
             output = call(model, inputs, to_tensor)
         for h in handles:
@@ -249,14 +271,17 @@ RENAMED = "renamed/"  # a torch record's key: renamed/<torch key>/<its Paddle te
 STATISTICS = {*RENAMES, *RENAMES.values()}  # BatchNorm's running statistics, recorded after every step
 
 
-def _counterpart(key: str, mapped, renamed: dict) -> str:
-    """The Paddle record key of a torch record key (<kind>/<torch key>): the module through the name map, the
-    tensor by the name the torch side recorded for it."""
+def _counterpart(key: str, modules: dict, renamed: dict) -> str:
+    """The Paddle record key of a torch record key (<kind>/<torch key>): the module as paired (modules: {torch
+    module: Paddle module}, the models themselves as ROOT), the tensor by the name the torch side recorded for
+    it; "" when its module has no counterpart."""
     kind, _, name = key.partition("/")
     module, _, tensor = name.rpartition(".")
-    target = mapped(module)
+    target = modules.get(module or ROOT)
     tensor = renamed.get(name, tensor)
-    return f"{kind}/{target}.{tensor}" if target else f"{kind}/{tensor}"
+    if target is None:
+        return ""
+    return f"{kind}/{target}.{tensor}" if target != ROOT else f"{kind}/{tensor}"
 
 
 def judge_backward(torch_record: dict, paddle_record: dict, name_map=None) -> BackwardReport:
@@ -268,19 +293,25 @@ def judge_backward(torch_record: dict, paddle_record: dict, name_map=None) -> Ba
             raise PipelineError("the records are swapped: pass the torch record first, then the Paddle one")
         raise PipelineError("the torch record holds no gradients with their float64 run: write it with "
                             "align.record_backward(torch_model, ...)")
-    mapped = resolve(name_map)
     renamed = dict(k[len(RENAMED):].rsplit("/", 1) for k in torch_record if k.startswith(RENAMED))
     report = BackwardReport()
     if any(k.startswith("out/") for k in torch_record):
         report.forward = judge_forward(torch_record, paddle_record, name_map, mean_bound=None)
-        report.kinks = kinks(report.forward, torch_record, paddle_record, mapped)
+        report.kinks = kinks(report.forward, torch_record, paddle_record)
+    mapped = (report.forward.pairing if report.forward else pairing.pair(torch_record, paddle_record, name_map)).modules()
 
-    def row(key, name, mean_bound=None):
+    isolated = ISOLATED in torch_record
+    if isolated != (ISOLATED in paddle_record):
+        raise PipelineError("one record's steps are isolated and the other's are not: record both through "
+                            "compare_backward(..., isolate=True)")
+    report.isolated = isolated
+
+    def row(key, name, mean_bound=None, multiple=calibrated.K_BACKWARD):
         a, ref, b = torch_record[key], torch_record.get(F64 + key), paddle_record.get(
             key if key.startswith(("loss/", "lr/")) else _counterpart(key, mapped, renamed))
         if b is None:
             return calibrated.Row(name, tuple(np.shape(a)), 0.0, 0.0, 0.0, 0.0, problem="no counterpart on paddle")
-        return measure(name, a, ref, b, mean_bound, calibrated.K_BACKWARD)
+        return measure(name, a, ref, b, mean_bound, multiple)
 
     for key in (k for k in torch_record if k.startswith("grad/")):
         report.grads.append(row(key, f"grad {key[5:]}"))
@@ -288,13 +319,14 @@ def judge_backward(torch_record: dict, paddle_record: dict, name_map=None) -> Ba
     for i in range(steps):
         rows = [row(f"loss/{i}", "loss", tolerances.GUIDE["bp_align"].threshold), row(f"lr/{i}", "lr")]
         for key in (k for k in torch_record if k.startswith(f"state{i + 1}/")):
-            r = row(key, key.partition("/")[2])
+            # isolated, a step's tensors come from one step on the same weights: no compounding over steps
+            r = row(key, key.partition("/")[2], multiple=calibrated.K_STEP if isolated else calibrated.K_BACKWARD)
             module = r.name.rpartition(".")[0]
             if not r.passed and not r.problem and r.name.endswith(".running_var") and f"norm/{module}" in torch_record:
-                prev = f"state{i}/{r.name}"
+                prev = f"state{i}/{r.name}"  # isolated, both sides started the step from torch's statistics
                 _biased_variance(r, torch_record[f"norm/{module}"], torch_record[prev],
-                                 paddle_record[_counterpart(prev, mapped, renamed)], torch_record[key],
-                                 paddle_record[_counterpart(key, mapped, renamed)])
+                                 torch_record[prev] if isolated else paddle_record[_counterpart(prev, mapped, renamed)],
+                                 torch_record[key], paddle_record[_counterpart(key, mapped, renamed)])
             rows.append(r)
         if i == steps - 1:
             rows += [row(k, f"{k[6:]} (after the last step)") for k in torch_record
@@ -312,7 +344,7 @@ class Kink:
     paddle: float
 
 
-def kinks(forward: ForwardReport, torch_record: dict, paddle_record: dict, mapped) -> list:
+def kinks(forward: ForwardReport, torch_record: dict, paddle_record: dict) -> list:
     """Every module output in the first forward holding values within its allowed difference of 0 whose signs
     differ between torch and Paddle: at a ReLU after them the two backward passes take different branches."""
     out = []
@@ -320,7 +352,7 @@ def kinks(forward: ForwardReport, torch_record: dict, paddle_record: dict, mappe
         if row.problem:
             continue
         key = f"out/{row.name}"
-        b = paddle_record.get(_paddle_name(key, mapped)[1])
+        b = paddle_record.get(forward.counterparts.get(key, ""))
         if b is None or b.shape != torch_record[key].shape:
             continue
         a = torch_record[key]

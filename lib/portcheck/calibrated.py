@@ -28,6 +28,8 @@ K = 16.0            # the measured multiple of torch's own fp32 error in a forwa
 # Gradients and everything after optimizer steps: BatchNorm's batch statistics and each update compound both
 # sides' rounding, and err32 is one sample of it; clean training of ResNet-18 reached 48.9 (docs/align.md)
 K_BACKWARD = 128.0
+# One optimizer step from the same weights (compare_backward(isolate=True)): nothing compounds over steps
+K_STEP = 16.0
 FLOOR = 16.0        # in units of eps32 * max|torch|: one rounding of another kernel, with margin
 MEAN_BOUND = tolerances.MEAN_BOUND  # the guide's bound on a model's output; no measured tolerance is looser
 
@@ -122,11 +124,14 @@ def first_origin(rows: list) -> Optional[Row]:
 HEADER = ("module", "shape", "max abs diff", "mean abs diff", "torch fp32 err", "diff/err", "allowed", "")
 
 
+ORIGIN = "<-- first out of tolerance with its input within"
+
+
 def table_rows(rows: list) -> list:
     origin = first_origin(rows)
     out = []
     for r in rows:
-        mark = "<-- first out of tolerance with its input within" if r is origin else (
+        mark = ORIGIN if r is origin else (
             r.problem or ("over" if not r.passed else "") or r.by_design)
         out.append((r.name, str(r.shape), f"{r.max:.3e}", f"{r.mean:.3e}", f"{r.err32:.3e}", f"{r.ratio:.2f}",
                     f"{r.allowed:.3e}", mark))

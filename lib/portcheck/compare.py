@@ -2,16 +2,15 @@
 measured on the torch model itself (portcheck/calibrated.py), naming the module where they part."""
 import contextlib
 import dataclasses
-import re
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from portcheck import calibrated
+from portcheck import calibrated, pairing
 from portcheck.calibrated import measure
 from portcheck.convert import check_models, framework_of
 from portcheck.errors import PipelineError, first_line, raised_by
-from portcheck.names import resolve
+from portcheck.pairing import ROOT, split_key
 from portcheck.report import format_table
 
 
@@ -20,12 +19,29 @@ class ForwardReport:
     rows: list = field(default_factory=list)       # [calibrated.Row] in torch's run order
     unpaired: list = field(default_factory=list)   # Paddle records no torch module maps to
     stopped: dict = field(default_factory=dict)    # {"torch" or "paddle": the error its run stopped on}
+    pairing: object = None                         # a pairing.Pairing: which module call is which
+    counterparts: dict = field(default_factory=dict)  # torch record key -> the Paddle key it was judged against
+    isolated: list = None          # isolate=True: [calibrated.Row], every paired module on torch's own values
+    parents: dict = field(default_factory=dict)    # isolate=True: torch call -> the paired call it ran inside
+    isolation_stopped: dict = field(default_factory=dict)  # isolate=True: {side: the error its run stopped on}
 
     @property
     def passed(self) -> bool:
-        """Every paired module within its rule, and something paired: a report that compared nothing is red."""
-        return not self.stopped and bool(self.paired) and \
+        """Every paired module within its rule, and something paired: a report that compared nothing is red.
+        With isolate=True, every module's own computation within its rule too."""
+        isolated = self.isolated is None or (not self.isolation_stopped and all(r.passed for r in self.isolated))
+        return not self.stopped and bool(self.paired) and isolated and \
             all(r.passed for r in self.rows if not r.problem.startswith("no counterpart"))
+
+    @property
+    def differing(self) -> list:
+        """isolate=True: every module whose own computation differs, on torch's own values (isolate.differing)."""
+        from portcheck.isolate import differing
+        return differing(self)
+
+    def pairs(self) -> str:
+        """Every pair of module calls chosen (or named by the map), then each side's calls left unpaired."""
+        return "\n".join(self.pairing.lines()) if self.pairing else ""
 
     @property
     def first_diverging(self):
@@ -44,8 +60,17 @@ class ForwardReport:
         paired = self.paired
         lines = format_table(calibrated.HEADER, calibrated.table_rows(paired))
         lines += [f"the {side} model stopped: {error}" for side, error in self.stopped.items()]
-        return "\n".join(lines + [f"{len(self.rows) - len(paired)} torch module outputs have no Paddle counterpart; "
-                                   f"{len(self.unpaired)} Paddle outputs no torch module maps to"])
+        lines += [f"{len(self.rows) - len(paired)} torch module outputs have no Paddle counterpart; "
+                  f"{len(self.unpaired)} Paddle outputs no torch module maps to"]
+        if self.isolated is not None:
+            differ = self.differing
+            lines += ["each module on torch's own values (isolate=True):"]
+            lines += format_table(calibrated.HEADER, [r[:-1] + ((r[-1] if r[-1] != calibrated.ORIGIN else "over"),)
+                                                      for r in calibrated.table_rows(self.isolated)])
+            lines += [f"the {side} model stopped on torch's values: {e}" for side, e in self.isolation_stopped.items()]
+            lines.append(f"modules whose own computation differs: {', '.join(differ)}" if differ else
+                         f"every module's own computation within its rule ({len(self.isolated)} compared)")
+        return "\n".join(lines)
 
 
 def _flatten(prefix: str, value, out: dict, seen: dict = None):
@@ -72,41 +97,64 @@ def _flatten(prefix: str, value, out: dict, seen: dict = None):
             _flatten(f"{prefix}[{i}]", v, out, seen)
 
 
-ROOT = "(model)"   # the model itself among its modules
 F64 = "f64:"       # the prefix of the torch model's float64 run in a record
+
+
+def is_tensor(value) -> bool:
+    return hasattr(value, "numpy") and hasattr(value, "shape")
+
+
+def first_input(args, kwargs):
+    """(position or keyword, tensor) of a call's first tensor argument: the positional ones first, then the
+    keywords (transformers calls some modules with hidden_states=...); (None, None) when it has none."""
+    for where, value in [*enumerate(args), *(kwargs or {}).items()]:
+        if is_tensor(value):
+            return where, value
+    return None, None
 
 
 class _Recorder:
     """Outputs (and first inputs) of every module, per call, as one flat dict in run order:
     out/<name>, out/<name>#2 for a second call, out/<name>[0] or out/<name>:logits inside a tuple or dict;
-    in/<name> for its first input."""
+    in/<name> for its first tensor argument."""
 
     def __init__(self, prefix=""):
         self.prefix, self.arrays, self.calls, self.seen = prefix, {}, {}, {}
 
     def hook(self, name):
-        def record(module, args, output):
+        def record(module, args, kwargs, output):
             n = self.calls[name] = self.calls.get(name, 0) + 1
             call = name if n == 1 else f"{name}#{n}"
             flat = {}
             _flatten(f"{self.prefix}out/{call}", output, flat, self.seen)
             self.arrays.update(flat)
-            first = {}
-            _flatten("in", args[0] if isinstance(args, tuple) and args else args, first, self.seen)
-            if first:
-                self.arrays[f"{self.prefix}in/{call}"] = next(iter(first.values()))
+            x = first_input(args, kwargs)[1]
+            if x is not None:
+                _flatten(f"{self.prefix}in/{call}", x, self.arrays, self.seen)
         return record
+
+
+def hook_points(model) -> list:
+    """[(module name, pre, post)] for every module of a torch or Paddle model, the model itself as ROOT:
+    pre(hook) adds hook(module, args, kwargs) before its forward, post(hook) hook(module, args, kwargs, output)
+    after it; each returns the hook's handle."""
+    if is_torch(model):
+        named = [(n, m, m.register_forward_pre_hook, m.register_forward_hook) for n, m in model.named_modules()]
+    else:
+        named = [(n, m, m.register_forward_pre_hook, m.register_forward_post_hook)
+                 for n, m in model.named_sublayers(include_self=True)]
+    return [(n or ROOT, lambda hook, r=pre: r(hook, with_kwargs=True), lambda hook, r=post: r(hook, with_kwargs=True))
+            for n, _, pre, post in named]
 
 
 STOPPED = "stopped/"  # a record's key when the model raised: the error's first line follows, its value is empty
 
 
-def _recorded(model, inputs, layers, register, no_grad, to_tensor, prefix="") -> dict:
-    """Run model on inputs with a recording hook on each (name, layer); the hooks are removed afterwards. If
+def _recorded(model, inputs, no_grad, to_tensor, prefix="") -> dict:
+    """Run model on inputs with a recording hook on each of its modules; the hooks are removed afterwards. If
     the model raises (a planted padding breaks a residual's shapes), what ran before is kept with the error."""
-    rec, handles = _Recorder(prefix), []
-    for name, layer in layers:
-        handles.append(register(layer)(rec.hook(name or ROOT)))
+    rec = _Recorder(prefix)
+    handles = [post(rec.hook(name)) for name, _, post in hook_points(model)]
     try:
         with no_grad():
             call(model, inputs, to_tensor)
@@ -116,6 +164,20 @@ def _recorded(model, inputs, layers, register, no_grad, to_tensor, prefix="") ->
         for h in handles:
             h.remove()
     return rec.arrays
+
+
+@contextlib.contextmanager
+def eval_mode(model):
+    """The model in eval mode for the block, each module's own mode put back afterwards: a run made only to
+    pair modules must not move BatchNorm's running statistics."""
+    modules = list(model.modules() if is_torch(model) else model.sublayers(include_self=True))
+    modes = [m.training for m in modules]
+    model.eval()
+    try:
+        yield model
+    finally:
+        for m, mode in zip(modules, modes):
+            m.training = mode
 
 
 def stopped(record: dict, prefix: str = ""):
@@ -143,22 +205,38 @@ def float64(model):
 INPUTS = "check the inputs (their dtype and shape, a dict's names) against the model's forward"
 
 
+def is_torch(model) -> bool:
+    """True for a torch module, False for a Paddle layer; anything else is one line (convert.framework_of)."""
+    return framework_of(model) == "torch"
+
+
 def record_forward(model, inputs) -> dict:
     """Every module's output and first input of one model, torch or Paddle, on numpy inputs, as a flat dict
-    of numpy arrays in run order (see _Recorder), named by the model's own module names: what a pt_ or pd_
-    script saves for a check to judge with judge_forward. A torch model is run a second time in float64 on
+    of numpy arrays in run order (see _Recorder), named by the model's own module names, with each module's
+    class and tensor shapes (mod/ keys, what pairing reads): what a pt_ or pd_ script saves for a check to
+    judge with judge_forward. A torch model is run a second time in float64 on
     a copy (keys prefixed "f64:"): the yardstick of its own fp32 error. Eval or train mode is the caller's."""
-    if framework_of(model) == "torch":
+    out = trace(model, inputs)
+    if is_torch(model):
         import torch
-        out = _recorded(model, inputs, model.named_modules(), lambda m: m.register_forward_hook, torch.no_grad,
-                        torch.from_numpy)
         with float64(model):
-            out.update(_recorded(model, _float64(inputs), model.named_modules(), lambda m: m.register_forward_hook,
-                                 torch.no_grad, torch.from_numpy, F64))
-        return out
-    import paddle
-    return _recorded(model, inputs, model.named_sublayers(include_self=True),
-                     lambda layer: layer.register_forward_post_hook, paddle.no_grad, paddle.to_tensor)
+            out.update(_recorded(model, _float64(inputs), torch.no_grad, torch.from_numpy, F64))
+    return out
+
+
+def trace(model, inputs=None) -> dict:
+    """One side's run without the float64 one: every module's output and first input (none when inputs is
+    None), and what pairing needs of each module (pairing.describe)."""
+    torch_side = is_torch(model)  # first: anything but a model is one line, before describe reads it
+    out = pairing.describe(model)
+    if inputs is not None:
+        if torch_side:
+            import torch
+            out.update(_recorded(model, inputs, torch.no_grad, torch.from_numpy))
+        else:
+            import paddle
+            out.update(_recorded(model, inputs, paddle.no_grad, paddle.to_tensor))
+    return out
 
 
 def record_value(model, inputs, fn) -> dict:
@@ -204,35 +282,71 @@ def _float64(inputs):
     return cast(inputs)
 
 
-_KEY = re.compile(r"^(out|in)/([^#\[:]*)(.*)$")  # kind, module name, then #call, [index] or :key
-
-
-def _paddle_name(key: str, mapped) -> tuple:
-    """(torch record key's module name, the Paddle record key it pairs with)."""
-    kind, module, rest = _KEY.match(key).groups()
-    target = mapped(module) if module != ROOT else ""
-    return module, f"{kind}/{target or ROOT}{rest}"
-
-
-def compare_forward(torch_model, paddle_model, inputs, name_map=None) -> ForwardReport:
+def compare_forward(torch_model, paddle_model, inputs, name_map=None, isolate=False) -> ForwardReport:
     """Run both models (eval mode is the caller's to set) on the same numpy inputs, and torch once more in
     float64 on a copy; hold every module output of the Paddle model to the torch one's own fp32 error.
     record_forward on each side, then judge_forward: the same two calls a pt_/pd_ script pair and its
-    check make. Returns a ForwardReport: .rows, .passed, .first_diverging, .table()."""
+    check make. Returns a ForwardReport: .rows, .passed, .first_diverging, .table(), .pairs().
+    isolate=True also judges every paired module on torch's own recorded input (portcheck.isolate): .differing
+    names every module whose own computation differs, where .first_diverging names the first in the run."""
     check_models(torch_model, paddle_model)
-    return judge_forward(record_forward(torch_model, inputs), record_forward(paddle_model, inputs), name_map)
+    torch_record = record_forward(torch_model, inputs)
+    report = judge_forward(torch_record, record_forward(paddle_model, inputs), name_map)
+    if isolate:
+        from portcheck import isolate as isolated  # it builds on this module
+        isolated.judge(torch_model, paddle_model, inputs, torch_record, report)
+    return report
+
+
+def pair_leaves(torch_keys: list, paddle_keys: list, shapes=None) -> dict:
+    """{torch key: Paddle key} for the tensors of two paired calls' outputs (their keys after the call name,
+    "" for a lone tensor, "[0]", ":logits"): by the same key, then the rest in order when both hold as many,
+    else torch's first with Paddle's only one. shapes: {key: shape} of both sides, given when an order pair
+    must fit in shape (any module's but the model's, whose outputs are compared whole)."""
+    out = {k: k for k in torch_keys if k in paddle_keys}
+    t = [k for k in torch_keys if k not in out]
+    p = [k for k in paddle_keys if k not in out.values()]
+    if len(t) == len(p):
+        order = list(zip(t, p))
+    else:
+        order = [(t[0], p[0])] if t and len(p) == 1 and not out else []
+    fits = lambda a, b: shapes is None or _broadcasts(shapes[0][a], shapes[1][b])
+    out.update((a, b) for a, b in order if fits(a, b))
+    return out
+
+
+def _leaves(record: dict) -> dict:
+    """{call: {key after the call name: array}} of a record's outputs, in run order."""
+    out = {}
+    for key, value in record.items():
+        if key.startswith("out/"):
+            _, call, rest = split_key(key)
+            out.setdefault(call, {})[rest] = value
+    return out
+
+
+def counterparts(torch_record: dict, paddle_record: dict, paired: pairing.Pairing) -> dict:
+    """{torch record key: Paddle record key} of every output tensor and first input of the paired calls."""
+    t_leaves, p_leaves = _leaves(torch_record), _leaves(paddle_record)
+    out = {}
+    for t_call, p_call in paired.pairs.items():
+        t, p = t_leaves.get(t_call, {}), p_leaves.get(p_call, {})
+        shapes = None if t_call == ROOT else ({k: v.shape for k, v in t.items()}, {k: v.shape for k, v in p.items()})
+        out.update({f"out/{t_call}{a}": f"out/{p_call}{b}" for a, b in pair_leaves(list(t), list(p), shapes).items()})
+        out[f"in/{t_call}"] = f"in/{p_call}"
+    return out
 
 
 def judge_forward(torch_record: dict, paddle_record: dict, name_map=None,
                   mean_bound=calibrated.MEAN_BOUND) -> ForwardReport:
     """Pair a torch record_forward with a Paddle one and judge every module output (portcheck/calibrated.py).
 
-    Modules are paired by name through name_map (align.names.resolve), in torch's run order; a module
-    called several times is paired per call (name, name#2, ...), an output holding several tensors per
-    tensor (name[0], name:logits, ...). If the torch model returns a ModelOutput and the Paddle one a
-    tensor, the first output is the result. The model's output is also held to mean_bound, the guide's
-    (None: it is not what a hand-in holds, as the first forward of a training run)."""
-    mapped = resolve(name_map)
+    Module calls are paired by portcheck.pairing: name_map's entries as given (align.names.resolve's forms),
+    the rest by aligning the two runs; a module called several times is paired per call (name, name#2, ...),
+    an output holding several tensors per tensor (name[0], name:logits, ...: the same key, else in order).
+    If the torch model returns a ModelOutput and the Paddle one a tensor, the first output is the result.
+    The model's output is also held to mean_bound, the guide's (None: it is not what a hand-in holds, as the
+    first forward of a training run). report.pairing lists every pair and every call left unpaired."""
     outs = [k for k in torch_record if k.startswith("out/")]
     if not outs or not any(k.startswith(F64) for k in torch_record):
         if any(k.startswith(F64) for k in paddle_record):
@@ -241,12 +355,14 @@ def judge_forward(torch_record: dict, paddle_record: dict, name_map=None,
             raise PipelineError(f"the torch model stopped before any module returned: {stopped(torch_record)}; {INPUTS}")
         raise PipelineError("the torch record holds no module outputs with their float64 run: write it with "
                             "portcheck.record_forward(torch_model, inputs)")
-    pairs = {k: _paddle_name(k, mapped) for k in outs}
-    report = ForwardReport(unpaired=[k for k in paddle_record if k.startswith("out/")
-                                     and k not in {p for _, p in pairs.values()}],
+    paired = pairing.pair(torch_record, paddle_record, name_map)
+    keys = counterparts(torch_record, paddle_record, paired)
+    report = ForwardReport(unpaired=[k for k in paddle_record if k.startswith("out/") and k not in set(keys.values())],
                            stopped={side: stopped(r) for side, r in (("torch", torch_record), ("paddle", paddle_record))
-                                    if stopped(r)})
-    p_root = [k for k in paddle_record if k == f"out/{ROOT}" or k.startswith((f"out/{ROOT}[", f"out/{ROOT}:"))]
+                                    if stopped(r)},
+                           pairing=paired, counterparts=keys)
+    t_root = [k for k in outs if split_key(k)[1] == ROOT]
+    p_root = [k for k in paddle_record if k.startswith("out/") and split_key(k)[1] == ROOT]
     measured = {}  # (id a, id ref, id b) -> Row: a container's output is its last child's, measured once
 
     def measure_once(name, a, ref, b):
@@ -254,46 +370,43 @@ def judge_forward(torch_record: dict, paddle_record: dict, name_map=None,
         if key not in measured:  # the arrays kept with the row: their ids cannot be reused by others
             measured[key] = (measure(name, a, ref, b), a, ref, b)
         return dataclasses.replace(measured[key][0], name=name)
-    # the model's own output, flattened to its tensors on each side: paired by name, else in order when both
-    # return as many (a ModelOutput against a tuple), else the first with Paddle's one tensor; any other is a
-    # difference in structure, red: the output a user hands in must be compared whole
-    t_root = [k for k in outs if pairs[k][0] == ROOT]
-    by_order = dict(zip(t_root, p_root)) if len(t_root) == len(p_root) else \
-        ({t_root[0]: p_root[0]} if t_root and len(p_root) == 1 else {})
     for key in outs:
-        module, pkey = pairs[key]
-        a, ref, b = torch_record[key], torch_record.get(F64 + key), paddle_record.get(pkey)
-        if b is None and key in by_order:
-            b = paddle_record[by_order[key]]
+        _, call_, _ = split_key(key)
+        a, ref, b = torch_record[key], torch_record.get(F64 + key), paddle_record.get(keys.get(key, ""))
         name = key[len("out/"):]
-        if b is None and module == ROOT:
+        if b is None and call_ == ROOT:
+            # the model's own output is compared whole: any torch tensor without a Paddle one is red
             row = calibrated.Row(name, tuple(a.shape), *[float("nan")] * 4,
                                  problem=f"the models' outputs differ in structure: torch returns {len(t_root)} "
                                          f"tensor(s), Paddle {len(p_root)}; return the same outputs on both sides")
         elif b is None:
             row = calibrated.Row(name, tuple(a.shape), *[float("nan")] * 4, problem="no counterpart in the Paddle model")
-        elif a.dtype != b.dtype:
-            row = calibrated.Row(name, tuple(a.shape), *[float("nan")] * 4,
-                                 problem=f"torch {a.dtype}{list(a.shape)} vs paddle {b.dtype}{list(b.shape)}")
         else:
-            note = ""
-            if a.shape != b.shape and _broadcasts(a.shape, b.shape):
-                # one side keeps a size-1 axis the other repeats (transformers' position embeddings [1, L, H],
-                # paddlenlp's [B, L, H]): the same values, compared once broadcast, and said so
-                note = f"by design: shapes {list(a.shape)} and {list(b.shape)}, one side broadcast over the other"
-                shape = np.broadcast_shapes(a.shape, b.shape)
-                a, b = np.broadcast_to(a, shape), np.broadcast_to(b, shape)
-                ref = None if ref is None else np.broadcast_to(ref, shape)
-            row = measure_once(name, a, ref, b)
-            row.by_design = note
+            row = judge_one(name, a, ref, b, measure_once)
             if not row.problem:
-                call_ = "in/" + name.split("[")[0].split(":")[0]
-                p_call = _paddle_name(call_, mapped)[1]
-                row.input_ok = _input_ok(torch_record.get(call_), torch_record.get(F64 + call_),
-                                         paddle_record.get(p_call), measure_once)
-        row.mean_bound = mean_bound if module == ROOT else None
+                row.input_ok = _input_ok(torch_record.get(f"in/{call_}"), torch_record.get(f"{F64}in/{call_}"),
+                                         paddle_record.get(keys.get(f"in/{call_}", "")), measure_once)
+        row.mean_bound = mean_bound if call_.split("#")[0] == ROOT else None
         report.rows.append(row)
     return report
+
+
+def judge_one(name, a, ref, b, measure_once=measure) -> calibrated.Row:
+    """One torch output `a` (its float64 run `ref`) against Paddle's `b`: dtypes must agree; shapes that differ
+    only where one side keeps a size-1 axis the other repeats are compared broadcast, and said so."""
+    if a.dtype != b.dtype:
+        return calibrated.Row(name, tuple(a.shape), *[float("nan")] * 4,
+                              problem=f"torch {a.dtype}{list(a.shape)} vs paddle {b.dtype}{list(b.shape)}")
+    note = ""
+    if a.shape != b.shape and _broadcasts(a.shape, b.shape):
+        # transformers' position embeddings [1, L, H], paddlenlp's [B, L, H]: the same values
+        note = f"by design: shapes {list(a.shape)} and {list(b.shape)}, one side broadcast over the other"
+        shape = np.broadcast_shapes(a.shape, b.shape)
+        a, b = np.broadcast_to(a, shape), np.broadcast_to(b, shape)
+        ref = None if ref is None else np.broadcast_to(ref, shape)
+    row = measure_once(name, a, ref, b)
+    row.by_design = note
+    return row
 
 
 def _broadcasts(x: tuple, y: tuple) -> bool:

@@ -1,8 +1,9 @@
-"""Strict weight conversion for any torch/Paddle model pair: the layout follows the torch module's type.
+"""Strict weight conversion for any torch/Paddle model pair: the layout follows the module's type.
 
-Every torch module that holds parameters or buffers of its own is looked up by type in LAYOUTS; its
-Paddle counterpart is found through the name map, must be of the matching Paddle type, and receives each
-tensor under its Paddle name in Paddle's layout. Then every key and shape is checked in both directions:
+Every torch module that holds parameters or buffers of its own is looked up by type in the layout table (or
+the caller's `layouts`, keyed by a torch type or a Paddle one); its Paddle counterpart is found by
+portcheck.pairing (the name map's entries as given, the rest aligned), must be of the matching Paddle type,
+and receives each tensor under its Paddle name in Paddle's layout. Then every key and shape is checked in both directions:
 a Paddle key nothing filled, a torch tensor with no Paddle key, or a shape that differs ends the run with
 one line naming it. A square Linear weight is transposed because it belongs to a Linear, never because
 its shape happens to fit.
@@ -11,8 +12,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from portcheck import pairing
 from portcheck.errors import PipelineError
-from portcheck.names import resolve
 
 
 def _linear(name, array):
@@ -44,9 +45,10 @@ RULES = {"same": _same, "transpose": _linear}  # what a user's `layouts` may nam
 
 def _layouts(extra=None):
     """torch module type -> (Paddle layer type names it may become, tensor rule). Built on first use, so
-    that importing this module does not load either framework. extra: the caller's own {torch module type
-    or its class name: "same" or "transpose"} for modules this table does not know (a model's own norm,
-    an embeddings module holding a parameter itself); their Paddle type is not checked."""
+    that importing this module does not load either framework. extra: the caller's own {module type or its
+    class name, of either side: "same" or "transpose"} for modules this table does not know (a model's own
+    norm, an embeddings module holding a parameter itself, paddlenlp's LlamaLMHead holding a Linear's weight);
+    their Paddle type is not checked."""
     import torch.nn as tnn
     table = {tnn.Linear: (("Linear",), _linear), tnn.Embedding: (("Embedding",), _same),
              tnn.LayerNorm: (("LayerNorm",), _same), tnn.GroupNorm: (("GroupNorm",), _same),
@@ -66,7 +68,7 @@ def _layouts(extra=None):
     for key, how in (extra or {}).items():
         if how not in RULES or not isinstance(key, (type, str)):
             raise PipelineError(f"layouts: {key!r}: {how!r} must be one of {', '.join(map(repr, RULES))}, keyed by a "
-                                "torch module type or its class name")
+                                "torch or Paddle module type or its class name")
         table[key] = (None, RULES[how])
     return table
 
@@ -102,59 +104,111 @@ class Tensor:
         return self.rule is _linear and self.name == "weight"
 
 
-def torch_layouts(torch_model, layouts=None) -> dict:
+def _rule(table, module, paddle_kind=None):
+    """(Paddle types, rule) for a torch module: a layout declared for the Paddle type it pairs with first, then
+    its own type's; a type no one declared whose tensors are all 1-D (a norm's scale: nothing to transpose)
+    keeps its layout. None when unknown."""
+    for key in (paddle_kind, *((paddle_kind.__name__,) if isinstance(paddle_kind, type) else ())):
+        if key is not None and table.get(key, (0,))[0] is None:
+            return table[key]
+    rule = table.get(type(module).__name__) or next((table[t] for t in type(module).__mro__ if t in table), None)
+    if rule is None and all(len(a.shape) <= 1 for a in own_tensors(module).values()):
+        return None, _same
+    return rule
+
+
+def torch_layouts(torch_model, layouts=None, paddle_kinds=None) -> dict:
     """{torch key: Tensor} for every parameter and buffer the Paddle side holds (num_batches_tracked has no
     Paddle counterpart), from the torch model alone: a torch-side script writes its tensors in Paddle's
-    layout with it. A module type with no known layout ends the run, naming the module."""
+    layout with it. paddle_kinds: {torch module: the Paddle layer type it pairs with}, for layouts declared by
+    a Paddle type. Every module type with no known layout ends the run, all named at once."""
     table = _layouts(layouts)
-    out = {}
+    out, unknown = {}, {}
     for name, module in torch_model.named_modules():
         tensors = own_tensors(module)
         if not tensors:
             continue
-        rule = table.get(type(module).__name__) or next((table[t] for t in type(module).__mro__ if t in table), None)
+        rule = _rule(table, module, (paddle_kinds or {}).get(name))
         if rule is None:
-            raise PipelineError(f"torch module {name or '(the model)'} is a {type(module).__name__}, whose Paddle "
-                                "layout this converter does not know: pass layouts={"
-                                f"'{type(module).__name__}': 'same'}} (or 'transpose') if its tensors keep their "
-                                "names, or add its type to portcheck/convert.py's table")
+            unknown.setdefault(type(module).__name__, []).append(name or "(the model)")
+            continue
         kinds, rule = rule
         for tname, array in tensors.items():
             pname = rule(tname, array)[0]  # the name only (a transpose is a view)
             if pname is not None:
                 out[f"{name}.{tname}" if name else tname] = Tensor(name, tname, pname, rule, kinds,
                                                                    type(module).__name__, array)
+    if unknown:
+        said = "; ".join(f"{', '.join(names[:3])}{' ...' if len(names) > 3 else ''} ({kind})"
+                         for kind, names in unknown.items())
+        first = next(iter(unknown))
+        raise PipelineError(f"torch module(s) {said}: this converter does not know their Paddle layout: pass "
+                            f"layouts={{'{first}': 'same'}} (or 'transpose'; keyed by the torch type or the Paddle "
+                            "one it pairs with) if their tensors keep their names, or add the type to "
+                            "portcheck/convert.py's table")
     return out
 
 
-def paddle_key(tensor: Tensor, mapped) -> str:
-    """The Paddle state-dict key of a torch tensor, its module renamed by the name map."""
-    target = mapped(tensor.module)
+def paddle_key(tensor: Tensor, target: str) -> str:
+    """The Paddle state-dict key of a torch tensor whose module pairs with the Paddle module `target`."""
     return f"{target}.{tensor.paddle_name}" if target else tensor.paddle_name
 
 
-def plan(torch_model, paddle_model, name_map=None, layouts=None) -> dict:
+def pair_modules(torch_model, paddle_model, name_map=None, inputs=None) -> tuple:
+    """({torch module: Paddle module ("" for the model itself)}, [each torch module holding tensors left without
+    a counterpart, said]), by portcheck.pairing: on the models' run over `inputs` when given (run order, output
+    shapes; in eval mode, so BatchNorm's statistics stay), else on their definition order."""
+    from portcheck.compare import eval_mode, trace  # compare imports this module
+    with eval_mode(torch_model), eval_mode(paddle_model):
+        paired = pairing.pair(trace(torch_model, inputs), trace(paddle_model, inputs), name_map)
+    modules = paired.modules()
+    layers = dict(paddle_model.named_sublayers(include_self=True))
+
+    def said(name, module):
+        if name in paired.missing:
+            return f"{name} ({type(module).__name__}) -> {paired.missing[name]!r}"
+        like = layers.get(name)  # the same name on the Paddle side, which the tensors' shapes kept apart
+        shapes = lambda pairs: ", ".join(f"{k} {list(v.shape)}" for k, v in pairs)
+        return f"{name} ({type(module).__name__}" + (
+            f": {shapes(own_tensors(module).items())}; Paddle {name}: "
+            f"{shapes(like.named_parameters(include_sublayers=False)) or 'none'}" if like is not None else "") + ")"
+    missing = [said(n or pairing.ROOT, m) for n, m in torch_model.named_modules()
+               if own_tensors(m) and (n or pairing.ROOT) not in modules]
+    if missing:  # all at once: one run names every module left without a counterpart
+        named = " (the name map names no Paddle module of that name)" if paired.missing else ""
+        missing = (f"{len(missing)} torch module(s) have no counterpart in the Paddle model{named}: "
+                   f"{'; '.join(missing[:12])}{'; ...' if len(missing) > 12 else ''}: give a name_map entry for each"
+                   + ("" if inputs is not None else ", or inputs= to pair them by a run"))
+    return {t: "" if p == pairing.ROOT else p for t, p in modules.items()}, missing
+
+
+def plan(torch_model, paddle_model, name_map=None, layouts=None, inputs=None, paddle_kinds=None) -> dict:
     """{torch key: (Paddle key, Tensor, numpy array)} for every parameter and buffer the Paddle model takes,
     with every module's counterpart and type checked; compare_backward maps gradients and updated weights
-    through the same rules."""
+    through the same rules. paddle_kinds, a dict if given, receives {torch module: the Paddle type it pairs
+    with} (what a torch-side record needs for layouts declared by a Paddle type)."""
     check_models(torch_model, paddle_model)
-    mapped = resolve(name_map)
-    paddle_layers = dict(paddle_model.named_sublayers(include_self=True))
-    out, targets, missing = {}, {}, []
-    for key, tensor in torch_layouts(torch_model, layouts).items():
-        if tensor.module not in targets:
-            targets[tensor.module] = target = mapped(tensor.module)
-            layer = paddle_layers.get(target)
-            if layer is None:
-                missing.append(f"{tensor.module or '(the model)'} ({tensor.module_type}) -> {target!r}")
-            elif tensor.kinds is not None and type(layer).__name__ not in tensor.kinds:
-                raise PipelineError(f"torch {tensor.module} is a {tensor.module_type} but Paddle {target} is a "
-                                    f"{type(layer).__name__}: the name map pairs different layers")
-        out[key] = (paddle_key(tensor, mapped), tensor, tensor.array)
-    if missing:  # all at once: one run of the map names every module it leaves without a counterpart
-        raise PipelineError(f"{len(missing)} torch module(s) have no counterpart in the Paddle model: "
-                            f"{'; '.join(missing[:12])}{'; ...' if len(missing) > 12 else ''}: "
-                            "give a name_map that names them")
+    modules, missing = pair_modules(torch_model, paddle_model, name_map, inputs)
+    layers = dict(paddle_model.named_sublayers(include_self=True))
+    kinds = {"" if t == pairing.ROOT else t: type(layers[p]) for t, p in modules.items() if p in layers}
+    if paddle_kinds is not None:
+        paddle_kinds.update(kinds)
+    tensors = torch_layouts(torch_model, layouts, kinds)  # an unknown layout first: no pairing makes it known
+    out, wrong = {}, {}
+    for key, tensor in tensors.items():
+        if tensor.module not in kinds:
+            continue
+        target, kind = modules[tensor.module or pairing.ROOT], kinds[tensor.module].__name__
+        if tensor.kinds is not None and kind not in tensor.kinds:
+            wrong[tensor.module] = f"torch {tensor.module} is a {tensor.module_type} but Paddle {target} is a {kind}"
+        out[key] = (paddle_key(tensor, target), tensor, tensor.array)
+    if wrong:  # before the modules left over: a wrong pair leaves another one without its counterpart
+        first = next(iter(wrong.values())).rsplit(" ", 1)[-1]
+        raise PipelineError(f"{'; '.join(list(wrong.values())[:6])}{'; ...' if len(wrong) > 6 else ''}: the pairing "
+                            f"joins different layers; give name_map entries for them, or layouts={{'{first}': 'same'}} "
+                            "(or 'transpose') if that Paddle type holds the torch layer's tensors")
+    if missing:
+        raise PipelineError(missing)
     return out
 
 
@@ -185,16 +239,22 @@ def check_models(torch_model, paddle_model):
                                 f"{'torch.nn.Module' if want == 'torch' else 'paddle.nn.Layer'}: pass the model itself")
 
 
-def convert(torch_model, paddle_model, name_map=None, path=None, layouts=None) -> dict:
+def convert(torch_model, paddle_model, name_map=None, path=None, layouts=None, inputs=None) -> dict:
     """{Paddle state-dict key: numpy array} holding torch_model's weights in paddle_model's names and layout.
 
-    name_map: how a torch module's name becomes its Paddle counterpart's (align.names.resolve): None (the
-    same names), a dict of name prefixes, a list of (regex, replacement) rules, or a callable.
+    name_map: None (every module paired automatically, portcheck.pairing), or how some torch modules' names
+    become their Paddle counterparts' (align.names.resolve): a dict of name prefixes, a list of (regex,
+    replacement) rules, or a callable; the modules it renames are paired as it says, the rest automatically.
+    inputs: a batch both models take (as compare_forward's): pairs modules by their run order and output
+    shapes, more surely than the definition order used without it.
     path: also write the result there as a .pdparams (paddle.save), through the project's safe writer.
-    layouts: {torch module type or class name: "same" or "transpose"} for module types whose layout this
-    converter does not know (transformers' ViTEmbeddings holding cls_token, a model's own RMSNorm).
+    layouts: {module type or class name, torch's or Paddle's: "same" or "transpose"} for module types whose
+    layout this converter does not know (transformers' ViTEmbeddings holding cls_token; paddlenlp's
+    LlamaLMHead, a Linear's weight in [in, out]: "transpose" from torch's Linear). A type no one declared
+    whose tensors are all 1-D (an RMSNorm's scale) keeps its layout.
     Raises portcheck.errors.PipelineError, one line, on a module type whose layout is unknown, a module with no
-    Paddle counterpart or of another type, and any key or shape that does not match in either direction.
+    Paddle counterpart or of another type, a pairing two candidates make ambiguous, and any key or shape that
+    does not match in either direction.
     """
     state = paddle_model.state_dict()
     paddle_state = {k: tuple(v.shape) for k, v in state.items()}
@@ -205,7 +265,7 @@ def convert(torch_model, paddle_model, name_map=None, path=None, layouts=None) -
         aliases.setdefault(getattr(v, "name", k), []).append(k)
     same = {k: group for group in aliases.values() for k in group}
     out, origin = {}, {}
-    for torch_key, (key, tensor, array) in plan(torch_model, paddle_model, name_map, layouts).items():
+    for torch_key, (key, tensor, array) in plan(torch_model, paddle_model, name_map, layouts, inputs).items():
         if key in out:
             raise PipelineError(f"Paddle key {key} is filled twice (from {origin[key]} and {torch_key}): "
                                 "the name map sends two torch modules to one Paddle module")

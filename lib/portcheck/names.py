@@ -17,6 +17,22 @@ def resolve(name_map):
     return _checked(_resolve(name_map))
 
 
+def entries(name_map):
+    """A callable torch module name -> the Paddle module name name_map gives it, or None where the map says
+    nothing of it (portcheck.pairing pairs those automatically): a dict names the modules under its prefixes,
+    a rule list those one of its patterns matches, a callable those it renames."""
+    if name_map is None:
+        return lambda name: None
+    mapped = resolve(name_map)
+    if isinstance(name_map, dict):
+        return lambda name: mapped(name) if any(p == "" or name == p or name.startswith(p + ".") for p in name_map) \
+            else None
+    if isinstance(name_map, (list, tuple)):
+        patterns = [re.compile(pattern) for pattern, _ in name_map]
+        return lambda name: mapped(name) if any(p.search(name) for p in patterns) else None
+    return lambda name: None if mapped(name) == name else mapped(name)
+
+
 def _checked(fn):
     """fn, with its failures (the user's own function, a regex replacement) and its non-str answers said in
     one line naming the module it was asked about."""

@@ -1,0 +1,341 @@
+"""Which Paddle module is which torch module, with no name map, or beyond the entries of the one given.
+
+Each side is a sequence of module calls: in run order when the models ran on a batch (a record's out/ keys),
+then the modules holding tensors that did not run, in definition order; with no run, the modules holding
+tensors in definition order. A call carries what identifies a module across frameworks: the shapes of the
+tensors its module holds itself (each shape's sizes sorted, so torch's Linear [out, in] and Paddle's [in, out]
+agree), whether it has children, its class and name, and the shapes of its outputs.
+
+The two sequences are aligned as edit distance aligns two strings (Needleman-Wunsch): the order-keeping
+pairing of highest total similarity, where leaving a call unpaired costs nothing. A wrapper one side adds, an
+activation the other folds into a block, a module called twice or extra containers shift no other pair, as
+they would in a positional zip. Calls left over are aligned again among themselves (a shortcut defined before
+its block on one side and after it on the other).
+
+Two modules holding different tensor shapes never pair; a module holding tensors never pairs with one holding
+none; a leaf holding none pairs only with a leaf of its family (an activation with an activation). Where two
+candidates fit equally well and the order cannot separate them, the pairing is refused, naming them and the
+name_map entry that settles it. A name_map's entries (names.entries: the modules it names) are kept as
+given; the rest is automatic. The root modules are each other's.
+"""
+import re
+from dataclasses import dataclass, field
+from typing import Optional
+
+import numpy as np
+
+from portcheck.errors import PipelineError
+from portcheck.names import entries
+
+ROOT = "(model)"   # the model itself among its modules (compare.py's record keys use it too)
+META = "mod/"      # a record's key per module: mod/<name>/<class>, its children and tensor shapes (int64)
+_KEY = re.compile(r"^(out|in)/([^#\[:]*)(#\d+)?(.*)$")  # kind, module, #call, then [index] or :key
+
+
+def split_key(key: str) -> tuple:
+    """A record key out/<module>#<n>[0]:x as (kind, call, rest): ("out", "<module>#<n>", "[0]:x")."""
+    kind, module, call, rest = _KEY.match(key).groups()
+    return kind, module + (call or ""), rest
+
+
+def module_of(call: str) -> str:
+    return call.split("#")[0]
+
+
+# ---------------------------------------------------------------- what a record says about each module
+
+def _own(model):
+    """[(name, module, children, shapes of the tensors it holds itself)] in definition order, either framework.
+    A 0-d tensor (BatchNorm's num_batches_tracked, which Paddle does not keep) identifies nothing."""
+    out = []
+    if hasattr(model, "named_sublayers"):
+        for name, layer in model.named_sublayers(include_self=True):
+            skip = getattr(layer, "_non_persistable_buffer_names_set", set())
+            tensors = [p for _, p in layer.named_parameters(include_sublayers=False)]
+            tensors += [b for n, b in layer.named_buffers(include_sublayers=False) if n not in skip]
+            out.append((name, layer, len(list(layer.children())), [tuple(t.shape) for t in tensors]))
+    else:
+        for name, module in model.named_modules():
+            skip = getattr(module, "_non_persistent_buffers_set", set())
+            tensors = [p for _, p in module.named_parameters(recurse=False)]
+            tensors += [b for n, b in module.named_buffers(recurse=False) if b is not None and n not in skip]
+            out.append((name, module, len(list(module.children())), [tuple(t.shape) for t in tensors]))
+    return out
+
+
+def describe(model) -> dict:
+    """{mod/<name>/<class>: int64 [children, tensors, ndim, sizes..., ...]} for every module in definition
+    order: what pairing needs of a model, kept in its record so that two saved records pair alone."""
+    out = {}
+    for name, module, children, shapes in _own(model):
+        flat = [children, len(shapes)] + [d for s in shapes for d in (len(s), *s)]
+        out[f"{META}{name or ROOT}/{type(module).__name__}"] = np.array(flat, dtype=np.int64)
+    return out
+
+
+def _decode(flat) -> tuple:
+    """(children, layout-free tensor shapes) from describe's array."""
+    flat = [int(x) for x in np.asarray(flat).reshape(-1)]
+    children, count, shapes, i = flat[0], flat[1], [], 2
+    for _ in range(count):
+        n = flat[i]
+        shapes.append(tuple(flat[i + 1:i + 1 + n]))
+        i += 1 + n
+    return children, tuple(sorted(tuple(sorted(s)) for s in shapes if len(s)))
+
+
+ACTIVATION = re.compile(r"relu|gelu|silu|swish|sigmoid|tanh|elu$|mish|softplus|softsign|hardswish|activation|glu$")
+CONTAINERS = {"sequential", "modulelist", "layerlist", "moduledict", "layerdict"}
+ALIASES = {f"convtranspose{n}d": f"conv{n}dtranspose" for n in (1, 2, 3)}
+
+
+def family(kind: str) -> str:
+    """A class name as a kind of computation both frameworks share: Conv2d and Conv2D alike, every activation one
+    family (a port that swaps one activation for another is paired, and judged)."""
+    k = kind.lower()
+    if ACTIVATION.search(k):
+        return "activation"
+    if k in CONTAINERS:
+        return "container"
+    return ALIASES.get(k, k)
+
+
+@dataclass(frozen=True)
+class Call:
+    """One module call of one side."""
+    name: str           # the call: the module's name, name#2 for its second call; ROOT for the model
+    kind: str           # its class name ("" when the record does not say)
+    children: int       # -1 when the record does not say
+    tensors: tuple      # the layout-free shapes of the tensors its module holds itself
+    outputs: tuple      # the shapes of its output tensors in order; () when it did not run
+
+    @property
+    def module(self) -> str:
+        return module_of(self.name)
+
+
+def sequence(record: dict) -> list:
+    """The calls of one side: those that ran, in run order, then the modules holding tensors that did not."""
+    meta = {}
+    for key in record:
+        if key.startswith(META):
+            name, _, kind = key[len(META):].rpartition("/")
+            meta[name] = (kind, *_decode(record[key]))
+    outputs = {}
+    for key, value in record.items():
+        if key.startswith("out/"):
+            outputs.setdefault(split_key(key)[1], []).append(tuple(np.shape(value)))
+    calls = []
+    for name, shapes in outputs.items():
+        kind, children, tensors = meta.get(module_of(name), ("", -1, ()))
+        calls.append(Call(name, kind, children, tensors, tuple(shapes)))
+    ran = {c.module for c in calls}
+    calls += [Call(name, kind, children, tensors, ()) for name, (kind, children, tensors) in meta.items()
+              if tensors and name not in ran]
+    return calls
+
+
+# ---------------------------------------------------------------- similarity and alignment
+
+def _normal(name: str) -> list:
+    """A module name's parts, lowercase, without underscores, a plural's s dropped (layer and layers)."""
+    parts = [p.replace("_", "") for p in name.lower().split(".")]
+    return [p[:-1] if len(p) > 3 and p.endswith("s") else p for p in parts]
+
+
+def _broadcast(x: tuple, y: tuple) -> bool:
+    return x == y or (len(x) == len(y) and all(i == j or 1 in (i, j) for i, j in zip(x, y)))
+
+
+def similarity(t: Call, p: Call) -> Optional[int]:
+    """How alike two calls are (an integer, so that ties are exact), or None when they cannot be each other's."""
+    if t.tensors != p.tensors:
+        return None
+    if t.outputs and p.outputs and not _broadcast(t.outputs[0], p.outputs[0]):
+        return None
+    same_family = family(t.kind) == family(p.kind) and bool(t.kind)
+    leaf = 0 in (t.children, p.children)
+    if not t.tensors and leaf and (t.children != p.children or not same_family):
+        return None  # a leaf computing nothing of its own pairs only with its own kind (GELU with ReLU, not Dropout)
+    score = (16 if t.tensors else 2) + 4 * same_family + 2 * (t.outputs == p.outputs and bool(t.outputs))
+    # names only break ties, and only where they agree: a shared layer index or word elsewhere in two names
+    # says nothing (transformers' layer.1.normalization is paddle's bn2, not downsample.1)
+    a, b = _normal(t.name), _normal(p.name)
+    return score + (4 if a == b else 2 if a[-1] == b[-1] else 0)
+
+
+NONE = np.iinfo(np.int64).min // 4  # cannot pair
+FIXED = 1 << 20                     # a pair the name map gives: in every best alignment, so the rest keeps its order
+
+
+def _align(ts: list, ps: list, score, harmless) -> tuple:
+    """One Needleman-Wunsch pass with a gap cost of 0: ([(i, j)] of one best alignment, [(i, [j, ...]) or
+    ([i, ...], j) where several best alignments differ]). With gaps free, a row of the score table is a running
+    maximum, computed whole."""
+    n, m = len(ts), len(ps)
+    if not n or not m:
+        return [], []
+    s = np.full((n, m), NONE, dtype=np.int64)
+    for i, t in enumerate(ts):
+        for j, p in enumerate(ps):
+            v = score(t, p)
+            if v is not None:
+                s[i, j] = v
+    f = np.zeros((n + 1, m + 1), dtype=np.int64)   # f[i, j]: best of ts[:i] against ps[:j]
+    for i in range(n):
+        f[i + 1, 1:] = np.maximum.accumulate(np.maximum(f[i, 1:], f[i, :-1] + s[i]))
+    g = np.zeros((n + 1, m + 1), dtype=np.int64)   # g[i, j]: best of ts[i:] against ps[j:]
+    for i in range(n - 1, -1, -1):
+        g[i, :-1] = np.maximum.accumulate(np.maximum(g[i + 1, :-1], g[i + 1, 1:] + s[i])[::-1])[::-1]
+    on = (s > NONE) & (f[:-1, :-1] + s + g[1:, 1:] == f[n, m])  # (i, j) is on some best alignment
+    pairs, i, j = [], n, m
+    while i and j:
+        if s[i - 1, j - 1] > NONE and f[i - 1, j - 1] + s[i - 1, j - 1] == f[i, j]:
+            pairs.append((i - 1, j - 1))
+            i, j = i - 1, j - 1
+        elif f[i - 1, j] == f[i, j]:
+            i -= 1
+        else:
+            j -= 1
+    ties = [(i, list(js)) for i in range(n) if len(js := np.flatnonzero(on[i])) > 1
+            and not harmless("paddle", [ps[j] for j in js])]
+    ties += [(list(is_), j) for j in range(m) if len(is_ := np.flatnonzero(on[:, j])) > 1
+             and not harmless("torch", [ts[i] for i in is_])]
+    return pairs[::-1], ties
+
+
+def _inconsistent(pairs: dict, calls: dict) -> set:
+    """The pairs of containers whose insides do not correspond: a module holding tensors inside one whose
+    counterpart is outside the other (transformers' attention.self holds query, key and value; paddle's
+    self_attn holds out_proj too, whose counterpart is outside attention.self: the two compute different things)."""
+    holders = [(module_of(t), module_of(p)) for t, p in pairs.items() if calls[t].tensors]
+    inside = lambda name, outer: outer == ROOT or name.startswith(outer + ".")
+    bad = set()
+    for t, p in pairs.items():
+        if calls[t].children > 0 and not calls[t].tensors:
+            a, b = module_of(t), module_of(p)
+            if any(inside(x, a) != inside(y, b) for x, y in holders):
+                bad.add((t, p))
+    return bad
+
+
+@dataclass
+class Pairing:
+    """The calls of two records paired: every pair chosen and every call left unpaired, on both sides."""
+    pairs: dict = field(default_factory=dict)        # torch call -> Paddle call, in torch's order
+    torch_calls: list = field(default_factory=list)  # [Call] of each side, in its order
+    paddle_calls: list = field(default_factory=list)
+    named: set = field(default_factory=set)          # torch calls paired by the name map
+    missing: dict = field(default_factory=dict)      # torch module -> the Paddle module the map names, absent
+
+    @property
+    def torch_unpaired(self) -> list:
+        return [c.name for c in self.torch_calls if c.name not in self.pairs]
+
+    @property
+    def paddle_unpaired(self) -> list:
+        taken = set(self.pairs.values())
+        return [c.name for c in self.paddle_calls if c.name not in taken]
+
+    def modules(self) -> dict:
+        """torch module -> Paddle module, from their calls; a torch module whose calls pair with several Paddle
+        modules (one module run twice on one side, two on the other) is refused where it holds tensors."""
+        out, holds = {}, {c.module for c in self.torch_calls if c.tensors}
+        for t, p in self.pairs.items():
+            out.setdefault(module_of(t), set()).add(module_of(p))
+        split = {t: ps for t, ps in out.items() if len(ps) > 1 and t in holds}
+        if split:
+            t, ps = next(iter(split.items()))
+            raise PipelineError(f"torch {t} runs as {len(ps)} Paddle modules ({', '.join(sorted(ps))}) and holds "
+                                "tensors: its weights cannot fill them both; give a name_map entry for it")
+        return {t: min(ps) for t, ps in out.items()}
+
+    def lines(self) -> list:
+        """Every pair, then every call left unpaired on each side: what the report says it chose."""
+        how = lambda t: " (name map)" if t in self.named else ""
+        out = [f"{t} -> {p}{how(t)}" for t, p in self.pairs.items()]
+        out.append(f"torch calls unpaired ({len(self.torch_unpaired)}): {', '.join(self.torch_unpaired) or '-'}")
+        out.append(f"Paddle calls unpaired ({len(self.paddle_unpaired)}): {', '.join(self.paddle_unpaired) or '-'}")
+        return out
+
+
+def pair(torch_record: dict, paddle_record: dict, name_map=None) -> Pairing:
+    """Pair the module calls of a torch record with a Paddle one (record_forward's, describe's, or a training
+    record's first forward). name_map's entries are kept; the rest is aligned (module docstring). Raises a
+    PipelineError naming the modules when two candidates cannot be told apart."""
+    ts, ps = sequence(torch_record), sequence(paddle_record)
+    result = Pairing(torch_calls=ts, paddle_calls=ps)
+    by_name = {c.name: c for c in ps}
+    named, fixed = entries(name_map), {}
+    for t in ts:
+        target = ROOT if t.module == ROOT else named(t.module)
+        if target is None:
+            continue
+        call = target + t.name[len(t.module):]
+        if call in by_name:
+            fixed[t.name] = call
+        elif target not in {c.module for c in ps}:
+            result.missing[t.module] = target
+    result.named = {t for t in fixed if module_of(t) != ROOT}
+
+    def harmless(side, candidates):
+        """Candidates holding no tensors whose outputs are the same values (nested containers returning one
+        tensor): either pairing compares the same thing."""
+        if any(c.tensors for c in candidates):
+            return False
+        record = torch_record if side == "torch" else paddle_record
+        first = _outputs(record, candidates[0].name)
+        return bool(first) and all(_same(first, _outputs(record, c.name)) for c in candidates[1:])
+
+    forbidden, calls = set(), {c.name: c for c in ts}
+    fixed_p = set(fixed.values())
+    while True:
+        def score(t, p):
+            if t.name in fixed or p.name in fixed_p:
+                return FIXED if fixed.get(t.name) == p.name else None
+            return None if (t.name, p.name) in forbidden else similarity(t, p)
+        pairs = {}
+        while True:  # the first pass aligns everything; each next one the modules holding tensors left over
+            taken, again = set(pairs.values()), bool(pairs)
+            left_t = [c for c in ts if c.name not in pairs and c.module not in result.missing
+                      and (c.tensors or not again)]
+            left_p = [c for c in ps if c.name not in taken and (c.tensors or not again)]
+            found, ties = _align(left_t, left_p, score, harmless)
+            if ties:
+                raise PipelineError(_ambiguity(ties, left_t, left_p))
+            if not found:
+                break
+            pairs.update((left_t[i].name, left_p[j].name) for i, j in found)
+        pairs.update(fixed)  # a map's entries that cross each other are kept too
+        bad = _inconsistent(pairs, calls) - set(fixed.items())
+        if not bad:
+            break
+        forbidden |= bad
+    order = {c.name: k for k, c in enumerate(ts)}
+    result.pairs = dict(sorted(pairs.items(), key=lambda kv: order[kv[0]]))
+    return result
+
+
+def _outputs(record: dict, call: str) -> list:
+    return [v for k, v in record.items() if k.startswith("out/") and split_key(k)[1] == call]
+
+
+def _same(a: list, b: list) -> bool:
+    return len(a) == len(b) and all(x.shape == y.shape and np.array_equal(x, y) for x, y in zip(a, b))
+
+
+def _ambiguity(ties, ts, ps) -> str:
+    """One line: the first few ties, each with the name_map entry that settles it."""
+    said = []
+    for i, j in ties[:3]:
+        if isinstance(j, list):
+            one, others = ts[i].name, [ps[k].name for k in j]
+            entry = f"{module_of(one)!r}: {' or '.join(map(repr, dict.fromkeys(map(module_of, others))))}"
+            said.append(f"torch {one} fits Paddle {' and '.join(others)} equally (name_map={{{entry}}})")
+        else:
+            one, others = ps[j].name, [ts[k].name for k in i]
+            entry = f"{' or '.join(map(repr, dict.fromkeys(map(module_of, others))))}: {module_of(one)!r}"
+            said.append(f"Paddle {one} fits torch {' and '.join(others)} equally (name_map={{{entry}}})")
+    more = f"; {len(ties) - 3} more" if len(ties) > 3 else ""
+    return ("modules cannot be paired automatically: " + "; ".join(said) + more + ": give the name_map entry "
+            "that says which (or, to convert, inputs= to pair modules by the models' run)")
