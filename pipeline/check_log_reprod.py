@@ -33,7 +33,7 @@ except ModuleNotFoundError:  # the project is not importable: not its venv
 import numpy as np
 
 from bert_sst2 import diagnose, paths, steps, tolerances
-from portcheck import cli, diff, record, report
+from portcheck import cli, diff, handin, record, report
 from portcheck.errors import PipelineError, run_main
 from portcheck.fileio import load_npy
 
@@ -51,7 +51,7 @@ def load(folder: Path, name: str) -> dict:
     return load_npy(path)
 
 
-def check_pair(folder: Path, pair: str) -> diff.CheckResult:
+def check_pair(folder: Path, pair: str, run_problems: dict) -> diff.CheckResult:
     spec = tolerances.PAIRS[pair]
     t, p = load(folder, f"{pair}_torch.npy"), load(folder, f"{pair}_paddle.npy")
     result = diff.compare(t, p, spec.tolerances, spec.default, name=pair)
@@ -63,6 +63,9 @@ def check_pair(folder: Path, pair: str) -> diff.CheckResult:
         passed, detail = record.same_run(records / f"{stem}_torch.npy", records / f"{stem}_paddle.npy",
                                          (records / f"{stem}_torch{record.SUFFIX}", records / f"{stem}_paddle{record.SUFFIX}"))
         result.findings.append(diff.Finding(f"{stem} same run", bool(passed), detail))
+    for stem in (pair, *COMPANIONS.get(pair, ())):  # handin.last_run: a step not run last time, another script's record
+        if stem in run_problems:
+            result.findings.append(diff.Finding(f"{stem} of the hand-in's run", False, run_problems.pop(stem)))
     if pair in STATS:
         stem, tol = STATS[pair]
         stats = diagnose.compare_stats(load(records, f"{stem}_torch.npy"), load(records, f"{stem}_paddle.npy"), tol)
@@ -104,14 +107,15 @@ def main():
     if args.threshold or args.strict:
         raise PipelineError("--threshold and --strict are for a folder this pipeline did not write; this one is "
                             "re-derived with the step checks' own tolerances")
-    red = 0
+    red, run_problems = 0, handin.last_run(folder)
     for step, pairs in STEPS.items():
         parts = []
         for pair in pairs:
             try:
-                result = check_pair(folder, pair)
+                result = check_pair(folder, pair, run_problems)
             except PipelineError as e:  # a missing or unreadable file: this step is red, the others still run
-                parts.append(f"{pair} RED ({report.one_line(str(e))})")
+                why = run_problems.pop(pair, None)
+                parts.append(f"{pair} RED ({report.one_line(str(e))}" + (f"; {why}" if why else "") + ")")
                 red += 1
                 continue
             failed = [k.key for k in result.failed_keys] + [f.name for f in result.findings if not f.passed]
@@ -122,6 +126,9 @@ def main():
                          + (f"; its diff log was judged with loosened tolerances: {'; '.join(flags)}" if flags else "")
                          + ")")
         print(f"Step {step}: " + "; ".join(parts))
+    for stem, why in run_problems.items():
+        print(report.one_line(f"{stem}: RED ({why})"))
+        red += 1
     print(f"{paths.shown(folder)}: " + ("every step re-derived green" if not red else f"{red} pair(s) red"))
     sys.exit(1 if red else 0)
 

@@ -30,7 +30,7 @@ from bert_sst2.flags import TrainArgs
 from bert_sst2.steps import BERT, bert_step
 from bert_sst2.twins import train
 from bert_sst2.twins.weights import check_vocab, read_config
-from portcheck import diff, report
+from portcheck import report
 from portcheck.errors import PipelineError, require, run_main
 from portcheck.fileio import atomic_write, writable
 from portcheck.steps import SideBySide, Step, core_shares, run
@@ -42,21 +42,16 @@ def steps(args) -> list:
     data = ["--data_dir", str(args.data_dir)] if args.data_dir else []
     train = step5_args(args).to_argv(forwarded_only=True)
     with_data = {"data": data, "metric": data, "train_align": train}  # the pairs whose scripts read the data
-
-    def scripts(spec):
-        return [[getattr(pair, fw), *with_data.get(pair.name, [])] for pair in spec.pairs for fw in diff.SIDES]
-
-    trainers = scripts(bert_step(5))
+    trainers = Step.of(bert_step(5), with_data).scripts[:-1]  # torch's and Paddle's training, not the check
     if not args.one_at_a_time and len(os.sched_getaffinity(0)) > 1:
         trainers = [SideBySide(trainers)]
     table = [Step("setup", 0, [export, ["weights/torch2paddle.py"], ["classifier_weights/generate_classifier_weights.py"],
                                ["fake_data/gen_fake_data.py"]])]
-    for spec in BERT[:-1]:
-        table.append(Step(spec.name, spec.number, scripts(spec) + [[spec.check]], tuple(p.name for p in spec.pairs)))
+    table += [Step.of(spec, with_data) for spec in BERT[:-1]]
     step5 = bert_step(5)
-    table.append(Step(step5.name + (" (SMOKE RUN on demo data: not evidence)" if not args.data_dir else "")
-                      + (" (re-checked: trained by the run in train_*.log)" if args.recheck else ""), 5,
-                      ([] if args.recheck else trainers) + [[step5.check]], ("train_align",)))
+    table.append(Step.of(step5, name=step5.name + (" (SMOKE RUN on demo data: not evidence)" if not args.data_dir else "")
+                         + (" (re-checked: trained by the run in train_*.log)" if args.recheck else ""),
+                         scripts=[] if args.recheck else trainers))
     return table
 
 
@@ -177,7 +172,7 @@ def main():
 
     started = time.time()
     results, failed = run(steps(args), paths.ROOT, lambda results: write_summary(results, args, started),
-                          summary=paths.shown(paths.log_reprod() / "SUMMARY.md"))
+                          summary=paths.shown(paths.log_reprod() / "SUMMARY.md"), hand_in=paths.log_reprod())
     write_summary(results, args, started)
     print(f"\n{'FAILED: ' + failed if failed else 'all checks passed'}; summary in {paths.log_reprod() / 'SUMMARY.md'}")
     sys.exit(1 if failed else 0)

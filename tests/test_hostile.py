@@ -591,3 +591,70 @@ def test_a_closed_or_full_stdout_ends_quietly_not_in_a_traceback(tmp_path, stdou
     assert proc.returncode == 141
     ok = subprocess.run(cmd, capture_output=True, text=True)  # the clean case: the verdict, exit 0
     assert ok.returncode == 0 and ok.stdout.endswith("every pair green\n") and ok.stderr == ""
+
+
+SIDE = """import sys, numpy as np
+from portcheck import handin
+root, pair, side, weights = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
+if weights == "fail":
+    sys.exit("error: this side failed")
+handin.save_side(root + "/step", pair, side, {"lr_0": np.array([0.1])}, {"weights": weights}, sys.argv[0].rsplit("/", 1)[1])
+"""
+CHECK = """import sys
+from portcheck import handin
+root = sys.argv[1]
+for pair in sys.argv[2:]:
+    handin.judge_and_log(root + "/step", pair, threshold=1e-6, kind="exact", top=root + "/log_reprod")
+"""
+
+
+def pipeline(root, weights=("w", "w")):
+    """A two-step pipeline of its own through the library's runner: pair a in Step 1, b in Step 2."""
+    from portcheck import steps
+    for name, text in (("pt.py", SIDE), ("pd.py", SIDE), ("check.py", CHECK)):
+        (root / name).write_text(text)
+    specs = [steps.StepSpec(n, f"Step{n}", (steps.Pair(p, "pt.py", "pd.py"),), "check.py") for n, p in ((1, "a"), (2, "b"))]
+    table = [steps.Step.of(spec) for spec in specs]
+    for step, w in zip(table, weights):  # each side is told its framework and weights; the check its root and pair
+        step.scripts = [["pt.py", str(root), step.checks[0], "torch", w], ["pd.py", str(root), step.checks[0], "paddle", w],
+                        ["check.py", str(root), *step.checks]]
+    return steps.run(table, root, hand_in=root / "log_reprod")
+
+
+def test_a_hand_in_whose_last_run_stopped_before_a_step_is_red_at_that_steps_pairs(tmp_path, capsys):
+    """A run that stops at Step 2 (a failure here; Ctrl-C and a kill alike) leaves Step 2's files of the run
+    before in place: diagnostics/steps.json says so, and the checker holds them red (issue 36)."""
+    assert pipeline(tmp_path)[1] is None
+    assert cli.check(tmp_path / "log_reprod") == 0, capsys.readouterr().out
+    assert json.loads((tmp_path / "log_reprod" / "diagnostics" / "steps.json").read_text())["steps"][1]["status"] == "passed"
+    results, failed = pipeline(tmp_path, weights=("w", "fail"))
+    assert failed and (tmp_path / "log_reprod" / "b_paddle.npy").is_file()  # the earlier run's files
+    capsys.readouterr()
+    assert cli.check(tmp_path / "log_reprod") == 1
+    out = capsys.readouterr().out
+    assert "b: RED" in out and "Step2 was FAILED in the last run" in out and "a: green" in out
+
+
+def test_a_record_naming_another_script_than_the_step_tables_is_red(tmp_path, capsys):
+    """Torch's file and record put in Paddle's place with its framework field edited: the record still names
+    the torch script, and the step table's Paddle script is another."""
+    pipeline(tmp_path)
+    top = tmp_path / "log_reprod"
+    rec = json.loads((top / "diagnostics" / "a_torch.run.json").read_text())
+    shutil.copy(top / "a_torch.npy", top / "a_paddle.npy")
+    (top / "diagnostics" / "a_paddle.run.json").write_text(json.dumps({**rec, "framework": "paddle", "file": "a_paddle.npy"}))
+    capsys.readouterr()
+    assert cli.check(top) == 1
+    assert "the step table's paddle script is pd.py" in capsys.readouterr().out
+
+
+def test_a_hand_in_mixing_runs_on_two_models_is_red(tmp_path, capsys):
+    """Each pair its own same run, but Step 2 ran on other weights than Step 1: not one model's hand-in."""
+    assert pipeline(tmp_path, weights=("w1", "w1"))[1] is None
+    shutil.copytree(tmp_path / "log_reprod", tmp_path / "first")
+    pipeline(tmp_path, weights=("w2", "w2"))
+    for name in ("b_torch.npy", "b_paddle.npy", "diagnostics/b_torch.run.json", "diagnostics/b_paddle.run.json"):
+        shutil.copy(tmp_path / "first" / name, tmp_path / "log_reprod" / name)  # Step 2 of the first run
+    capsys.readouterr()
+    assert cli.check(tmp_path / "log_reprod") >= 1
+    assert "ran on other weights" in capsys.readouterr().out

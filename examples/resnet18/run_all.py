@@ -19,21 +19,22 @@ from portcheck import steps
 from portcheck.errors import run_main
 
 F = resnet.FOLDER
-TABLE = [
-    steps.Step("weights", 0, [[f"{F}/export_weights.py"], [f"{F}/convert_weights.py"]]),
-    steps.Step("Step1 forward", 1, [[f"{F}/Step1/pt_forward.py"], [f"{F}/Step1/pd_forward.py"],
-                                    [f"{F}/Step1/check_step1.py"]], checks=("forward",)),
-    steps.Step("Step3 loss", 3, [[f"{F}/Step3/pt_loss.py"], [f"{F}/Step3/pd_loss.py"], [f"{F}/Step3/check_step3.py"]],
-               checks=("loss",)),
-    steps.Step("Step4 lr + backward", 4, [[f"{F}/Step4/pt_bp.py"], [f"{F}/Step4/pd_bp.py"],
-                                          [f"{F}/Step4/check_step4.py"]], checks=("lr", "bp_align")),
-]
-
+SPECS = (  # the step table: which script writes each side of each pair, and the check judging them
+    steps.StepSpec(1, "Step1 forward", (steps.Pair("forward", f"{F}/Step1/pt_forward.py", f"{F}/Step1/pd_forward.py"),),
+                   f"{F}/Step1/check_step1.py"),
+    steps.StepSpec(3, "Step3 loss", (steps.Pair("loss", f"{F}/Step3/pt_loss.py", f"{F}/Step3/pd_loss.py"),),
+                   f"{F}/Step3/check_step3.py"),
+    steps.StepSpec(4, "Step4 lr + backward", tuple(steps.Pair(name, f"{F}/Step4/pt_bp.py", f"{F}/Step4/pd_bp.py")
+                                                   for name in ("lr", "bp_align")), f"{F}/Step4/check_step4.py"),
+)
+TABLE = [steps.Step("weights", 0, [[f"{F}/export_weights.py"], [f"{F}/convert_weights.py"]]),
+         *(steps.Step.of(spec) for spec in SPECS)]
 
 def main():
     argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
                             allow_abbrev=False).parse_args()
-    results, failed = steps.run(TABLE, resnet.ROOT, summary="each step's diff log")
+    results, failed = steps.run(TABLE, resnet.ROOT, summary="each step's diff log",
+                                hand_in=resnet.log_reprod())
     print()
     for r in results:
         print(f"{r.step.name}: {r.status} ({r.seconds:.1f} s)")

@@ -84,9 +84,9 @@ def declared_rule(below, name: str) -> tuple:
     return float(threshold), float(k), problem, kind
 
 
-def judge_pair(folder: Path, name: str, files: dict, overrides: dict, strict: bool) -> tuple:
+def judge_pair(folder: Path, name: str, files: dict, overrides: dict, strict: bool, run_problem: str = None) -> tuple:
     """Print one pair's line (and its diff log's); (whether it is red, its torch side's keys when no run record
-    ties the pair to its run, else None)."""
+    ties the pair to its run, else None). run_problem: why the pair is not of the hand-in's run (handin.last_run)."""
     base = name.rsplit("/", 1)[-1]
     below = handin.ours(files["torch"].parent)  # None: a contestant's folder, or a diagnostics/ of their own
     threshold, k, problem, kind = declared_rule(below, base)
@@ -135,13 +135,13 @@ def judge_pair(folder: Path, name: str, files: dict, overrides: dict, strict: bo
             log_line = "no reprod_log diff lines in it"
         red |= bool(mismatches)
     copy = record.copied(files["torch"], files["paddle"])  # then same_run is False too: red
+    red |= bool(problem or run_problem)
     parts = [f"{name}: {'RED' if red else 'green'}", handin.describe_guide(guide, copy)]
     if measured is not None:
         parts.append(measured.describe_measured())
     parts.append(handin.describe_strict(strict_result, threshold, copy))
     parts.append({True: "same run", False: f"NOT the same run ({same[1]})", None: "same run not proven"}[same[0]])
-    if problem:
-        parts.append(f"RED: {problem}")
+    parts += [f"RED: {why}" for why in (problem, run_problem) if why]
     print(report.one_line(" | ".join(parts)))
     print(report.one_line(f"  {files['log'].name}: {log_line}" if files["log"] is not None
                           else f"  no {base}_diff.log beside it: nothing to hold against"))
@@ -177,11 +177,16 @@ def check(folder, overrides: dict = None, strict: bool = False) -> int:
         raise PipelineError(f"{report.one_line(str(folder))} holds no <name>_torch.npy with its <name>_paddle.npy: "
                             "pass the folder your reprod_log scripts wrote")
     held = {}
+    run_problems = handin.last_run(folder)
     for name, files in pairs.items():
-        is_red, keys = judge_pair(folder, name, files, overrides or {}, strict)
+        is_red, keys = judge_pair(folder, name, files, overrides or {}, strict,
+                                  run_problems.pop(name, None) if "/" not in name else None)
         red += is_red
         if keys:
             held[name] = keys
+    for stem, why in run_problems.items():  # a companion of a pair, the run's record itself
+        print(report.one_line(f"{stem}: RED | {why}"))
+        red += 1
     for line in borrowed(held):
         print(report.one_line(line))
     for path in found["unpaired"]:

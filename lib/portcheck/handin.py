@@ -11,6 +11,7 @@ equal dtypes, no key missing on either side, integers exactly equal.
 A contestant's `<pair>_diff.log` (reprod_log's format) is read back and held against the pair: every
 key's logged value must be the recomputed one, so a hand-edited log or one made from other files shows.
 """
+import json
 import math
 import os
 import re
@@ -19,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from portcheck import calibrated, diff, record, report, tolerances
+from portcheck import calibrated, diff, record, report, steps, tolerances
 from portcheck.compare import F64, ROOT
 from portcheck.errors import PipelineError
 from portcheck.fileio import load_npy, open_regular, save_npy, shown, writable
@@ -186,6 +187,61 @@ def ours(folder) -> Path:
             return below if any(e.name.endswith((record.SUFFIX, EXACT)) for e in entries) else None
     except OSError:  # none, a file, unreadable
         return None
+
+
+def last_run(folder) -> dict:
+    """{pair (or a record's stem): why its files cannot be taken for one run with the rest} in a hand-in portcheck
+    wrote: a step its last run did not pass (diagnostics/steps.json, written by portcheck.steps.run: Ctrl-C, a
+    failure or a kill left an earlier run's files in place), a run record naming another script than the step
+    table's for its side, and records of other weights than the rest of the hand-in's (runs on two models)."""
+    below, problems = ours(folder), {}
+    if below is None:
+        return problems
+    path = below / steps.MANIFEST
+    if path.exists() or path.is_symlink():
+        try:
+            with open_regular(path, follow=False) as f:
+                text = f.read(record.RECORD_BYTES + 1)
+            if len(text) > record.RECORD_BYTES:
+                raise ValueError(f"more than {record.RECORD_BYTES} bytes")
+            table = [(str(s["name"]), s["status"], dict(s["pairs"])) for s in json.loads(text)["steps"]]
+        except (OSError, ValueError, KeyError, TypeError, UnicodeDecodeError, RecursionError) as e:
+            return {steps.MANIFEST: f"{DIAGNOSTICS}/{steps.MANIFEST} is not a record of a run ({report.one_line(str(e))}); "
+                                    "rerun the pipeline"}
+        for name, status, pairs in table:
+            for pair, writers in pairs.items():
+                if status != "passed":
+                    problems[pair] = (f"{report.one_line(name)} was {report.one_line(str(status))} in the last run "
+                                      f"({DIAGNOSTICS}/{steps.MANIFEST}): its files may be an earlier run's; rerun the "
+                                      "pipeline")
+                    continue
+                for side in diff.SIDES if isinstance(writers, dict) else ():
+                    try:
+                        rec = record.load(None, below / f"{pair}_{side}{record.SUFFIX}")
+                    except PipelineError:  # the pair's own verdict says so
+                        rec = None
+                    if rec is not None and rec.get("script") != writers.get(side):
+                        problems[pair] = (f"its {side} run record names {record.shown(rec.get('script'))}, the step "
+                                          f"table's {side} script is {record.shown(writers.get(side))}: one side's "
+                                          "files are another script's; rerun the pipeline")
+    weights = {}  # the weights each record ran on: {fingerprint: [record stems]}
+    for path in sorted(below.glob(f"*{record.SUFFIX}")):
+        try:
+            rec = record.load(None, path)
+        except PipelineError:
+            continue
+        if isinstance(rec["depends"].get("weights"), str):
+            stem = path.name[:-len(record.SUFFIX)].rsplit("_", 1)[0]
+            weights.setdefault(rec["depends"]["weights"], []).append(stem)
+    if len(weights) > 1:
+        runs = sorted(weights.items(), key=lambda kv: -len(kv[1]))
+        main_stems = sorted(set(runs[0][1]))
+        for fingerprint, stems in runs[1:]:
+            for stem in sorted(set(stems)):
+                problems.setdefault(stem, f"ran on other weights ({fingerprint[:12]}) than "
+                                          f"{', '.join(main_stems[:3])} ({runs[0][0][:12]}): the hand-in mixes runs on "
+                                          "two models; rerun the pipeline")
+    return problems
 
 
 def find_pairs(folder, max_depth: int = 4, max_files: int = 20000) -> dict:

@@ -13,7 +13,13 @@ Script paths are relative to `root`, the folder the pipeline lives in (its repos
 SideBySide group runs at once, each on its own share of the cores. The first script that fails stops the
 run: the steps after it are "not run". Ctrl-C ends the running scripts with their own lines, marks the
 step "interrupted" and raises portcheck.errors.Interrupted.
+
+Given a hand-in folder, run() keeps its record of the run there (diagnostics/steps.json: each step's status,
+its pairs and, where the table says, the script that writes each side), rewritten before and after every
+step: the hand-in checker reads it, so a hand-in whose later steps were not run by its last run (Ctrl-C, a
+failure, a kill) is red, and a record naming another script than the table's is red.
 """
+import json
 import os
 import signal
 import subprocess
@@ -23,6 +29,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from portcheck.errors import Interrupted
+from portcheck.fileio import atomic_write, open_regular
+
+MANIFEST = "steps.json"  # in a hand-in's diagnostics/: the last run's steps (see run)
 
 
 @dataclass(frozen=True)
@@ -57,6 +66,19 @@ class Step:
     number: int                  # 0 for a setup step
     scripts: list
     checks: tuple = ()
+    writers: tuple = ()          # a Pair for each pair whose sides' scripts the table names (checked in a hand-in)
+
+    @classmethod
+    def of(cls, spec: StepSpec, args: dict = None, name: str = None, scripts: list = None):
+        """The runner's step for a table's StepSpec: each pair's torch then Paddle script (with args[pair name],
+        the flags it is given), then the check; `scripts` replaces the sides' commands (a SideBySide group)."""
+        args = args or {}
+        sides = []
+        for cmd in ([script, *args.get(p.name, [])] for p in spec.pairs for script in (p.torch, p.paddle)):
+            if cmd not in sides:  # one script writing two pairs (lr and bp_align) runs once
+                sides.append(cmd)
+        return cls(name or spec.name, spec.number, (sides if scripts is None else scripts) + [[spec.check]],
+                   tuple(p.name for p in spec.pairs), tuple(spec.pairs))
 
 
 @dataclass
@@ -135,15 +157,41 @@ def stop(proc, grace: float = 5.0):
         proc.wait()
 
 
-def run(table: list, root, on_result=lambda results: None, summary: str = "the summary"):
+def manifest(table: list, results: list) -> dict:
+    """What a hand-in keeps of its last run (diagnostics/steps.json): each checked step's status ("running" for
+    the one under way, "not run" for the ones after) and its pairs, with their writers where the table names
+    them. Nothing of time or place: a reproduced run writes the same bytes."""
+    status = [r.status for r in results] + ["running"] + ["not run"] * len(table)
+    return {"steps": [{"number": step.number, "name": step.name, "status": status[i],
+                       "pairs": {name: next(({"torch": w.torch, "paddle": w.paddle} for w in step.writers
+                                             if w.name == name), None) for name in step.checks}}
+                      for i, step in enumerate(table) if step.checks]}
+
+
+def write_manifest(table: list, results: list, folder):
+    path = Path(folder) / "diagnostics" / MANIFEST
+    text = json.dumps(manifest(table, results), indent=1) + "\n"
+    try:
+        with open_regular(path, follow=False) as f:
+            same = f.read(len(text) + 1) == text.encode()
+    except OSError:  # none yet, or not a file of ours: atomic_write says which
+        same = False
+    if not same:  # a rerun leaves it as it was
+        atomic_write(path, lambda tmp: Path(tmp).write_text(text))
+
+
+def run(table: list, root, on_result=lambda results: None, summary: str = "the summary", hand_in=None):
     """Execute a table of Steps in order: ([Result per step], the first failure's message or None).
     on_result(results) is called after each step (and on Ctrl-C), so a summary always shows how far the
-    run got; `summary` names it in the Ctrl-C message."""
+    run got; `summary` names it in the Ctrl-C message. hand_in: the hand-in folder the steps' checks write,
+    where the run's record is kept (manifest) before each step and after it."""
     results, failed = [], None
+    noted = (lambda: write_manifest(table, results, hand_in)) if hand_in is not None else (lambda: None)
     for step in table:
         if failed:
             results.append(Result(step, "not run", 0.0, False))
             continue
+        noted()
         total, checked = 0.0, False
         for item in step.scripts:
             try:
@@ -151,6 +199,7 @@ def run(table: list, root, on_result=lambda results: None, summary: str = "the s
             except KeyboardInterrupt:  # the scripts have ended (run_script, run_side_by_side wait for them)
                 results.append(Result(step, "interrupted", total, False))
                 results += [Result(later, "not run", 0.0, False) for later in table[len(results):]]
+                noted()
                 on_result(results)
                 raise Interrupted(f"interrupted in {step.name}; results of the steps before it are in place, "
                                   f"{summary} says so") from None
@@ -160,5 +209,7 @@ def run(table: list, root, on_result=lambda results: None, summary: str = "the s
                 failed = f"{step.name}: `python {' '.join(cmd)}` exited {code}"
                 break
         results.append(Result(step, "FAILED" if failed else ("passed" if checked else "done"), total, checked))
+        noted()
         on_result(results)
+    noted()  # the steps after a failure: "not run"
     return results, failed
