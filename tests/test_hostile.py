@@ -658,3 +658,17 @@ def test_a_hand_in_mixing_runs_on_two_models_is_red(tmp_path, capsys):
     capsys.readouterr()
     assert cli.check(tmp_path / "log_reprod") >= 1
     assert "ran on other weights" in capsys.readouterr().out
+
+
+def test_a_link_at_a_results_record_refuses_the_run_before_any_result_is_replaced(tmp_path):
+    """record.save_results (every pt_/pd_ script of the BERT pipeline): all targets checked, then written."""
+    out = tmp_path / "loss_torch.npy"
+    fileio.save_npy(out, {"loss": np.array([1.0])})
+    before = out.read_bytes()
+    (tmp_path / "elsewhere.json").write_text("{}")
+    record.path_for(tmp_path / "loss_torch64.npy").symlink_to(tmp_path / "elsewhere.json")
+    with pytest.raises(PipelineError, match="symbolic link"):
+        record.save_results({out: {"loss": np.array([2.0])}, tmp_path / "loss_torch64.npy": {"loss": np.array([2.0])}},
+                            "torch", "pt_loss.py", {"inputs": "x"})
+    assert out.read_bytes() == before and not (tmp_path / "loss_torch64.npy").exists()
+    assert (tmp_path / "elsewhere.json").read_text() == "{}"

@@ -34,7 +34,7 @@ from bert_sst2.flags import TrainArgs
 from bert_sst2.shared_dropout import MaskStream
 from portcheck import record, weight_stats
 from portcheck.errors import Interrupted, PipelineError, require
-from portcheck.fileio import atomic_write, open_new, save_npy, writable
+from portcheck.fileio import atomic_write, open_new, writable
 
 
 class Backend(Protocol):
@@ -541,8 +541,8 @@ def train(backend: Backend, args, train_set, dev_set, world: World, say):
         checkpoint()
     if world.main:
         save_results(fw, state, args)
-        save_npy(paths.step_dir(5) / f"weight_stats_{fw}.npy", weight_stats.summarize(backend.named_arrays()))
-        record.save(paths.step_dir(5) / f"weight_stats_{fw}.npy", fw, paths.shown(sys.argv[0]), state.settings)
+        record.save_results({paths.step_dir(5) / f"weight_stats_{fw}.npy": weight_stats.summarize(backend.named_arrays())},
+                            fw, paths.shown(sys.argv[0]), state.settings)
     if world.size > 1:
         # every process leaves together, not the others while process 0 still writes: a 2-process Paddle run
         # once ended with exit code -6 after its results were written (2026-11-23, under load)
@@ -615,17 +615,14 @@ def save_results(framework: str, state: RunState, args):
     for mode, key in keys.TRAIN_LOSS.items():
         if getattr(args, mode):
             result[key] = np.array(state.loss, dtype="float32")
-    save_npy(out / f"train_align_{framework}.npy", result)
-    save_npy(out / f"train_curves_{framework}.npy", {
+    record.save_results({out / f"train_align_{framework}.npy": result, out / f"train_curves_{framework}.npy": {
         "loss": np.array(state.loss, dtype="float32"),
         "lr": np.array(state.lr, dtype="float64"),
         "train_sent_per_s": np.array(state.train_sentences / max(state.train_seconds, 1e-9)),
         "eval_sent_per_s": np.array(state.eval_sentences / max(state.eval_seconds, 1e-9)),
         "train_seconds": np.array(state.train_seconds),
         "eval_seconds": np.array(state.eval_seconds),
-    })
-    for name in ("train_align", "train_curves"):
-        record.save(out / f"{name}_{framework}.npy", framework, paths.shown(sys.argv[0]), state.settings)
+    }}, framework, paths.shown(sys.argv[0]), state.settings)
     print(f"[{framework}] final dev acc {state.acc_per_epoch[-1]:.5f}; "
           f"{state.train_sentences / max(state.train_seconds, 1e-9):.1f} train sent/s, "
           f"{state.eval_sentences / max(state.eval_seconds, 1e-9):.1f} eval sent/s; wrote {paths.shown(out)}/train_align_{framework}.npy")

@@ -206,8 +206,8 @@ def last_run(folder) -> dict:
                 raise ValueError(f"more than {record.RECORD_BYTES} bytes")
             table = [(str(s["name"]), s["status"], dict(s["pairs"])) for s in json.loads(text)["steps"]]
         except (OSError, ValueError, KeyError, TypeError, UnicodeDecodeError, RecursionError) as e:
-            return {steps.MANIFEST: f"{DIAGNOSTICS}/{steps.MANIFEST} is not a record of a run ({report.one_line(str(e))}); "
-                                    "rerun the pipeline"}
+            why = f"no {e} field" if isinstance(e, KeyError) else report.one_line(str(e))
+            return {steps.MANIFEST: f"{DIAGNOSTICS}/{steps.MANIFEST} is not a record of a run ({why}); rerun the pipeline"}
         for name, status, pairs in table:
             for pair, writers in pairs.items():
                 if status != "passed":
@@ -230,7 +230,7 @@ def last_run(folder) -> dict:
             rec = record.load(None, path)
         except PipelineError:
             continue
-        if isinstance(rec["depends"].get("weights"), str):
+        if rec is not None and isinstance(rec["depends"].get("weights"), str):  # None: not a regular file
             stem = path.name[:-len(record.SUFFIX)].rsplit("_", 1)[0]
             weights.setdefault(rec["depends"]["weights"], []).append(stem)
     if len(weights) > 1:

@@ -30,7 +30,7 @@ import numpy as np
 
 from portcheck.errors import PipelineError
 from portcheck.tolerances import GUIDE
-from portcheck.fileio import atomic_write, load_npy, open_regular
+from portcheck.fileio import atomic_write, load_npy, open_regular, save_npy, writable
 
 SUFFIX = ".run.json"
 RECORD_BYTES = 1 << 20  # a record is a few hundred bytes; no more than this is read
@@ -83,6 +83,17 @@ def save(result, framework: str, script: str, depends: dict):
     """Write the record of `result`, the .npy it describes: call it once that file is written."""
     write(path_for(result), {"framework": framework, "script": script, "written": time.strftime("%Y-%m-%d %H:%M:%S"),
                              "file": Path(result).name, "result": result_fingerprint(result), "depends": depends})
+
+
+def save_results(results: dict, framework: str, script: str, depends: dict):
+    """Write each .npy of `results` ({path: arrays}) and its record, every target checked first: a link at a
+    record's path refuses the run before any result is replaced."""
+    for path in results:
+        writable(path), writable(path_for(path))
+    for path, arrays in results.items():
+        save_npy(path, arrays)
+    for path in results:
+        save(path, framework, script, depends)
 
 
 def save_derived(source, derived, path=None):

@@ -12,7 +12,6 @@ from bert_sst2 import diagnose, inputs, paths
 from bert_sst2.twins.weights import paddle_fingerprint, paddle_model
 from portcheck import record
 from portcheck.errors import run_main
-from portcheck.fileio import save_npy
 
 
 def main():
@@ -32,11 +31,9 @@ def main():
         tag[0] = "padded"
         results["logits_padded"] = model(**padded).numpy()
     out = paths.step_dir(1) / "forward_paddle.npy"
-    save_npy(out, results)
-    save_npy(out.with_name("forward_modules_paddle.npy"), modules)
     depends = {"weights": weights, "inputs": record.fingerprint([("fake_ids", fake_ids), *inputs.padded_batch().items()])}
-    for result in (out, out.with_name("forward_modules_paddle.npy")):
-        record.save(result, "paddle", "pipeline/Step1/pd_forward_bert.py", depends)
+    record.save_results({out: results, out.with_name("forward_modules_paddle.npy"): modules}, "paddle",
+                        "pipeline/Step1/pd_forward_bert.py", depends)
     print(f"wrote {out}")
 
 

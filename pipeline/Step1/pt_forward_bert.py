@@ -16,7 +16,6 @@ from bert_sst2.twins.weights import torch_fingerprint, torch_model
 from portcheck import record
 from portcheck.compare import float64
 from portcheck.errors import run_main
-from portcheck.fileio import save_npy
 
 
 def main():
@@ -45,12 +44,10 @@ def main():
     with float64(model):
         exact, exact_modules = run(model)
     out = paths.step_dir(1) / "forward_torch.npy"
-    save_npy(out, results)
-    save_npy(out.with_name("forward_modules_torch.npy"), modules)
-    save_npy(out.with_name("forward_modules_torch64.npy"), {**exact, **exact_modules})
     depends = {"weights": weights, "inputs": record.fingerprint([("fake_ids", fake_ids), *inputs.padded_batch().items()])}
-    for result in (out, out.with_name("forward_modules_torch.npy"), out.with_name("forward_modules_torch64.npy")):
-        record.save(result, "torch", "pipeline/Step1/pt_forward_bert.py", depends)
+    record.save_results({out: results, out.with_name("forward_modules_torch.npy"): modules,
+                         out.with_name("forward_modules_torch64.npy"): {**exact, **exact_modules}}, "torch",
+                        "pipeline/Step1/pt_forward_bert.py", depends)
     print(f"wrote {out}")
 
 

@@ -15,7 +15,6 @@ from bert_sst2 import data, flags, hparams, paths
 from bert_sst2.twins import pt_data
 from portcheck import record
 from portcheck.errors import run_main
-from portcheck.fileio import save_npy
 
 
 def main():
@@ -31,8 +30,7 @@ def main():
     loader = pt_data.loader(encoded, tokenizer, order=data.permutation(len(encoded), args.seed))
     results = data.record(list(encoded), ({k: v.numpy() for k, v in b.items()} for b in loader))
     out = paths.step_dir(2) / "data_torch.npy"
-    save_npy(out, results)
-    record.save(out, "torch", "pipeline/Step2/pt_data_loader.py",
+    record.save_results({out: results}, "torch", "pipeline/Step2/pt_data_loader.py",
                 {"rows": data.fingerprint_rows(dataset), "flags": vars(args) | {"data_dir": None}})
     print(f"wrote {out}: {len(encoded)} examples, {len(loader)} batches")
 

@@ -18,7 +18,6 @@ from bert_sst2.twins import pt_data
 from bert_sst2.twins.weights import torch_fingerprint, torch_model
 from portcheck import record
 from portcheck.errors import run_main
-from portcheck.fileio import save_npy
 
 
 def main():
@@ -46,8 +45,7 @@ def main():
     results["model_logits"] = logits.numpy()
     results["model_accuracy"] = np.array(acc, dtype="float32")
     out = paths.step_dir(2) / "metric_torch.npy"
-    save_npy(out, results)
-    record.save(out, "torch", "pipeline/Step2/pt_metric.py",
+    record.save_results({out: results}, "torch", "pipeline/Step2/pt_metric.py",
                 {"weights": weights, "rows": data.fingerprint_rows(dataset)})
     print(f"wrote {out}: model accuracy {acc:.4f} on {metric.count} examples, "
           f"random-logits accuracy {results['random_accuracy']:.4f}")

@@ -12,7 +12,6 @@ from bert_sst2 import inputs, paths
 from bert_sst2.twins.weights import paddle_fingerprint, paddle_model
 from portcheck import record
 from portcheck.errors import run_main
-from portcheck.fileio import save_npy
 
 
 def main():
@@ -28,8 +27,7 @@ def main():
     # torch and Paddle 3 give a 0-d loss, Paddle before 2.5 [1]: both sides save [1], on purpose
     results["loss"] = loss.numpy().reshape(1)
     out = paths.step_dir(3) / "loss_paddle.npy"
-    save_npy(out, results)
-    record.save(out, "paddle", "pipeline/Step3/pd_loss.py",
+    record.save_results({out: results}, "paddle", "pipeline/Step3/pd_loss.py",
                 {"weights": weights, "inputs": record.fingerprint(zip(("ids", "labels"), inputs.fake_batch()))})
     print(f"wrote {out}: loss {loss.item():.8f}")
 

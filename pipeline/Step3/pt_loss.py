@@ -13,7 +13,6 @@ from bert_sst2.twins.weights import torch_fingerprint, torch_model
 from portcheck import record
 from portcheck.compare import float64
 from portcheck.errors import run_main
-from portcheck.fileio import save_npy
 
 
 def main():
@@ -31,11 +30,9 @@ def main():
     # torch and Paddle 3 give a 0-d loss, Paddle before 2.5 [1]: both sides save [1], on purpose
     results["loss"] = loss.numpy().reshape(1)
     out = paths.step_dir(3) / "loss_torch.npy"
-    save_npy(out, results)
-    save_npy(out.with_name("loss_torch64.npy"), {"loss": exact.numpy().reshape(1)})
-    for result in (out, out.with_name("loss_torch64.npy")):
-        record.save(result, "torch", "pipeline/Step3/pt_loss.py",
-                    {"weights": weights, "inputs": record.fingerprint(zip(("ids", "labels"), inputs.fake_batch()))})
+    record.save_results({out: results, out.with_name("loss_torch64.npy"): {"loss": exact.numpy().reshape(1)}}, "torch",
+                        "pipeline/Step3/pt_loss.py",
+                        {"weights": weights, "inputs": record.fingerprint(zip(("ids", "labels"), inputs.fake_batch()))})
     print(f"wrote {out}: loss {loss.item():.8f}")
 
 

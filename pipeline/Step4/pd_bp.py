@@ -20,7 +20,6 @@ from bert_sst2.twins import pd_optim
 from bert_sst2.twins.weights import paddle_fingerprint, paddle_linear_weights, paddle_model
 from portcheck import record
 from portcheck.errors import run_main
-from portcheck.fileio import save_npy
 
 
 def main():
@@ -60,8 +59,7 @@ def main():
         moved = p.numpy().astype(np.float64) - start[name]
         results[keys.UPDATE.key(name)] = np.array([moved.mean(), np.abs(moved).mean()])
     out = paths.step_dir(4) / "bp_align_paddle.npy"
-    save_npy(out, results)
-    record.save(out, "paddle", "pipeline/Step4/pd_bp.py", {"weights": weights, "inputs": record.fingerprint(zip(("ids", "labels"), inputs.fake_batch())),
+    record.save_results({out: results}, "paddle", "pipeline/Step4/pd_bp.py", {"weights": weights, "inputs": record.fingerprint(zip(("ids", "labels"), inputs.fake_batch())),
                 "flags": {"iters": args.iters, "lr": args.lr, "float64": args.float64}})
     print(f"wrote {out}: loss {results[keys.STEP_LOSS.key(0)][0]:.8f} -> {loss.item():.8f} in {args.iters} iterations")
 

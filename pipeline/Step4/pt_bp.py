@@ -19,7 +19,6 @@ from bert_sst2.twins import pt_optim
 from bert_sst2.twins.weights import torch_fingerprint, torch_model
 from portcheck import record
 from portcheck.errors import run_main
-from portcheck.fileio import save_npy
 
 
 def main():
@@ -56,8 +55,7 @@ def main():
         moved = p.detach().numpy().astype(np.float64) - start[name]
         results[keys.UPDATE.key(name)] = np.array([moved.mean(), np.abs(moved).mean()])
     out = paths.step_dir(4) / "bp_align_torch.npy"
-    save_npy(out, results)
-    record.save(out, "torch", "pipeline/Step4/pt_bp.py", {"weights": weights, "inputs": record.fingerprint(zip(("ids", "labels"), inputs.fake_batch())),
+    record.save_results({out: results}, "torch", "pipeline/Step4/pt_bp.py", {"weights": weights, "inputs": record.fingerprint(zip(("ids", "labels"), inputs.fake_batch())),
                 "flags": {"iters": args.iters, "lr": args.lr, "float64": args.float64}})
     print(f"wrote {out}: loss {results[keys.STEP_LOSS.key(0)][0]:.8f} -> {loss.item():.8f} in {args.iters} iterations")
 

@@ -16,7 +16,6 @@ from bert_sst2 import flags, hparams, paths
 from bert_sst2.twins import pt_optim
 from portcheck import record
 from portcheck.errors import run_main
-from portcheck.fileio import save_npy
 
 
 def main():
@@ -38,8 +37,7 @@ def main():
             scheduler.step()
         results[f"lr_{name}"] = np.array(lrs, dtype=np.float64)  # Python floats: keep all 53 bits
     out = paths.step_dir(4) / "lr_torch.npy"
-    save_npy(out, results)
-    record.save(out, "torch", "pipeline/Step4/pt_lr.py", {"flags": vars(args)})
+    record.save_results({out: results}, "torch", "pipeline/Step4/pt_lr.py", {"flags": vars(args)})
     print(f"wrote {out}")
 
 
