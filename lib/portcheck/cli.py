@@ -14,7 +14,12 @@ Every pair gets one line with its verdicts:
   strict    the max abs diff within the same threshold, no NaN or Inf, equal shapes and dtypes, no key missing,
             integers exactly equal;
   same run  the run records (diagnostics/<pair>_{torch,paddle}.run.json, or beside the files) tie both sides to
-            one run; without them, "not proven".
+            one run; without them, "not proven";
+  training  train_align with the training logs portcheck.training wrote (diagnostics/train_log_*.npy): the
+            curves judged again step by step (lr, data order, modes, weight norm), the guide's cause named.
+A pair's kind (diagnostics/<pair>_diff.json): computed pairs need the float64 run, exact pairs (data, metric,
+lr) every value, shape and dtype equal (the first difference is named), outcomes (train_align) the task's
+threshold.
 Each <name>_diff.log is read back: every logged value must be the recomputed one.
 
 The threshold of a pair: --threshold PAIR=VALUE, else the one the hand-in's writer judged it at
@@ -31,7 +36,7 @@ import os
 import sys
 from pathlib import Path
 
-from portcheck import calibrated, handin, record, report, same_run, tolerances
+from portcheck import calibrated, handin, record, report, same_run, tolerances, training
 from portcheck.diff import load_pair
 from portcheck.errors import PipelineError, run_main
 from portcheck.fileio import load_npy, open_regular, writable
@@ -134,6 +139,15 @@ def judge_pair(folder: Path, name: str, files: dict, overrides: dict, strict: bo
         else:
             log_line = "no reprod_log diff lines in it"
         red |= bool(mismatches)
+    trained = None
+    if base == training.PAIR and below and all((below / f"{training.LOG}_{side}.npy").is_file() for side in ("torch", "paddle")):
+        try:  # the curves a portcheck training log handed in beside the outcome: judged again, from the files
+            torch_log, paddle_log, logged = training.logs(below, records[:2])
+            trained = training.judge_training(torch_log, paddle_log, threshold, logged)
+        except PipelineError as e:
+            print(report.one_line(f"{name}: RED (its training logs: {e})"))
+            return True, None
+        red |= not trained.passed
     copy = record.copied(files["torch"], files["paddle"])  # then same_run is False too: red
     red |= bool(problem or run_problem)
     parts = [f"{name}: {'RED' if red else 'green'}", handin.describe_guide(guide, copy)]
@@ -145,6 +159,8 @@ def judge_pair(folder: Path, name: str, files: dict, overrides: dict, strict: bo
     print(report.one_line(" | ".join(parts)))
     print(report.one_line(f"  {files['log'].name}: {log_line}" if files["log"] is not None
                           else f"  no {base}_diff.log beside it: nothing to hold against"))
+    for line in trained.lines() if trained is not None else ():
+        print(report.one_line(f"  {line}"))
     return red, tuple(t) if same[0] is None else None
 
 

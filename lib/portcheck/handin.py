@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from portcheck import calibrated, diff, record, report, steps, tolerances
+from portcheck import calibrated, data, diff, record, report, steps, tolerances
 from portcheck.compare import F64, ROOT
 from portcheck.errors import PipelineError
 from portcheck.fileio import load_npy, open_regular, save_npy, shown, writable
@@ -353,13 +353,14 @@ class MeasuredVerdict:
     strict: diff.CheckResult
     same_run: tuple            # (True, False or None, detail)
     kind: str = "computed"     # tolerances.KINDS: computed pairs are measured on the model, the others are not
+    first: object = None       # an exact pair's first difference (portcheck.data.Difference), None when equal
 
     @property
     def measured_passed(self) -> bool:
         """computed: every key within the rule measured on the model; exact: every value equal; outcome: the
         task's threshold (the guide's rule), as no float64 run of a training exists."""
-        if self.kind == "exact":
-            return bool(self.guide.keys) and not self.guide.error and all(k.max == 0 for k in self.guide.keys)
+        if self.kind == "exact":  # values, shapes, dtypes and keys: the first difference, in the record's order
+            return bool(self.guide.keys) and not self.guide.error and self.first is None
         if self.kind == "outcome":
             return bool(self.guide.keys) and self.guide.passed
         return bool(self.rows) and all(r.passed for r in self.rows)
@@ -370,9 +371,11 @@ class MeasuredVerdict:
         return self.guide.passed and self.measured_passed and self.same_run[0] is True and not non_finite(self.strict)
 
     def describe_measured(self) -> str:
+        if self.kind == "exact" and self.first is not None:
+            return f"exact RED (every value equal, same shapes and dtypes: first difference at {self.first.describe()})"
         if self.kind != "computed":
             worst = self.guide.worst()
-            what = (f"exact: every value equal" if self.kind == "exact" else
+            what = (f"exact: every value equal, same shapes and dtypes" if self.kind == "exact" else
                     f"outcome: mean <= the task's {self.guide.threshold:g}, no float64 run of a training")
             return (f"{self.kind} {'green' if self.measured_passed else 'RED'} ({what}"
                     + (f"; largest: {worst.key} max {worst.max:.3g}" if worst else "; no keys") + ")")
@@ -429,7 +432,9 @@ def judge_measured(name: str, torch_file, paddle_file, exact_file, records=(None
         if problem:
             same = (False, problem + "; re-run the torch side")
         rows = calibrated.judge_pair(t, p, e, threshold, k)
-    return MeasuredVerdict(name, guide_verdict(t, p, threshold), rows, strict_verdict(t, p, threshold, name), same, kind)
+    first = data.first_difference(t, p) if kind == "exact" else None
+    return MeasuredVerdict(name, guide_verdict(t, p, threshold), rows, strict_verdict(t, p, threshold, name), same, kind,
+                           first)
 
 
 # Writing a hand-in through the library (align's records, any model): what the checker above judges.

@@ -1,0 +1,454 @@
+"""Step 5 for any model: each side's own training loop writes a training log, one small call per step and
+per evaluation; the judge holds the two logs to the task's threshold on the final metric, compares the
+curves step by step, draws them, and names the guide's cause when the runs differ.
+
+    log = portcheck.training.TrainingLog()
+    for epoch in range(epochs):
+        for images, labels in loader:
+            ...; optimizer.step(); scheduler.step()
+            log.step(loss, lr, model=model, batch=labels)     # model: weight norm and modes; batch: the data order
+        log.evaluate({"accuracy": accuracy})
+    log.save(out, "torch", portcheck.training.run_depends(weights, order, seeds, flags), script)
+
+    report = portcheck.training.judge_and_log(out, top="log_reprod")   # after both sides saved
+
+Files: train_align_<framework>.npy, the guide's pair (the last evaluation's metrics: an outcome, judged at the
+task's threshold, the guide's 0.15% unless the caller gives its own), and train_log_<framework>.npy, the
+curves (handed in under diagnostics/), each with its run record. The run record binds what the guide names
+when training does not align: the initial weights, the data order, the seeds and the flags.
+
+The judge's rows (every one a condition, each can fail):
+  final metric  |torch - paddle| <= the threshold, for every metric of the last evaluation;
+  steps         the same number of steps and the same evaluation steps;
+  lr            every step's lr equal (an off-by-one schedule is named);
+  data order    every step's batch equal (its fingerprint), when logged on both sides;
+  modes         every step, the same number of active dropout modules and of BatchNorm modules in train mode;
+  first step    while the runs are deterministic (modes logged, equal, no dropout): the first step's loss within
+                LOSS_PARTS (the same weights on the same batch);
+  weight norm   the L2 norm of the trainable weights, relative: within NORM_RTOL_ALIGNED while the runs are
+                deterministic and their loss curves have not parted (beyond LOSS_PARTS), NORM_RTOL after;
+  loss finite   no NaN or Inf on either side. Where the loss curves part is said, not judged.
+The run records' `depends` must be equal; a difference is named as the guide's cause.
+"""
+from pathlib import Path
+from typing import NamedTuple
+
+import numpy as np
+
+from portcheck import handin, record, report, tolerances
+from portcheck.data import order_fingerprint, to_numpy
+from portcheck.errors import PipelineError
+from portcheck.fileio import atomic_write, load_npy, save_npy
+
+PAIR = "train_align"
+LOG = "train_log"
+PLOT = "train_align.png"
+METRIC = "metric/"
+# Where the loss curves part: the guide's bound on losses after optimizer steps (bp_align's). Two correct runs of
+# a network trained from scratch with BatchNorm part beyond it within a few steps: fp32 rounding, amplified by
+# training (the ResNet-18 example: at steps 2 to 6 over seven runs of three settings, as torch's float32 run parts
+# from its own float64 one); a model fine-tuned without BatchNorm can stay within 1e-5 over thousands of steps.
+# Until they part, the runs are still one computation and are held tightly; after, only what rounding cannot move.
+LOSS_PARTS = tolerances.GUIDE["bp_align"].threshold
+# The L2 norm of the trainable weights, relative, every step. Before the loss curves part: clean runs at most
+# 9.2e-8 (the seven ResNet-18 runs), while a weight decay missing on one side moves it by lr x weight decay at
+# every step (1.5e-6 at lr 0.003 and 5e-4). After: a norm over millions of weights averages rounding out, clean
+# runs at most 1.3e-4 over whole trainings; anything past 1e-3 is an update of another size.
+NORM_RTOL_ALIGNED, NORM_RTOL = 1e-6, 1e-3
+
+
+def _modules(model):
+    if hasattr(model, "named_sublayers"):  # Paddle
+        return [m for _, m in model.named_sublayers(include_self=True)]
+    return list(model.modules())
+
+
+def modes(model) -> tuple:
+    """(dropout modules active, BatchNorm modules in train mode): what the guide asks to check first when
+    training does not align. Found by class name, the same in both frameworks (Dropout*, *BatchNorm*)."""
+    dropout = batchnorm = 0
+    for m in _modules(model):
+        name, training = type(m).__name__, bool(getattr(m, "training", False))
+        if "Dropout" in name and training and float(getattr(m, "p", 0) or 0) > 0:
+            dropout += 1
+        elif "BatchNorm" in name and training and not getattr(m, "_use_global_stats", False):
+            batchnorm += 1
+    return dropout, batchnorm
+
+
+def weight_norm(model) -> float:
+    """The L2 norm of the trainable weights, summed in float64 (Paddle's BatchNorm statistics are
+    parameters that do not train: left out, as torch's buffers are)."""
+    total = 0.0
+    for p in model.parameters():
+        if getattr(p, "stop_gradient", False) or not getattr(p, "requires_grad", True):
+            continue
+        x = to_numpy(p, "a weight").ravel().astype(np.float64)
+        total += float(np.dot(x, x))
+    return float(np.sqrt(total))
+
+
+def batch_fingerprint(batch) -> int:
+    """A batch (arrays or tensors, in a tuple, list or dict) as one int64: equal batches, equal numbers."""
+    leaves = []
+
+    def walk(value, key):
+        if isinstance(value, dict):
+            for k, v in value.items():
+                walk(v, f"{key}/{k}")
+        elif isinstance(value, (tuple, list)) and value and not all(isinstance(v, (int, float)) for v in value):
+            for i, v in enumerate(value):
+                walk(v, f"{key}/{i}")
+        else:
+            leaves.append((key, to_numpy(value, "log.step(batch=)")))
+    walk(batch, "batch")
+    return int(record.fingerprint(leaves)[:15], 16)
+
+
+def _number(value, what: str) -> float:
+    array = to_numpy(value, what)
+    if array.size != 1:
+        raise PipelineError(f"{what}: {array.size} values; pass one number")
+    return float(array.reshape(()))
+
+
+class TrainingLog:
+    """One side's training, as the judge reads it: step() once per optimizer step, evaluate() once per
+    evaluation, save() at the end."""
+
+    def __init__(self):
+        self.curves = {"loss": [], "lr": []}
+        self.evals, self.eval_steps = {}, []
+
+    def step(self, loss, lr, model=None, batch=None):
+        """loss: this step's loss (a tensor or number); lr: the lr this step used; model: logs the weight
+        norm and the dropout/BatchNorm modes; batch: logs the data (its fingerprint), e.g. the labels or ids."""
+        n = len(self.curves["loss"])
+        extra = {}
+        if model is not None:
+            extra["weight_norm"] = weight_norm(model)
+            extra["dropout_on"], extra["batchnorm_train"] = modes(model)
+        if batch is not None:
+            extra["batch"] = batch_fingerprint(batch)
+        optional = set(self.curves) - {"loss", "lr"}
+        if n and set(extra) != optional:
+            raise PipelineError(f"log.step at step {n}: model= and batch= must be given at every step or never "
+                                f"(step 0 logged {', '.join(sorted(optional)) or 'neither'})")
+        self.curves["loss"].append(_number(loss, "log.step(loss=)"))
+        self.curves["lr"].append(_number(lr, "log.step(lr=)"))
+        for k, v in extra.items():
+            self.curves.setdefault(k, []).append(v)
+
+    def evaluate(self, metric, step: int = None):
+        """metric: a number or {name: number} (accuracy, F1, ...), evaluated after `step` steps (default:
+        the steps logged so far). The last evaluation is the training's outcome."""
+        values = metric if isinstance(metric, dict) else {"metric": metric}
+        values = {str(k): _number(v, f"log.evaluate({k}=)") for k, v in values.items()}
+        if self.eval_steps and set(values) != set(self.evals):
+            raise PipelineError(f"log.evaluate: metrics {sorted(values)} differ from the first evaluation's "
+                                f"{sorted(self.evals)}; log the same names every time")
+        self.eval_steps.append(len(self.curves["loss"]) if step is None else int(step))
+        for k, v in values.items():
+            self.evals.setdefault(k, []).append(v)
+
+    def arrays(self) -> dict:
+        out = {k: np.asarray(v, dtype=np.int64 if k in ("batch", "dropout_on", "batchnorm_train") else np.float64)
+               for k, v in self.curves.items()}
+        out["eval_step"] = np.asarray(self.eval_steps, dtype=np.int64)
+        out.update({f"{METRIC}{k}": np.asarray(v, dtype=np.float64) for k, v in self.evals.items()})
+        return out
+
+    def final(self) -> dict:
+        if not self.eval_steps:
+            raise PipelineError("log.evaluate was never called: evaluate at least once, after the last step")
+        return {k: np.asarray(v[-1], dtype=np.float64) for k, v in self.evals.items()}
+
+    def save(self, folder, framework: str, depends: dict, script: str) -> Path:
+        """train_align_<framework>.npy (the last evaluation) and train_log_<framework>.npy (the curves) in
+        folder, each with its run record (depends: run_depends)."""
+        if framework not in ("torch", "paddle"):
+            raise PipelineError(f"framework={framework!r}: give 'torch' or 'paddle'")
+        if not self.curves["loss"]:
+            raise PipelineError("log.step was never called: log every optimizer step")
+        final = self.final()
+        folder = Path(folder)
+        log = folder / f"{LOG}_{framework}.npy"
+        save_npy(log, self.arrays())
+        record.save(log, framework, script, depends)
+        return handin.save_side(folder, PAIR, framework, final, depends, script)
+
+
+def run_depends(weights: str, order, seeds: dict, flags: dict, **more) -> dict:
+    """What a training's run record binds, the guide's causes when training does not align: the initial
+    weights' fingerprint (record.model_fingerprint, taken before the first step), the data order (a
+    fingerprint, or the sample indices of each epoch as both samplers take them), the seeds and the flags
+    (every setting both sides must share: lr, schedule, weight decay, batch size, epochs...)."""
+    if not isinstance(order, str):
+        order = order_fingerprint(*order)
+    return {"weights": weights, "data_order": order, "seeds": dict(seeds), "flags": dict(flags), **more}
+
+
+class Row(NamedTuple):
+    name: str
+    passed: bool
+    detail: str
+
+
+class TrainingReport(NamedTuple):
+    rows: list
+    causes: list       # the guide's causes the records show, as sentences
+    loss: str          # where the loss curves part (said, not judged)
+
+    @property
+    def passed(self) -> bool:
+        return bool(self.rows) and all(r.passed for r in self.rows)
+
+    def lines(self) -> list:
+        out = [f"training {r.name}: {'passed' if r.passed else 'FAILED'}, {r.detail}" for r in self.rows]
+        out.append(f"training loss curves: {self.loss}")
+        if not self.passed or self.causes:
+            out.append("the guide's causes the records show: " + ("; ".join(self.causes) if self.causes else
+                       "none (the initial weights, data order, seeds, flags and dropout/BatchNorm modes are "
+                       "the same): the update itself differs; Step 4's lr and bp_align pin it down"))
+        return out
+
+
+# A run record's field, said as the guide's cause of training that does not align
+CAUSES = {"weights": "different initial weights", "data_order": "different data order", "seeds": "different seeds",
+          "flags": "different flags"}
+
+
+def record_causes(torch_record: dict, paddle_record: dict) -> list:
+    out = []
+    for field, t, p in record.differences(torch_record, paddle_record):
+        top = field.split(".", 1)[0]
+        out.append(f"{CAUSES.get(top, 'different ' + record.shown(top))} ({record.shown(field)}: torch "
+                   f"{record.shown(record._short(t), 40)} vs paddle {record.shown(record._short(p), 40)})")
+    return out
+
+
+def _first(mask) -> int:
+    hits = np.flatnonzero(mask)
+    return int(hits[0]) if hits.size else -1
+
+
+def _lr_row(t, p) -> Row:
+    n = min(len(t), len(p))
+    k = _first(t[:n] != p[:n])
+    if k < 0:
+        return Row("lr", True, f"every step's lr equal ({n} steps)")
+    shift = ""
+    if n - k > 1 and np.array_equal(p[k:n - 1], t[k + 1:n]):
+        shift = ": the Paddle schedule runs one step ahead (stepped once too often, or before the first step)"
+    elif n - k > 1 and np.array_equal(p[k + 1:n], t[k:n - 1]):
+        shift = ": the Paddle schedule runs one step behind (stepped once too few, or after the lr was read)"
+    return Row("lr", False, f"differs from step {k}: torch {float(t[k])!r} vs paddle {float(p[k])!r}{shift}")
+
+
+def _mode_causes(t: dict, p: dict) -> list:
+    """The steps at which one side's BatchNorm is in eval mode, or its dropout on, and the other's not."""
+    out = []
+    for key in ("batchnorm_train", "dropout_on"):
+        if key not in t or key not in p:
+            continue
+        n = min(len(t[key]), len(p[key]))
+        k = _first(t[key][:n] != p[key][:n])
+        if k < 0:
+            continue
+        counts = f"torch {int(t[key][k])} vs paddle {int(p[key][k])}"
+        if key == "batchnorm_train":
+            side = "paddle" if p[key][k] < t[key][k] else "torch"
+            out.append(f"BatchNorm in eval mode on the {side} side from step {k} (modules in train mode: {counts}; "
+                       "model.train() missing after an evaluation?)")
+        else:
+            side = "paddle" if p[key][k] > t[key][k] else "torch"
+            out.append(f"dropout left on on the {side} side from step {k} (active dropout modules: {counts})")
+    return out
+
+
+def judge_training(torch_log: dict, paddle_log: dict, threshold: float = None, records=(None, None)) -> TrainingReport:
+    """Two train_log records (TrainingLog.arrays) and, when known, their run records."""
+    threshold = tolerances.guide_threshold(PAIR) if threshold is None else threshold
+    t, p, rows, causes = torch_log, paddle_log, [], []
+    for side, log in (("torch", t), ("paddle", p)):
+        missing = [k for k in ("loss", "lr", "eval_step") if k not in log]
+        if missing:
+            raise PipelineError(f"the {side} training log holds no {', '.join(missing)}: write it with "
+                                "portcheck.training.TrainingLog")
+
+    names = sorted(k for k in t if k.startswith(METRIC))
+    if names != sorted(k for k in p if k.startswith(METRIC)) or not names:
+        rows.append(Row("final metric", False, f"metrics differ: torch {[n[len(METRIC):] for n in names]} vs paddle "
+                                               f"{sorted(k[len(METRIC):] for k in p if k.startswith(METRIC))}"))
+    else:
+        parts, ok = [], True
+        for n in names:
+            a, b = float(t[n][-1]), float(p[n][-1])
+            gap = abs(a - b)
+            ok &= gap <= threshold  # NaN fails
+            parts.append(f"{n[len(METRIC):]} torch {a:.6g} vs paddle {b:.6g}, diff {gap:.3g}")
+        rows.append(Row("final metric", ok, "; ".join(parts) + f" ({'<=' if ok else 'not <='} the threshold "
+                                                                f"{threshold:g})"))
+
+    st, sp = len(t["loss"]), len(p["loss"])
+    same_evals = np.array_equal(t["eval_step"], p["eval_step"])
+    rows.append(Row("steps", st == sp and same_evals and st > 0,
+                    f"{st} steps, evaluated after steps {t['eval_step'].tolist()[:6]}{' ...' if len(t['eval_step']) > 6 else ''}"
+                    if st == sp and same_evals else
+                    f"torch {st} steps (evaluated after {t['eval_step'].tolist()[:6]}), paddle {sp} "
+                    f"(after {p['eval_step'].tolist()[:6]})"))
+    n = min(st, sp)
+    rows.append(_lr_row(t["lr"], p["lr"]))
+    if rows[-1].passed is False:
+        causes.append(f"a different lr schedule ({rows[-1].detail})")
+
+    if "batch" in t and "batch" in p:
+        k = _first(t["batch"][:n] != p["batch"][:n])
+        rows.append(Row("data order", k < 0, f"every step's batch equal ({n} steps)" if k < 0 else
+                        f"the batch of step {k} differs (first of {int((t['batch'][:n] != p['batch'][:n]).sum())} steps)"))
+        if k >= 0:
+            causes.append(f"different data order (the batches logged differ from step {k})")
+    elif "batch" in t or "batch" in p:
+        rows.append(Row("data order", False, "logged on one side only: pass batch= to log.step on both"))
+    else:
+        rows.append(Row("data order", True, "not logged (pass batch= to log.step); the run records' data_order only"))
+
+    if all(k in log for log in (t, p) for k in ("dropout_on", "batchnorm_train")):
+        mode_causes = _mode_causes(t, p)
+        rows.append(Row("modes", not mode_causes, "; ".join(mode_causes) if mode_causes else
+                        f"the same at every step (dropout active in {int(t['dropout_on'].max())} module(s), "
+                        f"BatchNorm training in {int(t['batchnorm_train'].max())})"))
+        causes += mode_causes
+        deterministic = not mode_causes and int(t["dropout_on"].max()) == 0
+    else:
+        rows.append(Row("modes", "weight_norm" not in t and "weight_norm" not in p,
+                        "not logged (pass model= to log.step)" if "weight_norm" not in t and "weight_norm" not in p
+                        else "logged on one side only: pass model= to log.step on both"))
+        deterministic = False
+
+    gap = np.abs(t["loss"][:n] - p["loss"][:n])
+    parts = _first(~(gap <= LOSS_PARTS))
+    aligned = n if parts < 0 else parts  # the steps before the loss curves part
+    if deterministic and n:
+        rows.append(Row("first step", bool(gap[0] <= LOSS_PARTS),
+                        f"loss torch {t['loss'][0]:.7g} vs paddle {p['loss'][0]:.7g} (gap {gap[0]:.3g}"
+                        f"{' <=' if gap[0] <= LOSS_PARTS else ' >'} {LOSS_PARTS:g}): the same weights on the same batch"))
+    if "weight_norm" in t and "weight_norm" in p:
+        a, b = t["weight_norm"][:n], p["weight_norm"][:n]
+        rel = np.abs(a - b) / np.maximum(np.abs(a), np.finfo(np.float64).tiny)
+        bound = np.full(n, NORM_RTOL)
+        bound[:aligned if deterministic else 0] = NORM_RTOL_ALIGNED
+        k = _first(~(rel <= bound))
+        within = (f"within {NORM_RTOL_ALIGNED:g} relative through step {aligned - 1} (largest "
+                  f"{rel[:aligned].max():.3g}), " if deterministic and aligned else "")
+        rows.append(Row("weight norm", k < 0, f"{within}within {NORM_RTOL:g} at every step (largest {np.nanmax(rel):.3g})"
+                        if k < 0 else f"parts at step {k}: torch {a[k]:.10g} vs paddle {b[k]:.10g} (relative {rel[k]:.3g} "
+                        f"> {bound[k]:g}{', the loss curves not yet parted' if k < aligned and deterministic else ''})"))
+
+    finite = [s for s, log in (("torch", t), ("paddle", p)) if not np.isfinite(log["loss"]).all()]
+    rows.append(Row("loss finite", not finite, "every step's loss finite on both sides" if not finite else
+                    "; ".join(f"{s}'s loss not finite from step {_first(~np.isfinite(log['loss']))}"
+                              for s, log in (("torch", t), ("paddle", p)) if s in finite)))
+    loss = (f"{'deterministic (the same order and modes, no dropout)' if deterministic else 'not shown deterministic'}; "
+            + (f"within {LOSS_PARTS:g} at every step" if parts < 0 else
+               f"part beyond {LOSS_PARTS:g} at the first step (gap {gap[0]:.3g})" if parts == 0 else
+               f"within {LOSS_PARTS:g} through step {parts - 1}, part at step {parts} (gap {gap[parts]:.3g})")
+            + (f"; first steps' gaps {', '.join(f'{g:.1e}' for g in gap[:4])}" if n else ""))
+
+    if records[0] is not None and records[1] is not None:
+        found = record_causes(records[0], records[1])
+        rows.append(Row("run records", not found, "the same initial weights, data order, seeds and flags" if not found
+                        else "; ".join(found)))
+        if any(c.startswith(CAUSES["data_order"]) for c in found):  # said once, the record's figures first
+            causes = [c for c in causes if not c.startswith(CAUSES["data_order"])]
+        causes = found + causes
+    wn = next((r for r in rows if r.name == "weight norm"), None)
+    if wn is not None and not wn.passed and not causes:
+        causes.append(f"the update differs while weights, order, modes and lr are the same: weight decay, momentum "
+                      f"or gradient clipping (the weight norm {wn.detail})")
+    return TrainingReport(rows, causes, loss)
+
+
+def plot(torch_log: dict, paddle_log: dict, out) -> str:
+    """Both loss curves, their difference, both lr curves and both metrics per evaluation in one PNG; a line
+    saying why not when matplotlib is not installed."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return "plot skipped: matplotlib is not installed (pip install matplotlib)"
+    fig, ax = plt.subplots(2, 2, figsize=(12, 8))
+    colors = {"torch": "tab:orange", "paddle": "tab:blue"}
+    for side, log in (("torch", torch_log), ("paddle", paddle_log)):
+        style = "-" if side == "torch" else "--"
+        steps = np.arange(len(log["loss"]))
+        ax[0, 0].plot(steps, log["loss"], style, color=colors[side], lw=0.8, label=side)
+        ax[1, 0].plot(steps, log["lr"], style, color=colors[side], label=side)
+        for k in (k for k in log if k.startswith(METRIC)):
+            ax[1, 1].plot(log["eval_step"], log[k], "o" + style, color=colors[side], ms=3,
+                          label=f"{side} {k[len(METRIC):]} {log[k][-1]:.4f}" if len(log[k]) else side)
+    n = min(len(torch_log["loss"]), len(paddle_log["loss"]))
+    gap = np.abs(torch_log["loss"][:n] - paddle_log["loss"][:n])
+    ax[0, 1].semilogy(np.arange(n), np.maximum(gap, 1e-12), color="tab:green", lw=0.8, label="|torch - paddle| loss")
+    if "weight_norm" in torch_log and "weight_norm" in paddle_log:
+        a, b = torch_log["weight_norm"][:n], paddle_log["weight_norm"][:n]
+        ax[0, 1].semilogy(np.arange(n), np.maximum(np.abs(a - b) / np.maximum(a, 1e-300), 1e-16), color="tab:purple",
+                          lw=0.8, label="weight norm, relative")
+        ax[0, 1].axhline(NORM_RTOL, color="tab:purple", ls=":", label=f"weight norm bound {NORM_RTOL:g}")
+    ax[0, 1].axhline(LOSS_PARTS, color="tab:red", ls="--", label=f"loss: where curves part, {LOSS_PARTS:g}")
+    titles = {(0, 0): "training loss", (0, 1): "difference, torch vs paddle", (1, 0): "learning rate",
+              (1, 1): "metric per evaluation"}
+    for (i, j), title in titles.items():
+        ax[i, j].set_title(title)
+        ax[i, j].set_xlabel("step")
+        ax[i, j].legend(fontsize=8)
+    fig.tight_layout()
+    atomic_write(out, lambda tmp: fig.savefig(tmp, format="png", dpi=72, metadata={"Software": None}))
+    plt.close(fig)
+    return f"plot: {Path(out).name}"
+
+
+def logs(folder, pair_records=(None, None)) -> tuple:
+    """(torch log, paddle log, [their run records]) from train_log_<framework>.npy in folder. Each record must
+    describe its log and side, and depend on what the side's train_align record depends on (pair_records:
+    their paths), so the curves judged are the outcome's own training."""
+    folder = Path(folder)
+    paths = [folder / f"{LOG}_{side}.npy" for side in ("torch", "paddle")]
+    loaded = [load_npy(path) for path in paths]
+    records = [record.load(path) for path in paths]
+    for side, path, rec, pair_rec in zip(("torch", "paddle"), paths, records, pair_records):
+        if rec is None:
+            raise PipelineError(f"{path.name} has no run record: write it with portcheck.training.TrainingLog.save")
+        problem = record.bound(side, path, rec)
+        pair_rec = record.load(path, pair_rec) if pair_rec is not None else None
+        if not problem and pair_rec is not None and record.differences(rec, pair_rec):
+            problem = f"its run record differs from the {side} {PAIR} record's: not that training's curves"
+        if problem:
+            raise PipelineError(f"{path.name}: {problem}; re-run both sides")
+    return loaded[0], loaded[1], records
+
+
+def judge_and_log(folder, threshold: float = None, top=None, draw: bool = True) -> tuple:
+    """Judge a training from folder's train_align and train_log files (both sides saved by TrainingLog.save):
+    the pair as an outcome at the threshold (default: the guide's 0.15%), the curves by judge_training; write
+    train_align_diff.log with the curves' rows after the verdict, and the plot; hand all in to `top` (the
+    curves and the plot under diagnostics/). Returns (handin.MeasuredVerdict, TrainingReport)."""
+    folder = Path(folder)
+    if top is not None:
+        report.hand_in_folder(top)
+    torch_log, paddle_log, records = logs(folder, [record.path_for(folder / f"{PAIR}_{side}.npy")
+                                                   for side in ("torch", "paddle")])
+    result = judge_training(torch_log, paddle_log, threshold, records)
+    lines = result.lines()
+    if draw:
+        lines.append(plot(torch_log, paddle_log, folder / PLOT))
+    verdict = handin.judge_and_log(folder, PAIR, threshold, tables=lines, kind="outcome")
+    for line in lines:
+        print(report.one_line(line))
+    if top is not None:
+        extra = [folder / f"{LOG}_{side}.npy" for side in ("torch", "paddle")] + \
+                ([folder / PLOT] if (folder / PLOT).is_file() and draw else [])
+        report.hand_in(folder / f"{PAIR}_torch.npy", folder / f"{PAIR}_paddle.npy", folder / f"{PAIR}_diff.log",
+                       top=top, diagnostics=extra)
+    return verdict, result

@@ -1,0 +1,321 @@
+"""Steps 2 and 5 for any model, through the library's public API (portcheck.data, portcheck.training) on a model
+and a data set of this file's own: sklearn's digits through a torch DataLoader and a paddle.io.DataLoader, and a
+small convolutional network with BatchNorm written once per framework. The clean port is green at every step
+and re-checks green from its hand-in; each planted bug is red at its step, and named at its key (Step 2) or its
+row and the guide's cause (Step 5)."""
+import numpy as np
+import pytest
+
+from portcheck import cli, convert, data, handin, record, training
+from portcheck.errors import PipelineError
+
+torch = pytest.importorskip("torch")
+paddle = pytest.importorskip("paddle")
+sklearn_datasets = pytest.importorskip("sklearn.datasets")
+
+MEAN, STD = 0.306, 0.376
+
+
+def digits():
+    images, labels = sklearn_datasets.load_digits(return_X_y=True)
+    return images.reshape(-1, 1, 8, 8).astype("float32"), labels.astype("int64")
+
+
+IMAGES, LABELS = digits()
+
+
+# ---- Step 2: the data pipeline ---------------------------------------------------------------------------
+
+def torch_loader(indices, batch=32, mean=MEAN, shuffle=False, label_shift=0, drop_last=False):
+    class Digits(torch.utils.data.Dataset):
+        def __len__(self):
+            return len(indices)
+
+        def __getitem__(self, i):
+            return (torch.from_numpy(IMAGES[indices[i]]) / 16 - mean) / STD, int(LABELS[indices[i]]) + label_shift
+    return torch.utils.data.DataLoader(Digits(), batch_size=batch, shuffle=shuffle, drop_last=drop_last)
+
+
+def paddle_loader(indices, batch=32, mean=MEAN, shuffle=False, label_shift=0, drop_last=False):
+    class Digits(paddle.io.Dataset):
+        def __len__(self):
+            return len(indices)
+
+        def __getitem__(self, i):
+            return (paddle.to_tensor(IMAGES[indices[i]]) / 16 - mean) / STD, int(LABELS[indices[i]]) + label_shift
+    return paddle.io.DataLoader(Digits(), batch_size=batch, shuffle=shuffle, drop_last=drop_last)
+
+
+SAMPLE = np.arange(96)
+
+
+def data_pair(tmp_path, **plant):
+    """Both loaders' batches saved as the guide's data pair and judged: (DataReport, the pair's verdict)."""
+    depends = {"data": record.fingerprint([("indices", SAMPLE)])}
+    recs = {}
+    for side, loader in (("torch", torch_loader(SAMPLE)), ("paddle", paddle_loader(SAMPLE, **plant))):
+        recs[side] = data.record_batches(loader, names=("images", "labels"))
+        handin.save_side(tmp_path, "data", side, recs[side], depends, "test")
+    return data.judge_batches(recs["torch"], recs["paddle"]), handin.judge_and_log(tmp_path, "data",
+                                                                                    top=tmp_path / "log_reprod")
+
+
+def test_the_same_loaders_in_both_frameworks_are_equal_and_recheck_green(tmp_path):
+    batches, verdict = data_pair(tmp_path)
+    assert batches.passed and verdict.passed and verdict.kind == "exact", batches.line()
+    assert batches.batches == (3, 3) and "every value equal (3 batches, 6 arrays" in batches.line()
+    assert cli.check(tmp_path / "log_reprod") == 0
+
+
+@pytest.mark.parametrize("plant, key, where", [
+    ({"mean": 0.3}, "batch_0/images", "batch 0, key images: index [0, 0, 0, 0]"),  # another normalization mean
+    ({"shuffle": True}, "batch_0/images", "batch 0, key images: index"),            # a loader that shuffles
+    ({"label_shift": 1}, "batch_0/labels", "batch 0, key labels: index [0]: torch 0 vs paddle 1"),  # 1-based labels
+    ({"drop_last": True, "batch": 40}, "batch_0/images", "batch 0, key images: shape torch [32, 1, 8, 8] vs paddle [40"),
+], ids=["normalization mean", "shuffles", "labels off by one", "batch size"])
+def test_a_data_bug_is_red_at_its_batch_key_and_index(tmp_path, capsys, plant, key, where):
+    batches, verdict = data_pair(tmp_path, **plant)
+    assert not batches.passed and batches.first.key == key and where in batches.first.describe(), batches.line()
+    assert not verdict.passed and where in verdict.describe_measured()
+    capsys.readouterr()
+    assert cli.check(tmp_path / "log_reprod") == 1  # the reviewer's command names it too, from the files alone
+    assert where in capsys.readouterr().out
+
+
+def test_a_loader_that_yields_fewer_batches_or_other_dtypes_is_red():
+    full = data.record_batches(torch_loader(SAMPLE), names=("images", "labels"))
+    short = data.record_batches(torch_loader(SAMPLE[:64]), names=("images", "labels"))
+    first = data.judge_batches(full, short).first
+    assert first.key == "batch_2/images" and "yielded 2 batch(es), the other 3" in first.describe()
+    as_int32 = {k: (v.astype("int32") if k.endswith("labels") else v) for k, v in full.items()}
+    assert "dtype torch int64 vs paddle int32" in data.judge_batches(full, as_int32).first.describe()
+    with_nan = {k: v.copy() for k, v in full.items()}
+    with_nan["batch_1/images"][3, 0, 2, 2] = np.nan
+    assert "batch 1, key images: NaN at [3, 0, 2, 2]" in data.judge_batches(full, with_nan).first.describe()
+    assert data.judge_batches(full, {k: v.copy() for k, v in full.items()}).passed
+
+
+def test_any_iterable_of_arrays_or_dicts_is_recorded_and_bad_input_is_one_line():
+    batches = [{"ids": np.arange(4) + i, "mask": np.ones(4, "int64")} for i in range(5)]
+    rec = data.record_batches(batches, batches=2, prefix="dev/")
+    assert list(rec) == ["dev/batch_0/ids", "dev/batch_0/mask", "dev/batch_1/ids", "dev/batch_1/mask"]
+    other = data.record_batches(batches[:1] + [{"ids": np.arange(4), "mask": np.ones(4, "int64")}], prefix="dev/")
+    assert data.judge_batches(rec, other).first.describe() == \
+        "dev/batch 1, key ids: index [0]: torch 1 vs paddle 0 (and 3 more value(s) differ)"
+    for call, named in ((lambda: data.record_batches(3), "loader"), (lambda: data.record_batches([], None), "loader"),
+                        (lambda: data.record_batches(batches, batches=0), "batches"),
+                        (lambda: data.record_batches([(np.zeros(2), np.zeros(2))], names=("x",)), "names"),
+                        (lambda: data.record_batches([{"text": np.array(["a b"])}]), "text")):
+        with pytest.raises(PipelineError, match=named) as e:
+            call()
+        assert "\n" not in str(e.value)
+
+
+# ---- Step 2: the metric -----------------------------------------------------------------------------------
+
+def real_predictions():
+    """A nearest-centroid classifier's predictions on the last 797 digits, fitted on the first 1,000: real,
+    imperfect, with errors spread unevenly over the classes (so macro and micro averages differ)."""
+    x, y = IMAGES.reshape(len(IMAGES), -1), LABELS
+    centroids = np.stack([x[:1000][y[:1000] == c].mean(0) for c in range(10)])
+    return ((x[1000:, None] - centroids[None]) ** 2).sum(-1).argmin(1).astype("int64"), y[1000:]
+
+
+def f1(predictions, labels, average):
+    """F1 over ten classes, for either framework's tensors: macro (per class, then the mean) or micro (pooled)."""
+    tp, fp, fn = [], [], []
+    for c in range(10):
+        p, y = predictions == c, labels == c
+        tp.append(int((p & y).sum()))
+        fp.append(int((p & ~y).sum()))
+        fn.append(int((~p & y).sum()))
+    if average == "micro":
+        return {"f1": 2 * sum(tp) / (2 * sum(tp) + sum(fp) + sum(fn))}
+    return {"f1": sum(2 * a / (2 * a + b + c) for a, b, c in zip(tp, fp, fn)) / 10}
+
+
+@pytest.mark.parametrize("paddle_average", ["macro", "micro"], ids=["same averaging", "micro instead of macro"])
+def test_the_metric_on_the_same_predictions_is_equal_and_an_averaging_bug_is_red_at_its_key(tmp_path, paddle_average):
+    predictions, labels = real_predictions()
+    depends = {"inputs": record.fingerprint([("predictions", predictions), ("labels", labels)])}
+    for side, average in (("torch", "macro"), ("paddle", paddle_average)):
+        value = data.record_metric(lambda p, y: f1(p, y, average), predictions, labels, framework=side)
+        handin.save_side(tmp_path, "metric", side, value, depends, "test")
+    verdict = handin.judge_and_log(tmp_path, "metric")
+    assert verdict.kind == "exact" and verdict.passed == (paddle_average == "macro"), verdict.describe_measured()
+    if paddle_average == "micro":
+        assert verdict.first.key == "f1" and "f1: index []" in verdict.describe_measured()
+
+
+def test_record_metric_hands_each_framework_its_tensors_and_refuses_bad_input():
+    seen = []
+    data.record_metric(lambda p, y: seen.append(type(p).__module__) or 1.0, np.zeros(3), np.zeros(3), "torch")
+    data.record_metric(lambda p, y: seen.append(type(p).__module__) or 1.0, np.zeros(3), np.zeros(3), "paddle")
+    assert seen[0].startswith("torch") and seen[1].startswith("paddle")
+    assert data.record_metric(lambda p, y: 0.5, np.zeros(3), np.zeros(3)) == {"metric": 0.5}
+    for call, named in ((lambda: data.record_metric(lambda p, y: 1, np.zeros(3), np.zeros(2)), "predictions"),
+                        (lambda: data.record_metric(lambda p, y: np.ones(2), np.zeros(2), np.zeros(2)), "metric"),
+                        (lambda: data.record_metric(lambda p, y: 1, np.zeros(2), np.zeros(2), "jax"), "framework")):
+        with pytest.raises(PipelineError, match=named):
+            call()
+
+
+# ---- Step 5: training ---------------------------------------------------------------------------------------
+
+TRAIN, TEST = np.arange(320), np.arange(320, 480)
+EPOCHS, BATCH, LR, MOMENTUM, WD = 3, 32, 0.2, 0.9, 5e-4
+STEPS = EPOCHS * len(TRAIN) // BATCH
+
+
+def torch_net(dropout=0.0):
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Conv2d(1, 8, 3, padding=1), torch.nn.BatchNorm2d(8), torch.nn.ReLU(),
+                               torch.nn.AdaptiveAvgPool2d(2), torch.nn.Flatten(), torch.nn.Dropout(dropout),
+                               torch.nn.Linear(32, 10))
+
+
+def paddle_net(dropout=0.0):
+    return paddle.nn.Sequential(paddle.nn.Conv2D(1, 8, 3, padding=1), paddle.nn.BatchNorm2D(8), paddle.nn.ReLU(),
+                                paddle.nn.AdaptiveAvgPool2D(2), paddle.nn.Flatten(), paddle.nn.Dropout(dropout),
+                                paddle.nn.Linear(32, 10))
+
+
+def orders(seed=1):
+    rng = np.random.RandomState(seed)
+    return [TRAIN[rng.permutation(len(TRAIN))] for _ in range(EPOCHS)]
+
+
+def accuracy(predictions, labels):
+    return {"accuracy": int((predictions == labels).sum()) / len(labels)}
+
+
+def train(side, wd=WD, lr_ahead=False, no_train_after_eval=False, order_seed=1, convert_weights=True, dropout=0.0):
+    """One side's training through a TrainingLog: (its arrays, its run record's depends)."""
+    log, pt = training.TrainingLog(), torch_net()
+    weights = record.model_fingerprint(pt)
+    if side == "torch":
+        model = pt
+        opt = torch.optim.SGD(model.parameters(), lr=LR, momentum=MOMENTUM, weight_decay=wd)
+        sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, STEPS)
+        lr_now, loss_fn, grad = (lambda: opt.param_groups[0]["lr"]), torch.nn.functional.cross_entropy, torch.no_grad
+    else:
+        paddle.seed(0)
+        model = paddle_net(dropout)
+        if convert_weights:
+            model.set_state_dict(convert(pt, model))
+        else:
+            weights = record.model_fingerprint(model)
+        sched = paddle.optimizer.lr.CosineAnnealingDecay(LR, STEPS)
+        opt = paddle.optimizer.Momentum(learning_rate=sched, momentum=MOMENTUM, parameters=model.parameters(),
+                                        weight_decay=paddle.regularizer.L2Decay(wd))
+        lr_now, loss_fn, grad = opt.get_lr, paddle.nn.functional.cross_entropy, paddle.no_grad
+        if lr_ahead:  # the schedule stepped once before the first step
+            sched.step()
+    loader = torch_loader if side == "torch" else paddle_loader
+    model.train()
+    for order in orders(order_seed):
+        for images, labels in loader(order, BATCH):
+            lr = lr_now()
+            loss = loss_fn(model(images), labels)
+            loss.backward()
+            opt.step()
+            (opt.zero_grad if side == "torch" else opt.clear_grad)()
+            sched.step()
+            log.step(loss, lr, model=model, batch=labels)
+        model.eval()
+        with grad():
+            images, labels = next(iter(loader(TEST, len(TEST))))
+            log.evaluate(accuracy(model(images).argmax(-1), labels))
+        if not no_train_after_eval:
+            model.train()
+    depends = training.run_depends(weights, orders(order_seed), {"order": order_seed},
+                                   {"lr": LR, "momentum": MOMENTUM, "weight_decay": WD, "epochs": EPOCHS})
+    return log, depends
+
+
+@pytest.fixture(scope="module")
+def torch_run():
+    return train("torch")
+
+
+def judged(torch_run, **plant):
+    (t, t_dep), (p, p_dep) = torch_run, train("paddle", **plant)
+    return training.judge_training(t.arrays(), p.arrays(), records=({"depends": t_dep}, {"depends": p_dep}))
+
+
+def row(report, name):
+    return next(r for r in report.rows if r.name == name)
+
+
+def test_a_clean_training_is_green_on_every_row(torch_run):
+    report = judged(torch_run)
+    assert report.passed and not report.causes, "\n".join(report.lines())
+    assert {r.name for r in report.rows} >= {"final metric", "steps", "lr", "data order", "modes", "first step",
+                                            "weight norm", "loss finite", "run records"}
+    final = torch_run[0].final()["accuracy"]
+    assert 0.5 < final < 1, final  # it learned something, and not everything: the threshold is a condition
+
+
+@pytest.mark.parametrize("plant, failed, cause", [
+    ({"wd": 0.0}, "weight norm", "the update differs while weights, order, modes and lr are the same"),
+    ({"lr_ahead": True}, "lr", "the Paddle schedule runs one step ahead"),
+    ({"no_train_after_eval": True}, "modes", "BatchNorm in eval mode on the paddle side from step 10"),
+    ({"order_seed": 2}, "data order", "different data order (data_order: torch"),
+    ({"convert_weights": False}, "first step", "different initial weights (weights: torch"),
+    ({"dropout": 0.5}, "modes", "dropout left on on the paddle side from step 0"),
+], ids=["weight decay missing", "lr schedule off by one step", "model.train() missing", "another data order",
+        "weights not converted", "dropout on one side"])
+def test_a_training_bug_is_red_at_its_row_and_the_guides_cause_is_named(torch_run, plant, failed, cause):
+    report = judged(torch_run, **plant)
+    assert not report.passed and not row(report, failed).passed, "\n".join(report.lines())
+    assert cause in "\n".join(report.lines()), "\n".join(report.lines())
+
+
+def test_a_weight_decay_that_differs_is_red_before_the_loss_curves_part(torch_run):
+    report = judged(torch_run, wd=1e-4)
+    weight_norm = row(report, "weight norm")
+    assert not weight_norm.passed and "parts at step 0" in weight_norm.detail, weight_norm
+
+
+def test_the_final_metric_is_an_outcome_at_the_threshold():
+    t, p = training.TrainingLog(), training.TrainingLog()
+    for log, acc in ((t, 0.9), (p, 0.9005)):
+        log.step(1.0, 0.1)
+        log.evaluate({"accuracy": acc})
+    assert training.judge_training(t.arrays(), p.arrays(), threshold=1e-3).passed
+    assert not training.judge_training(t.arrays(), p.arrays(), threshold=1e-4).passed
+    assert row(training.judge_training(t.arrays(), p.arrays()), "final metric").passed  # the guide's 0.15%
+
+
+def test_a_training_hand_in_rechecks_green_and_a_bug_red_from_the_files_alone(tmp_path, torch_run, capsys):
+    for plant, expected in (({}, 0), ({"wd": 0.0}, 1)):
+        folder, top = tmp_path / str(expected), tmp_path / str(expected) / "log_reprod"
+        for side, (log, depends) in (("torch", torch_run), ("paddle", train("paddle", **plant))):
+            log.save(folder, side, depends, "test")
+        verdict, report = training.judge_and_log(folder, top=top)
+        assert verdict.kind == "outcome" and verdict.passed and report.passed == (not expected)
+        assert (top / "diagnostics" / "train_log_torch.npy").is_file() and (top / "diagnostics" / training.PLOT).is_file()
+        capsys.readouterr()
+        assert cli.check(top) == expected
+        out = capsys.readouterr().out
+        assert ("training weight norm: FAILED" in out) == bool(expected), out
+        assert "train_align: green" in out or expected, out
+    from portcheck.fileio import load_npy, save_npy
+    curves = tmp_path / "0" / "log_reprod" / "diagnostics" / "train_log_paddle.npy"
+    save_npy(curves, {**load_npy(curves), "lr": load_npy(curves)["lr"] * 2})  # edited after the run
+    assert cli.check(tmp_path / "0" / "log_reprod") == 1
+    assert "train_log_paddle.npy: the paddle result is not the file its run record describes" in capsys.readouterr().out
+
+
+def test_the_training_log_refuses_what_it_cannot_judge():
+    log = training.TrainingLog()
+    with pytest.raises(PipelineError, match="evaluate"):
+        log.final()
+    log.step(torch.tensor(1.0, requires_grad=True) * 2, 0.1)
+    with pytest.raises(PipelineError, match="model= and batch= must be given at every step"):
+        log.step(1.0, 0.1, batch=np.zeros(2))
+    with pytest.raises(PipelineError, match="loss"):
+        log.step(np.ones(3), 0.1)
+    log.evaluate(0.5)
+    with pytest.raises(PipelineError, match="the same names"):
+        log.evaluate({"f1": 0.5})
