@@ -330,7 +330,7 @@ def trace(model, inputs=None, into=None) -> dict:
 
 def record_value(model, inputs, fn) -> dict:
     """{"value": fn(model(inputs))} as a numpy array, without gradients: a loss, a metric. A torch model is run
-    a second time in float64 on a copy ("f64:value"), the yardstick of the value's own fp32 error."""
+    a second time in float64, one module at a time ("f64:value"), the yardstick of the value's own fp32 error."""
     side = framework_of(model)
 
     def value(inputs, to_tensor):
