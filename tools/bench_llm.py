@@ -235,7 +235,8 @@ def _chart(rows, path):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
+                                 allow_abbrev=False)
     ap.add_argument("--widths", default="256,512,1024", help="hidden sizes to measure, comma-separated (default "
                                                              "256,512,1024; 2048 is the 1.1B pair)")
     ap.add_argument("--out", type=Path, default=paths.ROOT / "docs" / "llm.md",

@@ -32,6 +32,8 @@ class Spill(MutableMapping):
         except OSError as e:
             raise PipelineError(f"{self.folder} cannot be made ({e.strerror or e}): choose another record_dir") from None
         self._files = dict(files or {})  # {key: file name}
+        # files are numbered on from the last one named: a key deleted (a run made again) frees no number
+        self._next = 1 + max((int(Path(n).stem) for n in self._files.values() if Path(n).stem.isdigit()), default=-1)
 
     @classmethod
     def open(cls, folder) -> "Spill":
@@ -47,7 +49,8 @@ class Spill(MutableMapping):
         return cls(folder, files)
 
     def __setitem__(self, key, array):
-        name = self._files.get(key) or f"{len(self._files)}.npy"
+        name = f"{self._next}.npy"
+        self._next += 1
         save_array(self.folder / name, np.ascontiguousarray(array))
         self._files[key] = name
 
