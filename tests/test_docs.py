@@ -76,3 +76,19 @@ def test_align_figures_are_the_benchmarks():
         flat = " ".join(text.split())
         for figure in (*resnet.groups(), clean_all, train, cost):
             assert re.search(rf"(?<![\d.]){re.escape(figure)}(?![\d])", flat), figure
+
+
+def test_llm_figures_are_the_benchmarks():
+    """The large-model figures of the READMEs (both) and lib/README are docs/llm.json's, which
+    tools/bench_llm.py wrote, at the 1.1B width."""
+    import json
+    llm = json.loads((paths.ROOT / "docs" / "llm.json").read_text())["2048"]
+    w = llm["weights_gb"]
+    figures = [f"{w:.2f}", *(f"{llm[p]['peak_gb']:.2f}" for p in ("convert", "compare", "isolated")),
+               f"{llm['isolated']['peak_gb'] / w:.2f}x"]
+    plain = llm["forward"]["torch_seconds"] + llm["forward"]["paddle_seconds"]
+    figures += [f"{llm['compare']['seconds'] / plain:.1f}x", f"{llm['isolated']['seconds'] / plain:.1f}x"]
+    for path in (README, README_CN, paths.ROOT / "lib" / "README.md"):
+        flat = " ".join(path.read_text(encoding="utf-8").split())
+        for figure in figures:
+            assert figure.rstrip("x") in flat, (path.name, figure)

@@ -71,7 +71,7 @@ class BackwardReport:
             bad = [r for r in rows if not r.passed]
             start = f" (started from torch's weights after step {i})" if self.isolated and i else ""
             lines.append(f"after step {i + 1}{start}: {len(rows) - len(bad)}/{len(rows)} within" +
-                         (f"; first over: {bad[0].name} ({bad[0].problem or f'{bad[0].max:.3e} > {bad[0].allowed:.3e}'})"
+                         (f"; first over: {bad[0].name} ({bad[0].why})"
                           if bad else ""))
         return "\n".join(lines)
 

@@ -2,11 +2,13 @@
 measured on the torch model itself (portcheck/calibrated.py), naming the module where they part."""
 import contextlib
 import dataclasses
+import weakref
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 
-from portcheck import calibrated, pairing
+from portcheck import calibrated, pairing, spill
 from portcheck.calibrated import measure
 from portcheck.convert import check_models, framework_of
 from portcheck.errors import PipelineError, first_line, raised_by
@@ -60,6 +62,7 @@ class ForwardReport:
         paired = self.paired
         lines = format_table(calibrated.HEADER, calibrated.table_rows(paired))
         lines += [f"the {side} model stopped: {error}" for side, error in self.stopped.items()]
+        lines += [f"{r.name}: {r.why}" for r in paired if r.mean_bound is not None and not r.passed]  # the guide's own bound
         lines += [f"{len(self.rows) - len(paired)} torch module outputs have no Paddle counterpart; "
                   f"{len(self.unpaired)} Paddle outputs no torch module maps to"]
         if self.isolated is not None:
@@ -73,28 +76,42 @@ class ForwardReport:
         return "\n".join(lines)
 
 
-def _flatten(prefix: str, value, out: dict, seen: dict = None):
-    """Tensors in an output, under prefix, prefix[0], prefix.key: tuples, lists, dicts and ModelOutputs.
-    seen: {(id, in-place version): (tensor, array)}: a tensor already recorded and not changed in place since
-    (a container returns its last child's output) is the same array, not a second copy."""
+def _flatten(prefix: str, value, out, seen: dict = None):
+    """Tensors in an output, under prefix, prefix[0], prefix.key: tuples, lists, dicts and ModelOutputs, into
+    `out` (a dict, or a spill.Spill). seen: {(id, in-place version): the key it was recorded under}: a tensor
+    already recorded and not changed in place since (a container returns its last child's output) is linked
+    to that key, not copied again."""
     if hasattr(value, "numpy") and hasattr(value, "shape"):
         version = getattr(value, "_version", None)
         if version is None and hasattr(value, "_inplace_version"):
             version = value._inplace_version()
         key = (id(value), version)
         if seen is not None and version is not None and key in seen:
-            out[prefix] = seen[key][1]
+            spill.link(out, prefix, seen[key])
             return
         array = value.detach().cpu().numpy() if hasattr(value, "detach") and hasattr(value, "cpu") else value.numpy()
         out[prefix] = np.array(array, copy=True)  # a copy now: a later in-place add (x += residual) must not reach it
         if seen is not None and version is not None:
-            seen[key] = (value, out[prefix])  # the tensor kept alive: its id cannot be another tensor's
+            _remember(seen, key, prefix, value)
     elif isinstance(value, dict) or hasattr(value, "items"):
         for k, v in value.items():
             _flatten(f"{prefix}:{k}", v, out, seen)
     elif isinstance(value, (tuple, list)):
         for i, v in enumerate(value):
             _flatten(f"{prefix}[{i}]", v, out, seen)
+
+
+def _remember(seen: dict, key: tuple, prefix: str, tensor):
+    """seen[key] = prefix for as long as the tensor lives: once it is freed its id may be another tensor's.
+    The tensor itself is not kept (at LLM size every activation of the run would stay in memory)."""
+    seen[key] = prefix
+    try:
+        weakref.finalize(tensor, seen.pop, key, None)
+    except TypeError:  # a tensor type no weak reference reaches: kept alive with its entry instead
+        seen.setdefault(_ALIVE, []).append(tensor)
+
+
+_ALIVE = object()  # seen's list of the tensors kept alive
 
 
 F64 = "f64:"       # the prefix of the torch model's float64 run in a record
@@ -118,16 +135,14 @@ class _Recorder:
     out/<name>, out/<name>#2 for a second call, out/<name>[0] or out/<name>:logits inside a tuple or dict;
     in/<name> for its first tensor argument."""
 
-    def __init__(self, prefix=""):
-        self.prefix, self.arrays, self.calls, self.seen = prefix, {}, {}, {}
+    def __init__(self, prefix="", arrays=None):
+        self.prefix, self.arrays, self.calls, self.seen = prefix, {} if arrays is None else arrays, {}, {}
 
     def hook(self, name):
         def record(module, args, kwargs, output):
             n = self.calls[name] = self.calls.get(name, 0) + 1
             call = name if n == 1 else f"{name}#{n}"
-            flat = {}
-            _flatten(f"{self.prefix}out/{call}", output, flat, self.seen)
-            self.arrays.update(flat)
+            _flatten(f"{self.prefix}out/{call}", output, self.arrays, self.seen)
             x = first_input(args, kwargs)[1]
             if x is not None:
                 _flatten(f"{self.prefix}in/{call}", x, self.arrays, self.seen)
@@ -150,10 +165,11 @@ def hook_points(model) -> list:
 STOPPED = "stopped/"  # a record's key when the model raised: the error's first line follows, its value is empty
 
 
-def _recorded(model, inputs, no_grad, to_tensor, prefix="") -> dict:
+def _recorded(model, inputs, no_grad, to_tensor, prefix="", into=None) -> dict:
     """Run model on inputs with a recording hook on each of its modules; the hooks are removed afterwards. If
-    the model raises (a planted padding breaks a residual's shapes), what ran before is kept with the error."""
-    rec = _Recorder(prefix)
+    the model raises (a planted padding breaks a residual's shapes), what ran before is kept with the error.
+    into: the record to add to (a dict or a spill.Spill), else a new dict."""
+    rec = _Recorder(prefix, into)
     handles = [post(rec.hook(name)) for name, _, post in hook_points(model)]
     try:
         with no_grad():
@@ -202,6 +218,68 @@ def float64(model):
             m._buffers.update(saved)
 
 
+@contextlib.contextmanager
+def float64_as_called(model):
+    """The torch model in float64 one module at a time: a module's own floating tensors become float64 when it
+    is called and go back when it returns, so the twin costs the weights of the modules running (at most an
+    embedding), not a second model in float64: for a 1.1B-parameter model, 8.8 GB less than float64(model).
+    The values are float64's exactly (float32 -> float64 is exact); a module that reads another's tensor
+    without calling it (a head tied to the embedding's weight) meets it in float32 and raises: float64_run
+    then runs the whole model in float64."""
+    saved, depth, handles = [], {}, []
+
+    def enter(module, *_):
+        depth[module] = depth.get(module, 0) + 1
+        if depth[module] == 1:  # a module entered again inside its own call is in float64 already
+            for p in module.parameters(recurse=False):
+                if p.is_floating_point():
+                    saved.append((module, p, p.data))
+                    p.data = p.data.double()
+            for name, b in module._buffers.items():
+                if b is not None and b.is_floating_point():
+                    saved.append((module, name, b))
+                    module._buffers[name] = b.double()
+
+    def leave(module, *_):
+        depth[module] -= 1
+        if depth[module] == 0:
+            while saved and saved[-1][0] is module:
+                _put_back(*saved.pop())
+
+    for module in model.modules():
+        if any(True for _ in module.parameters(recurse=False)) or any(b is not None for b in module._buffers.values()):
+            handles += [module.register_forward_pre_hook(enter), module.register_forward_hook(leave, always_call=True)]
+    try:
+        yield model
+    finally:
+        for h in handles:
+            h.remove()
+        while saved:
+            _put_back(*saved.pop())
+
+
+def _put_back(module, tensor, data):
+    if isinstance(tensor, str):
+        module._buffers[tensor] = data
+    else:
+        tensor.data = data
+
+
+def float64_run(model, run, failed=lambda result: False):
+    """run() with the torch model in float64, module by module as it is called (float64_as_called); if that
+    raises or its result is failed(result), once more with the whole model in float64 (float64): a model
+    reading one module's tensor in another, which only the whole model's float64 serves."""
+    try:
+        with float64_as_called(model):
+            result = run()
+        if not failed(result):
+            return result
+    except Exception:  # noqa: BLE001 - the same run follows on the whole model: its own error, if any, is raised
+        pass
+    with float64(model):
+        return run()
+
+
 INPUTS = "check the inputs (their dtype and shape, a dict's names) against the model's forward"
 
 
@@ -210,38 +288,49 @@ def is_torch(model) -> bool:
     return framework_of(model) == "torch"
 
 
-def record_forward(model, inputs) -> dict:
+def record_forward(model, inputs, record_dir=None) -> dict:
     """Every module's output and first input of one model, torch or Paddle, on numpy inputs, as a flat dict
     of numpy arrays in run order (see _Recorder), named by the model's own module names, with each module's
     class and tensor shapes (mod/ keys, what pairing reads): what a pt_ or pd_ script saves for a check to
-    judge with judge_forward. A torch model is run a second time in float64 on
-    a copy (keys prefixed "f64:"): the yardstick of its own fp32 error. Eval or train mode is the caller's."""
-    out = trace(model, inputs)
+    judge with judge_forward. A torch model is run a second time in float64, each module in float64 only
+    while it runs (float64_as_called; keys prefixed "f64:"): the yardstick of its own fp32 error. Eval or train
+    mode is the caller's. record_dir: each array is written to that folder as it is recorded (a spill.Spill,
+    read back memory-mapped when judged), for runs whose records do not fit in memory."""
+    out = trace(model, inputs, spill.store(record_dir, ""))
     if is_torch(model):
         import torch
-        with float64(model):
-            out.update(_recorded(model, _float64(inputs), torch.no_grad, torch.from_numpy, F64))
+        mark = len(out)
+
+        def run():
+            for key in list(out)[mark:]:  # a run the whole model's float64 replaces
+                del out[key]
+            return _recorded(model, _float64(inputs), torch.no_grad, torch.from_numpy, F64, out)
+        float64_run(model, run, lambda record: stopped(record, F64) is not None)
+    if isinstance(out, spill.Spill):
+        out.close()
     return out
 
 
-def trace(model, inputs=None) -> dict:
+def trace(model, inputs=None, into=None) -> dict:
     """One side's run without the float64 one: every module's output and first input (none when inputs is
-    None), and what pairing needs of each module (pairing.describe)."""
+    None), and what pairing needs of each module (pairing.describe); into: the record to fill (a dict or a
+    spill.Spill), else a new dict."""
     torch_side = is_torch(model)  # first: anything but a model is one line, before describe reads it
-    out = pairing.describe(model)
+    out = {} if into is None else into
+    out.update(pairing.describe(model))
     if inputs is not None:
         if torch_side:
             import torch
-            out.update(_recorded(model, inputs, torch.no_grad, torch.from_numpy))
+            _recorded(model, inputs, torch.no_grad, torch.from_numpy, into=out)
         else:
             import paddle
-            out.update(_recorded(model, inputs, paddle.no_grad, paddle.to_tensor))
+            _recorded(model, inputs, paddle.no_grad, paddle.to_tensor, into=out)
     return out
 
 
 def record_value(model, inputs, fn) -> dict:
     """{"value": fn(model(inputs))} as a numpy array, without gradients: a loss, a metric. A torch model is run
-    a second time in float64 on a copy ("f64:value"), the yardstick of the value's own fp32 error."""
+    a second time in float64, one module at a time ("f64:value"), the yardstick of the value's own fp32 error."""
     side = framework_of(model)
 
     def value(inputs, to_tensor):
@@ -253,8 +342,7 @@ def record_value(model, inputs, fn) -> dict:
         import torch
         with torch.no_grad():
             out = {"value": value(inputs, torch.from_numpy)}
-            with float64(model):
-                out[F64 + "value"] = value(_float64(inputs), torch.from_numpy)
+            out[F64 + "value"] = float64_run(model, lambda: value(_float64(inputs), torch.from_numpy))
         return out
     import paddle
     with paddle.no_grad():
@@ -282,19 +370,25 @@ def _float64(inputs):
     return cast(inputs)
 
 
-def compare_forward(torch_model, paddle_model, inputs, name_map=None, isolate=False) -> ForwardReport:
+def compare_forward(torch_model, paddle_model, inputs, name_map=None, isolate=False,
+                    record_dir=None) -> ForwardReport:
     """Run both models (eval mode is the caller's to set) on the same numpy inputs, and torch once more in
-    float64 on a copy; hold every module output of the Paddle model to the torch one's own fp32 error.
+    float64 (one module at a time); hold every module output of the Paddle model to the torch one's own fp32
+    error.
     record_forward on each side, then judge_forward: the same two calls a pt_/pd_ script pair and its
     check make. Returns a ForwardReport: .rows, .passed, .first_diverging, .table(), .pairs().
     isolate=True also judges every paired module on torch's own recorded input (portcheck.isolate): .differing
-    names every module whose own computation differs, where .first_diverging names the first in the run."""
+    names every module whose own computation differs, where .first_diverging names the first in the run.
+    record_dir: a folder the records go to as they are made (torch/, paddle/, and isolated-torch/,
+    isolated-paddle/; portcheck.spill), judged from there: for models whose records do not fit in memory
+    beside them (docs/llm.md). The verdict is the same as in memory."""
     check_models(torch_model, paddle_model)
-    torch_record = record_forward(torch_model, inputs)
-    report = judge_forward(torch_record, record_forward(paddle_model, inputs), name_map)
+    where = lambda name: None if record_dir is None else Path(record_dir) / name
+    torch_record = record_forward(torch_model, inputs, where("torch"))
+    report = judge_forward(torch_record, record_forward(paddle_model, inputs, where("paddle")), name_map)
     if isolate:
         from portcheck import isolate as isolated  # it builds on this module
-        isolated.judge(torch_model, paddle_model, inputs, torch_record, report)
+        isolated.judge(torch_model, paddle_model, inputs, torch_record, report, record_dir)
     return report
 
 
@@ -363,13 +457,13 @@ def judge_forward(torch_record: dict, paddle_record: dict, name_map=None,
                            pairing=paired, counterparts=keys)
     t_root = [k for k in outs if split_key(k)[1] == ROOT]
     p_root = [k for k in paddle_record if k.startswith("out/") and split_key(k)[1] == ROOT]
-    measured = {}  # (id a, id ref, id b) -> Row: a container's output is its last child's, measured once
+    measured = {}  # a container's output is its last child's: measured once (spill.identity: by what is stored)
 
-    def measure_once(name, a, ref, b):
-        key = (id(a), id(ref), id(b))
-        if key not in measured:  # the arrays kept with the row: their ids cannot be reused by others
-            measured[key] = (measure(name, a, ref, b), a, ref, b)
-        return dataclasses.replace(measured[key][0], name=name)
+    def once(keys, compute):
+        held = keys[0][:3], *(spill.identity(r, k) for r, k in zip((torch_record, torch_record, paddle_record), keys))
+        if held not in measured:
+            measured[held] = compute()
+        return measured[held]
     for key in outs:
         _, call_, _ = split_key(key)
         a, ref, b = torch_record[key], torch_record.get(F64 + key), paddle_record.get(keys.get(key, ""))
@@ -382,16 +476,17 @@ def judge_forward(torch_record: dict, paddle_record: dict, name_map=None,
         elif b is None:
             row = calibrated.Row(name, tuple(a.shape), *[float("nan")] * 4, problem="no counterpart in the Paddle model")
         else:
-            row = judge_one(name, a, ref, b, measure_once)
+            row = dataclasses.replace(once((key, F64 + key, keys[key]), lambda: judge_one(name, a, ref, b)), name=name)
             if not row.problem:
-                row.input_ok = _input_ok(torch_record.get(f"in/{call_}"), torch_record.get(f"{F64}in/{call_}"),
-                                         paddle_record.get(keys.get(f"in/{call_}", "")), measure_once)
+                ins = (f"in/{call_}", f"{F64}in/{call_}", keys.get(f"in/{call_}", ""))
+                row.input_ok = once(ins, lambda: _input_ok(torch_record.get(ins[0]), torch_record.get(ins[1]),
+                                                           paddle_record.get(ins[2])))
         row.mean_bound = mean_bound if call_.split("#")[0] == ROOT else None
         report.rows.append(row)
     return report
 
 
-def judge_one(name, a, ref, b, measure_once=measure) -> calibrated.Row:
+def judge_one(name, a, ref, b) -> calibrated.Row:
     """One torch output `a` (its float64 run `ref`) against Paddle's `b`: dtypes must agree; shapes that differ
     only where one side keeps a size-1 axis the other repeats are compared broadcast, and said so."""
     if a.dtype != b.dtype:
@@ -404,7 +499,7 @@ def judge_one(name, a, ref, b, measure_once=measure) -> calibrated.Row:
         shape = np.broadcast_shapes(a.shape, b.shape)
         a, b = np.broadcast_to(a, shape), np.broadcast_to(b, shape)
         ref = None if ref is None else np.broadcast_to(ref, shape)
-    row = measure_once(name, a, ref, b)
+    row = measure(name, a, ref, b)
     row.by_design = note
     return row
 
@@ -414,10 +509,10 @@ def _broadcasts(x: tuple, y: tuple) -> bool:
     return len(x) == len(y) and all(i == j or 1 in (i, j) for i, j in zip(x, y))
 
 
-def _input_ok(a, ref, b, measure_once=measure):
+def _input_ok(a, ref, b):
     """Whether a module's first input was within tolerance (None: not recorded on both sides)."""
     if a is None or b is None:
         return None
     if a.dtype.kind != "f" or a.shape != b.shape:
         return a.shape == b.shape and bool(np.array_equal(a, b))
-    return measure_once("in", a, ref if ref is not None and ref.shape == a.shape else None, b).passed
+    return measure("in", a, ref if ref is not None and ref.shape == a.shape else None, b).passed

@@ -3,11 +3,12 @@
 Every torch module that holds parameters or buffers of its own is looked up by type in the layout table (or
 the caller's `layouts`, keyed by a torch type or a Paddle one); its Paddle counterpart is found by
 portcheck.pairing (the name map's entries as given, the rest aligned), must be of the matching Paddle type,
-and receives each tensor under its Paddle name in Paddle's layout. Then every key and shape is checked in both directions:
-a Paddle key nothing filled, a torch tensor with no Paddle key, or a shape that differs ends the run with
-one line naming it. A square Linear weight is transposed because it belongs to a Linear, never because
+and receives each tensor under its Paddle name in Paddle's layout. Every key, shape and dtype is checked in
+both directions first: a Paddle key nothing filled, a torch tensor with no Paddle key, or a shape that differs
+ends the run with one line naming it. Only then is each Paddle tensor set, in place, one at a time. A square Linear weight is transposed because it belongs to a Linear, never because
 its shape happens to fit.
 """
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -239,59 +240,105 @@ def check_models(torch_model, paddle_model):
                                 f"{'torch.nn.Module' if want == 'torch' else 'paddle.nn.Layer'}: pass the model itself")
 
 
-def convert(torch_model, paddle_model, name_map=None, path=None, layouts=None, inputs=None) -> dict:
-    """{Paddle state-dict key: numpy array} holding torch_model's weights in paddle_model's names and layout.
+def convert(torch_model, paddle_model, name_map=None, path=None, layouts=None, inputs=None) -> "State":
+    """Set paddle_model's weights to torch_model's, in Paddle's names and layout, one tensor at a time, and
+    return them as {Paddle state-dict key: numpy array} (a State, read from the torch model on demand).
 
     name_map: None (every module paired automatically, portcheck.pairing), or how some torch modules' names
     become their Paddle counterparts' (align.names.resolve): a dict of name prefixes, a list of (regex,
     replacement) rules, or a callable; the modules it renames are paired as it says, the rest automatically.
     inputs: a batch both models take (as compare_forward's): pairs modules by their run order and output
     shapes, more surely than the definition order used without it.
-    path: also write the result there as a .pdparams (paddle.save), through the project's safe writer.
+    path: also write the converted weights there as a .pdparams (paddle.save), through the project's safe writer.
     layouts: {module type or class name, torch's or Paddle's: "same" or "transpose"} for module types whose
     layout this converter does not know (transformers' ViTEmbeddings holding cls_token; paddlenlp's
     LlamaLMHead, a Linear's weight in [in, out]: "transpose" from torch's Linear). A type no one declared
     whose tensors are all 1-D (an RMSNorm's scale) keeps its layout.
     Raises portcheck.errors.PipelineError, one line, on a module type whose layout is unknown, a module with no
-    Paddle counterpart or of another type, a pairing two candidates make ambiguous, and any key or shape that
-    does not match in either direction.
+    Paddle counterpart or of another type, a pairing two candidates make ambiguous, and any key, shape or dtype
+    that does not match in either direction; the Paddle model is then left as it was. Every check is made
+    before the first tensor is set, and each is set in place: the peak is both models and one tensor, never a
+    second copy of the weights (docs/llm.md). paddle_model.set_state_dict(convert(...)), the older use, still
+    works.
     """
-    state = paddle_model.state_dict()
-    paddle_state = {k: tuple(v.shape) for k, v in state.items()}
+    params = paddle_model.state_dict()  # the model's own tensors, not copies
     # Paddle's RNN layers list each weight twice (weight_ih_l0 and 0.cell_fw.weight_ih: one tensor); a key is
     # filled when any name of its tensor is
     aliases = {}
-    for k, v in state.items():
+    for k, v in params.items():
         aliases.setdefault(getattr(v, "name", k), []).append(k)
     same = {k: group for group in aliases.values() for k in group}
-    out, origin = {}, {}
+    state, origin = {}, {}
     for torch_key, (key, tensor, array) in plan(torch_model, paddle_model, name_map, layouts, inputs).items():
-        if key in out:
+        if key in state:
             raise PipelineError(f"Paddle key {key} is filled twice (from {origin[key]} and {torch_key}): "
                                 "the name map sends two torch modules to one Paddle module")
-        out[key], origin[key] = np.ascontiguousarray(tensor.to_paddle(array)), torch_key
-    unfilled = [k for k in paddle_state if not any(a in out for a in same[k])]
-    unknown = [origin[k] for k in out if k not in paddle_state]
+        state[key], origin[key] = (tensor, array), torch_key
+    state = State(state)
+    unfilled = [k for k in params if not any(a in state for a in same[k])]
+    unknown = [origin[k] for k in state if k not in params]
     if unfilled or unknown:
         raise PipelineError("keys do not match: " + "; ".join(
             part for part in (f"Paddle keys no torch tensor fills: {', '.join(unfilled[:5])}" if unfilled else "",
                               f"torch tensors with no Paddle key: {', '.join(unknown[:5])}" if unknown else "") if part))
-    for key, value in out.items():
-        if tuple(value.shape) != paddle_state[key]:
+    for key in state:
+        value, want = state.view(key), params[key]
+        if tuple(value.shape) != tuple(want.shape):
             raise PipelineError(f"{origin[key]} -> {key}: shape {tuple(value.shape)} (after the layout rule) vs "
-                                f"Paddle {paddle_state[key]}")
+                                f"Paddle {tuple(want.shape)}")
+        if value.dtype != _numpy_dtype(want):
+            raise PipelineError(f"{origin[key]} -> {key}: dtype {value.dtype} vs Paddle {_numpy_dtype(want)}: "
+                                "convert both models to one dtype first")
+    for key in state:
+        params[key].set_value(state[key])  # one contiguous array at a time, freed before the next
     if path is not None:
-        save_pdparams(out, path)
-    return out
+        save_pdparams({k: params[k] for k in state}, path)
+    return state
+
+
+class State(Mapping):
+    """{Paddle key: numpy array} of a conversion, each array made when it is read, from the torch tensor it comes
+    from in Paddle's layout: the weights are never held twice (a 1.1B-parameter pair's would be 4.4 GB more).
+    dict(state) is a copy of them all, at that moment."""
+
+    def __init__(self, tensors: dict):
+        self._tensors = tensors  # {Paddle key: (Tensor, its torch array)}
+
+    def view(self, key) -> np.ndarray:
+        """The array in Paddle's layout, as a view of torch's where the layout allows (no copy)."""
+        tensor, array = self._tensors[key]
+        return tensor.to_paddle(array)
+
+    def __getitem__(self, key) -> np.ndarray:
+        return np.ascontiguousarray(self.view(key))
+
+    def __iter__(self):
+        return iter(self._tensors)
+
+    def __len__(self) -> int:
+        return len(self._tensors)
+
+
+_DTYPES = {}
+
+
+def _numpy_dtype(tensor) -> np.dtype:
+    """A Paddle tensor's dtype as numpy's (paddle.float32 -> float32), without copying the tensor."""
+    if tensor.dtype not in _DTYPES:
+        import paddle
+        _DTYPES[tensor.dtype] = paddle.empty([0], dtype=tensor.dtype).numpy().dtype
+    return _DTYPES[tensor.dtype]
 
 
 def save_pdparams(state: dict, path):
+    """{key: array or Paddle tensor} as a .pdparams; tensors are saved as they are, not copied first."""
     import paddle
     from portcheck.fileio import atomic_write
-    atomic_write(path, lambda tmp: paddle.save({k: paddle.to_tensor(v) for k, v in state.items()}, str(tmp)))
+    tensors = lambda: {k: v if isinstance(v, paddle.Tensor) else paddle.to_tensor(v) for k, v in state.items()}
+    atomic_write(path, lambda tmp: paddle.save(tensors(), str(tmp)))
 
 
 def load_into(paddle_model, state: dict):
-    """Set a converted state on the Paddle model (every key was checked by convert)."""
+    """Set a state on the Paddle model (convert has already set its own)."""
     paddle_model.set_state_dict(state)
     return paddle_model

@@ -153,14 +153,15 @@ def _bad_key(k) -> bool:
     return not isinstance(k, str) or not k or len(k) > MAX_KEY_LENGTH or not k.isprintable()
 
 
-def _read_header(f) -> tuple:
+def _read_header(f, order: bool = False) -> tuple:
+    """(shape, dtype) of a .npy's header; order=True: (shape, Fortran order, dtype)."""
     version = np.lib.format.read_magic(f)
     read_header = {(1, 0): np.lib.format.read_array_header_1_0,
                    (2, 0): np.lib.format.read_array_header_2_0}.get(version)
     if read_header is None:
         raise ValueError(f"unsupported .npy version {version}")
-    shape, _, dtype = read_header(f)
-    return shape, dtype
+    shape, fortran, dtype = read_header(f)
+    return (shape, fortran, dtype) if order else (shape, dtype)
 
 
 def open_regular(path, follow: bool = True):
@@ -227,6 +228,25 @@ def load_array(path, how: str) -> np.ndarray:
         return np.load(path, allow_pickle=False)
     except (ValueError, OSError, EOFError) as e:
         raise PipelineError(f"{path} is not a plain .npy array ({e}): {remedy(how, 'again')}") from None
+
+
+def map_array(path) -> np.ndarray:
+    """A bare .npy array this process wrote (portcheck.spill), read-only and memory-mapped: its pages are read
+    when used and can be given back to the disk, so a record larger than memory can still be judged. Never
+    through a link; a header the file cannot hold is refused."""
+    try:
+        with open_regular(path, follow=False) as f:
+            shape, fortran, dtype = _read_header(f, order=True)
+            n = 1
+            for d in shape:
+                n *= int(d)
+            if dtype.hasobject or f.tell() + n * dtype.itemsize > os.fstat(f.fileno()).st_size:
+                raise ValueError(f"its header asks for {shape} {dtype}, which the file cannot hold")
+            if n == 0 or shape == ():  # nothing to map (mmap refuses an empty range): read it
+                return np.fromfile(f, dtype=dtype, count=n).reshape(shape)
+            return np.memmap(f, dtype=dtype, mode="r", shape=shape, order="F" if fortran else "C", offset=f.tell())
+    except (ValueError, OSError) as e:
+        raise PipelineError(f"{path} cannot be read back ({e}): record the run again") from None
 
 
 def linked_component(path):

@@ -11,7 +11,8 @@ does the same): one more run of each side, with hooks on every paired module cal
 
 A module's kept output is its own computation (its paired children's outputs are torch's) on torch's input;
 a kept input is what its parent computed between the children before it (a functional activation, a residual
-add). The torch run is in float64 (compare.float64, one model, no copy), so it gives each such computation's
+add). The torch run is in float64, each module only while it runs (compare.float64_as_called: no second model
+in float64, one module's weights at a time), so it gives each such computation's
 exact value on the same fp32 values: torch's recorded fp32 output against it is that module's own fp32 error,
 the yardstick (calibrated.measure) its Paddle counterpart's kept output is held to. Every module whose own
 computation differs is named, however many.
@@ -19,8 +20,9 @@ computation differs is named, however many.
 import numpy as np
 
 from portcheck import calibrated
-from portcheck.compare import _flatten, _float64, call, first_input, float64, hook_points, is_torch, judge_one
+from portcheck.compare import _flatten, _float64, call, first_input, float64_run, hook_points, is_torch, judge_one
 from portcheck.pairing import ROOT, module_of, split_key
+from portcheck.spill import Spill, store
 
 ERRORS = (RuntimeError, ValueError, TypeError, IndexError)  # a model that cannot run on forced values
 
@@ -44,12 +46,12 @@ def _rebuilt(value, key, forced):
     return value
 
 
-def forced_run(model, inputs, torch_record: dict, calls: dict, leaves: dict) -> tuple:
+def forced_run(model, inputs, torch_record: dict, calls: dict, leaves: dict, kept=None) -> tuple:
     """One run of `model` on `inputs` in which every call in `calls` ({this side's call: torch's call}) computes
     from torch's recorded values. Returns (kept, parents, error): kept {in/<call>: the input this side computed
     for it, out/<call>...: what it computed}, under this side's keys; parents {call: the innermost forced call
     it ran inside, or None}; error: the line the run stopped on, or None. leaves: {this side's output key:
-    torch's}, the output tensors replaced by torch's."""
+    torch's}, the output tensors replaced by torch's. kept: where to keep them (a dict or a spill.Spill)."""
     torch_side = is_torch(model)
     if torch_side:
         import torch
@@ -59,7 +61,8 @@ def forced_run(model, inputs, torch_record: dict, calls: dict, leaves: dict) -> 
         import paddle
         lib = paddle
         like = lambda array, t: paddle.to_tensor(np.array(array), dtype=t.dtype)
-    kept, parents, counts, running, stack = {}, {}, {}, {}, []
+    kept = {} if kept is None else kept
+    parents, counts, running, stack = {}, {}, {}, []
 
     def pre_hook(name):
         def hook(module, args, kwargs):
@@ -98,37 +101,47 @@ def forced_run(model, inputs, torch_record: dict, calls: dict, leaves: dict) -> 
         return hook
 
     wanted = {module_of(c) for c in calls}
-    handles = []
-    for name, pre, post in hook_points(model):
-        if name in wanted:
-            handles += [pre(pre_hook(name)), post(post_hook(name))]
-    error = None
-    try:
-        with lib.no_grad():
-            if torch_side:
-                with float64(model):
+
+    def run():
+        """The forced run, from the start (float64_run may make it twice): its error's line, or None."""
+        for state in (kept, parents, counts, running):
+            state.clear()
+        handles = []
+        for name, pre, post in hook_points(model):
+            if name in wanted:
+                handles += [pre(pre_hook(name)), post(post_hook(name))]
+        try:
+            with lib.no_grad():
+                if torch_side:
                     call(model, _float64(inputs), torch.from_numpy)
-            else:
-                call(model, inputs, paddle.to_tensor)
-    except ERRORS as e:
-        line = next((x.strip() for x in str(e).splitlines() if x.strip()), type(e).__name__)
-        error = f"{type(e).__name__}: {line[:300]}"
-    finally:
-        for h in handles:
-            h.remove()
+                else:
+                    call(model, inputs, paddle.to_tensor)
+        except ERRORS as e:
+            line = next((x.strip() for x in str(e).splitlines() if x.strip()), type(e).__name__)
+            return f"{type(e).__name__}: {line[:300]}"
+        finally:
+            stack.clear()
+            for h in handles:
+                h.remove()
+        return None
+    error = float64_run(model, run, lambda error: error is not None) if torch_side else run()
+    if isinstance(kept, Spill):
+        kept.close()
     return kept, parents, error
 
 
-def judge(torch_model, paddle_model, inputs, torch_record: dict, report) -> None:
+def judge(torch_model, paddle_model, inputs, torch_record: dict, report, record_dir=None) -> None:
     """Run both models once more, every paired call on torch's recorded values, and set report.isolated (a Row
-    per paired output and computed input), report.parents and report.isolation_stopped."""
+    per paired output and computed input), report.parents and report.isolation_stopped. record_dir: what each
+    run keeps goes to record_dir/isolated-torch and isolated-paddle (portcheck.spill)."""
     keys = report.counterparts
     outs = {k: k for k in torch_record if k.startswith("out/")}
     t_kept, parents, t_error = forced_run(torch_model, inputs, torch_record, {t: t for t in report.pairing.pairs},
-                                          outs)
+                                          outs, store(record_dir, "isolated-torch"))
     p_kept, _, p_error = forced_run(paddle_model, inputs, torch_record,
                                     {p: t for t, p in report.pairing.pairs.items()},
-                                    {p: t for t, p in keys.items() if t.startswith("out/")})
+                                    {p: t for t, p in keys.items() if t.startswith("out/")},
+                                    store(record_dir, "isolated-paddle"))
     report.parents = parents
     report.isolation_stopped = {side: e for side, e in (("torch", t_error), ("paddle", p_error)) if e}
     rows = []

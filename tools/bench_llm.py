@@ -1,0 +1,282 @@
+"""What a comparison costs at LLM size: convert and compare_forward (cumulative, then isolate=True) on a
+Llama-shaped pair, transformers' LlamaForCausalLM against paddlenlp's, random weights built offline from a config,
+2 x 128 tokens, against one plain forward of each side.
+
+    python tools/bench_llm.py                       # hidden 256, 512, 1024: docs/llm.md, llm.json, llm.png
+    python tools/bench_llm.py --widths 2048         # the 1.1B pair (needs ~15 GB free; added to the same files)
+
+Each width runs in a process of its own. There every phase (building the pair, a plain forward of each side,
+convert, compare_forward, compare_forward(isolate=True)) starts from a reset peak resident memory (VmHWM, reset
+through /proc/self/clear_refs, freed heap given back first) and ends by reading it: the peak of that phase, with
+both models in memory. The records go to a temporary folder (compare_forward's record_dir=), removed afterwards.
+Sizes: hidden h, intermediate 2.75 h, h / 64 heads, h / 512 key-value heads (at least 1), 22 layers, vocabulary
+32000: h = 2048 is the 1.1B pair of issue 34 (TinyLlama's shape).
+Targets (issue 34): every phase's peak at most 1.5 x the two models' float32 weights; each comparison at most
+4 x one plain forward of each side (the torch forward's time plus the Paddle one's).
+"""
+import argparse
+import ctypes
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+try:
+    import portcheck.runtime  # first: offline mode, threads, allocator, before torch/paddle load
+except ModuleNotFoundError:  # the project is not importable: not its venv
+    raise SystemExit("error: this project's packages are not importable: activate its venv "
+                     "(. .venv/bin/activate) or run `pip install -r requirements.txt`") from None
+from pathlib import Path
+
+import numpy as np
+
+from bert_sst2 import paths
+from portcheck.errors import PipelineError, run_main
+from portcheck.fileio import atomic_write
+
+PEAK_TARGET = 1.5   # x the two models' float32 weights
+TIME_TARGET = 4.0   # x one plain forward of each side
+TOKENS = (2, 128)
+PHASES = ("build", "forward", "convert", "compare", "isolated")
+
+
+def sizes(hidden: int) -> dict:
+    heads = max(1, hidden // 64)
+    return dict(vocab_size=32000, hidden_size=hidden, intermediate_size=hidden * 11 // 4, num_hidden_layers=22,
+                num_attention_heads=heads, num_key_value_heads=max(1, hidden // 512), max_position_embeddings=2048,
+                rms_norm_eps=1e-5, use_cache=False)
+
+
+def rss_gb(field: str) -> float:
+    """VmHWM (the peak since the last reset) or VmRSS, in GB."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) * 1024 / 1e9
+    raise PipelineError(f"/proc/self/status has no {field}: this benchmark reads Linux's memory figures")
+
+
+def reset_peak():
+    """Freed heap back to the system (portcheck.runtime keeps large blocks), then VmHWM := VmRSS."""
+    ctypes.CDLL("libc.so.6").malloc_trim(0)
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")
+
+
+def phase(figures: dict, name: str, fn):
+    """fn() as one phase: its peak resident memory and its time in figures[name]; fn's result."""
+    import gc
+    gc.collect()
+    reset_peak()
+    start = time.perf_counter()
+    result = fn()
+    figures[name] = {"seconds": round(time.perf_counter() - start, 3), "peak_gb": round(rss_gb("VmHWM"), 3)}
+    return result
+
+
+def available_gb() -> float:
+    with open("/proc/meminfo") as f:
+        return next(int(line.split()[1]) * 1024 / 1e9 for line in f if line.startswith("MemAvailable:"))
+
+
+def measure(hidden: int) -> dict:
+    """Every phase at one width, in this process."""
+    import paddle
+    import torch
+    from paddlenlp.transformers import LlamaConfig as PaddleConfig, LlamaForCausalLM as PaddleLlama
+    from transformers import LlamaConfig, LlamaForCausalLM
+    from portcheck import compare_forward, convert
+    config = sizes(hidden)
+    params = None
+    figures = {"hidden": hidden, "config": config, "libraries_gb": round(rss_gb("VmRSS"), 3)}
+
+    def build():
+        torch.manual_seed(0)
+        paddle.seed(0)
+        pt = LlamaForCausalLM(LlamaConfig(**config, attn_implementation="eager")).eval()
+        pd = PaddleLlama(PaddleConfig(**config)).eval()
+        return pt, pd
+    pt, pd = phase(figures, "build", build)
+    params = sum(p.numel() for p in pt.parameters())
+    weights = 4 * (params + sum(int(np.prod(p.shape)) for p in pd.parameters())) / 1e9
+    figures.update(parameters=int(params), weights_gb=round(weights, 3))
+    ids = {"input_ids": np.random.RandomState(0).randint(0, config["vocab_size"], TOKENS).astype("int64")}
+
+    def forwards():
+        out = {}
+        with torch.no_grad():
+            start = time.perf_counter()
+            pt(input_ids=torch.from_numpy(ids["input_ids"]))
+            out["torch"] = time.perf_counter() - start
+        with paddle.no_grad():
+            start = time.perf_counter()
+            pd(input_ids=paddle.to_tensor(ids["input_ids"]))
+            out["paddle"] = time.perf_counter() - start
+        return out
+    phase(figures, "warm-up", forwards)  # first calls pay one-time costs (kernels chosen, pools grown)
+    plain = phase(figures, "forward", forwards)
+    figures["forward"].update(torch_seconds=round(plain["torch"], 3), paddle_seconds=round(plain["paddle"], 3))
+    phase(figures, "convert", lambda: convert(pt, pd, layouts={"LlamaLMHead": "transpose"}) and None)
+    folder = Path(tempfile.mkdtemp(prefix="portcheck-llm-"))
+    try:
+        for name, isolate in (("compare", False), ("isolated", True)):
+            report = phase(figures, name, lambda: compare_forward(pt, pd, ids, isolate=isolate, record_dir=folder))
+            worst = max((r for r in report.paired if r.allowed > 0 and not r.problem), key=lambda r: r.max / r.allowed)
+            figures[name].update(passed=report.passed, compared=len(report.paired),
+                                 first_over=report.first_diverging, largest_use=round(worst.max / worst.allowed, 3),
+                                 largest_at=worst.name)
+            if isolate:
+                figures[name].update(differing=report.differing, isolated_compared=len(report.isolated))
+            bad = [r for r in report.paired if not r.passed]
+            if bad:
+                figures[name]["first_over_why"] = bad[0].why
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    return figures
+
+
+def write(results: dict, out: Path):
+    """docs/llm.json, llm.md and llm.png (the chart, when matplotlib is installed) from every width measured."""
+    rows = [results[k] for k in sorted(results, key=int)]
+    atomic_write(out.with_suffix(".json"), lambda tmp: Path(tmp).write_text(json.dumps(results, indent=1) + "\n"))
+    chart = _chart(rows, out.with_suffix(".png"))
+    lines = ["# A comparison at LLM size", "",
+             "Measured by `python tools/bench_llm.py` (hidden 256, 512, 1024) and `python tools/bench_llm.py "
+             "--widths 2048` (the 1.1B pair), on this 2-core, 24 GiB machine, CPU only. A Llama-shaped pair, "
+             "transformers' LlamaForCausalLM against paddlenlp's, random weights, 22 layers, vocabulary 32000, "
+             f"{TOKENS[0]} x {TOKENS[1]} tokens; convert with layouts={{'LlamaLMHead': 'transpose'}} and no name map; "
+             "compare_forward with record_dir= (records on disk, portcheck.spill). Each phase's peak is the "
+             "process's peak resident memory during it (VmHWM), both models in memory; each time is one run.", "",
+             f"Targets (issue 34): peak at most {PEAK_TARGET:g} x the two models' float32 weights; a comparison at "
+             f"most {TIME_TARGET:g} x one plain forward of each side (torch's time plus Paddle's).", "",
+             "| hidden | parameters (each side) | weights, both (GB) | libraries loaded (GB) | peak: build | forward | convert | compare | "
+             "isolated | forward torch + Paddle (s) | compare (s) | isolated (s) |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        w, f = r["weights_gb"], r["forward"]
+        plain = f["torch_seconds"] + f["paddle_seconds"]
+        peak = lambda p: f"{r[p]['peak_gb']:.2f} GB ({r[p]['peak_gb'] / w:.2f}x)"
+        lines.append(f"| {r['hidden']} | {r['parameters'] / 1e6:.0f}M | {w:.2f} | {r['libraries_gb']:.2f} | " +
+                     " | ".join(peak(p) for p in PHASES) +
+                     f" | {f['torch_seconds']:.2f} + {f['paddle_seconds']:.2f} | "
+                     f"{r['compare']['seconds']:.1f} ({r['compare']['seconds'] / plain:.1f}x) | "
+                     f"{r['isolated']['seconds']:.1f} ({r['isolated']['seconds'] / plain:.1f}x) |")
+    lines += ["", "## Targets", ""]
+    for r in rows:
+        w, f = r["weights_gb"], r["forward"]
+        plain = f["torch_seconds"] + f["paddle_seconds"]
+        worst = max(PHASES, key=lambda p: r[p]["peak_gb"])
+        peak = r[worst]["peak_gb"] / w
+        times = {p: r[p]["seconds"] / plain for p in ("compare", "isolated")}
+        said = lambda ok: "met" if ok else "**not met**"
+        lines.append(f"* hidden {r['hidden']} ({r['parameters'] / 1e9:.2f}B parameters): peak {said(peak <= PEAK_TARGET)} "
+                     f"({peak:.2f}x the weights, in {worst}); time {said(times['compare'] <= TIME_TARGET)} for the "
+                     f"cumulative comparison ({times['compare']:.1f}x one plain forward of each side), "
+                     f"{said(times['isolated'] <= TIME_TARGET)} with isolate=True ({times['isolated']:.1f}x; it is the "
+                     "cumulative run plus one forced run of each side). Above the built pair: "
+                     f"{r['compare']['peak_gb'] - r['build']['peak_gb']:.2f} GB comparing, "
+                     f"{r['isolated']['peak_gb'] - r['build']['peak_gb']:.2f} GB isolated.")
+    lines.append(f"* The libraries loaded before anything is built (torch, Paddle, transformers, paddlenlp) take "
+                 f"{rows[0]['libraries_gb']:.2f} GB: the small widths' peak multiples are mostly that; what a "
+                 "comparison adds above the built pair stays about the same at every width.")
+    if not any(r["hidden"] == 2048 for r in rows):
+        lines.append("* hidden 2048 (the 1.1B pair): pending, not measured yet (`python tools/bench_llm.py --widths "
+                     "2048`, ~15 GB free memory).")
+    lines += ["", "## Verdicts (a clean port, random weights)", ""]
+    for r in rows:
+        for p in ("compare", "isolated"):
+            v = r[p]
+            text = (f"green, {v['compared']} outputs compared, largest use {v['largest_use']:.3g} of the allowance "
+                    f"({v['largest_at']})" if v["passed"] else
+                    f"red: {v.get('first_over_why') or v['first_over']}")
+            if p == "isolated":
+                text += ("; every module's own computation within its rule" if not v["differing"] else
+                         f"; own computation differs: {', '.join(v['differing'][:4])}")
+            lines.append(f"* hidden {r['hidden']}, {p}: {text}")
+    if chart:
+        lines += ["", "## Scaling", "", f"![peak memory and time against size]({chart.name})"]
+    text = "\n".join(lines) + "\n"
+    atomic_write(out, lambda tmp: Path(tmp).write_text(text))
+    return text
+
+
+def _chart(rows, path):
+    """The peak (x weights) and the time (x plain forwards) of each phase against the parameters; None without
+    matplotlib."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    x = [r["parameters"] / 1e6 for r in rows]
+    fig, (mem, sec) = plt.subplots(1, 2, figsize=(10, 4))
+    for p in PHASES:
+        mem.plot(x, [r[p]["peak_gb"] / r["weights_gb"] for r in rows], marker="o", label=p)
+    mem.axhline(PEAK_TARGET, color="grey", linestyle="--", label="target")
+    for p in ("compare", "isolated"):
+        sec.plot(x, [r[p]["seconds"] / (r["forward"]["torch_seconds"] + r["forward"]["paddle_seconds"]) for r in rows],
+                 marker="o", label=p)
+    sec.axhline(TIME_TARGET, color="grey", linestyle="--", label="target")
+    for ax, title in ((mem, "peak resident memory / both models' fp32 weights"),
+                      (sec, "time / one plain forward of each side")):
+        ax.set_xscale("log")
+        ax.set_xlabel("parameters per side (millions)")
+        ax.set_title(title, fontsize=10)
+        ax.legend(fontsize=8)
+        ax.set_ylim(bottom=0)
+    fig.tight_layout()
+    atomic_write(path, lambda tmp: fig.savefig(tmp, format="png", dpi=90))
+    plt.close(fig)
+    return path
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
+                                 allow_abbrev=False)
+    ap.add_argument("--widths", default="256,512,1024", help="hidden sizes to measure, comma-separated (default "
+                                                             "256,512,1024; 2048 is the 1.1B pair)")
+    ap.add_argument("--out", type=Path, default=paths.ROOT / "docs" / "llm.md",
+                    help="the report (its .json and .png beside it); widths measured before are kept")
+    ap.add_argument("--child", type=int, help=argparse.SUPPRESS)  # one width, in a process of its own
+    args = ap.parse_args()
+    if args.child is not None:
+        print(json.dumps(measure(args.child)))
+        return
+    try:
+        widths = [int(w) for w in args.widths.split(",")]
+    except ValueError:
+        raise PipelineError(f"--widths {args.widths!r}: give hidden sizes, comma-separated, e.g. 256,512") from None
+    if any(w < 64 or w % 64 for w in widths):
+        raise PipelineError(f"--widths {args.widths}: each hidden size is a multiple of 64 (one head), at least 64")
+    json_path = args.out.with_suffix(".json")
+    results = json.loads(json_path.read_text()) if json_path.is_file() else {}
+    for hidden in widths:
+        need = 4 * 2 * sum_params(hidden) / 1e9 * PEAK_TARGET + 2
+        if available_gb() < need:
+            raise PipelineError(f"hidden {hidden} needs about {need:.0f} GB of free memory, {available_gb():.1f} GB "
+                                "available: close other work first")
+        print(f"hidden {hidden}: measuring ...", flush=True)
+        run = subprocess.run([sys.executable, __file__, "--child", str(hidden)], capture_output=True, text=True)
+        if run.returncode:
+            tail = (run.stderr.strip().splitlines() or ["(no output)"])[-1]
+            raise PipelineError(f"hidden {hidden}: the measuring process failed: {tail}")
+        results[str(hidden)] = json.loads(run.stdout.strip().splitlines()[-1])
+        print(json.dumps(results[str(hidden)]), flush=True)
+        write(results, args.out)
+    print(write(results, args.out))
+
+
+def sum_params(hidden: int) -> int:
+    """Parameters of one side, from the sizes alone (before anything is built)."""
+    c = sizes(hidden)
+    h, i, kv = c["hidden_size"], c["intermediate_size"], c["num_key_value_heads"] * 64
+    layer = 2 * h * h + 2 * h * kv + 3 * h * i + 2 * h
+    return c["num_hidden_layers"] * layer + 2 * c["vocab_size"] * h + h
+
+
+if __name__ == "__main__":
+    run_main(main)
