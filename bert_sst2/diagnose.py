@@ -10,7 +10,7 @@ import re
 
 import numpy as np
 
-from portcheck.diff import CheckResult, Table, compare
+from portcheck.diff import CheckResult, Table, compare, first_diverging
 
 # Embeddings, each layer's self-attention (context), attention block output, feed-forward
 # intermediate and layer output, then pooler and classifier.
@@ -24,14 +24,16 @@ def watched(named_modules) -> list:
     return [(name, m) for name, m in named_modules if WATCHED.match(name)]
 
 
-def first_over(result: CheckResult):
+def first_over(result: CheckResult, reverse: bool = False):
     """The first key over its tolerance (max over atol + rtol * max|torch|, or mean over the guide's
-    bound) in the recorded (forward) order, or None."""
-    return next((k.key for k in result.keys if not k.passed), None)
+    bound) in the recorded (forward) order, or None: the library's rule (diff.first_diverging)."""
+    key = first_diverging(result.keys, reverse)
+    return key.key if key else None
 
 
 def last_over(result: CheckResult):
-    return next((k.key for k in reversed(result.keys) if not k.passed), None)
+    """The last over in forward order: the first the backward pass reaches."""
+    return first_over(result, reverse=True)
 
 
 def table(result: CheckResult, title: str, worst_first: bool = False) -> Table:

@@ -58,7 +58,7 @@ def test_planted_red_step_stops_the_run(run_all_home, tmp_path):
         "if sys.argv and sys.argv[0].endswith('pd_forward_bert.py'):\n"
         "    import plant; plant.load_all(); plant.PLANTS['paddle_ln_eps']()\n")
     proc = run("pipeline/run_all.py", "--random_init", ROOT / "tests/tiny_config.json",
-               home=home, env={"PYTHONPATH": f"{tmp_path / 'site'}:{ROOT / 'tests'}:{ROOT}"})
+               home=home, env={"PYTHONPATH": f"{tmp_path / 'site'}:{ROOT / 'tests'}:{ROOT / 'lib'}:{ROOT}"})
     assert proc.returncode == 1
     summary = (home / "log_reprod/SUMMARY.md").read_text()
     assert "| Step1 forward | FAILED" in summary and "| Step2 data + metric | not run" in summary

@@ -4,8 +4,8 @@ on both sides.
 
 Each side is recorded on its own (record_backward: what a pt_ or pd_ script saves) and the two records are
 judged together (judge_backward: what its check does). Every compared tensor is held to the rule of
-portcheck/calibrated.py: a multiple of torch's own fp32 error, measured by a float64 copy of the torch model
-that takes the same steps with the same optimizer and scheduler.
+portcheck/calibrated.py: a multiple of torch's own fp32 error, measured by the torch model's float64 twin
+(compare.float64) taking the same steps with the same optimizer and scheduler.
 """
 import copy
 import numbers
@@ -13,10 +13,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from portcheck.compare import (F64, INPUTS, ROOT, ForwardReport, _float64, _Recorder, call, hook_points,
+from portcheck.compare import (F64, INPUTS, ROOT, ForwardReport, _float64, _Recorder, call, float64, hook_points,
                                judge_forward, measure)
 from portcheck import calibrated, pairing, tolerances
 from portcheck.convert import RENAMES, framework_of, plan, torch_layouts
+from portcheck.diff import first_diverging
 from portcheck.errors import PipelineError, raised_by
 from portcheck.report import format_table
 
@@ -47,12 +48,13 @@ class BackwardReport:
     def first_diverging_gradient(self):
         """The first gradient out of tolerance in backward order (the backward pass reaches parameters in
         reverse): a bug corrupts every gradient from its place back to the input, and this one is its place."""
-        return next((r.name for r in reversed(self.grads) if not r.passed), None)
+        r = first_diverging(self.grads, reverse=True)
+        return r.name if r else None
 
     @property
     def first_diverging_step(self):
         """(step, the first key over tolerance) after the optimizer's steps, or None."""
-        return next(((i, r.name) for i, rows in enumerate(self.steps) for r in rows if not r.passed), None)
+        return next(((i, r.name) for i, r in enumerate(map(first_diverging, self.steps)) if r), None)
 
     def table(self) -> str:
         lines = ["the first forward, every module:", self.forward.table()] if self.forward is not None else []
@@ -64,15 +66,15 @@ class BackwardReport:
                          "on each side, which no tolerance covers: if the runs part there, take another batch"
                          + (f" ({len(self.kinks) - 1} more module(s) hold such values)" if len(self.kinks) > 1 else ""))
         lines += ["gradients after the first backward (forward order):"]
-        lines += format_table(calibrated.HEADER, calibrated.table_rows(self.grads))
+        lines += format_table(calibrated.HEADER,
+                              calibrated.table_rows(self.grads, first_diverging(self.grads, reverse=True)))
         notes = {r.name: r.by_design for rows in self.steps for r in rows if r.by_design}
         lines += [f"{name}: {note}" for name, note in notes.items()]  # one line per module and rule
         for i, rows in enumerate(self.steps):
-            bad = [r for r in rows if not r.passed]
+            bad, first = [r for r in rows if not r.passed], first_diverging(rows)
             start = f" (started from torch's weights after step {i})" if self.isolated and i else ""
             lines.append(f"after step {i + 1}{start}: {len(rows) - len(bad)}/{len(rows)} within" +
-                         (f"; first over: {bad[0].name} ({bad[0].why})"
-                          if bad else ""))
+                         (f"; first over: {first.name} ({first.why})" if first else ""))
         return "\n".join(lines)
 
 
@@ -117,15 +119,15 @@ def record_backward(model, inputs, targets, loss, optimizer, scheduler=None, ste
         final/<key>         every weight and buffer after the last step
 
     Isolated steps (compare_backward(isolate=True) makes both): a torch model's run with isolate=True records
-    every tensor after every step, and its float64 copy starts each step from the fp32 weights the step before
+    every tensor after every step, and its float64 twin starts each step from the fp32 weights the step before
     left; a Paddle model's run with starts={step: {Paddle key: array}} starts each of those steps from them.
 
     loss(output, targets) returns a scalar; optimizer(parameters) and scheduler(optimizer) are the user's own
     factories (scheduler stepped after each optimizer step; for Paddle, return the LRScheduler the optimizer
     was given). A torch model's tensors are keyed by torch's names in Paddle's layout (paddle_kinds: {torch
-    module: the Paddle class it pairs with}, for a layout declared by a Paddle type), and a float64 copy of it
-    takes the same steps (keys prefixed "f64:"); a Paddle model's by its own names. Both carry what pairing
-    reads of each module (mod/ keys). Train or eval mode is the
+    module: the Paddle class it pairs with}, for a layout declared by a Paddle type), and its float64 twin
+    (compare.float64, from the weights it started with) takes the same steps (keys prefixed "f64:"); a Paddle
+    model's by its own names. Both carry what pairing reads of each module (mod/ keys). Train or eval mode is the
     caller's (BatchNorm's batch statistics and running-stat updates are compared in train mode)."""
     if isinstance(steps, bool) or not isinstance(steps, numbers.Integral) or not 1 <= steps <= MAX_STEPS:
         raise PipelineError(f"steps={steps!r}: give a whole number of optimizer steps from 1 to {MAX_STEPS} "
@@ -138,18 +140,21 @@ def record_backward(model, inputs, targets, loss, optimizer, scheduler=None, ste
     if framework_of(model) == "torch":
         import torch
         layouts = torch_layouts(model, layouts, paddle_kinds)
-        exact = copy.deepcopy(model).double()  # before any step, and before the counting hooks
-        left = {}  # isolate: the fp32 weights each step left, which the float64 copy starts the next one from
+        start = copy.deepcopy(model.state_dict())  # before any step: where the float64 twin starts from
+        left = {}  # isolate: the fp32 weights each step left, which the float64 twin starts the next one from
         keep = (lambda m, i: left.__setitem__(i, copy.deepcopy(m.state_dict()))) if isolate else None
         out = _train("torch", model, inputs, targets, loss, optimizer, scheduler, steps, torch.from_numpy,
                      lambda m: _torch_state(m, layouts), lambda m: _torch_grads(m, layouts), _norm_counter(model), keep)
         # a tensor Paddle names otherwise (BatchNorm's statistics, InstanceNorm's scale): its name there, as a key
         out.update({f"{RENAMED}{k}/{t.paddle_name}": np.zeros(0, np.float32) for k, t in layouts.items()
                     if t.paddle_name != t.name})
-        out.update({F64 + k: v for k, v in _train(
-            "torch", exact, _float64(inputs), targets, loss, optimizer, scheduler, steps, torch.from_numpy,
-            lambda m: _torch_state(m, layouts), lambda m: _torch_grads(m, layouts), lambda: {},
-            (lambda m, i: m.load_state_dict(left[i])) if isolate else None).items()})
+        with float64(model):  # the library's one float64 twin, after the float32 run (the same random draws)
+            model.load_state_dict(start)
+            del start
+            out.update({F64 + k: v for k, v in _train(
+                "torch", model, _float64(inputs), targets, loss, optimizer, scheduler, steps, torch.from_numpy,
+                lambda m: _torch_state(m, layouts), lambda m: _torch_grads(m, layouts), lambda: {},
+                (lambda m, i: m.load_state_dict(left[i])) if isolate else None).items()})
         return {**pairing.describe(model), **out, **({ISOLATED: np.ones(1)} if isolate else {})}
     import paddle
     return {**pairing.describe(model), **_train(

@@ -21,7 +21,7 @@ from typing import Optional
 import numpy as np
 
 from portcheck import tolerances
-from portcheck.diff import EMPTY
+from portcheck.diff import EMPTY, first_diverging
 
 EPS32 = 2.0 ** -23  # fp32's relative spacing
 K = 16.0            # the measured multiple of torch's own fp32 error in a forward (docs/align.md)
@@ -132,21 +132,14 @@ def judge_pair(torch_data: dict, paddle_data: dict, exact: dict, threshold: floa
     return rows
 
 
-def first_origin(rows: list) -> Optional[Row]:
-    """The first module, in run order, out of tolerance while its input was within: where a bug is, not
-    where it shows (every module after it inherits the difference). Without input records: the first over."""
-    over = [r for r in rows if not r.passed and not r.problem.startswith("no counterpart")]
-    return next((r for r in over if r.input_ok is not False), over[0] if over else None)
-
-
 HEADER = ("module", "shape", "max abs diff", "mean abs diff", "torch fp32 err", "diff/err", "allowed", "")
 
 
 ORIGIN = "<-- first out of tolerance with its input within"
 
 
-def table_rows(rows: list) -> list:
-    origin = first_origin(rows)
+def table_rows(rows: list, origin=None) -> list:
+    """One table row per Row; origin (diff.first_diverging's) is marked as where the runs part."""
     out = []
     for r in rows:
         mark = ORIGIN if r is origin else (
@@ -159,12 +152,12 @@ def table_rows(rows: list) -> list:
 def beside(rows: list, tuned: bool) -> str:
     """The measured verdict on a pipeline's own keys, in one line beside its tuned verdict (which decides the
     step): both are shown, and the line says when they differ."""
-    bad = [r for r in rows if not r.passed]
+    bad = first_diverging(rows)
     worst = max(rows, key=lambda r: r.max / r.allowed if r.allowed else float("inf"), default=None)
     if worst is None:
         return "measured rule (align): no keys to judge"
-    verdict = (f"first over: {bad[0].name} ({bad[0].why})"
+    verdict = (f"first over: {bad.name} ({bad.why})"
                if bad else
                f"all {len(rows)} within (largest: {worst.name}, {worst.max / worst.allowed:.3g} of its allowance)")
-    differ = "; the two verdicts differ, the tuned one decides this step" if bool(bad) == tuned else ""
+    differ = "; the two verdicts differ, the tuned one decides this step" if (bad is not None) == tuned else ""
     return f"measured rule (align: {K:g} x torch's own fp32 error + a floor): {verdict}{differ}"

@@ -11,6 +11,7 @@ import numpy as np
 from portcheck import calibrated, pairing, spill
 from portcheck.calibrated import measure
 from portcheck.convert import check_models, framework_of
+from portcheck.diff import first_diverging
 from portcheck.errors import PipelineError, first_line, raised_by
 from portcheck.pairing import ROOT, split_key
 from portcheck.report import format_table
@@ -48,7 +49,7 @@ class ForwardReport:
     @property
     def first_diverging(self):
         """The module where the outputs part (its input was within tolerance), or None."""
-        origin = calibrated.first_origin(self.rows)
+        origin = first_diverging(self.paired)
         return origin.name if origin else None
 
     @property
@@ -60,7 +61,7 @@ class ForwardReport:
         """Every paired module output, in run order (torch modules with no Paddle counterpart are counted
         below it: containers and activations one side folds into another)."""
         paired = self.paired
-        lines = format_table(calibrated.HEADER, calibrated.table_rows(paired))
+        lines = format_table(calibrated.HEADER, calibrated.table_rows(paired, first_diverging(paired)))
         lines += [f"the {side} model stopped: {error}" for side, error in self.stopped.items()]
         lines += [f"{r.name}: {r.why}" for r in paired if r.mean_bound is not None and not r.passed]  # the guide's own bound
         lines += [f"{len(self.rows) - len(paired)} torch module outputs have no Paddle counterpart; "
@@ -68,8 +69,7 @@ class ForwardReport:
         if self.isolated is not None:
             differ = self.differing
             lines += ["each module on torch's own values (isolate=True):"]
-            lines += format_table(calibrated.HEADER, [r[:-1] + ((r[-1] if r[-1] != calibrated.ORIGIN else "over"),)
-                                                      for r in calibrated.table_rows(self.isolated)])
+            lines += format_table(calibrated.HEADER, calibrated.table_rows(self.isolated))  # every one differing
             lines += [f"the {side} model stopped on torch's values: {e}" for side, e in self.isolation_stopped.items()]
             lines.append(f"modules whose own computation differs: {', '.join(differ)}" if differ else
                          f"every module's own computation within its rule ({len(self.isolated)} compared)")
@@ -205,17 +205,31 @@ def stopped(record: dict, prefix: str = ""):
 def float64(model):
     """The torch model in float64 for the time of the block, its own tensors put back afterwards (a deep copy
     costs a fifth of the comparison, and a second full model at LLM size): float32 -> float64 -> float32 is
-    exact, and nothing is rounded back. The library's one float64 twin; clients use it too."""
-    params = [(p, p.data) for p in model.parameters()]
+    exact, and nothing is rounded back. The library's one float64 twin; clients use it too, and
+    compare_backward trains it (its gradients and integer buffers are the twin's own, see _twin_buffers)."""
+    params = [(p, p.data, p.grad) for p in model.parameters()]
     buffers = [(m, dict(m._buffers)) for m in model.modules()]
+    _twin_buffers(model.modules())
+    for p, _, _ in params:
+        p.grad = None  # the twin's gradients are its own (double() would turn these into float64 in place)
     model.double()
     try:
         yield model
     finally:
-        for p, data in params:
-            p.data = data
+        for p, data, grad in params:
+            p.grad = None  # first: a float64 gradient does not fit the float32 tensor put back
+            p.data, p.grad = data, grad
         for m, saved in buffers:
             m._buffers.update(saved)
+
+
+def _twin_buffers(modules):
+    """Each integer buffer (BatchNorm's num_batches_tracked) replaced by a copy: double() keeps it integer, so
+    it is shared with the float32 model, and the twin's own steps or train-mode calls must not count there."""
+    for m in modules:
+        for name, b in m._buffers.items():
+            if b is not None and not b.is_floating_point():
+                m._buffers[name] = b.clone()
 
 
 @contextlib.contextmanager
@@ -236,9 +250,9 @@ def float64_as_called(model):
                     saved.append((module, p, p.data))
                     p.data = p.data.double()
             for name, b in module._buffers.items():
-                if b is not None and b.is_floating_point():
+                if b is not None:  # an integer buffer gets a copy (_twin_buffers), a floating one its float64
                     saved.append((module, name, b))
-                    module._buffers[name] = b.double()
+                    module._buffers[name] = b.double() if b.is_floating_point() else b.clone()
 
     def leave(module, *_):
         depth[module] -= 1

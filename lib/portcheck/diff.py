@@ -111,6 +111,16 @@ class CheckResult:
                 "loosened": list(self.loosened)}
 
 
+def first_diverging(results, reverse: bool = False):
+    """The one rule for where two runs part, every report's: the first result out of its rule, in the order the
+    values were computed, whose input was within its rule (input_ok, where one was recorded): where a bug is, not
+    where it shows, since every value computed after it inherits the difference. Without input records: the
+    first out. reverse: results listed in the reverse of their computing order (gradients in forward order: the
+    backward pass reaches them last to first). None when every result passed."""
+    out = [r for r in (reversed(results) if reverse else results) if not r.passed]
+    return next((r for r in out if getattr(r, "input_ok", None) is not False), out[0] if out else None)
+
+
 def tolerance_for(key: str, tolerances, default) -> Tol:
     """The first matching fnmatch pattern's Tol; a bare number is reprod_log's absolute threshold."""
     if not isinstance(tolerances, dict):

@@ -296,7 +296,7 @@ def describe_guide(guide: GuideVerdict, copy: str = "") -> str:
     if guide.error:
         return f"guide RED (reprod_log stops: {guide.error})"
     bad = [k for k in guide.keys if not k.passed]
-    worst = bad[0] if bad else guide.worst()
+    worst = diff.first_diverging(guide.keys) or guide.worst()
     figures = f"{worst.key} mean {worst.mean:.3g}" if worst else "no keys"
     notes = sorted({k.note for k in guide.keys if k.note})
     return (f"guide {'green' if not bad else 'RED'} ({rule}: {len(guide.keys) - len(bad)}/{len(guide.keys)} keys; "
@@ -311,7 +311,7 @@ def describe_strict(result: diff.CheckResult, threshold: float, copy: str = "") 
     if not failed:
         worst = max(result.keys, key=lambda k: k.max, default=None)
         return f"strict green (max <= {threshold:g}" + (f"; largest: {worst.key} max {worst.max:.3g})" if worst else ")")
-    first = failed[0]
+    first = diff.first_diverging(result.keys)
     return (f"strict RED ({first.key}: {'; '.join(first.problems)}"
             + (f"; and {len(failed) - 1} more key(s)" if len(failed) > 1 else "") + ")")
 
@@ -379,8 +379,8 @@ class MeasuredVerdict:
                     f"outcome: mean <= the task's {self.guide.threshold:g}, no float64 run of a training")
             return (f"{self.kind} {'green' if self.measured_passed else 'RED'} ({what}"
                     + (f"; largest: {worst.key} max {worst.max:.3g}" if worst else "; no keys") + ")")
-        bad = [r for r in self.rows if not r.passed]
-        worst = bad[0] if bad else max(self.rows, key=lambda r: r.ratio, default=None)
+        bad = diff.first_diverging(self.rows)
+        worst = bad or max(self.rows, key=lambda r: r.ratio, default=None)
         if worst is None:
             return "measured RED (no keys)"
         return (f"measured {'RED' if bad else 'green'} ({'failed: ' if bad else 'largest: '}{worst.name} "

@@ -1,0 +1,110 @@
+"""One of each (issue 33, item 4): one float64 twin and one rule for the first diverging place, which every
+report (forward, backward, the BERT pipeline's tables, the hand-in verdicts) calls."""
+import copy
+
+import numpy as np
+import pytest
+
+from bert_sst2 import diagnose
+from portcheck import calibrated, diff
+from portcheck.backward import BackwardReport
+from portcheck.compare import ForwardReport
+
+torch = pytest.importorskip("torch")
+from portcheck import backward, compare  # noqa: E402
+
+
+def row(name, over=False, input_ok=None):
+    """A measured row within its rule, or over it (max 1 against an allowance of about 1e-6)."""
+    return calibrated.Row(name, (2,), 1.0 if over else 0.0, 0.0, 1e-8, 1.0, input_ok=input_ok)
+
+
+def test_one_rule_for_the_first_diverging_place():
+    rows = [row("a"), row("b", over=True, input_ok=False), row("c", over=True, input_ok=True), row("d", over=True)]
+    assert diff.first_diverging(rows).name == "c"  # b only inherits a difference made before it
+    assert diff.first_diverging(rows, reverse=True).name == "d"
+    assert diff.first_diverging([row("a")]) is None
+    assert diff.first_diverging([row("b", over=True, input_ok=False)]).name == "b"  # no input within: the first
+    report = ForwardReport(rows=rows)
+    assert report.first_diverging == "c"
+    marked = [r for r in calibrated.table_rows(rows, diff.first_diverging(rows)) if r[-1] == calibrated.ORIGIN]
+    assert [r[0] for r in marked] == ["c"]
+
+
+def test_backward_names_and_marks_the_same_gradient():
+    """The gradient table marks the gradient first_diverging_gradient names (backward order), not the first
+    over in forward order, as it did when the two were decided by two rules."""
+    grads = [row("grad a"), row("grad b", over=True), row("grad c", over=True)]
+    report = BackwardReport(grads=grads, steps=[[row("loss"), row("w", over=True)], [row("v", over=True)]])
+    assert report.first_diverging_gradient == "grad c" == report.first_diverging
+    assert "grad c" in next(line for line in report.table().splitlines() if calibrated.ORIGIN in line)
+    assert report.first_diverging_step == (0, "w")
+    assert BackwardReport(steps=[[row("loss")], [row("v", over=True)]]).first_diverging == "v after step 2"
+
+
+def test_the_bert_pipeline_asks_the_same_rule():
+    a = {"x": np.zeros(3, np.float32), "y": np.zeros(3, np.float32), "z": np.zeros(3, np.float32)}
+    b = {"x": a["x"], "y": a["y"] + 1, "z": a["z"] + 1}
+    result = diff.compare(a, b, default=1e-6)
+    assert diagnose.first_over(result) == diff.first_diverging(result.keys).key == "y"
+    assert diagnose.last_over(result) == diff.first_diverging(result.keys, reverse=True).key == "z"
+    assert diagnose.table(result, "t").rows[1][-1] == "<-- first over tolerance"
+
+
+class Net(torch.nn.Module):
+    def __init__(self, momentum=None):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 4, 3)
+        self.bn = torch.nn.BatchNorm2d(4, momentum=momentum)  # None: the update uses num_batches_tracked
+        self.fc = torch.nn.Linear(4 * 6 * 6, 3)
+
+    def forward(self, x):
+        return self.fc(torch.relu(self.bn(self.conv(x))).flatten(1))
+
+
+X = np.random.RandomState(1).randn(5, 3, 8, 8).astype(np.float32)
+Y = np.array([0, 1, 2, 0, 1])
+
+
+def training():
+    return (torch.nn.functional.cross_entropy, lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9),
+            lambda o: torch.optim.lr_scheduler.StepLR(o, 1, 0.5))
+
+
+def test_the_float64_twin_counts_on_its_own_integer_buffers():
+    torch.manual_seed(0)
+    model = Net().train()
+    counter = model.bn.num_batches_tracked
+    compare.record_forward(model, X)  # float32 run, then the float64 one, module by module
+    assert model.bn.num_batches_tracked is counter and counter.dtype == torch.int64 and int(counter) == 1
+    weight = model.fc.weight
+    weight.grad = torch.ones_like(weight)
+    with compare.float64(model):
+        assert weight.dtype == torch.float64 and model.bn.num_batches_tracked.dtype == torch.int64
+        model(torch.from_numpy(X).double()).sum().backward()  # a float64 gradient, a second count
+    assert weight.dtype == torch.float32 and torch.equal(weight.grad, torch.ones_like(weight))
+    assert model.bn.num_batches_tracked is counter and int(counter) == 1
+
+
+@pytest.mark.parametrize("isolate", [False, True])
+def test_backward_trains_compare_float64_twin(monkeypatch, isolate):
+    """record_backward's float64 run is compare.float64's twin of the model itself, and gives what a float64
+    deep copy trained from the same start gives, bit for bit; the model ends as its float32 run left it."""
+    torch.manual_seed(0)
+    model = Net().train()
+    start = copy.deepcopy(model)
+    used = []
+    monkeypatch.setattr(backward, "float64", lambda m: used.append(m) or compare.float64(m))
+    rec = backward.record_backward(model, X, Y, *training(), steps=3, isolate=isolate)
+    assert used == [model] and int(model.bn.num_batches_tracked) == 3
+    assert all(p.dtype == torch.float32 for p in model.parameters())
+    assert not any(torch.equal(a, b) for a, b in zip(model.parameters(), start.parameters()))
+    layouts, left = backward.torch_layouts(start, None, None), {}
+    state, grads = (lambda m: backward._torch_state(m, layouts)), (lambda m: backward._torch_grads(m, layouts))
+    backward._train("torch", copy.deepcopy(start), X, Y, *training(), 3, torch.from_numpy, state, grads, dict,
+                    lambda m, i: left.__setitem__(i, copy.deepcopy(m.state_dict())))
+    twin = backward._train("torch", start.double(), compare._float64(X), Y, *training(), 3, torch.from_numpy, state,
+                           grads, dict, (lambda m, i: m.load_state_dict(left[i])) if isolate else None)
+    f64 = {k[len(compare.F64):]: v for k, v in rec.items() if k.startswith(compare.F64)}
+    assert f64.keys() == twin.keys()
+    assert all(np.array_equal(f64[k], twin[k]) and f64[k].dtype == twin[k].dtype for k in twin)
