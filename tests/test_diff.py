@@ -175,7 +175,7 @@ def test_mean_bound_is_a_second_condition():
     a = {"loss": np.array([0.7], "float32")}
     r = results(a, {"loss": a["loss"] + np.float32(1e-5)}, default=Tol(atol=1e-3, rtol=0.0))["loss"]
     assert r.max_ok and not r.mean_ok and not r.passed
-    assert any("the guide's bound 1e-06" in p for p in r.problems)
+    assert any("the guide's bound 1e-06" in p for p in r.failures)
     lines = [m for m, _ in report.log_lines(diff.CheckResult("x", [r]))]
     assert lines[1].startswith("\tmean diff: check passed: False, value: ") and "threshold: 1e-06" in lines[1]
     assert lines[2].startswith("\tmax diff: check passed: True, value: ")

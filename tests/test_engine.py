@@ -1,12 +1,14 @@
-"""One of each (issue 33, item 4): one float64 twin and one rule for the first diverging place, which every
-report (forward, backward, the BERT pipeline's tables, the hand-in verdicts) calls."""
+"""One of each (issue 33, item 4): one result type whose rules (exact, atol + rtol, measured on the model) are
+values of it, one rule for the first diverging place, which every report (forward, backward, the BERT
+pipeline's tables, the hand-in verdicts) calls, and one float64 twin."""
 import copy
+import dataclasses
 
 import numpy as np
 import pytest
 
 from bert_sst2 import diagnose
-from portcheck import calibrated, diff
+from portcheck import calibrated, diff, handin, tolerances
 from portcheck.backward import BackwardReport
 from portcheck.compare import ForwardReport
 
@@ -16,7 +18,43 @@ from portcheck import backward, compare  # noqa: E402
 
 def row(name, over=False, input_ok=None):
     """A measured row within its rule, or over it (max 1 against an allowance of about 1e-6)."""
-    return calibrated.Row(name, (2,), 1.0 if over else 0.0, 0.0, 1e-8, 1.0, input_ok=input_ok)
+    return diff.KeyResult(name, calibrated.Measured(), (2,), 1.0 if over else 0.0, 0.0, 1.0, err32=1e-8,
+                          input_ok=input_ok)
+
+
+T = {"logits": np.linspace(-1, 1, 12, dtype=np.float32).reshape(3, 4)}
+EXACT64 = {"logits": T["logits"].astype(np.float64)}
+
+
+@pytest.mark.parametrize("bug", [0.0, 1e-3])
+def test_every_rule_is_a_value_of_one_result_type(bug):
+    """The guide's strict rule, a tuned atol + rtol, the exact rule and the measured rule judge the same pair
+    into the same type, through the same verdict; a planted 1e-3 is red through every one of them."""
+    p = {"logits": T["logits"] + np.float32(bug)}
+    strict = handin.strict_verdict(T, p, 1e-6).keys[0]
+    tuned = diff.compare(T, p, default=tolerances.Tol(1e-5, 1e-5)).keys[0]
+    exact = diff.compare(T, p, default=tolerances.EXACT).keys[0]
+    measured = calibrated.judge_pair(T, p, EXACT64, 1e-6)[0]
+    results = (strict, tuned, exact, measured)
+    assert {type(r) for r in results} == {diff.KeyResult}
+    assert [type(r.rule) for r in results] == [tolerances.Tol] * 3 + [calibrated.Measured]
+    assert [r.passed for r in results] == [not bug] * 4
+    assert all(r.max == results[0].max and r.mean == results[0].mean for r in results)
+    if bug:
+        assert all(r.failures == [r.why] and r.why.startswith("max diff 1.000e-03 > ") for r in results)
+        assert exact.why == "max diff 1.000e-03 > 0 (exact)"
+        assert "x torch's own fp32 error" in measured.why and "atol" in tuned.why
+    # the rule is the result's value: the same figures judged by another rule
+    assert dataclasses.replace(measured, rule=tolerances.Tol(1e-2, 0.0, None)).passed
+    assert not dataclasses.replace(strict, rule=calibrated.Measured()).passed  # no float64 run: never green
+
+
+def test_a_verdict_file_keeps_its_fields():
+    r = diff.compare(T, {"logits": T["logits"] + np.float32(1e-3)}, default=tolerances.Tol(1e-4, 0.0), name="x")
+    key = r.to_json()["keys"][0]
+    assert list(key) == ["key", "atol", "rtol", "mean_bound", "passed", "max", "mean", "scale", "allowed", "relative",
+                         "shape", "problems"]
+    assert key["passed"] is False and key["shape"] == [3, 4] and key["problems"][0].startswith("max diff 1.000e-03 > ")
 
 
 def test_one_rule_for_the_first_diverging_place():

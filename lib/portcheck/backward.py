@@ -25,8 +25,8 @@ from portcheck.report import format_table
 @dataclass
 class BackwardReport:
     forward: ForwardReport = None                 # every module's output in the first step's forward
-    grads: list = field(default_factory=list)    # [calibrated.Row] per parameter, in forward order
-    steps: list = field(default_factory=list)    # [[calibrated.Row] per step: loss, lr, statistics (weights: last)]
+    grads: list = field(default_factory=list)    # [diff.KeyResult] per parameter, in forward order
+    steps: list = field(default_factory=list)    # [[diff.KeyResult] per step: loss, lr, statistics (weights: last)]
     kinks: list = field(default_factory=list)    # [Kink] in the first forward, in run order
     isolated: bool = False                       # each step started both sides from torch's weights
 
@@ -315,7 +315,7 @@ def judge_backward(torch_record: dict, paddle_record: dict, name_map=None) -> Ba
         a, ref, b = torch_record[key], torch_record.get(F64 + key), paddle_record.get(
             key if key.startswith(("loss/", "lr/")) else _counterpart(key, mapped, renamed))
         if b is None:
-            return calibrated.Row(name, tuple(np.shape(a)), 0.0, 0.0, 0.0, 0.0, problem="no counterpart on paddle")
+            return calibrated.unjudged(name, np.shape(a), "no counterpart on paddle", 0.0)
         return measure(name, a, ref, b, mean_bound, multiple)
 
     for key in (k for k in torch_record if k.startswith("grad/")):

@@ -15,13 +15,12 @@ The floor is for outputs that are exact in fp32 on the torch side (an embedding 
 of exact values: err32 = 0) where another framework's kernel may still round once. K and FLOOR were
 measured (docs/align.md): clean ports stay under them on every model measured, every planted bug sits above.
 """
-from dataclasses import dataclass
-from typing import Optional
+from typing import NamedTuple, Optional
 
 import numpy as np
 
 from portcheck import tolerances
-from portcheck.diff import EMPTY, first_diverging
+from portcheck.diff import EMPTY, KeyResult, first_diverging
 
 EPS32 = 2.0 ** -23  # fp32's relative spacing
 K = 16.0            # the measured multiple of torch's own fp32 error in a forward (docs/align.md)
@@ -39,73 +38,43 @@ def multiple(after_steps: bool) -> float:
     return K_BACKWARD if after_steps else K
 
 
-@dataclass
-class Row:
-    """One recorded module output: torch's fp32 error beside the Paddle-torch difference."""
-    name: str
-    shape: tuple
-    max: float          # max |paddle - torch|
-    mean: float         # mean |paddle - torch|
-    err32: float        # max |torch fp32 - torch fp64|
-    scale: float        # max |torch fp64|
-    input_ok: Optional[bool] = None  # its input within tolerance (None: no input recorded)
-    problem: str = ""   # a shape, dtype or NaN problem, or "no counterpart"
-    mean_bound: Optional[float] = None  # the guide's bound on the mean, on what is handed in (a model's output)
+class Measured(NamedTuple):
+    """The rule measured on the model, a value of the one result type (diff.KeyResult) as tolerances.Tol is:
+    max abs diff <= multiple x torch's own fp32 error + FLOOR x eps32 x max|torch fp64|, and mean abs diff <=
+    mean (None: no mean bound; the guide's, on what a hand-in holds)."""
     multiple: float = K
-    by_design: str = ""  # a difference the two libraries make on purpose, its rule and the raw figure; max and
-    #                      mean are then what is left once the rule is applied, judged as any other row
-    own_mean: float = float("nan")  # mean |torch fp32 - torch fp64|: where it exceeds mean_bound, no port can meet it
+    mean: Optional[float] = None
 
-    @property
-    def allowed(self) -> float:
-        return self.multiple * self.err32 + FLOOR * EPS32 * self.scale
+    def allowed(self, r) -> float:
+        return self.multiple * r.err32 + FLOOR * EPS32 * r.scale
 
-    def key_figures(self) -> str:
-        return f"max {self.max:.3g} = {self.ratio:.3g} x torch's own fp32 error (allowed {self.allowed:.3g})"
-
-    @property
-    def ratio(self) -> float:
-        """diff / torch's own fp32 error: how many times fp32's own rounding the port differs by."""
-        if self.err32 > 0:
-            return self.max / self.err32
-        return 0.0 if self.max == 0 else float("inf")
-
-    @property
-    def why(self) -> str:
-        """The bound it failed, said ("" when it passed). Where the guide's bound on the mean is below torch's own
-        fp32 error there, even the exact value would fail it: said so, with both figures."""
-        if self.problem:
-            return self.problem
-        if not self.max <= self.allowed:
-            return f"max diff {self.max:.3e} > allowed {self.allowed:.3e} ({self.ratio:.3g} x torch's own fp32 error)"
-        if self.mean_bound is not None and not self.mean <= self.mean_bound:
-            said = f"mean diff {self.mean:.3e} > the guide's bound {self.mean_bound:g}"
-            if self.own_mean > self.mean_bound:
-                said += (f"; torch's own fp32 result is {self.own_mean:.3e} from its float64 one on the mean, over "
-                         "that bound too: no port can meet it on this input (max within its allowance)")
-            return said
-        return ""
-
-    @property
-    def passed(self) -> bool:
-        return not self.problem and self.max <= self.allowed and (self.mean_bound is None or self.mean <= self.mean_bound)
+    def over(self, r) -> str:
+        return f"max diff {r.max:.3e} > allowed {r.allowed:.3e} ({r.ratio:.3g} x torch's own fp32 error)"
 
 
-def measure(name, a, ref, b, mean_bound=None, multiple=K) -> "Row":
-    """One compared tensor as a Row: torch fp32 `a`, torch fp64 `ref` (None: `a` itself), Paddle `b`.
-    Every comparison of portcheck/ and of an align hand-in judges through it."""
+def unjudged(name, shape, problem: str, figure: float = float("nan"), mean_bound=None, k: float = K) -> KeyResult:
+    """A result the measured rule could not judge (no counterpart, a structure that differs), red by its problem."""
+    return KeyResult(name, Measured(k, mean_bound), tuple(shape), figure, figure, figure, err32=figure,
+                     problems=[problem])
+
+
+def measure(name, a, ref, b, mean_bound=None, multiple=K) -> KeyResult:
+    """One compared tensor judged by the measured rule: torch fp32 `a`, torch fp64 `ref` (None: `a` itself),
+    Paddle `b`. Every comparison of portcheck/ and of an align hand-in judges through it. Values are compared,
+    in float64: a dtype that differs is the caller's to refuse (compare.judge_one does; a hand-in's strict
+    verdict shows it)."""
     a, b = np.asarray(a), np.asarray(b)
     if {a.shape, b.shape} == {(), (1,)}:  # a 0-d scalar and a [1] one are one scalar (portcheck.handin's rule too)
         a, b = a.reshape(1), b.reshape(1)
         ref = None if ref is None else np.asarray(ref).reshape(1)
-    row = Row(name, tuple(a.shape), *[float("nan")] * 4, mean_bound=mean_bound, multiple=multiple)
+    row = KeyResult(name, Measured(multiple, mean_bound), tuple(a.shape))
     if a.shape != b.shape:
-        row.problem = f"torch {a.dtype}{list(a.shape)} vs paddle {b.dtype}{list(b.shape)}"
+        row.problems.append(f"torch {a.dtype}{list(a.shape)} vs paddle {b.dtype}{list(b.shape)}")
     elif a.dtype.kind == "f" and not (np.isfinite(a).all() and np.isfinite(b).all()):
-        row.problem = "NaN or Inf"
+        row.problems.append("NaN or Inf")
     elif not a.size:  # an empty batch, an empty array: nothing compared is never a pass
         row.max = row.mean = row.err32 = row.scale = 0.0
-        row.problem = EMPTY
+        row.problems.append(EMPTY)
     else:
         a64 = a.astype(np.float64)
         exact = np.asarray(ref, dtype=np.float64) if ref is not None else a64
@@ -117,7 +86,7 @@ def measure(name, a, ref, b, mean_bound=None, multiple=K) -> "Row":
 
 
 def judge_pair(torch_data: dict, paddle_data: dict, exact: dict, threshold: float, k: float = K) -> list:
-    """A hand-in pair judged by the measured rule, one Row per key, each also held to the pair's threshold on
+    """A hand-in pair judged by the measured rule, one result per key, each also held to the pair's threshold on
     its mean: the torch and Paddle dicts and torch's float64 run of the same keys, K = k. A key missing on any
     side is a problem."""
     rows = []
@@ -125,8 +94,7 @@ def judge_pair(torch_data: dict, paddle_data: dict, exact: dict, threshold: floa
         missing = [side for side, d in (("torch", torch_data), ("paddle", paddle_data), ("torch float64", exact))
                    if key not in d]
         if missing:
-            rows.append(Row(key, (), float("nan"), float("nan"), float("nan"), float("nan"), mean_bound=threshold,
-                            problem=f"missing on {', '.join(missing)}"))
+            rows.append(unjudged(key, (), f"missing on {', '.join(missing)}", mean_bound=threshold))
         else:
             rows.append(measure(key, torch_data[key], exact[key], paddle_data[key], threshold, k))
     return rows
@@ -139,7 +107,7 @@ ORIGIN = "<-- first out of tolerance with its input within"
 
 
 def table_rows(rows: list, origin=None) -> list:
-    """One table row per Row; origin (diff.first_diverging's) is marked as where the runs part."""
+    """One table row per result; origin (diff.first_diverging's) is marked as where the runs part."""
     out = []
     for r in rows:
         mark = ORIGIN if r is origin else (

@@ -11,7 +11,7 @@ import numpy as np
 from portcheck import calibrated, pairing, spill
 from portcheck.calibrated import measure
 from portcheck.convert import check_models, framework_of
-from portcheck.diff import first_diverging
+from portcheck.diff import KeyResult, first_diverging
 from portcheck.errors import PipelineError, first_line, raised_by
 from portcheck.pairing import ROOT, split_key
 from portcheck.report import format_table
@@ -19,12 +19,12 @@ from portcheck.report import format_table
 
 @dataclass
 class ForwardReport:
-    rows: list = field(default_factory=list)       # [calibrated.Row] in torch's run order
+    rows: list = field(default_factory=list)       # [diff.KeyResult] in torch's run order
     unpaired: list = field(default_factory=list)   # Paddle records no torch module maps to
     stopped: dict = field(default_factory=dict)    # {"torch" or "paddle": the error its run stopped on}
     pairing: object = None                         # a pairing.Pairing: which module call is which
     counterparts: dict = field(default_factory=dict)  # torch record key -> the Paddle key it was judged against
-    isolated: list = None          # isolate=True: [calibrated.Row], every paired module on torch's own values
+    isolated: list = None          # isolate=True: [diff.KeyResult], every paired module on torch's own values
     parents: dict = field(default_factory=dict)    # isolate=True: torch call -> the paired call it ran inside
     isolation_stopped: dict = field(default_factory=dict)  # isolate=True: {side: the error its run stopped on}
 
@@ -484,28 +484,28 @@ def judge_forward(torch_record: dict, paddle_record: dict, name_map=None,
         name = key[len("out/"):]
         if b is None and call_ == ROOT:
             # the model's own output is compared whole: any torch tensor without a Paddle one is red
-            row = calibrated.Row(name, tuple(a.shape), *[float("nan")] * 4,
-                                 problem=f"the models' outputs differ in structure: torch returns {len(t_root)} "
-                                         f"tensor(s), Paddle {len(p_root)}; return the same outputs on both sides")
+            row = calibrated.unjudged(name, a.shape, f"the models' outputs differ in structure: torch returns "
+                                      f"{len(t_root)} tensor(s), Paddle {len(p_root)}; return the same outputs on both "
+                                      "sides")
         elif b is None:
-            row = calibrated.Row(name, tuple(a.shape), *[float("nan")] * 4, problem="no counterpart in the Paddle model")
+            row = calibrated.unjudged(name, a.shape, "no counterpart in the Paddle model")
         else:
-            row = dataclasses.replace(once((key, F64 + key, keys[key]), lambda: judge_one(name, a, ref, b)), name=name)
+            row = once((key, F64 + key, keys[key]), lambda: judge_one(name, a, ref, b))
+            row = dataclasses.replace(row, key=name, problems=list(row.problems))
             if not row.problem:
                 ins = (f"in/{call_}", f"{F64}in/{call_}", keys.get(f"in/{call_}", ""))
                 row.input_ok = once(ins, lambda: _input_ok(torch_record.get(ins[0]), torch_record.get(ins[1]),
                                                            paddle_record.get(ins[2])))
-        row.mean_bound = mean_bound if call_.split("#")[0] == ROOT else None
+        row.rule = row.rule._replace(mean=mean_bound if call_.split("#")[0] == ROOT else None)
         report.rows.append(row)
     return report
 
 
-def judge_one(name, a, ref, b) -> calibrated.Row:
+def judge_one(name, a, ref, b) -> KeyResult:
     """One torch output `a` (its float64 run `ref`) against Paddle's `b`: dtypes must agree; shapes that differ
     only where one side keeps a size-1 axis the other repeats are compared broadcast, and said so."""
     if a.dtype != b.dtype:
-        return calibrated.Row(name, tuple(a.shape), *[float("nan")] * 4,
-                              problem=f"torch {a.dtype}{list(a.shape)} vs paddle {b.dtype}{list(b.shape)}")
+        return calibrated.unjudged(name, a.shape, f"torch {a.dtype}{list(a.shape)} vs paddle {b.dtype}{list(b.shape)}")
     note = ""
     if a.shape != b.shape and _broadcasts(a.shape, b.shape):
         # transformers' position embeddings [1, L, H], paddlenlp's [B, L, H]: the same values

@@ -312,7 +312,7 @@ def describe_strict(result: diff.CheckResult, threshold: float, copy: str = "") 
         worst = max(result.keys, key=lambda k: k.max, default=None)
         return f"strict green (max <= {threshold:g}" + (f"; largest: {worst.key} max {worst.max:.3g})" if worst else ")")
     first = diff.first_diverging(result.keys)
-    return (f"strict RED ({first.key}: {'; '.join(first.problems)}"
+    return (f"strict RED ({first.key}: {'; '.join(first.failures)}"
             + (f"; and {len(failed) - 1} more key(s)" if len(failed) > 1 else "") + ")")
 
 
@@ -349,7 +349,7 @@ class MeasuredVerdict:
     """A pair judged by the guide's rule and by the rule measured on the model, with the strict one beside."""
     name: str
     guide: GuideVerdict
-    rows: list                 # [calibrated.Row] per key
+    rows: list                 # [diff.KeyResult] per key, by the measured rule
     strict: diff.CheckResult
     same_run: tuple            # (True, False or None, detail)
     kind: str = "computed"     # tolerances.KINDS: computed pairs are measured on the model, the others are not

@@ -131,7 +131,7 @@ def forced_run(model, inputs, torch_record: dict, calls: dict, leaves: dict, kep
 
 
 def judge(torch_model, paddle_model, inputs, torch_record: dict, report, record_dir=None) -> None:
-    """Run both models once more, every paired call on torch's recorded values, and set report.isolated (a Row
+    """Run both models once more, every paired call on torch's recorded values, and set report.isolated (a result
     per paired output and computed input), report.parents and report.isolation_stopped. record_dir: what each
     run keeps goes to record_dir/isolated-torch and isolated-paddle (portcheck.spill)."""
     keys = report.counterparts
@@ -154,8 +154,7 @@ def judge(torch_model, paddle_model, inputs, torch_record: dict, report, record_
         if a is None or ref is None:
             continue  # an output the float64 run did not give: nothing to hold it to
         if b is None:
-            rows.append(calibrated.Row(name, tuple(a.shape), *[float("nan")] * 4,
-                                       problem="the Paddle module did not run on torch's values"))
+            rows.append(calibrated.unjudged(name, a.shape, "the Paddle module did not run on torch's values"))
             continue
         row = judge_one(name, a, ref, b)
         if kind == "in" and row.max == 0 and row.err32 == 0:

@@ -61,7 +61,7 @@ def log_lines(result: CheckResult) -> list:
             out.append((f"\tmax diff: check passed: {r.max_ok}, value: {r.max}, threshold: "
                         + (f"{r.allowed}" + (" (exact)" if r.exact else "") if r.rtol == 0 else
                            f"{r.allowed:.3e} = atol {r.atol:g} + rtol {r.rtol:g} * max|torch| {r.scale:.3e}"), echo))
-        out += [(f"\tcheck passed: False, {p}", echo) for p in r.problems]
+        out += [(f"\tcheck passed: False, {p}", echo) for p in r.failures]
     if many:
         out.append((f"{sum(r.passed for r in result.keys)} of {len(result.keys)} keys passed "
                     f"(all in {result.name}_diff.log)", True))

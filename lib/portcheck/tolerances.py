@@ -11,7 +11,8 @@ A key passes a Tol when both hold:
 * a bound on the mean abs diff (the guide's threshold of the pair), which no rule may loosen.
 
 The rule measured on the model itself (torch's own fp32 error as the yardstick) is
-portcheck.calibrated; a client's own tuned tolerances are Tols too.
+portcheck.calibrated's Measured; a client's own tuned tolerances are Tols too. Both are values of
+the one result type, diff.KeyResult, which applies them.
 
 GUIDE is the contest guide's pairs: the step each belongs to, the threshold its ReprodDiffHelper
 call uses, and its kind. A caller's own threshold overrides the table (guide_threshold), and a pair
@@ -36,6 +37,18 @@ class Tol(NamedTuple):
     def absolute(cls, threshold: float) -> "Tol":
         """reprod_log's own rule: max and mean abs diff both under one threshold."""
         return cls(threshold, 0.0, threshold)
+
+    @property
+    def exact(self) -> bool:
+        return self.atol == 0 and self.rtol == 0
+
+    def allowed(self, r) -> float:
+        """The bound on a result's max abs diff (diff.KeyResult: every rule is applied there)."""
+        return self.atol + self.rtol * r.scale
+
+    def over(self, r) -> str:
+        return f"max diff {r.max:.3e} > " + ("0 (exact)" if self.exact else f"{r.allowed:.3e} allowed "
+                                             f"(atol {self.atol:g} + rtol {self.rtol:g} * max|torch| {r.scale:.3e})")
 
 
 # Ids, labels, counts and a schedule's lr: equal or wrong.
