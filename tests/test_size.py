@@ -204,8 +204,8 @@ def test_spilled_records_judge_as_in_memory(tmp_path, monkeypatch, planted):
     assert same != bool(planted)
     again = judge_forward(Spill.open(tmp_path / "records" / "torch"), Spill.open(tmp_path / "records" / "paddle"))
     assert (figures(again) == [f for f in figures(memory)[:len(memory.rows)]]) != bool(planted)
-    assert {p.name for p in (tmp_path / "records").iterdir()} == {"torch", "paddle", "isolated-torch",
-                                                                 "isolated-paddle"}
+    # torch's isolated values are judged as they are computed, never written (portcheck.isolate.judge)
+    assert {p.name for p in (tmp_path / "records").iterdir()} == {"torch", "paddle", "isolated-paddle"}
 
 
 def test_a_record_dir_through_a_link_is_refused(tmp_path):

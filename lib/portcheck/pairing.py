@@ -24,6 +24,7 @@ from typing import Optional
 
 import numpy as np
 
+from portcheck import spill
 from portcheck.errors import PipelineError
 from portcheck.names import entries
 
@@ -122,9 +123,9 @@ def sequence(record: dict) -> list:
             name, _, kind = key[len(META):].rpartition("/")
             meta[name] = (kind, *_decode(record[key]))
     outputs = {}
-    for key, value in record.items():
+    for key in record:
         if key.startswith("out/"):
-            outputs.setdefault(split_key(key)[1], []).append(tuple(np.shape(value)))
+            outputs.setdefault(split_key(key)[1], []).append(tuple(spill.shape(record, key)))
     calls = []
     for name, shapes in outputs.items():
         kind, children, tensors = meta.get(module_of(name), ("", -1, ()))
