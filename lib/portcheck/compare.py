@@ -476,17 +476,17 @@ def judge_forward(torch_record: dict, paddle_record: dict, name_map=None,
         return measured[held]
     for key in outs:
         _, call_, _ = split_key(key)
-        a, ref, b = torch_record[key], torch_record.get(F64 + key), paddle_record.get(keys.get(key, ""))
-        name = key[len("out/"):]
-        if b is None and call_ == ROOT:
+        name, p_key = key[len("out/"):], keys.get(key, "")
+        if p_key not in paddle_record:
+            shape = tuple(spill.shape(torch_record, key))
             # the model's own output is compared whole: any torch tensor without a Paddle one is red
-            row = calibrated.Row(name, tuple(a.shape), *[float("nan")] * 4,
-                                 problem=f"the models' outputs differ in structure: torch returns {len(t_root)} "
-                                         f"tensor(s), Paddle {len(p_root)}; return the same outputs on both sides")
-        elif b is None:
-            row = calibrated.Row(name, tuple(a.shape), *[float("nan")] * 4, problem="no counterpart in the Paddle model")
-        else:
-            row = dataclasses.replace(once((key, F64 + key, keys[key]), lambda: judge_one(name, a, ref, b)), name=name)
+            row = calibrated.Row(name, shape, *[float("nan")] * 4, problem=(
+                f"the models' outputs differ in structure: torch returns {len(t_root)} tensor(s), Paddle "
+                f"{len(p_root)}; return the same outputs on both sides" if call_ == ROOT else
+                "no counterpart in the Paddle model"))
+        else:  # the arrays are read only when measured (a container's output is its last child's, measured once)
+            row = dataclasses.replace(once((key, F64 + key, p_key), lambda: judge_one(
+                name, torch_record[key], torch_record.get(F64 + key), paddle_record[p_key])), name=name)
             if not row.problem:
                 ins = (f"in/{call_}", f"{F64}in/{call_}", keys.get(f"in/{call_}", ""))
                 row.input_ok = once(ins, lambda: _input_ok(torch_record.get(ins[0]), torch_record.get(ins[1]),

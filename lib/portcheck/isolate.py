@@ -62,11 +62,13 @@ def forced_run(model, inputs, torch_record: dict, calls: dict, leaves: dict, kee
     if torch_side:
         import torch
         lib = torch
-        like = lambda array, t: torch.from_numpy(np.array(array)).to(t.dtype)
+        # a copy (the record may be a read-only map), widened to float64 as it is made in torch's float64 run
+        like = lambda array, t: torch.from_numpy(np.array(array, dtype=np.float64 if t.dtype == torch.float64
+                                                          else None)).to(t.dtype)
     else:
         import paddle
         lib = paddle
-        like = lambda array, t: paddle.to_tensor(np.array(array), dtype=t.dtype)
+        like = lambda array, t: paddle.to_tensor(np.asarray(array), dtype=t.dtype)  # to_tensor copies
     parents, counts, running, stack = {}, {}, {}, []
     made = {}  # {(id, in-place version): torch record key} of the tensors forced, while they live
 

@@ -116,6 +116,9 @@ class Spill(MutableMapping):
     def __delitem__(self, key):
         del self._files[key]
 
+    def __contains__(self, key) -> bool:
+        return key in self._files  # without reading the array
+
     def __iter__(self):
         return iter(self._files)
 
