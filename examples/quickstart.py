@@ -2,7 +2,7 @@
 
     pip install ./lib                     # portcheck alone: numpy is its only dependency
     python examples/quickstart.py         # writes portcheck_quickstart/ in the current folder
-    python -m portcheck check portcheck_quickstart/log_reprod
+    python -m portcheck check portcheck_quickstart/log_reprod --only forward
 
 Needs numpy, torch and paddlepaddle, nothing else (no transformers, paddlenlp or datasets). The two models
 below stand for yours: the same small convolutional network, written once for each framework under other
@@ -69,5 +69,5 @@ save_side(out, "forward", "torch", {"logits": model_output(t)}, depends, "quicks
           exact={"logits": model_output(t, exact=True)})   # torch's float64 run: the measured rule's yardstick
 save_side(out, "forward", "paddle", {"logits": model_output(p)}, depends, "quickstart.py")
 verdict = judge_and_log(out, "forward")        # forward_diff.log: the guide's rule, the measured one, strict
-hand_in(out, "forward", out / "log_reprod")    # then: python -m portcheck check portcheck_quickstart/log_reprod
+hand_in(out, "forward", out / "log_reprod")    # then: python -m portcheck check portcheck_quickstart/log_reprod --only forward
 raise SystemExit(0 if report.passed and verdict.passed else 1)

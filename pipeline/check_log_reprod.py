@@ -104,8 +104,8 @@ def main():
         raise PipelineError(f"{folder} is not a folder: pass a log_reprod/ folder")
     if not ours(folder):  # the library judges it, as it judges any hand-in
         sys.exit(cli.run_check(folder, args))
-    if args.threshold or args.strict:
-        raise PipelineError("--threshold and --strict are for a folder this pipeline did not write; this one is "
+    if args.threshold or args.strict or args.only:
+        raise PipelineError("--threshold, --strict and --only are for a folder this pipeline did not write; this one is "
                             "re-derived with the step checks' own tolerances")
     red, run_problems = 0, handin.last_run(folder)
     for step, pairs in STEPS.items():

@@ -118,7 +118,7 @@ def test_a_fifo_named_as_a_diff_log_is_refused_not_waited_on(tmp_path, capsys):
     folder = contestant(tmp_path / "hand_in")
     os.mkfifo(folder / "forward_diff.log")
     start = time.monotonic()
-    assert cli.check(folder) == 1
+    assert cli.check(folder, only="forward") == 1
     assert time.monotonic() - start < 30
     assert "not a regular file" in capsys.readouterr().out
 
@@ -140,10 +140,10 @@ def no_hang():
 def test_a_fifo_named_as_a_result_is_refused_not_waited_on(tmp_path, capsys, no_hang, name):
     one_ulp_apart(tmp_path / "step", "mine")
     handin.judge_and_log(tmp_path / "step", "mine", threshold=1e-4, top=tmp_path / "log_reprod")
-    assert cli.check(tmp_path / "log_reprod") == 0, capsys.readouterr().out
+    assert cli.check(tmp_path / "log_reprod", only="mine") == 0, capsys.readouterr().out
     (tmp_path / "log_reprod" / name).unlink()
     os.mkfifo(tmp_path / "log_reprod" / name)
-    assert cli.check(tmp_path / "log_reprod") >= 1
+    assert cli.check(tmp_path / "log_reprod", only="mine") >= 1
     out = capsys.readouterr().out
     assert "mine: RED" in out
     assert {"mine_paddle.npy": "mine_paddle.npy is not a regular file (a FIFO, a device or a socket)",
@@ -222,7 +222,7 @@ def test_a_paddle_file_that_is_the_torch_file_is_red(tmp_path, how, capsys):
     t, p = folder / "forward_torch.npy", folder / "forward_paddle.npy"
     {"symlink": lambda: p.symlink_to(t.name), "hard link": lambda: os.link(t, p),
      "byte copy": lambda: shutil.copyfile(t, p)}[how]()
-    assert cli.check(folder) == 1
+    assert cli.check(folder, only="forward") == 1
     line = capsys.readouterr().out.splitlines()[0]
     assert line.startswith("forward: RED | guide RED (one side is a copy of the other: the Paddle file is")
     assert "| strict RED (one side is a copy of the other) |" in line
@@ -236,7 +236,7 @@ def test_an_honest_contestant_pair_and_an_exact_pair_equal_to_the_bit_stay_green
     lr = {"lr": np.linspace(0, 1e-3, 100)}  # a schedule: equal to the bit by design
     np.save(folder / "lr_torch.npy", lr)
     np.save(folder / "lr_paddle.npy", lr)
-    assert cli.check(folder) == 0
+    assert cli.check(folder, only="forward,lr") == 0
 
 
 # ------------------------------------------------------------------- 1. green with less than the folder
@@ -245,7 +245,7 @@ def test_a_red_pair_deeper_than_the_walk_makes_the_folder_red(tmp_path, capsys):
     folder = contestant(tmp_path / "hand_in")
     contestant(folder / "a" / "b" / "c" / "d" / "e", name="loss",
                paddle={"logits": np.ones((8, 8), np.float32)})  # red, and 5 levels down
-    assert cli.check(folder) == 1
+    assert cli.check(folder, only="forward") == 1
     assert "not all of the folder was read" in capsys.readouterr().out
 
 
@@ -264,7 +264,7 @@ def test_a_red_pair_the_walk_did_not_reach_makes_the_folder_red(tmp_path, capsys
                 raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), os.fspath(path))
             return scandir(path)
         monkeypatch.setattr(os, "scandir", refused)
-    assert cli.check(folder) == 1
+    assert cli.check(folder, only="forward") == 1
     out = capsys.readouterr().out
     assert {"junk": "not all of the folder was read: more than 20000 files",
             "unreadable": "not all of the folder was read: z could not be read (Permission denied)"}[where] in out
@@ -276,15 +276,15 @@ def test_another_pairs_files_in_a_pairs_place_are_red_when_a_record_names_them(t
     for pair in ("mine", "yours"):
         one_ulp_apart(step, pair)
         handin.judge_and_log(step, pair, threshold=1e-4, top=top)
-    assert cli.check(top) == 0, capsys.readouterr().out
+    assert cli.check(top, only="mine,yours") == 0, capsys.readouterr().out
     capsys.readouterr()
     for f in list(top.rglob("yours_*")):  # every file of yours over mine's, but mine's verdict
         if not f.name.endswith("_diff.json"):
             shutil.copyfile(f, f.with_name(f.name.replace("yours", "mine")))
-    assert cli.check(top) == 1
+    assert cli.check(top, only="mine,yours") == 1
     assert "the torch result mine_torch.npy has the run record of yours_torch.npy" in capsys.readouterr().out
     shutil.copyfile(top / "diagnostics" / "yours_diff.json", top / "diagnostics" / "mine_diff.json")
-    assert cli.check(top) == 1
+    assert cli.check(top, only="mine,yours") == 1
     assert "mine_diff.json is the verdict of 'yours'" in capsys.readouterr().out
 
 
@@ -297,7 +297,7 @@ def test_a_contestants_pair_holding_another_pairs_keys_is_flagged(tmp_path, caps
         for pair, data in pairs.items():
             np.save(folder / f"{pair}_torch.npy", data)
             np.save(folder / f"{pair}_paddle.npy", {k: v + np.float32(1e-8) for k, v in data.items()})
-        cli.check(folder)
+        cli.check(folder, only="forward,loss")
         return capsys.readouterr().out
     assert "flagged: forward holds key 'loss', the name of another pair here" in hand_in(forward=loss, loss=logits)
     assert "flagged: forward, loss hold the same keys (loss)" in hand_in(forward=loss, loss=loss)
@@ -318,7 +318,7 @@ def test_an_honest_gbk_diff_log_with_a_chinese_key_is_held_as_written(tmp_path, 
             f"[2026/11/24 10:00:00] root INFO: \tmean diff: check passed: True, value: {mean}, threshold: 1e-06\n"
             f"[2026/11/24 10:00:00] root INFO: diff check passed\n")
     (folder / "loss_diff.log").write_bytes(text.encode("gbk"))
-    assert cli.check(folder) == 0, capsys.readouterr().out
+    assert cli.check(folder, only="loss") == 0, capsys.readouterr().out
     assert "every logged value is the recomputed one" in capsys.readouterr().out
 
 
@@ -330,14 +330,14 @@ def test_a_contestants_own_diagnostics_folder_is_theirs_not_ours(tmp_path, capsy
         (own / f"layer{i}_diff.json").write_text(json.dumps({"name": f"layer{i}", "threshold": 1e-4, "passed": True}))
     (own / "forward_diff.json").write_text(json.dumps({"name": "forward", "threshold": 1e-3, "max": 2e-8}))
     contestant(own, name="layer0")
-    assert cli.check(folder) == 0, capsys.readouterr().out
+    assert cli.check(folder, only="forward") == 0, capsys.readouterr().out
     out = capsys.readouterr().out
     assert "RED" not in out and "diagnostics/layer0_torch.npy" not in out  # their pair is judged as any other
     assert out.startswith("forward: green") and "layer0: green" in out
     one_ulp_apart(tmp_path / "step", "mine")  # ours: diagnostics/ holds run records, and a judged pair is listed
     handin.judge_and_log(tmp_path / "step", "mine", threshold=1e-4, top=tmp_path / "log_reprod")
     (tmp_path / "log_reprod" / "diagnostics" / "gone_diff.json").write_text(json.dumps({"name": "gone", "threshold": 1e-4}))
-    assert cli.check(tmp_path / "log_reprod") == 1
+    assert cli.check(tmp_path / "log_reprod", only="mine") == 1
     assert "gone: RED | judged" in capsys.readouterr().out
 
 
@@ -400,10 +400,10 @@ def test_a_judged_pair_whose_files_are_deleted_is_red(tmp_path, capsys):
     handin.judge_and_log(tmp_path / "step", "mine_a", threshold=1e-4, top=tmp_path / "log_reprod")
     one_ulp_apart(tmp_path / "step", "mine_b")
     handin.judge_and_log(tmp_path / "step", "mine_b", threshold=1e-4, top=tmp_path / "log_reprod")
-    assert cli.check(tmp_path / "log_reprod") == 0
+    assert cli.check(tmp_path / "log_reprod", only="mine_a,mine_b") == 0
     for f in (tmp_path / "log_reprod").glob("mine_a_*"):
         f.unlink()
-    assert cli.check(tmp_path / "log_reprod") == 1
+    assert cli.check(tmp_path / "log_reprod", only="mine_a,mine_b") == 1
     assert "mine_a: RED | judged" in capsys.readouterr().out
 
 
@@ -467,7 +467,7 @@ def test_a_pair_that_holds_nothing_to_compare_is_red(tmp_path, t, p):
     np.save(tmp_path / "forward_paddle.npy", p)
     assert not handin.guide_verdict(t, p, 1e-6).passed
     assert not handin.strict_verdict(t, p, 1e-6).passed
-    assert cli.check(tmp_path) == 1
+    assert cli.check(tmp_path, only="forward") == 1
 
 
 def test_an_empty_batch_compares_nothing_and_is_red():
@@ -577,7 +577,7 @@ def test_a_closed_or_full_stdout_ends_quietly_not_in_a_traceback(tmp_path, stdou
     import subprocess
     import sys
     folder = contestant(tmp_path / "hand_in")
-    cmd = [sys.executable, "-m", "portcheck", "check", str(folder)]
+    cmd = [sys.executable, "-m", "portcheck", "check", str(folder), "--only", "forward"]
     if stdout == "closed pipe":
         r, w = os.pipe()
         os.close(r)  # the reader is gone before the first line: `| head -0`
@@ -590,7 +590,7 @@ def test_a_closed_or_full_stdout_ends_quietly_not_in_a_traceback(tmp_path, stdou
         assert proc.stderr == "error: stdout could not be written (No space left on device)\n"
     assert proc.returncode == 141
     ok = subprocess.run(cmd, capture_output=True, text=True)  # the clean case: the verdict, exit 0
-    assert ok.returncode == 0 and ok.stdout.endswith("every pair green\n") and ok.stderr == ""
+    assert ok.returncode == 0 and ok.stdout.endswith("every pair green (partial: --only forward)\n") and ok.stderr == ""
 
 
 SIDE = """import sys, numpy as np
@@ -625,12 +625,12 @@ def test_a_hand_in_whose_last_run_stopped_before_a_step_is_red_at_that_steps_pai
     """A run that stops at Step 2 (a failure here; Ctrl-C and a kill alike) leaves Step 2's files of the run
     before in place: diagnostics/steps.json says so, and the checker holds them red (issue 36)."""
     assert pipeline(tmp_path)[1] is None
-    assert cli.check(tmp_path / "log_reprod") == 0, capsys.readouterr().out
+    assert cli.check(tmp_path / "log_reprod", only="a,b") == 0, capsys.readouterr().out
     assert json.loads((tmp_path / "log_reprod" / "diagnostics" / "steps.json").read_text())["steps"][1]["status"] == "passed"
     results, failed = pipeline(tmp_path, weights=("w", "fail"))
     assert failed and (tmp_path / "log_reprod" / "b_paddle.npy").is_file()  # the earlier run's files
     capsys.readouterr()
-    assert cli.check(tmp_path / "log_reprod") == 1
+    assert cli.check(tmp_path / "log_reprod", only="a,b") == 1
     out = capsys.readouterr().out
     assert "b: RED" in out and "Step2 was FAILED in the last run" in out and "a: green" in out
 
@@ -644,7 +644,7 @@ def test_a_record_naming_another_script_than_the_step_tables_is_red(tmp_path, ca
     shutil.copy(top / "a_torch.npy", top / "a_paddle.npy")
     (top / "diagnostics" / "a_paddle.run.json").write_text(json.dumps({**rec, "framework": "paddle", "file": "a_paddle.npy"}))
     capsys.readouterr()
-    assert cli.check(top) == 1
+    assert cli.check(top, only="a,b") == 1
     assert "the step table's paddle script is pd.py" in capsys.readouterr().out
 
 
@@ -656,7 +656,7 @@ def test_a_hand_in_mixing_runs_on_two_models_is_red(tmp_path, capsys):
     for name in ("b_torch.npy", "b_paddle.npy", "diagnostics/b_torch.run.json", "diagnostics/b_paddle.run.json"):
         shutil.copy(tmp_path / "first" / name, tmp_path / "log_reprod" / name)  # Step 2 of the first run
     capsys.readouterr()
-    assert cli.check(tmp_path / "log_reprod") >= 1
+    assert cli.check(tmp_path / "log_reprod", only="a,b") >= 1
     assert "ran on other weights" in capsys.readouterr().out
 
 

@@ -53,8 +53,8 @@ def test_a_pair_under_any_name_is_judged_at_the_threshold_it_is_given(tmp_path, 
     assert verdict.passed and verdict.guide.threshold == 1e-4 and all(r.mean_bound == 1e-4 for r in verdict.rows)
     top = tmp_path / "log_reprod"
     handin.hand_in(tmp_path, name, top)
-    assert cli.check(top) == 0  # the checker reads the threshold the pair was judged at
-    assert cli.check(top, {name: 1e-6}) == 1  # and a reviewer's own overrides it
+    assert cli.check(top, only=name) == 0  # the checker reads the threshold the pair was judged at
+    assert cli.check(top, {name: 1e-6}, only=name) == 1  # and a reviewer's own overrides it
 
 
 def test_a_guide_pair_judged_looser_than_the_guide_is_red(tmp_path, capsys):
@@ -62,7 +62,7 @@ def test_a_guide_pair_judged_looser_than_the_guide_is_red(tmp_path, capsys):
     assert handin.judge_and_log(tmp_path, "forward", threshold=1e-4).passed
     top = tmp_path / "log_reprod"
     handin.hand_in(tmp_path, "forward", top)
-    assert cli.check(top) == 1
+    assert cli.check(top, only="forward") == 1
     assert "looser than the guide's 1e-06 for forward" in capsys.readouterr().out
 
 
@@ -76,7 +76,7 @@ def test_the_backward_multiple_is_the_callers_and_the_checker_reads_it(tmp_path)
     rule["k"] = 1e9  # a hand-edited multiple is not one of the library's
     (tmp_path / "steps_diff.json").write_text(json.dumps(rule))
     handin.hand_in(tmp_path, "steps", tmp_path / "log_reprod")
-    assert cli.check(tmp_path / "log_reprod") == 1
+    assert cli.check(tmp_path / "log_reprod", only="steps") == 1
 
 
 def test_the_guide_table_is_one(tmp_path):
@@ -154,7 +154,7 @@ def test_an_outcome_is_judged_at_the_tasks_threshold_without_a_float64_run(tmp_p
                    threshold=1e-3, kind="outcome")
     assert v.passed == green
     assert json.loads((tmp_path / "acc_diff.json").read_text())["kind"] == "outcome"
-    assert cli.check(tmp_path / "log_reprod") == (0 if green else 1)
+    assert cli.check(tmp_path / "log_reprod", only="acc") == (0 if green else 1)
 
 
 def test_an_exact_pair_is_red_at_any_difference_and_its_kind_cannot_be_declared_away(tmp_path):
@@ -166,4 +166,4 @@ def test_an_exact_pair_is_red_at_any_difference_and_its_kind_cannot_be_declared_
     verdict = tmp_path / "log_reprod" / "diagnostics" / "forward_diff.json"
     data = json.loads(verdict.read_text())
     verdict.write_text(json.dumps({**data, "kind": "outcome"}))  # a computed pair declared an outcome
-    assert cli.check(tmp_path / "log_reprod") >= 1
+    assert cli.check(tmp_path / "log_reprod", only="lr,forward") >= 1

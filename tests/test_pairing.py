@@ -25,7 +25,7 @@ def test_resnet18_example_pairs_with_no_map():
     from examples.resnet18 import resnet
     pt = resnet.new_torch_model().eval()
     pd = paddle.vision.models.resnet18(num_classes=resnet.CLASSES).eval()
-    x = resnet.fake_batch()[0]
+    x = resnet.batch()[0]
     state = convert(pt, pd, inputs=x)
     assert same_state(state, convert(pt, pd, resnet.RESNET_MAP))
     with pytest.raises(PipelineError, match=r"torch resnet.encoder.stages.1.layers.0.layer.1.normalization fits Paddle "

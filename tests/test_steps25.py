@@ -64,7 +64,7 @@ def test_the_same_loaders_in_both_frameworks_are_equal_and_recheck_green(tmp_pat
     batches, verdict = data_pair(tmp_path)
     assert batches.passed and verdict.passed and verdict.kind == "exact", batches.line()
     assert batches.batches == (3, 3) and "every value equal (3 batches, 6 arrays" in batches.line()
-    assert cli.check(tmp_path / "log_reprod") == 0
+    assert cli.check(tmp_path / "log_reprod", only="data") == 0
 
 
 @pytest.mark.parametrize("plant, key, where", [
@@ -78,7 +78,7 @@ def test_a_data_bug_is_red_at_its_batch_key_and_index(tmp_path, capsys, plant, k
     assert not batches.passed and batches.first.key == key and where in batches.first.describe(), batches.line()
     assert not verdict.passed and where in verdict.describe_measured()
     capsys.readouterr()
-    assert cli.check(tmp_path / "log_reprod") == 1  # the reviewer's command names it too, from the files alone
+    assert cli.check(tmp_path / "log_reprod", only="data") == 1  # the reviewer's command names it too, from the files alone
     assert where in capsys.readouterr().out
 
 
@@ -296,14 +296,14 @@ def test_a_training_hand_in_rechecks_green_and_a_bug_red_from_the_files_alone(tm
         assert verdict.kind == "outcome" and verdict.passed and report.passed == (not expected)
         assert (top / "diagnostics" / "train_log_torch.npy").is_file() and (top / "diagnostics" / training.PLOT).is_file()
         capsys.readouterr()
-        assert cli.check(top) == expected
+        assert cli.check(top, only="train_align") == expected
         out = capsys.readouterr().out
         assert ("training weight norm: FAILED" in out) == bool(expected), out
         assert "train_align: green" in out or expected, out
     from portcheck.fileio import load_npy, save_npy
     curves = tmp_path / "0" / "log_reprod" / "diagnostics" / "train_log_paddle.npy"
     save_npy(curves, {**load_npy(curves), "lr": load_npy(curves)["lr"] * 2})  # edited after the run
-    assert cli.check(tmp_path / "0" / "log_reprod") == 1
+    assert cli.check(tmp_path / "0" / "log_reprod", only="train_align") == 1
     assert "train_log_paddle.npy: the paddle result is not the file its run record describes" in capsys.readouterr().out
 
 

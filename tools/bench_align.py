@@ -48,7 +48,7 @@ def resnet():
 
     def plant():
         pd.layer2[0].bn2._epsilon = 1e-3
-    return pt, pd, example.fake_batch()[0], example.RESNET_MAP, plant
+    return pt, pd, example.random_batch(2)[0], example.RESNET_MAP, plant
 
 
 def twins(config_path=None, hf_dir=None):
@@ -118,7 +118,7 @@ def training_row():
             for layer in pd.sublayers():
                 if isinstance(layer, paddle.nn.BatchNorm2D):
                     layer._momentum = 0.1
-        images, labels = ex.fake_batch()
+        images, labels = ex.random_batch(2)
         t, p = ex.torch_training(), ex.paddle_training()
         r = compare_backward(pt, pd, images, labels, loss=(t[0], p[0]), optimizer=(t[1], p[1]), scheduler=(t[2], p[2]),
                              steps=ex.STEPS, name_map=ex.RESNET_MAP)

@@ -45,7 +45,7 @@ def resnet():
     from examples.resnet18 import resnet as example
     pt = example.new_torch_model().eval()
     pd = paddle.vision.models.resnet18(num_classes=example.CLASSES).eval()
-    x = example.fake_batch()[0]
+    x = example.random_batch(2)[0]
     pd.set_state_dict(convert(pt, pd, inputs=x))
     return pt, pd, x
 
@@ -155,7 +155,7 @@ def resnet_training_row():
     from examples.resnet18 import resnet as ex
     pt = ex.new_torch_model()
     pd = paddle.vision.models.resnet18(num_classes=ex.CLASSES)
-    x, y = ex.fake_batch()
+    x, y = ex.random_batch(2)
     pd.set_state_dict(convert(pt, pd, inputs=x))
     (t_loss, t_opt, t_sched), (p_loss, p_opt, p_sched) = ex.torch_training(), ex.paddle_training()
     cells = []

@@ -1,7 +1,8 @@
-"""Run the ResNet-18 example end to end: export and convert the weights, then Steps 1, 3 and 4, each side and
-its check, from the table below (portcheck.steps.run, the runner BERT's pipeline/run_all.py uses).
+"""Run the ResNet-18 example end to end: export and convert the weights, then Steps 1 to 5, each side and its
+check, from the table below (portcheck.steps.run, the runner BERT's pipeline/run_all.py uses).
 
     python examples/resnet18/run_all.py        # then: python pipeline/check_log_reprod.py examples/resnet18/log_reprod
+    python examples/resnet18/run_all.py --max_steps 4    # a quick run: Step 5 trains 4 steps
 
 Each script runs in its own process, in order; the first that fails stops the run (exit 1) and says which.
 The hand-in is examples/resnet18/log_reprod/ (the guide's pairs, their diff logs, diagnostics/).
@@ -22,18 +23,32 @@ F = resnet.FOLDER
 SPECS = (  # the step table: which script writes each side of each pair, and the check judging them
     steps.StepSpec(1, "Step1 forward", (steps.Pair("forward", f"{F}/Step1/pt_forward.py", f"{F}/Step1/pd_forward.py"),),
                    f"{F}/Step1/check_step1.py"),
+    steps.StepSpec(2, "Step2 data + metric", (steps.Pair("data", f"{F}/Step2/pt_data.py", f"{F}/Step2/pd_data.py"),
+                                              steps.Pair("metric", f"{F}/Step2/pt_metric.py", f"{F}/Step2/pd_metric.py")),
+                   f"{F}/Step2/check_step2.py"),
     steps.StepSpec(3, "Step3 loss", (steps.Pair("loss", f"{F}/Step3/pt_loss.py", f"{F}/Step3/pd_loss.py"),),
                    f"{F}/Step3/check_step3.py"),
     steps.StepSpec(4, "Step4 lr + backward", tuple(steps.Pair(name, f"{F}/Step4/pt_bp.py", f"{F}/Step4/pd_bp.py")
                                                    for name in ("lr", "bp_align")), f"{F}/Step4/check_step4.py"),
+    steps.StepSpec(5, "Step5 training", (steps.Pair("train_align", f"{F}/Step5/pt_train.py", f"{F}/Step5/pd_train.py"),),
+                   f"{F}/Step5/check_step5.py"),
 )
-TABLE = [steps.Step("weights", 0, [[f"{F}/export_weights.py"], [f"{F}/convert_weights.py"]]),
-         *(steps.Step.of(spec) for spec in SPECS)]
+
+
+def table(max_steps=None) -> list:
+    """The runner's steps: the two trainings side by side, each on its own core (portcheck.steps.SideBySide)."""
+    flags, train = ["--max_steps", str(max_steps)] if max_steps else [], SPECS[-1].pair("train_align")
+    return [steps.Step("weights", 0, [[f"{F}/export_weights.py"], [f"{F}/convert_weights.py"]]),
+            *(steps.Step.of(spec) for spec in SPECS[:-1]),
+            steps.Step.of(SPECS[-1], scripts=[steps.SideBySide([[train.torch, *flags], [train.paddle, *flags]])])]
+
 
 def main():
-    argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
-                            allow_abbrev=False).parse_args()
-    results, failed = steps.run(TABLE, resnet.ROOT, summary="each step's diff log",
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
+                                 allow_abbrev=False)
+    ap.add_argument("--max_steps", type=resnet.positive, help="Step 5: stop each training after this many steps")
+    args = ap.parse_args()
+    results, failed = steps.run(table(args.max_steps), resnet.ROOT, summary="each step's diff log",
                                 hand_in=resnet.log_reprod())
     print()
     for r in results:

@@ -2,6 +2,7 @@
 
     python -m portcheck check path/to/log_reprod                   # every <name>_torch.npy with its _paddle.npy
     python -m portcheck check path/to/log_reprod --threshold train_align=0.002 --strict
+    python -m portcheck check portcheck_quickstart/log_reprod --only forward   # a partial hand-in
     python -m portcheck pair forward_torch.npy forward_paddle.npy  # any two reprod_log files
 
 Every pair gets one line with its verdicts:
@@ -25,9 +26,12 @@ Each <name>_diff.log is read back: every logged value must be the recomputed one
 The threshold of a pair: --threshold PAIR=VALUE, else the one the hand-in's writer judged it at
 (diagnostics/<pair>_diff.json, when portcheck wrote it; never looser than the guide's own), else the guide's
 (portcheck.tolerances.GUIDE), else reprod_log's default 1e-6.
+A hand-in holds every pair of the guide (forward, data, metric, loss, lr, bp_align, train_align); each one
+missing is red. --only PAIR,... judges a partial hand-in (your own model's forward alone, say): those pairs
+must be there, and the verdict says it is partial.
 Exit 1 when a pair fails the guide's rule or the measured one, holds NaN or Inf, its diff log does not
-match it, or its run records show two runs; --strict: also when a pair fails the strict verdict. Exit 2 on
-bad input, with one line.
+match it, its run records show two runs, or a pair asked for is missing; --strict: also when a pair fails the
+strict verdict. Exit 2 on bad input, with one line.
 """
 import argparse
 import json
@@ -100,7 +104,7 @@ def judge_pair(folder: Path, name: str, files: dict, overrides: dict, strict: bo
         threshold = overrides[base]
     elif threshold is None:
         threshold = guide_own
-    elif base in tolerances.GUIDE and threshold > guide_own:
+    elif base in tolerances.GUIDE and threshold > guide_own and kind != "outcome":  # an outcome's is the task's
         problem = f"judged at {threshold:g}, looser than the guide's {guide_own:g} for {base}"
     try:
         t, p = load_npy(files["torch"]), load_npy(files["paddle"])
@@ -181,10 +185,12 @@ def borrowed(held: dict) -> list:
     return out
 
 
-def check(folder, overrides: dict = None, strict: bool = False) -> int:
-    """Judge every pair of a hand-in folder, print one line each (and the guide's pairs not handed in); the
-    number of red pairs."""
+def check(folder, overrides: dict = None, strict: bool = False, only=None) -> int:
+    """Judge every pair of a hand-in folder and print one line each; the number of red pairs. A hand-in holds
+    every pair of the guide: each one missing is red, unless `only` names the pairs a partial hand-in is asked
+    for (those must be there; the verdict says it is partial)."""
     folder = Path(folder).expanduser()
+    expected = tolerances.GUIDE if only is None else _asked(only)
     if not folder.is_dir():
         raise PipelineError(f"{folder} is not a folder: pass a log_reprod/ folder")
     found = handin.find_pairs(folder)
@@ -217,10 +223,23 @@ def check(folder, overrides: dict = None, strict: bool = False) -> int:
         print(report.one_line(f"{name}: RED | judged ({DIAGNOSTICS}/{name}_diff.json) but its pair is not in the "
                               "folder: hand in its _torch.npy and _paddle.npy"))
         red += 1
-    missing = [p for p in tolerances.GUIDE if p not in names | set(judged)]
-    if missing:
-        print(f"not handed in: {', '.join(missing)}")
+    missing = [p for p in expected if p not in names | set(judged)]
+    if missing:  # less than was asked for is never green
+        print(report.one_line(f"not handed in: {', '.join(missing)}: RED | the guide asks for every one of its pairs"
+                              + (" (--only names the ones a partial hand-in holds)" if only is None else
+                                 " (asked for by --only)")))
+        red += len(missing)
+    if only is not None:
+        print(report.one_line(f"partial hand-in: only {', '.join(expected)} asked for (--only); the guide's other "
+                              "pairs not judged"))
     return red
+
+
+def _asked(only) -> tuple:
+    names = tuple(dict.fromkeys(n.strip() for n in (only.split(",") if isinstance(only, str) else only)))
+    if not names or not all(names):
+        raise PipelineError(f"--only {only!r}: name the pairs, comma-separated, e.g. --only forward,loss")
+    return names
 
 
 def pair(torch_npy: Path, paddle_npy: Path, threshold=None, strict: bool = False, log: Path = None) -> int:
@@ -294,11 +313,14 @@ def add_check_flags(ap):
     ap.add_argument("--threshold", action="append", default=[], metavar="PAIR=VALUE",
                     help="one pair's threshold (repeatable; default: the hand-in's own, else the guide's)")
     ap.add_argument("--strict", action="store_true", help="strict failures fail too")
+    ap.add_argument("--only", metavar="PAIR,...", help="a partial hand-in: the pairs it is asked for (default: "
+                    "every pair of the guide, each missing one red)")
 
 
 def run_check(folder, args) -> int:
-    red = check(folder, dict(map(threshold_flag, args.threshold)), args.strict)
+    red = check(folder, dict(map(threshold_flag, args.threshold)), args.strict, args.only)
     print(report.one_line(f"{folder}: " + ("every pair green" + (" on every verdict" if args.strict else "")
+                                            + (f" (partial: --only {args.only})" if args.only else "")
                                             if not red else f"{red} pair(s) red")))
     return 1 if red else 0
 

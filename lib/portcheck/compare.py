@@ -76,29 +76,39 @@ class ForwardReport:
         return "\n".join(lines)
 
 
-def _flatten(prefix: str, value, out, seen: dict = None):
-    """Tensors in an output, under prefix, prefix[0], prefix.key: tuples, lists, dicts and ModelOutputs, into
-    `out` (a dict, or a spill.Spill). seen: {(id, in-place version): the key it was recorded under}: a tensor
-    already recorded and not changed in place since (a container returns its last child's output) is linked
-    to that key, not copied again."""
+def version(tensor):
+    """A torch or Paddle tensor's in-place version (None: it has none)."""
+    v = getattr(tensor, "_version", None)
+    return tensor._inplace_version() if v is None and hasattr(tensor, "_inplace_version") else v
+
+
+def tensors(prefix: str, value):
+    """(key, tensor) of every tensor in an output, under prefix, prefix[0], prefix:key: tuples, lists, dicts and
+    ModelOutputs."""
     if hasattr(value, "numpy") and hasattr(value, "shape"):
-        version = getattr(value, "_version", None)
-        if version is None and hasattr(value, "_inplace_version"):
-            version = value._inplace_version()
-        key = (id(value), version)
-        if seen is not None and version is not None and key in seen:
-            spill.link(out, prefix, seen[key])
-            return
-        array = value.detach().cpu().numpy() if hasattr(value, "detach") and hasattr(value, "cpu") else value.numpy()
-        out[prefix] = np.array(array, copy=True)  # a copy now: a later in-place add (x += residual) must not reach it
-        if seen is not None and version is not None:
-            _remember(seen, key, prefix, value)
+        yield prefix, value
     elif isinstance(value, dict) or hasattr(value, "items"):
         for k, v in value.items():
-            _flatten(f"{prefix}:{k}", v, out, seen)
+            yield from tensors(f"{prefix}:{k}", v)
     elif isinstance(value, (tuple, list)):
         for i, v in enumerate(value):
-            _flatten(f"{prefix}[{i}]", v, out, seen)
+            yield from tensors(f"{prefix}[{i}]", v)
+
+
+def _flatten(prefix: str, value, out, seen: dict = None):
+    """The tensors of an output (tensors) into `out` (a dict, or a spill.Spill). seen: {(id, in-place version):
+    the key it was recorded under}: a tensor already recorded and not changed in place since (a container
+    returns its last child's output) is linked to that key, not copied again."""
+    for key, tensor in tensors(prefix, value):
+        held = (id(tensor), version(tensor))
+        if seen is not None and held[1] is not None and held in seen:
+            spill.link(out, key, seen[held])
+            continue
+        array = tensor.detach().cpu().numpy() if hasattr(tensor, "detach") and hasattr(tensor, "cpu") else tensor.numpy()
+        # a copy now, a later in-place add (x += residual) must not reach it: a Spill writes it at once, a dict copies
+        out[key] = array if isinstance(out, spill.Spill) else np.array(array, copy=True)
+        if seen is not None and held[1] is not None:
+            _remember(seen, held, key, tensor)
 
 
 def _remember(seen: dict, key: tuple, prefix: str, tensor):
@@ -393,9 +403,9 @@ def compare_forward(torch_model, paddle_model, inputs, name_map=None, isolate=Fa
     check make. Returns a ForwardReport: .rows, .passed, .first_diverging, .table(), .pairs().
     isolate=True also judges every paired module on torch's own recorded input (portcheck.isolate): .differing
     names every module whose own computation differs, where .first_diverging names the first in the run.
-    record_dir: a folder the records go to as they are made (torch/, paddle/, and isolated-torch/,
-    isolated-paddle/; portcheck.spill), judged from there: for models whose records do not fit in memory
-    beside them (docs/llm.md). The verdict is the same as in memory."""
+    record_dir: a folder the records go to as they are made (torch/, paddle/, and isolated-paddle/;
+    portcheck.spill), judged from there: for models whose records do not fit in memory beside them
+    (docs/llm.md). The verdict is the same as in memory."""
     check_models(torch_model, paddle_model)
     where = lambda name: None if record_dir is None else Path(record_dir) / name
     torch_record = record_forward(torch_model, inputs, where("torch"))
@@ -424,12 +434,12 @@ def pair_leaves(torch_keys: list, paddle_keys: list, shapes=None) -> dict:
 
 
 def _leaves(record: dict) -> dict:
-    """{call: {key after the call name: array}} of a record's outputs, in run order."""
+    """{call: {key after the call name: shape}} of a record's outputs, in run order."""
     out = {}
-    for key, value in record.items():
+    for key in record:
         if key.startswith("out/"):
             _, call, rest = split_key(key)
-            out.setdefault(call, {})[rest] = value
+            out.setdefault(call, {})[rest] = spill.shape(record, key)
     return out
 
 
@@ -439,7 +449,7 @@ def counterparts(torch_record: dict, paddle_record: dict, paired: pairing.Pairin
     out = {}
     for t_call, p_call in paired.pairs.items():
         t, p = t_leaves.get(t_call, {}), p_leaves.get(p_call, {})
-        shapes = None if t_call == ROOT else ({k: v.shape for k, v in t.items()}, {k: v.shape for k, v in p.items()})
+        shapes = None if t_call == ROOT else (t, p)
         out.update({f"out/{t_call}{a}": f"out/{p_call}{b}" for a, b in pair_leaves(list(t), list(p), shapes).items()})
         out[f"in/{t_call}"] = f"in/{p_call}"
     return out
@@ -480,17 +490,17 @@ def judge_forward(torch_record: dict, paddle_record: dict, name_map=None,
         return measured[held]
     for key in outs:
         _, call_, _ = split_key(key)
-        a, ref, b = torch_record[key], torch_record.get(F64 + key), paddle_record.get(keys.get(key, ""))
-        name = key[len("out/"):]
-        if b is None and call_ == ROOT:
+        name, p_key = key[len("out/"):], keys.get(key, "")
+        if p_key not in paddle_record:
+            shape = tuple(spill.shape(torch_record, key))
             # the model's own output is compared whole: any torch tensor without a Paddle one is red
-            row = calibrated.unjudged(name, a.shape, f"the models' outputs differ in structure: torch returns "
-                                      f"{len(t_root)} tensor(s), Paddle {len(p_root)}; return the same outputs on both "
-                                      "sides")
-        elif b is None:
-            row = calibrated.unjudged(name, a.shape, "no counterpart in the Paddle model")
-        else:
-            row = once((key, F64 + key, keys[key]), lambda: judge_one(name, a, ref, b))
+            row = calibrated.unjudged(name, shape, (
+                f"the models' outputs differ in structure: torch returns {len(t_root)} tensor(s), Paddle "
+                f"{len(p_root)}; return the same outputs on both sides" if call_ == ROOT else
+                "no counterpart in the Paddle model"))
+        else:  # the arrays are read only when measured (a container's output is its last child's, measured once)
+            row = once((key, F64 + key, p_key), lambda: judge_one(
+                name, torch_record[key], torch_record.get(F64 + key), paddle_record[p_key]))
             row = dataclasses.replace(row, key=name, problems=list(row.problems))
             if not row.problem:
                 ins = (f"in/{call_}", f"{F64}in/{call_}", keys.get(f"in/{call_}", ""))

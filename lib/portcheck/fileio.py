@@ -164,11 +164,12 @@ def _read_header(f, order: bool = False) -> tuple:
     return (shape, fortran, dtype) if order else (shape, dtype)
 
 
-def open_regular(path, follow: bool = True):
+def open_regular(path, follow: bool = True, dir_fd=None):
     """A file opened for reading only if it is a regular file: a FIFO, a device or a socket given a result's
     name (*.npy, *_diff.log, *.json) is refused, never waited on (O_NONBLOCK: opening a FIFO does not block;
-    then fstat says what it is). follow=False also refuses a symbolic link (O_NOFOLLOW). Raises OSError."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | (0 if follow else getattr(os, "O_NOFOLLOW", 0)))
+    then fstat says what it is). follow=False also refuses a symbolic link (O_NOFOLLOW); dir_fd: path is
+    relative to that open folder. Raises OSError."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | (0 if follow else getattr(os, "O_NOFOLLOW", 0)), dir_fd=dir_fd)
     if not stat.S_ISREG(os.fstat(fd).st_mode):
         os.close(fd)
         raise OSError(errno.EINVAL, "not a regular file (a FIFO, a device or a socket)")

@@ -15,12 +15,15 @@ add). The torch run is in float64, each module only while it runs (compare.float
 in float64, one module's weights at a time), so it gives each such computation's
 exact value on the same fp32 values: torch's recorded fp32 output against it is that module's own fp32 error,
 the yardstick (calibrated.measure) its Paddle counterpart's kept output is held to. Every module whose own
-computation differs is named, however many.
+computation differs is named, however many. Paddle's run comes first and keeps what it computes; torch's values
+are judged as its run computes them. A value forced and passed on unchanged (a call's input is mostly the output
+forced just before it) is torch's recorded one: named, not kept again.
 """
 import numpy as np
 
 from portcheck import calibrated
-from portcheck.compare import _flatten, _float64, call, first_input, float64_run, hook_points, is_torch, judge_one
+from portcheck.compare import (_flatten, _float64, _remember, call, first_input, float64_run, hook_points, is_torch,
+                               judge_one, tensors, version)
 from portcheck.pairing import ROOT, module_of, split_key
 from portcheck.spill import Spill, store
 
@@ -46,23 +49,40 @@ def _rebuilt(value, key, forced):
     return value
 
 
-def forced_run(model, inputs, torch_record: dict, calls: dict, leaves: dict, kept=None) -> tuple:
+def forced_run(model, inputs, torch_record: dict, calls: dict, leaves: dict, keep) -> tuple:
     """One run of `model` on `inputs` in which every call in `calls` ({this side's call: torch's call}) computes
-    from torch's recorded values. Returns (kept, parents, error): kept {in/<call>: the input this side computed
-    for it, out/<call>...: what it computed}, under this side's keys; parents {call: the innermost forced call
-    it ran inside, or None}; error: the line the run stopped on, or None. leaves: {this side's output key:
-    torch's}, the output tensors replaced by torch's. kept: where to keep them (a dict or a spill.Spill)."""
+    from torch's recorded values. keep(key, tensor, source) is given what this side computed, under this side's
+    keys: in/<call>, the input it computed for the call; out/<call>..., each tensor the call returned. source:
+    the torch record key of the value the tensor holds when it is one forced from torch's record and passed on
+    unchanged (most inputs: the output forced just before; a container's output: its last child's), else None.
+    keep(None, None, None): the run starts again (float64_run makes it twice), what was kept is void. Returns
+    (parents, error): parents {call: the innermost forced call it ran inside, or None}; error: the line the run
+    stopped on, or None. leaves: {this side's output key: torch's}, the output tensors replaced by torch's."""
     torch_side = is_torch(model)
     if torch_side:
         import torch
         lib = torch
-        like = lambda array, t: torch.from_numpy(np.array(array)).to(t.dtype)
+        # a copy (the record may be a read-only map), widened to float64 as it is made in torch's float64 run
+        like = lambda array, t: torch.from_numpy(np.array(array, dtype=np.float64 if t.dtype == torch.float64
+                                                          else None)).to(t.dtype)
     else:
         import paddle
         lib = paddle
-        like = lambda array, t: paddle.to_tensor(np.array(array), dtype=t.dtype)
-    kept = {} if kept is None else kept
+        like = lambda array, t: paddle.to_tensor(np.asarray(array), dtype=t.dtype)  # to_tensor copies
     parents, counts, running, stack = {}, {}, {}, []
+    made = {}  # {(id, in-place version): torch record key} of the tensors forced, while they live
+
+    def forced(key, value, tensor):
+        """tensor replaced by torch's value (record key `key`); remembered when it holds that value exactly (the
+        same dtype, or a float widened to float64: torch's float64 run)."""
+        x = like(value, tensor)
+        if str(x.dtype).rsplit(".", 1)[-1] in (value.dtype.name, "float64" if value.dtype.kind == "f" else ""):
+            _remember(made, (id(x), version(x)), key, x)
+        return x
+
+    def kept(prefix, value):
+        for key, tensor in tensors(prefix, value):
+            keep(key, tensor, made.get((id(tensor), version(tensor))))
 
     def pre_hook(name):
         def hook(module, args, kwargs):
@@ -77,10 +97,10 @@ def forced_run(model, inputs, torch_record: dict, calls: dict, leaves: dict, kep
             value = torch_record.get(f"in/{calls[this]}")
             if x is None or value is None:
                 return None
-            _flatten(f"in/{this}", x, kept)
+            kept(f"in/{this}", x)
             if tuple(x.shape) != value.shape:
                 return None
-            x = like(value, x)
+            x = forced(f"in/{calls[this]}", value, x)
             if isinstance(where, int):
                 return args[:where] + (x,) + args[where + 1:], kwargs
             return args, {**kwargs, where: x}
@@ -92,20 +112,21 @@ def forced_run(model, inputs, torch_record: dict, calls: dict, leaves: dict, kep
             if this not in calls:
                 return None
             stack.pop()
-            _flatten(f"out/{this}", output, kept)
+            kept(f"out/{this}", output)
 
-            def forced(key, tensor):
+            def torch_value(key, tensor):
                 value = torch_record.get(leaves.get(key, ""))
-                return tensor if value is None or tuple(tensor.shape) != value.shape else like(value, tensor)
-            return _rebuilt(output, f"out/{this}", forced)
+                return tensor if value is None or tuple(tensor.shape) != value.shape else forced(leaves[key], value, tensor)
+            return _rebuilt(output, f"out/{this}", torch_value)
         return hook
 
     wanted = {module_of(c) for c in calls}
 
     def run():
         """The forced run, from the start (float64_run may make it twice): its error's line, or None."""
-        for state in (kept, parents, counts, running):
+        for state in (made, parents, counts, running):
             state.clear()
+        keep(None, None, None)
         handles = []
         for name, pre, post in hook_points(model):
             if name in wanted:
@@ -125,42 +146,61 @@ def forced_run(model, inputs, torch_record: dict, calls: dict, leaves: dict, kep
                 h.remove()
         return None
     error = float64_run(model, run, lambda error: error is not None) if torch_side else run()
-    if isinstance(kept, Spill):
-        kept.close()
-    return kept, parents, error
+    return parents, error
 
 
 def judge(torch_model, paddle_model, inputs, torch_record: dict, report, record_dir=None) -> None:
     """Run both models once more, every paired call on torch's recorded values, and set report.isolated (a result
-    per paired output and computed input), report.parents and report.isolation_stopped. record_dir: what each
-    run keeps goes to record_dir/isolated-torch and isolated-paddle (portcheck.spill)."""
+    per paired output and computed input), report.parents and report.isolation_stopped. Paddle's run first: what
+    it computes is kept (in record_dir/isolated-paddle with record_dir, portcheck.spill). Then torch's, in
+    float64: each value it computes is judged as it is computed, against the kept one, and not kept (at LLM size
+    the largest record of the run, written and read back for nothing)."""
     keys = report.counterparts
-    outs = {k: k for k in torch_record if k.startswith("out/")}
-    t_kept, parents, t_error = forced_run(torch_model, inputs, torch_record, {t: t for t in report.pairing.pairs},
-                                          outs, store(record_dir, "isolated-torch"))
-    p_kept, _, p_error = forced_run(paddle_model, inputs, torch_record,
-                                    {p: t for t, p in report.pairing.pairs.items()},
-                                    {p: t for t, p in keys.items() if t.startswith("out/")},
-                                    store(record_dir, "isolated-paddle"))
+    p_kept, passed, seen = store(record_dir, "isolated-paddle"), {}, {}
+
+    def keep_paddle(key, tensor, source):
+        if key is None:  # Paddle's run is made once
+            return
+        if source is not None:
+            passed[key] = source  # torch's own recorded value: read from there, not written again
+        else:
+            _flatten(key, tensor, p_kept, seen)
+    _, p_error = forced_run(paddle_model, inputs, torch_record, {p: t for t, p in report.pairing.pairs.items()},
+                            {p: t for t, p in keys.items() if t.startswith("out/")}, keep_paddle)
+    if isinstance(p_kept, Spill):
+        p_kept.close()
+    rows = {}
+
+    def judge_torch(key, tensor, source):
+        if key is None:
+            rows.clear()
+        elif key in keys:
+            # a value passed on is torch's recorded one, widened to float64 exactly: measure widens it the same
+            ref = torch_record[source] if source is not None else tensor.detach().cpu().numpy()
+            rows[key] = _row(key, torch_record.get(key), ref, passed, p_kept, keys[key], torch_record)
+    parents, t_error = forced_run(torch_model, inputs, torch_record, {t: t for t in report.pairing.pairs},
+                                  {k: k for k in torch_record if k.startswith("out/")}, judge_torch)
     report.parents = parents
     report.isolation_stopped = {side: e for side, e in (("torch", t_error), ("paddle", p_error)) if e}
-    rows = []
-    for key, p_key in keys.items():
-        kind, call_, _ = split_key(key)
-        a, ref, b = torch_record.get(key), t_kept.get(key), p_kept.get(p_key)
-        if kind == "in" and (call_ == ROOT or a is None or a.dtype.kind != "f" or ref is None):
-            continue  # the model's own input, an id or a mask: nothing computed it
-        name = key[len("out/"):] if kind == "out" else f"{call_} (its input)"
-        if a is None or ref is None:
-            continue  # an output the float64 run did not give: nothing to hold it to
-        if b is None:
-            rows.append(calibrated.unjudged(name, a.shape, "the Paddle module did not run on torch's values"))
-            continue
-        row = judge_one(name, a, ref, b)
-        if kind == "in" and row.max == 0 and row.err32 == 0:
-            continue  # a value forced before it, passed on as it was: nothing computed it
-        rows.append(row)
-    report.isolated = rows
+    report.isolated = [rows[k] for k in keys if rows.get(k) is not None]
+
+
+def _row(key, a, ref, passed, p_kept, p_key, torch_record):
+    """The result of one torch key (its fp32 record `a`, its float64 value computed on torch's values `ref`) against
+    Paddle's kept value, or None when there is nothing to judge."""
+    kind, call_, _ = split_key(key)
+    if kind == "in" and (call_ == ROOT or a is None or a.dtype.kind != "f"):
+        return None  # the model's own input, an id or a mask: nothing computed it
+    if a is None:
+        return None  # an output the float32 run did not give: nothing to hold it to
+    name = key[len("out/"):] if kind == "out" else f"{call_} (its input)"
+    b = torch_record.get(passed[p_key]) if p_key in passed else p_kept.get(p_key)
+    if b is None:
+        return calibrated.unjudged(name, a.shape, "the Paddle module did not run on torch's values")
+    row = judge_one(name, a, ref, b)
+    if kind == "in" and row.max == 0 and row.err32 == 0:
+        return None  # a value forced before it, passed on as it was: nothing computed it
+    return row
 
 
 def differing(report) -> list:

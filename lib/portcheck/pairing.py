@@ -24,6 +24,7 @@ from typing import Optional
 
 import numpy as np
 
+from portcheck import spill
 from portcheck.errors import PipelineError
 from portcheck.names import entries
 
@@ -122,9 +123,9 @@ def sequence(record: dict) -> list:
             name, _, kind = key[len(META):].rpartition("/")
             meta[name] = (kind, *_decode(record[key]))
     outputs = {}
-    for key, value in record.items():
+    for key in record:
         if key.startswith("out/"):
-            outputs.setdefault(split_key(key)[1], []).append(tuple(np.shape(value)))
+            outputs.setdefault(split_key(key)[1], []).append(tuple(spill.shape(record, key)))
     calls = []
     for name, shapes in outputs.items():
         kind, children, tensors = meta.get(module_of(name), ("", -1, ()))
@@ -168,17 +169,21 @@ NONE = np.iinfo(np.int64).min // 4  # cannot pair
 FIXED = 1 << 20                     # a pair the name map gives: in every best alignment, so the rest keeps its order
 
 
-def _align(ts: list, ps: list, score, harmless) -> tuple:
+def _align(ts: list, ps: list, score, harmless, groups=(lambda t: None, lambda p: None)) -> tuple:
     """One Needleman-Wunsch pass with a gap cost of 0: ([(i, j)] of one best alignment, [(i, [j, ...]) or
     ([i, ...], j) where several best alignments differ]). With gaps free, a row of the score table is a running
-    maximum, computed whole."""
+    maximum, computed whole. groups: a key for each side's calls; only calls of one key can score (a tenth of
+    the pairs of a transformer's calls: the rest cannot pair, and scoring them is most of the pairing's time)."""
     n, m = len(ts), len(ps)
     if not n or not m:
         return [], []
     s = np.full((n, m), NONE, dtype=np.int64)
+    group = {}
+    for j, p in enumerate(ps):
+        group.setdefault(groups[1](p), []).append(j)
     for i, t in enumerate(ts):
-        for j, p in enumerate(ps):
-            v = score(t, p)
+        for j in group.get(groups[0](t), ()):
+            v = score(t, ps[j])
             if v is not None:
                 s[i, j] = v
     f = np.zeros((n + 1, m + 1), dtype=np.int64)   # f[i, j]: best of ts[:i] against ps[:j]
@@ -289,6 +294,9 @@ def pair(torch_record: dict, paddle_record: dict, name_map=None) -> Pairing:
 
     forbidden, calls = set(), {c.name: c for c in ts}
     fixed_p = set(fixed.values())
+    # what can score: a pair the map gives, else two calls holding the same shapes (similarity)
+    groups = (lambda t: ("map", fixed[t.name]) if t.name in fixed else t.tensors,
+              lambda p: ("map", p.name) if p.name in fixed_p else p.tensors)
     while True:
         def score(t, p):
             if t.name in fixed or p.name in fixed_p:
@@ -300,7 +308,7 @@ def pair(torch_record: dict, paddle_record: dict, name_map=None) -> Pairing:
             left_t = [c for c in ts if c.name not in pairs and c.module not in result.missing
                       and (c.tensors or not again)]
             left_p = [c for c in ps if c.name not in taken and (c.tensors or not again)]
-            found, ties = _align(left_t, left_p, score, harmless)
+            found, ties = _align(left_t, left_p, score, harmless, groups)
             if ties:
                 raise PipelineError(_ambiguity(ties, left_t, left_p))
             if not found:

@@ -2,22 +2,30 @@
 
 A record (compare._Recorder) is a flat dict of arrays in run order: every module's output and first input, the
 torch side's twice (float32 and float64). At LLM size it is the largest thing a comparison holds besides the
-two models, so a Spill writes each array as it is recorded, <n>.npy in its folder through the project's safe
-writer (no link in any component of the path, atomic), and keeps only its name. An array is read back
-memory-mapped when it is looked up and released once judged: the judgement holds one module's arrays at a
-time, and judges exactly as it would the same record in memory.
+two models, so a Spill writes each array as it is recorded, <n>.npy in its folder, and keeps only its name. The
+folder is checked once as the project's writer checks a path (no link in any component) and then held open:
+every file is made through that descriptor, new (O_EXCL) and never through a link (O_NOFOLLOW), so no folder
+swapped for a link later can redirect it, without a check, a temporary file and a rename per array (a third of
+the comparison's time at LLM size, ~1500 arrays). An array is read back memory-mapped when it is looked up and
+released once judged: the judgement holds one module's arrays at a time, and judges exactly as it would the
+same record in memory.
 
 A Spill's folder also holds index.json ({key: file}, in run order), written when the run ends: Spill.open reads
 it back, so a record written by one process can be judged by another (judge_forward takes it as it takes a dict).
+A new record in a folder removes the index there first: a run killed halfway never leaves an index naming its
+files as the earlier record's.
 """
+import contextlib
 import json
+import os
+import weakref
 from collections.abc import MutableMapping
 from pathlib import Path
 
 import numpy as np
 
 from portcheck.errors import PipelineError
-from portcheck.fileio import atomic_write, map_array, open_regular, save_array, writable
+from portcheck.fileio import atomic_write, map_array, open_regular, writable
 
 INDEX = "index.json"
 
@@ -31,9 +39,17 @@ class Spill(MutableMapping):
             self.folder.mkdir(parents=True, exist_ok=True)
         except OSError as e:
             raise PipelineError(f"{self.folder} cannot be made ({e.strerror or e}): choose another record_dir") from None
+        try:
+            self._dir = os.open(self.folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+        except OSError as e:
+            raise PipelineError(f"{self.folder} cannot be opened ({e.strerror or e}): choose another record_dir") from None
+        weakref.finalize(self, os.close, self._dir)
         self._files = dict(files or {})  # {key: file name}
+        self._layout = {}  # {file name: (shape, dtype, offset)} of the files this Spill wrote: mapped without a header
         # files are numbered on from the last one named: a key deleted (a run made again) frees no number
         self._next = 1 + max((int(Path(n).stem) for n in self._files.values() if Path(n).stem.isdigit()), default=-1)
+        if files is None:
+            self._unlink(INDEX)
 
     @classmethod
     def open(cls, folder) -> "Spill":
@@ -48,11 +64,27 @@ class Spill(MutableMapping):
             raise PipelineError(f"{path} is not a record's index: record the run again")
         return cls(folder, files)
 
+    def _unlink(self, name):
+        """An earlier record's file out of the way (whoever still maps it keeps its pages)."""
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(name, dir_fd=self._dir)
+
     def __setitem__(self, key, array):
+        """array written now (a later in-place change of the tensor it views cannot reach the file)."""
+        array = np.ascontiguousarray(array)
         name = f"{self._next}.npy"
         self._next += 1
-        save_array(self.folder / name, np.ascontiguousarray(array))
+        self._unlink(name)
+        try:
+            with os.fdopen(os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644,
+                                   dir_fd=self._dir), "wb") as f:
+                np.lib.format.write_array(f, array, allow_pickle=False)
+                offset = f.tell() - array.nbytes
+        except OSError as e:  # a full disk: the index is never written, so nothing judges a part of the record
+            raise PipelineError(f"{self.folder / name} could not be written ({e.strerror or e}): free space or "
+                                "choose another record_dir") from None
         self._files[key] = name
+        self._layout[name] = array.shape, array.dtype, offset
 
     def link(self, key, to):
         """key holds what `to` holds (a container returns its last child's output): one file, judged once."""
@@ -63,10 +95,29 @@ class Spill(MutableMapping):
         return self._files[key]
 
     def __getitem__(self, key) -> np.ndarray:
-        return map_array(self.folder / self._files[key])
+        name = self._files[key]
+        known = self._layout.get(name)
+        if known is None or not np.prod(known[0]):  # a file read from an index (its header checked), or nothing to map
+            return map_array(self.folder / name)
+        shape, dtype, offset = known
+        try:
+            with open_regular(name, follow=False, dir_fd=self._dir) as f:
+                if os.fstat(f.fileno()).st_size < offset + dtype.itemsize * int(np.prod(shape)):
+                    raise ValueError("shorter than the array written")
+                return np.memmap(f, dtype=dtype, mode="r", shape=shape, offset=offset)
+        except (ValueError, OSError) as e:
+            raise PipelineError(f"{self.folder / name} cannot be read back ({e}): record the run again") from None
+
+    def shape(self, key) -> tuple:
+        """The array's shape, without mapping it when this Spill wrote it (pairing reads every shape)."""
+        known = self._layout.get(self._files[key])
+        return known[0] if known else self[key].shape
 
     def __delitem__(self, key):
         del self._files[key]
+
+    def __contains__(self, key) -> bool:
+        return key in self._files  # without reading the array
 
     def __iter__(self):
         return iter(self._files)
@@ -90,6 +141,11 @@ def link(record, key, to):
         record.link(key, to)
     else:
         record[key] = record[to]
+
+
+def shape(record, key) -> tuple:
+    """The shape of record[key] (a dict or a Spill), without reading the array from disk."""
+    return record.shape(key) if isinstance(record, Spill) else np.shape(record[key])
 
 
 def identity(record, key):

@@ -1,4 +1,4 @@
-"""Step 1, paddle side: paddle.vision's resnet18 in eval mode on the fake batch, every module's output recorded.
+"""Step 1, paddle side: paddle.vision's resnet18 in eval mode on the batch of digits, every module's output recorded.
 
 forward_paddle.npy holds the logits (the guide's pair); forward_modules_paddle.npy every module's output, from
 which check_step1.py names the module where the two models part.
@@ -21,7 +21,7 @@ def main():
     argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
                             allow_abbrev=False).parse_args()
     model, weights = resnet.paddle_model()
-    images, _ = resnet.fake_batch()
+    images, _ = resnet.batch()
     rec = record_forward(model.eval(), images)
     out, depends, script = resnet.step_dir(1), resnet.depends(weights), f"{resnet.FOLDER}/Step1/pd_forward.py"
     save_side(out, "forward_modules", "paddle", rec, depends, script)

@@ -1,4 +1,4 @@
-"""Step 3, paddle side: cross-entropy of paddle.vision's resnet18 (eval mode) on the fake batch -> loss_paddle.npy."""
+"""Step 3, paddle side: cross-entropy of paddle.vision's resnet18 (eval mode) on the batch of digits -> loss_paddle.npy."""
 import argparse
 
 try:
@@ -18,7 +18,7 @@ def main():
     argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
                             allow_abbrev=False).parse_args()
     model, weights = resnet.paddle_model()
-    images, labels = resnet.fake_batch()
+    images, labels = resnet.batch()
     labels = paddle.to_tensor(labels)
     rec = record_value(model.eval(), images, lambda out: paddle.nn.functional.cross_entropy(out, labels))
     path = save_side(resnet.step_dir(3), "loss", "paddle", {"loss": rec["value"]}, resnet.depends(weights),

@@ -1,4 +1,4 @@
-"""Step 3, torch side: cross-entropy of transformers' ResNet-18 (eval mode) on the fake batch -> loss_torch.npy,
+"""Step 3, torch side: cross-entropy of transformers' ResNet-18 (eval mode) on the batch of digits -> loss_torch.npy,
 and torch's float64 run of it (loss_torch64.npy), the yardstick of its own fp32 error."""
 import argparse
 
@@ -20,7 +20,7 @@ def main():
     argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
                             allow_abbrev=False).parse_args()
     model, weights = resnet.torch_model()
-    images, labels = resnet.fake_batch()
+    images, labels = resnet.batch()
     labels = torch.from_numpy(labels)
     rec = record_value(model.eval(), images, lambda out: torch.nn.functional.cross_entropy(out.logits, labels))
     path = save_side(resnet.step_dir(3), "loss", "torch", {"loss": rec["value"]}, resnet.depends(weights),

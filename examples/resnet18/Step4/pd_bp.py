@@ -1,4 +1,4 @@
-"""Step 4, paddle side: paddle.vision's resnet18 trained STEPS steps in train mode on the fake batch with
+"""Step 4, paddle side: paddle.vision's resnet18 trained STEPS steps in train mode on the batch of digits with
 Momentum, L2Decay and StepDecay (examples/resnet18/resnet.py), everything recorded.
 
 bp_record_paddle.npy: the first forward (every module, batch statistics), every gradient after the first
@@ -22,7 +22,7 @@ def main():
     argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
                             allow_abbrev=False).parse_args()
     model, weights = resnet.paddle_model()
-    images, labels = resnet.fake_batch()
+    images, labels = resnet.batch()
     rec = record_backward(model.train(), images, labels, *resnet.paddle_training(), resnet.STEPS)
     out, depends, script = resnet.step_dir(4), resnet.depends(weights, **resnet.HPARAMS), f"{resnet.FOLDER}/Step4/pd_bp.py"
     save_side(out, "bp_record", "paddle", rec, depends, script)

@@ -1,4 +1,4 @@
-"""Step 4, torch side: transformers' ResNet-18 trained STEPS steps in train mode on the fake batch with momentum
+"""Step 4, torch side: transformers' ResNet-18 trained STEPS steps in train mode on the batch of digits with momentum
 SGD, weight decay and a step schedule (examples/resnet18/resnet.py), everything recorded.
 
 bp_record_torch.npy: the first forward (every module, batch statistics), every gradient after the first
@@ -23,7 +23,7 @@ def main():
     argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
                             allow_abbrev=False).parse_args()
     model, weights = resnet.torch_model()
-    images, labels = resnet.fake_batch()
+    images, labels = resnet.batch()
     rec = record_backward(model.train(), images, labels, *resnet.torch_training(), resnet.STEPS)
     out, depends, script = resnet.step_dir(4), resnet.depends(weights, **resnet.HPARAMS), f"{resnet.FOLDER}/Step4/pt_bp.py"
     save_side(out, "bp_record", "torch", rec, depends, script)

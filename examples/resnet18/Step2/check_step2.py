@@ -1,0 +1,40 @@
+"""Step 2 check: data_torch.npy against data_paddle.npy and metric_torch.npy against metric_paddle.npy ->
+data_diff.log, metric_diff.log, handed in to examples/resnet18/log_reprod/.
+
+Both pairs are exact (the guide's Step 2: the same samples through the same transforms, and the same metric
+value on the same predictions): every value equal, integers bit for bit, the same shapes and dtypes. The data
+log names the first differing batch, key and index. Exit 1 when red.
+"""
+import argparse
+import sys
+
+try:
+    import portcheck.runtime  # first: offline mode, threads, allocator, before torch/paddle load
+except ModuleNotFoundError:  # the project is not importable: not its venv
+    raise SystemExit("error: this project's packages are not importable: activate its venv "
+                     "(. .venv/bin/activate) or run `pip install -r requirements.txt`") from None
+from examples.resnet18 import resnet
+from portcheck import data, handin
+from portcheck.errors import require, run_main
+from portcheck.fileio import load_npy
+
+PAIRS = ("data", "metric")
+
+
+def main():
+    argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
+                            allow_abbrev=False).parse_args()
+    d, top = resnet.step_dir(2), resnet.log_reprod()
+    for pair in PAIRS:
+        for side, fw in (("pt", "torch"), ("pd", "paddle")):
+            require(d / f"{pair}_{fw}.npy", f"python {resnet.FOLDER}/Step2/{side}_{pair}.py")
+    handin.check_outputs(d, PAIRS, top)  # every output of both pairs before the first write
+    batches = data.judge_batches(load_npy(d / "data_torch.npy"), load_npy(d / "data_paddle.npy"))
+    verdicts = [handin.judge_and_log(d, "data", tables=[batches.line()], top=top),
+                handin.judge_and_log(d, "metric", top=top)]
+    print(batches.line())
+    sys.exit(0 if all(v.passed for v in verdicts) and batches.passed else 1)
+
+
+if __name__ == "__main__":
+    run_main(main)

@@ -1,0 +1,29 @@
+"""Step 2, torch side: accuracy and macro F1 (resnet.torch_metric) on the test set's nearest-centroid predictions,
+the same inputs on both sides -> metric_torch.npy.
+"""
+import argparse
+
+try:
+    import portcheck.runtime  # first: offline mode, threads, allocator, before torch/paddle load
+except ModuleNotFoundError:  # the project is not importable: not its venv
+    raise SystemExit("error: this project's packages are not importable: activate its venv "
+                     "(. .venv/bin/activate) or run `pip install -r requirements.txt`") from None
+from examples.resnet18 import resnet
+from portcheck import data, record
+from portcheck.errors import run_main
+from portcheck.handin import save_side
+
+
+def main():
+    argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
+                            allow_abbrev=False).parse_args()
+    predictions, labels = resnet.centroid_predictions()
+    value = data.record_metric(resnet.torch_metric, predictions, labels, framework="torch")
+    inputs = record.fingerprint([("predictions", predictions), ("labels", labels)])
+    path = save_side(resnet.step_dir(2), "metric", "torch", value, {"inputs": inputs},
+                     f"{resnet.FOLDER}/Step2/pt_metric.py")
+    print(f"wrote {resnet.shown(path)}: " + ", ".join(f"{k} {float(v):.6f}" for k, v in value.items()))
+
+
+if __name__ == "__main__":
+    run_main(main)

@@ -1,0 +1,59 @@
+"""Step 5, paddle side: paddle.vision's resnet18 from the converted weights, trained on the digits' training set in
+the seeded order with Momentum, L2Decay and CosineAnnealingDecay (resnet.TRAIN), evaluated on the test
+set after each epoch -> train_align_paddle.npy (the last evaluation: accuracy, macro F1) and train_log_paddle.npy
+(each step's loss, lr, weight norm, dropout/BatchNorm modes and batch), each with its run record.
+
+    python examples/resnet18/Step5/pd_train.py                  # the whole training
+    python examples/resnet18/Step5/pd_train.py --max_steps 4    # a quick run: the first 4 steps
+"""
+import argparse
+
+try:
+    import portcheck.runtime  # first: offline mode, threads, allocator, before torch/paddle load
+except ModuleNotFoundError:  # the project is not importable: not its venv
+    raise SystemExit("error: this project's packages are not importable: activate its venv "
+                     "(. .venv/bin/activate) or run `pip install -r requirements.txt`") from None
+import paddle
+
+from examples.resnet18 import resnet
+from portcheck import training
+from portcheck.errors import run_main
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
+                                 allow_abbrev=False)
+    ap.add_argument("--max_steps", type=resnet.positive, help="stop after this many steps, then evaluate "
+                    "(the schedule stays the whole training's)")
+    args = ap.parse_args()
+    model, weights = resnet.paddle_model()
+    resnet.torch_running_var(model)  # eval mode then sees the running variance torch's BatchNorm keeps
+    opt, sched, lr_now = resnet.paddle_trainer(model, resnet.TRAIN["epochs"] * resnet.steps_per_epoch())
+    test, log = resnet.split()[1], training.TrainingLog()
+    for epoch, order in enumerate(resnet.train_orders()):
+        model.train()
+        for images, labels in resnet.paddle_loader(order, resnet.TRAIN["batch"], drop_last=True):
+            lr = lr_now()
+            loss = paddle.nn.functional.cross_entropy(model(images), labels)
+            loss.backward()
+            opt.step()
+            opt.clear_grad()
+            sched.step()
+            log.step(loss, lr, model=model, batch=labels)
+            if len(log.curves["loss"]) == args.max_steps:
+                break
+        model.eval()
+        with paddle.no_grad():
+            images, labels = next(iter(resnet.paddle_loader(test, len(test))))
+            log.evaluate(resnet.paddle_metric(model(images).argmax(-1), labels))
+        print(f"epoch {epoch}: {len(log.curves['loss'])} steps, loss {log.curves['loss'][-1]:.4f}, test accuracy "
+              f"{log.evals['accuracy'][-1]:.4f}", flush=True)
+        if len(log.curves["loss"]) == args.max_steps:
+            break
+    path = log.save(resnet.step_dir(5), "paddle", resnet.train_depends(weights, args.max_steps),
+                    f"{resnet.FOLDER}/Step5/pd_train.py")
+    print(f"wrote {resnet.shown(path)}: " + ", ".join(f"{k} {float(v):.4f}" for k, v in log.final().items()))
+
+
+if __name__ == "__main__":
+    run_main(main)
