@@ -55,6 +55,8 @@ def test_a_verdict_file_keeps_its_fields():
     assert list(key) == ["key", "atol", "rtol", "mean_bound", "passed", "max", "mean", "scale", "allowed", "relative",
                          "shape", "problems"]
     assert key["passed"] is False and key["shape"] == [3, 4] and key["problems"][0].startswith("max diff 1.000e-03 > ")
+    measured = calibrated.judge_pair(T, {"logits": T["logits"] + np.float32(1e-3)}, EXACT64, 1e-6)[0].to_json()
+    assert measured["atol"] is None and measured["passed"] is False and "x torch's own fp32 error" in measured["problems"][0]
 
 
 def test_one_rule_for_the_first_diverging_place():

@@ -62,16 +62,16 @@ class KeyResult:
         return self.rule.mean
 
     @property
-    def atol(self) -> float:
-        return self.rule.atol
+    def atol(self) -> Optional[float]:
+        return getattr(self.rule, "atol", None)  # None: a rule of another kind (measured on the model)
 
     @property
-    def rtol(self) -> float:
-        return self.rule.rtol
+    def rtol(self) -> Optional[float]:
+        return getattr(self.rule, "rtol", None)
 
     @property
-    def multiple(self) -> float:
-        return self.rule.multiple
+    def multiple(self) -> Optional[float]:
+        return getattr(self.rule, "multiple", None)
 
     @property
     def exact(self) -> bool:
