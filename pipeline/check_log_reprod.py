@@ -1,6 +1,7 @@
-"""Re-derive every step's verdict from a hand-in folder alone (default: log_reprod/).
+"""Re-derive every step's verdict from a hand-in folder alone (default: the folder run_all.py writes).
 
-    python pipeline/check_log_reprod.py                  # the repository's log_reprod/
+    python pipeline/check_log_reprod.py                  # the last run's: log_reprod_demo/ after a demo run
+    python pipeline/check_log_reprod.py log_reprod       # the committed reference (a run on SST-2)
     python pipeline/check_log_reprod.py path/to/log_reprod
 
 A reviewer's command: it needs no weights, data or framework, only the folder. Each of the
@@ -96,10 +97,14 @@ def ours(folder: Path) -> bool:
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False)
-    ap.add_argument("folder", nargs="?", type=Path, help="a hand-in folder (default: log_reprod/)")
+    ap.add_argument("folder", nargs="?", type=Path, help="a hand-in folder (default: the one run_all.py writes: "
+                    "log_reprod_demo/ for a demo run, log_reprod/ for a run on SST-2)")
     cli.add_check_flags(ap)
     args = ap.parse_args()
     folder = (args.folder or paths.log_reprod()).expanduser()
+    if not folder.is_dir() and args.folder is None:
+        raise PipelineError(f"no hand-in at {paths.shown(folder)} yet: run `python pipeline/run_all.py` first, or pass a "
+                            "folder (log_reprod is the committed reference)")
     if not folder.is_dir():
         raise PipelineError(f"{folder} is not a folder: pass a log_reprod/ folder")
     if not ours(folder):  # the library judges it, as it judges any hand-in

@@ -441,6 +441,13 @@ def hand_in_copy(tmp_path):
     return folder
 
 
+def test_no_hand_in_yet_says_to_run_the_pipeline(tmp_path):
+    """With no folder given, the checker reads the one run_all.py writes; before any run it says so in one line."""
+    proc = inproc("pipeline/check_log_reprod.py", home=tmp_path)
+    assert proc.returncode == 2 and proc.stdout == "" and len(proc.stderr.splitlines()) == 1
+    assert "no hand-in at log_reprod yet: run `python pipeline/run_all.py` first" in proc.stderr
+
+
 def test_one_frameworks_result_never_passes_as_the_others(tmp_path):
     # 3. the committed hand-in re-derives green; torch's forward result and record copied over Paddle's, or
     # Paddle's result replaced while its record stays, is red
