@@ -1,6 +1,7 @@
 """Modules paired with no name map (portcheck.pairing), layouts for either side's own types, and each module
 judged on its own computation (isolate=True): on library pairs no one here wrote and small pairs built here."""
 import copy
+import warnings
 
 import numpy as np
 import pytest
@@ -89,7 +90,13 @@ def test_two_layer_bidirectional_lstm_with_no_map():
     torch.manual_seed(0)
     pt, pd = TorchLSTM().eval(), PaddleLSTM().eval()
     ids = np.random.RandomState(0).randint(0, 20, (2, 5)).astype("int64")
-    pd.set_state_dict(convert(pt, pd))  # definition order suffices here; the run agrees
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        state = convert(pt, pd)  # definition order suffices here; the run agrees
+        pd.set_state_dict(state)
+    # Paddle's RNN names each weight twice (weight_ih_l0, 0.cell_fw.weight_ih): both answered, none skipped
+    assert set(state) == set(pd.state_dict()) and not [w for w in caught if "Skip loading" in str(w.message)]
+    assert np.array_equal(state["lstm.weight_ih_l0"], state["lstm.0.cell_fw.weight_ih"])
     assert same_state(convert(pt, pd), convert(pt, pd, inputs=ids))
     report = compare_forward(pt, pd, ids)
     assert report.passed and {"embed -> emb", "rnn -> lstm", "head -> fc"} <= set(report.pairs().splitlines())

@@ -293,6 +293,8 @@ def convert(torch_model, paddle_model, name_map=None, path=None, layouts=None, i
         params[key].set_value(state[key])  # one contiguous array at a time, freed before the next
     if path is not None:
         save_pdparams({k: params[k] for k in state}, path)
+    # the tensor's other names too, so that set_state_dict(convert(...)) finds every key it looks for
+    state.aliases = {a: k for k in state for a in same[k] if a != k and a not in state}
     return state
 
 
@@ -303,20 +305,22 @@ class State(Mapping):
 
     def __init__(self, tensors: dict):
         self._tensors = tensors  # {Paddle key: (Tensor, its torch array)}
+        self.aliases = {}        # {another Paddle key of the same tensor (an RNN's weight_ih_l0): its key}
 
     def view(self, key) -> np.ndarray:
         """The array in Paddle's layout, as a view of torch's where the layout allows (no copy)."""
-        tensor, array = self._tensors[key]
+        tensor, array = self._tensors[self.aliases.get(key, key)]
         return tensor.to_paddle(array)
 
     def __getitem__(self, key) -> np.ndarray:
         return np.ascontiguousarray(self.view(key))
 
     def __iter__(self):
-        return iter(self._tensors)
+        yield from self._tensors
+        yield from self.aliases
 
     def __len__(self) -> int:
-        return len(self._tensors)
+        return len(self._tensors) + len(self.aliases)
 
 
 _DTYPES = {}
