@@ -60,6 +60,8 @@ def check_pair(folder: Path, pair: str, run_problems: dict) -> diff.CheckResult:
     passed, detail = record.same_run(folder / f"{pair}_torch.npy", folder / f"{pair}_paddle.npy",
                                      (records / f"{pair}_torch{record.SUFFIX}", records / f"{pair}_paddle{record.SUFFIX}"))
     result.findings.append(diff.Finding("same run", bool(passed), detail))  # a hand-in must prove it
+    gone = handin.checks_gone(folder, pair) or cli.declared_rule(records, pair)[2]  # another pair's verdict there
+    result.findings.append(diff.Finding("its check's log and verdict", not gone, gone or "beside the pair"))
     for stem in COMPANIONS.get(pair, ()):  # what the pair's statistics and curves are read from: the same run too
         passed, detail = record.same_run(records / f"{stem}_torch.npy", records / f"{stem}_paddle.npy",
                                          (records / f"{stem}_torch{record.SUFFIX}", records / f"{stem}_paddle{record.SUFFIX}"))

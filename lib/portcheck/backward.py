@@ -95,6 +95,10 @@ def compare_backward(torch_model, paddle_model, inputs, targets, loss, optimizer
     copies to keep them. isolate=True: every step after the first starts both sides (and torch's float64
     copy) from torch's weights after the step before, so each step's update is judged alone, at
     calibrated.K_STEP, against torch's own error for that one step."""
+    for arg, value in (("loss", loss), ("optimizer", optimizer), ("scheduler", scheduler)):
+        if not (isinstance(value, (tuple, list)) and len(value) == 2) and (value is not None or arg != "scheduler"):
+            raise PipelineError(f"compare_backward: {arg}= takes a pair, (torch's, Paddle's), got "
+                                f"{type(value).__name__}: pass {arg}=(torch_{arg}, paddle_{arg})")
     kinds = {}
     planned = plan(torch_model, paddle_model, name_map, layouts, inputs, paddle_kinds=kinds)
     t = record_backward(torch_model, inputs, targets, loss[0], optimizer[0], scheduler and scheduler[0], steps, layouts,

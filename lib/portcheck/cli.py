@@ -113,6 +113,8 @@ def judge_pair(folder: Path, name: str, files: dict, overrides: dict, strict: bo
         return True, None
     records = [below / f"{base}_{side}{record.SUFFIX}" if below else None for side in ("torch", "paddle", "torch64")]
     records = [r if r and r.is_file() else None for r in records]
+    if below and "/" not in name and any(records[:2]) and not problem:
+        problem = handin.checks_gone(files["torch"].parent, base)  # a pair this project wrote, as its check left it
     exact = below / f"{base}{handin.EXACT}" if below else None
     measured = None
     try:
@@ -198,6 +200,10 @@ def check(folder, overrides: dict = None, strict: bool = False, only=None) -> in
     if not pairs:
         raise PipelineError(f"{report.one_line(str(folder))} holds no <name>_torch.npy with its <name>_paddle.npy: "
                             "pass the folder your reprod_log scripts wrote")
+    unknown = [n for n in (overrides or {}) if n not in {p.rsplit("/", 1)[-1] for p in pairs}]
+    if unknown:  # a mistyped name would leave its pair judged at another threshold than the one meant
+        raise PipelineError(f"--threshold {unknown[0]}: the folder holds no pair of that name (its pairs: "
+                            f"{', '.join(sorted(p for p in pairs if '/' not in p))}); name one of them")
     held = {}
     run_problems = handin.last_run(folder)
     for name, files in pairs.items():
@@ -318,7 +324,11 @@ def add_check_flags(ap):
 
 
 def run_check(folder, args) -> int:
-    red = check(folder, dict(map(threshold_flag, args.threshold)), args.strict, args.only)
+    given = [threshold_flag(t) for t in args.threshold]
+    twice = sorted({n for n, _ in given if [m for m, _ in given].count(n) > 1})
+    if twice:
+        raise PipelineError(f"--threshold given twice for {', '.join(twice)}: give each pair's once")
+    red = check(folder, dict(given), args.strict, args.only)
     print(report.one_line(f"{folder}: " + ("every pair green" + (" on every verdict" if args.strict else "")
                                             + (f" (partial: --only {args.only})" if args.only else "")
                                             if not red else f"{red} pair(s) red")))

@@ -11,6 +11,7 @@
 """
 import errno
 import io
+import mmap
 import os
 import pickle
 import stat
@@ -122,13 +123,14 @@ def _plain(obj):
     return obj
 
 
-def unpickle_arrays(data: bytes):
+def unpickle_arrays(data: bytes, size: int = None):
     """Unpickle containers of numeric numpy arrays, numbers and strings; anything else (code) is refused,
-    and so is a file whose arrays and containers, counting every shared reference, outgrow its size."""
+    and so is a file whose arrays and containers, counting every shared reference, outgrow its size. data: the
+    bytes, or a file-like object holding `size` of them (read only as far as the pickle goes)."""
     global _budget
-    _budget = _Budget(len(data))
+    _budget = _Budget(len(data) if size is None else size)
     try:
-        return _plain(_ArraysOnlyUnpickler(io.BytesIO(data)).load())
+        return _plain(_ArraysOnlyUnpickler(io.BytesIO(data) if size is None else data).load())
     except (pickle.UnpicklingError, ValueError, TypeError, EOFError, AttributeError, IndexError, KeyError,
             MemoryError, RecursionError, OverflowError) as e:
         raise ValueError(f"{type(e).__name__}: {e}") from None
@@ -200,7 +202,7 @@ def load_npy(path) -> dict:
                 raise ValueError(f"holds a bare {dtype} array of shape {shape}, not a dict of arrays")
             if shape != ():
                 raise ValueError(f"holds an object array of shape {shape}, not a dict")
-            data = unpickle_arrays(f.read())
+            data = _unpickle_mapped(f)
     except (ValueError, EOFError, OSError) as e:
         raise PipelineError(f"{path} is not a ReprodLogger .npy of numeric arrays ({e}); "
                             "re-run the script that writes it") from None
@@ -212,6 +214,18 @@ def load_npy(path) -> dict:
         shown = ", ".join(repr(k)[:60] for k in bad[:5])
         raise PipelineError(f"{path}: keys {shown} are not numeric numpy arrays with printable names; "
                             "re-run the script that writes it")
+    return data
+
+
+def _unpickle_mapped(f):
+    """The pickle after a .npy header, read from the file mapped, only as far as the pickle goes: a file made
+    large (sparse, or padded after the pickle) costs no memory, and anything after the pickle is refused, since
+    np.save writes nothing there."""
+    with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:
+        m.seek(f.tell())
+        data = unpickle_arrays(m, len(m) - f.tell())
+        if m.tell() != len(m):
+            raise ValueError(f"{len(m) - m.tell()} bytes follow the pickled dict (np.save writes none)")
     return data
 
 

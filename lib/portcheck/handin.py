@@ -105,10 +105,11 @@ LOG_BYTES = 4 << 20  # a diff log is kilobytes; only its head is read, whatever 
 
 def read_log(path) -> str:
     """The head of a diff log, read without blocking (a FIFO or a device named *_diff.log is refused, not
-    waited on) and decoded as reprod_log's users write it: UTF-8, else GBK (a Chinese Windows console's)."""
+    waited on) and decoded as reprod_log's users write it: UTF-8 (a byte-order mark dropped, as Windows editors
+    add one), else GBK (a Chinese Windows console's)."""
     with open_regular(path, follow=False) as f:
         data = f.read(LOG_BYTES)
-    for encoding in ("utf-8", "gbk"):
+    for encoding in ("utf-8-sig", "gbk"):
         try:
             return data.decode(encoding)
         except UnicodeDecodeError:
@@ -187,6 +188,16 @@ def ours(folder) -> Path:
             return below if any(e.name.endswith((record.SUFFIX, EXACT)) for e in entries) else None
     except OSError:  # none, a file, unreadable
         return None
+
+
+def checks_gone(folder, pair: str) -> str:
+    """Why a pair this project wrote (its run records in folder/diagnostics/) is not as its check left it: the diff
+    log or the verdict it wrote beside the pair is gone, and with them what ties the files to that pair (another
+    pair's files and records copied in their place stay green otherwise). "" when both are there."""
+    folder = Path(folder)
+    gone = [name for name in (f"{pair}_diff.log", f"{DIAGNOSTICS}/{pair}_diff.json")
+            if not os.path.lexists(folder / name)]
+    return f"{' and '.join(gone)} missing: the pair's check writes them; run its check again" if gone else ""
 
 
 def last_run(folder) -> dict:
