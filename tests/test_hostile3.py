@@ -95,3 +95,14 @@ def test_compare_backward_given_one_loss_instead_of_a_pair_is_one_line():
         compare_backward(pt, pd, x, y, loss=torch.nn.MSELoss(), optimizer=sgd)
     with pytest.raises(PipelineError, match="optimizer= takes a pair"):
         compare_backward(pt, pd, x, y, loss=(torch.nn.MSELoss(), paddle.nn.MSELoss()), optimizer=sgd[0])
+
+
+def test_a_chinese_key_on_a_console_that_cannot_show_it_is_escaped_not_a_traceback(tmp_path):
+    key = "损失"
+    for side in ("torch", "paddle"):
+        np.save(tmp_path / f"loss_{side}.npy", {key: np.array([0.5], np.float32)})
+    proc = subprocess.run([sys.executable, "-m", "portcheck", "pair", "loss_torch.npy", "loss_paddle.npy"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=300,
+                          env={**__import__("os").environ, "PYTHONIOENCODING": "ascii"})
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
+    assert key.encode("ascii", "backslashreplace").decode() in proc.stdout

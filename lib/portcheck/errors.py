@@ -61,6 +61,9 @@ def raised_by(where: str, hint: str = ""):
 def run_main(main):
     """Run a script's main(); a PipelineError ends in one line and exit code 2, Ctrl-C in one line and 130, and
     a stdout that is gone (a reader that stopped reading: `| head`) or full (/dev/full) ends quietly, STDOUT_GONE."""
+    for stream in (sys.stdout, sys.stderr):  # a Chinese key on a console that cannot show it: escaped, not a crash
+        if hasattr(stream, "reconfigure"):
+            stream.reconfigure(errors="backslashreplace")
     try:
         try:
             return main()
