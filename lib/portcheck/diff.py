@@ -236,7 +236,8 @@ def abs_diff(x, y) -> np.ndarray:
     if x.dtype.kind in "biu" and y.dtype.kind in "biu" and x.size and not (
             -big <= int(x.min()) and int(x.max()) <= big and -big <= int(y.min()) and int(y.max()) <= big):
         return np.abs(x.astype(object) - y.astype(object)).astype(np.float64)
-    return np.abs(x.astype(np.float64) - y.astype(np.float64))
+    with np.errstate(invalid="ignore", over="ignore"):  # inf - inf: a NaN, which every caller says
+        return np.abs(x.astype(np.float64) - y.astype(np.float64))
 
 
 def same_scalar(x, y) -> tuple:

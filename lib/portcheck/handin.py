@@ -67,9 +67,11 @@ def guide_verdict(torch_data: dict, paddle_data: dict, threshold: float) -> Guid
         if a.shape != b.shape and a.T.shape == b.shape:
             a, note = a.T, "transposed by reprod_log"
         try:
-            d = np.abs(a - b)
-        except (ValueError, TypeError) as e:  # shapes that do not broadcast: reprod_log raises
-            verdict.error = f"{key}: shapes {a.shape} and {b.shape} cannot be compared ({type(e).__name__})"
+            with np.errstate(invalid="ignore", over="ignore"):  # inf - inf: a NaN, said below as what it is
+                d = np.abs(a - b)
+        except (ValueError, TypeError) as e:  # shapes that do not broadcast, bools that numpy will not subtract
+            verdict.error = (f"{key}: {a.dtype}{list(a.shape)} and {b.dtype}{list(b.shape)} cannot be subtracted "
+                             f"as reprod_log subtracts them ({type(e).__name__}): hand in numbers")
             return verdict
         if not note and a.shape != b.shape and {a.shape, b.shape} != {(), (1,)}:  # a 0-d and a [1] scalar: one scalar
             note = f"broadcast by reprod_log ({a.shape} vs {b.shape})"
