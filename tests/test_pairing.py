@@ -103,6 +103,19 @@ def test_two_layer_bidirectional_lstm_with_no_map():
     assert [r.name for r in report.paired] == ["embed", "rnn[0]", "rnn[1][0]", "rnn[1][1]", "head", "(model)"]
 
 
+
+def test_the_frameworks_own_lstm_pair_runs_through_the_library_alone():
+    """examples/builtin_pair.py, which CI runs in the venv holding only numpy, torch and paddlepaddle: each
+    framework's own LSTM green forward, isolated and over optimizer steps; its gates swapped in Paddle, red."""
+    import subprocess
+    import sys
+    from bert_sst2 import paths
+    proc = subprocess.run([sys.executable, str(paths.ROOT / "examples" / "builtin_pair.py")], capture_output=True,
+                          text=True, cwd="/")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "clean pair: forward green" in proc.stdout and "steps green" in proc.stdout, proc.stdout
+    assert "gates swapped in Paddle's first layer: RED" in proc.stdout, proc.stdout
+
 LLAMA = dict(vocab_size=64, hidden_size=32, intermediate_size=48, num_hidden_layers=2, num_attention_heads=4,
              num_key_value_heads=2, max_position_embeddings=64, rms_norm_eps=1e-6, rope_theta=10000.0)
 IDS = {"input_ids": np.random.RandomState(0).randint(1, 64, (2, 16)).astype("int64")}
@@ -161,6 +174,32 @@ def test_bugs_planted_in_the_llama_pair_are_named_at_their_module(llama, plant, 
     if plant == "rotary base":  # the rotation is computed inside attention, before o_proj: every layer's
         assert report.differing == [f"model.layers.{i}.self_attn (before model.layers.{i}.self_attn.o_proj)"
                                     for i in (0, 1)]
+
+
+def test_electra_a_pair_no_one_named_with_no_map_and_a_functional_activation_planted():
+    """transformers' ElectraModel against paddlenlp's (its encoder is paddle.nn.TransformerEncoder, which calls
+    its activation as a function): paired and green with no map. With ReLU planted for GELU, first_diverging and
+    the row the table marks are one module, the first encoder layer, which computes it, not the model's output;
+    isolated, both layers are named, each before the module its activation feeds."""
+    from paddlenlp.transformers import ElectraConfig as PaddleConfig, ElectraModel as PaddleElectra
+    from transformers import ElectraConfig, ElectraModel
+    sizes = dict(vocab_size=100, embedding_size=16, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                 intermediate_size=64, max_position_embeddings=64)
+    torch.manual_seed(0)
+    pt = ElectraModel(ElectraConfig(**sizes)).eval()
+    pd = PaddleElectra(PaddleConfig(**sizes, type_vocab_size=2)).eval()
+    ids = {"input_ids": np.random.RandomState(0).randint(1, 100, (2, 16)).astype("int64")}
+    pd.set_state_dict(convert(pt, pd, inputs=ids))
+    report = compare_forward(pt, pd, ids)
+    assert report.passed, report.table()
+    assert "encoder.layer.1.intermediate.dense -> encoder.layers.1.linear1" in report.pairs()
+    for layer in pd.encoder.layers:
+        layer.activation = paddle.nn.functional.relu
+    report = compare_forward(pt, pd, ids, isolate=True)
+    marked = [line.split()[0] for line in report.table().splitlines() if calibrated.ORIGIN in line]
+    assert report.first_diverging == "encoder.layer.0[0]" and marked == [report.first_diverging], report.table()
+    assert report.differing == [f"encoder.layer.{i} (before encoder.layer.{i}.output.dense)" for i in (0, 1)], \
+        report.table()
 
 
 # ---------------------------------------------------------------- what an alignment survives, and refuses
