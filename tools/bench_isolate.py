@@ -2,7 +2,7 @@
 clean port uses when every module, or every optimizer step, is judged on torch's own values, what a planted
 bug uses, and what isolation costs.
 
-    python tools/bench_isolate.py          # writes docs/isolate.md (about two minutes)
+    python tools/bench_isolate.py          # writes docs/isolate.md and its figures, docs/isolate.json (~2 minutes)
 
 Forward (eval mode, no name map: modules paired by portcheck.pairing), the largest max diff / allowance over
 every row, the ordinary (cumulative) run's and the isolated run's (K = 16 both): transformers' ResNet-18 against
@@ -15,6 +15,7 @@ and with Paddle's weight decay ten times torch's.
 """
 import argparse
 import copy
+import json
 import sys
 import time
 
@@ -37,6 +38,12 @@ def usage(rows) -> str:
     rows = [r for r in rows if not r.problem and r.allowed > 0]
     worst = max(rows, key=lambda r: r.max / r.allowed)
     return f"{worst.max / worst.allowed:.3f} ({worst.name})"
+
+
+def figures(row: tuple) -> dict:
+    """A table row as data (docs/isolate.json, which the READMEs' figures are tested against)."""
+    keys = ("cumulative", "isolated", "seconds", "seconds_isolated")
+    return {k: v.split(" (")[0] for k, v in zip(keys, row[1:]) if v != "-"}
 
 
 def resnet():
@@ -171,7 +178,8 @@ def resnet_training_row():
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
                                  allow_abbrev=False)
-    ap.add_argument("--out", type=Path, default=paths.ROOT / "docs" / "isolate.md")
+    ap.add_argument("--out", type=Path, default=paths.ROOT / "docs" / "isolate.md",
+                    help="the table (Markdown); its figures go beside it as .json")
     out = ap.parse_args().out
     forward = [forward_row("transformers ResNet-18 vs paddle.vision", resnet, timed=True),
                forward_row("transformers BertModel vs paddlenlp (tiny)", bert),
@@ -188,6 +196,8 @@ def main():
     lines += ["| " + " | ".join(r) + " |" for r in training]
     text = "\n".join(lines) + "\n"
     print(text)
+    data = {"forward": {r[0]: figures(r) for r in forward}, "training": {r[0]: figures(r) for r in training}}
+    atomic_write(out.with_suffix(".json"), lambda tmp: Path(tmp).write_text(json.dumps(data, indent=1) + "\n"))
     atomic_write(out, lambda tmp: Path(tmp).write_text(text))
 
 
