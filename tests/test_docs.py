@@ -1,6 +1,7 @@
 """The READMEs: README_cn.md says what README.md says (same commands), and the figures they report
 are the committed hand-in's figures."""
 import re
+import textwrap
 
 import numpy as np
 import pytest
@@ -33,6 +34,17 @@ def test_the_own_model_block_is_the_quickstart_that_ci_runs():
     assert block in fenced(README), "README.md's own-model block is not examples/quickstart.py's"
     ci = (paths.ROOT / ".ci" / "run").read_text()
     assert "pip install ./lib" in ci and "examples/quickstart.py" in ci and "pip install ./lib" in README.read_text()
+
+
+def test_the_own_model_steps_2_and_5_block_is_what_test_five_steps_runs():
+    """README's "Your own model" block for Steps 2 and 5 is tests/test_five_steps.py's pieces marked `# --- README:
+    Steps 2 and 5` (to `# --- end`), dedented and in order, one blank line apart: that file runs them on both
+    sides of its own pair through all five steps."""
+    text = (paths.ROOT / "tests" / "test_five_steps.py").read_text()
+    pieces = [textwrap.dedent(p) for p in re.findall(r"^ *# --- README: Steps 2 and 5\n(.*?)^ *# --- end\n", text,
+                                                     re.M | re.S)]
+    assert len(pieces) == 4 and "data.record_batches(" in pieces[1] and "log.step(" in pieces[2], pieces
+    assert "\n".join(pieces) in fenced(README), "README.md's Steps 2 and 5 block is not tests/test_five_steps.py's"
 
 
 def test_no_machine_paths_in_committed_text():

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from portcheck import fileio, record
+from portcheck import fileio, record, training
 from portcheck.errors import PipelineError
 
 ROOT = Path(__file__).resolve().parents[2]  # the repository the example's scripts run from
@@ -206,28 +206,11 @@ def paddle_trainer(model, steps: int, weight_decay: float = None):
 
 
 def torch_running_var(model) -> list:
-    """Torch's rule for BatchNorm's running variance on a Paddle model: torch updates it with the unbiased batch
-    variance (n/(n-1)), Paddle with the biased one, and has no option for the other (by design; Step 4 says so
-    per module). Step 5 evaluates in eval mode, where that running variance is used: with n = 32 values per
-    channel in the last stages, 3% apart. Hooks on every BatchNorm redo each train-mode update by torch's rule:
-    new = m * old + (Paddle's new - m * old) * n / (n - 1). Returns the hooks' handles."""
-    import paddle
-    handles = []
-
-    def before(layer, inputs):
-        if layer.training:
-            layer._old_variance = layer._variance.clone()
-
-    def after(layer, inputs, output):
-        if layer.training:
-            n = inputs[0].numel().item() // inputs[0].shape[1]  # values per channel
-            m, old = layer._momentum, layer._old_variance
-            with paddle.no_grad():
-                layer._variance.set_value(m * old + (layer._variance - m * old) * (n / (n - 1)))
-    for layer in model.sublayers():
-        if isinstance(layer, paddle.nn.BatchNorm2D):
-            handles += [layer.register_forward_pre_hook(before), layer.register_forward_post_hook(after)]
-    return handles
+    """Torch's rule for BatchNorm's running variance on the Paddle model (portcheck.training.torch_running_var):
+    torch updates it with the unbiased batch variance (n/(n-1)), Paddle with the biased one, and has no option
+    for the other (by design; Step 4 says so per module). Step 5 evaluates in eval mode, where that running
+    variance is used: with n = 32 values per channel in the last stages, 3% apart. Returns the hooks' handles."""
+    return training.torch_running_var(model)
 
 
 @functools.lru_cache(maxsize=1)
@@ -341,7 +324,6 @@ def depends(weights: str, **flags) -> dict:
 
 def train_depends(weights: str, max_steps) -> dict:
     """What each side's Step 5 run record binds: the initial weights, the data order, the seeds, the flags."""
-    from portcheck import training
     return training.run_depends(weights, train_orders(), {"split": SPLIT_SEED, "order": TRAIN["order_seed"]},
                                 {**TRAIN, "max_steps": max_steps}, data=data_fingerprint())
 

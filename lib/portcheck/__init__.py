@@ -16,11 +16,16 @@ Each compare_* is a record_* on each side and a judge_* of the two records: a pt
 their side's record (portcheck.handin.save_side writes the guide's pair with its run record), a check judges
 them. The reviewer's command: `python -m portcheck check <log_reprod>` (portcheck.cli).
 
-Modules, lowest first: errors, fileio (safe reads and writes), record (run records, fingerprints), tolerances
-(the rules and the guide's table), diff (exact and atol+rtol judging), calibrated (the rule measured on the
-model: torch's own fp32 error), report (logs), names, pairing (modules paired by aligning two runs), convert,
-weights (strict loading), compare, backward, isolate (each module on torch's own values), handin (writing and
-judging hand-ins), steps (a pipeline's step table and its runner), runtime (process
+Steps 2 and 5 for any model: portcheck.data records a loader's batches and a metric on each side (judged
+exactly), portcheck.training a training log written by each side's own loop (judged step by step, and the final
+metric at the task's threshold).
+
+Modules, lowest first: errors, fileio (safe reads and writes), record (run records, fingerprints), same_run (run
+records compared first), tolerances (the rules and the guide's table), diff (exact and atol+rtol judging),
+calibrated (the rule measured on the model: torch's own fp32 error), report (logs), names, pairing (modules paired
+by aligning two runs), convert, weights (strict loading), compare, backward, spill (records on disk), isolate
+(each module on torch's own values), data (Step 2), training (Step 5), weight_stats (per-parameter norms side by
+side), handin (writing and judging hand-ins), steps (a pipeline's step table and its runner), runtime (process
 settings for entry scripts), cli. numpy is the only import at load time: torch and Paddle are imported only
 by the functions handed their models.
 """
