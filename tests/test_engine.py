@@ -91,6 +91,23 @@ def test_the_bert_pipeline_asks_the_same_rule():
     assert diagnose.table(result, "t").rows[1][-1] == "<-- first over tolerance"
 
 
+def test_one_formatter_of_a_keys_diff_log_lines(monkeypatch):
+    """A CheckResult's log and a hand-in pair's log write each key's reprod_log lines through report.key_lines,
+    and parse_diff_log reads both back to the figures judged."""
+    from portcheck import report
+    p = {"logits": T["logits"] + np.float32(1e-3)}
+    strict = handin.strict_verdict(T, p, 1e-6)
+    rows = calibrated.judge_pair(T, p, EXACT64, 1e-6)
+    measured = handin.MeasuredVerdict("x", handin.guide_verdict(T, p, 1e-6), rows, strict, (True, "same"))
+    for lines in ([m for m, _ in report.log_lines(strict)], [m for m, _ in measured.messages()]):
+        logged = handin.parse_diff_log("\n".join(lines))["logits"]
+        assert logged["mean"] == rows[0].mean and logged["max"] == rows[0].max and not logged["max passed"]
+    calls = []
+    monkeypatch.setattr(report, "key_lines", lambda key, *a, **k: calls.append(key) or [f"{key}: "])
+    report.log_lines(strict), measured.messages()
+    assert calls == ["logits", "logits"]
+
+
 class Net(torch.nn.Module):
     def __init__(self, momentum=None):
         super().__init__()

@@ -404,24 +404,20 @@ class MeasuredVerdict:
         read), then the verdicts, then one verdict line; [(message, echo to stdout)]."""
         out = []
         guide = {k.key: k for k in self.guide.keys}
+        guide_rule = f"{self.guide.threshold:g} (the guide's rule)"
         for g in (self.guide.keys if self.kind != "computed" else ()):
             bound = 0 if self.kind == "exact" else self.guide.threshold
-            out += [(f"{g.key}: ", True),
-                    (f"\tmean diff: check passed: {g.passed}, value: {g.mean!r}, threshold: "
-                     f"{self.guide.threshold:g} (the guide's rule)", True),
-                    (f"\tmax diff: check passed: {g.max <= bound}, value: {g.max!r}, threshold: {bound:g} "
-                     f"({self.kind})", True)]
+            out += report.key_lines(g.key, (g.passed, g.mean, guide_rule), (g.max <= bound, g.max,
+                                                                            f"{bound:g} ({self.kind})"))
         for r in self.rows:
             g = guide.get(r.name)
-            out.append((f"{r.name}: ", True))
             if g is None:
-                out.append((f"\t{r.problem or self.guide.error}", True))
+                out += report.key_lines(r.name, notes=[r.problem or self.guide.error])
                 continue
-            out.append((f"\tmean diff: check passed: {g.passed}, value: {g.mean!r}, threshold: "
-                        f"{self.guide.threshold:g} (the guide's rule)", True))
-            out.append((f"\tmax diff: check passed: {r.passed}, value: {g.max!r}, threshold: {r.allowed:.3e} "
-                        f"(measured: {r.multiple:g} x torch's own fp32 error {r.err32:.3e} + {calibrated.FLOOR:g} "
-                        f"x eps32 x max|torch| {r.scale:.3e})" + (f"; {r.problem}" if r.problem else ""), True))
+            out += report.key_lines(r.name, (g.passed, g.mean, guide_rule), (r.passed, g.max, (
+                f"{r.allowed:.3e} (measured: {r.multiple:g} x torch's own fp32 error {r.err32:.3e} + "
+                f"{calibrated.FLOOR:g} x eps32 x max|torch| {r.scale:.3e})" + (f"; {r.problem}" if r.problem else ""))))
+        out = [(line, True) for line in out]
         same = {True: "passed", False: "FAILED", None: "not proven"}[self.same_run[0]]
         out += [(f"same run: {same}, {self.same_run[1]}", True), (describe_guide(self.guide), True),
                 (self.describe_measured(), True),
