@@ -50,7 +50,7 @@ def test_a_pair_under_any_name_is_judged_at_the_threshold_it_is_given(tmp_path, 
     one_ulp_apart(tmp_path, name)
     assert not handin.judge_and_log(tmp_path, name).passed  # the default: reprod_log's 1e-6 on the mean
     verdict = handin.judge_and_log(tmp_path, name, threshold=1e-4)
-    assert verdict.passed and verdict.guide.threshold == 1e-4 and all(r.mean_bound == 1e-4 for r in verdict.rows)
+    assert verdict.passed and verdict.threshold == 1e-4 and all(r.mean_bound == 1e-4 for r in verdict.rows)
     top = tmp_path / "log_reprod"
     handin.hand_in(tmp_path, name, top)
     assert cli.check(top, only=name) == 0  # the checker reads the threshold the pair was judged at
