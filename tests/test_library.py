@@ -167,3 +167,31 @@ def test_an_exact_pair_is_red_at_any_difference_and_its_kind_cannot_be_declared_
     data = json.loads(verdict.read_text())
     verdict.write_text(json.dumps({**data, "kind": "outcome"}))  # a computed pair declared an outcome
     assert cli.check(tmp_path / "log_reprod", only="lr,forward") >= 1
+
+
+def test_the_callers_mean_bound_is_used_by_compare_forward_and_compare_backward():
+    """compare_forward holds the model output, compare_backward each step's loss, to the caller's mean_bound
+    (default: the guide's 1e-6 and bp_align's); a Paddle bias 1e-6 off is green at the defaults, red at 1e-12."""
+    torch, paddle = pytest.importorskip("torch"), pytest.importorskip("paddle")
+    import copy
+    from portcheck import compare_backward, compare_forward, convert
+    torch.manual_seed(0)
+    pt, pd = torch.nn.Linear(8, 3), paddle.nn.Linear(8, 3)
+    convert(pt, pd)
+    bias = pd.bias.numpy()
+    bias[0] += 1e-6  # one class's logit off: a loss diff that is not 0 (a shift of every logit leaves it as it was)
+    pd.bias.set_value(bias)
+    x = np.random.RandomState(0).randn(16, 8).astype(np.float32)
+    y = np.random.RandomState(1).randint(0, 3, 16)
+    for bound, green in ((tolerances.MEAN_BOUND, True), (1e-12, False)):
+        report = compare_forward(pt, pd, x, mean_bound=bound)
+        output = next(r for r in report.rows if r.mean_bound is not None)
+        assert output.mean_bound == bound and report.passed == green, report.table()
+    for bound, green in ((None, True), (1e-12, False)):
+        kwargs = {} if bound is None else {"mean_bound": bound}
+        report = compare_backward(copy.deepcopy(pt), copy.deepcopy(pd), x, y, (
+            torch.nn.functional.cross_entropy, paddle.nn.functional.cross_entropy), (
+            lambda p: torch.optim.SGD(p, lr=0.1), lambda p: paddle.optimizer.SGD(0.1, parameters=p)), **kwargs)
+        loss = next(r for r in report.steps[0] if r.name == "loss")
+        assert loss.mean_bound == (tolerances.GUIDE["bp_align"].threshold if bound is None else bound)
+        assert loss.mean > 0 and report.passed == green and (green or report.first_diverging == "loss after step 1")
