@@ -157,6 +157,25 @@ def test_an_outcome_is_judged_at_the_tasks_threshold_without_a_float64_run(tmp_p
     assert cli.check(tmp_path / "log_reprod", only="acc") == (0 if green else 1)
 
 
+@pytest.mark.parametrize("threshold, looser", [(0.002, True), (0.0015, False)])
+def test_an_outcome_looser_than_the_guide_says_so_and_is_judged_at_it(tmp_path, capsys, threshold, looser):
+    """train_align at a task's 0.002 is judged at it (a 0.0018 accuracy gap green), but its diff log and the
+    checker's line name it the task's, looser than the guide's 0.0015, never the guide's rule; at the guide's own
+    threshold they name the guide's rule, and the same gap is red."""
+    said = "the task's 0.002, looser than the guide's 0.0015"
+    v = kinds_pair(tmp_path, "train_align", {"acc": np.array([0.9])}, {"acc": np.array([0.9018])}, threshold=threshold)
+    assert v.passed == looser and v.threshold == threshold
+    log = (tmp_path / "log_reprod" / "train_align_diff.log").read_text()
+    mean_line = next(line for line in log.splitlines() if "mean diff: check passed" in line)
+    assert mean_line.endswith(f"threshold: {threshold:g} ({said})" if looser else "threshold: 0.0015 (the guide's rule)")
+    assert (f"guide green (mean <= {said}:" in log) == looser
+    capsys.readouterr()
+    assert cli.check(tmp_path / "log_reprod", only="train_align") == (0 if looser else 1)
+    line = capsys.readouterr().out.splitlines()[0]
+    assert line.startswith("train_align: ") and (f"mean <= {said}:" in line) == looser, line
+    assert ("guide RED (mean <= 0.0015:" in line) != looser, line
+
+
 def test_an_exact_pair_is_red_at_any_difference_and_its_kind_cannot_be_declared_away(tmp_path):
     lr = np.linspace(0, 1e-3, 5)
     assert kinds_pair(tmp_path, "lr", {"lr": lr}, {"lr": lr.copy()}).passed

@@ -24,7 +24,8 @@ threshold.
 Each <name>_diff.log is read back: every logged value must be the recomputed one.
 
 The threshold of a pair: --threshold PAIR=VALUE, else the one the hand-in's writer judged it at
-(diagnostics/<pair>_diff.json, when portcheck wrote it; never looser than the guide's own), else the guide's
+(diagnostics/<pair>_diff.json, when portcheck wrote it; never looser than the guide's own, but for an outcome's,
+a task's own, whose line then says "the task's X, looser than the guide's"), else the guide's
 (portcheck.tolerances.GUIDE), else reprod_log's default 1e-6.
 A hand-in holds every pair of the guide (forward, data, metric, loss, lr, bp_align, train_align); each one
 missing is red. --only PAIR,... judges a partial hand-in (your own model's forward alone, say): those pairs
@@ -104,7 +105,8 @@ def judge_pair(folder: Path, name: str, files: dict, overrides: dict, strict: bo
         threshold = overrides[base]
     elif threshold is None:
         threshold = guide_own
-    elif base in tolerances.GUIDE and threshold > guide_own and kind != "outcome":  # an outcome's is the task's
+    elif base in tolerances.GUIDE and threshold > guide_own and kind != "outcome":  # an outcome's is the task's:
+        # green at it, its line saying "the task's X, looser than the guide's" (tolerances.looser_task)
         problem = f"judged at {threshold:g}, looser than the guide's {guide_own:g} for {base}"
     try:
         t, p = load_npy(files["torch"]), load_npy(files["paddle"])
@@ -123,7 +125,7 @@ def judge_pair(folder: Path, name: str, files: dict, overrides: dict, strict: bo
                                              k or calibrated.K, kind or "computed")
             guide, strict_result, same = measured.guide, measured.strict, measured.same_run
         else:
-            guide = handin.guide_verdict(t, p, threshold, name)
+            guide = handin.guide_verdict(t, p, threshold, base)
             strict_result = handin.strict_verdict(t, p, threshold, name)
             same = record.same_run(files["torch"], files["paddle"], records[:2])
             same = (same[0], same[1])

@@ -117,6 +117,16 @@ def guide_threshold(pair: str, overrides: dict = None) -> float:
     return GUIDE[pair].threshold if pair in GUIDE else MEAN_BOUND
 
 
+def looser_task(pair: str, threshold: float) -> str:
+    """How a guide outcome pair judged above the guide's threshold says its rule: "the task's 0.002, looser than
+    the guide's 0.0015" (a task may set its own bound on a training's result, but never silently under the
+    guide's name); "" for any other pair or threshold."""
+    guide = GUIDE.get(pair)
+    if guide is None or guide.kind != "outcome" or not threshold > guide.threshold:
+        return ""
+    return f"the task's {threshold:g}, looser than the guide's {guide.threshold:g}"
+
+
 def from_flags(tol: Tol, what: str, loosened: list, atol=None, rtol=None, atol_flag="--threshold",
                rtol_flag="--rtol", mean_too=False) -> Tol:
     """`tol` with a check's command-line flags applied. Each must be a finite number >= 0 (else one line,
