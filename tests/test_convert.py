@@ -1,4 +1,5 @@
-"""weights/torch2paddle.py: an exact round trip, transposes chosen by module type, and every refusal."""
+"""weights/torch2paddle.py through the library's converter: an exact round trip, transposes chosen by module type,
+and every refusal, all of a run's problems named at once."""
 import hashlib
 
 import numpy as np
@@ -8,7 +9,7 @@ import torch
 
 from portcheck.errors import PipelineError
 from conftest import error_line, run
-from weights.torch2paddle import convert
+from portcheck.convert import convert
 
 CONVERT = "weights/torch2paddle.py"
 
@@ -40,35 +41,81 @@ class Odd(torch.nn.Module):
         self.table = torch.nn.Embedding(3, 3)
 
 
+class PaddleOdd(paddle.nn.Layer):
+    """Odd's Paddle twin; `out` sizes the mixer's output, `table` and `extra` add or drop a parameter."""
+
+    def __init__(self, out=3, table=True, extra=False):
+        super().__init__()
+        self.mixer = paddle.nn.Linear(3, out)
+        if table:
+            self.table = paddle.nn.Embedding(3, 3)
+        if extra:
+            self.extra = self.create_parameter([3])
+
+
+class Norm(torch.nn.BatchNorm1d):
+    """A BatchNorm holding a tensor of its own under the Paddle name of its running mean: two tensors, one key."""
+
+    def __init__(self):
+        super().__init__(3)
+        self.register_buffer("_mean", torch.zeros(3))
+
+
+class Normed(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.norm = Norm()
+
+
+class PaddleNormed(paddle.nn.Layer):
+    def __init__(self):
+        super().__init__()
+        self.norm = paddle.nn.BatchNorm1D(3)
+
+
 def test_transpose_is_decided_by_module_type():
     model = Odd()
     state = model.state_dict()
-    shapes = {k: tuple(v.shape) for k, v in state.items()}
-    out, n = convert(state, model, shapes, name_map={})
-    assert n == 1
+    out = convert(model, PaddleOdd())
+    assert out.transposed == 1
     np.testing.assert_array_equal(out["mixer.weight"], state["mixer.weight"].numpy().T)
     np.testing.assert_array_equal(out["table.weight"], state["table.weight"].numpy())
 
 
-@pytest.mark.parametrize("name_map, shapes_edit, expected", [
-    ({}, lambda s: s.pop("table.weight"), "torch key table.weight has no Paddle parameter"),
-    ({}, lambda s: s.update(extra=(3,)), "Paddle parameter extra is not filled"),
-    ({}, lambda s: s.update({"mixer.bias": (4,)}), "shape (3,) != Paddle (4,)"),
-    ({"mixer.bias": "mixer.weight"}, lambda s: None, "filled by 2 torch keys"),
+@pytest.mark.parametrize("torch_model, paddle_model, name_map, expected", [
+    (Odd, lambda: PaddleOdd(table=False), None, "have no counterpart in the Paddle model: table (Embedding)"),
+    (Odd, lambda: PaddleOdd(extra=True), None, "Paddle keys no torch tensor fills: extra"),
+    (Odd, lambda: PaddleOdd(out=4), {"mixer": "mixer"}, "mixer.bias -> mixer.bias: shape (3,) (after the layout "
+                                                        "rule) vs Paddle (4,)"),
+    (Normed, PaddleNormed, {"norm": "norm"}, "Paddle key norm._mean is filled twice (from norm.running_mean and "
+                                             "norm._mean)"),
 ])
-def test_convert_refuses(name_map, shapes_edit, expected):
-    model = Odd()
-    shapes = {k: tuple(v.shape) for k, v in model.state_dict().items()}
-    shapes_edit(shapes)
-    with pytest.raises(PipelineError, match="nothing written") as e:
-        convert(model.state_dict(), model, shapes, name_map=name_map)
+def test_convert_refuses_and_leaves_the_paddle_model_as_it_was(tmp_path, torch_model, paddle_model, name_map, expected):
+    pt, pd = torch_model(), paddle_model()
+    before = {k: v.numpy().copy() for k, v in pd.state_dict().items()}
+    with pytest.raises(PipelineError) as e:
+        convert(pt, pd, name_map, path=tmp_path / "out.pdparams")
     assert expected in str(e.value)
+    assert not (tmp_path / "out.pdparams").exists()
+    assert all(np.array_equal(v.numpy(), before[k]) for k, v in pd.state_dict().items())
+
+
+def test_convert_names_every_problem_at_once():
+    """A shape that differs and a Paddle key nothing fills, in one run's one line."""
+    with pytest.raises(PipelineError, match=r"\(3 problem\(s\)") as e:
+        convert(Odd(), PaddleOdd(out=4, extra=True), {"mixer": "mixer"})
+    for said in ("Paddle keys no torch tensor fills: extra", "mixer.weight -> mixer.weight: shape (3, 3)",
+                 "mixer.bias -> mixer.bias: shape (3,)"):
+        assert said in str(e.value)
 
 
 @pytest.mark.parametrize("edit, expected", [
-    (lambda s: s.pop("pooler.dense.bias"), "pooler.dense.bias is not filled"),
-    (lambda s: s.update({"cls.predictions.bias": torch.zeros(3)}), "cls.predictions.bias"),
-    (lambda s: s.update({"pooler.dense.bias": torch.zeros(7)}), "pooler.dense.bias -> pooler.dense.bias: shape (7,)"),
+    (lambda s: s.pop("pooler.dense.bias"), ["missing: pooler.dense.bias"]),
+    (lambda s: s.update({"cls.predictions.bias": torch.zeros(3)}), ["unexpected: cls.predictions.bias"]),
+    (lambda s: s.update({"pooler.dense.bias": torch.zeros(7)}), ["shape mismatch: pooler.dense.bias (7,) != (32,)"]),
+    # every problem of the checkpoint at once, not the first of them
+    (lambda s: (s.pop("pooler.dense.bias"), s.pop("pooler.dense.weight"), s.update(extra=torch.zeros(1))),
+     ["missing: pooler.dense.bias, pooler.dense.weight", "unexpected: extra"]),
 ])
 def test_script_refuses_and_writes_nothing(home, edit, expected):
     state = torch.load(home / "weights/torch_weight.bin", weights_only=True)
@@ -76,7 +123,9 @@ def test_script_refuses_and_writes_nothing(home, edit, expected):
     torch.save(state, home / "weights/torch_weight.bin")
     before = digest(home / "weights/paddle_weight.pdparams")
     proc = run(CONVERT, home=home, check=2)
-    assert expected in error_line(proc)
+    line = error_line(proc)
+    assert "refusing to convert, nothing written" in line
+    assert all(said in line for said in expected), line
     assert digest(home / "weights/paddle_weight.pdparams") == before
 
 

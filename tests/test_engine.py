@@ -35,10 +35,14 @@ def test_every_rule_is_a_value_of_one_result_type(bug):
     tuned = diff.compare(T, p, default=tolerances.Tol(1e-5, 1e-5)).keys[0]
     exact = diff.compare(T, p, default=tolerances.EXACT).keys[0]
     measured = calibrated.judge_pair(T, p, EXACT64, 1e-6)[0]
+    guide = handin.guide_verdict(T, p, 1e-6).keys[0]
     results = (strict, tuned, exact, measured)
-    assert {type(r) for r in results} == {diff.KeyResult}
-    assert [type(r.rule) for r in results] == [tolerances.Tol] * 3 + [calibrated.Measured]
-    assert [r.passed for r in results] == [not bug] * 4
+    assert {type(r) for r in results + (guide,)} == {diff.KeyResult}
+    assert [type(r.rule) for r in results + (guide,)] == [tolerances.Tol] * 3 + [calibrated.Measured,
+                                                                                   tolerances.ReprodLog]
+    assert [r.passed for r in results + (guide,)] == [not bug] * 5
+    if bug:
+        assert guide.why.startswith("mean diff 1.000e-03 > the guide's bound 1e-06")
     assert all(r.max == results[0].max and r.mean == results[0].mean for r in results)
     if bug:
         assert all(r.failures == [r.why] and r.why.startswith("max diff 1.000e-03 > ") for r in results)
@@ -47,6 +51,27 @@ def test_every_rule_is_a_value_of_one_result_type(bug):
     # the rule is the result's value: the same figures judged by another rule
     assert dataclasses.replace(measured, rule=tolerances.Tol(1e-2, 0.0, None)).passed
     assert not dataclasses.replace(strict, rule=calibrated.Measured()).passed  # no float64 run: never green
+
+
+def test_the_guides_rule_is_a_rule_value_with_reprod_logs_quirks():
+    """reprod_log's rule judged through the one result type: the mean alone, a NaN passing and noted, a transpose
+    and a broadcast noted, an empty array and a stop (keys on one side) red. The same figures under the strict
+    rule fail where reprod_log is blind."""
+    nan = {"logits": np.where(np.eye(3, 4, dtype=bool), np.nan, T["logits"]).astype(np.float32)}
+    key = handin.guide_verdict(T, nan, 1e-6).keys[0]
+    assert key.passed and key.mean != key.mean and key.notes == ["NaN passes reprod_log's rule"]
+    assert not dataclasses.replace(key, rule=tolerances.Tol.absolute(1e-6)).passed
+    big = handin.guide_verdict(T, {"logits": T["logits"] + np.float32(1e-3) * (np.arange(12) == 0).reshape(3, 4)},
+                               1e-4).keys[0]
+    assert big.passed and big.max > 1e-4  # a max of 1e-3 within reprod_log's rule: it bounds the mean alone
+    turned = handin.guide_verdict(T, {"logits": T["logits"].T.copy()}, 1e-6)
+    assert turned.passed and turned.keys[0].notes == ["transposed by reprod_log"]
+    spread = handin.guide_verdict(T, {"logits": T["logits"][:1]}, 10.0)
+    assert spread.passed and spread.keys[0].notes[0].startswith("broadcast by reprod_log")
+    empty = handin.guide_verdict({"x": np.zeros(0, np.float32)}, {"x": np.zeros(0, np.float32)}, 1e-6)
+    assert not empty.passed and empty.keys[0].problems == [diff.EMPTY]
+    stop = handin.guide_verdict(T, {}, 1e-6)
+    assert not stop.passed and handin.stopped(stop) == "keys on one side only: logits"
 
 
 def test_a_verdict_file_keeps_its_fields():
@@ -89,6 +114,23 @@ def test_the_bert_pipeline_asks_the_same_rule():
     assert diagnose.first_over(result) == diff.first_diverging(result.keys).key == "y"
     assert diagnose.last_over(result) == diff.first_diverging(result.keys, reverse=True).key == "z"
     assert diagnose.table(result, "t").rows[1][-1] == "<-- first over tolerance"
+
+
+def test_one_formatter_of_a_keys_diff_log_lines(monkeypatch):
+    """A CheckResult's log and a hand-in pair's log write each key's reprod_log lines through report.key_lines,
+    and parse_diff_log reads both back to the figures judged."""
+    from portcheck import report
+    p = {"logits": T["logits"] + np.float32(1e-3)}
+    strict = handin.strict_verdict(T, p, 1e-6)
+    rows = calibrated.judge_pair(T, p, EXACT64, 1e-6)
+    measured = handin.MeasuredVerdict("x", handin.guide_verdict(T, p, 1e-6), rows, strict, (True, "same"), 1e-6)
+    for lines in ([m for m, _ in report.log_lines(strict)], [m for m, _ in measured.messages()]):
+        logged = handin.parse_diff_log("\n".join(lines))["logits"]
+        assert logged["mean"] == rows[0].mean and logged["max"] == rows[0].max and not logged["max passed"]
+    calls = []
+    monkeypatch.setattr(report, "key_lines", lambda key, *a, **k: calls.append(key) or [f"{key}: "])
+    report.log_lines(strict), measured.messages()
+    assert calls == ["logits", "logits"]
 
 
 class Net(torch.nn.Module):

@@ -50,7 +50,7 @@ def test_a_pair_under_any_name_is_judged_at_the_threshold_it_is_given(tmp_path, 
     one_ulp_apart(tmp_path, name)
     assert not handin.judge_and_log(tmp_path, name).passed  # the default: reprod_log's 1e-6 on the mean
     verdict = handin.judge_and_log(tmp_path, name, threshold=1e-4)
-    assert verdict.passed and verdict.guide.threshold == 1e-4 and all(r.mean_bound == 1e-4 for r in verdict.rows)
+    assert verdict.passed and verdict.threshold == 1e-4 and all(r.mean_bound == 1e-4 for r in verdict.rows)
     top = tmp_path / "log_reprod"
     handin.hand_in(tmp_path, name, top)
     assert cli.check(top, only=name) == 0  # the checker reads the threshold the pair was judged at
@@ -157,6 +157,25 @@ def test_an_outcome_is_judged_at_the_tasks_threshold_without_a_float64_run(tmp_p
     assert cli.check(tmp_path / "log_reprod", only="acc") == (0 if green else 1)
 
 
+@pytest.mark.parametrize("threshold, looser", [(0.002, True), (0.0015, False)])
+def test_an_outcome_looser_than_the_guide_says_so_and_is_judged_at_it(tmp_path, capsys, threshold, looser):
+    """train_align at a task's 0.002 is judged at it (a 0.0018 accuracy gap green), but its diff log and the
+    checker's line name it the task's, looser than the guide's 0.0015, never the guide's rule; at the guide's own
+    threshold they name the guide's rule, and the same gap is red."""
+    said = "the task's 0.002, looser than the guide's 0.0015"
+    v = kinds_pair(tmp_path, "train_align", {"acc": np.array([0.9])}, {"acc": np.array([0.9018])}, threshold=threshold)
+    assert v.passed == looser and v.threshold == threshold
+    log = (tmp_path / "log_reprod" / "train_align_diff.log").read_text()
+    mean_line = next(line for line in log.splitlines() if "mean diff: check passed" in line)
+    assert mean_line.endswith(f"threshold: {threshold:g} ({said})" if looser else "threshold: 0.0015 (the guide's rule)")
+    assert (f"guide green (mean <= {said}:" in log) == looser
+    capsys.readouterr()
+    assert cli.check(tmp_path / "log_reprod", only="train_align") == (0 if looser else 1)
+    line = capsys.readouterr().out.splitlines()[0]
+    assert line.startswith("train_align: ") and (f"mean <= {said}:" in line) == looser, line
+    assert ("guide RED (mean <= 0.0015:" in line) != looser, line
+
+
 def test_an_exact_pair_is_red_at_any_difference_and_its_kind_cannot_be_declared_away(tmp_path):
     lr = np.linspace(0, 1e-3, 5)
     assert kinds_pair(tmp_path, "lr", {"lr": lr}, {"lr": lr.copy()}).passed
@@ -167,3 +186,31 @@ def test_an_exact_pair_is_red_at_any_difference_and_its_kind_cannot_be_declared_
     data = json.loads(verdict.read_text())
     verdict.write_text(json.dumps({**data, "kind": "outcome"}))  # a computed pair declared an outcome
     assert cli.check(tmp_path / "log_reprod", only="lr,forward") >= 1
+
+
+def test_the_callers_mean_bound_is_used_by_compare_forward_and_compare_backward():
+    """compare_forward holds the model output, compare_backward each step's loss, to the caller's mean_bound
+    (default: the guide's 1e-6 and bp_align's); a Paddle bias 1e-6 off is green at the defaults, red at 1e-12."""
+    torch, paddle = pytest.importorskip("torch"), pytest.importorskip("paddle")
+    import copy
+    from portcheck import compare_backward, compare_forward, convert
+    torch.manual_seed(0)
+    pt, pd = torch.nn.Linear(8, 3), paddle.nn.Linear(8, 3)
+    convert(pt, pd)
+    bias = pd.bias.numpy()
+    bias[0] += 1e-6  # one class's logit off: a loss diff that is not 0 (a shift of every logit leaves it as it was)
+    pd.bias.set_value(bias)
+    x = np.random.RandomState(0).randn(16, 8).astype(np.float32)
+    y = np.random.RandomState(1).randint(0, 3, 16)
+    for bound, green in ((tolerances.MEAN_BOUND, True), (1e-12, False)):
+        report = compare_forward(pt, pd, x, mean_bound=bound)
+        output = next(r for r in report.rows if r.mean_bound is not None)
+        assert output.mean_bound == bound and report.passed == green, report.table()
+    for bound, green in ((None, True), (1e-12, False)):
+        kwargs = {} if bound is None else {"mean_bound": bound}
+        report = compare_backward(copy.deepcopy(pt), copy.deepcopy(pd), x, y, (
+            torch.nn.functional.cross_entropy, paddle.nn.functional.cross_entropy), (
+            lambda p: torch.optim.SGD(p, lr=0.1), lambda p: paddle.optimizer.SGD(0.1, parameters=p)), **kwargs)
+        loss = next(r for r in report.steps[0] if r.name == "loss")
+        assert loss.mean_bound == (tolerances.GUIDE["bp_align"].threshold if bound is None else bound)
+        assert loss.mean > 0 and report.passed == green and (green or report.first_diverging == "loss after step 1")

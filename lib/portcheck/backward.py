@@ -87,14 +87,21 @@ def _lr(optimizer):
 MAX_STEPS = 1000  # the guide's bp_align compares a few steps; every step's state is held in memory
 
 
+# the loss rows' bound on the mean abs diff unless the caller gives one: the guide's bp_align threshold (losses
+# over optimizer steps are its pair)
+LOSS_MEAN_BOUND = tolerances.GUIDE["bp_align"].threshold
+
+
 def compare_backward(torch_model, paddle_model, inputs, targets, loss, optimizer, scheduler=None, steps=1,
-                     name_map=None, layouts=None, isolate=False) -> BackwardReport:
+                     name_map=None, layouts=None, isolate=False, mean_bound=LOSS_MEAN_BOUND) -> BackwardReport:
     """Train both models `steps` steps on the same batch and compare them: record_backward on each side,
     then judge_backward (the pairs of loss, optimizer and scheduler are (torch, Paddle)). Every module is
     first paired as convert pairs it, with the same refusals. The models are changed by the steps: pass
     copies to keep them. isolate=True: every step after the first starts both sides (and torch's float64
     copy) from torch's weights after the step before, so each step's update is judged alone, at
-    calibrated.K_STEP, against torch's own error for that one step."""
+    calibrated.K_STEP, against torch's own error for that one step.
+    mean_bound: the bound on each step's loss mean abs diff (judge_backward's; default the guide's bp_align
+    threshold; a caller's own threshold for its pair overrides it; None: none)."""
     for arg, value in (("loss", loss), ("optimizer", optimizer), ("scheduler", scheduler)):
         if not (isinstance(value, (tuple, list)) and len(value) == 2) and (value is not None or arg != "scheduler"):
             raise PipelineError(f"compare_backward: {arg}= takes a pair, (torch's, Paddle's), got "
@@ -109,7 +116,7 @@ def compare_backward(torch_model, paddle_model, inputs, targets, loss, optimizer
                   for i in range(1, steps)}
     p = record_backward(paddle_model, inputs, targets, loss[1], optimizer[1], scheduler and scheduler[1], steps,
                         starts=starts)
-    return judge_backward(t, p, name_map)
+    return judge_backward(t, p, name_map, mean_bound)
 
 
 def record_backward(model, inputs, targets, loss, optimizer, scheduler=None, steps=1, layouts=None,
@@ -293,10 +300,12 @@ def _counterpart(key: str, modules: dict, renamed: dict) -> str:
     return f"{kind}/{target}.{tensor}" if target != ROOT else f"{kind}/{tensor}"
 
 
-def judge_backward(torch_record: dict, paddle_record: dict, name_map=None) -> BackwardReport:
+def judge_backward(torch_record: dict, paddle_record: dict, name_map=None,
+                   mean_bound=LOSS_MEAN_BOUND) -> BackwardReport:
     """Pair a torch record_backward with a Paddle one (modules through name_map) and judge every gradient,
-    loss, lr and tensor (portcheck/calibrated.py). BatchNorm's running variance in train mode is judged after the
-    by-design rule (_biased_variance)."""
+    loss, lr and tensor (portcheck/calibrated.py), each step's loss also held to mean_bound on its mean abs diff
+    (None: no bound). BatchNorm's running variance in train mode is judged after the by-design rule
+    (_biased_variance)."""
     if not any(k.startswith(F64 + "grad/") for k in torch_record):
         if any(k.startswith(F64 + "grad/") for k in paddle_record):
             raise PipelineError("the records are swapped: pass the torch record first, then the Paddle one")
@@ -326,7 +335,7 @@ def judge_backward(torch_record: dict, paddle_record: dict, name_map=None) -> Ba
         report.grads.append(row(key, f"grad {key[5:]}"))
     steps = len([k for k in torch_record if k.startswith("loss/")])
     for i in range(steps):
-        rows = [row(f"loss/{i}", "loss", tolerances.GUIDE["bp_align"].threshold), row(f"lr/{i}", "lr")]
+        rows = [row(f"loss/{i}", "loss", mean_bound), row(f"lr/{i}", "lr")]
         for key in (k for k in torch_record if k.startswith(f"state{i + 1}/")):
             # isolated, a step's tensors come from one step on the same weights: no compounding over steps
             r = row(key, key.partition("/")[2], multiple=calibrated.K_STEP if isolated else calibrated.K_BACKWARD)

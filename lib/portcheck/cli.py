@@ -24,7 +24,8 @@ threshold.
 Each <name>_diff.log is read back: every logged value must be the recomputed one.
 
 The threshold of a pair: --threshold PAIR=VALUE, else the one the hand-in's writer judged it at
-(diagnostics/<pair>_diff.json, when portcheck wrote it; never looser than the guide's own), else the guide's
+(diagnostics/<pair>_diff.json, when portcheck wrote it; never looser than the guide's own, but for an outcome's,
+a task's own, whose line then says "the task's X, looser than the guide's"), else the guide's
 (portcheck.tolerances.GUIDE), else reprod_log's default 1e-6.
 A hand-in holds every pair of the guide (forward, data, metric, loss, lr, bp_align, train_align); each one
 missing is red. --only PAIR,... judges a partial hand-in (your own model's forward alone, say): those pairs
@@ -104,7 +105,8 @@ def judge_pair(folder: Path, name: str, files: dict, overrides: dict, strict: bo
         threshold = overrides[base]
     elif threshold is None:
         threshold = guide_own
-    elif base in tolerances.GUIDE and threshold > guide_own and kind != "outcome":  # an outcome's is the task's
+    elif base in tolerances.GUIDE and threshold > guide_own and kind != "outcome":  # an outcome's is the task's:
+        # green at it, its line saying "the task's X, looser than the guide's" (tolerances.looser_task)
         problem = f"judged at {threshold:g}, looser than the guide's {guide_own:g} for {base}"
     try:
         t, p = load_npy(files["torch"]), load_npy(files["paddle"])
@@ -123,7 +125,7 @@ def judge_pair(folder: Path, name: str, files: dict, overrides: dict, strict: bo
                                              k or calibrated.K, kind or "computed")
             guide, strict_result, same = measured.guide, measured.strict, measured.same_run
         else:
-            guide = handin.guide_verdict(t, p, threshold)
+            guide = handin.guide_verdict(t, p, threshold, base)
             strict_result = handin.strict_verdict(t, p, threshold, name)
             same = record.same_run(files["torch"], files["paddle"], records[:2])
             same = (same[0], same[1])
@@ -140,7 +142,7 @@ def judge_pair(folder: Path, name: str, files: dict, overrides: dict, strict: bo
             red, log_line = True, f"{unreadable}: RED"
         elif logged:
             log_line = handin.describe_log(mismatches, len(logged))
-            other = handin.other_threshold(logged, guide)
+            other = handin.other_threshold(logged, guide, threshold)
             log_line += f"; {other}" if other else ""
         else:
             log_line = "no reprod_log diff lines in it"
@@ -156,7 +158,7 @@ def judge_pair(folder: Path, name: str, files: dict, overrides: dict, strict: bo
         red |= not trained.passed
     copy = record.copied(files["torch"], files["paddle"])  # then same_run is False too: red
     red |= bool(problem or run_problem)
-    parts = [f"{name}: {'RED' if red else 'green'}", handin.describe_guide(guide, copy)]
+    parts = [f"{name}: {'RED' if red else 'green'}", handin.describe_guide(guide, threshold, copy)]
     if measured is not None:
         parts.append(measured.describe_measured())
     parts.append(handin.describe_strict(strict_result, threshold, copy))
@@ -266,13 +268,13 @@ def pair(torch_npy: Path, paddle_npy: Path, threshold=None, strict: bool = False
             raise PipelineError(f"--log {log} exists and was not written by this command (a diff log of your "
                                 "own?): choose another file")
     torch_data, paddle_data = load_pair(torch_npy, paddle_npy)
-    guide = handin.guide_verdict(torch_data, paddle_data, threshold)
+    guide = handin.guide_verdict(torch_data, paddle_data, threshold, name)
     result = handin.strict_verdict(torch_data, paddle_data, threshold, name)
     same_run.check(result, torch_npy, paddle_npy)  # results written through portcheck carry run records
     other_run = [f.name for f in result.findings if not f.passed]
     copy = record.copied(torch_npy, paddle_npy)
     failed = not guide.passed or bool(handin.non_finite(result)) or bool(other_run) or (strict and not result.passed)
-    result.notes[:0] = [handin.describe_guide(guide, copy), handin.describe_strict(result, threshold, copy)]
+    result.notes[:0] = [handin.describe_guide(guide, threshold, copy), handin.describe_strict(result, threshold, copy)]
     result.notes.append(f"exit {int(failed)}: " + ("the guide's rule fails" if not guide.passed else
                         "a value is NaN or Inf" if handin.non_finite(result) else
                         f"not the same run ({', '.join(other_run)})" if other_run else

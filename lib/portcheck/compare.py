@@ -395,7 +395,7 @@ def _float64(inputs):
 
 
 def compare_forward(torch_model, paddle_model, inputs, name_map=None, isolate=False,
-                    record_dir=None) -> ForwardReport:
+                    record_dir=None, mean_bound=calibrated.MEAN_BOUND) -> ForwardReport:
     """Run both models (eval mode is the caller's to set) on the same numpy inputs, and torch once more in
     float64 (one module at a time); hold every module output of the Paddle model to the torch one's own fp32
     error.
@@ -405,11 +405,13 @@ def compare_forward(torch_model, paddle_model, inputs, name_map=None, isolate=Fa
     names every module whose own computation differs, where .first_diverging names the first in the run.
     record_dir: a folder the records go to as they are made (torch/, paddle/, and isolated-paddle/;
     portcheck.spill), judged from there: for models whose records do not fit in memory beside them
-    (docs/llm.md). The verdict is the same as in memory."""
+    (docs/llm.md). The verdict is the same as in memory.
+    mean_bound: the bound on the model output's mean abs diff (judge_forward's; default the guide's, 1e-6; the
+    caller's own threshold for its pair overrides it; None: none)."""
     check_models(torch_model, paddle_model)
     where = lambda name: None if record_dir is None else Path(record_dir) / name
     torch_record = record_forward(torch_model, inputs, where("torch"))
-    report = judge_forward(torch_record, record_forward(paddle_model, inputs, where("paddle")), name_map)
+    report = judge_forward(torch_record, record_forward(paddle_model, inputs, where("paddle")), name_map, mean_bound)
     if isolate:
         from portcheck import isolate as isolated  # it builds on this module
         isolated.judge(torch_model, paddle_model, inputs, torch_record, report, record_dir)

@@ -4,9 +4,10 @@ Every torch module that holds parameters or buffers of its own is looked up by t
 the caller's `layouts`, keyed by a torch type or a Paddle one); its Paddle counterpart is found by
 portcheck.pairing (the name map's entries as given, the rest aligned), must be of the matching Paddle type,
 and receives each tensor under its Paddle name in Paddle's layout. Every key, shape and dtype is checked in
-both directions first: a Paddle key nothing filled, a torch tensor with no Paddle key, or a shape that differs
-ends the run with one line naming it. Only then is each Paddle tensor set, in place, one at a time. A square Linear weight is transposed because it belongs to a Linear, never because
-its shape happens to fit.
+both directions first: Paddle keys nothing filled, torch tensors with no Paddle key, and shapes or dtypes that
+differ end the run with one line naming every one of them. Only then is each Paddle tensor set, in place, one
+at a time. A square Linear weight is transposed because it belongs to a Linear, never because its shape
+happens to fit.
 """
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -255,11 +256,11 @@ def convert(torch_model, paddle_model, name_map=None, path=None, layouts=None, i
     LlamaLMHead, a Linear's weight in [in, out]: "transpose" from torch's Linear). A type no one declared
     whose tensors are all 1-D (an RMSNorm's scale) keeps its layout.
     Raises portcheck.errors.PipelineError, one line, on a module type whose layout is unknown, a module with no
-    Paddle counterpart or of another type, a pairing two candidates make ambiguous, and any key, shape or dtype
-    that does not match in either direction; the Paddle model is then left as it was. Every check is made
-    before the first tensor is set, and each is set in place: the peak is both models and one tensor, never a
-    second copy of the weights (docs/llm.md). paddle_model.set_state_dict(convert(...)), the older use, still
-    works.
+    Paddle counterpart or of another type, a pairing two candidates make ambiguous, and on the keys, shapes and
+    dtypes that do not match in either direction, every one of them named in that line; the Paddle model is then
+    left as it was. Every check is made before the first tensor is set, and each is set in place: the peak is
+    both models and one tensor, never a second copy of the weights (docs/llm.md).
+    paddle_model.set_state_dict(convert(...)), the older use, still works.
     """
     params = paddle_model.state_dict()  # the model's own tensors, not copies
     # Paddle's RNN layers list each weight twice (weight_ih_l0 and 0.cell_fw.weight_ih: one tensor); a key is
@@ -268,27 +269,32 @@ def convert(torch_model, paddle_model, name_map=None, path=None, layouts=None, i
     for k, v in params.items():
         aliases.setdefault(getattr(v, "name", k), []).append(k)
     same = {k: group for group in aliases.values() for k in group}
-    state, origin = {}, {}
+    # every problem is gathered before any is said: one run names them all (a port's first conversion usually
+    # has several, and fixing them one run at a time costs a model load each)
+    state, origin, problems = {}, {}, []
     for torch_key, (key, tensor, array) in plan(torch_model, paddle_model, name_map, layouts, inputs).items():
-        if key in state:
-            raise PipelineError(f"Paddle key {key} is filled twice (from {origin[key]} and {torch_key}): "
-                                "the name map sends two torch modules to one Paddle module")
+        if key in state:  # the pairing is one to one: only a layout's renaming can send two tensors to one key
+            problems.append(f"Paddle key {key} is filled twice (from {origin[key]} and {torch_key})")
+            continue
         state[key], origin[key] = (tensor, array), torch_key
     state = State(state)
     unfilled = [k for k in params if not any(a in state for a in same[k])]
     unknown = [origin[k] for k in state if k not in params]
-    if unfilled or unknown:
-        raise PipelineError("keys do not match: " + "; ".join(
-            part for part in (f"Paddle keys no torch tensor fills: {', '.join(unfilled[:5])}" if unfilled else "",
-                              f"torch tensors with no Paddle key: {', '.join(unknown[:5])}" if unknown else "") if part))
+    problems += [f"Paddle keys no torch tensor fills: {', '.join(unfilled)}"] if unfilled else []
+    problems += [f"torch tensors with no Paddle key: {', '.join(unknown)}"] if unknown else []
     for key in state:
+        if key not in params:
+            continue
         value, want = state.view(key), params[key]
         if tuple(value.shape) != tuple(want.shape):
-            raise PipelineError(f"{origin[key]} -> {key}: shape {tuple(value.shape)} (after the layout rule) vs "
-                                f"Paddle {tuple(want.shape)}")
+            problems.append(f"{origin[key]} -> {key}: shape {tuple(value.shape)} (after the layout rule) vs "
+                            f"Paddle {tuple(want.shape)}")
         if value.dtype != _numpy_dtype(want):
-            raise PipelineError(f"{origin[key]} -> {key}: dtype {value.dtype} vs Paddle {_numpy_dtype(want)}: "
-                                "convert both models to one dtype first")
+            problems.append(f"{origin[key]} -> {key}: dtype {value.dtype} vs Paddle {_numpy_dtype(want)} "
+                            "(convert both models to one dtype first)")
+    if problems:
+        raise PipelineError(f"keys, shapes or dtypes do not match ({len(problems)} problem(s), the Paddle model "
+                            "left as it was): " + "; ".join(problems))
     for key in state:
         params[key].set_value(state[key])  # one contiguous array at a time, freed before the next
     if path is not None:
@@ -321,6 +327,11 @@ class State(Mapping):
 
     def __len__(self) -> int:
         return len(self._tensors) + len(self.aliases)
+
+    @property
+    def transposed(self) -> int:
+        """How many of its tensors are Linear weights, turned from torch's [out, in] into Paddle's [in, out]."""
+        return sum(tensor.transposed for tensor, _ in self._tensors.values())
 
 
 _DTYPES = {}

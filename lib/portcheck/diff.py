@@ -32,8 +32,8 @@ EMPTY = "empty: nothing compared"  # an empty array (an empty batch) is never a 
 @dataclass
 class KeyResult:
     """One compared key (or module output) of a pair, the one result type of every check: its figures against
-    its rule, a value (tolerances.Tol: exact or atol + rtol; calibrated.Measured: K x torch's own fp32 error),
-    or the problems that prevented judging it by the rule."""
+    its rule, a value (tolerances.Tol: exact or atol + rtol; calibrated.Measured: K x torch's own fp32 error;
+    tolerances.ReprodLog: the guide's own mean rule), or the problems that prevented judging it by the rule."""
     key: str
     rule: object                    # tolerances.Tol or calibrated.Measured: .allowed(result), .over(result), .mean
     shape: tuple = ()
@@ -47,6 +47,8 @@ class KeyResult:
     input_ok: Optional[bool] = None  # its input within its rule (None: no input recorded)
     by_design: str = ""  # a difference the two libraries make on purpose, its rule and the raw figure; max and
     #                      mean are then what is left once the rule is applied, judged as any other result
+    notes: list = field(default_factory=list)  # what the rule's judge did and passed silently (reprod_log's
+    #                                            transposes, broadcasts and NaN): said, never a failure
 
     @property
     def name(self) -> str:
@@ -86,13 +88,17 @@ class KeyResult:
     def compared(self) -> bool:
         return self.max == self.max  # not NaN: the arrays could be compared
 
+    def _nan_passes(self, figure: float) -> bool:
+        """A NaN figure within a rule that tests `figure > bound` (reprod_log's: tolerances.ReprodLog)."""
+        return figure != figure and getattr(self.rule, "nan_passes", False)
+
     @property
     def max_ok(self) -> bool:
-        return self.max <= self.allowed
+        return self.max <= self.allowed or self._nan_passes(self.max)
 
     @property
     def mean_ok(self) -> bool:
-        return self.mean_bound is None or self.mean <= self.mean_bound
+        return self.mean_bound is None or self.mean <= self.mean_bound or self._nan_passes(self.mean)
 
     @property
     def passed(self) -> bool:

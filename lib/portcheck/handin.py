@@ -3,7 +3,9 @@
 The guide's verdict is reprod_log's own rule (ReprodDiffHelper.compare_info + report): the two dicts
 must hold the same keys; per key, an array whose shape differs but whose transpose matches is
 transposed, the rest broadcast, and the key passes when mean |torch - paddle| <= the pair's threshold.
-It is recomputed here the way reprod_log computes it, so a contestant sees the verdict the guide gives.
+It is recomputed here the way reprod_log computes it, so a contestant sees the verdict the guide gives,
+as the one result type (diff.CheckResult of diff.KeyResult) with reprod_log's rule as its rule value
+(tolerances.ReprodLog) and its quirks on each key's notes.
 Where reprod_log is blind (it passes NaN, transposes and broadcasts) the strict verdict says so: max abs
 diff within the same threshold, no NaN or Inf, equal shapes (a 0-d scalar and [1] are one scalar),
 equal dtypes, no key missing on either side, integers exactly equal.
@@ -15,7 +17,7 @@ import json
 import math
 import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -31,36 +33,19 @@ from portcheck.tolerances import Tol
 LOG_RTOL = 1e-5
 
 
-@dataclass
-class GuideKey:
-    key: str
-    mean: float
-    max: float
-    passed: bool
-    note: str = ""   # what reprod_log did silently (transposed, broadcast)
+STOPS = "reprod_log stops"  # the guide verdict's finding where reprod_log itself would stop (an assert, a raise)
 
 
-@dataclass
-class GuideVerdict:
-    """reprod_log's verdict on a pair: per key mean <= threshold; `error` when reprod_log itself would stop."""
-    threshold: float
-    keys: list = field(default_factory=list)
-    error: str = ""
-
-    @property
-    def passed(self) -> bool:
-        """Every key within the threshold, and at least one key compared: a pair of empty dicts is red."""
-        return not self.error and bool(self.keys) and all(k.passed for k in self.keys)
-
-    def worst(self):
-        return max(self.keys, key=lambda k: (k.mean != k.mean, k.mean), default=None)
-
-
-def guide_verdict(torch_data: dict, paddle_data: dict, threshold: float) -> GuideVerdict:
-    verdict = GuideVerdict(threshold)
+def guide_verdict(torch_data: dict, paddle_data: dict, threshold: float, name: str = "") -> diff.CheckResult:
+    """reprod_log's verdict on a pair, in the one result type: per key a diff.KeyResult judged by its own rule
+    (tolerances.ReprodLog: mean <= threshold, a NaN passing), what it did silently (transposed, broadcast, a
+    NaN passed) in the key's notes, an empty array a problem; where reprod_log itself would stop, a failed
+    finding (STOPS) and no further key. Green: every key within the rule, and at least one key compared."""
+    verdict, rule = diff.CheckResult(name), tolerances.ReprodLog(threshold)
     only = sorted(set(torch_data) ^ set(paddle_data))
     if only:  # reprod_log's check_data asserts the key sets are equal
-        verdict.error = f"keys on one side only: {', '.join(only[:5])}" + (" ..." if len(only) > 5 else "")
+        verdict.findings.append(diff.Finding(STOPS, False, f"keys on one side only: {', '.join(only[:5])}"
+                                             + (" ..." if len(only) > 5 else "")))
         return verdict
     for key, a in torch_data.items():
         b, note = paddle_data[key], ""
@@ -70,19 +55,29 @@ def guide_verdict(torch_data: dict, paddle_data: dict, threshold: float) -> Guid
             with np.errstate(invalid="ignore", over="ignore"):  # inf - inf: a NaN, said below as what it is
                 d = np.abs(a - b)
         except (ValueError, TypeError) as e:  # shapes that do not broadcast, bools that numpy will not subtract
-            verdict.error = (f"{key}: {a.dtype}{list(a.shape)} and {b.dtype}{list(b.shape)} cannot be subtracted "
-                             f"as reprod_log subtracts them ({type(e).__name__}): hand in numbers")
+            verdict.findings.append(diff.Finding(STOPS, False, (
+                f"{key}: {a.dtype}{list(a.shape)} and {b.dtype}{list(b.shape)} cannot be subtracted as reprod_log "
+                f"subtracts them ({type(e).__name__}): hand in numbers")))
             return verdict
         if not note and a.shape != b.shape and {a.shape, b.shape} != {(), (1,)}:  # a 0-d and a [1] scalar: one scalar
             note = f"broadcast by reprod_log ({a.shape} vs {b.shape})"
         if not d.size:  # reprod_log passes an empty array (its mean is NaN): nothing was compared
-            verdict.keys.append(GuideKey(key, float("nan"), float("nan"), False, diff.EMPTY))
+            verdict.keys.append(diff.KeyResult(key, rule, tuple(d.shape), problems=[diff.EMPTY]))
             continue
         mean, mx = float(d.mean()), float(d.max())
-        # `mean > threshold` is False for NaN: reprod_log passes a NaN key, the strict verdict does not
-        verdict.keys.append(GuideKey(key, mean, mx, not mean > threshold, note or ("NaN passes reprod_log's rule"
-                                                                                   if mean != mean else "")))
+        note = note or ("NaN passes reprod_log's rule" if mean != mean else "")
+        verdict.keys.append(diff.KeyResult(key, rule, tuple(d.shape), mx, mean, notes=[note] if note else []))
     return verdict
+
+
+def stopped(guide: diff.CheckResult) -> str:
+    """Why reprod_log itself would stop on the pair (guide_verdict's STOPS finding), or ""."""
+    return next((f.detail for f in guide.findings if f.name == STOPS and not f.passed), "")
+
+
+def largest_mean(keys: list):
+    """The key of the largest mean diff, a NaN first (None: no keys)."""
+    return max(keys, key=lambda k: (k.mean != k.mean, k.mean), default=None)
 
 
 def strict_verdict(torch_data: dict, paddle_data: dict, threshold: float, name: str = "") -> diff.CheckResult:
@@ -143,7 +138,7 @@ def parse_diff_log(text: str) -> dict:
     return logged
 
 
-def held(path, guide: GuideVerdict) -> tuple:
+def held(path, guide: diff.CheckResult) -> tuple:
     """A diff log held against its pair: (logged values, mismatches, why it could not be read or "")."""
     try:
         logged = parse_diff_log(read_log(path))
@@ -160,7 +155,7 @@ class LogMismatch:
     recomputed: float  # NaN when the pair has no such key
 
 
-def hold_log(logged: dict, verdict: GuideVerdict) -> list:
+def hold_log(logged: dict, verdict: diff.CheckResult) -> list:
     """Every logged value that is not the recomputed one, and every key the log and the pair do not share."""
     recomputed = {k.key: {"mean": k.mean, "max": k.max} for k in verdict.keys}
     out = []
@@ -300,18 +295,18 @@ def find_pairs(folder, max_depth: int = 4, max_files: int = 20000) -> dict:
     return {"pairs": pairs, "unpaired": unpaired, "unread": unread}
 
 
-def describe_guide(guide: GuideVerdict, copy: str = "") -> str:
-    """'guide green (...)' or 'guide RED (...)': the rule, the worst key and what reprod_log did silently; RED
-    whatever the figures when one side is a copy of the other (record.copied: `copy` says how)."""
-    rule = f"mean <= {guide.threshold:g}"
+def describe_guide(guide: diff.CheckResult, threshold: float, copy: str = "") -> str:
+    """'guide green (...)' or 'guide RED (...)': the rule at `threshold`, the worst key and what reprod_log did
+    silently; RED whatever the figures when one side is a copy of the other (record.copied: `copy` says how)."""
+    rule = f"mean <= {tolerances.looser_task(guide.name, threshold) or f'{threshold:g}'}"
     if copy:
         return f"guide RED (one side is a copy of the other: {copy})"
-    if guide.error:
-        return f"guide RED (reprod_log stops: {guide.error})"
+    if stopped(guide):
+        return f"guide RED (reprod_log stops: {stopped(guide)})"
     bad = [k for k in guide.keys if not k.passed]
-    worst = diff.first_diverging(guide.keys) or guide.worst()
-    figures = f"{worst.key} mean {worst.mean:.3g}" if worst else "no keys"
-    notes = sorted({k.note for k in guide.keys if k.note})
+    shown = diff.first_diverging(guide.keys) or largest_mean(guide.keys)
+    figures = f"{shown.key} mean {shown.mean:.3g}" if shown else "no keys"
+    notes = sorted({note for k in guide.keys for note in k.notes + k.problems})
     return (f"guide {'green' if not bad else 'RED'} ({rule}: {len(guide.keys) - len(bad)}/{len(guide.keys)} keys; "
             + ("failed: " if bad else "largest: ") + figures
             + (f", and {len(bad) - 1} more" if len(bad) > 1 else "") + ("; " + "; ".join(notes[:2]) if notes else "") + ")")
@@ -339,7 +334,7 @@ def describe_log(mismatches: list, n_logged: int) -> str:
     return f"RED: does not match the pair: {what}" + (f"; and {len(mismatches) - 1} more" if len(mismatches) > 1 else "")
 
 
-def other_threshold(logged: dict, guide: GuideVerdict) -> str:
+def other_threshold(logged: dict, guide: diff.CheckResult, threshold: float) -> str:
     """A note when the contestant's own log marks a key otherwise than the guide's rule at this threshold
     (their report() was called with another diff_threshold, which the log does not record)."""
     differ = [k for k in guide.keys if k.key in logged and "mean passed" in logged[k.key]
@@ -348,7 +343,7 @@ def other_threshold(logged: dict, guide: GuideVerdict) -> str:
         return ""
     k = differ[0]
     return (f"its log marks {k.key} (mean {k.mean:.3g}) {'passed' if logged[k.key]['mean passed'] else 'failed'}: "
-            f"it was made at another threshold than {guide.threshold:g} (--threshold PAIR=VALUE "
+            f"it was made at another threshold than {threshold:g} (--threshold PAIR=VALUE "
             "judges at yours)")
 
 
@@ -361,10 +356,11 @@ EXACT = "_torch64.npy"
 class MeasuredVerdict:
     """A pair judged by the guide's rule and by the rule measured on the model, with the strict one beside."""
     name: str
-    guide: GuideVerdict
+    guide: diff.CheckResult    # guide_verdict's: each key by tolerances.ReprodLog at `threshold`
     rows: list                 # [diff.KeyResult] per key, by the measured rule
     strict: diff.CheckResult
     same_run: tuple            # (True, False or None, detail)
+    threshold: float           # the pair's: the guide's rule and the strict verdict are held to it
     kind: str = "computed"     # tolerances.KINDS: computed pairs are measured on the model, the others are not
     first: object = None       # an exact pair's first difference (portcheck.data.Difference), None when equal
 
@@ -373,7 +369,7 @@ class MeasuredVerdict:
         """computed: every key within the rule measured on the model; exact: every value equal; outcome: the
         task's threshold (the guide's rule), as no float64 run of a training exists."""
         if self.kind == "exact":  # values, shapes, dtypes and keys: the first difference, in the record's order
-            return bool(self.guide.keys) and not self.guide.error and self.first is None
+            return bool(self.guide.keys) and not stopped(self.guide) and self.first is None
         if self.kind == "outcome":
             return bool(self.guide.keys) and self.guide.passed
         return bool(self.rows) and all(r.passed for r in self.rows)
@@ -387,11 +383,11 @@ class MeasuredVerdict:
         if self.kind == "exact" and self.first is not None:
             return f"exact RED (every value equal, same shapes and dtypes: first difference at {self.first.describe()})"
         if self.kind != "computed":
-            worst = self.guide.worst()
+            largest = largest_mean(self.guide.keys)
             what = (f"exact: every value equal, same shapes and dtypes" if self.kind == "exact" else
-                    f"outcome: mean <= the task's {self.guide.threshold:g}, no float64 run of a training")
+                    f"outcome: mean <= the task's {self.threshold:g}, no float64 run of a training")
             return (f"{self.kind} {'green' if self.measured_passed else 'RED'} ({what}"
-                    + (f"; largest: {worst.key} max {worst.max:.3g}" if worst else "; no keys") + ")")
+                    + (f"; largest: {largest.key} max {largest.max:.3g}" if largest else "; no keys") + ")")
         bad = diff.first_diverging(self.rows)
         worst = bad or max(self.rows, key=lambda r: r.ratio, default=None)
         if worst is None:
@@ -404,28 +400,26 @@ class MeasuredVerdict:
         read), then the verdicts, then one verdict line; [(message, echo to stdout)]."""
         out = []
         guide = {k.key: k for k in self.guide.keys}
+        # an outcome judged at a task's threshold above the guide's says so, never "the guide's rule"
+        said = tolerances.looser_task(self.name, self.threshold) or "the guide's rule"
+        guide_rule = f"{self.threshold:g} ({said})"
         for g in (self.guide.keys if self.kind != "computed" else ()):
-            bound = 0 if self.kind == "exact" else self.guide.threshold
-            out += [(f"{g.key}: ", True),
-                    (f"\tmean diff: check passed: {g.passed}, value: {g.mean!r}, threshold: "
-                     f"{self.guide.threshold:g} (the guide's rule)", True),
-                    (f"\tmax diff: check passed: {g.max <= bound}, value: {g.max!r}, threshold: {bound:g} "
-                     f"({self.kind})", True)]
+            bound = 0 if self.kind == "exact" else self.threshold
+            out += report.key_lines(g.key, (g.passed, g.mean, guide_rule), (g.max <= bound, g.max,
+                                                                            f"{bound:g} ({self.kind})"))
         for r in self.rows:
             g = guide.get(r.name)
-            out.append((f"{r.name}: ", True))
             if g is None:
-                out.append((f"\t{r.problem or self.guide.error}", True))
+                out += report.key_lines(r.name, notes=[r.problem or stopped(self.guide)])
                 continue
-            out.append((f"\tmean diff: check passed: {g.passed}, value: {g.mean!r}, threshold: "
-                        f"{self.guide.threshold:g} (the guide's rule)", True))
-            out.append((f"\tmax diff: check passed: {r.passed}, value: {g.max!r}, threshold: {r.allowed:.3e} "
-                        f"(measured: {r.multiple:g} x torch's own fp32 error {r.err32:.3e} + {calibrated.FLOOR:g} "
-                        f"x eps32 x max|torch| {r.scale:.3e})" + (f"; {r.problem}" if r.problem else ""), True))
+            out += report.key_lines(r.name, (g.passed, g.mean, guide_rule), (r.passed, g.max, (
+                f"{r.allowed:.3e} (measured: {r.multiple:g} x torch's own fp32 error {r.err32:.3e} + "
+                f"{calibrated.FLOOR:g} x eps32 x max|torch| {r.scale:.3e})" + (f"; {r.problem}" if r.problem else ""))))
+        out = [(line, True) for line in out]
         same = {True: "passed", False: "FAILED", None: "not proven"}[self.same_run[0]]
-        out += [(f"same run: {same}, {self.same_run[1]}", True), (describe_guide(self.guide), True),
+        out += [(f"same run: {same}, {self.same_run[1]}", True), (describe_guide(self.guide, self.threshold), True),
                 (self.describe_measured(), True),
-                (describe_strict(self.strict, self.guide.threshold) + ", shown beside, not a condition", True),
+                (describe_strict(self.strict, self.threshold) + ", shown beside, not a condition", True),
                 (f"diff check {'passed' if self.passed else 'failed'}", True)]
         return out
 
@@ -446,8 +440,8 @@ def judge_measured(name: str, torch_file, paddle_file, exact_file, records=(None
             same = (False, problem + "; re-run the torch side")
         rows = calibrated.judge_pair(t, p, e, threshold, k)
     first = data.first_difference(t, p) if kind == "exact" else None
-    return MeasuredVerdict(name, guide_verdict(t, p, threshold), rows, strict_verdict(t, p, threshold, name), same, kind,
-                           first)
+    return MeasuredVerdict(name, guide_verdict(t, p, threshold, name), rows, strict_verdict(t, p, threshold, name), same,
+                           threshold, kind, first)
 
 
 # Writing a hand-in through the library (align's records, any model): what the checker above judges.

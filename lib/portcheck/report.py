@@ -1,9 +1,10 @@
 """A CheckResult as text and files: the one place results are formatted.
 
-* log_lines(): reprod_log's log format ("[time] root INFO: key: " then "\\tmean diff: ..." and
-  "\\tmax diff: ..." lines, each followed by the bound it is held to: the guide's bound on the
-  mean, atol + rtol * max|torch| on the max), then the check's findings, notes and tables, then
-  one verdict line;
+* key_lines(): one key's lines in reprod_log's log format ("[time] root INFO: key: " then
+  "\\tmean diff: ..." and "\\tmax diff: ..." lines, each followed by the bound it is held to), the
+  only place they are formatted;
+* log_lines(): a CheckResult's log: every key's lines (the guide's bound on the mean, atol + rtol *
+  max|torch| on the max), then the check's findings, notes and tables, then one verdict line;
 * write(): the log (stdout and <name>_diff.log) and the verdict beside it (<name>_diff.json),
   which run_all.py and SUMMARY.md read; neither is ever parsed back out of the log text;
 * hand_in(): copies of a pair and its log into log_reprod/;
@@ -48,20 +49,33 @@ def format_table(header, rows) -> list:
     return ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in cells]
 
 
+def key_lines(key: str, mean_diff=None, max_diff=None, notes=()) -> list:
+    """One key's lines in reprod_log's format, the one formatter of them (log_lines and portcheck.handin's
+    MeasuredVerdict write through it; handin.parse_diff_log reads them back): "<key>: ", then for `mean_diff` and
+    `max_diff`, each (passed, value, its bound said or None) when given, "\t<method> diff: check passed: <passed>,
+    value: <value>" and ", threshold: <bound>"; then each note as a line of its own, indented as they are."""
+    out = [f"{key}: "]
+    for method, figures in (("mean", mean_diff), ("max", max_diff)):
+        if figures is not None:
+            passed, value, bound = figures
+            # repr of a Python float: every digit, as reprod_log prints it and as parse_diff_log reads it back
+            out.append(f"\t{method} diff: check passed: {passed}, value: {float(value)!r}"
+                       + (f", threshold: {bound}" if bound is not None else ""))
+    return out + [f"\t{note}" for note in notes]
+
+
 def log_lines(result: CheckResult) -> list:
     """[(message, echo to stdout)] in reprod_log's order: every key, then what the check adds, then the verdict."""
     out = []
     many = len(result.keys) > ECHO_LIMIT
     for r in result.keys:
         echo = not r.passed or not many
-        out.append((f"{r.key}: ", echo))
+        mean = max_ = None
         if r.compared:
-            out.append((f"\tmean diff: check passed: {r.mean_ok}, value: {r.mean}"
-                        + (f", threshold: {r.mean_bound} (the guide's bound)" if r.mean_bound is not None else ""), echo))
-            out.append((f"\tmax diff: check passed: {r.max_ok}, value: {r.max}, threshold: "
-                        + (f"{r.allowed}" + (" (exact)" if r.exact else "") if r.rtol == 0 else
-                           f"{r.allowed:.3e} = atol {r.atol:g} + rtol {r.rtol:g} * max|torch| {r.scale:.3e}"), echo))
-        out += [(f"\tcheck passed: False, {p}", echo) for p in r.failures]
+            mean = (r.mean_ok, r.mean, f"{r.mean_bound} (the guide's bound)" if r.mean_bound is not None else None)
+            max_ = (r.max_ok, r.max, f"{r.allowed}" + (" (exact)" if r.exact else "") if r.rtol == 0 else
+                    f"{r.allowed:.3e} = atol {r.atol:g} + rtol {r.rtol:g} * max|torch| {r.scale:.3e}")
+        out += [(line, echo) for line in key_lines(r.key, mean, max_, [f"check passed: False, {p}" for p in r.failures])]
     if many:
         out.append((f"{sum(r.passed for r in result.keys)} of {len(result.keys)} keys passed "
                     f"(all in {result.name}_diff.log)", True))

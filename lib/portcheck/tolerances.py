@@ -11,8 +11,9 @@ A key passes a Tol when both hold:
 * a bound on the mean abs diff (the guide's threshold of the pair), which no rule may loosen.
 
 The rule measured on the model itself (torch's own fp32 error as the yardstick) is
-portcheck.calibrated's Measured; a client's own tuned tolerances are Tols too. Both are values of
-the one result type, diff.KeyResult, which applies them.
+portcheck.calibrated's Measured; a client's own tuned tolerances are Tols too; reprod_log's own rule
+(the guide's verdict: the mean alone, NaN passing) is ReprodLog. All are values of the one result
+type, diff.KeyResult, which applies them.
 
 GUIDE is the contest guide's pairs: the step each belongs to, the threshold its ReprodDiffHelper
 call uses, and its kind. A caller's own threshold overrides the table (guide_threshold), and a pair
@@ -54,6 +55,26 @@ class Tol(NamedTuple):
 # Ids, labels, counts and a schedule's lr: equal or wrong.
 EXACT = Tol(0.0, 0.0, None)
 
+
+class ReprodLog(NamedTuple):
+    """reprod_log's own rule, the guide's verdict (ReprodDiffHelper.report): mean abs diff <= threshold, and no
+    bound on the max. reprod_log tests `mean > threshold`, which is False for NaN: a NaN passes it, and
+    nan_passes tells diff.KeyResult so (portcheck.handin.guide_verdict notes it on the key; the strict verdict
+    and the measured rule fail it). Its other quirks, transposing and broadcasting shapes, are the judge's
+    (handin.guide_verdict), noted on the key."""
+    threshold: float
+    nan_passes = True  # a class constant, not a field: the rule is reprod_log's as it is, NaN blindness and all
+
+    @property
+    def mean(self) -> float:
+        return self.threshold
+
+    def allowed(self, r) -> float:
+        return math.inf  # reprod_log judges the mean alone; the max is shown beside by the strict verdict
+
+    def over(self, r) -> str:
+        return f"max diff {r.max:.3e} is not bounded by reprod_log's rule"  # never asked: nothing exceeds inf
+
 # A pair's kind says how it is judged:
 #   exact     data, labels, ids, lr: equal (integers bitwise);
 #   computed  forward, loss, gradients: the rule measured on the model, with torch's float64 run;
@@ -94,6 +115,16 @@ def guide_threshold(pair: str, overrides: dict = None) -> float:
     if pair in overrides:
         return overrides[pair]
     return GUIDE[pair].threshold if pair in GUIDE else MEAN_BOUND
+
+
+def looser_task(pair: str, threshold: float) -> str:
+    """How a guide outcome pair judged above the guide's threshold says its rule: "the task's 0.002, looser than
+    the guide's 0.0015" (a task may set its own bound on a training's result, but never silently under the
+    guide's name); "" for any other pair or threshold."""
+    guide = GUIDE.get(pair)
+    if guide is None or guide.kind != "outcome" or not threshold > guide.threshold:
+        return ""
+    return f"the task's {threshold:g}, looser than the guide's {guide.threshold:g}"
 
 
 def from_flags(tol: Tol, what: str, loosened: list, atol=None, rtol=None, atol_flag="--threshold",

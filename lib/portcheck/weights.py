@@ -15,12 +15,13 @@ from portcheck.fileio import load_pickled_arrays
 
 
 def strict_check(expected: dict, given: dict, what: str):
-    """expected/given: {name: shape}. Raise listing every missing, unexpected or misshapen key."""
+    """expected/given: {name: shape}. Raise listing every missing, unexpected or misshapen key, all of them in
+    one line: a checkpoint's author fixes them in one pass, not one run per key."""
     missing = sorted(set(expected) - set(given))
     unexpected = sorted(set(given) - set(expected))
     shapes = sorted(f"{k} {tuple(given[k])} != {tuple(expected[k])}"
                     for k in set(expected) & set(given) if tuple(given[k]) != tuple(expected[k]))
-    problems = [f"{label}: {', '.join(keys[:5])}" + (f" (and {len(keys) - 5} more)" if len(keys) > 5 else "")
+    problems = [f"{label}: {', '.join(keys)}"
                 for label, keys in (("missing", missing), ("unexpected", unexpected), ("shape mismatch", shapes)) if keys]
     if problems:
         raise PipelineError(f"{what} does not fit the model; " + "; ".join(problems))
@@ -32,8 +33,7 @@ def strict_state(expected: dict, given: dict, what: str):
     strict_check({k: s for k, (s, _) in expected.items()}, {k: s for k, (s, _) in given.items()}, what)
     dtypes = sorted(f"{k} {given[k][1]} != {expected[k][1]}" for k in expected if given[k][1] != expected[k][1])
     if dtypes:
-        raise PipelineError(f"{what} does not fit the model; dtype mismatch: {', '.join(dtypes[:5])}"
-                            + (f" (and {len(dtypes) - 5} more)" if len(dtypes) > 5 else ""))
+        raise PipelineError(f"{what} does not fit the model; dtype mismatch: {', '.join(dtypes)}")
 
 
 def torch_reason(e: Exception) -> str:
