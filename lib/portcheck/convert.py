@@ -16,6 +16,7 @@ import numpy as np
 
 from portcheck import pairing
 from portcheck.errors import PipelineError
+from portcheck.weights import named
 
 
 def _linear(name, array):
@@ -280,8 +281,8 @@ def convert(torch_model, paddle_model, name_map=None, path=None, layouts=None, i
     state = State(state)
     unfilled = [k for k in params if not any(a in state for a in same[k])]
     unknown = [origin[k] for k in state if k not in params]
-    problems += [f"Paddle keys no torch tensor fills: {', '.join(unfilled)}"] if unfilled else []
-    problems += [f"torch tensors with no Paddle key: {', '.join(unknown)}"] if unknown else []
+    problems += [f"Paddle keys no torch tensor fills: {named(unfilled)}"] if unfilled else []
+    problems += [f"torch tensors with no Paddle key: {named(unknown)}"] if unknown else []
     for key in state:
         if key not in params:
             continue
@@ -294,7 +295,7 @@ def convert(torch_model, paddle_model, name_map=None, path=None, layouts=None, i
                             "(convert both models to one dtype first)")
     if problems:
         raise PipelineError(f"keys, shapes or dtypes do not match ({len(problems)} problem(s), the Paddle model "
-                            "left as it was): " + "; ".join(problems))
+                            "left as it was): " + named(problems, "; "))
     for key in state:
         params[key].set_value(state[key])  # one contiguous array at a time, freed before the next
     if path is not None:

@@ -14,14 +14,22 @@ from portcheck.errors import PipelineError, first_line, remedy, require
 from portcheck.fileio import load_pickled_arrays
 
 
+SHOWN = 10  # keys named per family of problems; a checkpoint of another model would otherwise fill a screen
+
+
+def named(items: list, sep: str = ", ") -> str:
+    return sep.join(items[:SHOWN]) + (f" (and {len(items) - SHOWN} more)" if len(items) > SHOWN else "")
+
+
 def strict_check(expected: dict, given: dict, what: str):
-    """expected/given: {name: shape}. Raise listing every missing, unexpected or misshapen key, all of them in
-    one line: a checkpoint's author fixes them in one pass, not one run per key."""
+    """expected/given: {name: shape}. Raise listing the missing, unexpected and misshapen keys, every family in
+    one line (the first SHOWN of each named, the rest counted): a checkpoint's author fixes them in one pass, not
+    one run per key."""
     missing = sorted(set(expected) - set(given))
     unexpected = sorted(set(given) - set(expected))
     shapes = sorted(f"{k} {tuple(given[k])} != {tuple(expected[k])}"
                     for k in set(expected) & set(given) if tuple(given[k]) != tuple(expected[k]))
-    problems = [f"{label}: {', '.join(keys)}"
+    problems = [f"{label}: {named(keys)}"
                 for label, keys in (("missing", missing), ("unexpected", unexpected), ("shape mismatch", shapes)) if keys]
     if problems:
         raise PipelineError(f"{what} does not fit the model; " + "; ".join(problems))
