@@ -1,5 +1,5 @@
 """BERT's pipeline as data: its five steps, each step's scripts and the pairs its check judges (the library's
-runner, portcheck.steps, executes it; the checks and pipeline/check_log_reprod.py read the pairs from it)."""
+runner, portcheck.steps, executes it; run_all and the checks read the pairs from it)."""
 from portcheck.steps import Pair, StepSpec
 
 BERT = (

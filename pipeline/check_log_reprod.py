@@ -2,27 +2,21 @@
 
     python pipeline/check_log_reprod.py                  # the last run's: log_reprod_demo/ after a demo run
     python pipeline/check_log_reprod.py log_reprod       # the committed reference (a run on SST-2)
-    python pipeline/check_log_reprod.py path/to/log_reprod
+    python pipeline/check_log_reprod.py path/to/log_reprod --threshold train_align=0.002 --strict
 
-A reviewer's command: it needs no weights, data or framework, only the folder. Each of the
-guide's pairs at the top (forward, data, metric, loss, lr, bp_align, train_align) is compared
-again with the same tolerances as the step checks (bert_sst2/tolerances.py), their run records
-(diagnostics/*.run.json) must show the same run, and what is too big to hand in whole is
-checked through its statistics: every module output of Step 1 and every gradient of Step 4
-as [max |x|, mean |x|, rms] per side, whose differences can never exceed the real diff, so a
-tampered value shows. Prints one line per step; exit 1 if any step is red or a file is missing.
+A reviewer's command: it needs no weights, data or framework, only the folder. Every folder, ours or a
+contestant's (reprod_log's files, examples/resnet18/log_reprod, your own model's), is judged by the library's
+command, `python -m portcheck check` (portcheck/cli.py): one line per pair with the guide's rule, the measured
+one where torch's float64 run is handed in, the strict one, the run records, the diff logs and the last run.
 
-Any other folder (a contestant's own hand-in written with reprod_log, examples/resnet18/log_reprod, your own
-model's written through portcheck.handin) is judged by the library's command, `python -m portcheck check`,
-which this script calls: the guide's rule, the measured one where torch's float64 run is handed in, the
-strict one beside, the run records and the diff logs (see portcheck/cli.py):
-
-    python pipeline/check_log_reprod.py path/to/their/log_reprod
-    python pipeline/check_log_reprod.py path/to/their/log_reprod --threshold train_align=0.002 --strict
+A folder this pipeline wrote (its diagnostics/ holds Step 1's module statistics) gets BERT's own verdicts on
+the same lines, which the library cannot know: each pair compared again at the step checks' tuned tolerances
+(bert_sst2/tolerances.py), and what is too big to hand in whole checked through its statistics, of the same
+run: every module output of Step 1 and every gradient of Step 4 as [max |x|, mean |x|, rms] per side (their
+differences can never exceed the real diff, so a tampered value shows), Step 5's curves and weights finite.
+Exit 1 if any pair is red or missing, 2 on bad input.
 """
 import argparse
-import json
-import math
 import sys
 from pathlib import Path
 
@@ -33,68 +27,59 @@ except ModuleNotFoundError:  # the project is not importable: not its venv
                      "(. .venv/bin/activate) or run `pip install -r requirements.txt`") from None
 import numpy as np
 
-from bert_sst2 import diagnose, paths, steps, tolerances
-from portcheck import cli, diff, handin, record, report
+from bert_sst2 import diagnose, paths, tolerances
+from portcheck import cli, diff, record, report
 from portcheck.errors import PipelineError, run_main
 from portcheck.fileio import load_npy
 
 DIAGNOSTICS = report.DIAGNOSTICS
-STEPS = {spec.number: tuple(p.name for p in spec.pairs) for spec in steps.BERT}
-COMPANIONS = {"forward": ("forward_modules_stats",), "bp_align": ("grad_stats",),
+COMPANIONS = {"forward": ("forward_modules_stats",), "bp_align": ("grad_stats",),  # what is too big to hand in whole
               "train_align": ("train_curves", "weight_stats")}
-STATS = {"forward": ("forward_modules_stats", tolerances.MODULE_OUTPUTS), "bp_align": ("grad_stats", tolerances.BP_GRAD)}
+STATS = {"forward_modules_stats": tolerances.MODULE_OUTPUTS, "grad_stats": tolerances.BP_GRAD}
 
 
-def load(folder: Path, name: str) -> dict:
-    path = folder / name
+def load(path: Path) -> dict:
     if not path.is_file():
         raise PipelineError(f"{path.name} missing")
     return load_npy(path)
 
 
-def check_pair(folder: Path, pair: str, run_problems: dict) -> diff.CheckResult:
+def tuned(folder: Path, pair: str) -> tuple:
+    """The pair compared again at the tolerances its step check used."""
     spec = tolerances.PAIRS[pair]
-    t, p = load(folder, f"{pair}_torch.npy"), load(folder, f"{pair}_paddle.npy")
-    result = diff.compare(t, p, spec.tolerances, spec.default, name=pair)
-    records = folder / DIAGNOSTICS
-    passed, detail = record.same_run(folder / f"{pair}_torch.npy", folder / f"{pair}_paddle.npy",
-                                     (records / f"{pair}_torch{record.SUFFIX}", records / f"{pair}_paddle{record.SUFFIX}"))
-    result.findings.append(diff.Finding("same run", bool(passed), detail))  # a hand-in must prove it
-    gone = handin.checks_gone(folder, pair) or cli.declared_rule(records, pair)[2]  # another pair's verdict there
-    result.findings.append(diff.Finding("its check's log and verdict", not gone, gone or "beside the pair"))
-    for stem in COMPANIONS.get(pair, ()):  # what the pair's statistics and curves are read from: the same run too
-        passed, detail = record.same_run(records / f"{stem}_torch.npy", records / f"{stem}_paddle.npy",
-                                         (records / f"{stem}_torch{record.SUFFIX}", records / f"{stem}_paddle{record.SUFFIX}"))
-        result.findings.append(diff.Finding(f"{stem} same run", bool(passed), detail))
-    for stem in (pair, *COMPANIONS.get(pair, ())):  # handin.last_run: a step not run last time, another script's record
-        if stem in run_problems:
-            result.findings.append(diff.Finding(f"{stem} of the hand-in's run", False, run_problems.pop(stem)))
-    if pair in STATS:
-        stem, tol = STATS[pair]
-        stats = diagnose.compare_stats(load(records, f"{stem}_torch.npy"), load(records, f"{stem}_paddle.npy"), tol)
-        bad = diagnose.first_over(stats)
-        result.findings.append(diff.Finding(stem, bad is None, f"{len(stats.keys)} keys" + (f", first over: {bad}" if bad else "")))
-    if pair == "train_align":
-        for fw in diff.SIDES:
-            curves, weights = load(records, f"train_curves_{fw}.npy"), load(records, f"weight_stats_{fw}.npy")
-            finite = np.isfinite(curves["loss"]).all() and all(np.isfinite(v).all() for v in weights.values())
-            result.findings.append(diff.Finding(f"{fw} finite", bool(finite), "losses and weights"))
-    return result
+    result = diff.compare(load(folder / f"{pair}_torch.npy"), load(folder / f"{pair}_paddle.npy"), spec.tolerances,
+                          spec.default, name=pair)
+    failed = [k.key for k in result.failed_keys]
+    return not failed, f"{len(result.keys)} keys" + (f"; failed: {', '.join(failed[:4])}" if failed else "")
 
 
-def loosened(folder: Path, pair: str) -> list:
-    """The flags the hand-in's own check loosened (its verdict, diagnostics/<pair>_diff.json), escaped."""
-    path = folder / DIAGNOSTICS / f"{pair}_diff.json"
-    try:
-        flags = json.loads(path.read_text()).get("loosened", []) if path.is_file() else []
-    except (ValueError, UnicodeDecodeError, AttributeError, RecursionError):
-        return ["its verdict file is unreadable"]
-    return [report.one_line(str(f))[:120] for f in flags] if isinstance(flags, list) else ["its verdict file is malformed"]
+def companion(below: Path, stem: str) -> tuple:
+    """A pair's statistics or curves (diagnostics/<stem>_{torch,paddle}.npy): of one run, and within the pair's
+    tuned tolerance (statistics) or finite (curves and weights)."""
+    sides = [below / f"{stem}_{side}.npy" for side in diff.SIDES]
+    same, detail = record.same_run(*sides, [below / f"{stem}_{side}{record.SUFFIX}" for side in diff.SIDES])
+    if not same:  # None too: this pipeline writes their records
+        return False, detail
+    data = [load(path) for path in sides]
+    if stem in STATS:
+        bad = diagnose.first_over(diagnose.compare_stats(*data, STATS[stem]))
+        return bad is None, f"{len(data[0])} keys, same run" + (f"; first over: {bad}" if bad else "")
+    if stem == "train_curves" and any("loss" not in d for d in data):
+        return False, "same run, but no loss curve in it"
+    finite = all(np.isfinite(v).all() for d in data for k, v in d.items() if stem != "train_curves" or k == "loss")
+    return bool(finite), "same run, " + ("finite" if finite else "NaN or Inf in it")
 
 
-def ours(folder: Path) -> bool:
-    """A hand-in this pipeline wrote: its diagnostics/ holds Step 1's module statistics with their run record."""
-    return (folder / DIAGNOSTICS / f"forward_modules_stats_torch{record.SUFFIX}").is_file()
+def findings(folder: Path, pair: str) -> list:
+    """BERT's own verdicts on one of its pairs (cli.check's extra); a missing or unreadable file is a red one."""
+    out = []
+    for name, judge in ([("BERT's tolerances", lambda: tuned(folder, pair))] if pair in tolerances.PAIRS else []) + \
+            [(stem, lambda stem=stem: companion(folder / DIAGNOSTICS, stem)) for stem in COMPANIONS.get(pair, ())]:
+        try:
+            out.append(diff.Finding(name, *judge()))
+        except PipelineError as e:
+            out.append(diff.Finding(name, False, report.one_line(str(e))))
+    return out
 
 
 def main():
@@ -107,38 +92,9 @@ def main():
     if not folder.is_dir() and args.folder is None:
         raise PipelineError(f"no hand-in at {paths.shown(folder)} yet: run `python pipeline/run_all.py` first, or pass a "
                             "folder (log_reprod is the committed reference)")
-    if not folder.is_dir():
-        raise PipelineError(f"{folder} is not a folder: pass a log_reprod/ folder")
-    if not ours(folder):  # the library judges it, as it judges any hand-in
-        sys.exit(cli.run_check(folder, args))
-    if args.threshold or args.strict or args.only:
-        raise PipelineError("--threshold, --strict and --only are for a folder this pipeline did not write; this one is "
-                            "re-derived with the step checks' own tolerances")
-    red, run_problems = 0, handin.last_run(folder)
-    for step, pairs in STEPS.items():
-        parts = []
-        for pair in pairs:
-            try:
-                result = check_pair(folder, pair, run_problems)
-            except PipelineError as e:  # a missing or unreadable file: this step is red, the others still run
-                why = run_problems.pop(pair, None)
-                parts.append(f"{pair} RED ({report.one_line(str(e))}" + (f"; {why}" if why else "") + ")")
-                red += 1
-                continue
-            failed = [k.key for k in result.failed_keys] + [f.name for f in result.findings if not f.passed]
-            red += bool(failed)
-            flags = loosened(folder, pair)
-            parts.append(f"{pair} {'green' if not failed else 'RED'} ({len(result.keys)} keys"
-                         + (f"; failed: {', '.join(report.one_line(f) for f in failed[:4])}" if failed else "")
-                         + (f"; its diff log was judged with loosened tolerances: {'; '.join(flags)}" if flags else "")
-                         + ")")
-        print(f"Step {step}: " + "; ".join(parts))
-    for stem, why in run_problems.items():
-        print(report.one_line(f"{stem}: RED ({why})"))
-        red += 1
-    print(f"{paths.shown(folder)}: " + ("every step re-derived green" if not red else f"{red} pair(s) red"))
-    sys.exit(1 if red else 0)
+    ours = (folder / DIAGNOSTICS / f"forward_modules_stats_torch{record.SUFFIX}").is_file()  # this pipeline wrote it
+    return cli.run_check(folder, args, findings if ours else None)
 
 
 if __name__ == "__main__":
-    run_main(main)
+    sys.exit(run_main(main))

@@ -214,3 +214,21 @@ def test_the_callers_mean_bound_is_used_by_compare_forward_and_compare_backward(
         loss = next(r for r in report.steps[0] if r.name == "loss")
         assert loss.mean_bound == (tolerances.GUIDE["bp_align"].threshold if bound is None else bound)
         assert loss.mean > 0 and report.passed == green and (green or report.first_diverging == "loss after step 1")
+
+
+def test_a_clients_findings_join_a_pairs_line_and_a_loosened_verdict_says_so(tmp_path, capsys):
+    """cli.check's hook for a client's own verdicts (BERT's tuned tolerances and statistics): each finding on its
+    pair's line, a red one making the pair red; a verdict judged with a loosening flag says so on its line."""
+    import shutil
+    from portcheck.diff import Finding
+    folder = tmp_path / "log_reprod"
+    shutil.copytree(paths.ROOT / "examples/resnet18/log_reprod", folder)
+    assert cli.check(folder, extra=lambda f, pair: [Finding("mine", True, f"{pair} fine")]) == 0
+    lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith(tuple(tolerances.GUIDE))]
+    assert len(lines) == len(tolerances.GUIDE) and all("| mine green (" in line for line in lines)
+    verdict = folder / "diagnostics/loss_diff.json"
+    verdict.write_text(json.dumps({**json.loads(verdict.read_text()), "loosened": ["--threshold 1 loosens the loss's atol"]}))
+    assert cli.check(folder, extra=lambda f, pair: [Finding("mine", pair != "loss", "planted")]) == 1
+    loss = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("loss:"))
+    assert loss.startswith("loss: RED") and "| mine RED (planted)" in loss
+    assert "judged with loosened tolerances: --threshold 1 loosens the loss's atol" in loss

@@ -21,7 +21,9 @@ Every pair gets one line with its verdicts:
 A pair's kind (diagnostics/<pair>_diff.json): computed pairs need the float64 run, exact pairs (data, metric,
 lr) every value, shape and dtype equal (the first difference is named), outcomes (train_align) the task's
 threshold.
-Each <name>_diff.log is read back: every logged value must be the recomputed one.
+Each <name>_diff.log is read back: every logged value must be the recomputed one. A verdict its writer judged
+with tolerances a flag loosened (the "loosened" list of diagnostics/<pair>_diff.json) says so on its line.
+A client adds its own verdicts to a pair's line through check(..., extra=): its findings, each red one red.
 
 The threshold of a pair: --threshold PAIR=VALUE, else the one the hand-in's writer judged it at
 (diagnostics/<pair>_diff.json, when portcheck wrote it; never looser than the guide's own, but for an outcome's,
@@ -42,7 +44,7 @@ import sys
 from pathlib import Path
 
 from portcheck import calibrated, handin, record, report, same_run, tolerances, training
-from portcheck.diff import load_pair
+from portcheck.diff import Finding, load_pair
 from portcheck.errors import PipelineError, run_main
 from portcheck.fileio import load_npy, open_regular, writable
 
@@ -94,9 +96,30 @@ def declared_rule(below, name: str) -> tuple:
     return float(threshold), float(k), problem, kind
 
 
-def judge_pair(folder: Path, name: str, files: dict, overrides: dict, strict: bool, run_problem: str = None) -> tuple:
+def loosened(below, name: str) -> list:
+    """The flags that loosened the tolerances a pair's verdict was judged with (the "loosened" list a
+    CheckResult writes into <below>/<name>_diff.json), one line each; [] without one (an unreadable verdict is
+    declared_rule's problem)."""
+    try:
+        flags = json.loads(handin.read_log(below / f"{name}_diff.json")).get("loosened", []) if below else []
+    except (ValueError, AttributeError, RecursionError, OSError):
+        return []
+    return [report.one_line(str(f))[:120] for f in flags] if isinstance(flags, list) else ["a malformed list"]
+
+
+def client_findings(extra, folder: Path, name: str) -> list:
+    """extra(folder, name) -> [diff.Finding], a client's own verdicts on a pair; its error is a red one."""
+    try:
+        return list(extra(folder, name)) if extra else []
+    except PipelineError as e:
+        return [Finding("its client's check", False, report.one_line(str(e)))]
+
+
+def judge_pair(folder: Path, name: str, files: dict, overrides: dict, strict: bool, run_problem: str = None,
+               extra=None) -> tuple:
     """Print one pair's line (and its diff log's); (whether it is red, its torch side's keys when no run record
-    ties the pair to its run, else None). run_problem: why the pair is not of the hand-in's run (handin.last_run)."""
+    ties the pair to its run, else None). run_problem: why the pair is not of the hand-in's run (handin.last_run);
+    extra: a client's findings on the pair (check's)."""
     base = name.rsplit("/", 1)[-1]
     below = handin.ours(files["torch"].parent)  # None: a contestant's folder, or a diagnostics/ of their own
     threshold, k, problem, kind = declared_rule(below, base)
@@ -157,12 +180,16 @@ def judge_pair(folder: Path, name: str, files: dict, overrides: dict, strict: bo
             return True, None
         red |= not trained.passed
     copy = record.copied(files["torch"], files["paddle"])  # then same_run is False too: red
-    red |= bool(problem or run_problem)
+    findings = client_findings(extra, folder, name)
+    red |= bool(problem or run_problem) or not all(f.passed for f in findings)
     parts = [f"{name}: {'RED' if red else 'green'}", handin.describe_guide(guide, threshold, copy)]
     if measured is not None:
         parts.append(measured.describe_measured())
     parts.append(handin.describe_strict(strict_result, threshold, copy))
     parts.append({True: "same run", False: f"NOT the same run ({same[1]})", None: "same run not proven"}[same[0]])
+    parts += [f"{f.name} {'green' if f.passed else 'RED'} ({f.detail})" for f in findings]
+    flags = loosened(below, base)
+    parts += [f"judged with loosened tolerances: {'; '.join(flags)}"] if flags else []
     parts += [f"RED: {why}" for why in (problem, run_problem) if why]
     print(report.one_line(" | ".join(parts)))
     print(report.one_line(f"  {files['log'].name}: {log_line}" if files["log"] is not None
@@ -189,10 +216,11 @@ def borrowed(held: dict) -> list:
     return out
 
 
-def check(folder, overrides: dict = None, strict: bool = False, only=None) -> int:
+def check(folder, overrides: dict = None, strict: bool = False, only=None, extra=None) -> int:
     """Judge every pair of a hand-in folder and print one line each; the number of red pairs. A hand-in holds
     every pair of the guide: each one missing is red, unless `only` names the pairs a partial hand-in is asked
-    for (those must be there; the verdict says it is partial)."""
+    for (those must be there; the verdict says it is partial). extra: a client's own verdicts, a callable
+    (folder, pair name) -> [diff.Finding] whose findings join the pair's line, each red one making it red."""
     folder = Path(folder).expanduser()
     expected = tolerances.GUIDE if only is None else _asked(only)
     if not folder.is_dir():
@@ -210,7 +238,7 @@ def check(folder, overrides: dict = None, strict: bool = False, only=None) -> in
     run_problems = handin.last_run(folder)
     for name, files in pairs.items():
         is_red, keys = judge_pair(folder, name, files, overrides or {}, strict,
-                                  run_problems.pop(name, None) if "/" not in name else None)
+                                  run_problems.pop(name, None) if "/" not in name else None, extra)
         red += is_red
         if keys:
             held[name] = keys
@@ -325,12 +353,12 @@ def add_check_flags(ap):
                     "every pair of the guide, each missing one red)")
 
 
-def run_check(folder, args) -> int:
+def run_check(folder, args, extra=None) -> int:
     given = [threshold_flag(t) for t in args.threshold]
     twice = sorted({n for n, _ in given if [m for m, _ in given].count(n) > 1})
     if twice:
         raise PipelineError(f"--threshold given twice for {', '.join(twice)}: give each pair's once")
-    red = check(folder, dict(given), args.strict, args.only)
+    red = check(folder, dict(given), args.strict, args.only, extra)
     print(report.one_line(f"{folder}: " + ("every pair green" + (" on every verdict" if args.strict else "")
                                             + (f" (partial: --only {args.only})" if args.only else "")
                                             if not red else f"{red} pair(s) red")))

@@ -1,7 +1,7 @@
 """A pipeline as data: its steps, each step's scripts and the pairs its check judges; and the one runner.
 
 A pipeline declares its table once (a client's own, e.g. the BERT example's); its run_all.py turns the table into
-commands with its own flags and hands them to `run()`, its checks and pipeline/check_log_reprod.py read
+commands with its own flags and hands them to `run()`, and its checks read
 the pairs and the scripts that write them from the same table. A second pipeline reuses the runner with
 a table of its own:
 
