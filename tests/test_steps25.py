@@ -287,6 +287,19 @@ def test_the_final_metric_is_an_outcome_at_the_threshold():
     assert row(training.judge_training(t.arrays(), p.arrays()), "final metric").passed  # the guide's 0.15%
 
 
+
+def test_runs_that_meet_only_at_the_end_say_how_far_apart_their_earlier_evaluations_were():
+    """The guide judges the final metric alone: green. That the runs parted on the way is said beside, with the
+    evaluation where they were furthest apart."""
+    t, p = training.TrainingLog(), training.TrainingLog()
+    for log, accs in ((t, (0.2, 0.9, 0.95)), (p, (0.7, 0.91, 0.95))):
+        for acc in accs:
+            log.step(1.0, 0.1)
+            log.evaluate({"accuracy": acc})
+    report = training.judge_training(t.arrays(), p.arrays())
+    assert report.passed and ("training evaluations before the last: accuracy largest gap 0.5 after step 1 (torch "
+                              "0.2 vs paddle 0.7)") in report.lines(), report.lines()
+
 def test_a_training_hand_in_rechecks_green_and_a_bug_red_from_the_files_alone(tmp_path, torch_run, capsys):
     for plant, expected in (({}, 0), ({"wd": 0.0}, 1)):
         folder, top = tmp_path / str(expected), tmp_path / str(expected) / "log_reprod"

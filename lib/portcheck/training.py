@@ -241,6 +241,7 @@ class TrainingReport(NamedTuple):
     rows: list
     causes: list       # the guide's causes the records show, as sentences
     loss: str          # where the loss curves part (said, not judged)
+    evaluations: str = ""  # each metric's largest gap over the evaluations before the last (said, not judged)
 
     @property
     def passed(self) -> bool:
@@ -249,6 +250,8 @@ class TrainingReport(NamedTuple):
     def lines(self) -> list:
         out = [f"training {r.name}: {'passed' if r.passed else 'FAILED'}, {r.detail}" for r in self.rows]
         out.append(f"training loss curves: {self.loss}")
+        if self.evaluations:
+            out.append(f"training evaluations before the last: {self.evaluations}")
         if not self.passed or self.causes:
             out.append("the guide's causes the records show: " + ("; ".join(self.causes) if self.causes else
                        "none (the initial weights, data order, seeds, flags and dropout/BatchNorm modes are "
@@ -414,7 +417,16 @@ def judge_training(torch_log: dict, paddle_log: dict, threshold: float = None, r
     if wn is not None and not wn.passed and not causes:
         causes.append(f"the update differs while weights, order, modes and lr are the same: weight decay, momentum "
                       f"or gradient clipping (the weight norm {wn.detail})")
-    return TrainingReport(rows, causes, loss)
+    # The guide judges the final metric alone; the earlier evaluations are said, so that runs which meet at the end
+    # after parting on the way (the curves of a chaotic recipe) show it
+    earlier = []
+    if names and names == sorted(k for k in p if k.startswith(METRIC)) and same_evals and len(t["eval_step"]) > 1:
+        for name in names:
+            gaps = np.abs(np.asarray(t[name][:-1], np.float64) - np.asarray(p[name][:-1], np.float64))
+            k = int(np.nanargmax(gaps)) if np.isfinite(gaps).any() else 0
+            earlier.append(f"{name[len(METRIC):]} largest gap {gaps[k]:.3g} after step {int(t['eval_step'][k])} "
+                           f"(torch {float(t[name][k]):.6g} vs paddle {float(p[name][k]):.6g})")
+    return TrainingReport(rows, causes, loss, "; ".join(earlier))
 
 
 def plot(torch_log: dict, paddle_log: dict, out) -> str:
