@@ -104,3 +104,21 @@ def test_llm_figures_are_the_benchmarks():
         flat = " ".join(path.read_text(encoding="utf-8").split())
         for figure in figures:
             assert figure.rstrip("x") in flat, (path.name, figure)
+
+
+def test_isolate_figures_are_the_benchmarks():
+    """The isolated-judgement figures of the READMEs (both) are docs/isolate.json's, which tools/bench_isolate.py
+    wrote with docs/isolate.md."""
+    import json
+    bench = json.loads((paths.ROOT / "docs" / "isolate.json").read_text())
+    forward, training = bench["forward"], bench["training"]
+    resnet = forward["transformers ResNet-18 vs paddle.vision"]
+    mobile = [v["isolated"] for k, v in training.items() if k.startswith("MobileNetV1-like")]
+    figures = [resnet["cumulative"], resnet["isolated"], resnet["seconds"], resnet["seconds_isolated"],
+               forward["transformers BertModel vs paddlenlp (tiny)"]["isolated"],
+               training["ResNet-18 example, 5 steps, clean"]["isolated"], *mobile]
+    bench_md = (paths.ROOT / "docs" / "isolate.md").read_text()
+    for text in (README.read_text(), README_CN.read_text(encoding="utf-8")):
+        flat = " ".join(text.split())
+        for figure in figures:
+            assert figure in flat and figure in bench_md, figure
