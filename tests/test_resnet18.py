@@ -140,7 +140,9 @@ def torch_steps():
 @pytest.mark.parametrize("plant, rows, cause", [
     ({}, [], None),
     ({"weight_decay": 5e-3}, ["weight norm"], "the update differs"),
-    ({"lr_ahead": True}, ["lr", "weight norm"], "one step ahead"),  # the lr, and the updates it made
+    # the lr. The updates it makes in warmup's first steps (twice the lr at step 0) move the weight norm by 6.6e-07
+    # relative, under the 1e-6 row, and the loss curves part at step 2, after which the norm is only said
+    ({"lr_ahead": True}, ["lr"], "one step ahead"),
 ], ids=["clean", "weight decay 10x", "lr schedule one step ahead"])
 def test_training_plants_are_red_at_their_row_and_name_the_cause(torch_steps, plant, rows, cause):
     (t, t_dep), (p, p_dep) = torch_steps, quick_training("paddle", **plant)
@@ -284,3 +286,94 @@ def test_readmes_state_the_committed_figures():
         flat = " ".join(text.split())
         for figure in figures + [f"{max(rules):.3e}", count]:
             assert figure in flat, figure
+
+
+# ---- Step 5's committed measurements: the threshold, the outcome, the time (files read, nothing trained) --------
+
+DOCS = ROOT / resnet.FOLDER / "docs"
+HAND_IN = ROOT / resnet.FOLDER / "log_reprod"
+
+
+def measurements():
+    """(torch_vs_torch.py's figures, run_all.py --timing's), as committed."""
+    import json
+    return (json.loads((DOCS / "torch_vs_torch.json").read_text()),
+            json.loads((DOCS / "run_all_time.json").read_text()))
+
+
+def hand_in_outcome(side):
+    from portcheck.fileio import load_npy
+    final = load_npy(HAND_IN / f"train_align_{side}.npy")
+    return {k: float(v) for k, v in final.items()}, load_npy(HAND_IN / "diagnostics" / f"{training.LOG}_{side}.npy")
+
+
+def loss_parts(a, b):
+    over = np.flatnonzero(~(np.abs(a["loss"] - b["loss"]) <= training.LOSS_PARTS))
+    return int(over[0]) if over.size else None
+
+
+def test_the_threshold_is_torch_against_itself():
+    """resnet.THRESHOLD is half an image above the largest gap between torch's own runs of this very training
+    (Step5/torch_vs_torch.py's JSON, recomputed from its runs), covers every metric's gap there, and is the
+    threshold the hand-in was judged at; the yardstick's reference run is the hand-in's torch side."""
+    tvt, _ = measurements()
+    assert tvt["train"] == resnet.TRAIN and tvt["test_images"] == resnet.TEST  # measured on today's recipe
+    runs = tvt["runs"]
+    assert [(r["threads"], r["onednn"]) for r in runs.values()] == [(1, True), (2, True), (1, False)]
+    for r in runs.values():
+        assert r["correct"] == round(r["accuracy"] * resnet.TEST)
+    gap = {k: max(abs(a[k] - b[k]) for a in runs.values() for b in runs.values())
+           for k in ("correct", "accuracy", "macro_f1")}
+    assert gap == tvt["largest_gap"] and gap["correct"] == resnet.TORCH_GAP
+    if gap["correct"]:
+        assert resnet.THRESHOLD == (gap["correct"] + 0.5) / resnet.TEST
+        assert max(gap["accuracy"], gap["macro_f1"]) <= resnet.THRESHOLD
+    else:  # torch against itself ends equal: the guide's 0.15% is within reach and holds
+        from portcheck.tolerances import GUIDE
+        assert resnet.THRESHOLD == GUIDE["train_align"].threshold
+    torch_final, _ = hand_in_outcome("torch")
+    assert {k: runs["one thread"][k] for k in torch_final} == torch_final
+    assert f"threshold: {resnet.THRESHOLD:g} " in (HAND_IN / "train_align_diff.log").read_text()
+
+
+def test_readmes_state_step5s_measurements():
+    """The Step 5 section of both READMEs: the table (accuracies, counts, macro F1, where the curves part) is the
+    hand-in's and torch_vs_torch.py's; both sides pass the 95% floor; the count gaps, the threshold, the first
+    loss (never exceeded) and the time (run_all.py --timing, a whole training) are the committed files'."""
+    tvt, timing = measurements()
+    (t, t_log), (p, p_log) = hand_in_outcome("torch"), hand_in_outcome("paddle")
+    assert min(t["accuracy"], p["accuracy"]) >= 0.95
+    own = list(tvt["runs"].values())
+    accuracy = [t["accuracy"], p["accuracy"], *(r["accuracy"] for r in own[1:])]
+    f1 = [t["macro_f1"], p["macro_f1"], *(r["macro_f1"] for r in own[1:])]
+    parts = [loss_parts(t_log, p_log), *(r["loss_parts_from_one_thread_at"] for r in own[1:])]
+    counts = [round(a * resnet.TEST) for a in accuracy]
+    first = float(t_log["loss"][0])
+    assert float(p_log["loss"][0]) == first and t_log["loss"].max() == first and p_log["loss"].max() == first
+    assert timing["train"] == {**resnet.TRAIN, "max_steps": None}
+    assert timing["step5_seconds"] == timing["seconds"]["Step5 training"] <= 300  # the issue's 5 minutes
+    gap, own_gap = abs(counts[0] - counts[1]), tvt["largest_gap"]["correct"]
+    common = [f"{a * 100:.2f}%" for a in accuracy[:2]] + [
+        f"{own_gap + 0.5:g} / {resnet.TEST} = {resnet.THRESHOLD:.6f}", f"{tvt['largest_gap']['macro_f1']:.6f}",
+        f"{first:.6f}", f"{timing['step5_seconds']:.0f} s", f"{timing['total_seconds']:.0f} s"]
+    english = [f"The counts are {gap} images apart", f"Torch's own runs end {own_gap} images apart",
+               f"span {min(counts)} to {max(counts)} correct", f"{timing['cores']}-core machine", "pass 95%"]
+    chinese = [f"正确张数差 {gap} 张", f"torch 自己的几次运行最后相差 {own_gap} 张",
+               f"落在 {min(counts)} 到 {max(counts)} 之间", f"{timing['cores']} 核机器", "都超过 95%"]
+    rows = {"README.md": ("test accuracy", "macro F1", "loss curves part"),
+            "README_cn.md": ("测试准确率", "宏平均 F1", "损失曲线与 torch 分开")}
+    for name, own_words in (("README.md", english), ("README_cn.md", chinese)):
+        text = (ROOT / resnet.FOLDER / name).read_text(encoding="utf-8")
+        flat = " ".join(text.split())
+        for figure in common + own_words:
+            assert re.search(rf"(?<![\d.]){re.escape(figure)}", flat), (name, figure)
+        cells = {}
+        for row in rows[name]:
+            line = next(line for line in text.splitlines() if line.startswith(f"| {row}"))
+            cells[row] = [c.strip() for c in line.strip("|").split("|")[1:]]
+        acc_row, f1_row, parts_row = (cells[r] for r in rows[name])
+        of = (f"of {resnet.TEST}", f"{resnet.TEST} 张中")  # "353 of 360", "360 张中 353 张": the other is the count
+        assert [re.findall(r"[\d.]+", c.replace(of[0], "").replace(of[1], "")) for c in acc_row] == \
+            [[f"{a:.6f}", str(n)] for a, n in zip(accuracy, counts)], (name, acc_row)
+        assert f1_row == [f"{v:.6f}" for v in f1], (name, f1_row)
+        assert parts_row == ["", *(str(k) for k in parts)], (name, parts_row)  # the first column is the reference

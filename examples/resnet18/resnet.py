@@ -8,12 +8,13 @@ finds the same pairs from a run (tests/test_pairing.py); the scripts keep it as 
 """
 import argparse
 import functools
+import math
 import os
 from pathlib import Path
 
 import numpy as np
 
-from portcheck import fileio, record, training
+from portcheck import fileio, record, tolerances, training
 from portcheck.errors import PipelineError
 
 ROOT = Path(__file__).resolve().parents[2]  # the repository the example's scripts run from
@@ -33,12 +34,22 @@ TEST, SPLIT_SEED = 360, 0
 # std (of the scaled pixels, fixed here), one channel repeated into the model's three.
 MEAN, STD = 0.30558658, 0.3762971
 DATA_BATCHES = 4    # Step 2: the first batches of each loader, recorded whole (the data pair)
-# Step 5: momentum SGD with weight decay and a cosine schedule over every step; the data order is seeded
-TRAIN = {"epochs": 4, "batch": 32, "lr": 0.05, "momentum": 0.9, "weight_decay": 5e-4, "order_seed": 1}
-# The task's threshold on the final test metrics: at most one image of 360 apart. Torch trained against itself, at
-# one thread and at two, ends one image apart (Step5/torch_vs_torch.py): the guide's 0.15% (SST-2's, below one image
-# here) is a bound no run, torch's own included, can meet on this test set.
-THRESHOLD = 1.5 / TEST
+# Step 5: momentum SGD with weight decay, one epoch of linear warmup, then a cosine schedule to 0; the data order is
+# seeded. Chosen by measurement among eleven recipes (README, Step 5): the first (lr 0.05 at batch 32, no warmup,
+# 4 epochs) spiked the loss as high as 19 and ended torch at 336 of 360 on one machine, under the task's 95%; with
+# this one the loss never rises above its first step's and every run measured, torch's and Paddle's, ends at 351
+# to 355. None of the eleven ended with equal counts on both sides.
+TRAIN = {"epochs": 12, "batch": 64, "lr": 0.05, "warmup_epochs": 1, "momentum": 0.9, "weight_decay": 5e-4,
+         "order_seed": 1}
+# The task's threshold on the final test metrics, measured (Step5/torch_vs_torch.py, its figures in
+# docs/torch_vs_torch.json): three correct torch runs of this training, at one thread, at two and with oneDNN's
+# kernels off, differing only in the order of fp32 additions, end up to TORCH_GAP images apart (and within that on
+# macro F1). No port can be held closer than torch is to itself: the guide's 0.15% (SST-2's; below one image of 360
+# here) asks for equal counts, which torch against itself does not give. Half an image above the gap: the
+# accuracies are counts over TEST, so no rounding of one decides. Were torch's runs to end with equal counts, the
+# guide's own threshold would hold. tests/test_resnet18.py holds both to the JSON.
+TORCH_GAP = 2
+THRESHOLD = (TORCH_GAP + 0.5) / TEST if TORCH_GAP else tolerances.GUIDE["train_align"].threshold
 
 EXPORT = f"python {FOLDER}/export_weights.py"
 CONVERT = f"python {FOLDER}/convert_weights.py"
@@ -184,21 +195,37 @@ def paddle_training():
             lambda opt: opt._learning_rate)
 
 
+def lr_factor(steps: int):
+    """The schedule both sides share, as the lr's multiple at each step: linear warmup over the first
+    warmup_epochs (from 1/warmup of the lr), then a cosine to 0 over the rest. One closed form, fed to
+    torch's LambdaLR and Paddle's LambdaDecay (base lr times it, on both): the frameworks' own warmup classes
+    differ in form (torch's LinearLR and SequentialLR multiply step by step, Paddle's LinearWarmup
+    interpolates), and over 264 steps 245 of their lrs differ in the last bits, which Step 5's exact lr row
+    names."""
+    warmup = TRAIN["warmup_epochs"] * steps_per_epoch()
+
+    def factor(step: int) -> float:
+        if step < warmup:
+            return (step + 1) / warmup
+        return 0.5 * (1 + math.cos(math.pi * (step - warmup) / (steps - warmup)))
+    return factor
+
+
 def torch_trainer(model, steps: int, weight_decay: float = None):
     """Step 5's (optimizer, scheduler, the lr the next step uses) on the torch side, over `steps` steps."""
     import torch
     t = TRAIN
     opt = torch.optim.SGD(model.parameters(), lr=t["lr"], momentum=t["momentum"],
                           weight_decay=t["weight_decay"] if weight_decay is None else weight_decay)
-    return opt, torch.optim.lr_scheduler.CosineAnnealingLR(opt, steps), lambda: opt.param_groups[0]["lr"]
+    return opt, torch.optim.lr_scheduler.LambdaLR(opt, lr_factor(steps)), lambda: opt.param_groups[0]["lr"]
 
 
 def paddle_trainer(model, steps: int, weight_decay: float = None):
-    """The same on the Paddle side: Momentum with an L2Decay regularizer, CosineAnnealingDecay as its lr.
+    """The same on the Paddle side: Momentum with an L2Decay regularizer, LambdaDecay as its lr.
     weight_decay: a planted bug of the tests."""
     import paddle
     t = TRAIN
-    sched = paddle.optimizer.lr.CosineAnnealingDecay(t["lr"], steps)
+    sched = paddle.optimizer.lr.LambdaDecay(t["lr"], lr_factor(steps))
     opt = paddle.optimizer.Momentum(learning_rate=sched, momentum=t["momentum"], parameters=model.parameters(),
                                     weight_decay=paddle.regularizer.L2Decay(
                                         t["weight_decay"] if weight_decay is None else weight_decay))
@@ -209,7 +236,8 @@ def torch_running_var(model) -> list:
     """Torch's rule for BatchNorm's running variance on the Paddle model (portcheck.training.torch_running_var):
     torch updates it with the unbiased batch variance (n/(n-1)), Paddle with the biased one, and has no option
     for the other (by design; Step 4 says so per module). Step 5 evaluates in eval mode, where that running
-    variance is used: with n = 32 values per channel in the last stages, 3% apart. Returns the hooks' handles."""
+    variance is used: with n = 64 values per channel in the last stages (a batch of 64 at 1 x 1), 1.6% apart.
+    Returns the hooks' handles."""
     return training.torch_running_var(model)
 
 

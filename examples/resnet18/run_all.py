@@ -3,12 +3,19 @@ check, from the table below (portcheck.steps.run, the runner BERT's pipeline/run
 
     python examples/resnet18/run_all.py        # then: python pipeline/check_log_reprod.py examples/resnet18/log_reprod
     python examples/resnet18/run_all.py --max_steps 4    # a quick run: Step 5 trains 4 steps
+    python examples/resnet18/run_all.py --timing         # also write each step's time to docs/run_all_time.json
+
+The hand-in holds no time (a rerun writes the same bytes); --timing writes the run's times apart, to
+examples/resnet18/docs/run_all_time.json, the figures the READMEs cite, when every step is green.
 
 Each script runs in its own process, in order; the first that fails stops the run (exit 1) and says which.
 The hand-in is examples/resnet18/log_reprod/ (the guide's pairs, their diff logs, diagnostics/).
 """
 import argparse
+import json
+import os
 import sys
+from pathlib import Path
 
 try:
     import portcheck.runtime  # first: offline mode, threads, allocator, before torch/paddle load
@@ -18,6 +25,7 @@ except ModuleNotFoundError:  # the project is not importable: not its venv
 from examples.resnet18 import resnet
 from portcheck import steps
 from portcheck.errors import run_main
+from portcheck.fileio import atomic_write
 
 F = resnet.FOLDER
 SPECS = (  # the step table: which script writes each side of each pair, and the check judging them
@@ -43,10 +51,27 @@ def table(max_steps=None) -> list:
             steps.Step.of(SPECS[-1], scripts=[steps.SideBySide([[train.torch, *flags], [train.paddle, *flags]])])]
 
 
+def timing_path() -> Path:
+    return resnet.folder() / "docs" / "run_all_time.json"
+
+
+def write_timing(results, max_steps):
+    """Each step's wall time in seconds, Step 5's and the whole run's, with what they depend on: the cores this
+    run had and the training settings (other work on the cores slows it, which no file can say)."""
+    seconds = {r.step.name: round(r.seconds, 1) for r in results}
+    timing = {"cores": len(os.sched_getaffinity(0)), "train": {**resnet.TRAIN, "max_steps": max_steps},
+              "seconds": seconds, "step5_seconds": seconds[SPECS[-1].name],
+              "total_seconds": round(sum(r.seconds for r in results), 1)}
+    atomic_write(timing_path(), lambda tmp: Path(tmp).write_text(json.dumps(timing, indent=1) + "\n"))
+    print(f"wrote {resnet.shown(timing_path())}")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
                                  allow_abbrev=False)
     ap.add_argument("--max_steps", type=resnet.positive, help="Step 5: stop each training after this many steps")
+    ap.add_argument("--timing", action="store_true", help="write each step's time to "
+                    "examples/resnet18/docs/run_all_time.json (when every step is green)")
     args = ap.parse_args()
     results, failed = steps.run(table(args.max_steps), resnet.ROOT, summary="each step's diff log",
                                 hand_in=resnet.log_reprod())
@@ -54,6 +79,8 @@ def main():
     for r in results:
         print(f"{r.step.name}: {r.status} ({r.seconds:.1f} s)")
     print(failed or f"every step green; the hand-in: {resnet.shown(resnet.log_reprod())}")
+    if args.timing and not failed:
+        write_timing(results, args.max_steps)
     sys.exit(1 if failed else 0)
 
 

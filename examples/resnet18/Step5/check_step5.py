@@ -2,8 +2,9 @@
 examples/resnet18/log_reprod/ (the curves and the plot under diagnostics/).
 
 The guide's pair is the last evaluation (test accuracy and macro F1), an outcome: within the task's threshold,
-one image of 360 (resnet.THRESHOLD: torch trained against itself ends one image apart; the guide's 0.15% is
-SST-2's).
+resnet.THRESHOLD: half an image of 360 above the largest gap between three torch runs of this training
+(resnet.TORCH_GAP, measured by Step5/torch_vs_torch.py), which end with different counts; the guide's 0.15%,
+SST-2's, would ask for equal ones.
 Behind it (portcheck.training.judge_training): the same steps and evaluations, every step's lr equal, every
 step's batch equal, the same dropout/BatchNorm modes, the first step's loss and the weight norm while the runs
 are still one computation, the loss finite; the run records' initial weights, data order, seeds and flags
