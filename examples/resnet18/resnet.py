@@ -232,15 +232,6 @@ def paddle_trainer(model, steps: int, weight_decay: float = None):
     return opt, sched, opt.get_lr
 
 
-def torch_running_var(model) -> list:
-    """Torch's rule for BatchNorm's running variance on the Paddle model (portcheck.training.torch_running_var):
-    torch updates it with the unbiased batch variance (n/(n-1)), Paddle with the biased one, and has no option
-    for the other (by design; Step 4 says so per module). Step 5 evaluates in eval mode, where that running
-    variance is used: with n = 64 values per channel in the last stages (a batch of 64 at 1 x 1), 1.6% apart.
-    Returns the hooks' handles."""
-    return training.torch_running_var(model)
-
-
 @functools.lru_cache(maxsize=1)
 def digits():
     """(images float32 [1797, 1, 8, 8] scaled to [0, 1], labels int64 [1797]): sklearn's copy, read offline."""

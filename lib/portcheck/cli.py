@@ -64,46 +64,52 @@ def threshold_flag(text: str) -> tuple:
     return name, number
 
 
-def declared_rule(below, name: str) -> tuple:
-    """(threshold, k, problem, kind) the hand-in's writer judged a pair by (<below>/<name>_diff.json, written by
-    handin.judge_and_log into our diagnostics/ folder `below`), or Nones: a contestant's pair (below is None), or
-    a client's own tuned verdict."""
+def verdict_file(below, name: str) -> tuple:
+    """(<below>/<name>_diff.json's data, or None; why it is unreadable, or ""): the verdict the hand-in's writer
+    left in our diagnostics/ folder `below` (None: a contestant's folder), read once for declared_rule and
+    loosened."""
     if below is None or not os.path.lexists(below / f"{name}_diff.json"):
-        return None, None, "", None
+        return None, ""
     path = below / f"{name}_diff.json"
     try:
         data = json.loads(handin.read_log(path))
-        threshold, k, kind = data.get("threshold"), data.get("k", calibrated.K), data.get("kind", "computed")
-    except (ValueError, AttributeError, RecursionError, OSError):
-        return None, None, f"{path.name} is unreadable", None
+    except (ValueError, RecursionError, OSError):
+        return None, f"{path.name} is unreadable"
+    return (data, "") if isinstance(data, dict) else (None, f"{path.name} is unreadable")
+
+
+def declared_rule(name: str, data, unreadable: str = "") -> tuple:
+    """(threshold, k, problem, kind) the hand-in's writer judged a pair by (its verdict_file, written by
+    handin.judge_and_log), or Nones: a contestant's pair (no data), or a client's own tuned verdict."""
+    if data is None:
+        return None, None, unreadable, None
+    file = f"{name}_diff.json"
+    threshold, k, kind = data.get("threshold"), data.get("k", calibrated.K), data.get("kind", "computed")
     if data.get("name", name) != name:  # the pair's files and verdict replaced by another pair's
-        return None, None, f"{path.name} is the verdict of {report.one_line(repr(data['name']))[:40]}: one pair's " \
+        return None, None, f"{file} is the verdict of {report.one_line(repr(data['name']))[:40]}: one pair's " \
                            "files handed in as another's", None
     if threshold is None:  # a verdict written by a client's own tuned check: no rule of the library's in it
         return None, None, "", None
     if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or not 0 < threshold < math.inf:
-        return None, None, f"{path.name} gives threshold {report.one_line(repr(threshold))[:40]}", None
+        return None, None, f"{file} gives threshold {report.one_line(repr(threshold))[:40]}", None
     if k not in (calibrated.K, calibrated.K_BACKWARD):
-        return None, None, (f"{path.name} gives K {report.one_line(repr(k))[:40]}, not the library's "
+        return None, None, (f"{file} gives K {report.one_line(repr(k))[:40]}, not the library's "
                             f"{calibrated.K:g} or {calibrated.K_BACKWARD:g}"), None
     problem = ""
     try:
         kind = tolerances.kind_of(name, kind)
     except PipelineError:
-        problem, kind = f"{path.name} gives a kind the library does not know", None
+        problem, kind = f"{file} gives a kind the library does not know", None
     if kind and name in tolerances.GUIDE and kind != tolerances.GUIDE[name].kind:  # e.g. no float64 run
         problem = f"judged as {kind}, but the guide's {name} is {tolerances.GUIDE[name].kind}"
     return float(threshold), float(k), problem, kind
 
 
-def loosened(below, name: str) -> list:
+def loosened(data) -> list:
     """The flags that loosened the tolerances a pair's verdict was judged with (the "loosened" list a
-    CheckResult writes into <below>/<name>_diff.json), one line each; [] without one (an unreadable verdict is
+    CheckResult writes into its verdict_file), one line each; [] without one (an unreadable verdict is
     declared_rule's problem)."""
-    try:
-        flags = json.loads(handin.read_log(below / f"{name}_diff.json")).get("loosened", []) if below else []
-    except (ValueError, AttributeError, RecursionError, OSError):
-        return []
+    flags = data.get("loosened", []) if data else []
     return [report.one_line(str(f))[:120] for f in flags] if isinstance(flags, list) else ["a malformed list"]
 
 
@@ -122,7 +128,8 @@ def judge_pair(folder: Path, name: str, files: dict, overrides: dict, strict: bo
     extra: a client's findings on the pair (check's)."""
     base = name.rsplit("/", 1)[-1]
     below = handin.ours(files["torch"].parent)  # None: a contestant's folder, or a diagnostics/ of their own
-    threshold, k, problem, kind = declared_rule(below, base)
+    verdict, unreadable = verdict_file(below, base)
+    threshold, k, problem, kind = declared_rule(base, verdict, unreadable)
     guide_own = tolerances.guide_threshold(base)
     if base in overrides:
         threshold = overrides[base]
@@ -188,7 +195,7 @@ def judge_pair(folder: Path, name: str, files: dict, overrides: dict, strict: bo
     parts.append(handin.describe_strict(strict_result, threshold, copy))
     parts.append({True: "same run", False: f"NOT the same run ({same[1]})", None: "same run not proven"}[same[0]])
     parts += [f"{f.name} {'green' if f.passed else 'RED'} ({f.detail})" for f in findings]
-    flags = loosened(below, base)
+    flags = loosened(verdict)
     parts += [f"judged with loosened tolerances: {'; '.join(flags)}"] if flags else []
     parts += [f"RED: {why}" for why in (problem, run_problem) if why]
     print(report.one_line(" | ".join(parts)))

@@ -323,7 +323,8 @@ def judge_training(torch_log: dict, paddle_log: dict, threshold: float = None, r
                                 "portcheck.training.TrainingLog")
 
     names = sorted(k for k in t if k.startswith(METRIC))
-    if names != sorted(k for k in p if k.startswith(METRIC)) or not names:
+    same_metrics = bool(names) and names == sorted(k for k in p if k.startswith(METRIC))
+    if not same_metrics:
         rows.append(Row("final metric", False, f"metrics differ: torch {[n[len(METRIC):] for n in names]} vs paddle "
                                                f"{sorted(k[len(METRIC):] for k in p if k.startswith(METRIC))}"))
     else:
@@ -420,7 +421,7 @@ def judge_training(torch_log: dict, paddle_log: dict, threshold: float = None, r
     # The guide judges the final metric alone; the earlier evaluations are said, so that runs which meet at the end
     # after parting on the way (the curves of a chaotic recipe) show it
     earlier = []
-    if names and names == sorted(k for k in p if k.startswith(METRIC)) and same_evals and len(t["eval_step"]) > 1:
+    if same_metrics and same_evals and len(t["eval_step"]) > 1:
         for name in names:
             gaps = np.abs(np.asarray(t[name][:-1], np.float64) - np.asarray(p[name][:-1], np.float64))
             k = int(np.nanargmax(gaps)) if np.isfinite(gaps).any() else 0

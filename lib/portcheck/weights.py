@@ -41,7 +41,7 @@ def strict_state(expected: dict, given: dict, what: str):
     strict_check({k: s for k, (s, _) in expected.items()}, {k: s for k, (s, _) in given.items()}, what)
     dtypes = sorted(f"{k} {given[k][1]} != {expected[k][1]}" for k in expected if given[k][1] != expected[k][1])
     if dtypes:
-        raise PipelineError(f"{what} does not fit the model; dtype mismatch: {', '.join(dtypes)}")
+        raise PipelineError(f"{what} does not fit the model; dtype mismatch: {named(dtypes)}")
 
 
 def torch_reason(e: Exception) -> str:
