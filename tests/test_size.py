@@ -11,7 +11,8 @@ import pytest
 import torch
 
 import portcheck.compare as compare
-from portcheck import calibrated, compare_forward, convert, judge_forward
+from portcheck import calibrated, compare_forward, convert, judge_forward, record_forward
+from portcheck.compare import F64
 from portcheck.convert import plan
 from portcheck.errors import PipelineError
 from portcheck.spill import Spill
@@ -185,11 +186,10 @@ def figures(report) -> list:
             for r in list(report.rows) + list(report.isolated or [])]
 
 
-@pytest.mark.parametrize("planted", [None, "spilled as float32 (the float64 twin rounded)"])
+@pytest.mark.parametrize("planted", [None, "spilled as float16 (what is written rounded)"])
 def test_spilled_records_judge_as_in_memory(tmp_path, monkeypatch, planted):
     """A port with a planted bug (RMSNorm's epsilon): record_dir= gives the same rows, the same isolated rows and
-    the same verdicts as in memory, and the files judge again from disk (Spill.open). A spill that rounds what
-    it writes to float32, planted, is red."""
+    the same verdicts as in memory. A spill that rounds what it writes, planted, is red."""
     pt, pd = llama_pair()
     convert(pt, pd, layouts=HEAD)
     pd.llama.layers[1].input_layernorm.variance_epsilon = 1e-2
@@ -197,15 +197,50 @@ def test_spilled_records_judge_as_in_memory(tmp_path, monkeypatch, planted):
     if planted:
         write = Spill.__setitem__
         monkeypatch.setattr(Spill, "__setitem__", lambda self, k, v: write(
-            self, k, v.astype(np.float32) if v.dtype == np.float64 else v))
+            self, k, v.astype(np.float16) if v.dtype == np.float32 else v))
     disk = compare_forward(pt, pd, IDS, isolate=True, record_dir=tmp_path / "records")
     assert not memory.passed and memory.differing == ["model.layers.1.input_layernorm"]
     same = figures(disk) == figures(memory) and disk.differing == memory.differing
     assert same != bool(planted)
-    again = judge_forward(Spill.open(tmp_path / "records" / "torch"), Spill.open(tmp_path / "records" / "paddle"))
-    assert (figures(again) == [f for f in figures(memory)[:len(memory.rows)]]) != bool(planted)
-    # torch's isolated values are judged as they are computed, never written (portcheck.isolate.judge)
-    assert {p.name for p in (tmp_path / "records").iterdir()} == {"torch", "paddle", "isolated-paddle"}
+    # torch's float64 values and both isolated runs' are judged as they are computed, never written
+    assert {p.name for p in (tmp_path / "records").iterdir()} == {"torch", "paddle"}
+    assert not any(k.startswith(F64) for k in Spill.open(tmp_path / "records" / "torch"))
+    with pytest.raises(PipelineError, match="without|float64 run"):  # so it is not a hand-in's record
+        judge_forward(Spill.open(tmp_path / "records" / "torch"), Spill.open(tmp_path / "records" / "paddle"))
+
+
+@pytest.mark.parametrize("planted", [None, "spilled as float32 (the float64 twin rounded)"])
+def test_records_written_to_disk_judge_again(tmp_path, monkeypatch, planted):
+    """record_forward(record_dir=) on each side, judged again from disk by another reader (Spill.open): the rows
+    compare_forward gives in memory. A spill rounding the float64 twin, planted, is red."""
+    pt, pd = llama_pair()
+    convert(pt, pd, layouts=HEAD)
+    pd.llama.layers[1].input_layernorm.variance_epsilon = 1e-2
+    memory = compare_forward(pt, pd, IDS)
+    if planted:
+        write = Spill.__setitem__
+        monkeypatch.setattr(Spill, "__setitem__", lambda self, k, v: write(
+            self, k, v.astype(np.float32) if v.dtype == np.float64 else v))
+    record_forward(pt, IDS, tmp_path / "torch"), record_forward(pd, IDS, tmp_path / "paddle")
+    again = judge_forward(Spill.open(tmp_path / "torch"), Spill.open(tmp_path / "paddle"))
+    assert (figures(again) == figures(memory)) != bool(planted)
+
+
+@pytest.mark.parametrize("planted", [None, "judged on the float32 value"])
+def test_the_float64_run_judged_as_it_runs_gives_the_recorded_rows(monkeypatch, planted):
+    """compare_forward judges torch's float64 run as it computes it (compare.judged_as_run), keeping none of it:
+    its rows are, bit for bit, those of the records a pt_/pd_ script pair writes (record_forward, judge_forward),
+    with a bug planted in the port. A yardstick taken from the float32 run, planted, is red."""
+    pt, pd = llama_pair()
+    convert(pt, pd, layouts=HEAD)
+    pd.llama.layers[0].mlp.up_proj.weight.set_value(pd.llama.layers[0].mlp.up_proj.weight * 1.001)
+    recorded = judge_forward(record_forward(pt, IDS), record_forward(pd, IDS))
+    if planted:
+        judge = compare.judge_one
+        monkeypatch.setattr(compare, "judge_one", lambda name, a, ref, b: judge(name, a, a, b))
+    streamed = compare_forward(pt, pd, IDS)
+    assert not recorded.passed and recorded.first_diverging == "model.layers.0.mlp.up_proj"
+    assert (figures(streamed) == figures(recorded)) != bool(planted)
 
 
 def test_a_record_dir_through_a_link_is_refused(tmp_path):

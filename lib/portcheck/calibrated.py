@@ -63,10 +63,16 @@ def measure(name, a, ref, b, mean_bound=None, multiple=K) -> KeyResult:
     Paddle `b`. Every comparison of portcheck/ and of an align hand-in judges through it. Values are compared,
     in float64: a dtype that differs is the caller's to refuse (compare.judge_one does; a hand-in's strict
     verdict shows it)."""
+    return own_error(against(name, a, b, mean_bound, multiple), a, ref)
+
+
+def against(name, a, b, mean_bound=None, multiple=K) -> KeyResult:
+    """measure's half that reads `b`: the differences, or the problem (shape, empty, NaN) that stops judging.
+    own_error adds torch's own fp32 error: a value judged as its run computes it, before torch's float64 run
+    exists (portcheck.isolate), keeps these few figures, not the value."""
     a, b = np.asarray(a), np.asarray(b)
     if {a.shape, b.shape} == {(), (1,)}:  # a 0-d scalar and a [1] one are one scalar (portcheck.handin's rule too)
         a, b = a.reshape(1), b.reshape(1)
-        ref = None if ref is None else np.asarray(ref).reshape(1)
     row = KeyResult(name, Measured(multiple, mean_bound), tuple(a.shape))
     if a.shape != b.shape:
         row.problems.append(f"torch {a.dtype}{list(a.shape)} vs paddle {b.dtype}{list(b.shape)}")
@@ -75,49 +81,75 @@ def measure(name, a, ref, b, mean_bound=None, multiple=K) -> KeyResult:
         row.problems.append(EMPTY)
     else:
         with np.errstate(all="ignore"):  # inf - inf, said below as what it is
-            figures = _figures(a, ref, b)
+            largest, total = _figures(a, b)
         # a NaN or an Inf in either makes the largest difference one (checked first where it is not)
-        if a.dtype.kind == "f" and not np.isfinite(figures[0]) and not (np.isfinite(a).all() and np.isfinite(b).all()):
+        if a.dtype.kind == "f" and not np.isfinite(largest) and not (np.isfinite(a).all() and np.isfinite(b).all()):
             row.problems.append("NaN or Inf")
         else:
-            row.max, row.mean, row.err32, row.own_mean, row.scale = figures
+            row.max, row.mean = float(largest), float(total / a.size)
     return row
 
 
-BLOCK = 1 << 15  # values per block: a block's float64 temporaries stay in the CPU's cache
-
-
-def _figures(a, ref, b) -> tuple:
-    """max and mean of |a - b|, of |a - ref| (ref None: a itself), max |ref|, in float64. Float arrays of one
-    shape go block by block (3-4x faster on a module output of a million values, where memory, not arithmetic,
-    is the cost), each block's sum added in numpy's own pairwise order: the same figures, bit for bit, as the
-    whole arrays' (tests/test_size.py checks it)."""
+def own_error(row: KeyResult, a, ref) -> KeyResult:
+    """`row` (against's, on `a`) with torch's own fp32 error: `a` against its float64 run `ref` (None: `a`
+    itself), each broadcast to the row's shape as against broadcast them; a row with a problem as it is."""
+    if row.problems:
+        return row
+    a = np.asarray(a)
     exact = a if ref is None else np.asarray(ref)
-    if not all(x.dtype.kind == "f" and x.itemsize <= 8 and x.shape == a.shape and x.flags.c_contiguous
-               for x in (a, exact, b)):
-        a64 = a.astype(np.float64)
-        exact = a64 if ref is None else exact.astype(np.float64)
-        d = np.abs(a64 - b.astype(np.float64))
-        own = np.abs(a64 - exact)
-        return float(d.max()), float(d.mean()), float(own.max()), float(own.mean()), float(np.abs(exact).max())
-    a, exact, b = a.reshape(-1), exact.reshape(-1), b.reshape(-1)
-    a64, d = np.empty(min(a.size, BLOCK)), np.empty(min(a.size, BLOCK))
+    if a.shape != row.shape:
+        a, exact = np.broadcast_to(a, row.shape), np.broadcast_to(exact, row.shape)
+    with np.errstate(all="ignore"):
+        largest, total, scale = _figures(a, exact, scale=True)
+    row.err32, row.own_mean, row.scale = float(largest), float(total / a.size), float(scale)
+    return row
 
-    def block(lo, hi):
-        """[max |a - b|, sum, max |a - ref|, sum, max |ref|] of a[lo:hi], split as numpy's pairwise sum splits."""
+
+BLOCK = 1 << 16  # values per block: a block's float64 temporaries stay in the CPU's cache
+_PAIR = []        # the one worker thread that judges the first half of a large array (numpy frees the GIL)
+
+
+def _figures(a, other, scale=False) -> tuple:
+    """max |a - other| and its sum, in float64, and with scale max |other|. Float arrays of one shape go block by
+    block (3-4x faster on a module output of a million values, where memory, not arithmetic, is the cost), each
+    block's sum added in numpy's own pairwise order: the same figures, bit for bit, as the whole arrays'
+    (tests/test_size.py checks it). A large array's two halves go to two cores, combined in that same order."""
+    if not all(x.dtype.kind == "f" and x.itemsize <= 8 and x.shape == a.shape and x.flags.c_contiguous
+               for x in (a, other)):
+        d = np.abs(a.astype(np.float64) - other.astype(np.float64))
+        return (d.max(), np.add.reduce(d.reshape(-1))) + ((np.abs(other.astype(np.float64)).max(),) if scale else ())
+    a, other = a.reshape(-1), other.reshape(-1)
+
+    def block(lo, hi, a64, d):
+        """[max |a - other|, sum(, max |other|)] of a[lo:hi], split as numpy's pairwise sum splits."""
         n = hi - lo
         if n > BLOCK:
             half = n // 2 - n // 2 % 8
-            x, y = block(lo, lo + half), block(lo + half, hi)
-            return [np.maximum(x[0], y[0]), x[1] + y[1], np.maximum(x[2], y[2]), x[3] + y[3], np.maximum(x[4], y[4])]
+            return _combined(block(lo, lo + half, a64, d), block(lo + half, hi, a64, d))
         np.copyto(a64[:n], a[lo:hi])
-        out = []
-        for other in (b, exact):
-            np.abs(np.subtract(a64[:n], other[lo:hi], out=d[:n]), out=d[:n])
-            out += [d[:n].max(), np.add.reduce(d[:n])]
-        return out + [np.abs(exact[lo:hi], out=d[:n]).max()]
-    m, total, own_max, own_total, scale = block(0, a.size)
-    return float(m), float(total / a.size), float(own_max), float(own_total / a.size), float(scale)
+        np.abs(np.subtract(a64[:n], other[lo:hi], out=d[:n]), out=d[:n])
+        out = [d[:n].max(), np.add.reduce(d[:n])]
+        return out + [np.abs(other[lo:hi], out=d[:n]).max()] if scale else out
+    scratch = lambda: (np.empty(min(a.size, BLOCK)), np.empty(min(a.size, BLOCK)))
+    if a.size <= 8 * BLOCK or _cores() < 2:
+        return tuple(block(0, a.size, *scratch()))
+    if not _PAIR:
+        from concurrent.futures import ThreadPoolExecutor
+        _PAIR.append(ThreadPoolExecutor(1, thread_name_prefix="portcheck-judge"))
+    half = a.size // 2 - a.size // 2 % 8  # block(0, a.size)'s own first split
+    first = _PAIR[0].submit(block, 0, half, *scratch())
+    second = block(half, a.size, *scratch())
+    return tuple(_combined(first.result(), second))
+
+
+def _combined(x, y) -> list:
+    """Two halves' [max, sum(, max)]: the sums added as numpy's pairwise sum adds them."""
+    return [np.maximum(x[0], y[0]), x[1] + y[1]] + ([np.maximum(x[2], y[2])] if len(x) > 2 else [])
+
+
+def _cores() -> int:
+    import os
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 def judge_pair(torch_data: dict, paddle_data: dict, exact: dict, threshold: float, k: float = K) -> list:

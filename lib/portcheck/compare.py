@@ -250,7 +250,7 @@ def float64_as_called(model):
     The values are float64's exactly (float32 -> float64 is exact); a module that reads another's tensor
     without calling it (a head tied to the embedding's weight) meets it in float32 and raises: float64_run
     then runs the whole model in float64."""
-    saved, depth, handles = [], {}, []
+    saved, depth, handles, free = [], {}, [], {}
 
     def enter(module, *_):
         depth[module] = depth.get(module, 0) + 1
@@ -258,7 +258,7 @@ def float64_as_called(model):
             for p in module.parameters(recurse=False):
                 if p.is_floating_point():
                     saved.append((module, p, p.data))
-                    p.data = p.data.double()
+                    p.data = _widened(p.data, free)
             for name, b in module._buffers.items():
                 if b is not None:  # an integer buffer gets a copy (_twin_buffers), a floating one its float64
                     saved.append((module, name, b))
@@ -268,7 +268,11 @@ def float64_as_called(model):
         depth[module] -= 1
         if depth[module] == 0:
             while saved and saved[-1][0] is module:
-                _put_back(*saved.pop())
+                _, tensor, data = entry = saved.pop()
+                wide = None if isinstance(tensor, str) else tensor.data
+                _put_back(*entry)
+                if wide is not None and wide.dtype != data.dtype and _unshared(wide):
+                    free.setdefault(wide.numel(), []).append(wide)
 
     for module in model.modules():
         if any(True for _ in module.parameters(recurse=False)) or any(b is not None for b in module._buffers.values()):
@@ -280,6 +284,23 @@ def float64_as_called(model):
             h.remove()
         while saved:
             _put_back(*saved.pop())
+
+
+def _widened(t, free: dict):
+    """t in float64, in a float64 tensor of its size that an earlier call gave back (free: {size: [tensors]}) when
+    there is one: at LLM size a fresh block per call pays its pages again (the 1.1B pair's float64 run spent 2.4 s
+    in casts inside a comparison, 0.6 s alone, docs/llm.md)."""
+    spare = free.get(t.numel())
+    return spare.pop().view(t.shape).copy_(t) if spare and t.is_contiguous() else t.double()
+
+
+def _unshared(t) -> bool:
+    """Nothing but `t` holds its memory (no view of a weight returned by the module, as `cls_token.expand(...)`):
+    only then may a later cast overwrite it. False where torch cannot tell (a private call, absent from some
+    version)."""
+    import torch
+    count = getattr(torch._C, "_storage_Use_Count", None)
+    return count is not None and t.is_contiguous() and count(t.untyped_storage()._cdata) == 2  # t's + the call's
 
 
 def _put_back(module, tensor, data):
@@ -330,9 +351,14 @@ def record_forward(model, inputs, record_dir=None) -> dict:
                 del out[key]
             return _recorded(model, _float64(inputs), torch.no_grad, torch.from_numpy, F64, out)
         float64_run(model, run, lambda record: stopped(record, F64) is not None)
-    if isinstance(out, spill.Spill):
-        out.close()
-    return out
+    return _closed(out)
+
+
+def _closed(record):
+    """A record whose run has ended: a Spill's index written (spill.Spill.close), a dict as it is."""
+    if isinstance(record, spill.Spill):
+        record.close()
+    return record
 
 
 def trace(model, inputs=None, into=None) -> dict:
@@ -399,23 +425,83 @@ def compare_forward(torch_model, paddle_model, inputs, name_map=None, isolate=Fa
     """Run both models (eval mode is the caller's to set) on the same numpy inputs, and torch once more in
     float64 (one module at a time); hold every module output of the Paddle model to the torch one's own fp32
     error.
-    record_forward on each side, then judge_forward: the same two calls a pt_/pd_ script pair and its
-    check make. Returns a ForwardReport: .rows, .passed, .first_diverging, .table(), .pairs().
+    The same verdict as record_forward on each side then judge_forward (the calls a pt_/pd_ script pair and its
+    check make), with torch's float64 run made last and judged as it runs (judged_as_run): nothing of it is
+    kept. Returns a ForwardReport: .rows, .passed, .first_diverging, .table(), .pairs().
     isolate=True also judges every paired module on torch's own recorded input (portcheck.isolate): .differing
     names every module whose own computation differs, where .first_diverging names the first in the run.
-    record_dir: a folder the records go to as they are made (torch/, paddle/, and isolated-paddle/;
+    record_dir: a folder the records go to as they are made (torch/ and paddle/, each side's float32 run;
     portcheck.spill), judged from there: for models whose records do not fit in memory beside them
-    (docs/llm.md). The verdict is the same as in memory.
+    (docs/llm.md). The verdict is the same as in memory. No float64 value is kept, nor any of isolate's runs.
     mean_bound: the bound on the model output's mean abs diff (judge_forward's; default the guide's, 1e-6; the
     caller's own threshold for its pair overrides it; None: none)."""
     check_models(torch_model, paddle_model)
     where = lambda name: None if record_dir is None else Path(record_dir) / name
-    torch_record = record_forward(torch_model, inputs, where("torch"))
-    report = judge_forward(torch_record, record_forward(paddle_model, inputs, where("paddle")), name_map, mean_bound)
+    torch_record = _closed(trace(torch_model, inputs, spill.store(record_dir, "torch")))
+    paddle_record = record_forward(paddle_model, inputs, where("paddle"))
+    _judgeable(torch_record, paddle_record, float64_kept=False)
+    report = _judge(torch_record, paddle_record, name_map, mean_bound,
+                    lambda keys: judged_as_run(torch_model, inputs, torch_record, paddle_record, keys))
     if isolate:
         from portcheck import isolate as isolated  # it builds on this module
-        isolated.judge(torch_model, paddle_model, inputs, torch_record, report, record_dir)
+        isolated.judge(torch_model, paddle_model, inputs, torch_record, report)
     return report
+
+
+def judged_as_run(model, inputs, torch_record, paddle_record, keys: dict) -> dict:
+    """torch's float64 run (float64_run) with each value the judgement reads judged as the run computes it:
+    {torch record key: judge_one's row (an output) or _input_ok's verdict (a first input)}, for every key of
+    `keys` (counterparts) with a Paddle value. The rows are judge_forward's on record_forward's records, bit for
+    bit (tests/test_size.py), but no float64 value is kept: at LLM size they are twice the float32 record,
+    written and read back for nothing (docs/llm.md)."""
+    import torch
+    wanted = {k: p for k, p in keys.items() if p in paddle_record}
+    judged, done, counts = {}, {}, {}
+
+    def judge(key, tensor):
+        p_key = wanted.get(key)
+        if p_key is None:
+            return
+        # one value judged once: what judge_forward's once() does by stored array, here by live tensor
+        same = (spill.identity(torch_record, key), spill.identity(paddle_record, p_key), id(tensor), version(tensor))
+        held = (key[:3], *same)
+        if held not in done:
+            a, ref, b = torch_record.get(key), tensor.detach().cpu().numpy(), paddle_record[p_key]
+            if key.startswith("out/"):
+                result = judge_one(key[len("out/"):], a, ref, b)
+            else:  # an input is mostly the output judged just before: its verdict, on the same arrays
+                out = done.get(("out", *same))
+                result = out.passed if out is not None and a is not None and a.dtype.kind == "f" and \
+                    not out.problems and not out.by_design and a.shape == ref.shape else _input_ok(a, ref, b)
+            _remember(done, held, result, tensor)
+        judged[key] = done[held]
+
+    def hook(name):
+        def after(module, args, kwargs, output):
+            n = counts[name] = counts.get(name, 0) + 1
+            call_ = name if n == 1 else f"{name}#{n}"
+            for key, tensor in tensors(f"out/{call_}", output):
+                judge(key, tensor)
+            for key, tensor in tensors(f"in/{call_}", first_input(args, kwargs)[1]):
+                judge(key, tensor)
+        return after
+
+    def run():
+        """One float64 run from the start (float64_run may make it twice): its error, or None."""
+        judged.clear(), done.clear(), counts.clear()
+        handles = [post(hook(name)) for name, _, post in hook_points(model)]
+        try:
+            with torch.no_grad():
+                call(model, _float64(inputs), torch.from_numpy)
+        except Exception as e:  # noqa: BLE001 - the whole model's float64 run follows, as record_forward's
+            return first_line(e, 300)
+        finally:
+            for h in handles:
+                h.remove()
+        return None
+    float64_run(model, run, lambda error: error is not None)
+    done.pop(_ALIVE, None)
+    return judged
 
 
 def pair_leaves(torch_keys: list, paddle_keys: list, shapes=None) -> dict:
@@ -467,16 +553,30 @@ def judge_forward(torch_record: dict, paddle_record: dict, name_map=None,
     If the torch model returns a ModelOutput and the Paddle one a tensor, the first output is the result.
     The model's output is also held to mean_bound, the guide's (None: it is not what a hand-in holds, as the
     first forward of a training run). report.pairing lists every pair and every call left unpaired."""
-    outs = [k for k in torch_record if k.startswith("out/")]
-    if not outs or not any(k.startswith(F64) for k in torch_record):
+    _judgeable(torch_record, paddle_record)
+    return _judge(torch_record, paddle_record, name_map, mean_bound)
+
+
+def _judgeable(torch_record: dict, paddle_record: dict, float64_kept=True):
+    """Refuse, in one line, records nothing can be judged on: swapped, a torch run that stopped before any
+    module returned, a torch record without its float64 run (float64_kept: it must hold one)."""
+    if not any(k.startswith("out/") for k in torch_record) or \
+            (float64_kept and not any(k.startswith(F64) for k in torch_record)):
         if any(k.startswith(F64) for k in paddle_record):
             raise PipelineError("the records are swapped: pass the torch record first, then the Paddle one")
         if stopped(torch_record):
             raise PipelineError(f"the torch model stopped before any module returned: {stopped(torch_record)}; {INPUTS}")
         raise PipelineError("the torch record holds no module outputs with their float64 run: write it with "
                             "portcheck.record_forward(torch_model, inputs)")
+
+
+def _judge(torch_record: dict, paddle_record: dict, name_map, mean_bound, as_run=None) -> ForwardReport:
+    """judge_forward's pairing and rows. as_run(counterparts): {torch key: its row or input verdict}, judged
+    as torch's float64 run computes them (judged_as_run); None: the float64 values are the record's F64 keys."""
+    outs = [k for k in torch_record if k.startswith("out/")]
     paired = pairing.pair(torch_record, paddle_record, name_map)
     keys = counterparts(torch_record, paddle_record, paired)
+    judged = as_run(keys) if as_run else {}
     report = ForwardReport(unpaired=[k for k in paddle_record if k.startswith("out/") and k not in set(keys.values())],
                            stopped={side: stopped(r) for side, r in (("torch", torch_record), ("paddle", paddle_record))
                                     if stopped(r)},
@@ -486,6 +586,8 @@ def judge_forward(torch_record: dict, paddle_record: dict, name_map=None,
     measured = {}  # a container's output is its last child's: measured once (spill.identity: by what is stored)
 
     def once(keys, compute):
+        if keys[0] in judged:
+            return judged[keys[0]]
         held = keys[0][:3], *(spill.identity(r, k) for r, k in zip((torch_record, torch_record, paddle_record), keys))
         if held not in measured:
             measured[held] = compute()
@@ -516,6 +618,12 @@ def judge_forward(torch_record: dict, paddle_record: dict, name_map=None,
 def judge_one(name, a, ref, b) -> KeyResult:
     """One torch output `a` (its float64 run `ref`) against Paddle's `b`: dtypes must agree; shapes that differ
     only where one side keeps a size-1 axis the other repeats are compared broadcast, and said so."""
+    return calibrated.own_error(judge_against(name, a, b), a, ref)
+
+
+def judge_against(name, a, b) -> KeyResult:
+    """judge_one's half that reads Paddle's value; calibrated.own_error adds torch's own error (isolate.judge
+    judges Paddle's values as its run computes them, before torch's float64 run)."""
     if a.dtype != b.dtype:
         return calibrated.unjudged(name, a.shape, f"torch {a.dtype}{list(a.shape)} vs paddle {b.dtype}{list(b.shape)}")
     note = ""
@@ -524,8 +632,7 @@ def judge_one(name, a, ref, b) -> KeyResult:
         note = f"by design: shapes {list(a.shape)} and {list(b.shape)}, one side broadcast over the other"
         shape = np.broadcast_shapes(a.shape, b.shape)
         a, b = np.broadcast_to(a, shape), np.broadcast_to(b, shape)
-        ref = None if ref is None else np.broadcast_to(ref, shape)
-    row = measure(name, a, ref, b)
+    row = calibrated.against(name, a, b)
     row.by_design = note
     return row
 

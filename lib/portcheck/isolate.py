@@ -15,17 +15,20 @@ add). The torch run is in float64, each module only while it runs (compare.float
 in float64, one module's weights at a time), so it gives each such computation's
 exact value on the same fp32 values: torch's recorded fp32 output against it is that module's own fp32 error,
 the yardstick (calibrated.measure) its Paddle counterpart's kept output is held to. Every module whose own
-computation differs is named, however many. Paddle's run comes first and keeps what it computes; torch's values
-are judged as its run computes them. A value forced and passed on unchanged (a call's input is mostly the output
-forced just before it) is torch's recorded one: named, not kept again.
+computation differs is named, however many. Paddle's run comes first: each value it keeps is held against torch's
+recorded one at once (calibrated.against), and only those figures stay; torch's float64 values add torch's own
+error to them as its run computes them (calibrated.own_error). A value forced and passed on unchanged (a call's
+input is mostly the output forced just before it) is torch's recorded one: named, and judged from the record.
 """
+import dataclasses
+
 import numpy as np
 
 from portcheck import calibrated
-from portcheck.compare import (_flatten, _float64, _remember, call, first_input, float64_run, hook_points, is_torch,
-                               judge_one, tensors, version)
+from portcheck.compare import (_float64, _remember, call, first_input, float64_run, hook_points, is_torch,
+                               judge_against, judge_one, tensors, version)
 from portcheck.pairing import ROOT, module_of, split_key
-from portcheck.spill import Spill, store
+from portcheck.spill import identity
 
 ERRORS = (RuntimeError, ValueError, TypeError, IndexError)  # a model that cannot run on forced values
 
@@ -149,35 +152,43 @@ def forced_run(model, inputs, torch_record: dict, calls: dict, leaves: dict, kee
     return parents, error
 
 
-def judge(torch_model, paddle_model, inputs, torch_record: dict, report, record_dir=None) -> None:
+def judge(torch_model, paddle_model, inputs, torch_record: dict, report) -> None:
     """Run both models once more, every paired call on torch's recorded values, and set report.isolated (a result
-    per paired output and computed input), report.parents and report.isolation_stopped. Paddle's run first: what
-    it computes is kept (in record_dir/isolated-paddle with record_dir, portcheck.spill). Then torch's, in
-    float64: each value it computes is judged as it is computed, against the kept one, and not kept (at LLM size
-    the largest record of the run, written and read back for nothing)."""
+    per paired output and computed input), report.parents and report.isolation_stopped. Paddle's run first: each
+    value it computes is held against torch's recorded one as it is computed (compare.judge_against: a few
+    figures kept, not the value). Then torch's, in float64: each value it computes adds torch's own error to
+    them (calibrated.own_error), and is not kept either: nothing of either run is held or written (at LLM size,
+    Paddle's values alone were a record as large as the cumulative run's)."""
     keys = report.counterparts
-    p_kept, passed, seen = store(record_dir, "isolated-paddle"), {}, {}
+    torch_key = {}
+    for t, p in keys.items():
+        torch_key.setdefault(p, []).append(t)
+    passed, halves = {}, {}
 
     def keep_paddle(key, tensor, source):
         if key is None:  # Paddle's run is made once
             return
         if source is not None:
-            passed[key] = source  # torch's own recorded value: read from there, not written again
-        else:
-            _flatten(key, tensor, p_kept, seen)
+            passed[key] = source  # torch's own recorded value: judged from there, not held again
+            return
+        for t in torch_key.get(key, ()):
+            a = _judged(t, torch_record)
+            if a is not None:
+                halves[t] = judge_against(_name(t), a, tensor.numpy())
     _, p_error = forced_run(paddle_model, inputs, torch_record, {p: t for t, p in report.pairing.pairs.items()},
                             {p: t for t, p in keys.items() if t.startswith("out/")}, keep_paddle)
-    if isinstance(p_kept, Spill):
-        p_kept.close()
     rows = {}
 
     def judge_torch(key, tensor, source):
         if key is None:
             rows.clear()
+        elif key in keys and source is not None and key.startswith("in/") and passed.get(keys[key]) == source \
+                and identity(torch_record, key) == identity(torch_record, source):
+            rows[key] = None  # one recorded value on all three sides, passed on as it was: nothing computed it
         elif key in keys:
             # a value passed on is torch's recorded one, widened to float64 exactly: measure widens it the same
             ref = torch_record[source] if source is not None else tensor.detach().cpu().numpy()
-            rows[key] = _row(key, torch_record.get(key), ref, passed, p_kept, keys[key], torch_record)
+            rows[key] = _row(key, ref, keys[key], torch_record, passed, halves)
     parents, t_error = forced_run(torch_model, inputs, torch_record, {t: t for t in report.pairing.pairs},
                                   {k: k for k in torch_record if k.startswith("out/")}, judge_torch)
     report.parents = parents
@@ -185,20 +196,34 @@ def judge(torch_model, paddle_model, inputs, torch_record: dict, report, record_
     report.isolated = [rows[k] for k in keys if rows.get(k) is not None]
 
 
-def _row(key, a, ref, passed, p_kept, p_key, torch_record):
-    """The result of one torch key (its fp32 record `a`, its float64 value computed on torch's values `ref`) against
-    Paddle's kept value, or None when there is nothing to judge."""
+def _judged(key, torch_record):
+    """torch's fp32 record of `key` when a module computed it, else None: the model's own input, an id or a mask
+    (nothing computed it), an output the float32 run did not give (nothing to hold it to)."""
     kind, call_, _ = split_key(key)
-    if kind == "in" and (call_ == ROOT or a is None or a.dtype.kind != "f"):
-        return None  # the model's own input, an id or a mask: nothing computed it
+    a = torch_record.get(key)
+    if a is None or (kind == "in" and (call_ == ROOT or a.dtype.kind != "f")):
+        return None
+    return a
+
+
+def _name(key):
+    kind, call_, _ = split_key(key)
+    return key[len("out/"):] if kind == "out" else f"{call_} (its input)"
+
+
+def _row(key, ref, p_key, torch_record, passed, halves):
+    """The result of one torch key (its float64 value computed on torch's values `ref`) against Paddle's value,
+    or None when there is nothing to judge."""
+    a = _judged(key, torch_record)
     if a is None:
-        return None  # an output the float32 run did not give: nothing to hold it to
-    name = key[len("out/"):] if kind == "out" else f"{call_} (its input)"
-    b = torch_record.get(passed[p_key]) if p_key in passed else p_kept.get(p_key)
-    if b is None:
-        return calibrated.unjudged(name, a.shape, "the Paddle module did not run on torch's values")
-    row = judge_one(name, a, ref, b)
-    if kind == "in" and row.max == 0 and row.err32 == 0:
+        return None
+    if p_key in passed and torch_record.get(passed[p_key]) is not None:
+        row = judge_one(_name(key), a, ref, torch_record[passed[p_key]])
+    elif key in halves:  # a copy: float64_run may make torch's run twice
+        row = calibrated.own_error(dataclasses.replace(halves[key], problems=list(halves[key].problems)), a, ref)
+    else:
+        return calibrated.unjudged(_name(key), a.shape, "the Paddle module did not run on torch's values")
+    if key.startswith("in/") and row.max == 0 and row.err32 == 0:
         return None  # a value forced before it, passed on as it was: nothing computed it
     return row
 
