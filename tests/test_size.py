@@ -150,6 +150,48 @@ def test_the_float64_twin_holds_one_module_at_a_time(monkeypatch, planted):
     assert all(p.dtype == torch.float32 for p in pt.parameters())
 
 
+class Token(torch.nn.Module):
+    """A learned token handed on as a view of its weight (ViT's cls_token.expand): its float64 memory is still read
+    after the module returns."""
+    def __init__(self):
+        super().__init__()
+        self.token = torch.nn.Parameter(torch.randn(1, 8))
+
+    def forward(self, x):
+        return self.token.expand(x.shape[0], -1)
+
+
+class TokenMix(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.token, self.more = Token(), torch.nn.Linear(8, 1, bias=False)  # 8 values each
+        self.mix, self.mix2 = torch.nn.Linear(8, 8, bias=False), torch.nn.Linear(8, 8, bias=False)
+
+    def forward(self, x):
+        t = self.token(x)
+        return self.more(self.mix2(self.mix(x))) * t  # cast after token returned, t still in use
+
+
+@pytest.mark.parametrize("planted", [None, "a weight's float64 memory reused while a view of it lives"])
+def test_a_float64_weight_is_reused_only_when_nothing_else_holds_it(monkeypatch, planted):
+    """float64_as_called casts into a float64 tensor an earlier call gave back (no fresh pages per call at LLM
+    size), but not one a view still reads: the run's values are the whole model's in float64, bit for bit. With
+    the view's memory reused, planted, they are not."""
+    torch.manual_seed(0)
+    model, x = TokenMix().eval(), torch.randn(3, 8, dtype=torch.float64)
+    with torch.no_grad(), compare.float64(model):
+        whole = model(x)
+    if planted:
+        monkeypatch.setattr(compare, "_unshared", lambda t: True)
+    reused = []
+    widened = compare._widened
+    monkeypatch.setattr(compare, "_widened", lambda t, free: reused.append(bool(free.get(t.numel()))) or widened(t, free))
+    with torch.no_grad(), compare.float64_as_called(model):
+        called = model(x)
+    assert reused == [False, False, True, bool(planted)]  # mix2 into mix's float64 tensor; more never into token's
+    assert torch.equal(called, whole) != bool(planted)
+
+
 class Tied(torch.nn.Module):
     """A head reading the embedding's weight without calling it (tied weights): only the whole model's float64
     serves it."""
