@@ -104,11 +104,22 @@ def _flatten(prefix: str, value, out, seen: dict = None):
         if seen is not None and held[1] is not None and held in seen:
             spill.link(out, key, seen[held])
             continue
-        array = tensor.detach().cpu().numpy() if hasattr(tensor, "detach") and hasattr(tensor, "cpu") else tensor.numpy()
+        array = values(tensor)
         # a copy now, a later in-place add (x += residual) must not reach it: a Spill writes it at once, a dict copies
         out[key] = array if isinstance(out, spill.Spill) else np.array(array, copy=True)
         if seen is not None and held[1] is not None:
             _remember(seen, held, key, tensor)
+
+
+def values(tensor) -> np.ndarray:
+    """A torch or Paddle tensor's values as numpy, a view where the framework gives one (Paddle's .numpy() copies;
+    at LLM size, 0.9 GB a run): read or copy it before the tensor changes or is freed."""
+    if hasattr(tensor, "detach") and hasattr(tensor, "cpu"):
+        return tensor.detach().cpu().numpy()
+    try:
+        return np.from_dlpack(tensor)
+    except (RuntimeError, TypeError, BufferError, AttributeError):  # bfloat16, a device tensor: a copy
+        return tensor.numpy()
 
 
 def _remember(seen: dict, key: tuple, prefix: str, tensor):
@@ -243,14 +254,15 @@ def _twin_buffers(modules):
 
 
 @contextlib.contextmanager
-def float64_as_called(model):
+def float64_as_called(model, free: dict = None):
     """The torch model in float64 one module at a time: a module's own floating tensors become float64 when it
     is called and go back when it returns, so the twin costs the weights of the modules running (at most an
     embedding), not a second model in float64: for a 1.1B-parameter model, 8.8 GB less than float64(model).
     The values are float64's exactly (float32 -> float64 is exact); a module that reads another's tensor
     without calling it (a head tied to the embedding's weight) meets it in float32 and raises: float64_run
-    then runs the whole model in float64."""
-    saved, depth, handles, free = [], {}, [], {}
+    then runs the whole model in float64. free: {size: [float64 tensors]} to cast into, and that the run's
+    float64 tensors go back to (the caller's, to keep them from one run to the next), else the run's own."""
+    saved, depth, handles, free = [], {}, [], {} if free is None else free
 
     def enter(module, *_):
         depth[module] = depth.get(module, 0) + 1
@@ -310,12 +322,12 @@ def _put_back(module, tensor, data):
         tensor.data = data
 
 
-def float64_run(model, run, failed=lambda result: False):
-    """run() with the torch model in float64, module by module as it is called (float64_as_called); if that
-    raises or its result is failed(result), once more with the whole model in float64 (float64): a model
-    reading one module's tensor in another, which only the whole model's float64 serves."""
+def float64_run(model, run, failed=lambda result: False, free: dict = None):
+    """run() with the torch model in float64, module by module as it is called (float64_as_called, casting into
+    `free`'s tensors); if that raises or its result is failed(result), once more with the whole model in float64
+    (float64): a model reading one module's tensor in another, which only the whole model's float64 serves."""
     try:
-        with float64_as_called(model):
+        with float64_as_called(model, free):
             result = run()
         if not failed(result):
             return result
@@ -440,15 +452,16 @@ def compare_forward(torch_model, paddle_model, inputs, name_map=None, isolate=Fa
     torch_record = _closed(trace(torch_model, inputs, spill.store(record_dir, "torch")))
     paddle_record = record_forward(paddle_model, inputs, where("paddle"))
     _judgeable(torch_record, paddle_record, float64_kept=False)
+    free = {}  # the float64 runs' weights: cast into the same memory in both (fresh pages cost more than the cast)
     report = _judge(torch_record, paddle_record, name_map, mean_bound,
-                    lambda keys: judged_as_run(torch_model, inputs, torch_record, paddle_record, keys))
+                    lambda keys: judged_as_run(torch_model, inputs, torch_record, paddle_record, keys, free))
     if isolate:
         from portcheck import isolate as isolated  # it builds on this module
-        isolated.judge(torch_model, paddle_model, inputs, torch_record, report)
+        isolated.judge(torch_model, paddle_model, inputs, torch_record, report, free)
     return report
 
 
-def judged_as_run(model, inputs, torch_record, paddle_record, keys: dict) -> dict:
+def judged_as_run(model, inputs, torch_record, paddle_record, keys: dict, free: dict = None) -> dict:
     """torch's float64 run (float64_run) with each value the judgement reads judged as the run computes it:
     {torch record key: judge_one's row (an output) or _input_ok's verdict (a first input)}, for every key of
     `keys` (counterparts) with a Paddle value. The rows are judge_forward's on record_forward's records, bit for
@@ -499,7 +512,7 @@ def judged_as_run(model, inputs, torch_record, paddle_record, keys: dict) -> dic
             for h in handles:
                 h.remove()
         return None
-    float64_run(model, run, lambda error: error is not None)
+    float64_run(model, run, lambda error: error is not None, free)
     done.pop(_ALIVE, None)
     return judged
 

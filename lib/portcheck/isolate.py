@@ -26,7 +26,7 @@ import numpy as np
 
 from portcheck import calibrated
 from portcheck.compare import (_float64, _remember, call, first_input, float64_run, hook_points, is_torch,
-                               judge_against, judge_one, tensors, version)
+                               judge_against, judge_one, tensors, values, version)
 from portcheck.pairing import ROOT, module_of, split_key
 from portcheck.spill import identity
 
@@ -52,7 +52,7 @@ def _rebuilt(value, key, forced):
     return value
 
 
-def forced_run(model, inputs, torch_record: dict, calls: dict, leaves: dict, keep) -> tuple:
+def forced_run(model, inputs, torch_record: dict, calls: dict, leaves: dict, keep, free: dict = None) -> tuple:
     """One run of `model` on `inputs` in which every call in `calls` ({this side's call: torch's call}) computes
     from torch's recorded values. keep(key, tensor, source) is given what this side computed, under this side's
     keys: in/<call>, the input it computed for the call; out/<call>..., each tensor the call returned. source:
@@ -60,7 +60,8 @@ def forced_run(model, inputs, torch_record: dict, calls: dict, leaves: dict, kee
     unchanged (most inputs: the output forced just before; a container's output: its last child's), else None.
     keep(None, None, None): the run starts again (float64_run makes it twice), what was kept is void. Returns
     (parents, error): parents {call: the innermost forced call it ran inside, or None}; error: the line the run
-    stopped on, or None. leaves: {this side's output key: torch's}, the output tensors replaced by torch's."""
+    stopped on, or None. leaves: {this side's output key: torch's}, the output tensors replaced by torch's.
+    free: the float64 tensors torch's run casts into (compare.float64_as_called)."""
     torch_side = is_torch(model)
     if torch_side:
         import torch
@@ -148,17 +149,18 @@ def forced_run(model, inputs, torch_record: dict, calls: dict, leaves: dict, kee
             for h in handles:
                 h.remove()
         return None
-    error = float64_run(model, run, lambda error: error is not None) if torch_side else run()
+    error = float64_run(model, run, lambda error: error is not None, free) if torch_side else run()
     return parents, error
 
 
-def judge(torch_model, paddle_model, inputs, torch_record: dict, report) -> None:
+def judge(torch_model, paddle_model, inputs, torch_record: dict, report, free: dict = None) -> None:
     """Run both models once more, every paired call on torch's recorded values, and set report.isolated (a result
     per paired output and computed input), report.parents and report.isolation_stopped. Paddle's run first: each
     value it computes is held against torch's recorded one as it is computed (compare.judge_against: a few
     figures kept, not the value). Then torch's, in float64: each value it computes adds torch's own error to
     them (calibrated.own_error), and is not kept either: nothing of either run is held or written (at LLM size,
-    Paddle's values alone were a record as large as the cumulative run's)."""
+    Paddle's values alone were a record as large as the cumulative run's). free: the float64 tensors the
+    cumulative float64 run gave back, cast into again."""
     keys = report.counterparts
     torch_key = {}
     for t, p in keys.items():
@@ -174,7 +176,7 @@ def judge(torch_model, paddle_model, inputs, torch_record: dict, report) -> None
         for t in torch_key.get(key, ()):
             a = _judged(t, torch_record)
             if a is not None:
-                halves[t] = judge_against(_name(t), a, tensor.numpy())
+                halves[t] = judge_against(_name(t), a, values(tensor))
     _, p_error = forced_run(paddle_model, inputs, torch_record, {p: t for t, p in report.pairing.pairs.items()},
                             {p: t for t, p in keys.items() if t.startswith("out/")}, keep_paddle)
     rows = {}
@@ -190,7 +192,7 @@ def judge(torch_model, paddle_model, inputs, torch_record: dict, report) -> None
             ref = torch_record[source] if source is not None else tensor.detach().cpu().numpy()
             rows[key] = _row(key, ref, keys[key], torch_record, passed, halves)
     parents, t_error = forced_run(torch_model, inputs, torch_record, {t: t for t in report.pairing.pairs},
-                                  {k: k for k in torch_record if k.startswith("out/")}, judge_torch)
+                                  {k: k for k in torch_record if k.startswith("out/")}, judge_torch, free)
     report.parents = parents
     report.isolation_stopped = {side: e for side, e in (("torch", t_error), ("paddle", p_error)) if e}
     report.isolated = [rows[k] for k in keys if rows.get(k) is not None]
