@@ -196,6 +196,20 @@ def write(results: dict, out: Path):
     if not any(r["hidden"] == 2048 for r in rows):
         lines.append("* hidden 2048 (the 1.1B pair): pending, not measured yet (`python tools/bench_llm.py --widths "
                      "2048`, ~15 GB free memory).")
+    lines += ["", "## Repeated runs", "",
+              "Each width's runs on the code measured (the table above is the last). This machine's speed varies from "
+              "one run to the next, so a ratio near a target is said with its spread.", "",
+              "| hidden | version | runs | plain forwards (s) | compare | isolated | peak |", "|---|---|---|---|---|---|---|"]
+    for r in rows:
+        runs = r.get("runs", [])
+        if runs:
+            spread = lambda k, unit="x": (f"{min(x[k] for x in runs):.2f}{unit} - {max(x[k] for x in runs):.2f}{unit}"
+                                          if len(runs) > 1 else f"{runs[0][k]:.2f}{unit}")
+            met = lambda k, target: sum(x[k] <= target for x in runs)
+            lines.append(f"| {r['hidden']} | {runs[-1]['version']} | {len(runs)} | {spread('plain_seconds', ' s')} | "
+                         f"{spread('compare_ratio')} ({TIME_TARGET:g}x met in {met('compare_ratio', TIME_TARGET)}) | "
+                         f"{spread('isolated_ratio')} ({TIME_TARGET:g}x met in {met('isolated_ratio', TIME_TARGET)}) | "
+                         f"{spread('peak_ratio')} ({PEAK_TARGET:g}x met in {met('peak_ratio', PEAK_TARGET)}) |")
     lines += ["", "## Verdicts (a clean port, random weights)", ""]
     for r in rows:
         for p in ("compare", "isolated"):
@@ -275,10 +289,35 @@ def main():
         if run.returncode:
             tail = (run.stderr.strip().splitlines() or ["(no output)"])[-1]
             raise PipelineError(f"hidden {hidden}: the measuring process failed: {tail}")
-        results[str(hidden)] = json.loads(run.stdout.strip().splitlines()[-1])
+        measured = json.loads(run.stdout.strip().splitlines()[-1])
+        measured["runs"] = repeated(results.get(str(hidden)), measured)
+        results[str(hidden)] = measured
         print(json.dumps(results[str(hidden)]), flush=True)
         write(results, args.out)
     print(write(results, args.out))
+
+
+def code_version() -> str:
+    """The last commit that changed what is measured (the library, this script), "+changes" when either differs
+    from it: runs of one version are repeats of one measurement, a docs commit starts no new series."""
+    git = lambda *a: subprocess.run(["git", *a], cwd=paths.ROOT, capture_output=True, text=True).stdout.strip()
+    where = ["--", "lib/portcheck", "tools/bench_llm.py"]
+    return (git("log", "-1", "--format=%h", *where) or "unknown") + ("+changes" if git("status", "--porcelain", *where) else "")
+
+
+def repeated(before, measured) -> list:
+    """Every run of this width on this version of the code: the earlier ones (before's, when the same version)
+    and this one, each its ratios; the report says their spread, since this shared machine's speed varies
+    between runs by more than a target's margin."""
+    version = code_version()
+    f = measured["forward"]
+    plain = f["torch_seconds"] + f["paddle_seconds"]
+    run = {"version": version, "plain_seconds": round(plain, 3),
+           **{f"{p}_seconds": measured[p]["seconds"] for p in ("compare", "isolated")},
+           **{f"{p}_ratio": round(measured[p]["seconds"] / plain, 3) for p in ("compare", "isolated")},
+           "peak_ratio": round(max(measured[p]["peak_gb"] for p in PHASES) / measured["weights_gb"], 3)}
+    earlier = [r for r in (before or {}).get("runs", []) if r.get("version") == version and "+changes" not in version]
+    return earlier + [run]
 
 
 def sum_params(hidden: int) -> int:
