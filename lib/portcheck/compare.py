@@ -151,6 +151,13 @@ def first_input(args, kwargs):
     return None, None
 
 
+def next_call(counts: dict, name: str) -> str:
+    """The record name of module `name`'s call now made (counts: {name: its calls so far}, counted here): name for
+    the first, name#2, name#3, ... for the next, in every run the library hooks."""
+    n = counts[name] = counts.get(name, 0) + 1
+    return name if n == 1 else f"{name}#{n}"
+
+
 class _Recorder:
     """Outputs (and first inputs) of every module, per call, as one flat dict in run order:
     out/<name>, out/<name>#2 for a second call, out/<name>[0] or out/<name>:logits inside a tuple or dict;
@@ -161,8 +168,7 @@ class _Recorder:
 
     def hook(self, name):
         def record(module, args, kwargs, output):
-            n = self.calls[name] = self.calls.get(name, 0) + 1
-            call = name if n == 1 else f"{name}#{n}"
+            call = next_call(self.calls, name)
             _flatten(f"{self.prefix}out/{call}", output, self.arrays, self.seen)
             x = first_input(args, kwargs)[1]
             if x is not None:
@@ -283,6 +289,7 @@ def float64_as_called(model, free: dict = None):
                 _, tensor, data = entry = saved.pop()
                 wide = None if isinstance(tensor, str) else tensor.data
                 _put_back(*entry)
+                # a float64 weight's double() is the weight itself: never one to cast into
                 if wide is not None and wide.dtype != data.dtype and _unshared(wide):
                     free.setdefault(wide.numel(), []).append(wide)
 
@@ -491,8 +498,7 @@ def judged_as_run(model, inputs, torch_record, paddle_record, keys: dict, free: 
 
     def hook(name):
         def after(module, args, kwargs, output):
-            n = counts[name] = counts.get(name, 0) + 1
-            call_ = name if n == 1 else f"{name}#{n}"
+            call_ = next_call(counts, name)
             for key, tensor in tensors(f"out/{call_}", output):
                 judge(key, tensor)
             for key, tensor in tensors(f"in/{call_}", first_input(args, kwargs)[1]):

@@ -26,7 +26,7 @@ import numpy as np
 
 from portcheck import calibrated
 from portcheck.compare import (_float64, _remember, call, first_input, float64_run, hook_points, is_torch,
-                               judge_against, judge_one, tensors, values, version)
+                               judge_against, judge_one, next_call, tensors, values, version)
 from portcheck.pairing import ROOT, module_of, split_key
 from portcheck.spill import identity
 
@@ -90,8 +90,7 @@ def forced_run(model, inputs, torch_record: dict, calls: dict, leaves: dict, kee
 
     def pre_hook(name):
         def hook(module, args, kwargs):
-            n = counts[name] = counts.get(name, 0) + 1
-            this = name if n == 1 else f"{name}#{n}"
+            this = next_call(counts, name)
             running.setdefault(name, []).append(this)
             if this not in calls:
                 return None
