@@ -192,6 +192,57 @@ def test_a_float64_weight_is_reused_only_when_nothing_else_holds_it(monkeypatch,
     assert torch.equal(called, whole) != bool(planted)
 
 
+class Head(torch.nn.Module):
+    """An embedding and a head larger than compare.CAST_BLOCK (made small here): the two not cast whole."""
+    def __init__(self, embedding=torch.nn.Embedding):
+        super().__init__()
+        self.emb, self.head = embedding(50, 16), torch.nn.Linear(16, 50)
+
+    def forward(self, ids):
+        return self.head(torch.tanh(self.emb(ids)))
+
+
+class ScaledEmbedding(torch.nn.Embedding):
+    """A subclass with its own forward (T5's, Gemma's scaled embeddings): its output is not its rows."""
+    def forward(self, ids):
+        return super().forward(ids) * 1.7
+
+
+@pytest.mark.parametrize("planted", [None, "the last block of rows left out", "a subclass's output taken as rows"])
+def test_a_lookup_and_a_large_head_in_float64_without_a_float64_copy(monkeypatch, planted):
+    """An nn.Embedding is not cast (its float32 rows, widened after, are float64's rows, bit for bit) and an nn.Linear
+    above CAST_BLOCK is cast a block of rows at a time (F.linear's values on the whole float64 weight, up to float64's
+    own rounding: the sum's order may differ); neither weight is ever float64, and the model is as it was after.
+    Planted: a head's last block left out, or a subclass's scaled output taken as an embedding's rows: red."""
+    monkeypatch.setattr(compare, "CAST_BLOCK", 16 * 7)  # 7 rows a block: 50 rows in 8 blocks, the last of 1
+    if planted == "the last block of rows left out":
+        by_rows = compare._linear_by_rows
+        monkeypatch.setattr(compare, "_linear_by_rows", lambda module, rows, free, x: by_rows(
+            module, rows, free, x).index_fill_(-1, torch.tensor([49]), 0.0))
+    if planted == "a subclass's output taken as rows":
+        monkeypatch.setattr(compare, "_lookup", lambda m: isinstance(m, torch.nn.Embedding))
+    torch.manual_seed(0)
+    model = Head(ScaledEmbedding).eval()
+    ids = torch.randint(0, 50, (3, 5))
+    with torch.no_grad(), compare.float64(model):
+        whole = model(ids)
+    widened = []
+    with torch.no_grad(), compare.float64_as_called(model):
+        hook = model.head.register_forward_pre_hook(lambda m, args: widened.append(m.weight.dtype))
+        called = model(ids)
+        hook.remove()
+    assert widened == [torch.float32] and "forward" not in vars(model.head)
+    assert all(p.dtype == torch.float32 for p in model.parameters())
+    close = called.dtype == torch.float64 and torch.allclose(called, whole, rtol=1e-13, atol=1e-13)
+    assert close != bool(planted), (called - whole).abs().max()
+    plain = Head().eval()
+    plain.load_state_dict(model.state_dict())
+    with torch.no_grad(), compare.float64_as_called(plain):
+        rows = plain.emb(ids)
+    assert rows.dtype == torch.float64 and plain.emb.weight.dtype == torch.float32
+    assert torch.equal(rows, torch.nn.functional.embedding(ids, plain.emb.weight.double()))
+
+
 class Tied(torch.nn.Module):
     """A head reading the embedding's weight without calling it (tied weights): only the whole model's float64
     serves it."""

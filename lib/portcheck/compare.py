@@ -2,6 +2,7 @@
 measured on the torch model itself (portcheck/calibrated.py), naming the module where they part."""
 import contextlib
 import dataclasses
+import functools
 import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -267,14 +268,22 @@ def float64_as_called(model, free: dict = None):
     The values are float64's exactly (float32 -> float64 is exact); a module that reads another's tensor
     without calling it (a head tied to the embedding's weight) meets it in float32 and raises: float64_run
     then runs the whole model in float64. free: {size: [float64 tensors]} to cast into, and that the run's
-    float64 tensors go back to (the caller's, to keep them from one run to the next), else the run's own."""
+    float64 tensors go back to (the caller's, to keep them from one run to the next), else the run's own.
+    Two modules are not cast whole: an nn.Embedding (a lookup: its float32 rows widened after it are float64's
+    rows, bit for bit) and an nn.Linear larger than CAST_BLOCK (its weight cast a block of rows at a time,
+    _linear_by_rows: the same products, summed by BLAS in another order, so a float64 rounding apart: 6.2e-15 at
+    most on outputs of size ~1 for a head of the 1.1B pair's shape, eight decades below the float32 error they
+    measure). At 1.1B each weight is
+    0.5 GB in float64, and its pages new in every comparison (docs/llm.md)."""
     saved, depth, handles, free = [], {}, [], {} if free is None else free
+    by_rows = set()  # the nn.Linear modules whose forward is _linear_by_rows for the block
 
     def enter(module, *_):
         depth[module] = depth.get(module, 0) + 1
         if depth[module] == 1:  # a module entered again inside its own call is in float64 already
+            lookup, blocked = _lookup(module), module in by_rows
             for p in module.parameters(recurse=False):
-                if p.is_floating_point():
+                if p.is_floating_point() and not lookup and not (blocked and p is module.weight):
                     saved.append((module, p, p.data))
                     p.data = _widened(p.data, free)
             for name, b in module._buffers.items():
@@ -296,13 +305,68 @@ def float64_as_called(model, free: dict = None):
     for module in model.modules():
         if any(True for _ in module.parameters(recurse=False)) or any(b is not None for b in module._buffers.values()):
             handles += [module.register_forward_pre_hook(enter), module.register_forward_hook(leave, always_call=True)]
+        if _lookup(module):
+            handles.append(module.register_forward_hook(_widened_output))
+        rows = _row_block(module)
+        if rows:  # for the whole block: a pre-hook is too late, torch reads module.forward before it runs them
+            module.forward = functools.partial(_linear_by_rows, module, rows, free)
+            by_rows.add(module)
     try:
         yield model
     finally:
         for h in handles:
             h.remove()
+        for module in by_rows:
+            del module.forward  # the class's own again
         while saved:
             _put_back(*saved.pop())
+
+
+CAST_BLOCK = 8 << 20  # float64 values cast at a time for a larger nn.Linear's weight (64 MB)
+
+
+def _lookup(module) -> bool:
+    """An nn.Embedding itself (no subclass's own forward) without max_norm (which rescales rows in place): its
+    output is float32 rows of its weight, exactly float64's rows once widened."""
+    import torch
+    return type(module) is torch.nn.Embedding and module.max_norm is None
+
+
+def _widened_output(module, args, output):
+    return output.double() if is_tensor(output) and output.is_floating_point() else None
+
+
+def _row_block(module) -> int:
+    """Rows of the weight cast at a time by _linear_by_rows, for an nn.Linear itself whose weight holds more than
+    CAST_BLOCK values; else 0 (cast whole)."""
+    import torch
+    if type(module) is not torch.nn.Linear or "forward" in vars(module) or not module.weight.is_floating_point():
+        return 0
+    rows, width = module.weight.shape
+    return max(1, CAST_BLOCK // width) if rows * width > CAST_BLOCK else 0
+
+
+def _linear_by_rows(module, rows: int, free: dict, x):
+    """nn.Linear's forward in float64, its float32 weight cast `rows` rows at a time into one float64 block taken
+    from `free` and given back: F.linear's values on the whole float64 weight, a float64 rounding apart
+    (tests/test_size.py)."""
+    import torch
+    weight, bias = module.weight, module.bias
+    size = rows * weight.shape[1]
+    spare = free.get(size)
+    block = spare.pop() if spare else torch.empty(size, dtype=torch.float64)
+    try:
+        out = None
+        for start in range(0, weight.shape[0], rows):
+            part = weight[start:start + rows]
+            y = torch.nn.functional.linear(x, block[:part.numel()].view(part.shape).copy_(part),
+                                           None if bias is None else bias[start:start + rows])
+            if out is None:
+                out = y.new_empty((*y.shape[:-1], weight.shape[0]))
+            out[..., start:start + rows] = y
+    finally:
+        free.setdefault(size, []).append(block)
+    return out
 
 
 def _widened(t, free: dict):
