@@ -273,15 +273,15 @@ def float64_as_called(model, free: dict = None):
     rows, bit for bit) and an nn.Linear larger than CAST_BLOCK (its weight cast a block of rows at a time,
     _linear_by_rows: the same products, summed by BLAS in another order, so a float64 rounding apart: 6.2e-15 at
     most on outputs of size ~1 for a head of the 1.1B pair's shape, eight decades below the float32 error they
-    measure). At 1.1B each weight is
-    0.5 GB in float64, and its pages new in every comparison (docs/llm.md)."""
+    measure). At 1.1B each weight is 0.5 GB in float64, and its pages new in every comparison (docs/llm.md)."""
     saved, depth, handles, free = [], {}, [], {} if free is None else free
     by_rows = set()  # the nn.Linear modules whose forward is _linear_by_rows for the block
+    lookups = set()  # the nn.Embedding modules left in float32, their output widened (_lookup)
 
     def enter(module, *_):
         depth[module] = depth.get(module, 0) + 1
         if depth[module] == 1:  # a module entered again inside its own call is in float64 already
-            lookup, blocked = _lookup(module), module in by_rows
+            lookup, blocked = module in lookups, module in by_rows
             for p in module.parameters(recurse=False):
                 if p.is_floating_point() and not lookup and not (blocked and p is module.weight):
                     saved.append((module, p, p.data))
@@ -307,6 +307,7 @@ def float64_as_called(model, free: dict = None):
             handles += [module.register_forward_pre_hook(enter), module.register_forward_hook(leave, always_call=True)]
         if _lookup(module):
             handles.append(module.register_forward_hook(_widened_output))
+            lookups.add(module)
         rows = _row_block(module)
         if rows:  # for the whole block: a pre-hook is too late, torch reads module.forward before it runs them
             module.forward = functools.partial(_linear_by_rows, module, rows, free)
@@ -353,8 +354,8 @@ def _linear_by_rows(module, rows: int, free: dict, x):
     import torch
     weight, bias = module.weight, module.bias
     size = rows * weight.shape[1]
-    spare = free.get(size)
-    block = spare.pop() if spare else torch.empty(size, dtype=torch.float64)
+    block = _spare(free, size)
+    block = torch.empty(size, dtype=torch.float64) if block is None else block
     try:
         out = None
         for start in range(0, weight.shape[0], rows):
@@ -373,8 +374,14 @@ def _widened(t, free: dict):
     """t in float64, in a float64 tensor of its size that an earlier call gave back (free: {size: [tensors]}) when
     there is one: at LLM size a fresh block per call pays its pages again (the 1.1B pair's float64 run spent 2.4 s
     in casts inside a comparison, 0.6 s alone, docs/llm.md)."""
-    spare = free.get(t.numel())
-    return spare.pop().view(t.shape).copy_(t) if spare and t.is_contiguous() else t.double()
+    spare = _spare(free, t.numel()) if t.is_contiguous() else None
+    return t.double() if spare is None else spare.view(t.shape).copy_(t)
+
+
+def _spare(free: dict, size: int):
+    """A float64 tensor of `size` values an earlier call gave back to `free` (taken out of it), or None."""
+    spare = free.get(size)
+    return spare.pop() if spare else None
 
 
 def _unshared(t) -> bool:
