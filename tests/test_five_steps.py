@@ -211,7 +211,7 @@ def train(out, side, bug=()):
 
     def evaluate(model):
         with (torch.no_grad if side == "torch" else paddle.no_grad)():
-            features, labels = next(iter(dataloader(side, TEST, batch=len(TEST))))
+            features, labels = next(data.each_batch(dataloader(side, TEST, batch=len(TEST))))
             return scores(model(features).argmax(-1), labels)
     # --- README: Steps 2 and 5
     # Step 5: each side's own training loop (here `side`'s, its model, optimizer and scheduler), one call per step

@@ -346,6 +346,53 @@ def test_a_record_dir_through_a_link_is_refused(tmp_path):
     assert not any((tmp_path / "real").iterdir())
 
 
+@pytest.mark.parametrize("planted", [None, "every folder taken as the project's own"])
+def test_a_record_dir_holding_anyone_elses_files_is_refused(tmp_path, monkeypatch, planted):
+    """A Spill writes only in a folder new, empty or marked by an earlier record: a user's folder that happens to
+    hold a 1.npy is refused with one line and left as it was."""
+    pt, pd = Stack(2, 8), PaddleStack(2, 8)
+    convert(pt, pd)
+    theirs = tmp_path / "records" / "torch"
+    theirs.mkdir(parents=True)
+    (theirs / "1.npy").write_bytes(b"the user's own")
+    if planted:
+        monkeypatch.setattr(Spill, "_claim", lambda self: None)
+    refused = contextlib.nullcontext() if planted else pytest.raises(PipelineError, match="did not write")
+    with refused:
+        compare_forward(pt, pd, np.ones((2, 8), "float32"), record_dir=tmp_path / "records")
+    assert ((theirs / "1.npy").read_bytes() == b"the user's own") != bool(planted)
+
+
+@pytest.mark.parametrize("planted", [None, "written through a hard link"])
+def test_a_record_written_again_reuses_its_files_but_never_writes_through_a_link(tmp_path, monkeypatch, planted):
+    """A second record in the folder writes the first one's files over in place (their pages reused), and judges
+    as the first: but a file of that name made a hard link or a symbolic link to someone else's file is replaced,
+    and that file keeps its bytes."""
+    pt, pd = Stack(2, 8), PaddleStack(2, 8)
+    convert(pt, pd)
+    x = np.random.RandomState(0).randn(2, 8).astype("float32")
+    first = compare_forward(pt, pd, x, record_dir=tmp_path / "records")
+    folder = tmp_path / "records" / "paddle"
+    kept = {p.name: p.stat().st_ino for p in folder.glob("*.npy")}
+    (tmp_path / "hard").write_bytes(b"h" * 4096)
+    (tmp_path / "soft").write_bytes(b"s" * 4096)
+    (folder / "1.npy").unlink()
+    os.link(tmp_path / "hard", folder / "1.npy")
+    (folder / "2.npy").unlink()
+    os.symlink(tmp_path / "soft", folder / "2.npy")
+    if planted:  # any file of the name written over, as it is
+        monkeypatch.setattr(Spill, "_opened", lambda self, name: os.open(name, os.O_WRONLY | os.O_CREAT, 0o644,
+                                                                          dir_fd=self._dir))
+    try:
+        same = figures(compare_forward(pt, pd, x, record_dir=tmp_path / "records")) == figures(first)
+    except PipelineError:  # what was written through the symbolic link is not read back through it
+        same = False
+    assert {p.name: p.stat().st_ino for p in folder.glob("*.npy") if p.name not in ("1.npy", "2.npy")} == \
+        {n: i for n, i in kept.items() if n not in ("1.npy", "2.npy")}  # written over, not made anew
+    intact = (tmp_path / "hard").read_bytes() == b"h" * 4096 and (tmp_path / "soft").read_bytes() == b"s" * 4096
+    assert (same and intact) != bool(planted)
+
+
 # ---------------------------------------------------------------- measure, block by block
 
 def whole(a, ref, b) -> tuple:

@@ -10,7 +10,8 @@ convert, compare_forward, compare_forward(isolate=True)) starts from a reset pea
 through /proc/self/clear_refs, freed heap given back first) and ends by reading it: the peak of that phase, with
 both models in memory. Times are taken alike: a phase's best run, the plain forwards' of three (after a warm-up),
 a comparison's of three in one phase; its first run, which pays the new pages the trimmed heap gave back, is said
-too. The records go to a temporary folder (compare_forward's record_dir=), removed afterwards.
+too. The records go to one temporary folder (compare_forward's record_dir=), each run's over the run before's
+files, as a user's next comparison writes them; removed afterwards.
 Sizes: hidden h, intermediate 2.75 h, h / 64 heads, h / 512 key-value heads (at least 1), 22 layers, vocabulary
 32000: h = 2048 is the 1.1B pair of issue 34 (TinyLlama's shape).
 Targets (issue 34): every phase's peak at most 1.5 x the two models' float32 weights; each comparison at most
@@ -164,7 +165,9 @@ def write(results: dict, out: Path):
              "--widths 2048` (the 1.1B pair), on this 2-core, 24 GiB machine, CPU only. A Llama-shaped pair, "
              "transformers' LlamaForCausalLM against paddlenlp's, random weights, 22 layers, vocabulary 32000, "
              f"{TOKENS[0]} x {TOKENS[1]} tokens; convert with layouts={{'LlamaLMHead': 'transpose'}} and no name map; "
-             "compare_forward with record_dir= (records on disk, portcheck.spill). Each phase's peak is the "
+             "compare_forward with record_dir= (records on disk, portcheck.spill: every run in one folder, each "
+             "writing over the files of the run before, as a user's next comparison does; the first run, new files). "
+             "Each phase's peak is the "
              "process's peak resident memory during it (VmHWM), both models in memory. A plain forward's time is the "
              f"best of three after a warm-up, each side's; a comparison's the best of {COMPARISONS} runs in one phase, "
              "as the plain forwards' (its peak the phase's). The first run of a phase starts from a trimmed heap "

@@ -33,6 +33,7 @@ from bert_sst2 import data, keys, paths
 from bert_sst2.flags import TrainArgs
 from bert_sst2.shared_dropout import MaskStream
 from portcheck import record, weight_stats
+from portcheck.data import each_batch
 from portcheck.errors import Interrupted, PipelineError, require
 from portcheck.fileio import atomic_write, open_new, writable
 
@@ -520,7 +521,7 @@ def train(backend: Backend, args, train_set, dev_set, world: World, say):
         mine = data.rank_order(order, args.batch_size, world.rank, world.size)
         clock.start_epoch()
         backend.set_train(not args.deterministic)
-        for batch in backend.loader(train_set, mine[state.batch_in_epoch * per_rank:], per_rank):
+        for batch in each_batch(backend.loader(train_set, mine[state.batch_in_epoch * per_rank:], per_rank)):
             if state.global_step >= total:
                 break
             clock.trained(train_step(backend, batch, order, state, args, world, stream))

@@ -13,6 +13,7 @@ nested at will. Its record is {"batch_<i>/<key>": array}: the guide's data pair,
 samples, in the same order, through the same transforms: equal values, integers bit for bit, the same shape
 and dtype). Only iteration is used, so the same call records both frameworks' loaders.
 """
+import contextlib
 import re
 from typing import NamedTuple, Optional
 
@@ -61,6 +62,20 @@ def _leaves(value, prefix: str, names, out: dict, what: str):
         out[key] = to_numpy(value, f"{what}, {key.split('/', 1)[1] if '/' in key else 'the batch'}")
 
 
+def each_batch(loader):
+    """The loader's batches, its reader shut down however the loop over them ends (a break at max_steps, an
+    error): a paddle.io.DataLoader left part read keeps its reader thread alive, and killed at interpreter exit
+    it aborted the process (SIGABRT, 'exception not rethrown') after its results were written, 1 run in 10.
+    `for batch in each_batch(loader)` on both sides of a training script; a torch loader has nothing to shut down."""
+    iterator = iter(loader)
+    try:
+        yield from iterator
+    finally:
+        stop = getattr(iterator, "_try_shutdown_all", None)
+        if callable(stop):
+            stop()
+
+
 def record_batches(loader, batches: int = None, names=None, prefix: str = "") -> dict:
     """{"<prefix>batch_<i>/<key>": array} of the loader's first `batches` batches (every batch when None), in
     the order it yields them. names: the parts of a tuple or list batch, e.g. ("images", "labels"); prefix:
@@ -75,17 +90,11 @@ def record_batches(loader, batches: int = None, names=None, prefix: str = "") ->
         raise PipelineError(f"loader: a {type(loader).__name__} is not iterable; pass a DataLoader or an "
                             "iterable of batches") from None
     out = {}
-    try:
-        for i, batch in enumerate(iterator):
+    with contextlib.closing(each_batch(iterator)) as batches_:
+        for i, batch in enumerate(batches_):
             if batches is not None and i >= batches:
                 break
             _leaves(batch, f"{prefix}{BATCH}{i}", names, out, f"{prefix}batch {i}")
-    finally:
-        # a paddle.io.DataLoader left part read keeps its reader thread alive; killed at interpreter exit, it
-        # aborted the process (SIGABRT, 'exception not rethrown') after its results were written, 1 run in 10
-        stop = getattr(iterator, "_try_shutdown_all", None)
-        if callable(stop):
-            stop()
     if not out:
         raise PipelineError("loader: it yielded no batch; check its dataset and batch size")
     return out

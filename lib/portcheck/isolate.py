@@ -97,13 +97,17 @@ def forced_run(model, inputs, torch_record: dict, calls: dict, leaves: dict, kee
             parents[this] = stack[-1] if stack else None
             stack.append(this)
             where, x = first_input(args, kwargs)
-            value = torch_record.get(f"in/{calls[this]}")
-            if x is None or value is None:
+            key = f"in/{calls[this]}"
+            if x is None or key not in torch_record:
                 return None
             kept(f"in/{this}", x)
+            held = made.get((id(x), version(x)))
+            if held is not None and identity(torch_record, held) == identity(torch_record, key):
+                return None  # torch's recorded value already (mostly the output forced just before): not copied again
+            value = torch_record[key]
             if tuple(x.shape) != value.shape:
                 return None
-            x = forced(f"in/{calls[this]}", value, x)
+            x = forced(key, value, x)
             if isinstance(where, int):
                 return args[:where] + (x,) + args[where + 1:], kwargs
             return args, {**kwargs, where: x}
@@ -183,8 +187,8 @@ def judge(torch_model, paddle_model, inputs, torch_record: dict, report, free: d
     def judge_torch(key, tensor, source):
         if key is None:
             rows.clear()
-        elif key in keys and source is not None and key.startswith("in/") and passed.get(keys[key]) == source \
-                and identity(torch_record, key) == identity(torch_record, source):
+        elif key in keys and source is not None and key.startswith("in/") and keys[key] in passed and \
+                identity(torch_record, passed[keys[key]]) == identity(torch_record, source) == identity(torch_record, key):
             rows[key] = None  # one recorded value on all three sides, passed on as it was: nothing computed it
         elif key in keys:
             # a value passed on is torch's recorded one, widened to float64 exactly: measure widens it the same

@@ -17,6 +17,7 @@ import torch
 
 from examples.resnet18 import resnet
 from portcheck import training
+from portcheck.data import each_batch
 from portcheck.errors import run_main
 
 
@@ -31,7 +32,7 @@ def main():
     test, log = resnet.split()[1], training.TrainingLog()
     for epoch, order in enumerate(resnet.train_orders()):
         model.train()
-        for images, labels in resnet.torch_loader(order, resnet.TRAIN["batch"], drop_last=True):
+        for images, labels in each_batch(resnet.torch_loader(order, resnet.TRAIN["batch"], drop_last=True)):
             lr = lr_now()
             loss = torch.nn.functional.cross_entropy(model(images).logits, labels)
             loss.backward()
@@ -43,7 +44,7 @@ def main():
                 break
         model.eval()
         with torch.no_grad():
-            images, labels = next(iter(resnet.torch_loader(test, len(test))))
+            images, labels = next(each_batch(resnet.torch_loader(test, len(test))))
             log.evaluate(resnet.torch_metric(model(images).logits.argmax(-1), labels))
         print(f"epoch {epoch}: {len(log.curves['loss'])} steps, loss {log.curves['loss'][-1]:.4f}, test accuracy "
               f"{log.evals['accuracy'][-1]:.4f}", flush=True)
