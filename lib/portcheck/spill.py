@@ -21,6 +21,7 @@ A new record in a folder removes the index there first: a run killed halfway nev
 files as the earlier record's.
 """
 import contextlib
+import errno
 import json
 import os
 import stat
@@ -125,8 +126,8 @@ class Spill(MutableMapping):
                 offset = f.tell() - array.nbytes
                 f.truncate()  # an earlier, longer file's tail
         except OSError as e:  # a full disk: the index is never written, so nothing judges a part of the record
-            raise PipelineError(f"{self.folder / name} could not be written ({e.strerror or e}): free space or "
-                                "choose another record_dir") from None
+            what = "free space or choose another record_dir" if e.errno == errno.ENOSPC else "choose another record_dir"
+            raise PipelineError(f"{self.folder / name} could not be written ({e.strerror or e}): {what}") from None
         self._files[key] = name
         self._layout[name] = array.shape, array.dtype, offset
 
