@@ -4,7 +4,7 @@ curves step by step, draws them, and names the guide's cause when the runs diffe
 
     log = portcheck.training.TrainingLog()
     for epoch in range(epochs):
-        for images, labels in loader:
+        for images, labels in portcheck.data.each_batch(loader):   # a Paddle loader's reader shut down at a break
             ...; optimizer.step(); scheduler.step()
             log.step(loss, lr, model=model, batch=labels)     # model: weight norm and modes; batch: the data order
         log.evaluate({"accuracy": accuracy})
