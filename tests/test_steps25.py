@@ -3,6 +3,10 @@ and a data set of this file's own: sklearn's digits through a torch DataLoader a
 small convolutional network with BatchNorm written once per framework. The clean port is green at every step
 and re-checks green from its hand-in; each planted bug is red at its step, and named at its key (Step 2) or its
 row and the guide's cause (Step 5)."""
+import os
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
@@ -351,3 +355,26 @@ def test_the_training_log_refuses_what_it_cannot_judge():
     log.evaluate(0.5)
     with pytest.raises(PipelineError, match="the same names"):
         log.evaluate({"f1": 0.5})
+
+
+PLANTED_DOT = """
+from types import SimpleNamespace
+sum_by_blas = SimpleNamespace(reduce=lambda squares: np.dot(np.sqrt(squares), np.sqrt(squares)))
+training.np = SimpleNamespace(**{**vars(np), "add": sum_by_blas})
+"""
+
+
+@pytest.mark.parametrize("planted", [None, "summed by np.dot, which BLAS splits by its thread count"])
+def test_the_weight_norm_is_the_same_bits_on_one_core_and_on_two(tmp_path, planted):
+    """A training log's weight norm, the same weights on one thread and on two (a Step 5 run side by side is pinned
+    to one core): else a rerun's log differs from the committed one in its last bits."""
+    script = tmp_path / "norm.py"
+    script.write_text("import numpy as np\nfrom portcheck import training\n" + (PLANTED_DOT if planted else "") + """
+class Model:
+    def parameters(self):
+        return [np.random.RandomState(0).randn(2359296).astype(np.float32), np.ones(3, np.float32)]
+print(repr(training.weight_norm(Model())))
+""")
+    norms = {subprocess.run([sys.executable, str(script)], capture_output=True, text=True, check=True,
+                            env=dict(os.environ, OMP_NUM_THREADS=n, OPENBLAS_NUM_THREADS=n)).stdout for n in ("1", "2")}
+    assert (len(norms) == 1) != bool(planted), norms

@@ -90,7 +90,9 @@ def weight_norm(model) -> float:
         if getattr(p, "stop_gradient", False) or not getattr(p, "requires_grad", True):
             continue
         x = to_numpy(p, "a weight").ravel().astype(np.float64)
-        total += float(np.dot(x, x))
+        # numpy's own pairwise sum, not np.dot: BLAS splits a dot product by its thread count, so the same weights
+        # gave another last bit on one core (a Step 5 run side by side, pinned) than on two, and a rerun's log differed
+        total += float(np.add.reduce(np.square(x, out=x)))
     return float(np.sqrt(total))
 
 
