@@ -7,6 +7,8 @@
 
     value = portcheck.data.record_metric(accuracy, logits, labels, framework="paddle")   # {"accuracy": ...}
 
+    for images, labels in portcheck.data.each_batch(loader):   # Step 5's loop: a Paddle reader shut down at a break
+
 A loader is a torch DataLoader, a paddle.io.DataLoader or any iterable of batches; a batch is an array or a
 tensor of either framework, a tuple or list of them (named by `names`, else by position), or a dict of them,
 nested at will. Its record is {"batch_<i>/<key>": array}: the guide's data pair, whose kind is exact (the same
