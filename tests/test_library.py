@@ -10,6 +10,9 @@ import pytest
 
 from bert_sst2 import paths
 from portcheck import calibrated, cli, handin, record, tolerances
+from examples.resnet18 import resnet
+
+TASK = {"train_align": resnet.THRESHOLD}  # the ResNet-18 example's task threshold, a reviewer's flag
 
 LIBRARY = sorted(f"portcheck.{p.stem}" for p in (paths.ROOT / "lib" / "portcheck").glob("*.py")
                  if p.stem not in ("__init__", "__main__"))
@@ -53,8 +56,10 @@ def test_a_pair_under_any_name_is_judged_at_the_threshold_it_is_given(tmp_path, 
     assert verdict.passed and verdict.threshold == 1e-4 and all(r.mean_bound == 1e-4 for r in verdict.rows)
     top = tmp_path / "log_reprod"
     handin.hand_in(tmp_path, name, top)
-    assert cli.check(top, only=name) == 0  # the checker reads the threshold the pair was judged at
-    assert cli.check(top, {name: 1e-6}, only=name) == 1  # and a reviewer's own overrides it
+    # the checker judges at the reviewer's threshold, else reprod_log's default: never the folder's own
+    assert cli.check(top, {name: 1e-4}, only=name) == 0
+    assert cli.check(top, only=name) == 1
+    assert cli.check(top, {name: 1e-6}, only=name) == 1
 
 
 def test_a_guide_pair_judged_looser_than_the_guide_is_red(tmp_path, capsys):
@@ -63,7 +68,7 @@ def test_a_guide_pair_judged_looser_than_the_guide_is_red(tmp_path, capsys):
     top = tmp_path / "log_reprod"
     handin.hand_in(tmp_path, "forward", top)
     assert cli.check(top, only="forward") == 1
-    assert "looser than the guide's 1e-06 for forward" in capsys.readouterr().out
+    assert "declares threshold 0.0001 (looser than the 1e-06 it is judged at), not used" in capsys.readouterr().out
 
 
 def test_the_backward_multiple_is_the_callers_and_the_checker_reads_it(tmp_path):
@@ -135,7 +140,7 @@ def test_a_reproduced_result_from_a_fresh_work_folder_leaves_the_hand_in_as_it_w
 @pytest.mark.parametrize("hand_in", ["log_reprod", "examples/resnet18/log_reprod"])
 def test_the_committed_hand_ins_recheck_green_by_the_librarys_command(hand_in, capsys):
     """The reviewer's command judges our own hand-ins as it judges a contestant's: every pair and every log."""
-    assert cli.check(paths.ROOT / hand_in) == 0, capsys.readouterr().out
+    assert cli.check(paths.ROOT / hand_in, TASK if "resnet18" in hand_in else None) == 0, capsys.readouterr().out
     assert "RED" not in capsys.readouterr().out
 
 
@@ -154,7 +159,10 @@ def test_an_outcome_is_judged_at_the_tasks_threshold_without_a_float64_run(tmp_p
                    threshold=1e-3, kind="outcome")
     assert v.passed == green
     assert json.loads((tmp_path / "acc_diff.json").read_text())["kind"] == "outcome"
-    assert cli.check(tmp_path / "log_reprod", only="acc") == (0 if green else 1)
+    # the reviewer names the rule (a folder's declared kind and threshold never loosen it): without, a computed pair
+    # at 1e-6 with no float64 run, red
+    assert cli.check(tmp_path / "log_reprod", {"acc": 1e-3}, only="acc", kinds={"acc": "outcome"}) == (0 if green else 1)
+    assert cli.check(tmp_path / "log_reprod", only="acc") == 1
 
 
 @pytest.mark.parametrize("threshold, looser", [(0.002, True), (0.0015, False)])
@@ -170,7 +178,7 @@ def test_an_outcome_looser_than_the_guide_says_so_and_is_judged_at_it(tmp_path, 
     assert mean_line.endswith(f"threshold: {threshold:g} ({said})" if looser else "threshold: 0.0015 (the guide's rule)")
     assert (f"guide green (mean <= {said}:" in log) == looser
     capsys.readouterr()
-    assert cli.check(tmp_path / "log_reprod", only="train_align") == (0 if looser else 1)
+    assert cli.check(tmp_path / "log_reprod", {"train_align": threshold}, only="train_align") == (0 if looser else 1)
     line = capsys.readouterr().out.splitlines()[0]
     assert line.startswith("train_align: ") and (f"mean <= {said}:" in line) == looser, line
     assert ("guide RED (mean <= 0.0015:" in line) != looser, line
@@ -223,12 +231,12 @@ def test_a_clients_findings_join_a_pairs_line_and_a_loosened_verdict_says_so(tmp
     from portcheck.diff import Finding
     folder = tmp_path / "log_reprod"
     shutil.copytree(paths.ROOT / "examples/resnet18/log_reprod", folder)
-    assert cli.check(folder, extra=lambda f, pair: [Finding("mine", True, f"{pair} fine")]) == 0
+    assert cli.check(folder, TASK, extra=lambda f, pair: [Finding("mine", True, f"{pair} fine")]) == 0
     lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith(tuple(tolerances.GUIDE))]
     assert len(lines) == len(tolerances.GUIDE) and all("| mine green (" in line for line in lines)
     verdict = folder / "diagnostics/loss_diff.json"
     verdict.write_text(json.dumps({**json.loads(verdict.read_text()), "loosened": ["--threshold 1 loosens the loss's atol"]}))
-    assert cli.check(folder, extra=lambda f, pair: [Finding("mine", pair != "loss", "planted")]) == 1
+    assert cli.check(folder, TASK, extra=lambda f, pair: [Finding("mine", pair != "loss", "planted")]) == 1
     loss = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("loss:"))
     assert loss.startswith("loss: RED") and "| mine RED (planted)" in loss
     assert "judged with loosened tolerances: --threshold 1 loosens the loss's atol" in loss

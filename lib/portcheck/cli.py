@@ -25,13 +25,15 @@ Each <name>_diff.log is read back: every logged value must be the recomputed one
 with tolerances a flag loosened (the "loosened" list of diagnostics/<pair>_diff.json) says so on its line.
 A client adds its own verdicts to a pair's line through check(..., extra=): its findings, each red one red.
 
-The threshold of a pair: --threshold PAIR=VALUE, else the one the hand-in's writer judged it at
-(diagnostics/<pair>_diff.json, when portcheck wrote it; never looser than the guide's own, but for an outcome's,
-a task's own, whose line then says "the task's X, looser than the guide's"), else the guide's
-(portcheck.tolerances.GUIDE), else reprod_log's default 1e-6.
-A hand-in holds every pair of the guide (forward, data, metric, loss, lr, bp_align, train_align); each one
-missing is red. --only PAIR,... judges a partial hand-in (your own model's forward alone, say): those pairs
-must be there, and the verdict says it is partial.
+The rule of a pair comes from the reviewer and the library, never from the folder: its threshold is
+--threshold PAIR=VALUE, else the guide's (portcheck.tolerances.GUIDE), else reprod_log's default 1e-6; its kind
+--kind PAIR=KIND, else the guide's, else computed; K the library's. What a hand-in's own verdict file declares
+(diagnostics/<pair>_diff.json: threshold, K, kind) is read and any difference said on the pair's line, red under
+--strict; a computed pair the library wrote is red without its float64 run.
+A hand-in holds the five pairs the guide lists as handed in (forward, metric, loss, bp_align, train_align); each
+one missing is red; data and lr, which the guide walks through, are judged when present. --only PAIR,... judges
+a partial hand-in (your own model's forward alone, say): those pairs must be there, and the verdict says it is
+partial. A pair named <name>_torch_<tag>.npy with <name>_paddle_<tag>.npy is the pair <name>.
 Exit 1 when a pair fails the guide's rule or the measured one, holds NaN or Inf, its diff log does not
 match it, its run records show two runs, or a pair asked for is missing; --strict: also when a pair fails the
 strict verdict. Exit 2 on bad input, with one line.
@@ -50,6 +52,15 @@ from portcheck.fileio import load_npy, open_regular, writable
 
 DIAGNOSTICS = report.DIAGNOSTICS
 PAIR_SIGNATURE = "written by portcheck pair"  # the mark of a log `pair --log` may overwrite
+
+
+def kind_flag(text: str) -> tuple:
+    """PAIR=KIND for --kind, KIND one of tolerances.KINDS."""
+    name, sep, kind = text.partition("=")
+    if not (sep and name and kind in tolerances.KINDS):
+        raise PipelineError(f"--kind {text!r}: give PAIR=KIND with KIND one of {', '.join(tolerances.KINDS)}, "
+                            "e.g. acc=outcome")
+    return name, kind
 
 
 def threshold_flag(text: str) -> tuple:
@@ -79,30 +90,58 @@ def verdict_file(below, name: str) -> tuple:
 
 
 def declared_rule(name: str, data, unreadable: str = "") -> tuple:
-    """(threshold, k, problem, kind) the hand-in's writer judged a pair by (its verdict_file, written by
-    handin.judge_and_log), or Nones: a contestant's pair (no data), or a client's own tuned verdict."""
+    """(threshold, k, kind, problem) the hand-in's writer declares it judged a pair by (its verdict_file, written
+    by handin.judge_and_log), Nones where it declares none: a contestant's pair (no data), or a client's own tuned
+    verdict (no threshold). What it declares is read, never used: own_rule says what judges the pair."""
     if data is None:
-        return None, None, unreadable, None
+        return None, None, None, unreadable
     file = f"{name}_diff.json"
-    threshold, k, kind = data.get("threshold"), data.get("k", calibrated.K), data.get("kind", "computed")
+    threshold, k, kind = data.get("threshold"), data.get("k"), data.get("kind")
     if data.get("name", name) != name:  # the pair's files and verdict replaced by another pair's
-        return None, None, f"{file} is the verdict of {report.one_line(repr(data['name']))[:40]}: one pair's " \
-                           "files handed in as another's", None
-    if threshold is None:  # a verdict written by a client's own tuned check: no rule of the library's in it
-        return None, None, "", None
-    if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or not 0 < threshold < math.inf:
-        return None, None, f"{file} gives threshold {report.one_line(repr(threshold))[:40]}", None
-    if k not in (calibrated.K, calibrated.K_BACKWARD):
-        return None, None, (f"{file} gives K {report.one_line(repr(k))[:40]}, not the library's "
-                            f"{calibrated.K:g} or {calibrated.K_BACKWARD:g}"), None
-    problem = ""
-    try:
-        kind = tolerances.kind_of(name, kind)
-    except PipelineError:
-        problem, kind = f"{file} gives a kind the library does not know", None
-    if kind and name in tolerances.GUIDE and kind != tolerances.GUIDE[name].kind:  # e.g. no float64 run
-        problem = f"judged as {kind}, but the guide's {name} is {tolerances.GUIDE[name].kind}"
-    return float(threshold), float(k), problem, kind
+        return None, None, None, f"{file} is the verdict of {report.one_line(repr(data['name']))[:40]}: one " \
+                                 "pair's files handed in as another's"
+    if threshold is None:
+        if k is None and kind is None:  # a verdict written by a client's own tuned check: no rule of the library's
+            return None, None, None, ""
+        return None, None, None, f"{file} gives a K or kind but no threshold: not a verdict the library wrote"
+    for field, value in (("threshold", threshold), ("K", k)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
+                                  or not 0 < value < math.inf):
+            return None, None, None, f"{file} gives {field} {report.one_line(repr(value))[:40]}"
+    if kind is not None and kind not in tolerances.KINDS:
+        return None, None, None, f"{file} gives a kind the library does not know ({report.one_line(repr(kind))[:40]})"
+    return float(threshold), None if k is None else float(k), kind, ""
+
+
+def own_rule(name: str, overrides: dict, kinds: dict) -> tuple:
+    """(threshold, k, kind, what set them) a pair is judged by: the reviewer's flags (--threshold, --kind), else
+    the guide's table, else the library's defaults (reprod_log's 1e-6, K, computed). Never the folder's own."""
+    guide = tolerances.GUIDE.get(name)
+    threshold = overrides.get(name, tolerances.guide_threshold(name))
+    k = calibrated.multiple(bool(guide and guide.after_steps))
+    kind = kinds.get(name) or tolerances.kind_of(name)
+    said = "--threshold" if name in overrides else "the guide's" if guide else "reprod_log's default"
+    return threshold, k, kind, said
+
+
+def declared_differs(name: str, declared: tuple, used: tuple, said: str) -> list:
+    """What a pair's own verdict file declares otherwise than the rule that judges it (own_rule), one phrase each:
+    said on the pair's line, red under --strict; the folder's own value never decides."""
+    out = []
+    for field, mine, theirs in zip(("threshold", "K", "kind"), used, declared):
+        if theirs is not None and theirs != mine and not (field != "kind" and math.isclose(theirs, mine, rel_tol=1e-5)):
+            # a threshold given as printed (0.00694444 for 2.5 / 360) is the one judged at
+            looser = (theirs > mine) if field != "kind" else tolerances.looser_kind(theirs, mine)
+            out.append(f"{field} {theirs:g}" if field != "kind" else f"kind {theirs}")
+            out[-1] += f" ({'looser' if looser else 'other'} than the {mine:g} it is judged at)" if field != "kind" \
+                else f" ({'looser' if looser else 'other'} than the {mine} it is judged as)"
+    if not out:
+        return []
+    how = (f"--threshold {name}={declared[0]:g}" if declared[0] is not None and declared[0] != used[0] else "") + \
+        (f" --kind {name}={declared[2]}" if declared[2] is not None and declared[2] != used[2] else "")
+    return [f"its {DIAGNOSTICS}/{name}_diff.json declares {', '.join(out)}, not used (a folder's own files never "
+            f"loosen its verdict; threshold: {said}" + (f"; a reviewer's {how.strip()} judges at it" if how else "")
+            + ")"]
 
 
 def loosened(data) -> list:
@@ -122,22 +161,16 @@ def client_findings(extra, folder: Path, name: str) -> list:
 
 
 def judge_pair(folder: Path, name: str, files: dict, overrides: dict, strict: bool, run_problem: str = None,
-               extra=None) -> tuple:
+               extra=None, kinds: dict = None) -> tuple:
     """Print one pair's line (and its diff log's); (whether it is red, its torch side's keys when no run record
     ties the pair to its run, else None). run_problem: why the pair is not of the hand-in's run (handin.last_run);
     extra: a client's findings on the pair (check's)."""
-    base = name.rsplit("/", 1)[-1]
+    base, kinds = name.rsplit("/", 1)[-1], kinds or {}
     below = handin.ours(files["torch"].parent)  # None: a contestant's folder, or a diagnostics/ of their own
     verdict, unreadable = verdict_file(below, base)
-    threshold, k, problem, kind = declared_rule(base, verdict, unreadable)
-    guide_own = tolerances.guide_threshold(base)
-    if base in overrides:
-        threshold = overrides[base]
-    elif threshold is None:
-        threshold = guide_own
-    elif base in tolerances.GUIDE and threshold > guide_own and kind != "outcome":  # an outcome's is the task's:
-        # green at it, its line saying "the task's X, looser than the guide's" (tolerances.looser_task)
-        problem = f"judged at {threshold:g}, looser than the guide's {guide_own:g} for {base}"
+    *declared, problem = declared_rule(base, verdict, unreadable)
+    threshold, k, kind, said = own_rule(base, overrides, kinds)
+    differs = declared_differs(base, tuple(declared), (threshold, k, kind), said)
     try:
         t, p = load_npy(files["torch"]), load_npy(files["paddle"])
     except PipelineError as e:
@@ -149,10 +182,16 @@ def judge_pair(folder: Path, name: str, files: dict, overrides: dict, strict: bo
         problem = handin.checks_gone(files["torch"].parent, base)  # a pair this project wrote, as its check left it
     exact = below / f"{base}{handin.EXACT}" if below else None
     measured = None
+    # judged by its kind: a pair the library wrote (its verdict file declares a rule, or its float64 run is there),
+    # or one the reviewer names a kind for; a computed one without its float64 run cannot be, and is red
+    library = declared[0] is not None or bool(exact and os.path.lexists(exact)) or base in kinds
+    if library and kind == "computed" and not (exact and exact.is_file()) and not problem:
+        problem = (f"{DIAGNOSTICS}/{base}{handin.EXACT} missing: a computed pair is judged on torch's float64 run, "
+                   "which its check writes; run its check again")
     try:
-        if (exact and exact.is_file()) or kind in ("exact", "outcome"):  # written by the library: judged by its kind
+        if library and not (kind == "computed" and problem):
             measured = handin.judge_measured(base, files["torch"], files["paddle"], exact, records[:3], threshold,
-                                             k or calibrated.K, kind or "computed")
+                                             k, kind)
             guide, strict_result, same = measured.guide, measured.strict, measured.same_run
         else:
             guide = handin.guide_verdict(t, p, threshold, base)
@@ -186,7 +225,8 @@ def judge_pair(folder: Path, name: str, files: dict, overrides: dict, strict: bo
             print(report.one_line(f"{name}: RED (its training logs: {e})"))
             return True, None
         red |= not trained.passed
-    copy = record.copied(files["torch"], files["paddle"])  # then same_run is False too: red
+    copy = record.copied(files["torch"], files["paddle"], base)  # same_run is False too where it reads the records
+    red |= bool(copy)
     findings = client_findings(extra, folder, name)
     red |= bool(problem or run_problem) or not all(f.passed for f in findings)
     parts = [f"{name}: {'RED' if red else 'green'}", handin.describe_guide(guide, threshold, copy)]
@@ -197,6 +237,8 @@ def judge_pair(folder: Path, name: str, files: dict, overrides: dict, strict: bo
     parts += [f"{f.name} {'green' if f.passed else 'RED'} ({f.detail})" for f in findings]
     flags = loosened(verdict)
     parts += [f"judged with loosened tolerances: {'; '.join(flags)}"] if flags else []
+    parts += [f"{'RED' if strict else 'said'}: {d}" for d in differs]
+    red |= strict and bool(differs)
     parts += [f"RED: {why}" for why in (problem, run_problem) if why]
     print(report.one_line(" | ".join(parts)))
     print(report.one_line(f"  {files['log'].name}: {log_line}" if files["log"] is not None
@@ -223,29 +265,32 @@ def borrowed(held: dict) -> list:
     return out
 
 
-def check(folder, overrides: dict = None, strict: bool = False, only=None, extra=None) -> int:
+def check(folder, overrides: dict = None, strict: bool = False, only=None, extra=None, kinds: dict = None) -> int:
     """Judge every pair of a hand-in folder and print one line each; the number of red pairs. A hand-in holds
-    every pair of the guide: each one missing is red, unless `only` names the pairs a partial hand-in is asked
-    for (those must be there; the verdict says it is partial). extra: a client's own verdicts, a callable
+    the pairs the guide lists as handed in (tolerances.HANDED_IN; data and lr are judged when present): each one
+    missing is red, unless `only` names the pairs a partial hand-in is asked for (those must be there; the
+    verdict says it is partial). overrides, kinds: the reviewer's {pair: threshold} and {pair: kind}. extra: a client's own verdicts, a callable
     (folder, pair name) -> [diff.Finding] whose findings join the pair's line, each red one making it red."""
     folder = Path(folder).expanduser()
-    expected = tolerances.GUIDE if only is None else _asked(only)
+    expected = tolerances.HANDED_IN if only is None else _asked(only)
     if not folder.is_dir():
         raise PipelineError(f"{folder} is not a folder: pass a log_reprod/ folder")
     found = handin.find_pairs(folder)
     pairs, red = found["pairs"], 0
     if not pairs:
-        raise PipelineError(f"{report.one_line(str(folder))} holds no <name>_torch.npy with its <name>_paddle.npy: "
-                            "pass the folder your reprod_log scripts wrote")
-    unknown = [n for n in (overrides or {}) if n not in {p.rsplit("/", 1)[-1] for p in pairs}]
-    if unknown:  # a mistyped name would leave its pair judged at another threshold than the one meant
-        raise PipelineError(f"--threshold {unknown[0]}: the folder holds no pair of that name (its pairs: "
-                            f"{', '.join(sorted(p for p in pairs if '/' not in p))}); name one of them")
+        unread = f" (and not all of it was read: {found['unread'][0]})" if found["unread"] else ""
+        raise PipelineError(f"{report.one_line(str(folder))} holds no <name>_torch.npy with its <name>_paddle.npy"
+                            f"{unread}: pass the folder your reprod_log scripts wrote")
+    for flag, given in (("--threshold", overrides), ("--kind", kinds)):
+        unknown = [n for n in (given or {}) if n not in {p.rsplit("/", 1)[-1] for p in pairs}]
+        if unknown:  # a mistyped name would leave its pair judged by another rule than the one meant
+            raise PipelineError(f"{flag} {unknown[0]}: the folder holds no pair of that name (its pairs: "
+                                f"{', '.join(sorted(p for p in pairs if '/' not in p))}); name one of them")
     held = {}
     run_problems = handin.last_run(folder)
     for name, files in pairs.items():
         is_red, keys = judge_pair(folder, name, files, overrides or {}, strict,
-                                  run_problems.pop(name, None) if "/" not in name else None, extra)
+                                  run_problems.pop(name, None) if "/" not in name else None, extra, kinds)
         red += is_red
         if keys:
             held[name] = keys
@@ -268,7 +313,8 @@ def check(folder, overrides: dict = None, strict: bool = False, only=None, extra
         red += 1
     missing = [p for p in expected if p not in names | set(judged)]
     if missing:  # less than was asked for is never green
-        print(report.one_line(f"not handed in: {', '.join(missing)}: RED | the guide asks for every one of its pairs"
+        print(report.one_line(f"not handed in: {', '.join(missing)}: RED | the guide asks for every one of "
+                              f"{', '.join(tolerances.HANDED_IN)}"
                               + (" (--only names the ones a partial hand-in holds)" if only is None else
                                  " (asked for by --only)")))
         red += len(missing)
@@ -356,16 +402,25 @@ def add_check_flags(ap):
     ap.add_argument("--threshold", action="append", default=[], metavar="PAIR=VALUE",
                     help="one pair's threshold (repeatable; default: the hand-in's own, else the guide's)")
     ap.add_argument("--strict", action="store_true", help="strict failures fail too")
+    ap.add_argument("--kind", action="append", default=[], metavar="PAIR=KIND",
+                    help=f"one pair's kind ({', '.join(tolerances.KINDS)}; repeatable; default: the guide's, else "
+                    "computed; a hand-in's own declared kind never loosens it)")
     ap.add_argument("--only", metavar="PAIR,...", help="a partial hand-in: the pairs it is asked for (default: "
                     "every pair of the guide, each missing one red)")
 
 
-def run_check(folder, args, extra=None) -> int:
-    given = [threshold_flag(t) for t in args.threshold]
+def once_each(flag: str, given) -> dict:
+    """{pair: value} of a repeatable PAIR=VALUE flag; a pair given twice is one line."""
+    given = list(given)
     twice = sorted({n for n, _ in given if [m for m, _ in given].count(n) > 1})
     if twice:
-        raise PipelineError(f"--threshold given twice for {', '.join(twice)}: give each pair's once")
-    red = check(folder, dict(given), args.strict, args.only, extra)
+        raise PipelineError(f"{flag} given twice for {', '.join(twice)}: give each pair's once")
+    return dict(given)
+
+
+def run_check(folder, args, extra=None) -> int:
+    given, kinds = once_each("--threshold", map(threshold_flag, args.threshold)), once_each("--kind", map(kind_flag, args.kind))
+    red = check(folder, given, args.strict, args.only, extra, kinds)
     print(report.one_line(f"{folder}: " + ("every pair green" + (" on every verdict" if args.strict else "")
                                             + (f" (partial: --only {args.only})" if args.only else "")
                                             if not red else f"{red} pair(s) red")))

@@ -170,6 +170,8 @@ class CheckResult:
     notes: list = field(default_factory=list)      # figures worth a line in the log, as text
     tables: list = field(default_factory=list)     # [Table]
     loosened: list = field(default_factory=list)   # flags that loosened a measured tolerance (tolerances.from_flags)
+    as_logged: dict = field(default_factory=dict)  # {key: {"mean": .., "max": ..}}: what reprod_log's own arithmetic
+    #                                                gives where it is not the exact figure (integers it wraps)
 
     @property
     def passed(self) -> bool:
@@ -227,9 +229,10 @@ def compare_key(key, x, y, tol: Tol) -> KeyResult:
     else:  # an empty array: nothing compared is never a pass
         r.mean = r.max = r.relative = r.scale = 0.0
         r.problems.append(EMPTY)
-    if x.dtype.kind in "biu" and not r.problems:
-        # ids, labels, counts and steps are equal or wrong: exactly, at any threshold
-        unequal = int(np.count_nonzero(x != y))
+    if x.dtype.kind in "biu" and y.dtype.kind in "biu" and EMPTY not in r.problems:
+        # ids, labels, counts and steps are equal or wrong: exactly, at any threshold, whatever their two dtypes
+        # (x != y would compare uint64 and int64 in float64, where 2^53 + 1 equals 2^53)
+        unequal = int(np.count_nonzero(diff))
         if unequal:
             r.problems.append(f"{unequal} of {x.size} integers differ (integers compare exactly)")
     return r

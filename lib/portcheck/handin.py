@@ -61,6 +61,14 @@ def guide_verdict(torch_data: dict, paddle_data: dict, threshold: float, name: s
             return verdict
         if not note and a.shape != b.shape and {a.shape, b.shape} != {(), (1,)}:  # a 0-d and a [1] scalar: one scalar
             note = f"broadcast by reprod_log ({a.shape} vs {b.shape})"
+        if a.dtype.kind in "iu" and b.dtype.kind in "iu":  # integers judged as integers, in a type that cannot wrap
+            exact = diff.abs_diff(a, b)
+            if d.size and not np.array_equal(d.astype(np.float64), exact):
+                verdict.as_logged[key] = {"mean": float(d.mean()), "max": float(d.max())}
+                note = (f"{note}; " if note else "") + (
+                    f"reprod_log's own {a.dtype} - {b.dtype} in {d.dtype} wraps or rounds (it would log mean "
+                    f"{float(d.mean()):.6g}): judged on the exact integers")
+            d = exact
         if not d.size:  # reprod_log passes an empty array (its mean is NaN): nothing was compared
             verdict.keys.append(diff.KeyResult(key, rule, tuple(d.shape), problems=[diff.EMPTY]))
             continue
@@ -156,15 +164,18 @@ class LogMismatch:
 
 
 def hold_log(logged: dict, verdict: diff.CheckResult) -> list:
-    """Every logged value that is not the recomputed one, and every key the log and the pair do not share."""
+    """Every logged value that is not the recomputed one (nor, for integers reprod_log's own arithmetic wraps, the
+    figure it gives: verdict.as_logged), and every key the log and the pair do not share."""
     recomputed = {k.key: {"mean": k.mean, "max": k.max} for k in verdict.keys}
     out = []
+    close = lambda value, now: (value != value and now != now) or \
+        abs(value - now) <= LOG_RTOL * max(abs(value), abs(now)) + 1e-30
     for key, methods in logged.items():
         for method, value in methods.items():
             if method not in ("mean", "max"):
                 continue
             now = recomputed.get(key, {}).get(method, float("nan"))
-            same = (value != value and now != now) or abs(value - now) <= LOG_RTOL * max(abs(value), abs(now)) + 1e-30
+            same = close(value, now) or (key in verdict.as_logged and close(value, verdict.as_logged[key][method]))
             if not same:
                 out.append(LogMismatch(key, method, value, now))
     out += [LogMismatch(k, "mean", float("nan"), v["mean"]) for k, v in recomputed.items() if k not in logged]
@@ -252,9 +263,12 @@ def last_run(folder) -> dict:
     return problems
 
 
+_TAGGED = re.compile(r"^(.+?)_(torch|paddle)_([^_].*)\.npy$")  # <name>_<framework>_<tag>.npy, a contestant's naming
+
+
 def find_pairs(folder, max_depth: int = 4, max_files: int = 20000) -> dict:
     """{pair name: {"torch": path, "paddle": path, "log": path or None}} for every <name>_torch.npy with a
-    <name>_paddle.npy in a hand-in folder: beside each other, or anywhere in it when the name is unique
+    <name>_paddle.npy (or <name>_torch_<tag>.npy with <name>_paddle_<tag>.npy, the pair <name>) in a hand-in folder: beside each other, or anywhere in it when the name is unique
     (some hand-ins keep one folder per framework). Links to folders are not followed; a name found in
     several sub-folders is named by its sub-folder. A side without its twin is listed under "unpaired", and
     whatever the walk could not read (a folder unreadable or too deep, too many files) under "unread"."""
@@ -276,19 +290,26 @@ def find_pairs(folder, max_depth: int = 4, max_files: int = 20000) -> dict:
                 break
             for side, suffix in (*SUFFIX.items(), ("log", "_diff.log")):
                 if f.endswith(suffix) and len(f) > len(suffix):
-                    found[side].setdefault(f[:-len(suffix)], []).append(Path(root) / f)
+                    found[side].setdefault((f[:-len(suffix)], ""), []).append(Path(root) / f)
+                    break
+            else:
+                tagged = _TAGGED.match(f)  # forward_torch_resnet18.npy: the pair forward, tagged
+                if tagged:
+                    found[tagged.group(2)].setdefault((tagged.group(1), tagged.group(3)), []).append(Path(root) / f)
     pairs, unpaired = {}, []
-    for name, torch_paths in sorted(found["torch"].items()):
-        paddle_paths = found["paddle"].get(name, [])
+    for (name, tag), torch_paths in sorted(found["torch"].items()):
+        paddle_paths = found["paddle"].get((name, tag), [])
         for t in torch_paths:
             twin = [p for p in paddle_paths if p.parent == t.parent]
             twin = twin or (paddle_paths if len(torch_paths) == len(paddle_paths) == 1 else [])
             if len(twin) != 1:
                 unpaired.append(t)
                 continue
-            logs = found["log"].get(name, [])
+            # a tagged pair is its name's when no other pair holds that name, else name_tag
+            stem = name if not tag or (name, "") not in found["torch"] else f"{name}_{tag}"
+            logs = found["log"].get((stem, ""), []) or found["log"].get((f"{name}_{tag}", ""), [])
             log = next((g for g in logs if g.parent in (t.parent, twin[0].parent)), logs[0] if len(logs) == 1 else None)
-            key = name if len(torch_paths) == 1 else f"{t.parent.relative_to(folder).as_posix()}/{name}"
+            key = stem if len(torch_paths) == 1 else f"{t.parent.relative_to(folder).as_posix()}/{stem}"
             pairs[key] = {"torch": t, "paddle": twin[0], "log": log}
     paired = {p["paddle"] for p in pairs.values()}
     unpaired += [p for paths in found["paddle"].values() for p in paths if p not in paired]

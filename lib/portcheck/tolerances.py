@@ -79,24 +79,33 @@ class ReprodLog(NamedTuple):
 #   exact     data, labels, ids, lr: equal (integers bitwise);
 #   computed  forward, loss, gradients: the rule measured on the model, with torch's float64 run;
 #   outcome   a training result (a final metric): the guide's threshold for the task, no float64 run.
-KINDS = ("exact", "computed", "outcome")
+KINDS = ("exact", "computed", "outcome")  # strictest first: a kind declared looser than a pair's own never judges it
 
 
 class Guide(NamedTuple):
     step: int
     threshold: float   # the ReprodDiffHelper.report(diff_threshold=...) the guide uses for the pair
     kind: str
+    handed_in: bool = True     # the guide lists it among the files handed in (data and lr are checks it walks
+    #                            through: judged when present, never required)
+    after_steps: bool = False  # its keys come after optimizer steps: the measured rule's K_BACKWARD
 
 
 GUIDE = {
     "forward": Guide(1, MEAN_BOUND, "computed"),
-    "data": Guide(2, MEAN_BOUND, "exact"),
+    "data": Guide(2, MEAN_BOUND, "exact", handed_in=False),
     "metric": Guide(2, MEAN_BOUND, "exact"),
     "loss": Guide(3, MEAN_BOUND, "computed"),
-    "lr": Guide(4, MEAN_BOUND, "exact"),
-    "bp_align": Guide(4, 1e-2, "computed"),   # losses over optimizer steps: the guide's looser bound
+    "lr": Guide(4, MEAN_BOUND, "exact", handed_in=False),
+    "bp_align": Guide(4, 1e-2, "computed", after_steps=True),   # losses over optimizer steps: the guide's looser bound
     "train_align": Guide(5, 0.0015, "outcome"),  # the guide's 0.15% on the final metric; a task may set its own
 }
+HANDED_IN = tuple(p for p, g in GUIDE.items() if g.handed_in)  # what a complete hand-in holds
+
+
+def looser_kind(kind: str, than: str) -> bool:
+    """A kind that asks less than another (an outcome than a computed pair: no float64 run)."""
+    return KINDS.index(kind) > KINDS.index(than)
 
 
 def kind_of(pair: str, kind: str = None) -> str:
