@@ -3,13 +3,14 @@ measured on the torch model itself (portcheck/calibrated.py), naming the module 
 import contextlib
 import dataclasses
 import functools
+import re
 import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
-from portcheck import calibrated, pairing, spill
+from portcheck import calibrated, pairing, spill, tolerances
 from portcheck.calibrated import measure
 from portcheck.convert import check_models, framework_of
 from portcheck.diff import KeyResult, first_diverging
@@ -28,6 +29,7 @@ class ForwardReport:
     isolated: list = None          # isolate=True: [diff.KeyResult], every paired module on torch's own values
     parents: dict = field(default_factory=dict)    # isolate=True: torch call -> the paired call it ran inside
     isolation_stopped: dict = field(default_factory=dict)  # isolate=True: {side: the error its run stopped on}
+    left_out: list = field(default_factory=list)   # the model outputs outputs= left out, each "<side> <name>"
 
     @property
     def passed(self) -> bool:
@@ -67,6 +69,7 @@ class ForwardReport:
         lines += [f"{r.name}: {r.why}" for r in paired if r.mean_bound is not None and not r.passed]  # the guide's own bound
         lines += [f"{len(self.rows) - len(paired)} torch module outputs have no Paddle counterpart; "
                   f"{len(self.unpaired)} Paddle outputs no torch module maps to"]
+        lines += [f"model outputs left out (outputs=), not judged: {', '.join(self.left_out)}"] if self.left_out else []
         if self.isolated is not None:
             differ = self.differing
             lines += ["each module on torch's own values (isolate=True):"]
@@ -159,6 +162,29 @@ def next_call(counts: dict, name: str) -> str:
     return name if n == 1 else f"{name}#{n}"
 
 
+LEAF = "leaf/"  # a record's key for a model output that is no tensor nor number: None, a string, another object
+
+
+def _output_leaves(prefix: str, value, numbers: bool):
+    """(key, value) of every leaf of a model's output that is not a tensor, as tensors() walks it: numbers=True its
+    numbers (a 0-d numpy array each), else the rest (None, a string, any other object: utf-8 of "none:",
+    "str:<text>", "obj:<type>" as a uint8 array)."""
+    if is_tensor(value):
+        return
+    if isinstance(value, dict) or hasattr(value, "items"):
+        for k, v in value.items():
+            yield from _output_leaves(f"{prefix}:{k}", v, numbers)
+    elif isinstance(value, (tuple, list)):
+        for i, v in enumerate(value):
+            yield from _output_leaves(f"{prefix}[{i}]", v, numbers)
+    elif isinstance(value, (bool, int, float, np.bool_, np.integer, np.floating)):
+        if numbers:
+            yield prefix, np.asarray(value)
+    elif not numbers:
+        said = "none:" if value is None else f"str:{value}" if isinstance(value, str) else f"obj:{type(value).__name__}"
+        yield prefix, np.frombuffer(said.encode("utf-8", "backslashreplace"), dtype=np.uint8).copy()
+
+
 class _Recorder:
     """Outputs (and first inputs) of every module, per call, as one flat dict in run order:
     out/<name>, out/<name>#2 for a second call, out/<name>[0] or out/<name>:logits inside a tuple or dict;
@@ -171,6 +197,10 @@ class _Recorder:
         def record(module, args, kwargs, output):
             call = next_call(self.calls, name)
             _flatten(f"{self.prefix}out/{call}", output, self.arrays, self.seen)
+            if call == ROOT:  # the model's own outputs are judged whatever they are: numbers by the rule, the rest
+                for numbers, where in ((True, "out/"), (False, LEAF)):
+                    for key, value in _output_leaves(f"{self.prefix}{where}{call}", output, numbers):
+                        self.arrays[key] = value
             x = first_input(args, kwargs)[1]
             if x is not None:
                 _flatten(f"{self.prefix}in/{call}", x, self.arrays, self.seen)
@@ -431,6 +461,7 @@ def record_forward(model, inputs, record_dir=None) -> dict:
     while it runs (float64_as_called; keys prefixed "f64:"): the yardstick of its own fp32 error. Eval or train
     mode is the caller's. record_dir: each array is written to that folder as it is recorded (a spill.Spill,
     read back memory-mapped when judged), for runs whose records do not fit in memory."""
+    checked_args(record_dir, None)
     out = trace(model, inputs, spill.store(record_dir, ""))
     if is_torch(model):
         import torch
@@ -466,6 +497,15 @@ def trace(model, inputs=None, into=None) -> dict:
             import paddle
             _recorded(model, inputs, paddle.no_grad, paddle.to_tensor, into=out)
     return out
+
+
+def ran_on(side: str, record: dict, inputs) -> dict:
+    """A trace made to pair modules by their run: one that stopped on `inputs` (a model that cannot take them)
+    is one line, never a silent fallback to pairing by definition order."""
+    if inputs is not None and stopped(record):
+        raise PipelineError(f"the {side} model raised on inputs=: {stopped(record)}; {INPUTS} (or leave inputs= "
+                            "out to pair modules by definition order)")
+    return record
 
 
 def record_value(model, inputs, fn) -> dict:
@@ -511,7 +551,7 @@ def _float64(inputs):
 
 
 def compare_forward(torch_model, paddle_model, inputs, name_map=None, isolate=False,
-                    record_dir=None, mean_bound=calibrated.MEAN_BOUND) -> ForwardReport:
+                    record_dir=None, mean_bound=calibrated.MEAN_BOUND, outputs=None) -> ForwardReport:
     """Run both models (eval mode is the caller's to set) on the same numpy inputs, and torch once more in
     float64 (one module at a time); hold every module output of the Paddle model to the torch one's own fp32
     error.
@@ -524,15 +564,19 @@ def compare_forward(torch_model, paddle_model, inputs, name_map=None, isolate=Fa
     portcheck.spill), judged from there: for models whose records do not fit in memory beside them
     (docs/llm.md). The verdict is the same as in memory. No float64 value is kept, nor any of isolate's runs.
     mean_bound: the bound on the model output's mean abs diff (judge_forward's; default the guide's, 1e-6; the
-    caller's own threshold for its pair overrides it; None: none)."""
+    caller's own threshold for its pair overrides it; None: none).
+    outputs: the model outputs compared (default every one: either side returning one the other lacks, None
+    included, is red), by field or position (["logits"], or {torch's: Paddle's}); report.left_out names the rest."""
     check_models(torch_model, paddle_model)
+    checked_args(record_dir, mean_bound)
+    outputs = checked_outputs(outputs)
     where = lambda name: None if record_dir is None else Path(record_dir) / name
     torch_record = _closed(trace(torch_model, inputs, spill.store(record_dir, "torch")))
     paddle_record = record_forward(paddle_model, inputs, where("paddle"))
     _judgeable(torch_record, paddle_record, float64_kept=False)
     free = {}  # the float64 runs' weights: cast into the same memory in both (fresh pages cost more than the cast)
     report = _judge(torch_record, paddle_record, name_map, mean_bound,
-                    lambda keys: judged_as_run(torch_model, inputs, torch_record, paddle_record, keys, free))
+                    lambda keys: judged_as_run(torch_model, inputs, torch_record, paddle_record, keys, free), outputs)
     if isolate:
         from portcheck import isolate as isolated  # it builds on this module
         isolated.judge(torch_model, paddle_model, inputs, torch_record, report, free)
@@ -557,7 +601,8 @@ def judged_as_run(model, inputs, torch_record, paddle_record, keys: dict, free: 
         same = (spill.identity(torch_record, key), spill.identity(paddle_record, p_key), id(tensor), version(tensor))
         held = (key[:3], *same)
         if held not in done:
-            a, ref, b = torch_record.get(key), tensor.detach().cpu().numpy(), paddle_record[p_key]
+            ref = tensor if isinstance(tensor, np.ndarray) else tensor.detach().cpu().numpy()
+            a, b = torch_record.get(key), paddle_record[p_key]
             if key.startswith("out/"):
                 result = judge_one(key[len("out/"):], a, ref, b)
             else:  # an input is mostly the output judged just before: its verdict, on the same arrays
@@ -572,6 +617,8 @@ def judged_as_run(model, inputs, torch_record, paddle_record, keys: dict, free: 
             call_ = next_call(counts, name)
             for key, tensor in tensors(f"out/{call_}", output):
                 judge(key, tensor)
+            for key, number in _output_leaves(f"out/{call_}", output, True) if call_ == ROOT else ():
+                judge(key, number)
             for key, tensor in tensors(f"in/{call_}", first_input(args, kwargs)[1]):
                 judge(key, tensor)
         return after
@@ -633,8 +680,19 @@ def counterparts(torch_record: dict, paddle_record: dict, paired: pairing.Pairin
     return out
 
 
+def checked_args(record_dir, mean_bound):
+    """compare_forward's and judge_forward's arguments a caller can get wrong, each one line: a record_dir that is
+    no folder path (an empty one would write into the current folder), a mean_bound that is no number >= 0."""
+    if record_dir is not None and (not isinstance(record_dir, (str, Path)) or not str(record_dir).strip()):
+        raise PipelineError(f"record_dir={record_dir!r}: give a folder path (a new or empty folder), or None to "
+                            "keep the records in memory")
+    if mean_bound is not None and (isinstance(mean_bound, bool) or not isinstance(mean_bound, (int, float))
+                                   or not mean_bound >= 0 or mean_bound == float("inf")):
+        raise PipelineError(f"mean_bound={mean_bound!r}: give a finite number >= 0 (the guide's is 1e-6), or None")
+
+
 def judge_forward(torch_record: dict, paddle_record: dict, name_map=None,
-                  mean_bound=calibrated.MEAN_BOUND) -> ForwardReport:
+                  mean_bound=calibrated.MEAN_BOUND, outputs=None) -> ForwardReport:
     """Pair a torch record_forward with a Paddle one and judge every module output (portcheck/calibrated.py).
 
     Module calls are paired by portcheck.pairing: name_map's entries as given (align.names.resolve's forms),
@@ -643,8 +701,9 @@ def judge_forward(torch_record: dict, paddle_record: dict, name_map=None,
     If the torch model returns a ModelOutput and the Paddle one a tensor, the first output is the result.
     The model's output is also held to mean_bound, the guide's (None: it is not what a hand-in holds, as the
     first forward of a training run). report.pairing lists every pair and every call left unpaired."""
+    checked_args(None, mean_bound)
     _judgeable(torch_record, paddle_record)
-    return _judge(torch_record, paddle_record, name_map, mean_bound)
+    return _judge(torch_record, paddle_record, name_map, mean_bound, outputs=checked_outputs(outputs))
 
 
 def _judgeable(torch_record: dict, paddle_record: dict, float64_kept=True):
@@ -660,19 +719,95 @@ def _judgeable(torch_record: dict, paddle_record: dict, float64_kept=True):
                             "portcheck.record_forward(torch_model, inputs)")
 
 
-def _judge(torch_record: dict, paddle_record: dict, name_map, mean_bound, as_run=None) -> ForwardReport:
+def _root_leaves(record: dict) -> dict:
+    """{the part of its key after the call ("", "[0]", ":logits"): record key} of every leaf of the model's own
+    output: its tensors and numbers (out/), and what is neither (LEAF: None, a string, another object)."""
+    out = {}
+    for key in record:
+        for where in ("out/", LEAF):
+            if key.startswith(where + ROOT) and split_key("out/" + key[len(where):])[1] == ROOT:
+                out[split_key("out/" + key[len(where):])[2]] = key
+    return out
+
+
+def output_name(rest: str) -> str:
+    """The model output a leaf belongs to, as its user names it: a ModelOutput's or a dict's field (logits,
+    past_key_values), a tuple's position ([1]), or "the output" for a lone one."""
+    top = re.match(r"^(:[^:\[]*|\[\d+\])", rest)
+    return "the output" if not rest else top.group(1).lstrip(":") if top else rest
+
+
+def _selected(leaves: dict, names, side: str) -> tuple:
+    """(the leaves outputs= names, [left out]): names are a field's name (str) or a position (int); a lone output is
+    the one output. A name the side's output lacks is one line."""
+    if names is None or list(leaves) == [""]:
+        return leaves, []
+    tops = {output_name(rest) for rest in leaves}
+    wanted = {n if isinstance(n, str) else f"[{n}]" for n in names}
+    lacking = sorted(wanted - tops)
+    if lacking:
+        raise PipelineError(f"outputs={list(names)!r}: the {side} model's output has no {lacking[0]} (its outputs: "
+                            f"{', '.join(sorted(tops))}); name its outputs by field or position")
+    keep = {rest: key for rest, key in leaves.items() if output_name(rest) in wanted}
+    return keep, sorted({f"{side} {output_name(rest)}" for rest in leaves if rest not in keep})
+
+
+def checked_outputs(outputs):
+    """outputs= as (torch names, Paddle names): None (every output), a list of names or positions for both
+    sides, or a dict {torch name or position: Paddle name or position}; else one line."""
+    if outputs is None:
+        return None, None
+    ok = lambda n: (isinstance(n, str) and n) or (isinstance(n, int) and not isinstance(n, bool) and n >= 0)
+    pairs = list(outputs.items()) if isinstance(outputs, dict) else \
+        [(n, n) for n in outputs] if isinstance(outputs, (list, tuple)) else None
+    if not pairs or not all(ok(a) and ok(b) for a, b in pairs):
+        raise PipelineError(f"outputs={outputs!r}: name the model outputs to compare, a list of fields or positions "
+                            "(['logits'], [0]) or a dict {torch's: Paddle's}")
+    return [a for a, _ in pairs], [b for _, b in pairs]
+
+
+def _leaf(record: dict, key: str) -> str:
+    """What a model output holds, said: 'None', a string's repr, 'a <type>', or a tensor or number's shape."""
+    if key.startswith(LEAF):
+        text = bytes(np.asarray(record[key], dtype=np.uint8)).decode("utf-8", "replace")
+        kind, _, rest = text.partition(":")
+        return {"none": "None", "str": f"the string {rest[:40]!r}"}.get(kind, f"a {rest} (not comparable)")
+    shape = list(spill.shape(record, key))
+    return f"a tensor {shape}" if shape else "a number"
+
+
+def _leaf_row(name, t_key, p_key, torch_record, paddle_record):
+    """The row of a model output that is no tensor or number on at least one side: equal (None against None, one
+    string against the same), else red saying what each side returns; an object neither is said, and red."""
+    t, p = _leaf(torch_record, t_key), _leaf(paddle_record, p_key)
+    if t == p and t_key.startswith(LEAF) and p_key.startswith(LEAF) and "(not comparable)" not in t:
+        return KeyResult(name, tolerances.EXACT, (), 0.0, 0.0, 0.0, 0.0, notes=[f"{t} on both sides"])
+    why = (f"cannot be compared: torch returns {t}, Paddle {p}; leave it out with outputs=" if "(not comparable)" in t + p
+           else f"torch returns {t}, Paddle {p}")
+    return calibrated.unjudged(name, (), why)
+
+
+def _judge(torch_record: dict, paddle_record: dict, name_map, mean_bound, as_run=None, outputs=None) -> ForwardReport:
     """judge_forward's pairing and rows. as_run(counterparts): {torch key: its row or input verdict}, judged
-    as torch's float64 run computes them (judged_as_run); None: the float64 values are the record's F64 keys."""
+    as torch's float64 run computes them (judged_as_run); None: the float64 values are the record's F64 keys.
+    outputs: (torch's, Paddle's) names of the model outputs compared (checked_outputs), the rest left out."""
     outs = [k for k in torch_record if k.startswith("out/")]
     paired = pairing.pair(torch_record, paddle_record, name_map)
     keys = counterparts(torch_record, paddle_record, paired)
+    # the model's own outputs, every leaf of both (None, numbers and strings too), paired by name, else in order
+    t_all, left = _selected(_root_leaves(torch_record), (outputs or (None, None))[0], "torch")
+    p_all, p_left = _selected(_root_leaves(paddle_record), (outputs or (None, None))[1], "Paddle")
+    root = pair_leaves(list(t_all), list(p_all))
+    if not root and t_all and p_all and (len(t_all) == 1 or len(p_all) == 1):  # one output against several: the
+        root = {next(iter(t_all)): next(iter(p_all))}  # first of each, the others red below, named
+    root = {t_all[a]: p_all[b] for a, b in root.items()}
+    keys = {k: v for k, v in keys.items() if not (k.startswith("out/") and split_key(k)[1] == ROOT)}
+    keys.update({a: b for a, b in root.items() if a.startswith("out/") and b.startswith("out/")})
     judged = as_run(keys) if as_run else {}
     report = ForwardReport(unpaired=[k for k in paddle_record if k.startswith("out/") and k not in set(keys.values())],
                            stopped={side: stopped(r) for side, r in (("torch", torch_record), ("paddle", paddle_record))
                                     if stopped(r)},
-                           pairing=paired, counterparts=keys)
-    t_root = [k for k in outs if split_key(k)[1] == ROOT]
-    p_root = [k for k in paddle_record if k.startswith("out/") and split_key(k)[1] == ROOT]
+                           pairing=paired, counterparts=keys, left_out=left + p_left)
     measured = {}  # a container's output is its last child's: measured once (spill.identity: by what is stored)
 
     def once(keys, compute):
@@ -682,16 +817,22 @@ def _judge(torch_record: dict, paddle_record: dict, name_map, mean_bound, as_run
         if held not in measured:
             measured[held] = compute()
         return measured[held]
-    for key in outs:
-        _, call_, _ = split_key(key)
-        name, p_key = key[len("out/"):], keys.get(key, "")
-        if p_key not in paddle_record:
-            shape = tuple(spill.shape(torch_record, key))
-            # the model's own output is compared whole: any torch tensor without a Paddle one is red
-            row = calibrated.unjudged(name, shape, (
-                f"the models' outputs differ in structure: torch returns {len(t_root)} tensor(s), Paddle "
-                f"{len(p_root)}; return the same outputs on both sides" if call_ == ROOT else
-                "no counterpart in the Paddle model"))
+    t_root = set(_root_leaves(torch_record).values())
+    for key in outs + [k for k in t_all.values() if k.startswith(LEAF)]:
+        _, call_, rest = split_key("out/" + key.split("/", 1)[1])
+        name, p_key = key.split("/", 1)[1], keys.get(key, root.get(key, ""))
+        if key in t_root and key not in t_all.values():
+            continue  # a model output outputs= leaves out: said in report.left_out
+        if key in t_root and p_key not in paddle_record:
+            # the model's own outputs are compared whole: one torch has and Paddle lacks is red, named
+            row = calibrated.unjudged(name, tuple(spill.shape(torch_record, key)), (
+                f"the models' outputs differ in structure: torch returns {output_name(rest)} ({_leaf(torch_record, key)})"
+                f", which Paddle does not; compare the rest with outputs= (torch's: {', '.join(_names(t_all))}), or "
+                "return the same outputs on both sides"))
+        elif key.startswith(LEAF) or p_key.startswith(LEAF):
+            row = _leaf_row(name, key, p_key, torch_record, paddle_record)
+        elif p_key not in paddle_record:
+            row = calibrated.unjudged(name, tuple(spill.shape(torch_record, key)), "no counterpart in the Paddle model")
         else:  # the arrays are read only when measured (a container's output is its last child's, measured once)
             row = once((key, F64 + key, p_key), lambda: judge_one(
                 name, torch_record[key], torch_record.get(F64 + key), paddle_record[p_key]))
@@ -700,9 +841,20 @@ def _judge(torch_record: dict, paddle_record: dict, name_map, mean_bound, as_run
                 ins = (f"in/{call_}", f"{F64}in/{call_}", keys.get(f"in/{call_}", ""))
                 row.input_ok = once(ins, lambda: _input_ok(torch_record.get(ins[0]), torch_record.get(ins[1]),
                                                            paddle_record.get(ins[2])))
-        row.rule = row.rule._replace(mean=mean_bound if call_.split("#")[0] == ROOT else None)
+        row.rule = row.rule._replace(mean=mean_bound if call_.split("#")[0] == ROOT and not key.startswith(LEAF)
+                                     else None)
         report.rows.append(row)
+    for rest, p_key in p_all.items():  # an output Paddle returns and torch lacks is red too, None included
+        if p_key not in root.values():
+            report.rows.append(calibrated.unjudged(f"{ROOT}{rest}", (), (
+                f"the models' outputs differ in structure: Paddle returns {output_name(rest)} "
+                f"({_leaf(paddle_record, p_key)}), which torch does not; compare the rest with outputs= (Paddle's: "
+                f"{', '.join(_names(p_all))}), or return the same outputs on both sides")))
     return report
+
+
+def _names(leaves: dict) -> str:
+    return sorted({output_name(rest) for rest in leaves})
 
 
 def judge_one(name, a, ref, b) -> KeyResult:

@@ -161,9 +161,11 @@ def pair_modules(torch_model, paddle_model, name_map=None, inputs=None) -> tuple
     """({torch module: Paddle module ("" for the model itself)}, [each torch module holding tensors left without
     a counterpart, said]), by portcheck.pairing: on the models' run over `inputs` when given (run order, output
     shapes; in eval mode, so BatchNorm's statistics stay), else on their definition order."""
-    from portcheck.compare import eval_mode, trace  # compare imports this module
+    from portcheck.compare import eval_mode, ran_on, trace  # compare imports this module
     with eval_mode(torch_model), eval_mode(paddle_model):
-        paired = pairing.pair(trace(torch_model, inputs), trace(paddle_model, inputs), name_map)
+        records = [ran_on(side, trace(model, inputs), inputs) for side, model in (("torch", torch_model),
+                                                                                  ("Paddle", paddle_model))]
+        paired = pairing.pair(*records, name_map)
     modules = paired.modules()
     layers = dict(paddle_model.named_sublayers(include_self=True))
 

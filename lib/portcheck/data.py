@@ -22,7 +22,7 @@ from typing import NamedTuple, Optional
 import numpy as np
 
 from portcheck import record
-from portcheck.errors import PipelineError
+from portcheck.errors import PipelineError, first_line, raised_by
 
 BATCH = "batch_"
 _BATCH_KEY = re.compile(r"^(.*?)batch_(\d+)/(.+)$")  # <prefix>batch_<i>/<key>
@@ -91,12 +91,18 @@ def record_batches(loader, batches: int = None, names=None, prefix: str = "") ->
     except TypeError:
         raise PipelineError(f"loader: a {type(loader).__name__} is not iterable; pass a DataLoader or an "
                             "iterable of batches") from None
-    out = {}
-    with contextlib.closing(each_batch(iterator)) as batches_:
-        for i, batch in enumerate(batches_):
-            if batches is not None and i >= batches:
-                break
-            _leaves(batch, f"{prefix}{BATCH}{i}", names, out, f"{prefix}batch {i}")
+    out, i = {}, 0
+    try:  # the loader's own error (its dataset, its collate function): one line naming the batch it stopped at
+        with contextlib.closing(each_batch(iterator)) as batches_:
+            for i, batch in enumerate(batches_):
+                if batches is not None and i >= batches:
+                    break
+                _leaves(batch, f"{prefix}{BATCH}{i}", names, out, f"{prefix}batch {i}")
+    except PipelineError:
+        raise
+    except Exception as e:  # noqa: BLE001 - any error of the user's loader, said in one line; Ctrl-C passes
+        raise PipelineError(f"the loader raised at {prefix}batch {i + bool(out)}: {first_line(e)}; check its "
+                            "dataset and collate function") from None
     if not out:
         raise PipelineError("loader: it yielded no batch; check its dataset and batch size")
     return out
@@ -204,7 +210,8 @@ def record_metric(metric, predictions, labels, framework: str = None) -> dict:
     elif framework == "paddle":
         import paddle
         p, y = paddle.to_tensor(p), paddle.to_tensor(y)
-    value = metric(p, y)
+    with raised_by("the metric raised", "it is called as metric(predictions, labels)"):
+        value = metric(p, y)
     values = value if isinstance(value, dict) else {"metric": value}
     out = {}
     for name, v in values.items():

@@ -421,8 +421,9 @@ class MeasuredVerdict:
         read), then the verdicts, then one verdict line; [(message, echo to stdout)]."""
         out = []
         guide = {k.key: k for k in self.guide.keys}
-        # an outcome judged at a task's threshold above the guide's says so, never "the guide's rule"
-        said = tolerances.looser_task(self.name, self.threshold) or "the guide's rule"
+        # an outcome judged at a task's threshold above the guide's says so; "the guide's rule" only where it is
+        said = tolerances.looser_task(self.name, self.threshold) or ("the guide's rule" if guide_rule_of(
+            self.name, self.threshold, self.kind) else "the caller's rule, not the guide's")
         guide_rule = f"{self.threshold:g} ({said})"
         for g in (self.guide.keys if self.kind != "computed" else ()):
             bound = 0 if self.kind == "exact" else self.threshold
@@ -443,6 +444,13 @@ class MeasuredVerdict:
                 (describe_strict(self.strict, self.threshold) + ", shown beside, not a condition", True),
                 (f"diff check {'passed' if self.passed else 'failed'}", True)]
         return out
+
+
+def guide_rule_of(name: str, threshold: float, kind: str) -> bool:
+    """Whether a pair is judged by the guide's own rule: a pair of its table, at its threshold, as its kind (or a
+    pair it does not name, at reprod_log's default)."""
+    guide = tolerances.GUIDE.get(name)
+    return threshold == tolerances.guide_threshold(name) and (guide is None or kind == guide.kind)
 
 
 def judge_measured(name: str, torch_file, paddle_file, exact_file, records=(None, None, None),
@@ -503,10 +511,36 @@ def per_step(rec: dict, kind: str, exact: bool = False) -> dict:
     return {f"{kind}_{k[len(prefix):]}": v for k, v in rec.items() if k.startswith(prefix)}
 
 
+def pair_name(pair) -> str:
+    """A pair's name as a file name's stem in the given folder: a path in it (a '/', '..') would write elsewhere."""
+    if not isinstance(pair, str) or not pair or not pair.isprintable() or pair in (".", "..") or \
+            any(c in pair for c in "/\\") or len(pair) > 100:
+        raise PipelineError(f"pair {report.one_line(repr(pair))[:60]}: name a pair by a plain name (forward, loss, "
+                            "my_pair), no folder in it")
+    return pair
+
+
+def numeric_arrays(arrays, what: str) -> dict:
+    """A dict of str keys to numeric numpy arrays (reprod_log's format), else one line naming the first bad value."""
+    if not isinstance(arrays, dict):
+        raise PipelineError(f"{what} must be a dict of numpy arrays, got a {type(arrays).__name__}")
+    for key, value in arrays.items():
+        if not isinstance(key, str) or not isinstance(value, np.ndarray) or value.dtype.kind not in "biuf":
+            raise PipelineError(f"{what}[{report.one_line(repr(key))[:40]}] is a {type(value).__name__}"
+                                f"{'' if not isinstance(value, np.ndarray) else ' of ' + str(value.dtype)}: give "
+                                "numeric numpy arrays (np.asarray(value))")
+    return arrays
+
+
 def save_side(folder, pair: str, framework: str, arrays: dict, depends: dict, script: str, exact: dict = None):
     """<folder>/<pair>_<framework>.npy and its run record; with `exact` (the torch side), <pair>_torch64.npy
     and its record too. depends: what must be equal on both sides (weights, inputs, flags fingerprints)."""
-    folder = Path(folder)
+    folder, pair = Path(folder), pair_name(pair)
+    if framework not in SUFFIX:
+        raise PipelineError(f"framework={report.one_line(repr(framework))[:40]}: one of {', '.join(SUFFIX)}")
+    numeric_arrays(arrays, "arrays")
+    if exact is not None:
+        numeric_arrays(exact, "exact")
     path = folder / f"{pair}_{framework}.npy"
     for target in (path, *([folder / f"{pair}{EXACT}"] if exact is not None else [])):  # all before the first write
         writable(target)
@@ -529,7 +563,7 @@ def judge_and_log(folder, pair: str, threshold: float = None, tables=(), after_s
     (data, labels, lr: every value equal) or "outcome" (a training result: the task's threshold, no float64
     run); default: the guide's for a pair it names, else computed; top: the hand-in folder to copy the judged pair into (hand_in), checked
     before anything is written. Returns the MeasuredVerdict."""
-    folder = Path(folder)
+    folder, pair = Path(folder), pair_name(pair)
     check_outputs(folder, [pair], top)
     threshold = tolerances.guide_threshold(pair) if threshold is None else checked_threshold(threshold, "threshold")
     k, kind = calibrated.multiple(after_steps), tolerances.kind_of(pair, kind)
