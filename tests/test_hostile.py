@@ -140,10 +140,10 @@ def no_hang():
 def test_a_fifo_named_as_a_result_is_refused_not_waited_on(tmp_path, capsys, no_hang, name):
     one_ulp_apart(tmp_path / "step", "mine")
     handin.judge_and_log(tmp_path / "step", "mine", threshold=1e-4, top=tmp_path / "log_reprod")
-    assert cli.check(tmp_path / "log_reprod", only="mine") == 0, capsys.readouterr().out
+    assert cli.check(tmp_path / "log_reprod", {"mine": 1e-4}, only="mine") == 0, capsys.readouterr().out
     (tmp_path / "log_reprod" / name).unlink()
     os.mkfifo(tmp_path / "log_reprod" / name)
-    assert cli.check(tmp_path / "log_reprod", only="mine") >= 1
+    assert cli.check(tmp_path / "log_reprod", {"mine": 1e-4}, only="mine") >= 1
     out = capsys.readouterr().out
     assert "mine: RED" in out
     assert {"mine_paddle.npy": "mine_paddle.npy is not a regular file (a FIFO, a device or a socket)",
@@ -276,15 +276,16 @@ def test_another_pairs_files_in_a_pairs_place_are_red_when_a_record_names_them(t
     for pair in ("mine", "yours"):
         one_ulp_apart(step, pair)
         handin.judge_and_log(step, pair, threshold=1e-4, top=top)
-    assert cli.check(top, only="mine,yours") == 0, capsys.readouterr().out
+    assert cli.check(top, {"mine": 1e-4, "yours": 1e-4}, only="mine,yours") == 0, capsys.readouterr().out
     capsys.readouterr()
     for f in list(top.rglob("yours_*")):  # every file of yours over mine's, but mine's verdict
         if not f.name.endswith("_diff.json"):
             shutil.copyfile(f, f.with_name(f.name.replace("yours", "mine")))
-    assert cli.check(top, only="mine,yours") == 1
+    both = {"mine": 1e-4, "yours": 1e-4}
+    assert cli.check(top, both, only="mine,yours") == 1
     assert "the torch result mine_torch.npy has the run record of yours_torch.npy" in capsys.readouterr().out
     shutil.copyfile(top / "diagnostics" / "yours_diff.json", top / "diagnostics" / "mine_diff.json")
-    assert cli.check(top, only="mine,yours") == 1
+    assert cli.check(top, both, only="mine,yours") == 1
     assert "mine_diff.json is the verdict of 'yours'" in capsys.readouterr().out
 
 
@@ -337,7 +338,7 @@ def test_a_contestants_own_diagnostics_folder_is_theirs_not_ours(tmp_path, capsy
     one_ulp_apart(tmp_path / "step", "mine")  # ours: diagnostics/ holds run records, and a judged pair is listed
     handin.judge_and_log(tmp_path / "step", "mine", threshold=1e-4, top=tmp_path / "log_reprod")
     (tmp_path / "log_reprod" / "diagnostics" / "gone_diff.json").write_text(json.dumps({"name": "gone", "threshold": 1e-4}))
-    assert cli.check(tmp_path / "log_reprod", only="mine") == 1
+    assert cli.check(tmp_path / "log_reprod", {"mine": 1e-4}, only="mine") == 1
     assert "gone: RED | judged" in capsys.readouterr().out
 
 
@@ -400,10 +401,10 @@ def test_a_judged_pair_whose_files_are_deleted_is_red(tmp_path, capsys):
     handin.judge_and_log(tmp_path / "step", "mine_a", threshold=1e-4, top=tmp_path / "log_reprod")
     one_ulp_apart(tmp_path / "step", "mine_b")
     handin.judge_and_log(tmp_path / "step", "mine_b", threshold=1e-4, top=tmp_path / "log_reprod")
-    assert cli.check(tmp_path / "log_reprod", only="mine_a,mine_b") == 0
+    assert cli.check(tmp_path / "log_reprod", {"mine_a": 1e-4, "mine_b": 1e-4}, only="mine_a,mine_b") == 0
     for f in (tmp_path / "log_reprod").glob("mine_a_*"):
         f.unlink()
-    assert cli.check(tmp_path / "log_reprod", only="mine_a,mine_b") == 1
+    assert cli.check(tmp_path / "log_reprod", {"mine_b": 1e-4}, only="mine_a,mine_b") == 1
     assert "mine_a: RED | judged" in capsys.readouterr().out
 
 

