@@ -241,16 +241,16 @@ def test_an_extra_output_is_named_and_outputs_compares_the_rest():
 def test_a_name_map_entry_naming_no_module_is_refused():
     from portcheck import compare_forward
     t, p = models(lambda y: y, lambda y: y)
-    with pytest.raises(PipelineError, match="the Paddle model has no module 'nope'"):
+    with pytest.raises(PipelineError, match="'fc': 'nope' \\(the Paddle model has no module 'nope'\\)"):
         compare_forward(t, p, X, name_map={"fc": "nope"})
-    with pytest.raises(PipelineError, match="the torch model has no module 'nope'"):
+    with pytest.raises(PipelineError, match="'nope': 'fc' \\(the torch model has no module 'nope'\\)"):
         compare_forward(t, p, X, name_map={"nope": "fc"})
 
 
 def test_convert_with_inputs_neither_model_takes_is_one_line():
     from portcheck import convert
     t, p = models(lambda y: y, lambda y: y)
-    with pytest.raises(PipelineError, match="the torch model raised on inputs=") as e:
+    with pytest.raises(PipelineError, match="the torch model's forward raised: RuntimeError") as e:
         convert(t, p, inputs=np.zeros((2, 5), np.float32))
     assert "\n" not in str(e.value)
 
@@ -362,3 +362,31 @@ def test_a_file_of_more_keys_than_a_pair_holds_is_refused_as_it_is_read(tmp_path
         fileio.load_npy(tmp_path / "data_torch.npy")
     np.save(tmp_path / "data_torch.npy", {f"k{i}": np.array([float(i)]) for i in range(1000)}, allow_pickle=True)
     assert len(fileio.load_npy(tmp_path / "data_torch.npy")) == 1000
+
+
+@pytest.mark.parametrize("epsilon, green", [(1e-8, True), (1e-6, False)], ids=["the same AdamW", "epsilon 1e-6"])
+def test_a_hand_ins_bp_align_carries_what_its_check_judged(tmp_path, capsys, epsilon, green):
+    """issue 47: a bp_align of losses alone let an AdamW epsilon 1e-6 against 1e-8, red in-process, be green from
+    the folder. handin.bp_align carries each step's loss, lr and a digest of the update (record_backward's
+    weights/<i>), and the checker re-derives the in-process verdict from the folder."""
+    torch, paddle = pytest.importorskip("torch"), pytest.importorskip("paddle")
+    from portcheck import convert, judge_backward, record_backward
+    torch.manual_seed(0)
+    t = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 3))
+    p = paddle.nn.Sequential(paddle.nn.Linear(8, 16), paddle.nn.ReLU(), paddle.nn.Linear(16, 3))
+    convert(t, p)
+    rng = np.random.RandomState(0)
+    x, y = rng.rand(4, 8).astype(np.float32), rng.randint(0, 3, 4).astype(np.int64)
+    rt = record_backward(t, x, y, torch.nn.functional.cross_entropy,
+                         lambda ps: torch.optim.AdamW(ps, lr=1e-2, eps=1e-8), steps=5)
+    rp = record_backward(p, x, y, paddle.nn.functional.cross_entropy,
+                         lambda ps: paddle.optimizer.AdamW(learning_rate=1e-2, parameters=ps, epsilon=epsilon), steps=5)
+    assert judge_backward(rt, rp).passed == green
+    handin.save_side(tmp_path, "bp_align", "torch", handin.bp_align(rt), {"inputs": "x"}, "pt",
+                     exact=handin.bp_align(rt, exact=True))
+    handin.save_side(tmp_path, "bp_align", "paddle", handin.bp_align(rp), {"inputs": "x"}, "pd")
+    assert sorted(np.load(tmp_path / "bp_align_paddle.npy", allow_pickle=True).item())[:3] == ["loss_0", "loss_1", "loss_2"]
+    assert handin.judge_and_log(tmp_path, "bp_align", after_steps=True, top=tmp_path / "log_reprod").passed == green
+    assert cli.check(tmp_path / "log_reprod", only="bp_align") == (0 if green else 1)
+    line = line_of(capsys.readouterr().out, "bp_align")
+    assert green or "measured RED (failed: weights_0" in line, line

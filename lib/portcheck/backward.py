@@ -125,6 +125,7 @@ def record_backward(model, inputs, targets, loss, optimizer, scheduler=None, ste
 
         grad/<key>          every parameter's gradient after the first backward
         loss/<i>, lr/<i>    before step i's update (i = 0 .. steps-1)
+        weights/<i>         step i's update of every float tensor, summed |after - before|, sorted (updates): a digest
         state<i>/<key>      BatchNorm's running statistics before any step (i = 0) and after step i
                             (isolated: every weight and buffer)
         final/<key>         every weight and buffer after the last step
@@ -178,6 +179,16 @@ def record_backward(model, inputs, targets, loss, optimizer, scheduler=None, ste
 ISOLATED = "isolated"  # a record's key: its steps were isolated (each started from torch's weights)
 
 
+def updates(before: dict, after: dict) -> np.ndarray:
+    """A step's digest: every float tensor's update summed as |after - before| in float64, sorted. It needs no
+    names (the frameworks name and order tensors otherwise), and sorting moves no value further than the two sides
+    differ; an update that differs (an optimizer's epsilon, a weight decay) shows in its tensor's sum, where a loss
+    or a weight's norm can hide it."""
+    sums = [float(np.add.reduce(np.abs(after[k].astype(np.float64) - before[k].astype(np.float64)).ravel()))
+            for k in after if k in before and after[k].dtype.kind == "f"]
+    return np.sort(np.array(sums, dtype=np.float64))
+
+
 def _train(side, model, inputs, targets, loss, make_optimizer, make_scheduler, steps, to_tensor, state, grads, norms,
            start=None):
     """start(model, i), when given, is called before each step i >= 1: an isolated run's start of the step."""
@@ -194,14 +205,15 @@ def _train(side, model, inputs, targets, loss, make_optimizer, make_scheduler, s
             raise PipelineError(f"the {side} scheduler factory gave {type(sched).__name__} {sched!r:.40}, not a "
                                 "scheduler: return the one the optimizer was given (torch: an LRScheduler on it; "
                                 "Paddle: the LRScheduler passed as its learning_rate)")
-    out = {f"state0/{k}": v for k, v in state(model).items()
-           if start is not None or k.rsplit(".", 1)[-1] in STATISTICS}
+    before = state(model)
+    out = {f"state0/{k}": v for k, v in before.items() if start is not None or k.rsplit(".", 1)[-1] in STATISTICS}
     # the first forward, every module, in the mode the caller set (train: batch statistics)
     recorder = _Recorder()
     handles = [post(recorder.hook(name)) for name, _, post in hook_points(model)]
     for step in range(steps):
         if start is not None and step:
             start(model, step)
+            before = state(model)  # an isolated step's update is from where it started
         with raised_by(f"the {side} model's forward raised", INPUTS):
             output = call(model, inputs, to_tensor)
         for h in handles:
@@ -226,6 +238,7 @@ def _train(side, model, inputs, targets, loss, make_optimizer, make_scheduler, s
             if sched:
                 sched.step()
         now = state(model)
+        out[f"weights/{step}"], before = updates(before, now), now  # the digest a hand-in's bp_align carries per step
         out.update({f"state{step + 1}/{k}": v for k, v in now.items() if f"state0/{k}" in out})
         if step == steps - 1:
             out.update({f"final/{k}": v for k, v in now.items()})

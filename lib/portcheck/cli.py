@@ -316,9 +316,8 @@ def check(folder, overrides: dict = None, strict: bool = False, only=None, extra
     missing = [p for p in expected if p not in names | set(judged)]
     if missing:  # less than was asked for is never green
         print(report.one_line(f"not handed in: {', '.join(missing)}: RED | the guide asks for every one of "
-                              f"{', '.join(tolerances.HANDED_IN)}"
-                              + (" (--only names the ones a partial hand-in holds)" if only is None else
-                                 " (asked for by --only)")))
+                              + (f"{', '.join(tolerances.HANDED_IN)} (--only names the ones a partial hand-in holds)"
+                                 if only is None else "its pairs (asked for by --only)")))
         red += len(missing)
     if only is not None:
         print(report.one_line(f"partial hand-in: only {', '.join(expected)} asked for (--only); the guide's other "

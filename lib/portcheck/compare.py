@@ -503,8 +503,7 @@ def ran_on(side: str, record: dict, inputs) -> dict:
     """A trace made to pair modules by their run: one that stopped on `inputs` (a model that cannot take them)
     is one line, never a silent fallback to pairing by definition order."""
     if inputs is not None and stopped(record):
-        raise PipelineError(f"the {side} model raised on inputs=: {stopped(record)}; {INPUTS} (or leave inputs= "
-                            "out to pair modules by definition order)")
+        raise PipelineError(f"the {side} model's forward raised: {stopped(record)}; {INPUTS}")
     return record
 
 
@@ -792,6 +791,7 @@ def _judge(torch_record: dict, paddle_record: dict, name_map, mean_bound, as_run
     as torch's float64 run computes them (judged_as_run); None: the float64 values are the record's F64 keys.
     outputs: (torch's, Paddle's) names of the model outputs compared (checked_outputs), the rest left out."""
     outs = [k for k in torch_record if k.startswith("out/")]
+    pairing.named_exist(name_map, torch_record, paddle_record)  # an entry naming no module would go unjudged
     paired = pairing.pair(torch_record, paddle_record, name_map)
     keys = counterparts(torch_record, paddle_record, paired)
     # the model's own outputs, every leaf of both (None, numbers and strings too), paired by name, else in order

@@ -532,6 +532,14 @@ def numeric_arrays(arrays, what: str) -> dict:
     return arrays
 
 
+def bp_align(rec: dict, exact: bool = False) -> dict:
+    """The guide's bp_align pair from a record_backward, carrying what compare_backward judges each step by: its
+    loss, its lr and a digest of the weights after it (weights/<i>, their L2 norm), so that the hand-in checker
+    re-derives the in-process verdict from the folder (a loss alone can agree while the updates differ: an
+    optimizer's epsilon)."""
+    return {**per_step(rec, "loss", exact), **per_step(rec, "lr", exact), **per_step(rec, "weights", exact)}
+
+
 def save_side(folder, pair: str, framework: str, arrays: dict, depends: dict, script: str, exact: dict = None):
     """<folder>/<pair>_<framework>.npy and its run record; with `exact` (the torch side), <pair>_torch64.npy
     and its record too. depends: what must be equal on both sides (weights, inputs, flags fingerprints)."""

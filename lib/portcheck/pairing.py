@@ -269,7 +269,6 @@ def pair(torch_record: dict, paddle_record: dict, name_map=None) -> Pairing:
     record's first forward). name_map's entries are kept; the rest is aligned (module docstring). Raises a
     PipelineError naming the modules when two candidates cannot be told apart."""
     ts, ps = sequence(torch_record), sequence(paddle_record)
-    _named_exist(name_map, torch_record, paddle_record)
     result = Pairing(torch_calls=ts, paddle_calls=ps)
     by_name = {c.name: c for c in ps}
     named, fixed = entries(name_map), {}
@@ -330,23 +329,27 @@ def _modules(record: dict) -> set:
     return {key[len(META):].rpartition("/")[0] for key in record if key.startswith(META)}
 
 
-def _named_exist(name_map, torch_record: dict, paddle_record: dict):
-    """Refuse, in one line, a dict name map's entry naming a module a model does not have: a torch prefix no
-    module has, or a torch module mapped to a Paddle name that is no module (it would be left out, unjudged)."""
+def named_exist(name_map, torch_record: dict, paddle_record: dict):
+    """Refuse, in one line naming every one, a dict name map's entries naming a module a model does not have: a
+    torch prefix no module has, or a torch module mapped to a Paddle name that is no module (left out, it would go
+    unjudged)."""
     if not isinstance(name_map, dict):
         return
     t_modules, p_modules = _modules(torch_record), _modules(paddle_record)
     if not t_modules or not p_modules:  # records without their models' description: nothing to hold the map to
         return
+    bad = []
     for key, target in name_map.items():
         if not isinstance(key, str) or not isinstance(target, str) or key == "":
             continue  # names.resolve says what is wrong with such an entry
         if key not in t_modules and not any(m.startswith(key + ".") for m in t_modules):
-            raise PipelineError(f"name_map entry {key!r}: {target!r}: the torch model has no module {key!r}; name "
-                                "one of its modules (report.pairs() lists them)")
-        if key in t_modules and target and target not in p_modules:
-            raise PipelineError(f"name_map entry {key!r}: {target!r}: the Paddle model has no module {target!r}; "
-                                "name one of its modules (report.pairs() lists them)")
+            bad.append(f"{key!r}: {target!r} (the torch model has no module {key!r})")
+        elif key in t_modules and target and target not in p_modules:
+            bad.append(f"{key!r}: {target!r} (the Paddle model has no module {target!r})")
+    if bad:
+        raise PipelineError(f"name_map entries naming no module: {'; '.join(bad[:5])}"
+                            + (f"; and {len(bad) - 5} more" if len(bad) > 5 else "")
+                            + ": name the models' own modules (report.pairs() lists them)")
 
 
 def _outputs(record: dict, call: str) -> list:

@@ -82,18 +82,31 @@ def modes(model) -> tuple:
     return dropout, batchnorm
 
 
-def weight_norm(model) -> float:
-    """The L2 norm of the trainable weights, summed in float64 (Paddle's BatchNorm statistics are
-    parameters that do not train: left out, as torch's buffers are)."""
-    total = 0.0
+def _squares(model):
+    """Each trainable weight's sum of squares, in float64 (Paddle's BatchNorm statistics are parameters that do
+    not train: left out, as torch's buffers are)."""
     for p in model.parameters():
         if getattr(p, "stop_gradient", False) or not getattr(p, "requires_grad", True):
             continue
         x = to_numpy(p, "a weight").ravel().astype(np.float64)
         # numpy's own pairwise sum, not np.dot: BLAS splits a dot product by its thread count, so the same weights
         # gave another last bit on one core (a Step 5 run side by side, pinned) than on two, and a rerun's log differed
-        total += float(np.add.reduce(np.square(x, out=x)))
+        yield float(np.add.reduce(np.square(x, out=x)))
+
+
+def weight_norm(model) -> float:
+    """The L2 norm of the trainable weights, summed in float64."""
+    total = 0.0
+    for square in _squares(model):
+        total += square
     return float(np.sqrt(total))
+
+
+def weight_norms(model) -> np.ndarray:
+    """Every trainable weight's L2 norm, sorted: a digest of the weights that needs no names (the two frameworks
+    name and order their parameters otherwise). Sorting moves no value further than the two sides differ, so two
+    aligned trainings stay as close here as in their weights; a weight whose update differs shows in its norm."""
+    return np.sort(np.sqrt(np.array(list(_squares(model)), dtype=np.float64)))
 
 
 CHANNELS_LAST = ("NLC", "NHWC", "NDHWC")  # Paddle's data formats whose channels are the last axis
