@@ -12,6 +12,7 @@ names that pair (and the pairs the bug moves after it) alone.
 
 README.md's "Your own model" block for Steps 2 and 5 is this file's pieces marked `# --- README: Steps 2 and 5`
 (tests/test_docs.py): they run here, on both sides."""
+import functools
 import shutil
 import subprocess
 import sys
@@ -184,10 +185,10 @@ def step4(out, bug=()):
     steps, depends = HP["bp_steps"], {"inputs": INPUTS, "weights": weights, "flags": HP}
     t = record_backward(torch_model.train(), X, Y, cross_entropy("torch"), *optimizer("torch", steps), steps)
     p = record_backward(paddle_model.train(), X, Y, cross_entropy("paddle"), *optimizer("paddle", steps, bug), steps)
-    for side, rec in (("torch", t), ("paddle", p)):
-        for pair, kind in (("lr", "lr"), ("bp_align", "loss")):
-            save_side(out, pair, side, handin.per_step(rec, kind), depends, f"{side}_bp.py",
-                      exact=handin.per_step(rec, kind, exact=True) if side == "torch" else None)
+    for side, rec in (("torch", t), ("paddle", p)):  # bp_align: each step's loss, lr and the digest of its update
+        for pair, arrays in (("lr", functools.partial(handin.per_step, kind="lr")), ("bp_align", handin.bp_align)):
+            save_side(out, pair, side, arrays(rec), depends, f"{side}_bp.py",
+                      exact=arrays(rec, exact=True) if side == "torch" else None)
     report = judge_backward(t, p)
     handin.check_outputs(out, ["lr", "bp_align"], out / "log_reprod")
     return {"lr": judge_and_log(out, "lr", top=out / "log_reprod"),

@@ -180,12 +180,13 @@ ISOLATED = "isolated"  # a record's key: its steps were isolated (each started f
 
 
 def updates(before: dict, after: dict) -> np.ndarray:
-    """A step's digest: every float tensor's update summed as |after - before| in float64, sorted. It needs no
-    names (the frameworks name and order tensors otherwise), and sorting moves no value further than the two sides
-    differ; an update that differs (an optimizer's epsilon, a weight decay) shows in its tensor's sum, where a loss
-    or a weight's norm can hide it."""
+    """A step's digest: every weight's update summed as |after - before| in float64, sorted. It needs no names
+    (the frameworks name and order tensors otherwise), and sorting moves no value further than the two sides
+    differ; an update that differs (an optimizer's epsilon, a weight decay) shows in its weight's sum, where a loss
+    or a weight's norm can hide it. BatchNorm's running statistics are left out: the frameworks update them by
+    different rules (judge_backward applies torch's), and they are not what the optimizer trains."""
     sums = [float(np.add.reduce(np.abs(after[k].astype(np.float64) - before[k].astype(np.float64)).ravel()))
-            for k in after if k in before and after[k].dtype.kind == "f"]
+            for k in after if k in before and after[k].dtype.kind == "f" and k.rsplit(".", 1)[-1] not in STATISTICS]
     return np.sort(np.array(sums, dtype=np.float64))
 
 
