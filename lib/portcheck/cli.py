@@ -47,7 +47,7 @@ from pathlib import Path
 
 from portcheck import calibrated, handin, record, report, same_run, tolerances, training
 from portcheck.diff import Finding, load_pair
-from portcheck.errors import PipelineError, run_main
+from portcheck.errors import PipelineError, fail, run_main
 from portcheck.fileio import load_npy, open_regular, writable
 
 DIAGNOSTICS = report.DIAGNOSTICS
@@ -382,8 +382,16 @@ def _ours(log: Path) -> bool:
     return PAIR_SIGNATURE.encode() in head or b"written by pipeline/check_pair.py" in head
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """argparse's parser whose bad input ends in one line, as every other error here (argparse prints its usage
+    too): the flag and what is wrong with it, exit 2. Sub-commands' parsers are of this class too."""
+
+    def error(self, message):
+        fail(f"{self.prog}: {message} (--help lists the flags)")
+
+
 def parser(prog: str = "python -m portcheck") -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog=prog, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
+    ap = OneLineParser(prog=prog, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
                                  allow_abbrev=False)
     sub = ap.add_subparsers(dest="command", required=True, metavar="{check,pair}")
     c = sub.add_parser("check", help="judge every pair of a hand-in folder", allow_abbrev=False)
