@@ -390,3 +390,13 @@ def test_a_hand_ins_bp_align_carries_what_its_check_judged(tmp_path, capsys, eps
     assert cli.check(tmp_path / "log_reprod", only="bp_align") == (0 if green else 1)
     line = line_of(capsys.readouterr().out, "bp_align")
     assert green or "measured RED (failed: weights_0" in line, line
+
+
+def test_compare_backward_refuses_a_bound_that_is_no_number_before_training():
+    from portcheck import compare_backward
+    torch, paddle = pytest.importorskip("torch"), pytest.importorskip("paddle")
+    t, p = models(lambda y: y, lambda y: y)
+    with pytest.raises(PipelineError, match="mean_bound='1e-2': give a finite number"):
+        compare_backward(t, p, X, np.zeros(2, np.int64), (torch.nn.functional.cross_entropy, paddle.nn.functional.cross_entropy),
+                         (lambda ps: torch.optim.SGD(ps, lr=0.1), lambda ps: paddle.optimizer.SGD(0.1, parameters=ps)),
+                         mean_bound="1e-2")

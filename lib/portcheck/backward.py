@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from portcheck.compare import (F64, INPUTS, ROOT, ForwardReport, _float64, _Recorder, call, float64, hook_points,
-                               judge_forward, measure)
+                               judge_forward, measure, checked_args)
 from portcheck import calibrated, pairing, tolerances
 from portcheck.convert import RENAMES, framework_of, plan, torch_layouts
 from portcheck.diff import first_diverging
@@ -102,6 +102,7 @@ def compare_backward(torch_model, paddle_model, inputs, targets, loss, optimizer
     calibrated.K_STEP, against torch's own error for that one step.
     mean_bound: the bound on each step's loss mean abs diff (judge_backward's; default the guide's bp_align
     threshold; a caller's own threshold for its pair overrides it; None: none)."""
+    checked_args(None, mean_bound)  # before any training: a bad bound would only show when .passed is read
     for arg, value in (("loss", loss), ("optimizer", optimizer), ("scheduler", scheduler)):
         if not (isinstance(value, (tuple, list)) and len(value) == 2) and (value is not None or arg != "scheduler"):
             raise PipelineError(f"compare_backward: {arg}= takes a pair, (torch's, Paddle's), got "
@@ -320,6 +321,7 @@ def judge_backward(torch_record: dict, paddle_record: dict, name_map=None,
     loss, lr and tensor (portcheck/calibrated.py), each step's loss also held to mean_bound on its mean abs diff
     (None: no bound). BatchNorm's running variance in train mode is judged after the by-design rule
     (_biased_variance)."""
+    checked_args(None, mean_bound)
     if not any(k.startswith(F64 + "grad/") for k in torch_record):
         if any(k.startswith(F64 + "grad/") for k in paddle_record):
             raise PipelineError("the records are swapped: pass the torch record first, then the Paddle one")

@@ -605,5 +605,5 @@ def _handed_in(folder: Path, pair: str) -> tuple:
 def hand_in(folder, pair: str, top):
     """Copy a judged pair from a step's folder into a log_reprod/ folder `top`: the pair and its diff log at
     the top, the run records and the float64 run in top/diagnostics/."""
-    folder = Path(folder)
+    folder, pair = Path(folder), pair_name(pair)
     report.hand_in(*_handed_in(folder, pair), diagnostics=[folder / f"{pair}{EXACT}"], top=top)
