@@ -27,6 +27,9 @@ from portcheck.tolerances import Tol
 
 SIDES = ("torch", "paddle")
 EMPTY = "empty: nothing compared"  # an empty array (an empty batch) is never a pass
+# a result's problem when its yardstick failed (torch's float64 run overflowed or stopped): red, said as not judged,
+# and never named as where two runs part
+NOT_JUDGED = "not judged:"
 
 
 @dataclass
@@ -57,6 +60,11 @@ class KeyResult:
     @property
     def problem(self) -> str:
         return "; ".join(self.problems)
+
+    @property
+    def judged(self) -> bool:
+        """False when its yardstick failed (NOT_JUDGED): no verdict on the port, only on the library's run."""
+        return not any(p.startswith(NOT_JUDGED) for p in self.problems)
 
     @property
     def mean_bound(self) -> Optional[float]:
@@ -138,6 +146,10 @@ class KeyResult:
         return 0.0 if self.max == 0 else float("inf")
 
     def key_figures(self) -> str:
+        floored = getattr(self.rule, "floored", None)
+        if floored is not None and floored(self):  # a multiple of an error the floor dwarfs says nothing
+            return (f"max {self.max:.3g} within {self.rule.floor_said(self)}, the allowance here: torch's own fp32 "
+                    f"error is {self.err32:.3g} (allowed {self.allowed:.3g})")
         return f"max {self.max:.3g} = {self.ratio:.3g} x torch's own fp32 error (allowed {self.allowed:.3g})"
 
     def to_json(self) -> dict:
@@ -196,7 +208,7 @@ def first_diverging(results, reverse: bool = False):
     where it shows, since every value computed after it inherits the difference. Without input records: the
     first out. reverse: results listed in the reverse of their computing order (gradients in forward order: the
     backward pass reaches them last to first). None when every result passed."""
-    out = [r for r in (reversed(results) if reverse else results) if not r.passed]
+    out = [r for r in (reversed(results) if reverse else results) if not r.passed and r.judged]
     return next((r for r in out if getattr(r, "input_ok", None) is not False), out[0] if out else None)
 
 
