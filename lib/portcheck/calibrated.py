@@ -232,7 +232,8 @@ def table_rows(rows: list, origin=None) -> list:
     out = []
     for r in rows:
         mark = ORIGIN if r is origin else "not judged (below)" if not r.judged else (
-            r.problem or ("over" if not r.passed else "") or r.by_design)
+            r.problem or (("the guide's mean bound only" if r.beyond(MEAN_BOUND) else "over") if not r.passed else "")
+            or r.by_design)
         out.append((r.name, str(r.shape), f"{r.max:.3e}", f"{r.mean:.3e}", f"{r.err32:.3e}", f"{r.ratio:.2f}",
                     f"{r.allowed:.3e}", mark))
     return out

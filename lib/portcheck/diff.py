@@ -112,6 +112,15 @@ class KeyResult:
     def passed(self) -> bool:
         return not self.problems and self.max_ok and self.mean_ok
 
+    def beyond(self, bound) -> bool:
+        """Red by `bound`, the guide's bound on the mean, alone, which torch's own fp32 result misses too (own_mean
+        over it) while the max is within the measured rule: no port can meet that bound on this input. The
+        library's reports let the measured verdict decide (a correct port is never red there) and say the guide's
+        beside; a caller's own stricter bound still decides, and a hand-in's check keeps the guide's verdict, as
+        its reviewers judge."""
+        return (not self.problems and self.max_ok and not self.mean_ok and self.mean_bound == bound
+                and self.own_mean > self.mean_bound)
+
     @property
     def why(self) -> str:
         """The first thing it failed, said ("" when it passed). Where the guide's bound on the mean is below torch's
