@@ -13,8 +13,8 @@ said:
     epsilon 1e-5 (the others 1e-12), the false green of issue 47;
   * transformers' BertModel against paddlenlp's (tiny, tools/bench_align.py's), the same plant;
   * this project's twin BERTs (models/, tests/tiny_config.json), the same plant;
-  * the ResNet-18 example (examples/resnet18) in train mode, its own Step 4 training: BatchNorm's batch statistics;
-    planted: one BatchNorm epsilon 1e-3.
+  * the ResNet-18 example (examples/resnet18) in train mode, its own Step 4 training (its 5 steps, tools/
+    bench_align.py's batch): BatchNorm's batch statistics; planted: one BatchNorm epsilon 1e-3.
 """
 import argparse
 import json
@@ -112,7 +112,6 @@ def figures(report) -> dict:
 
 def case(name, build, plant_name, train=None, isolate=False):
     """{clean: figures, plant: figures, verdicts} of one pair, plain or isolated."""
-    import copy
     from portcheck import compare_backward
     row = {"case": name, "planted": plant_name, "isolate": isolate}
     for planted in (False, True):
@@ -126,7 +125,7 @@ def case(name, build, plant_name, train=None, isolate=False):
             pt.train(), pd.train()
             x, y = train["batch"]
             args = train["args"]
-        report = compare_backward(copy.deepcopy(pt) if not planted else pt, pd, x, y, steps=STEPS, name_map=name_map,
+        report = compare_backward(pt, pd, x, y, steps=(train or {}).get("steps", STEPS), name_map=name_map,
                                   isolate=isolate, **args)
         row["plant" if planted else "clean"] = {
             "passed": report.passed, "first_diverging": report.first_diverging,
@@ -148,8 +147,8 @@ def resnet_training():
             pd.layer2[0].bn2._epsilon = 1e-3
         return pt, pd, None, ex.RESNET_MAP, plant
     t, p = ex.torch_training(), ex.paddle_training()
-    return build, {"batch": ex.random_batch(2), "args": dict(loss=(t[0], p[0]), optimizer=(t[1], p[1]),
-                                                                scheduler=(t[2], p[2]))}
+    return build, {"batch": ex.random_batch(2), "steps": ex.STEPS,
+                   "args": dict(loss=(t[0], p[0]), optimizer=(t[1], p[1]), scheduler=(t[2], p[2]))}
 
 
 def main():
@@ -183,8 +182,9 @@ def report_lines(rows) -> list:
     lines = ["# K for gradients and steps, from data", "",
              "Written by `python tools/bench_k_backward.py` (this 2-core CPU). For every row compare_backward judges, "
              "the multiple of torch's own fp32 error it needs to pass: (max diff - the floor) / torch's own fp32 "
-             f"error. Momentum SGD, {STEPS} steps, one batch. Now: K_BACKWARD = {calibrated.K_BACKWARD:g} (gradients, "
-             f"and the steps of the plain run), K_STEP = {calibrated.K_STEP:g} (each step of isolate=True).", "",
+             f"error. Momentum SGD, {STEPS} steps (the ResNet-18 example: its own), one batch. Now: K_GRAD = "
+             f"{calibrated.K_GRAD:g} (gradients after the first backward), K_BACKWARD = {calibrated.K_BACKWARD:g} (the "
+             f"plain run's steps), K_STEP = {calibrated.K_STEP:g} (each step of isolate=True).", "",
              "| case | isolate | clean: gradients | clean: steps | plant | plant: gradients | plant: steps | "
              "plant verdict, first diverging |", "|---|---|---|---|---|---|---|---|"]
     for r in rows:
@@ -194,7 +194,7 @@ def report_lines(rows) -> list:
                      f"{fmt(p['grads']['needed'])} ({p['grads']['at']}) | {fmt(p['steps']['needed'])} "
                      f"({p['steps']['at']}) | {'RED' if not p['passed'] else 'green'}, {p['first_diverging']} |")
     # K_BACKWARD judges the gradients (plain and isolated) and the plain run's steps; K_STEP the isolated steps
-    for constant, parts in (("K_BACKWARD", [(False, "grads"), (False, "steps"), (True, "grads")]),
+    for constant, parts in (("K_GRAD", [(False, "grads"), (True, "grads")]), ("K_BACKWARD", [(False, "steps")]),
                             ("K_STEP", [(True, "steps")])):
         clean = max(r["clean"][part]["needed"] for r in rows for isolate, part in parts if r["isolate"] == isolate)
         plants = [max(r["plant"][part]["needed"] for isolate, part in parts if r["isolate"] == isolate)

@@ -375,7 +375,7 @@ def judge_backward(torch_record: dict, paddle_record: dict, name_map=None,
         return measure(name, a, ref, b, mean_bound, multiple)
 
     for key in (k for k in torch_record if k.startswith("grad/")):
-        report.grads.append(row(key, f"grad {key[5:]}"))
+        report.grads.append(row(key, f"grad {key[5:]}", multiple=calibrated.K_GRAD))
     steps = len([k for k in torch_record if k.startswith("loss/")])
     for i in range(steps):
         rows = [row(f"loss/{i}", "loss", mean_bound), row(f"lr/{i}", "lr")]

@@ -8,8 +8,8 @@ at this size. The Paddle port is held to a multiple of it:
     and, on what a hand-in holds (the model's output, a pair's keys), mean |paddle - torch| <= the guide's
     threshold of that pair (1e-6; bp_align's 1e-2), so the measured rule is never looser than the guide.
 
-K is for a forward; gradients and everything after optimizer steps take K_BACKWARD, since BatchNorm's batch
-statistics and each update compound both sides' rounding.
+K is for a forward; gradients after the first backward take K_GRAD, everything after optimizer steps K_BACKWARD,
+since BatchNorm's batch statistics and each update compound both sides' rounding (K_STEP: one isolated step).
 
 The floor is for outputs that are exact in fp32 on the torch side (an embedding lookup, a max-pool, a ReLU
 of exact values: err32 = 0) where another framework's kernel may still round once. K and FLOOR were
@@ -29,6 +29,10 @@ K = 16.0            # the measured multiple of torch's own fp32 error in a forwa
 K_BACKWARD = 128.0
 # One optimizer step from the same weights (compare_backward(isolate=True)): nothing compounds over steps
 K_STEP = 16.0
+# Gradients after the first backward, from the same weights: nothing compounds over steps either, and BatchNorm's
+# batch statistics (train mode) did not raise it. Clean ports needed at most 1.97 x torch's own error; one
+# LayerNorm epsilon 1e-5 among 1e-12 showed 13.7 to 33 (docs/k_backward.md): K_BACKWARD's 128 let it through
+K_GRAD = 8.0
 FLOOR = 16.0        # in units of eps32 * max|torch|: one rounding of another kernel, with margin
 MEAN_BOUND = tolerances.MEAN_BOUND  # the guide's bound on a model's output; no measured tolerance is looser
 
