@@ -156,9 +156,18 @@ def main():
                                  allow_abbrev=False)
     ap.add_argument("--out", type=Path, default=paths.ROOT / "docs" / "k_backward.md")
     ap.add_argument("--quick", action="store_true", help="the three BERT-like pairs only (no ResNet-18 training)")
+    ap.add_argument("--render", action="store_true", help="rewrite the .md from the .json beside it, nothing run")
     args = ap.parse_args()
     if args.out.suffix != ".md":
         raise SystemExit("error: --out must name a .md file (its .json is written beside it)")
+    if args.render:
+        source = args.out.with_suffix(".json")
+        if not source.is_file():
+            raise SystemExit(f"error: {source} not found: run `python tools/bench_k_backward.py` first")
+        text = "\n".join(report_lines(json.loads(source.read_text()))) + "\n"
+        atomic_write(args.out, lambda tmp: Path(tmp).write_text(text))
+        print(text)
+        return
     cases = [("transformers DistilBERT / paddlenlp DistilBERT (tiny)", distilbert, EPS_PLANT, None),
              ("transformers BertModel / paddlenlp BertModel (tiny)", library_bert, EPS_PLANT, None),
              ("twin BERTs (tiny)", twin_bert, EPS_PLANT, None)]
@@ -199,10 +208,13 @@ def report_lines(rows) -> list:
         clean = max(r["clean"][part]["needed"] for r in rows for isolate, part in parts if r["isolate"] == isolate)
         plants = [max(r["plant"][part]["needed"] for isolate, part in parts if r["isolate"] == isolate)
                   for r in rows if any(r["isolate"] == isolate for isolate, _ in parts)]
-        lines += ["", f"{constant} (now {getattr(calibrated, constant):g}): clean ports need at most {fmt(clean)}; "
-                  f"the least visible plant shows {fmt(min(plants))}" +
-                  ("; a K between them separates every case" if clean < min(plants) else
-                   "; no single K separates every clean port from every plant here")]
+        k, least = getattr(calibrated, constant), min(plants)
+        lines += ["", f"{constant} = {k:g}: clean ports need at most {fmt(clean)}; the least visible plant shows "
+                  f"{fmt(least)}" + (f"; a K between them separates every case, and {k:g} is {k / max(clean, 1e-9):.3g}"
+                                     f" x the clean maximum and {least / k:.3g} x under the least visible plant"
+                                     if clean < k < least else
+                                     "; a K between them separates every case, but not this one" if clean < least else
+                                     "; no single K separates every clean port from every plant here")]
     return lines
 
 

@@ -288,6 +288,7 @@ def convert(torch_model, paddle_model, name_map=None, path=None, layouts=None, i
             problems.append(f"Paddle key {key} is filled twice (from {origin[key]} and {torch_key})")
             continue
         state[key], origin[key] = (tensor, array), torch_key
+    problems += [f"keep= names no Paddle key: {named(sorted(set(keep) - set(params)))}"] if set(keep) - set(params) else []
     unfilled = [k for k in params if not any(a in state for a in same[k]) and k not in keep]
     buffers, said = _one_sided_buffers(torch_model, paddle_model, unfilled, modules, params)
     for key, (torch_key, tensor) in buffers.items():
