@@ -324,7 +324,7 @@ def test_a_planted_bug_is_red_at_its_step_and_key_and_the_reviewer_names_its_pai
 def test_a_weight_decay_left_out_on_paddles_side_is_red_in_step_4_and_step_5(clean, tmp_path, capsys):
     top, verdicts, reports = planted(clean, tmp_path, [4, 5], ("no_weight_decay",))
     assert verdicts["lr"].passed and not verdicts["bp_align"].passed, verdicts["bp_align"].describe_measured()
-    assert reports[4].first_diverging == "loss after step 2", reports[4].table()   # the first update's effect
+    assert reports[4].first_diverging == "0.weight after step 1", reports[4].table()  # the weights it moves
     curves, _ = reports[5]
     assert verdicts["train_align"].passed and not curves.passed  # the same final accuracy: the curves say it
     assert not row(curves, "weight norm").passed and "parts at step 0" in row(curves, "weight norm").detail

@@ -13,11 +13,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from portcheck.compare import (F64, INPUTS, ROOT, ForwardReport, _float64, _Recorder, call, float64, hook_points,
-                               judge_forward, measure, checked_args)
+from portcheck.compare import (F64, INPUTS, ROOT, ForwardReport, _float64, _Recorder, _unjudged_lines, call, float64,
+                               hook_points, judge_forward, measure, checked_args, wide_defaults)
 from portcheck import calibrated, pairing, tolerances
 from portcheck.convert import RENAMES, framework_of, plan, torch_layouts
-from portcheck.diff import first_diverging
+from portcheck.diff import NOT_JUDGED, first_diverging
 from portcheck.errors import PipelineError, raised_by
 from portcheck.report import format_table
 
@@ -33,14 +33,19 @@ class BackwardReport:
     @property
     def passed(self) -> bool:
         return (self.forward is None or self.forward.passed) and all(r.passed for r in self.grads) \
-            and all(r.passed for rows in self.steps for r in rows)
+            and all(r.passed or r.beyond(LOSS_MEAN_BOUND) for rows in self.steps for r in rows)
 
     @property
     def first_diverging(self):
-        """Where the two runs part, first place first: a module of the first forward, else a gradient in
-        backward order, else the first key over after an optimizer step."""
+        """Where the two runs part, first place first: a module of the first forward, else the first step's loss
+        (computed from that forward, before any backward: a loss reduced otherwise on one side is named there, not
+        at the gradients it scales), else a gradient in backward order, else the first key over after an optimizer
+        step (every weight after step 1: an optimizer's bug is named at the parameters it moves)."""
         if self.forward is not None and self.forward.first_diverging:
             return self.forward.first_diverging
+        loss = next((r for r in self.steps[0] if r.name == "loss"), None) if self.steps else None
+        if loss is not None and not loss.passed and loss.judged:
+            return "loss after step 1"
         step = self.first_diverging_step
         return self.first_diverging_gradient or (f"{step[1]} after step {step[0] + 1}" if step else None)
 
@@ -68,13 +73,17 @@ class BackwardReport:
         lines += ["gradients after the first backward (forward order):"]
         lines += format_table(calibrated.HEADER,
                               calibrated.table_rows(self.grads, first_diverging(self.grads, reverse=True)))
+        lines += _unjudged_lines([r for r in self.grads if not r.judged])
         notes = {r.name: r.by_design for rows in self.steps for r in rows if r.by_design}
         lines += [f"{name}: {note}" for name, note in notes.items()]  # one line per module and rule
         for i, rows in enumerate(self.steps):
             bad, first = [r for r in rows if not r.passed], first_diverging(rows)
             start = f" (started from torch's weights after step {i})" if self.isolated and i else ""
+            unjudged = [r for r in bad if not r.judged]
             lines.append(f"after step {i + 1}{start}: {len(rows) - len(bad)}/{len(rows)} within" +
-                         (f"; first over: {first.name} ({first.why})" if first else ""))
+                         (f"; first over: {first.name} ({first.why})" if first else "") +
+                         (f"; {len(unjudged)} not judged (from {unjudged[0].name}): "
+                          f"{unjudged[0].why[len(NOT_JUDGED):].strip()}" if unjudged else ""))
         return "\n".join(lines)
 
 
@@ -93,7 +102,8 @@ LOSS_MEAN_BOUND = tolerances.GUIDE["bp_align"].threshold
 
 
 def compare_backward(torch_model, paddle_model, inputs, targets, loss, optimizer, scheduler=None, steps=1,
-                     name_map=None, layouts=None, isolate=False, mean_bound=LOSS_MEAN_BOUND) -> BackwardReport:
+                     name_map=None, layouts=None, isolate=False, mean_bound=LOSS_MEAN_BOUND,
+                     clip=None) -> BackwardReport:
     """Train both models `steps` steps on the same batch and compare them: record_backward on each side,
     then judge_backward (the pairs of loss, optimizer and scheduler are (torch, Paddle)). Every module is
     first paired as convert pairs it, with the same refusals. The models are changed by the steps: pass
@@ -101,27 +111,34 @@ def compare_backward(torch_model, paddle_model, inputs, targets, loss, optimizer
     copy) from torch's weights after the step before, so each step's update is judged alone, at
     calibrated.K_STEP, against torch's own error for that one step.
     mean_bound: the bound on each step's loss mean abs diff (judge_backward's; default the guide's bp_align
-    threshold; a caller's own threshold for its pair overrides it; None: none)."""
+    threshold; a caller's own threshold for its pair overrides it; None: none).
+    scheduler=(torch's factory, None): Paddle's is the LRScheduler its optimizer was built with (its
+    learning_rate), stepped after each step as torch's is: no factory reaching into the optimizer.
+    clip=(torch's, Paddle's): gradient clipping, each called as clip(parameters) after each backward and before
+    the step, e.g. lambda p: torch.nn.utils.clip_grad_norm_(p, 1.0) (or clip_grad_value_); Paddle's None when its
+    optimizer clips (grad_clip=paddle.nn.ClipGradByGlobalNorm(1.0) or ClipGradByValue). The gradients recorded
+    are before clipping, the weights after it."""
     checked_args(None, mean_bound)  # before any training: a bad bound would only show when .passed is read
-    for arg, value in (("loss", loss), ("optimizer", optimizer), ("scheduler", scheduler)):
-        if not (isinstance(value, (tuple, list)) and len(value) == 2) and (value is not None or arg != "scheduler"):
+    for arg, value in (("loss", loss), ("optimizer", optimizer), ("scheduler", scheduler), ("clip", clip)):
+        if not (isinstance(value, (tuple, list)) and len(value) == 2) and (value is not None or arg in ("loss", "optimizer")):
             raise PipelineError(f"compare_backward: {arg}= takes a pair, (torch's, Paddle's), got "
                                 f"{type(value).__name__}: pass {arg}=(torch_{arg}, paddle_{arg})")
     kinds = {}
     planned = plan(torch_model, paddle_model, name_map, layouts, inputs, paddle_kinds=kinds)
     t = record_backward(torch_model, inputs, targets, loss[0], optimizer[0], scheduler and scheduler[0], steps, layouts,
-                        paddle_kinds=kinds, isolate=isolate)
+                        paddle_kinds=kinds, isolate=isolate, clip=clip and clip[0])
     starts = None
     if isolate:  # Paddle's start of step i: torch's weights after step i - 1, in Paddle's names (and layout)
         starts = {i: {planned[k.partition("/")[2]][0]: v for k, v in t.items() if k.startswith(f"state{i}/")}
                   for i in range(1, steps)}
-    p = record_backward(paddle_model, inputs, targets, loss[1], optimizer[1], scheduler and scheduler[1], steps,
-                        starts=starts)
+    p = record_backward(paddle_model, inputs, targets, loss[1], optimizer[1],
+                        scheduler and (HELD if scheduler[1] is None else scheduler[1]), steps, starts=starts,
+                        clip=clip and clip[1])
     return judge_backward(t, p, name_map, mean_bound)
 
 
 def record_backward(model, inputs, targets, loss, optimizer, scheduler=None, steps=1, layouts=None,
-                    paddle_kinds=None, isolate=False, starts=None) -> dict:
+                    paddle_kinds=None, isolate=False, starts=None, clip=None) -> dict:
     """One side's training on one batch, as a flat dict of numpy arrays (what a pt_ or pd_ script saves):
 
         grad/<key>          every parameter's gradient after the first backward
@@ -137,7 +154,8 @@ def record_backward(model, inputs, targets, loss, optimizer, scheduler=None, ste
 
     loss(output, targets) returns a scalar; optimizer(parameters) and scheduler(optimizer) are the user's own
     factories (scheduler stepped after each optimizer step; for Paddle, return the LRScheduler the optimizer
-    was given). A torch model's tensors are keyed by torch's names in Paddle's layout (paddle_kinds: {torch
+    was given, or HELD: the LRScheduler the optimizer holds); clip(parameters), when given, clips the gradients
+    after each backward, before the step. A torch model's tensors are keyed by torch's names in Paddle's layout (paddle_kinds: {torch
     module: the Paddle class it pairs with}, for a layout declared by a Paddle type), and its float64 twin
     (compare.float64, from the weights it started with) takes the same steps (keys prefixed "f64:"); a Paddle
     model's by its own names. Both carry what pairing reads of each module (mod/ keys). Train or eval mode is the
@@ -157,27 +175,41 @@ def record_backward(model, inputs, targets, loss, optimizer, scheduler=None, ste
         left = {}  # isolate: the fp32 weights each step left, which the float64 twin starts the next one from
         keep = (lambda m, i: left.__setitem__(i, copy.deepcopy(m.state_dict()))) if isolate else None
         out = _train("torch", model, inputs, targets, loss, optimizer, scheduler, steps, torch.from_numpy,
-                     lambda m: _torch_state(m, layouts), lambda m: _torch_grads(m, layouts), _norm_counter(model), keep)
+                     lambda m: _torch_state(m, layouts), lambda m: _torch_grads(m, layouts), _norm_counter(model), keep,
+                     clip)
         # a tensor Paddle names otherwise (BatchNorm's statistics, InstanceNorm's scale): its name there, as a key
         out.update({f"{RENAMED}{k}/{t.paddle_name}": np.zeros(0, np.float32) for k, t in layouts.items()
                     if t.paddle_name != t.name})
-        with float64(model):  # the library's one float64 twin, after the float32 run (the same random draws)
+        def twin():
             model.load_state_dict(start)
+            return _train(TWIN, model, _float64(inputs), targets, loss, optimizer, scheduler, steps, torch.from_numpy,
+                          lambda m: _torch_state(m, layouts), lambda m: _torch_grads(m, layouts), lambda: {},
+                          (lambda m, i: m.load_state_dict(left[i])) if isolate else None, clip)
+        with float64(model):  # the library's one float64 twin, after the float32 run (the same random draws)
+            try:
+                wide = twin()
+            except PipelineError:  # a tensor the model makes in the default dtype, filled with finfo(float64).min
+                with wide_defaults():
+                    wide = twin()
             del start
-            out.update({F64 + k: v for k, v in _train(
-                "torch", model, _float64(inputs), targets, loss, optimizer, scheduler, steps, torch.from_numpy,
-                lambda m: _torch_state(m, layouts), lambda m: _torch_grads(m, layouts), lambda: {},
-                (lambda m, i: m.load_state_dict(left[i])) if isolate else None).items()})
+            out.update({F64 + k: v for k, v in wide.items()})
         return {**pairing.describe(model), **out, **({ISOLATED: np.ones(1)} if isolate else {})}
     import paddle
     return {**pairing.describe(model), **_train(
         "paddle", model, inputs, targets, loss, optimizer, scheduler, steps, paddle.to_tensor,
         lambda m: {k: v.numpy() for k, v in m.state_dict().items()}, _paddle_grads, lambda: {},
-        (lambda m, i: m.set_state_dict(starts[i])) if starts is not None else None),
+        (lambda m, i: m.set_state_dict(starts[i])) if starts is not None else None, clip),
         **({ISOLATED: np.ones(1)} if starts is not None else {})}
 
 
 ISOLATED = "isolated"  # a record's key: its steps were isolated (each started from torch's weights)
+TWIN = "torch (float64 copy, the library's yardstick)"  # the side _train names when the library's twin fails
+TWIN_FAILED = ("its float32 run took every step: the library's float64 copy failed, not the inputs (a value built "
+               "from the model's dtype, such as torch.finfo(dtype).min in a float32 tensor); the gradients and steps "
+               "cannot be judged against torch's own error: compare_forward names the module")
+
+
+HELD = "the optimizer's own"  # record_backward's scheduler: the LRScheduler a Paddle optimizer was built with
 
 
 def updates(before: dict, after: dict) -> np.ndarray:
@@ -192,15 +224,21 @@ def updates(before: dict, after: dict) -> np.ndarray:
 
 
 def _train(side, model, inputs, targets, loss, make_optimizer, make_scheduler, steps, to_tensor, state, grads, norms,
-           start=None):
-    """start(model, i), when given, is called before each step i >= 1: an isolated run's start of the step."""
+           start=None, clip=None):
+    """start(model, i), when given, is called before each step i >= 1: an isolated run's start of the step.
+    clip(parameters), when given, after each backward (the gradients recorded before it)."""
     with raised_by(f"the {side} optimizer factory raised"):
         opt = make_optimizer(model.parameters())
     if not hasattr(opt, "step"):
         raise PipelineError(f"the {side} optimizer factory gave {type(opt).__name__}, not an optimizer: return the "
                             "optimizer built on the parameters it is given")
     sched = None
-    if make_scheduler:
+    if make_scheduler is HELD:
+        sched = getattr(opt, "_learning_rate", None)  # Paddle's optimizer keeps it there; the user need not reach it
+        if not callable(getattr(sched, "step", None)):
+            raise PipelineError(f"scheduler=(..., None): the {side} optimizer holds no LRScheduler (its learning rate "
+                                f"is {sched!r:.40}): build it with learning_rate=<the scheduler>, or give a factory")
+    elif make_scheduler:
         with raised_by(f"the {side} scheduler factory raised"):
             sched = make_scheduler(opt)
         if not callable(getattr(sched, "step", None)):
@@ -216,7 +254,7 @@ def _train(side, model, inputs, targets, loss, make_optimizer, make_scheduler, s
         if start is not None and step:
             start(model, step)
             before = state(model)  # an isolated step's update is from where it started
-        with raised_by(f"the {side} model's forward raised", INPUTS):
+        with raised_by(f"the {side} model's forward raised", TWIN_FAILED if side == TWIN else INPUTS):
             output = call(model, inputs, to_tensor)
         for h in handles:
             h.remove()
@@ -232,6 +270,9 @@ def _train(side, model, inputs, targets, loss, make_optimizer, make_scheduler, s
         if step == 0:
             out.update(recorder.arrays)
             out.update({f"grad/{k}": g for k, g in grads(model).items()})
+        if clip is not None:
+            with raised_by(f"the {side} clip raised"):
+                clip(list(model.parameters()))
         out[f"loss/{step}"] = np.asarray(value.detach().numpy() if hasattr(value, "detach") else value.numpy()).reshape(-1)
         out[f"lr/{step}"] = np.array([_lr(opt)], dtype=np.float64)
         with raised_by(f"the {side} optimizer or scheduler step raised"):
@@ -241,7 +282,9 @@ def _train(side, model, inputs, targets, loss, make_optimizer, make_scheduler, s
                 sched.step()
         now = state(model)
         out[f"weights/{step}"], before = updates(before, now), now  # the digest a hand-in's bp_align carries per step
-        out.update({f"state{step + 1}/{k}": v for k, v in now.items() if f"state0/{k}" in out})
+        # every weight after the first step (an optimizer's bug named at the parameters it moves), then BatchNorm's
+        # statistics (isolated: every tensor) after each
+        out.update({f"state{step + 1}/{k}": v for k, v in now.items() if f"state0/{k}" in out or step == 0})
         if step == steps - 1:
             out.update({f"final/{k}": v for k, v in now.items()})
     for h in handles:  # no step taken
@@ -348,7 +391,7 @@ def judge_backward(torch_record: dict, paddle_record: dict, name_map=None,
         return measure(name, a, ref, b, mean_bound, multiple)
 
     for key in (k for k in torch_record if k.startswith("grad/")):
-        report.grads.append(row(key, f"grad {key[5:]}"))
+        report.grads.append(row(key, f"grad {key[5:]}", multiple=calibrated.K_GRAD))
     steps = len([k for k in torch_record if k.startswith("loss/")])
     for i in range(steps):
         rows = [row(f"loss/{i}", "loss", mean_bound), row(f"lr/{i}", "lr")]

@@ -8,8 +8,8 @@ at this size. The Paddle port is held to a multiple of it:
     and, on what a hand-in holds (the model's output, a pair's keys), mean |paddle - torch| <= the guide's
     threshold of that pair (1e-6; bp_align's 1e-2), so the measured rule is never looser than the guide.
 
-K is for a forward; gradients and everything after optimizer steps take K_BACKWARD, since BatchNorm's batch
-statistics and each update compound both sides' rounding.
+K is for a forward; gradients after the first backward take K_GRAD, everything after optimizer steps K_BACKWARD,
+since BatchNorm's batch statistics and each update compound both sides' rounding (K_STEP: one isolated step).
 
 The floor is for outputs that are exact in fp32 on the torch side (an embedding lookup, a max-pool, a ReLU
 of exact values: err32 = 0) where another framework's kernel may still round once. K and FLOOR were
@@ -20,7 +20,7 @@ from typing import NamedTuple, Optional
 import numpy as np
 
 from portcheck import tolerances
-from portcheck.diff import EMPTY, KeyResult, first_diverging
+from portcheck.diff import EMPTY, NOT_JUDGED, KeyResult, first_diverging
 
 EPS32 = 2.0 ** -23  # fp32's relative spacing
 K = 16.0            # the measured multiple of torch's own fp32 error in a forward (docs/align.md)
@@ -29,6 +29,10 @@ K = 16.0            # the measured multiple of torch's own fp32 error in a forwa
 K_BACKWARD = 128.0
 # One optimizer step from the same weights (compare_backward(isolate=True)): nothing compounds over steps
 K_STEP = 16.0
+# Gradients after the first backward, from the same weights: nothing compounds over steps either, and BatchNorm's
+# batch statistics (train mode) did not raise it. Clean ports needed at most 1.97 x torch's own error; one
+# LayerNorm epsilon 1e-5 among 1e-12 showed 13.7 to 33 (docs/k_backward.md): K_BACKWARD's 128 let it through
+K_GRAD = 8.0
 FLOOR = 16.0        # in units of eps32 * max|torch|: one rounding of another kernel, with margin
 MEAN_BOUND = tolerances.MEAN_BOUND  # the guide's bound on a model's output; no measured tolerance is looser
 
@@ -48,7 +52,22 @@ class Measured(NamedTuple):
     def allowed(self, r) -> float:
         return self.multiple * r.err32 + FLOOR * EPS32 * r.scale
 
+    @staticmethod
+    def floor(r) -> float:
+        return FLOOR * EPS32 * r.scale
+
+    def floored(self, r) -> bool:
+        """The floor, not the multiple of torch's own error, is most of the allowance: a value fp32 computes
+        (almost) exactly, as an lr or a loss of few terms; its diff/err ratio then says nothing."""
+        return self.floor(r) >= self.multiple * r.err32
+
+    def floor_said(self, r) -> str:
+        return f"the floor {self.floor(r):.3g} ({FLOOR:g} x eps32 x max|torch|)"
+
     def over(self, r) -> str:
+        if self.floored(r):
+            return (f"max diff {r.max:.3e} > allowed {r.allowed:.3e} ({self.floor_said(r)}: torch's own fp32 error "
+                    f"here is {r.err32:.3e})")
         return f"max diff {r.max:.3e} > allowed {r.allowed:.3e} ({r.ratio:.3g} x torch's own fp32 error)"
 
 
@@ -90,13 +109,52 @@ def against(name, a, b, mean_bound=None, multiple=K) -> KeyResult:
     return row
 
 
+OVERFLOWED = (f"{NOT_JUDGED} torch's float64 run (the library's yardstick) is NaN or Inf here where its float32 run "
+              "is finite: the model builds a value from its dtype (torch.finfo(dtype).min, a mask filled with it) "
+              "that overflows in float64, or casts one back to float32")
+
+
+def overflowed(a, ref) -> bool:
+    """torch's float64 value `ref` holds a NaN or an Inf where its float32 one `a` is finite (same shape)."""
+    a, ref = np.asarray(a), np.asarray(ref)
+    if a.dtype.kind != "f" or ref.dtype.kind != "f" or a.shape != ref.shape:
+        return False
+    return bool((np.isfinite(a) & ~np.isfinite(ref)).any())
+
+
+def integers(name, a, b) -> KeyResult:
+    """An integer or boolean tensor a module computes (position buckets, a mask, indices) against Paddle's: equal
+    values or red, whatever the integer width on each side (int64 and int32 indices are one computation)."""
+    a, b = np.asarray(a), np.asarray(b)
+    row = KeyResult(name, Measured(K), tuple(a.shape))
+    if b.dtype.kind not in "biu" or a.shape != b.shape:
+        row.problems.append(f"torch {a.dtype}{list(a.shape)} vs paddle {b.dtype}{list(b.shape)}")
+        return row
+    if not a.size:
+        row.problems.append(EMPTY)
+        return row
+    wide_a, wide_b = a.astype(np.int64), b.astype(np.int64)
+    d = np.abs(wide_a - wide_b)
+    row.max, row.mean, row.err32, row.own_mean = float(d.max()), float(d.mean()), 0.0, 0.0
+    row.scale = float(np.abs(wide_a).max())
+    if d.any():
+        i = int(np.flatnonzero(d)[0])
+        row.problems.append(f"integer values differ at {int((d > 0).sum())} of {d.size} positions (first: torch "
+                            f"{wide_a.flat[i]}, paddle {wide_b.flat[i]}): every integer a module computes is exact")
+    return row
+
+
 def own_error(row: KeyResult, a, ref) -> KeyResult:
     """`row` (against's, on `a`) with torch's own fp32 error: `a` against its float64 run `ref` (None: `a`
-    itself), each broadcast to the row's shape as against broadcast them; a row with a problem as it is."""
+    itself), each broadcast to the row's shape as against broadcast them; a row with a problem as it is. A
+    float64 run that overflowed where fp32 did not measures nothing: the row says it is not judged, and why."""
     if row.problems:
         return row
     a = np.asarray(a)
     exact = a if ref is None else np.asarray(ref)
+    if ref is not None and overflowed(a, exact):
+        row.problems.append(OVERFLOWED)
+        return row
     if a.shape != row.shape:
         a, exact = np.broadcast_to(a, row.shape), np.broadcast_to(exact, row.shape)
     with np.errstate(all="ignore"):
@@ -177,8 +235,9 @@ def table_rows(rows: list, origin=None) -> list:
     """One table row per result; origin (diff.first_diverging's) is marked as where the runs part."""
     out = []
     for r in rows:
-        mark = ORIGIN if r is origin else (
-            r.problem or ("over" if not r.passed else "") or r.by_design)
+        mark = ORIGIN if r is origin else "not judged (below)" if not r.judged else (
+            r.problem or (("the guide's mean bound only" if r.beyond(MEAN_BOUND) else "over") if not r.passed else "")
+            or r.by_design)
         out.append((r.name, str(r.shape), f"{r.max:.3e}", f"{r.mean:.3e}", f"{r.err32:.3e}", f"{r.ratio:.2f}",
                     f"{r.allowed:.3e}", mark))
     return out

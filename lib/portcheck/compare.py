@@ -13,7 +13,7 @@ import numpy as np
 from portcheck import calibrated, pairing, spill, tolerances
 from portcheck.calibrated import measure
 from portcheck.convert import check_models, framework_of
-from portcheck.diff import KeyResult, first_diverging
+from portcheck.diff import NOT_JUDGED, KeyResult, first_diverging
 from portcheck.errors import PipelineError, first_line, raised_by
 from portcheck.pairing import ROOT, split_key
 from portcheck.report import format_table
@@ -37,7 +37,13 @@ class ForwardReport:
         With isolate=True, every module's own computation within its rule too."""
         isolated = self.isolated is None or (not self.isolation_stopped and all(r.passed for r in self.isolated))
         return not self.stopped and bool(self.paired) and isolated and \
-            all(r.passed for r in self.rows if not r.problem.startswith("no counterpart"))
+            all(r.passed or r.beyond(calibrated.MEAN_BOUND) for r in self.rows if not r.problem.startswith("no counterpart"))
+
+    @property
+    def guide_passed(self) -> bool:
+        """passed, with the guide's bound on the model output's mean deciding even where torch's own fp32 misses
+        it (diff.KeyResult.beyond): the guide's verdict, said beside the measured one."""
+        return self.passed and not any(r.beyond(calibrated.MEAN_BOUND) for r in self.rows)
 
     @property
     def differing(self) -> list:
@@ -45,15 +51,27 @@ class ForwardReport:
         from portcheck.isolate import differing
         return differing(self)
 
+    @property
+    def unjudged(self) -> list:
+        """The rows whose yardstick failed (torch's float64 run stopped, or overflowed where fp32 did not), in
+        run order, the cumulative run's then isolate's: red, and said as not judged, never as differing."""
+        return [r for r in self.paired + (self.isolated or []) if not r.judged]
+
     def pairs(self) -> str:
         """Every pair of module calls chosen (or named by the map), then each side's calls left unpaired."""
         return "\n".join(self.pairing.lines()) if self.pairing else ""
 
     @property
     def first_diverging(self):
-        """The module where the outputs part (its input was within tolerance), or None."""
-        origin = first_diverging(self.paired)
-        return origin.name if origin else None
+        """The module where the outputs part (its input was within tolerance), or None. Where every output of the
+        cumulative run is within its rule and isolate=True finds a module whose own computation differs (an
+        integer it computes, a difference too small to show downstream), that module: it names one whenever
+        differing does."""
+        origin = first_diverging([r for r in self.paired if not r.beyond(calibrated.MEAN_BOUND)])
+        if origin:
+            return origin.name
+        differ = self.differing if self.isolated is not None else []
+        return differ[0].split(" (before ")[0] if differ else None
 
     @property
     def paired(self) -> list:
@@ -64,9 +82,13 @@ class ForwardReport:
         """Every paired module output, in run order (torch modules with no Paddle counterpart are counted
         below it: containers and activations one side folds into another)."""
         paired = self.paired
-        lines = format_table(calibrated.HEADER, calibrated.table_rows(paired, first_diverging(paired)))
+        lines = format_table(calibrated.HEADER, calibrated.table_rows(
+            paired, first_diverging([r for r in paired if not r.beyond(calibrated.MEAN_BOUND)])))
         lines += [f"the {side} model stopped: {error}" for side, error in self.stopped.items()]
-        lines += [f"{r.name}: {r.why}" for r in paired if r.mean_bound is not None and not r.passed]  # the guide's own bound
+        lines += [f"{r.name}: {r.why}" + ("; the measured verdict decides passed (green), the guide's is red"
+                                          if r.beyond(calibrated.MEAN_BOUND) else "")
+                  for r in paired if r.mean_bound is not None and not r.passed and r.judged]
+        lines += _unjudged_lines([r for r in paired if not r.judged])
         lines += [f"{len(self.rows) - len(paired)} torch module outputs have no Paddle counterpart; "
                   f"{len(self.unpaired)} Paddle outputs no torch module maps to"]
         lines += [f"model outputs left out (outputs=), not judged: {', '.join(self.left_out)}"] if self.left_out else []
@@ -75,9 +97,21 @@ class ForwardReport:
             lines += ["each module on torch's own values (isolate=True):"]
             lines += format_table(calibrated.HEADER, calibrated.table_rows(self.isolated))  # every one differing
             lines += [f"the {side} model stopped on torch's values: {e}" for side, e in self.isolation_stopped.items()]
+            unjudged = [r for r in self.isolated if not r.judged]
+            lines += _unjudged_lines(unjudged)
             lines.append(f"modules whose own computation differs: {', '.join(differ)}" if differ else
-                         f"every module's own computation within its rule ({len(self.isolated)} compared)")
+                         f"every module's own computation within its rule ({len(self.isolated) - len(unjudged)}"
+                         f" compared{f', {len(unjudged)} not judged' if unjudged else ''})")
         return "\n".join(lines)
+
+
+def _unjudged_lines(rows: list) -> list:
+    """One line per reason some rows were not judged, naming the first row and counting the rest."""
+    by_why = {}
+    for r in rows:
+        by_why.setdefault(r.problem, []).append(r.name)
+    return [f"not judged ({len(names)} value(s), from {names[0]}): {why[len(NOT_JUDGED):].strip()}"
+            for why, names in by_why.items()]
 
 
 def version(tensor):
@@ -433,7 +467,9 @@ def _put_back(module, tensor, data):
 def float64_run(model, run, failed=lambda result: False, free: dict = None):
     """run() with the torch model in float64, module by module as it is called (float64_as_called, casting into
     `free`'s tensors); if that raises or its result is failed(result), once more with the whole model in float64
-    (float64): a model reading one module's tensor in another, which only the whole model's float64 serves."""
+    (float64): a model reading one module's tensor in another, which only the whole model's float64 serves; if
+    that fails too, once more with torch's default dtype float64 as well (wide_defaults): a model filling a
+    tensor it makes in the default dtype with its input's torch.finfo(dtype).min, which float32 cannot hold."""
     try:
         with float64_as_called(model, free):
             result = run()
@@ -441,8 +477,28 @@ def float64_run(model, run, failed=lambda result: False, free: dict = None):
             return result
     except Exception:  # noqa: BLE001 - the same run follows on the whole model: its own error, if any, is raised
         pass
-    with float64(model):
+    try:
+        with float64(model):
+            result = run()
+        if not failed(result):
+            return result
+    except Exception:  # noqa: BLE001 - once more with float64 defaults: its own error, if any, is raised
+        pass
+    with float64(model), wide_defaults():
         return run()
+
+
+@contextlib.contextmanager
+def wide_defaults():
+    """torch's default floating dtype float64 for the block (a tensor the model makes with torch.zeros or
+    torch.tensor(1.5) is then float64, as its float64 run needs), the caller's put back afterwards."""
+    import torch
+    before = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    try:
+        yield
+    finally:
+        torch.set_default_dtype(before)
 
 
 INPUTS = "check the inputs (their dtype and shape, a dict's names) against the model's forward"
@@ -471,7 +527,9 @@ def record_forward(model, inputs, record_dir=None) -> dict:
             for key in list(out)[mark:]:  # a run the whole model's float64 replaces
                 del out[key]
             return _recorded(model, _float64(inputs), torch.no_grad, torch.from_numpy, F64, out)
-        float64_run(model, run, lambda record: stopped(record, F64) is not None)
+        float64_run(model, run, lambda record: stopped(record, F64) is not None or any(
+            calibrated.overflowed(record[k[len(F64):]], record[k]) for k in list(record)[mark:]
+            if k[len(F64):] in record))
     return _closed(out)
 
 
@@ -521,7 +579,8 @@ def record_value(model, inputs, fn) -> dict:
         import torch
         with torch.no_grad():
             out = {"value": value(inputs, torch.from_numpy)}
-            out[F64 + "value"] = float64_run(model, lambda: value(_float64(inputs), torch.from_numpy))
+            out[F64 + "value"] = float64_run(model, lambda: value(_float64(inputs), torch.from_numpy),
+                                             lambda wide: calibrated.overflowed(out["value"], wide))
         return out
     import paddle
     with paddle.no_grad():
@@ -590,7 +649,7 @@ def judged_as_run(model, inputs, torch_record, paddle_record, keys: dict, free: 
     written and read back for nothing (docs/llm.md)."""
     import torch
     wanted = {k: p for k, p in keys.items() if p in paddle_record}
-    judged, done, counts = {}, {}, {}
+    judged, done, counts, wild = {}, {}, {}, []  # wild: the first key float64 makes NaN or Inf, fp32 finite
 
     def judge(key, tensor):
         p_key = wanted.get(key)
@@ -602,6 +661,8 @@ def judged_as_run(model, inputs, torch_record, paddle_record, keys: dict, free: 
         if held not in done:
             ref = tensor if isinstance(tensor, np.ndarray) else tensor.detach().cpu().numpy()
             a, b = torch_record.get(key), paddle_record[p_key]
+            if not wild and a is not None and calibrated.overflowed(a, ref):
+                wild.append(key)
             if key.startswith("out/"):
                 result = judge_one(key[len("out/"):], a, ref, b)
             else:  # an input is mostly the output judged just before: its verdict, on the same arrays
@@ -624,7 +685,7 @@ def judged_as_run(model, inputs, torch_record, paddle_record, keys: dict, free: 
 
     def run():
         """One float64 run from the start (float64_run may make it twice): its error, or None."""
-        judged.clear(), done.clear(), counts.clear()
+        judged.clear(), done.clear(), counts.clear(), wild.clear()
         handles = [post(hook(name)) for name, _, post in hook_points(model)]
         try:
             with torch.no_grad():
@@ -635,8 +696,10 @@ def judged_as_run(model, inputs, torch_record, paddle_record, keys: dict, free: 
             for h in handles:
                 h.remove()
         return None
-    float64_run(model, run, lambda error: error is not None, free)
+    error = float64_run(model, run, lambda error: error is not None or bool(wild), free)
     done.pop(_ALIVE, None)
+    if error is not None:
+        judged[STOPPED] = error  # every value it did not reach is said to be unjudged, with this error
     return judged
 
 
@@ -809,6 +872,14 @@ def _judge(torch_record: dict, paddle_record: dict, name_map, mean_bound, as_run
                                     if stopped(r)},
                            pairing=paired, counterparts=keys, left_out=left + p_left)
     measured = {}  # a container's output is its last child's: measured once (spill.identity: by what is stored)
+    f64_error = judged.get(STOPPED) if as_run else stopped(torch_record, F64)
+
+    def unreached(key) -> str:
+        """Why a value has no float64 run to hold it to ("" when it has one): torch's float64 copy, the library's
+        own yardstick, stopped before computing it (its float32 run did not)."""
+        if f64_error is None or (key in judged if as_run else F64 + key in torch_record):
+            return ""
+        return f"{calibrated.NOT_JUDGED} torch's float64 run (the library's yardstick) stopped before it: {f64_error}"
 
     def once(keys, compute):
         if keys[0] in judged:
@@ -833,6 +904,8 @@ def _judge(torch_record: dict, paddle_record: dict, name_map, mean_bound, as_run
             row = _leaf_row(name, key, p_key, torch_record, paddle_record)
         elif p_key not in paddle_record:
             row = calibrated.unjudged(name, tuple(spill.shape(torch_record, key)), "no counterpart in the Paddle model")
+        elif unreached(key):
+            row = calibrated.unjudged(name, tuple(spill.shape(torch_record, key)), unreached(key))
         else:  # the arrays are read only when measured (a container's output is its last child's, measured once)
             row = once((key, F64 + key, p_key), lambda: judge_one(
                 name, torch_record[key], torch_record.get(F64 + key), paddle_record[p_key]))

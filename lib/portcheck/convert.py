@@ -187,13 +187,17 @@ def pair_modules(torch_model, paddle_model, name_map=None, inputs=None) -> tuple
     return {t: "" if p == pairing.ROOT else p for t, p in modules.items()}, missing
 
 
-def plan(torch_model, paddle_model, name_map=None, layouts=None, inputs=None, paddle_kinds=None) -> dict:
+def plan(torch_model, paddle_model, name_map=None, layouts=None, inputs=None, paddle_kinds=None,
+         paired=None) -> dict:
     """{torch key: (Paddle key, Tensor, numpy array)} for every parameter and buffer the Paddle model takes,
     with every module's counterpart and type checked; compare_backward maps gradients and updated weights
     through the same rules. paddle_kinds, a dict if given, receives {torch module: the Paddle type it pairs
-    with} (what a torch-side record needs for layouts declared by a Paddle type)."""
+    with} (what a torch-side record needs for layouts declared by a Paddle type); paired, a dict if given,
+    {torch module: its Paddle module} ("" for the model itself)."""
     check_models(torch_model, paddle_model)
     modules, missing = pair_modules(torch_model, paddle_model, name_map, inputs)
+    if paired is not None:
+        paired.update(modules)
     layers = dict(paddle_model.named_sublayers(include_self=True))
     kinds = {"" if t == pairing.ROOT else t: type(layers[p]) for t, p in modules.items() if p in layers}
     if paddle_kinds is not None:
@@ -244,7 +248,7 @@ def check_models(torch_model, paddle_model):
                                 f"{'torch.nn.Module' if want == 'torch' else 'paddle.nn.Layer'}: pass the model itself")
 
 
-def convert(torch_model, paddle_model, name_map=None, path=None, layouts=None, inputs=None) -> "State":
+def convert(torch_model, paddle_model, name_map=None, path=None, layouts=None, inputs=None, keep=()) -> "State":
     """Set paddle_model's weights to torch_model's, in Paddle's names and layout, one tensor at a time, and
     return them as {Paddle state-dict key: numpy array} (a State, read from the torch model on demand).
 
@@ -263,6 +267,11 @@ def convert(torch_model, paddle_model, name_map=None, path=None, layouts=None, i
     dtypes that do not match in either direction, every one of them named in that line; the Paddle model is then
     left as it was. Every check is made before the first tensor is set, and each is set in place: the peak is
     both models and one tensor, never a second copy of the weights (docs/llm.md).
+    A buffer the Paddle model saves and the torch one does not (paddlenlp saves embeddings.position_ids,
+    transformers keeps it out of its state dict) is filled from the torch module's own buffer of that name
+    when it holds the same values, and refused when they differ; one torch does not hold at all (its forward
+    computes it) is refused, naming it, unless keep= lists its Paddle key: then Paddle's own value stays, and
+    compare_forward judges what reads it (an integer input exactly).
     paddle_model.set_state_dict(convert(...)), the older use, still works.
     """
     params = paddle_model.state_dict()  # the model's own tensors, not copies
@@ -274,14 +283,21 @@ def convert(torch_model, paddle_model, name_map=None, path=None, layouts=None, i
     same = {k: group for group in aliases.values() for k in group}
     # every problem is gathered before any is said: one run names them all (a port's first conversion usually
     # has several, and fixing them one run at a time costs a model load each)
-    state, origin, problems = {}, {}, []
-    for torch_key, (key, tensor, array) in plan(torch_model, paddle_model, name_map, layouts, inputs).items():
+    state, origin, problems, modules = {}, {}, [], {}
+    for torch_key, (key, tensor, array) in plan(torch_model, paddle_model, name_map, layouts, inputs,
+                                                paired=modules).items():
         if key in state:  # the pairing is one to one: only a layout's renaming can send two tensors to one key
             problems.append(f"Paddle key {key} is filled twice (from {origin[key]} and {torch_key})")
             continue
         state[key], origin[key] = (tensor, array), torch_key
+    problems += [f"keep= names no Paddle key: {named(sorted(set(keep) - set(params)))}"] if set(keep) - set(params) else []
+    unfilled = [k for k in params if not any(a in state for a in same[k]) and k not in keep]
+    buffers, said = _one_sided_buffers(torch_model, paddle_model, unfilled, modules, params)
+    for key, (torch_key, tensor) in buffers.items():
+        state[key], origin[key] = (tensor, tensor.array), torch_key
+    unfilled = [k for k in unfilled if k not in buffers and k not in said]
+    problems += list(said.values())
     state = State(state)
-    unfilled = [k for k in params if not any(a in state for a in same[k])]
     unknown = [origin[k] for k in state if k not in params]
     problems += [f"Paddle keys no torch tensor fills: {named(unfilled)}"] if unfilled else []
     problems += [f"torch tensors with no Paddle key: {named(unknown)}"] if unknown else []
@@ -305,6 +321,37 @@ def convert(torch_model, paddle_model, name_map=None, path=None, layouts=None, i
     # the tensor's other names too, so that set_state_dict(convert(...)) finds every key it looks for
     state.aliases = {a: k for k in state for a in same[k] if a != k and a not in state}
     return state
+
+
+def _one_sided_buffers(torch_model, paddle_model, unfilled: list, modules: dict, params: dict) -> tuple:
+    """Of the Paddle keys no torch tensor fills, the buffers (not parameters): ({Paddle key: (torch key, Tensor)}
+    for each the paired torch module holds as a buffer it does not save, with the same values; {Paddle key:
+    the problem}) for each whose values differ, or that torch does not hold (its forward computes it)."""
+    buffers = {f"{name}.{b}" if name else b: (name, b) for name, layer in paddle_model.named_sublayers(include_self=True)
+               for b in getattr(layer, "_buffers", {})}
+    by_paddle = {p: t for t, p in modules.items()}
+    torch_modules = dict(torch_model.named_modules())
+    filled, said = {}, {}
+    for key in (k for k in unfilled if k in buffers):
+        layer, name = buffers[key]
+        want = np.asarray(params[key].numpy())
+        t_module = by_paddle.get(layer)
+        t_module = pairing.ROOT if t_module is None and layer == "" else t_module
+        module = torch_modules.get("" if t_module == pairing.ROOT else t_module)
+        value = getattr(module, "_buffers", {}).get(name)
+        t_key = ".".join(n for n in ("" if t_module == pairing.ROOT else t_module, name) if n)
+        if value is None:
+            said[key] = (f"Paddle buffer {key} {list(want.shape)} {want.dtype} has no torch tensor (the torch model "
+                         f"computes it in its forward): pass keep=['{key}'] to leave Paddle's own value, which "
+                         "compare_forward judges through what reads it")
+            continue
+        array = value.detach().cpu().numpy()
+        if array.shape != want.shape or array.dtype != want.dtype or not np.array_equal(array, want):
+            said[key] = (f"Paddle buffer {key} {list(want.shape)} {want.dtype} differs from torch's unsaved buffer "
+                         f"{t_key} {list(array.shape)} {array.dtype}: build it as torch does")
+            continue
+        filled[key] = (t_key, Tensor(t_key.rpartition(".")[0], name, name, _same, None, type(module).__name__, array))
+    return filled, said
 
 
 class State(Mapping):

@@ -27,6 +27,9 @@ from portcheck.tolerances import Tol
 
 SIDES = ("torch", "paddle")
 EMPTY = "empty: nothing compared"  # an empty array (an empty batch) is never a pass
+# a result's problem when its yardstick failed (torch's float64 run overflowed or stopped): red, said as not judged,
+# and never named as where two runs part
+NOT_JUDGED = "not judged:"
 
 
 @dataclass
@@ -57,6 +60,11 @@ class KeyResult:
     @property
     def problem(self) -> str:
         return "; ".join(self.problems)
+
+    @property
+    def judged(self) -> bool:
+        """False when its yardstick failed (NOT_JUDGED): no verdict on the port, only on the library's run."""
+        return not any(p.startswith(NOT_JUDGED) for p in self.problems)
 
     @property
     def mean_bound(self) -> Optional[float]:
@@ -104,6 +112,15 @@ class KeyResult:
     def passed(self) -> bool:
         return not self.problems and self.max_ok and self.mean_ok
 
+    def beyond(self, bound) -> bool:
+        """Red by `bound`, the guide's bound on the mean, alone, which torch's own fp32 result misses too (own_mean
+        over it) while the max is within the measured rule: no port can meet that bound on this input. The
+        library's reports let the measured verdict decide (a correct port is never red there) and say the guide's
+        beside; a caller's own stricter bound still decides, and a hand-in's check keeps the guide's verdict, as
+        its reviewers judge."""
+        return (not self.problems and self.max_ok and not self.mean_ok and self.mean_bound == bound
+                and self.own_mean > self.mean_bound)
+
     @property
     def why(self) -> str:
         """The first thing it failed, said ("" when it passed). Where the guide's bound on the mean is below torch's
@@ -138,6 +155,10 @@ class KeyResult:
         return 0.0 if self.max == 0 else float("inf")
 
     def key_figures(self) -> str:
+        floored = getattr(self.rule, "floored", None)
+        if floored is not None and floored(self):  # a multiple of an error the floor dwarfs says nothing
+            return (f"max {self.max:.3g} within {self.rule.floor_said(self)}, the allowance here: torch's own fp32 "
+                    f"error is {self.err32:.3g} (allowed {self.allowed:.3g})")
         return f"max {self.max:.3g} = {self.ratio:.3g} x torch's own fp32 error (allowed {self.allowed:.3g})"
 
     def to_json(self) -> dict:
@@ -198,7 +219,7 @@ def first_diverging(results, reverse: bool = False):
     where it shows, since every value computed after it inherits the difference. Without input records: the
     first out. reverse: results listed in the reverse of their computing order (gradients in forward order: the
     backward pass reaches them last to first). None when every result passed."""
-    out = [r for r in (reversed(results) if reverse else results) if not r.passed]
+    out = [r for r in (reversed(results) if reverse else results) if not r.passed and r.judged]
     return next((r for r in out if getattr(r, "input_ok", None) is not False), out[0] if out else None)
 
 

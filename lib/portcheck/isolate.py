@@ -52,7 +52,8 @@ def _rebuilt(value, key, forced):
     return value
 
 
-def forced_run(model, inputs, torch_record: dict, calls: dict, leaves: dict, keep, free: dict = None) -> tuple:
+def forced_run(model, inputs, torch_record: dict, calls: dict, leaves: dict, keep, free: dict = None,
+               wild: list = None) -> tuple:
     """One run of `model` on `inputs` in which every call in `calls` ({this side's call: torch's call}) computes
     from torch's recorded values. keep(key, tensor, source) is given what this side computed, under this side's
     keys: in/<call>, the input it computed for the call; out/<call>..., each tensor the call returned. source:
@@ -61,7 +62,8 @@ def forced_run(model, inputs, torch_record: dict, calls: dict, leaves: dict, kee
     keep(None, None, None): the run starts again (float64_run makes it twice), what was kept is void. Returns
     (parents, error): parents {call: the innermost forced call it ran inside, or None}; error: the line the run
     stopped on, or None. leaves: {this side's output key: torch's}, the output tensors replaced by torch's.
-    free: the float64 tensors torch's run casts into (compare.float64_as_called)."""
+    free: the float64 tensors torch's run casts into (compare.float64_as_called). wild: a list keep fills when
+    torch's float64 value overflowed where its float32 one did not: that run failed too, float64_run tries on."""
     torch_side = is_torch(model)
     if torch_side:
         import torch
@@ -152,7 +154,8 @@ def forced_run(model, inputs, torch_record: dict, calls: dict, leaves: dict, kee
             for h in handles:
                 h.remove()
         return None
-    error = float64_run(model, run, lambda error: error is not None, free) if torch_side else run()
+    failed = lambda error: error is not None or bool(wild)
+    error = float64_run(model, run, failed, free) if torch_side else run()
     return parents, error
 
 
@@ -178,15 +181,19 @@ def judge(torch_model, paddle_model, inputs, torch_record: dict, report, free: d
             return
         for t in torch_key.get(key, ()):
             a = _judged(t, torch_record)
-            if a is not None:
-                halves[t] = judge_against(_name(t), a, values(tensor))
+            if a is None:
+                continue
+            b = values(tensor)
+            if a.dtype.kind in "biu" and t.startswith("in/") and (b.dtype.kind not in "biu" or b.shape != a.shape):
+                continue  # the two calls' first arguments are different things (their signatures differ)
+            halves[t] = (calibrated.integers if a.dtype.kind in "biu" else judge_against)(_name(t), a, b)
     _, p_error = forced_run(paddle_model, inputs, torch_record, {p: t for t, p in report.pairing.pairs.items()},
                             {p: t for t, p in keys.items() if t.startswith("out/")}, keep_paddle)
-    rows = {}
+    rows, wild = {}, []
 
     def judge_torch(key, tensor, source):
         if key is None:
-            rows.clear()
+            rows.clear(), wild.clear()
         elif key in keys and source is not None and key.startswith("in/") and keys[key] in passed and \
                 identity(torch_record, passed[keys[key]]) == identity(torch_record, source) == identity(torch_record, key):
             rows[key] = None  # one recorded value on all three sides, passed on as it was: nothing computed it
@@ -194,19 +201,29 @@ def judge(torch_model, paddle_model, inputs, torch_record: dict, report, free: d
             # a value passed on is torch's recorded one, widened to float64 exactly: measure widens it the same
             ref = torch_record[source] if source is not None else tensor.detach().cpu().numpy()
             rows[key] = _row(key, ref, keys[key], torch_record, passed, halves)
+            if rows[key] is not None and calibrated.OVERFLOWED in rows[key].problems:
+                wild.append(key)
     parents, t_error = forced_run(torch_model, inputs, torch_record, {t: t for t in report.pairing.pairs},
-                                  {k: k for k in torch_record if k.startswith("out/")}, judge_torch, free)
+                                  {k: k for k in torch_record if k.startswith("out/")}, judge_torch, free, wild)
     report.parents = parents
     report.isolation_stopped = {side: e for side, e in (("torch", t_error), ("paddle", p_error)) if e}
+    if t_error:  # what Paddle computed and torch's float64 run never reached: said, never dropped in silence
+        for k in keys:
+            if k not in rows and k in halves:
+                rows[k] = calibrated.unjudged(halves[k].name, halves[k].shape, f"{calibrated.NOT_JUDGED} torch's "
+                                              f"float64 run on torch's values (the library's yardstick) stopped "
+                                              f"before it: {t_error}")
     report.isolated = [rows[k] for k in keys if rows.get(k) is not None]
 
 
 def _judged(key, torch_record):
-    """torch's fp32 record of `key` when a module computed it, else None: the model's own input, an id or a mask
-    (nothing computed it), an output the float32 run did not give (nothing to hold it to)."""
+    """torch's fp32 record of `key` when a module may have computed it, else None: the model's own input (nothing
+    computed it), an output the float32 run did not give (nothing to hold it to). An integer or boolean input
+    (relative-position buckets, a mask a parent computes) is judged exactly; one passed on from the model's
+    input is equal on both sides and drops out (_row)."""
     kind, call_, _ = split_key(key)
     a = torch_record.get(key)
-    if a is None or (kind == "in" and (call_ == ROOT or a.dtype.kind != "f")):
+    if a is None or (kind == "in" and call_ == ROOT):
         return None
     return a
 
@@ -226,6 +243,8 @@ def _row(key, ref, p_key, torch_record, passed, halves):
         row = judge_one(_name(key), a, ref, torch_record[passed[p_key]])
     elif key in halves:  # a copy: float64_run may make torch's run twice
         row = calibrated.own_error(dataclasses.replace(halves[key], problems=list(halves[key].problems)), a, ref)
+    elif key.startswith("in/") and a.dtype.kind in "biu":
+        return None  # an integer argument Paddle's call does not take first
     else:
         return calibrated.unjudged(_name(key), a.shape, "the Paddle module did not run on torch's values")
     if key.startswith("in/") and row.max == 0 and row.err32 == 0:
@@ -238,7 +257,7 @@ def differing(report) -> list:
     torch's input, or the parent that computed a child's input (named with the child)."""
     out = []
     for row in report.isolated or []:
-        if row.passed:
+        if row.passed or not row.judged:  # not judged: its yardstick failed, said by report.unjudged
             continue
         if row.name.endswith(" (its input)"):
             child = row.name[:-len(" (its input)")]

@@ -1,0 +1,329 @@
+"""Habits real library models share (issue 52; issue 47's deliverables 4-5), each planted on a small model of this
+project's own making that has it: a mask built from torch.finfo(dtype).min (which the library's float64 run
+overflows), relative-position buckets computed with integer ops inside an attention module, a position-id buffer
+only the Paddle side saves; and where compare_backward names what it finds (an optimizer's bug at the weights, a
+loss reduced otherwise at the loss, an allowance that is a floor said as one), gradient clipping on both sides, a
+Paddle scheduler taken from its optimizer, the guide's bound below torch's own error."""
+import copy
+import math
+
+import numpy as np
+import pytest
+
+from portcheck.errors import PipelineError
+
+torch = pytest.importorskip("torch")
+paddle = pytest.importorskip("paddle")
+from portcheck import calibrated, compare_backward, compare_forward, convert  # noqa: E402
+
+V, L, D, C, BUCKETS = 20, 8, 16, 3, 16
+
+
+def buckets(rel, max_distance):
+    """Relative positions clipped to +-max_distance, shifted to bucket ids: integer ops only."""
+    return rel.clip(-max_distance, max_distance) + BUCKETS // 2
+
+
+class TorchAttention(torch.nn.Module):
+    """One-head self-attention with a learned relative-position bias and a padding mask made from the input's
+    torch.finfo(dtype).min: fill="default" fills a tensor made in torch's default dtype with it (raises in a
+    float64 run: float32 cannot hold float64's min), fill="float" multiplies a mask cast to float32 by it (NaN in
+    a float64 run: 0 x -inf), as library models do."""
+
+    def __init__(self, max_distance=3, fill="default"):
+        super().__init__()
+        self.q, self.k, self.v, self.o = (torch.nn.Linear(D, D) for _ in range(4))
+        self.rel = torch.nn.Embedding(BUCKETS, 1)
+        self.max_distance, self.fill = max_distance, fill
+
+    def forward(self, x, mask):
+        pos = torch.arange(x.shape[1])
+        bias = self.rel(buckets(pos[None, :] - pos[:, None], self.max_distance))[..., 0]
+        scores = self.q(x) @ self.k(x).transpose(1, 2) / math.sqrt(D) + bias
+        if self.fill == "default":
+            fill = torch.zeros(x.shape[0], 1, x.shape[1]).masked_fill(mask[:, None, :] == 0, torch.finfo(x.dtype).min)
+        else:
+            fill = (1 - mask[:, None, :].float()) * torch.finfo(x.dtype).min
+        return self.o((scores + fill).softmax(-1) @ self.v(x))
+
+
+class TorchModel(torch.nn.Module):
+    """Embeddings (positions computed in the forward, as transformers' do without a saved buffer), attention,
+    LayerNorm and a head on the first token. buffer=True: positions from a buffer it does not save."""
+
+    def __init__(self, buffer=False, **attention):
+        super().__init__()
+        self.emb, self.pos = torch.nn.Embedding(V, D), torch.nn.Embedding(L, D)
+        self.attn, self.norm, self.head = TorchAttention(**attention), torch.nn.LayerNorm(D), torch.nn.Linear(D, C)
+        if buffer:
+            self.register_buffer("position_ids", torch.arange(L)[None], persistent=False)
+
+    def forward(self, ids, mask):
+        positions = torch.arange(ids.shape[1])[None]
+        h = self.emb(ids) + self.pos(positions)
+        h = self.norm(h + self.attn(h, mask))
+        return self.head(h[:, 0])
+
+
+class PaddleAttention(paddle.nn.Layer):
+    def __init__(self, max_distance=3):
+        super().__init__()
+        self.q, self.k, self.v, self.o = (paddle.nn.Linear(D, D) for _ in range(4))
+        self.rel = paddle.nn.Embedding(BUCKETS, 1)
+        self.max_distance = max_distance
+
+    def forward(self, x, mask):
+        pos = paddle.arange(x.shape[1])
+        bias = self.rel(buckets(pos[None, :] - pos[:, None], self.max_distance))[..., 0]
+        scores = self.q(x) @ self.k(x).transpose([0, 2, 1]) / math.sqrt(D) + bias
+        fill = (1 - mask[:, None, :].astype(x.dtype)) * float(np.finfo(np.float32).min)
+        return self.o(paddle.nn.functional.softmax(scores + fill, -1) @ self.v(x))
+
+
+class PaddleModel(paddle.nn.Layer):
+    """The port; it saves its positions as a buffer (paddlenlp's embeddings.position_ids). start: the first
+    position id (1: a planted off-by-one in the buffer)."""
+
+    def __init__(self, max_distance=3, start=0):
+        super().__init__()
+        self.emb, self.pos = paddle.nn.Embedding(V, D), paddle.nn.Embedding(L, D)
+        self.register_buffer("position_ids", (paddle.arange(L) + start).clip(0, L - 1)[None])
+        self.attn = PaddleAttention(max_distance)
+        self.norm, self.head = paddle.nn.LayerNorm(D), paddle.nn.Linear(D, C)
+
+    def forward(self, ids, mask):
+        h = self.emb(ids) + self.pos(self.position_ids[:, :ids.shape[1]])
+        h = self.norm(h + self.attn(h, mask))
+        return self.head(h[:, 0])
+
+
+MASK = np.ones((2, L), dtype=np.int64)
+MASK[1, 5:] = 0
+INPUTS = {"ids": np.random.RandomState(0).randint(0, V, (2, L)), "mask": MASK}
+TARGETS = np.array([0, 2])
+CE = (torch.nn.functional.cross_entropy, paddle.nn.functional.cross_entropy)
+SGD = (lambda p: torch.optim.SGD(p, lr=0.1), lambda p: paddle.optimizer.SGD(0.1, parameters=p))
+
+
+def pair(fill="default", **port):
+    torch.manual_seed(0)
+    pt, pd = TorchModel(fill=fill), PaddleModel(**port)
+    convert(pt, pd, keep=["position_ids"])
+    return pt.eval(), pd.eval()
+
+
+def test_a_float64_run_that_raises_on_finfo_min_is_made_with_float64_defaults():
+    """The mask filled into a default-dtype tensor raises in the float64 run; the library's run is made again with
+    torch's default dtype float64: the correct port green in compare_forward (isolated too) and compare_backward
+    (plain and isolated), never blaming the inputs; the bucket plant stays red."""
+    pt, pd = pair("default")
+    report = compare_forward(pt, pd, INPUTS, isolate=True)
+    assert report.passed and not report.unjudged and not report.isolation_stopped, report.table()
+    assert all(r.err32 > 0 for r in report.rows if r.name.startswith("attn.o")), report.table()
+    for isolate in (False, True):
+        back = compare_backward(copy.deepcopy(pt), copy.deepcopy(pd), INPUTS, TARGETS, CE, SGD, steps=2,
+                                isolate=isolate)
+        assert back.passed, back.table()
+    assert torch.get_default_dtype() == torch.float32  # the caller's default put back
+    pt, pd = pair("default", max_distance=7)
+    assert not compare_forward(pt, pd, INPUTS).passed
+
+
+def test_a_float64_run_that_overflows_is_said_as_not_judged_never_a_difference():
+    """A mask cast to float32 times float64's min is NaN in every float64 run: each value it reaches is red as
+    not judged, saying why, and never named as where the runs part; compare_backward does not blame the inputs."""
+    pt, pd = pair("float")
+    report = compare_forward(pt, pd, INPUTS, isolate=True)
+    assert not report.passed and report.first_diverging is None and report.differing == []
+    assert report.unjudged[0].name == "attn.o" and calibrated.OVERFLOWED in report.unjudged[0].problems
+    table = report.table()
+    assert "not judged (5 value(s), from attn.o): torch's float64 run (the library's yardstick) is NaN" in table
+    assert "1 not judged" in table and "first out of tolerance" not in table  # isolated: the attention's own sum
+    back = compare_backward(copy.deepcopy(pt), copy.deepcopy(pd), INPUTS, TARGETS, CE, SGD)
+    assert not back.passed and back.first_diverging is None and all(not r.judged for r in back.grads)
+    assert "not judged (15 value(s), from grad emb.weight)" in back.table()
+
+
+def test_the_float64_copy_failing_in_compare_backward_is_not_blamed_on_the_inputs(monkeypatch):
+    """Where even float64 defaults cannot run the twin, the one line says the library's float64 copy failed and
+    its float32 run took every step, not "check the inputs"."""
+    pt, pd = pair("default")
+    forward = TorchAttention.forward
+
+    def only_float32(self, x, mask):
+        if x.dtype == torch.float64:
+            raise RuntimeError("value cannot be converted to type float without overflow")
+        return forward(self, x, mask)
+    monkeypatch.setattr(TorchAttention, "forward", only_float32)
+    with pytest.raises(PipelineError) as e:
+        compare_backward(pt, pd, INPUTS, TARGETS, CE, SGD)
+    said = str(e.value)
+    assert said.startswith("the torch (float64 copy, the library's yardstick) model's forward raised: RuntimeError")
+    assert "its float32 run took every step" in said and "check the inputs" not in said
+
+
+def test_integer_buckets_a_module_computes_are_judged_exactly_in_isolation():
+    """A Paddle side ignoring the bucket setting (max_distance): isolate=True names the attention's own
+    computation before its bias lookup, with the integer values that differ; the cumulative run names the
+    attention; the clean port's integers are equal and judged."""
+    pt, pd = pair("default", max_distance=7)
+    report = compare_forward(pt, pd, INPUTS, isolate=True)
+    assert report.differing == ["attn (before attn.rel)"] and report.first_diverging == "attn", report.table()
+    row = next(r for r in report.isolated if r.name == "attn.rel (its input)")
+    assert row.problem.startswith("integer values differ at 20 of 64 positions (first: torch 11, paddle 12)")
+
+
+def test_first_diverging_names_a_module_whenever_differing_does():
+    """Buckets that differ only where the bias rows they pick are equal: every cumulative output within its rule,
+    the integer difference found by isolation alone; first_diverging names it, never None beside a red report."""
+    pt, pd = pair("default", max_distance=7)
+    with torch.no_grad():
+        pt.attn.rel.weight[BUCKETS // 2 + 3:] = pt.attn.rel.weight[BUCKETS // 2 + 3]
+        pt.attn.rel.weight[:BUCKETS // 2 - 2] = pt.attn.rel.weight[BUCKETS // 2 - 3]
+    convert(pt, pd, keep=["position_ids"])
+    report = compare_forward(pt, pd, INPUTS, isolate=True)
+    assert all(r.passed for r in report.rows) and not report.passed, report.table()
+    assert report.differing == ["attn (before attn.rel)"] and report.first_diverging == "attn"
+
+
+def test_a_buffer_only_paddle_saves_is_filled_by_value_or_named_with_its_fix():
+    """paddlenlp's saved position_ids against a torch model that computes them: the refusal names the buffer and
+    keep=; against torch's unsaved buffer of the same values it is filled; one of other values is refused, and a
+    planted off-by-one kept with keep= is red where the model computes the positions' ids."""
+    torch.manual_seed(0)
+    pt, pd = TorchModel(), PaddleModel()
+    with pytest.raises(PipelineError, match=r"Paddle buffer position_ids \[1, 8\] int64 has no torch tensor .*"
+                                            r"pass keep=\['position_ids'\]"):
+        convert(pt, pd)
+    with pytest.raises(PipelineError, match="keep= names no Paddle key: embeddings.position_ids"):
+        convert(pt, pd, keep=["position_ids", "embeddings.position_ids"])
+    state = convert(TorchModel(buffer=True), pd)
+    assert np.array_equal(state["position_ids"], np.arange(L)[None])
+    with pytest.raises(PipelineError, match="Paddle buffer position_ids .* differs from torch's unsaved buffer"):
+        convert(TorchModel(buffer=True), PaddleModel(start=1))
+    pt, pd = pair("default", start=1)
+    report = compare_forward(pt, pd, INPUTS, isolate=True)
+    assert not report.passed and report.differing == ["(model) (before pos)"], report.table()
+
+
+class Mlp(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1, self.fc2 = torch.nn.Linear(8, 16), torch.nn.Linear(16, 3)
+
+    def forward(self, x):
+        return self.fc2(torch.relu(self.fc1(x)))
+
+
+class PaddleMlp(paddle.nn.Layer):
+    def __init__(self):
+        super().__init__()
+        self.fc1, self.fc2 = paddle.nn.Linear(8, 16), paddle.nn.Linear(16, 3)
+
+    def forward(self, x):
+        return self.fc2(paddle.nn.functional.relu(self.fc1(x)))
+
+
+X = np.random.RandomState(0).randn(16, 8).astype(np.float32)
+Y = np.random.RandomState(1).randint(0, 3, 16)
+
+
+def mlp_backward(loss=CE, optimizer=SGD, steps=2, **kw):
+    torch.manual_seed(0)
+    pt, pd = Mlp(), PaddleMlp()
+    convert(pt, pd)
+    return compare_backward(pt, pd, X, Y, loss, optimizer, steps=steps, **kw)
+
+
+def test_an_optimizers_bug_is_named_at_the_weights_and_a_loss_reduced_otherwise_at_the_loss():
+    """A weight decay on the Paddle side only: named at a weight after step 1 (plain and isolated), not at a later
+    step's loss; a sum-reduced loss on one side: at the loss, not at the gradients it scales."""
+    decay = (SGD[0], lambda p: paddle.optimizer.SGD(0.1, parameters=p, weight_decay=0.01))
+    for isolate in (False, True):
+        report = mlp_backward(optimizer=decay, isolate=isolate)
+        assert not report.passed and report.first_diverging == "fc1.weight after step 1", report.table()
+    summed = (CE[0], lambda out, y: paddle.nn.functional.cross_entropy(out, y, reduction="sum"))
+    report = mlp_backward(loss=summed)
+    assert not report.passed and report.first_diverging == "loss after step 1", report.table()
+    assert mlp_backward().passed
+
+
+def test_an_lr_row_and_a_floored_allowance_say_the_floor_never_inf_times_the_error():
+    """An lr torch computes exactly (err32 0) over its allowance says the floor, not "inf x torch's own fp32
+    error"; a value within an allowance that is mostly the floor is said within the floor, not as a multiple."""
+    sched = (lambda o: torch.optim.lr_scheduler.StepLR(o, 1, gamma=0.5),
+             lambda o: paddle.optimizer.lr.StepDecay(0.1, 1, gamma=0.4))
+    opt = (SGD[0], lambda p: paddle.optimizer.SGD(sched[1](None), parameters=p))
+    report = mlp_backward(optimizer=opt, scheduler=(sched[0], None))
+    lr = next(r for r in report.steps[1] if r.name == "lr")
+    assert not lr.passed and "inf x" not in lr.why and "the floor" in lr.why, lr.why
+    assert "inf x" not in report.table()
+    loss = next(r for r in mlp_backward().steps[0] if r.name == "loss")
+    assert loss.passed and loss.key_figures().startswith(f"max {loss.max:.3g} within the floor"), loss.key_figures()
+
+
+def test_paddles_scheduler_comes_from_its_optimizer_and_clipping_is_expressible_on_both_sides():
+    """scheduler=(torch's, None) steps the LRScheduler Paddle's optimizer holds (no private attribute in the
+    caller's code); clip= by norm and by value, Paddle's through its optimizer's grad_clip: green, and a clip left
+    out on one side red at the weights."""
+    sched = (lambda o: torch.optim.lr_scheduler.StepLR(o, 1, gamma=0.5),
+             lambda: paddle.optimizer.lr.StepDecay(0.1, 1, gamma=0.5))
+    opt = (SGD[0], lambda p: paddle.optimizer.SGD(sched[1](), parameters=p))
+    assert mlp_backward(optimizer=opt, scheduler=(sched[0], None), steps=3).passed
+    with pytest.raises(PipelineError, match=r"scheduler=\(\.\.\., None\): the paddle optimizer holds no LRScheduler"):
+        mlp_backward(scheduler=(sched[0], None))
+    for torch_clip, paddle_clip in ((lambda p: torch.nn.utils.clip_grad_norm_(p, 0.05), paddle.nn.ClipGradByGlobalNorm(0.05)),
+                                    (lambda p: torch.nn.utils.clip_grad_value_(p, 0.01), paddle.nn.ClipGradByValue(0.01))):
+        clipped = (SGD[0], lambda p, c=paddle_clip: paddle.optimizer.SGD(0.1, parameters=p, grad_clip=c))
+        assert mlp_backward(optimizer=clipped, clip=(torch_clip, None)).passed
+        report = mlp_backward(optimizer=SGD, clip=(torch_clip, None))
+        assert not report.passed and report.first_diverging.endswith("after step 1"), report.table()
+        assert mlp_backward(optimizer=SGD, clip=(torch_clip, lambda p: None)).first_diverging.endswith("after step 1")
+
+
+def test_the_guides_bound_below_torchs_own_error_never_makes_a_correct_port_red():
+    """Logits of size 1e3: torch's own fp32 result misses the guide's 1e-6 on the mean; the correct port is green
+    with the guide's verdict said beside (guide_passed False), and a planted bias still red at the head."""
+    torch.manual_seed(0)
+    pt, pd = Mlp(), PaddleMlp()
+    with torch.no_grad():
+        pt.fc2.weight.mul_(3e3)
+    convert(pt, pd)
+    report = compare_forward(pt, pd, X)
+    out = report.rows[-1]
+    assert out.own_mean > 1e-6 and not out.mean_ok and out.max_ok
+    assert report.passed and not report.guide_passed and report.first_diverging is None, report.table()
+    assert "the measured verdict decides passed (green), the guide's is red" in report.table()
+    assert not compare_forward(pt, pd, X, mean_bound=out.own_mean / 2).passed  # a caller's own bound decides
+    bias = pd.fc2.bias.numpy()
+    bias[0] += 1.0
+    pd.fc2.bias.set_value(bias)
+    report = compare_forward(pt, pd, X)
+    assert not report.passed and report.first_diverging == "fc2"
+
+
+def test_a_layernorm_epsilon_planted_is_red_at_the_gradients_plain_and_isolated():
+    """One LayerNorm epsilon 1e-5 among BERT's 1e-12 (issue 47's DistilBERT false green at K_BACKWARD = 128): on
+    the twin BERTs (models/) the gradients alone are red at K_GRAD, plain and isolated; the clean port's gradients
+    within (docs/k_backward.md: clean ports need at most 1.97, this plant shows 13.7)."""
+    from bert_sst2 import paths
+    from models import pd_bert, pt_bert
+    from models.configuration_bert import BertConfig
+    config = BertConfig.from_json(paths.ROOT / "tests" / "tiny_config.json")
+    ids = np.random.RandomState(0).randint(1, config.vocab_size, (2, 16)).astype("int64")
+    y = np.random.RandomState(1).randint(0, C, 2)
+    loss = (lambda out, t: torch.nn.functional.cross_entropy(out[0][:, 0, :C], t),
+            lambda out, t: paddle.nn.functional.cross_entropy((out if isinstance(out, paddle.Tensor) else out[0])
+                                                              [:, 0, :C], t))
+    for planted in (False, True):
+        torch.manual_seed(0)
+        pt = pt_bert.BertModel(config).eval()
+        pd = pd_bert.BertModel(config).eval()
+        convert(pt, pd)
+        if planted:
+            pd.encoder.layer[0].attention.output.LayerNorm._epsilon = 1e-5
+        for isolate in (False, True):
+            report = compare_backward(copy.deepcopy(pt), copy.deepcopy(pd), ids, y, loss, SGD, isolate=isolate)
+            grads = [r for r in report.grads if not r.passed]
+            assert bool(grads) == planted and report.passed != planted, report.table()
+            assert all(r.multiple == calibrated.K_GRAD for r in report.grads)
