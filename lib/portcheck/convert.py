@@ -163,7 +163,7 @@ def pair_modules(torch_model, paddle_model, name_map=None, inputs=None) -> tuple
     shapes; in eval mode, so BatchNorm's statistics stay), else on their definition order."""
     from portcheck.compare import eval_mode, trace  # compare imports this module
     with eval_mode(torch_model), eval_mode(paddle_model):
-        paired = pairing.pair(trace(torch_model, inputs), trace(paddle_model, inputs), name_map)
+        paired = pairing.pair(trace(torch_model, inputs), trace(paddle_model, inputs), name_map, weights_only=True)
     modules = paired.modules()
     layers = dict(paddle_model.named_sublayers(include_self=True))
 
