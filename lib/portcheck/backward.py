@@ -251,7 +251,9 @@ def _torch_state(model, layouts) -> dict:
 
 
 def _torch_grads(model, layouts) -> dict:
-    return {k: np.array(layouts[k].to_paddle(p.grad.detach().cpu().numpy())) for k, p in model.named_parameters()
+    # every name of a tied weight: the one its paired module holds it under is in layouts
+    return {k: np.array(layouts[k].to_paddle(p.grad.detach().cpu().numpy()))
+            for k, p in model.named_parameters(remove_duplicate=False)
             if p.grad is not None and k in layouts}
 
 

@@ -76,6 +76,13 @@ def _layouts(extra=None):
     return table
 
 
+def _own_ids(module) -> list:
+    """The identities of the tensors own_tensors reads: a tensor two modules hold (a tied weight) is one."""
+    skip = getattr(module, "_non_persistent_buffers_set", set())
+    return [id(p) for _, p in module.named_parameters(recurse=False)] + \
+        [id(b) for n, b in module.named_buffers(recurse=False) if b is not None and n not in skip]
+
+
 def own_tensors(module) -> dict:
     """The parameters and persistent buffers a module holds itself (not its children's), as numpy arrays. A
     non-persistent buffer (transformers' position_ids) is rebuilt by the model, not saved: nothing to convert."""
@@ -97,6 +104,7 @@ class Tensor:
     kinds: tuple
     module_type: str
     array: object  # its value when the layouts were read (numpy, torch's layout)
+    tie: str = ""  # the first torch key of the same tensor (a head's weight tied to the embedding's), else its own
 
     def to_paddle(self, array):
         return self.rule(self.name, np.asarray(array))[1]
@@ -107,14 +115,20 @@ class Tensor:
         return self.rule is _linear and self.name == "weight"
 
 
+def _lineage(kind: type) -> list:
+    """A class and its bases, each as itself then its name, nearest first: a layout declared for a layer applies
+    to its subclasses (paddlenlp's GPTLayerNorm is a LayerNorm), and a subclass pairs as its base layer."""
+    return [key for k in kind.__mro__ for key in (k, k.__name__)]
+
+
 def _rule(table, module, paddle_kind=None):
-    """(Paddle types, rule) for a torch module: a layout declared for the Paddle type it pairs with first, then
-    its own type's; a type no one declared whose tensors are all 1-D (a norm's scale: nothing to transpose)
+    """(Paddle types, rule) for a torch module: a layout declared for the Paddle type it pairs with (or a base of
+    it) first, then its own type's (or a base's); a type no one declared whose tensors are all 1-D (a norm's scale: nothing to transpose)
     keeps its layout. None when unknown."""
-    for key in (paddle_kind, *((paddle_kind.__name__,) if isinstance(paddle_kind, type) else ())):
-        if key is not None and table.get(key, (0,))[0] is None:
+    for key in _lineage(paddle_kind) if isinstance(paddle_kind, type) else ():
+        if table.get(key, (0,))[0] is None:
             return table[key]
-    rule = table.get(type(module).__name__) or next((table[t] for t in type(module).__mro__ if t in table), None)
+    rule = next((table[key] for key in _lineage(type(module)) if key in table), None)
     if rule is None and all(len(a.shape) <= 1 for a in own_tensors(module).values()):
         return None, _same
     return rule
@@ -126,21 +140,23 @@ def torch_layouts(torch_model, layouts=None, paddle_kinds=None) -> dict:
     layout with it. paddle_kinds: {torch module: the Paddle layer type it pairs with}, for layouts declared by
     a Paddle type. Every module type with no known layout ends the run, all named at once."""
     table = _layouts(layouts)
-    out, unknown = {}, {}
+    out, unknown, first = {}, {}, {}
+    tied = _ties(torch_model, paddle_kinds)
     for name, module in torch_model.named_modules():
         tensors = own_tensors(module)
-        if not tensors:
+        if not tensors or name in tied:
             continue
         rule = _rule(table, module, (paddle_kinds or {}).get(name))
         if rule is None:
             unknown.setdefault(type(module).__name__, []).append(name or "(the model)")
             continue
         kinds, rule = rule
-        for tname, array in tensors.items():
+        for (tname, array), held in zip(tensors.items(), _own_ids(module)):
             pname = rule(tname, array)[0]  # the name only (a transpose is a view)
+            key = f"{name}.{tname}" if name else tname
             if pname is not None:
-                out[f"{name}.{tname}" if name else tname] = Tensor(name, tname, pname, rule, kinds,
-                                                                   type(module).__name__, array)
+                out[key] = Tensor(name, tname, pname, rule, kinds, type(module).__name__, array,
+                                  first.setdefault(held, key))
     if unknown:
         said = "; ".join(f"{', '.join(names[:3])}{' ...' if len(names) > 3 else ''} ({kind})"
                          for kind, names in unknown.items())
@@ -150,6 +166,17 @@ def torch_layouts(torch_model, layouts=None, paddle_kinds=None) -> dict:
                             "one it pairs with) if their tensors keep their names, or add the type to "
                             "portcheck/convert.py's table")
     return out
+
+
+def _ties(torch_model, paired=None) -> set:
+    """The torch modules whose every tensor is tied to one a paired module holds (paired: {torch module: ...},
+    None: none known yet): a tied head against Paddle's matmul with the embedding's weight, a `shared` embedding
+    each half of the other side holds under its own name. Their tensors are filled through that module."""
+    if paired is None:
+        return set()
+    modules = dict(torch_model.named_modules())
+    held = {i for name in paired if name in modules for i in _own_ids(modules[name])}
+    return {name for name, m in modules.items() if name not in paired and (ids := _own_ids(m)) and set(ids) <= held}
 
 
 def paddle_key(tensor: Tensor, target: str) -> str:
@@ -167,21 +194,49 @@ def pair_modules(torch_model, paddle_model, name_map=None, inputs=None) -> tuple
     modules = paired.modules()
     layers = dict(paddle_model.named_sublayers(include_self=True))
 
+    taken = {pairing.module_of(p) for p in paired.pairs.values()}
+    shapes = lambda pairs: ", ".join(f"{k} {list(v.shape)}" for k, v in pairs)
+
+    def config(name, module):
+        """The Paddle layer this torch module would be but for its tensors' sizes (the same name, else the one
+        unpaired layer of its kind holding as many tensors of the same ranks), or None."""
+        ranks = lambda tensors: sorted(len(v.shape) for v in tensors)
+        mine = ranks(own_tensors(module).values())
+        fits = lambda layer: ranks(v for _, v in layer.named_parameters(include_sublayers=False)) == mine
+        like = layers.get(name)
+        if like is not None and fits(like):
+            return name
+        kinds = {k.__name__ for k in type(module).__mro__}
+        found = [n for n, layer in layers.items() if n not in taken and fits(layer) and any(
+            pairing.alike(k.__name__, kind) for k in type(layer).__mro__ for kind in kinds)
+            and n.rpartition(".")[2] == name.rpartition(".")[2]]
+        return found[0] if len(found) == 1 else None
+
     def said(name, module):
         if name in paired.missing:
             return f"{name} ({type(module).__name__}) -> {paired.missing[name]!r}"
         like = layers.get(name)  # the same name on the Paddle side, which the tensors' shapes kept apart
-        shapes = lambda pairs: ", ".join(f"{k} {list(v.shape)}" for k, v in pairs)
         return f"{name} ({type(module).__name__}" + (
             f": {shapes(own_tensors(module).items())}; Paddle {name}: "
             f"{shapes(like.named_parameters(include_sublayers=False)) or 'none'}" if like is not None else "") + ")"
-    missing = [said(n or pairing.ROOT, m) for n, m in torch_model.named_modules()
-               if own_tensors(m) and (n or pairing.ROOT) not in modules]
+    tied = _ties(torch_model, {"" if t == pairing.ROOT else t for t in modules})
+    left = [(n or pairing.ROOT, m) for n, m in torch_model.named_modules()
+            if own_tensors(m) and (n or pairing.ROOT) not in modules and n not in tied]
+    configs = {n: c for n, m in left if n not in paired.missing and (c := config(n, m)) is not None}
+    missing = [said(n, m) for n, m in left if n not in configs]
+    problems = []
+    if configs:  # no map pairs tensors of other sizes: the two models were built from different configs
+        problems.append(f"{len(configs)} torch module(s) differ in shape from their Paddle counterpart: " + "; ".join(
+            f"torch {n} ({shapes(own_tensors(dict(left)[n]).items())}) against Paddle {p} "
+            f"({shapes(layers[p].named_parameters(include_sublayers=False))})" for n, p in list(configs.items())[:6])
+            + ": the two models' configs differ there (a vocabulary, a type_vocab_size, a width); build both from "
+            "one config, which no name_map can stand in for")
     if missing:  # all at once: one run names every module left without a counterpart
         named = " (the name map names no Paddle module of that name)" if paired.missing else ""
-        missing = (f"{len(missing)} torch module(s) have no counterpart in the Paddle model{named}: "
-                   f"{'; '.join(missing[:12])}{'; ...' if len(missing) > 12 else ''}: give a name_map entry for each"
-                   + ("" if inputs is not None else ", or inputs= to pair them by a run"))
+        problems.append(f"{len(missing)} torch module(s) have no counterpart in the Paddle model{named}: "
+                        f"{'; '.join(missing[:12])}{'; ...' if len(missing) > 12 else ''}: give a name_map entry for "
+                        "each" + ("" if inputs is not None else ", or inputs= to pair them by a run"))
+    missing = "; and ".join(problems)
     return {t: "" if p == pairing.ROOT else p for t, p in modules.items()}, missing
 
 
@@ -202,7 +257,7 @@ def plan(torch_model, paddle_model, name_map=None, layouts=None, inputs=None, pa
         if tensor.module not in kinds:
             continue
         target, kind = modules[tensor.module or pairing.ROOT], kinds[tensor.module].__name__
-        if tensor.kinds is not None and kind not in tensor.kinds:
+        if tensor.kinds is not None and not set(tensor.kinds) & {k.__name__ for k in kinds[tensor.module].__mro__}:
             wrong[tensor.module] = f"torch {tensor.module} is a {tensor.module_type} but Paddle {target} is a {kind}"
         out[key] = (paddle_key(tensor, target), tensor, tensor.array)
     if wrong:  # before the modules left over: a wrong pair leaves another one without its counterpart
@@ -274,6 +329,8 @@ def convert(torch_model, paddle_model, name_map=None, path=None, layouts=None, i
     # has several, and fixing them one run at a time costs a model load each)
     state, origin, problems = {}, {}, []
     for torch_key, (key, tensor, array) in plan(torch_model, paddle_model, name_map, layouts, inputs).items():
+        if key in state and state[key][0].tie == tensor.tie:
+            continue  # one torch tensor tied in two modules, both paired with the Paddle module that holds it once
         if key in state:  # the pairing is one to one: only a layout's renaming can send two tensors to one key
             problems.append(f"Paddle key {key} is filled twice (from {origin[key]} and {torch_key})")
             continue

@@ -104,6 +104,16 @@ def family(kind: str) -> str:
     return ALIASES.get(k, k)
 
 
+def alike(a: str, b: str) -> bool:
+    """Two class names of one family, or of one stem: a model's prefix on its own subclass of a block
+    (transformers' MobileNetV2InvertedResidual and Paddle's InvertedResidual, GPTLayerNorm and LayerNorm), a
+    position embedding named Positional on one side and Position on the other."""
+    if not a or not b:
+        return False
+    x, y = (family(k).replace("positional", "position") for k in (a, b))
+    return x == y or (min(len(x), len(y)) > 3 and (x.endswith(y) or y.endswith(x)))
+
+
 @dataclass(frozen=True)
 class Call:
     """One module call of one side."""
@@ -164,7 +174,7 @@ def similarity(t: Call, p: Call) -> Optional[int]:
         return None
     if t.outputs and p.outputs and not (_broadcast(t.outputs[0], p.outputs[0]) or reshaped(t.outputs[0], p.outputs[0])):
         return None
-    same_family = family(t.kind) == family(p.kind) and bool(t.kind)
+    same_family = alike(t.kind, p.kind)
     leaf = 0 in (t.children, p.children)
     if not t.tensors and leaf and (t.children != p.children or not same_family):
         return None  # a leaf computing nothing of its own pairs only with its own kind (GELU with ReLU, not Dropout)
@@ -172,6 +182,8 @@ def similarity(t: Call, p: Call) -> Optional[int]:
     # names only break ties, and only where they agree: a shared layer index or word elsewhere in two names
     # says nothing (transformers' layer.1.normalization is paddle's bn2, not downsample.1)
     a, b = _normal(t.name), _normal(p.name)
+    if bool(t.outputs) != bool(p.outputs):
+        return score  # a name says nothing for a module that ran against one that did not (a tied `shared`)
     return score + (4 if a == b else 2 if a[-1] == b[-1] else 0)
 
 
@@ -285,22 +297,29 @@ def pair(torch_record: dict, paddle_record: dict, name_map=None, weights_only=Fa
     ts, ps = sequence(torch_record), sequence(paddle_record)
     result = Pairing(torch_calls=ts, paddle_calls=ps)
     by_name = {c.name: c for c in ps}
-    named, fixed = entries(name_map), {}
+    named, fixed, sent = entries(name_map), {}, {}
+    ran = any(k.startswith("out/") for k in torch_record) and any(k.startswith("out/") for k in paddle_record)
     for t in ts:
         target = ROOT if t.module == ROOT else named(t.module)
         if target is None:
             continue
         call = target + t.name[len(t.module):]
-        if call in fixed.values():
-            # several torch modules sent to one Paddle module (a tied embedding each half of one side calls, two
-            # modules sharing its weight on the other): the n-th torch call sent there is its n-th call
-            call = next((c.name for c in ps if c.module == target and c.name not in fixed.values()), call)
         if call in by_name:
             fixed[t.name] = call
+            sent.setdefault(target, []).append(t.name)
         elif target not in {c.module for c in ps}:
             result.missing[t.module] = target
+    for target, names in sent.items():
+        if len({module_of(t) for t in names}) > 1:
+            # several torch modules sent to one Paddle module (each half's own embedding on one side, tied, and
+            # one `shared` both halves call on the other): each torch call takes the Paddle call whose output is
+            # its own, else the next in run order
+            free = [c.name for c in ps if c.module == target]
+            for t in names:
+                d = {p: _distance(_outputs(torch_record, t), _outputs(paddle_record, p)) for p in free} if ran else {}
+                fixed[t] = min(free, key=lambda p: (d.get(p, 0), free.index(p))) if free else fixed[t]
+                free.remove(fixed[t]) if fixed[t] in free else None
     result.named = {t for t in fixed if module_of(t) != ROOT}
-    ran = any(k.startswith("out/") for k in torch_record) and any(k.startswith("out/") for k in paddle_record)
 
     def harmless(side, candidates):
         """Candidates holding no tensors whose outputs are the same values (nested containers returning one
@@ -328,8 +347,9 @@ def pair(torch_record: dict, paddle_record: dict, name_map=None, weights_only=Fa
                       and (c.tensors or not again)]
             left_p = [c for c in ps if c.name not in taken and (c.tensors or not again)]
             found, ties = _align(left_t, left_p, score, harmless, groups)
-            if weights_only:
-                ties = [tie for tie in ties if any(c.tensors for c in _tied(tie, left_t, left_p))]
+            if weights_only:  # a tie among calls of one module on each side sends the same weights either way
+                ties = [tie for tie in ties if any(c.tensors for c in _tied(tie, left_t, left_p))
+                        and not _one_module_each(tie, left_t, left_p)]
             if ties:
                 chosen = _by_value(ties, left_t, left_p, torch_record, paddle_record) if ran else {}
                 if not chosen:
@@ -350,6 +370,13 @@ def pair(torch_record: dict, paddle_record: dict, name_map=None, weights_only=Fa
     order = {c.name: k for k, c in enumerate(ts)}
     result.pairs = dict(sorted(pairs.items(), key=lambda kv: order[kv[0]]))
     return result
+
+
+def _one_module_each(tie, ts, ps) -> bool:
+    """A tie among the calls of one module on each side (a shared embedding called by both halves)."""
+    i, j = tie
+    t, p = ([ts[k] for k in i], [ps[j]]) if isinstance(i, list) else ([ts[i]], [ps[k] for k in j])
+    return len({c.module for c in t}) == 1 and len({c.module for c in p}) == 1
 
 
 def _tied(tie, ts, ps) -> list:
@@ -386,19 +413,24 @@ def _by_value(ties, ts, ps, torch_record, paddle_record) -> dict:
     APART times over every other candidate's."""
     out = {}
 
-    def nearest(distances: dict):
-        ranked = sorted(distances.items(), key=lambda kv: kv[1])
+    def nearest(distances: dict, record):
+        # candidates returning the same values (a container and its last block) are one: the first stands for them
+        kept = {}
+        for name in distances:
+            if not any(_same(_outputs(record, name), _outputs(record, other)) for other in kept):
+                kept[name] = distances[name]
+        ranked = sorted(kept.items(), key=lambda kv: kv[1])
         best, d = ranked[0]
         return best if d < 1 and all(d * APART <= other for _, other in ranked[1:]) else None
     for i, j in ties:
         if isinstance(i, list):  # one Paddle call, several torch ones
             one = _outputs(paddle_record, ps[j].name)
-            best = nearest({ts[k].name: _distance(_outputs(torch_record, ts[k].name), one) for k in i})
+            best = nearest({ts[k].name: _distance(_outputs(torch_record, ts[k].name), one) for k in i}, torch_record)
             if best is not None and best not in out:
                 out[best] = ps[j].name
         else:
             one = _outputs(torch_record, ts[i].name)
-            best = nearest({ps[k].name: _distance(one, _outputs(paddle_record, ps[k].name)) for k in j})
+            best = nearest({ps[k].name: _distance(one, _outputs(paddle_record, ps[k].name)) for k in j}, paddle_record)
             if best is not None and best not in out.values():
                 out[ts[i].name] = best
     return out
