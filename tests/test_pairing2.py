@@ -373,3 +373,67 @@ def test_a_tie_of_containers_is_settled_by_the_run_and_refused_with_a_working_ma
         report = compare_forward(pt, fresh, x, name_map)  # pasted as printed, it pairs (and is red: other weights)
         assert all(f"{t} -> {p} (name map)" in report.pairs().splitlines() for t, p in
                    [(rule[0][1:-1], rule[1]) for rule in name_map]), report.pairs()
+
+
+# ---------------------------------------------------------------- one module against several (portcheck.Fused)
+
+def gpt2_pair(fused: bool):
+    """transformers' GPT2Model and paddlenlp's GPTModel, small, of one config (paddlenlp's GPTLayerNorm subclasses
+    LayerNorm; with fused, its attention computes q, k and v in one qkv_proj ordered per head)."""
+    from paddlenlp.transformers import GPTConfig, GPTModel
+    from transformers import GPT2Config, GPT2Model
+    torch.manual_seed(0)
+    paddle.seed(0)
+    pt = GPT2Model(GPT2Config(vocab_size=99, n_positions=16, n_embd=32, n_layer=2, n_head=4, resid_pdrop=0,
+                              embd_pdrop=0, attn_pdrop=0, use_cache=False)).eval()
+    pd = GPTModel(GPTConfig(vocab_size=99, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                            intermediate_size=128, max_position_embeddings=16, hidden_dropout_prob=0,
+                            attention_probs_dropout_prob=0, fuse_attention_qkv=fused, hidden_act="gelu_new"))
+    pd.eval()
+    return pt, pd
+
+
+GPT_IDS = np.random.RandomState(3).randint(0, 99, (2, 8)).astype(np.int64)
+
+
+def hidden_mse(output, target):
+    """The mean squared error of the last hidden state (transformers returns a ModelOutput, paddlenlp a tensor)."""
+    hidden = output[0] if isinstance(output, (tuple, list)) or hasattr(output, "last_hidden_state") else output
+    return ((hidden - target) ** 2).mean()
+
+
+@pytest.mark.parametrize("fused", [False, True], ids=["split", "fused"])
+def test_gpt2_against_paddlenlp_gpt_is_green_forward_and_backward_with_its_recipe_and_no_map(fused):
+    from portcheck.recipes import paddlenlp_gpt
+    pt, pd = gpt2_pair(fused)
+    layouts = paddlenlp_gpt(heads=4, fused=fused)
+    state = convert(pt, pd, inputs=GPT_IDS, layouts=layouts)
+    weight = pt.h[0].attn.c_attn.weight.detach().numpy()  # [in, q | k | v]
+    if fused:  # per head: head 0's q, k, v columns first
+        assert np.array_equal(state["decoder.layers.0.self_attn.qkv_proj.weight"][:, :8], weight[:, :8])
+        assert np.array_equal(state["decoder.layers.0.self_attn.qkv_proj.weight"][:, 8:16], weight[:, 32:40])
+    else:
+        assert np.array_equal(state["decoder.layers.0.self_attn.k_proj.weight"], weight[:, 32:64])
+    report = compare_forward(pt, pd, GPT_IDS, layouts=layouts)
+    assert report.passed, report.table()
+    assert {"h.0.attn.c_attn.q", "h.0.attn.c_attn.k", "h.0.attn.c_attn.v"} <= {r.name for r in report.paired}
+    target = np.zeros((2, 8, 32), np.float32)
+    trained = compare_backward(pt, pd, GPT_IDS, target, (hidden_mse, hidden_mse),
+                               (lambda ps: torch.optim.SGD(ps, lr=0.1), lambda ps: paddle.optimizer.SGD(
+                                   learning_rate=0.1, parameters=ps)), steps=2, layouts=layouts)
+    assert trained.passed, trained.table()
+    assert {"grad h.0.attn.c_attn.q.weight", "grad h.0.attn.c_attn.v.bias"} <= {r.name for r in trained.grads}
+
+
+def test_a_fused_qkv_in_the_wrong_column_order_is_red_at_its_module():
+    """Paddle's qkv_proj holding [q | k | v] where its forward reads per head: red at the fused projection."""
+    from portcheck.recipes import paddlenlp_gpt
+    pt, pd = gpt2_pair(fused=True)
+    layouts = paddlenlp_gpt(heads=4, fused=True)
+    convert(pt, pd, inputs=GPT_IDS, layouts=layouts)
+    for i, block in enumerate(pt.h):  # the weights as they come, without the per-head order
+        qkv = pd.decoder.layers[i].self_attn.qkv_proj
+        qkv.weight.set_value(block.attn.c_attn.weight.detach().numpy())
+        qkv.bias.set_value(block.attn.c_attn.bias.detach().numpy())
+    report = compare_forward(pt, pd, GPT_IDS, layouts=layouts)
+    assert not report.passed and report.first_diverging == "h.0.attn.c_attn.q", report.table()

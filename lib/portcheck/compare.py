@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
-from portcheck import calibrated, pairing, spill
+from portcheck import calibrated, fused, pairing, spill
 from portcheck.calibrated import measure
 from portcheck.convert import check_models, framework_of
 from portcheck.diff import KeyResult, first_diverging
@@ -511,7 +511,7 @@ def _float64(inputs):
 
 
 def compare_forward(torch_model, paddle_model, inputs, name_map=None, isolate=False,
-                    record_dir=None, mean_bound=calibrated.MEAN_BOUND) -> ForwardReport:
+                    record_dir=None, mean_bound=calibrated.MEAN_BOUND, layouts=None) -> ForwardReport:
     """Run both models (eval mode is the caller's to set) on the same numpy inputs, and torch once more in
     float64 (one module at a time); hold every module output of the Paddle model to the torch one's own fp32
     error.
@@ -524,11 +524,15 @@ def compare_forward(torch_model, paddle_model, inputs, name_map=None, isolate=Fa
     portcheck.spill), judged from there: for models whose records do not fit in memory beside them
     (docs/llm.md). The verdict is the same as in memory. No float64 value is kept, nor any of isolate's runs.
     mean_bound: the bound on the model output's mean abs diff (judge_forward's; default the guide's, 1e-6; the
-    caller's own threshold for its pair overrides it; None: none)."""
+    caller's own threshold for its pair overrides it; None: none).
+    layouts: convert's; its portcheck.Fused entries judge each part of a fused module (GPT-2's c_attn) on its own."""
     check_models(torch_model, paddle_model)
     where = lambda name: None if record_dir is None else Path(record_dir) / name
-    torch_record = _closed(trace(torch_model, inputs, spill.store(record_dir, "torch")))
-    paddle_record = record_forward(paddle_model, inputs, where("paddle"))
+    torch_record = _closed(fused.mark(trace(torch_model, inputs, spill.store(record_dir, "torch")),
+                                      fused.specs(torch_model, layouts), torch_model))
+    paddle_record = fused.mark(record_forward(paddle_model, inputs, where("paddle")),
+                               fused.specs(paddle_model, layouts), paddle_model)
+    torch_record, paddle_record = fused.cut(torch_record, False), fused.cut(paddle_record, False)
     _judgeable(torch_record, paddle_record, float64_kept=False)
     free = {}  # the float64 runs' weights: cast into the same memory in both (fresh pages cost more than the cast)
     report = _judge(torch_record, paddle_record, name_map, mean_bound,
@@ -547,6 +551,7 @@ def judged_as_run(model, inputs, torch_record, paddle_record, keys: dict, free: 
     written and read back for nothing (docs/llm.md)."""
     import torch
     wanted = {k: p for k, p in keys.items() if p in paddle_record}
+    parts = fused.declared(torch_record)  # a fused module's parts are judged, each on its columns
     judged, done, counts = {}, {}, {}
 
     def judge(key, tensor):
@@ -570,9 +575,9 @@ def judged_as_run(model, inputs, torch_record, paddle_record, keys: dict, free: 
     def hook(name):
         def after(module, args, kwargs, output):
             call_ = next_call(counts, name)
-            for key, tensor in tensors(f"out/{call_}", output):
+            for key, tensor in fused.live(tensors(f"out/{call_}", output), parts):
                 judge(key, tensor)
-            for key, tensor in tensors(f"in/{call_}", first_input(args, kwargs)[1]):
+            for key, tensor in fused.live(tensors(f"in/{call_}", first_input(args, kwargs)[1]), parts):
                 judge(key, tensor)
         return after
 
@@ -664,6 +669,7 @@ def _judgeable(torch_record: dict, paddle_record: dict, float64_kept=True):
 def _judge(torch_record: dict, paddle_record: dict, name_map, mean_bound, as_run=None) -> ForwardReport:
     """judge_forward's pairing and rows. as_run(counterparts): {torch key: its row or input verdict}, judged
     as torch's float64 run computes them (judged_as_run); None: the float64 values are the record's F64 keys."""
+    torch_record, paddle_record = fused.cut(torch_record, False), fused.cut(paddle_record, False)
     outs = [k for k in torch_record if k.startswith("out/")]
     paired = pairing.pair(torch_record, paddle_record, name_map)
     keys = counterparts(torch_record, paddle_record, paired)

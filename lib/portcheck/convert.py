@@ -14,8 +14,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from portcheck import pairing
+from portcheck import fused, pairing
 from portcheck.errors import PipelineError
+from portcheck.fused import Fused
 from portcheck.weights import named
 
 
@@ -69,6 +70,8 @@ def _layouts(extra=None):
     except ImportError:
         pass
     for key, how in (extra or {}).items():
+        if isinstance(how, Fused) and isinstance(key, (type, str)):
+            continue  # which columns are which part (portcheck.fused); the tensors' own rule is the type's
         if how not in RULES or not isinstance(key, (type, str)):
             raise PipelineError(f"layouts: {key!r}: {how!r} must be one of {', '.join(map(repr, RULES))}, keyed by a "
                                 "torch or Paddle module type or its class name")
@@ -105,6 +108,7 @@ class Tensor:
     module_type: str
     array: object  # its value when the layouts were read (numpy, torch's layout)
     tie: str = ""  # the first torch key of the same tensor (a head's weight tied to the embedding's), else its own
+    source: str = ""  # the torch key it is read from, when it is one part of a fused module's tensor (portcheck.fused)
 
     def to_paddle(self, array):
         return self.rule(self.name, np.asarray(array))[1]
@@ -141,7 +145,7 @@ def torch_layouts(torch_model, layouts=None, paddle_kinds=None) -> dict:
     a Paddle type. Every module type with no known layout ends the run, all named at once."""
     table = _layouts(layouts)
     out, unknown, first = {}, {}, {}
-    tied = _ties(torch_model, paddle_kinds)
+    tied, cut = _ties(torch_model, paddle_kinds), fused.specs(torch_model, layouts)
     for name, module in torch_model.named_modules():
         tensors = own_tensors(module)
         if not tensors or name in tied:
@@ -154,9 +158,15 @@ def torch_layouts(torch_model, layouts=None, paddle_kinds=None) -> dict:
         for (tname, array), held in zip(tensors.items(), _own_ids(module)):
             pname = rule(tname, array)[0]  # the name only (a transpose is a view)
             key = f"{name}.{tname}" if name else tname
-            if pname is not None:
+            if pname is None:
+                continue
+            if name not in cut:
                 out[key] = Tensor(name, tname, pname, rule, kinds, type(module).__name__, array,
-                                  first.setdefault(held, key))
+                                  first.setdefault(held, key), key)
+                continue
+            for p, part in enumerate(cut[name].parts):  # each part's columns, in Paddle's layout
+                out[f"{name}.{part}.{tname}"] = Tensor(f"{name}.{part}", tname, pname, _part(rule, cut[name], p),
+                                                       kinds, type(module).__name__, array, f"{name}.{part}.{tname}", key)
     if unknown:
         said = "; ".join(f"{', '.join(names[:3])}{' ...' if len(names) > 3 else ''} ({kind})"
                          for kind, names in unknown.items())
@@ -166,6 +176,37 @@ def torch_layouts(torch_model, layouts=None, paddle_kinds=None) -> dict:
                             "one it pairs with) if their tensors keep their names, or add the type to "
                             "portcheck/convert.py's table")
     return out
+
+
+def _part(rule, spec: Fused, p: int):
+    """rule, then part p's columns of the last axis (a Linear's weight [in, out] and its bias, in Paddle's layout)."""
+    def part(name, array):
+        pname, array = rule(name, array)
+        columns = spec.columns(array.shape[-1])
+        if columns is None:
+            raise PipelineError(f"Fused{spec.parts}: {name}'s last axis ({array.shape[-1]}) does not hold "
+                                f"{len(spec.parts)} parts{f' of {spec.heads} heads' if spec.heads else ''}")
+        return pname, array[..., columns[p]]
+    return part
+
+
+class Joined:
+    """A Paddle tensor of a fused module made of its parts' torch tensors (portcheck.fused): each part's columns
+    where the Paddle module's Fused declares them. Stands where a (Tensor, array) pair stands in a State."""
+    tie = ""
+
+    def __init__(self, spec: Fused, parts: list):
+        self.spec, self.parts = spec, parts  # [(Tensor, torch array)] in the spec's part order
+
+    def to_paddle(self, _=None):
+        arrays = [t.to_paddle(a) for t, a in self.parts]
+        width = sum(a.shape[-1] for a in arrays)
+        out = np.empty((*arrays[0].shape[:-1], width), dtype=arrays[0].dtype)
+        for columns, a in zip(self.spec.columns(width), arrays):
+            out[..., columns] = a
+        return out
+
+    transposed = False
 
 
 def _ties(torch_model, paired=None) -> set:
@@ -184,14 +225,18 @@ def paddle_key(tensor: Tensor, target: str) -> str:
     return f"{target}.{tensor.paddle_name}" if target else tensor.paddle_name
 
 
-def pair_modules(torch_model, paddle_model, name_map=None, inputs=None) -> tuple:
+def pair_modules(torch_model, paddle_model, name_map=None, inputs=None, layouts=None) -> tuple:
     """({torch module: Paddle module ("" for the model itself)}, [each torch module holding tensors left without
     a counterpart, said]), by portcheck.pairing: on the models' run over `inputs` when given (run order, output
     shapes; in eval mode, so BatchNorm's statistics stay), else on their definition order."""
     from portcheck.compare import eval_mode, trace  # compare imports this module
     with eval_mode(torch_model), eval_mode(paddle_model):
-        paired = pairing.pair(trace(torch_model, inputs), trace(paddle_model, inputs), name_map, weights_only=True)
+        records = [fused.cut(fused.mark(trace(m, inputs), fused.specs(m, layouts), m)) for m in (torch_model, paddle_model)]
+        paired = pairing.pair(*records, name_map, weights_only=True)
     modules = paired.modules()
+    for name, spec in fused.specs(torch_model, layouts).items():  # a fused module is paired when its parts are
+        if all(f"{name}.{part}" in modules for part in spec.parts):
+            modules[name] = modules[f"{name}.{spec.parts[0]}"]
     layers = dict(paddle_model.named_sublayers(include_self=True))
 
     taken = {pairing.module_of(p) for p in paired.pairs.values()}
@@ -246,8 +291,10 @@ def plan(torch_model, paddle_model, name_map=None, layouts=None, inputs=None, pa
     through the same rules. paddle_kinds, a dict if given, receives {torch module: the Paddle type it pairs
     with} (what a torch-side record needs for layouts declared by a Paddle type)."""
     check_models(torch_model, paddle_model)
-    modules, missing = pair_modules(torch_model, paddle_model, name_map, inputs)
+    modules, missing = pair_modules(torch_model, paddle_model, name_map, inputs, layouts)
     layers = dict(paddle_model.named_sublayers(include_self=True))
+    for name, spec in fused.specs(paddle_model, layouts).items():  # a Paddle fused module's parts are its own
+        layers.update({f"{name}.{part}": layers[name] for part in spec.parts})
     kinds = {"" if t == pairing.ROOT else t: type(layers[p]) for t, p in modules.items() if p in layers}
     if paddle_kinds is not None:
         paddle_kinds.update(kinds)
@@ -335,6 +382,13 @@ def convert(torch_model, paddle_model, name_map=None, path=None, layouts=None, i
             problems.append(f"Paddle key {key} is filled twice (from {origin[key]} and {torch_key})")
             continue
         state[key], origin[key] = (tensor, array), torch_key
+    parts = fused.specs(paddle_model, layouts)
+    for name, spec in parts.items():  # a Paddle fused module's tensors, each made of its parts' columns
+        for tensor_name in {k.rpartition(".")[2] for k in state if k.startswith(f"{name}.{spec.parts[0]}.")}:
+            keys = [f"{name}.{part}.{tensor_name}" for part in spec.parts]
+            if all(k in state for k in keys):
+                state[f"{name}.{tensor_name}"] = (Joined(spec, [state.pop(k) for k in keys]), None)
+                origin[f"{name}.{tensor_name}"] = " + ".join(origin.pop(k) for k in keys)
     state = State(state)
     unfilled = [k for k in params if not any(a in state for a in same[k])]
     unknown = [origin[k] for k in state if k not in params]
