@@ -9,6 +9,7 @@ import re
 import numpy as np
 import pytest
 
+from portcheck import Fused
 from portcheck.errors import PipelineError
 
 torch = pytest.importorskip("torch")
@@ -437,3 +438,88 @@ def test_a_fused_qkv_in_the_wrong_column_order_is_red_at_its_module():
         qkv.bias.set_value(block.attn.c_attn.bias.detach().numpy())
     report = compare_forward(pt, pd, GPT_IDS, layouts=layouts)
     assert not report.passed and report.first_diverging == "h.0.attn.c_attn.q", report.table()
+
+
+class GatedTorch(torch.nn.Module):
+    """A gated feed-forward with separate gate and up projections (transformers' Llama)."""
+    def __init__(self):
+        super().__init__()
+        self.gate_proj, self.up_proj = torch.nn.Linear(16, 24, bias=False), torch.nn.Linear(16, 24, bias=False)
+        self.down_proj = torch.nn.Linear(24, 16, bias=False)
+
+    def forward(self, x):
+        return self.down_proj(torch.nn.functional.silu(self.gate_proj(x)) * self.up_proj(x))
+
+
+class GatedPaddle(paddle.nn.Layer):
+    """The same with gate and up in one Linear, [gate | up] (paddlenlp's fuse_attention_ffn)."""
+    def __init__(self, swap=False):
+        super().__init__()
+        self.gate_up_fused_proj = paddle.nn.Linear(16, 48, bias_attr=False)
+        self.down_proj = paddle.nn.Linear(24, 16, bias_attr=False)
+        self.swap = swap
+
+    def forward(self, x):
+        gate, up = paddle.chunk(self.gate_up_fused_proj(x), 2, axis=-1)
+        if self.swap:  # the planted bug: the halves read the other way round
+            gate, up = up, gate
+        return self.down_proj(paddle.nn.functional.silu(gate) * up)
+
+
+@pytest.mark.parametrize("swap", [False, True], ids=["correct", "halves swapped"])
+def test_separate_gate_and_up_against_one_fused_linear(swap):
+    torch.manual_seed(0)
+    pt, pd = GatedTorch(), GatedPaddle(swap)
+    x = np.random.RandomState(0).randn(2, 5, 16).astype(np.float32)
+    layouts = {"gate_up_fused_proj": Fused(("gate", "up"))}
+    state = convert(pt, pd, inputs=x, layouts=layouts)
+    assert np.array_equal(state["gate_up_fused_proj.weight"][:, 24:], pt.up_proj.weight.detach().numpy().T)
+    report = compare_forward(pt, pd, x, layouts=layouts)
+    assert {"gate_proj -> gate_up_fused_proj.gate", "up_proj -> gate_up_fused_proj.up"} <= \
+        set(report.pairs().splitlines()), report.pairs()
+    trained = train(pt, pd, x, np.zeros((2, 5, 16), np.float32), layouts=layouts)
+    if not swap:
+        assert report.passed and trained.passed, report.table() + trained.table()
+    else:  # each part computes what torch's does: the run parts after them, where they are read
+        assert not report.passed and report.first_diverging in ("down_proj", "(model)"), report.table()
+        assert not trained.passed
+
+
+# ---------------------------------------------------------------- MobileNetV2: ties settled by the run
+
+def mobilenet_pair(epsilon=None):
+    """transformers' MobileNetV2ForImageClassification from a config (symmetric padding, as Paddle's) and
+    paddle.vision's mobilenet_v2; epsilon: Paddle's BatchNorm epsilon set to it (transformers' is 1e-3)."""
+    from transformers import MobileNetV2Config, MobileNetV2ForImageClassification
+    torch.manual_seed(0)
+    paddle.seed(0)
+    pt = MobileNetV2ForImageClassification(MobileNetV2Config(num_labels=10, image_size=32, tf_padding=False,
+                                                                     depth_multiplier=0.5)).eval()
+    pd = paddle.vision.models.mobilenet_v2(scale=0.5, num_classes=10)
+    pd.eval()
+    for layer in pd.sublayers():
+        if isinstance(layer, paddle.nn.BatchNorm2D) and epsilon is not None:
+            layer._epsilon = epsilon
+    return pt, pd
+
+
+IMAGE = np.random.RandomState(4).randn(1, 3, 32, 32).astype(np.float32)
+
+
+def test_mobilenet_v2_against_paddle_vision_is_green_with_no_map():
+    """HF's MobileNetV2InvertedResidual fits Paddle's InvertedResidual and its inner Sequential equally by shapes;
+    their class names' stem settles it (and where it cannot, the run's values: the residual add)."""
+    pt, pd = mobilenet_pair(epsilon=1e-3)
+    convert(pt, pd, inputs=IMAGE)
+    report = compare_forward(pt, pd, IMAGE)
+    assert report.passed, report.table()
+    assert {"mobilenet_v2.layer.1 -> features.3", "mobilenet_v2.layer.1.reduce_1x1.convolution -> features.3.conv.2"} \
+        <= set(report.pairs().splitlines()), report.pairs()
+
+
+def test_mobilenet_v2_with_paddles_default_batchnorm_epsilon_is_red_at_the_first_batchnorm():
+    pt, pd = mobilenet_pair()
+    convert(pt, pd, inputs=IMAGE)
+    report = compare_forward(pt, pd, IMAGE)
+    assert not report.passed and report.first_diverging == "mobilenet_v2.conv_stem.first_conv.normalization", \
+        report.table()
