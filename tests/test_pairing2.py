@@ -523,3 +523,32 @@ def test_mobilenet_v2_with_paddles_default_batchnorm_epsilon_is_red_at_the_first
     report = compare_forward(pt, pd, IMAGE)
     assert not report.passed and report.first_diverging == "mobilenet_v2.conv_stem.first_conv.normalization", \
         report.table()
+
+
+def suggested_layouts(error: str) -> dict:
+    """The layouts a refusal suggests, as printed (evaluated as a user's script would, portcheck imported)."""
+    import portcheck
+    return eval(re.search(r"(?:together|other): (?:if its columns hold them one after the other, )?layouts=(\{.*?\}) "
+                          r"\(heads=", error).group(1), {"portcheck": portcheck})
+
+
+def test_a_fused_module_without_its_layout_is_refused_with_the_layout_that_pairs_it():
+    """GPT-2's c_attn with no Fused entry: its c_proj fits each of q_proj, k_proj, v_proj and out_proj; the
+    refusal names the Fused entry, which pasted as printed pairs it; and the other way round (Paddle's fused
+    gate and up against torch's two)."""
+    pt, pd = gpt2_pair(fused=False)
+    with pytest.raises(PipelineError, match=r"layouts=\{'c_attn': portcheck\.Fused\(\('q_proj', 'k_proj', 'v_proj'\)\)\}"
+                       ) as e:
+        convert(pt, pd, inputs=GPT_IDS)
+    layouts = suggested_layouts(str(e.value))
+    convert(pt, pd, inputs=GPT_IDS, layouts=layouts)
+    assert compare_forward(pt, pd, GPT_IDS, layouts=layouts).passed
+    torch.manual_seed(0)
+    pt, pd = GatedTorch(), GatedPaddle()
+    x = np.random.RandomState(0).randn(2, 5, 16).astype(np.float32)
+    with pytest.raises(PipelineError, match=r"gate_proj \(Linear\); up_proj \(Linear\)") as e:
+        convert(pt, pd, inputs=x)
+    layouts = suggested_layouts(str(e.value))
+    assert layouts == {"gate_up_fused_proj": Fused(("gate_proj", "up_proj"))}
+    convert(pt, pd, inputs=x, layouts=layouts)
+    assert compare_forward(pt, pd, x, layouts=layouts).passed

@@ -209,6 +209,11 @@ class Joined:
     transposed = False
 
 
+def _kinds(kind: type) -> list:
+    """A class's name and its bases' up to the framework's own Module or Layer (shared by every layer)."""
+    return [k.__name__ for k in kind.__mro__ if k.__name__ not in ("Module", "Layer", "object")]
+
+
 def _ties(torch_model, paired=None) -> set:
     """The torch modules whose every tensor is tied to one a paired module holds (paired: {torch module: ...},
     None: none known yet): a tied head against Paddle's matmul with the embedding's weight, a `shared` embedding
@@ -225,13 +230,26 @@ def paddle_key(tensor: Tensor, target: str) -> str:
     return f"{target}.{tensor.paddle_name}" if target else tensor.paddle_name
 
 
+class _Shapes(dict):
+    """A record of a run that keeps each output's shape and dtype, not its values (a read-only view of one zero):
+    a conversion pairs by shapes and order, its models not holding the same weights yet, so no value can tell it
+    anything; at LLM size the values would be every activation of both runs held at once."""
+
+    def __setitem__(self, key, value):
+        if key.startswith(("out/", "in/")):
+            value = np.asarray(value)
+            value = np.broadcast_to(np.zeros((), value.dtype), value.shape)
+        super().__setitem__(key, value)
+
+
 def pair_modules(torch_model, paddle_model, name_map=None, inputs=None, layouts=None) -> tuple:
     """({torch module: Paddle module ("" for the model itself)}, [each torch module holding tensors left without
     a counterpart, said]), by portcheck.pairing: on the models' run over `inputs` when given (run order, output
     shapes; in eval mode, so BatchNorm's statistics stay), else on their definition order."""
     from portcheck.compare import eval_mode, trace  # compare imports this module
     with eval_mode(torch_model), eval_mode(paddle_model):
-        records = [fused.cut(fused.mark(trace(m, inputs), fused.specs(m, layouts), m)) for m in (torch_model, paddle_model)]
+        records = [fused.cut(fused.mark(trace(m, inputs, _Shapes()), fused.specs(m, layouts), m))
+                   for m in (torch_model, paddle_model)]
         paired = pairing.pair(*records, name_map, weights_only=True)
     modules = paired.modules()
     for name, spec in fused.specs(torch_model, layouts).items():  # a fused module is paired when its parts are
@@ -251,11 +269,49 @@ def pair_modules(torch_model, paddle_model, name_map=None, inputs=None, layouts=
         like = layers.get(name)
         if like is not None and fits(like):
             return name
-        kinds = {k.__name__ for k in type(module).__mro__}
+        kinds = _kinds(type(module))
         found = [n for n, layer in layers.items() if n not in taken and fits(layer) and any(
-            pairing.alike(k.__name__, kind) for k in type(layer).__mro__ for kind in kinds)
+            pairing.alike(k, kind) for k in _kinds(type(layer)) for kind in kinds)
             and n.rpartition(".")[2] == name.rpartition(".")[2]]
         return found[0] if len(found) == 1 else None
+
+    t_modules = dict(torch_model.named_modules())
+    t_taken = set(modules)
+    sizes = lambda tensors: [int(np.prod(v.shape)) for v in tensors]
+
+    def anchor(name):
+        """The Paddle counterpart of the nearest paired torch ancestor, as a name prefix ("" for the model)."""
+        while name:
+            name = name.rpartition(".")[0]
+            p = modules.get(name or pairing.ROOT)
+            if p is not None:
+                return "" if p == pairing.ROOT else p + "."
+        return ""
+
+    def fusion(name, module):
+        """(module a Fused entry names, its parts) when this torch module holds n times what n unpaired modules of
+        the other side hold together (GPT-2's c_attn against q_proj, k_proj and v_proj), or it is one of n torch
+        modules an unpaired Paddle one holds n times (gate_proj and up_proj against gate_up_fused_proj)."""
+        mine, prefix = sizes(own_tensors(module).values()), anchor(name)
+        near = {n: sizes(v for _, v in layer.named_parameters(include_sublayers=False)) for n, layer in layers.items()
+                if n not in taken and n.startswith(prefix)}
+        groups = {}
+        for n, theirs in near.items():
+            if theirs and len(theirs) == len(mine):
+                groups.setdefault((n.rpartition(".")[0], tuple(theirs)), []).append(n)
+        for (_, theirs), group in groups.items():
+            ratio = mine[0] // theirs[0]
+            if ratio >= 2 and len(group) >= ratio and all(m == ratio * t for m, t in zip(mine, theirs)):
+                return name.rpartition(".")[2], tuple(n.rpartition(".")[2] for n in group[:ratio])
+        parent = name.rpartition(".")[0]
+        siblings = [n for n, m in t_modules.items() if n.rpartition(".")[0] == parent and n not in t_taken
+                    and sizes(own_tensors(m).values()) == mine]
+        for n, theirs in near.items():
+            ratio = theirs[0] // mine[0] if theirs and mine else 0
+            if ratio >= 2 and len(siblings) >= ratio and len(theirs) == len(mine) and \
+                    all(t == ratio * m for m, t in zip(mine, theirs)):
+                return n.rpartition(".")[2], tuple(s.rpartition(".")[2] for s in siblings[:ratio])
+        return None
 
     def said(name, module):
         if name in paired.missing:
@@ -268,6 +324,7 @@ def pair_modules(torch_model, paddle_model, name_map=None, inputs=None, layouts=
     left = [(n or pairing.ROOT, m) for n, m in torch_model.named_modules()
             if own_tensors(m) and (n or pairing.ROOT) not in modules and n not in tied]
     configs = {n: c for n, m in left if n not in paired.missing and (c := config(n, m)) is not None}
+    fusions = dict(f for n, m in left if n not in configs and n not in paired.missing and (f := fusion(n, m)))
     missing = [said(n, m) for n, m in left if n not in configs]
     problems = []
     if configs:  # no map pairs tensors of other sizes: the two models were built from different configs
@@ -280,7 +337,11 @@ def pair_modules(torch_model, paddle_model, name_map=None, inputs=None, layouts=
         named = " (the name map names no Paddle module of that name)" if paired.missing else ""
         problems.append(f"{len(missing)} torch module(s) have no counterpart in the Paddle model{named}: "
                         f"{'; '.join(missing[:12])}{'; ...' if len(missing) > 12 else ''}: give a name_map entry for "
-                        "each" + ("" if inputs is not None else ", or inputs= to pair them by a run"))
+                        "each" + ("" if inputs is not None else ", or inputs= to pair them by a run") + (
+                            "; one module holds what several of the other side hold together: if its columns hold "
+                            "them one after the other, layouts={" + ", ".join(
+                                f"{k!r}: portcheck.Fused({v!r})" for k, v in fusions.items()) + "} (heads=n if they "
+                            "go per head)" if fusions else ""))
     missing = "; and ".join(problems)
     return {t: "" if p == pairing.ROOT else p for t, p in modules.items()}, missing
 

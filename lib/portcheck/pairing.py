@@ -351,9 +351,10 @@ def pair(torch_record: dict, paddle_record: dict, name_map=None, weights_only=Fa
                 ties = [tie for tie in ties if any(c.tensors for c in _tied(tie, left_t, left_p))
                         and not _one_module_each(tie, left_t, left_p)]
             if ties:
-                chosen = _by_value(ties, left_t, left_p, torch_record, paddle_record) if ran else {}
+                # a conversion's models do not hold the same weights yet: their values settle nothing
+                chosen = _by_value(ties, left_t, left_p, torch_record, paddle_record) if ran and not weights_only else {}
                 if not chosen:
-                    raise PipelineError(_ambiguity(ties, left_t, left_p, ran))
+                    raise PipelineError(_ambiguity(ties, left_t, left_p, ran, _fusions(ties, left_t, left_p, ts, ps)))
                 fixed.update(chosen)  # kept as a map's entries are, and the whole alignment made again
                 fixed_p.update(chosen.values())
                 result.settled.update(chosen)
@@ -452,7 +453,28 @@ def entry(torch_module: str, paddle_module: str, children: int) -> str:
     return repr([("^" + re.escape(torch_module) + "$", paddle_module)])
 
 
-def _ambiguity(ties, ts, ps, ran=False) -> str:
+def _fusions(ties, left_t, left_p, ts, ps) -> dict:
+    """{module: its parts} where a tie's candidates are the parts of a module of the other side that nothing can
+    pair with (GPT-2's c_attn holding q, k and v, against paddlenlp's q_proj, k_proj, v_proj and out_proj, which
+    its c_proj fits each): the Fused layouts entry that declares it."""
+    out = {}
+    for i, j in ties:
+        candidates = [left_t[k] for k in i] if isinstance(i, list) else [left_p[k] for k in j]
+        pool = ps if isinstance(i, list) else ts  # the one's side: where the fused module is
+        shapes = {c.tensors for c in (ts if pool is ps else ps)}
+        for c in pool:
+            if not c.tensors or c.tensors in shapes or len(c.tensors) != len(candidates[0].tensors):
+                continue  # a fused module pairs with nothing: its shapes are no other's
+            sizes = lambda call: sorted(int(np.prod(t)) for t in call.tensors)
+            ratios = {a / b for a, b in zip(sizes(c), sizes(candidates[0]))}
+            r = ratios.pop() if len(ratios) == 1 else 0
+            if r == int(r) and 2 <= r <= len(candidates):
+                out[c.module.rpartition(".")[2]] = tuple(x.module.rpartition(".")[2] for x in candidates[:int(r)])
+                break
+    return out
+
+
+def _ambiguity(ties, ts, ps, ran=False, fusions=None) -> str:
     """One line: the first few ties, each with the name_map that settles it, then one map settling them all
     (each with its first candidate), each pasted as printed."""
     said, rules = [], []
@@ -474,4 +496,7 @@ def _ambiguity(ties, ts, ps, ran=False) -> str:
     return ("modules cannot be paired automatically, by their structure nor by the run's values: " + "; ".join(said[:3])
             + more + f": give the name_map that says which (name_map={every} takes each one's first candidate"
             + (f" for the first 12 of {len(rules)}" if len(rules) > 12 else "") + ")"
-            + ("" if ran else "; or, to convert, inputs= to pair modules by the models' run"))
+            + ("" if ran else "; or, to convert, inputs= to pair modules by the models' run")
+            + ("; or, if one module holds what several of the other side hold together, its columns one after the "
+               "other: layouts={" + ", ".join(f"{k!r}: portcheck.Fused({v!r})" for k, v in fusions.items())
+               + "} (heads=n if they go per head)" if fusions else ""))
