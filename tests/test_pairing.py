@@ -1,6 +1,8 @@
 """Modules paired with no name map (portcheck.pairing), layouts for either side's own types, and each module
 judged on its own computation (isolate=True): on library pairs no one here wrote and small pairs built here."""
+import ast
 import copy
+import re
 import warnings
 
 import numpy as np
@@ -31,7 +33,8 @@ def test_resnet18_example_pairs_with_no_map():
     assert same_state(state, convert(pt, pd, resnet.RESNET_MAP))
     with pytest.raises(PipelineError, match=r"torch resnet.encoder.stages.1.layers.0.layer.1.normalization fits Paddle "
                                             r"layer2.0.bn2 and layer2.0.downsample.1 equally \(name_map=\{'resnet.encoder"
-                                            r".stages.1.layers.0.layer.1.normalization': 'layer2.0.bn2' or "
+                                            r".stages.1.layers.0.layer.1.normalization': 'layer2.0.bn2'\} or "
+                                            r"name_map=\{'resnet.encoder.stages.1.layers.0.layer.1.normalization': "
                                             r"'layer2.0.downsample.1'\}\)"):
         convert(pt, pd)
     pd.set_state_dict(state)
@@ -289,10 +292,20 @@ def test_an_ambiguity_is_refused_naming_the_modules_and_the_map_entry():
     pt = torch.nn.Sequential(torch.nn.Linear(4, 4))
     x = np.ones((2, 4), np.float32)
     t, p = record_forward(pt, x), record_forward(TwoLinear(), x)
-    with pytest.raises(PipelineError, match=r"^modules cannot be paired automatically: torch 0 fits Paddle p1 and p2 "
-                                            r"equally \(name_map=\{'0': 'p1' or 'p2'\}\): give the name_map entry"):
+    with pytest.raises(PipelineError, match=r"^modules cannot be paired automatically, by their structure nor by the "
+                                            r"run's values: torch 0 fits Paddle p1 and p2 equally \(name_map=\{'0': "
+                                            r"'p1'\} or name_map=\{'0': 'p2'\}\): give the name_map that says which"):
         judge_forward(t, p)
     assert "0 -> p2 (name map)" in judge_forward(t, p, {"0": "p2"}).pairs()  # the entry settles it
+    with pytest.raises(PipelineError) as e:
+        judge_forward(t, p)
+    error = str(e.value)
+    assert "inputs=" not in error  # the records hold a run: the hint does not ask for one
+    each = [ast.literal_eval(m) for m in re.findall(r"name_map=(\{.*?\})", error)]
+    every = ast.literal_eval(re.search(r"says which \(name_map=(\[.*?\]) takes each", error).group(1))
+    assert each == [{"0": "p1"}, {"0": "p2"}] and every == [("^0$", "p1")]
+    for name_map in each + [every]:  # pasted as printed, each pairs
+        assert "0 -> p" in judge_forward(t, p, name_map).pairs()
 
 
 def test_saved_records_pair_alone(tmp_path):

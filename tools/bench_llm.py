@@ -43,7 +43,7 @@ from portcheck.fileio import atomic_write
 PEAK_TARGET = 1.5   # x the two models' float32 weights
 TIME_TARGET = 4.0   # x one plain forward of each side
 TOKENS = (2, 128)
-PHASES = ("build", "forward", "convert", "compare", "isolated")
+PHASES = ("build", "forward", "convert", "convert_run", "compare", "isolated")  # convert_run: convert(inputs=)
 COMPARISONS = 3     # runs of each comparison in one phase: its time the best, its peak the phase's
 
 
@@ -126,6 +126,8 @@ def measure(hidden: int) -> dict:
     figures["forward"].update(torch_seconds=round(min(r["torch"] for r in runs), 3),
                               paddle_seconds=round(min(r["paddle"] for r in runs), 3))
     phase(figures, "convert", lambda: convert(pt, pd, layouts={"LlamaLMHead": "transpose"}) and None)
+    # modules paired by the models' run (issue 48): both forwards, each output's shape kept, not its values
+    phase(figures, "convert_run", lambda: convert(pt, pd, layouts={"LlamaLMHead": "transpose"}, inputs=ids) and None)
     folder = Path(tempfile.mkdtemp(prefix="portcheck-llm-"))
     try:
         for name, isolate in (("compare", False), ("isolated", True)):
@@ -164,7 +166,8 @@ def write(results: dict, out: Path):
              "Measured by `python tools/bench_llm.py` (hidden 256, 512, 1024) and `python tools/bench_llm.py "
              "--widths 2048` (the 1.1B pair), on this 2-core, 24 GiB machine, CPU only. A Llama-shaped pair, "
              "transformers' LlamaForCausalLM against paddlenlp's, random weights, 22 layers, vocabulary 32000, "
-             f"{TOKENS[0]} x {TOKENS[1]} tokens; convert with layouts={{'LlamaLMHead': 'transpose'}} and no name map; "
+             f"{TOKENS[0]} x {TOKENS[1]} tokens; convert with layouts={{'LlamaLMHead': 'transpose'}} and no name map, "
+             "by definition order and by the models' run (inputs=: each output's shape kept, not its values); "
              "compare_forward with record_dir= (records on disk, portcheck.spill: every run in one folder, each "
              "writing over the files of the run before, as a user's next comparison does; the first run, new files). "
              "Each phase's peak is the "
@@ -176,13 +179,13 @@ def write(results: dict, out: Path):
              "process's own); its time is said below as the first run's.", "",
              f"Targets (issue 34): peak at most {PEAK_TARGET:g} x the two models' float32 weights; a comparison at "
              f"most {TIME_TARGET:g} x one plain forward of each side (torch's time plus Paddle's).", "",
-             "| hidden | parameters (each side) | weights, both (GB) | libraries loaded (GB) | peak: build | forward | convert | compare | "
-             "isolated | forward torch + Paddle (s) | compare (s) | isolated (s) |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "| hidden | parameters (each side) | weights, both (GB) | libraries loaded (GB) | peak: build | forward | convert | "
+             "convert, inputs= | compare | isolated | forward torch + Paddle (s) | compare (s) | isolated (s) |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         w, f = r["weights_gb"], r["forward"]
         plain = f["torch_seconds"] + f["paddle_seconds"]
-        peak = lambda p: f"{r[p]['peak_gb']:.2f} GB ({r[p]['peak_gb'] / w:.2f}x)"
+        peak = lambda p: f"{r[p]['peak_gb']:.2f} GB ({r[p]['peak_gb'] / w:.2f}x)" if p in r else "-"  # not measured then
         lines.append(f"| {r['hidden']} | {r['parameters'] / 1e6:.0f}M | {w:.2f} | {r['libraries_gb']:.2f} | " +
                      " | ".join(peak(p) for p in PHASES) +
                      f" | {f['torch_seconds']:.2f} + {f['paddle_seconds']:.2f} | "
@@ -192,7 +195,7 @@ def write(results: dict, out: Path):
     for r in rows:
         w, f = r["weights_gb"], r["forward"]
         plain = f["torch_seconds"] + f["paddle_seconds"]
-        worst = max(PHASES, key=lambda p: r[p]["peak_gb"])
+        worst = max((p for p in PHASES if p in r), key=lambda p: r[p]["peak_gb"])
         peak = r[worst]["peak_gb"] / w
         times = {p: r[p]["seconds"] / plain for p in ("compare", "isolated")}
         said = lambda ok: "met" if ok else "**not met**"
@@ -259,7 +262,8 @@ def _chart(rows, path):
     x = [r["parameters"] / 1e6 for r in rows]
     fig, (mem, sec) = plt.subplots(1, 2, figsize=(10, 4))
     for p in PHASES:
-        mem.plot(x, [r[p]["peak_gb"] / r["weights_gb"] for r in rows], marker="o", label=p)
+        had = [(xi, r) for xi, r in zip(x, rows) if p in r]  # a phase added later: the widths measured since
+        mem.plot([xi for xi, _ in had], [r[p]["peak_gb"] / r["weights_gb"] for _, r in had], marker="o", label=p)
     mem.axhline(PEAK_TARGET, color="grey", linestyle="--", label="target")
     for p in ("compare", "isolated"):
         sec.plot(x, [r[p]["seconds"] / (r["forward"]["torch_seconds"] + r["forward"]["paddle_seconds"]) for r in rows],
@@ -336,7 +340,7 @@ def repeated(before, measured) -> list:
            **{f"{p}_ratio": round(measured[p]["seconds"] / plain, 3) for p in ("compare", "isolated")},
            **{f"{p}_first_ratio": round(measured[p]["first_seconds"] / plain, 3) for p in ("compare", "isolated")
               if "first_seconds" in measured[p]},
-           "peak_ratio": round(max(measured[p]["peak_gb"] for p in PHASES) / measured["weights_gb"], 3)}
+           "peak_ratio": round(max(measured[p]["peak_gb"] for p in PHASES if p in measured) / measured["weights_gb"], 3)}
     earlier = [r for r in (before or {}).get("runs", []) if r.get("version") == version and "+changes" not in version]
     return earlier + [run]
 

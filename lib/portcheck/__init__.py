@@ -32,7 +32,8 @@ by the functions handed their models.
 from portcheck.backward import BackwardReport, compare_backward, judge_backward, record_backward
 from portcheck.compare import ForwardReport, compare_forward, judge_forward, record_forward, record_value
 from portcheck.convert import convert
+from portcheck.fused import Fused
 from portcheck.names import resolve
 
 __all__ = ["convert", "compare_forward", "record_forward", "judge_forward", "record_value", "ForwardReport",
-           "compare_backward", "record_backward", "judge_backward", "BackwardReport", "resolve"]
+           "compare_backward", "record_backward", "judge_backward", "BackwardReport", "resolve", "Fused"]

@@ -15,7 +15,7 @@ import numpy as np
 
 from portcheck.compare import (F64, INPUTS, ROOT, ForwardReport, _float64, _Recorder, _unjudged_lines, call, float64,
                                hook_points, judge_forward, measure, checked_args, wide_defaults)
-from portcheck import calibrated, pairing, tolerances
+from portcheck import calibrated, fused, pairing, tolerances
 from portcheck.convert import RENAMES, framework_of, plan, torch_layouts
 from portcheck.diff import NOT_JUDGED, first_diverging
 from portcheck.errors import PipelineError, raised_by
@@ -132,7 +132,8 @@ def compare_backward(torch_model, paddle_model, inputs, targets, loss, optimizer
         starts = {i: {planned[k.partition("/")[2]][0]: v for k, v in t.items() if k.startswith(f"state{i}/")}
                   for i in range(1, steps)}
     p = record_backward(paddle_model, inputs, targets, loss[1], optimizer[1],
-                        scheduler and (HELD if scheduler[1] is None else scheduler[1]), steps, starts=starts,
+                        scheduler and (HELD if scheduler[1] is None else scheduler[1]), steps,
+                        layouts, starts=starts,
                         clip=clip and clip[1])
     return judge_backward(t, p, name_map, mean_bound)
 
@@ -168,6 +169,7 @@ def record_backward(model, inputs, targets, loss, optimizer, scheduler=None, ste
     if empty:
         raise PipelineError(f"inputs hold an empty batch (shape {list(empty[0])}): a training step on nothing "
                             "compares nothing; pass at least one example")
+    parts = fused.specs(model, layouts)  # the fused modules, whose parts the record says it holds (fused.mark)
     if framework_of(model) == "torch":
         import torch
         layouts = torch_layouts(model, layouts, paddle_kinds)
@@ -193,13 +195,13 @@ def record_backward(model, inputs, targets, loss, optimizer, scheduler=None, ste
                     wide = twin()
             del start
             out.update({F64 + k: v for k, v in wide.items()})
-        return {**pairing.describe(model), **out, **({ISOLATED: np.ones(1)} if isolate else {})}
+        return fused.mark({**pairing.describe(model), **out, **({ISOLATED: np.ones(1)} if isolate else {})}, parts, model)
     import paddle
-    return {**pairing.describe(model), **_train(
+    return fused.mark({**pairing.describe(model), **_train(
         "paddle", model, inputs, targets, loss, optimizer, scheduler, steps, paddle.to_tensor,
         lambda m: {k: v.numpy() for k, v in m.state_dict().items()}, _paddle_grads, lambda: {},
         (lambda m, i: m.set_state_dict(starts[i])) if starts is not None else None, clip),
-        **({ISOLATED: np.ones(1)} if starts is not None else {})}
+        **({ISOLATED: np.ones(1)} if starts is not None else {})}, parts, model)
 
 
 ISOLATED = "isolated"  # a record's key: its steps were isolated (each started from torch's weights)
@@ -305,12 +307,14 @@ def _torch_state(model, layouts) -> dict:
     """{torch key: array in Paddle's layout} of every tensor the Paddle side holds; copies (torch's numpy()
     shares the tensor's memory, which the next step updates in place)."""
     state = model.state_dict()
-    return {k: np.array(t.to_paddle(state[k].detach().cpu().numpy())) for k, t in layouts.items()}
+    return {k: np.array(t.to_paddle(state[t.source or k].detach().cpu().numpy())) for k, t in layouts.items()}
 
 
 def _torch_grads(model, layouts) -> dict:
-    return {k: np.array(layouts[k].to_paddle(p.grad.detach().cpu().numpy())) for k, p in model.named_parameters()
-            if p.grad is not None and k in layouts}
+    # every name of a tied weight (the one its paired module holds it under is in layouts), each part of a fused one
+    params = dict(model.named_parameters(remove_duplicate=False))
+    return {k: np.array(t.to_paddle(params[t.source or k].grad.detach().cpu().numpy())) for k, t in layouts.items()
+            if t.source in params and params[t.source].grad is not None}
 
 
 def _paddle_grads(model) -> dict:
@@ -370,6 +374,7 @@ def judge_backward(torch_record: dict, paddle_record: dict, name_map=None,
             raise PipelineError("the records are swapped: pass the torch record first, then the Paddle one")
         raise PipelineError("the torch record holds no gradients with their float64 run: write it with "
                             "align.record_backward(torch_model, ...)")
+    torch_record, paddle_record = fused.cut(torch_record), fused.cut(paddle_record)  # fused modules as their parts
     renamed = dict(k[len(RENAMED):].rsplit("/", 1) for k in torch_record if k.startswith(RENAMED))
     report = BackwardReport()
     if any(k.startswith("out/") for k in torch_record):

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from portcheck import calibrated, pairing, spill, tolerances
+from portcheck import calibrated, fused, pairing, spill, tolerances
 from portcheck.calibrated import measure
 from portcheck.convert import check_models, framework_of
 from portcheck.diff import NOT_JUDGED, KeyResult, first_diverging
@@ -609,7 +609,7 @@ def _float64(inputs):
 
 
 def compare_forward(torch_model, paddle_model, inputs, name_map=None, isolate=False,
-                    record_dir=None, mean_bound=calibrated.MEAN_BOUND, outputs=None) -> ForwardReport:
+                    record_dir=None, mean_bound=calibrated.MEAN_BOUND, outputs=None, layouts=None) -> ForwardReport:
     """Run both models (eval mode is the caller's to set) on the same numpy inputs, and torch once more in
     float64 (one module at a time); hold every module output of the Paddle model to the torch one's own fp32
     error.
@@ -624,13 +624,17 @@ def compare_forward(torch_model, paddle_model, inputs, name_map=None, isolate=Fa
     mean_bound: the bound on the model output's mean abs diff (judge_forward's; default the guide's, 1e-6; the
     caller's own threshold for its pair overrides it; None: none).
     outputs: the model outputs compared (default every one: either side returning one the other lacks, None
-    included, is red), by field or position (["logits"], or {torch's: Paddle's}); report.left_out names the rest."""
+    included, is red), by field or position (["logits"], or {torch's: Paddle's}); report.left_out names the rest.
+    layouts: convert's; its portcheck.Fused entries judge each part of a fused module (GPT-2's c_attn) on its own."""
     check_models(torch_model, paddle_model)
     checked_args(record_dir, mean_bound)
     outputs = checked_outputs(outputs)
     where = lambda name: None if record_dir is None else Path(record_dir) / name
-    torch_record = _closed(trace(torch_model, inputs, spill.store(record_dir, "torch")))
-    paddle_record = record_forward(paddle_model, inputs, where("paddle"))
+    torch_record = _closed(fused.mark(trace(torch_model, inputs, spill.store(record_dir, "torch")),
+                                      fused.specs(torch_model, layouts), torch_model))
+    paddle_record = fused.mark(record_forward(paddle_model, inputs, where("paddle")),
+                               fused.specs(paddle_model, layouts), paddle_model)
+    torch_record, paddle_record = fused.cut(torch_record, False), fused.cut(paddle_record, False)
     _judgeable(torch_record, paddle_record, float64_kept=False)
     free = {}  # the float64 runs' weights: cast into the same memory in both (fresh pages cost more than the cast)
     report = _judge(torch_record, paddle_record, name_map, mean_bound,
@@ -649,6 +653,7 @@ def judged_as_run(model, inputs, torch_record, paddle_record, keys: dict, free: 
     written and read back for nothing (docs/llm.md)."""
     import torch
     wanted = {k: p for k, p in keys.items() if p in paddle_record}
+    parts = fused.declared(torch_record)  # a fused module's parts are judged, each on its columns
     judged, done, counts, wild = {}, {}, {}, []  # wild: the first key float64 makes NaN or Inf, fp32 finite
 
     def judge(key, tensor):
@@ -675,11 +680,11 @@ def judged_as_run(model, inputs, torch_record, paddle_record, keys: dict, free: 
     def hook(name):
         def after(module, args, kwargs, output):
             call_ = next_call(counts, name)
-            for key, tensor in tensors(f"out/{call_}", output):
+            for key, tensor in fused.live(tensors(f"out/{call_}", output), parts):
                 judge(key, tensor)
             for key, number in _output_leaves(f"out/{call_}", output, True) if call_ == ROOT else ():
                 judge(key, number)
-            for key, tensor in tensors(f"in/{call_}", first_input(args, kwargs)[1]):
+            for key, tensor in fused.live(tensors(f"in/{call_}", first_input(args, kwargs)[1]), parts):
                 judge(key, tensor)
         return after
 
@@ -715,7 +720,8 @@ def pair_leaves(torch_keys: list, paddle_keys: list, shapes=None) -> dict:
         order = list(zip(t, p))
     else:
         order = [(t[0], p[0])] if t and len(p) == 1 and not out else []
-    fits = lambda a, b: shapes is None or _broadcasts(shapes[0][a], shapes[1][b])
+    fits = lambda a, b: shapes is None or _broadcasts(shapes[0][a], shapes[1][b]) or \
+        pairing.reshaped(tuple(shapes[0][a]), tuple(shapes[1][b]))
     out.update((a, b) for a, b in order if fits(a, b))
     return out
 
@@ -853,6 +859,7 @@ def _judge(torch_record: dict, paddle_record: dict, name_map, mean_bound, as_run
     """judge_forward's pairing and rows. as_run(counterparts): {torch key: its row or input verdict}, judged
     as torch's float64 run computes them (judged_as_run); None: the float64 values are the record's F64 keys.
     outputs: (torch's, Paddle's) names of the model outputs compared (checked_outputs), the rest left out."""
+    torch_record, paddle_record = fused.cut(torch_record, False), fused.cut(paddle_record, False)
     outs = [k for k in torch_record if k.startswith("out/")]
     pairing.named_exist(name_map, torch_record, paddle_record)  # an entry naming no module would go unjudged
     paired = pairing.pair(torch_record, paddle_record, name_map)
@@ -942,7 +949,11 @@ def judge_against(name, a, b) -> KeyResult:
     if a.dtype != b.dtype:
         return calibrated.unjudged(name, a.shape, f"torch {a.dtype}{list(a.shape)} vs paddle {b.dtype}{list(b.shape)}")
     note = ""
-    if a.shape != b.shape and _broadcasts(a.shape, b.shape):
+    if pairing.reshaped(a.shape, b.shape):
+        # one side feeds its Linear [batch * seq, hidden], the other [batch, seq, hidden]: the same rows
+        note = f"by design: shapes {list(a.shape)} and {list(b.shape)}, the same values in another shape"
+        b = b.reshape(a.shape)
+    elif a.shape != b.shape and _broadcasts(a.shape, b.shape):
         # transformers' position embeddings [1, L, H], paddlenlp's [B, L, H]: the same values
         note = f"by design: shapes {list(a.shape)} and {list(b.shape)}, one side broadcast over the other"
         shape = np.broadcast_shapes(a.shape, b.shape)
@@ -961,6 +972,8 @@ def _input_ok(a, ref, b):
     """Whether a module's first input was within tolerance (None: not recorded on both sides)."""
     if a is None or b is None:
         return None
+    if pairing.reshaped(a.shape, b.shape):
+        b = b.reshape(a.shape)  # the same values in another shape (judge_against)
     if a.dtype.kind != "f" or a.shape != b.shape:
         return a.shape == b.shape and bool(np.array_equal(a, b))
     return measure("in", a, ref if ref is not None and ref.shape == a.shape else None, b).passed

@@ -14,8 +14,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from portcheck import pairing
+from portcheck import fused, pairing
 from portcheck.errors import PipelineError
+from portcheck.fused import Fused
 from portcheck.weights import named
 
 
@@ -69,11 +70,20 @@ def _layouts(extra=None):
     except ImportError:
         pass
     for key, how in (extra or {}).items():
+        if isinstance(how, Fused) and isinstance(key, (type, str)):
+            continue  # which columns are which part (portcheck.fused); the tensors' own rule is the type's
         if how not in RULES or not isinstance(key, (type, str)):
             raise PipelineError(f"layouts: {key!r}: {how!r} must be one of {', '.join(map(repr, RULES))}, keyed by a "
                                 "torch or Paddle module type or its class name")
         table[key] = (None, RULES[how])
     return table
+
+
+def _own_ids(module) -> list:
+    """The identities of the tensors own_tensors reads: a tensor two modules hold (a tied weight) is one."""
+    skip = getattr(module, "_non_persistent_buffers_set", set())
+    return [id(p) for _, p in module.named_parameters(recurse=False)] + \
+        [id(b) for n, b in module.named_buffers(recurse=False) if b is not None and n not in skip]
 
 
 def own_tensors(module) -> dict:
@@ -97,6 +107,8 @@ class Tensor:
     kinds: tuple
     module_type: str
     array: object  # its value when the layouts were read (numpy, torch's layout)
+    tie: str = ""  # the first torch key of the same tensor (a head's weight tied to the embedding's), else its own
+    source: str = ""  # the torch key it is read from, when it is one part of a fused module's tensor (portcheck.fused)
 
     def to_paddle(self, array):
         return self.rule(self.name, np.asarray(array))[1]
@@ -107,14 +119,20 @@ class Tensor:
         return self.rule is _linear and self.name == "weight"
 
 
+def _lineage(kind: type) -> list:
+    """A class and its bases, each as itself then its name, nearest first: a layout declared for a layer applies
+    to its subclasses (paddlenlp's GPTLayerNorm is a LayerNorm), and a subclass pairs as its base layer."""
+    return [key for k in kind.__mro__ for key in (k, k.__name__)]
+
+
 def _rule(table, module, paddle_kind=None):
-    """(Paddle types, rule) for a torch module: a layout declared for the Paddle type it pairs with first, then
-    its own type's; a type no one declared whose tensors are all 1-D (a norm's scale: nothing to transpose)
+    """(Paddle types, rule) for a torch module: a layout declared for the Paddle type it pairs with (or a base of
+    it) first, then its own type's (or a base's); a type no one declared whose tensors are all 1-D (a norm's scale: nothing to transpose)
     keeps its layout. None when unknown."""
-    for key in (paddle_kind, *((paddle_kind.__name__,) if isinstance(paddle_kind, type) else ())):
-        if key is not None and table.get(key, (0,))[0] is None:
+    for key in _lineage(paddle_kind) if isinstance(paddle_kind, type) else ():
+        if table.get(key, (0,))[0] is None:
             return table[key]
-    rule = table.get(type(module).__name__) or next((table[t] for t in type(module).__mro__ if t in table), None)
+    rule = next((table[key] for key in _lineage(type(module)) if key in table), None)
     if rule is None and all(len(a.shape) <= 1 for a in own_tensors(module).values()):
         return None, _same
     return rule
@@ -126,21 +144,29 @@ def torch_layouts(torch_model, layouts=None, paddle_kinds=None) -> dict:
     layout with it. paddle_kinds: {torch module: the Paddle layer type it pairs with}, for layouts declared by
     a Paddle type. Every module type with no known layout ends the run, all named at once."""
     table = _layouts(layouts)
-    out, unknown = {}, {}
+    out, unknown, first = {}, {}, {}
+    tied, cut = _ties(torch_model, paddle_kinds), fused.specs(torch_model, layouts)
     for name, module in torch_model.named_modules():
         tensors = own_tensors(module)
-        if not tensors:
+        if not tensors or name in tied:
             continue
         rule = _rule(table, module, (paddle_kinds or {}).get(name))
         if rule is None:
             unknown.setdefault(type(module).__name__, []).append(name or "(the model)")
             continue
         kinds, rule = rule
-        for tname, array in tensors.items():
+        for (tname, array), held in zip(tensors.items(), _own_ids(module)):
             pname = rule(tname, array)[0]  # the name only (a transpose is a view)
-            if pname is not None:
-                out[f"{name}.{tname}" if name else tname] = Tensor(name, tname, pname, rule, kinds,
-                                                                   type(module).__name__, array)
+            key = f"{name}.{tname}" if name else tname
+            if pname is None:
+                continue
+            if name not in cut:
+                out[key] = Tensor(name, tname, pname, rule, kinds, type(module).__name__, array,
+                                  first.setdefault(held, key), key)
+                continue
+            for p, part in enumerate(cut[name].parts):  # each part's columns, in Paddle's layout
+                out[f"{name}.{part}.{tname}"] = Tensor(f"{name}.{part}", tname, pname, _part(rule, cut[name], p),
+                                                       kinds, type(module).__name__, array, f"{name}.{part}.{tname}", key)
     if unknown:
         said = "; ".join(f"{', '.join(names[:3])}{' ...' if len(names) > 3 else ''} ({kind})"
                          for kind, names in unknown.items())
@@ -152,38 +178,171 @@ def torch_layouts(torch_model, layouts=None, paddle_kinds=None) -> dict:
     return out
 
 
+def _part(rule, spec: Fused, p: int):
+    """rule, then part p's columns of the last axis (a Linear's weight [in, out] and its bias, in Paddle's layout)."""
+    def part(name, array):
+        pname, array = rule(name, array)
+        columns = spec.columns(array.shape[-1])
+        if columns is None:
+            raise PipelineError(f"Fused{spec.parts}: {name}'s last axis ({array.shape[-1]}) does not hold "
+                                f"{len(spec.parts)} parts{f' of {spec.heads} heads' if spec.heads else ''}")
+        return pname, array[..., columns[p]]
+    return part
+
+
+class Joined:
+    """A Paddle tensor of a fused module made of its parts' torch tensors (portcheck.fused): each part's columns
+    where the Paddle module's Fused declares them. Stands where a (Tensor, array) pair stands in a State."""
+    tie = ""
+
+    def __init__(self, spec: Fused, parts: list):
+        self.spec, self.parts = spec, parts  # [(Tensor, torch array)] in the spec's part order
+
+    def to_paddle(self, _=None):
+        arrays = [t.to_paddle(a) for t, a in self.parts]
+        width = sum(a.shape[-1] for a in arrays)
+        out = np.empty((*arrays[0].shape[:-1], width), dtype=arrays[0].dtype)
+        for columns, a in zip(self.spec.columns(width), arrays):
+            out[..., columns] = a
+        return out
+
+    transposed = False
+
+
+def _kinds(kind: type) -> list:
+    """A class's name and its bases' up to the framework's own Module or Layer (shared by every layer)."""
+    return [k.__name__ for k in kind.__mro__ if k.__name__ not in ("Module", "Layer", "object")]
+
+
+def _ties(torch_model, paired=None) -> set:
+    """The torch modules whose every tensor is tied to one a paired module holds (paired: {torch module: ...},
+    None: none known yet): a tied head against Paddle's matmul with the embedding's weight, a `shared` embedding
+    each half of the other side holds under its own name. Their tensors are filled through that module."""
+    if paired is None:
+        return set()
+    modules = dict(torch_model.named_modules())
+    held = {i for name in paired if name in modules for i in _own_ids(modules[name])}
+    return {name for name, m in modules.items() if name not in paired and (ids := _own_ids(m)) and set(ids) <= held}
+
+
 def paddle_key(tensor: Tensor, target: str) -> str:
     """The Paddle state-dict key of a torch tensor whose module pairs with the Paddle module `target`."""
     return f"{target}.{tensor.paddle_name}" if target else tensor.paddle_name
 
 
-def pair_modules(torch_model, paddle_model, name_map=None, inputs=None) -> tuple:
+class _Shapes(dict):
+    """A record of a run that keeps each output's shape and dtype, not its values (a read-only view of one zero):
+    a conversion pairs by shapes and order, its models not holding the same weights yet, so no value can tell it
+    anything; at LLM size the values would be every activation of both runs held at once."""
+
+    def __setitem__(self, key, value):
+        if key.startswith(("out/", "in/")):
+            value = np.asarray(value)
+            value = np.broadcast_to(np.zeros((), value.dtype), value.shape)
+        super().__setitem__(key, value)
+
+
+def pair_modules(torch_model, paddle_model, name_map=None, inputs=None, layouts=None) -> tuple:
     """({torch module: Paddle module ("" for the model itself)}, [each torch module holding tensors left without
     a counterpart, said]), by portcheck.pairing: on the models' run over `inputs` when given (run order, output
     shapes; in eval mode, so BatchNorm's statistics stay), else on their definition order."""
     from portcheck.compare import eval_mode, ran_on, trace  # compare imports this module
     with eval_mode(torch_model), eval_mode(paddle_model):
-        records = [ran_on(side, trace(model, inputs), inputs) for side, model in (("torch", torch_model),
-                                                                                  ("Paddle", paddle_model))]
-        paired = pairing.pair(*records, name_map)
+        records = [fused.cut(fused.mark(ran_on(side, trace(m, inputs, _Shapes()), inputs), fused.specs(m, layouts), m))
+                   for side, m in (("torch", torch_model), ("Paddle", paddle_model))]
+        paired = pairing.pair(*records, name_map, weights_only=True)
     modules = paired.modules()
+    for name, spec in fused.specs(torch_model, layouts).items():  # a fused module is paired when its parts are
+        if all(f"{name}.{part}" in modules for part in spec.parts):
+            modules[name] = modules[f"{name}.{spec.parts[0]}"]
     layers = dict(paddle_model.named_sublayers(include_self=True))
+
+    taken = {pairing.module_of(p) for p in paired.pairs.values()}
+    shapes = lambda pairs: ", ".join(f"{k} {list(v.shape)}" for k, v in pairs)
+
+    def config(name, module):
+        """The Paddle layer this torch module would be but for its tensors' sizes (the same name, else the one
+        unpaired layer of its kind holding as many tensors of the same ranks), or None."""
+        ranks = lambda tensors: sorted(len(v.shape) for v in tensors)
+        mine = ranks(own_tensors(module).values())
+        fits = lambda layer: ranks(v for _, v in layer.named_parameters(include_sublayers=False)) == mine
+        like = layers.get(name)
+        if like is not None and fits(like):
+            return name
+        kinds = _kinds(type(module))
+        found = [n for n, layer in layers.items() if n not in taken and fits(layer) and any(
+            pairing.alike(k, kind) for k in _kinds(type(layer)) for kind in kinds)
+            and n.rpartition(".")[2] == name.rpartition(".")[2]]
+        return found[0] if len(found) == 1 else None
+
+    t_modules = dict(torch_model.named_modules())
+    t_taken = set(modules)
+    sizes = lambda tensors: [int(np.prod(v.shape)) for v in tensors]
+
+    def anchor(name):
+        """The Paddle counterpart of the nearest paired torch ancestor, as a name prefix ("" for the model)."""
+        while name:
+            name = name.rpartition(".")[0]
+            p = modules.get(name or pairing.ROOT)
+            if p is not None:
+                return "" if p == pairing.ROOT else p + "."
+        return ""
+
+    def fusion(name, module):
+        """(module a Fused entry names, its parts) when this torch module holds n times what n unpaired modules of
+        the other side hold together (GPT-2's c_attn against q_proj, k_proj and v_proj), or it is one of n torch
+        modules an unpaired Paddle one holds n times (gate_proj and up_proj against gate_up_fused_proj)."""
+        mine, prefix = sizes(own_tensors(module).values()), anchor(name)
+        near = {n: sizes(v for _, v in layer.named_parameters(include_sublayers=False)) for n, layer in layers.items()
+                if n not in taken and n.startswith(prefix)}
+        groups = {}
+        for n, theirs in near.items():
+            if theirs and len(theirs) == len(mine):
+                groups.setdefault((n.rpartition(".")[0], tuple(theirs)), []).append(n)
+        for (_, theirs), group in groups.items():
+            ratio = mine[0] // theirs[0]
+            if ratio >= 2 and len(group) >= ratio and all(m == ratio * t for m, t in zip(mine, theirs)):
+                return name.rpartition(".")[2], tuple(n.rpartition(".")[2] for n in group[:ratio])
+        parent = name.rpartition(".")[0]
+        siblings = [n for n, m in t_modules.items() if n.rpartition(".")[0] == parent and n not in t_taken
+                    and sizes(own_tensors(m).values()) == mine]
+        for n, theirs in near.items():
+            ratio = theirs[0] // mine[0] if theirs and mine else 0
+            if ratio >= 2 and len(siblings) >= ratio and len(theirs) == len(mine) and \
+                    all(t == ratio * m for m, t in zip(mine, theirs)):
+                return n.rpartition(".")[2], tuple(s.rpartition(".")[2] for s in siblings[:ratio])
+        return None
 
     def said(name, module):
         if name in paired.missing:
             return f"{name} ({type(module).__name__}) -> {paired.missing[name]!r}"
         like = layers.get(name)  # the same name on the Paddle side, which the tensors' shapes kept apart
-        shapes = lambda pairs: ", ".join(f"{k} {list(v.shape)}" for k, v in pairs)
         return f"{name} ({type(module).__name__}" + (
             f": {shapes(own_tensors(module).items())}; Paddle {name}: "
             f"{shapes(like.named_parameters(include_sublayers=False)) or 'none'}" if like is not None else "") + ")"
-    missing = [said(n or pairing.ROOT, m) for n, m in torch_model.named_modules()
-               if own_tensors(m) and (n or pairing.ROOT) not in modules]
+    tied = _ties(torch_model, {"" if t == pairing.ROOT else t for t in modules})
+    left = [(n or pairing.ROOT, m) for n, m in torch_model.named_modules()
+            if own_tensors(m) and (n or pairing.ROOT) not in modules and n not in tied]
+    configs = {n: c for n, m in left if n not in paired.missing and (c := config(n, m)) is not None}
+    fusions = dict(f for n, m in left if n not in configs and n not in paired.missing and (f := fusion(n, m)))
+    missing = [said(n, m) for n, m in left if n not in configs]
+    problems = []
+    if configs:  # no map pairs tensors of other sizes: the two models were built from different configs
+        problems.append(f"{len(configs)} torch module(s) differ in shape from their Paddle counterpart: " + "; ".join(
+            f"torch {n} ({shapes(own_tensors(dict(left)[n]).items())}) against Paddle {p} "
+            f"({shapes(layers[p].named_parameters(include_sublayers=False))})" for n, p in list(configs.items())[:6])
+            + ": the two models' configs differ there (a vocabulary, a type_vocab_size, a width); build both from "
+            "one config, which no name_map can stand in for")
     if missing:  # all at once: one run names every module left without a counterpart
         named = " (the name map names no Paddle module of that name)" if paired.missing else ""
-        missing = (f"{len(missing)} torch module(s) have no counterpart in the Paddle model{named}: "
-                   f"{'; '.join(missing[:12])}{'; ...' if len(missing) > 12 else ''}: give a name_map entry for each"
-                   + ("" if inputs is not None else ", or inputs= to pair them by a run"))
+        problems.append(f"{len(missing)} torch module(s) have no counterpart in the Paddle model{named}: "
+                        f"{'; '.join(missing[:12])}{'; ...' if len(missing) > 12 else ''}: give a name_map entry for "
+                        "each" + ("" if inputs is not None else ", or inputs= to pair them by a run") + (
+                            "; one module holds what several of the other side hold together: if its columns hold "
+                            "them one after the other, layouts={" + ", ".join(
+                                f"{k!r}: portcheck.Fused({v!r})" for k, v in fusions.items()) + "} (heads=n if they "
+                            "go per head)" if fusions else ""))
+    missing = "; and ".join(problems)
     return {t: "" if p == pairing.ROOT else p for t, p in modules.items()}, missing
 
 
@@ -195,10 +354,12 @@ def plan(torch_model, paddle_model, name_map=None, layouts=None, inputs=None, pa
     with} (what a torch-side record needs for layouts declared by a Paddle type); paired, a dict if given,
     {torch module: its Paddle module} ("" for the model itself)."""
     check_models(torch_model, paddle_model)
-    modules, missing = pair_modules(torch_model, paddle_model, name_map, inputs)
+    modules, missing = pair_modules(torch_model, paddle_model, name_map, inputs, layouts)
     if paired is not None:
         paired.update(modules)
     layers = dict(paddle_model.named_sublayers(include_self=True))
+    for name, spec in fused.specs(paddle_model, layouts).items():  # a Paddle fused module's parts are its own
+        layers.update({f"{name}.{part}": layers[name] for part in spec.parts})
     kinds = {"" if t == pairing.ROOT else t: type(layers[p]) for t, p in modules.items() if p in layers}
     if paddle_kinds is not None:
         paddle_kinds.update(kinds)
@@ -208,7 +369,7 @@ def plan(torch_model, paddle_model, name_map=None, layouts=None, inputs=None, pa
         if tensor.module not in kinds:
             continue
         target, kind = modules[tensor.module or pairing.ROOT], kinds[tensor.module].__name__
-        if tensor.kinds is not None and kind not in tensor.kinds:
+        if tensor.kinds is not None and not set(tensor.kinds) & {k.__name__ for k in kinds[tensor.module].__mro__}:
             wrong[tensor.module] = f"torch {tensor.module} is a {tensor.module_type} but Paddle {target} is a {kind}"
         out[key] = (paddle_key(tensor, target), tensor, tensor.array)
     if wrong:  # before the modules left over: a wrong pair leaves another one without its counterpart
@@ -286,10 +447,19 @@ def convert(torch_model, paddle_model, name_map=None, path=None, layouts=None, i
     state, origin, problems, modules = {}, {}, [], {}
     for torch_key, (key, tensor, array) in plan(torch_model, paddle_model, name_map, layouts, inputs,
                                                 paired=modules).items():
+        if key in state and state[key][0].tie == tensor.tie:
+            continue  # one torch tensor tied in two modules, both paired with the Paddle module that holds it once
         if key in state:  # the pairing is one to one: only a layout's renaming can send two tensors to one key
             problems.append(f"Paddle key {key} is filled twice (from {origin[key]} and {torch_key})")
             continue
         state[key], origin[key] = (tensor, array), torch_key
+    parts = fused.specs(paddle_model, layouts)
+    for name, spec in parts.items():  # a Paddle fused module's tensors, each made of its parts' columns
+        for tensor_name in {k.rpartition(".")[2] for k in state if k.startswith(f"{name}.{spec.parts[0]}.")}:
+            keys = [f"{name}.{part}.{tensor_name}" for part in spec.parts]
+            if all(k in state for k in keys):
+                state[f"{name}.{tensor_name}"] = (Joined(spec, [state.pop(k) for k in keys]), None)
+                origin[f"{name}.{tensor_name}"] = " + ".join(origin.pop(k) for k in keys)
     problems += [f"keep= names no Paddle key: {named(sorted(set(keep) - set(params)))}"] if set(keep) - set(params) else []
     unfilled = [k for k in params if not any(a in state for a in same[k]) and k not in keep]
     buffers, said = _one_sided_buffers(torch_model, paddle_model, unfilled, modules, params)

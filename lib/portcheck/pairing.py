@@ -14,9 +14,12 @@ its block on one side and after it on the other).
 
 Two modules holding different tensor shapes never pair; a module holding tensors never pairs with one holding
 none; a leaf holding none pairs only with a leaf of its family (an activation with an activation). Where two
-candidates fit equally well and the order cannot separate them, the pairing is refused, naming them and the
-name_map entry that settles it. A name_map's entries (names.entries: the modules it names) are kept as
-given; the rest is automatic. The root modules are each other's.
+candidates fit equally well and the order cannot separate them, the run's values do: the candidate whose
+output is torch's (transformers' MobileNetV2InvertedResidual is Paddle's InvertedResidual, not its inner
+Sequential, because the block adds its input). What values cannot settle either is refused, naming the modules
+and the name_map that settles it, written as the API takes it. A name_map's entries (names.entries: the
+modules it names) are kept as given; the rest is automatic. The root modules are each other's. Outputs of
+the same values in another shape ([batch * seq, hidden] against [batch, seq, hidden]) pair.
 """
 import re
 from dataclasses import dataclass, field
@@ -101,6 +104,16 @@ def family(kind: str) -> str:
     return ALIASES.get(k, k)
 
 
+def alike(a: str, b: str) -> bool:
+    """Two class names of one family, or of one stem: a model's prefix on its own subclass of a block
+    (transformers' MobileNetV2InvertedResidual and Paddle's InvertedResidual, GPTLayerNorm and LayerNorm), a
+    position embedding named Positional on one side and Position on the other."""
+    if not a or not b:
+        return False
+    x, y = (family(k).replace("positional", "position") for k in (a, b))
+    return x == y or (min(len(x), len(y)) > 3 and (x.endswith(y) or y.endswith(x)))
+
+
 @dataclass(frozen=True)
 class Call:
     """One module call of one side."""
@@ -148,13 +161,20 @@ def _broadcast(x: tuple, y: tuple) -> bool:
     return x == y or (len(x) == len(y) and all(i == j or 1 in (i, j) for i, j in zip(x, y)))
 
 
+def reshaped(x: tuple, y: tuple) -> bool:
+    """The same values in another shape: one side's [batch * seq, hidden] is the other's [batch, seq, hidden]
+    (as many values, the same last axis, so a row is a row on both sides)."""
+    return len(x) != len(y) and bool(x) and bool(y) and x[-1] == y[-1] and \
+        int(np.prod(x, dtype=np.int64)) == int(np.prod(y, dtype=np.int64))
+
+
 def similarity(t: Call, p: Call) -> Optional[int]:
     """How alike two calls are (an integer, so that ties are exact), or None when they cannot be each other's."""
     if t.tensors != p.tensors:
         return None
-    if t.outputs and p.outputs and not _broadcast(t.outputs[0], p.outputs[0]):
+    if t.outputs and p.outputs and not (_broadcast(t.outputs[0], p.outputs[0]) or reshaped(t.outputs[0], p.outputs[0])):
         return None
-    same_family = family(t.kind) == family(p.kind) and bool(t.kind)
+    same_family = alike(t.kind, p.kind)
     leaf = 0 in (t.children, p.children)
     if not t.tensors and leaf and (t.children != p.children or not same_family):
         return None  # a leaf computing nothing of its own pairs only with its own kind (GELU with ReLU, not Dropout)
@@ -162,6 +182,8 @@ def similarity(t: Call, p: Call) -> Optional[int]:
     # names only break ties, and only where they agree: a shared layer index or word elsewhere in two names
     # says nothing (transformers' layer.1.normalization is paddle's bn2, not downsample.1)
     a, b = _normal(t.name), _normal(p.name)
+    if bool(t.outputs) != bool(p.outputs):
+        return score  # a name says nothing for a module that ran against one that did not (a tied `shared`)
     return score + (4 if a == b else 2 if a[-1] == b[-1] else 0)
 
 
@@ -231,6 +253,7 @@ class Pairing:
     torch_calls: list = field(default_factory=list)  # [Call] of each side, in its order
     paddle_calls: list = field(default_factory=list)
     named: set = field(default_factory=set)          # torch calls paired by the name map
+    settled: dict = field(default_factory=dict)      # torch call -> Paddle call: ties the run's values settled
     missing: dict = field(default_factory=dict)      # torch module -> the Paddle module the map names, absent
 
     @property
@@ -257,21 +280,25 @@ class Pairing:
 
     def lines(self) -> list:
         """Every pair, then every call left unpaired on each side: what the report says it chose."""
-        how = lambda t: " (name map)" if t in self.named else ""
+        how = lambda t: " (name map)" if t in self.named else " (by value)" if t in self.settled else ""
         out = [f"{t} -> {p}{how(t)}" for t, p in self.pairs.items()]
         out.append(f"torch calls unpaired ({len(self.torch_unpaired)}): {', '.join(self.torch_unpaired) or '-'}")
         out.append(f"Paddle calls unpaired ({len(self.paddle_unpaired)}): {', '.join(self.paddle_unpaired) or '-'}")
         return out
 
 
-def pair(torch_record: dict, paddle_record: dict, name_map=None) -> Pairing:
+def pair(torch_record: dict, paddle_record: dict, name_map=None, weights_only=False) -> Pairing:
     """Pair the module calls of a torch record with a Paddle one (record_forward's, describe's, or a training
-    record's first forward). name_map's entries are kept; the rest is aligned (module docstring). Raises a
-    PipelineError naming the modules when two candidates cannot be told apart."""
+    record's first forward). name_map's entries are kept; the rest is aligned (module docstring). Where two
+    candidates fit equally well, the run's values settle it (_by_value: the one whose output is torch's);
+    raises a PipelineError naming the modules and the entry that settles it when they cannot. weights_only:
+    ties between calls holding no tensors are left to the alignment (a conversion's weights do not depend on
+    them, and its models do not hold the same weights yet: values cannot settle them)."""
     ts, ps = sequence(torch_record), sequence(paddle_record)
     result = Pairing(torch_calls=ts, paddle_calls=ps)
     by_name = {c.name: c for c in ps}
-    named, fixed = entries(name_map), {}
+    named, fixed, sent = entries(name_map), {}, {}
+    ran = any(k.startswith("out/") for k in torch_record) and any(k.startswith("out/") for k in paddle_record)
     for t in ts:
         target = ROOT if t.module == ROOT else named(t.module)
         if target is None:
@@ -279,8 +306,19 @@ def pair(torch_record: dict, paddle_record: dict, name_map=None) -> Pairing:
         call = target + t.name[len(t.module):]
         if call in by_name:
             fixed[t.name] = call
+            sent.setdefault(target, []).append(t.name)
         elif target not in {c.module for c in ps}:
             result.missing[t.module] = target
+    for target, names in sent.items():
+        if len({module_of(t) for t in names}) > 1:
+            # several torch modules sent to one Paddle module (each half's own embedding on one side, tied, and
+            # one `shared` both halves call on the other): each torch call takes the Paddle call whose output is
+            # its own, else the next in run order
+            free = [c.name for c in ps if c.module == target]
+            for t in names:
+                d = {p: _distance(_outputs(torch_record, t), _outputs(paddle_record, p)) for p in free} if ran else {}
+                fixed[t] = min(free, key=lambda p: (d.get(p, 0), free.index(p))) if free else fixed[t]
+                free.remove(fixed[t]) if fixed[t] in free else None
     result.named = {t for t in fixed if module_of(t) != ROOT}
 
     def harmless(side, candidates):
@@ -309,8 +347,19 @@ def pair(torch_record: dict, paddle_record: dict, name_map=None) -> Pairing:
                       and (c.tensors or not again)]
             left_p = [c for c in ps if c.name not in taken and (c.tensors or not again)]
             found, ties = _align(left_t, left_p, score, harmless, groups)
+            if weights_only:  # a tie among calls of one module on each side sends the same weights either way
+                ties = [tie for tie in ties if any(c.tensors for c in _tied(tie, left_t, left_p))
+                        and not _one_module_each(tie, left_t, left_p)]
             if ties:
-                raise PipelineError(_ambiguity(ties, left_t, left_p))
+                # a conversion's models do not hold the same weights yet: their values settle nothing
+                chosen = _by_value(ties, left_t, left_p, torch_record, paddle_record) if ran and not weights_only else {}
+                if not chosen:
+                    raise PipelineError(_ambiguity(ties, left_t, left_p, ran, _fusions(ties, left_t, left_p, ts, ps)))
+                fixed.update(chosen)  # kept as a map's entries are, and the whole alignment made again
+                fixed_p.update(chosen.values())
+                result.settled.update(chosen)
+                pairs = {}
+                continue
             if not found:
                 break
             pairs.update((left_t[i].name, left_p[j].name) for i, j in found)
@@ -350,6 +399,68 @@ def named_exist(name_map, torch_record: dict, paddle_record: dict):
         raise PipelineError(f"name_map entries naming no module: {'; '.join(bad[:5])}"
                             + (f"; and {len(bad) - 5} more" if len(bad) > 5 else "")
                             + ": name the models' own modules (report.pairs() lists them)")
+def _one_module_each(tie, ts, ps) -> bool:
+    """A tie among the calls of one module on each side (a shared embedding called by both halves)."""
+    i, j = tie
+    t, p = ([ts[k] for k in i], [ps[j]]) if isinstance(i, list) else ([ts[i]], [ps[k] for k in j])
+    return len({c.module for c in t}) == 1 and len({c.module for c in p}) == 1
+
+
+def _tied(tie, ts, ps) -> list:
+    """Every call of a tie: the one and its candidates."""
+    i, j = tie
+    return [ts[k] for k in i] + [ps[j]] if isinstance(i, list) else [ts[i]] + [ps[k] for k in j]
+
+
+APART = 10  # a tie is settled by the candidate nearest torch's output when every other one is this many times
+# farther: a port correct there is ~1e-6 of the scale away and one with an error upstream (a BatchNorm's epsilon)
+# ~1e-2, while candidates that differ by a residual add, a norm or a scale are ~1 away
+
+
+def _distance(a: list, b: list) -> float:
+    """The largest difference of two calls' first outputs over the largest value of torch's (inf: not the same
+    values, in any shape)."""
+    if not a or not b:
+        return np.inf
+    x, y = np.asarray(a[0]), np.asarray(b[0])
+    if x.shape != y.shape:
+        if x.size != y.size or x.dtype.kind != "f" or not x.size:
+            return np.inf
+        y = y.reshape(x.shape)
+    if x.dtype.kind != "f" or y.dtype.kind != "f":
+        return 0.0 if np.array_equal(x, y) else np.inf
+    x, y = x.astype(np.float64), y.astype(np.float64)
+    if not (np.isfinite(x).all() and np.isfinite(y).all()):
+        return np.inf
+    return float(np.abs(x - y).max() / max(np.abs(x).max(), 1e-30))
+
+
+def _by_value(ties, ts, ps, torch_record, paddle_record) -> dict:
+    """{torch call: Paddle call} for each tie the run's values settle: one candidate's output near the one's, by
+    APART times over every other candidate's."""
+    out = {}
+
+    def nearest(distances: dict, record):
+        # candidates returning the same values (a container and its last block) are one: the first stands for them
+        kept = {}
+        for name in distances:
+            if not any(_same(_outputs(record, name), _outputs(record, other)) for other in kept):
+                kept[name] = distances[name]
+        ranked = sorted(kept.items(), key=lambda kv: kv[1])
+        best, d = ranked[0]
+        return best if d < 1 and all(d * APART <= other for _, other in ranked[1:]) else None
+    for i, j in ties:
+        if isinstance(i, list):  # one Paddle call, several torch ones
+            one = _outputs(paddle_record, ps[j].name)
+            best = nearest({ts[k].name: _distance(_outputs(torch_record, ts[k].name), one) for k in i}, torch_record)
+            if best is not None and best not in out:
+                out[best] = ps[j].name
+        else:
+            one = _outputs(torch_record, ts[i].name)
+            best = nearest({ps[k].name: _distance(one, _outputs(paddle_record, ps[k].name)) for k in j}, paddle_record)
+            if best is not None and best not in out.values():
+                out[ts[i].name] = best
+    return out
 
 
 def _outputs(record: dict, call: str) -> list:
@@ -360,18 +471,58 @@ def _same(a: list, b: list) -> bool:
     return len(a) == len(b) and all(x.shape == y.shape and np.array_equal(x, y) for x, y in zip(a, b))
 
 
-def _ambiguity(ties, ts, ps) -> str:
-    """One line: the first few ties, each with the name_map entry that settles it."""
-    said = []
-    for i, j in ties[:3]:
+def entry(torch_module: str, paddle_module: str, children: int) -> str:
+    """A name_map that sends one torch module, and only it, to a Paddle module, as it is written: a dict entry for
+    a module with no children (a dict renames a prefix: every child too), else a regex rule for its name alone."""
+    if children == 0:
+        return repr({torch_module: paddle_module})
+    return repr([("^" + re.escape(torch_module) + "$", paddle_module)])
+
+
+def _fusions(ties, left_t, left_p, ts, ps) -> dict:
+    """{module: its parts} where a tie's candidates are the parts of a module of the other side that nothing can
+    pair with (GPT-2's c_attn holding q, k and v, against paddlenlp's q_proj, k_proj, v_proj and out_proj, which
+    its c_proj fits each): the Fused layouts entry that declares it."""
+    out = {}
+    for i, j in ties:
+        candidates = [left_t[k] for k in i] if isinstance(i, list) else [left_p[k] for k in j]
+        pool = ps if isinstance(i, list) else ts  # the one's side: where the fused module is
+        shapes = {c.tensors for c in (ts if pool is ps else ps)}
+        for c in pool:
+            if not c.tensors or c.tensors in shapes or len(c.tensors) != len(candidates[0].tensors):
+                continue  # a fused module pairs with nothing: its shapes are no other's
+            sizes = lambda call: sorted(int(np.prod(t)) for t in call.tensors)
+            ratios = {a / b for a, b in zip(sizes(c), sizes(candidates[0]))}
+            r = ratios.pop() if len(ratios) == 1 else 0
+            if r == int(r) and 2 <= r <= len(candidates):
+                out[c.module.rpartition(".")[2]] = tuple(x.module.rpartition(".")[2] for x in candidates[:int(r)])
+                break
+    return out
+
+
+def _ambiguity(ties, ts, ps, ran=False, fusions=None) -> str:
+    """One line: the first few ties, each with the name_map that settles it, then one map settling them all
+    (each with its first candidate), each pasted as printed."""
+    said, rules = [], []
+    for i, j in ties:
         if isinstance(j, list):
-            one, others = ts[i].name, [ps[k].name for k in j]
-            entry = f"{module_of(one)!r}: {' or '.join(map(repr, dict.fromkeys(map(module_of, others))))}"
-            said.append(f"torch {one} fits Paddle {' and '.join(others)} equally (name_map={{{entry}}})")
+            one, others = ts[i], [ps[k] for k in j]
+            maps = [entry(one.module, m, one.children) for m in dict.fromkeys(c.module for c in others)]
+            text = f"torch {one.name} fits Paddle {' and '.join(c.name for c in others)} equally"
+            rules.append((one.module, others[0].module))
         else:
-            one, others = ps[j].name, [ts[k].name for k in i]
-            entry = f"{' or '.join(map(repr, dict.fromkeys(map(module_of, others))))}: {module_of(one)!r}"
-            said.append(f"Paddle {one} fits torch {' and '.join(others)} equally (name_map={{{entry}}})")
+            one, others = ps[j], [ts[k] for k in i]
+            maps = [entry(c.module, one.module, c.children) for c in {c.module: c for c in others}.values()]
+            text = f"Paddle {one.name} fits torch {' and '.join(c.name for c in others)} equally"
+            rules.append((others[0].module, one.module))
+        said.append(f"{text} (name_map={' or name_map='.join(maps)})")
+    rules = list(dict.fromkeys(rules))
+    every = repr([("^" + re.escape(t) + "$", p) for t, p in rules[:12]])
     more = f"; {len(ties) - 3} more" if len(ties) > 3 else ""
-    return ("modules cannot be paired automatically: " + "; ".join(said) + more + ": give the name_map entry "
-            "that says which (or, to convert, inputs= to pair modules by the models' run)")
+    return ("modules cannot be paired automatically, by their structure nor by the run's values: " + "; ".join(said[:3])
+            + more + f": give the name_map that says which (name_map={every} takes each one's first candidate"
+            + (f" for the first 12 of {len(rules)}" if len(rules) > 12 else "") + ")"
+            + ("" if ran else "; or, to convert, inputs= to pair modules by the models' run")
+            + ("; or, if one module holds what several of the other side hold together, its columns one after the "
+               "other: layouts={" + ", ".join(f"{k!r}: portcheck.Fused({v!r})" for k, v in fusions.items())
+               + "} (heads=n if they go per head)" if fusions else ""))

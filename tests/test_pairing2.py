@@ -1,0 +1,528 @@
+"""Pairing habits of library models, each on a small pair built here: ties the run's values settle, a tied head,
+an embedding both halves of an encoder-decoder share, a Linear fed [batch * seq, hidden] against [batch, seq,
+hidden], subclassed embeddings, a config difference said as one, and every refusal's suggested map pasted as
+printed."""
+import ast
+import re
+
+import numpy as np
+import pytest
+
+from portcheck import Fused
+from portcheck.errors import PipelineError
+
+torch = pytest.importorskip("torch")
+paddle = pytest.importorskip("paddle")
+from portcheck import compare_backward, compare_forward, convert  # noqa: E402
+
+IDS = np.random.RandomState(0).randint(0, 50, (2, 6)).astype(np.int64)
+
+
+def suggested(error: str):
+    """The name_map a refusal suggests for all its ties, as printed (literal_eval: what a user pastes)."""
+    return ast.literal_eval(re.search(r"says which \(name_map=(\[.*?\]) takes each", error).group(1))
+
+
+def train(pt, pd, inputs, targets, steps=2, **kw):
+    """compare_backward with SGD and a mean-squared loss on both sides."""
+    return compare_backward(pt, pd, inputs, targets,
+                            (torch.nn.functional.mse_loss, paddle.nn.functional.mse_loss),
+                            (lambda ps: torch.optim.SGD(ps, lr=0.1),
+                             lambda ps: paddle.optimizer.SGD(learning_rate=0.1, parameters=ps)), steps=steps, **kw)
+
+
+# ---------------------------------------------------------------- a tied head
+
+class TiedTorch(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.emb, self.body = torch.nn.Embedding(50, 16), torch.nn.Linear(16, 16)
+        self.head = torch.nn.Linear(16, 50, bias=False)
+        self.head.weight = self.emb.weight  # tied: one tensor, two modules
+
+    def forward(self, ids):
+        return self.head(torch.tanh(self.body(self.emb(ids))))
+
+
+class TiedPaddle(paddle.nn.Layer):
+    def __init__(self, untie=False):
+        super().__init__()
+        self.emb, self.body = paddle.nn.Embedding(50, 16), paddle.nn.Linear(16, 16)
+        self.head = paddle.nn.Linear(16, 50, bias_attr=False) if untie else None
+
+    def forward(self, ids):
+        h = paddle.tanh(self.body(self.emb(ids)))
+        return self.head(h) if self.head is not None else paddle.matmul(h, self.emb.weight, transpose_y=True)
+
+
+def test_a_tied_head_converts_against_one_paddle_parameter_and_trains_green():
+    torch.manual_seed(0)
+    pt, pd = TiedTorch(), TiedPaddle()
+    state = convert(pt, pd, inputs=IDS)
+    assert sorted(state) == ["body.bias", "body.weight", "emb.weight"]
+    assert compare_forward(pt, pd, IDS).passed
+    target = np.zeros((2, 6, 50), np.float32)
+    report = train(pt, pd, IDS, target)
+    assert report.passed, report.table()
+    assert [r.name for r in report.grads] == ["grad emb.weight", "grad body.weight", "grad body.bias"]
+
+
+def test_a_port_that_unties_the_head_is_red_in_training_at_the_embedding():
+    """Paddle's own head Linear filled from the tied weight (transposed): the same forward, but the embedding's
+    gradient lacks the head's share, and the head's gradient the embedding's."""
+    torch.manual_seed(0)
+    pt, pd = TiedTorch(), TiedPaddle(untie=True)
+    state = convert(pt, pd, inputs=IDS)
+    assert np.array_equal(state["head.weight"], pt.emb.weight.detach().numpy().T)
+    assert compare_forward(pt, pd, IDS).passed
+    report = train(pt, pd, IDS, np.zeros((2, 6, 50), np.float32))
+    assert not report.passed and report.first_diverging_gradient == "grad head.weight", report.table()
+
+
+# ---------------------------------------------------------------- an embedding both halves share
+
+class HalfTorch(torch.nn.Module):
+    def __init__(self, shared):
+        super().__init__()
+        self.embed_tokens = torch.nn.Embedding(99, 32)
+        self.embed_tokens.weight = shared.weight  # transformers ties each half's own embedding to `shared`
+        self.fc = torch.nn.Linear(32, 32)
+
+    def forward(self, ids, memory=None):
+        h = self.fc(self.embed_tokens(ids))
+        return h if memory is None else h + memory.mean(1, keepdim=True)
+
+
+class Seq2SeqTorch(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.shared = torch.nn.Embedding(99, 32)
+        self.encoder, self.decoder = HalfTorch(self.shared), HalfTorch(self.shared)
+
+    def forward(self, src, tgt):
+        return self.decoder(tgt, self.encoder(src))
+
+
+class HalfPaddle(paddle.nn.Layer):
+    def __init__(self):
+        super().__init__()
+        self.fc = paddle.nn.Linear(32, 32)
+
+    def forward(self, x, memory=None):
+        h = self.fc(x)
+        return h if memory is None else h + memory.mean(1, keepdim=True)
+
+
+class Seq2SeqPaddle(paddle.nn.Layer):
+    """paddlenlp's habit: one `shared` embedding, called by both halves."""
+    def __init__(self):
+        super().__init__()
+        self.shared = paddle.nn.Embedding(99, 32)
+        self.encoder, self.decoder = HalfPaddle(), HalfPaddle()
+
+    def forward(self, src, tgt):
+        return self.decoder(self.shared(tgt), self.encoder(self.shared(src)))
+
+
+SRC = np.random.RandomState(1).randint(0, 99, (2, 8)).astype(np.int64)
+TGT = np.random.RandomState(2).randint(0, 99, (2, 8)).astype(np.int64)
+
+
+@pytest.mark.parametrize("name_map", [None, {"encoder.embed_tokens": "shared", "decoder.embed_tokens": "shared"}])
+def test_an_embedding_both_halves_share_converts_and_trains_green_with_no_map_and_with_one(name_map):
+    torch.manual_seed(0)
+    pt, pd = Seq2SeqTorch(), Seq2SeqPaddle()
+    state = convert(pt, pd, name_map, inputs=(SRC, TGT))
+    assert np.array_equal(state["shared.weight"], pt.shared.weight.detach().numpy())
+    forward = compare_forward(pt, pd, (SRC, TGT), name_map)
+    # Paddle embeds the decoder's tokens first: its first call is torch's decoder.embed_tokens
+    assert forward.passed and {"encoder.embed_tokens -> shared#2", "decoder.embed_tokens -> shared"} <= \
+        {line.split(" (")[0] for line in forward.pairs().splitlines()}, forward.pairs()
+    report = train(pt, pd, (SRC, TGT), np.zeros((2, 8, 32), np.float32), name_map=name_map)
+    assert report.passed, report.table()
+
+
+def test_a_decoder_fed_the_source_tokens_is_red_at_its_embedding():
+    torch.manual_seed(0)
+    pt, pd = Seq2SeqTorch(), Seq2SeqPaddle()
+    convert(pt, pd, inputs=(SRC, TGT))
+    pd.forward = lambda src, tgt: pd.decoder(pd.shared(src), pd.encoder(pd.shared(src)))
+    report = compare_forward(pt, pd, (SRC, TGT))
+    row = next(r for r in report.rows if r.name == "decoder.embed_tokens")
+    assert not report.passed and not row.passed and row.input_ok is False, report.table()
+
+
+# ---------------------------------------------------------------- flattened batches
+
+class FlatFFN(torch.nn.Module):
+    """fc1 and fc2 fed [batch * seq, hidden], as some library models do."""
+    def __init__(self):
+        super().__init__()
+        self.emb, self.fc1, self.fc2 = torch.nn.Embedding(50, 16), torch.nn.Linear(16, 32), torch.nn.Linear(32, 16)
+
+    def forward(self, ids):
+        h = self.emb(ids)
+        return self.fc2(torch.relu(self.fc1(h.reshape(-1, 16)))).reshape(h.shape)
+
+
+class BatchFFN(paddle.nn.Layer):
+    def __init__(self):
+        super().__init__()
+        self.emb, self.fc1, self.fc2 = paddle.nn.Embedding(50, 16), paddle.nn.Linear(16, 32), paddle.nn.Linear(32, 16)
+
+    def forward(self, ids):
+        return self.fc2(paddle.nn.functional.relu(self.fc1(self.emb(ids))))
+
+
+def test_a_linear_fed_a_flattened_batch_pairs_and_is_compared_forward_and_backward():
+    torch.manual_seed(0)
+    pt, pd = FlatFFN(), BatchFFN()
+    convert(pt, pd, inputs=IDS)
+    report = compare_forward(pt, pd, IDS)
+    assert report.passed and {"fc1 -> fc1", "fc2 -> fc2"} <= set(report.pairs().splitlines()), report.pairs()
+    fc1 = next(r for r in report.rows if r.name == "fc1")
+    assert fc1.max is not None and "the same values in another shape" in fc1.by_design
+    assert train(pt, pd, IDS, np.zeros((2, 6, 16), np.float32)).passed
+
+
+def test_a_bias_left_unloaded_behind_a_flattened_batch_is_red_at_its_module():
+    torch.manual_seed(0)
+    pt, pd = FlatFFN(), BatchFFN()
+    convert(pt, pd, inputs=IDS)
+    pd.fc2.bias.set_value(np.zeros(16, np.float32))
+    report = compare_forward(pt, pd, IDS)
+    assert not report.passed and report.first_diverging == "fc2", report.table()
+
+
+# ---------------------------------------------------------------- subclassed embeddings
+
+class TorchPositionalEmbedding(torch.nn.Embedding):
+    """A learned position embedding: positions offset by 2, as BART's."""
+    def forward(self, ids):
+        return super().forward(torch.arange(ids.shape[1]) + 2)
+
+
+def paddle_position(name):
+    class Position(paddle.nn.Embedding):
+        offset = 2
+
+        def forward(self, ids):
+            return super().forward(paddle.arange(ids.shape[1]) + self.offset)
+    Position.__name__ = name
+    return Position
+
+
+class PosTorch(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.tokens, self.positions = torch.nn.Embedding(50, 16), TorchPositionalEmbedding(10, 16)
+        self.norm = torch.nn.LayerNorm(16)
+
+    def forward(self, ids):
+        return self.norm(self.tokens(ids) + self.positions(ids))
+
+
+class GPTLayerNorm(paddle.nn.LayerNorm):
+    """paddlenlp's habit: its own subclass of the framework's layer."""
+
+
+class PosPaddle(paddle.nn.Layer):
+    def __init__(self, kind, offset=2):
+        super().__init__()
+        self.tokens, self.positions = paddle.nn.Embedding(50, 16), kind(10, 16)
+        self.positions.offset = offset
+        self.norm = GPTLayerNorm(16)
+
+    def forward(self, ids):
+        return self.norm(self.tokens(ids) + self.positions(ids))
+
+
+@pytest.mark.parametrize("name", ["PaddlePositionEmbedding", "TorchPositionalEmbedding"])
+def test_subclassed_embeddings_and_norms_pair_as_their_base_layer(name):
+    torch.manual_seed(0)
+    pt, pd = PosTorch(), PosPaddle(paddle_position(name))
+    convert(pt, pd, inputs=IDS)
+    report = compare_forward(pt, pd, IDS)
+    assert report.passed and "positions -> positions" in report.pairs(), report.table()
+    assert convert(pt, pd)  # by definition order too
+
+
+def test_a_subclassed_embedding_with_the_wrong_offset_is_red_at_its_module():
+    torch.manual_seed(0)
+    pt, pd = PosTorch(), PosPaddle(paddle_position("PaddlePositionEmbedding"), offset=0)
+    convert(pt, pd, inputs=IDS)
+    report = compare_forward(pt, pd, IDS)
+    assert not report.passed and report.first_diverging == "positions", report.table()
+
+
+def test_a_layout_declared_for_a_layer_applies_to_its_subclasses():
+    """A layout named for paddle's LayerNorm reaches GPTLayerNorm (here 'transpose' on purpose: its 1-D tensors
+    fail the shape check, which proves the declared rule was the one applied)."""
+    torch.manual_seed(0)
+    pt, pd = PosTorch(), PosPaddle(paddle_position("PaddlePositionEmbedding"))
+    from portcheck.convert import plan
+    planned = plan(pt, pd, layouts={paddle.nn.LayerNorm: "same"}, inputs=IDS)
+    assert planned["norm.weight"][1].rule.__name__ == "_same"
+    planned = plan(pt, pd, layouts={"LayerNorm": "transpose"}, inputs=IDS)
+    assert planned["norm.weight"][1].rule.__name__ == "_linear"
+
+
+# ---------------------------------------------------------------- a config difference
+
+class TypesTorch(torch.nn.Module):
+    def __init__(self, types=2):
+        super().__init__()
+        self.word, self.token_type = torch.nn.Embedding(50, 32), torch.nn.Embedding(types, 32)
+
+    def forward(self, ids):
+        return self.word(ids) + self.token_type(torch.zeros_like(ids))
+
+
+class TypesPaddle(paddle.nn.Layer):
+    def __init__(self, types=16):
+        super().__init__()
+        self.word, self.token_type = paddle.nn.Embedding(50, 32), paddle.nn.Embedding(types, 32)
+
+    def forward(self, ids):
+        return self.word(ids) + self.token_type(paddle.zeros_like(ids))
+
+
+@pytest.mark.parametrize("inputs", [None, IDS])
+def test_token_type_embeddings_of_two_configs_are_said_as_a_config_difference(inputs):
+    with pytest.raises(PipelineError, match=r"1 torch module\(s\) differ in shape from their Paddle counterpart: "
+                                            r"torch token_type \(weight \[2, 32\]\) against Paddle token_type "
+                                            r"\(weight \[16, 32\]\): the two models' configs differ") as e:
+        convert(TypesTorch(), TypesPaddle(), inputs=inputs)
+    assert "name_map" not in str(e.value).split("configs differ")[0]
+    assert convert(TypesTorch(), TypesPaddle(2), inputs=inputs)
+
+
+# ---------------------------------------------------------------- refusals' maps, pasted as printed
+
+class Residual(torch.nn.Module):
+    """transformers' habit: a block holding its layers itself, where Paddle's wraps them in a Sequential."""
+    def __init__(self):
+        super().__init__()
+        self.lin, self.act = torch.nn.Linear(8, 8), torch.nn.ReLU()
+
+    def forward(self, x):
+        return x + self.act(self.lin(x))
+
+
+class BlockPaddle(paddle.nn.Layer):
+    def __init__(self):
+        super().__init__()
+        self.conv = paddle.nn.Sequential(paddle.nn.Linear(8, 8), paddle.nn.ReLU())
+
+    def forward(self, x):
+        return x + self.conv(x)
+
+
+class BlocksPaddle(paddle.nn.Layer):
+    def __init__(self):
+        super().__init__()
+        self.stem, self.blocks = paddle.nn.Linear(8, 8), paddle.nn.Sequential(*[BlockPaddle() for _ in range(3)])
+
+    def forward(self, x):
+        return self.blocks(self.stem(x))
+
+
+def test_a_tie_of_containers_is_settled_by_the_run_and_refused_with_a_working_map_when_values_cannot():
+    """A torch block fits a Paddle block and its inner Sequential equally by structure (and their names share
+    nothing: torch's 1 is Paddle's blocks.0): the residual add tells them apart once the weights are the same;
+    with other weights the refusal's map, pasted as printed, pairs them."""
+    torch.manual_seed(0)
+    pt = torch.nn.Sequential(torch.nn.Linear(8, 8), *[Residual() for _ in range(3)])
+    pd = BlocksPaddle()
+    x = np.random.RandomState(0).randn(2, 8).astype(np.float32)
+    convert(pt, pd, inputs=x)
+    report = compare_forward(pt, pd, x)
+    assert report.passed and {"1 -> blocks.0 (by value)", "3 -> blocks.2 (by value)"} <= \
+        set(report.pairs().splitlines()), report.pairs()
+    fresh = BlocksPaddle()  # other weights: values cannot settle it
+    with pytest.raises(PipelineError, match=r"torch 1 fits Paddle blocks\.0\.conv and blocks\.0 equally \(name_map="
+                                            r"\[\('\^1\$', 'blocks\.0\.conv'\)\] or name_map=\[\('\^1\$', "
+                                            r"'blocks\.0'\)\]\)") as e:
+        compare_forward(pt, fresh, x)
+    for name_map in [suggested(str(e.value)), [("^1$", "blocks.0"), ("^2$", "blocks.1"), ("^3$", "blocks.2")]]:
+        report = compare_forward(pt, fresh, x, name_map)  # pasted as printed, it pairs (and is red: other weights)
+        assert all(f"{t} -> {p} (name map)" in report.pairs().splitlines() for t, p in
+                   [(rule[0][1:-1], rule[1]) for rule in name_map]), report.pairs()
+
+
+# ---------------------------------------------------------------- one module against several (portcheck.Fused)
+
+def gpt2_pair(fused: bool):
+    """transformers' GPT2Model and paddlenlp's GPTModel, small, of one config (paddlenlp's GPTLayerNorm subclasses
+    LayerNorm; with fused, its attention computes q, k and v in one qkv_proj ordered per head)."""
+    from paddlenlp.transformers import GPTConfig, GPTModel
+    from transformers import GPT2Config, GPT2Model
+    torch.manual_seed(0)
+    paddle.seed(0)
+    pt = GPT2Model(GPT2Config(vocab_size=99, n_positions=16, n_embd=32, n_layer=2, n_head=4, resid_pdrop=0,
+                              embd_pdrop=0, attn_pdrop=0, use_cache=False)).eval()
+    pd = GPTModel(GPTConfig(vocab_size=99, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                            intermediate_size=128, max_position_embeddings=16, hidden_dropout_prob=0,
+                            attention_probs_dropout_prob=0, fuse_attention_qkv=fused, hidden_act="gelu_new"))
+    pd.eval()
+    return pt, pd
+
+
+GPT_IDS = np.random.RandomState(3).randint(0, 99, (2, 8)).astype(np.int64)
+
+
+def hidden_mse(output, target):
+    """The mean squared error of the last hidden state (transformers returns a ModelOutput, paddlenlp a tensor)."""
+    hidden = output[0] if isinstance(output, (tuple, list)) or hasattr(output, "last_hidden_state") else output
+    return ((hidden - target) ** 2).mean()
+
+
+@pytest.mark.parametrize("fused", [False, True], ids=["split", "fused"])
+def test_gpt2_against_paddlenlp_gpt_is_green_forward_and_backward_with_its_recipe_and_no_map(fused):
+    from portcheck.recipes import paddlenlp_gpt
+    pt, pd = gpt2_pair(fused)
+    layouts = paddlenlp_gpt(heads=4, fused=fused)
+    state = convert(pt, pd, inputs=GPT_IDS, layouts=layouts)
+    weight = pt.h[0].attn.c_attn.weight.detach().numpy()  # [in, q | k | v]
+    if fused:  # per head: head 0's q, k, v columns first
+        assert np.array_equal(state["decoder.layers.0.self_attn.qkv_proj.weight"][:, :8], weight[:, :8])
+        assert np.array_equal(state["decoder.layers.0.self_attn.qkv_proj.weight"][:, 8:16], weight[:, 32:40])
+    else:
+        assert np.array_equal(state["decoder.layers.0.self_attn.k_proj.weight"], weight[:, 32:64])
+    report = compare_forward(pt, pd, GPT_IDS, layouts=layouts)
+    assert report.passed, report.table()
+    assert {"h.0.attn.c_attn.q", "h.0.attn.c_attn.k", "h.0.attn.c_attn.v"} <= {r.name for r in report.paired}
+    target = np.zeros((2, 8, 32), np.float32)
+    trained = compare_backward(pt, pd, GPT_IDS, target, (hidden_mse, hidden_mse),
+                               (lambda ps: torch.optim.SGD(ps, lr=0.1), lambda ps: paddle.optimizer.SGD(
+                                   learning_rate=0.1, parameters=ps)), steps=2, layouts=layouts)
+    assert trained.passed, trained.table()
+    assert {"grad h.0.attn.c_attn.q.weight", "grad h.0.attn.c_attn.v.bias"} <= {r.name for r in trained.grads}
+
+
+def test_a_fused_qkv_in_the_wrong_column_order_is_red_at_its_module():
+    """Paddle's qkv_proj holding [q | k | v] where its forward reads per head: red at the fused projection."""
+    from portcheck.recipes import paddlenlp_gpt
+    pt, pd = gpt2_pair(fused=True)
+    layouts = paddlenlp_gpt(heads=4, fused=True)
+    convert(pt, pd, inputs=GPT_IDS, layouts=layouts)
+    for i, block in enumerate(pt.h):  # the weights as they come, without the per-head order
+        qkv = pd.decoder.layers[i].self_attn.qkv_proj
+        qkv.weight.set_value(block.attn.c_attn.weight.detach().numpy())
+        qkv.bias.set_value(block.attn.c_attn.bias.detach().numpy())
+    report = compare_forward(pt, pd, GPT_IDS, layouts=layouts)
+    assert not report.passed and report.first_diverging == "h.0.attn.c_attn.q", report.table()
+
+
+class GatedTorch(torch.nn.Module):
+    """A gated feed-forward with separate gate and up projections (transformers' Llama)."""
+    def __init__(self):
+        super().__init__()
+        self.gate_proj, self.up_proj = torch.nn.Linear(16, 24, bias=False), torch.nn.Linear(16, 24, bias=False)
+        self.down_proj = torch.nn.Linear(24, 16, bias=False)
+
+    def forward(self, x):
+        return self.down_proj(torch.nn.functional.silu(self.gate_proj(x)) * self.up_proj(x))
+
+
+class GatedPaddle(paddle.nn.Layer):
+    """The same with gate and up in one Linear, [gate | up] (paddlenlp's fuse_attention_ffn)."""
+    def __init__(self, swap=False):
+        super().__init__()
+        self.gate_up_fused_proj = paddle.nn.Linear(16, 48, bias_attr=False)
+        self.down_proj = paddle.nn.Linear(24, 16, bias_attr=False)
+        self.swap = swap
+
+    def forward(self, x):
+        gate, up = paddle.chunk(self.gate_up_fused_proj(x), 2, axis=-1)
+        if self.swap:  # the planted bug: the halves read the other way round
+            gate, up = up, gate
+        return self.down_proj(paddle.nn.functional.silu(gate) * up)
+
+
+@pytest.mark.parametrize("swap", [False, True], ids=["correct", "halves swapped"])
+def test_separate_gate_and_up_against_one_fused_linear(swap):
+    torch.manual_seed(0)
+    pt, pd = GatedTorch(), GatedPaddle(swap)
+    x = np.random.RandomState(0).randn(2, 5, 16).astype(np.float32)
+    layouts = {"gate_up_fused_proj": Fused(("gate", "up"))}
+    state = convert(pt, pd, inputs=x, layouts=layouts)
+    assert np.array_equal(state["gate_up_fused_proj.weight"][:, 24:], pt.up_proj.weight.detach().numpy().T)
+    report = compare_forward(pt, pd, x, layouts=layouts)
+    assert {"gate_proj -> gate_up_fused_proj.gate", "up_proj -> gate_up_fused_proj.up"} <= \
+        set(report.pairs().splitlines()), report.pairs()
+    trained = train(pt, pd, x, np.zeros((2, 5, 16), np.float32), layouts=layouts)
+    if not swap:
+        assert report.passed and trained.passed, report.table() + trained.table()
+    else:  # each part computes what torch's does: the run parts after them, where they are read
+        assert not report.passed and report.first_diverging in ("down_proj", "(model)"), report.table()
+        assert not trained.passed
+
+
+# ---------------------------------------------------------------- MobileNetV2: ties settled by the run
+
+def mobilenet_pair(epsilon=None):
+    """transformers' MobileNetV2ForImageClassification from a config (symmetric padding, as Paddle's) and
+    paddle.vision's mobilenet_v2; epsilon: Paddle's BatchNorm epsilon set to it (transformers' is 1e-3)."""
+    from transformers import MobileNetV2Config, MobileNetV2ForImageClassification
+    torch.manual_seed(0)
+    paddle.seed(0)
+    pt = MobileNetV2ForImageClassification(MobileNetV2Config(num_labels=10, image_size=32, tf_padding=False,
+                                                                     depth_multiplier=0.5)).eval()
+    pd = paddle.vision.models.mobilenet_v2(scale=0.5, num_classes=10)
+    pd.eval()
+    for layer in pd.sublayers():
+        if isinstance(layer, paddle.nn.BatchNorm2D) and epsilon is not None:
+            layer._epsilon = epsilon
+    return pt, pd
+
+
+IMAGE = np.random.RandomState(4).randn(1, 3, 32, 32).astype(np.float32)
+
+
+def test_mobilenet_v2_against_paddle_vision_is_green_with_no_map():
+    """HF's MobileNetV2InvertedResidual fits Paddle's InvertedResidual and its inner Sequential equally by shapes;
+    their class names' stem settles it (and where it cannot, the run's values: the residual add)."""
+    pt, pd = mobilenet_pair(epsilon=1e-3)
+    convert(pt, pd, inputs=IMAGE)
+    report = compare_forward(pt, pd, IMAGE)
+    assert report.passed, report.table()
+    assert {"mobilenet_v2.layer.1 -> features.3", "mobilenet_v2.layer.1.reduce_1x1.convolution -> features.3.conv.2"} \
+        <= set(report.pairs().splitlines()), report.pairs()
+
+
+def test_mobilenet_v2_with_paddles_default_batchnorm_epsilon_is_red_at_the_first_batchnorm():
+    pt, pd = mobilenet_pair()
+    convert(pt, pd, inputs=IMAGE)
+    report = compare_forward(pt, pd, IMAGE)
+    assert not report.passed and report.first_diverging == "mobilenet_v2.conv_stem.first_conv.normalization", \
+        report.table()
+
+
+def suggested_layouts(error: str) -> dict:
+    """The layouts a refusal suggests, as printed (evaluated as a user's script would, portcheck imported)."""
+    import portcheck
+    return eval(re.search(r"(?:together|other): (?:if its columns hold them one after the other, )?layouts=(\{.*?\}) "
+                          r"\(heads=", error).group(1), {"portcheck": portcheck})
+
+
+def test_a_fused_module_without_its_layout_is_refused_with_the_layout_that_pairs_it():
+    """GPT-2's c_attn with no Fused entry: its c_proj fits each of q_proj, k_proj, v_proj and out_proj; the
+    refusal names the Fused entry, which pasted as printed pairs it; and the other way round (Paddle's fused
+    gate and up against torch's two)."""
+    pt, pd = gpt2_pair(fused=False)
+    with pytest.raises(PipelineError, match=r"layouts=\{'c_attn': portcheck\.Fused\(\('q_proj', 'k_proj', 'v_proj'\)\)\}"
+                       ) as e:
+        convert(pt, pd, inputs=GPT_IDS)
+    layouts = suggested_layouts(str(e.value))
+    convert(pt, pd, inputs=GPT_IDS, layouts=layouts)
+    assert compare_forward(pt, pd, GPT_IDS, layouts=layouts).passed
+    torch.manual_seed(0)
+    pt, pd = GatedTorch(), GatedPaddle()
+    x = np.random.RandomState(0).randn(2, 5, 16).astype(np.float32)
+    with pytest.raises(PipelineError, match=r"gate_proj \(Linear\); up_proj \(Linear\)") as e:
+        convert(pt, pd, inputs=x)
+    layouts = suggested_layouts(str(e.value))
+    assert layouts == {"gate_up_fused_proj": Fused(("gate_proj", "up_proj"))}
+    convert(pt, pd, inputs=x, layouts=layouts)
+    assert compare_forward(pt, pd, x, layouts=layouts).passed
