@@ -226,6 +226,8 @@ class _Recorder:
 
     def __init__(self, prefix="", arrays=None):
         self.prefix, self.arrays, self.calls, self.seen = prefix, {} if arrays is None else arrays, {}, {}
+        if not getattr(self.arrays, "keeps_values", True):
+            self.seen = None  # a record of shapes only (convert's): nothing to link, and no tensor kept alive for it
 
     def hook(self, name):
         def record(module, args, kwargs, output):

@@ -234,6 +234,7 @@ class _Shapes(dict):
     """A record of a run that keeps each output's shape and dtype, not its values (a read-only view of one zero):
     a conversion pairs by shapes and order, its models not holding the same weights yet, so no value can tell it
     anything; at LLM size the values would be every activation of both runs held at once."""
+    keeps_values = False  # compare._Recorder links no output to another, and keeps no tensor alive to do so
 
     def __setitem__(self, key, value):
         if key.startswith(("out/", "in/")):
@@ -422,7 +423,9 @@ def convert(torch_model, paddle_model, name_map=None, path=None, layouts=None, i
     layouts: {module type or class name, torch's or Paddle's: "same" or "transpose"} for module types whose
     layout this converter does not know (transformers' ViTEmbeddings holding cls_token; paddlenlp's
     LlamaLMHead, a Linear's weight in [in, out]: "transpose" from torch's Linear). A type no one declared
-    whose tensors are all 1-D (an RMSNorm's scale) keeps its layout.
+    whose tensors are all 1-D (an RMSNorm's scale) keeps its layout. A portcheck.Fused value, keyed by a type,
+    a class name or a module name, declares a fused module whose output columns hold parts the other side computes
+    in modules of their own, or orders another way (portcheck.fused: GPT-2's c_attn; recipes.paddlenlp_gpt).
     Raises portcheck.errors.PipelineError, one line, on a module type whose layout is unknown, a module with no
     Paddle counterpart or of another type, a pairing two candidates make ambiguous, and on the keys, shapes and
     dtypes that do not match in either direction, every one of them named in that line; the Paddle model is then
