@@ -1,0 +1,249 @@
+"""The Paddle side of portcheck.recorder: what it wraps in Paddle, how it reads a Paddle model and optimizer
+(in torch's conventions: BatchNorm's momentum as torch's 1 - m, GELU's approximation as torch's string), and how
+the model starts from the torch side's initial weights.
+
+Torch is not imported: the Paddle script may run in a venv without it. The weights come from the torch side's
+record in Paddle's layout (state0/), each module paired with no map (portcheck.pairing, on the two first forwards),
+each tensor placed as judge_backward pairs it (backward._counterpart).
+"""
+import functools
+import inspect
+import platform
+import random
+
+import numpy as np
+
+from portcheck.hooks_torch import DROPOUTS, LOSSES, _no_dropout, _seed, loss_settings
+
+
+class PaddleSide:
+    def __init__(self, float64: bool = False):
+        import paddle
+        self.paddle = paddle
+
+    # ------------------------------------------------------------------ reading
+    def versions(self) -> dict:
+        return {"python": platform.python_version(), "paddle": self.paddle.__version__, "numpy": np.__version__}
+
+    def grad_enabled(self) -> bool:
+        return self.paddle.is_grad_enabled()
+
+    def held_parameters(self, optimizers) -> set:
+        out = set()
+        for opt in optimizers:
+            for item in opt._parameter_list or ():
+                out |= {id(p) for p in item["params"]} if isinstance(item, dict) else {id(item)}
+        return out
+
+    def parameters(self, module) -> list:
+        return list(module.parameters())
+
+    def to_tensor(self, array):
+        return self.paddle.to_tensor(np.array(array))
+
+    def check_not_compiled(self, module):
+        pass  # paddle.jit.to_static is refused where it is called (install)
+
+    def start_from_torch(self, model, given: dict, first: dict):
+        """The model's weights set to the torch side's initial ones (given: the torch record), every Paddle key
+        filled, every shape equal, before the first is set; else one line."""
+        from portcheck.backward import RENAMED, _counterpart
+        from portcheck.compare import _Recorder, eval_mode, hook_points
+        from portcheck.pairing import describe, pair
+        from portcheck.recorder import RUN
+        from portcheck.errors import PipelineError
+        args = [self.to_tensor(first[k]) for k in sorted((k for k in first if k.startswith("args/")),
+                                                         key=lambda k: int(k.split("/")[1]))]
+        kwargs = {k.split("/", 1)[1]: self.to_tensor(v) for k, v in first.items() if k.startswith("kwargs/")}
+        rec = _Recorder()
+        handles = [post(rec.hook(n)) for n, _, post in hook_points(model)]
+        try:
+            with eval_mode(model), self.paddle.no_grad():
+                model(*args, **kwargs)
+        finally:
+            for h in handles:
+                h.remove()
+        try:
+            modules = pair({k: v for k, v in given.items() if k.startswith(("mod/", "out/", "in/"))},
+                           {**describe(model), **rec.arrays}).modules()
+        except PipelineError as e:
+            raise RUN.refuse(f"its model does not pair with the torch model's: {e}")
+        renamed = dict(k[len(RENAMED):].rsplit("/", 1) for k in given if k.startswith(RENAMED))
+        params = model.state_dict()
+        state, problems = {}, []
+        for key in (k for k in given if k.startswith("state0/")):
+            target = _counterpart(key, modules, renamed).partition("/")[2]
+            if target not in params:
+                problems.append(f"torch {key[7:]} has no Paddle counterpart")
+                continue
+            value, want = given[key], params[target]
+            if tuple(value.shape) != tuple(want.shape):
+                problems.append(f"torch {key[7:]} {list(value.shape)} vs Paddle {target} {list(want.shape)}")
+            state[target] = value
+        problems += [f"Paddle {k} no torch tensor fills" for k in params if k not in state]
+        if problems:
+            raise RUN.refuse(f"its model cannot start from the torch model's weights ({len(problems)} problem(s)): "
+                             + "; ".join(problems[:4]))
+        for k, v in state.items():
+            params[k].set_value(v.astype(params[k].numpy().dtype, copy=False))
+
+    def layout_keys(self, module) -> dict:
+        return {}
+
+    def paddle_layout_state(self, module) -> dict:
+        return {k: np.array(v.numpy(), copy=True) for k, v in module.state_dict().items()}
+
+    def grads(self, module) -> dict:
+        from portcheck.backward import _paddle_grads
+        return _paddle_grads(module)
+
+    def norms(self) -> dict:
+        return {}
+
+    def lr(self, optimizer) -> float:
+        return float(optimizer.get_lr())
+
+    def module_config(self, model) -> dict:
+        nn = self.paddle.nn
+        from paddle.nn.layer.conv import _ConvNd
+        from paddle.nn.layer.norm import _BatchNormBase
+        out = {}
+        for name, m in model.named_sublayers(include_self=True):
+            c = {}
+            if isinstance(m, (_BatchNormBase, nn.BatchNorm)):
+                c = {"momentum": round(1 - float(m._momentum), 10), "eps": float(m._epsilon)}
+            elif isinstance(m, (nn.Dropout, nn.Dropout2D, nn.Dropout3D)):
+                c = {"p": float(m.p)}
+            elif isinstance(m, nn.GELU):
+                c = {"approximate": "tanh" if m._approximate in (True, "tanh") else "none"}
+            elif isinstance(m, nn.LayerNorm):
+                c = {"eps": float(m._epsilon), "bias": m.bias is not None}
+            elif isinstance(m, nn.Linear):
+                c = {"bias": m.bias is not None}
+            elif isinstance(m, _ConvNd):
+                c = {"bias": m.bias is not None, "padding_mode": m._padding_mode, "stride": list(m._stride),
+                     "dilation": list(m._dilation), "groups": m._groups}
+            elif isinstance(m, nn.Embedding):
+                c = {"padding_idx": m._padding_idx}
+            elif isinstance(m, nn.LeakyReLU):
+                c = {"negative_slope": m._negative_slope}
+            if c:
+                out[name] = {"type": type(m).__name__, **c}
+        return out
+
+    def optimizer_config(self, opt, model) -> dict:
+        family = type(opt).__name__.lower()
+        family = {"momentum": "sgd+momentum"}.get(family, family)
+        rate = opt._learning_rate
+        out = {"family": family, "lr": float(getattr(rate, "base_lr", rate))}
+        if hasattr(opt, "_beta1"):
+            out["betas"] = [float(opt._beta1), float(opt._beta2)]
+        if hasattr(opt, "_epsilon"):
+            out["eps"] = float(opt._epsilon)
+        if family == "sgd+momentum":
+            out["momentum"], out["nesterov"] = float(opt._momentum), bool(opt._use_nesterov)
+        if hasattr(opt, "_amsgrad"):
+            out["amsgrad"] = bool(opt._amsgrad)
+        decay = {}
+        for key, p in model.named_parameters():
+            if family == "adamw":
+                fun = opt._apply_decay_param_fun
+                coeff = float(opt._weight_decay) if fun is None or fun(p.name) else 0.0
+                decay[key] = [coeff, "decoupled"]
+            else:
+                reg = p.regularizer or opt.regularization
+                decay[key] = [float(getattr(reg, "_coeff", 0.0)) if reg is not None else 0.0,
+                              "L1" if type(reg).__name__ == "L1Decay" else "L2"]
+        out["weight_decay"] = decay
+        clip = opt._grad_clip
+        if clip is not None:
+            from portcheck.recorder import RUN
+            kind = {"ClipGradByGlobalNorm": "global_norm", "ClipGradByNorm": "norm (each parameter)",
+                    "ClipGradByValue": "value"}.get(type(clip).__name__, type(clip).__name__)
+            RUN.clip(kind, getattr(clip, "clip_norm", getattr(clip, "max", float("nan"))))
+        return out
+
+    # ------------------------------------------------------------------ wrapping
+    def install(self, run):
+        paddle = self.paddle
+        F = paddle.nn.functional
+        layer_call = paddle.nn.Layer.__call__
+
+        def call(layer, *args, **kwargs):
+            return run.module_call(layer, functools.partial(layer_call, layer), args, kwargs)
+        paddle.nn.Layer.__call__ = call
+
+        base = paddle.optimizer.Optimizer
+
+        def wrap_init(init):  # AdamW's __init__ does not call Optimizer's: each class's own is wrapped
+            @functools.wraps(init)
+            def optimizer_init(opt, *args, **kwargs):
+                init(opt, *args, **kwargs)
+                if not any(o is opt for o in run.optimizers):
+                    run.optimizers.append(opt)
+            return optimizer_init
+        stepping = []  # a subclass's step calling its parent's is one step
+
+        def wrap(step):
+            @functools.wraps(step)
+            def optimizer_step(opt, *args, **kwargs):
+                if stepping:
+                    return step(opt, *args, **kwargs)
+                stepping.append(opt)
+                try:
+                    run.before_step(opt)
+                    out = step(opt, *args, **kwargs)
+                finally:
+                    stepping.pop()
+                run.after_step(opt)
+                return out
+            return optimizer_step
+        classes, todo = [], [base]
+        while todo:
+            cls = todo.pop()
+            classes.append(cls)
+            todo += cls.__subclasses__()
+        for cls in classes:
+            if "step" in cls.__dict__:
+                cls.step = wrap(cls.__dict__["step"])
+            if "__init__" in cls.__dict__:
+                cls.__init__ = wrap_init(cls.__dict__["__init__"])
+
+        backward = paddle.Tensor.backward
+
+        @functools.wraps(backward)
+        def tensor_backward(tensor, *args, **kwargs):
+            run.backward(tensor)
+            out = backward(tensor, *args, **kwargs)
+            run.after_backward()
+            return out
+        paddle.Tensor.backward = tensor_backward
+
+        for name in LOSSES:
+            if hasattr(F, name):
+                setattr(F, name, _loss(run, name, getattr(F, name)))
+        for name in DROPOUTS:
+            if hasattr(F, name):
+                setattr(F, name, _no_dropout(run, getattr(F, name)))
+
+        def to_static(*args, **kwargs):
+            raise run.refuse("it compiles its model (paddle.jit.to_static): run it in dynamic mode for the check")
+        paddle.jit.to_static = to_static
+        for where, name in ((paddle, "seed"), (np.random, "seed"), (random, "seed")):
+            _seed(run, where, name, f"{where.__name__}.{name}")
+
+
+def _loss(run, name, fn):
+    signature = inspect.signature(fn)
+
+    @functools.wraps(fn)
+    def loss(*args, **kwargs):
+        try:
+            bound = signature.bind(*args, **kwargs)
+        except TypeError:
+            return fn(*args, **kwargs)
+        bound.apply_defaults()
+        if "label" in bound.arguments:
+            bound.arguments["label"] = run.loss_call(name, bound.arguments["label"], loss_settings(bound))
+        return fn(*bound.args, **bound.kwargs)
+    return loss
