@@ -17,6 +17,8 @@ bp_align), which `python -m portcheck check DIR/log_reprod --only forward,data,l
 Exit 0 when the configuration agrees and every pair is green, 1 otherwise, 2 for bad input or a script that
 cannot be recorded (one line naming the side).
 """
+import contextlib
+import io
 import json
 import os
 import shlex
@@ -25,7 +27,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import numpy as np
 
 from portcheck import data as data_pairs, handin, runconfig
 from portcheck.compare import F64, ROOT
@@ -174,9 +175,10 @@ def judge(out: Path, statuses: dict, steps: int) -> int:
         save_side(pairs, "data", side, batches(rec), dep, script)
     tables = [*(f"configuration: {line}" for line in config), *report.table().splitlines()]
     handin.check_outputs(pairs, PAIRS, top)
-    verdicts = {name: handin.judge_and_log(pairs, name, top=top, after_steps=name in ("lr", "bp_align"),
-                                           tables=tables if name == "bp_align" else ())
-                for name in PAIRS}
+    with contextlib.redirect_stdout(io.StringIO()):  # the diff logs' lines: in their files, the summary below
+        verdicts = {name: handin.judge_and_log(pairs, name, top=top, after_steps=name in ("lr", "bp_align"),
+                                               tables=tables if name == "bp_align" else ())
+                    for name in PAIRS}
 
     print("\nportcheck run: the configuration first")
     for line in config:

@@ -75,6 +75,5 @@ def notes(torch_config: dict, paddle_config: dict) -> list:
     ts, ps = torch_config.get("seeds", {}), paddle_config.get("seeds", {})
     seeds = f"seeds: torch {', '.join(f'{k}({v})' for k, v in ts.items()) or 'none set'}; paddle " \
             f"{', '.join(f'{k}({v})' for k, v in ps.items()) or 'none set'}"
-    versions = ", ".join(f"{k} {v}" for k, v in {**torch_config.get("versions", {}),
-                                                 **paddle_config.get("versions", {})}.items())
-    return [seeds, f"versions: {versions}"]
+    versions = lambda c: ", ".join(f"{k} {v}" for k, v in c.get("versions", {}).items())
+    return [seeds, f"versions: torch side {versions(torch_config)}; paddle side {versions(paddle_config)}"]
