@@ -7,13 +7,12 @@ record in Paddle's layout (state0/), each module paired with no map (portcheck.p
 each tensor placed as judge_backward pairs it (backward._counterpart).
 """
 import functools
-import inspect
 import platform
 import random
 
 import numpy as np
 
-from portcheck.hooks_torch import DROPOUTS, LOSSES, _no_dropout, _seed, loss_settings
+from portcheck.recorder import loss_wrapper, module_settings, registering, seeded, wrap_framework
 
 
 class PaddleSide:
@@ -46,9 +45,10 @@ class PaddleSide:
 
     def start_from_torch(self, model, given: dict, first: dict):
         """The model's weights set to the torch side's initial ones (given: the torch record), every Paddle key
-        filled, every shape equal, before the first is set; else one line."""
+        filled, every shape equal, before the first is set; else one line. Returns the pairing's calls
+        {torch call: Paddle call} and record keys {torch key: Paddle key} (compare.counterparts)."""
         from portcheck.backward import RENAMED, _counterpart
-        from portcheck.compare import _Recorder, eval_mode, hook_points
+        from portcheck.compare import _Recorder, counterparts, eval_mode, hook_points
         from portcheck.pairing import describe, pair
         from portcheck.recorder import RUN
         from portcheck.errors import PipelineError
@@ -63,9 +63,11 @@ class PaddleSide:
         finally:
             for h in handles:
                 h.remove()
+        torch_trace, paddle_trace = {k: v for k, v in given.items() if k.startswith(("mod/", "out/", "in/"))}, \
+            {**describe(model), **rec.arrays}
         try:
-            modules = pair({k: v for k, v in given.items() if k.startswith(("mod/", "out/", "in/"))},
-                           {**describe(model), **rec.arrays}).modules()
+            paired = pair(torch_trace, paddle_trace)
+            modules = paired.modules()
         except PipelineError as e:
             raise RUN.refuse(f"its model does not pair with the torch model's: {e}")
         renamed = dict(k[len(RENAMED):].rsplit("/", 1) for k in given if k.startswith(RENAMED))
@@ -84,6 +86,11 @@ class PaddleSide:
         if problems:
             raise RUN.refuse(f"its model cannot start from the torch model's weights ({len(problems)} problem(s)): "
                              + "; ".join(problems[:4]))
+        self.set_state(model, state)
+        return paired.pairs, counterparts(torch_trace, paddle_trace, paired)
+
+    def set_state(self, model, state: dict):
+        params = model.state_dict()
         for k, v in state.items():
             params[k].set_value(v.astype(params[k].numpy().dtype, copy=False))
 
@@ -104,32 +111,21 @@ class PaddleSide:
         return float(optimizer.get_lr())
 
     def module_config(self, model) -> dict:
+        """In torch's conventions: BatchNorm's momentum m is torch's 1 - m, GELU's approximation a string."""
         nn = self.paddle.nn
         from paddle.nn.layer.conv import _ConvNd
         from paddle.nn.layer.norm import _BatchNormBase
-        out = {}
-        for name, m in model.named_sublayers(include_self=True):
-            c = {}
-            if isinstance(m, (_BatchNormBase, nn.BatchNorm)):
-                c = {"momentum": round(1 - float(m._momentum), 10), "eps": float(m._epsilon)}
-            elif isinstance(m, (nn.Dropout, nn.Dropout2D, nn.Dropout3D)):
-                c = {"p": float(m.p)}
-            elif isinstance(m, nn.GELU):
-                c = {"approximate": "tanh" if m._approximate in (True, "tanh") else "none"}
-            elif isinstance(m, nn.LayerNorm):
-                c = {"eps": float(m._epsilon), "bias": m.bias is not None}
-            elif isinstance(m, nn.Linear):
-                c = {"bias": m.bias is not None}
-            elif isinstance(m, _ConvNd):
-                c = {"bias": m.bias is not None, "padding_mode": m._padding_mode, "stride": list(m._stride),
-                     "dilation": list(m._dilation), "groups": m._groups}
-            elif isinstance(m, nn.Embedding):
-                c = {"padding_idx": m._padding_idx}
-            elif isinstance(m, nn.LeakyReLU):
-                c = {"negative_slope": m._negative_slope}
-            if c:
-                out[name] = {"type": type(m).__name__, **c}
-        return out
+        return module_settings(model.named_sublayers(include_self=True), [
+            ((_BatchNormBase, nn.BatchNorm), lambda m: {"momentum": round(1 - float(m._momentum), 10),
+                                                        "eps": float(m._epsilon)}),
+            ((nn.Dropout, nn.Dropout2D, nn.Dropout3D), lambda m: {"p": float(m.p)}),
+            (nn.GELU, lambda m: {"approximate": "tanh" if m._approximate in (True, "tanh") else "none"}),
+            (nn.LayerNorm, lambda m: {"eps": float(m._epsilon), "bias": m.bias is not None}),
+            (nn.Linear, lambda m: {"bias": m.bias is not None}),
+            (_ConvNd, lambda m: {"bias": m.bias is not None, "padding_mode": m._padding_mode,
+                                 "stride": list(m._stride), "dilation": list(m._dilation), "groups": m._groups}),
+            (nn.Embedding, lambda m: {"padding_idx": m._padding_idx}),
+            (nn.LeakyReLU, lambda m: {"negative_slope": m._negative_slope})])
 
     def optimizer_config(self, opt, model) -> dict:
         family = type(opt).__name__.lower()
@@ -167,21 +163,8 @@ class PaddleSide:
     def install(self, run):
         paddle = self.paddle
         F = paddle.nn.functional
-        layer_call = paddle.nn.Layer.__call__
-
-        def call(layer, *args, **kwargs):
-            return run.module_call(layer, functools.partial(layer_call, layer), args, kwargs)
-        paddle.nn.Layer.__call__ = call
-
+        wrap_framework(run, paddle.nn.Layer, paddle.Tensor, F, _loss)
         base = paddle.optimizer.Optimizer
-
-        def wrap_init(init):  # AdamW's __init__ does not call Optimizer's: each class's own is wrapped
-            @functools.wraps(init)
-            def optimizer_init(opt, *args, **kwargs):
-                init(opt, *args, **kwargs)
-                if not any(o is opt for o in run.optimizers):
-                    run.optimizers.append(opt)
-            return optimizer_init
         stepping = []  # a subclass's step calling its parent's is one step
 
         def wrap(step):
@@ -206,44 +189,15 @@ class PaddleSide:
         for cls in classes:
             if "step" in cls.__dict__:
                 cls.step = wrap(cls.__dict__["step"])
-            if "__init__" in cls.__dict__:
-                cls.__init__ = wrap_init(cls.__dict__["__init__"])
-
-        backward = paddle.Tensor.backward
-
-        @functools.wraps(backward)
-        def tensor_backward(tensor, *args, **kwargs):
-            run.backward(tensor)
-            out = backward(tensor, *args, **kwargs)
-            run.after_backward()
-            return out
-        paddle.Tensor.backward = tensor_backward
-
-        for name in LOSSES:
-            if hasattr(F, name):
-                setattr(F, name, _loss(run, name, getattr(F, name)))
-        for name in DROPOUTS:
-            if hasattr(F, name):
-                setattr(F, name, _no_dropout(run, getattr(F, name)))
+            if "__init__" in cls.__dict__:  # AdamW's __init__ does not call Optimizer's: each class's own
+                cls.__init__ = registering(run, cls.__dict__["__init__"])
 
         def to_static(*args, **kwargs):
             raise run.refuse("it compiles its model (paddle.jit.to_static): run it in dynamic mode for the check")
         paddle.jit.to_static = to_static
         for where, name in ((paddle, "seed"), (np.random, "seed"), (random, "seed")):
-            _seed(run, where, name, f"{where.__name__}.{name}")
+            seeded(run, where, name, f"{where.__name__}.{name}")
 
 
 def _loss(run, name, fn):
-    signature = inspect.signature(fn)
-
-    @functools.wraps(fn)
-    def loss(*args, **kwargs):
-        try:
-            bound = signature.bind(*args, **kwargs)
-        except TypeError:
-            return fn(*args, **kwargs)
-        bound.apply_defaults()
-        if "label" in bound.arguments:
-            bound.arguments["label"] = run.loss_call(name, bound.arguments["label"], loss_settings(bound))
-        return fn(*bound.args, **bound.kwargs)
-    return loss
+    return loss_wrapper(run, name, fn, "label")

@@ -4,26 +4,12 @@ Tensors are recorded by torch's names in Paddle's layout (convert.torch_layouts)
 them, so that portcheck.backward.judge_backward judges the two sides' records as it judges its own.
 """
 import functools
-import inspect
 import platform
 import random
 
 import numpy as np
 
-LOSSES = ("cross_entropy", "nll_loss", "mse_loss", "l1_loss", "smooth_l1_loss", "binary_cross_entropy",
-          "binary_cross_entropy_with_logits", "kl_div", "huber_loss")
-DROPOUTS = ("dropout", "dropout1d", "dropout2d", "dropout3d", "alpha_dropout", "feature_alpha_dropout")
-
-
-def loss_settings(bound) -> dict:
-    """The settings of a loss call both frameworks share, as one dict (bound: its inspect.BoundArguments)."""
-    a = bound.arguments
-    weight = a.get("weight", a.get("pos_weight"))
-    return {"reduction": a.get("reduction", "mean"), "label_smoothing": float(a.get("label_smoothing", 0.0) or 0.0),
-            "ignore_index": a.get("ignore_index"),
-            "weight": None if weight is None else [round(float(w), 7) for w in np.asarray(
-                weight.detach().cpu().numpy() if hasattr(weight, "detach") else weight.numpy()).reshape(-1)]}
-
+from portcheck.recorder import loss_wrapper, module_settings, registering, seeded, wrap_framework
 
 class TorchSide:
     def __init__(self, float64: bool):
@@ -49,9 +35,8 @@ class TorchSide:
     def state(self, module) -> dict:
         return {k: v.detach().cpu().numpy().copy() for k, v in module.state_dict().items()}
 
-    def load_float64(self, module, init: dict):
+    def load(self, module, init: dict):
         module.load_state_dict({k: self.torch.from_numpy(np.array(v)) for k, v in init.items()})
-        module.double()  # in place: the optimizer's Parameters are the same objects, now float64
 
     def start_from_torch(self, module, given, first):
         raise AssertionError("the torch side starts from its own weights")
@@ -85,30 +70,17 @@ class TorchSide:
 
     def module_config(self, model) -> dict:
         nn = self.torch.nn
-        out = {}
-        for name, m in model.named_modules():
-            c = {}
-            if isinstance(m, nn.modules.batchnorm._BatchNorm):
-                c = {"momentum": m.momentum, "eps": m.eps, "affine": m.affine}
-            elif isinstance(m, nn.modules.dropout._DropoutNd):
-                c = {"p": m.p}
-            elif isinstance(m, nn.GELU):
-                c = {"approximate": m.approximate}
-            elif isinstance(m, nn.LayerNorm):
-                c = {"eps": m.eps, "bias": m.bias is not None}
-            elif isinstance(m, nn.Linear):
-                c = {"bias": m.bias is not None}
-            elif isinstance(m, nn.modules.conv._ConvNd):
-                c = {"bias": m.bias is not None, "padding_mode": m.padding_mode, "stride": list(m.stride),
-                     "padding": m.padding if isinstance(m.padding, str) else list(m.padding),
-                     "dilation": list(m.dilation), "groups": m.groups}
-            elif isinstance(m, nn.Embedding):
-                c = {"padding_idx": m.padding_idx}
-            elif isinstance(m, nn.LeakyReLU):
-                c = {"negative_slope": m.negative_slope}
-            if c:
-                out[name] = {"type": type(m).__name__, **c}
-        return out
+        return module_settings(model.named_modules(), [
+            (nn.modules.batchnorm._BatchNorm, lambda m: {"momentum": m.momentum, "eps": m.eps}),
+            (nn.modules.dropout._DropoutNd, lambda m: {"p": m.p}),
+            (nn.GELU, lambda m: {"approximate": m.approximate}),
+            (nn.LayerNorm, lambda m: {"eps": m.eps, "bias": m.bias is not None}),
+            (nn.Linear, lambda m: {"bias": m.bias is not None}),
+            (nn.modules.conv._ConvNd, lambda m: {"bias": m.bias is not None, "padding_mode": m.padding_mode,
+                                                 "stride": list(m.stride), "dilation": list(m.dilation),
+                                                 "groups": m.groups}),
+            (nn.Embedding, lambda m: {"padding_idx": m.padding_idx}),
+            (nn.LeakyReLU, lambda m: {"negative_slope": m.negative_slope})])
 
     def optimizer_config(self, opt, model) -> dict:
         names = {id(p): n for n, p in model.named_parameters()}
@@ -131,38 +103,11 @@ class TorchSide:
         torch, F = self.torch, self.torch.nn.functional
         from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
 
-        module_call = torch.nn.Module.__call__
-
-        def call(module, *args, **kwargs):
-            return run.module_call(module, functools.partial(module_call, module), args, kwargs)
-        torch.nn.Module.__call__ = call
-
-        init = torch.optim.Optimizer.__init__
-
-        @functools.wraps(init)
-        def optimizer_init(opt, *args, **kwargs):
-            init(opt, *args, **kwargs)
-            run.optimizers.append(opt)
-        torch.optim.Optimizer.__init__ = optimizer_init
+        wrap_framework(run, torch.nn.Module, torch.Tensor, F, self._loss)
+        torch.optim.Optimizer.__init__ = registering(run, torch.optim.Optimizer.__init__)
         register_optimizer_step_pre_hook(lambda opt, args, kwargs: run.before_step(opt))
         register_optimizer_step_post_hook(lambda opt, args, kwargs: run.after_step(opt))
 
-        backward = torch.Tensor.backward
-
-        @functools.wraps(backward)
-        def tensor_backward(tensor, *args, **kwargs):
-            run.backward(tensor)
-            out = backward(tensor, *args, **kwargs)
-            run.after_backward()
-            return out
-        torch.Tensor.backward = tensor_backward
-
-        for name in LOSSES:
-            if hasattr(F, name):
-                setattr(F, name, self._loss(run, name, getattr(F, name)))
-        for name in DROPOUTS:
-            if hasattr(F, name):
-                setattr(F, name, _no_dropout(run, getattr(F, name)))
 
         norm = torch.nn.utils.clip_grad_norm_
 
@@ -183,45 +128,15 @@ class TorchSide:
             raise run.refuse("it compiles its model (torch.compile): run it uncompiled for the check")
         torch.compile = compile_
         for where, name in ((torch, "manual_seed"), (np.random, "seed"), (random, "seed")):
-            _seed(run, where, name, f"{where.__name__}.{name}")
+            seeded(run, where, name, f"{where.__name__}.{name}")
 
     def _loss(self, run, name, fn):
-        signature = inspect.signature(fn)
-        float64 = self.float64
-
-        @functools.wraps(fn)
-        def loss(*args, **kwargs):
-            try:
-                bound = signature.bind(*args, **kwargs)
-            except TypeError:
-                return fn(*args, **kwargs)
-            bound.apply_defaults()
-            target = "target" if "target" in bound.arguments else None
-            if target:
-                bound.arguments[target] = run.loss_call(name, bound.arguments[target], loss_settings(bound))
-            if float64:  # a class weight in float32 meets the float64 output
-                for key in ("weight", "pos_weight"):
-                    w = bound.arguments.get(key)
-                    if w is not None and hasattr(w, "double") and w.is_floating_point():
-                        bound.arguments[key] = w.double()
-            return fn(*bound.args, **bound.kwargs)
-        return loss
+        return loss_wrapper(run, name, fn, "target", _double if self.float64 else None)
 
 
-def _no_dropout(run, fn):
-    """Dropout off for the N steps: the two frameworks draw different masks."""
-    @functools.wraps(fn)
-    def dropout(input, *args, **kwargs):
-        return input if not run.done else fn(input, *args, **kwargs)
-    return dropout
-
-
-def _seed(run, where, name, said):
-    fn = getattr(where, name)
-
-    @functools.wraps(fn)
-    def seed(*args, **kwargs):
-        if args:
-            run.config["seeds"][said] = repr(args[0])
-        return fn(*args, **kwargs)
-    setattr(where, name, seed)
+def _double(bound):
+    """A class weight in float32 meets the float64 output: widened with it."""
+    for key in ("weight", "pos_weight"):
+        w = bound.arguments.get(key)
+        if w is not None and hasattr(w, "double") and w.is_floating_point():
+            bound.arguments[key] = w.double()

@@ -23,6 +23,8 @@ A script that cannot be recorded (it trains two models, compiles its model, exit
 one line in status.json, which portcheck.run reports for its side.
 """
 import atexit
+import functools
+import inspect
 import json
 import os
 import sys
@@ -116,8 +118,7 @@ class Run:
             self.fed.add(i)
             self.record.update({f"input/batch_{i}/{k}": v for k, v in own.items()})
         if self.given is not None:  # fed torch's batch of this step
-            prefix = f"input/batch_{i}/"
-            given = {k[len(prefix):]: self._widened(v) for k, v in self.given.items() if k.startswith(prefix)}
+            given = {k: self._widened(v) for k, v in self._given_batch(i).items()}
             args, kwargs = _replaced(args, "args", given, self.fw.to_tensor), \
                 _replaced(kwargs, "kwargs", given, self.fw.to_tensor)
         if self.calls == 0:
@@ -146,23 +147,60 @@ class Run:
     def _first_call(self, module, args, kwargs):
         from portcheck.pairing import describe
         self.fw.check_not_compiled(module)
-        if self.side == "torch":
-            from portcheck.fileio import save_npy
-            save_npy(self.out / INIT, self.fw.state(module))
-        elif self.side == "torch64":
-            from portcheck.fileio import load_npy
-            self.fw.load_float64(module, load_npy(self.torch_dir / INIT))
-        else:
-            first = {k[len("input/batch_0/"):]: v for k, v in self.given.items() if k.startswith("input/batch_0/")}
-            self.depth += 1  # its pairing run is not a training call
-            try:
-                self.fw.start_from_torch(module, self.given, first)
-            finally:
-                self.depth -= 1
+        self.depth += 1  # the runs made here (pairing, isolation) are not training calls
+        try:
+            if self.side == "torch":
+                from portcheck.fileio import save_npy
+                save_npy(self.out / INIT, self.fw.state(module))
+            elif self.side == "torch64":
+                from portcheck.fileio import load_npy
+                self.fw.load(module, load_npy(self.torch_dir / INIT))
+                pairs = json.loads((self.out.parent / "paddle" / STATUS).read_text())["config"].get("pairs") or {}
+                self.isolated(module, {t: t for t in pairs}, {k: k for k in self.given if k.startswith("out/")})
+                module.double()  # in place: the optimizer's Parameters are the same objects, now float64
+            else:
+                first = self._given_batch(0)
+                pairs, keys = self.fw.start_from_torch(module, self.given, first)
+                self.config["pairs"] = pairs
+                state = self.fw.paddle_layout_state(module)
+                self.isolated(module, {p: t for t, p in pairs.items()},
+                              {p: t for t, p in keys.items() if t.startswith("out/")})
+                self.fw.set_state(module, state)  # BatchNorm's statistics as they were before the isolated run
+        finally:
+            self.depth -= 1
         self.record.update(describe(module))
         self.record.update(self.fw.layout_keys(module))
         self.config["modules"] = self.fw.module_config(module)
         self.record.update({f"state0/{k}": v for k, v in self.fw.paddle_layout_state(module).items()})
+
+    def _given_batch(self, i: int) -> dict:
+        prefix = f"input/batch_{i}/"
+        return {k[len(prefix):]: v for k, v in self.given.items() if k.startswith(prefix)}
+
+    def isolated(self, module, calls: dict, leaves: dict):
+        """Every paired module call on torch's recorded first-forward values (portcheck.isolate.forced_run): the
+        value each computes, under iso/<its key> (torch's float64 side: torch's own error per module; Paddle's:
+        its counterpart's computation on the same values)."""
+        from portcheck.compare import values
+        from portcheck.isolate import forced_run
+        first = self._given_batch(0)
+        inputs = tuple(first[k] for k in sorted(first, key=lambda k: int(k.split("/")[1]))) \
+            if all(k.startswith("args/") and k.count("/") == 1 for k in first) else None
+        if inputs is None or not calls:
+            self.config["isolated"] = "not run: the model's batch is not a few positional tensors" if calls else \
+                "not run: no module paired"
+            return
+        kept = {}
+
+        def keep(key, tensor, source):
+            if key is None:
+                kept.clear()
+            else:
+                kept[f"iso/{key}"] = np.array(values(tensor), copy=True)
+        parents, error = forced_run(module, inputs, self.given, calls, leaves, keep)
+        self.record.update(kept)
+        self.config["isolated"] = error or "run"
+        self.config["parents"] = parents
 
     def loss_call(self, name, target, settings: dict):
         """A functional loss called on the root's output: its target recorded (paddle, torch64: replaced)."""
@@ -230,6 +268,109 @@ class Run:
         status = {"side": self.side, "steps": self.step, "asked": self.steps, "error": self.error,
                   "root": type(self.root).__name__ if self.root is not None else None, "config": self.config}
         (self.out / STATUS).write_text(json.dumps(status, indent=1, default=str) + "\n")
+
+
+LOSSES = ("cross_entropy", "nll_loss", "mse_loss", "l1_loss", "smooth_l1_loss", "binary_cross_entropy",
+          "binary_cross_entropy_with_logits", "kl_div", "huber_loss")
+DROPOUTS = ("dropout", "dropout1d", "dropout2d", "dropout3d", "alpha_dropout", "feature_alpha_dropout")
+
+
+def loss_settings(bound) -> dict:
+    """The settings of a loss call both frameworks share, as one dict (bound: its inspect.BoundArguments)."""
+    a = bound.arguments
+    weight = a.get("weight", a.get("pos_weight"))
+    return {"reduction": a.get("reduction", "mean"), "label_smoothing": float(a.get("label_smoothing", 0.0) or 0.0),
+            "ignore_index": a.get("ignore_index"),
+            "weight": None if weight is None else [round(float(w), 7) for w in np.asarray(
+                weight.detach().cpu().numpy() if hasattr(weight, "detach") else weight.numpy()).reshape(-1)]}
+
+
+
+
+def wrap_framework(run, module_class, tensor_class, functional, loss):
+    """What a script of either framework goes through, wrapped alike: every module call, Tensor.backward, the
+    functional losses (loss(run, name, fn): the framework's wrapper) and dropouts."""
+    module_call = module_class.__call__
+
+    def call(module, *args, **kwargs):
+        return run.module_call(module, functools.partial(module_call, module), args, kwargs)
+    module_class.__call__ = call
+    backward = tensor_class.backward
+
+    @functools.wraps(backward)
+    def tensor_backward(tensor, *args, **kwargs):
+        run.backward(tensor)
+        out = backward(tensor, *args, **kwargs)
+        run.after_backward()
+        return out
+    tensor_class.backward = tensor_backward
+    for name in LOSSES:
+        if hasattr(functional, name):
+            setattr(functional, name, loss(run, name, getattr(functional, name)))
+    for name in DROPOUTS:
+        if hasattr(functional, name):
+            setattr(functional, name, no_dropout(run, getattr(functional, name)))
+
+
+def registering(run, init):
+    """An optimizer class's __init__ that registers the optimizer it builds (once: a subclass's calls its parent's)."""
+    @functools.wraps(init)
+    def optimizer_init(opt, *args, **kwargs):
+        init(opt, *args, **kwargs)
+        if not any(o is opt for o in run.optimizers):
+            run.optimizers.append(opt)
+    return optimizer_init
+
+
+def no_dropout(run, fn):
+    """Dropout off for the N steps: the two frameworks draw different masks."""
+    @functools.wraps(fn)
+    def dropout(input, *args, **kwargs):
+        return input if not run.done else fn(input, *args, **kwargs)
+    return dropout
+
+
+def seeded(run, where, name, said):
+    fn = getattr(where, name)
+
+    @functools.wraps(fn)
+    def seed(*args, **kwargs):
+        if args:
+            run.config["seeds"][said] = repr(args[0])
+        return fn(*args, **kwargs)
+    setattr(where, name, seed)
+
+
+
+def loss_wrapper(run, name, fn, target: str, widen=None):
+    """A functional loss whose target (the argument named `target`: torch's "target", Paddle's "label") goes
+    through run.loss_call; widen(bound), the float64 run's, casts what meets its float64 output."""
+    signature = inspect.signature(fn)
+
+    @functools.wraps(fn)
+    def loss(*args, **kwargs):
+        try:
+            bound = signature.bind(*args, **kwargs)
+        except TypeError:
+            return fn(*args, **kwargs)  # the call's own error, as the user would see it
+        bound.apply_defaults()
+        if target in bound.arguments:
+            bound.arguments[target] = run.loss_call(name, bound.arguments[target], loss_settings(bound))
+        if widen is not None:
+            widen(bound)
+        return fn(*bound.args, **bound.kwargs)
+    return loss
+
+
+def module_settings(named_modules, table) -> dict:
+    """{module name: {"type": class, setting: value}} of the modules whose class the table knows ([(classes,
+    their settings(module))], first match), for the configuration's comparison (portcheck.runconfig)."""
+    out = {}
+    for name, m in named_modules:
+        found = next((read for kinds, read in table if isinstance(m, kinds)), None)
+        if found is not None:
+            out[name] = {"type": type(m).__name__, **found(m)}
+    return out
 
 
 RUN = None

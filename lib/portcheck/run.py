@@ -7,10 +7,12 @@ Each CMD's first word is a Python interpreter (one venv per side works); portche
 start (portcheck/inject/sitecustomize.py on its PYTHONPATH). Three runs of the first N optimizer steps (default 3):
   torch     the torch script as it is, Dropout off: its root model, first forward (every module), loss, lr,
             gradients, weights after each step, the batches and targets it fed;
-  torch64   the torch script again, its model in float64 from the same initial weights and batches: torch's own
-            error, the yardstick of the measured rule (portcheck/calibrated.py);
   paddle    the Paddle script, its model started from torch's initial weights (paired with no map), fed torch's
-            batches and targets, Dropout off; the batches and targets it would have fed are judged apart (data).
+            batches and targets, Dropout off; the batches and targets it would have fed are judged apart (data);
+  torch64   the torch script again, its model in float64 from the same initial weights and batches: torch's own
+            error, the yardstick of the measured rule (portcheck/calibrated.py).
+The first forward is judged cumulative (each side on its own values) and isolated (every paired module on torch's
+recorded values, portcheck.isolate: every module whose own computation differs is named).
 Then the configuration is compared (portcheck.runconfig: every difference one line), the records judged as
 judge_backward judges them, and the guide's pairs written to DIR/log_reprod (forward, data, loss, lr,
 bp_align), which `python -m portcheck check DIR/log_reprod --only forward,data,loss,lr,bp_align` re-derives.
@@ -35,7 +37,7 @@ from portcheck.fileio import load_npy
 from portcheck.recorder import INIT, RECORD, SETTINGS, STATUS
 
 MARK = ".portcheck_run"   # in DIR: the folder is ours, a rerun may replace what is in it
-SIDES = (("torch", "torch"), ("torch64", "torch"), ("paddle", "paddle"))
+SIDES = (("torch", "torch"), ("paddle", "paddle"), ("torch64", "torch"))  # torch64 reads Paddle's pairing
 PAIRS = ("forward", "data", "loss", "lr", "bp_align")
 INJECT = Path(__file__).resolve().parent / "inject"
 LIB = Path(__file__).resolve().parent.parent
@@ -96,11 +98,7 @@ def prepare(out: Path):
     if out.is_dir() and any(out.iterdir()) and not (out / MARK).is_file():
         raise PipelineError(f"--out {out} is not empty and was not written by `portcheck run`: give a new folder")
     for side, _ in SIDES:
-        folder = out / side
-        folder.mkdir(parents=True, exist_ok=True)
-        for name in (RECORD, STATUS, INIT):
-            if (folder / name).is_file():
-                (folder / name).unlink()
+        (out / side).mkdir(parents=True, exist_ok=True)
     (out / MARK).write_text("written by python -m portcheck run\n")
 
 
@@ -108,6 +106,9 @@ def run_side(side: str, argv: list, out: Path, steps: int) -> dict:
     """One side's script with the recorder injected; its status (steps taken, configuration)."""
     print(f"\n$ {shlex.join(argv)}   # portcheck run: the {side} side, {steps} step(s)", flush=True)
     settings = {"side": side, "steps": steps, "out": str(out / side), "torch_dir": str(out / "torch")}
+    for name in (RECORD, STATUS, INIT):  # a previous run's: never read as this one's
+        if (out / side / name).is_file():
+            (out / side / name).unlink()
     code = subprocess.run(argv, env=environment(settings)).returncode
     said = {"torch": "torch", "torch64": "torch (its float64 run)", "paddle": "Paddle"}[side]
     status_file = out / side / STATUS
@@ -139,6 +140,24 @@ def batches(rec: dict) -> dict:
     return {k: v for k, v in rec.items() if k.startswith(("input/", "target/"))}
 
 
+def isolated(forward, t: dict, t64: dict, p: dict, statuses: dict):
+    """forward.isolated: every paired module's own computation on torch's recorded values (the recorders'
+    isolate.forced_run, iso/ keys), each held to torch's own error for that computation, as isolate.judge holds it."""
+    from portcheck.compare import judge_one
+    from portcheck.isolate import _judged, _name
+    said = {side: statuses[side]["config"].get("isolated") for side in ("paddle", "torch64")}
+    forward.isolation_stopped = {side: why for side, why in said.items() if why != "run"}
+    forward.parents = statuses["torch64"]["config"].get("parents") or {}
+    forward.isolated = []
+    for t_key, p_key in forward.counterparts.items():
+        a, ref, b = _judged(t_key, t), t64.get(f"iso/{t_key}"), p.get(f"iso/{p_key}")
+        if a is None or ref is None or b is None:
+            continue
+        row = judge_one(_name(t_key), a, ref, b)
+        if not (t_key.startswith("in/") and row.max == 0 and row.err32 == 0):  # torch's value passed on as it was
+            forward.isolated.append(row)
+
+
 def judge(out: Path, statuses: dict, steps: int) -> int:
     from portcheck import record
     from portcheck.backward import judge_backward
@@ -146,6 +165,7 @@ def judge(out: Path, statuses: dict, steps: int) -> int:
     t = merged(load_npy(out / "torch" / RECORD), load_npy(out / "torch64" / RECORD))
     p = load_npy(out / "paddle" / RECORD)
     report = judge_backward(t, p)
+    isolated(report.forward, t, load_npy(out / "torch64" / RECORD), p, statuses)
     modules = report.forward.pairing.modules()
     renamed = dict(k[len("renamed/"):].rsplit("/", 1) for k in t if k.startswith("renamed/"))
     lrs = ([float(t[f"lr/{i}"][0]) for i in range(steps)], [float(p[f"lr/{i}"][0]) for i in range(steps)])
@@ -192,6 +212,11 @@ def judge(out: Path, statuses: dict, steps: int) -> int:
     print(f"data: {fed.line()[len('data: '):]}" if fed.first is None else
           f"data RED: the batches or targets the Paddle script feeds differ: {fed.first.describe()}")
     where = report.first_diverging
+    differ = report.forward.differing
+    print("forward, each module on torch's values: " + (f"RED, their own computation differs: {', '.join(differ)}"
+                                                        if differ else "every paired module within its rule"
+                                                        if report.forward.isolated else "not judged")
+          + "".join(f"; the {side} run stopped: {why}" for side, why in report.forward.isolation_stopped.items()))
     print("training: " + ("every module, gradient, loss, lr and weight within the measured rule" if report.passed
                           else f"RED, the runs part at {where}"))
     for name, v in verdicts.items():
