@@ -83,13 +83,16 @@ class Run:
         self.step, self.depth, self.calls, self.loss, self.grads_taken, self.done = 0, 0, 0, None, False, False
         self.error, self.fed, self.in_root = None, set(), 0
         self.given = None  # the torch side's record (paddle, torch64): its batches, targets, weights
-        if self.side != "torch":
+        self.plain = self.side == "plain"  # tools/bench_run.py: the script's own first N steps, nothing recorded
+        if self.side not in ("torch", "plain"):
             from portcheck.fileio import load_npy
             self.given = load_npy(self.torch_dir / RECORD)
 
     # ------------------------------------------------------------------ the hooks the framework side calls
     def module_call(self, module, call, args, kwargs):
         """Every module call: the root's are recorded; everything else runs as it is."""
+        if self.plain:
+            return call(*args, **kwargs)
         if self.depth or self.done or not self.fw.grad_enabled():
             return self._inner(call, args, kwargs)
         if self.root is None:
@@ -225,7 +228,7 @@ class Run:
             self.record.update({f"grad/{k}": v for k, v in self.fw.grads(self.root).items()})
 
     def before_step(self, optimizer):
-        if self.root is None or self.done:
+        if self.root is None or self.done or self.plain:
             return
         if self.loss is None:
             raise self.refuse("its optimizer stepped before any backward() on a loss")
@@ -235,7 +238,10 @@ class Run:
         self.record[f"lr/{self.step}"] = np.array([self.fw.lr(optimizer)], dtype=np.float64)
 
     def after_step(self, optimizer):
+        if self.plain and self.step + 1 >= self.steps:
+            os._exit(0)
         if self.root is None or self.done:
+            self.step += self.plain
             return
         self.step += 1
         self.record.update({f"state{self.step}/{k}": v for k, v in self.fw.paddle_layout_state(self.root).items()})
@@ -380,7 +386,7 @@ def install():
     """Called by the injected sitecustomize: the side's hooks in place before the user's script runs."""
     global RUN
     settings = json.loads(os.environ[SETTINGS])
-    if settings["side"] == "paddle":
+    if settings.get("framework", settings["side"]) == "paddle":
         from portcheck.hooks_paddle import PaddleSide as Side
     else:
         from portcheck.hooks_torch import TorchSide as Side
