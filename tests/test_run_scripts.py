@@ -126,3 +126,22 @@ def test_bad_commands_and_folders_are_one_line(tmp_path):
     with pytest.raises(PipelineError, match="not empty and was not written by `portcheck run`"):
         run.prepare(tmp_path / "out")
     assert (tmp_path / "out" / "mine.txt").read_text() == "a user's file"
+
+
+def test_full_trains_both_scripts_to_their_end_and_judges_step_5(torch_done, tmp_path):
+    """--full: green as written (2 epochs: 10 steps, an evaluation each epoch read from the printed 'acc'); a warmup
+    one step longer is red at Step 5 too, its lr named."""
+    out, _ = torch_done
+    torch_argv = [sys.executable, str(SCRIPTS / "pt_train.py"), "--epochs", "2"]
+    planted = tmp_path / "pd_train.py"
+    planted.write_text((SCRIPTS / "pd_train.py").read_text().replace('"--warmup", type=int, default=5',
+                                                                      '"--warmup", type=int, default=6'))
+    for script, expected, named in ((SCRIPTS / "pd_train.py", 0, "training lr: passed"),
+                                    (planted, 1, "training lr: FAILED")):
+        mine = tmp_path / f"out{expected}"
+        shutil.copytree(out, mine)
+        printed = io.StringIO()
+        with contextlib.redirect_stdout(printed):
+            code = run.full(mine, {"torch": torch_argv, "paddle": [sys.executable, str(script), "--epochs", "2"]}, None)
+        said = printed.getvalue()
+        assert code == expected and named in said and "evaluated after steps [5, 10]" in said, said

@@ -72,7 +72,7 @@ class PaddleSide:
             raise RUN.refuse(f"its model does not pair with the torch model's: {e}")
         renamed = dict(k[len(RENAMED):].rsplit("/", 1) for k in given if k.startswith(RENAMED))
         params = model.state_dict()
-        state, problems = {}, []
+        state, problems, placed = {}, [], {}
         for key in (k for k in given if k.startswith("state0/")):
             target = _counterpart(key, modules, renamed).partition("/")[2]
             if target not in params:
@@ -81,13 +81,13 @@ class PaddleSide:
             value, want = given[key], params[target]
             if tuple(value.shape) != tuple(want.shape):
                 problems.append(f"torch {key[7:]} {list(value.shape)} vs Paddle {target} {list(want.shape)}")
-            state[target] = value
+            state[target], placed[key[7:]] = value, target
         problems += [f"Paddle {k} no torch tensor fills" for k in params if k not in state]
         if problems:
             raise RUN.refuse(f"its model cannot start from the torch model's weights ({len(problems)} problem(s)): "
                              + "; ".join(problems[:4]))
         self.set_state(model, state)
-        return paired.pairs, counterparts(torch_trace, paddle_trace, paired)
+        return paired.pairs, counterparts(torch_trace, paddle_trace, paired), placed
 
     def set_state(self, model, state: dict):
         params = model.state_dict()

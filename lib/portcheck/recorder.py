@@ -88,6 +88,10 @@ class Run:
             from portcheck.fileio import load_npy
             self.given = load_npy(self.torch_dir / RECORD)
 
+    @property
+    def dropout_off(self) -> bool:
+        return not (self.done or self.plain)
+
     # ------------------------------------------------------------------ the hooks the framework side calls
     def module_call(self, module, call, args, kwargs):
         """Every module call: the root's are recorded; everything else runs as it is."""
@@ -163,7 +167,7 @@ class Run:
                 module.double()  # in place: the optimizer's Parameters are the same objects, now float64
             else:
                 first = self._given_batch(0)
-                pairs, keys = self.fw.start_from_torch(module, self.given, first)
+                pairs, keys, _ = self.fw.start_from_torch(module, self.given, first)
                 self.config["pairs"] = pairs
                 state = self.fw.paddle_layout_state(module)
                 self.isolated(module, {p: t for t, p in pairs.items()},
@@ -332,7 +336,7 @@ def no_dropout(run, fn):
     """Dropout off for the N steps: the two frameworks draw different masks."""
     @functools.wraps(fn)
     def dropout(input, *args, **kwargs):
-        return input if not run.done else fn(input, *args, **kwargs)
+        return input if run.dropout_off else fn(input, *args, **kwargs)
     return dropout
 
 
@@ -379,6 +383,111 @@ def module_settings(named_modules, table) -> dict:
     return out
 
 
+class Full(Run):
+    """`run --full`: the script to its end, as it is (its own batches, Dropout on), its model started from the
+    torch side's initial weights; every step's loss, lr, weight norm, modes and targets, and each metric its
+    printed lines show (METRIC, or the run's --metric), as a portcheck.training.TrainingLog saved at exit: Step 5's
+    train_align, judged by portcheck.training."""
+    dropout_off = False
+
+    def __init__(self, settings: dict, fw):
+        super().__init__(settings, fw)
+        import re
+        from portcheck.training import TrainingLog
+        self.log, self.metric = TrainingLog(), re.compile(settings.get("metric") or METRIC)
+        self.framework, self.target, self.lr, self.weights, self.order = settings["framework"], None, None, "", []
+        self.line = ""
+        stdout = sys.stdout
+
+        class Tee:  # the script's printing as it is, each line read for a metric
+            def __getattr__(_, name):
+                return getattr(stdout, name)
+
+            def write(_, text):
+                self.read(text)
+                return stdout.write(text)
+        sys.stdout = Tee()
+
+    def read(self, text: str):
+        self.line += text
+        *lines, self.line = self.line.split("\n")
+        for line in lines:
+            found = {m.group(1).lower(): float(m.group(2)) for m in self.metric.finditer(line)}
+            if found and self.root is not None and len(self.log.curves["loss"]):
+                try:
+                    self.log.evaluate(found)
+                except Exception:  # noqa: BLE001 - a line naming other metrics than the first: not an evaluation
+                    pass
+
+    def _first_call(self, module, args, kwargs):
+        from portcheck.fileio import load_npy
+        from portcheck.record import state_fingerprint
+        self.fw.check_not_compiled(module)
+        self.depth += 1
+        try:
+            if self.framework == "torch":
+                self.fw.load(module, load_npy(self.torch_dir / INIT))
+                self.fw.layout_keys(module)
+                self.weights = state_fingerprint(self.fw.paddle_layout_state(module))
+            else:
+                first = self._given_batch(0)
+                _, _, placed = self.fw.start_from_torch(module, self.given, first)
+                state = self.fw.paddle_layout_state(module)
+                self.weights = state_fingerprint({k: state[p] for k, p in placed.items()})
+                from portcheck.training import torch_running_var
+                torch_running_var(module)  # evaluation sees torch's (unbiased) running variance
+        finally:
+            self.depth -= 1
+
+    def _root_call(self, module, call, args, kwargs):
+        return self._inner(call, args, kwargs)
+
+    def loss_call(self, name, target, settings: dict):
+        if self.root is not None and not self.in_root and hasattr(target, "numpy"):
+            self.target = target
+        return target
+
+    def backward(self, tensor):
+        if self.root is not None:
+            self.loss = _numpy(tensor).reshape(-1)
+
+    def after_backward(self):
+        pass
+
+    def before_step(self, optimizer):
+        if self.root is not None:
+            self.lr = self.fw.lr(optimizer)
+
+    def after_step(self, optimizer):
+        if self.root is None or self.loss is None:
+            return
+        from portcheck.training import batch_fingerprint
+        batch = None
+        if self.target is not None and (self.step == 0 or "batch" in self.log.curves):
+            batch = self.target
+            self.order.append(batch_fingerprint(batch))
+        self.log.step(self.loss, self.lr, model=self.root, batch=batch)
+        self.step += 1
+        self.loss, self.target = None, None
+
+    def write(self):
+        """At exit: the training log (train_align and train_log, with their run records), or why not."""
+        from portcheck.errors import PipelineError
+        from portcheck.training import run_depends
+        if self.error is None and self.step:
+            try:
+                depends = run_depends(self.weights, [np.asarray(self.order, dtype=np.int64)], {}, {})
+                self.log.save(self.out, self.framework, depends, "python -m portcheck run --full")
+            except PipelineError as e:
+                self.error = str(e)
+        status = {"side": self.side, "steps": self.step, "error": self.error, "config": self.config,
+                  "root": type(self.root).__name__ if self.root is not None else None}
+        (self.out / f"{STATUS[:-5]}_{self.framework}.json").write_text(json.dumps(status, indent=1, default=str))
+
+
+# a metric in a printed line: "acc 0.97", "accuracy: 97.3", "val_f1=0.81" (its name, then its value)
+METRIC = r"(?<![A-Za-z])((?:val_|test_|eval_)?(?:acc|accuracy|f1))\s*[:=]?\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)"
+
 RUN = None
 
 
@@ -391,7 +500,7 @@ def install():
     else:
         from portcheck.hooks_torch import TorchSide as Side
     fw = Side(settings["side"] == "torch64")
-    RUN = Run(settings, fw)
+    RUN = (Full if settings["side"] == "full" else Run)(settings, fw)
     fw.install(RUN)
     atexit.register(_early_exit)
     previous = sys.excepthook

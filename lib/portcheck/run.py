@@ -50,6 +50,10 @@ def add_parser(sub):
     p.add_argument("--torch", required=True, metavar="CMD", help='the torch script\'s command, e.g. "python train.py"')
     p.add_argument("--paddle", required=True, metavar="CMD", help="the Paddle script's command")
     p.add_argument("--steps", type=int, default=3, help="optimizer steps recorded on each side (default 3)")
+    p.add_argument("--full", action="store_true", help="then both scripts to their end from torch's initial weights "
+                   "(their own batches, Dropout on): Step 5's train_align, judged by portcheck.training")
+    p.add_argument("--metric", metavar="REGEX", help="--full: a printed line's metric, group 1 its name, group 2 its "
+                   "value (default: acc, accuracy, f1 forms such as 'acc 0.97', 'val_accuracy: 0.9')")
     p.add_argument("--out", type=Path, default=Path("portcheck_run"), help="the folder the records and the "
                    "hand-in go to (default ./portcheck_run; a folder of someone else's is refused)")
     return p
@@ -230,11 +234,48 @@ def judge(out: Path, statuses: dict, steps: int) -> int:
     return 1 if red else 0
 
 
+def full(out: Path, argvs: dict, metric: str) -> int:
+    """--full: both scripts to their end (recorder.Full), judged as Step 5 (portcheck.training); 0 green, 1 red."""
+    from portcheck import training
+    folder = out / "full"
+    folder.mkdir(exist_ok=True)
+    for old in [*folder.glob("train_*"), *folder.glob("status_*.json")]:  # a previous run's, in our folder
+        old.unlink()
+    for fw in ("torch", "paddle"):
+        print(f"\n$ {shlex.join(argvs[fw])}   # portcheck run --full: the {fw} side to its end", flush=True)
+        settings = {"side": "full", "framework": fw, "steps": 0, "out": str(folder), "torch_dir": str(out / "torch"),
+                    "metric": metric}
+        code = subprocess.run(argvs[fw], env=environment(settings)).returncode
+        status_file = folder / f"{STATUS[:-5]}_{fw}.json"
+        status = json.loads(status_file.read_text()) if status_file.is_file() else None
+        if code or status is None or status.get("error"):
+            why = status.get("error") if status and status.get("error") else f"exit {code}; its traceback above"
+            raise PipelineError(f"--full: the {fw} script did not train to its end ({why})")
+    print("\nportcheck run --full: the two trainings (Step 5)")
+    with contextlib.redirect_stdout(io.StringIO()):  # the diff log's lines: in its file; the rows below
+        verdict, result = training.judge_and_log(folder, top=out / "log_reprod", draw=False)
+    for line in result.lines():
+        print(line)
+    red = not (verdict.passed and result.passed)
+    print(f"{'RED' if red else 'green'}: train_align {verdict.describe_measured()}; the hand-in: python -m portcheck "
+          f"check {out / 'log_reprod'} --only {','.join(PAIRS)},train_align")
+    return int(red)
+
+
 def main(args) -> int:
     if not 1 <= args.steps <= 1000:
         raise PipelineError(f"--steps {args.steps}: give a whole number of optimizer steps from 1 to 1000")
+    if args.metric is not None:
+        import re
+        try:
+            if re.compile(args.metric).groups < 2:
+                raise re.error("it needs two groups")
+        except re.error as e:
+            raise PipelineError(f"--metric {args.metric!r}: {e}; give a regex whose group 1 is the metric's name and "
+                                "group 2 its value, e.g. '(acc)\\s+([0-9.]+)'") from None
     argvs = {"torch": command(args.torch, "torch"), "paddle": command(args.paddle, "paddle")}
     prepare(args.out)
     statuses = {side: run_side(side, argvs[fw], args.out, args.steps) for side, fw in SIDES}
     sys.stdout.flush()
-    return judge(args.out, statuses, args.steps)
+    code = judge(args.out, statuses, args.steps)
+    return max(code, full(args.out, argvs, args.metric)) if args.full else code
