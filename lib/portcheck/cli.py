@@ -393,7 +393,7 @@ class OneLineParser(argparse.ArgumentParser):
 def parser(prog: str = "python -m portcheck") -> argparse.ArgumentParser:
     ap = OneLineParser(prog=prog, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
                                  allow_abbrev=False)
-    sub = ap.add_subparsers(dest="command", required=True, metavar="{check,pair}")
+    sub = ap.add_subparsers(dest="command", required=True, metavar="{check,pair,run}")
     c = sub.add_parser("check", help="judge every pair of a hand-in folder", allow_abbrev=False)
     c.add_argument("folder", type=Path, help="a hand-in folder (log_reprod/)")
     add_check_flags(c)
@@ -404,6 +404,8 @@ def parser(prog: str = "python -m portcheck") -> argparse.ArgumentParser:
                    "strict verdict's on its max (default: the guide's for the pair's name, else 1e-6; 0: exact)")
     p.add_argument("--strict", action="store_true", help="exit 1 when the strict verdict fails too")
     p.add_argument("--log", type=Path, help="also write the log here (reprod_log's format); no file otherwise")
+    from portcheck import run  # two unedited training scripts: portcheck.run
+    run.add_parser(sub)
     return ap
 
 
@@ -441,5 +443,8 @@ def main(argv=None):
         args = parser().parse_args(argv)
         if args.command == "check":
             return run_check(args.folder, args)
+        if args.command == "run":
+            from portcheck import run
+            return run.main(args)
         return pair(args.torch_npy, args.paddle_npy, args.threshold, args.strict, args.log)
     sys.exit(run_main(go))

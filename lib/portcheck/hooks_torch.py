@@ -1,0 +1,142 @@
+"""The torch side of portcheck.recorder: what it wraps in torch, and how it reads a torch model and optimizer.
+
+Tensors are recorded by torch's names in Paddle's layout (convert.torch_layouts), as record_backward records
+them, so that portcheck.backward.judge_backward judges the two sides' records as it judges its own.
+"""
+import functools
+import platform
+import random
+
+import numpy as np
+
+from portcheck.recorder import loss_wrapper, module_settings, registering, seeded, wrap_framework
+
+class TorchSide:
+    def __init__(self, float64: bool):
+        import torch
+        self.torch, self.float64, self.layouts, self.counter = torch, float64, None, None
+
+    # ------------------------------------------------------------------ reading
+    def versions(self) -> dict:
+        return {"python": platform.python_version(), "torch": self.torch.__version__, "numpy": np.__version__}
+
+    def grad_enabled(self) -> bool:
+        return self.torch.is_grad_enabled()
+
+    def held_parameters(self, optimizers) -> set:
+        return {id(p) for opt in optimizers for g in opt.param_groups for p in g["params"]}
+
+    def parameters(self, module) -> list:
+        return list(module.parameters())
+
+    def to_tensor(self, array):
+        return self.torch.from_numpy(np.array(array))
+
+    def state(self, module) -> dict:
+        return {k: v.detach().cpu().numpy().copy() for k, v in module.state_dict().items()}
+
+    def load(self, module, init: dict):
+        module.load_state_dict({k: self.torch.from_numpy(np.array(v)) for k, v in init.items()})
+
+    def start_from_torch(self, module, given, first):
+        raise AssertionError("the torch side starts from its own weights")
+
+    def check_not_compiled(self, module):
+        if type(module).__name__ == "OptimizedModule":
+            from portcheck.recorder import RUN
+            raise RUN.refuse("it compiles its model (torch.compile): run it uncompiled for the check")
+
+    def layout_keys(self, module) -> dict:
+        from portcheck.backward import RENAMED, _norm_counter
+        from portcheck.convert import torch_layouts
+        self.layouts = torch_layouts(module)
+        self.counter = _norm_counter(module)
+        return {f"{RENAMED}{k}/{t.paddle_name}": np.zeros(0, np.float32) for k, t in self.layouts.items()
+                if t.paddle_name != t.name}
+
+    def paddle_layout_state(self, module) -> dict:
+        from portcheck.backward import _torch_state
+        return _torch_state(module, self.layouts)
+
+    def grads(self, module) -> dict:
+        from portcheck.backward import _torch_grads
+        return _torch_grads(module, self.layouts)
+
+    def norms(self) -> dict:
+        return self.counter() if self.counter else {}
+
+    def lr(self, optimizer) -> float:
+        return float(optimizer.param_groups[0]["lr"])
+
+    def module_config(self, model) -> dict:
+        nn = self.torch.nn
+        return module_settings(model.named_modules(), [
+            (nn.modules.batchnorm._BatchNorm, lambda m: {"momentum": m.momentum, "eps": m.eps}),
+            (nn.modules.dropout._DropoutNd, lambda m: {"p": m.p}),
+            (nn.GELU, lambda m: {"approximate": m.approximate}),
+            (nn.LayerNorm, lambda m: {"eps": m.eps, "bias": m.bias is not None}),
+            (nn.Linear, lambda m: {"bias": m.bias is not None}),
+            (nn.modules.conv._ConvNd, lambda m: {"bias": m.bias is not None, "padding_mode": m.padding_mode,
+                                                 "stride": list(m.stride), "dilation": list(m.dilation),
+                                                 "groups": m.groups}),
+            (nn.Embedding, lambda m: {"padding_idx": m.padding_idx}),
+            (nn.LeakyReLU, lambda m: {"negative_slope": m.negative_slope})])
+
+    def optimizer_config(self, opt, model) -> dict:
+        names = {id(p): n for n, p in model.named_parameters()}
+        family = type(opt).__name__.lower()
+        g = opt.param_groups[0]
+        if family == "sgd" and g.get("momentum"):
+            family = "sgd+momentum"
+        out = {"family": family, "lr": float(g.get("initial_lr", g["lr"]))}
+        for key in ("betas", "eps", "momentum", "nesterov", "amsgrad"):
+            if key in g and (key != "momentum" or family == "sgd+momentum"):
+                out[key] = [float(b) for b in g[key]] if key == "betas" else g[key]
+        decoupled = family == "adamw"
+        out["weight_decay"] = {names[id(p)]: [float(group.get("weight_decay", 0.0)),
+                                              "decoupled" if decoupled else "L2"]
+                               for group in opt.param_groups for p in group["params"] if id(p) in names}
+        return out
+
+    # ------------------------------------------------------------------ wrapping
+    def install(self, run):
+        torch, F = self.torch, self.torch.nn.functional
+        from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
+
+        wrap_framework(run, torch.nn.Module, torch.Tensor, F, self._loss)
+        torch.optim.Optimizer.__init__ = registering(run, torch.optim.Optimizer.__init__)
+        register_optimizer_step_pre_hook(lambda opt, args, kwargs: run.before_step(opt))
+        register_optimizer_step_post_hook(lambda opt, args, kwargs: run.after_step(opt))
+
+
+        norm = torch.nn.utils.clip_grad_norm_
+
+        @functools.wraps(norm)
+        def clip_norm(parameters, max_norm, norm_type=2.0, *args, **kwargs):
+            run.clip("global_norm" if float(norm_type) == 2.0 else f"global_norm (norm {norm_type})", max_norm)
+            return norm(parameters, max_norm, norm_type, *args, **kwargs)
+        value = torch.nn.utils.clip_grad_value_
+
+        @functools.wraps(value)
+        def clip_value(parameters, clip_value, *args, **kwargs):
+            run.clip("value", clip_value)
+            return value(parameters, clip_value, *args, **kwargs)
+        torch.nn.utils.clip_grad_norm_ = torch.nn.utils.clip_grad.clip_grad_norm_ = clip_norm
+        torch.nn.utils.clip_grad_value_ = torch.nn.utils.clip_grad.clip_grad_value_ = clip_value
+
+        def compile_(*args, **kwargs):
+            raise run.refuse("it compiles its model (torch.compile): run it uncompiled for the check")
+        torch.compile = compile_
+        for where, name in ((torch, "manual_seed"), (np.random, "seed"), (random, "seed")):
+            seeded(run, where, name, f"{where.__name__}.{name}")
+
+    def _loss(self, run, name, fn):
+        return loss_wrapper(run, name, fn, "target", _double if self.float64 else None)
+
+
+def _double(bound):
+    """A class weight in float32 meets the float64 output: widened with it."""
+    for key in ("weight", "pos_weight"):
+        w = bound.arguments.get(key)
+        if w is not None and hasattr(w, "double") and w.is_floating_point():
+            bound.arguments[key] = w.double()

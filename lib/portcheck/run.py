@@ -1,0 +1,281 @@
+"""`python -m portcheck run --torch "CMD" --paddle "CMD" [--steps N] [--out DIR]`: a user's two training scripts,
+unedited, checked as the guide's Steps 1-4 check a port.
+
+    python -m portcheck run --torch "python train.py --lr 3e-3" --paddle "/path/pd-venv/bin/python train_pd.py"
+
+Each CMD's first word is a Python interpreter (one venv per side works); portcheck.recorder is injected at its
+start (portcheck/inject/sitecustomize.py on its PYTHONPATH). Three runs of the first N optimizer steps (default 3):
+  torch     the torch script as it is, Dropout off: its root model, first forward (every module), loss, lr,
+            gradients, weights after each step, the batches and targets it fed;
+  paddle    the Paddle script, its model started from torch's initial weights (paired with no map), fed torch's
+            batches and targets, Dropout off; the batches and targets it would have fed are judged apart (data);
+  torch64   the torch script again, its model in float64 from the same initial weights and batches: torch's own
+            error, the yardstick of the measured rule (portcheck/calibrated.py).
+The first forward is judged cumulative (each side on its own values) and isolated (every paired module on torch's
+recorded values, portcheck.isolate: every module whose own computation differs is named).
+Then the configuration is compared (portcheck.runconfig: every difference one line), the records judged as
+judge_backward judges them, and the guide's pairs written to DIR/log_reprod (forward, data, loss, lr,
+bp_align), which `python -m portcheck check DIR/log_reprod --only forward,data,loss,lr,bp_align` re-derives.
+Exit 0 when the configuration agrees and every pair is green, 1 otherwise, 2 for bad input or a script that
+cannot be recorded (one line naming the side).
+"""
+import contextlib
+import io
+import json
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+
+from portcheck import data as data_pairs, handin, runconfig
+from portcheck.compare import F64, ROOT
+from portcheck.errors import PipelineError
+from portcheck.fileio import load_npy
+from portcheck.recorder import INIT, RECORD, SETTINGS, STATUS
+
+MARK = ".portcheck_run"   # in DIR: the folder is ours, a rerun may replace what is in it
+SIDES = (("torch", "torch"), ("paddle", "paddle"), ("torch64", "torch"))  # torch64 reads Paddle's pairing
+PAIRS = ("forward", "data", "loss", "lr", "bp_align")
+INJECT = Path(__file__).resolve().parent / "inject"
+LIB = Path(__file__).resolve().parent.parent
+LAUNCHERS = ("torchrun", "torch.distributed.run", "torch.distributed.launch", "paddle.distributed.launch")
+
+
+def add_parser(sub):
+    p = sub.add_parser("run", help="check two unedited training scripts, torch and Paddle", allow_abbrev=False,
+                       description=__doc__, formatter_class=__import__("argparse").RawDescriptionHelpFormatter)
+    p.add_argument("--torch", required=True, metavar="CMD", help='the torch script\'s command, e.g. "python train.py"')
+    p.add_argument("--paddle", required=True, metavar="CMD", help="the Paddle script's command")
+    p.add_argument("--steps", type=int, default=3, help="optimizer steps recorded on each side (default 3)")
+    p.add_argument("--full", action="store_true", help="then both scripts to their end from torch's initial weights "
+                   "(their own batches, Dropout on): Step 5's train_align, judged by portcheck.training")
+    p.add_argument("--metric", metavar="REGEX", help="--full: a printed line's metric, group 1 its name, group 2 its "
+                   "value (default: acc, accuracy, f1 forms such as 'acc 0.97', 'val_accuracy: 0.9')")
+    p.add_argument("--out", type=Path, default=Path("portcheck_run"), help="the folder the records and the "
+                   "hand-in go to (default ./portcheck_run; a folder of someone else's is refused)")
+    return p
+
+
+def command(text: str, side: str) -> list:
+    """A CMD as argv, its first word a Python interpreter that can import this library."""
+    try:
+        argv = shlex.split(text)
+    except ValueError as e:
+        raise PipelineError(f"--{side} {text!r}: {e}; quote it as a shell would") from None
+    if not argv:
+        raise PipelineError(f"--{side} is empty: give the command that runs the script, e.g. \"python train.py\"")
+    if any(Path(w).name in LAUNCHERS or w in LAUNCHERS for w in argv[:3]):
+        raise PipelineError(f"--{side} {text!r}: a launcher (torchrun, paddle.distributed.launch) is not supported "
+                            "yet: give the one-process command, \"python train.py ...\"")
+    exe = shutil.which(argv[0])
+    if exe is None:
+        raise PipelineError(f"--{side}: {argv[0]!r} is not found: the command's first word is a Python interpreter")
+    try:
+        probe = subprocess.run([exe, "-c", "import sys, portcheck.recorder; print('portcheck-ok')"],
+                               env=environment({}), capture_output=True, text=True, timeout=120)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        raise PipelineError(f"--{side}: {argv[0]!r} is not a Python interpreter ({e})") from None
+    if "portcheck-ok" not in probe.stdout:
+        if "No module named" in probe.stderr:
+            raise PipelineError(f"--{side}: {argv[0]} cannot import portcheck ({probe.stderr.strip().splitlines()[-1]}):"
+                                " install the library in that interpreter's environment (pip install -e .)")
+        raise PipelineError(f"--{side}: {argv[0]!r} is not a Python interpreter: the command's first word is one "
+                            "(python, /path/venv/bin/python)")
+    return [exe, *argv[1:]]
+
+
+def environment(settings: dict) -> dict:
+    path = os.pathsep.join([str(INJECT), str(LIB), *filter(None, [os.environ.get("PYTHONPATH")])])
+    env = dict(os.environ, PYTHONPATH=path)
+    if settings:
+        env[SETTINGS] = json.dumps(settings)
+    return env
+
+
+def prepare(out: Path):
+    """DIR created, or one of ours emptied of a previous run's records; someone else's is refused."""
+    if out.exists() and not out.is_dir():
+        raise PipelineError(f"--out {out} is a file: give a folder")
+    if out.is_dir() and any(out.iterdir()) and not (out / MARK).is_file():
+        raise PipelineError(f"--out {out} is not empty and was not written by `portcheck run`: give a new folder")
+    for side, _ in SIDES:
+        (out / side).mkdir(parents=True, exist_ok=True)
+    (out / MARK).write_text("written by python -m portcheck run\n")
+
+
+def run_side(side: str, argv: list, out: Path, steps: int) -> dict:
+    """One side's script with the recorder injected; its status (steps taken, configuration)."""
+    print(f"\n$ {shlex.join(argv)}   # portcheck run: the {side} side, {steps} step(s)", flush=True)
+    settings = {"side": side, "steps": steps, "out": str(out / side), "torch_dir": str(out / "torch")}
+    for name in (RECORD, STATUS, INIT):  # a previous run's: never read as this one's
+        if (out / side / name).is_file():
+            (out / side / name).unlink()
+    code = subprocess.run(argv, env=environment(settings)).returncode
+    said = {"torch": "torch", "torch64": "torch (its float64 run)", "paddle": "Paddle"}[side]
+    status_file = out / side / STATUS
+    status = json.loads(status_file.read_text()) if status_file.is_file() else None
+    if status and status.get("error"):
+        raise PipelineError(f"the {said} script cannot be checked: {status['error']}")
+    if status is None or status.get("root") is None:
+        if code:
+            raise PipelineError(f"the {said} script crashed (exit {code}; its traceback above) before it trained")
+        raise PipelineError(f"the {said} script never called a model whose parameters an optimizer holds, with "
+                            "gradients on: it must train a model (forward, loss.backward(), optimizer.step())")
+    if status["steps"] < steps:
+        if code:
+            raise PipelineError(f"the {said} script crashed (exit {code}; its traceback above) after "
+                                f"{status['steps']} of {steps} step(s)")
+        raise PipelineError(f"the {said} script ended after {status['steps']} optimizer step(s), before the {steps} "
+                            f"asked: give --steps {max(1, status['steps'])} or a longer run")
+    return status
+
+
+def merged(torch_record: dict, float64: dict) -> dict:
+    """The torch record with its float64 run's values under compare.F64, as record_backward keeps them."""
+    kinds = ("out/", "in/", "grad/", "loss/", "lr/", "state")
+    return {**torch_record, **{F64 + k: v for k, v in float64.items() if k.startswith(kinds)}}
+
+
+def batches(rec: dict) -> dict:
+    """The batches and targets a side fed, as the data pair holds them."""
+    return {k: v for k, v in rec.items() if k.startswith(("input/", "target/"))}
+
+
+def isolated(forward, t: dict, t64: dict, p: dict, statuses: dict):
+    """forward.isolated: every paired module's own computation on torch's recorded values (the recorders'
+    isolate.forced_run, iso/ keys), each held to torch's own error for that computation, as isolate.judge holds it."""
+    from portcheck.compare import judge_one
+    from portcheck.isolate import _judged, _name
+    said = {side: statuses[side]["config"].get("isolated") for side in ("paddle", "torch64")}
+    forward.isolation_stopped = {side: why for side, why in said.items() if why != "run"}
+    forward.parents = statuses["torch64"]["config"].get("parents") or {}
+    forward.isolated = []
+    for t_key, p_key in forward.counterparts.items():
+        a, ref, b = _judged(t_key, t), t64.get(f"iso/{t_key}"), p.get(f"iso/{p_key}")
+        if a is None or ref is None or b is None:
+            continue
+        row = judge_one(_name(t_key), a, ref, b)
+        if not (t_key.startswith("in/") and row.max == 0 and row.err32 == 0):  # torch's value passed on as it was
+            forward.isolated.append(row)
+
+
+def judge(out: Path, statuses: dict, steps: int) -> int:
+    from portcheck import record
+    from portcheck.backward import judge_backward
+    from portcheck.handin import per_step, save_side
+    t = merged(load_npy(out / "torch" / RECORD), load_npy(out / "torch64" / RECORD))
+    p = load_npy(out / "paddle" / RECORD)
+    report = judge_backward(t, p)
+    isolated(report.forward, t, load_npy(out / "torch64" / RECORD), p, statuses)
+    modules = report.forward.pairing.modules()
+    renamed = dict(k[len("renamed/"):].rsplit("/", 1) for k in t if k.startswith("renamed/"))
+    lrs = ([float(t[f"lr/{i}"][0]) for i in range(steps)], [float(p[f"lr/{i}"][0]) for i in range(steps)])
+    config = runconfig.differences(statuses["torch"]["config"], statuses["paddle"]["config"], modules, renamed, lrs)
+    fed = data_pairs.judge_batches(batches(t), batches(p))
+
+    pairs = out / "pairs"
+    top = out / "log_reprod"
+    pairs.mkdir(exist_ok=True)
+    from portcheck.backward import _counterpart
+    weights = {k[7:]: v for k, v in t.items() if k.startswith("state0/")}
+    paddle_weights = {k: p.get("state0/" + _counterpart("w/" + k, modules, renamed).partition("/")[2]) for k in weights}
+    depends = lambda w, fed_: {"weights": record.state_fingerprint({k: v for k, v in w.items() if v is not None}),
+                               "inputs": record.fingerprint([("in", fed_)]), "flags": {"steps": steps}}
+    sides = {"torch": (t, depends(weights, t[f"in/{ROOT}"])), "paddle": (p, depends(paddle_weights, p[f"in/{ROOT}"]))}
+    script = "python -m portcheck run"
+    for side, (rec, dep) in sides.items():
+        exact = side == "torch"
+        save_side(pairs, "forward", side, {"logits": handin.model_output(rec)}, dep, script,
+                  exact={"logits": handin.model_output(rec, exact=True)} if exact else None)
+        save_side(pairs, "loss", side, {"loss": rec["loss/0"]}, dep, script,
+                  exact={"loss": rec[F64 + "loss/0"]} if exact else None)
+        save_side(pairs, "bp_align", side, per_step(rec, "loss"), dep, script,
+                  exact=per_step(rec, "loss", exact=True) if exact else None)
+        save_side(pairs, "lr", side, per_step(rec, "lr"), dep, script,
+                  exact=per_step(rec, "lr", exact=True) if exact else None)
+        save_side(pairs, "data", side, batches(rec), dep, script)
+    tables = [*(f"configuration: {line}" for line in config), *report.table().splitlines()]
+    handin.check_outputs(pairs, PAIRS, top)
+    with contextlib.redirect_stdout(io.StringIO()):  # the diff logs' lines: in their files, the summary below
+        verdicts = {name: handin.judge_and_log(pairs, name, top=top, after_steps=name in ("lr", "bp_align"),
+                                               tables=tables if name == "bp_align" else ())
+                    for name in PAIRS}
+
+    print("\nportcheck run: the configuration first")
+    for line in config:
+        print(f"  DIFFERS {line}")
+    if not config:
+        print("  the same: every paired module's settings, the optimizer, clipping, the loss and the lr schedule")
+    for line in runconfig.notes(statuses["torch"]["config"], statuses["paddle"]["config"]):
+        print(f"  ({line})")
+    print(f"the root models: torch {statuses['torch']['root']}, paddle {statuses['paddle']['root']}; "
+          f"{steps} step(s), Dropout off, Paddle started from torch's weights and fed its batches")
+    print(f"data: {fed.line()[len('data: '):]}" if fed.first is None else
+          f"data RED: the batches or targets the Paddle script feeds differ: {fed.first.describe()}")
+    where = report.first_diverging
+    differ = report.forward.differing
+    print("forward, each module on torch's values: " + (f"RED, their own computation differs: {', '.join(differ)}"
+                                                        if differ else "every paired module within its rule"
+                                                        if report.forward.isolated else "not judged")
+          + "".join(f"; the {side} run stopped: {why}" for side, why in report.forward.isolation_stopped.items()))
+    print("training: " + ("every module, gradient, loss, lr and weight within the measured rule" if report.passed
+                          else f"RED, the runs part at {where}"))
+    for name, v in verdicts.items():
+        print(f"{name}: {'green' if v.passed else 'RED'} | {v.describe_measured()}")
+    red = bool(config) or not fed.passed or not report.passed or not all(v.passed for v in verdicts.values())
+    print(f"{'RED' if red else 'green'}: " + (
+        f"{len(config)} configuration difference(s)" if config else
+        "the data differ" if not fed.passed else f"the runs part at {where}" if where else
+        "a pair is red" if red else "the same run for the first steps")
+          + f"; the hand-in: python -m portcheck check {top} --only {','.join(PAIRS)}")
+    return 1 if red else 0
+
+
+def full(out: Path, argvs: dict, metric: str) -> int:
+    """--full: both scripts to their end (recorder.Full), judged as Step 5 (portcheck.training); 0 green, 1 red."""
+    from portcheck import training
+    folder = out / "full"
+    folder.mkdir(exist_ok=True)
+    for old in [*folder.glob("train_*"), *folder.glob("status_*.json")]:  # a previous run's, in our folder
+        old.unlink()
+    for fw in ("torch", "paddle"):
+        print(f"\n$ {shlex.join(argvs[fw])}   # portcheck run --full: the {fw} side to its end", flush=True)
+        settings = {"side": "full", "framework": fw, "steps": 0, "out": str(folder), "torch_dir": str(out / "torch"),
+                    "metric": metric}
+        code = subprocess.run(argvs[fw], env=environment(settings)).returncode
+        status_file = folder / f"{STATUS[:-5]}_{fw}.json"
+        status = json.loads(status_file.read_text()) if status_file.is_file() else None
+        if code or status is None or status.get("error"):
+            why = status.get("error") if status and status.get("error") else f"exit {code}; its traceback above"
+            raise PipelineError(f"--full: the {fw} script did not train to its end ({why})")
+    print("\nportcheck run --full: the two trainings (Step 5)")
+    with contextlib.redirect_stdout(io.StringIO()):  # the diff log's lines: in its file; the rows below
+        verdict, result = training.judge_and_log(folder, top=out / "log_reprod", draw=False)
+    for line in result.lines():
+        print(line)
+    red = not (verdict.passed and result.passed)
+    print(f"{'RED' if red else 'green'}: train_align {verdict.describe_measured()}; the hand-in: python -m portcheck "
+          f"check {out / 'log_reprod'} --only {','.join(PAIRS)},train_align")
+    return int(red)
+
+
+def main(args) -> int:
+    if not 1 <= args.steps <= 1000:
+        raise PipelineError(f"--steps {args.steps}: give a whole number of optimizer steps from 1 to 1000")
+    if args.metric is not None:
+        import re
+        try:
+            if re.compile(args.metric).groups < 2:
+                raise re.error("it needs two groups")
+        except re.error as e:
+            raise PipelineError(f"--metric {args.metric!r}: {e}; give a regex whose group 1 is the metric's name and "
+                                "group 2 its value, e.g. '(acc)\\s+([0-9.]+)'") from None
+    argvs = {"torch": command(args.torch, "torch"), "paddle": command(args.paddle, "paddle")}
+    prepare(args.out)
+    statuses = {side: run_side(side, argvs[fw], args.out, args.steps) for side, fw in SIDES}
+    sys.stdout.flush()
+    code = judge(args.out, statuses, args.steps)
+    return max(code, full(args.out, argvs, args.metric)) if args.full else code

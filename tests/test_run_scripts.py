@@ -1,0 +1,147 @@
+"""`python -m portcheck run` on examples/scripts: green as written; each one-line bug planted in a copy of the
+Paddle script red and named; bad input one line each.
+
+The torch side (and its float64 run) does not change between plants: it runs once with the example's Paddle script,
+each plant runs the Paddle side alone against it (run.run_side, run.judge: what `run` does after the scripts)."""
+import contextlib
+import io
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from portcheck import run
+from portcheck.errors import PipelineError
+
+ROOT = Path(__file__).resolve().parent.parent
+SCRIPTS = ROOT / "examples" / "scripts"
+STEPS = 3
+
+
+@pytest.fixture(scope="module")
+def torch_done(tmp_path_factory):
+    out = tmp_path_factory.mktemp("run") / "out"
+    run.prepare(out)
+    argv = {"torch": [sys.executable, str(SCRIPTS / "pt_train.py")],
+            "paddle": [sys.executable, str(SCRIPTS / "pd_train.py")]}
+    statuses = {side: run.run_side(side, argv[fw], out, STEPS) for side, fw in run.SIDES}
+    return out, statuses
+
+
+def paddle_run(torch_done, tmp_path, script: Path):
+    """(exit code, summary) of the Paddle `script` judged against the torch side's records."""
+    out, statuses = torch_done
+    mine = tmp_path / "out"
+    shutil.copytree(out, mine)
+    status = run.run_side("paddle", [sys.executable, str(script)], mine, STEPS)
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        code = run.judge(mine, {**statuses, "paddle": status}, STEPS)
+    return code, printed.getvalue()
+
+
+def test_the_example_is_green_and_its_hand_in_checks(torch_done, tmp_path):
+    code, said = paddle_run(torch_done, tmp_path, SCRIPTS / "pd_train.py")
+    assert code == 0, said
+    assert "the same: every paired module's settings" in said and "green: the same run" in said
+    check = subprocess.run([sys.executable, "-m", "portcheck", "check", str(tmp_path / "out" / "log_reprod"),
+                            "--only", ",".join(run.PAIRS)], capture_output=True, text=True)
+    assert check.returncode == 0, check.stdout + check.stderr
+
+
+# (what is planted, the line replaced, its planted form, what the summary must name: a line or several)
+PLANTS = [
+    ("BatchNorm momentum copied from torch", "nn.BatchNorm1D(hidden, momentum=0.9)", "nn.BatchNorm1D(hidden, momentum=0.1)",
+     "bn1 (BatchNorm1d): momentum torch 0.1 vs paddle 0.9"),
+    ("Dropout p", "Net(x.shape[1], 64, 3, dropout=0.1)", "Net(x.shape[1], 64, 3, dropout=0.2)",
+     "drop (Dropout): p torch 0.1 vs paddle 0.2"),
+    ("GELU's tanh approximation", "self.act = nn.GELU()", "self.act = nn.GELU(approximate=True)",
+     ("act (GELU): approximate torch none vs paddle tanh", "their own computation differs: act, act#2",
+      "the runs part at act")),
+    ("a warmup one step longer", '"--warmup", type=int, default=5', '"--warmup", type=int, default=6',
+     "scheduler: lr over the 3 steps"),
+    ("weight decay on every parameter", "apply_decay_param_fun=lambda name: name in decay",
+     "apply_decay_param_fun=None", "optimizer: weight decay of fc1.bias torch 0 (decoupled) vs paddle 0.01"),
+    ("AdamW's epsilon", "epsilon=1e-8", "epsilon=1e-6", "optimizer: eps torch 1e-08 vs paddle 1e-06"),
+    ("label smoothing on one side", "nn.CrossEntropyLoss(label_smoothing=0.1)", "nn.CrossEntropyLoss()",
+     "loss: label_smoothing torch 0.1 vs paddle 0"),
+    ("the input scaled differently", "x = (x - mean) / std", "x = (x - mean) / (std * 1.1)",
+     "data RED: the batches or targets the Paddle script feeds differ: input/batch 0, key args/0"),
+    ("gradient clipping left out", "grad_clip=nn.ClipGradByGlobalNorm(0.5))", ")",
+     "gradient clipping: torch global_norm 0.5 vs paddle none"),
+]
+
+
+@pytest.mark.parametrize("what, line, planted, named", PLANTS, ids=[p[0] for p in PLANTS])
+def test_a_planted_bug_is_red_and_named(torch_done, tmp_path, what, line, planted, named):
+    text = (SCRIPTS / "pd_train.py").read_text()
+    assert text.count(line) == 1, f"the plant's line is not in pd_train.py once: {line}"
+    script = tmp_path / "pd_train.py"
+    script.write_text(text.replace(line, planted))
+    code, said = paddle_run(torch_done, tmp_path, script)
+    assert code == 1, said
+    for line in (named,) if isinstance(named, str) else named:
+        assert line in said, said
+
+
+def tiny(tmp_path, body: str) -> Path:
+    path = tmp_path / "t.py"
+    path.write_text("import torch\nmodel = torch.nn.Linear(2, 2)\nopt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+                    "x = torch.ones(4, 2)\n" + body)
+    return path
+
+
+def one_line(tmp_path, *args):
+    p = subprocess.run([sys.executable, "-m", "portcheck", "run", *args, "--out", str(tmp_path / "out")],
+                       capture_output=True, text=True, cwd=tmp_path)
+    return p.returncode, p.stderr.strip().splitlines()[-1] if p.stderr.strip() else ""
+
+
+STEP = "    loss = model(x).sum(); loss.backward(); opt.step(); opt.zero_grad()\n"
+
+
+@pytest.mark.parametrize("body, said", [
+    ("raise ValueError('boom')\n", "the torch script crashed (exit 1; its traceback above) before it trained"),
+    ("for _ in range(2):\n" + STEP, "the torch script ended after 2 optimizer step(s), before the 3 asked"),
+    ("print('no training')\n", "the torch script never called a model whose parameters an optimizer holds"),
+    ("model = torch.compile(model)\n", "the torch script cannot be checked: it compiles its model (torch.compile)"),
+    ("other = torch.nn.Linear(2, 2); opt2 = torch.optim.SGD(other.parameters(), lr=0.1)\nmodel(x); other(x)\n",
+     "the torch script cannot be checked: it trains two models (Linear, then Linear)"),
+])
+def test_a_script_that_cannot_be_checked_is_one_line_naming_its_side(tmp_path, body, said):
+    script = tiny(tmp_path, body)
+    code, line = one_line(tmp_path, "--torch", f"{sys.executable} {script}", "--paddle", f"{sys.executable} {script}")
+    assert code == 2 and line.startswith(f"error: {said}"), line
+
+
+def test_bad_commands_and_folders_are_one_line(tmp_path):
+    code, line = one_line(tmp_path, "--torch", "ls -l", "--paddle", "ls")
+    assert code == 2 and "'ls' is not a Python interpreter" in line, line
+    code, line = one_line(tmp_path, "--torch", "torchrun --nproc_per_node 2 t.py", "--paddle", "python t.py")
+    assert code == 2 and "launcher" in line, line
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "mine.txt").write_text("a user's file")
+    with pytest.raises(PipelineError, match="not empty and was not written by `portcheck run`"):
+        run.prepare(tmp_path / "out")
+    assert (tmp_path / "out" / "mine.txt").read_text() == "a user's file"
+
+
+def test_full_trains_both_scripts_to_their_end_and_judges_step_5(torch_done, tmp_path):
+    """--full: green as written (2 epochs: 10 steps, an evaluation each epoch read from the printed 'acc'); a warmup
+    one step longer is red at Step 5 too, its lr named."""
+    out, _ = torch_done
+    torch_argv = [sys.executable, str(SCRIPTS / "pt_train.py"), "--epochs", "2"]
+    planted = tmp_path / "pd_train.py"
+    planted.write_text((SCRIPTS / "pd_train.py").read_text().replace('"--warmup", type=int, default=5',
+                                                                      '"--warmup", type=int, default=6'))
+    for script, expected, named in ((SCRIPTS / "pd_train.py", 0, "training lr: passed"),
+                                    (planted, 1, "training lr: FAILED")):
+        mine = tmp_path / f"out{expected}"
+        shutil.copytree(out, mine)
+        printed = io.StringIO()
+        with contextlib.redirect_stdout(printed):
+            code = run.full(mine, {"torch": torch_argv, "paddle": [sys.executable, str(script), "--epochs", "2"]}, None)
+        said = printed.getvalue()
+        assert code == expected and named in said and "evaluated after steps [5, 10]" in said, said
