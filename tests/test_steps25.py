@@ -324,23 +324,45 @@ def test_runs_that_meet_only_at_the_end_say_how_far_apart_their_earlier_evaluati
                               "0.2 vs paddle 0.7)") in report.lines(), report.lines()
 
 def test_a_training_hand_in_rechecks_green_and_a_bug_red_from_the_files_alone(tmp_path, torch_run, capsys):
-    for plant, expected in (({}, 0), ({"wd": 0.0}, 1)):
-        folder, top = tmp_path / str(expected), tmp_path / str(expected) / "log_reprod"
+    for plant, expected in (({}, 0), ({"wd": 0.0}, 1), ({"lr_ahead": True}, 1)):
+        folder = tmp_path / ("lr" if plant.get("lr_ahead") else str(expected))
+        top = folder / "log_reprod"
         for side, (log, depends) in (("torch", torch_run), ("paddle", train("paddle", **plant))):
             log.save(folder, side, depends, "test")
-        verdict, report = training.judge_and_log(folder, top=top)
-        assert verdict.kind == "outcome" and verdict.passed and report.passed == (not expected)
+        result = training.judge_and_log(folder, top=top)
+        verdict, report = result  # as callers unpack it: the verdict's own passed holds the curves
+        assert verdict.kind == "outcome" and result.passed == verdict.passed == report.passed == (not expected)
+        assert ("training curves: RED (failed: " in (folder / "train_align_diff.log").read_text()) == bool(expected)
         assert (top / "diagnostics" / "train_log_torch.npy").is_file() and (top / "diagnostics" / training.PLOT).is_file()
         capsys.readouterr()
         assert cli.check(top, only="train_align") == expected
         out = capsys.readouterr().out
-        assert ("training weight norm: FAILED" in out) == bool(expected), out
+        assert ((f"training {'lr' if plant.get('lr_ahead') else 'weight norm'}: FAILED") in out) == bool(expected), out
         assert "train_align: green" in out or expected, out
     from portcheck.fileio import load_npy, save_npy
     curves = tmp_path / "0" / "log_reprod" / "diagnostics" / "train_log_paddle.npy"
     save_npy(curves, {**load_npy(curves), "lr": load_npy(curves)["lr"] * 2})  # edited after the run
     assert cli.check(tmp_path / "0" / "log_reprod", only="train_align") == 1
     assert "train_log_paddle.npy: the paddle result is not the file its run record describes" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("ahead", [False, True], ids=["the same schedule", "Paddle's schedule one step ahead"])
+def test_judge_and_log_returns_one_verdict_red_when_a_curve_is(tmp_path, ahead):
+    """The final metrics equal, the Paddle schedule one step ahead: the pair alone is green, the lr curve red. The
+    one verdict (and the verdict callers unpack) is red, and train_align_diff.log's verdict line says failed."""
+    lrs = [0.1 * 0.5 ** i for i in range(6)]
+    for side in ("torch", "paddle"):
+        log = training.TrainingLog()
+        for i in range(5):
+            log.step(1.0 / (i + 1), lrs[i + (ahead and side == "paddle")])
+        log.evaluate({"accuracy": 0.9})
+        log.save(tmp_path, side, {"weights": "w"}, "test")
+    result = training.judge_and_log(tmp_path, draw=False)
+    verdict, curves = result
+    assert result.passed == verdict.passed == curves.passed == (not ahead), curves.lines()
+    assert row(curves, "final metric").passed and verdict.guide.passed  # the pair alone: green either way
+    text = (tmp_path / "train_align_diff.log").read_text()
+    assert ("training curves: RED (failed: lr)" in text and "diff check failed" in text) == ahead, text
 
 
 def test_the_training_log_refuses_what_it_cannot_judge():

@@ -363,6 +363,7 @@ class MeasuredVerdict:
     threshold: float           # the pair's: the guide's rule and the strict verdict are held to it
     kind: str = "computed"     # tolerances.KINDS: computed pairs are measured on the model, the others are not
     first: object = None       # an exact pair's first difference (portcheck.data.Difference), None when equal
+    also: tuple = ()           # [(name, passed, detail)]: conditions judged beside the pair (a training's curves)
 
     @property
     def measured_passed(self) -> bool:
@@ -377,7 +378,8 @@ class MeasuredVerdict:
     @property
     def passed(self) -> bool:
         """Green: the guide's rule, the measured rule, the same run proven, and no NaN or Inf."""
-        return self.guide.passed and self.measured_passed and self.same_run[0] is True and not non_finite(self.strict)
+        return (self.guide.passed and self.measured_passed and self.same_run[0] is True and not non_finite(self.strict)
+                and all(passed for _, passed, _ in self.also))
 
     def describe_measured(self) -> str:
         if self.kind == "exact" and self.first is not None:
@@ -419,8 +421,9 @@ class MeasuredVerdict:
         same = {True: "passed", False: "FAILED", None: "not proven"}[self.same_run[0]]
         out += [(f"same run: {same}, {self.same_run[1]}", True), (describe_guide(self.guide, self.threshold), True),
                 (self.describe_measured(), True),
-                (describe_strict(self.strict, self.threshold) + ", shown beside, not a condition", True),
-                (f"diff check {'passed' if self.passed else 'failed'}", True)]
+                (describe_strict(self.strict, self.threshold) + ", shown beside, not a condition", True)]
+        out += [(f"{name}: {'green' if passed else 'RED'} ({detail})", True) for name, passed, detail in self.also]
+        out += [(f"diff check {'passed' if self.passed else 'failed'}", True)]
         return out
 
 
@@ -499,7 +502,7 @@ def save_side(folder, pair: str, framework: str, arrays: dict, depends: dict, sc
 
 
 def judge_and_log(folder, pair: str, threshold: float = None, tables=(), after_steps: bool = False, top=None,
-                  kind: str = None):
+                  kind: str = None, also=()):
     """Judge <folder>/<pair>_{torch,paddle,torch64}.npy and write <pair>_diff.log (tables after the verdict
     line, where reprod_log's readers stop) and the rule it was judged by, <pair>_diff.json, which the hand-in
     checker reads back. threshold: the pair's bound on each key's mean (default: the guide's for a pair it
@@ -507,13 +510,15 @@ def judge_and_log(folder, pair: str, threshold: float = None, tables=(), after_s
     measured rule allows K_BACKWARD; kind: "computed" (a float64 run of the torch side is required), "exact"
     (data, labels, lr: every value equal) or "outcome" (a training result: the task's threshold, no float64
     run); default: the guide's for a pair it names, else computed; top: the hand-in folder to copy the judged pair into (hand_in), checked
-    before anything is written. Returns the MeasuredVerdict."""
+    before anything is written; also: [(name, passed, detail)] judged beside the pair, part of its one verdict (a
+    training's curves). Returns the MeasuredVerdict."""
     folder = Path(folder)
     check_outputs(folder, [pair], top)
     threshold = tolerances.guide_threshold(pair) if threshold is None else checked_threshold(threshold, "threshold")
     k, kind = calibrated.multiple(after_steps), tolerances.kind_of(pair, kind)
     verdict = judge_measured(pair, folder / f"{pair}_torch.npy", folder / f"{pair}_paddle.npy",
                              folder / f"{pair}{EXACT}", threshold=threshold, k=k, kind=kind)
+    verdict.also = tuple(also)
     report.write_messages(verdict.messages() + [(line, False) for line in tables], folder / f"{pair}_diff.log")
     report.write_json({"name": pair, "passed": verdict.passed, "threshold": threshold, "k": k, "kind": kind},
                       report.verdict_path(folder / f"{pair}_diff.log"))

@@ -10,7 +10,7 @@ curves step by step, draws them, and names the guide's cause when the runs diffe
         log.evaluate({"accuracy": accuracy})
     log.save(out, "torch", portcheck.training.run_depends(weights, order, seeds, flags), script)
 
-    report = portcheck.training.judge_and_log(out, top="log_reprod")   # after both sides saved
+    verdict = portcheck.training.judge_and_log(out, top="log_reprod")   # after both sides saved; verdict.passed
 
 A Paddle model with BatchNorm: torch_running_var(model) before training, so that evaluation sees the running
 variance torch's BatchNorm keeps (torch's unbiased update, not Paddle's biased one).
@@ -492,11 +492,24 @@ def logs(folder, pair_records=(None, None)) -> tuple:
     return loaded[0], loaded[1], records
 
 
-def judge_and_log(folder, threshold: float = None, top=None, draw: bool = True) -> tuple:
+class TrainingVerdict(NamedTuple):
+    """judge_and_log's one verdict: `passed` is the pair's and every curve row's at once (a schedule one step ahead
+    is red here, as `python -m portcheck check` is on the folder). It unpacks as (verdict, curves), the verdict's
+    own `passed` holding the curves too, so `verdict, curves = judge_and_log(...)` cannot be fooled either."""
+    verdict: "handin.MeasuredVerdict"
+    curves: TrainingReport
+
+    @property
+    def passed(self) -> bool:
+        return self.verdict.passed
+
+
+def judge_and_log(folder, threshold: float = None, top=None, draw: bool = True) -> TrainingVerdict:
     """Judge a training from folder's train_align and train_log files (both sides saved by TrainingLog.save):
-    the pair as an outcome at the threshold (default: the guide's 0.15%), the curves by judge_training; write
-    train_align_diff.log with the curves' rows after the verdict, and the plot; hand all in to `top` (the
-    curves and the plot under diagnostics/). Returns (handin.MeasuredVerdict, TrainingReport)."""
+    the pair as an outcome at the threshold (default: the guide's 0.15%), the curves by judge_training, one
+    verdict of both; write train_align_diff.log with the curves' rows after the verdict, and the plot; hand all in
+    to `top` (the curves and the plot under diagnostics/). Returns a TrainingVerdict: `.passed` is red when the
+    final metric or any curve is."""
     folder = Path(folder)
     if top is not None:
         report.hand_in_folder(top)
@@ -506,7 +519,10 @@ def judge_and_log(folder, threshold: float = None, top=None, draw: bool = True) 
     lines = result.lines()
     if draw:
         lines.append(plot(torch_log, paddle_log, folder / PLOT))
-    verdict = handin.judge_and_log(folder, PAIR, threshold, tables=lines, kind="outcome")
+    failed = [r.name for r in result.rows if not r.passed and r.name != "final metric"]  # the pair judges that one
+    verdict = handin.judge_and_log(folder, PAIR, threshold, tables=lines, kind="outcome", also=[(
+        "training curves", not failed, f"failed: {', '.join(failed)}" if failed else
+        "every row green: " + ", ".join(r.name for r in result.rows if r.name != "final metric"))])
     for line in lines:
         print(report.one_line(line))
     if top is not None:
@@ -514,4 +530,4 @@ def judge_and_log(folder, threshold: float = None, top=None, draw: bool = True) 
                 ([folder / PLOT] if (folder / PLOT).is_file() and draw else [])
         report.hand_in(folder / f"{PAIR}_torch.npy", folder / f"{PAIR}_paddle.npy", folder / f"{PAIR}_diff.log",
                        top=top, diagnostics=extra)
-    return verdict, result
+    return TrainingVerdict(verdict, result)
