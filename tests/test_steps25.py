@@ -100,6 +100,25 @@ def test_a_loader_that_yields_fewer_batches_or_other_dtypes_is_red():
 
 
 
+@pytest.mark.parametrize("paddle_drop_last", [False, True], ids=["the same loaders", "drop_last on Paddle's only"])
+def test_a_loader_that_drops_its_last_batch_on_one_side_is_red_however_few_batches_are_recorded(paddle_drop_last):
+    """100 samples in batches of 32: the first 3 batches are the same with drop_last or without; the loader's length
+    (4 against 3) and the 4 samples left out are recorded and tell them apart, as the README's batches=3 call does."""
+    indices = np.arange(100)
+    t = data.record_batches(torch_loader(indices), batches=3, names=("images", "labels"))
+    p = data.record_batches(paddle_loader(indices, drop_last=paddle_drop_last), batches=3, names=("images", "labels"))
+    assert t["loader/batches"] == 4 and t["loader/left_out"] == 0
+    report = data.judge_batches(t, p)
+    assert report.passed != paddle_drop_last and report.batches == (3, 3), report.line()
+    if paddle_drop_last:
+        assert p["loader/left_out"] == 4
+        assert "data: first difference at the loader's length (batches in an epoch: its drop_last" in report.line()
+        assert "torch 4 vs paddle 3" in report.line()
+    rec = data.record_batches(torch_loader(indices, drop_last=True), prefix="train/")
+    assert rec["train/loader/batches"] == 3 and rec["train/loader/left_out"] == 4
+    assert "train/loader/batches" not in data.record_batches(iter(torch_loader(indices)), 1)  # no length: none
+
+
 @pytest.mark.parametrize("planted", [None, "the batches read without shutting the reader down"])
 def test_a_paddle_loader_read_in_part_has_its_reader_thread_stopped(monkeypatch, planted):
     """paddle.io.DataLoader's reader thread outlived record_batches (a reference cycle holds the iterator) and was
@@ -121,8 +140,10 @@ def test_a_paddle_loader_read_in_part_has_its_reader_thread_stopped(monkeypatch,
 def test_any_iterable_of_arrays_or_dicts_is_recorded_and_bad_input_is_one_line():
     batches = [{"ids": np.arange(4) + i, "mask": np.ones(4, "int64")} for i in range(5)]
     rec = data.record_batches(batches, batches=2, prefix="dev/")
-    assert list(rec) == ["dev/batch_0/ids", "dev/batch_0/mask", "dev/batch_1/ids", "dev/batch_1/mask"]
-    other = data.record_batches(batches[:1] + [{"ids": np.arange(4), "mask": np.ones(4, "int64")}], prefix="dev/")
+    assert list(rec) == ["dev/batch_0/ids", "dev/batch_0/mask", "dev/batch_1/ids", "dev/batch_1/mask",
+                         "dev/loader/batches"]  # a list's length is its batches: 5
+    other = data.record_batches(batches[:1] + [{"ids": np.arange(4), "mask": np.ones(4, "int64")}] + batches[2:],
+                                batches=2, prefix="dev/")
     assert data.judge_batches(rec, other).first.describe() == \
         "dev/batch 1, key ids: index [0]: torch 1 vs paddle 0 (and 3 more value(s) differ)"
     for call, named in ((lambda: data.record_batches(3), "loader"), (lambda: data.record_batches([], None), "loader"),
