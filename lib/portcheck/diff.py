@@ -138,6 +138,8 @@ class KeyResult:
         return 0.0 if self.max == 0 else float("inf")
 
     def key_figures(self) -> str:
+        if getattr(self.rule, "ulps", None):  # tolerances.Ulps: rounding of the value, no fp32 run to measure
+            return f"max {self.max:.3g} (allowed {self.allowed:.3g}: {self.rule.ulps} ulps of the largest value)"
         return f"max {self.max:.3g} = {self.ratio:.3g} x torch's own fp32 error (allowed {self.allowed:.3g})"
 
     def to_json(self) -> dict:

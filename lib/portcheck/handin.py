@@ -382,11 +382,12 @@ class MeasuredVerdict:
                 and all(passed for _, passed, _ in self.also))
 
     def describe_measured(self) -> str:
+        rule = tolerances.said(tolerances.ulps_of(self.name))
         if self.kind == "exact" and self.first is not None:
-            return f"exact RED (every value equal, same shapes and dtypes: first difference at {self.first.describe()})"
+            return f"exact RED ({rule}, same shapes and dtypes: first difference at {self.first.describe()})"
         if self.kind != "computed":
             largest = largest_mean(self.guide.keys)
-            what = (f"exact: every value equal, same shapes and dtypes" if self.kind == "exact" else
+            what = (f"exact: {rule}, same shapes and dtypes" if self.kind == "exact" else
                     f"outcome: mean <= the task's {self.threshold:g}, no float64 run of a training")
             return (f"{self.kind} {'green' if self.measured_passed else 'RED'} ({what}"
                     + (f"; largest: {largest.key} max {largest.max:.3g}" if largest else "; no keys") + ")")
@@ -397,6 +398,14 @@ class MeasuredVerdict:
         return (f"measured {'RED' if bad else 'green'} ({'failed: ' if bad else 'largest: '}{worst.name} "
                 f"{worst.problem or worst.key_figures()})")
 
+    @property
+    def _largest(self) -> float:
+        return max((k.scale for k in self.strict.keys if math.isfinite(k.scale)), default=0.0)
+
+    @property
+    def _spacing(self) -> float:
+        return float(np.spacing(self._largest))
+
     def messages(self) -> list:
         """The diff log: reprod_log's format first (what readers of the guide's logs and parse_diff_log
         read), then the verdicts, then one verdict line; [(message, echo to stdout)]."""
@@ -405,10 +414,11 @@ class MeasuredVerdict:
         # an outcome judged at a task's threshold above the guide's says so, never "the guide's rule"
         said = tolerances.looser_task(self.name, self.threshold) or "the guide's rule"
         guide_rule = f"{self.threshold:g} ({said})"
+        ulps = tolerances.ulps_of(self.name) if self.kind == "exact" else 0
         for g in (self.guide.keys if self.kind != "computed" else ()):
-            bound = 0 if self.kind == "exact" else self.threshold
-            out += report.key_lines(g.key, (g.passed, g.mean, guide_rule), (g.max <= bound, g.max,
-                                                                            f"{bound:g} ({self.kind})"))
+            bound = (ulps * self._spacing if ulps else 0) if self.kind == "exact" else self.threshold
+            out += report.key_lines(g.key, (g.passed, g.mean, guide_rule), (g.max <= bound, g.max, f"{bound:g} (" + (
+                f"exact within {ulps} ulps of {self._largest:.17g}" if ulps else self.kind) + ")"))
         for r in self.rows:
             g = guide.get(r.name)
             if g is None:
@@ -442,7 +452,7 @@ def judge_measured(name: str, torch_file, paddle_file, exact_file, records=(None
         if problem:
             same = (False, problem + "; re-run the torch side")
         rows = calibrated.judge_pair(t, p, e, threshold, k)
-    first = data.first_difference(t, p) if kind == "exact" else None
+    first = data.first_difference(t, p, tolerances.ulps_of(name)) if kind == "exact" else None
     return MeasuredVerdict(name, guide_verdict(t, p, threshold, name), rows, strict_verdict(t, p, threshold, name), same,
                            threshold, kind, first)
 
