@@ -24,14 +24,43 @@ TASK = ("--threshold", f"train_align={resnet.THRESHOLD!r}")
 
 @pytest.fixture(scope="module")
 def home(tmp_path_factory):
+    """A quick run of the example where a fresh clone runs it: beside the committed hand-in (a copy), which it must
+    leave as it was, handing in to log_reprod_rerun/ and saying in one line that it did not reproduce it."""
+    import shutil
     home = tmp_path_factory.mktemp("resnet_home")
+    committed = home / resnet.FOLDER / "log_reprod"
+    shutil.copytree(ROOT / resnet.FOLDER / "log_reprod", committed)
+    before = {p: p.read_bytes() for p in committed.rglob("*") if p.is_file()}
     proc = run(f"{resnet.FOLDER}/run_all.py", "--max_steps", QUICK_STEPS, home=home, check=0)
     assert "every step green" in proc.stdout
+    assert {p: p.read_bytes() for p in committed.rglob("*") if p.is_file()} == before  # left as it was
+    said = [line for line in proc.stdout.splitlines() if "bit for bit" in line]
+    assert len(said) == 1 and said[0].startswith(f"this run did not reproduce {resnet.FOLDER}/log_reprod bit for bit")
+    assert f"this run's hand-in is {resnet.FOLDER}/log_reprod_rerun" in said[0], said
     return home
 
 
+def hand_in(home):
+    return home / resnet.FOLDER / "log_reprod_rerun"
+
+
+def test_a_rerun_that_reproduces_the_hand_in_says_so_and_leaves_one_copy(tmp_path):
+    from examples.resnet18 import run_all
+    earlier, rerun = tmp_path / "log_reprod", tmp_path / "log_reprod_rerun"
+    for folder, value in ((earlier, b"353"), (rerun, b"353")):
+        (folder / "diagnostics").mkdir(parents=True)
+        (folder / "train_align_torch.npy").write_bytes(value)
+        (folder / "diagnostics" / "steps.json").write_bytes(b"{}")
+    assert "reproduced" in run_all.settle(earlier, rerun) and not rerun.exists()
+    (rerun / "diagnostics").mkdir(parents=True)
+    (rerun / "train_align_torch.npy").write_bytes(b"352")  # another CPU's torch: another count
+    line = run_all.settle(earlier, rerun)
+    assert "did not reproduce" in line and "2 of 2 files differ: diagnostics/steps.json, train_align_torch.npy" in line
+    assert (earlier / "train_align_torch.npy").read_bytes() == b"353" and rerun.is_dir()
+
+
 def test_run_all_is_green_and_its_hand_in_rechecks_green(home):
-    log_reprod = home / resnet.FOLDER / "log_reprod"
+    log_reprod = hand_in(home)
     proc = run(CHECK, log_reprod, *TASK, home=home, check=0)
     for pair in GUIDE_PAIRS:
         assert f"{pair}: green" in proc.stdout, proc.stdout
@@ -50,7 +79,7 @@ def test_committed_hand_in_rechecks_green():
 def test_a_hand_in_missing_a_guide_pair_is_red(home, tmp_path):
     import shutil
     copy = tmp_path / "log_reprod"
-    shutil.copytree(home / resnet.FOLDER / "log_reprod", copy)
+    shutil.copytree(hand_in(home), copy)
     for f in copy.glob("metric_*"):
         f.unlink()
     proc = run(CHECK, copy, *TASK, home=tmp_path, check=1)
@@ -158,7 +187,7 @@ def test_training_plants_are_red_at_their_row_and_name_the_cause(torch_steps, pl
 def test_a_tampered_hand_in_is_red(home, tmp_path):
     import shutil
     copy = tmp_path / "log_reprod"
-    shutil.copytree(home / resnet.FOLDER / "log_reprod", copy)
+    shutil.copytree(hand_in(home), copy)
     from portcheck.fileio import load_npy, save_npy
     data = load_npy(copy / "loss_paddle.npy")
     save_npy(copy / "loss_paddle.npy", {"loss": data["loss"] + np.float32(1e-5)})  # within the guide's 1e-6? no

@@ -100,6 +100,25 @@ def test_a_loader_that_yields_fewer_batches_or_other_dtypes_is_red():
 
 
 
+@pytest.mark.parametrize("paddle_drop_last", [False, True], ids=["the same loaders", "drop_last on Paddle's only"])
+def test_a_loader_that_drops_its_last_batch_on_one_side_is_red_however_few_batches_are_recorded(paddle_drop_last):
+    """100 samples in batches of 32: the first 3 batches are the same with drop_last or without; the loader's length
+    (4 against 3) and the 4 samples left out are recorded and tell them apart, as the README's batches=3 call does."""
+    indices = np.arange(100)
+    t = data.record_batches(torch_loader(indices), batches=3, names=("images", "labels"))
+    p = data.record_batches(paddle_loader(indices, drop_last=paddle_drop_last), batches=3, names=("images", "labels"))
+    assert t["loader/batches"] == 4 and t["loader/left_out"] == 0
+    report = data.judge_batches(t, p)
+    assert report.passed != paddle_drop_last and report.batches == (3, 3), report.line()
+    if paddle_drop_last:
+        assert p["loader/left_out"] == 4
+        assert "data: first difference at the loader's length (batches in an epoch: its drop_last" in report.line()
+        assert "torch 4 vs paddle 3" in report.line()
+    rec = data.record_batches(torch_loader(indices, drop_last=True), prefix="train/")
+    assert rec["train/loader/batches"] == 3 and rec["train/loader/left_out"] == 4
+    assert "train/loader/batches" not in data.record_batches(iter(torch_loader(indices)), 1)  # no length: none
+
+
 @pytest.mark.parametrize("planted", [None, "the batches read without shutting the reader down"])
 def test_a_paddle_loader_read_in_part_has_its_reader_thread_stopped(monkeypatch, planted):
     """paddle.io.DataLoader's reader thread outlived record_batches (a reference cycle holds the iterator) and was
@@ -121,8 +140,10 @@ def test_a_paddle_loader_read_in_part_has_its_reader_thread_stopped(monkeypatch,
 def test_any_iterable_of_arrays_or_dicts_is_recorded_and_bad_input_is_one_line():
     batches = [{"ids": np.arange(4) + i, "mask": np.ones(4, "int64")} for i in range(5)]
     rec = data.record_batches(batches, batches=2, prefix="dev/")
-    assert list(rec) == ["dev/batch_0/ids", "dev/batch_0/mask", "dev/batch_1/ids", "dev/batch_1/mask"]
-    other = data.record_batches(batches[:1] + [{"ids": np.arange(4), "mask": np.ones(4, "int64")}], prefix="dev/")
+    assert list(rec) == ["dev/batch_0/ids", "dev/batch_0/mask", "dev/batch_1/ids", "dev/batch_1/mask",
+                         "dev/loader/batches"]  # a list's length is its batches: 5
+    other = data.record_batches(batches[:1] + [{"ids": np.arange(4), "mask": np.ones(4, "int64")}] + batches[2:],
+                                batches=2, prefix="dev/")
     assert data.judge_batches(rec, other).first.describe() == \
         "dev/batch 1, key ids: index [0]: torch 1 vs paddle 0 (and 3 more value(s) differ)"
     for call, named in ((lambda: data.record_batches(3), "loader"), (lambda: data.record_batches([], None), "loader"),
@@ -187,6 +208,7 @@ def test_record_metric_hands_each_framework_its_tensors_and_refuses_bad_input():
 
 TRAIN, TEST = np.arange(320), np.arange(320, 480)
 EPOCHS, BATCH, LR, MOMENTUM, WD = 3, 32, 0.2, 0.9, 5e-4
+ADAMW_LR, ADAMW_WD = 0.01, 0.01
 STEPS = EPOCHS * len(TRAIN) // BATCH
 
 
@@ -212,25 +234,32 @@ def accuracy(predictions, labels):
     return {"accuracy": int((predictions == labels).sum()) / len(labels)}
 
 
-def train(side, wd=WD, lr_ahead=False, no_train_after_eval=False, order_seed=1, convert_weights=True, dropout=0.0):
-    """One side's training through a TrainingLog: (its arrays, its run record's depends)."""
-    log, pt = training.TrainingLog(), torch_net()
+def train(side, wd=WD, lr_ahead=False, no_train_after_eval=False, order_seed=1, convert_weights=True, dropout=0.0,
+          adamw=False, both_dropout=0.0, mask_seed=0):
+    """One side's training through a TrainingLog: (its arrays, its run record's depends). adamw: AdamW at lr 0.01
+    (weight decay wd) instead of momentum SGD: the conv bias before the BatchNorm, whose gradient is rounding noise,
+    then moves by +-lr with a sign rounding picks."""
+    log, pt = training.TrainingLog(), torch_net(both_dropout)
     weights = record.model_fingerprint(pt)
+    lr = ADAMW_LR if adamw else LR
     if side == "torch":
         model = pt
-        opt = torch.optim.SGD(model.parameters(), lr=LR, momentum=MOMENTUM, weight_decay=wd)
+        torch.manual_seed(mask_seed)  # the dropout masks: each framework draws its own
+        opt = (torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=wd) if adamw else
+               torch.optim.SGD(model.parameters(), lr=LR, momentum=MOMENTUM, weight_decay=wd))
         sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, STEPS)
         lr_now, loss_fn, grad = (lambda: opt.param_groups[0]["lr"]), torch.nn.functional.cross_entropy, torch.no_grad
     else:
-        paddle.seed(0)
-        model = paddle_net(dropout)
+        paddle.seed(mask_seed)
+        model = paddle_net(dropout or both_dropout)
         if convert_weights:
             model.set_state_dict(convert(pt, model))
         else:
             weights = record.model_fingerprint(model)
-        sched = paddle.optimizer.lr.CosineAnnealingDecay(LR, STEPS)
-        opt = paddle.optimizer.Momentum(learning_rate=sched, momentum=MOMENTUM, parameters=model.parameters(),
-                                        weight_decay=paddle.regularizer.L2Decay(wd))
+        sched = paddle.optimizer.lr.CosineAnnealingDecay(lr, STEPS)
+        opt = (paddle.optimizer.AdamW(learning_rate=sched, parameters=model.parameters(), weight_decay=wd) if adamw else
+               paddle.optimizer.Momentum(learning_rate=sched, momentum=MOMENTUM, parameters=model.parameters(),
+                                         weight_decay=paddle.regularizer.L2Decay(wd)))
         lr_now, loss_fn, grad = opt.get_lr, paddle.nn.functional.cross_entropy, paddle.no_grad
         if lr_ahead:  # the schedule stepped once before the first step
             sched.step()
@@ -238,17 +267,17 @@ def train(side, wd=WD, lr_ahead=False, no_train_after_eval=False, order_seed=1, 
     model.train()
     for order in orders(order_seed):
         for images, labels in loader(order, BATCH):
-            lr = lr_now()
+            lr_step = lr_now()
             loss = loss_fn(model(images), labels)
             loss.backward()
             opt.step()
-            (opt.zero_grad if side == "torch" else opt.clear_grad)()
             sched.step()
-            log.step(loss, lr, model=model, batch=labels)
+            log.step(loss, lr_step, model=model, batch=labels)  # before the gradients are cleared: they are logged too
+            (opt.zero_grad if side == "torch" else opt.clear_grad)()
         model.eval()
         with grad():
             images, labels = next(data.each_batch(loader(TEST, len(TEST))))
-            log.evaluate(accuracy(model(images).argmax(-1), labels))
+            log.evaluate(accuracy(model(images).argmax(-1), labels), model=model)
         if not no_train_after_eval:
             model.train()
     depends = training.run_depends(weights, orders(order_seed), {"order": order_seed},
@@ -274,7 +303,7 @@ def test_a_clean_training_is_green_on_every_row(torch_run):
     report = judged(torch_run)
     assert report.passed and not report.causes, "\n".join(report.lines())
     assert {r.name for r in report.rows} >= {"final metric", "steps", "lr", "data order", "modes", "first step",
-                                            "weight norm", "loss finite", "run records"}
+                                            "weight norm", "loss finite", "run records", "evaluation modes"}
     final = torch_run[0].final()["accuracy"]
     assert 0.5 < final < 1, final  # it learned something, and not everything: the threshold is a condition
 
@@ -292,6 +321,33 @@ def test_a_training_bug_is_red_at_its_row_and_the_guides_cause_is_named(torch_ru
     report = judged(torch_run, **plant)
     assert not report.passed and not row(report, failed).passed, "\n".join(report.lines())
     assert cause in "\n".join(report.lines()), "\n".join(report.lines())
+
+
+@pytest.mark.parametrize("paddle_wd", [ADAMW_WD, 0.0], ids=["the same AdamW", "AdamW's weight decay missing"])
+def test_a_parameter_whose_gradient_is_rounding_noise_is_said_not_blamed_on_weight_decay(paddle_wd):
+    """The conv bias before the BatchNorm: its gradient is rounding noise (the BatchNorm subtracts the bias again),
+    and AdamW's first step turns it into +-lr, with a sign each framework's rounding picks: the weight norm parted at
+    step 0 (5.7e-6 > 1e-6), blamed on "weight decay, momentum or gradient clipping". Recognised and said, the norm
+    judged on the other weights; a weight decay missing on the Paddle side stays red, with its cause."""
+    (t, t_dep), (p, p_dep) = train("torch", wd=ADAMW_WD, adamw=True), train("paddle", wd=paddle_wd, adamw=True)
+    t, p = t.arrays(), p.arrays()
+    noise = training.noise_parameters(t, p, len(t["loss"]))
+    assert [name for _, name, _ in noise] == ["0.bias"], noise
+    assert noise[0][2][0] <= 1e-6 * noise[0][2][1]  # far under training.NOISE: the bias's gradient is rounding's
+    grads = t["grad_norm"] / t["grad_norm"].max(axis=1, keepdims=True)
+    real = np.delete(grads, noise[0][0], axis=1)
+    assert real.min() > 1e3 * training.NOISE, real.min()  # every other gradient far above it
+    report = training.judge_training(t, p, records=({"depends": t_dep}, {"depends": p_dep}))
+    norm = row(report, "weight norm")
+    assert "judged without 0.bias (gradient" in norm.detail and "rounding noise" in norm.detail, norm
+    assert norm.passed == (paddle_wd == ADAMW_WD), "\n".join(report.lines())
+    text = "\n".join(report.lines())
+    if paddle_wd == ADAMW_WD:
+        assert report.passed and "weight decay, momentum or gradient clipping" not in text, text
+        unjudged = {k: v for k, v in t.items() if k not in ("grad_norm",)}  # as before: the bias departs, and is blamed
+        assert not training.judge_training(unjudged, {k: v for k, v in p.items() if k != "grad_norm"}).passed
+    else:
+        assert "weight decay, momentum or gradient clipping" in text, text
 
 
 def test_a_weight_decay_that_differs_is_red_before_the_loss_curves_part(torch_run):
@@ -324,23 +380,112 @@ def test_runs_that_meet_only_at_the_end_say_how_far_apart_their_earlier_evaluati
                               "0.2 vs paddle 0.7)") in report.lines(), report.lines()
 
 def test_a_training_hand_in_rechecks_green_and_a_bug_red_from_the_files_alone(tmp_path, torch_run, capsys):
-    for plant, expected in (({}, 0), ({"wd": 0.0}, 1)):
-        folder, top = tmp_path / str(expected), tmp_path / str(expected) / "log_reprod"
+    for plant, expected in (({}, 0), ({"wd": 0.0}, 1), ({"lr_ahead": True}, 1)):
+        folder = tmp_path / ("lr" if plant.get("lr_ahead") else str(expected))
+        top = folder / "log_reprod"
         for side, (log, depends) in (("torch", torch_run), ("paddle", train("paddle", **plant))):
             log.save(folder, side, depends, "test")
-        verdict, report = training.judge_and_log(folder, top=top)
-        assert verdict.kind == "outcome" and verdict.passed and report.passed == (not expected)
+        result = training.judge_and_log(folder, top=top)
+        verdict, report = result  # as callers unpack it: the verdict's own passed holds the curves
+        assert verdict.kind == "outcome" and result.passed == verdict.passed == report.passed == (not expected)
+        assert ("training curves: RED (failed: " in (folder / "train_align_diff.log").read_text()) == bool(expected)
         assert (top / "diagnostics" / "train_log_torch.npy").is_file() and (top / "diagnostics" / training.PLOT).is_file()
         capsys.readouterr()
         assert cli.check(top, only="train_align") == expected
         out = capsys.readouterr().out
-        assert ("training weight norm: FAILED" in out) == bool(expected), out
+        assert ((f"training {'lr' if plant.get('lr_ahead') else 'weight norm'}: FAILED") in out) == bool(expected), out
         assert "train_align: green" in out or expected, out
     from portcheck.fileio import load_npy, save_npy
     curves = tmp_path / "0" / "log_reprod" / "diagnostics" / "train_log_paddle.npy"
     save_npy(curves, {**load_npy(curves), "lr": load_npy(curves)["lr"] * 2})  # edited after the run
     assert cli.check(tmp_path / "0" / "log_reprod", only="train_align") == 1
     assert "train_log_paddle.npy: the paddle result is not the file its run record describes" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("ahead", [False, True], ids=["the same schedule", "Paddle's schedule one step ahead"])
+def test_judge_and_log_returns_one_verdict_red_when_a_curve_is(tmp_path, ahead):
+    """The final metrics equal, the Paddle schedule one step ahead: the pair alone is green, the lr curve red. The
+    one verdict (and the verdict callers unpack) is red, and train_align_diff.log's verdict line says failed."""
+    lrs = [0.1 * 0.5 ** i for i in range(6)]
+    for side in ("torch", "paddle"):
+        log = training.TrainingLog()
+        for i in range(5):
+            log.step(1.0 / (i + 1), lrs[i + (ahead and side == "paddle")])
+        log.evaluate({"accuracy": 0.9})
+        log.save(tmp_path, side, {"weights": "w"}, "test")
+    result = training.judge_and_log(tmp_path, draw=False)
+    verdict, curves = result
+    assert result.passed == verdict.passed == curves.passed == (not ahead), curves.lines()
+    assert row(curves, "final metric").passed and verdict.guide.passed  # the pair alone: green either way
+    text = (tmp_path / "train_align_diff.log").read_text()
+    assert ("training curves: RED (failed: lr)" in text and "diff check failed" in text) == ahead, text
+
+
+@pytest.mark.parametrize("paddle_mode", ["eval", "train"], ids=["both evaluated in eval mode",
+                                                               "Paddle evaluated with dropout left on"])
+def test_dropout_left_on_at_evaluation_is_named_as_such(paddle_mode):
+    """Each evaluation logs the model's dropout/BatchNorm modes (evaluate(model=)): a Paddle model evaluated in train
+    mode is named there, not sent to "the update itself" with "the modes are the same"."""
+    models = {"torch": torch_net(0.5).eval(), "paddle": paddle_net(0.5)}
+    getattr(models["paddle"], paddle_mode)()
+    logs = {}
+    for side, model in models.items():
+        logs[side] = training.TrainingLog()
+        logs[side].step(1.0, 0.1)
+        logs[side].evaluate({"accuracy": 0.9 if side == "torch" or paddle_mode == "eval" else 0.8}, model=model)
+    report = training.judge_training(logs["torch"].arrays(), logs["paddle"].arrays())
+    assert row(report, "evaluation modes").passed == (paddle_mode == "eval") == report.passed, report.lines()
+    if paddle_mode == "train":
+        said = ("dropout left on at evaluation on the paddle side, from the evaluation after step 1 (active dropout "
+                "modules: torch 0 vs paddle 1; model.eval() missing before evaluating?)")
+        assert said in row(report, "evaluation modes").detail and said in "; ".join(report.causes)
+        assert "the modes are the same" not in "\n".join(report.lines())
+    one_sided = training.TrainingLog()
+    one_sided.step(1.0, 0.1)
+    one_sided.evaluate(0.9)
+    logs["torch"].evals, logs["torch"].eval_modes, logs["torch"].eval_steps = {}, {}, []
+    logs["torch"].evaluate(0.9, model=models["torch"])
+    report = training.judge_training(logs["torch"].arrays(), one_sided.arrays())
+    assert "logged on one side only: pass model= to log.evaluate on both" in row(report, "evaluation modes").detail
+    with pytest.raises(PipelineError, match="model= must be given at every evaluation or never"):
+        one_sided.evaluate(0.9, model=models["torch"])
+
+
+def synthetic(final, lrs=(0.1, 0.05, 0.025), norms=(3.0, 3.1, 3.2)):
+    log = training.TrainingLog()
+    for lr in lrs:
+        log.step(1.0, lr)
+    log.evaluate({"accuracy": final})
+    zeros = np.zeros(len(lrs), np.int64)  # the modes model= logs: no dropout, no BatchNorm
+    return {**log.arrays(), "weight_norm": np.array(norms), "dropout_on": zeros, "batchnorm_train": zeros}
+
+
+def test_each_frameworks_own_dropout_masks_are_not_red_and_said_so():
+    """Dropout on both sides, each framework drawing its own masks: the two runs are two samples of the training, and
+    their weight norms part by about 2% here (torch against itself with other masks: 0.8% to 3.1%), which the fixed
+    1e-3 called red. Said, not judged; every other row still judged, and dropout on one side only stays red."""
+    (t, _), (p, _) = train("torch", both_dropout=0.5), train("paddle", both_dropout=0.5)
+    report = training.judge_training(t.arrays(), p.arrays(), threshold=1.0)  # the curves: any final metric
+    norm = row(report, "weight norm")
+    assert norm.passed and "said, not judged: dropout draws its own masks on each side" in norm.detail, norm
+    assert report.passed and row(report, "modes").passed, report.lines()
+    rel = abs(t.arrays()["weight_norm"] - p.arrays()["weight_norm"]) / t.arrays()["weight_norm"]
+    assert rel.max() > training.NORM_RTOL  # the fixed bound would have called it red
+
+
+def test_the_final_metric_is_judged_on_torchs_own_spread_when_its_own_runs_are_given():
+    """torch ends 0.90 here, 0.91 in its own other run of the same training (kernels perturbed): Paddle's 0.92 is 0.02
+    from this run, over the task's 0.015 alone, within it widened by torch's own 0.01; an own run of another
+    training (its schedule differs) is refused in one line, not taken as a yardstick."""
+    t, p, own = synthetic(0.90), synthetic(0.92), synthetic(0.91)
+    alone = training.judge_training(t, p, threshold=0.015)
+    widened = training.judge_training(t, p, threshold=0.015, own=[own])
+    assert not alone.passed and widened.passed and widened.threshold == pytest.approx(0.025), widened.lines()
+    assert "= the task's 0.015 + torch's own spread 0.01 (torch's own run(s) ending accuracy 0.91" in \
+        row(widened, "final metric").detail
+    assert not training.judge_training(t, synthetic(0.95), threshold=0.015, own=[own]).passed  # beyond both
+    with pytest.raises(PipelineError, match=r"own\[0\], torch's own run, is not the same training as this one \(lr"):
+        training.judge_training(t, p, threshold=0.015, own=[synthetic(0.91, lrs=(0.1, 0.1, 0.1))])
 
 
 def test_the_training_log_refuses_what_it_cannot_judge():

@@ -99,8 +99,22 @@ def paddle_weight():
     return folder() / "weights" / "paddle_resnet18.pdparams"
 
 
-def log_reprod():
-    return folder() / "log_reprod"
+def log_reprod(hand_in=None):
+    """The hand-in folder a check writes: examples/resnet18/log_reprod/, or the one run_all.py gives (--hand_in)."""
+    return Path(hand_in) if hand_in else folder() / "log_reprod"
+
+
+def rerun_folder():
+    """Where run_all.py hands in a run beside an earlier hand-in, which it leaves as it was (run_all.settle)."""
+    return folder() / "log_reprod_rerun"
+
+
+def check_args(doc: str):
+    """A check's flags: --hand_in, the folder its pair is handed in to (default examples/resnet18/log_reprod/)."""
+    ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter,
+                                 allow_abbrev=False)
+    ap.add_argument("--hand_in", help=f"the hand-in folder (default {FOLDER}/log_reprod)")
+    return ap.parse_args()
 
 
 def batch():

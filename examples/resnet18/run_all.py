@@ -9,11 +9,15 @@ The hand-in holds no time (a rerun writes the same bytes); --timing writes the r
 examples/resnet18/docs/run_all_time.json, the figures the READMEs cite, when every step is green.
 
 Each script runs in its own process, in order; the first that fails stops the run (exit 1) and says which.
-The hand-in is examples/resnet18/log_reprod/ (the guide's pairs, their diff logs, diagnostics/).
+The hand-in is examples/resnet18/log_reprod/ (the guide's pairs, their diff logs, diagnostics/). Where one is
+already (a fresh clone's committed hand-in), it is left as it was: this run hands in beside it, to
+examples/resnet18/log_reprod_rerun/, and one line says whether it reproduced the earlier one bit for bit (torch's
+fp32 kernels differ between CPUs, and so do its files); --replace hands in to log_reprod/ itself.
 """
 import argparse
 import json
 import os
+import shutil
 import sys
 from pathlib import Path
 
@@ -43,12 +47,34 @@ SPECS = (  # the step table: which script writes each side of each pair, and the
 )
 
 
-def table(max_steps=None) -> list:
-    """The runner's steps: the two trainings side by side, each on its own core (portcheck.steps.SideBySide)."""
+def table(max_steps=None, hand_in=None) -> list:
+    """The runner's steps: the two trainings side by side, each on its own core (portcheck.steps.SideBySide); each
+    check hands in to `hand_in` (default: examples/resnet18/log_reprod)."""
     flags, train = ["--max_steps", str(max_steps)] if max_steps else [], SPECS[-1].pair("train_align")
-    return [steps.Step("weights", 0, [[f"{F}/export_weights.py"], [f"{F}/convert_weights.py"]]),
-            *(steps.Step.of(spec) for spec in SPECS[:-1]),
-            steps.Step.of(SPECS[-1], scripts=[steps.SideBySide([[train.torch, *flags], [train.paddle, *flags]])])]
+    out = [steps.Step("weights", 0, [[f"{F}/export_weights.py"], [f"{F}/convert_weights.py"]]),
+           *(steps.Step.of(spec) for spec in SPECS[:-1]),
+           steps.Step.of(SPECS[-1], scripts=[steps.SideBySide([[train.torch, *flags], [train.paddle, *flags]])])]
+    for step in out[1:] if hand_in else ():
+        step.scripts[-1] = [*step.scripts[-1], "--hand_in", str(hand_in)]
+    return out
+
+
+def files(folder: Path) -> dict:
+    return {p.relative_to(folder).as_posix(): p for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def settle(earlier: Path, rerun: Path) -> str:
+    """One line on a run handed in beside an earlier hand-in (a fresh clone's committed one), which is left as it
+    was: the same bits (the rerun's copy removed), or which files differ and where this run's hand-in is."""
+    old, new = files(earlier), files(rerun)
+    differ = [name for name in sorted(set(old) | set(new))
+              if name not in old or name not in new or old[name].read_bytes() != new[name].read_bytes()]
+    if not differ:
+        shutil.rmtree(rerun)
+        return f"this run reproduced {resnet.shown(earlier)} bit for bit"
+    return (f"this run did not reproduce {resnet.shown(earlier)} bit for bit ({len(differ)} of {len(old)} files differ: "
+            f"{', '.join(differ[:3])}{' ...' if len(differ) > 3 else ''}; torch's fp32 kernels differ between CPUs): "
+            f"left as it was, this run's hand-in is {resnet.shown(rerun)} (--replace hands in there instead)")
 
 
 def timing_path() -> Path:
@@ -72,13 +98,22 @@ def main():
     ap.add_argument("--max_steps", type=resnet.positive, help="Step 5: stop each training after this many steps")
     ap.add_argument("--timing", action="store_true", help="write each step's time to "
                     "examples/resnet18/docs/run_all_time.json (when every step is green)")
+    ap.add_argument("--replace", action="store_true", help="hand in to examples/resnet18/log_reprod even where an "
+                    "earlier hand-in is (the committed one): by default it is left as it was and this run hands in "
+                    "beside it, to examples/resnet18/log_reprod_rerun")
     args = ap.parse_args()
-    results, failed = steps.run(table(args.max_steps), resnet.ROOT, summary="each step's diff log",
-                                hand_in=resnet.log_reprod())
+    earlier = resnet.log_reprod()
+    beside = not args.replace and earlier.is_dir() and any(earlier.iterdir())
+    hand_in = resnet.rerun_folder() if beside else earlier
+    hand_in.mkdir(parents=True, exist_ok=True)
+    results, failed = steps.run(table(args.max_steps, hand_in if beside else None), resnet.ROOT,
+                                summary="each step's diff log", hand_in=hand_in)
     print()
     for r in results:
         print(f"{r.step.name}: {r.status} ({r.seconds:.1f} s)")
-    print(failed or f"every step green; the hand-in: {resnet.shown(resnet.log_reprod())}")
+    print(failed or f"every step green; the hand-in: {resnet.shown(hand_in)}")
+    if beside and hand_in.is_dir():
+        print(settle(earlier, hand_in))
     if args.timing and not failed:
         write_timing(results, args.max_steps)
     sys.exit(1 if failed else 0)

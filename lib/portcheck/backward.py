@@ -15,7 +15,7 @@ import numpy as np
 
 from portcheck.compare import (F64, INPUTS, ROOT, ForwardReport, _float64, _Recorder, _unjudged_lines, call, float64,
                                hook_points, judge_forward, measure, checked_args, wide_defaults)
-from portcheck import calibrated, fused, pairing, tolerances
+from portcheck import calibrated, diff, fused, pairing, tolerances
 from portcheck.convert import RENAMES, framework_of, plan, torch_layouts
 from portcheck.diff import NOT_JUDGED, first_diverging
 from portcheck.errors import PipelineError, raised_by
@@ -398,8 +398,17 @@ def judge_backward(torch_record: dict, paddle_record: dict, name_map=None,
     for key in (k for k in torch_record if k.startswith("grad/")):
         report.grads.append(row(key, f"grad {key[5:]}", multiple=calibrated.K_GRAD))
     steps = len([k for k in torch_record if k.startswith("loss/")])
+    # an lr is the lr pair's and Step 5's: within tolerances.ULPS of the schedule's largest, one rule for all three
+    largest_lr = max((float(np.max(np.abs(v))) for k, v in torch_record.items() if k.startswith("lr/")), default=0.0)
+
+    def lr_row(i):
+        a, b = np.asarray(torch_record[f"lr/{i}"], np.float64), paddle_record.get(f"lr/{i}")
+        if b is None:
+            return calibrated.unjudged("lr", a.shape, "no counterpart on paddle", 0.0)
+        return diff.compare_key("lr", a, np.asarray(b, np.float64), tolerances.Ulps(tolerances.ULPS, largest_lr))
+
     for i in range(steps):
-        rows = [row(f"loss/{i}", "loss", mean_bound), row(f"lr/{i}", "lr")]
+        rows = [row(f"loss/{i}", "loss", mean_bound), lr_row(i)]
         for key in (k for k in torch_record if k.startswith(f"state{i + 1}/")):
             # isolated, a step's tensors come from one step on the same weights: no compounding over steps
             r = row(key, key.partition("/")[2], multiple=calibrated.K_STEP if isolated else calibrated.K_BACKWARD)

@@ -21,7 +21,7 @@ from typing import NamedTuple, Optional
 
 import numpy as np
 
-from portcheck import record
+from portcheck import record, tolerances
 from portcheck.errors import PipelineError, first_line, raised_by
 
 BATCH = "batch_"
@@ -78,10 +78,40 @@ def each_batch(loader):
             stop()
 
 
+LOADER = "loader/"  # <prefix>loader/batches, <prefix>loader/left_out: what a loader yields in a whole epoch
+
+
+def loader_length(loader) -> dict:
+    """{"batches": its length, "left_out": the samples its last partial batch drops} of a torch or Paddle
+    DataLoader (or any loader with a len), as int64 0-d arrays; {} for an iterable with no length. A drop_last on
+    one side changes both, whichever batches are recorded."""
+    try:
+        n = len(loader)
+    except TypeError:
+        return {}
+    out = {"batches": np.array(n, dtype=np.int64)}
+    batch_sampler = getattr(loader, "batch_sampler", None)
+    drop_last = getattr(loader, "drop_last", getattr(batch_sampler, "drop_last", None))
+    size = getattr(loader, "batch_size", None) or getattr(batch_sampler, "batch_size", None)
+    sampler = getattr(loader, "sampler", None) or getattr(batch_sampler, "sampler", None)
+    samples = None
+    for source in (sampler, getattr(loader, "dataset", None)):  # the epoch's samples: a sampler may take a subset
+        try:
+            samples = len(source)
+            break
+        except TypeError:
+            continue
+    if isinstance(drop_last, bool) and isinstance(size, int) and samples is not None:
+        out["left_out"] = np.array(samples - n * size if drop_last else 0, dtype=np.int64)
+    return out
+
+
 def record_batches(loader, batches: int = None, names=None, prefix: str = "") -> dict:
     """{"<prefix>batch_<i>/<key>": array} of the loader's first `batches` batches (every batch when None), in
-    the order it yields them. names: the parts of a tuple or list batch, e.g. ("images", "labels"); prefix:
-    tells several loaders apart in one record ("train/", "test/")."""
+    the order it yields them, and {"<prefix>loader/batches", "<prefix>loader/left_out"}: its length and the samples
+    its drop_last leaves out (loader_length; a loader with no len has none), so a loader that drops its last batch
+    on one side only is red however few batches are recorded. names: the parts of a tuple or list batch, e.g.
+    ("images", "labels"); prefix: tells several loaders apart in one record ("train/", "test/")."""
     if batches is not None and (isinstance(batches, bool) or not isinstance(batches, int) or batches < 1):
         raise PipelineError(f"batches={batches!r}: give a whole number >= 1, or None for every batch")
     if names is not None and (isinstance(names, str) or not all(isinstance(n, str) and n for n in names)):
@@ -105,7 +135,12 @@ def record_batches(loader, batches: int = None, names=None, prefix: str = "") ->
                             "dataset and collate function") from None
     if not out:
         raise PipelineError("loader: it yielded no batch; check its dataset and batch size")
+    out.update({f"{prefix}{LOADER}{k}": v for k, v in loader_length(loader).items()})
     return out
+
+
+LOADER_SAID = {"batches": "the loader's length (batches in an epoch: its drop_last, batch size or dataset differ)",
+               "left_out": "the samples the loader leaves out of an epoch (drop_last on one side)"}
 
 
 class Difference(NamedTuple):
@@ -115,6 +150,9 @@ class Difference(NamedTuple):
 
     def describe(self) -> str:
         batch = _BATCH_KEY.match(self.key)
+        prefix, _, what = self.key.rpartition(LOADER)
+        if what in LOADER_SAID and (not prefix or prefix.endswith("/")):
+            return f"{prefix}{LOADER_SAID[what]}: {self.detail}"
         if batch:
             return f"{batch.group(1)}batch {batch.group(2)}, key {batch.group(3)}: {self.detail}"
         return f"{self.key}: {self.detail}"
@@ -124,8 +162,9 @@ def _value(x) -> str:
     return repr(x.item()) if hasattr(x, "item") else repr(x)
 
 
-def key_difference(key: str, a: np.ndarray, b: np.ndarray) -> Optional[Difference]:
-    """None when a and b are the same values (integers bit for bit, NaN never), the same shape and dtype."""
+def key_difference(key: str, a: np.ndarray, b: np.ndarray, allowed: float = 0.0) -> Optional[Difference]:
+    """None when a and b are the same values (integers bit for bit, floats within `allowed`, NaN never), the same
+    shape and dtype."""
     if a.shape != b.shape:
         return Difference(key, f"shape torch {list(a.shape)} vs paddle {list(b.shape)}")
     if a.dtype != b.dtype:
@@ -135,24 +174,29 @@ def key_difference(key: str, a: np.ndarray, b: np.ndarray) -> Optional[Differenc
         if nan.any():
             where = tuple(int(i) for i in np.argwhere(nan)[0])
             return Difference(key, f"NaN at {list(where)}: torch {_value(a[where])} vs paddle {_value(b[where])}")
-        differ = a != b
+        differ = np.abs(a.astype(np.float64) - b.astype(np.float64)) > allowed if allowed else a != b
     else:
         differ = a.view(f"u{a.itemsize}") != b.view(f"u{b.itemsize}") if a.dtype.kind in "iu" else a != b
     if not differ.any():
         return None
     where = tuple(int(i) for i in np.argwhere(differ)[0])
     count = int(differ.sum())
-    return Difference(key, f"index {list(where)}: torch {_value(a[where])} vs paddle {_value(b[where])}"
+    beyond = (f", {abs(float(a[where]) - float(b[where])):.3g} apart, beyond the {allowed:.3g} rounding allows"
+              if allowed else "")
+    return Difference(key, f"index {list(where)}: torch {_value(a[where])} vs paddle {_value(b[where])}{beyond}"
                       + (f" (and {count - 1} more value(s) differ)" if count > 1 else ""))
 
 
-def first_difference(torch_data: dict, paddle_data: dict) -> Optional[Difference]:
+def first_difference(torch_data: dict, paddle_data: dict, ulps: int = 0) -> Optional[Difference]:
     """The first difference between two exact records, in the torch record's order (a data record: the
-    first differing batch, key and index); a key on one side only is a difference. None when equal."""
+    first differing batch, key and index); a key on one side only is a difference. None when equal. ulps: floats
+    equal within that many ulps of the torch record's largest value (tolerances.ULPS: an lr, a metric)."""
+    allowed = tolerances.rounding(torch_data.values(), ulps)
     for key, a in torch_data.items():
         if key not in paddle_data:
             return Difference(key, _missing(key, torch_data, paddle_data, "paddle"))
-        d = key_difference(key, np.asarray(a), np.asarray(paddle_data[key]))
+        a = np.asarray(a)
+        d = key_difference(key, a, np.asarray(paddle_data[key]), allowed.get(a.dtype, 0.0))
         if d is not None:
             return d
     extra = next((k for k in paddle_data if k not in torch_data), None)
@@ -189,7 +233,8 @@ class DataReport(NamedTuple):
 
 def judge_batches(torch_record: dict, paddle_record: dict) -> DataReport:
     """Two record_batches records judged exactly: equal batch by batch, key by key, value by value."""
-    return DataReport((_batches(torch_record), _batches(paddle_record)), len(torch_record),
+    return DataReport((_batches(torch_record), _batches(paddle_record)), sum(map(bool, map(_BATCH_KEY.match,
+                                                                                          torch_record))),
                       first_difference(torch_record, paddle_record))
 
 

@@ -155,6 +155,8 @@ class KeyResult:
         return 0.0 if self.max == 0 else float("inf")
 
     def key_figures(self) -> str:
+        if getattr(self.rule, "ulps", None):  # tolerances.Ulps: rounding of the value, no fp32 run to measure
+            return f"max {self.max:.3g} (allowed {self.allowed:.3g}: {self.rule.ulps} ulps of the largest value)"
         floored = getattr(self.rule, "floored", None)
         if floored is not None and floored(self):  # a multiple of an error the floor dwarfs says nothing
             return (f"max {self.max:.3g} within {self.rule.floor_said(self)}, the allowance here: torch's own fp32 "

@@ -384,6 +384,7 @@ class MeasuredVerdict:
     threshold: float           # the pair's: the guide's rule and the strict verdict are held to it
     kind: str = "computed"     # tolerances.KINDS: computed pairs are measured on the model, the others are not
     first: object = None       # an exact pair's first difference (portcheck.data.Difference), None when equal
+    also: tuple = ()           # [(name, passed, detail)]: conditions judged beside the pair (a training's curves)
 
     @property
     def measured_passed(self) -> bool:
@@ -398,14 +399,16 @@ class MeasuredVerdict:
     @property
     def passed(self) -> bool:
         """Green: the guide's rule, the measured rule, the same run proven, and no NaN or Inf."""
-        return self.guide.passed and self.measured_passed and self.same_run[0] is True and not non_finite(self.strict)
+        return (self.guide.passed and self.measured_passed and self.same_run[0] is True and not non_finite(self.strict)
+                and all(passed for _, passed, _ in self.also))
 
     def describe_measured(self) -> str:
+        rule = tolerances.said(tolerances.ulps_of(self.name))
         if self.kind == "exact" and self.first is not None:
-            return f"exact RED (every value equal, same shapes and dtypes: first difference at {self.first.describe()})"
+            return f"exact RED ({rule}, same shapes and dtypes: first difference at {self.first.describe()})"
         if self.kind != "computed":
             largest = largest_mean(self.guide.keys)
-            what = (f"exact: every value equal, same shapes and dtypes" if self.kind == "exact" else
+            what = (f"exact: {rule}, same shapes and dtypes" if self.kind == "exact" else
                     f"outcome: mean <= the task's {self.threshold:g}, no float64 run of a training")
             return (f"{self.kind} {'green' if self.measured_passed else 'RED'} ({what}"
                     + (f"; largest: {largest.key} max {largest.max:.3g}" if largest else "; no keys") + ")")
@@ -416,6 +419,14 @@ class MeasuredVerdict:
         return (f"measured {'RED' if bad else 'green'} ({'failed: ' if bad else 'largest: '}{worst.name} "
                 f"{worst.problem or worst.key_figures()})")
 
+    @property
+    def _largest(self) -> float:
+        return max((k.scale for k in self.strict.keys if math.isfinite(k.scale)), default=0.0)
+
+    @property
+    def _spacing(self) -> float:
+        return float(np.spacing(self._largest))
+
     def messages(self) -> list:
         """The diff log: reprod_log's format first (what readers of the guide's logs and parse_diff_log
         read), then the verdicts, then one verdict line; [(message, echo to stdout)]."""
@@ -425,10 +436,11 @@ class MeasuredVerdict:
         said = tolerances.looser_task(self.name, self.threshold) or ("the guide's rule" if guide_rule_of(
             self.name, self.threshold, self.kind) else "the caller's rule, not the guide's")
         guide_rule = f"{self.threshold:g} ({said})"
+        ulps = tolerances.ulps_of(self.name) if self.kind == "exact" else 0
         for g in (self.guide.keys if self.kind != "computed" else ()):
-            bound = 0 if self.kind == "exact" else self.threshold
-            out += report.key_lines(g.key, (g.passed, g.mean, guide_rule), (g.max <= bound, g.max,
-                                                                            f"{bound:g} ({self.kind})"))
+            bound = (ulps * self._spacing if ulps else 0) if self.kind == "exact" else self.threshold
+            out += report.key_lines(g.key, (g.passed, g.mean, guide_rule), (g.max <= bound, g.max, f"{bound:g} (" + (
+                f"exact within {ulps} ulps of {self._largest:.17g}" if ulps else self.kind) + ")"))
         for r in self.rows:
             g = guide.get(r.name)
             if g is None:
@@ -441,8 +453,9 @@ class MeasuredVerdict:
         same = {True: "passed", False: "FAILED", None: "not proven"}[self.same_run[0]]
         out += [(f"same run: {same}, {self.same_run[1]}", True), (describe_guide(self.guide, self.threshold), True),
                 (self.describe_measured(), True),
-                (describe_strict(self.strict, self.threshold) + ", shown beside, not a condition", True),
-                (f"diff check {'passed' if self.passed else 'failed'}", True)]
+                (describe_strict(self.strict, self.threshold) + ", shown beside, not a condition", True)]
+        out += [(f"{name}: {'green' if passed else 'RED'} ({detail})", True) for name, passed, detail in self.also]
+        out += [(f"diff check {'passed' if self.passed else 'failed'}", True)]
         return out
 
 
@@ -468,7 +481,7 @@ def judge_measured(name: str, torch_file, paddle_file, exact_file, records=(None
         if problem:
             same = (False, problem + "; re-run the torch side")
         rows = calibrated.judge_pair(t, p, e, threshold, k)
-    first = data.first_difference(t, p) if kind == "exact" else None
+    first = data.first_difference(t, p, tolerances.ulps_of(name)) if kind == "exact" else None
     return MeasuredVerdict(name, guide_verdict(t, p, threshold, name), rows, strict_verdict(t, p, threshold, name), same,
                            threshold, kind, first)
 
@@ -562,7 +575,7 @@ def save_side(folder, pair: str, framework: str, arrays: dict, depends: dict, sc
 
 
 def judge_and_log(folder, pair: str, threshold: float = None, tables=(), after_steps: bool = False, top=None,
-                  kind: str = None):
+                  kind: str = None, also=()):
     """Judge <folder>/<pair>_{torch,paddle,torch64}.npy and write <pair>_diff.log (tables after the verdict
     line, where reprod_log's readers stop) and the rule it was judged by, <pair>_diff.json, which the hand-in
     checker reads back. threshold: the pair's bound on each key's mean (default: the guide's for a pair it
@@ -570,13 +583,15 @@ def judge_and_log(folder, pair: str, threshold: float = None, tables=(), after_s
     measured rule allows K_BACKWARD; kind: "computed" (a float64 run of the torch side is required), "exact"
     (data, labels, lr: every value equal) or "outcome" (a training result: the task's threshold, no float64
     run); default: the guide's for a pair it names, else computed; top: the hand-in folder to copy the judged pair into (hand_in), checked
-    before anything is written. Returns the MeasuredVerdict."""
+    before anything is written; also: [(name, passed, detail)] judged beside the pair, part of its one verdict (a
+    training's curves). Returns the MeasuredVerdict."""
     folder, pair = Path(folder), pair_name(pair)
     check_outputs(folder, [pair], top)
     threshold = tolerances.guide_threshold(pair) if threshold is None else checked_threshold(threshold, "threshold")
     k, kind = calibrated.multiple(after_steps), tolerances.kind_of(pair, kind)
     verdict = judge_measured(pair, folder / f"{pair}_torch.npy", folder / f"{pair}_paddle.npy",
                              folder / f"{pair}{EXACT}", threshold=threshold, k=k, kind=kind)
+    verdict.also = tuple(also)
     report.write_messages(verdict.messages() + [(line, False) for line in tables], folder / f"{pair}_diff.log")
     report.write_json({"name": pair, "passed": verdict.passed, "threshold": threshold, "k": k, "kind": kind},
                       report.verdict_path(folder / f"{pair}_diff.log"))

@@ -22,6 +22,8 @@ the table does not name takes reprod_log's default.
 import math
 from typing import NamedTuple, Optional
 
+import numpy as np
+
 from portcheck.errors import PipelineError
 
 # reprod_log's ReprodDiffHelper.report default: the guide's bound on the mean abs diff in Steps 1-4.
@@ -52,8 +54,18 @@ class Tol(NamedTuple):
                                              f"(atol {self.atol:g} + rtol {self.rtol:g} * max|torch| {r.scale:.3e})")
 
 
-# Ids, labels, counts and a schedule's lr: equal or wrong.
+# Ids, labels, counts: equal or wrong.
 EXACT = Tol(0.0, 0.0, None)
+# An lr and a float64 metric: equal but for the rounding two correct ports make computing the same value another
+# way. torch's StepLR gives gamma ** k * lr (closed form), Paddle's StepDecay the same in another order:
+# 3.0000000000000004e-05 against 3.0000000000000008e-05; ExponentialLR and PolynomialLR multiply recursively, their
+# Paddle counterparts in closed form; a macro-F1 sums its classes in another order. Counted in ulps of the pair's
+# largest value (np.spacing of it, in its dtype), as every rule here counts an error against the size of the terms:
+# a cosine schedule ending at 0 differs by terms of the size of its base lr. Measured (tools/lr_ulps.py,
+# docs/rules.md): every torch scheduler with a Paddle counterpart, 3,000 steps at four base lrs, at most 15 ulps
+# apart; the recursive forms drift with the length, PolynomialLR's linear decay to 1,018 ulps over 100,000 steps;
+# a schedule one step ahead or a decay factor off by 1% at least 7e10 ulps. Four times the drift, 1e-7 of the plants.
+ULPS = 4096
 
 
 class ReprodLog(NamedTuple):
@@ -86,6 +98,7 @@ class Guide(NamedTuple):
     step: int
     threshold: float   # the ReprodDiffHelper.report(diff_threshold=...) the guide uses for the pair
     kind: str
+    ulps: int = 0      # an exact pair's floats: equal within this many ulps of the pair's largest value (ULPS)
     handed_in: bool = True     # the guide lists it among the files handed in (data and lr are checks it walks
     #                            through: judged when present, never required)
     after_steps: bool = False  # its keys come after optimizer steps: the measured rule's K_BACKWARD
@@ -94,9 +107,9 @@ class Guide(NamedTuple):
 GUIDE = {
     "forward": Guide(1, MEAN_BOUND, "computed"),
     "data": Guide(2, MEAN_BOUND, "exact", handed_in=False),
-    "metric": Guide(2, MEAN_BOUND, "exact"),
+    "metric": Guide(2, MEAN_BOUND, "exact", ulps=ULPS),
     "loss": Guide(3, MEAN_BOUND, "computed"),
-    "lr": Guide(4, MEAN_BOUND, "exact", handed_in=False),
+    "lr": Guide(4, MEAN_BOUND, "exact", ulps=ULPS, handed_in=False),
     "bp_align": Guide(4, 1e-2, "computed", after_steps=True),   # losses over optimizer steps: the guide's looser bound
     "train_align": Guide(5, 0.0015, "outcome"),  # the guide's 0.15% on the final metric; a task may set its own
 }
@@ -116,6 +129,48 @@ def kind_of(pair: str, kind: str = None) -> str:
     if kind not in KINDS:
         raise PipelineError(f"kind={kind!r}: a pair is one of {', '.join(KINDS)}")
     return kind
+
+
+class Ulps(NamedTuple):
+    """A value two correct ports round differently (an lr, a float64 metric), a rule of the one result type
+    (diff.KeyResult): max abs diff <= ulps x np.spacing(the largest value), the largest of the key and of `of`
+    (the whole curve's or record's largest, so that every step of a schedule is judged on one scale)."""
+    ulps: int = ULPS
+    of: float = 0.0
+    mean = None  # no bound on the mean: the max is within rounding
+
+    def allowed(self, r) -> float:
+        return self.ulps * float(np.spacing(max(abs(self.of), r.scale if r.scale == r.scale else 0.0)))
+
+    def over(self, r) -> str:
+        return (f"max diff {r.max:.3e} > {r.allowed:.3e} allowed ({self.ulps} ulps of {max(self.of, r.scale):.17g}: "
+                "beyond the rounding two correct ports make)")
+
+
+def ulps_of(pair: str) -> int:
+    """How many ulps of its largest value an exact pair's floats may differ by: ULPS for the guide's lr and metric
+    (two correct ports round them differently), 0 (bit for bit) for any other."""
+    return GUIDE[pair].ulps if pair in GUIDE else 0
+
+
+def rounding(values, ulps: int) -> dict:
+    """{dtype: the largest difference `ulps` allows} over the float arrays `values` (one record, or one curve):
+    ulps x np.spacing of their largest magnitude, in each dtype. {} when ulps is 0 (bit for bit)."""
+    if not ulps:
+        return {}
+    largest = {}
+    for v in values:
+        v = np.asarray(v)
+        if v.dtype.kind == "f" and v.size and np.isfinite(v).any():
+            largest[v.dtype] = max(largest.get(v.dtype, 0.0), float(np.nanmax(np.abs(v[np.isfinite(v)]))))
+    return {dtype: ulps * float(np.spacing(dtype.type(scale))) for dtype, scale in largest.items()}
+
+
+def said(ulps: int) -> str:
+    """How an exact pair's rule is said: bit for bit, or within ulps and why."""
+    return ("every value equal" if not ulps else
+            f"every value equal within {ulps} ulps of the pair's largest value (two correct ports round an lr's closed "
+            "and recursive forms, or a metric's sum, differently)")
 
 
 def guide_threshold(pair: str, overrides: dict = None) -> float:

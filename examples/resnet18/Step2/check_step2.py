@@ -5,7 +5,6 @@ Both pairs are exact (the guide's Step 2: the same samples through the same tran
 value on the same predictions): every value equal, integers bit for bit, the same shapes and dtypes. The data
 log names the first differing batch, key and index. Exit 1 when red.
 """
-import argparse
 import sys
 
 try:
@@ -22,9 +21,8 @@ PAIRS = ("data", "metric")
 
 
 def main():
-    argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
-                            allow_abbrev=False).parse_args()
-    d, top = resnet.step_dir(2), resnet.log_reprod()
+    args = resnet.check_args(__doc__)
+    d, top = resnet.step_dir(2), resnet.log_reprod(args.hand_in)
     for pair in PAIRS:
         for side, fw in (("pt", "torch"), ("pd", "paddle")):
             require(d / f"{pair}_{fw}.npy", f"python {resnet.FOLDER}/Step2/{side}_{pair}.py")

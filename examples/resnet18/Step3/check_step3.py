@@ -3,7 +3,6 @@
 The loss passes the guide's rule (mean |diff| <= 1e-6) and the rule measured on the model (16 x torch's own
 fp32 error, from loss_torch64.npy, plus a floor); both sides' run records must show the same weights and
 inputs. Exit 1 when red."""
-import argparse
 import sys
 
 try:
@@ -17,12 +16,11 @@ from portcheck.errors import require, run_main
 
 
 def main():
-    argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
-                            allow_abbrev=False).parse_args()
+    args = resnet.check_args(__doc__)
     d = resnet.step_dir(3)
     for side, fw in (("pt", "torch"), ("pd", "paddle")):
         require(d / f"loss_{fw}.npy", f"python {resnet.FOLDER}/Step3/{side}_loss.py")
-    verdict = handin.judge_and_log(d, "loss", top=resnet.log_reprod())
+    verdict = handin.judge_and_log(d, "loss", top=resnet.log_reprod(args.hand_in))
     sys.exit(0 if verdict.passed else 1)
 
 

@@ -9,7 +9,6 @@ not hidden under a looser tolerance: torch updates running_var with the unbiased
 the biased one; the check applies that rule exactly and judges what is left. The first place the two runs
 part is named. Exit 1 when red.
 """
-import argparse
 import sys
 
 try:
@@ -24,8 +23,7 @@ from portcheck.fileio import load_npy
 
 
 def main():
-    argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
-                            allow_abbrev=False).parse_args()
+    args = resnet.check_args(__doc__)
     d = resnet.step_dir(4)
     records = [d / f"bp_record_{fw}.npy" for fw in ("torch", "paddle")]
     for path, side in zip(records, ("pt", "pd")):
@@ -37,7 +35,7 @@ def main():
               f"training record: {'passed' if report.passed else 'FAILED'}"
               + (f", the runs part at {where}" if where else ", every module, gradient, statistic and weight within"),
               *report.table().splitlines()]
-    top = resnet.log_reprod()
+    top = resnet.log_reprod(args.hand_in)
     handin.check_outputs(d, ["lr", "bp_align"], top)  # every output of both pairs before the first write
     verdicts = [handin.judge_and_log(d, "lr", top=top),
                 handin.judge_and_log(d, "bp_align", tables=tables, after_steps=True, top=top)]

@@ -40,15 +40,15 @@ def main():
             loss = paddle.nn.functional.cross_entropy(model(images), labels)
             loss.backward()
             opt.step()
-            opt.clear_grad()
             sched.step()
-            log.step(loss, lr, model=model, batch=labels)
+            log.step(loss, lr, model=model, batch=labels)  # before the gradients are cleared: they are logged too
+            opt.clear_grad()
             if len(log.curves["loss"]) == args.max_steps:
                 break
         model.eval()
         with paddle.no_grad():
             images, labels = next(each_batch(resnet.paddle_loader(test, len(test))))
-            log.evaluate(resnet.paddle_metric(model(images).argmax(-1), labels))
+            log.evaluate(resnet.paddle_metric(model(images).argmax(-1), labels), model=model)
         print(f"epoch {epoch}: {len(log.curves['loss'])} steps, loss {log.curves['loss'][-1]:.4f}, test accuracy "
               f"{log.evals['accuracy'][-1]:.4f}", flush=True)
         if len(log.curves["loss"]) == args.max_steps:

@@ -37,15 +37,15 @@ def main():
             loss = torch.nn.functional.cross_entropy(model(images).logits, labels)
             loss.backward()
             opt.step()
-            opt.zero_grad()
             sched.step()
-            log.step(loss, lr, model=model, batch=labels)
+            log.step(loss, lr, model=model, batch=labels)  # before the gradients are cleared: they are logged too
+            opt.zero_grad()
             if len(log.curves["loss"]) == args.max_steps:
                 break
         model.eval()
         with torch.no_grad():
             images, labels = next(each_batch(resnet.torch_loader(test, len(test))))
-            log.evaluate(resnet.torch_metric(model(images).logits.argmax(-1), labels))
+            log.evaluate(resnet.torch_metric(model(images).logits.argmax(-1), labels), model=model)
         print(f"epoch {epoch}: {len(log.curves['loss'])} steps, loss {log.curves['loss'][-1]:.4f}, test accuracy "
               f"{log.evals['accuracy'][-1]:.4f}", flush=True)
         if len(log.curves["loss"]) == args.max_steps:
