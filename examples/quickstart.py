@@ -54,7 +54,7 @@ from portcheck.handin import hand_in, judge_and_log, model_output, save_side
 x = np.random.RandomState(0).randn(2, 3, 16, 16).astype("float32")          # an array, a tuple or a dict of arrays
 # no name map: modules paired by aligning the two runs; a map ({"features": "body"}, regex rules or a function)
 # pins the pairs it names
-paddle_model.set_state_dict(convert(torch_model, paddle_model, inputs=x))   # layouts by module type, every key checked
+port = convert(torch_model, paddle_model, inputs=x)   # sets Paddle's weights: layouts by module type, every key checked
 torch_model.eval(), paddle_model.eval()
 report = compare_forward(torch_model, paddle_model, x, isolate=True)
 print(report.pairs())                          # every pair of modules chosen, every module left unpaired
@@ -64,10 +64,12 @@ print(report.differing)                        # every module whose own computat
 
 # the guide's pair, each side with its run record (in a pt_ and a pd_ script of your own, one side each)
 t, p = record_forward(torch_model, x), record_forward(paddle_model, x)
-depends = {"inputs": record.fingerprint([("x", x)]), "weights": record.model_fingerprint(torch_model)}
-save_side(out, "forward", "torch", {"logits": model_output(t)}, depends, "quickstart.py",
-          exact={"logits": model_output(t, exact=True)})   # torch's float64 run: the measured rule's yardstick
-save_side(out, "forward", "paddle", {"logits": model_output(p)}, depends, "quickstart.py")
+inputs = record.fingerprint([("x", x)])
+for side, model, rec in (("torch", torch_model, t), ("paddle", paddle_model, p)):
+    # each side's own weights, under torch's names (port): equal only when Paddle holds torch's weights
+    depends = {"inputs": inputs, "weights": record.model_fingerprint(model, port=port)}
+    exact = {"logits": model_output(rec, exact=True)} if side == "torch" else None  # torch's float64 run
+    save_side(out, "forward", side, {"logits": model_output(rec)}, depends, "quickstart.py", exact=exact)
 verdict = judge_and_log(out, "forward")        # forward_diff.log: the guide's rule, the measured one, strict
 hand_in(out, "forward", out / "log_reprod")    # then: python -m portcheck check portcheck_quickstart/log_reprod --only forward
 raise SystemExit(0 if report.passed and verdict.passed else 1)

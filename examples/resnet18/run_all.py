@@ -14,6 +14,7 @@ The hand-in is examples/resnet18/log_reprod/ (the guide's pairs, their diff logs
 import argparse
 import json
 import os
+import platform
 import sys
 from pathlib import Path
 
@@ -55,11 +56,29 @@ def timing_path() -> Path:
     return resnet.folder() / "docs" / "run_all_time.json"
 
 
-def write_timing(results, max_steps):
-    """Each step's wall time in seconds, Step 5's and the whole run's, with what they depend on: the cores this
-    run had and the training settings (other work on the cores slows it, which no file can say)."""
+def machine() -> dict:
+    """The machine a time was taken on, and its load then: a figure of time is no figure without them (the same
+    run took 106 s with the cores to itself and 733 s beside other work)."""
+    cpu = next((line.split(":", 1)[1].strip() for line in _cpuinfo() if line.startswith("model name")), "")
+    return {"cpu": cpu or platform.machine(), "cores": len(os.sched_getaffinity(0)),
+            "load_1min": round(os.getloadavg()[0], 2)}
+
+
+def _cpuinfo() -> list:
+    try:
+        return Path("/proc/cpuinfo").read_text().splitlines()
+    except OSError:  # not Linux
+        return []
+
+
+def write_timing(results, max_steps, before: dict):
+    """Each step's wall time in seconds, Step 5's and the whole run's, with what they depend on: the machine, its
+    load before and after the run (the 1-minute load average: other work on the cores slows every step) and the
+    training settings."""
     seconds = {r.step.name: round(r.seconds, 1) for r in results}
-    timing = {"cores": len(os.sched_getaffinity(0)), "train": {**resnet.TRAIN, "max_steps": max_steps},
+    after = machine()
+    timing = {"cores": before["cores"], "cpu": before["cpu"], "load_before": before["load_1min"],
+              "load_after": after["load_1min"], "train": {**resnet.TRAIN, "max_steps": max_steps},
               "seconds": seconds, "step5_seconds": seconds[SPECS[-1].name],
               "total_seconds": round(sum(r.seconds for r in results), 1)}
     atomic_write(timing_path(), lambda tmp: Path(tmp).write_text(json.dumps(timing, indent=1) + "\n"))
@@ -73,6 +92,7 @@ def main():
     ap.add_argument("--timing", action="store_true", help="write each step's time to "
                     "examples/resnet18/docs/run_all_time.json (when every step is green)")
     args = ap.parse_args()
+    before = machine()
     results, failed = steps.run(table(args.max_steps), resnet.ROOT, summary="each step's diff log",
                                 hand_in=resnet.log_reprod())
     print()
@@ -80,7 +100,7 @@ def main():
         print(f"{r.step.name}: {r.status} ({r.seconds:.1f} s)")
     print(failed or f"every step green; the hand-in: {resnet.shown(resnet.log_reprod())}")
     if args.timing and not failed:
-        write_timing(results, args.max_steps)
+        write_timing(results, args.max_steps, before)
     sys.exit(1 if failed else 0)
 
 
