@@ -71,5 +71,6 @@ for side, model, rec in (("torch", torch_model, t), ("paddle", paddle_model, p))
     exact = {"logits": model_output(rec, exact=True)} if side == "torch" else None  # torch's float64 run
     save_side(out, "forward", side, {"logits": model_output(rec)}, depends, "quickstart.py", exact=exact)
 verdict = judge_and_log(out, "forward")        # forward_diff.log: the guide's rule, the measured one, strict
-hand_in(out, "forward", out / "log_reprod")    # then: python -m portcheck check portcheck_quickstart/log_reprod --only forward
+print(hand_in(out, "forward", out / "log_reprod", comparison=report))   # and diagnostics/forward_modules.png
+# then: python -m portcheck check portcheck_quickstart/log_reprod --only forward
 raise SystemExit(0 if report.passed and verdict.passed else 1)
