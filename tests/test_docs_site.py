@@ -73,3 +73,16 @@ def test_mkdocs_is_pinned_with_what_it_pulls_in():
     for package in ("mkdocs", "Markdown", "mergedeep", "mkdocs-get-deps", "pathspec", "platformdirs", "pyyaml_env_tag",
                     "watchdog", "ghp-import"):
         assert re.search(rf"^{re.escape(package)}==\S+$", pins, re.M | re.I), package
+
+
+def test_each_common_cause_names_bugs_its_tests_plant():
+    """docs/causes.md: every planted bug a row names (`name`) is planted in a test file the same row links."""
+    rows = [r for r in (ROOT / "docs" / "causes.md").read_text().splitlines() if r.startswith("| ") and "tests/" in r]
+    assert len(rows) >= 12
+    for row in rows:
+        where = row.strip("|").split("|")[-1]
+        files = re.findall(r"\(\.\./(tests/[\w.]+)\)", where)
+        text = "".join((ROOT / f).read_text() for f in files)
+        assert files, row
+        for name in re.findall(r"`([a-z0-9_]+)`", where):
+            assert f'"{name}"' in text, f"{name} is not planted in {', '.join(files)}"
