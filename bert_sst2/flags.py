@@ -174,3 +174,11 @@ class TrainArgs:
         """The flags the run record holds (settings()['flags'] in twins/train.py), by name."""
         return {f.name: getattr(self, f.name) for f in fields(self) if f.metadata["record"]}
 
+
+def smoke_run(run_record) -> tuple:
+    """From a Step 5 run record (or None): (trained and evaluated on the same sentences (--demo): the scripts ran,
+    nothing is shown about alignment; and with each framework's own dropout masks, so the trained weights differ
+    by chance)."""
+    depends = (run_record or {}).get("depends", {})
+    smoke = "train_rows" in depends and depends["train_rows"] == depends.get("dev_rows")
+    return smoke, smoke and depends.get("flags", {}).get("dropout") == "dropout on"  # twins.train.mode_name

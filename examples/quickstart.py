@@ -6,7 +6,7 @@
 
 Needs numpy, torch and paddlepaddle, nothing else (no transformers, paddlenlp or datasets). The two models
 below stand for yours: the same small convolutional network, written once for each framework under other
-module names. README.md's "Your own model" block is this file from `# --- the README block` on.
+module names. docs/own_model.md's Step 1 block is this file from `# --- docs: Step 1` to `# --- end`.
 """
 import argparse
 from pathlib import Path
@@ -47,14 +47,14 @@ class PaddleNet(paddle.nn.Layer):
 torch.manual_seed(0)
 torch_model, paddle_model = TorchNet(), PaddleNet()
 
-# --- the README block
+# --- docs: Step 1
 from portcheck import compare_forward, convert, record, record_forward
 from portcheck.handin import hand_in, judge_and_log, model_output, save_side
 
 x = np.random.RandomState(0).randn(2, 3, 16, 16).astype("float32")          # an array, a tuple or a dict of arrays
 # no name map: modules paired by aligning the two runs; a map ({"features": "body"}, regex rules or a function)
 # pins the pairs it names
-paddle_model.set_state_dict(convert(torch_model, paddle_model, inputs=x))   # layouts by module type, every key checked
+port = convert(torch_model, paddle_model, inputs=x)   # sets Paddle's weights: layouts by module type, every key checked
 torch_model.eval(), paddle_model.eval()
 report = compare_forward(torch_model, paddle_model, x, isolate=True)
 print(report.pairs())                          # every pair of modules chosen, every module left unpaired
@@ -64,10 +64,14 @@ print(report.differing)                        # every module whose own computat
 
 # the guide's pair, each side with its run record (in a pt_ and a pd_ script of your own, one side each)
 t, p = record_forward(torch_model, x), record_forward(paddle_model, x)
-depends = {"inputs": record.fingerprint([("x", x)]), "weights": record.model_fingerprint(torch_model)}
-save_side(out, "forward", "torch", {"logits": model_output(t)}, depends, "quickstart.py",
-          exact={"logits": model_output(t, exact=True)})   # torch's float64 run: the measured rule's yardstick
-save_side(out, "forward", "paddle", {"logits": model_output(p)}, depends, "quickstart.py")
+inputs = record.fingerprint([("x", x)])
+for side, model, rec in (("torch", torch_model, t), ("paddle", paddle_model, p)):
+    # each side's own weights, under torch's names (port): equal only when Paddle holds torch's weights
+    depends = {"inputs": inputs, "weights": record.model_fingerprint(model, port=port)}
+    exact = {"logits": model_output(rec, exact=True)} if side == "torch" else None  # torch's float64 run
+    save_side(out, "forward", side, {"logits": model_output(rec)}, depends, "quickstart.py", exact=exact)
 verdict = judge_and_log(out, "forward")        # forward_diff.log: the guide's rule, the measured one, strict
-hand_in(out, "forward", out / "log_reprod")    # then: python -m portcheck check portcheck_quickstart/log_reprod --only forward
+print(hand_in(out, "forward", out / "log_reprod", comparison=report))   # and diagnostics/forward_modules.png
+# then: python -m portcheck check portcheck_quickstart/log_reprod --only forward
+# --- end
 raise SystemExit(0 if report.passed and verdict.passed else 1)

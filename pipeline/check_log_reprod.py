@@ -27,7 +27,7 @@ except ModuleNotFoundError:  # the project is not importable: not its venv
                      "(. .venv/bin/activate) or run `pip install -r requirements.txt`") from None
 import numpy as np
 
-from bert_sst2 import diagnose, paths, tolerances
+from bert_sst2 import diagnose, flags, paths, tolerances
 from portcheck import cli, diff, record, report
 from portcheck.errors import PipelineError, run_main
 from portcheck.fileio import load_npy
@@ -70,9 +70,21 @@ def companion(below: Path, stem: str) -> tuple:
     return bool(finite), "same run, " + ("finite" if finite else "NaN or Inf in it")
 
 
+SMOKE = ("Step 5 data", True, "SMOKE RUN on demo data, not evidence: trained and evaluated on the same demo "
+         "sentences, so the scripts ran and alignment is not shown; run_all.py --data_dir trains on SST-2")
+
+
 def findings(folder: Path, pair: str) -> list:
-    """BERT's own verdicts on one of its pairs (cli.check's extra); a missing or unreadable file is a red one."""
+    """BERT's own verdicts on one of its pairs (cli.check's extra); a missing or unreadable file is a red one.
+    A Step 5 smoke run (--demo, run_all's default offline) says so on train_align's line."""
     out = []
+    if pair == "train_align":
+        try:
+            smoke = flags.smoke_run(record.load(None, folder / DIAGNOSTICS / f"train_align_torch{record.SUFFIX}"))[0]
+        except PipelineError as e:
+            out.append(diff.Finding("run record", False, report.one_line(str(e))))
+        else:
+            out += [diff.Finding(*SMOKE)] if smoke else []
     for name, judge in ([("BERT's tolerances", lambda: tuned(folder, pair))] if pair in tolerances.PAIRS else []) + \
             [(stem, lambda stem=stem: companion(folder / DIAGNOSTICS, stem)) for stem in COMPANIONS.get(pair, ())]:
         try:

@@ -10,9 +10,8 @@ bp_align, Step 5 train_align, every pair handed in to one log_reprod/ that the r
 Paddle side of its step in a copy of the clean hand-in: red at that step and key, and the reviewer's command
 names that pair (and the pairs the bug moves after it) alone.
 
-README.md's "Your own model" block for Steps 2 and 5 is this file's pieces marked `# --- README: Steps 2 and 5`
-(tests/test_docs.py): they run here, on both sides."""
-import functools
+docs/own_model.md's blocks for Steps 2 to 5 are this file's pieces marked `# --- docs: Step N` (to `# --- end`;
+tests/test_docs_blocks.py): they run here, on both sides."""
 import shutil
 import subprocess
 import sys
@@ -24,7 +23,7 @@ from portcheck import cli, convert, handin, judge_backward, judge_forward, recor
     record_value, tolerances
 from portcheck.compare import F64
 from portcheck.fileio import load_npy
-# --- README: Steps 2 and 5
+# --- docs: Step 2
 from portcheck import data, training
 from portcheck.handin import judge_and_log, save_side
 # --- end
@@ -156,7 +155,7 @@ def step2(out, bug=()):
     paddle_metric = lambda p, y: scores(p, y, "micro" if "micro_f1" in bug else "macro")  # noqa: E731
     predictions, labels = centroid_predictions()
     data_id, predictions_id = DATA, record.fingerprint([("p", predictions), ("y", labels)])
-    # --- README: Steps 2 and 5
+    # --- docs: Step 2
     # Step 2: each side's loader over the same samples in the same order (no shuffle), through its own transform,
     # and each side's metric on the same predictions (in a pt_ and a pd_ script of your own, one side each)
     for side, loader, metric in (("torch", torch_loader, torch_metric), ("paddle", paddle_loader, paddle_metric)):
@@ -173,27 +172,44 @@ def step2(out, bug=()):
 def step3(out, bug=()):
     torch_model, paddle_model, weights = models()
     depends = {"inputs": INPUTS, "weights": weights}
-    t = record_value(torch_model.eval(), X, lambda out: cross_entropy("torch")(out, torch.from_numpy(Y)))
-    p = record_value(paddle_model.eval(), X, lambda out: cross_entropy("paddle", bug)(out, paddle.to_tensor(Y)))
-    save_side(out, "loss", "torch", {"loss": t["value"]}, depends, "pt_loss.py", exact={"loss": t[F64 + "value"]})
+    torch_loss, paddle_loss = cross_entropy("torch"), cross_entropy("paddle", bug)
+    # --- docs: Step 3
+    # Step 3: each side's loss on its own model's output, in eval mode; record_value keeps the value as "value" and
+    # torch's float64 run of it as "f64:value" (the measured rule's yardstick)
+    t = record_value(torch_model.eval(), X, lambda out: torch_loss(out, torch.from_numpy(Y)))
+    p = record_value(paddle_model.eval(), X, lambda out: paddle_loss(out, paddle.to_tensor(Y)))
+    save_side(out, "loss", "torch", {"loss": t["value"]}, depends, "pt_loss.py", exact={"loss": t["f64:value"]})
     save_side(out, "loss", "paddle", {"loss": p["value"]}, depends, "pd_loss.py")
-    return {"loss": judge_and_log(out, "loss", top=out / "log_reprod")}, None
+    verdict = judge_and_log(out, "loss", top=out / "log_reprod")
+    # --- end
+    assert F64 + "value" in t  # the key the docs name
+    return {"loss": verdict}, None
 
 
 def step4(out, bug=()):
     torch_model, paddle_model, weights = models()
     steps, depends = HP["bp_steps"], {"inputs": INPUTS, "weights": weights, "flags": HP}
-    t = record_backward(torch_model.train(), X, Y, cross_entropy("torch"), *optimizer("torch", steps), steps)
-    p = record_backward(paddle_model.train(), X, Y, cross_entropy("paddle"), *optimizer("paddle", steps, bug), steps)
-    for side, rec in (("torch", t), ("paddle", p)):  # bp_align: each step's loss, lr and the digest of its update
-        for pair, arrays in (("lr", functools.partial(handin.per_step, kind="lr")), ("bp_align", handin.bp_align)):
-            save_side(out, pair, side, arrays(rec), depends, f"{side}_bp.py",
-                      exact=arrays(rec, exact=True) if side == "torch" else None)
-    report = judge_backward(t, p)
-    handin.check_outputs(out, ["lr", "bp_align"], out / "log_reprod")
-    return {"lr": judge_and_log(out, "lr", top=out / "log_reprod"),
-            "bp_align": judge_and_log(out, "bp_align", tables=report.table().splitlines(), after_steps=True,
-                                      top=out / "log_reprod")}, report
+    torch_opt, paddle_opt = optimizer("torch", steps), optimizer("paddle", steps, bug)
+    # --- docs: Step 4
+    # Step 4: `steps` optimizer steps on one batch, each side with its own (optimizer factory, scheduler factory).
+    # Dropout off (p=0 here; or every Dropout in eval mode): each framework draws its own masks, so with dropout on
+    # the two runs differ by chance and Step 4 is red
+    t = record_backward(torch_model.train(), X, Y, cross_entropy("torch"), *torch_opt, steps)
+    p = record_backward(paddle_model.train(), X, Y, cross_entropy("paddle"), *paddle_opt, steps)
+    for side, rec in (("torch", t), ("paddle", p)):   # the torch side also saves its float64 run (exact=)
+        wide = side == "torch"
+        save_side(out, "lr", side, handin.per_step(rec, "lr"), depends, f"{side}_bp.py",   # every step's lr
+                  exact=handin.per_step(rec, "lr", exact=True) if wide else None)
+        save_side(out, "bp_align", side, handin.bp_align(rec), depends, f"{side}_bp.py",   # each step's loss, lr
+                  exact=handin.bp_align(rec, exact=True) if wide else None)               # and weights' digest
+    report = judge_backward(t, p)   # every gradient, each step's loss and lr, every weight after the last step
+    handin.check_outputs(out, ["lr", "bp_align"], out / "log_reprod")   # every output checked before the first write
+    verdicts = {"lr": judge_and_log(out, "lr", top=out / "log_reprod"),   # every step's lr within a few ulps
+                "bp_align": judge_and_log(out, "bp_align", tables=report.table().splitlines(), after_steps=True,
+                                          top=out / "log_reprod", comparison=report)}
+    # after_steps: K_BACKWARD, rounding compounds; comparison: its picture, diagnostics/bp_align_modules.png
+    # --- end
+    return verdicts, report
 
 
 def train(out, side, bug=()):
@@ -214,7 +230,7 @@ def train(out, side, bug=()):
         with (torch.no_grad if side == "torch" else paddle.no_grad)():
             features, labels = next(data.each_batch(dataloader(side, TEST, batch=len(TEST))))
             return scores(model(features).argmax(-1), labels)
-    # --- README: Steps 2 and 5
+    # --- docs: Step 5
     # Step 5: each side's own training loop (here `side`'s, its model, optimizer and scheduler), one call per step
     # and one per evaluation
     if side == "paddle":
@@ -239,7 +255,7 @@ def train(out, side, bug=()):
 
 def step5(out, bug=()):
     logs = {side: train(out, side, bug) for side in ("torch", "paddle")}
-    # --- README: Steps 2 and 5
+    # --- docs: Step 5
     # once both sides saved: the final metric within the guide's 0.15%, the curves step by step, a cause named
     verdict, curves = training.judge_and_log(out, top=out / "log_reprod")   # train_align_diff.log, train_align.png
     # --- end

@@ -41,7 +41,7 @@ def usage(rows) -> str:
 
 
 def figures(row: tuple) -> dict:
-    """A table row as data (docs/isolate.json, which the READMEs' figures are tested against)."""
+    """A table row as data (docs/isolate.json, which the docs' figures are tested against)."""
     keys = ("cumulative", "isolated", "seconds", "seconds_isolated")
     return {k: v.split(" (")[0] for k, v in zip(keys, row[1:]) if v != "-"}
 

@@ -17,6 +17,7 @@ fp32 kernels differ between CPUs, and so do its files); --replace hands in to lo
 import argparse
 import json
 import os
+import platform
 import shutil
 import sys
 from pathlib import Path
@@ -81,11 +82,29 @@ def timing_path() -> Path:
     return resnet.folder() / "docs" / "run_all_time.json"
 
 
-def write_timing(results, max_steps):
-    """Each step's wall time in seconds, Step 5's and the whole run's, with what they depend on: the cores this
-    run had and the training settings (other work on the cores slows it, which no file can say)."""
+def machine() -> dict:
+    """The machine a time was taken on, and its load then: a figure of time is no figure without them (the same
+    run took 106 s with the cores to itself and 733 s beside other work)."""
+    cpu = next((line.split(":", 1)[1].strip() for line in _cpuinfo() if line.startswith("model name")), "")
+    return {"cpu": cpu or platform.machine(), "cores": len(os.sched_getaffinity(0)),
+            "load_1min": round(os.getloadavg()[0], 2)}
+
+
+def _cpuinfo() -> list:
+    try:
+        return Path("/proc/cpuinfo").read_text().splitlines()
+    except OSError:  # not Linux
+        return []
+
+
+def write_timing(results, max_steps, before: dict):
+    """Each step's wall time in seconds, Step 5's and the whole run's, with what they depend on: the machine, its
+    load before and after the run (the 1-minute load average: other work on the cores slows every step) and the
+    training settings."""
     seconds = {r.step.name: round(r.seconds, 1) for r in results}
-    timing = {"cores": len(os.sched_getaffinity(0)), "train": {**resnet.TRAIN, "max_steps": max_steps},
+    after = machine()
+    timing = {"cores": before["cores"], "cpu": before["cpu"], "load_before": before["load_1min"],
+              "load_after": after["load_1min"], "train": {**resnet.TRAIN, "max_steps": max_steps},
               "seconds": seconds, "step5_seconds": seconds[SPECS[-1].name],
               "total_seconds": round(sum(r.seconds for r in results), 1)}
     atomic_write(timing_path(), lambda tmp: Path(tmp).write_text(json.dumps(timing, indent=1) + "\n"))
@@ -102,6 +121,7 @@ def main():
                     "earlier hand-in is (the committed one): by default it is left as it was and this run hands in "
                     "beside it, to examples/resnet18/log_reprod_rerun")
     args = ap.parse_args()
+    before = machine()
     earlier = resnet.log_reprod()
     beside = not args.replace and earlier.is_dir() and any(earlier.iterdir())
     hand_in = resnet.rerun_folder() if beside else earlier
@@ -115,7 +135,7 @@ def main():
     if beside and hand_in.is_dir():
         print(settle(earlier, hand_in))
     if args.timing and not failed:
-        write_timing(results, args.max_steps)
+        write_timing(results, args.max_steps, before)
     sys.exit(1 if failed else 0)
 
 

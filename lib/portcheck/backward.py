@@ -61,6 +61,12 @@ class BackwardReport:
         """(step, the first key over tolerance) after the optimizer's steps, or None."""
         return next(((i, r.name) for i, r in enumerate(map(first_diverging, self.steps)) if r), None)
 
+    def plot(self, path) -> str:
+        """A PNG at `path`: the first forward's modules, every gradient and every key after the last step, each
+        over its allowance on a log scale, where the runs part marked (portcheck.plot); a line saying what was done."""
+        from portcheck import plot
+        return plot.draw(plot.backward_panels(self), path)
+
     def table(self) -> str:
         lines = ["the first forward, every module:", self.forward.table()] if self.forward is not None else []
         if self.kinks and not self.passed:

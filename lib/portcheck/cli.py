@@ -352,7 +352,7 @@ def pair(torch_npy: Path, paddle_npy: Path, threshold=None, strict: bool = False
     torch_data, paddle_data = load_pair(torch_npy, paddle_npy)
     guide = handin.guide_verdict(torch_data, paddle_data, threshold, name)
     result = handin.strict_verdict(torch_data, paddle_data, threshold, name)
-    same_run.check(result, torch_npy, paddle_npy)  # results written through portcheck carry run records
+    same_run.check(result, torch_npy, paddle_npy, record_paths=handed_in_records(torch_npy, paddle_npy))
     other_run = [f.name for f in result.findings if not f.passed]
     copy = record.copied(torch_npy, paddle_npy)
     failed = not guide.passed or bool(handin.non_finite(result)) or bool(other_run) or (strict and not result.passed)
@@ -371,6 +371,17 @@ def pair(torch_npy: Path, paddle_npy: Path, threshold=None, strict: bool = False
             if echo:
                 print(report.one_line(message))
     return 1 if failed else 0
+
+
+def handed_in_records(*files) -> list:
+    """Each result's run record where a hand-in keeps it: beside the file, else in portcheck's diagnostics/ beside
+    it (a log_reprod/ folder; None: beside, or none). Results written through portcheck carry run records."""
+    out = []
+    for f in map(Path, files):
+        below = handin.ours(f.parent)
+        kept = below / record.path_for(f).name if below is not None else None
+        out.append(kept if kept is not None and not record.path_for(f).exists() and kept.is_file() else None)
+    return out
 
 
 def _ours(log: Path) -> bool:

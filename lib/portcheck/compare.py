@@ -78,6 +78,13 @@ class ForwardReport:
         """The rows with a Paddle counterpart."""
         return [r for r in self.rows if not r.problem.startswith("no counterpart")]
 
+    def plot(self, path) -> str:
+        """A PNG at `path`: each module's max diff over its allowance along the network, log scale, the first
+        diverging module marked; with isolate=True each module on torch's own values beside it (portcheck.plot).
+        A line saying what was done (without matplotlib: that it is missing)."""
+        from portcheck import plot
+        return plot.draw(plot.forward_panels(self), path)
+
     def table(self) -> str:
         """Every paired module output, in run order (torch modules with no Paddle counterpart are counted
         below it: containers and activations one side folds into another)."""

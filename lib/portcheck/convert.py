@@ -470,7 +470,7 @@ def convert(torch_model, paddle_model, name_map=None, path=None, layouts=None, i
         state[key], origin[key] = (tensor, tensor.array), torch_key
     unfilled = [k for k in unfilled if k not in buffers and k not in said]
     problems += list(said.values())
-    state = State(state)
+    state = State(state, origin)
     unknown = [origin[k] for k in state if k not in params]
     problems += [f"Paddle keys no torch tensor fills: {named(unfilled)}"] if unfilled else []
     problems += [f"torch tensors with no Paddle key: {named(unknown)}"] if unknown else []
@@ -532,9 +532,15 @@ class State(Mapping):
     from in Paddle's layout: the weights are never held twice (a 1.1B-parameter pair's would be 4.4 GB more).
     dict(state) is a copy of them all, at that moment."""
 
-    def __init__(self, tensors: dict):
+    def __init__(self, tensors: dict, origin: dict = None):
         self._tensors = tensors  # {Paddle key: (Tensor, its torch array)}
         self.aliases = {}        # {another Paddle key of the same tensor (an RNN's weight_ih_l0): its key}
+        self.origin = origin or {}  # {Paddle key: the torch key it was filled from}
+
+    def carried(self) -> dict:
+        """{Paddle key: (its torch key, whether its layout is transposed)}: what record.model_fingerprint(model,
+        port=state) reads on either side, so each side fingerprints its own weights under torch's names."""
+        return {k: (self.origin[k], tensor.transposed) for k, (tensor, _) in self._tensors.items()}
 
     def view(self, key) -> np.ndarray:
         """The array in Paddle's layout, as a view of torch's where the layout allows (no copy)."""

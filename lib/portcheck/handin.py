@@ -575,7 +575,7 @@ def save_side(folder, pair: str, framework: str, arrays: dict, depends: dict, sc
 
 
 def judge_and_log(folder, pair: str, threshold: float = None, tables=(), after_steps: bool = False, top=None,
-                  kind: str = None, also=()):
+                  kind: str = None, also=(), comparison=None):
     """Judge <folder>/<pair>_{torch,paddle,torch64}.npy and write <pair>_diff.log (tables after the verdict
     line, where reprod_log's readers stop) and the rule it was judged by, <pair>_diff.json, which the hand-in
     checker reads back. threshold: the pair's bound on each key's mean (default: the guide's for a pair it
@@ -584,7 +584,8 @@ def judge_and_log(folder, pair: str, threshold: float = None, tables=(), after_s
     (data, labels, lr: every value equal) or "outcome" (a training result: the task's threshold, no float64
     run); default: the guide's for a pair it names, else computed; top: the hand-in folder to copy the judged pair into (hand_in), checked
     before anything is written; also: [(name, passed, detail)] judged beside the pair, part of its one verdict (a
-    training's curves). Returns the MeasuredVerdict."""
+    training's curves); comparison: a ForwardReport or BackwardReport drawn into it (hand_in's).
+    Returns the MeasuredVerdict."""
     folder, pair = Path(folder), pair_name(pair)
     check_outputs(folder, [pair], top)
     threshold = tolerances.guide_threshold(pair) if threshold is None else checked_threshold(threshold, "threshold")
@@ -596,7 +597,7 @@ def judge_and_log(folder, pair: str, threshold: float = None, tables=(), after_s
     report.write_json({"name": pair, "passed": verdict.passed, "threshold": threshold, "k": k, "kind": kind},
                       report.verdict_path(folder / f"{pair}_diff.log"))
     if top is not None:
-        hand_in(folder, pair, top)
+        hand_in(folder, pair, top, comparison)
     return verdict
 
 
@@ -617,8 +618,18 @@ def _handed_in(folder: Path, pair: str) -> tuple:
     return folder / f"{pair}_torch.npy", folder / f"{pair}_paddle.npy", folder / f"{pair}_diff.log"
 
 
-def hand_in(folder, pair: str, top):
+PLOT = "_modules.png"  # <pair>_modules.png: a comparison's picture (portcheck.plot), beside the pair's diagnostics
+
+
+def hand_in(folder, pair: str, top, comparison=None) -> str:
     """Copy a judged pair from a step's folder into a log_reprod/ folder `top`: the pair and its diff log at
-    the top, the run records and the float64 run in top/diagnostics/."""
+    the top, the run records and the float64 run in top/diagnostics/. comparison: the pair's ForwardReport or
+    BackwardReport (compare_forward's, judge_backward's), drawn as <pair>_modules.png beside the pair and handed
+    in with its diagnostics when matplotlib is installed. Returns the plot's line ("" without a comparison)."""
     folder, pair = Path(folder), pair_name(pair)
-    report.hand_in(*_handed_in(folder, pair), diagnostics=[folder / f"{pair}{EXACT}"], top=top)
+    drawn, said = [], ""
+    if comparison is not None:
+        said = comparison.plot(folder / f"{pair}{PLOT}")
+        drawn = [folder / f"{pair}{PLOT}"] if said.startswith("plot:") else []
+    report.hand_in(*_handed_in(folder, pair), diagnostics=[folder / f"{pair}{EXACT}", *drawn], top=top)
+    return said

@@ -51,10 +51,24 @@ def state_fingerprint(state: dict) -> str:
     return fingerprint((k, _numpy(v)) for k, v in state.items())
 
 
-def model_fingerprint(model) -> str:
+def model_fingerprint(model, port=None) -> str:
     """The weights a torch or Paddle model holds now, in torch's layout: a Paddle Linear's [in, out] weight is
     hashed as torch's [out, in], so a Paddle model whose module and tensor names are torch's (a twin port)
-    fingerprints like the torch model it was converted from. The one weights fingerprint of the library."""
+    fingerprints like the torch model it was converted from. The one weights fingerprint of the library.
+    port: convert's State, for a port whose names are not torch's: either model is read under torch's names,
+    over the tensors the port carries (not torch's num_batches_tracked), so each side fingerprints its own
+    weights and the two are equal only when the Paddle model holds the torch model's."""
+    if port is not None:
+        carried, state = port.carried(), model.state_dict()
+        paddle = hasattr(model, "named_sublayers")
+        missing = [k if paddle else name for k, (name, _) in carried.items() if (k if paddle else name) not in state]
+        if missing:
+            raise PipelineError(f"model_fingerprint: the {'Paddle' if paddle else 'torch'} model holds no "
+                                f"{', '.join(missing[:3])}: pass the model the conversion `port` was made for")
+        if paddle:
+            return fingerprint((name, state[k].numpy().T if transposed else state[k].numpy())
+                               for k, (name, transposed) in carried.items())
+        return fingerprint((name, _numpy(state[name])) for name, _ in carried.values())
     if hasattr(model, "named_sublayers"):  # Paddle
         import paddle
         linear = {f"{name}.weight" if name else "weight" for name, layer in model.named_sublayers(include_self=True)

@@ -9,10 +9,11 @@ from portcheck import record
 from portcheck.diff import CheckResult, Finding
 
 
-def check(result: CheckResult, torch_path, paddle_path, name: str = "same run") -> CheckResult:
+def check(result: CheckResult, torch_path, paddle_path, name: str = "same run", record_paths=(None, None)) -> CheckResult:
     """name: the finding's; a companion pair (module outputs, curves) is checked under its own name, after
-    the main pair's."""
-    passed, detail = record.same_run(torch_path, paddle_path)
+    the main pair's. record_paths: the records' paths where they are not beside the results (a hand-in's
+    diagnostics/)."""
+    passed, detail = record.same_run(torch_path, paddle_path, record_paths)
     if passed is None:
         result.notes.append(f"{name}: {detail}" if name != "same run" else detail)
     elif name == "same run":

@@ -16,7 +16,7 @@ except ModuleNotFoundError:  # the project is not importable: not its venv
                      "(. .venv/bin/activate) or run `pip install -r requirements.txt`") from None
 import numpy as np
 
-from bert_sst2 import hparams, keys, paths, steps, tolerances
+from bert_sst2 import flags, hparams, keys, paths, steps, tolerances
 from portcheck import diff, record, report, same_run, weight_stats
 from portcheck.errors import run_main
 from portcheck.fileio import atomic_write, load_npy
@@ -51,11 +51,7 @@ def companions() -> dict:
 
 
 def smoke_run() -> tuple:
-    """(trained and evaluated on the same sentences (--demo): the scripts ran, nothing is shown about alignment;
-    and with each framework's own dropout masks, so the trained weights differ by chance)."""
-    depends = (record.load(paths.step_dir(5) / "train_align_torch.npy") or {}).get("depends", {})
-    smoke = "train_rows" in depends and depends["train_rows"] == depends.get("dev_rows")
-    return smoke, smoke and depends.get("flags", {}).get("dropout") == "dropout on"  # twins.train.mode_name
+    return flags.smoke_run(record.load(paths.step_dir(5) / "train_align_torch.npy"))
 
 
 def loss_gap(key, t, p, tol) -> str:
