@@ -5,6 +5,7 @@ The torch side (and its float64 run) does not change between plants: it runs onc
 each plant runs the Paddle side alone against it (run.run_side, run.judge: what `run` does after the scripts)."""
 import contextlib
 import io
+import json
 import shutil
 import subprocess
 import sys
@@ -46,6 +47,8 @@ def test_the_example_is_green_and_its_hand_in_checks(torch_done, tmp_path):
     code, said = paddle_run(torch_done, tmp_path, SCRIPTS / "pd_train.py")
     assert code == 0, said
     assert "the same: every paired module's settings" in said and "green: the same run" in said
+    assert [json.loads((tmp_path / "out" / side / "status.json").read_text())["loaded"] for side in ("torch", "paddle")] \
+        == [["torch"], ["paddle"]], "a side loaded the other framework"
     check = subprocess.run([sys.executable, "-m", "portcheck", "check", str(tmp_path / "out" / "log_reprod"),
                             "--only", ",".join(run.PAIRS)], capture_output=True, text=True)
     assert check.returncode == 0, check.stdout + check.stderr
@@ -121,6 +124,10 @@ def test_bad_commands_and_folders_are_one_line(tmp_path):
     assert code == 2 and "'ls' is not a Python interpreter" in line, line
     code, line = one_line(tmp_path, "--torch", "torchrun --nproc_per_node 2 t.py", "--paddle", "python t.py")
     assert code == 2 and "launcher" in line, line
+    code, line = one_line(tmp_path, "--torch", "python t.py", "--paddle", "python t.py", "--steps", "0")
+    assert code == 2 and "--steps 0: give a whole number" in line, line
+    code, line = one_line(tmp_path, "--torch", "python t.py", "--paddle", "python t.py", "--full", "--metric", "acc")
+    assert code == 2 and "--metric 'acc': it needs two groups" in line, line
     (tmp_path / "out").mkdir()
     (tmp_path / "out" / "mine.txt").write_text("a user's file")
     with pytest.raises(PipelineError, match="not empty and was not written by `portcheck run`"):
@@ -145,3 +152,13 @@ def test_full_trains_both_scripts_to_their_end_and_judges_step_5(torch_done, tmp
             code = run.full(mine, {"torch": torch_argv, "paddle": [sys.executable, str(script), "--epochs", "2"]}, None)
         said = printed.getvalue()
         assert code == expected and named in said and "evaluated after steps [5, 10]" in said, said
+
+
+def test_the_cost_in_the_docs_is_the_benchmarks():
+    """docs/run.md and run_cn.md state docs/run_bench.json's figures, which tools/bench_run.py wrote."""
+    bench = json.loads((ROOT / "docs" / "run_bench.json").read_text())
+    ratio = f"**{bench['overhead without the float64 run']:g}"
+    for doc in ("run.md", "run_cn.md"):
+        text = (ROOT / "docs" / doc).read_text(encoding="utf-8")
+        assert ratio in text and f"{bench['seconds']['run']:g}" in text, doc
+    assert bench["within"] and bench["overhead without the float64 run"] <= bench["budget"]

@@ -80,7 +80,7 @@ class Run:
         self.torch_dir = Path(settings["torch_dir"]) if settings.get("torch_dir") else None
         self.fw, self.root, self.optimizers = fw, None, []
         self.record, self.config = {}, {"seeds": {}, "clip": None, "loss": None, "versions": fw.versions()}
-        self.step, self.depth, self.calls, self.loss, self.grads_taken, self.done = 0, 0, 0, None, False, False
+        self.step, self.depth, self.calls, self.loss, self.done = 0, 0, 0, None, False
         self.error, self.fed, self.in_root = None, set(), 0
         self.given = None  # the torch side's record (paddle, torch64): its batches, targets, weights
         self.plain = self.side == "plain"  # tools/bench_run.py: the script's own first N steps, nothing recorded
@@ -276,7 +276,8 @@ class Run:
         if self.record and self.error is None:
             save_npy(self.out / RECORD, self.record)
         status = {"side": self.side, "steps": self.step, "asked": self.steps, "error": self.error,
-                  "root": type(self.root).__name__ if self.root is not None else None, "config": self.config}
+                  "root": type(self.root).__name__ if self.root is not None else None, "config": self.config,
+                  "loaded": sorted({"torch", "paddle"} & set(sys.modules))}  # a Paddle result from Paddle code
         (self.out / STATUS).write_text(json.dumps(status, indent=1, default=str) + "\n")
 
 
