@@ -104,7 +104,9 @@ def modes(model) -> tuple:
 def _trainable(model) -> list:
     """(name, parameter) of the trainable weights, in the model's order (Paddle's BatchNorm statistics are
     parameters that do not train: left out, as torch's buffers are)."""
-    return [(name, p) for name, p in model.named_parameters()
+    named = model.named_parameters() if hasattr(model, "named_parameters") else \
+        ((str(i), p) for i, p in enumerate(model.parameters()))
+    return [(name, p) for name, p in named
             if not getattr(p, "stop_gradient", False) and getattr(p, "requires_grad", True)]
 
 
