@@ -29,7 +29,8 @@ THREADS = str(max(1, len(os.sched_getaffinity(0)) // WORKERS))
 # send it second: it builds its own home, so the first two files do not both wait for the shared tiny home
 # (shared_home) at the start.
 FILE_SECONDS = {"test_step5.py": 95, "test_mid_size.py": 94, "test_edges.py": 93, "test_resnet18.py": 74,
-                "test_step4.py": 72, "test_hand_in.py": 65, "test_step2.py": 59, "test_distributed.py": 43,
+                "test_step4.py": 72, "test_hand_in.py": 65, "test_zoo.py": 60, "test_step2.py": 59,
+                "test_distributed.py": 43,
                 "test_step1.py": 26, "test_convert.py": 15, "test_grouping.py": 14, "test_inputs.py": 13,
                 "test_hostile.py": 9, "test_layout.py": 8, "test_pairing.py": 7, "test_step3.py": 7,
                 "test_five_steps.py": 6, "test_steps25.py": 3, "test_contestant.py": 3, "test_hostile3.py": 3,

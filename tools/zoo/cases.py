@@ -1,0 +1,391 @@
+"""The zoo's table: one row a case, declared as data. tools/zoo/run.py runs it, tests/test_zoo.py its fast part.
+
+A case names the pair (each side's own class and settings), the check that runs it (tools/zoo/checks.py), the
+guide's steps it covers, and its plants: each a one-line porting bug as an override of the Paddle side's settings,
+with the step, the place (a module, parameter or key, as the library names it) and the cause it must be red at.
+The correct port must be green at every rule its check applies; each plant red at its step, named at its place.
+
+A case or plant the library judges wrongly today carries `known`: the issue that tracks it and why, with the
+verdict it gets (run.py reports it as a known mismatch, the suite as a strict xfail: fixed, it fails until the
+line is removed). `skip`: a case the public API cannot express yet, and why.
+"""
+
+# the scheduler cases' common settings: 12 steps from a fine-tuning lr (torch's read before each step, Paddle's
+# get_lr)
+LR = 3e-4
+SCHED = {"check": "scheduler", "group": "scheduler", "steps": (4,), "fast": True, "steps_n": 12, "lr": LR}
+
+
+def sched(name, torch, paddle, plants, **more):
+    return {**SCHED, "name": name, "torch": torch, "paddle": paddle, "plants": plants, **more}
+
+
+# What the library judges wrongly today, each with the issue tracking it: the verdict it gets and why.
+LR_ULPS = {"issue": 47, "got": "false red", "why": "the lr pair's exact rule: Paddle's closed form and torch's "
+           "recursive product round apart in the last bit (deliverable 2: a few ulps, said)"}
+LOSS_NAMED = {"issue": 52, "got": "wrong place at step 4", "why": "cumulative compare_backward names 'loss after "
+              "step N', not the parameter (isolated steps name it)"}
+LN_EPS_STEP4 = {"issue": 47, "got": "false green at step 4", "why": "compare_backward is green on one LayerNorm "
+                "epsilon of 1e-5 that compare_forward names (deliverable 2: K for gradients from the zoo)"}
+
+
+def lr_at(i):
+    """Where a schedule bug must be named: the lr pair's first differing key, compare_backward's lr row."""
+    return {"lr pair": f"lr_{i}", "compare_backward": f"lr after step {i + 1}"}
+
+
+SCHEDULERS = [
+    sched("StepLR", ("StepLR", {"step_size": 3, "gamma": 0.1}), ("StepDecay", {"learning_rate": LR, "step_size": 3,
+                                                                                "gamma": 0.1}),
+          [{"name": "step_size off by one", "paddle": {"step_size": 4}, "step": 4, "where": lr_at(3),
+            "cause": "the decay one step late"}], known=LR_ULPS),
+    sched("MultiStepLR", ("MultiStepLR", {"milestones": [3, 7], "gamma": 0.1}),
+          ("MultiStepDecay", {"learning_rate": LR, "milestones": [3, 7], "gamma": 0.1}),
+          [{"name": "milestones counted from 1", "paddle": {"milestones": [4, 8]}, "step": 4, "where": lr_at(3),
+            "cause": "each decay one step late"}], known=LR_ULPS),
+    sched("MultiStepLR as PiecewiseDecay", ("MultiStepLR", {"milestones": [3, 7], "gamma": 0.1}),
+          ("PiecewiseDecay", {"boundaries": [3, 7], "values": [LR, LR * 0.1, LR * 0.1 * 0.1]}),
+          [{"name": "values of another gamma", "paddle": {"values": [LR, LR * 0.5, LR * 0.25]}, "step": 4,
+            "where": lr_at(3),
+            "cause": "gamma 0.5 for 0.1"}]),
+    sched("ExponentialLR", ("ExponentialLR", {"gamma": 0.9}), ("ExponentialDecay", {"learning_rate": LR,
+                                                                                    "gamma": 0.9}),
+          [{"name": "gamma 0.99", "paddle": {"gamma": 0.99}, "step": 4, "where": lr_at(1), "cause": "another gamma"}],
+          known=LR_ULPS),
+    sched("CosineAnnealingLR", ("CosineAnnealingLR", {"T_max": 10, "eta_min": 0.001}),
+          ("CosineAnnealingDecay", {"learning_rate": LR, "T_max": 10, "eta_min": 0.001}),
+          [{"name": "eta_min left out", "paddle": {"eta_min": 0}, "step": 4, "where": lr_at(1),
+            "cause": "the floor of the cosine"}]),
+    sched("CosineAnnealingWarmRestarts", ("CosineAnnealingWarmRestarts", {"T_0": 3, "T_mult": 2}),
+          ("CosineAnnealingWarmRestarts", {"learning_rate": LR, "T_0": 3, "T_mult": 2}),
+          [{"name": "T_mult left at 1", "paddle": {"T_mult": 1}, "step": 4, "where": lr_at(4),
+            "cause": "the second cycle as long as the first"}]),
+    sched("LinearLR warmup", ("LinearLR", {"start_factor": 0.25, "total_iters": 4}),
+          ("LinearLR", {"learning_rate": LR, "start_factor": 0.25, "total_steps": 4}),
+          [{"name": "warmup off by one", "paddle": {"total_steps": 5}, "step": 4, "where": lr_at(1),
+            "cause": "a warmup one step longer"}]),
+    sched("LinearLR as LinearWarmup", ("LinearLR", {"start_factor": 0.25, "total_iters": 4}),
+          ("LinearWarmup", {"learning_rate": LR, "warmup_steps": 4, "start_lr": LR * 0.25, "end_lr": LR}),
+          [{"name": "warmup starting at 0", "paddle": {"start_lr": 0.0}, "step": 4, "where": lr_at(0),
+            "cause": "another start of the warmup"}], known=LR_ULPS),
+    sched("OneCycleLR", ("OneCycleLR", {"max_lr": LR, "total_steps": 12, "cycle_momentum": False}),
+          ("OneCycleLR", {"max_learning_rate": LR, "total_steps": 12, "end_learning_rate": LR / 25 / 1e4}),
+          [{"name": "end_learning_rate left at Paddle's default", "paddle": {"end_learning_rate": 0.0001}, "step": 4,
+            "where": lr_at(3), "cause": "torch's end is initial / 1e4, Paddle's an absolute 1e-4"}]),
+    sched("PolynomialLR", ("PolynomialLR", {"total_iters": 10, "power": 2.0}),
+          ("PolynomialDecay", {"learning_rate": LR, "decay_steps": 10, "end_lr": 0.0, "power": 2.0}),
+          [{"name": "end_lr left at Paddle's default", "paddle": {"end_lr": 0.0001}, "step": 4, "where": lr_at(1),
+            "cause": "Paddle's default end_lr 1e-4, torch's 0"}], known=LR_ULPS),
+    sched("CyclicLR", ("CyclicLR", {"base_lr": LR / 10, "max_lr": LR, "step_size_up": 3, "cycle_momentum": False}),
+          ("CyclicLR", {"base_learning_rate": LR / 10, "max_learning_rate": LR, "step_size_up": 3}),
+          [{"name": "triangular2", "paddle": {"mode": "triangular2"}, "step": 4, "where": lr_at(7),
+            "cause": "the second cycle's amplitude halved"}], lr=LR / 10),
+    sched("LambdaLR", ("LambdaLR", {"lr_lambda": "0.9^s"}), ("LambdaDecay", {"learning_rate": LR,
+                                                                             "lr_lambda": "0.9^s"}),
+          [{"name": "lambda one step ahead", "paddle": {"lr_lambda": "0.9^(s+1)"}, "step": 4, "where": lr_at(0),
+            "cause": "the schedule one step ahead"}]),
+    sched("LambdaLR as InverseTimeDecay", ("LambdaLR", {"lr_lambda": "1/(1+0.5s)"}),
+          ("InverseTimeDecay", {"learning_rate": LR, "gamma": 0.5}),
+          [{"name": "gamma 0.1", "paddle": {"gamma": 0.1}, "step": 4, "where": lr_at(1), "cause": "another gamma"}],
+          known=LR_ULPS),
+    sched("ReduceLROnPlateau", ("ReduceLROnPlateau", {"factor": 0.5, "patience": 1}),
+          ("ReduceOnPlateau", {"learning_rate": LR, "factor": 0.5, "patience": 1}),
+          [{"name": "patience left at Paddle's default", "paddle": {"patience": 10}, "step": 4,
+            "where": {"lr pair": "lr_"},
+            "cause": "Paddle's default patience 10"}]),
+]
+
+# ---- optimizers: compare_backward, 3 steps of a small MLP, cumulative and isolated ----
+OPT = {"check": "optimizer", "group": "optimizer", "steps": (4,), "fast": True, "steps_n": 3}
+
+
+def opt(name, torch, paddle, plants, **more):
+    return {**OPT, "name": name, "torch": torch, "paddle": paddle, "plants": plants, **more}
+
+
+OPTIMIZERS = [
+    opt("SGD", ("SGD", {"lr": 0.1, "weight_decay": 0.01}),
+        ("SGD", {"learning_rate": 0.1, "weight_decay": 0.01}),
+        [{"name": "weight decay left out", "paddle": {"weight_decay": None}, "step": 4, "where": "0.weight",
+          "known": LOSS_NAMED,
+          "cause": "no weight decay"}]),
+    opt("SGD momentum", ("SGD", {"lr": 0.1, "momentum": 0.9}), ("Momentum", {"learning_rate": 0.1, "momentum": 0.9}),
+        [{"name": "momentum 0.1 (Paddle's BatchNorm convention)", "paddle": {"momentum": 0.1}, "step": 4,
+          "where": "0.weight", "known": LOSS_NAMED, "cause": "another momentum"}]),
+    opt("SGD Nesterov", ("SGD", {"lr": 0.1, "momentum": 0.9, "nesterov": True}),
+        ("Momentum", {"learning_rate": 0.1, "momentum": 0.9, "use_nesterov": True}),
+        [{"name": "Nesterov left out", "paddle": {"use_nesterov": False}, "step": 4, "where": "0.weight",
+          "known": LOSS_NAMED,
+          "cause": "plain momentum"}]),
+    opt("Adam", ("Adam", {"lr": 0.01}), ("Adam", {"learning_rate": 0.01}),
+        [{"name": "epsilon 1e-6", "paddle": {"epsilon": 1e-6}, "step": 4, "where": "0.weight",
+          "cause": "another epsilon"},
+         {"name": "beta2 0.99", "paddle": {"beta2": 0.99}, "step": 4, "where": "0.weight",
+          "known": LOSS_NAMED,
+          "cause": "another beta2"}]),
+    opt("AdamW", ("AdamW", {"lr": 0.01, "weight_decay": 0.1}), ("AdamW", {"learning_rate": 0.01, "weight_decay": 0.1}),
+        [{"name": "weight decay left at Paddle's default 0.01", "paddle": {"weight_decay": 0.01}, "step": 4,
+          "where": "0.weight", "known": LOSS_NAMED, "cause": "another weight decay"}]),
+    opt("RMSprop", ("RMSprop", {"lr": 0.01, "alpha": 0.99, "eps": 1e-8}),
+        ("RMSProp", {"learning_rate": 0.01, "rho": 0.99, "epsilon": 1e-16}),  # Paddle adds it inside the root
+        [{"name": "rho left at Paddle's default 0.95", "paddle": {"rho": 0.95}, "step": 4, "where": "0.weight",
+          "known": LOSS_NAMED,
+          "cause": "another smoothing constant"},
+         {"name": "epsilon copied as it is", "paddle": {"epsilon": 1e-8}, "step": 4, "where": "0.weight",
+          "known": LOSS_NAMED,
+          "cause": "torch adds eps to the root, Paddle inside it: 1e-8 there is torch's 1e-4"}],
+        known={"issue": 47, "got": "false red", "why": "no Paddle setting is torch's RMSprop (epsilon inside the "
+               "square root, 1e-16 the closest): red by design, and the library does not say so in one line "
+               "(deliverable 2)"}),
+    opt("Adagrad", ("Adagrad", {"lr": 0.1, "eps": 1e-10}), ("Adagrad", {"learning_rate": 0.1, "epsilon": 1e-10}),
+        [{"name": "initial accumulator 0.1", "paddle": {"initial_accumulator_value": 0.1}, "step": 4,
+          "where": "0.weight", "known": LOSS_NAMED, "cause": "another initial accumulator"}]),
+    opt("Adadelta", ("Adadelta", {"lr": 1.0, "rho": 0.9, "eps": 1e-6}),
+        ("Adadelta", {"learning_rate": 1.0, "rho": 0.9, "epsilon": 1e-6}),
+        [{"name": "rho left at Paddle's default 0.95", "paddle": {"rho": 0.95}, "step": 4, "where": "0.weight",
+          "known": LOSS_NAMED,
+          "cause": "another rho"}]),
+    opt("Adamax", ("Adamax", {"lr": 0.01}), ("Adamax", {"learning_rate": 0.01}),
+        [{"name": "beta1 0.8", "paddle": {"beta1": 0.8}, "step": 4, "where": "0.weight",
+          "known": LOSS_NAMED, "cause": "another beta1"}]),
+    opt("AdamW, no decay on biases", ("AdamW", {"lr": 0.01, "weight_decay": 0.1}),
+        ("AdamW", {"learning_rate": 0.01, "weight_decay": 0.1, "decay_weights_only": True}),
+        [{"name": "decay on every parameter", "paddle": {"decay_weights_only": False}, "step": 4, "where": "bias",
+          "known": LOSS_NAMED,
+          "cause": "the biases decayed too"}], groups=True),
+    opt("gradient clipping by norm", None, None, [], skip="compare_backward takes no gradient clipping on torch's side "
+        "(no hook between backward and step): issue 47, deliverable 5"),
+    opt("gradient clipping by value", None, None, [], skip="compare_backward takes no gradient clipping on torch's "
+        "side (no hook between backward and step): issue 47, deliverable 5"),
+]
+
+# ---- losses: Step 3, the loss pair by the measured rule, each in float32 and float64 ----
+LOSS = {"check": "loss", "group": "loss", "steps": (3,), "fast": True}
+
+
+def losses(name, torch, paddle, plants, **more):
+    return [{**LOSS, "name": f"{name} {dtype}", "dtype": dtype, "torch": torch, "paddle": paddle, "plants": plants,
+             **more} for dtype in ("float32", "float64")]
+
+
+WEIGHTS = [0.5, 1.0, 2.0, 1.0, 0.25]
+LOSSES = [
+    *losses("cross entropy, label smoothing", ("cross_entropy", {"label_smoothing": 0.1}),
+            ("cross_entropy", {"label_smoothing": 0.1}),
+            [{"name": "label smoothing left out", "paddle": {"label_smoothing": 0.0}, "step": 3, "where": "loss",
+              "cause": "no label smoothing"}], target="classes"),
+    *losses("cross entropy, class weights", ("cross_entropy", {"weight": WEIGHTS}), ("cross_entropy",
+                                                                                     {"weight": WEIGHTS}),
+            [{"name": "class weights left out", "paddle": {"weight": None}, "step": 3, "where": "loss",
+              "cause": "no class weights"}], target="classes"),
+    *losses("cross entropy, ignore_index", ("cross_entropy", {"ignore_index": 0}), ("cross_entropy",
+                                                                                   {"ignore_index": 0}),
+            [{"name": "ignore_index left at -100", "paddle": {"ignore_index": -100}, "step": 3, "where": "loss",
+              "cause": "padding counted"}], target="classes", ignored=0),
+    *losses("BCE with logits, pos_weight", ("binary_cross_entropy_with_logits", {"pos_weight": WEIGHTS}),
+            ("binary_cross_entropy_with_logits", {"pos_weight": WEIGHTS}),
+            [{"name": "pos_weight passed as weight", "paddle": {"pos_weight": None, "weight": WEIGHTS}, "step": 3,
+              "where": "loss", "cause": "weight is not pos_weight"}], target="binary"),
+    *losses("MSE", ("mse_loss", {}), ("mse_loss", {}),
+            [{"name": "reduction sum", "paddle": {"reduction": "sum"}, "step": 3, "where": "loss",
+              "cause": "summed, not averaged"}], target="values"),
+    *losses("L1", ("l1_loss", {}), ("l1_loss", {}),
+            [{"name": "MSE for L1", "paddle_name": "mse_loss", "step": 3, "where": "loss", "cause": "another loss"}],
+            target="values"),
+    *losses("SmoothL1 beta 0.5", ("smooth_l1_loss", {"beta": 0.5}), ("smooth_l1_loss", {"delta": 0.5}),
+            [{"name": "delta taken for beta", "divide": 1.0, "step": 3, "where": "loss",
+              "cause": "Paddle's delta is Huber's: smooth L1 is it divided by beta"}], target="values", divide=0.5),
+    *losses("KLDiv batchmean", ("kl_div", {"reduction": "batchmean"}), ("kl_div", {"reduction": "batchmean"}),
+            [{"name": "reduction mean", "paddle": {"reduction": "mean"}, "step": 3, "where": "loss",
+              "cause": "mean over every element, not the batch"}], target="probabilities", first="log_softmax"),
+    *losses("NLL", ("nll_loss", {}), ("nll_loss", {}),
+            [{"name": "softmax, not log_softmax", "first": "softmax", "step": 3, "where": "loss",
+              "cause": "probabilities for log-probabilities"}], target="classes", first="log_softmax"),
+]
+
+# ---- metrics: Step 2, the metric pair exactly, in float32 and float64 ----
+METRIC = {"check": "metric", "group": "metric", "steps": (2,), "fast": True}
+
+
+def metrics(name, paddle_plant, cause, inputs="classes", known_float64=None):
+    return [{**METRIC, "name": f"{name} {dtype}", "dtype": dtype, "torch": name, "paddle": name, "input": inputs,
+             "plants": [{"name": f"{paddle_plant} for {name}", "paddle": paddle_plant, "step": 2, "where": "metric",
+                         "cause": cause}], **({"known": known_float64} if known_float64 and dtype == "float64" else {})}
+            for dtype in ("float32", "float64")]
+
+
+METRICS = [
+    *metrics("accuracy", "accuracy >", "a score of exactly 0.5 counted negative", inputs="scores"),
+    *metrics("macro f1", "micro f1", "F1 pooled over the classes"),
+    *metrics("micro f1", "macro f1", "F1 averaged over the classes"),
+    *metrics("weighted f1", "macro f1", "classes not weighted by their support", known_float64={
+        "issue": 47, "got": "false red", "why": "a float64 metric under the exact rule: the two frameworks' sums "
+        "round 1 ulp apart (deliverable 2)"}),
+    *metrics("auc", "auc, ties as 0", "ties counted as misordered", inputs="scores"),
+]
+
+CASES = SCHEDULERS + OPTIMIZERS + LOSSES + METRICS
+
+
+def by_name() -> dict:
+    names = [c["name"] for c in CASES]
+    assert len(set(names)) == len(names), "two cases of one name"
+    return {c["name"]: c for c in CASES}
+
+# ---- models: Step 1 (compare_forward, cumulative and isolated) and Step 4 (compare_backward, 2 steps) ----
+MODEL = {"check": "model", "group": "model", "steps": (1, 4), "fast": False}
+
+
+def model(name, builder, plants, **more):
+    return {**MODEL, "name": name, "model": builder, "plants": plants, **more}
+
+
+def norm_eps(path, where, value=1e-5, attr="_epsilon", steps=(1, 4), **more):
+    return {"name": f"one norm's epsilon {value:g}", "set": [(path, attr, value)], "step": steps, "where": where,
+            "cause": "another epsilon in one norm", **more}
+
+
+GPT2_QKV = {"issue": 47, "why": "no API states the layout of a fused [q | k | v] projection against Paddle's "
+            "(split q/k/v: the pairing is refused; fused per head: compared column for column, red at c_attn)"}
+
+
+MODELS = [
+    model("BERT (transformers / paddlenlp)", "bert",
+          [norm_eps("encoder.layers.0.norm1", "encoder.layer.0.attention.output", known=LN_EPS_STEP4),
+           {"name": "square query weight transposed", "transpose": ["encoder.layers.1.self_attn.q_proj.weight"],
+            "step": 1, "where": "encoder.layer.1.attention.self.query", "cause": "a Linear weight left in torch's "
+            "[out, in] layout"}]),
+    model("DistilBERT (transformers / paddlenlp)", "distilbert",
+          [norm_eps("encoder.layers.0.norm1", "transformer.layer.0", known=LN_EPS_STEP4)]),
+    model("Electra (transformers / paddlenlp)", "electra",
+          [norm_eps("encoder.layers.0.norm2", "encoder.layer.0.output", known=LN_EPS_STEP4)]),
+    model("GPT-2 split q/k/v (transformers / paddlenlp)", "gpt2 split",
+          [norm_eps("decoder.layers.0.norm1", "h.0.ln_1", known={**GPT2_QKV, "got": "error"})],
+          known={**GPT2_QKV, "got": "error"}),
+    model("GPT-2 fused qkv (transformers / paddlenlp)", "gpt2 fused",
+          [norm_eps("decoder.layers.0.norm1", "h.0.ln_1", known={**GPT2_QKV, "got": "wrong place at step 1"})],
+          known={**GPT2_QKV, "got": "false red"},
+          name_map=[(r"^h\.(\d+)$", r"decoder.layers.\1"), (r"^drop$", "embeddings.dropout"),
+                    (r"^h\.(\d+)\.mlp\.c_fc$", r"decoder.layers.\1.linear1"),
+                    (r"^h\.(\d+)\.mlp\.c_proj$", r"decoder.layers.\1.linear2")]),
+    model("Llama (transformers / paddlenlp)", "llama",
+          [norm_eps("llama.layers.1.input_layernorm", "model.layers.1.input_layernorm", attr="variance_epsilon"),
+           {"name": "rotary base 5e5", "config": {"rope_theta": 500000.0}, "step": 1,
+            "where": "model.layers.0.self_attn",
+            "cause": "another rope_theta"}]),
+    model("ResNet-18 (transformers / paddle.vision)", "resnet18",
+          [norm_eps("layer1.0.bn1", "stages.0.layers.0.layer.0.normalization", value=1e-3)]),
+    model("MobileNetV2 (transformers / paddle.vision)", "mobilenet_v2",
+          [norm_eps("features.1.conv.0.1", "conv_stem.conv_3x3", value=1e-3)],
+          # each inverted residual block is the Paddle block, not its conv branch (the two hold the same tensors)
+          name_map=[(rf"^mobilenet_v2\.layer\.{i}$", f"features.{i + 2}") for i in range(16)],
+          train_mode=False),  # batch statistics of 2 images at 1 x 1 are rounding noise: Step 4 in eval mode
+    model("LSTM (torch / paddle)", "lstm",
+          [{"name": "gates i, g, f, o", "gates": [("weight_ih_l0", [0, 2, 1, 3])], "step": 1, "where": "",
+            "cause": "torch packs the gates i, f, g, o"}]),
+    model("GRU (torch / paddle)", "gru",
+          [{"name": "gates z, r, n", "gates": [("weight_hh_l0", [1, 0, 2])], "step": 1, "where": "",
+            "cause": "torch packs the gates r, z, n"}]),
+    model("TransformerEncoder (torch / paddle)", "transformer encoder",
+          [{"name": "pre-norm for post-norm", "config": {"normalize_before": True}, "step": 1, "where": "layers.0",
+            "cause": "normalize_before=True (torch's norm_first=False)"}], steps=(1,),
+          not_covered="Step 4: compare_backward needs a layout for torch's MultiheadAttention (q, k, v packed in "
+          "in_proj) against Paddle's split q_proj/k_proj/v_proj, which no layouts= value states (issue 47)"),
+    model("CNN, conv bias before BatchNorm", "cnn",
+          [norm_eps("1", "1", value=1e-3),
+           {"name": "BatchNorm momentum 0.1 (torch's value, Paddle's convention is 1 - it)",
+            "config": {"bn_momentum": 0.1}, "step": 4, "where": "1.running_mean",
+            "cause": "Paddle's momentum weighs the running statistic, torch's the batch"}],
+          config={"gelu": "none"}),
+    model("CNN with Dropout (eval)", "cnn",
+          [{"name": "Dropout downscale_in_infer", "config": {"dropout_mode": "downscale_in_infer"}, "step": 1,
+            "where": "3", "cause": "Paddle's other dropout mode scales at evaluation"}],
+          config={"gelu": "none", "dropout": 0.3}, steps=(1,)),
+    model("CNN with GELU exact", "cnn",
+          [{"name": "GELU tanh", "config": {"paddle_gelu_tanh": True}, "step": 1, "where": "5",
+            "cause": "the tanh approximation"}], config={"gelu": "none"}, steps=(1,)),
+    model("CNN with GELU tanh", "cnn",
+          [{"name": "GELU exact", "config": {"paddle_gelu_tanh": False}, "step": 1, "where": "5",
+            "cause": "the exact GELU for the tanh approximation"}], config={"gelu": "tanh"}, steps=(1,)),
+]
+
+CASES += MODELS
+
+# ---- Step 2: loaders (sklearn's wine, 178 samples, batches of 16) ----
+LOADER = {"check": "loader", "group": "loader", "steps": (2,), "fast": True}
+LOADERS = [
+    {**LOADER, "name": "loader, a sampler of the user's", "torch": {"sampler": "ascending"},
+     "paddle": {"sampler": "ascending"},
+     "plants": [{"name": "sampler sorted the other way", "paddle": {"sampler": "descending"}, "step": 2,
+                 "where": "batch 0", "cause": "another order"},
+                {"name": "each framework's own shuffle for the shared order", "paddle": {"shuffle": True,
+                                                                                     "sampler": None}, "step": 2,
+                 "where": "batch 0", "cause": "Paddle's generator draws another order than torch's"}]},
+    {**LOADER, "name": "loader, drop_last, every batch", "torch": {"drop_last": True}, "paddle": {"drop_last": True},
+     "plants": [{"name": "drop_last left out", "paddle": {"drop_last": False}, "step": 2, "where": "batch",
+                 "cause": "the last partial batch kept"}]},
+    {**LOADER, "name": "loader, drop_last, 3 batches recorded", "torch": {"drop_last": True},
+     "paddle": {"drop_last": True}, "batches": 3,
+     "plants": [{"name": "drop_last left out", "paddle": {"drop_last": False}, "step": 2, "where": "batch",
+                 "cause": "the last partial batch kept",
+                 "known": {"issue": 47, "got": "false green at step 2",
+                           "why": "record_batches(batches=3) never compares the loader's length"}}]},
+    {**LOADER, "name": "loader, a collate function", "torch": {"collate": True}, "paddle": {"collate": True},
+     "plants": [{"name": "padded with 1", "paddle": {"pad": 1.0}, "step": 2, "where": "batch 0, key features",
+                 "cause": "another pad value"}]},
+]
+
+# ---- Step 5: training, each side's own loop (wine, an MLP; digits, a CNN) ----
+TRAIN = {"check": "training", "group": "training", "steps": (5,), "fast": False, "train": 128, "test": 50,
+         "epochs": 3, "lr": 0.05, "weight_decay": 1e-3, "optimizer": "SGD"}
+TRAININGS = [
+    {**TRAIN, "name": "training, BatchNorm, momentum SGD", "torch": {"batchnorm": True}, "paddle": {"batchnorm": True},
+     "plants": [{"name": "weight decay left out", "paddle": {"weight_decay": 0.0}, "step": 5, "where": "weight norm",
+                 "cause": "no weight decay"},
+                {"name": "BatchNorm momentum 0.1", "paddle": {"bn_momentum": 0.1}, "step": 5, "where": "",
+                 "cause": "Paddle's momentum weighs the running statistic, torch's the batch"}]},
+    {**TRAIN, "name": "training, conv bias before BatchNorm, AdamW", "torch": {"cnn": True}, "paddle": {"cnn": True},
+     "known": {"issue": 47, "got": "false red", "why": "the conv bias's gradient is rounding noise before the "
+               "BatchNorm; AdamW's first step turns its sign into +-lr: weight norm red at 1e-6, blamed on weight "
+               "decay (deliverable 2)"},
+     "train": 320, "test": 200, "epochs": 2, "lr": 0.01, "weight_decay": 0.01, "optimizer": "AdamW",
+     "plants": [{"name": "weight decay left at 0", "paddle": {"weight_decay": 0.0}, "step": 5, "where": "weight norm",
+                 "cause": "no weight decay"}]},
+    {**TRAIN, "name": "training, each framework's own dropout masks", "torch": {"dropout": 0.1},
+     "paddle": {"dropout": 0.1}, "plants": [],
+     "known": {"issue": 47, "got": "false red", "why": "the weight norm held to a fixed 1e-3 with each framework's "
+               "own masks, not to what torch does to itself (deliverable 2)"}},
+    {**TRAIN, "name": "training, shared dropout masks", "torch": {}, "paddle": {}, "shared_masks": 0.2,
+     "plants": [{"name": "masks not rescaled", "paddle": {"scaled": False}, "step": 5, "where": "loss",
+                 "cause": "the kept units not scaled by 1 / (1 - p)"}]},
+]
+
+CASES += LOADERS + TRAININGS
+
+# ---- issue 52's habits, each a pair of the zoo's own making (checks.habit) ----
+KNOWN_HABITS = {
+    "float64 overflow": {"issue": 52, "got": "false red", "why": "the library's float64 run overflows "
+                         "(finfo(float64).min in a float32 mask): red with nothing said"},
+    "buffer one side keeps": {"issue": 52, "got": "error", "why": "convert: Paddle keys no torch tensor fills: "
+                              "position_ids, with no remedy"},
+    "flattened batches": {"issue": 52, "got": "error", "why": "the same Linear on [batch*seq, hidden]: no "
+                          "counterpart, no Paddle candidate named"},
+    "subclassed embeddings": {"issue": 52, "got": "error", "why": "a learned position embedding subclassed on both "
+                              "sides under other names: the pairing joins different layers"},
+}
+HABITS = [model(f"habit: {kind}", "habit", plants, config={"habit": kind}, **({"known": KNOWN_HABITS[kind]}
+                                                                            if kind in KNOWN_HABITS else {}))
+          for kind, plants in [
+              ("float64 overflow", []),
+              ("integer computations", [{
+                  "name": "another bucket width", "config": {"paddle_bucket_width": 3}, "step": 1,
+                  "where": {"forward, every module": "decoder", "forward, each module isolated": "(model)"},
+                  "red": ["forward, each module isolated"], "cause": "relative positions bucketed by 3, not 2",
+                  "known": {"issue": 52, "got": "false green at step 1 (forward, each module isolated)",
+                            "why": "isolated judgement never judges the integer bucket indices the root computes"}}]),
+              ("buffer one side keeps", []),
+              ("tied embeddings", []),
+              ("flattened batches", []),
+              ("subclassed embeddings", [])]]
+
+CASES += HABITS

@@ -1,0 +1,231 @@
+"""The zoo of real pairs: every case of tools/zoo/cases.py, its correct port and each planted bug, judged through
+portcheck's public API; the verdicts compared with the table's.
+
+    python tools/zoo/run.py                 # every case; writes docs/zoo.md and docs/zoo.json
+    python tools/zoo/run.py --fast          # the suite's part (tests/test_zoo.py): schedulers, optimizers, ...
+    python tools/zoo/run.py --only StepLR   # one case (a name as the table spells it); writes nothing
+
+Prints one line per correct port and per plant: what the library said, where, and whether that is the table's
+verdict ("false red": a correct port red; "false green": a plant green; "wrong place": red, but not where the bug
+is). Then, per rule the library applied, the largest share of its allowance a correct port used, the smallest a
+caught plant used, and the margin between. Exits 1 when a verdict differs from the table's and is not a known
+mismatch (`known` in the table, with the issue tracking it).
+"""
+import argparse
+import json
+import math
+import sys
+import time
+from pathlib import Path
+
+try:
+    import portcheck.runtime  # noqa: F401 (first: offline mode, threads, quiet notices, before torch and Paddle load)
+except ModuleNotFoundError:
+    raise SystemExit("error: portcheck is not importable: activate the project's venv "
+                     "(. .venv/bin/activate) or run `pip install -r requirements.txt`") from None
+
+from portcheck.errors import PipelineError, first_line, run_main
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+from tools.zoo import cases  # noqa: E402 (after the runtime settings)
+
+DOCS = ROOT / "docs"
+
+
+def run_one(case, plant):
+    """(judgements, error): the check of `case` on its correct port (plant None) or one plant. An error the
+    check raised is one line, never a traceback: it is a result of the zoo too."""
+    from tools.zoo import checks
+    try:
+        return checks.CHECKS[case["check"]](case, plant), ""
+    except PipelineError as e:
+        return [], f"portcheck: {e}"
+    except Exception as e:  # noqa: BLE001 (a pair's own code failing is reported as that case's outcome)
+        return [], first_line(e)
+
+
+def outcome(case, plant, judgements, error) -> dict:
+    """The verdict against the table's: ok, or false red / false green / wrong place / error; known mismatches
+    carry their issue."""
+    red = [j for j in judgements if not j.passed]
+    if error:
+        got = "error"
+    elif plant is None:
+        got = "ok" if not red else "false red"
+    else:  # red at each of its steps, every red rule there naming its place
+        got = "ok"
+        for step in steps_of(plant):
+            at_step = [j for j in red if j.step == step]
+            green = [rule for rule in plant.get("red", ()) if not any(j.rule.startswith(rule) for j in at_step)]
+            if not at_step or green:
+                got = f"false green at step {step}" + (f" ({', '.join(green)})" if green else "")
+                break
+            if not all(names(plant["where"], j) for j in at_step):
+                got = f"wrong place at step {step}"
+                break
+    known = (plant or case).get("known")
+    status = got
+    if known and got != "ok":
+        status = f"known ({known['issue']})" if known.get("got", got) == got else got
+    elif known and got == "ok":
+        status = "fixed: remove known"
+    return {"case": case["name"], "group": case["group"], "plant": plant["name"] if plant else None,
+            "steps": list(case["steps"]), "got": got, "status": status, "error": error,
+            "known": known, "expected_where": plant["where"] if plant else "",
+            "judgements": [j._asdict() for j in judgements]}
+
+
+def steps_of(plant) -> tuple:
+    return plant["step"] if isinstance(plant["step"], (tuple, list)) else (plant["step"],)
+
+
+def names(where, judgement) -> bool:
+    """A red judgement names the plant's place: `where` in what it said (where: a str, or {rule prefix: str}, a
+    rule it does not list left unconstrained)."""
+    if isinstance(where, dict):
+        want = next((w for prefix, w in where.items() if judgement.rule.startswith(prefix)), None)
+        return want is None or want in judgement.where
+    return where in judgement.where
+
+
+def expected(case, plant) -> str:
+    return f"red at step {', '.join(map(str, steps_of(plant)))}, {place(plant['where'])}" if plant else "green"
+
+
+def place(where) -> str:
+    return " / ".join(where.values()) if isinstance(where, dict) else where
+
+
+def selected(fast: bool, only: str) -> list:
+    table = cases.by_name()
+    if only is not None:
+        if only not in table:
+            raise PipelineError(f"--only {only!r}: no such case; the cases are: {', '.join(table)}")
+        return [table[only]]
+    return [c for c in cases.CASES if c.get("fast") or not fast]
+
+
+def runs(case) -> list:
+    return [None] + list(case["plants"])
+
+
+def said(result) -> str:
+    """What the library said: each rule's verdict, red ones with where (and what it said there)."""
+    if result["error"]:
+        return result["error"]
+    parts = []
+    for j in result["judgements"]:
+        parts.append(f"{j['rule']}: {'green' if j['passed'] else 'RED'} {figure(j['used'])}"
+                     + (f" at {j['where']}" if not j["passed"] else "")
+                     + (f" ({j['detail'][:300]})" if not j["passed"] and j["rule"].startswith("training") else ""))
+    return "; ".join(parts)
+
+
+def figure(x) -> str:
+    return "inf" if x == math.inf else f"{x:.3g}"
+
+
+def margins(results) -> list:
+    """Per rule: the largest share a correct port used (every correct port; and leaving out the known false reds
+    the table lists), the smallest share a plant it caught used, and the margin between the two latter."""
+    rules = {}
+    for r in results:
+        for j in r["judgements"]:
+            row = rules.setdefault(j["rule"], {"rule": j["rule"], "cases": 0, "false_red": 0, "clean_all": 0.0,
+                                               "clean": 0.0, "clean_case": "", "planted": math.inf,
+                                               "planted_case": ""})
+            if r["plant"] is None:
+                row["cases"] += 1
+                row["false_red"] += not j["passed"]
+                row["clean_all"] = max(row["clean_all"], j["used"])
+                known_red = r["status"].startswith("known") and not j["passed"]
+                if not known_red and j["used"] >= row["clean"]:
+                    row["clean"], row["clean_case"] = j["used"], r["case"]
+            elif not j["passed"] and j["used"] < row["planted"]:
+                row["planted"], row["planted_case"] = j["used"], f"{r['case']}: {r['plant']}"
+    for row in rules.values():
+        finite = math.isfinite(row["clean"])
+        row["margin"] = (row["planted"] / row["clean"] if row["clean"] > 0 else math.inf) if finite else 0.0
+    return list(rules.values())
+
+
+def markdown(results, rules, seconds, fast) -> str:
+    lines = ["# The zoo of real pairs", "",
+             "Written by `python tools/zoo/run.py` (do not edit by hand): every case of `tools/zoo/cases.py`, its "
+             "correct port and each planted bug, judged through portcheck's public API "
+             f"({'the fast part' if fast else 'every case'}; {seconds:.0f} s on this machine).", "",
+             "Ratios: a measured rule's max diff / its allowance (over 1: red); an exact rule's largest difference "
+             "in units of the last place of the torch value (0: equal); training curves: the rows red. Clean, all: "
+             "the largest ratio of any correct port; clean: leaving out the known false reds listed below; "
+             "planted: the smallest of a plant the rule caught; margin: planted / clean.", "",
+             "## Per rule", "",
+             "| rule | correct ports | false reds | clean, all | clean (largest) | planted (smallest) | margin |",
+             "|---|---|---|---|---|---|---|"]
+    for row in rules:
+        lines.append(f"| {row['rule']} | {row['cases']} | {row['false_red']} | {figure(row['clean_all'])} | "
+                     f"{figure(row['clean'])} ({row['clean_case'] or '-'}) | {figure(row['planted'])} "
+                     f"({row['planted_case'] or '-'}) | {figure(row['margin'])} |")
+    bad = [r for r in results if r["got"] != "ok"]
+    lines += ["", f"## Mismatches: {len(bad)} of {len(results)} verdicts", ""]
+    lines += ["| case | plant | expected | got | known | what the library said |", "|---|---|---|---|---|---|"]
+    for r in bad:
+        known = f"issue {r['known']['issue']}: {r['known']['why']}" if r["known"] else ""
+        lines.append(f"| {r['case']} | {r['plant'] or '(correct port)'} | "
+                     f"{'green' if r['plant'] is None else 'red at ' + place(r['expected_where'])} | {r['status']} | "
+                     f"{known} | {said(r)} |")
+    lines += ["", "## Every case", "", "| case | group | steps | plant | cause | verdict | what the library said |",
+              "|---|---|---|---|---|---|---|"]
+    table = cases.by_name()
+    for r in results:
+        plant = next((p for p in table[r["case"]]["plants"] if p["name"] == r["plant"]), None)
+        lines.append(f"| {r['case']} | {r['group']} | {', '.join(map(str, r['steps']))} | "
+                     f"{r['plant'] or '(correct port)'} | {plant['cause'] if plant else ''} | {r['status']} | "
+                     f"{said(r)} |")
+    skipped = [c for c in cases.CASES if c.get("skip")]
+    if skipped:
+        lines += ["", "## Not run", ""] + [f"- {c['name']}: {c['skip']}" for c in skipped]
+    return "\n".join(lines) + "\n"
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
+                                 allow_abbrev=False)
+    ap.add_argument("--fast", action="store_true", help="only the cases the suite runs (tests/test_zoo.py)")
+    ap.add_argument("--only", metavar="NAME", help="one case, by its name in tools/zoo/cases.py; writes nothing")
+    args = ap.parse_args()
+    chosen = selected(args.fast, args.only)
+    start, results = time.time(), []
+    for case in chosen:
+        if case.get("skip"):
+            print(f"{case['name']}: not run: {case['skip']}")
+            continue
+        for plant in runs(case):
+            judgements, error = run_one(case, plant)
+            r = outcome(case, plant, judgements, error)
+            results.append(r)
+            print(f"{r['status']:>12}  {case['name']}: {plant['name'] if plant else '(correct port)'}; expected "
+                  f"{expected(case, plant)}; {said(r)}", flush=True)
+    seconds = time.time() - start
+    rules = margins(results)
+    print(f"\n{'rule':<44} {'cases':>5} {'false red':>9} {'clean,all':>9} {'clean':>9} {'planted':>9} {'margin':>9}")
+    for row in rules:
+        print(f"{row['rule']:<44} {row['cases']:>5} {row['false_red']:>9} {figure(row['clean_all']):>9} "
+              f"{figure(row['clean']):>9} {figure(row['planted']):>9} {figure(row['margin']):>9}")
+    bad = [r for r in results if r["got"] != "ok"]
+    unknown = [r for r in bad if not r["status"].startswith("known")] + \
+        [r for r in results if r["status"].startswith("fixed")]
+    print(f"\n{len(results)} verdicts, {len(bad)} differ from the table's ({len(bad) - len(unknown)} known), "
+          f"{seconds:.0f} s")
+    if args.only is None:
+        DOCS.mkdir(exist_ok=True)
+        (DOCS / "zoo.md").write_text(markdown(results, rules, seconds, args.fast))
+        (DOCS / "zoo.json").write_text(json.dumps({"fast": args.fast, "rules": rules, "results": results},
+                                                  indent=1, default=str) + "\n")
+        print(f"wrote {DOCS / 'zoo.md'} and {DOCS / 'zoo.json'}")
+    raise SystemExit(1 if unknown else 0)
+
+
+if __name__ == "__main__":
+    run_main(main)
