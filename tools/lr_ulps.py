@@ -164,9 +164,14 @@ def main():
               f"{r['one_step_ahead_ulps']:12.4g} {r['wrong_factor_ulps']:12.4g}" if "wrong_factor_ulps" in r else ""))
     print(f"clean: at most {result['clean_max_ulps']:g} ulps; planted: at least {result['planted_min_ulps']:.4g} ulps;"
           f" bound {tolerances.ULPS} ulps")
-    out = Path(args.out)
+    write_part(args.out, "lr", result)
+
+
+def write_part(out, key: str, result: dict):
+    """docs/rules.json's `key` part replaced by `result`, the others (another tool's) kept."""
+    out = Path(out)
     doc = json.loads(out.read_text()) if out.is_file() else {}
-    doc["lr"] = result
+    doc[key] = result
     atomic_write(out, lambda tmp: Path(tmp).write_text(json.dumps(doc, indent=1) + "\n"))
     print(f"wrote {out.relative_to(ROOT) if out.is_relative_to(ROOT) else out}")
 

@@ -20,9 +20,9 @@ except ModuleNotFoundError:  # the project is not importable: not its venv
                      "(. .venv/bin/activate) or run `pip install -r requirements.txt`") from None
 import numpy as np
 
+from lr_ulps import write_part  # tools/ is the script's folder: the one writer of docs/rules.json
 from portcheck import training
 from portcheck.errors import run_main
-from portcheck.fileio import atomic_write
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -60,11 +60,7 @@ def main():
               "gradient_share": gradients(t.train, t), "noise": training.NOISE,
               "weight_norm_gap_with_own_masks": dropout(t.train)}
     print(json.dumps(result, indent=1))
-    out = Path(args.out)
-    doc = json.loads(out.read_text()) if out.is_file() else {}
-    doc["step5"] = result
-    atomic_write(out, lambda tmp: Path(tmp).write_text(json.dumps(doc, indent=1) + "\n"))
-    print(f"wrote {out}")
+    write_part(args.out, "step5", result)
 
 
 if __name__ == "__main__":

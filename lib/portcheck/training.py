@@ -63,10 +63,13 @@ LOSS_PARTS = tolerances.GUIDE["bp_align"].threshold
 # (lr 0.05, BatchNorm over 64 values per channel) reaches 1.2e-3 torch against itself, 9.5e-4 torch against Paddle.
 NORM_RTOL_ALIGNED, NORM_RTOL = 1e-6, 1e-3
 # With torch's own runs on the user's machine (judge_training's own=), deterministic runs: the weight norm within this
-# multiple of their largest relative gap so far, step by step (docs/rules.md). Not with dropout's own masks: on the
-# digits CNN torch parted from itself with other masks by 0.8% to 3.1% in 30 steps, from Paddle by 2.0%, and from
-# Paddle missing its weight decay by 2.5%: no multiple of one sample separates them.
-OWN_MULTIPLE = 4.0
+# multiple of their largest relative gap so far, step by step, and never under NORM_RTOL_ALIGNED (docs/rules.md).
+# Measured on the ResNet-18 example on an AMD EPYC host (AVX2), its torch run against the committed one of another
+# CPU: Paddle's gap at most 5.5 times torch's own running largest (step 7, just after the loss curves part; 2e-6
+# against 3.6e-7), 1.3 times by the end (2.9e-3 against 2.2e-3). A weight decay that differs is red before they part.
+# Not with dropout's own masks: on the digits CNN torch parted from itself with other masks by 0.8% to 3.1% in 30
+# steps, from Paddle by 2.0%, and from Paddle missing its weight decay by 2.5%: no multiple of one sample separates them.
+OWN_MULTIPLE = 16.0
 
 
 def _modules(model):
@@ -571,7 +574,7 @@ def judge_training(torch_log: dict, paddle_log: dict, threshold: float = None, r
         # (docs/rules.md): a yardstick for deterministic runs only
         yardstick = own_norm is not None and len(own_norm) >= n and not two_samples
         if yardstick:  # torch against itself on this machine, step by step: what rounding (or masks) does
-            bound = np.maximum(np.where(np.isinf(bound), 0.0, bound), OWN_MULTIPLE * own_norm[:n])
+            bound = np.maximum(np.where(np.isinf(bound), NORM_RTOL_ALIGNED, bound), OWN_MULTIPLE * own_norm[:n])
         k = _first(~(rel <= bound))
         within = (f"within {NORM_RTOL_ALIGNED:g} relative through step {aligned - 1} (largest "
                   f"{rel[:aligned].max():.3g})" if deterministic and aligned else "")
