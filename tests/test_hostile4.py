@@ -400,3 +400,16 @@ def test_compare_backward_refuses_a_bound_that_is_no_number_before_training():
         compare_backward(t, p, X, np.zeros(2, np.int64), (torch.nn.functional.cross_entropy, paddle.nn.functional.cross_entropy),
                          (lambda ps: torch.optim.SGD(ps, lr=0.1), lambda ps: paddle.optimizer.SGD(0.1, parameters=ps)),
                          mean_bound="1e-2")
+
+
+def test_reprod_logs_own_wrapped_figure_in_a_diff_log_is_held_as_written(tmp_path, capsys):
+    """The guide's mean is recomputed on the exact integers (red), but a contestant's log holds what reprod_log
+    itself computed (a wrapped -64): that is its honest figure, not an edit."""
+    folder = contestant(tmp_path, {"data": ({"ids": np.array([-128, 0], np.int8)}, {"ids": np.array([0, 0], np.int8)})})
+    (folder / "data_diff.log").write_text("[2026/11/25 10:00:00] root INFO: ids: \n[2026/11/25 10:00:00] root INFO: "
+                                          "\tmean diff: check passed: True, value: -64.0, threshold: 1e-06\n"
+                                          "[2026/11/25 10:00:00] root INFO: diff check passed\n")
+    assert cli.check(folder, only="data") == 1
+    out = capsys.readouterr().out
+    assert "guide RED" in line_of(out, "data") and "reprod_log's own int8 - int8 in int8 wraps" in out
+    assert "data_diff.log: every logged value is the recomputed one (1 keys)" in out, out

@@ -567,9 +567,10 @@ def trace(model, inputs=None, into=None) -> dict:
 
 
 def ran_on(side: str, record: dict, inputs) -> dict:
-    """A trace made to pair modules by their run: one that stopped on `inputs` (a model that cannot take them)
-    is one line, never a silent fallback to pairing by definition order."""
-    if inputs is not None and stopped(record):
+    """A trace made to pair modules by their run: one that stopped on `inputs` before any module returned (a model
+    that cannot take them) is one line, never a silent fallback to pairing by definition order. A run that stopped
+    later (a model that needs gradients, run here without) is paired by what ran."""
+    if inputs is not None and stopped(record) and not any(k.startswith("out/") for k in record):
         raise PipelineError(f"the {side} model's forward raised: {stopped(record)}; {INPUTS}")
     return record
 

@@ -409,7 +409,8 @@ class MeasuredVerdict:
         if self.kind != "computed":
             largest = largest_mean(self.guide.keys)
             what = (f"exact: {rule}, same shapes and dtypes" if self.kind == "exact" else
-                    f"outcome: mean <= the task's {self.threshold:g}, no float64 run of a training")
+                    f"outcome: mean <= {'the guide' if guide_rule_of(self.name, self.threshold, self.kind) else 'the task'}"
+                    f"'s {self.threshold:g}, no float64 run of a training")
             return (f"{self.kind} {'green' if self.measured_passed else 'RED'} ({what}"
                     + (f"; largest: {largest.key} max {largest.max:.3g}" if largest else "; no keys") + ")")
         bad = diff.first_diverging(self.rows)
