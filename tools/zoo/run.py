@@ -151,6 +151,11 @@ def margins(results) -> list:
     return list(rules.values())
 
 
+def cell(text) -> str:
+    """Text in a markdown table's cell: one line, no column break."""
+    return str(text).replace("|", "/").replace("\n", " ")
+
+
 def markdown(results, rules, seconds, fast) -> str:
     lines = ["# The zoo of real pairs", "",
              "Written by `python tools/zoo/run.py` (do not edit by hand): every case of `tools/zoo/cases.py`, its "
@@ -173,8 +178,8 @@ def markdown(results, rules, seconds, fast) -> str:
     for r in bad:
         known = f"issue {r['known']['issue']}: {r['known']['why']}" if r["known"] else ""
         lines.append(f"| {r['case']} | {r['plant'] or '(correct port)'} | "
-                     f"{'green' if r['plant'] is None else 'red at ' + place(r['expected_where'])} | {r['status']} | "
-                     f"{known} | {said(r)} |")
+                     f"{'green' if r['plant'] is None else 'red at ' + cell(place(r['expected_where']))} | "
+                     f"{r['status']} | {cell(known)} | {cell(said(r))} |")
     lines += ["", "## Every case", "", "| case | group | steps | plant | cause | verdict | what the library said |",
               "|---|---|---|---|---|---|---|"]
     table = cases.by_name()
@@ -182,7 +187,7 @@ def markdown(results, rules, seconds, fast) -> str:
         plant = next((p for p in table[r["case"]]["plants"] if p["name"] == r["plant"]), None)
         lines.append(f"| {r['case']} | {r['group']} | {', '.join(map(str, r['steps']))} | "
                      f"{r['plant'] or '(correct port)'} | {plant['cause'] if plant else ''} | {r['status']} | "
-                     f"{said(r)} |")
+                     f"{cell(said(r))} |")
     skipped = [c for c in cases.CASES if c.get("skip")]
     if skipped:
         lines += ["", "## Not run", ""] + [f"- {c['name']}: {c['skip']}" for c in skipped]
