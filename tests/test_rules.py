@@ -146,3 +146,18 @@ def test_the_bound_is_the_measurement_s():
     names = {r["pair"].split(" (")[0].split(" / ")[0] for r in measured["rows"]}
     assert names >= {"StepLR", "MultiStepLR", "ExponentialLR", "CosineAnnealingLR", "CosineAnnealingWarmRestarts",
                      "LinearLR", "OneCycleLR", "PolynomialLR", "CyclicLR", "LambdaLR", "ReduceLROnPlateau"}
+
+
+def test_step5s_figures_are_the_measurements():
+    """training.NOISE sits between the conv bias's gradient share and every real parameter's (docs/rules.json's
+    "step5", tools/step5_rules.py); with dropout's own masks a missing weight decay is no farther from torch than
+    torch is from itself, which is why the weight norm is then said, not judged."""
+    measured = json.loads((ROOT / "docs" / "rules.json").read_text())["step5"]
+    assert measured["noise"] == training.NOISE
+    for shares in measured["gradient_share"].values():
+        noise = [s["largest"] for name, s in shares.items() if name == "0.bias"]
+        real = [s["smallest"] for name, s in shares.items() if name != "0.bias"]
+        assert 10 * noise[0] <= training.NOISE <= min(real) / 1000, shares
+    for gaps in measured["weight_norm_gap_with_own_masks"].values():
+        own = max(v for k, v in gaps.items() if k.startswith("torch"))
+        assert gaps["paddle, weight decay missing"] <= 2 * own
