@@ -215,6 +215,15 @@ def report_lines(rows) -> list:
                                      if clean < k < least else
                                      "; a K between them separates every case, but not this one" if clean < least else
                                      "; no single K separates every clean port from every plant here")]
+    at_grads = all(r["plant"]["grads"]["needed"] > calibrated.K_GRAD for r in rows)
+    over = [r for r in rows if not r["isolate"] and r["clean"]["steps"]["needed"] > calibrated.K_BACKWARD]
+    lines += ["", "Reading: every plant here is " + ("red at its gradients" if at_grads else "not red at its gradients")
+              + f" (K_GRAD = {calibrated.K_GRAD:g}), whatever K_BACKWARD is: the gradients of one backward separate "
+              "clean ports from plants, the steps of a plain run do not (BatchNorm's batch statistics and each update "
+              "compound both sides' rounding, and a plant's own effect grows no faster)."]
+    lines += [f"Not solved: {r['case']} is red on its clean port at K_BACKWARD = {calibrated.K_BACKWARD:g} "
+              f"({fmt(r['clean']['steps']['needed'])} needed at {r['clean']['steps']['at']}); isolate=True keeps it "
+              "green (each step judged alone, at K_STEP)." for r in over]
     return lines
 
 
