@@ -42,3 +42,13 @@ def prepare_metadata_for_build_wheel(metadata_directory, config_settings=None):
     metadata_directory = os.path.abspath(metadata_directory)
     with _in_a_copy():
         return build_meta.prepare_metadata_for_build_wheel(metadata_directory, config_settings)
+
+
+def get_requires_for_build_wheel(config_settings=None):
+    with _in_a_copy():  # setuptools answers by running egg_info, which writes portcheck.egg-info/ where it runs
+        return build_meta.get_requires_for_build_wheel(config_settings)
+
+
+def get_requires_for_build_sdist(config_settings=None):
+    with _in_a_copy():
+        return build_meta.get_requires_for_build_sdist(config_settings)
