@@ -74,8 +74,9 @@ def settle(earlier: Path, rerun: Path) -> str:
         shutil.rmtree(rerun)
         return f"this run reproduced {resnet.shown(earlier)} bit for bit"
     return (f"this run did not reproduce {resnet.shown(earlier)} bit for bit ({len(differ)} of {len(old)} files differ: "
-            f"{', '.join(differ[:3])}{' ...' if len(differ) > 3 else ''}; torch's fp32 kernels differ between CPUs): "
-            f"left as it was, this run's hand-in is {resnet.shown(rerun)} (--replace hands in there instead)")
+            f"{', '.join(differ[:3])}{' ...' if len(differ) > 3 else ''}; torch's fp32 kernels differ between CPUs, "
+            f"and the logs between versions): left as it was, this run's hand-in is {resnet.shown(rerun)} (--replace "
+            f"hands in to {resnet.shown(earlier)} itself)")
 
 
 def timing_path() -> Path:
