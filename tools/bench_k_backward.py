@@ -165,7 +165,7 @@ def main():
         if not source.is_file():
             raise SystemExit(f"error: {source} not found: run `python tools/bench_k_backward.py` first")
         text = "\n".join(report_lines(json.loads(source.read_text()))) + "\n"
-        atomic_write(args.out, lambda tmp: Path(tmp).write_text(text))
+        atomic_write(args.out, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
         print(text)
         return
     cases = [("transformers DistilBERT / paddlenlp DistilBERT (tiny)", distilbert, EPS_PLANT, None),
@@ -182,13 +182,13 @@ def main():
             print(json.dumps(rows[-1]), flush=True)
     atomic_write(args.out.with_suffix(".json"), lambda tmp: Path(tmp).write_text(json.dumps(rows, indent=1) + "\n"))
     text = "\n".join(report_lines(rows)) + "\n"
-    atomic_write(args.out, lambda tmp: Path(tmp).write_text(text))
+    atomic_write(args.out, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
     print(text)
 
 
 def report_lines(rows) -> list:
     fmt = lambda v: "inf" if v == math.inf else f"{v:.3g}"
-    lines = ["# K for gradients and steps, from data", "",
+    lines = ["English | [中文](k_backward_cn.md)", "", "# K for gradients and steps, from data", "",
              "Written by `python tools/bench_k_backward.py` (this 2-core CPU). For every row compare_backward judges, "
              "the multiple of torch's own fp32 error it needs to pass: (max diff - the floor) / torch's own fp32 "
              f"error. Momentum SGD, {STEPS} steps (the ResNet-18 example: its own), one batch. Now: K_GRAD = "

@@ -157,7 +157,7 @@ def cell(text) -> str:
 
 
 def markdown(results, rules, seconds, fast) -> str:
-    lines = ["# The zoo of real pairs", "",
+    lines = ["English | [中文](zoo_cn.md)", "", "# The zoo of real pairs", "",
              "Written by `python tools/zoo/run.py` (do not edit by hand): every case of `tools/zoo/cases.py`, its "
              "correct port and each planted bug, judged through portcheck's public API "
              f"({'the fast part' if fast else 'every case'}; {seconds:.0f} s on this machine).", "",
@@ -225,7 +225,7 @@ def main():
           f"{seconds:.0f} s")
     if args.only is None:
         DOCS.mkdir(exist_ok=True)
-        (DOCS / "zoo.md").write_text(markdown(results, rules, seconds, args.fast))
+        (DOCS / "zoo.md").write_text(markdown(results, rules, seconds, args.fast), encoding="utf-8")
         (DOCS / "zoo.json").write_text(json.dumps({"fast": args.fast, "rules": rules, "results": results},
                                                   indent=1, default=str) + "\n")
         print(f"wrote {DOCS / 'zoo.md'} and {DOCS / 'zoo.json'}")
