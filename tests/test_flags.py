@@ -83,10 +83,10 @@ def test_train_args_rules():
 
 def test_run_all_forwards_exactly_the_forwarded_fields():
     """run_all.py's Step 5 flags come from the dataclass: each forwarded field is one of its flags, and the
-    README lists the same ones (English and Chinese)."""
+    BERT pipeline's page lists the same ones (English and Chinese)."""
     run_all = declared_flags(ROOT / "pipeline" / "run_all.py")
     assert not {f"--{name}" for name in FORWARDED} & run_all, "run_all declares a Step 5 flag again"
-    for readme in ("README.md", "README_cn.md"):
+    for readme in ("docs/bert.md", "docs/bert_cn.md"):
         text = (ROOT / readme).read_text()
         listed = re.search(r"(?:flags pass through |原样传递下去)[(（](.*?)[)）]", text, re.S)
         assert listed, readme

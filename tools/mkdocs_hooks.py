@@ -35,3 +35,13 @@ def on_page_markdown(markdown, page, config, files):
         parts += [LINK.sub(outside, markdown[last:block.start()]), block.group(0)]
         last = block.end()
     return "".join(parts + [LINK.sub(outside, markdown[last:])])
+
+
+if __name__ == "__main__":
+    import argparse
+    import sys
+    argparse.ArgumentParser(description="A MkDocs hook, not a command: mkdocs.yml names it, and `mkdocs build "
+                            "--strict` (or `mkdocs serve`) runs it on every page.").parse_args()
+    print("tools/mkdocs_hooks.py is run by mkdocs: run `mkdocs build --strict` or `mkdocs serve` from the repository",
+          file=sys.stderr)
+    sys.exit(2)

@@ -8,7 +8,11 @@ drawn by ForwardReport.plot: the first diverging module is marked, the cumulativ
 import argparse
 from pathlib import Path
 
-import portcheck.runtime  # noqa: F401 (first: offline mode, threads, before torch and Paddle load)
+try:
+    import portcheck.runtime  # noqa: F401 (first: offline mode, threads, before torch and Paddle load)
+except ModuleNotFoundError:  # the project is not importable: not its venv
+    raise SystemExit("error: this project's packages are not importable: activate its venv "
+                     "(. .venv/bin/activate) or run `pip install -r requirements.txt`") from None
 import numpy as np
 
 from portcheck import compare_forward, convert
