@@ -20,8 +20,8 @@ from pathlib import Path
 
 try:
     import portcheck.runtime  # noqa: F401 (first: offline mode, threads, quiet notices, before torch and Paddle load)
-except ModuleNotFoundError:
-    raise SystemExit("error: portcheck is not importable: activate the project's venv "
+except ModuleNotFoundError:  # the project is not importable: not its venv
+    raise SystemExit("error: this project's packages are not importable: activate its venv "
                      "(. .venv/bin/activate) or run `pip install -r requirements.txt`") from None
 
 from portcheck.errors import PipelineError, first_line, run_main
