@@ -352,7 +352,8 @@ def pair(torch_record: dict, paddle_record: dict, name_map=None, weights_only=Fa
                         and not _one_module_each(tie, left_t, left_p)]
             if ties:
                 # a conversion's models do not hold the same weights yet: their values settle nothing
-                chosen = _by_value(ties, left_t, left_p, torch_record, paddle_record) if ran and not weights_only else {}
+                chosen = (_by_value(ties, left_t, left_p, torch_record, paddle_record) if ran and not weights_only
+                          else {}) or _by_name(ties, left_t, left_p)
                 if not chosen:
                     raise PipelineError(_ambiguity(ties, left_t, left_p, ran, _fusions(ties, left_t, left_p, ts, ps)))
                 fixed.update(chosen)  # kept as a map's entries are, and the whole alignment made again
@@ -433,6 +434,22 @@ def _distance(a: list, b: list) -> float:
     if not (np.isfinite(x).all() and np.isfinite(y).all()):
         return np.inf
     return float(np.abs(x - y).max() / max(np.abs(x).max(), 1e-30))
+
+
+def _by_name(ties, ts, ps) -> dict:
+    """{torch call: Paddle call} for each tie that exactly one candidate settles by being the same module name as the
+    one it ties for: the same place in structures that cannot otherwise be told apart, such as the out_proj of torch's
+    MultiheadAttention, whose forward reads its weights without calling it, so no run's value can settle it. A wrong
+    settlement is still judged on its values: it is red, never green."""
+    out = {}
+    for i, j in ties:
+        one, candidates = (ps[j], [ts[k] for k in i]) if isinstance(i, list) else (ts[i], [ps[k] for k in j])
+        same = [c for c in candidates if c.module == one.module]
+        if len(same) == 1:
+            t, p = (same[0], one) if isinstance(i, list) else (one, same[0])
+            if t.name not in out and p.name not in out.values():
+                out[t.name] = p.name
+    return out
 
 
 def _by_value(ties, ts, ps, torch_record, paddle_record) -> dict:

@@ -241,14 +241,14 @@ GPT2_QKV = {"issue": 47, "why": "no API states the layout of a fused [q | k | v]
 
 MODELS = [
     model("BERT (transformers / paddlenlp)", "bert",
-          [norm_eps("encoder.layers.0.norm1", "encoder.layer.0.attention.output", known=LN_EPS_STEP4),
+          [norm_eps("encoder.layers.0.norm1", "encoder.layer.0.attention.output"),
            {"name": "square query weight transposed", "transpose": ["encoder.layers.1.self_attn.q_proj.weight"],
             "step": 1, "where": "encoder.layer.1.attention.self.query", "cause": "a Linear weight left in torch's "
             "[out, in] layout"}]),
     model("DistilBERT (transformers / paddlenlp)", "distilbert",
-          [norm_eps("encoder.layers.0.norm1", "transformer.layer.0", known=LN_EPS_STEP4)]),
+          [norm_eps("encoder.layers.0.norm1", "transformer.layer.0")]),
     model("Electra (transformers / paddlenlp)", "electra",
-          [norm_eps("encoder.layers.0.norm2", "encoder.layer.0.output", known=LN_EPS_STEP4)]),
+          [norm_eps("encoder.layers.0.norm2", "encoder.layer.0.output")]),
     model("GPT-2 split q/k/v (transformers / paddlenlp)", "gpt2 split",
           [norm_eps("decoder.layers.0.norm1", "h.0.ln_1", known={**GPT2_QKV, "got": "error"})],
           known={**GPT2_QKV, "got": "error"}),
@@ -278,9 +278,13 @@ MODELS = [
             "cause": "torch packs the gates r, z, n"}]),
     model("TransformerEncoder (torch / paddle)", "transformer encoder",
           [{"name": "pre-norm for post-norm", "config": {"normalize_before": True}, "step": 1, "where": "layers.0",
-            "cause": "normalize_before=True (torch's norm_first=False)"}], steps=(1,),
+            "cause": "normalize_before=True (torch's norm_first=False)",
+            "known": {"issue": 48, "got": "wrong place at step 1", "why": "the pairing follows the moved norm calls "
+                      "(torch's layers.0.norm1 with Paddle's layers.0.norm2, ...), so the first difference is at the "
+                      "model's output, not layers.0"}}], steps=(1,),
           not_covered="Step 4: compare_backward needs a layout for torch's MultiheadAttention (q, k, v packed in "
-          "in_proj) against Paddle's split q_proj/k_proj/v_proj, which no layouts= value states (issue 47)"),
+          "in_proj) against Paddle's split q_proj/k_proj/v_proj, which no layouts= value states (issue 47)",
+          fast=True),  # in the suite: torch's out_proj, never called, is paired by its name (pairing._by_name)
     model("CNN, conv bias before BatchNorm", "cnn",
           [norm_eps("1", "1", value=1e-3),
            {"name": "BatchNorm momentum 0.1 (torch's value, Paddle's convention is 1 - it)",
@@ -340,9 +344,7 @@ TRAININGS = [
      "plants": [{"name": "weight decay left at 0", "paddle": {"weight_decay": 0.0}, "step": 5, "where": "weight norm",
                  "cause": "no weight decay"}]},
     {**TRAIN, "name": "training, each framework's own dropout masks", "torch": {"dropout": 0.1},
-     "paddle": {"dropout": 0.1}, "plants": [],
-     "known": {"issue": 47, "got": "false red", "why": "the weight norm held to a fixed 1e-3 with each framework's "
-               "own masks, not to what torch does to itself (deliverable 2)"}},
+     "paddle": {"dropout": 0.1}, "plants": []},
     {**TRAIN, "name": "training, shared dropout masks", "torch": {}, "paddle": {}, "shared_masks": 0.2,
      "plants": [{"name": "masks not rescaled", "paddle": {"scaled": False}, "step": 5, "where": "loss",
                  "cause": "the kept units not scaled by 1 / (1 - p)"}]},
@@ -354,12 +356,8 @@ CASES += LOADERS + TRAININGS
 KNOWN_HABITS = {
     "float64 overflow": {"issue": 52, "got": "false red", "why": "the library's float64 run overflows "
                          "(finfo(float64).min in a float32 mask): red with nothing said"},
-    "buffer one side keeps": {"issue": 52, "got": "error", "why": "convert: Paddle keys no torch tensor fills: "
-                              "position_ids, with no remedy"},
-    "flattened batches": {"issue": 52, "got": "error", "why": "the same Linear on [batch*seq, hidden]: no "
-                          "counterpart, no Paddle candidate named"},
-    "subclassed embeddings": {"issue": 52, "got": "error", "why": "a learned position embedding subclassed on both "
-                              "sides under other names: the pairing joins different layers"},
+    "buffer one side keeps": {"issue": 52, "got": "error", "why": "convert refuses, naming the one-line fix "
+                              "(keep=['position_ids']); this case does not pass it yet"},
 }
 HABITS = [model(f"habit: {kind}", "habit", plants, config={"habit": kind}, **({"known": KNOWN_HABITS[kind]}
                                                                             if kind in KNOWN_HABITS else {}))
@@ -368,9 +366,7 @@ HABITS = [model(f"habit: {kind}", "habit", plants, config={"habit": kind}, **({"
               ("integer computations", [{
                   "name": "another bucket width", "config": {"paddle_bucket_width": 3}, "step": 1,
                   "where": {"forward, every module": "decoder", "forward, each module isolated": "(model)"},
-                  "red": ["forward, each module isolated"], "cause": "relative positions bucketed by 3, not 2",
-                  "known": {"issue": 52, "got": "false green at step 1 (forward, each module isolated)",
-                            "why": "isolated judgement never judges the integer bucket indices the root computes"}}]),
+                  "red": ["forward, each module isolated"], "cause": "relative positions bucketed by 3, not 2"}]),
               ("buffer one side keeps", []),
               ("tied embeddings", []),
               ("flattened batches", []),
