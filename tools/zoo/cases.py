@@ -337,9 +337,6 @@ TRAININGS = [
                 {"name": "BatchNorm momentum 0.1", "paddle": {"bn_momentum": 0.1}, "step": 5, "where": "",
                  "cause": "Paddle's momentum weighs the running statistic, torch's the batch"}]},
     {**TRAIN, "name": "training, conv bias before BatchNorm, AdamW", "torch": {"cnn": True}, "paddle": {"cnn": True},
-     "known": {"issue": 47, "got": "false red", "why": "the conv bias's gradient is rounding noise before the "
-               "BatchNorm; AdamW's first step turns its sign into +-lr: weight norm red at 1e-6, blamed on weight "
-               "decay (deliverable 2)"},
      "train": 320, "test": 200, "epochs": 2, "lr": 0.01, "weight_decay": 0.01, "optimizer": "AdamW",
      "plants": [{"name": "weight decay left at 0", "paddle": {"weight_decay": 0.0}, "step": 5, "where": "weight norm",
                  "cause": "no weight decay"}]},

@@ -796,9 +796,9 @@ def train_one(side, case, settings, folder):
             loss = loss_fn(model(features), labels)
             loss.backward()
             opt.step()
+            log.step(loss, lr_now, model=model, batch=labels)  # before clear(): it logs each gradient's norm
             clear()
             sched.step()
-            log.step(loss, lr_now, model=model, batch=labels)
         model.eval()
         with no_grad():
             predictions = model(tensor(x[test])).argmax(-1).numpy()
