@@ -243,9 +243,9 @@ def train(out, side, bug=()):
             loss = loss_fn(model(features), labels)
             loss.backward()
             opt.step()
-            clear_grad()                       # torch: opt.zero_grad; Paddle: opt.clear_grad
             sched.step()
-            log.step(loss, lr, model=model, batch=labels)   # also the weight norm, dropout/BatchNorm modes, data order
+            log.step(loss, lr, model=model, batch=labels)   # also the weight norm, the gradients' norms, modes, data order
+            clear_grad()                       # after log.step, which reads the gradients (torch: opt.zero_grad)
         model.eval()
         log.evaluate(evaluate(model))          # {"accuracy": ..., "f1": ...}: the last evaluation is the guide's pair
     log.save(out, side, training.run_depends(weights, orders, seeds, flags), f"{side}_train.py")

@@ -156,9 +156,9 @@ def quick_training(side, steps=3, weight_decay=None, lr_ahead=False):
         loss = fn(model(images), labels)
         loss.backward()
         opt.step()
-        clear()
         sched.step()
         log.step(loss, lr, model=model, batch=labels)
+        clear()
     log.evaluate({"accuracy": 0.5})  # the curves are what is judged here
     return log.arrays(), resnet.train_depends(weights, steps)
 

@@ -502,6 +502,28 @@ def test_the_training_log_refuses_what_it_cannot_judge():
         log.evaluate({"f1": 0.5})
 
 
+@pytest.mark.parametrize("framework", ["torch", "paddle"])
+def test_a_step_logged_after_the_gradients_are_cleared_is_refused(framework):
+    # the planted habit: log.step(model=) after zero_grad/clear_grad, where the rounding-noise gradient of a bias
+    # before a normalization could no longer be recognised (torch's gradients are None then, Paddle's zero)
+    if framework == "torch":
+        model = torch.nn.Linear(3, 2)
+        loss = model(torch.ones(1, 3)).sum()
+        loss.backward()
+        clear = torch.optim.SGD(model.parameters(), lr=0.1).zero_grad
+    else:
+        model = paddle.nn.Linear(3, 2)
+        loss = model(paddle.ones([1, 3])).sum()
+        loss.backward()
+        clear = paddle.optimizer.SGD(parameters=model.parameters()).clear_grad
+    log = training.TrainingLog()
+    log.step(loss, 0.1, model=model)  # before the clear: logged
+    clear()
+    with pytest.raises(PipelineError, match=r"before the gradients are cleared \(zero_grad / clear_grad\)"):
+        log.step(loss, 0.1, model=model)
+    assert len(log.curves["loss"]) == 1
+
+
 PLANTED_DOT = """
 from types import SimpleNamespace
 sum_by_blas = SimpleNamespace(reduce=lambda squares: np.dot(np.sqrt(squares), np.sqrt(squares)))

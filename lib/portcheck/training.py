@@ -5,8 +5,9 @@ curves step by step, draws them, and names the guide's cause when the runs diffe
     log = portcheck.training.TrainingLog()
     for epoch in range(epochs):
         for images, labels in portcheck.data.each_batch(loader):   # a Paddle loader's reader shut down at a break
-            ...; optimizer.step(); scheduler.step()
+            ...; loss.backward(); optimizer.step(); scheduler.step()
             log.step(loss, lr, model=model, batch=labels)     # model: weight norm and modes; batch: the data order
+            optimizer.zero_grad()                             # after log.step: it logs the gradients' norms
         log.evaluate({"accuracy": accuracy})
     log.save(out, "torch", portcheck.training.run_depends(weights, order, seeds, flags), script)
 
@@ -223,6 +224,10 @@ class TrainingLog:
         extra = {}
         if model is not None:
             squares, grads, names = parameter_norms(model)
+            if names and all(not g for g in np.nan_to_num(grads)):  # None (NaN here) or zero everywhere
+                raise PipelineError(f"log.step(model=) at step {n}: no trainable weight has a gradient (each is None "
+                                    "or zero): call it after backward() and before the gradients are cleared "
+                                    "(zero_grad / clear_grad), since it logs each gradient's norm")
             total = 0.0
             for square in squares:  # weight_norm's sum, in its order
                 total += square
