@@ -47,7 +47,8 @@ class BackwardReport:
         if loss is not None and not loss.passed and loss.judged:
             return "loss after step 1"
         step = self.first_diverging_step
-        return self.first_diverging_gradient or (f"{step[1]} after step {step[0] + 1}" if step else None)
+        return self.first_diverging_gradient or (f"{step[1].removesuffix(LAST)} after step {step[0] + 1}"
+                                                 if step else None)
 
     @property
     def first_diverging_gradient(self):
@@ -58,8 +59,20 @@ class BackwardReport:
 
     @property
     def first_diverging_step(self):
-        """(step, the first key over tolerance) after the optimizer's steps, or None."""
-        return next(((i, r.name) for i, r in enumerate(map(first_diverging, self.steps)) if r), None)
+        """(step, the first key over tolerance) after the optimizer's steps, or None. Step i's loss is computed
+        from the weights step i - 1 left; a plain run records them after the first step and the last only, so from
+        step 3 on a red loss shows weights that differ where the record does not hold them: there a weight (or
+        statistic) red in the same step is named first, the parameter the runs part at, and the loss only when no
+        weight is red at or before its step (an optimizer's momentum or beta named at the weights it moves, as the
+        isolated steps name it). The lr, which makes the step's update, stays first."""
+        return next(((i, r.name) for i, r in enumerate(map(self._first_in_step, range(len(self.steps)))) if r),
+                    None)
+
+    def _first_in_step(self, i):
+        rows = self.steps[i]
+        if i >= 2 and not self.isolated:
+            rows = [r for r in rows if r.name != "loss"] + [r for r in rows if r.name == "loss"]
+        return first_diverging(rows)
 
     def plot(self, path) -> str:
         """A PNG at `path`: the first forward's modules, every gradient and every key after the last step, each
@@ -83,7 +96,7 @@ class BackwardReport:
         notes = {r.name: r.by_design for rows in self.steps for r in rows if r.by_design}
         lines += [f"{name}: {note}" for name, note in notes.items()]  # one line per module and rule
         for i, rows in enumerate(self.steps):
-            bad, first = [r for r in rows if not r.passed], first_diverging(rows)
+            bad, first = [r for r in rows if not r.passed], self._first_in_step(i)
             start = f" (started from torch's weights after step {i})" if self.isolated and i else ""
             unjudged = [r for r in bad if not r.judged]
             lines.append(f"after step {i + 1}{start}: {len(rows) - len(bad)}/{len(rows)} within" +
@@ -217,6 +230,7 @@ TWIN_FAILED = ("its float32 run took every step: the library's float64 copy fail
                "cannot be judged against torch's own error: compare_forward names the module")
 
 
+LAST = " (after the last step)"  # a weight's row name after the last step, where no earlier step records it
 HELD = "the optimizer's own"  # record_backward's scheduler: the LRScheduler a Paddle optimizer was built with
 
 
@@ -426,7 +440,7 @@ def judge_backward(torch_record: dict, paddle_record: dict, name_map=None,
                                  torch_record[key], paddle_record[_counterpart(key, mapped, renamed)])
             rows.append(r)
         if i == steps - 1:
-            rows += [row(k, f"{k[6:]} (after the last step)") for k in torch_record
+            rows += [row(k, f"{k[6:]}{LAST}") for k in torch_record
                      if k.startswith("final/") and f"state{i + 1}/{k[6:]}" not in torch_record]
         report.steps.append(rows)
     return report
