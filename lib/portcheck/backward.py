@@ -29,6 +29,7 @@ class BackwardReport:
     steps: list = field(default_factory=list)    # [[diff.KeyResult] per step: loss, lr, statistics (weights: last)]
     kinks: list = field(default_factory=list)    # [Kink] in the first forward, in run order
     isolated: bool = False                       # each step started both sides from torch's weights
+    by_design: list = field(default_factory=list)  # lines: a difference the two optimizers make on purpose
 
     @property
     def passed(self) -> bool:
@@ -95,6 +96,7 @@ class BackwardReport:
         lines += _unjudged_lines([r for r in self.grads if not r.judged])
         notes = {r.name: r.by_design for rows in self.steps for r in rows if r.by_design}
         lines += [f"{name}: {note}" for name, note in notes.items()]  # one line per module and rule
+        lines += self.by_design
         for i, rows in enumerate(self.steps):
             bad, first = [r for r in rows if not r.passed], self._first_in_step(i)
             start = f" (started from torch's weights after step {i})" if self.isolated and i else ""
@@ -254,6 +256,7 @@ def _train(side, model, inputs, targets, loss, make_optimizer, make_scheduler, s
     if not hasattr(opt, "step"):
         raise PipelineError(f"the {side} optimizer factory gave {type(opt).__name__}, not an optimizer: return the "
                             "optimizer built on the parameters it is given")
+    settings = {} if side == TWIN else _optimizer_settings(opt, side)
     sched = None
     if make_scheduler is HELD:
         sched = getattr(opt, "_learning_rate", None)  # Paddle's optimizer keeps it there; the user need not reach it
@@ -269,6 +272,7 @@ def _train(side, model, inputs, targets, loss, make_optimizer, make_scheduler, s
                                 "Paddle: the LRScheduler passed as its learning_rate)")
     before = state(model)
     out = {f"state0/{k}": v for k, v in before.items() if start is not None or k.rsplit(".", 1)[-1] in STATISTICS}
+    out.update(settings)
     # the first forward, every module, in the mode the caller set (train: batch statistics)
     recorder = _Recorder()
     handles = [post(recorder.hook(name)) for name, _, post in hook_points(model)]
@@ -313,6 +317,53 @@ def _train(side, model, inputs, targets, loss, make_optimizer, make_scheduler, s
         h.remove()
     out.update(norms())
     return out
+
+
+OPTIMIZER = "optimizer/"  # a record's key: optimizer/<the framework's public class>, the settings its rule reads
+# Optimizers whose update no setting of the other framework's counterpart reproduces, each said in one line:
+# (torch's class, Paddle's class): (the rule, the settings read on each side, their names on each side)
+RMSPROP = ("torch.optim.RMSprop", "paddle.optimizer.RMSProp")
+BY_DESIGN = {
+    RMSPROP: (
+        "torch.optim.RMSprop adds eps outside the square root (lr * g / (sqrt(v) + eps)), paddle.optimizer.RMSProp "
+        "inside it (lr * g / sqrt(v + epsilon)): no Paddle setting is torch's update, which differs by about eps / "
+        "sqrt(v) of each step (largest where gradients are small)",
+        (("alpha", "rho"), ("eps", "epsilon"), ("momentum", "momentum"), ("centered", "centered"))),
+}
+
+
+def _optimizer_settings(opt, side) -> dict:
+    """{optimizer/<class>: the settings BY_DESIGN reads, as float64} for an optimizer of a pair it lists."""
+    package = "torch.optim" if side == "torch" else "paddle.optimizer"
+    cls = next((c for c in type(opt).__mro__ if c.__module__.startswith(package + ".")), type(opt))
+    name = f"{package}.{cls.__name__}"
+    names = next((n for pair, (_, n) in BY_DESIGN.items() if name in pair), None)
+    if names is None:
+        return {f"{OPTIMIZER}{name}": np.zeros(0)}
+    group = opt.param_groups[0] if side == "torch" else {k: getattr(opt, f"_{k}") for _, k in names}
+    return {f"{OPTIMIZER}{name}": np.array([float(group[n[side != "torch"]]) for n in names], np.float64)}
+
+
+def _by_design(torch_record, paddle_record, steps) -> list:
+    """The one line of an optimizer pair BY_DESIGN lists: its rule, the settings that differ beyond it, and how far
+    the weights part (the first weight red and its share of the allowance; the verdict stays the rows')."""
+    name = lambda rec: next((k[len(OPTIMIZER):] for k in rec if k.startswith(OPTIMIZER)), None)
+    pair = (name(torch_record), name(paddle_record))
+    if pair not in BY_DESIGN:
+        return []
+    rule, names = BY_DESIGN[pair]
+    t, p = torch_record[OPTIMIZER + pair[0]], paddle_record[OPTIMIZER + pair[1]]
+    # the epsilons cannot agree: Paddle's inside the root is closest to torch's as torch's squared
+    want = [a if n[0] != "eps" else a * a for n, a in zip(names, t)]
+    other = [f"{tn} {a:g} vs {pn} {b:g}" + (f" (torch's eps squared, {w:g}, is the closest)" if tn == "eps" else "")
+             for (tn, pn), a, b, w in zip(names, t, p, want) if not np.isclose(b, w, rtol=1e-6, atol=0.0)]
+    weights = [(i, r) for i, rows in enumerate(steps) for r in rows if r.judged and r.name not in ("loss", "lr")]
+    red = next(((i, r) for i, r in weights if not r.passed), None)
+    measured = (f"first {red[1].name.removesuffix(LAST)} after step {red[0] + 1}, the largest "
+                f"{max(r.used for _, r in weights):.3g} x its allowance" if red else
+                "every weight within its allowance on this run")
+    return [f"{rule}; " + (f"the settings differ beyond it: {', '.join(other)} (measured: {measured})" if other else
+                           f"the weights part by design (measured: {measured})")]
 
 
 def _described(value) -> str:
@@ -443,6 +494,7 @@ def judge_backward(torch_record: dict, paddle_record: dict, name_map=None,
             rows += [row(k, f"{k[6:]}{LAST}") for k in torch_record
                      if k.startswith("final/") and f"state{i + 1}/{k[6:]}" not in torch_record]
         report.steps.append(rows)
+    report.by_design = _by_design(torch_record, paddle_record, report.steps)
     return report
 
 

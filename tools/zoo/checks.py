@@ -72,7 +72,7 @@ def backward_judgements(report, step=4) -> list:
     if report.forward is not None:
         out += forward_judgements(report.forward, step)
     out.append(Judgement(rule, step, all(r.passed for r in rest), used(rest),
-                         "" if report.passed else (report.first_diverging or "?")))
+                         "" if report.passed else (report.first_diverging or "?"), "; ".join(report.by_design)))
     if lr:
         out.append(Judgement("compare_backward lr rows", step, all(r.passed for r in lr), used(lr),
                              next((f"lr after step {i + 1}" for i, rows in enumerate(report.steps)
