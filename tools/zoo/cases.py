@@ -142,10 +142,21 @@ OPTIMIZERS = [
         ("AdamW", {"learning_rate": 0.01, "weight_decay": 0.1, "decay_weights_only": True}),
         [{"name": "decay on every parameter", "paddle": {"decay_weights_only": False}, "step": 4, "where": "bias",
           "cause": "the biases decayed too"}], groups=True),
-    opt("gradient clipping by norm", None, None, [], skip="compare_backward(clip=) takes it on both sides now; this "
-        "case is not written yet"),
-    opt("gradient clipping by value", None, None, [], skip="compare_backward(clip=) takes it on both sides now; this "
-        "case is not written yet"),
+    # clipping: torch's clip_grad_*_ called between backward and step (compare_backward(clip=)), Paddle's the
+    # optimizer's grad_clip; the MLP's first gradient has a global norm of 0.91, its largest value 0.22
+    opt("gradient clipping by norm", ("SGD", {"lr": 0.1}), ("SGD", {"learning_rate": 0.1}),
+        [{"name": "clipping left out", "clip": None, "step": 4, "where": "0.weight",
+          "cause": "no grad_clip on Paddle's optimizer"},
+         {"name": "each parameter's norm (ClipGradByNorm)", "clip": ("each", 0.5), "step": 4, "where": "0.weight",
+          "cause": "ClipGradByNorm bounds each parameter's norm, torch's clip_grad_norm_ the global one (every "
+          "gradient scaled otherwise)"}],
+        clip=("norm", 0.5)),
+    opt("gradient clipping by value", ("SGD", {"lr": 0.1}), ("SGD", {"learning_rate": 0.1}),
+        [{"name": "clipping left out", "clip": None, "step": 4, "where": "0.weight",
+          "cause": "no grad_clip on Paddle's optimizer"},
+         {"name": "another bound", "clip": ("value", 0.2), "step": 4, "where": "0.weight",
+          "cause": "the bound 0.2 for 0.1"}],
+        clip=("value", 0.1)),
 ]
 
 # ---- losses: Step 3, the loss pair by the measured rule, each in float32 and float64 ----
