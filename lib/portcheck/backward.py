@@ -256,7 +256,7 @@ def _train(side, model, inputs, targets, loss, make_optimizer, make_scheduler, s
     if not hasattr(opt, "step"):
         raise PipelineError(f"the {side} optimizer factory gave {type(opt).__name__}, not an optimizer: return the "
                             "optimizer built on the parameters it is given")
-    settings = {} if side == TWIN else _optimizer_settings(opt, side)
+    settings = _optimizer_settings(opt, side)
     sched = None
     if make_scheduler is HELD:
         sched = getattr(opt, "_learning_rate", None)  # Paddle's optimizer keeps it there; the user need not reach it
@@ -334,14 +334,17 @@ BY_DESIGN = {
 
 def _optimizer_settings(opt, side) -> dict:
     """{optimizer/<class>: the settings BY_DESIGN reads, as float64} for an optimizer of a pair it lists."""
-    package = "torch.optim" if side == "torch" else "paddle.optimizer"
-    cls = next((c for c in type(opt).__mro__ if c.__module__.startswith(package + ".")), type(opt))
+    package = "paddle.optimizer" if side == "paddle" else "torch.optim"
+    cls = next((c for c in type(opt).__mro__ if c.__module__.startswith(package + ".")), None)
+    if cls is None:  # an optimizer of the user's own: no rule of the frameworks' applies
+        return {}
     name = f"{package}.{cls.__name__}"
     names = next((n for pair, (_, n) in BY_DESIGN.items() if name in pair), None)
     if names is None:
         return {f"{OPTIMIZER}{name}": np.zeros(0)}
-    group = opt.param_groups[0] if side == "torch" else {k: getattr(opt, f"_{k}") for _, k in names}
-    return {f"{OPTIMIZER}{name}": np.array([float(group[n[side != "torch"]]) for n in names], np.float64)}
+    paddle = side == "paddle"
+    group = {k: getattr(opt, f"_{k}") for _, k in names} if paddle else opt.param_groups[0]
+    return {f"{OPTIMIZER}{name}": np.array([float(group[n[paddle]]) for n in names], np.float64)}
 
 
 def _by_design(torch_record, paddle_record, steps) -> list:
