@@ -66,10 +66,11 @@ class BackwardReport:
         statistic) red in the same step is named first, the parameter the runs part at, and the loss only when no
         weight is red at or before its step (an optimizer's momentum or beta named at the weights it moves, as the
         isolated steps name it). The lr, which makes the step's update, stays first."""
-        return next(((i, r.name) for i, r in enumerate(map(self._first_in_step, range(len(self.steps)))) if r),
+        return next(((i, r.name) for i, r in enumerate(map(self.first_in_step, range(len(self.steps)))) if r),
                     None)
 
-    def _first_in_step(self, i):
+    def first_in_step(self, i):
+        """The row of step i where the runs part by first_diverging_step's order (the table and the plot mark it)."""
         rows = self.steps[i]
         if i >= 2 and not self.isolated:
             rows = [r for r in rows if r.name != "loss"] + [r for r in rows if r.name == "loss"]
@@ -98,7 +99,7 @@ class BackwardReport:
         lines += [f"{name}: {note}" for name, note in notes.items()]  # one line per module and rule
         lines += self.by_design
         for i, rows in enumerate(self.steps):
-            bad, first = [r for r in rows if not r.passed], self._first_in_step(i)
+            bad, first = [r for r in rows if not r.passed], self.first_in_step(i)
             start = f" (started from torch's weights after step {i})" if self.isolated and i else ""
             unjudged = [r for r in bad if not r.judged]
             lines.append(f"after step {i + 1}{start}: {len(rows) - len(bad)}/{len(rows)} within" +
