@@ -351,8 +351,8 @@ def _optimizer_settings(opt, side) -> dict:
 def _by_design(torch_record, paddle_record, steps) -> list:
     """The one line of an optimizer pair BY_DESIGN lists: its rule, the settings that differ beyond it, and how far
     the weights part (the first weight red and its share of the allowance; the verdict stays the rows')."""
-    name = lambda rec: next((k[len(OPTIMIZER):] for k in rec if k.startswith(OPTIMIZER)), None)
-    pair = (name(torch_record), name(paddle_record))
+    pair = tuple(next((k[len(OPTIMIZER):] for k in rec if k.startswith(OPTIMIZER)), None)
+                 for rec in (torch_record, paddle_record))
     if pair not in BY_DESIGN:
         return []
     rule, names = BY_DESIGN[pair]

@@ -562,10 +562,10 @@ def judge_training(torch_log: dict, paddle_log: dict, threshold: float = None, r
     parts = _first(~(gap <= LOSS_PARTS))
     aligned = n if parts < 0 else parts  # the steps before the loss curves part
     if deterministic and n:
-        first = gap[0] / max(abs(float(t["loss"][0])), np.finfo(np.float64).tiny)
-        rows.append(Row(FIRST_LOSS, bool(first <= FIRST_LOSS_RTOL),
-                        f"torch {t['loss'][0]:.7g} vs paddle {p['loss'][0]:.7g} (relative {first:.3g}"
-                        f"{' <=' if first <= FIRST_LOSS_RTOL else ' >'} {FIRST_LOSS_RTOL:g}): the same weights on the "
+        rel0 = gap[0] / max(abs(float(t["loss"][0])), np.finfo(np.float64).tiny)  # NaN fails
+        rows.append(Row(FIRST_LOSS, bool(rel0 <= FIRST_LOSS_RTOL),
+                        f"torch {t['loss'][0]:.7g} vs paddle {p['loss'][0]:.7g} (relative {rel0:.3g}"
+                        f"{' <=' if rel0 <= FIRST_LOSS_RTOL else ' >'} {FIRST_LOSS_RTOL:g}): the same weights on the "
                         "same batch, one forward"))
     if "weight_norm" in t and "weight_norm" in p:
         a, b = t["weight_norm"][:n], p["weight_norm"][:n]
