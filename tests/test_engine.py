@@ -107,6 +107,25 @@ def test_backward_names_and_marks_the_same_gradient():
     assert BackwardReport(steps=[[row("loss")], [row("v", over=True)]]).first_diverging == "v after step 2"
 
 
+def test_an_optimizers_bug_is_named_at_the_weights_not_at_the_loss_they_make():
+    """A momentum or beta planted changes the second step's update: a plain run (weights recorded after the first
+    step and the last) sees it first in step 3's loss, computed from weights it does not hold, then in the weights
+    after the last step. Named at the weight, as the isolated steps name it (the zoo's SGD momentum 0.1, Adam beta2
+    0.99 and Adamax beta1 0.8 read "loss after step 3"); the loss when no weight is red at or before its step, and
+    first in an isolated step, whose loss comes before any update."""
+    w = [row("0.weight"), row("0.bias")]
+    planted = [[row("loss"), row("lr"), *w], [row("loss"), row("lr")],
+               [row("loss", over=True), row("lr"), row("0.weight" + backward.LAST, over=True)]]
+    assert BackwardReport(steps=planted).first_diverging == "0.weight after step 3"
+    assert "first over: 0.weight (after the last step)" in BackwardReport(steps=planted).table()
+    loss_only = [[row("loss"), *w], [row("loss", over=True)], [row("loss", over=True), row("0.weight", over=True)]]
+    assert BackwardReport(steps=loss_only).first_diverging == "loss after step 2"
+    assert BackwardReport(steps=[planted[0], planted[1], planted[2][:2]]).first_diverging == "loss after step 3"
+    assert BackwardReport(steps=planted, isolated=True).first_diverging == "loss after step 3"
+    lr_first = [*planted[:2], [row("loss"), row("lr", over=True), row("0.weight" + backward.LAST, over=True)]]
+    assert BackwardReport(steps=lr_first).first_diverging == "lr after step 3"
+
+
 def test_the_bert_pipeline_asks_the_same_rule():
     a = {"x": np.zeros(3, np.float32), "y": np.zeros(3, np.float32), "z": np.zeros(3, np.float32)}
     b = {"x": a["x"], "y": a["y"] + 1, "z": a["z"] + 1}

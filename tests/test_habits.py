@@ -248,6 +248,52 @@ def test_an_optimizers_bug_is_named_at_the_weights_and_a_loss_reduced_otherwise_
     assert mlp_backward().passed
 
 
+def test_a_momentum_planted_is_named_at_the_weights_in_a_plain_run_too():
+    """Paddle's BatchNorm convention taken for an optimizer's momentum (0.1 for 0.9) changes the second step's
+    update: the plain run records the weights after step 1 and the last, so step 3's loss is the first row red;
+    named at the weight after step 3, not at that loss; the isolated steps at the weight after step 2."""
+    momentum = lambda m: (lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9),  # noqa: E731
+                          lambda p: paddle.optimizer.Momentum(0.1, momentum=m, parameters=p))
+    assert mlp_backward(optimizer=momentum(0.9), steps=3).passed
+    report = mlp_backward(optimizer=momentum(0.1), steps=3)
+    assert not report.passed and report.first_diverging == "fc1.weight after step 3", report.table()
+    report = mlp_backward(optimizer=momentum(0.1), steps=3, isolate=True)
+    assert not report.passed and report.first_diverging == "fc1.weight after step 2", report.table()
+
+
+def rmsprop(**paddle_kw):
+    return (lambda p: torch.optim.RMSprop(p, lr=0.01, alpha=0.99, eps=1e-8),
+            lambda p: paddle.optimizer.RMSProp(0.01, parameters=p, **{"rho": 0.99, "epsilon": 1e-16, **paddle_kw}))
+
+
+def test_rmsprop_is_red_by_design_and_says_so_in_one_line():
+    """torch's RMSprop adds eps outside the square root, Paddle's inside: no Paddle setting is torch's update (every
+    Paddle epsilon from 0 to 1e-12 is 10 to 14 x the allowance on the zoo's MLP). Red, the one line naming both
+    classes and the rule beside the verdict; a setting that differs beyond it (Paddle's default rho) said as such;
+    another optimizer has no such line."""
+    report = mlp_backward(optimizer=rmsprop())
+    assert not report.passed and len(report.by_design) == 1 and report.by_design[0] in report.table(), report.table()
+    line = report.by_design[0]
+    assert line.startswith("torch.optim.RMSprop adds eps outside the square root") and \
+        "paddle.optimizer.RMSProp inside it" in line and "the weights part by design (measured: first " in line, line
+    planted = mlp_backward(optimizer=rmsprop(rho=0.95)).by_design
+    assert "the settings differ beyond it: alpha 0.99 vs rho 0.95" in planted[0], planted
+    assert mlp_backward().by_design == []
+
+
+def test_the_run_configuration_says_rmsprops_rule_not_an_eps_difference():
+    """`python -m portcheck run` compares the two optimizers' settings: RMSprop's eps (1e-8) against Paddle's closest
+    epsilon (1e-16) is the rule, said once, not "eps torch 1e-08 vs paddle 1e-16"; an epsilon copied as it is said
+    against the closest; Adam's epsilons still compared as they are."""
+    from portcheck import runconfig
+    from portcheck.backward import BY_DESIGN, RMSPROP
+    said = lambda family, eps: runconfig.differences({"optimizer": {"family": family, "eps": 1e-8}},  # noqa: E731
+                                                     {"optimizer": {"family": family, "eps": eps}}, {}, {})
+    assert said("rmsprop", 1e-16) == [f"optimizer: {BY_DESIGN[RMSPROP][0]}"]
+    assert said("rmsprop", 1e-8)[0].endswith("paddle's epsilon 1e-08 is not torch's eps squared (1e-16), the closest")
+    assert said("adam", 1e-6) == ["optimizer: eps torch 1e-08 vs paddle 1e-06"]
+
+
 def test_an_lr_row_and_a_floored_allowance_say_the_floor_never_inf_times_the_error():
     """An lr over its allowance says its rule (a few ulps of the schedule's largest value: tolerances.Ulps), never
     "inf x torch's own fp32 error"; a value within an allowance that is mostly the floor is said within the floor,

@@ -3,6 +3,7 @@ and a data set of this file's own: sklearn's digits through a torch DataLoader a
 small convolutional network with BatchNorm written once per framework. The clean port is green at every step
 and re-checks green from its hand-in; each planted bug is red at its step, and named at its key (Step 2) or its
 row and the guide's cause (Step 5)."""
+import functools
 import os
 import subprocess
 import sys
@@ -235,7 +236,7 @@ def accuracy(predictions, labels):
 
 
 def train(side, wd=WD, lr_ahead=False, no_train_after_eval=False, order_seed=1, convert_weights=True, dropout=0.0,
-          adamw=False, both_dropout=0.0, mask_seed=0):
+          adamw=False, both_dropout=0.0, mask_seed=0, label_smoothing=0.0):
     """One side's training through a TrainingLog: (its arrays, its run record's depends). adamw: AdamW at lr 0.01
     (weight decay wd) instead of momentum SGD: the conv bias before the BatchNorm, whose gradient is rounding noise,
     then moves by +-lr with a sign rounding picks."""
@@ -260,7 +261,8 @@ def train(side, wd=WD, lr_ahead=False, no_train_after_eval=False, order_seed=1, 
         opt = (paddle.optimizer.AdamW(learning_rate=sched, parameters=model.parameters(), weight_decay=wd) if adamw else
                paddle.optimizer.Momentum(learning_rate=sched, momentum=MOMENTUM, parameters=model.parameters(),
                                          weight_decay=paddle.regularizer.L2Decay(wd)))
-        lr_now, loss_fn, grad = opt.get_lr, paddle.nn.functional.cross_entropy, paddle.no_grad
+        lr_now, grad = opt.get_lr, paddle.no_grad
+        loss_fn = functools.partial(paddle.nn.functional.cross_entropy, label_smoothing=label_smoothing)
         if lr_ahead:  # the schedule stepped once before the first step
             sched.step()
     loader = torch_loader if side == "torch" else paddle_loader
@@ -302,7 +304,7 @@ def row(report, name):
 def test_a_clean_training_is_green_on_every_row(torch_run):
     report = judged(torch_run)
     assert report.passed and not report.causes, "\n".join(report.lines())
-    assert {r.name for r in report.rows} >= {"final metric", "steps", "lr", "data order", "modes", "first step",
+    assert {r.name for r in report.rows} >= {"final metric", "steps", "lr", "data order", "modes", "first step's loss",
                                             "weight norm", "loss finite", "run records", "evaluation modes"}
     final = torch_run[0].final()["accuracy"]
     assert 0.5 < final < 1, final  # it learned something, and not everything: the threshold is a condition
@@ -313,10 +315,11 @@ def test_a_clean_training_is_green_on_every_row(torch_run):
     ({"lr_ahead": True}, "lr", "the Paddle schedule runs one step ahead"),
     ({"no_train_after_eval": True}, "modes", "BatchNorm in eval mode on the paddle side from step 10"),
     ({"order_seed": 2}, "data order", "different data order (data_order: torch"),
-    ({"convert_weights": False}, "first step", "different initial weights (weights: torch"),
+    ({"convert_weights": False}, "first step's loss", "different initial weights (weights: torch"),
     ({"dropout": 0.5}, "modes", "dropout left on on the paddle side from step 0"),
+    ({"label_smoothing": 0.1}, "first step's loss", "the first step's loss differs on the same weights"),
 ], ids=["weight decay missing", "lr schedule off by one step", "model.train() missing", "another data order",
-        "weights not converted", "dropout on one side"])
+        "weights not converted", "dropout on one side", "a label smoothing on one side"])
 def test_a_training_bug_is_red_at_its_row_and_the_guides_cause_is_named(torch_run, plant, failed, cause):
     report = judged(torch_run, **plant)
     assert not report.passed and not row(report, failed).passed, "\n".join(report.lines())

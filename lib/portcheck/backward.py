@@ -29,6 +29,7 @@ class BackwardReport:
     steps: list = field(default_factory=list)    # [[diff.KeyResult] per step: loss, lr, statistics (weights: last)]
     kinks: list = field(default_factory=list)    # [Kink] in the first forward, in run order
     isolated: bool = False                       # each step started both sides from torch's weights
+    by_design: list = field(default_factory=list)  # lines: a difference the two optimizers make on purpose
 
     @property
     def passed(self) -> bool:
@@ -47,7 +48,8 @@ class BackwardReport:
         if loss is not None and not loss.passed and loss.judged:
             return "loss after step 1"
         step = self.first_diverging_step
-        return self.first_diverging_gradient or (f"{step[1]} after step {step[0] + 1}" if step else None)
+        return self.first_diverging_gradient or (f"{step[1].removesuffix(LAST)} after step {step[0] + 1}"
+                                                 if step else None)
 
     @property
     def first_diverging_gradient(self):
@@ -58,8 +60,21 @@ class BackwardReport:
 
     @property
     def first_diverging_step(self):
-        """(step, the first key over tolerance) after the optimizer's steps, or None."""
-        return next(((i, r.name) for i, r in enumerate(map(first_diverging, self.steps)) if r), None)
+        """(step, the first key over tolerance) after the optimizer's steps, or None. Step i's loss is computed
+        from the weights step i - 1 left; a plain run records them after the first step and the last only, so from
+        step 3 on a red loss shows weights that differ where the record does not hold them: there a weight (or
+        statistic) red in the same step is named first, the parameter the runs part at, and the loss only when no
+        weight is red at or before its step (an optimizer's momentum or beta named at the weights it moves, as the
+        isolated steps name it). The lr, which makes the step's update, stays first."""
+        return next(((i, r.name) for i, r in enumerate(map(self.first_in_step, range(len(self.steps)))) if r),
+                    None)
+
+    def first_in_step(self, i):
+        """The row of step i where the runs part by first_diverging_step's order (the table and the plot mark it)."""
+        rows = self.steps[i]
+        if i >= 2 and not self.isolated:
+            rows = [r for r in rows if r.name != "loss"] + [r for r in rows if r.name == "loss"]
+        return first_diverging(rows)
 
     def plot(self, path) -> str:
         """A PNG at `path`: the first forward's modules, every gradient and every key after the last step, each
@@ -82,8 +97,9 @@ class BackwardReport:
         lines += _unjudged_lines([r for r in self.grads if not r.judged])
         notes = {r.name: r.by_design for rows in self.steps for r in rows if r.by_design}
         lines += [f"{name}: {note}" for name, note in notes.items()]  # one line per module and rule
+        lines += self.by_design
         for i, rows in enumerate(self.steps):
-            bad, first = [r for r in rows if not r.passed], first_diverging(rows)
+            bad, first = [r for r in rows if not r.passed], self.first_in_step(i)
             start = f" (started from torch's weights after step {i})" if self.isolated and i else ""
             unjudged = [r for r in bad if not r.judged]
             lines.append(f"after step {i + 1}{start}: {len(rows) - len(bad)}/{len(rows)} within" +
@@ -217,6 +233,7 @@ TWIN_FAILED = ("its float32 run took every step: the library's float64 copy fail
                "cannot be judged against torch's own error: compare_forward names the module")
 
 
+LAST = " (after the last step)"  # a weight's row name after the last step, where no earlier step records it
 HELD = "the optimizer's own"  # record_backward's scheduler: the LRScheduler a Paddle optimizer was built with
 
 
@@ -240,6 +257,7 @@ def _train(side, model, inputs, targets, loss, make_optimizer, make_scheduler, s
     if not hasattr(opt, "step"):
         raise PipelineError(f"the {side} optimizer factory gave {type(opt).__name__}, not an optimizer: return the "
                             "optimizer built on the parameters it is given")
+    settings = _optimizer_settings(opt, side)
     sched = None
     if make_scheduler is HELD:
         sched = getattr(opt, "_learning_rate", None)  # Paddle's optimizer keeps it there; the user need not reach it
@@ -255,6 +273,7 @@ def _train(side, model, inputs, targets, loss, make_optimizer, make_scheduler, s
                                 "Paddle: the LRScheduler passed as its learning_rate)")
     before = state(model)
     out = {f"state0/{k}": v for k, v in before.items() if start is not None or k.rsplit(".", 1)[-1] in STATISTICS}
+    out.update(settings)
     # the first forward, every module, in the mode the caller set (train: batch statistics)
     recorder = _Recorder()
     handles = [post(recorder.hook(name)) for name, _, post in hook_points(model)]
@@ -299,6 +318,56 @@ def _train(side, model, inputs, targets, loss, make_optimizer, make_scheduler, s
         h.remove()
     out.update(norms())
     return out
+
+
+OPTIMIZER = "optimizer/"  # a record's key: optimizer/<the framework's public class>, the settings its rule reads
+# Optimizers whose update no setting of the other framework's counterpart reproduces, each said in one line:
+# (torch's class, Paddle's class): (the rule, the settings read on each side, their names on each side)
+RMSPROP = ("torch.optim.RMSprop", "paddle.optimizer.RMSProp")
+BY_DESIGN = {
+    RMSPROP: (
+        "torch.optim.RMSprop adds eps outside the square root (lr * g / (sqrt(v) + eps)), paddle.optimizer.RMSProp "
+        "inside it (lr * g / sqrt(v + epsilon)): no Paddle setting is torch's update, which differs by about eps / "
+        "sqrt(v) of each step (largest where gradients are small)",
+        (("alpha", "rho"), ("eps", "epsilon"), ("momentum", "momentum"), ("centered", "centered"))),
+}
+
+
+def _optimizer_settings(opt, side) -> dict:
+    """{optimizer/<class>: the settings BY_DESIGN reads, as float64} for an optimizer of a pair it lists."""
+    package = "paddle.optimizer" if side == "paddle" else "torch.optim"
+    cls = next((c for c in type(opt).__mro__ if c.__module__.startswith(package + ".")), None)
+    if cls is None:  # an optimizer of the user's own: no rule of the frameworks' applies
+        return {}
+    name = f"{package}.{cls.__name__}"
+    names = next((n for pair, (_, n) in BY_DESIGN.items() if name in pair), None)
+    if names is None:
+        return {f"{OPTIMIZER}{name}": np.zeros(0)}
+    paddle = side == "paddle"
+    group = {k: getattr(opt, f"_{k}") for _, k in names} if paddle else opt.param_groups[0]
+    return {f"{OPTIMIZER}{name}": np.array([float(group[n[paddle]]) for n in names], np.float64)}
+
+
+def _by_design(torch_record, paddle_record, steps) -> list:
+    """The one line of an optimizer pair BY_DESIGN lists: its rule, the settings that differ beyond it, and how far
+    the weights part (the first weight red and its share of the allowance; the verdict stays the rows')."""
+    pair = tuple(next((k[len(OPTIMIZER):] for k in rec if k.startswith(OPTIMIZER)), None)
+                 for rec in (torch_record, paddle_record))
+    if pair not in BY_DESIGN:
+        return []
+    rule, names = BY_DESIGN[pair]
+    t, p = torch_record[OPTIMIZER + pair[0]], paddle_record[OPTIMIZER + pair[1]]
+    # the epsilons cannot agree: Paddle's inside the root is closest to torch's as torch's squared
+    want = [a if n[0] != "eps" else a * a for n, a in zip(names, t)]
+    other = [f"{tn} {a:g} vs {pn} {b:g}" + (f" (torch's eps squared, {w:g}, is the closest)" if tn == "eps" else "")
+             for (tn, pn), a, b, w in zip(names, t, p, want) if not np.isclose(b, w, rtol=1e-6, atol=0.0)]
+    weights = [(i, r) for i, rows in enumerate(steps) for r in rows if r.judged and r.name not in ("loss", "lr")]
+    red = next(((i, r) for i, r in weights if not r.passed), None)
+    measured = (f"first {red[1].name.removesuffix(LAST)} after step {red[0] + 1}, the largest "
+                f"{max(r.used for _, r in weights):.3g} x its allowance" if red else
+                "every weight within its allowance on this run")
+    return [f"{rule}; " + (f"the settings differ beyond it: {', '.join(other)} (measured: {measured})" if other else
+                           f"the weights part by design (measured: {measured})")]
 
 
 def _described(value) -> str:
@@ -426,9 +495,10 @@ def judge_backward(torch_record: dict, paddle_record: dict, name_map=None,
                                  torch_record[key], paddle_record[_counterpart(key, mapped, renamed)])
             rows.append(r)
         if i == steps - 1:
-            rows += [row(k, f"{k[6:]} (after the last step)") for k in torch_record
+            rows += [row(k, f"{k[6:]}{LAST}") for k in torch_record
                      if k.startswith("final/") and f"state{i + 1}/{k[6:]}" not in torch_record]
         report.steps.append(rows)
+    report.by_design = _by_design(torch_record, paddle_record, report.steps)
     return report
 
 

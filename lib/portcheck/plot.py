@@ -52,7 +52,7 @@ def backward_panels(report) -> list:
     if report.steps:
         rows, n = report.steps[-1], len(report.steps)
         mode = " (each step from torch's weights: isolated)" if report.isolated else " (cumulative)"
-        out.append(panel(f"after step {n}{mode}", rows, first_diverging(rows)))
+        out.append(panel(f"after step {n}{mode}", rows, report.first_in_step(n - 1)))
     return out
 
 

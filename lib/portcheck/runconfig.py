@@ -7,7 +7,7 @@ forward is (portcheck.pairing), parameters as judge_backward pairs them.
 """
 import math
 
-from portcheck.backward import _counterpart
+from portcheck.backward import BY_DESIGN, RMSPROP, _counterpart
 from portcheck.pairing import ROOT
 
 CONVENTION = {"momentum": " (Paddle's BatchNorm momentum m is torch's 1 - m: torch's 0.1 is Paddle's 0.9)"}
@@ -41,8 +41,13 @@ def differences(torch_config: dict, paddle_config: dict, modules: dict, renamed:
                 out.append(f"{name or ROOT} ({conf['type']}): {key} torch {_said(value)} vs paddle "
                            f"{_said(other[key])}{CONVENTION.get(key, '') if 'Norm' in conf['type'] else ''}")
     t, p = torch_config.get("optimizer") or {}, paddle_config.get("optimizer") or {}
+    rmsprop = t.get("family") == p.get("family") == "rmsprop"
+    if rmsprop:  # no Paddle epsilon is torch's eps: the rule said, and Paddle's against the closest, eps squared
+        eps, closest = p.get("eps"), (t.get("eps") or 0.0) ** 2
+        out.append(f"optimizer: {BY_DESIGN[RMSPROP][0]}" + ("" if _same(eps, closest) else
+                   f"; paddle's epsilon {_said(eps)} is not torch's eps squared ({closest:g}), the closest"))
     for key in ("family", "lr", "betas", "eps", "momentum", "nesterov", "amsgrad"):
-        if (key in t or key in p) and not _same(t.get(key), p.get(key)):
+        if (key in t or key in p) and not _same(t.get(key), p.get(key)) and not (rmsprop and key == "eps"):
             out.append(f"optimizer: {key} torch {_said(t.get(key))} vs paddle {_said(p.get(key))}")
     decay = []
     for key, (value, kind) in (t.get("weight_decay") or {}).items():

@@ -27,8 +27,9 @@ The judge's rows (every one a condition, each can fail):
   lr            every step's lr equal (an off-by-one schedule is named);
   data order    every step's batch equal (its fingerprint), when logged on both sides;
   modes         every step, the same number of active dropout modules and of BatchNorm modules in train mode;
-  first step    while the runs are deterministic (modes logged, equal, no dropout): the first step's loss within
-                LOSS_PARTS (the same weights on the same batch);
+  first step's loss  while the runs are deterministic (modes logged, equal, no dropout: a model drawing shared
+                dropout masks itself is one): within FIRST_LOSS_RTOL of torch's (the same weights on the same
+                batch, one forward);
   weight norm   the L2 norm of the trainable weights, relative: within NORM_RTOL_ALIGNED while the runs are
                 deterministic and their loss curves have not parted (beyond LOSS_PARTS), said after; within
                 NORM_RTOL at every step when the runs are not shown deterministic;
@@ -63,6 +64,13 @@ LOSS_PARTS = tolerances.GUIDE["bp_align"].threshold
 # of another size. Deterministic runs that part are not held to it: the ResNet-18 example's digits training
 # (lr 0.05, BatchNorm over 64 values per channel) reaches 1.2e-3 torch against itself, 9.5e-4 torch against Paddle.
 NORM_RTOL_ALIGNED, NORM_RTOL = 1e-6, 1e-3
+# The first step's loss of deterministic runs, relative: the same weights on the same batch, one forward, so the two
+# differ by its rounding alone. Clean runs at most 1.1e-7 (the zoo's three deterministic trainings, shared dropout
+# masks among them; the ResNet-18 example's 0), while shared masks left unscaled on one side part by 6.4e-3 there,
+# which the bp_align bound the curves part at (1e-2) let through. 1e-4, a thousand float32 ulps: room for a deeper
+# forward's rounding, 64 times under that plant.
+FIRST_LOSS_RTOL = 1e-4
+FIRST_LOSS = "first step's loss"
 # With torch's own runs on the user's machine (judge_training's own=), deterministic runs: the weight norm within this
 # multiple of their largest relative gap so far, step by step, and never under NORM_RTOL_ALIGNED (docs/rules.md).
 # Measured on the ResNet-18 example on an AMD EPYC host (AVX2), its torch run against the committed one of another
@@ -559,9 +567,11 @@ def judge_training(torch_log: dict, paddle_log: dict, threshold: float = None, r
     parts = _first(~(gap <= LOSS_PARTS))
     aligned = n if parts < 0 else parts  # the steps before the loss curves part
     if deterministic and n:
-        rows.append(Row("first step", bool(gap[0] <= LOSS_PARTS),
-                        f"loss torch {t['loss'][0]:.7g} vs paddle {p['loss'][0]:.7g} (gap {gap[0]:.3g}"
-                        f"{' <=' if gap[0] <= LOSS_PARTS else ' >'} {LOSS_PARTS:g}): the same weights on the same batch"))
+        rel0 = gap[0] / max(abs(float(t["loss"][0])), np.finfo(np.float64).tiny)  # NaN fails
+        rows.append(Row(FIRST_LOSS, bool(rel0 <= FIRST_LOSS_RTOL),
+                        f"torch {t['loss'][0]:.7g} vs paddle {p['loss'][0]:.7g} (relative {rel0:.3g}"
+                        f"{' <=' if rel0 <= FIRST_LOSS_RTOL else ' >'} {FIRST_LOSS_RTOL:g}): the same weights on the "
+                        "same batch, one forward"))
     if "weight_norm" in t and "weight_norm" in p:
         a, b = t["weight_norm"][:n], p["weight_norm"][:n]
         noise = noise_parameters(t, p, n)
@@ -617,6 +627,10 @@ def judge_training(torch_log: dict, paddle_log: dict, threshold: float = None, r
         if any(c.startswith(CAUSES["data_order"]) for c in found):  # said once, the record's figures first
             causes = [c for c in causes if not c.startswith(CAUSES["data_order"])]
         causes = found + causes
+    first = next((r for r in rows if r.name == FIRST_LOSS), None)
+    if first is not None and not first.passed and not causes:
+        causes.append(f"the first step's loss differs on the same weights, batch and modes: the forward or the loss "
+                      f"itself (Step 1's forward and Step 3's loss pair pin it down; {first.detail})")
     wn = next((r for r in rows if r.name == "weight norm"), None)
     if wn is not None and not wn.passed and not causes:
         causes.append(f"the update differs while weights, order, modes and lr are the same: weight decay, momentum "

@@ -72,7 +72,7 @@ def backward_judgements(report, step=4) -> list:
     if report.forward is not None:
         out += forward_judgements(report.forward, step)
     out.append(Judgement(rule, step, all(r.passed for r in rest), used(rest),
-                         "" if report.passed else (report.first_diverging or "?")))
+                         "" if report.passed else (report.first_diverging or "?"), "; ".join(report.by_design)))
     if lr:
         out.append(Judgement("compare_backward lr rows", step, all(r.passed for r in lr), used(lr),
                              next((f"lr after step {i + 1}" for i, rows in enumerate(report.steps)
@@ -239,6 +239,22 @@ def _groups(named, decay):
             {"params": [p for n, p in named if n.endswith("bias")], "weight_decay": 0.0}]
 
 
+def torch_clip(spec):
+    """torch's clipping as a user calls it between backward and step: ("norm" | "value", bound)."""
+    kind, bound = spec
+    clip = torch.nn.utils.clip_grad_norm_ if kind == "norm" else torch.nn.utils.clip_grad_value_
+    return lambda params: clip(params, bound)
+
+
+def paddle_clip(spec):
+    """Paddle's, as its optimizer's grad_clip: the global norm, each parameter's norm ("each") or each value."""
+    if spec is None:
+        return None
+    kind, bound = spec
+    return {"norm": lambda: paddle.nn.ClipGradByGlobalNorm(bound), "each": lambda: paddle.nn.ClipGradByNorm(bound),
+            "value": lambda: paddle.nn.ClipGradByValue(max=bound, min=-bound)}[kind]()
+
+
 def optimizer(case, plant) -> list:
     """compare_backward over case["steps_n"] steps of each side's own optimizer on a small MLP, cumulative and
     with isolated steps; the bp_align pair (its losses) handed in and judged from the files too."""
@@ -248,6 +264,8 @@ def optimizer(case, plant) -> list:
     x = np.random.RandomState(0).randn(16, 6).astype("float32")
     y = np.random.RandomState(1).randn(16, 3).astype("float32")
     build = lambda side: mlp(side, (6, 16, 3))  # noqa: E731
+    clip = case.get("clip")
+    p_clip = (plant or {}).get("clip", clip)  # a plant's clipping of the Paddle side (None: left out)
     out = []
     for isolate in (False, True):
         pt, pd = seeded_pair(build, x)
@@ -264,10 +282,13 @@ def optimizer(case, plant) -> list:
             if kw.pop("decay_weights_only", False):  # Paddle's form of the same groups: a function of the name
                 names = {p.name for n, p in model.named_parameters() if not n.endswith("bias")}
                 kw["apply_decay_param_fun"] = lambda name: name in names
+            if clip is not None:
+                kw["grad_clip"] = paddle_clip(p_clip)
             return getattr(paddle.optimizer, p_name)(parameters=params, **kw)
 
         report = compare_backward(pt.train(), pd.train(), x, y, loss=(mse("torch"), mse("paddle")),
-                                  optimizer=(torch_opt, paddle_opt), steps=case["steps_n"], isolate=isolate)
+                                  optimizer=(torch_opt, paddle_opt), steps=case["steps_n"], isolate=isolate,
+                                  clip=(torch_clip(clip), None) if clip else None)
         out += [j for j in backward_judgements(report) if not j.rule.startswith("forward")]
     return out
 
