@@ -733,7 +733,7 @@ def judged_as_run(model, inputs, torch_record, paddle_record, keys: dict, free: 
         return after
 
     def run():
-        """One float64 run from the start (float64_run may make it twice): its error, or None."""
+        """One float64 run from the start (float64_run may make it again): its error, or None."""
         judged.clear(), done.clear(), counts.clear(), wild.clear()
         handles = [post(hook(name)) for name, _, post in hook_points(model)]
         try:
