@@ -24,11 +24,16 @@ def buckets(rel, max_distance):
     return rel.clip(-max_distance, max_distance) + BUCKETS // 2
 
 
+# a mask value by dtype from a table of the model's own: what no torch setting reaches (compare.WIDER)
+LOWEST = {torch.float32: float(np.finfo(np.float32).min), torch.float64: float(np.finfo(np.float64).min)}
+
+
 class TorchAttention(torch.nn.Module):
     """One-head self-attention with a learned relative-position bias and a padding mask made from the input's
     torch.finfo(dtype).min: fill="default" fills a tensor made in torch's default dtype with it (raises in a
-    float64 run: float32 cannot hold float64's min), fill="float" multiplies a mask cast to float32 by it (NaN in
-    a float64 run: 0 x -inf), as library models do."""
+    float64 run: float32 cannot hold float64's min), fill="float" multiplies a mask cast to float32 by it (-inf,
+    and NaN where 0 x -inf, in a float64 run), as library models do; fill="float32" by torch.finfo(torch.float32)
+    .min whatever the run; fill="table" by float64's min from LOWEST, a table of its own."""
 
     def __init__(self, max_distance=3, fill="default"):
         super().__init__()
@@ -43,7 +48,9 @@ class TorchAttention(torch.nn.Module):
         if self.fill == "default":
             fill = torch.zeros(x.shape[0], 1, x.shape[1]).masked_fill(mask[:, None, :] == 0, torch.finfo(x.dtype).min)
         else:
-            fill = (1 - mask[:, None, :].float()) * torch.finfo(x.dtype).min
+            lowest = {"float": lambda: torch.finfo(x.dtype).min, "float32": lambda: torch.finfo(torch.float32).min,
+                      "table": lambda: LOWEST[x.dtype]}[self.fill]()
+            fill = (1 - mask[:, None, :].float()) * lowest
         return self.o((scores + fill).softmax(-1) @ self.v(x))
 
 
@@ -129,10 +136,33 @@ def test_a_float64_run_that_raises_on_finfo_min_is_made_with_float64_defaults():
     assert not compare_forward(pt, pd, INPUTS).passed
 
 
+@pytest.mark.parametrize("fill", ["float", "float32"])
+def test_a_float32_mask_scaled_by_finfo_min_is_judged_with_float32s_bounds(fill):
+    """(1 - mask.float()) * torch.finfo(dtype).min is -inf and NaN in a float64 run where the float32 one is
+    finite: the library's twin is run again with float64's finfo bounds float32's (compare.float32_bounds), the
+    float32 run's own mask in float64, and the correct port is green in compare_forward (isolated too) and
+    compare_backward (plain and isolated), torch.finfo put back; a LayerNorm epsilon planted is red at the norm,
+    named, in both."""
+    pt, pd = pair(fill)
+    report = compare_forward(pt, pd, INPUTS, isolate=True)
+    assert report.passed and not report.unjudged and not report.isolation_stopped, report.table()
+    for isolate in (False, True):
+        back = compare_backward(copy.deepcopy(pt), copy.deepcopy(pd), INPUTS, TARGETS, CE, SGD, isolate=isolate)
+        assert back.passed and not back.unjudged, back.table()
+    assert torch.finfo(torch.float64).min == float(np.finfo(np.float64).min) and isinstance(
+        torch.finfo(torch.float64), torch.finfo)
+    pd.norm._epsilon = 1e-12  # BERT's for torch's default 1e-5
+    report = compare_forward(pt, pd, INPUTS, isolate=True)
+    assert report.first_diverging == "norm" and report.differing == ["norm"] and not report.unjudged, report.table()
+    back = compare_backward(copy.deepcopy(pt), copy.deepcopy(pd), INPUTS, TARGETS, CE, SGD)
+    assert not back.passed and back.first_diverging == "norm" and not back.unjudged, back.table()
+
+
 def test_a_float64_run_that_overflows_is_said_as_not_judged_never_a_difference():
-    """A mask cast to float32 times float64's min is NaN in every float64 run: each value it reaches is red as
-    not judged, saying why, and never named as where the runs part; compare_backward does not blame the inputs."""
-    pt, pd = pair("float")
+    """A float32 mask times float64's min from a table of the model's own is NaN in every float64 run the library
+    makes: each value it reaches is red as not judged, saying why, and never named as where the runs part;
+    compare_backward does not blame the inputs."""
+    pt, pd = pair("table")
     report = compare_forward(pt, pd, INPUTS, isolate=True)
     assert not report.passed and report.first_diverging is None and report.differing == []
     assert report.unjudged[0].name == "attn.o" and calibrated.OVERFLOWED in report.unjudged[0].problems

@@ -194,6 +194,18 @@ def test_a_bias_left_unloaded_behind_a_flattened_batch_is_red_at_its_module():
     assert not report.passed and report.first_diverging == "fc2", report.table()
 
 
+def test_isolation_feeds_a_flattened_linear_torchs_values_in_its_own_shape():
+    """isolate=True forces torch's [batch, seq, hidden] values into the Linear fed [batch * seq, hidden]: the clean
+    port green, and a bias left unloaded in fc1 names fc1 alone, not fc2 on fc1's values."""
+    torch.manual_seed(0)
+    pt, pd = FlatFFN(), BatchFFN()
+    convert(pt, pd, inputs=IDS)
+    assert compare_forward(pt, pd, IDS, isolate=True).passed
+    pd.fc1.bias.set_value(np.zeros(32, np.float32))
+    report = compare_forward(pt, pd, IDS, isolate=True)
+    assert report.differing == ["fc1"] and report.first_diverging == "fc1", report.table()
+
+
 # ---------------------------------------------------------------- subclassed embeddings
 
 class TorchPositionalEmbedding(torch.nn.Embedding):

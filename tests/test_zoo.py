@@ -36,3 +36,17 @@ def test_the_table_is_well_formed():
             assert "where" in plant and plant["cause"], (case["name"], plant["name"])
         for known in [case.get("known")] + [p.get("known") for p in case["plants"]]:
             assert known is None or (isinstance(known["issue"], int) and known["why"]), case["name"]
+
+
+def test_a_refused_plant_is_ok_only_when_refused_saying_its_text_at_its_place():
+    """A plant the library must refuse before judging (`refused`): its one line must say the text and the place;
+    another error, or judgements with no refusal, is a mismatch."""
+    from tools.zoo.checks import Judgement
+    plant = {"name": "a config difference", "step": 1, "where": "token_type", "refused": "configs differ",
+             "cause": "another type_vocab_size"}
+    case = {"name": "a pair", "group": "model", "steps": (1,), "plants": [plant]}
+    got = lambda error, judgements=(): run.outcome(case, plant, list(judgements), error)["got"]
+    assert got("portcheck: torch token_type against Paddle token_type: the two models' configs differ there") == "ok"
+    assert got("portcheck: torch word against Paddle word: the two models' configs differ there") == "error"
+    assert got("portcheck: 1 torch module(s) have no counterpart: token_type") == "error"
+    assert got("", [Judgement("forward, every module (K=16)", 1, False, 2.0, "token_type")]) == "not refused"

@@ -7,6 +7,7 @@ judged together (judge_backward: what its check does). Every compared tensor is 
 portcheck/calibrated.py: a multiple of torch's own fp32 error, measured by the torch model's float64 twin
 (compare.float64) taking the same steps with the same optimizer and scheduler.
 """
+import contextlib
 import copy
 import numbers
 from dataclasses import dataclass, field
@@ -14,7 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from portcheck.compare import (F64, INPUTS, ROOT, ForwardReport, _float64, _Recorder, _unjudged_lines, call, float64,
-                               hook_points, judge_forward, measure, checked_args, wide_defaults)
+                               hook_points, judge_forward, measure, checked_args, WIDER)
 from portcheck import calibrated, diff, fused, pairing, tolerances
 from portcheck.convert import RENAMES, framework_of, plan, torch_layouts
 from portcheck.diff import NOT_JUDGED, first_diverging
@@ -35,6 +36,14 @@ class BackwardReport:
     def passed(self) -> bool:
         return (self.forward is None or self.forward.passed) and all(r.passed for r in self.grads) \
             and all(r.passed or r.beyond(LOSS_MEAN_BOUND) for rows in self.steps for r in rows)
+
+    @property
+    def unjudged(self) -> list:
+        """The values whose yardstick failed (torch's float64 twin overflowed where its float32 run did not): the
+        first forward's, the gradients', each step's, in that order; red, and said as not judged, never as where
+        the runs part."""
+        return (self.forward.unjudged if self.forward is not None else []) + \
+            [r for rows in [self.grads, *self.steps] for r in rows if not r.judged]
 
     @property
     def first_diverging(self):
@@ -210,11 +219,17 @@ def record_backward(model, inputs, targets, loss, optimizer, scheduler=None, ste
                           lambda m: _torch_state(m, layouts), lambda m: _torch_grads(m, layouts), lambda: {},
                           (lambda m, i: m.load_state_dict(left[i])) if isolate else None, clip)
         with float64(model):  # the library's one float64 twin, after the float32 run (the same random draws)
-            try:
-                wide = twin()
-            except PipelineError:  # a tensor the model makes in the default dtype, filled with finfo(float64).min
-                with wide_defaults():
-                    wide = twin()
+            for i, wider in enumerate((contextlib.nullcontext, *WIDER)):  # a twin that failed: wider, in turn
+                last = i == len(WIDER)
+                try:
+                    with wider():
+                        wide = twin()
+                except PipelineError:  # finfo(float64).min in a tensor made in the default dtype, or in float32
+                    if last:
+                        raise
+                    continue
+                if last or not any(calibrated.overflowed(out[k], v) for k, v in wide.items() if k in out):
+                    break
             del start
             out.update({F64 + k: v for k, v in wide.items()})
         return fused.mark({**pairing.describe(model), **out, **({ISOLATED: np.ones(1)} if isolate else {})}, parts, model)

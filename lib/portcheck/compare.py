@@ -4,6 +4,7 @@ import contextlib
 import dataclasses
 import functools
 import re
+import types
 import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -477,24 +478,29 @@ def float64_run(model, run, failed=lambda result: False, free: dict = None):
     """run() with the torch model in float64, module by module as it is called (float64_as_called, casting into
     `free`'s tensors); if that raises or its result is failed(result), once more with the whole model in float64
     (float64): a model reading one module's tensor in another, which only the whole model's float64 serves; if
-    that fails too, once more with torch's default dtype float64 as well (wide_defaults): a model filling a
-    tensor it makes in the default dtype with its input's torch.finfo(dtype).min, which float32 cannot hold."""
-    try:
-        with float64_as_called(model, free):
-            result = run()
-        if not failed(result):
+    that fails too, once more with each of WIDER in turn: torch's default dtype float64 (a tensor the model makes
+    in the default dtype, filled with its input's torch.finfo(dtype).min, which float32 cannot hold), then
+    float64's finfo bounds float32's (a float32 mask scaled by finfo(float64).min: -inf, and NaN where 0 x -inf).
+    The last one's error, if any, is raised; its result returned, failed or not."""
+    tries = [lambda: float64_as_called(model, free), lambda: float64(model),
+             *(functools.partial(_whole, model, wider) for wider in WIDER)]
+    for i, attempt in enumerate(tries):
+        last = i == len(tries) - 1
+        try:
+            with attempt():
+                result = run()
+        except Exception:  # noqa: BLE001 - the next try follows; the last one's own error is raised
+            if last:
+                raise
+            continue
+        if last or not failed(result):
             return result
-    except Exception:  # noqa: BLE001 - the same run follows on the whole model: its own error, if any, is raised
-        pass
-    try:
-        with float64(model):
-            result = run()
-        if not failed(result):
-            return result
-    except Exception:  # noqa: BLE001 - once more with float64 defaults: its own error, if any, is raised
-        pass
-    with float64(model), wide_defaults():
-        return run()
+
+
+@contextlib.contextmanager
+def _whole(model, wider):
+    with float64(model), wider():
+        yield model
 
 
 @contextlib.contextmanager
@@ -508,6 +514,34 @@ def wide_defaults():
         yield
     finally:
         torch.set_default_dtype(before)
+
+
+@contextlib.contextmanager
+def float32_bounds():
+    """wide_defaults, and torch.finfo(torch.float64)'s min and max float32's for the block (its eps, tiny and
+    resolution float64's own), torch.finfo put back afterwards. A model scaling a float32 mask by its dtype's
+    bound, (1 - mask.float()) * torch.finfo(self.dtype).min as transformers' do, gets -inf, and NaN where
+    0 x -inf, in its float64 twin, where its float32 run is finite: with float32's bounds the twin computes the
+    float32 run's own mask (a value below any score, 0 after softmax) in float64, the yardstick of what the
+    float32 run computes. Tried only when the twin failed without it (float64_run, backward.record_backward)."""
+    import torch
+    real, bounds = torch.finfo, torch.finfo(torch.float32)
+
+    def finfo(type=None):
+        info = real() if type is None else real(type)
+        if info.dtype != "float64":
+            return info
+        said = {k: getattr(info, k) for k in ("bits", "dtype", "eps", "resolution", "smallest_normal", "tiny")}
+        return types.SimpleNamespace(**said, min=bounds.min, max=bounds.max)
+    with wide_defaults():
+        torch.finfo = finfo
+        try:
+            yield
+        finally:
+            torch.finfo = real
+
+
+WIDER = (wide_defaults, float32_bounds)  # how a failed float64 twin is run again, in turn
 
 
 INPUTS = "check the inputs (their dtype and shape, a dict's names) against the model's forward"
@@ -699,7 +733,7 @@ def judged_as_run(model, inputs, torch_record, paddle_record, keys: dict, free: 
         return after
 
     def run():
-        """One float64 run from the start (float64_run may make it twice): its error, or None."""
+        """One float64 run from the start (float64_run may make it again): its error, or None."""
         judged.clear(), done.clear(), counts.clear(), wild.clear()
         handles = [post(hook(name)) for name, _, post in hook_points(model)]
         try:

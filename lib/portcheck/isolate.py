@@ -27,7 +27,7 @@ import numpy as np
 from portcheck import calibrated
 from portcheck.compare import (_float64, _remember, call, first_input, float64_run, hook_points, is_torch,
                                judge_against, judge_one, next_call, tensors, values, version)
-from portcheck.pairing import ROOT, module_of, split_key
+from portcheck.pairing import ROOT, module_of, reshaped, split_key
 from portcheck.spill import identity
 
 ERRORS = (RuntimeError, ValueError, TypeError, IndexError)  # a model that cannot run on forced values
@@ -59,7 +59,7 @@ def forced_run(model, inputs, torch_record: dict, calls: dict, leaves: dict, kee
     keys: in/<call>, the input it computed for the call; out/<call>..., each tensor the call returned. source:
     the torch record key of the value the tensor holds when it is one forced from torch's record and passed on
     unchanged (most inputs: the output forced just before; a container's output: its last child's), else None.
-    keep(None, None, None): the run starts again (float64_run makes it twice), what was kept is void. Returns
+    keep(None, None, None): the run starts again (float64_run may make it again), what was kept is void. Returns
     (parents, error): parents {call: the innermost forced call it ran inside, or None}; error: the line the run
     stopped on, or None. leaves: {this side's output key: torch's}, the output tensors replaced by torch's.
     free: the float64 tensors torch's run casts into (compare.float64_as_called). wild: a list keep fills when
@@ -86,6 +86,16 @@ def forced_run(model, inputs, torch_record: dict, calls: dict, leaves: dict, kee
             _remember(made, (id(x), version(x)), key, x)
         return x
 
+    def torch_shaped(key, value, tensor):
+        """tensor replaced by torch's value, reshaped where this side holds the same values in another shape (a
+        Linear fed [batch * seq, hidden] against [batch, seq, hidden]: compare.judge_against); None when it fits
+        neither."""
+        if tuple(tensor.shape) == value.shape:
+            return forced(key, value, tensor)
+        if reshaped(value.shape, tuple(tensor.shape)):  # not remembered as torch's value: it is not in its shape
+            return like(np.reshape(value, tensor.shape), tensor)
+        return None
+
     def kept(prefix, value):
         for key, tensor in tensors(prefix, value):
             keep(key, tensor, made.get((id(tensor), version(tensor))))
@@ -106,10 +116,9 @@ def forced_run(model, inputs, torch_record: dict, calls: dict, leaves: dict, kee
             held = made.get((id(x), version(x)))
             if held is not None and identity(torch_record, held) == identity(torch_record, key):
                 return None  # torch's recorded value already (mostly the output forced just before): not copied again
-            value = torch_record[key]
-            if tuple(x.shape) != value.shape:
+            x = torch_shaped(key, torch_record[key], x)
+            if x is None:
                 return None
-            x = forced(key, value, x)
             if isinstance(where, int):
                 return args[:where] + (x,) + args[where + 1:], kwargs
             return args, {**kwargs, where: x}
@@ -125,14 +134,15 @@ def forced_run(model, inputs, torch_record: dict, calls: dict, leaves: dict, kee
 
             def torch_value(key, tensor):
                 value = torch_record.get(leaves.get(key, ""))
-                return tensor if value is None or tuple(tensor.shape) != value.shape else forced(leaves[key], value, tensor)
+                forced_value = None if value is None else torch_shaped(leaves[key], value, tensor)
+                return tensor if forced_value is None else forced_value
             return _rebuilt(output, f"out/{this}", torch_value)
         return hook
 
     wanted = {module_of(c) for c in calls}
 
     def run():
-        """The forced run, from the start (float64_run may make it twice): its error's line, or None."""
+        """The forced run, from the start (float64_run may make it again): its error's line, or None."""
         for state in (made, parents, counts, running):
             state.clear()
         keep(None, None, None)
@@ -241,7 +251,7 @@ def _row(key, ref, p_key, torch_record, passed, halves):
         return None
     if p_key in passed and torch_record.get(passed[p_key]) is not None:
         row = judge_one(_name(key), a, ref, torch_record[passed[p_key]])
-    elif key in halves:  # a copy: float64_run may make torch's run twice
+    elif key in halves:  # a copy: float64_run may make torch's run again
         row = calibrated.own_error(dataclasses.replace(halves[key], problems=list(halves[key].problems)), a, ref)
     elif key.startswith("in/") and a.dtype.kind in "biu":
         return None  # an integer argument Paddle's call does not take first

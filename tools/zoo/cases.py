@@ -2,7 +2,8 @@
 
 A case names the pair (each side's own class and settings), the check that runs it (tools/zoo/checks.py), the
 guide's steps it covers, and its plants: each a one-line porting bug as an override of the Paddle side's settings,
-with the step, the place (a module, parameter or key, as the library names it) and the cause it must be red at.
+with the step, the place (a module, parameter or key, as the library names it) and the cause it must be red at;
+a plant with `refused` must be refused before anything is judged: a one-line error saying that text and the place.
 The correct port must be green at every rule its check applies; each plant red at its step, named at its place.
 
 A case or plant the library judges wrongly today carries `known`: the issue that tracks it and why, with the
@@ -358,23 +359,33 @@ TRAININGS = [
 CASES += LOADERS + TRAININGS
 
 # ---- issue 52's habits, each a pair of the zoo's own making (checks.habit) ----
-KNOWN_HABITS = {
-    "float64 overflow": {"issue": 52, "got": "false red", "why": "the library's float64 run overflows "
-                         "(finfo(float64).min in a float32 mask): red with nothing said"},
-    "buffer one side keeps": {"issue": 52, "got": "error", "why": "convert refuses, naming the one-line fix "
-                              "(keep=['position_ids']); this case does not pass it yet"},
-}
-HABITS = [model(f"habit: {kind}", "habit", plants, config={"habit": kind}, **({"known": KNOWN_HABITS[kind]}
-                                                                            if kind in KNOWN_HABITS else {}))
-          for kind, plants in [
-              ("float64 overflow", []),
+HABITS = [model(f"habit: {kind}", "habit", plants, config={"habit": kind}, **more)
+          for kind, plants, more in [
+              ("float64 overflow", [norm_eps("norm", "norm", value=1e-12)], {}),
               ("integer computations", [{
                   "name": "another bucket width", "config": {"paddle_bucket_width": 3}, "step": 1,
                   "where": {"forward, every module": "decoder", "forward, each module isolated": "(model)"},
-                  "red": ["forward, each module isolated"], "cause": "relative positions bucketed by 3, not 2"}]),
-              ("buffer one side keeps", []),
-              ("tied embeddings", []),
-              ("flattened batches", []),
-              ("subclassed embeddings", [])]]
+                  "red": ["forward, each module isolated"], "cause": "relative positions bucketed by 3, not 2"}], {}),
+              ("buffer one side keeps", [{
+                  "name": "position ids from 1", "config": {"paddle_position_start": 1}, "step": (1, 4),
+                  "where": "positions", "cause": "the saved position_ids off by one",
+                  "known": {"issue": 52, "got": "wrong place at step 1", "why": "the ids reach the positions "
+                            "embedding from a buffer the model reads, no module's output: the cumulative run and "
+                            "compare_backward name the encoder (its first input, the token ids, is equal; only the "
+                            "first input of a call is recorded), isolate=True (model) (before positions)"}}],
+               {"keep": ["position_ids"]}),
+              ("tied embeddings", [], {}),
+              ("flattened batches", [{
+                  "name": "encoder and decoder feed-forward weights swapped",
+                  "swap": [("encoder.fc1.weight", "decoder.fc1.weight")], "step": (1, 4), "where": "encoder.fc1",
+                  "cause": "a conversion that filled one half's fc1 with the other's"}], {}),
+              ("subclassed embeddings", [{
+                  "name": "position embedding with padding_idx 0", "set": [("positions", "_padding_idx", 0)],
+                  "step": (1, 4), "where": "positions", "cause": "position 0's row read as zeros"}], {}),
+              ("config difference", [{
+                  "name": "type_vocab_size left at paddlenlp's default", "config": {"paddle_type_vocab_size": 16},
+                  "step": 1, "where": "token_type", "refused": "the two models' configs differ",
+                  "cause": "token-type embeddings [16, 16] for torch's [2, 16]: the configs differ, no map fixes it"}],
+               {})]]
 
 CASES += HABITS

@@ -51,15 +51,22 @@ def used(rows) -> float:
     return out
 
 
+def unjudged(rows) -> str:
+    """Where a red report names no difference because its yardstick failed: the first value not judged."""
+    rows = [r for r in rows if not r.judged]
+    return f"not judged from {rows[0].name}" if rows else ""
+
+
 def forward_judgements(report, step=1) -> list:
     out = [Judgement("forward, every module (K=16)", step, all(r.passed for r in report.paired) and
                      not report.stopped and bool(report.paired), used(report.paired),
-                     report.first_diverging or ("" if all(r.passed for r in report.paired) else "?"),
+                     report.first_diverging or ("" if all(r.passed for r in report.paired) else
+                                                unjudged(report.paired) or "?"),
                      "; ".join(f"{s} stopped: {e}" for s, e in report.stopped.items()))]
     if report.isolated is not None:
         ok = not report.isolation_stopped and all(r.passed for r in report.isolated)
         out.append(Judgement("forward, each module isolated (K=16)", step, ok, used(report.isolated),
-                             ", ".join(report.differing)))
+                             ", ".join(report.differing) or unjudged(report.isolated)))
     return out
 
 
@@ -72,7 +79,8 @@ def backward_judgements(report, step=4) -> list:
     if report.forward is not None:
         out += forward_judgements(report.forward, step)
     out.append(Judgement(rule, step, all(r.passed for r in rest), used(rest),
-                         "" if report.passed else (report.first_diverging or "?"), "; ".join(report.by_design)))
+                         "" if report.passed else (report.first_diverging or unjudged(rest) or "?"),
+                         "; ".join(report.by_design)))
     if lr:
         out.append(Judgement("compare_backward lr rows", step, all(r.passed for r in lr), used(lr),
                              next((f"lr after step {i + 1}" for i, rows in enumerate(report.steps)
@@ -624,7 +632,8 @@ def model(case, plant) -> list:
     pt, pd, x, layouts = MODELS[case["model"]]({**case.get("config", {}), **((plant or {}).get("config") or {})})
     hand = HAND.get(case["model"])
     name_map = case.get("name_map")
-    pd.set_state_dict(hand(pt, pd) if hand else convert(pt, pd, name_map, inputs=x, layouts=layouts))
+    pd.set_state_dict(hand(pt, pd) if hand else convert(pt, pd, name_map, inputs=x, layouts=layouts,
+                                                        keep=case.get("keep", ())))
     if case["model"] == "gpt2 fused":
         _fix_fused_qkv(pt, pd)
     plant_paddle(pd, plant)
@@ -854,11 +863,12 @@ CHECKS["training"] = trainings
 
 def habit(config):
     """A token model with one habit many library models share (config["habit"]), written once per framework:
-    float64 overflow (a mask scaled by finfo(dtype).min in a float32 tensor), integer computations (relative
-    position buckets computed with integer ops feeding an embedding), a buffer one side keeps (Paddle's
-    position_ids, torch's computed), a tied embedding (one module used by both halves), a flattened batch
-    (Paddle's feed-forward on [batch*seq, hidden]) and subclassed embeddings (learned positions, classes of
-    another name)."""
+    float64 overflow (a mask scaled by finfo(dtype).min in a float32 tensor, then a LayerNorm), integer
+    computations (relative position buckets computed with integer ops feeding an embedding), a buffer one side
+    keeps (Paddle's position_ids, torch's computed; paddle_position_start: its first id), a tied embedding (one
+    module used by both halves), a flattened batch (Paddle's feed-forward on [batch*seq, hidden]), subclassed
+    embeddings (learned positions, classes of another name) and a config difference (token-type embeddings,
+    paddle_type_vocab_size rows on the Paddle side)."""
     kind = config["habit"]
 
     def make(side):
@@ -891,7 +901,13 @@ def habit(config):
                 self.decoder = Half(self.shared if kind == "tied embeddings" else nn.Embedding(50, 16))
                 self.positions = (Positions if kind == "subclassed embeddings" else nn.Embedding)(32, 16)
                 if kind == "buffer one side keeps" and side == "paddle":  # paddlenlp's habit: saved with the weights
-                    self.register_buffer("position_ids", paddle.arange(32).unsqueeze(0))
+                    start = config.get("paddle_position_start", 0)
+                    self.register_buffer("position_ids", (paddle.arange(32) + start).clip(max=31).unsqueeze(0))
+                if kind == "config difference":  # paddlenlp's default type_vocab_size is 16, BERT's config says 2
+                    self.token_type = nn.Embedding(config.get("paddle_type_vocab_size", 2) if side == "paddle" else 2,
+                                                   16)
+                if kind == "float64 overflow":
+                    self.norm = nn.LayerNorm(16)
                 self.query = nn.Linear(16, 16)
                 self.buckets = nn.Embedding(8, 1)
                 self.head = nn.Linear(16, 4)
@@ -904,6 +920,8 @@ def habit(config):
                     at = self.positions(self.position_ids[:, :n])
                 else:
                     at = self.positions(fw.arange(n).unsqueeze(0))
+                if kind == "config difference":
+                    at = at + self.token_type(fw.zeros_like(input_ids))
                 h = self.encoder(input_ids, at)
                 scores = fw.matmul(self.query(h), h.transpose([0, 2, 1]) if side == "paddle" else h.transpose(1, 2))
                 if kind == "integer computations":
@@ -920,7 +938,8 @@ def habit(config):
                     big = (torch.finfo(h.dtype) if side == "torch" else paddle.finfo(h.dtype)).min
                 scores = scores + (1.0 - mask) * big
                 attn = nn.functional.softmax(scores, -1)
-                return self.head(self.decoder(input_ids, fw.matmul(attn, h)))
+                mixed = fw.matmul(attn, h)
+                return self.head(self.decoder(input_ids, self.norm(mixed) if kind == "float64 overflow" else mixed))
         return Net()
     rng = np.random.RandomState(0)
     ids = rng.randint(1, 50, (2, 10)).astype("int64")

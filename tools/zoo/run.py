@@ -50,7 +50,10 @@ def outcome(case, plant, judgements, error) -> dict:
     """The verdict against the table's: ok, or false red / false green / wrong place / error; known mismatches
     carry their issue."""
     red = [j for j in judgements if not j.passed]
-    if error:
+    refused = (plant or {}).get("refused")
+    if refused:  # a plant the library must refuse before judging, saying so at its place
+        got = "ok" if refused in error and plant["where"] in error else "error" if error else "not refused"
+    elif error:
         got = "error"
     elif plant is None and case.get("by_design"):  # red by design: red, every red rule saying the library's line
         unsaid = [j.rule for j in red if case["by_design"] not in j.detail]
@@ -98,6 +101,8 @@ def names(where, judgement) -> bool:
 
 
 def expected(case, plant) -> str:
+    if plant and plant.get("refused"):
+        return f"refused at {plant['where']}: ...{plant['refused']}..."
     if plant is None:
         return f"red by design: {case['by_design']}" if case.get("by_design") else "green"
     return f"red at step {', '.join(map(str, steps_of(plant)))}, {place(plant['where'])}"
