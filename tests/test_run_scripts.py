@@ -6,6 +6,7 @@ each plant runs the Paddle side alone against it (run.run_side, run.judge: what 
 import contextlib
 import io
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -131,6 +132,15 @@ def test_bad_commands_and_folders_are_one_line(tmp_path):
     with pytest.raises(PipelineError, match="not empty and was not written by `portcheck run`"):
         run.prepare(tmp_path / "out")
     assert (tmp_path / "out" / "mine.txt").read_text() == "a user's file"
+
+
+def test_an_interpreter_without_the_librarys_requirements_is_one_line(tmp_path):
+    """Another venv need not have portcheck (run puts it on the path) but needs numpy: the line names the pip."""
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(tmp_path / "venv")], check=True)
+    python = tmp_path / "venv" / "bin" / "python"
+    pip = re.escape(str(tmp_path / "venv" / "bin" / "pip"))
+    with pytest.raises(PipelineError, match=f"no module named 'numpy'.*{pip} install numpy"):
+        run.command(f"{python} pd_train.py", "paddle")
 
 
 def test_full_trains_both_scripts_to_their_end_and_judges_step_5(torch_done, tmp_path):

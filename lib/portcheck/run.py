@@ -3,8 +3,10 @@ unedited, checked as the guide's Steps 1-4 check a port.
 
     python -m portcheck run --torch "python train.py --lr 3e-3" --paddle "/path/pd-venv/bin/python train_pd.py"
 
-Each CMD's first word is a Python interpreter (one venv per side works); portcheck.recorder is injected at its
-start (portcheck/inject/sitecustomize.py on its PYTHONPATH). Three runs of the first N optimizer steps (default 3):
+Each CMD's first word is a Python interpreter (one venv per side works; this library is put on its path, numpy is
+all it needs there) or a launcher it runs; portcheck.recorder is injected at its start
+(portcheck/inject/sitecustomize.py on its PYTHONPATH). Under a launcher (torchrun, python -m
+paddle.distributed.launch: ranks) each rank records in DIR/rank<r> and is judged against the other side's rank r. Three runs of the first N optimizer steps (default 3):
   torch     the torch script as it is, Dropout off: its root model, first forward (every module), loss, lr,
             gradients, weights after each step, the batches and targets it fed;
   paddle    the Paddle script, its model started from torch's initial weights (paired with no map), fed torch's
@@ -23,6 +25,7 @@ import contextlib
 import io
 import json
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -41,7 +44,7 @@ SIDES = (("torch", "torch"), ("paddle", "paddle"), ("torch64", "torch"))  # torc
 PAIRS = ("forward", "data", "loss", "lr", "bp_align")
 INJECT = Path(__file__).resolve().parent / "inject"
 LIB = Path(__file__).resolve().parent.parent
-LAUNCHERS = ("torchrun", "torch.distributed.run", "torch.distributed.launch", "paddle.distributed.launch")
+LAUNCHERS = ("torchrun", "torch.distributed.run", "torch.distributed.launch", "paddle.distributed.launch")  # run.ranks
 
 
 def add_parser(sub):
@@ -77,9 +80,12 @@ def command(text: str, side: str) -> list:
     except (OSError, subprocess.TimeoutExpired) as e:
         raise PipelineError(f"--{side}: {argv[0]!r} is not a Python interpreter ({e})") from None
     if "portcheck-ok" not in probe.stdout:
-        if "No module named" in probe.stderr:
-            raise PipelineError(f"--{side}: {argv[0]} cannot import portcheck ({probe.stderr.strip().splitlines()[-1]}):"
-                                " install the library in that interpreter's environment (pip install -e .)")
+        missing = re.search(r"No module named '([\w.]+)'", probe.stderr)
+        if missing:  # the library itself is on its path (environment): what it imports is not in that venv
+            raise PipelineError(f"--{side}: {argv[0]} cannot import portcheck's recorder (no module named "
+                                f"{missing.group(1)!r}): install the library's requirements in that interpreter's "
+                                f"environment ({Path(interpreter(exe)).parent / 'pip'} install "
+                                f"{missing.group(1).split('.')[0]}, or pip install -e lib from this repository)")
         raise PipelineError(f"--{side}: {argv[0]!r} is not a Python interpreter: the command's first word is one "
                             "(python, /path/venv/bin/python) or a launcher it runs (torchrun)")
     return [exe, *argv[1:]]
@@ -97,7 +103,17 @@ def interpreter(exe: str) -> str:
 
 def launcher(argv: list) -> bool:
     """The command starts a launcher (torchrun, python -m paddle.distributed.launch): each of its workers is a rank."""
-    return any(Path(w).name in LAUNCHERS or w in LAUNCHERS for w in argv[:3])
+    if Path(argv[0]).name in LAUNCHERS:
+        return True
+    words = iter(argv[1:])
+    for w in words:  # the interpreter's options, up to -m's module or the script
+        if w == "-m":
+            return next(words, None) in LAUNCHERS
+        if not w.startswith("-"):
+            return False
+        if w in ("-X", "-W"):
+            next(words, None)
+    return False
 
 
 def environment(settings: dict) -> dict:
@@ -336,7 +352,6 @@ def main(args) -> int:
     if not 1 <= args.steps <= 1000:
         raise PipelineError(f"--steps {args.steps}: give a whole number of optimizer steps from 1 to 1000")
     if args.metric is not None:
-        import re
         try:
             if re.compile(args.metric).groups < 2:
                 raise re.error("it needs two groups")
