@@ -143,6 +143,19 @@ def test_an_interpreter_without_the_librarys_requirements_is_one_line(tmp_path):
         run.command(f"{python} pd_train.py", "paddle")
 
 
+def test_the_recorder_starts_in_a_fresh_venv(tmp_path, monkeypatch):
+    """A venv whose site loads no .pth file (nothing imported importlib.machinery before the injected sitecustomize):
+    the recorder starts and records; the packages it lacks (numpy, torch) reached on PYTHONPATH, not as a site dir."""
+    import numpy
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(tmp_path / "venv")], check=True)
+    monkeypatch.setenv("PYTHONPATH", str(Path(numpy.__file__).parent.parent))
+    out = tmp_path / "out"
+    run.prepare(out)
+    status = run.run_side("torch", [str(tmp_path / "venv" / "bin" / "python"), str(tiny(tmp_path, "for _ in range(2):\n"
+                                                                                       + STEP))], out, 1)
+    assert status["steps"] == 1 and status["root"] == "Linear", status
+
+
 def test_full_trains_both_scripts_to_their_end_and_judges_step_5(torch_done, tmp_path):
     """--full: green as written (2 epochs: 10 steps, an evaluation each epoch read from the printed 'acc'); a warmup
     one step longer is red at Step 5 too, its lr named."""

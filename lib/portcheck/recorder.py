@@ -278,6 +278,8 @@ class Run:
 
     def write(self):
         from portcheck.fileio import save_npy
+        if self.error is None and self.root is None and _refused(self.out / STATUS):
+            return  # another process of this run refused (an unknown launcher's worker): nothing to add
         if self.record and self.error is None:
             save_npy(self.out / RECORD, self.record)
         status = {"side": self.side, "steps": self.step, "asked": self.steps, "error": self.error,
@@ -532,7 +534,15 @@ def install():
     sys.excepthook = refused
 
 
+def _refused(status: Path) -> bool:
+    """The status file holds a refusal (read while another process may be writing it: a torn one is not)."""
+    try:
+        return bool(json.loads(status.read_text()).get("error"))
+    except (OSError, ValueError):
+        return False
+
+
 def _early_exit():
     """The script ended before N steps (or was stopped): what was recorded says how far it got."""
-    if RUN is not None and not RUN.done and (RUN.root is not None or RUN.error):  # else nothing to say: a
-        RUN.write()  # launcher's own process writes nothing over its ranks' records
+    if RUN is not None and not RUN.done:
+        RUN.write()

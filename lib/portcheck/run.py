@@ -178,7 +178,10 @@ def status_of(said: str, folder: Path, code: int, steps: int) -> dict:
     status = json.loads(status_file.read_text()) if status_file.is_file() else None
     if status and status.get("error"):
         raise PipelineError(f"{said} cannot be checked: {status['error']}")
-    if status is None or status.get("root") is None:
+    if status is None:
+        raise PipelineError(f"{said} left no record (exit {code}): portcheck's recorder did not start in its "
+                            "interpreter (an 'Error in sitecustomize' line above says why) or the process was killed")
+    if status.get("root") is None:
         if code:
             raise PipelineError(f"{said} crashed (exit {code}; its traceback above) before it trained")
         raise PipelineError(f"{said} never called a model whose parameters an optimizer holds, with "
