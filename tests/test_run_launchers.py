@@ -48,7 +48,7 @@ def judged(out: Path, found: dict) -> dict:
     for r in sorted(found["torch"]):
         printed = io.StringIO()
         with contextlib.redirect_stdout(printed):
-            code = run.judge(out / f"rank{r}", {side: found[side][r] for side in found}, STEPS)
+            code = run.judge(out / f"rank{r}", {side: found[side][r] for side in found}, STEPS, rank=r)
         said[r] = code, printed.getvalue()
     return said
 
@@ -62,9 +62,18 @@ def test_each_rank_records_its_own_and_is_green_against_its_counterpart(launched
     for side in ("torch", "torch64"):  # DDP averaged each run's gradients over the ranks, its float64 run's too
         assert all(np.array_equal(records[0][side][k], records[1][side][k]) for k in records[0][side]
                    if k.startswith("grad/")), f"the {side} run's ranks hold different gradients"
+    stats = [k for k in records[0]["torch"] if k.startswith("state1/") and f"grad/{k[7:]}" not in records[0]["torch"]]
+    assert stats and all(np.allclose(records[0]["torch64"][k], records[0]["torch"][k], rtol=1e-5, atol=1e-6)
+                         for k in stats), "the float64 run's BatchNorm statistics are not torch's (its isolated run's?)"
     for r, (code, said) in judged(out, found).items():
         assert code == 0 and "green: the same run for the first steps" in said, (r, said)
         assert f"rank{r}" in said, said
+        # torch's rank 1 holds rank 0's BatchNorm statistics from the second forward on (DDP's broadcast_buffers),
+        # Paddle's its own: those alone are left to rank 0, which judges its own
+        assert ("by design: torch's DistributedDataParallel" in said) == (r == 1), said
+    left = run.rank0_buffers(run.merged(records[1]["torch"], records[1]["torch64"]))
+    assert left and {k.rpartition(".")[2] for k in left} == {"running_mean", "running_var"}, left
+    assert not any(k.startswith(("state1/", run.F64 + "state1/")) for k in left), left
 
 
 def test_a_sharding_bug_is_red_at_each_rank_and_named(launched, tmp_path):

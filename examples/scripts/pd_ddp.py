@@ -23,7 +23,7 @@ def main():
     rng = np.random.RandomState(0)
     x = rng.randn(256, 10).astype(np.float32)
     y = (x[:, :3].sum(1) > 0).astype(np.int64) + (x[:, 3] > 1).astype(np.int64)
-    model = nn.Sequential(nn.Linear(10, 32), nn.GELU(), nn.LayerNorm(32), nn.Linear(32, 3))
+    model = nn.Sequential(nn.Linear(10, 32), nn.BatchNorm1D(32), nn.GELU(), nn.LayerNorm(32), nn.Linear(32, 3))
     model = paddle.DataParallel(model)
     optimizer = paddle.optimizer.AdamW(learning_rate=args.lr, parameters=model.parameters(), weight_decay=0.01)
     criterion = nn.CrossEntropyLoss()

@@ -27,7 +27,7 @@ def main():
     rng = np.random.RandomState(0)
     x = rng.randn(256, 10).astype(np.float32)
     y = (x[:, :3].sum(1) > 0).astype(np.int64) + (x[:, 3] > 1).astype(np.int64)
-    model = nn.Sequential(nn.Linear(10, 32), nn.GELU(), nn.LayerNorm(32), nn.Linear(32, 3))
+    model = nn.Sequential(nn.Linear(10, 32), nn.BatchNorm1d(32), nn.GELU(), nn.LayerNorm(32), nn.Linear(32, 3))
     model = nn.parallel.DistributedDataParallel(model)
     optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.01)
     criterion = nn.CrossEntropyLoss()

@@ -41,6 +41,10 @@ class PaddleSide:
         """The model paddle.DataParallel holds (`._layers`)."""
         return module._layers if isinstance(module, self.paddle.DataParallel) else module
 
+    def wrapper(self, module):
+        """paddle.DataParallel keeps each rank's buffers its own: nothing run.judge reads."""
+        return None
+
     def to_tensor(self, array):
         return self.paddle.to_tensor(np.array(array))
 

@@ -34,6 +34,12 @@ class TorchSide:
         nn = self.torch.nn
         return module.module if isinstance(module, (nn.DataParallel, nn.parallel.DistributedDataParallel)) else module
 
+    def wrapper(self, module):
+        """What run.judge reads of a DistributedDataParallel (its broadcast_buffers: run.DDP_BUFFERS), or None."""
+        if isinstance(module, self.torch.nn.parallel.DistributedDataParallel):
+            return {"type": type(module).__name__, "broadcast_buffers": bool(module.broadcast_buffers)}
+        return None
+
     def to_tensor(self, array):
         return self.torch.from_numpy(np.array(array))
 

@@ -109,6 +109,7 @@ class Run:
             own = {id(p) for p in self.fw.parameters(module)}
             if own and own <= held:
                 self.called, self.root = module, self.fw.unwrapped(module)  # a data-parallel wrapper: its model
+                self.config["wrapper"] = self.fw.wrapper(module)
                 self._first_call(self.root, args, kwargs)
         elif module is not self.called and self.fw.parameters(module) and \
                 {id(p) for p in self.fw.parameters(module)} <= self.fw.held_parameters(self.optimizers):
@@ -166,9 +167,13 @@ class Run:
                 save_npy(self.out / INIT, self.fw.state(module))
             elif self.side == "torch64":
                 from portcheck.fileio import load_npy
-                self.fw.load(module, load_npy(self.torch_dir / INIT))
+                init = load_npy(self.torch_dir / INIT)
+                self.fw.load(module, init)
                 pairs = json.loads((self.out.parent / "paddle" / STATUS).read_text())["config"].get("pairs") or {}
                 self.isolated(module, {t: t for t in pairs}, {k: k for k in self.given if k.startswith("out/")})
+                # BatchNorm's statistics as they were before the isolated run: a model in float64 already (under
+                # DDP: hooks_torch) has them updated in place by it, no float32 copy taken
+                self.fw.load(module, init)
                 module.double()  # in place: the optimizer's Parameters are the same objects, now float64
             else:
                 first = self._given_batch(0)

@@ -224,11 +224,30 @@ def isolated(forward, t: dict, t64: dict, p: dict, statuses: dict):
             forward.isolated.append(row)
 
 
-def judge(out: Path, statuses: dict, steps: int) -> int:
+DDP_BUFFERS = ("by design: torch's DistributedDataParallel (broadcast_buffers, its default) gives every rank rank 0's "
+               "buffers at each forward, Paddle's DataParallel keeps each rank's own: rank {rank}'s buffers (BatchNorm's "
+               "statistics) after step 1 are not judged here, rank 0's are")
+
+
+def rank0_buffers(t: dict) -> set:
+    """The keys of the buffers torch's rank r > 0 holds from rank 0 (DDP_BUFFERS): state<i>/<name>, i >= 2, of
+    every tensor without a gradient."""
+    out = set()
+    for key in t:
+        head, _, name = key.removeprefix(F64).partition("/")
+        if head[:5] == "state" and head[5:].isdigit() and int(head[5:]) >= 2 and f"grad/{name}" not in t:
+            out.add(key)
+    return out
+
+
+def judge(out: Path, statuses: dict, steps: int, rank: int = 0) -> int:
     from portcheck import record
     from portcheck.backward import judge_backward
     from portcheck.handin import per_step, save_side
     t = merged(load_npy(out / "torch" / RECORD), load_npy(out / "torch64" / RECORD))
+    from_rank0 = rank0_buffers(t) if rank and (statuses["torch"]["config"].get("wrapper") or {}).get(
+        "broadcast_buffers") else set()
+    t = {k: v for k, v in t.items() if k not in from_rank0}
     p = load_npy(out / "paddle" / RECORD)
     report = judge_backward(t, p)
     isolated(report.forward, t, load_npy(out / "torch64" / RECORD), p, statuses)
@@ -275,6 +294,8 @@ def judge(out: Path, statuses: dict, steps: int) -> int:
         print(f"  ({line})")
     print(f"the root models: torch {statuses['torch']['root']}, paddle {statuses['paddle']['root']}; "
           f"{steps} step(s), Dropout off, Paddle started from torch's weights and fed its batches")
+    if from_rank0:
+        print(f"  ({DDP_BUFFERS.format(rank=rank)})")
     print(f"data: {fed.line()[len('data: '):]}" if fed.first is None else
           f"data RED: the batches or targets the Paddle script feeds differ: {fed.first.describe()}")
     where = report.first_diverging
@@ -343,7 +364,7 @@ def ranks(argvs: dict, launched: dict, out: Path, steps: int) -> int:
     codes = {}
     for r in sorted(found["torch"]):
         print(f"\n===== rank {r} of {len(found['torch'])}: torch's rank {r} against Paddle's rank {r}")
-        codes[r] = judge(out / f"rank{r}", {side: found[side][r] for side in found}, steps)
+        codes[r] = judge(out / f"rank{r}", {side: found[side][r] for side in found}, steps, rank=r)
     red = [r for r, code in codes.items() if code]
     print(f"\n{'RED' if red else 'green'}: " + (f"rank(s) {', '.join(map(str, red))} of {len(codes)} red (each "
                                                    "rank's summary above)" if red else
