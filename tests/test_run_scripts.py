@@ -6,6 +6,7 @@ each plant runs the Paddle side alone against it (run.run_side, run.judge: what 
 import contextlib
 import io
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -122,8 +123,6 @@ def test_a_script_that_cannot_be_checked_is_one_line_naming_its_side(tmp_path, b
 def test_bad_commands_and_folders_are_one_line(tmp_path):
     code, line = one_line(tmp_path, "--torch", "ls -l", "--paddle", "ls")
     assert code == 2 and "'ls' is not a Python interpreter" in line, line
-    code, line = one_line(tmp_path, "--torch", "torchrun --nproc_per_node 2 t.py", "--paddle", "python t.py")
-    assert code == 2 and "launcher" in line, line
     code, line = one_line(tmp_path, "--torch", "python t.py", "--paddle", "python t.py", "--steps", "0")
     assert code == 2 and "--steps 0: give a whole number" in line, line
     code, line = one_line(tmp_path, "--torch", "python t.py", "--paddle", "python t.py", "--full", "--metric", "acc")
@@ -133,6 +132,28 @@ def test_bad_commands_and_folders_are_one_line(tmp_path):
     with pytest.raises(PipelineError, match="not empty and was not written by `portcheck run`"):
         run.prepare(tmp_path / "out")
     assert (tmp_path / "out" / "mine.txt").read_text() == "a user's file"
+
+
+def test_an_interpreter_without_the_librarys_requirements_is_one_line(tmp_path):
+    """Another venv need not have portcheck (run puts it on the path) but needs numpy: the line names the pip."""
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(tmp_path / "venv")], check=True)
+    python = tmp_path / "venv" / "bin" / "python"
+    pip = re.escape(str(tmp_path / "venv" / "bin" / "pip"))
+    with pytest.raises(PipelineError, match=f"no module named 'numpy'.*{pip} install numpy"):
+        run.command(f"{python} pd_train.py", "paddle")
+
+
+def test_the_recorder_starts_in_a_fresh_venv(tmp_path, monkeypatch):
+    """A venv whose site loads no .pth file (nothing imported importlib.machinery before the injected sitecustomize):
+    the recorder starts and records; the packages it lacks (numpy, torch) reached on PYTHONPATH, not as a site dir."""
+    import numpy
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(tmp_path / "venv")], check=True)
+    monkeypatch.setenv("PYTHONPATH", str(Path(numpy.__file__).parent.parent))
+    out = tmp_path / "out"
+    run.prepare(out)
+    status = run.run_side("torch", [str(tmp_path / "venv" / "bin" / "python"), str(tiny(tmp_path, "for _ in range(2):\n"
+                                                                                       + STEP))], out, 1)
+    assert status["steps"] == 1 and status["root"] == "Linear", status
 
 
 def test_full_trains_both_scripts_to_their_end_and_judges_step_5(torch_done, tmp_path):

@@ -37,6 +37,14 @@ class PaddleSide:
     def parameters(self, module) -> list:
         return list(module.parameters())
 
+    def unwrapped(self, module):
+        """The model paddle.DataParallel holds (`._layers`)."""
+        return module._layers if isinstance(module, self.paddle.DataParallel) else module
+
+    def wrapper(self, module):
+        """paddle.DataParallel keeps each rank's buffers its own: nothing run.judge reads."""
+        return None
+
     def to_tensor(self, array):
         return self.paddle.to_tensor(np.array(array))
 

@@ -29,6 +29,17 @@ class TorchSide:
     def parameters(self, module) -> list:
         return list(module.parameters())
 
+    def unwrapped(self, module):
+        """The model a data-parallel wrapper holds (DistributedDataParallel, DataParallel: `.module`)."""
+        nn = self.torch.nn
+        return module.module if isinstance(module, (nn.DataParallel, nn.parallel.DistributedDataParallel)) else module
+
+    def wrapper(self, module):
+        """What run.judge reads of a DistributedDataParallel (its broadcast_buffers: run.DDP_BUFFERS), or None."""
+        if isinstance(module, self.torch.nn.parallel.DistributedDataParallel):
+            return {"type": type(module).__name__, "broadcast_buffers": bool(module.broadcast_buffers)}
+        return None
+
     def to_tensor(self, array):
         return self.torch.from_numpy(np.array(array))
 
@@ -90,7 +101,7 @@ class TorchSide:
             family = "sgd+momentum"
         out = {"family": family, "lr": float(g.get("initial_lr", g["lr"]))}
         for key in ("betas", "eps", "momentum", "nesterov", "amsgrad"):
-            if key in g and (key != "momentum" or family == "sgd+momentum"):
+            if key in g and (key not in ("momentum", "nesterov") or family == "sgd+momentum"):  # Paddle's SGD has none
                 out[key] = [float(b) for b in g[key]] if key == "betas" else g[key]
         decoupled = family == "adamw"
         out["weight_decay"] = {names[id(p)]: [float(group.get("weight_decay", 0.0)),
@@ -105,6 +116,14 @@ class TorchSide:
 
         wrap_framework(run, torch.nn.Module, torch.Tensor, F, self._loss)
         torch.optim.Optimizer.__init__ = registering(run, torch.optim.Optimizer.__init__)
+        if self.float64:  # DDP's reducer averages gradients of its model's dtype when built: widened before it
+            ddp = torch.nn.parallel.DistributedDataParallel
+            ddp_init = ddp.__init__
+
+            @functools.wraps(ddp_init)
+            def wide_ddp(wrapper, module, *args, **kwargs):
+                ddp_init(wrapper, module.double(), *args, **kwargs)
+            ddp.__init__ = wide_ddp
         register_optimizer_step_pre_hook(lambda opt, args, kwargs: run.before_step(opt))
         register_optimizer_step_post_hook(lambda opt, args, kwargs: run.after_step(opt))
 

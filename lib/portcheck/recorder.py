@@ -5,8 +5,9 @@ install() before the script runs, with the run's settings in the environment (SE
 folder). install() wraps what every training script goes through, in either framework:
 
   the module call     the root model is the outermost module called, with gradients on, whose parameters an
-                      optimizer holds; its first call records every module's output (compare._Recorder) and
-                      what pairing reads (pairing.describe); each call records the batch it is given;
+                      optimizer holds (a data-parallel wrapper's: the model it holds); its first call records
+                      every module's output (compare._Recorder) and what pairing reads (pairing.describe); each
+                      call records the batch it is given;
   Tensor.backward     the tensor it is called on is the loss; the gradients after the first backward;
   optimizer.step      before it, the lr; after it, every weight; after step N, the record is written and the
                       script is stopped (exit 0);
@@ -18,6 +19,9 @@ Sides: "torch" records the script as it is; "torch64" is the same script again i
 first call, from the torch side's initial weights, fed its batches and targets widened): torch's own error, the
 yardstick of the measured rule; "paddle" starts its model from torch's initial weights (paired with no map:
 portcheck.pairing) and is fed torch's batches and targets, its own recorded apart (the data pair).
+
+Under a launcher (torchrun, paddle.distributed.launch: portcheck.run.ranks) each rank records in DIR/rank<r>/<side>,
+fed and started from torch's rank r; the launcher's own process records nothing.
 
 A script that cannot be recorded (it trains two models, compiles its model, exits before N steps) ends with
 one line in status.json, which portcheck.run reports for its side.
@@ -78,7 +82,8 @@ class Run:
     def __init__(self, settings: dict, fw):
         self.side, self.steps, self.out = settings["side"], int(settings["steps"]), Path(settings["out"])
         self.torch_dir = Path(settings["torch_dir"]) if settings.get("torch_dir") else None
-        self.fw, self.root, self.optimizers = fw, None, []
+        self.fw, self.root, self.called, self.optimizers = fw, None, None, []
+        self.world = settings.get("world", 1)
         self.record, self.config = {}, {"seeds": {}, "clip": None, "loss": None, "versions": fw.versions()}
         self.step, self.depth, self.calls, self.loss, self.done = 0, 0, 0, None, False
         self.error, self.fed, self.in_root = None, set(), 0
@@ -103,17 +108,18 @@ class Run:
             held = self.fw.held_parameters(self.optimizers)
             own = {id(p) for p in self.fw.parameters(module)}
             if own and own <= held:
-                self.root = module
-                self._first_call(module, args, kwargs)
-        elif module is not self.root and self.fw.parameters(module) and \
+                self.called, self.root = module, self.fw.unwrapped(module)  # a data-parallel wrapper: its model
+                self.config["wrapper"] = self.fw.wrapper(module)
+                self._first_call(self.root, args, kwargs)
+        elif module is not self.called and self.fw.parameters(module) and \
                 {id(p) for p in self.fw.parameters(module)} <= self.fw.held_parameters(self.optimizers):
             raise self.refuse(f"it trains two models ({type(self.root).__name__}, then {type(module).__name__}): "
                               "give each model its own script")
-        if module is not self.root:
+        if module is not self.called:
             return self._inner(call, args, kwargs)
         self.in_root += 1
         try:
-            return self._root_call(module, call, args, kwargs)
+            return self._root_call(self.root, call, args, kwargs)
         finally:
             self.in_root -= 1
 
@@ -161,9 +167,13 @@ class Run:
                 save_npy(self.out / INIT, self.fw.state(module))
             elif self.side == "torch64":
                 from portcheck.fileio import load_npy
-                self.fw.load(module, load_npy(self.torch_dir / INIT))
+                init = load_npy(self.torch_dir / INIT)
+                self.fw.load(module, init)
                 pairs = json.loads((self.out.parent / "paddle" / STATUS).read_text())["config"].get("pairs") or {}
                 self.isolated(module, {t: t for t in pairs}, {k: k for k in self.given if k.startswith("out/")})
+                # BatchNorm's statistics as they were before the isolated run: a model in float64 already (under
+                # DDP: hooks_torch) has them updated in place by it, no float32 copy taken
+                self.fw.load(module, init)
                 module.double()  # in place: the optimizer's Parameters are the same objects, now float64
             else:
                 first = self._given_batch(0)
@@ -273,9 +283,12 @@ class Run:
 
     def write(self):
         from portcheck.fileio import save_npy
+        if self.error is None and self.root is None and _refused(self.out / STATUS):
+            return  # another process of this run refused (an unknown launcher's worker): nothing to add
         if self.record and self.error is None:
             save_npy(self.out / RECORD, self.record)
         status = {"side": self.side, "steps": self.step, "asked": self.steps, "error": self.error,
+                  "world": self.world,
                   "root": type(self.root).__name__ if self.root is not None else None, "config": self.config,
                   "loaded": sorted({"torch", "paddle"} & set(sys.modules))}  # a Paddle result from Paddle code
         (self.out / STATUS).write_text(json.dumps(status, indent=1, default=str) + "\n")
@@ -496,6 +509,14 @@ def install():
     """Called by the injected sitecustomize: the side's hooks in place before the user's script runs."""
     global RUN
     settings = json.loads(os.environ[SETTINGS])
+    rank = os.environ.get("RANK", os.environ.get("PADDLE_TRAINER_ID"))
+    world = int(os.environ.get("WORLD_SIZE", os.environ.get("PADDLE_TRAINERS_NUM", "1")) or 1)
+    if settings.get("launcher") and rank is None:
+        return  # the launcher's own process: its workers record, one rank each
+    if settings.get("ranked"):  # a launched run (portcheck.run.ranks): DIR/rank<r>/<side>
+        settings = {**settings, "world": world, **{k: str(Path(settings[k]).parent / f"rank{rank or 0}" /
+                                                        Path(settings[k]).name) for k in ("out", "torch_dir")}}
+        Path(settings["out"]).mkdir(parents=True, exist_ok=True)
     if settings.get("framework", settings["side"]) == "paddle":
         from portcheck.hooks_paddle import PaddleSide as Side
     else:
@@ -503,6 +524,10 @@ def install():
     fw = Side(settings["side"] == "torch64")
     RUN = (Full if settings["side"] == "full" else Run)(settings, fw)
     fw.install(RUN)
+    if world > 1 and not settings.get("ranked"):  # a launcher run does not know: its ranks would share one folder
+        RUN.refuse(f"it runs as rank {rank} of {world} under a launcher `portcheck run` does not know: give torchrun "
+                   "or python -m paddle.distributed.launch, or one process")
+        os._exit(STOPPED_EXIT)
     atexit.register(_early_exit)
     previous = sys.excepthook
 
@@ -512,6 +537,14 @@ def install():
             return
         previous(kind, value, tb)
     sys.excepthook = refused
+
+
+def _refused(status: Path) -> bool:
+    """The status file holds a refusal (read while another process may be writing it: a torn one is not)."""
+    try:
+        return bool(json.loads(status.read_text()).get("error"))
+    except (OSError, ValueError):
+        return False
 
 
 def _early_exit():

@@ -3,8 +3,10 @@ unedited, checked as the guide's Steps 1-4 check a port.
 
     python -m portcheck run --torch "python train.py --lr 3e-3" --paddle "/path/pd-venv/bin/python train_pd.py"
 
-Each CMD's first word is a Python interpreter (one venv per side works); portcheck.recorder is injected at its
-start (portcheck/inject/sitecustomize.py on its PYTHONPATH). Three runs of the first N optimizer steps (default 3):
+Each CMD's first word is a Python interpreter (one venv per side works; this library is put on its path, numpy is
+all it needs there) or a launcher it runs; portcheck.recorder is injected at its start
+(portcheck/inject/sitecustomize.py on its PYTHONPATH). Under a launcher (torchrun, python -m
+paddle.distributed.launch: ranks) each rank records in DIR/rank<r> and is judged against the other side's rank r. Three runs of the first N optimizer steps (default 3):
   torch     the torch script as it is, Dropout off: its root model, first forward (every module), loss, lr,
             gradients, weights after each step, the batches and targets it fed;
   paddle    the Paddle script, its model started from torch's initial weights (paired with no map), fed torch's
@@ -23,6 +25,7 @@ import contextlib
 import io
 import json
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -41,7 +44,7 @@ SIDES = (("torch", "torch"), ("paddle", "paddle"), ("torch64", "torch"))  # torc
 PAIRS = ("forward", "data", "loss", "lr", "bp_align")
 INJECT = Path(__file__).resolve().parent / "inject"
 LIB = Path(__file__).resolve().parent.parent
-LAUNCHERS = ("torchrun", "torch.distributed.run", "torch.distributed.launch", "paddle.distributed.launch")
+LAUNCHERS = ("torchrun", "torch.distributed.run", "torch.distributed.launch", "paddle.distributed.launch")  # run.ranks
 
 
 def add_parser(sub):
@@ -60,31 +63,57 @@ def add_parser(sub):
 
 
 def command(text: str, side: str) -> list:
-    """A CMD as argv, its first word a Python interpreter that can import this library."""
+    """A CMD as argv, its first word a Python interpreter that can import this library, or a script one runs (its
+    #! line names it: torchrun's console script)."""
     try:
         argv = shlex.split(text)
     except ValueError as e:
         raise PipelineError(f"--{side} {text!r}: {e}; quote it as a shell would") from None
     if not argv:
         raise PipelineError(f"--{side} is empty: give the command that runs the script, e.g. \"python train.py\"")
-    if any(Path(w).name in LAUNCHERS or w in LAUNCHERS for w in argv[:3]):
-        raise PipelineError(f"--{side} {text!r}: a launcher (torchrun, paddle.distributed.launch) is not supported "
-                            "yet: give the one-process command, \"python train.py ...\"")
     exe = shutil.which(argv[0])
     if exe is None:
         raise PipelineError(f"--{side}: {argv[0]!r} is not found: the command's first word is a Python interpreter")
     try:
-        probe = subprocess.run([exe, "-c", "import sys, portcheck.recorder; print('portcheck-ok')"],
+        probe = subprocess.run([interpreter(exe), "-c", "import sys, portcheck.recorder; print('portcheck-ok')"],
                                env=environment({}), capture_output=True, text=True, timeout=120)
     except (OSError, subprocess.TimeoutExpired) as e:
         raise PipelineError(f"--{side}: {argv[0]!r} is not a Python interpreter ({e})") from None
     if "portcheck-ok" not in probe.stdout:
-        if "No module named" in probe.stderr:
-            raise PipelineError(f"--{side}: {argv[0]} cannot import portcheck ({probe.stderr.strip().splitlines()[-1]}):"
-                                " install the library in that interpreter's environment (pip install -e .)")
+        missing = re.search(r"No module named '([\w.]+)'", probe.stderr)
+        if missing:  # the library itself is on its path (environment): what it imports is not in that venv
+            raise PipelineError(f"--{side}: {argv[0]} cannot import portcheck's recorder (no module named "
+                                f"{missing.group(1)!r}): install the library's requirements in that interpreter's "
+                                f"environment ({Path(interpreter(exe)).parent / 'pip'} install "
+                                f"{missing.group(1).split('.')[0]}, or pip install -e lib from this repository)")
         raise PipelineError(f"--{side}: {argv[0]!r} is not a Python interpreter: the command's first word is one "
-                            "(python, /path/venv/bin/python)")
+                            "(python, /path/venv/bin/python) or a launcher it runs (torchrun)")
     return [exe, *argv[1:]]
+
+
+def interpreter(exe: str) -> str:
+    """The program that runs exe: a script's #! line's (torchrun is a console script of its venv's Python)."""
+    with open(exe, "rb") as f:
+        head = f.readline(512)
+    words = head[2:].decode(errors="replace").split() if head.startswith(b"#!") else []
+    if words[:1] and Path(words[0]).name == "env":
+        words = [shutil.which(words[1]) or words[1]] if len(words) > 1 else []
+    return words[0] if words else exe
+
+
+def launcher(argv: list) -> bool:
+    """The command starts a launcher (torchrun, python -m paddle.distributed.launch): each of its workers is a rank."""
+    if Path(argv[0]).name in LAUNCHERS:
+        return True
+    words = iter(argv[1:])
+    for w in words:  # the interpreter's options, up to -m's module or the script
+        if w == "-m":
+            return next(words, None) in LAUNCHERS
+        if not w.startswith("-"):
+            return False
+        if w in ("-X", "-W"):
+            next(words, None)
+    return False
 
 
 def environment(settings: dict) -> dict:
@@ -106,29 +135,62 @@ def prepare(out: Path):
     (out / MARK).write_text("written by python -m portcheck run\n")
 
 
-def run_side(side: str, argv: list, out: Path, steps: int) -> dict:
-    """One side's script with the recorder injected; its status (steps taken, configuration)."""
+SAID = {"torch": "torch", "torch64": "torch (its float64 run)", "paddle": "Paddle"}
+
+
+def launch(side: str, argv: list, out: Path, steps: int, folders, **settings) -> int:
+    """One side's script with the recorder injected, after its folders' previous records are removed (never read
+    as this run's); its exit code."""
     print(f"\n$ {shlex.join(argv)}   # portcheck run: the {side} side, {steps} step(s)", flush=True)
-    settings = {"side": side, "steps": steps, "out": str(out / side), "torch_dir": str(out / "torch")}
-    for name in (RECORD, STATUS, INIT):  # a previous run's: never read as this one's
-        if (out / side / name).is_file():
-            (out / side / name).unlink()
-    code = subprocess.run(argv, env=environment(settings)).returncode
-    said = {"torch": "torch", "torch64": "torch (its float64 run)", "paddle": "Paddle"}[side]
-    status_file = out / side / STATUS
+    for folder in folders:
+        for name in (RECORD, STATUS, INIT):
+            if (folder / name).is_file():
+                (folder / name).unlink()
+    settings = {"side": side, "steps": steps, "out": str(out / side), "torch_dir": str(out / "torch"), **settings}
+    return subprocess.run(argv, env=environment(settings)).returncode
+
+
+def run_side(side: str, argv: list, out: Path, steps: int) -> dict:
+    """One side's script, one process; its status (steps taken, configuration)."""
+    return status_of(f"the {SAID[side]} script", out / side, launch(side, argv, out, steps, [out / side]), steps)
+
+
+def run_ranks(side: str, argv: list, out: Path, steps: int, launched: bool) -> dict:
+    """One side of a launched run: each rank (env RANK, PADDLE_TRAINER_ID; a one-process command is rank 0)
+    records in DIR/rank<r>/<side>. {rank: its status}."""
+    ranked = lambda: {int(f.parent.name[4:]): f for f in out.glob(f"rank*/{side}") if f.parent.name[4:].isdigit()}
+    code = launch(side, argv, out, steps, ranked().values(), ranked=True, launcher=launched)
+    found = {r: f for r, f in ranked().items() if (f / STATUS).is_file()}
+    if not found:
+        status_of(f"the {SAID[side]} script", out / side, code, steps)  # nothing recorded: it says why
+    statuses = {r: status_of(f"the {SAID[side]} script's rank {r}", f, code, steps) for r, f in sorted(found.items())}
+    world = max(s.get("world", 1) for s in statuses.values())
+    missing = sorted(set(range(world)) - set(statuses))
+    if missing:
+        raise PipelineError(f"the {SAID[side]} script's rank(s) {', '.join(map(str, missing))} of {world} recorded "
+                            f"nothing (exit {code}; the launcher's log above or in its log folder)")
+    return statuses
+
+
+def status_of(said: str, folder: Path, code: int, steps: int) -> dict:
+    """A side's (or rank's) status.json, or the one line saying why it cannot be checked."""
+    status_file = folder / STATUS
     status = json.loads(status_file.read_text()) if status_file.is_file() else None
     if status and status.get("error"):
-        raise PipelineError(f"the {said} script cannot be checked: {status['error']}")
-    if status is None or status.get("root") is None:
+        raise PipelineError(f"{said} cannot be checked: {status['error']}")
+    if status is None:
+        raise PipelineError(f"{said} left no record (exit {code}): portcheck's recorder did not start in its "
+                            "interpreter (an 'Error in sitecustomize' line above says why) or the process was killed")
+    if status.get("root") is None:
         if code:
-            raise PipelineError(f"the {said} script crashed (exit {code}; its traceback above) before it trained")
-        raise PipelineError(f"the {said} script never called a model whose parameters an optimizer holds, with "
+            raise PipelineError(f"{said} crashed (exit {code}; its traceback above) before it trained")
+        raise PipelineError(f"{said} never called a model whose parameters an optimizer holds, with "
                             "gradients on: it must train a model (forward, loss.backward(), optimizer.step())")
     if status["steps"] < steps:
         if code:
-            raise PipelineError(f"the {said} script crashed (exit {code}; its traceback above) after "
+            raise PipelineError(f"{said} crashed (exit {code}; its traceback above) after "
                                 f"{status['steps']} of {steps} step(s)")
-        raise PipelineError(f"the {said} script ended after {status['steps']} optimizer step(s), before the {steps} "
+        raise PipelineError(f"{said} ended after {status['steps']} optimizer step(s), before the {steps} "
                             f"asked: give --steps {max(1, status['steps'])} or a longer run")
     return status
 
@@ -162,11 +224,30 @@ def isolated(forward, t: dict, t64: dict, p: dict, statuses: dict):
             forward.isolated.append(row)
 
 
-def judge(out: Path, statuses: dict, steps: int) -> int:
+DDP_BUFFERS = ("by design: torch's DistributedDataParallel (broadcast_buffers, its default) gives every rank rank 0's "
+               "buffers at each forward, Paddle's DataParallel keeps each rank's own: rank {rank}'s buffers (BatchNorm's "
+               "statistics) after step 1 are not judged here, rank 0's are")
+
+
+def rank0_buffers(t: dict) -> set:
+    """The keys of the buffers torch's rank r > 0 holds from rank 0 (DDP_BUFFERS): state<i>/<name>, i >= 2, of
+    every tensor without a gradient."""
+    out = set()
+    for key in t:
+        head, _, name = key.removeprefix(F64).partition("/")
+        if head[:5] == "state" and head[5:].isdigit() and int(head[5:]) >= 2 and f"grad/{name}" not in t:
+            out.add(key)
+    return out
+
+
+def judge(out: Path, statuses: dict, steps: int, rank: int = 0) -> int:
     from portcheck import record
     from portcheck.backward import judge_backward
     from portcheck.handin import per_step, save_side
     t = merged(load_npy(out / "torch" / RECORD), load_npy(out / "torch64" / RECORD))
+    from_rank0 = rank0_buffers(t) if rank and (statuses["torch"]["config"].get("wrapper") or {}).get(
+        "broadcast_buffers") else set()
+    t = {k: v for k, v in t.items() if k not in from_rank0}
     p = load_npy(out / "paddle" / RECORD)
     report = judge_backward(t, p)
     isolated(report.forward, t, load_npy(out / "torch64" / RECORD), p, statuses)
@@ -213,6 +294,8 @@ def judge(out: Path, statuses: dict, steps: int) -> int:
         print(f"  ({line})")
     print(f"the root models: torch {statuses['torch']['root']}, paddle {statuses['paddle']['root']}; "
           f"{steps} step(s), Dropout off, Paddle started from torch's weights and fed its batches")
+    if from_rank0:
+        print(f"  ({DDP_BUFFERS.format(rank=rank)})")
     print(f"data: {fed.line()[len('data: '):]}" if fed.first is None else
           f"data RED: the batches or targets the Paddle script feeds differ: {fed.first.describe()}")
     where = report.first_diverging
@@ -262,11 +345,37 @@ def full(out: Path, argvs: dict, metric: str) -> int:
     return int(red)
 
 
+def same_ranks(found: dict):
+    """Every side ran the torch side's ranks (found: {side: {rank: status}}), else one line."""
+    for side, statuses in found.items():
+        if sorted(statuses) != sorted(found["torch"]):
+            raise PipelineError(f"the torch script ran {len(found['torch'])} rank(s), the {SAID[side]} script "
+                                f"{len(statuses)}: give both commands the same number of processes (rank r is "
+                                "compared with rank r)")
+
+
+def ranks(argvs: dict, launched: dict, out: Path, steps: int) -> int:
+    """A launcher on either side: every side run once, each rank recording its own; rank r judged against rank r."""
+    found = {}
+    for side, fw in SIDES:
+        found[side] = run_ranks(side, argvs[fw], out, steps, launched[fw])
+        same_ranks(found)
+    sys.stdout.flush()
+    codes = {}
+    for r in sorted(found["torch"]):
+        print(f"\n===== rank {r} of {len(found['torch'])}: torch's rank {r} against Paddle's rank {r}")
+        codes[r] = judge(out / f"rank{r}", {side: found[side][r] for side in found}, steps, rank=r)
+    red = [r for r, code in codes.items() if code]
+    print(f"\n{'RED' if red else 'green'}: " + (f"rank(s) {', '.join(map(str, red))} of {len(codes)} red (each "
+                                                   "rank's summary above)" if red else
+                                                   f"every rank of {len(codes)} the same run for the first steps"))
+    return 1 if red else 0
+
+
 def main(args) -> int:
     if not 1 <= args.steps <= 1000:
         raise PipelineError(f"--steps {args.steps}: give a whole number of optimizer steps from 1 to 1000")
     if args.metric is not None:
-        import re
         try:
             if re.compile(args.metric).groups < 2:
                 raise re.error("it needs two groups")
@@ -274,6 +383,12 @@ def main(args) -> int:
             raise PipelineError(f"--metric {args.metric!r}: {e}; give a regex whose group 1 is the metric's name and "
                                 "group 2 its value, e.g. '(acc)\\s+([0-9.]+)'") from None
     argvs = {"torch": command(args.torch, "torch"), "paddle": command(args.paddle, "paddle")}
+    launched = {fw: launcher(argv) for fw, argv in argvs.items()}
+    if any(launched.values()):
+        if args.full:
+            raise PipelineError("--full runs one process per side: give the one-process commands (python train.py)")
+        prepare(args.out)
+        return ranks(argvs, launched, args.out, args.steps)
     prepare(args.out)
     statuses = {side: run_side(side, argvs[fw], args.out, args.steps) for side, fw in SIDES}
     sys.stdout.flush()

@@ -4,6 +4,7 @@ Only when the run's settings are in the environment; a sitecustomize of the inte
 import os
 
 if os.environ.get("PORTCHECK_RUN"):
+    import importlib.machinery  # not loaded yet in a venv whose site runs no .pth file that loads it
     import importlib.util
     import sys
 
