@@ -389,9 +389,10 @@ def test_gpt2_against_paddlenlp_gpt_is_green_forward_and_backward_with_its_recip
         assert np.array_equal(state["decoder.layers.0.self_attn.qkv_proj.weight"][:, 8:16], weight[:, 32:40])
     else:
         assert np.array_equal(state["decoder.layers.0.self_attn.k_proj.weight"], weight[:, 32:64])
-    report = compare_forward(pt, pd, GPT_IDS, layouts=layouts)
+    report = compare_forward(pt, pd, GPT_IDS, layouts=layouts, isolate=True)
     assert report.passed, report.table()
-    assert {"h.0.attn.c_attn.q", "h.0.attn.c_attn.k", "h.0.attn.c_attn.v"} <= {r.name for r in report.paired}
+    parts = {"h.0.attn.c_attn.q", "h.0.attn.c_attn.k", "h.0.attn.c_attn.v"}
+    assert parts <= {r.name for r in report.paired} and parts <= {r.name for r in report.isolated}, report.table()
     target = np.zeros((2, 8, 32), np.float32)
     trained = compare_backward(pt, pd, GPT_IDS, target, (hidden_mse, hidden_mse),
                                (lambda ps: torch.optim.SGD(ps, lr=0.1), lambda ps: paddle.optimizer.SGD(
@@ -401,7 +402,9 @@ def test_gpt2_against_paddlenlp_gpt_is_green_forward_and_backward_with_its_recip
 
 
 def test_a_fused_qkv_in_the_wrong_column_order_is_red_at_its_module():
-    """Paddle's qkv_proj holding [q | k | v] where its forward reads per head: red at the fused projection."""
+    """Paddle's qkv_proj holding [q | k | v] where its forward reads per head: red at the fused projection; with
+    isolate=True each part computes on torch's input and its output, forced to torch's, goes on whole (in Paddle's
+    column order): the parts alone differ, not the attention after them."""
     from portcheck.recipes import paddlenlp_gpt
     pt, pd = gpt2_pair(fused=True)
     layouts = paddlenlp_gpt(heads=4, fused=True)
@@ -410,8 +413,9 @@ def test_a_fused_qkv_in_the_wrong_column_order_is_red_at_its_module():
         qkv = pd.decoder.layers[i].self_attn.qkv_proj
         qkv.weight.set_value(block.attn.c_attn.weight.detach().numpy())
         qkv.bias.set_value(block.attn.c_attn.bias.detach().numpy())
-    report = compare_forward(pt, pd, GPT_IDS, layouts=layouts)
+    report = compare_forward(pt, pd, GPT_IDS, layouts=layouts, isolate=True)
     assert not report.passed and report.first_diverging == "h.0.attn.c_attn.q", report.table()
+    assert report.differing == [f"h.{i}.attn.c_attn.{p}" for i in range(2) for p in "qkv"], report.table()
 
 
 class GatedTorch(torch.nn.Module):
