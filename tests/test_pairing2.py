@@ -401,9 +401,10 @@ def test_gpt2_against_paddlenlp_gpt_is_green_forward_and_backward_with_its_recip
         assert np.array_equal(state["decoder.layers.0.self_attn.qkv_proj.weight"][:, 8:16], weight[:, 32:40])
     else:
         assert np.array_equal(state["decoder.layers.0.self_attn.k_proj.weight"], weight[:, 32:64])
-    report = compare_forward(pt, pd, GPT_IDS, layouts=layouts)
+    report = compare_forward(pt, pd, GPT_IDS, layouts=layouts, isolate=True)
     assert report.passed, report.table()
-    assert {"h.0.attn.c_attn.q", "h.0.attn.c_attn.k", "h.0.attn.c_attn.v"} <= {r.name for r in report.paired}
+    parts = {"h.0.attn.c_attn.q", "h.0.attn.c_attn.k", "h.0.attn.c_attn.v"}
+    assert parts <= {r.name for r in report.paired} and parts <= {r.name for r in report.isolated}, report.table()
     target = np.zeros((2, 8, 32), np.float32)
     trained = compare_backward(pt, pd, GPT_IDS, target, (hidden_mse, hidden_mse),
                                (lambda ps: torch.optim.SGD(ps, lr=0.1), lambda ps: paddle.optimizer.SGD(
@@ -413,7 +414,9 @@ def test_gpt2_against_paddlenlp_gpt_is_green_forward_and_backward_with_its_recip
 
 
 def test_a_fused_qkv_in_the_wrong_column_order_is_red_at_its_module():
-    """Paddle's qkv_proj holding [q | k | v] where its forward reads per head: red at the fused projection."""
+    """Paddle's qkv_proj holding [q | k | v] where its forward reads per head: red at the fused projection; with
+    isolate=True each part computes on torch's input and its output, forced to torch's, goes on whole (in Paddle's
+    column order): the parts alone differ, not the attention after them."""
     from portcheck.recipes import paddlenlp_gpt
     pt, pd = gpt2_pair(fused=True)
     layouts = paddlenlp_gpt(heads=4, fused=True)
@@ -422,8 +425,9 @@ def test_a_fused_qkv_in_the_wrong_column_order_is_red_at_its_module():
         qkv = pd.decoder.layers[i].self_attn.qkv_proj
         qkv.weight.set_value(block.attn.c_attn.weight.detach().numpy())
         qkv.bias.set_value(block.attn.c_attn.bias.detach().numpy())
-    report = compare_forward(pt, pd, GPT_IDS, layouts=layouts)
+    report = compare_forward(pt, pd, GPT_IDS, layouts=layouts, isolate=True)
     assert not report.passed and report.first_diverging == "h.0.attn.c_attn.q", report.table()
+    assert report.differing == [f"h.{i}.attn.c_attn.{p}" for i in range(2) for p in "qkv"], report.table()
 
 
 class GatedTorch(torch.nn.Module):
@@ -538,3 +542,44 @@ def test_a_fused_module_without_its_layout_is_refused_with_the_layout_that_pairs
     assert layouts == {"gate_up_fused_proj": Fused(("gate_proj", "up_proj"))}
     convert(pt, pd, inputs=x, layouts=layouts)
     assert compare_forward(pt, pd, x, layouts=layouts).passed
+
+
+# ---------------------------------------------------------------- one torch module run as several Paddle ones
+
+class TwiceTorch(torch.nn.Module):
+    """One Linear applied twice: one weight shared between its calls."""
+    def __init__(self):
+        super().__init__()
+        self.inp, self.lin = torch.nn.Linear(8, 8), torch.nn.Linear(8, 8)
+
+    def forward(self, x):
+        return self.lin(torch.tanh(self.lin(self.inp(x))))
+
+
+class TwicePaddle(paddle.nn.Layer):
+    """The port: one Linear per call (the shared weight untied)."""
+    def __init__(self):
+        super().__init__()
+        self.inp, self.lin1, self.lin2 = paddle.nn.Linear(8, 8), paddle.nn.Linear(8, 8), paddle.nn.Linear(8, 8)
+
+    def forward(self, x):
+        return self.lin2(paddle.tanh(self.lin1(self.inp(x))))
+
+
+def test_a_module_run_as_several_paddle_modules_is_refused_with_the_entry_that_settles_it():
+    """Refused, naming the name_map entry; pasted as printed, convert fills each Paddle module with the shared
+    weight (green forward) and compare_backward judges it against the first: red, the port trains them apart."""
+    torch.manual_seed(0)
+    pt, pd = TwiceTorch(), TwicePaddle()
+    x = np.random.RandomState(0).randn(2, 8).astype(np.float32)
+    with pytest.raises(PipelineError, match=r"torch lin runs as 2 Paddle modules \(lin1, lin2\): .*"
+                                            r"name_map=\{'lin': 'lin1'\}$") as e:
+        convert(pt, pd, inputs=x)
+    name_map = ast.literal_eval(re.search(r"name_map=(\{.*\})$", str(e.value)).group(1))
+    state = convert(pt, pd, name_map, inputs=x)
+    assert np.array_equal(state["lin2.weight"], pt.lin.weight.detach().numpy().T)
+    report = compare_forward(pt, pd, x, name_map)
+    assert report.passed and "lin -> lin1 (name map)" in report.pairs().splitlines(), report.table()
+    trained = train(pt, pd, x, np.zeros((2, 8), np.float32), name_map=name_map)
+    assert not trained.passed and [r.name for r in trained.grads if not r.passed][:1] == ["grad lin.weight"], \
+        trained.table()

@@ -685,7 +685,7 @@ def compare_forward(torch_model, paddle_model, inputs, name_map=None, isolate=Fa
                     lambda keys: judged_as_run(torch_model, inputs, torch_record, paddle_record, keys, free), outputs)
     if isolate:
         from portcheck import isolate as isolated  # it builds on this module
-        isolated.judge(torch_model, paddle_model, inputs, torch_record, report, free)
+        isolated.judge(torch_model, paddle_model, inputs, torch_record, report, free, fused.declared(paddle_record))
     return report
 
 

@@ -243,16 +243,19 @@ class _Shapes(dict):
         super().__setitem__(key, value)
 
 
-def pair_modules(torch_model, paddle_model, name_map=None, inputs=None, layouts=None) -> tuple:
+def pair_modules(torch_model, paddle_model, name_map=None, inputs=None, layouts=None, copies=None) -> tuple:
     """({torch module: Paddle module ("" for the model itself)}, [each torch module holding tensors left without
     a counterpart, said]), by portcheck.pairing: on the models' run over `inputs` when given (run order, output
-    shapes; in eval mode, so BatchNorm's statistics stay), else on their definition order."""
+    shapes; in eval mode, so BatchNorm's statistics stay), else on their definition order. copies, a dict if
+    given, receives pairing.Pairing.copies(): the Paddle modules filled with copies of a torch module's tensors."""
     from portcheck.compare import eval_mode, ran_on, trace  # compare imports this module
     with eval_mode(torch_model), eval_mode(paddle_model):
         records = [fused.cut(fused.mark(ran_on(side, trace(m, inputs, _Shapes()), inputs), fused.specs(m, layouts), m))
                    for side, m in (("torch", torch_model), ("Paddle", paddle_model))]
         paired = pairing.pair(*records, name_map, weights_only=True)
     modules = paired.modules()
+    if copies is not None:
+        copies.update(paired.copies())
     for name, spec in fused.specs(torch_model, layouts).items():  # a fused module is paired when its parts are
         if all(f"{name}.{part}" in modules for part in spec.parts):
             modules[name] = modules[f"{name}.{spec.parts[0]}"]
@@ -348,14 +351,15 @@ def pair_modules(torch_model, paddle_model, name_map=None, inputs=None, layouts=
 
 
 def plan(torch_model, paddle_model, name_map=None, layouts=None, inputs=None, paddle_kinds=None,
-         paired=None) -> dict:
+         paired=None, copies=None) -> dict:
     """{torch key: (Paddle key, Tensor, numpy array)} for every parameter and buffer the Paddle model takes,
     with every module's counterpart and type checked; compare_backward maps gradients and updated weights
     through the same rules. paddle_kinds, a dict if given, receives {torch module: the Paddle type it pairs
     with} (what a torch-side record needs for layouts declared by a Paddle type); paired, a dict if given,
-    {torch module: its Paddle module} ("" for the model itself)."""
+    {torch module: its Paddle module} ("" for the model itself); copies, a dict if given, {torch module: the other
+    Paddle modules it runs as} (pairing.Pairing.copies)."""
     check_models(torch_model, paddle_model)
-    modules, missing = pair_modules(torch_model, paddle_model, name_map, inputs, layouts)
+    modules, missing = pair_modules(torch_model, paddle_model, name_map, inputs, layouts, copies)
     if paired is not None:
         paired.update(modules)
     layers = dict(paddle_model.named_sublayers(include_self=True))
@@ -447,15 +451,17 @@ def convert(torch_model, paddle_model, name_map=None, path=None, layouts=None, i
     same = {k: group for group in aliases.values() for k in group}
     # every problem is gathered before any is said: one run names them all (a port's first conversion usually
     # has several, and fixing them one run at a time costs a model load each)
-    state, origin, problems, modules = {}, {}, [], {}
-    for torch_key, (key, tensor, array) in plan(torch_model, paddle_model, name_map, layouts, inputs,
-                                                paired=modules).items():
-        if key in state and state[key][0].tie == tensor.tie:
-            continue  # one torch tensor tied in two modules, both paired with the Paddle module that holds it once
-        if key in state:  # the pairing is one to one: only a layout's renaming can send two tensors to one key
-            problems.append(f"Paddle key {key} is filled twice (from {origin[key]} and {torch_key})")
-            continue
-        state[key], origin[key] = (tensor, array), torch_key
+    state, origin, problems, modules, copies = {}, {}, [], {}, {}
+    planned = plan(torch_model, paddle_model, name_map, layouts, inputs, paired=modules, copies=copies)
+    for torch_key, (key, tensor, array) in planned.items():
+        # a torch module the name map says runs as several Paddle modules fills each (Pairing.copies)
+        for key in [key] + [paddle_key(tensor, other) for other in copies.get(tensor.module or pairing.ROOT, ())]:
+            if key in state and state[key][0].tie == tensor.tie:
+                continue  # one torch tensor tied in two modules, both paired with the Paddle module holding it once
+            if key in state:  # the pairing is one to one: only a layout's renaming can send two tensors to one key
+                problems.append(f"Paddle key {key} is filled twice (from {origin[key]} and {torch_key})")
+                continue
+            state[key], origin[key] = (tensor, array), torch_key
     parts = fused.specs(paddle_model, layouts)
     for name, spec in parts.items():  # a Paddle fused module's tensors, each made of its parts' columns
         for tensor_name in {k.rpartition(".")[2] for k in state if k.startswith(f"{name}.{spec.parts[0]}.")}:

@@ -147,6 +147,12 @@ def cut(record, tensors=True):
     return out
 
 
+def part_key(key: str, part: str) -> str:
+    """A fused module's record key (out/<module>#2[0]) as its part's (out/<module>.<part>#2[0])."""
+    prefix, module, number, rest = _SPLIT.match(key).groups()
+    return f"{prefix}{module}.{part}{number or ''}{rest}"
+
+
 def live(pairs, fused: dict):
     """(key, tensor) of a run's hook, each fused module's output as its parts' columns (cut's keys), its first
     input once per part; the rest as they are."""
@@ -155,8 +161,22 @@ def live(pairs, fused: dict):
         if not (fused and call and call.group(2) in fused):
             yield key, tensor
             continue
-        prefix, module, number, rest = call.groups()
-        columns = fused[module].columns(tensor.shape[-1]) if tensor.ndim else None
-        for p, part in enumerate(fused[module].parts):
-            yield f"{prefix}{module}.{part}{number or ''}{rest}", \
-                tensor if columns is None or prefix.endswith("in/") else tensor[..., columns[p]]
+        spec = fused[call.group(2)]
+        columns = spec.columns(tensor.shape[-1]) if tensor.ndim else None
+        for p, part in enumerate(spec.parts):
+            yield part_key(key, part), tensor if columns is None or key.startswith("in/") else tensor[..., columns[p]]
+
+
+def joined(key: str, shape: tuple, spec: Fused, value):
+    """The whole output of a fused module (record key `key`, of `shape`) made of its parts' values, value(part's
+    key) each (None when it has none): None unless every part's is there, of its columns' shape."""
+    columns = spec.columns(shape[-1]) if len(shape) else None
+    if columns is None:
+        return None
+    values = [value(part_key(key, part)) for part in spec.parts]
+    if any(v is None or tuple(v.shape) != (*shape[:-1], len(c)) for v, c in zip(values, columns)):
+        return None
+    whole = np.empty(shape, dtype=values[0].dtype)
+    for v, c in zip(values, columns):
+        whole[..., c] = v
+    return whole

@@ -24,7 +24,7 @@ import dataclasses
 
 import numpy as np
 
-from portcheck import calibrated
+from portcheck import calibrated, fused
 from portcheck.compare import (_float64, _remember, call, first_input, float64_run, hook_points, is_torch,
                                judge_against, judge_one, next_call, tensors, values, version)
 from portcheck.pairing import ROOT, module_of, reshaped, split_key
@@ -53,7 +53,7 @@ def _rebuilt(value, key, forced):
 
 
 def forced_run(model, inputs, torch_record: dict, calls: dict, leaves: dict, keep, free: dict = None,
-               wild: list = None) -> tuple:
+               wild: list = None, parts: dict = None) -> tuple:
     """One run of `model` on `inputs` in which every call in `calls` ({this side's call: torch's call}) computes
     from torch's recorded values. keep(key, tensor, source) is given what this side computed, under this side's
     keys: in/<call>, the input it computed for the call; out/<call>..., each tensor the call returned. source:
@@ -63,7 +63,10 @@ def forced_run(model, inputs, torch_record: dict, calls: dict, leaves: dict, kee
     (parents, error): parents {call: the innermost forced call it ran inside, or None}; error: the line the run
     stopped on, or None. leaves: {this side's output key: torch's}, the output tensors replaced by torch's.
     free: the float64 tensors torch's run casts into (compare.float64_as_called). wild: a list keep fills when
-    torch's float64 value overflowed where its float32 one did not: that run failed too, float64_run tries on."""
+    torch's float64 value overflowed where its float32 one did not: that run failed too, float64_run tries on.
+    parts: {module: Fused} of this side (portcheck.fused): each call of such a module is its parts' calls, keys
+    and leaves, its output forced as the whole made of torch's values of its parts."""
+    parts = parts or {}
     torch_side = is_torch(model)
     if torch_side:
         import torch
@@ -97,19 +100,26 @@ def forced_run(model, inputs, torch_record: dict, calls: dict, leaves: dict, kee
         return None
 
     def kept(prefix, value):
-        for key, tensor in tensors(prefix, value):
+        for key, tensor in fused.live(tensors(prefix, value), parts):
             keep(key, tensor, made.get((id(tensor), version(tensor))))
+
+    def own(this) -> list:
+        """The calls of `calls` this call is: its parts' for a fused module, else itself."""
+        spec = parts.get(module_of(this))
+        return [c for c in ([this] if spec is None else [split_key(fused.part_key(f"out/{this}", p))[1]
+                                                         for p in spec.parts]) if c in calls]
 
     def pre_hook(name):
         def hook(module, args, kwargs):
             this = next_call(counts, name)
             running.setdefault(name, []).append(this)
-            if this not in calls:
+            mine = own(this)
+            if not mine:
                 return None
-            parents[this] = stack[-1] if stack else None
-            stack.append(this)
+            parents.update((c, stack[-1] if stack else None) for c in mine)
+            stack.append(mine[0])
             where, x = first_input(args, kwargs)
-            key = f"in/{calls[this]}"
+            key = f"in/{calls[mine[0]]}"  # a fused module's parts read one input
             if x is None or key not in torch_record:
                 return None
             kept(f"in/{this}", x)
@@ -127,19 +137,23 @@ def forced_run(model, inputs, torch_record: dict, calls: dict, leaves: dict, kee
     def post_hook(name):
         def hook(module, args, kwargs, output):
             this = running[name].pop()
-            if this not in calls:
+            if not own(this):
                 return None
             stack.pop()
             kept(f"out/{this}", output)
+            spec = parts.get(module_of(this))
 
             def torch_value(key, tensor):
+                if spec is not None:  # the whole, of torch's values of its parts (not one record key: not remembered)
+                    whole = fused.joined(key, tuple(tensor.shape), spec, lambda k: torch_record.get(leaves.get(k, "")))
+                    return tensor if whole is None else like(whole, tensor)
                 value = torch_record.get(leaves.get(key, ""))
                 forced_value = None if value is None else torch_shaped(leaves[key], value, tensor)
                 return tensor if forced_value is None else forced_value
             return _rebuilt(output, f"out/{this}", torch_value)
         return hook
 
-    wanted = {module_of(c) for c in calls}
+    wanted = {module_of(c) for c in calls} | set(parts)
 
     def run():
         """The forced run, from the start (float64_run may make it again): its error's line, or None."""
@@ -169,14 +183,16 @@ def forced_run(model, inputs, torch_record: dict, calls: dict, leaves: dict, kee
     return parents, error
 
 
-def judge(torch_model, paddle_model, inputs, torch_record: dict, report, free: dict = None) -> None:
+def judge(torch_model, paddle_model, inputs, torch_record: dict, report, free: dict = None,
+          paddle_parts: dict = None) -> None:
     """Run both models once more, every paired call on torch's recorded values, and set report.isolated (a result
     per paired output and computed input), report.parents and report.isolation_stopped. Paddle's run first: each
     value it computes is held against torch's recorded one as it is computed (compare.judge_against: a few
     figures kept, not the value). Then torch's, in float64: each value it computes adds torch's own error to
     them (calibrated.own_error), and is not kept either: nothing of either run is held or written (at LLM size,
     Paddle's values alone were a record as large as the cumulative run's). free: the float64 tensors the
-    cumulative float64 run gave back, cast into again."""
+    cumulative float64 run gave back, cast into again. paddle_parts: the Paddle model's fused modules (torch's
+    are in its record): each part computes on torch's values of its counterpart and is judged alone."""
     keys = report.counterparts
     torch_key = {}
     for t, p in keys.items():
@@ -198,7 +214,8 @@ def judge(torch_model, paddle_model, inputs, torch_record: dict, report, free: d
                 continue  # the two calls' first arguments are different things (their signatures differ)
             halves[t] = (calibrated.integers if a.dtype.kind in "biu" else judge_against)(_name(t), a, b)
     _, p_error = forced_run(paddle_model, inputs, torch_record, {p: t for t, p in report.pairing.pairs.items()},
-                            {p: t for t, p in keys.items() if t.startswith("out/")}, keep_paddle)
+                            {p: t for t, p in keys.items() if t.startswith("out/")}, keep_paddle,
+                            parts=paddle_parts)
     rows, wild = {}, []
 
     def judge_torch(key, tensor, source):
@@ -214,7 +231,8 @@ def judge(torch_model, paddle_model, inputs, torch_record: dict, report, free: d
             if rows[key] is not None and calibrated.OVERFLOWED in rows[key].problems:
                 wild.append(key)
     parents, t_error = forced_run(torch_model, inputs, torch_record, {t: t for t in report.pairing.pairs},
-                                  {k: k for k in torch_record if k.startswith("out/")}, judge_torch, free, wild)
+                                  {k: k for k in torch_record if k.startswith("out/")}, judge_torch, free, wild,
+                                  fused.declared(torch_record))
     report.parents = parents
     report.isolation_stopped = {side: e for side, e in (("torch", t_error), ("paddle", p_error)) if e}
     if t_error:  # what Paddle computed and torch's float64 run never reached: said, never dropped in silence

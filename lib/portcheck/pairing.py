@@ -266,17 +266,38 @@ class Pairing:
         return [c.name for c in self.paddle_calls if c.name not in taken]
 
     def modules(self) -> dict:
-        """torch module -> Paddle module, from their calls; a torch module whose calls pair with several Paddle
-        modules (one module run twice on one side, two on the other) is refused where it holds tensors."""
+        """torch module -> Paddle module, from their calls. A torch module holding tensors whose calls pair with
+        several Paddle modules (one weight torch shares between its calls, one module per call in the port) is
+        refused, naming the name_map entry that settles it: the module of its first call, which it is then judged
+        against; the others are filled with copies of its tensors (copies())."""
         out, holds = {}, {c.module for c in self.torch_calls if c.tensors}
         for t, p in self.pairs.items():
-            out.setdefault(module_of(t), set()).add(module_of(p))
-        split = {t: ps for t, ps in out.items() if len(ps) > 1 and t in holds}
+            out.setdefault(module_of(t), []).append(module_of(p))  # in torch's run order: the first call's first
+        chosen = {module_of(t): module_of(p) for t, p in self.pairs.items() if t in self.named}
+        split = {t: ps for t, ps in out.items() if len(set(ps)) > 1 and t in holds and chosen.get(t) not in ps}
         if split:
-            t, ps = next(iter(split.items()))
-            raise PipelineError(f"torch {t} runs as {len(ps)} Paddle modules ({', '.join(sorted(ps))}) and holds "
-                                "tensors: its weights cannot fill them both; give a name_map entry for it")
-        return {t: min(ps) for t, ps in out.items()}
+            children = {c.module: c.children for c in self.torch_calls}
+            said = [f"torch {t} runs as {len(set(ps))} Paddle modules ({', '.join(dict.fromkeys(ps))})" for t, ps in
+                    split.items()]
+            rules = [("^" + re.escape(t) + "$", ps[0]) for t, ps in split.items()]
+            first, ps = next(iter(split.items()))
+            one = entry(first, ps[0], max(children.get(first, 0), 0))
+            raise PipelineError(f"{'; '.join(said[:3])}{f'; {len(said) - 3} more' if len(said) > 3 else ''}: it "
+                                "holds tensors, one weight torch shares between its calls and the Paddle port holds "
+                                "once per call (it trains them apart: compare_backward judges that); to fill each "
+                                f"with its tensors and judge it against its first call's, name_map={one}"
+                                + (f" (every one: name_map={rules!r})" if len(rules) > 1 else ""))
+        return {t: chosen[t] if chosen.get(t) in ps else min(ps) for t, ps in out.items()}
+
+    def copies(self) -> dict:
+        """{torch module holding tensors: the Paddle modules its later calls pair with, besides modules()'s}: each
+        is filled with a copy of its tensors (a weight torch shares between calls, held once per call in the port)."""
+        modules, holds, out = self.modules(), {c.module for c in self.torch_calls if c.tensors}, {}
+        for t, p in self.pairs.items():
+            m, q = module_of(t), module_of(p)
+            if m in holds and q != modules[m] and q not in out.get(m, []):
+                out.setdefault(m, []).append(q)
+        return out
 
     def lines(self) -> list:
         """Every pair, then every call left unpaired on each side: what the report says it chose."""

@@ -244,10 +244,6 @@ def norm_eps(path, where, value=1e-5, attr="_epsilon", steps=(1, 4), **more):
             "cause": "another epsilon in one norm", **more}
 
 
-GPT2_QKV = {"issue": 47, "why": "no API states the layout of a fused [q | k | v] projection against Paddle's "
-            "(split q/k/v: the pairing is refused; fused per head: compared column for column, red at c_attn)"}
-
-
 MODELS = [
     model("BERT (transformers / paddlenlp)", "bert",
           [norm_eps("encoder.layers.0.norm1", "encoder.layer.0.attention.output"),
@@ -259,14 +255,13 @@ MODELS = [
     model("Electra (transformers / paddlenlp)", "electra",
           [norm_eps("encoder.layers.0.norm2", "encoder.layer.0.output")]),
     model("GPT-2 split q/k/v (transformers / paddlenlp)", "gpt2 split",
-          [norm_eps("decoder.layers.0.norm1", "h.0.ln_1", known={**GPT2_QKV, "got": "error"})],
-          known={**GPT2_QKV, "got": "error"}),
+          [norm_eps("decoder.layers.0.norm1", "h.0.ln_1", value=1e-6)]),
     model("GPT-2 fused qkv (transformers / paddlenlp)", "gpt2 fused",
-          [norm_eps("decoder.layers.0.norm1", "h.0.ln_1", known={**GPT2_QKV, "got": "wrong place at step 1"})],
-          known={**GPT2_QKV, "got": "false red"},
-          name_map=[(r"^h\.(\d+)$", r"decoder.layers.\1"), (r"^drop$", "embeddings.dropout"),
-                    (r"^h\.(\d+)\.mlp\.c_fc$", r"decoder.layers.\1.linear1"),
-                    (r"^h\.(\d+)\.mlp\.c_proj$", r"decoder.layers.\1.linear2")]),
+          [norm_eps("decoder.layers.0.norm1", "h.0.ln_1", value=1e-6),  # GPT-2's is 1e-5, paddlenlp's too
+           {"name": "qkv columns in GPT-2's [q | k | v] order", "qkv_not_per_head": [
+               (f"decoder.layers.{i}.self_attn.qkv_proj", 4) for i in range(2)], "step": (1, 4),
+            "where": "h.0.attn.c_attn", "cause": "paddlenlp's qkv_proj is read per head: its columns left as "
+            "GPT-2's c_attn holds them"}]),
     model("Llama (transformers / paddlenlp)", "llama",
           [norm_eps("llama.layers.1.input_layernorm", "model.layers.1.input_layernorm", attr="variance_epsilon"),
            {"name": "rotary base 5e5", "config": {"rope_theta": 500000.0}, "step": 1,

@@ -464,6 +464,11 @@ def plant_paddle(model, plant):
         w = _at(model, path)
         blocks = np.split(w.numpy(), len(order))
         w.set_value(np.concatenate([blocks[i] for i in order]))
+    for path, heads in plant.get("qkv_not_per_head", ()):  # a fused q/k/v read per head, filled [q | k | v]
+        for w in (_at(model, path).weight, _at(model, path).bias):
+            width = w.shape[-1]
+            order = np.arange(width).reshape(heads, 3, width // (3 * heads)).transpose(1, 0, 2).reshape(-1)
+            w.set_value(w.numpy()[..., order])
 
 
 def _ids(vocab, shape=(2, 12), seed=0):
@@ -517,11 +522,13 @@ def gpt2(config, fused):
     fused per head (fuse_attention_qkv)."""
     from paddlenlp.transformers import GPTConfig as PaddleConfig, GPTModel as PaddleGPT
     from transformers import GPT2Config, GPT2Model
+    from portcheck.recipes import paddlenlp_gpt
     pt = GPT2Model(GPT2Config(vocab_size=100, n_embd=32, n_layer=2, n_head=4, n_positions=64, n_inner=64,
-                              resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, attn_implementation="eager"))
+                              resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, attn_implementation="eager",
+                              use_cache=False))  # paddlenlp returns no cache: the port compares the hidden states
     pd = PaddleGPT(PaddleConfig(**{**SIZES, **NO_DROPOUT, "fuse_attention_qkv": fused, "type_vocab_size": 0,
                                    **config}))
-    return pt, pd, _ids(100), {"GPTLayerNorm": "same"}  # paddlenlp's own LayerNorm class, a LayerNorm's tensors
+    return pt, pd, _ids(100), paddlenlp_gpt(heads=pt.config.n_head, fused=fused)  # the recipe, as a user passes it
 
 
 def vision_resnet(config):
@@ -591,18 +598,6 @@ def _first(out):
     return out[0]
 
 
-def _fix_fused_qkv(pt, pd):
-    """The port's own code for GPT-2's fused projection: transformers' c_attn columns are [q | k | v], paddlenlp's
-    qkv_proj [q_h k_h v_h per head]; the weight and bias columns permuted to Paddle's order."""
-    heads, width = pt.config.n_head, pt.config.n_embd
-    head = width // heads
-    order = np.arange(3 * width).reshape(3, heads, head).transpose(1, 0, 2).reshape(-1)
-    for i, block in enumerate(pt.h):
-        proj = pd.decoder.layers[i].self_attn.qkv_proj
-        proj.weight.set_value(block.attn.c_attn.weight.detach().numpy()[:, order])
-        proj.bias.set_value(block.attn.c_attn.bias.detach().numpy()[order])
-
-
 def _hand_converted_encoder(pt, pd):
     """The port's own conversion of torch's TransformerEncoder: its attention packs q, k, v in one in_proj tensor,
     which portcheck.convert has no layout for (no API states a packed-against-split pair)."""
@@ -634,10 +629,8 @@ def model(case, plant) -> list:
     name_map = case.get("name_map")
     pd.set_state_dict(hand(pt, pd) if hand else convert(pt, pd, name_map, inputs=x, layouts=layouts,
                                                         keep=case.get("keep", ())))
-    if case["model"] == "gpt2 fused":
-        _fix_fused_qkv(pt, pd)
     plant_paddle(pd, plant)
-    out = forward_judgements(compare_forward(pt.eval(), pd.eval(), x, name_map, isolate=True))
+    out = forward_judgements(compare_forward(pt.eval(), pd.eval(), x, name_map, isolate=True, layouts=layouts))
     if 4 in case["steps"]:
         with torch.no_grad():
             target = _first(pt(**{k: torch.from_numpy(v) for k, v in x.items()}) if isinstance(x, dict) else
