@@ -238,6 +238,8 @@ def _moved_one_ulp(model):
                 up = torch.randint(0, 2, p.shape, generator=signs, dtype=torch.bool)
                 p.copy_(torch.nextafter(p, torch.where(up, torch.tensor(float("inf"), dtype=p.dtype),
                                                        torch.tensor(float("-inf"), dtype=p.dtype))))
+
+
 TWIN = "torch (float64 copy, the library's yardstick)"  # the side _train names when the library's twin fails
 TWIN_FAILED = ("its float32 run took every step: the library's float64 copy failed, not the inputs (a value built "
                "from the model's dtype, such as torch.finfo(dtype).min in a float32 tensor); the gradients and steps "
