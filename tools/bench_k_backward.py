@@ -14,7 +14,10 @@ said:
   * transformers' BertModel against paddlenlp's (tiny, tools/bench_align.py's), the same plant;
   * this project's twin BERTs (models/, tests/tiny_config.json), the same plant;
   * the ResNet-18 example (examples/resnet18) in train mode, its own Step 4 training (its 5 steps, tools/
-    bench_align.py's batch): BatchNorm's batch statistics; planted: one BatchNorm epsilon 1e-3.
+    bench_align.py's batch): BatchNorm's batch statistics; planted: one BatchNorm epsilon 1e-3, and Paddle's
+    momentum 0.8 (a plant only the steps show: its gradients are the clean port's).
+A plain run's steps are judged by the larger of K_BACKWARD x torch's own error and calibrated.SPREAD x torch against
+itself (its run again with every weight moved one ulp); the share of that allowance each row uses is reported too.
 """
 import argparse
 import json
@@ -101,22 +104,40 @@ def twin_bert():
     return pt, pd, ids[:, :16], name_map, plant
 
 
+def used(r) -> float:
+    """max diff / the allowance the library applied (a plain run's steps: the larger of K_BACKWARD x torch's own
+    error and SPREAD x torch against itself with every weight moved one ulp, plus the floor)."""
+    return 0.0 if r.max == 0 else r.max / r.allowed if r.allowed > 0 else math.inf
+
+
 def figures(report) -> dict:
-    """The largest multiple needed over the gradients and over the rows after the steps, with where."""
+    """The largest multiple needed over the gradients and over the rows after the steps, with where; and the
+    largest share of its allowance a row after the steps uses."""
     out = {}
-    for part, rows in (("grads", report.grads), ("steps", [r for rows in report.steps for r in rows])):
+    steps = [r for rows in report.steps for r in rows if r.name != "lr"]  # an lr is judged in ulps, not here
+    for part, rows in (("grads", report.grads), ("steps", steps)):
         worst = max(rows, key=needed)
-        out[part] = (needed(worst), worst.name)
+        out[part] = {"needed": needed(worst), "at": worst.name}
+    worst = max(steps, key=used)
+    out["steps"].update(used=used(worst), used_at=worst.name,
+                        spread=getattr(worst.rule, "spread", 0.0) / worst.err32 if worst.err32 > 0 else 0.0)
     return out
 
 
-def case(name, build, plant_name, train=None, isolate=False):
-    """{clean: figures, plant: figures, verdicts} of one pair, plain or isolated."""
+_CLEAN = {}  # (case, isolate): the clean port's figures, run once for all of its plants
+
+
+def case(name, build, plant_name, train=None, isolate=False, plant_args=None):
+    """{clean: figures, plant: figures, verdicts} of one pair, plain or isolated; plant_args: compare_backward's
+    arguments the plant changes (an optimizer's), else build's plant() changes the Paddle model."""
     from portcheck import compare_backward
     row = {"case": name, "planted": plant_name, "isolate": isolate}
     for planted in (False, True):
+        if not planted and (name, isolate) in _CLEAN:
+            row["clean"] = _CLEAN[name, isolate]
+            continue
         pt, pd, x, name_map, plant = build()
-        if planted:
+        if planted and plant_args is None:
             plant()
         if train is None:
             y = np.random.RandomState(1).randint(0, CLASSES, x.shape[0])
@@ -125,11 +146,13 @@ def case(name, build, plant_name, train=None, isolate=False):
             pt.train(), pd.train()
             x, y = train["batch"]
             args = train["args"]
+        if planted and plant_args:
+            args = {**args, **plant_args}
         report = compare_backward(pt, pd, x, y, steps=(train or {}).get("steps", STEPS), name_map=name_map,
                                   isolate=isolate, **args)
         row["plant" if planted else "clean"] = {
-            "passed": report.passed, "first_diverging": report.first_diverging,
-            **{part: {"needed": v, "at": at} for part, (v, at) in figures(report).items()}}
+            "passed": report.passed, "first_diverging": report.first_diverging, **figures(report)}
+    _CLEAN[name, isolate] = row["clean"]
     return row
 
 
@@ -147,8 +170,14 @@ def resnet_training():
             pd.layer2[0].bn2._epsilon = 1e-3
         return pt, pd, None, ex.RESNET_MAP, plant
     t, p = ex.torch_training(), ex.paddle_training()
+
+    def momentum_08(params):  # a plant only the steps show: at step 1 the update is the gradient either way
+        return paddle.optimizer.Momentum(learning_rate=paddle.optimizer.lr.StepDecay(
+            ex.LR, step_size=ex.STEP_SIZE, gamma=ex.GAMMA), momentum=0.8, parameters=params,
+            weight_decay=paddle.regularizer.L2Decay(ex.WEIGHT_DECAY))
     return build, {"batch": ex.random_batch(2), "steps": ex.STEPS,
-                   "args": dict(loss=(t[0], p[0]), optimizer=(t[1], p[1]), scheduler=(t[2], p[2]))}
+                   "args": dict(loss=(t[0], p[0]), optimizer=(t[1], p[1]), scheduler=(t[2], p[2])),
+                   "momentum": dict(optimizer=(t[1], momentum_08))}
 
 
 def main():
@@ -168,17 +197,18 @@ def main():
         atomic_write(args.out, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
         print(text)
         return
-    cases = [("transformers DistilBERT / paddlenlp DistilBERT (tiny)", distilbert, EPS_PLANT, None),
-             ("transformers BertModel / paddlenlp BertModel (tiny)", library_bert, EPS_PLANT, None),
-             ("twin BERTs (tiny)", twin_bert, EPS_PLANT, None)]
+    cases = [("transformers DistilBERT / paddlenlp DistilBERT (tiny)", distilbert, EPS_PLANT, None, None),
+             ("transformers BertModel / paddlenlp BertModel (tiny)", library_bert, EPS_PLANT, None, None),
+             ("twin BERTs (tiny)", twin_bert, EPS_PLANT, None, None)]
     if not args.quick:
         build, train = resnet_training()
-        cases.append(("ResNet-18 example, train mode (its Step 4 training)", build,
-                      "one BatchNorm epsilon 1e-3 (layer2.0.bn2)", train))
+        name = "ResNet-18 example, train mode (its Step 4 training)"
+        cases += [(name, build, "one BatchNorm epsilon 1e-3 (layer2.0.bn2)", train, None),
+                  (name, build, "momentum 0.8 (torch's 0.9)", train, train["momentum"])]
     rows = []
-    for name, build, plant, train in cases:
+    for name, build, plant, train, plant_args in cases:
         for isolate in (False, True):
-            rows.append(case(name, build, plant, train, isolate))
+            rows.append(case(name, build, plant, train, isolate, plant_args))
             print(json.dumps(rows[-1]), flush=True)
     atomic_write(args.out.with_suffix(".json"), lambda tmp: Path(tmp).write_text(json.dumps(rows, indent=1) + "\n"))
     text = "\n".join(report_lines(rows)) + "\n"
@@ -191,39 +221,67 @@ def report_lines(rows) -> list:
     lines = ["English | [中文](k_backward_cn.md)", "", "# K for gradients and steps, from data", "",
              "Written by `python tools/bench_k_backward.py` (this 2-core CPU). For every row compare_backward judges, "
              "the multiple of torch's own fp32 error it needs to pass: (max diff - the floor) / torch's own fp32 "
-             f"error. Momentum SGD, {STEPS} steps (the ResNet-18 example: its own), one batch. Now: K_GRAD = "
+             f"error. Momentum SGD, {STEPS} steps (the ResNet-18 example: its own 5), one batch. Now: K_GRAD = "
              f"{calibrated.K_GRAD:g} (gradients after the first backward), K_BACKWARD = {calibrated.K_BACKWARD:g} (the "
-             f"plain run's steps), K_STEP = {calibrated.K_STEP:g} (each step of isolate=True).", "",
-             "| case | isolate | clean: gradients | clean: steps | plant | plant: gradients | plant: steps | "
-             "plant verdict, first diverging |", "|---|---|---|---|---|---|---|---|"]
+             f"plain run's steps), K_STEP = {calibrated.K_STEP:g} (each step of isolate=True). A plain run's steps are "
+             f"also allowed SPREAD = {calibrated.SPREAD:g} x what torch does to itself there (its run again with every "
+             "weight moved one ulp): the allowance is the larger of the two, plus the floor; \"of the allowance\" "
+             "is max diff / that allowance (over 1: red).", "",
+             "| case | isolate | clean: gradients | clean: steps | clean: steps, of the allowance | plant | "
+             "plant: gradients | plant: steps | plant: steps, of the allowance | plant verdict, first diverging |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         c, p = r["clean"], r["plant"]
         lines.append(f"| {r['case']} | {r['isolate']} | {fmt(c['grads']['needed'])} ({c['grads']['at']}) | "
-                     f"{fmt(c['steps']['needed'])} ({c['steps']['at']}) | {r['planted']} | "
+                     f"{fmt(c['steps']['needed'])} ({c['steps']['at']}) | {fmt(c['steps']['used'])} | {r['planted']} | "
                      f"{fmt(p['grads']['needed'])} ({p['grads']['at']}) | {fmt(p['steps']['needed'])} "
-                     f"({p['steps']['at']}) | {'RED' if not p['passed'] else 'green'}, {p['first_diverging']} |")
-    # K_BACKWARD judges the gradients (plain and isolated) and the plain run's steps; K_STEP the isolated steps
+                     f"({p['steps']['at']}) | {fmt(p['steps']['used'])} | "
+                     f"{'RED' if not p['passed'] else 'green'}, {p['first_diverging']} |")
+    # a plant of the steps (an optimizer's): its gradients are the clean port's, only the steps can show it
+    late = lambda r: r["plant"]["grads"]["needed"] <= r["clean"]["grads"]["needed"]  # noqa: E731
+    # K_GRAD judges the gradients (plain and isolated), K_BACKWARD the plain run's steps, K_STEP the isolated steps
     for constant, parts in (("K_GRAD", [(False, "grads"), (True, "grads")]), ("K_BACKWARD", [(False, "steps")]),
                             ("K_STEP", [(True, "steps")])):
         clean = max(r["clean"][part]["needed"] for r in rows for isolate, part in parts if r["isolate"] == isolate)
         plants = [max(r["plant"][part]["needed"] for isolate, part in parts if r["isolate"] == isolate)
-                  for r in rows if any(r["isolate"] == isolate for isolate, _ in parts)]
+                  for r in rows if any(r["isolate"] == isolate for isolate, _ in parts)
+                  and not (constant == "K_GRAD" and late(r))]
         k, least = getattr(calibrated, constant), min(plants)
-        lines += ["", f"{constant} = {k:g}: clean ports need at most {fmt(clean)}; the least visible plant shows "
+        lines += ["", f"{constant} = {k:g}{' (plants of a forward)' if constant == 'K_GRAD' else ''}"
+                  f"{' (alone)' if constant == 'K_BACKWARD' else ''}: clean ports need at most {fmt(clean)}; the "
+                  "least visible plant shows "
                   f"{fmt(least)}" + (f"; a K between them separates every case, and {k:g} is {k / max(clean, 1e-9):.3g}"
                                      f" x the clean maximum and {least / k:.3g} x under the least visible plant"
                                      if clean < k < least else
                                      "; a K between them separates every case, but not this one" if clean < least else
                                      "; no single K separates every clean port from every plant here")]
-    at_grads = all(r["plant"]["grads"]["needed"] > calibrated.K_GRAD for r in rows)
-    over = [r for r in rows if not r["isolate"] and r["clean"]["steps"]["needed"] > calibrated.K_BACKWARD]
-    lines += ["", "Reading: every plant here is " + ("red at its gradients" if at_grads else "not red at its gradients")
-              + f" (K_GRAD = {calibrated.K_GRAD:g}), whatever K_BACKWARD is: the gradients of one backward separate "
-              "clean ports from plants, the steps of a plain run do not (BatchNorm's batch statistics and each update "
-              "compound both sides' rounding, and a plant's own effect grows no faster)."]
-    lines += [f"Not solved: {r['case']} is red on its clean port at K_BACKWARD = {calibrated.K_BACKWARD:g} "
-              f"({fmt(r['clean']['steps']['needed'])} needed at {r['clean']['steps']['at']}); isolate=True keeps it "
-              "green (each step judged alone, at K_STEP)." for r in over]
+    plain = [r for r in rows if not r["isolate"]]
+    clean = max(plain, key=lambda r: r["clean"]["steps"]["used"])["clean"]["steps"]
+    # the plants the gradients let through: what the plain run's steps alone must catch
+    least = min((r for r in plain if late(r)), key=lambda r: r["plant"]["steps"]["used"], default=None)
+    lines += ["", f"The plain run's steps as judged (the larger of K_BACKWARD x torch's own error and SPREAD = "
+              f"{calibrated.SPREAD:g} x torch against itself, plus the floor): clean ports use at most "
+              f"{fmt(clean['used'])} of their allowance (at {clean['used_at']}, where torch's spread against itself "
+              f"is {fmt(clean['spread'])} x its own fp32 error)" +
+              (f"; the least visible plant the gradients let through ({least['case']}: {least['planted']}) uses "
+               f"{fmt(least['plant']['steps']['used'])}, {least['plant']['steps']['used'] / max(clean['used'], 1e-9):.3g}"
+               " x the clean maximum" if least else "")]
+    at_grads = all(r["plant"]["grads"]["needed"] > calibrated.K_GRAD for r in rows if not late(r))
+    lines += ["", "Reading: the plants of a forward (a norm's epsilon) are " + ("" if at_grads else "not all ") +
+              f"red at their gradients (K_GRAD = {calibrated.K_GRAD:g}); an optimizer's plant (momentum) "
+              "is the same at the gradients and shows from the second step on. After a few steps of a plain run a "
+              "value within rounding of a ReLU's kink takes one branch in one fp32 run and the other in another: on "
+              "the ResNet-18 example torch with one thread, with every weight moved one ulp, and Paddle take the same "
+              "jump, 176 x torch's own error at one conv weight, where torch's float64 run took torch's branch (torch "
+              "with channels_last or ATEN_CPU_CAPABILITY=default lands 1.65e3 away). torch's spread against itself "
+              "measures that jump, its own fp32 error does not."]
+    over = [r for r in plain if r["clean"]["steps"]["used"] > 1]
+    lines += [f"Not solved: {r['case']} is red on its clean port ({fmt(r['clean']['steps']['used'])} of its "
+              f"allowance at {r['clean']['steps']['used_at']})." for r in over]
+    lines += ["Not covered: a kink Paddle takes in a later step that torch's moved run does not take: a tiny conv net "
+              "with BatchNorm (4 layers, 32 x 32 noise, lr 0.05) showed one at step 3, 1.6e4 x torch's own error, red "
+              "plain and isolated; as at the first step (the report's kink line), no tolerance covers a branch: take "
+              "another batch."]
     return lines
 
 

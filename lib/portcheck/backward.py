@@ -179,6 +179,9 @@ def record_backward(model, inputs, targets, loss, optimizer, scheduler=None, ste
         state<i>/<key>      BatchNorm's running statistics before any step (i = 0) and after step i
                             (isolated: every weight and buffer)
         final/<key>         every weight and buffer after the last step
+        moved:<key>         (torch, not isolated) the loss/, state and final/ keys of its run again from every weight
+                            moved one ulp: what torch does to itself, which judge_backward allows calibrated.SPREAD
+                            times at each (a value within rounding of a ReLU's kink in a later step)
 
     Isolated steps (compare_backward(isolate=True) makes both): a torch model's run with isolate=True records
     every tensor after every step, and its float64 twin starts each step from the fp32 weights the step before
@@ -207,9 +210,18 @@ def record_backward(model, inputs, targets, loss, optimizer, scheduler=None, ste
         start = copy.deepcopy(model.state_dict())  # before any step: where the float64 twin starts from
         left = {}  # isolate: the fp32 weights each step left, which the float64 twin starts the next one from
         keep = (lambda m, i: left.__setitem__(i, copy.deepcopy(m.state_dict()))) if isolate else None
+        moved = {}
+        if not isolate:  # the plain run's steps: torch against itself, every weight moved one ulp (calibrated.SPREAD)
+            with torch.random.fork_rng(devices=[]):  # the same draws (dropout) as the run below, which draws as before
+                _moved_one_ulp(model)
+                moved = _train("torch", model, inputs, targets, loss, optimizer, scheduler, steps, torch.from_numpy,
+                               lambda m: _torch_state(m, layouts), lambda m: _torch_grads(m, layouts), lambda: {},
+                               None, clip)
+            model.load_state_dict(start)
         out = _train("torch", model, inputs, targets, loss, optimizer, scheduler, steps, torch.from_numpy,
                      lambda m: _torch_state(m, layouts), lambda m: _torch_grads(m, layouts), _norm_counter(model), keep,
                      clip)
+        out.update({MOVED + k: v for k, v in moved.items() if k.startswith(("loss/", "state", "final/"))})
         # a tensor Paddle names otherwise (BatchNorm's statistics, InstanceNorm's scale): its name there, as a key
         out.update({f"{RENAMED}{k}/{t.paddle_name}": np.zeros(0, np.float32) for k, t in layouts.items()
                     if t.paddle_name != t.name})
@@ -242,6 +254,23 @@ def record_backward(model, inputs, targets, loss, optimizer, scheduler=None, ste
 
 
 ISOLATED = "isolated"  # a record's key: its steps were isolated (each started from torch's weights)
+MOVED = "moved:"  # a torch record's key prefix: its run again with every weight moved one ulp (calibrated.SPREAD)
+
+
+def _moved_one_ulp(model):
+    """Every floating parameter moved one ulp up or down, the signs drawn from a seeded generator of its own (the
+    same perturbation on any CPU, the global random state untouched): a rounding of the size fp32 makes, from which
+    a run takes whatever branches another correct fp32 run may take."""
+    import torch
+    signs = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        for p in model.parameters():
+            if p.is_floating_point():
+                up = torch.randint(0, 2, p.shape, generator=signs, dtype=torch.bool)
+                p.copy_(torch.nextafter(p, torch.where(up, torch.tensor(float("inf"), dtype=p.dtype),
+                                                       torch.tensor(float("-inf"), dtype=p.dtype))))
+
+
 TWIN = "torch (float64 copy, the library's yardstick)"  # the side _train names when the library's twin fails
 TWIN_FAILED = ("its float32 run took every step: the library's float64 copy failed, not the inputs (a value built "
                "from the model's dtype, such as torch.finfo(dtype).min in a float32 tensor); the gradients and steps "
@@ -483,7 +512,13 @@ def judge_backward(torch_record: dict, paddle_record: dict, name_map=None,
             key if key.startswith(("loss/", "lr/")) else _counterpart(key, mapped, renamed))
         if b is None:
             return calibrated.unjudged(name, np.shape(a), "no counterpart on paddle", 0.0)
-        return measure(name, a, ref, b, mean_bound, multiple)
+        r, other = measure(name, a, ref, b, mean_bound, multiple), torch_record.get(MOVED + key)
+        if other is not None and not r.problems and np.shape(other) == np.shape(a):  # the plain run's steps
+            with np.errstate(all="ignore"):
+                spread = float(np.max(np.abs(np.asarray(a, np.float64) - np.asarray(other, np.float64))))
+            if np.isfinite(spread):
+                r.rule = r.rule._replace(spread=spread)
+        return r
 
     for key in (k for k in torch_record if k.startswith("grad/")):
         report.grads.append(row(key, f"grad {key[5:]}", multiple=calibrated.K_GRAD))

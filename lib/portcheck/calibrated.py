@@ -10,6 +10,9 @@ at this size. The Paddle port is held to a multiple of it:
 
 K is for a forward; gradients after the first backward take K_GRAD, everything after optimizer steps K_BACKWARD,
 since BatchNorm's batch statistics and each update compound both sides' rounding (K_STEP: one isolated step).
+After the steps of a plain run, a value within rounding of a ReLU's kink in a later step takes one branch in one
+fp32 run and the other in another, and torch's float64 run may take torch's fp32 branch: there the allowance is
+also SPREAD x what torch does to itself (its run again with every weight moved one ulp), whichever is larger.
 
 The floor is for outputs that are exact in fp32 on the torch side (an embedding lookup, a max-pool, a ReLU
 of exact values: err32 = 0) where another framework's kernel may still round once. K and FLOOR were
@@ -33,6 +36,14 @@ K_STEP = 16.0
 # batch statistics (train mode) did not raise it. Clean ports needed at most 1.97 x torch's own error; one
 # LayerNorm epsilon 1e-5 among 1e-12 showed 13.7 to 33 (docs/k_backward.md): K_BACKWARD's 128 let it through
 K_GRAD = 8.0
+# The plain run's steps (compare_backward without isolate): after a few steps a ReLU input within rounding of 0
+# flips between any two fp32 runs, a jump no multiple of torch's own error covers. On the ResNet-18 example's 5
+# steps (docs/k_backward.md) Paddle, torch with one thread and torch with every weight moved one ulp land 176 to 188
+# x torch's own error from torch at one conv weight, torch with channels_last or ATEN_CPU_CAPABILITY=default 1.65e3,
+# where torch's float64 run took torch's own branch (oneDNN off: no jump). Each row is also allowed SPREAD x max
+# |torch fp32 - torch fp32 with every weight moved one ulp| (seeded signs: the same perturbation on any CPU),
+# measured in the same call: the clean port then uses 0.249 of its allowance, a momentum plant 3.89e3
+SPREAD = 4.0
 FLOOR = 16.0        # in units of eps32 * max|torch|: one rounding of another kernel, with margin
 MEAN_BOUND = tolerances.MEAN_BOUND  # the guide's bound on a model's output; no measured tolerance is looser
 
@@ -48,9 +59,15 @@ class Measured(NamedTuple):
     mean (None: no mean bound; the guide's, on what a hand-in holds)."""
     multiple: float = K
     mean: Optional[float] = None
+    spread: float = 0.0  # max |torch fp32 - torch fp32 with every weight moved one ulp| (0: not measured)
+
+    def own(self, r) -> float:
+        """The measured part of the allowance: multiple x torch's own fp32 error, or SPREAD x torch's spread
+        against itself where that is larger."""
+        return max(self.multiple * r.err32, SPREAD * self.spread)
 
     def allowed(self, r) -> float:
-        return self.multiple * r.err32 + FLOOR * EPS32 * r.scale
+        return self.own(r) + FLOOR * EPS32 * r.scale
 
     @staticmethod
     def floor(r) -> float:
@@ -59,7 +76,7 @@ class Measured(NamedTuple):
     def floored(self, r) -> bool:
         """The floor, not the multiple of torch's own error, is most of the allowance: a value fp32 computes
         (almost) exactly, as an lr or a loss of few terms; its diff/err ratio then says nothing."""
-        return self.floor(r) >= self.multiple * r.err32
+        return self.floor(r) >= self.own(r)
 
     def floor_said(self, r) -> str:
         return f"the floor {self.floor(r):.3g} ({FLOOR:g} x eps32 x max|torch|)"
@@ -68,7 +85,16 @@ class Measured(NamedTuple):
         if self.floored(r):
             return (f"max diff {r.max:.3e} > allowed {r.allowed:.3e} ({self.floor_said(r)}: torch's own fp32 error "
                     f"here is {r.err32:.3e})")
+        if self.spread_decides(r):
+            return (f"max diff {r.max:.3e} > allowed {r.allowed:.3e} ({self.spread_said()}; {r.ratio:.3g} x torch's "
+                    "own fp32 error)")
         return f"max diff {r.max:.3e} > allowed {r.allowed:.3e} ({r.ratio:.3g} x torch's own fp32 error)"
+
+    def spread_decides(self, r) -> bool:
+        return SPREAD * self.spread > self.multiple * r.err32
+
+    def spread_said(self) -> str:
+        return f"{SPREAD:g} x {self.spread:.3e}, torch against itself with every weight moved one ulp"
 
 
 def unjudged(name, shape, problem: str, figure: float = float("nan"), mean_bound=None, k: float = K) -> KeyResult:
