@@ -337,6 +337,10 @@ def test_an_lr_row_and_a_floored_allowance_say_the_floor_never_inf_times_the_err
     assert "inf x" not in report.table()
     loss = next(r for r in mlp_backward().steps[0] if r.name == "loss")
     assert loss.passed and loss.key_figures().startswith(f"max {loss.max:.3g} within the floor"), loss.key_figures()
+    # the same row over its allowance (a loss off by one part in a thousand): beyond the floor, never "within" it
+    over = copy.copy(loss)
+    over.max = loss.allowed * 1.5
+    assert over.key_figures().startswith(f"max {over.max:.3g} beyond the floor"), over.key_figures()
 
 
 def test_paddles_scheduler_comes_from_its_optimizer_and_clipping_is_expressible_on_both_sides():

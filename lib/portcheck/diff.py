@@ -159,13 +159,16 @@ class KeyResult:
             return f"max {self.max:.3g} (allowed {self.allowed:.3g}: {self.rule.ulps} ulps of the largest value)"
         floored = getattr(self.rule, "floored", None)
         if floored is not None and floored(self):  # a multiple of an error the floor dwarfs says nothing
-            return (f"max {self.max:.3g} within {self.rule.floor_said(self)}, the allowance here: torch's own fp32 "
+            return (f"max {self.max:.3g} {self._within()} {self.rule.floor_said(self)}, the allowance here: torch's own fp32 "
                     f"error is {self.err32:.3g} (allowed {self.allowed:.3g})")
         decides = getattr(self.rule, "spread_decides", None)
         if decides is not None and decides(self):  # the plain run's later steps: torch's spread against itself
-            return (f"max {self.max:.3g} = {self.ratio:.3g} x torch's own fp32 error, within {self.rule.spread_said()} "
+            return (f"max {self.max:.3g} = {self.ratio:.3g} x torch's own fp32 error, {self._within()} {self.rule.spread_said()} "
                     f"(allowed {self.allowed:.3g})")
         return f"max {self.max:.3g} = {self.ratio:.3g} x torch's own fp32 error (allowed {self.allowed:.3g})"
+
+    def _within(self) -> str:
+        return "within" if self.max <= self.allowed else "beyond"
 
     def to_json(self) -> dict:
         return {"key": self.key, "atol": self.atol, "rtol": self.rtol, "mean_bound": self.mean_bound,
