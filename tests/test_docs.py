@@ -60,6 +60,12 @@ def test_reported_figures_are_the_hand_ins():
         curves = load_npy(HAND_IN / "diagnostics" / f"train_curves_{fw}.npy")
         figures.append(f"{float(curves['train_seconds']) / 60:.1f}")
     figures.append(re.search(r", ([0-9.]+) min\.", summary).group(1))
+    # Step 4's worst loss and update differences, as the table writes them (5.7e-7)
+    bp = {fw: load_npy(HAND_IN / f"bp_align_{fw}.npy") for fw in ("torch", "paddle")}
+    for family in ("loss_", "update_"):
+        worst = max(float(np.max(np.abs(np.asarray(bp["torch"][k], np.float64) - np.asarray(bp["paddle"][k], np.float64))))
+                    for k in bp["torch"] if k.startswith(family))
+        figures.append(f"{worst:.1e}".replace("e-0", "e-"))
     for figure in figures:
         assert figure in text and figure in text_cn, figure
     for figure in figures[:2]:
