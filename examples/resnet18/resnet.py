@@ -198,15 +198,14 @@ def torch_training():
             lambda opt: torch.optim.lr_scheduler.StepLR(opt, step_size=STEP_SIZE, gamma=GAMMA))
 
 
-def paddle_training(weight_decay: float = WEIGHT_DECAY):
+def paddle_training():
     """The same on the Paddle side: torch's SGD(momentum, weight_decay) is Momentum with an L2Decay
-    regularizer, StepLR is StepDecay, which the optimizer holds as its learning rate (the scheduler stepped).
-    weight_decay: a planted bug of the tests."""
+    regularizer, StepLR is StepDecay, which the optimizer holds as its learning rate (the scheduler stepped)."""
     import paddle
     return (paddle.nn.functional.cross_entropy,
             lambda params: paddle.optimizer.Momentum(
                 learning_rate=paddle.optimizer.lr.StepDecay(LR, step_size=STEP_SIZE, gamma=GAMMA), momentum=MOMENTUM,
-                parameters=params, weight_decay=paddle.regularizer.L2Decay(weight_decay)),
+                parameters=params, weight_decay=paddle.regularizer.L2Decay(WEIGHT_DECAY)),
             lambda opt: opt._learning_rate)
 
 
