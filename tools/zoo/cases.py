@@ -364,7 +364,7 @@ HABITS = [model(f"habit: {kind}", "habit", plants, config={"habit": kind}, **mor
               ("buffer one side keeps", [{
                   "name": "position ids from 1", "config": {"paddle_position_start": 1}, "step": (1, 4),
                   "where": "positions", "cause": "the saved position_ids off by one",
-                  "known": {"issue": 52, "got": "wrong place at step 1", "why": "the ids reach the positions "
+                  "known": {"issue": 47, "got": "wrong place at step 1", "why": "the ids reach the positions "
                             "embedding from a buffer the model reads, no module's output: the cumulative run and "
                             "compare_backward name the encoder (its first input, the token ids, is equal; only the "
                             "first input of a call is recorded), isolate=True (model) (before positions)"}}],
