@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from portcheck.compare import (F64, INPUTS, ROOT, ForwardReport, _float64, _Recorder, _unjudged_lines, call, float64,
-                               hook_points, judge_forward, measure, checked_args, WIDER)
+                               hook_points, in_turn, judge_forward, measure, checked_args, WIDER)
 from portcheck import calibrated, diff, fused, pairing, tolerances
 from portcheck.convert import RENAMES, framework_of, plan, torch_layouts
 from portcheck.diff import NOT_JUDGED, first_diverging
@@ -218,10 +218,12 @@ def record_backward(model, inputs, targets, loss, optimizer, scheduler=None, ste
                                lambda m: _torch_state(m, layouts), lambda m: _torch_grads(m, layouts), lambda: {},
                                None, clip)
             model.load_state_dict(start)
+            # only what judge_backward reads: the first forward's modules and gradients are not held through the run
+            moved = {MOVED + k: v for k, v in moved.items() if k.startswith(("loss/", "state", "final/"))}
         out = _train("torch", model, inputs, targets, loss, optimizer, scheduler, steps, torch.from_numpy,
                      lambda m: _torch_state(m, layouts), lambda m: _torch_grads(m, layouts), _norm_counter(model), keep,
                      clip)
-        out.update({MOVED + k: v for k, v in moved.items() if k.startswith(("loss/", "state", "final/"))})
+        out.update(moved)
         # a tensor Paddle names otherwise (BatchNorm's statistics, InstanceNorm's scale): its name there, as a key
         out.update({f"{RENAMED}{k}/{t.paddle_name}": np.zeros(0, np.float32) for k, t in layouts.items()
                     if t.paddle_name != t.name})
@@ -231,17 +233,10 @@ def record_backward(model, inputs, targets, loss, optimizer, scheduler=None, ste
                           lambda m: _torch_state(m, layouts), lambda m: _torch_grads(m, layouts), lambda: {},
                           (lambda m, i: m.load_state_dict(left[i])) if isolate else None, clip)
         with float64(model):  # the library's one float64 twin, after the float32 run (the same random draws)
-            for i, wider in enumerate((contextlib.nullcontext, *WIDER)):  # a twin that failed: wider, in turn
-                last = i == len(WIDER)
-                try:
-                    with wider():
-                        wide = twin()
-                except PipelineError:  # finfo(float64).min in a tensor made in the default dtype, or in float32
-                    if last:
-                        raise
-                    continue
-                if last or not any(calibrated.overflowed(out[k], v) for k, v in wide.items() if k in out):
-                    break
+            # a twin that raised (finfo(float64).min in a tensor made in the default dtype) or overflowed where the
+            # float32 run did not (in a float32 one): run again wider, in turn
+            wide = in_turn((contextlib.nullcontext, *WIDER), twin, catch=PipelineError, failed=lambda wide: any(
+                calibrated.overflowed(out[k], v) for k, v in wide.items() if k in out))
             del start
             out.update({F64 + k: v for k, v in wide.items()})
         return fused.mark({**pairing.describe(model), **out, **({ISOLATED: np.ones(1)} if isolate else {})}, parts, model)

@@ -482,14 +482,19 @@ def float64_run(model, run, failed=lambda result: False, free: dict = None):
     in the default dtype, filled with its input's torch.finfo(dtype).min, which float32 cannot hold), then
     float64's finfo bounds float32's (a float32 mask scaled by finfo(float64).min: -inf, and NaN where 0 x -inf).
     The last one's error, if any, is raised; its result returned, failed or not."""
-    tries = [lambda: float64_as_called(model, free), lambda: float64(model),
-             *(functools.partial(_whole, model, wider) for wider in WIDER)]
-    for i, attempt in enumerate(tries):
-        last = i == len(tries) - 1
+    return in_turn([lambda: float64_as_called(model, free), lambda: float64(model),
+                    *(functools.partial(_whole, model, wider) for wider in WIDER)], run, failed)
+
+
+def in_turn(attempts, run, failed=lambda result: False, catch=Exception):
+    """run() under each context of `attempts` in turn, until one neither raises `catch` nor gives a result
+    failed(result) calls failed: the last one's error is raised, its result returned, failed or not."""
+    for i, attempt in enumerate(attempts):
+        last = i == len(attempts) - 1
         try:
             with attempt():
                 result = run()
-        except Exception:  # noqa: BLE001 - the next try follows; the last one's own error is raised
+        except catch:  # noqa: BLE001 - the next try follows; the last one's own error is raised
             if last:
                 raise
             continue
