@@ -408,3 +408,59 @@ def test_a_layernorm_epsilon_planted_is_red_at_the_gradients_plain_and_isolated(
             grads = [r for r in report.grads if not r.passed]
             assert bool(grads) == planted and report.passed != planted, report.table()
             assert all(r.multiple == calibrated.K_GRAD for r in report.grads)
+
+
+class TorchPositions(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.table = torch.nn.Embedding(L + 1, D)
+
+    def forward(self, mask):
+        return self.table((torch.cumsum(mask, 1) - 1).clamp(min=0).long())
+
+
+class PaddlePositions(paddle.nn.Layer):
+    def __init__(self):
+        super().__init__()
+        self.table = paddle.nn.Embedding(L + 1, D)
+
+    def forward(self, mask):
+        return self.table((paddle.cumsum(mask.astype("int64"), 1) - 1).clip(min=0))
+
+
+class TorchMasked(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.embed_positions, self.head = TorchPositions(), torch.nn.Linear(D, C)
+
+    def forward(self, mask):
+        return self.head(self.embed_positions(mask.float()))
+
+
+class PaddleMasked(paddle.nn.Layer):
+    def __init__(self, flip=False):
+        super().__init__()
+        self.embed_positions, self.head, self.flip = PaddlePositions(), paddle.nn.Linear(D, C), flip
+
+    def forward(self, mask):
+        mask = mask.astype("bool")
+        if self.flip:  # the plant: the mask read the wrong way round (1 for padding)
+            mask = paddle.logical_not(mask)
+        return self.head(self.embed_positions(mask))
+
+
+def test_a_mask_one_side_holds_as_bool_is_compared_as_values_and_a_flipped_one_is_red_at_its_reader():
+    """OPT's habit: transformers hands the position embedding a float32 mask, paddlenlp a bool one. The same
+    values are no difference (said, where the row is shown); a mask read the wrong way round is red there."""
+    torch.manual_seed(0)
+    mask = np.ones((2, L), "int64")
+    mask[1, 5:] = 0
+    for flip in (False, True):
+        pt, pd = TorchMasked(), PaddleMasked(flip)
+        pd.set_state_dict(convert(pt, pd))
+        report = compare_forward(pt.eval(), pd.eval(), mask, isolate=True)
+        assert report.passed is not flip
+        if flip:
+            row = next(r for r in report.isolated if r.name == "embed_positions (its input)")
+            assert not row.passed and row.max == 1 and row.by_design == "by design: dtypes float32 and bool, compared as float32"
+            assert report.differing == ["(model) (before embed_positions)"] and report.first_diverging == "(model)"
