@@ -262,6 +262,16 @@ MODELS = [
                (f"decoder.layers.{i}.self_attn.qkv_proj", 4) for i in range(2)], "step": (1, 4),
             "where": "h.0.attn.c_attn", "cause": "paddlenlp's qkv_proj is read per head: its columns left as "
             "GPT-2's c_attn holds them"}]),
+    model("RoBERTa (transformers / paddlenlp)", "roberta",
+          [norm_eps("encoder.layers.0.norm1", "encoder.layer.0.attention.output")]),
+    model("ERNIE (transformers / paddlenlp)", "ernie",
+          [norm_eps("encoder.layers.0.norm1", "encoder.layer.0.attention.output")]),
+    model("ALBERT (transformers / paddlenlp)", "albert",
+          [norm_eps("embeddings.layer_norm", "embeddings.LayerNorm")], keep=["embeddings.position_ids"]),
+    model("OPT (transformers / paddlenlp)", "opt",
+          [norm_eps("decoder.layers.0.norm2", "decoder.layers.0.final_layer_norm", value=1e-6)]),  # both default to 1e-5
+    model("BLOOM (transformers / paddlenlp)", "bloom",
+          [norm_eps("h.0.input_layernorm", "h.0.input_layernorm", value=1e-6)]),  # both default to 1e-5
     model("Llama (transformers / paddlenlp)", "llama",
           [norm_eps("llama.layers.1.input_layernorm", "model.layers.1.input_layernorm", attr="variance_epsilon"),
            {"name": "rotary base 5e5", "config": {"rope_theta": 500000.0}, "step": 1,

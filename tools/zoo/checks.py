@@ -507,6 +507,52 @@ def electra(config):
     return pt, pd, _ids(100), None
 
 
+def roberta(config):
+    from paddlenlp.transformers import RobertaConfig as PaddleConfig, RobertaModel as PaddleRoberta
+    from transformers import RobertaConfig, RobertaModel
+    pt = RobertaModel(RobertaConfig(**SIZES, **NO_DROPOUT, pad_token_id=1, attn_implementation="eager"))
+    pd = PaddleRoberta(PaddleConfig(**{**SIZES, **NO_DROPOUT, "pad_token_id": 1, "type_vocab_size": 2, **config}))
+    return pt, pd, _ids(100), None
+
+
+def ernie(config):
+    from paddlenlp.transformers import ErnieConfig as PaddleConfig, ErnieModel as PaddleErnie
+    from transformers import ErnieConfig, ErnieModel
+    pt = ErnieModel(ErnieConfig(**SIZES, **NO_DROPOUT, attn_implementation="eager"))
+    pd = PaddleErnie(PaddleConfig(**{**SIZES, **NO_DROPOUT, "type_vocab_size": 2, **config}))
+    return pt, pd, _ids(100), None
+
+
+def albert(config):
+    """One layer group shared by both layers, as ALBERT's are; paddlenlp saves a position-id buffer transformers
+    computes (keep=, the case's)."""
+    from paddlenlp.transformers import AlbertConfig as PaddleConfig, AlbertModel as PaddleAlbert
+    from transformers import AlbertConfig, AlbertModel
+    sizes = {**SIZES, **NO_DROPOUT, "embedding_size": 16, "hidden_act": "gelu_new"}
+    pt = AlbertModel(AlbertConfig(**sizes, classifier_dropout_prob=0.0, attn_implementation="eager"))
+    pd = PaddleAlbert(PaddleConfig(**{**sizes, "type_vocab_size": 2, **config}))
+    return pt, pd, _ids(100), None
+
+
+def opt(config):
+    """transformers hands OPT's learned positions a float32 mask, paddlenlp a bool one (compare.judge_against)."""
+    from paddlenlp.transformers import OPTConfig as PaddleConfig, OPTModel as PaddleOPT
+    from transformers import OPTConfig, OPTModel
+    sizes = dict(vocab_size=100, hidden_size=32, num_hidden_layers=2, ffn_dim=64, num_attention_heads=4,
+                 max_position_embeddings=64, dropout=0.0, attention_dropout=0.0, word_embed_proj_dim=32)
+    pt = OPTModel(OPTConfig(**sizes, use_cache=False, attn_implementation="eager"))
+    pd = PaddleOPT(PaddleConfig(**{**sizes, "intermediate_size": 64, **NO_DROPOUT, **config}))
+    return pt, pd, _ids(100), None
+
+
+def bloom(config):
+    from paddlenlp.transformers import BloomConfig as PaddleConfig, BloomModel as PaddleBloom
+    from transformers import BloomConfig, BloomModel
+    sizes = dict(vocab_size=100, hidden_size=32, n_layer=2, n_head=4, hidden_dropout=0.0, attention_dropout=0.0,
+                 use_cache=False)
+    return BloomModel(BloomConfig(**sizes)), PaddleBloom(PaddleConfig(**{**sizes, **config})), _ids(100), None
+
+
 def llama(config):
     from paddlenlp.transformers import LlamaConfig as PaddleConfig, LlamaForCausalLM as PaddleLlama
     from transformers import LlamaConfig, LlamaForCausalLM
@@ -586,7 +632,8 @@ def cnn(config):
             np.random.RandomState(0).randn(4, 3, 8, 8).astype("float32"), None)
 
 
-MODELS = {"bert": bert, "distilbert": distilbert, "electra": electra, "llama": llama,
+MODELS = {"bert": bert, "distilbert": distilbert, "electra": electra, "llama": llama, "roberta": roberta,
+          "ernie": ernie, "albert": albert, "opt": opt, "bloom": bloom,
           "gpt2 split": lambda c: gpt2(c, False), "gpt2 fused": lambda c: gpt2(c, True),
           "resnet18": vision_resnet, "mobilenet_v2": mobilenet_v2, "lstm": recurrent("LSTM"),
           "gru": recurrent("GRU"), "transformer encoder": transformer_encoder, "cnn": cnn}
