@@ -464,3 +464,32 @@ def test_a_mask_one_side_holds_as_bool_is_compared_as_values_and_a_flipped_one_i
             row = next(r for r in report.isolated if r.name == "embed_positions (its input)")
             assert not row.passed and row.max == 1 and row.by_design == "by design: dtypes float32 and bool, compared as float32"
             assert report.differing == ["(model) (before embed_positions)"] and report.first_diverging == "(model)"
+
+
+def test_asgd_two_algorithms_of_one_name_are_red_by_design_in_one_line():
+    """torch's ASGD averages SGD's weights, Paddle's averages the last gradients: the same name, other algorithms.
+    Red after the steps, said in one line in compare_backward and in `portcheck run`'s configuration."""
+    from portcheck import runconfig
+    report = mlp_backward(steps=4, optimizer=(lambda ps: torch.optim.ASGD(ps, lr=0.01),
+                                     lambda ps: paddle.optimizer.ASGD(0.01, parameters=ps)))
+    assert not report.passed and len(report.by_design) == 1 and report.by_design[0] in report.table()
+    assert report.by_design[0].startswith("torch.optim.ASGD is averaged SGD") and "two algorithms of one name" in \
+        report.by_design[0]
+    said = runconfig.differences({"optimizer": {"family": "asgd", "lr": 0.01}},
+                                 {"optimizer": {"family": "asgd", "lr": 0.01}}, {}, {})
+    assert len(said) == 1 and said[0].startswith("optimizer: torch.optim.ASGD is averaged SGD")
+
+
+def test_a_loss_red_first_between_held_weights_points_to_the_isolated_steps():
+    """RAdam's beta2 acts from step 6 (its first steps are momentum SGD): a plain run, which holds the weights after
+    step 1 and the last only, is first red at a later loss and says where the update is named; the isolated steps
+    name the weight."""
+    radam = lambda beta2: (lambda ps: torch.optim.RAdam(ps, lr=0.01),  # noqa: E731
+                           lambda ps: paddle.optimizer.RAdam(0.01, parameters=ps, beta2=beta2))
+    assert mlp_backward(optimizer=radam(0.999), steps=8).passed
+    plain = mlp_backward(optimizer=radam(0.99), steps=8)
+    assert not plain.passed and plain.first_diverging.startswith("loss after step "), plain.table()
+    assert "are not recorded in a plain run: compare_backward(isolate=True) judges each step's update alone" in \
+        plain.table()
+    isolated = mlp_backward(optimizer=radam(0.99), steps=8, isolate=True)
+    assert not isolated.passed and isolated.first_diverging.startswith("fc"), isolated.table()

@@ -111,8 +111,13 @@ class BackwardReport:
             bad, first = [r for r in rows if not r.passed], self.first_in_step(i)
             start = f" (started from torch's weights after step {i})" if self.isolated and i else ""
             unjudged = [r for r in bad if not r.judged]
+            # a plain run holds the weights after step 1 and the last only: a loss red first shows an update between
+            unheld = (first is not None and first.name == "loss" and 2 <= i < len(self.steps) - 1
+                      and not self.isolated)
             lines.append(f"after step {i + 1}{start}: {len(rows) - len(bad)}/{len(rows)} within" +
                          (f"; first over: {first.name} ({first.why})" if first else "") +
+                         (f"; the weights steps 2 to {i} left are not recorded in a plain run: compare_backward("
+                          "isolate=True) judges each step's update alone, naming the parameter" if unheld else "") +
                          (f"; {len(unjudged)} not judged (from {unjudged[0].name}): "
                           f"{unjudged[0].why[len(NOT_JUDGED):].strip()}" if unjudged else ""))
         return "\n".join(lines)
@@ -369,6 +374,11 @@ BY_DESIGN = {
         "inside it (lr * g / sqrt(v + epsilon)): no Paddle setting is torch's update, which differs by about eps / "
         "sqrt(v) of each step (largest where gradients are small)",
         (("alpha", "rho"), ("eps", "epsilon"), ("momentum", "momentum"), ("centered", "centered"))),
+    ("torch.optim.ASGD", "paddle.optimizer.ASGD"): (
+        "torch.optim.ASGD is averaged SGD (each step shrinks the weights by lambd * eta and decays eta as lr / (1 + "
+        "lambd * lr * t) ** alpha, averaging them after t0 steps), paddle.optimizer.ASGD is stochastic average "
+        "gradient (each step moves by the mean of the last batch_num gradients): two algorithms of one name, no "
+        "setting of one is the other", ()),
 }
 
 

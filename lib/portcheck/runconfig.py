@@ -46,6 +46,9 @@ def differences(torch_config: dict, paddle_config: dict, modules: dict, renamed:
         eps, closest = p.get("eps"), (t.get("eps") or 0.0) ** 2
         out.append(f"optimizer: {BY_DESIGN[RMSPROP][0]}" + ("" if _same(eps, closest) else
                    f"; paddle's epsilon {_said(eps)} is not torch's eps squared ({closest:g}), the closest"))
+    elif t.get("family") == p.get("family"):  # another pair of one name that no setting makes the same
+        out += [f"optimizer: {rule}" for pair, (rule, _) in BY_DESIGN.items()
+                if pair[0].rsplit(".", 1)[-1].lower() == t.get("family") == pair[1].rsplit(".", 1)[-1].lower()]
     for key in ("family", "lr", "betas", "eps", "momentum", "nesterov", "amsgrad"):
         if (key in t or key in p) and not _same(t.get(key), p.get(key)) and not (rmsprop and key == "eps"):
             out.append(f"optimizer: {key} torch {_said(t.get(key))} vs paddle {_said(p.get(key))}")

@@ -139,6 +139,20 @@ OPTIMIZERS = [
     opt("Adamax", ("Adamax", {"lr": 0.01}), ("Adamax", {"learning_rate": 0.01}),
         [{"name": "beta1 0.8", "paddle": {"beta1": 0.8}, "step": 4, "where": "0.weight",
           "cause": "another beta1"}]),
+    opt("NAdam", ("NAdam", {"lr": 0.01}), ("NAdam", {"learning_rate": 0.01}),
+        [{"name": "momentum decay 0.04", "paddle": {"momentum_decay": 0.04}, "step": 4, "where": "0.",  # every update
+          "cause": "another momentum_decay"}]),
+    # RAdam's first steps are momentum SGD until its variance is tractable (rho_t > 5): beta2 acts from step 6
+    opt("RAdam", ("RAdam", {"lr": 0.01}), ("RAdam", {"learning_rate": 0.01}),
+        # the plain run holds no weights between step 1 and the last: its first red row is the loss they move
+        [{"name": "beta2 0.99", "paddle": {"beta2": 0.99}, "step": 4,
+          "where": {"compare_backward (K": "loss after step 7", "compare_backward, isolated": "0.weight after step 6"},
+          "cause": "another beta2"}], steps_n=8),
+    opt("Rprop", ("Rprop", {"lr": 0.01}), ("Rprop", {"learning_rate": 0.01}),
+        [{"name": "etas (0.4, 1.2)", "paddle": {"etas": (0.4, 1.2)}, "step": 4, "where": "0.weight",
+          "cause": "another decrease factor"}]),
+    # two algorithms of one name: red, the library's one line saying so
+    opt("ASGD", ("ASGD", {"lr": 0.01}), ("ASGD", {"learning_rate": 0.01}), [], by_design="torch.optim.ASGD is averaged SGD"),
     opt("AdamW, no decay on biases", ("AdamW", {"lr": 0.01, "weight_decay": 0.1}),
         ("AdamW", {"learning_rate": 0.01, "weight_decay": 0.1, "decay_weights_only": True}),
         [{"name": "decay on every parameter", "paddle": {"decay_weights_only": False}, "step": 4, "where": "bias",
