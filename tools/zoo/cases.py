@@ -85,6 +85,19 @@ SCHEDULERS = [
     sched("LambdaLR as InverseTimeDecay", ("LambdaLR", {"lr_lambda": "1/(1+0.5s)"}),
           ("InverseTimeDecay", {"learning_rate": LR, "gamma": 0.5}),
           [{"name": "gamma 0.1", "paddle": {"gamma": 0.1}, "step": 4, "where": lr_at(1), "cause": "another gamma"}]),
+    sched("MultiplicativeLR", ("MultiplicativeLR", {"lr_lambda": "0.95"}),
+          ("MultiplicativeDecay", {"learning_rate": LR, "lr_lambda": "0.95"}),
+          [{"name": "another factor", "paddle": {"lr_lambda": "0.9"}, "step": 4, "where": lr_at(1),
+            "cause": "0.9 for 0.95"}]),
+    # warmup then cosine: torch chains two schedules (SequentialLR), Paddle wraps one (LinearWarmup)
+    sched("SequentialLR as LinearWarmup", ("SequentialLR", {"schedulers": [
+              ("LinearLR", {"start_factor": 0.25, "total_iters": 3}), ("CosineAnnealingLR", {"T_max": 8})],
+              "milestones": [3]}),
+          ("LinearWarmup", {"learning_rate": ("CosineAnnealingDecay", {"learning_rate": LR, "T_max": 8}),
+                            "warmup_steps": 3, "start_lr": LR * 0.25, "end_lr": LR}),
+          [{"name": "cosine over the whole run", "paddle": {"learning_rate": ("CosineAnnealingDecay", {
+              "learning_rate": LR, "T_max": 11})}, "step": 4, "where": lr_at(4),
+            "cause": "the cosine's T_max counted with the warmup"}]),
     sched("ReduceLROnPlateau", ("ReduceLROnPlateau", {"factor": 0.5, "patience": 1}),
           ("ReduceOnPlateau", {"learning_rate": LR, "factor": 0.5, "patience": 1}),
           [{"name": "patience left at Paddle's default", "paddle": {"patience": 10}, "step": 4,

@@ -169,8 +169,10 @@ def mse(side):
 def torch_scheduler(opt, spec):
     name, kwargs = spec
     kwargs = dict(kwargs)
-    if name == "LambdaLR":
+    if "lr_lambda" in kwargs:
         kwargs["lr_lambda"] = LAMBDAS[kwargs["lr_lambda"]]
+    if "schedulers" in kwargs:  # SequentialLR: the schedules it chains, on one optimizer
+        kwargs["schedulers"] = [torch_scheduler(opt, s) for s in kwargs["schedulers"]]
     return getattr(torch.optim.lr_scheduler, name)(opt, **kwargs)
 
 
@@ -179,12 +181,15 @@ def paddle_scheduler(spec):
     kwargs = dict(kwargs)
     if "lr_lambda" in kwargs:
         kwargs["lr_lambda"] = LAMBDAS[kwargs["lr_lambda"]]
+    if isinstance(kwargs.get("learning_rate"), tuple):  # LinearWarmup around another schedule
+        kwargs["learning_rate"] = paddle_scheduler(kwargs["learning_rate"])
     return getattr(paddle.optimizer.lr, name)(**kwargs)
 
 
 # a LambdaLR's function, named so that cases.py stays data
 LAMBDAS = {"0.9^s": lambda s: 0.9 ** s, "0.9^(s+1)": lambda s: 0.9 ** (s + 1),
-           "1/(1+0.5s)": lambda s: 1 / (1 + 0.5 * s), "1/(1+0.5(s+1))": lambda s: 1 / (1 + 0.5 * (s + 1))}
+           "1/(1+0.5s)": lambda s: 1 / (1 + 0.5 * s), "1/(1+0.5(s+1))": lambda s: 1 / (1 + 0.5 * (s + 1)),
+           "0.95": lambda s: 0.95, "0.9": lambda s: 0.9}
 
 # a plateau's metric: falls, then stalls, so ReduceLROnPlateau acts more than once
 PLATEAU = [1.0, 0.8, 0.7, 0.7, 0.7, 0.69, 0.69, 0.69, 0.69, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5]
