@@ -161,3 +161,23 @@ def test_step5s_figures_are_the_measurements():
     for gaps in measured["weight_norm_gap_with_own_masks"].values():
         own = max(v for k, v in gaps.items() if k.startswith("torch"))
         assert gaps["paddle, weight decay missing"] <= 2 * own
+
+
+def test_a_float32_metric_is_judged_in_float32s_ulps_and_a_sample_miscounted_is_red(tmp_path):
+    """A metric each framework computes on float32 tensors keeps its dtype: a few float32 ulps apart is green (MCC's
+    square root rounds otherwise in torch and Paddle), one sample in 100,000 miscounted is red, and a float32 value
+    against a float64 one is a dtype difference."""
+    value = np.float32(0.9928788)
+    t = data.record_metric(lambda p, y: value, np.zeros(3), np.zeros(3))
+    assert t["metric"].dtype == np.float32
+    cases = {"rounded": np.float32(value + 3 * np.spacing(value)), "miscounted": np.float32(value - 1e-5),
+             "float64": np.float64(value)}
+    verdicts = {}
+    for name, other in cases.items():
+        folder = tmp_path / name
+        handin.save_side(folder, "metric", "torch", t, {"inputs": "i"}, "t")
+        handin.save_side(folder, "metric", "paddle", {"metric": np.asarray(other)}, {"inputs": "i"}, "t")
+        verdicts[name] = handin.judge_and_log(folder, "metric")
+    assert verdicts["rounded"].passed and "16 for float32 values" in verdicts["rounded"].describe_measured()
+    assert not verdicts["miscounted"].passed and not verdicts["float64"].passed
+    assert "dtype torch float32 vs paddle float64" in verdicts["float64"].describe_measured()

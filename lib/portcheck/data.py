@@ -243,7 +243,8 @@ def record_metric(metric, predictions, labels, framework: str = None) -> dict:
     arrays, the same on both sides (the guide: the same inputs give the same value); with framework
     ("torch" or "paddle") they are handed to the metric as that framework's tensors. The metric returns a
     number, a 0-d array or tensor, or a dict of them ({"accuracy": ..., "macro_f1": ...}); a lone number is
-    named "metric". Compute it as counts or in float64: the pair is judged exactly."""
+    named "metric". The pair is judged exactly, within a few ulps of the value (tolerances.ULPS; a float32 metric
+    within ULPS_FLOAT32 of float32's): compute it as counts or in float64 where you can."""
     if framework not in (None, "torch", "paddle"):
         raise PipelineError(f"framework={framework!r}: give 'torch', 'paddle' or None (numpy arrays)")
     p, y = to_numpy(predictions, "predictions"), to_numpy(labels, "labels")
@@ -263,7 +264,8 @@ def record_metric(metric, predictions, labels, framework: str = None) -> dict:
         array = to_numpy(v, f"the metric's {name}")
         if array.size != 1:
             raise PipelineError(f"the metric's {name} holds {array.size} values: return one number per name")
-        out[str(name)] = array.reshape(()).astype(np.float64)
+        # float32 kept: the pair's rounding is then float32's (tolerances.ULPS_FLOAT32), never float64's
+        out[str(name)] = array.reshape(()).astype(np.float32 if array.dtype == np.float32 else np.float64)
     return out
 
 

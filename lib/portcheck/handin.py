@@ -385,6 +385,7 @@ class MeasuredVerdict:
     kind: str = "computed"     # tolerances.KINDS: computed pairs are measured on the model, the others are not
     first: object = None       # an exact pair's first difference (portcheck.data.Difference), None when equal
     also: tuple = ()           # [(name, passed, detail)]: conditions judged beside the pair (a training's curves)
+    bounds: dict = None        # an exact pair's {key: (ulps, the difference they allow)}, by the key's dtype
 
     @property
     def measured_passed(self) -> bool:
@@ -424,10 +425,6 @@ class MeasuredVerdict:
     def _largest(self) -> float:
         return max((k.scale for k in self.strict.keys if math.isfinite(k.scale)), default=0.0)
 
-    @property
-    def _spacing(self) -> float:
-        return float(np.spacing(self._largest))
-
     def messages(self) -> list:
         """The diff log: reprod_log's format first (what readers of the guide's logs and parse_diff_log
         read), then the verdicts, then one verdict line; [(message, echo to stdout)]."""
@@ -437,9 +434,8 @@ class MeasuredVerdict:
         said = tolerances.looser_task(self.name, self.threshold) or ("the guide's rule" if guide_rule_of(
             self.name, self.threshold, self.kind) else "the caller's rule, not the guide's")
         guide_rule = f"{self.threshold:g} ({said})"
-        ulps = tolerances.ulps_of(self.name) if self.kind == "exact" else 0
         for g in (self.guide.keys if self.kind != "computed" else ()):
-            bound = (ulps * self._spacing if ulps else 0) if self.kind == "exact" else self.threshold
+            ulps, bound = (self.bounds or {}).get(g.key, (0, 0.0)) if self.kind == "exact" else (0, self.threshold)
             out += report.key_lines(g.key, (g.passed, g.mean, guide_rule), (g.max <= bound, g.max, f"{bound:g} (" + (
                 f"exact within {ulps} ulps of {self._largest:.17g}" if ulps else self.kind) + ")"))
         for r in self.rows:
@@ -483,8 +479,11 @@ def judge_measured(name: str, torch_file, paddle_file, exact_file, records=(None
             same = (False, problem + "; re-run the torch side")
         rows = calibrated.judge_pair(t, p, e, threshold, k)
     first = data.first_difference(t, p, tolerances.ulps_of(name)) if kind == "exact" else None
+    allowed = tolerances.rounding(t.values(), tolerances.ulps_of(name))
+    bounds = {k: (tolerances.ulps_in(np.asarray(v).dtype, tolerances.ulps_of(name)), allowed[np.asarray(v).dtype])
+              for k, v in t.items() if np.asarray(v).dtype in allowed}
     return MeasuredVerdict(name, guide_verdict(t, p, threshold, name), rows, strict_verdict(t, p, threshold, name), same,
-                           threshold, kind, first)
+                           threshold, kind, first, bounds=bounds)
 
 
 # Writing a hand-in through the library (align's records, any model): what the checker above judges.

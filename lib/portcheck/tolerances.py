@@ -66,6 +66,11 @@ EXACT = Tol(0.0, 0.0, None)
 # apart; the recursive forms drift with the length, PolynomialLR's linear decay to 1,018 ulps over 100,000 steps;
 # a schedule one step ahead or a decay factor off by 1% at least 7e10 ulps. Four times the drift, 1e-7 of the plants.
 ULPS = 4096
+# A value held in float32 (a metric a framework computed on its float32 tensors): its few operations round within a
+# few float32 ulps, and float32's ulp is 2**29 float64 ones, so ULPS of it would pass a sample miscounted. Measured
+# (tools/metric_ulps.py, docs/rules.md): torch's and Paddle's float32 accuracy, F1s, precision, AUC and MCC on 100
+# random prediction sets at most 3 ulps apart; 16 ulps of a metric of 1.0 is 1.9e-6, one sample in 500,000.
+ULPS_FLOAT32 = 16
 
 
 class ReprodLog(NamedTuple):
@@ -163,14 +168,19 @@ def rounding(values, ulps: int) -> dict:
         v = np.asarray(v)
         if v.dtype.kind == "f" and v.size and np.isfinite(v).any():
             largest[v.dtype] = max(largest.get(v.dtype, 0.0), float(np.nanmax(np.abs(v[np.isfinite(v)]))))
-    return {dtype: ulps * float(np.spacing(dtype.type(scale))) for dtype, scale in largest.items()}
+    return {dtype: ulps_in(dtype, ulps) * float(np.spacing(dtype.type(scale))) for dtype, scale in largest.items()}
+
+
+def ulps_in(dtype, ulps: int) -> int:
+    """An exact pair's ulps for values of `dtype`: ULPS_FLOAT32 at most for float32 (and narrower) values."""
+    return min(ulps, ULPS_FLOAT32) if np.dtype(dtype).itemsize <= 4 else ulps
 
 
 def said(ulps: int) -> str:
     """How an exact pair's rule is said: bit for bit, or within ulps and why."""
     return ("every value equal" if not ulps else
-            f"every value equal within {ulps} ulps of the pair's largest value (two correct ports round an lr's closed "
-            "and recursive forms, or a metric's sum, differently)")
+            f"every value equal within {ulps} ulps of the pair's largest value ({min(ulps, ULPS_FLOAT32)} for float32 "
+            "values; two correct ports round an lr's closed and recursive forms, or a metric's sum, differently)")
 
 
 def guide_threshold(pair: str, overrides: dict = None) -> float:

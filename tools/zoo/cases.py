@@ -226,6 +226,15 @@ LOSSES = [
     *losses("KLDiv batchmean", ("kl_div", {"reduction": "batchmean"}), ("kl_div", {"reduction": "batchmean"}),
             [{"name": "reduction mean", "paddle": {"reduction": "mean"}, "step": 3, "where": "loss",
               "cause": "mean over every element, not the batch"}], target="probabilities", first="log_softmax"),
+    *losses("BCE on probabilities", ("binary_cross_entropy", {}), ("binary_cross_entropy", {}),
+            [{"name": "probabilities taken for logits", "paddle_name": "binary_cross_entropy_with_logits",
+              "step": 3, "where": "loss", "cause": "sigmoid applied twice"}], target="binary", first="sigmoid"),
+    *losses("multi-label soft margin", ("multilabel_soft_margin_loss", {}), ("multi_label_soft_margin_loss", {}),
+            [{"name": "class weights on one side", "paddle": {"weight": WEIGHTS}, "step": 3, "where": "loss",
+              "cause": "weighted classes"}], target="binary"),
+    *losses("Poisson NLL", ("poisson_nll_loss", {}), ("poisson_nll_loss", {}),
+            [{"name": "Stirling term on one side", "paddle": {"full": True}, "step": 3, "where": "loss",
+              "cause": "full=True adds the Stirling approximation"}], target="counts"),
     *losses("NLL", ("nll_loss", {}), ("nll_loss", {}),
             [{"name": "softmax, not log_softmax", "first": "softmax", "step": 3, "where": "loss",
               "cause": "probabilities for log-probabilities"}], target="classes", first="log_softmax"),
@@ -248,6 +257,8 @@ METRICS = [
     *metrics("micro f1", "macro f1", "F1 averaged over the classes"),
     *metrics("weighted f1", "macro f1", "classes not weighted by their support"),
     *metrics("auc", "auc, ties as 0", "ties counted as misordered", inputs="scores"),
+    *metrics("macro precision", "macro recall", "false negatives counted for false positives"),
+    *metrics("mcc", "mcc >", "a score of exactly 0.5 counted negative", inputs="scores"),
 ]
 
 CASES = SCHEDULERS + OPTIMIZERS + LOSSES + METRICS

@@ -325,6 +325,8 @@ def loss_fn(side, spec):
             out = F.log_softmax(out, -1)
         elif first == "softmax":
             out = F.softmax(out, -1)
+        elif first == "sigmoid":
+            out = F.sigmoid(out)
         if target.dtype not in (torch.int64, paddle.int64):
             target = cast(target)
         return getattr(F, name)(out, target, **kwargs) / divide
@@ -344,6 +346,8 @@ def loss(case, plant) -> list:
             y[::4] = case["ignored"]
     elif target == "probabilities":
         y = rng.dirichlet(np.ones(classes), 16).astype("float32")
+    elif target == "counts":  # Poisson targets
+        y = rng.poisson(2.0, (16, classes)).astype("float32")
     else:  # values (regression, or 0/1 labels for BCE)
         y = (rng.rand(16, classes) > 0.5).astype("float32") if target == "binary" else \
             rng.randn(16, classes).astype("float32")
@@ -366,9 +370,9 @@ def loss(case, plant) -> list:
 def _tensor_ops(side):
     if side == "torch":
         return dict(eq=lambda a, b: a == b, f=lambda t, d: t.to(getattr(torch, d)), stack=torch.stack,
-                    sum=lambda t: t.sum(), mean=lambda t: t.mean())
+                    sum=lambda t: t.sum(), mean=lambda t: t.mean(), sqrt=torch.sqrt)
     return dict(eq=lambda a, b: a == b, f=lambda t, d: t.astype(d), stack=paddle.stack,
-                sum=lambda t: t.sum(), mean=lambda t: t.mean())
+                sum=lambda t: t.sum(), mean=lambda t: t.mean(), sqrt=paddle.sqrt)
 
 
 def metric_fn(side, name, dtype, classes):
@@ -395,6 +399,17 @@ def metric_fn(side, name, dtype, classes):
             return o["sum"](per_class * support) / o["sum"](support)
         return o["mean"](per_class)
 
+    def precision(p, y, recall=False):
+        tp, fp, fn = counts(p, y)
+        return o["mean"](tp / (tp + (fn if recall else fp)))
+
+    def mcc(scores, y, at_half=True):
+        """Matthews' correlation of the thresholded scores with the labels."""
+        p = o["f"]((scores >= 0.5) if at_half else (scores > 0.5), dtype)
+        t = o["f"](o["eq"](y, 1), dtype)
+        tp, tn, fp, fn = (o["sum"](a * b) for a, b in ((p, t), (1 - p, 1 - t), (p, 1 - t), (1 - p, t)))
+        return (tp * tn - fp * fn) / o["sqrt"]((tp + fp) * (tp + fn) * (tn + fp) * (tn + fn))
+
     def accuracy(scores, y, at_half=True):
         p = o["f"]((scores >= 0.5) if at_half else (scores > 0.5), "int64")
         return o["mean"](o["f"](o["eq"](p, y), dtype))
@@ -410,7 +425,8 @@ def metric_fn(side, name, dtype, classes):
     return {"accuracy": lambda p, y: accuracy(p, y), "accuracy >": lambda p, y: accuracy(p, y, False),
             "macro f1": lambda p, y: f1(p, y, "macro"), "micro f1": lambda p, y: f1(p, y, "micro"),
             "weighted f1": lambda p, y: f1(p, y, "weighted"), "auc": auc,
-            "auc, ties as 0": lambda p, y: auc(p, y, 0.0)}[name]
+            "auc, ties as 0": lambda p, y: auc(p, y, 0.0), "macro precision": precision,
+            "macro recall": lambda p, y: precision(p, y, True), "mcc": mcc, "mcc >": lambda p, y: mcc(p, y, False)}[name]
 
 
 def metric(case, plant) -> list:
