@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from portcheck import run
+from portcheck.fileio import load_npy
 from portcheck.errors import PipelineError
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -183,3 +184,18 @@ def test_the_cost_in_the_docs_is_the_benchmarks():
         text = (ROOT / "docs" / doc).read_text(encoding="utf-8")
         assert ratio in text and f"{bench['seconds']['run']:g}" in text, doc
     assert bench["within"] and bench["overhead without the float64 run"] <= bench["budget"]
+
+
+def test_the_hand_ins_bp_align_carries_each_steps_update_and_rechecks_red_on_an_epsilon(torch_done, tmp_path):
+    """The bp_align pair carries each step's loss, lr and update digest (handin.bp_align), so the reviewer's command
+    re-derives from the folder what the run judged: AdamW's epsilon 1e-6 against 1e-8 is red there at an update."""
+    text = (SCRIPTS / "pd_train.py").read_text()
+    script = tmp_path / "pd_train.py"
+    script.write_text(text.replace("epsilon=1e-8", "epsilon=1e-6"))
+    code, said = paddle_run(torch_done, tmp_path, script)
+    assert code == 1, said
+    folder = tmp_path / "out" / "log_reprod"
+    assert {"loss_0", "lr_0", "weights_0"} <= set(load_npy(folder / "bp_align_paddle.npy"))
+    check = subprocess.run([sys.executable, "-m", "portcheck", "check", str(folder), "--only", "bp_align"],
+                           capture_output=True, text=True)
+    assert check.returncode == 1 and "bp_align: RED" in check.stdout and "weights_" in check.stdout, check.stdout

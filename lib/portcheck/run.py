@@ -201,6 +201,18 @@ def merged(torch_record: dict, float64: dict) -> dict:
     return {**torch_record, **{F64 + k: v for k, v in float64.items() if k.startswith(kinds)}}
 
 
+def with_updates(rec: dict, steps: int) -> dict:
+    """The record with each step's update digest (backward.updates: weights/<i>, and its float64 run's), from the
+    weights the recorder keeps after every step (state<i>/, state0 the initial ones): what handin.bp_align hands in."""
+    from portcheck.backward import updates
+    out = dict(rec)
+    for prefix in ("", F64):
+        state = lambda i: {k.partition("/")[2]: v for k, v in rec.items() if k.startswith(f"{prefix}state{i}/")}  # noqa: E731
+        if all(state(i) for i in range(steps + 1)):
+            out.update({f"{prefix}weights/{i}": updates(state(i), state(i + 1)) for i in range(steps)})
+    return out
+
+
 def batches(rec: dict) -> dict:
     """The batches and targets a side fed, as the data pair holds them."""
     return {k: v for k, v in rec.items() if k.startswith(("input/", "target/"))}
@@ -265,7 +277,8 @@ def judge(out: Path, statuses: dict, steps: int, rank: int = 0) -> int:
     paddle_weights = {k: p.get("state0/" + _counterpart("w/" + k, modules, renamed).partition("/")[2]) for k in weights}
     depends = lambda w, fed_: {"weights": record.state_fingerprint({k: v for k, v in w.items() if v is not None}),
                                "inputs": record.fingerprint([("in", fed_)]), "flags": {"steps": steps}}
-    sides = {"torch": (t, depends(weights, t[f"in/{ROOT}"])), "paddle": (p, depends(paddle_weights, p[f"in/{ROOT}"]))}
+    sides = {"torch": (with_updates(t, steps), depends(weights, t[f"in/{ROOT}"])),
+             "paddle": (with_updates(p, steps), depends(paddle_weights, p[f"in/{ROOT}"]))}
     script = "python -m portcheck run"
     for side, (rec, dep) in sides.items():
         exact = side == "torch"
@@ -273,8 +286,8 @@ def judge(out: Path, statuses: dict, steps: int, rank: int = 0) -> int:
                   exact={"logits": handin.model_output(rec, exact=True)} if exact else None)
         save_side(pairs, "loss", side, {"loss": rec["loss/0"]}, dep, script,
                   exact={"loss": rec[F64 + "loss/0"]} if exact else None)
-        save_side(pairs, "bp_align", side, per_step(rec, "loss"), dep, script,
-                  exact=per_step(rec, "loss", exact=True) if exact else None)
+        save_side(pairs, "bp_align", side, handin.bp_align(rec), dep, script,
+                  exact=handin.bp_align(rec, exact=True) if exact else None)
         save_side(pairs, "lr", side, per_step(rec, "lr"), dep, script,
                   exact=per_step(rec, "lr", exact=True) if exact else None)
         save_side(pairs, "data", side, batches(rec), dep, script)
