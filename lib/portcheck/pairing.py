@@ -254,6 +254,7 @@ class Pairing:
     paddle_calls: list = field(default_factory=list)
     named: set = field(default_factory=set)          # torch calls paired by the name map
     settled: dict = field(default_factory=dict)      # torch call -> Paddle call: ties the run's values settled
+    doubtful: list = field(default_factory=list)     # [[(torch call, Paddle call), ...]]: pairs only the order chose
     missing: dict = field(default_factory=dict)      # torch module -> the Paddle module the map names, absent
 
     @property
@@ -351,7 +352,7 @@ def pair(torch_record: dict, paddle_record: dict, name_map=None, weights_only=Fa
         first = _outputs(record, candidates[0].name)
         return bool(first) and all(_same(first, _outputs(record, c.name)) for c in candidates[1:])
 
-    forbidden, calls = set(), {c.name: c for c in ts}
+    forbidden, calls, unsettled = set(), {c.name: c for c in ts}, set()
     fixed_p = set(fixed.values())
     # what can score: a pair the map gives, else two calls holding the same shapes (similarity)
     groups = (lambda t: ("map", fixed[t.name]) if t.name in fixed else t.tensors,
@@ -387,9 +388,21 @@ def pair(torch_record: dict, paddle_record: dict, name_map=None, weights_only=Fa
             pairs.update((left_t[i].name, left_p[j].name) for i, j in found)
         pairs.update(fixed)  # a map's entries that cross each other are kept too
         bad = _inconsistent(pairs, calls) - set(fixed.items())
-        if not bad:
+        if bad:
+            forbidden |= bad
+            continue
+        doubt = [g for g in _doubtful(pairs, calls, by_name, fixed) if not {t for t, _ in g} & unsettled]
+        if not doubt or weights_only or not ran:
+            result.doubtful = doubt  # a conversion's models do not hold the same weights yet: convert settles them
             break
-        forbidden |= bad
+        # the order alone chose them: each call takes the candidate whose output is its own, as a tie does
+        index_t, index_p = {c.name: i for i, c in enumerate(ts)}, {c.name: j for j, c in enumerate(ps)}
+        ties = [(index_t[t], [index_p[q] for _, q in g]) for g in doubt for t, _ in g]
+        chosen = _by_value(ties, ts, ps, torch_record, paddle_record)
+        unsettled |= {t for g in doubt for t, _ in g if t not in chosen}  # values cannot say: the order stands
+        fixed.update(chosen)
+        fixed_p.update(chosen.values())
+        result.settled.update((t, p) for t, p in chosen.items() if pairs.get(t) != p)
     order = {c.name: k for k, c in enumerate(ts)}
     result.pairs = dict(sorted(pairs.items(), key=lambda kv: order[kv[0]]))
     return result
@@ -457,6 +470,31 @@ def _distance(a: list, b: list) -> float:
     return float(np.abs(x - y).max() / max(np.abs(x).max(), 1e-30))
 
 
+def nearest_of(distances: dict):
+    """The candidate whose distance (_distance) is under 1 and APART times under every other's, else None: the one
+    rule by which the run's values settle what structure cannot (a tie here, an order convert tries in turn)."""
+    ranked = sorted(distances.items(), key=lambda kv: kv[1])
+    best, d = ranked[0]
+    return best if d < 1 and all(d * APART <= other for _, other in ranked[1:]) else None
+
+
+def _doubtful(pairs: dict, t_calls: dict, p_calls: dict, fixed: dict) -> list:
+    """[[(torch call, Paddle call), ...]]: pairs the alignment chose by their order alone. Leaves holding the same
+    shapes, siblings on each side, each fitting every other's counterpart, whose names do not say which is which
+    (transformers' query and key against k_proj and q_proj, run in the other order: the order pairs query with
+    k_proj). Their own outputs cannot tell them apart before the weights are the same; after, each is its own."""
+    groups = {}
+    for t, p in pairs.items():
+        a, b = t_calls.get(t), p_calls.get(p)
+        if t in fixed or a is None or b is None or not a.tensors or 0 != a.children or 0 != b.children \
+                or "#" in t or "#" in p:
+            continue
+        where = (a.module.rpartition(".")[0], b.module.rpartition(".")[0], a.tensors, a.outputs, b.outputs)
+        groups.setdefault(where, []).append((t, p))
+    return [g for g in groups.values() if len(g) > 1 and not all(_normal(t)[-1] == _normal(p)[-1] for t, p in g)
+            and all(similarity(t_calls[t], p_calls[q]) is not None for t, _ in g for _, q in g)]
+
+
 def _by_name(ties, ts, ps) -> dict:
     """{torch call: Paddle call} for each tie that exactly one candidate settles by being the same module name as the
     one it ties for: the same place in structures that cannot otherwise be told apart, such as the out_proj of torch's
@@ -484,9 +522,7 @@ def _by_value(ties, ts, ps, torch_record, paddle_record) -> dict:
         for name in distances:
             if not any(_same(_outputs(record, name), _outputs(record, other)) for other in kept):
                 kept[name] = distances[name]
-        ranked = sorted(kept.items(), key=lambda kv: kv[1])
-        best, d = ranked[0]
-        return best if d < 1 and all(d * APART <= other for _, other in ranked[1:]) else None
+        return nearest_of(kept)
     for i, j in ties:
         if isinstance(i, list):  # one Paddle call, several torch ones
             one = _outputs(paddle_record, ps[j].name)
