@@ -424,13 +424,12 @@ def _settle(torch_model, paddle_model, inputs, state: "State", params: dict, mod
                                                           pairing._outputs(p_record, counterpart(c))) for c in window)
             best = pairing.nearest_of(distances)
             if best is None:
-                ranked = sorted(distances.values())
-                why = (f"{sum(d < ranked[0] * pairing.APART for d in ranked)} orders give torch's values alike" if
-                       ranked[0] < 1 else "no order gives torch's values (a difference of the port there)")
                 raise PipelineError(
                     f"torch {', '.join(torch_names)} fit Paddle {', '.join(paddle_names)} in any order, and the run's "
-                    f"values cannot tell which: {why}, from {window[0]} to {window[-1]} (largest difference over the "
-                    f"largest value {', '.join(f'{d:.1e}' for d in ranked)}): give the name_map that says which "
+                    f"values cannot tell which: no order's run is nearer torch's than every other's by "
+                    f"{pairing.APART} times, from {window[0]} to {window[-1]} (largest difference over the largest "
+                    f"value: {', '.join(f'{d:.1e}' for d in sorted(distances.values()))}; a model computing the same "
+                    f"in either order, or a difference of the port there): give the name_map that says which "
                     f"(name_map={entry} takes the run's order)")
             put(group, best, keys, values, params)
             assign.update(zip(torch_names, best))

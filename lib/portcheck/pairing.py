@@ -352,7 +352,7 @@ def pair(torch_record: dict, paddle_record: dict, name_map=None, weights_only=Fa
         first = _outputs(record, candidates[0].name)
         return bool(first) and all(_same(first, _outputs(record, c.name)) for c in candidates[1:])
 
-    forbidden, calls, unsettled = set(), {c.name: c for c in ts}, set()
+    forbidden, calls, unsettled, refused, fusions = set(), {c.name: c for c in ts}, set(), [], {}
     fixed_p = set(fixed.values())
     # what can score: a pair the map gives, else two calls holding the same shapes (similarity)
     groups = (lambda t: ("map", fixed[t.name]) if t.name in fixed else t.tensors,
@@ -377,15 +377,24 @@ def pair(torch_record: dict, paddle_record: dict, name_map=None, weights_only=Fa
                 chosen = (_by_value(ties, left_t, left_p, torch_record, paddle_record) if ran and not weights_only
                           else {}) or _by_name(ties, left_t, left_p)
                 if not chosen:
-                    raise PipelineError(_ambiguity(ties, left_t, left_p, ran, _fusions(ties, left_t, left_p, ts, ps)))
+                    # refused once every tie is found: each one's first candidate taken, as the map the refusal
+                    # prints does, so that the ties it would leave are said with it (pasted, it pairs them all)
+                    refused += _said(ties, left_t, left_p)
+                    fusions.update(_fusions(ties, left_t, left_p, ts, ps))
+                    chosen = {t: p for t, p in ((one.name, others[0].name) if torch_one else (others[0].name, one.name)
+                                                for one, others, torch_one in _said(ties, left_t, left_p))}
+                    chosen = {t: p for t, p in chosen.items() if list(chosen.values()).count(p) == 1}
+                else:
+                    result.settled.update(chosen)
                 fixed.update(chosen)  # kept as a map's entries are, and the whole alignment made again
                 fixed_p.update(chosen.values())
-                result.settled.update(chosen)
                 pairs = {}
                 continue
             if not found:
                 break
             pairs.update((left_t[i].name, left_p[j].name) for i, j in found)
+        if refused:
+            raise PipelineError(_ambiguity(refused, ran, fusions, (ts, ps)))
         pairs.update(fixed)  # a map's entries that cross each other are kept too
         bad = _inconsistent(pairs, calls) - set(fixed.items())
         if bad:
@@ -574,29 +583,44 @@ def _fusions(ties, left_t, left_p, ts, ps) -> dict:
     return out
 
 
-def _ambiguity(ties, ts, ps, ran=False, fusions=None) -> str:
-    """One line: the first few ties, each with the name_map that settles it, then one map settling them all
-    (each with its first candidate), each pasted as printed."""
-    said, rules = [], []
-    for i, j in ties:
-        if isinstance(j, list):
-            one, others = ts[i], [ps[k] for k in j]
+def _said(ties, ts, ps) -> list:
+    """[(the one call, its candidates, whether the one is torch's)] of _align's ties (indices into ts and ps)."""
+    return [(ts[i], [ps[k] for k in j], True) if isinstance(j, list) else (ps[j], [ts[k] for k in i], False)
+            for i, j in ties]
+
+
+def _ambiguity(ties, ran=False, fusions=None, whole=None) -> str:
+    """One line: the first few ties (_said's), each with the name_map that settles it, then one map settling them
+    all (each with its first candidate), each pasted as printed. whole: (every torch call, every Paddle call):
+    where the Paddle model holds more modules of a tied module's shapes than the torch model, with no run (one
+    torch module run as several, one Paddle module per call), no map alone fills them all: the run's calls pair
+    each, so the map is said with inputs=."""
+    said, rules, several = [], [], False
+    count = lambda calls, shapes: len({c.module for c in calls if c.tensors == shapes})
+    for one, others, torch_one in ties:
+        if torch_one:
             maps = [entry(one.module, m, one.children) for m in dict.fromkeys(c.module for c in others)]
             text = f"torch {one.name} fits Paddle {' and '.join(c.name for c in others)} equally"
             rules.append((one.module, others[0].module))
+            held = (count(whole[0], one.tensors), count(whole[1], one.tensors)) if whole and one.tensors else (0, 0)
+            if not ran and held[1] > held[0]:
+                several = True
+                said.append(f"{text} (the Paddle model holds {held[1]} modules of its shapes, the torch model "
+                            f"{held[0]}: a torch module run as several, one Paddle module per call, which only a run "
+                            f"shows: inputs= with name_map={maps[0]})")
+                continue
         else:
-            one, others = ps[j], [ts[k] for k in i]
             maps = [entry(c.module, one.module, c.children) for c in {c.module: c for c in others}.values()]
             text = f"Paddle {one.name} fits torch {' and '.join(c.name for c in others)} equally"
             rules.append((others[0].module, one.module))
         said.append(f"{text} (name_map={' or name_map='.join(maps)})")
     rules = list(dict.fromkeys(rules))
-    every = repr([("^" + re.escape(t) + "$", p) for t, p in rules[:12]])
+    every = repr([("^" + re.escape(t) + "$", p) for t, p in rules])  # every one: pasted, it pairs them all
     more = f"; {len(ties) - 3} more" if len(ties) > 3 else ""
     return ("modules cannot be paired automatically, by their structure nor by the run's values: " + "; ".join(said[:3])
-            + more + f": give the name_map that says which (name_map={every} takes each one's first candidate"
-            + (f" for the first 12 of {len(rules)}" if len(rules) > 12 else "") + ")"
-            + ("" if ran else "; or, to convert, inputs= to pair modules by the models' run")
+            + more + f": give {'inputs= and ' if several else ''}the name_map that says which (name_map={every} "
+            "takes each one's first candidate)"
+            + ("" if ran or several else "; or, to convert, inputs= to pair modules by the models' run")
             + ("; or, if one module holds what several of the other side hold together, its columns one after the "
                "other: layouts={" + ", ".join(f"{k!r}: portcheck.Fused({v!r})" for k, v in fusions.items())
                + "} (heads=n if they go per head)" if fusions else ""))
