@@ -246,6 +246,24 @@ def _inconsistent(pairs: dict, calls: dict) -> set:
     return bad
 
 
+def _blocked(pairs: dict, calls: dict, p_calls: dict) -> set:
+    """The pairs of differently named modules holding tensors that keep two containers of one name and kind apart:
+    one inside the torch container, its counterpart outside the Paddle one, or the other way round. torch's
+    TransformerEncoderLayer runs its norms after the attention and a pre-norm port before it: the run's order
+    pairs layers.0.norm2 with Paddle's layers.1.norm1, and layers.0 with nothing (the layer whose input is the
+    same and whose output is not would go unnamed)."""
+    holders = [(t, p) for t, p in pairs.items() if calls[t].tensors]
+    inside = lambda name, outer: name.startswith(outer + ".")
+    taken, out = set(pairs.values()), set()
+    for t, c in calls.items():
+        p = p_calls.get(t)
+        if t in pairs or p is None or p.name in taken or c.children <= 0 or c.tensors or not alike(c.kind, p.kind):
+            continue
+        out |= {(x, y) for x, y in holders if inside(module_of(x), c.module) != inside(module_of(y), p.module)
+                and _normal(module_of(x)) != _normal(module_of(y))}
+    return out
+
+
 @dataclass
 class Pairing:
     """The calls of two records paired: every pair chosen and every call left unpaired, on both sides."""
@@ -362,12 +380,14 @@ def pair(torch_record: dict, paddle_record: dict, name_map=None, weights_only=Fa
             if t.name in fixed or p.name in fixed_p:
                 return FIXED if fixed.get(t.name) == p.name else None
             return None if (t.name, p.name) in forbidden else similarity(t, p)
-        pairs = {}
-        while True:  # the first pass aligns everything; each next one the modules holding tensors left over
-            taken, again = set(pairs.values()), bool(pairs)
-            left_t = [c for c in ts if c.name not in pairs and c.module not in result.missing
-                      and (c.tensors or not again)]
-            left_p = [c for c in ps if c.name not in taken and (c.tensors or not again)]
+        pairs, first = {}, True
+        while True:  # the first pass aligns every call that ran; each next one the modules holding tensors left over
+            taken = set(pairs.values())
+            # a module that did not run (torch's MultiheadAttention reads out_proj's weight without calling it) has
+            # no place in the run's order: in the first pass, a map's or a tie's pair of it would cross every other
+            kept = lambda c: (c.tensors or first) and (c.outputs or not (first and ran))
+            left_t = [c for c in ts if c.name not in pairs and c.module not in result.missing and kept(c)]
+            left_p = [c for c in ps if c.name not in taken and kept(c)]
             found, ties = _align(left_t, left_p, score, harmless, groups)
             if weights_only:  # a tie among calls of one module on each side sends the same weights either way
                 ties = [tie for tie in ties if any(c.tensors for c in _tied(tie, left_t, left_p))
@@ -388,15 +408,16 @@ def pair(torch_record: dict, paddle_record: dict, name_map=None, weights_only=Fa
                     result.settled.update(chosen)
                 fixed.update(chosen)  # kept as a map's entries are, and the whole alignment made again
                 fixed_p.update(chosen.values())
-                pairs = {}
+                pairs, first = {}, True
                 continue
-            if not found:
+            if not found and not first:
                 break
             pairs.update((left_t[i].name, left_p[j].name) for i, j in found)
+            first = False
         if refused:
             raise PipelineError(_ambiguity(refused, ran, fusions, (ts, ps)))
         pairs.update(fixed)  # a map's entries that cross each other are kept too
-        bad = _inconsistent(pairs, calls) - set(fixed.items())
+        bad = (_inconsistent(pairs, calls) | _blocked(pairs, calls, by_name)) - set(fixed.items()) - forbidden
         if bad:
             forbidden |= bad
             continue
