@@ -401,9 +401,10 @@ def pair(torch_record: dict, paddle_record: dict, name_map=None, weights_only=Fa
                     # prints does, so that the ties it would leave are said with it (pasted, it pairs them all)
                     refused += _said(ties, left_t, left_p)
                     fusions.update(_fusions(ties, left_t, left_p, ts, ps))
-                    chosen = {t: p for t, p in ((one.name, others[0].name) if torch_one else (others[0].name, one.name)
-                                                for one, others, torch_one in _said(ties, left_t, left_p))}
-                    chosen = {t: p for t, p in chosen.items() if list(chosen.values()).count(p) == 1}
+                    for one, others, torch_one in _said(ties, left_t, left_p):  # the first tie's at least
+                        t, p = (one.name, others[0].name) if torch_one else (others[0].name, one.name)
+                        if t not in chosen and p not in chosen.values():
+                            chosen[t] = p
                 else:
                     result.settled.update(chosen)
                 fixed.update(chosen)  # kept as a map's entries are, and the whole alignment made again
