@@ -656,6 +656,41 @@ def test_two_linears_values_cannot_tell_apart_are_refused_with_the_map_that_sett
         assert all(np.array_equal(v.numpy(), before[k]) for k, v in pd.state_dict().items())
 
 
+class FiveTorch(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a, self.b, self.c, self.d, self.e = [torch.nn.Linear(4, 4) for _ in range(5)]
+
+    def forward(self, x):
+        return self.a(x) * self.b(x) + self.c(x) * self.d(x) + self.e(x)
+
+
+class FivePaddle(paddle.nn.Layer):
+    def __init__(self):
+        super().__init__()
+        self.p1, self.p2, self.p3, self.p4, self.p5 = [paddle.nn.Linear(4, 4) for _ in range(5)]
+
+    def forward(self, x):
+        return self.p1(x) * self.p2(x) + self.p3(x) * self.p4(x) + self.p5(x)
+
+
+def five():
+    torch.manual_seed(0)
+    pt, pd = FiveTorch(), FivePaddle()
+    x = np.random.RandomState(0).randn(2, 4).astype(np.float32)
+    return (lambda: convert(pt, pd, inputs=x),
+            lambda m, run: convert(pt, pd, m, inputs=x) and compare_forward(pt, pd, x, m))
+
+
+def test_more_orders_than_convert_tries_are_refused_naming_the_map():
+    """Five Linears of one shape whose names say nothing: 120 orders, more than the 24 convert runs; refused."""
+    with pytest.raises(PipelineError, match=r"^torch a, b, c, d, e fit Paddle p1, p2, p3, p4, p5 in any order, more "
+                                            r"than the 24 orders convert tries: give the name_map that says which "
+                                            r"\(name_map=\{'a': 'p1', 'b': 'p2', 'c': 'p3', 'd': 'p4', 'e': 'p5'\} "
+                                            r"takes the run's order\)$"):
+        five()[0]()
+
+
 def pasted(error: str) -> tuple:
     """([each name_map a refusal suggests for all it refuses, as printed], whether it says to give inputs= with it):
     each tie's own where it names one, else the one taking each one's first candidate."""
@@ -717,6 +752,7 @@ REFUSALS = {"a module run twice, no run": lambda: twice(False), "a module run tw
             "two linears computing the same either way": lambda: attention(True, -1),
             "two linears and a bug in what reads them": lambda: attention(False, -2),
             "a block and its inner Sequential, other weights": blocks, "one linear against two": one_against_two,
+            "five linears of one shape": five,
             "ResNet-18 with no run": resnet18}
 
 
