@@ -406,8 +406,9 @@ def _settle(torch_model, paddle_model, inputs, state: "State", params: dict, mod
                         key=lambda g: min(at[t] for t, _ in g))
         starts = [min(at[t] for t, _ in g) for g in groups] + [len(order)]
         for n, group in enumerate(groups):
+            # each module's first call: a later one may be another Paddle module's (Pairing.copies)
             window = [c for c in order[starts[n]:starts[n + 1]]
-                      if pairing.module_of(c) in keys or c == pairing.ROOT]
+                      if (pairing.module_of(c) in keys and "#" not in c) or c == pairing.ROOT]
             torch_names, paddle_names = [t for t, _ in group], [p for _, p in group]
             entry = repr(dict(group))
             if math.factorial(len(group)) > MAX_ORDERS:
@@ -416,7 +417,7 @@ def _settle(torch_model, paddle_model, inputs, state: "State", params: dict, mod
                                     f"says which (name_map={entry} takes the run's order)")
             distances = {}
             for theirs in permutations(paddle_names):
-                put(group, theirs, keys, values, params)
+                _put(group, theirs, keys, values, params)
                 assign.update(zip(torch_names, theirs))
                 p_record = trace(paddle_model, inputs)
                 counterpart = lambda c: assign[pairing.module_of(c)] + c[len(pairing.module_of(c)):]
@@ -431,7 +432,7 @@ def _settle(torch_model, paddle_model, inputs, state: "State", params: dict, mod
                     f"value: {', '.join(f'{d:.1e}' for d in sorted(distances.values()))}; a model computing the same "
                     f"in either order, or a difference of the port there): give the name_map that says which "
                     f"(name_map={entry} takes the run's order)")
-            put(group, best, keys, values, params)
+            _put(group, best, keys, values, params)
             assign.update(zip(torch_names, best))
             for (t, p), q in zip(group, best):
                 renamed.update((key, q + key[len(p):]) for key in keys[t])
@@ -444,7 +445,7 @@ def _settle(torch_model, paddle_model, inputs, state: "State", params: dict, mod
             state.origin[new] = origin[key]
 
 
-def put(group: list, theirs: tuple, keys: dict, values: dict, params: dict):
+def _put(group: list, theirs: tuple, keys: dict, values: dict, params: dict):
     """Fill each Paddle module of `theirs` with the tensors of its torch module (group's order): one order tried."""
     for (t, p), q in zip(group, theirs):
         for key in keys[t]:
