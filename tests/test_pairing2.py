@@ -583,3 +583,189 @@ def test_a_module_run_as_several_paddle_modules_is_refused_with_the_entry_that_s
     trained = train(pt, pd, x, np.zeros((2, 8), np.float32), name_map=name_map)
     assert not trained.passed and [r.name for r in trained.grads if not r.passed][:1] == ["grad lin.weight"], \
         trained.table()
+
+
+# ---------------------------------------------------------------- two leaves only the run's values tell apart
+
+class QueryKeyTorch(torch.nn.Module):
+    """transformers' names, query then key; symmetric: q + k, which computes the same with the two swapped."""
+    def __init__(self, symmetric=False):
+        super().__init__()
+        self.symmetric = symmetric
+        self.query, self.key = torch.nn.Linear(8, 8), torch.nn.Linear(8, 8)
+
+    def forward(self, x):
+        q, k = self.query(x), self.key(x)
+        return q + k if self.symmetric else torch.softmax(q @ k.transpose(-1, -2), -1) @ x + q
+
+
+class KeyQueryPaddle(paddle.nn.Layer):
+    """The port's names, defined and run key first: the order pairs query with k_proj. axis: the softmax's (-2: a
+    port bug in what reads them)."""
+    def __init__(self, symmetric=False, axis=-1):
+        super().__init__()
+        self.symmetric, self.axis = symmetric, axis
+        self.k_proj, self.q_proj = paddle.nn.Linear(8, 8), paddle.nn.Linear(8, 8)
+
+    def forward(self, x):
+        k = self.k_proj(x)
+        q = self.q_proj(x)
+        if self.symmetric:
+            return q + k
+        return paddle.nn.functional.softmax(q @ k.transpose([0, 2, 1]), self.axis) @ x + q
+
+
+SEQ = np.random.RandomState(5).randn(2, 5, 8).astype(np.float32)
+
+
+def query_key(symmetric=False, axis=-1):
+    torch.manual_seed(0)
+    paddle.seed(0)
+    return QueryKeyTorch(symmetric), KeyQueryPaddle(symmetric, axis)
+
+
+def test_two_linears_the_port_runs_in_the_other_order_are_told_apart_by_the_run_with_no_map():
+    """Same shapes, names that share nothing, the other order: convert(inputs=) tries both orders on the converted
+    rest and keeps the one whose run is torch's; compare_forward and compare_backward pair them by their values.
+    Without a run the order pairs them (query with k_proj): that conversion is red, never green."""
+    pt, pd = query_key()
+    convert(pt, pd)  # definition order: query's weights in k_proj
+    assert not compare_forward(pt, pd, SEQ).passed
+    state = convert(pt, pd, inputs=SEQ)
+    assert np.array_equal(state["q_proj.weight"], pt.query.weight.detach().numpy().T)
+    assert state.origin["k_proj.bias"] == "key.bias"
+    report = compare_forward(pt, pd, SEQ)
+    assert report.passed and {"query -> q_proj (by value)", "key -> k_proj (by value)"} <= \
+        set(report.pairs().splitlines()), report.pairs()
+    trained = train(pt, pd, SEQ, np.zeros((2, 5, 8), np.float32))
+    assert trained.passed, trained.table()
+
+
+def test_two_linears_values_cannot_tell_apart_are_refused_with_the_map_that_settles_them():
+    """q + k computes the same with the two swapped: refused, naming both and the map; a port bug in what reads
+    them (the softmax over the other axis): no order gives torch's values, refused too, and the map pasted gives
+    the red report. Either way the Paddle model is left as it was."""
+    for symmetric, axis in [(True, -1), (False, -2)]:
+        pt, pd = query_key(symmetric, axis)
+        before = {k: v.numpy().copy() for k, v in pd.state_dict().items()}
+        with pytest.raises(PipelineError, match=r"^torch query, key fit Paddle k_proj, q_proj in any order, and the "
+                                                r"run's values cannot tell which: no order's run is nearer torch's than "
+                                                r"every other's by 10 times, from query to \(model\) .*name_map="
+                                                r"\{'query': 'k_proj', 'key': 'q_proj'\} takes the run's order\)$"):
+            convert(pt, pd, inputs=SEQ)
+        assert all(np.array_equal(v.numpy(), before[k]) for k, v in pd.state_dict().items())
+
+
+class FiveTorch(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a, self.b, self.c, self.d, self.e = [torch.nn.Linear(4, 4) for _ in range(5)]
+
+    def forward(self, x):
+        return self.a(x) * self.b(x) + self.c(x) * self.d(x) + self.e(x)
+
+
+class FivePaddle(paddle.nn.Layer):
+    def __init__(self):
+        super().__init__()
+        self.p1, self.p2, self.p3, self.p4, self.p5 = [paddle.nn.Linear(4, 4) for _ in range(5)]
+
+    def forward(self, x):
+        return self.p1(x) * self.p2(x) + self.p3(x) * self.p4(x) + self.p5(x)
+
+
+def five():
+    torch.manual_seed(0)
+    pt, pd = FiveTorch(), FivePaddle()
+    x = np.random.RandomState(0).randn(2, 4).astype(np.float32)
+    return (lambda: convert(pt, pd, inputs=x),
+            lambda m, run: convert(pt, pd, m, inputs=x) and compare_forward(pt, pd, x, m))
+
+
+def test_more_orders_than_convert_tries_are_refused_naming_the_map():
+    """Five Linears of one shape whose names say nothing: 120 orders, more than the 24 convert runs; refused."""
+    with pytest.raises(PipelineError, match=r"^torch a, b, c, d, e fit Paddle p1, p2, p3, p4, p5 in any order, more "
+                                            r"than the 24 orders convert tries: give the name_map that says which "
+                                            r"\(name_map=\{'a': 'p1', 'b': 'p2', 'c': 'p3', 'd': 'p4', 'e': 'p5'\} "
+                                            r"takes the run's order\)$"):
+        five()[0]()
+
+
+def pasted(error: str) -> tuple:
+    """([each name_map a refusal suggests for all it refuses, as printed], whether it says to give inputs= with it):
+    each tie's own where it names one, else the one taking each one's first candidate."""
+    maps = [ast.literal_eval(m) for m in re.findall(r"name_map=(\{.*?\}|\[.*?\])", error)]
+    if error.count(" equally (") > 1:
+        maps = [suggested(error)]
+    return maps, bool(re.search(r"inputs= with|give inputs= and", error))
+
+
+def mapped(name_map) -> list:
+    """(torch module, Paddle module) of each entry of a suggested map (a dict, or rules naming one module each)."""
+    return list(name_map.items()) if isinstance(name_map, dict) else [(re.sub(r"\\(.)", r"\1", t[1:-1]), p)
+                                                                      for t, p in name_map]
+
+
+X8 = np.random.RandomState(0).randn(2, 8).astype(np.float32)
+
+
+def twice(inputs):
+    torch.manual_seed(0)
+    pt, pd = TwiceTorch(), TwicePaddle()
+    return (lambda: convert(pt, pd, inputs=X8 if inputs else None),
+            lambda m, run: convert(pt, pd, m, inputs=X8 if run or inputs else None) and compare_forward(pt, pd, X8, m))
+
+
+def attention(symmetric, axis):
+    pt, pd = query_key(symmetric, axis)
+    return (lambda: convert(pt, pd, inputs=SEQ),
+            lambda m, run: convert(pt, pd, m, inputs=SEQ) and compare_forward(pt, pd, SEQ, m))
+
+
+def blocks():
+    torch.manual_seed(0)
+    pt = torch.nn.Sequential(torch.nn.Linear(8, 8), *[Residual() for _ in range(3)])
+    pd = BlocksPaddle()
+    return lambda: compare_forward(pt, pd, X8), lambda m, run: compare_forward(pt, pd, X8, m)
+
+
+def one_against_two():
+    from test_pairing import TwoLinear
+    from portcheck import judge_forward, record_forward
+    torch.manual_seed(0)
+    x = np.ones((2, 4), np.float32)
+    t, p = record_forward(torch.nn.Sequential(torch.nn.Linear(4, 4)), x), record_forward(TwoLinear(), x)
+    return lambda: judge_forward(t, p), lambda m, run: judge_forward(t, p, m)
+
+
+def resnet18():
+    """Without a run, definition order cannot tell bn2 from downsample.1 (transformers defines the shortcut first)."""
+    from examples.resnet18 import resnet
+    pt = resnet.new_torch_model().eval()
+    pd = paddle.vision.models.resnet18(num_classes=resnet.CLASSES).eval()
+    x = resnet.batch()[0]
+    return lambda: convert(pt, pd), lambda m, run: convert(pt, pd, m) and compare_forward(pt, pd, x, m)
+
+
+# (what is refused: a call making the refusal, and one judging the pair with a name_map, with inputs= or not)
+REFUSALS = {"a module run twice, no run": lambda: twice(False), "a module run twice, a run": lambda: twice(True),
+            "two linears computing the same either way": lambda: attention(True, -1),
+            "two linears and a bug in what reads them": lambda: attention(False, -2),
+            "a block and its inner Sequential, other weights": blocks, "one linear against two": one_against_two,
+            "five linears of one shape": five,
+            "ResNet-18 with no run": resnet18}
+
+
+@pytest.mark.parametrize("case", list(REFUSALS))
+def test_every_refusals_suggested_map_pasted_as_printed_pairs_the_models(case):
+    """Each name_map a refusal prints, pasted as printed (with inputs= where it says so), pairs the models: no
+    refusal, and every entry is a pair of the report, named by the map."""
+    refused, judged = REFUSALS[case]()
+    with pytest.raises(PipelineError) as e:
+        refused()
+    maps, run = pasted(str(e.value))
+    assert maps, str(e.value)
+    for name_map in maps:
+        report = judged(name_map, run)
+        assert all(f"{t} -> {p} (name map)" in report.pairs().splitlines() for t, p in mapped(name_map)), \
+            (str(e.value), name_map, report.pairs())

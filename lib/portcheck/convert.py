@@ -9,6 +9,7 @@ differ end the run with one line naming every one of them. Only then is each Pad
 at a time. A square Linear weight is transposed because it belongs to a Linear, never because its shape
 happens to fit.
 """
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -243,11 +244,15 @@ class _Shapes(dict):
         super().__setitem__(key, value)
 
 
-def pair_modules(torch_model, paddle_model, name_map=None, inputs=None, layouts=None, copies=None) -> tuple:
+def pair_modules(torch_model, paddle_model, name_map=None, inputs=None, layouts=None, copies=None,
+                 doubt=None) -> tuple:
     """({torch module: Paddle module ("" for the model itself)}, [each torch module holding tensors left without
     a counterpart, said]), by portcheck.pairing: on the models' run over `inputs` when given (run order, output
     shapes; in eval mode, so BatchNorm's statistics stay), else on their definition order. copies, a dict if
-    given, receives pairing.Pairing.copies(): the Paddle modules filled with copies of a torch module's tensors."""
+    given, receives pairing.Pairing.copies(): the Paddle modules filled with copies of a torch module's tensors.
+    doubt, a list if given, receives the groups of modules only the run's order paired ([[(torch module, Paddle
+    module), ...]], pairing.Pairing.doubtful: convert settles them by the run); without it they are settled by
+    the weights the Paddle model holds, where it holds torch's (_held)."""
     from portcheck.compare import eval_mode, ran_on, trace  # compare imports this module
     with eval_mode(torch_model), eval_mode(paddle_model):
         records = [fused.cut(fused.mark(ran_on(side, trace(m, inputs, _Shapes()), inputs), fused.specs(m, layouts), m))
@@ -256,6 +261,12 @@ def pair_modules(torch_model, paddle_model, name_map=None, inputs=None, layouts=
     modules = paired.modules()
     if copies is not None:
         copies.update(paired.copies())
+    groups = [[(pairing.module_of(t), pairing.module_of(p)) for t, p in g] for g in paired.doubtful]
+    if doubt is not None:  # convert: its Paddle model's weights are not torch's yet, its run settles them
+        doubt.extend(groups if inputs is not None else [])
+    else:  # compare_backward: the Paddle model holds torch's weights already
+        for group in groups:
+            _held(group, torch_model, paddle_model, modules)
     for name, spec in fused.specs(torch_model, layouts).items():  # a fused module is paired when its parts are
         if all(f"{name}.{part}" in modules for part in spec.parts):
             modules[name] = modules[f"{name}.{spec.parts[0]}"]
@@ -350,8 +361,99 @@ def pair_modules(torch_model, paddle_model, name_map=None, inputs=None, layouts=
     return {t: "" if p == pairing.ROOT else p for t, p in modules.items()}, missing
 
 
+def _held(group: list, torch_model, paddle_model, modules: dict) -> bool:
+    """Settle a group only the run's order paired by the weights the Paddle model holds, when it holds torch's
+    already (compare_backward's plan, after convert): each torch module takes the one candidate holding its values
+    (sorted, so that a layout's transpose keeps them), modules changed so. False when that is not one each."""
+    t_modules, layers = dict(torch_model.named_modules()), dict(paddle_model.named_sublayers(include_self=True))
+    if not all(t in t_modules and p in layers for t, p in group):
+        return False
+    values = lambda tensors: [np.sort(np.asarray(v).reshape(-1)) for v in tensors]
+    mine = {t: values(own_tensors(t_modules[t]).values()) for t, _ in group}
+    theirs = {p: values(v.numpy() for _, v in layers[p].named_parameters(include_sublayers=False)) for _, p in group}
+    same = lambda a, b: len(a) == len(b) and all(x.shape == y.shape and np.array_equal(x, y) for x, y in zip(a, b))
+    chosen = {t: [p for p in theirs if same(mine[t], theirs[p])] for t in mine}
+    if any(len(ps) != 1 for ps in chosen.values()) or len({ps[0] for ps in chosen.values()}) != len(chosen):
+        return False
+    modules.update((t, ps[0]) for t, ps in chosen.items())
+    return True
+
+
+MAX_ORDERS = 24  # the orders of one group convert runs in turn (four modules); a larger group is named, not tried
+
+
+def _settle(torch_model, paddle_model, inputs, state: "State", params: dict, modules: dict, groups: list):
+    """Each group of modules only the run's order paired (pairing._doubtful), put in the order whose run gives
+    torch's values: the group's Paddle modules filled in each order in turn (the rest already converted), both
+    models run on `inputs`, and the order kept whose calls holding tensors, from the group's first to the next
+    group's (to the model's output for the last), are torch's by pairing.nearest_of (the rule the run's values
+    settle a tie by). state and the Paddle model are changed to it. Raises a PipelineError naming the modules and
+    the name_map that settles them where no order, or several, give torch's values (a model computing the same
+    either way: values cannot say which)."""
+    from itertools import permutations
+    from portcheck.compare import eval_mode, trace
+    keys = {}  # {torch module: its Paddle keys}
+    for key, (tensor, _) in state._tensors.items():
+        if isinstance(tensor, Tensor):
+            keys.setdefault(tensor.module or pairing.ROOT, []).append(key)
+    values = {key: state[key] for g in groups for t, _ in g for key in keys.get(t, ())}
+    assign, renamed = {t: p or pairing.ROOT for t, p in modules.items()}, {}
+    with eval_mode(torch_model), eval_mode(paddle_model):
+        t_record = trace(torch_model, inputs)
+        order = list(dict.fromkeys(pairing.split_key(k)[1] for k in t_record if k.startswith("out/")))
+        at = {c: n for n, c in enumerate(order)}
+        groups = sorted((g for g in groups if all(t in at and t in keys for t, _ in g)),
+                        key=lambda g: min(at[t] for t, _ in g))
+        starts = [min(at[t] for t, _ in g) for g in groups] + [len(order)]
+        for n, group in enumerate(groups):
+            # each module's first call: a later one may be another Paddle module's (Pairing.copies)
+            window = [c for c in order[starts[n]:starts[n + 1]]
+                      if (pairing.module_of(c) in keys and "#" not in c) or c == pairing.ROOT]
+            torch_names, paddle_names = [t for t, _ in group], [p for _, p in group]
+            entry = repr(dict(group))
+            if math.factorial(len(group)) > MAX_ORDERS:
+                raise PipelineError(f"torch {', '.join(torch_names)} fit Paddle {', '.join(paddle_names)} in any "
+                                    f"order, more than the {MAX_ORDERS} orders convert tries: give the name_map that "
+                                    f"says which (name_map={entry} takes the run's order)")
+            distances = {}
+            for theirs in permutations(paddle_names):
+                _put(group, theirs, keys, values, params)
+                assign.update(zip(torch_names, theirs))
+                p_record = trace(paddle_model, inputs)
+                counterpart = lambda c: assign[pairing.module_of(c)] + c[len(pairing.module_of(c)):]
+                distances[theirs] = max(pairing._distance(pairing._outputs(t_record, c),
+                                                          pairing._outputs(p_record, counterpart(c))) for c in window)
+            best = pairing.nearest_of(distances)
+            if best is None:
+                raise PipelineError(
+                    f"torch {', '.join(torch_names)} fit Paddle {', '.join(paddle_names)} in any order, and the run's "
+                    f"values cannot tell which: no order's run is nearer torch's than every other's by "
+                    f"{pairing.APART} times, from {window[0]} to {window[-1]} (largest difference over the largest "
+                    f"value: {', '.join(f'{d:.1e}' for d in sorted(distances.values()))}; a model computing the same "
+                    f"in either order, or a difference of the port there): give the name_map that says which "
+                    f"(name_map={entry} takes the run's order)")
+            _put(group, best, keys, values, params)
+            assign.update(zip(torch_names, best))
+            for (t, p), q in zip(group, best):
+                renamed.update((key, q + key[len(p):]) for key in keys[t])
+                modules[t] = q
+    tensors = {key: state._tensors.pop(key) for key in renamed}  # each tensor under its settled module's key
+    origin = {key: state.origin.pop(key) for key in renamed if key in state.origin}
+    for key, new in renamed.items():
+        state._tensors[new] = tensors[key]
+        if key in origin:
+            state.origin[new] = origin[key]
+
+
+def _put(group: list, theirs: tuple, keys: dict, values: dict, params: dict):
+    """Fill each Paddle module of `theirs` with the tensors of its torch module (group's order): one order tried."""
+    for (t, p), q in zip(group, theirs):
+        for key in keys[t]:
+            params[q + key[len(p):]].set_value(values[key])
+
+
 def plan(torch_model, paddle_model, name_map=None, layouts=None, inputs=None, paddle_kinds=None,
-         paired=None, copies=None) -> dict:
+         paired=None, copies=None, doubt=None) -> dict:
     """{torch key: (Paddle key, Tensor, numpy array)} for every parameter and buffer the Paddle model takes,
     with every module's counterpart and type checked; compare_backward maps gradients and updated weights
     through the same rules. paddle_kinds, a dict if given, receives {torch module: the Paddle type it pairs
@@ -359,7 +461,7 @@ def plan(torch_model, paddle_model, name_map=None, layouts=None, inputs=None, pa
     {torch module: its Paddle module} ("" for the model itself); copies, a dict if given, {torch module: the other
     Paddle modules it runs as} (pairing.Pairing.copies)."""
     check_models(torch_model, paddle_model)
-    modules, missing = pair_modules(torch_model, paddle_model, name_map, inputs, layouts, copies)
+    modules, missing = pair_modules(torch_model, paddle_model, name_map, inputs, layouts, copies, doubt)
     if paired is not None:
         paired.update(modules)
     layers = dict(paddle_model.named_sublayers(include_self=True))
@@ -451,8 +553,8 @@ def convert(torch_model, paddle_model, name_map=None, path=None, layouts=None, i
     same = {k: group for group in aliases.values() for k in group}
     # every problem is gathered before any is said: one run names them all (a port's first conversion usually
     # has several, and fixing them one run at a time costs a model load each)
-    state, origin, problems, modules, copies = {}, {}, [], {}, {}
-    planned = plan(torch_model, paddle_model, name_map, layouts, inputs, paired=modules, copies=copies)
+    state, origin, problems, modules, copies, doubt = {}, {}, [], {}, {}, []
+    planned = plan(torch_model, paddle_model, name_map, layouts, inputs, paired=modules, copies=copies, doubt=doubt)
     for torch_key, (key, tensor, array) in planned.items():
         # a torch module the name map says runs as several Paddle modules fills each (Pairing.copies)
         for key in [key] + [paddle_key(tensor, other) for other in copies.get(tensor.module or pairing.ROOT, ())]:
@@ -493,8 +595,18 @@ def convert(torch_model, paddle_model, name_map=None, path=None, layouts=None, i
     if problems:
         raise PipelineError(f"keys, shapes or dtypes do not match ({len(problems)} problem(s), the Paddle model "
                             "left as it was): " + named(problems, "; "))
+    # a group only the run's order paired is settled by the models' run, each order tried on the converted rest:
+    # the Paddle model's own values kept to be put back if values cannot settle it
+    before = {k: np.array(params[k].numpy()) for k in state if k in params} if doubt else {}
     for key in state:
         params[key].set_value(state[key])  # one contiguous array at a time, freed before the next
+    if doubt:
+        try:
+            _settle(torch_model, paddle_model, inputs, state, params, modules, doubt)
+        except PipelineError:
+            for key, value in before.items():
+                params[key].set_value(value)
+            raise
     if path is not None:
         save_pdparams({k: params[k] for k in state}, path)
     # the tensor's other names too, so that set_state_dict(convert(...)) finds every key it looks for

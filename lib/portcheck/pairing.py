@@ -246,6 +246,24 @@ def _inconsistent(pairs: dict, calls: dict) -> set:
     return bad
 
 
+def _blocked(pairs: dict, calls: dict, p_calls: dict) -> set:
+    """The pairs of differently named modules holding tensors that keep two containers of one name and kind apart:
+    one inside the torch container, its counterpart outside the Paddle one, or the other way round. torch's
+    TransformerEncoderLayer runs its norms after the attention and a pre-norm port before it: the run's order
+    pairs layers.0.norm2 with Paddle's layers.1.norm1, and layers.0 with nothing (the layer whose input is the
+    same and whose output is not would go unnamed)."""
+    holders = [(t, p) for t, p in pairs.items() if calls[t].tensors]
+    inside = lambda name, outer: name.startswith(outer + ".")
+    taken, out = set(pairs.values()), set()
+    for t, c in calls.items():
+        p = p_calls.get(t)
+        if t in pairs or p is None or p.name in taken or c.children <= 0 or c.tensors or not alike(c.kind, p.kind):
+            continue
+        out |= {(x, y) for x, y in holders if inside(module_of(x), c.module) != inside(module_of(y), p.module)
+                and _normal(module_of(x)) != _normal(module_of(y))}
+    return out
+
+
 @dataclass
 class Pairing:
     """The calls of two records paired: every pair chosen and every call left unpaired, on both sides."""
@@ -254,6 +272,7 @@ class Pairing:
     paddle_calls: list = field(default_factory=list)
     named: set = field(default_factory=set)          # torch calls paired by the name map
     settled: dict = field(default_factory=dict)      # torch call -> Paddle call: ties the run's values settled
+    doubtful: list = field(default_factory=list)     # [[(torch call, Paddle call), ...]]: pairs only the order chose
     missing: dict = field(default_factory=dict)      # torch module -> the Paddle module the map names, absent
 
     @property
@@ -351,7 +370,7 @@ def pair(torch_record: dict, paddle_record: dict, name_map=None, weights_only=Fa
         first = _outputs(record, candidates[0].name)
         return bool(first) and all(_same(first, _outputs(record, c.name)) for c in candidates[1:])
 
-    forbidden, calls = set(), {c.name: c for c in ts}
+    forbidden, calls, unsettled, refused, fusions = set(), {c.name: c for c in ts}, set(), [], {}
     fixed_p = set(fixed.values())
     # what can score: a pair the map gives, else two calls holding the same shapes (similarity)
     groups = (lambda t: ("map", fixed[t.name]) if t.name in fixed else t.tensors,
@@ -361,12 +380,14 @@ def pair(torch_record: dict, paddle_record: dict, name_map=None, weights_only=Fa
             if t.name in fixed or p.name in fixed_p:
                 return FIXED if fixed.get(t.name) == p.name else None
             return None if (t.name, p.name) in forbidden else similarity(t, p)
-        pairs = {}
-        while True:  # the first pass aligns everything; each next one the modules holding tensors left over
-            taken, again = set(pairs.values()), bool(pairs)
-            left_t = [c for c in ts if c.name not in pairs and c.module not in result.missing
-                      and (c.tensors or not again)]
-            left_p = [c for c in ps if c.name not in taken and (c.tensors or not again)]
+        pairs, first = {}, True
+        while True:  # the first pass aligns every call that ran; each next one the modules holding tensors left over
+            taken = set(pairs.values())
+            # a module that did not run (torch's MultiheadAttention reads out_proj's weight without calling it) has
+            # no place in the run's order: in the first pass, a map's or a tie's pair of it would cross every other
+            kept = lambda c: (c.tensors or first) and (c.outputs or not (first and ran))
+            left_t = [c for c in ts if c.name not in pairs and c.module not in result.missing and kept(c)]
+            left_p = [c for c in ps if c.name not in taken and kept(c)]
             found, ties = _align(left_t, left_p, score, harmless, groups)
             if weights_only:  # a tie among calls of one module on each side sends the same weights either way
                 ties = [tie for tie in ties if any(c.tensors for c in _tied(tie, left_t, left_p))
@@ -376,20 +397,43 @@ def pair(torch_record: dict, paddle_record: dict, name_map=None, weights_only=Fa
                 chosen = (_by_value(ties, left_t, left_p, torch_record, paddle_record) if ran and not weights_only
                           else {}) or _by_name(ties, left_t, left_p)
                 if not chosen:
-                    raise PipelineError(_ambiguity(ties, left_t, left_p, ran, _fusions(ties, left_t, left_p, ts, ps)))
+                    # refused once every tie is found: each one's first candidate taken, as the map the refusal
+                    # prints does, so that the ties it would leave are said with it (pasted, it pairs them all)
+                    refused += _said(ties, left_t, left_p)
+                    fusions.update(_fusions(ties, left_t, left_p, ts, ps))
+                    for one, others, torch_one in _said(ties, left_t, left_p):  # the first tie's at least
+                        t, p = (one.name, others[0].name) if torch_one else (others[0].name, one.name)
+                        if t not in chosen and p not in chosen.values():
+                            chosen[t] = p
+                else:
+                    result.settled.update(chosen)
                 fixed.update(chosen)  # kept as a map's entries are, and the whole alignment made again
                 fixed_p.update(chosen.values())
-                result.settled.update(chosen)
-                pairs = {}
+                pairs, first = {}, True
                 continue
-            if not found:
+            if not found and not first:
                 break
             pairs.update((left_t[i].name, left_p[j].name) for i, j in found)
+            first = False
+        if refused:
+            raise PipelineError(_ambiguity(refused, ran, fusions, (ts, ps)))
         pairs.update(fixed)  # a map's entries that cross each other are kept too
-        bad = _inconsistent(pairs, calls) - set(fixed.items())
-        if not bad:
+        bad = (_inconsistent(pairs, calls) | _blocked(pairs, calls, by_name)) - set(fixed.items()) - forbidden
+        if bad:
+            forbidden |= bad
+            continue
+        doubt = [g for g in _doubtful(pairs, calls, by_name, fixed) if not {t for t, _ in g} & unsettled]
+        if not doubt or weights_only or not ran:
+            result.doubtful = doubt  # a conversion's models do not hold the same weights yet: convert settles them
             break
-        forbidden |= bad
+        # the order alone chose them: each call takes the candidate whose output is its own, as a tie does
+        index_t, index_p = {c.name: i for i, c in enumerate(ts)}, {c.name: j for j, c in enumerate(ps)}
+        ties = [(index_t[t], [index_p[q] for _, q in g]) for g in doubt for t, _ in g]
+        chosen = _by_value(ties, ts, ps, torch_record, paddle_record)
+        unsettled |= {t for g in doubt for t, _ in g if t not in chosen}  # values cannot say: the order stands
+        fixed.update(chosen)
+        fixed_p.update(chosen.values())
+        result.settled.update((t, p) for t, p in chosen.items() if pairs.get(t) != p)
     order = {c.name: k for k, c in enumerate(ts)}
     result.pairs = dict(sorted(pairs.items(), key=lambda kv: order[kv[0]]))
     return result
@@ -457,6 +501,31 @@ def _distance(a: list, b: list) -> float:
     return float(np.abs(x - y).max() / max(np.abs(x).max(), 1e-30))
 
 
+def nearest_of(distances: dict):
+    """The candidate whose distance (_distance) is under 1 and APART times under every other's, else None: the one
+    rule by which the run's values settle what structure cannot (a tie here, an order convert tries in turn)."""
+    ranked = sorted(distances.items(), key=lambda kv: kv[1])
+    best, d = ranked[0]
+    return best if d < 1 and all(d * APART <= other for _, other in ranked[1:]) else None
+
+
+def _doubtful(pairs: dict, t_calls: dict, p_calls: dict, fixed: dict) -> list:
+    """[[(torch call, Paddle call), ...]]: pairs the alignment chose by their order alone. Leaves holding the same
+    shapes, siblings on each side, each fitting every other's counterpart, whose names do not say which is which
+    (transformers' query and key against k_proj and q_proj, run in the other order: the order pairs query with
+    k_proj). Their own outputs cannot tell them apart before the weights are the same; after, each is its own."""
+    groups = {}
+    for t, p in pairs.items():
+        a, b = t_calls.get(t), p_calls.get(p)
+        if t in fixed or a is None or b is None or not a.tensors or 0 != a.children or 0 != b.children \
+                or "#" in t or "#" in p:
+            continue
+        where = (a.module.rpartition(".")[0], b.module.rpartition(".")[0], a.tensors, a.outputs, b.outputs)
+        groups.setdefault(where, []).append((t, p))
+    return [g for g in groups.values() if len(g) > 1 and not all(_normal(t)[-1] == _normal(p)[-1] for t, p in g)
+            and all(similarity(t_calls[t], p_calls[q]) is not None for t, _ in g for _, q in g)]
+
+
 def _by_name(ties, ts, ps) -> dict:
     """{torch call: Paddle call} for each tie that exactly one candidate settles by being the same module name as the
     one it ties for: the same place in structures that cannot otherwise be told apart, such as the out_proj of torch's
@@ -484,9 +553,7 @@ def _by_value(ties, ts, ps, torch_record, paddle_record) -> dict:
         for name in distances:
             if not any(_same(_outputs(record, name), _outputs(record, other)) for other in kept):
                 kept[name] = distances[name]
-        ranked = sorted(kept.items(), key=lambda kv: kv[1])
-        best, d = ranked[0]
-        return best if d < 1 and all(d * APART <= other for _, other in ranked[1:]) else None
+        return nearest_of(kept)
     for i, j in ties:
         if isinstance(i, list):  # one Paddle call, several torch ones
             one = _outputs(paddle_record, ps[j].name)
@@ -538,29 +605,44 @@ def _fusions(ties, left_t, left_p, ts, ps) -> dict:
     return out
 
 
-def _ambiguity(ties, ts, ps, ran=False, fusions=None) -> str:
-    """One line: the first few ties, each with the name_map that settles it, then one map settling them all
-    (each with its first candidate), each pasted as printed."""
-    said, rules = [], []
-    for i, j in ties:
-        if isinstance(j, list):
-            one, others = ts[i], [ps[k] for k in j]
+def _said(ties, ts, ps) -> list:
+    """[(the one call, its candidates, whether the one is torch's)] of _align's ties (indices into ts and ps)."""
+    return [(ts[i], [ps[k] for k in j], True) if isinstance(j, list) else (ps[j], [ts[k] for k in i], False)
+            for i, j in ties]
+
+
+def _ambiguity(ties, ran=False, fusions=None, whole=None) -> str:
+    """One line: the first few ties (_said's), each with the name_map that settles it, then one map settling them
+    all (each with its first candidate), each pasted as printed. whole: (every torch call, every Paddle call):
+    where the Paddle model holds more modules of a tied module's shapes than the torch model, with no run (one
+    torch module run as several, one Paddle module per call), no map alone fills them all: the run's calls pair
+    each, so the map is said with inputs=."""
+    said, rules, several = [], [], False
+    count = lambda calls, shapes: len({c.module for c in calls if c.tensors == shapes})
+    for one, others, torch_one in ties:
+        if torch_one:
             maps = [entry(one.module, m, one.children) for m in dict.fromkeys(c.module for c in others)]
             text = f"torch {one.name} fits Paddle {' and '.join(c.name for c in others)} equally"
             rules.append((one.module, others[0].module))
+            held = (count(whole[0], one.tensors), count(whole[1], one.tensors)) if whole and one.tensors else (0, 0)
+            if not ran and held[1] > held[0]:
+                several = True
+                said.append(f"{text} (the Paddle model holds {held[1]} modules of its shapes, the torch model "
+                            f"{held[0]}: a torch module run as several, one Paddle module per call, which only a run "
+                            f"shows: inputs= with name_map={maps[0]})")
+                continue
         else:
-            one, others = ps[j], [ts[k] for k in i]
             maps = [entry(c.module, one.module, c.children) for c in {c.module: c for c in others}.values()]
             text = f"Paddle {one.name} fits torch {' and '.join(c.name for c in others)} equally"
             rules.append((others[0].module, one.module))
         said.append(f"{text} (name_map={' or name_map='.join(maps)})")
     rules = list(dict.fromkeys(rules))
-    every = repr([("^" + re.escape(t) + "$", p) for t, p in rules[:12]])
+    every = repr([("^" + re.escape(t) + "$", p) for t, p in rules])  # every one: pasted, it pairs them all
     more = f"; {len(ties) - 3} more" if len(ties) > 3 else ""
     return ("modules cannot be paired automatically, by their structure nor by the run's values: " + "; ".join(said[:3])
-            + more + f": give the name_map that says which (name_map={every} takes each one's first candidate"
-            + (f" for the first 12 of {len(rules)}" if len(rules) > 12 else "") + ")"
-            + ("" if ran else "; or, to convert, inputs= to pair modules by the models' run")
+            + more + f": give {'inputs= and ' if several else ''}the name_map that says which (name_map={every} "
+            "takes each one's first candidate)"
+            + ("" if ran or several else "; or, to convert, inputs= to pair modules by the models' run")
             + ("; or, if one module holds what several of the other side hold together, its columns one after the "
                "other: layouts={" + ", ".join(f"{k!r}: portcheck.Fused({v!r})" for k, v in fusions.items())
                + "} (heads=n if they go per head)" if fusions else ""))

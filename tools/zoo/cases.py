@@ -330,10 +330,7 @@ MODELS = [
             "cause": "torch packs the gates r, z, n"}]),
     model("TransformerEncoder (torch / paddle)", "transformer encoder",
           [{"name": "pre-norm for post-norm", "config": {"normalize_before": True}, "step": 1, "where": "layers.0",
-            "cause": "normalize_before=True (torch's norm_first=False)",
-            "known": {"issue": 48, "got": "wrong place at step 1", "why": "the pairing follows the moved norm calls "
-                      "(torch's layers.0.norm1 with Paddle's layers.0.norm2, ...), so the first difference is at the "
-                      "model's output, not layers.0"}}], steps=(1,),
+            "cause": "normalize_before=True (torch's norm_first=False)"}], steps=(1,),
           not_covered="Step 4: compare_backward needs a layout for torch's MultiheadAttention (q, k, v packed in "
           "in_proj) against Paddle's split q_proj/k_proj/v_proj, which no layouts= value states (issue 47)",
           fast=True),  # in the suite: torch's out_proj, never called, is paired by its name (pairing._by_name)
