@@ -1,12 +1,15 @@
 """The plain run's steps of compare_backward judged against what torch does to itself (calibrated.SPREAD): torch's
-run again with every weight moved one ulp, recorded beside its float64 run (docs/k_backward.md).
+run again with every weight moved one ulp with other threads (and once more with oneDNN off, kept as one figure per
+key), recorded beside its float64 run (docs/k_backward.md).
 
 The jump that needs it (a ReLU input within rounding of 0 in a later step, one branch in one fp32 run and the other
-in another) shows on the ResNet-18 example's 5 steps (tools/bench_k_backward.py); this small BatchNorm net in train
-mode does not reproduce it on this CPU, so the jump is planted in the records: the same jump on Paddle's side as in
-torch's moved run is green, said as torch's spread, and one 8 x larger red. A momentum plant, which the gradients
-cannot show, is red after the steps."""
+in another) is planted in a small BatchNorm net's records (the same jump on Paddle's side as in torch's moved run is
+green, said as torch's spread, one 8 x larger red), and met on two nets of tools/bench_k_backward.py --kinks where
+Paddle crosses a kink at step 5 that torch moved one ulp alone does not: green, with momentum and weight decay plants
+red. A momentum plant, which the gradients cannot show, is red after the steps."""
 import copy
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -14,24 +17,12 @@ import pytest
 torch = pytest.importorskip("torch")
 paddle = pytest.importorskip("paddle")
 from portcheck import calibrated, convert, judge_backward, record_backward  # noqa: E402
-from portcheck.backward import F64, MOVED  # noqa: E402
+from portcheck.backward import F64, MOVED, SPREAD_KEY  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
+import bench_k_backward as bench  # noqa: E402 - its small conv/BatchNorm nets, shared
 
 STEPS, LR = 3, 0.01
-
-
-def nets():
-    """A ResNet-like stem in small: conv (no bias), BatchNorm, ReLU, three times, then pooled logits."""
-    torch.manual_seed(0)
-    t, p, c = [], [], 3
-    for i, o in enumerate((8, 16, 32)):
-        t += [torch.nn.Conv2d(c, o, 3, stride=1 if i == 0 else 2, padding=1, bias=False), torch.nn.BatchNorm2d(o),
-              torch.nn.ReLU()]
-        p += [paddle.nn.Conv2D(c, o, 3, stride=1 if i == 0 else 2, padding=1, bias_attr=False),
-              paddle.nn.BatchNorm2D(o), paddle.nn.ReLU()]
-        c = o
-    pt = torch.nn.Sequential(*t, torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(), torch.nn.Linear(c, 10))
-    pd = paddle.nn.Sequential(*p, paddle.nn.AdaptiveAvgPool2D(1), paddle.nn.Flatten(), paddle.nn.Linear(c, 10))
-    return pt, pd
 
 
 def batch():
@@ -48,7 +39,7 @@ def paddle_momentum(momentum):
 def records():
     """(torch's record, Paddle's clean record, Paddle's with momentum 0.8), each over STEPS steps in train mode."""
     x, y = batch()
-    pt, pd = nets()
+    pt, pd = bench.conv_bn_nets((8, 16, 32))
     pd.set_state_dict(convert(pt, pd, inputs=x))
     start = copy.deepcopy(pd.state_dict())
     t = record_backward(pt.train(), x, y, torch.nn.functional.cross_entropy,
@@ -91,3 +82,29 @@ def test_a_jump_torch_takes_against_itself_is_within_and_a_larger_one_red(record
         said = row.key_figures() if passed else row.why
         assert "torch against itself with every weight moved one ulp" in said, said
     assert not judge_backward(t, {**clean, key: t[key] + jump}).passed  # no moved run: K_BACKWARD alone
+
+
+@pytest.mark.parametrize("crossed_by", bench.KINK_NETS)
+def test_a_kink_paddle_crosses_at_a_later_step_is_torch_spread_and_a_momentum_plant_red(crossed_by):
+    """A net where Paddle crosses a ReLU kink at step 5 that torch moved one ulp does not (tools/bench_k_backward.py
+    --kinks): torch's runs against itself cross it too (one with other threads, one with oneDNN off)."""
+    t, clean, planted = bench.kink_records(*bench.KINK_NETS[crossed_by], bench.sgd("torch"),
+                                           [(bench.sgd("paddle"), None), (bench.sgd("paddle", 0.8), None)])
+    assert any(k.startswith(SPREAD_KEY + "final/") for k in t)
+    report = judge_backward(t, clean)
+    assert report.passed, report.table()
+    # the kink's jump: far over K_BACKWARD x torch's own error, within torch's spread against itself
+    jumped = [r for rows in report.steps for r in rows if r.name != "lr" and r.rule.spread_decides(r)
+              and r.max > calibrated.K_BACKWARD * r.err32 + calibrated.Measured.floor(r)]
+    assert jumped and all("torch against itself" in r.key_figures() for r in jumped), report.table()
+    report = judge_backward(t, planted)
+    assert not report.passed and all(r.passed for r in report.grads), report.table()
+
+
+def test_a_weight_decay_plant_stays_red_beside_a_kink():
+    t, clean, planted = bench.kink_records(*bench.KINK_NETS["oneDNN off"], bench.sgd("torch", decay=1e-4),
+                                           [(bench.sgd("paddle", decay=1e-4), None),
+                                            (bench.sgd("paddle", decay=3e-4), None)])
+    assert judge_backward(t, clean).passed
+    report = judge_backward(t, planted)
+    assert not report.passed and all(r.passed for r in report.grads), report.table()

@@ -185,8 +185,10 @@ def record_backward(model, inputs, targets, loss, optimizer, scheduler=None, ste
                             (isolated: every weight and buffer)
         final/<key>         every weight and buffer after the last step
         moved:<key>         (torch, not isolated) the loss/, state and final/ keys of its run again from every weight
-                            moved one ulp: what torch does to itself, which judge_backward allows calibrated.SPREAD
-                            times at each (a value within rounding of a ReLU's kink in a later step)
+                            moved one ulp, with another thread count: what torch does to itself, which judge_backward
+                            allows calibrated.SPREAD times at each (a value within rounding of a ReLU's kink in a
+                            later step)
+        spread:<key>        (torch, not isolated) max |that run - a third, moved one ulp with oneDNN off|, one figure
 
     Isolated steps (compare_backward(isolate=True) makes both): a torch model's run with isolate=True records
     every tensor after every step, and its float64 twin starts each step from the fp32 weights the step before
@@ -216,15 +218,20 @@ def record_backward(model, inputs, targets, loss, optimizer, scheduler=None, ste
         left = {}  # isolate: the fp32 weights each step left, which the float64 twin starts the next one from
         keep = (lambda m, i: left.__setitem__(i, copy.deepcopy(m.state_dict()))) if isolate else None
         moved = {}
-        if not isolate:  # the plain run's steps: torch against itself, every weight moved one ulp (calibrated.SPREAD)
-            with torch.random.fork_rng(devices=[]):  # the same draws (dropout) as the run below, which draws as before
-                _moved_one_ulp(model)
-                moved = _train("torch", model, inputs, targets, loss, optimizer, scheduler, steps, torch.from_numpy,
-                               lambda m: _torch_state(m, layouts), lambda m: _torch_grads(m, layouts), lambda: {},
-                               None, clip)
-            model.load_state_dict(start)
-            # only what judge_backward reads: the first forward's modules and gradients are not held through the run
-            moved = {MOVED + k: v for k, v in moved.items() if k.startswith(("loss/", "state", "final/"))}
+        if not isolate:  # the plain run's steps: torch against itself, twice (calibrated.SPREAD)
+            def again(kernels):
+                with torch.random.fork_rng(devices=[]), kernels():  # the same draws (dropout) as the run below
+                    _moved_one_ulp(model)
+                    run = _train("torch", model, inputs, targets, loss, optimizer, scheduler, steps, torch.from_numpy,
+                                 lambda m: _torch_state(m, layouts), lambda m: _torch_grads(m, layouts), lambda: {},
+                                 None, clip)
+                model.load_state_dict(start)
+                # only what judge_backward reads: the first forward's modules and gradients are not held
+                return {k: v for k, v in run.items() if k.startswith(("loss/", "state", "final/"))}
+            moved = {MOVED + k: v for k, v in again(_other_threads).items()}
+            # the second run is kept as one figure per key, its distance from the first: no second copy of the weights
+            for k, v in again(_no_onednn).items():
+                moved[SPREAD_KEY + k] = _distance(moved[MOVED + k], v)
         out = _train("torch", model, inputs, targets, loss, optimizer, scheduler, steps, torch.from_numpy,
                      lambda m: _torch_state(m, layouts), lambda m: _torch_grads(m, layouts), _norm_counter(model), keep,
                      clip)
@@ -255,6 +262,32 @@ def record_backward(model, inputs, targets, loss, optimizer, scheduler=None, ste
 
 ISOLATED = "isolated"  # a record's key: its steps were isolated (each started from torch's weights)
 MOVED = "moved:"  # a torch record's key prefix: its run again with every weight moved one ulp (calibrated.SPREAD)
+
+
+SPREAD_KEY = "spread:"  # a torch record's key prefix: max |moved run - the run again with oneDNN off|, one figure
+
+
+def _distance(a, b) -> np.ndarray:
+    with np.errstate(all="ignore"):
+        return np.array([np.max(np.abs(np.asarray(a, np.float64) - np.asarray(b, np.float64)), initial=0.0)])
+
+
+@contextlib.contextmanager
+def _other_threads():
+    """torch's CPU kernels with another thread count (half, or 2 from 1): they split their sums otherwise."""
+    import torch
+    n = torch.get_num_threads()
+    torch.set_num_threads(n // 2 if n > 1 else 2)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(n)
+
+
+def _no_onednn():
+    """torch's convolutions without oneDNN (its own kernels: another summation order)."""
+    import torch
+    return torch.backends.mkldnn.flags(enabled=False)
 
 
 def _moved_one_ulp(model):
@@ -519,8 +552,8 @@ def judge_backward(torch_record: dict, paddle_record: dict, name_map=None,
             return calibrated.unjudged(name, np.shape(a), "no counterpart on paddle", 0.0)
         r, other = measure(name, a, ref, b, mean_bound, multiple), torch_record.get(MOVED + key)
         if other is not None and not r.problems and np.shape(other) == np.shape(a):  # the plain run's steps
-            with np.errstate(all="ignore"):
-                spread = float(np.max(np.abs(np.asarray(a, np.float64) - np.asarray(other, np.float64))))
+            # torch against itself: its run against the moved one, and the moved one against the second
+            spread = max(float(_distance(a, other)[0]), float(np.max(torch_record.get(SPREAD_KEY + key, 0.0))))
             if np.isfinite(spread):
                 r.rule = r.rule._replace(spread=spread)
         return r
