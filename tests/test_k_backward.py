@@ -108,3 +108,27 @@ def test_a_weight_decay_plant_stays_red_beside_a_kink():
     assert judge_backward(t, clean).passed
     report = judge_backward(t, planted)
     assert not report.passed and all(r.passed for r in report.grads), report.table()
+
+
+def test_a_hand_ins_bp_align_carries_torchs_spread_and_the_folder_judges_as_the_run_does(tmp_path):
+    """handin.bp_align(exact=True) writes torch's spread against itself beside the float64 values (SPREAD_OF keys):
+    the kink net's correct port is green from the folder, as in process, where K_BACKWARD alone is red at the jump
+    (the last step's update digest: 10 x its allowance); a momentum 0.8 against 0.9 is red from the folder at an
+    update digest."""
+    from portcheck import handin
+    t, clean, planted = bench.kink_records(*bench.KINK_NETS["oneDNN off"], bench.sgd("torch"),
+                                           [(bench.sgd("paddle"), None), (bench.sgd("paddle", 0.8), None)])
+    exact = handin.bp_align(t, exact=True)
+    assert any(k.startswith(calibrated.SPREAD_OF + "weights_") for k in exact)
+    verdicts = {}
+    for name, p, spread in (("clean", clean, True), ("alone", clean, False), ("planted", planted, True)):
+        folder = tmp_path / name
+        kept = exact if spread else {k: v for k, v in exact.items() if not k.startswith(calibrated.SPREAD_OF)}
+        handin.save_side(folder, "bp_align", "torch", handin.bp_align(t), {"inputs": "i"}, "t", exact=kept)
+        handin.save_side(folder, "bp_align", "paddle", handin.bp_align(p), {"inputs": "i"}, "t")
+        verdicts[name] = handin.judge_and_log(folder, "bp_align", after_steps=True)
+    assert verdicts["clean"].passed, verdicts["clean"].describe_measured()
+    assert not verdicts["alone"].passed  # the same folder without the spread: K_BACKWARD alone is red at the jump
+    bad = verdicts["planted"]
+    assert not bad.passed and any(not r.passed and r.name.startswith("weights_") for r in bad.rows), \
+        bad.describe_measured()

@@ -227,7 +227,7 @@ def record_backward(model, inputs, targets, loss, optimizer, scheduler=None, ste
                                  None, clip)
                 model.load_state_dict(start)
                 # only what judge_backward reads: the first forward's modules and gradients are not held
-                return {k: v for k, v in run.items() if k.startswith(("loss/", "state", "final/"))}
+                return {k: v for k, v in run.items() if k.startswith(("loss/", "state", "final/", "weights/"))}
             moved = {MOVED + k: v for k, v in again(_other_threads).items()}
             # the second run is kept as one figure per key, its distance from the first: no second copy of the weights
             for k, v in again(_no_onednn).items():
@@ -265,6 +265,16 @@ MOVED = "moved:"  # a torch record's key prefix: its run again with every weight
 
 
 SPREAD_KEY = "spread:"  # a torch record's key prefix: max |moved run - the run again with oneDNN off|, one figure
+
+
+def spread_of(record: dict, key: str):
+    """torch against itself at a key of a plain run's steps (calibrated.SPREAD): its run against the moved one, and
+    the moved one against the second (SPREAD_KEY); None where the record holds no moved run of it."""
+    a, other = record.get(key), record.get(MOVED + key)
+    if a is None or other is None or np.shape(other) != np.shape(a):
+        return None
+    spread = max(float(_distance(a, other)[0]), float(np.max(record.get(SPREAD_KEY + key, 0.0))))
+    return spread if np.isfinite(spread) else None
 
 
 def _distance(a, b) -> np.ndarray:
@@ -550,12 +560,9 @@ def judge_backward(torch_record: dict, paddle_record: dict, name_map=None,
             key if key.startswith(("loss/", "lr/")) else _counterpart(key, mapped, renamed))
         if b is None:
             return calibrated.unjudged(name, np.shape(a), "no counterpart on paddle", 0.0)
-        r, other = measure(name, a, ref, b, mean_bound, multiple), torch_record.get(MOVED + key)
-        if other is not None and not r.problems and np.shape(other) == np.shape(a):  # the plain run's steps
-            # torch against itself: its run against the moved one, and the moved one against the second
-            spread = max(float(_distance(a, other)[0]), float(np.max(torch_record.get(SPREAD_KEY + key, 0.0))))
-            if np.isfinite(spread):
-                r.rule = r.rule._replace(spread=spread)
+        r, spread = measure(name, a, ref, b, mean_bound, multiple), spread_of(torch_record, key)
+        if spread is not None and not r.problems:  # the plain run's steps
+            r.rule = r.rule._replace(spread=spread)
         return r
 
     for key in (k for k in torch_record if k.startswith("grad/")):

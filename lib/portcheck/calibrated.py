@@ -243,18 +243,30 @@ def _cores() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
+# A key of a hand-in's float64 file (<pair>_torch64.npy) holding, for the key after it, torch's spread against itself
+# (compare_backward's plain run: Measured.spread), written beside the float64 values by the torch side's own run
+SPREAD_OF = "spread:"
+
+
 def judge_pair(torch_data: dict, paddle_data: dict, exact: dict, threshold: float, k: float = K) -> list:
     """A hand-in pair judged by the measured rule, one result per key, each also held to the pair's threshold on
-    its mean: the torch and Paddle dicts and torch's float64 run of the same keys, K = k. A key missing on any
-    side is a problem."""
+    its mean: the torch and Paddle dicts and torch's float64 run of the same keys, K = k, and where that file holds
+    it (SPREAD_OF), torch's spread against itself at a key after optimizer steps. A key missing on any side is a
+    problem."""
+    spreads = {key[len(SPREAD_OF):]: v for key, v in exact.items() if key.startswith(SPREAD_OF)}
+    exact = {key: v for key, v in exact.items() if not key.startswith(SPREAD_OF)}
     rows = []
     for key in sorted(set(torch_data) | set(paddle_data) | set(exact)):
         missing = [side for side, d in (("torch", torch_data), ("paddle", paddle_data), ("torch float64", exact))
                    if key not in d]
         if missing:
             rows.append(unjudged(key, (), f"missing on {', '.join(missing)}", mean_bound=threshold))
-        else:
-            rows.append(measure(key, torch_data[key], exact[key], paddle_data[key], threshold, k))
+            continue
+        row = measure(key, torch_data[key], exact[key], paddle_data[key], threshold, k)
+        spread = float(np.max(spreads[key])) if key in spreads and np.size(spreads[key]) == 1 else 0.0
+        if not row.problems and np.isfinite(spread) and spread > 0:
+            row.rule = row.rule._replace(spread=spread)
+        rows.append(row)
     return rows
 
 

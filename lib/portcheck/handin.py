@@ -550,7 +550,16 @@ def bp_align(rec: dict, exact: bool = False) -> dict:
     loss, its lr and a digest of the weights after it (weights/<i>, their L2 norm), so that the hand-in checker
     re-derives the in-process verdict from the folder (a loss alone can agree while the updates differ: an
     optimizer's epsilon)."""
-    return {**per_step(rec, "loss", exact), **per_step(rec, "lr", exact), **per_step(rec, "weights", exact)}
+    kinds = ("loss", "lr", "weights")
+    out = {k: v for kind in kinds for k, v in per_step(rec, kind, exact).items()}
+    if exact:  # beside the float64 values, torch's spread against itself where its plain run measured it
+        from portcheck.backward import spread_of
+        for key in rec:
+            kind, _, step = key.partition("/")
+            spread = spread_of(rec, key) if kind in kinds else None
+            if spread is not None:
+                out[f"{calibrated.SPREAD_OF}{kind}_{step}"] = np.array([spread])
+    return out
 
 
 def save_side(folder, pair: str, framework: str, arrays: dict, depends: dict, script: str, exact: dict = None):
