@@ -55,7 +55,7 @@ def test_a_rerun_that_reproduces_the_hand_in_says_so_and_leaves_one_copy(tmp_pat
     (rerun / "diagnostics").mkdir(parents=True)
     (rerun / "train_align_torch.npy").write_bytes(b"352")  # another CPU's torch: another count
     line = run_all.settle(earlier, rerun)
-    assert "did not reproduce" in line and "2 of 2 files differ: diagnostics/steps.json, train_align_torch.npy" in line
+    assert "did not reproduce" in line and "2 of 2 files differ, 1 of them arrays: train_align_torch.npy, diagnostics/steps.json" in line
     assert (earlier / "train_align_torch.npy").read_bytes() == b"353" and rerun.is_dir()
 
 
