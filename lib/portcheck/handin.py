@@ -548,9 +548,9 @@ def numeric_arrays(arrays, what: str) -> dict:
 
 def bp_align(rec: dict, exact: bool = False) -> dict:
     """The guide's bp_align pair from a record_backward, carrying what compare_backward judges each step by: its
-    loss, its lr and a digest of the weights after it (weights/<i>, their L2 norm), so that the hand-in checker
-    re-derives the in-process verdict from the folder (a loss alone can agree while the updates differ: an
-    optimizer's epsilon)."""
+    loss, its lr and a digest of its update (weights/<i>: each weight's mean |update|, sorted; backward.updates),
+    so that the hand-in checker re-derives the in-process verdict from the folder (a loss alone can agree while
+    the updates differ: an optimizer's epsilon)."""
     return {**per_step(rec, "loss", exact), **per_step(rec, "lr", exact), **per_step(rec, "weights", exact)}
 
 
