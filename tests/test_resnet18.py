@@ -73,16 +73,6 @@ def test_run_all_is_green_and_its_hand_in_rechecks_green(home):
     assert "running_var: by design: torch's BatchNorm updates running_var with the unbiased batch variance" in step4
 
 
-def test_the_exported_weights_are_the_same_under_torchs_scalar_kernels(home, tmp_path):
-    """issue 47: under ATEN_CPU_CAPABILITY=default torch's generator turned the seed into other weights, and Step 5
-    was another training there (red). new_torch_model draws every float tensor from numpy's seeded generator:
-    the export under torch's scalar kernels is the unset run's, bit for bit."""
-    run(f"{resnet.FOLDER}/export_weights.py", home=tmp_path, env={"ATEN_CPU_CAPABILITY": "default"}, check=0)
-    weights = f"{resnet.FOLDER}/weights/torch_resnet18.bin"
-    scalar, unset = (record.load(h / weights)["result"] for h in (tmp_path, home))
-    assert scalar == unset
-
-
 def test_committed_hand_in_rechecks_green():
     proc = run(CHECK, ROOT / resnet.FOLDER / "log_reprod", *TASK, home=ROOT, check=0)
     assert "every pair green" in proc.stdout and "not handed in" not in proc.stdout
@@ -293,9 +283,9 @@ def test_training_plants_are_named_at_their_module(torch_training, plant, where)
                          ids=["losses alone", "handin.bp_align"])
 def test_the_hand_ins_bp_align_carries_the_updates(torch_training, tmp_path, capsys, carries, green):
     """issue 47: Step 4's bp_align is handin.bp_align's (each step's loss, lr and update digest), as pt_bp.py and
-    pd_bp.py write it. A Paddle weight decay of 3e-4 where torch has 1e-4 moves the losses of 5 steps within
-    their allowance (green from losses alone, the pair as it was) and the first update's digest (each weight's
-    mean |update|) 150 x torch's own error, over K_BACKWARD's 128: red from the folder, named at weights_0."""
+    pd_bp.py write it. A Paddle weight decay of 3e-4 where torch has 1e-4 moves the losses of 5 steps less than
+    rounding does (green from losses alone, the pair as it was) and the first update's digest thousands of times
+    torch's own error: red from the folder, named at weights_0."""
     from portcheck import cli, handin
     _, pd = models()
     planted = record_backward(pd.train(), *resnet.batch(), *resnet.paddle_training(weight_decay=3e-4), resnet.STEPS)

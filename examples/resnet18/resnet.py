@@ -21,14 +21,7 @@ ROOT = Path(__file__).resolve().parents[2]  # the repository the example's scrip
 FOLDER = "examples/resnet18"
 CLASSES = 10
 BATCH = 32      # Steps 1, 3, 4: one batch of real digits (the first of the first epoch's training order)
-# The weights' seed (numpy's, new_torch_model). Step 4's five plain steps on this batch meet a ReLU or max-pool
-# input within rounding of its kink for most weights, and the hand-in holds no run of torch against itself to
-# allow for one (compare_backward's in-process verdict has it: calibrated.SPREAD). Measured on seeds 0 to 13:
-# torch's fp32 loss left its float64 run's by 1e-3 to 5e-2 within 1 to 4 steps while Paddle's stayed with the
-# float64 (0, 2, 3, 4, 6, 7, 10 to 13: guide RED from the folder), Paddle's left both by 4.5e-4 at the last step
-# (1: 301 x torch's own error), or the steps were red in-process too (5, 8, 9). Seed 15's hand-in re-checks green
-# (largest 3.11 x torch's own error; 14 was not judged); the choice is of the input, not of a tolerance.
-SEED = 15
+SEED = 0        # the weights
 # Step 4: momentum SGD with weight decay and a step schedule, as ResNets are trained
 LR, MOMENTUM, WEIGHT_DECAY, STEP_SIZE, GAMMA, STEPS = 0.01, 0.9, 1e-4, 2, 0.5, 5
 HPARAMS = {"lr": LR, "momentum": MOMENTUM, "weight_decay": WEIGHT_DECAY, "step_size": STEP_SIZE, "gamma": GAMMA,
@@ -150,32 +143,18 @@ def new_torch_model():
     """transformers' ResNet-18 with seeded random weights; BatchNorm's statistics and affine terms drawn as a
     trained model would have them, so eval mode uses them (fresh ones are 0 and 1: a wrong one would hide).
     Gains below 1 keep activations from growing block after block, as a trained ResNet's do: with gains up to
-    1.5 the logits reach 5.4 and two correct fp32 runs differ by 9.8e-7 in mean, at the guide's 1e-6.
-    Every float tensor comes from numpy's seeded generator, in transformers' distributions (kaiming normal,
-    fan_out, for a conv; torch's Linear init for the classifier): torch's own generator turns one seed into other
-    weights under other kernels (ATEN_CPU_CAPABILITY=default), and the example would be another training there."""
+    1.5 the logits reach 5.4 and two correct fp32 runs differ by 9.8e-7 in mean, at the guide's 1e-6."""
     import torch
     from transformers import ResNetConfig, ResNetForImageClassification
+    torch.manual_seed(SEED)
     model = ResNetForImageClassification(ResNetConfig(
         depths=[2, 2, 2, 2], hidden_sizes=[64, 128, 256, 512], layer_type="basic",
         downsample_in_first_stage=False, num_labels=CLASSES))
-    rng = np.random.RandomState(SEED)
-
-    def uniform(t, low, high):
-        t.copy_(torch.from_numpy(rng.uniform(low, high, tuple(t.shape)).astype(np.float32)))
-
     with torch.no_grad():
         for m in model.modules():
-            if isinstance(m, torch.nn.Conv2d):
-                fan_out = m.weight.shape[0] * m.weight[0, 0].numel()
-                std = math.sqrt(2.0 / fan_out)
-                m.weight.copy_(torch.from_numpy((rng.standard_normal(tuple(m.weight.shape)) * std).astype(np.float32)))
-            elif isinstance(m, torch.nn.Linear):
-                bound = 1 / math.sqrt(m.weight.shape[1])  # kaiming_uniform(a=sqrt(5)) and its bias: both this bound
-                uniform(m.weight, -bound, bound), uniform(m.bias, -bound, bound)
-            elif isinstance(m, torch.nn.BatchNorm2d):
-                uniform(m.running_mean, -0.1, 0.1), uniform(m.running_var, 0.5, 1.5)
-                uniform(m.weight, 0.5, 1.0), uniform(m.bias, -0.1, 0.1)
+            if isinstance(m, torch.nn.BatchNorm2d):
+                m.running_mean.uniform_(-0.1, 0.1), m.running_var.uniform_(0.5, 1.5)
+                m.weight.uniform_(0.5, 1.0), m.bias.uniform_(-0.1, 0.1)
     return model
 
 
