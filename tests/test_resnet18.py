@@ -284,8 +284,9 @@ def test_training_plants_are_named_at_their_module(torch_training, plant, where)
 def test_the_hand_ins_bp_align_carries_the_updates(torch_training, tmp_path, capsys, carries, green):
     """issue 47: Step 4's bp_align is handin.bp_align's (each step's loss, lr and update digest), as pt_bp.py and
     pd_bp.py write it. A Paddle weight decay of 3e-4 where torch has 1e-4 moves the losses of 5 steps less than
-    rounding does (green from losses alone, the pair as it was) and the first update's digest thousands of times
-    torch's own error: red from the folder, named at weights_0."""
+    rounding does (green from losses alone, the pair as it was) and the second update's digest (each weight's mean
+    |update|) 132 x torch's own error, over K_BACKWARD's 128 (a thin margin, measured): red from the folder, named
+    at a weights_ key."""
     from portcheck import cli, handin
     _, pd = models()
     planted = record_backward(pd.train(), *resnet.batch(), *resnet.paddle_training(weight_decay=3e-4), resnet.STEPS)
@@ -296,7 +297,7 @@ def test_the_hand_ins_bp_align_carries_the_updates(torch_training, tmp_path, cap
     handin.judge_and_log(tmp_path, "bp_align", after_steps=True, top=tmp_path / "log_reprod")
     assert cli.check(tmp_path / "log_reprod", only="bp_align") == (0 if green else 1)
     line = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("bp_align:"))
-    assert green or "measured RED (failed: weights_0" in line, line
+    assert green or "measured RED (failed: weights_" in line, line
 
 
 def test_a_kink_is_named_not_hidden(monkeypatch):
