@@ -198,14 +198,15 @@ def torch_training():
             lambda opt: torch.optim.lr_scheduler.StepLR(opt, step_size=STEP_SIZE, gamma=GAMMA))
 
 
-def paddle_training():
+def paddle_training(weight_decay: float = WEIGHT_DECAY):
     """The same on the Paddle side: torch's SGD(momentum, weight_decay) is Momentum with an L2Decay
-    regularizer, StepLR is StepDecay, which the optimizer holds as its learning rate (the scheduler stepped)."""
+    regularizer, StepLR is StepDecay, which the optimizer holds as its learning rate (the scheduler stepped).
+    weight_decay: a planted bug of the tests."""
     import paddle
     return (paddle.nn.functional.cross_entropy,
             lambda params: paddle.optimizer.Momentum(
                 learning_rate=paddle.optimizer.lr.StepDecay(LR, step_size=STEP_SIZE, gamma=GAMMA), momentum=MOMENTUM,
-                parameters=params, weight_decay=paddle.regularizer.L2Decay(WEIGHT_DECAY)),
+                parameters=params, weight_decay=paddle.regularizer.L2Decay(weight_decay)),
             lambda opt: opt._learning_rate)
 
 

@@ -68,15 +68,19 @@ def settle(earlier: Path, rerun: Path) -> str:
     """One line on a run handed in beside an earlier hand-in (a fresh clone's committed one), which is left as it
     was: the same bits (the rerun's copy removed), or which files differ and where this run's hand-in is."""
     old, new = files(earlier), files(rerun)
-    differ = [name for name in sorted(set(old) | set(new))
-              if name not in old or name not in new or old[name].read_bytes() != new[name].read_bytes()]
+    # the arrays first: a run's logs and records also hold the time they were written (a fresh clone writes anew)
+    differ = sorted((name for name in set(old) | set(new)
+                     if name not in old or name not in new or old[name].read_bytes() != new[name].read_bytes()),
+                    key=lambda name: (not name.endswith(".npy"), name))
     if not differ:
         shutil.rmtree(rerun)
         return f"this run reproduced {resnet.shown(earlier)} bit for bit"
-    return (f"this run did not reproduce {resnet.shown(earlier)} bit for bit ({len(differ)} of {len(old)} files differ: "
+    arrays = sum(name.endswith(".npy") for name in differ)
+    return (f"this run did not reproduce {resnet.shown(earlier)} bit for bit ({len(differ)} of {len(old)} files differ, "
+            f"{arrays} of them arrays: "
             f"{', '.join(differ[:3])}{' ...' if len(differ) > 3 else ''}; torch's fp32 kernels differ between CPUs, "
-            f"and the logs between versions): left as it was, this run's hand-in is {resnet.shown(rerun)} (--replace "
-            f"hands in to {resnet.shown(earlier)} itself)")
+            f"and a log or run record holds the time it was written): left as it was, this run's hand-in is "
+            f"{resnet.shown(rerun)} (--replace hands in to {resnet.shown(earlier)} itself)")
 
 
 def timing_path() -> Path:

@@ -180,7 +180,7 @@ def record_backward(model, inputs, targets, loss, optimizer, scheduler=None, ste
 
         grad/<key>          every parameter's gradient after the first backward
         loss/<i>, lr/<i>    before step i's update (i = 0 .. steps-1)
-        weights/<i>         step i's update of every float tensor, summed |after - before|, sorted (updates): a digest
+        weights/<i>         step i's update of every float tensor, its mean |after - before|, sorted (updates): a digest
         state<i>/<key>      BatchNorm's running statistics before any step (i = 0) and after step i
                             (isolated: every weight and buffer)
         final/<key>         every weight and buffer after the last step
@@ -325,14 +325,16 @@ HELD = "the optimizer's own"  # record_backward's scheduler: the LRScheduler a P
 
 
 def updates(before: dict, after: dict) -> np.ndarray:
-    """A step's digest: every weight's update summed as |after - before| in float64, sorted. It needs no names
+    """A step's digest: every weight's mean |after - before| per element in float64, sorted. It needs no names
     (the frameworks name and order tensors otherwise), and sorting moves no value further than the two sides
-    differ; an update that differs (an optimizer's epsilon, a weight decay) shows in its weight's sum, where a loss
-    or a weight's norm can hide it. BatchNorm's running statistics are left out: the frameworks update them by
-    different rules (judge_backward applies torch's), and they are not what the optimizer trains."""
-    sums = [float(np.add.reduce(np.abs(after[k].astype(np.float64) - before[k].astype(np.float64)).ravel()))
-            for k in after if k in before and after[k].dtype.kind == "f" and k.rsplit(".", 1)[-1] not in STATISTICS]
-    return np.sort(np.array(sums, dtype=np.float64))
+    differ; an update that differs (an optimizer's epsilon, a weight decay) shows in its weight's mean, where a loss
+    or a weight's norm can hide it. A mean, not a sum: a value of the size of one element's update, on the scale
+    the guide's absolute bound on bp_align is set for (a sum over a conv's 2.4M elements is thousands of times
+    its rounding). BatchNorm's running statistics are left out: the frameworks update them by different rules
+    (judge_backward applies torch's), and they are not what the optimizer trains."""
+    means = [float(np.abs(after[k].astype(np.float64) - before[k].astype(np.float64)).mean()) if after[k].size else 0.0
+             for k in after if k in before and after[k].dtype.kind == "f" and k.rsplit(".", 1)[-1] not in STATISTICS]
+    return np.sort(np.array(means, dtype=np.float64))
 
 
 def _train(side, model, inputs, targets, loss, make_optimizer, make_scheduler, steps, to_tensor, state, grads, norms,

@@ -547,12 +547,13 @@ def numeric_arrays(arrays, what: str) -> dict:
 
 def bp_align(rec: dict, exact: bool = False) -> dict:
     """The guide's bp_align pair from a record_backward, carrying what compare_backward judges each step by: its
-    loss, its lr and a digest of the weights after it (weights/<i>, their L2 norm), so that the hand-in checker
-    re-derives the in-process verdict from the folder (a loss alone can agree while the updates differ: an
-    optimizer's epsilon)."""
+    loss, its lr and a digest of its update (weights/<i>: each weight's mean |update|, sorted; backward.updates),
+    so that the hand-in checker re-derives the in-process verdict from the folder (a loss alone can agree while
+    the updates differ: an optimizer's epsilon); exact=True: torch's float64 run of them, and beside it torch's
+    spread against itself where its plain run measured it (calibrated.SPREAD_OF keys)."""
     kinds = ("loss", "lr", "weights")
     out = {k: v for kind in kinds for k, v in per_step(rec, kind, exact).items()}
-    if exact:  # beside the float64 values, torch's spread against itself where its plain run measured it
+    if exact:
         from portcheck.backward import spread_of
         for key in rec:
             kind, _, step = key.partition("/")

@@ -1,5 +1,7 @@
-"""Step 4 check: the lr and the loss of each step (the guide's lr and bp_align pairs), and everything behind
-them, torch against Paddle -> lr_diff.log, bp_align_diff.log, handed in to examples/resnet18/log_reprod/.
+"""Step 4 check: the lr of each step (the guide's lr pair), each step's loss, lr and update digest (its bp_align
+pair: handin.bp_align, what judge_backward judges each step by, so that the hand-in checker re-derives this
+verdict from the folder), and everything behind them, torch against Paddle -> lr_diff.log, bp_align_diff.log,
+handed in to examples/resnet18/log_reprod/.
 
 Both pairs pass the guide's rule (mean |diff| <= 1e-6) and the rule measured on the model (portcheck/calibrated.py).
 Behind them (bp_record_*.npy, judged by align.judge_backward through RESNET_MAP): every module's output in the

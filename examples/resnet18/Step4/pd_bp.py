@@ -3,7 +3,8 @@ Momentum, L2Decay and StepDecay (examples/resnet18/resnet.py), everything record
 
 bp_record_paddle.npy: the first forward (every module, batch statistics), every gradient after the first
 backward, the loss and lr of each step, BatchNorm's running statistics after each step and every weight after
-the last. The guide's pairs: lr_paddle.npy (lr_0..) and bp_align_paddle.npy (loss_0..).
+the last. The guide's pairs: lr_paddle.npy (lr_0..) and bp_align_paddle.npy (each step's loss_i, lr_i and
+weights_i, the digest of its update).
 """
 import argparse
 
@@ -15,7 +16,7 @@ except ModuleNotFoundError:  # the project is not importable: not its venv
 from examples.resnet18 import resnet
 from portcheck import record_backward
 from portcheck.errors import run_main
-from portcheck.handin import per_step, save_side
+from portcheck.handin import bp_align, per_step, save_side
 
 
 def main():
@@ -26,8 +27,8 @@ def main():
     rec = record_backward(model.train(), images, labels, *resnet.paddle_training(), resnet.STEPS)
     out, depends, script = resnet.step_dir(4), resnet.depends(weights, **resnet.HPARAMS), f"{resnet.FOLDER}/Step4/pd_bp.py"
     save_side(out, "bp_record", "paddle", rec, depends, script)
-    for pair, kind in (("lr", "lr"), ("bp_align", "loss")):
-        path = save_side(out, pair, "paddle", per_step(rec, kind), depends, script)
+    for pair, arrays in (("lr", per_step(rec, "lr")), ("bp_align", bp_align(rec))):
+        path = save_side(out, pair, "paddle", arrays, depends, script)
         print(f"wrote {resnet.shown(path)}")
 
 

@@ -4,7 +4,8 @@ SGD, weight decay and a step schedule (examples/resnet18/resnet.py), everything 
 bp_record_torch.npy: the first forward (every module, batch statistics), every gradient after the first
 backward, the loss and lr of each step, BatchNorm's running statistics after each step and every weight after
 the last, and all of it again from a float64 copy taking the same steps. The guide's pairs: lr_torch.npy
-(lr_0..) and bp_align_torch.npy (loss_0..), with their float64 runs.
+(lr_0..) and bp_align_torch.npy (each step's loss_i, lr_i and weights_i, the digest of its update, so that the
+hand-in checker judges what check_step4.py judged), with their float64 runs.
 """
 import argparse
 
@@ -16,7 +17,7 @@ except ModuleNotFoundError:  # the project is not importable: not its venv
 from examples.resnet18 import resnet
 from portcheck import record_backward
 from portcheck.errors import run_main
-from portcheck.handin import per_step, save_side
+from portcheck.handin import bp_align, per_step, save_side
 
 
 def main():
@@ -27,8 +28,9 @@ def main():
     rec = record_backward(model.train(), images, labels, *resnet.torch_training(), resnet.STEPS)
     out, depends, script = resnet.step_dir(4), resnet.depends(weights, **resnet.HPARAMS), f"{resnet.FOLDER}/Step4/pt_bp.py"
     save_side(out, "bp_record", "torch", rec, depends, script)
-    for pair, kind in (("lr", "lr"), ("bp_align", "loss")):
-        path = save_side(out, pair, "torch", per_step(rec, kind), depends, script, exact=per_step(rec, kind, exact=True))
+    for pair, arrays, exact in (("lr", per_step(rec, "lr"), per_step(rec, "lr", exact=True)),
+                                ("bp_align", bp_align(rec), bp_align(rec, exact=True))):
+        path = save_side(out, pair, "torch", arrays, depends, script, exact=exact)
         print(f"wrote {resnet.shown(path)}")
 
 
