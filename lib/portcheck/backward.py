@@ -285,12 +285,12 @@ def _no_onednn():
     return torch.backends.mkldnn.flags(enabled=False)
 
 
-def _moved_one_ulp(model):
+def _moved_one_ulp(model, seed=0):
     """Every floating parameter moved one ulp up or down, the signs drawn from a seeded generator of its own (the
     same perturbation on any CPU, the global random state untouched): a rounding of the size fp32 makes, from which
     a run takes whatever branches another correct fp32 run may take."""
     import torch
-    signs = torch.Generator().manual_seed(0)
+    signs = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         for p in model.parameters():
             if p.is_floating_point():
