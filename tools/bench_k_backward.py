@@ -110,7 +110,7 @@ def twin_bert():
 
 def used(r) -> float:
     """max diff / the allowance the library applied (a plain run's steps: the larger of K_BACKWARD x torch's own
-    error and SPREAD x torch against itself with every weight moved one ulp, plus the floor)."""
+    error and SPREAD x torch against itself, moved one ulp with other threads and with oneDNN off, plus the floor)."""
     return 0.0 if r.max == 0 else r.max / r.allowed if r.allowed > 0 else math.inf
 
 
@@ -453,8 +453,8 @@ def report_lines(rows, kinked=None) -> list:
              f"error. Momentum SGD, {STEPS} steps (the ResNet-18 example: its own 5), one batch. Now: K_GRAD = "
              f"{calibrated.K_GRAD:g} (gradients after the first backward), K_BACKWARD = {calibrated.K_BACKWARD:g} (the "
              f"plain run's steps), K_STEP = {calibrated.K_STEP:g} (each step of isolate=True). A plain run's steps are "
-             f"also allowed SPREAD = {calibrated.SPREAD:g} x what torch does to itself there (its run again with every "
-             "weight moved one ulp): the allowance is the larger of the two, plus the floor; \"of the allowance\" "
+             f"also allowed SPREAD = {calibrated.SPREAD:g} x what torch does to itself there (its run again twice, every "
+             "weight moved one ulp, with other threads and with oneDNN off): the allowance is the larger of the two, plus the floor; \"of the allowance\" "
              "is max diff / that allowance (over 1: red).", "",
              "| case | isolate | clean: gradients | clean: steps | clean: steps, of the allowance | plant | "
              "plant: gradients | plant: steps | plant: steps, of the allowance | plant verdict, first diverging |",
