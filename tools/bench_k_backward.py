@@ -376,7 +376,8 @@ def kink_lines(data) -> list:
              f"correct port: {len(red)} red" + (": " + ", ".join(f"seed {r['seed']} width {r['width']} batch "
                                                                f"{r['batch']} ({r['used']:.3g} at {r['at']})"
                                                                for r in red) if red else "") +
-             f"; the largest share of its allowance a green one uses: {max(r['used'] for r in sweep):.3g}.", "",
+             f"; the largest share of its allowance a green one uses: "
+             f"{max((r['used'] for r in sweep if r['passed']), default=0.0):.3g}.", "",
              "| seed | width | batch | plant | clean: of the allowance | planted: of the allowance | plant verdict, "
              "first diverging |", "|---|---|---|---|---|---|---|"]
     for r in plants:
