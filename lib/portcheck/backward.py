@@ -188,7 +188,7 @@ def record_backward(model, inputs, targets, loss, optimizer, scheduler=None, ste
                             moved one ulp, with another thread count: what torch does to itself, which judge_backward
                             allows calibrated.SPREAD times at each (a value within rounding of a ReLU's kink in a
                             later step)
-        spread:<key>        (torch, not isolated) max |that run - a third, moved one ulp with oneDNN off|, one figure
+        spread:<key>        (torch, not isolated) max |that run - a further run of AGAINST_ITSELF|, one figure
 
     Isolated steps (compare_backward(isolate=True) makes both): a torch model's run with isolate=True records
     every tensor after every step, and its float64 twin starts each step from the fp32 weights the step before
@@ -218,7 +218,7 @@ def record_backward(model, inputs, targets, loss, optimizer, scheduler=None, ste
         left = {}  # isolate: the fp32 weights each step left, which the float64 twin starts the next one from
         keep = (lambda m, i: left.__setitem__(i, copy.deepcopy(m.state_dict()))) if isolate else None
         moved = {}
-        if not isolate:  # the plain run's steps: torch against itself, twice (calibrated.SPREAD)
+        if not isolate:  # the plain run's steps: torch against itself (calibrated.SPREAD), each run of AGAINST_ITSELF
             def again(kernels):
                 with torch.random.fork_rng(devices=[]), kernels():  # the same draws (dropout) as the run below
                     _moved_one_ulp(model)
@@ -228,10 +228,13 @@ def record_backward(model, inputs, targets, loss, optimizer, scheduler=None, ste
                 model.load_state_dict(start)
                 # only what judge_backward reads: the first forward's modules and gradients are not held
                 return {k: v for k, v in run.items() if k.startswith(("loss/", "state", "final/", "weights/"))}
-            moved = {MOVED + k: v for k, v in again(_other_threads).items()}
-            # the second run is kept as one figure per key, its distance from the first: no second copy of the weights
-            for k, v in again(_no_onednn).items():
-                moved[SPREAD_KEY + k] = _distance(moved[MOVED + k], v)
+            for i, kernels in enumerate(AGAINST_ITSELF):
+                run = again(kernels)
+                if not i:
+                    moved = {MOVED + k: v for k, v in run.items()}
+                    continue
+                for k, v in run.items():  # a further run: one figure per key, no second copy of the weights
+                    moved[SPREAD_KEY + k] = np.maximum(moved.get(SPREAD_KEY + k, 0.0), _distance(moved[MOVED + k], v))
         out = _train("torch", model, inputs, targets, loss, optimizer, scheduler, steps, torch.from_numpy,
                      lambda m: _torch_state(m, layouts), lambda m: _torch_grads(m, layouts), _norm_counter(model), keep,
                      clip)
@@ -264,7 +267,7 @@ ISOLATED = "isolated"  # a record's key: its steps were isolated (each started f
 MOVED = "moved:"  # a torch record's key prefix: its run again with every weight moved one ulp (calibrated.SPREAD)
 
 
-SPREAD_KEY = "spread:"  # a torch record's key prefix: max |moved run - the run again with oneDNN off|, one figure
+SPREAD_KEY = "spread:"  # a torch record's key prefix: max |moved run - a further run against itself|, one figure
 
 
 def spread_of(record: dict, key: str):
@@ -294,18 +297,20 @@ def _other_threads():
         torch.set_num_threads(n)
 
 
-def _no_onednn():
-    """torch's convolutions without oneDNN (its own kernels: another summation order)."""
-    import torch
-    return torch.backends.mkldnn.flags(enabled=False)
+# torch's runs against itself in a plain run (calibrated.SPREAD), each moved one ulp in the context given here: the
+# first kept as arrays (moved: keys), any further one as one figure per key (spread:). One run with other threads:
+# tools/bench_k_backward.py --kinks measured candidates; a second run with oneDNN off made both kink nets green but
+# hid a weight decay plant (3e-4 against 1e-4) on the ResNet-18 example, green at 0.355 of its allowance (red, 5.56,
+# with this run alone)
+AGAINST_ITSELF = (_other_threads,)
 
 
-def _moved_one_ulp(model):
+def _moved_one_ulp(model, seed=0):
     """Every floating parameter moved one ulp up or down, the signs drawn from a seeded generator of its own (the
     same perturbation on any CPU, the global random state untouched): a rounding of the size fp32 makes, from which
     a run takes whatever branches another correct fp32 run may take."""
     import torch
-    signs = torch.Generator().manual_seed(0)
+    signs = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         for p in model.parameters():
             if p.is_floating_point():
@@ -585,7 +590,10 @@ def judge_backward(torch_record: dict, paddle_record: dict, name_map=None,
             # isolated, a step's tensors come from one step on the same weights: no compounding over steps
             r = row(key, key.partition("/")[2], multiple=calibrated.K_STEP if isolated else calibrated.K_BACKWARD)
             module = r.name.rpartition(".")[0]
-            if not r.passed and not r.problem and r.name.endswith(".running_var") and f"norm/{module}" in torch_record:
+            # over torch's own error alone: the by-design rule first, its rest then judged (torch's spread included)
+            own = r.rule._replace(spread=0.0)
+            if not r.problem and r.max > own.allowed(r) and r.name.endswith(".running_var") \
+                    and f"norm/{module}" in torch_record:
                 prev = f"state{i}/{r.name}"  # isolated, both sides started the step from torch's statistics
                 _biased_variance(r, torch_record[f"norm/{module}"], torch_record[prev],
                                  torch_record[prev] if isolated else paddle_record[_counterpart(prev, mapped, renamed)],
