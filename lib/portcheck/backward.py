@@ -567,10 +567,7 @@ def judge_backward(torch_record: dict, paddle_record: dict, name_map=None,
             key if key.startswith(("loss/", "lr/")) else _counterpart(key, mapped, renamed))
         if b is None:
             return calibrated.unjudged(name, np.shape(a), "no counterpart on paddle", 0.0)
-        r, spread = measure(name, a, ref, b, mean_bound, multiple), spread_of(torch_record, key)
-        if spread is not None and not r.problems:  # the plain run's steps
-            r.rule = r.rule._replace(spread=spread)
-        return r
+        return calibrated.with_spread(measure(name, a, ref, b, mean_bound, multiple), spread_of(torch_record, key))
 
     for key in (k for k in torch_record if k.startswith("grad/")):
         report.grads.append(row(key, f"grad {key[5:]}", multiple=calibrated.K_GRAD))

@@ -102,6 +102,14 @@ class Measured(NamedTuple):
         return f"{SPREAD:g} x {self.spread:.3e}, torch against itself with every weight moved one ulp (other threads)"
 
 
+def with_spread(row: KeyResult, spread) -> KeyResult:
+    """The row's rule also allowing SPREAD x torch's spread against itself (None, 0 or not finite: not measured);
+    a row stopped by a problem keeps it."""
+    if spread is not None and np.isfinite(spread) and spread > 0 and not row.problems:
+        row.rule = row.rule._replace(spread=float(spread))
+    return row
+
+
 def unjudged(name, shape, problem: str, figure: float = float("nan"), mean_bound=None, k: float = K) -> KeyResult:
     """A result the measured rule could not judge (no counterpart, a structure that differs), red by its problem."""
     return KeyResult(name, Measured(k, mean_bound), tuple(shape), figure, figure, figure, err32=figure,
@@ -260,11 +268,8 @@ def judge_pair(torch_data: dict, paddle_data: dict, exact: dict, threshold: floa
         if missing:
             rows.append(unjudged(key, (), f"missing on {', '.join(missing)}", mean_bound=threshold))
             continue
-        row = measure(key, torch_data[key], exact[key], paddle_data[key], threshold, k)
-        spread = float(np.max(spreads[key])) if key in spreads and np.size(spreads[key]) == 1 else 0.0
-        if not row.problems and np.isfinite(spread) and spread > 0:
-            row.rule = row.rule._replace(spread=spread)
-        rows.append(row)
+        spread = float(np.max(spreads[key])) if key in spreads and np.size(spreads[key]) == 1 else None
+        rows.append(with_spread(measure(key, torch_data[key], exact[key], paddle_data[key], threshold, k), spread))
     return rows
 
 

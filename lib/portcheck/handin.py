@@ -478,10 +478,11 @@ def judge_measured(name: str, torch_file, paddle_file, exact_file, records=(None
         if problem:
             same = (False, problem + "; re-run the torch side")
         rows = calibrated.judge_pair(t, p, e, threshold, k)
-    first = data.first_difference(t, p, tolerances.ulps_of(name)) if kind == "exact" else None
-    allowed = tolerances.rounding(t.values(), tolerances.ulps_of(name))
-    bounds = {k: (tolerances.ulps_in(np.asarray(v).dtype, tolerances.ulps_of(name)), allowed[np.asarray(v).dtype])
-              for k, v in t.items() if np.asarray(v).dtype in allowed}
+    ulps = tolerances.ulps_of(name)
+    first = data.first_difference(t, p, ulps) if kind == "exact" else None
+    allowed = tolerances.rounding(t.values(), ulps)
+    dtypes = {k: np.asarray(v).dtype for k, v in t.items()}
+    bounds = {k: (tolerances.ulps_in(d, ulps), allowed[d]) for k, d in dtypes.items() if d in allowed}
     return MeasuredVerdict(name, guide_verdict(t, p, threshold, name), rows, strict_verdict(t, p, threshold, name), same,
                            threshold, kind, first, bounds=bounds)
 

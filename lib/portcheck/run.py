@@ -207,9 +207,10 @@ def with_updates(rec: dict, steps: int) -> dict:
     from portcheck.backward import updates
     out = dict(rec)
     for prefix in ("", F64):
-        state = lambda i: {k.partition("/")[2]: v for k, v in rec.items() if k.startswith(f"{prefix}state{i}/")}  # noqa: E731
-        if all(state(i) for i in range(steps + 1)):
-            out.update({f"{prefix}weights/{i}": updates(state(i), state(i + 1)) for i in range(steps)})
+        states = [{k.partition("/")[2]: v for k, v in rec.items() if k.startswith(f"{prefix}state{i}/")}
+                  for i in range(steps + 1)]
+        if all(states):
+            out.update({f"{prefix}weights/{i}": updates(states[i], states[i + 1]) for i in range(steps)})
     return out
 
 

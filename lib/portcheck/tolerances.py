@@ -179,7 +179,7 @@ def ulps_in(dtype, ulps: int) -> int:
 def said(ulps: int) -> str:
     """How an exact pair's rule is said: bit for bit, or within ulps and why."""
     return ("every value equal" if not ulps else
-            f"every value equal within {ulps} ulps of the pair's largest value ({min(ulps, ULPS_FLOAT32)} for float32 "
+            f"every value equal within {ulps} ulps of the pair's largest value ({ulps_in(np.float32, ulps)} for float32 "
             "values; two correct ports round an lr's closed and recursive forms, or a metric's sum, differently)")
 
 
