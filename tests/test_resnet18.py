@@ -188,6 +188,36 @@ def test_training_plants_are_red_at_their_row_and_name_the_cause(torch_steps, pl
         assert any(cause in c for c in report.causes), report.causes
 
 
+def test_step5_is_judged_on_torchs_own_runs_of_the_same_training_only(torch_steps, monkeypatch, tmp_path, capsys):
+    """check_step5.py widens the task's threshold by torch's own runs of this very training kept beside Step 5's
+    (torch_vs_torch.py's): a run of another training (other flags: a stale one) is left out, and a Paddle outcome
+    beyond the widened threshold is red."""
+    import importlib.util
+    from portcheck.fileio import save_npy
+    monkeypatch.setenv("BERT_ALIGN_HOME", str(tmp_path))
+    spec = importlib.util.spec_from_file_location("check_step5", ROOT / resnet.FOLDER / "Step5" / "check_step5.py")
+    check = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(check)
+    (t, dep), d = torch_steps, resnet.step_dir(5)
+
+    def save(path, log, depends):
+        save_npy(path, log)
+        record.save(path, "torch", "pt_train.py", depends)
+
+    def ending(accuracy):
+        return {**t, f"{training.METRIC}accuracy": np.array([accuracy])}
+
+    save(d / f"{training.LOG}_torch.npy", ending(0.98), dep)
+    save(resnet.torch_own("one thread, moved 1"), ending(0.97), dep)  # 3.6 images from this run
+    save(resnet.torch_own("two threads"), ending(0.90), {**dep, "flags": {**dep["flags"], "max_steps": 99}})
+    own = check.own_runs(d)
+    assert [float(o[f"{training.METRIC}accuracy"][-1]) for o in own] == [0.97], own
+    assert "1 torch run(s) of this training" in capsys.readouterr().out
+    for paddle, green in ((0.98 - 6 / resnet.TEST, True), (0.98 - 7 / resnet.TEST, False)):
+        report = training.judge_training(ending(0.98), ending(paddle), resnet.THRESHOLD, own=own)
+        assert report.rows[0].passed is green, report.lines()
+
+
 def test_a_tampered_hand_in_is_red(home, tmp_path):
     import shutil
     copy = tmp_path / "log_reprod"
@@ -370,12 +400,15 @@ def loss_parts(a, b):
 
 def test_the_threshold_is_torch_against_itself():
     """resnet.THRESHOLD is half an image above the largest gap between torch's own runs of this very training
-    (Step5/torch_vs_torch.py's JSON, recomputed from its runs), covers every metric's gap there, and is the
-    threshold the hand-in was judged at; the yardstick's reference run is the hand-in's torch side."""
+    (Step5/torch_vs_torch.py's JSON, recomputed from its runs: its run set, the reference first), covers every
+    metric's gap there, and is the threshold the hand-in was judged at, widened by the same runs; the yardstick's
+    reference run is the hand-in's torch side."""
+    from examples.resnet18.Step5 import torch_vs_torch as tvt_script
     tvt, _ = measurements()
     assert tvt["train"] == resnet.TRAIN and tvt["test_images"] == resnet.TEST  # measured on today's recipe
     runs = tvt["runs"]
-    assert [(r["threads"], r["onednn"]) for r in runs.values()] == [(1, True), (2, True), (1, False)]
+    assert [(name, r["threads"], r["onednn"], r["moved_seed"]) for name, r in runs.items()] == \
+        [(tvt_script.REFERENCE, 1, True, 0), *tvt_script.RUNS]
     for r in runs.values():
         assert r["correct"] == round(r["accuracy"] * resnet.TEST)
     gap = {k: max(abs(a[k] - b[k]) for a in runs.values() for b in runs.values())
@@ -388,48 +421,50 @@ def test_the_threshold_is_torch_against_itself():
         from portcheck.tolerances import GUIDE
         assert resnet.THRESHOLD == GUIDE["train_align"].threshold
     torch_final, _ = hand_in_outcome("torch")
-    assert {k: runs["one thread"][k] for k in torch_final} == torch_final
-    assert f"threshold: {resnet.THRESHOLD:g} " in (HAND_IN / "train_align_diff.log").read_text()
+    reference = runs[tvt_script.REFERENCE]
+    assert {k: reference[k] for k in torch_final} == torch_final
+    moved = max(abs(r[k] - reference[k]) for r in runs.values() for k in torch_final)
+    assert f"threshold: {resnet.THRESHOLD + moved:g} (the task's" in (HAND_IN / "train_align_diff.log").read_text()
 
 
 def test_readmes_state_step5s_measurements():
-    """The Step 5 section of both READMEs: the table (accuracies, counts, macro F1, where the curves part) is the
-    hand-in's and torch_vs_torch.py's; both sides pass the 95% floor; the count gaps, the threshold, the first
-    loss (never exceeded) and the time (run_all.py --timing, a whole training) are the committed files'."""
+    """The Step 5 section of both READMEs: the table (a row per run: accuracy and count, macro F1, where the loss
+    curves part from torch's) is the hand-in's and torch_vs_torch.py's, in its order; both sides pass the 95%
+    floor; the count gaps, the thresholds, the first loss (never exceeded) and the time (run_all.py --timing, a
+    whole training) are the committed files'."""
     tvt, timing = measurements()
     (t, t_log), (p, p_log) = hand_in_outcome("torch"), hand_in_outcome("paddle")
     assert min(t["accuracy"], p["accuracy"]) >= 0.95
-    own = list(tvt["runs"].values())
-    accuracy = [t["accuracy"], p["accuracy"], *(r["accuracy"] for r in own[1:])]
-    f1 = [t["macro_f1"], p["macro_f1"], *(r["macro_f1"] for r in own[1:])]
-    parts = [loss_parts(t_log, p_log), *(r["loss_parts_from_one_thread_at"] for r in own[1:])]
+    own = list(tvt["runs"].values())[1:]
+    accuracy = [t["accuracy"], p["accuracy"], *(r["accuracy"] for r in own)]
+    f1 = [t["macro_f1"], p["macro_f1"], *(r["macro_f1"] for r in own)]
+    parts = [loss_parts(t_log, p_log), *(r["loss_parts_from_one_thread_at"] for r in own)]
     counts = [round(a * resnet.TEST) for a in accuracy]
     first = float(t_log["loss"][0])
     assert float(p_log["loss"][0]) == first and t_log["loss"].max() == first and p_log["loss"].max() == first
     assert timing["train"] == {**resnet.TRAIN, "max_steps": None}
     assert timing["step5_seconds"] == timing["seconds"]["Step5 training"] <= 300  # the issue's 5 minutes
     gap, own_gap = abs(counts[0] - counts[1]), tvt["largest_gap"]["correct"]
+    moved = max(abs(metric[0] - v) for metric in (accuracy, f1) for v in metric[2:])  # own runs from the reference
     common = [f"{a * 100:.2f}%" for a in accuracy[:2]] + [
         f"{own_gap + 0.5:g} / {resnet.TEST} = {resnet.THRESHOLD:.6f}", f"{tvt['largest_gap']['macro_f1']:.6f}",
-        f"{first:.6f}", f"{timing['step5_seconds']:.0f} s", f"{timing['total_seconds']:.0f} s"]
-    english = [f"The counts are {gap} images apart", f"Torch's own runs end {own_gap} images apart",
+        f"{resnet.THRESHOLD + moved:.6f}", f"{first:.6f}", f"{timing['step5_seconds']:.0f} s",
+        f"{timing['total_seconds']:.0f} s"]
+    english = [f"The counts are {gap} images apart", f"Torch's own runs end up to {own_gap} images apart",
                f"span {min(counts)} to {max(counts)} correct", f"{timing['cores']}-core machine", "pass 95%"]
-    chinese = [f"正确张数差 {gap} 张", f"torch 自己的几次运行最后相差 {own_gap} 张",
+    chinese = [f"正确张数差 {gap} 张", f"torch 自己的几次运行最后最多相差 {own_gap} 张",
                f"落在 {min(counts)} 到 {max(counts)} 之间", f"{timing['cores']} 核机器", "都超过 95%"]
-    rows = {"README.md": ("test accuracy", "macro F1", "loss curves part"),
-            "README_cn.md": ("测试准确率", "宏平均 F1", "损失曲线与 torch 分开")}
+    header = {"README.md": "| run | test accuracy |", "README_cn.md": "| 运行 | 测试准确率 |"}
     for name, own_words in (("README.md", english), ("README_cn.md", chinese)):
         text = (ROOT / resnet.FOLDER / name).read_text(encoding="utf-8")
         flat = " ".join(text.split())
         for figure in common + own_words:
             assert re.search(rf"(?<![\d.]){re.escape(figure)}", flat), (name, figure)
-        cells = {}
-        for row in rows[name]:
-            line = next(line for line in text.splitlines() if line.startswith(f"| {row}"))
-            cells[row] = [c.strip() for c in line.strip("|").split("|")[1:]]
-        acc_row, f1_row, parts_row = (cells[r] for r in rows[name])
+        lines = text.splitlines()
+        start = next(i for i, line in enumerate(lines) if line.startswith(header[name])) + 2
+        rows = [[c.strip() for c in line.strip("|").split("|")[1:]] for line in lines[start:start + len(accuracy)]]
         of = (f"of {resnet.TEST}", f"{resnet.TEST} 张中")  # "353 of 360", "360 张中 353 张": the other is the count
-        assert [re.findall(r"[\d.]+", c.replace(of[0], "").replace(of[1], "")) for c in acc_row] == \
-            [[f"{a:.6f}", str(n)] for a, n in zip(accuracy, counts)], (name, acc_row)
-        assert f1_row == [f"{v:.6f}" for v in f1], (name, f1_row)
-        assert parts_row == ["", *(str(k) for k in parts)], (name, parts_row)  # the first column is the reference
+        assert [re.findall(r"[\d.]+", r[0].replace(of[0], "").replace(of[1], "")) for r in rows] == \
+            [[f"{a:.6f}", str(n)] for a, n in zip(accuracy, counts)], (name, rows)
+        assert [r[1] for r in rows] == [f"{v:.6f}" for v in f1], (name, rows)
+        assert [r[2] for r in rows] == ["", *("" if k is None else str(k) for k in parts)], (name, rows)

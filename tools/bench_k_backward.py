@@ -320,7 +320,7 @@ def yardstick(runs):
     from portcheck import backward
     kernels = {SAME: contextlib.nullcontext, THREADS: backward._other_threads,
                NO_ONEDNN: lambda: torch.backends.mkldnn.flags(enabled=False)}
-    move, seed = backward._moved_one_ulp, []
+    move, seed = backward.moved_one_ulp, []
 
     def run(spec):
         @contextlib.contextmanager
@@ -336,12 +336,12 @@ def yardstick(runs):
 
     @contextlib.contextmanager
     def patched():
-        saved = backward.AGAINST_ITSELF, backward._moved_one_ulp
-        backward.AGAINST_ITSELF, backward._moved_one_ulp = tuple(run(spec) for spec in runs), moved
+        saved = backward.AGAINST_ITSELF, backward.moved_one_ulp
+        backward.AGAINST_ITSELF, backward.moved_one_ulp = tuple(run(spec) for spec in runs), moved
         try:
             yield
         finally:
-            backward.AGAINST_ITSELF, backward._moved_one_ulp = saved
+            backward.AGAINST_ITSELF, backward.moved_one_ulp = saved
     return patched()
 
 

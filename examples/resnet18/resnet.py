@@ -95,6 +95,14 @@ def torch_weight():
     return folder() / "weights" / "torch_resnet18.bin"
 
 
+def torch_own(name: str = None):
+    """Step 5's torch runs against itself on this machine (Step5/torch_vs_torch.py), each training log kept beside
+    Step 5's with its run record: the path of the run `name`, or the pattern of every one's file name."""
+    if name is None:
+        return "torch_own_*.npy"
+    return step_dir(5) / f"torch_own_{name.replace(', ', '_').replace(' ', '_')}.npy"
+
+
 def paddle_weight():
     return folder() / "weights" / "paddle_resnet18.pdparams"
 

@@ -221,7 +221,7 @@ def record_backward(model, inputs, targets, loss, optimizer, scheduler=None, ste
         if not isolate:  # the plain run's steps: torch against itself (calibrated.SPREAD), each run of AGAINST_ITSELF
             def again(kernels):
                 with torch.random.fork_rng(devices=[]), kernels():  # the same draws (dropout) as the run below
-                    _moved_one_ulp(model)
+                    moved_one_ulp(model)
                     run = _train("torch", model, inputs, targets, loss, optimizer, scheduler, steps, torch.from_numpy,
                                  lambda m: _torch_state(m, layouts), lambda m: _torch_grads(m, layouts), lambda: {},
                                  None, clip)
@@ -305,7 +305,7 @@ def _other_threads():
 AGAINST_ITSELF = (_other_threads,)
 
 
-def _moved_one_ulp(model, seed=0):
+def moved_one_ulp(model, seed=0):
     """Every floating parameter moved one ulp up or down, the signs drawn from a seeded generator of its own (the
     same perturbation on any CPU, the global random state untouched): a rounding of the size fp32 makes, from which
     a run takes whatever branches another correct fp32 run may take."""

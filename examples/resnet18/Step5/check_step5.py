@@ -2,9 +2,10 @@
 examples/resnet18/log_reprod/ (the curves and the plot under diagnostics/).
 
 The guide's pair is the last evaluation (test accuracy and macro F1), an outcome: within the task's threshold,
-resnet.THRESHOLD: half an image of 360 above the largest gap between three torch runs of this training
-(resnet.TORCH_GAP, measured by Step5/torch_vs_torch.py), which end with different counts; the guide's 0.15%,
-SST-2's, would ask for equal ones.
+resnet.THRESHOLD (half an image of 360 above the largest gap between torch's runs of this training measured when
+it was committed, resnet.TORCH_GAP; the guide's 0.15%, SST-2's, would ask for equal counts), widened by how far
+torch's own runs of this training on this machine end from this one (Step5/torch_vs_torch.py, which run_all.py
+runs after the two trainings): this training's final count scatters by several images from one CPU to another.
 Behind it (portcheck.training.judge_training): the same steps and evaluations, every step's lr equal, every
 step's batch equal, the same dropout/BatchNorm modes, the first step's loss and the weight norm while the runs
 are still one computation, the loss finite; the run records' initial weights, data order, seeds and flags
@@ -17,7 +18,6 @@ try:
 except ModuleNotFoundError:  # the project is not importable: not its venv
     raise SystemExit("error: this project's packages are not importable: activate its venv "
                      "(. .venv/bin/activate) or run `pip install -r requirements.txt`") from None
-import numpy as np
 
 from examples.resnet18 import resnet
 from portcheck import record, training
@@ -36,23 +36,28 @@ def main():
 
 
 def own_runs(d) -> list:
-    """torch's committed run of this very training (the hand-in's torch log, made on another CPU), when this run's
-    torch side is the same training (the same run record) and did not end with the same bits: torch against itself
-    across CPUs, the spread judge_and_log widens the threshold by (torch's fp32 kernels differ between CPUs: an
-    AVX2 host ended 352 of 360 where the committed run, 353)."""
-    committed = resnet.log_reprod() / "diagnostics" / f"{training.LOG}_torch.npy"
+    """torch's other runs of this very training (the same run record as this run's torch side), the spread
+    judge_and_log widens the threshold by: the runs Step5/torch_vs_torch.py made on this machine, and the hand-in's
+    committed torch run, made on another CPU, where it did not end with this run's bits (torch's fp32 kernels
+    differ between CPUs: an AVX2 host ended 352 of 360 where the committed run, 353). Another training's (a quick
+    run's --max_steps, other weights) is no yardstick of this one and is left out."""
     mine = d / f"{training.LOG}_torch.npy"
-    if not committed.is_file() or committed.resolve() == mine.resolve():
+    ours = record.load(mine)
+    if ours is None:
         return []
-    theirs, ours = record.load(committed), record.load(mine)
-    if theirs is None or ours is None or record.differences(theirs, ours):
-        return []  # another training (a quick run's --max_steps, other flags): no yardstick of this one
-    log = load_npy(committed)
-    if all(np.array_equal(v, load_npy(mine).get(k)) for k, v in log.items()):
-        return []  # the same bits: nothing to widen by
-    print(f"torch's own spread: this run against the committed torch run of the same training "
-          f"({resnet.shown(committed)})")
-    return [log]
+    committed = resnet.log_reprod() / "diagnostics" / f"{training.LOG}_torch.npy"
+    here = sorted(d.glob(resnet.torch_own()))
+    out, said = [], []
+    for path in here + ([committed] if committed.is_file() and committed.resolve() != mine.resolve() else []):
+        theirs = record.load(path)
+        if theirs is None or record.differences(ours, theirs):
+            continue
+        out.append(load_npy(path))
+        said.append(resnet.shown(path))
+    print(f"torch's own spread: {len(out)} torch run(s) of this training: {', '.join(said)}" if out else
+          f"torch's own spread: no torch run of this training beside it (python {resnet.FOLDER}/Step5/"
+          f"torch_vs_torch.py measures them on this machine): the task's threshold alone")
+    return out
 
 
 if __name__ == "__main__":

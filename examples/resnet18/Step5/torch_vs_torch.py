@@ -1,16 +1,20 @@
-"""Step 5's yardstick: torch trained against torch. pt_train.py runs three times, the same weights, data, order,
-seeds and flags, only the order of fp32 additions inside the kernels differing: at one thread (the run Step 5
-hands in), at two threads, and at one thread with oneDNN's kernels off (torch's own convolutions: another
-implementation of the same ops, as Paddle's are). Each runs in a scratch copy of the example; the library's judge
-compares each with the one-thread run as it compares torch with Paddle, and the figures are written to
-examples/resnet18/docs/torch_vs_torch.json, which resnet.THRESHOLD and the READMEs are tested against.
+"""Step 5's yardstick: torch trained against torch on this machine. pt_train.py runs again, the same weights,
+data, order, seeds and flags, only rounding differing: at two threads, at one thread with oneDNN's kernels off
+(torch's own convolutions: another implementation of the same ops, as Paddle's are), and at one thread from the
+weights moved one ulp each (portcheck.backward.moved_one_ulp, MOVED seeds: the size of rounding fp32 makes, from
+which each run takes whatever branches another correct run may take). Each runs in a scratch copy of the example;
+the reference is Step 5's own torch run (pt_train.py's train_log_torch.npy). Each run's training log is kept beside
+it as Step5/torch_own_<run>.npy with its run record, and check_step5.py judges the Paddle run at the task's
+threshold widened by how far these runs end from the reference (portcheck.training.judge_and_log(own=)).
 
-    python examples/resnet18/Step5/torch_vs_torch.py
+    python examples/resnet18/Step5/torch_vs_torch.py                  # after pt_train.py (run_all.py runs it)
+    python examples/resnet18/Step5/torch_vs_torch.py --max_steps 4    # the runs of a quick Step 5
+    python examples/resnet18/Step5/torch_vs_torch.py --record         # also write docs/torch_vs_torch.json
 
-What a clean torch training differs from itself by is what no port can do better than: where torch's own runs
-end with different counts of the 360 test images, the guide's 0.15% (equal counts) is out of any port's reach.
-It takes about three times Step 5 (the run without oneDNN is the slow one). Nothing of the repository is written
-but the JSON.
+What a clean torch training differs from itself by is what no port can do better than: this training parts from
+itself within a few steps, and its final count of 360 test images scatters by several images on one CPU and
+another (docs/cpus.md). --record writes the figures resnet.THRESHOLD and the READMEs are tested against; without
+it nothing of the repository is written. Two one-thread runs at a time, a core each.
 """
 import argparse
 import json
@@ -30,32 +34,49 @@ except ModuleNotFoundError:  # the project is not importable: not its venv
 import numpy as np
 
 from examples.resnet18 import resnet
-from portcheck import training
+from portcheck import record, training
 from portcheck.errors import PipelineError, require, run_main
 from portcheck.fileio import atomic_write, load_npy
 from portcheck.steps import core_shares
 
 SCRIPT = f"{resnet.FOLDER}/Step5/pt_train.py"
-# pt_train.py with oneDNN's kernels off: set after portcheck.runtime and torch load, before the script runs
-NO_ONEDNN = ("import sys, runpy, portcheck.runtime, torch; torch.backends.mkldnn.enabled = False; "
-             "sys.argv = [sys.argv[1]]; runpy.run_path(sys.argv[0], run_name='__main__')")
-# (name, OMP_NUM_THREADS, oneDNN on); the first is the reference, Step 5's torch side
-RUNS = (("one thread", 1, True), ("two threads", 2, True), ("one thread, oneDNN off", 1, False))
+REFERENCE = "one thread"  # Step 5's torch side, run by pt_train.py
+MOVED = 6  # runs from weights moved one ulp (seeds 1..MOVED); docs/cpus.md has how many it takes
+# (name, OMP_NUM_THREADS, oneDNN on, the seed of a one-ulp move of every weight or 0); each runs pt_train.py as is
+RUNS = (("two threads", 2, True, 0), ("one thread, oneDNN off", 1, False, 0),
+        *((f"one thread, moved {s}", 1, True, s) for s in range(1, MOVED + 1)))
+# pt_train.py with oneDNN's kernels on or off and its weights moved or not, set after portcheck.runtime and torch
+# load and before the script runs: the script itself is unchanged
+PRELUDE = """import sys, runpy, portcheck.runtime, torch
+onednn, seed, sys.argv = sys.argv[1] == "1", int(sys.argv[2]), sys.argv[3:]
+torch.backends.mkldnn.enabled = onednn
+if seed:
+    from examples.resnet18 import resnet
+    from portcheck.backward import moved_one_ulp
+    load = resnet.torch_model
+    def moved():
+        model, weights = load()
+        moved_one_ulp(model, seed)
+        return model, weights  # the fingerprint of the weights as exported: the same training, moved by rounding
+    resnet.torch_model = moved
+runpy.run_path(sys.argv[0], run_name="__main__")
+"""
 
 
 def out_path() -> Path:
     return resnet.folder() / "docs" / "torch_vs_torch.json"
 
 
-def start(scratch, name, threads, onednn, cores=None):
-    home = Path(scratch) / name.replace(" ", "_").replace(",", "")
+def start(scratch, name, threads, onednn, seed, flags, cores=None):
+    home = Path(scratch) / resnet.torch_own(name).stem
     shutil.copytree(resnet.torch_weight().parent, home / resnet.FOLDER / "weights")
     env = dict(os.environ, BERT_ALIGN_HOME=str(home), OMP_NUM_THREADS=str(threads))
-    script = str(resnet.ROOT / SCRIPT)
-    cmd = [sys.executable, script] if onednn else [sys.executable, "-c", NO_ONEDNN, script]
-    print(f"$ OMP_NUM_THREADS={threads} python {SCRIPT}{'' if onednn else '   # oneDNN off'}"
-          f"{f'   # cores {cores}' if cores else ''}", flush=True)
-    proc = subprocess.Popen(cmd, env=env, preexec_fn=(lambda: os.sched_setaffinity(0, cores)) if cores else None)
+    print(f"$ OMP_NUM_THREADS={threads} python {SCRIPT} {' '.join(flags)}{'' if onednn else '   # oneDNN off'}"
+          f"{f'   # weights moved one ulp, seed {seed}' if seed else ''}{f'   # cores {cores}' if cores else ''}",
+          flush=True)
+    cmd = [sys.executable, "-c", PRELUDE, "1" if onednn else "0", str(seed), str(resnet.ROOT / SCRIPT), *flags]
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL,
+                            preexec_fn=(lambda: os.sched_setaffinity(0, cores)) if cores else None)
     return proc, home
 
 
@@ -83,50 +104,71 @@ def parts_at(a, b):
     return int(over[0]) if over.size else None
 
 
+def keep(home: Path, name: str):
+    """The run's training log and its run record, copied beside Step 5's as resnet.torch_own(name)."""
+    log = home / resnet.FOLDER / "Step5" / f"{training.LOG}_torch.npy"
+    dst = resnet.torch_own(name)
+    for src, dst in ((log, dst), (record.path_for(log), record.path_for(dst))):
+        atomic_write(dst, lambda tmp, src=src: shutil.copyfile(src, tmp))
+
+
 def main():
-    argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
-                            allow_abbrev=False).parse_args()
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
+                                 allow_abbrev=False)
+    ap.add_argument("--max_steps", type=resnet.positive, help="the runs of a quick Step 5 (pt_train.py's flag)")
+    ap.add_argument("--record", action="store_true", help="also write examples/resnet18/docs/torch_vs_torch.json "
+                    "(the whole training only)")
+    args = ap.parse_args()
+    if args.record and args.max_steps:
+        raise PipelineError("--record measures the whole training: leave out --max_steps")
+    reference = resnet.step_dir(5) / f"{training.LOG}_torch.npy"
     require(resnet.torch_weight(), resnet.EXPORT)
-    homes = {}
+    require(reference, f"python {SCRIPT}{f' --max_steps {args.max_steps}' if args.max_steps else ''}")
+    flags = ["--max_steps", str(args.max_steps)] if args.max_steps else []
     with tempfile.TemporaryDirectory() as scratch:
-        # the two one-thread runs side by side, a core each, when there are two; then the two-thread run alone
-        one, shares = [r for r in RUNS if r[1] == 1], core_shares(2) if len(os.sched_getaffinity(0)) >= 2 else None
-        groups = [list(zip(one, shares))] if shares else [[(run, None)] for run in one]
+        # the one-thread runs two at a time, a core each, when there are two; the two-thread run alone
+        one = [r for r in RUNS if r[1] == 1]
+        pairs = len(os.sched_getaffinity(0)) >= 2
+        groups = [list(zip(one[i:i + 2], core_shares(len(one[i:i + 2])))) for i in range(0, len(one), 2)] if pairs \
+            else [[(run, None)] for run in one]
         for group in groups + [[(run, None)] for run in RUNS if run[1] != 1]:
             started = []
             for run, cores in group:
-                proc, homes[run[0]] = start(scratch, *run, cores=cores)
-                started.append((proc, run[0]))
-            finish(started)
-        logs = {name: load_npy(homes[name] / resnet.FOLDER / "Step5" / f"{training.LOG}_torch.npy")
-                for name, _, _ in RUNS}
-    reference = RUNS[0][0]
+                proc, home = start(scratch, *run, flags, cores=cores)
+                started.append((proc, run[0], home))
+            finish([(proc, name) for proc, name, _ in started])
+            for _, name, home in started:
+                keep(home, name)
+    ours, logs = record.load(reference), {REFERENCE: load_npy(reference)}
+    for name, *_ in RUNS:
+        if record.differences(ours, record.load(resnet.torch_own(name))):  # a stale reference: pt_train.py ran since
+            raise PipelineError(f"{resnet.shown(reference)} is not this training's (its run record differs from "
+                                f"the runs'): run `python {SCRIPT}` again, then this")
+        logs[name] = load_npy(resnet.torch_own(name))
     runs = {}
-    for name, threads, onednn in RUNS:
+    for name, threads, onednn, seed in ((REFERENCE, 1, True, 0), *RUNS):
         log = logs[name]
         acc, f1 = float(log[f"{training.METRIC}accuracy"][-1]), float(log[f"{training.METRIC}macro_f1"][-1])
-        runs[name] = {"threads": threads, "onednn": onednn, "correct": int(round(acc * resnet.TEST)),
-                      "accuracy": acc, "macro_f1": f1, "max_loss": float(log["loss"].max()),
-                      "loss_parts_from_one_thread_at": None if name == reference else parts_at(logs[reference], log)}
-        if name != reference:
-            print(f"\ntorch '{reference}' against torch '{name}', judged as torch against Paddle (below, 'torch' is "
-                  f"the first, 'paddle' the second):")
-            for line in training.judge_training(logs[reference], log, resnet.THRESHOLD).lines():
-                print(line)
+        runs[name] = {"threads": threads, "onednn": onednn, "moved_seed": seed,
+                      "correct": int(round(acc * resnet.TEST)), "accuracy": acc, "macro_f1": f1,
+                      "max_loss": float(log["loss"].max()),
+                      "loss_parts_from_one_thread_at": None if name == REFERENCE else parts_at(logs[REFERENCE], log)}
     names = list(runs)
     gap = {k: max(abs(runs[a][k] - runs[b][k]) for a in names for b in names) for k in ("correct", "accuracy",
                                                                                           "macro_f1")}
-    result = {"what": "torch's Step 5 training against itself: the same weights, data, order, seeds and flags, only "
-                      "the order of fp32 additions differing (Step5/torch_vs_torch.py)",
-              "train": resnet.TRAIN, "test_images": resnet.TEST, "runs": runs, "largest_gap": gap}
-    atomic_write(out_path(), lambda tmp: Path(tmp).write_text(json.dumps(result, indent=1) + "\n"))
     print()
     for name, r in runs.items():
         print(f"{name}: {r['correct']} of {resnet.TEST} correct (accuracy {r['accuracy']:.6f}, macro F1 "
               f"{r['macro_f1']:.6f})")
     print(f"largest gap between torch's own runs: {gap['correct']} image(s), accuracy {gap['accuracy']:.6f}, "
-          f"macro F1 {gap['macro_f1']:.6f}; the task's threshold (resnet.THRESHOLD) {resnet.THRESHOLD:.6f}")
-    print(f"wrote {resnet.shown(out_path())}")
+          f"macro F1 {gap['macro_f1']:.6f}; the task's threshold (resnet.THRESHOLD) {resnet.THRESHOLD:.6f}; kept "
+          f"beside Step 5's for check_step5.py: {resnet.shown(resnet.step_dir(5))}/{resnet.torch_own()}")
+    if args.record:
+        result = {"what": "torch's Step 5 training against itself: the same weights, data, order, seeds and flags, "
+                          "only rounding differing (Step5/torch_vs_torch.py)",
+                  "train": resnet.TRAIN, "test_images": resnet.TEST, "runs": runs, "largest_gap": gap}
+        atomic_write(out_path(), lambda tmp: Path(tmp).write_text(json.dumps(result, indent=1) + "\n"))
+        print(f"wrote {resnet.shown(out_path())}")
 
 
 if __name__ == "__main__":
