@@ -6,6 +6,7 @@ are never touched.
 """
 import portcheck.runtime  # first: offline mode, threads, allocator, before any test imports torch/paddle
 import fcntl
+import json
 import os
 import shutil
 import subprocess
@@ -76,9 +77,9 @@ def make_home(path, *export_args):
     return path
 
 
-def shared_home(tmp_path_factory, name, *export_args):
-    """A read-only home built once per suite run: the first xdist worker to need it builds it, the others wait
-    on a lock and reuse it (a session fixture is otherwise built once per worker, ~20 s each)."""
+def built_once(tmp_path_factory, name, build):
+    """A read-only folder built once per suite run by build(folder): the first xdist worker to need it builds it,
+    the others wait on a lock and reuse it (a session fixture is otherwise built once per worker)."""
     base = tmp_path_factory.getbasetemp()
     root = base.parent if "PYTEST_XDIST_WORKER" in os.environ else base  # parent: this run's, shared by workers
     path, built = root / name, root / f"{name}.built"
@@ -87,9 +88,14 @@ def shared_home(tmp_path_factory, name, *export_args):
         if not built.is_file():
             shutil.rmtree(path, ignore_errors=True)  # what a worker that failed half-way left
             path.mkdir()
-            make_home(path, *export_args)
+            build(path)
             built.touch()
     return path
+
+
+def shared_home(tmp_path_factory, name, *export_args):
+    """A read-only home built once per suite run (~20 s)."""
+    return built_once(tmp_path_factory, name, lambda path: make_home(path, *export_args))
 
 
 @pytest.fixture(scope="session")
@@ -119,14 +125,37 @@ def home(tiny_home, tmp_path):
 
 @pytest.fixture(scope="session")
 def run_all_home(tmp_path_factory):
-    """One green `run_all.py` on the tiny model from an empty home (read-only; copy before breaking).
-    Used by tests/test_hand_in.py alone: each worker builds its own session fixtures, and this one takes minutes."""
-    home = tmp_path_factory.mktemp("run_all")
-    # the default data, as a fresh clone runs it: Step 2 and a Step 5 smoke run on the demo set. The committed
-    # reference run exercises --data_dir end to end; test_run_all_passes_data_dir checks the plumbing.
-    proc = run("pipeline/run_all.py", "--random_init", ROOT / "tests/tiny_config.json", "--max_steps", 6,
-               "--deterministic", home=home)
-    return home, proc
+    """One green `run_all.py` on the tiny model from an empty home, built once per suite run (it takes minutes):
+    (home, its CompletedProcess) (read-only; copy before breaking). tests/test_hand_in.py judges the run; the Step 2
+    and Step 4 tests start from the results its scripts wrote (step_sides)."""
+    def build(folder):
+        home = folder / "home"
+        home.mkdir()
+        # the default data, as a fresh clone runs it: Step 2 and a Step 5 smoke run on the demo set. The committed
+        # reference run exercises --data_dir end to end; test_run_all_passes_data_dir checks the plumbing.
+        proc = run("pipeline/run_all.py", "--random_init", ROOT / "tests/tiny_config.json", "--max_steps", 6,
+                   "--deterministic", home=home)
+        (folder / "proc.json").write_text(json.dumps([proc.args, proc.returncode, proc.stdout, proc.stderr]))
+    folder = built_once(tmp_path_factory, "run_all", build)
+    return folder / "home", subprocess.CompletedProcess(*json.loads((folder / "proc.json").read_text()))
+
+
+def step_sides(run_all_home, folder, step, pairs):
+    """A home in `folder` holding what a fresh tiny home holds (weights, head, fake data) and the torch and Paddle
+    results of one step's pairs, as run_all_home's run of that step's scripts wrote them, its check not yet run:
+    what running those scripts without flags in a copy of tiny_home writes (run_all gives Steps 1-4 no flags; the
+    same weights, so the same run records)."""
+    home, proc = run_all_home
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    for name in ("weights", "classifier_weights", "fake_data"):
+        shutil.copytree(home / name, folder / name)
+    (folder / f"pipeline/Step{step}").mkdir(parents=True)
+    for pair in pairs:
+        for side in ("torch", "paddle"):
+            for suffix in (".npy", ".run.json"):
+                name = f"pipeline/Step{step}/{pair}_{side}{suffix}"
+                shutil.copy(home / name, folder / name)
+    return folder
 
 
 @pytest.fixture(scope="session")
