@@ -25,13 +25,14 @@ WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
 THREADS = str(max(1, len(os.sched_getaffinity(0)) // WORKERS))
 # pytest.ini hands out whole files (--dist loadfile) in collection order, the next file to the first worker that
 # is free; this puts the longest first, so the last file to start is a short one and the workers finish together.
-# Seconds per file, measured with `python -m pytest --junitxml` on idle cores (2026-11-26: 929 tests, 11:42); a file
-# missing here starts last, which costs only time. test_mid_size's figure (measured ~90) is raised on purpose to
-# send it second: it builds its own home, so the first two files do not both wait for the shared tiny home
-# (shared_home) at the start.
-FILE_SECONDS = {"test_edges.py": 151, "test_step5.py": 145, "test_mid_size.py": 134, "test_resnet18.py": 131,
-                "test_step4.py": 122, "test_hand_in.py": 108, "test_step2.py": 101, "test_run_scripts.py": 100,
-                "test_distributed.py": 61, "test_step1.py": 46, "test_run_launchers.py": 40, "test_grouping.py": 33,
+# Seconds per file, measured with `python -m pytest --junitxml` on idle cores (2026-11-26: 929 tests, 11:42; the
+# files whose repeated runs were shared since, estimated from their measured cuts); a file missing here starts last,
+# which costs only time. test_hand_in's figure (~104) is raised on purpose to send it first: it builds run_all_home,
+# which test_step2 and test_step4 start from, before either begins (a worker needing it mid-build would wait), and
+# needs no tiny home at its start, so the first two files do not both wait for the shared tiny home (shared_home).
+FILE_SECONDS = {"test_hand_in.py": 160, "test_edges.py": 151, "test_resnet18.py": 131, "test_step5.py": 128,
+                "test_step4.py": 102, "test_run_scripts.py": 96, "test_mid_size.py": 91, "test_step2.py": 80,
+                "test_distributed.py": 61, "test_run_launchers.py": 40, "test_step1.py": 35, "test_grouping.py": 33,
                 "test_convert.py": 33, "test_inputs.py": 23, "test_docs_blocks.py": 17, "test_steps25.py": 16,
                 "test_hostile.py": 14, "test_pairing.py": 14, "test_five_steps.py": 13, "test_zoo.py": 12,
                 "test_layout.py": 12, "test_step3.py": 11, "test_pairing2.py": 8, "test_docs_site.py": 8,
