@@ -3,25 +3,11 @@ import numpy as np
 import pytest
 
 from portcheck.fileio import load_npy
-from conftest import SST2, error_line, private_copy, run
+from conftest import SST2, STEP5_PAIR, STEP5_TRAIN, error_line, private_copy, run
 
-PT, PD, CHECK = "pipeline/Step5/pt_train.py", "pipeline/Step5/pd_train.py", "pipeline/Step5/check_step5.py"
+(PT, PD), CHECK = STEP5_TRAIN, "pipeline/Step5/check_step5.py"
 
 needs_sst2 = pytest.mark.skipif(not SST2.is_dir(), reason=f"{SST2} not present")
-
-
-# one deterministic pair for the smoke test and the weight-statistics test, trained once: at lr 1e-3 a Paddle
-# weight decay on LayerNorm and bias shows in the norm ratios, and the clean pair is green all the same
-PAIR = ["--demo", "--deterministic", "--lr", "1e-3", "--max_steps", 10]
-
-
-@pytest.fixture(scope="module")
-def deterministic_pair(tiny_home, tmp_path_factory):
-    """The tiny home after both sides trained with PAIR (read-only: tests copy it)."""
-    home = private_copy(tiny_home, tmp_path_factory.mktemp("step5_pair"))
-    for script in (PT, PD):
-        run(script, *PAIR, home=home, check=0)
-    return home
 
 
 def test_deterministic_smoke_passes_and_wrong_order_fails(deterministic_pair, tmp_path):
@@ -34,7 +20,7 @@ def test_deterministic_smoke_passes_and_wrong_order_fails(deterministic_pair, tm
                  "diagnostics/train_curves_paddle.npy", "diagnostics/train_align_torch.run.json"):
         assert (home / "log_reprod" / name).is_file(), name
 
-    run(PD, *PAIR, home=home, plant="paddle_data_order", check=0)
+    run(PD, *STEP5_PAIR, home=home, plant="paddle_data_order", check=0)
     proc = run(CHECK, home=home, check=1)
     failed = next(line for line in proc.stdout.splitlines() if "diff check failed: " in line)
     assert "loss" in failed.split("diff check failed: ", 1)[1].split(", ") and "curves separate" in proc.stdout
@@ -97,7 +83,7 @@ def test_weight_decay_on_layernorm_is_flagged(deterministic_pair, tmp_path):
     assert any(line.endswith(": none") and "departing from 1" in line
                for line in (home / "pipeline/Step5/train_align_diff.log").read_text().splitlines())
 
-    run(PD, *PAIR, home=home, plant="paddle_decay_all", check=0)
+    run(PD, *STEP5_PAIR, home=home, plant="paddle_decay_all", check=0)
     run(CHECK, home=home)
     line = next(l for l in (home / "pipeline/Step5/train_align_diff.log").read_text().splitlines()
                 if "departing from 1" in l)
