@@ -1,7 +1,8 @@
 """The hand-in (log_reprod/): one run_all.py command fills it and goes red on a planted bug; the guide's
 pairs at the top pass reprod_log's own ReprodDiffHelper; check_log_reprod.py re-derives every verdict
 from the folder alone (the library's checker, with BERT's tuned tolerances and statistics on each pair's line) and goes red on a tampered value; contestants' own reprod_log files are judged,
-not refused. (Every test of the run_all_home fixture lives here: the suite runs a file per worker.)"""
+not refused. (The suite starts this file first: it builds run_all_home, which tests/test_step2.py and
+tests/test_step4.py start from later.)"""
 import argparse
 import importlib.util
 import os
@@ -100,11 +101,20 @@ TAMPER = [
 ]
 
 
-@pytest.mark.parametrize("pair, name, key, tamper", TAMPER)
-def test_recheck_is_green_then_red_on_one_tampered_value(run_all_home, tmp_path, pair, name, key, tamper):
-    folder = tmp_path / "log_reprod"
+@pytest.fixture(scope="module")
+def rechecked(run_all_home, tmp_path_factory):
+    """A copy of the run's hand-in that re-checks green, as the re-check left it (read-only: each tamper below
+    is made in a copy of it, so every copy is one the checker has just found green)."""
+    folder = tmp_path_factory.mktemp("rechecked") / "log_reprod"
     shutil.copytree(run_all_home[0] / "log_reprod", folder)
-    run(CHECK, folder, home=tmp_path, check=0)
+    run(CHECK, folder, home=folder.parent, check=0)
+    return folder
+
+
+@pytest.mark.parametrize("pair, name, key, tamper", TAMPER)
+def test_recheck_is_green_then_red_on_one_tampered_value(rechecked, tmp_path, pair, name, key, tamper):
+    folder = tmp_path / "log_reprod"
+    shutil.copytree(rechecked, folder)
     data = load_npy(folder / name)
     key = key or next(iter(data))
     data[key] = np.asarray(tamper(data[key])).astype(data[key].dtype)

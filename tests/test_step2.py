@@ -5,7 +5,7 @@ import pytest
 from bert_sst2 import data
 from portcheck.errors import PipelineError
 from portcheck.fileio import load_npy
-from conftest import SST2, error_line, private_copy, run
+from conftest import SST2, error_line, private_copy, run, step_sides
 
 S = "pipeline/Step2/"
 SCRIPTS = [S + "pt_data_loader.py", S + "pd_data_loader.py", S + "pt_metric.py", S + "pd_metric.py"]
@@ -13,12 +13,10 @@ CHECK = S + "check_step2.py"
 
 
 @pytest.fixture(scope="module")
-def aligned(tiny_home, tmp_path_factory):
-    """The tiny home with all four Step 2 outputs, aligned (read-only: tests copy it)."""
-    home = private_copy(tiny_home, tmp_path_factory.mktemp("step2"))
-    for script in SCRIPTS:
-        run(script, home=home, check=0)
-    return home
+def aligned(run_all_home, tmp_path_factory):
+    """The tiny home with all four Step 2 outputs, aligned, as run_all.py's run of SCRIPTS wrote them (read-only:
+    tests copy it)."""
+    return step_sides(run_all_home, tmp_path_factory.mktemp("step2") / "home", 2, ("data", "metric"))
 
 
 @pytest.fixture

@@ -5,19 +5,17 @@ import pytest
 
 from portcheck import cli
 from portcheck.fileio import load_npy
-from conftest import error_line, plant_values, private_copy, run
+from conftest import error_line, plant_values, private_copy, run, step_sides
 
 S = "pipeline/Step4/"
 PT_LR, PD_LR, PT_BP, PD_BP, CHECK = (S + f for f in ("pt_lr.py", "pd_lr.py", "pt_bp.py", "pd_bp.py", "check_step4.py"))
 
 
 @pytest.fixture(scope="module")
-def aligned(tiny_home, tmp_path_factory):
-    """The tiny home with all four Step 4 outputs, aligned (read-only: tests copy it)."""
-    home = private_copy(tiny_home, tmp_path_factory.mktemp("step4"))
-    for script in (PT_LR, PD_LR, PT_BP, PD_BP):
-        run(script, home=home, check=0)
-    return home
+def aligned(run_all_home, tmp_path_factory):
+    """The tiny home with all four Step 4 outputs, aligned, as run_all.py's run of PT_LR, PD_LR, PT_BP and PD_BP
+    wrote them (read-only: tests copy it)."""
+    return step_sides(run_all_home, tmp_path_factory.mktemp("step4") / "home", 4, ("lr", "bp_align"))
 
 
 @pytest.fixture

@@ -3,18 +3,15 @@ import numpy as np
 import pytest
 
 from portcheck.fileio import load_npy
-from conftest import SST2, error_line, run
+from conftest import SST2, STEP5_PAIR, STEP5_TRAIN, error_line, private_copy, run
 
-PT, PD, CHECK = "pipeline/Step5/pt_train.py", "pipeline/Step5/pd_train.py", "pipeline/Step5/check_step5.py"
-SMOKE = ["--data_dir", SST2, "--train_limit", 192, "--max_steps", 6, "--log_every", 2]
+(PT, PD), CHECK = STEP5_TRAIN, "pipeline/Step5/check_step5.py"
 
 needs_sst2 = pytest.mark.skipif(not SST2.is_dir(), reason=f"{SST2} not present")
 
 
-@needs_sst2
-def test_deterministic_smoke_passes_and_wrong_order_fails(home):
-    for script in (PT, PD):
-        run(script, *SMOKE, "--deterministic", home=home, check=0)
+def test_deterministic_smoke_passes_and_wrong_order_fails(deterministic_pair, tmp_path):
+    home = private_copy(deterministic_pair, tmp_path)
     run(CHECK, home=home, check=0)
     log = (home / "pipeline/Step5/train_align_diff.log").read_text()
     assert "per-step loss: max diff" in log and "never beyond" in log
@@ -23,9 +20,10 @@ def test_deterministic_smoke_passes_and_wrong_order_fails(home):
                  "diagnostics/train_curves_paddle.npy", "diagnostics/train_align_torch.run.json"):
         assert (home / "log_reprod" / name).is_file(), name
 
-    run(PD, *SMOKE, "--deterministic", home=home, plant="paddle_data_order", check=0)
+    run(PD, *STEP5_PAIR, home=home, plant="paddle_data_order", check=0)
     proc = run(CHECK, home=home, check=1)
-    assert "diff check failed: loss" in proc.stdout and "curves separate" in proc.stdout
+    failed = next(line for line in proc.stdout.splitlines() if "diff check failed: " in line)
+    assert "loss" in failed.split("diff check failed: ", 1)[1].split(", ") and "curves separate" in proc.stdout
 
 
 SHARED = ["--data_dir", SST2, "--train_limit", 640, "--max_steps", 20, "--log_every", 10, "--shared_dropout"]
@@ -78,16 +76,14 @@ def test_resume_after_kill_equals_uninterrupted(home, script, tmp_path):
     np.testing.assert_array_equal(load_npy(home / f"pipeline/Step5/train_align_{fw}.npy")["acc_per_epoch"], acc)
 
 
-def test_weight_decay_on_layernorm_is_flagged(home):
+def test_weight_decay_on_layernorm_is_flagged(deterministic_pair, tmp_path):
     """The guide's weight-statistics check: Paddle decaying LayerNorm and bias shows in the norm ratios."""
-    args = ["--demo", "--deterministic", "--lr", "1e-3", "--max_steps", 10]
-    for script in (PT, PD):
-        run(script, *args, home=home, check=0)
+    home = private_copy(deterministic_pair, tmp_path)
     assert "departing from 1 by more than" in run(CHECK, home=home).stdout
     assert any(line.endswith(": none") and "departing from 1" in line
                for line in (home / "pipeline/Step5/train_align_diff.log").read_text().splitlines())
 
-    run(PD, *args, home=home, plant="paddle_decay_all", check=0)
+    run(PD, *STEP5_PAIR, home=home, plant="paddle_decay_all", check=0)
     run(CHECK, home=home)
     line = next(l for l in (home / "pipeline/Step5/train_align_diff.log").read_text().splitlines()
                 if "departing from 1" in l)
