@@ -48,18 +48,20 @@ SPECS = (  # the step table: which script writes each side of each pair, and the
 )
 
 
-# Step 5's yardstick: torch's own runs of the training on this machine, which check_step5.py widens its threshold by
+# Step 5's yardstick, run before it: torch's own runs of the training on this machine, which check_step5.py widens
+# its threshold by (a step of its own: the training's time is Step 5's)
 OWN = f"{F}/Step5/torch_vs_torch.py"
 
 
 def table(max_steps=None, hand_in=None) -> list:
-    """The runner's steps: the two trainings side by side, each on its own core (portcheck.steps.SideBySide), then
-    torch's own runs of it (OWN); each check hands in to `hand_in` (default: examples/resnet18/log_reprod)."""
+    """The runner's steps: torch's own runs of Step 5's training (OWN), then the two trainings side by side, each on
+    its own core (portcheck.steps.SideBySide); each check hands in to `hand_in` (default:
+    examples/resnet18/log_reprod)."""
     flags, train = ["--max_steps", str(max_steps)] if max_steps else [], SPECS[-1].pair("train_align")
     out = [steps.Step("weights", 0, [[f"{F}/export_weights.py"], [f"{F}/convert_weights.py"]]),
            *(steps.Step.of(spec) for spec in SPECS[:-1]),
-           steps.Step.of(SPECS[-1], scripts=[steps.SideBySide([[train.torch, *flags], [train.paddle, *flags]]),
-                                             [OWN, *flags]])]
+           steps.Step("Step5 torch's own runs", 0, [[OWN, *flags]]),
+           steps.Step.of(SPECS[-1], scripts=[steps.SideBySide([[train.torch, *flags], [train.paddle, *flags]])])]
     for step in out[1:] if hand_in else ():
         step.scripts[-1] = [*step.scripts[-1], "--hand_in", str(hand_in)]
     return out

@@ -5,7 +5,7 @@ The guide's pair is the last evaluation (test accuracy and macro F1), an outcome
 resnet.THRESHOLD (half an image of 360 above the largest gap between torch's runs of this training measured when
 it was committed, resnet.TORCH_GAP; the guide's 0.15%, SST-2's, would ask for equal counts), widened by how far
 torch's own runs of this training on this machine end from this one (Step5/torch_vs_torch.py, which run_all.py
-runs after the two trainings): this training's final count scatters by several images from one CPU to another.
+runs before them): this training's final count scatters by several images from one CPU to another.
 Behind it (portcheck.training.judge_training): the same steps and evaluations, every step's lr equal, every
 step's batch equal, the same dropout/BatchNorm modes, the first step's loss and the weight norm while the runs
 are still one computation, the loss finite; the run records' initial weights, data order, seeds and flags

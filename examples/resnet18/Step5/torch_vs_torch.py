@@ -2,14 +2,14 @@
 weights, data, order, seeds and flags, each from the weights moved one ulp up or down, the signs drawn from its own
 seed (portcheck.backward.moved_one_ulp: the size of rounding fp32 makes, after which each run takes whatever
 branches another correct run may take, as a port's or another CPU's kernels do). Each runs in a scratch copy of
-the example, at one thread, two at a time on two cores; the reference is Step 5's own torch run (pt_train.py's
-train_log_torch.npy). Each run's training log is kept beside it as Step5/torch_own_<run>.npy with its run record,
-and check_step5.py judges the Paddle run at the task's threshold widened by how far these runs end from the
-reference (portcheck.training.judge_and_log(own=)).
+the example, at one thread, two at a time on two cores. Each run's training log is kept beside Step 5's as
+Step5/torch_own_<run>.npy with its run record, and check_step5.py judges the Paddle run at the task's threshold
+widened by how far these runs end from Step 5's torch run (portcheck.training.judge_and_log(own=)); where that run
+is already there, each is compared with it here too.
 
-    python examples/resnet18/Step5/torch_vs_torch.py                  # after pt_train.py (run_all.py runs it)
+    python examples/resnet18/Step5/torch_vs_torch.py                  # run_all.py runs it before Step 5
     python examples/resnet18/Step5/torch_vs_torch.py --max_steps 4    # the runs of a quick Step 5
-    python examples/resnet18/Step5/torch_vs_torch.py --record         # also write docs/torch_vs_torch.json
+    python examples/resnet18/Step5/torch_vs_torch.py --record         # after pt_train.py: docs/torch_vs_torch.json
 
 What a clean torch training differs from itself by is what no port can do better than: this training parts from
 itself within a few steps, and its final count of 360 test images scatters by several images (docs/cpus.md).
@@ -113,13 +113,14 @@ def main():
                                  allow_abbrev=False)
     ap.add_argument("--max_steps", type=resnet.positive, help="the runs of a quick Step 5 (pt_train.py's flag)")
     ap.add_argument("--record", action="store_true", help="also write examples/resnet18/docs/torch_vs_torch.json "
-                    "(the whole training only)")
+                    "(the whole training only, after pt_train.py)")
     args = ap.parse_args()
     if args.record and args.max_steps:
         raise PipelineError("--record measures the whole training: leave out --max_steps")
     reference = resnet.step_dir(5) / f"{training.LOG}_torch.npy"
     require(resnet.torch_weight(), resnet.EXPORT)
-    require(reference, f"python {SCRIPT}{f' --max_steps {args.max_steps}' if args.max_steps else ''}")
+    if args.record:
+        require(reference, f"python {SCRIPT}")
     flags = ["--max_steps", str(args.max_steps)] if args.max_steps else []
     with tempfile.TemporaryDirectory() as scratch:
         # two at a time, a core each, when there are two cores
@@ -132,20 +133,23 @@ def main():
             finish([(proc, name) for proc, name, _ in started])
             for _, name, home in started:
                 keep(home, name)
-    ours, logs = record.load(reference), {REFERENCE: load_npy(reference)}
-    for name, _ in RUNS:
-        if record.differences(ours, record.load(resnet.torch_own(name))):  # a stale reference: pt_train.py ran since
-            raise PipelineError(f"{resnet.shown(reference)} is not this training's (its run record differs from "
-                                f"the runs'): run `python {SCRIPT}` again, then this")
-        logs[name] = load_npy(resnet.torch_own(name))
+    logs = {name: load_npy(resnet.torch_own(name)) for name, _ in RUNS}
+    ours = record.load(reference) if reference.is_file() else None
+    same = ours is not None and not record.differences(ours, record.load(resnet.torch_own(RUNS[0][0])))
+    if args.record and not same:  # a stale reference: pt_train.py ran with other weights or flags
+        raise PipelineError(f"{resnet.shown(reference)} is not this training's (its run record differs from the "
+                            f"runs'): run `python {SCRIPT}` again, then this")
+    if same:
+        logs = {REFERENCE: load_npy(reference), **logs}
     runs = {}
-    for name, seed in ((REFERENCE, 0), *RUNS):
+    for name, seed in ((REFERENCE, 0), *RUNS) if same else RUNS:
         log = logs[name]
         acc, f1 = float(log[f"{training.METRIC}accuracy"][-1]), float(log[f"{training.METRIC}macro_f1"][-1])
         runs[name] = {"moved_seed": seed,
                       "correct": int(round(acc * resnet.TEST)), "accuracy": acc, "macro_f1": f1,
                       "max_loss": float(log["loss"].max()),
-                      "loss_parts_from_one_thread_at": None if name == REFERENCE else parts_at(logs[REFERENCE], log)}
+                      "loss_parts_from_one_thread_at": parts_at(logs[REFERENCE], log) if same and name != REFERENCE
+                      else None}
     names = list(runs)
     gap = {k: max(abs(runs[a][k] - runs[b][k]) for a in names for b in names) for k in ("correct", "accuracy",
                                                                                           "macro_f1")}
@@ -153,9 +157,10 @@ def main():
     for name, r in runs.items():
         print(f"{name}: {r['correct']} of {resnet.TEST} correct (accuracy {r['accuracy']:.6f}, macro F1 "
               f"{r['macro_f1']:.6f})")
-    print(f"largest gap between torch's own runs: {gap['correct']} image(s), accuracy {gap['accuracy']:.6f}, "
-          f"macro F1 {gap['macro_f1']:.6f}; the task's threshold (resnet.THRESHOLD) {resnet.THRESHOLD:.6f}; kept "
-          f"beside Step 5's for check_step5.py: {resnet.shown(resnet.step_dir(5))}/{resnet.torch_own()}")
+    print(f"largest gap between torch's own runs{'' if same else ' (no Step 5 torch run of this training yet)'}: {gap['correct']} "
+          f"image(s), accuracy {gap['accuracy']:.6f}, macro F1 {gap['macro_f1']:.6f}; the task's threshold "
+          f"(resnet.THRESHOLD) {resnet.THRESHOLD:.6f}; kept beside Step 5's for check_step5.py: "
+          f"{resnet.shown(resnet.step_dir(5))}/{resnet.torch_own()}")
     if args.record:
         result = {"what": "torch's Step 5 training against itself: the same weights, data, order, seeds and flags, "
                           "only the weights moved one ulp (Step5/torch_vs_torch.py)",
