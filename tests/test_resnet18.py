@@ -69,6 +69,11 @@ def test_run_all_is_green_and_its_hand_in_rechecks_green(home):
     for fw in ("torch", "paddle"):  # what check_step4 judged, the hand-in checker judges: loss, lr, update digest
         keys = {k.rsplit("_", 1)[0] for k in load_npy(log_reprod / f"bp_align_{fw}.npy")}
         assert keys == {"loss", "lr", "weights"}, keys
+    # Step 5 judged on torch's own runs of the same quick training, made on this machine before it
+    from examples.resnet18.Step5.torch_vs_torch import RUNS
+    step5 = home / resnet.FOLDER / "Step5"
+    assert sorted(p.name for p in step5.glob(resnet.torch_own())) == sorted(resnet.torch_own(n).name for n, _ in RUNS)
+    assert "+ torch's own spread" in (step5 / "train_align_diff.log").read_text()
     step4 = (home / resnet.FOLDER / "Step4" / "bp_align_diff.log").read_text()
     assert "running_var: by design: torch's BatchNorm updates running_var with the unbiased batch variance" in step4
 
