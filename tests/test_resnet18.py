@@ -195,8 +195,8 @@ def test_training_plants_are_red_at_their_row_and_name_the_cause(torch_steps, pl
 
 def test_step5_is_judged_on_torchs_own_runs_of_the_same_training_only(torch_steps, monkeypatch, tmp_path, capsys):
     """check_step5.py widens the task's threshold by torch's own runs of this very training kept beside Step 5's
-    (torch_vs_torch.py's): a run of another training (other flags: a stale one) is left out, and a Paddle outcome
-    beyond the widened threshold is red, half an image within it green."""
+    (torch_vs_torch.py's): a run of another training (other flags: a stale one) or one edited since its record is
+    left out, and a Paddle outcome beyond the widened threshold is red, half an image within it green."""
     import importlib.util
     from portcheck.fileio import save_npy
     monkeypatch.setenv("BERT_ALIGN_HOME", str(tmp_path))
@@ -215,6 +215,8 @@ def test_step5_is_judged_on_torchs_own_runs_of_the_same_training_only(torch_step
     save(d / f"{training.LOG}_torch.npy", ending(0.98), dep)
     save(resnet.torch_own("one thread, moved 1"), ending(0.97), dep)  # 3.6 images from this run
     save(resnet.torch_own("two threads"), ending(0.90), {**dep, "flags": {**dep["flags"], "max_steps": 99}})
+    save(resnet.torch_own("moved 2"), ending(0.97), dep)
+    save_npy(resnet.torch_own("moved 2"), ending(0.90))  # edited after its record was written
     own = check.own_runs(d)
     assert [float(o[f"{training.METRIC}accuracy"][-1]) for o in own] == [0.97], own
     assert "1 torch run(s) of this training" in capsys.readouterr().out

@@ -40,7 +40,8 @@ def own_runs(d) -> list:
     judge_and_log widens the threshold by: the runs Step5/torch_vs_torch.py made on this machine, and the hand-in's
     committed torch run, made on another CPU, where it did not end with this run's bits (torch's fp32 kernels
     differ between CPUs: an AVX2 host ended 352 of 360 where the committed run, 353). Another training's (a quick
-    run's --max_steps, other weights) is no yardstick of this one and is left out."""
+    run's --max_steps, other weights), Paddle's, or a file its record does not describe is no yardstick of this one
+    and is left out."""
     mine = d / f"{training.LOG}_torch.npy"
     ours = record.load(mine)
     if ours is None:
@@ -50,7 +51,9 @@ def own_runs(d) -> list:
     out, said = [], []
     for path in here + ([committed] if committed.is_file() and committed.resolve() != mine.resolve() else []):
         theirs = record.load(path)
-        if theirs is None or record.differences(ours, theirs):
+        # torch's, the file its record fingerprints (not edited since), of this very training
+        if (theirs is None or theirs.get("framework") != "torch"
+                or theirs.get("result") != record.result_fingerprint(path) or record.differences(ours, theirs)):
             continue
         out.append(load_npy(path))
         said.append(resnet.shown(path))
