@@ -1,6 +1,8 @@
 """weights/torch2paddle.py through the library's converter: an exact round trip, transposes chosen by module type,
 and every refusal, all of a run's problems named at once."""
 import hashlib
+import subprocess
+import sys
 
 import numpy as np
 import paddle
@@ -9,7 +11,7 @@ import torch
 
 from portcheck.errors import PipelineError
 from conftest import error_line, run
-from portcheck.convert import convert
+from portcheck.convert import convert, torch_layouts
 
 CONVERT = "weights/torch2paddle.py"
 
@@ -80,6 +82,19 @@ def test_transpose_is_decided_by_module_type():
     assert out.transposed == 1
     np.testing.assert_array_equal(out["mixer.weight"], state["mixer.weight"].numpy().T)
     np.testing.assert_array_equal(out["table.weight"], state["table.weight"].numpy())
+
+
+def test_transformers_conv1d_is_known_and_other_models_do_not_load_transformers():
+    """transformers' Conv1D (GPT-2's) keeps its [in, out] weight, a Paddle Linear's layout; the table takes it from
+    the already loaded module, so reading a model without one leaves transformers unloaded (a fresh interpreter)."""
+    from transformers.pytorch_utils import Conv1D
+    weight = torch_layouts(torch.nn.Sequential(Conv1D(6, 4)))["0.weight"]
+    assert weight.kinds == ("Linear",) and not weight.transposed and weight.array.shape == (4, 6)
+    code = ("import sys, torch; from portcheck.convert import torch_layouts; "
+            "torch_layouts(torch.nn.Sequential(torch.nn.Linear(4, 6))); print(sorted(m for m in sys.modules "
+            "if m.split('.')[0] == 'transformers'))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert proc.stdout.strip() == "[]", proc.stdout
 
 
 @pytest.mark.parametrize("torch_model, paddle_model, name_map, expected", [
