@@ -1,6 +1,7 @@
 """weights/torch2paddle.py through the library's converter: an exact round trip, transposes chosen by module type,
 and every refusal, all of a run's problems named at once."""
 import hashlib
+import sys
 
 import numpy as np
 import paddle
@@ -9,7 +10,7 @@ import torch
 
 from portcheck.errors import PipelineError
 from conftest import error_line, run
-from portcheck.convert import convert
+from portcheck.convert import convert, torch_layouts
 
 CONVERT = "weights/torch2paddle.py"
 
@@ -80,6 +81,25 @@ def test_transpose_is_decided_by_module_type():
     assert out.transposed == 1
     np.testing.assert_array_equal(out["mixer.weight"], state["mixer.weight"].numpy().T)
     np.testing.assert_array_equal(out["table.weight"], state["table.weight"].numpy())
+
+
+def test_transformers_conv1d_is_known_and_other_models_do_not_load_transformers(monkeypatch):
+    """transformers' Conv1D (GPT-2's) keeps its [in, out] weight, a Paddle Linear's layout; the table takes it from
+    the already loaded module, so reading a model without one never imports transformers."""
+    from transformers.pytorch_utils import Conv1D
+    weight = torch_layouts(torch.nn.Sequential(Conv1D(6, 4)))["0.weight"]
+    assert weight.kinds == ("Linear",) and not weight.transposed and weight.array.shape == (4, 6)
+
+    asked = []
+
+    class Watch:  # an import finder that only notes what is looked for
+        def find_spec(self, name, path=None, target=None):
+            asked.append(name)
+
+    monkeypatch.delitem(sys.modules, "transformers.pytorch_utils")
+    monkeypatch.setattr(sys, "meta_path", [Watch()] + sys.meta_path)
+    torch_layouts(torch.nn.Sequential(torch.nn.Linear(4, 6)))
+    assert not [name for name in asked if name.startswith("transformers")], asked
 
 
 @pytest.mark.parametrize("torch_model, paddle_model, name_map, expected", [

@@ -1,5 +1,8 @@
 """Step 4 passes on the aligned schedules and backward passes, and goes red on each planted bug."""
 
+import importlib
+import sys
+
 import numpy as np
 import pytest
 
@@ -103,6 +106,22 @@ def test_check_before_scripts_says_what_to_run(home):
 def test_impossible_schedule_is_one_line(home):
     proc = run(PT_LR, "--warmup_steps", 2000, home=home, check=2)
     assert "warmup_steps 2000, total_steps 1024" in error_line(proc)
+
+
+def test_constant_lr_needs_neither_schedule_library(monkeypatch):
+    """PT_BP and PD_BP build AdamW at a constant lr: twins/pt_optim and pd_optim load transformers and paddlenlp
+    (paddlenlp's whole package: seconds at every start) only for a schedule, which still needs them."""
+    import paddle
+    import torch
+    from bert_sst2.twins import pd_optim, pt_optim
+    banned = ("paddlenlp", "transformers")
+    for name in set(banned) | {m for m in sys.modules if m.split(".")[0] in banned}:
+        monkeypatch.setitem(sys.modules, name, None)  # an import of either, or of a loaded submodule, now fails
+    for module, model in ((pt_optim, torch.nn.Linear(2, 2)), (pd_optim, paddle.nn.Linear(2, 2))):
+        importlib.reload(module)  # its top-level imports run again, under the ban
+        assert module.build(model, 1e-3)[1] is None
+        with pytest.raises(ImportError):
+            module.build(model, 1e-3, "linear", 1, 10)
 
 
 def test_minilm_ten_steps_align(minilm_home, tmp_path):

@@ -7,7 +7,6 @@ Every figure comes from bert_sst2/hparams.py and is passed explicitly: the
 libraries' defaults differ between the frameworks (see pipeline/Step4/README.md).
 """
 import paddle
-from paddlenlp.transformers import CosineDecayWithWarmup, LinearDecayWithWarmup, PolyDecayWithWarmup
 
 from bert_sst2 import hparams
 from portcheck.errors import PipelineError
@@ -50,6 +49,9 @@ def build_scheduler(name, lr, warmup_steps, total_steps):
     if not 0 <= warmup_steps <= total_steps or total_steps < 1:
         raise PipelineError(f"need 0 <= warmup_steps <= total_steps and total_steps >= 1, "
                             f"got warmup_steps {warmup_steps}, total_steps {total_steps}")
+    # imported here, not at the top: importing paddlenlp loads its whole package (taskflow, datasets, sklearn:
+    # ~3 s), which a constant-lr run (Step 4's pd_bp.py) never needs
+    from paddlenlp.transformers import CosineDecayWithWarmup, LinearDecayWithWarmup, PolyDecayWithWarmup
     # int(): paddlenlp reads a non-int warmup (345.0, numpy.int64(345)) as a proportion of total_steps
     warmup_steps, total_steps = int(warmup_steps), int(total_steps)
     if name == "linear":

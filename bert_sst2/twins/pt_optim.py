@@ -7,7 +7,6 @@ Every figure comes from bert_sst2/hparams.py and is passed explicitly: the
 libraries' defaults differ between the frameworks (see pipeline/Step4/README.md).
 """
 import torch
-from transformers import get_scheduler
 
 from bert_sst2 import hparams
 from portcheck.errors import PipelineError
@@ -47,6 +46,8 @@ def build_scheduler(name, optimizer, warmup_steps, total_steps):
     if not 0 <= warmup_steps <= total_steps or total_steps < 1:
         raise PipelineError(f"need 0 <= warmup_steps <= total_steps and total_steps >= 1, "
                             f"got warmup_steps {warmup_steps}, total_steps {total_steps}")
+    # imported here, not at the top: a constant-lr run (Step 4's pt_bp.py) never loads transformers
+    from transformers import get_scheduler
     extra = {"cosine": COSINE, "polynomial": POLYNOMIAL}.get(name)
     return get_scheduler(name, optimizer, num_warmup_steps=int(warmup_steps), num_training_steps=int(total_steps),
                          scheduler_specific_kwargs=extra)
