@@ -226,6 +226,22 @@ def test_step5_is_judged_on_torchs_own_runs_of_the_same_training_only(torch_step
         assert report.rows[0].passed is green, report.lines()
 
 
+def test_torchs_own_runs_never_write_through_a_link(tmp_path):
+    """A link where torch_vs_torch.py keeps a run: refused in one line before any run starts, the file it points
+    at as it was."""
+    from conftest import error_line
+    weights = tmp_path / resnet.FOLDER / "weights"
+    weights.mkdir(parents=True)
+    (weights / resnet.torch_weight().name).write_bytes(b"")  # there: the script refuses before reading it
+    victim, own = tmp_path / "theirs.npy", tmp_path / resnet.FOLDER / "Step5" / "torch_own_moved_3.npy"
+    victim.write_bytes(b"theirs")
+    own.parent.mkdir()
+    own.symlink_to(victim)
+    proc = run(f"{resnet.FOLDER}/Step5/torch_vs_torch.py", home=tmp_path)
+    assert proc.returncode != 0 and "never writes through a link" in error_line(proc), proc.stderr
+    assert victim.read_bytes() == b"theirs" and not proc.stdout.strip()  # no run started
+
+
 def test_a_tampered_hand_in_is_red(home, tmp_path):
     import shutil
     copy = tmp_path / "log_reprod"

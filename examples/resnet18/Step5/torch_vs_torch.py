@@ -36,7 +36,7 @@ import numpy as np
 from examples.resnet18 import resnet
 from portcheck import record, training
 from portcheck.errors import PipelineError, require, run_main
-from portcheck.fileio import atomic_write, load_npy
+from portcheck.fileio import atomic_write, load_npy, writable
 from portcheck.steps import core_shares
 
 SCRIPT = f"{resnet.FOLDER}/Step5/pt_train.py"
@@ -122,6 +122,9 @@ def main():
     if args.record:
         require(reference, f"python {SCRIPT}")
     flags = ["--max_steps", str(args.max_steps)] if args.max_steps else []
+    for name, _ in RUNS:  # every file kept, checked as a place to write before the first run
+        for path in (resnet.torch_own(name), record.path_for(resnet.torch_own(name))):
+            writable(path)
     with tempfile.TemporaryDirectory() as scratch:
         # two at a time, a core each, when there are two cores
         n = 2 if len(os.sched_getaffinity(0)) >= 2 else 1
