@@ -25,22 +25,22 @@ WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
 THREADS = str(max(1, len(os.sched_getaffinity(0)) // WORKERS))
 # pytest.ini hands out whole files (--dist loadfile) in collection order, the next file to the first worker that
 # is free; this puts the longest first, so the last file to start is a short one and the workers finish together.
-# Seconds per file, measured with `python -m pytest --junitxml` on idle cores (2026-11-26: 929 tests, 11:42; the
-# files whose repeated runs were shared since, estimated from their measured cuts); a file missing here starts last,
-# which costs only time. test_hand_in's figure (~104) is raised on purpose to send it first: it builds run_all_home,
-# which test_step2 and test_step4 start from, before either begins (a worker needing it mid-build would wait), and
-# needs no tiny home at its start, so the first two files do not both wait for the shared tiny home (shared_home).
-# test_resnet18's (~175) is estimated: its quick run_all now also makes torch's six own runs of Step 5 (~35 s idle).
-FILE_SECONDS = {"test_hand_in.py": 160, "test_resnet18.py": 175, "test_edges.py": 151, "test_step5.py": 120,
-                "test_step4.py": 102, "test_run_scripts.py": 96, "test_mid_size.py": 91, "test_step2.py": 80,
-                "test_distributed.py": 61, "test_run_launchers.py": 40, "test_step1.py": 35, "test_grouping.py": 16,
-                "test_convert.py": 33, "test_inputs.py": 23, "test_docs_blocks.py": 17, "test_steps25.py": 16,
-                "test_hostile.py": 14, "test_pairing.py": 14, "test_five_steps.py": 13, "test_zoo.py": 12,
-                "test_layout.py": 12, "test_step3.py": 11, "test_pairing2.py": 8, "test_docs_site.py": 8,
-                "test_plot.py": 8, "test_newcomer.py": 6, "test_contestant.py": 6, "test_habits.py": 6,
-                "test_hostile3.py": 5, "test_weight_stats.py": 5, "test_flags.py": 5, "test_models.py": 4,
-                "test_k_backward.py": 3, "test_hostile4.py": 3, "test_diff.py": 3, "test_size.py": 3,
-                "test_library.py": 3, "test_align.py": 2, "test_rules.py": 1}
+# Seconds per file, measured with `python -m pytest --junitxml` on idle cores (2026-11-26, third session: 932 tests,
+# 13:23, 1565 s of tests); a file missing here starts last, which costs only time. test_hand_in's figure (168 measured) is
+# raised above the largest on purpose to send it first: it builds run_all_home, which test_step2 and test_step4
+# start from, before either begins (a worker needing it mid-build would wait), and needs no tiny home at its start,
+# so the first two files do not both wait for the shared tiny home (shared_home).
+FILE_SECONDS = {"test_hand_in.py": 200, "test_resnet18.py": 199, "test_edges.py": 166, "test_step5.py": 147,
+                "test_mid_size.py": 120, "test_run_scripts.py": 115, "test_step4.py": 95, "test_step2.py": 85,
+                "test_distributed.py": 80, "test_convert.py": 40, "test_run_launchers.py": 38, "test_step1.py": 32,
+                "test_inputs.py": 27, "test_hostile.py": 20, "test_steps25.py": 20, "test_pairing.py": 17,
+                "test_five_steps.py": 17, "test_docs_blocks.py": 16, "test_plot.py": 16, "test_step3.py": 16,
+                "test_zoo.py": 15, "test_layout.py": 15, "test_grouping.py": 12, "test_docs_site.py": 11,
+                "test_weight_stats.py": 10, "test_newcomer.py": 9, "test_contestant.py": 9, "test_pairing2.py": 9,
+                "test_k_backward.py": 8, "test_hostile3.py": 7, "test_habits.py": 5, "test_size.py": 4,
+                "test_hostile4.py": 4, "test_flags.py": 3, "test_models.py": 3, "test_library.py": 3,
+                "test_diff.py": 3, "test_rules.py": 1, "test_align.py": 1, "test_engine.py": 1, "test_docs.py": 1,
+                "test_keys.py": 1}
 SETUP = ["weights/torch_bert_weights.py", "weights/torch2paddle.py",
          "classifier_weights/generate_classifier_weights.py", "fake_data/gen_fake_data.py"]
 
