@@ -51,9 +51,8 @@ def own_runs(d) -> list:
     out, said = [], []
     for path in here + ([committed] if committed.is_file() and committed.resolve() != mine.resolve() else []):
         theirs = record.load(path)
-        # torch's, the file its record fingerprints (not edited since), of this very training
-        if (theirs is None or theirs.get("framework") != "torch"
-                or theirs.get("result") != record.result_fingerprint(path) or record.differences(ours, theirs)):
+        # torch's, the file its record describes (not edited since), of this very training
+        if theirs is None or record.bound("torch", path, theirs) or record.differences(ours, theirs):
             continue
         out.append(load_npy(path))
         said.append(resnet.shown(path))

@@ -101,11 +101,11 @@ def parts_at(a, b):
 
 
 def keep(home: Path, name: str):
-    """The run's training log and its run record, copied beside Step 5's as resnet.torch_own(name)."""
-    log = home / resnet.FOLDER / "Step5" / f"{training.LOG}_torch.npy"
-    kept = resnet.torch_own(name)
-    for src, dst in ((log, kept), (record.path_for(log), record.path_for(kept))):
-        atomic_write(dst, lambda tmp, src=src: shutil.copyfile(src, tmp))
+    """The run's training log, copied beside Step 5's as resnet.torch_own(name), with its run record bound to the
+    copy (record.save_derived)."""
+    log, kept = home / resnet.FOLDER / "Step5" / f"{training.LOG}_torch.npy", resnet.torch_own(name)
+    atomic_write(kept, lambda tmp: shutil.copyfile(log, tmp))
+    record.save_derived(log, kept)
 
 
 def main():
@@ -160,9 +160,9 @@ def main():
     for name, r in runs.items():
         print(f"{name}: {r['correct']} of {resnet.TEST} correct (accuracy {r['accuracy']:.6f}, macro F1 "
               f"{r['macro_f1']:.6f})")
-    print(f"largest gap between torch's own runs{'' if same else ' (no Step 5 torch run of this training yet)'}: {gap['correct']} "
-          f"image(s), accuracy {gap['accuracy']:.6f}, macro F1 {gap['macro_f1']:.6f}; the task's threshold "
-          f"(resnet.THRESHOLD) {resnet.THRESHOLD:.6f}; kept beside Step 5's for check_step5.py: "
+    print(f"largest gap between torch's own runs{'' if same else ' (no Step 5 torch run of this training yet)'}: "
+          f"{gap['correct']} image(s), accuracy {gap['accuracy']:.6f}, macro F1 {gap['macro_f1']:.6f}; the task's "
+          f"threshold (resnet.THRESHOLD) {resnet.THRESHOLD:.6f}; kept beside Step 5's for check_step5.py: "
           f"{resnet.shown(resnet.step_dir(5))}/{resnet.torch_own()}")
     if args.record:
         result = {"what": "torch's Step 5 training against itself: the same weights, data, order, seeds and flags, "
