@@ -26,10 +26,10 @@ THREADS = str(max(1, len(os.sched_getaffinity(0)) // WORKERS))
 # pytest.ini hands out whole files (--dist loadfile) in collection order, the next file to the first worker that
 # is free; this puts the longest first, so the last file to start is a short one and the workers finish together.
 # Seconds per file, measured with `python -m pytest --junitxml` on idle cores (2026-11-26, third session: 932 tests,
-# 13:23, 1565 s of tests); a file missing here starts last, which costs only time. test_hand_in's figure (168 measured) is
-# raised above the largest on purpose to send it first: it builds run_all_home, which test_step2 and test_step4
-# start from, before either begins (a worker needing it mid-build would wait), and needs no tiny home at its start,
-# so the first two files do not both wait for the shared tiny home (shared_home).
+# 13:23, 1565 s of tests); a file missing here starts last, which costs only time. test_hand_in's figure (168
+# measured) is raised above the largest on purpose to send it first: it builds run_all_home, which test_step2 and
+# test_step4 start from, before either begins (a worker needing it mid-build would wait), and needs no tiny home at
+# its start, so the first two files do not both wait for the shared tiny home (shared_home).
 FILE_SECONDS = {"test_hand_in.py": 200, "test_resnet18.py": 199, "test_edges.py": 166, "test_step5.py": 147,
                 "test_mid_size.py": 120, "test_run_scripts.py": 115, "test_step4.py": 95, "test_step2.py": 85,
                 "test_distributed.py": 80, "test_convert.py": 40, "test_run_launchers.py": 38, "test_step1.py": 32,
