@@ -447,7 +447,13 @@ def test_the_threshold_is_torch_against_itself():
     reference = runs[tvt_script.REFERENCE]
     assert {k: reference[k] for k in torch_final} == torch_final
     moved = max(abs(r[k] - reference[k]) for r in runs.values() for k in torch_final)
-    assert f"threshold: {resnet.THRESHOLD + moved:g} (the task's" in (HAND_IN / "train_align_diff.log").read_text()
+    widened = f"{resnet.THRESHOLD + moved:g}"
+    assert f"threshold: {widened} ({widened} = the task's {resnet.THRESHOLD:g} + torch's own spread {moved:.3g}" in \
+        (HAND_IN / "train_align_diff.log").read_text()
+    # the hand-in carries those runs, so the reviewer's checker judges the curves on them as check_step5 did
+    from portcheck.fileio import load_npy
+    own = load_npy(HAND_IN / "diagnostics" / f"{training.OWN}_torch.npy")  # the moved runs and the committed one
+    assert sorted(own["metric/accuracy"]) == pytest.approx(sorted(r["accuracy"] for r in runs.values()))
 
 
 def test_readmes_state_step5s_measurements():

@@ -4,6 +4,7 @@ small convolutional network with BatchNorm written once per framework. The clean
 and re-checks green from its hand-in; each planted bug is red at its step, and named at its key (Step 2) or its
 row and the guide's cause (Step 5)."""
 import functools
+import json
 import os
 import subprocess
 import sys
@@ -13,6 +14,7 @@ import pytest
 
 from portcheck import cli, convert, data, handin, record, training
 from portcheck.errors import PipelineError
+from portcheck.fileio import load_npy, save_npy
 
 torch = pytest.importorskip("torch")
 paddle = pytest.importorskip("paddle")
@@ -489,6 +491,42 @@ def test_the_final_metric_is_judged_on_torchs_own_spread_when_its_own_runs_are_g
     assert not training.judge_training(t, synthetic(0.95), threshold=0.015, own=[own]).passed  # beyond both
     with pytest.raises(PipelineError, match=r"own\[0\], torch's own run, is not the same training as this one \(lr"):
         training.judge_training(t, p, threshold=0.015, own=[synthetic(0.91, lrs=(0.1, 0.1, 0.1))])
+
+
+def test_a_hand_in_carries_torchs_own_runs_and_its_checker_says_what_they_show(tmp_path, capsys):
+    """torch's own run ends 0.91 where torch's hand-in run ends 0.90: Paddle's 0.92 is green in-process at the task's
+    0.015 widened by that 0.01, and the hand-in carries the own run (diagnostics/train_own_torch.npy), so the
+    reviewer's checker judges the curves as the check did and says the task's threshold is below torch's own spread
+    where the hand-in was made, while its threshold still decides (red). A Paddle run beyond both is red without
+    that line; an own-runs file edited after the check is left out, said in one line."""
+    def run(final):
+        log = training.TrainingLog()
+        for lr in (0.1, 0.05):
+            log.step(1.0, lr)
+        log.evaluate({"accuracy": final})
+        return log
+    depends = training.run_depends("weights", "order", {"seed": 1}, {"lr": 0.1})
+    said = "no port can meet 0.015 on that machine; the reviewer's threshold decides"
+    for paddle, widened_green in ((0.92, True), (0.95, False)):
+        folder = tmp_path / str(paddle)
+        top = folder / "log_reprod"
+        run(0.90).save(folder, "torch", depends, "test")
+        run(paddle).save(folder, "paddle", depends, "test")
+        assert training.judge_and_log(folder, 0.015, top=top, own=[run(0.91).arrays()]).passed == widened_green
+        assert "(0.025 = the task's 0.015 + torch's own spread 0.01 on this machine, looser than the guide's" in \
+            (folder / "train_align_diff.log").read_text()
+        declared = json.loads((top / "diagnostics" / "train_align_diff.json").read_text())
+        assert declared["threshold"] == 0.015 and declared["own_spread"] == pytest.approx(0.01)
+        capsys.readouterr()
+        assert cli.check(top, overrides={"train_align": 0.015}, only="train_align") == 1
+        out = capsys.readouterr().out
+        assert ("training final metric: passed" in out) == (said in out) == widened_green, out
+    own = tmp_path / "0.92" / "log_reprod" / "diagnostics" / "train_own_torch.npy"
+    save_npy(own, {**load_npy(own), "metric/accuracy": np.array([0.99])})  # edited after the check
+    assert cli.check(own.parent.parent, overrides={"train_align": 0.015}, only="train_align") == 1
+    out = capsys.readouterr().out
+    assert "train_own_torch.npy left out: the torch result is not the file its run record describes" in out, out
+    assert said not in out
 
 
 def test_the_training_log_refuses_what_it_cannot_judge():

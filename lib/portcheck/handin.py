@@ -316,10 +316,11 @@ def find_pairs(folder, max_depth: int = 4, max_files: int = 20000) -> dict:
     return {"pairs": pairs, "unpaired": unpaired, "unread": unread}
 
 
-def describe_guide(guide: diff.CheckResult, threshold: float, copy: str = "") -> str:
+def describe_guide(guide: diff.CheckResult, threshold: float, copy: str = "", spread: float = 0.0) -> str:
     """'guide green (...)' or 'guide RED (...)': the rule at `threshold`, the worst key and what reprod_log did
-    silently; RED whatever the figures when one side is a copy of the other (record.copied: `copy` says how)."""
-    rule = f"mean <= {tolerances.looser_task(guide.name, threshold) or f'{threshold:g}'}"
+    silently; RED whatever the figures when one side is a copy of the other (record.copied: `copy` says how).
+    spread: the part of `threshold` that is torch's own spread (tolerances.looser_task)."""
+    rule = f"mean <= {tolerances.looser_task(guide.name, threshold, spread) or f'{threshold:g}'}"
     if copy:
         return f"guide RED (one side is a copy of the other: {copy})"
     if stopped(guide):
@@ -386,6 +387,7 @@ class MeasuredVerdict:
     first: object = None       # an exact pair's first difference (portcheck.data.Difference), None when equal
     also: tuple = ()           # [(name, passed, detail)]: conditions judged beside the pair (a training's curves)
     bounds: dict = None        # an exact pair's {key: (ulps, the difference they allow)}, by the key's dtype
+    spread: float = 0.0        # an outcome's: the part of `threshold` that is torch's own spread on this machine
 
     @property
     def measured_passed(self) -> bool:
@@ -410,8 +412,7 @@ class MeasuredVerdict:
         if self.kind != "computed":
             largest = largest_mean(self.guide.keys)
             what = (f"exact: {rule}, same shapes and dtypes" if self.kind == "exact" else
-                    f"outcome: mean <= {'the guide' if guide_rule_of(self.name, self.threshold, self.kind) else 'the task'}"
-                    f"'s {self.threshold:g}, no float64 run of a training")
+                    f"outcome: mean <= {self._rule()}, no float64 run of a training")
             return (f"{self.kind} {'green' if self.measured_passed else 'RED'} ({what}"
                     + (f"; largest: {largest.key} max {largest.max:.3g}" if largest else "; no keys") + ")")
         bad = diff.first_diverging(self.rows)
@@ -420,6 +421,12 @@ class MeasuredVerdict:
             return "measured RED (no keys)"
         return (f"measured {'RED' if bad else 'green'} ({'failed: ' if bad else 'largest: '}{worst.name} "
                 f"{worst.problem or worst.key_figures()})")
+
+    def _rule(self) -> str:
+        """An outcome's threshold as its diff log says it: the guide's, the task's, or the task's widened."""
+        if guide_rule_of(self.name, self.threshold, self.kind):
+            return f"the guide's {self.threshold:g}"
+        return tolerances.task_rule(self.threshold, self.spread)
 
     @property
     def _largest(self) -> float:
@@ -431,7 +438,7 @@ class MeasuredVerdict:
         out = []
         guide = {k.key: k for k in self.guide.keys}
         # an outcome judged at a task's threshold above the guide's says so; "the guide's rule" only where it is
-        said = tolerances.looser_task(self.name, self.threshold) or ("the guide's rule" if guide_rule_of(
+        said = tolerances.looser_task(self.name, self.threshold, self.spread) or ("the guide's rule" if guide_rule_of(
             self.name, self.threshold, self.kind) else "the caller's rule, not the guide's")
         guide_rule = f"{self.threshold:g} ({said})"
         for g in (self.guide.keys if self.kind != "computed" else ()):
@@ -448,7 +455,8 @@ class MeasuredVerdict:
                 f"{calibrated.FLOOR:g} x eps32 x max|torch| {r.scale:.3e})" + (f"; {r.problem}" if r.problem else ""))))
         out = [(line, True) for line in out]
         same = {True: "passed", False: "FAILED", None: "not proven"}[self.same_run[0]]
-        out += [(f"same run: {same}, {self.same_run[1]}", True), (describe_guide(self.guide, self.threshold), True),
+        out += [(f"same run: {same}, {self.same_run[1]}", True),
+                (describe_guide(self.guide, self.threshold, spread=self.spread), True),
                 (self.describe_measured(), True),
                 (describe_strict(self.strict, self.threshold) + ", shown beside, not a condition", True)]
         out += [(f"{name}: {'green' if passed else 'RED'} ({detail})", True) for name, passed, detail in self.also]
@@ -586,7 +594,7 @@ def save_side(folder, pair: str, framework: str, arrays: dict, depends: dict, sc
 
 
 def judge_and_log(folder, pair: str, threshold: float = None, tables=(), after_steps: bool = False, top=None,
-                  kind: str = None, also=(), comparison=None):
+                  kind: str = None, also=(), comparison=None, spread: float = 0.0):
     """Judge <folder>/<pair>_{torch,paddle,torch64}.npy and write <pair>_diff.log (tables after the verdict
     line, where reprod_log's readers stop) and the rule it was judged by, <pair>_diff.json, which the hand-in
     checker reads back. threshold: the pair's bound on each key's mean (default: the guide's for a pair it
@@ -595,17 +603,20 @@ def judge_and_log(folder, pair: str, threshold: float = None, tables=(), after_s
     (data, labels, lr: every value equal) or "outcome" (a training result: the task's threshold, no float64
     run); default: the guide's for a pair it names, else computed; top: the hand-in folder to copy the judged pair into (hand_in), checked
     before anything is written; also: [(name, passed, detail)] judged beside the pair, part of its one verdict (a
-    training's curves); comparison: a ForwardReport or BackwardReport drawn into it (hand_in's).
+    training's curves); comparison: a ForwardReport or BackwardReport drawn into it (hand_in's); spread: an
+    outcome's threshold widened by torch's own runs on this machine (portcheck.training), judged at threshold +
+    spread and declared as the task's threshold and the spread, so a reviewer's checker reads the task's.
     Returns the MeasuredVerdict."""
     folder, pair = Path(folder), pair_name(pair)
     check_outputs(folder, [pair], top)
     threshold = tolerances.guide_threshold(pair) if threshold is None else checked_threshold(threshold, "threshold")
     k, kind = calibrated.multiple(after_steps), tolerances.kind_of(pair, kind)
     verdict = judge_measured(pair, folder / f"{pair}_torch.npy", folder / f"{pair}_paddle.npy",
-                             folder / f"{pair}{EXACT}", threshold=threshold, k=k, kind=kind)
-    verdict.also = tuple(also)
+                             folder / f"{pair}{EXACT}", threshold=threshold + spread, k=k, kind=kind)
+    verdict.also, verdict.spread = tuple(also), spread
     report.write_messages(verdict.messages() + [(line, False) for line in tables], folder / f"{pair}_diff.log")
-    report.write_json({"name": pair, "passed": verdict.passed, "threshold": threshold, "k": k, "kind": kind},
+    report.write_json({"name": pair, "passed": verdict.passed, "threshold": threshold, "k": k, "kind": kind,
+                       **({"own_spread": spread} if spread else {})},
                       report.verdict_path(folder / f"{pair}_diff.log"))
     if top is not None:
         hand_in(folder, pair, top, comparison)

@@ -191,14 +191,22 @@ def guide_threshold(pair: str, overrides: dict = None) -> float:
     return GUIDE[pair].threshold if pair in GUIDE else MEAN_BOUND
 
 
-def looser_task(pair: str, threshold: float) -> str:
+def looser_task(pair: str, threshold: float, spread: float = 0.0) -> str:
     """How a guide outcome pair judged above the guide's threshold says its rule: "the task's 0.002, looser than
     the guide's 0.0015" (a task may set its own bound on a training's result, but never silently under the
-    guide's name); "" for any other pair or threshold."""
+    guide's name); "" for any other pair or threshold. spread: how far torch's own runs widened the task's
+    threshold to `threshold` (portcheck.training's own runs), said as such, never as the task's."""
     guide = GUIDE.get(pair)
     if guide is None or guide.kind != "outcome" or not threshold > guide.threshold:
         return ""
-    return f"the task's {threshold:g}, looser than the guide's {guide.threshold:g}"
+    return f"{task_rule(threshold, spread)}, looser than the guide's {guide.threshold:g}"
+
+
+def task_rule(threshold: float, spread: float = 0.0) -> str:
+    """A task's threshold on a training's outcome, as judged: "the task's 0.002", or, widened by torch's own
+    runs on this machine, "0.016 = the task's 0.00972 + torch's own spread 0.0063 on this machine"."""
+    return (f"{threshold:g} = the task's {threshold - spread:g} + torch's own spread {spread:.3g} on this machine"
+            if spread else f"the task's {threshold:g}")
 
 
 def from_flags(tol: Tol, what: str, loosened: list, atol=None, rtol=None, atol_flag="--threshold",

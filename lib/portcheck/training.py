@@ -45,11 +45,13 @@ import numpy as np
 from portcheck import handin, record, report, tolerances
 from portcheck.data import order_fingerprint, to_numpy
 from portcheck.errors import PipelineError
-from portcheck.fileio import atomic_write, load_npy, save_npy
+from portcheck.fileio import atomic_write, load_npy, save_npy, writable
 
 PAIR = "train_align"
 LOG = "train_log"
 PLOT = "train_align.png"
+OWN = "train_own"  # train_own_torch.npy: torch's own runs of the training, as own_runs reduces them
+DIAGNOSTICS_OWN = f"{report.DIAGNOSTICS}/{OWN}_torch.npy"
 METRIC = "metric/"
 # Where the loss curves part: the guide's bound on losses after optimizer steps (bp_align's). Two correct runs of
 # a network trained from scratch with BatchNorm part beyond it within a few steps: fp32 rounding, amplified by
@@ -327,6 +329,8 @@ class TrainingReport(NamedTuple):
     loss: str          # where the loss curves part (said, not judged)
     evaluations: str = ""  # each metric's largest gap over the evaluations before the last (said, not judged)
     threshold: float = float("nan")  # the final metric's: the task's, widened by torch's own spread (own=)
+    spread: float = 0.0    # how far torch's own runs widened it
+    own: dict = None       # torch's own runs as own_runs reduces them, None without
 
     @property
     def eval_modes_logged(self) -> bool:
@@ -454,14 +458,17 @@ def noise_parameters(t: dict, p: dict, n: int) -> list:
     return [(int(i), names[i], (float(np.nanmax(gt[:, i])), top)) for i in np.flatnonzero(noise)]
 
 
-def own_spread(torch_log: dict, own) -> tuple:
-    """(how far torch's own runs end from this one, the largest over the final metrics; a line saying so; the
-    largest relative weight-norm gap at each step, or None) of `own`: torch's other runs of the same training on
-    this machine (training logs, TrainingLog.arrays), its kernels perturbed (threads, oneDNN off, another CPU's run)
-    or, with dropout, its masks drawn from another seed. Each must be the same training, only rounding (or masks)
-    apart: every row of judge_training but the final metric green against this run, else a PipelineError naming it."""
-    moved, said, norm = 0.0, [], None
+def own_runs(torch_log: dict, own) -> dict:
+    """`own`, torch's other runs of the same training on this machine (training logs, TrainingLog.arrays), its
+    kernels perturbed (threads, oneDNN off, weights moved one ulp) or, with dropout, its masks drawn from another
+    seed, reduced to what judges a port against them: {each metric: [runs] final values, "weight_norm": [runs,
+    steps], NaN past a run's end}, the file OWN a hand-in carries. Each must be the same training, only rounding
+    (or masks) apart: every row of judge_training but the final metric green against this run, else a
+    PipelineError naming it."""
     names = sorted(k for k in torch_log if k.startswith(METRIC))
+    steps = max((len(log["weight_norm"]) for log in own if "weight_norm" in log), default=0)
+    out = {n: np.full(len(own), np.nan) for n in names}
+    out["weight_norm"] = np.full((len(own), steps), np.nan)
     for i, log in enumerate(own):
         # on what both logged: a run logged before parameter norms or evaluation modes were is still a yardstick
         other = judge_training({k: v for k, v in torch_log.items() if k in log}, log, threshold=math.inf)
@@ -470,28 +477,92 @@ def own_spread(torch_log: dict, own) -> tuple:
             raise PipelineError(f"own[{i}], torch's own run, is not the same training as this one ({failed[0].name}: "
                                 f"{failed[0].detail}); give torch's run of this training with only its kernels or "
                                 "masks changed")
-        gaps = {n: abs(float(torch_log[n][-1]) - float(log[n][-1])) for n in names if n in log}
+        for n in names:
+            out[n][i] = float(log[n][-1]) if n in log else np.nan
+        if "weight_norm" in log:
+            out["weight_norm"][i, :len(log["weight_norm"])] = log["weight_norm"]
+    return out
+
+
+def own_spread(torch_log: dict, runs: dict) -> tuple:
+    """(how far torch's own runs (own_runs) end from this one, the largest over the final metrics; a line saying
+    so; the largest relative weight-norm gap at each step, or None)."""
+    moved, said, norm = 0.0, [], None
+    names = sorted(k for k in torch_log if k.startswith(METRIC))
+    for i in range(len(runs["weight_norm"])):
+        gaps = {n: abs(float(torch_log[n][-1]) - float(runs[n][i])) for n in names
+                if n in runs and np.isfinite(runs[n][i])}
         k = max(gaps, key=gaps.get, default=None)
         if k is not None:
             moved = max(moved, gaps[k])
-            said.append(f"{k[len(METRIC):]} {float(log[k][-1]):.6g}")
-        if "weight_norm" in log and "weight_norm" in torch_log:
-            n = min(len(log["weight_norm"]), len(torch_log["weight_norm"]))
+            said.append(f"{k[len(METRIC):]} {float(runs[k][i]):.6g}")
+        w = runs["weight_norm"][i]
+        if "weight_norm" in torch_log and np.isfinite(w).any():
+            n = min(int(np.isfinite(w).sum()), len(torch_log["weight_norm"]))
             a = torch_log["weight_norm"][:n]
-            rel = np.maximum.accumulate(np.abs(a - log["weight_norm"][:n]) / np.maximum(np.abs(a), 1e-300))
-            norm = rel if norm is None else np.maximum(norm[:n], rel)
+            if np.array_equal(a, w[:n]):  # this run's own bits again (the same CPU's): no spread, no yardstick
+                continue
+            rel = np.maximum.accumulate(np.abs(a - w[:n]) / np.maximum(np.abs(a), 1e-300))
+            norm = rel if norm is None else np.maximum(norm[:n], rel[:len(norm)])
     return moved, "torch's own run(s) ending " + ", ".join(said) if said else "", norm
+
+
+def below_own_spread(result: TrainingReport, task: float) -> str:
+    """Said where a reviewer's threshold `task` fails a final metric that torch's own runs (a hand-in's OWN) show
+    within torch's own spread on the machine that made it: the threshold decides, and no port can meet it there."""
+    final = next((r for r in result.rows if r.name == "final metric"), None)
+    if final is None or not final.passed or not result.spread:
+        return ""
+    runs = len(result.own["weight_norm"])
+    return (f"the final metric is beyond the task's {task:g} but within torch's own spread where the hand-in was made "
+            f"({runs} torch run(s) of the same training in {DIAGNOSTICS_OWN} end up to {result.spread:.3g} from its "
+            f"torch run): no port can meet {task:g} on that machine; the reviewer's threshold decides")
+
+
+def save_own(folder, runs: dict) -> Path:
+    """Write own_runs' reduction as OWN in folder, its run record the torch training log's, bound to it
+    (record.save_derived): the hand-in checker judges the curves and the outcome against torch's own spread
+    as check_step5 did, and leaves out a file not of this training."""
+    path = Path(folder) / f"{OWN}_torch.npy"
+    save_npy(path, runs)
+    record.save_derived(Path(folder) / f"{LOG}_torch.npy", path)
+    return path
+
+
+def load_own(folder, torch_record: dict) -> tuple:
+    """(OWN's runs or None, why it is left out or ""): the file a hand-in carries beside its torch training
+    log, used only when its record is bound to it and is that log's training's (torch_record)."""
+    path = Path(folder) / f"{OWN}_torch.npy"
+    if not path.is_file():
+        return None, ""
+    rec = record.load(path)
+    problem = ("it has no run record" if rec is None else record.bound("torch", path, rec) or
+               ("its run record is not the torch training log's" if record.differences(rec, torch_record) else ""))
+    if not problem:
+        try:
+            runs = load_npy(path)
+        except PipelineError as e:
+            problem = str(e)
+        else:
+            rows = runs.get("weight_norm")
+            if not isinstance(rows, np.ndarray) or rows.ndim != 2 or any(
+                    np.shape(v) != rows.shape[:1] for k, v in runs.items() if k != "weight_norm"):
+                problem = "it is not torch's own runs as portcheck.training.save_own writes them"
+    return (None, f"{path.name} left out: {problem}") if problem else (runs, "")
 
 
 def judge_training(torch_log: dict, paddle_log: dict, threshold: float = None, records=(None, None),
                    own=()) -> TrainingReport:
     """Two train_log records (TrainingLog.arrays) and, when known, their run records. own: torch's other runs of
-    this training on this machine (own_spread): the final metric's threshold is widened by how far they end from
-    this run, and the weight norm is held to OWN_MULTIPLE times their gap at each step (or the fixed figures, the
-    larger), torch's own spread on the user's machine."""
+    this training on this machine, their logs or own_runs' reduction of them (a hand-in's OWN file): the final
+    metric's threshold is widened by how far they end from this run (own_spread), and the weight norm is held to
+    OWN_MULTIPLE times their gap at each step (or the fixed figures, the larger), torch's own spread on the
+    user's machine."""
     threshold = tolerances.guide_threshold(PAIR) if threshold is None else threshold
     task = threshold
-    moved, own_said, own_norm = own_spread(torch_log, own) if own else (0.0, "", None)
+    if own is not None and not isinstance(own, dict):
+        own = own_runs(torch_log, own) if len(own) else None
+    moved, own_said, own_norm = own_spread(torch_log, own) if own is not None else (0.0, "", None)
     threshold = task + moved
     t, p, rows, causes = torch_log, paddle_log, [], []
     for side, log in (("torch", t), ("paddle", p)):
@@ -644,7 +715,7 @@ def judge_training(torch_log: dict, paddle_log: dict, threshold: float = None, r
             k = int(np.nanargmax(gaps)) if np.isfinite(gaps).any() else 0
             earlier.append(f"{name[len(METRIC):]} largest gap {gaps[k]:.3g} after step {int(t['eval_step'][k])} "
                            f"(torch {float(t[name][k]):.6g} vs paddle {float(p[name][k]):.6g})")
-    return TrainingReport(rows, causes, loss, "; ".join(earlier), threshold)
+    return TrainingReport(rows, causes, loss, "; ".join(earlier), threshold, moved, own)
 
 
 def plot(torch_log: dict, paddle_log: dict, out) -> str:
@@ -724,25 +795,32 @@ def judge_and_log(folder, threshold: float = None, top=None, draw: bool = True, 
     the pair as an outcome at the threshold (default: the guide's 0.15%), the curves by judge_training, one
     verdict of both; write train_align_diff.log with the curves' rows after the verdict, and the plot; hand all in
     to `top` (the curves and the plot under diagnostics/). own: torch's other runs of this training on this machine
-    (judge_training's): the pair is judged at the threshold they widen it to, which its diff log states. Returns a
-    TrainingVerdict: `.passed` is red when the final metric or any curve is."""
+    (judge_training's): the pair is judged at the threshold they widen it to, which its diff log states, and
+    they are written as OWN beside the logs and handed in with them, so the hand-in checker judges as this did.
+    Returns a TrainingVerdict: `.passed` is red when the final metric or any curve is."""
     folder = Path(folder)
+    kept = folder / f"{OWN}_torch.npy"
+    if len(own):
+        writable(kept), writable(record.path_for(kept))
     if top is not None:
-        report.hand_in_folder(top)
+        report.hand_in_folder(top, diagnostics=[kept] if len(own) else [])
     torch_log, paddle_log, records = logs(folder, [record.path_for(folder / f"{PAIR}_{side}.npy")
                                                    for side in ("torch", "paddle")])
     result = judge_training(torch_log, paddle_log, threshold, records, own)
+    if result.own is not None:
+        save_own(folder, result.own)
     lines = result.lines()
     if draw:
         lines.append(plot(torch_log, paddle_log, folder / PLOT))
     failed = [r.name for r in result.rows if not r.passed and r.name != "final metric"]  # the pair judges that one
-    verdict = handin.judge_and_log(folder, PAIR, result.threshold, tables=lines, kind="outcome", also=[(
+    task = tolerances.guide_threshold(PAIR) if threshold is None else threshold
+    verdict = handin.judge_and_log(folder, PAIR, task, tables=lines, kind="outcome", spread=result.spread, also=[(
         "training curves", not failed, f"failed: {', '.join(failed)}" if failed else
         "every row green: " + ", ".join(r.name for r in result.rows if r.name != "final metric"))])
     for line in lines:
         print(report.one_line(line))
     if top is not None:
-        extra = [folder / f"{LOG}_{side}.npy" for side in ("torch", "paddle")] + \
+        extra = [folder / f"{LOG}_{side}.npy" for side in ("torch", "paddle")] + ([kept] if len(own) else []) + \
                 ([folder / PLOT] if (folder / PLOT).is_file() and draw else [])
         report.hand_in(folder / f"{PAIR}_torch.npy", folder / f"{PAIR}_paddle.npy", folder / f"{PAIR}_diff.log",
                        top=top, diagnostics=extra)
