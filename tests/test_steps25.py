@@ -493,6 +493,21 @@ def test_the_final_metric_is_judged_on_torchs_own_spread_when_its_own_runs_are_g
         training.judge_training(t, p, threshold=0.015, own=[synthetic(0.91, lrs=(0.1, 0.1, 0.1))])
 
 
+def test_an_own_run_with_this_runs_very_bits_is_no_weight_norm_yardstick():
+    """Deterministic runs whose loss curves part at step 2: after that the weight norm is held to 16 x torch's own
+    gap. An own run with torch's very bits (the committed run, on the CPU that made it) shows a gap of 0, which would
+    hold a correct port to 1e-6 after the curves part: it is no yardstick (said, not judged), a moved run is."""
+    def run(norms, losses):
+        return {**synthetic(0.9, norms=norms), "loss": np.array(losses)}
+    t, p = run((3.0, 3.1, 3.2), (1.0, 1.0, 1.5)), run((3.0, 3.1, 3.21), (1.0, 1.0, 1.0))
+    same_bits = training.judge_training(t, p, threshold=0.01, own=[dict(t)])
+    assert same_bits.passed and "after the loss curves part, said, not judged" in row(same_bits, "weight norm").detail
+    moved = run((3.0, 3.1, 3.205), (1.0, 1.0, 1.4))
+    assert training.judge_training(t, p, threshold=0.01, own=[dict(t), moved]).passed
+    far = run((3.0, 3.1, 3.5), (1.0, 1.0, 1.0))  # a norm 9% off, beyond 16 x torch's own gap (2.5%): red
+    assert not row(training.judge_training(t, far, threshold=0.01, own=[dict(t), moved]), "weight norm").passed
+
+
 def test_a_hand_in_carries_torchs_own_runs_and_its_checker_says_what_they_show(tmp_path, capsys):
     """torch's own run ends 0.91 where torch's hand-in run ends 0.90: Paddle's 0.92 is green in-process at the task's
     0.015 widened by that 0.01, and the hand-in carries the own run (diagnostics/train_own_torch.npy), so the
