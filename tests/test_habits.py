@@ -314,17 +314,21 @@ def test_rmsprop_is_red_by_design_and_says_so_in_one_line():
 def test_adamax_where_gradients_are_small_is_red_by_design_and_says_so_in_one_line():
     """torch's Adamax adds eps to |g| inside the max, Paddle's to the decayed norm: where gradients are near eps (a
     loss scaled down, as a large summed batch divided late gives) the updates differ by about eps / |g|. Red, with
-    the one line naming both classes and the rule; an eps far below the gradients (1e-12 on both sides) is green;
-    Paddle's beta1 other than torch's is still red at the weights."""
+    the one line naming both classes, the rule and how to tell it from a bug (eps 1e-12 on both sides, which is
+    green); Paddle's beta1 other than torch's, red at the weights there, is never called "by design"."""
     small = (lambda out, y: CE[0](out, y) * 1e-2, lambda out, y: CE[1](out, y) * 1e-2)  # 189 x at eps 1e-8
     adamax = lambda eps, beta1=0.9: (lambda p: torch.optim.Adamax(p, lr=0.01, eps=eps),  # noqa: E731
                                      lambda p: paddle.optimizer.Adamax(0.01, beta1=beta1, epsilon=eps, parameters=p))
     report = mlp_backward(loss=small, optimizer=adamax(1e-8))
     assert not report.passed and len(report.by_design) == 1 and report.by_design[0] in report.table(), report.table()
     assert report.by_design[0].startswith("torch.optim.Adamax adds eps to the gradient inside the max"), report.by_design
-    assert mlp_backward(loss=small, optimizer=adamax(1e-12)).passed
-    planted = mlp_backward(optimizer=adamax(1e-8, beta1=0.8))
+    agree = mlp_backward(loss=small, optimizer=adamax(1e-12))
+    assert agree.passed
+    planted = mlp_backward(loss=small, optimizer=adamax(1e-12, beta1=0.8))  # a real bug beside a rule that is not it
     assert not planted.passed and planted.first_diverging.startswith("fc"), planted.table()
+    for report in (report, agree, planted):
+        assert "to tell it from a bug, give eps 1e-12 on both sides (a weight red then is not this rule)" in \
+            report.by_design[0] and "by design (measured" not in report.by_design[0], report.by_design
 
 
 def test_the_run_configuration_says_rmsprops_rule_not_an_eps_difference():

@@ -418,7 +418,11 @@ OPTIMIZER = "optimizer/"  # a record's key: optimizer/<the framework's public cl
 # Optimizers whose update no setting of the other framework's counterpart reproduces, each said in one line:
 # (torch's class, Paddle's class): (the rule, the settings read on each side, their names on each side)
 RMSPROP = ("torch.optim.RMSprop", "paddle.optimizer.RMSProp")
+ADAMAX = ("torch.optim.Adamax", "paddle.optimizer.Adamax")
 SQUARED = {RMSPROP: "eps"}  # the setting whose closest Paddle value is torch's squared (Paddle's inside the root)
+# Where the rule acts only as far as eps reaches the gradients: with eps far below every first gradient it moves no
+# update beyond fp32 rounding, and the line says so rather than "by design" (a beta2 planted beside it stays its own)
+NEAR_GRADIENTS = {ADAMAX: "eps"}
 BY_DESIGN = {
     RMSPROP: (
         "torch.optim.RMSprop adds eps outside the square root (lr * g / (sqrt(v) + eps)), paddle.optimizer.RMSProp "
@@ -427,7 +431,7 @@ BY_DESIGN = {
         (("alpha", "rho"), ("eps", "epsilon"), ("momentum", "momentum"), ("centered", "centered"))),
     # measured: a GroupNorm conv net on sklearn's breast cancer data, some first-layer gradients near 1e-5, red at
     # 562 x after step 1 with eps 1e-8 on both sides and green with 1e-12
-    ("torch.optim.Adamax", "paddle.optimizer.Adamax"): (
+    ADAMAX: (
         "torch.optim.Adamax adds eps to the gradient inside the max (u = max(beta2 * u, |g| + eps)), "
         "paddle.optimizer.Adamax to the decayed norm (u = max(beta2 * u + epsilon, |g|)): no Paddle setting is "
         "torch's update, which differs by about eps / |g| of each step where |g| is small (an eps far below the "
@@ -470,6 +474,13 @@ def _by_design(torch_record, paddle_record, steps) -> list:
     other = [f"{tn} {a:g} vs {pn} {b:g}" + (f" (torch's eps squared, {w:g}, is the closest)"
                                             if tn == SQUARED.get(pair) else "")
              for (tn, pn), a, b, w in zip(names, t, p, want) if not np.isclose(b, w, rtol=1e-6, atol=0.0)]
+    if pair in NEAR_GRADIENTS:  # how far the rule can reach here, and how to tell it from a bug: never "by design"
+        eps = float(t[[n[0] for n in names].index(NEAR_GRADIENTS[pair])])
+        grads = [np.abs(np.asarray(v, np.float64)) for k, v in torch_record.items() if k.startswith("grad/")]
+        smallest = min((float(g[g > 0].min()) for g in grads if np.any(g > 0)), default=np.inf)
+        return [f"{rule}; here the smallest first gradient is {smallest:.2g}, whose update it moves by up to "
+                f"{eps / (smallest + eps):.2g} x lr: to tell it from a bug, give eps 1e-12 on both sides (a weight red "
+                "then is not this rule)" + (f"; the settings differ beyond it: {', '.join(other)}" if other else "")]
     weights = [(i, r) for i, rows in enumerate(steps) for r in rows if r.judged and r.name not in ("loss", "lr")]
     red = next(((i, r) for i, r in weights if not r.passed), None)
     measured = (f"first {red[1].name.removesuffix(LAST)} after step {red[0] + 1}, the largest "
