@@ -331,6 +331,21 @@ def test_adamax_where_gradients_are_small_is_red_by_design_and_says_so_in_one_li
             report.by_design[0] and "by design (measured" not in report.by_design[0], report.by_design
 
 
+@pytest.mark.parametrize("cycle", [False, True], ids=["cycle_momentum=False", "torch's default cycle_momentum"])
+def test_a_torch_scheduler_cycling_momentum_is_said_in_one_line(cycle):
+    """torch's CyclicLR (and OneCycleLR) cycles the optimizer's momentum by default, so a plain SGD trains with
+    momentum that Paddle's CyclicLR, the lr alone, never gives: red from the second update with every lr equal,
+    the one line naming the scheduler and cycle_momentum; with cycle_momentum=False green and no line."""
+    cyclic = dict(base_lr=0.01, max_lr=0.1, step_size_up=2)
+    report = mlp_backward(steps=4, optimizer=(
+        lambda p: torch.optim.SGD(p, lr=0.01), lambda p: paddle.optimizer.SGD(paddle.optimizer.lr.CyclicLR(
+            base_learning_rate=0.01, max_learning_rate=0.1, step_size_up=2), parameters=p)),
+        scheduler=(lambda o: torch.optim.lr_scheduler.CyclicLR(o, **cyclic, cycle_momentum=cycle), None))
+    said = [line for line in report.by_design if "cycles the optimizer's momentum (cycle_momentum=True" in line]
+    assert report.passed != cycle and len(said) == cycle, report.table()
+    assert not cycle or said[0] in report.table() and "give torch's cycle_momentum=False" in said[0]
+
+
 def test_the_run_configuration_says_rmsprops_rule_not_an_eps_difference():
     """`python -m portcheck run` compares the two optimizers' settings: RMSprop's eps (1e-8) against Paddle's closest
     epsilon (1e-16) is the rule, said once, not "eps torch 1e-08 vs paddle 1e-16"; an epsilon copied as it is said

@@ -368,6 +368,8 @@ def _train(side, model, inputs, targets, loss, make_optimizer, make_scheduler, s
     before = state(model)
     out = {f"state0/{k}": v for k, v in before.items() if start is not None or k.rsplit(".", 1)[-1] in STATISTICS}
     out.update(settings)
+    if side == "torch" and getattr(sched, "cycle_momentum", False):  # OneCycleLR's, CyclicLR's: Paddle's never do
+        out[CYCLES_MOMENTUM + type(sched).__name__] = np.ones(1)
     # the first forward, every module, in the mode the caller set (train: batch statistics)
     recorder = _Recorder()
     handles = [post(recorder.hook(name)) for name, _, post in hook_points(model)]
@@ -458,6 +460,19 @@ def _optimizer_settings(opt, side) -> dict:
     paddle = side == "paddle"
     group = {k: getattr(opt, f"_{k}") for _, k in names} if paddle else opt.param_groups[0]
     return {f"{OPTIMIZER}{name}": np.array([float(group[n[paddle]]) for n in names], np.float64)}
+
+
+CYCLES_MOMENTUM = "cycle_momentum/"  # a torch record's key: its scheduler (the class named) cycles the momentum
+
+
+def _cycled(torch_record) -> list:
+    """The line for a torch scheduler that cycles its optimizer's momentum (cycle_momentum=True, the default of
+    OneCycleLR and CyclicLR): Paddle's counterparts change the lr alone, so the updates part from the second step
+    with nothing in the lr to show it (a plain SGD given momentum by torch's scheduler)."""
+    return [f"torch.optim.lr_scheduler.{k[len(CYCLES_MOMENTUM):]} cycles the optimizer's momentum (cycle_momentum="
+            f"True, its default), paddle.optimizer.lr.{k[len(CYCLES_MOMENTUM):]} the lr alone: the updates part from "
+            "the second step whatever the lr; give torch's cycle_momentum=False (with momentum fixed in the "
+            "optimizer on both sides)" for k in torch_record if k.startswith(CYCLES_MOMENTUM)]
 
 
 def _by_design(torch_record, paddle_record, steps) -> list:
@@ -621,7 +636,7 @@ def judge_backward(torch_record: dict, paddle_record: dict, name_map=None,
             rows += [row(k, f"{k[6:]}{LAST}") for k in torch_record
                      if k.startswith("final/") and f"state{i + 1}/{k[6:]}" not in torch_record]
         report.steps.append(rows)
-    report.by_design = _by_design(torch_record, paddle_record, report.steps)
+    report.by_design = _by_design(torch_record, paddle_record, report.steps) + _cycled(torch_record)
     return report
 
 
