@@ -576,7 +576,8 @@ def convert(torch_model, paddle_model, name_map=None, path=None, layouts=None, i
     LlamaLMHead, a Linear's weight in [in, out]: "transpose" from torch's Linear). A type no one declared
     whose tensors are all 1-D (an RMSNorm's scale) keeps its layout. A portcheck.Fused value, keyed by a type,
     a class name or a module name, declares a fused module whose output columns hold parts the other side computes
-    in modules of their own, or orders another way (portcheck.fused: GPT-2's c_attn; recipes.paddlenlp_gpt).
+    in modules of their own, or orders another way (portcheck.fused: GPT-2's c_attn; recipes.paddlenlp_gpt); with
+    output=False, tensors packing parts its forward reads itself (recipes.TORCH_ATTENTION: torch's in_proj_weight).
     Raises portcheck.errors.PipelineError, one line, on a module type whose layout is unknown, a module with no
     Paddle counterpart or of another type, a pairing two candidates make ambiguous, and on the keys, shapes and
     dtypes that do not match in either direction, every one of them named in that line; the Paddle model is then

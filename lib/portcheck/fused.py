@@ -14,6 +14,11 @@ q, k, v, then head 1's, ...). Every place the library reads such a module sees i
 named <module>.<part>: pairing pairs each part (with another fusion's part, or with a module of the other side),
 convert fills each part's columns, compare_forward judges each part's output, compare_backward each part's gradient
 and weights. Nothing is computed here: both sides' own runs are cut, never run again another way.
+
+A packed module, Fused(parts, output=False), holds its parts' tensors along their output axis but does not output
+them: its forward reads them itself (torch's MultiheadAttention, q, k, v in in_proj_weight [3E, E]). Its output is
+judged whole; its parts are modules that never run, each pairing with the module of its name on the other side
+(recipes.TORCH_ATTENTION: q_proj, k_proj, v_proj), filled by convert and judged by their gradients and weights.
 """
 import re
 from dataclasses import dataclass
@@ -86,7 +91,8 @@ def _own_shapes(module) -> list:
 
 def mark(record, fused: dict, model):
     """Add each fused module's fused/ key to a record (a dict or a spill.Spill), and each part's mod/ key (its
-    tensors' shapes, the output axis divided): the record says itself how to cut."""
+    tensors' shapes, the output axis divided): the record says itself how to cut. A packed module's (output=False)
+    own mod/ key then holds no tensors: a container of its parts, which never ran."""
     from portcheck import pairing
     modules = dict(model.named_modules() if not hasattr(model, "named_sublayers")
                    else model.named_sublayers(include_self=True))
