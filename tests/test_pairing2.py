@@ -799,19 +799,19 @@ def encoder_pair(**paddle_kw):
     return pt, pd
 
 
-SEQ = np.random.RandomState(5).randn(2, 6, 16).astype(np.float32)
+STATES = np.random.RandomState(5).randn(2, 6, 16).astype(np.float32)
 
 
 def test_torchs_packed_in_proj_converts_to_paddles_q_k_v_and_is_green_forward_and_backward():
     from portcheck.recipes import TORCH_ATTENTION
     pt, pd = encoder_pair()
-    state = convert(pt, pd, inputs=SEQ, layouts=TORCH_ATTENTION)
+    state = convert(pt, pd, inputs=STATES, layouts=TORCH_ATTENTION)
     packed = pt.layers[1].self_attn.in_proj_weight.detach().numpy()  # [q; k; v], each [out, in]
     assert np.array_equal(state["layers.1.self_attn.k_proj.weight"], packed[16:32].T)
     assert np.array_equal(state["layers.1.self_attn.v_proj.bias"], pt.layers[1].self_attn.in_proj_bias.detach()[32:])
-    report = compare_forward(pt.eval(), pd.eval(), SEQ, layouts=TORCH_ATTENTION, isolate=True)
+    report = compare_forward(pt.eval(), pd.eval(), STATES, layouts=TORCH_ATTENTION, isolate=True)
     assert report.passed and "layers.1.self_attn[0]" in {r.name for r in report.isolated}, report.table()
-    trained = train(pt.train(), pd.train(), SEQ, np.zeros_like(SEQ), layouts=TORCH_ATTENTION)
+    trained = train(pt.train(), pd.train(), STATES, np.zeros_like(STATES), layouts=TORCH_ATTENTION)
     assert trained.passed, trained.table()
     assert {f"grad layers.0.self_attn.{p}.in_proj_{t}" for p in ("q_proj", "k_proj", "v_proj")
             for t in ("weight", "bias")} <= {r.name for r in trained.grads}
@@ -822,10 +822,10 @@ def test_a_packed_in_proj_declared_in_the_wrong_order_is_red_at_the_attention():
     comparison is red at the first attention, forward and backward: a mis-stated layout is never accepted."""
     layouts = {"MultiheadAttention": Fused(("k_proj", "q_proj", "v_proj"), output=False)}
     pt, pd = encoder_pair()
-    convert(pt, pd, inputs=SEQ, layouts=layouts)
-    report = compare_forward(pt.eval(), pd.eval(), SEQ, layouts=layouts)
+    convert(pt, pd, inputs=STATES, layouts=layouts)
+    report = compare_forward(pt.eval(), pd.eval(), STATES, layouts=layouts)
     assert not report.passed and report.first_diverging.startswith("layers.0.self_attn"), report.table()
-    trained = train(pt.train(), pd.train(), SEQ, np.zeros_like(SEQ), layouts=layouts)
+    trained = train(pt.train(), pd.train(), STATES, np.zeros_like(STATES), layouts=layouts)
     assert not trained.passed and trained.first_diverging.startswith("layers.0.self_attn"), trained.table()
 
 
@@ -834,7 +834,7 @@ def test_a_packed_in_proj_declared_with_another_part_count_is_refused_in_one_lin
     with pytest.raises(PipelineError, match=r"torch layers\.0\.self_attn's q_proj, k_proj, v_proj, o \(its Fused "
                        r"declares 4 parts: \[12, 16\], \[12\] each; Paddle layers\.0\.self_attn\.q_proj: weight "
                        r"\[16, 16\], bias \[16\]\): declare as many parts as its tensors hold") as e:
-        convert(pt, pd, inputs=SEQ, layouts={"MultiheadAttention": Fused(("q_proj", "k_proj", "v_proj", "o"),
+        convert(pt, pd, inputs=STATES, layouts={"MultiheadAttention": Fused(("q_proj", "k_proj", "v_proj", "o"),
                                                                           output=False)})
     assert "\n" not in str(e.value)
 
@@ -843,7 +843,7 @@ def test_a_packed_in_proj_without_its_layout_is_refused_with_the_layout_that_pai
     pt, pd = encoder_pair()
     with pytest.raises(PipelineError, match=r"layouts=\{'self_attn': portcheck\.Fused\(\('q_proj', 'k_proj', "
                        r"'v_proj'\), output=False\)\}") as e:
-        convert(pt, pd, inputs=SEQ)
+        convert(pt, pd, inputs=STATES)
     layouts = suggested_layouts(str(e.value))
-    convert(pt, pd, inputs=SEQ, layouts=layouts)
-    assert compare_forward(pt.eval(), pd.eval(), SEQ, layouts=layouts).passed
+    convert(pt, pd, inputs=STATES, layouts=layouts)
+    assert compare_forward(pt.eval(), pd.eval(), STATES, layouts=layouts).passed
