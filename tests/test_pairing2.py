@@ -839,11 +839,15 @@ def test_a_packed_in_proj_declared_with_another_part_count_is_refused_in_one_lin
     assert "\n" not in str(e.value)
 
 
-def test_a_packed_in_proj_without_its_layout_is_refused_with_the_layout_that_pairs_it():
+@pytest.mark.parametrize("given", [None, {"MultiheadAttention": Fused(("q_proj", "k_proj", "v_proj"))}],
+                         ids=["no layout", "output left True"])
+def test_a_packed_in_proj_without_its_layout_is_refused_with_the_layout_that_pairs_it(given):
+    """With no entry, or one declaring its output its parts' columns (the attention's output is a third as wide):
+    refused, naming output=False, which pasted as printed pairs it."""
     pt, pd = encoder_pair()
     with pytest.raises(PipelineError, match=r"layouts=\{'self_attn': portcheck\.Fused\(\('q_proj', 'k_proj', "
                        r"'v_proj'\), output=False\)\}") as e:
-        convert(pt, pd, inputs=STATES)
+        convert(pt, pd, inputs=STATES, layouts=given)
     layouts = suggested_layouts(str(e.value))
     convert(pt, pd, inputs=STATES, layouts=layouts)
     assert compare_forward(pt.eval(), pd.eval(), STATES, layouts=layouts).passed

@@ -261,9 +261,9 @@ def pair_modules(torch_model, paddle_model, name_map=None, inputs=None, layouts=
     the weights the Paddle model holds, where it holds torch's (_held)."""
     from portcheck.compare import eval_mode, ran_on, trace  # compare imports this module
     with eval_mode(torch_model), eval_mode(paddle_model):
-        records = [fused.cut(fused.mark(ran_on(side, trace(m, inputs, _Shapes()), inputs), fused.specs(m, layouts), m))
-                   for side, m in (("torch", torch_model), ("Paddle", paddle_model))]
-        paired = pairing.pair(*records, name_map, weights_only=True)
+        whole = [fused.mark(ran_on(side, trace(m, inputs, _Shapes()), inputs), fused.specs(m, layouts), m)
+                 for side, m in (("torch", torch_model), ("Paddle", paddle_model))]  # each output as it ran
+        paired = pairing.pair(*(fused.cut(r) for r in whole), name_map, weights_only=True)
     modules = paired.modules()
     if copies is not None:
         copies.update(paired.copies())
@@ -326,7 +326,7 @@ def pair_modules(torch_model, paddle_model, name_map=None, inputs=None, layouts=
                 parts = tuple(n.rpartition(".")[2] for n in group[:ratio])
                 # its output is its parts' columns when it is as wide as theirs together; else its forward reads the
                 # packed tensors itself (torch's MultiheadAttention and its in_proj_weight): output=False
-                width = {np.shape(v)[-1] for k, v in records[0].items() if k.startswith("out/") and np.ndim(v)
+                width = {np.shape(v)[-1] for k, v in whole[0].items() if k.startswith("out/") and np.ndim(v)
                          and pairing.module_of(pairing.split_key(k)[1]) == name}
                 part = [v.shape[-1] for _, v in layers[group[0]].named_parameters(include_sublayers=False)][0]
                 return name.rpartition(".")[2], (parts, width in (set(), {ratio * part}))  # no run: nothing says
