@@ -13,7 +13,7 @@ from portcheck.errors import PipelineError
 
 torch = pytest.importorskip("torch")
 paddle = pytest.importorskip("paddle")
-from portcheck import compare_backward, compare_forward, convert  # noqa: E402
+from portcheck import compare_backward, compare_forward, convert, record  # noqa: E402
 
 IDS = np.random.RandomState(0).randint(0, 50, (2, 6)).astype(np.int64)
 
@@ -401,6 +401,7 @@ def test_gpt2_against_paddlenlp_gpt_is_green_forward_and_backward_with_its_recip
         assert np.array_equal(state["decoder.layers.0.self_attn.qkv_proj.weight"][:, 8:16], weight[:, 32:40])
     else:
         assert np.array_equal(state["decoder.layers.0.self_attn.k_proj.weight"], weight[:, 32:64])
+    assert record.model_fingerprint(pt, port=state) == record.model_fingerprint(pd, port=state)  # parts, joined
     report = compare_forward(pt, pd, GPT_IDS, layouts=layouts, isolate=True)
     assert report.passed, report.table()
     parts = {"h.0.attn.c_attn.q", "h.0.attn.c_attn.k", "h.0.attn.c_attn.v"}
@@ -809,6 +810,12 @@ def test_torchs_packed_in_proj_converts_to_paddles_q_k_v_and_is_green_forward_an
     packed = pt.layers[1].self_attn.in_proj_weight.detach().numpy()  # [q; k; v], each [out, in]
     assert np.array_equal(state["layers.1.self_attn.k_proj.weight"], packed[16:32].T)
     assert np.array_equal(state["layers.1.self_attn.v_proj.bias"], pt.layers[1].self_attn.in_proj_bias.detach()[32:])
+    # each side's own weights fingerprinted under torch's names, the parts in Paddle's layout: equal until one moves
+    assert record.model_fingerprint(pt, port=state) == record.model_fingerprint(pd, port=state)
+    moved, kept = pd.layers[0].self_attn.v_proj.bias, pd.layers[0].self_attn.v_proj.bias.numpy()
+    moved.set_value(kept + 1e-3)
+    assert record.model_fingerprint(pt, port=state) != record.model_fingerprint(pd, port=state)
+    moved.set_value(kept)
     report = compare_forward(pt.eval(), pd.eval(), STATES, layouts=TORCH_ATTENTION, isolate=True)
     assert report.passed and "layers.1.self_attn[0]" in {r.name for r in report.isolated}, report.table()
     trained = train(pt.train(), pd.train(), STATES, np.zeros_like(STATES), layouts=TORCH_ATTENTION)

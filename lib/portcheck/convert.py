@@ -706,6 +706,21 @@ class State(Mapping):
         port=state) reads on either side, so each side fingerprints its own weights under torch's names."""
         return {k: (self.origin[k], tensor.transposed) for k, (tensor, _) in self._tensors.items()}
 
+    def cut(self, key) -> list:
+        """The torch keys a Paddle key is made of when it is not one whole torch tensor (a part of a fused or packed
+        module's, or several joined), else []: such a key is fingerprinted in Paddle's layout on both sides."""
+        tensor, _ = self._tensors[key]
+        if isinstance(tensor, Joined):
+            return [t.source for t, _ in tensor.parts]
+        return [tensor.source] if tensor.source and tensor.source != self.origin.get(key) else []
+
+    def from_torch(self, key, read) -> np.ndarray:
+        """A cut key's array (cut) in Paddle's layout, made from the torch tensors read(torch key) gives."""
+        tensor, _ = self._tensors[key]
+        if isinstance(tensor, Joined):
+            return Joined(tensor.spec, [(t, read(t.source)) for t, _ in tensor.parts]).to_paddle()
+        return tensor.to_paddle(read(tensor.source))
+
     def view(self, key) -> np.ndarray:
         """The array in Paddle's layout, as a view of torch's where the layout allows (no copy)."""
         tensor, array = self._tensors[self.aliases.get(key, key)]
