@@ -310,9 +310,10 @@ def pair_modules(torch_model, paddle_model, name_map=None, inputs=None, layouts=
         return ""
 
     def fusion(name, module):
-        """(module a Fused entry names, (its parts, whether its output is theirs)) when this torch module holds n times what n unpaired modules of
-        the other side hold together (GPT-2's c_attn against q_proj, k_proj and v_proj), or it is one of n torch
-        modules an unpaired Paddle one holds n times (gate_proj and up_proj against gate_up_fused_proj)."""
+        """(module a Fused entry names, (its parts, whether its output is theirs)) when this torch module holds n
+        times what n unpaired modules of the other side hold together (GPT-2's c_attn against q_proj, k_proj and
+        v_proj), or it is one of n torch modules an unpaired Paddle one holds n times (gate_proj and up_proj against
+        gate_up_fused_proj)."""
         mine, prefix = sizes(own_tensors(module).values()), anchor(name)
         near = {n: sizes(v for _, v in layer.named_parameters(include_sublayers=False)) for n, layer in layers.items()
                 if n not in taken and n.startswith(prefix)}

@@ -333,10 +333,11 @@ MODELS = [
           [{"name": "pre-norm for post-norm", "config": {"normalize_before": True}, "step": (1, 4), "where": "layers.0",
             "cause": "normalize_before=True (torch's norm_first=False)"},
            {"name": "q and k swapped in the split", "config": {"split": ("k_proj", "q_proj", "v_proj")},
-            "step": (1, 4), "where": "layers.0.self_attn", "cause": "the layout declares in_proj's rows k, q, v: Paddle's "
-            "k_proj filled with torch's q rows"},
-           {"name": "in_proj's q rows left [out, in]", "transpose": ["layers.1.self_attn.q_proj.weight"], "step": (1, 4),
-            "where": "layers.1.self_attn", "cause": "a packed weight split without the Linear's transpose"},
+            "step": (1, 4), "where": "layers.0.self_attn",
+            "cause": "the layout declares in_proj's rows k, q, v: Paddle's k_proj filled with torch's q rows"},
+           {"name": "in_proj's q rows left [out, in]", "transpose": ["layers.1.self_attn.q_proj.weight"],
+            "step": (1, 4), "where": "layers.1.self_attn",
+            "cause": "a packed weight split without the Linear's transpose"},
            norm_eps("layers.0.norm2", "layers.0.norm2", value=1e-6)],  # torch's 1e-5, Paddle's default too
           fast=True),  # in the suite: torch's out_proj and q/k/v parts, never called, are paired by their names
     model("CNN, conv bias before BatchNorm", "cnn",
