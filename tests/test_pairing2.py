@@ -13,7 +13,7 @@ from portcheck.errors import PipelineError
 
 torch = pytest.importorskip("torch")
 paddle = pytest.importorskip("paddle")
-from portcheck import compare_backward, compare_forward, convert  # noqa: E402
+from portcheck import compare_backward, compare_forward, convert, record  # noqa: E402
 
 IDS = np.random.RandomState(0).randint(0, 50, (2, 6)).astype(np.int64)
 
@@ -401,6 +401,7 @@ def test_gpt2_against_paddlenlp_gpt_is_green_forward_and_backward_with_its_recip
         assert np.array_equal(state["decoder.layers.0.self_attn.qkv_proj.weight"][:, 8:16], weight[:, 32:40])
     else:
         assert np.array_equal(state["decoder.layers.0.self_attn.k_proj.weight"], weight[:, 32:64])
+    assert record.model_fingerprint(pt, port=state) == record.model_fingerprint(pd, port=state)  # parts, joined
     report = compare_forward(pt, pd, GPT_IDS, layouts=layouts, isolate=True)
     assert report.passed, report.table()
     parts = {"h.0.attn.c_attn.q", "h.0.attn.c_attn.k", "h.0.attn.c_attn.v"}
@@ -784,3 +785,76 @@ def test_leaves_whose_names_say_nothing_run_in_the_same_order_convert_after_one_
                                                                         real(self, *a, **k))[1])
         pd.set_state_dict(convert(pt, pd, inputs=x))
     assert compare_forward(pt, pd, x).passed and len(runs) <= 3, len(runs)
+
+
+# ---------------------------------------------------------------- torch's packed in_proj (Fused(output=False))
+
+def encoder_pair(**paddle_kw):
+    """torch's nn.TransformerEncoder (its attention's q, k, v packed in in_proj_weight [3E, E]) and Paddle's (q_proj,
+    k_proj, v_proj Linears), of one config."""
+    torch.manual_seed(0)
+    paddle.seed(0)
+    pt = torch.nn.TransformerEncoder(torch.nn.TransformerEncoderLayer(16, 4, 32, dropout=0.0, batch_first=True), 2,
+                                     enable_nested_tensor=False)
+    pd = paddle.nn.TransformerEncoder(paddle.nn.TransformerEncoderLayer(16, 4, 32, dropout=0.0, **paddle_kw), 2)
+    return pt, pd
+
+
+STATES = np.random.RandomState(5).randn(2, 6, 16).astype(np.float32)
+
+
+def test_torchs_packed_in_proj_converts_to_paddles_q_k_v_and_is_green_forward_and_backward():
+    from portcheck.recipes import TORCH_ATTENTION
+    pt, pd = encoder_pair()
+    state = convert(pt, pd, inputs=STATES, layouts=TORCH_ATTENTION)
+    packed = pt.layers[1].self_attn.in_proj_weight.detach().numpy()  # [q; k; v], each [out, in]
+    assert np.array_equal(state["layers.1.self_attn.k_proj.weight"], packed[16:32].T)
+    assert np.array_equal(state["layers.1.self_attn.v_proj.bias"], pt.layers[1].self_attn.in_proj_bias.detach()[32:])
+    # each side's own weights fingerprinted under torch's names, the parts in Paddle's layout: equal until one moves
+    assert record.model_fingerprint(pt, port=state) == record.model_fingerprint(pd, port=state)
+    moved, kept = pd.layers[0].self_attn.v_proj.bias, pd.layers[0].self_attn.v_proj.bias.numpy()
+    moved.set_value(kept + 1e-3)
+    assert record.model_fingerprint(pt, port=state) != record.model_fingerprint(pd, port=state)
+    moved.set_value(kept)
+    report = compare_forward(pt.eval(), pd.eval(), STATES, layouts=TORCH_ATTENTION, isolate=True)
+    assert report.passed and "layers.1.self_attn[0]" in {r.name for r in report.isolated}, report.table()
+    trained = train(pt.train(), pd.train(), STATES, np.zeros_like(STATES), layouts=TORCH_ATTENTION)
+    assert trained.passed, trained.table()
+    assert {f"grad layers.0.self_attn.{p}.in_proj_{t}" for p in ("q_proj", "k_proj", "v_proj")
+            for t in ("weight", "bias")} <= {r.name for r in trained.grads}
+
+
+def test_a_packed_in_proj_declared_in_the_wrong_order_is_red_at_the_attention():
+    """k and q swapped in the layout: convert fills Paddle's k_proj with torch's q rows (the shapes fit), and the
+    comparison is red at the first attention, forward and backward: a mis-stated layout is never accepted."""
+    layouts = {"MultiheadAttention": Fused(("k_proj", "q_proj", "v_proj"), output=False)}
+    pt, pd = encoder_pair()
+    convert(pt, pd, inputs=STATES, layouts=layouts)
+    report = compare_forward(pt.eval(), pd.eval(), STATES, layouts=layouts)
+    assert not report.passed and report.first_diverging.startswith("layers.0.self_attn"), report.table()
+    trained = train(pt.train(), pd.train(), STATES, np.zeros_like(STATES), layouts=layouts)
+    assert not trained.passed and trained.first_diverging.startswith("layers.0.self_attn"), trained.table()
+
+
+def test_a_packed_in_proj_declared_with_another_part_count_is_refused_in_one_line():
+    pt, pd = encoder_pair()
+    with pytest.raises(PipelineError, match=r"torch layers\.0\.self_attn's q_proj, k_proj, v_proj, o \(its Fused "
+                       r"declares 4 parts: \[12, 16\], \[12\] each; Paddle layers\.0\.self_attn\.q_proj: weight "
+                       r"\[16, 16\], bias \[16\]\): declare as many parts as its tensors hold") as e:
+        convert(pt, pd, inputs=STATES, layouts={"MultiheadAttention": Fused(("q_proj", "k_proj", "v_proj", "o"),
+                                                                          output=False)})
+    assert "\n" not in str(e.value)
+
+
+@pytest.mark.parametrize("given", [None, {"MultiheadAttention": Fused(("q_proj", "k_proj", "v_proj"))}],
+                         ids=["no layout", "output left True"])
+def test_a_packed_in_proj_without_its_layout_is_refused_with_the_layout_that_pairs_it(given):
+    """With no entry, or one declaring its output its parts' columns (the attention's output is a third as wide):
+    refused, naming output=False, which pasted as printed pairs it."""
+    pt, pd = encoder_pair()
+    with pytest.raises(PipelineError, match=r"layouts=\{'self_attn': portcheck\.Fused\(\('q_proj', 'k_proj', "
+                       r"'v_proj'\), output=False\)\}") as e:
+        convert(pt, pd, inputs=STATES, layouts=given)
+    layouts = suggested_layouts(str(e.value))
+    convert(pt, pd, inputs=STATES, layouts=layouts)
+    assert compare_forward(pt.eval(), pd.eval(), STATES, layouts=layouts).passed

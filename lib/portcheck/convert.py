@@ -64,6 +64,10 @@ def _layouts(extra=None):
         table[getattr(tnn, f"ConvTranspose{n}d")] = ((f"Conv{n}DTranspose",), _same)
         table[getattr(tnn, f"BatchNorm{n}d")] = ((f"BatchNorm{n}D", "BatchNorm"), _batch_norm)
         table[getattr(tnn, f"InstanceNorm{n}d")] = ((f"InstanceNorm{n}D",), _renamed({"weight": "scale"}))
+    # q, k and v packed along the first axis of in_proj_weight [3E, E] and in_proj_bias, a Linear's layout each:
+    # which Paddle Linear each part fills, a Fused(("q_proj", "k_proj", "v_proj"), output=False) entry says
+    table[tnn.MultiheadAttention] = (("Linear",), _renamed({"in_proj_weight": "weight", "in_proj_bias": "bias"},
+                                                           _linear))
     table[tnn.LSTM] = (("LSTM",), _same)  # gate order i, f, g, o on both sides; names weight_ih_l0, ..._reverse
     table[tnn.GRU] = (("GRU",), _same)
     # transformers' GPT-2-style Conv1D already holds [in, out], as Paddle's Linear does. Taken from sys.modules,
@@ -257,9 +261,9 @@ def pair_modules(torch_model, paddle_model, name_map=None, inputs=None, layouts=
     the weights the Paddle model holds, where it holds torch's (_held)."""
     from portcheck.compare import eval_mode, ran_on, trace  # compare imports this module
     with eval_mode(torch_model), eval_mode(paddle_model):
-        records = [fused.cut(fused.mark(ran_on(side, trace(m, inputs, _Shapes()), inputs), fused.specs(m, layouts), m))
-                   for side, m in (("torch", torch_model), ("Paddle", paddle_model))]
-        paired = pairing.pair(*records, name_map, weights_only=True)
+        whole = [fused.mark(ran_on(side, trace(m, inputs, _Shapes()), inputs), fused.specs(m, layouts), m)
+                 for side, m in (("torch", torch_model), ("Paddle", paddle_model))]  # each output as it ran
+        paired = pairing.pair(*(fused.cut(r) for r in whole), name_map, weights_only=True)
     modules = paired.modules()
     if copies is not None:
         copies.update(paired.copies())
@@ -270,7 +274,7 @@ def pair_modules(torch_model, paddle_model, name_map=None, inputs=None, layouts=
         for group in groups:
             _held(group, torch_model, paddle_model, modules)
     for name, spec in fused.specs(torch_model, layouts).items():  # a fused module is paired when its parts are
-        if all(f"{name}.{part}" in modules for part in spec.parts):
+        if spec.output and all(f"{name}.{part}" in modules for part in spec.parts):
             modules[name] = modules[f"{name}.{spec.parts[0]}"]
     layers = dict(paddle_model.named_sublayers(include_self=True))
 
@@ -306,9 +310,10 @@ def pair_modules(torch_model, paddle_model, name_map=None, inputs=None, layouts=
         return ""
 
     def fusion(name, module):
-        """(module a Fused entry names, its parts) when this torch module holds n times what n unpaired modules of
-        the other side hold together (GPT-2's c_attn against q_proj, k_proj and v_proj), or it is one of n torch
-        modules an unpaired Paddle one holds n times (gate_proj and up_proj against gate_up_fused_proj)."""
+        """(module a Fused entry names, (its parts, whether its output is theirs)) when this torch module holds n
+        times what n unpaired modules of the other side hold together (GPT-2's c_attn against q_proj, k_proj and
+        v_proj), or it is one of n torch modules an unpaired Paddle one holds n times (gate_proj and up_proj against
+        gate_up_fused_proj)."""
         mine, prefix = sizes(own_tensors(module).values()), anchor(name)
         near = {n: sizes(v for _, v in layer.named_parameters(include_sublayers=False)) for n, layer in layers.items()
                 if n not in taken and n.startswith(prefix)}
@@ -319,7 +324,13 @@ def pair_modules(torch_model, paddle_model, name_map=None, inputs=None, layouts=
         for (_, theirs), group in groups.items():
             ratio = mine[0] // theirs[0]
             if ratio >= 2 and len(group) >= ratio and all(m == ratio * t for m, t in zip(mine, theirs)):
-                return name.rpartition(".")[2], tuple(n.rpartition(".")[2] for n in group[:ratio])
+                parts = tuple(n.rpartition(".")[2] for n in group[:ratio])
+                # its output is its parts' columns when it is as wide as theirs together; else its forward reads the
+                # packed tensors itself (torch's MultiheadAttention and its in_proj_weight): output=False
+                width = {np.shape(v)[-1] for k, v in whole[0].items() if k.startswith("out/") and np.ndim(v)
+                         and pairing.module_of(pairing.split_key(k)[1]) == name}
+                part = [v.shape[-1] for _, v in layers[group[0]].named_parameters(include_sublayers=False)][0]
+                return name.rpartition(".")[2], (parts, width in (set(), {ratio * part}))  # no run: nothing says
         parent = name.rpartition(".")[0]
         siblings = [n for n, m in t_modules.items() if n.rpartition(".")[0] == parent and n not in t_taken
                     and sizes(own_tensors(m).values()) == mine]
@@ -327,7 +338,7 @@ def pair_modules(torch_model, paddle_model, name_map=None, inputs=None, layouts=
             ratio = theirs[0] // mine[0] if theirs and mine else 0
             if ratio >= 2 and len(siblings) >= ratio and len(theirs) == len(mine) and \
                     all(t == ratio * m for m, t in zip(mine, theirs)):
-                return n.rpartition(".")[2], tuple(s.rpartition(".")[2] for s in siblings[:ratio])
+                return n.rpartition(".")[2], (tuple(s.rpartition(".")[2] for s in siblings[:ratio]), True)
         return None
 
     def said(name, module):
@@ -357,10 +368,29 @@ def pair_modules(torch_model, paddle_model, name_map=None, inputs=None, layouts=
                         "each" + ("" if inputs is not None else ", or inputs= to pair them by a run") + (
                             "; one module holds what several of the other side hold together: if its columns hold "
                             "them one after the other, layouts={" + ", ".join(
-                                f"{k!r}: portcheck.Fused({v!r})" for k, v in fusions.items()) + "} (heads=n if they "
+                                _fused_entry(k, v) for k, v in fusions.items()) + "} (heads=n if they "
                             "go per head)" if fusions else ""))
+    lost = {name: [part for part in spec.parts if f"{name}.{part}" not in modules]
+            for name, spec in fused.specs(torch_model, layouts).items()}
+    lost = {name: parts for name, parts in lost.items() if parts}
+    if lost:  # a layouts entry of more or fewer parts than the tensors hold: its parts fit no Paddle module
+        name, parts = next(iter(lost.items()))
+        spec, like = fused.specs(torch_model, layouts)[name], layers.get(f"{name}.{parts[0]}")
+        problems.append(f"{len(lost)} fused module(s)' parts pair with no Paddle module: torch {name}'s "
+                        f"{', '.join(parts)} (its Fused declares {len(spec.parts)} parts: "
+                        f"{', '.join(str(s) for s in fused.part_shapes(t_modules[name], spec))} each"
+                        + (f"; Paddle {name}.{parts[0]}: "
+                           f"{shapes(like.named_parameters(include_sublayers=False))}" if like is not None else "")
+                        + "): declare as many parts as its tensors hold, in their order")
     missing = "; and ".join(problems)
     return {t: "" if p == pairing.ROOT else p for t, p in modules.items()}, missing
+
+
+def _fused_entry(key: str, how: tuple) -> str:
+    """A layouts entry declaring a fused module, as pair_modules suggests it: how = (its parts, whether its output
+    is their columns)."""
+    parts, output = how
+    return f"{key!r}: portcheck.Fused({parts!r}{'' if output else ', output=False'})"
 
 
 def _held(group: list, torch_model, paddle_model, modules: dict) -> bool:
@@ -547,7 +577,8 @@ def convert(torch_model, paddle_model, name_map=None, path=None, layouts=None, i
     LlamaLMHead, a Linear's weight in [in, out]: "transpose" from torch's Linear). A type no one declared
     whose tensors are all 1-D (an RMSNorm's scale) keeps its layout. A portcheck.Fused value, keyed by a type,
     a class name or a module name, declares a fused module whose output columns hold parts the other side computes
-    in modules of their own, or orders another way (portcheck.fused: GPT-2's c_attn; recipes.paddlenlp_gpt).
+    in modules of their own, or orders another way (portcheck.fused: GPT-2's c_attn; recipes.paddlenlp_gpt); with
+    output=False, tensors packing parts its forward reads itself (recipes.TORCH_ATTENTION: torch's in_proj_weight).
     Raises portcheck.errors.PipelineError, one line, on a module type whose layout is unknown, a module with no
     Paddle counterpart or of another type, a pairing two candidates make ambiguous, and on the keys, shapes and
     dtypes that do not match in either direction, every one of them named in that line; the Paddle model is then
@@ -675,6 +706,21 @@ class State(Mapping):
         """{Paddle key: (its torch key, whether its layout is transposed)}: what record.model_fingerprint(model,
         port=state) reads on either side, so each side fingerprints its own weights under torch's names."""
         return {k: (self.origin[k], tensor.transposed) for k, (tensor, _) in self._tensors.items()}
+
+    def cut(self, key) -> list:
+        """The torch keys a Paddle key is made of when it is not one whole torch tensor (a part of a fused or packed
+        module's, or several joined), else []: such a key is fingerprinted in Paddle's layout on both sides."""
+        tensor, _ = self._tensors[key]
+        if isinstance(tensor, Joined):
+            return [t.source for t, _ in tensor.parts]
+        return [tensor.source] if tensor.source and tensor.source != self.origin.get(key) else []
+
+    def from_torch(self, key, read) -> np.ndarray:
+        """A cut key's array (cut) in Paddle's layout, made from the torch tensors read(torch key) gives."""
+        tensor, _ = self._tensors[key]
+        if isinstance(tensor, Joined):
+            return Joined(tensor.spec, [(t, read(t.source)) for t, _ in tensor.parts]).to_paddle()
+        return tensor.to_paddle(read(tensor.source))
 
     def view(self, key) -> np.ndarray:
         """The array in Paddle's layout, as a view of torch's where the layout allows (no copy)."""

@@ -14,6 +14,11 @@ q, k, v, then head 1's, ...). Every place the library reads such a module sees i
 named <module>.<part>: pairing pairs each part (with another fusion's part, or with a module of the other side),
 convert fills each part's columns, compare_forward judges each part's output, compare_backward each part's gradient
 and weights. Nothing is computed here: both sides' own runs are cut, never run again another way.
+
+A packed module, Fused(parts, output=False), holds its parts' tensors along their output axis but does not output
+them: its forward reads them itself (torch's MultiheadAttention, q, k, v in in_proj_weight [3E, E]). Its output is
+judged whole; its parts are modules that never run, each pairing with the module of its name on the other side
+(recipes.TORCH_ATTENTION: q_proj, k_proj, v_proj), filled by convert and judged by their gradients and weights.
 """
 import re
 from dataclasses import dataclass
@@ -28,6 +33,11 @@ class Fused:
     """How a fused module's output columns hold its parts (see the module docstring)."""
     parts: tuple = ("q", "k", "v")
     heads: int = 0  # 0: the parts one after the other; n: per head, each head's parts one after the other
+    # False: the module's output is not its parts' columns; its forward reads the packed tensors without running
+    # them as modules (torch's MultiheadAttention: in_proj_weight [3E, E], q, k, v along its first axis, read by
+    # F.multi_head_attention_forward, which returns the attention's output). Its parts are then modules that
+    # never run, judged by their tensors (gradients, weights after each step); its output stays whole
+    output: bool = True
 
     def __post_init__(self):
         from portcheck.errors import PipelineError
@@ -40,6 +50,8 @@ class Fused:
         object.__setattr__(self, "parts", tuple(parts))
         if not isinstance(self.heads, int) or self.heads < 0:
             raise PipelineError(f"Fused: heads must be a whole number (0: no heads), got {self.heads!r}")
+        if not isinstance(self.output, bool):
+            raise PipelineError(f"Fused: output must be True or False, got {self.output!r}")
 
     def columns(self, width: int) -> list:
         """[index array of each part's columns] of an output `width` columns wide, or None when the width does not
@@ -65,28 +77,48 @@ def specs(model, layouts) -> dict:
     for name, module in named:
         keys = [name, name.rpartition(".")[2]] + [k for t in type(module).__mro__ for k in (t, t.__name__)]
         spec = next((declared[k] for k in keys if k in declared), None)
-        if spec is not None and name:
+        # a module holding no tensor of its own holds no parts (a name both sides share: Paddle's self_attn)
+        if spec is not None and name and _own_shapes(module):
             out[name] = spec
     return out
 
 
+def _own_shapes(module) -> list:
+    """The shapes of the tensors a module of either framework holds itself (pairing's)."""
+    from portcheck import pairing
+    return pairing._own(module)[0][3]
+
+
 def mark(record, fused: dict, model):
     """Add each fused module's fused/ key to a record (a dict or a spill.Spill), and each part's mod/ key (its
-    tensors' shapes, the output axis divided): the record says itself how to cut."""
+    tensors' shapes, the output axis divided): the record says itself how to cut. A packed module's (output=False)
+    own mod/ key then holds no tensors: a container of its parts, which never ran."""
     from portcheck import pairing
     modules = dict(model.named_modules() if not hasattr(model, "named_sublayers")
                    else model.named_sublayers(include_self=True))
     for name, spec in fused.items():
-        record[f"{KEY}{name}/{','.join(spec.parts)}"] = np.array([spec.heads], dtype=np.int64)
         module = modules[name]
-        shapes = [list(s) for s in pairing._own(module)[0][3]]  # the module itself comes first
-        axis = 0 if _torch_linear(module) else -1  # the output axis of each tensor: torch's Linear holds [out, in]
-        for s in shapes:
-            s[axis if len(s) > 1 else -1] //= len(spec.parts)
-        flat = [len(list(module.children())), len(shapes)] + [d for s in shapes for d in (len(s), *s)]
+        children = len(list(module.children()))
+        record[f"{KEY}{name}/{','.join(spec.parts)}"] = np.array([spec.heads] + ([] if spec.output else [0]),
+                                                                 dtype=np.int64)
+        if not spec.output:  # no output to cut: the record holds the module as a container of its parts, never run
+            record[f"{pairing.META}{name}/{type(module).__name__}"] = np.array([children + len(spec.parts), 0],
+                                                                              dtype=np.int64)
+        shapes = part_shapes(module, spec)
+        flat = [0 if not spec.output else children, len(shapes)] + [d for s in shapes for d in (len(s), *s)]
         for part in spec.parts:
             record[f"{pairing.META}{name}.{part}/{type(module).__name__}"] = np.array(flat, dtype=np.int64)
     return record
+
+
+def part_shapes(module, spec: Fused) -> list:
+    """The shapes of the tensors each part of a fused module holds, in the module's own layout: the output axis
+    divided (torch's Linear holds [out, in], and so does a packed module: in_proj_weight [3E, E])."""
+    shapes = [list(s) for s in _own_shapes(module)]
+    axis = 0 if _torch_linear(module) or (not spec.output and not hasattr(module, "named_sublayers")) else -1
+    for s in shapes:
+        s[axis if len(s) > 1 else -1] //= len(spec.parts)
+    return shapes
 
 
 def _torch_linear(module) -> bool:
@@ -95,14 +127,23 @@ def _torch_linear(module) -> bool:
     return torch is not None and isinstance(module, torch.nn.Linear)
 
 
-def declared(record) -> dict:
-    """{module name: Fused} a record's fused/ keys declare."""
+def declared(record, output=True) -> dict:
+    """{module name: Fused} a record's fused/ keys declare, those whose output is their parts' columns (what is cut);
+    output=False: those whose parts never run (packed)."""
     out = {}
     for key in record:
         if key.startswith(KEY):
             name, _, parts = key[len(KEY):].rpartition("/")
-            out[name] = Fused(tuple(parts.split(",")), int(np.asarray(record[key]).reshape(-1)[0]))
+            value = [int(v) for v in np.asarray(record[key]).reshape(-1)]  # [heads], [heads, 0] for output=False
+            spec = Fused(tuple(parts.split(",")), value[0], len(value) < 2)
+            if spec.output == output:
+                out[name] = spec
     return out
+
+
+def packed_parts(record) -> set:
+    """The parts <module>.<part> of a record's packed modules (Fused(output=False)): modules that never run."""
+    return {f"{name}.{part}" for name, spec in declared(record, output=False).items() for part in spec.parts}
 
 
 _SPLIT = re.compile(r"^((?:f64:)?(?:out|in)/)([^#\[:]*)(#\d+)?(.*)$")  # a module call's output or first input

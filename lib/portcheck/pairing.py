@@ -371,6 +371,8 @@ def pair(torch_record: dict, paddle_record: dict, name_map=None, weights_only=Fa
         return bool(first) and all(_same(first, _outputs(record, c.name)) for c in candidates[1:])
 
     forbidden, calls, unsettled, refused, fusions = set(), {c.name: c for c in ts}, set(), [], {}
+    from portcheck.fused import packed_parts  # fused reads pairing's records: imported here, where it is needed
+    packed = packed_parts(torch_record)
     fixed_p = set(fixed.values())
     # what can score: a pair the map gives, else two calls holding the same shapes (similarity)
     groups = (lambda t: ("map", fixed[t.name]) if t.name in fixed else t.tensors,
@@ -388,6 +390,16 @@ def pair(torch_record: dict, paddle_record: dict, name_map=None, weights_only=Fa
             kept = lambda c: (c.tensors or first) and (c.outputs or not (first and ran))
             left_t = [c for c in ts if c.name not in pairs and c.module not in result.missing and kept(c)]
             left_p = [c for c in ps if c.name not in taken and kept(c)]
+            if packed:
+                # a packed module's parts never run (torch's MultiheadAttention reads q, k and v from in_proj_weight):
+                # no order places them, their names do, where the other side holds a module of that very name that
+                # fits (Fused(("q_proj", "k_proj", "v_proj"), output=False) against Paddle's q_proj, k_proj, v_proj)
+                same = {p.name: p for p in left_p}
+                named_here = {t.name: t.name for t in left_t if t.name in packed and t.name in same
+                              and t.name not in fixed and score(t, same[t.name]) is not None}
+                pairs.update(named_here)
+                left_t = [c for c in left_t if c.name not in named_here]
+                left_p = [c for c in left_p if c.name not in named_here.values()]
             found, ties = _align(left_t, left_p, score, harmless, groups)
             if weights_only:  # a tie among calls of one module on each side sends the same weights either way
                 ties = [tie for tie in ties if any(c.tensors for c in _tied(tie, left_t, left_p))

@@ -49,3 +49,10 @@ def paddlenlp_llama(fused_qkv: bool = False, fused_ffn: bool = False) -> dict:
     if fused_ffn:
         out["gate_up_fused_proj"] = Fused(("gate", "up"))
     return out
+
+
+# torch's nn.MultiheadAttention (nn.TransformerEncoderLayer's self_attn) against Paddle's nn.MultiHeadAttention: torch
+# packs q, k and v along the first axis of in_proj_weight [3E, E] and in_proj_bias [3E], which its forward reads
+# itself; Paddle computes them in its Linears q_proj, k_proj and v_proj. Each part pairs with the Paddle Linear of its
+# name: convert fills it (transposed, as a Linear), compare_backward judges its gradient and weights
+TORCH_ATTENTION = {"MultiheadAttention": Fused(("q_proj", "k_proj", "v_proj"), output=False)}

@@ -61,14 +61,19 @@ def model_fingerprint(model, port=None) -> str:
     if port is not None:
         carried, state = port.carried(), model.state_dict()
         paddle = hasattr(model, "named_sublayers")
-        missing = [k if paddle else name for k, (name, _) in carried.items() if (k if paddle else name) not in state]
+        # a part of a torch tensor (a fused or packed module's: in_proj_weight's q rows), or several joined, is
+        # hashed in Paddle's layout on both sides, made from the torch tensors it is cut from
+        cut = {k: port.cut(k) for k in carried}
+        missing = [n for k, (name, _) in carried.items() for n in ([k] if paddle else cut[k] or [name])
+                   if n not in state]
         if missing:
             raise PipelineError(f"model_fingerprint: the {'Paddle' if paddle else 'torch'} model holds no "
                                 f"{', '.join(missing[:3])}: pass the model the conversion `port` was made for")
         if paddle:
-            return fingerprint((name, state[k].numpy().T if transposed else state[k].numpy())
+            return fingerprint((name, state[k].numpy().T if transposed and not cut[k] else state[k].numpy())
                                for k, (name, transposed) in carried.items())
-        return fingerprint((name, _numpy(state[name])) for name, _ in carried.values())
+        return fingerprint((name, port.from_torch(k, lambda n: _numpy(state[n])) if cut[k] else _numpy(state[name]))
+                           for k, (name, _) in carried.items())
     if hasattr(model, "named_sublayers"):  # Paddle
         import paddle
         linear = {f"{name}.weight" if name else "weight" for name, layer in model.named_sublayers(include_self=True)

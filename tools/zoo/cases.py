@@ -328,12 +328,18 @@ MODELS = [
     model("GRU (torch / paddle)", "gru",
           [{"name": "gates z, r, n", "gates": [("weight_hh_l0", [1, 0, 2])], "step": 1, "where": "",
             "cause": "torch packs the gates r, z, n"}]),
+    # torch packs q, k, v in in_proj_weight, Paddle splits them: portcheck.recipes.TORCH_ATTENTION (Fused, output=False)
     model("TransformerEncoder (torch / paddle)", "transformer encoder",
-          [{"name": "pre-norm for post-norm", "config": {"normalize_before": True}, "step": 1, "where": "layers.0",
-            "cause": "normalize_before=True (torch's norm_first=False)"}], steps=(1,),
-          not_covered="Step 4: compare_backward needs a layout for torch's MultiheadAttention (q, k, v packed in "
-          "in_proj) against Paddle's split q_proj/k_proj/v_proj, which no layouts= value states (issue 47)",
-          fast=True),  # in the suite: torch's out_proj, never called, is paired by its name (pairing._by_name)
+          [{"name": "pre-norm for post-norm", "config": {"normalize_before": True}, "step": (1, 4), "where": "layers.0",
+            "cause": "normalize_before=True (torch's norm_first=False)"},
+           {"name": "q and k swapped in the split", "config": {"split": ("k_proj", "q_proj", "v_proj")},
+            "step": (1, 4), "where": "layers.0.self_attn",
+            "cause": "the layout declares in_proj's rows k, q, v: Paddle's k_proj filled with torch's q rows"},
+           {"name": "in_proj's q rows left [out, in]", "transpose": ["layers.1.self_attn.q_proj.weight"],
+            "step": (1, 4), "where": "layers.1.self_attn",
+            "cause": "a packed weight split without the Linear's transpose"},
+           norm_eps("layers.0.norm2", "layers.0.norm2", value=1e-6)],  # torch's 1e-5, Paddle's default too
+          fast=True),  # in the suite: torch's out_proj and q/k/v parts, never called, are paired by their names
     model("CNN, conv bias before BatchNorm", "cnn",
           [norm_eps("1", "1", value=1e-3),
            {"name": "BatchNorm momentum 0.1 (torch's value, Paddle's convention is 1 - it)",

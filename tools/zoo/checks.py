@@ -17,7 +17,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from portcheck import compare_backward, compare_forward, convert, handin, record, record_value
+from portcheck import Fused, compare_backward, compare_forward, convert, handin, record, record_value
 from portcheck.compare import F64
 
 import paddle
@@ -627,11 +627,16 @@ def recurrent(kind):
 
 
 def transformer_encoder(config):
+    """torch's attention packs q, k, v in in_proj_weight [3E, E], Paddle's computes them in q_proj, k_proj, v_proj:
+    the recipe's layout, as a user passes it (config["split"]: the parts in another order, a mis-stated layout)."""
+    from portcheck.recipes import TORCH_ATTENTION
+    split = config.pop("split", None)
     pt = torch.nn.TransformerEncoder(torch.nn.TransformerEncoderLayer(16, 4, 32, dropout=0.0, batch_first=True), 2,
                                      enable_nested_tensor=False)
     layer = paddle.nn.TransformerEncoderLayer(16, 4, 32, dropout=0.0, **config)
     pd = paddle.nn.TransformerEncoder(layer, 2)
-    return pt, pd, np.random.RandomState(0).randn(2, 6, 16).astype("float32"), None
+    layouts = {"MultiheadAttention": Fused(split, output=False)} if split else TORCH_ATTENTION
+    return pt, pd, np.random.RandomState(0).randn(2, 6, 16).astype("float32"), layouts
 
 
 def cnn(config):
@@ -666,37 +671,14 @@ def _first(out):
     return out[0]
 
 
-def _hand_converted_encoder(pt, pd):
-    """The port's own conversion of torch's TransformerEncoder: its attention packs q, k, v in one in_proj tensor,
-    which portcheck.convert has no layout for (no API states a packed-against-split pair)."""
-    state = {}
-    for k, v in pt.state_dict().items():
-        v = v.detach().numpy()
-        if "in_proj" in k:
-            prefix = k.split("in_proj")[0]
-            for name, part in zip(("q_proj", "k_proj", "v_proj"), np.split(v, 3)):
-                state[f"{prefix}{name}.{'weight' if k.endswith('weight') else 'bias'}"] = \
-                    part.T if k.endswith("weight") else part
-        elif v.ndim == 2:
-            state[k] = v.T
-        else:
-            state[k] = v
-    return state
-
-
-HAND = {"transformer encoder": _hand_converted_encoder}
-
-
 def model(case, plant) -> list:
     """Step 1: compare_forward in eval mode, cumulative and isolated; Step 4 (when the case covers it):
     compare_backward, 2 steps of momentum SGD on a mean-square loss of the model's first output."""
     torch.manual_seed(case.get("seed", 0))
     paddle.seed(case.get("seed", 0))
     pt, pd, x, layouts = MODELS[case["model"]]({**case.get("config", {}), **((plant or {}).get("config") or {})})
-    hand = HAND.get(case["model"])
     name_map = case.get("name_map")
-    pd.set_state_dict(hand(pt, pd) if hand else convert(pt, pd, name_map, inputs=x, layouts=layouts,
-                                                        keep=case.get("keep", ())))
+    pd.set_state_dict(convert(pt, pd, name_map, inputs=x, layouts=layouts, keep=case.get("keep", ())))
     plant_paddle(pd, plant)
     out = forward_judgements(compare_forward(pt.eval(), pd.eval(), x, name_map, isolate=True, layouts=layouts))
     if 4 in case["steps"]:
