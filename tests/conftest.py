@@ -5,12 +5,17 @@ BERT_ALIGN_HOME pointing at a temporary folder so the repository's own results
 are never touched.
 """
 import portcheck.runtime  # first: offline mode, threads, allocator, before any test imports torch/paddle
+import contextlib
 import fcntl
+import io
 import json
 import os
+import re
+import runpy
 import shutil
 import subprocess
 import sys
+import traceback
 
 import pytest
 
@@ -45,6 +50,12 @@ SETUP = ["weights/torch_bert_weights.py", "weights/torch2paddle.py",
          "classifier_weights/generate_classifier_weights.py", "fake_data/gen_fake_data.py"]
 
 
+# The pipeline's checks and check_pair import no framework (test_layout.test_checks_load_no_framework): run()
+# runs them in this process, as inproc, without an interpreter's and numpy's start-up and check_step5's matplotlib
+# import each time (0.4 to 2 s a run, ~100 runs a suite). A run with a plant or its own environment is a process.
+IN_PROCESS = re.compile(r"pipeline/(Step\d/check_step\d|check_log_reprod|check_pair)\.py")
+
+
 def run(script, *args, home, plant=None, cwd="/tmp", check=None, env=None):
     """Run a repo script (path relative to the root) under BERT_ALIGN_HOME=home.
 
@@ -54,11 +65,45 @@ def run(script, *args, home, plant=None, cwd="/tmp", check=None, env=None):
     cmd = [sys.executable]
     cmd += [str(ROOT / "tests" / "plant.py"), plant] if plant else []
     cmd += [str(ROOT / script), *map(str, args)]
-    env = dict(os.environ, BERT_ALIGN_HOME=str(home), PYTHONWARNINGS="ignore", OMP_NUM_THREADS=THREADS, **(env or {}))
-    proc = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True)
+    if plant is None and env is None and IN_PROCESS.fullmatch(str(script)):
+        proc = inproc(script, *args, home=home, cwd=cwd)
+    else:
+        env = dict(os.environ, BERT_ALIGN_HOME=str(home), PYTHONWARNINGS="ignore", OMP_NUM_THREADS=THREADS, **(env or {}))
+        proc = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True)
     if check is not None:
         assert proc.returncode == check, f"{' '.join(cmd)} -> {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
     return proc
+
+
+def inproc(script, *args, home, cwd=None):
+    """Run a repo script's __main__ in this process under BERT_ALIGN_HOME=home, as a process would: its exit code,
+    stdout and stderr (an uncaught exception's traceback there, exit 1); only for scripts that end before they
+    import a framework (flag and path checks) or never import one (IN_PROCESS)."""
+    out, err, code = io.StringIO(), io.StringIO(), 0
+    saved = sys.argv, os.environ.get("BERT_ALIGN_HOME"), os.getcwd()
+    sys.argv = [str(ROOT / script), *map(str, args)]
+    os.environ["BERT_ALIGN_HOME"] = str(home)
+    os.chdir(cwd or "/tmp")
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                runpy.run_path(str(ROOT / script), run_name="__main__")
+            except SystemExit as e:
+                if isinstance(e.code, str):
+                    print(e.code, file=err)
+                code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+            except Exception:
+                traceback.print_exc(file=err)
+                code = 1
+    finally:
+        sys.argv = saved[0]
+        os.chdir(saved[2])
+        if saved[1] is None:
+            os.environ.pop("BERT_ALIGN_HOME", None)
+        else:
+            os.environ["BERT_ALIGN_HOME"] = saved[1]
+    return subprocess.CompletedProcess([sys.executable, str(ROOT / script), *map(str, args)], code,
+                                       out.getvalue(), err.getvalue())
 
 
 def pytest_collection_modifyitems(items):
