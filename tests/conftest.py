@@ -5,12 +5,17 @@ BERT_ALIGN_HOME pointing at a temporary folder so the repository's own results
 are never touched.
 """
 import portcheck.runtime  # first: offline mode, threads, allocator, before any test imports torch/paddle
+import contextlib
 import fcntl
+import io
 import json
 import os
+import re
+import runpy
 import shutil
 import subprocess
 import sys
+import traceback
 
 import pytest
 
@@ -26,23 +31,31 @@ THREADS = str(max(1, len(os.sched_getaffinity(0)) // WORKERS))
 # pytest.ini hands out whole files (--dist loadfile) in collection order, the next file to the first worker that
 # is free; this puts the longest first, so the last file to start is a short one and the workers finish together.
 # Seconds per file, measured with `python -m pytest --junitxml` on idle cores (2026-11-26, third session: 932 tests,
-# 13:23, 1565 s of tests); a file missing here starts last, which costs only time. test_hand_in's figure (168
-# measured) is raised above the largest on purpose to send it first: it builds run_all_home, which test_step2 and
-# test_step4 start from, before either begins (a worker needing it mid-build would wait), and needs no tiny home at
-# its start, so the first two files do not both wait for the shared tiny home (shared_home).
-FILE_SECONDS = {"test_hand_in.py": 200, "test_resnet18.py": 199, "test_edges.py": 166, "test_step5.py": 147,
-                "test_mid_size.py": 120, "test_run_scripts.py": 115, "test_step4.py": 95, "test_step2.py": 85,
-                "test_distributed.py": 80, "test_convert.py": 40, "test_run_launchers.py": 38, "test_step1.py": 32,
-                "test_inputs.py": 27, "test_hostile.py": 20, "test_steps25.py": 20, "test_pairing.py": 17,
-                "test_five_steps.py": 17, "test_docs_blocks.py": 16, "test_plot.py": 16, "test_step3.py": 16,
-                "test_zoo.py": 15, "test_layout.py": 15, "test_grouping.py": 12, "test_docs_site.py": 11,
-                "test_weight_stats.py": 10, "test_newcomer.py": 9, "test_contestant.py": 9, "test_pairing2.py": 9,
-                "test_k_backward.py": 8, "test_hostile3.py": 7, "test_habits.py": 5, "test_size.py": 4,
+# 13:23, 1565 s of tests), less what in-process checks (IN_PROCESS: 1.2 s a check_step5 run, 0.4 s another's) and
+# later framework imports (a refused torch2paddle.py, the --help probe) save each file, measured a run at a time;
+# a file missing here starts last, which costs only time. test_hand_in's figure (168 measured) is raised above the
+# largest on purpose to send it first: it builds run_all_home, which test_step2 and test_step4 start from, before
+# either begins (a worker needing it mid-build would wait), and needs no tiny home at its start, so the first two
+# files do not both wait for the shared tiny home (shared_home).
+FILE_SECONDS = {"test_hand_in.py": 200, "test_resnet18.py": 197, "test_edges.py": 155, "test_step5.py": 139,
+                "test_mid_size.py": 117, "test_run_scripts.py": 115, "test_step4.py": 90, "test_step2.py": 81,
+                "test_distributed.py": 78, "test_run_launchers.py": 38, "test_convert.py": 32, "test_step1.py": 30,
+                "test_inputs.py": 25, "test_layout.py": 23, "test_hostile.py": 20, "test_steps25.py": 20,
+                "test_pairing.py": 17, "test_five_steps.py": 17, "test_docs_blocks.py": 16, "test_plot.py": 16,
+                "test_zoo.py": 15, "test_step3.py": 14, "test_docs_site.py": 11, "test_grouping.py": 10,
+                "test_weight_stats.py": 10, "test_newcomer.py": 9, "test_pairing2.py": 9, "test_k_backward.py": 8,
+                "test_hostile3.py": 7, "test_habits.py": 5, "test_contestant.py": 4, "test_size.py": 4,
                 "test_hostile4.py": 4, "test_flags.py": 3, "test_models.py": 3, "test_library.py": 3,
                 "test_diff.py": 3, "test_rules.py": 1, "test_align.py": 1, "test_engine.py": 1, "test_docs.py": 1,
                 "test_keys.py": 1}
 SETUP = ["weights/torch_bert_weights.py", "weights/torch2paddle.py",
          "classifier_weights/generate_classifier_weights.py", "fake_data/gen_fake_data.py"]
+
+
+# The pipeline's checks and check_pair import no framework (test_layout.test_checks_load_no_framework): run()
+# runs them in this process, as inproc, without an interpreter's and numpy's start-up and check_step5's matplotlib
+# import each time (0.4 to 2 s a run, ~100 runs a suite). A run with a plant or its own environment is a process.
+IN_PROCESS = re.compile(r"pipeline/(Step\d/check_step\d|check_log_reprod|check_pair)\.py")
 
 
 def run(script, *args, home, plant=None, cwd="/tmp", check=None, env=None):
@@ -54,11 +67,46 @@ def run(script, *args, home, plant=None, cwd="/tmp", check=None, env=None):
     cmd = [sys.executable]
     cmd += [str(ROOT / "tests" / "plant.py"), plant] if plant else []
     cmd += [str(ROOT / script), *map(str, args)]
-    env = dict(os.environ, BERT_ALIGN_HOME=str(home), PYTHONWARNINGS="ignore", OMP_NUM_THREADS=THREADS, **(env or {}))
-    proc = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True)
+    if plant is None and env is None and IN_PROCESS.fullmatch(str(script)):
+        proc = inproc(script, *args, home=home, cwd=cwd)
+    else:
+        env = dict(os.environ, BERT_ALIGN_HOME=str(home), PYTHONWARNINGS="ignore", OMP_NUM_THREADS=THREADS,
+                   **(env or {}))
+        proc = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True)
     if check is not None:
         assert proc.returncode == check, f"{' '.join(cmd)} -> {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
     return proc
+
+
+def inproc(script, *args, home, cwd=None):
+    """Run a repo script's __main__ in this process under BERT_ALIGN_HOME=home, as a process would: its exit code,
+    stdout and stderr (an uncaught exception's traceback there, exit 1); only for scripts that end before they
+    import a framework (flag and path checks) or never import one (IN_PROCESS)."""
+    out, err, code = io.StringIO(), io.StringIO(), 0
+    saved = sys.argv, os.environ.get("BERT_ALIGN_HOME"), os.getcwd()
+    sys.argv = [str(ROOT / script), *map(str, args)]
+    os.environ["BERT_ALIGN_HOME"] = str(home)
+    os.chdir(cwd or "/tmp")
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                runpy.run_path(str(ROOT / script), run_name="__main__")
+            except SystemExit as e:
+                if isinstance(e.code, str):
+                    print(e.code, file=err)
+                code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+            except Exception:
+                traceback.print_exc(file=err)
+                code = 1
+    finally:
+        sys.argv = saved[0]
+        os.chdir(saved[2])
+        if saved[1] is None:
+            os.environ.pop("BERT_ALIGN_HOME", None)
+        else:
+            os.environ["BERT_ALIGN_HOME"] = saved[1]
+    return subprocess.CompletedProcess([sys.executable, str(ROOT / script), *map(str, args)], code,
+                                       out.getvalue(), err.getvalue())
 
 
 def pytest_collection_modifyitems(items):

@@ -12,7 +12,7 @@ import pytest
 
 from portcheck import diff, fileio
 from portcheck.errors import PipelineError
-from conftest import ROOT, error_line, private_copy, run
+from conftest import ROOT, error_line, inproc, private_copy, run
 
 PT, PD, CHECK5 = "pipeline/Step5/pt_train.py", "pipeline/Step5/pd_train.py", "pipeline/Step5/check_step5.py"
 DEMO = ["--demo", "--max_steps", 2, "--log_every", 1]
@@ -295,40 +295,6 @@ def test_corrupt_inputs_end_in_one_line(home, tmp_path):
 
 
 # ---------------------------------------------------------------------------------------- issue 24: integrity under attack
-
-class Proc:
-    """What conftest.run returns, for a script run in this process (no interpreter or framework start-up)."""
-
-    def __init__(self, returncode, stdout, stderr):
-        self.returncode, self.stdout, self.stderr = returncode, stdout, stderr
-
-
-def inproc(script, *args, home, cwd=None):
-    """Run a repo script's __main__ in this process under BERT_ALIGN_HOME=home; only for scripts that end
-    before they import a framework (flag and path checks) or never import one (the checks, check_pair)."""
-    import contextlib
-    import io
-    import runpy
-    out, err, code = io.StringIO(), io.StringIO(), 0
-    saved = sys.argv, os.environ.get("BERT_ALIGN_HOME"), os.getcwd()
-    sys.argv = [str(ROOT / script), *map(str, args)]
-    os.environ["BERT_ALIGN_HOME"] = str(home)
-    os.chdir(cwd or "/tmp")
-    try:
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            try:
-                runpy.run_path(str(ROOT / script), run_name="__main__")
-            except SystemExit as e:
-                code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
-    finally:
-        sys.argv = saved[0]
-        os.chdir(saved[2])
-        if saved[1] is None:
-            os.environ.pop("BERT_ALIGN_HOME", None)
-        else:
-            os.environ["BERT_ALIGN_HOME"] = saved[1]
-    return Proc(code, out.getvalue(), err.getvalue())
-
 
 def shared_list_npy(path, depth):
     """A ReprodLogger-looking .npy whose one value is a list holding itself twice over `depth` levels through

@@ -4,6 +4,7 @@ fails here, not in the middle of a benchmark no test runs."""
 import ast
 import importlib
 import importlib.util
+import json
 import os
 import subprocess
 import sys
@@ -71,8 +72,42 @@ def test_a_frameworks_scripts_never_load_the_other(side, other):
     pt_*.py scripts import loads no Paddle (reprod_log would: its utils import paddle), and the same
     for pd_*.py and torch."""
     modules = imported_modules(sorted((paths.ROOT / "pipeline").rglob(f"{side}_*.py")))
-    probe = f"import importlib, sys\nfor m in {modules!r}:\n    importlib.import_module(m)\nprint({other!r} in sys.modules)"
+    assert loaded(modules, [other]) == [], f"{side}_*.py scripts load {other}"
+
+
+def loaded(modules, frameworks, helped=()) -> list:
+    """Those of `frameworks` that importing `modules`, then running each script of `helped` with --help, loads in
+    a fresh process."""
+    helped = [str(p) for p in helped]
+    probe = ("import contextlib, importlib, io, json, runpy, sys\n"
+             f"for m in {modules!r}:\n    importlib.import_module(m)\n"
+             f"for s in {helped!r}:\n    sys.argv = [s, '--help']\n"
+             "    with contextlib.redirect_stdout(io.StringIO()), contextlib.suppress(SystemExit):\n"
+             "        runpy.run_path(s, run_name='__main__')\n"
+             f"print(json.dumps([f for f in {frameworks!r} if f in sys.modules]))")
     proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd="/tmp",
                           env=dict(os.environ, PYTHONWARNINGS="ignore"))
     assert proc.returncode == 0, proc.stderr[-2000:]
-    assert proc.stdout.split()[-1] == "False", f"{side}_*.py scripts load {other}"
+    return json.loads(proc.stdout.splitlines()[-1])
+
+
+def test_checks_load_no_framework():
+    """The checks conftest.run runs in the test process (IN_PROCESS) import neither framework, as a reviewer's
+    machine without them runs them."""
+    from conftest import IN_PROCESS
+    checks = [p for p in SCRIPTS if IN_PROCESS.fullmatch(str(p.relative_to(paths.ROOT)))]
+    assert len(checks) == 7, checks  # Steps 1 to 5, check_log_reprod, check_pair
+    modules = imported_modules(checks)
+    assert "matplotlib.pyplot" in modules  # check_step5's plot, imported inside a function: found all the same
+    assert loaded(modules, ["torch", "paddle"]) == []
+    # the probe sees a framework loaded: by an import, and by a script's --help (pt_forward_bert imports torch first)
+    assert loaded(modules + ["models.pd_bert"], ["torch", "paddle"],
+                  helped=[paths.ROOT / "pipeline/Step1/pt_forward_bert.py"]) == ["torch", "paddle"]
+
+
+def test_step2_scripts_answer_help_without_their_frameworks():
+    """Step 2's four scripts import their framework and data library (transformers, paddlenlp: seconds each) once
+    their flags are good: --help loads none of them (tests/test_edges.py's probe runs every script's --help)."""
+    scripts = sorted((paths.ROOT / "pipeline" / "Step2").glob("p[td]_*.py"))
+    assert len(scripts) == 4, scripts
+    assert loaded([], ["torch", "paddle", "transformers", "paddlenlp"], helped=scripts) == []

@@ -26,10 +26,10 @@ from portcheck.errors import PipelineError, run_main
 def main():
     argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False).parse_args()
     config = load_config()
-    # the frameworks load once the flags and the config are known to be good
-    from models import pd_bert
     try:
         torch_bert = torch_model(head=False)  # strictly: every key and shape of the checkpoint, float32, finite
+        # Paddle loads once the checkpoint is known to fit (torch_model loads torch): a refused one costs no Paddle
+        from models import pd_bert
         state = convert(torch_bert, pd_bert.BertModel(config), path=paths.paddle_weight())
     except PipelineError as e:
         raise PipelineError(f"refusing to convert, nothing written: {e}") from None

@@ -12,7 +12,6 @@ except ModuleNotFoundError:  # the project is not importable: not its venv
                      "(. .venv/bin/activate) or run `pip install -r requirements.txt`") from None
 
 from bert_sst2 import data, flags, hparams, paths
-from bert_sst2.twins import pd_data
 from portcheck import record
 from portcheck.errors import run_main
 
@@ -23,6 +22,8 @@ def main():
     ap.add_argument("--seed", type=int, default=hparams.SEED, help="seed of the example order both sides share")
     args = ap.parse_args()
     flags.check(("--seed", args.seed, flags.SEED))
+    # imported once the flags are good: a bad one is refused in a second, not after paddlenlp has loaded
+    from bert_sst2.twins import pd_data
     dataset = pd_data.load_split("dev", args.data_dir) if args.data_dir else pd_data.load_tsv(paths.DEMO_TSV)
     tokenizer = pd_data.tokenizer()
     encoded = pd_data.encode(dataset, tokenizer)

@@ -11,10 +11,8 @@ except ModuleNotFoundError:  # the project is not importable: not its venv
     raise SystemExit("error: this project's packages are not importable: activate its venv "
                      "(. .venv/bin/activate) or run `pip install -r requirements.txt`") from None
 import numpy as np
-import paddle
 
 from bert_sst2 import data, paths
-from bert_sst2.twins import pd_data
 from bert_sst2.twins.weights import paddle_fingerprint, paddle_model
 from portcheck import record
 from portcheck.errors import run_main
@@ -24,6 +22,9 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False)
     ap.add_argument("--data_dir", help="a GLUE SST-2 folder: predict its dev.tsv instead of the demo set")
     args = ap.parse_args()
+    # imported once the flags are good: --help and a bad flag answer in a second, not after paddlenlp has loaded
+    import paddle
+    from bert_sst2.twins import pd_data
     results = {}
     logits, labels = data.random_logits()
     acc = pd_data.accuracy(paddle.to_tensor(logits), paddle.to_tensor(labels))
