@@ -463,9 +463,8 @@ def own_runs(torch_log: dict, own) -> dict:
     kernels perturbed (threads, oneDNN off, weights moved one ulp) or, with dropout, its masks drawn from another
     seed, reduced to what judges a port against them: {each metric: [runs] final values, "weight_norm": [runs,
     steps], NaN past a run's end, "param_norm": [runs, steps, parameters] where logged}, the file OWN a hand-in
-    carries. Each must be the same training, only rounding
-    (or masks) apart: every row of judge_training but the final metric green against this run, else a
-    PipelineError naming it."""
+    carries. Each must be the same training, only rounding (or masks) apart: every row of judge_training but the
+    final metric green against this run, else a PipelineError naming it."""
     names = sorted(k for k in torch_log if k.startswith(METRIC))
     steps = max((len(log["weight_norm"]) for log in own if "weight_norm" in log), default=0)
     out = {n: np.full(len(own), np.nan) for n in names}
