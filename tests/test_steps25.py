@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from portcheck import cli, convert, data, handin, record, training
+from portcheck.backward import moved_one_ulp
 from portcheck.errors import PipelineError
 from portcheck.fileio import load_npy, save_npy
 
@@ -238,12 +239,15 @@ def accuracy(predictions, labels):
 
 
 def train(side, wd=WD, lr_ahead=False, no_train_after_eval=False, order_seed=1, convert_weights=True, dropout=0.0,
-          adamw=False, both_dropout=0.0, mask_seed=0, label_smoothing=0.0):
+          adamw=False, both_dropout=0.0, mask_seed=0, label_smoothing=0.0, moved=None):
     """One side's training through a TrainingLog: (its arrays, its run record's depends). adamw: AdamW at lr 0.01
     (weight decay wd) instead of momentum SGD: the conv bias before the BatchNorm, whose gradient is rounding noise,
-    then moves by +-lr with a sign rounding picks."""
+    then moves by +-lr with a sign rounding picks. moved: a seed, torch's weights moved one ulp by it (one of its
+    own runs, backward.moved_one_ulp)."""
     log, pt = training.TrainingLog(), torch_net(both_dropout)
     weights = record.model_fingerprint(pt)
+    if moved is not None:
+        moved_one_ulp(pt, moved)
     lr = ADAMW_LR if adamw else LR
     if side == "torch":
         model = pt
@@ -353,6 +357,32 @@ def test_a_parameter_whose_gradient_is_rounding_noise_is_said_not_blamed_on_weig
         assert not training.judge_training(unjudged, {k: v for k, v in p.items() if k != "grad_norm"}).passed
     else:
         assert "weight decay, momentum or gradient clipping" in text, text
+
+
+@pytest.fixture(scope="module")
+def adamw_torch_and_own():
+    """torch's AdamW run and one of its own (weights moved one ulp): (arrays, depends, [own arrays])."""
+    (t, t_dep), (own, _) = train("torch", wd=ADAMW_WD, adamw=True), train("torch", wd=ADAMW_WD, adamw=True, moved=1)
+    return t.arrays(), t_dep, [own.arrays()]
+
+
+@pytest.mark.parametrize("paddle_wd", [ADAMW_WD, 0.0], ids=["the same AdamW", "AdamW's weight decay missing"])
+def test_torchs_own_gap_leaves_out_the_rounding_noise_parameters_the_weight_norm_is_judged_without(
+        adamw_torch_and_own, paddle_wd):
+    """torch's own runs (weights moved one ulp) flip the noise bias's +-lr too: with it, their weight-norm gap was
+    1.2e-3 from the first step on the zoo's AdamW digits CNN, and 16 x that let a missing weight decay (1e-4 at
+    step 0) through, green. Their gap is taken on the weights the norm is judged on: the port green, the plant red."""
+    t, t_dep, own = adamw_torch_and_own
+    p, p_dep = train("paddle", wd=paddle_wd, adamw=True)
+    p = p.arrays()
+    runs = training.own_runs(t, own)
+    assert runs["param_norm"].shape == (1, len(t["loss"]), t["param_norm"].shape[1])
+    noise = [i for i, _, _ in training.noise_parameters(t, p, len(t["loss"]))]
+    whole, left_out = training.own_spread(t, runs)[2], training.own_spread(t, runs, noise)[2]
+    assert left_out.max() < 1e-2 * whole.max(), (left_out.max(), whole.max())
+    report = training.judge_training(t, p, records=({"depends": t_dep}, {"depends": p_dep}), own=own)
+    norm = row(report, "weight norm")
+    assert norm.passed == (paddle_wd == ADAMW_WD) and "judged without 0.bias" in norm.detail, norm
 
 
 def test_a_weight_decay_that_differs_is_red_before_the_loss_curves_part(torch_run):

@@ -462,13 +462,16 @@ def own_runs(torch_log: dict, own) -> dict:
     """`own`, torch's other runs of the same training on this machine (training logs, TrainingLog.arrays), its
     kernels perturbed (threads, oneDNN off, weights moved one ulp) or, with dropout, its masks drawn from another
     seed, reduced to what judges a port against them: {each metric: [runs] final values, "weight_norm": [runs,
-    steps], NaN past a run's end}, the file OWN a hand-in carries. Each must be the same training, only rounding
-    (or masks) apart: every row of judge_training but the final metric green against this run, else a
-    PipelineError naming it."""
+    steps], NaN past a run's end, "param_norm": [runs, steps, parameters] where logged}, the file OWN a hand-in
+    carries. Each must be the same training, only rounding (or masks) apart: every row of judge_training but the
+    final metric green against this run, else a PipelineError naming it."""
     names = sorted(k for k in torch_log if k.startswith(METRIC))
     steps = max((len(log["weight_norm"]) for log in own if "weight_norm" in log), default=0)
     out = {n: np.full(len(own), np.nan) for n in names}
     out["weight_norm"] = np.full((len(own), steps), np.nan)
+    columns = np.shape(torch_log.get("param_norm"))[1:]
+    if len(columns) == 1 and all(np.shape(log.get("param_norm"))[1:] == columns for log in own):
+        out["param_norm"] = np.full((len(own), steps, columns[0]), np.nan)
     for i, log in enumerate(own):
         # on what both logged: a run logged before parameter norms or evaluation modes were is still a yardstick
         other = judge_training({k: v for k, v in torch_log.items() if k in log}, log, threshold=math.inf)
@@ -481,12 +484,22 @@ def own_runs(torch_log: dict, own) -> dict:
             out[n][i] = float(log[n][-1]) if n in log else np.nan
         if "weight_norm" in log:
             out["weight_norm"][i, :len(log["weight_norm"])] = log["weight_norm"]
+        if "param_norm" in out:
+            out["param_norm"][i, :len(log["param_norm"])] = log["param_norm"]
     return out
 
 
-def own_spread(torch_log: dict, runs: dict) -> tuple:
+def _kept_norm(param_norm, keep) -> np.ndarray:
+    """The weight norm of the columns kept, summed as weight_norm sums them."""
+    return np.sqrt(np.add.reduce(np.square(param_norm[:, keep]), axis=1))
+
+
+def own_spread(torch_log: dict, runs: dict, left_out=()) -> tuple:
     """(how far torch's own runs (own_runs) end from this one, the largest over the final metrics; a line saying
-    so; the largest relative weight-norm gap at each step, or None)."""
+    so; the largest relative weight-norm gap at each step, or None). left_out: the columns of parameters the
+    weight norm is judged without (noise_parameters), left out of torch's gap too (a conv bias before a BatchNorm
+    under Adam moves by +-lr in each of torch's runs: 1.2e-3 of the digits CNN's norm at its first step, a gap
+    that hid a missing weight decay); None for the gap where the runs hold no parameter norms to leave them out of."""
     moved, said, norm = 0.0, [], None
     names = sorted(k for k in torch_log if k.startswith(METRIC))
     for i in range(len(runs["weight_norm"])):
@@ -496,10 +509,16 @@ def own_spread(torch_log: dict, runs: dict) -> tuple:
         if k is not None:
             moved = max(moved, gaps[k])
             said.append(f"{k[len(METRIC):]} {float(runs[k][i]):.6g}")
-        w = runs["weight_norm"][i]
-        if "weight_norm" in torch_log and np.isfinite(w).any():
-            n = min(int(np.isfinite(w).sum()), len(torch_log["weight_norm"]))
-            a = torch_log["weight_norm"][:n]
+        w, a = runs["weight_norm"][i], torch_log.get("weight_norm")
+        if len(left_out):
+            if "param_norm" not in runs or "param_norm" not in torch_log:
+                continue
+            keep = np.ones(runs["param_norm"].shape[2], bool)
+            keep[list(left_out)] = False
+            w, a = _kept_norm(runs["param_norm"][i], keep), _kept_norm(torch_log["param_norm"], keep)
+        if a is not None and np.isfinite(w).any():
+            n = min(int(np.isfinite(w).sum()), len(a))
+            a = a[:n]
             if np.array_equal(a, w[:n]):  # this run's own bits again (the same CPU's): no spread, no yardstick
                 continue
             rel = np.maximum.accumulate(np.abs(a - w[:n]) / np.maximum(np.abs(a), 1e-300))
@@ -546,7 +565,8 @@ def load_own(folder, torch_record: dict) -> tuple:
         else:
             rows = runs.get("weight_norm")
             if not isinstance(rows, np.ndarray) or rows.ndim != 2 or any(
-                    np.shape(v) != rows.shape[:1] for k, v in runs.items() if k != "weight_norm"):
+                    np.shape(v) != rows.shape[:1] for k, v in runs.items() if k not in ("weight_norm", "param_norm")) \
+                    or np.shape(runs.get("param_norm", rows[..., None]))[:2] != rows.shape:
                 problem = "it is not torch's own runs as portcheck.training.save_own writes them"
     return (None, f"{path.name} left out: {problem}") if problem else (runs, "")
 
@@ -649,7 +669,9 @@ def judge_training(torch_log: dict, paddle_log: dict, threshold: float = None, r
         if noise:  # judged on the other weights: their norms, summed as weight_norm sums them
             keep = np.ones(t["param_norm"].shape[1], bool)
             keep[[i for i, _, _ in noise]] = False
-            a, b = (np.sqrt(np.add.reduce(np.square(log["param_norm"][:n, keep]), axis=1)) for log in (t, p))
+            a, b = (_kept_norm(log["param_norm"][:n], keep) for log in (t, p))
+            if own is not None:  # torch's own gap on the same weights
+                own_norm = own_spread(torch_log, own, [i for i, _, _ in noise])[2]
         rel = np.abs(a - b) / np.maximum(np.abs(a), np.finfo(np.float64).tiny)
         # Deterministic runs: held while one computation, said after the loss curves part (rounding amplified by
         # training then moves the norm as it moves the loss: the ResNet-18 example's torch against itself at one
