@@ -436,6 +436,12 @@ def _names(log: dict) -> list:
     return bytes(log[NAMES]).decode().split("\n") if NAMES in log else []
 
 
+def _noise(grads) -> np.ndarray:
+    """Each column of one side's gradient norms [steps, parameters]: rounding noise at every step (NOISE of the
+    step's largest). NaN (no gradient) is not noise."""
+    return np.all(grads <= NOISE * np.nanmax(grads, axis=1, keepdims=True), axis=0)
+
+
 def noise_parameters(t: dict, p: dict, n: int) -> list:
     """[(column, name, (its largest gradient, the largest of any parameter))] of the parameters whose gradient is
     rounding noise on both sides at every logged step (NOISE of the step's largest): their updates are rounding's
@@ -447,11 +453,7 @@ def noise_parameters(t: dict, p: dict, n: int) -> list:
     if gt.shape != gp.shape or gt.ndim != 2 or not gt.size or np.isnan(gt).all():
         return []
     names = _names(t) or [f"parameter {i}" for i in range(gt.shape[1])]
-    out = []
-    for grads in (gt, gp):
-        largest = np.nanmax(grads, axis=1, keepdims=True)
-        out.append(np.all(grads <= NOISE * largest, axis=0))  # NaN (no gradient) is not noise
-    noise = out[0] & out[1]
+    noise = _noise(gt) & _noise(gp)
     if noise.all():
         return []
     top = float(np.nanmax(gt))
@@ -462,16 +464,22 @@ def own_runs(torch_log: dict, own) -> dict:
     """`own`, torch's other runs of the same training on this machine (training logs, TrainingLog.arrays), its
     kernels perturbed (threads, oneDNN off, weights moved one ulp) or, with dropout, its masks drawn from another
     seed, reduced to what judges a port against them: {each metric: [runs] final values, "weight_norm": [runs,
-    steps], NaN past a run's end, "param_norm": [runs, steps, parameters] where logged}, the file OWN a hand-in
+    steps], NaN past a run's end; where torch's log shows parameters whose gradient is rounding noise, their columns
+    "noise_columns" and norms "param_norm": [runs, steps, those parameters]}, the file OWN a hand-in
     carries. Each must be the same training, only rounding (or masks) apart: every row of judge_training but the
     final metric green against this run, else a PipelineError naming it."""
     names = sorted(k for k in torch_log if k.startswith(METRIC))
     steps = max((len(log["weight_norm"]) for log in own if "weight_norm" in log), default=0)
     out = {n: np.full(len(own), np.nan) for n in names}
     out["weight_norm"] = np.full((len(own), steps), np.nan)
-    columns = np.shape(torch_log.get("param_norm"))[1:]
-    if len(columns) == 1 and all(np.shape(log.get("param_norm"))[1:] == columns for log in own):
-        out["param_norm"] = np.full((len(own), steps, columns[0]), np.nan)
+    # the parameters the weight norm may be judged without (noise on torch's side: noise_parameters needs both), the
+    # only norms kept of each run: the rest is weight_norm (ResNet-18's 62 parameters over 264 steps, 7 runs: 0.9 MB)
+    grads, columns = torch_log.get("grad_norm"), np.shape(torch_log.get("param_norm"))[1:]
+    noisy = np.flatnonzero(_noise(grads)) if np.ndim(grads) == 2 and np.size(grads) and \
+        np.shape(grads)[1:] == columns else np.zeros(0, np.int64)
+    if noisy.size and all(np.shape(log.get("param_norm"))[1:] == columns for log in own):
+        out["noise_columns"] = noisy
+        out["param_norm"] = np.full((len(own), steps, noisy.size), np.nan)
     for i, log in enumerate(own):
         # on what both logged: a run logged before parameter norms or evaluation modes were is still a yardstick
         other = judge_training({k: v for k, v in torch_log.items() if k in log}, log, threshold=math.inf)
@@ -485,13 +493,19 @@ def own_runs(torch_log: dict, own) -> dict:
         if "weight_norm" in log:
             out["weight_norm"][i, :len(log["weight_norm"])] = log["weight_norm"]
         if "param_norm" in out:
-            out["param_norm"][i, :len(log["param_norm"])] = log["param_norm"]
+            out["param_norm"][i, :len(log["param_norm"])] = log["param_norm"][:, out["noise_columns"]]
     return out
 
 
 def _kept_norm(param_norm, keep) -> np.ndarray:
     """The weight norm of the columns kept, summed as weight_norm sums them."""
     return np.sqrt(np.add.reduce(np.square(param_norm[:, keep]), axis=1))
+
+
+def _without(weight_norm, left) -> np.ndarray:
+    """A weight norm without the parameters of `left` (their norms [steps, k]), computed alike for torch's run and
+    its own runs, so a run of the same bits shows a gap of 0."""
+    return np.sqrt(np.maximum(np.square(weight_norm) - np.add.reduce(np.square(left), axis=1), 0.0))
 
 
 def own_spread(torch_log: dict, runs: dict, left_out=()) -> tuple:
@@ -511,11 +525,11 @@ def own_spread(torch_log: dict, runs: dict, left_out=()) -> tuple:
             said.append(f"{k[len(METRIC):]} {float(runs[k][i]):.6g}")
         w, a = runs["weight_norm"][i], torch_log.get("weight_norm")
         if len(left_out):
-            if "param_norm" not in runs or "param_norm" not in torch_log:
+            kept = list(np.asarray(runs.get("noise_columns", []), np.int64))
+            if "param_norm" not in runs or "param_norm" not in torch_log or not set(left_out) <= set(kept):
                 continue
-            keep = np.ones(runs["param_norm"].shape[2], bool)
-            keep[list(left_out)] = False
-            w, a = _kept_norm(runs["param_norm"][i], keep), _kept_norm(torch_log["param_norm"], keep)
+            at = [kept.index(c) for c in left_out]
+            w, a = _without(w, runs["param_norm"][i][:, at]), _without(a, torch_log["param_norm"][:, list(left_out)])
         if a is not None and np.isfinite(w).any():
             n = min(int(np.isfinite(w).sum()), len(a))
             a = a[:n]
@@ -565,8 +579,10 @@ def load_own(folder, torch_record: dict) -> tuple:
         else:
             rows = runs.get("weight_norm")
             if not isinstance(rows, np.ndarray) or rows.ndim != 2 or any(
-                    np.shape(v) != rows.shape[:1] for k, v in runs.items() if k not in ("weight_norm", "param_norm")) \
-                    or np.shape(runs.get("param_norm", rows[..., None]))[:2] != rows.shape:
+                    np.shape(v) != rows.shape[:1] for k, v in runs.items()
+                    if k not in ("weight_norm", "param_norm", "noise_columns")) \
+                    or np.shape(runs.get("param_norm", rows[..., None]))[:2] != rows.shape \
+                    or np.shape(runs.get("param_norm", rows[..., None]))[2:] != np.shape(runs.get("noise_columns", [0])):
                 problem = "it is not torch's own runs as portcheck.training.save_own writes them"
     return (None, f"{path.name} left out: {problem}") if problem else (runs, "")
 
