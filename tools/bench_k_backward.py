@@ -229,7 +229,8 @@ def adam(side, eps=1e-8):
 
 def kink_records(seed, batch, torch_optimizer, paddle_runs, width=8, steps=KINK_STEPS):
     """torch's record_backward and Paddle's, one per (optimizer, change to the Paddle model or None), of a net of
-    conv_bn_nets (widths width x 1, 2, 4, 4) on a batch of 32 x 32 noise, in train mode."""
+    conv_bn_nets (widths width x 1, 2, 4, 4) on a batch of 32 x 32 noise, in train mode; and the last item: torch's
+    run again taking Paddle's side of a kink crossed (backward.judged's again)."""
     import paddle
     import torch
     from portcheck import convert, record_backward
@@ -239,14 +240,17 @@ def kink_records(seed, batch, torch_optimizer, paddle_runs, width=8, steps=KINK_
     pt, pd = conv_bn_nets(widths, seed)
     pd.set_state_dict(convert(pt, pd, inputs=x))
     converted = copy.deepcopy(pd.state_dict())  # convert's State reads torch's weights, which the steps change
-    out = [record_backward(pt.train(), x, y, torch.nn.functional.cross_entropy, torch_optimizer, steps=steps)]
+    start = copy.deepcopy(pt.state_dict())
+    train = lambda crossed=None: record_backward(pt.train(), x, y, torch.nn.functional.cross_entropy,  # noqa: E731
+                                                 torch_optimizer, steps=steps, crossed=crossed)
+    out = [train()]
     for make, change in paddle_runs:
         pd = conv_bn_nets(widths, seed)[1]
         pd.set_state_dict(converted)
         if change:
             change(pd)
         out.append(record_backward(pd.train(), x, y, paddle.nn.functional.cross_entropy, make, steps=steps))
-    return out
+    return out + [lambda crossed: (pt.load_state_dict(start), train(crossed))[1]]
 
 
 def _bn_momentum(pd):
@@ -268,48 +272,54 @@ KINK_PLANTS = {"momentum 0.8 (torch's 0.9)": (lambda s: sgd(s), lambda s: sgd(s,
 def kinks(seeds, widths=(4, 8, 16), batches=(8, 16)) -> dict:
     """Every net of the sweep (seed x width x batch) clean, with momentum SGD; then each red one, each KINK_NETS
     one and the first of the sweep, clean and with every plant of KINK_PLANTS: the share of its allowance the
-    worst row after the steps uses (over 1: red)."""
-    from portcheck import judge_backward
+    worst row after the steps uses (over 1: red), judged as compare_backward judges (backward.judged: where red and
+    Paddle crossed a kink in a later step, torch's run taking Paddle's side of it)."""
+    from portcheck.backward import judged
     worst = lambda report: max((r.used, f"{r.name} after step {i + 1}") for i, rows in enumerate(report.steps)  # noqa: E731
                                for r in rows if r.name != "lr")
     sweep = []
     for seed in seeds:
         for width in widths:
             for batch in batches:
-                t, p = kink_records(seed, batch, sgd("torch"), [(sgd("paddle"), None)], width)
-                report = judge_backward(t, p)
+                t, p, again = kink_records(seed, batch, sgd("torch"), [(sgd("paddle"), None)], width)
+                report = judged(t, p, again=again)
                 # rows K_BACKWARD x torch's own error alone would have failed: a jump torch's spread allows
                 jumps = [r.used for rows in report.steps for r in rows if r.name != "lr" and r.rule.spread_decides(r)
                          and r.max > calibrated.K_BACKWARD * r.err32 + calibrated.Measured.floor(r)]
                 sweep.append({"seed": seed, "width": width, "batch": batch, "passed": report.passed,
                               "used": worst(report)[0], "at": worst(report)[1], "jumps": len(jumps),
-                              "jump_used": max(jumps, default=0.0)})
+                              "jump_used": max(jumps, default=0.0), "taken": report.taken,
+                              "crossed": [[c.step + 1, c.module, len(c.index)] for c in report.crossed]})
                 print(json.dumps(sweep[-1]), flush=True)
     chosen = {(s, 8, b) for s, b in KINK_NETS.values()} | {(r["seed"], r["width"], r["batch"]) for r in sweep
                                                            if not r["passed"]} | {(seeds[0], 8, 8)}
     plants = []
     for seed, width, batch in sorted(chosen):
         for plant, (base, planted, change) in KINK_PLANTS.items():
-            t, clean, bad = kink_records(seed, batch, base("torch"),
-                                         [(base("paddle"), None), (planted("paddle"), change)], width)
-            clean, bad = judge_backward(t, clean), judge_backward(t, bad)
+            t, clean, bad, again = kink_records(seed, batch, base("torch"),
+                                                [(base("paddle"), None), (planted("paddle"), change)], width)
+            clean, bad = judged(t, clean, again=again), judged(t, bad, again=again)
             plants.append({"seed": seed, "width": width, "batch": batch, "plant": plant, "clean": worst(clean)[0],
                            "clean_at": worst(clean)[1], "planted": worst(bad)[0], "planted_at": worst(bad)[1],
-                           "passed": bad.passed, "first_diverging": bad.first_diverging})
+                           "passed": bad.passed, "first_diverging": bad.first_diverging, "clean_taken": clean.taken,
+                           "planted_taken": bad.taken})
             print(json.dumps(plants[-1]), flush=True)
     return {"sweep": sweep, "plants": plants, "yardsticks": yardsticks()}
 
 
-# Candidate yardsticks of what torch does to itself, each one or two runs of torch (the library makes one): per run,
-# the sign seed of its one-ulp move (None: not moved) and its kernels
+# Candidate yardsticks of what torch does to itself, each one or two runs of torch: per run, the sign seed of its
+# one-ulp move (None: not moved) and its kernels; TAKING: the library's (backward.judged)
 SAME, THREADS, NO_ONEDNN = "the same kernels", "other threads", "oneDNN off"
+TAKING = ("moved one ulp with other threads, and where red, taking Paddle's side of a kink crossed in a later step "
+          "(the library's: one run, one more where red)")
 YARDSTICKS = {"moved one ulp (one run: the rule before)": ((0, SAME),),
               "moved one ulp, two sign seeds (two runs)": ((0, SAME), (1, SAME)),
               "other threads (one run)": ((None, THREADS),),
               "oneDNN off (one run)": ((None, NO_ONEDNN),),
               "moved one ulp with other threads (one run: the library's)": ((0, THREADS),),
               "moved one ulp with oneDNN off (one run)": ((0, NO_ONEDNN),),
-              "moved one ulp, with other threads and with oneDNN off (two runs)": ((0, THREADS), (0, NO_ONEDNN))}
+              "moved one ulp, with other threads and with oneDNN off (two runs)": ((0, THREADS), (0, NO_ONEDNN)),
+              TAKING: ((0, THREADS),)}
 
 
 def yardstick(runs):
@@ -348,7 +358,7 @@ def yardstick(runs):
 def yardsticks() -> list:
     """Each YARDSTICKS candidate on each KINK_NETS net, clean and with each plant of KINK_PLANTS: the share of its
     allowance the worst row after the steps uses."""
-    from portcheck import judge_backward
+    from portcheck.backward import judged
     worst = lambda report: max(r.used for rows in report.steps for r in rows if r.name != "lr")  # noqa: E731
     out = []
     for name, runs in YARDSTICKS.items():
@@ -356,11 +366,13 @@ def yardsticks() -> list:
         for crossed_by, (seed, batch) in KINK_NETS.items():
             for plant, (base, planted, change) in KINK_PLANTS.items():
                 with yardstick(runs):
-                    t, clean, bad = kink_records(seed, batch, base("torch"),
-                                                 [(base("paddle"), None), (planted("paddle"), change)])
-                row["clean"] = max(row["clean"], worst(judge_backward(t, clean)))
-                if worst(judge_backward(t, bad)) < row["planted"]:
-                    row.update(planted=worst(judge_backward(t, bad)), least=f"{plant}, the net {crossed_by} crosses")
+                    t, clean, bad, again = kink_records(seed, batch, base("torch"),
+                                                        [(base("paddle"), None), (planted("paddle"), change)])
+                    again = again if name == TAKING else None
+                    clean, bad = worst(judged(t, clean, again=again)), worst(judged(t, bad, again=again))
+                row["clean"] = max(row["clean"], clean)
+                if bad < row["planted"]:
+                    row.update(planted=bad, least=f"{plant}, the net {crossed_by} crosses")
         out.append(row)
         print(json.dumps(row), flush=True)
     return out

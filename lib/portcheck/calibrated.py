@@ -65,6 +65,7 @@ class Measured(NamedTuple):
     multiple: float = K
     mean: Optional[float] = None
     spread: float = 0.0  # max |torch fp32 - torch fp32 again, moved one ulp, other kernels| (0: not measured)
+    spread_by: str = ""  # what that run of torch against itself was, when not its runs moved one ulp
 
     def own(self, r) -> float:
         """The measured part of the allowance: multiple x torch's own fp32 error, or SPREAD x torch's spread
@@ -99,14 +100,15 @@ class Measured(NamedTuple):
         return SPREAD * self.spread > self.multiple * r.err32
 
     def spread_said(self) -> str:
-        return f"{SPREAD:g} x {self.spread:.3e}, torch against itself with every weight moved one ulp (other threads)"
+        return (f"{SPREAD:g} x {self.spread:.3e}, torch against itself "
+                f"{self.spread_by or 'with every weight moved one ulp (other threads)'}")
 
 
-def with_spread(row: KeyResult, spread) -> KeyResult:
+def with_spread(row: KeyResult, spread, by: str = "") -> KeyResult:
     """The row's rule also allowing SPREAD x torch's spread against itself (None, 0 or not finite: not measured);
-    a row stopped by a problem keeps it."""
+    by: what that run was, when not its runs moved one ulp. A row stopped by a problem keeps its rule."""
     if spread is not None and np.isfinite(spread) and spread > 0 and not row.problems:
-        row.rule = row.rule._replace(spread=float(spread))
+        row.rule = row.rule._replace(spread=float(spread), spread_by=by)
     return row
 
 
