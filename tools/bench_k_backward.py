@@ -389,7 +389,12 @@ def kink_lines(data) -> list:
                                                                f"{r['batch']} ({r['used']:.3g} at {r['at']})"
                                                                for r in red) if red else "") +
              f"; the largest share of its allowance a green one uses: "
-             f"{max((r['used'] for r in sweep if r['passed']), default=0.0):.3g}.", "",
+             f"{max((r['used'] for r in sweep if r['passed']), default=0.0):.3g}" +
+             "".join(f"; seed {r['seed']} width {r['width']} batch {r['batch']} is judged with torch's run taking "
+                     "Paddle's side of the kink it crossed (" + ", ".join(f"step {s}: {m}, {n} value(s)"
+                                                                        for s, m, n in r["crossed"]) +
+                     f"), {'green' if r['passed'] else 'red'} at {r['used']:.3g}"
+                     for r in sweep if r.get("taken")) + ".", "",
              "| seed | width | batch | plant | clean: of the allowance | planted: of the allowance | plant verdict, "
              "first diverging |", "|---|---|---|---|---|---|---|"]
     for r in plants:
@@ -399,8 +404,12 @@ def kink_lines(data) -> list:
     clean = max([r["clean"] for r in plants] + [r["used"] for r in sweep])
     least = min(plants, key=lambda r: r["planted"])
     jumped = [r for r in sweep if r["jumps"]]
+    taking = [r for r in plants if r.get("planted_taken")]
     lines += ["", f"Clean ports use at most {clean:.3g} of their allowance; the least visible plant ({least['plant']}, "
               f"seed {least['seed']}) uses {least['planted']:.3g}, {least['planted'] / clean:.3g} x the clean maximum. "
+              f"{len(taking)} planted runs were judged with torch's run taking Paddle's side of a kink crossed (a red "
+              "run with values within the floor of 0 of opposite signs), every one red: " +
+              ", ".join(f"{r['plant']} seed {r['seed']} ({r['planted']:.3g})" for r in taking) + ". "
               f"{len(jumped)} of the {len(sweep)} nets have rows over K_BACKWARD x torch's own error that torch's "
               "spread against itself allows (a kink crossed: " +
               ", ".join(f"seed {r['seed']} width {r['width']} batch {r['batch']}, {r['jumps']} rows, at most "
@@ -526,10 +535,19 @@ def report_lines(rows, kinked=None) -> list:
               f"allowance at {r['clean']['steps']['used_at']})." for r in over]
     lines += ["A kink Paddle crosses in a later step: torch's run against itself is made with another thread count "
               "(backward.AGAINST_ITSELF), which crosses one of the two such nets found (below); a second run with "
-              "oneDNN off crosses the other, but hides a weight decay plant on the ResNet-18 example (the table above "
-              "was measured with one run). Not covered: a kink no run of torch crosses (the other net, red), nor one "
-              "in isolate=True's steps (K_STEP, no spread); as at the first step (the report's kink line), no "
-              "tolerance covers a branch: take another batch."]
+              "oneDNN off crossed the other but hid a weight decay plant on the ResNet-18 example (0.355 of its "
+              "allowance), as did a run sending every ReLU input within rounding of 0 to its other branch. What is "
+              "done instead: each side records, in every later step's forward, each module's values within the floor "
+              "of 0 (calibrated.FLOOR x eps32 x the output's largest, a difference every check allows another "
+              "kernel); where a plain run is red and the two runs hold such a value with opposite signs "
+              "(backward.crossings), compare_backward runs torch once more from its start, taking Paddle's side of 0 "
+              "at exactly those values (backward.judged), and allows SPREAD x that run too, each row saying so and "
+              "the report naming the kink. The other net is then green and every plant beside it red (below); the "
+              "table above was measured with it (a green run makes no such run; a red one, one torch run more). Not "
+              "covered: isolate=True's steps (K_STEP, no run of torch against itself: a taking run would restart "
+              "each step from torch's weights, which the record holds in Paddle's layout), and a hand-in's bp_align "
+              "judged from its files (no near-zero record, no torch model to run again): red there, as a kink at "
+              "the first step is (the report's kink line): take another batch."]
     if kinked is not None and Path(kinked).is_file():
         lines += kink_lines(json.loads(Path(kinked).read_text()))
     return lines
