@@ -102,7 +102,8 @@ class BackwardReport:
                          f"torch ({k.torch:.3e}) and paddle ({k.paddle:.3e}); a ReLU after it takes a different branch "
                          "on each side, which no tolerance covers: if the runs part there, take another batch"
                          + (f" ({len(self.kinks) - 1} more module(s) hold such values)" if len(self.kinks) > 1 else ""))
-        lines += crossing_lines(self.crossed, self.taken)
+        if self.taken or not self.passed:  # a green run's values near 0 decide nothing
+            lines += crossing_lines(self.crossed, self.taken)
         lines += ["gradients after the first backward (forward order):"]
         lines += format_table(calibrated.HEADER,
                               calibrated.table_rows(self.grads, first_diverging(self.grads, reverse=True)))
