@@ -459,8 +459,9 @@ def _other_threads():
 # first kept as arrays (moved: keys), any further one as one figure per key (spread:). One run with other threads:
 # tools/bench_k_backward.py --kinks measured candidates; a second run with oneDNN off made both kink nets green but
 # hid a weight decay plant (3e-4 against 1e-4) on the ResNet-18 example, green at 0.355 of its allowance (red, 5.56,
-# with this run alone); so did a run sending every ReLU input within rounding of 0 to its other branch. The kink
-# that net's Paddle crosses is judged by torch's run taking Paddle's side of it (judged, below)
+# with this run alone; 3.64 with judged's taking run too); so did a run sending every ReLU input within rounding of 0
+# to its other branch. The kink that net's Paddle crosses is judged by torch's run taking Paddle's side of it
+# (judged, below)
 AGAINST_ITSELF = (_other_threads,)
 
 
