@@ -5,7 +5,11 @@ The jump that needs it (a ReLU input within rounding of 0 in a later step, one b
 in another) is planted in a small BatchNorm net's records (the same jump on Paddle's side as in torch's moved run is
 green, said as torch's spread, one 8 x larger red), and met on a net of tools/bench_k_backward.py --kinks where
 Paddle crosses a kink at step 5 that torch moved one ulp with the same kernels does not: green, with momentum and
-weight decay plants red. A momentum plant, which the gradients cannot show, is red after the steps."""
+weight decay plants red. A momentum plant, which the gradients cannot show, is red after the steps.
+
+A kink no run of torch against itself crosses (Paddle's value within rounding of 0 on the other side in step 5's
+forward, the --kinks net of seed 7): torch's run again taking Paddle's side of 0 at exactly those values
+(backward.judged, made only where red) makes it green, and the plants beside it stay red."""
 import copy
 import sys
 from pathlib import Path
@@ -15,8 +19,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 paddle = pytest.importorskip("paddle")
-from portcheck import calibrated, convert, judge_backward, record_backward  # noqa: E402
-from portcheck.backward import F64, MOVED, SPREAD_KEY  # noqa: E402
+from portcheck import calibrated, compare_backward, convert, judge_backward, record_backward  # noqa: E402
+from portcheck.backward import F64, MOVED, NEAR, SPREAD_KEY, TAKEN, TAKING, judged  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
 import bench_k_backward as bench  # noqa: E402 - its small conv/BatchNorm nets, shared
@@ -86,8 +90,8 @@ def test_a_jump_torch_takes_against_itself_is_within_and_a_larger_one_red(record
 def test_a_kink_paddle_crosses_at_a_later_step_is_torch_spread_and_a_momentum_plant_red():
     """A net where Paddle crosses a ReLU kink at step 5 that torch moved one ulp with the same kernels does not
     (tools/bench_k_backward.py --kinks): torch's run against itself with other threads crosses it too."""
-    t, clean, planted = bench.kink_records(*bench.KINK_NETS["other threads"], bench.sgd("torch"),
-                                           [(bench.sgd("paddle"), None), (bench.sgd("paddle", 0.8), None)])
+    t, clean, planted, _ = bench.kink_records(*bench.KINK_NETS["other threads"], bench.sgd("torch"),
+                                              [(bench.sgd("paddle"), None), (bench.sgd("paddle", 0.8), None)])
     assert any(k.startswith(MOVED + "final/") for k in t) and not any(k.startswith(SPREAD_KEY) for k in t)
     report = judge_backward(t, clean)
     assert report.passed, report.table()
@@ -100,9 +104,9 @@ def test_a_kink_paddle_crosses_at_a_later_step_is_torch_spread_and_a_momentum_pl
 
 
 def test_a_weight_decay_plant_stays_red_beside_a_kink():
-    t, clean, planted = bench.kink_records(*bench.KINK_NETS["other threads"], bench.sgd("torch", decay=1e-4),
-                                           [(bench.sgd("paddle", decay=1e-4), None),
-                                            (bench.sgd("paddle", decay=3e-4), None)])
+    t, clean, planted, _ = bench.kink_records(*bench.KINK_NETS["other threads"], bench.sgd("torch", decay=1e-4),
+                                              [(bench.sgd("paddle", decay=1e-4), None),
+                                               (bench.sgd("paddle", decay=3e-4), None)])
     assert judge_backward(t, clean).passed
     report = judge_backward(t, planted)
     assert not report.passed and all(r.passed for r in report.grads), report.table()
@@ -114,8 +118,8 @@ def test_a_hand_ins_bp_align_carries_torchs_spread_and_the_folder_judges_as_the_
     from the folder, its last update digest's allowance torch's spread (0.25 of it; 0.88 of K_BACKWARD alone); a
     momentum 0.8 against 0.9 is red from the folder at an update digest."""
     from portcheck import handin
-    t, clean, planted = bench.kink_records(*bench.KINK_NETS["other threads"], bench.sgd("torch"),
-                                           [(bench.sgd("paddle"), None), (bench.sgd("paddle", 0.8), None)])
+    t, clean, planted, _ = bench.kink_records(*bench.KINK_NETS["other threads"], bench.sgd("torch"),
+                                              [(bench.sgd("paddle"), None), (bench.sgd("paddle", 0.8), None)])
     exact = handin.bp_align(t, exact=True)
     assert any(k.startswith(calibrated.SPREAD_OF + "weights_") for k in exact)
     verdicts = {}
@@ -134,16 +138,83 @@ def test_a_hand_ins_bp_align_carries_torchs_spread_and_the_folder_judges_as_the_
         bad.describe_measured()
 
 
-def test_a_further_run_against_itself_is_kept_as_one_figure_per_key_and_widens_the_spread(monkeypatch):
+def test_a_further_run_against_itself_is_kept_as_one_figure_per_key_and_widens_the_spread(monkeypatch, kink_net):
     """backward.AGAINST_ITSELF's runs after the first are kept as spread: figures (what the bench's candidates
     measure): on the net whose kink torch crosses only without oneDNN, a second such run makes it green."""
-    seed, batch = bench.KINK_NETS["oneDNN off"]
-    record = lambda: bench.kink_records(seed, batch, bench.sgd("torch"), [(bench.sgd("paddle"), None)])  # noqa: E731
-    t, clean = record()
+    t, clean = kink_net[:2]
     assert not judge_backward(t, clean).passed  # one run with other threads does not cross it (docs/k_backward.md)
     from portcheck import backward
     monkeypatch.setattr(backward, "AGAINST_ITSELF", (backward._other_threads,
                                                      lambda: torch.backends.mkldnn.flags(enabled=False)))
-    t, clean = record()
+    t, _ = bench.kink_records(*bench.KINK_NETS["oneDNN off"], bench.sgd("torch"), [])  # torch's record alone
     assert any(k.startswith(SPREAD_KEY + "final/") and t[k].shape == (1,) for k in t)
     assert judge_backward(t, clean).passed
+
+
+@pytest.fixture(scope="module")
+def kink_net():
+    """(torch's record, Paddle's clean record, Paddle's with one BatchNorm's momentum 0.2, torch's run again taking
+    Paddle's side) of the --kinks net where Paddle alone crosses a ReLU kink in step 5's forward (seed 7, batch 8): no
+    run of torch against itself crosses it (other threads, four sign seeds, docs/k_backward.md)."""
+    return bench.kink_records(*bench.KINK_NETS["oneDNN off"], bench.sgd("torch"),
+                              [(bench.sgd("paddle"), None), (bench.sgd("paddle"), bench._bn_momentum)])
+
+
+def test_a_kink_only_paddle_crosses_in_a_later_step_is_green_once_torch_takes_its_side(kink_net):
+    t, clean, _, again = kink_net
+    alone = judge_backward(t, clean)  # records judged alone (a hand-in's): no torch run taking Paddle's side
+    assert not alone.passed and "torch's run taking Paddle's side there is not made" in alone.table()  # 77.5
+    assert any(k.startswith(NEAR) for k in t) and any(k.startswith(NEAR) for k in clean)
+    report = judged(t, clean, again=again)
+    assert report.passed and report.taken, report.table()
+    assert [(c.step, c.module, len(c.index)) for c in report.crossed] == [(4, "1", 1)], report.crossed
+    c = report.crossed[0]
+    assert c.torch[0] * c.paddle[0] < 0 and max(abs(c.torch[0]), abs(c.paddle[0])) < 1e-6
+    assert "kink in step 5's forward: 1 holds 1 value(s) within the floor of 0" in report.table(), report.table()
+    # the rows the jump reaches are judged against that run, and say so
+    taken = [r for rows in report.steps for r in rows
+             if getattr(r.rule, "spread_by", "") == TAKING and r.rule.spread_decides(r)]
+    assert taken and all(i >= 5 for i, rows in enumerate(report.steps) for r in rows if r in taken)
+    assert all("taking Paddle's side of 0" in r.key_figures() for r in taken)
+    assert TAKEN not in t  # judged keeps the caller's record as its run made it
+
+
+def test_a_batchnorm_momentum_plant_on_the_kink_net_stays_red_with_torch_taking_paddles_side(kink_net):
+    t, _, planted, again = kink_net
+    report = judged(t, planted, again=again)
+    assert report.taken and not report.passed, report.table()
+    assert report.first_diverging == "4.running_mean after step 1", report.first_diverging
+
+
+def test_a_weight_decay_plant_on_the_kink_net_stays_red_with_torch_taking_paddles_side():
+    """The least visible plant of --kinks (weight decay 3e-4 against 1e-4, 21.8 x its allowance on this net)."""
+    t, clean, planted, again = bench.kink_records(*bench.KINK_NETS["oneDNN off"], bench.sgd("torch", decay=1e-4),
+                                                  [(bench.sgd("paddle", decay=1e-4), None),
+                                                   (bench.sgd("paddle", decay=3e-4), None)])
+    assert judged(t, clean, again=again).passed
+    report = judged(t, planted, again=again)
+    assert report.taken and not report.passed and all(r.passed for r in report.grads), report.table()
+
+
+def test_values_of_one_sign_on_both_sides_are_no_crossing_and_no_torch_run_is_made(kink_net):
+    """The crossing is read from both records: Paddle's values near 0 given as torch's are no kink crossed, and then
+    no torch run is made (the run stays red: the jump is over its allowance)."""
+    t, clean, _, _ = kink_net
+    key = f"{NEAR}4/1"  # step 5's forward, the first BatchNorm's output: the value Paddle put on the other side
+    assert key in clean and key in t
+    runs = []
+    report = judged(t, {**clean, key: t[key]}, again=lambda crossed: runs.append(crossed))
+    assert not report.crossed and not runs and not report.passed and not report.taken
+
+
+def test_compare_backward_takes_paddles_side_of_a_kink_it_crossed_in_a_later_step():
+    """The user's call (compare_backward, one process) on the kink net: green, torch's taking run made in it."""
+    seed, batch = bench.KINK_NETS["oneDNN off"]
+    rng = np.random.RandomState(seed)
+    x, y = rng.randn(batch, 3, 32, 32).astype("float32"), rng.randint(0, 10, batch)
+    pt, pd = bench.conv_bn_nets(seed=seed)
+    pd.set_state_dict(convert(pt, pd, inputs=x))
+    report = compare_backward(pt.train(), pd.train(), x, y, (torch.nn.functional.cross_entropy,
+                                                            paddle.nn.functional.cross_entropy),
+                              (bench.sgd("torch"), bench.sgd("paddle")), steps=bench.KINK_STEPS)
+    assert report.passed and report.taken and report.crossed[0].step == 4, report.table()

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from portcheck.compare import (F64, INPUTS, ROOT, ForwardReport, _float64, _Recorder, _unjudged_lines, call, float64,
-                               hook_points, in_turn, judge_forward, measure, checked_args, WIDER)
+                               hook_points, in_turn, judge_forward, measure, checked_args, next_call, values, WIDER)
 from portcheck import calibrated, diff, fused, pairing, tolerances
 from portcheck.convert import RENAMES, framework_of, plan, torch_layouts
 from portcheck.diff import NOT_JUDGED, first_diverging
@@ -29,6 +29,8 @@ class BackwardReport:
     grads: list = field(default_factory=list)    # [diff.KeyResult] per parameter, in forward order
     steps: list = field(default_factory=list)    # [[diff.KeyResult] per step: loss, lr, statistics (weights: last)]
     kinks: list = field(default_factory=list)    # [Kink] in the first forward, in run order
+    crossed: list = field(default_factory=list)  # [Crossing]: a later step's forward, a value on each side of 0
+    taken: bool = False                          # torch's run taking Paddle's side of them is in the record
     isolated: bool = False                       # each step started both sides from torch's weights
     by_design: list = field(default_factory=list)  # lines: a difference the two optimizers make on purpose
     on_branch: bool = False  # judged against torch's run taking Paddle's branch at the first forward's kinks
@@ -103,6 +105,8 @@ class BackwardReport:
                          + (f" ({len(self.kinks) - 1} more module(s) hold such values)" if len(self.kinks) > 1 else ""))
         if self.on_branch:
             lines.append(ON_BRANCH)
+        if self.taken or not self.passed:  # a green run's values near 0 decide nothing
+            lines += crossing_lines(self.crossed, self.taken)
         lines += ["gradients after the first backward (forward order):"]
         lines += format_table(calibrated.HEADER,
                               calibrated.table_rows(self.grads, first_diverging(self.grads, reverse=True)))
@@ -165,7 +169,9 @@ def compare_backward(torch_model, paddle_model, inputs, targets, loss, optimizer
     kinds = {}
     planned = plan(torch_model, paddle_model, name_map, layouts, inputs, paddle_kinds=kinds)
     import torch
-    start, draws = copy.deepcopy(torch_model.state_dict()), torch.get_rng_state()  # for a run on Paddle's branch
+    # where the run starts, for torch's runs again: on Paddle's branch of a first forward's kink (_on_paddles_branch),
+    # taking Paddle's side of a kink crossed in a later step (judged)
+    start, draws = copy.deepcopy(torch_model.state_dict()), torch.get_rng_state()
     t = record_backward(torch_model, inputs, targets, loss[0], optimizer[0], scheduler and scheduler[0], steps, layouts,
                         paddle_kinds=kinds, isolate=isolate, clip=clip and clip[0])
     starts = None
@@ -176,7 +182,12 @@ def compare_backward(torch_model, paddle_model, inputs, targets, loss, optimizer
                         scheduler and (HELD if scheduler[1] is None else scheduler[1]), steps,
                         layouts, starts=starts,
                         clip=clip and clip[1])
-    report = judge_backward(t, p, name_map, mean_bound)
+
+    def again(crossed):
+        torch_model.load_state_dict(start)
+        return record_backward(torch_model, inputs, targets, loss[0], optimizer[0], scheduler and scheduler[0], steps,
+                               layouts, paddle_kinds=kinds, clip=clip and clip[0], crossed=crossed)
+    report = judged(t, p, name_map, mean_bound, None if isolate else again)
     # red, where values of a first forward within its rounding (green) lie within rounding of 0 of opposite signs
     if report.kinks and not report.passed and report.forward.passed:
         after = copy.deepcopy(torch_model.state_dict())
@@ -238,8 +249,20 @@ def _on_paddles_branch(model, draws, inputs, targets, loss, optimizer, scheduler
     return out
 
 
+def judged(torch_record, paddle_record, name_map=None, mean_bound=LOSS_MEAN_BOUND, again=None) -> BackwardReport:
+    """judge_backward, and where Paddle's run crossed a kink in a later step (report.crossed) and is red, once more
+    with torch's run taking Paddle's side of it: again(crossed), record_backward(torch_model, ..., crossed=crossed)
+    from the weights the torch record started from (None: not made). One torch run more, never in a green run."""
+    report = judge_backward(torch_record, paddle_record, name_map, mean_bound)
+    if report.crossed and not report.passed and again is not None:
+        torch_record = dict(torch_record)  # the caller's record keeps what its own run holds
+        take(torch_record, again(report.crossed))
+        report = judge_backward(torch_record, paddle_record, name_map, mean_bound)
+    return report
+
+
 def record_backward(model, inputs, targets, loss, optimizer, scheduler=None, steps=1, layouts=None,
-                    paddle_kinds=None, isolate=False, starts=None, clip=None) -> dict:
+                    paddle_kinds=None, isolate=False, starts=None, clip=None, crossed=None) -> dict:
     """One side's training on one batch, as a flat dict of numpy arrays (what a pt_ or pd_ script saves):
 
         grad/<key>          every parameter's gradient after the first backward
@@ -253,6 +276,12 @@ def record_backward(model, inputs, targets, loss, optimizer, scheduler=None, ste
                             allows calibrated.SPREAD times at each (a value within rounding of a ReLU's kink in a
                             later step)
         spread:<key>        (torch, not isolated) max |that run - a further run of AGAINST_ITSELF|, one figure
+        near<i>/<module>    (i >= 1) step i's forward: the flat indices (row 0) and values (row 1)
+                            of each module's output within the floor of 0 (calibrated.FLOOR x eps32 x its largest)
+
+    crossed=[Crossing] (torch; compare_backward, where Paddle's run crossed a kink in a later step): only torch's run
+    again from the model's weights, taking Paddle's side of 0 at each of them (its loss/, state, final/ and weights/
+    keys; take() keeps it as one figure per key).
 
     Isolated steps (compare_backward(isolate=True) makes both): a torch model's run with isolate=True records
     every tensor after every step, and its float64 twin starts each step from the fp32 weights the step before
@@ -282,18 +311,22 @@ def record_backward(model, inputs, targets, loss, optimizer, scheduler=None, ste
         left = {}  # isolate: the fp32 weights each step left, which the float64 twin starts the next one from
         keep = (lambda m, i: left.__setitem__(i, copy.deepcopy(m.state_dict()))) if isolate else None
         moved = {}
-        if not isolate:  # the plain run's steps: torch against itself (calibrated.SPREAD), each run of AGAINST_ITSELF
-            def again(kernels):
-                with torch.random.fork_rng(devices=[]), kernels():  # the same draws (dropout) as the run below
+
+        def again(kernels, move=True):
+            with torch.random.fork_rng(devices=[]), kernels:  # the same draws (dropout) as the run below
+                if move:
                     moved_one_ulp(model)
-                    run = _train("torch", model, inputs, targets, loss, optimizer, scheduler, steps, torch.from_numpy,
-                                 lambda m: _torch_state(m, layouts), lambda m: _torch_grads(m, layouts), lambda: {},
-                                 None, clip)
-                model.load_state_dict(start)
-                # only what judge_backward reads: the first forward's modules and gradients are not held
-                return {k: v for k, v in run.items() if k.startswith(("loss/", "state", "final/", "weights/"))}
+                run = _train("torch", model, inputs, targets, loss, optimizer, scheduler, steps, torch.from_numpy,
+                             lambda m: _torch_state(m, layouts), lambda m: _torch_grads(m, layouts), lambda: {},
+                             None, clip)
+            model.load_state_dict(start)
+            # only what judge_backward reads: the first forward's modules and gradients are not held
+            return {k: v for k, v in run.items() if k.startswith(("loss/", "state", "final/", "weights/"))}
+        if crossed is not None:
+            return again(_taking(model, crossed), move=False)
+        if not isolate:  # the plain run's steps: torch against itself (calibrated.SPREAD), each run of AGAINST_ITSELF
             for i, kernels in enumerate(AGAINST_ITSELF):
-                run = again(kernels)
+                run = again(kernels())
                 if not i:
                     moved = {MOVED + k: v for k, v in run.items()}
                     continue
@@ -301,7 +334,7 @@ def record_backward(model, inputs, targets, loss, optimizer, scheduler=None, ste
                     moved[SPREAD_KEY + k] = np.maximum(moved.get(SPREAD_KEY + k, 0.0), _distance(moved[MOVED + k], v))
         out = _train("torch", model, inputs, targets, loss, optimizer, scheduler, steps, torch.from_numpy,
                      lambda m: _torch_state(m, layouts), lambda m: _torch_grads(m, layouts), _norm_counter(model), keep,
-                     clip)
+                     clip, near=True)
         out.update(moved)
         # a tensor Paddle names otherwise (BatchNorm's statistics, InstanceNorm's scale): its name there, as a key
         out.update({f"{RENAMED}{k}/{t.paddle_name}": np.zeros(0, np.float32) for k, t in layouts.items()
@@ -323,7 +356,7 @@ def record_backward(model, inputs, targets, loss, optimizer, scheduler=None, ste
     return fused.mark({**pairing.describe(model), **_train(
         "paddle", model, inputs, targets, loss, optimizer, scheduler, steps, paddle.to_tensor,
         lambda m: {k: v.numpy() for k, v in m.state_dict().items()}, _paddle_grads, lambda: {},
-        (lambda m, i: m.set_state_dict(starts[i])) if starts is not None else None, clip),
+        (lambda m, i: m.set_state_dict(starts[i])) if starts is not None else None, clip, near=True),
         **({ISOLATED: np.ones(1)} if starts is not None else {})}, parts, model)
 
 
@@ -349,6 +382,132 @@ def _distance(a, b) -> np.ndarray:
         return np.array([np.max(np.abs(np.asarray(a, np.float64) - np.asarray(b, np.float64)), initial=0.0)])
 
 
+def _figure(value):
+    figure = float(np.max(value)) if value is not None and np.size(value) == 1 else None
+    return figure if figure is not None and np.isfinite(figure) else None
+
+
+# A kink Paddle crosses in a later step, which no run of torch against itself above need cross (a value within
+# rounding of 0 that Paddle's fp32 rounds to the other side: tools/bench_k_backward.py --kinks, seed 7): torch's run
+# again, taking Paddle's side of 0 at exactly the values where the two runs' signs differ, both within the floor of 0
+# (a difference every check allows another kernel's rounding). compare_backward makes it only for a red plain run
+# whose later forwards hold such values: one torch run more, never in a green one
+NEAR = "near"            # a record's key prefix: near<step>/<module>, a later step's values within the floor of 0
+TAKEN = "taken"          # a torch record's key: the run taking Paddle's side of them is in it
+TAKEN_KEY = "taken:"     # a torch record's key prefix: max |torch's run - that run| at a key, one figure
+TAKING = "taking Paddle's side of 0 at the values the runs put on each side of a kink (the report's kink line)"
+
+
+@dataclass
+class Crossing:
+    """Values of one module's output in a later step's forward within the floor of 0 on both sides and of
+    opposite signs: a ReLU (or max) after them takes one branch in torch's run and the other in Paddle's."""
+    step: int              # the step whose forward holds them (1: the second)
+    module: str            # its record name (module#2: its second call)
+    index: np.ndarray      # flat indices into the output
+    torch: np.ndarray      # the values on each side
+    paddle: np.ndarray
+
+
+def _near_zero(model, into: dict, step: int) -> list:
+    """Hooks recording into `into`, for step `step`'s forward, each module's output values within the floor of 0
+    (near<step>/<module>: flat indices, values); their handles."""
+    calls = {}
+
+    def hook(name):
+        def record(module, args, kwargs, output):
+            call = next_call(calls, name)
+            if not (hasattr(output, "numpy") and hasattr(output, "shape")):
+                return
+            v = np.asarray(values(output)).reshape(-1)
+            if v.dtype.kind != "f" or not v.size:
+                return
+            size = np.abs(v)
+            with np.errstate(invalid="ignore"):
+                i = np.flatnonzero((size <= calibrated.FLOOR * calibrated.EPS32 * size.max()) & (v != 0))
+            into[f"{NEAR}{step}/{call}"] = np.stack([i.astype(np.float64), v[i].astype(np.float64)])
+        return record
+    return [post(hook(name)) for name, _, post in hook_points(model)]
+
+
+def crossings(forward: ForwardReport, torch_record: dict, paddle_record: dict) -> list:
+    """[Crossing] of every later step's forward, in step order: values both runs hold within the floor of 0 whose
+    signs differ, in modules the first forward paired and judged."""
+    judged = {row.name for row in forward.rows if not row.problem}
+    out = []
+    for key, a in torch_record.items():
+        if not key.startswith(NEAR):
+            continue
+        head, _, call = key.partition("/")
+        other = forward.counterparts.get(f"out/{call}", "")
+        b = paddle_record.get(f"{head}/{other[4:]}") if call in judged and other.startswith("out/") else None
+        if b is None or a.ndim != 2 or b.ndim != 2:
+            continue
+        _, i, j = np.intersect1d(a[0], b[0], assume_unique=True, return_indices=True)
+        flip = a[1][i] * b[1][j] < 0
+        if flip.any():
+            out.append(Crossing(int(head[len(NEAR):]), call, a[0][i][flip].astype(np.int64), a[1][i][flip],
+                                b[1][j][flip]))
+    return sorted(out, key=lambda c: c.step)
+
+
+@contextlib.contextmanager
+def _taking(model, crossed):
+    """torch's model taking Paddle's side of 0 at each value of `crossed`, in its step's forward: the value's sign
+    Paddle's, its size and its gradient torch's."""
+    import torch
+    at = {(c.step, c.module): c for c in crossed}
+    step, calls = [-1], {}
+
+    def begin(module, args, kwargs):  # the model's own forward: one per step
+        step[0] += 1
+        calls.clear()
+
+    def hook(name):
+        def turned(module, args, kwargs, output):
+            c = at.get((step[0], next_call(calls, name)))
+            if c is None or not isinstance(output, torch.Tensor):
+                return None
+            flat = output.detach().reshape(-1).clone()
+            i = torch.from_numpy(c.index)
+            flat[i] = flat[i].abs() * torch.from_numpy(np.sign(c.paddle)).to(flat.dtype)
+            return output + (flat.view_as(output) - output.detach())  # exact: a sign changed, 0 added elsewhere
+        return turned
+    points = hook_points(model)
+    handles = [pre(begin) for name, pre, _ in points if name == ROOT] + [post(hook(name)) for name, _, post in points]
+    try:
+        yield
+    finally:
+        for h in handles:
+            h.remove()
+
+
+def take(record: dict, run: dict):
+    """Keep torch's run taking Paddle's side of the kinks crossed (record_backward(crossed=...)) in its record, as one
+    figure per key: max |the record's run - it| (TAKEN_KEY), which judge_backward allows SPREAD x."""
+    for k, v in run.items():
+        if k in record:
+            record[TAKEN_KEY + k] = _distance(record[k], v)
+    record[TAKEN] = np.ones(1)
+
+
+def crossing_lines(crossed: list, taken: bool) -> list:
+    """One line per later step whose forward crossed a kink: where, how many values, what judges the rows after."""
+    lines = []
+    for step in sorted({c.step for c in crossed}):
+        here = [c for c in crossed if c.step == step]
+        c = here[0]
+        lines.append(
+            f"kink in step {step + 1}'s forward: {c.module} holds {len(c.index)} value(s) within the floor of 0 "
+            f"(calibrated.FLOOR x eps32 x its largest) on the other side of it in Paddle's run, where a ReLU or max "
+            f"after it branches (torch {c.torch[0]:.3e}, paddle {c.paddle[0]:.3e})" + (f", {len(here) - 1} more module(s)" if len(here) > 1 else "") + "; " +
+            ("torch's run again taking Paddle's side of 0 there is torch against itself at every row after it "
+             f"(calibrated.SPREAD = {calibrated.SPREAD:g} x it allowed)" if taken else
+             "torch's run taking Paddle's side there is not made (isolate=True, or records judged by judge_backward "
+             "alone: compare_backward makes it for a red plain run)"))
+    return lines
+
+
 @contextlib.contextmanager
 def _other_threads():
     """torch's CPU kernels with another thread count (half, or 2 from 1): they split their sums otherwise."""
@@ -365,7 +524,9 @@ def _other_threads():
 # first kept as arrays (moved: keys), any further one as one figure per key (spread:). One run with other threads:
 # tools/bench_k_backward.py --kinks measured candidates; a second run with oneDNN off made both kink nets green but
 # hid a weight decay plant (3e-4 against 1e-4) on the ResNet-18 example, green at 0.355 of its allowance (red, 5.56,
-# with this run alone)
+# with this run alone; 3.64 with judged's taking run too); so did a run sending every ReLU input within rounding of 0
+# to its other branch. The kink that net's Paddle crosses is judged by torch's run taking Paddle's side of it
+# (judged, below)
 AGAINST_ITSELF = (_other_threads,)
 
 
@@ -407,9 +568,10 @@ def updates(before: dict, after: dict) -> np.ndarray:
 
 
 def _train(side, model, inputs, targets, loss, make_optimizer, make_scheduler, steps, to_tensor, state, grads, norms,
-           start=None, clip=None):
+           start=None, clip=None, near=False):
     """start(model, i), when given, is called before each step i >= 1: an isolated run's start of the step.
-    clip(parameters), when given, after each backward (the gradients recorded before it)."""
+    clip(parameters), when given, after each backward (the gradients recorded before it). near: each later step's
+    forward records the values within the floor of 0 of every module's output (_near_zero)."""
     with raised_by(f"the {side} optimizer factory raised"):
         opt = make_optimizer(model.parameters())
     if not hasattr(opt, "step"):
@@ -441,6 +603,8 @@ def _train(side, model, inputs, targets, loss, make_optimizer, make_scheduler, s
         if start is not None and step:
             start(model, step)
             before = state(model)  # an isolated step's update is from where it started
+        if near and step:
+            handles = _near_zero(model, out, step)  # removed after this forward, as the first forward's
         with raised_by(f"the {side} model's forward raised", TWIN_FAILED if side == TWIN else INPUTS):
             output = call(model, inputs, to_tensor)
         for h in handles:
@@ -654,6 +818,8 @@ def judge_backward(torch_record: dict, paddle_record: dict, name_map=None,
     if any(k.startswith("out/") for k in torch_record):
         report.forward = judge_forward(torch_record, paddle_record, name_map, mean_bound=None)
         report.kinks = kinks(report.forward, torch_record, paddle_record)
+        report.crossed = crossings(report.forward, torch_record, paddle_record)
+    report.taken = TAKEN in torch_record
     mapped = (report.forward.pairing if report.forward else pairing.pair(torch_record, paddle_record, name_map)).modules()
 
     isolated = ISOLATED in torch_record
@@ -667,7 +833,11 @@ def judge_backward(torch_record: dict, paddle_record: dict, name_map=None,
             key if key.startswith(("loss/", "lr/")) else _counterpart(key, mapped, renamed))
         if b is None:
             return calibrated.unjudged(name, np.shape(a), "no counterpart on paddle", 0.0)
-        return calibrated.with_spread(measure(name, a, ref, b, mean_bound, multiple), spread_of(torch_record, key))
+        row = measure(name, a, ref, b, mean_bound, multiple)
+        moved, taken = spread_of(torch_record, key), _figure(torch_record.get(TAKEN_KEY + key))
+        if taken is not None and taken > (moved or 0.0):
+            return calibrated.with_spread(row, taken, TAKING)
+        return calibrated.with_spread(row, moved)
 
     for key in (k for k in torch_record if k.startswith("grad/")):
         report.grads.append(row(key, f"grad {key[5:]}", multiple=calibrated.K_GRAD))

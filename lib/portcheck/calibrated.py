@@ -12,7 +12,8 @@ K is for a forward; gradients after the first backward take K_GRAD, everything a
 since BatchNorm's batch statistics and each update compound both sides' rounding (K_STEP: one isolated step).
 After the steps of a plain run, a value within rounding of a ReLU's kink in a later step takes one branch in one
 fp32 run and the other in another, and torch's float64 run may take torch's fp32 branch: there the allowance is
-also SPREAD x what torch does to itself (its run again with every weight moved one ulp, with other threads),
+also SPREAD x what torch does to itself (its run again with every weight moved one ulp, with other threads; and in
+a red run where Paddle put such a value on the other side of 0, its run again taking Paddle's side there),
 whichever is larger.
 
 The floor is for outputs that are exact in fp32 on the torch side (an embedding lookup, a max-pool, a ReLU
@@ -47,7 +48,9 @@ K_GRAD = 8.0
 # On small conv/BatchNorm nets (tools/bench_k_backward.py --kinks) Paddle crossed a kink at step 5 in two of 48 that
 # runs moved one ulp with the same kernels (two sign seeds) missed (70 and 78 of the allowance). The run is made with
 # another thread count (backward.AGAINST_ITSELF): it crosses one of the two (0.68); oneDNN off crossed the other,
-# but as a second run it hid a weight decay plant on the ResNet-18 example (docs/k_backward.md)
+# but as a second run it hid a weight decay plant on the ResNet-18 example (docs/k_backward.md). Where a red plain
+# run holds a value each run puts within the floor of 0 on its own side in a later step, torch's run taking Paddle's
+# side of exactly those values is torch against itself too (backward.judged): the other net is then green
 SPREAD = 4.0
 FLOOR = 16.0        # in units of eps32 * max|torch|: one rounding of another kernel, with margin
 MEAN_BOUND = tolerances.MEAN_BOUND  # the guide's bound on a model's output; no measured tolerance is looser
@@ -65,6 +68,7 @@ class Measured(NamedTuple):
     multiple: float = K
     mean: Optional[float] = None
     spread: float = 0.0  # max |torch fp32 - torch fp32 again, moved one ulp, other kernels| (0: not measured)
+    spread_by: str = ""  # what that run of torch against itself was, when not its runs moved one ulp
 
     def own(self, r) -> float:
         """The measured part of the allowance: multiple x torch's own fp32 error, or SPREAD x torch's spread
@@ -99,14 +103,15 @@ class Measured(NamedTuple):
         return SPREAD * self.spread > self.multiple * r.err32
 
     def spread_said(self) -> str:
-        return f"{SPREAD:g} x {self.spread:.3e}, torch against itself with every weight moved one ulp (other threads)"
+        return (f"{SPREAD:g} x {self.spread:.3e}, torch against itself "
+                f"{self.spread_by or 'with every weight moved one ulp (other threads)'}")
 
 
-def with_spread(row: KeyResult, spread) -> KeyResult:
+def with_spread(row: KeyResult, spread, by: str = "") -> KeyResult:
     """The row's rule also allowing SPREAD x torch's spread against itself (None, 0 or not finite: not measured);
-    a row stopped by a problem keeps it."""
+    by: what that run was, when not its runs moved one ulp. A row stopped by a problem keeps its rule."""
     if spread is not None and np.isfinite(spread) and spread > 0 and not row.problems:
-        row.rule = row.rule._replace(spread=float(spread))
+        row.rule = row.rule._replace(spread=float(spread), spread_by=by)
     return row
 
 
