@@ -30,24 +30,22 @@ WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
 THREADS = str(max(1, len(os.sched_getaffinity(0)) // WORKERS))
 # pytest.ini hands out whole files (--dist loadfile) in collection order, the next file to the first worker that
 # is free; this puts the longest first, so the last file to start is a short one and the workers finish together.
-# Seconds per file, measured with `python -m pytest --junitxml` on idle cores (2026-11-26, third session: 932 tests,
-# 13:23, 1565 s of tests), less what in-process checks (IN_PROCESS: 1.2 s a check_step5 run, 0.4 s another's) and
-# later framework imports (a refused torch2paddle.py, the --help probe) save each file, measured a run at a time;
-# a file missing here starts last, which costs only time. test_hand_in's figure (168 measured) is raised above the
-# largest on purpose to send it first: it builds run_all_home, which test_step2 and test_step4 start from, before
-# either begins (a worker needing it mid-build would wait), and needs no tiny home at its start, so the first two
-# files do not both wait for the shared tiny home (shared_home).
-FILE_SECONDS = {"test_hand_in.py": 200, "test_resnet18.py": 197, "test_edges.py": 155, "test_step5.py": 139,
-                "test_mid_size.py": 117, "test_run_scripts.py": 115, "test_step4.py": 90, "test_step2.py": 81,
-                "test_distributed.py": 78, "test_run_launchers.py": 38, "test_convert.py": 32, "test_step1.py": 30,
-                "test_inputs.py": 25, "test_layout.py": 23, "test_hostile.py": 20, "test_steps25.py": 20,
-                "test_pairing.py": 17, "test_five_steps.py": 17, "test_docs_blocks.py": 16, "test_plot.py": 16,
-                "test_zoo.py": 15, "test_step3.py": 14, "test_docs_site.py": 11, "test_grouping.py": 10,
-                "test_weight_stats.py": 10, "test_newcomer.py": 9, "test_pairing2.py": 9, "test_k_backward.py": 8,
-                "test_hostile3.py": 7, "test_habits.py": 5, "test_contestant.py": 4, "test_size.py": 4,
-                "test_hostile4.py": 4, "test_flags.py": 3, "test_models.py": 3, "test_library.py": 3,
-                "test_diff.py": 3, "test_rules.py": 1, "test_align.py": 1, "test_engine.py": 1, "test_docs.py": 1,
-                "test_keys.py": 1}
+# Seconds per file, measured with `python -m pytest --junitxml` on idle cores (2026-11-26, fourth session: 956 tests,
+# 12:17, 1441 s of tests); a file missing here starts last, which costs only time. test_hand_in's figure (156
+# measured) is raised above the largest on purpose to send it first: it builds run_all_home, which test_step2 and
+# test_step4 start from, before either begins (a worker needing it mid-build would wait), and needs no tiny home at
+# its start, so the first two files do not both wait for the shared tiny home (shared_home).
+FILE_SECONDS = {"test_hand_in.py": 200, "test_resnet18.py": 196, "test_edges.py": 145, "test_step5.py": 130,
+                "test_run_scripts.py": 115, "test_mid_size.py": 98, "test_step4.py": 84, "test_step2.py": 79,
+                "test_distributed.py": 78, "test_run_launchers.py": 48, "test_step1.py": 28, "test_inputs.py": 26,
+                "test_convert.py": 21, "test_steps25.py": 20, "test_layout.py": 18, "test_five_steps.py": 16,
+                "test_hostile.py": 16, "test_docs_blocks.py": 15, "test_pairing.py": 14, "test_zoo.py": 14,
+                "test_plot.py": 13, "test_pairing2.py": 13, "test_weight_stats.py": 13, "test_k_backward.py": 12,
+                "test_step3.py": 11, "test_grouping.py": 8, "test_habits.py": 8, "test_newcomer.py": 7,
+                "test_hostile3.py": 7, "test_docs_site.py": 6, "test_size.py": 5, "test_hostile4.py": 4,
+                "test_diff.py": 4, "test_flags.py": 4, "test_models.py": 3, "test_library.py": 3, "test_align.py": 1,
+                "test_rules.py": 1, "test_engine.py": 1, "test_contestant.py": 1, "test_kink_branch.py": 1,
+                "test_docs.py": 1, "test_keys.py": 1}
 SETUP = ["weights/torch_bert_weights.py", "weights/torch2paddle.py",
          "classifier_weights/generate_classifier_weights.py", "fake_data/gen_fake_data.py"]
 
