@@ -568,6 +568,7 @@ def test_a_hand_in_carries_torchs_own_runs_and_its_checker_says_what_they_show(t
         assert cli.check(top, overrides={"train_align": 0.015}, only="train_align") == 1
         out = capsys.readouterr().out
         assert ("training final metric: passed" in out) == (said in out) == widened_green, out
+        assert "(torch's own run(s) ending accuracy 0.91 on the machine that made the hand-in, against" in out, out
     own = tmp_path / "0.92" / "log_reprod" / "diagnostics" / "train_own_torch.npy"
     save_npy(own, {**load_npy(own), "metric/accuracy": np.array([0.99])})  # edited after the check
     assert cli.check(own.parent.parent, overrides={"train_align": 0.015}, only="train_align") == 1

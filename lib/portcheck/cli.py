@@ -223,7 +223,8 @@ def judge_pair(folder: Path, name: str, files: dict, overrides: dict, strict: bo
         try:  # the curves a portcheck training log handed in beside the outcome: judged again, from the files
             torch_log, paddle_log, logged = training.logs(below, records[:2])
             own, left_out = training.load_own(below, logged[0])  # torch's own runs where the hand-in was made
-            trained = training.judge_training(torch_log, paddle_log, threshold, logged, own)
+            trained = training.judge_training(torch_log, paddle_log, threshold, logged, own,
+                                              where="on the machine that made the hand-in")
         except PipelineError as e:
             print(report.one_line(f"{name}: RED (its training logs: {e})"))
             return True, None

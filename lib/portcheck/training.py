@@ -587,13 +587,16 @@ def load_own(folder, torch_record: dict) -> tuple:
     return (None, f"{path.name} left out: {problem}") if problem else (runs, "")
 
 
+HERE = "on this machine"  # where torch's own runs were made, as judge_training says it in-process
+
+
 def judge_training(torch_log: dict, paddle_log: dict, threshold: float = None, records=(None, None),
-                   own=()) -> TrainingReport:
+                   own=(), where: str = HERE) -> TrainingReport:
     """Two train_log records (TrainingLog.arrays) and, when known, their run records. own: torch's other runs of
     this training on this machine, their logs or own_runs' reduction of them (a hand-in's OWN file): the final
     metric's threshold is widened by how far they end from this run (own_spread), and the weight norm is held to
     OWN_MULTIPLE times their gap at each step (or the fixed figures, the larger), torch's own spread on the
-    user's machine."""
+    user's machine. where: how the rows name that machine (a hand-in checker: the one that made the hand-in)."""
     threshold = tolerances.guide_threshold(PAIR) if threshold is None else threshold
     task = threshold
     if own is not None and not isinstance(own, dict):
@@ -619,7 +622,7 @@ def judge_training(torch_log: dict, paddle_log: dict, threshold: float = None, r
             gap = abs(a - b)
             ok &= gap <= threshold  # NaN fails
             parts.append(f"{n[len(METRIC):]} torch {a:.6g} vs paddle {b:.6g}, diff {gap:.3g}")
-        widened = (f" = the task's {task:g} + torch's own spread {moved:.3g} ({own_said} on this machine, against "
+        widened = (f" = the task's {task:g} + torch's own spread {moved:.3g} ({own_said} {where}, against "
                    f"this run's)" if own else "")
         rows.append(Row("final metric", ok, "; ".join(parts) + f" ({'<=' if ok else 'not <='} the threshold "
                                                                 f"{threshold:g}{widened})"))
@@ -702,7 +705,7 @@ def judge_training(torch_log: dict, paddle_log: dict, threshold: float = None, r
         k = _first(~(rel <= bound))
         within = (f"within {NORM_RTOL_ALIGNED:g} relative through step {aligned - 1} (largest "
                   f"{rel[:aligned].max():.3g})" if deterministic and aligned else "")
-        after = (f"{', ' if within else ''}within {OWN_MULTIPLE:g} x torch's own gap on this machine at every step "
+        after = (f"{', ' if within else ''}within {OWN_MULTIPLE:g} x torch's own gap {where} at every step "
                  f"(largest {np.nanmax(rel):.3g}, torch's own {np.nanmax(own_norm[:n]):.3g})" if yardstick else
                  f"{', ' if within else ''}after the loss curves part, said, not judged (largest {np.nanmax(rel[aligned:]):.3g})"
                  if deterministic and aligned < n else "" if deterministic else
