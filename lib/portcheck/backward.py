@@ -650,8 +650,8 @@ OPTIMIZER = "optimizer/"  # a record's key: optimizer/<the framework's public cl
 RMSPROP = ("torch.optim.RMSprop", "paddle.optimizer.RMSProp")
 ADAMAX = ("torch.optim.Adamax", "paddle.optimizer.Adamax")
 SQUARED = {RMSPROP: "eps"}  # the setting whose closest Paddle value is torch's squared (Paddle's inside the root)
-# Where the rule acts only as far as eps reaches the gradients: with eps far below every first gradient it moves no
-# update beyond fp32 rounding, and the line says so rather than "by design" (a beta2 planted beside it stays its own)
+# Where the rule acts only as far as eps reaches the gradients: the line says how far on this run's smallest first
+# gradient and how to tell it from a bug, never "by design" (a beta1 planted beside it is a bug of its own)
 NEAR_GRADIENTS = {ADAMAX: "eps"}
 BY_DESIGN = {
     RMSPROP: (

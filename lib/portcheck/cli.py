@@ -218,11 +218,11 @@ def judge_pair(folder: Path, name: str, files: dict, overrides: dict, strict: bo
         else:
             log_line = "no reprod_log diff lines in it"
         red |= bool(mismatches)
-    trained, left_out = None, ""
+    trained, own_line = None, ""
     if base == training.PAIR and below and all((below / f"{training.LOG}_{side}.npy").is_file() for side in ("torch", "paddle")):
         try:  # the curves a portcheck training log handed in beside the outcome: judged again, from the files
             torch_log, paddle_log, logged = training.logs(below, records[:2])
-            own, left_out = training.load_own(below, logged[0])  # torch's own runs where the hand-in was made
+            own, own_line = training.load_own(below, logged[0])  # torch's own runs where the hand-in was made
             trained = training.judge_training(torch_log, paddle_log, threshold, logged, own,
                                               where="on the machine that made the hand-in")
         except PipelineError as e:
@@ -230,7 +230,7 @@ def judge_pair(folder: Path, name: str, files: dict, overrides: dict, strict: bo
             return True, None
         red |= not trained.passed
         if trained.spread and not guide.passed:  # the reviewer's threshold decides, its measured cause said
-            left_out = training.below_own_spread(trained, threshold)
+            own_line = training.below_own_spread(trained, threshold)
     copy = record.copied(files["torch"], files["paddle"], base)  # same_run is False too where it reads the records
     red |= bool(copy)
     findings = client_findings(extra, folder, name)
@@ -251,8 +251,8 @@ def judge_pair(folder: Path, name: str, files: dict, overrides: dict, strict: bo
                           else f"  no {base}_diff.log beside it: nothing to hold against"))
     for line in trained.lines() if trained is not None else ():
         print(report.one_line(f"  {line}"))
-    if trained is not None and left_out:
-        print(report.one_line(f"  {left_out}"))
+    if trained is not None and own_line:  # torch's own runs left out, or what they show the threshold cannot meet
+        print(report.one_line(f"  {own_line}"))
     return red, tuple(t) if same[0] is None else None
 
 

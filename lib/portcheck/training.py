@@ -562,15 +562,22 @@ def save_own(folder, runs: dict) -> Path:
     return path
 
 
+def not_of_training(path, torch_record: dict) -> str:
+    """Why the torch file at `path` is not of the training torch_record (a torch training log's run record)
+    describes, "" when it is: no run record, a record not bound to the file (edited since, or another file's),
+    or another training's (other weights, data order, seeds or flags)."""
+    rec = record.load(path)
+    return ("it has no run record" if rec is None else record.bound("torch", path, rec) or
+            ("its run record is not the torch training log's" if record.differences(rec, torch_record) else ""))
+
+
 def load_own(folder, torch_record: dict) -> tuple:
     """(OWN's runs or None, why it is left out or ""): the file a hand-in carries beside its torch training
     log, used only when its record is bound to it and is that log's training's (torch_record)."""
     path = Path(folder) / f"{OWN}_torch.npy"
     if not path.is_file():
         return None, ""
-    rec = record.load(path)
-    problem = ("it has no run record" if rec is None else record.bound("torch", path, rec) or
-               ("its run record is not the torch training log's" if record.differences(rec, torch_record) else ""))
+    problem = not_of_training(path, torch_record)
     if not problem:
         try:
             runs = load_npy(path)
@@ -842,7 +849,8 @@ def judge_and_log(folder, threshold: float = None, top=None, draw: bool = True, 
     folder = Path(folder)
     kept = folder / f"{OWN}_torch.npy"
     if len(own):
-        writable(kept), writable(record.path_for(kept))
+        writable(kept)
+        writable(record.path_for(kept))
     if top is not None:
         report.hand_in_folder(top, diagnostics=[kept] if len(own) else [])
     torch_log, paddle_log, records = logs(folder, [record.path_for(folder / f"{PAIR}_{side}.npy")

@@ -50,9 +50,7 @@ def own_runs(d) -> list:
     here = sorted(d.glob(resnet.torch_own()))
     out, said = [], []
     for path in here + ([committed] if committed.is_file() and committed.resolve() != mine.resolve() else []):
-        theirs = record.load(path)
-        # torch's, the file its record describes (not edited since), of this very training
-        if theirs is None or record.bound("torch", path, theirs) or record.differences(ours, theirs):
+        if training.not_of_training(path, ours):  # torch's, not edited since, of this very training
             continue
         out.append(load_npy(path))
         said.append(resnet.shown(path))
