@@ -545,11 +545,17 @@ def report_lines(rows, kinked=None) -> list:
               "(backward.crossings), compare_backward runs torch once more from its start, taking Paddle's side of 0 "
               "at exactly those values (backward.judged), and allows SPREAD x that run too, each row saying so and "
               "the report naming the kink. The other net is then green and every plant beside it red (below); the "
-              "table above was measured with it (a green run makes no such run; a red one, one torch run more). Not "
-              "covered: isolate=True's steps (K_STEP, no run of torch against itself: a taking run would restart "
-              "each step from torch's weights, which the record holds in Paddle's layout), and a hand-in's bp_align "
-              "judged from its files (no near-zero record, no torch model to run again): red there, as a kink at "
-              "the first step is (the report's kink line): take another batch."]
+              "table above was measured with it (a green run makes no such run; a red one, one torch run more). "
+              "isolate=True's steps are judged so too, the taking run starting each step from the weights torch's "
+              "own run left (that fp32 run again first), as Paddle's isolated steps start (tests/test_kink_isolated.py: "
+              "of 8 small nets, 2 cross a kink in an isolated step, red alone, green with it at 0.986 of the "
+              "allowance, a momentum plant beside it red). A hand-in's bp_align: its check (handin.judge_and_log(..., "
+              "comparison=) given backward.judged's report) writes that run's figures as "
+              "diagnostics/bp_align_taken_torch.npy, bound to the torch side's run record and to both files, and "
+              "python -m portcheck check judges with them as the check did (a file edited since or of other runs "
+              "left out in one line, a corrupt one red: tests/test_hand_in_kink.py); a check without that run "
+              "(judge_backward alone) stays red there, as a kink at the first step is (the report's kink line): take "
+              "another batch."]
     if kinked is not None and Path(kinked).is_file():
         lines += kink_lines(json.loads(Path(kinked).read_text()))
     return lines
