@@ -9,9 +9,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-torch = pytest.importorskip("torch")
-paddle = pytest.importorskip("paddle")
-from portcheck import backward, compare_backward, convert, judge_backward  # noqa: E402
+pytest.importorskip("torch")
+pytest.importorskip("paddle")
+from portcheck import backward, judge_backward  # noqa: E402
 from portcheck.backward import TAKEN_KEY, TAKING  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
@@ -29,15 +29,8 @@ def run(monkeypatch, paddle_momentum):
         seen.update(t=t, p=p)
         return plain(t, p, name_map, mean_bound, again and (lambda crossed: seen.setdefault("run", again(crossed))))
     monkeypatch.setattr(backward, "judged", judged)
-    rng = np.random.RandomState(SEED)
-    x, y = rng.randn(BATCH, 3, 32, 32).astype("float32"), rng.randint(0, 10, BATCH)
-    pt, pd = bench.conv_bn_nets(seed=SEED)
-    pd.set_state_dict(convert(pt, pd, inputs=x))
-    report = compare_backward(pt.train(), pd.train(), x, y, (torch.nn.functional.cross_entropy,
-                                                            paddle.nn.functional.cross_entropy),
-                              (bench.sgd("torch"), bench.sgd("paddle", paddle_momentum)), steps=bench.KINK_STEPS,
-                              isolate=True)
-    return report, seen
+    return bench.kink_compared(SEED, BATCH, (bench.sgd("torch"), bench.sgd("paddle", paddle_momentum)),
+                               isolate=True), seen
 
 
 def test_a_kink_paddle_crosses_in_an_isolated_step_is_green_once_torch_takes_its_side(monkeypatch):
