@@ -195,8 +195,7 @@ def judge_pair(folder: Path, name: str, files: dict, overrides: dict, strict: bo
         if library and not (kind == "computed" and problem):
             # torch's run taking Paddle's side of a kink, where the pair's check judged with it (bound to this run)
             taken, taken_line = handin.load_taken(below / f"{base}{handin.TAKEN}", files["torch"], files["paddle"],
-                                                  record.load(None, records[0]) if records[0] else None) \
-                if kind == "computed" and below else (None, "")
+                                                  records[0]) if kind == "computed" and below else (None, "")
             measured = handin.judge_measured(base, files["torch"], files["paddle"], exact, records[:3], threshold,
                                              k, kind, taken)
             guide, strict_result, same = measured.guide, measured.strict, measured.same_run

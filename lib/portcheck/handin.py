@@ -594,11 +594,12 @@ TAKEN = "_taken_torch.npy"
 TAKEN_OF = "taken_of"  # its run record's field: {side: the fingerprint of the pair's file the run was judged with}
 
 
-def taken_figures(comparison, keys) -> dict:
+def taken_figures(comparison, torch_file) -> dict:
     """{pair key: [figure]} of a comparison judged with torch's taking run (a BackwardReport's taking), for the keys
-    the pair holds; {} for any other comparison."""
+    the pair's torch file holds; {} for any other comparison."""
     taking = getattr(comparison, "taking", None) or {}
     out = {bp_key(k): np.asarray(v, np.float64).reshape(-1)[:1] for k, v in taking.items() if np.size(v) == 1}
+    keys = set(load_npy(torch_file)) if out else ()
     return {k: v for k, v in out.items() if k in keys}
 
 
@@ -618,14 +619,15 @@ def save_taken(folder, pair: str, figures: dict) -> Path:
     return path
 
 
-def load_taken(path, torch_file, paddle_file, torch_record: dict) -> tuple:
+def load_taken(path, torch_file, paddle_file, torch_record) -> tuple:
     """({key: figure} or None, why it is left out or ""): a pair's TAKEN file, used only when its record is bound to
-    it, is the torch side's (torch_record: the torch file's run record) and was written for these two files; a file
-    that is not one figure per key of the pair, >= 0, is a PipelineError (red)."""
+    it, is the torch side's (torch_record: the torch file's run record, its path) and was written for these two
+    files; a file that is not one figure per key of the pair, >= 0, is a PipelineError (red)."""
     path = Path(path)
     if not os.path.lexists(path):
         return None, ""
     figures = load_npy(path)
+    torch_record = record.load(None, torch_record) if torch_record and Path(torch_record).is_file() else None
     keys = set(load_npy(torch_file))
     if any(k not in keys or np.shape(v) != (1,) or np.asarray(v).dtype.kind != "f" or not np.isfinite(v[0]) or v[0] < 0
            for k, v in figures.items()):
@@ -685,10 +687,10 @@ def judge_and_log(folder, pair: str, threshold: float = None, tables=(), after_s
     threshold = tolerances.guide_threshold(pair) if threshold is None else checked_threshold(threshold, "threshold")
     k, kind = calibrated.multiple(after_steps), tolerances.kind_of(pair, kind)
     torch_file, paddle_file = _handed_in(folder, pair)[:2]
-    figures = taken_figures(comparison, load_npy(torch_file)) if kind == "computed" else {}
+    figures = taken_figures(comparison, torch_file) if kind == "computed" else {}
     if figures:
         save_taken(folder, pair, figures)
-    taken, left_out = load_taken(folder / f"{pair}{TAKEN}", torch_file, paddle_file, record.load(torch_file)) \
+    taken, left_out = load_taken(folder / f"{pair}{TAKEN}", torch_file, paddle_file, record.path_for(torch_file)) \
         if kind == "computed" else (None, "")
     verdict = judge_measured(pair, torch_file, paddle_file, folder / f"{pair}{EXACT}", threshold=threshold + spread,
                              k=k, kind=kind, taken=taken)
