@@ -31,6 +31,7 @@ class BackwardReport:
     kinks: list = field(default_factory=list)    # [Kink] in the first forward, in run order
     crossed: list = field(default_factory=list)  # [Crossing]: a later step's forward, a value on each side of 0
     taken: bool = False                          # torch's run taking Paddle's side of them is in the record
+    taking: dict = field(default_factory=dict)   # {record key: max |torch's run - that run|}: a hand-in carries it
     isolated: bool = False                       # each step started both sides from torch's weights
     by_design: list = field(default_factory=list)  # lines: a difference the two optimizers make on purpose
     on_branch: bool = False  # judged against torch's run taking Paddle's branch at the first forward's kinks
@@ -185,9 +186,12 @@ def compare_backward(torch_model, paddle_model, inputs, targets, loss, optimizer
 
     def again(crossed):
         torch_model.load_state_dict(start)
-        return record_backward(torch_model, inputs, targets, loss[0], optimizer[0], scheduler and scheduler[0], steps,
-                               layouts, paddle_kinds=kinds, clip=clip and clip[0], crossed=crossed)
-    report = judged(t, p, name_map, mean_bound, None if isolate else again)
+        with torch.random.fork_rng(devices=[]):
+            torch.set_rng_state(draws)  # the recorded run's dropout masks
+            return record_backward(torch_model, inputs, targets, loss[0], optimizer[0], scheduler and scheduler[0],
+                                   steps, layouts, paddle_kinds=kinds, isolate=isolate, clip=clip and clip[0],
+                                   crossed=crossed)
+    report = judged(t, p, name_map, mean_bound, again)
     # red, where values of a first forward within its rounding (green) lie within rounding of 0 of opposite signs
     if report.kinks and not report.passed and report.forward.passed:
         after = copy.deepcopy(torch_model.state_dict())
@@ -281,7 +285,8 @@ def record_backward(model, inputs, targets, loss, optimizer, scheduler=None, ste
 
     crossed=[Crossing] (torch; compare_backward, where Paddle's run crossed a kink in a later step): only torch's run
     again from the model's weights, taking Paddle's side of 0 at each of them (its loss/, state, final/ and weights/
-    keys; take() keeps it as one figure per key).
+    keys; take() keeps it as one figure per key); with isolate=True each of its steps starts from the weights
+    torch's run without them left, as Paddle's isolated steps do (one fp32 run more).
 
     Isolated steps (compare_backward(isolate=True) makes both): a torch model's run with isolate=True records
     every tensor after every step, and its float64 twin starts each step from the fp32 weights the step before
@@ -312,18 +317,21 @@ def record_backward(model, inputs, targets, loss, optimizer, scheduler=None, ste
         keep = (lambda m, i: left.__setitem__(i, copy.deepcopy(m.state_dict()))) if isolate else None
         moved = {}
 
-        def again(kernels, move=True):
+        def again(kernels, move=True, restart=None):
             with torch.random.fork_rng(devices=[]), kernels:  # the same draws (dropout) as the run below
                 if move:
                     moved_one_ulp(model)
                 run = _train("torch", model, inputs, targets, loss, optimizer, scheduler, steps, torch.from_numpy,
                              lambda m: _torch_state(m, layouts), lambda m: _torch_grads(m, layouts), lambda: {},
-                             None, clip)
+                             restart, clip)
             model.load_state_dict(start)
             # only what judge_backward reads: the first forward's modules and gradients are not held
             return {k: v for k, v in run.items() if k.startswith(("loss/", "state", "final/", "weights/"))}
         if crossed is not None:
-            return again(_taking(model, crossed), move=False)
+            if isolate:  # each step from the weights torch's own run left: that fp32 run again first, keeping them
+                again(contextlib.nullcontext(), move=False, restart=keep)
+            return again(_taking(model, crossed), move=False,
+                         restart=(lambda m, i: m.load_state_dict(left[i])) if isolate else None)
         if not isolate:  # the plain run's steps: torch against itself (calibrated.SPREAD), each run of AGAINST_ITSELF
             for i, kernels in enumerate(AGAINST_ITSELF):
                 run = again(kernels())
@@ -503,8 +511,8 @@ def crossing_lines(crossed: list, taken: bool) -> list:
             f"after it branches (torch {c.torch[0]:.3e}, paddle {c.paddle[0]:.3e})" + (f", {len(here) - 1} more module(s)" if len(here) > 1 else "") + "; " +
             ("torch's run again taking Paddle's side of 0 there is torch against itself at every row after it "
              f"(calibrated.SPREAD = {calibrated.SPREAD:g} x it allowed)" if taken else
-             "torch's run taking Paddle's side there is not made (isolate=True, or records judged by judge_backward "
-             "alone: compare_backward makes it for a red plain run)"))
+             "torch's run taking Paddle's side there is not made (records judged by judge_backward alone: "
+             "compare_backward makes it for a red run)"))
     return lines
 
 
@@ -820,6 +828,7 @@ def judge_backward(torch_record: dict, paddle_record: dict, name_map=None,
         report.kinks = kinks(report.forward, torch_record, paddle_record)
         report.crossed = crossings(report.forward, torch_record, paddle_record)
     report.taken = TAKEN in torch_record
+    report.taking = {k[len(TAKEN_KEY):]: v for k, v in torch_record.items() if k.startswith(TAKEN_KEY)}
     mapped = (report.forward.pairing if report.forward else pairing.pair(torch_record, paddle_record, name_map)).modules()
 
     isolated = ISOLATED in torch_record
