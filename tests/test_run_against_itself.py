@@ -4,12 +4,9 @@ and torch against itself (its `moved` run: the torch script again from its weigh
 The pair is tools/bench_k_backward.py's kink net (KINK_NETS "other threads": seed 3, width 8, batch 16, 6 steps of
 momentum SGD) as two scripts: a correct port whose Paddle run crosses a ReLU kink at step 5, red on torch's own
 error alone (K_BACKWARD) and green with torch's spread, as in-process. Its four runs are made once (module scope)."""
-import contextlib
-import io
 import json
 import shutil
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -17,6 +14,7 @@ import pytest
 from portcheck import run
 from portcheck.backward import MOVED, judge_backward
 from portcheck.fileio import load_npy
+from test_run_scripts import judged
 
 STEPS = 6
 TORCH = '''"""A small conv/BatchNorm/ReLU net trained on one batch of noise with momentum SGD."""
@@ -85,18 +83,11 @@ def kink_run(tmp_path_factory):
     return out, statuses
 
 
-def judged(out: Path, statuses: dict):
-    printed = io.StringIO()
-    with contextlib.redirect_stdout(printed):
-        code = run.judge(out, statuses, STEPS)
-    return code, printed.getvalue()
-
-
 def test_a_correct_port_is_green_on_torchs_spread_and_red_without_it(kink_run, tmp_path):
     out, statuses = kink_run
     mine = tmp_path / "out"
     shutil.copytree(out, mine)
-    code, said = judged(mine, statuses)
+    code, said = judged(mine, statuses, STEPS)
     assert code == 0 and "green: the same run for the first steps" in said, said
     # the moved run is torch's script from its initial weights moved one ulp, not the same run
     t, moved = load_npy(out / "torch" / "record.npy"), load_npy(out / "moved" / "record.npy")
@@ -123,7 +114,7 @@ def test_a_weight_decay_plant_is_red_beside_torchs_spread(kink_run, tmp_path):
     script.write_text(PADDLE.replace("parameters=model.parameters())", "parameters=model.parameters(), "
                                                                        "weight_decay=1e-4)"))
     status = run.run_side("paddle", [sys.executable, str(script)], mine, STEPS)
-    code, said = judged(mine, {**statuses, "paddle": status})
+    code, said = judged(mine, {**statuses, "paddle": status}, STEPS)
     assert code == 1, said
     assert "optimizer: weight decay of 0.weight torch 0 (L2) vs paddle 0.0001 (L2)" in said, said
     assert "training: RED, the runs part at" in said and "bp_align: RED" in said, said

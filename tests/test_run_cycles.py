@@ -1,14 +1,13 @@
 """`python -m portcheck run`'s configuration names a torch scheduler that cycles the optimizer's momentum (OneCycleLR's
 cycle_momentum=True, its default), which Paddle's OneCycleLR never does, in compare_backward's one line
 (backward._cycled): red with it, green with cycle_momentum=False. Each case is one whole run (module scope)."""
-import contextlib
-import io
 import sys
 
 import pytest
 
 from portcheck import run
 from portcheck.backward import _cycled, CYCLES_MOMENTUM
+from test_run_scripts import judged
 
 STEPS = 3
 TORCH = '''"""A small classifier trained with momentum SGD under OneCycleLR."""
@@ -66,10 +65,7 @@ def one_cycle(request, tmp_path_factory):
     out = folder / "out"
     run.prepare(out)
     statuses = {side: run.run_side(side, argv[fw], out, STEPS) for side, fw in run.SIDES}
-    printed = io.StringIO()
-    with contextlib.redirect_stdout(printed):
-        code = run.judge(out, statuses, STEPS)
-    return request.param, code, printed.getvalue()
+    return (request.param, *judged(out, statuses, STEPS))
 
 
 def test_a_scheduler_cycling_torchs_momentum_is_named_in_backwards_line(one_cycle):

@@ -154,9 +154,13 @@ def launch(side: str, argv: list, out: Path, steps: int, folders, **settings) ->
         for name in (RECORD, STATUS, INIT):
             if (folder / name).is_file():
                 (folder / name).unlink()
-    settings = {"side": side, "steps": steps, "out": str(out / side), "torch_dir": str(out / "torch"),
-                **({"against": MOVED_SIDES.index(side)} if side in MOVED_SIDES else {}), **settings}
-    return subprocess.run(argv, env=environment(settings)).returncode
+    return subprocess.run(argv, env=environment({**side_settings(side, out, steps), **settings})).returncode
+
+
+def side_settings(side: str, out: Path, steps: int) -> dict:
+    """A side's recorder settings (recorder.SETTINGS): its records in out/side, torch's read from out/torch."""
+    return {"side": side, "steps": steps, "out": str(out / side), "torch_dir": str(out / "torch"),
+            **({"against": MOVED_SIDES.index(side)} if side in MOVED_SIDES else {})}
 
 
 def run_side(side: str, argv: list, out: Path, steps: int) -> dict:
