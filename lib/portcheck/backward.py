@@ -326,20 +326,14 @@ def record_backward(model, inputs, targets, loss, optimizer, scheduler=None, ste
                              restart, clip)
             model.load_state_dict(start)
             # only what judge_backward reads: the first forward's modules and gradients are not held
-            return {k: v for k, v in run.items() if k.startswith(("loss/", "state", "final/", "weights/"))}
+            return {k: v for k, v in run.items() if k.startswith(AGAINST_KEYS)}
         if crossed is not None:
             if isolate:  # each step from the weights torch's own run left: that fp32 run again first, keeping them
                 again(contextlib.nullcontext(), move=False, restart=keep)
             return again(_taking(model, crossed), move=False,
                          restart=(lambda m, i: m.load_state_dict(left[i])) if isolate else None)
         if not isolate:  # the plain run's steps: torch against itself (calibrated.SPREAD), each run of AGAINST_ITSELF
-            for i, kernels in enumerate(AGAINST_ITSELF):
-                run = again(kernels())
-                if not i:
-                    moved = {MOVED + k: v for k, v in run.items()}
-                    continue
-                for k, v in run.items():  # a further run: one figure per key, no second copy of the weights
-                    moved[SPREAD_KEY + k] = np.maximum(moved.get(SPREAD_KEY + k, 0.0), _distance(moved[MOVED + k], v))
+            moved = against_itself(again(kernels()) for kernels in AGAINST_ITSELF)
         out = _train("torch", model, inputs, targets, loss, optimizer, scheduler, steps, torch.from_numpy,
                      lambda m: _torch_state(m, layouts), lambda m: _torch_grads(m, layouts), _norm_counter(model), keep,
                      clip, near=True)
@@ -373,6 +367,22 @@ MOVED = "moved:"  # a torch record's key prefix: its run again with every weight
 
 
 SPREAD_KEY = "spread:"  # a torch record's key prefix: max |moved run - a further run against itself|, one figure
+AGAINST_KEYS = ("loss/", "state", "final/", "weights/")  # what judge_backward reads of a run against itself
+
+
+def against_itself(runs) -> dict:
+    """torch's runs against itself, one per AGAINST_ITSELF in its order (record_backward's, or portcheck run's
+    further runs of the user's torch script), as a torch record holds them: the first's AGAINST_KEYS as arrays
+    (MOVED), each further one as one figure per key (SPREAD_KEY), no second copy of the weights."""
+    moved = {}
+    for i, run in enumerate(runs):
+        run = {k: v for k, v in run.items() if k.startswith(AGAINST_KEYS)}
+        if not i:
+            moved = {MOVED + k: v for k, v in run.items()}
+            continue
+        for k, v in run.items():
+            moved[SPREAD_KEY + k] = np.maximum(moved.get(SPREAD_KEY + k, 0.0), _distance(moved[MOVED + k], v))
+    return moved
 
 
 def spread_of(record: dict, key: str):
