@@ -22,7 +22,10 @@ yardstick of the measured rule; "paddle" starts its model from torch's initial w
 portcheck.pairing) and is fed torch's batches and targets, its own recorded apart (the data pair); "moved" (settings'
 "against": i) is the same script again in float32 from torch's initial weights moved one ulp, fed its batches and
 targets, with backward.AGAINST_ITSELF[i]'s kernels: torch against itself, as compare_backward's plain run measures
-it (calibrated.SPREAD).
+it (calibrated.SPREAD). The torch and Paddle sides also record each later step's values within the floor of 0
+(backward._near_zero's near<i>/ keys); "taking" (portcheck.run, only for a red run whose two sides put such values
+on each side of 0) is the torch script again from torch's initial weights, fed its batches and targets, taking
+Paddle's side of 0 at exactly those values (backward._taking; CROSSED, the run's file of them, in its folder).
 
 Under a launcher (torchrun, paddle.distributed.launch: portcheck.run.ranks) each rank records in DIR/rank<r>/<side>,
 fed and started from torch's rank r; the launcher's own process records nothing.
@@ -44,6 +47,8 @@ SETTINGS = "PORTCHECK_RUN"   # the environment variable holding the run's settin
 RECORD = "record.npy"        # each side's record, in its folder
 STATUS = "status.json"       # each side's outcome: steps taken, config, the error that stopped it
 INIT = "init.npy"            # the torch side's initial weights, in torch's layout (the float64 run starts there)
+CROSSED = "crossed.json"     # the taking side's folder: the values it takes Paddle's side of 0 at (crossed_file)
+NEAR_SIDES = ("torch", "paddle")  # the sides recording each later step's values within the floor of 0
 STOPPED_EXIT = 3             # the exit code of a script the recorder stopped with an error
 
 
@@ -132,25 +137,28 @@ class Run:
         i = self.step
         own = {}
         _flat(args, "args", own), _flat(kwargs, "kwargs", own)
+        near = []
         if i not in self.fed:  # a step's first call (more calls: gradient accumulation)
             self.fed.add(i)
             self.record.update({f"input/batch_{i}/{k}": v for k, v in own.items()})
+            if i and self.side in NEAR_SIDES:  # as record_backward's runs: backward.crossings reads them
+                from portcheck.backward import _near_zero
+                near = _near_zero(module, self.record, i)
         if self.given is not None:  # fed torch's batch of this step
             given = {k: self._widened(v) for k, v in self._given_batch(i).items()}
             args, kwargs = _replaced(args, "args", given, self.fw.to_tensor), \
                 _replaced(kwargs, "kwargs", given, self.fw.to_tensor)
+        handles = near
         if self.calls == 0:
             from portcheck.compare import _Recorder, hook_points
             recorder = _Recorder(arrays=self.record)
             handles = [post(recorder.hook(name)) for name, _, post in hook_points(module)]
-            try:
-                return self._inner(call, args, kwargs)
-            finally:
-                for h in handles:
-                    h.remove()
-                self.calls += 1
-        self.calls += 1
-        return self._inner(call, args, kwargs)
+        try:
+            return self._inner(call, args, kwargs)
+        finally:
+            for h in handles:
+                h.remove()
+            self.calls += 1
 
     def _inner(self, call, args, kwargs):
         self.depth += 1
@@ -180,6 +188,12 @@ class Run:
                 # DDP: hooks_torch) has them updated in place by it, no float32 copy taken
                 self.fw.load(module, init)
                 module.double()  # in place: the optimizer's Parameters are the same objects, now float64
+            elif self.side == "taking":  # as record_backward(crossed=): from torch's start, to the process's end
+                from portcheck.backward import _taking
+                from portcheck.fileio import load_npy
+                self.fw.load(module, load_npy(self.torch_dir / INIT))
+                self.kernels = _taking(module, crossed_file(self.out / CROSSED))
+                self.kernels.__enter__()  # never left: the recorder ends the process after step N
             elif self.against is not None:  # as record_backward's runs against itself, to the process's end
                 from portcheck.backward import AGAINST_ITSELF, moved_one_ulp
                 from portcheck.fileio import load_npy
@@ -311,6 +325,19 @@ class Run:
                   "root": type(self.root).__name__ if self.root is not None else None, "config": self.config,
                   "loaded": sorted({"torch", "paddle"} & set(sys.modules))}  # a Paddle result from Paddle code
         (self.out / STATUS).write_text(json.dumps(status, indent=1, default=str) + "\n")
+
+
+def crossed_file(path: Path, crossed=None) -> list:
+    """The taking side's [backward.Crossing], written by portcheck.run (crossed given) or read by the recorder: json,
+    nothing in it run."""
+    from portcheck.backward import Crossing
+    if crossed is not None:
+        path.write_text(json.dumps([{"step": c.step, "module": c.module, "index": c.index.tolist(),
+                                     "torch": c.torch.tolist(), "paddle": c.paddle.tolist()} for c in crossed]))
+        return crossed
+    return [Crossing(int(c["step"]), str(c["module"]), np.asarray(c["index"], np.int64),
+                     np.asarray(c["torch"], np.float64), np.asarray(c["paddle"], np.float64))
+            for c in json.loads(path.read_text())]
 
 
 LOSSES = ("cross_entropy", "nll_loss", "mse_loss", "l1_loss", "smooth_l1_loss", "binary_cross_entropy",

@@ -16,6 +16,11 @@ paddle.distributed.launch: ranks) each rank records in DIR/rank<r> and is judged
   moved     the torch script again in float32 from those weights moved one ulp, with other threads (one run per
             backward.AGAINST_ITSELF): torch against itself, which the steps are also allowed calibrated.SPREAD x,
             as compare_backward allows it.
+A fifth run, only where the steps are red and Paddle's forward in a later step put values within torch's rounding of
+0 on the other side of 0 than torch's (a kink crossed: backward.crossings, from the near<i>/ keys both sides record):
+  taking    the torch script again from its initial weights, fed its batches, taking Paddle's side of 0 at exactly
+            those values (backward._taking; DIR/taking/crossed.json), allowed calibrated.SPREAD x as
+            compare_backward allows it (backward.judged); a launched run is judged without it.
 The first forward is judged cumulative (each side on its own values) and isolated (every paired module on torch's
 recorded values, portcheck.isolate: every module whose own computation differs is named).
 Then the configuration is compared (portcheck.runconfig: every difference one line), the records judged as
@@ -37,17 +42,19 @@ from pathlib import Path
 
 
 from portcheck import data as data_pairs, handin, runconfig
-from portcheck.backward import AGAINST_ITSELF, MOVED, against_itself
+from portcheck.backward import AGAINST_ITSELF, AGAINST_KEYS, MOVED, against_itself
 from portcheck.compare import F64, ROOT
 from portcheck.errors import PipelineError
 from portcheck.fileio import load_npy
-from portcheck.recorder import INIT, RECORD, SETTINGS, STATUS
+from portcheck.report import DIAGNOSTICS
+from portcheck.recorder import CROSSED, INIT, RECORD, SETTINGS, STATUS, crossed_file
 
 MARK = ".portcheck_run"   # in DIR: the folder is ours, a rerun may replace what is in it
 # torch's runs against itself, one per backward.AGAINST_ITSELF (its index the recorder's "against")
 MOVED_SIDES = tuple(f"moved{i + 1}" if i else "moved" for i in range(len(AGAINST_ITSELF)))
 SIDES = (("torch", "torch"), ("paddle", "paddle"), ("torch64", "torch"),  # torch64 reads Paddle's pairing
          *((side, "torch") for side in MOVED_SIDES))
+TAKING = "taking"  # the fifth run's side (taking_run): made only for a red run crossing a kink in a later step
 PAIRS = ("forward", "data", "loss", "lr", "bp_align")
 INJECT = Path(__file__).resolve().parent / "inject"
 LIB = Path(__file__).resolve().parent.parent
@@ -140,10 +147,14 @@ def prepare(out: Path):
     for side, _ in SIDES:
         (out / side).mkdir(parents=True, exist_ok=True)
     (out / MARK).write_text("written by python -m portcheck run\n")
+    for name in (RECORD, STATUS, CROSSED):  # a previous run's taking run is never read as this one's
+        if (out / TAKING / name).is_file():
+            (out / TAKING / name).unlink()
 
 
 SAID = {"torch": "torch", "torch64": "torch (its float64 run)", "paddle": "Paddle",
-        **{side: "torch (its run against itself)" for side in MOVED_SIDES}}
+        **{side: "torch (its run against itself)" for side in MOVED_SIDES},
+        TAKING: "torch (its run taking Paddle's side of a kink crossed)"}
 
 
 def launch(side: str, argv: list, out: Path, steps: int, folders, **settings) -> int:
@@ -166,6 +177,17 @@ def side_settings(side: str, out: Path, steps: int) -> dict:
 def run_side(side: str, argv: list, out: Path, steps: int) -> dict:
     """One side's script, one process; its status (steps taken, configuration)."""
     return status_of(f"the {SAID[side]} script", out / side, launch(side, argv, out, steps, [out / side]), steps)
+
+
+def taking_run(argv: list, out: Path, steps: int, crossed: list) -> dict:
+    """backward.judged's again(crossed): the torch script once more from torch's initial weights, fed its batches,
+    taking Paddle's side of 0 at each crossed value (recorder's "taking" side; the values handed over as
+    DIR/taking/crossed.json); its record's keys judge_backward reads of a run against itself, with the update
+    digests bp_align carries (with_updates), for backward.take."""
+    (out / TAKING).mkdir(exist_ok=True)
+    crossed_file(out / TAKING / CROSSED, crossed)
+    run_side(TAKING, argv, out, steps)
+    return {k: v for k, v in with_updates(load_npy(out / TAKING / RECORD), steps).items() if k.startswith(AGAINST_KEYS)}
 
 
 def run_ranks(side: str, argv: list, out: Path, steps: int, launched: bool) -> dict:
@@ -266,9 +288,11 @@ def rank0_buffers(t: dict) -> set:
     return out
 
 
-def judge(out: Path, statuses: dict, steps: int, rank: int = 0) -> int:
+def judge(out: Path, statuses: dict, steps: int, rank: int = 0, again=None) -> int:
+    """The records in `out` judged and handed in; again(crossed): the taking run (taking_run), made by backward.judged
+    only where the steps are red and a kink is crossed in a later step (None: not made, the report says so)."""
     from portcheck import record
-    from portcheck.backward import judge_backward
+    from portcheck.backward import judged
     from portcheck.handin import per_step, save_side
     t = merged(load_npy(out / "torch" / RECORD), load_npy(out / "torch64" / RECORD))
     # torch against itself, as record_backward keeps it (each run's update digests first, for bp_align's spread)
@@ -277,7 +301,8 @@ def judge(out: Path, statuses: dict, steps: int, rank: int = 0) -> int:
         "broadcast_buffers") else set()
     t = {k: v for k, v in t.items() if k not in from_rank0}
     p = load_npy(out / "paddle" / RECORD)
-    report = judge_backward(t, p)
+    t = with_updates(t, steps)  # the update digests, so that the taking run's figures (take) hold bp_align's too
+    report = judged(t, p, again=again)
     isolated(report.forward, t, load_npy(out / "torch64" / RECORD), p, statuses)
     modules = report.forward.pairing.modules()
     renamed = dict(k[len("renamed/"):].rsplit("/", 1) for k in t if k.startswith("renamed/"))
@@ -307,6 +332,15 @@ def judge(out: Path, statuses: dict, steps: int, rank: int = 0) -> int:
         save_side(pairs, "lr", side, per_step(rec, "lr"), dep, script,
                   exact=per_step(rec, "lr", exact=True) if exact else None)
         save_side(pairs, "data", side, batches(rec), dep, script)
+    # the taking run's figures beside bp_align (handin.save_taken), judged with as the hand-in checker judges them;
+    # a previous run's, in our folders, never judged as this one's (the same scripts write the same pair files)
+    taken = [pairs / f"bp_align{handin.TAKEN}", top / DIAGNOSTICS / f"bp_align{handin.TAKEN}"]
+    for f in [*taken, *map(record.path_for, taken)]:
+        if f.is_file():
+            f.unlink()
+    figures = handin.taken_figures(report, pairs / "bp_align_torch.npy")
+    if figures:
+        handin.save_taken(pairs, "bp_align", figures)
     tables = [*(f"configuration: {line}" for line in config), *report.table().splitlines()]
     handin.check_outputs(pairs, PAIRS, top)
     with contextlib.redirect_stdout(io.StringIO()):  # the diff logs' lines: in their files, the summary below
@@ -422,5 +456,6 @@ def main(args) -> int:
     prepare(args.out)
     statuses = {side: run_side(side, argvs[fw], args.out, args.steps) for side, fw in SIDES}
     sys.stdout.flush()
-    code = judge(args.out, statuses, args.steps)
+    code = judge(args.out, statuses, args.steps,
+                 again=lambda crossed: taking_run(argvs["torch"], args.out, args.steps, crossed))
     return max(code, full(args.out, argvs, args.metric)) if args.full else code
