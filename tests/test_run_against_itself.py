@@ -26,6 +26,7 @@ from torch import nn
 
 ap = argparse.ArgumentParser(description=__doc__)
 ap.add_argument("--seed", type=int, default=3)
+ap.add_argument("--batch", type=int, default=16)
 args = ap.parse_args()
 torch.manual_seed(args.seed)
 layers, c = [], 3
@@ -34,7 +35,7 @@ for i, o in enumerate((8, 16, 32, 32)):
     c = o
 model = nn.Sequential(*layers, nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(c, 10))
 rng = np.random.RandomState(args.seed)
-x, y = torch.from_numpy(rng.randn(16, 3, 32, 32).astype("float32")), torch.from_numpy(rng.randint(0, 10, 16))
+x, y = torch.from_numpy(rng.randn(args.batch, 3, 32, 32).astype("float32")), torch.from_numpy(rng.randint(0, 10, args.batch))
 optimizer = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
 model.train()
 for step in range(10):
@@ -52,6 +53,7 @@ from paddle import nn
 
 ap = argparse.ArgumentParser(description=__doc__)
 ap.add_argument("--seed", type=int, default=3)
+ap.add_argument("--batch", type=int, default=16)
 args = ap.parse_args()
 paddle.seed(args.seed)
 layers, c = [], 3
@@ -60,7 +62,7 @@ for i, o in enumerate((8, 16, 32, 32)):
     c = o
 model = nn.Sequential(*layers, nn.AdaptiveAvgPool2D(1), nn.Flatten(), nn.Linear(c, 10))
 rng = np.random.RandomState(args.seed)
-x, y = paddle.to_tensor(rng.randn(16, 3, 32, 32).astype("float32")), paddle.to_tensor(rng.randint(0, 10, 16))
+x, y = paddle.to_tensor(rng.randn(args.batch, 3, 32, 32).astype("float32")), paddle.to_tensor(rng.randint(0, 10, args.batch))
 optimizer = paddle.optimizer.Momentum(0.05, momentum=0.9, parameters=model.parameters())
 model.train()
 for step in range(10):

@@ -292,7 +292,7 @@ def judge(out: Path, statuses: dict, steps: int, rank: int = 0, again=None) -> i
     """The records in `out` judged and handed in; again(crossed): the taking run (taking_run), made by backward.judged
     only where the steps are red and a kink is crossed in a later step (None: not made, the report says so)."""
     from portcheck import record
-    from portcheck.backward import judged
+    from portcheck.backward import crossing_lines, judged
     from portcheck.handin import per_step, save_side
     t = merged(load_npy(out / "torch" / RECORD), load_npy(out / "torch64" / RECORD))
     # torch against itself, as record_backward keeps it (each run's update digests first, for bp_align's spread)
@@ -370,6 +370,8 @@ def judge(out: Path, statuses: dict, steps: int, rank: int = 0, again=None) -> i
           + "".join(f"; the {side} run stopped: {why}" for side, why in report.forward.isolation_stopped.items()))
     print("training: " + ("every module, gradient, loss, lr and weight within the measured rule" if report.passed
                           else f"RED, the runs part at {where}"))
+    if report.crossed and (report.taken or not report.passed):  # a green run's values near 0 decide nothing
+        print("".join(f"  ({line})\n" for line in crossing_lines(report.crossed, report.taken)), end="")
     for name, v in verdicts.items():
         print(f"{name}: {'green' if v.passed else 'RED'} | {v.describe_measured()}")
     red = bool(config) or not fed.passed or not report.passed or not all(v.passed for v in verdicts.values())

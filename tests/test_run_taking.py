@@ -1,0 +1,134 @@
+"""`python -m portcheck run` judges a kink Paddle crosses in a later step as compare_backward does: where the steps
+are red and the two sides' forwards in a later step hold values within the floor of 0 of opposite signs (the near<i>/
+keys both recorders write), the torch script runs once more taking Paddle's side of 0 there (the taking run), and
+the steps are allowed calibrated.SPREAD x torch against that run too (backward.judged).
+
+The pair is tools/bench_k_backward.py's kink net (conv_bn_nets, width 8) as test_run_against_itself's two scripts,
+at a seed and batch where Paddle's run crosses a ReLU kink that neither torch's float64 run nor its moved run does:
+a correct port, red without the taking run, green with it. Its five runs are made once (module scope)."""
+import contextlib
+import io
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from portcheck import handin, run
+from portcheck.backward import NEAR
+from portcheck.fileio import load_npy, save_npy
+from test_run_against_itself import PADDLE, TORCH
+from test_run_scripts import judged
+
+STEPS, SEED, BATCH = 6, 7, 8  # the net found by a sweep of seeds and batches (docs/run.md)
+ARGS = ["--seed", str(SEED), "--batch", str(BATCH)]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def threads():
+    """Every run of the module with the thread count the kink was found at (torch's sums split by it)."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("OMP_NUM_THREADS", "2")
+        yield
+
+
+@pytest.fixture(scope="module")
+def kink_run(tmp_path_factory, threads):
+    folder = tmp_path_factory.mktemp("taking")
+    (folder / "pt_kink.py").write_text(TORCH)
+    (folder / "pd_kink.py").write_text(PADDLE)
+    out = folder / "out"
+    run.prepare(out)
+    argvs = {fw: [sys.executable, str(folder / f"{'pt' if fw == 'torch' else 'pd'}_kink.py"), *ARGS]
+             for fw in ("torch", "paddle")}
+    statuses = {side: run.run_side(side, argvs[fw], out, STEPS) for side, fw in run.SIDES}
+    return out, statuses, argvs
+
+
+def taking(argvs, out, made):
+    """judge's again: the taking run, each call's crossings kept in `made`."""
+    def again(crossed):
+        made.append(crossed)
+        return run.taking_run(argvs["torch"], out, STEPS, crossed)
+    return again
+
+
+def test_a_correct_port_red_on_a_later_kink_is_green_with_the_taking_run(kink_run, tmp_path):
+    out, statuses, argvs = kink_run
+    mine = tmp_path / "out"
+    shutil.copytree(out, mine)
+    t, p = (load_npy(out / side / "record.npy") for side in ("torch", "paddle"))
+    assert any(k.startswith(NEAR) for k in t) and any(k.startswith(NEAR) for k in p), "no near<i>/ keys recorded"
+    code, said = judged(mine, statuses, STEPS)  # as before: judge_backward alone, no taking run
+    if code == 0:
+        pytest.skip("this CPU's kernels cross no kink in this net that torch's moved run does not")
+    assert "training: RED, the runs part at" in said and "after step" in said, said
+    assert "is not made" in (mine / "pairs" / "bp_align_diff.log").read_text()
+    made = []
+    code, said = judged_with(mine, statuses, taking(argvs, mine, made))
+    assert code == 0 and "green: the same run for the first steps" in said, said
+    assert len(made) == 1 and all(c.step >= 1 for c in made[0]), made
+    log = (mine / "pairs" / "bp_align_diff.log").read_text()
+    assert "torch's run again taking Paddle's side of 0 there is torch against itself" in log, log
+    # the taking run is torch's own until the step whose forward crossed: it starts from torch's weights, fed its batches
+    t, taken = load_npy(mine / "torch" / "record.npy"), load_npy(mine / "taking" / "record.npy")
+    first = min(c.step for c in made[0])
+    assert all(np.array_equal(t[f"loss/{i}"], taken[f"loss/{i}"]) for i in range(first)), "not torch's run up to it"
+    # the hand-in carries that run's figures, and its checker re-derives green from the folder alone
+    assert (mine / "log_reprod" / "diagnostics" / f"bp_align{handin.TAKEN}").is_file()
+    assert run_check(mine / "log_reprod") == 0
+
+
+def judged_with(out, statuses, again, steps=STEPS):
+    """(exit code, summary) of run.judge with the taking run `again`."""
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        code = run.judge(out, statuses, steps, again=again)
+    return code, printed.getvalue()
+
+
+def run_check(top) -> int:
+    return subprocess.run([sys.executable, "-m", "portcheck", "check", str(top), "--only", ",".join(run.PAIRS)],
+                          capture_output=True).returncode
+
+
+def before(key: str, steps: int) -> bool:
+    """A record's key of the first `steps` steps (a step's loss, lr, batch, near values, the weights after it)."""
+    head, _, rest = key.partition("/")
+    for prefix, last in (("state", steps), (NEAR, steps - 1)):
+        if head.startswith(prefix) and head[len(prefix):].isdigit():
+            return int(head[len(prefix):]) <= last
+    if head in ("loss", "lr"):
+        return int(rest) < steps
+    if head in ("input", "target"):
+        return int(rest.partition("/")[0].removeprefix("batch_")) < steps
+    return True
+
+
+def test_a_weight_decay_plant_beside_the_kink_stays_red(kink_run, tmp_path):
+    """Paddle's Momentum given weight_decay=1e-4, torch's none: red, the taking run made where the kink is crossed."""
+    out, statuses, argvs = kink_run
+    mine = tmp_path / "out"
+    shutil.copytree(out, mine)
+    script = tmp_path / "pd_kink.py"
+    script.write_text(PADDLE.replace("parameters=model.parameters())", "parameters=model.parameters(), "
+                                                                       "weight_decay=1e-4)"))
+    status = run.run_side("paddle", [sys.executable, str(script), *ARGS], mine, STEPS)
+    code, said = judged_with(mine, {**statuses, "paddle": status}, taking(argvs, mine, []))
+    assert code == 1 and "training: RED, the runs part at" in said and "bp_align: RED" in said, said
+
+
+def test_a_green_run_makes_no_taking_run(kink_run, tmp_path):
+    """The same records cut to the steps before the kink is crossed: green, and judge never calls the taking run."""
+    out, statuses, argvs = kink_run
+    mine = tmp_path / "out"
+    shutil.copytree(out, mine)
+    steps = 4
+    for side, _ in run.SIDES:
+        rec = load_npy(mine / side / "record.npy")
+        save_npy(mine / side / "record.npy", {k: v for k, v in rec.items() if before(k, steps)})
+    made = []
+    code, said = judged_with(mine, statuses, taking(argvs, mine, made), steps)
+    assert code == 0 and "green: the same run for the first steps" in said, said
+    assert made == [] and not (mine / "taking" / "record.npy").exists(), "a green run made the taking run"
