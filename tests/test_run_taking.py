@@ -16,8 +16,9 @@ import numpy as np
 import pytest
 
 from portcheck import handin, run
-from portcheck.backward import NEAR
+from portcheck.backward import AGAINST_KEYS, NEAR
 from portcheck.fileio import load_npy, save_npy
+from portcheck.recorder import CROSSED, crossed_file
 from test_run_against_itself import PADDLE, TORCH
 from test_run_scripts import judged
 
@@ -46,35 +47,53 @@ def kink_run(tmp_path_factory, threads):
     return out, statuses, argvs
 
 
-def taking(argvs, out, made):
-    """judge's again: the taking run, each call's crossings kept in `made`."""
+def taking(argvs, out, made, ran=None):
+    """judge's again: the taking run, each call's crossings kept in `made`; ran: a folder whose taking run was made
+    for the same torch records, reused where it took the same values (the run depends on nothing else)."""
     def again(crossed):
         made.append(crossed)
+        if ran is not None:
+            crossed_file(out / "asked.json", crossed)
+            if (out / "asked.json").read_text() == (ran / "taking" / CROSSED).read_text():
+                return {k: v for k, v in run.with_updates(load_npy(ran / "taking" / "record.npy"), STEPS).items()
+                        if k.startswith(AGAINST_KEYS)}
         return run.taking_run(argvs["torch"], out, STEPS, crossed)
     return again
 
 
-def test_a_correct_port_red_on_a_later_kink_is_green_with_the_taking_run(kink_run, tmp_path):
+@pytest.fixture(scope="module")
+def taken(kink_run, tmp_path_factory):
+    """The records judged as before (no taking run), then with it: (folder, before, after, the crossings asked)."""
     out, statuses, argvs = kink_run
-    mine = tmp_path / "out"
+    mine = tmp_path_factory.mktemp("taken") / "out"
     shutil.copytree(out, mine)
+    before = judged(mine, statuses, STEPS)
+    before_log = (mine / "pairs" / "bp_align_diff.log").read_text()
+    made = []
+    after = judged_with(mine, statuses, taking(argvs, mine, made))
+    return mine, (*before, before_log), after, made
+
+
+def test_a_correct_port_red_on_a_later_kink_is_green_with_the_taking_run(kink_run, taken):
+    out = kink_run[0]
+    mine, (code, said, log), after, made = taken
     t, p = (load_npy(out / side / "record.npy") for side in ("torch", "paddle"))
     assert any(k.startswith(NEAR) for k in t) and any(k.startswith(NEAR) for k in p), "no near<i>/ keys recorded"
-    code, said = judged(mine, statuses, STEPS)  # as before: judge_backward alone, no taking run
     if code == 0:
         pytest.skip("this CPU's kernels cross no kink in this net that torch's moved run does not")
+    # as before: judge_backward alone, red where Paddle crossed, the report saying the taking run was not made
     assert "training: RED, the runs part at" in said and "after step" in said, said
-    assert "is not made" in (mine / "pairs" / "bp_align_diff.log").read_text()
-    made = []
-    code, said = judged_with(mine, statuses, taking(argvs, mine, made))
+    assert "is not made" in log and "is not made" in said, log
+    code, said = after
     assert code == 0 and "green: the same run for the first steps" in said, said
     assert len(made) == 1 and all(c.step >= 1 for c in made[0]), made
     log = (mine / "pairs" / "bp_align_diff.log").read_text()
     assert "torch's run again taking Paddle's side of 0 there is torch against itself" in log, log
     # the taking run is torch's own until the step whose forward crossed: it starts from torch's weights, fed its batches
-    t, taken = load_npy(mine / "torch" / "record.npy"), load_npy(mine / "taking" / "record.npy")
+    t, again = load_npy(mine / "torch" / "record.npy"), load_npy(mine / "taking" / "record.npy")
     first = min(c.step for c in made[0])
-    assert all(np.array_equal(t[f"loss/{i}"], taken[f"loss/{i}"]) for i in range(first)), "not torch's run up to it"
+    assert all(np.array_equal(t[f"loss/{i}"], again[f"loss/{i}"]) for i in range(first)), "not torch's run up to it"
+    assert not np.array_equal(t[f"state{STEPS}/0.weight"], again[f"state{STEPS}/0.weight"]), "no side of 0 taken"
     # the hand-in carries that run's figures, and its checker re-derives green from the folder alone
     assert (mine / "log_reprod" / "diagnostics" / f"bp_align{handin.TAKEN}").is_file()
     assert run_check(mine / "log_reprod") == 0
@@ -106,17 +125,34 @@ def before(key: str, steps: int) -> bool:
     return True
 
 
-def test_a_weight_decay_plant_beside_the_kink_stays_red(kink_run, tmp_path):
-    """Paddle's Momentum given weight_decay=1e-4, torch's none: red, the taking run made where the kink is crossed."""
-    out, statuses, argvs = kink_run
+PLANTS = {  # Paddle's script changed: (the change, whether its run crosses the same kink, the taking run made)
+    # train mode normalizes by the batch's statistics: the forwards are the clean port's, the running mean is not
+    "one BatchNorm momentum 0.2 (torch's 0.1)": ("nn.BatchNorm2D(o)", "nn.BatchNorm2D(o, momentum=0.8 if i else 0.9)",
+                                               True),
+    "weight decay 1e-4 (torch's none)": ("parameters=model.parameters())",
+                                         "parameters=model.parameters(), weight_decay=1e-4)", False),
+}
+
+
+@pytest.mark.parametrize("plant", PLANTS)
+def test_a_plant_beside_the_kink_stays_red(kink_run, taken, plant, tmp_path):
+    """Each plant red, judged with the taking run where its Paddle run crosses the kink the clean one does."""
+    statuses, argvs = kink_run[1:]
+    if taken[1][0] == 0:
+        pytest.skip("this CPU's kernels cross no kink in this net that torch's moved run does not")
     mine = tmp_path / "out"
-    shutil.copytree(out, mine)
+    shutil.copytree(taken[0], mine)
+    old, new, crosses = PLANTS[plant]
     script = tmp_path / "pd_kink.py"
-    script.write_text(PADDLE.replace("parameters=model.parameters())", "parameters=model.parameters(), "
-                                                                       "weight_decay=1e-4)"))
+    script.write_text(PADDLE.replace(old, new))
+    assert script.read_text() != PADDLE
     status = run.run_side("paddle", [sys.executable, str(script), *ARGS], mine, STEPS)
-    code, said = judged_with(mine, {**statuses, "paddle": status}, taking(argvs, mine, []))
-    assert code == 1 and "training: RED, the runs part at" in said and "bp_align: RED" in said, said
+    made = []
+    code, said = judged_with(mine, {**statuses, "paddle": status}, taking(argvs, mine, made, ran=taken[0]))
+    assert code == 1 and "training: RED, the runs part at" in said and "configuration" in said, said
+    assert bool(made) == crosses, made
+    if crosses:
+        assert "torch's run again taking Paddle's side of 0 there is torch against itself" in said, said
 
 
 def test_a_green_run_makes_no_taking_run(kink_run, tmp_path):
