@@ -34,6 +34,8 @@ A script that cannot be recorded (it trains two models, compiles its model, exit
 one line in status.json, which portcheck.run reports for its side.
 """
 import atexit
+import contextlib
+import dataclasses
 import functools
 import inspect
 import json
@@ -98,6 +100,7 @@ class Run:
         self.step, self.depth, self.calls, self.loss, self.done = 0, 0, 0, None, False
         self.error, self.fed, self.in_root = None, set(), 0
         self.given = None  # the torch side's record (paddle, torch64): its batches, targets, weights
+        self.crossed = []  # the taking side's: the values whose side of 0 it takes Paddle's (backward.Crossing)
         self.plain = self.side == "plain"  # tools/bench_run.py: the script's own first N steps, nothing recorded
         if self.side not in ("torch", "plain"):
             from portcheck.fileio import load_npy
@@ -137,13 +140,17 @@ class Run:
         i = self.step
         own = {}
         _flat(args, "args", own), _flat(kwargs, "kwargs", own)
-        near = []
+        near, taking = [], contextlib.nullcontext()
         if i not in self.fed:  # a step's first call (more calls: gradient accumulation)
             self.fed.add(i)
             self.record.update({f"input/batch_{i}/{k}": v for k, v in own.items()})
             if i and self.side in NEAR_SIDES:  # as record_backward's runs: backward.crossings reads them
                 from portcheck.backward import _near_zero
                 near = _near_zero(module, self.record, i)
+            here = [dataclasses.replace(c, step=0) for c in self.crossed if c.step == i]
+            if here:  # the call whose near<i>/ values crossed (an evaluation's or an accumulated call's: not it)
+                from portcheck.backward import _taking
+                taking = _taking(module, here)
         if self.given is not None:  # fed torch's batch of this step
             given = {k: self._widened(v) for k, v in self._given_batch(i).items()}
             args, kwargs = _replaced(args, "args", given, self.fw.to_tensor), \
@@ -154,7 +161,8 @@ class Run:
             recorder = _Recorder(arrays=self.record)
             handles = [post(recorder.hook(name)) for name, _, post in hook_points(module)]
         try:
-            return self._inner(call, args, kwargs)
+            with taking:
+                return self._inner(call, args, kwargs)
         finally:
             for h in handles:
                 h.remove()
@@ -188,12 +196,10 @@ class Run:
                 # DDP: hooks_torch) has them updated in place by it, no float32 copy taken
                 self.fw.load(module, init)
                 module.double()  # in place: the optimizer's Parameters are the same objects, now float64
-            elif self.side == "taking":  # as record_backward(crossed=): from torch's start, to the process's end
-                from portcheck.backward import _taking
+            elif self.side == "taking":  # as record_backward(crossed=): from torch's start (_root_call takes them)
                 from portcheck.fileio import load_npy
                 self.fw.load(module, load_npy(self.torch_dir / INIT))
-                self.kernels = _taking(module, crossed_file(self.out / CROSSED))
-                self.kernels.__enter__()  # never left: the recorder ends the process after step N
+                self.crossed = crossed_file(self.out / CROSSED)
             elif self.against is not None:  # as record_backward's runs against itself, to the process's end
                 from portcheck.backward import AGAINST_ITSELF, moved_one_ulp
                 from portcheck.fileio import load_npy
