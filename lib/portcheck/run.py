@@ -318,7 +318,7 @@ def judge(out: Path, statuses: dict, steps: int, rank: int = 0, again=None) -> i
     paddle_weights = {k: p.get("state0/" + _counterpart("w/" + k, modules, renamed).partition("/")[2]) for k in weights}
     depends = lambda w, fed_: {"weights": record.state_fingerprint({k: v for k, v in w.items() if v is not None}),
                                "inputs": record.fingerprint([("in", fed_)]), "flags": {"steps": steps}}
-    sides = {"torch": (with_updates(t, steps), depends(weights, t[f"in/{ROOT}"])),
+    sides = {"torch": (t, depends(weights, t[f"in/{ROOT}"])),
              "paddle": (with_updates(p, steps), depends(paddle_weights, p[f"in/{ROOT}"]))}
     script = "python -m portcheck run"
     for side, (rec, dep) in sides.items():
