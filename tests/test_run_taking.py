@@ -151,6 +151,9 @@ def test_a_plant_beside_the_kink_stays_red(kink_run, taken, plant, tmp_path):
     code, said = judged_with(mine, {**statuses, "paddle": status}, taking(argvs, mine, made, ran=taken[0]))
     assert code == 1 and "training: RED, the runs part at" in said and "configuration" in said, said
     assert bool(made) == crosses, made
+    # the clean run's figures in the copied folder are not this run's: written again only where its run was made
+    assert all((d / f"bp_align{handin.TAKEN}").is_file() == crosses
+               for d in (mine / "pairs", mine / "log_reprod" / "diagnostics"))
     if crosses:
         assert "torch's run again taking Paddle's side of 0 there is torch against itself" in said, said
 
