@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from portcheck.compare import (F64, INPUTS, ROOT, ForwardReport, _float64, _Recorder, _unjudged_lines, call, float64,
-                               hook_points, in_turn, judge_forward, measure, checked_args, next_call, values, WIDER)
+                               first_input, hook_points, in_turn, judge_forward, measure, checked_args, next_call, values,
+                               WIDER)
 from portcheck import calibrated, diff, fused, pairing, tolerances
 from portcheck.convert import RENAMES, framework_of, plan, torch_layouts
 from portcheck.diff import NOT_JUDGED, first_diverging
@@ -277,7 +278,8 @@ def record_backward(model, inputs, targets, loss, optimizer, scheduler=None, ste
                             later step)
         spread:<key>        (torch, not isolated) max |that run - a further run of AGAINST_ITSELF|, one figure
         near<i>/<module>    (i >= 1) step i's forward: the flat indices (row 0) and values (row 1)
-                            of each module's output within the floor of 0 (calibrated.FLOOR x eps32 x its largest)
+                            of each module's output within the floor of 0 (calibrated.FLOOR x eps32 x its largest);
+                            near<i>/in/<module> of its first input
 
     crossed=[Crossing] (torch; compare_backward, where Paddle's run crossed a kink in a later step): only torch's run
     again from the model's weights, taking Paddle's side of 0 at each of them (its loss/, state, final/ and weights/
@@ -398,83 +400,117 @@ TAKEN_KEY = "taken:"     # a torch record's key prefix: max |torch's run - that 
 TAKING = "taking Paddle's side of 0 at the values the runs put on each side of a kink (the report's kink line)"
 
 
+INPUT = "in/"  # near<step>/in/<module>: a module's first input, where no module's output holds it (the ReLU after
+# a residual sum written inline, `x += shortcut`: the zoo's ResNet-18 under ATEN_CPU_CAPABILITY=default crosses there)
+
+
 @dataclass
 class Crossing:
-    """Values of one module's output in a later step's forward within the floor of 0 on both sides and of
-    opposite signs: a ReLU (or max) after them takes one branch in torch's run and the other in Paddle's."""
+    """Values of one module's output (or first input) in a later step's forward within the floor of 0 on both
+    sides and of opposite signs: a ReLU (or max) at them takes one branch in torch's run and the other in Paddle's."""
     step: int              # the step whose forward holds them (1: the second)
-    module: str            # its record name (module#2: its second call)
-    index: np.ndarray      # flat indices into the output
+    module: str            # its record name (module#2: its second call; in/module: its first input)
+    index: np.ndarray      # flat indices into the output (or input)
     torch: np.ndarray      # the values on each side
     paddle: np.ndarray
 
 
 def _near_zero(model, into: dict, step: int) -> list:
-    """Hooks recording into `into`, for step `step`'s forward, each module's output values within the floor of 0
-    (near<step>/<module>: flat indices, values); their handles."""
-    calls = {}
+    """Hooks recording into `into`, for step `step`'s forward, each module's output values and first input's
+    (before its forward: an in-place module changes it) within the floor of 0 (near<step>/<module>,
+    near<step>/in/<module>: flat indices, values); their handles."""
+    calls, inputs = {}, {}
 
-    def hook(name):
-        def record(module, args, kwargs, output):
-            call = next_call(calls, name)
-            if not (hasattr(output, "numpy") and hasattr(output, "shape")):
-                return
-            v = np.asarray(values(output)).reshape(-1)
-            if v.dtype.kind != "f" or not v.size:
-                return
-            size = np.abs(v)
-            with np.errstate(invalid="ignore"):
-                i = np.flatnonzero((size <= calibrated.FLOOR * calibrated.EPS32 * size.max()) & (v != 0))
-            into[f"{NEAR}{step}/{call}"] = np.stack([i.astype(np.float64), v[i].astype(np.float64)])
+    def kept(key, tensor):
+        if not (hasattr(tensor, "numpy") and hasattr(tensor, "shape")):
+            return
+        v = np.asarray(values(tensor)).reshape(-1)
+        if v.dtype.kind != "f" or not v.size:
+            return
+        size = np.abs(v)
+        with np.errstate(invalid="ignore"):
+            i = np.flatnonzero((size <= calibrated.FLOOR * calibrated.EPS32 * size.max()) & (v != 0))
+        into[key] = np.stack([i.astype(np.float64), v[i].astype(np.float64)])
+
+    def before(name):
+        def record(module, args, kwargs):
+            kept(f"{NEAR}{step}/{INPUT}{next_call(inputs, name)}", first_input(args, kwargs)[1])
         return record
-    return [post(hook(name)) for name, _, post in hook_points(model)]
+
+    def after(name):
+        def record(module, args, kwargs, output):
+            kept(f"{NEAR}{step}/{next_call(calls, name)}", output)
+        return record
+    points = hook_points(model)
+    return [pre(before(name)) for name, pre, _ in points] + [post(after(name)) for name, _, post in points]
 
 
 def crossings(forward: ForwardReport, torch_record: dict, paddle_record: dict) -> list:
     """[Crossing] of every later step's forward, in step order: values both runs hold within the floor of 0 whose
-    signs differ, in modules the first forward paired and judged."""
+    signs differ, in modules the first forward paired and judged. A module's input holding the values an output
+    crossed in the same step (a Sequential's next module) is the same crossing, kept once."""
     judged = {row.name for row in forward.rows if not row.problem}
-    out = []
-    for key, a in torch_record.items():
+    out, seen = [], set()
+    for key, a in sorted(torch_record.items(), key=lambda item: f"/{INPUT}" in item[0]):  # outputs first
         if not key.startswith(NEAR):
             continue
         head, _, call = key.partition("/")
-        other = forward.counterparts.get(f"out/{call}", "")
-        b = paddle_record.get(f"{head}/{other[4:]}") if call in judged and other.startswith("out/") else None
+        name = call.removeprefix(INPUT)
+        other = forward.counterparts.get(call if call.startswith(INPUT) else f"out/{call}", "")
+        other = other.removeprefix("out/") if other.startswith("out/") else other if other.startswith(INPUT) else ""
+        b = paddle_record.get(f"{head}/{other}") if name in judged and other else None
         if b is None or a.ndim != 2 or b.ndim != 2:
             continue
         _, i, j = np.intersect1d(a[0], b[0], assume_unique=True, return_indices=True)
         flip = a[1][i] * b[1][j] < 0
-        if flip.any():
-            out.append(Crossing(int(head[len(NEAR):]), call, a[0][i][flip].astype(np.int64), a[1][i][flip],
-                                b[1][j][flip]))
+        if not flip.any():
+            continue
+        c = Crossing(int(head[len(NEAR):]), call, a[0][i][flip].astype(np.int64), a[1][i][flip], b[1][j][flip])
+        same = (c.step, c.index.tobytes(), c.torch.tobytes(), c.paddle.tobytes())
+        if same not in seen:
+            seen.add(same)
+            out.append(c)
     return sorted(out, key=lambda c: c.step)
 
 
 @contextlib.contextmanager
 def _taking(model, crossed):
     """torch's model taking Paddle's side of 0 at each value of `crossed`, in its step's forward: the value's sign
-    Paddle's, its size and its gradient torch's."""
+    Paddle's, its size and its gradient torch's (at a module's first input, before its forward)."""
     import torch
     at = {(c.step, c.module): c for c in crossed}
-    step, calls = [-1], {}
+    step, calls, inputs = [-1], {}, {}
 
     def begin(module, args, kwargs):  # the model's own forward: one per step
         step[0] += 1
         calls.clear()
+        inputs.clear()
 
-    def hook(name):
-        def turned(module, args, kwargs, output):
-            c = at.get((step[0], next_call(calls, name)))
-            if c is None or not isinstance(output, torch.Tensor):
+    def turned(c, tensor):
+        flat = tensor.detach().reshape(-1).clone()
+        i = torch.from_numpy(c.index)
+        flat[i] = flat[i].abs() * torch.from_numpy(np.sign(c.paddle)).to(flat.dtype)
+        return tensor + (flat.view_as(tensor) - tensor.detach())  # exact: a sign changed, 0 added elsewhere
+
+    def before(name):
+        def turn(module, args, kwargs):
+            c = at.get((step[0], INPUT + next_call(inputs, name)))
+            where, x = first_input(args, kwargs)
+            if c is None or not isinstance(x, torch.Tensor):
                 return None
-            flat = output.detach().reshape(-1).clone()
-            i = torch.from_numpy(c.index)
-            flat[i] = flat[i].abs() * torch.from_numpy(np.sign(c.paddle)).to(flat.dtype)
-            return output + (flat.view_as(output) - output.detach())  # exact: a sign changed, 0 added elsewhere
-        return turned
+            if isinstance(where, int):
+                return (*args[:where], turned(c, x), *args[where + 1:]), kwargs
+            return args, {**kwargs, where: turned(c, x)}
+        return turn
+
+    def after(name):
+        def turn(module, args, kwargs, output):
+            c = at.get((step[0], next_call(calls, name)))
+            return turned(c, output) if c is not None and isinstance(output, torch.Tensor) else None
+        return turn
     points = hook_points(model)
-    handles = [pre(begin) for name, pre, _ in points if name == ROOT] + [post(hook(name)) for name, _, post in points]
+    handles = [pre(begin) for name, pre, _ in points if name == ROOT] + \
+        [pre(before(name)) for name, pre, _ in points] + [post(after(name)) for name, _, post in points]
     try:
         yield
     finally:
@@ -491,6 +527,13 @@ def take(record: dict, run: dict):
     record[TAKEN] = np.ones(1)
 
 
+def _where(c) -> str:
+    return f"{c.module[len(INPUT):]}'s input" if c.module.startswith(INPUT) else c.module
+
+
+SHOWN = 4  # the modules a kink line names; the rest are counted
+
+
 def crossing_lines(crossed: list, taken: bool) -> list:
     """One line per later step whose forward crossed a kink: where, how many values, what judges the rows after."""
     lines = []
@@ -498,9 +541,11 @@ def crossing_lines(crossed: list, taken: bool) -> list:
         here = [c for c in crossed if c.step == step]
         c = here[0]
         lines.append(
-            f"kink in step {step + 1}'s forward: {c.module} holds {len(c.index)} value(s) within the floor of 0 "
+            f"kink in step {step + 1}'s forward: {_where(c)} holds {len(c.index)} value(s) within the floor of 0 "
             f"(calibrated.FLOOR x eps32 x its largest) on the other side of it in Paddle's run, where a ReLU or max "
-            f"after it branches (torch {c.torch[0]:.3e}, paddle {c.paddle[0]:.3e})" + (f", {len(here) - 1} more module(s)" if len(here) > 1 else "") + "; " +
+            f"after it branches (torch {c.torch[0]:.3e}, paddle {c.paddle[0]:.3e})" +
+            (f", and {', '.join(f'{_where(o)} {len(o.index)}' for o in here[1:SHOWN])}" if len(here) > 1 else "") +
+            (f", {len(here) - SHOWN} more module(s)" if len(here) > SHOWN else "") + "; " +
             ("torch's run again taking Paddle's side of 0 there is torch against itself at every row after it "
              f"(calibrated.SPREAD = {calibrated.SPREAD:g} x it allowed)" if taken else
              "torch's run taking Paddle's side there is not made (isolate=True, or records judged by judge_backward "
@@ -571,7 +616,7 @@ def _train(side, model, inputs, targets, loss, make_optimizer, make_scheduler, s
            start=None, clip=None, near=False):
     """start(model, i), when given, is called before each step i >= 1: an isolated run's start of the step.
     clip(parameters), when given, after each backward (the gradients recorded before it). near: each later step's
-    forward records the values within the floor of 0 of every module's output (_near_zero)."""
+    forward records the values within the floor of 0 of every module's output and input (_near_zero)."""
     with raised_by(f"the {side} optimizer factory raised"):
         opt = make_optimizer(model.parameters())
     if not hasattr(opt, "step"):
