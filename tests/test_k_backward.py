@@ -19,7 +19,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 paddle = pytest.importorskip("paddle")
-from portcheck import calibrated, compare_backward, convert, judge_backward, record_backward  # noqa: E402
+from portcheck import calibrated, convert, judge_backward, record_backward  # noqa: E402
 from portcheck.backward import F64, INPUT, MOVED, NEAR, SPREAD_KEY, TAKEN, TAKING, judged  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
@@ -211,12 +211,5 @@ def test_values_of_one_sign_on_both_sides_are_no_crossing_and_no_torch_run_is_ma
 
 def test_compare_backward_takes_paddles_side_of_a_kink_it_crossed_in_a_later_step():
     """The user's call (compare_backward, one process) on the kink net: green, torch's taking run made in it."""
-    seed, batch = bench.KINK_NETS["oneDNN off"]
-    rng = np.random.RandomState(seed)
-    x, y = rng.randn(batch, 3, 32, 32).astype("float32"), rng.randint(0, 10, batch)
-    pt, pd = bench.conv_bn_nets(seed=seed)
-    pd.set_state_dict(convert(pt, pd, inputs=x))
-    report = compare_backward(pt.train(), pd.train(), x, y, (torch.nn.functional.cross_entropy,
-                                                            paddle.nn.functional.cross_entropy),
-                              (bench.sgd("torch"), bench.sgd("paddle")), steps=bench.KINK_STEPS)
+    report = bench.kink_compared(*bench.KINK_NETS["oneDNN off"], (bench.sgd("torch"), bench.sgd("paddle")))
     assert report.passed and report.taken and report.crossed[0].step == 4, report.table()

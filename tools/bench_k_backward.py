@@ -227,18 +227,38 @@ def adam(side, eps=1e-8):
     return lambda params: paddle.optimizer.Adam(1e-3, epsilon=eps, parameters=params)
 
 
-def kink_records(seed, batch, torch_optimizer, paddle_runs, width=8, steps=KINK_STEPS):
-    """torch's record_backward and Paddle's, one per (optimizer, change to the Paddle model or None), of a net of
-    conv_bn_nets (widths width x 1, 2, 4, 4) on a batch of 32 x 32 noise, in train mode; and the last item: torch's
-    run again taking Paddle's side of a kink crossed (backward.judged's again)."""
-    import paddle
-    import torch
-    from portcheck import convert, record_backward
+def kink_net(seed, batch, width=8):
+    """(torch's net of conv_bn_nets (widths width x 1, 2, 4, 4), its Paddle port converted, a batch of 32 x 32 noise,
+    its targets)."""
+    from portcheck import convert
     rng = np.random.RandomState(seed)
     x, y = rng.randn(batch, 3, 32, 32).astype("float32"), rng.randint(0, 10, batch)
-    widths = tuple(width * w // KINK_WIDTHS[0] for w in KINK_WIDTHS)
-    pt, pd = conv_bn_nets(widths, seed)
+    pt, pd = conv_bn_nets(tuple(width * w // KINK_WIDTHS[0] for w in KINK_WIDTHS), seed)
     pd.set_state_dict(convert(pt, pd, inputs=x))
+    return pt, pd, x, y
+
+
+def kink_compared(seed, batch, optimizer, **kwargs):
+    """compare_backward (one process, in train mode, KINK_STEPS steps) on kink_net(seed, batch); optimizer: (torch's
+    factory, Paddle's)."""
+    import paddle
+    import torch
+    from portcheck import compare_backward
+    pt, pd, x, y = kink_net(seed, batch)
+    return compare_backward(pt.train(), pd.train(), x, y, (torch.nn.functional.cross_entropy,
+                                                          paddle.nn.functional.cross_entropy), optimizer,
+                            steps=KINK_STEPS, **kwargs)
+
+
+def kink_records(seed, batch, torch_optimizer, paddle_runs, width=8, steps=KINK_STEPS):
+    """torch's record_backward and Paddle's, one per (optimizer, change to the Paddle model or None), of
+    kink_net(seed, batch, width), in train mode; and the last item: torch's run again taking Paddle's side of a kink
+    crossed (backward.judged's again)."""
+    import paddle
+    import torch
+    from portcheck import record_backward
+    pt, pd, x, y = kink_net(seed, batch, width)
+    widths = tuple(width * w // KINK_WIDTHS[0] for w in KINK_WIDTHS)
     converted = copy.deepcopy(pd.state_dict())  # convert's State reads torch's weights, which the steps change
     start = copy.deepcopy(pt.state_dict())
     train = lambda crossed=None: record_backward(pt.train(), x, y, torch.nn.functional.cross_entropy,  # noqa: E731
@@ -554,11 +574,16 @@ def report_lines(rows, kinked=None) -> list:
               "2's forward (torch 7.1e-06, Paddle -4.9e-06, the floor 1.0e-05; its embedder's max pool routes every "
               "window alike on both sides): 13.3 x its allowance without the run, 0.250 with it, its plant red "
               "(docs/zoo.md). The table above was measured with the later step's run alone, before inputs and the "
-              "first forward joined it (a green run makes no such run; a red one, one torch run more per rule). Not "
-              "covered: isolate=True's later steps (K_STEP, no run of torch against itself: a taking run would "
-              "restart each step from torch's weights, which the record holds in Paddle's layout), and a hand-in's "
-              "bp_align judged from its files (no near-zero record, no torch model to run again): red there (the "
-              "report's kink line): take another batch."]
+              "first forward joined it (a green run makes no such run; a red one, one torch run more per rule). "
+              "isolate=True's steps are judged so too, the taking run starting each step from the weights torch's "
+              "own run left (that fp32 run again first), as Paddle's isolated steps start "
+              "(tests/test_kink_isolated.py: of 8 small nets, 2 cross a kink in an isolated step, red alone, green "
+              "with it at 0.986 of the allowance, a momentum plant beside it red). A hand-in's bp_align: its check "
+              "(handin.judge_and_log(..., comparison=) given backward.judged's report) writes that run's figures as "
+              "diagnostics/bp_align_taken_torch.npy, bound to the torch side's run record and to both files, and "
+              "python -m portcheck check judges with them as the check did (a file edited since or of other runs "
+              "left out in one line, a corrupt one red: tests/test_hand_in_kink.py); a check without that run "
+              "(judge_backward alone) stays red there (the report's kink line): take another batch."]
     if kinked is not None and Path(kinked).is_file():
         lines += kink_lines(json.loads(Path(kinked).read_text()))
     return lines

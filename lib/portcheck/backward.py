@@ -31,6 +31,7 @@ class BackwardReport:
     steps: list = field(default_factory=list)    # [[diff.KeyResult] per step: loss, lr, statistics (weights: last)]
     crossed: list = field(default_factory=list)  # [Crossing] in step order: a forward's values on each side of 0
     taken: bool = False                          # torch's run taking Paddle's side of them is in the record
+    taking: dict = field(default_factory=dict)   # {record key: max |torch's run - that run|}: a hand-in carries it
     isolated: bool = False                       # each step started both sides from torch's weights
     by_design: list = field(default_factory=list)  # lines: a difference the two optimizers make on purpose
     on_branch: bool = False  # judged against torch's run taking Paddle's branch at the first forward's kinks
@@ -179,14 +180,15 @@ def compare_backward(torch_model, paddle_model, inputs, targets, loss, optimizer
                         clip=clip and clip[1])
 
     def again(crossed, steps=steps):
-        """torch's run again from its start and random draws (dropout masks), taking Paddle's side of 0 at `crossed`;
-        the model is left as its own run left it."""
+        """torch's run again from its start and random draws (dropout masks), taking Paddle's side of 0 at `crossed`
+        (isolated, each step from the weights torch's own run left); the model is left as its own run left it."""
         after = copy.deepcopy(torch_model.state_dict())
         torch_model.load_state_dict(start)
         with torch.random.fork_rng(devices=[]):
             torch.set_rng_state(draws)
             run = record_backward(torch_model, inputs, targets, loss[0], optimizer[0], scheduler and scheduler[0],
-                                  steps, layouts, paddle_kinds=kinds, clip=clip and clip[0], crossed=crossed)
+                                  steps, layouts, paddle_kinds=kinds, isolate=isolate and steps > 1,
+                                  clip=clip and clip[0], crossed=crossed)
         torch_model.load_state_dict(after)
         return run
     return judged(t, p, name_map, mean_bound, again)
@@ -222,10 +224,10 @@ def on_paddles_branch(run: dict, torch_record: dict) -> dict:
 def judged(torch_record, paddle_record, name_map=None, mean_bound=LOSS_MEAN_BOUND, again=None) -> BackwardReport:
     """judge_backward, and where red with kinks crossed (report.crossed), once more against torch's run taking
     Paddle's side of them: again(crossed), record_backward(torch_model, ..., crossed=crossed) from the weights and
-    random draws the torch record started from (None: not made); an isolated record's, again(crossed, 1). The first
-    forward's kinks (its rows green): torch's run on Paddle's branch is torch's run (on_paddles_branch), the first
-    step only when isolated; a later step's (a plain run): its run taking Paddle's side there too is torch against
-    itself (take). One torch run more per rule, never in a green run."""
+    random draws the torch record started from (None: not made). The first forward's kinks (its rows green): torch's
+    run on Paddle's branch is torch's run (on_paddles_branch; an isolated record's first step alone, again(crossed,
+    1)); a later step's: its run taking Paddle's side there too is torch against itself (take). One torch run more
+    per rule, never in a green run."""
     report = judge_backward(torch_record, paddle_record, name_map, mean_bound)
     if report.passed or again is None:
         return report
@@ -237,7 +239,7 @@ def judged(torch_record, paddle_record, name_map=None, mean_bound=LOSS_MEAN_BOUN
         report = judge_backward(torch_record, paddle_record, name_map, mean_bound)
         report.on_branch = True
     later = [c for c in report.crossed if c.step]
-    if later and not report.passed and not isolated:
+    if later and not report.passed:
         torch_record = dict(torch_record)  # the caller's record keeps what its own run holds
         take(torch_record, again((first if on_branch else []) + later))
         report = judge_backward(torch_record, paddle_record, name_map, mean_bound)
@@ -266,7 +268,8 @@ def record_backward(model, inputs, targets, loss, optimizer, scheduler=None, ste
 
     crossed=[Crossing] (torch; compare_backward, where Paddle's run crossed a kink): only torch's run again from the
     model's weights, taking Paddle's side of 0 at each of them (its grad/, loss/, state, final/ and weights/ keys;
-    judged reads them as on_paddles_branch or take says).
+    judged reads them as on_paddles_branch or take says); with isolate=True each of its steps starts from the
+    weights torch's run without them left, as Paddle's isolated steps do (one fp32 run more).
 
     Isolated steps (compare_backward(isolate=True) makes both): a torch model's run with isolate=True records
     every tensor after every step, and its float64 twin starts each step from the fp32 weights the step before
@@ -297,28 +300,24 @@ def record_backward(model, inputs, targets, loss, optimizer, scheduler=None, ste
         keep = (lambda m, i: left.__setitem__(i, copy.deepcopy(m.state_dict()))) if isolate else None
         moved = {}
 
-        def again(kernels, move=True):
+        def again(kernels, move=True, restart=None):
             with torch.random.fork_rng(devices=[]), kernels:  # the same draws (dropout) as the run below
                 if move:
                     moved_one_ulp(model)
                 run = _train("torch", model, inputs, targets, loss, optimizer, scheduler, steps, torch.from_numpy,
                              lambda m: _torch_state(m, layouts), lambda m: _torch_grads(m, layouts), lambda: {},
-                             None, clip)
+                             restart, clip)
             model.load_state_dict(start)
             # only what judge_backward reads: the first forward's modules are not held, its gradients only by a run
             # taking Paddle's side of a kink (the first forward's move them)
-            kept = ("loss/", "state", "final/", "weights/") + (("grad/",) if not move else ())
-            return {k: v for k, v in run.items() if k.startswith(kept)}
+            return {k: v for k, v in run.items() if k.startswith(AGAINST_KEYS + (() if move else ("grad/",)))}
         if crossed is not None:
-            return again(_taking(model, crossed), move=False)
+            if isolate:  # each step from the weights torch's own run left: that fp32 run again first, keeping them
+                again(contextlib.nullcontext(), move=False, restart=keep)
+            return again(_taking(model, crossed), move=False,
+                         restart=(lambda m, i: m.load_state_dict(left[i])) if isolate else None)
         if not isolate:  # the plain run's steps: torch against itself (calibrated.SPREAD), each run of AGAINST_ITSELF
-            for i, kernels in enumerate(AGAINST_ITSELF):
-                run = again(kernels())
-                if not i:
-                    moved = {MOVED + k: v for k, v in run.items()}
-                    continue
-                for k, v in run.items():  # a further run: one figure per key, no second copy of the weights
-                    moved[SPREAD_KEY + k] = np.maximum(moved.get(SPREAD_KEY + k, 0.0), _distance(moved[MOVED + k], v))
+            moved = against_itself(again(kernels()) for kernels in AGAINST_ITSELF)
         out = _train("torch", model, inputs, targets, loss, optimizer, scheduler, steps, torch.from_numpy,
                      lambda m: _torch_state(m, layouts), lambda m: _torch_grads(m, layouts), _norm_counter(model), keep,
                      clip, near=True)
@@ -352,6 +351,22 @@ MOVED = "moved:"  # a torch record's key prefix: its run again with every weight
 
 
 SPREAD_KEY = "spread:"  # a torch record's key prefix: max |moved run - a further run against itself|, one figure
+AGAINST_KEYS = ("loss/", "state", "final/", "weights/")  # what judge_backward reads of a run against itself
+
+
+def against_itself(runs) -> dict:
+    """torch's runs against itself, one per AGAINST_ITSELF in its order (record_backward's, or portcheck run's
+    further runs of the user's torch script), as a torch record holds them: the first's AGAINST_KEYS as arrays
+    (MOVED), each further one as one figure per key (SPREAD_KEY), no second copy of the weights."""
+    moved = {}
+    for i, run in enumerate(runs):
+        run = {k: v for k, v in run.items() if k.startswith(AGAINST_KEYS)}
+        if not i:
+            moved = {MOVED + k: v for k, v in run.items()}
+            continue
+        for k, v in run.items():
+            moved[SPREAD_KEY + k] = np.maximum(moved.get(SPREAD_KEY + k, 0.0), _distance(moved[MOVED + k], v))
+    return moved
 
 
 def spread_of(record: dict, key: str):
@@ -528,9 +543,9 @@ def crossing_lines(crossed: list, on_branch: bool, taken: bool) -> list:
             rule = ("torch's run again taking Paddle's side of 0 there is torch against itself at every row after it "
                     f"(calibrated.SPREAD = {calibrated.SPREAD:g} x it allowed)")
         else:
-            rule = ("torch's run taking Paddle's side there is not made (a red first forward, isolate=True's later "
-                    "steps, or records judged by judge_backward alone: compare_backward makes it for a red run): if "
-                    "the runs part there, take another batch")
+            rule = ("torch's run taking Paddle's side there is not made (a red first forward, or records judged by "
+                    "judge_backward alone: compare_backward makes it for a red run): if the runs part there, take "
+                    "another batch")
         lines.append(
             f"kink in step {step + 1}'s forward: {_where(c)} holds {len(c.index)} value(s) within the floor of 0 "
             f"(calibrated.FLOOR x eps32 x its largest) on the other side of it in Paddle's run, where a ReLU or max "
@@ -850,6 +865,7 @@ def judge_backward(torch_record: dict, paddle_record: dict, name_map=None,
         report.forward = judge_forward(torch_record, paddle_record, name_map, mean_bound=None)
         report.crossed = crossings(report.forward, torch_record, paddle_record)
     report.taken = TAKEN in torch_record
+    report.taking = {k[len(TAKEN_KEY):]: v for k, v in torch_record.items() if k.startswith(TAKEN_KEY)}
     mapped = (report.forward.pairing if report.forward else pairing.pair(torch_record, paddle_record, name_map)).modules()
 
     isolated = ISOLATED in torch_record

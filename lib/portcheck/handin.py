@@ -472,10 +472,13 @@ def guide_rule_of(name: str, threshold: float, kind: str) -> bool:
 
 
 def judge_measured(name: str, torch_file, paddle_file, exact_file, records=(None, None, None),
-                   threshold: float = None, k: float = calibrated.K, kind: str = "computed") -> MeasuredVerdict:
+                   threshold: float = None, k: float = calibrated.K, kind: str = "computed",
+                   taken: dict = None) -> MeasuredVerdict:
     """An align pair from its files: torch, Paddle and (a computed pair) torch's float64 run, each with its run
     record (beside it, or at `records`). The float64 run must be the torch side's own: a torch record bound to
-    its file, depending on what the torch result depends on. An exact or outcome pair has none."""
+    its file, depending on what the torch result depends on. An exact or outcome pair has none. taken: {key:
+    figure} (load_taken), torch against its run taking Paddle's side of a kink, allowed SPREAD x as judge_backward
+    allows it."""
     threshold = tolerances.guide_threshold(name) if threshold is None else threshold
     t, p = load_npy(torch_file), load_npy(paddle_file)
     same = record.same_run(torch_file, paddle_file, records[:2])
@@ -486,6 +489,10 @@ def judge_measured(name: str, torch_file, paddle_file, exact_file, records=(None
         if problem:
             same = (False, problem + "; re-run the torch side")
         rows = calibrated.judge_pair(t, p, e, threshold, k)
+        from portcheck.backward import TAKING
+        for r in rows:  # where that run is further from torch's than torch's spread against itself, it decides
+            if (taken or {}).get(r.name, 0.0) > r.rule.spread:
+                calibrated.with_spread(r, taken[r.name], TAKING)
     ulps = tolerances.ulps_of(name)
     first = data.first_difference(t, p, ulps) if kind == "exact" else None
     allowed = tolerances.rounding(t.values(), ulps)
@@ -554,22 +561,88 @@ def numeric_arrays(arrays, what: str) -> dict:
     return arrays
 
 
+BP_ALIGN = ("loss", "lr", "weights")  # what a bp_align carries per step, from record_backward's <kind>/<i>
+
+
+def bp_key(key: str) -> str:
+    """A bp_align key (loss_3) from a record_backward key of what it carries (loss/3), else ""."""
+    kind, _, step = key.partition("/")
+    return f"{kind}_{step}" if kind in BP_ALIGN and step.isdigit() else ""
+
+
 def bp_align(rec: dict, exact: bool = False) -> dict:
     """The guide's bp_align pair from a record_backward, carrying what compare_backward judges each step by: its
     loss, its lr and a digest of its update (weights/<i>: each weight's mean |update|, sorted; backward.updates),
     so that the hand-in checker re-derives the in-process verdict from the folder (a loss alone can agree while
     the updates differ: an optimizer's epsilon); exact=True: torch's float64 run of them, and beside it torch's
     spread against itself where its plain run measured it (calibrated.SPREAD_OF keys)."""
-    kinds = ("loss", "lr", "weights")
-    out = {k: v for kind in kinds for k, v in per_step(rec, kind, exact).items()}
+    out = {k: v for kind in BP_ALIGN for k, v in per_step(rec, kind, exact).items()}
     if exact:
         from portcheck.backward import spread_of
         for key in rec:
-            kind, _, step = key.partition("/")
-            spread = spread_of(rec, key) if kind in kinds else None
+            spread = spread_of(rec, key) if bp_key(key) else None
             if spread is not None:
-                out[f"{calibrated.SPREAD_OF}{kind}_{step}"] = np.array([spread])
+                out[f"{calibrated.SPREAD_OF}{bp_key(key)}"] = np.array([spread])
     return out
+
+
+# diagnostics/<pair>_taken_torch.npy: where its check judged the pair against torch's run taking Paddle's side of a
+# kink Paddle crossed in a later step (backward.judged: a BackwardReport's taking), that run's distance from torch's
+# at each key, one figure per key; its run record the torch side's, bound to it and to both sides' files (TAKEN_OF),
+# so the checker allows SPREAD x it as the check did, and leaves out a file edited since or of other runs
+TAKEN = "_taken_torch.npy"
+TAKEN_OF = "taken_of"  # its run record's field: {side: the fingerprint of the pair's file the run was judged with}
+
+
+def taken_figures(comparison, torch_file) -> dict:
+    """{pair key: [figure]} of a comparison judged with torch's taking run (a BackwardReport's taking), for the keys
+    the pair's torch file holds; {} for any other comparison."""
+    taking = getattr(comparison, "taking", None) or {}
+    out = {bp_key(k): np.asarray(v, np.float64).reshape(-1)[:1] for k, v in taking.items() if np.size(v) == 1}
+    keys = set(load_npy(torch_file)) if out else ()
+    return {k: v for k, v in out.items() if k in keys}
+
+
+def _taken_of(torch_file, paddle_file) -> dict:
+    return {side: record.result_fingerprint(f) for side, f in (("torch", torch_file), ("paddle", paddle_file))}
+
+
+def save_taken(folder, pair: str, figures: dict) -> Path:
+    """Write `figures` (taken_figures) as <pair>_taken_torch.npy beside the pair, its record the torch side's bound to
+    it and to the pair's two files (record.save_derived)."""
+    folder, pair = Path(folder), pair_name(pair)
+    path, torch_file, paddle_file = folder / f"{pair}{TAKEN}", *_handed_in(folder, pair)[:2]
+    writable(path)
+    writable(record.path_for(path))
+    save_npy(path, figures)
+    record.save_derived(torch_file, path, extra={TAKEN_OF: _taken_of(torch_file, paddle_file)})
+    return path
+
+
+def load_taken(path, torch_file, paddle_file, torch_record) -> tuple:
+    """({key: figure} or None, why it is left out or ""): a pair's TAKEN file, used only when its record is bound to
+    it, is the torch side's (torch_record: the torch file's run record, its path) and was written for these two
+    files; a file that is not one figure per key of the pair, >= 0, is a PipelineError (red)."""
+    path = Path(path)
+    if not os.path.lexists(path):
+        return None, ""
+    figures = load_npy(path)
+    torch_record = record.load(None, torch_record) if torch_record and Path(torch_record).is_file() else None
+    keys = set(load_npy(torch_file))
+    if any(k not in keys or np.shape(v) != (1,) or np.asarray(v).dtype.kind != "f" or not np.isfinite(v[0]) or v[0] < 0
+           for k, v in figures.items()):
+        raise PipelineError(f"{path.name} is not torch's run taking Paddle's side as portcheck.handin.save_taken "
+                            "writes it (one figure >= 0 per key of the pair); run the pair's check again")
+    rec = record.load(path)
+    why = "it has no run record" if rec is None else (record.bound("torch", path, rec) and (
+        "its run record does not describe it (edited since its check wrote it, or another file's)")) or (
+        "its run record is not the torch side's" if torch_record is None or record.differences(rec, torch_record)
+        else "it was written for other files of the pair" if rec.get(TAKEN_OF) != _taken_of(torch_file, paddle_file)
+        else "")
+    if why:
+        return None, (f"{path.name} left out: {why}; the pair is judged without torch's run taking Paddle's side of "
+                      "a kink (run its check again)")
+    return {k: float(v[0]) for k, v in figures.items()}, ""
 
 
 def save_side(folder, pair: str, framework: str, arrays: dict, depends: dict, script: str, exact: dict = None):
@@ -603,7 +676,9 @@ def judge_and_log(folder, pair: str, threshold: float = None, tables=(), after_s
     (data, labels, lr: every value equal) or "outcome" (a training result: the task's threshold, no float64
     run); default: the guide's for a pair it names, else computed; top: the hand-in folder to copy the judged pair into (hand_in), checked
     before anything is written; also: [(name, passed, detail)] judged beside the pair, part of its one verdict (a
-    training's curves); comparison: a ForwardReport or BackwardReport drawn into it (hand_in's); spread: an
+    training's curves); comparison: a ForwardReport or BackwardReport drawn into it (hand_in's), and where it was
+    judged with torch's run taking Paddle's side of a kink (backward.judged), that run's figures written beside the
+    pair (save_taken) and judged with, as the hand-in checker judges them from the folder; spread: an
     outcome's threshold widened by torch's own runs on this machine (portcheck.training), judged at threshold +
     spread and declared as the task's threshold and the spread, so a reviewer's checker reads the task's.
     Returns the MeasuredVerdict."""
@@ -611,9 +686,16 @@ def judge_and_log(folder, pair: str, threshold: float = None, tables=(), after_s
     check_outputs(folder, [pair], top)
     threshold = tolerances.guide_threshold(pair) if threshold is None else checked_threshold(threshold, "threshold")
     k, kind = calibrated.multiple(after_steps), tolerances.kind_of(pair, kind)
-    verdict = judge_measured(pair, folder / f"{pair}_torch.npy", folder / f"{pair}_paddle.npy",
-                             folder / f"{pair}{EXACT}", threshold=threshold + spread, k=k, kind=kind)
+    torch_file, paddle_file = _handed_in(folder, pair)[:2]
+    figures = taken_figures(comparison, torch_file) if kind == "computed" else {}
+    if figures:
+        save_taken(folder, pair, figures)
+    taken, left_out = load_taken(folder / f"{pair}{TAKEN}", torch_file, paddle_file, record.path_for(torch_file)) \
+        if kind == "computed" else (None, "")
+    verdict = judge_measured(pair, torch_file, paddle_file, folder / f"{pair}{EXACT}", threshold=threshold + spread,
+                             k=k, kind=kind, taken=taken)
     verdict.also, verdict.spread = tuple(also), spread
+    tables = [left_out, *tables] if left_out else tables
     report.write_messages(verdict.messages() + [(line, False) for line in tables], folder / f"{pair}_diff.log")
     report.write_json({"name": pair, "passed": verdict.passed, "threshold": threshold, "k": k, "kind": kind,
                        **({"own_spread": spread} if spread else {})},
@@ -633,7 +715,8 @@ def check_outputs(folder, pairs, top=None):
         writable(log)
         writable(report.verdict_path(log))
         if top is not None:
-            report.hand_in_folder(top, *_handed_in(folder, pair), diagnostics=[folder / f"{pair}{EXACT}"])
+            report.hand_in_folder(top, *_handed_in(folder, pair), diagnostics=[folder / f"{pair}{EXACT}",
+                                                                               folder / f"{pair}{TAKEN}"])
 
 
 def _handed_in(folder: Path, pair: str) -> tuple:
@@ -645,13 +728,15 @@ PLOT = "_modules.png"  # <pair>_modules.png: a comparison's picture (portcheck.p
 
 def hand_in(folder, pair: str, top, comparison=None) -> str:
     """Copy a judged pair from a step's folder into a log_reprod/ folder `top`: the pair and its diff log at
-    the top, the run records and the float64 run in top/diagnostics/. comparison: the pair's ForwardReport or
-    BackwardReport (compare_forward's, judge_backward's), drawn as <pair>_modules.png beside the pair and handed
-    in with its diagnostics when matplotlib is installed. Returns the plot's line ("" without a comparison)."""
+    the top, the run records and the float64 run in top/diagnostics/ (and TAKEN, where its check judged with that
+    run). comparison: the pair's ForwardReport or BackwardReport (compare_forward's, judge_backward's), drawn as
+    <pair>_modules.png beside the pair and handed in with its diagnostics when matplotlib is installed. Returns
+    the plot's line ("" without a comparison)."""
     folder, pair = Path(folder), pair_name(pair)
     drawn, said = [], ""
     if comparison is not None:
         said = comparison.plot(folder / f"{pair}{PLOT}")
         drawn = [folder / f"{pair}{PLOT}"] if said.startswith("plot:") else []
-    report.hand_in(*_handed_in(folder, pair), diagnostics=[folder / f"{pair}{EXACT}", *drawn], top=top)
+    report.hand_in(*_handed_in(folder, pair), diagnostics=[folder / f"{pair}{EXACT}", folder / f"{pair}{TAKEN}",
+                                                            *drawn], top=top)
     return said

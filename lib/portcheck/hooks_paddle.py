@@ -158,6 +158,9 @@ class PaddleSide:
                 reg = p.regularizer or opt.regularization
                 decay[key] = [float(getattr(reg, "_coeff", 0.0)) if reg is not None else 0.0,
                               "L1" if type(reg).__name__ == "L1Decay" else "L2"]
+                if reg is None and getattr(opt, "_regularization_method", "") == "l2_decay":
+                    # Momentum takes an L2 weight_decay (a float or L2Decay) into its own update, not as regularization
+                    decay[key] = [float(opt._regularization_coeff), "L2"]
         out["weight_decay"] = decay
         clip = opt._grad_clip
         if clip is not None:

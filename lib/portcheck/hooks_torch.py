@@ -116,6 +116,13 @@ class TorchSide:
 
         wrap_framework(run, torch.nn.Module, torch.Tensor, F, self._loss)
         torch.optim.Optimizer.__init__ = registering(run, torch.optim.Optimizer.__init__)
+        scheduler_init = torch.optim.lr_scheduler.LRScheduler.__init__
+
+        @functools.wraps(scheduler_init)
+        def scheduler(sched, *args, **kwargs):  # OneCycleLR and CyclicLR set cycle_momentum before calling it
+            scheduler_init(sched, *args, **kwargs)
+            run.scheduler(sched)
+        torch.optim.lr_scheduler.LRScheduler.__init__ = scheduler
         if self.float64:  # DDP's reducer averages gradients of its model's dtype when built: widened before it
             ddp = torch.nn.parallel.DistributedDataParallel
             ddp_init = ddp.__init__

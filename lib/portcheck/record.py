@@ -115,14 +115,15 @@ def save_results(results: dict, framework: str, script: str, depends: dict):
         save(path, framework, script, depends)
 
 
-def save_derived(source, derived, path=None):
+def save_derived(source, derived, path=None, extra=None):
     """The record of `derived`, a .npy made from `source` (a hand-in of some of its keys, its statistics),
     written at `path` (default: beside `derived`): `source`'s record bound to `derived`, but only if it is
-    bound to `source`, so nothing derived launders a result its record does not describe."""
+    bound to `source`, so nothing derived launders a result its record does not describe. extra: fields it adds
+    (what else `derived` was made from)."""
     record = load(source)
     if record is not None:
         bound_ = record.get("result") == result_fingerprint(source)
-        write(path or path_for(derived), {**record, "file": Path(derived).name,
+        write(path or path_for(derived), {**record, **(extra or {}), "file": Path(derived).name,
                                            "result": result_fingerprint(derived) if bound_ else "(source not bound)"})
 
 

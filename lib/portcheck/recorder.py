@@ -13,12 +13,16 @@ folder). install() wraps what every training script goes through, in either fram
                       script is stopped (exit 0);
   the loss functions  each functional loss (cross_entropy, mse_loss, ...) records its target and settings;
   dropout             off for the N steps (the functional dropout returns its input);
-  seeds, clipping     their arguments, for the configuration (portcheck.runconfig).
+  seeds, clipping     their arguments, for the configuration (portcheck.runconfig);
+  torch's schedulers  whether one cycles the optimizer's momentum (OneCycleLR, CyclicLR), for it too.
 
 Sides: "torch" records the script as it is; "torch64" is the same script again in float64 (the model cast at its
 first call, from the torch side's initial weights, fed its batches and targets widened): torch's own error, the
 yardstick of the measured rule; "paddle" starts its model from torch's initial weights (paired with no map:
-portcheck.pairing) and is fed torch's batches and targets, its own recorded apart (the data pair).
+portcheck.pairing) and is fed torch's batches and targets, its own recorded apart (the data pair); "moved" (settings'
+"against": i) is the same script again in float32 from torch's initial weights moved one ulp, fed its batches and
+targets, with backward.AGAINST_ITSELF[i]'s kernels: torch against itself, as compare_backward's plain run measures
+it (calibrated.SPREAD).
 
 Under a launcher (torchrun, paddle.distributed.launch: portcheck.run.ranks) each rank records in DIR/rank<r>/<side>,
 fed and started from torch's rank r; the launcher's own process records nothing.
@@ -84,6 +88,7 @@ class Run:
         self.torch_dir = Path(settings["torch_dir"]) if settings.get("torch_dir") else None
         self.fw, self.root, self.called, self.optimizers = fw, None, None, []
         self.world = settings.get("world", 1)
+        self.against = settings.get("against")  # the moved side's: its index in backward.AGAINST_ITSELF
         self.record, self.config = {}, {"seeds": {}, "clip": None, "loss": None, "versions": fw.versions()}
         self.step, self.depth, self.calls, self.loss, self.done = 0, 0, 0, None, False
         self.error, self.fed, self.in_root = None, set(), 0
@@ -175,6 +180,13 @@ class Run:
                 # DDP: hooks_torch) has them updated in place by it, no float32 copy taken
                 self.fw.load(module, init)
                 module.double()  # in place: the optimizer's Parameters are the same objects, now float64
+            elif self.against is not None:  # as record_backward's runs against itself, to the process's end
+                from portcheck.backward import AGAINST_ITSELF, moved_one_ulp
+                from portcheck.fileio import load_npy
+                self.fw.load(module, load_npy(self.torch_dir / INIT))
+                moved_one_ulp(module)
+                self.kernels = AGAINST_ITSELF[self.against]()
+                self.kernels.__enter__()  # never left: the recorder ends the process after step N
             else:
                 first = self._given_batch(0)
                 pairs, keys, _ = self.fw.start_from_torch(module, self.given, first)
@@ -262,6 +274,13 @@ class Run:
         self.loss = None
         if self.step >= self.steps:
             self.finish()
+
+    def scheduler(self, sched):
+        """A torch lr scheduler built: one that cycles its optimizer's momentum is named in the configuration under
+        the key record_backward gives it (backward.CYCLES_MOMENTUM), whose one line runconfig says."""
+        from portcheck.backward import CYCLES_MOMENTUM
+        if getattr(sched, "cycle_momentum", False):
+            self.config[CYCLES_MOMENTUM + type(sched).__name__] = True
 
     def clip(self, kind, bound):
         if self.config["clip"] is None and self.root is not None:

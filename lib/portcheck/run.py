@@ -6,13 +6,16 @@ unedited, checked as the guide's Steps 1-4 check a port.
 Each CMD's first word is a Python interpreter (one venv per side works; this library is put on its path, numpy is
 all it needs there) or a launcher it runs; portcheck.recorder is injected at its start
 (portcheck/inject/sitecustomize.py on its PYTHONPATH). Under a launcher (torchrun, python -m
-paddle.distributed.launch: ranks) each rank records in DIR/rank<r> and is judged against the other side's rank r. Three runs of the first N optimizer steps (default 3):
+paddle.distributed.launch: ranks) each rank records in DIR/rank<r> and is judged against the other side's rank r. Four runs of the first N optimizer steps (default 3):
   torch     the torch script as it is, Dropout off: its root model, first forward (every module), loss, lr,
             gradients, weights after each step, the batches and targets it fed;
   paddle    the Paddle script, its model started from torch's initial weights (paired with no map), fed torch's
             batches and targets, Dropout off; the batches and targets it would have fed are judged apart (data);
   torch64   the torch script again, its model in float64 from the same initial weights and batches: torch's own
-            error, the yardstick of the measured rule (portcheck/calibrated.py).
+            error, the yardstick of the measured rule (portcheck/calibrated.py);
+  moved     the torch script again in float32 from those weights moved one ulp, with other threads (one run per
+            backward.AGAINST_ITSELF): torch against itself, which the steps are also allowed calibrated.SPREAD x,
+            as compare_backward allows it.
 The first forward is judged cumulative (each side on its own values) and isolated (every paired module on torch's
 recorded values, portcheck.isolate: every module whose own computation differs is named).
 Then the configuration is compared (portcheck.runconfig: every difference one line), the records judged as
@@ -34,13 +37,17 @@ from pathlib import Path
 
 
 from portcheck import data as data_pairs, handin, runconfig
+from portcheck.backward import AGAINST_ITSELF, MOVED, against_itself
 from portcheck.compare import F64, ROOT
 from portcheck.errors import PipelineError
 from portcheck.fileio import load_npy
 from portcheck.recorder import INIT, RECORD, SETTINGS, STATUS
 
 MARK = ".portcheck_run"   # in DIR: the folder is ours, a rerun may replace what is in it
-SIDES = (("torch", "torch"), ("paddle", "paddle"), ("torch64", "torch"))  # torch64 reads Paddle's pairing
+# torch's runs against itself, one per backward.AGAINST_ITSELF (its index the recorder's "against")
+MOVED_SIDES = tuple(f"moved{i + 1}" if i else "moved" for i in range(len(AGAINST_ITSELF)))
+SIDES = (("torch", "torch"), ("paddle", "paddle"), ("torch64", "torch"),  # torch64 reads Paddle's pairing
+         *((side, "torch") for side in MOVED_SIDES))
 PAIRS = ("forward", "data", "loss", "lr", "bp_align")
 INJECT = Path(__file__).resolve().parent / "inject"
 LIB = Path(__file__).resolve().parent.parent
@@ -135,7 +142,8 @@ def prepare(out: Path):
     (out / MARK).write_text("written by python -m portcheck run\n")
 
 
-SAID = {"torch": "torch", "torch64": "torch (its float64 run)", "paddle": "Paddle"}
+SAID = {"torch": "torch", "torch64": "torch (its float64 run)", "paddle": "Paddle",
+        **{side: "torch (its run against itself)" for side in MOVED_SIDES}}
 
 
 def launch(side: str, argv: list, out: Path, steps: int, folders, **settings) -> int:
@@ -146,8 +154,13 @@ def launch(side: str, argv: list, out: Path, steps: int, folders, **settings) ->
         for name in (RECORD, STATUS, INIT):
             if (folder / name).is_file():
                 (folder / name).unlink()
-    settings = {"side": side, "steps": steps, "out": str(out / side), "torch_dir": str(out / "torch"), **settings}
-    return subprocess.run(argv, env=environment(settings)).returncode
+    return subprocess.run(argv, env=environment({**side_settings(side, out, steps), **settings})).returncode
+
+
+def side_settings(side: str, out: Path, steps: int) -> dict:
+    """A side's recorder settings (recorder.SETTINGS): its records in out/side, torch's read from out/torch."""
+    return {"side": side, "steps": steps, "out": str(out / side), "torch_dir": str(out / "torch"),
+            **({"against": MOVED_SIDES.index(side)} if side in MOVED_SIDES else {})}
 
 
 def run_side(side: str, argv: list, out: Path, steps: int) -> dict:
@@ -247,7 +260,7 @@ def rank0_buffers(t: dict) -> set:
     every tensor without a gradient."""
     out = set()
     for key in t:
-        head, _, name = key.removeprefix(F64).partition("/")
+        head, _, name = key.removeprefix(F64).removeprefix(MOVED).partition("/")
         if head[:5] == "state" and head[5:].isdigit() and int(head[5:]) >= 2 and f"grad/{name}" not in t:
             out.add(key)
     return out
@@ -258,6 +271,8 @@ def judge(out: Path, statuses: dict, steps: int, rank: int = 0) -> int:
     from portcheck.backward import judge_backward
     from portcheck.handin import per_step, save_side
     t = merged(load_npy(out / "torch" / RECORD), load_npy(out / "torch64" / RECORD))
+    # torch against itself, as record_backward keeps it (each run's update digests first, for bp_align's spread)
+    t.update(against_itself(with_updates(load_npy(out / side / RECORD), steps) for side in MOVED_SIDES))
     from_rank0 = rank0_buffers(t) if rank and (statuses["torch"]["config"].get("wrapper") or {}).get(
         "broadcast_buffers") else set()
     t = {k: v for k, v in t.items() if k not in from_rank0}
@@ -307,7 +322,8 @@ def judge(out: Path, statuses: dict, steps: int, rank: int = 0) -> int:
     for line in runconfig.notes(statuses["torch"]["config"], statuses["paddle"]["config"]):
         print(f"  ({line})")
     print(f"the root models: torch {statuses['torch']['root']}, paddle {statuses['paddle']['root']}; "
-          f"{steps} step(s), Dropout off, Paddle started from torch's weights and fed its batches")
+          f"{steps} step(s), Dropout off, Paddle started from torch's weights and fed its batches; the steps held to "
+          f"torch's own error (its float64 run) or its spread against itself (its run again moved one ulp)")
     if from_rank0:
         print(f"  ({DDP_BUFFERS.format(rank=rank)})")
     print(f"data: {fed.line()[len('data: '):]}" if fed.first is None else

@@ -7,7 +7,7 @@ forward is (portcheck.pairing), parameters as judge_backward pairs them.
 """
 import math
 
-from portcheck.backward import BY_DESIGN, RMSPROP, _counterpart
+from portcheck.backward import BY_DESIGN, RMSPROP, _counterpart, _cycled
 from portcheck.pairing import ROOT
 
 CONVENTION = {"momentum": " (Paddle's BatchNorm momentum m is torch's 1 - m: torch's 0.1 is Paddle's 0.9)"}
@@ -74,6 +74,8 @@ def differences(torch_config: dict, paddle_config: dict, modules: dict, renamed:
     if lrs is not None and not _same(list(lrs[0]), list(lrs[1])):
         out.append(f"scheduler: lr over the {len(lrs[0])} steps torch {[float(f'{x:.6g}') for x in lrs[0]]} vs "
                    f"paddle {[float(f'{x:.6g}') for x in lrs[1]]}")
+    # the torch recorder names such a scheduler under record_backward's key (recorder.Run.scheduler): its one line
+    out += [f"scheduler: {line}" for line in _cycled(torch_config)]
     return out
 
 

@@ -629,10 +629,9 @@ def judge_training(torch_log: dict, paddle_log: dict, threshold: float = None, r
             gap = abs(a - b)
             ok &= gap <= threshold  # NaN fails
             parts.append(f"{n[len(METRIC):]} torch {a:.6g} vs paddle {b:.6g}, diff {gap:.3g}")
-        widened = (f" = the task's {task:g} + torch's own spread {moved:.3g} ({own_said} {where}, against "
-                   f"this run's)" if own else "")
-        rows.append(Row("final metric", ok, "; ".join(parts) + f" ({'<=' if ok else 'not <='} the threshold "
-                                                                f"{threshold:g}{widened})"))
+        rule = (tolerances.task_rule(threshold, moved, f"({own_said} {where}, against this run's)") if own else
+                f"{threshold:g}")
+        rows.append(Row("final metric", ok, "; ".join(parts) + f" ({'<=' if ok else 'not <='} the threshold {rule})"))
 
     st, sp = len(t["loss"]), len(p["loss"])
     same_evals = np.array_equal(t["eval_step"], p["eval_step"])

@@ -1,0 +1,108 @@
+"""A hand-in's bp_align judged from its files as its check judged it in-process (issue 47): on the net of
+tools/bench_k_backward.py --kinks where Paddle alone crosses a ReLU kink in step 5's forward (seed 7, batch 8), the
+check (backward.judged) is green only against torch's run taking Paddle's side of it; from the folder, the pair's
+update digests after that step are red without it (weights_4 1.18, weights_5 8.98 x their allowance). The check
+writes that run's figures under diagnostics/ (handin.TAKEN), bound to the torch side's run record and to both
+files: green from the folder; the file edited since, or another run's, left out in one line (red); a corrupt one
+red; a momentum plant red."""
+import shutil
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("paddle")
+from portcheck import cli, handin  # noqa: E402
+from portcheck.backward import judged  # noqa: E402
+from portcheck.fileio import load_npy, save_npy  # noqa: E402
+from portcheck.report import DIAGNOSTICS  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
+import bench_k_backward as bench  # noqa: E402 - its small conv/BatchNorm nets, shared
+
+TAKEN = f"{DIAGNOSTICS}/bp_align{handin.TAKEN}"
+
+
+@pytest.fixture(scope="module")
+def kink_net():
+    """(torch's record, Paddle's clean one, Paddle's with momentum 0.8, torch's run taking Paddle's side)."""
+    return bench.kink_records(*bench.KINK_NETS["oneDNN off"], bench.sgd("torch"),
+                              [(bench.sgd("paddle"), None), (bench.sgd("paddle", 0.8), None)])
+
+
+def handed_in(folder, t, p, again):
+    """The check of a bp_align: judged in-process (backward.judged), the pair written by each side, judged and
+    handed in with that report; (the in-process report, the check's verdict, the log_reprod/ folder)."""
+    comparison = judged(t, p, again=again)
+    handin.save_side(folder, "bp_align", "torch", handin.bp_align(t), {"inputs": "i"}, "pt",
+                     exact=handin.bp_align(t, exact=True))
+    handin.save_side(folder, "bp_align", "paddle", handin.bp_align(p), {"inputs": "i"}, "pd")
+    verdict = handin.judge_and_log(folder, "bp_align", after_steps=True, top=folder / "log_reprod",
+                                   comparison=comparison)
+    return comparison, verdict, folder / "log_reprod"
+
+
+@pytest.fixture(scope="module")
+def clean(kink_net, tmp_path_factory):
+    t, p, _, again = kink_net
+    return handed_in(tmp_path_factory.mktemp("clean"), t, p, again)
+
+
+def checked(top, capsys) -> tuple:
+    code = cli.check(top, only="bp_align")
+    out = capsys.readouterr().out
+    return code, next(line for line in out.splitlines() if line.startswith("bp_align:")), out
+
+
+def test_a_kink_only_paddle_crosses_is_green_from_the_folder_as_in_process(clean, capsys):
+    comparison, verdict, top = clean
+    assert comparison.passed and comparison.taken, comparison.table()
+    assert verdict.passed, verdict.describe_measured()
+    assert (top / TAKEN).is_file()
+    code, line, out = checked(top, capsys)
+    assert code == 0 and "bp_align: green" in line, out
+    # the figures decide at the update digests after the kink, and say so
+    taken = {r.name for r in verdict.rows if r.rule.spread_decides(r) and r.rule.spread_by}
+    assert {"weights_4", "weights_5"} <= taken, taken
+
+
+@pytest.mark.parametrize("how", ["deleted", "edited"])
+def test_without_the_checks_taking_run_the_folder_is_red(clean, tmp_path, capsys, how):
+    top = Path(shutil.copytree(clean[2], tmp_path / "log_reprod"))
+    if how == "deleted":
+        (top / TAKEN).unlink()
+    else:  # a figure widened after the check: its record no longer describes the file
+        figures = load_npy(top / TAKEN)
+        save_npy(top / TAKEN, {k: v * 10 for k, v in figures.items()})
+    code, line, out = checked(top, capsys)
+    assert code == 1 and "measured RED (failed: weights_4" in line, out
+    said = [s for s in out.splitlines() if "left out" in s]
+    assert (how == "deleted") == (not said), out
+    assert how == "deleted" or said == [f"  {TAKEN} left out: its run record does not describe it (edited since its "
+                                        "check wrote it, or another file's); the pair is judged without torch's run "
+                                        "taking Paddle's side of a kink (run its check again)"], out
+
+
+def test_a_corrupt_taking_run_is_red(clean, tmp_path, capsys):
+    top = Path(shutil.copytree(clean[2], tmp_path / "log_reprod"))
+    (top / TAKEN).write_bytes((top / TAKEN).read_bytes()[:40])
+    code, line, out = checked(top, capsys)
+    assert code == 1 and line.startswith("bp_align: RED (") and handin.TAKEN[1:] in line, out
+    save_npy(top / TAKEN, {"weights_4": np.array([-1.0])})  # not a figure: red, whatever its record
+    code, line, out = checked(top, capsys)
+    assert code == 1 and "is not torch's run taking Paddle's side" in line, out
+
+
+def test_a_momentum_plant_stays_red_and_another_runs_taking_run_is_left_out(kink_net, clean, tmp_path, capsys):
+    t, _, planted, again = kink_net
+    comparison, verdict, top = handed_in(tmp_path, t, planted, again)
+    assert not comparison.passed and not verdict.passed, verdict.describe_measured()
+    code, line, out = checked(top, capsys)
+    assert code == 1 and "bp_align: RED" in line, out
+    shutil.copy(clean[2] / TAKEN, top / TAKEN)  # the clean hand-in's run, with its record: of other files
+    shutil.copy(clean[2] / DIAGNOSTICS / f"bp_align_taken_torch{handin.record.SUFFIX}",
+                top / DIAGNOSTICS / f"bp_align_taken_torch{handin.record.SUFFIX}")
+    code, line, out = checked(top, capsys)
+    assert code == 1 and "left out: it was written for other files of the pair" in out, out
