@@ -3,7 +3,10 @@ another sign on each side opens the gate in torch and shuts it in Paddle, a jump
 torch's own error covers. The zoo's MobileNetV2 met one under ATEN_CPU_CAPABILITY=default (a conv output 1.5e-15
 in torch, -1.7e-16 in Paddle): its BatchNorm bias gradient 380 x its allowance. Planted here in a small MLP by a
 hidden unit of 2**-30 in torch and -2**-30 in Paddle (its bias 2**-29 apart, within the forward's rounding): green
-against torch's run with that value set to Paddle's, and a momentum plant beside it still red."""
+against torch's run with that value set to Paddle's, and a momentum plant beside it still red.
+
+The same mechanism (backward.judged) at a later step's kink seen only at a module's input: a ReLU after a residual sum
+written inline (below)."""
 import copy
 
 import numpy as np
