@@ -103,7 +103,7 @@ class BackwardReport:
     def table(self) -> str:
         lines = ["the first forward, every module:", self.forward.table()] if self.forward is not None else []
         if self.on_branch or self.taken or not self.passed:  # a green run's values near 0 decide nothing
-            lines += crossing_lines(self.crossed, self.on_branch, self.taken)
+            lines += crossing_lines(self.crossed, self.on_branch, self.taken, self.first_diverging or "")
         lines += ["gradients after the first backward (forward order):"]
         lines += format_table(calibrated.HEADER,
                               calibrated.table_rows(self.grads, first_diverging(self.grads, reverse=True)))
@@ -531,11 +531,14 @@ def _where(c) -> str:
 SHOWN = 4  # the modules a kink line names; the rest are counted
 
 
-def crossing_lines(crossed: list, on_branch: bool, taken: bool) -> list:
-    """One line per step whose forward crossed a kink: where, how many values, what judges the rows after (judged)."""
+def crossing_lines(crossed: list, on_branch: bool, taken: bool, where: str = "") -> list:
+    """One line per step whose forward crossed a kink: where, how many values, what judges the rows after (judged);
+    first the module where the runs part (where: first_diverging), if it holds one."""
     lines = []
+    at = where.removeprefix("grad ")
     for step in sorted({c.step for c in crossed}):
-        here = [c for c in crossed if c.step == step]
+        here = sorted((c for c in crossed if c.step == step),
+                      key=lambda c: not at.startswith(c.module.removeprefix(INPUT) + "."))
         c = here[0]
         if step == 0 and on_branch:
             rule = ON_BRANCH
