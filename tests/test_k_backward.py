@@ -20,7 +20,7 @@ import pytest
 torch = pytest.importorskip("torch")
 paddle = pytest.importorskip("paddle")
 from portcheck import calibrated, convert, judge_backward, record_backward  # noqa: E402
-from portcheck.backward import F64, MOVED, NEAR, SPREAD_KEY, TAKEN, TAKING, judged  # noqa: E402
+from portcheck.backward import F64, INPUT, MOVED, NEAR, SPREAD_KEY, TAKEN, TAKING, judged  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
 import bench_k_backward as bench  # noqa: E402 - its small conv/BatchNorm nets, shared
@@ -200,10 +200,12 @@ def test_values_of_one_sign_on_both_sides_are_no_crossing_and_no_torch_run_is_ma
     """The crossing is read from both records: Paddle's values near 0 given as torch's are no kink crossed, and then
     no torch run is made (the run stays red: the jump is over its allowance)."""
     t, clean, _, _ = kink_net
-    key = f"{NEAR}4/1"  # step 5's forward, the first BatchNorm's output: the value Paddle put on the other side
-    assert key in clean and key in t
+    # step 5's forward, the first BatchNorm's output and the ReLU's input after it: the value Paddle put on the
+    # other side
+    keys = (f"{NEAR}4/1", f"{NEAR}4/{INPUT}2")
+    assert all(key in clean and key in t for key in keys)
     runs = []
-    report = judged(t, {**clean, key: t[key]}, again=lambda crossed: runs.append(crossed))
+    report = judged(t, {**clean, **{key: t[key] for key in keys}}, again=lambda crossed: runs.append(crossed))
     assert not report.crossed and not runs and not report.passed and not report.taken
 
 

@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from portcheck.compare import (F64, INPUTS, ROOT, ForwardReport, _float64, _Recorder, _unjudged_lines, call, float64,
-                               hook_points, in_turn, judge_forward, measure, checked_args, next_call, values, WIDER)
+                               first_input, hook_points, in_turn, judge_forward, measure, checked_args, next_call, values,
+                               WIDER)
 from portcheck import calibrated, diff, fused, pairing, tolerances
 from portcheck.convert import RENAMES, framework_of, plan, torch_layouts
 from portcheck.diff import NOT_JUDGED, first_diverging
@@ -28,13 +29,17 @@ class BackwardReport:
     forward: ForwardReport = None                 # every module's output in the first step's forward
     grads: list = field(default_factory=list)    # [diff.KeyResult] per parameter, in forward order
     steps: list = field(default_factory=list)    # [[diff.KeyResult] per step: loss, lr, statistics (weights: last)]
-    kinks: list = field(default_factory=list)    # [Kink] in the first forward, in run order
-    crossed: list = field(default_factory=list)  # [Crossing]: a later step's forward, a value on each side of 0
+    crossed: list = field(default_factory=list)  # [Crossing] in step order: a forward's values on each side of 0
     taken: bool = False                          # torch's run taking Paddle's side of them is in the record
     taking: dict = field(default_factory=dict)   # {record key: max |torch's run - that run|}: a hand-in carries it
     isolated: bool = False                       # each step started both sides from torch's weights
     by_design: list = field(default_factory=list)  # lines: a difference the two optimizers make on purpose
     on_branch: bool = False  # judged against torch's run taking Paddle's branch at the first forward's kinks
+
+    @property
+    def kinks(self) -> list:
+        """The first forward's crossings: at a ReLU after them the first backward takes another branch."""
+        return [c for c in self.crossed if c.step == 0]
 
     @property
     def passed(self) -> bool:
@@ -97,17 +102,8 @@ class BackwardReport:
 
     def table(self) -> str:
         lines = ["the first forward, every module:", self.forward.table()] if self.forward is not None else []
-        if self.kinks and not self.passed:
-            where = self.first_diverging_gradient or ""
-            k = next((k for k in self.kinks if where.startswith(f"grad {k.module}.")), self.kinks[-1])
-            lines.append(f"kink: {k.module} holds {k.count} value(s) within rounding of 0 whose sign differs between "
-                         f"torch ({k.torch:.3e}) and paddle ({k.paddle:.3e}); a ReLU after it takes a different branch "
-                         "on each side, which no tolerance covers: if the runs part there, take another batch"
-                         + (f" ({len(self.kinks) - 1} more module(s) hold such values)" if len(self.kinks) > 1 else ""))
-        if self.on_branch:
-            lines.append(ON_BRANCH)
-        if self.taken or not self.passed:  # a green run's values near 0 decide nothing
-            lines += crossing_lines(self.crossed, self.taken)
+        if self.on_branch or self.taken or not self.passed:  # a green run's values near 0 decide nothing
+            lines += crossing_lines(self.crossed, self.on_branch, self.taken, self.first_diverging or "")
         lines += ["gradients after the first backward (forward order):"]
         lines += format_table(calibrated.HEADER,
                               calibrated.table_rows(self.grads, first_diverging(self.grads, reverse=True)))
@@ -170,8 +166,7 @@ def compare_backward(torch_model, paddle_model, inputs, targets, loss, optimizer
     kinds = {}
     planned = plan(torch_model, paddle_model, name_map, layouts, inputs, paddle_kinds=kinds)
     import torch
-    # where the run starts, for torch's runs again: on Paddle's branch of a first forward's kink (_on_paddles_branch),
-    # taking Paddle's side of a kink crossed in a later step (judged)
+    # where the run starts, for torch's run again taking Paddle's side of a kink (judged)
     start, draws = copy.deepcopy(torch_model.state_dict()), torch.get_rng_state()
     t = record_backward(torch_model, inputs, targets, loss[0], optimizer[0], scheduler and scheduler[0], steps, layouts,
                         paddle_kinds=kinds, isolate=isolate, clip=clip and clip[0])
@@ -184,66 +179,39 @@ def compare_backward(torch_model, paddle_model, inputs, targets, loss, optimizer
                         layouts, starts=starts,
                         clip=clip and clip[1])
 
-    def again(crossed):
-        torch_model.load_state_dict(start)
-        with torch.random.fork_rng(devices=[]):
-            torch.set_rng_state(draws)  # the recorded run's dropout masks
-            return record_backward(torch_model, inputs, targets, loss[0], optimizer[0], scheduler and scheduler[0],
-                                   steps, layouts, paddle_kinds=kinds, isolate=isolate, clip=clip and clip[0],
-                                   crossed=crossed)
-    report = judged(t, p, name_map, mean_bound, again)
-    # red, where values of a first forward within its rounding (green) lie within rounding of 0 of opposite signs
-    if report.kinks and not report.passed and report.forward.passed:
+    def again(crossed, steps=steps):
+        """torch's run again from its start and random draws (dropout masks), taking Paddle's side of 0 at `crossed`
+        (isolated, each step from the weights torch's own run left); the model is left as its own run left it."""
         after = copy.deepcopy(torch_model.state_dict())
         torch_model.load_state_dict(start)
-        branch = _on_paddles_branch(torch_model, draws, inputs, targets, loss[0], optimizer[0],
-                                    scheduler and scheduler[0], 1 if isolate else steps, kinds, layouts, clip,
-                                    report.forward, t, p)
+        with torch.random.fork_rng(devices=[]):
+            torch.set_rng_state(draws)
+            run = record_backward(torch_model, inputs, targets, loss[0], optimizer[0], scheduler and scheduler[0],
+                                  steps, layouts, paddle_kinds=kinds, isolate=isolate and steps > 1,
+                                  clip=clip and clip[0], crossed=crossed)
         torch_model.load_state_dict(after)
-        report = judge_backward({**t, **branch}, p, name_map, mean_bound)
-        report.on_branch = True
-    return report
+        return run
+    return judged(t, p, name_map, mean_bound, again)
 
 
-ON_BRANCH = ("kink: the first forward holds values within rounding of 0 whose sign differs between torch and Paddle; "
-             "the gradients and the steps are judged against torch's run again with those values set to Paddle's "
+# A kink: values of a forward within the floor of 0 on both sides and of opposite signs (Crossing), where a ReLU or
+# max after them opens on one side and shuts on the other: a jump in the gradients, then the weights, that no multiple
+# of torch's own error covers. One record (near<step>/, every forward), one run (torch's again from its start, taking
+# Paddle's side of 0 there: _taking), one line per step (crossing_lines); two rules for what the run is:
+# - the first forward's (MobileNetV2 under ATEN_CPU_CAPABILITY=default: a conv output 1.5e-15 in torch, -1.7e-16 in
+#   Paddle, 1.3e-15 in float64, beside an error of 2.4e-14 there; its BatchNorm's bias gradient 380 x its allowance):
+#   torch's run on Paddle's branch is torch's run, its float64 and moved runs (calibrated.SPREAD) moved by as much, so
+#   that torch's own error and spread stay the yardsticks (on_paddles_branch);
+# - a later step's, which no run of torch against itself above need cross (tools/bench_k_backward.py --kinks, seed 7;
+#   the zoo's ResNet-18 under ATEN_CPU_CAPABILITY=default, at a ReLU's input after a residual sum): the run taking
+#   Paddle's side is torch against itself there, SPREAD x |torch's run - it| allowed at every key (take).
+ON_BRANCH = ("the gradients and the steps are judged against torch's run again with those values set to Paddle's "
              "(its branch at the ReLU after them), torch's own fp32 error and spread moved with it")
 
 
-def _on_paddles_branch(model, draws, inputs, targets, loss, optimizer, scheduler, steps, kinds, layouts, clip,
-                       forward, torch_record, paddle_record) -> dict:
-    """At a ReLU-like kink a value within rounding of 0, of another sign on each side, opens the gate on one side
-    and shuts it on the other: a jump in the gradients, then in the weights, that no multiple of torch's own error
-    covers (MobileNetV2 under ATEN_CPU_CAPABILITY=default: a conv output 1.5e-15 in torch, -1.7e-16 in Paddle,
-    1.3e-15 in float64, beside an error of 2.4e-14 there; its BatchNorm's bias gradient 380 x its allowance, its
-    bias 28 x after step 1). torch's run again, from the same weights and random draws, with each such value of the
-    first forward set to Paddle's (the gradient passing through unchanged): its gradients and every key after its
-    steps, and torch's float64 and moved runs (calibrated.SPREAD) moved by as much, so that torch's own error and
-    spread stay the yardsticks, measured on its own runs. An isolated run takes its first step so (each later one
-    starts from torch's weights)."""
-    import torch
-    forced = {name: (mask, value) for name, mask, value in kink_values(forward, torch_record, paddle_record)}
-
-    def force(mask, value):
-        calls = []
-
-        def hook(module, args, kwargs, output):  # the first call's output only, the one the record holds
-            calls.append(module)
-            if len(calls) == 1 and isinstance(output, torch.Tensor) and tuple(output.shape) == mask.shape:
-                to = torch.from_numpy(np.where(mask, value, 0)).to(output.dtype)
-                return output + torch.where(torch.from_numpy(mask), to - output, 0).detach()
-        return hook
-    handles = [post(force(*forced[name])) for name, _, post in hook_points(model) if name in forced]
-    layouts = torch_layouts(model, layouts, kinds)
-    try:
-        with torch.random.fork_rng(devices=[]):
-            torch.set_rng_state(draws)  # the recorded run's dropout masks
-            run = _train("torch", model, inputs, targets, loss, optimizer, scheduler, steps, torch.from_numpy,
-                         lambda m: _torch_state(m, layouts), lambda m: _torch_grads(m, layouts), lambda: {}, None,
-                         clip)
-    finally:
-        for h in handles:
-            h.remove()
+def on_paddles_branch(run: dict, torch_record: dict) -> dict:
+    """torch's record as its run on Paddle's branch of the first forward's kinks (`run`, record_backward(crossed=)):
+    its gradients and every key after its steps, and its float64 and moved runs moved by as much."""
     out = {}
     for key, value in run.items():
         if key.startswith(("grad/", "loss/", "state", "final/")) and F64 + key in torch_record:
@@ -254,14 +222,28 @@ def _on_paddles_branch(model, draws, inputs, targets, loss, optimizer, scheduler
 
 
 def judged(torch_record, paddle_record, name_map=None, mean_bound=LOSS_MEAN_BOUND, again=None) -> BackwardReport:
-    """judge_backward, and where Paddle's run crossed a kink in a later step (report.crossed) and is red, once more
-    with torch's run taking Paddle's side of it: again(crossed), record_backward(torch_model, ..., crossed=crossed)
-    from the weights the torch record started from (None: not made). One torch run more, never in a green run."""
+    """judge_backward, and where red with kinks crossed (report.crossed), once more against torch's run taking
+    Paddle's side of them: again(crossed), record_backward(torch_model, ..., crossed=crossed) from the weights and
+    random draws the torch record started from (None: not made). The first forward's kinks (its rows green): torch's
+    run on Paddle's branch is torch's run (on_paddles_branch; an isolated record's first step alone, again(crossed,
+    1)); a later step's: its run taking Paddle's side there too is torch against itself (take). One torch run more
+    per rule, never in a green run."""
     report = judge_backward(torch_record, paddle_record, name_map, mean_bound)
-    if report.crossed and not report.passed and again is not None:
-        torch_record = dict(torch_record)  # the caller's record keeps what its own run holds
-        take(torch_record, again(report.crossed))
+    if report.passed or again is None:
+        return report
+    first, isolated = report.kinks, ISOLATED in torch_record
+    on_branch = bool(first) and report.forward.passed
+    if on_branch:
+        torch_record = {**torch_record, **on_paddles_branch(again(first, 1) if isolated else again(first),
+                                                            torch_record)}
         report = judge_backward(torch_record, paddle_record, name_map, mean_bound)
+        report.on_branch = True
+    later = [c for c in report.crossed if c.step]
+    if later and not report.passed:
+        torch_record = dict(torch_record)  # the caller's record keeps what its own run holds
+        take(torch_record, again((first if on_branch else []) + later))
+        report = judge_backward(torch_record, paddle_record, name_map, mean_bound)
+        report.on_branch = on_branch
     return report
 
 
@@ -280,13 +262,14 @@ def record_backward(model, inputs, targets, loss, optimizer, scheduler=None, ste
                             allows calibrated.SPREAD times at each (a value within rounding of a ReLU's kink in a
                             later step)
         spread:<key>        (torch, not isolated) max |that run - a further run of AGAINST_ITSELF|, one figure
-        near<i>/<module>    (i >= 1) step i's forward: the flat indices (row 0) and values (row 1)
-                            of each module's output within the floor of 0 (calibrated.FLOOR x eps32 x its largest)
+        near<i>/<module>    step i's forward (0: the first): the flat indices (row 0) and values (row 1)
+                            of each module's output within the floor of 0 (calibrated.FLOOR x eps32 x its largest);
+                            near<i>/in/<module> of its first input
 
-    crossed=[Crossing] (torch; compare_backward, where Paddle's run crossed a kink in a later step): only torch's run
-    again from the model's weights, taking Paddle's side of 0 at each of them (its loss/, state, final/ and weights/
-    keys; take() keeps it as one figure per key); with isolate=True each of its steps starts from the weights
-    torch's run without them left, as Paddle's isolated steps do (one fp32 run more).
+    crossed=[Crossing] (torch; compare_backward, where Paddle's run crossed a kink): only torch's run again from the
+    model's weights, taking Paddle's side of 0 at each of them (its grad/, loss/, state, final/ and weights/ keys;
+    judged reads them as on_paddles_branch or take says); with isolate=True each of its steps starts from the
+    weights torch's run without them left, as Paddle's isolated steps do (one fp32 run more).
 
     Isolated steps (compare_backward(isolate=True) makes both): a torch model's run with isolate=True records
     every tensor after every step, and its float64 twin starts each step from the fp32 weights the step before
@@ -325,8 +308,9 @@ def record_backward(model, inputs, targets, loss, optimizer, scheduler=None, ste
                              lambda m: _torch_state(m, layouts), lambda m: _torch_grads(m, layouts), lambda: {},
                              restart, clip)
             model.load_state_dict(start)
-            # only what judge_backward reads: the first forward's modules and gradients are not held
-            return {k: v for k, v in run.items() if k.startswith(AGAINST_KEYS)}
+            # only what judge_backward reads: the first forward's modules are not held, its gradients only by a run
+            # taking Paddle's side of a kink (the first forward's move them)
+            return {k: v for k, v in run.items() if k.startswith(AGAINST_KEYS + (() if move else ("grad/",)))}
         if crossed is not None:
             if isolate:  # each step from the weights torch's own run left: that fp32 run again first, keeping them
                 again(contextlib.nullcontext(), move=False, restart=keep)
@@ -405,94 +389,125 @@ def _figure(value):
     return figure if figure is not None and np.isfinite(figure) else None
 
 
-# A kink Paddle crosses in a later step, which no run of torch against itself above need cross (a value within
-# rounding of 0 that Paddle's fp32 rounds to the other side: tools/bench_k_backward.py --kinks, seed 7): torch's run
-# again, taking Paddle's side of 0 at exactly the values where the two runs' signs differ, both within the floor of 0
-# (a difference every check allows another kernel's rounding). compare_backward makes it only for a red plain run
-# whose later forwards hold such values: one torch run more, never in a green one
-NEAR = "near"            # a record's key prefix: near<step>/<module>, a later step's values within the floor of 0
+# The record of kinks (judged, above): each forward's values within the floor of 0 (a difference every check allows
+# another kernel's rounding), on both sides; the run taking Paddle's side is made only for a red run
+NEAR = "near"            # a record's key prefix: near<step>/<module>, a forward's values within the floor of 0
 TAKEN = "taken"          # a torch record's key: the run taking Paddle's side of them is in it
 TAKEN_KEY = "taken:"     # a torch record's key prefix: max |torch's run - that run| at a key, one figure
 TAKING = "taking Paddle's side of 0 at the values the runs put on each side of a kink (the report's kink line)"
 
 
+INPUT = "in/"  # near<step>/in/<module>: a module's first input, where no module's output holds it (the ReLU after
+# a residual sum written inline, `x += shortcut`: the zoo's ResNet-18 under ATEN_CPU_CAPABILITY=default crosses there)
+
+
 @dataclass
 class Crossing:
-    """Values of one module's output in a later step's forward within the floor of 0 on both sides and of
-    opposite signs: a ReLU (or max) after them takes one branch in torch's run and the other in Paddle's."""
-    step: int              # the step whose forward holds them (1: the second)
-    module: str            # its record name (module#2: its second call)
-    index: np.ndarray      # flat indices into the output
+    """Values of one module's output (or first input) in a step's forward within the floor of 0 on both sides and
+    of opposite signs: a ReLU (or max) at them takes one branch in torch's run and the other in Paddle's."""
+    step: int              # the step whose forward holds them (0: the first)
+    module: str            # its record name (module#2: its second call; in/module: its first input)
+    index: np.ndarray      # flat indices into the output (or input)
     torch: np.ndarray      # the values on each side
     paddle: np.ndarray
 
 
 def _near_zero(model, into: dict, step: int) -> list:
-    """Hooks recording into `into`, for step `step`'s forward, each module's output values within the floor of 0
-    (near<step>/<module>: flat indices, values); their handles."""
-    calls = {}
+    """Hooks recording into `into`, for step `step`'s forward, each module's output values and first input's
+    (before its forward: an in-place module changes it) within the floor of 0 (near<step>/<module>,
+    near<step>/in/<module>: flat indices, values); their handles."""
+    calls, inputs = {}, {}
 
-    def hook(name):
-        def record(module, args, kwargs, output):
-            call = next_call(calls, name)
-            if not (hasattr(output, "numpy") and hasattr(output, "shape")):
-                return
-            v = np.asarray(values(output)).reshape(-1)
-            if v.dtype.kind != "f" or not v.size:
-                return
-            size = np.abs(v)
-            with np.errstate(invalid="ignore"):
-                i = np.flatnonzero((size <= calibrated.FLOOR * calibrated.EPS32 * size.max()) & (v != 0))
-            into[f"{NEAR}{step}/{call}"] = np.stack([i.astype(np.float64), v[i].astype(np.float64)])
+    def kept(key, tensor):
+        if not (hasattr(tensor, "numpy") and hasattr(tensor, "shape")):
+            return
+        v = np.asarray(values(tensor)).reshape(-1)
+        if v.dtype.kind != "f" or not v.size:
+            return
+        size = np.abs(v)
+        with np.errstate(invalid="ignore"):
+            i = np.flatnonzero((size <= calibrated.FLOOR * calibrated.EPS32 * size.max()) & (v != 0))
+        into[key] = np.stack([i.astype(np.float64), v[i].astype(np.float64)])
+
+    def before(name):
+        def record(module, args, kwargs):
+            kept(f"{NEAR}{step}/{INPUT}{next_call(inputs, name)}", first_input(args, kwargs)[1])
         return record
-    return [post(hook(name)) for name, _, post in hook_points(model)]
+
+    def after(name):
+        def record(module, args, kwargs, output):
+            kept(f"{NEAR}{step}/{next_call(calls, name)}", output)
+        return record
+    points = hook_points(model)
+    return [pre(before(name)) for name, pre, _ in points] + [post(after(name)) for name, _, post in points]
 
 
 def crossings(forward: ForwardReport, torch_record: dict, paddle_record: dict) -> list:
-    """[Crossing] of every later step's forward, in step order: values both runs hold within the floor of 0 whose
-    signs differ, in modules the first forward paired and judged."""
+    """[Crossing] of every forward, in step order: values both runs hold within the floor of 0 whose
+    signs differ, in modules the first forward paired and judged. A module's input holding the values an output
+    crossed in the same step (a Sequential's next module) is the same crossing, kept once."""
     judged = {row.name for row in forward.rows if not row.problem}
-    out = []
-    for key, a in torch_record.items():
+    out, seen = [], set()
+    for key, a in sorted(torch_record.items(), key=lambda item: f"/{INPUT}" in item[0]):  # outputs first
         if not key.startswith(NEAR):
             continue
         head, _, call = key.partition("/")
-        other = forward.counterparts.get(f"out/{call}", "")
-        b = paddle_record.get(f"{head}/{other[4:]}") if call in judged and other.startswith("out/") else None
+        name = call.removeprefix(INPUT)
+        other = forward.counterparts.get(call if call.startswith(INPUT) else f"out/{call}", "")
+        other = other.removeprefix("out/") if other.startswith("out/") else other if other.startswith(INPUT) else ""
+        b = paddle_record.get(f"{head}/{other}") if name in judged and other else None
         if b is None or a.ndim != 2 or b.ndim != 2:
             continue
         _, i, j = np.intersect1d(a[0], b[0], assume_unique=True, return_indices=True)
         flip = a[1][i] * b[1][j] < 0
-        if flip.any():
-            out.append(Crossing(int(head[len(NEAR):]), call, a[0][i][flip].astype(np.int64), a[1][i][flip],
-                                b[1][j][flip]))
+        if not flip.any():
+            continue
+        c = Crossing(int(head[len(NEAR):]), call, a[0][i][flip].astype(np.int64), a[1][i][flip], b[1][j][flip])
+        same = (c.step, c.index.tobytes(), c.torch.tobytes(), c.paddle.tobytes())
+        if same not in seen:
+            seen.add(same)
+            out.append(c)
     return sorted(out, key=lambda c: c.step)
 
 
 @contextlib.contextmanager
 def _taking(model, crossed):
-    """torch's model taking Paddle's side of 0 at each value of `crossed`, in its step's forward: the value's sign
-    Paddle's, its size and its gradient torch's."""
+    """torch's model taking Paddle's side of 0 at each value of `crossed`, in its step's forward: the value Paddle's
+    (within the floor of torch's), its gradient passing through unchanged (at a module's first input, before its
+    forward)."""
     import torch
     at = {(c.step, c.module): c for c in crossed}
-    step, calls = [-1], {}
+    step, calls, inputs = [-1], {}, {}
 
     def begin(module, args, kwargs):  # the model's own forward: one per step
         step[0] += 1
         calls.clear()
+        inputs.clear()
 
-    def hook(name):
-        def turned(module, args, kwargs, output):
-            c = at.get((step[0], next_call(calls, name)))
-            if c is None or not isinstance(output, torch.Tensor):
+    def turned(c, tensor):
+        flat = tensor.detach().reshape(-1).clone()
+        flat[torch.from_numpy(c.index)] = torch.from_numpy(c.paddle).to(flat.dtype)
+        return tensor + (flat.view_as(tensor) - tensor.detach())  # Paddle's values there, 0 added elsewhere
+
+    def before(name):
+        def turn(module, args, kwargs):
+            c = at.get((step[0], INPUT + next_call(inputs, name)))
+            where, x = first_input(args, kwargs)
+            if c is None or not isinstance(x, torch.Tensor):
                 return None
-            flat = output.detach().reshape(-1).clone()
-            i = torch.from_numpy(c.index)
-            flat[i] = flat[i].abs() * torch.from_numpy(np.sign(c.paddle)).to(flat.dtype)
-            return output + (flat.view_as(output) - output.detach())  # exact: a sign changed, 0 added elsewhere
-        return turned
+            if isinstance(where, int):
+                return (*args[:where], turned(c, x), *args[where + 1:]), kwargs
+            return args, {**kwargs, where: turned(c, x)}
+        return turn
+
+    def after(name):
+        def turn(module, args, kwargs, output):
+            c = at.get((step[0], next_call(calls, name)))
+            return turned(c, output) if c is not None and isinstance(output, torch.Tensor) else None
+        return turn
     points = hook_points(model)
-    handles = [pre(begin) for name, pre, _ in points if name == ROOT] + [post(hook(name)) for name, _, post in points]
+    handles = [pre(begin) for name, pre, _ in points if name == ROOT] + \
+        [pre(before(name)) for name, pre, _ in points] + [post(after(name)) for name, _, post in points]
     try:
         yield
     finally:
@@ -509,20 +524,37 @@ def take(record: dict, run: dict):
     record[TAKEN] = np.ones(1)
 
 
-def crossing_lines(crossed: list, taken: bool) -> list:
-    """One line per later step whose forward crossed a kink: where, how many values, what judges the rows after."""
+def _where(c) -> str:
+    return f"{c.module[len(INPUT):]}'s input" if c.module.startswith(INPUT) else c.module
+
+
+SHOWN = 4  # the modules a kink line names; the rest are counted
+
+
+def crossing_lines(crossed: list, on_branch: bool, taken: bool, where: str = "") -> list:
+    """One line per step whose forward crossed a kink: where, how many values, what judges the rows after (judged);
+    first the module where the runs part (where: first_diverging), if it holds one."""
     lines = []
+    at = where.removeprefix("grad ")
     for step in sorted({c.step for c in crossed}):
-        here = [c for c in crossed if c.step == step]
+        here = sorted((c for c in crossed if c.step == step),
+                      key=lambda c: not at.startswith(c.module.removeprefix(INPUT) + "."))
         c = here[0]
+        if step == 0 and on_branch:
+            rule = ON_BRANCH
+        elif step and taken:
+            rule = ("torch's run again taking Paddle's side of 0 there is torch against itself at every row after it "
+                    f"(calibrated.SPREAD = {calibrated.SPREAD:g} x it allowed)")
+        else:
+            rule = ("torch's run taking Paddle's side there is not made (a red first forward, or records judged by "
+                    "judge_backward alone: compare_backward makes it for a red run): if the runs part there, take "
+                    "another batch")
         lines.append(
-            f"kink in step {step + 1}'s forward: {c.module} holds {len(c.index)} value(s) within the floor of 0 "
+            f"kink in step {step + 1}'s forward: {_where(c)} holds {len(c.index)} value(s) within the floor of 0 "
             f"(calibrated.FLOOR x eps32 x its largest) on the other side of it in Paddle's run, where a ReLU or max "
-            f"after it branches (torch {c.torch[0]:.3e}, paddle {c.paddle[0]:.3e})" + (f", {len(here) - 1} more module(s)" if len(here) > 1 else "") + "; " +
-            ("torch's run again taking Paddle's side of 0 there is torch against itself at every row after it "
-             f"(calibrated.SPREAD = {calibrated.SPREAD:g} x it allowed)" if taken else
-             "torch's run taking Paddle's side there is not made (records judged by judge_backward alone: "
-             "compare_backward makes it for a red run)"))
+            f"after it branches (torch {c.torch[0]:.3e}, paddle {c.paddle[0]:.3e})" +
+            (f", and {', '.join(f'{_where(o)} {len(o.index)}' for o in here[1:SHOWN])}" if len(here) > 1 else "") +
+            (f", {len(here) - SHOWN} more module(s)" if len(here) > SHOWN else "") + "; " + rule)
     return lines
 
 
@@ -588,8 +620,7 @@ def updates(before: dict, after: dict) -> np.ndarray:
 def _train(side, model, inputs, targets, loss, make_optimizer, make_scheduler, steps, to_tensor, state, grads, norms,
            start=None, clip=None, near=False):
     """start(model, i), when given, is called before each step i >= 1: an isolated run's start of the step.
-    clip(parameters), when given, after each backward (the gradients recorded before it). near: each later step's
-    forward records the values within the floor of 0 of every module's output (_near_zero)."""
+    clip(parameters), when given, after each backward (the gradients recorded before it). near: each forward records the values within the floor of 0 of every module's output and input (_near_zero)."""
     with raised_by(f"the {side} optimizer factory raised"):
         opt = make_optimizer(model.parameters())
     if not hasattr(opt, "step"):
@@ -621,8 +652,8 @@ def _train(side, model, inputs, targets, loss, make_optimizer, make_scheduler, s
         if start is not None and step:
             start(model, step)
             before = state(model)  # an isolated step's update is from where it started
-        if near and step:
-            handles = _near_zero(model, out, step)  # removed after this forward, as the first forward's
+        if near:
+            handles = handles + _near_zero(model, out, step)  # removed after this forward, with the first's
         with raised_by(f"the {side} model's forward raised", TWIN_FAILED if side == TWIN else INPUTS):
             output = call(model, inputs, to_tensor)
         for h in handles:
@@ -835,7 +866,6 @@ def judge_backward(torch_record: dict, paddle_record: dict, name_map=None,
     report = BackwardReport()
     if any(k.startswith("out/") for k in torch_record):
         report.forward = judge_forward(torch_record, paddle_record, name_map, mean_bound=None)
-        report.kinks = kinks(report.forward, torch_record, paddle_record)
         report.crossed = crossings(report.forward, torch_record, paddle_record)
     report.taken = TAKEN in torch_record
     report.taking = {k[len(TAKEN_KEY):]: v for k, v in torch_record.items() if k.startswith(TAKEN_KEY)}
@@ -891,43 +921,6 @@ def judge_backward(torch_record: dict, paddle_record: dict, name_map=None,
         report.steps.append(rows)
     report.by_design = _by_design(torch_record, paddle_record, report.steps) + _cycled(torch_record)
     return report
-
-
-@dataclass
-class Kink:
-    """Values of one module's output that are within rounding of zero and of opposite signs on the two sides."""
-    module: str
-    count: int
-    torch: float     # the first such value on each side
-    paddle: float
-
-
-def kinks(forward: ForwardReport, torch_record: dict, paddle_record: dict) -> list:
-    """Every module output in the first forward holding values within its allowed difference of 0 whose signs
-    differ between torch and Paddle: at a ReLU after them the two backward passes take different branches."""
-    out = []
-    for name, flip, b in kink_values(forward, torch_record, paddle_record):
-        a = torch_record[f"out/{name}"]
-        i = np.flatnonzero(flip)[0]
-        out.append(Kink(name, int(flip.sum()), float(a.flat[i]), float(b.flat[i])))
-    return out
-
-
-def kink_values(forward: ForwardReport, torch_record: dict, paddle_record: dict) -> list:
-    """[(module, where its output's signs flip within the allowed difference of 0, Paddle's output)] (kinks)."""
-    out = []
-    for row in forward.rows:
-        if row.problem:
-            continue
-        key = f"out/{row.name}"
-        b = paddle_record.get(forward.counterparts.get(key, ""))
-        if b is None or b.shape != torch_record[key].shape:
-            continue
-        a = torch_record[key]
-        flip = (np.abs(a) <= row.allowed) & ((a > 0) != (b > 0))
-        if flip.any():
-            out.append((row.name, flip, b))
-    return out
 
 
 BIASED_VARIANCE = ("by design: torch's BatchNorm updates running_var with the unbiased batch variance (n/(n-1)), "
