@@ -371,7 +371,8 @@ def judge(out: Path, statuses: dict, steps: int, rank: int = 0, again=None) -> i
     print("training: " + ("every module, gradient, loss, lr and weight within the measured rule" if report.passed
                           else f"RED, the runs part at {where}"))
     if report.crossed and (report.taken or not report.passed):  # a green run's values near 0 decide nothing
-        print("".join(f"  ({line})\n" for line in crossing_lines(report.crossed, report.taken)), end="")
+        lines = crossing_lines(report.crossed, report.on_branch, report.taken, report.first_diverging or "")
+        print("".join(f"  ({line})\n" for line in lines), end="")
     for name, v in verdicts.items():
         print(f"{name}: {'green' if v.passed else 'RED'} | {v.describe_measured()}")
     red = bool(config) or not fed.passed or not report.passed or not all(v.passed for v in verdicts.values())
