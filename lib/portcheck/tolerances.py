@@ -202,11 +202,13 @@ def looser_task(pair: str, threshold: float, spread: float = 0.0) -> str:
     return f"{task_rule(threshold, spread)}, looser than the guide's {guide.threshold:g}"
 
 
-def task_rule(threshold: float, spread: float = 0.0, where: str = "on this machine") -> str:
+def task_rule(threshold: float, spread: float = 0.0, where: str = None) -> str:
     """A task's threshold on a training's outcome, as judged: "the task's 0.002", or, widened by torch's own
-    runs, "0.016 = the task's 0.00972 + torch's own spread 0.0063 on this machine" (where: which runs, where)."""
-    return (f"{threshold:g} = the task's {threshold - spread:g} + torch's own spread {spread:.3g} {where}"
-            if spread else f"the task's {threshold:g}")
+    runs, "0.016 = the task's 0.00972 + torch's own spread 0.0063 on this machine" (where: which runs, where;
+    given, the sum is said even where the spread is 0: the runs were made)."""
+    if not spread and where is None:
+        return f"the task's {threshold:g}"
+    return f"{threshold:g} = the task's {threshold - spread:g} + torch's own spread {spread:.3g} {where or 'on this machine'}"
 
 
 def from_flags(tol: Tol, what: str, loosened: list, atol=None, rtol=None, atol_flag="--threshold",
