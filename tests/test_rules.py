@@ -181,3 +181,12 @@ def test_a_float32_metric_is_judged_in_float32s_ulps_and_a_sample_miscounted_is_
     assert verdicts["rounded"].passed and "16 for float32 values" in verdicts["rounded"].describe_measured()
     assert not verdicts["miscounted"].passed and not verdicts["float64"].passed
     assert "dtype torch float32 vs paddle float64" in verdicts["float64"].describe_measured()
+
+
+def test_a_threshold_judged_with_torchs_own_runs_says_them_a_spread_of_0_too():
+    """The task's threshold alone where no own runs were made; with them the sum is said, the runs' line beside it,
+    so a red final metric beside six own runs ending alike reads as a bug, not as torch's scatter."""
+    assert tolerances.task_rule(0.0015) == "the task's 0.0015"
+    assert tolerances.task_rule(0.0015, 0.0, "(torch's own run(s) ending accuracy 0.98 on this machine)") == \
+        "0.0015 = the task's 0.0015 + torch's own spread 0 (torch's own run(s) ending accuracy 0.98 on this machine)"
+    assert tolerances.task_rule(0.016, 0.006) == "0.016 = the task's 0.01 + torch's own spread 0.006 on this machine"
