@@ -1,11 +1,11 @@
-"""Step 5's yardstick: torch trained against torch on this machine. pt_train.py runs again MOVED times, the same
-weights, data, order, seeds and flags, each from the weights moved one ulp up or down, the signs drawn from its own
-seed (portcheck.backward.moved_one_ulp: the size of rounding fp32 makes, after which each run takes whatever
-branches another correct run may take, as a port's or another CPU's kernels do). Each runs in a scratch copy of
-the example, at one thread, two at a time on two cores. Each run's training log is kept beside Step 5's as
-Step5/torch_own_<run>.npy with its run record, and check_step5.py judges the Paddle run at the task's threshold
-widened by how far these runs end from Step 5's torch run (portcheck.training.judge_and_log(own=)); where that run
-is already there, each is compared with it here too.
+"""Step 5's yardstick: torch trained against torch on this machine. pt_train.py runs again MOVED times (a quick run's
+twice), the same weights, data, order, seeds and flags, each from the weights moved one ulp up or down, the signs
+drawn from its own seed (portcheck.backward.moved_one_ulp: the size of rounding fp32 makes, after which each run
+takes whatever branches another correct run may take, as a port's or another CPU's kernels do). Each runs in a
+scratch copy of the example, at one thread, two at a time on two cores. Each run's training log is kept beside Step
+5's as Step5/torch_own_<run>.npy with its run record, and check_step5.py judges the Paddle run at the task's
+threshold widened by how far these runs end from Step 5's torch run (portcheck.training.judge_and_log(own=)); where
+that run is already there, each is compared with it here too.
 
     python examples/resnet18/Step5/torch_vs_torch.py                  # run_all.py runs it before Step 5
     python examples/resnet18/Step5/torch_vs_torch.py --max_steps 4    # a quick Step 5's runs: the first two
@@ -46,7 +46,7 @@ REFERENCE = "one thread"  # Step 5's torch side, run by pt_train.py
 MOVED = 6
 RUNS = tuple((f"moved {seed}", seed) for seed in range(1, MOVED + 1))  # (name, the seed of its signs)
 # a quick run (--max_steps) shows the pipeline works, it measures nothing: two runs, one round on two cores, are
-# its yardstick (the six took three rounds, two fifths of the suite's quick run_all.py)
+# its yardstick (the six took three rounds, over a third of the suite's quick run_all.py)
 QUICK_RUNS = RUNS[:2]
 # pt_train.py from moved weights: resnet.torch_model wrapped after the script's imports load and before it runs, the
 # script itself unchanged
