@@ -5,6 +5,7 @@ BERT_ALIGN_HOME pointing at a temporary folder so the repository's own results
 are never touched.
 """
 import portcheck.runtime  # first: offline mode, threads, allocator, before any test imports torch/paddle
+import atexit
 import contextlib
 import fcntl
 import io
@@ -15,7 +16,9 @@ import runpy
 import shutil
 import subprocess
 import sys
+import tempfile
 import traceback
+from pathlib import Path
 
 import pytest
 
@@ -55,6 +58,11 @@ SETUP = ["weights/torch_bert_weights.py", "weights/torch2paddle.py",
 # runs them in this process, as inproc, without an interpreter's and numpy's start-up and check_step5's matplotlib
 # import each time (0.4 to 2 s a run, ~100 runs a suite). A run with a plant or its own environment is a process.
 IN_PROCESS = re.compile(r"pipeline/(Step\d/check_step\d|check_log_reprod|check_pair)\.py")
+# A script of one framework's side (torch's pt_*.py, Paddle's pd_*.py) runs as a child forked by a process that has
+# imported that framework once (tests/forkserver.py), not as a new interpreter importing it again: the same bytes
+# written, 18% less CPU in tests/test_edges.py (135 -> 111 s). PORTCHECK_TESTS_FORK=0: every script a new interpreter.
+FORK = os.environ.get("PORTCHECK_TESTS_FORK", "1") != "0"
+FORKED = {"pt_": "torch", "pd_": "paddle"}
 
 
 def run(script, *args, home, plant=None, cwd="/tmp", check=None, env=None):
@@ -66,15 +74,54 @@ def run(script, *args, home, plant=None, cwd="/tmp", check=None, env=None):
     cmd = [sys.executable]
     cmd += [str(ROOT / "tests" / "plant.py"), plant] if plant else []
     cmd += [str(ROOT / script), *map(str, args)]
+    framework = FORKED.get(Path(script).name[:3]) if FORK and env is None else None
     if plant is None and env is None and IN_PROCESS.fullmatch(str(script)):
         proc = inproc(script, *args, home=home, cwd=cwd)
+    elif framework and (forker := server(framework)):
+        proc = forked(forker, cmd, home=home, cwd=cwd)
     else:
-        env = dict(os.environ, BERT_ALIGN_HOME=str(home), PYTHONWARNINGS="ignore", OMP_NUM_THREADS=THREADS,
-                   **(env or {}))
+        env = dict(os.environ, BERT_ALIGN_HOME=str(home), **SCRIPT_ENV, **(env or {}))
         proc = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True)
     if check is not None:
         assert proc.returncode == check, f"{' '.join(cmd)} -> {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
     return proc
+
+
+SCRIPT_ENV = {"PYTHONWARNINGS": "ignore", "OMP_NUM_THREADS": THREADS}  # what run() adds to a script's environment
+SERVERS = {}  # framework -> (its tests/forkserver.py process, started at its first script, the environment it has)
+
+
+def server(framework):
+    """The framework's fork server, when its environment is the one a script run now would have (BERT_ALIGN_HOME
+    aside, which each child sets); None when the tests' environment has changed since it started (monkeypatch)."""
+    env = dict(os.environ, **SCRIPT_ENV)
+    env.pop("BERT_ALIGN_HOME", None)
+    proc, had = SERVERS.get(framework, (None, None))
+    if proc is None or proc.poll() is not None:
+        proc = subprocess.Popen([sys.executable, str(ROOT / "tests" / "forkserver.py"), framework],
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                                cwd="/tmp", env=env)
+        SERVERS[framework], had = (proc, env), env
+    return proc if had == env else None
+
+
+def forked(server, cmd, home, cwd):
+    """cmd run by a fork server (FORK): (exit status, stdout, stderr) as subprocess.run gives them."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out, err = Path(tmp, "out"), Path(tmp, "err")
+        server.stdin.write(json.dumps({"argv": cmd[1:], "cwd": str(cwd), "home": str(home), "out": str(out),
+                                       "err": str(err)}) + "\n")
+        server.stdin.flush()
+        answer = server.stdout.readline()
+        assert answer, f"the fork server ended: {' '.join(cmd)}"
+        return subprocess.CompletedProcess(cmd, int(answer), out.read_text(), err.read_text())
+
+
+@atexit.register
+def _stop_servers():
+    for proc, _ in SERVERS.values():
+        proc.stdin.close()
+        proc.wait()
 
 
 def inproc(script, *args, home, cwd=None):
