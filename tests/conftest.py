@@ -63,6 +63,9 @@ IN_PROCESS = re.compile(r"pipeline/(Step\d/check_step\d|check_log_reprod|check_p
 # written, 18% less CPU in tests/test_edges.py (135 -> 111 s). PORTCHECK_TESTS_FORK=0: every script a new interpreter.
 FORK = os.environ.get("PORTCHECK_TESTS_FORK", "1") != "0"
 FORKED = {"pt_": "torch", "pd_": "paddle"}
+# the scripts that import their side's data module (pt_data.py, pd_data.py): its third-party imports made before the
+# fork too (transformers' and datasets', paddlenlp's: 3.5 and 5.5 s of CPU), by a server of their own
+DATA_SCRIPTS = ("_train.py", "_data_loader.py", "_metric.py")
 
 
 def run(script, *args, home, plant=None, cwd="/tmp", check=None, env=None):
@@ -77,7 +80,8 @@ def run(script, *args, home, plant=None, cwd="/tmp", check=None, env=None):
     framework = FORKED.get(Path(script).name[:3]) if FORK and env is None else None
     if plant is None and env is None and IN_PROCESS.fullmatch(str(script)):
         proc = inproc(script, *args, home=home, cwd=cwd)
-    elif framework and (forker := server(framework)):
+    elif framework and (forker := server(framework, *(
+            [f"bert_sst2/twins/{Path(script).name[:3]}data.py"] if str(script).endswith(DATA_SCRIPTS) else []))):
         proc = forked(forker, cmd, home=home, cwd=cwd)
     else:
         env = dict(os.environ, BERT_ALIGN_HOME=str(home), **SCRIPT_ENV, **(env or {}))
@@ -88,20 +92,22 @@ def run(script, *args, home, plant=None, cwd="/tmp", check=None, env=None):
 
 
 SCRIPT_ENV = {"PYTHONWARNINGS": "ignore", "OMP_NUM_THREADS": THREADS}  # what run() adds to a script's environment
-SERVERS = {}  # framework -> (its tests/forkserver.py process, started at its first script, the environment it has)
+PER_RUN = ("BERT_ALIGN_HOME", "PYTEST_CURRENT_TEST")  # what a fork server's child sets itself (pytest: each test's id)
+SERVERS = {}  # (framework, preload...) -> (its tests/forkserver.py process, started at its first script, its env)
 
 
-def server(framework):
-    """The framework's fork server, when its environment is the one a script run now would have (BERT_ALIGN_HOME
-    aside, which each child sets); None when the tests' environment has changed since it started (monkeypatch)."""
-    env = dict(os.environ, **SCRIPT_ENV)
-    env.pop("BERT_ALIGN_HOME", None)
-    proc, had = SERVERS.get(framework, (None, None))
+def server(framework, *preload):
+    """The framework's fork server (preload: the files whose third-party imports it makes too), when its environment
+    is the one a script run now would have (PER_RUN aside, which each child sets); None when the tests' environment
+    has changed since it started (monkeypatch)."""
+    env = {k: v for k, v in dict(os.environ, **SCRIPT_ENV).items() if k not in PER_RUN}
+    proc, had = SERVERS.get((framework, *preload), (None, None))
     if proc is None or proc.poll() is not None:
-        proc = subprocess.Popen([sys.executable, str(ROOT / "tests" / "forkserver.py"), framework],
+        proc = subprocess.Popen([sys.executable, str(ROOT / "tests" / "forkserver.py"), framework,
+                                 *(str(ROOT / path) for path in preload)],
                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
                                 cwd="/tmp", env=env)
-        SERVERS[framework], had = (proc, env), env
+        SERVERS[(framework, *preload)], had = (proc, env), env
     return proc if had == env else None
 
 
@@ -109,7 +115,8 @@ def forked(server, cmd, home, cwd):
     """cmd run by a fork server (FORK): (exit status, stdout, stderr) as subprocess.run gives them."""
     with tempfile.TemporaryDirectory() as tmp:
         out, err = Path(tmp, "out"), Path(tmp, "err")
-        server.stdin.write(json.dumps({"argv": cmd[1:], "cwd": str(cwd), "home": str(home), "out": str(out),
+        env = {k: os.environ.get(k) for k in PER_RUN} | {"BERT_ALIGN_HOME": str(home)}
+        server.stdin.write(json.dumps({"argv": cmd[1:], "cwd": str(cwd), "env": env, "out": str(out),
                                        "err": str(err)}) + "\n")
         server.stdin.flush()
         answer = server.stdout.readline()
