@@ -38,8 +38,9 @@ THREADS = str(max(1, len(os.sched_getaffinity(0)) // WORKERS))
 # measured) is raised above the largest on purpose to send it first: it builds run_all_home, which test_step2 and
 # test_step4 start from, before either begins (a worker needing it mid-build would wait), and needs no tiny home at
 # its start, so the first two files do not both wait for the shared tiny home (shared_home). test_resnet18's is the
-# junit figure times its CPU seconds after its quick run's cut over before (167 / 246, `-n 0`, one file at a time).
-FILE_SECONDS = {"test_hand_in.py": 200, "test_resnet18.py": 133, "test_edges.py": 145, "test_step5.py": 130,
+# junit figure times its CPU seconds after its quick run's cut over before (167 / 246, `-n 0`, one file at a time);
+# test_edges's, after the fork servers (85 / 135).
+FILE_SECONDS = {"test_hand_in.py": 200, "test_resnet18.py": 133, "test_edges.py": 91, "test_step5.py": 130,
                 "test_run_scripts.py": 115, "test_mid_size.py": 98, "test_step4.py": 84, "test_step2.py": 79,
                 "test_distributed.py": 78, "test_run_launchers.py": 48, "test_step1.py": 28, "test_inputs.py": 26,
                 "test_convert.py": 21, "test_steps25.py": 20, "test_layout.py": 18, "test_five_steps.py": 16,
@@ -60,7 +61,7 @@ SETUP = ["weights/torch_bert_weights.py", "weights/torch2paddle.py",
 IN_PROCESS = re.compile(r"pipeline/(Step\d/check_step\d|check_log_reprod|check_pair)\.py")
 # A script of one framework's side (torch's pt_*.py, Paddle's pd_*.py) runs as a child forked by a process that has
 # imported that framework once (tests/forkserver.py), not as a new interpreter importing it again: the same bytes
-# written, 18% less CPU in tests/test_edges.py (135 -> 111 s). PORTCHECK_TESTS_FORK=0: every script a new interpreter.
+# written, 37% less CPU in tests/test_edges.py (135 -> 85 s). PORTCHECK_TESTS_FORK=0: every script a new interpreter.
 FORK = os.environ.get("PORTCHECK_TESTS_FORK", "1") != "0"
 FORKED = {"pt_": "torch", "pd_": "paddle"}
 # the scripts that import their side's data module (pt_data.py, pd_data.py): its third-party imports made before the
