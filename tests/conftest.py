@@ -5,6 +5,7 @@ BERT_ALIGN_HOME pointing at a temporary folder so the repository's own results
 are never touched.
 """
 import portcheck.runtime  # first: offline mode, threads, allocator, before any test imports torch/paddle
+import atexit
 import contextlib
 import fcntl
 import io
@@ -15,7 +16,9 @@ import runpy
 import shutil
 import subprocess
 import sys
+import tempfile
 import traceback
+from pathlib import Path
 
 import pytest
 
@@ -34,8 +37,10 @@ THREADS = str(max(1, len(os.sched_getaffinity(0)) // WORKERS))
 # 12:17, 1441 s of tests); a file missing here starts last, which costs only time. test_hand_in's figure (156
 # measured) is raised above the largest on purpose to send it first: it builds run_all_home, which test_step2 and
 # test_step4 start from, before either begins (a worker needing it mid-build would wait), and needs no tiny home at
-# its start, so the first two files do not both wait for the shared tiny home (shared_home).
-FILE_SECONDS = {"test_hand_in.py": 200, "test_resnet18.py": 196, "test_edges.py": 145, "test_step5.py": 130,
+# its start, so the first two files do not both wait for the shared tiny home (shared_home). test_resnet18's is the
+# junit figure times its CPU seconds after its quick run's cut over before (167 / 246, `-n 0`, one file at a time);
+# test_edges's, after the fork servers (85 / 135).
+FILE_SECONDS = {"test_hand_in.py": 200, "test_resnet18.py": 133, "test_edges.py": 91, "test_step5.py": 130,
                 "test_run_scripts.py": 115, "test_mid_size.py": 98, "test_step4.py": 84, "test_step2.py": 79,
                 "test_distributed.py": 78, "test_run_launchers.py": 48, "test_step1.py": 28, "test_inputs.py": 26,
                 "test_convert.py": 21, "test_steps25.py": 20, "test_layout.py": 18, "test_five_steps.py": 16,
@@ -54,6 +59,14 @@ SETUP = ["weights/torch_bert_weights.py", "weights/torch2paddle.py",
 # runs them in this process, as inproc, without an interpreter's and numpy's start-up and check_step5's matplotlib
 # import each time (0.4 to 2 s a run, ~100 runs a suite). A run with a plant or its own environment is a process.
 IN_PROCESS = re.compile(r"pipeline/(Step\d/check_step\d|check_log_reprod|check_pair)\.py")
+# A script of one framework's side (torch's pt_*.py, Paddle's pd_*.py) runs as a child forked by a process that has
+# imported that framework once (tests/forkserver.py), not as a new interpreter importing it again: the same bytes
+# written, 37% less CPU in tests/test_edges.py (135 -> 85 s). PORTCHECK_TESTS_FORK=0: every script a new interpreter.
+FORK = os.environ.get("PORTCHECK_TESTS_FORK", "1") != "0"
+FORKED = {"pt_": "torch", "pd_": "paddle"}
+# the scripts that import their side's data module (pt_data.py, pd_data.py): its third-party imports made before the
+# fork too (transformers' and datasets', paddlenlp's: 3.5 and 5.5 s of CPU), by a server of their own
+DATA_SCRIPTS = ("_train.py", "_data_loader.py", "_metric.py")
 
 
 def run(script, *args, home, plant=None, cwd="/tmp", check=None, env=None):
@@ -65,15 +78,58 @@ def run(script, *args, home, plant=None, cwd="/tmp", check=None, env=None):
     cmd = [sys.executable]
     cmd += [str(ROOT / "tests" / "plant.py"), plant] if plant else []
     cmd += [str(ROOT / script), *map(str, args)]
+    framework = FORKED.get(Path(script).name[:3]) if FORK and env is None else None
     if plant is None and env is None and IN_PROCESS.fullmatch(str(script)):
         proc = inproc(script, *args, home=home, cwd=cwd)
+    elif framework and (forker := server(framework, *(
+            [f"bert_sst2/twins/{Path(script).name[:3]}data.py"] if str(script).endswith(DATA_SCRIPTS) else []))):
+        proc = forked(forker, cmd, home=home, cwd=cwd)
     else:
-        env = dict(os.environ, BERT_ALIGN_HOME=str(home), PYTHONWARNINGS="ignore", OMP_NUM_THREADS=THREADS,
-                   **(env or {}))
+        env = dict(os.environ, BERT_ALIGN_HOME=str(home), **SCRIPT_ENV, **(env or {}))
         proc = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True)
     if check is not None:
         assert proc.returncode == check, f"{' '.join(cmd)} -> {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
     return proc
+
+
+SCRIPT_ENV = {"PYTHONWARNINGS": "ignore", "OMP_NUM_THREADS": THREADS}  # what run() adds to a script's environment
+PER_RUN = ("BERT_ALIGN_HOME", "PYTEST_CURRENT_TEST")  # what a fork server's child sets itself (pytest: each test's id)
+SERVERS = {}  # (framework, preload...) -> (its tests/forkserver.py process, started at its first script, its env)
+
+
+def server(framework, *preload):
+    """The framework's fork server (preload: the files whose third-party imports it makes too), when its environment
+    is the one a script run now would have (PER_RUN aside, which each child sets); None when the tests' environment
+    has changed since it started (monkeypatch)."""
+    env = {k: v for k, v in dict(os.environ, **SCRIPT_ENV).items() if k not in PER_RUN}
+    proc, had = SERVERS.get((framework, *preload), (None, None))
+    if proc is None or proc.poll() is not None:
+        proc = subprocess.Popen([sys.executable, str(ROOT / "tests" / "forkserver.py"), framework,
+                                 *(str(ROOT / path) for path in preload)],
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                                cwd="/tmp", env=env)
+        SERVERS[(framework, *preload)], had = (proc, env), env
+    return proc if had == env else None
+
+
+def forked(server, cmd, home, cwd):
+    """cmd run by a fork server (FORK): (exit status, stdout, stderr) as subprocess.run gives them."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out, err = Path(tmp, "out"), Path(tmp, "err")
+        env = {k: os.environ.get(k) for k in PER_RUN} | {"BERT_ALIGN_HOME": str(home)}
+        server.stdin.write(json.dumps({"argv": cmd[1:], "cwd": str(cwd), "env": env, "out": str(out),
+                                       "err": str(err)}) + "\n")
+        server.stdin.flush()
+        answer = server.stdout.readline()
+        assert answer, f"the fork server ended: {' '.join(cmd)}"
+        return subprocess.CompletedProcess(cmd, int(answer), out.read_text(), err.read_text())
+
+
+@atexit.register
+def _stop_servers():
+    for proc, _ in SERVERS.values():
+        proc.stdin.close()
+        proc.wait()
 
 
 def inproc(script, *args, home, cwd=None):

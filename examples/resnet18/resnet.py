@@ -26,6 +26,7 @@ SEED = 0        # the weights
 LR, MOMENTUM, WEIGHT_DECAY, STEP_SIZE, GAMMA, STEPS = 0.01, 0.9, 1e-4, 2, 0.5, 5
 HPARAMS = {"lr": LR, "momentum": MOMENTUM, "weight_decay": WEIGHT_DECAY, "step_size": STEP_SIZE, "gamma": GAMMA,
            "steps": STEPS}
+QUICK_BP_STEPS = 3  # run_all.py --max_steps (a quick run): Step 4's steps, the schedule's first step down still in them
 
 # Steps 2 and 5: the 1,797 handwritten digits that ship inside scikit-learn (8 x 8 pixels, 0..16), offline. A fixed
 # split: the first TEST of a seeded permutation are the test set (360, one image 0.28%), the rest train.
@@ -123,6 +124,14 @@ def check_args(doc: str):
     ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter,
                                  allow_abbrev=False)
     ap.add_argument("--hand_in", help=f"the hand-in folder (default {FOLDER}/log_reprod)")
+    return ap.parse_args()
+
+
+def bp_args(doc: str):
+    """Step 4's flags: --steps, the optimizer steps each side takes (run_all.py's quick run gives QUICK_BP_STEPS)."""
+    ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter,
+                                 allow_abbrev=False)
+    ap.add_argument("--steps", type=positive, default=STEPS, help=f"optimizer steps (default {STEPS})")
     return ap.parse_args()
 
 
@@ -363,6 +372,11 @@ def depends(weights: str, **flags) -> dict:
     """What each side's run record binds: the torch weights' fingerprint (the Paddle side: those its weights
     were converted from), the inputs, and the flags."""
     return {"weights": weights, "inputs": inputs_fingerprint(), "flags": flags}
+
+
+def bp_depends(weights: str, steps: int) -> dict:
+    """What each side's Step 4 run record binds: depends() with Step 4's settings, its steps as run."""
+    return depends(weights, **{**HPARAMS, "steps": steps})
 
 
 def train_depends(weights: str, max_steps) -> dict:

@@ -2,7 +2,7 @@
 check, from the table below (portcheck.steps.run, the runner BERT's pipeline/run_all.py uses).
 
     python examples/resnet18/run_all.py        # then: python pipeline/check_log_reprod.py examples/resnet18/log_reprod
-    python examples/resnet18/run_all.py --max_steps 4    # a quick run: Step 5 trains 4 steps
+    python examples/resnet18/run_all.py --max_steps 4    # quick: Step 5 trains 4 steps, Step 4 three; two own runs
     python examples/resnet18/run_all.py --timing         # also write each step's time to docs/run_all_time.json
 
 The hand-in holds no time (a rerun writes the same bytes); --timing writes the run's times apart, to
@@ -58,8 +58,10 @@ def table(max_steps=None, hand_in=None) -> list:
     its own core (portcheck.steps.SideBySide); each check hands in to `hand_in` (default:
     examples/resnet18/log_reprod)."""
     flags, train = ["--max_steps", str(max_steps)] if max_steps else [], SPECS[-1].pair("train_align")
+    # a quick run's Step 4 takes resnet.QUICK_BP_STEPS steps (each pair's scripts given the flag: they are the same two)
+    quick_bp = {pair.name: ["--steps", str(resnet.QUICK_BP_STEPS)] for pair in SPECS[3].pairs} if max_steps else None
     out = [steps.Step("weights", 0, [[f"{F}/export_weights.py"], [f"{F}/convert_weights.py"]]),
-           *(steps.Step.of(spec) for spec in SPECS[:-1]),
+           *(steps.Step.of(spec, quick_bp if spec.number == 4 else None) for spec in SPECS[:-1]),
            steps.Step("Step5 torch's own runs", 0, [[OWN, *flags]]),
            steps.Step.of(SPECS[-1], scripts=[steps.SideBySide([[train.torch, *flags], [train.paddle, *flags]])])]
     for step in (step for step in out if step.checks) if hand_in else ():  # the checks hand in
@@ -126,7 +128,8 @@ def write_timing(results, max_steps, before: dict):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
                                  allow_abbrev=False)
-    ap.add_argument("--max_steps", type=resnet.positive, help="Step 5: stop each training after this many steps")
+    ap.add_argument("--max_steps", type=resnet.positive, help="a quick run: Step 5 stops each training after "
+                    f"this many steps (torch's own runs: two), Step 4 takes {resnet.QUICK_BP_STEPS}")
     ap.add_argument("--timing", action="store_true", help="write each step's time to "
                     "examples/resnet18/docs/run_all_time.json (when every step is green)")
     ap.add_argument("--replace", action="store_true", help="hand in to examples/resnet18/log_reprod even where an "

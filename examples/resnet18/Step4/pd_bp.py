@@ -1,4 +1,4 @@
-"""Step 4, paddle side: paddle.vision's resnet18 trained STEPS steps in train mode on the batch of digits with
+"""Step 4, paddle side: paddle.vision's resnet18 trained STEPS steps (--steps) in train mode on the batch of digits with
 Momentum, L2Decay and StepDecay (examples/resnet18/resnet.py), everything recorded.
 
 bp_record_paddle.npy: the first forward (every module, batch statistics), every gradient after the first
@@ -6,8 +6,6 @@ backward, the loss and lr of each step, BatchNorm's running statistics after eac
 the last. The guide's pairs: lr_paddle.npy (lr_0..) and bp_align_paddle.npy (each step's loss_i, lr_i and
 weights_i, the digest of its update).
 """
-import argparse
-
 try:
     import portcheck.runtime  # first: offline mode, threads, allocator, before torch/paddle load
 except ModuleNotFoundError:  # the project is not importable: not its venv
@@ -20,12 +18,11 @@ from portcheck.handin import bp_align, per_step, save_side
 
 
 def main():
-    argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
-                            allow_abbrev=False).parse_args()
+    args = resnet.bp_args(__doc__)
     model, weights = resnet.paddle_model()
     images, labels = resnet.batch()
-    rec = record_backward(model.train(), images, labels, *resnet.paddle_training(), resnet.STEPS)
-    out, depends, script = resnet.step_dir(4), resnet.depends(weights, **resnet.HPARAMS), f"{resnet.FOLDER}/Step4/pd_bp.py"
+    rec = record_backward(model.train(), images, labels, *resnet.paddle_training(), args.steps)
+    out, depends, script = resnet.step_dir(4), resnet.bp_depends(weights, args.steps), f"{resnet.FOLDER}/Step4/pd_bp.py"
     save_side(out, "bp_record", "paddle", rec, depends, script)
     for pair, arrays in (("lr", per_step(rec, "lr")), ("bp_align", bp_align(rec))):
         path = save_side(out, pair, "paddle", arrays, depends, script)

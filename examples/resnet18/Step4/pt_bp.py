@@ -1,5 +1,5 @@
-"""Step 4, torch side: transformers' ResNet-18 trained STEPS steps in train mode on the batch of digits with momentum
-SGD, weight decay and a step schedule (examples/resnet18/resnet.py), everything recorded.
+"""Step 4, torch side: transformers' ResNet-18 trained STEPS steps (--steps) in train mode on the batch of digits with
+momentum SGD, weight decay and a step schedule (examples/resnet18/resnet.py), everything recorded.
 
 bp_record_torch.npy: the first forward (every module, batch statistics), every gradient after the first
 backward, the loss and lr of each step, BatchNorm's running statistics after each step and every weight after
@@ -7,8 +7,6 @@ the last, and all of it again from a float64 copy taking the same steps. The gui
 (lr_0..) and bp_align_torch.npy (each step's loss_i, lr_i and weights_i, the digest of its update, so that the
 hand-in checker judges what check_step4.py judged), with their float64 runs.
 """
-import argparse
-
 try:
     import portcheck.runtime  # first: offline mode, threads, allocator, before torch/paddle load
 except ModuleNotFoundError:  # the project is not importable: not its venv
@@ -21,12 +19,11 @@ from portcheck.handin import bp_align, per_step, save_side
 
 
 def main():
-    argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
-                            allow_abbrev=False).parse_args()
+    args = resnet.bp_args(__doc__)
     model, weights = resnet.torch_model()
     images, labels = resnet.batch()
-    rec = record_backward(model.train(), images, labels, *resnet.torch_training(), resnet.STEPS)
-    out, depends, script = resnet.step_dir(4), resnet.depends(weights, **resnet.HPARAMS), f"{resnet.FOLDER}/Step4/pt_bp.py"
+    rec = record_backward(model.train(), images, labels, *resnet.torch_training(), args.steps)
+    out, depends, script = resnet.step_dir(4), resnet.bp_depends(weights, args.steps), f"{resnet.FOLDER}/Step4/pt_bp.py"
     save_side(out, "bp_record", "torch", rec, depends, script)
     for pair, arrays, exact in (("lr", per_step(rec, "lr"), per_step(rec, "lr", exact=True)),
                                 ("bp_align", bp_align(rec), bp_align(rec, exact=True))):

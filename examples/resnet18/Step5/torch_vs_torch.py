@@ -1,14 +1,14 @@
-"""Step 5's yardstick: torch trained against torch on this machine. pt_train.py runs again MOVED times, the same
-weights, data, order, seeds and flags, each from the weights moved one ulp up or down, the signs drawn from its own
-seed (portcheck.backward.moved_one_ulp: the size of rounding fp32 makes, after which each run takes whatever
-branches another correct run may take, as a port's or another CPU's kernels do). Each runs in a scratch copy of
-the example, at one thread, two at a time on two cores. Each run's training log is kept beside Step 5's as
-Step5/torch_own_<run>.npy with its run record, and check_step5.py judges the Paddle run at the task's threshold
-widened by how far these runs end from Step 5's torch run (portcheck.training.judge_and_log(own=)); where that run
-is already there, each is compared with it here too.
+"""Step 5's yardstick: torch trained against torch on this machine. pt_train.py runs again MOVED times (a quick run's
+twice), the same weights, data, order, seeds and flags, each from the weights moved one ulp up or down, the signs
+drawn from its own seed (portcheck.backward.moved_one_ulp: the size of rounding fp32 makes, after which each run
+takes whatever branches another correct run may take, as a port's or another CPU's kernels do). Each runs in a
+scratch copy of the example, at one thread, two at a time on two cores. Each run's training log is kept beside Step
+5's as Step5/torch_own_<run>.npy with its run record, and check_step5.py judges the Paddle run at the task's
+threshold widened by how far these runs end from Step 5's torch run (portcheck.training.judge_and_log(own=)); where
+that run is already there, each is compared with it here too.
 
     python examples/resnet18/Step5/torch_vs_torch.py                  # run_all.py runs it before Step 5
-    python examples/resnet18/Step5/torch_vs_torch.py --max_steps 4    # the runs of a quick Step 5
+    python examples/resnet18/Step5/torch_vs_torch.py --max_steps 4    # a quick Step 5's runs: the first two
     python examples/resnet18/Step5/torch_vs_torch.py --record         # after pt_train.py: docs/torch_vs_torch.json
 
 What a clean torch training differs from itself by is what no port can do better than: this training parts from
@@ -45,6 +45,9 @@ REFERENCE = "one thread"  # Step 5's torch side, run by pt_train.py
 # moved run (docs/cpus.md); two at a time they keep Step 5 within 5 minutes on two cores (docs/run_all_time.json)
 MOVED = 6
 RUNS = tuple((f"moved {seed}", seed) for seed in range(1, MOVED + 1))  # (name, the seed of its signs)
+# a quick run (--max_steps) shows the pipeline works, it measures nothing: two runs, one round on two cores, are
+# its yardstick (the six took three rounds, over a third of the suite's quick run_all.py)
+QUICK_RUNS = RUNS[:2]
 # pt_train.py from moved weights: resnet.torch_model wrapped after the script's imports load and before it runs, the
 # script itself unchanged
 PRELUDE = """import sys, runpy, portcheck.runtime
@@ -58,6 +61,11 @@ def moved():
 resnet.torch_model = moved
 runpy.run_path(sys.argv[0], run_name="__main__")
 """
+
+
+def runs_of(max_steps=None) -> tuple:
+    """The moved runs this script makes: RUNS for the whole training, QUICK_RUNS for a quick one."""
+    return QUICK_RUNS if max_steps else RUNS
 
 
 def out_path() -> Path:
@@ -121,14 +129,14 @@ def main():
     require(resnet.torch_weight(), resnet.EXPORT)
     if args.record:
         require(reference, f"python {SCRIPT}")
-    flags = ["--max_steps", str(args.max_steps)] if args.max_steps else []
-    for name, _ in RUNS:  # every file kept, checked as a place to write before the first run
+    flags, made = (["--max_steps", str(args.max_steps)] if args.max_steps else []), runs_of(args.max_steps)
+    for name, _ in made:  # every file kept, checked as a place to write before the first run
         for path in (resnet.torch_own(name), record.path_for(resnet.torch_own(name))):
             writable(path)
     with tempfile.TemporaryDirectory() as scratch:
         # two at a time, a core each, when there are two cores
         n = 2 if len(os.sched_getaffinity(0)) >= 2 else 1
-        for group in (list(zip(RUNS[i:i + n], core_shares(len(RUNS[i:i + n])))) for i in range(0, len(RUNS), n)):
+        for group in (list(zip(made[i:i + n], core_shares(len(made[i:i + n])))) for i in range(0, len(made), n)):
             started = []
             for run, cores in group:
                 proc, home = start(scratch, *run, flags, cores=cores)
@@ -136,16 +144,16 @@ def main():
             finish([(proc, name) for proc, name, _ in started])
             for _, name, home in started:
                 keep(home, name)
-    logs = {name: load_npy(resnet.torch_own(name)) for name, _ in RUNS}
+    logs = {name: load_npy(resnet.torch_own(name)) for name, _ in made}
     ours = record.load(reference) if reference.is_file() else None
-    same = ours is not None and not record.differences(ours, record.load(resnet.torch_own(RUNS[0][0])))
+    same = ours is not None and not record.differences(ours, record.load(resnet.torch_own(made[0][0])))
     if args.record and not same:  # a stale reference: pt_train.py ran with other weights or flags
         raise PipelineError(f"{resnet.shown(reference)} is not this training's (its run record differs from the "
                             f"runs'): run `python {SCRIPT}` again, then this")
     if same:
         logs = {REFERENCE: load_npy(reference), **logs}
     runs = {}
-    for name, seed in ((REFERENCE, 0), *RUNS) if same else RUNS:
+    for name, seed in ((REFERENCE, 0), *made) if same else made:
         log = logs[name]
         acc, f1 = float(log[f"{training.METRIC}accuracy"][-1]), float(log[f"{training.METRIC}macro_f1"][-1])
         runs[name] = {"moved_seed": seed,
