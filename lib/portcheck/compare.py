@@ -97,6 +97,8 @@ class ForwardReport:
                                           if r.beyond(calibrated.MEAN_BOUND) else "")
                   for r in paired if r.mean_bound is not None and not r.passed and r.judged]
         lines += _unjudged_lines([r for r in paired if not r.judged])
+        origin = first_diverging([r for r in paired if not r.beyond(calibrated.MEAN_BOUND)])
+        lines += [unsourced_line(origin)] if origin is not None and origin.input_unsourced else []
         lines += [f"{len(self.rows) - len(paired)} torch module outputs have no Paddle counterpart; "
                   f"{len(self.unpaired)} Paddle outputs no torch module maps to"]
         lines += [f"model outputs left out (outputs=), not judged: {', '.join(self.left_out)}"] if self.left_out else []
@@ -908,6 +910,7 @@ def _judge(torch_record: dict, paddle_record: dict, name_map, mean_bound, as_run
     """judge_forward's pairing and rows. as_run(counterparts): {torch key: its row or input verdict}, judged
     as torch's float64 run computes them (judged_as_run); None: the float64 values are the record's F64 keys.
     outputs: (torch's, Paddle's) names of the model outputs compared (checked_outputs), the rest left out."""
+    unsourced = _sources(torch_record), _sources(paddle_record)
     torch_record, paddle_record = fused.cut(torch_record, False), fused.cut(paddle_record, False)
     outs = [k for k in torch_record if k.startswith("out/")]
     pairing.named_exist(name_map, torch_record, paddle_record)  # an entry naming no module would go unjudged
@@ -944,7 +947,8 @@ def _judge(torch_record: dict, paddle_record: dict, name_map, mean_bound, as_run
         if held not in measured:
             measured[held] = compute()
         return measured[held]
-    t_root = set(_root_leaves(torch_record).values())
+    t_root, origin = set(_root_leaves(torch_record).values()), None
+    called = {pairing.module_of(split_key(k)[1]) for k in outs}
     for key in outs + [k for k in t_all.values() if k.startswith(LEAF)]:
         _, call_, rest = split_key("out/" + key.split("/", 1)[1])
         name, p_key = key.split("/", 1)[1], keys.get(key, root.get(key, ""))
@@ -972,6 +976,13 @@ def _judge(torch_record: dict, paddle_record: dict, name_map, mean_bound, as_run
                                                            paddle_record.get(ins[2])))
         row.rule = row.rule._replace(mean=mean_bound if call_.split("#")[0] == ROOT and not key.startswith(LEAF)
                                      else None)
+        if origin is None and not row.passed and row.judged and not row.beyond(calibrated.MEAN_BOUND):
+            # asked up to the first red input within its rule only; no module on either side output the input:
+            # else the module that did, or how the caller wires them, is to blame
+            in_key = f"in/{call_}"
+            if row.input_ok is False and unsourced[0](in_key) and unsourced[1](keys.get(in_key, "")):
+                row.input_unsourced = _caller(pairing.module_of(call_), called)
+            origin = row if row.input_ok is not False else None
         report.rows.append(row)
     for rest, p_key in p_all.items():  # an output Paddle returns and torch lacks is red too, None included
         if p_key not in root.values():
@@ -980,6 +991,33 @@ def _judge(torch_record: dict, paddle_record: dict, name_map, mean_bound, as_run
                 f"({_leaf(paddle_record, p_key)}), which torch does not; compare the rest with outputs= (Paddle's: "
                 f"{', '.join(_names(p_all))}), or return the same outputs on both sides")))
     return report
+
+
+def _sources(record: dict):
+    """unsourced(in_key): whether the first input recorded under in_key is no module's output: recorded as
+    itself, not linked to an output recorded before it (compare._flatten links a tensor a module returned), so a
+    buffer or a value its caller's forward computed. False where the record cannot tell (a fused module's cut)."""
+    order, first = {}, {}
+    for i, key in enumerate(record):
+        order[key] = i
+        if key.startswith("out/"):
+            first.setdefault(spill.identity(record, key), i)
+
+    def unsourced(key) -> bool:
+        return key in order and first.get(spill.identity(record, key), order[key] + 1) > order[key]
+    return unsourced
+
+
+def _caller(module: str, called: set) -> str:
+    """The module whose forward called `module`: its nearest ancestor that ran (a ModuleList's is its owner's)."""
+    parts = module.split(".")
+    return next((a for a in (".".join(parts[:i]) for i in range(len(parts) - 1, 0, -1)) if a in called), ROOT)
+
+
+def unsourced_line(row) -> str:
+    """The one line for a module named where the runs part because its input differs and came from no module."""
+    return (f"{row.name}: its input differs and no module output it: a buffer, or a value {row.input_unsourced}'s "
+            "forward computes (check what it reads there); the runs part here")
 
 
 def _names(leaves: dict) -> str:

@@ -16,6 +16,7 @@ Nothing here prints or writes: portcheck.report turns a CheckResult into the log
 verdict file.
 """
 import fnmatch
+import re
 from dataclasses import asdict, dataclass, field
 from typing import Optional
 
@@ -23,6 +24,7 @@ import numpy as np
 
 from portcheck.errors import PipelineError, require
 from portcheck.fileio import load_npy
+from portcheck.pairing import ROOT
 from portcheck.tolerances import Tol
 
 SIDES = ("torch", "paddle")
@@ -48,6 +50,8 @@ class KeyResult:
     own_mean: float = float("nan")  # mean |torch fp32 - torch fp64|: where it exceeds the mean bound, no port can
     problems: list = field(default_factory=list)  # a key missing, a shape, dtype, NaN or integer problem
     input_ok: Optional[bool] = None  # its input within its rule (None: no input recorded)
+    input_unsourced: str = ""  # its input differs and no module output it: the module whose forward read it
+    #                            (a buffer, a value computed there), its caller; "" otherwise
     by_design: str = ""  # a difference the two libraries make on purpose, its rule and the raw figure; max and
     #                      mean are then what is left once the rule is applied, judged as any other result
     notes: list = field(default_factory=list)  # what the rule's judge did and passed silently (reprod_log's
@@ -225,11 +229,27 @@ class CheckResult:
 def first_diverging(results, reverse: bool = False):
     """The one rule for where two runs part, every report's: the first result out of its rule, in the order the
     values were computed, whose input was within its rule (input_ok, where one was recorded): where a bug is, not
-    where it shows, since every value computed after it inherits the difference. Without input records: the
-    first out. reverse: results listed in the reverse of their computing order (gradients in forward order: the
+    where it shows, since every value computed after it inherits the difference. One before it whose input differs
+    and came from no module (input_unsourced: a buffer or a value its caller computed) is named instead, unless
+    that first one is its caller (whose own forward made the input), other than the whole model (which names no
+    place), or its caller's input differs too (the place is further out). Without input records: the first out.
+    reverse: results listed in the reverse of their computing order (gradients in forward order: the
     backward pass reaches them last to first). None when every result passed."""
     out = [r for r in (reversed(results) if reverse else results) if not r.passed and r.judged]
-    return next((r for r in out if getattr(r, "input_ok", None) is not False), out[0] if out else None)
+    first = next((r for r in out if getattr(r, "input_ok", None) is not False), None)
+    for lone in out[:next(i for i, r in enumerate(out) if r is first) if first else len(out)]:
+        caller = getattr(lone, "input_unsourced", "")
+        row = next((r for r in out if _module(r.name) == caller), None) if caller else None
+        if not caller or row is not None and row.input_ok is False:
+            continue  # a caller whose input differs too passed it on: the place is further out
+        # a caller whose own forward made the input is named, not its reader; the whole model's names no place
+        return first if row is first and caller != ROOT else lone
+    return first or (out[0] if out else None)
+
+
+def _module(name: str) -> str:
+    """The module of a forward row's name: "encoder" of "encoder#2", "encoder[0]", "encoder:logits"."""
+    return re.split(r"[#\[:]", name, maxsplit=1)[0]
 
 
 def tolerance_for(key: str, tolerances, default) -> Tol:

@@ -410,15 +410,11 @@ HABITS = [model(f"habit: {kind}", "habit", plants, config={"habit": kind}, **mor
               ("float64 overflow", [norm_eps("norm", "norm", value=1e-12)], {}),
               ("integer computations", [{
                   "name": "another bucket width", "config": {"paddle_bucket_width": 3}, "step": 1,
-                  "where": {"forward, every module": "decoder", "forward, each module isolated": "(model)"},
+                  "where": {"forward, every module": "buckets", "forward, each module isolated": "(model)"},
                   "red": ["forward, each module isolated"], "cause": "relative positions bucketed by 3, not 2"}], {}),
               ("buffer one side keeps", [{
                   "name": "position ids from 1", "config": {"paddle_position_start": 1}, "step": (1, 4),
-                  "where": "positions", "cause": "the saved position_ids off by one",
-                  "known": {"issue": 47, "got": "wrong place at step 1", "why": "the ids reach the positions "
-                            "embedding from a buffer the model reads, no module's output: the cumulative run and "
-                            "compare_backward name the encoder (its first input, the token ids, is equal; only the "
-                            "first input of a call is recorded), isolate=True (model) (before positions)"}}],
+                  "where": "positions", "cause": "the saved position_ids off by one"}],
                {"keep": ["position_ids"]}),
               ("tied embeddings", [], {}),
               ("flattened batches", [{
