@@ -246,6 +246,7 @@ def test_ids_no_module_outputs_are_red_at_their_reader_unless_its_caller_compute
     assert not report.passed and report.first_diverging == "pos", report.table()
     assert "pos: its input differs and no module output it: a buffer, or a value (model)'s forward computes" \
         in report.table()
+    assert [line.split()[0] for line in report.table().splitlines() if calibrated.ORIGIN_UNSOURCED in line] == ["pos"]
     assert compare_forward(*pair("default"), INPUTS).passed
     report = compare_forward(*pair("default", max_distance=7), INPUTS)
     rel = next(r for r in report.rows if r.name == "attn.rel")

@@ -282,13 +282,15 @@ HEADER = ("module", "shape", "max abs diff", "mean abs diff", "torch fp32 err", 
 
 
 ORIGIN = "<-- first out of tolerance with its input within"
+ORIGIN_UNSOURCED = "<-- first out of tolerance, its input from no module (below)"  # diff.first_diverging's other
 
 
 def table_rows(rows: list, origin=None) -> list:
     """One table row per result; origin (diff.first_diverging's) is marked as where the runs part."""
     out = []
     for r in rows:
-        mark = ORIGIN if r is origin else "not judged (below)" if not r.judged else (
+        marked = ORIGIN_UNSOURCED if r.input_unsourced else ORIGIN
+        mark = marked if r is origin else "not judged (below)" if not r.judged else (
             r.problem or (("the guide's mean bound only" if r.beyond(MEAN_BOUND) else "over") if not r.passed else "")
             or r.by_design)
         out.append((r.name, str(r.shape), f"{r.max:.3e}", f"{r.mean:.3e}", f"{r.err32:.3e}", f"{r.ratio:.2f}",
