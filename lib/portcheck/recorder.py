@@ -50,7 +50,7 @@ RECORD = "record.npy"        # each side's record, in its folder
 STATUS = "status.json"       # each side's outcome: steps taken, config, the error that stopped it
 INIT = "init.npy"            # the torch side's initial weights, in torch's layout (the float64 run starts there)
 CROSSED = "crossed.json"     # the taking side's folder: the values it takes Paddle's side of 0 at (crossed_file)
-NEAR_SIDES = ("torch", "paddle")  # the sides recording each later step's values within the floor of 0
+NEAR_SIDES = ("torch", "paddle")  # the sides recording each step's values within the floor of 0
 STOPPED_EXIT = 3             # the exit code of a script the recorder stopped with an error
 
 
@@ -144,7 +144,7 @@ class Run:
         if i not in self.fed:  # a step's first call (more calls: gradient accumulation)
             self.fed.add(i)
             self.record.update({f"input/batch_{i}/{k}": v for k, v in own.items()})
-            if i and self.side in NEAR_SIDES:  # as record_backward's runs: backward.crossings reads them
+            if self.side in NEAR_SIDES:  # as record_backward's runs: backward.crossings reads them
                 from portcheck.backward import _near_zero
                 near = _near_zero(module, self.record, i)
             here = [dataclasses.replace(c, step=0) for c in self.crossed if c.step == i]
@@ -159,7 +159,7 @@ class Run:
         if self.calls == 0:
             from portcheck.compare import _Recorder, hook_points
             recorder = _Recorder(arrays=self.record)
-            handles = [post(recorder.hook(name)) for name, _, post in hook_points(module)]
+            handles = near + [post(recorder.hook(name)) for name, _, post in hook_points(module)]
         try:
             with taking:
                 return self._inner(call, args, kwargs)

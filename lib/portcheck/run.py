@@ -42,7 +42,7 @@ from pathlib import Path
 
 
 from portcheck import data as data_pairs, handin, runconfig
-from portcheck.backward import AGAINST_ITSELF, AGAINST_KEYS, MOVED, against_itself
+from portcheck.backward import AGAINST_ITSELF, MOVED, TAKING_KEYS, against_itself
 from portcheck.compare import F64, ROOT
 from portcheck.errors import PipelineError
 from portcheck.fileio import load_npy
@@ -187,7 +187,7 @@ def taking_run(argv: list, out: Path, steps: int, crossed: list) -> dict:
     (out / TAKING).mkdir(exist_ok=True)
     crossed_file(out / TAKING / CROSSED, crossed)
     run_side(TAKING, argv, out, steps)
-    return {k: v for k, v in with_updates(load_npy(out / TAKING / RECORD), steps).items() if k.startswith(AGAINST_KEYS)}
+    return {k: v for k, v in with_updates(load_npy(out / TAKING / RECORD), steps).items() if k.startswith(TAKING_KEYS)}
 
 
 def run_ranks(side: str, argv: list, out: Path, steps: int, launched: bool) -> dict:
@@ -332,15 +332,14 @@ def judge(out: Path, statuses: dict, steps: int, rank: int = 0, again=None) -> i
         save_side(pairs, "lr", side, per_step(rec, "lr"), dep, script,
                   exact=per_step(rec, "lr", exact=True) if exact else None)
         save_side(pairs, "data", side, batches(rec), dep, script)
-    # the taking run's figures beside bp_align (handin.save_taken), judged with as the hand-in checker judges them;
-    # a previous run's, in our folders, never judged as this one's (the same scripts write the same pair files)
-    taken = [pairs / f"bp_align{handin.TAKEN}", top / DIAGNOSTICS / f"bp_align{handin.TAKEN}"]
+    # the taking run's figures beside bp_align (handin.save_taken: a later step's kinks, and torch's run on Paddle's
+    # branch of the first forward's), judged with as the hand-in checker judges them; a previous run's, in our
+    # folders, never judged as this one's (the same scripts write the same pair files)
+    taken = [where / f"bp_align{suffix}" for where in (pairs, top / DIAGNOSTICS) for suffix in handin.BOUND]
     for f in [*taken, *map(record.path_for, taken)]:
         if f.is_file():
             f.unlink()
-    figures = handin.taken_figures(report, pairs / "bp_align_torch.npy")
-    if figures:
-        handin.save_taken(pairs, "bp_align", figures)
+    handin.save_kinks(pairs, "bp_align", report)
     tables = [*(f"configuration: {line}" for line in config), *report.table().splitlines()]
     handin.check_outputs(pairs, PAIRS, top)
     with contextlib.redirect_stdout(io.StringIO()):  # the diff logs' lines: in their files, the summary below
@@ -370,7 +369,7 @@ def judge(out: Path, statuses: dict, steps: int, rank: int = 0, again=None) -> i
           + "".join(f"; the {side} run stopped: {why}" for side, why in report.forward.isolation_stopped.items()))
     print("training: " + ("every module, gradient, loss, lr and weight within the measured rule" if report.passed
                           else f"RED, the runs part at {where}"))
-    if report.crossed and (report.taken or not report.passed):  # a green run's values near 0 decide nothing
+    if report.crossed and (report.on_branch or report.taken or not report.passed):  # as report.table() says them
         lines = crossing_lines(report.crossed, report.on_branch, report.taken, report.first_diverging or "")
         print("".join(f"  ({line})\n" for line in lines), end="")
     for name, v in verdicts.items():
