@@ -22,10 +22,10 @@ yardstick of the measured rule; "paddle" starts its model from torch's initial w
 portcheck.pairing) and is fed torch's batches and targets, its own recorded apart (the data pair); "moved" (settings'
 "against": i) is the same script again in float32 from torch's initial weights moved one ulp, fed its batches and
 targets, with backward.AGAINST_ITSELF[i]'s kernels: torch against itself, as compare_backward's plain run measures
-it (calibrated.SPREAD). The torch and Paddle sides also record each later step's values within the floor of 0
-(backward._near_zero's near<i>/ keys); "taking" (portcheck.run, only for a red run whose two sides put such values
-on each side of 0) is the torch script again from torch's initial weights, fed its batches and targets, taking
-Paddle's side of 0 at exactly those values (backward._taking; CROSSED, the run's file of them, in its folder).
+it (calibrated.SPREAD). The torch and Paddle sides also record each step's values within the floor of 0, the first
+forward's too (backward._near_zero's near<i>/ keys); "taking" (portcheck.run, only for a red run whose two sides put
+such values on each side of 0) is the torch script again from torch's initial weights, fed its batches and targets,
+taking Paddle's side of 0 at exactly those values (backward._taking; CROSSED, the run's file of them, in its folder).
 
 Under a launcher (torchrun, paddle.distributed.launch: portcheck.run.ranks) each rank records in DIR/rank<r>/<side>,
 fed and started from torch's rank r; the launcher's own process records nothing.
