@@ -195,3 +195,39 @@ def test_a_momentum_plant_beside_the_kink_is_red_in_scripts_mode_and_from_its_fo
         shutil.copy(out / "log_reprod" / f, top / f)
     code, line, printed = checked(top, capsys)
     assert code == 1 and "left out: it was written for other files of the pair" in printed, printed
+
+
+@pytest.mark.parametrize("momentum", [0.9, 0.8])
+def test_the_librarys_hand_in_carries_torchs_run_on_paddles_branch(tmp_path, capsys, momentum):
+    """The same through the library (backward.judged's report given to handin.judge_and_log): test_kink_branch's MLP,
+    its hidden unit at +-2**-30 in the first forward, green from the folder; a momentum plant red."""
+    torch = pytest.importorskip("torch")
+    paddle = pytest.importorskip("paddle")
+    import copy
+
+    from portcheck import record_backward
+    from portcheck.backward import judged as judged_backward
+    from test_kink_branch import pair
+    pt, pd, x = pair()
+    y, start = np.array([[1.0], [-1.0]], "float32"), copy.deepcopy(pt.state_dict())
+    losses = (torch.nn.functional.mse_loss, paddle.nn.functional.mse_loss)
+    sgd = lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9)  # noqa: E731
+    t = record_backward(pt, x, y, losses[0], sgd, steps=3)
+    p = record_backward(pd, x, y, losses[1], lambda p: paddle.optimizer.Momentum(0.1, momentum=momentum, parameters=p),
+                        steps=3)
+
+    def again(crossed, steps=3):
+        pt.load_state_dict(start)
+        return record_backward(pt, x, y, losses[0], sgd, steps=steps, crossed=crossed)
+    report = judged_backward(t, p, again=again)
+    assert report.on_branch and report.branch and report.passed == (momentum == 0.9), report.table()
+    for side, rec in (("torch", t), ("paddle", p)):
+        handin.save_side(tmp_path, "bp_align", side, handin.bp_align(rec), {"inputs": "i"}, side,
+                         exact=handin.bp_align(rec, exact=True) if side == "torch" else None)
+    verdict = handin.judge_and_log(tmp_path, "bp_align", after_steps=True, top=tmp_path / "log_reprod",
+                                   comparison=report)
+    assert verdict.passed == report.passed and (tmp_path / "log_reprod" / BRANCH).is_file()
+    code = cli.check(tmp_path / "log_reprod", only="bp_align")
+    assert code == (momentum != 0.9), capsys.readouterr().out
+    (tmp_path / "log_reprod" / BRANCH).unlink()  # judged on torch's own run: red at the gate's gradient's updates
+    assert cli.check(tmp_path / "log_reprod", only="bp_align") == 1, capsys.readouterr().out
