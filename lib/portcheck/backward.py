@@ -35,6 +35,7 @@ class BackwardReport:
     isolated: bool = False                       # each step started both sides from torch's weights
     by_design: list = field(default_factory=list)  # lines: a difference the two optimizers make on purpose
     on_branch: bool = False  # judged against torch's run taking Paddle's branch at the first forward's kinks
+    branch: dict = field(default_factory=dict)  # {record key: that run's value}: a hand-in carries it (handin.BRANCH)
 
     @property
     def kinks(self) -> list:
@@ -211,14 +212,20 @@ ON_BRANCH = ("the gradients and the steps are judged against torch's run again w
 
 def on_paddles_branch(run: dict, torch_record: dict) -> dict:
     """torch's record as its run on Paddle's branch of the first forward's kinks (`run`, record_backward(crossed=)):
-    its gradients and every key after its steps, and its float64 and moved runs moved by as much."""
-    out = {}
-    for key, value in run.items():
-        if key.startswith(("grad/", "loss/", "state", "final/")) and F64 + key in torch_record:
-            moved = np.asarray(value, np.float64) - torch_record[key]
-            out[key] = value
-            out.update({k: torch_record[k] + moved for k in (F64 + key, MOVED + key) if k in torch_record})
+    its gradients and every key after its steps (the update digests a hand-in's bp_align carries too), and its
+    float64 and moved runs moved by as much."""
+    out = {k: v for k, v in run.items() if k.startswith(TAKING_KEYS) and F64 + k in torch_record}
+    for prefix in (F64, MOVED):
+        twin = {k: torch_record[prefix + k] for k in out if prefix + k in torch_record}
+        out.update({prefix + k: v for k, v in moved_with(out, torch_record, twin).items()})
     return out
+
+
+def moved_with(run: dict, own: dict, twin: dict) -> dict:
+    """twin's values (torch's float64 run, its run against itself) at run's keys, moved as far as run's values are
+    from own's (torch's): what on_paddles_branch does to them, and the hand-in checker to a pair's (handin.BRANCH)."""
+    return {k: twin[k] + (np.asarray(v, np.float64) - np.asarray(own[k], np.float64)) for k, v in run.items()
+            if k in twin}
 
 
 def judged(torch_record, paddle_record, name_map=None, mean_bound=LOSS_MEAN_BOUND, again=None) -> BackwardReport:
@@ -233,9 +240,10 @@ def judged(torch_record, paddle_record, name_map=None, mean_bound=LOSS_MEAN_BOUN
         return report
     first, isolated = report.kinks, ISOLATED in torch_record
     on_branch = bool(first) and report.forward.passed
+    branch = {}
     if on_branch:
-        torch_record = {**torch_record, **on_paddles_branch(again(first, 1) if isolated else again(first),
-                                                            torch_record)}
+        branch = on_paddles_branch(again(first, 1) if isolated else again(first), torch_record)
+        torch_record = {**torch_record, **branch}
         report = judge_backward(torch_record, paddle_record, name_map, mean_bound)
         report.on_branch = True
     later = [c for c in report.crossed if c.step]
@@ -244,6 +252,7 @@ def judged(torch_record, paddle_record, name_map=None, mean_bound=LOSS_MEAN_BOUN
         take(torch_record, again((first if on_branch else []) + later))
         report = judge_backward(torch_record, paddle_record, name_map, mean_bound)
         report.on_branch = on_branch
+    report.branch = {k: v for k, v in branch.items() if not k.startswith((F64, MOVED))}
     return report
 
 
@@ -310,7 +319,7 @@ def record_backward(model, inputs, targets, loss, optimizer, scheduler=None, ste
             model.load_state_dict(start)
             # only what judge_backward reads: the first forward's modules are not held, its gradients only by a run
             # taking Paddle's side of a kink (the first forward's move them)
-            return {k: v for k, v in run.items() if k.startswith(AGAINST_KEYS + (() if move else ("grad/",)))}
+            return {k: v for k, v in run.items() if k.startswith(TAKING_KEYS if not move else AGAINST_KEYS)}
         if crossed is not None:
             if isolate:  # each step from the weights torch's own run left: that fp32 run again first, keeping them
                 again(contextlib.nullcontext(), move=False, restart=keep)
@@ -352,6 +361,7 @@ MOVED = "moved:"  # a torch record's key prefix: its run again with every weight
 
 SPREAD_KEY = "spread:"  # a torch record's key prefix: max |moved run - a further run against itself|, one figure
 AGAINST_KEYS = ("loss/", "state", "final/", "weights/")  # what judge_backward reads of a run against itself
+TAKING_KEYS = ("grad/", *AGAINST_KEYS)  # and of a run taking Paddle's side of a kink: the first forward's move grads
 
 
 def against_itself(runs) -> dict:
