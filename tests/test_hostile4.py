@@ -392,6 +392,36 @@ def test_a_hand_ins_bp_align_carries_what_its_check_judged(tmp_path, capsys, eps
     assert green or "measured RED (failed: weights_0" in line, line
 
 
+@pytest.mark.parametrize("momentum, green", [(0.9, True), (0.1, False)], ids=["Paddle's 0.9", "torch's 0.1 copied"])
+def test_a_hand_ins_bp_align_carries_batchnorms_running_means(tmp_path, capsys, momentum, green):
+    """A BatchNorm momentum copied from torch (Paddle's m is torch's 1 - m) moves the running means alone: in train
+    mode every loss, gradient and weight stays the same, so a bp_align of those was green from the folder while
+    judge_backward, which judges the statistics by name, was red. It carries each step's running-mean digest too
+    (running_<i>, backward.running_means)."""
+    torch, paddle = pytest.importorskip("torch"), pytest.importorskip("paddle")
+    from portcheck import convert, judge_backward, record_backward
+    torch.manual_seed(0)
+    t = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.BatchNorm1d(16), torch.nn.ReLU(), torch.nn.Linear(16, 3))
+    p = paddle.nn.Sequential(paddle.nn.Linear(8, 16), paddle.nn.BatchNorm1D(16, momentum=momentum), paddle.nn.ReLU(),
+                             paddle.nn.Linear(16, 3))
+    convert(t, p)
+    rng = np.random.RandomState(0)
+    x, y = rng.rand(8, 8).astype(np.float32), rng.randint(0, 3, 8).astype(np.int64)
+    rt = record_backward(t.train(), x, y, torch.nn.functional.cross_entropy,
+                         lambda ps: torch.optim.SGD(ps, lr=0.1), steps=3)
+    rp = record_backward(p.train(), x, y, paddle.nn.functional.cross_entropy,
+                         lambda ps: paddle.optimizer.SGD(0.1, parameters=ps), steps=3)
+    assert judge_backward(rt, rp).passed == green
+    handin.save_side(tmp_path, "bp_align", "torch", handin.bp_align(rt), {"inputs": "x"}, "pt",
+                     exact=handin.bp_align(rt, exact=True))
+    handin.save_side(tmp_path, "bp_align", "paddle", handin.bp_align(rp), {"inputs": "x"}, "pd")
+    assert {"running_0", "running_2"} <= set(np.load(tmp_path / "bp_align_paddle.npy", allow_pickle=True).item())
+    assert handin.judge_and_log(tmp_path, "bp_align", after_steps=True, top=tmp_path / "log_reprod").passed == green
+    assert cli.check(tmp_path / "log_reprod", only="bp_align") == (0 if green else 1)
+    line = line_of(capsys.readouterr().out, "bp_align")
+    assert green or "measured RED (failed: running_" in line, line
+
+
 def test_compare_backward_refuses_a_bound_that_is_no_number_before_training():
     from portcheck import compare_backward
     torch, paddle = pytest.importorskip("torch"), pytest.importorskip("paddle")
