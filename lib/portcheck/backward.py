@@ -627,9 +627,19 @@ def running_means(before: dict, after: dict) -> np.ndarray:
 
 
 def _changes(before: dict, after: dict, kept) -> np.ndarray:
-    """Each float tensor's mean |after - before| in float64, sorted, of the tensors whose last name kept() keeps."""
-    means = [float(np.abs(after[k].astype(np.float64) - before[k].astype(np.float64)).mean()) if after[k].size else 0.0
-             for k in after if k in before and after[k].dtype.kind == "f" and kept(k.rsplit(".", 1)[-1])]
+    """Each float tensor's mean |after - before| in float64, sorted, of the tensors whose last name kept() keeps;
+    one tensor under two names (Paddle's RNN weight_ih_l0 and 0.cell.weight_ih, a head tied to its embedding: one
+    side lists it twice, the other once) counted once: the same values before and after."""
+    means, seen = [], {}
+    for k in after:
+        if k not in before or after[k].dtype.kind != "f" or not kept(k.rsplit(".", 1)[-1]):
+            continue
+        b, a = before[k], after[k]
+        mean = float(np.abs(a.astype(np.float64) - b.astype(np.float64)).mean()) if a.size else 0.0
+        counted = seen.setdefault((a.shape, mean), [])
+        if not any(np.array_equal(a, a2) and np.array_equal(b, b2) for b2, a2 in counted):
+            counted.append((b, a))
+            means.append(mean)
     return np.sort(np.array(means, dtype=np.float64))
 
 
