@@ -564,7 +564,7 @@ def numeric_arrays(arrays, what: str) -> dict:
     return arrays
 
 
-BP_ALIGN = ("loss", "lr", "weights")  # what a bp_align carries per step, from record_backward's <kind>/<i>
+BP_ALIGN = ("loss", "lr", "weights", "running")  # what a bp_align carries per step, from record_backward's <kind>/<i>
 
 
 def bp_key(key: str) -> str:
@@ -575,7 +575,8 @@ def bp_key(key: str) -> str:
 
 def bp_align(rec: dict, exact: bool = False) -> dict:
     """The guide's bp_align pair from a record_backward, carrying what compare_backward judges each step by: its
-    loss, its lr and a digest of its update (weights/<i>: each weight's mean |update|, sorted; backward.updates),
+    loss, its lr and a digest of its update (weights/<i>: each weight's mean |update|, sorted; backward.updates;
+    with BatchNorm, running/<i>: its running means', backward.running_means),
     so that the hand-in checker re-derives the in-process verdict from the folder (a loss alone can agree while
     the updates differ: an optimizer's epsilon); exact=True: torch's float64 run of them, and beside it torch's
     spread against itself where its plain run measured it (calibrated.SPREAD_OF keys)."""

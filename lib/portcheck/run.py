@@ -241,15 +241,18 @@ def merged(torch_record: dict, float64: dict) -> dict:
 
 
 def with_updates(rec: dict, steps: int) -> dict:
-    """The record with each step's update digest (backward.updates: weights/<i>, and its float64 run's), from the
-    weights the recorder keeps after every step (state<i>/, state0 the initial ones): what handin.bp_align hands in."""
-    from portcheck.backward import updates
+    """The record with each step's update digests (backward.updates: weights/<i>; backward.running_means: running/<i>
+    where BatchNorm's running means are; and its float64 run's), from the weights and buffers the recorder keeps after
+    every step (state<i>/, state0 the initial ones): what handin.bp_align hands in."""
+    from portcheck.backward import RUNNING, running_means, updates
     out = dict(rec)
     for prefix in ("", F64):
         states = [{k.partition("/")[2]: v for k, v in rec.items() if k.startswith(f"{prefix}state{i}/")}
                   for i in range(steps + 1)]
         if all(states):
             out.update({f"{prefix}weights/{i}": updates(states[i], states[i + 1]) for i in range(steps)})
+            means = [running_means(states[i], states[i + 1]) for i in range(steps)]
+            out.update({f"{prefix}{RUNNING}{i}": m for i, m in enumerate(means) if m.size})
     return out
 
 
