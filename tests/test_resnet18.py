@@ -98,6 +98,19 @@ def test_a_hand_in_missing_a_guide_pair_is_red(home, tmp_path):
 
 # ---- Step 2: the digits through each framework's loader, and the metric ---------------------------------
 
+def test_the_digits_are_sklearns_read_without_importing_it(monkeypatch):
+    """resnet.digits() reads sklearn's digits file as load_digits does, bit for bit, with sklearn not imported (its
+    import is ~2 s of CPU in every script); where the file is not found, load_digits gives the same."""
+    import subprocess
+    import sys
+    code = "import sys; from examples.resnet18 import resnet; resnet.digits(); print('sklearn' in sys.modules)"
+    assert subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
+                          check=True).stdout.split() == ["False"]
+    read = resnet.digits.__wrapped__()
+    monkeypatch.setattr(resnet.importlib.util, "find_spec", lambda name: None)
+    for ours, sklearns in zip(read, resnet.digits.__wrapped__()):
+        assert ours.dtype == sklearns.dtype and np.array_equal(ours, sklearns)
+
 def loader_records(side_loader, order=None, labels_shift=0, **plant):
     """The first DATA_BATCHES training batches of one side, as pt_data.py / pd_data.py record them."""
     order = resnet.train_orders()[0] if order is None else order
