@@ -80,7 +80,9 @@ def run(script, *args, home, plant=None, cwd="/tmp", check=None, env=None):
     cmd = [sys.executable]
     cmd += [str(ROOT / "tests" / "plant.py"), plant] if plant else []
     cmd += [str(ROOT / script), *map(str, args)]
-    framework = FORKED.get(Path(script).name[:3]) if FORK and env is None else None
+    # a home's setup scripts (SETUP) fork from torch's server too: each imports torch (two of them Paddle after it)
+    framework = (FORKED.get(Path(script).name[:3]) or ("torch" if str(script) in SETUP else None)
+                 if FORK and env is None else None)
     if plant is None and env is None and IN_PROCESS.fullmatch(str(script)):
         proc = inproc(script, *args, home=home, cwd=cwd)
     elif framework and (forker := server(framework, *(
