@@ -67,8 +67,9 @@ IN_PROCESS = re.compile(r"pipeline/(Step\d/check_step\d|check_log_reprod|check_p
 FORK = os.environ.get("PORTCHECK_TESTS_FORK", "1") != "0"
 FORKED = {"pt_": "torch", "pd_": "paddle"}
 # the scripts that import their side's data module (pt_data.py, pd_data.py): its third-party imports made before the
-# fork too (transformers' and datasets', paddlenlp's: 3.5 and 5.5 s of CPU), by a server of their own
-DATA_SCRIPTS = ("_train.py", "_data_loader.py", "_metric.py")
+# fork too (transformers' and datasets', paddlenlp's: 3.5 and 5.5 s of CPU), by a server of their own; Step 4's
+# schedules (_lr.py) too, which import the same packages (transformers' and paddlenlp's schedulers)
+DATA_SCRIPTS = ("_train.py", "_data_loader.py", "_metric.py", "_lr.py")
 
 
 def run(script, *args, home, plant=None, cwd="/tmp", check=None, env=None):
