@@ -37,12 +37,11 @@ THREADS = str(max(1, len(os.sched_getaffinity(0)) // WORKERS))
 # 12:17, 1441 s of tests); a file missing here starts last, which costs only time. test_hand_in's figure (156
 # measured) is raised above the largest on purpose to send it first: it builds run_all_home, which test_step2 and
 # test_step4 start from, before either begins (a worker needing it mid-build would wait), and needs no tiny home at
-# its start, so the first two files do not both wait for the shared tiny home (shared_home). test_resnet18's is the
-# junit figure times its CPU seconds after its quick run's cut over before (167 / 246, `-n 0`, one file at a time);
-# test_edges's, after the fork servers (85 / 135). test_resnet18, test_mid_size, test_step4, test_step5 and
-# test_distributed: the 2026-11-26 junit figures (159, 84, 62, 46.5, 50.9) times each file's CPU seconds after the
-# cuts of this round over before (`-n 0`, one file at a time: 156 / 237, 78 / 92.5; step4's schedule plants and
-# step5's checks estimated), test_distributed's unchanged.
+# its start, so the first two files do not both wait for the shared tiny home (shared_home). test_edges's is the
+# junit figure times its CPU seconds after the fork servers over before (85 / 135, `-n 0`, one file at a time);
+# test_resnet18's, test_mid_size's, test_step4's and test_step5's, the later junit figures (159, 84, 62, 46.5) after
+# this round's cuts (156 / 237, 78 / 92.5; step4's schedule plants and step5's checks estimated); test_distributed's
+# the junit figure (50.9), unchanged.
 FILE_SECONDS = {"test_hand_in.py": 200, "test_resnet18.py": 105, "test_edges.py": 91, "test_step5.py": 42,
                 "test_run_scripts.py": 125, "test_mid_size.py": 71, "test_step4.py": 50, "test_step2.py": 79,
                 "test_distributed.py": 51, "test_run_launchers.py": 55, "test_run_cycles.py": 30,
