@@ -37,13 +37,16 @@ THREADS = str(max(1, len(os.sched_getaffinity(0)) // WORKERS))
 # 12:17, 1441 s of tests); a file missing here starts last, which costs only time. test_hand_in's figure (156
 # measured) is raised above the largest on purpose to send it first: it builds run_all_home, which test_step2 and
 # test_step4 start from, before either begins (a worker needing it mid-build would wait), and needs no tiny home at
-# its start, so the first two files do not both wait for the shared tiny home (shared_home). test_resnet18's is the
-# junit figure times its CPU seconds after its quick run's cut over before (167 / 246, `-n 0`, one file at a time);
-# test_edges's, after the fork servers (85 / 135).
-FILE_SECONDS = {"test_hand_in.py": 200, "test_resnet18.py": 133, "test_edges.py": 91, "test_step5.py": 130,
-                "test_run_scripts.py": 125, "test_mid_size.py": 98, "test_step4.py": 84, "test_step2.py": 79,
-                "test_distributed.py": 78, "test_run_launchers.py": 55, "test_run_cycles.py": 30,
-                "test_run_taking.py": 30, "test_run_against_itself.py": 25, "test_hand_in_kink.py": 8, "test_run_rnn.py": 35, "test_run_first_kink.py": 40,
+# its start, so the first two files do not both wait for the shared tiny home (shared_home). test_edges's is the
+# junit figure times its CPU seconds after the fork servers over before (85 / 135, `-n 0`, one file at a time);
+# test_resnet18's, test_mid_size's, test_step4's and test_step5's, the later junit figures (159, 84, 62, 46.5) after
+# this round's cuts (156 / 237, 78 / 92.5; step4's schedule plants and step5's checks estimated); test_distributed's
+# the junit figure (50.9), unchanged.
+FILE_SECONDS = {"test_hand_in.py": 200, "test_resnet18.py": 105, "test_edges.py": 91, "test_step5.py": 42,
+                "test_run_scripts.py": 125, "test_mid_size.py": 71, "test_step4.py": 50, "test_step2.py": 79,
+                "test_distributed.py": 51, "test_run_launchers.py": 55, "test_run_cycles.py": 30,
+                "test_run_taking.py": 30, "test_run_against_itself.py": 25, "test_hand_in_kink.py": 8,
+                "test_run_rnn.py": 35, "test_run_first_kink.py": 40,
                 "test_kink_isolated.py": 5, "test_step1.py": 28, "test_inputs.py": 26,
                 "test_convert.py": 21, "test_steps25.py": 20, "test_layout.py": 18, "test_five_steps.py": 16,
                 "test_hostile.py": 16, "test_docs_blocks.py": 15, "test_pairing.py": 14, "test_zoo.py": 14,
@@ -67,8 +70,9 @@ IN_PROCESS = re.compile(r"pipeline/(Step\d/check_step\d|check_log_reprod|check_p
 FORK = os.environ.get("PORTCHECK_TESTS_FORK", "1") != "0"
 FORKED = {"pt_": "torch", "pd_": "paddle"}
 # the scripts that import their side's data module (pt_data.py, pd_data.py): its third-party imports made before the
-# fork too (transformers' and datasets', paddlenlp's: 3.5 and 5.5 s of CPU), by a server of their own
-DATA_SCRIPTS = ("_train.py", "_data_loader.py", "_metric.py")
+# fork too (transformers' and datasets', paddlenlp's: 3.5 and 5.5 s of CPU), by a server of their own; Step 4's
+# schedules (_lr.py) too, which import the same packages (transformers' and paddlenlp's schedulers)
+DATA_SCRIPTS = ("_train.py", "_data_loader.py", "_metric.py", "_lr.py")
 
 
 def run(script, *args, home, plant=None, cwd="/tmp", check=None, env=None):
@@ -80,7 +84,9 @@ def run(script, *args, home, plant=None, cwd="/tmp", check=None, env=None):
     cmd = [sys.executable]
     cmd += [str(ROOT / "tests" / "plant.py"), plant] if plant else []
     cmd += [str(ROOT / script), *map(str, args)]
-    framework = FORKED.get(Path(script).name[:3]) if FORK and env is None else None
+    # a home's setup scripts (SETUP) fork from torch's server too: each imports torch (two of them Paddle after it)
+    framework = (FORKED.get(Path(script).name[:3]) or ("torch" if str(script) in SETUP else None)
+                 if FORK and env is None else None)
     if plant is None and env is None and IN_PROCESS.fullmatch(str(script)):
         proc = inproc(script, *args, home=home, cwd=cwd)
     elif framework and (forker := server(framework, *(

@@ -8,6 +8,8 @@ finds the same pairs from a run (tests/test_pairing.py); the scripts keep it as 
 """
 import argparse
 import functools
+import gzip
+import importlib.util
 import math
 import os
 from pathlib import Path
@@ -267,9 +269,18 @@ def paddle_trainer(model, steps: int, weight_decay: float = None):
 
 @functools.lru_cache(maxsize=1)
 def digits():
-    """(images float32 [1797, 1, 8, 8] scaled to [0, 1], labels int64 [1797]): sklearn's copy, read offline."""
-    from sklearn.datasets import load_digits
-    images, labels = load_digits(return_X_y=True)
+    """(images float32 [1797, 1, 8, 8] scaled to [0, 1], labels int64 [1797]): sklearn's copy, read offline.
+    Its CSV is read as load_digits reads it, without importing sklearn.datasets: that import (scipy's stats with it)
+    costs each script ~2 s of CPU, as much as importing torch; load_digits itself where the file is not there."""
+    spec = importlib.util.find_spec("sklearn")  # a top-level package: found, not imported
+    csv = Path(spec.origin).parent / "datasets" / "data" / "digits.csv.gz" if spec and spec.origin else None
+    if csv and csv.is_file():
+        with gzip.open(csv, "rt", encoding="utf-8") as f:
+            data = np.loadtxt(f, delimiter=",")
+        images, labels = data[:, :-1], data[:, -1]
+    else:
+        from sklearn.datasets import load_digits
+        images, labels = load_digits(return_X_y=True)
     return (images.reshape(-1, 1, 8, 8) / 16).astype("float32"), labels.astype("int64")
 
 

@@ -273,7 +273,8 @@ def compare_key(key, x, y, tol: Tol) -> KeyResult:
             r.problems.append(f"{int(np.isnan(v).sum())} NaN and {int(np.isinf(v).sum())} Inf in {side}")
     diff = abs_diff(x, y)
     if diff.size:
-        r.scale = float(np.abs(x.astype(np.float64)).max())
+        # a float's |x| and largest are exact in its own type: no float64 copy of a large gradient for one value
+        r.scale = float(np.abs(x if x.dtype.kind == "f" else x.astype(np.float64)).max())
         r.mean, r.max = float(diff.mean()), float(diff.max())
         r.relative = r.max / r.scale if r.scale > 0 else (0.0 if r.max == 0 else float("inf"))
     else:  # an empty array: nothing compared is never a pass
@@ -296,6 +297,9 @@ def abs_diff(x, y) -> np.ndarray:
             -big <= int(x.min()) and int(x.max()) <= big and -big <= int(y.min()) and int(y.max()) <= big):
         return np.abs(x.astype(object) - y.astype(object)).astype(np.float64)
     with np.errstate(invalid="ignore", over="ignore"):  # inf - inf: a NaN, which every caller says
+        if x.dtype.kind == "f" and y.dtype.kind == "f":  # the same float64 values, cast as they are read, not copied
+            out = np.subtract(x, y, dtype=np.float64)
+            return np.abs(out, out=out) if out.ndim else np.abs(out)  # 0-d: a scalar, as before
         return np.abs(x.astype(np.float64) - y.astype(np.float64))
 
 
