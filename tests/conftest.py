@@ -66,6 +66,9 @@ IN_PROCESS = re.compile(r"pipeline/(Step\d/check_step\d|check_log_reprod|check_p
 # written, 37% less CPU in tests/test_edges.py (135 -> 85 s). PORTCHECK_TESTS_FORK=0: every script a new interpreter.
 FORK = os.environ.get("PORTCHECK_TESTS_FORK", "1") != "0"
 FORKED = {"pt_": "torch", "pd_": "paddle"}
+# the setup scripts import torch, then Paddle (torch2paddle: torch's twin first), or neither: forked by torch's server
+# in that order too (a tiny home built: 19 -> 12 s of CPU, its process and the server counted)
+FORKED_SETUP = dict.fromkeys(SETUP, "torch")
 # the scripts that import their side's data module (pt_data.py, pd_data.py): its third-party imports made before the
 # fork too (transformers' and datasets', paddlenlp's: 3.5 and 5.5 s of CPU), by a server of their own
 DATA_SCRIPTS = ("_train.py", "_data_loader.py", "_metric.py")
@@ -80,7 +83,7 @@ def run(script, *args, home, plant=None, cwd="/tmp", check=None, env=None):
     cmd = [sys.executable]
     cmd += [str(ROOT / "tests" / "plant.py"), plant] if plant else []
     cmd += [str(ROOT / script), *map(str, args)]
-    framework = FORKED.get(Path(script).name[:3]) if FORK and env is None else None
+    framework = FORKED.get(Path(script).name[:3], FORKED_SETUP.get(str(script))) if FORK and env is None else None
     if plant is None and env is None and IN_PROCESS.fullmatch(str(script)):
         proc = inproc(script, *args, home=home, cwd=cwd)
     elif framework and (forker := server(framework, *(
@@ -96,14 +99,20 @@ def run(script, *args, home, plant=None, cwd="/tmp", check=None, env=None):
 
 SCRIPT_ENV = {"PYTHONWARNINGS": "ignore", "OMP_NUM_THREADS": THREADS}  # what run() adds to a script's environment
 PER_RUN = ("BERT_ALIGN_HOME", "PYTEST_CURRENT_TEST")  # what a fork server's child sets itself (pytest: each test's id)
+# what a test importing a framework in this process leaves in its environment, each the value a script's own import
+# sets (paddle.base.core's CUSTOM_DEVICE_ROOT, with no custom device; joblib's and sklearn's setdefault, under
+# paddlenlp and datasets): not a change of the script's environment. Counted as one, every later script of the worker
+# ran as a new interpreter (tests/test_step2.py's plants after its in-process imports: 8 s each, not 1).
+SET_BY_IMPORTS = {"CUSTOM_DEVICE_ROOT": "", "KMP_DUPLICATE_LIB_OK": "True", "KMP_INIT_AT_FORK": "FALSE"}
 SERVERS = {}  # (framework, preload...) -> (its tests/forkserver.py process, started at its first script, its env)
 
 
 def server(framework, *preload):
     """The framework's fork server (preload: the files whose third-party imports it makes too), when its environment
-    is the one a script run now would have (PER_RUN aside, which each child sets); None when the tests' environment
-    has changed since it started (monkeypatch)."""
-    env = {k: v for k, v in dict(os.environ, **SCRIPT_ENV).items() if k not in PER_RUN}
+    is the one a script run now would have (PER_RUN and SET_BY_IMPORTS aside); None when the tests' environment has
+    changed since it started (monkeypatch)."""
+    env = {k: v for k, v in dict(os.environ, **SCRIPT_ENV).items()
+           if k not in PER_RUN and SET_BY_IMPORTS.get(k, object()) != v}
     proc, had = SERVERS.get((framework, *preload), (None, None))
     if proc is None or proc.poll() is not None:
         proc = subprocess.Popen([sys.executable, str(ROOT / "tests" / "forkserver.py"), framework,
