@@ -69,7 +69,7 @@ PLANTS = [
     ("BatchNorm momentum copied from torch", "nn.BatchNorm1D(hidden, momentum=0.9)", "nn.BatchNorm1D(hidden, momentum=0.1)",
      "bn1 (BatchNorm1d): momentum torch 0.1 vs paddle 0.9"),
     ("Dropout p", "Net(x.shape[1], 64, 3, dropout=0.1)", "Net(x.shape[1], 64, 3, dropout=0.2)",
-     "drop (Dropout): p torch 0.1 vs paddle 0.2"),
+     ("drop (Dropout): p torch 0.1 vs paddle 0.2", "RED: 1 configuration difference(s)")),
     ("GELU's tanh approximation", "self.act = nn.GELU()", "self.act = nn.GELU(approximate=True)",
      ("act (GELU): approximate torch none vs paddle tanh", "their own computation differs: act, act#2",
       "the runs part at act")),

@@ -288,6 +288,18 @@ def rank0_buffers(t: dict) -> set:
     return out
 
 
+def renames(t: dict) -> dict:
+    """{torch key: its Paddle tensor name}, as the torch record keeps them (renamed/ keys)."""
+    return dict(k[len("renamed/"):].rsplit("/", 1) for k in t if k.startswith("renamed/"))
+
+
+def configuration(t: dict, p: dict, statuses: dict, steps: int, modules: dict, renamed: dict) -> list:
+    """runconfig.differences of the two sides' configurations, with the lr each side's steps recorded: judged from
+    the torch and Paddle runs alone."""
+    lrs = ([float(t[f"lr/{i}"][0]) for i in range(steps)], [float(p[f"lr/{i}"][0]) for i in range(steps)])
+    return runconfig.differences(statuses["torch"]["config"], statuses["paddle"]["config"], modules, renamed, lrs)
+
+
 def judge(out: Path, statuses: dict, steps: int, rank: int = 0, again=None) -> int:
     """The records in `out` judged and handed in; again(crossed): the taking run (taking_run), made by backward.judged
     only where the steps are red and a kink is crossed in a later step (None: not made, the report says so)."""
@@ -305,9 +317,8 @@ def judge(out: Path, statuses: dict, steps: int, rank: int = 0, again=None) -> i
     report = judged(t, p, again=again)
     isolated(report.forward, t, load_npy(out / "torch64" / RECORD), p, statuses)
     modules = report.forward.pairing.modules()
-    renamed = dict(k[len("renamed/"):].rsplit("/", 1) for k in t if k.startswith("renamed/"))
-    lrs = ([float(t[f"lr/{i}"][0]) for i in range(steps)], [float(p[f"lr/{i}"][0]) for i in range(steps)])
-    config = runconfig.differences(statuses["torch"]["config"], statuses["paddle"]["config"], modules, renamed, lrs)
+    renamed = renames(t)
+    config = configuration(t, p, statuses, steps, modules, renamed)
     fed = data_pairs.judge_batches(batches(t), batches(p))
 
     pairs = out / "pairs"
