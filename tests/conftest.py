@@ -39,10 +39,13 @@ THREADS = str(max(1, len(os.sched_getaffinity(0)) // WORKERS))
 # test_step4 start from, before either begins (a worker needing it mid-build would wait), and needs no tiny home at
 # its start, so the first two files do not both wait for the shared tiny home (shared_home). test_resnet18's is the
 # junit figure times its CPU seconds after its quick run's cut over before (167 / 246, `-n 0`, one file at a time);
-# test_edges's, after the fork servers (85 / 135).
-FILE_SECONDS = {"test_hand_in.py": 200, "test_resnet18.py": 133, "test_edges.py": 91, "test_step5.py": 130,
-                "test_run_scripts.py": 125, "test_mid_size.py": 98, "test_step4.py": 84, "test_step2.py": 79,
-                "test_distributed.py": 78, "test_run_launchers.py": 55, "test_run_cycles.py": 30,
+# test_edges's, after the fork servers (85 / 135). test_step2's, test_edges's, test_run_scripts's and test_run_cycles's
+# scaled by their cut once the fork servers outlived a test's in-process framework imports (SET_BY_IMPORTS), `-n 0`
+# back to back on a loaded host: those four 497 -> 297 s of tests (eight files with test_hand_in's and the run_*
+# files': 1010 -> 655 s wall, 533 -> 454 s of CPU).
+FILE_SECONDS = {"test_hand_in.py": 200, "test_resnet18.py": 133, "test_edges.py": 50, "test_step5.py": 130,
+                "test_run_scripts.py": 115, "test_mid_size.py": 98, "test_step4.py": 84, "test_step2.py": 25,
+                "test_distributed.py": 78, "test_run_launchers.py": 55, "test_run_cycles.py": 17,
                 "test_run_taking.py": 30, "test_run_against_itself.py": 25, "test_hand_in_kink.py": 8,
                 "test_kink_isolated.py": 5, "test_step1.py": 28, "test_inputs.py": 26,
                 "test_convert.py": 21, "test_steps25.py": 20, "test_layout.py": 18, "test_five_steps.py": 16,
