@@ -37,14 +37,15 @@ THREADS = str(max(1, len(os.sched_getaffinity(0)) // WORKERS))
 # 12:17, 1441 s of tests); a file missing here starts last, which costs only time. test_hand_in's figure (156
 # measured) is raised above the largest on purpose to send it first: it builds run_all_home, which test_step2 and
 # test_step4 start from, before either begins (a worker needing it mid-build would wait), and needs no tiny home at
-# its start, so the first two files do not both wait for the shared tiny home (shared_home). test_edges's is the
-# junit figure times its CPU seconds after the fork servers over before (85 / 135, `-n 0`, one file at a time);
-# test_resnet18's, test_mid_size's, test_step4's and test_step5's, the later junit figures (159, 84, 62, 46.5) after
-# this round's cuts (156 / 237, 78 / 92.5; step4's schedule plants and step5's checks estimated); test_distributed's
-# the junit figure (50.9), unchanged.
-FILE_SECONDS = {"test_hand_in.py": 200, "test_resnet18.py": 105, "test_edges.py": 91, "test_step5.py": 42,
-                "test_run_scripts.py": 125, "test_mid_size.py": 71, "test_step4.py": 50, "test_step2.py": 79,
-                "test_distributed.py": 51, "test_run_launchers.py": 55, "test_run_cycles.py": 30,
+# its start, so the first two files do not both wait for the shared tiny home (shared_home). test_resnet18's,
+# test_mid_size's, test_step4's and test_step5's are the junit figures (159, 84, 62, 46.5) times their CPU seconds
+# after this round's cuts over before (156 / 237, 78 / 92.5; step4's schedule plants and step5's checks estimated);
+# test_distributed's the junit figure (50.9). test_step2's, test_edges's, test_run_scripts's and test_run_cycles's
+# scaled by their cut once the fork servers outlived a test's in-process framework imports (SET_BY_IMPORTS), `-n 0`
+# back to back on a loaded host: those four 497 -> 297 s of tests.
+FILE_SECONDS = {"test_hand_in.py": 200, "test_resnet18.py": 105, "test_edges.py": 50, "test_step5.py": 42,
+                "test_run_scripts.py": 115, "test_mid_size.py": 71, "test_step4.py": 50, "test_step2.py": 25,
+                "test_distributed.py": 51, "test_run_launchers.py": 55, "test_run_cycles.py": 17,
                 "test_run_taking.py": 30, "test_run_against_itself.py": 25, "test_hand_in_kink.py": 8,
                 "test_run_rnn.py": 35, "test_run_first_kink.py": 40,
                 "test_kink_isolated.py": 5, "test_step1.py": 28, "test_inputs.py": 26,
@@ -69,6 +70,9 @@ IN_PROCESS = re.compile(r"pipeline/(Step\d/check_step\d|check_log_reprod|check_p
 # written, 37% less CPU in tests/test_edges.py (135 -> 85 s). PORTCHECK_TESTS_FORK=0: every script a new interpreter.
 FORK = os.environ.get("PORTCHECK_TESTS_FORK", "1") != "0"
 FORKED = {"pt_": "torch", "pd_": "paddle"}
+# the setup scripts import torch, then Paddle (torch2paddle: torch's twin first), or neither: forked by torch's server
+# in that order too (a tiny home built: 19 -> 12 s of CPU, its process and the server counted)
+FORKED_SETUP = dict.fromkeys(SETUP, "torch")
 # the scripts that import their side's data module (pt_data.py, pd_data.py): its third-party imports made before the
 # fork too (transformers' and datasets', paddlenlp's: 3.5 and 5.5 s of CPU), by a server of their own; Step 4's
 # schedules (_lr.py) too, which import the same packages (transformers' and paddlenlp's schedulers)
@@ -84,9 +88,7 @@ def run(script, *args, home, plant=None, cwd="/tmp", check=None, env=None):
     cmd = [sys.executable]
     cmd += [str(ROOT / "tests" / "plant.py"), plant] if plant else []
     cmd += [str(ROOT / script), *map(str, args)]
-    # a home's setup scripts (SETUP) fork from torch's server too: each imports torch (two of them Paddle after it)
-    framework = (FORKED.get(Path(script).name[:3]) or ("torch" if str(script) in SETUP else None)
-                 if FORK and env is None else None)
+    framework = FORKED.get(Path(script).name[:3], FORKED_SETUP.get(str(script))) if FORK and env is None else None
     if plant is None and env is None and IN_PROCESS.fullmatch(str(script)):
         proc = inproc(script, *args, home=home, cwd=cwd)
     elif framework and (forker := server(framework, *(
@@ -102,14 +104,20 @@ def run(script, *args, home, plant=None, cwd="/tmp", check=None, env=None):
 
 SCRIPT_ENV = {"PYTHONWARNINGS": "ignore", "OMP_NUM_THREADS": THREADS}  # what run() adds to a script's environment
 PER_RUN = ("BERT_ALIGN_HOME", "PYTEST_CURRENT_TEST")  # what a fork server's child sets itself (pytest: each test's id)
+# what a test importing a framework in this process leaves in its environment, each the value a script's own import
+# sets (paddle.base.core's CUSTOM_DEVICE_ROOT, with no custom device; joblib's and sklearn's setdefault, under
+# paddlenlp and datasets): not a change of the script's environment. Counted as one, every later script of the worker
+# ran as a new interpreter (tests/test_step2.py's plants after its in-process imports: 8 s each, not 1).
+SET_BY_IMPORTS = {"CUSTOM_DEVICE_ROOT": "", "KMP_DUPLICATE_LIB_OK": "True", "KMP_INIT_AT_FORK": "FALSE"}
 SERVERS = {}  # (framework, preload...) -> (its tests/forkserver.py process, started at its first script, its env)
 
 
 def server(framework, *preload):
     """The framework's fork server (preload: the files whose third-party imports it makes too), when its environment
-    is the one a script run now would have (PER_RUN aside, which each child sets); None when the tests' environment
-    has changed since it started (monkeypatch)."""
-    env = {k: v for k, v in dict(os.environ, **SCRIPT_ENV).items() if k not in PER_RUN}
+    is the one a script run now would have (PER_RUN and SET_BY_IMPORTS aside); None when the tests' environment has
+    changed since it started (monkeypatch)."""
+    env = {k: v for k, v in dict(os.environ, **SCRIPT_ENV).items()
+           if k not in PER_RUN and SET_BY_IMPORTS.get(k, object()) != v}
     proc, had = SERVERS.get((framework, *preload), (None, None))
     if proc is None or proc.poll() is not None:
         proc = subprocess.Popen([sys.executable, str(ROOT / "tests" / "forkserver.py"), framework,

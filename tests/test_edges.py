@@ -12,6 +12,7 @@ import pytest
 
 from portcheck import diff, fileio
 from portcheck.errors import PipelineError
+import conftest
 from conftest import ROOT, error_line, inproc, private_copy, run
 
 PT, PD, CHECK5 = "pipeline/Step5/pt_train.py", "pipeline/Step5/pd_train.py", "pipeline/Step5/check_step5.py"
@@ -48,6 +49,24 @@ class Payload:
 
 def snapshot(folder):
     return {p: p.stat().st_mtime_ns for p in folder.rglob("*") if p.is_file()}
+
+
+# ---------------------------------------------------------------------------------------- the tests' runner
+
+@pytest.mark.skipif(not conftest.FORK, reason="PORTCHECK_TESTS_FORK=0: every script a new interpreter")
+def test_a_framework_imported_by_a_test_keeps_the_fork_servers(monkeypatch):
+    """What a framework's import sets in this process (conftest.SET_BY_IMPORTS) is what a script's own import sets:
+    its fork server still runs it. Any other change of the environment, such as a test's monkeypatch, does not."""
+    forker = conftest.server("torch")
+    assert forker is not None
+    for key, value in conftest.SET_BY_IMPORTS.items():
+        monkeypatch.setenv(key, value)
+    assert conftest.server("torch") is forker
+    monkeypatch.setenv("CUSTOM_DEVICE_ROOT", "/opt/a_device")  # not the value Paddle's import sets here
+    assert conftest.server("torch") is None
+    monkeypatch.undo()
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "0")
+    assert conftest.server("torch") is None
 
 
 # ---------------------------------------------------------------------------------------- flags and help
@@ -565,13 +584,13 @@ print(json.dumps(out))
 
 
 @pytest.mark.parametrize("fw", ["paddle", "torch"])
-def test_resume_is_strict_in_both_frameworks(trained, fw):
+def test_resume_is_strict_in_both_frameworks(trained, fw, tmp_path):
     # 7. Paddle resumed a checkpoint missing a key, with a misshapen tensor or an empty optimizer state (exit 0);
     # torch's load_state_dict took misshapen, float64 or missing Adam moments
     checkpoint = next((trained / "pipeline/Step5/output" / fw).glob("checkpoint-*"))
-    env = dict(os.environ, BERT_ALIGN_HOME=str(trained), PYTHONWARNINGS="ignore")
-    proc = subprocess.run([sys.executable, "-c", RESUME, fw, str(checkpoint)], cwd="/tmp", env=env,
-                          capture_output=True, text=True)
+    script = tmp_path / f"{'pt' if fw == 'torch' else 'pd'}_resume.py"  # a script of fw's side: its fork server's
+    script.write_text(RESUME)
+    proc = run(script, fw, checkpoint, home=trained)
     results = json.loads(proc.stdout.splitlines()[-1]) if proc.stdout else proc.stderr
     assert results["clean"] == "resumed", results
     says = {"missing key": "saved model does not fit the model; missing: ",

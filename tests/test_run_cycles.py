@@ -1,12 +1,14 @@
 """`python -m portcheck run`'s configuration names a torch scheduler that cycles the optimizer's momentum (OneCycleLR's
 cycle_momentum=True, its default), which Paddle's OneCycleLR never does, in compare_backward's one line
-(backward._cycled): red with it, green with cycle_momentum=False. Each case is one whole run (module scope)."""
+(backward._cycled): red with it, green with cycle_momentum=False. Each case's runs are made once (module scope)."""
 import sys
 
 import pytest
 
-from portcheck import run
+from portcheck import pairing, run
 from portcheck.backward import _cycled, CYCLES_MOMENTUM
+from portcheck.fileio import load_npy
+from portcheck.recorder import RECORD
 from test_run_scripts import judged
 
 STEPS = 3
@@ -56,7 +58,9 @@ for step in range(20):
 
 @pytest.fixture(scope="module", params=[1, 0], ids=["cycle_momentum=True", "cycle_momentum=False"])
 def one_cycle(request, tmp_path_factory):
-    """(exit code, summary) of a whole run of the pair, torch's cycle_momentum as given."""
+    """(torch's cycle_momentum, the configuration's differences, the whole run judged: (exit code, summary)). The
+    configuration is judged from the torch and Paddle runs alone (run.configuration), so the red case makes those
+    two; the green one makes every run, as the whole run must be green (run.judge)."""
     folder = tmp_path_factory.mktemp("cycle")
     (folder / "pt_cycle.py").write_text(TORCH)
     (folder / "pd_cycle.py").write_text(PADDLE)
@@ -64,15 +68,19 @@ def one_cycle(request, tmp_path_factory):
             "paddle": [sys.executable, str(folder / "pd_cycle.py")]}
     out = folder / "out"
     run.prepare(out)
-    statuses = {side: run.run_side(side, argv[fw], out, STEPS) for side, fw in run.SIDES}
-    return (request.param, *judged(out, statuses, STEPS))
+    sides = run.SIDES[:2] if request.param else run.SIDES  # torch's run, then Paddle's
+    statuses = {side: run.run_side(side, argv[fw], out, STEPS) for side, fw in sides}
+    t, p = (load_npy(out / side / RECORD) for side in ("torch", "paddle"))
+    config = run.configuration(t, p, statuses, STEPS, pairing.pair(t, p).modules(), run.renames(t))
+    return request.param, config, None if request.param else judged(out, statuses, STEPS)
 
 
 def test_a_scheduler_cycling_torchs_momentum_is_named_in_backwards_line(one_cycle):
-    cycles, code, said = one_cycle
-    line = f"  DIFFERS scheduler: {_cycled({CYCLES_MOMENTUM + 'OneCycleLR': True})[0]}"
-    if cycles:
-        assert code == 1 and line in said.splitlines() and "RED: 1 configuration difference(s)" in said, said
+    cycles, config, whole = one_cycle
+    line = f"scheduler: {_cycled({CYCLES_MOMENTUM + 'OneCycleLR': True})[0]}"
+    if cycles:  # a configuration difference is a red run (run.judge): test_run_scripts' plants
+        assert config == [line], config
     else:
-        assert code == 0 and "cycles the optimizer's momentum" not in said, said
+        code, said = whole
+        assert config == [] and code == 0 and "cycles the optimizer's momentum" not in said, said
         assert "the same: every paired module's settings, the optimizer, clipping, the loss and the lr schedule" in said

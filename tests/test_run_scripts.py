@@ -69,7 +69,7 @@ PLANTS = [
     ("BatchNorm momentum copied from torch", "nn.BatchNorm1D(hidden, momentum=0.9)", "nn.BatchNorm1D(hidden, momentum=0.1)",
      "bn1 (BatchNorm1d): momentum torch 0.1 vs paddle 0.9"),
     ("Dropout p", "Net(x.shape[1], 64, 3, dropout=0.1)", "Net(x.shape[1], 64, 3, dropout=0.2)",
-     "drop (Dropout): p torch 0.1 vs paddle 0.2"),
+     ("drop (Dropout): p torch 0.1 vs paddle 0.2", "RED: 1 configuration difference(s)")),
     ("GELU's tanh approximation", "self.act = nn.GELU()", "self.act = nn.GELU(approximate=True)",
      ("act (GELU): approximate torch none vs paddle tanh", "their own computation differs: act, act#2",
       "the runs part at act")),
@@ -177,21 +177,26 @@ def test_the_recorder_starts_in_a_fresh_venv(tmp_path, monkeypatch):
 
 def test_full_trains_both_scripts_to_their_end_and_judges_step_5(torch_done, tmp_path):
     """--full: green as written (2 epochs: 10 steps, an evaluation each epoch read from the printed 'acc'); a warmup
-    one step longer is red at Step 5 too, its lr named."""
-    out, _ = torch_done
-    torch_argv = [sys.executable, str(SCRIPTS / "pt_train.py"), "--epochs", "2"]
+    one step longer is red at Step 5 too, its lr named. The torch side trains the same for both: the planted Paddle
+    script runs against the green run's (run.full's Paddle side, then its judge)."""
+    def printed(call):
+        text = io.StringIO()
+        with contextlib.redirect_stdout(text):
+            return call(), text.getvalue()
+    argv = lambda script: [sys.executable, str(script), "--epochs", "2"]
+    green, red = tmp_path / "out0", tmp_path / "out1"
+    shutil.copytree(torch_done[0], green)
+    code, said = printed(lambda: run.full(green, {"torch": argv(SCRIPTS / "pt_train.py"),
+                                                  "paddle": argv(SCRIPTS / "pd_train.py")}, None))
+    assert code == 0 and "training lr: passed" in said and "evaluated after steps [5, 10]" in said, said
     planted = tmp_path / "pd_train.py"
     planted.write_text((SCRIPTS / "pd_train.py").read_text().replace('"--warmup", type=int, default=5',
                                                                       '"--warmup", type=int, default=6'))
-    for script, expected, named in ((SCRIPTS / "pd_train.py", 0, "training lr: passed"),
-                                    (planted, 1, "training lr: FAILED")):
-        mine = tmp_path / f"out{expected}"
-        shutil.copytree(out, mine)
-        printed = io.StringIO()
-        with contextlib.redirect_stdout(printed):
-            code = run.full(mine, {"torch": torch_argv, "paddle": [sys.executable, str(script), "--epochs", "2"]}, None)
-        said = printed.getvalue()
-        assert code == expected and named in said and "evaluated after steps [5, 10]" in said, said
+    shutil.copytree(green, red)
+    for old in (red / "full").glob("*paddle*"):  # the Paddle side's, as run.full removes it before a run
+        old.unlink()
+    code, said = printed(lambda: run.full_side("paddle", argv(planted), red, None) or run.judge_full(red))
+    assert code == 1 and "training lr: FAILED" in said and "evaluated after steps [5, 10]" in said, said
 
 
 def test_the_cost_in_the_docs_is_the_benchmarks():

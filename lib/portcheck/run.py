@@ -295,6 +295,18 @@ def rank0_buffers(t: dict) -> set:
     return out
 
 
+def renames(t: dict) -> dict:
+    """{torch key: its Paddle tensor name}, as the torch record keeps them (renamed/ keys)."""
+    return dict(k[len("renamed/"):].rsplit("/", 1) for k in t if k.startswith("renamed/"))
+
+
+def configuration(t: dict, p: dict, statuses: dict, steps: int, modules: dict, renamed: dict) -> list:
+    """runconfig.differences of the two sides' configurations, with the lr each side's steps recorded: judged from
+    the torch and Paddle runs alone."""
+    lrs = ([float(t[f"lr/{i}"][0]) for i in range(steps)], [float(p[f"lr/{i}"][0]) for i in range(steps)])
+    return runconfig.differences(statuses["torch"]["config"], statuses["paddle"]["config"], modules, renamed, lrs)
+
+
 def judge(out: Path, statuses: dict, steps: int, rank: int = 0, again=None) -> int:
     """The records in `out` judged and handed in; again(crossed): the taking run (taking_run), made by backward.judged
     only where the steps are red and a kink is crossed (None: not made, the report says so)."""
@@ -312,9 +324,8 @@ def judge(out: Path, statuses: dict, steps: int, rank: int = 0, again=None) -> i
     report = judged(t, p, again=again)
     isolated(report.forward, t, load_npy(out / "torch64" / RECORD), p, statuses)
     modules = report.forward.pairing.modules()
-    renamed = dict(k[len("renamed/"):].rsplit("/", 1) for k in t if k.startswith("renamed/"))
-    lrs = ([float(t[f"lr/{i}"][0]) for i in range(steps)], [float(p[f"lr/{i}"][0]) for i in range(steps)])
-    config = runconfig.differences(statuses["torch"]["config"], statuses["paddle"]["config"], modules, renamed, lrs)
+    renamed = renames(t)
+    config = configuration(t, p, statuses, steps, modules, renamed)
     fed = data_pairs.judge_batches(batches(t), batches(p))
 
     pairs = out / "pairs"
@@ -392,21 +403,33 @@ def judge(out: Path, statuses: dict, steps: int, rank: int = 0, again=None) -> i
 
 def full(out: Path, argvs: dict, metric: str) -> int:
     """--full: both scripts to their end (recorder.Full), judged as Step 5 (portcheck.training); 0 green, 1 red."""
-    from portcheck import training
     folder = out / "full"
     folder.mkdir(exist_ok=True)
     for old in [*folder.glob("train_*"), *folder.glob("status_*.json")]:  # a previous run's, in our folder
         old.unlink()
     for fw in ("torch", "paddle"):
-        print(f"\n$ {shlex.join(argvs[fw])}   # portcheck run --full: the {fw} side to its end", flush=True)
-        settings = {"side": "full", "framework": fw, "steps": 0, "out": str(folder), "torch_dir": str(out / "torch"),
-                    "metric": metric}
-        code = subprocess.run(argvs[fw], env=environment(settings)).returncode
-        status_file = folder / f"{STATUS[:-5]}_{fw}.json"
-        status = json.loads(status_file.read_text()) if status_file.is_file() else None
-        if code or status is None or status.get("error"):
-            why = status.get("error") if status and status.get("error") else f"exit {code}; its traceback above"
-            raise PipelineError(f"--full: the {fw} script did not train to its end ({why})")
+        full_side(fw, argvs[fw], out, metric)
+    return judge_full(out)
+
+
+def full_side(fw: str, argv: list, out: Path, metric: str):
+    """One side of --full: its script to its end, its curves in DIR/full; else one line."""
+    folder = out / "full"
+    print(f"\n$ {shlex.join(argv)}   # portcheck run --full: the {fw} side to its end", flush=True)
+    settings = {"side": "full", "framework": fw, "steps": 0, "out": str(folder), "torch_dir": str(out / "torch"),
+                "metric": metric}
+    code = subprocess.run(argv, env=environment(settings)).returncode
+    status_file = folder / f"{STATUS[:-5]}_{fw}.json"
+    status = json.loads(status_file.read_text()) if status_file.is_file() else None
+    if code or status is None or status.get("error"):
+        why = status.get("error") if status and status.get("error") else f"exit {code}; its traceback above"
+        raise PipelineError(f"--full: the {fw} script did not train to its end ({why})")
+
+
+def judge_full(out: Path) -> int:
+    """The two sides' curves in DIR/full judged and handed in (train_align); 0 green, 1 red."""
+    from portcheck import training
+    folder = out / "full"
     print("\nportcheck run --full: the two trainings (Step 5)")
     with contextlib.redirect_stdout(io.StringIO()):  # the diff log's lines: in its file; the rows below
         verdict, result = training.judge_and_log(folder, top=out / "log_reprod", draw=False)
