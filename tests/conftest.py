@@ -43,7 +43,7 @@ THREADS = str(max(1, len(os.sched_getaffinity(0)) // WORKERS))
 FILE_SECONDS = {"test_hand_in.py": 200, "test_resnet18.py": 133, "test_edges.py": 91, "test_step5.py": 130,
                 "test_run_scripts.py": 125, "test_mid_size.py": 98, "test_step4.py": 84, "test_step2.py": 79,
                 "test_distributed.py": 78, "test_run_launchers.py": 55, "test_run_cycles.py": 30,
-                "test_run_taking.py": 30, "test_run_against_itself.py": 25, "test_hand_in_kink.py": 8,
+                "test_run_taking.py": 30, "test_run_against_itself.py": 25, "test_hand_in_kink.py": 8, "test_run_rnn.py": 35, "test_run_first_kink.py": 40,
                 "test_kink_isolated.py": 5, "test_step1.py": 28, "test_inputs.py": 26,
                 "test_convert.py": 21, "test_steps25.py": 20, "test_layout.py": 18, "test_five_steps.py": 16,
                 "test_hostile.py": 16, "test_docs_blocks.py": 15, "test_pairing.py": 14, "test_zoo.py": 14,

@@ -392,6 +392,76 @@ def test_a_hand_ins_bp_align_carries_what_its_check_judged(tmp_path, capsys, eps
     assert green or "measured RED (failed: weights_0" in line, line
 
 
+@pytest.mark.parametrize("momentum, green", [(0.9, True), (0.1, False)], ids=["Paddle's 0.9", "torch's 0.1 copied"])
+def test_a_hand_ins_bp_align_carries_batchnorms_running_means(tmp_path, capsys, momentum, green):
+    """A BatchNorm momentum copied from torch (Paddle's m is torch's 1 - m) moves the running means alone: in train
+    mode every loss, gradient and weight stays the same, so a bp_align of those was green from the folder while
+    judge_backward, which judges the statistics by name, was red. It carries each step's running-mean digest too
+    (running_<i>, backward.running_means)."""
+    torch, paddle = pytest.importorskip("torch"), pytest.importorskip("paddle")
+    from portcheck import convert, judge_backward, record_backward
+    torch.manual_seed(0)
+    t = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.BatchNorm1d(16), torch.nn.ReLU(), torch.nn.Linear(16, 3))
+    p = paddle.nn.Sequential(paddle.nn.Linear(8, 16), paddle.nn.BatchNorm1D(16, momentum=momentum), paddle.nn.ReLU(),
+                             paddle.nn.Linear(16, 3))
+    convert(t, p)
+    rng = np.random.RandomState(0)
+    x, y = rng.rand(8, 8).astype(np.float32), rng.randint(0, 3, 8).astype(np.int64)
+    rt = record_backward(t.train(), x, y, torch.nn.functional.cross_entropy,
+                         lambda ps: torch.optim.SGD(ps, lr=0.1), steps=3)
+    rp = record_backward(p.train(), x, y, paddle.nn.functional.cross_entropy,
+                         lambda ps: paddle.optimizer.SGD(0.1, parameters=ps), steps=3)
+    assert judge_backward(rt, rp).passed == green
+    handin.save_side(tmp_path, "bp_align", "torch", handin.bp_align(rt), {"inputs": "x"}, "pt",
+                     exact=handin.bp_align(rt, exact=True))
+    handin.save_side(tmp_path, "bp_align", "paddle", handin.bp_align(rp), {"inputs": "x"}, "pd")
+    assert {"running_0", "running_2"} <= set(np.load(tmp_path / "bp_align_paddle.npy", allow_pickle=True).item())
+    assert handin.judge_and_log(tmp_path, "bp_align", after_steps=True, top=tmp_path / "log_reprod").passed == green
+    assert cli.check(tmp_path / "log_reprod", only="bp_align") == (0 if green else 1)
+    line = line_of(capsys.readouterr().out, "bp_align")
+    assert green or "measured RED (failed: running_" in line, line
+
+
+@pytest.mark.parametrize("epsilon, green", [(1e-8, True), (1e-6, False)], ids=["the same Adam", "epsilon 1e-6"])
+def test_a_weight_under_two_names_is_one_in_bp_align(tmp_path, capsys, epsilon, green):
+    """Paddle's LSTM lists each weight twice (weight_ih_l0 and 0.cell.weight_ih: one tensor), torch's once: the
+    update digest counted it twice on the Paddle side, a correct port red at weights_0's shape. Each tensor is
+    counted once; an Adam epsilon planted beside it stays red there."""
+    torch, paddle = pytest.importorskip("torch"), pytest.importorskip("paddle")
+    from portcheck import convert, record_backward
+
+    class Torch(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.rnn, self.head = torch.nn.LSTM(4, 8, batch_first=True), torch.nn.Linear(8, 3)
+
+        def forward(self, x):
+            return self.head(self.rnn(x)[0][:, -1])
+
+    class Paddle(paddle.nn.Layer):
+        def __init__(self):
+            super().__init__()
+            self.rnn, self.head = paddle.nn.LSTM(4, 8), paddle.nn.Linear(8, 3)
+
+        def forward(self, x):
+            return self.head(self.rnn(x)[0][:, -1])
+    torch.manual_seed(0)
+    t, p = Torch(), Paddle()
+    convert(t, p)
+    rng = np.random.RandomState(0)
+    x, y = rng.rand(4, 5, 4).astype(np.float32), rng.randint(0, 3, 4).astype(np.int64)
+    rt = record_backward(t, x, y, torch.nn.functional.cross_entropy, lambda ps: torch.optim.Adam(ps, lr=1e-2), steps=3)
+    rp = record_backward(p, x, y, paddle.nn.functional.cross_entropy,
+                         lambda ps: paddle.optimizer.Adam(1e-2, parameters=ps, epsilon=epsilon), steps=3)
+    assert len(rp["weights/0"]) == len(rt["weights/0"]) == 6  # weight_ih, weight_hh, bias_ih, bias_hh, head's two
+    handin.save_side(tmp_path, "bp_align", "torch", handin.bp_align(rt), {"inputs": "x"}, "pt",
+                     exact=handin.bp_align(rt, exact=True))
+    handin.save_side(tmp_path, "bp_align", "paddle", handin.bp_align(rp), {"inputs": "x"}, "pd")
+    assert handin.judge_and_log(tmp_path, "bp_align", after_steps=True, top=tmp_path / "log_reprod").passed == green
+    assert cli.check(tmp_path / "log_reprod", only="bp_align") == (0 if green else 1)
+    assert green or "measured RED (failed: " in line_of(capsys.readouterr().out, "bp_align")
+
+
 def test_compare_backward_refuses_a_bound_that_is_no_number_before_training():
     from portcheck import compare_backward
     torch, paddle = pytest.importorskip("torch"), pytest.importorskip("paddle")

@@ -68,7 +68,7 @@ def test_run_all_is_green_and_its_hand_in_rechecks_green(home):
     from portcheck.fileio import load_npy
     for fw in ("torch", "paddle"):  # what check_step4 judged, the hand-in checker judges: loss, lr, update digest
         keys = [k.rsplit("_", 1)[0] for k in load_npy(log_reprod / f"bp_align_{fw}.npy")]
-        assert set(keys) == {"loss", "lr", "weights"} and keys.count("loss") == resnet.QUICK_BP_STEPS, keys
+        assert set(keys) == {"loss", "lr", "weights", "running"} and keys.count("loss") == resnet.QUICK_BP_STEPS, keys
     # Step 5 judged on torch's own runs of the same quick training, made on this machine before it
     from examples.resnet18.Step5.torch_vs_torch import runs_of
     step5 = home / resnet.FOLDER / "Step5"
@@ -84,6 +84,21 @@ def test_committed_hand_in_rechecks_green():
     assert "every pair green" in proc.stdout and "not handed in" not in proc.stdout
     for pair in GUIDE_PAIRS:
         assert f"{pair}: green" in proc.stdout, proc.stdout
+
+
+def test_readmes_digest_figures_are_the_committed_hand_ins():
+    """The README's (and README_cn's) multiple of torch's own error for bp_align's update digests, per family
+    (weights_<i>, running_<i>), is the committed hand-in's largest |torch - paddle| / |torch - torch64|."""
+    from portcheck.fileio import load_npy
+    folder = ROOT / resnet.FOLDER / "log_reprod"
+    t, p = (load_npy(folder / f"bp_align_{fw}.npy") for fw in ("torch", "paddle"))
+    t64 = load_npy(folder / "diagnostics" / "bp_align_torch64.npy")
+    readmes = [(ROOT / resnet.FOLDER / name).read_text() for name in ("README.md", "README_cn.md")]
+    for family in ("weights", "running"):
+        worst = max(float(np.abs(t[k] - p[k]).max() / np.abs(t[k] - t64[k]).max()) for k in t
+                    if k.rsplit("_", 1)[0] == family)
+        for text in readmes:
+            assert re.search(rf"{re.escape(f'{worst:.3g}')}\s*(times|倍)", text), (family, f"{worst:.3g}")
 
 
 def test_a_hand_in_missing_a_guide_pair_is_red(home, tmp_path):

@@ -85,6 +85,9 @@ def test_a_data_bug_is_red_at_its_batch_key_and_index(tmp_path, capsys, plant, k
     batches, verdict = data_pair(tmp_path, **plant)
     assert not batches.passed and batches.first.key == key and where in batches.first.describe(), batches.line()
     assert not verdict.passed and where in verdict.describe_measured()
+    # the samples in another order are said so (each framework's shuffle draws its own), and nothing else is
+    order = "rows torch fed at another place: the samples come in another order"
+    assert (order in batches.first.describe()) == ("shuffle" in plant) == (order in verdict.describe_measured())
     capsys.readouterr()
     assert cli.check(tmp_path / "log_reprod", only="data") == 1  # the reviewer's command names it too, from the files alone
     assert where in capsys.readouterr().out

@@ -566,7 +566,8 @@ def report_lines(rows, kinked=None) -> list:
               "residual sum written inline, `x += shortcut`, sees it: no module outputs that sum); where a run is "
               "red and the two runs hold such a value with opposite signs (backward.crossings), compare_backward "
               "runs torch once more from its start and random draws with exactly those values set to Paddle's "
-              "(backward.judged). At the first forward's kinks (its rows green) that run is torch's run, its "
+              "(backward.judged; `python -m portcheck run` runs the torch script once more so, its fifth run: "
+              "docs/run.md). At the first forward's kinks (its rows green) that run is torch's run, its "
               "float64 and moved runs moved by as much; at a later step's it is torch against itself, SPREAD x it "
               "allowed; each row says so and the report's kink line names the module and the rule. The other net is "
               "then green and every plant beside it red (below); the zoo's ResNet-18 under "
@@ -579,11 +580,18 @@ def report_lines(rows, kinked=None) -> list:
               "own run left (that fp32 run again first), as Paddle's isolated steps start "
               "(tests/test_kink_isolated.py: of 8 small nets, 2 cross a kink in an isolated step, red alone, green "
               "with it at 0.986 of the allowance, a momentum plant beside it red). A hand-in's bp_align: its check "
-              "(handin.judge_and_log(..., comparison=) given backward.judged's report) writes that run's figures as "
-              "diagnostics/bp_align_taken_torch.npy, bound to the torch side's run record and to both files, and "
-              "python -m portcheck check judges with them as the check did (a file edited since or of other runs "
-              "left out in one line, a corrupt one red: tests/test_hand_in_kink.py); a check without that run "
-              "(judge_backward alone) stays red there (the report's kink line): take another batch."]
+              "(handin.judge_and_log(..., comparison=) given backward.judged's report, or `portcheck run`'s) writes "
+              "what that run judged beside the pair, at a later step's kinks its figures as "
+              "diagnostics/bp_align_taken_torch.npy, at the first forward's torch's values on Paddle's branch as "
+              "diagnostics/bp_align_branch_torch.npy (judged in place of torch's file, its float64 run moved by as "
+              "much), each bound to the torch side's run record and to both files, and python -m portcheck check "
+              "judges with them as the check did (a file edited since or of other runs left out in one line, a "
+              "corrupt one red: tests/test_hand_in_kink.py; tests/test_run_first_kink.py: two scripts whose gate "
+              "unit sums exact fp32 inputs in another order, -2**-25 in torch, +2**-25 in Paddle, before a ReLU, "
+              "green in scripts mode and from the folder, red from the folder without the file (bp_align's loss_1 "
+              "15.1 x its allowance), a momentum plant red in both); a check without that run (judge_backward "
+              "alone, or a launched `portcheck run`: no taking run) stays red there (the report's kink line): take "
+              "another batch."]
     if kinked is not None and Path(kinked).is_file():
         lines += kink_lines(json.loads(Path(kinked).read_text()))
     return lines

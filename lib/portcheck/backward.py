@@ -35,6 +35,7 @@ class BackwardReport:
     isolated: bool = False                       # each step started both sides from torch's weights
     by_design: list = field(default_factory=list)  # lines: a difference the two optimizers make on purpose
     on_branch: bool = False  # judged against torch's run taking Paddle's branch at the first forward's kinks
+    branch: dict = field(default_factory=dict)  # {record key: that run's value}: a hand-in carries it (handin.BRANCH)
 
     @property
     def kinks(self) -> list:
@@ -211,14 +212,20 @@ ON_BRANCH = ("the gradients and the steps are judged against torch's run again w
 
 def on_paddles_branch(run: dict, torch_record: dict) -> dict:
     """torch's record as its run on Paddle's branch of the first forward's kinks (`run`, record_backward(crossed=)):
-    its gradients and every key after its steps, and its float64 and moved runs moved by as much."""
-    out = {}
-    for key, value in run.items():
-        if key.startswith(("grad/", "loss/", "state", "final/")) and F64 + key in torch_record:
-            moved = np.asarray(value, np.float64) - torch_record[key]
-            out[key] = value
-            out.update({k: torch_record[k] + moved for k in (F64 + key, MOVED + key) if k in torch_record})
+    its gradients and every key after its steps (the update digests a hand-in's bp_align carries too), and its
+    float64 and moved runs moved by as much."""
+    out = {k: v for k, v in run.items() if k.startswith(TAKING_KEYS) and F64 + k in torch_record}
+    for prefix in (F64, MOVED):
+        twin = {k: torch_record[prefix + k] for k in out if prefix + k in torch_record}
+        out.update({prefix + k: v for k, v in moved_with(out, torch_record, twin).items()})
     return out
+
+
+def moved_with(run: dict, own: dict, twin: dict) -> dict:
+    """twin's values (torch's float64 run, its run against itself) at run's keys, moved as far as run's values are
+    from own's (torch's): what on_paddles_branch does to them, and the hand-in checker to a pair's (handin.BRANCH)."""
+    return {k: twin[k] + (np.asarray(v, np.float64) - np.asarray(own[k], np.float64)) for k, v in run.items()
+            if k in twin}
 
 
 def judged(torch_record, paddle_record, name_map=None, mean_bound=LOSS_MEAN_BOUND, again=None) -> BackwardReport:
@@ -233,9 +240,10 @@ def judged(torch_record, paddle_record, name_map=None, mean_bound=LOSS_MEAN_BOUN
         return report
     first, isolated = report.kinks, ISOLATED in torch_record
     on_branch = bool(first) and report.forward.passed
+    branch = {}
     if on_branch:
-        torch_record = {**torch_record, **on_paddles_branch(again(first, 1) if isolated else again(first),
-                                                            torch_record)}
+        branch = on_paddles_branch(again(first, 1) if isolated else again(first), torch_record)
+        torch_record = {**torch_record, **branch}
         report = judge_backward(torch_record, paddle_record, name_map, mean_bound)
         report.on_branch = True
     later = [c for c in report.crossed if c.step]
@@ -244,6 +252,7 @@ def judged(torch_record, paddle_record, name_map=None, mean_bound=LOSS_MEAN_BOUN
         take(torch_record, again((first if on_branch else []) + later))
         report = judge_backward(torch_record, paddle_record, name_map, mean_bound)
         report.on_branch = on_branch
+    report.branch = {k: v for k, v in branch.items() if not k.startswith((F64, MOVED))}
     return report
 
 
@@ -254,6 +263,7 @@ def record_backward(model, inputs, targets, loss, optimizer, scheduler=None, ste
         grad/<key>          every parameter's gradient after the first backward
         loss/<i>, lr/<i>    before step i's update (i = 0 .. steps-1)
         weights/<i>         step i's update of every float tensor, its mean |after - before|, sorted (updates): a digest
+        running/<i>         (BatchNorm) step i's change of every running mean, the same digest (running_means)
         state<i>/<key>      BatchNorm's running statistics before any step (i = 0) and after step i
                             (isolated: every weight and buffer)
         final/<key>         every weight and buffer after the last step
@@ -310,7 +320,7 @@ def record_backward(model, inputs, targets, loss, optimizer, scheduler=None, ste
             model.load_state_dict(start)
             # only what judge_backward reads: the first forward's modules are not held, its gradients only by a run
             # taking Paddle's side of a kink (the first forward's move them)
-            return {k: v for k, v in run.items() if k.startswith(AGAINST_KEYS + (() if move else ("grad/",)))}
+            return {k: v for k, v in run.items() if k.startswith(TAKING_KEYS if not move else AGAINST_KEYS)}
         if crossed is not None:
             if isolate:  # each step from the weights torch's own run left: that fp32 run again first, keeping them
                 again(contextlib.nullcontext(), move=False, restart=keep)
@@ -351,7 +361,9 @@ MOVED = "moved:"  # a torch record's key prefix: its run again with every weight
 
 
 SPREAD_KEY = "spread:"  # a torch record's key prefix: max |moved run - a further run against itself|, one figure
-AGAINST_KEYS = ("loss/", "state", "final/", "weights/")  # what judge_backward reads of a run against itself
+RUNNING = "running/"  # a record's key prefix: running/<i>, step i's digest of BatchNorm's running means
+AGAINST_KEYS = ("loss/", "state", "final/", "weights/", RUNNING)  # what judge_backward reads of a run against itself
+TAKING_KEYS = ("grad/", *AGAINST_KEYS)  # and of a run taking Paddle's side of a kink: the first forward's move grads
 
 
 def against_itself(runs) -> dict:
@@ -610,10 +622,34 @@ def updates(before: dict, after: dict) -> np.ndarray:
     differ; an update that differs (an optimizer's epsilon, a weight decay) shows in its weight's mean, where a loss
     or a weight's norm can hide it. A mean, not a sum: a value of the size of one element's update, on the scale
     the guide's absolute bound on bp_align is set for (a sum over a conv's 2.4M elements is thousands of times
-    its rounding). BatchNorm's running statistics are left out: the frameworks update them by different rules
-    (judge_backward applies torch's), and they are not what the optimizer trains."""
-    means = [float(np.abs(after[k].astype(np.float64) - before[k].astype(np.float64)).mean()) if after[k].size else 0.0
-             for k in after if k in before and after[k].dtype.kind == "f" and k.rsplit(".", 1)[-1] not in STATISTICS]
+    its rounding). BatchNorm's running statistics are left out: they are not what the optimizer trains
+    (running_means digests the means)."""
+    return _changes(before, after, lambda name: name not in STATISTICS)
+
+
+def running_means(before: dict, after: dict) -> np.ndarray:
+    """A step's digest of BatchNorm's running means, as updates digests the weights: a momentum that differs
+    (Paddle's m is torch's 1 - m) moves them alone, every loss and weight staying the same in train mode, so a
+    hand-in without them is green from its folder while judge_backward is red. The running variances are left out:
+    Paddle updates them with the biased batch variance, torch with the unbiased one (BIASED_VARIANCE), which a
+    digest without names cannot take apart; judge_backward judges them by name."""
+    return _changes(before, after, RUNNING_MEANS.__contains__)
+
+
+def _changes(before: dict, after: dict, kept) -> np.ndarray:
+    """Each float tensor's mean |after - before| in float64, sorted, of the tensors whose last name kept() keeps;
+    one tensor under two names (Paddle's RNN weight_ih_l0 and 0.cell.weight_ih, a head tied to its embedding: one
+    side lists it twice, the other once) counted once: the same values before and after."""
+    means, seen = [], {}
+    for k in after:
+        if k not in before or after[k].dtype.kind != "f" or not kept(k.rsplit(".", 1)[-1]):
+            continue
+        b, a = before[k], after[k]
+        mean = float(np.abs(a.astype(np.float64) - b.astype(np.float64)).mean()) if a.size else 0.0
+        counted = seen.setdefault((a.shape, mean), [])
+        if not any(np.array_equal(a, a2) and np.array_equal(b, b2) for b2, a2 in counted):
+            counted.append((b, a))
+            means.append(mean)
     return np.sort(np.array(means, dtype=np.float64))
 
 
@@ -681,7 +717,11 @@ def _train(side, model, inputs, targets, loss, make_optimizer, make_scheduler, s
             if sched:
                 sched.step()
         now = state(model)
-        out[f"weights/{step}"], before = updates(before, now), now  # the digest a hand-in's bp_align carries per step
+        # the digests a hand-in's bp_align carries per step: the weights', and BatchNorm's running means' if any
+        out[f"weights/{step}"], means = updates(before, now), running_means(before, now)
+        if means.size:
+            out[f"{RUNNING}{step}"] = means
+        before = now
         # every weight after the first step (an optimizer's bug named at the parameters it moves), then BatchNorm's
         # statistics (isolated: every tensor) after each
         out.update({f"state{step + 1}/{k}": v for k, v in now.items() if f"state0/{k}" in out or step == 0})
@@ -834,6 +874,7 @@ def _norm_counter(model):
 
 RENAMED = "renamed/"  # a torch record's key: renamed/<torch key>/<its Paddle tensor name>, an empty array
 STATISTICS = {*RENAMES, *RENAMES.values()}  # BatchNorm's running statistics, recorded after every step
+RUNNING_MEANS = {"running_mean", RENAMES["running_mean"]}  # their means, torch's name and Paddle's
 
 
 def _counterpart(key: str, modules: dict, renamed: dict) -> str:

@@ -190,14 +190,14 @@ def judge_pair(folder: Path, name: str, files: dict, overrides: dict, strict: bo
     if library and kind == "computed" and not (exact and exact.is_file()) and not problem:
         problem = (f"{DIAGNOSTICS}/{base}{handin.EXACT} missing: a computed pair is judged on torch's float64 run, "
                    "which its check writes; run its check again")
-    taken_line = ""
+    taken_lines = []
     try:
         if library and not (kind == "computed" and problem):
-            # torch's run taking Paddle's side of a kink, where the pair's check judged with it (bound to this run)
-            taken, taken_line = handin.load_taken(below / f"{base}{handin.TAKEN}", files["torch"], files["paddle"],
-                                                  records[0]) if kind == "computed" and below else (None, "")
+            # torch's runs taking Paddle's side of a kink, where the pair's check judged with them (bound to this run)
+            taken, taken_lines = handin.load_kinks(below, base, files["torch"], files["paddle"], records[0]) \
+                if kind == "computed" and below else ({}, [])
             measured = handin.judge_measured(base, files["torch"], files["paddle"], exact, records[:3], threshold,
-                                             k, kind, taken)
+                                             k, kind, taken.get(handin.TAKEN), taken.get(handin.BRANCH))
             guide, strict_result, same = measured.guide, measured.strict, measured.same_run
         else:
             guide = handin.guide_verdict(t, p, threshold, base)
@@ -253,8 +253,8 @@ def judge_pair(folder: Path, name: str, files: dict, overrides: dict, strict: bo
     print(report.one_line(" | ".join(parts)))
     print(report.one_line(f"  {files['log'].name}: {log_line}" if files["log"] is not None
                           else f"  no {base}_diff.log beside it: nothing to hold against"))
-    if taken_line:
-        print(report.one_line(f"  {DIAGNOSTICS}/{taken_line}"))
+    for line in taken_lines:
+        print(report.one_line(f"  {DIAGNOSTICS}/{line}"))
     for line in trained.lines() if trained is not None else ():
         print(report.one_line(f"  {line}"))
     if trained is not None and own_line:  # torch's own runs left out, or what they show the threshold cannot meet

@@ -592,12 +592,7 @@ def convert(torch_model, paddle_model, name_map=None, path=None, layouts=None, i
     paddle_model.set_state_dict(convert(...)), the older use, still works.
     """
     params = paddle_model.state_dict()  # the model's own tensors, not copies
-    # Paddle's RNN layers list each weight twice (weight_ih_l0 and 0.cell_fw.weight_ih: one tensor); a key is
-    # filled when any name of its tensor is
-    aliases = {}
-    for k, v in params.items():
-        aliases.setdefault(getattr(v, "name", k), []).append(k)
-    same = {k: group for group in aliases.values() for k in group}
+    same = names_of_one_tensor(params)
     # every problem is gathered before any is said: one run names them all (a port's first conversion usually
     # has several, and fixing them one run at a time costs a model load each)
     state, origin, problems, modules, copies, doubt = {}, {}, [], {}, {}, []
@@ -659,6 +654,15 @@ def convert(torch_model, paddle_model, name_map=None, path=None, layouts=None, i
     # the tensor's other names too, so that set_state_dict(convert(...)) finds every key it looks for
     state.aliases = {a: k for k in state for a in same[k] if a != k and a not in state}
     return state
+
+
+def names_of_one_tensor(params: dict) -> dict:
+    """{Paddle key: every key of its tensor}. Paddle's RNN layers list each weight twice (weight_ih_l0 and
+    0.cell_fw.weight_ih: one tensor): a key is filled when any name of its tensor is."""
+    aliases = {}
+    for k, v in params.items():
+        aliases.setdefault(getattr(v, "name", k), []).append(k)
+    return {k: group for group in aliases.values() for k in group}
 
 
 def _one_sided_buffers(torch_model, paddle_model, unfilled: list, modules: dict, params: dict) -> tuple:

@@ -144,9 +144,11 @@ LOADER_SAID = {"batches": "the loader's length (batches in an epoch: its drop_la
 
 
 class Difference(NamedTuple):
-    """The first place two exact records differ: a key, where in it, and what each side holds there."""
+    """The first place two exact records differ: a key, where in it, and what each side holds there. moved: of
+    a differing batch's rows, (how many Paddle holds where torch fed them elsewhere, how many it holds)."""
     key: str
     detail: str
+    moved: tuple = ()
 
     def describe(self) -> str:
         batch = _BATCH_KEY.match(self.key)
@@ -154,8 +156,26 @@ class Difference(NamedTuple):
         if what in LOADER_SAID and (not prefix or prefix.endswith("/")):
             return f"{prefix}{LOADER_SAID[what]}: {self.detail}"
         if batch:
-            return f"{batch.group(1)}batch {batch.group(2)}, key {batch.group(3)}: {self.detail}"
+            return f"{batch.group(1)}batch {batch.group(2)}, key {batch.group(3)}: {self.detail}" + (
+                f"; {self.moved[0]} of Paddle's {self.moved[1]} rows there are rows torch fed at another place: the "
+                "samples come in another order (a sampler or a shuffle: each framework's shuffle draws its own order; give "
+                "both loaders one order, a sampler of yours or shuffle off)" if self.moved else "")
         return f"{self.key}: {self.detail}"
+
+
+def _moved(torch_data: dict, paddle_data: dict, key: str) -> tuple:
+    """(n, rows): n of the rows Paddle's batch `key` holds are rows torch fed at another place (in any batch under
+    the same name), none of them where Paddle holds it; () when none is, or the batch is not samples' rows of one
+    shape (a batch of labels is not: any wrong label is a value torch fed elsewhere)."""
+    batch = _BATCH_KEY.match(key)
+    a, b = np.asarray(torch_data[key]), np.asarray(paddle_data[key])
+    if not batch or a.ndim < 2 or a.shape != b.shape or a.dtype != b.dtype:
+        return ()
+    fed = {row.tobytes() for k, v in torch_data.items() if (m := _BATCH_KEY.match(k)) and m.group(1, 3) ==
+           batch.group(1, 3) and np.shape(v)[1:] == a.shape[1:] and np.asarray(v).dtype == a.dtype
+           for row in np.asarray(v)}
+    n = sum(row.tobytes() in fed and row.tobytes() != own.tobytes() for row, own in zip(b, a))
+    return (n, len(b)) if n else ()
 
 
 def _value(x) -> str:
@@ -198,7 +218,7 @@ def first_difference(torch_data: dict, paddle_data: dict, ulps: int = 0) -> Opti
         a = np.asarray(a)
         d = key_difference(key, a, np.asarray(paddle_data[key]), allowed.get(a.dtype, 0.0))
         if d is not None:
-            return d
+            return d._replace(moved=_moved(torch_data, paddle_data, key))
     extra = next((k for k in paddle_data if k not in torch_data), None)
     return Difference(extra, _missing(extra, paddle_data, torch_data, "torch")) if extra is not None else None
 

@@ -473,12 +473,14 @@ def guide_rule_of(name: str, threshold: float, kind: str) -> bool:
 
 def judge_measured(name: str, torch_file, paddle_file, exact_file, records=(None, None, None),
                    threshold: float = None, k: float = calibrated.K, kind: str = "computed",
-                   taken: dict = None) -> MeasuredVerdict:
+                   taken: dict = None, branch: dict = None) -> MeasuredVerdict:
     """An align pair from its files: torch, Paddle and (a computed pair) torch's float64 run, each with its run
     record (beside it, or at `records`). The float64 run must be the torch side's own: a torch record bound to
     its file, depending on what the torch result depends on. An exact or outcome pair has none. taken: {key:
     figure} (load_taken), torch against its run taking Paddle's side of a kink, allowed SPREAD x as judge_backward
-    allows it."""
+    allows it; branch: {key: array} (load_taken(..., BRANCH)), torch's run on Paddle's branch of the first forward's
+    kinks, which the measured rule judges in torch's place, its float64 run moved by as much (the guide's and the
+    strict verdicts stay the files')."""
     threshold = tolerances.guide_threshold(name) if threshold is None else threshold
     t, p = load_npy(torch_file), load_npy(paddle_file)
     same = record.same_run(torch_file, paddle_file, records[:2])
@@ -488,8 +490,9 @@ def judge_measured(name: str, torch_file, paddle_file, exact_file, records=(None
         problem = same[0] and record.twin_problem(torch_file, exact_file, (records[0], records[2]))
         if problem:
             same = (False, problem + "; re-run the torch side")
-        rows = calibrated.judge_pair(t, p, e, threshold, k)
-        from portcheck.backward import TAKING
+        from portcheck.backward import TAKING, moved_with
+        branch = branch or {}
+        rows = calibrated.judge_pair({**t, **branch}, p, {**e, **moved_with(branch, t, e)}, threshold, k)
         for r in rows:  # where that run is further from torch's than torch's spread against itself, it decides
             if (taken or {}).get(r.name, 0.0) > r.rule.spread:
                 calibrated.with_spread(r, taken[r.name], TAKING)
@@ -561,7 +564,7 @@ def numeric_arrays(arrays, what: str) -> dict:
     return arrays
 
 
-BP_ALIGN = ("loss", "lr", "weights")  # what a bp_align carries per step, from record_backward's <kind>/<i>
+BP_ALIGN = ("loss", "lr", "weights", "running")  # what a bp_align carries per step, from record_backward's <kind>/<i>
 
 
 def bp_key(key: str) -> str:
@@ -572,7 +575,8 @@ def bp_key(key: str) -> str:
 
 def bp_align(rec: dict, exact: bool = False) -> dict:
     """The guide's bp_align pair from a record_backward, carrying what compare_backward judges each step by: its
-    loss, its lr and a digest of its update (weights/<i>: each weight's mean |update|, sorted; backward.updates),
+    loss, its lr and a digest of its update (weights/<i>: each weight's mean |update|, sorted; backward.updates;
+    with BatchNorm, running/<i>: its running means', backward.running_means),
     so that the hand-in checker re-derives the in-process verdict from the folder (a loss alone can agree while
     the updates differ: an optimizer's epsilon); exact=True: torch's float64 run of them, and beside it torch's
     spread against itself where its plain run measured it (calibrated.SPREAD_OF keys)."""
@@ -586,12 +590,24 @@ def bp_align(rec: dict, exact: bool = False) -> dict:
     return out
 
 
-# diagnostics/<pair>_taken_torch.npy: where its check judged the pair against torch's run taking Paddle's side of a
-# kink Paddle crossed in a later step (backward.judged: a BackwardReport's taking), that run's distance from torch's
-# at each key, one figure per key; its run record the torch side's, bound to it and to both sides' files (TAKEN_OF),
-# so the checker allows SPREAD x it as the check did, and leaves out a file edited since or of other runs
+# Where a pair's check judged it against torch's run taking Paddle's side of a kink (backward.judged), that run's
+# part beside the pair in diagnostics/, its run record the torch side's, bound to it and to both sides' files
+# (TAKEN_OF), so the checker judges as the check did and leaves out a file edited since or of other runs:
+# - <pair>_taken_torch.npy, a kink Paddle crossed in a later step (a BackwardReport's taking): that run's distance
+#   from torch's at each key, one figure per key, allowed SPREAD x as judge_backward allows it;
+# - <pair>_branch_torch.npy, the first forward's kinks (a BackwardReport's branch): torch's values on Paddle's
+#   branch at each key, which stand for torch's, its float64 run moved by as much (backward.on_paddles_branch).
 TAKEN = "_taken_torch.npy"
+BRANCH = "_branch_torch.npy"
 TAKEN_OF = "taken_of"  # its run record's field: {side: the fingerprint of the pair's file the run was judged with}
+# {suffix: (what its run is, what its file holds, whether a value fits the torch file's value at its key)}
+BOUND = {
+    TAKEN: ("torch's run taking Paddle's side of a kink", "one figure >= 0 per key of the pair",
+            lambda v, t: v.shape == (1,) and v.dtype.kind == "f" and np.isfinite(v[0]) and v[0] >= 0),
+    BRANCH: ("torch's run on Paddle's branch of the first forward's kinks",
+             "finite values of the torch file's keys, each its shape and dtype",
+             lambda v, t: v.shape == np.shape(t) and v.dtype == np.asarray(t).dtype and bool(np.all(np.isfinite(v)))),
+}
 
 
 def taken_figures(comparison, torch_file) -> dict:
@@ -603,15 +619,29 @@ def taken_figures(comparison, torch_file) -> dict:
     return {k: v for k, v in out.items() if k in keys}
 
 
+def on_branch_line(pair: str) -> str:
+    """The line of a pair judged with its BRANCH file."""
+    return (f"{pair}{BRANCH}: {BOUND[BRANCH][0]} judged in place of torch's run, its float64 run moved by as much "
+            "(backward.on_paddles_branch), as the pair's check judged")
+
+
+def branch_values(comparison, torch_file) -> dict:
+    """{pair key: torch's value on Paddle's branch} of a comparison judged so (a BackwardReport's branch), for the keys
+    the pair's torch file holds; {} for any other comparison."""
+    branch = {bp_key(k): v for k, v in (getattr(comparison, "branch", None) or {}).items() if bp_key(k)}
+    keys = set(load_npy(torch_file)) if branch else ()
+    return {k: v for k, v in branch.items() if k in keys}
+
+
 def _taken_of(torch_file, paddle_file) -> dict:
     return {side: record.result_fingerprint(f) for side, f in (("torch", torch_file), ("paddle", paddle_file))}
 
 
-def save_taken(folder, pair: str, figures: dict) -> Path:
-    """Write `figures` (taken_figures) as <pair>_taken_torch.npy beside the pair, its record the torch side's bound to
-    it and to the pair's two files (record.save_derived)."""
+def save_taken(folder, pair: str, figures: dict, suffix: str = TAKEN) -> Path:
+    """Write `figures` (taken_figures; suffix BRANCH: branch_values) as <pair><suffix> beside the pair, its record the
+    torch side's bound to it and to the pair's two files (record.save_derived)."""
     folder, pair = Path(folder), pair_name(pair)
-    path, torch_file, paddle_file = folder / f"{pair}{TAKEN}", *_handed_in(folder, pair)[:2]
+    path, torch_file, paddle_file = folder / f"{pair}{suffix}", *_handed_in(folder, pair)[:2]
     writable(path)
     writable(record.path_for(path))
     save_npy(path, figures)
@@ -619,20 +649,28 @@ def save_taken(folder, pair: str, figures: dict) -> Path:
     return path
 
 
-def load_taken(path, torch_file, paddle_file, torch_record) -> tuple:
-    """({key: figure} or None, why it is left out or ""): a pair's TAKEN file, used only when its record is bound to
-    it, is the torch side's (torch_record: the torch file's run record, its path) and was written for these two
-    files; a file that is not one figure per key of the pair, >= 0, is a PipelineError (red)."""
-    path = Path(path)
+def save_kinks(folder, pair: str, comparison):
+    """The runs taking Paddle's side of a kink a comparison was judged with (BOUND), each written beside the pair."""
+    torch_file = _handed_in(Path(folder), pair)[0]
+    for suffix, made in ((TAKEN, taken_figures), (BRANCH, branch_values)):
+        figures = made(comparison, torch_file)
+        if figures:
+            save_taken(folder, pair, figures, suffix)
+
+
+def load_taken(path, torch_file, paddle_file, torch_record, suffix: str = TAKEN) -> tuple:
+    """({key: figure (TAKEN) or array (BRANCH)} or None, why it is left out or ""): a pair's file of that suffix, used
+    only when its record is bound to it, is the torch side's (torch_record: the torch file's run record, its path) and
+    was written for these two files; a file that does not hold what BOUND says is a PipelineError (red)."""
+    path, (what, holds, fits) = Path(path), BOUND[suffix]
     if not os.path.lexists(path):
         return None, ""
     figures = load_npy(path)
     torch_record = record.load(None, torch_record) if torch_record and Path(torch_record).is_file() else None
-    keys = set(load_npy(torch_file))
-    if any(k not in keys or np.shape(v) != (1,) or np.asarray(v).dtype.kind != "f" or not np.isfinite(v[0]) or v[0] < 0
-           for k, v in figures.items()):
-        raise PipelineError(f"{path.name} is not torch's run taking Paddle's side as portcheck.handin.save_taken "
-                            "writes it (one figure >= 0 per key of the pair); run the pair's check again")
+    values = load_npy(torch_file)
+    if any(k not in values or not fits(np.asarray(v), values[k]) for k, v in figures.items()):
+        raise PipelineError(f"{path.name} is not {what} as portcheck.handin.save_taken writes it ({holds}); run the "
+                            "pair's check again")
     rec = record.load(path)
     why = "it has no run record" if rec is None else (record.bound("torch", path, rec) and (
         "its run record does not describe it (edited since its check wrote it, or another file's)")) or (
@@ -640,9 +678,18 @@ def load_taken(path, torch_file, paddle_file, torch_record) -> tuple:
         else "it was written for other files of the pair" if rec.get(TAKEN_OF) != _taken_of(torch_file, paddle_file)
         else "")
     if why:
-        return None, (f"{path.name} left out: {why}; the pair is judged without torch's run taking Paddle's side of "
-                      "a kink (run its check again)")
-    return {k: float(v[0]) for k, v in figures.items()}, ""
+        return None, f"{path.name} left out: {why}; the pair is judged without {what} (run its check again)"
+    return {k: float(v[0]) if suffix == TAKEN else np.asarray(v) for k, v in figures.items()}, ""
+
+
+def load_kinks(below, pair: str, torch_file, paddle_file, torch_record) -> tuple:
+    """({suffix: load_taken's values or None} of each BOUND file of the pair in `below`, [its lines]): why one is
+    left out, or that the pair is judged on torch's run on Paddle's branch."""
+    used, said = {}, []
+    for suffix in BOUND:
+        used[suffix], line = load_taken(Path(below) / f"{pair}{suffix}", torch_file, paddle_file, torch_record, suffix)
+        said += [line] if line else [on_branch_line(pair)] if suffix == BRANCH and used[suffix] else []
+    return used, said
 
 
 def save_side(folder, pair: str, framework: str, arrays: dict, depends: dict, script: str, exact: dict = None):
@@ -687,15 +734,14 @@ def judge_and_log(folder, pair: str, threshold: float = None, tables=(), after_s
     threshold = tolerances.guide_threshold(pair) if threshold is None else checked_threshold(threshold, "threshold")
     k, kind = calibrated.multiple(after_steps), tolerances.kind_of(pair, kind)
     torch_file, paddle_file = _handed_in(folder, pair)[:2]
-    figures = taken_figures(comparison, torch_file) if kind == "computed" else {}
-    if figures:
-        save_taken(folder, pair, figures)
-    taken, left_out = load_taken(folder / f"{pair}{TAKEN}", torch_file, paddle_file, record.path_for(torch_file)) \
-        if kind == "computed" else (None, "")
+    if kind == "computed":
+        save_kinks(folder, pair, comparison)
+    used, said = load_kinks(folder, pair, torch_file, paddle_file, record.path_for(torch_file)) \
+        if kind == "computed" else ({}, [])
     verdict = judge_measured(pair, torch_file, paddle_file, folder / f"{pair}{EXACT}", threshold=threshold + spread,
-                             k=k, kind=kind, taken=taken)
+                             k=k, kind=kind, taken=used.get(TAKEN), branch=used.get(BRANCH))
     verdict.also, verdict.spread = tuple(also), spread
-    tables = [left_out, *tables] if left_out else tables
+    tables = [*said, *tables]
     report.write_messages(verdict.messages() + [(line, False) for line in tables], folder / f"{pair}_diff.log")
     report.write_json({"name": pair, "passed": verdict.passed, "threshold": threshold, "k": k, "kind": kind,
                        **({"own_spread": spread} if spread else {})},
@@ -715,8 +761,12 @@ def check_outputs(folder, pairs, top=None):
         writable(log)
         writable(report.verdict_path(log))
         if top is not None:
-            report.hand_in_folder(top, *_handed_in(folder, pair), diagnostics=[folder / f"{pair}{EXACT}",
-                                                                               folder / f"{pair}{TAKEN}"])
+            report.hand_in_folder(top, *_handed_in(folder, pair), diagnostics=_diagnostics(folder, pair))
+
+
+def _diagnostics(folder: Path, pair: str) -> list:
+    """A pair's files its check writes beside it for diagnostics/: torch's float64 run, its kinks' runs (BOUND)."""
+    return [folder / f"{pair}{suffix}" for suffix in (EXACT, *BOUND)]
 
 
 def _handed_in(folder: Path, pair: str) -> tuple:
@@ -737,6 +787,5 @@ def hand_in(folder, pair: str, top, comparison=None) -> str:
     if comparison is not None:
         said = comparison.plot(folder / f"{pair}{PLOT}")
         drawn = [folder / f"{pair}{PLOT}"] if said.startswith("plot:") else []
-    report.hand_in(*_handed_in(folder, pair), diagnostics=[folder / f"{pair}{EXACT}", folder / f"{pair}{TAKEN}",
-                                                            *drawn], top=top)
+    report.hand_in(*_handed_in(folder, pair), diagnostics=[*_diagnostics(folder, pair), *drawn], top=top)
     return said

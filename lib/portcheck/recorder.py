@@ -22,10 +22,10 @@ yardstick of the measured rule; "paddle" starts its model from torch's initial w
 portcheck.pairing) and is fed torch's batches and targets, its own recorded apart (the data pair); "moved" (settings'
 "against": i) is the same script again in float32 from torch's initial weights moved one ulp, fed its batches and
 targets, with backward.AGAINST_ITSELF[i]'s kernels: torch against itself, as compare_backward's plain run measures
-it (calibrated.SPREAD). The torch and Paddle sides also record each later step's values within the floor of 0
-(backward._near_zero's near<i>/ keys); "taking" (portcheck.run, only for a red run whose two sides put such values
-on each side of 0) is the torch script again from torch's initial weights, fed its batches and targets, taking
-Paddle's side of 0 at exactly those values (backward._taking; CROSSED, the run's file of them, in its folder).
+it (calibrated.SPREAD). The torch and Paddle sides also record each step's values within the floor of 0, the first
+forward's too (backward._near_zero's near<i>/ keys); "taking" (portcheck.run, only for a red run whose two sides put
+such values on each side of 0) is the torch script again from torch's initial weights, fed its batches and targets,
+taking Paddle's side of 0 at exactly those values (backward._taking; CROSSED, the run's file of them, in its folder).
 
 Under a launcher (torchrun, paddle.distributed.launch: portcheck.run.ranks) each rank records in DIR/rank<r>/<side>,
 fed and started from torch's rank r; the launcher's own process records nothing.
@@ -50,7 +50,7 @@ RECORD = "record.npy"        # each side's record, in its folder
 STATUS = "status.json"       # each side's outcome: steps taken, config, the error that stopped it
 INIT = "init.npy"            # the torch side's initial weights, in torch's layout (the float64 run starts there)
 CROSSED = "crossed.json"     # the taking side's folder: the values it takes Paddle's side of 0 at (crossed_file)
-NEAR_SIDES = ("torch", "paddle")  # the sides recording each later step's values within the floor of 0
+NEAR_SIDES = ("torch", "paddle")  # the sides recording each step's values within the floor of 0
 STOPPED_EXIT = 3             # the exit code of a script the recorder stopped with an error
 
 
@@ -144,7 +144,7 @@ class Run:
         if i not in self.fed:  # a step's first call (more calls: gradient accumulation)
             self.fed.add(i)
             self.record.update({f"input/batch_{i}/{k}": v for k, v in own.items()})
-            if i and self.side in NEAR_SIDES:  # as record_backward's runs: backward.crossings reads them
+            if self.side in NEAR_SIDES:  # as record_backward's runs: backward.crossings reads them
                 from portcheck.backward import _near_zero
                 near = _near_zero(module, self.record, i)
             here = [dataclasses.replace(c, step=0) for c in self.crossed if c.step == i]
@@ -159,7 +159,7 @@ class Run:
         if self.calls == 0:
             from portcheck.compare import _Recorder, hook_points
             recorder = _Recorder(arrays=self.record)
-            handles = [post(recorder.hook(name)) for name, _, post in hook_points(module)]
+            handles = near + [post(recorder.hook(name)) for name, _, post in hook_points(module)]
         try:
             with taking:
                 return self._inner(call, args, kwargs)

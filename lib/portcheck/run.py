@@ -16,11 +16,14 @@ paddle.distributed.launch: ranks) each rank records in DIR/rank<r> and is judged
   moved     the torch script again in float32 from those weights moved one ulp, with other threads (one run per
             backward.AGAINST_ITSELF): torch against itself, which the steps are also allowed calibrated.SPREAD x,
             as compare_backward allows it.
-A fifth run, only where the steps are red and Paddle's forward in a later step put values within torch's rounding of
-0 on the other side of 0 than torch's (a kink crossed: backward.crossings, from the near<i>/ keys both sides record):
+A fifth run, only where the steps are red and Paddle's forward (the first or a later step's) put values within torch's
+rounding of 0 on the other side of 0 than torch's (a kink crossed: backward.crossings, from the near<i>/ keys both
+sides record in every forward):
   taking    the torch script again from its initial weights, fed its batches, taking Paddle's side of 0 at exactly
-            those values (backward._taking; DIR/taking/crossed.json), allowed calibrated.SPREAD x as
-            compare_backward allows it (backward.judged); a launched run is judged without it.
+            those values (backward._taking; DIR/taking/crossed.json), judged as compare_backward judges it
+            (backward.judged): at the first forward's kinks it stands for torch's run (on_paddles_branch; its values
+            of bp_align handed in as diagnostics/bp_align_branch_torch.npy), at a later step's it is torch against
+            itself, allowed calibrated.SPREAD x (bp_align_taken_torch.npy); a launched run is judged without it.
 The first forward is judged cumulative (each side on its own values) and isolated (every paired module on torch's
 recorded values, portcheck.isolate: every module whose own computation differs is named).
 Then the configuration is compared (portcheck.runconfig: every difference one line), the records judged as
@@ -42,7 +45,7 @@ from pathlib import Path
 
 
 from portcheck import data as data_pairs, handin, runconfig
-from portcheck.backward import AGAINST_ITSELF, AGAINST_KEYS, MOVED, against_itself
+from portcheck.backward import AGAINST_ITSELF, MOVED, TAKING_KEYS, against_itself
 from portcheck.compare import F64, ROOT
 from portcheck.errors import PipelineError
 from portcheck.fileio import load_npy
@@ -54,7 +57,7 @@ MARK = ".portcheck_run"   # in DIR: the folder is ours, a rerun may replace what
 MOVED_SIDES = tuple(f"moved{i + 1}" if i else "moved" for i in range(len(AGAINST_ITSELF)))
 SIDES = (("torch", "torch"), ("paddle", "paddle"), ("torch64", "torch"),  # torch64 reads Paddle's pairing
          *((side, "torch") for side in MOVED_SIDES))
-TAKING = "taking"  # the fifth run's side (taking_run): made only for a red run crossing a kink in a later step
+TAKING = "taking"  # the fifth run's side (taking_run): made only for a red run crossing a kink
 PAIRS = ("forward", "data", "loss", "lr", "bp_align")
 INJECT = Path(__file__).resolve().parent / "inject"
 LIB = Path(__file__).resolve().parent.parent
@@ -182,12 +185,13 @@ def run_side(side: str, argv: list, out: Path, steps: int) -> dict:
 def taking_run(argv: list, out: Path, steps: int, crossed: list) -> dict:
     """backward.judged's again(crossed): the torch script once more from torch's initial weights, fed its batches,
     taking Paddle's side of 0 at each crossed value (recorder's "taking" side; the values handed over as
-    DIR/taking/crossed.json); its record's keys judge_backward reads of a run against itself, with the update
-    digests bp_align carries (with_updates), for backward.take."""
+    DIR/taking/crossed.json); its record's keys judged reads (backward.TAKING_KEYS: the gradients, which the first
+    forward's kinks move, and what judge_backward reads of a run against itself), with the update digests bp_align
+    carries (with_updates), for on_paddles_branch and take."""
     (out / TAKING).mkdir(exist_ok=True)
     crossed_file(out / TAKING / CROSSED, crossed)
     run_side(TAKING, argv, out, steps)
-    return {k: v for k, v in with_updates(load_npy(out / TAKING / RECORD), steps).items() if k.startswith(AGAINST_KEYS)}
+    return {k: v for k, v in with_updates(load_npy(out / TAKING / RECORD), steps).items() if k.startswith(TAKING_KEYS)}
 
 
 def run_ranks(side: str, argv: list, out: Path, steps: int, launched: bool) -> dict:
@@ -237,15 +241,18 @@ def merged(torch_record: dict, float64: dict) -> dict:
 
 
 def with_updates(rec: dict, steps: int) -> dict:
-    """The record with each step's update digest (backward.updates: weights/<i>, and its float64 run's), from the
-    weights the recorder keeps after every step (state<i>/, state0 the initial ones): what handin.bp_align hands in."""
-    from portcheck.backward import updates
+    """The record with each step's update digests (backward.updates: weights/<i>; backward.running_means: running/<i>
+    where BatchNorm's running means are; and its float64 run's), from the weights and buffers the recorder keeps after
+    every step (state<i>/, state0 the initial ones): what handin.bp_align hands in."""
+    from portcheck.backward import RUNNING, running_means, updates
     out = dict(rec)
     for prefix in ("", F64):
         states = [{k.partition("/")[2]: v for k, v in rec.items() if k.startswith(f"{prefix}state{i}/")}
                   for i in range(steps + 1)]
         if all(states):
             out.update({f"{prefix}weights/{i}": updates(states[i], states[i + 1]) for i in range(steps)})
+            means = [running_means(states[i], states[i + 1]) for i in range(steps)]
+            out.update({f"{prefix}{RUNNING}{i}": m for i, m in enumerate(means) if m.size})
     return out
 
 
@@ -290,7 +297,7 @@ def rank0_buffers(t: dict) -> set:
 
 def judge(out: Path, statuses: dict, steps: int, rank: int = 0, again=None) -> int:
     """The records in `out` judged and handed in; again(crossed): the taking run (taking_run), made by backward.judged
-    only where the steps are red and a kink is crossed in a later step (None: not made, the report says so)."""
+    only where the steps are red and a kink is crossed (None: not made, the report says so)."""
     from portcheck import record
     from portcheck.backward import crossing_lines, judged
     from portcheck.handin import per_step, save_side
@@ -332,15 +339,14 @@ def judge(out: Path, statuses: dict, steps: int, rank: int = 0, again=None) -> i
         save_side(pairs, "lr", side, per_step(rec, "lr"), dep, script,
                   exact=per_step(rec, "lr", exact=True) if exact else None)
         save_side(pairs, "data", side, batches(rec), dep, script)
-    # the taking run's figures beside bp_align (handin.save_taken), judged with as the hand-in checker judges them;
-    # a previous run's, in our folders, never judged as this one's (the same scripts write the same pair files)
-    taken = [pairs / f"bp_align{handin.TAKEN}", top / DIAGNOSTICS / f"bp_align{handin.TAKEN}"]
+    # the taking run's figures beside bp_align (handin.save_taken: a later step's kinks, and torch's run on Paddle's
+    # branch of the first forward's), judged with as the hand-in checker judges them; a previous run's, in our
+    # folders, never judged as this one's (the same scripts write the same pair files)
+    taken = [where / f"bp_align{suffix}" for where in (pairs, top / DIAGNOSTICS) for suffix in handin.BOUND]
     for f in [*taken, *map(record.path_for, taken)]:
         if f.is_file():
             f.unlink()
-    figures = handin.taken_figures(report, pairs / "bp_align_torch.npy")
-    if figures:
-        handin.save_taken(pairs, "bp_align", figures)
+    handin.save_kinks(pairs, "bp_align", report)
     tables = [*(f"configuration: {line}" for line in config), *report.table().splitlines()]
     handin.check_outputs(pairs, PAIRS, top)
     with contextlib.redirect_stdout(io.StringIO()):  # the diff logs' lines: in their files, the summary below
@@ -370,7 +376,7 @@ def judge(out: Path, statuses: dict, steps: int, rank: int = 0, again=None) -> i
           + "".join(f"; the {side} run stopped: {why}" for side, why in report.forward.isolation_stopped.items()))
     print("training: " + ("every module, gradient, loss, lr and weight within the measured rule" if report.passed
                           else f"RED, the runs part at {where}"))
-    if report.crossed and (report.taken or not report.passed):  # a green run's values near 0 decide nothing
+    if report.crossed and (report.on_branch or report.taken or not report.passed):  # as report.table() says them
         lines = crossing_lines(report.crossed, report.on_branch, report.taken, report.first_diverging or "")
         print("".join(f"  ({line})\n" for line in lines), end="")
     for name, v in verdicts.items():

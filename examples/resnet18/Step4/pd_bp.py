@@ -3,8 +3,8 @@ Momentum, L2Decay and StepDecay (examples/resnet18/resnet.py), everything record
 
 bp_record_paddle.npy: the first forward (every module, batch statistics), every gradient after the first
 backward, the loss and lr of each step, BatchNorm's running statistics after each step and every weight after
-the last. The guide's pairs: lr_paddle.npy (lr_0..) and bp_align_paddle.npy (each step's loss_i, lr_i and
-weights_i, the digest of its update).
+the last. The guide's pairs: lr_paddle.npy (lr_0..) and bp_align_paddle.npy (each step's loss_i, lr_i,
+weights_i, the digest of its update, and running_i, its running means').
 """
 try:
     import portcheck.runtime  # first: offline mode, threads, allocator, before torch/paddle load

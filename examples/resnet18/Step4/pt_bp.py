@@ -4,8 +4,8 @@ momentum SGD, weight decay and a step schedule (examples/resnet18/resnet.py), ev
 bp_record_torch.npy: the first forward (every module, batch statistics), every gradient after the first
 backward, the loss and lr of each step, BatchNorm's running statistics after each step and every weight after
 the last, and all of it again from a float64 copy taking the same steps. The guide's pairs: lr_torch.npy
-(lr_0..) and bp_align_torch.npy (each step's loss_i, lr_i and weights_i, the digest of its update, so that the
-hand-in checker judges what check_step4.py judged), with their float64 runs.
+(lr_0..) and bp_align_torch.npy (each step's loss_i, lr_i, weights_i, the digest of its update, and running_i,
+its running means', so that the hand-in checker judges what check_step4.py judged), with their float64 runs.
 """
 try:
     import portcheck.runtime  # first: offline mode, threads, allocator, before torch/paddle load
