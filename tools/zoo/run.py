@@ -176,10 +176,12 @@ OTHER_KERNELS = [
     "## Under another CPU's kernels",
     "",
     "`ATEN_CPU_CAPABILITY=default python tools/zoo/run.py` (torch's scalar kernels: another CPU's torch rounds "
-    "otherwise), 2026-11-26, on main after the fixes below (in a scratch clone): 220 verdicts, 1 differed from the "
-    "table's (the known one), every correct port green and every plant red; compare_backward (K=128): clean 0.318, "
-    "planted 1.32, margin 4.14; forward, every module (K=16): clean 0.0917, planted 1.04, margin 11.3; 85 s. Three "
-    "correct ports were red there before:",
+    "otherwise), 2026-11-26, on main after the fixes below and compare_forward's naming of a module whose differing "
+    "input came from no module (in a scratch clone): 220 verdicts, none differed from the table's (the run before's "
+    "one, issue 47's position ids from a buffer, is red at positions now), every correct port green and every plant "
+    "red; compare_backward (K=128): clean 0.318, planted 1.32, margin 4.14; forward, every module (K=16): clean "
+    "0.0917, planted 1.04, margin 11.3 (as before); 650 s beside other jobs (85 s before). Three correct ports were "
+    "red there before:",
     "",
     "- MobileNetV2: a conv output of the first forward is 1.5e-15 in torch, -1.7e-16 in Paddle (1.3e-15 in float64, "
     "torch's own error there 2.4e-14): the ReLU6 after it passes the gradient on one side only, and its BatchNorm "
