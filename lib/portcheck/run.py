@@ -295,6 +295,17 @@ def rank0_buffers(t: dict) -> set:
     return out
 
 
+def unplaced_why(report) -> str:
+    """Why a red training report names no place where the runs part: what it could not judge."""
+    stopped = report.forward.isolation_stopped if report.forward is not None else {}
+    if stopped:
+        return "the first forward on torch's values was not judged (" + "; ".join(
+            f"the {side} run: {why}" for side, why in stopped.items()) + "): a check that compared less than asked"
+    if report.unjudged:
+        return f"{len(report.unjudged)} value(s) not judged (torch's float64 run overflowed where its float32 did not)"
+    return "a row is red: the table in log_reprod/bp_align_diff.log"
+
+
 def judge(out: Path, statuses: dict, steps: int, rank: int = 0, again=None) -> int:
     """The records in `out` judged and handed in; again(crossed): the taking run (taking_run), made by backward.judged
     only where the steps are red and a kink is crossed (None: not made, the report says so)."""
@@ -374,8 +385,9 @@ def judge(out: Path, statuses: dict, steps: int, rank: int = 0, again=None) -> i
                                                         if differ else "every paired module within its rule"
                                                         if report.forward.isolated else "not judged")
           + "".join(f"; the {side} run stopped: {why}" for side, why in report.forward.isolation_stopped.items()))
+    unplaced = "" if report.passed or where else unplaced_why(report)
     print("training: " + ("every module, gradient, loss, lr and weight within the measured rule" if report.passed
-                          else f"RED, the runs part at {where}"))
+                          else f"RED, the runs part at {where}" if where else f"RED: {unplaced}"))
     if report.crossed and (report.on_branch or report.taken or not report.passed):  # as report.table() says them
         lines = crossing_lines(report.crossed, report.on_branch, report.taken, report.first_diverging or "")
         print("".join(f"  ({line})\n" for line in lines), end="")
@@ -384,7 +396,7 @@ def judge(out: Path, statuses: dict, steps: int, rank: int = 0, again=None) -> i
     red = bool(config) or not fed.passed or not report.passed or not all(v.passed for v in verdicts.values())
     print(f"{'RED' if red else 'green'}: " + (
         f"{len(config)} configuration difference(s)" if config else
-        "the data differ" if not fed.passed else f"the runs part at {where}" if where else
+        "the data differ" if not fed.passed else f"the runs part at {where}" if where else unplaced or
         "a pair is red" if red else "the same run for the first steps")
           + f"; the hand-in: python -m portcheck check {top} --only {','.join(PAIRS)}")
     return 1 if red else 0
