@@ -98,7 +98,7 @@ class Run:
         self.against = settings.get("against")  # the moved side's: its index in backward.AGAINST_ITSELF
         self.record, self.config = {}, {"seeds": {}, "clip": None, "loss": None, "versions": fw.versions()}
         self.step, self.depth, self.calls, self.loss, self.done = 0, 0, 0, None, False
-        self.error, self.fed, self.in_root = None, set(), 0
+        self.error, self.fed, self.in_root, self.making = None, set(), 0, False
         self.given = None  # the torch side's record (paddle, torch64): its batches, targets, weights
         self.crossed = []  # the taking side's: the values whose side of 0 it takes Paddle's (backward.Crossing)
         self.plain = self.side == "plain"  # tools/bench_run.py: the script's own first N steps, nothing recorded
@@ -186,6 +186,7 @@ class Run:
         self.flags = ({i: v for i, v in enumerate(args) if is_flag(v)}, {k: v for k, v in kwargs.items() if is_flag(v)})
         self.positional = len(args)
         self.depth += 1  # the runs made here (pairing, isolation) are not training calls
+        self.making = True
         try:
             if self.side == "torch":
                 from portcheck.fileio import save_npy
@@ -221,6 +222,7 @@ class Run:
                 self.fw.set_state(module, state)  # BatchNorm's statistics as they were before the isolated run
         finally:
             self.depth -= 1
+            self.making = False
         self.record.update(describe(module))
         self.record.update(self.fw.layout_keys(module))
         self.config["modules"] = self.fw.module_config(module)
@@ -262,9 +264,9 @@ class Run:
 
     def loss_call(self, name, target, settings: dict):
         """A functional loss called on the root's output: its target recorded (paddle, torch64: replaced)."""
-        # a loss inside the model is not the loss, nor one of the runs the recorder makes itself (pairing,
-        # isolation: depth), which a model computing its loss from labels= makes too
-        if self.root is None or self.done or self.in_root or self.depth:
+        # a loss inside the model is not the loss, nor one in the runs the recorder makes itself at the model's
+        # first call (pairing, isolation), which a model computing its loss from labels= makes too
+        if self.root is None or self.done or self.in_root or self.making:
             return target
         key = f"target/batch_{self.step}"
         if self.config["loss"] is None:

@@ -45,7 +45,7 @@ from pathlib import Path
 
 
 from portcheck import data as data_pairs, handin, runconfig
-from portcheck.backward import AGAINST_ITSELF, MOVED, TAKING_KEYS, against_itself
+from portcheck.backward import AGAINST_ITSELF, MOVED, RUNNING, TAKING_KEYS, against_itself
 from portcheck.compare import F64, ROOT
 from portcheck.errors import PipelineError
 from portcheck.fileio import load_npy
@@ -244,7 +244,7 @@ def with_updates(rec: dict, steps: int) -> dict:
     """The record with each step's update digests (backward.updates: weights/<i>; backward.running_means: running/<i>
     where BatchNorm's running means are; and its float64 run's), from the weights and buffers the recorder keeps after
     every step (state<i>/, state0 the initial ones): what handin.bp_align hands in."""
-    from portcheck.backward import RUNNING, running_means, updates
+    from portcheck.backward import running_means, updates
     out = dict(rec)
     for prefix in ("", F64):
         states = [{k.partition("/")[2]: v for k, v in rec.items() if k.startswith(f"{prefix}state{i}/")}
@@ -337,7 +337,8 @@ def judge(out: Path, statuses: dict, steps: int, rank: int = 0, again=None) -> i
     depends = lambda w, fed_: {"weights": record.state_fingerprint({k: v for k, v in w.items() if v is not None}),
                                "inputs": record.fingerprint([("in", fed_)]), "flags": {"steps": steps}}
     sides = {"torch": (t, depends(weights, t[f"in/{ROOT}"])),
-             "paddle": (with_updates(p, steps), depends(paddle_weights, p[f"in/{ROOT}"]))}
+             "paddle": ({k: v for k, v in with_updates(p, steps).items() if not k.startswith(RUNNING) or k in t},
+                        depends(paddle_weights, p[f"in/{ROOT}"]))}  # running means rank 0's (DDP_BUFFERS): not judged
     script = "python -m portcheck run"
     for side, (rec, dep) in sides.items():
         exact = side == "torch"
