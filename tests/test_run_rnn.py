@@ -1,6 +1,9 @@
-"""`python -m portcheck run` on an LSTM pair: Paddle's RNN layers list each weight under two names (weight_ih_l0
-and 0.cell.weight_ih: one tensor), torch's under one. The Paddle model is filled from torch's weights and judged
-green; a parameter the port adds is refused in one line naming it."""
+"""`python -m portcheck run` on an LSTM pair called as transformers' and paddlenlp's models are: Paddle's RNN layers
+list each weight under two names (weight_ih_l0 and 0.cell.weight_ih: one tensor), torch's under one; the batch is
+tensors and flags, positional and keyword (x, None, labels=, return_dict=True), the loss computed inside the
+model; attention drops out in train mode (scaled_dot_product_attention's dropout_p). The Paddle model is filled from
+torch's weights, each module judged on torch's values too, the data and the steps green; a parameter the port adds is
+refused in one line naming it."""
 import contextlib
 import io
 import shutil
@@ -12,6 +15,8 @@ from portcheck import run
 from portcheck.errors import PipelineError
 
 STEPS = 2
+# as transformers' and paddlenlp's models are called: tensors and flags, positional and keyword, the loss computed
+# inside from labels=, attention with its own dropout in train mode (scaled_dot_product_attention's dropout_p)
 MODEL = {"torch": """import numpy as np, torch
 from torch import nn
 torch.manual_seed(0)
@@ -19,14 +24,20 @@ class Net(nn.Module):
     def __init__(self):
         super().__init__()
         self.rnn, self.head = nn.LSTM(4, 8, num_layers=2, batch_first=True), nn.Linear(8, 3)
-    def forward(self, x):
-        return self.head(self.rnn(x)[0][:, -1])
+        self.loss = nn.CrossEntropyLoss()
+    def forward(self, x, mask=None, labels=None, return_dict=False):
+        h = self.rnn(x)[0]
+        q = h.reshape(h.shape[0], h.shape[1], 2, 4).transpose(1, 2)  # [batch, heads, time, 4]
+        a = nn.functional.scaled_dot_product_attention(q, q, q, None, 0.5 if self.training else 0.0)
+        logits = self.head(a.transpose(1, 2).reshape(h.shape)[:, -1])
+        loss = self.loss(logits, labels) if labels is not None else None
+        return {"loss": loss, "logits": logits} if return_dict else (loss, logits)
 model = Net()
 opt = torch.optim.Adam(model.parameters(), lr=1e-2)
 rng = np.random.RandomState(0)
 for _ in range(STEPS):
     x, y = torch.from_numpy(rng.rand(6, 5, 4).astype(np.float32)), torch.from_numpy(rng.randint(0, 3, 6))
-    loss = nn.functional.cross_entropy(model(x), y)
+    loss = model(x, None, labels=y, return_dict=True)["loss"]
     opt.zero_grad(); loss.backward(); opt.step()
 """, "paddle": """import numpy as np, paddle
 from paddle import nn
@@ -35,25 +46,31 @@ class Net(nn.Layer):
     def __init__(self):
         super().__init__()
         self.rnn, self.head = nn.LSTM(4, 8, num_layers=2), nn.Linear(8, 3)
-    def forward(self, x):
-        return self.head(self.rnn(x)[0][:, -1])
+        self.loss = nn.CrossEntropyLoss()
+    def forward(self, x, mask=None, labels=None, return_dict=False):
+        h = self.rnn(x)[0]
+        q = h.reshape([h.shape[0], h.shape[1], 2, 4])  # [batch, time, heads, 4]
+        a = nn.functional.scaled_dot_product_attention(q, q, q, None, 0.5 if self.training else 0.0)
+        logits = self.head(a.reshape(h.shape)[:, -1])
+        loss = self.loss(logits, labels) if labels is not None else None
+        return {"loss": loss, "logits": logits} if return_dict else (loss, logits)
 model = Net()
 opt = paddle.optimizer.Adam(1e-2, parameters=model.parameters())
 rng = np.random.RandomState(0)
 for _ in range(STEPS):
     x, y = paddle.to_tensor(rng.rand(6, 5, 4).astype(np.float32)), paddle.to_tensor(rng.randint(0, 3, 6))
-    loss = nn.functional.cross_entropy(model(x), y)
+    loss = model(x, None, labels=y, return_dict=True)["loss"]
     opt.clear_grad(); loss.backward(); opt.step()
 """}
 # a parameter the Paddle port adds (a learned output scale torch's model lacks)
-ADDED = ("        return self.head(self.rnn(x)[0][:, -1])\n",
-         "        return self.head(self.rnn(x)[0][:, -1]) * self.scale\n")
+ADDED = ("        logits = self.head(a.reshape(h.shape)[:, -1])\n",
+         "        logits = self.head(a.reshape(h.shape)[:, -1]) * self.scale\n")
 
 
 def script(tmp_path, side, plant=None):
     text = MODEL[side].replace("STEPS", str(STEPS + 1))
     if plant:
-        text = text.replace(*plant).replace("nn.Linear(8, 3)\n", "nn.Linear(8, 3)\n"
+        text = text.replace(*plant).replace("nn.CrossEntropyLoss()\n", "nn.CrossEntropyLoss()\n"
                                             "        self.scale = self.create_parameter([1], default_initializer="
                                             "nn.initializer.Constant(1.0))\n")
     path = tmp_path / f"{side}_{'planted' if plant else 'rnn'}.py"
@@ -74,7 +91,10 @@ def test_an_lstm_pair_is_filled_from_torchs_weights_and_green(torch_done):
     printed = io.StringIO()
     with contextlib.redirect_stdout(printed):
         code = run.judge(out, statuses, STEPS)
-    assert code == 0 and "green: the same run" in printed.getvalue(), printed.getvalue()
+    said = printed.getvalue()
+    assert code == 0 and "green: the same run" in said, said
+    assert "forward, each module on torch's values: every paired module within its rule" in said, said
+    assert "data: every value equal" in said, said
 
 
 def test_a_parameter_the_port_adds_is_refused_naming_it(torch_done, tmp_path):
@@ -84,3 +104,31 @@ def test_a_parameter_the_port_adds_is_refused_naming_it(torch_done, tmp_path):
                                             r"tensor fills") as e:
         run.run_side("paddle", script(tmp_path, "paddle", ADDED), out, STEPS)
     assert "rnn.0.cell" not in str(e.value), e.value
+
+
+def test_a_red_run_that_names_no_place_says_what_it_could_not_judge():
+    """A first forward the recorder could not run on torch's values (a nested argument) leaves the report red with
+    no module where the runs part: the line says what was not judged, never "the runs part at None"."""
+    from types import SimpleNamespace
+    stopped = SimpleNamespace(forward=SimpleNamespace(isolation_stopped={"paddle": "not run: a nested argument"}),
+                              unjudged=[])
+    assert run.unplaced_why(stopped) == ("the first forward on torch's values was not judged (the paddle run: not "
+                                         "run: a nested argument): a check that compared less than asked")
+    rest = SimpleNamespace(forward=SimpleNamespace(isolation_stopped={}), unjudged=[])
+    assert "None" not in run.unplaced_why(rest)
+
+
+def test_an_attentions_own_dropout_is_off_while_the_recorder_says_so():
+    """recorder.no_attention_dropout: scaled_dot_product_attention's dropout_p (positional or keyword) is 0 while the
+    run's dropout is off, and as the script asked once it is not (the steps after N, --full's training)."""
+    torch = pytest.importorskip("torch")
+    from types import SimpleNamespace
+    from portcheck.recorder import no_attention_dropout
+    q = torch.rand(2, 2, 5, 4)
+    plain = torch.nn.functional.scaled_dot_product_attention(q, q, q)
+    run_ = SimpleNamespace(dropout_off=True)
+    attention = no_attention_dropout(run_, torch.nn.functional.scaled_dot_product_attention)
+    assert torch.equal(attention(q, q, q, None, 0.5), plain) and torch.equal(attention(q, q, q, dropout_p=0.5), plain)
+    run_.dropout_off = False
+    torch.manual_seed(0)
+    assert not torch.equal(attention(q, q, q, None, 0.5), plain)

@@ -8,6 +8,7 @@ import types
 import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 
@@ -640,20 +641,38 @@ def record_value(model, inputs, fn) -> dict:
 
 def call(model, inputs, to_tensor):
     """model(inputs) with numpy inputs turned into the framework's tensors: an array (one argument), a
-    tuple or list (positional arguments) or a dict (keyword arguments)."""
+    tuple or list (positional arguments) or a dict (keyword arguments; a flag among them, True, None or a string,
+    passed as it is: return_dict=True)."""
     # np.array copies: torch.from_numpy shares memory, and a forward that changes its input in place must
     # change neither the caller's array nor the other side's input
+    if isinstance(inputs, Arguments):
+        return model(*[v if is_flag(v) else to_tensor(np.array(v)) for v in inputs.args],
+                     **{k: v if is_flag(v) else to_tensor(np.array(v)) for k, v in inputs.kwargs.items()})
     if isinstance(inputs, dict):
-        return model(**{k: to_tensor(np.array(v)) for k, v in inputs.items()})
+        return model(**{k: v if is_flag(v) else to_tensor(np.array(v)) for k, v in inputs.items()})
     if isinstance(inputs, (tuple, list)):
         return model(*[to_tensor(np.array(v)) for v in inputs])
     return model(to_tensor(np.array(inputs)))
 
 
+class Arguments(NamedTuple):
+    """Positional and keyword arguments together, as a script calls its model (model(ids, attention_mask=m,
+    return_dict=True)): inputs call() takes beside an array, a tuple and a dict."""
+    args: tuple
+    kwargs: dict
+
+
+def is_flag(value) -> bool:
+    """A keyword argument that is no tensor's value: a bool, None or a string (return_dict=True)."""
+    return value is None or isinstance(value, (bool, str))
+
+
 def _float64(inputs):
     cast = lambda v: np.asarray(v).astype(np.float64) if np.asarray(v).dtype.kind == "f" else np.asarray(v)
+    if isinstance(inputs, Arguments):
+        return Arguments(tuple(v if is_flag(v) else cast(v) for v in inputs.args), _float64(inputs.kwargs))
     if isinstance(inputs, dict):
-        return {k: cast(v) for k, v in inputs.items()}
+        return {k: v if is_flag(v) else cast(v) for k, v in inputs.items()}
     if isinstance(inputs, (tuple, list)):
         return type(inputs)(cast(v) for v in inputs)
     return cast(inputs)

@@ -31,6 +31,9 @@ def _same(name, array):
 
 
 RENAMES = {"running_mean": "_mean", "running_var": "_variance"}  # BatchNorm's statistics, torch -> Paddle
+# why a torch tensor and the Paddle one of its name differ in shape, which no pairing or layout settles
+CONFIGS_DIFFER = ("the two models' configs differ there (a vocabulary, a type_vocab_size, a width); build both from "
+                  "one config")
 
 
 def _batch_norm(name, array):
@@ -359,8 +362,7 @@ def pair_modules(torch_model, paddle_model, name_map=None, inputs=None, layouts=
         problems.append(f"{len(configs)} torch module(s) differ in shape from their Paddle counterpart: " + "; ".join(
             f"torch {n} ({shapes(own_tensors(dict(left)[n]).items())}) against Paddle {p} "
             f"({shapes(layers[p].named_parameters(include_sublayers=False))})" for n, p in list(configs.items())[:6])
-            + ": the two models' configs differ there (a vocabulary, a type_vocab_size, a width); build both from "
-            "one config, which no name_map can stand in for")
+            + f": {CONFIGS_DIFFER}, which no name_map can stand in for")
     if missing:  # all at once: one run names every module left without a counterpart
         named = " (the name map names no Paddle module of that name)" if paired.missing else ""
         problems.append(f"{len(missing)} torch module(s) have no counterpart in the Paddle model{named}: "

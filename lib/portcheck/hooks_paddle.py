@@ -56,7 +56,7 @@ class PaddleSide:
         filled, every shape equal, before the first is set; else one line. Returns the pairing's calls
         {torch call: Paddle call} and record keys {torch key: Paddle key} (compare.counterparts)."""
         from portcheck.backward import RENAMED, _counterpart
-        from portcheck.convert import names_of_one_tensor
+        from portcheck.convert import CONFIGS_DIFFER, names_of_one_tensor
         from portcheck.compare import _Recorder, counterparts, eval_mode, hook_points
         from portcheck.pairing import describe, pair
         from portcheck.recorder import RUN
@@ -81,18 +81,25 @@ class PaddleSide:
             raise RUN.refuse(f"its model does not pair with the torch model's: {e}")
         renamed = dict(k[len(RENAMED):].rsplit("/", 1) for k in given if k.startswith(RENAMED))
         params = model.state_dict()
-        state, problems, placed = {}, [], {}
+        state, problems, placed, said = {}, [], {}, set()  # said: Paddle keys a problem names already
         for key in (k for k in given if k.startswith("state0/")):
             target = _counterpart(key, modules, renamed).partition("/")[2]
             if target not in params:
-                problems.append(f"torch {key[7:]} has no Paddle counterpart")
+                like = params.get(key[7:])  # the Paddle tensor of its name, which its shape kept from pairing
+                if like is None:
+                    problems.append(f"torch {key[7:]} has no Paddle counterpart")
+                else:
+                    problems.append(f"torch {key[7:]} {list(given[key].shape)} vs Paddle {key[7:]} "
+                                    f"{list(like.shape)}: {CONFIGS_DIFFER}")
+                    said.add(key[7:])
                 continue
             value, want = given[key], params[target]
             if tuple(value.shape) != tuple(want.shape):
                 problems.append(f"torch {key[7:]} {list(value.shape)} vs Paddle {target} {list(want.shape)}")
             state[target], placed[key[7:]] = value, target
         same = names_of_one_tensor(params)
-        problems += [f"Paddle {k} no torch tensor fills" for k in params if not any(a in state for a in same[k])]
+        problems += [f"Paddle {k} no torch tensor fills" for k in params
+                     if k not in said and not any(a in state for a in same[k])]
         if problems:
             raise RUN.refuse(f"its model cannot start from the torch model's weights ({len(problems)} problem(s)): "
                              + "; ".join(problems[:4]))

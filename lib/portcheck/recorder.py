@@ -98,7 +98,7 @@ class Run:
         self.against = settings.get("against")  # the moved side's: its index in backward.AGAINST_ITSELF
         self.record, self.config = {}, {"seeds": {}, "clip": None, "loss": None, "versions": fw.versions()}
         self.step, self.depth, self.calls, self.loss, self.done = 0, 0, 0, None, False
-        self.error, self.fed, self.in_root = None, set(), 0
+        self.error, self.fed, self.in_root, self.making = None, set(), 0, False
         self.given = None  # the torch side's record (paddle, torch64): its batches, targets, weights
         self.crossed = []  # the taking side's: the values whose side of 0 it takes Paddle's (backward.Crossing)
         self.plain = self.side == "plain"  # tools/bench_run.py: the script's own first N steps, nothing recorded
@@ -179,9 +179,14 @@ class Run:
         return v.astype(np.float64) if self.side == "torch64" and v.dtype.kind == "f" else v
 
     def _first_call(self, module, args, kwargs):
+        from portcheck.compare import is_flag
         from portcheck.pairing import describe
         self.fw.check_not_compiled(module)
+        # this side's own flags (return_dict=True) and its count of positional arguments: the isolated run's call
+        self.flags = ({i: v for i, v in enumerate(args) if is_flag(v)}, {k: v for k, v in kwargs.items() if is_flag(v)})
+        self.positional = len(args)
         self.depth += 1  # the runs made here (pairing, isolation) are not training calls
+        self.making = True
         try:
             if self.side == "torch":
                 from portcheck.fileio import save_npy
@@ -217,6 +222,7 @@ class Run:
                 self.fw.set_state(module, state)  # BatchNorm's statistics as they were before the isolated run
         finally:
             self.depth -= 1
+            self.making = False
         self.record.update(describe(module))
         self.record.update(self.fw.layout_keys(module))
         self.config["modules"] = self.fw.module_config(module)
@@ -230,14 +236,19 @@ class Run:
         """Every paired module call on torch's recorded first-forward values (portcheck.isolate.forced_run): the
         value each computes, under iso/<its key> (torch's float64 side: torch's own error per module; Paddle's:
         its counterpart's computation on the same values)."""
-        from portcheck.compare import values
+        from portcheck.compare import Arguments, values
         from portcheck.isolate import forced_run
         first = self._given_batch(0)
-        inputs = tuple(first[k] for k in sorted(first, key=lambda k: int(k.split("/")[1]))) \
-            if all(k.startswith("args/") and k.count("/") == 1 for k in first) else None
+        args = {**{int(k[5:]): v for k, v in first.items() if k.startswith("args/") and k[5:].isdigit()},
+                **self.flags[0]}
+        kwargs = {k[7:]: v for k, v in first.items() if k.startswith("kwargs/") and k.count("/") == 1}
+        # tensors and flags alone, as the script passed them (a nested argument, a list of tensors: not)
+        inputs = Arguments(tuple(args[i] for i in range(len(args))), {**kwargs, **self.flags[1]}) \
+            if len(args) - len(self.flags[0]) + len(kwargs) == len(first) and \
+            sorted(args) == list(range(self.positional)) else None
         if inputs is None or not calls:
-            self.config["isolated"] = "not run: the model's batch is not a few positional tensors" if calls else \
-                "not run: no module paired"
+            self.config["isolated"] = "not run: the model's batch is not tensors and flags (True, None, a string) " \
+                "passed as they are" if calls else "not run: no module paired"
             return
         kept = {}
 
@@ -253,7 +264,9 @@ class Run:
 
     def loss_call(self, name, target, settings: dict):
         """A functional loss called on the root's output: its target recorded (paddle, torch64: replaced)."""
-        if self.root is None or self.done or self.in_root:  # a loss inside the model is not the loss
+        # a loss inside the model is not the loss, nor one in the runs the recorder makes itself at the model's
+        # first call (pairing, isolation), which a model computing its loss from labels= makes too
+        if self.root is None or self.done or self.in_root or self.making:
             return target
         key = f"target/batch_{self.step}"
         if self.config["loss"] is None:
@@ -349,6 +362,10 @@ def crossed_file(path: Path, crossed=None) -> list:
 LOSSES = ("cross_entropy", "nll_loss", "mse_loss", "l1_loss", "smooth_l1_loss", "binary_cross_entropy",
           "binary_cross_entropy_with_logits", "kl_div", "huber_loss")
 DROPOUTS = ("dropout", "dropout1d", "dropout2d", "dropout3d", "alpha_dropout", "feature_alpha_dropout")
+# attention with its own dropout (transformers' and paddlenlp's attention in train mode, torch's MultiheadAttention):
+# (query, key, value, attn_mask, dropout_p, ...) in both frameworks
+ATTENTIONS = ("scaled_dot_product_attention",)
+DROPOUT_P = 4  # dropout_p's place among their arguments
 
 
 def loss_settings(bound) -> dict:
@@ -386,6 +403,9 @@ def wrap_framework(run, module_class, tensor_class, functional, loss):
     for name in DROPOUTS:
         if hasattr(functional, name):
             setattr(functional, name, no_dropout(run, getattr(functional, name)))
+    for name in ATTENTIONS:
+        if hasattr(functional, name):
+            setattr(functional, name, no_attention_dropout(run, getattr(functional, name)))
 
 
 def registering(run, init):
@@ -404,6 +424,19 @@ def no_dropout(run, fn):
     def dropout(input, *args, **kwargs):
         return input if run.dropout_off else fn(input, *args, **kwargs)
     return dropout
+
+
+def no_attention_dropout(run, fn):
+    """An attention's own dropout (dropout_p) off for the N steps, as no_dropout's."""
+    @functools.wraps(fn)
+    def attention(*args, **kwargs):
+        if run.dropout_off:
+            if len(args) > DROPOUT_P:
+                args = (*args[:DROPOUT_P], 0.0, *args[DROPOUT_P + 1:])
+            else:
+                kwargs["dropout_p"] = 0.0
+        return fn(*args, **kwargs)
+    return attention
 
 
 def seeded(run, where, name, said):

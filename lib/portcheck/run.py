@@ -45,7 +45,7 @@ from pathlib import Path
 
 
 from portcheck import data as data_pairs, handin, runconfig
-from portcheck.backward import AGAINST_ITSELF, MOVED, TAKING_KEYS, against_itself
+from portcheck.backward import AGAINST_ITSELF, MOVED, RUNNING, TAKING_KEYS, against_itself
 from portcheck.compare import F64, ROOT
 from portcheck.errors import PipelineError
 from portcheck.fileio import load_npy
@@ -244,7 +244,7 @@ def with_updates(rec: dict, steps: int) -> dict:
     """The record with each step's update digests (backward.updates: weights/<i>; backward.running_means: running/<i>
     where BatchNorm's running means are; and its float64 run's), from the weights and buffers the recorder keeps after
     every step (state<i>/, state0 the initial ones): what handin.bp_align hands in."""
-    from portcheck.backward import RUNNING, running_means, updates
+    from portcheck.backward import running_means, updates
     out = dict(rec)
     for prefix in ("", F64):
         states = [{k.partition("/")[2]: v for k, v in rec.items() if k.startswith(f"{prefix}state{i}/")}
@@ -307,6 +307,17 @@ def configuration(t: dict, p: dict, statuses: dict, steps: int, modules: dict, r
     return runconfig.differences(statuses["torch"]["config"], statuses["paddle"]["config"], modules, renamed, lrs)
 
 
+def unplaced_why(report) -> str:
+    """Why a red training report names no place where the runs part: what it could not judge."""
+    stopped = report.forward.isolation_stopped if report.forward is not None else {}
+    if stopped:
+        return "the first forward on torch's values was not judged (" + "; ".join(
+            f"the {side} run: {why}" for side, why in stopped.items()) + "): a check that compared less than asked"
+    if report.unjudged:
+        return f"{len(report.unjudged)} value(s) not judged (torch's float64 run overflowed where its float32 did not)"
+    return "a row is red: the table in log_reprod/bp_align_diff.log"
+
+
 def judge(out: Path, statuses: dict, steps: int, rank: int = 0, again=None) -> int:
     """The records in `out` judged and handed in; again(crossed): the taking run (taking_run), made by backward.judged
     only where the steps are red and a kink is crossed (None: not made, the report says so)."""
@@ -337,7 +348,8 @@ def judge(out: Path, statuses: dict, steps: int, rank: int = 0, again=None) -> i
     depends = lambda w, fed_: {"weights": record.state_fingerprint({k: v for k, v in w.items() if v is not None}),
                                "inputs": record.fingerprint([("in", fed_)]), "flags": {"steps": steps}}
     sides = {"torch": (t, depends(weights, t[f"in/{ROOT}"])),
-             "paddle": (with_updates(p, steps), depends(paddle_weights, p[f"in/{ROOT}"]))}
+             "paddle": ({k: v for k, v in with_updates(p, steps).items() if not k.startswith(RUNNING) or k in t},
+                        depends(paddle_weights, p[f"in/{ROOT}"]))}  # running means rank 0's (DDP_BUFFERS): not judged
     script = "python -m portcheck run"
     for side, (rec, dep) in sides.items():
         exact = side == "torch"
@@ -385,8 +397,9 @@ def judge(out: Path, statuses: dict, steps: int, rank: int = 0, again=None) -> i
                                                         if differ else "every paired module within its rule"
                                                         if report.forward.isolated else "not judged")
           + "".join(f"; the {side} run stopped: {why}" for side, why in report.forward.isolation_stopped.items()))
+    unplaced = "" if report.passed or where else unplaced_why(report)
     print("training: " + ("every module, gradient, loss, lr and weight within the measured rule" if report.passed
-                          else f"RED, the runs part at {where}"))
+                          else f"RED, the runs part at {where}" if where else f"RED: {unplaced}"))
     if report.crossed and (report.on_branch or report.taken or not report.passed):  # as report.table() says them
         lines = crossing_lines(report.crossed, report.on_branch, report.taken, report.first_diverging or "")
         print("".join(f"  ({line})\n" for line in lines), end="")
@@ -395,7 +408,7 @@ def judge(out: Path, statuses: dict, steps: int, rank: int = 0, again=None) -> i
     red = bool(config) or not fed.passed or not report.passed or not all(v.passed for v in verdicts.values())
     print(f"{'RED' if red else 'green'}: " + (
         f"{len(config)} configuration difference(s)" if config else
-        "the data differ" if not fed.passed else f"the runs part at {where}" if where else
+        "the data differ" if not fed.passed else f"the runs part at {where}" if where else unplaced or
         "a pair is red" if red else "the same run for the first steps")
           + f"; the hand-in: python -m portcheck check {top} --only {','.join(PAIRS)}")
     return 1 if red else 0
