@@ -32,8 +32,8 @@ def launch(script, *args, home, tmp_path, plant=None):
     env = dict(os.environ, BERT_ALIGN_HOME=str(home), PYTHONWARNINGS="ignore", OMP_NUM_THREADS="1")
     proc = subprocess.run(cmd, cwd="/tmp", env=env, capture_output=True, text=True)
     if script == PD and proc.returncode and "Exit code -6" in proc.stdout + proc.stderr:
-        # a Paddle worker aborted (SIGABRT) in its teardown, its results written: 2 launches in ~40 under a loaded
-        # host (2026-11-26), no Python error in any worker's log; once more, and a second abort stays red
+        # a Paddle worker aborted (SIGABRT) with no Python error in any worker's log, rank 0's results written: seen
+        # twice on 2026-11-26 on a loaded 2-core host, never alone; launched once more, and a second abort stays red
         proc = subprocess.run(cmd, cwd="/tmp", env=env, capture_output=True, text=True)
     log = (tmp_path / "paddle_log" / "workerlog.0").read_text() if script == PD else proc.stdout + proc.stderr
     assert proc.returncode == 0, f"{' '.join(cmd)} -> {proc.returncode}\n{log[-3000:]}"
