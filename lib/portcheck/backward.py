@@ -873,6 +873,12 @@ def _norm_counter(model):
 
 
 RENAMED = "renamed/"  # a torch record's key: renamed/<torch key>/<its Paddle tensor name>, an empty array
+
+
+def renames(record: dict) -> dict:
+    """{torch key: its Paddle tensor name}, from a torch record's RENAMED keys."""
+    return dict(k[len(RENAMED):].rsplit("/", 1) for k in record if k.startswith(RENAMED))
+
 STATISTICS = {*RENAMES, *RENAMES.values()}  # BatchNorm's running statistics, recorded after every step
 RUNNING_MEANS = {"running_mean", RENAMES["running_mean"]}  # their means, torch's name and Paddle's
 
@@ -903,7 +909,7 @@ def judge_backward(torch_record: dict, paddle_record: dict, name_map=None,
         raise PipelineError("the torch record holds no gradients with their float64 run: write it with "
                             "align.record_backward(torch_model, ...)")
     torch_record, paddle_record = fused.cut(torch_record), fused.cut(paddle_record)  # fused modules as their parts
-    renamed = dict(k[len(RENAMED):].rsplit("/", 1) for k in torch_record if k.startswith(RENAMED))
+    renamed = renames(torch_record)
     report = BackwardReport()
     if any(k.startswith("out/") for k in torch_record):
         report.forward = judge_forward(torch_record, paddle_record, name_map, mean_bound=None)

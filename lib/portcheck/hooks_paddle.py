@@ -55,7 +55,7 @@ class PaddleSide:
         """The model's weights set to the torch side's initial ones (given: the torch record), every Paddle key
         filled, every shape equal, before the first is set; else one line. Returns the pairing's calls
         {torch call: Paddle call} and record keys {torch key: Paddle key} (compare.counterparts)."""
-        from portcheck.backward import RENAMED, _counterpart
+        from portcheck.backward import _counterpart, renames
         from portcheck.convert import CONFIGS_DIFFER, names_of_one_tensor
         from portcheck.compare import _Recorder, counterparts, eval_mode, hook_points
         from portcheck.pairing import describe, pair
@@ -79,7 +79,7 @@ class PaddleSide:
             modules = paired.modules()
         except PipelineError as e:
             raise RUN.refuse(f"its model does not pair with the torch model's: {e}")
-        renamed = dict(k[len(RENAMED):].rsplit("/", 1) for k in given if k.startswith(RENAMED))
+        renamed = renames(given)
         params = model.state_dict()
         state, problems, placed, said = {}, [], {}, set()  # said: Paddle keys a problem names already
         for key in (k for k in given if k.startswith("state0/")):

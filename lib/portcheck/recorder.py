@@ -182,8 +182,9 @@ class Run:
         from portcheck.compare import is_flag
         from portcheck.pairing import describe
         self.fw.check_not_compiled(module)
-        # this side's own flags (return_dict=True) and its count of positional arguments: the isolated run's call
-        self.flags = ({i: v for i, v in enumerate(args) if is_flag(v)}, {k: v for k, v in kwargs.items() if is_flag(v)})
+        # the first call's own flags (return_dict=True) and its count of positional arguments: the isolated run's call
+        self.positional_flags = {i: v for i, v in enumerate(args) if is_flag(v)}
+        self.keyword_flags = {k: v for k, v in kwargs.items() if is_flag(v)}
         self.positional = len(args)
         self.depth += 1  # the runs made here (pairing, isolation) are not training calls
         self.making = True
@@ -240,11 +241,11 @@ class Run:
         from portcheck.isolate import forced_run
         first = self._given_batch(0)
         args = {**{int(k[5:]): v for k, v in first.items() if k.startswith("args/") and k[5:].isdigit()},
-                **self.flags[0]}
+                **self.positional_flags}
         kwargs = {k[7:]: v for k, v in first.items() if k.startswith("kwargs/") and k.count("/") == 1}
         # tensors and flags alone, as the script passed them (a nested argument, a list of tensors: not)
-        inputs = Arguments(tuple(args[i] for i in range(len(args))), {**kwargs, **self.flags[1]}) \
-            if len(args) - len(self.flags[0]) + len(kwargs) == len(first) and \
+        inputs = Arguments(tuple(args[i] for i in range(len(args))), {**kwargs, **self.keyword_flags}) \
+            if len(args) - len(self.positional_flags) + len(kwargs) == len(first) and \
             sorted(args) == list(range(self.positional)) else None
         if inputs is None or not calls:
             self.config["isolated"] = "not run: the model's batch is not tensors and flags (True, None, a string) " \

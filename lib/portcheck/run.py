@@ -45,7 +45,7 @@ from pathlib import Path
 
 
 from portcheck import data as data_pairs, handin, runconfig
-from portcheck.backward import AGAINST_ITSELF, MOVED, RUNNING, TAKING_KEYS, against_itself
+from portcheck.backward import AGAINST_ITSELF, MOVED, RUNNING, TAKING_KEYS, against_itself, renames
 from portcheck.compare import F64, ROOT
 from portcheck.errors import PipelineError
 from portcheck.fileio import load_npy
@@ -293,11 +293,6 @@ def rank0_buffers(t: dict) -> set:
         if head[:5] == "state" and head[5:].isdigit() and int(head[5:]) >= 2 and f"grad/{name}" not in t:
             out.add(key)
     return out
-
-
-def renames(t: dict) -> dict:
-    """{torch key: its Paddle tensor name}, as the torch record keeps them (renamed/ keys)."""
-    return dict(k[len("renamed/"):].rsplit("/", 1) for k in t if k.startswith("renamed/"))
 
 
 def configuration(t: dict, p: dict, statuses: dict, steps: int, modules: dict, renamed: dict) -> list:
