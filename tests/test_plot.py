@@ -77,7 +77,7 @@ def test_the_hand_in_holds_the_picture(tmp_path):
                   f"{side}.py", exact=exact)
     assert judge_and_log(tmp_path, "forward").passed
     said = hand_in(tmp_path, "forward", tmp_path / "log_reprod", comparison=report)
-    assert said.startswith("plot:")
+    assert said == f"plot: {tmp_path / 'log_reprod' / 'diagnostics' / 'forward_modules.png'}"  # the copy handed in
     assert (tmp_path / "log_reprod" / "diagnostics" / "forward_modules.png").read_bytes()[:8] == PNG
 
 
