@@ -15,6 +15,7 @@
 The log is written without the logging module, so running several checks in one process
 never duplicates lines.
 """
+import csv
 import filecmp
 import json
 import math
@@ -248,11 +249,14 @@ def _rule(r) -> str:
 def figures(rows, part: str, step=None, first=None) -> list:
     """[{column: value}] of diff.KeyResults `rows`: part (forward, a pair's name, ...), step (1-based, or None),
     first: the row marked as where the runs part (diff.first_diverging's)."""
-    out = []
+    out, nan = [], float("nan")
     for r in rows:
+        # no float64 run (the guide's rule, a tolerance): no ratio to torch's own error; no bound on the max: no share
+        ratio = r.ratio if r.err32 == r.err32 else nan
+        used = r.used if math.isfinite(r.allowed) else nan
         out.append(dict(zip(COLUMNS, (
             part, step, r.name, _rule(r), "x".join(map(str, r.shape)), r.scale, r.max, r.mean, r.err32,
-            r.allowed, r.mean_bound, r.ratio, r.used,
+            r.allowed, r.mean_bound, ratio, used,
             "not judged" if not r.judged else "green" if r.passed else "RED", r is first, r.why))))
     return out
 
@@ -277,8 +281,6 @@ def csv_is_ours(path) -> bool:
 
 def write_csv(rows: list, path):
     """figures() rows as a CSV at `path` (atomically, never through a link); every float with all its digits."""
-    import csv
-
     def write(tmp):
         with open(tmp, "w", newline="", encoding="utf-8") as f:
             w = csv.writer(f, lineterminator="\n")
