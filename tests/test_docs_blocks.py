@@ -180,6 +180,11 @@ def test_the_first_green_hands_in_its_picture_and_each_sides_weights(tmp_path):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     top = tmp_path / "portcheck_quickstart" / "log_reprod"
     assert (top / "diagnostics" / "forward_modules.png").read_bytes()[:4] == b"\x89PNG"
+    # the picture is where the script says it is, and where the READMEs say
+    shown = "portcheck_quickstart/log_reprod/diagnostics/forward_modules.png"
+    assert f"plot: {shown}" in proc.stdout.splitlines(), proc.stdout
+    for readme in ("README.md", "README_cn.md"):
+        assert f"`{shown}`" in (paths.ROOT / readme).read_text(encoding="utf-8"), readme
     weights = [json.loads((top / "diagnostics" / f"forward_{side}.run.json").read_text())["depends"]["weights"]
                for side in ("torch", "paddle")]
     assert weights[0] == weights[1]

@@ -240,3 +240,38 @@ def test_a_clients_findings_join_a_pairs_line_and_a_loosened_verdict_says_so(tmp
     loss = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("loss:"))
     assert loss.startswith("loss: RED") and "| mine RED (planted)" in loss
     assert "judged with loosened tolerances: --threshold 1 loosens the loss's atol" in loss
+
+
+def test_check_writes_every_keys_figures_as_a_csv_and_never_over_a_file_of_yours(tmp_path, capsys):
+    """`check --csv FILE`: a row per key and rule (the guide's, the measured one), the figures the verdicts are
+    made of, with their word; over its own earlier CSV it writes again, over any other file (or through a link)
+    it refuses in one line before judging anything."""
+    import csv
+    from portcheck import report
+    one_ulp_apart(tmp_path, "forward")
+    handin.judge_and_log(tmp_path, "forward")
+    top = tmp_path / "log_reprod"
+    handin.hand_in(tmp_path, "forward", top)
+    out = tmp_path / "figures.csv"
+    for _ in range(2):  # the second time over its own file
+        with pytest.raises(SystemExit) as code:
+            cli.main(["check", str(top), "--only", "forward", "--csv", str(out)])
+        assert code.value.code == 1  # the guide's 1e-6 on the mean: red, as the line says
+    with open(out, newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert tuple(rows[0]) == report.COLUMNS and [(r["part"], r["name"]) for r in rows] == [("forward", "y")] * 2
+    guide, measured = rows
+    assert guide["rule"] == "the guide's: mean <= 1e-06" and guide["verdict"] == "RED"
+    assert measured["rule"].startswith("measured: 16 x") and measured["verdict"] == "RED"
+    assert float(measured["max diff"]) <= float(measured["allowed"]) and float(measured["mean diff"]) > 1e-6
+    assert "the guide's bound 1e-06" in measured["why"]  # red by the mean bound, which the row says
+    assert f"figures: {out} (2 rows)" in capsys.readouterr().out
+    mine = tmp_path / "mine.csv"
+    mine.write_text("my,own\n1,2\n")
+    (tmp_path / "link.csv").symlink_to(out)
+    for target, says in ((mine, "was not written by --csv"), (tmp_path / "link.csv", "symbolic link")):
+        with pytest.raises(SystemExit) as code:
+            cli.main(["check", str(top), "--only", "forward", "--csv", str(target)])
+        printed = capsys.readouterr()
+        assert code.value.code == 2 and says in printed.err and "forward:" not in printed.out, printed
+    assert mine.read_text() == "my,own\n1,2\n"

@@ -1,7 +1,10 @@
 """A comparison's picture (portcheck.plot): written, the first diverging module marked on a planted bug (in the
 cumulative and the isolated panel), nothing marked on a clean port, one line without matplotlib, and the hand-in's
 diagnostics/ holding it."""
+import contextlib
 import importlib.util
+import io
+import re
 import sys
 
 import numpy as np
@@ -48,6 +51,12 @@ def test_the_backward_picture_marks_the_gradient_where_the_runs_part(tmp_path):
                               loss=(torch.nn.functional.cross_entropy, paddle.nn.functional.cross_entropy),
                               optimizer=(lambda ps: torch.optim.SGD(ps, lr=0.1),
                                          lambda ps: paddle.optimizer.SGD(learning_rate=0.1, parameters=ps)), steps=2)
+    frame = report.frame()  # the same figures for a notebook: every forward module, gradient and step's value
+    assert list(frame["part"].unique()) == ["forward", "gradient", "step"] and sorted(frame["step"].dropna().unique()) == [1, 2]
+    grad_rows = frame[frame["part"] == "gradient"]
+    assert list(grad_rows["name"]) == [r.name for r in report.grads]
+    assert list(grad_rows[grad_rows["first diverging"]]["name"]) == [report.first_diverging_gradient]
+    assert (grad_rows["verdict"] == "RED").tolist() == [not r.passed for r in report.grads]
     panels = plot.backward_panels(report)
     grads = next(q for q in panels if q.title.startswith("gradients"))
     assert grads.marked == report.first_diverging_gradient and grads.marked is not None
@@ -77,7 +86,7 @@ def test_the_hand_in_holds_the_picture(tmp_path):
                   f"{side}.py", exact=exact)
     assert judge_and_log(tmp_path, "forward").passed
     said = hand_in(tmp_path, "forward", tmp_path / "log_reprod", comparison=report)
-    assert said.startswith("plot:")
+    assert said == f"plot: {tmp_path / 'log_reprod' / 'diagnostics' / 'forward_modules.png'}"  # the copy handed in
     assert (tmp_path / "log_reprod" / "diagnostics" / "forward_modules.png").read_bytes()[:8] == PNG
 
 
@@ -91,3 +100,38 @@ def test_the_docs_picture_is_the_tools(tmp_path):
                           capture_output=True, text=True)
     assert proc.returncode == 0 and "first diverging: block1_bn" in proc.stdout, proc.stdout + proc.stderr
     assert out.read_bytes()[:26] == (paths.ROOT / "docs" / "img" / "planted_forward.png").read_bytes()[:26]
+
+
+def test_the_forward_frame_holds_the_tables_figures_and_words():
+    """report.frame(): a row per paired module and per module on torch's own values, each with torch's own error,
+    the allowance, the ratios and its word; the planted module marked where the runs part."""
+    t, p = converted(1)
+    report = compare_forward(t.eval(), p.eval(), X, isolate=True)
+    frame = report.frame()
+    from portcheck.report import COLUMNS
+    assert tuple(frame.columns) == COLUMNS and len(frame) == len(report.paired) + len(report.isolated)
+    rows = frame[frame["part"] == "forward"]
+    assert list(rows[rows["first diverging"]]["name"]) == [report.first_diverging] == ["block1_bn"]
+    for r, (_, row) in zip(report.paired, rows.iterrows()):
+        assert (row["name"], row["max diff"], row["torch fp32 err"], row["allowed"]) == (r.name, r.max, r.err32, r.allowed)
+        assert row["of allowed"] == pytest.approx(r.max / r.allowed) and row["diff/err"] == pytest.approx(r.ratio)
+        assert row["verdict"] == ("green" if r.passed else "RED")
+    isolated = frame[frame["part"] == "forward, isolated"]
+    assert "block1_bn" in set(isolated[isolated["verdict"] == "RED"]["name"])
+    # docs/own_model.md's snippet, on this report: it runs, and prints the planted module
+    page = (paths.ROOT / "docs" / "own_model.md").read_text(encoding="utf-8")
+    snippet = re.search(r"run by tests/test_plot\.py\) -->\n```\n(.*?)```", page, re.S).group(1)
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        exec(snippet, {"report": report})
+    assert "block1_bn" in printed.getvalue(), printed.getvalue()
+
+
+def test_without_pandas_a_frame_is_one_line(monkeypatch):
+    from portcheck.errors import PipelineError
+    t, p = converted(None)
+    report = compare_forward(t.eval(), p.eval(), X)
+    monkeypatch.setitem(sys.modules, "pandas", None)  # import pandas raises ImportError
+    with pytest.raises(PipelineError, match="pip install pandas"):
+        report.frame()
+

@@ -101,6 +101,17 @@ class BackwardReport:
         from portcheck import plot
         return plot.draw(plot.backward_panels(self), path)
 
+    def frame(self):
+        """The table as a pandas DataFrame (report.COLUMNS): the first forward's rows (ForwardReport.frame), a row
+        per gradient after the first backward (part "gradient"), then per step a row per value after it: its
+        loss, lr, statistics and, after the last step, every weight (part "step", step 1, 2, ...). Needs pandas."""
+        from portcheck import report
+        rows = self.forward.figures() if self.forward is not None else []
+        rows += report.figures(self.grads, "gradient", first=first_diverging(self.grads, reverse=True))
+        for i, step in enumerate(self.steps):
+            rows += report.figures(step, "step", i + 1, self.first_in_step(i))
+        return report.frame(rows)
+
     def table(self) -> str:
         lines = ["the first forward, every module:", self.forward.table()] if self.forward is not None else []
         if self.on_branch or self.taken or not self.passed:  # a green run's values near 0 decide nothing

@@ -3,6 +3,7 @@
     python -m portcheck check path/to/log_reprod                   # every <name>_torch.npy with its _paddle.npy
     python -m portcheck check path/to/log_reprod --threshold train_align=0.002 --strict
     python -m portcheck check portcheck_quickstart/log_reprod --only forward   # a partial hand-in
+    python -m portcheck check path/to/log_reprod --csv figures.csv  # and every key's figures, a row per key and rule
     python -m portcheck pair forward_torch.npy forward_paddle.npy  # any two reprod_log files
 
 Every pair gets one line with its verdicts:
@@ -46,7 +47,7 @@ import sys
 from pathlib import Path
 
 from portcheck import calibrated, handin, record, report, same_run, tolerances, training
-from portcheck.diff import Finding, load_pair
+from portcheck.diff import Finding, first_diverging, load_pair
 from portcheck.errors import PipelineError, fail, run_main
 from portcheck.fileio import load_npy, open_regular, writable
 
@@ -161,10 +162,11 @@ def client_findings(extra, folder: Path, name: str) -> list:
 
 
 def judge_pair(folder: Path, name: str, files: dict, overrides: dict, strict: bool, run_problem: str = None,
-               extra=None, kinds: dict = None) -> tuple:
+               extra=None, kinds: dict = None, rows: list = None) -> tuple:
     """Print one pair's line (and its diff log's); (whether it is red, its torch side's keys when no run record
     ties the pair to its run, else None). run_problem: why the pair is not of the hand-in's run (handin.last_run);
-    extra: a client's findings on the pair (check's)."""
+    extra: a client's findings on the pair (check's); rows: a list its keys' figures are added to (report.figures:
+    each key by the guide's rule, and by the measured rule where the pair is judged by it)."""
     base, kinds = name.rsplit("/", 1)[-1], kinds or {}
     below = handin.ours(files["torch"].parent)  # None: a contestant's folder, or a diagnostics/ of their own
     verdict, unreadable = verdict_file(below, base)
@@ -207,6 +209,9 @@ def judge_pair(folder: Path, name: str, files: dict, overrides: dict, strict: bo
     except PipelineError as e:  # a record that is not one, a float64 run that cannot be read
         print(report.one_line(f"{name}: RED ({e})"))
         return True, None
+    if rows is not None:
+        rows += report.figures(guide.keys, name) + (report.figures(
+            measured.rows, name, first=first_diverging(measured.rows)) if measured is not None else [])
     red = (not guide.passed or bool(handin.non_finite(strict_result)) or same[0] is False
            or (measured is not None and not measured.measured_passed) or bool(problem)
            or (strict and not strict_result.passed))
@@ -279,12 +284,14 @@ def borrowed(held: dict) -> list:
     return out
 
 
-def check(folder, overrides: dict = None, strict: bool = False, only=None, extra=None, kinds: dict = None) -> int:
+def check(folder, overrides: dict = None, strict: bool = False, only=None, extra=None, kinds: dict = None,
+          rows: list = None) -> int:
     """Judge every pair of a hand-in folder and print one line each; the number of red pairs. A hand-in holds
     the pairs the guide lists as handed in (tolerances.HANDED_IN; data and lr are judged when present): each one
     missing is red, unless `only` names the pairs a partial hand-in is asked for (those must be there; the
     verdict says it is partial). overrides, kinds: the reviewer's {pair: threshold} and {pair: kind}. extra: a client's own verdicts, a callable
-    (folder, pair name) -> [diff.Finding] whose findings join the pair's line, each red one making it red."""
+    (folder, pair name) -> [diff.Finding] whose findings join the pair's line, each red one making it red. rows: a
+    list every pair's figures are added to (judge_pair's), for `--csv`."""
     folder = Path(folder).expanduser()
     expected = tolerances.HANDED_IN if only is None else _asked(only)
     if not folder.is_dir():
@@ -304,7 +311,7 @@ def check(folder, overrides: dict = None, strict: bool = False, only=None, extra
     run_problems = handin.last_run(folder)
     for name, files in pairs.items():
         is_red, keys = judge_pair(folder, name, files, overrides or {}, strict,
-                                  run_problems.pop(name, None) if "/" not in name else None, extra, kinds)
+                                  run_problems.pop(name, None) if "/" not in name else None, extra, kinds, rows)
         red += is_red
         if keys:
             held[name] = keys
@@ -441,6 +448,8 @@ def add_check_flags(ap):
                     "computed; a hand-in's own declared kind never loosens it)")
     ap.add_argument("--only", metavar="PAIR,...", help="a partial hand-in: the pairs it is asked for (default: "
                     "every pair of the guide, each missing one red)")
+    ap.add_argument("--csv", type=Path, metavar="FILE", help="also write every key's figures and verdicts here, a "
+                    "row per key and rule (never over a file this flag did not write)")
 
 
 def once_each(flag: str, given) -> dict:
@@ -454,7 +463,17 @@ def once_each(flag: str, given) -> dict:
 
 def run_check(folder, args, extra=None) -> int:
     given, kinds = once_each("--threshold", map(threshold_flag, args.threshold)), once_each("--kind", map(kind_flag, args.kind))
-    red = check(folder, given, args.strict, args.only, extra, kinds)
+    csv = getattr(args, "csv", None)
+    if csv is not None:  # every check on the output before the first pair is judged
+        writable(csv)
+        if csv.exists() and not report.csv_is_ours(csv):
+            raise PipelineError(f"--csv {csv} exists and was not written by --csv (a file of your own?): choose "
+                                "another file")
+    rows = [] if csv is not None else None
+    red = check(folder, given, args.strict, args.only, extra, kinds, rows)
+    if csv is not None:
+        report.write_csv(rows, csv)
+        print(report.one_line(f"figures: {csv} ({len(rows)} rows)"))
     print(report.one_line(f"{folder}: " + ("every pair green" + (" on every verdict" if args.strict else "")
                                             + (f" (partial: --only {args.only})" if args.only else "")
                                             if not red else f"{red} pair(s) red")))

@@ -87,6 +87,19 @@ class ForwardReport:
         from portcheck import plot
         return plot.draw(plot.forward_panels(self), path)
 
+    def frame(self):
+        """The table as a pandas DataFrame (report.COLUMNS): a row per paired module output, then with
+        isolate=True a row per module on torch's own values (part "forward, isolated"). Needs pandas."""
+        from portcheck import report
+        return report.frame(self.figures())
+
+    def figures(self) -> list:
+        """frame()'s rows, as dicts (report.figures)."""
+        from portcheck import report
+        paired = self.paired
+        first = first_diverging([r for r in paired if not r.beyond(calibrated.MEAN_BOUND)])
+        return report.figures(paired, "forward", first=first) + report.figures(self.isolated or [], "forward, isolated")
+
     def table(self) -> str:
         """Every paired module output, in run order (torch modules with no Paddle counterpart are counted
         below it: containers and activations one side folds into another)."""

@@ -419,8 +419,19 @@ class MeasuredVerdict:
         worst = bad or max(self.rows, key=lambda r: r.ratio, default=None)
         if worst is None:
             return "measured RED (no keys)"
+        if bad and not bad.problems and bad.max_ok:  # red by the bound on the mean alone: that bound said, not the max
+            return f"measured RED (failed: {bad.name} {self._by_mean(bad)})"
         return (f"measured {'RED' if bad else 'green'} ({'failed: ' if bad else 'largest: '}{worst.name} "
                 f"{worst.problem or worst.key_figures()})")
+
+    def _by_mean(self, r) -> str:
+        """A row red by the bound on its mean, its max within the measured allowance: the bound that decided, the
+        mean against it, torch's own fp32 error on the mean beside it, then the max."""
+        whose = "the guide's" if guide_rule_of(self.name, self.threshold, self.kind) else "the caller's"
+        own = f"torch's own fp32 error on the mean here is {r.own_mean:.3g}"
+        return (f"by {whose} bound {r.mean_bound:g} on the mean: mean {r.mean:.3g} > {r.mean_bound:g}; {own}"
+                + (": no port can meet this bound" if r.own_mean > r.mean_bound else "")
+                + f"; its max {r.max:.3g} is within the measured allowance {r.allowed:.3g}")
 
     def _rule(self) -> str:
         """An outcome's threshold as its diff log says it: the guide's, the task's, or the task's widened."""
@@ -450,7 +461,8 @@ class MeasuredVerdict:
             if g is None:
                 out += report.key_lines(r.name, notes=[r.problem or stopped(self.guide)])
                 continue
-            out += report.key_lines(r.name, (g.passed, g.mean, guide_rule), (r.passed, g.max, (
+            # the max line's word is the max's own verdict: a mean over its bound is said on the mean line
+            out += report.key_lines(r.name, (g.passed, g.mean, guide_rule), (r.max_ok and not r.problems, g.max, (
                 f"{r.allowed:.3e} (measured: {r.multiple:g} x torch's own fp32 error {r.err32:.3e} + "
                 f"{calibrated.FLOOR:g} x eps32 x max|torch| {r.scale:.3e})" + (f"; {r.problem}" if r.problem else ""))))
         out = [(line, True) for line in out]
@@ -781,11 +793,11 @@ def hand_in(folder, pair: str, top, comparison=None) -> str:
     the top, the run records and the float64 run in top/diagnostics/ (and TAKEN, where its check judged with that
     run). comparison: the pair's ForwardReport or BackwardReport (compare_forward's, judge_backward's), drawn as
     <pair>_modules.png beside the pair and handed in with its diagnostics when matplotlib is installed. Returns
-    the plot's line ("" without a comparison)."""
+    the plot's line, naming the picture where the hand-in holds it ("" without a comparison)."""
     folder, pair = Path(folder), pair_name(pair)
     drawn, said = [], ""
     if comparison is not None:
         said = comparison.plot(folder / f"{pair}{PLOT}")
         drawn = [folder / f"{pair}{PLOT}"] if said.startswith("plot:") else []
     report.hand_in(*_handed_in(folder, pair), diagnostics=[*_diagnostics(folder, pair), *drawn], top=top)
-    return said
+    return f"plot: {Path(top) / report.DIAGNOSTICS / drawn[0].name}" if drawn else said

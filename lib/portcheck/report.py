@@ -8,11 +8,14 @@
 * write(): the log (stdout and <name>_diff.log) and the verdict beside it (<name>_diff.json),
   which run_all.py and SUMMARY.md read; neither is ever parsed back out of the log text;
 * hand_in(): copies of a pair and its log into log_reprod/;
-* format_table(): every table in the project (module outputs, gradients, weight statistics).
+* format_table(): every table in the project (module outputs, gradients, weight statistics);
+* figures() / frame() / write_csv(): the same results as rows of figures, for pandas (a report's .frame()) and
+  for a CSV file (`check --csv`).
 
 The log is written without the logging module, so running several checks in one process
 never duplicates lines.
 """
+import csv
 import filecmp
 import json
 import math
@@ -23,7 +26,7 @@ from pathlib import Path
 
 from portcheck import record
 from portcheck.diff import CheckResult, Finding
-from portcheck.errors import require
+from portcheck.errors import PipelineError, require
 from portcheck.fileio import atomic_write, open_regular, save_npy, writable
 
 ECHO_LIMIT = 20  # past this many keys, only the failing ones are echoed to stdout (all go to the log)
@@ -224,3 +227,66 @@ def hand_in_folder(top, *files, data=(), diagnostics=()) -> Path:
             + [below / record.path_for(name).name for name in data] + [below / f.name for f in _companions(files, diagnostics)]:
         writable(target)
     return top
+
+
+# ---------------------------------------------------------------- the results as rows of figures
+# One row per judged value, the columns every report's .frame() and `check --csv` share: torch's own figures
+# (its largest |value|, its own fp32 error against its float64 run), the two sides' differences, what its rule
+# allows, the ratios and the verdict.
+COLUMNS = ("part", "step", "name", "rule", "shape", "torch max |value|", "max diff", "mean diff", "torch fp32 err",
+           "allowed", "mean bound", "diff/err", "of allowed", "verdict", "first diverging", "why")
+CSV_SIGNATURE = ",".join(COLUMNS)  # a CSV's header line: the mark of a file `check --csv` may overwrite
+
+
+def _rule(r) -> str:
+    if hasattr(r.rule, "multiple"):
+        return f"measured: {r.rule.multiple:g} x torch's own fp32 error"
+    if getattr(r.rule, "nan_passes", False):
+        return f"the guide's: mean <= {r.rule.threshold:g}"
+    return "exact" if r.exact else "tolerance"
+
+
+def figures(rows, part: str, step=None, first=None) -> list:
+    """[{column: value}] of diff.KeyResults `rows`: part (forward, a pair's name, ...), step (1-based, or None),
+    first: the row marked as where the runs part (diff.first_diverging's)."""
+    out, nan = [], float("nan")
+    for r in rows:
+        # no float64 run (the guide's rule, a tolerance): no ratio to torch's own error; no bound on the max: no share
+        ratio = r.ratio if r.err32 == r.err32 else nan
+        used = r.used if math.isfinite(r.allowed) else nan
+        out.append(dict(zip(COLUMNS, (
+            part, step, r.name, _rule(r), "x".join(map(str, r.shape)), r.scale, r.max, r.mean, r.err32,
+            r.allowed, r.mean_bound, ratio, used,
+            "not judged" if not r.judged else "green" if r.passed else "RED", r is first, r.why))))
+    return out
+
+
+def frame(rows: list):
+    """A pandas DataFrame of figures() rows (pandas imported here: the library needs numpy only)."""
+    try:
+        import pandas
+    except ImportError:
+        raise PipelineError("frame() needs pandas, which is not installed: pip install pandas") from None
+    return pandas.DataFrame(rows, columns=list(COLUMNS))
+
+
+def csv_is_ours(path) -> bool:
+    """Whether `path` is a CSV write_csv wrote (its first line the header), which it may overwrite."""
+    try:
+        with open_regular(path) as f:
+            return f.readline(len(CSV_SIGNATURE) + 3).rstrip(b"\r\n") == CSV_SIGNATURE.encode()
+    except OSError:
+        return False
+
+
+def write_csv(rows: list, path):
+    """figures() rows as a CSV at `path` (atomically, never through a link); every float with all its digits."""
+    def write(tmp):
+        with open(tmp, "w", newline="", encoding="utf-8") as f:
+            w = csv.writer(f, lineterminator="\n")
+            w.writerow(COLUMNS)
+            for row in rows:
+                w.writerow(["" if row[c] is None else repr(row[c]) if isinstance(row[c], float) else row[c]
+                            for c in COLUMNS])
+    atomic_write(path, write)
+

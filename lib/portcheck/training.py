@@ -373,7 +373,7 @@ def _first(mask) -> int:
     return int(hits[0]) if hits.size else -1
 
 
-def _lr_row(t, p) -> Row:
+def _lr_row(t, p, other: str = "paddle") -> Row:
     """Every step's lr equal within tolerances.ULPS of the schedule's largest (the lr pair's rule, and
     judge_backward's): a closed form against a recursive one rounds differently, a step more or less does not."""
     n = min(len(t), len(p))
@@ -386,16 +386,16 @@ def _lr_row(t, p) -> Row:
                    f"every step's lr equal within {tolerances.ULPS} ulps of the largest ({n} steps; largest gap "
                    f"{gap:.3g} of {allowed:.3g} allowed: two correct ports round a schedule's closed and recursive "
                    "forms differently)")
-    shift = ""
+    shift, whose = "", "the Paddle" if other == "paddle" else f"{other}'s"
     if n - k > 1 and not apart(p[k:n - 1], t[k + 1:n]).any():
-        shift = ": the Paddle schedule runs one step ahead (stepped once too often, or before the first step)"
+        shift = f": {whose} schedule runs one step ahead (stepped once too often, or before the first step)"
     elif n - k > 1 and not apart(p[k + 1:n], t[k:n - 1]).any():
-        shift = ": the Paddle schedule runs one step behind (stepped once too few, or after the lr was read)"
-    return Row("lr", False, f"differs from step {k}: torch {float(t[k])!r} vs paddle {float(p[k])!r}, beyond the "
+        shift = f": {whose} schedule runs one step behind (stepped once too few, or after the lr was read)"
+    return Row("lr", False, f"differs from step {k}: torch {float(t[k])!r} vs {other} {float(p[k])!r}, beyond the "
                             f"{tolerances.ULPS} ulps of the largest lr rounding allows{shift}")
 
 
-def _mode_causes(t: dict, p: dict) -> list:
+def _mode_causes(t: dict, p: dict, other: str = "paddle") -> list:
     """The steps at which one side's BatchNorm is in eval mode, or its dropout on, and the other's not."""
     out = []
     for key in ("batchnorm_train", "dropout_on"):
@@ -405,18 +405,18 @@ def _mode_causes(t: dict, p: dict) -> list:
         k = _first(t[key][:n] != p[key][:n])
         if k < 0:
             continue
-        counts = f"torch {int(t[key][k])} vs paddle {int(p[key][k])}"
+        counts = f"torch {int(t[key][k])} vs {other} {int(p[key][k])}"
         if key == "batchnorm_train":
-            side = "paddle" if p[key][k] < t[key][k] else "torch"
+            side = other if p[key][k] < t[key][k] else "torch"
             out.append(f"BatchNorm in eval mode on the {side} side from step {k} (modules in train mode: {counts}; "
                        "model.train() missing after an evaluation?)")
         else:
-            side = "paddle" if p[key][k] > t[key][k] else "torch"
+            side = other if p[key][k] > t[key][k] else "torch"
             out.append(f"dropout left on on the {side} side from step {k} (active dropout modules: {counts})")
     return out
 
 
-def _eval_mode_causes(t: dict, p: dict) -> list:
+def _eval_mode_causes(t: dict, p: dict, other: str = "paddle") -> list:
     """The evaluations at which one side's model was not in eval mode as the other's was (dropout left on,
     BatchNorm normalising by the test batch's own statistics)."""
     out = []
@@ -425,10 +425,10 @@ def _eval_mode_causes(t: dict, p: dict) -> list:
         k = _first(t[key][:n] != p[key][:n])
         if k < 0:
             continue
-        side = "paddle" if p[key][k] > t[key][k] else "torch"
+        side = other if p[key][k] > t[key][k] else "torch"
         out.append(f"{what} at evaluation on the {side} side, from the evaluation after step {int(t['eval_step'][k])} "
                    f"({'active dropout' if 'dropout' in key else 'train-mode BatchNorm'} modules: torch "
-                   f"{int(t[key][k])} vs paddle {int(p[key][k])}; model.eval() missing before evaluating?)")
+                   f"{int(t[key][k])} vs {other} {int(p[key][k])}; model.eval() missing before evaluating?)")
     return out
 
 
@@ -482,7 +482,8 @@ def own_runs(torch_log: dict, own) -> dict:
         out["param_norm"] = np.full((len(own), steps, noisy.size), np.nan)
     for i, log in enumerate(own):
         # on what both logged: a run logged before parameter norms or evaluation modes were is still a yardstick
-        other = judge_training({k: v for k, v in torch_log.items() if k in log}, log, threshold=math.inf)
+        other = judge_training({k: v for k, v in torch_log.items() if k in log}, log, threshold=math.inf,
+                               other=f"own[{i}]")
         failed = [r for r in other.rows if not r.passed and r.name != "final metric"]
         if failed:
             raise PipelineError(f"own[{i}], torch's own run, is not the same training as this one ({failed[0].name}: "
@@ -598,12 +599,13 @@ HERE = "on this machine"  # where torch's own runs were made, as judge_training 
 
 
 def judge_training(torch_log: dict, paddle_log: dict, threshold: float = None, records=(None, None),
-                   own=(), where: str = HERE) -> TrainingReport:
+                   own=(), where: str = HERE, other: str = "paddle") -> TrainingReport:
     """Two train_log records (TrainingLog.arrays) and, when known, their run records. own: torch's other runs of
     this training on this machine, their logs or own_runs' reduction of them (a hand-in's OWN file): the final
     metric's threshold is widened by how far they end from this run (own_spread), and the weight norm is held to
     OWN_MULTIPLE times their gap at each step (or the fixed figures, the larger), torch's own spread on the
-    user's machine. where: how the rows name that machine (a hand-in checker: the one that made the hand-in)."""
+    user's machine. where: how the rows name that machine (a hand-in checker: the one that made the hand-in).
+    other: how the rows name the second log's run (own_runs: torch's own run, not Paddle's)."""
     threshold = tolerances.guide_threshold(PAIR) if threshold is None else threshold
     task = threshold
     if own is not None and not isinstance(own, dict):
@@ -611,7 +613,7 @@ def judge_training(torch_log: dict, paddle_log: dict, threshold: float = None, r
     moved, own_said, own_norm = own_spread(torch_log, own) if own is not None else (0.0, "", None)
     threshold = task + moved
     t, p, rows, causes = torch_log, paddle_log, [], []
-    for side, log in (("torch", t), ("paddle", p)):
+    for side, log in (("torch", t), (other, p)):
         missing = [k for k in ("loss", "lr", "eval_step") if k not in log]
         if missing:
             raise PipelineError(f"the {side} training log holds no {', '.join(missing)}: write it with "
@@ -620,7 +622,7 @@ def judge_training(torch_log: dict, paddle_log: dict, threshold: float = None, r
     names = sorted(k for k in t if k.startswith(METRIC))
     same_metrics = bool(names) and names == sorted(k for k in p if k.startswith(METRIC))
     if not same_metrics:
-        rows.append(Row("final metric", False, f"metrics differ: torch {[n[len(METRIC):] for n in names]} vs paddle "
+        rows.append(Row("final metric", False, f"metrics differ: torch {[n[len(METRIC):] for n in names]} vs {other} "
                                                f"{sorted(k[len(METRIC):] for k in p if k.startswith(METRIC))}"))
     else:
         parts, ok = [], True
@@ -628,7 +630,7 @@ def judge_training(torch_log: dict, paddle_log: dict, threshold: float = None, r
             a, b = float(t[n][-1]), float(p[n][-1])
             gap = abs(a - b)
             ok &= gap <= threshold  # NaN fails
-            parts.append(f"{n[len(METRIC):]} torch {a:.6g} vs paddle {b:.6g}, diff {gap:.3g}")
+            parts.append(f"{n[len(METRIC):]} torch {a:.6g} vs {other} {b:.6g}, diff {gap:.3g}")
         rule = (tolerances.task_rule(threshold, moved, f"({own_said} {where}, against this run's)") if own else
                 f"{threshold:g}")
         rows.append(Row("final metric", ok, "; ".join(parts) + f" ({'<=' if ok else 'not <='} the threshold {rule})"))
@@ -638,10 +640,10 @@ def judge_training(torch_log: dict, paddle_log: dict, threshold: float = None, r
     rows.append(Row("steps", st == sp and same_evals and st > 0,
                     f"{st} steps, evaluated after steps {t['eval_step'].tolist()[:6]}{' ...' if len(t['eval_step']) > 6 else ''}"
                     if st == sp and same_evals else
-                    f"torch {st} steps (evaluated after {t['eval_step'].tolist()[:6]}), paddle {sp} "
+                    f"torch {st} steps (evaluated after {t['eval_step'].tolist()[:6]}), {other} {sp} "
                     f"(after {p['eval_step'].tolist()[:6]})"))
     n = min(st, sp)
-    rows.append(_lr_row(t["lr"], p["lr"]))
+    rows.append(_lr_row(t["lr"], p["lr"], other))
     if rows[-1].passed is False:
         causes.append(f"a different lr schedule ({rows[-1].detail})")
 
@@ -657,7 +659,7 @@ def judge_training(torch_log: dict, paddle_log: dict, threshold: float = None, r
         rows.append(Row("data order", True, "not logged (pass batch= to log.step); the run records' data_order only"))
 
     evaluated = [all(k in log for k in EVAL_MODES) for log in (t, p)]
-    eval_causes = _eval_mode_causes(t, p) if all(evaluated) and same_evals else []
+    eval_causes = _eval_mode_causes(t, p, other) if all(evaluated) and same_evals else []
     if any(evaluated) and not all(evaluated):
         rows.append(Row("evaluation modes", False, "logged on one side only: pass model= to log.evaluate on both"))
     elif all(evaluated):
@@ -666,7 +668,7 @@ def judge_training(torch_log: dict, paddle_log: dict, threshold: float = None, r
                         f"module(s), BatchNorm training in {int(t[EVAL_MODES[1]].max(initial=0))})"))
         causes += eval_causes
     if all(k in log for log in (t, p) for k in ("dropout_on", "batchnorm_train")):
-        mode_causes = _mode_causes(t, p)
+        mode_causes = _mode_causes(t, p, other)
         rows.append(Row("modes", not mode_causes, "; ".join(mode_causes) if mode_causes else
                         f"the same at every step (dropout active in {int(t['dropout_on'].max())} module(s), "
                         f"BatchNorm training in {int(t['batchnorm_train'].max())})"))
@@ -685,7 +687,7 @@ def judge_training(torch_log: dict, paddle_log: dict, threshold: float = None, r
     if deterministic and n:
         rel0 = gap[0] / max(abs(float(t["loss"][0])), np.finfo(np.float64).tiny)  # NaN fails
         rows.append(Row(FIRST_LOSS, bool(rel0 <= FIRST_LOSS_RTOL),
-                        f"torch {t['loss'][0]:.7g} vs paddle {p['loss'][0]:.7g} (relative {rel0:.3g}"
+                        f"torch {t['loss'][0]:.7g} vs {other} {p['loss'][0]:.7g} (relative {rel0:.3g}"
                         f"{' <=' if rel0 <= FIRST_LOSS_RTOL else ' >'} {FIRST_LOSS_RTOL:g}): the same weights on the "
                         "same batch, one forward"))
     if "weight_norm" in t and "weight_norm" in p:
@@ -724,14 +726,15 @@ def judge_training(torch_log: dict, paddle_log: dict, threshold: float = None, r
             left_out = ("; judged without " + ", ".join(f"{name} (gradient {g:.2g} against {top:.2g} for the largest)"
                                                         for _, name, (g, top) in noise)
                         + ": rounding noise, as a bias before a normalization has (the normalization subtracts it "
-                          "again); Adam turns its sign into +-lr, differently in each framework")
-        rows.append(Row("weight norm", k < 0, (within + after if k < 0 else f"parts at step {k}: torch {a[k]:.10g} vs paddle {b[k]:.10g} (relative {rel[k]:.3g} "
+                          "again): its update is rounding's too (under Adam, +-lr with a sign rounding picks, "
+                          "differently in each framework)")
+        rows.append(Row("weight norm", k < 0, (within + after if k < 0 else f"parts at step {k}: torch {a[k]:.10g} vs {other} {b[k]:.10g} (relative {rel[k]:.3g} "
                         f"> {bound[k]:g}{', the loss curves not yet parted' if k < aligned and deterministic else ''})") + left_out))
 
-    finite = [s for s, log in (("torch", t), ("paddle", p)) if not np.isfinite(log["loss"]).all()]
+    finite = [s for s, log in (("torch", t), (other, p)) if not np.isfinite(log["loss"]).all()]
     rows.append(Row("loss finite", not finite, "every step's loss finite on both sides" if not finite else
                     "; ".join(f"{s}'s loss not finite from step {_first(~np.isfinite(log['loss']))}"
-                              for s, log in (("torch", t), ("paddle", p)) if s in finite)))
+                              for s, log in (("torch", t), (other, p)) if s in finite)))
     loss = (f"{'deterministic (the same order and modes, no dropout)' if deterministic else 'not shown deterministic'}; "
             + (f"within {LOSS_PARTS:g} at every step" if parts < 0 else
                f"part beyond {LOSS_PARTS:g} at the first step (gap {gap[0]:.3g})" if parts == 0 else
@@ -761,7 +764,7 @@ def judge_training(torch_log: dict, paddle_log: dict, threshold: float = None, r
             gaps = np.abs(np.asarray(t[name][:-1], np.float64) - np.asarray(p[name][:-1], np.float64))
             k = int(np.nanargmax(gaps)) if np.isfinite(gaps).any() else 0
             earlier.append(f"{name[len(METRIC):]} largest gap {gaps[k]:.3g} after step {int(t['eval_step'][k])} "
-                           f"(torch {float(t[name][k]):.6g} vs paddle {float(p[name][k]):.6g})")
+                           f"(torch {float(t[name][k]):.6g} vs {other} {float(p[name][k]):.6g})")
     return TrainingReport(rows, causes, loss, "; ".join(earlier), threshold, moved, own)
 
 
