@@ -445,3 +445,37 @@ def test_dropouts_given_as_numbers_and_autocast_each_one_line():
         ["block.drop (Dropout): p torch 0.1 vs paddle 0.2"]
     assert runconfig.differences({"autocast": "bfloat16"}, {}, {}, {}) == \
         ["autocast: the first forward computes in torch bfloat16 vs paddle none"]
+
+
+def test_convert_keeps_a_paddle_layer_its_run_never_calls_and_says_so():
+    """portcheck.convert, as `run`: with inputs= the run shows a Paddle layer unused (a pooler): kept at Paddle's own
+    value, said in one line; without inputs nothing shows it unused and it is refused, naming it."""
+    import paddle
+    import torch
+    from portcheck.convert import convert
+    from portcheck.errors import PipelineError
+
+    class TorchNet(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = torch.nn.Linear(3, 2)
+
+        def forward(self, x):
+            return self.fc(x)
+
+    class PaddleNet(paddle.nn.Layer):
+        def __init__(self):
+            super().__init__()
+            self.fc, self.pooler = paddle.nn.Linear(3, 2), paddle.nn.Linear(2, 2)
+
+        def forward(self, x):
+            return self.fc(x)
+    t, p = TorchNet(), PaddleNet()
+    before = p.pooler.weight.numpy().copy()
+    with pytest.raises(PipelineError, match="Paddle keys no torch tensor fills: pooler.weight"):
+        convert(t, p)
+    state = convert(t, p, inputs=np.ones((2, 3), np.float32))
+    assert state.kept == ["pooler.weight", "pooler.bias"] and state.said.startswith(
+        "Paddle's pooler.weight, pooler.bias: no torch tensor; unused by its forward on inputs: kept"), state.said
+    assert np.array_equal(p.pooler.weight.numpy(), before)
+    assert np.array_equal(p.fc.weight.numpy(), t.fc.weight.detach().numpy().T)
