@@ -16,56 +16,11 @@ import numpy as np
 import pytest
 
 from portcheck import run, runconfig
+from portcheck.errors import PipelineError
 
 STEPS = 3
 
-REGRESSION = {"torch": '''import argparse
-
-import numpy as np
-import torch
-from torch import nn
-
-parser = argparse.ArgumentParser()
-parser.add_argument("--lr", type=float, default=0.05)
-args = parser.parse_args()
-torch.manual_seed(0)
-model = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 3))
-opt = torch.optim.SGD(model.parameters(), lr=args.lr)
-loss_fn = nn.MSELoss()
-rng = np.random.default_rng(0)
-x = rng.standard_normal((16, 4)).astype("float32")
-y = rng.standard_normal((16, 3)).astype("float32")
-for step in range(5):
-    loss = loss_fn(model(torch.from_numpy(x)), torch.from_numpy(y))
-    opt.zero_grad()
-    loss.backward()
-    opt.step()
-    print(step, loss.item())
-''', "paddle": '''import argparse
-
-import numpy as np
-import paddle
-from paddle import nn
-
-parser = argparse.ArgumentParser()
-parser.add_argument("--lr", type=float, default=0.05)
-args = parser.parse_args()
-paddle.seed(0)
-model = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 3))
-opt = paddle.optimizer.SGD(learning_rate=args.lr, parameters=model.parameters())
-loss_fn = nn.MSELoss()
-rng = np.random.default_rng(0)
-x = rng.standard_normal((16, 4)).astype("float32")
-y = rng.standard_normal((16, 3)).astype("float32")
-for step in range(5):
-    loss = loss_fn(model(paddle.to_tensor(x)), paddle.to_tensor(y))
-    opt.clear_grad()
-    loss.backward()
-    opt.step()
-    print(step, loss.item())
-'''}
-
-# a tiny language model: an Embedding with padding_idx, attention with its own dropout (torch's a module of the
+# a tiny language model: its loss a loss class (Paddle's computes with its own kernels), an Embedding with padding_idx, attention with its own dropout (torch's a module of the
 # user's calling scaled_dot_product_attention; Paddle's nn.MultiHeadAttention, its dropout a float), the head tied
 # to the embedding (torch: head.weight = emb.weight; Paddle: matmul with emb.weight), pads masked and ignored
 LM = {"torch": '''import argparse
@@ -113,6 +68,7 @@ torch.manual_seed(0)
 vocab = 11
 model = TinyLM(vocab, 8, 2, 0.1)
 opt = torch.optim.AdamW(model.parameters(), lr=args.lr)
+loss_fn = nn.CrossEntropyLoss(ignore_index=0)
 rng = np.random.default_rng(0)
 for step in range(5):
     ids = rng.integers(1, vocab, (4, 6))
@@ -120,7 +76,7 @@ for step in range(5):
     ids = ids * mask  # 0 is the pad token
     labels = np.where(mask > 0, np.roll(ids, -1, axis=1), 0)
     logits = model(torch.from_numpy(ids), torch.from_numpy(mask))
-    loss = F.cross_entropy(logits.reshape(-1, vocab), torch.from_numpy(labels).reshape(-1), ignore_index=0)
+    loss = loss_fn(logits.reshape(-1, vocab), torch.from_numpy(labels).reshape(-1))
     opt.zero_grad()
     loss.backward()
     opt.step()
@@ -129,7 +85,6 @@ for step in range(5):
 
 import numpy as np
 import paddle
-import paddle.nn.functional as F
 from paddle import nn
 
 
@@ -152,6 +107,7 @@ paddle.seed(0)
 vocab = 11
 model = TinyLM(vocab, 8, 2, 0.1)
 opt = paddle.optimizer.AdamW(learning_rate=args.lr, parameters=model.parameters())
+loss_fn = nn.CrossEntropyLoss(ignore_index=0)
 rng = np.random.default_rng(0)
 for step in range(5):
     ids = rng.integers(1, vocab, (4, 6))
@@ -159,7 +115,7 @@ for step in range(5):
     ids = ids * mask  # 0 is the pad token
     labels = np.where(mask > 0, np.roll(ids, -1, axis=1), 0)
     logits = model(paddle.to_tensor(ids), paddle.to_tensor(mask))
-    loss = F.cross_entropy(logits.reshape([-1, vocab]), paddle.to_tensor(labels).reshape([-1]), ignore_index=0)
+    loss = loss_fn(logits.reshape([-1, vocab]), paddle.to_tensor(labels).reshape([-1]))
     opt.clear_grad()
     loss.backward()
     opt.step()
@@ -200,26 +156,8 @@ def planted(text: str, line: str, plant: str) -> str:
 
 
 @pytest.fixture(scope="module")
-def regression(tmp_path_factory):
-    return both(tmp_path_factory.mktemp("regression"), REGRESSION)
-
-
-@pytest.fixture(scope="module")
 def lm(tmp_path_factory):
     return both(tmp_path_factory.mktemp("lm"), LM)
-
-
-def test_paddles_mse_loss_class_is_recorded_and_its_reduction_compared(regression, tmp_path):
-    """Paddle's nn.MSELoss computes with its own kernels, no functional: recorded by its class, once."""
-    out, statuses = regression
-    assert statuses["paddle"]["config"]["loss"] == statuses["torch"]["config"]["loss"] == \
-        {"function": "mse_loss", "reduction": "mean", "weight": None}
-    shutil.copytree(out, tmp_path / "clean")
-    code, said = judged(tmp_path / "clean", statuses)
-    assert code == 0 and "the same: every paired module's settings, the optimizer, clipping, the loss, " in said, said
-    code, said = paddle_again(regression, tmp_path, planted(REGRESSION["paddle"], "loss_fn = nn.MSELoss()",
-                                                            'loss_fn = nn.MSELoss(reduction="sum")'))
-    assert code == 1 and "DIFFERS loss: reduction torch mean vs paddle sum" in said, said
 
 
 # each loss family: (torch's, Paddle's, Paddle's with a one-line plant, the line the plant must give). Evaluated in
@@ -364,34 +302,47 @@ def test_the_lm_pair_is_green_its_tied_head_judged_through_the_embedding(lm, tmp
     assert code == 0 and "green: the same run" in said, said
     assert "ONE-SIDED torch's head.weight: tied to a tensor paddle holds once" in said, said
     assert statuses["torch"]["config"]["dropouts"] == {"attn": {"type": "Attention", "p": [0.1]}}
+    assert statuses["paddle"]["config"]["loss"] == statuses["torch"]["config"]["loss"] == {
+        "function": "cross_entropy", "reduction": "mean", "weight": None, "ignore_index": 0, "label_smoothing": 0.0,
+        "soft_label": False, "use_softmax": True}
     assert statuses["paddle"]["config"]["dropouts"] == {"attn": {"type": "MultiHeadAttention", "p": [0.1]}}
 
 
-LM_PLANTS = [
-    ("MultiHeadAttention's dropout 0.0", "nn.MultiHeadAttention(dim, heads, dropout=dropout)",
-     "nn.MultiHeadAttention(dim, heads, dropout=0.0)", 1,
+POOLER = ("        self.emb = nn.Embedding(vocab, dim, padding_idx=0)",
+          "        self.emb, self.pooler = nn.Embedding(vocab, dim, padding_idx=0), nn.Linear(dim, dim)")
+LM_PLANTS = [  # (what, [(a line of the Paddle script, what replaces it)], exit code, what the summary names)
+    ("the loss class's reduction", [("loss_fn = nn.CrossEntropyLoss(ignore_index=0)",
+                                     'loss_fn = nn.CrossEntropyLoss(ignore_index=0, reduction="sum")')], 1,
+     ["DIFFERS loss: reduction torch mean vs paddle sum", "RED: 1 configuration difference(s)"]),
+    ("MultiHeadAttention's dropout 0.0", [("nn.MultiHeadAttention(dim, heads, dropout=dropout)",
+                                           "nn.MultiHeadAttention(dim, heads, dropout=0.0)")], 1,
      ["DIFFERS attn (Attention): dropout p torch 0.1 vs paddle none", "RED: 1 configuration difference(s)"]),
-    ("padding_idx left out: the pad row's gradient measured", "nn.Embedding(vocab, dim, padding_idx=0)",
-     "nn.Embedding(vocab, dim)", 0,
+    ("padding_idx left out: the pad row's gradient measured", [("nn.Embedding(vocab, dim, padding_idx=0)",
+                                                                "nn.Embedding(vocab, dim)")], 0,
      ["DIFFERS emb (Embedding): padding_idx torch 0 vs paddle none; measured here: the pad row's gradient differs by",
       "within the rule: green on these batches", "green: the same run"]),
-    ("an unused one-sided layer (a pooler)", "        self.emb = nn.Embedding(vocab, dim, padding_idx=0)",
-     "        self.emb, self.pooler = nn.Embedding(vocab, dim, padding_idx=0), nn.Linear(dim, dim)", 0,
+    ("a one-sided layer never called", [POOLER], 0,
      ["ONE-SIDED paddle's pooler.weight, pooler.bias: no torch tensor; unused by its forward", "green: the same run"]),
-    ("the head untied on Paddle's side", "        self.attn = nn.MultiHeadAttention(dim, heads, dropout=dropout)",
-     "        self.attn = nn.MultiHeadAttention(dim, heads, dropout=dropout)\n"
-     "        self.head = nn.Linear(dim, vocab, bias_attr=False)", 1,
+    ("a one-sided pooler computed and not returned (paddlenlp's token classifier)",
+     [POOLER, ("        h = h + self.attn(h, h, h, attn_mask=mask[:, None, None, :] > 0)",
+               "        h = h + self.attn(h, h, h, attn_mask=mask[:, None, None, :] > 0)\n"
+               "        pooled = paddle.tanh(self.pooler(h[:, 0]))")], 0,
+     ["ONE-SIDED paddle's pooler.weight, pooler.bias: no torch tensor; unused by its forward", "green: the same run"]),
+    ("the head untied on Paddle's side",
+     [("        self.attn = nn.MultiHeadAttention(dim, heads, dropout=dropout)",
+       "        self.attn = nn.MultiHeadAttention(dim, heads, dropout=dropout)\n"
+       "        self.head = nn.Linear(dim, vocab, bias_attr=False)"),
+      ("        return paddle.matmul(h, self.emb.weight, transpose_y=True)", "        return self.head(h)")], 1,
      ["DIFFERS tied weights: torch's head.weight is its emb.weight, paddle holds them apart (head.weight and "
       "emb.weight)", "the runs part at grad head.weight"]),
 ]
 
 
-@pytest.mark.parametrize("what, line, plant, code, named", LM_PLANTS, ids=[p[0] for p in LM_PLANTS])
-def test_a_lm_plant_is_judged_as_named(lm, tmp_path, what, line, plant, code, named):
-    text = planted(LM["paddle"], line, plant)
-    if "self.head" in plant:
-        text = planted(text, "        return paddle.matmul(h, self.emb.weight, transpose_y=True)",
-                       "        return self.head(h)")
+@pytest.mark.parametrize("what, plants, code, named", LM_PLANTS, ids=[p[0] for p in LM_PLANTS])
+def test_a_lm_plant_is_judged_as_named(lm, tmp_path, what, plants, code, named):
+    text = LM["paddle"]
+    for line, plant in plants:
+        text = planted(text, line, plant)
     got, said = paddle_again(lm, tmp_path, text)
     assert got == code, said
     for x in named:
@@ -400,9 +351,8 @@ def test_a_lm_plant_is_judged_as_named(lm, tmp_path, what, line, plant, code, na
 
 def test_a_one_sided_layer_the_forward_uses_is_refused_naming_it(lm, tmp_path):
     text = planted(LM["paddle"], "        h = self.emb(ids)", "        h = self.pooler(self.emb(ids))")
-    text = planted(text, "        self.emb = nn.Embedding(vocab, dim, padding_idx=0)",
-                   "        self.emb, self.pooler = nn.Embedding(vocab, dim, padding_idx=0), nn.Linear(dim, dim)")
-    with pytest.raises(Exception, match="Paddle pooler.weight no torch tensor fills"):
+    text = planted(text, *POOLER)
+    with pytest.raises(PipelineError, match="Paddle pooler.weight no torch tensor fills"):
         paddle_again(lm, tmp_path, text)
 
 
@@ -453,7 +403,6 @@ def test_convert_keeps_a_paddle_layer_its_run_never_calls_and_says_so():
     import paddle
     import torch
     from portcheck.convert import convert
-    from portcheck.errors import PipelineError
 
     class TorchNet(torch.nn.Module):
         def __init__(self):

@@ -120,7 +120,8 @@ class PaddleSide:
         same = names_of_one_tensor(params)
         unfilled = [k for k in params if k not in said and not any(a in state for a in same[k])]
         trained = {k for k, _ in model.named_parameters()}
-        one_sided["paddle"] = [k for k in unfilled if module(k) not in paddle_ran or k not in trained]
+        idle = self._unused(model, args, kwargs, unfilled) if unfilled else set()
+        one_sided["paddle"] = [k for k in unfilled if module(k) not in paddle_ran or k not in trained or k in idle]
         problems += [f"Paddle {k} no torch tensor fills" for k in unfilled if k not in one_sided["paddle"]]
         for alias, tie in tied.items():  # tied on torch's side, each name placed in a Paddle tensor of its own
             if alias in placed and tie in placed and placed[tie] not in same[placed[alias]]:
@@ -131,6 +132,36 @@ class PaddleSide:
                              + "; ".join(problems[:4]))
         self.set_state(model, state)
         return paired.pairs, counterparts(torch_trace, paddle_trace, paired), placed
+
+    def _unused(self, model, args, kwargs, keys) -> set:
+        """Of the parameters `keys` names, those no output of the model depends on (paddlenlp's BertModel computes its
+        pooler for a token classifier, which returns the sequence's logits alone): the gradient of its outputs' sum
+        reaches none of them. Its forward in eval mode, .grad untouched; none where Paddle cannot tell."""
+        from portcheck.compare import eval_mode
+        paddle = self.paddle
+        with eval_mode(model):
+            out = model(*args, **kwargs)
+        found = []
+        todo = [out]
+        while todo:
+            v = todo.pop()
+            if isinstance(v, paddle.Tensor):
+                if not v.stop_gradient and v.dtype in (paddle.float32, paddle.float64, paddle.float16, paddle.bfloat16):
+                    found.append(v)
+            elif isinstance(v, dict):
+                todo += list(v.values())
+            elif isinstance(v, (tuple, list)):
+                todo += list(v)
+            elif hasattr(v, "to_tuple"):  # a ModelOutput
+                todo += list(v.to_tuple())
+        named = [(k, p) for k, p in model.named_parameters() if k in keys and not p.stop_gradient]
+        if not found or not named:
+            return set()
+        try:
+            grads = paddle.grad(paddle.add_n([v.sum() for v in found]), [p for _, p in named], allow_unused=True)
+        except (RuntimeError, ValueError):  # a parameter Paddle's grad cannot reach (an RNN's own weight storage): not shown unused
+            return set()
+        return {k for (k, _), g in zip(named, grads) if g is None}
 
     def set_state(self, model, state: dict):
         params = model.state_dict()

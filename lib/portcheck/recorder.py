@@ -414,7 +414,7 @@ def crossed_file(path: Path, crossed=None) -> list:
 
 # every loss of both frameworks, by torch's functional name: (Paddle's functional name, its settings, by torch's
 # names, in torch's conventions). A Paddle setting spelled otherwise: PADDLE_SPELLING; Paddle's smooth_l1_loss is
-# torch's huber_loss unless is_huber=False (_canonical).
+# torch's huber_loss unless is_huber=False (loss_settings).
 LOSSES = {
     "cross_entropy": ("cross_entropy", ("reduction", "weight", "ignore_index", "label_smoothing", "soft_label",
                                         "use_softmax")),
