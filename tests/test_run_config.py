@@ -20,7 +20,8 @@ from portcheck.errors import PipelineError
 
 STEPS = 3
 
-# a tiny language model: its loss a loss class (Paddle's computes with its own kernels), an Embedding with padding_idx, attention with its own dropout (torch's a module of the
+# a tiny language model: its loss a loss class (Paddle's computes with its own kernels), an Embedding with
+# padding_idx, attention with its own dropout (torch's a module of the
 # user's calling scaled_dot_product_attention; Paddle's nn.MultiHeadAttention, its dropout a float), the head tied
 # to the embedding (torch: head.weight = emb.weight; Paddle: matmul with emb.weight), pads masked and ignored
 LM = {"torch": '''import argparse
@@ -165,21 +166,25 @@ def lm(tmp_path_factory):
 # (recorder.loss_wrapper); the inputs only bind the call's arguments (the class is not run)
 FAMILIES = [
     ("nn.MSELoss()", "nn.MSELoss()", "nn.MSELoss(reduction='sum')", "loss: reduction torch mean vs paddle sum"),
-    ("nn.L1Loss(reduction='sum')", "nn.L1Loss(reduction='sum')", "nn.L1Loss()", "loss: reduction torch sum vs paddle mean"),
+    ("nn.L1Loss(reduction='sum')", "nn.L1Loss(reduction='sum')", "nn.L1Loss()",
+     "loss: reduction torch sum vs paddle mean"),
     ("nn.SmoothL1Loss(beta=0.5)", "nn.SmoothL1Loss(delta=0.5, is_huber=False)", "nn.SmoothL1Loss(delta=0.5)",
      "loss: scale torch 1 vs paddle 0.5 (torch's huber_loss(delta) is delta x smooth_l1_loss(beta=delta)"),
     ("nn.SmoothL1Loss(beta=0.5)", "nn.SmoothL1Loss(delta=0.5, is_huber=False)",
      "nn.SmoothL1Loss(delta=1.0, is_huber=False)", "loss: beta torch 0.5 vs paddle 1"),
     ("nn.HuberLoss(delta=2.0)", "nn.HuberLoss(delta=2.0)", "nn.HuberLoss()", "loss: beta torch 2 vs paddle 1"),
     ("nn.SmoothL1Loss()", "nn.SmoothL1Loss()", "nn.L1Loss()", "loss: torch smooth_l1_loss vs paddle l1_loss"),
-    ("nn.BCELoss(weight=W)", "nn.BCELoss(weight=W)", "nn.BCELoss()", "loss: weight torch [1.0, 2.0, 3.0] vs paddle none"),
+    ("nn.BCELoss(weight=W)", "nn.BCELoss(weight=W)", "nn.BCELoss()",
+     "loss: weight torch [1.0, 2.0, 3.0] vs paddle none"),
     ("nn.BCEWithLogitsLoss(pos_weight=W)", "nn.BCEWithLogitsLoss(pos_weight=W)", "nn.BCEWithLogitsLoss()",
      "loss: pos_weight torch [1.0, 2.0, 3.0] vs paddle none"),
-    ("nn.CrossEntropyLoss(label_smoothing=0.1, ignore_index=1)", "nn.CrossEntropyLoss(label_smoothing=0.1, ignore_index=1)",
-     "nn.CrossEntropyLoss(label_smoothing=0.1)", "loss: ignore_index torch 1 vs paddle -100"),
+    ("nn.CrossEntropyLoss(label_smoothing=0.1, ignore_index=1)",
+     "nn.CrossEntropyLoss(label_smoothing=0.1, ignore_index=1)", "nn.CrossEntropyLoss(label_smoothing=0.1)",
+     "loss: ignore_index torch 1 vs paddle -100"),
     ("nn.CrossEntropyLoss()", "nn.CrossEntropyLoss()", "nn.CrossEntropyLoss(use_softmax=False)",
      "loss: use_softmax torch True vs paddle False"),
-    ("nn.NLLLoss(weight=W)", "nn.NLLLoss(weight=W)", "nn.NLLLoss()", "loss: weight torch [1.0, 2.0, 3.0] vs paddle none"),
+    ("nn.NLLLoss(weight=W)", "nn.NLLLoss(weight=W)", "nn.NLLLoss()",
+     "loss: weight torch [1.0, 2.0, 3.0] vs paddle none"),
     ("nn.KLDivLoss(reduction='batchmean', log_target=True)", "nn.KLDivLoss(reduction='batchmean', log_target=True)",
      "nn.KLDivLoss(reduction='batchmean')", "loss: log_target torch True vs paddle False"),
     ("nn.CTCLoss(blank=0)", "nn.CTCLoss(blank=0)", "nn.CTCLoss(blank=1)", "loss: blank torch 0 vs paddle 1"),
@@ -201,7 +206,8 @@ FAMILIES = [
     # functionals, as the recorder wraps them; Paddle's own spellings of torch's losses
     ("F.smooth_l1_loss(X, Y, beta=0.5)", "F.smooth_l1_loss(X, Y, delta=0.5, is_huber=False)",
      "F.smooth_l1_loss(X, Y, delta=0.5)", "loss: scale torch 1 vs paddle 0.5"),
-    ("F.mse_loss(X, Y, reduction='none')", "F.square_error_cost(X, Y)", "F.mse_loss(X, Y)", "loss: reduction torch none vs paddle mean"),
+    ("F.mse_loss(X, Y, reduction='none')", "F.square_error_cost(X, Y)", "F.mse_loss(X, Y)",
+     "loss: reduction torch none vs paddle mean"),
     ("F.binary_cross_entropy_with_logits(X, Y, pos_weight=W)", "F.binary_cross_entropy_with_logits(X, Y, pos_weight=W)",
      "F.binary_cross_entropy_with_logits(X, Y, weight=W)", "loss: weight torch none vs paddle [1.0, 2.0, 3.0]"),
 ]
@@ -374,7 +380,8 @@ def test_padding_idx_follows_the_numbers_and_stays_red_where_they_cannot_show_it
     setting = ("emb", "Embedding", "emb", "padding_idx", 0, None)
     line, ok = run.measured(t, p, _Report(True), {"emb": "emb"}, {}, setting)
     assert ok and line.startswith("emb (Embedding): padding_idx torch 0 vs paddle none; measured here: the pad row's "
-                                  "gradient differs by 1e-31 (torch's 0, paddle's 1e-31)") and line.endswith("green on these batches"), line
+                                  "gradient differs by 1e-31 (torch's 0, paddle's 1e-31)"), line
+    assert line.endswith("green on these batches"), line
     line, ok = run.measured(t, p, _Report(False), {"emb": "emb"}, {}, setting)
     assert not ok and "outside the rule: red" in line, line
     line, ok = run.measured({**t, "in/emb": np.array([[1.0, 2.0, 3.0]])}, p, _Report(True), {"emb": "emb"}, {}, setting)

@@ -159,7 +159,7 @@ class PaddleSide:
             return set()
         try:
             grads = paddle.grad(paddle.add_n([v.sum() for v in found]), [p for _, p in named], allow_unused=True)
-        except (RuntimeError, ValueError):  # a parameter Paddle's grad cannot reach (an RNN's own weight storage): not shown unused
+        except (RuntimeError, ValueError):  # a parameter Paddle's grad cannot reach (an RNN's weight storage)
             return set()
         return {k for (k, _), g in zip(named, grads) if g is None}
 

@@ -129,6 +129,10 @@ class Run:
 
     def _module_call(self, module, call, args, kwargs):
         if self.depth or self.done or not self.fw.grad_enabled():
+            if self.in_root and self.config["loss"] is None and not self.making and self.fw.loss_class(module):
+                found = class_loss(module, self.fw.loss_class(module), self.fw.framework == "paddle", args, kwargs)
+                if found is not None:  # the model's own loss (labels=): its settings, its target part of the batch
+                    self.config["loss"], self.config["loss_inside"] = {"function": found[0], **found[1]}, True
             return self._inner(call, args, kwargs)
         if self.root is None:
             held = self.fw.held_parameters(self.optimizers)
@@ -310,6 +314,8 @@ class Run:
         """A functional loss called on the root's output: its target recorded (paddle, torch64: replaced)."""
         # a loss inside the model is not the loss, nor one in the runs the recorder makes itself at the model's
         # first call (pairing, isolation), which a model computing its loss from labels= makes too
+        if self.in_root and self.config["loss"] is None and not (self.making or self.in_loss or self.done):
+            self.config["loss"], self.config["loss_inside"] = {"function": name, **settings}, True  # the model's own
         if self.root is None or self.done or self.in_root or self.making or self.in_loss:
             return target
         key = f"target/batch_{self.step}"

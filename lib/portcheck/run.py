@@ -330,11 +330,12 @@ def measured(t: dict, p: dict, report, modules: dict, renamed: dict, setting) ->
     if ids is None or tg is None or pg is None or not np.isin(rows, ids).any():
         return f"{line}; not measured here: no pad token {rows} in the first batch, whose steps would show it", False
     gap = float(np.max(np.abs(tg[rows].astype(np.float64) - pg[rows])))
+    largest = lambda g: f"{np.max(np.abs(g[rows])):.3g}"
     judged = [r for r in [*report.grads, *(r for rows_ in report.steps for r in rows_)]
               if r.key in (f"grad {name}.weight", f"{name}.weight")]
     ok = bool(judged) and all(r.passed for r in judged)
-    return (f"{line}; measured here: the pad row's gradient differs by {gap:.3g} (torch's {np.max(np.abs(tg[rows])):.3g},"
-            f" paddle's {np.max(np.abs(pg[rows])):.3g}), it and the weights {'within' if ok else 'outside'} the rule: "
+    return (f"{line}; measured here: the pad row's gradient differs by {gap:.3g} (torch's {largest(tg)}, paddle's "
+            f"{largest(pg)}), it and the weights {'within' if ok else 'outside'} the rule: "
             f"{'green' if ok else 'red'} on these batches"), ok
 
 

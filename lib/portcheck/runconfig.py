@@ -76,8 +76,9 @@ def differences(torch_config: dict, paddle_config: dict, modules: dict, renamed:
         if tl["function"] != pl["function"]:
             out.append(f"loss: torch {tl['function']} vs paddle {pl['function']}")
         else:
-            out += [f"loss: {key} torch {_said(tl.get(key))} vs paddle {_said(pl.get(key))}{LOSS_CONVENTION.get(key, '')}"
-                    for key in tl if key != "function" and not _same(tl.get(key), pl.get(key))]
+            out += [f"loss: {key} torch {_said(tl.get(key))} vs paddle {_said(pl.get(key))}"
+                    f"{LOSS_CONVENTION.get(key, '')}" for key in tl
+                    if key != "function" and not _same(tl.get(key), pl.get(key))]
     out += _dropouts(torch_config, paddle_config, modules)
     out += [f"tied weights: torch's {alias} is its {tie}, paddle holds them apart ({p_alias} and {p_tie}): the head is "
             "untied on paddle's side" for alias, tie, p_alias, p_tie in
