@@ -11,8 +11,11 @@ folder). install() wraps what every training script goes through, in either fram
   Tensor.backward     the tensor it is called on is the loss; the gradients after the first backward;
   optimizer.step      before it, the lr; after it, every weight; after step N, the record is written and the
                       script is stopped (exit 0);
-  the loss functions  each functional loss (cross_entropy, mse_loss, ...) records its target and settings;
-  dropout             off for the N steps (the functional dropout returns its input);
+  the losses          each loss functional and loss class of the framework (LOSSES: cross_entropy, mse_loss, ...;
+                      nn.MSELoss, ...) records its target and its settings in torch's conventions (loss_settings),
+                      a class once (Paddle's compute with their own kernels); one it does not know, as not known;
+  dropout             off for the N steps (the functional dropout returns its input); the p of each call in the
+                      first forward recorded under the module calling it (dropout_site);
   seeds, clipping     their arguments, for the configuration (portcheck.runconfig);
   torch's schedulers  whether one cycles the optimizer's momentum (OneCycleLR, CyclicLR), for it too.
 
