@@ -254,19 +254,22 @@ class _Shapes(dict):
 
 
 def pair_modules(torch_model, paddle_model, name_map=None, inputs=None, layouts=None, copies=None,
-                 doubt=None) -> tuple:
+                 doubt=None, ran=None) -> tuple:
     """({torch module: Paddle module ("" for the model itself)}, [each torch module holding tensors left without
     a counterpart, said]), by portcheck.pairing: on the models' run over `inputs` when given (run order, output
     shapes; in eval mode, so BatchNorm's statistics stay), else on their definition order. copies, a dict if
     given, receives pairing.Pairing.copies(): the Paddle modules filled with copies of a torch module's tensors.
     doubt, a list if given, receives the groups of modules only the run's order paired ([[(torch module, Paddle
     module), ...]], pairing.Pairing.doubtful: convert settles them by the run); without it they are settled by
-    the weights the Paddle model holds, where it holds torch's (_held)."""
+    the weights the Paddle model holds, where it holds torch's (_held). ran, a dict if given, receives {"Paddle":
+    the Paddle modules the run over `inputs` called} (none without inputs: nothing shows a module unused)."""
     from portcheck.compare import eval_mode, ran_on, trace  # compare imports this module
     with eval_mode(torch_model), eval_mode(paddle_model):
         whole = [fused.mark(ran_on(side, trace(m, inputs, _Shapes()), inputs), fused.specs(m, layouts), m)
                  for side, m in (("torch", torch_model), ("Paddle", paddle_model))]  # each output as it ran
         paired = pairing.pair(*(fused.cut(r) for r in whole), name_map, weights_only=True)
+    if ran is not None and inputs is not None:
+        ran["Paddle"] = {pairing.module_of(pairing.split_key(k)[1]) for k in whole[1] if k.startswith("out/")}
     modules = paired.modules()
     if copies is not None:
         copies.update(paired.copies())
@@ -501,7 +504,7 @@ def _put(group: list, theirs: tuple, keys: dict, values: dict, params: dict):
 
 
 def plan(torch_model, paddle_model, name_map=None, layouts=None, inputs=None, paddle_kinds=None,
-         paired=None, copies=None, doubt=None) -> dict:
+         paired=None, copies=None, doubt=None, ran=None) -> dict:
     """{torch key: (Paddle key, Tensor, numpy array)} for every parameter and buffer the Paddle model takes,
     with every module's counterpart and type checked; compare_backward maps gradients and updated weights
     through the same rules. paddle_kinds, a dict if given, receives {torch module: the Paddle type it pairs
@@ -509,7 +512,7 @@ def plan(torch_model, paddle_model, name_map=None, layouts=None, inputs=None, pa
     {torch module: its Paddle module} ("" for the model itself); copies, a dict if given, {torch module: the other
     Paddle modules it runs as} (pairing.Pairing.copies)."""
     check_models(torch_model, paddle_model)
-    modules, missing = pair_modules(torch_model, paddle_model, name_map, inputs, layouts, copies, doubt)
+    modules, missing = pair_modules(torch_model, paddle_model, name_map, inputs, layouts, copies, doubt, ran)
     if paired is not None:
         paired.update(modules)
     layers = dict(paddle_model.named_sublayers(include_self=True))
@@ -590,15 +593,18 @@ def convert(torch_model, paddle_model, name_map=None, path=None, layouts=None, i
     transformers keeps it out of its state dict) is filled from the torch module's own buffer of that name
     when it holds the same values, and refused when they differ; one torch does not hold at all (its forward
     computes it) is refused, naming it, unless keep= lists its Paddle key: then Paddle's own value stays, and
-    compare_forward judges what reads it (an integer input exactly).
+    compare_forward judges what reads it (an integer input exactly). A Paddle tensor no torch tensor fills whose
+    module the run over `inputs` never calls (paddlenlp's token-classification model's pooler) keeps Paddle's own
+    value, as `portcheck run` keeps it: named in state.kept, with its one line in state.said.
     paddle_model.set_state_dict(convert(...)), the older use, still works.
     """
     params = paddle_model.state_dict()  # the model's own tensors, not copies
     same = names_of_one_tensor(params)
     # every problem is gathered before any is said: one run names them all (a port's first conversion usually
     # has several, and fixing them one run at a time costs a model load each)
-    state, origin, problems, modules, copies, doubt = {}, {}, [], {}, {}, []
-    planned = plan(torch_model, paddle_model, name_map, layouts, inputs, paired=modules, copies=copies, doubt=doubt)
+    state, origin, problems, modules, copies, doubt, ran = {}, {}, [], {}, {}, [], {}
+    planned = plan(torch_model, paddle_model, name_map, layouts, inputs, paired=modules, copies=copies, doubt=doubt,
+                   ran=ran)
     for torch_key, (key, tensor, array) in planned.items():
         # a torch module the name map says runs as several Paddle modules fills each (Pairing.copies)
         for key in [key] + [paddle_key(tensor, other) for other in copies.get(tensor.module or pairing.ROOT, ())]:
@@ -617,12 +623,17 @@ def convert(torch_model, paddle_model, name_map=None, path=None, layouts=None, i
                 origin[f"{name}.{tensor_name}"] = " + ".join(origin.pop(k) for k in keys)
     problems += [f"keep= names no Paddle key: {named(sorted(set(keep) - set(params)))}"] if set(keep) - set(params) else []
     unfilled = [k for k in params if not any(a in state for a in same[k]) and k not in keep]
+    unused = [k for k in unfilled if "Paddle" in ran and (k.rpartition(".")[0] or pairing.ROOT) not in ran["Paddle"]]
+    unfilled = [k for k in unfilled if k not in unused]
     buffers, said = _one_sided_buffers(torch_model, paddle_model, unfilled, modules, params)
     for key, (torch_key, tensor) in buffers.items():
         state[key], origin[key] = (tensor, tensor.array), torch_key
     unfilled = [k for k in unfilled if k not in buffers and k not in said]
     problems += list(said.values())
     state = State(state, origin)
+    state.kept = unused
+    state.said = f"Paddle's {named(unused)}: no torch tensor; unused by its forward on inputs: kept at Paddle's own " \
+        "value" if unused else ""
     unknown = [origin[k] for k in state if k not in params]
     problems += [f"Paddle keys no torch tensor fills: {named(unfilled)}"] if unfilled else []
     problems += [f"torch tensors with no Paddle key: {named(unknown)}"] if unknown else []
@@ -707,6 +718,7 @@ class State(Mapping):
         self._tensors = tensors  # {Paddle key: (Tensor, its torch array)}
         self.aliases = {}        # {another Paddle key of the same tensor (an RNN's weight_ih_l0): its key}
         self.origin = origin or {}  # {Paddle key: the torch key it was filled from}
+        self.kept, self.said = [], ""  # Paddle keys left at their own value (unused by the run), and its one line
 
     def carried(self) -> dict:
         """{Paddle key: (its torch key, whether its layout is transposed)}: what record.model_fingerprint(model,

@@ -12,10 +12,12 @@ import random
 
 import numpy as np
 
-from portcheck.recorder import loss_wrapper, module_settings, registering, seeded, wrap_framework
+from portcheck.recorder import LOSS_CLASSES, loss_wrapper, module_settings, registering, seeded, wrap_framework
 
 
 class PaddleSide:
+    framework = "paddle"
+
     def __init__(self, float64: bool = False):
         import paddle
         self.paddle = paddle
@@ -54,12 +56,17 @@ class PaddleSide:
     def start_from_torch(self, model, given: dict, first: dict):
         """The model's weights set to the torch side's initial ones (given: the torch record), every Paddle key
         filled, every shape equal, before the first is set; else one line. Returns the pairing's calls
-        {torch call: Paddle call} and record keys {torch key: Paddle key} (compare.counterparts)."""
+        {torch call: Paddle call} and record keys {torch key: Paddle key} (compare.counterparts).
+        A tensor one side alone holds is no problem where the run shows it unused (its module not called by that
+        side's first forward) or the model fills it itself (a buffer, Paddle's position ids; a torch tensor without
+        a gradient): kept at that side's own value, named in the configuration (one_sided), the comparison
+        deciding. A torch name of a tied tensor (a head's weight tied to the embedding's: tied/ keys) is filled
+        through the name paired; tied on torch's side and two tensors on Paddle's is said (untied)."""
         from portcheck.backward import _counterpart, renames
         from portcheck.convert import CONFIGS_DIFFER, names_of_one_tensor
         from portcheck.compare import _Recorder, counterparts, eval_mode, hook_points
-        from portcheck.pairing import describe, pair
-        from portcheck.recorder import RUN
+        from portcheck.pairing import ROOT, describe, module_of, pair, split_key
+        from portcheck.recorder import RUN, ties
         from portcheck.errors import PipelineError
         args = [self.to_tensor(first[k]) for k in sorted((k for k in first if k.startswith("args/")),
                                                          key=lambda k: int(k.split("/")[1]))]
@@ -82,12 +89,17 @@ class PaddleSide:
         renamed = renames(given)
         params = model.state_dict()
         state, problems, placed, said = {}, [], {}, set()  # said: Paddle keys a problem names already
+        tied, missing = ties(given), []
+        ran = lambda trace: {module_of(split_key(k)[1]) for k in trace if k.startswith("out/")}
+        torch_ran, paddle_ran = ran(given), ran(rec.arrays)
+        module = lambda key: key.rpartition(".")[0] or ROOT
+        one_sided = {"torch": [], "paddle": [], "tied": []}
         for key in (k for k in given if k.startswith("state0/")):
             target = _counterpart(key, modules, renamed).partition("/")[2]
             if target not in params:
                 like = params.get(key[7:])  # the Paddle tensor of its name, which its shape kept from pairing
                 if like is None:
-                    problems.append(f"torch {key[7:]} has no Paddle counterpart")
+                    missing.append(key[7:])
                 else:
                     problems.append(f"torch {key[7:]} {list(given[key].shape)} vs Paddle {key[7:]} "
                                     f"{list(like.shape)}: {CONFIGS_DIFFER}")
@@ -97,14 +109,59 @@ class PaddleSide:
             if tuple(value.shape) != tuple(want.shape):
                 problems.append(f"torch {key[7:]} {list(value.shape)} vs Paddle {target} {list(want.shape)}")
             state[target], placed[key[7:]] = value, target
+        for name in missing:  # a tied name filled through another (the name its tie's module is paired under)
+            mates = {tied.get(name, name), *(a for a, f in tied.items() if f == tied.get(name, name))} - {name}
+            if any(m in placed for m in mates):
+                one_sided["tied"].append(name)
+            elif module(name) not in torch_ran or f"grad/{name}" not in given:
+                one_sided["torch"].append(name)
+            else:
+                problems.append(f"torch {name} has no Paddle counterpart")
         same = names_of_one_tensor(params)
-        problems += [f"Paddle {k} no torch tensor fills" for k in params
-                     if k not in said and not any(a in state for a in same[k])]
+        unfilled = [k for k in params if k not in said and not any(a in state for a in same[k])]
+        trained = {k for k, _ in model.named_parameters()}
+        idle = self._unused(model, args, kwargs, unfilled) if unfilled else set()
+        one_sided["paddle"] = [k for k in unfilled if module(k) not in paddle_ran or k not in trained or k in idle]
+        problems += [f"Paddle {k} no torch tensor fills" for k in unfilled if k not in one_sided["paddle"]]
+        for alias, tie in tied.items():  # tied on torch's side, each name placed in a Paddle tensor of its own
+            if alias in placed and tie in placed and placed[tie] not in same[placed[alias]]:
+                one_sided.setdefault("untied", []).append([alias, tie, placed[alias], placed[tie]])
+        RUN.config["one_sided"] = one_sided
         if problems:
             raise RUN.refuse(f"its model cannot start from the torch model's weights ({len(problems)} problem(s)): "
                              + "; ".join(problems[:4]))
         self.set_state(model, state)
         return paired.pairs, counterparts(torch_trace, paddle_trace, paired), placed
+
+    def _unused(self, model, args, kwargs, keys) -> set:
+        """Of the parameters `keys` names, those no output of the model depends on (paddlenlp's BertModel computes its
+        pooler for a token classifier, which returns the sequence's logits alone): the gradient of its outputs' sum
+        reaches none of them. Its forward in eval mode, .grad untouched; none where Paddle cannot tell."""
+        from portcheck.compare import eval_mode
+        paddle = self.paddle
+        with eval_mode(model):
+            out = model(*args, **kwargs)
+        found = []
+        todo = [out]
+        while todo:
+            v = todo.pop()
+            if isinstance(v, paddle.Tensor):
+                if not v.stop_gradient and v.dtype in (paddle.float32, paddle.float64, paddle.float16, paddle.bfloat16):
+                    found.append(v)
+            elif isinstance(v, dict):
+                todo += list(v.values())
+            elif isinstance(v, (tuple, list)):
+                todo += list(v)
+            elif hasattr(v, "to_tuple"):  # a ModelOutput
+                todo += list(v.to_tuple())
+        named = [(k, p) for k, p in model.named_parameters() if k in keys and not p.stop_gradient]
+        if not found or not named:
+            return set()
+        try:
+            grads = paddle.grad(paddle.add_n([v.sum() for v in found]), [p for _, p in named], allow_unused=True)
+        except (RuntimeError, ValueError):  # a parameter Paddle's grad cannot reach (an RNN's weight storage)
+            return set()
+        return {k for (k, _), g in zip(named, grads) if g is None}
 
     def set_state(self, model, state: dict):
         params = model.state_dict()
@@ -126,6 +183,34 @@ class PaddleSide:
 
     def lr(self, optimizer) -> float:
         return float(optimizer.get_lr())
+
+    def named_modules(self, model):
+        return model.named_sublayers(include_self=True)
+
+    def is_dropout(self, module) -> bool:
+        nn = self.paddle.nn
+        return isinstance(module, (nn.Dropout, nn.Dropout2D, nn.Dropout3D, nn.AlphaDropout))
+
+    def loss_class(self, module) -> str:
+        """A Paddle loss class's functional, by torch's name (recorder.LOSS_CLASSES; one it does not know: its own
+        name), else "". HuberLoss and SmoothL1Loss are Paddle's smooth_l1_loss (recorder.loss_settings)."""
+        kinds = [c for c in type(module).__mro__ if c.__module__ == "paddle.nn.layer.loss"]
+        if not kinds:
+            return ""
+        known = next((c.__name__ for c in kinds if c.__name__ in LOSS_CLASSES), None)
+        if known in ("SmoothL1Loss", "HuberLoss"):
+            return "smooth_l1_loss"
+        return self._paddle_name(LOSS_CLASSES[known]) if known else kinds[0].__name__
+
+    @staticmethod
+    def _paddle_name(torch_name: str) -> str:
+        from portcheck.recorder import LOSSES
+        return LOSSES[torch_name][0] or torch_name
+
+    def autocast(self):
+        """The dtype auto_cast computes in around the first forward, else None (on a CPU Paddle's is off)."""
+        tracer = self.paddle.base.framework._dygraph_tracer()
+        return None if str(tracer._amp_level).endswith("O0") else str(tracer._amp_dtype)
 
     def module_config(self, model) -> dict:
         """In torch's conventions: BatchNorm's momentum m is torch's 1 - m, GELU's approximation a string."""
@@ -220,4 +305,4 @@ class PaddleSide:
 
 
 def _loss(run, name, fn):
-    return loss_wrapper(run, name, fn, "label")
+    return loss_wrapper(run, name, fn, True)

@@ -9,9 +9,12 @@ import random
 
 import numpy as np
 
-from portcheck.recorder import loss_wrapper, module_settings, registering, seeded, wrap_framework
+from portcheck.recorder import LOSS_CLASSES, loss_wrapper, module_settings, registering, seeded, wrap_framework
+
 
 class TorchSide:
+    framework = "torch"
+
     def __init__(self, float64: bool):
         import torch
         self.torch, self.float64, self.layouts, self.counter = torch, float64, None, None
@@ -62,8 +65,11 @@ class TorchSide:
         from portcheck.convert import torch_layouts
         self.layouts = torch_layouts(module)
         self.counter = _norm_counter(module)
-        return {f"{RENAMED}{k}/{t.paddle_name}": np.zeros(0, np.float32) for k, t in self.layouts.items()
-                if t.paddle_name != t.name}
+        from portcheck.recorder import TIED
+        return {**{f"{RENAMED}{k}/{t.paddle_name}": np.zeros(0, np.float32) for k, t in self.layouts.items()
+                   if t.paddle_name != t.name},
+                **{f"{TIED}{k}/{t.tie}": np.zeros(0, np.float32) for k, t in self.layouts.items()
+                   if t.tie and t.tie != k}}
 
     def paddle_layout_state(self, module) -> dict:
         from portcheck.backward import _torch_state
@@ -78,6 +84,26 @@ class TorchSide:
 
     def lr(self, optimizer) -> float:
         return float(optimizer.param_groups[0]["lr"])
+
+    def named_modules(self, model):
+        return model.named_modules()
+
+    def is_dropout(self, module) -> bool:
+        return isinstance(module, self.torch.nn.modules.dropout._DropoutNd)
+
+    def loss_class(self, module) -> str:
+        """A torch loss class's functional (recorder.LOSS_CLASSES; one it does not know: its own name), else ""."""
+        if not isinstance(module, self.torch.nn.modules.loss._Loss):
+            return ""
+        known = next((c.__name__ for c in type(module).__mro__ if c.__name__ in LOSS_CLASSES
+                      and c.__module__.startswith("torch.")), None)
+        return LOSS_CLASSES[known] if known else type(module).__name__
+
+    def autocast(self):
+        """The dtype autocast computes in around the first forward ("cuda bfloat16"), else None."""
+        torch = self.torch
+        on = [d for d in ("cuda", "cpu") if torch.is_autocast_enabled(d)]
+        return f"{str(torch.get_autocast_dtype(on[0])).replace('torch.', '')}" if on else None
 
     def module_config(self, model) -> dict:
         nn = self.torch.nn
@@ -157,7 +183,7 @@ class TorchSide:
             seeded(run, where, name, f"{where.__name__}.{name}")
 
     def _loss(self, run, name, fn):
-        return loss_wrapper(run, name, fn, "target", _double if self.float64 else None)
+        return loss_wrapper(run, name, fn, False, _double if self.float64 else None)
 
 
 def _double(bound):

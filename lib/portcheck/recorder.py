@@ -11,8 +11,11 @@ folder). install() wraps what every training script goes through, in either fram
   Tensor.backward     the tensor it is called on is the loss; the gradients after the first backward;
   optimizer.step      before it, the lr; after it, every weight; after step N, the record is written and the
                       script is stopped (exit 0);
-  the loss functions  each functional loss (cross_entropy, mse_loss, ...) records its target and settings;
-  dropout             off for the N steps (the functional dropout returns its input);
+  the losses          each loss functional and loss class of the framework (LOSSES: cross_entropy, mse_loss, ...;
+                      nn.MSELoss, ...) records its target and its settings in torch's conventions (loss_settings),
+                      a class once (Paddle's compute with their own kernels); one it does not know, as not known;
+  dropout             off for the N steps (the functional dropout returns its input); the p of each call in the
+                      first forward recorded under the module calling it (dropout_site);
   seeds, clipping     their arguments, for the configuration (portcheck.runconfig);
   torch's schedulers  whether one cycles the optimizer's momentum (OneCycleLR, CyclicLR), for it too.
 
@@ -99,6 +102,7 @@ class Run:
         self.record, self.config = {}, {"seeds": {}, "clip": None, "loss": None, "versions": fw.versions()}
         self.step, self.depth, self.calls, self.loss, self.done = 0, 0, 0, None, False
         self.error, self.fed, self.in_root, self.making = None, set(), 0, False
+        self.stack, self.in_loss, self.names = [], 0, None  # the modules being called; a loss class's call; names
         self.given = None  # the torch side's record (paddle, torch64): its batches, targets, weights
         self.crossed = []  # the taking side's: the values whose side of 0 it takes Paddle's (backward.Crossing)
         self.plain = self.side == "plain"  # tools/bench_run.py: the script's own first N steps, nothing recorded
@@ -110,12 +114,28 @@ class Run:
     def dropout_off(self) -> bool:
         return not (self.done or self.plain)
 
+    @property
+    def sites(self) -> bool:
+        """In the first training forward, whose dropout call sites are recorded (dropout_site)."""
+        return bool(self.in_root) and not (self.calls or self.making or self.done)
+
     # ------------------------------------------------------------------ the hooks the framework side calls
     def module_call(self, module, call, args, kwargs):
-        """Every module call: the root's are recorded; everything else runs as it is."""
+        """Every module call: the root's are recorded, a loss class's settings too; everything else runs as it is."""
         if self.plain:
             return call(*args, **kwargs)
+        self.stack.append(module)  # the innermost module is a dropout's call site (dropout_site)
+        try:
+            return self._module_call(module, call, args, kwargs)
+        finally:
+            self.stack.pop()
+
+    def _module_call(self, module, call, args, kwargs):
         if self.depth or self.done or not self.fw.grad_enabled():
+            if self.in_root and self.config["loss"] is None and not self.making and self.fw.loss_class(module):
+                found = class_loss(module, self.fw.loss_class(module), self.fw.framework == "paddle", args, kwargs)
+                if found is not None:  # the model's own loss (labels=): its settings, its target part of the batch
+                    self.config["loss"], self.config["loss_inside"] = {"function": found[0], **found[1]}, True
             return self._inner(call, args, kwargs)
         if self.root is None:
             held = self.fw.held_parameters(self.optimizers)
@@ -129,7 +149,8 @@ class Run:
             raise self.refuse(f"it trains two models ({type(self.root).__name__}, then {type(module).__name__}): "
                               "give each model its own script")
         if module is not self.called:
-            return self._inner(call, args, kwargs)
+            kind = self.fw.loss_class(module)
+            return self.loss_module(module, kind, call, args, kwargs) if kind else self._inner(call, args, kwargs)
         self.in_root += 1
         try:
             return self._root_call(self.root, call, args, kwargs)
@@ -174,6 +195,34 @@ class Run:
             return call(*args, **kwargs)
         finally:
             self.depth -= 1
+
+    def loss_module(self, module, name, call, args, kwargs):
+        """A framework's loss class called (nn.CrossEntropyLoss()(out, y)): recorded by its own settings, once
+        (Paddle's MSELoss computes with its own kernels, no functional; the functional torch's calls passes through)."""
+        found = class_loss(module, name, self.fw.framework == "paddle", args, kwargs)
+        if found is None:
+            return self._inner(call, args, kwargs)  # the call's own error
+        said, settings, bound, target = found
+        if target is not None:
+            bound.arguments[target] = self.loss_call(said, bound.arguments[target], settings)
+        self.in_loss += 1
+        try:
+            return self._inner(call, bound.args, bound.kwargs)
+        finally:
+            self.in_loss -= 1
+
+    def dropout_site(self, p):
+        """A dropout given as a number (functional dropout's p, an attention's dropout_p) in the first forward:
+        under the module calling it, for the configuration (a Dropout module's own call: its p, module_config's)."""
+        site = self.stack[-1] if self.stack else None
+        if site is None or self.fw.is_dropout(site) or not float(p):
+            return
+        if self.names is None:
+            self.names = {id(m): n for n, m in self.fw.named_modules(self.root)}
+        name = self.names.get(id(site))
+        if name is not None:
+            ps = self.config.setdefault("dropouts", {}).setdefault(name, {"type": type(site).__name__, "p": []})["p"]
+            ps[:] = sorted({*ps, round(float(p), 7)})
 
     def _widened(self, v):
         return v.astype(np.float64) if self.side == "torch64" and v.dtype.kind == "f" else v
@@ -227,6 +276,7 @@ class Run:
         self.record.update(describe(module))
         self.record.update(self.fw.layout_keys(module))
         self.config["modules"] = self.fw.module_config(module)
+        self.config["autocast"] = self.fw.autocast()
         self.record.update({f"state0/{k}": v for k, v in self.fw.paddle_layout_state(module).items()})
 
     def _given_batch(self, i: int) -> dict:
@@ -267,7 +317,9 @@ class Run:
         """A functional loss called on the root's output: its target recorded (paddle, torch64: replaced)."""
         # a loss inside the model is not the loss, nor one in the runs the recorder makes itself at the model's
         # first call (pairing, isolation), which a model computing its loss from labels= makes too
-        if self.root is None or self.done or self.in_root or self.making:
+        if self.in_root and self.config["loss"] is None and not (self.making or self.in_loss or self.done):
+            self.config["loss"], self.config["loss_inside"] = {"function": name, **settings}, True  # the model's own
+        if self.root is None or self.done or self.in_root or self.making or self.in_loss:
             return target
         key = f"target/batch_{self.step}"
         if self.config["loss"] is None:
@@ -347,6 +399,15 @@ class Run:
         (self.out / STATUS).write_text(json.dumps(status, indent=1, default=str) + "\n")
 
 
+TIED = "tied/"  # a torch record's key: tied/<torch key>/<the first key of its tensor>, an empty array
+
+
+def ties(record: dict) -> dict:
+    """{torch key: the first torch key of the same tensor} (a head's weight tied to the embedding's), from a torch
+    record's TIED keys."""
+    return dict(k[len(TIED):].rsplit("/", 1) for k in record if k.startswith(TIED))
+
+
 def crossed_file(path: Path, crossed=None) -> list:
     """The taking side's [backward.Crossing], written by portcheck.run (crossed given) or read by the recorder: json,
     nothing in it run."""
@@ -360,8 +421,52 @@ def crossed_file(path: Path, crossed=None) -> list:
             for c in json.loads(path.read_text())]
 
 
-LOSSES = ("cross_entropy", "nll_loss", "mse_loss", "l1_loss", "smooth_l1_loss", "binary_cross_entropy",
-          "binary_cross_entropy_with_logits", "kl_div", "huber_loss")
+# every loss of both frameworks, by torch's functional name: (Paddle's functional name, its settings, by torch's
+# names, in torch's conventions). A Paddle setting spelled otherwise: PADDLE_SPELLING; Paddle's smooth_l1_loss is
+# torch's huber_loss unless is_huber=False (loss_settings).
+LOSSES = {
+    "cross_entropy": ("cross_entropy", ("reduction", "weight", "ignore_index", "label_smoothing", "soft_label",
+                                        "use_softmax")),
+    "nll_loss": ("nll_loss", ("reduction", "weight", "ignore_index")),
+    "mse_loss": ("mse_loss", ("reduction", "weight")),
+    "l1_loss": ("l1_loss", ("reduction", "weight")),
+    "smooth_l1_loss": ("smooth_l1_loss", ("reduction", "beta")),
+    "huber_loss": (None, ("reduction", "delta", "weight")),
+    "binary_cross_entropy": ("binary_cross_entropy", ("reduction", "weight")),
+    "binary_cross_entropy_with_logits": ("binary_cross_entropy_with_logits", ("reduction", "weight", "pos_weight")),
+    "kl_div": ("kl_div", ("reduction", "log_target")),
+    "ctc_loss": ("ctc_loss", ("reduction", "blank", "zero_infinity", "norm_by_times")),
+    "margin_ranking_loss": ("margin_ranking_loss", ("reduction", "margin")),
+    "cosine_embedding_loss": ("cosine_embedding_loss", ("reduction", "margin")),
+    "hinge_embedding_loss": ("hinge_embedding_loss", ("reduction", "margin")),
+    "soft_margin_loss": ("soft_margin_loss", ("reduction",)),
+    "triplet_margin_loss": ("triplet_margin_loss", ("reduction", "margin", "p", "eps", "swap")),
+    "triplet_margin_with_distance_loss": ("triplet_margin_with_distance_loss", ("reduction", "margin", "swap")),
+    "multilabel_soft_margin_loss": ("multi_label_soft_margin_loss", ("reduction", "weight")),
+    "multilabel_margin_loss": ("multi_label_margin_loss", ("reduction",)),
+    "multi_margin_loss": ("multi_margin_loss", ("reduction", "p", "margin", "weight")),
+    "poisson_nll_loss": ("poisson_nll_loss", ("reduction", "log_input", "full", "eps")),
+    "gaussian_nll_loss": ("gaussian_nll_loss", ("reduction", "full", "eps")),
+}
+# Paddle's losses that are one of torch's with some settings fixed
+PADDLE_ONLY = {"softmax_with_cross_entropy": ("cross_entropy", {"reduction": "none"}),
+               "square_error_cost": ("mse_loss", {"reduction": "none"})}
+PADDLE_SPELLING = {"eps": "epsilon"}
+# a setting one framework does not have, as the other's default
+DEFAULTS = {"weight": None, "pos_weight": None, "label_smoothing": 0.0, "soft_label": False, "use_softmax": True,
+            "zero_infinity": False, "norm_by_times": False, "log_target": False}
+TARGETS = ("target", "targets", "label", "labels")  # the argument a loss's target is
+# the loss classes, by the name both frameworks give them: their functional's torch name
+LOSS_CLASSES = {"CrossEntropyLoss": "cross_entropy", "NLLLoss": "nll_loss", "MSELoss": "mse_loss",
+                "L1Loss": "l1_loss", "SmoothL1Loss": "smooth_l1_loss", "HuberLoss": "huber_loss",
+                "BCELoss": "binary_cross_entropy", "BCEWithLogitsLoss": "binary_cross_entropy_with_logits",
+                "KLDivLoss": "kl_div", "CTCLoss": "ctc_loss", "MarginRankingLoss": "margin_ranking_loss",
+                "CosineEmbeddingLoss": "cosine_embedding_loss", "HingeEmbeddingLoss": "hinge_embedding_loss",
+                "SoftMarginLoss": "soft_margin_loss", "TripletMarginLoss": "triplet_margin_loss",
+                "TripletMarginWithDistanceLoss": "triplet_margin_with_distance_loss",
+                "MultiLabelSoftMarginLoss": "multilabel_soft_margin_loss",
+                "MultiLabelMarginLoss": "multilabel_margin_loss", "MultiMarginLoss": "multi_margin_loss",
+                "PoissonNLLLoss": "poisson_nll_loss", "GaussianNLLLoss": "gaussian_nll_loss"}
 DROPOUTS = ("dropout", "dropout1d", "dropout2d", "dropout3d", "alpha_dropout", "feature_alpha_dropout")
 # attention with its own dropout (transformers' and paddlenlp's attention in train mode, torch's MultiheadAttention):
 # (query, key, value, attn_mask, dropout_p, ...) in both frameworks
@@ -369,16 +474,68 @@ ATTENTIONS = ("scaled_dot_product_attention",)
 DROPOUT_P = 4  # dropout_p's place among their arguments
 
 
-def loss_settings(bound) -> dict:
-    """The settings of a loss call both frameworks share, as one dict (bound: its inspect.BoundArguments)."""
+def _value(v):
+    """A setting as the configuration holds it: a tensor (a class weight) as its values, rounded."""
+    if hasattr(v, "numpy") and hasattr(v, "shape"):
+        v = v.detach().cpu() if hasattr(v, "detach") else v
+        return [round(float(w), 7) for w in np.asarray(v.numpy()).reshape(-1)]
+    if isinstance(v, (bool, str)) or v is None:
+        return v
+    return float(v) if isinstance(v, (float, np.floating)) else int(v) if isinstance(v, (int, np.integer)) else str(v)
+
+
+def loss_settings(name: str, get, paddle: bool, target=None) -> tuple:
+    """(torch's name of a loss, {setting: value} in torch's conventions), or (its own name, {"known": False}) for a
+    loss portcheck does not know. name: the framework's functional name; get(setting): the call's value of a setting
+    by its framework's spelling (a loss class's: its attribute), DEFAULTS' where it has none; target: its target
+    (a float one of cross_entropy is torch's soft label)."""
+    fixed = {}
+    if paddle:
+        if name in PADDLE_ONLY:
+            name, fixed = PADDLE_ONLY[name]
+        elif name == "smooth_l1_loss" and get("is_huber") is not False:
+            name, fixed = "huber_loss", {"delta": get("delta")}
+        elif name == "smooth_l1_loss":
+            fixed = {"beta": get("delta")}
+        else:
+            name = next((t for t, (p, _) in LOSSES.items() if p == name), None) or f"paddle:{name}"
+    if name not in LOSSES:
+        return name.removeprefix("paddle:"), {"known": False}
+    spelled = PADDLE_SPELLING if paddle else {}
+    read = lambda k: fixed[k] if k in fixed else get(spelled.get(k, k))
+    out = {k: _value(read(k)) for k in LOSSES[name][1]}
+    if not paddle:
+        if get("reduce") is not None or get("size_average") is not None:  # torch's legacy spelling of reduction
+            out["reduction"] = "none" if get("reduce") is False else "sum" if get("size_average") is False else "mean"
+        if name == "cross_entropy":
+            out["soft_label"] = bool(getattr(target, "is_floating_point", lambda: False)())
+    if name in ("smooth_l1_loss", "huber_loss"):  # torch's huber_loss(delta) is delta x smooth_l1_loss(beta=delta)
+        beta = out.pop("delta", None) if name == "huber_loss" else out["beta"]
+        out.update(beta=beta, scale=beta if name == "huber_loss" else 1.0)
+        name = "smooth_l1_loss"
+    return name, out
+
+
+def class_loss(module, name: str, paddle: bool, args, kwargs):
+    """(torch's name, settings, the call's bound arguments, its target's argument name) of a loss class's call
+    (name: its functional's, the framework's loss_class), its settings read from its attributes and the call's
+    arguments (Paddle's CTCLoss takes norm_by_times in its call); None when the arguments do not fit its forward."""
+    bound = _bound(inspect.signature(module.forward), args, kwargs)
+    if bound is None:
+        return None
     a = bound.arguments
-    weight = a.get("weight", a.get("pos_weight"))
-    return {"reduction": a.get("reduction", "mean"), "label_smoothing": float(a.get("label_smoothing", 0.0) or 0.0),
-            "ignore_index": a.get("ignore_index"),
-            "weight": None if weight is None else [round(float(w), 7) for w in np.asarray(
-                weight.detach().cpu().numpy() if hasattr(weight, "detach") else weight.numpy()).reshape(-1)]}
+    target = next((k for k in TARGETS if k in a), None)
+    # its attribute (some of Paddle's classes keep a setting as _<name>: NLLLoss's _weight; Layer.full is a method),
+    # else the call's argument (torch's PoissonNLLLoss calls its input log_input: an attribute first)
+    missing = object()
+    get = lambda k: next((v for v in (getattr(module, n, missing) for n in (k, "_" + k))
+                          if v is not missing and not callable(v)), a.get(k, DEFAULTS.get(k)))
+    return (*loss_settings(name, get, paddle, a.get(target)), bound, target)
 
 
+def framework_losses(functional) -> list:
+    """The loss functionals a framework has: the ones portcheck knows and any other (said as not known)."""
+    return [n for n in dir(functional) if n.endswith(("_loss", "entropy", "_cost")) or n in LOSSES or n == "kl_div"]
 
 
 def wrap_framework(run, module_class, tensor_class, functional, loss):
@@ -398,8 +555,8 @@ def wrap_framework(run, module_class, tensor_class, functional, loss):
         run.after_backward()
         return out
     tensor_class.backward = tensor_backward
-    for name in LOSSES:
-        if hasattr(functional, name):
+    for name in framework_losses(functional):
+        if callable(getattr(functional, name)):
             setattr(functional, name, loss(run, name, getattr(functional, name)))
     for name in DROPOUTS:
         if hasattr(functional, name):
@@ -419,18 +576,38 @@ def registering(run, init):
     return optimizer_init
 
 
+def _bound(signature, args, kwargs):
+    """The call's arguments by name, its defaults filled; None if they do not fit (the call's own error follows)."""
+    try:
+        bound = signature.bind(*args, **kwargs)
+    except TypeError:
+        return None
+    bound.apply_defaults()
+    return bound
+
+
 def no_dropout(run, fn):
-    """Dropout off for the N steps: the two frameworks draw different masks."""
+    """Dropout off for the N steps: the two frameworks draw different masks. Its p, at its call site in the first
+    forward (run.dropout_site), is compared instead."""
+    signature = inspect.signature(fn)
+
     @functools.wraps(fn)
     def dropout(input, *args, **kwargs):
+        if run.sites:
+            bound = _bound(signature, (input, *args), kwargs)
+            if bound is not None:
+                a = bound.arguments
+                run.dropout_site(a.get("p", 0.0) if a.get("training", True) else 0.0)
         return input if run.dropout_off else fn(input, *args, **kwargs)
     return dropout
 
 
 def no_attention_dropout(run, fn):
-    """An attention's own dropout (dropout_p) off for the N steps, as no_dropout's."""
+    """An attention's own dropout (dropout_p) off for the N steps, as no_dropout's, its p recorded as no_dropout's."""
     @functools.wraps(fn)
     def attention(*args, **kwargs):
+        if run.sites:
+            run.dropout_site(args[DROPOUT_P] if len(args) > DROPOUT_P else kwargs.get("dropout_p", 0.0))
         if run.dropout_off:
             if len(args) > DROPOUT_P:
                 args = (*args[:DROPOUT_P], 0.0, *args[DROPOUT_P + 1:])
@@ -451,21 +628,25 @@ def seeded(run, where, name, said):
     setattr(where, name, seed)
 
 
-
-def loss_wrapper(run, name, fn, target: str, widen=None):
-    """A functional loss whose target (the argument named `target`: torch's "target", Paddle's "label") goes
-    through run.loss_call; widen(bound), the float64 run's, casts what meets its float64 output."""
-    signature = inspect.signature(fn)
+def loss_wrapper(run, name, fn, paddle: bool, widen=None):
+    """A functional loss whose target (torch's "target", Paddle's "label") goes through run.loss_call with its
+    settings (loss_settings); widen(bound), the float64 run's, casts what meets its float64 output."""
+    try:
+        signature = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return fn  # a builtin without a signature: not a loss a script calls
 
     @functools.wraps(fn)
     def loss(*args, **kwargs):
-        try:
-            bound = signature.bind(*args, **kwargs)
-        except TypeError:
+        bound = _bound(signature, args, kwargs)
+        if bound is None:
             return fn(*args, **kwargs)  # the call's own error, as the user would see it
-        bound.apply_defaults()
-        if target in bound.arguments:
-            bound.arguments[target] = run.loss_call(name, bound.arguments[target], loss_settings(bound))
+        a = bound.arguments
+        target = next((k for k in TARGETS if k in a), None)
+        said, settings = loss_settings(name, lambda k: a.get(k, DEFAULTS.get(k)), paddle, a.get(target))
+        given = run.loss_call(said, a.get(target), settings)
+        if target is not None:
+            a[target] = given
         if widen is not None:
             widen(bound)
         return fn(*bound.args, **bound.kwargs)
@@ -489,6 +670,7 @@ class Full(Run):
     printed lines show (METRIC, or the run's --metric), as a portcheck.training.TrainingLog saved at exit: Step 5's
     train_align, judged by portcheck.training."""
     dropout_off = False
+    sites = False
 
     def __init__(self, settings: dict, fw):
         super().__init__(settings, fw)

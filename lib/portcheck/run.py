@@ -43,6 +43,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
+
 
 from portcheck import data as data_pairs, handin, runconfig
 from portcheck.backward import AGAINST_ITSELF, MOVED, RUNNING, TAKING_KEYS, against_itself, renames
@@ -302,6 +304,41 @@ def configuration(t: dict, p: dict, statuses: dict, steps: int, modules: dict, r
     return runconfig.differences(statuses["torch"]["config"], statuses["paddle"]["config"], modules, renamed, lrs)
 
 
+def alone(paddle_config: dict, side: str):
+    """A side's record without the tensors the other side holds none of (hooks_paddle.start_from_torch's one_sided:
+    unused by its forward, filled by the model, or a torch name of a tied tensor Paddle holds once): not judged as
+    missing, not in the update digests; a tied one is judged through the name Paddle holds."""
+    one_sided = paddle_config.get("one_sided") or {}
+    names = {*one_sided.get("torch", ()), *one_sided.get("tied", ())} if side == "torch" else {*one_sided.get(side, ())}
+
+    def alone(rec: dict) -> dict:
+        return {k: v for k, v in rec.items() if not (k.partition("/")[2] in names and
+                                                     k.partition("/")[0].startswith(("grad", "state", "final")))}
+    return alone
+
+
+def measured(t: dict, p: dict, report, modules: dict, renamed: dict, setting) -> tuple:
+    """(the line, whether the steps' numbers clear it) for a configuration difference whose whole effect the steps
+    show (runconfig.measurable): an Embedding's padding_idx acts only on its pad row's gradient, which the steps judge
+    (the gradient, each step's weights) where the pad token is in the batch; else it stays a difference."""
+    name, kind, target, key, tv, pv = setting
+    from portcheck.backward import _counterpart
+    line = f"{name or ROOT} ({kind}): {key} torch {runconfig._said(tv)} vs paddle {runconfig._said(pv)}"
+    rows = sorted({int(v) for v in (tv, pv) if v is not None})
+    ids = t.get(f"in/{name or ROOT}")
+    tg, pg = t.get(f"grad/{name}.weight"), p.get(_counterpart(f"grad/{name}.weight", modules, renamed))
+    if ids is None or tg is None or pg is None or not np.isin(rows, ids).any():
+        return f"{line}; not measured here: no pad token {rows} in the first batch, whose steps would show it", False
+    gap = float(np.max(np.abs(tg[rows].astype(np.float64) - pg[rows])))
+    largest = lambda g: f"{np.max(np.abs(g[rows])):.3g}"
+    judged = [r for r in [*report.grads, *(r for rows_ in report.steps for r in rows_)]
+              if r.key in (f"grad {name}.weight", f"{name}.weight")]
+    ok = bool(judged) and all(r.passed for r in judged)
+    return (f"{line}; measured here: the pad row's gradient differs by {gap:.3g} (torch's {largest(tg)}, paddle's "
+            f"{largest(pg)}), it and the weights {'within' if ok else 'outside'} the rule: "
+            f"{'green' if ok else 'red'} on these batches"), ok
+
+
 def unplaced_why(report) -> str:
     """Why a red training report names no place where the runs part: what it could not judge."""
     stopped = report.forward.isolation_stopped if report.forward is not None else {}
@@ -319,19 +356,24 @@ def judge(out: Path, statuses: dict, steps: int, rank: int = 0, again=None) -> i
     from portcheck import record
     from portcheck.backward import crossing_lines, judged
     from portcheck.handin import per_step, save_side
-    t = merged(load_npy(out / "torch" / RECORD), load_npy(out / "torch64" / RECORD))
+    torch_only = alone(statuses["paddle"]["config"], "torch")
+    t = merged(torch_only(load_npy(out / "torch" / RECORD)), torch_only(load_npy(out / "torch64" / RECORD)))
     # torch against itself, as record_backward keeps it (each run's update digests first, for bp_align's spread)
-    t.update(against_itself(with_updates(load_npy(out / side / RECORD), steps) for side in MOVED_SIDES))
+    t.update(against_itself(with_updates(torch_only(load_npy(out / side / RECORD)), steps) for side in MOVED_SIDES))
     from_rank0 = rank0_buffers(t) if rank and (statuses["torch"]["config"].get("wrapper") or {}).get(
         "broadcast_buffers") else set()
     t = {k: v for k, v in t.items() if k not in from_rank0}
-    p = load_npy(out / "paddle" / RECORD)
+    p = alone(statuses["paddle"]["config"], "paddle")(load_npy(out / "paddle" / RECORD))
     t = with_updates(t, steps)  # the update digests, so that the taking run's figures (take) hold bp_align's too
     report = judged(t, p, again=again)
     isolated(report.forward, t, load_npy(out / "torch64" / RECORD), p, statuses)
     modules = report.forward.pairing.modules()
     renamed = renames(t)
     config = configuration(t, p, statuses, steps, modules, renamed)
+    settled = [measured(t, p, report, modules, renamed, m) for m in
+               runconfig.measurable(statuses["torch"]["config"], statuses["paddle"]["config"], modules)]
+    config += [line for line, ok in settled if not ok]
+    settled = [line for line, ok in settled if ok]
     fed = data_pairs.judge_batches(batches(t), batches(p))
 
     pairs = out / "pairs"
@@ -365,7 +407,7 @@ def judge(out: Path, statuses: dict, steps: int, rank: int = 0, again=None) -> i
         if f.is_file():
             f.unlink()
     handin.save_kinks(pairs, "bp_align", report)
-    tables = [*(f"configuration: {line}" for line in config), *report.table().splitlines()]
+    tables = [*(f"configuration: {line}" for line in [*config, *settled]), *report.table().splitlines()]
     handin.check_outputs(pairs, PAIRS, top)
     with contextlib.redirect_stdout(io.StringIO()):  # the diff logs' lines: in their files, the summary below
         verdicts = {name: handin.judge_and_log(pairs, name, top=top, after_steps=name in ("lr", "bp_align"),
@@ -373,10 +415,16 @@ def judge(out: Path, statuses: dict, steps: int, rank: int = 0, again=None) -> i
                     for name in PAIRS}
 
     print("\nportcheck run: the configuration first")
-    for line in config:
+    for line in [*config, *settled]:
         print(f"  DIFFERS {line}")
-    if not config:
-        print("  the same: every paired module's settings, the optimizer, clipping, the loss and the lr schedule")
+    unseen = runconfig.not_compared(statuses["torch"]["config"], statuses["paddle"]["config"])
+    for line in unseen:
+        print(f"  NOT COMPARED {line}")
+    for line in runconfig.one_sided(statuses["paddle"]["config"]):
+        print(f"  ONE-SIDED {line}")
+    if not config and not settled:
+        print("  the same: every paired module's settings, the optimizer, clipping, " +
+              ("" if unseen else "the loss, ") + "the dropouts and autocast, and the lr schedule")
     for line in runconfig.notes(statuses["torch"]["config"], statuses["paddle"]["config"]):
         print(f"  ({line})")
     print(f"the root models: torch {statuses['torch']['root']}, paddle {statuses['paddle']['root']}; "
