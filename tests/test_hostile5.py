@@ -94,8 +94,8 @@ def test_the_processes_a_script_starts_record_nothing_write_nothing_and_end_with
     said, status = tmp_path / "said", tmp_path / "out" / "torch" / "status.json"
     body = ("import os, subprocess, sys\n"
             "sleeper = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(120)'])\n"
-            "monitor = subprocess.run([sys.executable, '-c', \"import sys; print('portcheck.recorder' in sys.modules)\"],"
-            " capture_output=True, text=True).stdout.strip()\n"
+            "monitor = subprocess.run([sys.executable, '-c', 'import sys; m = sys.modules.get(\"portcheck.recorder\"); "
+            "print(m is not None and m.RUN is not None)'], capture_output=True, text=True).stdout.strip()\n"
             "pid = os.fork()\nif pid == 0:\n    sys.exit(0)\nos.waitpid(pid, 0)\n"
             f"written = os.path.exists({str(status)!r})\n"
             f"open({str(said)!r}, 'w').write(f'{{sleeper.pid}} {{monitor}} {{written}}')\n"
@@ -107,6 +107,18 @@ def test_the_processes_a_script_starts_record_nothing_write_nothing_and_end_with
     assert recorded == "False", "the monitor was recorded"
     assert written == "False", "the forked child wrote the script's status.json"
     assert gone(int(sleeper)), "what the script started outlived it"
+
+
+def test_ranks_a_python_launcher_portcheck_does_not_know_starts_still_refuse(tmp_path):
+    """A launcher that is a Python script (accelerate's, a script of one's own) installs the recorder as the script
+    would; the ranks it starts are its children, and still refuse in one line (they would share one folder)."""
+    rank = script(tmp_path, TRAIN, "rank.py")
+    body = ("import os, subprocess, sys\n"
+            f"subprocess.run([sys.executable, {str(rank)!r}], env=dict(os.environ, RANK='1', WORLD_SIZE='2'))\n")
+    out = tmp_path / "out"
+    run.prepare(out)
+    with pytest.raises(PipelineError, match="rank 1 of 2 under a launcher `portcheck run` does not know"):
+        run.run_side("torch", [PYTHON, str(script(tmp_path, body))], out, 1)
 
 
 # ---------------------------------------------------------------- 5. paths

@@ -29,8 +29,9 @@ taking Paddle's side of 0 at exactly those values (backward._taking; CROSSED, th
 
 Under a launcher (torchrun, paddle.distributed.launch: portcheck.run.ranks) each rank records in DIR/rank<r>/<side>,
 fed and started from torch's rank r; the launcher's own process records nothing. Only the process that installed
-the recorder records and writes: the settings leave the environment once installed (a Python process the script
-starts, a spawned DataLoader worker: not recorded), and a forked one (Run.pid) writes nothing.
+the recorder records and writes: the settings it leaves in the environment mark what the script starts (STARTED: a
+Python monitor, a spawned DataLoader worker), which is not recorded (only a rank of a launcher portcheck does not
+know still refuses), and a process forked from it (Run.pid) writes nothing.
 
 A script that cannot be recorded (it trains two models, compiles its model, exits before N steps) ends with
 one line in status.json, which portcheck.run reports for its side.
@@ -54,6 +55,7 @@ INIT = "init.npy"            # the torch side's initial weights, in torch's layo
 CROSSED = "crossed.json"     # the taking side's folder: the values it takes Paddle's side of 0 at (crossed_file)
 NEAR_SIDES = ("torch", "paddle")  # the sides recording each step's values within the floor of 0
 STOPPED_EXIT = 3             # the exit code of a script the recorder stopped with an error
+STARTED = "started"          # in SETTINGS once installed: a process the script starts (install: not recorded)
 
 
 class Refused(Exception):
@@ -655,11 +657,14 @@ RUN = None
 def install():
     """Called by the injected sitecustomize: the side's hooks in place before the user's script runs."""
     global RUN
-    settings = json.loads(os.environ[SETTINGS])
+    given = json.loads(os.environ[SETTINGS])
+    settings = given
     rank = os.environ.get("RANK", os.environ.get("PADDLE_TRAINER_ID"))
     world = int(os.environ.get("WORLD_SIZE", os.environ.get("PADDLE_TRAINERS_NUM", "1")) or 1)
     if settings.get("launcher") and rank is None:
         return  # the launcher's own process: its workers record, one rank each
+    if settings.get(STARTED) and (world == 1 or settings.get("ranked")):
+        return  # a process the script started (a monitor, a spawned DataLoader worker): the script is recorded
     if settings.get("ranked"):  # a launched run (portcheck.run.ranks): DIR/rank<r>/<side>
         settings = {**settings, "world": world, **{k: str(Path(settings[k]).parent / f"rank{rank or 0}" /
                                                         Path(settings[k]).name) for k in ("out", "torch_dir")}}
@@ -670,7 +675,7 @@ def install():
     else:
         from portcheck.hooks_torch import TorchSide as Side
     fw = Side(settings["side"] == "torch64")
-    del os.environ[SETTINGS]  # what the script starts (a monitor, a spawned worker) is not recorded: the launcher's is
+    os.environ[SETTINGS] = json.dumps({**given, STARTED: True})  # the script's children: not recorded (above)
     RUN = (Full if settings["side"] == "full" else Run)(settings, fw)
     fw.install(RUN)
     if world > 1 and not settings.get("ranked"):  # a launcher run does not know: its ranks would share one folder
