@@ -532,7 +532,7 @@ class Full(Run):
     def read(self, line: str):
         """A printed line: the metrics it shows, an evaluation once the script trained; a value that is no number
         stops the script with one line."""
-        if self.root is None or not len(self.log.curves["loss"]):
+        if self.root is None or not len(self.log.curves["loss"]) or os.getpid() != self.pid:
             return
         try:
             found = metrics(self.metric, line)

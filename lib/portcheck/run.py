@@ -244,7 +244,9 @@ def signal_group(pgid: int, signum: int):
 
 
 def side_settings(side: str, out: Path, steps: int) -> dict:
-    """A side's recorder settings (recorder.SETTINGS): its records in out/side, torch's read from out/torch."""
+    """A side's recorder settings (recorder.SETTINGS): its records in out/side, torch's read from out/torch (absolute:
+    a script may change directory)."""
+    out = out.absolute()
     return {"side": side, "steps": steps, "out": str(out / side), "torch_dir": str(out / "torch"),
             **({"against": MOVED_SIDES.index(side)} if side in MOVED_SIDES else {})}
 
@@ -507,8 +509,7 @@ def full_side(fw: str, argv: list, out: Path, metric: str):
     """One side of --full: its script to its end, its curves in DIR/full; else one line."""
     folder = out / "full"
     print(f"\n$ {shlex.join(argv)}   # portcheck run --full: the {fw} side to its end", flush=True)
-    settings = {"side": "full", "framework": fw, "steps": 0, "out": str(folder), "torch_dir": str(out / "torch"),
-                "metric": metric}
+    settings = {**side_settings("full", out, 0), "framework": fw, "out": str(folder.absolute()), "metric": metric}
     code = script(argv, environment(settings))
     status = read_status(folder / f"{STATUS[:-5]}_{fw}.json", f"--full: the {fw} script")
     if code or status is None or status.get("error"):
@@ -562,7 +563,7 @@ def main(args) -> int:
     """The run, SIGTERM and SIGHUP (STOPPING) ending it as Ctrl-C does: the scripts' groups ended, one line."""
     before = {s: signal.signal(s, stopped) for s in STOPPING}
     try:
-        return checked(args)
+        return run_and_judge(args)
     except Stopped as e:
         fail(f"stopped by {signal.Signals(e.signum).name}: the scripts' processes were ended with the run; files "
              "already written are complete, run the command again", 128 + e.signum)
@@ -571,9 +572,8 @@ def main(args) -> int:
             signal.signal(s, handler)
 
 
-def checked(args) -> int:
+def run_and_judge(args) -> int:
     """python -m portcheck run, its arguments parsed: the scripts run, recorded and judged."""
-    args.out = args.out.absolute()  # the scripts may change directory: their records still go here
     if not 1 <= args.steps <= 1000:
         raise PipelineError(f"--steps {args.steps}: give a whole number of optimizer steps from 1 to 1000")
     if args.metric is not None:
