@@ -742,6 +742,7 @@ def judge_and_log(folder, pair: str, threshold: float = None, tables=(), after_s
     spread and declared as the task's threshold and the spread, so a reviewer's checker reads the task's.
     Returns the MeasuredVerdict."""
     folder, pair = Path(folder), pair_name(pair)
+    a_comparison(comparison)
     check_outputs(folder, [pair], top)
     threshold = tolerances.guide_threshold(pair) if threshold is None else checked_threshold(threshold, "threshold")
     k, kind = calibrated.multiple(after_steps), tolerances.kind_of(pair, kind)
@@ -761,6 +762,14 @@ def judge_and_log(folder, pair: str, threshold: float = None, tables=(), after_s
     if top is not None:
         hand_in(folder, pair, top, comparison)
     return verdict
+
+
+def a_comparison(comparison):
+    """comparison= of judge_and_log and hand_in: a report that draws itself (ForwardReport, BackwardReport) or None;
+    anything else one line, before anything is written."""
+    if comparison is not None and not callable(getattr(comparison, "plot", None)):
+        raise PipelineError(f"comparison={report.one_line(repr(comparison))[:40]}: give compare_forward's "
+                            "ForwardReport or judge_backward's BackwardReport, or None")
 
 
 def check_outputs(folder, pairs, top=None):
@@ -795,6 +804,7 @@ def hand_in(folder, pair: str, top, comparison=None) -> str:
     <pair>_modules.png beside the pair and handed in with its diagnostics when matplotlib is installed. Returns
     the plot's line, naming the picture where the hand-in holds it ("" without a comparison)."""
     folder, pair = Path(folder), pair_name(pair)
+    a_comparison(comparison)
     drawn, said = [], ""
     if comparison is not None:
         said = comparison.plot(folder / f"{pair}{PLOT}")

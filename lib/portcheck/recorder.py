@@ -31,7 +31,10 @@ such values on each side of 0) is the torch script again from torch's initial we
 taking Paddle's side of 0 at exactly those values (backward._taking; CROSSED, the run's file of them, in its folder).
 
 Under a launcher (torchrun, paddle.distributed.launch: portcheck.run.ranks) each rank records in DIR/rank<r>/<side>,
-fed and started from torch's rank r; the launcher's own process records nothing.
+fed and started from torch's rank r; the launcher's own process records nothing. Only the process that installed
+the recorder records and writes: the settings it leaves in the environment mark what the script starts (STARTED: a
+Python monitor, a spawned DataLoader worker), which is not recorded (only a rank of a launcher portcheck does not
+know still refuses), and a process forked from it (Run.pid) writes nothing.
 
 A script that cannot be recorded (it trains two models, compiles its model, exits before N steps) ends with
 one line in status.json, which portcheck.run reports for its side.
@@ -55,6 +58,7 @@ INIT = "init.npy"            # the torch side's initial weights, in torch's layo
 CROSSED = "crossed.json"     # the taking side's folder: the values it takes Paddle's side of 0 at (crossed_file)
 NEAR_SIDES = ("torch", "paddle")  # the sides recording each step's values within the floor of 0
 STOPPED_EXIT = 3             # the exit code of a script the recorder stopped with an error
+STARTED = "started"          # in SETTINGS once installed: a process the script starts (install: not recorded)
 
 
 class Refused(Exception):
@@ -106,6 +110,7 @@ class Run:
         self.given = None  # the torch side's record (paddle, torch64): its batches, targets, weights
         self.crossed = []  # the taking side's: the values whose side of 0 it takes Paddle's (backward.Crossing)
         self.plain = self.side == "plain"  # tools/bench_run.py: the script's own first N steps, nothing recorded
+        self.pid = os.getpid()  # the script's own process: a child forked from it (a DataLoader worker) writes nothing
         if self.side not in ("torch", "plain"):
             from portcheck.fileio import load_npy
             self.given = load_npy(self.torch_dir / RECORD)
@@ -383,11 +388,13 @@ class Run:
         self.done = True
         self.record.update(self.fw.norms())
         self.write()
-        sys.stdout.flush(), sys.stderr.flush()
+        flushed()
         os._exit(0)  # the script's own loop, evaluation and saves are not ours to run
 
     def write(self):
         from portcheck.fileio import save_npy
+        if os.getpid() != self.pid:
+            return
         if self.error is None and self.root is None and _refused(self.out / STATUS):
             return  # another process of this run refused (an unknown launcher's worker): nothing to add
         if self.record and self.error is None:
@@ -396,7 +403,20 @@ class Run:
                   "world": self.world,
                   "root": type(self.root).__name__ if self.root is not None else None, "config": self.config,
                   "loaded": sorted({"torch", "paddle"} & set(sys.modules))}  # a Paddle result from Paddle code
-        (self.out / STATUS).write_text(json.dumps(status, indent=1, default=str) + "\n")
+        _write_text(self.out / STATUS, json.dumps(status, indent=1, default=str) + "\n")
+
+
+def _write_text(path: Path, text: str):
+    from portcheck.fileio import atomic_write  # never through a link; a kill leaves no half-written file
+    atomic_write(path, lambda tmp: Path(tmp).write_text(text))
+
+
+def flushed():
+    """The script's output flushed before the recorder ends it: its sys.stdout (or stderr) may be anything with a
+    write (no flush, or one that raises)."""
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
 
 
 TIED = "tied/"  # a torch record's key: tied/<torch key>/<the first key of its tensor>, an empty array
@@ -413,7 +433,7 @@ def crossed_file(path: Path, crossed=None) -> list:
     nothing in it run."""
     from portcheck.backward import Crossing
     if crossed is not None:
-        path.write_text(json.dumps([{"step": c.step, "module": c.module, "index": c.index.tolist(),
+        _write_text(path, json.dumps([{"step": c.step, "module": c.module, "index": c.index.tolist(),
                                      "torch": c.torch.tolist(), "paddle": c.paddle.tolist()} for c in crossed]))
         return crossed
     return [Crossing(int(c["step"]), str(c["module"]), np.asarray(c["index"], np.int64),
@@ -678,7 +698,7 @@ class Full(Run):
         from portcheck.training import TrainingLog
         self.log, self.metric = TrainingLog(), re.compile(settings.get("metric") or METRIC)
         self.framework, self.target, self.lr, self.weights, self.order = settings["framework"], None, None, "", []
-        self.line = ""
+        self.lines = Lines(self.read)
         stdout = sys.stdout
 
         class Tee:  # the script's printing as it is, each line read for a metric
@@ -686,20 +706,27 @@ class Full(Run):
                 return getattr(stdout, name)
 
             def write(_, text):
-                self.read(text)
+                if isinstance(text, str):  # anything else is the stream's to refuse, as it would
+                    self.lines.write(text)
                 return stdout.write(text)
         sys.stdout = Tee()
 
-    def read(self, text: str):
-        self.line += text
-        *lines, self.line = self.line.split("\n")
-        for line in lines:
-            found = {m.group(1).lower(): float(m.group(2)) for m in self.metric.finditer(line)}
-            if found and self.root is not None and len(self.log.curves["loss"]):
-                try:
-                    self.log.evaluate(found)
-                except Exception:  # noqa: BLE001 - a line naming other metrics than the first: not an evaluation
-                    pass
+    def read(self, line: str):
+        """A printed line: the metrics it shows, an evaluation once the script trained; a value that is no number
+        stops the script with one line."""
+        if self.root is None or not len(self.log.curves["loss"]) or os.getpid() != self.pid:
+            return
+        try:
+            found = metrics(self.metric, line)
+        except ValueError as e:
+            self.refuse(str(e))
+            flushed()
+            os._exit(STOPPED_EXIT)
+        if found:
+            try:
+                self.log.evaluate(found)
+            except Exception:  # noqa: BLE001 - a line naming other metrics than the first: not an evaluation
+                pass
 
     def _first_call(self, module, args, kwargs):
         from portcheck.fileio import load_npy
@@ -756,6 +783,8 @@ class Full(Run):
         """At exit: the training log (train_align and train_log, with their run records), or why not."""
         from portcheck.errors import PipelineError
         from portcheck.training import run_depends
+        if os.getpid() != self.pid:
+            return
         if self.error is None and self.step:
             try:
                 depends = run_depends(self.weights, [np.asarray(self.order, dtype=np.int64)], {}, {})
@@ -764,7 +793,41 @@ class Full(Run):
                 self.error = str(e)
         status = {"side": self.side, "steps": self.step, "error": self.error, "config": self.config,
                   "root": type(self.root).__name__ if self.root is not None else None}
-        (self.out / f"{STATUS[:-5]}_{self.framework}.json").write_text(json.dumps(status, indent=1, default=str))
+        _write_text(self.out / f"{STATUS[:-5]}_{self.framework}.json", json.dumps(status, indent=1, default=str))
+
+
+class Lines:
+    """Text as a terminal shows it, each line handed to read(line) as a newline ends it: a carriage return (a
+    progress bar's update) starts the line again, so only the current line is kept (linear in the output)."""
+
+    def __init__(self, read):
+        self.read, self.parts, self.returned = read, [], False
+
+    def write(self, text: str):
+        for i, line in enumerate(text.split("\n")):
+            if i:
+                self.read("".join(self.parts))
+                self.parts, self.returned = [], False
+            for j, part in enumerate(line.split("\r")):
+                self.returned |= j > 0
+                if part:
+                    if self.returned:  # the text after a carriage return writes over the line
+                        self.parts, self.returned = [], False
+                    self.parts.append(part)
+
+
+def metrics(metric, line: str) -> dict:
+    """{name: value} of the metrics a printed line shows (metric: group 1 the name, group 2 the value); a value that
+    is no number is a ValueError naming the line."""
+    found = {}
+    for m in metric.finditer(line):
+        try:
+            found[m.group(1).lower()] = float(m.group(2))
+        except (TypeError, ValueError):
+            raise ValueError(f"--metric {metric.pattern!r} read {m.group(2)!r} as {m.group(1)}'s value in the "
+                             f"printed line {line.strip()[:200]!r}, which is not a number: give a regex whose group 2 "
+                             "is the number alone, e.g. '(acc)\\s+([0-9.]+)'") from None
+    return found
 
 
 # a metric in a printed line: "acc 0.97", "accuracy: 97.3", "val_f1=0.81" (its name, then its value)
@@ -776,20 +839,25 @@ RUN = None
 def install():
     """Called by the injected sitecustomize: the side's hooks in place before the user's script runs."""
     global RUN
-    settings = json.loads(os.environ[SETTINGS])
+    given = json.loads(os.environ[SETTINGS])
+    settings = given
     rank = os.environ.get("RANK", os.environ.get("PADDLE_TRAINER_ID"))
     world = int(os.environ.get("WORLD_SIZE", os.environ.get("PADDLE_TRAINERS_NUM", "1")) or 1)
     if settings.get("launcher") and rank is None:
         return  # the launcher's own process: its workers record, one rank each
+    if settings.get(STARTED) and (world == 1 or settings.get("ranked")):
+        return  # a process the script started (a monitor, a spawned DataLoader worker): the script is recorded
     if settings.get("ranked"):  # a launched run (portcheck.run.ranks): DIR/rank<r>/<side>
         settings = {**settings, "world": world, **{k: str(Path(settings[k]).parent / f"rank{rank or 0}" /
                                                         Path(settings[k]).name) for k in ("out", "torch_dir")}}
-        Path(settings["out"]).mkdir(parents=True, exist_ok=True)
+        from portcheck.fileio import writable
+        writable(settings["out"], folder=True).mkdir(parents=True, exist_ok=True)
     if settings.get("framework", settings["side"]) == "paddle":
         from portcheck.hooks_paddle import PaddleSide as Side
     else:
         from portcheck.hooks_torch import TorchSide as Side
     fw = Side(settings["side"] == "torch64")
+    os.environ[SETTINGS] = json.dumps({**given, STARTED: True})  # the script's children: not recorded (above)
     RUN = (Full if settings["side"] == "full" else Run)(settings, fw)
     fw.install(RUN)
     if world > 1 and not settings.get("ranked"):  # a launcher run does not know: its ranks would share one folder

@@ -31,6 +31,10 @@ judge_backward judges them, and the guide's pairs written to DIR/log_reprod (for
 bp_align), which `python -m portcheck check DIR/log_reprod --only forward,data,loss,lr,bp_align` re-derives.
 Exit 0 when the configuration agrees and every pair is green, 1 otherwise, 2 for bad input or a script that
 cannot be recorded (one line naming the side).
+Each script runs in a process group of its own (a session), ended with it: what it started (a DataLoader's workers,
+a monitor) does not outlive it; Ctrl-C (130), SIGTERM and SIGHUP (128 + the signal) to `portcheck run` end the
+scripts' groups too, with one line. A rerun into a DIR of ours first removes the previous run's records and
+hand-in (handed_in), so that a check of the folder never judges an earlier run after a failed one.
 """
 import contextlib
 import io
@@ -39,6 +43,7 @@ import os
 import re
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -46,11 +51,11 @@ from pathlib import Path
 import numpy as np
 
 
-from portcheck import data as data_pairs, handin, runconfig
+from portcheck import data as data_pairs, handin, record, report, runconfig
 from portcheck.backward import AGAINST_ITSELF, MOVED, RUNNING, TAKING_KEYS, against_itself, renames
 from portcheck.compare import F64, ROOT
-from portcheck.errors import PipelineError
-from portcheck.fileio import load_npy
+from portcheck.errors import PipelineError, fail
+from portcheck.fileio import atomic_write, load_npy, open_regular, writable
 from portcheck.report import DIAGNOSTICS
 from portcheck.recorder import CROSSED, INIT, RECORD, SETTINGS, STATUS, crossed_file
 
@@ -64,6 +69,8 @@ PAIRS = ("forward", "data", "loss", "lr", "bp_align")
 INJECT = Path(__file__).resolve().parent / "inject"
 LIB = Path(__file__).resolve().parent.parent
 LAUNCHERS = ("torchrun", "torch.distributed.run", "torch.distributed.launch", "paddle.distributed.launch")  # run.ranks
+GRACE = 5  # seconds a script's process group is given to end on a signal before it is killed
+STOPPING = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGHUP") if hasattr(signal, name))
 
 
 def add_parser(sub):
@@ -144,17 +151,47 @@ def environment(settings: dict) -> dict:
 
 
 def prepare(out: Path):
-    """DIR created, or one of ours emptied of a previous run's records; someone else's is refused."""
-    if out.exists() and not out.is_dir():
-        raise PipelineError(f"--out {out} is a file: give a folder")
+    """DIR created, or one of ours emptied of a previous run's records and hand-in (handed_in); someone else's is
+    refused, and so is a file, a link (DIR itself, a folder in it, a file we write) or a folder on the way that is a
+    file: one line, before anything is written."""
+    writable(out, folder=True)
     if out.is_dir() and any(out.iterdir()) and not (out / MARK).is_file():
         raise PipelineError(f"--out {out} is not empty and was not written by `portcheck run`: give a new folder")
-    for side, _ in SIDES:
-        (out / side).mkdir(parents=True, exist_ok=True)
-    (out / MARK).write_text("written by python -m portcheck run\n")
-    for name in (RECORD, STATUS, CROSSED):  # a previous run's taking run is never read as this one's
-        if (out / TAKING / name).is_file():
-            (out / TAKING / name).unlink()
+    sides = [out / side for side, _ in SIDES] + [out / TAKING]
+    for folder in [*sides, *handed_in_folders(out)]:
+        writable(folder, folder=True)
+    records = [folder / name for folder in sides for name in (RECORD, STATUS, INIT, CROSSED)]
+    for f in [out / MARK, *records]:
+        writable(f)
+    for folder in sides[:-1]:
+        folder.mkdir(parents=True, exist_ok=True)
+    atomic_write(out / MARK, lambda tmp: Path(tmp).write_text("written by python -m portcheck run\n"))
+    for f in [*records, *handed_in(out)]:
+        if f.is_file() and not f.is_symlink():  # a previous run's, never read as this one's
+            f.unlink()
+
+
+def handed_in_folders(out: Path) -> list:
+    """The folders a run hands in to (each rank's, under a launcher): DIR/pairs, DIR/log_reprod and its diagnostics/,
+    DIR/full."""
+    tops = [out, *(f for f in sorted(out.glob("rank*")) if f.name[4:].isdigit() and not f.is_symlink())]
+    return [top / sub for top in tops for sub in ("pairs", "log_reprod", f"log_reprod/{report.DIAGNOSTICS}", "full")]
+
+
+def handed_in(out: Path) -> list:
+    """The files a previous run of ours handed in to DIR (handed_in_folders), each named as handin and training name
+    what they write (a file of another name, or a link, is left as it is): removed before a rerun (prepare), so
+    that `check` of DIR/log_reprod never judges an earlier run's pairs after a failed one."""
+    from portcheck import training
+    made = []
+    for pair in (*PAIRS, training.PAIR):
+        made += [*handin._handed_in(Path(), pair), *handin._diagnostics(Path(), pair), Path(f"{pair}{handin.PLOT}")]
+    made += [Path(f"{name}_{fw}.npy") for name in (training.LOG, training.OWN) for fw in ("torch", "paddle")]
+    made += [Path(training.PLOT), *(Path(f"{STATUS[:-5]}_{fw}.json") for fw in ("torch", "paddle"))]
+    names = {f.name for f in made} | {record.path_for(f).name for f in made if f.suffix == ".npy"} | \
+        {report.verdict_path(f).name for f in made if f.name.endswith("_diff.log")}
+    return [folder / name for folder in handed_in_folders(out) for name in sorted(names)
+            if (folder / name).is_file() and not (folder / name).is_symlink()]
 
 
 SAID = {"torch": "torch", "torch64": "torch (its float64 run)", "paddle": "Paddle",
@@ -168,13 +205,50 @@ def launch(side: str, argv: list, out: Path, steps: int, folders, **settings) ->
     print(f"\n$ {shlex.join(argv)}   # portcheck run: the {side} side, {steps} step(s)", flush=True)
     for folder in folders:
         for name in (RECORD, STATUS, INIT):
-            if (folder / name).is_file():
+            if (folder / name).is_file() and not (folder / name).is_symlink():
                 (folder / name).unlink()
-    return subprocess.run(argv, env=environment({**side_settings(side, out, steps), **settings})).returncode
+    return script(argv, environment({**side_settings(side, out, steps), **settings}))
+
+
+class Stopped(BaseException):
+    """SIGTERM or SIGHUP to `portcheck run` (STOPPING): raised where it runs, as Ctrl-C raises KeyboardInterrupt (an
+    `except Exception` on the way does not take it for an error)."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+
+
+def stopped(signum, frame):
+    raise Stopped(signum)
+
+
+def script(argv: list, env: dict) -> int:
+    """A script run in a session of its own, its exit code; its process group is ended with it (killed): what it
+    started (a DataLoader's workers left by the recorder's exit, a monitor) does not outlive it. Ctrl-C or a Stopped
+    signal to `portcheck run` is passed on to the group, given GRACE seconds to end."""
+    proc = subprocess.Popen(argv, env=env, start_new_session=True)
+    try:
+        return proc.wait()
+    except BaseException as e:  # noqa: BLE001 - Ctrl-C, a Stopped signal: passed on, then raised on
+        signal_group(proc.pid, e.signum if isinstance(e, Stopped) else signal.SIGINT)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=GRACE)
+        raise
+    finally:
+        signal_group(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
+def signal_group(pgid: int, signum: int):
+    with contextlib.suppress(ProcessLookupError, PermissionError):  # nothing left in it
+        os.killpg(pgid, signum)
 
 
 def side_settings(side: str, out: Path, steps: int) -> dict:
-    """A side's recorder settings (recorder.SETTINGS): its records in out/side, torch's read from out/torch."""
+    """A side's recorder settings (recorder.SETTINGS): its records in out/side, torch's read from out/torch (absolute:
+    a script may change directory)."""
+    out = out.absolute()
     return {"side": side, "steps": steps, "out": str(out / side), "torch_dir": str(out / "torch"),
             **({"against": MOVED_SIDES.index(side)} if side in MOVED_SIDES else {})}
 
@@ -215,8 +289,7 @@ def run_ranks(side: str, argv: list, out: Path, steps: int, launched: bool) -> d
 
 def status_of(said: str, folder: Path, code: int, steps: int) -> dict:
     """A side's (or rank's) status.json, or the one line saying why it cannot be checked."""
-    status_file = folder / STATUS
-    status = json.loads(status_file.read_text()) if status_file.is_file() else None
+    status = read_status(folder / STATUS, said)
     if status and status.get("error"):
         raise PipelineError(f"{said} cannot be checked: {status['error']}")
     if status is None:
@@ -234,6 +307,21 @@ def status_of(said: str, folder: Path, code: int, steps: int) -> dict:
         raise PipelineError(f"{said} ended after {status['steps']} optimizer step(s), before the {steps} "
                             f"asked: give --steps {max(1, status['steps'])} or a longer run")
     return status
+
+
+def read_status(path: Path, said: str):
+    """A status file the recorder wrote (a dict), None where there is none; anything else one line."""
+    if not os.path.lexists(path):
+        return None
+    try:
+        with open_regular(path, follow=False) as f:
+            status = json.loads(f.read(1 << 24))
+        if not isinstance(status, dict):
+            raise ValueError(f"a {type(status).__name__}, not the recorder's dict")
+        return status
+    except (OSError, ValueError) as e:
+        raise PipelineError(f"{said}: its {path.name} is not the one portcheck's recorder writes ({e}): the script or "
+                            "a process it started wrote it; run it again") from None
 
 
 def merged(torch_record: dict, float64: dict) -> dict:
@@ -459,10 +547,7 @@ def judge(out: Path, statuses: dict, steps: int, rank: int = 0, again=None) -> i
 
 def full(out: Path, argvs: dict, metric: str) -> int:
     """--full: both scripts to their end (recorder.Full), judged as Step 5 (portcheck.training); 0 green, 1 red."""
-    folder = out / "full"
-    folder.mkdir(exist_ok=True)
-    for old in [*folder.glob("train_*"), *folder.glob("status_*.json")]:  # a previous run's, in our folder
-        old.unlink()
+    (out / "full").mkdir(exist_ok=True)  # a previous run's files in it removed by prepare (handed_in)
     for fw in ("torch", "paddle"):
         full_side(fw, argvs[fw], out, metric)
     return judge_full(out)
@@ -472,11 +557,9 @@ def full_side(fw: str, argv: list, out: Path, metric: str):
     """One side of --full: its script to its end, its curves in DIR/full; else one line."""
     folder = out / "full"
     print(f"\n$ {shlex.join(argv)}   # portcheck run --full: the {fw} side to its end", flush=True)
-    settings = {"side": "full", "framework": fw, "steps": 0, "out": str(folder), "torch_dir": str(out / "torch"),
-                "metric": metric}
-    code = subprocess.run(argv, env=environment(settings)).returncode
-    status_file = folder / f"{STATUS[:-5]}_{fw}.json"
-    status = json.loads(status_file.read_text()) if status_file.is_file() else None
+    settings = {**side_settings("full", out, 0), "framework": fw, "out": str(folder.absolute()), "metric": metric}
+    code = script(argv, environment(settings))
+    status = read_status(folder / f"{STATUS[:-5]}_{fw}.json", f"--full: the {fw} script")
     if code or status is None or status.get("error"):
         why = status.get("error") if status and status.get("error") else f"exit {code}; its traceback above"
         raise PipelineError(f"--full: the {fw} script did not train to its end ({why})")
@@ -525,6 +608,20 @@ def ranks(argvs: dict, launched: dict, out: Path, steps: int) -> int:
 
 
 def main(args) -> int:
+    """The run, SIGTERM and SIGHUP (STOPPING) ending it as Ctrl-C does: the scripts' groups ended, one line."""
+    before = {s: signal.signal(s, stopped) for s in STOPPING}
+    try:
+        return run_and_judge(args)
+    except Stopped as e:
+        fail(f"stopped by {signal.Signals(e.signum).name}: the scripts' processes were ended with the run; files "
+             "already written are complete, run the command again", 128 + e.signum)
+    finally:
+        for s, handler in before.items():
+            signal.signal(s, handler)
+
+
+def run_and_judge(args) -> int:
+    """python -m portcheck run, its arguments parsed: the scripts run, recorded and judged."""
     if not 1 <= args.steps <= 1000:
         raise PipelineError(f"--steps {args.steps}: give a whole number of optimizer steps from 1 to 1000")
     if args.metric is not None:
