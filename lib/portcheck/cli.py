@@ -320,6 +320,17 @@ def check(folder, overrides: dict = None, strict: bool = False, only=None, extra
     red += bool(found["unread"])
     names = {n.rsplit("/", 1)[-1] for n in pairs}
     below = handin.ours(folder)
+    if below is not None:  # `portcheck run`'s configuration entry: every line re-derived from the two records
+        from portcheck import runconfig
+        lines, problem = runconfig.from_folder(below)
+        if lines is not None:
+            names.add(runconfig.CONFIG)
+            red += bool(lines or problem)
+            print(report.one_line(f"{runconfig.CONFIG}: " + (f"RED | {problem}" if problem else
+                                  f"RED | {len(lines)} configuration difference(s)" if lines else
+                                  f"green | the same configuration on both sides ({DIAGNOSTICS}/{runconfig.CONFIG}_*.json)")))
+            for line in lines:
+                print(report.one_line(f"  DIFFERS {line}"))
     judged = sorted(f.name.removesuffix("_diff.json") for f in below.glob("*_diff.json")) if below else []
     for name in (n for n in judged if n not in names):  # its writer judged it: the hand-in lists it
         print(report.one_line(f"{name}: RED | judged ({DIAGNOSTICS}/{name}_diff.json) but its pair is not in the "

@@ -100,6 +100,7 @@ class Run:
         self.step, self.depth, self.calls, self.loss, self.done = 0, 0, 0, None, False
         self.error, self.fed, self.in_root, self.making = None, set(), 0, False
         self.given = None  # the torch side's record (paddle, torch64): its batches, targets, weights
+        self.kept = {}  # the modules the script keeps beside the model (keep)
         self.crossed = []  # the taking side's: the values whose side of 0 it takes Paddle's (backward.Crossing)
         self.plain = self.side == "plain"  # tools/bench_run.py: the script's own first N steps, nothing recorded
         if self.side not in ("torch", "plain"):
@@ -292,10 +293,40 @@ class Run:
             return
         if self.loss is None:
             raise self.refuse("its optimizer stepped before any backward() on a loss")
+        self.keep()
         if self.step == 0:
             self.config["optimizer"] = self.fw.optimizer_config(optimizer, self.root)
+            trainer = _trainer()
+            if trainer is not None:  # what a Trainer does beside the optimizer's settings (runconfig.TRAINER)
+                self.config["trainer"] = self.fw.trainer_config(trainer)
         self.record[f"loss/{self.step}"] = self.loss
         self.record[f"lr/{self.step}"] = np.array([self.fw.lr(optimizer)], dtype=np.float64)
+
+    def keep(self):
+        """The modules the script keeps beside the model, of its structure, that no optimizer holds (an EMA copy, a
+        teacher: kept_modules), found as the first step starts; each step's state recorded as it is when the next
+        starts (after the script's own update of it), KEPT<i>/<name>/<key> in Paddle's layout as the weights are. The
+        other sides start each from torch's (its torch layout, KEPT + "init/"; the torch64 run's widened), paired by
+        name, or one with one."""
+        from portcheck.backward import KEPT
+        if self.step == 0:
+            self.kept = kept_modules(self.fw, self.root, self.called, self.optimizers)
+            if self.side == "torch":
+                for name, m in self.kept.items():
+                    self.record.update({f"{KEPT}init/{name}/{k}": v for k, v in self.fw.state(m).items()})
+            elif self.given is not None:
+                theirs = sorted({k.split("/")[1] for k in self.given if k.startswith(f"{KEPT}init/")})
+                if len(theirs) == len(self.kept) == 1 and theirs != list(self.kept):
+                    self.kept = {theirs[0]: next(iter(self.kept.values()))}  # one with one, whatever its name
+                for name, m in self.kept.items():
+                    prefix = f"{KEPT}init/{name}/" if self.side != "paddle" else f"{KEPT}0/{name}/"
+                    init = {k[len(prefix):]: v for k, v in self.given.items() if k.startswith(prefix)}
+                    if init:
+                        self.fw.start_kept(m, init, self.side == "torch64")
+            self.config["kept"] = {name: type(m).__name__ for name, m in self.kept.items()}
+        for name, m in self.kept.items():
+            self.record.update({f"{KEPT}{self.step}/{name}/{k}": v
+                                for k, v in self.fw.paddle_layout_state(m).items()})
 
     def after_step(self, optimizer):
         if self.plain and self.step + 1 >= self.steps:
@@ -345,6 +376,59 @@ class Run:
                   "root": type(self.root).__name__ if self.root is not None else None, "config": self.config,
                   "loaded": sorted({"torch", "paddle"} & set(sys.modules))}  # a Paddle result from Paddle code
         (self.out / STATUS).write_text(json.dumps(status, indent=1, default=str) + "\n")
+
+
+def kept_modules(fw, root, called, optimizers) -> dict:
+    """{name: module} of the modules alive beside the root whose state holds the root's keys (a copy of the model:
+    an EMA, a teacher; torch's AveragedModel by the model it holds) and whose parameters no optimizer holds, each
+    named as the script holds it (a variable, an attribute)."""
+    import gc
+    import warnings
+    own = {id(m) for m in fw.submodules(root)} | {id(called)}
+    keys, held, out = set(fw.state_keys(root)), fw.held_parameters(optimizers), {}
+    with warnings.catch_warnings():  # a lazy module's deprecated attributes, asked by isinstance
+        warnings.simplefilter("ignore")
+        found = [obj for obj in gc.get_objects() if isinstance(obj, fw.module_class) and id(obj) not in own]
+    for obj in found:
+        m = fw.averaged(obj)
+        if set(fw.state_keys(m)) != keys or {id(p) for p in fw.parameters(m)} & held or id(m) in own:
+            continue
+        name = _held_as(obj)
+        while name in out:
+            name += "#2"
+        out[name] = m
+    return out
+
+
+def _held_as(obj) -> str:
+    """The name the script holds obj by: a variable of a function on the stack (the recorder's own frames passed
+    over), an attribute, a container's key; its class's if none."""
+    import gc
+    frame, here = sys._getframe(1), str(Path(__file__).parent)
+    while frame is not None:
+        if not frame.f_code.co_filename.startswith(here):
+            name = next((k for k, v in frame.f_locals.items() if v is obj and k != "self"), None)
+            if name:
+                return name
+        frame = frame.f_back
+    for ref in gc.get_referrers(obj):
+        name = next((k for k, v in ref.items() if v is obj and isinstance(k, str)), None) \
+            if isinstance(ref, dict) else None
+        if name:
+            return name
+    return type(obj).__name__
+
+
+def _trainer():
+    """The transformers or paddlenlp Trainer whose training loop is on the stack (its optimizer stepping), or None."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        obj = frame.f_locals.get("self")
+        if any(c.__name__ == "Trainer" and c.__module__.startswith(("transformers.", "paddlenlp."))
+               for c in type(obj).__mro__):
+            return obj
+        frame = frame.f_back
+    return None
 
 
 def crossed_file(path: Path, crossed=None) -> list:
