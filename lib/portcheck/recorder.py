@@ -386,6 +386,7 @@ def kept_modules(fw, root, called, optimizers) -> dict:
     import warnings
     own = {id(m) for m in fw.submodules(root)} | {id(called)}
     keys, held, out = set(fw.state_keys(root)), fw.held_parameters(optimizers), {}
+    gc.collect()  # a copy the recorder's own runs made (pairing, isolation) and dropped is not the script's
     with warnings.catch_warnings():  # a lazy module's deprecated attributes, asked by isinstance
         warnings.simplefilter("ignore")
         found = [obj for obj in gc.get_objects() if isinstance(obj, fw.module_class) and id(obj) not in own]

@@ -8,6 +8,7 @@ forward is (portcheck.pairing), parameters as judge_backward pairs them.
 import json
 import math
 import os
+from pathlib import Path
 
 from portcheck.backward import BY_DESIGN, RMSPROP, _counterpart, _cycled
 from portcheck.pairing import ROOT
@@ -117,8 +118,7 @@ CONFIG = "config"
 CONFIG_BYTES = 8 << 20
 
 
-def _config_file(below, side: str):
-    from pathlib import Path
+def _config_file(below, side: str) -> Path:
     return Path(below) / f"{CONFIG}_{side}.json"
 
 
@@ -132,13 +132,13 @@ def hand_in(below, configs: dict, modules: dict, renamed: dict, lrs, depends: di
     from portcheck.fileio import atomic_write, writable
     texts = {side: json.dumps({"config": configs[side], "lrs": [float(x) for x in lrs[i]],
                                **({"modules": modules, "renamed": renamed} if side == "torch" else {})},
-                              indent=1, sort_keys=True, default=str) + "\n"
+                              indent=1, default=str) + "\n"  # in its order: the first parameter named first
              for i, side in enumerate(("torch", "paddle"))}
     for side in texts:  # every target checked before the first is written
         writable(_config_file(below, side)), writable(record.path_for(_config_file(below, side)))
     for side, text in texts.items():
         path = _config_file(below, side)
-        atomic_write(path, lambda tmp, text=text: open(tmp, "w").write(text))
+        atomic_write(path, lambda tmp, text=text: Path(tmp).write_text(text))
         record.write(record.path_for(path), {"framework": side, "script": script, "file": path.name,
                                              "written": time.strftime("%Y-%m-%d %H:%M:%S"), "depends": depends[side],
                                              "result": hashlib.sha256(text.encode()).hexdigest()})
