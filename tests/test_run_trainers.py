@@ -169,3 +169,9 @@ def test_an_ema_decay_planted_is_red_and_named(ema_torch, tmp_path):
         "RED: what the script keeps beside the model differs: ema: fc1.weight after step 1" in said, said
     checked, out = check(folder)  # its digest in bp_align: the folder alone is red
     assert checked == 1 and "bp_align: RED" in out and "kept_1" in out, out
+
+
+def test_a_module_kept_on_one_side_only_is_a_configuration_line():
+    """An EMA copy the Paddle script does not keep: one line, which check re-derives from the two records."""
+    assert runconfig.differences({"kept": {"ema": "Net"}}, {"kept": {}}, {}, {}) == [
+        "kept beside the model: torch ema (Net) vs paddle none"]

@@ -1,6 +1,6 @@
 """pt_trainer.py ported to paddlenlp's Trainer: a tiny BERT classifier on made-up token ids.
 
-    python examples/scripts/pd_trainer.py --output-dir /tmp/pd_trainer
+    python examples/scripts/pd_trainer.py --output-dir pd_trainer_out
 
 It does not import portcheck: `python -m portcheck run --torch "python pt_trainer.py" --paddle "python pd_trainer.py"`
 checks it against the transformers script (pt_trainer.py) as it is.

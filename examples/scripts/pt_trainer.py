@@ -1,6 +1,6 @@
 """Fine-tune a tiny BERT classifier with transformers' Trainer: the kind of script a user ports to paddlenlp.
 
-    python examples/scripts/pt_trainer.py --output-dir /tmp/pt_trainer
+    python examples/scripts/pt_trainer.py --output-dir pt_trainer_out
 
 The model is built from a config (no download) and trained on made-up token ids. It does not import portcheck:
 `python -m portcheck run --torch "python pt_trainer.py" --paddle "python pd_trainer.py"` checks it against its

@@ -314,16 +314,13 @@ def step_lrs(t: dict, p: dict, steps: int) -> tuple:
     return [float(t[f"lr/{i}"][0]) for i in range(steps)], [float(p[f"lr/{i}"][0]) for i in range(steps)]
 
 
-def kept(t: dict, p: dict, statuses: dict, modules: dict, renamed: dict) -> tuple:
+def kept(t: dict, p: dict, statuses: dict, modules: dict, renamed: dict) -> list:
     """The modules each script keeps beside its model (recorder's Run.keep: an EMA copy, a teacher), judged as the
-    weights are, at each step they were read after (KEPT<i>, i >= 1): ([one line per module kept on one side only],
-    [calibrated rows, each named <module>: <tensor> after step <i>])."""
+    weights are, at each step they were read after (KEPT<i>, i >= 1): [calibrated rows, each named <module>: <tensor>
+    after step <i>]. One kept on one side only is a configuration line (runconfig.differences)."""
     from portcheck.backward import _counterpart, spread_of
     from portcheck.calibrated import K_BACKWARD, measure, unjudged, with_spread
-    ours, theirs = (statuses[side]["config"].get("kept") or {} for side in ("torch", "paddle"))
-    lines = [f"kept beside the model: torch {name} ({kind}) vs paddle none" for name, kind in ours.items()
-             if name not in theirs] + [f"kept beside the model: torch none vs paddle {name} ({kind})"
-                                       for name, kind in theirs.items() if name not in ours]
+    theirs = statuses["paddle"]["config"].get("kept") or {}
     rows = []
     for key in (k for k in t if k.startswith(KEPT) and k[len(KEPT):].partition("/")[0].isdigit()):
         head, name, tensor = key.split("/", 2)
@@ -333,7 +330,7 @@ def kept(t: dict, p: dict, statuses: dict, modules: dict, renamed: dict) -> tupl
         b = p.get(f"{head}/{name}/" + _counterpart(f"w/{tensor}", modules, renamed).partition("/")[2])
         rows.append(unjudged(said, t[key].shape, "no counterpart on paddle", 0.0) if b is None else
                     with_spread(measure(said, t[key], t.get(F64 + key), b, None, K_BACKWARD), spread_of(t, key)))
-    return lines, rows
+    return rows
 
 
 def unplaced_why(report) -> str:
@@ -366,8 +363,7 @@ def judge(out: Path, statuses: dict, steps: int, rank: int = 0, again=None) -> i
     modules = report.forward.pairing.modules()
     renamed = renames(t)
     config = configuration(t, p, statuses, steps, modules, renamed)
-    one_sided, kept_rows = kept(t, p, statuses, modules, renamed)
-    config += one_sided
+    kept_rows = kept(t, p, statuses, modules, renamed)
     fed = data_pairs.judge_batches(batches(t), batches(p))
 
     pairs = out / "pairs"
