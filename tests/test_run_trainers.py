@@ -175,3 +175,51 @@ def test_a_module_kept_on_one_side_only_is_a_configuration_line():
     """An EMA copy the Paddle script does not keep: one line, which check re-derives from the two records."""
     assert runconfig.differences({"kept": {"ema": "Net"}}, {"kept": {}}, {}, {}) == [
         "kept beside the model: torch ema (Net) vs paddle none"]
+
+
+# the EMA kept as a dict of tensors keyed as the model's state, as many scripts keep it: (line, its dict form)
+AS_DICT = {
+    "torch": [("    ema = copy.deepcopy(model)\n    for p in ema.parameters():\n        p.requires_grad_(False)\n",
+               "    ema = {k: v.detach().clone() for k, v in model.state_dict().items()}\n"),
+              ("            for e, p in zip(ema.parameters(), model.parameters()):\n"
+               "                e.mul_(args.decay).add_(p, alpha=1 - args.decay)\n",
+               "            for k, v in model.state_dict().items():\n"
+               "                ema[k].mul_(args.decay).add_(v, alpha=1 - args.decay)\n"),
+              ("ema(torch.from_numpy(x))", "torch.func.functional_call(model, ema, torch.from_numpy(x))")],
+    "paddle": [("    ema = copy.deepcopy(model)\n    for p in ema.parameters():\n        p.stop_gradient = True\n",
+                "    ema = {k: v.detach().clone() for k, v in model.state_dict().items()}\n"),
+               ("            for e, p in zip(ema.parameters(), model.parameters()):\n"
+                "                e.set_value(e * args.decay + p * (1 - args.decay))\n",
+                "            for k, v in model.state_dict().items():\n"
+                "                ema[k] = ema[k] * args.decay + v * (1 - args.decay)\n"),
+               ("    with paddle.no_grad():\n        print(f\"ema acc {(ema(paddle.to_tensor(x))",
+                "    model.set_state_dict(ema)\n    with paddle.no_grad():\n"
+                "        print(f\"ema acc {(model(paddle.to_tensor(x))")],
+}
+
+
+def as_dict(folder: Path, fw: str, decay: str = "0.999") -> Path:
+    name = {"torch": "pt_ema.py", "paddle": "pd_ema.py"}[fw]
+    text = (SCRIPTS / name).read_text().replace('default=0.999)', f'default={decay})')
+    for line, form in AS_DICT[fw]:
+        assert text.count(line) == 1, line
+        text = text.replace(line, form)
+    (folder / name).write_text(text)
+    return folder / name
+
+
+@pytest.fixture(scope="module")
+def ema_dict(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("ema_dict")
+    return tmp / "out", every_side(tmp / "out", {fw: [sys.executable, str(as_dict(tmp, fw))]
+                                                 for fw in ("torch", "paddle")}, EMA_STEPS)
+
+
+def test_an_ema_kept_as_a_dict_of_tensors_is_judged_and_its_decay_planted_red(ema_dict, tmp_path):
+    code, said, _ = paddle_against(ema_dict, tmp_path / "clean", None, EMA_STEPS)
+    assert code == 0 and "kept beside the model (ema), as the weights: every tensor within the measured rule" in said, \
+        said
+    planted = [sys.executable, str(as_dict(tmp_path, "paddle", "0.99"))]
+    code, said, folder = paddle_against(ema_dict, tmp_path / "planted", planted, EMA_STEPS)
+    assert code == 1 and "what the script keeps beside the model differs: ema: fc1.weight after step 1" in said, said
+    assert check(folder)[0] == 1

@@ -118,6 +118,19 @@ class PaddleSide:
     def state_keys(self, module) -> list:
         return list(module.state_dict())
 
+    def parameter_names(self, module) -> list:
+        return [n for n, _ in module.named_parameters()]
+
+    def state_tensors(self, module) -> list:
+        return list(module.state_dict().values())
+
+    def is_tensor(self, value) -> bool:
+        return isinstance(value, self.paddle.Tensor)
+
+    def mark(self, tensor):
+        """state_dict()'s tensors are the model's own objects."""
+        return id(tensor)
+
     def averaged(self, module):
         return module
 

@@ -60,6 +60,19 @@ class TorchSide:
     def state_keys(self, module) -> list:
         return list(module.state_dict())
 
+    def parameter_names(self, module) -> list:
+        return [n for n, _ in module.named_parameters()]
+
+    def state_tensors(self, module) -> list:
+        return list(module.state_dict().values())
+
+    def is_tensor(self, value) -> bool:
+        return isinstance(value, self.torch.Tensor)
+
+    def mark(self, tensor):
+        """What tells a tensor's memory: state_dict()'s tensors are views of the model's own."""
+        return tensor.data_ptr()
+
     def averaged(self, module):
         """torch.optim.swa_utils.AveragedModel's model (its state: module.<key> and n_averaged)."""
         return module.module if isinstance(module, self.torch.optim.swa_utils.AveragedModel) else module
@@ -88,7 +101,10 @@ class TorchSide:
 
     def paddle_layout_state(self, module) -> dict:
         from portcheck.backward import _torch_state
-        return _torch_state(module, self.layouts)
+        if isinstance(module, self.torch.nn.Module):
+            return _torch_state(module, self.layouts)
+        held = module.state_dict()  # a dict of tensors kept beside the model: the keys it holds
+        return _torch_state(module, {k: t for k, t in self.layouts.items() if (t.source or k) in held})
 
     def grads(self, module) -> dict:
         from portcheck.backward import _torch_grads

@@ -323,7 +323,7 @@ class Run:
                     init = {k[len(prefix):]: v for k, v in self.given.items() if k.startswith(prefix)}
                     if init:
                         self.fw.start_kept(m, init, self.side == "torch64")
-            self.config["kept"] = {name: type(m).__name__ for name, m in self.kept.items()}
+            self.config["kept"] = {name: getattr(m, "kind", type(m).__name__) for name, m in self.kept.items()}
         for name, m in self.kept.items():
             self.record.update({f"{KEPT}{self.step}/{name}/{k}": v
                                 for k, v in self.fw.paddle_layout_state(m).items()})
@@ -380,7 +380,8 @@ class Run:
 
 def kept_modules(fw, root, called, optimizers) -> dict:
     """{name: module} of the modules alive beside the root whose state holds the root's keys (a copy of the model:
-    an EMA, a teacher; torch's AveragedModel by the model it holds) and whose parameters no optimizer holds, each
+    an EMA, a teacher; torch's AveragedModel by the model it holds) and whose parameters no optimizer holds, and of
+    the dicts of tensors keyed as its state, every parameter there, none of them the model's own (Tensors), each
     named as the script holds it (a variable, an attribute)."""
     import gc
     import warnings
@@ -390,14 +391,57 @@ def kept_modules(fw, root, called, optimizers) -> dict:
     with warnings.catch_warnings():  # a lazy module's deprecated attributes, asked by isinstance
         warnings.simplefilter("ignore")
         found = [obj for obj in gc.get_objects() if isinstance(obj, fw.module_class) and id(obj) not in own]
+        # a dict of tensors keyed as the model's state (an EMA's shadow weights), none of them the model's own
+        names, marks = set(fw.parameter_names(root)), {fw.mark(t) for t in fw.state_tensors(root)}
+        dicts = {id(d): d for d in [*gc.get_objects(), *_on_stack()] if isinstance(d, dict)}
+        found += [Tensors(obj) for obj in dicts.values() if len(obj) >= len(names) and names <= set(obj) <= keys
+                  and all(fw.is_tensor(v) and fw.mark(v) not in marks for v in obj.values())]
     for obj in found:
-        m = fw.averaged(obj)
-        if set(fw.state_keys(m)) != keys or {id(p) for p in fw.parameters(m)} & held or id(m) in own:
+        m = fw.averaged(obj) if not isinstance(obj, Tensors) else obj
+        if not isinstance(obj, Tensors) and (set(fw.state_keys(m)) != keys or
+                                             {id(p) for p in fw.parameters(m)} & held or id(m) in own):
             continue
-        name = _held_as(obj)
+        name = _held_as(obj.held if isinstance(obj, Tensors) else obj)
         while name in out:
             name += "#2"
         out[name] = m
+    return out
+
+
+class Tensors:
+    """A dict of tensors the script keeps beside the model, keyed as its state (an EMA's shadow weights), read and
+    set as a module's state is (kept_modules): the script's own dict, its entries as they are when read."""
+    kind = "dict of tensors"
+
+    def __init__(self, held: dict):
+        self.held = held
+
+    def state_dict(self) -> dict:
+        return dict(self.held)
+
+    def load_state_dict(self, state: dict):  # torch's sides (hooks_torch.load): each tensor set in place
+        for k, v in state.items():
+            if k in self.held:
+                self.held[k].data.copy_(v)
+
+    def double(self):  # torch's float64 run: the entries widened, as the model is
+        for k, v in self.held.items():
+            self.held[k] = v.double()
+        return self
+
+
+def _on_stack() -> list:
+    """What the script's functions on the stack hold, and their objects' attributes: a dict of Paddle tensors is not
+    tracked by gc (its tensors are not), so gc.get_objects does not list it."""
+    out, frame, here = [], sys._getframe(1), str(Path(__file__).parent)
+    while frame is not None:
+        if not frame.f_code.co_filename.startswith(here):
+            held = list(frame.f_locals.values())
+            out += held
+            for v in held:
+                attrs = getattr(v, "__dict__", None) if not isinstance(v, type) else None
+                out += list(attrs.values()) if isinstance(attrs, dict) else []
+        frame = frame.f_back
     return out
 
 
