@@ -208,18 +208,28 @@ def as_dict(folder: Path, fw: str, decay: str = "0.999") -> Path:
     return folder / name
 
 
-@pytest.fixture(scope="module")
-def ema_dict(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("ema_dict")
-    return tmp / "out", every_side(tmp / "out", {fw: [sys.executable, str(as_dict(tmp, fw))]
-                                                 for fw in ("torch", "paddle")}, EMA_STEPS)
-
-
-def test_an_ema_kept_as_a_dict_of_tensors_is_judged_and_its_decay_planted_red(ema_dict, tmp_path):
-    code, said, _ = paddle_against(ema_dict, tmp_path / "clean", None, EMA_STEPS)
+def test_an_ema_kept_as_a_dict_of_tensors_is_judged_and_its_decay_planted_red(ema_torch, tmp_path):
+    """Paddle's EMA a dict (gc does not track a dict of Paddle tensors: found on the script's frames) against torch's
+    EMA module: paired by name, green; its decay planted red."""
+    code, said, _ = paddle_against(ema_torch, tmp_path / "clean", [sys.executable, str(as_dict(tmp_path, "paddle"))],
+                                   EMA_STEPS)
     assert code == 0 and "kept beside the model (ema), as the weights: every tensor within the measured rule" in said, \
         said
     planted = [sys.executable, str(as_dict(tmp_path, "paddle", "0.99"))]
-    code, said, folder = paddle_against(ema_dict, tmp_path / "planted", planted, EMA_STEPS)
+    code, said, folder = paddle_against(ema_torch, tmp_path / "planted", planted, EMA_STEPS)
     assert code == 1 and "what the script keeps beside the model differs: ema: fc1.weight after step 1" in said, said
     assert check(folder)[0] == 1
+
+
+def test_a_torch_dict_of_tensors_beside_the_model_is_found(tmp_path):
+    """torch's side of the same: the dict is found and named, the model's own state_dict() (views of its tensors)
+    and the optimizer's held parameters are not."""
+    import torch
+    from portcheck.hooks_torch import TorchSide
+    from portcheck.recorder import Tensors, kept_modules
+    model = torch.nn.Sequential(torch.nn.Linear(2, 3), torch.nn.Tanh(), torch.nn.Linear(3, 1))
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    shadow = {k: v.detach().clone() for k, v in model.state_dict().items()}
+    views = model.state_dict()  # noqa: F841 - alive, the model's own tensors
+    found = kept_modules(TorchSide(False), model, model, [opt])
+    assert list(found) == ["shadow"] and isinstance(found["shadow"], Tensors) and found["shadow"].held is shadow
