@@ -143,7 +143,7 @@ EMA_STEPS = 3
 @pytest.fixture(scope="module")
 def ema_torch(tmp_path_factory):
     out = tmp_path_factory.mktemp("ema") / "out"
-    argv = {"torch": [sys.executable, str(SCRIPTS / "pt_ema.py")], "paddle": [sys.executable, str(SCRIPTS / "pd_ema.py")]}
+    argv = {fw: [sys.executable, str(SCRIPTS / name)] for fw, name in (("torch", "pt_ema.py"), ("paddle", "pd_ema.py"))}
     return out, every_side(out, argv, EMA_STEPS)
 
 

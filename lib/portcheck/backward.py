@@ -365,7 +365,8 @@ RUNNING = "running/"  # a record's key prefix: running/<i>, step i's digest of B
 # a record's key prefix: kept<i>/<name>/<key>, a module the script keeps beside the model (an EMA copy, a teacher:
 # portcheck.recorder's Run.keep) as it is when step i + 1 starts (kept0: as the steps start), in Paddle's layout
 KEPT = "kept"
-AGAINST_KEYS = ("loss/", "state", "final/", "weights/", RUNNING, KEPT)  # what judge_backward reads of a run against itself
+# what judge_backward (and portcheck run's kept modules) read of a run against itself
+AGAINST_KEYS = ("loss/", "state", "final/", "weights/", RUNNING, KEPT)
 TAKING_KEYS = ("grad/", *AGAINST_KEYS)  # and of a run taking Paddle's side of a kink: the first forward's move grads
 
 

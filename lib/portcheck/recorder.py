@@ -14,7 +14,11 @@ folder). install() wraps what every training script goes through, in either fram
   the loss functions  each functional loss (cross_entropy, mse_loss, ...) records its target and settings;
   dropout             off for the N steps (the functional dropout returns its input);
   seeds, clipping     their arguments, for the configuration (portcheck.runconfig);
-  torch's schedulers  whether one cycles the optimizer's momentum (OneCycleLR, CyclicLR), for it too.
+  torch's schedulers  whether one cycles the optimizer's momentum (OneCycleLR, CyclicLR), for it too;
+  a Trainer           transformers' or paddlenlp's, on the stack at the first step: what it does beside the
+                      optimizer (runconfig.TRAINER);
+  kept state          the modules (and dicts of tensors) of the model's structure the script keeps beside it, no
+                      optimizer holding them (an EMA copy, a teacher): each step's state (Run.keep).
 
 Sides: "torch" records the script as it is; "torch64" is the same script again in float64 (the model cast at its
 first call, from the torch side's initial weights, fed its batches and targets widened): torch's own error, the

@@ -24,6 +24,8 @@ sides record in every forward):
             (backward.judged): at the first forward's kinks it stands for torch's run (on_paddles_branch; its values
             of bp_align handed in as diagnostics/bp_align_branch_torch.npy), at a later step's it is torch against
             itself, allowed calibrated.SPREAD x (bp_align_taken_torch.npy); a launched run is judged without it.
+What the script keeps beside its model (an EMA copy: recorder's Run.keep) starts on every side from torch's and is
+judged per step as the weights are (kept), its change digested in bp_align.
 The first forward is judged cumulative (each side on its own values) and isolated (every paired module on torch's
 recorded values, portcheck.isolate: every module whose own computation differs is named).
 Then the configuration is compared (portcheck.runconfig: every difference one line), the records judged as

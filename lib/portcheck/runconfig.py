@@ -95,8 +95,10 @@ def differences(torch_config: dict, paddle_config: dict, modules: dict, renamed:
         if not _same(tt.get(key), pt.get(key)):
             out.append(f"trainer: {key} torch {_said(tt.get(key))} vs paddle {_said(pt.get(key))} ({what})")
     tk, pk = torch_config.get("kept") or {}, paddle_config.get("kept") or {}  # recorder's Run.keep, paired by name
-    out += [f"kept beside the model: torch {name} ({kind}) vs paddle none" for name, kind in tk.items() if name not in pk]
-    out += [f"kept beside the model: torch none vs paddle {name} ({kind})" for name, kind in pk.items() if name not in tk]
+    out += [f"kept beside the model: torch {name} ({kind}) vs paddle none"
+            for name, kind in tk.items() if name not in pk]
+    out += [f"kept beside the model: torch none vs paddle {name} ({kind})"
+            for name, kind in pk.items() if name not in tk]
     if lrs is not None and not _same(list(lrs[0]), list(lrs[1])):
         out.append(f"scheduler: lr over the {len(lrs[0])} steps torch {[float(f'{x:.6g}') for x in lrs[0]]} vs "
                    f"paddle {[float(f'{x:.6g}') for x in lrs[1]]}")
@@ -172,7 +174,8 @@ def from_folder(below):
             if not isinstance(read[side], dict) or not isinstance(read[side].get("config"), dict):
                 raise ValueError("no 'config' object")
         except (OSError, ValueError, UnicodeDecodeError, RecursionError, PipelineError) as e:
-            return [], f"{path.name} is not a configuration record ({str(e).splitlines()[0][:200]}): rerun portcheck run"
+            why = str(e).splitlines()[0][:200] if str(e) else type(e).__name__
+            return [], f"{path.name} is not a configuration record ({why}): rerun portcheck run"
     t, p = read["torch"], read["paddle"]
     try:
         lines = differences(t["config"], p["config"], dict(t.get("modules") or {}), dict(t.get("renamed") or {}),
