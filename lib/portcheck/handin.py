@@ -576,7 +576,9 @@ def numeric_arrays(arrays, what: str) -> dict:
     return arrays
 
 
-BP_ALIGN = ("loss", "lr", "weights", "running")  # what a bp_align carries per step, from record_backward's <kind>/<i>
+# what a bp_align carries per step, from record_backward's <kind>/<i> (and portcheck run's, backward.KEPT: the modules
+# a script keeps beside its model, digested as the weights are)
+BP_ALIGN = ("loss", "lr", "weights", "running", "kept")
 
 
 def bp_key(key: str) -> str:

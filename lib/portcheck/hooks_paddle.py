@@ -20,7 +20,7 @@ class PaddleSide:
 
     def __init__(self, float64: bool = False):
         import paddle
-        self.paddle = paddle
+        self.paddle, self.placed = paddle, {}
 
     # ------------------------------------------------------------------ reading
     def versions(self) -> dict:
@@ -131,6 +131,7 @@ class PaddleSide:
             raise RUN.refuse(f"its model cannot start from the torch model's weights ({len(problems)} problem(s)): "
                              + "; ".join(problems[:4]))
         self.set_state(model, state)
+        self.placed = placed  # the kept layers' tensors are placed as the model's (start_kept)
         return paired.pairs, counterparts(torch_trace, paddle_trace, paired), placed
 
     def _unused(self, model, args, kwargs, keys) -> set:
@@ -162,6 +163,38 @@ class PaddleSide:
         except (RuntimeError, ValueError):  # a parameter Paddle's grad cannot reach (an RNN's weight storage)
             return set()
         return {k for (k, _), g in zip(named, grads) if g is None}
+
+    # the layers kept beside the model (recorder.kept_modules, Run.keep)
+    @property
+    def module_class(self):
+        return self.paddle.nn.Layer
+
+    def submodules(self, module) -> list:
+        return module.sublayers(include_self=True)
+
+    def state_keys(self, module) -> list:
+        return list(module.state_dict())
+
+    def parameter_names(self, module) -> list:
+        return [n for n, _ in module.named_parameters()]
+
+    def state_tensors(self, module) -> list:
+        return list(module.state_dict().values())
+
+    def is_tensor(self, value) -> bool:
+        return isinstance(value, self.paddle.Tensor)
+
+    def mark(self, tensor):
+        """state_dict()'s tensors are the model's own objects."""
+        return id(tensor)
+
+    def averaged(self, module):
+        return module
+
+    def start_kept(self, module, init: dict, widen: bool):
+        """A kept layer set to the torch side's (init: {torch key: value in Paddle's layout}), each tensor placed as
+        the model's was (start_from_torch)."""
+        self.set_state(module, {self.placed[k]: v for k, v in init.items() if k in self.placed})
 
     def set_state(self, model, state: dict):
         params = model.state_dict()
@@ -263,6 +296,19 @@ class PaddleSide:
                     "ClipGradByValue": "value"}.get(type(clip).__name__, type(clip).__name__)
             RUN.clip(kind, getattr(clip, "clip_norm", getattr(clip, "max", float("nan"))))
         return out
+
+    def trainer_config(self, trainer) -> dict:
+        """paddlenlp's Trainer as it trains, as hooks_torch reads transformers' (runconfig.TRAINER). paddlenlp 2.8
+        builds no label smoother (label_smoothing_factor is read by nothing); its warmup is warmup_steps, else
+        int(warmup_ratio x steps), as its create_scheduler computes it."""
+        args, steps = trainer.args, int(trainer.state.max_steps)
+        smoother = getattr(trainer, "label_smoother", None)
+        warmup = args.warmup_steps if args.warmup_steps > 0 else int(args.warmup_ratio * steps)
+        return {"label_smoothing": float(smoother.epsilon) if smoother is not None else 0.0, "max_steps": steps,
+                "gradient_accumulation_steps": int(args.gradient_accumulation_steps),
+                "dataloader_drop_last": bool(args.dataloader_drop_last),
+                "lr_scheduler_type": str(getattr(args.lr_scheduler_type, "value", args.lr_scheduler_type)),
+                "warmup_steps": int(warmup)}
 
     # ------------------------------------------------------------------ wrapping
     def install(self, run):

@@ -52,6 +52,40 @@ class TorchSide:
     def load(self, module, init: dict):
         module.load_state_dict({k: self.torch.from_numpy(np.array(v)) for k, v in init.items()})
 
+    # the modules kept beside the model (recorder.kept_modules, Run.keep)
+    @property
+    def module_class(self):
+        return self.torch.nn.Module
+
+    def submodules(self, module) -> list:
+        return list(module.modules())
+
+    def state_keys(self, module) -> list:
+        return list(module.state_dict())
+
+    def parameter_names(self, module) -> list:
+        return [n for n, _ in module.named_parameters()]
+
+    def state_tensors(self, module) -> list:
+        return list(module.state_dict().values())
+
+    def is_tensor(self, value) -> bool:
+        return isinstance(value, self.torch.Tensor)
+
+    def mark(self, tensor):
+        """What tells a tensor's memory: state_dict()'s tensors are views of the model's own."""
+        return tensor.data_ptr()
+
+    def averaged(self, module):
+        """torch.optim.swa_utils.AveragedModel's model (its state: module.<key> and n_averaged)."""
+        return module.module if isinstance(module, self.torch.optim.swa_utils.AveragedModel) else module
+
+    def start_kept(self, module, init: dict, widen: bool):
+        """A kept module set to the torch side's (init: its state, torch's layout); the float64 run's widened."""
+        self.load(module, init)
+        if widen:
+            module.double()
+
     def start_from_torch(self, module, given, first):
         raise AssertionError("the torch side starts from its own weights")
 
@@ -73,7 +107,10 @@ class TorchSide:
 
     def paddle_layout_state(self, module) -> dict:
         from portcheck.backward import _torch_state
-        return _torch_state(module, self.layouts)
+        if isinstance(module, self.torch.nn.Module):
+            return _torch_state(module, self.layouts)
+        held = module.state_dict()  # a dict of tensors kept beside the model: the keys it holds
+        return _torch_state(module, {k: t for k, t in self.layouts.items() if (t.source or k) in held})
 
     def grads(self, module) -> dict:
         from portcheck.backward import _torch_grads
@@ -134,6 +171,17 @@ class TorchSide:
                                               "decoupled" if decoupled else "L2"]
                                for group in opt.param_groups for p in group["params"] if id(p) in names}
         return out
+
+    def trainer_config(self, trainer) -> dict:
+        """transformers' Trainer as it trains (runconfig.TRAINER): the label smoothing it applies outside the model,
+        its optimizer steps in all, accumulation, drop_last, its schedule's kind and warmup steps."""
+        args, steps = trainer.args, int(trainer.state.max_steps)
+        smoother = getattr(trainer, "label_smoother", None)
+        return {"label_smoothing": float(smoother.epsilon) if smoother is not None else 0.0, "max_steps": steps,
+                "gradient_accumulation_steps": int(args.gradient_accumulation_steps),
+                "dataloader_drop_last": bool(args.dataloader_drop_last),
+                "lr_scheduler_type": str(getattr(args.lr_scheduler_type, "value", args.lr_scheduler_type)),
+                "warmup_steps": int(args.get_warmup_steps(steps))}
 
     # ------------------------------------------------------------------ wrapping
     def install(self, run):

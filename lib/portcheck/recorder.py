@@ -17,7 +17,11 @@ folder). install() wraps what every training script goes through, in either fram
   dropout             off for the N steps (the functional dropout returns its input); the p of each call in the
                       first forward recorded under the module calling it (dropout_site);
   seeds, clipping     their arguments, for the configuration (portcheck.runconfig);
-  torch's schedulers  whether one cycles the optimizer's momentum (OneCycleLR, CyclicLR), for it too.
+  torch's schedulers  whether one cycles the optimizer's momentum (OneCycleLR, CyclicLR), for it too;
+  a Trainer           transformers' or paddlenlp's, on the stack at the first step: what it does beside the
+                      optimizer (runconfig.TRAINER);
+  kept state          the modules (and dicts of tensors) of the model's structure the script keeps beside it, no
+                      optimizer holding them (an EMA copy, a teacher): each step's state (Run.keep).
 
 Sides: "torch" records the script as it is; "torch64" is the same script again in float64 (the model cast at its
 first call, from the torch side's initial weights, fed its batches and targets widened): torch's own error, the
@@ -108,6 +112,7 @@ class Run:
         self.error, self.fed, self.in_root, self.making = None, set(), 0, False
         self.stack, self.in_loss, self.names = [], 0, None  # the modules being called; a loss class's call; names
         self.given = None  # the torch side's record (paddle, torch64): its batches, targets, weights
+        self.kept = {}  # the modules the script keeps beside the model (keep)
         self.crossed = []  # the taking side's: the values whose side of 0 it takes Paddle's (backward.Crossing)
         self.plain = self.side == "plain"  # tools/bench_run.py: the script's own first N steps, nothing recorded
         self.pid = os.getpid()  # the script's own process: a child forked from it (a DataLoader worker) writes nothing
@@ -349,10 +354,40 @@ class Run:
             return
         if self.loss is None:
             raise self.refuse("its optimizer stepped before any backward() on a loss")
+        self.keep()
         if self.step == 0:
             self.config["optimizer"] = self.fw.optimizer_config(optimizer, self.root)
+            trainer = _trainer()
+            if trainer is not None:  # what a Trainer does beside the optimizer's settings (runconfig.TRAINER)
+                self.config["trainer"] = self.fw.trainer_config(trainer)
         self.record[f"loss/{self.step}"] = self.loss
         self.record[f"lr/{self.step}"] = np.array([self.fw.lr(optimizer)], dtype=np.float64)
+
+    def keep(self):
+        """The modules the script keeps beside the model, of its structure, that no optimizer holds (an EMA copy, a
+        teacher: kept_modules), found as the first step starts; each step's state recorded as it is when the next
+        starts (after the script's own update of it), KEPT<i>/<name>/<key> in Paddle's layout as the weights are. The
+        other sides start each from torch's (its torch layout, KEPT + "init/"; the torch64 run's widened), paired by
+        name, or one with one."""
+        from portcheck.backward import KEPT
+        if self.step == 0:
+            self.kept = kept_modules(self.fw, self.root, self.called, self.optimizers)
+            if self.side == "torch":
+                for name, m in self.kept.items():
+                    self.record.update({f"{KEPT}init/{name}/{k}": v for k, v in self.fw.state(m).items()})
+            elif self.given is not None:
+                theirs = sorted({k.split("/")[1] for k in self.given if k.startswith(f"{KEPT}init/")})
+                if len(theirs) == len(self.kept) == 1 and theirs != list(self.kept):
+                    self.kept = {theirs[0]: next(iter(self.kept.values()))}  # one with one, whatever its name
+                for name, m in self.kept.items():
+                    prefix = f"{KEPT}init/{name}/" if self.side != "paddle" else f"{KEPT}0/{name}/"
+                    init = {k[len(prefix):]: v for k, v in self.given.items() if k.startswith(prefix)}
+                    if init:
+                        self.fw.start_kept(m, init, self.side == "torch64")
+            self.config["kept"] = {name: getattr(m, "kind", type(m).__name__) for name, m in self.kept.items()}
+        for name, m in self.kept.items():
+            self.record.update({f"{KEPT}{self.step}/{name}/{k}": v
+                                for k, v in self.fw.paddle_layout_state(m).items()})
 
     def after_step(self, optimizer):
         if self.plain and self.step + 1 >= self.steps:
@@ -426,6 +461,104 @@ def ties(record: dict) -> dict:
     """{torch key: the first torch key of the same tensor} (a head's weight tied to the embedding's), from a torch
     record's TIED keys."""
     return dict(k[len(TIED):].rsplit("/", 1) for k in record if k.startswith(TIED))
+
+
+def kept_modules(fw, root, called, optimizers) -> dict:
+    """{name: module} of the modules alive beside the root whose state holds the root's keys (a copy of the model:
+    an EMA, a teacher; torch's AveragedModel by the model it holds) and whose parameters no optimizer holds, and of
+    the dicts of tensors keyed as its state, every parameter there, none of them the model's own (Tensors), each
+    named as the script holds it (a variable, an attribute)."""
+    import gc
+    import warnings
+    own = {id(m) for m in fw.submodules(root)} | {id(called)}
+    keys, held, out = set(fw.state_keys(root)), fw.held_parameters(optimizers), {}
+    gc.collect()  # a copy the recorder's own runs made (pairing, isolation) and dropped is not the script's
+    with warnings.catch_warnings():  # a lazy module's deprecated attributes, asked by isinstance
+        warnings.simplefilter("ignore")
+        found = [obj for obj in gc.get_objects() if isinstance(obj, fw.module_class) and id(obj) not in own]
+        # a dict of tensors keyed as the model's state (an EMA's shadow weights), none of them the model's own
+        names, marks = set(fw.parameter_names(root)), {fw.mark(t) for t in fw.state_tensors(root)}
+        dicts = {id(d): d for d in [*gc.get_objects(), *_on_stack()] if isinstance(d, dict)}
+        found += [Tensors(obj) for obj in dicts.values() if len(obj) >= len(names) and names <= set(obj) <= keys
+                  and all(fw.is_tensor(v) and fw.mark(v) not in marks for v in obj.values())]
+    for obj in found:
+        m = fw.averaged(obj) if not isinstance(obj, Tensors) else obj
+        if not isinstance(obj, Tensors) and (set(fw.state_keys(m)) != keys or
+                                             {id(p) for p in fw.parameters(m)} & held or id(m) in own):
+            continue
+        name = _held_as(obj.held if isinstance(obj, Tensors) else obj)
+        while name in out:
+            name += "#2"
+        out[name] = m
+    return out
+
+
+class Tensors:
+    """A dict of tensors the script keeps beside the model, keyed as its state (an EMA's shadow weights), read and
+    set as a module's state is (kept_modules): the script's own dict, its entries as they are when read."""
+    kind = "dict of tensors"
+
+    def __init__(self, held: dict):
+        self.held = held
+
+    def state_dict(self) -> dict:
+        return dict(self.held)
+
+    def load_state_dict(self, state: dict):  # torch's sides (hooks_torch.load): each tensor set in place
+        for k, v in state.items():
+            if k in self.held:
+                self.held[k].data.copy_(v)
+
+    def double(self):  # torch's float64 run: the entries widened, as the model is
+        for k, v in self.held.items():
+            self.held[k] = v.double()
+        return self
+
+
+def _on_stack() -> list:
+    """What the script's functions on the stack hold, and their objects' attributes: a dict of Paddle tensors is not
+    tracked by gc (its tensors are not), so gc.get_objects does not list it."""
+    out, frame, here = [], sys._getframe(1), str(Path(__file__).parent)
+    while frame is not None:
+        if not frame.f_code.co_filename.startswith(here):
+            held = list(frame.f_locals.values())
+            out += held
+            for v in held:
+                attrs = getattr(v, "__dict__", None) if not isinstance(v, type) else None
+                out += list(attrs.values()) if isinstance(attrs, dict) else []
+        frame = frame.f_back
+    return out
+
+
+def _held_as(obj) -> str:
+    """The name the script holds obj by: a variable of a function on the stack (the recorder's own frames passed
+    over), an attribute, a container's key; its class's if none."""
+    import gc
+    frame, here = sys._getframe(1), str(Path(__file__).parent)
+    while frame is not None:
+        if not frame.f_code.co_filename.startswith(here):
+            name = next((k for k, v in frame.f_locals.items() if v is obj and k != "self"), None)
+            if name:
+                return name
+        frame = frame.f_back
+    for ref in gc.get_referrers(obj):
+        name = next((k for k, v in ref.items() if v is obj and isinstance(k, str)), None) \
+            if isinstance(ref, dict) else None
+        if name:
+            return name
+    return type(obj).__name__
+
+
+def _trainer():
+    """The transformers or paddlenlp Trainer whose training loop is on the stack (its optimizer stepping), or None."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        obj = frame.f_locals.get("self")
+        if any(c.__name__ == "Trainer" and c.__module__.startswith(("transformers.", "paddlenlp."))
+               for c in type(obj).__mro__):
+            return obj
+        frame = frame.f_back
+    return None
 
 
 def crossed_file(path: Path, crossed=None) -> list:

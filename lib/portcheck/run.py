@@ -24,11 +24,14 @@ sides record in every forward):
             (backward.judged): at the first forward's kinks it stands for torch's run (on_paddles_branch; its values
             of bp_align handed in as diagnostics/bp_align_branch_torch.npy), at a later step's it is torch against
             itself, allowed calibrated.SPREAD x (bp_align_taken_torch.npy); a launched run is judged without it.
+What the script keeps beside its model (an EMA copy: recorder's Run.keep) starts on every side from torch's and is
+judged per step as the weights are (kept), its change digested in bp_align.
 The first forward is judged cumulative (each side on its own values) and isolated (every paired module on torch's
 recorded values, portcheck.isolate: every module whose own computation differs is named).
 Then the configuration is compared (portcheck.runconfig: every difference one line), the records judged as
 judge_backward judges them, and the guide's pairs written to DIR/log_reprod (forward, data, loss, lr,
-bp_align), which `python -m portcheck check DIR/log_reprod --only forward,data,loss,lr,bp_align` re-derives.
+bp_align) with both sides' configuration records (config: runconfig.hand_in), which `python -m portcheck check
+DIR/log_reprod --only config,forward,data,loss,lr,bp_align` re-derives.
 Exit 0 when the configuration agrees and every pair is green, 1 otherwise, 2 for bad input or a script that
 cannot be recorded (one line naming the side).
 Each script runs in a process group of its own (a session), ended with it: what it started (a DataLoader's workers,
@@ -52,7 +55,7 @@ import numpy as np
 
 
 from portcheck import data as data_pairs, handin, record, report, runconfig
-from portcheck.backward import AGAINST_ITSELF, MOVED, RUNNING, TAKING_KEYS, against_itself, renames
+from portcheck.backward import AGAINST_ITSELF, KEPT, MOVED, RUNNING, TAKING_KEYS, against_itself, renames
 from portcheck.compare import F64, ROOT
 from portcheck.errors import PipelineError, fail
 from portcheck.fileio import atomic_write, load_npy, open_regular, writable
@@ -326,14 +329,15 @@ def read_status(path: Path, said: str):
 
 def merged(torch_record: dict, float64: dict) -> dict:
     """The torch record with its float64 run's values under compare.F64, as record_backward keeps them."""
-    kinds = ("out/", "in/", "grad/", "loss/", "lr/", "state")
+    kinds = ("out/", "in/", "grad/", "loss/", "lr/", "state", KEPT)
     return {**torch_record, **{F64 + k: v for k, v in float64.items() if k.startswith(kinds)}}
 
 
 def with_updates(rec: dict, steps: int) -> dict:
     """The record with each step's update digests (backward.updates: weights/<i>; backward.running_means: running/<i>
-    where BatchNorm's running means are; and its float64 run's), from the weights and buffers the recorder keeps after
-    every step (state<i>/, state0 the initial ones): what handin.bp_align hands in."""
+    where BatchNorm's running means are; KEPT/<i> where the script keeps modules beside the model; and its float64
+    run's), from the weights and buffers the recorder keeps after every step (state<i>/, state0 the initial ones):
+    what handin.bp_align hands in."""
     from portcheck.backward import running_means, updates
     out = dict(rec)
     for prefix in ("", F64):
@@ -343,6 +347,11 @@ def with_updates(rec: dict, steps: int) -> dict:
             out.update({f"{prefix}weights/{i}": updates(states[i], states[i + 1]) for i in range(steps)})
             means = [running_means(states[i], states[i + 1]) for i in range(steps)]
             out.update({f"{prefix}{RUNNING}{i}": m for i, m in enumerate(means) if m.size})
+        # the modules the script keeps beside the model (KEPT<i>: as step i + 1 starts), each step's change digested
+        kept_states = [{k.partition("/")[2]: v for k, v in rec.items() if k.startswith(f"{prefix}{KEPT}{i}/")}
+                       for i in range(steps)]
+        out.update({f"{prefix}{KEPT}/{i}": updates(kept_states[i - 1], kept_states[i]) for i in range(1, steps)
+                    if kept_states[i]})
     return out
 
 
@@ -388,8 +397,32 @@ def rank0_buffers(t: dict) -> set:
 def configuration(t: dict, p: dict, statuses: dict, steps: int, modules: dict, renamed: dict) -> list:
     """runconfig.differences of the two sides' configurations, with the lr each side's steps recorded: judged from
     the torch and Paddle runs alone."""
-    lrs = ([float(t[f"lr/{i}"][0]) for i in range(steps)], [float(p[f"lr/{i}"][0]) for i in range(steps)])
-    return runconfig.differences(statuses["torch"]["config"], statuses["paddle"]["config"], modules, renamed, lrs)
+    return runconfig.differences(statuses["torch"]["config"], statuses["paddle"]["config"], modules, renamed,
+                                 step_lrs(t, p, steps))
+
+
+def step_lrs(t: dict, p: dict, steps: int) -> tuple:
+    """(torch's, Paddle's) lr of each recorded step."""
+    return [float(t[f"lr/{i}"][0]) for i in range(steps)], [float(p[f"lr/{i}"][0]) for i in range(steps)]
+
+
+def kept(t: dict, p: dict, statuses: dict, modules: dict, renamed: dict) -> list:
+    """The modules each script keeps beside its model (recorder's Run.keep: an EMA copy, a teacher), judged as the
+    weights are, at each step they were read after (KEPT<i>, i >= 1): [calibrated rows, each named <module>: <tensor>
+    after step <i>]. One kept on one side only is a configuration line (runconfig.differences)."""
+    from portcheck.backward import _counterpart, spread_of
+    from portcheck.calibrated import K_BACKWARD, measure, unjudged, with_spread
+    theirs = statuses["paddle"]["config"].get("kept") or {}
+    rows = []
+    for key in (k for k in t if k.startswith(KEPT) and k[len(KEPT):].partition("/")[0].isdigit()):
+        head, name, tensor = key.split("/", 2)
+        if int(head[len(KEPT):]) == 0 or name not in theirs:  # as the steps start: the other runs were set to it
+            continue
+        said = f"{name}: {tensor} after step {head[len(KEPT):]}"
+        b = p.get(f"{head}/{name}/" + _counterpart(f"w/{tensor}", modules, renamed).partition("/")[2])
+        rows.append(unjudged(said, t[key].shape, "no counterpart on paddle", 0.0) if b is None else
+                    with_spread(measure(said, t[key], t.get(F64 + key), b, None, K_BACKWARD), spread_of(t, key)))
+    return rows
 
 
 def alone(paddle_config: dict, side: str):
@@ -462,6 +495,7 @@ def judge(out: Path, statuses: dict, steps: int, rank: int = 0, again=None) -> i
                runconfig.measurable(statuses["torch"]["config"], statuses["paddle"]["config"], modules)]
     config += [line for line, ok in settled if not ok]
     settled = [line for line, ok in settled if ok]
+    kept_rows = kept(t, p, statuses, modules, renamed)
     fed = data_pairs.judge_batches(batches(t), batches(p))
 
     pairs = out / "pairs"
@@ -502,6 +536,10 @@ def judge(out: Path, statuses: dict, steps: int, rank: int = 0, again=None) -> i
                                                tables=tables if name == "bp_align" else ())
                     for name in PAIRS}
 
+    # the configuration as judged here, handed in beside the pairs: `check` re-derives every line from it
+    runconfig.hand_in(top / DIAGNOSTICS, {side: statuses[side]["config"] for side in ("torch", "paddle")}, modules,
+                      renamed, step_lrs(t, p, steps), {side: dep for side, (_, dep) in sides.items()}, script)
+
     print("\nportcheck run: the configuration first")
     for line in [*config, *settled]:
         print(f"  DIFFERS {line}")
@@ -534,14 +572,23 @@ def judge(out: Path, statuses: dict, steps: int, rank: int = 0, again=None) -> i
     if report.crossed and (report.on_branch or report.taken or not report.passed):  # as report.table() says them
         lines = crossing_lines(report.crossed, report.on_branch, report.taken, report.first_diverging or "")
         print("".join(f"  ({line})\n" for line in lines), end="")
+    kept_red = [r for r in kept_rows if not r.passed]
+    if kept_rows:
+        names = sorted({r.key.partition(":")[0] for r in kept_rows})
+        print(f"kept beside the model ({', '.join(names)}), as the weights: " + (
+            f"every tensor within the measured rule after each step ({len(kept_rows)} compared)" if not kept_red else
+            f"RED, {len(kept_red)} of {len(kept_rows)} tensor(s) over their rule, first {kept_red[0].key} (max "
+            f"{kept_red[0].max:.3g}, allowed {kept_red[0].allowed:.3g})"))
     for name, v in verdicts.items():
         print(f"{name}: {'green' if v.passed else 'RED'} | {v.describe_measured()}")
-    red = bool(config) or not fed.passed or not report.passed or not all(v.passed for v in verdicts.values())
+    red = bool(config) or not fed.passed or not report.passed or not all(v.passed for v in verdicts.values()) \
+        or bool(kept_red)
     print(f"{'RED' if red else 'green'}: " + (
         f"{len(config)} configuration difference(s)" if config else
-        "the data differ" if not fed.passed else f"the runs part at {where}" if where else unplaced or
-        "a pair is red" if red else "the same run for the first steps")
-          + f"; the hand-in: python -m portcheck check {top} --only {','.join(PAIRS)}")
+        "the data differ" if not fed.passed else f"the runs part at {where}" if where else unplaced or (
+            f"what the script keeps beside the model differs: {kept_red[0].key}" if kept_red else
+            "a pair is red" if red else "the same run for the first steps"))
+          + f"; the hand-in: python -m portcheck check {top} --only {','.join((runconfig.CONFIG, *PAIRS))}")
     return 1 if red else 0
 
 
@@ -576,7 +623,7 @@ def judge_full(out: Path) -> int:
         print(line)
     red = not (verdict.passed and result.passed)
     print(f"{'RED' if red else 'green'}: train_align {verdict.describe_measured()}; the hand-in: python -m portcheck "
-          f"check {out / 'log_reprod'} --only {','.join(PAIRS)},train_align")
+          f"check {out / 'log_reprod'} --only {','.join((runconfig.CONFIG, *PAIRS))},train_align")
     return int(red)
 
 

@@ -5,7 +5,10 @@ Each side's recorder (portcheck.hooks_torch, hooks_paddle) writes its configurat
 difference here is a difference of the runs, never of the frameworks' spellings. Modules are paired as the
 forward is (portcheck.pairing), parameters as judge_backward pairs them.
 """
+import json
 import math
+import os
+from pathlib import Path
 
 from portcheck.backward import BY_DESIGN, RMSPROP, _counterpart, _cycled
 from portcheck.pairing import ROOT
@@ -15,6 +18,22 @@ CONVENTION = {"momentum": " (Paddle's BatchNorm momentum m is torch's 1 - m: tor
 MEASURED = ("padding_idx",)
 LOSS_CONVENTION = {"scale": " (torch's huber_loss(delta) is delta x smooth_l1_loss(beta=delta); Paddle's "
                             "smooth_l1_loss and SmoothL1Loss are huber_loss unless is_huber=False)"}
+
+
+# What a transformers or paddlenlp Trainer does beside its optimizer's settings, which the recorders read from the
+# Trainer as it trains (hooks_torch.trainer_config, hooks_paddle.trainer_config): {key: what it is, how to set it}.
+# The Trainers' other defaults reach the optimizer, clipping and schedule, compared above as any script's are.
+TRAINER = {
+    "label_smoothing": "the label smoothing the Trainer applies to the model's logits: transformers' "
+                       "label_smoothing_factor; paddlenlp's Trainer applies none whatever it is given",
+    "max_steps": "the optimizer steps in all (num_train_epochs x the steps per epoch, or max_steps), the length of "
+                 "the lr schedule: paddlenlp's num_train_epochs defaults to 1, transformers' to 3",
+    "gradient_accumulation_steps": "the batches per optimizer step",
+    "dataloader_drop_last": "whether an epoch's last, smaller batch is dropped",
+    "lr_scheduler_type": "the lr schedule's kind",
+    "warmup_steps": "the warmup's steps: warmup_steps, else warmup_ratio x the steps, which transformers rounds up "
+                    "and paddlenlp down: give warmup_steps",
+}
 
 
 def _same(a, b) -> bool:
@@ -86,6 +105,15 @@ def differences(torch_config: dict, paddle_config: dict, modules: dict, renamed:
     if not _same(torch_config.get("autocast"), paddle_config.get("autocast")):
         out.append(f"autocast: the first forward computes in torch {_said(torch_config.get('autocast'))} vs paddle "
                    f"{_said(paddle_config.get('autocast'))}")
+    tt, pt = torch_config.get("trainer"), paddle_config.get("trainer")
+    for key, what in TRAINER.items() if tt and pt else ():
+        if not _same(tt.get(key), pt.get(key)):
+            out.append(f"trainer: {key} torch {_said(tt.get(key))} vs paddle {_said(pt.get(key))} ({what})")
+    tk, pk = torch_config.get("kept") or {}, paddle_config.get("kept") or {}  # recorder's Run.keep, paired by name
+    out += [f"kept beside the model: torch {name} ({kind}) vs paddle none"
+            for name, kind in tk.items() if name not in pk]
+    out += [f"kept beside the model: torch none vs paddle {name} ({kind})"
+            for name, kind in pk.items() if name not in tk]
     if lrs is not None and not _same(list(lrs[0]), list(lrs[1])):
         out.append(f"scheduler: lr over the {len(lrs[0])} steps torch {[float(f'{x:.6g}') for x in lrs[0]]} vs "
                    f"paddle {[float(f'{x:.6g}') for x in lrs[1]]}")
@@ -175,3 +203,71 @@ def notes(torch_config: dict, paddle_config: dict) -> list:
             f"{', '.join(f'{k}({v})' for k, v in ps.items()) or 'none set'}"
     versions = lambda c: ", ".join(f"{k} {v}" for k, v in c.get("versions", {}).items())
     return [seeds, f"versions: torch side {versions(torch_config)}; paddle side {versions(paddle_config)}"]
+
+
+# The hand-in's configuration entry (`portcheck run` writes it, `portcheck check` judges it): each side's configuration
+# record as run judged it, DIAGNOSTICS/config_<side>.json with its run record; json only, each read bounded
+CONFIG = "config"
+CONFIG_BYTES = 8 << 20
+
+
+def _config_file(below, side: str) -> Path:
+    return Path(below) / f"{CONFIG}_{side}.json"
+
+
+def hand_in(below, configs: dict, modules: dict, renamed: dict, lrs, depends: dict, script: str):
+    """configs: {side: its recorder's configuration}; modules, renamed, lrs: what differences() was given, kept in
+    the torch side's file (lrs: each side's in its own); depends: {side: what its pairs' run records depend on}.
+    Each file's run record binds it (its sha256) to the run's weights and batches, as the pairs' records do."""
+    import hashlib
+    import time
+    from portcheck import record
+    from portcheck.fileio import atomic_write, writable
+    texts = {side: json.dumps({"config": configs[side], "lrs": [float(x) for x in lrs[i]],
+                               **({"modules": modules, "renamed": renamed} if side == "torch" else {})},
+                              indent=1, default=str) + "\n"  # in its order: the first parameter named first
+             for i, side in enumerate(("torch", "paddle"))}
+    for side in texts:  # every target checked before the first is written
+        writable(_config_file(below, side)), writable(record.path_for(_config_file(below, side)))
+    for side, text in texts.items():
+        path = _config_file(below, side)
+        atomic_write(path, lambda tmp, text=text: Path(tmp).write_text(text))
+        record.write(record.path_for(path), {"framework": side, "script": script, "file": path.name,
+                                             "written": time.strftime("%Y-%m-%d %H:%M:%S"), "depends": depends[side],
+                                             "result": hashlib.sha256(text.encode()).hexdigest()})
+
+
+def from_folder(below):
+    """(the configuration lines re-derived from a hand-in's DIAGNOSTICS/config_<side>.json, or None when it holds
+    none, a problem that makes the entry red, or "")."""
+    import hashlib
+    from portcheck import record
+    from portcheck.errors import PipelineError
+    from portcheck.fileio import open_regular
+    files = {side: _config_file(below, side) for side in ("torch", "paddle")}
+    if not any(os.path.lexists(f) for f in files.values()):
+        return None, ""
+    read = {}
+    for side, path in files.items():
+        try:
+            with open_regular(path, follow=False) as f:
+                raw = f.read(CONFIG_BYTES + 1)
+            if len(raw) > CONFIG_BYTES:
+                raise ValueError(f"more than {CONFIG_BYTES} bytes")
+            rec = record.load(None, record.path_for(path))
+            if rec is None or rec.get("result") != hashlib.sha256(raw).hexdigest() or rec.get("framework") != side:
+                return [], (f"{path.name} is not the file its run record ({record.path_for(path).name}) describes: "
+                            "rerun portcheck run")
+            read[side] = json.loads(raw)
+            if not isinstance(read[side], dict) or not isinstance(read[side].get("config"), dict):
+                raise ValueError("no 'config' object")
+        except (OSError, ValueError, UnicodeDecodeError, RecursionError, PipelineError) as e:
+            why = str(e).splitlines()[0][:200] if str(e) else type(e).__name__
+            return [], f"{path.name} is not a configuration record ({why}): rerun portcheck run"
+    t, p = read["torch"], read["paddle"]
+    try:
+        lines = differences(t["config"], p["config"], dict(t.get("modules") or {}), dict(t.get("renamed") or {}),
+                            (list(t.get("lrs") or []), list(p.get("lrs") or [])))
+    except (TypeError, ValueError, KeyError, AttributeError, IndexError) as e:
+        return [], f"{CONFIG}_torch.json / {CONFIG}_paddle.json do not read as configuration records ({e})"
+    return lines, ""
