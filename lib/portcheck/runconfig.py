@@ -67,6 +67,9 @@ def differences(torch_config: dict, paddle_config: dict, modules: dict, renamed:
     if not _same(tc, pc):
         shown = lambda c: f"{c['kind']} {c['bound']:g}" if c else "none"
         out.append(f"gradient clipping: torch {shown(tc)} vs paddle {shown(pc)}")
+    line = accumulation(torch_config, paddle_config)
+    if line:
+        out.append(line)
     tl, pl = torch_config.get("loss") or {}, paddle_config.get("loss") or {}
     for key in ("function", "reduction", "label_smoothing", "ignore_index", "weight"):
         if tl and pl and not _same(tl.get(key), pl.get(key)):
@@ -77,6 +80,17 @@ def differences(torch_config: dict, paddle_config: dict, modules: dict, renamed:
     # the torch recorder names such a scheduler under record_backward's key (recorder.Run.scheduler): its one line
     out += [f"scheduler: {line}" for line in _cycled(torch_config)]
     return out
+
+
+def accumulation(torch_config: dict, paddle_config: dict):
+    """The line saying the two sides call backward() a different number of times per optimizer step (one side
+    accumulates gradients over micro-batches, or over another count), or None."""
+    t, p = ((c.get("accumulation") or {}).get("backward") for c in (torch_config, paddle_config))
+    if not t or not p or t == p:
+        return None
+    if len(set(t)) == len(set(p)) == 1:
+        return f"gradient accumulation: torch {t[0]} backward() per optimizer step vs paddle {p[0]}"
+    return f"gradient accumulation: backward() per optimizer step torch {t} vs paddle {p}"
 
 
 def notes(torch_config: dict, paddle_config: dict) -> list:
