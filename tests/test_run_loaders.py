@@ -93,3 +93,11 @@ def test_accumulation_on_one_side_is_one_configuration_line(pair, tmp_path):
     assert "DIFFERS gradient accumulation: torch 2 backward() per optimizer step vs paddle 1" in said, said
     assert code == 1 and said.count("DIFFERS") == 1 and "data: every value equal" in said, said
     assert "RED: 1 configuration difference(s)" in said, said
+
+
+def test_an_accumulation_count_that_varies_is_said_step_by_step():
+    """A side whose last step accumulates fewer micro-batches (an epoch's end): the counts of each step, one line."""
+    from portcheck.runconfig import differences
+    said = differences({"accumulation": {"backward": [2, 2, 1]}}, {"accumulation": {"backward": [2, 2, 2]}}, {}, {})
+    assert said == ["gradient accumulation: backward() per optimizer step torch [2, 2, 1] vs paddle [2, 2, 2]"]
+    assert differences({"accumulation": {"backward": [2, 2]}}, {"accumulation": {"backward": [2, 2]}}, {}, {}) == []
