@@ -65,11 +65,24 @@ def test_each_micro_batch_in_torchs_order_is_fed(pair, tmp_path):
 
 
 def test_a_distributed_batch_sampler_is_given_torchs_order(pair, tmp_path):
+    """paddlenlp's form of a shuffled loader, with 2 workers: green, and the workers end with the script (the recorder
+    stops it after step N: a worker blocked on its queue outlived it)."""
     code, said = paddle_judged(pair, tmp_path, [(
         "DataLoader(data, batch_size=args.batch_size, shuffle=True)",
-        "DataLoader(data, batch_sampler=paddle.io.DistributedBatchSampler(data, args.batch_size, shuffle=True))")])
+        "DataLoader(data, batch_sampler=paddle.io.DistributedBatchSampler(data, args.batch_size, shuffle=True), "
+        "num_workers=2)")])
     assert code == 0 and "(data: Paddle's DistributedBatchSampler(shuffle=True) given torch's RandomSampler order" \
         in said, said
+    script = str(tmp_path / "pd_wine.py").encode()
+    alive = [p for p in Path("/proc").iterdir() if p.name.isdigit() and script in read(p / "cmdline")]
+    assert not alive, f"the Paddle script's workers outlived it: {[p.name for p in alive]}"
+
+
+def read(path: Path) -> bytes:
+    try:
+        return path.read_bytes()
+    except OSError:  # a process that ended meanwhile
+        return b""
 
 
 def test_a_preprocessing_difference_under_a_shuffle_is_red_at_data(pair, tmp_path):
