@@ -17,8 +17,11 @@ from portcheck.recorder import loss_wrapper, module_settings, registering, sampl
 
 class PaddleSide:
     def __init__(self, float64: bool = False):
+        import weakref
+
         import paddle
         self.paddle = paddle
+        self.loaders = weakref.WeakSet()  # the DataLoader iterators running workers (end_workers)
 
     # ------------------------------------------------------------------ reading
     def versions(self) -> dict:
@@ -179,6 +182,14 @@ class PaddleSide:
             RUN.clip(kind, getattr(clip, "clip_norm", getattr(clip, "max", float("nan"))))
         return out
 
+    def end_workers(self):
+        """A DataLoader's worker processes ended before the recorder stops the script (os._exit runs no cleanup):
+        blocked on a full queue, they outlive it otherwise."""
+        for loader in list(self.loaders):
+            for worker in getattr(loader, "_workers", ()):
+                if worker.is_alive():
+                    worker.terminate()
+
     # ------------------------------------------------------------------ wrapping
     def install(self, run):
         paddle = self.paddle
@@ -234,6 +245,14 @@ class PaddleSide:
             return _batched(run.order("DistributedBatchSampler(shuffle=True)", len(s.dataset), drawn,
                                       range(len(s.dataset))), s.batch_size * s._acc_steps, s.drop_last)
         io.DistributedBatchSampler.__iter__ = distributed
+        from paddle.io.dataloader.dataloader_iter import _DataLoaderIterMultiProcess as multi
+        start = multi.__init__
+
+        @functools.wraps(start)
+        def workers(loader, *args, **kwargs):
+            self.loaders.add(loader)
+            start(loader, *args, **kwargs)
+        multi.__init__ = workers
 
 
 def _batched(indices, size: int, drop_last: bool):

@@ -109,6 +109,9 @@ class TorchSide:
                                for group in opt.param_groups for p in group["params"] if id(p) in names}
         return out
 
+    def end_workers(self):
+        pass  # a DataLoader's workers watch their parent and end with it
+
     # ------------------------------------------------------------------ wrapping
     def install(self, run):
         torch, F = self.torch, self.torch.nn.functional

@@ -346,7 +346,7 @@ class Run:
 
     def after_step(self, optimizer):
         if self.plain and self.step + 1 >= self.steps:
-            _end_workers()
+            self.fw.end_workers()
             os._exit(0)
         if self.root is None or self.done:
             self.step += self.plain
@@ -382,7 +382,7 @@ class Run:
         self.record.update(self.fw.norms())
         self.write()
         sys.stdout.flush(), sys.stderr.flush()
-        _end_workers()
+        self.fw.end_workers()
         os._exit(0)  # the script's own loop, evaluation and saves are not ours to run
 
     def write(self):
@@ -397,14 +397,6 @@ class Run:
                   "root": type(self.root).__name__ if self.root is not None else None, "config": self.config,
                   "loaded": sorted({"torch", "paddle"} & set(sys.modules))}  # a Paddle result from Paddle code
         (self.out / STATUS).write_text(json.dumps(status, indent=1, default=str) + "\n")
-
-
-def _end_workers():
-    """The processes the script started (a DataLoader's workers) ended with it: os._exit runs no cleanup, and
-    Paddle's workers, blocked on a full queue, outlive the script otherwise."""
-    import multiprocessing
-    for child in multiprocessing.active_children():
-        child.terminate()
 
 
 def crossed_file(path: Path, crossed=None) -> list:
