@@ -51,7 +51,7 @@ from portcheck.compare import F64, ROOT
 from portcheck.errors import PipelineError
 from portcheck.fileio import load_npy
 from portcheck.report import DIAGNOSTICS
-from portcheck.recorder import CROSSED, INIT, RECORD, SETTINGS, STATUS, crossed_file
+from portcheck.recorder import BATCH, CROSSED, INIT, RECORD, SETTINGS, STATUS, TARGET, crossed_file
 
 MARK = ".portcheck_run"   # in DIR: the folder is ours, a rerun may replace what is in it
 # torch's runs against itself, one per backward.AGAINST_ITSELF (its index the recorder's "against")
@@ -257,12 +257,12 @@ def with_updates(rec: dict, steps: int) -> dict:
     return out
 
 
-FED = re.compile(r"^(input|target)/batch_(\d+)")  # recorder.BATCH, recorder.TARGET: call c's batch, loss call j's
+FED = re.compile(f"^({re.escape(BATCH)}|{re.escape(TARGET)})(\\d+)")  # root call c's batch, loss call j's target
 
 
 def batches(rec: dict, calls: dict = None) -> dict:
-    """The batches and targets a side fed, as the data pair holds them; calls: {"input": c, "target": j}, those of
-    the first c root calls and j loss calls only."""
+    """The batches and targets a side fed, as the data pair holds them; calls: {BATCH: c, TARGET: j}, those of the
+    first c root calls and j loss calls only."""
     return {k: v for k, v in rec.items() if (m := FED.match(k)) and (calls is None or int(m[2]) < calls[m[1]])}
 
 
@@ -272,7 +272,7 @@ def common_batches(t: dict, p: dict, statuses: dict) -> tuple:
     if not runconfig.accumulation(statuses["torch"]["config"], statuses["paddle"]["config"]):
         return batches(t), batches(p)
     made = lambda rec: {kind: 1 + max((int(m[2]) for m in map(FED.match, rec) if m and m[1] == kind), default=-1)
-                        for kind in ("input", "target")}
+                        for kind in (BATCH, TARGET)}
     both = {kind: min(a, b) for (kind, a), b in zip(made(t).items(), made(p).values())}
     return batches(t, both), batches(p, both)
 
