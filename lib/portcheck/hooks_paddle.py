@@ -12,15 +12,19 @@ import random
 
 import numpy as np
 
-from portcheck.recorder import LOSS_CLASSES, loss_wrapper, module_settings, registering, seeded, wrap_framework
+from portcheck.recorder import LOSS_CLASSES, loss_wrapper, module_settings, registering, sampling, seeded, \
+    wrap_framework
 
 
 class PaddleSide:
     framework = "paddle"
 
     def __init__(self, float64: bool = False):
+        import weakref
+
         import paddle
         self.paddle, self.placed = paddle, {}
+        self.loaders = weakref.WeakSet()  # the DataLoader iterators running workers (end_workers)
 
     # ------------------------------------------------------------------ reading
     def versions(self) -> dict:
@@ -310,6 +314,14 @@ class PaddleSide:
                 "lr_scheduler_type": str(getattr(args.lr_scheduler_type, "value", args.lr_scheduler_type)),
                 "warmup_steps": int(warmup)}
 
+    def end_workers(self):
+        """A DataLoader's worker processes ended before the recorder stops the script (os._exit runs no cleanup):
+        blocked on a full queue, they outlive it otherwise."""
+        for loader in list(self.loaders):
+            for worker in getattr(loader, "_workers", ()):
+                if worker.is_alive():
+                    worker.terminate()
+
     # ------------------------------------------------------------------ wrapping
     def install(self, run):
         paddle = self.paddle
@@ -348,6 +360,42 @@ class PaddleSide:
         paddle.jit.to_static = to_static
         for where, name in ((paddle, "seed"), (np.random, "seed"), (random, "seed")):
             seeded(run, where, name, f"{where.__name__}.{name}")
+        # the samplers that shuffle draw the torch side's indices (Run.order): DataLoader(shuffle=True)'s and
+        # paddlenlp's Trainer's BatchSampler(shuffle=True) draw through a RandomSampler; DistributedBatchSampler
+        # shuffles its own indices, batched here as it batches them
+        io = paddle.io
+        sampling(run, io.RandomSampler, "RandomSampler", lambda s: len(s.data_source),
+                 lambda s: range(len(s.data_source)))
+        sampling(run, io.SubsetRandomSampler, "SubsetRandomSampler", lambda s: len(s.indices), lambda s: set(s.indices))
+        batches = io.DistributedBatchSampler.__iter__
+
+        @functools.wraps(batches)
+        def distributed(s):
+            if not s.shuffle:
+                return batches(s)
+            drawn = (i for batch in batches(s) for i in batch)
+            return _batched(run.order("DistributedBatchSampler(shuffle=True)", len(s.dataset), drawn,
+                                      range(len(s.dataset))), s.batch_size * s._acc_steps, s.drop_last)
+        io.DistributedBatchSampler.__iter__ = distributed
+        from paddle.io.dataloader.dataloader_iter import _DataLoaderIterMultiProcess as multi
+        start = multi.__init__
+
+        @functools.wraps(start)
+        def workers(loader, *args, **kwargs):
+            self.loaders.add(loader)
+            start(loader, *args, **kwargs)
+        multi.__init__ = workers
+
+
+def _batched(indices, size: int, drop_last: bool):
+    batch = []
+    for i in indices:
+        batch.append(i)
+        if len(batch) == size:
+            yield batch
+            batch = []
+    if batch and not drop_last:
+        yield batch
 
 
 def _loss(run, name, fn):

@@ -9,7 +9,8 @@ import random
 
 import numpy as np
 
-from portcheck.recorder import LOSS_CLASSES, loss_wrapper, module_settings, registering, seeded, wrap_framework
+from portcheck.recorder import LOSS_CLASSES, loss_wrapper, module_settings, registering, sampling, seeded, \
+    wrap_framework
 
 
 class TorchSide:
@@ -183,6 +184,9 @@ class TorchSide:
                 "lr_scheduler_type": str(getattr(args.lr_scheduler_type, "value", args.lr_scheduler_type)),
                 "warmup_steps": int(args.get_warmup_steps(steps))}
 
+    def end_workers(self):
+        pass  # a DataLoader's workers watch their parent and end with it
+
     # ------------------------------------------------------------------ wrapping
     def install(self, run):
         torch, F = self.torch, self.torch.nn.functional
@@ -229,6 +233,14 @@ class TorchSide:
         torch.compile = compile_
         for where, name in ((torch, "manual_seed"), (np.random, "seed"), (random, "seed")):
             seeded(run, where, name, f"{where.__name__}.{name}")
+        # the samplers that shuffle (DataLoader(shuffle=True)'s, transformers' Trainer's: RandomSampler; a BatchSampler
+        # draws through the one it holds): their indices recorded as drawn, for the Paddle side to draw (Run.order)
+        data = torch.utils.data
+        sampling(run, data.RandomSampler, "RandomSampler", lambda s: len(s.data_source),
+                 lambda s: range(len(s.data_source)))
+        sampling(run, data.SubsetRandomSampler, "SubsetRandomSampler", lambda s: len(s.indices), lambda s: set(s.indices))
+        sampling(run, data.DistributedSampler, "DistributedSampler(shuffle=True)", lambda s: len(s.dataset),
+                 lambda s: range(len(s.dataset)), shuffles=lambda s: s.shuffle)
 
     def _loss(self, run, name, fn):
         return loss_wrapper(run, name, fn, False, _double if self.float64 else None)

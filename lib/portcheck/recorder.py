@@ -7,13 +7,17 @@ folder). install() wraps what every training script goes through, in either fram
   the module call     the root model is the outermost module called, with gradients on, whose parameters an
                       optimizer holds (a data-parallel wrapper's: the model it holds); its first call records
                       every module's output (compare._Recorder) and what pairing reads (pairing.describe); each
-                      call records the batch it is given;
-  Tensor.backward     the tensor it is called on is the loss; the gradients after the first backward;
+                      call records the batch it is given (BATCH: gradient accumulation's micro-batches each their own);
+  Tensor.backward     the tensor it is called on is the loss; the gradients after the first backward; how many
+                      backward() calls each step makes (configuration: gradient accumulation);
   optimizer.step      before it, the lr; after it, every weight; after step N, the record is written and the
                       script is stopped (exit 0);
   the losses          each loss functional and loss class of the framework (LOSSES: cross_entropy, mse_loss, ...;
-                      nn.MSELoss, ...) records its target and its settings in torch's conventions (loss_settings),
-                      a class once (Paddle's compute with their own kernels); one it does not know, as not known;
+                      nn.MSELoss, ...) records its target (TARGET, per call) and its settings in torch's
+                      conventions (loss_settings), a class once (Paddle's compute with their own kernels); one it does not know, as not known;
+  the samplers        each iteration of a sampler that shuffles (torch's RandomSampler, SubsetRandomSampler,
+                      DistributedSampler; Paddle's RandomSampler, SubsetRandomSampler, DistributedBatchSampler): the
+                      torch side records the indices it draws (ORDER), the others draw those (Run.order);
   dropout             off for the N steps (the functional dropout returns its input); the p of each call in the
                       first forward recorded under the module calling it (dropout_site);
   seeds, clipping     their arguments, for the configuration (portcheck.runconfig);
@@ -26,7 +30,8 @@ folder). install() wraps what every training script goes through, in either fram
 Sides: "torch" records the script as it is; "torch64" is the same script again in float64 (the model cast at its
 first call, from the torch side's initial weights, fed its batches and targets widened): torch's own error, the
 yardstick of the measured rule; "paddle" starts its model from torch's initial weights (paired with no map:
-portcheck.pairing) and is fed torch's batches and targets, its own recorded apart (the data pair); "moved" (settings'
+portcheck.pairing), its samplers draw torch's order and it is fed torch's batches and targets, its own recorded apart
+(the data pair: what it catches is then the preprocessing); "moved" (settings'
 "against": i) is the same script again in float32 from torch's initial weights moved one ulp, fed its batches and
 targets, with backward.AGAINST_ITSELF[i]'s kernels: torch against itself, as compare_backward's plain run measures
 it (calibrated.SPREAD). The torch and Paddle sides also record each step's values within the floor of 0, the first
@@ -48,6 +53,7 @@ import contextlib
 import dataclasses
 import functools
 import inspect
+import itertools
 import json
 import os
 import sys
@@ -63,6 +69,9 @@ CROSSED = "crossed.json"     # the taking side's folder: the values it takes Pad
 NEAR_SIDES = ("torch", "paddle")  # the sides recording each step's values within the floor of 0
 STOPPED_EXIT = 3             # the exit code of a script the recorder stopped with an error
 STARTED = "started"          # in SETTINGS once installed: a process the script starts (install: not recorded)
+BATCH = "input/batch_"       # + c/<argument>: the batch the root's call c was given (c counted over the steps)
+TARGET = "target/batch_"     # + j: the target of loss call j
+ORDER = "order/"             # + n: the indices the torch side's n-th framework sampler iteration drew, in order
 
 
 class Refused(Exception):
@@ -109,8 +118,13 @@ class Run:
         self.against = settings.get("against")  # the moved side's: its index in backward.AGAINST_ITSELF
         self.record, self.config = {}, {"seeds": {}, "clip": None, "loss": None, "versions": fw.versions()}
         self.step, self.depth, self.calls, self.loss, self.done = 0, 0, 0, None, False
-        self.error, self.fed, self.in_root, self.making = None, set(), 0, False
+        self.error, self.in_root, self.making = None, 0, False
         self.stack, self.in_loss, self.names = [], 0, None  # the modules being called; a loss class's call; names
+        # the root's forward calls and the backward() calls of this step (more than one: gradient accumulation), the
+        # loss calls so far (each its own target), each framework sampler's indices as drawn (the torch side's)
+        self.forwards, self.backwards, self.losses, self.drawn = 0, 0, 0, {}
+        self.config["accumulation"] = {"forward": [], "backward": []}  # per step (runconfig.accumulation)
+        self.config["orders"] = []  # each framework sampler's iteration (Run.order)
         self.given = None  # the torch side's record (paddle, torch64): its batches, targets, weights
         self.kept = {}  # the modules the script keeps beside the model (keep)
         self.crossed = []  # the taking side's: the values whose side of 0 it takes Paddle's (backward.Crossing)
@@ -168,13 +182,13 @@ class Run:
             self.in_root -= 1
 
     def _root_call(self, module, call, args, kwargs):
-        i = self.step
+        i, c = self.step, self.calls  # c: the root's call, counted over the steps (input/batch_<c>: BATCH)
         own = {}
         _flat(args, "args", own), _flat(kwargs, "kwargs", own)
         near, taking = [], contextlib.nullcontext()
-        if i not in self.fed:  # a step's first call (more calls: gradient accumulation)
-            self.fed.add(i)
-            self.record.update({f"input/batch_{i}/{k}": v for k, v in own.items()})
+        self.record.update({f"{BATCH}{c}/{k}": v for k, v in own.items()})
+        self.forwards += 1
+        if self.forwards == 1:  # a step's first call (more calls: gradient accumulation's micro-batches)
             if self.side in NEAR_SIDES:  # as record_backward's runs: backward.crossings reads them
                 from portcheck.backward import _near_zero
                 near = _near_zero(module, self.record, i)
@@ -182,8 +196,8 @@ class Run:
             if here:  # the call whose near<i>/ values crossed (an evaluation's or an accumulated call's: not it)
                 from portcheck.backward import _taking
                 taking = _taking(module, here)
-        if self.given is not None:  # fed torch's batch of this step
-            given = {k: self._widened(v) for k, v in self._given_batch(i).items()}
+        if self.given is not None:  # fed torch's batch of this call
+            given = {k: self._widened(v) for k, v in self._given_batch(c).items()}
             args, kwargs = _replaced(args, "args", given, self.fw.to_tensor), \
                 _replaced(kwargs, "kwargs", given, self.fw.to_tensor)
         handles = near
@@ -289,8 +303,9 @@ class Run:
         self.config["autocast"] = self.fw.autocast()
         self.record.update({f"state0/{k}": v for k, v in self.fw.paddle_layout_state(module).items()})
 
-    def _given_batch(self, i: int) -> dict:
-        prefix = f"input/batch_{i}/"
+    def _given_batch(self, c: int) -> dict:
+        """The batch torch's root call c was given (0: the first step's first)."""
+        prefix = f"{BATCH}{c}/"
         return {k[len(prefix):]: v for k, v in self.given.items() if k.startswith(prefix)}
 
     def isolated(self, module, calls: dict, leaves: dict):
@@ -329,21 +344,53 @@ class Run:
         # first call (pairing, isolation), which a model computing its loss from labels= makes too
         if self.in_root and self.config["loss"] is None and not (self.making or self.in_loss or self.done):
             self.config["loss"], self.config["loss_inside"] = {"function": name, **settings}, True  # the model's own
-        if self.root is None or self.done or self.in_root or self.making or self.in_loss:
+        # (an evaluation's, gradients off, is not the training's: its root calls are not counted either)
+        if self.root is None or self.done or self.in_root or self.making or self.in_loss or \
+                not self.fw.grad_enabled():
             return target
-        key = f"target/batch_{self.step}"
+        key = f"{TARGET}{self.losses}"  # each loss call its own (gradient accumulation: each micro-batch's)
+        self.losses += 1
         if self.config["loss"] is None:
             self.config["loss"] = {"function": name, **settings}
-        if hasattr(target, "numpy") and key not in self.record:
+        if hasattr(target, "numpy"):
             self.record[key] = _numpy(target)
         if self.given is not None and key in self.given and hasattr(target, "numpy"):
             return self.fw.to_tensor(self._widened(self.given[key]))
         return target
 
+    def order(self, sampler: str, size: int, drawn, allowed):
+        """A framework sampler's iteration, one epoch of indices (drawn: its own iterator; size: how many samples it
+        draws from; allowed: the indices its dataset has): the torch side records the indices as they are drawn
+        (ORDER<n>, n the framework samplers' iterations so far); the runs fed torch's batches (paddle, torch64, moved,
+        taking) draw torch's n-th instead, then their own past it (past the N steps), as the weights and batches are
+        synced. Called where the iteration starts, not at its first index: two loaders' n stay in their order."""
+        if self.plain or self.done or self.side == "full":
+            return drawn
+        n = len(self.config["orders"])
+        said = {"sampler": sampler, "of": int(size)}
+        self.config["orders"].append(said)
+        if self.given is None:
+            kept = self.drawn[n] = []
+            return _kept(drawn, kept)
+        torch_said = (json.loads((self.torch_dir / STATUS).read_text())["config"].get("orders") or [])[n:n + 1]
+        order = self.given.get(f"{ORDER}{n}")
+        if order is None or not torch_said:
+            said["kept"] = "the torch script drew no such order with a torch sampler"
+        elif torch_said[0]["of"] != size:
+            said["kept"] = f"torch's {torch_said[0]['sampler']} draws from {torch_said[0]['of']} samples, this one " \
+                           f"from {size}"
+        elif not all(int(i) in allowed for i in order):
+            said["kept"] = f"torch's {torch_said[0]['sampler']} drew indices its dataset has not"
+        else:
+            said["torch"] = torch_said[0]["sampler"]
+            return _given(order.tolist(), drawn)
+        return drawn
+
     def backward(self, tensor):
         """Tensor.backward's tensor, before it runs."""
         if self.root is not None and not self.done:
             self.loss = _numpy(tensor).reshape(-1)
+            self.backwards += 1
 
     def after_backward(self):
         if self.root is not None and not self.done and self.step == 0:
@@ -391,13 +438,16 @@ class Run:
 
     def after_step(self, optimizer):
         if self.plain and self.step + 1 >= self.steps:
+            self.fw.end_workers()
             os._exit(0)
         if self.root is None or self.done:
             self.step += self.plain
             return
         self.step += 1
         self.record.update({f"state{self.step}/{k}": v for k, v in self.fw.paddle_layout_state(self.root).items()})
-        self.loss = None
+        self.config["accumulation"]["forward"].append(self.forwards)
+        self.config["accumulation"]["backward"].append(self.backwards)
+        self.loss, self.forwards, self.backwards = None, 0, 0
         if self.step >= self.steps:
             self.finish()
 
@@ -424,6 +474,7 @@ class Run:
         self.record.update(self.fw.norms())
         self.write()
         flushed()
+        self.fw.end_workers()
         os._exit(0)  # the script's own loop, evaluation and saves are not ours to run
 
     def write(self):
@@ -432,6 +483,7 @@ class Run:
             return
         if self.error is None and self.root is None and _refused(self.out / STATUS):
             return  # another process of this run refused (an unknown launcher's worker): nothing to add
+        self.record.update({f"{ORDER}{n}": np.asarray(drawn, np.int64) for n, drawn in self.drawn.items()})
         if self.record and self.error is None:
             save_npy(self.out / RECORD, self.record)
         status = {"side": self.side, "steps": self.step, "asked": self.steps, "error": self.error,
@@ -779,6 +831,30 @@ def seeded(run, where, name, said):
             run.config["seeds"][said] = repr(args[0])
         return fn(*args, **kwargs)
     setattr(where, name, seed)
+
+
+
+def _kept(drawn, into: list):
+    for i in drawn:
+        into.append(int(i))
+        yield i
+
+
+def _given(order: list, drawn):
+    yield from order
+    yield from itertools.islice(drawn, len(order), None)  # past what torch drew: past the N steps
+
+
+def sampling(run, cls, sampler: str, size, allowed, shuffles=lambda s: True):
+    """cls.__iter__ (a framework sampler's, yielding indices) drawing through run.order while shuffles(it): size(it)
+    the samples it draws from, allowed(it) the indices its dataset has."""
+    own = cls.__iter__
+
+    @functools.wraps(own)
+    def iterate(s):
+        drawn = own(s)
+        return run.order(sampler, size(s), drawn, allowed(s)) if shuffles(s) else drawn
+    cls.__iter__ = iterate
 
 
 def loss_wrapper(run, name, fn, paddle: bool, widen=None):

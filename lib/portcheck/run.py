@@ -9,8 +9,9 @@ all it needs there) or a launcher it runs; portcheck.recorder is injected at its
 paddle.distributed.launch: ranks) each rank records in DIR/rank<r> and is judged against the other side's rank r. Four runs of the first N optimizer steps (default 3):
   torch     the torch script as it is, Dropout off: its root model, first forward (every module), loss, lr,
             gradients, weights after each step, the batches and targets it fed;
-  paddle    the Paddle script, its model started from torch's initial weights (paired with no map), fed torch's
-            batches and targets, Dropout off; the batches and targets it would have fed are judged apart (data);
+  paddle    the Paddle script, its model started from torch's initial weights (paired with no map), its samplers
+            drawing torch's order, fed torch's batches and targets (each forward call's, each loss call's), Dropout
+            off; the batches and targets it would have fed are judged apart (data);
   torch64   the torch script again, its model in float64 from the same initial weights and batches: torch's own
             error, the yardstick of the measured rule (portcheck/calibrated.py);
   moved     the torch script again in float32 from those weights moved one ulp, with other threads (one run per
@@ -60,7 +61,7 @@ from portcheck.compare import F64, ROOT
 from portcheck.errors import PipelineError, fail
 from portcheck.fileio import atomic_write, load_npy, open_regular, writable
 from portcheck.report import DIAGNOSTICS
-from portcheck.recorder import CROSSED, INIT, RECORD, SETTINGS, STATUS, crossed_file
+from portcheck.recorder import BATCH, CROSSED, INIT, RECORD, SETTINGS, STATUS, TARGET, crossed_file
 
 MARK = ".portcheck_run"   # in DIR: the folder is ours, a rerun may replace what is in it
 # torch's runs against itself, one per backward.AGAINST_ITSELF (its index the recorder's "against")
@@ -355,9 +356,34 @@ def with_updates(rec: dict, steps: int) -> dict:
     return out
 
 
-def batches(rec: dict) -> dict:
-    """The batches and targets a side fed, as the data pair holds them."""
-    return {k: v for k, v in rec.items() if k.startswith(("input/", "target/"))}
+FED = re.compile(f"^({re.escape(BATCH)}|{re.escape(TARGET)})(\\d+)")  # root call c's batch, loss call j's target
+
+
+def batches(rec: dict, calls: dict = None) -> dict:
+    """The batches and targets a side fed, as the data pair holds them; calls: {BATCH: c, TARGET: j}, those of the
+    first c root calls and j loss calls only."""
+    return {k: v for k, v in rec.items() if (m := FED.match(k)) and (calls is None or int(m[2]) < calls[m[1]])}
+
+
+def common_batches(t: dict, p: dict, statuses: dict) -> tuple:
+    """The two sides' batches; where one side accumulates gradients and the other does not (or over another count:
+    its one configuration line, runconfig.accumulation) the calls both made, not a data difference."""
+    if not runconfig.accumulation(statuses["torch"]["config"], statuses["paddle"]["config"]):
+        return batches(t), batches(p)
+    made = lambda rec: {kind: 1 + max((int(m[2]) for m in map(FED.match, rec) if m and m[1] == kind), default=-1)
+                        for kind in (BATCH, TARGET)}
+    both = {kind: min(a, b) for (kind, a), b in zip(made(t).items(), made(p).values())}
+    return batches(t, both), batches(p, both)
+
+
+def order_lines(torch_config: dict, paddle_config: dict, steps: int) -> list:
+    """What each framework sampler's order became (recorder.Run.order): one line each, the same said once."""
+    t, p = torch_config.get("orders") or [], paddle_config.get("orders") or []
+    lines = [f"Paddle's {s['sampler']} given torch's {s['torch']} order for the {steps} step(s)" if s.get("torch")
+             else f"Paddle's {s['sampler']} drew its own order: {s.get('kept')}" for s in p]
+    lines += [f"torch's {s['sampler']} order given to no Paddle sampler: the Paddle script draws its order without "
+              "paddle.io's samplers (its own shuffle is judged as it is)" for s in t[len(p):]]
+    return list(dict.fromkeys(lines))
 
 
 def isolated(forward, t: dict, t64: dict, p: dict, statuses: dict):
@@ -496,7 +522,8 @@ def judge(out: Path, statuses: dict, steps: int, rank: int = 0, again=None) -> i
     config += [line for line, ok in settled if not ok]
     settled = [line for line, ok in settled if ok]
     kept_rows = kept(t, p, statuses, modules, renamed)
-    fed = data_pairs.judge_batches(batches(t), batches(p))
+    fed_t, fed_p = common_batches(t, p, statuses)
+    fed = data_pairs.judge_batches(fed_t, fed_p)
 
     pairs = out / "pairs"
     top = out / "log_reprod"
@@ -520,7 +547,7 @@ def judge(out: Path, statuses: dict, steps: int, rank: int = 0, again=None) -> i
                   exact=handin.bp_align(rec, exact=True) if exact else None)
         save_side(pairs, "lr", side, per_step(rec, "lr"), dep, script,
                   exact=per_step(rec, "lr", exact=True) if exact else None)
-        save_side(pairs, "data", side, batches(rec), dep, script)
+        save_side(pairs, "data", side, fed_t if exact else fed_p, dep, script)
     # the taking run's figures beside bp_align (handin.save_taken: a later step's kinks, and torch's run on Paddle's
     # branch of the first forward's), judged with as the hand-in checker judges them; a previous run's, in our
     # folders, never judged as this one's (the same scripts write the same pair files)
@@ -560,6 +587,8 @@ def judge(out: Path, statuses: dict, steps: int, rank: int = 0, again=None) -> i
         print(f"  ({DDP_BUFFERS.format(rank=rank)})")
     print(f"data: {fed.line()[len('data: '):]}" if fed.first is None else
           f"data RED: the batches or targets the Paddle script feeds differ: {fed.first.describe()}")
+    for line in order_lines(statuses["torch"]["config"], statuses["paddle"]["config"], steps):
+        print(f"  (data: {line})")
     where = report.first_diverging
     differ = report.forward.differing
     print("forward, each module on torch's values: " + (f"RED, their own computation differs: {', '.join(differ)}"

@@ -90,6 +90,9 @@ def differences(torch_config: dict, paddle_config: dict, modules: dict, renamed:
     if not _same(tc, pc):
         shown = lambda c: f"{c['kind']} {c['bound']:g}" if c else "none"
         out.append(f"gradient clipping: torch {shown(tc)} vs paddle {shown(pc)}")
+    line = accumulation(torch_config, paddle_config)
+    if line:
+        out.append(line)
     tl, pl = torch_config.get("loss") or {}, paddle_config.get("loss") or {}
     if _compared(tl) and _compared(pl):
         if tl["function"] != pl["function"]:
@@ -193,6 +196,17 @@ def _dropouts(torch_config: dict, paddle_config: dict, modules: dict) -> list:
             out.append(f"{name or ROOT} ({kind}): dropout p torch {shown(t_all)} vs paddle {shown(p_all)} (a dropout "
                        "its forward gives as a number; off for the steps, so compared here)")
     return out
+
+
+def accumulation(torch_config: dict, paddle_config: dict):
+    """The line saying the two sides call backward() a different number of times per optimizer step (one side
+    accumulates gradients over micro-batches, or over another count), or None."""
+    t, p = ((c.get("accumulation") or {}).get("backward") for c in (torch_config, paddle_config))
+    if not t or not p or t == p:
+        return None
+    if len(set(t)) == len(set(p)) == 1:
+        return f"gradient accumulation: torch {t[0]} backward() per optimizer step vs paddle {p[0]}"
+    return f"gradient accumulation: backward() per optimizer step torch {t} vs paddle {p}"
 
 
 def notes(torch_config: dict, paddle_config: dict) -> list:
