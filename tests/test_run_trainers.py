@@ -127,8 +127,6 @@ def test_a_trainers_label_smoothing_is_named():
     assert lines == [f"trainer: label_smoothing torch 0.1 vs paddle 0 ({runconfig.TRAINER['label_smoothing']})"]
 
 
-@pytest.mark.skip(reason="each framework draws its own shuffle until Paddle's samplers yield torch's indices "
-                         "(issue 61 item 1, another branch): then this pair, as users write it, is green")
 def test_the_trainers_as_written_are_green(tmp_path):
     argv = {fw: [sys.executable, str(SCRIPTS / name), "--output-dir", str(tmp_path / fw)]
             for fw, name in (("torch", "pt_trainer.py"), ("paddle", "pd_trainer.py"))}
