@@ -54,7 +54,13 @@ def named_at(report, layer: int) -> bool:
 
 
 def test_a_clean_pair_is_green_block_by_block_and_a_planted_epsilon_is_named(pair):
-    report = stream.compare(*pair, IDS)
+    torch_dir, paddle_dir, ids = *pair, IDS
+    # --- docs: stream
+    from portcheck import stream
+    report = stream.compare(torch_dir, paddle_dir, {"input_ids": ids})  # token ids [batch, length]
+    print("\n".join(report.lines()))  # one line per block: cumulative and isolated
+    assert report.passed, (report.first_diverging, report.first_isolated)
+    # --- end
     assert report.passed, report.table()
     assert [b.name for b in report.blocks] == ["model.embed_tokens", *(f"model.layers.{i}" for i in range(6)),
                                                "model.norm", "lm_head"]
