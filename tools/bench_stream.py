@@ -141,7 +141,8 @@ def child(kind: str, folder: Path, tokens: tuple, plant: int) -> dict:
         report = stream.compare(folder / "torch", folder / "paddle", ids, paddle_model=model)
         out.update(passed=report.passed, first=report.first_diverging, block=report.block_of(report.first_diverging),
                    first_isolated=report.first_isolated, upcast=report.upcast, blocks=len(report.blocks),
-                   red_isolated=[b.name for b in report.blocks if not b.isolated.passed])
+                   red_isolated=[b.name for b in report.blocks if not b.isolated.passed],
+                   parting=[(m, round(used, 3)) for m, used in report.parting])
     out.update(seconds=round(time.perf_counter() - start, 2), peak_gb=round(peak_gb(), 3))
     return out
 
@@ -254,7 +255,7 @@ def main():
         h, m, v, n = a.hidden, a.intermediate, a.vocab, a.layers
         r = {"config": c, "tokens": a.tokens, "plant_layer": a.plant, "write_seconds": round(write, 1),
              "disk_gb": round(disk, 2), "parameters": n * (4 * h * h + 3 * h * m + 2 * h) + 2 * v * h + h}
-        for kind in ("plain", "clean", "plant"):
+        for kind in ("clean", "plant", "plain"):  # the verdicts first: a run cut short by the clock keeps them
             r[kind] = measure(kind, folder, a)
     finally:
         if not a.keep:

@@ -343,6 +343,18 @@ class StreamReport:
         return self.cumulative.first_diverging
 
     @property
+    def parting(self) -> list:
+        """[(module, its max diff over its allowance)]: in each block, the first module out of its rule whose input
+        was within its own (compare_forward's first_diverging, block by block): where the runs part, every place
+        they part, not only the first (a bug in layer 17 is named even where layer 0 is already over)."""
+        out = []
+        for b in self.blocks:
+            first = first_diverging(b.cumulative.paired)
+            if first is not None and first.input_ok is not False and first.judged:
+                out.append((first.name, first.max / first.allowed if first.allowed else float("inf")))
+        return out
+
+    @property
     def first_isolated(self):
         """The first module over its rule in the first block whose own computation differs (Paddle's block on
         torch's input), or None."""
@@ -372,6 +384,8 @@ class StreamReport:
         lines += ["cumulative (each side on its own hidden states):", self.cumulative.table(),
                   "isolated (each block's Paddle side on torch's input):", self.isolated.table()]
         first = self.first_diverging
+        lines += [f"the runs part at: {', '.join(f'{m} ({used:.2f}x its allowance)' for m, used in self.parting)}"
+                  ] if len(self.parting) > 1 else []
         lines.append(f"first diverging: {first} (block {self.block_of(first)}); on torch's input: "
                      f"{self.first_isolated}" if first or self.first_isolated else
                      "every block within its rule, cumulative and isolated" if self.passed else "")
