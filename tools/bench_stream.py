@@ -4,8 +4,8 @@ shards, paddlenlp's as its save_pretrained(..., safe_serialization=True) writes 
     nice -n 10 python tools/bench_stream.py                  # the 7B shape: ~27 GB of shards under /tmp
     python tools/bench_stream.py --hidden 256 --layers 4     # a quick try (not written to the docs)
 
-The pair is written one layer at a time, each layer's tensors drawn once (float32, rounded to bfloat16) and
-written twice: for transformers as they are, for paddlenlp in its layout (a Linear's weight transposed, as
+The pair is written one layer at a time, each layer's tensors (float32 drawn at random, rounded to bfloat16; the
+decoder layers take turns among DRAWS draws, the embeddings and the head their own) written twice: for transformers as they are, for paddlenlp in its layout (a Linear's weight transposed, as
 convert's layouts put it; a bfloat16 tensor as its bits, uint16, as paddlenlp writes one). Then, each in a process
 of its own (its peak resident memory its own, getrusage's, with any children's): one plain forward of each side,
 block by block (each block read, run in float32, freed: the least a streamed forward costs); the clean comparison;
@@ -42,6 +42,7 @@ PEAK_TARGET_GB = 8.0
 TIME_TARGET = 4.0
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 MARKS = ("<!-- STREAM -->", "<!-- /STREAM -->")  # the table's place in docs/large_models(_cn).md
+DRAWS = 2          # decoder layers' random draws, layer i written with draw i % DRAWS
 LINEAR = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 
 
@@ -82,18 +83,25 @@ def write_pair(c: dict, folder: Path) -> float:
     groups += [{"model.norm.weight": 1 + rng.standard_normal(h, dtype=np.float32) * np.float32(0.1),
                 "lm_head.weight": rng.standard_normal((v, h), dtype=np.float32) * np.float32(0.02)}]
     maps = {"torch": {}, "paddle": {}}
+    drawn = {}  # {draw: (torch's bf16 tensors, Paddle's arrays)} of a decoder layer, by suffix
     for n, group in enumerate(groups):
-        tensors = layer_tensors(c, f"model.layers.{group}", rng) if isinstance(group, int) else group
         shard = f"model-{n + 1:05d}-of-{len(groups):05d}.safetensors"
-        pt = {k: torch.from_numpy(a).to(torch.bfloat16) for k, a in tensors.items()}
-        del tensors
-        maps["torch"].update({k: shard for k in pt})
+        if isinstance(group, int):  # one of DRAWS random layers: drawing and transposing 27 GB afresh takes too long
+            if group % DRAWS not in drawn:
+                pt = {k.split(".", 3)[3]: torch.from_numpy(a).to(torch.bfloat16)
+                      for k, a in layer_tensors(c, "model.layers.0", rng).items()}
+                drawn[group % DRAWS] = pt, {k: paddle_tensor("model.layers.0." + k, t)[1] for k, t in pt.items()}
+            pt = {f"model.layers.{group}.{k}": t for k, t in drawn[group % DRAWS][0].items()}
+            pd = {paddle_name(f"model.layers.{group}.{k}"): a for k, a in drawn[group % DRAWS][1].items()}
+        else:
+            pt = {k: torch.from_numpy(a).to(torch.bfloat16) for k, a in group.items()}
+            pd = dict(paddle_tensor(k, t) for k, t in pt.items())
         save_pt(pt, folder / "torch" / shard, metadata={"format": "pt"})
-        pd = dict(paddle_tensor(k, t) for k, t in pt.items())
-        del pt
         save_np(pd, folder / "paddle" / shard, metadata={"format": "np"})
+        maps["torch"].update({k: shard for k in pt})
         maps["paddle"].update({k: shard for k in pd})
-        del pd
+        del pt, pd
+        groups[n] = None  # the embeddings' and head's float32 arrays freed once written
     for side in ("torch", "paddle"):
         index = {"metadata": {}, "weight_map": maps[side]}
         (folder / side / "model.safetensors.index.json").write_text(json.dumps(index, indent=1))
