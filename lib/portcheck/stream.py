@@ -46,6 +46,7 @@ SAVE_AS_SAFETENSORS = {"torch": "model.save_pretrained(folder, safe_serializatio
                                  "writes .pdparams, a pickle)"}
 SPILL_BYTES = 64 << 20   # hidden states larger than this wait for the next block on disk
 HEADER_MAX = 100 << 20   # a safetensors header larger than this is no checkpoint's
+INV_FREQ = "rotary_emb.inv_freq"
 # where each block lives in each side's model (transformers' LlamaForCausalLM, paddlenlp's)
 PATHS = {"torch": ("model.embed_tokens", "model.layers", "model.norm", "lm_head"),
          "paddle": ("llama.embed_tokens", "llama.layers", "llama.norm", "lm_head")}
@@ -144,7 +145,8 @@ def _matched(shards: Shards, expected: dict, aliases: dict) -> dict:
     left over, or a shape that differs, is one line, before anything is run."""
     names = {k: k if k in shards.tensors else aliases.get(k, k) for k in expected}
     missing = [k for k, n in names.items() if n not in shards.tensors]
-    extra = sorted(set(shards.tensors) - set(names.values()))
+    # a rotary embedding's inv_freq, which older checkpoints of both libraries hold, is computed from the config
+    extra = sorted(k for k in set(shards.tensors) - set(names.values()) if not k.endswith(INV_FREQ))
     side = shards.side
     if missing:
         raise PipelineError(f"{shards.folder} lacks {missing[0]}" + (f" (and {len(missing) - 1} more)" if
@@ -277,7 +279,7 @@ def paddle_block(model, path: str):
 # ---------------------------------------------------------------- weights in and out, one block at a time
 
 def _torch_expected(model) -> dict:
-    return {k: tuple(v.shape) for k, v in model.state_dict().items() if not k.endswith("rotary_emb.inv_freq")}
+    return {k: tuple(v.shape) for k, v in model.state_dict().items() if not k.endswith(INV_FREQ)}
 
 
 def _paddle_expected(model) -> dict:
