@@ -143,6 +143,20 @@ def test_a_checkpoint_that_does_not_fit_or_is_a_pickle_is_one_line(pair, tmp_pat
         stream.compare(pair[0], wider, IDS, paddle_model=stream.paddle_skeleton(pair[1]))
     with pytest.raises(PipelineError, match="give the token ids as an integer array"):
         stream.compare(*pair, IDS.astype("float32"))
+    extra = tmp_path / "extra"  # an older checkpoint's inv_freq is computed from the config; any other key is not
+    shutil.copytree(pair[0], extra)
+    from safetensors.numpy import save_file
+    index = json.loads((extra / stream.INDEX).read_text())
+    for key in ("model.layers.0.self_attn.rotary_emb.inv_freq", "model.layers.0.mlp.extra.weight"):
+        save_file({key: np.ones(4, "float32")}, extra / f"{key}.safetensors")
+        index["weight_map"][key] = f"{key}.safetensors"
+        (extra / stream.INDEX).write_text(json.dumps(index))
+        if "inv_freq" in key:
+            model = stream.torch_skeleton(extra)
+            assert len(stream._matched(stream.Shards(extra, "torch"), stream._torch_expected(model), {})) == len(
+                stream._torch_expected(model))
+    with pytest.raises(PipelineError, match="holds model.layers.0.mlp.extra.weight, which the torch model"):
+        stream._matched(stream.Shards(extra, "torch"), stream._torch_expected(model), {})
     broken = tmp_path / "broken"
     shutil.copytree(pair[0], broken)
     shard = sorted(broken.glob("*.safetensors"))[0]
