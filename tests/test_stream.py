@@ -72,6 +72,7 @@ def test_a_clean_pair_is_green_block_by_block_and_a_planted_epsilon_is_named(pai
     planted = stream.compare(*pair, {"input_ids": IDS}, paddle_model=model)
     assert named_at(planted, MIDDLE), planted.table()
     assert planted.first_diverging == f"model.layers.{MIDDLE}.post_attention_layernorm"
+    assert report.parting == [] and [m for m, _ in planted.parting] == [planted.first_diverging]
     assert f"first diverging: model.layers.{MIDDLE}.post_attention_layernorm" in planted.table()
 
 
