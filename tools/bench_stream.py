@@ -130,7 +130,21 @@ def peak_gb() -> float:
     return max(own, kids) * 1024 / 1e9
 
 
-def child(kind: str, folder: Path, tokens: tuple, plant: int) -> dict:
+def epsilon(layer):
+    layer.post_attention_layernorm.variance_epsilon = 1e-3  # paddlenlp's is the config's, 1e-5
+
+
+def swapped(layer):
+    """The port's MLP with gate and up swapped: silu(up(x)) * gate(x)."""
+    import paddle
+    mlp = layer.mlp
+    mlp.forward = lambda x: mlp.down_proj(paddle.nn.functional.silu(mlp.up_proj(x)) * mlp.gate_proj(x))
+
+
+BUGS = {"eps": epsilon, "swap": swapped}  # what --bug plants in layer --plant of the Paddle side
+
+
+def child(kind: str, folder: Path, tokens: tuple, plant: int, bug: str = "eps") -> dict:
     """One measurement in this process: 'plain', 'clean' or 'plant'."""
     from portcheck import stream
     vocab = json.loads((folder / "torch" / "config.json").read_text())["vocab_size"]
@@ -145,7 +159,8 @@ def child(kind: str, folder: Path, tokens: tuple, plant: int) -> dict:
         model = None
         if kind == "plant":
             model = stream.paddle_skeleton(folder / "paddle")
-            model.llama.layers[plant].post_attention_layernorm.variance_epsilon = 1e-3
+            BUGS[bug](model.llama.layers[plant])
+            out["bug"] = bug
         report = stream.compare(folder / "torch", folder / "paddle", ids, paddle_model=model)
         out.update(passed=report.passed, first=report.first_diverging, block=report.block_of(report.first_diverging),
                    first_isolated=report.first_isolated, upcast=report.upcast, blocks=len(report.blocks),
@@ -188,7 +203,7 @@ def plain_forward(folder: Path, ids) -> dict:
 def measure(kind: str, folder: Path, a) -> dict:
     """child() in a process of its own, at nice's priority of this one."""
     cmd = [sys.executable, __file__, "--child", kind, "--dir", str(folder), "--tokens", a.tokens,
-           "--plant", str(a.plant)]
+           "--plant", str(a.plant), "--bug", a.bug]
     done = subprocess.run(cmd, capture_output=True, text=True)
     lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
     if done.returncode or not lines:
@@ -244,13 +259,15 @@ def main():
     ap.add_argument("--vocab", type=int, default=32000)
     ap.add_argument("--tokens", default="2x16", help="batch x length")
     ap.add_argument("--plant", type=int, default=17, help="the layer the bug is planted in")
+    ap.add_argument("--bug", choices=tuple(BUGS), default="eps", help="the bug planted: paddlenlp's post-attention "
+                    "RMSNorm epsilon 1e-5 -> 1e-3 (eps), or the MLP's gate and up swapped (swap)")
     ap.add_argument("--dir", type=Path, help="where the shards go (default a new folder under the system's temp)")
     ap.add_argument("--keep", action="store_true", help="keep the shards")
     ap.add_argument("--child", choices=("plain", "clean", "plant"), help=argparse.SUPPRESS)
     a = ap.parse_args()
     tokens = tuple(int(t) for t in re.fullmatch(r"(\d+)x(\d+)", a.tokens).groups())
     if a.child:
-        print(json.dumps(child(a.child, a.dir, tokens, a.plant)))
+        print(json.dumps(child(a.child, a.dir, tokens, a.plant, a.bug)))
         return 0
     c = config(a)
     if not 0 <= a.plant < a.layers:
