@@ -16,7 +16,6 @@ Targets (issue 65): peak under 8 GB; a comparison at most 4 x one plain block-by
 """
 import argparse
 import json
-import os
 import re
 import resource
 import shutil

@@ -18,6 +18,7 @@ The hidden states between blocks go to disk (portcheck.spill) when they are larg
 Memory: the libraries, one block of each side in float32, the module torch's float64 run holds at a time
 (compare.float64_as_called), and the activations of one block.
 """
+import functools
 import json
 import os
 import shutil
@@ -460,8 +461,6 @@ def compare(torch_dir, paddle_dir, inputs, torch_model=None, paddle_model=None, 
     block runs ("cuda:0"; Paddle's runs where paddle.set_device says). mean_bound: the guide's bound on the
     model output's mean (compare_forward's). progress: called with each block's line as it is judged."""
     ids = checked_ids(inputs)
-    import paddle
-    import torch
     shards = {"torch": Shards(torch_dir, "torch"), "paddle": Shards(paddle_dir, "paddle")}
     t_model = torch_skeleton(torch_dir) if torch_model is None else torch_model
     p_model = paddle_skeleton(paddle_dir) if paddle_model is None else paddle_model
@@ -492,11 +491,9 @@ def compare(torch_dir, paddle_dir, inputs, torch_model=None, paddle_model=None, 
             t_record = {k: v for k, v in t_cum.items() if not k.startswith(F64)}
             p_iso = trace(p_block, x)
             p_cum = trace(p_block, xp) if i else p_iso  # the embeddings: both sides take the same ids
-            free = {}
             cumulative = _kept(_judge(t_cum, p_cum, None, bound), head)
-            isolated = _kept(_judge(t_record, p_iso, None, bound, lambda keys: judged_as_run(
-                t_block, x, t_record, p_iso, keys, free)), head)
-            del free
+            isolated = _kept(_judge(t_record, p_iso, None, bound,
+                                    functools.partial(judged_as_run, t_block, x, t_record, p_iso, free={})), head)
             report.blocks.append(Block(name, cumulative, isolated))
             out = "out/" + ROOT
             if stopped(t_record) or stopped(p_cum) or F64 + out not in t_cum:
