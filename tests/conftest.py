@@ -48,7 +48,7 @@ FILE_SECONDS = {"test_hand_in.py": 200, "test_resnet18.py": 105, "test_edges.py"
                 "test_distributed.py": 51, "test_run_launchers.py": 55, "test_run_cycles.py": 17,
                 "test_run_taking.py": 30, "test_run_against_itself.py": 25, "test_hand_in_kink.py": 8,
                 "test_run_rnn.py": 35, "test_run_first_kink.py": 40,
-                "test_kink_isolated.py": 5, "test_step1.py": 28, "test_inputs.py": 26,
+                "test_kink_isolated.py": 5, "test_stream.py": 25, "test_step1.py": 28, "test_inputs.py": 26,
                 "test_convert.py": 21, "test_steps25.py": 20, "test_layout.py": 18, "test_five_steps.py": 16,
                 "test_hostile.py": 16, "test_docs_blocks.py": 15, "test_pairing.py": 14, "test_zoo.py": 14,
                 "test_plot.py": 13, "test_pairing2.py": 13, "test_weight_stats.py": 13, "test_k_backward.py": 12,

@@ -25,10 +25,10 @@ Modules, lowest first: errors, fileio (safe reads and writes), record (run recor
 records compared first), tolerances (the rules and the guide's table), diff (exact and atol+rtol judging),
 calibrated (the rule measured on the model: torch's own fp32 error), report (logs), names, pairing (modules paired
 by aligning two runs), convert, weights (strict loading), compare, backward, spill (records on disk), isolate
-(each module on torch's own values), data (Step 2), training (Step 5), weight_stats (per-parameter norms side by
-side), handin (writing and judging hand-ins), steps (a pipeline's step table and its runner), runtime (process
-settings for entry scripts), cli. numpy is the only import at load time: torch and Paddle are imported only
-by the functions handed their models.
+(each module on torch's own values), stream (a Llama's checkpoints compared block by block), data (Step 2),
+training (Step 5), weight_stats (per-parameter norms side by side), handin (writing and judging hand-ins), steps
+(a pipeline's step table and its runner), runtime (process settings for entry scripts), cli. numpy is the only
+import at load time: torch and Paddle are imported only by the functions handed their models.
 """
 from portcheck.backward import BackwardReport, compare_backward, judge_backward, record_backward
 from portcheck.compare import ForwardReport, compare_forward, judge_forward, record_forward, record_value

@@ -5,6 +5,7 @@
     python -m portcheck check portcheck_quickstart/log_reprod --only forward   # a partial hand-in
     python -m portcheck check path/to/log_reprod --csv figures.csv  # and every key's figures, a row per key and rule
     python -m portcheck pair forward_torch.npy forward_paddle.npy  # any two reprod_log files
+    python -m portcheck layers --torch llama-hf/ --paddle llama-pd/  # two checkpoints, block by block (stream.py)
 
 Every pair gets one line with its verdicts:
   guide     reprod_log's rule (ReprodDiffHelper's compare_info and report), recomputed: the same keys, every
@@ -437,7 +438,7 @@ class OneLineParser(argparse.ArgumentParser):
 def parser(prog: str = "python -m portcheck") -> argparse.ArgumentParser:
     ap = OneLineParser(prog=prog, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
                                  allow_abbrev=False)
-    sub = ap.add_subparsers(dest="command", required=True, metavar="{check,pair,run}")
+    sub = ap.add_subparsers(dest="command", required=True, metavar="{check,pair,run,layers}")
     c = sub.add_parser("check", help="judge every pair of a hand-in folder", allow_abbrev=False)
     c.add_argument("folder", type=Path, help="a hand-in folder (log_reprod/)")
     add_check_flags(c)
@@ -450,6 +451,8 @@ def parser(prog: str = "python -m portcheck") -> argparse.ArgumentParser:
     p.add_argument("--log", type=Path, help="also write the log here (reprod_log's format); no file otherwise")
     from portcheck import run  # two unedited training scripts: portcheck.run
     run.add_parser(sub)
+    from portcheck import stream  # two checkpoint folders, block by block: portcheck.stream
+    stream.add_parser(sub)
     return ap
 
 
@@ -502,5 +505,8 @@ def main(argv=None):
         if args.command == "run":
             from portcheck import run
             return run.main(args)
+        if args.command == "layers":
+            from portcheck import stream
+            return stream.main(args)
         return pair(args.torch_npy, args.paddle_npy, args.threshold, args.strict, args.log)
     sys.exit(run_main(go))

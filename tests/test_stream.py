@@ -1,0 +1,166 @@
+"""Layer by layer from checkpoint files (issue 65, portcheck.stream): a clean pair is green block by block; a bug
+planted in a middle layer (an RMSNorm epsilon, a rotary base, a gate/up swap in the converted checkpoint) is named
+at that layer and module, cumulative and isolated; a bf16 pair is upcast and said so; a checkpoint that does not
+fit, or is a pickle, is one line. The pairs are written by the libraries' own save_pretrained."""
+import json
+import shutil
+
+import numpy as np
+import paddle
+import pytest
+import torch
+
+from portcheck import cli, stream
+from portcheck.errors import PipelineError
+
+LLAMA = dict(vocab_size=64, hidden_size=32, intermediate_size=88, num_hidden_layers=6, num_attention_heads=4,
+             num_key_value_heads=2, max_position_embeddings=64, rms_norm_eps=1e-5, use_cache=False)
+IDS = np.random.RandomState(0).randint(0, 64, (2, 8)).astype("int64")
+MIDDLE = 3
+
+
+def write_pair(folder, dtype="float32", **config):
+    """transformers' and paddlenlp's checkpoints of one random Llama, Paddle's weights set by portcheck.convert
+    (the library's layouts), each saved by its own save_pretrained as safetensors, in small shards."""
+    from paddlenlp.transformers import LlamaConfig as PaddleConfig, LlamaForCausalLM as PaddleLlama
+    from transformers import LlamaConfig, LlamaForCausalLM
+    from portcheck import convert
+    c = {**LLAMA, **config}
+    torch.manual_seed(0)
+    paddle.seed(0)
+    pt = LlamaForCausalLM(LlamaConfig(**c, attn_implementation="eager")).eval()
+    pd = PaddleLlama(PaddleConfig(**c)).eval()
+    pd.set_state_dict(convert(pt, pd, layouts={"LlamaLMHead": "transpose"}))
+    if dtype != "float32":
+        pt.to(getattr(torch, dtype))
+        pd.to(dtype=dtype)
+    pt.save_pretrained(folder / "torch", safe_serialization=True, max_shard_size="20KB")
+    pd.save_pretrained(folder / "paddle", safe_serialization=True, max_shard_size="20KB")
+    return folder / "torch", folder / "paddle"
+
+
+@pytest.fixture(scope="module")
+def pair(tmp_path_factory):
+    return write_pair(tmp_path_factory.mktemp("stream"))
+
+
+def named_at(report, layer: int) -> bool:
+    """The bug named in `layer`, by a module inside it, cumulative and isolated; every other block's own
+    computation within its rule."""
+    block = f"model.layers.{layer}"
+    return (not report.passed and report.block_of(report.first_diverging) == block
+            and report.first_diverging.startswith(block + ".") and report.first_isolated.startswith(block + ".")
+            and [b.name for b in report.blocks if not b.isolated.passed] == [block])
+
+
+def test_a_clean_pair_is_green_block_by_block_and_a_planted_epsilon_is_named(pair):
+    torch_dir, paddle_dir, ids = *pair, IDS
+    # --- docs: stream
+    from portcheck import stream
+    report = stream.compare(torch_dir, paddle_dir, {"input_ids": ids})  # token ids [batch, length]
+    print("\n".join(report.lines()))  # one line per block: cumulative and isolated
+    assert report.passed, (report.first_diverging, report.first_isolated)
+    # --- end
+    assert report.passed, report.table()
+    assert [b.name for b in report.blocks] == ["model.embed_tokens", *(f"model.layers.{i}" for i in range(6)),
+                                               "model.norm", "lm_head"]
+    rows = report.cumulative.paired
+    assert "model.layers.5.mlp.down_proj" in {r.name for r in rows} and rows[-1].name == "(model)"
+    assert not report.upcast and report.first_diverging is None
+    model = stream.paddle_skeleton(pair[1])
+    model.llama.layers[MIDDLE].post_attention_layernorm.variance_epsilon = 1e-3
+    planted = stream.compare(*pair, {"input_ids": IDS}, paddle_model=model)
+    assert named_at(planted, MIDDLE), planted.table()
+    assert planted.first_diverging == f"model.layers.{MIDDLE}.post_attention_layernorm"
+    assert report.parting == [] and [m for m, _ in planted.parting] == [planted.first_diverging]
+    assert f"first diverging: model.layers.{MIDDLE}.post_attention_layernorm" in planted.table()
+
+
+def test_a_rotary_base_planted_in_one_layer_is_named_there(pair):
+    from paddlenlp.transformers.llama.modeling import LlamaRotaryEmbedding
+    model = stream.paddle_skeleton(pair[1])
+    attention = model.llama.layers[MIDDLE].self_attn
+    attention.rotary_emb = LlamaRotaryEmbedding(attention.head_dim, attention.max_position_embeddings, base=5e5)
+    report = stream.compare(*pair, IDS, paddle_model=model)
+    assert named_at(report, MIDDLE), report.table()
+    assert report.first_diverging.startswith(f"model.layers.{MIDDLE}.self_attn")
+
+
+def test_gate_and_up_swapped_in_the_converted_checkpoint_are_named(pair, tmp_path):
+    from safetensors.numpy import load_file, save_file
+    swapped = tmp_path / "paddle"
+    shutil.copytree(pair[1], swapped)
+    where = json.loads((swapped / stream.INDEX).read_text())["weight_map"]
+    gate, up = (f"llama.layers.{MIDDLE}.mlp.{p}_proj.weight" for p in ("gate", "up"))
+    files = {where[gate]: load_file(swapped / where[gate]), where[up]: load_file(swapped / where[up])}
+    files[where[gate]][gate], files[where[up]][up] = files[where[up]][up], files[where[gate]][gate]
+    for name, tensors in files.items():
+        save_file(tensors, swapped / name, metadata={"format": "np"})
+    report = stream.compare(pair[0], swapped, IDS)
+    assert named_at(report, MIDDLE), report.table()
+    assert report.first_diverging == f"model.layers.{MIDDLE}.mlp.gate_proj"
+
+
+def test_a_bf16_pair_is_upcast_per_block_and_said(tmp_path):
+    t_dir, p_dir = write_pair(tmp_path / "bf16", "bfloat16", num_hidden_layers=2)
+    shards = stream.Shards(p_dir, "paddle")
+    assert {t[1] for t in shards.tensors.values()} == {"U16"}  # paddlenlp writes bfloat16 as its bits
+    report = stream.compare(t_dir, p_dir, IDS)
+    assert report.passed, report.table()
+    assert report.upcast == {"torch": "bfloat16", "paddle": "bfloat16"}
+    assert report.table().startswith("weights upcast per block from torch bfloat16, paddle bfloat16")
+    # the same model's float32 checkpoint against the bf16 port: its weights are rounded, named at the first block
+    f32 = write_pair(tmp_path / "f32", num_hidden_layers=2)[0]
+    mixed = stream.compare(f32, p_dir, IDS)
+    assert not mixed.passed and mixed.first_diverging == "model.embed_tokens"
+
+
+def layers(*argv):
+    with pytest.raises(SystemExit) as e:
+        cli.main(["layers", *map(str, argv)])
+    return e.value.code
+
+
+def test_a_checkpoint_that_does_not_fit_or_is_a_pickle_is_one_line(pair, tmp_path, capsys):
+    assert layers("--torch", pair[0], "--paddle", pair[1], "--tokens", "1x4") == 0
+    assert capsys.readouterr().out.strip().endswith("9 blocks: green, cumulative and isolated")
+    pickled = tmp_path / "pickled"
+    pickled.mkdir()
+    shutil.copy(pair[1] / "config.json", pickled)
+    (pickled / "model_state.pdparams").write_bytes(b"\x80\x04 not to be loaded")
+    assert layers("--torch", pair[0], "--paddle", pickled) == 2
+    err = capsys.readouterr().err
+    assert "model_state.pdparams, a pickle" in err and "safe_serialization=True" in err and err.count("\n") == 1
+    assert layers("--torch", pair[0], "--paddle", pair[1], "--tokens", "4") == 2
+    assert "--tokens '4'" in capsys.readouterr().err
+    # a key the model lacks, one it needs, a shape that differs: each refused before any block runs
+    bigger = write_pair(tmp_path / "wider", num_hidden_layers=7)[1]
+    with pytest.raises(PipelineError, match="holds llama.layers.6.*which the paddle model built from its config lacks"):
+        stream.compare(pair[0], bigger, IDS, paddle_model=stream.paddle_skeleton(pair[1]))
+    with pytest.raises(PipelineError, match="lacks llama.layers.6.*does not fit its config's model"):
+        stream.compare(pair[0], pair[1], IDS, paddle_model=stream.paddle_skeleton(bigger))
+    wider = write_pair(tmp_path / "mlp", intermediate_size=96)[1]
+    with pytest.raises(PipelineError, match=r"llama.layers.0.mlp.gate_proj.weight is \[32, 96\], the paddle model's"):
+        stream.compare(pair[0], wider, IDS, paddle_model=stream.paddle_skeleton(pair[1]))
+    with pytest.raises(PipelineError, match="give the token ids as an integer array"):
+        stream.compare(*pair, IDS.astype("float32"))
+    extra = tmp_path / "extra"  # an older checkpoint's inv_freq is computed from the config; any other key is not
+    shutil.copytree(pair[0], extra)
+    from safetensors.numpy import save_file
+    index = json.loads((extra / stream.INDEX).read_text())
+    for key in ("model.layers.0.self_attn.rotary_emb.inv_freq", "model.layers.0.mlp.extra.weight"):
+        save_file({key: np.ones(4, "float32")}, extra / f"{key}.safetensors")
+        index["weight_map"][key] = f"{key}.safetensors"
+        (extra / stream.INDEX).write_text(json.dumps(index))
+        if "inv_freq" in key:
+            model = stream.torch_skeleton(extra)
+            assert len(stream._matched(stream.Shards(extra, "torch"), stream._torch_expected(model), {})) == len(
+                stream._torch_expected(model))
+    with pytest.raises(PipelineError, match="holds model.layers.0.mlp.extra.weight, which the torch model"):
+        stream._matched(stream.Shards(extra, "torch"), stream._torch_expected(model), {})
+    broken = tmp_path / "broken"
+    shutil.copytree(pair[0], broken)
+    shard = sorted(broken.glob("*.safetensors"))[0]
+    shard.write_bytes(shard.read_bytes()[:-4])  # a shard cut short: its last tensor's bytes lie outside it
+    with pytest.raises(PipelineError, match="is not a safetensors file .*lie outside the file"):
+        stream.Shards(broken, "torch")

@@ -1,0 +1,294 @@
+"""What portcheck.stream costs at 7B: a random Llama pair written as checkpoints (transformers' bf16 safetensors
+shards, paddlenlp's as its save_pretrained(..., safe_serialization=True) writes them), compared block by block.
+
+    nice -n 10 python tools/bench_stream.py                  # the 7B shape: ~27 GB of shards under /tmp
+    python tools/bench_stream.py --hidden 256 --layers 4     # a quick try (not written to the docs)
+
+The pair is written one layer at a time, each layer's tensors (float32 drawn at random, rounded to bfloat16; the
+decoder layers take turns among DRAWS draws, the embeddings and the head their own) written twice: for transformers as they are, for paddlenlp in its layout (a Linear's weight transposed, as
+convert's layouts put it; a bfloat16 tensor as its bits, uint16, as paddlenlp writes one). Then, each in a process
+of its own (its peak resident memory its own, getrusage's, with any children's): one plain forward of each side,
+block by block (each block read, run in float32, freed: the least a streamed forward costs); the clean comparison;
+the comparison with a bug planted in layer --plant (paddlenlp's post-attention RMSNorm epsilon 1e-5 -> 1e-3 in that
+layer alone). The shards are removed afterwards (--keep keeps them). With --hidden 4096 (the default shape) the
+table goes to docs/large_models.md and large_models_cn.md between their STREAM markers.
+Targets (issue 65): peak under 8 GB; a comparison at most 4 x one plain block-by-block forward of each side.
+"""
+import argparse
+import json
+import re
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+try:
+    import portcheck.runtime  # first: offline mode, threads, allocator, before torch/paddle load
+except ModuleNotFoundError:  # the project is not importable: not its venv
+    raise SystemExit("error: this project's packages are not importable: activate its venv "
+                     "(. .venv/bin/activate) or run `pip install -r requirements.txt`") from None
+from pathlib import Path
+
+import numpy as np
+
+from portcheck.convert import RULES
+from portcheck.errors import PipelineError, run_main
+from portcheck.fileio import atomic_write
+
+PEAK_TARGET_GB = 8.0
+TIME_TARGET = 4.0
+DOCS = Path(__file__).resolve().parent.parent / "docs"
+MARKS = ("<!-- STREAM -->", "<!-- /STREAM -->")  # the table's place in docs/large_models(_cn).md
+DRAWS = 2          # decoder layers' random draws, layer i written with draw i % DRAWS
+LINEAR = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+
+
+def config(a) -> dict:
+    return dict(vocab_size=a.vocab, hidden_size=a.hidden, intermediate_size=a.intermediate,
+                num_hidden_layers=a.layers, num_attention_heads=a.heads, num_key_value_heads=a.heads,
+                max_position_embeddings=2048, rms_norm_eps=1e-5, rope_theta=10000.0, tie_word_embeddings=False)
+
+
+def layer_tensors(c: dict, prefix: str, rng) -> dict:
+    """{torch name: float32 array} of one block, drawn at random (a Linear's N(0, 0.02), a norm's 1 + N(0, 0.1))."""
+    h, m = c["hidden_size"], c["intermediate_size"]
+    shapes = {"self_attn.q_proj": (h, h), "self_attn.k_proj": (h, h), "self_attn.v_proj": (h, h),
+              "self_attn.o_proj": (h, h), "mlp.gate_proj": (m, h), "mlp.up_proj": (m, h), "mlp.down_proj": (h, m)}
+    out = {f"{prefix}.{k}.weight": rng.standard_normal(s, dtype=np.float32) * np.float32(0.02)
+           for k, s in shapes.items()}
+    for norm in ("input_layernorm", "post_attention_layernorm"):
+        out[f"{prefix}.{norm}.weight"] = 1 + rng.standard_normal(h, dtype=np.float32) * np.float32(0.1)
+    return out
+
+
+def write_pair(c: dict, folder: Path) -> float:
+    """Both checkpoints, one shard per block; the seconds it took."""
+    import torch
+    from paddlenlp.transformers import LlamaConfig as PaddleConfig
+    from safetensors.numpy import save_file as save_np
+    from safetensors.torch import save_file as save_pt
+    from transformers import LlamaConfig
+    start = time.perf_counter()
+    for side in ("torch", "paddle"):
+        (folder / side).mkdir(parents=True)
+    LlamaConfig(**c, torch_dtype="bfloat16").save_pretrained(folder / "torch")
+    PaddleConfig(**c, dtype="bfloat16").save_pretrained(folder / "paddle")
+    rng = np.random.default_rng(0)
+    h, v = c["hidden_size"], c["vocab_size"]
+    groups = [{"model.embed_tokens.weight": rng.standard_normal((v, h), dtype=np.float32) * np.float32(0.02)}]
+    groups += [i for i in range(c["num_hidden_layers"])]
+    groups += [{"model.norm.weight": 1 + rng.standard_normal(h, dtype=np.float32) * np.float32(0.1),
+                "lm_head.weight": rng.standard_normal((v, h), dtype=np.float32) * np.float32(0.02)}]
+    maps = {"torch": {}, "paddle": {}}
+    drawn = {}  # {draw: (torch's bf16 tensors, Paddle's arrays)} of a decoder layer, by suffix
+    for n, group in enumerate(groups):
+        shard = f"model-{n + 1:05d}-of-{len(groups):05d}.safetensors"
+        if isinstance(group, int):  # one of DRAWS random layers: drawing and transposing 27 GB afresh takes too long
+            if group % DRAWS not in drawn:
+                pt = {k.split(".", 3)[3]: torch.from_numpy(a).to(torch.bfloat16)
+                      for k, a in layer_tensors(c, "model.layers.0", rng).items()}
+                drawn[group % DRAWS] = pt, {k: paddle_tensor("model.layers.0." + k, t)[1] for k, t in pt.items()}
+            pt = {f"model.layers.{group}.{k}": t for k, t in drawn[group % DRAWS][0].items()}
+            pd = {paddle_name(f"model.layers.{group}.{k}"): a for k, a in drawn[group % DRAWS][1].items()}
+        else:
+            pt = {k: torch.from_numpy(a).to(torch.bfloat16) for k, a in group.items()}
+            pd = dict(paddle_tensor(k, t) for k, t in pt.items())
+        save_pt(pt, folder / "torch" / shard, metadata={"format": "pt"})
+        save_np(pd, folder / "paddle" / shard, metadata={"format": "np"})
+        maps["torch"].update({k: shard for k in pt})
+        maps["paddle"].update({k: shard for k in pd})
+        del pt, pd
+        groups[n] = None  # the embeddings' and head's float32 arrays freed once written
+    for side in ("torch", "paddle"):
+        index = {"metadata": {}, "weight_map": maps[side]}
+        (folder / side / "model.safetensors.index.json").write_text(json.dumps(index, indent=1))
+    return time.perf_counter() - start
+
+
+def paddle_name(torch_name: str) -> str:
+    return "llama." + torch_name[len("model."):] if torch_name.startswith("model.") else torch_name
+
+
+def paddle_tensor(name: str, tensor) -> tuple:
+    """(paddlenlp's name, its array) of a torch bf16 tensor: its bits as uint16 (paddle's numpy of bfloat16), a
+    Linear's weight and the head's in Paddle's [in, out] layout (convert's "transpose" rule)."""
+    import torch
+    bits = tensor.view(torch.int16).numpy().view(np.uint16)
+    module, _, leaf = name.rpartition(".")
+    if module.split(".")[-1] in LINEAR or module == "lm_head":
+        leaf, bits = RULES["transpose"](leaf, bits)
+    return f"{paddle_name(module)}.{leaf}", np.ascontiguousarray(bits)
+
+
+def peak_gb() -> float:
+    """This process's peak resident memory with its children's (getrusage: kB on Linux)."""
+    own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    return max(own, kids) * 1024 / 1e9
+
+
+def epsilon(layer):
+    layer.post_attention_layernorm.variance_epsilon = 1e-3  # paddlenlp's is the config's, 1e-5
+
+
+def swapped(layer):
+    """The port's MLP with gate and up swapped: silu(up(x)) * gate(x)."""
+    import paddle
+    mlp = layer.mlp
+    mlp.forward = lambda x: mlp.down_proj(paddle.nn.functional.silu(mlp.up_proj(x)) * mlp.gate_proj(x))
+
+
+BUGS = {"eps": epsilon, "swap": swapped}  # what --bug plants in layer --plant of the Paddle side
+
+
+def child(kind: str, folder: Path, tokens: tuple, plant: int, bug: str = "eps") -> dict:
+    """One measurement in this process: 'plain', 'clean' or 'plant'."""
+    from portcheck import stream
+    vocab = json.loads((folder / "torch" / "config.json").read_text())["vocab_size"]
+    ids = np.random.RandomState(0).randint(0, vocab, tokens).astype(np.int64)
+    import paddlenlp.transformers  # noqa: F401 - the libraries loaded before the clock starts, as in a user's process
+    import transformers.models.llama.modeling_llama  # noqa: F401
+    start = time.perf_counter()
+    out = {"kind": kind}
+    if kind == "plain":
+        out.update(plain_forward(folder, ids))
+    else:
+        model = None
+        if kind == "plant":
+            model = stream.paddle_skeleton(folder / "paddle")
+            BUGS[bug](model.llama.layers[plant])
+            out["bug"] = bug
+        report = stream.compare(folder / "torch", folder / "paddle", ids, paddle_model=model)
+        out.update(passed=report.passed, first=report.first_diverging, block=report.block_of(report.first_diverging),
+                   first_isolated=report.first_isolated, upcast=report.upcast, blocks=len(report.blocks),
+                   red_isolated=[b.name for b in report.blocks if not b.isolated.passed],
+                   parting=[(m, round(used, 3)) for m, used in report.parting])
+    out.update(seconds=round(time.perf_counter() - start, 2), peak_gb=round(peak_gb(), 3))
+    return out
+
+
+def plain_forward(folder: Path, ids) -> dict:
+    """One forward of each side, block by block as stream.compare reads them: each block's weights read and
+    upcast, run once in float32, freed. {torch_seconds, paddle_seconds}."""
+    import paddle
+    import torch
+    from portcheck import stream
+    out = {}
+    x = ids
+    for side in ("torch", "paddle"):
+        start = time.perf_counter()
+        shards = stream.Shards(folder / side, side)
+        model = stream.torch_skeleton(folder / side) if side == "torch" else stream.paddle_skeleton(folder / side)
+        expected = stream._torch_expected(model) if side == "torch" else stream._paddle_expected(model)
+        names = stream._matched(shards, expected, {})
+        h = x
+        for _, path in stream.blocks(model, side):
+            if side == "torch":
+                stream._load_torch(model, path, shards, names, "cpu")
+                with torch.no_grad():
+                    h = stream.torch_block(model, path, "cpu")(torch.from_numpy(np.asarray(h))).numpy()
+                stream._free_torch(model, path)
+            else:
+                stream._load_paddle(model, path, shards, names)
+                with paddle.no_grad():
+                    h = stream.paddle_block(model, path)(paddle.to_tensor(np.asarray(h))).numpy()
+                stream._free_paddle(model, path)
+        out[f"{side}_seconds"] = round(time.perf_counter() - start, 2)
+    return out
+
+
+def measure(kind: str, folder: Path, a) -> dict:
+    """child() in a process of its own, at nice's priority of this one."""
+    cmd = [sys.executable, __file__, "--child", kind, "--dir", str(folder), "--tokens", a.tokens,
+           "--plant", str(a.plant), "--bug", a.bug]
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
+    if done.returncode or not lines:
+        raise PipelineError(f"the {kind} run failed: {(done.stderr.strip().splitlines() or ['?'])[-1]}")
+    result = json.loads(lines[-1])
+    print(result, flush=True)
+    return result
+
+
+def table(r: dict) -> list:
+    c, plain, clean, plant = r["config"], r["plain"], r["clean"], r["plant"]
+    base = plain["torch_seconds"] + plain["paddle_seconds"]
+    peak = max(x["peak_gb"] for x in (plain, clean, plant))
+    return [
+        "| pair | tokens | shards on disk (GB, both) | peak: plain forward | clean comparison | planted | "
+        "plain forward, torch + Paddle (s) | clean comparison (s) | planted (s) |",
+        "|---|---|---|---|---|---|---|---|---|",
+        f"| {r['parameters'] / 1e9:.2f}B (hidden {c['hidden_size']}, {c['num_hidden_layers']} layers, bf16) | "
+        f"{r['tokens']} | {r['disk_gb']:.1f} | {plain['peak_gb']:.2f} GB | {clean['peak_gb']:.2f} GB | "
+        f"{plant['peak_gb']:.2f} GB | {plain['torch_seconds']:.0f} + {plain['paddle_seconds']:.0f} | "
+        f"{clean['seconds']:.0f} ({clean['seconds'] / base:.1f}x) | {plant['seconds']:.0f} "
+        f"({plant['seconds'] / base:.1f}x) |",
+        "",
+        f"Peak target (under {PEAK_TARGET_GB:g} GB): {'met' if peak < PEAK_TARGET_GB else '**not met**'} "
+        f"({peak:.2f} GB). Time target (a comparison at most {TIME_TARGET:g} x one plain block-by-block forward of "
+        f"each side): {'met' if max(clean['seconds'], plant['seconds']) <= TIME_TARGET * base else '**not met**'}. "
+        f"Clean: {'green' if clean['passed'] else 'RED'}; planted in layer {r['plant_layer']}: first diverging "
+        f"{plant['first']} (block {plant['block']}), on torch's input {plant['first_isolated']}, blocks red on "
+        f"torch's input: {', '.join(plant['red_isolated']) or 'none'}. Writing the pair took {r['write_seconds']:.0f} s.",
+    ]
+
+
+def write_docs(r: dict):
+    lines = table(r)
+    for name in ("large_models.md", "large_models_cn.md"):
+        path = DOCS / name
+        text = path.read_text()
+        if MARKS[0] not in text:
+            raise PipelineError(f"{path} has no {MARKS[0]} ... {MARKS[1]} markers for the table")
+        head, rest = text.split(MARKS[0], 1)
+        _, tail = rest.split(MARKS[1], 1)
+        new = head + MARKS[0] + "\n" + "\n".join(lines) + "\n" + MARKS[1] + tail
+        atomic_write(path, lambda tmp, new=new: Path(tmp).write_text(new))
+    atomic_write(DOCS / "bench_stream.json", lambda tmp: Path(tmp).write_text(json.dumps(r, indent=1) + "\n"))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--hidden", type=int, default=4096)
+    ap.add_argument("--intermediate", type=int, default=11008)
+    ap.add_argument("--layers", type=int, default=32)
+    ap.add_argument("--heads", type=int, default=32)
+    ap.add_argument("--vocab", type=int, default=32000)
+    ap.add_argument("--tokens", default="2x16", help="batch x length")
+    ap.add_argument("--plant", type=int, default=17, help="the layer the bug is planted in")
+    ap.add_argument("--bug", choices=tuple(BUGS), default="eps", help="the bug planted: paddlenlp's post-attention "
+                    "RMSNorm epsilon 1e-5 -> 1e-3 (eps), or the MLP's gate and up swapped (swap)")
+    ap.add_argument("--dir", type=Path, help="where the shards go (default a new folder under the system's temp)")
+    ap.add_argument("--keep", action="store_true", help="keep the shards")
+    ap.add_argument("--child", choices=("plain", "clean", "plant"), help=argparse.SUPPRESS)
+    a = ap.parse_args()
+    tokens = tuple(int(t) for t in re.fullmatch(r"(\d+)x(\d+)", a.tokens).groups())
+    if a.child:
+        print(json.dumps(child(a.child, a.dir, tokens, a.plant, a.bug)))
+        return 0
+    c = config(a)
+    if not 0 <= a.plant < a.layers:
+        raise PipelineError(f"--plant {a.plant}: give a layer from 0 to {a.layers - 1}")
+    folder = Path(tempfile.mkdtemp(prefix="portcheck-bench-stream-", dir=a.dir))
+    try:
+        write = write_pair(c, folder)
+        disk = sum(f.stat().st_size for f in folder.rglob("*.safetensors")) / 1e9
+        print(f"pair written in {write:.0f} s, {disk:.1f} GB", flush=True)
+        h, m, v, n = a.hidden, a.intermediate, a.vocab, a.layers
+        r = {"config": c, "tokens": a.tokens, "plant_layer": a.plant, "write_seconds": round(write, 1),
+             "disk_gb": round(disk, 2), "parameters": n * (4 * h * h + 3 * h * m + 2 * h) + 2 * v * h + h}
+        for kind in ("clean", "plant", "plain"):  # the verdicts first: a run cut short by the clock keeps them
+            r[kind] = measure(kind, folder, a)
+    finally:
+        if not a.keep:
+            shutil.rmtree(folder, ignore_errors=True)
+    print("\n".join(table(r)))
+    if (a.hidden, a.layers) == (4096, 32):
+        write_docs(r)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(run_main(main))
