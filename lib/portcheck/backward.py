@@ -683,7 +683,7 @@ def _train(side, model, inputs, targets, loss, make_optimizer, make_scheduler, s
         out[CYCLES_MOMENTUM + type(sched).__name__] = np.ones(1)
     # the first forward, every module, in the mode the caller set (train: batch statistics)
     recorder = _Recorder()
-    handles = [post(recorder.hook(name)) for name, _, post in hook_points(model)]
+    handles = recorder.attach(model)
     for step in range(steps):
         if start is not None and step:
             start(model, step)

@@ -57,7 +57,7 @@ class PaddleSide:
         {torch call: Paddle call} and record keys {torch key: Paddle key} (compare.counterparts)."""
         from portcheck.backward import _counterpart, renames
         from portcheck.convert import CONFIGS_DIFFER, names_of_one_tensor
-        from portcheck.compare import _Recorder, counterparts, eval_mode, hook_points
+        from portcheck.compare import _Recorder, counterparts, eval_mode
         from portcheck.pairing import describe, pair
         from portcheck.recorder import RUN
         from portcheck.errors import PipelineError
@@ -65,7 +65,7 @@ class PaddleSide:
                                                          key=lambda k: int(k.split("/")[1]))]
         kwargs = {k.split("/", 1)[1]: self.to_tensor(v) for k, v in first.items() if k.startswith("kwargs/")}
         rec = _Recorder()
-        handles = [post(rec.hook(n)) for n, _, post in hook_points(model)]
+        handles = rec.attach(model)
         try:
             with eval_mode(model), self.paddle.no_grad():
                 model(*args, **kwargs)

@@ -274,10 +274,23 @@ class Pairing:
     settled: dict = field(default_factory=dict)      # torch call -> Paddle call: ties the run's values settled
     doubtful: list = field(default_factory=list)     # [[(torch call, Paddle call), ...]]: pairs only the order chose
     missing: dict = field(default_factory=dict)      # torch module -> the Paddle module the map names, absent
+    # torch call -> [the parameter-free torch calls after it] its Paddle call computes too (_composed)
+    composed: dict = field(default_factory=dict)
 
     @property
     def torch_unpaired(self) -> list:
-        return [c.name for c in self.torch_calls if c.name not in self.pairs]
+        within = {c for chain in self.composed.values() for c in chain}
+        return [c.name for c in self.torch_calls if c.name not in self.pairs and c.name not in within]
+
+    def composing(self) -> dict:
+        """{torch call: the paired torch call it is judged as}: each composed chain's calls, its last one's output
+        judged as the first's (the module Paddle's computes: its row is named by it, on its input)."""
+        return {c: t for t, chain in self.composed.items() for c in [t, *chain]}
+
+    def judged_as(self, call: str) -> str:
+        """The torch call whose output a paired torch call's Paddle counterpart is judged against: its own, or
+        the last of those its Paddle call computes too (composed)."""
+        return self.composed[call][-1] if call in self.composed else call
 
     @property
     def paddle_unpaired(self) -> list:
@@ -321,7 +334,8 @@ class Pairing:
     def lines(self) -> list:
         """Every pair, then every call left unpaired on each side: what the report says it chose."""
         how = lambda t: " (name map)" if t in self.named else " (by value)" if t in self.settled else ""
-        out = [f"{t} -> {p}{how(t)}" for t, p in self.pairs.items()]
+        out = [f"{' + '.join([t, *self.composed[t]])} -> {p} (Paddle's module computes torch's in turn)"
+               if t in self.composed else f"{t} -> {p}{how(t)}" for t, p in self.pairs.items()]
         out.append(f"torch calls unpaired ({len(self.torch_unpaired)}): {', '.join(self.torch_unpaired) or '-'}")
         out.append(f"Paddle calls unpaired ({len(self.paddle_unpaired)}): {', '.join(self.paddle_unpaired) or '-'}")
         return out
@@ -448,7 +462,42 @@ def pair(torch_record: dict, paddle_record: dict, name_map=None, weights_only=Fa
         result.settled.update((t, p) for t, p in chosen.items() if pairs.get(t) != p)
     order = {c.name: k for k, c in enumerate(ts)}
     result.pairs = dict(sorted(pairs.items(), key=lambda kv: order[kv[0]]))
+    if ran and not weights_only:
+        result.composed = _composed(result, torch_record, paddle_record)
     return result
+
+
+def _composed(result: Pairing, torch_record: dict, paddle_record: dict) -> dict:
+    """{torch call: [the torch calls after it]} where its Paddle call outputs what torch computes in that module
+    and then those: leaves holding no tensors and paired with nothing, each fed the output of the one before
+    (Paddle's legacy BatchNorm(act='relu') against torch's BatchNorm2d and the ReLU it runs next). Taken when the
+    last one's output is nearer Paddle's by APART than any shorter chain's (nearest_of): the run's values say it."""
+    ran = [c for c in result.torch_calls if c.outputs]
+    free = set(result.torch_unpaired)
+    outs = {}
+    for key in torch_record:
+        if key.startswith("out/"):
+            outs.setdefault(split_key(key)[1], []).append(key)
+    out = {}
+    for i, t in enumerate(ran):
+        p = result.pairs.get(t.name)
+        if p is None or t.module == ROOT:
+            continue
+        chain, last = [], outs.get(t.name, [None])[0]
+        for c in ran[i + 1:]:
+            fed = f"in/{c.name}"
+            if c.name not in free or c.tensors or c.children != 0 or fed not in torch_record or last is None or \
+                    spill.identity(torch_record, fed) != spill.identity(torch_record, last):
+                break
+            chain.append(c.name)
+            last = outs[c.name][0]
+        if not chain:
+            continue
+        theirs = _outputs(paddle_record, p)
+        best = nearest_of({c: _distance([torch_record[outs[c][0]]], theirs) for c in [t.name, *chain]})
+        if best is not None and best != t.name:
+            out[t.name] = chain[:chain.index(best) + 1]
+    return out
 
 
 def _modules(record: dict) -> set:
