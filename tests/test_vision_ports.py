@@ -113,3 +113,43 @@ def test_a_plant_in_a_batchnorm_holding_its_activation_is_red_at_it(plant):
     report = compare_forward(*dense_pair(**plant), X, isolate=True)
     assert not report.passed
     assert report.first_diverging == "norm0" and report.differing[0] == "norm0", report.table()
+
+
+# ---------------------------------------------------------------- a convolution of another config, paired by place
+
+class TorchSqueeze(torch.nn.Module):
+    """torchvision's squeezenet1_1 stem: its first conv without padding, in a Sequential `features`."""
+    def __init__(self):
+        super().__init__()
+        self.features = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, stride=2), torch.nn.ReLU(inplace=True),
+                                            torch.nn.MaxPool2d(3, 2, ceil_mode=True), torch.nn.Conv2d(8, 4, 1))
+
+    def forward(self, x):
+        return self.features(x)
+
+
+class PaddleSqueeze(paddle.nn.Layer):
+    """paddle.vision's: the same layers under other names, the first conv with padding=1."""
+    def __init__(self, **conv):
+        super().__init__()
+        self._conv = paddle.nn.Conv2D(3, 8, **{"kernel_size": 3, "stride": 2, "padding": 1, **conv})
+        self._pool, self._conv1 = paddle.nn.MaxPool2D(3, 2), paddle.nn.Conv2D(8, 4, 1)
+
+    def forward(self, x):
+        return self._conv1(self._pool(paddle.nn.functional.relu(self._conv(x))))
+
+
+@pytest.mark.parametrize("conv, inputs, said", [
+    ({}, np.random.RandomState(0).randn(2, 3, 16, 16).astype(np.float32),
+     "torch features.0 (weight [8, 3, 3, 3], bias [8]; output [2, 8, 7, 7]) against Paddle _conv (weight [8, 3, 3, 3], "
+     "bias [8]; output [2, 8, 8, 8]), padding 0 against 1: the two models' configs differ there"),
+    ({"kernel_size": 5, "padding": 0}, None,
+     "torch features.0 (weight [8, 3, 3, 3], bias [8]) against Paddle _conv (weight [8, 3, 5, 5], bias [8]), "
+     "kernel_size 3 against 5: the two models' configs differ there")])
+def test_two_convolutions_paired_by_place_whose_shapes_differ_are_said_with_the_settings_that_make_them(
+        conv, inputs, said):
+    """Before, torch's features.0 was said to have no counterpart, and a name_map entry asked for."""
+    from portcheck.errors import PipelineError
+    with pytest.raises(PipelineError) as refused:
+        convert(TorchSqueeze(), PaddleSqueeze(**conv), inputs=inputs)
+    assert said in str(refused.value) and "name_map entry" not in str(refused.value), refused.value
