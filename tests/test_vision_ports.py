@@ -115,6 +115,34 @@ def test_a_plant_in_a_batchnorm_holding_its_activation_is_red_at_it(plant):
     assert report.first_diverging == "norm0" and report.differing[0] == "norm0", report.table()
 
 
+class BatchNormAct2d(torch.nn.BatchNorm2d):
+    """timm's habit, the converse: torch's one module computes the norm and its activation."""
+    def forward(self, x):
+        return torch.relu(super().forward(x))
+
+
+def fused_torch_pair(act=paddle.nn.ReLU):
+    from collections import OrderedDict
+    torch.manual_seed(0)
+    pt = torch.nn.Sequential(OrderedDict(conv0=torch.nn.Conv2d(3, 4, 3, padding=1), norm0=BatchNormAct2d(4),
+                                         pool0=torch.nn.MaxPool2d(2), conv1=torch.nn.Conv2d(4, 2, 1))).eval()
+    pd = paddle.nn.Sequential(("conv0", paddle.nn.Conv2D(3, 4, 3, padding=1)), ("norm0", paddle.nn.BatchNorm2D(4)),
+                              ("relu0", act()), ("pool0", paddle.nn.MaxPool2D(2)), ("conv1", paddle.nn.Conv2D(4, 2, 1)))
+    convert(pt, pd)
+    return pt, pd.eval()
+
+
+@pytest.mark.parametrize("act", [paddle.nn.ReLU, paddle.nn.ELU])
+def test_a_torch_module_holding_the_activation_paddle_runs_next_pairs_as_both(act):
+    report = compare_forward(*fused_torch_pair(act), X, isolate=True)
+    if act is paddle.nn.ReLU:
+        assert report.passed and report.differing == [], report.table()
+        assert "norm0 -> norm0 + relu0 (torch's module computes Paddle's in turn)" in report.pairs().splitlines()
+        assert "Paddle calls unpaired (0): -" in report.pairs().splitlines()
+    else:  # a port running another activation there: red at the module
+        assert not report.passed and report.first_diverging == "norm0" and report.differing == ["norm0"], \
+            report.table()
+
 # ---------------------------------------------------------------- a convolution of another config, paired by place
 
 class TorchSqueeze(torch.nn.Module):

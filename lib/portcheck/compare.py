@@ -825,10 +825,11 @@ def counterparts(torch_record: dict, paddle_record: dict, paired: pairing.Pairin
     out = {}
     for t_call, p_call in paired.pairs.items():
         # Paddle's module computing torch's and the activation after it: judged against the activation's output
-        t, p = t_leaves.get(paired.judged_as(t_call), {}), p_leaves.get(p_call, {})
+        # and torch's computing Paddle's and the activation after it: judged against that activation's output
+        t_out, p_out = paired.judged_as(t_call), paired.paddle_judged_as(t_call)
+        t, p = t_leaves.get(t_out, {}), p_leaves.get(p_out, {})
         shapes = None if t_call == ROOT else (t, p)
-        out.update({f"out/{paired.judged_as(t_call)}{a}": f"out/{p_call}{b}"
-                    for a, b in pair_leaves(list(t), list(p), shapes).items()})
+        out.update({f"out/{t_out}{a}": f"out/{p_out}{b}" for a, b in pair_leaves(list(t), list(p), shapes).items()})
         out[f"in/{t_call}"] = f"in/{p_call}"
     return out
 
@@ -960,7 +961,9 @@ def _judge(torch_record: dict, paddle_record: dict, name_map, mean_bound, as_run
     keys = {k: v for k, v in keys.items() if not (k.startswith("out/") and split_key(k)[1] == ROOT)}
     keys.update({a: b for a, b in root.items() if a.startswith("out/") and b.startswith("out/")})
     judged = as_run(keys) if as_run else {}
-    report = ForwardReport(unpaired=[k for k in paddle_record if k.startswith("out/") and k not in set(keys.values())],
+    within = {paired.pairs[t] for t in paired.paddle_composed}  # judged as the chain torch's module computes
+    report = ForwardReport(unpaired=[k for k in paddle_record if k.startswith("out/") and k not in set(keys.values())
+                                     and split_key(k)[1] not in within],
                            stopped={side: stopped(r) for side, r in (("torch", torch_record), ("paddle", paddle_record))
                                     if stopped(r)},
                            pairing=paired, counterparts=keys, left_out=left + p_left)

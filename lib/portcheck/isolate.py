@@ -217,9 +217,13 @@ def judge(torch_model, paddle_model, inputs, torch_record: dict, report, free: d
             if a.dtype.kind in "biu" and t.startswith("in/") and (b.dtype.kind not in "biu" or b.shape != a.shape):
                 continue  # the two calls' first arguments are different things (their signatures differ)
             halves[t] = (calibrated.integers if a.dtype.kind in "biu" else judge_against)(_name(t), a, b)
-    _, p_error = forced_run(paddle_model, inputs, torch_record, {p: t for t, p in report.pairing.pairs.items()},
+    # a chain torch's module computes whole (pairing.Pairing.paddle_composed): Paddle's last call of it keeps its
+    # output, computed from its first call's input, torch's (the first call's output is judged nowhere: not forced)
+    p_ends = {chain[-1]: t for t, chain in report.pairing.paddle_composed.items()}
+    _, p_error = forced_run(paddle_model, inputs, torch_record,
+                            {**{p: t for t, p in report.pairing.pairs.items()}, **p_ends},
                             {p: t for t, p in keys.items() if t.startswith("out/")}, keep_paddle,
-                            parts=paddle_parts)
+                            parts=paddle_parts, through=set(p_ends))
     rows, wild = {}, []
 
     def judge_torch(key, tensor, source):
