@@ -74,6 +74,16 @@ def test_an_activation_planted_behind_an_in_place_one_is_named_exactly_cumulativ
     assert report.differing == [module], report.table()
 
 
+
+def test_the_float64_run_judged_as_it_runs_reads_each_input_before_an_in_place_module_overwrites_it():
+    """compare_forward's rows are, input verdicts and own errors included, those of the records (record_forward,
+    judge_forward). Before, the float64 run judged each first input after its module ran: an in-place module's
+    own output, its input's yardstick another value than the record's."""
+    from portcheck import judge_forward, record_forward
+    pt, pd = in_place_pair(act=paddle.nn.ReLU)
+    seen = lambda report: [(r.name, r.input_ok, r.max, r.err32) for r in report.paired]
+    assert seen(compare_forward(pt, pd, X)) == seen(judge_forward(record_forward(pt, X), record_forward(pd, X)))
+
 # ---------------------------------------------------------------- Paddle's BatchNorm(act=...) against BatchNorm2d, ReLU
 
 def dense_pair(**norm):

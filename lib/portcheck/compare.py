@@ -760,21 +760,29 @@ def judged_as_run(model, inputs, torch_record, paddle_record, keys: dict, free: 
             _remember(done, held, result, tensor)
         judged[key] = done[held]
 
+    running = {}  # {module name: [its calls begun and not returned]}
+
+    def before(name):
+        def entered(module, args, kwargs):  # as the record holds it (_Recorder): before an in-place module runs
+            call_ = next_call(counts, name)
+            running.setdefault(name, []).append(call_)
+            for key, tensor in fused.live(tensors(f"in/{call_}", first_input(args, kwargs)[1]), parts):
+                judge(key, tensor)
+        return entered
+
     def hook(name):
         def after(module, args, kwargs, output):
-            call_ = next_call(counts, name)
+            call_ = running[name].pop()
             for key, tensor in fused.live(tensors(f"out/{call_}", output), parts):
                 judge(key, tensor)
             for key, number in _output_leaves(f"out/{call_}", output, True) if call_ == ROOT else ():
                 judge(key, number)
-            for key, tensor in fused.live(tensors(f"in/{call_}", first_input(args, kwargs)[1]), parts):
-                judge(key, tensor)
         return after
 
     def run():
         """One float64 run from the start (float64_run may make it again): its error, or None."""
-        judged.clear(), done.clear(), counts.clear(), wild.clear()
-        handles = [post(hook(name)) for name, _, post in hook_points(model)]
+        judged.clear(), done.clear(), counts.clear(), wild.clear(), running.clear()
+        handles = [h for name, pre, post in hook_points(model) for h in (pre(before(name)), post(hook(name)))]
         try:
             with torch.no_grad():
                 call(model, _float64(inputs), torch.from_numpy)
