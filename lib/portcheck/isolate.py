@@ -66,8 +66,8 @@ def forced_run(model, inputs, torch_record: dict, calls: dict, leaves: dict, kee
     torch's float64 value overflowed where its float32 one did not: that run failed too, float64_run tries on.
     parts: {module: Fused} of this side (portcheck.fused): each call of such a module is its parts' calls, keys
     and leaves, its output forced as the whole made of torch's values of its parts. through: calls of `calls` that
-    compute on what this side computed before them (a chain's last call, a Paddle module computes the whole chain:
-    pairing.Pairing.composed), their input kept, not forced."""
+    compute on what this side computed before them (the last call of a chain one module of the other side computes
+    whole: pairing.Pairing.composed, paddle_composed), their input kept, not forced."""
     parts = parts or {}
     torch_side = is_torch(model)
     if torch_side:
