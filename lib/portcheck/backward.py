@@ -654,15 +654,19 @@ def running_means(before: dict, after: dict) -> np.ndarray:
 def _changes(before: dict, after: dict, kept) -> np.ndarray:
     """Each float tensor's mean |after - before| in float64, sorted, of the tensors whose last name kept() keeps;
     one tensor under two names (Paddle's RNN weight_ih_l0 and 0.cell.weight_ih, a head tied to its embedding: one
-    side lists it twice, the other once) counted once: the same values before and after."""
+    side lists it twice, the other once) counted once: the same values before and after. A tensor holding one value
+    before the step is never taken for another's name: distinct BatchNorm weights at 1 (biases at 0) a small first
+    step leaves bit-identical in float32 and not in float64 would be counted once in one run and twice in the other,
+    and the float64 digest would not be the float32 one's length (the same test in both: their values before agree)."""
     means, seen = [], {}
     for k in after:
         if k not in before or after[k].dtype.kind != "f" or not kept(k.rsplit(".", 1)[-1]):
             continue
         b, a = before[k], after[k]
         mean = float(np.abs(a.astype(np.float64) - b.astype(np.float64)).mean()) if a.size else 0.0
+        filled = b.size > 0 and bool((b.reshape(-1) == b.reshape(-1)[0]).all())
         counted = seen.setdefault((a.shape, mean), [])
-        if not any(np.array_equal(a, a2) and np.array_equal(b, b2) for b2, a2 in counted):
+        if filled or not any(np.array_equal(a, a2) and np.array_equal(b, b2) for b2, a2 in counted):
             counted.append((b, a))
             means.append(mean)
     return np.sort(np.array(means, dtype=np.float64))
@@ -698,7 +702,7 @@ def _train(side, model, inputs, targets, loss, make_optimizer, make_scheduler, s
         out[CYCLES_MOMENTUM + type(sched).__name__] = np.ones(1)
     # the first forward, every module, in the mode the caller set (train: batch statistics)
     recorder = _Recorder()
-    handles = [post(recorder.hook(name)) for name, _, post in hook_points(model)]
+    handles = recorder.attach(model)
     for step in range(steps):
         if start is not None and step:
             start(model, step)

@@ -199,6 +199,10 @@ def own_error(row: KeyResult, a, ref) -> KeyResult:
     if ref is not None and overflowed(a, exact):
         row.problems.append(OVERFLOWED)
         return row
+    if exact.shape != a.shape:  # a file's float64 run of another shape: said, never a broadcast's traceback
+        row.problems.append(f"{NOT_JUDGED} torch's float64 run holds {exact.dtype}{list(exact.shape)} here, its float32 "
+                            f"run {a.dtype}{list(a.shape)}: not runs of one computation; record both again")
+        return row
     if a.shape != row.shape:
         a, exact = np.broadcast_to(a, row.shape), np.broadcast_to(exact, row.shape)
     with np.errstate(all="ignore"):

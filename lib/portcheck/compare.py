@@ -246,24 +246,37 @@ def _output_leaves(prefix: str, value, numbers: bool):
 class _Recorder:
     """Outputs (and first inputs) of every module, per call, as one flat dict in run order:
     out/<name>, out/<name>#2 for a second call, out/<name>[0] or out/<name>:logits inside a tuple or dict;
-    in/<name> for its first tensor argument."""
+    in/<name> for its first tensor argument. Each is copied as it was then: the input as the call begins, the
+    output as it returns (torchvision's ReLU(inplace=True), an `out += identity`, overwrite both in the tensor
+    itself right after)."""
 
     def __init__(self, prefix="", arrays=None):
         self.prefix, self.arrays, self.calls, self.seen = prefix, {} if arrays is None else arrays, {}, {}
+        self.running = {}  # {module name: [its calls begun and not returned]}
         if not getattr(self.arrays, "keeps_values", True):
             self.seen = None  # a record of shapes only (convert's): nothing to link, and no tensor kept alive for it
 
-    def hook(self, name):
-        def record(module, args, kwargs, output):
+    def attach(self, model) -> list:
+        """Hook every module of `model` (hook_points); the handles, for the caller to remove."""
+        return [h for name, pre, post in hook_points(model) for h in (pre(self.entered(name)), post(self.returned(name)))]
+
+    def entered(self, name):
+        def record(module, args, kwargs):
             call = next_call(self.calls, name)
+            self.running.setdefault(name, []).append(call)
+            x = first_input(args, kwargs)[1]
+            if x is not None:
+                _flatten(f"{self.prefix}in/{call}", x, self.arrays, self.seen)
+        return record
+
+    def returned(self, name):
+        def record(module, args, kwargs, output):
+            call = self.running[name].pop()
             _flatten(f"{self.prefix}out/{call}", output, self.arrays, self.seen)
             if call == ROOT:  # the model's own outputs are judged whatever they are: numbers by the rule, the rest
                 for numbers, where in ((True, "out/"), (False, LEAF)):
                     for key, value in _output_leaves(f"{self.prefix}{where}{call}", output, numbers):
                         self.arrays[key] = value
-            x = first_input(args, kwargs)[1]
-            if x is not None:
-                _flatten(f"{self.prefix}in/{call}", x, self.arrays, self.seen)
         return record
 
 
@@ -288,7 +301,7 @@ def _recorded(model, inputs, no_grad, to_tensor, prefix="", into=None) -> dict:
     the model raises (a planted padding breaks a residual's shapes), what ran before is kept with the error.
     into: the record to add to (a dict or a spill.Spill), else a new dict."""
     rec = _Recorder(prefix, into)
-    handles = [post(rec.hook(name)) for name, _, post in hook_points(model)]
+    handles = rec.attach(model)
     try:
         with no_grad():
             call(model, inputs, to_tensor)
@@ -760,21 +773,29 @@ def judged_as_run(model, inputs, torch_record, paddle_record, keys: dict, free: 
             _remember(done, held, result, tensor)
         judged[key] = done[held]
 
+    running = {}  # {module name: [its calls begun and not returned]}
+
+    def before(name):
+        def entered(module, args, kwargs):  # as the record holds it (_Recorder): before an in-place module runs
+            call_ = next_call(counts, name)
+            running.setdefault(name, []).append(call_)
+            for key, tensor in fused.live(tensors(f"in/{call_}", first_input(args, kwargs)[1]), parts):
+                judge(key, tensor)
+        return entered
+
     def hook(name):
         def after(module, args, kwargs, output):
-            call_ = next_call(counts, name)
+            call_ = running[name].pop()
             for key, tensor in fused.live(tensors(f"out/{call_}", output), parts):
                 judge(key, tensor)
             for key, number in _output_leaves(f"out/{call_}", output, True) if call_ == ROOT else ():
                 judge(key, number)
-            for key, tensor in fused.live(tensors(f"in/{call_}", first_input(args, kwargs)[1]), parts):
-                judge(key, tensor)
         return after
 
     def run():
         """One float64 run from the start (float64_run may make it again): its error, or None."""
-        judged.clear(), done.clear(), counts.clear(), wild.clear()
-        handles = [post(hook(name)) for name, _, post in hook_points(model)]
+        judged.clear(), done.clear(), counts.clear(), wild.clear(), running.clear()
+        handles = [h for name, pre, post in hook_points(model) for h in (pre(before(name)), post(hook(name)))]
         try:
             with torch.no_grad():
                 call(model, _float64(inputs), torch.from_numpy)
@@ -824,9 +845,12 @@ def counterparts(torch_record: dict, paddle_record: dict, paired: pairing.Pairin
     t_leaves, p_leaves = _leaves(torch_record), _leaves(paddle_record)
     out = {}
     for t_call, p_call in paired.pairs.items():
-        t, p = t_leaves.get(t_call, {}), p_leaves.get(p_call, {})
+        # Paddle's module computing torch's and the activation after it: judged against the activation's output
+        # and torch's computing Paddle's and the activation after it: judged against that activation's output
+        t_out, p_out = paired.judged_as(t_call), paired.paddle_judged_as(t_call)
+        t, p = t_leaves.get(t_out, {}), p_leaves.get(p_out, {})
         shapes = None if t_call == ROOT else (t, p)
-        out.update({f"out/{t_call}{a}": f"out/{p_call}{b}" for a, b in pair_leaves(list(t), list(p), shapes).items()})
+        out.update({f"out/{t_out}{a}": f"out/{p_out}{b}" for a, b in pair_leaves(list(t), list(p), shapes).items()})
         out[f"in/{t_call}"] = f"in/{p_call}"
     return out
 
@@ -958,7 +982,9 @@ def _judge(torch_record: dict, paddle_record: dict, name_map, mean_bound, as_run
     keys = {k: v for k, v in keys.items() if not (k.startswith("out/") and split_key(k)[1] == ROOT)}
     keys.update({a: b for a, b in root.items() if a.startswith("out/") and b.startswith("out/")})
     judged = as_run(keys) if as_run else {}
-    report = ForwardReport(unpaired=[k for k in paddle_record if k.startswith("out/") and k not in set(keys.values())],
+    within = {paired.pairs[t] for t in paired.paddle_composed}  # judged as the chain torch's module computes
+    report = ForwardReport(unpaired=[k for k in paddle_record if k.startswith("out/") and k not in set(keys.values())
+                                     and split_key(k)[1] not in within],
                            stopped={side: stopped(r) for side, r in (("torch", torch_record), ("paddle", paddle_record))
                                     if stopped(r)},
                            pairing=paired, counterparts=keys, left_out=left + p_left)
@@ -981,9 +1007,15 @@ def _judge(torch_record: dict, paddle_record: dict, name_map, mean_bound, as_run
         return measured[held]
     t_root, origin = set(_root_leaves(torch_record).values()), None
     called = {pairing.module_of(split_key(k)[1]) for k in outs}
+    composing = paired.composing()
     for key in outs + [k for k in t_all.values() if k.startswith(LEAF)]:
         _, call_, rest = split_key("out/" + key.split("/", 1)[1])
         name, p_key = key.split("/", 1)[1], keys.get(key, root.get(key, ""))
+        if call_ in composing:  # a chain Paddle's module computes whole: its last output, as its first module's
+            if paired.judged_as(composing[call_]) != call_:
+                continue
+            call_ = composing[call_]
+            name = f"{call_}{rest}"
         if key in t_root and key not in t_all.values():
             continue  # a model output outputs= leaves out: said in report.left_out
         if key in t_root and p_key not in paddle_record:

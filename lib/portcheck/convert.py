@@ -298,9 +298,17 @@ def pair_modules(torch_model, paddle_model, name_map=None, inputs=None, layouts=
             return name
         kinds = _kinds(type(module))
         found = [n for n, layer in layers.items() if n not in taken and fits(layer) and any(
-            pairing.alike(k, kind) for k in _kinds(type(layer)) for kind in kinds)
-            and n.rpartition(".")[2] == name.rpartition(".")[2]]
-        return found[0] if len(found) == 1 else None
+            pairing.alike(k, kind) for k in _kinds(type(layer)) for kind in kinds)]
+        named_alike = [n for n in found if n.rpartition(".")[2] == name.rpartition(".")[2]]
+        if len(named_alike) == 1:
+            return named_alike[0]
+        # else by place: the one such layer under its nearest paired ancestor's counterpart, against the one torch
+        # module of its kind left there (torchvision's squeezenet features.0 against paddle.vision's _conv)
+        prefix, t_prefix = anchor(name), t_anchor(name)
+        here = [n for n in found if n.startswith(prefix)]
+        mine = [n for n, m in t_modules.items() if n not in t_taken and n.startswith(t_prefix) and own_tensors(m)
+                and _kinds(type(m))[0] == kinds[0]]
+        return here[0] if len(here) == 1 and mine == [name] else None
 
     t_modules = dict(torch_model.named_modules())
     t_taken = set(modules)
@@ -308,11 +316,16 @@ def pair_modules(torch_model, paddle_model, name_map=None, inputs=None, layouts=
 
     def anchor(name):
         """The Paddle counterpart of the nearest paired torch ancestor, as a name prefix ("" for the model)."""
+        name = t_anchor(name).rstrip(".")
+        p = modules.get(name or pairing.ROOT)
+        return "" if p in (None, pairing.ROOT) else p + "."
+
+    def t_anchor(name):
+        """The nearest paired torch ancestor, as a name prefix ("" for the model)."""
         while name:
             name = name.rpartition(".")[0]
-            p = modules.get(name or pairing.ROOT)
-            if p is not None:
-                return "" if p == pairing.ROOT else p + "."
+            if name and name in modules:
+                return name + "."
         return ""
 
     def fusion(name, module):
@@ -362,10 +375,13 @@ def pair_modules(torch_model, paddle_model, name_map=None, inputs=None, layouts=
     missing = [said(n, m) for n, m in left if n not in configs]
     problems = []
     if configs:  # no map pairs tensors of other sizes: the two models were built from different configs
+        out_shape = lambda record, n: next((f"; output {list(np.shape(v))}" for k, v in record.items()
+                                            if k.startswith("out/") and pairing.split_key(k)[1] == n), "")
         problems.append(f"{len(configs)} torch module(s) differ in shape from their Paddle counterpart: " + "; ".join(
-            f"torch {n} ({shapes(own_tensors(dict(left)[n]).items())}) against Paddle {p} "
-            f"({shapes(layers[p].named_parameters(include_sublayers=False))})" for n, p in list(configs.items())[:6])
-            + f": {CONFIGS_DIFFER}, which no name_map can stand in for")
+            f"torch {n} ({shapes(own_tensors(dict(left)[n]).items())}{out_shape(whole[0], n)}) against Paddle {p} "
+            f"({shapes(layers[p].named_parameters(include_sublayers=False))}{out_shape(whole[1], p)})"
+            + "".join(f", {field} {a} against {b}" for field, a, b in config_fields(dict(left)[n], layers[p]))
+            for n, p in list(configs.items())[:6]) + f": {CONFIGS_DIFFER}, which no name_map can stand in for")
     if missing:  # all at once: one run names every module left without a counterpart
         named = " (the name map names no Paddle module of that name)" if paired.missing else ""
         problems.append(f"{len(missing)} torch module(s) have no counterpart in the Paddle model{named}: "
@@ -389,6 +405,31 @@ def pair_modules(torch_model, paddle_model, name_map=None, inputs=None, layouts=
                         + "): declare as many parts as its tensors hold, in their order")
     missing = "; and ".join(problems)
     return {t: "" if p == pairing.ROOT else p for t, p in modules.items()}, missing
+
+
+# the settings that make a layer's tensors and output the shapes they are, by torch's name (Paddle's: _<name>, or
+# these); a difference is said by them, not only by the shapes it makes
+CONFIG_FIELDS = {"in_channels": (), "out_channels": (), "kernel_size": (), "stride": (), "padding": (),
+                 "dilation": (), "groups": (), "in_features": (), "out_features": (), "num_embeddings": (),
+                 "embedding_dim": (), "num_features": ("_num_features",), "eps": ("_epsilon",)}
+
+
+def config_fields(torch_module, paddle_layer) -> list:
+    """[(field, torch's, Paddle's)] of CONFIG_FIELDS that both hold and that differ: kernel_size (3, 3) against
+    [3, 3] and padding 1 against [1, 1] are one setting."""
+    def read(module, names):
+        for n in names:
+            v = getattr(module, n, None)
+            if v is not None and not callable(v):
+                v = tuple(int(x) if float(x).is_integer() else x for x in v) if isinstance(v, (tuple, list)) else v
+                return v[0] if isinstance(v, tuple) and len(set(v)) == 1 else v
+        return None
+    out = []
+    for field, names in CONFIG_FIELDS.items():
+        a, b = read(torch_module, (field,)), read(paddle_layer, names or (f"_{field}", field))
+        if a is not None and b is not None and a != b:
+            out.append((field, a, b))
+    return out
 
 
 def _fused_entry(key: str, how: tuple) -> str:

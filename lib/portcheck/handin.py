@@ -663,13 +663,28 @@ def save_taken(folder, pair: str, figures: dict, suffix: str = TAKEN) -> Path:
     return path
 
 
-def save_kinks(folder, pair: str, comparison):
-    """The runs taking Paddle's side of a kink a comparison was judged with (BOUND), each written beside the pair."""
-    torch_file = _handed_in(Path(folder), pair)[0]
+def save_kinks(folder, pair: str, comparison) -> list:
+    """The runs taking Paddle's side of a kink a comparison was judged with (BOUND), each written beside the pair;
+    [a line per run that diverged]: its keys holding NaN or Inf (the runs' values grown past float32's range from
+    that step on) are left out of its file, which holds finite figures only, and the pair is judged there without
+    it (as strictly as with no such run); the line says the first step."""
+    torch_file, lines = _handed_in(Path(folder), pair)[0], []
     for suffix, made in ((TAKEN, taken_figures), (BRANCH, branch_values)):
         figures = made(comparison, torch_file)
+        bad = sorted((k for k, v in figures.items() if not np.all(np.isfinite(v))), key=_step)
+        if bad:
+            lines.append(f"{pair}{suffix}: {BOUND[suffix][0]} diverged, NaN or Inf from step {_step(bad[0])} on "
+                         f"({', '.join(bad[:4])}{', ...' if len(bad) > 4 else ''}): those keys are judged without it")
+            figures = {k: v for k, v in figures.items() if k not in bad}
         if figures:
             save_taken(folder, pair, figures, suffix)
+    return lines
+
+
+def _step(key: str) -> int:
+    """The step of a bp_align key (loss_3: 3)."""
+    tail = key.rpartition("_")[2]
+    return int(tail) if tail.isdigit() else -1
 
 
 def load_taken(path, torch_file, paddle_file, torch_record, suffix: str = TAKEN) -> tuple:
@@ -749,10 +764,10 @@ def judge_and_log(folder, pair: str, threshold: float = None, tables=(), after_s
     threshold = tolerances.guide_threshold(pair) if threshold is None else checked_threshold(threshold, "threshold")
     k, kind = calibrated.multiple(after_steps), tolerances.kind_of(pair, kind)
     torch_file, paddle_file = _handed_in(folder, pair)[:2]
-    if kind == "computed":
-        save_kinks(folder, pair, comparison)
+    diverged = save_kinks(folder, pair, comparison) if kind == "computed" else []
     used, said = load_kinks(folder, pair, torch_file, paddle_file, record.path_for(torch_file)) \
         if kind == "computed" else ({}, [])
+    said = diverged + said
     verdict = judge_measured(pair, torch_file, paddle_file, folder / f"{pair}{EXACT}", threshold=threshold + spread,
                              k=k, kind=kind, taken=used.get(TAKEN), branch=used.get(BRANCH))
     verdict.also, verdict.spread = tuple(also), spread

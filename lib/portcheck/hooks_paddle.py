@@ -68,7 +68,7 @@ class PaddleSide:
         through the name paired; tied on torch's side and two tensors on Paddle's is said (untied)."""
         from portcheck.backward import _counterpart, renames
         from portcheck.convert import CONFIGS_DIFFER, names_of_one_tensor
-        from portcheck.compare import _Recorder, counterparts, eval_mode, hook_points
+        from portcheck.compare import _Recorder, counterparts, eval_mode
         from portcheck.pairing import ROOT, describe, module_of, pair, split_key
         from portcheck.recorder import RUN, ties
         from portcheck.errors import PipelineError
@@ -76,7 +76,7 @@ class PaddleSide:
                                                          key=lambda k: int(k.split("/")[1]))]
         kwargs = {k.split("/", 1)[1]: self.to_tensor(v) for k, v in first.items() if k.startswith("kwargs/")}
         rec = _Recorder()
-        handles = [post(rec.hook(n)) for n, _, post in hook_points(model)]
+        handles = rec.attach(model)
         try:
             with eval_mode(model), self.paddle.no_grad():
                 model(*args, **kwargs)

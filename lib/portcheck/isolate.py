@@ -53,7 +53,7 @@ def _rebuilt(value, key, forced):
 
 
 def forced_run(model, inputs, torch_record: dict, calls: dict, leaves: dict, keep, free: dict = None,
-               wild: list = None, parts: dict = None) -> tuple:
+               wild: list = None, parts: dict = None, through: set = ()) -> tuple:
     """One run of `model` on `inputs` in which every call in `calls` ({this side's call: torch's call}) computes
     from torch's recorded values. keep(key, tensor, source) is given what this side computed, under this side's
     keys: in/<call>, the input it computed for the call; out/<call>..., each tensor the call returned. source:
@@ -65,7 +65,9 @@ def forced_run(model, inputs, torch_record: dict, calls: dict, leaves: dict, kee
     free: the float64 tensors torch's run casts into (compare.float64_as_called). wild: a list keep fills when
     torch's float64 value overflowed where its float32 one did not: that run failed too, float64_run tries on.
     parts: {module: Fused} of this side (portcheck.fused): each call of such a module is its parts' calls, keys
-    and leaves, its output forced as the whole made of torch's values of its parts."""
+    and leaves, its output forced as the whole made of torch's values of its parts. through: calls of `calls` that
+    compute on what this side computed before them (the last call of a chain one module of the other side computes
+    whole: pairing.Pairing.composed, paddle_composed), their input kept, not forced."""
     parts = parts or {}
     torch_side = is_torch(model)
     if torch_side:
@@ -123,6 +125,8 @@ def forced_run(model, inputs, torch_record: dict, calls: dict, leaves: dict, kee
             if x is None or key not in torch_record:
                 return None
             kept(f"in/{this}", x)
+            if this in through:
+                return None
             held = made.get((id(x), version(x)))
             if held is not None and identity(torch_record, held) == identity(torch_record, key):
                 return None  # torch's recorded value already (mostly the output forced just before): not copied again
@@ -213,9 +217,13 @@ def judge(torch_model, paddle_model, inputs, torch_record: dict, report, free: d
             if a.dtype.kind in "biu" and t.startswith("in/") and (b.dtype.kind not in "biu" or b.shape != a.shape):
                 continue  # the two calls' first arguments are different things (their signatures differ)
             halves[t] = (calibrated.integers if a.dtype.kind in "biu" else judge_against)(_name(t), a, b)
-    _, p_error = forced_run(paddle_model, inputs, torch_record, {p: t for t, p in report.pairing.pairs.items()},
+    # a chain torch's module computes whole (pairing.Pairing.paddle_composed): Paddle's last call of it keeps its
+    # output, computed from its first call's input, torch's (the first call's output is judged nowhere: not forced)
+    p_ends = {chain[-1]: t for t, chain in report.pairing.paddle_composed.items()}
+    _, p_error = forced_run(paddle_model, inputs, torch_record,
+                            {**{p: t for t, p in report.pairing.pairs.items()}, **p_ends},
                             {p: t for t, p in keys.items() if t.startswith("out/")}, keep_paddle,
-                            parts=paddle_parts)
+                            parts=paddle_parts, through=set(p_ends))
     rows, wild = {}, []
 
     def judge_torch(key, tensor, source):
@@ -230,9 +238,14 @@ def judge(torch_model, paddle_model, inputs, torch_record: dict, report, free: d
             rows[key] = _row(key, ref, keys[key], torch_record, passed, halves)
             if rows[key] is not None and calibrated.OVERFLOWED in rows[key].problems:
                 wild.append(key)
-    parents, t_error = forced_run(torch_model, inputs, torch_record, {t: t for t in report.pairing.pairs},
-                                  {k: k for k in torch_record if k.startswith("out/")}, judge_torch, free, wild,
-                                  fused.declared(torch_record))
+    # a chain a Paddle module computes whole (pairing.Pairing.composed): torch's last call of it keeps its output
+    # computed whole from the first's input, as Paddle's module computes it: no output forced before the last's
+    composing = report.pairing.composing()
+    ends = {report.pairing.judged_as(t) for t in report.pairing.composed}
+    parents, t_error = forced_run(torch_model, inputs, torch_record, {t: t for t in [*report.pairing.pairs, *ends]},
+                                  {k: k for k in torch_record if k.startswith("out/") and
+                                   (split_key(k)[1] not in composing or split_key(k)[1] in ends)},
+                                  judge_torch, free, wild, fused.declared(torch_record), ends)
     report.parents = parents
     report.isolation_stopped = {side: e for side, e in (("torch", t_error), ("paddle", p_error)) if e}
     if t_error:  # what Paddle computed and torch's float64 run never reached: said, never dropped in silence
@@ -241,7 +254,13 @@ def judge(torch_model, paddle_model, inputs, torch_record: dict, report, free: d
                 rows[k] = calibrated.unjudged(halves[k].name, halves[k].shape, f"{calibrated.NOT_JUDGED} torch's "
                                               f"float64 run on torch's values (the library's yardstick) stopped "
                                               f"before it: {t_error}")
-    report.isolated = [rows[k] for k in keys if rows.get(k) is not None]
+    report.isolated = [_as_composed(rows[k], composing) for k in keys if rows.get(k) is not None]
+
+
+def _as_composed(row, composing: dict):
+    """A chain's last output's row named by the chain's first module, which Paddle's computes whole."""
+    kind, call_, rest = split_key(f"out/{row.name}")
+    return dataclasses.replace(row, key=f"{composing[call_]}{rest}") if call_ in composing else row
 
 
 def _judged(key, torch_record):

@@ -274,15 +274,35 @@ class Pairing:
     settled: dict = field(default_factory=dict)      # torch call -> Paddle call: ties the run's values settled
     doubtful: list = field(default_factory=list)     # [[(torch call, Paddle call), ...]]: pairs only the order chose
     missing: dict = field(default_factory=dict)      # torch module -> the Paddle module the map names, absent
+    # torch call -> [the parameter-free torch calls after it] its Paddle call computes too (_composed)
+    composed: dict = field(default_factory=dict)
+    # torch call -> [the parameter-free Paddle calls after its Paddle call] the torch call computes too
+    paddle_composed: dict = field(default_factory=dict)
 
     @property
     def torch_unpaired(self) -> list:
-        return [c.name for c in self.torch_calls if c.name not in self.pairs]
+        within = {c for chain in self.composed.values() for c in chain}
+        return [c.name for c in self.torch_calls if c.name not in self.pairs and c.name not in within]
+
+    def composing(self) -> dict:
+        """{torch call: the paired torch call it is judged as}: each composed chain's calls, its last one's output
+        judged as the first's (the module Paddle's computes: its row is named by it, on its input)."""
+        return {c: t for t, chain in self.composed.items() for c in [t, *chain]}
+
+    def judged_as(self, call: str) -> str:
+        """The torch call whose output a paired torch call's Paddle counterpart is judged against: its own, or
+        the last of those its Paddle call computes too (composed)."""
+        return self.composed[call][-1] if call in self.composed else call
 
     @property
     def paddle_unpaired(self) -> list:
-        taken = set(self.pairs.values())
+        taken = set(self.pairs.values()) | {c for chain in self.paddle_composed.values() for c in chain}
         return [c.name for c in self.paddle_calls if c.name not in taken]
+
+    def paddle_judged_as(self, call: str) -> str:
+        """The Paddle call whose output a torch call is judged against: its pair's, or the last of those the torch
+        call computes too (paddle_composed)."""
+        return self.paddle_composed[call][-1] if call in self.paddle_composed else self.pairs[call]
 
     def modules(self) -> dict:
         """torch module -> Paddle module, from their calls. A torch module holding tensors whose calls pair with
@@ -321,7 +341,10 @@ class Pairing:
     def lines(self) -> list:
         """Every pair, then every call left unpaired on each side: what the report says it chose."""
         how = lambda t: " (name map)" if t in self.named else " (by value)" if t in self.settled else ""
-        out = [f"{t} -> {p}{how(t)}" for t, p in self.pairs.items()]
+        out = [f"{' + '.join([t, *self.composed[t]])} -> {p} (Paddle's module computes torch's in turn)"
+               if t in self.composed else
+               f"{t} -> {' + '.join([p, *self.paddle_composed[t]])} (torch's module computes Paddle's in turn)"
+               if t in self.paddle_composed else f"{t} -> {p}{how(t)}" for t, p in self.pairs.items()]
         out.append(f"torch calls unpaired ({len(self.torch_unpaired)}): {', '.join(self.torch_unpaired) or '-'}")
         out.append(f"Paddle calls unpaired ({len(self.paddle_unpaired)}): {', '.join(self.paddle_unpaired) or '-'}")
         return out
@@ -448,7 +471,47 @@ def pair(torch_record: dict, paddle_record: dict, name_map=None, weights_only=Fa
         result.settled.update((t, p) for t, p in chosen.items() if pairs.get(t) != p)
     order = {c.name: k for k, c in enumerate(ts)}
     result.pairs = dict(sorted(pairs.items(), key=lambda kv: order[kv[0]]))
+    if ran and not weights_only:
+        result.composed = _composed(result, torch_record, paddle_record)
+        result.paddle_composed = _composed(result, torch_record, paddle_record, "paddle")
     return result
+
+
+def _composed(result: Pairing, torch_record: dict, paddle_record: dict, side: str = "torch") -> dict:
+    """{torch call: [the calls of `side` after its pair's call of that side]} where the other side's call outputs
+    what that one computes and then those: leaves holding no tensors and paired with nothing, each fed the output of
+    the one before (Paddle's legacy BatchNorm(act='relu') against torch's BatchNorm2d and the ReLU it runs next;
+    side="paddle": timm's BatchNormAct2d against Paddle's BatchNorm2D and ReLU). Taken when the last one's output is
+    nearer the other's by APART than any shorter chain's (nearest_of): the run's values say it."""
+    mine, record, other = (result.torch_calls, torch_record, paddle_record) if side == "torch" else \
+        (result.paddle_calls, paddle_record, torch_record)
+    pairs = result.pairs if side == "torch" else {p: t for t, p in result.pairs.items()}
+    ran = [c for c in mine if c.outputs]
+    free = set(result.torch_unpaired if side == "torch" else result.paddle_unpaired)
+    outs = {}
+    for key in record:
+        if key.startswith("out/"):
+            outs.setdefault(split_key(key)[1], []).append(key)
+    out = {}
+    for i, c in enumerate(ran):
+        theirs = pairs.get(c.name)
+        if theirs is None or c.module == ROOT:
+            continue
+        chain, last = [], outs.get(c.name, [None])[0]
+        for n in ran[i + 1:]:
+            fed = f"in/{n.name}"
+            if n.name not in free or n.tensors or n.children != 0 or fed not in record or last is None or \
+                    spill.identity(record, fed) != spill.identity(record, last):
+                break
+            chain.append(n.name)
+            last = outs[n.name][0]
+        if not chain:
+            continue
+        there = _outputs(other, theirs)
+        best = nearest_of({n: _distance([record[outs[n][0]]], there) for n in [c.name, *chain]})
+        if best is not None and best != c.name:
+            out[c.name if side == "torch" else theirs] = chain[:chain.index(best) + 1]
+    return out
 
 
 def _modules(record: dict) -> set:

@@ -202,9 +202,8 @@ class Run:
                 _replaced(kwargs, "kwargs", given, self.fw.to_tensor)
         handles = near
         if self.calls == 0:
-            from portcheck.compare import _Recorder, hook_points
-            recorder = _Recorder(arrays=self.record)
-            handles = near + [post(recorder.hook(name)) for name, _, post in hook_points(module)]
+            from portcheck.compare import _Recorder
+            handles = near + _Recorder(arrays=self.record).attach(module)
         try:
             with taking:
                 return self._inner(call, args, kwargs)

@@ -555,8 +555,8 @@ def judge(out: Path, statuses: dict, steps: int, rank: int = 0, again=None) -> i
     for f in [*taken, *map(record.path_for, taken)]:
         if f.is_file():
             f.unlink()
-    handin.save_kinks(pairs, "bp_align", report)
-    tables = [*(f"configuration: {line}" for line in [*config, *settled]), *report.table().splitlines()]
+    diverged = handin.save_kinks(pairs, "bp_align", report)
+    tables = [*diverged, *(f"configuration: {line}" for line in [*config, *settled]), *report.table().splitlines()]
     handin.check_outputs(pairs, PAIRS, top)
     with contextlib.redirect_stdout(io.StringIO()):  # the diff logs' lines: in their files, the summary below
         verdicts = {name: handin.judge_and_log(pairs, name, top=top, after_steps=name in ("lr", "bp_align"),

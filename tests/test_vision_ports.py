@@ -1,0 +1,193 @@
+"""Habits of vision models (torchvision against paddle.vision), each on a small pair built here: activations run in
+place after the module that computed their input, Paddle's legacy BatchNorm holding the activation torch runs as
+the next module, and two convolutions paired by place whose shapes differ."""
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+paddle = pytest.importorskip("paddle")
+from portcheck import compare_forward, convert  # noqa: E402
+
+X = np.random.RandomState(0).randn(2, 3, 8, 8).astype(np.float32)
+
+
+# ---------------------------------------------------------------- in-place activations and a residual add
+
+class TorchBlock(torch.nn.Module):
+    """torchvision's habit: one ReLU(inplace=True) called twice, an activation in place, `out += identity`."""
+    def __init__(self):
+        super().__init__()
+        self.conv1, self.bn1 = torch.nn.Conv2d(4, 4, 3, padding=1, bias=False), torch.nn.BatchNorm2d(4)
+        self.conv2, self.bn2 = torch.nn.Conv2d(4, 4, 3, padding=1, bias=False), torch.nn.BatchNorm2d(4)
+        self.relu, self.act = torch.nn.ReLU(inplace=True), torch.nn.Hardswish(inplace=True)
+
+    def forward(self, x):
+        identity = x
+        out = self.relu(self.bn1(self.conv1(x)))
+        out = self.act(self.bn2(self.conv2(out)))
+        out += identity
+        return self.relu(out)
+
+
+class PaddleBlock(paddle.nn.Layer):
+    def __init__(self, act=paddle.nn.Hardswish, last=paddle.nn.ReLU):
+        super().__init__()
+        self.conv1, self.bn1 = paddle.nn.Conv2D(4, 4, 3, padding=1, bias_attr=False), paddle.nn.BatchNorm2D(4)
+        self.conv2, self.bn2 = paddle.nn.Conv2D(4, 4, 3, padding=1, bias_attr=False), paddle.nn.BatchNorm2D(4)
+        self.relu, self.act, self.last = paddle.nn.ReLU(), act(), last()
+
+    def forward(self, x):
+        identity = x
+        out = self.relu(self.bn1(self.conv1(x)))
+        out = self.act(self.bn2(self.conv2(out)))
+        out += identity  # in place in Paddle too
+        return self.last(out)
+
+
+def net(framework, block):
+    nn = torch.nn if framework is torch else paddle.nn
+    conv = nn.Conv2d if framework is torch else nn.Conv2D
+    return nn.Sequential(conv(3, 4, 3, padding=1), block, conv(4, 2, 1))
+
+
+def in_place_pair(**plant):
+    torch.manual_seed(0)
+    paddle.seed(0)
+    pt, pd = net(torch, TorchBlock()).eval(), net(paddle, PaddleBlock(**plant))
+    convert(pt, pd)
+    return pt, pd.eval()
+
+
+def test_a_port_of_in_place_activations_is_green_cumulative_and_isolated():
+    report = compare_forward(*in_place_pair(), X, isolate=True)
+    assert report.passed and report.differing == [], report.table()
+
+
+@pytest.mark.parametrize("plant, module", [({"act": paddle.nn.ReLU}, "1.act"),
+                                           ({"last": paddle.nn.LeakyReLU}, "1.relu#2")])
+def test_an_activation_planted_behind_an_in_place_one_is_named_exactly_cumulative_and_isolated(plant, module):
+    """Before, each output was recorded as the in-place module after it left it, and each input after its module
+    ran: the plants were named at the block, and isolate found no module differing."""
+    report = compare_forward(*in_place_pair(**plant), X, isolate=True)
+    assert not report.passed
+    assert report.first_diverging == module, report.table()
+    assert report.differing == [module], report.table()
+
+
+
+def test_the_float64_run_judged_as_it_runs_reads_each_input_before_an_in_place_module_overwrites_it():
+    """compare_forward's rows are, input verdicts and own errors included, those of the records (record_forward,
+    judge_forward). Before, the float64 run judged each first input after its module ran: an in-place module's
+    own output, its input's yardstick another value than the record's."""
+    from portcheck import judge_forward, record_forward
+    pt, pd = in_place_pair(act=paddle.nn.ReLU)
+    seen = lambda report: [(r.name, r.input_ok, r.max, r.err32) for r in report.paired]
+    assert seen(compare_forward(pt, pd, X)) == seen(judge_forward(record_forward(pt, X), record_forward(pd, X)))
+
+# ---------------------------------------------------------------- Paddle's BatchNorm(act=...) against BatchNorm2d, ReLU
+
+def dense_pair(**norm):
+    """torchvision's densenet stem (BatchNorm2d, then ReLU(inplace=True)) against paddle.vision's (nn.BatchNorm with
+    act='relu': one module)."""
+    from collections import OrderedDict
+    torch.manual_seed(0)
+    paddle.seed(0)
+    pt = torch.nn.Sequential(OrderedDict(
+        conv0=torch.nn.Conv2d(3, 4, 3, padding=1), norm0=torch.nn.BatchNorm2d(4), relu0=torch.nn.ReLU(inplace=True),
+        pool0=torch.nn.MaxPool2d(2), conv1=torch.nn.Conv2d(4, 2, 1))).eval()
+    pd = paddle.nn.Sequential(
+        ("conv0", paddle.nn.Conv2D(3, 4, 3, padding=1)), ("norm0", paddle.nn.BatchNorm(4, **{"act": "relu", **norm})),
+        ("pool0", paddle.nn.MaxPool2D(2)), ("conv1", paddle.nn.Conv2D(4, 2, 1)))
+    convert(pt, pd)
+    return pt, pd.eval()
+
+
+def test_a_batchnorm_holding_the_next_relu_pairs_as_both_and_is_green_forward_isolated_and_backward():
+    """Before, Paddle's norm0 (its output after the ReLU) was judged against torch's norm0 (before it): red."""
+    from portcheck import compare_backward
+    pt, pd = dense_pair()
+    report = compare_forward(pt, pd, X, isolate=True)
+    assert report.passed and report.differing == [], report.table()
+    lines = report.pairs().splitlines()
+    assert "norm0 + relu0 -> norm0 (Paddle's module computes torch's in turn)" in lines, lines
+    assert "torch calls unpaired (0): -" in lines and sum("relu0" in line for line in lines) == 1, lines
+    trained = compare_backward(pt.train(), pd.train(), X, np.zeros((2, 2, 4, 4), np.float32),
+                               (torch.nn.functional.mse_loss, paddle.nn.functional.mse_loss),
+                               (lambda ps: torch.optim.SGD(ps, lr=0.1),
+                                lambda ps: paddle.optimizer.SGD(learning_rate=0.1, parameters=ps)), steps=2)
+    assert trained.passed, trained.table()
+
+
+@pytest.mark.parametrize("plant", [{"act": "sigmoid"}, {"act": "elu"}, {"epsilon": 1e-3}])
+def test_a_plant_in_a_batchnorm_holding_its_activation_is_red_at_it(plant):
+    report = compare_forward(*dense_pair(**plant), X, isolate=True)
+    assert not report.passed
+    assert report.first_diverging == "norm0" and report.differing[0] == "norm0", report.table()
+
+
+class BatchNormAct2d(torch.nn.BatchNorm2d):
+    """timm's habit, the converse: torch's one module computes the norm and its activation."""
+    def forward(self, x):
+        return torch.relu(super().forward(x))
+
+
+def fused_torch_pair(act=paddle.nn.ReLU):
+    from collections import OrderedDict
+    torch.manual_seed(0)
+    pt = torch.nn.Sequential(OrderedDict(conv0=torch.nn.Conv2d(3, 4, 3, padding=1), norm0=BatchNormAct2d(4),
+                                         pool0=torch.nn.MaxPool2d(2), conv1=torch.nn.Conv2d(4, 2, 1))).eval()
+    pd = paddle.nn.Sequential(("conv0", paddle.nn.Conv2D(3, 4, 3, padding=1)), ("norm0", paddle.nn.BatchNorm2D(4)),
+                              ("relu0", act()), ("pool0", paddle.nn.MaxPool2D(2)), ("conv1", paddle.nn.Conv2D(4, 2, 1)))
+    convert(pt, pd)
+    return pt, pd.eval()
+
+
+@pytest.mark.parametrize("act", [paddle.nn.ReLU, paddle.nn.ELU])
+def test_a_torch_module_holding_the_activation_paddle_runs_next_pairs_as_both(act):
+    report = compare_forward(*fused_torch_pair(act), X, isolate=True)
+    if act is paddle.nn.ReLU:
+        assert report.passed and report.differing == [], report.table()
+        assert "norm0 -> norm0 + relu0 (torch's module computes Paddle's in turn)" in report.pairs().splitlines()
+        assert "Paddle calls unpaired (0): -" in report.pairs().splitlines()
+    else:  # a port running another activation there: red at the module
+        assert not report.passed and report.first_diverging == "norm0" and report.differing == ["norm0"], \
+            report.table()
+
+# ---------------------------------------------------------------- a convolution of another config, paired by place
+
+class TorchSqueeze(torch.nn.Module):
+    """torchvision's squeezenet1_1 stem: its first conv without padding, in a Sequential `features`."""
+    def __init__(self):
+        super().__init__()
+        self.features = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, stride=2), torch.nn.ReLU(inplace=True),
+                                            torch.nn.MaxPool2d(3, 2, ceil_mode=True), torch.nn.Conv2d(8, 4, 1))
+
+    def forward(self, x):
+        return self.features(x)
+
+
+class PaddleSqueeze(paddle.nn.Layer):
+    """paddle.vision's: the same layers under other names, the first conv with padding=1."""
+    def __init__(self, **conv):
+        super().__init__()
+        self._conv = paddle.nn.Conv2D(3, 8, **{"kernel_size": 3, "stride": 2, "padding": 1, **conv})
+        self._pool, self._conv1 = paddle.nn.MaxPool2D(3, 2), paddle.nn.Conv2D(8, 4, 1)
+
+    def forward(self, x):
+        return self._conv1(self._pool(paddle.nn.functional.relu(self._conv(x))))
+
+
+@pytest.mark.parametrize("conv, inputs, said", [
+    ({}, np.random.RandomState(0).randn(2, 3, 16, 16).astype(np.float32),
+     "torch features.0 (weight [8, 3, 3, 3], bias [8]; output [2, 8, 7, 7]) against Paddle _conv (weight [8, 3, 3, 3], "
+     "bias [8]; output [2, 8, 8, 8]), padding 0 against 1: the two models' configs differ there"),
+    ({"kernel_size": 5, "padding": 0}, None,
+     "torch features.0 (weight [8, 3, 3, 3], bias [8]) against Paddle _conv (weight [8, 3, 5, 5], bias [8]), "
+     "kernel_size 3 against 5: the two models' configs differ there")])
+def test_two_convolutions_paired_by_place_whose_shapes_differ_are_said_with_the_settings_that_make_them(
+        conv, inputs, said):
+    """Before, torch's features.0 was said to have no counterpart, and a name_map entry asked for."""
+    from portcheck.errors import PipelineError
+    with pytest.raises(PipelineError) as refused:
+        convert(TorchSqueeze(), PaddleSqueeze(**conv), inputs=inputs)
+    assert said in str(refused.value) and "name_map entry" not in str(refused.value), refused.value
