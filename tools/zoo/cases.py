@@ -360,6 +360,51 @@ MODELS = [
 
 CASES += MODELS
 
+
+# ---- torchvision against paddle.vision: each classification model with a counterpart of the same name ----
+# Plants: an activation swapped (behind torchvision's in-place ReLUs) and one BatchNorm's epsilon, each at one module;
+# "fix": what paddle.vision's model does otherwise than torchvision's, set as a port sets it (the plant that leaves it
+# is red at its module).
+def act(path, where, to="LeakyReLU"):
+    return {"name": f"{path} as {to}", "module": [(path, to)], "step": (1, 4), "where": where,
+            "cause": "another activation in one place"}
+
+
+def vision(name, plants, **more):
+    return model(f"{name} (torchvision / paddle.vision)", f"torchvision {name}", plants, **more)
+
+
+# paddle.vision's BatchNorm momentum 0.9 is torch's 0.1, their default alike; epsilon 1e-5 alike except inception's
+TORCHVISION = [
+    vision("alexnet", [act("_conv1.relu", "features.1"),
+                       {"name": "Dropout left in paddle.vision's downscale_in_infer mode",
+                        "set": [("_drop1", "mode", "downscale_in_infer"), ("_drop2", "mode", "downscale_in_infer")],
+                        "step": 1, "where": "classifier.0", "cause": "Dropout's downscale mode: x (1 - p) in eval"}],
+           fix=[("_drop1", "mode", "upscale_in_train"), ("_drop2", "mode", "upscale_in_train")]),
+    vision("vgg11", [act("features.1", "features.1")]),
+    vision("resnet18", [act("layer1.0.relu", "layer1.0.relu"), norm_eps("layer1.0.bn1", "layer1.0.bn1", 1e-3)]),
+    vision("resnext50_32x4d", [act("layer1.0.relu", "layer1.0.relu"), norm_eps("layer1.0.bn2", "layer1.0.bn2", 1e-3)]),
+    vision("wide_resnet50_2", [act("layer1.0.relu", "layer1.0.relu"),
+                               norm_eps("layer1.0.bn2", "layer1.0.bn2", 1e-3)]),
+    vision("densenet121", [norm_eps("conv1_func._batch_norm", "features.norm0", 1e-3),
+                           {"name": "norm0's activation tanh", "set": [("conv1_func._batch_norm", "_act",
+                                                                              "tanh")],
+                            "step": (1, 4), "where": "features.norm0", "cause": "another activation in one place"}]),
+    vision("shufflenet_v2_x1_0", [act("_conv1.2", "conv1.2"), norm_eps("_conv1.1", "conv1.1", 1e-3)]),
+    vision("mobilenet_v2", [act("features.0.2", "features.0.2", "ReLU"), norm_eps("features.0.1", "features.0.1",
+                                                                                  1e-3)]),
+    # torchvision's MobileNetV3 builds its BatchNorms with eps 0.001, paddle.vision's too: the plant is torch's default
+    vision("mobilenet_v3_small", [act("conv.2", "features.0.2", "ReLU"), norm_eps("conv.1", "features.0.1", 1e-5)]),
+    vision("inception_v3", [{"name": "BatchNorm epsilon left at paddle.vision's 1e-5", "eps_all": 1e-5, "step": 1,
+                             "where": "Conv2d_1a_3x3.bn", "cause": "torchvision's BasicConv2d has eps 0.001"}],
+           eps_all=1e-3, fix=[("dropout", "mode", "upscale_in_train"), ("dropout", "p", 0.5)]),
+    vision("squeezenet1_1", [], skip="paddle.vision's squeezenet1_1 first conv is another shape (issue 62 item 4: "
+           "convert to say the shapes)"),
+    vision("googlenet", [], skip="paddle.vision's googlenet is the original network without BatchNorm; "
+           "torchvision's has one in every conv: not the same model"),
+]
+CASES += TORCHVISION
+
 # ---- Step 2: loaders (sklearn's wine, 178 samples, batches of 16) ----
 LOADER = {"check": "loader", "group": "loader", "steps": (2,), "fast": True}
 LOADERS = [

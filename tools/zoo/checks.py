@@ -474,6 +474,13 @@ def plant_paddle(model, plant):
     plant = plant or {}
     for path, attr, value in plant.get("set", ()):
         setattr(_at(model, path), attr, value)
+    for path, cls in plant.get("module", ()):  # a module swapped for another framework class
+        parent, _, last = path.rpartition(".")
+        setattr(_at(model, parent) if parent else model, last, getattr(paddle.nn, cls)())
+    if "eps_all" in plant:  # every BatchNorm's epsilon
+        for layer in model.sublayers():
+            if isinstance(layer, paddle.nn.layer.norm._BatchNormBase):
+                layer._epsilon = plant["eps_all"]
     for path in plant.get("transpose", ()):
         w = _at(model, path)
         w.set_value(w.numpy().T.copy())
@@ -618,6 +625,24 @@ def mobilenet_v2(config):
     return pt, pd, x, None
 
 
+def torchvision_model(name, size=64):
+    """torchvision's classification model against paddle.vision's of the same name, both built as a user builds
+    them (10 classes), at a small image size; googlenet and inception_v3 without their auxiliary heads."""
+    def build(config):
+        from tools.zoo.torchvision_cpu import import_torchvision
+        aux = {"aux_logits": False, "init_weights": True} if name in ("googlenet", "inception_v3") else {}
+        pt = getattr(import_torchvision().models, name)(num_classes=10, **aux)
+        pd = getattr(paddle.vision.models, name)(num_classes=10, **config)
+        return pt, pd, np.random.RandomState(0).randn(2, 3, size, size).astype("float32"), None
+    return build
+
+
+# the smallest image each pair runs on: paddle.vision's AlexNet has no adaptive pooling before its classifier
+VISION_SIZE = {"alexnet": 224, "inception_v3": 96}
+TORCHVISION = ("alexnet", "vgg11", "resnet18", "resnext50_32x4d", "wide_resnet50_2", "densenet121", "squeezenet1_1",
+               "shufflenet_v2_x1_0", "mobilenet_v2", "mobilenet_v3_small", "googlenet", "inception_v3")
+
+
 def recurrent(kind):
     def build(config):
         pt = getattr(torch.nn, kind)(8, 16, num_layers=2, batch_first=True)
@@ -662,7 +687,8 @@ MODELS = {"bert": bert, "distilbert": distilbert, "electra": electra, "llama": l
           "ernie": ernie, "albert": albert, "opt": opt, "bloom": bloom,
           "gpt2 split": lambda c: gpt2(c, False), "gpt2 fused": lambda c: gpt2(c, True),
           "resnet18": vision_resnet, "mobilenet_v2": mobilenet_v2, "lstm": recurrent("LSTM"),
-          "gru": recurrent("GRU"), "transformer encoder": transformer_encoder, "cnn": cnn}
+          "gru": recurrent("GRU"), "transformer encoder": transformer_encoder, "cnn": cnn,
+          **{f"torchvision {n}": torchvision_model(n, VISION_SIZE.get(n, 64)) for n in TORCHVISION}}
 
 
 def _first(out):
@@ -679,6 +705,7 @@ def model(case, plant) -> list:
     pt, pd, x, layouts = MODELS[case["model"]]({**case.get("config", {}), **((plant or {}).get("config") or {})})
     name_map = case.get("name_map")
     pd.set_state_dict(convert(pt, pd, name_map, inputs=x, layouts=layouts, keep=case.get("keep", ())))
+    plant_paddle(pd, {"set": case.get("fix", ()), **({"eps_all": case["eps_all"]} if "eps_all" in case else {})})
     plant_paddle(pd, plant)
     out = forward_judgements(compare_forward(pt.eval(), pd.eval(), x, name_map, isolate=True, layouts=layouts))
     if 4 in case["steps"]:

@@ -206,6 +206,17 @@ OTHER_KERNELS = [
     ""]
 
 
+TORCHVISION_CPU = [
+    "## torchvision beside CPU torch", "",
+    "PyPI's torchvision wheel is built for CUDA torch: beside the CPU torch of requirements.txt its import stops "
+    "at `operator torchvision::nms does not exist` (its compiled detection ops did not load). The classification "
+    "models need none of them: `tools/zoo/torchvision_cpu.py`'s `import_torchvision()` imports it with the "
+    "registrations of those missing ops skipped, and puts torch's registration functions back at once. In your own "
+    "script, copy its dozen lines, or install torchvision's CPU build from the PyTorch index where you can reach it. "
+    "Two pairs do not run: paddle.vision's googlenet is the original network without BatchNorm (torchvision's has "
+    "one in every conv), and squeezenet1_1's first conv differs in shape (`portcheck.convert` says so).", ""]
+
+
 def markdown(results, rules, seconds) -> str:
     lines = ["English | [中文](zoo_cn.md)", "", "# The zoo of real pairs", "",
              "Written by `python tools/zoo/run.py` (do not edit by hand): every case of `tools/zoo/cases.py`, its "
@@ -230,7 +241,7 @@ def markdown(results, rules, seconds) -> str:
         lines.append(f"| {r['case']} | {r['plant'] or '(correct port)'} | "
                      f"{cell(r['expected'])} | "
                      f"{r['status']} | {cell(known)} | {cell(said(r))} |")
-    lines += [""] + OTHER_KERNELS
+    lines += [""] + OTHER_KERNELS + TORCHVISION_CPU
     lines += ["## Every case", "", "| case | group | steps | plant | cause | verdict | what the library said |",
               "|---|---|---|---|---|---|---|"]
     table = cases.by_name()
