@@ -280,7 +280,7 @@ def test_library_berts_no_one_here_wrote():
     torch.manual_seed(0)
     pt = BertModel(BertConfig(**sizes, attn_implementation="eager")).eval()
     with pytest.raises(PipelineError, match=r"torch embeddings.token_type_embeddings \(weight \[2, 32\]\) against "
-                                            r"Paddle embeddings.token_type_embeddings \(weight \[16, 32\]\): the two "
+                                            r"Paddle embeddings.token_type_embeddings \(weight \[16, 32\]\), num_embeddings 2 against 16: the two "
                                             r"models' configs differ"):
         convert(pt, PaddleBert(PaddleConfig(**sizes)), PADDLENLP_BERT)
     pd = PaddleBert(PaddleConfig(**sizes, type_vocab_size=2)).eval()

@@ -65,9 +65,10 @@ def test_a_taking_run_that_diverged_is_said_with_its_step_and_the_pair_judged_wi
     file the library had just written)."""
     t, p = records
     handed_in(tmp_path, t, p)
+    # a BackwardReport's two parts judge_and_log reads: its taking run's figures, and a plot (drawn nowhere here)
     taking = {"loss/1": np.array([np.nan]), "weights/1": np.array([np.inf]), "loss/0": np.array([1e-9])}
     verdict = handin.judge_and_log(tmp_path, "bp_align", after_steps=True,
-                                   comparison=types.SimpleNamespace(taking=taking))
+                                   comparison=types.SimpleNamespace(taking=taking, plot=lambda *a, **k: None))
     log = (tmp_path / "bp_align_diff.log").read_text()
     assert "torch's run taking Paddle's side of a kink diverged, NaN or Inf from step 1 on (loss_1, weights_1)" in log
     kept = handin.load_npy(tmp_path / f"bp_align{handin.TAKEN}")

@@ -214,7 +214,9 @@ TORCHVISION_CPU = [
     "registrations of those missing ops skipped, and puts torch's registration functions back at once. In your own "
     "script, copy its dozen lines, or install torchvision's CPU build from the PyTorch index where you can reach it. "
     "Two pairs do not run: paddle.vision's googlenet is the original network without BatchNorm (torchvision's has "
-    "one in every conv), and squeezenet1_1's first conv differs in shape (`portcheck.convert` says so).", ""]
+    "one in every conv), and squeezenet1_1's first conv differs in shape (`portcheck.convert` says so). "
+    "paddle.vision's alexnet and inception_v3 build their Dropout in `downscale_in_infer` mode (x (1 - p) in eval): "
+    "the correct port sets `upscale_in_train`, and the plant that leaves it is red at that Dropout.", ""]
 
 
 def markdown(results, rules, seconds) -> str:
