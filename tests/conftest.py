@@ -58,7 +58,11 @@ FILE_SECONDS = {"test_hand_in.py": 200, "test_resnet18.py": 105, "test_edges.py"
                 "test_rules.py": 1, "test_engine.py": 1, "test_contestant.py": 1, "test_kink_branch.py": 1,
                 "test_docs.py": 1, "test_keys.py": 1,
                 # CPU seconds of `-n 0` on a loaded host, less the framework imports (~5 s): 13.0 and 11.0 in all
-                "test_vision_ports.py": 8, "test_no_traceback.py": 6}
+                "test_vision_ports.py": 8, "test_no_traceback.py": 6,
+                # this round's scripts-mode files, from the first full run after the merges (--durations)
+                "test_run_trainers.py": 150, "test_run_config.py": 90, "test_run_loaders.py": 50,
+                "test_hostile5.py": 60, "test_torchvision.py": 15, "test_run_limits.py": 20, "test_links.py": 2,
+                "test_wording.py": 2}
 SETUP = ["weights/torch_bert_weights.py", "weights/torch2paddle.py",
          "classifier_weights/generate_classifier_weights.py", "fake_data/gen_fake_data.py"]
 
