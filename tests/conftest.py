@@ -44,7 +44,7 @@ THREADS = str(max(1, len(os.sched_getaffinity(0)) // WORKERS))
 # scaled by their cut once the fork servers outlived a test's in-process framework imports (SET_BY_IMPORTS), `-n 0`
 # back to back on a loaded host: those four 497 -> 297 s of tests.
 FILE_SECONDS = {"test_hand_in.py": 200, "test_resnet18.py": 105, "test_edges.py": 50, "test_step5.py": 42,
-                "test_run_scripts.py": 115, "test_mid_size.py": 71, "test_step4.py": 50, "test_step2.py": 25,
+                "test_run_scripts.py": 156, "test_mid_size.py": 71, "test_step4.py": 50, "test_step2.py": 25,
                 "test_distributed.py": 51, "test_run_launchers.py": 55, "test_run_cycles.py": 17,
                 "test_run_taking.py": 30, "test_run_against_itself.py": 25, "test_hand_in_kink.py": 8,
                 "test_run_rnn.py": 35, "test_run_first_kink.py": 40,
@@ -59,9 +59,10 @@ FILE_SECONDS = {"test_hand_in.py": 200, "test_resnet18.py": 105, "test_edges.py"
                 "test_docs.py": 1, "test_keys.py": 1,
                 # CPU seconds of `-n 0` on a loaded host, less the framework imports (~5 s): 13.0 and 11.0 in all
                 "test_vision_ports.py": 8, "test_no_traceback.py": 6,
-                # this round's scripts-mode files, from the first full run after the merges (--durations)
-                "test_run_trainers.py": 150, "test_run_config.py": 90, "test_run_loaders.py": 50,
-                "test_hostile5.py": 60, "test_torchvision.py": 15, "test_run_limits.py": 20, "test_links.py": 2,
+                # this round's files: each file's setup + call + teardown seconds in `python -m pytest --durations=0`
+                # on idle cores after the round's merges (2026-11-26, seventh session: 1137 tests, 14:15)
+                "test_run_trainers.py": 117, "test_run_config.py": 48, "test_run_loaders.py": 64,
+                "test_hostile5.py": 59, "test_torchvision.py": 15, "test_run_limits.py": 20, "test_links.py": 2,
                 "test_wording.py": 2}
 SETUP = ["weights/torch_bert_weights.py", "weights/torch2paddle.py",
          "classifier_weights/generate_classifier_weights.py", "fake_data/gen_fake_data.py"]
