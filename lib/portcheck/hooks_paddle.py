@@ -12,11 +12,11 @@ import random
 
 import numpy as np
 
-from portcheck.recorder import LOSS_CLASSES, loss_wrapper, module_settings, registering, sampling, seeded, \
-    wrap_framework
+from portcheck.recorder import LOSS_CLASSES, SharedSide, loss_wrapper, module_settings, registering, sampling, \
+    seeded, wrap_framework
 
 
-class PaddleSide:
+class PaddleSide(SharedSide):
     framework = "paddle"
 
     def __init__(self, float64: bool = False):
@@ -175,15 +175,6 @@ class PaddleSide:
 
     def submodules(self, module) -> list:
         return module.sublayers(include_self=True)
-
-    def state_keys(self, module) -> list:
-        return list(module.state_dict())
-
-    def parameter_names(self, module) -> list:
-        return [n for n, _ in module.named_parameters()]
-
-    def state_tensors(self, module) -> list:
-        return list(module.state_dict().values())
 
     def is_tensor(self, value) -> bool:
         return isinstance(value, self.paddle.Tensor)

@@ -9,11 +9,11 @@ import random
 
 import numpy as np
 
-from portcheck.recorder import LOSS_CLASSES, loss_wrapper, module_settings, registering, sampling, seeded, \
-    wrap_framework
+from portcheck.recorder import LOSS_CLASSES, SharedSide, loss_wrapper, module_settings, registering, sampling, \
+    seeded, wrap_framework
 
 
-class TorchSide:
+class TorchSide(SharedSide):
     framework = "torch"
 
     def __init__(self, float64: bool):
@@ -60,15 +60,6 @@ class TorchSide:
 
     def submodules(self, module) -> list:
         return list(module.modules())
-
-    def state_keys(self, module) -> list:
-        return list(module.state_dict())
-
-    def parameter_names(self, module) -> list:
-        return [n for n, _ in module.named_parameters()]
-
-    def state_tensors(self, module) -> list:
-        return list(module.state_dict().values())
 
     def is_tensor(self, value) -> bool:
         return isinstance(value, self.torch.Tensor)

@@ -770,6 +770,20 @@ def wrap_framework(run, module_class, tensor_class, functional, loss):
             setattr(functional, name, no_attention_dropout(run, getattr(functional, name)))
 
 
+class SharedSide:
+    """What hooks_torch.TorchSide and hooks_paddle.PaddleSide read alike: both frameworks' modules have state_dict()
+    and named_parameters() (the modules kept beside the model: kept_modules, Run.keep)."""
+
+    def state_keys(self, module) -> list:
+        return list(module.state_dict())
+
+    def parameter_names(self, module) -> list:
+        return [n for n, _ in module.named_parameters()]
+
+    def state_tensors(self, module) -> list:
+        return list(module.state_dict().values())
+
+
 def registering(run, init):
     """An optimizer class's __init__ that registers the optimizer it builds (once: a subclass's calls its parent's)."""
     @functools.wraps(init)
