@@ -1,8 +1,5 @@
 """docs/run.md's Limits, held to the code: what the page says `portcheck run` reads, it reads; what it says it does
 not do, it refuses in one line."""
-import subprocess
-import sys
-
 import pytest
 
 from portcheck import hooks_paddle
@@ -25,33 +22,3 @@ def test_a_paddle_optimizers_dict_parameter_groups_and_their_weight_decay(name):
         {"params": [m.weight], "weight_decay": 0.01}, {"params": [m.bias], "weight_decay": 0.0}])
     decay = hooks_paddle.PaddleSide().optimizer_config(opt, m)["weight_decay"]
     assert decay == {"weight": [0.01, OPTIMIZERS[name]], "bias": [0.0, OPTIMIZERS[name]]}, decay
-
-
-TORCH = """import torch
-torch.manual_seed(0)
-model = torch.nn.Sequential(torch.nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0, batch_first=True))
-opt = torch.optim.SGD(model.parameters(), lr=0.1)
-for _ in range(2):
-    loss = model(torch.ones(2, 3, 8)).square().mean(); loss.backward(); opt.step(); opt.zero_grad()
-"""
-PADDLE = """import paddle
-model = paddle.nn.Sequential(paddle.nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0))
-opt = paddle.optimizer.SGD(learning_rate=0.1, parameters=model.parameters())
-for _ in range(2):
-    loss = model(paddle.ones([2, 3, 8])).square().mean(); loss.backward(); opt.step(); opt.clear_grad()
-"""
-
-
-def test_a_packed_attention_layer_is_refused_in_one_line_in_scripts_mode(tmp_path):
-    """torch's nn.MultiheadAttention holds q, k and v packed in in_proj_weight, Paddle's MultiHeadAttention three
-    Linears: convert and compare_forward pair them (tests/test_pairing2.py), `portcheck run` cannot start Paddle's
-    model from torch's weights and says so in one line, naming the packed tensor."""
-    (tmp_path / "pt.py").write_text(TORCH)
-    (tmp_path / "pd.py").write_text(PADDLE)
-    proc = subprocess.run([sys.executable, "-m", "portcheck", "run", "--torch", f"{sys.executable} pt.py", "--paddle",
-                           f"{sys.executable} pd.py", "--steps", "1", "--out", "out"],
-                          capture_output=True, text=True, cwd=tmp_path)
-    line = proc.stderr.strip().splitlines()[-1]
-    assert proc.returncode == 2 and line.startswith("error: the Paddle script cannot be checked: its model cannot "
-                                                    "start from the torch model's weights"), proc.stderr[-2000:]
-    assert "in_proj_weight has no Paddle counterpart" in line and "q_proj.weight no torch tensor fills" in line, line

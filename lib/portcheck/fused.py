@@ -20,6 +20,7 @@ them: its forward reads them itself (torch's MultiheadAttention, q, k, v in in_p
 judged whole; its parts are modules that never run, each pairing with the module of its name on the other side
 (recipes.TORCH_ATTENTION: q_proj, k_proj, v_proj), filled by convert and judged by their gradients and weights.
 """
+import json
 import re
 from dataclasses import dataclass
 
@@ -221,3 +222,29 @@ def joined(key: str, shape: tuple, spec: Fused, value):
     for v, c in zip(values, columns):
         whole[..., c] = v
     return whole
+
+
+def from_json(data, said: str = "layouts") -> dict:
+    """The layouts `portcheck run --layouts FILE` declares, as the API takes them: a JSON object keyed as any layout
+    is (a module's class name, its last name part or its whole name), each value "same", "transpose" or
+    {"fused": [parts], "heads": n, "output": false} (Fused's fields). Anything else: PipelineError, one line."""
+    from portcheck.convert import RULES
+    from portcheck.errors import PipelineError
+    if not isinstance(data, dict):
+        raise PipelineError(f"{said}: a JSON object is expected ({{\"c_attn\": {{\"fused\": [\"q\", \"k\", \"v\"]}}}}),"
+                            f" got a {type(data).__name__}")
+    out = {}
+    for key, how in data.items():
+        if isinstance(how, str) and how in RULES:
+            out[key] = how
+        elif isinstance(how, dict) and isinstance(how.get("fused"), list) and set(how) <= {"fused", "heads", "output"} \
+                and not isinstance(how.get("heads"), bool):
+            try:
+                out[key] = Fused(tuple(how["fused"]), how.get("heads", 0), how.get("output", True))
+            except PipelineError as e:
+                raise PipelineError(f"{said}: {key!r}: {e}") from None
+        else:
+            raise PipelineError(f"{said}: {key!r}: {json.dumps(how)[:80]} is not a layout: give "
+                                f"{' or '.join(map(repr, RULES))}, or {{\"fused\": [parts], \"heads\": n, "
+                                "\"output\": false} (heads and output optional)")
+    return out

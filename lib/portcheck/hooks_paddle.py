@@ -65,7 +65,9 @@ class PaddleSide(SharedSide):
         side's first forward) or the model fills it itself (a buffer, Paddle's position ids; a torch tensor without
         a gradient): kept at that side's own value, named in the configuration (one_sided), the comparison
         deciding. A torch name of a tied tensor (a head's weight tied to the embedding's: tied/ keys) is filled
-        through the name paired; tied on torch's side and two tensors on Paddle's is said (untied)."""
+        through the name paired; tied on torch's side and two tensors on Paddle's is said (untied), and so is the
+        converse (untied_torch: torch's head a Linear of its own, Paddle's a matmul with the embedding's weight)."""
+        from portcheck import fused
         from portcheck.backward import _counterpart, renames
         from portcheck.convert import CONFIGS_DIFFER, names_of_one_tensor
         from portcheck.compare import _Recorder, counterparts, eval_mode
@@ -83,8 +85,11 @@ class PaddleSide(SharedSide):
         finally:
             for h in handles:
                 h.remove()
-        torch_trace, paddle_trace = {k: v for k, v in given.items() if k.startswith(("mod/", "out/", "in/"))}, \
-            {**describe(model), **rec.arrays}
+        # each side's fused or packed modules seen as their parts (the torch side's marked in its record: TorchSide)
+        torch_trace = fused.cut({k: v for k, v in given.items() if k.startswith(("mod/", "out/", "in/", fused.KEY))},
+                                False)
+        paddle_trace = fused.cut(fused.mark({**describe(model), **rec.arrays}, fused.specs(model, RUN.layouts), model),
+                                 False)
         try:
             paired = pair(torch_trace, paddle_trace)
             modules = paired.modules()
@@ -96,17 +101,33 @@ class PaddleSide(SharedSide):
         tied, missing = ties(given), []
         ran = lambda trace: {module_of(split_key(k)[1]) for k in trace if k.startswith("out/")}
         torch_ran, paddle_ran = ran(given), ran(rec.arrays)
+        # a packed module's parts never run (its forward reads them): used where it ran
+        torch_ran |= {p for p in fused.packed_parts(torch_trace) if p.rpartition(".")[0] in torch_ran}
         module = lambda key: key.rpartition(".")[0] or ROOT
         one_sided = {"torch": [], "paddle": [], "tied": []}
+        kinds = {k[4:].rpartition("/")[0]: k.rpartition("/")[2] for k in given if k.startswith("mod/")}
+
+        def untied(name):
+            """The torch Embedding weight a torch head's weight (a Linear's, [in, out] here) has the shape of, filled in
+            Paddle, where nothing Paddle holds takes the head's: Paddle computes its head from the embedding (a matmul
+            with its weight), torch holds the head apart. None otherwise."""
+            shape = given[f"state0/{name}"].shape
+            return next((k for k in placed if len(shape) == 2 and "Linear" in kinds.get(module(name), "")
+                         and "Embedding" in kinds.get(module(k), "") and given[f"state0/{k}"].shape == shape[::-1]),
+                        None)
         for key in (k for k in given if k.startswith("state0/")):
             target = _counterpart(key, modules, renamed).partition("/")[2]
             if target not in params:
                 like = params.get(key[7:])  # the Paddle tensor of its name, which its shape kept from pairing
                 if like is None:
                     missing.append(key[7:])
+                elif tuple(like.shape) == tuple(given[key].shape):  # the modules did not pair: their tensors differ
+                    problems.append(f"torch {key[7:]} and Paddle {key[7:]}, one shape, in modules that do not pair: "
+                                    "they hold other tensors (a bias on one side alone?)")
                 else:
                     problems.append(f"torch {key[7:]} {list(given[key].shape)} vs Paddle {key[7:]} "
                                     f"{list(like.shape)}: {CONFIGS_DIFFER}")
+                if like is not None:
                     said.add(key[7:])
                 continue
             value, want = given[key], params[target]
@@ -119,6 +140,8 @@ class PaddleSide(SharedSide):
                 one_sided["tied"].append(name)
             elif module(name) not in torch_ran or f"grad/{name}" not in given:
                 one_sided["torch"].append(name)
+            elif untied(name):
+                one_sided.setdefault("untied_torch", []).append([name, untied(name), placed[untied(name)]])
             else:
                 problems.append(f"torch {name} has no Paddle counterpart")
         same = names_of_one_tensor(params)
@@ -133,7 +156,7 @@ class PaddleSide(SharedSide):
         RUN.config["one_sided"] = one_sided
         if problems:
             raise RUN.refuse(f"its model cannot start from the torch model's weights ({len(problems)} problem(s)): "
-                             + "; ".join(problems[:4]))
+                             + "; ".join(problems))
         self.set_state(model, state)
         self.placed = placed  # the kept layers' tensors are placed as the model's (start_kept)
         return paired.pairs, counterparts(torch_trace, paddle_trace, paired), placed

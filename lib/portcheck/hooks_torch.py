@@ -87,15 +87,31 @@ class TorchSide(SharedSide):
             raise RUN.refuse("it compiles its model (torch.compile): run it uncompiled for the check")
 
     def layout_keys(self, module) -> dict:
+        from portcheck import fused
         from portcheck.backward import RENAMED, _norm_counter
         from portcheck.convert import torch_layouts
-        self.layouts = torch_layouts(module)
+        from portcheck.recorder import RUN, TIED
+        given = getattr(RUN, "layouts", None) or {}  # --layouts FILE's (recorder.Run)
+        layouts = {**self.packed(module, given), **given}
+        self.layouts = torch_layouts(module, layouts)
         self.counter = _norm_counter(module)
-        from portcheck.recorder import TIED
+        # each fused or packed module's parts, which the Paddle side pairs and fills (fused.mark): after describe's keys
         return {**{f"{RENAMED}{k}/{t.paddle_name}": np.zeros(0, np.float32) for k, t in self.layouts.items()
                    if t.paddle_name != t.name},
                 **{f"{TIED}{k}/{t.tie}": np.zeros(0, np.float32) for k, t in self.layouts.items()
-                   if t.tie and t.tie != k}}
+                   if t.tie and t.tie != k},
+                **fused.mark({}, fused.specs(module, layouts), module)}
+
+    def packed(self, module, layouts: dict) -> dict:
+        """recipes.TORCH_ATTENTION by name for each MultiheadAttention holding q, k and v packed in in_proj_weight
+        (always so: Paddle's MultiHeadAttention holds them in q_proj, k_proj, v_proj), unless `layouts` (--layouts)
+        declares the module: no flag needed for torch's own packed layer."""
+        from portcheck import fused
+        from portcheck.recipes import TORCH_ATTENTION
+        declared = fused.specs(module, layouts)
+        return {name: spec for spec in TORCH_ATTENTION.values() for name, m in module.named_modules()
+                if name and isinstance(m, self.torch.nn.MultiheadAttention) and m.in_proj_weight is not None
+                and name not in declared}
 
     def paddle_layout_state(self, module) -> dict:
         from portcheck.backward import _torch_state

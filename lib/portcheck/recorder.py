@@ -115,6 +115,8 @@ class Run:
         self.torch_dir = Path(settings["torch_dir"]) if settings.get("torch_dir") else None
         self.fw, self.root, self.called, self.optimizers = fw, None, None, []
         self.world = settings.get("world", 1)
+        from portcheck.fused import from_json
+        self.layouts = from_json(settings.get("layouts") or {})  # --layouts FILE's declarations (run.read_layouts)
         self.against = settings.get("against")  # the moved side's: its index in backward.AGAINST_ITSELF
         self.record, self.config = {}, {"seeds": {}, "clip": None, "loss": None, "versions": fw.versions()}
         self.step, self.depth, self.calls, self.loss, self.done = 0, 0, 0, None, False

@@ -89,6 +89,9 @@ def add_parser(sub):
                    "value (default: acc, accuracy, f1 forms such as 'acc 0.97', 'val_accuracy: 0.9')")
     p.add_argument("--out", type=Path, default=Path("portcheck_run"), help="the folder the records and the "
                    "hand-in go to (default ./portcheck_run; a folder of someone else's is refused)")
+    p.add_argument("--layouts", type=Path, metavar="FILE", help="a JSON file of the layouts the library's calls take "
+                   "(layouts=): a fused module's parts, {\"c_attn\": {\"fused\": [\"q\", \"k\", \"v\"]}}; torch's "
+                   "packed attention needs none (docs/run.md)")
     return p
 
 
@@ -257,12 +260,35 @@ def side_settings(side: str, out: Path, steps: int) -> dict:
             **({"against": MOVED_SIDES.index(side)} if side in MOVED_SIDES else {})}
 
 
-def run_side(side: str, argv: list, out: Path, steps: int) -> dict:
-    """One side's script, one process; its status (steps taken, configuration)."""
-    return status_of(f"the {SAID[side]} script", out / side, launch(side, argv, out, steps, [out / side]), steps)
+def run_side(side: str, argv: list, out: Path, steps: int, **settings) -> dict:
+    """One side's script, one process; its status (steps taken, configuration). settings: the run's own (layouts)."""
+    return status_of(f"the {SAID[side]} script", out / side, launch(side, argv, out, steps, [out / side], **settings),
+                     steps)
 
 
-def taking_run(argv: list, out: Path, steps: int, crossed: list) -> dict:
+LAYOUTS_MAX = 1 << 20  # bytes of a --layouts file read: a declaration per module type is a few lines
+
+
+def read_layouts(path: Path) -> dict:
+    """The run's settings from --layouts FILE: {"layouts": its declarations} (fused.from_json checks them; each side's
+    recorder reads them as the API's layouts), {} without one. A file that is not one: one line."""
+    if path is None:
+        return {}
+    from portcheck.fused import from_json
+    try:
+        with open_regular(path) as f:
+            text = f.read(LAYOUTS_MAX + 1)
+        if len(text) > LAYOUTS_MAX:
+            raise ValueError(f"larger than {LAYOUTS_MAX} bytes")
+        data = json.loads(text)
+    except (OSError, ValueError, RecursionError) as e:
+        raise PipelineError(f"--layouts {path}: cannot be read as JSON ({e}): give a file holding one JSON object, "
+                            "{\"c_attn\": {\"fused\": [\"q\", \"k\", \"v\"]}}") from None
+    from_json(data, f"--layouts {path}")
+    return {"layouts": data}
+
+
+def taking_run(argv: list, out: Path, steps: int, crossed: list, **settings) -> dict:
     """backward.judged's again(crossed): the torch script once more from torch's initial weights, fed its batches,
     taking Paddle's side of 0 at each crossed value (recorder's "taking" side; the values handed over as
     DIR/taking/crossed.json); its record's keys judged reads (backward.TAKING_KEYS: the gradients, which the first
@@ -270,15 +296,15 @@ def taking_run(argv: list, out: Path, steps: int, crossed: list) -> dict:
     carries (with_updates), for on_paddles_branch and take."""
     (out / TAKING).mkdir(exist_ok=True)
     crossed_file(out / TAKING / CROSSED, crossed)
-    run_side(TAKING, argv, out, steps)
+    run_side(TAKING, argv, out, steps, **settings)
     return {k: v for k, v in with_updates(load_npy(out / TAKING / RECORD), steps).items() if k.startswith(TAKING_KEYS)}
 
 
-def run_ranks(side: str, argv: list, out: Path, steps: int, launched: bool) -> dict:
+def run_ranks(side: str, argv: list, out: Path, steps: int, launched: bool, **settings) -> dict:
     """One side of a launched run: each rank (env RANK, PADDLE_TRAINER_ID; a one-process command is rank 0)
     records in DIR/rank<r>/<side>. {rank: its status}."""
     ranked = lambda: {int(f.parent.name[4:]): f for f in out.glob(f"rank*/{side}") if f.parent.name[4:].isdigit()}
-    code = launch(side, argv, out, steps, ranked().values(), ranked=True, launcher=launched)
+    code = launch(side, argv, out, steps, ranked().values(), ranked=True, launcher=launched, **settings)
     found = {r: f for r, f in ranked().items() if (f / STATUS).is_file()}
     if not found:
         status_of(f"the {SAID[side]} script", out / side, code, steps)  # nothing recorded: it says why
@@ -453,10 +479,12 @@ def kept(t: dict, p: dict, statuses: dict, modules: dict, renamed: dict) -> list
 
 def alone(paddle_config: dict, side: str):
     """A side's record without the tensors the other side holds none of (hooks_paddle.start_from_torch's one_sided:
-    unused by its forward, filled by the model, or a torch name of a tied tensor Paddle holds once): not judged as
-    missing, not in the update digests; a tied one is judged through the name Paddle holds."""
+    unused by its forward, filled by the model, a torch name of a tied tensor Paddle holds once, or a torch head Paddle
+    computes from its embedding, said red as a configuration difference): not judged as missing, not in the update
+    digests; a tied one is judged through the name Paddle holds."""
     one_sided = paddle_config.get("one_sided") or {}
-    names = {*one_sided.get("torch", ()), *one_sided.get("tied", ())} if side == "torch" else {*one_sided.get(side, ())}
+    names = {*one_sided.get("torch", ()), *one_sided.get("tied", ()),
+             *(u[0] for u in one_sided.get("untied_torch", ()))} if side == "torch" else {*one_sided.get(side, ())}
 
     def alone(rec: dict) -> dict:
         return {k: v for k, v in rec.items() if not (k.partition("/")[2] in names and
@@ -621,19 +649,20 @@ def judge(out: Path, statuses: dict, steps: int, rank: int = 0, again=None) -> i
     return 1 if red else 0
 
 
-def full(out: Path, argvs: dict, metric: str) -> int:
+def full(out: Path, argvs: dict, metric: str, **settings) -> int:
     """--full: both scripts to their end (recorder.Full), judged as Step 5 (portcheck.training); 0 green, 1 red."""
     (out / "full").mkdir(exist_ok=True)  # a previous run's files in it removed by prepare (handed_in)
     for fw in ("torch", "paddle"):
-        full_side(fw, argvs[fw], out, metric)
+        full_side(fw, argvs[fw], out, metric, **settings)
     return judge_full(out)
 
 
-def full_side(fw: str, argv: list, out: Path, metric: str):
+def full_side(fw: str, argv: list, out: Path, metric: str, **settings):
     """One side of --full: its script to its end, its curves in DIR/full; else one line."""
     folder = out / "full"
     print(f"\n$ {shlex.join(argv)}   # portcheck run --full: the {fw} side to its end", flush=True)
-    settings = {**side_settings("full", out, 0), "framework": fw, "out": str(folder.absolute()), "metric": metric}
+    settings = {**side_settings("full", out, 0), **settings, "framework": fw, "out": str(folder.absolute()),
+                "metric": metric}
     code = script(argv, environment(settings))
     status = read_status(folder / f"{STATUS[:-5]}_{fw}.json", f"--full: the {fw} script")
     if code or status is None or status.get("error"):
@@ -665,11 +694,11 @@ def same_ranks(found: dict):
                                 "compared with rank r)")
 
 
-def ranks(argvs: dict, launched: dict, out: Path, steps: int) -> int:
+def ranks(argvs: dict, launched: dict, out: Path, steps: int, **settings) -> int:
     """A launcher on either side: every side run once, each rank recording its own; rank r judged against rank r."""
     found = {}
     for side, fw in SIDES:
-        found[side] = run_ranks(side, argvs[fw], out, steps, launched[fw])
+        found[side] = run_ranks(side, argvs[fw], out, steps, launched[fw], **settings)
         same_ranks(found)
     sys.stdout.flush()
     codes = {}
@@ -707,16 +736,17 @@ def run_and_judge(args) -> int:
         except re.error as e:
             raise PipelineError(f"--metric {args.metric!r}: {e}; give a regex whose group 1 is the metric's name and "
                                 "group 2 its value, e.g. '(acc)\\s+([0-9.]+)'") from None
+    settings = read_layouts(args.layouts)
     argvs = {"torch": command(args.torch, "torch"), "paddle": command(args.paddle, "paddle")}
     launched = {fw: launcher(argv) for fw, argv in argvs.items()}
     if any(launched.values()):
         if args.full:
             raise PipelineError("--full runs one process per side: give the one-process commands (python train.py)")
         prepare(args.out)
-        return ranks(argvs, launched, args.out, args.steps)
+        return ranks(argvs, launched, args.out, args.steps, **settings)
     prepare(args.out)
-    statuses = {side: run_side(side, argvs[fw], args.out, args.steps) for side, fw in SIDES}
+    statuses = {side: run_side(side, argvs[fw], args.out, args.steps, **settings) for side, fw in SIDES}
     sys.stdout.flush()
     code = judge(args.out, statuses, args.steps,
-                 again=lambda crossed: taking_run(argvs["torch"], args.out, args.steps, crossed))
-    return max(code, full(args.out, argvs, args.metric)) if args.full else code
+                 again=lambda crossed: taking_run(argvs["torch"], args.out, args.steps, crossed, **settings))
+    return max(code, full(args.out, argvs, args.metric, **settings)) if args.full else code

@@ -105,6 +105,9 @@ def differences(torch_config: dict, paddle_config: dict, modules: dict, renamed:
     out += [f"tied weights: torch's {alias} is its {tie}, paddle holds them apart ({p_alias} and {p_tie}): the head is "
             "untied on paddle's side" for alias, tie, p_alias, p_tie in
             (paddle_config.get("one_sided") or {}).get("untied", ())]
+    out += [f"tied weights: paddle's {p_tie} is also its head (a matmul with it: nothing paddle holds takes torch's "
+            f"{alias}), torch holds them apart ({alias} and {tie}): the head is untied on torch's side"
+            for alias, tie, p_tie in (paddle_config.get("one_sided") or {}).get("untied_torch", ())]
     if not _same(torch_config.get("autocast"), paddle_config.get("autocast")):
         out.append(f"autocast: the first forward computes in torch {_said(torch_config.get('autocast'))} vs paddle "
                    f"{_said(paddle_config.get('autocast'))}")

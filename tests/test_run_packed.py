@@ -1,0 +1,167 @@
+"""`python -m portcheck run` on torch's packed attention (issue 61, items 8 and 9): tests/packed/pt_lm.py, a tiny language
+model on torch's nn.TransformerEncoderLayer and nn.MultiheadAttention (q, k and v packed in in_proj_weight), against
+its port pd_lm.py on Paddle's (q_proj, k_proj, v_proj Linears): paired with the library's layout for it without a
+flag, green as written, each one-line plant red and named.
+
+All sides run once (as test_run_loaders does it); each planted Paddle script is then run alone against the torch
+sides and judged (run.run_side, run.judge)."""
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from portcheck import run
+from portcheck.errors import PipelineError
+from portcheck.fileio import load_npy
+from test_run_scripts import judged
+
+HERE = Path(__file__).resolve().parent / "packed"
+STEPS = 2
+
+
+@pytest.fixture(scope="module")
+def pair(tmp_path_factory):
+    out = tmp_path_factory.mktemp("run") / "out"
+    run.prepare(out)
+    statuses = {side: run.run_side(side, [sys.executable, str(HERE / f"{'pt' if fw == 'torch' else 'pd'}_lm.py")],
+                                   out, STEPS) for side, fw in run.SIDES}
+    return out, statuses
+
+
+def paddle_judged(pair, tmp_path, replace=()):
+    """(exit code, summary) of pd_lm.py with each (line, planted) of `replace` planted, judged against the torch sides
+    (no plant: the pair's own Paddle run, judged)."""
+    out, statuses = pair
+    mine = tmp_path / "out"
+    shutil.copytree(out, mine)
+    if not replace:
+        return judged(mine, statuses, STEPS)
+    text = (HERE / "pd_lm.py").read_text()
+    for line, planted in replace:
+        assert text.count(line) == 1, line
+        text = text.replace(line, planted)
+    script = tmp_path / "pd_lm.py"
+    script.write_text(text)
+    status = run.run_side("paddle", [sys.executable, str(script)], mine, STEPS)
+    return judged(mine, {**statuses, "paddle": status}, STEPS)
+
+
+def test_the_packed_layers_pair_with_paddles_split_projections_green(pair, tmp_path):
+    """Each packed module's q, k and v rows fill Paddle's q_proj, k_proj and v_proj (no flag), and are judged: the
+    gradients and weights of each part, the attention's output whole. The hand-in's check agrees."""
+    code, said = paddle_judged(pair, tmp_path)
+    assert code == 0 and "green: the same run" in said, said
+    t = load_npy(tmp_path / "out" / "torch" / "record.npy")
+    for name in ("encoder.self_attn", "pool"):
+        assert f"fused/{name}/q_proj,k_proj,v_proj" in t
+        for part in ("q_proj", "k_proj", "v_proj"):
+            assert f"grad/{name}.{part}.in_proj_weight" in t and f"grad/{name}.{part}.in_proj_bias" in t
+    pairs = pair[1]["paddle"]["config"]["pairs"]
+    assert pairs["encoder.self_attn.k_proj"] == "encoder.self_attn.k_proj" and pairs["pool.v_proj"] == "pool.v_proj"
+    check = subprocess.run([sys.executable, "-m", "portcheck", "check", str(tmp_path / "out" / "log_reprod"),
+                            "--only", ",".join(("config", *run.PAIRS))], capture_output=True, text=True)
+    assert check.returncode == 0 and "config: green" in check.stdout, check.stdout + check.stderr
+
+
+BIAS = ("        self.encoder = nn.TransformerEncoderLayer(dim, heads, 2 * dim, dropout)",
+        "        self.encoder = nn.TransformerEncoderLayer(dim, heads, 2 * dim, dropout, bias_attr=False)")
+HEADS = ("        self.encoder = nn.TransformerEncoderLayer(dim, heads, 2 * dim, dropout)",
+         "        self.encoder = nn.TransformerEncoderLayer(dim, 2 * heads, 2 * dim, dropout)")
+TIED = [("        self.lm_head = nn.Linear(dim, vocab, bias_attr=False)\n", ""),
+        ("        return self.lm_head(h)", "        return paddle.matmul(h, self.wte.weight, transpose_y=True)")]
+PLANTS = [  # (what, [(a line of pd_lm.py, what replaces it)], what the summary names)
+    ("the encoder's attention with twice the heads", [HEADS],
+     ["forward, each module on torch's values: RED, their own computation differs: encoder.self_attn"]),
+    ("the head tied to the embedding on Paddle's side alone", TIED,
+     ["DIFFERS tied weights: paddle's wte.weight is also its head (a matmul with it: nothing paddle holds takes "
+      "torch's lm_head.weight), torch holds them apart (lm_head.weight and wte.weight): the head is untied on torch's "
+      "side", "RED: 1 configuration difference(s)"]),
+]
+
+
+@pytest.mark.parametrize("what, replace, named", PLANTS, ids=[p[0] for p in PLANTS])
+def test_a_plant_is_red_and_named(pair, tmp_path, what, replace, named):
+    code, said = paddle_judged(pair, tmp_path, replace)
+    assert code == 1, said
+    for x in named:
+        assert x in said, said
+
+
+def test_a_refusal_lists_every_problem_it_counts(pair, tmp_path):
+    """The Paddle encoder built without biases: its modules do not pair with torch's, and the one line says each
+    tensor concerned (it counted 8 and listed 4), each packed part among them."""
+    with pytest.raises(PipelineError, match="cannot start from the torch model's weights") as e:
+        paddle_judged(pair, tmp_path, [BIAS])
+    said = str(e.value).partition("problem(s)): ")
+    count, listed = int(said[0].rpartition("(")[2].split()[0]), said[2].split("; ")
+    assert count == len(listed) > 4, str(e.value)
+    assert "torch encoder.self_attn.v_proj.in_proj_bias has no Paddle counterpart" in listed, listed
+    assert "torch encoder.linear1.weight and Paddle encoder.linear1.weight, one shape, in modules that do not pair: " \
+           "they hold other tensors (a bias on one side alone?)" in listed, listed
+
+
+# --layouts FILE: the declarations the library's calls take as layouts=, in JSON
+def test_a_layouts_file_declares_what_the_api_takes():
+    from portcheck import recipes
+    from portcheck.fused import from_json
+    assert from_json({"c_attn": {"fused": ["q", "k", "v"]}, "qkv_proj": {"fused": ["q", "k", "v"], "heads": 4}}) == \
+        recipes.paddlenlp_gpt(4, fused=True)
+    assert from_json({"MultiheadAttention": {"fused": ["q_proj", "k_proj", "v_proj"], "output": False}}) == \
+        recipes.TORCH_ATTENTION
+    assert from_json({"LlamaLMHead": "transpose", "qkv_proj": {"fused": ["q", "k", "v"]}}) == \
+        recipes.paddlenlp_llama(fused_qkv=True)
+
+
+BAD = [('["c_attn"]', "a JSON object is expected"), ('{"c_attn": "fused"}', "'c_attn': \"fused\" is not a layout"),
+       ('{"c_attn": {"fused": ["q", "k", "v"], "heads": true}}', "is not a layout"),
+       ('{"c_attn": {"fused": ["q", "k", "v"], "order": 1}}', "is not a layout"),
+       ('{"c_attn": {"fused": ["q"]}}', "'c_attn': Fused: parts must be two or more distinct names"),
+       ('{"c_attn": ', "cannot be read as JSON"), ("[" * 100000 + "]" * 100000, "cannot be read as JSON"),
+       (" " * (run.LAYOUTS_MAX + 1), "larger than")]
+
+
+@pytest.mark.parametrize("text, why", BAD, ids=[b[1][:30] for b in BAD])
+def test_a_layouts_file_that_is_not_one_is_one_line(tmp_path, text, why):
+    (tmp_path / "layouts.json").write_text(text)
+    with pytest.raises(PipelineError, match=f"^--layouts {tmp_path / 'layouts.json'}: .*{__import__('re').escape(why)}"):
+        run.read_layouts(tmp_path / "layouts.json")
+
+
+def test_a_layouts_fifo_folder_or_missing_file_is_refused_unread_and_the_cli_says_it_in_one_line(tmp_path):
+    import os
+    os.mkfifo(tmp_path / "fifo")
+    for name in ("fifo", "missing.json", "."):
+        with pytest.raises(PipelineError, match="cannot be read as JSON"):
+            run.read_layouts(tmp_path / name)
+    (tmp_path / "bad.json").write_text('{"c_attn": 3}')
+    proc = subprocess.run([sys.executable, "-m", "portcheck", "run", "--torch", "python pt.py", "--paddle",
+                           "python pd.py", "--layouts", "bad.json"], capture_output=True, text=True, cwd=tmp_path)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    assert proc.stderr.strip().splitlines() == ["error: --layouts bad.json: 'c_attn': 3 is not a layout: give 'same' "
+                                                "or 'transpose', or {\"fused\": [parts], \"heads\": n, \"output\": "
+                                                "false} (heads and output optional)"], proc.stderr
+    assert run.read_layouts(None) == {} and not (tmp_path / "portcheck_run").exists()
+
+
+def test_each_side_reads_the_files_layouts_and_torchs_packed_attention_needs_none(tmp_path):
+    """The declarations reach each side's recorder (run.read_layouts' settings, recorder.Run), where the torch side
+    gives every packed MultiheadAttention the library's layout unless the file declares it, and none to one holding
+    q, k and v apart (kdim: q_proj_weight, k_proj_weight, v_proj_weight)."""
+    from types import SimpleNamespace
+
+    import torch
+
+    from portcheck import recorder
+    from portcheck.fused import Fused
+    from portcheck.hooks_torch import TorchSide
+    (tmp_path / "l.json").write_text(json.dumps({"pool": {"fused": ["q", "k", "v"], "output": False}}))
+    settings = {"side": "torch", "steps": 1, "out": str(tmp_path), **run.read_layouts(tmp_path / "l.json")}
+    given = recorder.Run(settings, SimpleNamespace(versions=dict)).layouts
+    assert given == {"pool": Fused(("q", "k", "v"), output=False)}
+    model = torch.nn.ModuleDict({"enc": torch.nn.TransformerEncoderLayer(8, 2, 16), "pool": torch.nn.MultiheadAttention(
+        8, 2), "cross": torch.nn.MultiheadAttention(8, 2, kdim=4, vdim=4)})
+    assert TorchSide(False).packed(model, given) == {"enc.self_attn": Fused(("q_proj", "k_proj", "v_proj"),
+                                                                            output=False)}
