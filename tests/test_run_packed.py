@@ -1,11 +1,13 @@
-"""`python -m portcheck run` on torch's packed attention (issue 61, items 8 and 9): tests/packed/pt_lm.py, a tiny language
-model on torch's nn.TransformerEncoderLayer and nn.MultiheadAttention (q, k and v packed in in_proj_weight), against
-its port pd_lm.py on Paddle's (q_proj, k_proj, v_proj Linears): paired with the library's layout for it without a
-flag, green as written, each one-line plant red and named.
+"""`python -m portcheck run` on torch's packed attention and a head tied on one side (issue 61, items 8 and 9):
+tests/packed/pt_lm.py, a tiny language model on torch's nn.TransformerEncoderLayer and nn.MultiheadAttention (q, k
+and v packed in in_proj_weight) with a head of its own, against its port pd_lm.py on Paddle's (q_proj, k_proj,
+v_proj Linears): paired with the library's layout for it without a flag, green as written, each plant red and
+named, `check` on each hand-in agreeing; and --layouts FILE, the API's layouts in JSON.
 
 All sides run once (as test_run_loaders does it); each planted Paddle script is then run alone against the torch
 sides and judged (run.run_side, run.judge)."""
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -61,9 +63,14 @@ def test_the_packed_layers_pair_with_paddles_split_projections_green(pair, tmp_p
             assert f"grad/{name}.{part}.in_proj_weight" in t and f"grad/{name}.{part}.in_proj_bias" in t
     pairs = pair[1]["paddle"]["config"]["pairs"]
     assert pairs["encoder.self_attn.k_proj"] == "encoder.self_attn.k_proj" and pairs["pool.v_proj"] == "pool.v_proj"
-    check = subprocess.run([sys.executable, "-m", "portcheck", "check", str(tmp_path / "out" / "log_reprod"),
-                            "--only", ",".join(("config", *run.PAIRS))], capture_output=True, text=True)
+    check = checked(tmp_path)
     assert check.returncode == 0 and "config: green" in check.stdout, check.stdout + check.stderr
+
+
+def checked(tmp_path):
+    """`python -m portcheck check` on the hand-in judged in tmp_path/out."""
+    return subprocess.run([sys.executable, "-m", "portcheck", "check", str(tmp_path / "out" / "log_reprod"),
+                           "--only", ",".join(("config", *run.PAIRS))], capture_output=True, text=True)
 
 
 BIAS = ("        self.encoder = nn.TransformerEncoderLayer(dim, heads, 2 * dim, dropout)",
@@ -88,6 +95,7 @@ def test_a_plant_is_red_and_named(pair, tmp_path, what, replace, named):
     assert code == 1, said
     for x in named:
         assert x in said, said
+    assert checked(tmp_path).returncode == 1  # the hand-in says what run said
 
 
 def test_a_refusal_lists_every_problem_it_counts(pair, tmp_path):
@@ -126,7 +134,8 @@ BAD = [('["c_attn"]', "a JSON object is expected"), ('{"c_attn": "fused"}', "'c_
 @pytest.mark.parametrize("text, why", BAD, ids=[b[1][:30] for b in BAD])
 def test_a_layouts_file_that_is_not_one_is_one_line(tmp_path, text, why):
     (tmp_path / "layouts.json").write_text(text)
-    with pytest.raises(PipelineError, match=f"^--layouts {tmp_path / 'layouts.json'}: .*{__import__('re').escape(why)}"):
+    said = f"^--layouts {tmp_path / 'layouts.json'}: .*{re.escape(why)}"
+    with pytest.raises(PipelineError, match=said):
         run.read_layouts(tmp_path / "layouts.json")
 
 

@@ -266,7 +266,8 @@ def run_side(side: str, argv: list, out: Path, steps: int, **settings) -> dict:
                      steps)
 
 
-LAYOUTS_MAX = 1 << 20  # bytes of a --layouts file read: a declaration per module type is a few lines
+LAYOUTS_MAX = 1 << 15  # bytes of a --layouts file read: a few lines per module type; the sides take it in an
+# environment variable (recorder.SETTINGS), which Linux holds to 128 KiB (json.dumps may write a character in 6)
 
 
 def read_layouts(path: Path) -> dict:
