@@ -98,7 +98,7 @@ class PaddleSide(SharedSide):
         renamed = renames(given)
         params = model.state_dict()
         state, problems, placed, said = {}, [], {}, set()  # said: Paddle keys a problem names already
-        tied, missing = ties(given), []
+        tied, missing, unplaced = ties(given), [], []
         ran = lambda trace: {module_of(split_key(k)[1]) for k in trace if k.startswith("out/")}
         torch_ran, paddle_ran = ran(given), ran(rec.arrays)
         # a packed module's parts never run (its forward reads them): used where it ran
@@ -144,19 +144,24 @@ class PaddleSide(SharedSide):
                 one_sided.setdefault("untied_torch", []).append([name, untied(name), placed[untied(name)]])
             else:
                 problems.append(f"torch {name} has no Paddle counterpart")
+                unplaced.append(name)
         same = names_of_one_tensor(params)
         unfilled = [k for k in params if k not in said and not any(a in state for a in same[k])]
         trained = {k for k, _ in model.named_parameters()}
         idle = self._unused(model, args, kwargs, unfilled) if unfilled else set()
         one_sided["paddle"] = [k for k in unfilled if module(k) not in paddle_ran or k not in trained or k in idle]
-        problems += [f"Paddle {k} no torch tensor fills" for k in unfilled if k not in one_sided["paddle"]]
+        unfilled_problems = [k for k in unfilled if k not in one_sided["paddle"]]
+        problems += [f"Paddle {k} no torch tensor fills" for k in unfilled_problems]
         for alias, tie in tied.items():  # tied on torch's side, each name placed in a Paddle tensor of its own
             if alias in placed and tie in placed and placed[tie] not in same[placed[alias]]:
                 one_sided.setdefault("untied", []).append([alias, tie, placed[alias], placed[tie]])
         RUN.config["one_sided"] = one_sided
         if problems:
+            # torch tensors left over and Paddle ones unfilled: perhaps one module against several, which no run infers
+            fused_hint = ". A module computing several of the other side's in one (q, k and v in one Linear) is " \
+                "declared with --layouts FILE (docs/run.md)" if unplaced and unfilled_problems else ""
             raise RUN.refuse(f"its model cannot start from the torch model's weights ({len(problems)} problem(s)): "
-                             + "; ".join(problems))
+                             + "; ".join(problems) + fused_hint)
         self.set_state(model, state)
         self.placed = placed  # the kept layers' tensors are placed as the model's (start_kept)
         return paired.pairs, counterparts(torch_trace, paddle_trace, paired), placed
