@@ -61,6 +61,8 @@ def test_the_packed_layers_pair_with_paddles_split_projections_green(pair, tmp_p
         assert f"fused/{name}/q_proj,k_proj,v_proj" in t
         for part in ("q_proj", "k_proj", "v_proj"):
             assert f"grad/{name}.{part}.in_proj_weight" in t and f"grad/{name}.{part}.in_proj_bias" in t
+    rows = (tmp_path / "out" / "log_reprod" / "bp_align_diff.log").read_text()
+    assert "grad encoder.self_attn.k_proj.in_proj_weight  (8, 8)" in rows and "grad pool.v_proj.in_proj_bias" in rows
     pairs = pair[1]["paddle"]["config"]["pairs"]
     assert pairs["encoder.self_attn.k_proj"] == "encoder.self_attn.k_proj" and pairs["pool.v_proj"] == "pool.v_proj"
     check = checked(tmp_path)
