@@ -256,3 +256,48 @@ def test_judge_and_log_given_a_comparison_that_is_no_report_is_one_line(tmp_path
     with pytest.raises(PipelineError, match="comparison='not a report': give compare_forward's ForwardReport"):
         handin.judge_and_log(folder, "forward", top=top, comparison="not a report")
     assert not top.exists() and not (folder / "forward_diff.log").exists()
+
+
+@pytest.mark.parametrize("status, says", [
+    ({"root": "Linear", "config": {}, "error": None}, "'steps' is missing"),
+    ({"steps": "3", "root": "Linear", "config": {}, "error": None}, "'steps' is str"),
+    ({"steps": True, "root": "Linear", "config": {}, "error": None}, "'steps' is bool"),
+    ({"steps": 3, "root": "Linear", "config": [], "error": None}, "'config' is list"),
+    ({"steps": 3, "root": 7, "config": {}, "error": None}, "'root' is int"),
+    ({"steps": 3, "root": None, "config": {}, "error": {"a": 1}}, "'error' is dict"),
+    ({"steps": 3, "root": "Linear", "config": {}, "error": None, "world": "2"}, "'world' is str"),
+], ids=["no steps", "steps a string", "steps a bool", "config a list", "root a number", "error a dict", "world"])
+def test_a_forged_status_is_one_line(tmp_path, status, says):
+    """A status.json without `steps` (a process the script started wrote it) was a KeyError in run.status_of."""
+    (tmp_path / "status.json").write_text(json.dumps(status))
+    with pytest.raises(PipelineError, match=f"the torch script: its status.json is not the one portcheck's recorder "
+                                            f"writes \\({says}\\)"):
+        run.status_of("the torch script", tmp_path, 0, 1)
+    (tmp_path / "status.json").write_text(json.dumps({"steps": 1, "root": "Linear", "config": {}, "error": None}))
+    assert run.status_of("the torch script", tmp_path, 0, 1)["steps"] == 1
+
+
+# ---------------------------------------------------------------- 1. records the scripts cannot forge (the forged pair:
+# test_run_scripts.test_a_record_changed_after_its_side_ended_is_red_naming_it)
+
+def test_a_sealed_side_is_read_only_its_digests_listed_and_a_change_named(tmp_path):
+    out = tmp_path / "out"
+    run.prepare(out)
+    side = out / "paddle"
+    (side / "record.npy").write_bytes(b"the record")
+    (side / "status.json").write_text("{}")
+    sealed = run.Sealed(out)
+    sealed.side(side, "the Paddle script")
+    assert not side.stat().st_mode & 0o222 and not (side / "record.npy").stat().st_mode & 0o222
+    assert sealed.changed() == ""
+    assert sorted(line.split()[1] for line in (out / run.DIGESTS).read_text().splitlines()) == \
+        ["paddle/record.npy", "paddle/status.json"]
+    side.chmod(0o755)  # what a process of the same user can do
+    (side / "status.json").unlink()
+    (side / "status.json").symlink_to(side / "record.npy")
+    assert sealed.changed().startswith(f"{side / 'status.json'} was removed or replaced by what is not a file after "
+                                       "the Paddle script ended")
+    (side / "status.json").unlink()
+    side.chmod(0o555)  # a run killed while sealed: the rerun clears it
+    run.prepare(out)
+    assert side.stat().st_mode & 0o200 and not (side / "record.npy").exists() and not (out / run.DIGESTS).exists()

@@ -6,10 +6,12 @@ each plant runs the Paddle side alone against it (run.run_side, run.judge: what 
 import contextlib
 import io
 import json
+import os
 import re
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -113,6 +115,76 @@ def test_a_planted_bug_is_red_and_named(torch_done, tmp_path, what, line, plante
         check = subprocess.run([sys.executable, "-m", "portcheck", "check", str(folder), "--only", "bp_align"],
                                capture_output=True, text=True)
         assert check.returncode == 1 and "bp_align: RED" in check.stdout and f"{digest}_" in check.stdout, check.stdout
+
+
+# a process the Paddle script starts outside its process group (its own session) outlives it, waits until its side is
+# over (its folder sealed), then puts torch's record moved one ulp in place of Paddle's, the folder made writable first
+FORGER = """
+import json, os, sys, time
+import numpy as np
+pid, note = int(sys.argv[1]), sys.argv[2]
+settings = json.loads(os.environ["PORTCHECK_RUN"])
+mine, theirs = settings["out"], settings["torch_dir"]
+end = time.monotonic() + 120
+while (os.path.exists(f"/proc/{pid}") or os.stat(mine).st_mode & 0o200) and time.monotonic() < end:
+    time.sleep(0.05)
+load = lambda folder: np.load(os.path.join(folder, "record.npy"), allow_pickle=True).item()
+own, t, t64 = load(mine), load(theirs), load(os.path.join(os.path.dirname(theirs), "torch64"))
+def forged(k, v):  # torch's value (its float64 run's where torch's run has none), its outputs moved one ulp
+    w = t.get(k, t64.get(k))
+    if w is None or w.shape != v.shape:
+        return v
+    return np.nextafter(w.astype(v.dtype), np.inf).astype(v.dtype) if k.startswith("out/") else w.astype(v.dtype)
+np.save(note + ".npy", {k: forged(k, v) for k, v in own.items()}, allow_pickle=True)
+try:
+    os.replace(note + ".npy", os.path.join(mine, "record.npy"))
+    said = "written"
+except PermissionError:
+    said = "refused"
+    os.chmod(mine, 0o755)
+    os.replace(note + ".npy", os.path.join(mine, "record.npy"))
+open(note, "w").write(said)
+"""
+
+
+def test_a_record_changed_after_its_side_ended_is_red_naming_it(torch_done, tmp_path):
+    """Issue 63: a Paddle script with a real bug (a hidden layer x1.02) started a detached process that replaced
+    out/paddle/record.npy with torch's record moved one ulp once its side was over: green. The sealed folder refused
+    the write; made writable again by the forger, the file it wrote is red, named, and nothing is handed in. Judged
+    without the digests, the same folder is green: the forger's record passes every other check."""
+    out, statuses = torch_done
+    mine, note = tmp_path / "out", tmp_path / "forged"
+    shutil.copytree(out, mine)
+    sealed = run.Sealed(mine)
+    for side, _ in run.SIDES:
+        if side != "paddle":
+            sealed.side(mine / side, f"the {run.SAID[side]} script")
+    text = (SCRIPTS / "pd_train.py").read_text()
+    bug = ("x = self.drop(self.act(self.norm(self.fc2(x))))", "x = self.drop(self.act(self.norm(self.fc2(x) * 1.02)))")
+    start = ("    args = ap.parse_args()\n", "    args = ap.parse_args()\n    import os, subprocess, sys\n"
+             f"    subprocess.Popen([sys.executable, '-c', {FORGER!r}, str(os.getpid()), {str(note)!r}], "
+             "start_new_session=True)\n")
+    for old, planted in (bug, start):
+        assert text.count(old) == 1, old
+        text = text.replace(old, planted)
+    script = tmp_path / "pd_train.py"
+    script.write_text(text)
+    status = run.run_side("paddle", [sys.executable, str(script)], mine, STEPS, sealed)
+    end = time.monotonic() + 120
+    while not note.exists() and time.monotonic() < end:
+        time.sleep(0.1)
+    # root writes through any mode: there the digest alone holds
+    assert note.read_text() == ("written" if os.geteuid() == 0 else "refused"), "the finished side's folder was writable"
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        code = run.judge(mine, {**statuses, "paddle": status}, STEPS, sealed=sealed)
+    said = printed.getvalue()
+    assert code == 1 and said.startswith(f"RED: {mine / 'paddle' / 'record.npy'} was changed after the Paddle script "
+                                         "ended"), said
+    assert not (mine / "pairs").exists() and not (mine / "log_reprod").exists(), "a forged run was handed in"
+    assert (mine / run.DIGESTS).read_text().count("  paddle/") == 2  # record.npy and status.json as they ended
+    run.released(mine)
+    assert judged(mine, {**statuses, "paddle": status})[0] == 0, "the forged record was red without the digests"
 
 
 def tiny(tmp_path, body: str) -> Path:

@@ -267,6 +267,7 @@ def pair_modules(torch_model, paddle_model, name_map=None, inputs=None, layouts=
     with eval_mode(torch_model), eval_mode(paddle_model):
         whole = [fused.mark(ran_on(side, trace(m, inputs, _Shapes()), inputs), fused.specs(m, layouts), m)
                  for side, m in (("torch", torch_model), ("Paddle", paddle_model))]  # each output as it ran
+        pairing.named_exist(name_map, *whole)  # an entry naming no module is refused, as compare_forward refuses it
         paired = pairing.pair(*(fused.cut(r) for r in whole), name_map, weights_only=True)
     if ran is not None and inputs is not None:
         ran["Paddle"] = {pairing.module_of(pairing.split_key(k)[1]) for k in whole[1] if k.startswith("out/")}

@@ -424,6 +424,10 @@ def pair(torch_record: dict, paddle_record: dict, name_map=None, weights_only=Fa
                 left_t = [c for c in left_t if c.name not in named_here]
                 left_p = [c for c in left_p if c.name not in named_here.values()]
             found, ties = _align(left_t, left_p, score, harmless, groups)
+            # torch calls the map sends to one Paddle call (a head tied to the embedding, each named): the map pairs
+            # them all, there is nothing to settle (settling it again and again never returned)
+            ties = [(i, j) for i, j in ties if not isinstance(i, list) or
+                    any(fixed.get(left_t[k].name) != left_p[j].name for k in i)]
             if weights_only:  # a tie among calls of one module on each side sends the same weights either way
                 ties = [tie for tie in ties if any(c.tensors for c in _tied(tie, left_t, left_p))
                         and not _one_module_each(tie, left_t, left_p)]

@@ -38,9 +38,12 @@ cannot be recorded (one line naming the side).
 Each script runs in a process group of its own (a session), ended with it: what it started (a DataLoader's workers,
 a monitor) does not outlive it; Ctrl-C (130), SIGTERM and SIGHUP (128 + the signal) to `portcheck run` end the
 scripts' groups too, with one line. A rerun into a DIR of ours first removes the previous run's records and
-hand-in (handed_in), so that a check of the folder never judges an earlier run after a failed one.
+hand-in (handed_in), so that a check of the folder never judges an earlier run after a failed one. As each side's
+group ends its folder is sealed (Sealed: digested, read-only while the run lasts); a record changed after is red,
+naming it (docs/guarantees.md: what recording inside the scripts can and cannot prove).
 """
 import contextlib
+import hashlib
 import io
 import json
 import os
@@ -64,6 +67,7 @@ from portcheck.report import DIAGNOSTICS
 from portcheck.recorder import BATCH, CROSSED, INIT, RECORD, SETTINGS, STATUS, TARGET, crossed_file
 
 MARK = ".portcheck_run"   # in DIR: the folder is ours, a rerun may replace what is in it
+DIGESTS = "records.sha256"  # in DIR: each finished side's files as Sealed digested them (sha256sum -c reads it)
 # torch's runs against itself, one per backward.AGAINST_ITSELF (its index the recorder's "against")
 MOVED_SIDES = tuple(f"moved{i + 1}" if i else "moved" for i in range(len(AGAINST_ITSELF)))
 SIDES = (("torch", "torch"), ("paddle", "paddle"), ("torch64", "torch"),  # torch64 reads Paddle's pairing
@@ -164,16 +168,17 @@ def prepare(out: Path):
     writable(out, folder=True)
     if out.is_dir() and any(out.iterdir()) and not (out / MARK).is_file():
         raise PipelineError(f"--out {out} is not empty and was not written by `portcheck run`: give a new folder")
+    released(out)  # a killed run's sealed folders (Sealed): ours to clear
     sides = [out / side for side, _ in SIDES] + [out / TAKING]
     for folder in [*sides, *handed_in_folders(out)]:
         writable(folder, folder=True)
     records = [folder / name for folder in sides for name in (RECORD, STATUS, INIT, CROSSED)]
-    for f in [out / MARK, *records]:
+    for f in [out / MARK, out / DIGESTS, *records]:
         writable(f)
     for folder in sides[:-1]:
         folder.mkdir(parents=True, exist_ok=True)
     atomic_write(out / MARK, lambda tmp: Path(tmp).write_text("written by python -m portcheck run\n"))
-    for f in [*records, *handed_in(out)]:
+    for f in [out / DIGESTS, *records, *handed_in(out)]:
         if f.is_file() and not f.is_symlink():  # a previous run's, never read as this one's
             f.unlink()
 
@@ -201,6 +206,65 @@ def handed_in(out: Path) -> list:
             if (folder / name).is_file() and not (folder / name).is_symlink()]
 
 
+class Sealed:
+    """The records of the sides that ended, as this process saw them when each side's process group ended: every
+    file in the side's folder digested (sha256, kept here and listed in DIR/records.sha256), the folder made
+    read-only while the run lasts (released at its end). A process the script started outside its group (setsid)
+    can outlive it and write there (making the folder writable again: it runs as the same user); changed() names
+    what it changed, and judge is red on it before anything is judged or handed in (docs/guarantees.md)."""
+
+    def __init__(self, out: Path):
+        self.out, self.digests = out, {}  # {file: (the side's script as SAID says it, sha256)}
+
+    def side(self, folder: Path, said: str):
+        for f in sorted(folder.iterdir()) if folder.is_dir() and not folder.is_symlink() else ():
+            if f.is_file() and not f.is_symlink():
+                self.digests[f] = (said, digest(f))
+                with contextlib.suppress(OSError):
+                    f.chmod(f.stat().st_mode & ~0o222)
+        if folder.is_dir() and not folder.is_symlink():
+            with contextlib.suppress(OSError):
+                folder.chmod(folder.stat().st_mode & ~0o222)
+        lines = [f"{h}  {f.relative_to(self.out).as_posix()}\n" for f, (_, h) in self.digests.items()]
+        atomic_write(self.out / DIGESTS, lambda tmp: Path(tmp).write_text("".join(lines)))
+
+    def changed(self) -> str:
+        """The first sealed file changed since its side ended, said in one line; "" where none is."""
+        for f, (said, kept) in self.digests.items():
+            now = digest(f)
+            if now != kept:
+                how = "was removed or replaced by what is not a file" if now is None else "was changed"
+                return (f"{f} {how} after {said} ended (a process it started outlived it and wrote there): these "
+                        "records are not that run's, nothing is judged; end what the script starts with it, then "
+                        "run again")
+        return ""
+
+
+def digest(path: Path):
+    """A regular file's sha256, None where there is none (a link, a FIFO put in its place, nothing)."""
+    h = hashlib.sha256()
+    try:
+        with open_regular(path, follow=False) as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                h.update(block)
+    except OSError:
+        return None
+    return h.hexdigest()
+
+
+def released(out: Path):
+    """The side folders a run of ours sealed (Sealed) writable again, and their files: at the run's end, and before
+    a rerun clears them (a killed run left them read-only). Links are left as they are."""
+    tops = [out, *(f for f in out.glob("rank*") if f.name[4:].isdigit() and f.is_dir() and not f.is_symlink())]
+    for folder in (top / side for top in tops for side in (*(s for s, _ in SIDES), TAKING)):
+        if folder.is_dir() and not folder.is_symlink():
+            with contextlib.suppress(OSError):  # not ours to change: its own line comes where it is written
+                folder.chmod(folder.stat().st_mode | 0o700)
+                for f in folder.iterdir():
+                    if f.is_file() and not f.is_symlink():
+                        f.chmod(f.stat().st_mode | 0o200)
+
+
 SAID = {"torch": "torch", "torch64": "torch (its float64 run)", "paddle": "Paddle",
         **{side: "torch (its run against itself)" for side in MOVED_SIDES},
         TAKING: "torch (its run taking Paddle's side of a kink crossed)"}
@@ -211,6 +275,8 @@ def launch(side: str, argv: list, out: Path, steps: int, folders, **settings) ->
     as this run's); its exit code."""
     print(f"\n$ {shlex.join(argv)}   # portcheck run: the {side} side, {steps} step(s)", flush=True)
     for folder in folders:
+        with contextlib.suppress(OSError):  # sealed by an earlier run in this process (Sealed)
+            folder.chmod(folder.stat().st_mode | 0o700)
         for name in (RECORD, STATUS, INIT):
             if (folder / name).is_file() and not (folder / name).is_symlink():
                 (folder / name).unlink()
@@ -260,10 +326,13 @@ def side_settings(side: str, out: Path, steps: int) -> dict:
             **({"against": MOVED_SIDES.index(side)} if side in MOVED_SIDES else {})}
 
 
-def run_side(side: str, argv: list, out: Path, steps: int, **settings) -> dict:
-    """One side's script, one process; its status (steps taken, configuration). settings: the run's own (layouts)."""
-    return status_of(f"the {SAID[side]} script", out / side, launch(side, argv, out, steps, [out / side], **settings),
-                     steps)
+def run_side(side: str, argv: list, out: Path, steps: int, sealed: Sealed = None, **settings) -> dict:
+    """One side's script, one process; its status (steps taken, configuration). sealed: its folder sealed as the
+    script's process group ended; settings: the run's own (layouts)."""
+    code = launch(side, argv, out, steps, [out / side], **settings)
+    if sealed is not None:
+        sealed.side(out / side, f"the {SAID[side]} script")
+    return status_of(f"the {SAID[side]} script", out / side, code, steps)
 
 
 LAYOUTS_MAX = 1 << 15  # bytes of a --layouts file read: a few lines per module type; the sides take it in an
@@ -289,7 +358,7 @@ def read_layouts(path: Path) -> dict:
     return {"layouts": data}
 
 
-def taking_run(argv: list, out: Path, steps: int, crossed: list, **settings) -> dict:
+def taking_run(argv: list, out: Path, steps: int, crossed: list, sealed: Sealed = None, **settings) -> dict:
     """backward.judged's again(crossed): the torch script once more from torch's initial weights, fed its batches,
     taking Paddle's side of 0 at each crossed value (recorder's "taking" side; the values handed over as
     DIR/taking/crossed.json); its record's keys judged reads (backward.TAKING_KEYS: the gradients, which the first
@@ -297,15 +366,18 @@ def taking_run(argv: list, out: Path, steps: int, crossed: list, **settings) -> 
     carries (with_updates), for on_paddles_branch and take."""
     (out / TAKING).mkdir(exist_ok=True)
     crossed_file(out / TAKING / CROSSED, crossed)
-    run_side(TAKING, argv, out, steps, **settings)
+    run_side(TAKING, argv, out, steps, sealed, **settings)
     return {k: v for k, v in with_updates(load_npy(out / TAKING / RECORD), steps).items() if k.startswith(TAKING_KEYS)}
 
 
-def run_ranks(side: str, argv: list, out: Path, steps: int, launched: bool, **settings) -> dict:
+def run_ranks(side: str, argv: list, out: Path, steps: int, launched: bool, sealed: Sealed = None,
+              **settings) -> dict:
     """One side of a launched run: each rank (env RANK, PADDLE_TRAINER_ID; a one-process command is rank 0)
     records in DIR/rank<r>/<side>. {rank: its status}."""
     ranked = lambda: {int(f.parent.name[4:]): f for f in out.glob(f"rank*/{side}") if f.parent.name[4:].isdigit()}
     code = launch(side, argv, out, steps, ranked().values(), ranked=True, launcher=launched, **settings)
+    for r, f in ranked().items() if sealed is not None else ():
+        sealed.side(f, f"the {SAID[side]} script's rank {r}")
     found = {r: f for r, f in ranked().items() if (f / STATUS).is_file()}
     if not found:
         status_of(f"the {SAID[side]} script", out / side, code, steps)  # nothing recorded: it says why
@@ -321,6 +393,13 @@ def run_ranks(side: str, argv: list, out: Path, steps: int, launched: bool, **se
 def status_of(said: str, folder: Path, code: int, steps: int) -> dict:
     """A side's (or rank's) status.json, or the one line saying why it cannot be checked."""
     status = read_status(folder / STATUS, said)
+    fields = {"steps": int, "root": (str, type(None)), "config": dict, "error": (str, type(None)), "world": int}
+    for key, kind in fields.items() if status is not None else ():  # written by another process: its fields' types
+        if key in status and (not isinstance(status[key], kind) or isinstance(status[key], bool)) or \
+                key not in status and key != "world":
+            raise PipelineError(f"{said}: its {STATUS} is not the one portcheck's recorder writes ({key!r} is "
+                                f"{type(status[key]).__name__ if key in status else 'missing'}): the script or a "
+                                "process it started wrote it; run it again")
     if status and status.get("error"):
         raise PipelineError(f"{said} cannot be checked: {status['error']}")
     if status is None:
@@ -526,9 +605,10 @@ def unplaced_why(report) -> str:
     return "a row is red: the table in log_reprod/bp_align_diff.log"
 
 
-def judge(out: Path, statuses: dict, steps: int, rank: int = 0, again=None) -> int:
+def judge(out: Path, statuses: dict, steps: int, rank: int = 0, again=None, sealed: Sealed = None) -> int:
     """The records in `out` judged and handed in; again(crossed): the taking run (taking_run), made by backward.judged
-    only where the steps are red and a kink is crossed (None: not made, the report says so)."""
+    only where the steps are red and a kink is crossed (None: not made, the report says so). sealed: the records as
+    each side ended (Sealed), checked once all are read: one changed since is red, and nothing is handed in."""
     from portcheck import record
     from portcheck.backward import crossing_lines, judged
     from portcheck.handin import per_step, save_side
@@ -543,6 +623,10 @@ def judge(out: Path, statuses: dict, steps: int, rank: int = 0, again=None) -> i
     t = with_updates(t, steps)  # the update digests, so that the taking run's figures (take) hold bp_align's too
     report = judged(t, p, again=again)
     isolated(report.forward, t, load_npy(out / "torch64" / RECORD), p, statuses)
+    forged = sealed.changed() if sealed is not None else ""
+    if forged:
+        print(f"RED: {forged}")
+        return 1
     modules = report.forward.pairing.modules()
     renamed = renames(t)
     config = configuration(t, p, statuses, steps, modules, renamed)
@@ -697,15 +781,15 @@ def same_ranks(found: dict):
 
 def ranks(argvs: dict, launched: dict, out: Path, steps: int, **settings) -> int:
     """A launcher on either side: every side run once, each rank recording its own; rank r judged against rank r."""
-    found = {}
+    found, sealed = {}, Sealed(out)
     for side, fw in SIDES:
-        found[side] = run_ranks(side, argvs[fw], out, steps, launched[fw], **settings)
+        found[side] = run_ranks(side, argvs[fw], out, steps, launched[fw], sealed, **settings)
         same_ranks(found)
     sys.stdout.flush()
     codes = {}
     for r in sorted(found["torch"]):
         print(f"\n===== rank {r} of {len(found['torch'])}: torch's rank {r} against Paddle's rank {r}")
-        codes[r] = judge(out / f"rank{r}", {side: found[side][r] for side in found}, steps, rank=r)
+        codes[r] = judge(out / f"rank{r}", {side: found[side][r] for side in found}, steps, rank=r, sealed=sealed)
     red = [r for r, code in codes.items() if code]
     print(f"\n{'RED' if red else 'green'}: " + (f"rank(s) {', '.join(map(str, red))} of {len(codes)} red (each "
                                                    "rank's summary above)" if red else
@@ -744,10 +828,18 @@ def run_and_judge(args) -> int:
         if args.full:
             raise PipelineError("--full runs one process per side: give the one-process commands (python train.py)")
         prepare(args.out)
-        return ranks(argvs, launched, args.out, args.steps, **settings)
+        try:
+            return ranks(argvs, launched, args.out, args.steps, **settings)
+        finally:
+            released(args.out)
     prepare(args.out)
-    statuses = {side: run_side(side, argvs[fw], args.out, args.steps, **settings) for side, fw in SIDES}
-    sys.stdout.flush()
-    code = judge(args.out, statuses, args.steps,
-                 again=lambda crossed: taking_run(argvs["torch"], args.out, args.steps, crossed, **settings))
+    sealed = Sealed(args.out)
+    try:
+        statuses = {side: run_side(side, argvs[fw], args.out, args.steps, sealed, **settings) for side, fw in SIDES}
+        sys.stdout.flush()
+        code = judge(args.out, statuses, args.steps, sealed=sealed,
+                     again=lambda crossed: taking_run(argvs["torch"], args.out, args.steps, crossed, sealed,
+                                                      **settings))
+    finally:
+        released(args.out)  # read-only while the run lasts: the user's to remove after
     return max(code, full(args.out, argvs, args.metric, **settings)) if args.full else code
