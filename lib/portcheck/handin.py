@@ -464,7 +464,7 @@ class MeasuredVerdict:
             # the max line's word is the max's own verdict: a mean over its bound is said on the mean line
             out += report.key_lines(r.name, (g.passed, g.mean, guide_rule), (r.max_ok and not r.problems, g.max, (
                 f"{r.allowed:.3e} (measured: {r.multiple:g} x torch's own fp32 error {r.err32:.3e} + "
-                f"{calibrated.FLOOR:g} x eps32 x max|torch| {r.scale:.3e})" + (f"; {r.problem}" if r.problem else ""))))
+                f"{calibrated.roundings(r.shape):.3g} x eps32 x max|torch| {r.scale:.3e})" + (f"; {r.problem}" if r.problem else ""))))
         out = [(line, True) for line in out]
         same = {True: "passed", False: "FAILED", None: "not proven"}[self.same_run[0]]
         out += [(f"same run: {same}, {self.same_run[1]}", True),
