@@ -148,6 +148,69 @@ def forked(server, cmd, home, cwd):
         return subprocess.CompletedProcess(cmd, int(answer), out.read_text(), err.read_text())
 
 
+# The files whose `portcheck run` scripts (run.script: a user's `python script.py`, its recorder injected) run as
+# children of a fork server that has imported the side's framework and PRELOADED (--bare: not portcheck.runtime,
+# which no user's script imports), under the environment run gives the script: a session of its own, its group
+# ended, the injected sitecustomize run first, as at an interpreter's start-up. 9.6 of a tiny torch script's 11.9 s
+# of CPU were imports (torch, the torch._dynamo its first optimizer step imports, scikit-learn's datasets). The
+# files that send signals, launch ranks or try hostile scripts keep processes of their own.
+FORKED_RUNS = {"test_run_scripts.py", "test_run_config.py", "test_run_trainers.py", "test_run_loaders.py",
+               "test_run_limits.py", "test_run_cycles.py", "test_run_taking.py", "test_run_against_itself.py",
+               "test_run_rnn.py", "test_run_first_kink.py", "test_hand_in_kink.py", "test_run_packed.py"}
+# imported before the fork beside the framework: what the tests' scripts import that never touches torch's or
+# Paddle's functions (the recorder wraps those at its start-up, after which a module binding one at its import
+# would hold the wrapped one)
+PRELOADED = ["sklearn.datasets"]
+
+
+def forked_script(argv, env):
+    """run.script's twin for FORKED_RUNS: `python file.py ...` forked by its framework's server; anything else (a
+    launcher, -m, another interpreter) as run.script runs it."""
+    from portcheck import recorder, run as portcheck_run
+    if not (FORK and len(argv) > 1 and argv[0] == sys.executable and argv[1].endswith(".py")
+            and recorder.SETTINGS in env):
+        return portcheck_run.SCRIPT(argv, env)
+    settings = json.loads(env[recorder.SETTINGS])
+    framework = "paddle" if settings.get("framework", settings["side"]) == "paddle" else "torch"
+    own = (recorder.SETTINGS, *PER_RUN)  # each script's own: the one server of an environment serves them all
+    base = {k: v for k, v in env.items() if k not in own}
+    key = ("--bare", framework, tuple(sorted(base.items())))
+    proc = SERVERS.get(key, (None,))[0]
+    if proc is None or proc.poll() is not None:
+        for other in [k for k in SERVERS if k[:2] == key[:2]]:  # another environment's (a test's own): ~0.5 GB each
+            stale, _ = SERVERS.pop(other)
+            stale.stdin.close()
+            stale.wait()
+        proc = subprocess.Popen([sys.executable, str(ROOT / "tests" / "forkserver.py"), "--bare", framework,
+                                 *(f"--import={m}" for m in PRELOADED)],
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                                cwd="/tmp", env=base)
+        SERVERS[key] = (proc, base)
+    with tempfile.TemporaryDirectory() as tmp:
+        out, err = Path(tmp, "out"), Path(tmp, "err")
+        proc.stdin.write(json.dumps({"argv": argv[1:], "cwd": os.getcwd(), "env": {k: env.get(k) for k in own},
+            "out": str(out), "err": str(err), "session": True,
+            "site": str(portcheck_run.INJECT / "sitecustomize.py")}) + "\n")
+        proc.stdin.flush()
+        answer = proc.stdout.readline()
+        assert answer, f"the fork server ended: {' '.join(argv)}"
+        for fd, path in ((1, out), (2, err)):  # where the script's own process writes: this one's stdout and stderr
+            os.write(fd, path.read_bytes())
+        return int(answer)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _forked_runs(request):
+    if request.path.name not in FORKED_RUNS:
+        yield
+        return
+    from portcheck import run as portcheck_run
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(portcheck_run, "SCRIPT", portcheck_run.script, raising=False)
+        mp.setattr(portcheck_run, "script", forked_script)
+        yield
+
+
 @atexit.register
 def _stop_servers():
     for proc, _ in SERVERS.values():

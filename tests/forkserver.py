@@ -3,7 +3,8 @@ side (conftest.run; PORTCHECK_TESTS_FORK=0: none): the child is the script's own
 would be, without the second or two of importing torch or Paddle again each time (a tiny model's forward: 2.4 s of
 CPU as a process, 0.1 s forked; the same bytes written).
 
-    python tests/forkserver.py torch|paddle [FILE...]   # then on stdin a JSON request a line: argv, cwd, env, out, err
+    python tests/forkserver.py [--bare] torch|paddle [FILE | --import=MODULE ...]
+    # then on stdin a JSON request a line: argv, cwd, env, out, err (session, site: `portcheck run`'s scripts)
 
 FILE: a module of the project whose third-party imports are made before the fork too (bert_sst2/twins/pt_data.py:
 datasets and transformers' tokenizer, for the scripts that read data); the project's own modules never are, as a
@@ -16,21 +17,23 @@ conftest.run gives a script: a run asking for another environment is a process o
 """
 import ast
 import atexit
+import contextlib
 import importlib
 import json
 import os
 import runpy
+import signal
 import sys
 import traceback
 from pathlib import Path
-
-import portcheck.runtime  # noqa: F401  (what each script imports first)
 
 
 def child(request):
     """The script's process: never returns."""
     code = 1
     try:
+        if request.get("session"):  # `portcheck run`'s script: a session of its own (run.script), the group ended
+            os.setsid()
         os.chdir(request["cwd"])
         for key, value in request["env"].items():
             if value is None:
@@ -43,6 +46,8 @@ def child(request):
         sys.argv = list(request["argv"])
         sys.path[0] = os.path.dirname(os.path.abspath(sys.argv[0]))  # as `python script.py` sets it
         try:
+            if request.get("site"):  # what the interpreter's start-up runs: portcheck run's injected sitecustomize
+                runpy.run_path(request["site"], run_name="sitecustomize")
             runpy.run_path(sys.argv[0], run_name="__main__")
             code = 0
         except SystemExit as e:
@@ -79,16 +84,25 @@ def third_party_imports(path) -> str:
 
 
 def main():
+    if sys.argv[1] == "--bare":  # a user's script (portcheck run's): its process as `python script.py` starts it
+        del sys.argv[1]
+    else:
+        importlib.import_module("portcheck.runtime")  # what each of the project's scripts imports first
     for module in [sys.argv[1], *LATER.get(sys.argv[1], [])]:
         importlib.import_module(module)
     for path in sys.argv[2:]:
-        exec(third_party_imports(path), {})
+        if path.startswith("--import="):
+            importlib.import_module(path.split("=", 1)[1])
+        else:
+            exec(third_party_imports(path), {})
     sys.argv = sys.argv[:1]
     for line in sys.stdin:
         pid = os.fork()
         if pid == 0:
             child(json.loads(line))
         _, status = os.waitpid(pid, 0)
+        with contextlib.suppress(ProcessLookupError, PermissionError):  # what a session's script left (run.script)
+            os.killpg(pid, signal.SIGKILL)
         print(os.waitstatus_to_exitcode(status), flush=True)
 
 
