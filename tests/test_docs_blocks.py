@@ -15,8 +15,8 @@ A block is one of these kinds, said by its language and the comment line before 
 
 Cost: a fresh interpreter importing torch and Paddle is ~9 s of CPU, so a page's programs run in ONE fresh
 interpreter (run_programs), each in its own empty folder with fresh globals (runpy.run_path as __main__): what they
-share is only modules already imported. docs/own_model.md's six (~26 s of CPU together, measured, most of it the five steps'
-own work) are run by tests/test_five_steps.py, whose planted bugs start from the hand-in they write; programs that
+share is only modules already imported. docs/own_model.md's six (26 s of CPU together, measured, most of it the
+five steps' own work) are run by tests/test_five_steps.py, whose planted bugs start from the hand-in they write; programs that
 need transformers and paddlenlp (large_models.md, pairing.md) run in the test file that imports them already
 (run_in_process: fresh globals and an empty folder each, in that file's process), each written to stand alone.
 """
