@@ -6,7 +6,7 @@
 
 Needs numpy, torch and paddlepaddle, nothing else (no transformers, paddlenlp or datasets). The two models
 below stand for yours: the same small convolutional network, written once for each framework under other
-module names. docs/own_model.md's Step 1 block is this file from `# --- docs: Step 1` to `# --- end`.
+module names.
 """
 import argparse
 from pathlib import Path
@@ -47,7 +47,6 @@ class PaddleNet(paddle.nn.Layer):
 torch.manual_seed(0)
 torch_model, paddle_model = TorchNet(), PaddleNet()
 
-# --- docs: Step 1
 from portcheck import compare_forward, convert, record, record_forward
 from portcheck.handin import hand_in, judge_and_log, model_output, save_side
 
@@ -73,5 +72,4 @@ for side, model, rec in (("torch", torch_model, t), ("paddle", paddle_model, p))
 verdict = judge_and_log(out, "forward")        # forward_diff.log: the guide's rule, the measured one, strict
 print(hand_in(out, "forward", out / "log_reprod", comparison=report))   # and diagnostics/forward_modules.png
 # then: python -m portcheck check portcheck_quickstart/log_reprod --only forward
-# --- end
 raise SystemExit(0 if report.passed and verdict.passed else 1)

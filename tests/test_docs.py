@@ -30,10 +30,10 @@ def test_chinese_readme_has_the_same_commands():
     assert "README.md" in README_CN.read_text(encoding="utf-8").splitlines()[0]
 
 
-def test_the_own_model_step_1_is_the_quickstart_that_ci_runs_with_the_library_alone():
-    """docs/own_model.md's Step 1 block is examples/quickstart.py's (tests/test_docs_blocks.py ties it), which .ci/run
-    runs in a venv holding only numpy, torch, paddlepaddle and the library, installed as the README says."""
-    assert '<!-- block: examples/quickstart.py "Step 1" -->' in page("own_model")[0].read_text()
+def test_the_own_model_step_1_names_the_quickstart_that_ci_runs_with_the_library_alone():
+    """docs/own_model.md names examples/quickstart.py as its Step 1 on a small CNN, which .ci/run runs in a venv
+    holding only numpy, torch, paddlepaddle and the library, installed as the README says."""
+    assert "`examples/quickstart.py` is Step 1 on a small CNN" in page("own_model")[0].read_text()
     ci = (paths.ROOT / ".ci" / "run").read_text()
     assert "pip install ./lib" in ci and "examples/quickstart.py" in ci and "pip install ./lib" in README.read_text()
 

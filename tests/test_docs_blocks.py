@@ -1,6 +1,10 @@
 """Every code block of the READMEs and the docs runs in the suite, and the Chinese pages hold the English ones'.
 
-A block is one of three kinds, said by the comment line before it (`<!-- block: ... -->`):
+A block is one of these kinds, said by its language and the comment line before it (`<!-- block: ... -->`):
+- ```python: a whole program, never marked: copied into a file in an empty folder and run there, PYTHONPATH the
+  repository's lib and root alone, it runs to exit 0; a ```text block marked `<!-- block: printed by the block
+  above -->` after it holds lines its output holds, in order (`...` stands for any text). Code that reads as Python
+  in a block of another language is red: a fragment is shell or text, never half a program;
 - unmarked: shell commands, run here one line at a time from a fresh folder (a script or file of the repository
   named by its path is found there), each to the exit code its comment names ("exits 1"), else 0;
 - `<!-- block: FILE "LABEL" -->`: code the suite runs in FILE, between its `# --- docs: LABEL` and `# --- end`
@@ -8,7 +12,15 @@ A block is one of three kinds, said by the comment line before it (`<!-- block: 
 - `<!-- block: not run (REASON) -->` or `<!-- block: run by tests/test_x.py ... -->`: a block deliberately not run
   here, each reason held to what the block is (a long run names a long script; output holds no command; a
   placeholder holds one; setup commands are .ci/run's; a block run by a test names only scripts that test runs).
+
+Cost: a fresh interpreter importing torch and Paddle is ~9 s of CPU, so a page's programs run in ONE fresh
+interpreter (run_programs), each in its own empty folder with fresh globals (runpy.run_path as __main__): what they
+share is only modules already imported. docs/own_model.md's six (26 s of CPU together, measured, most of it the
+five steps' own work) are run by tests/test_five_steps.py, whose planted bugs start from the hand-in they write; programs that
+need transformers and paddlenlp (large_models.md, pairing.md) run in the test file that imports them already
+(run_in_process: fresh globals and an empty folder each, in that file's process), each written to stand alone.
 """
+import json
 import os
 import re
 import shlex
@@ -23,7 +35,13 @@ from bert_sst2 import paths
 ROOT = paths.ROOT
 README, README_CN = ROOT / "README.md", ROOT / "README_cn.md"
 DOCS = ROOT / "docs"
-BLOCK = re.compile(r"^( *)(?:<!-- block: (?P<mark>[^\n]*?) -->\n\1)?```[^\n]*\n(?P<code>.*?)^\1```", re.M | re.S)
+BLOCK = re.compile(r"^( *)(?:<!-- block: (?P<mark>[^\n]*?) -->\n\1)?```(?P<lang>[^\n]*)\n(?P<code>.*?)^\1```",
+                   re.M | re.S)
+PRINTED = "printed by the block above"
+PYTHONISH = re.compile(r"^(from \w[\w.]* import |import \w|print\(|\w+ = [\w.]+\()", re.M)
+# a page whose programs a test runs: for the hand-in they write, or in a process that imports what they need
+RUN_BY = {"own_model.md": "tests/test_five_steps.py", "large_models.md": "tests/test_stream.py",
+          "pairing.md": "tests/test_pairing2.py"}
 COMMAND = re.compile(r"^(python3?|pip|mkdocs|cd|\.) ")
 SCRIPT = re.compile(r"\b([\w./-]+\.py)\b")
 
@@ -33,9 +51,17 @@ def pages() -> list:
 
 
 def blocks(path) -> list:
-    """[(marker or None, the block's code, dedented)] of a page, in order."""
+    """[(marker or None, the block's code, dedented)] of a page, in order; a ```python block's marker is "python"."""
     text = path.read_text(encoding="utf-8")
-    return [(m.group("mark"), textwrap.dedent(m.group("code"))) for m in BLOCK.finditer(text)]
+    return [(language(m.group("lang"), m.group("mark")), textwrap.dedent(m.group("code")))
+            for m in BLOCK.finditer(text)]
+
+
+def language(lang: str, mark):
+    """A ```python block's marker: "python", or an unknown one saying a whole program is never marked."""
+    if lang.strip() != "python":
+        return mark
+    return "python" if mark is None else f"python marked {mark!r}: a ```python block is a whole program, run here"
 
 
 def commands(code: str) -> list:
@@ -71,6 +97,8 @@ def kind(mark):
     """("run"), ("file", path, label), ("not run", reason) or ("run by", [test files]) of a marker."""
     if mark is None:
         return ("run",)
+    if mark in ("python", PRINTED):
+        return (mark,)
     tied = re.fullmatch(r'(\S+) "([^"]+)"', mark)
     if tied:
         return ("file", *tied.groups())
@@ -107,13 +135,10 @@ def test_chinese_pages_hold_the_english_blocks():
 
 def test_every_block_tied_to_a_file_is_that_files_code():
     tied = [(page, kind(mark), code) for page, mark, code in all_blocks() if kind(mark)[0] == "file"]
-    assert {k[1] for _, k, _ in tied} >= {"examples/quickstart.py", "tests/test_five_steps.py"}
     for page, (_, path, label), code in tied:
         assert (ROOT / path).is_file(), f"{page.name}: {path} is not a file"
         assert pieces(path, label) and code == pieces(path, label), \
             f"{page.name}'s block {label!r} is not {path}'s code marked `# --- docs: {label}`"
-    own = [k[2] for page, k, _ in tied if page.name == "own_model.md"]
-    assert own == ["Step 1", "Step 2", "Step 3", "Step 4", "Step 5"], own  # all five steps, in order
 
 
 def test_a_block_is_marked_not_run_only_for_its_reason():
@@ -128,6 +153,21 @@ def test_a_block_is_marked_not_run_only_for_its_reason():
                 assert script in ran or script.rsplit("/", 1)[-1] in ran, \
                     f"{page.name}: {script} is not run by {', '.join(what[1])}"
             assert SCRIPT.findall(code), f"{page.name}: a block 'run by' a test names no script"
+
+
+def test_python_reads_as_python_only_in_a_python_block():
+    """A fragment of Python in a shell or text block would be half a program no one runs: it is a whole ```python
+    block, or not Python. A printed block follows the program whose output it holds."""
+    for page in pages():
+        found = blocks(page)
+        for i, (mark, code) in enumerate(found):
+            if mark != "python":
+                assert not PYTHONISH.search(code), f"{page.name}: Python outside a ```python block:\n{code}"
+            if mark == PRINTED:
+                assert i and found[i - 1][0] == "python", f"{page.name}: a printed block follows no ```python block"
+    assert not PYTHONISH.search("python -m portcheck check log_reprod\nmkdocs build --strict\n")
+    assert PYTHONISH.search("report = stream.compare(a, b)\n") and PYTHONISH.search("from portcheck import stream\n")
+    assert kind(language("python", "not run (long)"))[0] == "unknown"   # a whole program is never left unrun
 
 
 @pytest.mark.parametrize("planted, reason", [("python pipeline/check_log_reprod.py log_reprod\n", "long"),
@@ -188,3 +228,120 @@ def test_the_first_green_hands_in_its_picture_and_each_sides_weights(tmp_path):
     weights = [json.loads((top / "diagnostics" / f"forward_{side}.run.json").read_text())["depends"]["weights"]
                for side in ("torch", "paddle")]
     assert weights[0] == weights[1]
+
+
+# ---- ```python blocks: whole programs, each alone in an empty folder ----
+
+RUN = """
+import contextlib, io, os, runpy, traceback
+
+
+def run(paths, done=lambda results: None):
+    \"\"\"[[exit status, stdout]] of each program file, run with fresh globals as __main__ from its own folder.\"\"\"
+    results, cwd = [], os.getcwd()
+    for path in paths:
+        os.chdir(os.path.dirname(path))
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            try:
+                runpy.run_path(path, run_name="__main__")
+                status = 0
+            except SystemExit as stop:
+                status = stop.code if isinstance(stop.code, int) else int(stop.code is not None)
+            except BaseException:
+                out.write(traceback.format_exc())
+                status = 1
+        os.chdir(cwd)
+        results.append([status, out.getvalue()])
+        done(results)
+    return results
+"""
+RUNNER = RUN + """
+import json, sys
+run(sys.argv[2:], lambda results: open(sys.argv[1], "w").write(json.dumps(results)))
+"""
+
+
+def block_files(programs, folder) -> list:
+    """Each program written to folder/block<i>/block.py, a folder of its own, empty but for it."""
+    files = []
+    for i, code in enumerate(programs):
+        (folder / f"block{i}").mkdir()
+        files.append(folder / f"block{i}" / "block.py")
+        files[-1].write_text(code, encoding="utf-8")
+    return files
+
+
+def run_in_process(programs, folder) -> list:
+    """run_programs in this process: for a test file that imports the heavy libraries a page's programs need
+    (transformers, paddlenlp) already, where a fresh interpreter would cost ~15 s of CPU more for them alone."""
+    scope = {}
+    exec(RUN, scope)
+    return [tuple(r) for r in scope["run"](list(map(str, block_files(programs, folder))))]
+
+
+def python_blocks(page) -> list:
+    """[(program, the lines its page says it prints)] of a page's ```python blocks, in order."""
+    found, programs = blocks(page), []
+    for i, (mark, code) in enumerate(found):
+        if mark == "python":
+            after = found[i + 1] if i + 1 < len(found) else (None, "")
+            programs.append((code, after[1].splitlines() if after[0] == PRINTED else []))
+    return programs
+
+
+def run_programs(programs, folder) -> list:
+    """[(exit status, stdout)] of each program, run in folder/block<i>/ (empty but for block.py), all in one fresh
+    interpreter (the module docstring says why), PYTHONPATH the repository's lib and root alone."""
+    files = block_files(programs, folder)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT / "lib"), str(ROOT)]), PYTHONWARNINGS="ignore",
+               BERT_ALIGN_HOME=str(folder / "home"))
+    proc = subprocess.run([sys.executable, "-c", RUNNER, str(folder / "results.json"), *map(str, files)], cwd=folder,
+                          env=env, capture_output=True, text=True)
+    done = json.loads((folder / "results.json").read_text()) if (folder / "results.json").exists() else []
+    return [tuple(r) for r in done] + [(proc.returncode or 1, proc.stderr[-3000:])] * (len(files) - len(done))
+
+
+def printed_as_said(output: str, said: list) -> str:
+    """"" when each line said (`...`: any text) is within a line of the output, in order; else the first one not."""
+    lines = iter(output.splitlines())
+    for line in said:
+        pattern = re.compile(".*".join(re.escape(part.strip()) for part in line.split("...")))
+        if not any(pattern.search(out) for out in lines):
+            return line
+    return ""
+
+
+def test_printed_as_said_reads_the_output_in_order():
+    out = "pairs\nTrue None\nmeasured green (largest: logits max 8.9e-08)\n"
+    assert printed_as_said(out, ["True None", "measured green (largest: logits max ..."]) == ""
+    assert printed_as_said(out, ["measured green ...", "True None"]) == "True None"   # out of order
+    assert printed_as_said(out, ["measured RED ..."]) == "measured RED ..."
+
+
+PROGRAMS = [(page, i) for page in pages() if not page.stem.endswith("_cn") and page.name not in RUN_BY
+            for i in range(len(python_blocks(page)))]
+
+
+@pytest.fixture(scope="module")
+def page_runs(tmp_path_factory):
+    runs = {}
+
+    def run(page):
+        if page not in runs:
+            runs[page] = run_programs([code for code, _ in python_blocks(page)], tmp_path_factory.mktemp(page.stem))
+        return runs[page]
+    return run
+
+
+@pytest.mark.parametrize("page, i", PROGRAMS, ids=[f"{p.name}-{i}" for p, i in PROGRAMS])
+def test_every_python_block_runs_alone_and_prints_what_its_page_says(page_runs, page, i):
+    status, output = page_runs(page)[i]
+    code, said = python_blocks(page)[i]
+    assert status == 0, f"{page.name}'s block {i} exits {status}:\n{code}\n{output[-3000:]}"
+    assert not printed_as_said(output, said), f"{page.name}'s block {i} did not print {printed_as_said(output, said)!r}"
+
+
+def test_a_page_whose_programs_a_test_runs_is_run_by_it():
+    for name, test in RUN_BY.items():
+        assert python_blocks(DOCS / name) and f'python_blocks(DOCS / "{name}")' in (ROOT / test).read_text(), test

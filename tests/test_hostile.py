@@ -225,7 +225,7 @@ def test_a_paddle_file_that_is_the_torch_file_is_red(tmp_path, how, capsys):
     assert cli.check(folder, only="forward") == 1
     line = capsys.readouterr().out.splitlines()[0]
     assert line.startswith("forward: RED | guide RED (one side is a copy of the other: the Paddle file is")
-    assert "| strict RED (one side is a copy of the other) |" in line
+    assert "| strict RED (one side is a copy of the other) [PC103] |" in line
     assert cli.pair(t, p) == 1
     out = capsys.readouterr().out
     assert "guide RED (one side is a copy of the other" in out and "strict RED (one side is a copy" in out

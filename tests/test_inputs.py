@@ -302,7 +302,7 @@ def test_messages(tmp_path):
     (tmp_path / "weights.bin").mkdir()
     with pytest.raises(PipelineError, match="weights.bin is a folder, not a file: run `python x.py` first"):
         errors.require(tmp_path / "weights.bin", "python x.py")
-    with pytest.raises(PipelineError, match=r"nothing.json not found: pass a BERT folder as --model_dir$"):
+    with pytest.raises(PipelineError, match=r"nothing.json not found: pass a BERT folder as --model_dir \[PC002\]$"):
         errors.require(tmp_path / "nothing.json", "pass a BERT folder as --model_dir")
     with pytest.raises(PipelineError, match="is a folder, not a file"):
         fileio.load_npy(tmp_path / "weights.bin")

@@ -457,6 +457,15 @@ def test_gpt2_against_paddlenlp_gpt_is_green_forward_and_backward_with_its_recip
     assert {"grad h.0.attn.c_attn.q.weight", "grad h.0.attn.c_attn.v.bias"} <= {r.name for r in trained.grads}
 
 
+def test_the_pages_gpt_block_runs_alone_and_prints_what_the_page_says(tmp_path):
+    """docs/pairing.md's program, alone in an empty folder with fresh globals, in this process (which imports
+    transformers and paddlenlp already; tests/test_docs_blocks.py)."""
+    from test_docs_blocks import DOCS, printed_as_said, python_blocks, run_in_process
+    (code, said), = python_blocks(DOCS / "pairing.md")
+    status, output = run_in_process([code], tmp_path)[0]
+    assert status == 0 and not printed_as_said(output, said), output[-3000:]
+
+
 def test_a_fused_qkv_in_the_wrong_column_order_is_red_at_its_module():
     """Paddle's qkv_proj holding [q | k | v] where its forward reads per head: red at the fused projection; with
     isolate=True each part computes on torch's input and its output, forced to torch's, goes on whole (in Paddle's

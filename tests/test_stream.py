@@ -6,42 +6,35 @@ import json
 import shutil
 
 import numpy as np
-import paddle
 import pytest
-import torch
 
 from portcheck import cli, stream
 from portcheck.errors import PipelineError
+from examples.tiny_llama import write_pair
+from test_docs_blocks import DOCS, printed_as_said, python_blocks, run_in_process
 
-LLAMA = dict(vocab_size=64, hidden_size=32, intermediate_size=88, num_hidden_layers=6, num_attention_heads=4,
-             num_key_value_heads=2, max_position_embeddings=64, rms_norm_eps=1e-5, use_cache=False)
 IDS = np.random.RandomState(0).randint(0, 64, (2, 8)).astype("int64")
 MIDDLE = 3
 
 
-def write_pair(folder, dtype="float32", **config):
-    """transformers' and paddlenlp's checkpoints of one random Llama, Paddle's weights set by portcheck.convert
-    (the library's layouts), each saved by its own save_pretrained as safetensors, in small shards."""
-    from paddlenlp.transformers import LlamaConfig as PaddleConfig, LlamaForCausalLM as PaddleLlama
-    from transformers import LlamaConfig, LlamaForCausalLM
-    from portcheck import convert
-    c = {**LLAMA, **config}
-    torch.manual_seed(0)
-    paddle.seed(0)
-    pt = LlamaForCausalLM(LlamaConfig(**c, attn_implementation="eager")).eval()
-    pd = PaddleLlama(PaddleConfig(**c)).eval()
-    pd.set_state_dict(convert(pt, pd, layouts={"LlamaLMHead": "transpose"}))
-    if dtype != "float32":
-        pt.to(getattr(torch, dtype))
-        pd.to(dtype=dtype)
-    pt.save_pretrained(folder / "torch", safe_serialization=True, max_shard_size="20KB")
-    pd.save_pretrained(folder / "paddle", safe_serialization=True, max_shard_size="20KB")
-    return folder / "torch", folder / "paddle"
+@pytest.fixture(scope="module")
+def page(tmp_path_factory):
+    """docs/large_models.md's program, run alone in an empty folder with fresh globals, in this process (which
+    imports transformers and paddlenlp already; tests/test_docs_blocks.py): (its folder, status, output)."""
+    folder = tmp_path_factory.mktemp("stream")
+    (code, _), = python_blocks(DOCS / "large_models.md")
+    return (folder / "block0", *run_in_process([code], folder)[0])
 
 
 @pytest.fixture(scope="module")
-def pair(tmp_path_factory):
-    return write_pair(tmp_path_factory.mktemp("stream"))
+def pair(page):
+    """The clean pair the page's program wrote (examples/tiny_llama.py)."""
+    return page[0] / "torch", page[0] / "paddle"
+
+
+def test_the_pages_block_runs_alone_and_prints_what_the_page_says(page):
+    (_, said), = python_blocks(DOCS / "large_models.md")
+    assert page[1] == 0 and not printed_as_said(page[2], said), page[2][-3000:]
 
 
 def named_at(report, layer: int) -> bool:
@@ -54,13 +47,7 @@ def named_at(report, layer: int) -> bool:
 
 
 def test_a_clean_pair_is_green_block_by_block_and_a_planted_epsilon_is_named(pair):
-    torch_dir, paddle_dir, ids = *pair, IDS
-    # --- docs: stream
-    from portcheck import stream
-    report = stream.compare(torch_dir, paddle_dir, {"input_ids": ids})  # token ids [batch, length]
-    print("\n".join(report.lines()))  # one line per block: cumulative and isolated
-    assert report.passed, (report.first_diverging, report.first_isolated)
-    # --- end
+    report = stream.compare(*pair, {"input_ids": IDS})
     assert report.passed, report.table()
     assert [b.name for b in report.blocks] == ["model.embed_tokens", *(f"model.layers.{i}" for i in range(6)),
                                                "model.norm", "lm_head"]

@@ -251,7 +251,8 @@ def judge_pair(folder: Path, name: str, files: dict, overrides: dict, strict: bo
     if measured is not None:
         parts.append(measured.describe_measured())
     parts.append(handin.describe_strict(strict_result, threshold, copy))
-    parts.append({True: "same run", False: f"NOT the same run ({same[1]})", None: "same run not proven"}[same[0]])
+    parts.append({True: "same run", False: f"NOT the same run ({same[1]}) [PC110]",
+                  None: "same run not proven"}[same[0]])
     parts += [f"{f.name} {'green' if f.passed else 'RED'} ({f.detail})" for f in findings]
     flags = loosened(verdict)
     parts += [f"judged with loosened tolerances: {'; '.join(flags)}"] if flags else []
@@ -326,7 +327,8 @@ def check(folder, overrides: dict = None, strict: bool = False, only=None, extra
     for path in found["unpaired"]:
         print(report.one_line(f"unpaired: {path.relative_to(folder)} has no twin of the other framework"))
     for what in found["unread"]:  # a pair there was never judged: the folder is not green
-        print(report.one_line(f"RED: not all of the folder was read: {what}; hand in a folder of the pairs alone"))
+        print(report.one_line(f"RED: not all of the folder was read: {what}; hand in a folder of the pairs alone "
+                              "[PC111]"))
     red += bool(found["unread"])
     names = {n.rsplit("/", 1)[-1] for n in pairs}
     below = handin.ours(folder)

@@ -184,7 +184,7 @@ def torch_layouts(torch_model, layouts=None, paddle_kinds=None) -> dict:
         raise PipelineError(f"torch module(s) {said}: this converter does not know their Paddle layout: pass "
                             f"layouts={{'{first}': 'same'}} (or 'transpose'; keyed by the torch type or the Paddle "
                             "one it pairs with) if their tensors keep their names, or add the type to "
-                            "portcheck/convert.py's table")
+                            "portcheck/convert.py's table [PC011]")
     return out
 
 
@@ -576,7 +576,7 @@ def plan(torch_model, paddle_model, name_map=None, layouts=None, inputs=None, pa
         first = next(iter(wrong.values())).rsplit(" ", 1)[-1]
         raise PipelineError(f"{'; '.join(list(wrong.values())[:6])}{'; ...' if len(wrong) > 6 else ''}: the pairing "
                             f"joins different layers; give name_map entries for them, or layouts={{'{first}': 'same'}} "
-                            "(or 'transpose') if that Paddle type holds the torch layer's tensors")
+                            "(or 'transpose') if that Paddle type holds the torch layer's tensors [PC012]")
     if missing:
         raise PipelineError(missing)
     return out
@@ -602,11 +602,12 @@ def check_models(torch_model, paddle_model):
     """One line unless the first is a torch module and the second a Paddle layer (the usual slip: swapped)."""
     given = framework(torch_model), framework(paddle_model)
     if given == ("paddle", "torch"):
-        raise PipelineError("the models are swapped: pass the torch model first, then the Paddle one")
+        raise PipelineError("the models are swapped: pass the torch model first, then the Paddle one [PC013]")
     for side, model, want in (("torch_model", torch_model, "torch"), ("paddle_model", paddle_model, "paddle")):
         if framework(model) != want:
             raise PipelineError(f"{side} is a {type(model).__name__}, not a "
-                                f"{'torch.nn.Module' if want == 'torch' else 'paddle.nn.Layer'}: pass the model itself")
+                                f"{'torch.nn.Module' if want == 'torch' else 'paddle.nn.Layer'}: pass the model itself "
+                                "[PC015]")
 
 
 def convert(torch_model, paddle_model, name_map=None, path=None, layouts=None, inputs=None, keep=()) -> "State":
@@ -691,7 +692,7 @@ def convert(torch_model, paddle_model, name_map=None, path=None, layouts=None, i
                             "(convert both models to one dtype first)")
     if problems:
         raise PipelineError(f"keys, shapes or dtypes do not match ({len(problems)} problem(s), the Paddle model "
-                            "left as it was): " + named(problems, "; "))
+                            "left as it was): " + named(problems, "; ") + " [PC014]")
     # a group only the run's order paired is settled by the models' run, each order tried on the converted rest:
     # the Paddle model's own values kept to be put back if values cannot settle it
     before = {k: np.array(params[k].numpy()) for k in state if k in params} if doubt else {}

@@ -34,9 +34,9 @@ def require(path, how: str) -> Path:
     """Stop with one line naming the missing file and what makes it."""
     path = Path(path)
     if path.is_dir():
-        raise PipelineError(f"{path} is a folder, not a file: {remedy(how)}")
+        raise PipelineError(f"{path} is a folder, not a file: {remedy(how)} [PC001]")
     if not path.is_file():
-        raise PipelineError(f"{path} not found: {remedy(how)}")
+        raise PipelineError(f"{path} not found: {remedy(how)} [PC002]")
     return path
 
 
@@ -80,7 +80,7 @@ def run_main(main):
     except PipelineError as e:
         fail(str(e))
     except KeyboardInterrupt:
-        fail("interrupted (Ctrl-C); files already written are complete, run the command again", INTERRUPTED)
+        fail("interrupted (Ctrl-C); files already written are complete, run the command again [PC003]", INTERRUPTED)
 
 
 def _stdout_gone(message: str):

@@ -259,7 +259,7 @@ def last_run(folder) -> dict:
             for stem in sorted(set(stems)):
                 problems.setdefault(stem, f"ran on other weights ({fingerprint[:12]}) than "
                                           f"{', '.join(main_stems[:3])} ({runs[0][0][:12]}): the hand-in mixes runs on "
-                                          "two models; rerun the pipeline")
+                                          "two models; rerun the pipeline [PC109]")
     return problems
 
 
@@ -322,9 +322,9 @@ def describe_guide(guide: diff.CheckResult, threshold: float, copy: str = "", sp
     spread: the part of `threshold` that is torch's own spread (tolerances.looser_task)."""
     rule = f"mean <= {tolerances.looser_task(guide.name, threshold, spread) or f'{threshold:g}'}"
     if copy:
-        return f"guide RED (one side is a copy of the other: {copy})"
+        return f"guide RED (one side is a copy of the other: {copy}) [PC101]"
     if stopped(guide):
-        return f"guide RED (reprod_log stops: {stopped(guide)})"
+        return f"guide RED (reprod_log stops: {stopped(guide)}) [PC102]"
     bad = [k for k in guide.keys if not k.passed]
     shown = diff.first_diverging(guide.keys) or largest_mean(guide.keys)
     figures = f"{shown.key} mean {shown.mean:.3g}" if shown else "no keys"
@@ -336,7 +336,7 @@ def describe_guide(guide: diff.CheckResult, threshold: float, copy: str = "", sp
 
 def describe_strict(result: diff.CheckResult, threshold: float, copy: str = "") -> str:
     if copy:
-        return "strict RED (one side is a copy of the other)"
+        return "strict RED (one side is a copy of the other) [PC103]"
     failed = result.failed_keys
     if not failed:
         worst = max(result.keys, key=lambda k: k.max, default=None)
@@ -353,7 +353,8 @@ def describe_log(mismatches: list, n_logged: int) -> str:
     what = (f"{m.key} is not in the pair (logged {m.method} {m.logged!r})" if m.recomputed != m.recomputed
             else f"{m.key} is not in the log" if m.logged != m.logged
             else f"{m.key} {m.method} logged {m.logged!r}, recomputed {m.recomputed!r}")
-    return f"RED: does not match the pair: {what}" + (f"; and {len(mismatches) - 1} more" if len(mismatches) > 1 else "")
+    more = f"; and {len(mismatches) - 1} more" if len(mismatches) > 1 else ""
+    return f"RED: does not match the pair: {what}{more} [PC104]"
 
 
 def other_threshold(logged: dict, guide: diff.CheckResult, threshold: float) -> str:
@@ -408,7 +409,7 @@ class MeasuredVerdict:
     def describe_measured(self) -> str:
         rule = tolerances.said(tolerances.ulps_of(self.name))
         if self.kind == "exact" and self.first is not None:
-            return f"exact RED ({rule}, same shapes and dtypes: first difference at {self.first.describe()})"
+            return f"exact RED ({rule}, same shapes and dtypes: first difference at {self.first.describe()}) [PC105]"
         if self.kind != "computed":
             largest = largest_mean(self.guide.keys)
             what = (f"exact: {rule}, same shapes and dtypes" if self.kind == "exact" else
@@ -418,11 +419,11 @@ class MeasuredVerdict:
         bad = diff.first_diverging(self.rows)
         worst = bad or max(self.rows, key=lambda r: r.ratio, default=None)
         if worst is None:
-            return "measured RED (no keys)"
+            return "measured RED (no keys) [PC106]"
         if bad and not bad.problems and bad.max_ok:  # red by the bound on the mean alone: that bound said, not the max
-            return f"measured RED (failed: {bad.name} {self._by_mean(bad)})"
+            return f"measured RED (failed: {bad.name} {self._by_mean(bad)}) [PC107]"
         return (f"measured {'RED' if bad else 'green'} ({'failed: ' if bad else 'largest: '}{worst.name} "
-                f"{worst.problem or worst.key_figures()})")
+                f"{worst.problem or worst.key_figures()})" + (" [PC108]" if bad else ""))
 
     def _by_mean(self, r) -> str:
         """A row red by the bound on its mean, its max within the measured allowance: the bound that decided, the
