@@ -10,6 +10,7 @@ import json
 import shutil
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -96,20 +97,26 @@ def test_an_auxiliary_target_and_a_layer_left_unfrozen_are_each_named(pair, tmp_
 
 
 def test_a_list_and_a_number_reach_the_first_call():
-    """model([x], 0.5): the recorder's first-call arguments keep the list and the number, torch's batch in place
-    (the Paddle model starts on them, the isolated runs make the same call)."""
-    import torch
+    """model([x], 0.5, mask={"m": x}, flag=True): the recorder's first-call arguments keep the list, the number, the
+    dict and the flag, torch's batch in place of the tensor it recorded there (the Paddle model starts on them, the
+    isolated runs make the same call, torch's float64 run with the arrays widened)."""
     from portcheck.compare import Arguments, _float64, call
+
+    class Tensor:  # what the recorder reads of a framework's tensor
+        shape = (2, 3)
+
+        def numpy(self):
+            return np.zeros(self.shape, np.float32)
     given = np.arange(6, dtype=np.float32).reshape(2, 3)
-    own = torch.zeros(2, 3)
-    first = Arguments(recorder._arrays(([own], 0.5), "args", {"args/0/0": given}),
-                      recorder._arrays({"mask": {"m": own}, "flag": True}, "kwargs", {}))
+    first = Arguments(recorder._arrays(([Tensor()], 0.5), "args", {"args/0/0": given}),
+                      recorder._arrays({"mask": {"m": Tensor()}, "flag": True}, "kwargs", {}))
     seen = []
-    call(lambda xs, scale, mask, flag: seen.append((xs, scale, mask, flag)), _float64(first), torch.from_numpy)
+    call(lambda xs, scale, mask, flag: seen.append((xs, scale, mask, flag)), _float64(first), lambda a: ("tensor", a))
     (xs, scale, mask, flag), = seen
-    assert isinstance(xs, list) and xs[0].dtype == torch.float64 and np.array_equal(xs[0].numpy(), given)
-    assert scale == 0.5 and flag is True and isinstance(mask["m"], torch.Tensor)
-    with pytest.raises(recorder.Unbuilt):
+    assert isinstance(xs, list) and xs[0][0] == "tensor" and xs[0][1].dtype == np.float64 and \
+        np.array_equal(xs[0][1], given), xs
+    assert scale == 0.5 and flag is True and mask["m"][0] == "tensor" and not mask["m"][1].any(), (scale, mask, flag)
+    with pytest.raises(recorder.Unbuilt):  # an object holding tensors: the isolated run is not made, saying so
         recorder._arrays((object(),), "args", {})
 
 
@@ -127,7 +134,7 @@ def test_forward_called_directly_is_refused_saying_so(tmp_path, monkeypatch):
             return self.b(self.a(x))
     model = Net()
     rec = recorder.Run({"side": "torch", "steps": 1, "out": str(tmp_path)}, TorchSide(False))
-    rec.optimizers.append(torch.optim.SGD(model.parameters(), lr=0.1))
+    rec.optimizers.append(SimpleNamespace(param_groups=[{"params": list(model.parameters())}]))  # what it reads
     own = torch.nn.Module.__call__
     monkeypatch.setattr(torch.nn.Module, "__call__",
                         lambda m, *a, **k: rec.module_call(m, functools.partial(own, m), a, k))
