@@ -183,7 +183,6 @@ class Run:
                     self.config["loss"], self.config["loss_inside"] = {"function": found[0], **found[1]}, True
             return self._inner(call, args, kwargs)
         if self.root is None and module.training and self._trained(module):
-            self._not_direct(module)
             self.called, self.root = module, self.fw.unwrapped(module)  # a data-parallel wrapper: its model
             self.config["wrapper"] = self.fw.wrapper(module)
             self._first_call(self.root, args, kwargs)
@@ -209,13 +208,14 @@ class Run:
         return bool(own) and own <= self.fw.held_parameters(self.optimizers)
 
     def _not_direct(self, module):
-        """A module trained called from inside a method of a module holding it that was not itself called
-        (model.forward(x) called directly: the model's call, its batch, is never seen): one line."""
+        """A second module trained, the root and it called from inside a method of a module holding both that was
+        not itself called (model.forward(x) called directly: the model's call, its batch, is never seen): one line."""
         frame, here = sys._getframe(1), str(Path(__file__).parent)
         while frame is not None:
             owner = frame.f_locals.get("self") if not frame.f_code.co_filename.startswith(here) else None
-            if isinstance(owner, self.fw.module_class) and owner is not module and \
-                    not any(m is owner for m in self.stack) and any(m is module for m in self.fw.submodules(owner)):
+            held = self.fw.submodules(owner) if isinstance(owner, self.fw.module_class) else ()
+            if owner is not module and not any(m is owner for m in self.stack) and \
+                    any(m is module for m in held) and any(m is self.called for m in held):
                 raise self.refuse(f"it calls {type(owner).__name__}.{frame.f_code.co_name}() directly (as "
                                   f"model.{frame.f_code.co_name}(x)), not the model itself: portcheck records the "
                                   "calls of the model; call model(x)")
