@@ -120,8 +120,10 @@ def test_a_list_and_a_number_reach_the_first_call():
         recorder._arrays((object(),), "args", {})
 
 
-def test_forward_called_directly_is_refused_saying_so(tmp_path, monkeypatch):
-    """model.forward(x): the model is never called, its layers are; one true line, not "trains two models"."""
+@pytest.fixture
+def recording(tmp_path, monkeypatch):
+    """(a torch side's recorder, a two-layer Net) in this process: every module call through the recorder, an
+    optimizer holding the Net's parameters (what the recorder reads of one); undone after the test."""
     import torch
     from portcheck.hooks_torch import TorchSide
 
@@ -134,10 +136,29 @@ def test_forward_called_directly_is_refused_saying_so(tmp_path, monkeypatch):
             return self.b(self.a(x))
     model = Net()
     rec = recorder.Run({"side": "torch", "steps": 1, "out": str(tmp_path)}, TorchSide(False))
-    rec.optimizers.append(SimpleNamespace(param_groups=[{"params": list(model.parameters())}]))  # what it reads
+    rec.optimizers.append(SimpleNamespace(param_groups=[{"params": list(model.parameters())}]))
     own = torch.nn.Module.__call__
     monkeypatch.setattr(torch.nn.Module, "__call__",
                         lambda m, *a, **k: rec.module_call(m, functools.partial(own, m), a, k))
+    return rec, model
+
+
+def test_forward_called_directly_is_refused_saying_so(recording, tmp_path):
+    """model.forward(x): the model is never called, its layers are; one true line, not "trains two models"."""
+    import torch
+    rec, model = recording
     with pytest.raises(recorder.Refused, match=r"it calls Net\.forward\(\) directly .* call model\(x\)"):
         model.forward(torch.zeros(1, 3))
     assert "directly" in json.loads((tmp_path / "status.json").read_text())["error"]
+
+
+def test_a_model_trained_in_eval_mode_is_refused_saying_so(recording, tmp_path):
+    """An evaluation is a call in eval mode; a script whose model stays in eval mode as it trains (from_pretrained
+    returns one so) is told so at its first backward(), not "never called a model"."""
+    import torch
+    rec, model = recording
+    model.eval()
+    loss = model(torch.zeros(1, 3)).sum()
+    assert rec.root is None and not rec.record  # no batch, no first call
+    with pytest.raises(recorder.Refused, match=r"it trains its model \(Net\) in eval mode .* call model\.train\(\)"):
+        rec.backward(loss)

@@ -139,6 +139,7 @@ class Run:
         self.step, self.depth, self.calls, self.loss, self.done = 0, 0, 0, None, False
         self.error, self.in_root, self.making = None, 0, False
         self.evaluating = False  # the root's last call was an evaluation (model.eval()): its losses not recorded
+        self.evaluated = None  # a model called in eval mode before any in train mode (Run.backward)
         self.stepped = []  # the optimizers stepped in this step (several: each over a part of the model)
         self.stack, self.in_loss, self.names = [], 0, None  # the modules being called; a loss class's call; names
         # the root's forward calls and the backward() calls of this step (more than one: gradient accumulation), the
@@ -182,6 +183,8 @@ class Run:
                 if found is not None:  # the model's own loss (labels=): its settings, its target part of the batch
                     self.config["loss"], self.config["loss_inside"] = {"function": found[0], **found[1]}, True
             return self._inner(call, args, kwargs)
+        if self.root is None and not module.training and self.evaluated is None and self._trained(module):
+            self.evaluated = module  # an evaluation, or a model trained in eval mode (backward says which)
         if self.root is None and module.training and self._trained(module):
             self.called, self.root = module, self.fw.unwrapped(module)  # a data-parallel wrapper: its model
             self.config["wrapper"] = self.fw.wrapper(module)
@@ -442,6 +445,10 @@ class Run:
         """Tensor.backward's tensor, before it runs."""
         if self.stepped:  # not every optimizer over the model stepped: the step ended with those that did
             self._close_step()
+        if self.root is None and self.evaluated is not None and not self.plain:
+            raise self.refuse(f"it trains its model ({type(self.evaluated).__name__}) in eval mode (model.eval(); "
+                              "from_pretrained returns a model so): portcheck takes a call in eval mode for an "
+                              "evaluation, not a training batch; call model.train() before the training loop")
         if self.root is not None and not self.done:
             self.loss = _numpy(tensor).reshape(-1)
             self.backwards += 1
