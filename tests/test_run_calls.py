@@ -8,6 +8,7 @@ sides and judged (run.run_side, run.judge), several plants a run where each is n
 import functools
 import json
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 from types import SimpleNamespace
@@ -82,6 +83,10 @@ def test_a_second_view_an_optimizer_and_a_temperature_planted_are_each_named(pai
     assert code == 1, said
     assert "data RED: the batches or targets the Paddle script feeds differ: input/batch 1" in said, said
     assert "optimizer 2 (in the order they step): momentum torch 0.9 vs paddle 0.5" in said, said
+    check = subprocess.run([sys.executable, "-m", "portcheck", "check", str(tmp_path / "out" / "log_reprod"),
+                            "--only", ",".join(("config", *run.PAIRS))], capture_output=True, text=True)
+    assert check.returncode == 1 and "optimizer 2 (in the order they step): momentum" in check.stdout, \
+        check.stdout + check.stderr  # the hand-in says it too
     # the temperature divides the logits in the model's own forward: its first call, on Paddle's own number
     assert "their own computation differs: (model)" in said and "training: RED, the runs part at (model)[0]" in said, \
         said
