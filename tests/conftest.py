@@ -63,7 +63,9 @@ FILE_SECONDS = {"test_hand_in.py": 200, "test_resnet18.py": 105, "test_edges.py"
                 # on idle cores after the round's merges (2026-11-26, seventh session: 1137 tests, 14:15)
                 "test_run_trainers.py": 117, "test_run_config.py": 48, "test_run_loaders.py": 64,
                 "test_hostile5.py": 59, "test_torchvision.py": 15, "test_run_limits.py": 20, "test_links.py": 2,
-                "test_wording.py": 2}
+                "test_wording.py": 2,
+                # test_run_calls: 166 s wall at load 14 (one set of four runs, two Paddle reruns; 35 s CPU in all)
+                "test_run_calls.py": 40}
 SETUP = ["weights/torch_bert_weights.py", "weights/torch2paddle.py",
          "classifier_weights/generate_classifier_weights.py", "fake_data/gen_fake_data.py"]
 

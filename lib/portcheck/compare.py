@@ -672,8 +672,7 @@ def call(model, inputs, to_tensor):
     # np.array copies: torch.from_numpy shares memory, and a forward that changes its input in place must
     # change neither the caller's array nor the other side's input
     if isinstance(inputs, Arguments):
-        return model(*[v if is_flag(v) else to_tensor(np.array(v)) for v in inputs.args],
-                     **{k: v if is_flag(v) else to_tensor(np.array(v)) for k, v in inputs.kwargs.items()})
+        return model(*_tensors(inputs.args, to_tensor), **_tensors(inputs.kwargs, to_tensor))
     if isinstance(inputs, dict):
         return model(**{k: v if is_flag(v) else to_tensor(np.array(v)) for k, v in inputs.items()})
     if isinstance(inputs, (tuple, list)):
@@ -683,9 +682,21 @@ def call(model, inputs, to_tensor):
 
 class Arguments(NamedTuple):
     """Positional and keyword arguments together, as a script calls its model (model(ids, attention_mask=m,
-    return_dict=True)): inputs call() takes beside an array, a tuple and a dict."""
+    return_dict=True), model(x, 0.5), model([x]), model({"x": x})): inputs call() takes beside an array, a tuple and a
+    dict; each array a tensor, lists, tuples and dicts of them as they were, anything else (a flag, a number) as it is."""
     args: tuple
     kwargs: dict
+
+
+def _tensors(value, to_tensor):
+    """An Arguments' value as the model takes it: each array a tensor, in the lists, tuples and dicts it was in."""
+    if isinstance(value, np.ndarray):
+        return to_tensor(np.array(value))
+    if isinstance(value, dict):
+        return type(value)({k: _tensors(v, to_tensor) for k, v in value.items()})
+    if isinstance(value, (tuple, list)):
+        return type(value)(_tensors(v, to_tensor) for v in value)
+    return value
 
 
 def is_flag(value) -> bool:
@@ -695,8 +706,8 @@ def is_flag(value) -> bool:
 
 def _float64(inputs):
     cast = lambda v: np.asarray(v).astype(np.float64) if np.asarray(v).dtype.kind == "f" else np.asarray(v)
-    if isinstance(inputs, Arguments):
-        return Arguments(tuple(v if is_flag(v) else cast(v) for v in inputs.args), _float64(inputs.kwargs))
+    if isinstance(inputs, Arguments):  # its arrays widened, wherever they are (_tensors)
+        return Arguments(_tensors(inputs.args, cast), _tensors(inputs.kwargs, cast))
     if isinstance(inputs, dict):
         return {k: v if is_flag(v) else cast(v) for k, v in inputs.items()}
     if isinstance(inputs, (tuple, list)):

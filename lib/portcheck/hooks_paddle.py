@@ -43,6 +43,9 @@ class PaddleSide(SharedSide):
     def parameters(self, module) -> list:
         return list(module.parameters())
 
+    def trainable(self, p) -> bool:
+        return not p.stop_gradient
+
     def unwrapped(self, module):
         """The model paddle.DataParallel holds (`._layers`)."""
         return module._layers if isinstance(module, self.paddle.DataParallel) else module
@@ -57,9 +60,10 @@ class PaddleSide(SharedSide):
     def check_not_compiled(self, module):
         pass  # paddle.jit.to_static is refused where it is called (install)
 
-    def start_from_torch(self, model, given: dict, first: dict):
+    def start_from_torch(self, model, given: dict, first):
         """The model's weights set to the torch side's initial ones (given: the torch record), every Paddle key
-        filled, every shape equal, before the first is set; else one line. Returns the pairing's calls
+        filled, every shape equal, before the first is set; else one line. first: the script's first call
+        (compare.Arguments, torch's batch 0 in it), on which the model runs once for the pairing. Returns the pairing's calls
         {torch call: Paddle call} and record keys {torch key: Paddle key} (compare.counterparts).
         A tensor one side alone holds is no problem where the run shows it unused (its module not called by that
         side's first forward) or the model fills it itself (a buffer, Paddle's position ids; a torch tensor without
@@ -70,18 +74,15 @@ class PaddleSide(SharedSide):
         from portcheck import fused
         from portcheck.backward import _counterpart, renames
         from portcheck.convert import CONFIGS_DIFFER, names_of_one_tensor
-        from portcheck.compare import _Recorder, counterparts, eval_mode
+        from portcheck.compare import _Recorder, call, counterparts, eval_mode
         from portcheck.pairing import ROOT, describe, module_of, pair, split_key
         from portcheck.recorder import RUN, ties
         from portcheck.errors import PipelineError
-        args = [self.to_tensor(first[k]) for k in sorted((k for k in first if k.startswith("args/")),
-                                                         key=lambda k: int(k.split("/")[1]))]
-        kwargs = {k.split("/", 1)[1]: self.to_tensor(v) for k, v in first.items() if k.startswith("kwargs/")}
         rec = _Recorder()
         handles = rec.attach(model)
         try:
             with eval_mode(model), self.paddle.no_grad():
-                model(*args, **kwargs)
+                call(model, first, self.to_tensor)
         finally:
             for h in handles:
                 h.remove()
@@ -148,7 +149,7 @@ class PaddleSide(SharedSide):
         same = names_of_one_tensor(params)
         unfilled = [k for k in params if k not in said and not any(a in state for a in same[k])]
         trained = {k for k, _ in model.named_parameters()}
-        idle = self._unused(model, args, kwargs, unfilled) if unfilled else set()
+        idle = self._unused(model, first, unfilled) if unfilled else set()
         one_sided["paddle"] = [k for k in unfilled if module(k) not in paddle_ran or k not in trained or k in idle]
         unfilled_problems = [k for k in unfilled if k not in one_sided["paddle"]]
         problems += [f"Paddle {k} no torch tensor fills" for k in unfilled_problems]
@@ -166,14 +167,14 @@ class PaddleSide(SharedSide):
         self.placed = placed  # the kept layers' tensors are placed as the model's (start_kept)
         return paired.pairs, counterparts(torch_trace, paddle_trace, paired), placed
 
-    def _unused(self, model, args, kwargs, keys) -> set:
+    def _unused(self, model, first, keys) -> set:
         """Of the parameters `keys` names, those no output of the model depends on (paddlenlp's BertModel computes its
         pooler for a token classifier, which returns the sequence's logits alone): the gradient of its outputs' sum
         reaches none of them. Its forward in eval mode, .grad untouched; none where Paddle cannot tell."""
-        from portcheck.compare import eval_mode
+        from portcheck.compare import call, eval_mode
         paddle = self.paddle
         with eval_mode(model):
-            out = model(*args, **kwargs)
+            out = call(model, first, self.to_tensor)
         found = []
         todo = [out]
         while todo:
@@ -298,8 +299,10 @@ class PaddleSide(SharedSide):
             out["momentum"], out["nesterov"] = float(opt._momentum), bool(opt._use_nesterov)
         if hasattr(opt, "_amsgrad"):
             out["amsgrad"] = bool(opt._amsgrad)
-        decay = {}
+        decay, held = {}, self.held_parameters([opt])
         for key, p in model.named_parameters():
+            if id(p) not in held:  # a frozen layer's, another optimizer's
+                continue
             if family == "adamw":
                 fun = opt._apply_decay_param_fun
                 coeff = float(opt._weight_decay) if fun is None or fun(p.name) else 0.0

@@ -33,6 +33,9 @@ class TorchSide(SharedSide):
     def parameters(self, module) -> list:
         return list(module.parameters())
 
+    def trainable(self, p) -> bool:
+        return p.requires_grad
+
     def unwrapped(self, module):
         """The model a data-parallel wrapper holds (DistributedDataParallel, DataParallel: `.module`)."""
         nn = self.torch.nn

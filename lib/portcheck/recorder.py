@@ -107,6 +107,25 @@ def _replaced(value, prefix, given: dict, to_tensor):
     return value
 
 
+class Unbuilt(Exception):
+    """A model call's argument the recorder cannot take apart into arrays (an object holding tensors)."""
+
+
+def _arrays(value, prefix, batch: dict):
+    """A call's arguments as compare.Arguments holds them: each tensor as numpy, batch[its key] where batch has it
+    (torch's batch of the call), in the lists, tuples and dicts it was in; a number or a flag as the script gave it;
+    Unbuilt for anything else (an object holding tensors)."""
+    if hasattr(value, "numpy") and hasattr(value, "shape"):
+        return batch[prefix] if prefix in batch else _numpy(value)
+    if isinstance(value, dict):
+        return type(value)({k: _arrays(v, f"{prefix}/{k}", batch) for k, v in value.items()})
+    if isinstance(value, (tuple, list)):
+        return type(value)(_arrays(v, f"{prefix}/{i}", batch) for i, v in enumerate(value))
+    if value is None or isinstance(value, (bool, str, int, float, np.generic)):
+        return value
+    raise Unbuilt(type(value).__name__)
+
+
 class Run:
     """One side's recording, framework-independent; `fw` (TorchSide or PaddleSide) knows the framework."""
 
@@ -121,6 +140,9 @@ class Run:
         self.record, self.config = {}, {"seeds": {}, "clip": None, "loss": None, "versions": fw.versions()}
         self.step, self.depth, self.calls, self.loss, self.done = 0, 0, 0, None, False
         self.error, self.in_root, self.making = None, 0, False
+        self.evaluating = False  # the root's last call was an evaluation (model.eval()): its losses not recorded
+        self.evaluated = None  # a model called in eval mode before any in train mode (Run.backward)
+        self.stepped = []  # the optimizers stepped in this step (several: each over a part of the model)
         self.stack, self.in_loss, self.names = [], 0, None  # the modules being called; a loss class's call; names
         # the root's forward calls and the backward() calls of this step (more than one: gradient accumulation), the
         # loss calls so far (each its own target), each framework sampler's indices as drawn (the torch side's)
@@ -163,17 +185,19 @@ class Run:
                 if found is not None:  # the model's own loss (labels=): its settings, its target part of the batch
                     self.config["loss"], self.config["loss_inside"] = {"function": found[0], **found[1]}, True
             return self._inner(call, args, kwargs)
-        if self.root is None:
-            held = self.fw.held_parameters(self.optimizers)
-            own = {id(p) for p in self.fw.parameters(module)}
-            if own and own <= held:
-                self.called, self.root = module, self.fw.unwrapped(module)  # a data-parallel wrapper: its model
-                self.config["wrapper"] = self.fw.wrapper(module)
-                self._first_call(self.root, args, kwargs)
-        elif module is not self.called and self.fw.parameters(module) and \
-                {id(p) for p in self.fw.parameters(module)} <= self.fw.held_parameters(self.optimizers):
+        if self.root is None and not module.training and self.evaluated is None and self._trained(module):
+            self.evaluated = module  # an evaluation, or a model trained in eval mode (backward says which)
+        if self.root is None and module.training and self._trained(module):
+            self.called, self.root = module, self.fw.unwrapped(module)  # a data-parallel wrapper: its model
+            self.config["wrapper"] = self.fw.wrapper(module)
+            self._first_call(self.root, args, kwargs)
+        elif self.root is not None and module is not self.called and self._trained(module):
+            self._not_direct(module)
             raise self.refuse(f"it trains two models ({type(self.root).__name__}, then {type(module).__name__}): "
                               "give each model its own script")
+        if module is self.called and not module.training:  # an evaluation (model.eval()): not a training batch
+            self.evaluating = True
+            return self._inner(call, args, kwargs)
         if module is not self.called:
             kind = self.fw.loss_class(module)
             return self.loss_module(module, kind, call, args, kwargs) if kind else self._inner(call, args, kwargs)
@@ -183,7 +207,29 @@ class Run:
         finally:
             self.in_root -= 1
 
+    def _trained(self, module) -> bool:
+        """Every parameter of the module that takes a gradient (a frozen layer's do not) an optimizer holds."""
+        own = {id(p) for p in self.fw.parameters(module) if self.fw.trainable(p)}
+        return bool(own) and own <= self.fw.held_parameters(self.optimizers)
+
+    def _not_direct(self, module):
+        """A second module trained, the root and it called from inside a method of a module holding both that was
+        not itself called (model.forward(x) called directly: the model's call, its batch, is never seen): one line."""
+        frame, here = sys._getframe(1), str(Path(__file__).parent)
+        while frame is not None:
+            owner = frame.f_locals.get("self") if not frame.f_code.co_filename.startswith(here) else None
+            held = self.fw.submodules(owner) if isinstance(owner, self.fw.module_class) else ()
+            if owner is not module and not any(m is owner for m in self.stack) and \
+                    any(m is module for m in held) and any(m is self.called for m in held):
+                raise self.refuse(f"it calls {type(owner).__name__}.{frame.f_code.co_name}() directly (as "
+                                  f"model.{frame.f_code.co_name}(x)), not the model itself: portcheck records the "
+                                  "calls of the model; call model(x)")
+            frame = frame.f_back
+
     def _root_call(self, module, call, args, kwargs):
+        if self.stepped:  # not every optimizer over the model stepped: the step ended with those that did
+            self._close_step()
+        self.evaluating = False
         i, c = self.step, self.calls  # c: the root's call, counted over the steps (input/batch_<c>: BATCH)
         own = {}
         _flat(args, "args", own), _flat(kwargs, "kwargs", own)
@@ -253,13 +299,9 @@ class Run:
         return v.astype(np.float64) if self.side == "torch64" and v.dtype.kind == "f" else v
 
     def _first_call(self, module, args, kwargs):
-        from portcheck.compare import is_flag
         from portcheck.pairing import describe
         self.fw.check_not_compiled(module)
-        # the first call's own flags (return_dict=True) and its count of positional arguments: the isolated run's call
-        self.positional_flags = {i: v for i, v in enumerate(args) if is_flag(v)}
-        self.keyword_flags = {k: v for k, v in kwargs.items() if is_flag(v)}
-        self.positional = len(args)
+        self.first = self._arguments(args, kwargs)  # the isolated run's call, the Paddle side's first
         self.depth += 1  # the runs made here (pairing, isolation) are not training calls
         self.making = True
         try:
@@ -288,8 +330,7 @@ class Run:
                 self.kernels = AGAINST_ITSELF[self.against]()
                 self.kernels.__enter__()  # never left: the recorder ends the process after step N
             else:
-                first = self._given_batch(0)
-                pairs, keys, _ = self.fw.start_from_torch(module, self.given, first)
+                pairs, keys, _ = self.fw.start_from_torch(module, self.given, self.first or self._by_keys())
                 self.config["pairs"] = pairs
                 state = self.fw.paddle_layout_state(module)
                 self.isolated(module, {p: t for t, p in pairs.items()},
@@ -304,6 +345,27 @@ class Run:
         self.config["autocast"] = self.fw.autocast()
         self.record.update({f"state0/{k}": v for k, v in self.fw.paddle_layout_state(module).items()})
 
+    def _arguments(self, args, kwargs):
+        """The root's first call as compare.Arguments: the script's own arguments (a number, a flag, a list or dict
+        around tensors: model(x, 0.5), model([x]), model({"x": x})), each tensor torch's batch 0 at its place (the
+        torch side's: its own); None where an argument is none of these."""
+        from portcheck.compare import Arguments
+        batch = self._given_batch(0) if self.given is not None else {}
+        try:
+            return Arguments(_arrays(tuple(args), "args", batch), _arrays(dict(kwargs), "kwargs", batch))
+        except Unbuilt:
+            return None
+
+    def _by_keys(self):
+        """Torch's batch 0 as compare.Arguments by its keys alone (args/<i>, kwargs/<name>): the call the Paddle model
+        starts on where the script's own arguments cannot be taken apart (_arguments)."""
+        from portcheck.compare import Arguments
+        first = self._given_batch(0)
+        positional = sorted((k for k in first if k.startswith("args/") and k.count("/") == 1),
+                            key=lambda k: int(k[5:]))
+        return Arguments(tuple(first[k] for k in positional),
+                         {k[7:]: v for k, v in first.items() if k.startswith("kwargs/") and k.count("/") == 1})
+
     def _given_batch(self, c: int) -> dict:
         """The batch torch's root call c was given (0: the first step's first)."""
         prefix = f"{BATCH}{c}/"
@@ -313,19 +375,13 @@ class Run:
         """Every paired module call on torch's recorded first-forward values (portcheck.isolate.forced_run): the
         value each computes, under iso/<its key> (torch's float64 side: torch's own error per module; Paddle's:
         its counterpart's computation on the same values)."""
-        from portcheck.compare import Arguments, values
+        from portcheck.compare import values
         from portcheck.isolate import forced_run
-        first = self._given_batch(0)
-        args = {**{int(k[5:]): v for k, v in first.items() if k.startswith("args/") and k[5:].isdigit()},
-                **self.positional_flags}
-        kwargs = {k[7:]: v for k, v in first.items() if k.startswith("kwargs/") and k.count("/") == 1}
-        # tensors and flags alone, as the script passed them (a nested argument, a list of tensors: not)
-        inputs = Arguments(tuple(args[i] for i in range(len(args))), {**kwargs, **self.keyword_flags}) \
-            if len(args) - len(self.positional_flags) + len(kwargs) == len(first) and \
-            sorted(args) == list(range(self.positional)) else None
+        inputs = self.first  # tensors, numbers and flags, in the lists and dicts the script passed them in
         if inputs is None or not calls:
-            self.config["isolated"] = "not run: the model's batch is not tensors and flags (True, None, a string) " \
-                "passed as they are" if calls else "not run: no module paired"
+            self.config["isolated"] = "not run: the model's batch holds an object other than tensors, numbers, " \
+                "flags (True, None, a string) and lists, tuples or dicts of them" if calls else \
+                "not run: no module paired"
             return
         kept = {}
 
@@ -346,7 +402,7 @@ class Run:
         if self.in_root and self.config["loss"] is None and not (self.making or self.in_loss or self.done):
             self.config["loss"], self.config["loss_inside"] = {"function": name, **settings}, True  # the model's own
         # (an evaluation's, gradients off, is not the training's: its root calls are not counted either)
-        if self.root is None or self.done or self.in_root or self.making or self.in_loss or \
+        if self.root is None or self.done or self.in_root or self.making or self.in_loss or self.evaluating or \
                 not self.fw.grad_enabled():
             return target
         key = f"{TARGET}{self.losses}"  # each loss call its own (gradient accumulation: each micro-batch's)
@@ -389,6 +445,12 @@ class Run:
 
     def backward(self, tensor):
         """Tensor.backward's tensor, before it runs."""
+        if self.stepped:  # not every optimizer over the model stepped: the step ended with those that did
+            self._close_step()
+        if self.root is None and self.evaluated is not None and not self.plain:
+            raise self.refuse(f"it trains its model ({type(self.evaluated).__name__}) in eval mode (model.eval(); "
+                              "from_pretrained returns a model so): portcheck takes a call in eval mode for an "
+                              "evaluation, not a training batch; call model.train() before the training loop")
         if self.root is not None and not self.done:
             self.loss = _numpy(tensor).reshape(-1)
             self.backwards += 1
@@ -400,11 +462,18 @@ class Run:
     def before_step(self, optimizer):
         if self.root is None or self.done or self.plain:
             return
+        if any(o is optimizer for o in self.stepped):  # stepped twice: the step ended with the optimizers that did
+            self._close_step()
+        if self.stepped:  # another optimizer over another part of the model, in the same step
+            if self.step == 0:
+                self.config["optimizers"].append(self.fw.optimizer_config(optimizer, self.root))
+            return
         if self.loss is None:
             raise self.refuse("its optimizer stepped before any backward() on a loss")
         self.keep()
         if self.step == 0:
             self.config["optimizer"] = self.fw.optimizer_config(optimizer, self.root)
+            self.config["optimizers"] = [self.config["optimizer"]]
             trainer = _trainer()
             if trainer is not None:  # what a Trainer does beside the optimizer's settings (runconfig.TRAINER)
                 self.config["trainer"] = self.fw.trainer_config(trainer)
@@ -444,6 +513,14 @@ class Run:
         if self.root is None or self.done:
             self.step += self.plain
             return
+        self.stepped.append(optimizer)
+        trained = {id(p) for p in self.fw.parameters(self.root) if self.fw.trainable(p)}
+        if all(any(o is s for s in self.stepped) for o in self.optimizers if self.fw.held_parameters([o]) & trained):
+            self._close_step()
+
+    def _close_step(self):
+        """Every optimizer over the model stepped (or the next step began): the weights after the step recorded."""
+        self.stepped = []
         self.step += 1
         self.record.update({f"state{self.step}/{k}": v for k, v in self.fw.paddle_layout_state(self.root).items()})
         self.config["accumulation"]["forward"].append(self.forwards)
@@ -963,8 +1040,8 @@ class Full(Run):
                 self.fw.layout_keys(module)
                 self.weights = state_fingerprint(self.fw.paddle_layout_state(module))
             else:
-                first = self._given_batch(0)
-                _, _, placed = self.fw.start_from_torch(module, self.given, first)
+                first = self._arguments(args, kwargs)
+                _, _, placed = self.fw.start_from_torch(module, self.given, first or self._by_keys())
                 state = self.fw.paddle_layout_state(module)
                 self.weights = state_fingerprint({k: state[p] for k, p in placed.items()})
                 from portcheck.training import torch_running_var

@@ -408,8 +408,9 @@ def status_of(said: str, folder: Path, code: int, steps: int) -> dict:
     if status.get("root") is None:
         if code:
             raise PipelineError(f"{said} crashed (exit {code}; its traceback above) before it trained")
-        raise PipelineError(f"{said} never called a model whose parameters an optimizer holds, with "
-                            "gradients on: it must train a model (forward, loss.backward(), optimizer.step())")
+        raise PipelineError(f"{said} never called a model whose parameters an optimizer holds (every one taking a "
+                            "gradient), in train mode with gradients on: it must train a model (model.train(), "
+                            "forward, loss.backward(), optimizer.step())")
     if status["steps"] < steps:
         if code:
             raise PipelineError(f"{said} crashed (exit {code}; its traceback above) after "
@@ -605,6 +606,14 @@ def unplaced_why(report) -> str:
     return "a row is red: the table in log_reprod/bp_align_diff.log"
 
 
+def first_input(rec: dict, t: dict) -> list:
+    """The first input a side's model computed on, as its run record binds it: its in/(model); a model called with
+    a dict or list of tensors keeps none, so torch's batch 0 (t's), which the Paddle run was fed."""
+    if f"in/{ROOT}" in rec:
+        return [("in", rec[f"in/{ROOT}"])]
+    return [(k, v) for k, v in t.items() if k.startswith(f"{BATCH}0/")]
+
+
 def judge(out: Path, statuses: dict, steps: int, rank: int = 0, again=None, sealed: Sealed = None) -> int:
     """The records in `out` judged and handed in; again(crossed): the taking run (taking_run), made by backward.judged
     only where the steps are red and a kink is crossed (None: not made, the report says so). sealed: the records as
@@ -645,10 +654,10 @@ def judge(out: Path, statuses: dict, steps: int, rank: int = 0, again=None, seal
     weights = {k[7:]: v for k, v in t.items() if k.startswith("state0/")}
     paddle_weights = {k: p.get("state0/" + _counterpart("w/" + k, modules, renamed).partition("/")[2]) for k in weights}
     depends = lambda w, fed_: {"weights": record.state_fingerprint({k: v for k, v in w.items() if v is not None}),
-                               "inputs": record.fingerprint([("in", fed_)]), "flags": {"steps": steps}}
-    sides = {"torch": (t, depends(weights, t[f"in/{ROOT}"])),
+                               "inputs": record.fingerprint(fed_), "flags": {"steps": steps}}
+    sides = {"torch": (t, depends(weights, first_input(t, t))),
              "paddle": ({k: v for k, v in with_updates(p, steps).items() if not k.startswith(RUNNING) or k in t},
-                        depends(paddle_weights, p[f"in/{ROOT}"]))}  # running means rank 0's (DDP_BUFFERS): not judged
+                        depends(paddle_weights, first_input(p, t)))}  # running means rank 0's (DDP_BUFFERS): not judged
     script = "python -m portcheck run"
     for side, (rec, dep) in sides.items():
         exact = side == "torch"

@@ -75,10 +75,20 @@ def differences(torch_config: dict, paddle_config: dict, modules: dict, renamed:
     for key in ("family", "lr", "betas", "eps", "momentum", "nesterov", "amsgrad"):
         if (key in t or key in p) and not _same(t.get(key), p.get(key)) and not (rmsprop and key == "eps"):
             out.append(f"optimizer: {key} torch {_said(t.get(key))} vs paddle {_said(p.get(key))}")
+    # several optimizers, each over a part of the model (recorder's Run.before_step): each compared in the order
+    # they step, every parameter's weight decay from the one holding it
+    ts, ps = torch_config.get("optimizers") or [t], paddle_config.get("optimizers") or [p]
+    if len(ts) != len(ps):
+        out.append(f"optimizers: torch {len(ts)} vs paddle {len(ps)} stepping the model's parameters each step")
+    for i, (a, b) in enumerate(zip(ts[1:], ps[1:]), 2):
+        out += [f"optimizer {i} (in the order they step): {key} torch {_said(a.get(key))} vs paddle "
+                f"{_said(b.get(key))}" for key in ("family", "lr", "betas", "eps", "momentum", "nesterov", "amsgrad")
+                if (key in a or key in b) and not _same(a.get(key), b.get(key))]
+    decays = lambda held: {k: v for o in held for k, v in (o.get("weight_decay") or {}).items()}
     decay = []
-    for key, (value, kind) in (t.get("weight_decay") or {}).items():
+    for key, (value, kind) in decays(ts).items():
         target = _counterpart(f"w/{key}", modules, renamed).partition("/")[2]
-        other = (p.get("weight_decay") or {}).get(target)
+        other = decays(ps).get(target)
         if other is None:
             continue
         if not _same(value, other[0]) or (value and kind != other[1]):
