@@ -32,6 +32,7 @@ class ForwardReport:
     parents: dict = field(default_factory=dict)    # isolate=True: torch call -> the paired call it ran inside
     isolation_stopped: dict = field(default_factory=dict)  # isolate=True: {side: the error its run stopped on}
     left_out: list = field(default_factory=list)   # the model outputs outputs= left out, each "<side> <name>"
+    first_call: object = None      # red: calls.FirstCall, the first framework call that differs in first_diverging
 
     @property
     def passed(self) -> bool:
@@ -113,6 +114,7 @@ class ForwardReport:
         lines += _unjudged_lines([r for r in paired if not r.judged])
         origin = first_diverging([r for r in paired if not r.beyond(calibrated.MEAN_BOUND)])
         lines += [unsourced_line(origin)] if origin is not None and origin.input_unsourced else []
+        lines += [self.first_call.line()] if self.first_call is not None else []
         lines += [f"{len(self.rows) - len(paired)} torch module outputs have no Paddle counterpart; "
                   f"{len(self.unpaired)} Paddle outputs no torch module maps to"]
         lines += [f"model outputs left out (outputs=), not judged: {', '.join(self.left_out)}"] if self.left_out else []
@@ -738,6 +740,9 @@ def compare_forward(torch_model, paddle_model, inputs, name_map=None, isolate=Fa
     if isolate:
         from portcheck import isolate as isolated  # it builds on this module
         isolated.judge(torch_model, paddle_model, inputs, torch_record, report, free, fused.declared(paddle_record))
+    if not report.passed and report.first_diverging is not None:
+        from portcheck import calls  # it builds on this module
+        report.first_call = calls.first_call(torch_model, paddle_model, inputs, torch_record, report)
     return report
 
 
