@@ -321,8 +321,12 @@ def locate(torch_model, paddle_model, inputs, torch_record: dict, t_call: str, p
             return found
         found.torch, found.paddle, found.row, found.index = t.site, p.site, row, (i, j)
         return found
-    found.why = (f"every pair of calls within its rule ({len(aligned)} paired by place and shape of "
-                 f"{len(ts)} torch and {len(ps)} Paddle calls): the difference is in a call left unpaired")
+    paired_t, paired_p = {i for i, _ in aligned}, {j for _, j in aligned}
+    left = [f"torch's {c.site}" for i, c in enumerate(ts) if i not in paired_t] + \
+        [f"Paddle's {c.site}" for j, c in enumerate(ps) if j not in paired_p]
+    found.why = (f"every pair of calls within its rule ({len(aligned)} paired by place and shape of {len(ts)} torch "
+                 f"and {len(ps)} Paddle calls): the difference is in a call paired with none"
+                 + (f" ({', '.join(left[:4])}{', ...' if len(left) > 4 else ''})" if left else ""))
     return found
 
 

@@ -1174,8 +1174,8 @@ def _held_otherwise(a, b) -> bool:
 
 
 def _broadcasts(x: tuple, y: tuple) -> bool:
-    """The two shapes differ only where one of them is 1."""
-    return len(x) == len(y) and all(i == j or 1 in (i, j) for i, j in zip(x, y))
+    """The two shapes differ only where one of them is 1, or by leading axes (pairing._broadcast's rule)."""
+    return pairing._broadcast(x, y)
 
 
 def _input_ok(a, ref, b):
@@ -1184,6 +1184,10 @@ def _input_ok(a, ref, b):
         return None
     if pairing.reshaped(a.shape, b.shape):
         b = b.reshape(a.shape)  # the same values in another shape (judge_against)
+    elif a.shape != b.shape and _broadcasts(a.shape, b.shape):  # one side's [seq, d] broadcast over [batch, seq, d]
+        shape = np.broadcast_shapes(a.shape, b.shape)
+        ref = None if ref is None or ref.shape != a.shape else np.broadcast_to(ref, shape)
+        a, b = np.broadcast_to(a, shape), np.broadcast_to(b, shape)
     if a.dtype.kind != "f" or a.shape != b.shape:
         return a.shape == b.shape and bool(np.array_equal(a, b))
     return measure("in", a, ref if ref is not None and ref.shape == a.shape else None, b).passed
