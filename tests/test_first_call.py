@@ -98,26 +98,33 @@ def test_the_calls_pair_by_name_where_shapes_alone_would_pair_a_missing_call_wit
     assert calls._aligned(ts, ps) == [(0, 0), (2, 1)]
 
 
-def test_resnet18_a_leaky_relu_behind_an_in_place_relu_is_named_at_relu_against_leaky_relu():
+def test_resnet_block_a_leaky_relu_behind_an_in_place_relu_is_named_at_relu_against_leaky_relu():
+    """torchvision's BasicBlock against paddle.vision's (ResNet-18's block, alone: the whole model is the zoo's)."""
     from tools.zoo.torchvision_cpu import import_torchvision
     try:
         tv = import_torchvision()
     except ImportError:
         pytest.skip("torchvision is not installed (requirements.txt pins it)")
+    from paddle.vision.models.resnet import BasicBlock
     torch.manual_seed(0)
-    t = tv.models.resnet18(num_classes=3).eval()
-    p = paddle.vision.models.resnet18(num_classes=3)
-    x = np.random.RandomState(0).randn(1, 3, 32, 32).astype(np.float32)
+    t = tv.models.resnet.BasicBlock(8, 8).eval()
+    p = BasicBlock(8, 8)
+    x = np.random.RandomState(0).randn(1, 8, 6, 6).astype(np.float32)
     p.set_state_dict(convert(t, p, inputs=x))
     p.eval()
-    p.layer1[0].relu = paddle.nn.LeakyReLU()
+    p.relu = paddle.nn.LeakyReLU()
     report = compare_forward(t, p, x)
     first = report.first_call
-    assert report.first_diverging == "layer1.0.relu" and first.found, first.line()
+    assert report.first_diverging == "relu" and first.found, first.line()
     assert (first.torch.name, first.paddle.name) == ("torch.nn.functional.relu", "paddle.nn.functional.leaky_relu")
-    assert first.torch.file.endswith("torchvision/models/resnet.py")
-    assert first.paddle.file.endswith("paddle/vision/models/resnet.py")
-    assert "resnet.py" in str(first.torch) and "resnet.py" in str(first.paddle)
-    # the block around it, traced whole, names the same pair: the in-place ReLU's output as it returned
-    whole = calls.locate(t, p, x, compare.trace(t, x), "layer1.0", "layer1.0")
-    assert (whole.torch, whole.paddle) == (first.torch, first.paddle)
+    assert first.torch.file.replace("\\", "/").endswith("torchvision/models/resnet.py")
+    assert first.paddle.file.replace("\\", "/").endswith("paddle/vision/models/resnet.py")
+    # the block traced whole names the same pair: the in-place ReLU's output as it returned, not as overwritten
+    whole = calls.locate(t, p, x, compare.trace(t, x), "(model)", "(model)")
+    assert (whole.torch, whole.paddle) == (first.torch, first.paddle), whole.line()
+
+
+def test_a_module_whose_calls_pass_the_limit_is_said_too_large_to_trace(monkeypatch):
+    monkeypatch.setattr(calls, "LIMIT", 1000)
+    report = compare_forward(*block_pair(approximate=True), X)
+    assert not report.first_call.found and "too large to trace" in report.first_call.why, report.first_call.line()

@@ -77,6 +77,13 @@ class _Done(Exception):
     """Raised as the traced module returns: nothing after it is needed."""
 
 
+class _TooLarge(Exception):
+    """Raised when a trace's copies pass LIMIT: a module as large as a whole LLM is not traced."""
+
+
+LIMIT = 256 << 20  # bytes of inputs and outputs one trace copies, at most
+
+
 def _copy(t) -> np.ndarray:
     if hasattr(t, "detach"):
         return t.detach().cpu().numpy().copy()
@@ -112,7 +119,15 @@ def _record(out: list, name: str, skip, keep, args, kwargs, run):
     y = _first_tensor(result)
     if y is not None:
         out.append(_Traced(site, x, _copy(y)))
+        out.bytes += out[-1].y.nbytes + (0 if x is None else x.nbytes)
+        if out.bytes > LIMIT:
+            raise _TooLarge
     return result
+
+
+class _Calls(list):
+    """The calls of one trace, and the bytes their copies hold."""
+    bytes = 0
 
 
 @contextlib.contextmanager
@@ -201,7 +216,7 @@ def trace(model, inputs, target: str, x, float64=False) -> tuple:
     (torch's recorded one; None: its own), the run stopped as it returns. float64: torch's model in float64
     (compare.float64_run). error: the line the run stopped on before the call returned, else ""."""
     torch_side = is_torch(model)
-    name, out, counts = module_of(target), [], {}
+    name, out, counts = module_of(target), _Calls(), {}
     state = {"tracing": None, "error": ""}
     if torch_side:
         import torch
@@ -234,6 +249,7 @@ def trace(model, inputs, target: str, x, float64=False) -> tuple:
 
     def run():
         out.clear(), counts.clear()
+        out.bytes = 0
         handles = [h for n, p, q in hook_points(model) if n == name for h in (p(pre), q(post))]
         try:
             with lib.no_grad():
@@ -241,6 +257,8 @@ def trace(model, inputs, target: str, x, float64=False) -> tuple:
             return "the run ended before the module returned"
         except _Done:
             return ""
+        except _TooLarge:
+            return f"its calls' inputs and outputs pass {LIMIT >> 20} MB: too large to trace"
         except Exception as e:  # noqa: BLE001 - a module that cannot run on torch's values: said, not raised
             return f"{type(e).__name__}: {str(e).strip().splitlines()[0][:200] if str(e).strip() else ''}"
         finally:
