@@ -47,6 +47,7 @@ class PaddleBlock(paddle.nn.Layer):
 
 
 X = np.random.RandomState(0).randn(2, 5, D).astype(np.float32)
+PADDLE_OWN = paddle.nn.functional.gelu, paddle.Tensor.__add__, paddle.matmul
 
 
 def block_pair(**plant):
@@ -74,6 +75,7 @@ def test_a_planted_gelu_approximation_is_named_at_its_call_and_line_on_each_side
     assert (first.torch.file, first.paddle.file) == (__file__, __file__)
     assert first.torch.line == source_line(TorchBlock, "gelu(") and first.paddle.line == source_line(PaddleBlock, "gelu(")
     assert f"test_first_call.py:{first.paddle.line}" in report.table()
+    assert (paddle.nn.functional.gelu, paddle.Tensor.__add__, paddle.matmul) == PADDLE_OWN  # Paddle's own put back
 
 
 def test_a_missing_scale_is_said_as_a_call_paired_with_none_never_as_a_false_pair():

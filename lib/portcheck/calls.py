@@ -198,16 +198,19 @@ def _paddle_traced(out: list):
             finally:
                 depth[0] -= 1
         return traced
-    targets = _paddle_targets()
-    made = {}
+    made, replaced = {}, []
     try:
-        for owner, attr, fn, name in targets:
+        for owner, attr, fn, name in _paddle_targets():
             if id(fn) not in made:
                 made[id(fn)] = wrapped(fn, name)
-            setattr(owner, attr, made[id(fn)])
+            try:
+                setattr(owner, attr, made[id(fn)])
+            except (AttributeError, TypeError):  # an attribute that cannot be set: that place is not traced
+                continue
+            replaced.append((owner, attr, fn))
         yield
     finally:
-        for owner, attr, fn, _ in reversed(targets):
+        for owner, attr, fn in reversed(replaced):
             setattr(owner, attr, fn)
 
 
