@@ -73,7 +73,7 @@ def test_a_planted_gelu_approximation_is_named_at_its_call_and_line_on_each_side
     assert first.found and first.module == ("(model)", "(model)"), first.line()
     assert (first.torch.name, first.paddle.name) == ("torch.nn.functional.gelu", "paddle.nn.functional.gelu")
     assert (first.torch.file, first.paddle.file) == (__file__, __file__)
-    assert first.torch.line == source_line(TorchBlock, "gelu(") and first.paddle.line == source_line(PaddleBlock, "gelu(")
+    assert (first.torch.line, first.paddle.line) == (source_line(TorchBlock, "gelu("), source_line(PaddleBlock, "gelu("))
     assert f"test_first_call.py:{first.paddle.line}" in report.table()
     assert (paddle.nn.functional.gelu, paddle.Tensor.__add__, paddle.matmul) == PADDLE_OWN  # Paddle's own put back
 

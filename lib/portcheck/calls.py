@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from portcheck import calibrated
-from portcheck.compare import (_float64, call, first_input, float64_run, hook_points, is_tensor, is_torch, next_call,
+from portcheck.compare import (_float64, call, first_input, float64_run, hook_points, is_torch, next_call,
                                tensors)
 from portcheck.pairing import ROOT, module_of, split_key
 
@@ -86,7 +86,8 @@ LIMIT = 256 << 20  # bytes of inputs and outputs one trace copies, at most
 
 def _copy(t) -> np.ndarray:
     if hasattr(t, "detach"):
-        return t.detach().cpu().numpy().copy()
+        t = t.detach().cpu()
+        return (t.float() if str(t.dtype) == "torch.bfloat16" else t).numpy().copy()  # numpy has no bfloat16
     return np.array(t.numpy(), copy=True)
 
 
@@ -184,7 +185,8 @@ def _paddle_targets():
 def _paddle_traced(out: list):
     import paddle
     root = Path(paddle.__file__).resolve().parent
-    skip, keep = (str(root) + os.sep,), (str(root / "vision") + os.sep, str(root / "text") + os.sep)  # paddle's model zoos are model source
+    # paddle.vision's and paddle.text's models are model source, the rest of Paddle its library
+    skip, keep = (str(root) + os.sep,), (str(root / "vision") + os.sep, str(root / "text") + os.sep)
     depth = [0]
 
     def wrapped(fn, name):
@@ -317,7 +319,8 @@ def locate(torch_model, paddle_model, inputs, torch_record: dict, t_call: str, p
     error = next((f"the {side} run stopped: {e}" for side, e in (("torch", t_error or r_error), ("Paddle", p_error))
                   if e), "")
     if error or not ts or not ps:
-        found.why = error or f"the {'torch' if not ts else 'Paddle'} module made no framework call with a floating output"
+        side = "torch" if not ts else "Paddle"
+        found.why = error or f"the {side} module made no framework call with a floating output"
         return found
     if [c.y.shape for c in ts] != [c.y.shape for c in refs]:
         found.why = "torch's float64 run made other calls than its float32 run (the yardstick of each call)"
@@ -335,7 +338,8 @@ def locate(torch_model, paddle_model, inputs, torch_record: dict, t_call: str, p
         x_ok = t.x is not None and p.x is not None and t.x.shape == p.x.shape and t.x.dtype == p.x.dtype and (
             calibrated.measure("in", t.x, ref.x, p.x).passed if t.x.dtype.kind == "f" else np.array_equal(t.x, p.x))
         if not x_ok:
-            between = [f"torch's {c.site}" for c in ts[last[0] + 1:i]] + [f"Paddle's {c.site}" for c in ps[last[1] + 1:j]]
+            between = [f"torch's {c.site}" for c in ts[last[0] + 1:i]] + \
+                [f"Paddle's {c.site}" for c in ps[last[1] + 1:j]]
             found.why = (f"torch's {t.site} and Paddle's {p.site} (paired by their place and output shape) differ, "
                          "but so do their inputs: " + (f"made by a call paired with none: {', '.join(between[:4])}"
                                                        if between else "made by a call the tracer does not see"))
