@@ -334,12 +334,15 @@ def test_two_planted_bugs_are_both_named_isolated_and_only_the_first_cumulativel
     pd.mlp[1].weight.set_value(pd.mlp[1].weight.numpy() * 1.001)
     report = compare_forward(pt, pd, X, isolate=True)
     assert report.first_diverging == "features.1" and report.differing == ["features.1", "out"], report.table()
-    assert "modules whose own computation differs: features.1, out" in report.table()
+    assert "modules whose own computation differs: features.1 (Paddle: bn), out (Paddle: mlp.1)" in report.table()
+    assert (report.first_diverging.both, [d.paddle for d in report.differing]) == ("features.1 (Paddle: bn)",
+                                                                                   ["bn", "mlp.1"])
     pt, pd = net_pair()
     pd.forward = lambda x: pd.classifier(pd.act2(pd.mlp[1](pd.act1(pd.mlp[0](
         paddle.nn.functional.relu(pd.bn(pd.conv(x))).mean((2, 3)))))))
     report = compare_forward(pt, pd, X, isolate=True)
     assert report.differing == ["(model) (before proj)"], report.table()
+    assert report.differing[0].paddle == f"(model) (before {report.pairing.pairs['proj']})"
 
 
 def mobilenet_like():

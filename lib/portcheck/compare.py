@@ -21,6 +21,21 @@ from portcheck.pairing import ROOT, split_key
 from portcheck.report import format_table
 
 
+class Named(str):
+    """A torch module call's name, as report.first_diverging and report.differing give it (it equals torch's name,
+    as it always did), with its Paddle counterpart's beside it: .paddle, and .both, the two said."""
+    paddle: str
+
+    def __new__(cls, torch_name: str, paddle_name: str = None):
+        named = super().__new__(cls, torch_name)
+        named.paddle = paddle_name or torch_name
+        return named
+
+    @property
+    def both(self) -> str:
+        return str(self) if self.paddle == self else f"{self} (Paddle: {self.paddle})"
+
+
 @dataclass
 class ForwardReport:
     rows: list = field(default_factory=list)       # [diff.KeyResult] in torch's run order
@@ -32,6 +47,7 @@ class ForwardReport:
     parents: dict = field(default_factory=dict)    # isolate=True: torch call -> the paired call it ran inside
     isolation_stopped: dict = field(default_factory=dict)  # isolate=True: {side: the error its run stopped on}
     left_out: list = field(default_factory=list)   # the model outputs outputs= left out, each "<side> <name>"
+    first_call: object = None      # red: calls.FirstCall, the first framework call that differs in first_diverging
 
     @property
     def passed(self) -> bool:
@@ -49,9 +65,29 @@ class ForwardReport:
 
     @property
     def differing(self) -> list:
-        """isolate=True: every module whose own computation differs, on torch's own values (isolate.differing)."""
+        """isolate=True: every module whose own computation differs, on torch's own values (isolate.differing), each
+        a Named: torch's name, Paddle's beside it."""
         from portcheck.isolate import differing
-        return differing(self)
+        return [Named(d, self._paddle_differing(d)) for d in differing(self)]
+
+    def _paddle_differing(self, name: str) -> str:
+        parent, before, child = name.partition(" (before ")  # isolate.differing's "parent (before child)"
+        return f"{self.paddle_name(parent)} (before {self.paddle_name(child[:-1])})" if before else \
+            self.paddle_name(name)
+
+    def paddle_name(self, name: str) -> str:
+        """The Paddle name of torch's row or call `name` ("layer1.0.relu", "encoder#2[0]"): its call's counterpart
+        in report.pairing, what follows the call kept; `name` itself where no call pairs with it."""
+        try:
+            _, call_, rest = split_key(f"out/{name}")
+        except AttributeError:  # no record key's form: not a module call's name
+            return name
+        paddle = ROOT if call_ == ROOT else self.pairing.pairs.get(call_) if self.pairing else None
+        return f"{paddle}{rest}" if paddle else name
+
+    def both(self, name: str) -> str:
+        """`name`, and Paddle's beside it where it differs: every printed line names both."""
+        return Named(name, self.paddle_name(name)).both
 
     @property
     def unjudged(self) -> list:
@@ -71,9 +107,9 @@ class ForwardReport:
         differing does."""
         origin = first_diverging([r for r in self.paired if not r.beyond(calibrated.MEAN_BOUND)])
         if origin:
-            return origin.name
+            return Named(origin.name, self.paddle_name(origin.name))
         differ = self.differing if self.isolated is not None else []
-        return differ[0].split(" (before ")[0] if differ else None
+        return Named(differ[0].split(" (before ")[0], differ[0].paddle.split(" (before ")[0]) if differ else None
 
     @property
     def paired(self) -> list:
@@ -104,29 +140,37 @@ class ForwardReport:
         """Every paired module output, in run order (torch modules with no Paddle counterpart are counted
         below it: containers and activations one side folds into another)."""
         paired = self.paired
-        lines = format_table(calibrated.HEADER, calibrated.table_rows(
+        lines = format_table(calibrated.HEADER, self._named_rows(
             paired, first_diverging([r for r in paired if not r.beyond(calibrated.MEAN_BOUND)])))
         lines += [f"the {side} model stopped: {error}" for side, error in self.stopped.items()]
-        lines += [f"{r.name}: {r.why}" + ("; the measured verdict decides passed (green), the guide's is red"
+        lines += [f"{self.both(r.name)}: {r.why}" + ("; the measured verdict decides passed (green), the guide's is red"
                                           if r.beyond(calibrated.MEAN_BOUND) else "")
                   for r in paired if r.mean_bound is not None and not r.passed and r.judged]
         lines += _unjudged_lines([r for r in paired if not r.judged])
         origin = first_diverging([r for r in paired if not r.beyond(calibrated.MEAN_BOUND)])
-        lines += [unsourced_line(origin)] if origin is not None and origin.input_unsourced else []
+        lines += [unsourced_line(dataclasses.replace(origin, key=self.both(origin.name)))] \
+            if origin is not None and origin.input_unsourced else []
+        lines += [self.first_call.line()] if self.first_call is not None else []
         lines += [f"{len(self.rows) - len(paired)} torch module outputs have no Paddle counterpart; "
                   f"{len(self.unpaired)} Paddle outputs no torch module maps to"]
         lines += [f"model outputs left out (outputs=), not judged: {', '.join(self.left_out)}"] if self.left_out else []
         if self.isolated is not None:
             differ = self.differing
             lines += ["each module on torch's own values (isolate=True):"]
-            lines += format_table(calibrated.HEADER, calibrated.table_rows(self.isolated))  # every one differing
+            lines += format_table(calibrated.HEADER, self._named_rows(self.isolated))  # every one differing
             lines += [f"the {side} model stopped on torch's values: {e}" for side, e in self.isolation_stopped.items()]
             unjudged = [r for r in self.isolated if not r.judged]
             lines += _unjudged_lines(unjudged)
-            lines.append(f"modules whose own computation differs: {', '.join(differ)}" if differ else
+            lines.append(f"modules whose own computation differs: {', '.join(d.both for d in differ)}" if differ else
                          f"every module's own computation within its rule ({len(self.isolated) - len(unjudged)}"
                          f" compared{f', {len(unjudged)} not judged' if unjudged else ''})")
         return "\n".join(lines)
+
+
+    def _named_rows(self, rows: list, origin=None) -> list:
+        """calibrated.table_rows, each red row's name with Paddle's beside it where they differ."""
+        out = calibrated.table_rows(rows, origin)
+        return [(self.both(r.name) if not r.passed else row[0], *row[1:]) for r, row in zip(rows, out)]
 
 
 def _unjudged_lines(rows: list) -> list:
@@ -749,6 +793,9 @@ def compare_forward(torch_model, paddle_model, inputs, name_map=None, isolate=Fa
     if isolate:
         from portcheck import isolate as isolated  # it builds on this module
         isolated.judge(torch_model, paddle_model, inputs, torch_record, report, free, fused.declared(paddle_record))
+    if not report.passed and report.first_diverging is not None:
+        from portcheck import calls  # it builds on this module
+        report.first_call = calls.first_call(torch_model, paddle_model, inputs, torch_record, report)
     return report
 
 
@@ -1138,8 +1185,8 @@ def _held_otherwise(a, b) -> bool:
 
 
 def _broadcasts(x: tuple, y: tuple) -> bool:
-    """The two shapes differ only where one of them is 1."""
-    return len(x) == len(y) and all(i == j or 1 in (i, j) for i, j in zip(x, y))
+    """The two shapes differ only where one of them is 1, or by leading axes (pairing._broadcast's rule)."""
+    return pairing._broadcast(x, y)
 
 
 def _input_ok(a, ref, b):
@@ -1148,6 +1195,10 @@ def _input_ok(a, ref, b):
         return None
     if pairing.reshaped(a.shape, b.shape):
         b = b.reshape(a.shape)  # the same values in another shape (judge_against)
+    elif a.shape != b.shape and _broadcasts(a.shape, b.shape):  # one side's [seq, d] broadcast over [batch, seq, d]
+        shape = np.broadcast_shapes(a.shape, b.shape)
+        ref = None if ref is None or ref.shape != a.shape else np.broadcast_to(ref, shape)
+        a, b = np.broadcast_to(a, shape), np.broadcast_to(b, shape)
     if a.dtype.kind != "f" or a.shape != b.shape:
         return a.shape == b.shape and bool(np.array_equal(a, b))
     return measure("in", a, ref if ref is not None and ref.shape == a.shape else None, b).passed

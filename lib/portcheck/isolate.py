@@ -27,7 +27,7 @@ import numpy as np
 from portcheck import calibrated, fused
 from portcheck.compare import (_float64, _remember, call, first_input, float64_run, hook_points, is_torch,
                                judge_against, judge_one, next_call, tensors, values, version)
-from portcheck.pairing import ROOT, module_of, reshaped, split_key
+from portcheck.pairing import ROOT, _broadcast, module_of, reshaped, split_key
 from portcheck.spill import identity
 
 ERRORS = (RuntimeError, ValueError, TypeError, IndexError)  # a model that cannot run on forced values
@@ -99,6 +99,9 @@ def forced_run(model, inputs, torch_record: dict, calls: dict, leaves: dict, kee
             return forced(key, value, tensor)
         if reshaped(value.shape, tuple(tensor.shape)):  # not remembered as torch's value: it is not in its shape
             return like(np.reshape(value, tensor.shape), tensor)
+        if _broadcast(value.shape, tuple(tensor.shape)) and \
+                np.broadcast_shapes(value.shape, tuple(tensor.shape)) == tuple(tensor.shape):
+            return like(np.broadcast_to(value, tensor.shape), tensor)  # torch's [seq, d] table, Paddle's [batch, seq, d]
         return None
 
     def kept(prefix, value):

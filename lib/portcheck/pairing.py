@@ -158,7 +158,16 @@ def _normal(name: str) -> list:
 
 
 def _broadcast(x: tuple, y: tuple) -> bool:
-    return x == y or (len(x) == len(y) and all(i == j or 1 in (i, j) for i, j in zip(x, y)))
+    """The same shape, or two that differ only where one is 1, or by leading axes one side lacks where the other
+    holds at least [seq, d] (a position table [seq, d] against [batch, seq, d]): numpy's broadcast of one over
+    the other."""
+    x, y = tuple(x), tuple(y)
+    if x == y:
+        return True
+    if len(x) != len(y) and min(len(x), len(y)) < 2:
+        return False
+    n = min(len(x), len(y))
+    return all(i == j or 1 in (i, j) for i, j in zip(x[len(x) - n:], y[len(y) - n:]))
 
 
 def reshaped(x: tuple, y: tuple) -> bool:
@@ -235,7 +244,11 @@ def _inconsistent(pairs: dict, calls: dict) -> set:
     """The pairs of containers whose insides do not correspond: a module holding tensors inside one whose
     counterpart is outside the other (transformers' attention.self holds query, key and value; paddle's
     self_attn holds out_proj too, whose counterpart is outside attention.self: the two compute different things)."""
-    holders = [(module_of(t), module_of(p)) for t, p in pairs.items() if calls[t].tensors]
+    # a module called more than once (T5's `shared` embedding, read by the encoder and the decoder under their own
+    # names) is inside each of its callers: where it is defined says nothing
+    many = {module_of(c) for c in [*pairs, *pairs.values()] if "#" in c}
+    holders = [(module_of(t), module_of(p)) for t, p in pairs.items()
+               if calls[t].tensors and module_of(t) not in many and module_of(p) not in many]
     inside = lambda name, outer: outer == ROOT or name.startswith(outer + ".")
     bad = set()
     for t, p in pairs.items():

@@ -713,13 +713,14 @@ def judge(out: Path, statuses: dict, steps: int, rank: int = 0, again=None, seal
         print(f"  (data: {line})")
     where = report.first_diverging
     differ = report.forward.differing
-    print("forward, each module on torch's values: " + (f"RED, their own computation differs: {', '.join(differ)}"
+    print("forward, each module on torch's values: " + (f"RED, their own computation differs: "
+                                                        f"{', '.join(getattr(d, 'both', d) for d in differ)}"
                                                         if differ else "every paired module within its rule"
                                                         if report.forward.isolated else "not judged")
           + "".join(f"; the {side} run stopped: {why}" for side, why in report.forward.isolation_stopped.items()))
     unplaced = "" if report.passed or where else unplaced_why(report)
     print("training: " + ("every module, gradient, loss, lr and weight within the measured rule" if report.passed
-                          else f"RED, the runs part at {where}" if where else f"RED: {unplaced}"))
+                          else f"RED, the runs part at {getattr(where, 'both', where)}" if where else f"RED: {unplaced}"))
     if report.crossed and (report.on_branch or report.taken or not report.passed):  # as report.table() says them
         lines = crossing_lines(report.crossed, report.on_branch, report.taken, report.first_diverging or "")
         print("".join(f"  ({line})\n" for line in lines), end="")
