@@ -55,3 +55,5 @@ def test_a_packed_attention_layer_is_refused_in_one_line_in_scripts_mode(tmp_pat
     assert proc.returncode == 2 and line.startswith("error: the Paddle script cannot be checked: its model cannot "
                                                     "start from the torch model's weights"), proc.stderr[-2000:]
     assert "in_proj_weight has no Paddle counterpart" in line and "q_proj.weight no torch tensor fills" in line, line
+    said = line.partition("cannot be checked: ")[2]  # the refusal, said once: not also relayed from the script
+    assert (proc.stdout + proc.stderr).count(said) == 1, proc.stdout + proc.stderr

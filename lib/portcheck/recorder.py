@@ -1089,9 +1089,8 @@ def install():
     atexit.register(_early_exit)
     previous = sys.excepthook
 
-    def refused(kind, value, tb):  # a Refused is our one line, in status.json; anything else the script's own
+    def refused(kind, value, tb):  # a Refused is our one line, in status.json, which `portcheck run` says (once)
         if isinstance(value, Refused):
-            print(f"portcheck run: stopped: {value}", file=sys.stderr)
             return
         previous(kind, value, tb)
     sys.excepthook = refused
