@@ -125,6 +125,7 @@ class Run:
         self.forwards, self.backwards, self.losses, self.drawn = 0, 0, 0, {}
         self.config["accumulation"] = {"forward": [], "backward": []}  # per step (runconfig.accumulation)
         self.config["orders"] = []  # each framework sampler's iteration (Run.order)
+        self.config["losses"] = []  # each loss call of the first step, in order (loss_site; "loss": the first)
         self.given = None  # the torch side's record (paddle, torch64): its batches, targets, weights
         self.kept = {}  # the modules the script keeps beside the model (keep)
         self.crossed = []  # the taking side's: the values whose side of 0 it takes Paddle's (backward.Crossing)
@@ -156,11 +157,19 @@ class Run:
 
     def _module_call(self, module, call, args, kwargs):
         if self.depth or self.done or not self.fw.grad_enabled():
-            if self.in_root and self.config["loss"] is None and not self.making and self.fw.loss_class(module):
-                found = class_loss(module, self.fw.loss_class(module), self.fw.framework == "paddle", args, kwargs)
-                if found is not None:  # the model's own loss (labels=): its settings, its target part of the batch
-                    self.config["loss"], self.config["loss_inside"] = {"function": found[0], **found[1]}, True
-            return self._inner(call, args, kwargs)
+            kind = self.in_root and not (self.making or self.in_loss or self.done) and \
+                (self.config["loss"] is None or self.step == 0) and self.fw.loss_class(module)
+            found = kind and class_loss(module, kind, self.fw.framework == "paddle", args, kwargs)
+            if not found:
+                return self._inner(call, args, kwargs)
+            if self.config["loss"] is None:  # the model's own loss (labels=): its settings, its target in the batch
+                self.config["loss"], self.config["loss_inside"] = {"function": found[0], **found[1]}, True
+            self.loss_site(found[0], found[1])
+            self.in_loss += 1  # the functional it calls is not a loss of its own
+            try:
+                return self._inner(call, args, kwargs)
+            finally:
+                self.in_loss -= 1
         if self.root is None:
             held = self.fw.held_parameters(self.optimizers)
             own = {id(p) for p in self.fw.parameters(module)}
@@ -341,8 +350,10 @@ class Run:
         """A functional loss called on the root's output: its target recorded (paddle, torch64: replaced)."""
         # a loss inside the model is not the loss, nor one in the runs the recorder makes itself at the model's
         # first call (pairing, isolation), which a model computing its loss from labels= makes too
-        if self.in_root and self.config["loss"] is None and not (self.making or self.in_loss or self.done):
-            self.config["loss"], self.config["loss_inside"] = {"function": name, **settings}, True  # the model's own
+        if self.in_root and not (self.making or self.in_loss or self.done):
+            if self.config["loss"] is None:
+                self.config["loss"], self.config["loss_inside"] = {"function": name, **settings}, True  # the model's
+            self.loss_site(name, settings)
         # (an evaluation's, gradients off, is not the training's: its root calls are not counted either)
         if self.root is None or self.done or self.in_root or self.making or self.in_loss or \
                 not self.fw.grad_enabled():
@@ -351,11 +362,18 @@ class Run:
         self.losses += 1
         if self.config["loss"] is None:
             self.config["loss"] = {"function": name, **settings}
+        self.loss_site(name, settings)
         if hasattr(target, "numpy"):
             self.record[key] = _numpy(target)
         if self.given is not None and key in self.given and hasattr(target, "numpy"):
             return self.fw.to_tensor(self._widened(self.given[key]))
         return target
+
+    def loss_site(self, name: str, settings: dict):
+        """A loss call of the first step with gradients on (the script's, or the model's own from labels=): its
+        settings appended to config["losses"], which runconfig.losses reads one micro-batch's of."""
+        if self.step == 0 and self.fw.grad_enabled():
+            self.config["losses"].append({"function": name, **settings})
 
     def order(self, sampler: str, size: int, drawn, allowed):
         """A framework sampler's iteration, one epoch of indices (drawn: its own iterator; size: how many samples it
