@@ -256,3 +256,15 @@ def test_judge_and_log_given_a_comparison_that_is_no_report_is_one_line(tmp_path
     with pytest.raises(PipelineError, match="comparison='not a report': give compare_forward's ForwardReport"):
         handin.judge_and_log(folder, "forward", top=top, comparison="not a report")
     assert not top.exists() and not (folder / "forward_diff.log").exists()
+
+
+@pytest.mark.parametrize("forged", [{"root": "Linear", "config": {}}, {"root": "Linear", "steps": "3", "config": {}},
+                                    {"root": "Linear", "steps": 3, "config": []}, {"root": 1, "steps": 3, "config": {}}])
+def test_a_forged_status_without_its_fields_is_one_line(tmp_path, forged):
+    """A status.json the recorder did not write (no steps, a steps that is not a whole number, ...): one line naming
+    it, never a KeyError or TypeError."""
+    (tmp_path / "torch").mkdir()
+    (tmp_path / "torch" / recorder.STATUS).write_text(json.dumps(forged))
+    with pytest.raises(PipelineError, match="the torch script: its status.json is not the one portcheck's recorder "
+                                            "writes"):
+        run.status_of("the torch script", tmp_path / "torch", 0, 3)

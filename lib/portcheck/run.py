@@ -294,6 +294,11 @@ def run_ranks(side: str, argv: list, out: Path, steps: int, launched: bool) -> d
 def status_of(said: str, folder: Path, code: int, steps: int) -> dict:
     """A side's (or rank's) status.json, or the one line saying why it cannot be checked."""
     status = read_status(folder / STATUS, said)
+    if status is not None and not (type(status.get("steps")) is int and isinstance(status.get("config"), dict) and
+                                   isinstance(status.get("root"), (str, type(None)))):
+        raise PipelineError(f"{said}: its {STATUS} is not the one portcheck's recorder writes (no whole 'steps', "
+                            "'config' object and 'root' name): the script or a process it started wrote it; run it "
+                            "again")
     if status and status.get("error"):
         raise PipelineError(f"{said} cannot be checked: {status['error']}")
     if status is None:
