@@ -15,7 +15,7 @@ folder). install() wraps what every training script goes through, in either fram
   the losses          each loss functional and loss class of the framework (LOSSES: cross_entropy, mse_loss, ...;
                       nn.MSELoss, ...) records its target (TARGET, per call) and its settings in torch's
                       conventions (loss_settings), a class once (Paddle's compute with their own kernels); one it does not know, as not known;
-                      every loss call of the first step (the model's own too) in order (config losses: runconfig.losses);
+                      each loss call of the first step (the model's own too) in order (config losses, runconfig.losses);
   the samplers        each iteration of a sampler that shuffles (torch's RandomSampler, SubsetRandomSampler,
                       DistributedSampler; Paddle's RandomSampler, SubsetRandomSampler, DistributedBatchSampler): the
                       torch side records the indices it draws (ORDER), the others draw those (Run.order);
