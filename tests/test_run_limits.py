@@ -2,23 +2,41 @@
 not do, it refuses in one line."""
 import pytest
 
-from portcheck import hooks_paddle
+from portcheck import hooks_paddle, runconfig
 
 
-OPTIMIZERS = {"SGD": "L2", "Adam": "L2", "Momentum": "L2", "AdamW": "decoupled"}
-# Momentum and AdamW apply a group's weight_decay in their own update (Paddle moves the weight, not the bias, on a
-# zero gradient), which the recorder does not read: it reads the optimizer's own (docs/run.md, Limits)
-UNREAD = pytest.mark.xfail(strict=True, raises=AssertionError, reason="docs/run.md's limit: Momentum's and AdamW's dict groups unread")
+# {Paddle optimizer: (torch's counterpart, the kind of weight decay both apply)}
+OPTIMIZERS = {"SGD": ("SGD", "L2"), "Adam": ("Adam", "L2"), "Momentum": ("SGD", "L2"), "AdamW": ("AdamW", "decoupled")}
 
 
-@pytest.mark.parametrize("name", ["SGD", "Adam", pytest.param("Momentum", marks=UNREAD),
-                                  pytest.param("AdamW", marks=UNREAD)])
-def test_a_paddle_optimizers_dict_parameter_groups_and_their_weight_decay(name):
-    """SGD and Adam: Paddle turns a group's weight_decay into each of its parameters' regularizer, which the
-    recorder reads per parameter."""
+def grouped(name: str, bias_decay: float):
+    """The torch and Paddle optimizers' configurations as the recorders read them, for one Linear whose weight and
+    bias are two dict groups (weight_decay 0.01 and bias_decay)."""
     import paddle
+    import torch
+    from portcheck import hooks_torch
     m = paddle.nn.Linear(3, 2)
-    opt = getattr(paddle.optimizer, name)(learning_rate=0.1, parameters=[
-        {"params": [m.weight], "weight_decay": 0.01}, {"params": [m.bias], "weight_decay": 0.0}])
-    decay = hooks_paddle.PaddleSide().optimizer_config(opt, m)["weight_decay"]
-    assert decay == {"weight": [0.01, OPTIMIZERS[name]], "bias": [0.0, OPTIMIZERS[name]]}, decay
+    t = torch.nn.Linear(3, 2)
+    extra = {"momentum": 0.9} if name == "Momentum" else {}
+    p_opt = getattr(paddle.optimizer, name)(learning_rate=0.1, **extra, parameters=[
+        {"params": [m.weight], "weight_decay": 0.01}, {"params": [m.bias], "weight_decay": bias_decay}])
+    t_opt = getattr(torch.optim, OPTIMIZERS[name][0])(lr=0.1, **extra, params=[
+        {"params": [t.weight], "weight_decay": 0.01}, {"params": [t.bias], "weight_decay": 0.0}])
+    return ({"optimizer": hooks_torch.TorchSide(False).optimizer_config(t_opt, t)},
+            {"optimizer": hooks_paddle.PaddleSide().optimizer_config(p_opt, m)})
+
+
+@pytest.mark.parametrize("name", OPTIMIZERS)
+def test_a_paddle_optimizers_dict_parameter_groups_and_their_weight_decay(name):
+    """Each group's weight_decay read as Paddle applies it (SGD and Adam: each parameter's regularizer; Momentum: an
+    L2 decay in its own update; AdamW: decoupled), against torch's same groups: the same; a group's decay planted
+    (the bias's 0.02 for 0) is red, naming the parameter."""
+    kind = OPTIMIZERS[name][1]
+    t, p = grouped(name, 0.0)
+    assert p["optimizer"]["weight_decay"] == {"weight": [0.01, kind], "bias": [0.0, kind]}, p
+    root = {runconfig.ROOT: runconfig.ROOT}  # the Linears are the models, paired as the forward pairs them
+    assert runconfig.differences(t, p, root, {}) == []
+    t, p = grouped(name, 0.02)
+    assert runconfig.differences(t, p, root, {}) == [
+        f"optimizer: weight decay of bias torch 0 ({kind}) vs paddle 0.02 ({kind})"]
+

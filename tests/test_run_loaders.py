@@ -1,17 +1,18 @@
 """`python -m portcheck run` on scripts that shuffle with their framework's DataLoader and accumulate gradients
-(tests/loaders/pt_wine.py and its port pd_wine.py, 2 micro-batches per step): green as written, each one-line plant
-red and named.
+(tests/loaders/pt_wine.py and its port pd_wine.py, 2 micro-batches per step, an auxiliary loss beside the
+classifier's): green as written, each one-line plant red and named.
 
 All sides run once (as test_run_scripts does it); each planted Paddle script is then run alone against the torch
 sides and judged (run.run_side, run.judge)."""
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from portcheck import run
+from portcheck import run, runconfig
 from portcheck.fileio import load_npy
 from test_run_scripts import judged
 
@@ -106,6 +107,18 @@ def test_accumulation_on_one_side_is_one_configuration_line(pair, tmp_path):
     assert "DIFFERS gradient accumulation: torch 2 backward() per optimizer step vs paddle 1" in said, said
     assert code == 1 and said.count("DIFFERS") == 1 and "data: every value equal" in said, said
     assert "RED: 1 configuration difference(s)" in said, said
+
+
+def test_the_auxiliary_losss_settings_planted_are_red_and_named_in_run_and_check(pair, tmp_path):
+    """Every loss of a micro-batch configured, not only the first: the auxiliary MSELoss's reduction planted (the
+    second loss called; the first alone compared before: green configuration) is one line naming it, which `check`
+    re-derives from the hand-in's configuration records."""
+    code, said = paddle_judged(pair, tmp_path, [("brier = nn.MSELoss()", 'brier = nn.MSELoss(reduction="sum")')])
+    line = "loss 2 of 2 (mse_loss): reduction torch mean vs paddle sum"
+    assert code == 1 and f"DIFFERS {line}" in said and said.count("DIFFERS") == 1, said
+    checked = subprocess.run([sys.executable, "-m", "portcheck", "check", str(tmp_path / "out" / "log_reprod"),
+                              "--only", runconfig.CONFIG], capture_output=True, text=True)
+    assert checked.returncode == 1 and f"DIFFERS {line}" in checked.stdout, checked.stdout + checked.stderr
 
 
 def test_an_accumulation_count_that_varies_is_said_step_by_step():

@@ -96,11 +96,15 @@ def test_two_plants_in_one_paddle_run_are_each_red_and_named(pair, tmp_path):
     assert checked(tmp_path).returncode == 1
 
 
-def test_a_refusal_lists_every_problem_it_counts(pair, tmp_path):
+def test_a_refusal_lists_every_problem_it_counts(pair, tmp_path, capfd):
     """The Paddle encoder built without biases: its modules do not pair with torch's, and the one line says each
-    tensor concerned (before, it listed 4 of those it counted), each packed part among them."""
+    tensor concerned (before, it listed 4 of those it counted), each packed part among them; said once, by run
+    (the script's own process prints nothing of it: before, its stderr said it too)."""
+    capfd.readouterr()
     with pytest.raises(PipelineError, match="cannot start from the torch model's weights") as e:
         paddle_judged(pair, tmp_path, [BIAS])
+    printed = capfd.readouterr()
+    assert "torch model's weights" not in printed.out + printed.err, printed.err[-2000:]
     said = str(e.value).partition("problem(s)): ")
     count, listed = int(said[0].rpartition("(")[2].split()[0]), said[2].split("; ")
     assert count == len(listed) > 4, str(e.value)

@@ -81,10 +81,13 @@ def trainer_torch(tmp_path_factory):
 
 def test_the_trainers_are_judged_as_a_plain_loop(trainer_torch, tmp_path):
     """Root model, optimizer (AdamW, no decay on biases and LayerNorms), clipping, warmup-linear schedule found
-    inside both Trainers: green, the hand-in too."""
+    inside both Trainers: green, the hand-in too. transformers' pad_token_id 0 (padding_idx; paddlenlp's has none)
+    measured on the masked pads: green."""
     code, said, folder = paddle_against(trainer_torch, tmp_path, None, STEPS)
     assert code == 0 and "the root models: torch BertForSequenceClassification, paddle BertForSequenceClassification" \
         in said and "green: the same run" in said, said
+    assert "DIFFERS bert.embeddings.word_embeddings (Embedding): padding_idx torch 0 vs paddle none; measured here: " \
+        "the pad row's gradient differs by" in said and "within the rule: green on these batches" in said, said
     config = {side: json.loads((tmp_path / "out" / side / "status.json").read_text())["config"]
               for side in ("torch", "paddle")}
     assert config["torch"]["clip"] == config["paddle"]["clip"] == {"kind": "global_norm", "bound": 1.0}
@@ -110,7 +113,9 @@ def test_trainer_settings_left_unequal_are_red_and_named(trainer_torch, tmp_path
     plants = [(line, planted) for line, planted, _ in TRAINER_PLANTS]
     argv = [sys.executable, str(in_order(tmp_path, "paddle", plants)), "--output-dir", str(tmp_path / "pd")]
     code, said, folder = paddle_against(trainer_torch, tmp_path, argv, STEPS)
-    assert code == 1 and f"RED: {len(TRAINER_PLANTS) + 1} configuration difference(s)" in said, said
+    # + the lr line, and the padding_idx line measured red: the planted weight decay moves the same weights
+    assert code == 1 and f"RED: {len(TRAINER_PLANTS) + 2} configuration difference(s)" in said, said
+    assert "padding_idx torch 0 vs paddle none; measured here" in said and "red on these batches" in said, said
     for _, _, named in TRAINER_PLANTS:
         assert f"DIFFERS {named}" in said, said
     assert "DIFFERS scheduler: lr over the 2 steps torch [0.0, 0.0005] vs paddle [0.0, 0.000333333]" in said, said

@@ -26,8 +26,11 @@ def main():
 
     rng = np.random.RandomState(0)
     ids = rng.randint(1, 64, size=(32, 12))
+    mask = (np.arange(12) < rng.randint(6, 13, size=(32, 1))).astype(np.int64)  # each row padded at its tail
+    ids = ids * mask  # the pad token: 0
     labels = rng.randint(0, 3, size=32)
-    train = [{"input_ids": ids[i].tolist(), "attention_mask": [1] * 12, "labels": int(labels[i])} for i in range(32)]
+    train = [{"input_ids": ids[i].tolist(), "attention_mask": mask[i].tolist(), "labels": int(labels[i])}
+             for i in range(32)]
 
     # paddlenlp's num_train_epochs defaults to 1 (transformers' 3): given, as every setting of the schedule
     training_args = TrainingArguments(

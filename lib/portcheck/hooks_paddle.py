@@ -299,21 +299,29 @@ class PaddleSide(SharedSide):
             out["momentum"], out["nesterov"] = float(opt._momentum), bool(opt._use_nesterov)
         if hasattr(opt, "_amsgrad"):
             out["amsgrad"] = bool(opt._amsgrad)
+        # dict parameter groups: each group's own settings (AdamW's weight_decay, a float; Momentum's L2 decay as
+        # regularization_method and _coeff, a float or L2Decay taken into its update), the optimizer's otherwise
+        groups = {id(q): g for g in getattr(opt, "_param_groups", None) or () if isinstance(g, dict)
+                  for q in g.get("params", ())}
         decay, held = {}, self.held_parameters([opt])
         for key, p in model.named_parameters():
             if id(p) not in held:  # a frozen layer's, another optimizer's
                 continue
+            group = groups.get(id(p), {})
             if family == "adamw":
                 fun = opt._apply_decay_param_fun
-                coeff = float(opt._weight_decay) if fun is None or fun(p.name) else 0.0
+                given = group.get("weight_decay", opt._weight_decay)  # a regularizer here: Paddle's step refuses it
+                coeff = float(getattr(given, "_coeff", given)) if fun is None or fun(p.name) else 0.0
                 decay[key] = [coeff, "decoupled"]
             else:
                 reg = p.regularizer or opt.regularization
                 decay[key] = [float(getattr(reg, "_coeff", 0.0)) if reg is not None else 0.0,
                               "L1" if type(reg).__name__ == "L1Decay" else "L2"]
-                if reg is None and getattr(opt, "_regularization_method", "") == "l2_decay":
+                if reg is None and group.get("regularization_method", getattr(opt, "_regularization_method", "")) \
+                        == "l2_decay":
                     # Momentum takes an L2 weight_decay (a float or L2Decay) into its own update, not as regularization
-                    decay[key] = [float(opt._regularization_coeff), "L2"]
+                    decay[key] = [float(group.get("regularization_coeff", getattr(opt, "_regularization_coeff", 0.0))),
+                                  "L2"]
         out["weight_decay"] = decay
         clip = opt._grad_clip
         if clip is not None:

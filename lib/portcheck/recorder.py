@@ -15,6 +15,7 @@ folder). install() wraps what every training script goes through, in either fram
   the losses          each loss functional and loss class of the framework (LOSSES: cross_entropy, mse_loss, ...;
                       nn.MSELoss, ...) records its target (TARGET, per call) and its settings in torch's
                       conventions (loss_settings), a class once (Paddle's compute with their own kernels); one it does not know, as not known;
+                      each loss call of the first step (the model's own too) in order (config losses, runconfig.losses);
   the samplers        each iteration of a sampler that shuffles (torch's RandomSampler, SubsetRandomSampler,
                       DistributedSampler; Paddle's RandomSampler, SubsetRandomSampler, DistributedBatchSampler): the
                       torch side records the indices it draws (ORDER), the others draw those (Run.order);
@@ -149,6 +150,7 @@ class Run:
         self.forwards, self.backwards, self.losses, self.drawn = 0, 0, 0, {}
         self.config["accumulation"] = {"forward": [], "backward": []}  # per step (runconfig.accumulation)
         self.config["orders"] = []  # each framework sampler's iteration (Run.order)
+        self.config["losses"] = []  # each loss call of the first step, in order (loss_site; "loss": the first)
         self.given = None  # the torch side's record (paddle, torch64): its batches, targets, weights
         self.kept = {}  # the modules the script keeps beside the model (keep)
         self.crossed = []  # the taking side's: the values whose side of 0 it takes Paddle's (backward.Crossing)
@@ -180,11 +182,19 @@ class Run:
 
     def _module_call(self, module, call, args, kwargs):
         if self.depth or self.done or not self.fw.grad_enabled():
-            if self.in_root and self.config["loss"] is None and not self.making and self.fw.loss_class(module):
-                found = class_loss(module, self.fw.loss_class(module), self.fw.framework == "paddle", args, kwargs)
-                if found is not None:  # the model's own loss (labels=): its settings, its target part of the batch
-                    self.config["loss"], self.config["loss_inside"] = {"function": found[0], **found[1]}, True
-            return self._inner(call, args, kwargs)
+            kind = self.in_root and not (self.making or self.in_loss or self.done) and \
+                (self.config["loss"] is None or self.step == 0) and self.fw.loss_class(module)
+            found = kind and class_loss(module, kind, self.fw.framework == "paddle", args, kwargs)
+            if not found:
+                return self._inner(call, args, kwargs)
+            if self.config["loss"] is None:  # the model's own loss (labels=): its settings, its target in the batch
+                self.config["loss"], self.config["loss_inside"] = {"function": found[0], **found[1]}, True
+            self.loss_site(found[0], found[1])
+            self.in_loss += 1  # the functional it calls is not a loss of its own
+            try:
+                return self._inner(call, args, kwargs)
+            finally:
+                self.in_loss -= 1
         if self.root is None and not module.training and self.evaluated is None and self._trained(module):
             self.evaluated = module  # an evaluation, or a model trained in eval mode (backward says which)
         if self.root is None and module.training and self._trained(module):
@@ -399,8 +409,10 @@ class Run:
         """A functional loss called on the root's output: its target recorded (paddle, torch64: replaced)."""
         # a loss inside the model is not the loss, nor one in the runs the recorder makes itself at the model's
         # first call (pairing, isolation), which a model computing its loss from labels= makes too
-        if self.in_root and self.config["loss"] is None and not (self.making or self.in_loss or self.done):
-            self.config["loss"], self.config["loss_inside"] = {"function": name, **settings}, True  # the model's own
+        if self.in_root and not (self.making or self.in_loss or self.done):
+            if self.config["loss"] is None:
+                self.config["loss"], self.config["loss_inside"] = {"function": name, **settings}, True  # the model's
+            self.loss_site(name, settings)
         # (an evaluation's, gradients off, is not the training's: its root calls are not counted either)
         if self.root is None or self.done or self.in_root or self.making or self.in_loss or self.evaluating or \
                 not self.fw.grad_enabled():
@@ -409,11 +421,18 @@ class Run:
         self.losses += 1
         if self.config["loss"] is None:
             self.config["loss"] = {"function": name, **settings}
+        self.loss_site(name, settings)
         if hasattr(target, "numpy"):
             self.record[key] = _numpy(target)
         if self.given is not None and key in self.given and hasattr(target, "numpy"):
             return self.fw.to_tensor(self._widened(self.given[key]))
         return target
+
+    def loss_site(self, name: str, settings: dict):
+        """A loss call of the first step with gradients on (the script's, or the model's own from labels=): its
+        settings appended to config["losses"], which runconfig.losses reads one micro-batch's of."""
+        if self.step == 0 and self.fw.grad_enabled():
+            self.config["losses"].append({"function": name, **settings})
 
     def order(self, sampler: str, size: int, drawn, allowed):
         """A framework sampler's iteration, one epoch of indices (drawn: its own iterator; size: how many samples it
@@ -1168,9 +1187,8 @@ def install():
     atexit.register(_early_exit)
     previous = sys.excepthook
 
-    def refused(kind, value, tb):  # a Refused is our one line, in status.json; anything else the script's own
+    def refused(kind, value, tb):  # a Refused is our one line, in status.json, which `portcheck run` says (once)
         if isinstance(value, Refused):
-            print(f"portcheck run: stopped: {value}", file=sys.stderr)
             return
         previous(kind, value, tb)
     sys.excepthook = refused

@@ -103,12 +103,19 @@ def differences(torch_config: dict, paddle_config: dict, modules: dict, renamed:
     line = accumulation(torch_config, paddle_config)
     if line:
         out.append(line)
-    tl, pl = torch_config.get("loss") or {}, paddle_config.get("loss") or {}
-    if _compared(tl) and _compared(pl):
+    tls, pls = losses(torch_config), losses(paddle_config)
+    if tls and pls and len(tls) != len(pls):
+        named = lambda ls: ", ".join(str(loss.get("function")) for loss in ls)
+        out.append(f"loss: torch calls {len(tls)} loss(es) ({named(tls)}) vs paddle {len(pls)} ({named(pls)})")
+    for i, (tl, pl) in enumerate(zip(tls, pls) if len(tls) == len(pls) else ()):
+        if not (_compared(tl) and _compared(pl)):
+            continue
+        which = "loss" if len(tls) == 1 else f"loss {i + 1} of {len(tls)}"
         if tl["function"] != pl["function"]:
-            out.append(f"loss: torch {tl['function']} vs paddle {pl['function']}")
+            out.append(f"{which}: torch {tl['function']} vs paddle {pl['function']}")
         else:
-            out += [f"loss: {key} torch {_said(tl.get(key))} vs paddle {_said(pl.get(key))}"
+            which += "" if len(tls) == 1 else f" ({tl['function']})"
+            out += [f"{which}: {key} torch {_said(tl.get(key))} vs paddle {_said(pl.get(key))}"
                     f"{LOSS_CONVENTION.get(key, '')}" for key in tl
                     if key != "function" and not _same(tl.get(key), pl.get(key))]
     out += _dropouts(torch_config, paddle_config, modules)
@@ -142,18 +149,30 @@ def _compared(loss: dict) -> bool:
     return bool(loss) and loss.get("known") is not False
 
 
+def losses(config: dict) -> list:
+    """The losses of one micro-batch, in the order called: the recorder's "losses" (every loss call of the first
+    step, the model's own too) cut to the first micro-batch's where the step repeats it per backward(); a record
+    without them (an older hand-in) its first loss alone."""
+    calls = config.get("losses")
+    if not isinstance(calls, list) or not calls:
+        return [config["loss"]] if config.get("loss") else []
+    k = ((config.get("accumulation") or {}).get("backward") or [1])[0]
+    n = len(calls) // k if isinstance(k, int) and k > 0 and len(calls) % k == 0 else len(calls)
+    return calls[:n] if calls[:n] * (len(calls) // n) == calls else calls
+
+
 def not_compared(torch_config: dict, paddle_config: dict) -> list:
     """Lines for a loss the configuration cannot compare: one portcheck does not know, or none it saw (a loss
     computed by hand); never said to be the same. The loss pair still judges its values."""
     out = []
     for side, config in (("torch", torch_config), ("paddle", paddle_config)):
-        loss = config.get("loss")
-        if loss and not _compared(loss):
-            out.append(f"loss: {side}'s {loss['function']} is not one portcheck knows: not compared")
-        elif not loss:
+        found = losses(config)
+        out += [f"loss: {side}'s {loss['function']} is not one portcheck knows: not compared"
+                for loss in found if not _compared(loss)]
+        if not found:
             out.append(f"loss: the {side} script calls no loss function or class portcheck knows (a loss computed "
                        "by hand?): not compared")
-    return out
+    return list(dict.fromkeys(out))
 
 
 def measurable(torch_config: dict, paddle_config: dict, modules: dict) -> list:

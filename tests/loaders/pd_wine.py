@@ -1,4 +1,4 @@
-"""pt_wine.py's Paddle port: a shuffled DataLoader, gradient accumulation."""
+"""pt_wine.py's Paddle port: a shuffled DataLoader, gradient accumulation, an auxiliary loss."""
 import argparse
 
 import numpy as np
@@ -12,6 +12,7 @@ parser.add_argument("--batch-size", type=int, default=16)
 parser.add_argument("--accum", type=int, default=1, help="micro-batches per optimizer step")
 parser.add_argument("--epochs", type=int, default=2)
 parser.add_argument("--lr", type=float, default=1e-2)
+parser.add_argument("--aux", type=float, default=0.1, help="the auxiliary loss's weight")
 args = parser.parse_args()
 
 
@@ -35,10 +36,13 @@ loader = DataLoader(data, batch_size=args.batch_size, shuffle=True)
 model = nn.Sequential(nn.Linear(13, 32), nn.Tanh(), nn.Linear(32, 3))
 opt = paddle.optimizer.Adam(learning_rate=args.lr, parameters=model.parameters())
 loss_fn = nn.CrossEntropyLoss()
+brier = nn.MSELoss()  # an auxiliary loss: the Brier score of the predicted probabilities
 
 for epoch in range(args.epochs):
     for i, (xb, yb) in enumerate(loader):
-        loss = loss_fn(model(xb), yb) / args.accum
+        out = model(xb)
+        loss = loss_fn(out, yb)
+        loss = (loss + args.aux * brier(nn.functional.softmax(out, -1), nn.functional.one_hot(yb, 3))) / args.accum
         loss.backward()
         if (i + 1) % args.accum == 0:
             opt.step()

@@ -1,4 +1,5 @@
-"""A wine classifier in torch, written as users write one: a shuffled DataLoader, gradient accumulation.
+"""A wine classifier in torch, written as users write one: a shuffled DataLoader, gradient accumulation, an
+auxiliary loss.
 
 tests/test_run_loaders.py checks it against pd_wine.py with `python -m portcheck run`."""
 import argparse
@@ -13,6 +14,7 @@ parser.add_argument("--batch-size", type=int, default=16)
 parser.add_argument("--accum", type=int, default=1, help="micro-batches per optimizer step")
 parser.add_argument("--epochs", type=int, default=2)
 parser.add_argument("--lr", type=float, default=1e-2)
+parser.add_argument("--aux", type=float, default=0.1, help="the auxiliary loss's weight")
 parser.add_argument("--workers", type=int, default=0)
 args = parser.parse_args()
 
@@ -25,10 +27,13 @@ loader = DataLoader(data, batch_size=args.batch_size, shuffle=True, num_workers=
 model = nn.Sequential(nn.Linear(13, 32), nn.Tanh(), nn.Linear(32, 3))
 opt = torch.optim.Adam(model.parameters(), lr=args.lr)
 loss_fn = nn.CrossEntropyLoss()
+brier = nn.MSELoss()  # an auxiliary loss: the Brier score of the predicted probabilities
 
 for epoch in range(args.epochs):
     for i, (xb, yb) in enumerate(loader):
-        loss = loss_fn(model(xb), yb) / args.accum
+        out = model(xb)
+        loss = loss_fn(out, yb)
+        loss = (loss + args.aux * brier(out.softmax(-1), nn.functional.one_hot(yb, 3).float())) / args.accum
         loss.backward()
         if (i + 1) % args.accum == 0:
             opt.step()
