@@ -284,13 +284,18 @@ def main():
     ap.add_argument("--keep", action="store_true", help="keep the shards")
     ap.add_argument("--child", choices=("plain", "clean", "plant"), help=argparse.SUPPRESS)
     a = ap.parse_args()
-    tokens = tuple(int(t) for t in re.fullmatch(r"(\d+)x(\d+)", a.tokens).groups())
+    shape = re.fullmatch(r"([1-9]\d*)x([1-9]\d*)", a.tokens)
+    if shape is None:
+        raise PipelineError(f"--tokens {a.tokens}: give batch x length, e.g. 2x16")
+    tokens = tuple(int(t) for t in shape.groups())
     if a.child:
         print(json.dumps(child(a.child, a.dir, tokens, a.plant, a.bug[0])))
         return 0
     c = config(a)
     if not 0 <= a.plant < a.layers:
         raise PipelineError(f"--plant {a.plant}: give a layer from 0 to {a.layers - 1}")
+    if a.dir is not None and not a.dir.is_dir():
+        raise PipelineError(f"--dir {a.dir}: not a folder; give an existing folder with room for the shards")
     folder = Path(tempfile.mkdtemp(prefix="portcheck-bench-stream-", dir=a.dir))
     try:
         write = write_pair(c, folder)
