@@ -510,12 +510,23 @@ def float64_run(model, run, failed=lambda result: False, free: dict = None):
     that fails too, once more with each of WIDER in turn: torch's default dtype float64 (a tensor the model makes
     in the default dtype, filled with its input's torch.finfo(dtype).min, which float32 cannot hold), then
     float64's finfo bounds float32's (a float32 mask scaled by finfo(float64).min: -inf, and NaN where 0 x -inf).
-    Each run under wide_casts. The last one's error, if any, is raised; its result returned, failed or not."""
-    def wide():
-        with wide_casts():
-            return run()
-    return in_turn([lambda: float64_as_called(model, free), lambda: float64(model),
-                    *(functools.partial(_whole, model, wider) for wider in WIDER)], wide, failed)
+    Each run under wide_casts, the last once more without (cast_wide). The last one's error, if any, is raised; its
+    result returned, failed or not."""
+    return in_turn(cast_wide([lambda: float64_as_called(model, free), lambda: float64(model),
+                              *(functools.partial(_whole, model, wider) for wider in WIDER)]), run, failed)
+
+
+def cast_wide(attempts: list) -> list:
+    """attempts (the contexts in_turn tries a float64 twin in), each under wide_casts, then the last once more
+    without: a twin that meets a float32 tensor the caller made (a loss's class weights, its targets) beside a value
+    the model cast to float32 raises under wide_casts, and runs as it did before them."""
+    return [*(functools.partial(_casting, attempt) for attempt in attempts), attempts[-1]]
+
+
+@contextlib.contextmanager
+def _casting(attempt):
+    with attempt(), wide_casts():
+        yield
 
 
 def in_turn(attempts, run, failed=lambda result: False, catch=Exception):
@@ -558,9 +569,10 @@ def float32_bounds():
     """wide_defaults, and torch.finfo(torch.float64)'s min and max float32's for the block (its eps, tiny and
     resolution float64's own), torch.finfo put back afterwards. A model scaling a mask it makes in float32 by its
     dtype's bound, (1 - mask) * torch.finfo(self.dtype).min (mask.float() stays float64 there: wide_casts), gets
-    -inf, and NaN where 0 x -inf, in its float64 twin, where its float32 run is finite: with float32's bounds the twin computes the
-    float32 run's own mask (a value below any score, 0 after softmax) in float64, the yardstick of what the
-    float32 run computes. Tried only when the twin failed without it (float64_run, backward.record_backward)."""
+    -inf, and NaN where 0 x -inf, in its float64 twin, where its float32 run is finite: with float32's bounds the
+    twin computes the float32 run's own mask (a value below any score, 0 after softmax) in float64, the yardstick of
+    what the float32 run computes. Tried only when the twin failed without it (float64_run,
+    backward.record_backward)."""
     import torch
     real, bounds = torch.finfo, torch.finfo(torch.float32)
 
@@ -591,7 +603,7 @@ def wide_casts():
     .to(tensor), .to(device, dtype), .float(), .half(), .bfloat16(), .type(dtype), .type_as(tensor), and any dtype=
     of a function on such a tensor (softmax, log_softmax, mean, sum, ...). A float32 tensor the twin made in the
     default dtype is cast as asked, and .view(dtype) reinterprets bits, so is left alone. Entered only around
-    the twin's own run (float64_run, backward.record_backward's twin), never the float32 one."""
+    the twin's own run (cast_wide: float64_run, backward.record_backward's twin), never the float32 one."""
     with _WideCasts()():
         yield
 
