@@ -31,9 +31,10 @@ LOWEST = {torch.float32: float(np.finfo(np.float32).min), torch.float64: float(n
 class TorchAttention(torch.nn.Module):
     """One-head self-attention with a learned relative-position bias and a padding mask made from the input's
     torch.finfo(dtype).min: fill="default" fills a tensor made in torch's default dtype with it (raises in a
-    float64 run: float32 cannot hold float64's min), fill="float" multiplies a mask cast to float32 by it (-inf,
-    and NaN where 0 x -inf, in a float64 run), as library models do; fill="float32" by torch.finfo(torch.float32)
-    .min whatever the run; fill="table" by float64's min from LOWEST, a table of its own."""
+    float64 run: float32 cannot hold float64's min), fill="float" multiplies a mask cast to float32 by it, as library
+    models do (float64 in the library's float64 run: compare.wide_casts), fill="made" a mask it makes in float32
+    (-inf, and NaN where 0 x -inf, in a float64 run); fill="float32" by torch.finfo(torch.float32).min whatever the
+    run; fill="table" its mask made in float32 by float64's min from LOWEST, a table of its own."""
 
     def __init__(self, max_distance=3, fill="default"):
         super().__init__()
@@ -49,8 +50,10 @@ class TorchAttention(torch.nn.Module):
             fill = torch.zeros(x.shape[0], 1, x.shape[1]).masked_fill(mask[:, None, :] == 0, torch.finfo(x.dtype).min)
         else:
             lowest = {"float": lambda: torch.finfo(x.dtype).min, "float32": lambda: torch.finfo(torch.float32).min,
-                      "table": lambda: LOWEST[x.dtype]}[self.fill]()
-            fill = (1 - mask[:, None, :].float()) * lowest
+                      "table": lambda: LOWEST[x.dtype], "made": lambda: torch.finfo(x.dtype).min}[self.fill]()
+            kept = mask[:, None, :].float() if self.fill in ("float", "float32") else torch.ones(
+                x.shape[0], 1, x.shape[1], dtype=torch.float32).masked_fill(mask[:, None, :] == 0, 0)
+            fill = (1 - kept) * lowest
         return self.o((scores + fill).softmax(-1) @ self.v(x))
 
 
@@ -136,11 +139,12 @@ def test_a_float64_run_that_raises_on_finfo_min_is_made_with_float64_defaults():
     assert not compare_forward(pt, pd, INPUTS).passed
 
 
-@pytest.mark.parametrize("fill", ["float", "float32"])
+@pytest.mark.parametrize("fill", ["float", "made", "float32"])
 def test_a_float32_mask_scaled_by_finfo_min_is_judged_with_float32s_bounds(fill):
-    """(1 - mask.float()) * torch.finfo(dtype).min is -inf and NaN in a float64 run where the float32 one is
-    finite: the library's twin is run again with float64's finfo bounds float32's (compare.float32_bounds), the
-    float32 run's own mask in float64, and the correct port is green in compare_forward (isolated too) and
+    """(1 - mask) * torch.finfo(dtype).min of a mask the model makes in float32 is -inf and NaN in a float64 run
+    where the float32 one is finite: the library's twin is run again with float64's finfo bounds float32's
+    (compare.float32_bounds), the float32 run's own mask in float64 (mask.float() stays float64 there: finite
+    already), and the correct port is green in compare_forward (isolated too) and
     compare_backward (plain and isolated), torch.finfo put back; a LayerNorm epsilon planted is red at the norm,
     named, in both."""
     pt, pd = pair(fill)
@@ -607,3 +611,38 @@ def test_an_in_place_relus_input_row_is_judged_as_the_call_began():
         else:
             assert not row.passed and report.first_diverging == "b1", report.table()
             assert "b1 (before b1.relu)" in report.differing, report.table()
+
+
+class CastingNorm(torch.nn.Module):
+    """LlamaRMSNorm's habit (its weight ones, as it starts): it computes in float32 whatever its input's dtype
+    (hidden_states.to(torch.float32), back with .to(input_dtype)); way="float": .float() and a softmax with
+    dtype=torch.float32 (rotary embeddings, attention weights), back with .type_as."""
+
+    def __init__(self, way="to"):
+        super().__init__()
+        self.weight, self.way = torch.nn.Parameter(torch.ones(D)), way
+
+    def forward(self, x):
+        if self.way == "to":
+            h = x.to(torch.float32)
+            return self.weight * (h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + 1e-6)).to(x.dtype)
+        return self.weight * x.float().softmax(-1, dtype=torch.float32).type_as(x)
+
+
+def test_a_module_casting_to_float32_inside_keeps_float64_in_the_twin():
+    """In the float64 twin a cast down keeps float64 (compare.wide_casts): the twin's values are the module's
+    float64 ones, and torch's own fp32 error on the model's input is measured, not 0 (with the cast made, the twin
+    ran the float32 run's own operations there); the float32 run's casts are its own (float32 outside the twin)."""
+    from portcheck import record_forward
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(CastingNorm("to"), torch.nn.Linear(D, D), CastingNorm("float"))
+    x = np.random.default_rng(0).standard_normal((4, D)).astype("float32")
+    record = record_forward(model, x)
+    x64, h64 = x.astype(np.float64), record["f64:out/1"]
+    softmax = np.exp(h64 - h64.max(-1, keepdims=True))
+    for key, math in (("out/0", x64 / np.sqrt((x64 ** 2).mean(-1, keepdims=True) + 1e-6)),
+                      ("out/2", softmax / softmax.sum(-1, keepdims=True))):
+        wide = record["f64:" + key]
+        assert wide.dtype == np.float64 and np.abs(wide - math).max() < 1e-14 * np.abs(math).max(), key
+        assert np.abs(record[key] - wide).max() > 0, key  # torch's own fp32 error
+    assert torch.ones(1, dtype=torch.float64).float().dtype == torch.float32

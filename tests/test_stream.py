@@ -156,9 +156,10 @@ def test_a_checkpoint_that_does_not_fit_or_is_a_pickle_is_one_line(pair, tmp_pat
 
 def test_an_rmsnorm_of_a_7b_width_is_green_where_paddle_sums_its_row_left_to_right():
     """Layer 0's input RMSNorm of a 7B (hidden 4096, bf16 embeddings): Paddle's CPU mean sums the squares left to
-    right, torch's pairwise, a correct port's difference of about sqrt(n) roundings that 16 did not cover (1.15x its
-    allowance on these rows); the floor's ROOT x sqrt(n) does (0.37x). An epsilon of 1e-6 for 1e-5 there stays red
-    (1,376x)."""
+    right, torch's pairwise, a correct port's difference of about sqrt(n) roundings, beyond 16 (1.15x its allowance
+    on these rows at a floor of 16 while torch's float64 run rounded through the norm's cast to float32; 0.76x now
+    it keeps float64, compare.wide_casts); with the floor's ROOT x sqrt(n), 0.32x. An epsilon of 1e-6 for 1e-5
+    there stays red (1,179x)."""
     import torch
     from paddlenlp.transformers import LlamaConfig as PaddleConfig
     from paddlenlp.transformers.llama.modeling import LlamaRMSNorm as PaddleNorm
@@ -174,6 +175,6 @@ def test_an_rmsnorm_of_a_7b_width_is_green_where_paddle_sums_its_row_left_to_rig
     report = compare_forward(pt, pd, x, mean_bound=None)
     row = report.rows[0]
     assert report.passed and row.max / row.allowed < 0.5, report.table()
-    assert row.max > calibrated.FLOOR * calibrated.EPS32 * row.scale + calibrated.K * row.err32  # red at a floor of 16
+    assert row.max > calibrated.FLOOR * calibrated.EPS32 * row.scale  # beyond 16 roundings: the own error covers it
     pd.variance_epsilon = 1e-6
     assert not compare_forward(pt, pd, x, mean_bound=None).passed

@@ -16,7 +16,7 @@ import numpy as np
 
 from portcheck.compare import (F64, INPUTS, ROOT, ForwardReport, _float64, _Recorder, _unjudged_lines, call, float64,
                                first_input, hook_points, in_turn, judge_forward, measure, checked_args, next_call, values,
-                               WIDER)
+                               cast_wide, WIDER)
 from portcheck import calibrated, diff, fused, pairing, tolerances
 from portcheck.convert import RENAMES, framework_of, plan, torch_layouts
 from portcheck.diff import NOT_JUDGED, first_diverging
@@ -353,9 +353,9 @@ def record_backward(model, inputs, targets, loss, optimizer, scheduler=None, ste
                           (lambda m, i: m.load_state_dict(left[i])) if isolate else None, clip)
         with float64(model):  # the library's one float64 twin, after the float32 run (the same random draws)
             # a twin that raised (finfo(float64).min in a tensor made in the default dtype) or overflowed where the
-            # float32 run did not (in a float32 one): run again wider, in turn
-            wide = in_turn((contextlib.nullcontext, *WIDER), twin, catch=PipelineError, failed=lambda wide: any(
-                calibrated.overflowed(out[k], v) for k, v in wide.items() if k in out))
+            # float32 run did not (in a float32 one): run again wider, in turn; the model's casts down kept float64
+            wide = in_turn(cast_wide([contextlib.nullcontext, *WIDER]), twin, catch=PipelineError,
+                           failed=lambda wide: any(calibrated.overflowed(out[k], v) for k, v in wide.items() if k in out))
             del start
             out.update({F64 + k: v for k, v in wide.items()})
         return fused.mark({**pairing.describe(model), **out, **({ISOLATED: np.ones(1)} if isolate else {})}, parts, model)

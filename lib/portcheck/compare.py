@@ -554,9 +554,23 @@ def float64_run(model, run, failed=lambda result: False, free: dict = None):
     that fails too, once more with each of WIDER in turn: torch's default dtype float64 (a tensor the model makes
     in the default dtype, filled with its input's torch.finfo(dtype).min, which float32 cannot hold), then
     float64's finfo bounds float32's (a float32 mask scaled by finfo(float64).min: -inf, and NaN where 0 x -inf).
-    The last one's error, if any, is raised; its result returned, failed or not."""
-    return in_turn([lambda: float64_as_called(model, free), lambda: float64(model),
-                    *(functools.partial(_whole, model, wider) for wider in WIDER)], run, failed)
+    Each run under wide_casts, the last once more without (cast_wide). The last one's error, if any, is raised; its
+    result returned, failed or not."""
+    return in_turn(cast_wide([lambda: float64_as_called(model, free), lambda: float64(model),
+                              *(functools.partial(_whole, model, wider) for wider in WIDER)]), run, failed)
+
+
+def cast_wide(attempts: list) -> list:
+    """attempts (the contexts in_turn tries a float64 twin in), each under wide_casts, then the last once more
+    without: a twin that meets a float32 tensor the caller made (a loss's class weights, its targets) beside a value
+    the model cast to float32 raises under wide_casts, and runs as it did before them."""
+    return [*(functools.partial(_casting, attempt) for attempt in attempts), attempts[-1]]
+
+
+@contextlib.contextmanager
+def _casting(attempt):
+    with attempt(), wide_casts():
+        yield
 
 
 def in_turn(attempts, run, failed=lambda result: False, catch=Exception):
@@ -597,11 +611,12 @@ def wide_defaults():
 @contextlib.contextmanager
 def float32_bounds():
     """wide_defaults, and torch.finfo(torch.float64)'s min and max float32's for the block (its eps, tiny and
-    resolution float64's own), torch.finfo put back afterwards. A model scaling a float32 mask by its dtype's
-    bound, (1 - mask.float()) * torch.finfo(self.dtype).min as transformers' do, gets -inf, and NaN where
-    0 x -inf, in its float64 twin, where its float32 run is finite: with float32's bounds the twin computes the
-    float32 run's own mask (a value below any score, 0 after softmax) in float64, the yardstick of what the
-    float32 run computes. Tried only when the twin failed without it (float64_run, backward.record_backward)."""
+    resolution float64's own), torch.finfo put back afterwards. A model scaling a mask it makes in float32 by its
+    dtype's bound, (1 - mask) * torch.finfo(self.dtype).min (mask.float() stays float64 there: wide_casts), gets
+    -inf, and NaN where 0 x -inf, in its float64 twin, where its float32 run is finite: with float32's bounds the
+    twin computes the float32 run's own mask (a value below any score, 0 after softmax) in float64, the yardstick of
+    what the float32 run computes. Tried only when the twin failed without it (float64_run,
+    backward.record_backward)."""
     import torch
     real, bounds = torch.finfo, torch.finfo(torch.float32)
 
@@ -620,6 +635,60 @@ def float32_bounds():
 
 
 WIDER = (wide_defaults, float32_bounds)  # how a failed float64 twin is run again, in turn
+
+
+@contextlib.contextmanager
+def wide_casts():
+    """Every cast down to float32, float16 or bfloat16 of a float64 tensor, or of an integer or boolean one,
+    float64 for the block (a torch function mode, left as the block ends): the model's own casts keep its twin in
+    float64. transformers' LlamaRMSNorm computes in hidden_states.to(torch.float32), its rotary embedding in
+    .float(), its attention's softmax with dtype=torch.float32: in the twin those would be float32 roundings, and
+    torch's own error there (the yardstick of the Paddle port's) measured near 0. The casts: .to(dtype),
+    .to(tensor), .to(device, dtype), .float(), .half(), .bfloat16(), .type(dtype), .type_as(tensor), and any dtype=
+    of a function on such a tensor (softmax, log_softmax, mean, sum, ...). A float32 tensor the twin made in the
+    default dtype is cast as asked, and .view(dtype) reinterprets bits, so is left alone. Entered only around
+    the twin's own run (cast_wide: float64_run, backward.record_backward's twin), never the float32 one."""
+    with _WideCasts()():
+        yield
+
+
+@functools.lru_cache(maxsize=None)
+def _WideCasts():
+    """wide_casts' mode class, made at first use (the library imports torch only when it is used)."""
+    import torch
+    from torch.overrides import TorchFunctionMode
+    lower = {torch.float32, torch.float16, torch.bfloat16}
+    named = {f"torch.{n}Tensor" for n in ("Float", "Half", "BFloat16")}  # .type("torch.FloatTensor")
+    down = {torch.Tensor.float, torch.Tensor.half, torch.Tensor.bfloat16}
+    casts = {torch.Tensor.to, torch.Tensor.type}
+
+    def wide(x):
+        if isinstance(x, torch.dtype):
+            return torch.float64 if x in lower else x
+        return "torch.DoubleTensor" if isinstance(x, str) and x in named else x
+
+    class WideCasts(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            kwargs = dict(kwargs or {})
+            this = args[0] if args else None
+            held = isinstance(this, torch.Tensor) and (this.dtype == torch.float64 or not (
+                this.is_floating_point() or this.is_complex()))  # float64, or integer / boolean
+            if held and func is not torch.Tensor.view:
+                if func in down:
+                    func = torch.Tensor.double
+                elif func is torch.Tensor.type_as and args[1].dtype in lower:
+                    func, args = torch.Tensor.to, (this, torch.float64)
+                elif func in casts:
+                    rest = list(args[1:])
+                    if rest and isinstance(rest[0], torch.Tensor):  # .to(other): its device, its dtype widened
+                        rest[:1] = [rest[0].device, wide(rest[0].dtype)]
+                    args = (this, *map(wide, rest))
+                elif any(isinstance(a, torch.dtype) for a in args[1:]):
+                    args = (this, *map(wide, args[1:]))  # torch.softmax(x, dim, torch.float32)
+                if "dtype" in kwargs:
+                    kwargs["dtype"] = wide(kwargs["dtype"])
+            return func(*args, **kwargs)
+    return WideCasts
 
 
 INPUTS = "check the inputs (their dtype and shape, a dict's names) against the model's forward"
