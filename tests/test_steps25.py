@@ -528,6 +528,17 @@ def test_the_final_metric_is_judged_on_torchs_own_spread_when_its_own_runs_are_g
         training.judge_training(t, p, threshold=0.015, own=[synthetic(0.91, lrs=(0.1, 0.1, 0.1))])
 
 
+def test_torchs_own_run_of_a_training_that_parts_from_itself_is_taken_and_judges_the_final_metric():
+    """BatchNorm in train mode over few values per channel: torch from weights one ulp apart parts from itself at the
+    first step (its weight norm 3% off here), every other row the same training. Before, own_runs refused it ("weight
+    norm: parts at step 1"); now the final metric is judged on its spread and Paddle's weight norm on 16 x its gap."""
+    t, own = synthetic(0.90, norms=(3.0, 3.1, 3.2)), synthetic(0.91, norms=(3.0, 3.2, 3.3))
+    widened = training.judge_training(t, synthetic(0.92, norms=(3.0, 3.15, 3.25)), threshold=0.015, own=[own])
+    assert widened.passed and widened.threshold == pytest.approx(0.025), widened.lines()
+    far = training.judge_training(t, synthetic(0.92, norms=(3.0, 3.1, 9.0)), threshold=0.015, own=[own])
+    assert not row(far, "weight norm").passed, far.lines()  # 1.8 relative, beyond 16 x torch's own 0.031
+
+
 def test_an_own_run_with_this_runs_very_bits_is_no_weight_norm_yardstick():
     """Deterministic runs whose loss curves part at step 2: after that the weight norm is held to 16 x torch's own
     gap. An own run with torch's very bits (the committed run, on the CPU that made it) shows a gap of 0, which would

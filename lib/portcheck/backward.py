@@ -281,7 +281,7 @@ def record_backward(model, inputs, targets, loss, optimizer, scheduler=None, ste
         moved:<key>         (torch, not isolated) the loss/, state and final/ keys of its run again from every weight
                             moved one ulp, with another thread count: what torch does to itself, which judge_backward
                             allows calibrated.SPREAD times at each (a value within rounding of a ReLU's kink in a
-                            later step)
+                            later step); its grad/ keys too where a BatchNorm uses batch statistics (batch_statistics)
         spread:<key>        (torch, not isolated) max |that run - a further run of AGAINST_ITSELF|, one figure
         near<i>/<module>    step i's forward (0: the first): the flat indices (row 0) and values (row 1)
                             of each module's output within the floor of 0 (calibrated.FLOOR x eps32 x its largest);
@@ -319,7 +319,8 @@ def record_backward(model, inputs, targets, loss, optimizer, scheduler=None, ste
         start = copy.deepcopy(model.state_dict())  # before any step: where the float64 twin starts from
         left = {}  # isolate: the fp32 weights each step left, which the float64 twin starts the next one from
         keep = (lambda m, i: left.__setitem__(i, copy.deepcopy(m.state_dict()))) if isolate else None
-        moved = {}
+        moved, against = {}, TAKING_KEYS if batch_statistics(model) else AGAINST_KEYS
+        draws = torch.get_rng_state()  # the float32 run's random draws (dropout masks), its float64 twin's too
 
         def again(kernels, move=True, restart=None):
             with torch.random.fork_rng(devices=[]), kernels:  # the same draws (dropout) as the run below
@@ -330,15 +331,16 @@ def record_backward(model, inputs, targets, loss, optimizer, scheduler=None, ste
                              restart, clip)
             model.load_state_dict(start)
             # only what judge_backward reads: the first forward's modules are not held, its gradients only by a run
-            # taking Paddle's side of a kink (the first forward's move them)
-            return {k: v for k, v in run.items() if k.startswith(TAKING_KEYS if not move else AGAINST_KEYS)}
+            # taking Paddle's side of a kink (the first forward's move them) or where batch statistics amplify
+            # rounding (batch_statistics)
+            return {k: v for k, v in run.items() if k.startswith(TAKING_KEYS if not move else against)}
         if crossed is not None:
             if isolate:  # each step from the weights torch's own run left: that fp32 run again first, keeping them
                 again(contextlib.nullcontext(), move=False, restart=keep)
             return again(_taking(model, crossed), move=False,
                          restart=(lambda m, i: m.load_state_dict(left[i])) if isolate else None)
         if not isolate:  # the plain run's steps: torch against itself (calibrated.SPREAD), each run of AGAINST_ITSELF
-            moved = against_itself(again(kernels()) for kernels in AGAINST_ITSELF)
+            moved = against_itself((again(kernels()) for kernels in AGAINST_ITSELF), against)
         out = _train("torch", model, inputs, targets, loss, optimizer, scheduler, steps, torch.from_numpy,
                      lambda m: _torch_state(m, layouts), lambda m: _torch_grads(m, layouts), _norm_counter(model), keep,
                      clip, near=True)
@@ -348,9 +350,11 @@ def record_backward(model, inputs, targets, loss, optimizer, scheduler=None, ste
                     if t.paddle_name != t.name})
         def twin():
             model.load_state_dict(start)
-            return _train(TWIN, model, _float64(inputs), targets, loss, optimizer, scheduler, steps, torch.from_numpy,
-                          lambda m: _torch_state(m, layouts), lambda m: _torch_grads(m, layouts), lambda: {},
-                          (lambda m, i: m.load_state_dict(left[i])) if isolate else None, clip)
+            with torch.random.fork_rng(devices=[]):  # the float32 run's masks: else its own error is another mask's
+                torch.set_rng_state(draws)
+                return _train(TWIN, model, _float64(inputs), targets, loss, optimizer, scheduler, steps,
+                              torch.from_numpy, lambda m: _torch_state(m, layouts), lambda m: _torch_grads(m, layouts),
+                              lambda: {}, (lambda m, i: m.load_state_dict(left[i])) if isolate else None, clip)
         with float64(model):  # the library's one float64 twin, after the float32 run (the same random draws)
             # a twin that raised (finfo(float64).min in a tensor made in the default dtype) or overflowed where the
             # float32 run did not (in a float32 one): run again wider, in turn; the model's casts down kept float64
@@ -381,13 +385,13 @@ AGAINST_KEYS = ("loss/", "state", "final/", "weights/", RUNNING, KEPT)
 TAKING_KEYS = ("grad/", *AGAINST_KEYS)  # and of a run taking Paddle's side of a kink: the first forward's move grads
 
 
-def against_itself(runs) -> dict:
+def against_itself(runs, keys=AGAINST_KEYS) -> dict:
     """torch's runs against itself, one per AGAINST_ITSELF in its order (record_backward's, or portcheck run's
-    further runs of the user's torch script), as a torch record holds them: the first's AGAINST_KEYS as arrays
+    further runs of the user's torch script), as a torch record holds them: the first's `keys` as arrays
     (MOVED), each further one as one figure per key (SPREAD_KEY), no second copy of the weights."""
     moved = {}
     for i, run in enumerate(runs):
-        run = {k: v for k, v in run.items() if k.startswith(AGAINST_KEYS)}
+        run = {k: v for k, v in run.items() if k.startswith(keys)}
         if not i:
             moved = {MOVED + k: v for k, v in run.items()}
             continue
@@ -867,6 +871,19 @@ def _paddle_grads(model) -> dict:
     """Every gradient under each of its state-dict names (Paddle's RNN layers list a weight under two)."""
     by_tensor = {p.name: p.grad.numpy() for p in model.parameters() if p.grad is not None}
     return {k: by_tensor[v.name] for k, v in model.state_dict().items() if getattr(v, "name", None) in by_tensor}
+
+
+def batch_statistics(model) -> bool:
+    """A torch BatchNorm normalizes by its batch's statistics (train mode, or no running statistics kept): dividing
+    by a standard deviation over few values per channel amplifies a rounding of the weights into the gradients far
+    past torch's own fp32 error, where no plain-run step has compounded it yet. Measured: resnext50_32x4d at 64 x 64
+    (8 values per channel in layer4), torch against itself with every weight moved one ulp parts by 1.30e-3 at
+    layer4.2.bn3.weight's gradient (both sign seeds), Paddle by 1.30e-3, torch's float32 error there 2.2e-6 (72 x
+    K_GRAD's 8 red); with other threads alone 4.2e-7. There the gradients are also allowed calibrated.SPREAD x that
+    run's distance, as a plain run's steps are."""
+    import torch
+    return any(isinstance(m, torch.nn.modules.batchnorm._BatchNorm) and (m.training or not m.track_running_stats)
+               for m in model.modules())
 
 
 def _norm_counter(model):

@@ -381,9 +381,16 @@ TORCHVISION = [
                         "set": [("_drop1", "mode", "downscale_in_infer"), ("_drop2", "mode", "downscale_in_infer")],
                         "step": 1, "where": "classifier.0", "cause": "Dropout's downscale mode: x (1 - p) in eval"}],
            fix=[("_drop1", "mode", "upscale_in_train"), ("_drop2", "mode", "upscale_in_train")]),
-    vision("vgg11", [act("features.1", "features.1")]),
+    vision("vgg11", [act("features.1", "features.1")],
+           known={"issue": 62, "why": "compare_backward red at grad features.3.weight: Paddle 2.6e-4 from torch "
+                  "where torch against itself (weights moved one ulp, other threads) moves it 1.4e-8 at most, "
+                  "Dropout off and the forward green: a backward kernel's difference not yet placed"}),
     vision("resnet18", [act("layer1.0.relu", "layer1.0.relu"), norm_eps("layer1.0.bn1", "layer1.0.bn1", 1e-3)]),
-    vision("resnext50_32x4d", [act("layer1.0.relu", "layer1.0.relu"), norm_eps("layer1.0.bn2", "layer1.0.bn2", 1e-3)]),
+    vision("resnext50_32x4d", [act("layer1.0.relu", "layer1.0.relu"), norm_eps("layer1.0.bn2", "layer1.0.bn2", 1e-3),
+                               {"name": "one BatchNorm's momentum 0.1, torch's value", "set": [("layer1.0.bn2",
+                                                                                                 "_momentum", 0.1)],
+                                "step": 4, "where": "layer1.0.bn2", "cause": "Paddle's momentum weighs the running "
+                                "statistic, torch's the batch: torch's 0.1 is Paddle's 0.9"}]),
     vision("wide_resnet50_2", [act("layer1.0.relu", "layer1.0.relu"),
                                norm_eps("layer1.0.bn2", "layer1.0.bn2", 1e-3)]),
     vision("densenet121", [norm_eps("conv1_func._batch_norm", "features.norm0", 1e-3),
@@ -391,8 +398,8 @@ TORCHVISION = [
                                                                               "tanh")],
                             "step": (1, 4), "where": "features.norm0", "cause": "another activation in one place"}]),
     vision("shufflenet_v2_x1_0", [act("_conv1.2", "conv1.2"), norm_eps("_conv1.1", "conv1.1", 1e-3)]),
-    vision("mobilenet_v2", [act("features.0.2", "features.0.2", "ReLU"), norm_eps("features.0.1", "features.0.1",
-                                                                                  1e-3)]),
+    # ReLU6 planted as ReLU is invisible here: no value of a random-init forward reaches 6
+    vision("mobilenet_v2", [act("features.0.2", "features.0.2"), norm_eps("features.0.1", "features.0.1", 1e-3)]),
     # torchvision's MobileNetV3 builds its BatchNorms with eps 0.001, paddle.vision's too: the plant is torch's default
     vision("mobilenet_v3_small", [act("conv.2", "features.0.2", "ReLU"), norm_eps("conv.1", "features.0.1", 1e-5)]),
     vision("inception_v3", [{"name": "BatchNorm epsilon left at paddle.vision's 1e-5", "eps_all": 1e-5, "step": 1,
