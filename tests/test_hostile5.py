@@ -301,3 +301,17 @@ def test_a_sealed_side_is_read_only_its_digests_listed_and_a_change_named(tmp_pa
     side.chmod(0o555)  # a run killed while sealed: the rerun clears it
     run.prepare(out)
     assert side.stat().st_mode & 0o200 and not (side / "record.npy").exists() and not (out / run.DIGESTS).exists()
+
+
+def test_a_python_reached_through_a_shell_shim_is_taken(tmp_path):
+    """pyenv's `python` is a bash script that execs the Python it picks: its #! line names bash, which the probe ran
+    (`bash -c "import sys, ..."`) and refused as "not a Python interpreter"; the shim itself is probed now. A #! line
+    naming a Python (torchrun's console script) is still that Python's."""
+    shim = tmp_path / "python"
+    shim.write_text(f'#!/usr/bin/env bash\nexec {sys.executable} "$@"\n')
+    shim.chmod(0o755)
+    assert run.command(f"{shim} train.py", "torch") == [str(shim), "train.py"]
+    assert run.interpreter(str(shim)) == str(shim)
+    console = tmp_path / "torchrun"
+    console.write_text(f"#!{sys.executable}\nimport sys\n")
+    assert run.interpreter(str(console)) == sys.executable

@@ -129,13 +129,14 @@ def command(text: str, side: str) -> list:
 
 
 def interpreter(exe: str) -> str:
-    """The program that runs exe: a script's #! line's (torchrun is a console script of its venv's Python)."""
+    """The Python that runs exe: a script's #! line's where that is a Python (torchrun is a console script of its
+    venv's Python), else exe itself (a shell script that runs one: pyenv's `python` shim, #!/usr/bin/env bash)."""
     with open(exe, "rb") as f:
         head = f.readline(512)
     words = head[2:].decode(errors="replace").split() if head.startswith(b"#!") else []
     if words[:1] and Path(words[0]).name == "env":
         words = [shutil.which(words[1]) or words[1]] if len(words) > 1 else []
-    return words[0] if words else exe
+    return words[0] if words and Path(words[0]).name.startswith(("python", "pypy")) else exe
 
 
 def launcher(argv: list) -> bool:
