@@ -14,9 +14,13 @@ try:
 except ModuleNotFoundError:  # the project is not importable: not its venv
     raise SystemExit("error: this project's packages are not importable: activate its venv "
                      "(. .venv/bin/activate) or run `pip install -r requirements.txt`") from None
+import argparse
+import sys
+
 import numpy as np
 
 from portcheck import calibrated
+from portcheck.errors import run_main
 
 WIDTHS = (1024, 2048, 4096, 5120, 8192, 16384)
 SCALES = (0.005, 0.02, 0.05, 0.3, 1.0, 3.0)
@@ -47,6 +51,8 @@ def worst(out32, out64) -> float:
 
 
 def main():
+    argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
+                            allow_abbrev=False).parse_args()
     print(f"Paddle's CPU mean sums left to right: {paddle_sums_left_to_right()}")
     print("| n | scale | RMSNorm (roundings / sqrt(n)) | LayerNorm |\n|---|---|---|---|")
     top = 0.0
@@ -69,4 +75,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(run_main(main))
