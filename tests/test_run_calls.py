@@ -167,3 +167,18 @@ def test_a_model_trained_in_eval_mode_is_refused_saying_so(recording, tmp_path):
     assert rec.root is None and not rec.record  # no batch, no first call
     with pytest.raises(recorder.Refused, match=r"it trains its model \(Net\) in eval mode .* call model\.train\(\)"):
         rec.backward(loss)
+
+
+def test_a_model_whose_optimizer_holds_its_head_alone_is_the_model_trained(tmp_path):
+    """Fine-tuning a head by giving the optimizer the head's parameters alone, the body left trainable: the model
+    called is the model trained (before: "never called a model whose parameters an optimizer holds", untrue)."""
+    script = tmp_path / "pt_head.py"
+    script.write_text("import torch\ntorch.manual_seed(0)\n"
+                      "model = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.Tanh(), torch.nn.Linear(4, 2))\n"
+                      "opt = torch.optim.SGD(model[2].parameters(), lr=0.1)\n"
+                      "for _ in range(2):\n"
+                      "    loss = model(torch.ones(5, 3)).square().mean(); loss.backward(); opt.step(); opt.zero_grad()\n")
+    out = tmp_path / "out"
+    run.prepare(out)
+    status = run.run_side("torch", [sys.executable, str(script)], out, STEPS)
+    assert status["root"] == "Sequential" and status["steps"] == STEPS, status

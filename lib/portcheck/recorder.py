@@ -195,9 +195,9 @@ class Run:
                 return self._inner(call, args, kwargs)
             finally:
                 self.in_loss -= 1
-        if self.root is None and not module.training and self.evaluated is None and self._trained(module):
+        if self.root is None and not module.training and self.evaluated is None and self._optimized(module):
             self.evaluated = module  # an evaluation, or a model trained in eval mode (backward says which)
-        if self.root is None and module.training and self._trained(module):
+        if self.root is None and module.training and self._optimized(module):
             self.called, self.root = module, self.fw.unwrapped(module)  # a data-parallel wrapper: its model
             self.config["wrapper"] = self.fw.wrapper(module)
             self._first_call(self.root, args, kwargs)
@@ -216,6 +216,12 @@ class Run:
             return self._root_call(self.root, call, args, kwargs)
         finally:
             self.in_root -= 1
+
+    def _optimized(self, module) -> bool:
+        """An optimizer holds a parameter of the module that takes a gradient: the model a script trains, all of it
+        or a part (a head fine-tuned by giving its optimizer the head's parameters alone, the rest left trainable)."""
+        own = {id(p) for p in self.fw.parameters(module) if self.fw.trainable(p)}
+        return bool(own & self.fw.held_parameters(self.optimizers))
 
     def _trained(self, module) -> bool:
         """Every parameter of the module that takes a gradient (a frozen layer's do not) an optimizer holds."""

@@ -409,8 +409,8 @@ def status_of(said: str, folder: Path, code: int, steps: int) -> dict:
     if status.get("root") is None:
         if code:
             raise PipelineError(f"{said} crashed (exit {code}; its traceback above) before it trained")
-        raise PipelineError(f"{said} never called a model whose parameters an optimizer holds (every one taking a "
-                            "gradient), in train mode with gradients on: it must train a model (model.train(), "
+        raise PipelineError(f"{said} never called a model whose parameters an optimizer holds (all or some), in "
+                            "train mode with gradients on: it must train a model (model.train(), "
                             "forward, loss.backward(), optimizer.step())")
     if status["steps"] < steps:
         if code:
