@@ -46,7 +46,7 @@ THREADS = str(max(1, len(os.sched_getaffinity(0)) // WORKERS))
 # Since the eighth session (2026-11-27): each file's setup + call + teardown seconds in a fresh clone's `.ci/run` with
 # PYTEST_ADDOPTS=--durations=0 on idle cores (1208 tests, 12:02, 1352 s of tests), test_hand_in's kept above the
 # largest (above); a file under a second is 1.
-FILE_SECONDS = {"test_hand_in.py": 200, "test_resnet18.py": 136, "test_run_scripts.py": 88,
+FILE_SECONDS = {"test_hand_in.py": 200, "test_resnet18.py": 136, "test_run_scripts.py": 66,
                 "test_distributed.py": 82, "test_mid_size.py": 71, "test_run_launchers.py": 68,
                 "test_hostile5.py": 63, "test_run_trainers.py": 58, "test_step4.py": 57, "test_five_steps.py": 36,
                 "test_step5.py": 34, "test_edges.py": 32, "test_run_loaders.py": 30, "test_layout.py": 30,

@@ -212,9 +212,18 @@ STEP = "    loss = model(x).sum(); loss.backward(); opt.step(); opt.zero_grad()\
      "the torch script cannot be checked: it trains two models (Linear, then Linear)"),
 ])
 def test_a_script_that_cannot_be_checked_is_one_line_naming_its_side(tmp_path, body, said):
+    """The first through the command (its exit 2 and `error:` line), the others as `run` runs the side (run.run_side,
+    its script forked by the test's server: the line is status_of's either way, without a CLI process each)."""
     script = tiny(tmp_path, body)
-    code, line = one_line(tmp_path, "--torch", f"{sys.executable} {script}", "--paddle", f"{sys.executable} {script}")
-    assert code == 2 and line.startswith(f"error: {said}"), line
+    if body.startswith("raise"):
+        code, line = one_line(tmp_path, "--torch", f"{sys.executable} {script}", "--paddle",
+                              f"{sys.executable} {script}")
+        assert code == 2 and line.startswith(f"error: {said}"), line
+        return
+    run.prepare(tmp_path / "out")
+    with pytest.raises(PipelineError) as e:
+        run.run_side("torch", [sys.executable, str(script)], tmp_path / "out", STEPS)
+    assert str(e.value).startswith(said), str(e.value)
 
 
 def test_bad_commands_and_folders_are_one_line(tmp_path):
