@@ -7,7 +7,6 @@ All sides run once (as test_run_loaders does it); each planted Paddle script is 
 sides and judged (run.run_side, run.judge), several plants a run where each is named by its own line."""
 import functools
 import json
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -18,7 +17,7 @@ import pytest
 
 from portcheck import recorder, run
 from portcheck.fileio import load_npy
-from test_run_scripts import judged
+from test_run_scripts import paddle_planted
 
 HERE = Path(__file__).resolve().parent / "calls"
 STEPS = 2
@@ -34,21 +33,9 @@ def pair(tmp_path_factory):
 
 
 def paddle_judged(pair, tmp_path, replace=()):
-    """(exit code, summary) of pd_views.py with each (line, planted) of `replace` planted, judged against the torch
-    sides (no plant: the pair's own Paddle run)."""
-    out, statuses = pair
-    mine = tmp_path / "out"
-    shutil.copytree(out, mine)
-    if not replace:
-        return judged(mine, statuses, STEPS)
-    text = (HERE / "pd_views.py").read_text()
-    for line, planted in replace:
-        assert text.count(line) == 1, line
-        text = text.replace(line, planted)
-    script = tmp_path / "pd_views.py"
-    script.write_text(text)
-    status = run.run_side("paddle", [sys.executable, str(script)], mine, STEPS)
-    return judged(mine, {**statuses, "paddle": status}, STEPS)
+    """(exit code, summary) of pd_views.py with each (line, planted) of `replace` planted, judged against the torch sides
+    (no plant: the pair's own Paddle run)."""
+    return paddle_planted(pair, tmp_path, HERE / "pd_views.py", replace, STEPS)
 
 
 def test_every_call_and_every_loss_is_recorded_and_fed_in_order(pair, tmp_path):

@@ -4,7 +4,6 @@ classifier's): green as written, each one-line plant red and named.
 
 All sides run once (as test_run_scripts does it); each planted Paddle script is then run alone against the torch
 sides and judged (run.run_side, run.judge)."""
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -14,7 +13,7 @@ import pytest
 
 from portcheck import run, runconfig
 from portcheck.fileio import load_npy
-from test_run_scripts import judged
+from test_run_scripts import paddle_planted
 
 HERE = Path(__file__).resolve().parent / "loaders"
 STEPS = 2
@@ -37,19 +36,8 @@ def pair(tmp_path_factory):
 def paddle_judged(pair, tmp_path, replace=(), flags=ACCUM):
     """(exit code, summary) of pd_wine.py with each (line, planted) of `replace` planted, judged against the torch
     sides (no plant: the pair's own Paddle run, judged)."""
-    out, statuses = pair
-    mine = tmp_path / "out"
-    shutil.copytree(out, mine)
-    if not replace and flags == ACCUM:
-        return judged(mine, statuses, STEPS)
-    text = (HERE / "pd_wine.py").read_text()
-    for line, planted in replace:
-        assert text.count(line) == 1, line
-        text = text.replace(line, planted)
-    script = tmp_path / "pd_wine.py"
-    script.write_text(text)
-    status = run.run_side("paddle", [sys.executable, str(script), *flags], mine, STEPS)
-    return judged(mine, {**statuses, "paddle": status}, STEPS)
+    own = not replace and flags == ACCUM
+    return paddle_planted(pair, tmp_path, HERE / "pd_wine.py", replace, STEPS, None if own else flags)
 
 
 def test_each_micro_batch_in_torchs_order_is_fed(pair, tmp_path):

@@ -8,7 +8,6 @@ All sides run once (as test_run_loaders does it); each planted Paddle script is 
 sides and judged (run.run_side, run.judge)."""
 import json
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -18,7 +17,7 @@ import pytest
 from portcheck import run
 from portcheck.errors import PipelineError
 from portcheck.fileio import load_npy
-from test_run_scripts import judged
+from test_run_scripts import paddle_planted
 
 HERE = Path(__file__).resolve().parent / "packed"
 STEPS = 2
@@ -35,20 +34,8 @@ def pair(tmp_path_factory):
 
 def paddle_judged(pair, tmp_path, replace=()):
     """(exit code, summary) of pd_lm.py with each (line, planted) of `replace` planted, judged against the torch sides
-    (no plant: the pair's own Paddle run, judged)."""
-    out, statuses = pair
-    mine = tmp_path / "out"
-    shutil.copytree(out, mine)
-    if not replace:
-        return judged(mine, statuses, STEPS)
-    text = (HERE / "pd_lm.py").read_text()
-    for line, planted in replace:
-        assert text.count(line) == 1, line
-        text = text.replace(line, planted)
-    script = tmp_path / "pd_lm.py"
-    script.write_text(text)
-    status = run.run_side("paddle", [sys.executable, str(script)], mine, STEPS)
-    return judged(mine, {**statuses, "paddle": status}, STEPS)
+    (no plant: the pair's own Paddle run)."""
+    return paddle_planted(pair, tmp_path, HERE / "pd_lm.py", replace, STEPS)
 
 
 def test_the_packed_layers_pair_with_paddles_split_projections_green(pair, tmp_path):

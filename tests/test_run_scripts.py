@@ -52,6 +52,24 @@ def judged(out: Path, statuses: dict, steps: int = STEPS):
     return code, printed.getvalue()
 
 
+def paddle_planted(pair, tmp_path, script: Path, replace=(), steps: int = STEPS, flags=None):
+    """(exit code, summary) of the Paddle `script` with each (line, planted) of `replace` planted (each line in it
+    once), run alone with `flags` and judged against the torch sides of `pair` (out, statuses); no plant and flags
+    None: the pair's own Paddle run, judged as it was."""
+    out, statuses = pair
+    mine = tmp_path / "out"
+    shutil.copytree(out, mine)
+    if not replace and flags is None:
+        return judged(mine, statuses, steps)
+    text = script.read_text()
+    for line, planted in replace:
+        assert text.count(line) == 1, line
+        text = text.replace(line, planted)
+    (tmp_path / script.name).write_text(text)
+    status = run.run_side("paddle", [sys.executable, str(tmp_path / script.name), *(flags or ())], mine, steps)
+    return judged(mine, {**statuses, "paddle": status}, steps)
+
+
 def test_the_example_is_green_and_its_hand_in_checks(torch_done, tmp_path):
     # the example's own Paddle script is the one torch_done ran: judged as paddle_run judges a plant, not rerun
     out, statuses = torch_done
