@@ -14,8 +14,10 @@ class PipelineError(Exception):
     """A problem the user can fix; reported as one line, never a traceback."""
 
 
-class Interrupted(PipelineError):
-    """Ctrl-C, with what the interrupted script knows about where it stopped; exit 130."""
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C, with what the interrupted script knows about where it stopped; exit 130. A KeyboardInterrupt, not an
+    Exception: a SIGINT handler raises it wherever the script is, and library code's `except Exception` there
+    (transformers' tokenizer turning any error into a ValueError) must not take it for an error of its own."""
 
 
 def fail(msg: str, code: int = 2):
