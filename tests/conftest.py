@@ -135,17 +135,23 @@ def server(framework, *preload):
     return proc if had == env else None
 
 
-def forked(server, cmd, home, cwd):
-    """cmd run by a fork server (FORK): (exit status, stdout, stderr) as subprocess.run gives them."""
+def ask(server, argv, cwd, env, **request) -> tuple:
+    """argv run by a fork server as its child, env set in it (None: unset): (exit status, stdout, stderr bytes)."""
     with tempfile.TemporaryDirectory() as tmp:
         out, err = Path(tmp, "out"), Path(tmp, "err")
-        env = {k: os.environ.get(k) for k in PER_RUN} | {"BERT_ALIGN_HOME": str(home)}
-        server.stdin.write(json.dumps({"argv": cmd[1:], "cwd": str(cwd), "env": env, "out": str(out),
-                                       "err": str(err)}) + "\n")
+        server.stdin.write(json.dumps({"argv": argv, "cwd": str(cwd), "env": env, "out": str(out), "err": str(err),
+                                       **request}) + "\n")
         server.stdin.flush()
         answer = server.stdout.readline()
-        assert answer, f"the fork server ended: {' '.join(cmd)}"
-        return subprocess.CompletedProcess(cmd, int(answer), out.read_text(), err.read_text())
+        assert answer, f"the fork server ended: {' '.join(argv)}"
+        return int(answer), out.read_bytes(), err.read_bytes()
+
+
+def forked(server, cmd, home, cwd):
+    """cmd run by a fork server (FORK): (exit status, stdout, stderr) as subprocess.run gives them."""
+    env = {k: os.environ.get(k) for k in PER_RUN} | {"BERT_ALIGN_HOME": str(home)}
+    code, out, err = ask(server, cmd[1:], cwd, env)
+    return subprocess.CompletedProcess(cmd, code, out.decode(), err.decode())
 
 
 # The files whose `portcheck run` scripts (run.script: a user's `python script.py`, its recorder injected) run as
@@ -187,17 +193,11 @@ def forked_script(argv, env):
                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
                                 cwd="/tmp", env=base)
         SERVERS[key] = (proc, base)
-    with tempfile.TemporaryDirectory() as tmp:
-        out, err = Path(tmp, "out"), Path(tmp, "err")
-        proc.stdin.write(json.dumps({"argv": argv[1:], "cwd": os.getcwd(), "env": {k: env.get(k) for k in own},
-            "out": str(out), "err": str(err), "session": True,
-            "site": str(portcheck_run.INJECT / "sitecustomize.py")}) + "\n")
-        proc.stdin.flush()
-        answer = proc.stdout.readline()
-        assert answer, f"the fork server ended: {' '.join(argv)}"
-        for fd, path in ((1, out), (2, err)):  # where the script's own process writes: this one's stdout and stderr
-            os.write(fd, path.read_bytes())
-        return int(answer)
+    code, out, err = ask(proc, argv[1:], os.getcwd(), {k: env.get(k) for k in own}, session=True,
+                         site=str(portcheck_run.INJECT / "sitecustomize.py"))
+    os.write(1, out)  # where the script's own process writes: this one's stdout and stderr
+    os.write(2, err)
+    return code
 
 
 @pytest.fixture(scope="module", autouse=True)
