@@ -8,6 +8,7 @@ All sides run once (as test_run_loaders does it); each planted Paddle script is 
 sides and judged (run.run_side, run.judge)."""
 import json
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -17,7 +18,7 @@ import pytest
 from portcheck import run
 from portcheck.errors import PipelineError
 from portcheck.fileio import load_npy
-from test_run_scripts import paddle_planted
+from test_run_scripts import judged, paddle_planted
 
 HERE = Path(__file__).resolve().parent / "packed"
 STEPS = 2
@@ -166,3 +167,111 @@ def test_each_side_reads_the_files_layouts_and_torchs_packed_attention_needs_non
         8, 2), "cross": torch.nn.MultiheadAttention(8, 2, kdim=4, vdim=4)})
     assert TorchSide(False).packed(model, given) == {"enc.self_attn": Fused(("q_proj", "k_proj", "v_proj"),
                                                                             output=False)}
+
+
+# The converse: torch's q, k and v in three Linears, Paddle's in one fused qkv Linear (its columns per head, as
+# paddlenlp's fuse_attention_qkv holds them), declared in --layouts FILE as the API's layouts= declares it
+QKV = {"qkv": {"fused": ["q", "k", "v"], "heads": 2}}
+
+
+@pytest.fixture(scope="module")
+def qkv_pair(tmp_path_factory):
+    where = tmp_path_factory.mktemp("qkv")
+    (where / "layouts.json").write_text(json.dumps(QKV))
+    settings = run.read_layouts(where / "layouts.json")
+    out = where / "out"
+    run.prepare(out)
+    statuses = {side: run.run_side(side, [sys.executable, str(HERE / f"{'pt' if fw == 'torch' else 'pd'}_qkv.py")],
+                                   out, STEPS, **settings) for side, fw in run.SIDES}
+    return out, statuses, settings
+
+
+def qkv_judged(qkv_pair, tmp_path, replace=()):
+    """(exit code, summary) of pd_qkv.py with each (line, planted) of `replace` planted, run with the pair's
+    --layouts and judged against its torch sides (no plant: the pair's own Paddle run)."""
+    out, statuses, settings = qkv_pair
+    mine = tmp_path / "out"
+    shutil.copytree(out, mine)
+    if replace:
+        text = (HERE / "pd_qkv.py").read_text()
+        for line, planted in replace:
+            assert text.count(line) == 1, line
+            text = text.replace(line, planted)
+        (tmp_path / "pd_qkv.py").write_text(text)
+        statuses = {**statuses, "paddle": run.run_side("paddle", [sys.executable, str(tmp_path / "pd_qkv.py")], mine,
+                                                        STEPS, **settings)}
+    return judged(mine, statuses, STEPS)
+
+
+def test_a_paddle_fused_qkv_against_torchs_three_linears_is_filled_and_green(qkv_pair, tmp_path):
+    """--layouts declares Paddle's qkv fused: torch's q, k and v fill its columns per head (joined as convert joins
+    them), and each part is judged against torch's Linear of its own: outputs, gradients, weights. Before, refused
+    ("torch attn.q.weight has no Paddle counterpart; ... Paddle attn.qkv.weight no torch tensor fills")."""
+    code, said = qkv_judged(qkv_pair, tmp_path)
+    assert code == 0 and "green: the same run" in said, said
+    assert qkv_pair[1]["paddle"]["config"]["pairs"]["attn.k"] == "attn.qkv.k"
+    rows = (tmp_path / "out" / "log_reprod" / "bp_align_diff.log").read_text()
+    assert "grad attn.k.weight    (8, 8)" in rows and "grad attn.v.bias" in rows and "same run: passed" in rows, rows
+    check = checked(tmp_path)
+    assert check.returncode == 0 and "config: green" in check.stdout, check.stdout + check.stderr
+
+
+SWAPPED = ("        q, k, v = qkv.split(3, axis=-1)", "        k, q, v = qkv.split(3, axis=-1)")
+
+
+def test_a_paddle_fused_qkv_read_in_the_wrong_order_is_red_at_the_attention(qkv_pair, tmp_path):
+    """q and k swapped in the Paddle script's reading of its packed columns: the parts, filled and judged as
+    declared, agree; the attention that reads them is red, named."""
+    code, said = qkv_judged(qkv_pair, tmp_path, [SWAPPED])
+    assert code == 1, said
+    assert "forward, each module on torch's values: RED, their own computation differs: attn" in said, said
+
+
+def test_a_paddle_fused_qkv_torch_cannot_fill_is_refused_naming_every_tensor(qkv_pair, tmp_path):
+    """Paddle's qkv built without a bias: torch's q, k and v biases have no Paddle tensor, each said, as many listed
+    as counted."""
+    with pytest.raises(PipelineError, match="cannot start from the torch model's weights") as e:
+        qkv_judged(qkv_pair, tmp_path, [("nn.Linear(dim, 3 * dim)", "nn.Linear(dim, 3 * dim, bias_attr=False)")])
+    said = str(e.value).partition("problem(s)): ")
+    count, listed = int(said[0].rpartition("(")[2].split()[0]), said[2].split("; ")
+    assert count == len(listed) == 7, str(e.value)
+    assert "torch attn.v.bias has no Paddle counterpart" in listed and listed[-1].startswith(
+        "Paddle attn.qkv.weight no torch tensor fills. --layouts declares Paddle's attn.qkv fused, and its part(s) "
+        "attn.qkv.q, attn.qkv.k, attn.qkv.v pair with no torch module"), listed
+
+
+def test_the_paddle_side_joins_torchs_parts_per_head_and_says_each_part_it_cannot():
+    """PaddleSide._join, numpy alone: torch's q, k, v (Paddle's layout, [in, out]) placed per head in qkv's columns
+    (head 0's q, k, v, then head 1's); a part no torch tensor fills, a part of another shape, and a part's tensor the
+    fused module does not hold, each one problem naming it."""
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    from portcheck.fused import Fused
+    from portcheck.hooks_paddle import PaddleSide
+    side, rng = SimpleNamespace(joins={}), np.random.default_rng(0)
+    q, k, v = (rng.standard_normal((8, 8)).astype(np.float32) for _ in range(3))
+    parts = {"attn.qkv.q.weight": q, "attn.qkv.k.weight": k, "attn.qkv.v.weight": v}
+    params = {"attn.qkv.weight": np.zeros((8, 24), np.float32)}
+    torch_keys = {key: f"attn.{key.split('.')[2]}.weight" for key in parts}
+    state, said = {}, set()
+    assert PaddleSide._join(side, {"attn.qkv": Fused(("q", "k", "v"), heads=2)}, parts, params, state, torch_keys,
+                            said) == []
+    assert np.array_equal(state["attn.qkv.weight"], np.concatenate([q[:, :4], k[:, :4], v[:, :4], q[:, 4:], k[:, 4:],
+                                                                    v[:, 4:]], axis=1))
+    assert side.joins == {"attn.qkv.weight": (Fused(("q", "k", "v"), heads=2), list(parts))}
+    parts = {"attn.qkv.q.weight": q, "attn.qkv.k.weight": k, "attn.qkv.q.bias": q[0], "attn.qkv.k.bias": k[0],
+             "attn.qkv.v.bias": v[0, :4], "attn.qkv.q.scale": q[0]}
+    params["attn.qkv.bias"] = np.zeros(24, np.float32)
+    torch_keys = {key: f"attn.{key.split('.')[2]}.{key.split('.')[3]}" for key in parts}
+    state, said = {}, set()
+    problems = PaddleSide._join(side, {"attn.qkv": Fused(("q", "k", "v"), heads=2)}, parts, params, state, torch_keys,
+                                said)
+    assert sorted(problems) == sorted([
+        "Paddle attn.qkv.weight no torch tensor fills whole: its part(s) attn.qkv.v pair with no torch module",
+        "torch attn.q.bias + attn.k.bias + attn.v.bias [8] + [8] + [4] vs Paddle attn.qkv.bias [24] (its Fused: 3 "
+        "parts of 2 heads)",
+        "torch attn.q.scale has no Paddle counterpart (Paddle attn.qkv.q pairs with its module, and attn.qkv holds no "
+        "scale)"]), problems
+    assert state == {} and said == {"attn.qkv.weight", "attn.qkv.bias"}

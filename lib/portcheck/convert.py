@@ -210,10 +210,11 @@ class Joined:
 
     def to_paddle(self, _=None):
         arrays = [t.to_paddle(a) for t, a in self.parts]
-        width = sum(a.shape[-1] for a in arrays)
-        out = np.empty((*arrays[0].shape[:-1], width), dtype=arrays[0].dtype)
-        for columns, a in zip(self.spec.columns(width), arrays):
-            out[..., columns] = a
+        out = fused.join(self.spec, arrays)
+        if out is None:
+            heads = f" of {self.spec.heads} heads" if self.spec.heads else ""
+            raise PipelineError(f"Fused{self.spec.parts}: its parts' tensors {[list(a.shape) for a in arrays]} do not "
+                                f"make one tensor of {len(arrays)} parts{heads}")
         return out
 
     transposed = False

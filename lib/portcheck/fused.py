@@ -224,6 +224,19 @@ def joined(key: str, shape: tuple, spec: Fused, value):
     return whole
 
 
+def join(spec: Fused, arrays: list):
+    """The tensor of a fused module (in Paddle's layout: the parts along the last axis) made of its parts' tensors,
+    in the spec's part order, each its columns; None unless they are of one shape whose columns the spec places."""
+    width = sum(a.shape[-1] for a in arrays)
+    columns = spec.columns(width) if len({a.shape for a in arrays}) == 1 else None
+    if columns is None:
+        return None
+    out = np.empty((*arrays[0].shape[:-1], width), dtype=arrays[0].dtype)
+    for c, a in zip(columns, arrays):
+        out[..., c] = a
+    return out
+
+
 def from_json(data, said: str = "layouts") -> dict:
     """The layouts `portcheck run --layouts FILE` declares, as the API takes them: a JSON object keyed as any layout
     is (a module's class name, its last name part or its whole name), each value "same", "transpose" or

@@ -12,6 +12,7 @@ import random
 
 import numpy as np
 
+from portcheck import fused
 from portcheck.recorder import LOSS_CLASSES, SharedSide, loss_wrapper, module_settings, registering, sampling, \
     seeded, wrap_framework
 
@@ -23,7 +24,7 @@ class PaddleSide(SharedSide):
         import weakref
 
         import paddle
-        self.paddle, self.placed = paddle, {}
+        self.paddle, self.placed, self.joins = paddle, {}, {}  # joins: a fused module's tensors' parts (_join)
         self.loaders = weakref.WeakSet()  # the DataLoader iterators running workers (end_workers)
 
     # ------------------------------------------------------------------ reading
@@ -70,8 +71,9 @@ class PaddleSide(SharedSide):
         a gradient): kept at that side's own value, named in the configuration (one_sided), the comparison
         deciding. A torch name of a tied tensor (a head's weight tied to the embedding's: tied/ keys) is filled
         through the name paired; tied on torch's side and two tensors on Paddle's is said (untied), and so is the
-        converse (untied_torch: torch's head a Linear of its own, Paddle's a matmul with the embedding's weight)."""
-        from portcheck import fused
+        converse (untied_torch: torch's head a Linear of its own, Paddle's a matmul with the embedding's weight).
+        A Paddle module --layouts declares fused (paddlenlp's qkv_proj) pairs by its parts, each with a torch module,
+        and starts from their tensors joined as convert joins them (_join)."""
         from portcheck.backward import _counterpart, renames
         from portcheck.convert import CONFIGS_DIFFER, names_of_one_tensor
         from portcheck.compare import _Recorder, call, counterparts, eval_mode
@@ -89,8 +91,8 @@ class PaddleSide(SharedSide):
         # each side's fused or packed modules seen as their parts (the torch side's marked in its record: TorchSide)
         torch_trace = fused.cut({k: v for k, v in given.items() if k.startswith(("mod/", "out/", "in/", fused.KEY))},
                                 False)
-        paddle_trace = fused.cut(fused.mark({**describe(model), **rec.arrays}, fused.specs(model, RUN.layouts), model),
-                                 False)
+        specs = fused.specs(model, RUN.layouts)  # Paddle's fused modules: each part paired, the parts joined below
+        paddle_trace = fused.cut(fused.mark({**describe(model), **rec.arrays}, specs, model), False)
         try:
             paired = pair(torch_trace, paddle_trace)
             modules = paired.modules()
@@ -116,8 +118,12 @@ class PaddleSide(SharedSide):
             return next((k for k in placed if len(shape) == 2 and "Linear" in kinds.get(module(name), "")
                          and "Embedding" in kinds.get(module(k), "") and given[f"state0/{k}"].shape == shape[::-1]),
                         None)
+        parts = {}  # {Paddle part key (<fused module>.<part>.<tensor>): torch's value}, joined into the module's
         for key in (k for k in given if k.startswith("state0/")):
             target = _counterpart(key, modules, renamed).partition("/")[2]
+            if target not in params and module(module(target)) in specs:
+                parts[target], placed[key[7:]] = given[key], target
+                continue
             if target not in params:
                 like = params.get(key[7:])  # the Paddle tensor of its name, which its shape kept from pairing
                 if like is None:
@@ -135,6 +141,8 @@ class PaddleSide(SharedSide):
             if tuple(value.shape) != tuple(want.shape):
                 problems.append(f"torch {key[7:]} {list(value.shape)} vs Paddle {target} {list(want.shape)}")
             state[target], placed[key[7:]] = value, target
+        self.joins.clear()
+        problems += self._join(specs, parts, params, state, {p: t for t, p in placed.items() if p in parts}, said)
         for name in missing:  # a tied name filled through another (the name its tie's module is paired under)
             mates = {tied.get(name, name), *(a for a, f in tied.items() if f == tied.get(name, name))} - {name}
             if any(m in placed for m in mates):
@@ -161,11 +169,51 @@ class PaddleSide(SharedSide):
             # torch tensors left over and Paddle ones unfilled: perhaps one module against several, which no run infers
             fused_hint = ". A module computing several of the other side's in one (q, k and v in one Linear) is " \
                 "declared with --layouts FILE (docs/run.md)" if unplaced and unfilled_problems else ""
+            # declared so, and its parts left unpaired: a part pairs with a module holding tensors of its shapes
+            lost = [f"{n}.{p}" for n, spec in specs.items() for p in spec.parts if f"{n}.{p}" not in modules.values()]
+            if lost:
+                fused_hint = f". --layouts declares Paddle's {', '.join(specs)} fused, and its part(s) " \
+                    f"{', '.join(lost)} pair with no torch module: each part holds its share of its module's tensors " \
+                    "(a bias on one side alone?)"
             raise RUN.refuse(f"its model cannot start from the torch model's weights ({len(problems)} problem(s)): "
                              + "; ".join(problems) + fused_hint)
         self.set_state(model, state)
-        self.placed = placed  # the kept layers' tensors are placed as the model's (start_kept)
+        self.placed = placed  # the kept layers' tensors are placed as the model's (start_kept), parts joined
         return paired.pairs, counterparts(torch_trace, paddle_trace, paired), placed
+
+    def _join(self, specs: dict, parts: dict, params: dict, state: dict, torch_keys: dict, said: set) -> list:
+        """Each tensor of a Paddle fused module (specs: fused.specs) made of its parts' torch values (parts: {Paddle
+        part key: value}), as convert joins them (fused.join), into state; the joins made kept (self.joins: {Paddle
+        key: (Fused, [part keys])}). Returns the problems: a part's tensor no Paddle tensor takes, a join not of the
+        Paddle tensor's shape, each Paddle key named added to said. A tensor none of whose parts torch fills is left
+        unfilled (said as such)."""
+        problems, used = [], set()
+        for name, spec in specs.items():
+            for tensor in {k.rpartition(".")[2] for k in parts if k.rpartition(".")[0] in
+                           {f"{name}.{p}" for p in spec.parts}}:
+                keys, whole = [f"{name}.{p}.{tensor}" for p in spec.parts], f"{name}.{tensor}"
+                if whole not in params:
+                    continue
+                used.update(keys)
+                lost = [k.rpartition(".")[0] for k in keys if k not in parts]
+                if lost:
+                    said.add(whole)
+                    problems.append(f"Paddle {whole} no torch tensor fills whole: its part(s) {', '.join(lost)} "
+                                    "pair with no torch module")
+                    continue
+                value = fused.join(spec, [parts[k] for k in keys])
+                if value is None or tuple(value.shape) != tuple(params[whole].shape):
+                    said.add(whole)
+                    problems.append(f"torch {' + '.join(torch_keys[k] for k in keys)} "
+                                    f"{' + '.join(str(list(parts[k].shape)) for k in keys)} vs Paddle {whole} "
+                                    f"{list(params[whole].shape)} (its Fused: {len(spec.parts)} parts"
+                                    f"{f' of {spec.heads} heads' if spec.heads else ''})")
+                    continue
+                state[whole], self.joins[whole] = value, (spec, keys)
+        problems += [f"torch {torch_keys[k]} has no Paddle counterpart (Paddle {k.rpartition('.')[0]} pairs with its "
+                     f"module, and {k.rpartition('.')[0].rpartition('.')[0]} holds no {k.rpartition('.')[2]})"
+                     for k in parts if k not in used]
+        return problems
 
     def _unused(self, model, first, keys) -> set:
         """Of the parameters `keys` names, those no output of the model depends on (paddlenlp's BertModel computes its
@@ -217,8 +265,22 @@ class PaddleSide(SharedSide):
 
     def start_kept(self, module, init: dict, widen: bool):
         """A kept layer set to the torch side's (init: {torch key: value in Paddle's layout}), each tensor placed as
-        the model's was (start_from_torch)."""
-        self.set_state(module, {self.placed[k]: v for k, v in init.items() if k in self.placed})
+        the model's was (start_from_torch), a fused module's parts joined as its were."""
+        state = {self.placed[k]: v for k, v in init.items() if k in self.placed}
+        for whole, (spec, keys) in self.joins.items():
+            if all(k in state for k in keys):
+                state[whole] = fused.join(spec, [state[k] for k in keys])
+        parts = {k for _, keys in self.joins.values() for k in keys}
+        self.set_state(module, {k: v for k, v in state.items() if k not in parts})
+
+    def placed_state(self, module, placed: dict) -> dict:
+        """{torch key: the Paddle tensor start_from_torch placed it in (placed), in Paddle's layout}: a fused module's
+        part its columns (self.joins), as the torch side holds it."""
+        state = self.paddle_layout_state(module)
+        for whole, (spec, keys) in self.joins.items():
+            for key, columns in zip(keys, spec.columns(state[whole].shape[-1])):
+                state[key] = np.ascontiguousarray(state[whole][..., columns])
+        return {k: state[p] for k, p in placed.items()}
 
     def set_state(self, model, state: dict):
         params = model.state_dict()
@@ -226,7 +288,10 @@ class PaddleSide(SharedSide):
             params[k].set_value(v.astype(params[k].numpy().dtype, copy=False))
 
     def layout_keys(self, module) -> dict:
-        return {}
+        """Each fused module's parts, which the torch side's modules pair with (fused.mark): its record cut as run
+        judges it (fused.cut), as the torch side's is."""
+        from portcheck.recorder import RUN
+        return fused.mark({}, fused.specs(module, RUN.layouts), module)
 
     def paddle_layout_state(self, module) -> dict:
         return {k: np.array(v.numpy(), copy=True) for k, v in module.state_dict().items()}

@@ -406,7 +406,10 @@ class Run:
                 kept.clear()
             else:
                 kept[f"iso/{key}"] = np.array(values(tensor), copy=True)
-        parents, error = forced_run(module, inputs, self.given, calls, leaves, keep)
+        from portcheck.fused import specs
+        # the Paddle modules --layouts fuses: each call its parts' (their torch modules' values forced)
+        parts = {n: s for n, s in specs(module, self.layouts).items() if s.output and self.fw.framework == "paddle"}
+        parents, error = forced_run(module, inputs, self.given, calls, leaves, keep, parts=parts)
         self.record.update(kept)
         self.config["isolated"] = error or "run"
         self.config["parents"] = parents
@@ -1067,8 +1070,7 @@ class Full(Run):
             else:
                 first = self._arguments(args, kwargs)
                 _, _, placed = self.fw.start_from_torch(module, self.given, first or self._by_keys())
-                state = self.fw.paddle_layout_state(module)
-                self.weights = state_fingerprint({k: state[p] for k, p in placed.items()})
+                self.weights = state_fingerprint(self.fw.placed_state(module, placed))
                 from portcheck.training import torch_running_var
                 torch_running_var(module)  # evaluation sees torch's (unbiased) running variance
         finally:

@@ -58,7 +58,7 @@ from pathlib import Path
 import numpy as np
 
 
-from portcheck import data as data_pairs, handin, record, report, runconfig
+from portcheck import data as data_pairs, fused, handin, record, report, runconfig
 from portcheck.backward import AGAINST_ITSELF, KEPT, MOVED, RUNNING, TAKING_KEYS, against_itself, renames
 from portcheck.compare import F64, ROOT
 from portcheck.errors import PipelineError, fail
@@ -629,7 +629,8 @@ def judge(out: Path, statuses: dict, steps: int, rank: int = 0, again=None, seal
     from_rank0 = rank0_buffers(t) if rank and (statuses["torch"]["config"].get("wrapper") or {}).get(
         "broadcast_buffers") else set()
     t = {k: v for k, v in t.items() if k not in from_rank0}
-    p = alone(statuses["paddle"]["config"], "paddle")(load_npy(out / "paddle" / RECORD))
+    # a Paddle module --layouts fuses seen as its parts (fused.cut): each part's weights and updates torch's module's
+    p = fused.cut(alone(statuses["paddle"]["config"], "paddle")(load_npy(out / "paddle" / RECORD)))
     t = with_updates(t, steps)  # the update digests, so that the taking run's figures (take) hold bp_align's too
     report = judged(t, p, again=again)
     isolated(report.forward, t, load_npy(out / "torch64" / RECORD), p, statuses)
