@@ -2,7 +2,8 @@
 tests/packed/pt_lm.py, a tiny language model on torch's nn.TransformerEncoderLayer and nn.MultiheadAttention (q, k
 and v packed in in_proj_weight) with a head of its own, against its port pd_lm.py on Paddle's (q_proj, k_proj,
 v_proj Linears): paired with the library's layout for it without a flag, green as written, each plant red and
-named, `check` on each hand-in agreeing; and --layouts FILE, the API's layouts in JSON.
+named, `check` on each hand-in agreeing; and --layouts FILE, the API's layouts in JSON, with the converse form it
+declares: pt_qkv.py's q, k and v Linears against pd_qkv.py's one qkv Linear read per head (Fused on Paddle's side).
 
 All sides run once (as test_run_loaders does it); each planted Paddle script is then run alone against the torch
 sides and judged (run.run_side, run.judge)."""
