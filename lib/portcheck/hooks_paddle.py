@@ -162,7 +162,7 @@ class PaddleSide(SharedSide):
             fused_hint = ". A module computing several of the other side's in one (q, k and v in one Linear) is " \
                 "declared with --layouts FILE (docs/run.md)" if unplaced and unfilled_problems else ""
             raise RUN.refuse(f"its model cannot start from the torch model's weights ({len(problems)} problem(s)): "
-                             + "; ".join(problems) + fused_hint)
+                             + "; ".join(problems) + fused_hint + " [PC831]")
         self.set_state(model, state)
         self.placed = placed  # the kept layers' tensors are placed as the model's (start_kept)
         return paired.pairs, counterparts(torch_trace, paddle_trace, paired), placed
@@ -386,7 +386,7 @@ class PaddleSide(SharedSide):
                 cls.__init__ = registering(run, cls.__dict__["__init__"])
 
         def to_static(*args, **kwargs):
-            raise run.refuse("it compiles its model (paddle.jit.to_static): run it in dynamic mode for the check")
+            raise run.refuse("it compiles its model (paddle.jit.to_static): run it in dynamic mode for the check [PC829]")
         paddle.jit.to_static = to_static
         for where, name in ((paddle, "seed"), (np.random, "seed"), (random, "seed")):
             seeded(run, where, name, f"{where.__name__}.{name}")
