@@ -691,7 +691,8 @@ def _train(side, model, inputs, targets, loss, make_optimizer, make_scheduler, s
         sched = getattr(opt, "_learning_rate", None)  # Paddle's optimizer keeps it there; the user need not reach it
         if not callable(getattr(sched, "step", None)):
             raise PipelineError(f"scheduler=(..., None): the {side} optimizer holds no LRScheduler (its learning rate "
-                                f"is {sched!r:.40}): build it with learning_rate=<the scheduler>, or give a factory [PC606]")
+                                f"is {sched!r:.40}): build it with learning_rate=<the scheduler>, or give a factory "
+                                "[PC606]")
     elif make_scheduler:
         with raised_by(f"the {side} scheduler factory raised"):
             sched = make_scheduler(opt)

@@ -75,7 +75,8 @@ def threshold_flag(text: str) -> tuple:
     except ValueError:
         number = float("nan")
     if not (sep and name and math.isfinite(number) and number > 0):
-        raise PipelineError(f"--threshold {text!r}: give PAIR=VALUE with a finite VALUE > 0, e.g. train_align=0.002 [PC121]")
+        raise PipelineError(f"--threshold {text!r}: give PAIR=VALUE with a finite VALUE > 0, e.g. train_align=0.002 "
+                            "[PC121]")
     return name, number
 
 
@@ -253,7 +254,8 @@ def judge_pair(folder: Path, name: str, files: dict, overrides: dict, strict: bo
     parts.append(handin.describe_strict(strict_result, threshold, copy))
     parts.append({True: "same run", False: f"NOT the same run ({same[1]}) [PC110]",
                   None: "same run not proven"}[same[0]])
-    parts += [f"{f.name} {'green' if f.passed else 'RED'} ({f.detail}){'' if f.passed else ' [PC139]'}" for f in findings]
+    parts += [f"{f.name} {'green' if f.passed else 'RED'} "
+              f"({f.detail}){'' if f.passed else ' [PC139]'}" for f in findings]
     flags = loosened(verdict)
     parts += [f"judged with loosened tolerances: {'; '.join(flags)}"] if flags else []
     parts += [f"{'RED' if strict else 'said'}: {d}{' [PC140]' if strict else ''}" for d in differs]

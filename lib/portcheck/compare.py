@@ -990,7 +990,8 @@ def checked_args(record_dir, mean_bound):
                             "keep the records in memory [PC401]")
     if mean_bound is not None and (isinstance(mean_bound, bool) or not isinstance(mean_bound, (int, float))
                                    or not mean_bound >= 0 or mean_bound == float("inf")):
-        raise PipelineError(f"mean_bound={mean_bound!r}: give a finite number >= 0 (the guide's is 1e-6), or None [PC402]")
+        raise PipelineError(f"mean_bound={mean_bound!r}: give a finite number >= 0 (the guide's is 1e-6), or None "
+                            "[PC402]")
 
 
 def judge_forward(torch_record: dict, paddle_record: dict, name_map=None,
@@ -1016,7 +1017,8 @@ def _judgeable(torch_record: dict, paddle_record: dict, float64_kept=True):
         if any(k.startswith(F64) for k in paddle_record):
             raise PipelineError("the records are swapped: pass the torch record first, then the Paddle one [PC406]")
         if stopped(torch_record):
-            raise PipelineError(f"the torch model stopped before any module returned: {stopped(torch_record)}; {INPUTS} [PC407]")
+            raise PipelineError(f"the torch model stopped before any module returned: {stopped(torch_record)}; "
+                                f"{INPUTS} [PC407]")
         raise PipelineError("the torch record holds no module outputs with their float64 run: write it with "
                             "portcheck.record_forward(torch_model, inputs) [PC403]")
 

@@ -40,7 +40,8 @@ def to_numpy(value, what: str) -> np.ndarray:
     try:
         array = np.array(value)
     except (TypeError, ValueError) as e:
-        raise PipelineError(f"{what}: {type(value).__name__} is not an array ({e}); yield arrays or tensors [PC506]") from None
+        raise PipelineError(f"{what}: {type(value).__name__} is not an array ({e}); yield arrays or tensors "
+                            "[PC506]") from None
     if array.dtype.hasobject or array.dtype.kind not in "biuf":
         raise PipelineError(f"{what}: {array.dtype} values are not numbers; record numbers (token ids, not "
                             "strings) [PC500]")

@@ -159,7 +159,8 @@ def load_pickled_arrays(path, how: str):
         with open_regular(path) as f:
             return unpickle_arrays(f.read())
     except (ValueError, OSError) as e:
-        raise PipelineError(f"{path} is not a file of plain arrays this project wrote ({e}); {remedy(how, 'again')} [PC202]") from None
+        raise PipelineError(f"{path} is not a file of plain arrays this project wrote ({e}); {remedy(how, 'again')} "
+                            "[PC202]") from None
 
 
 def _is_plain_array(v) -> bool:
@@ -309,14 +310,16 @@ def writable(path, folder: bool = False) -> Path:
     try:
         if path.is_symlink():
             raise PipelineError(f"{path} is a symbolic link{'' if path.exists() else ' to nothing (or a loop)'}; "
-                                f"this pipeline never writes through a link: remove it or choose another {what} [PC206]")
+                                f"this pipeline never writes through a link: remove it or choose another {what} "
+                                "[PC206]")
         link = linked_component(path)
         if link is not None:
             raise PipelineError(f"{link} is a symbolic link{'' if link.exists() else ' to nothing (or a loop)'}, "
                                 f"so {path} would be written through it; this pipeline never writes through a "
                                 f"link: use the real folder ({_target(link)}) or another path [PC207]")
         if path.exists() and path.is_dir() != folder:
-            raise PipelineError(f"{path} is a {'file' if folder else 'folder'}, not a {what}: choose another path [PC208]")
+            raise PipelineError(f"{path} is a {'file' if folder else 'folder'}, not a {what}: choose another path "
+                                "[PC208]")
         if folder and path.is_dir():
             ancestor = path
         else:

@@ -47,7 +47,8 @@ class Fused:
             object.__setattr__(self, "parts", parts := tuple(str(i) for i in range(parts)))
         if not (isinstance(parts, (tuple, list)) and len(parts) > 1 and all(
                 isinstance(p, str) and re.fullmatch(r"\w+", p) for p in parts) and len(set(parts)) == len(parts)):
-            raise PipelineError(f"Fused: parts must be two or more distinct names (letters, digits, _), got {parts!r} [PC309]")
+            raise PipelineError(f"Fused: parts must be two or more distinct names (letters, digits, _), got {parts!r} "
+                                "[PC309]")
         object.__setattr__(self, "parts", tuple(parts))
         if not isinstance(self.heads, int) or self.heads < 0:
             raise PipelineError(f"Fused: heads must be a whole number (0: no heads), got {self.heads!r} [PC310]")

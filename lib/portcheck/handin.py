@@ -474,7 +474,8 @@ class MeasuredVerdict:
                 (describe_guide(self.guide, self.threshold, spread=self.spread), True),
                 (self.describe_measured(), True),
                 (describe_strict(self.strict, self.threshold) + ", shown beside, not a condition", True)]
-        out += [(f"{name}: {'green' if passed else 'RED'} ({detail}){'' if passed else ' [PC150]'}", True) for name, passed, detail in self.also]
+        out += [(f"{name}: {'green' if passed else 'RED'} "
+                 f"({detail}){'' if passed else ' [PC150]'}", True) for name, passed, detail in self.also]
         out += [(f"diff check {'passed' if self.passed else 'failed'}", True)]
         return out
 

@@ -386,7 +386,8 @@ class PaddleSide(SharedSide):
                 cls.__init__ = registering(run, cls.__dict__["__init__"])
 
         def to_static(*args, **kwargs):
-            raise run.refuse("it compiles its model (paddle.jit.to_static): run it in dynamic mode for the check [PC829]")
+            raise run.refuse("it compiles its model (paddle.jit.to_static): run it in dynamic mode for the check "
+                             "[PC829]")
         paddle.jit.to_static = to_static
         for where, name in ((paddle, "seed"), (np.random, "seed"), (random, "seed")):
             seeded(run, where, name, f"{where.__name__}.{name}")

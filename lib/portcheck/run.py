@@ -107,10 +107,12 @@ def command(text: str, side: str) -> list:
     except ValueError as e:
         raise PipelineError(f"--{side} {text!r}: {e}; quote it as a shell would [PC811]") from None
     if not argv:
-        raise PipelineError(f"--{side} is empty: give the command that runs the script, e.g. \"python train.py\" [PC800]")
+        raise PipelineError(f"--{side} is empty: give the command that runs the script, e.g. \"python train.py\" "
+                            "[PC800]")
     exe = shutil.which(argv[0])
     if exe is None:
-        raise PipelineError(f"--{side}: {argv[0]!r} is not found: the command's first word is a Python interpreter [PC801]")
+        raise PipelineError(f"--{side}: {argv[0]!r} is not found: the command's first word is a Python interpreter "
+                            "[PC801]")
     try:
         probe = subprocess.run([interpreter(exe), "-c", "import sys, portcheck.recorder; print('portcheck-ok')"],
                                env=environment({}), capture_output=True, text=True, timeout=120)
@@ -122,7 +124,8 @@ def command(text: str, side: str) -> list:
             raise PipelineError(f"--{side}: {argv[0]} cannot import portcheck's recorder (no module named "
                                 f"{missing.group(1)!r}): install the library's requirements in that interpreter's "
                                 f"environment ({Path(interpreter(exe)).parent / 'pip'} install "
-                                f"{missing.group(1).split('.')[0]}, or pip install -e lib from this repository) [PC813]")
+                                f"{missing.group(1).split('.')[0]}, or pip install -e lib from this repository) "
+                                "[PC813]")
         raise PipelineError(f"--{side}: {argv[0]!r} is not a Python interpreter: the command's first word is one "
                             "(python, /path/venv/bin/python) or a launcher it runs (torchrun) [PC802]")
     return [exe, *argv[1:]]
@@ -168,7 +171,8 @@ def prepare(out: Path):
     file: one line, before anything is written."""
     writable(out, folder=True)
     if out.is_dir() and any(out.iterdir()) and not (out / MARK).is_file():
-        raise PipelineError(f"--out {out} is not empty and was not written by `portcheck run`: give a new folder [PC803]")
+        raise PipelineError(f"--out {out} is not empty and was not written by `portcheck run`: give a new folder "
+                            "[PC803]")
     released(out)  # a killed run's sealed folders (Sealed): ours to clear
     sides = [out / side for side, _ in SIDES] + [out / TAKING]
     for folder in [*sides, *handed_in_folders(out)]:
@@ -405,7 +409,8 @@ def status_of(said: str, folder: Path, code: int, steps: int) -> dict:
         raise PipelineError(f"{said} cannot be checked: {status['error']}")
     if status is None:
         raise PipelineError(f"{said} left no record (exit {code}): portcheck's recorder did not start in its "
-                            "interpreter (an 'Error in sitecustomize' line above says why) or the process was killed [PC806]")
+                            "interpreter (an 'Error in sitecustomize' line above says why) or the process was killed "
+                            "[PC806]")
     if status.get("root") is None:
         if code:
             raise PipelineError(f"{said} crashed (exit {code}; its traceback above) before it trained [PC816]")
@@ -721,7 +726,8 @@ def judge(out: Path, statuses: dict, steps: int, rank: int = 0, again=None, seal
           + "".join(f"; the {side} run stopped: {why}" for side, why in report.forward.isolation_stopped.items()))
     unplaced = "" if report.passed or where else unplaced_why(report)
     print("training: " + ("every module, gradient, loss, lr and weight within the measured rule" if report.passed
-                          else f"RED, the runs part at {getattr(where, 'both', where)} [PC835]" if where else f"RED: {unplaced} [PC836]"))
+                          else f"RED, the runs part at {getattr(where, 'both', where)} [PC835]" if where
+                          else f"RED: {unplaced} [PC836]"))
     if report.crossed and (report.on_branch or report.taken or not report.passed):  # as report.table() says them
         lines = crossing_lines(report.crossed, report.on_branch, report.taken, report.first_diverging or "")
         print("".join(f"  ({line})\n" for line in lines), end="")
@@ -837,7 +843,8 @@ def run_and_judge(args) -> int:
     launched = {fw: launcher(argv) for fw, argv in argvs.items()}
     if any(launched.values()):
         if args.full:
-            raise PipelineError("--full runs one process per side: give the one-process commands (python train.py) [PC821]")
+            raise PipelineError("--full runs one process per side: give the one-process commands (python train.py) "
+                                "[PC821]")
         prepare(args.out)
         try:
             return ranks(argvs, launched, args.out, args.steps, **settings)

@@ -84,7 +84,8 @@ class Shards:
                     raise PipelineError(f"{self.folder / INDEX} is not a safetensors index (its weight_map names "
                                         "the shards): save the checkpoint again [PC918]") from None
             if not all(isinstance(n, str) and Path(n).name == n for n in files):
-                raise PipelineError(f"{self.folder / INDEX} names shards outside its folder: save the checkpoint again [PC914]")
+                raise PipelineError(f"{self.folder / INDEX} names shards outside its folder: save the checkpoint again "
+                                    "[PC914]")
             return [self.folder / n for n in files]
         if (self.folder / SINGLE).is_file():
             return [self.folder / SINGLE]
@@ -93,7 +94,8 @@ class Shards:
         if pickled:
             raise PipelineError(f"{self.folder} holds {pickled[0]}, a pickle, which portcheck never loads (it can "
                                 f"run code): save the weights as safetensors, {how} [PC910]")
-        raise PipelineError(f"{self.folder} holds no {SINGLE} nor {INDEX}: save the weights as safetensors, {how} [PC900]")
+        raise PipelineError(f"{self.folder} holds no {SINGLE} nor {INDEX}: save the weights as safetensors, {how} "
+                            "[PC900]")
 
     def _header(self, path: Path) -> dict:
         """{name: (path, dtype, shape, start, end)} of one shard, every range checked against its size."""
@@ -117,7 +119,8 @@ class Shards:
                 out[name] = (path, dtype, shape, 8 + n + start, 8 + n + end)
             return out
         except FileNotFoundError:
-            raise PipelineError(f"{path} is missing (its index names it): copy the whole checkpoint folder [PC915]") from None
+            raise PipelineError(f"{path} is missing (its index names it): copy the whole checkpoint folder "
+                                "[PC915]") from None
         except (ValueError, KeyError, TypeError, AttributeError, struct.error, OSError) as e:
             raise PipelineError(f"{path} is not a safetensors file ({e}): save the checkpoint again [PC916]") from None
 
@@ -151,7 +154,8 @@ def _matched(shards: Shards, expected: dict, aliases: dict) -> dict:
     side = shards.side
     if missing:
         raise PipelineError(f"{shards.folder} lacks {missing[0]}" + (f" (and {len(missing) - 1} more)" if
-                            len(missing) > 1 else "") + f": the {side} checkpoint does not fit its config's model [PC901]")
+                            len(missing) > 1 else "") + f": the {side} checkpoint does not fit its config's model "
+                                                        "[PC901]")
     if extra:
         raise PipelineError(f"{shards.folder} holds {extra[0]}, which the {side} model built from its config "
                             "lacks" + (f" (and {len(extra) - 1} more)" if len(extra) > 1 else "") + " [PC919]")
@@ -195,7 +199,8 @@ def _config(cls, folder, side):
     try:
         config = cls.from_pretrained(str(folder))
     except Exception as e:  # noqa: BLE001 - a library's own error on a config it cannot read, said in one line
-        raise PipelineError(f"{Path(folder) / CONFIG} cannot be read as a Llama config: {str(e).splitlines()[0][:200]} [PC912]"
+        raise PipelineError(f"{Path(folder) / CONFIG} cannot be read as a Llama config: {str(e).splitlines()[0][:200]} "
+                            "[PC912]"
                             ) from None
     if getattr(config, "model_type", "llama") != "llama":
         raise PipelineError(f"{Path(folder) / CONFIG} is a {config.model_type!r} model: portcheck.stream compares "
@@ -472,7 +477,8 @@ def compare(torch_dir, paddle_dir, inputs, torch_model=None, paddle_model=None, 
         raise PipelineError(f"the torch model has {len(t_blocks) - 3} decoder layers, the Paddle one "
                             f"{len(p_blocks) - 3}: the two configs differ [PC905]")
     if int(ids.max()) >= _get(t_model, PATHS["torch"][0]).num_embeddings or ids.min() < 0:
-        raise PipelineError(f"inputs: token ids must lie in [0, {_get(t_model, PATHS['torch'][0]).num_embeddings}) [PC906]")
+        raise PipelineError(f"inputs: token ids must lie in [0, {_get(t_model, PATHS['torch'][0]).num_embeddings}) "
+                            "[PC906]")
     report = StreamReport(upcast={s: "/".join(sh.dtypes) for s, sh in shards.items() if sh.dtypes != ["float32"]})
     own = record_dir is None and ids.size * t_model.config.hidden_size * 4 > SPILL_BYTES
     folder = Path(tempfile.mkdtemp(prefix="portcheck-stream-")) if own else record_dir

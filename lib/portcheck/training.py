@@ -823,7 +823,8 @@ def logs(folder, pair_records=(None, None)) -> tuple:
     records = [record.load(path) for path in paths]
     for side, path, rec, pair_rec in zip(("torch", "paddle"), paths, records, pair_records):
         if rec is None:
-            raise PipelineError(f"{path.name} has no run record: write it with portcheck.training.TrainingLog.save [PC709]")
+            raise PipelineError(f"{path.name} has no run record: write it with portcheck.training.TrainingLog.save "
+                                "[PC709]")
         problem = record.bound(side, path, rec)
         pair_rec = record.load(path, pair_rec) if pair_rec is not None else None
         if not problem and pair_rec is not None and record.differences(rec, pair_rec):

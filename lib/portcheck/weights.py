@@ -64,7 +64,8 @@ def _torch_load(path, how: str, fix: str):
     try:
         return path, torch.load(path, map_location="cpu", weights_only=True)
     except Exception as e:
-        raise PipelineError(f"{path} is not a torch file this project wrote ({torch_reason(e)}); {fix} [PC216]") from None
+        raise PipelineError(f"{path} is not a torch file this project wrote ({torch_reason(e)}); {fix} "
+                            "[PC216]") from None
 
 
 def load_torch_tensors(path, how: str) -> dict:
