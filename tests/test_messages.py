@@ -16,8 +16,9 @@ LIB = paths.ROOT / "lib" / "portcheck"
 PAGES = [paths.ROOT / "docs" / "messages.md", paths.ROOT / "docs" / "messages_cn.md"]
 CODE = re.compile(r"\[(PC\d{3})\]")
 ENTRY = re.compile(r"^### (PC\d{3})\n+(?P<tick>`+) ?(?P<line>[^\n]+?) ?(?P=tick)\n+(?P<body>.*?)(?=^##|\Z)", re.M | re.S)
-REFUSALS = {"PipelineError", "Interrupted", "refuse", "fail"}  # what raises or prints a refusal: errors' classes,
-RED = re.compile(r"\bRED\b")  # the recorder's refusal (portcheck run), the command line's own one; a red line
+# what raises or prints a refusal: errors' two classes, the recorder's refuse (portcheck run), errors.fail
+REFUSALS = {"PipelineError", "Interrupted", "refuse", "fail"}
+RED = re.compile(r"\bRED\b")  # a red line says so
 # Lines that pass on a message made elsewhere, which carries its own code; (file, words of the line) -> why
 EXEMPT = {
     ("errors.py", "fail(str(e)"): "run_main prints a PipelineError's or an Interrupted's own line, coded where raised",
@@ -29,7 +30,7 @@ EXEMPT = {
     ("hooks_paddle.py", "does not pair with the torch model's: {e}"): "the pairing's refusal (PC3xx) inside it",
     ("run.py", "cannot be checked: {status['error']}"): "the recorder's refusal (PC823-PC832), coded where refused",
     ("cli.py", "f\"{name}: {'RED' if red else 'green'}\""): "a pair line's head: each red part after it is coded",
-    ("run.py", "{'green' if v.passed else 'RED'} | {v.describe_measured()}"): "describe_measured codes it (PC105-PC149)",
+    ("run.py", "{'green' if v.passed else 'RED'} | {v.describe_measured()}"): "describe_measured codes it (PC105-PC108, PC149)",
     ("run.py", "train_align {verdict.describe_measured()}"): "describe_measured codes it",
     ("run.py", "f\"{'RED' if red else 'green'}: \" + ("): "run's last line, a summary of the coded lines above it",
     ("run.py", "of {len(codes)} red (each"): "the ranks' summary: each rank's own lines are coded",
