@@ -1,6 +1,9 @@
 """docs/messages.md (and its Chinese twin) held to the library: a refusal or red line that ends with a code
-(`[PC002]`) has its entry on the page, and every entry a line of lib/portcheck that prints its code, once. An entry
-quotes its line: the words the library writes just before the code are in the entry's quoted line."""
+(`[PC002]`) has its entry on the page, and every entry a line of lib/portcheck that prints its code (one template,
+written once or at several places in the same words). An entry quotes its line: the words the library writes just
+before the code are in the entry's quoted line. And every refusal (a PipelineError, an Interrupted, a recorder's
+refuse, an errors.fail) and every RED line of the library carries a code, read from its source with `ast`."""
+import ast
 import re
 
 import pytest
@@ -12,7 +15,27 @@ from portcheck.errors import PipelineError
 LIB = paths.ROOT / "lib" / "portcheck"
 PAGES = [paths.ROOT / "docs" / "messages.md", paths.ROOT / "docs" / "messages_cn.md"]
 CODE = re.compile(r"\[(PC\d{3})\]")
-ENTRY = re.compile(r"^### (PC\d{3})\n+`(?P<line>[^`\n]+)`\n+(?P<body>.*?)(?=^##|\Z)", re.M | re.S)
+ENTRY = re.compile(r"^### (PC\d{3})\n+(?P<tick>`+) ?(?P<line>[^\n]+?) ?(?P=tick)\n+(?P<body>.*?)(?=^##|\Z)", re.M | re.S)
+# what raises or prints a refusal: errors' two classes, the recorder's refuse (portcheck run), errors.fail
+REFUSALS = {"PipelineError", "Interrupted", "refuse", "fail"}
+RED = re.compile(r"\bRED\b")  # a red line says so
+# Lines that pass on a message made elsewhere, which carries its own code; (file, words of the line) -> why
+EXEMPT = {
+    ("errors.py", "fail(str(e)"): "run_main prints a PipelineError's or an Interrupted's own line, coded where raised",
+    ("fileio.py", "PipelineError(problem)"): "_missing's lines, each coded",
+    ("fused.py", "{key!r}: {e}"): "Fused's own refusal (PC309-PC311), said with the file and key it came from",
+    ("pairing.py", "PipelineError(_ambiguity("): "_ambiguity's line ends with PC317",
+    ("recorder.py", "Refused(why)"): "refuse() itself: its callers' lines are coded",
+    ("recorder.py", "self.refuse(str(e))"): "metrics()' ValueError, coded PC832",
+    ("hooks_paddle.py", "does not pair with the torch model's: {e}"): "the pairing's refusal (PC3xx) inside it",
+    ("run.py", "cannot be checked: {status['error']}"): "the recorder's refusal (PC823-PC832), coded where refused",
+    ("cli.py", "f\"{name}: {'RED' if red else 'green'}\""): "a pair line's head: each red part after it is coded",
+    ("run.py", "{'green' if v.passed else 'RED'} | {v.describe_measured()}"): "describe_measured codes it (PC105-PC108, PC149)",
+    ("run.py", "train_align {verdict.describe_measured()}"): "describe_measured codes it",
+    ("run.py", "f\"{'RED' if red else 'green'}: \" + ("): "run's last line, a summary of the coded lines above it",
+    ("run.py", "of {len(codes)} red (each"): "the ranks' summary: each rank's own lines are coded",
+    ("report.py", "\"not judged\" if not r.judged"): "a DataFrame's cell (frame()), not a line",
+}
 
 
 def codes_in(sources: dict) -> dict:
@@ -20,7 +43,8 @@ def codes_in(sources: dict) -> dict:
     found = {}
     for name, text in sources.items():
         for m in CODE.finditer(text):
-            before = re.search(r"([^{}\"'\n]*)$", text[:m.start()]).group(1).strip()
+            line = text[text.rfind("\n", 0, m.start()) + 1:m.start()]
+            before = re.search(r"([^{}\"']*)$", line).group(1).strip()
             found.setdefault(m.group(1), []).append((name, before))
     return found
 
@@ -35,7 +59,8 @@ def unmatched(library: dict, page: dict) -> list:
     two lines, an entry whose quoted line lacks the words the library writes before its code."""
     problems = [f"{c} is printed by the library and has no entry" for c in sorted(set(library) - set(page))]
     problems += [f"{c} has an entry and no line of the library prints it" for c in sorted(set(page) - set(library))]
-    problems += [f"{c} is printed by {len(sites)} lines" for c, sites in sorted(library.items()) if len(sites) > 1]
+    problems += [f"{c} is printed by {len(sites)} lines" for c, sites in sorted(library.items())
+                 if not all(max((b for _, b in sites), key=len).endswith(before) for _, before in sites)]
     for code, sites in sorted(library.items()):
         if code in page:
             quoted = page[code][0]
@@ -45,7 +70,38 @@ def unmatched(library: dict, page: dict) -> list:
 
 
 def library() -> dict:
-    return codes_in({p.name: p.read_text(encoding="utf-8") for p in sorted(LIB.rglob("*.py"))})
+    return codes_in(sources())
+
+
+def sources() -> dict:
+    return {p.name: p.read_text(encoding="utf-8") for p in sorted(LIB.rglob("*.py"))}
+
+
+def uncoded(sources: dict, exempt: dict = EXEMPT) -> list:
+    """`file:line` of each refusal (a call in REFUSALS with a message) and each statement writing RED whose source
+    holds no code, but for the exempt ones (a line that passes on another's coded message)."""
+    out = []
+    for name, text in sources.items():
+        said, docs, lines = [], set(), text.splitlines()
+        stack = [(ast.parse(text), None)]
+        while stack:  # each node with the statement that holds it
+            node, statement = stack.pop()
+            statement = node if isinstance(node, ast.stmt) else statement
+            body = getattr(node, "body", None)
+            if isinstance(body, list) and body and isinstance(body[0], ast.Expr):
+                docs.add(id(body[0].value))  # a docstring may say RED
+            if isinstance(node, ast.Call) and node.args and getattr(node.func, "id", getattr(node.func, "attr", "")) \
+                    in REFUSALS | {"Refused"}:
+                said.append(node)
+            elif isinstance(node, ast.Constant) and isinstance(node.value, str) and RED.search(node.value) \
+                    and id(node) not in docs:
+                said.append(statement)
+            stack += [(child, statement) for child in ast.iter_child_nodes(node)]
+        for node in said:
+            segment = "\n".join(lines[node.lineno - 1:node.end_lineno])[node.col_offset:]
+            if not CODE.search(segment) and not any(n == name and words in segment for n, words in exempt):
+                out.append(f"{name}:{node.lineno}: {segment.splitlines()[0].strip()[:80]}")
+    return sorted(set(out))
 
 
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)
@@ -79,3 +135,27 @@ def test_a_refusal_and_a_red_line_carry_their_code_as_printed(tmp_path):
     with pytest.raises(PipelineError, match=r"not found: run `python x.py` first \[PC002\]$"):
         errors.require(tmp_path / "missing.npy", "python x.py")
     assert handin.describe_strict(None, 1e-6, copy="the Paddle file is the torch file").endswith("[PC103]")
+
+
+def test_every_refusal_and_red_line_of_the_library_carries_its_code():
+    assert uncoded(sources()) == []
+    found = sources()  # each exemption still names a line of the library: none left standing for a line gone
+    assert [key for key in EXEMPT if key[0] not in found or key[1] not in found[key[0]]] == []
+
+
+def test_an_uncoded_refusal_or_red_line_is_caught():
+    planted = ('def f(x):\n'
+               '    """a docstring may say RED"""\n'
+               '    raise PipelineError(f"{x} is wrong: fix it")\n'
+               '    raise PipelineError(f"{x} is wrong: fix it [PC200]")\n'
+               '    raise RUN.refuse("it compiles its model")\n'
+               '    print(f"{x}: {\'green\' if x else \'RED\'} (figures)")\n'
+               '    print(f"{x}: RED (figures) [PC201]")\n'
+               '    fail(f"{x}: stopped")\n'
+               '    raise PipelineError(problem)\n')
+    assert uncoded({"a.py": planted}, exempt={("a.py", "PipelineError(problem)"): "coded where made"}) == [
+        "a.py:3: PipelineError(f\"{x} is wrong: fix it\")",
+        "a.py:5: RUN.refuse(\"it compiles its model\")",
+        "a.py:6: print(f\"{x}: {\'green\' if x else \'RED\'} (figures)\")",
+        "a.py:8: fail(f\"{x}: stopped\")"]
+    assert uncoded({"a.py": planted}, exempt={})[-1] == "a.py:9: PipelineError(problem)"

@@ -99,7 +99,7 @@ def test_a_refusal_lists_every_problem_it_counts(pair, tmp_path, capfd):
     assert count == len(listed) > 4, str(e.value)
     # torch tensors left over and Paddle ones unfilled: the flag that declares one module against several
     assert str(e.value).endswith(". A module computing several of the other side's in one (q, k and v in one "
-                                 "Linear) is declared with --layouts FILE (docs/run.md)"), str(e.value)
+                                 "Linear) is declared with --layouts FILE (docs/run.md) [PC831]"), str(e.value)
     assert "torch encoder.self_attn.v_proj.in_proj_bias has no Paddle counterpart" in listed, listed
     assert "torch encoder.linear1.weight and Paddle encoder.linear1.weight, one shape, in modules that do not pair: " \
            "they hold other tensors (a bias on one side alone?)" in listed, listed

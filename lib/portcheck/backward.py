@@ -174,7 +174,7 @@ def compare_backward(torch_model, paddle_model, inputs, targets, loss, optimizer
     for arg, value in (("loss", loss), ("optimizer", optimizer), ("scheduler", scheduler), ("clip", clip)):
         if not (isinstance(value, (tuple, list)) and len(value) == 2) and (value is not None or arg in ("loss", "optimizer")):
             raise PipelineError(f"compare_backward: {arg}= takes a pair, (torch's, Paddle's), got "
-                                f"{type(value).__name__}: pass {arg}=(torch_{arg}, paddle_{arg})")
+                                f"{type(value).__name__}: pass {arg}=(torch_{arg}, paddle_{arg}) [PC605]")
     kinds = {}
     planned = plan(torch_model, paddle_model, name_map, layouts, inputs, paddle_kinds=kinds)
     import torch
@@ -306,12 +306,12 @@ def record_backward(model, inputs, targets, loss, optimizer, scheduler=None, ste
     caller's (BatchNorm's batch statistics and running-stat updates are compared in train mode)."""
     if isinstance(steps, bool) or not isinstance(steps, numbers.Integral) or not 1 <= steps <= MAX_STEPS:
         raise PipelineError(f"steps={steps!r}: give a whole number of optimizer steps from 1 to {MAX_STEPS} "
-                            "(each step is recorded in memory, on both sides and in float64)")
+                            "(each step is recorded in memory, on both sides and in float64) [PC600]")
     empty = [np.shape(v) for v in (inputs.values() if isinstance(inputs, dict) else
                                    inputs if isinstance(inputs, (tuple, list)) else [inputs]) if not np.size(v)]
     if empty:
         raise PipelineError(f"inputs hold an empty batch (shape {list(empty[0])}): a training step on nothing "
-                            "compares nothing; pass at least one example")
+                            "compares nothing; pass at least one example [PC601]")
     parts = fused.specs(model, layouts)  # the fused modules, whose parts the record says it holds (fused.mark)
     if framework_of(model) == "torch":
         import torch
@@ -684,21 +684,22 @@ def _train(side, model, inputs, targets, loss, make_optimizer, make_scheduler, s
         opt = make_optimizer(model.parameters())
     if not hasattr(opt, "step"):
         raise PipelineError(f"the {side} optimizer factory gave {type(opt).__name__}, not an optimizer: return the "
-                            "optimizer built on the parameters it is given")
+                            "optimizer built on the parameters it is given [PC602]")
     settings = _optimizer_settings(opt, side)
     sched = None
     if make_scheduler is HELD:
         sched = getattr(opt, "_learning_rate", None)  # Paddle's optimizer keeps it there; the user need not reach it
         if not callable(getattr(sched, "step", None)):
             raise PipelineError(f"scheduler=(..., None): the {side} optimizer holds no LRScheduler (its learning rate "
-                                f"is {sched!r:.40}): build it with learning_rate=<the scheduler>, or give a factory")
+                                f"is {sched!r:.40}): build it with learning_rate=<the scheduler>, or give a factory "
+                                "[PC606]")
     elif make_scheduler:
         with raised_by(f"the {side} scheduler factory raised"):
             sched = make_scheduler(opt)
         if not callable(getattr(sched, "step", None)):
             raise PipelineError(f"the {side} scheduler factory gave {type(sched).__name__} {sched!r:.40}, not a "
                                 "scheduler: return the one the optimizer was given (torch: an LRScheduler on it; "
-                                "Paddle: the LRScheduler passed as its learning_rate)")
+                                "Paddle: the LRScheduler passed as its learning_rate) [PC608]")
     before = state(model)
     out = {f"state0/{k}": v for k, v in before.items() if start is not None or k.rsplit(".", 1)[-1] in STATISTICS}
     out.update(settings)
@@ -723,7 +724,7 @@ def _train(side, model, inputs, targets, loss, make_optimizer, make_scheduler, s
             value = loss(output, to_tensor(np.array(targets)))
         if getattr(value, "shape", None) is None or int(np.prod(value.shape)) != 1:
             raise PipelineError(f"the {side} loss gave {_described(value)}, not a scalar tensor: reduce it (mean or "
-                                "sum) so that one backward can run")
+                                "sum) so that one backward can run [PC607]")
         with raised_by(f"the {side} backward raised"):
             value.backward()
         if step == 0:
@@ -941,9 +942,9 @@ def judge_backward(torch_record: dict, paddle_record: dict, name_map=None,
     checked_args(None, mean_bound)
     if not any(k.startswith(F64 + "grad/") for k in torch_record):
         if any(k.startswith(F64 + "grad/") for k in paddle_record):
-            raise PipelineError("the records are swapped: pass the torch record first, then the Paddle one")
+            raise PipelineError("the records are swapped: pass the torch record first, then the Paddle one [PC406]")
         raise PipelineError("the torch record holds no gradients with their float64 run: write it with "
-                            "align.record_backward(torch_model, ...)")
+                            "align.record_backward(torch_model, ...) [PC603]")
     torch_record, paddle_record = fused.cut(torch_record), fused.cut(paddle_record)  # fused modules as their parts
     renamed = renames(torch_record)
     report = BackwardReport()
@@ -957,7 +958,7 @@ def judge_backward(torch_record: dict, paddle_record: dict, name_map=None,
     isolated = ISOLATED in torch_record
     if isolated != (ISOLATED in paddle_record):
         raise PipelineError("one record's steps are isolated and the other's are not: record both through "
-                            "compare_backward(..., isolate=True)")
+                            "compare_backward(..., isolate=True) [PC604]")
     report.isolated = isolated
 
     def row(key, name, mean_bound=None, multiple=calibrated.K_BACKWARD):

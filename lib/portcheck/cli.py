@@ -63,7 +63,7 @@ def kind_flag(text: str) -> tuple:
     name, sep, kind = text.partition("=")
     if not (sep and name and kind in tolerances.KINDS):
         raise PipelineError(f"--kind {text!r}: give PAIR=KIND with KIND one of {', '.join(tolerances.KINDS)}, "
-                            "e.g. acc=outcome")
+                            "e.g. acc=outcome [PC120]")
     return name, kind
 
 
@@ -75,7 +75,8 @@ def threshold_flag(text: str) -> tuple:
     except ValueError:
         number = float("nan")
     if not (sep and name and math.isfinite(number) and number > 0):
-        raise PipelineError(f"--threshold {text!r}: give PAIR=VALUE with a finite VALUE > 0, e.g. train_align=0.002")
+        raise PipelineError(f"--threshold {text!r}: give PAIR=VALUE with a finite VALUE > 0, e.g. train_align=0.002 "
+                            "[PC121]")
     return name, number
 
 
@@ -181,7 +182,7 @@ def judge_pair(folder: Path, name: str, files: dict, overrides: dict, strict: bo
     try:
         t, p = load_npy(files["torch"]), load_npy(files["paddle"])
     except PipelineError as e:
-        print(report.one_line(f"{name}: RED, unreadable ({e})"))
+        print(report.one_line(f"{name}: RED, unreadable ({e}) [PC135]"))
         return True, None
     records = [below / f"{base}_{side}{record.SUFFIX}" if below else None for side in ("torch", "paddle", "torch64")]
     records = [r if r and r.is_file() else None for r in records]
@@ -210,7 +211,7 @@ def judge_pair(folder: Path, name: str, files: dict, overrides: dict, strict: bo
             same = record.same_run(files["torch"], files["paddle"], records[:2])
             same = (same[0], same[1])
     except PipelineError as e:  # a record that is not one, a float64 run that cannot be read
-        print(report.one_line(f"{name}: RED ({e})"))
+        print(report.one_line(f"{name}: RED ({e}) [PC136]"))
         return True, None
     if rows is not None:
         rows += report.figures(guide.keys, name) + (report.figures(
@@ -222,7 +223,7 @@ def judge_pair(folder: Path, name: str, files: dict, overrides: dict, strict: bo
     if files["log"] is not None:
         logged, mismatches, unreadable = handin.held(files["log"], guide)
         if unreadable:
-            red, log_line = True, f"{unreadable}: RED"
+            red, log_line = True, f"{unreadable}: RED [PC137]"
         elif logged:
             log_line = handin.describe_log(mismatches, len(logged))
             other = handin.other_threshold(logged, guide, threshold)
@@ -238,7 +239,7 @@ def judge_pair(folder: Path, name: str, files: dict, overrides: dict, strict: bo
             trained = training.judge_training(torch_log, paddle_log, threshold, logged, own,
                                               where="on the machine that made the hand-in")
         except PipelineError as e:
-            print(report.one_line(f"{name}: RED (its training logs: {e})"))
+            print(report.one_line(f"{name}: RED (its training logs: {e}) [PC138]"))
             return True, None
         red |= not trained.passed
         if trained.spread and not guide.passed:  # the reviewer's threshold decides, its measured cause said
@@ -253,12 +254,13 @@ def judge_pair(folder: Path, name: str, files: dict, overrides: dict, strict: bo
     parts.append(handin.describe_strict(strict_result, threshold, copy))
     parts.append({True: "same run", False: f"NOT the same run ({same[1]}) [PC110]",
                   None: "same run not proven"}[same[0]])
-    parts += [f"{f.name} {'green' if f.passed else 'RED'} ({f.detail})" for f in findings]
+    parts += [f"{f.name} {'green' if f.passed else 'RED'} "
+              f"({f.detail}){'' if f.passed else ' [PC139]'}" for f in findings]
     flags = loosened(verdict)
     parts += [f"judged with loosened tolerances: {'; '.join(flags)}"] if flags else []
-    parts += [f"{'RED' if strict else 'said'}: {d}" for d in differs]
+    parts += [f"{'RED' if strict else 'said'}: {d}{' [PC140]' if strict else ''}" for d in differs]
     red |= strict and bool(differs)
-    parts += [f"RED: {why}" for why in (problem, run_problem) if why]
+    parts += [f"RED: {why} [PC141]" for why in (problem, run_problem) if why]
     print(report.one_line(" | ".join(parts)))
     print(report.one_line(f"  {files['log'].name}: {log_line}" if files["log"] is not None
                           else f"  no {base}_diff.log beside it: nothing to hold against"))
@@ -299,18 +301,18 @@ def check(folder, overrides: dict = None, strict: bool = False, only=None, extra
     folder = Path(folder).expanduser()
     expected = tolerances.HANDED_IN if only is None else _asked(only)
     if not folder.is_dir():
-        raise PipelineError(f"{folder} is not a folder: pass a log_reprod/ folder")
+        raise PipelineError(f"{folder} is not a folder: pass a log_reprod/ folder [PC122]")
     found = handin.find_pairs(folder)
     pairs, red = found["pairs"], 0
     if not pairs:
         unread = f" (and not all of it was read: {found['unread'][0]})" if found["unread"] else ""
         raise PipelineError(f"{report.one_line(str(folder))} holds no <name>_torch.npy with its <name>_paddle.npy"
-                            f"{unread}: pass the folder your reprod_log scripts wrote")
+                            f"{unread}: pass the folder your reprod_log scripts wrote [PC123]")
     for flag, given in (("--threshold", overrides), ("--kind", kinds)):
         unknown = [n for n in (given or {}) if n not in {p.rsplit("/", 1)[-1] for p in pairs}]
         if unknown:  # a mistyped name would leave its pair judged by another rule than the one meant
             raise PipelineError(f"{flag} {unknown[0]}: the folder holds no pair of that name (its pairs: "
-                                f"{', '.join(sorted(p for p in pairs if '/' not in p))}); name one of them")
+                                f"{', '.join(sorted(p for p in pairs if '/' not in p))}); name one of them [PC129]")
     held = {}
     run_problems = handin.last_run(folder)
     for name, files in pairs.items():
@@ -320,7 +322,7 @@ def check(folder, overrides: dict = None, strict: bool = False, only=None, extra
         if keys:
             held[name] = keys
     for stem, why in run_problems.items():  # a companion of a pair, the run's record itself
-        print(report.one_line(f"{stem}: RED | {why}"))
+        print(report.one_line(f"{stem}: RED | {why} [PC142]"))
         red += 1
     for line in borrowed(held):
         print(report.one_line(line))
@@ -338,8 +340,8 @@ def check(folder, overrides: dict = None, strict: bool = False, only=None, extra
         if lines is not None:
             names.add(runconfig.CONFIG)
             red += bool(lines or problem)
-            print(report.one_line(f"{runconfig.CONFIG}: " + (f"RED | {problem}" if problem else
-                                  f"RED | {len(lines)} configuration difference(s)" if lines else
+            print(report.one_line(f"{runconfig.CONFIG}: " + (f"RED | {problem} [PC143]" if problem else
+                                  f"RED | {len(lines)} configuration difference(s) [PC144]" if lines else
                                   "green | the same configuration on both sides "
                                   f"({DIAGNOSTICS}/{runconfig.CONFIG}_*.json)")))
             for line in lines:
@@ -347,13 +349,13 @@ def check(folder, overrides: dict = None, strict: bool = False, only=None, extra
     judged = sorted(f.name.removesuffix("_diff.json") for f in below.glob("*_diff.json")) if below else []
     for name in (n for n in judged if n not in names):  # its writer judged it: the hand-in lists it
         print(report.one_line(f"{name}: RED | judged ({DIAGNOSTICS}/{name}_diff.json) but its pair is not in the "
-                              "folder: hand in its _torch.npy and _paddle.npy"))
+                              "folder: hand in its _torch.npy and _paddle.npy [PC145]"))
         red += 1
     missing = [p for p in expected if p not in names | set(judged)]
     if missing:  # less than was asked for is never green
         print(report.one_line(f"not handed in: {', '.join(missing)}: RED | the guide asks for every one of "
                               + (f"{', '.join(tolerances.HANDED_IN)} (--only names the ones a partial hand-in holds)"
-                                 if only is None else "its pairs (asked for by --only)")))
+                                 if only is None else "its pairs (asked for by --only)") + " [PC146]"))
         red += len(missing)
     if only is not None:
         print(report.one_line(f"partial hand-in: only {', '.join(expected)} asked for (--only); the guide's other "
@@ -364,7 +366,7 @@ def check(folder, overrides: dict = None, strict: bool = False, only=None, extra
 def _asked(only) -> tuple:
     names = tuple(dict.fromkeys(n.strip() for n in (only.split(",") if isinstance(only, str) else only)))
     if not names or not all(names):
-        raise PipelineError(f"--only {only!r}: name the pairs, comma-separated, e.g. --only forward,loss")
+        raise PipelineError(f"--only {only!r}: name the pairs, comma-separated, e.g. --only forward,loss [PC124]")
     return names
 
 
@@ -372,19 +374,19 @@ def pair(torch_npy: Path, paddle_npy: Path, threshold=None, strict: bool = False
     """Two reprod_log files: both verdicts printed (and written to `log`, never over a file `pair` did not
     write); the exit code."""
     if threshold is not None and not (math.isfinite(threshold) and threshold >= 0):
-        raise PipelineError(f"--threshold must be a finite number >= 0, got {threshold}")
+        raise PipelineError(f"--threshold must be a finite number >= 0, got {threshold} [PC125]")
     if torch_npy.absolute() == paddle_npy.absolute():  # a link or a copy is judged red below (record.copied)
-        raise PipelineError(f"{torch_npy} given as both sides: pass the torch file, then the Paddle file")
+        raise PipelineError(f"{torch_npy} given as both sides: pass the torch file, then the Paddle file [PC126]")
     name = torch_npy.name.removesuffix(".npy").removesuffix("_torch")
     threshold = threshold if threshold is not None else tolerances.guide_threshold(name)
     if log is not None:  # every check on the output before the comparison, not after its report
         inputs = [p.resolve() for f in (torch_npy, paddle_npy) for p in (f, record.path_for(f))]
         if log.resolve() in inputs:
-            raise PipelineError(f"--log {log} is an input or its run record: choose another file")
+            raise PipelineError(f"--log {log} is an input or its run record: choose another file [PC130]")
         writable(log)
         if log.exists() and not _ours(log):
             raise PipelineError(f"--log {log} exists and was not written by this command (a diff log of your "
-                                "own?): choose another file")
+                                "own?): choose another file [PC131]")
     torch_data, paddle_data = load_pair(torch_npy, paddle_npy)
     guide = handin.guide_verdict(torch_data, paddle_data, threshold, name)
     result = handin.strict_verdict(torch_data, paddle_data, threshold, name)
@@ -434,7 +436,7 @@ class OneLineParser(argparse.ArgumentParser):
     too): the flag and what is wrong with it, exit 2. Sub-commands' parsers are of this class too."""
 
     def error(self, message):
-        fail(f"{self.prog}: {message} (--help lists the flags)")
+        fail(f"{self.prog}: {message} (--help lists the flags) [PC127]")
 
 
 def parser(prog: str = "python -m portcheck") -> argparse.ArgumentParser:
@@ -476,7 +478,7 @@ def once_each(flag: str, given) -> dict:
     given = list(given)
     twice = sorted({n for n, _ in given if [m for m, _ in given].count(n) > 1})
     if twice:
-        raise PipelineError(f"{flag} given twice for {', '.join(twice)}: give each pair's once")
+        raise PipelineError(f"{flag} given twice for {', '.join(twice)}: give each pair's once [PC128]")
     return dict(given)
 
 
@@ -487,7 +489,7 @@ def run_check(folder, args, extra=None) -> int:
         writable(csv)
         if csv.exists() and not report.csv_is_ours(csv):
             raise PipelineError(f"--csv {csv} exists and was not written by --csv (a file of your own?): choose "
-                                "another file")
+                                "another file [PC132]")
     rows = [] if csv is not None else None
     red = check(folder, given, args.strict, args.only, extra, kinds, rows)
     if csv is not None:

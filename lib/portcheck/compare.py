@@ -752,7 +752,7 @@ def ran_on(side: str, record: dict, inputs) -> dict:
     that cannot take them) is one line, never a silent fallback to pairing by definition order. A run that stopped
     later (a model that needs gradients, run here without) is paired by what ran."""
     if inputs is not None and stopped(record) and not any(k.startswith("out/") for k in record):
-        raise PipelineError(f"the {side} model's forward raised: {stopped(record)}; {INPUTS}")
+        raise PipelineError(f"the {side} model's forward raised: {stopped(record)}; {INPUTS} [PC400]")
     return record
 
 
@@ -987,10 +987,11 @@ def checked_args(record_dir, mean_bound):
     no folder path (an empty one would write into the current folder), a mean_bound that is no number >= 0."""
     if record_dir is not None and (not isinstance(record_dir, (str, Path)) or not str(record_dir).strip()):
         raise PipelineError(f"record_dir={record_dir!r}: give a folder path (a new or empty folder), or None to "
-                            "keep the records in memory")
+                            "keep the records in memory [PC401]")
     if mean_bound is not None and (isinstance(mean_bound, bool) or not isinstance(mean_bound, (int, float))
                                    or not mean_bound >= 0 or mean_bound == float("inf")):
-        raise PipelineError(f"mean_bound={mean_bound!r}: give a finite number >= 0 (the guide's is 1e-6), or None")
+        raise PipelineError(f"mean_bound={mean_bound!r}: give a finite number >= 0 (the guide's is 1e-6), or None "
+                            "[PC402]")
 
 
 def judge_forward(torch_record: dict, paddle_record: dict, name_map=None,
@@ -1014,11 +1015,12 @@ def _judgeable(torch_record: dict, paddle_record: dict, float64_kept=True):
     if not any(k.startswith("out/") for k in torch_record) or \
             (float64_kept and not any(k.startswith(F64) for k in torch_record)):
         if any(k.startswith(F64) for k in paddle_record):
-            raise PipelineError("the records are swapped: pass the torch record first, then the Paddle one")
+            raise PipelineError("the records are swapped: pass the torch record first, then the Paddle one [PC406]")
         if stopped(torch_record):
-            raise PipelineError(f"the torch model stopped before any module returned: {stopped(torch_record)}; {INPUTS}")
+            raise PipelineError(f"the torch model stopped before any module returned: {stopped(torch_record)}; "
+                                f"{INPUTS} [PC407]")
         raise PipelineError("the torch record holds no module outputs with their float64 run: write it with "
-                            "portcheck.record_forward(torch_model, inputs)")
+                            "portcheck.record_forward(torch_model, inputs) [PC403]")
 
 
 def _root_leaves(record: dict) -> dict:
@@ -1049,7 +1051,7 @@ def _selected(leaves: dict, names, side: str) -> tuple:
     lacking = sorted(wanted - tops)
     if lacking:
         raise PipelineError(f"outputs={list(names)!r}: the {side} model's output has no {lacking[0]} (its outputs: "
-                            f"{', '.join(sorted(tops))}); name its outputs by field or position")
+                            f"{', '.join(sorted(tops))}); name its outputs by field or position [PC404]")
     keep = {rest: key for rest, key in leaves.items() if output_name(rest) in wanted}
     return keep, sorted({f"{side} {output_name(rest)}" for rest in leaves if rest not in keep})
 
@@ -1064,7 +1066,7 @@ def checked_outputs(outputs):
         [(n, n) for n in outputs] if isinstance(outputs, (list, tuple)) else None
     if not pairs or not all(ok(a) and ok(b) for a, b in pairs):
         raise PipelineError(f"outputs={outputs!r}: name the model outputs to compare, a list of fields or positions "
-                            "(['logits'], [0]) or a dict {torch's: Paddle's}")
+                            "(['logits'], [0]) or a dict {torch's: Paddle's} [PC405]")
     return [a for a, _ in pairs], [b for _, b in pairs]
 
 

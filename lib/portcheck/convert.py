@@ -84,7 +84,7 @@ def _layouts(extra=None):
             continue  # which columns are which part (portcheck.fused); the tensors' own rule is the type's
         if how not in RULES or not isinstance(key, (type, str)):
             raise PipelineError(f"layouts: {key!r}: {how!r} must be one of {', '.join(map(repr, RULES))}, keyed by a "
-                                "torch or Paddle module type or its class name")
+                                "torch or Paddle module type or its class name [PC301]")
         table[key] = (None, RULES[how])
     return table
 
@@ -195,7 +195,7 @@ def _part(rule, spec: Fused, p: int):
         columns = spec.columns(array.shape[-1])
         if columns is None:
             raise PipelineError(f"Fused{spec.parts}: {name}'s last axis ({array.shape[-1]}) does not hold "
-                                f"{len(spec.parts)} parts{f' of {spec.heads} heads' if spec.heads else ''}")
+                                f"{len(spec.parts)} parts{f' of {spec.heads} heads' if spec.heads else ''} [PC302]")
         return pname, array[..., columns[p]]
     return part
 
@@ -511,7 +511,7 @@ def _settle(torch_model, paddle_model, inputs, state: "State", params: dict, mod
             if math.factorial(len(group)) > MAX_ORDERS:
                 raise PipelineError(f"torch {', '.join(torch_names)} fit Paddle {', '.join(paddle_names)} in any "
                                     f"order, more than the {MAX_ORDERS} orders convert tries: give the name_map that "
-                                    f"says which (name_map={entry} takes the run's order)")
+                                    f"says which (name_map={entry} takes the run's order) [PC303]")
             distances = {}
             for theirs in permutations(paddle_names):
                 _put(group, theirs, keys, values, params)
@@ -579,7 +579,7 @@ def plan(torch_model, paddle_model, name_map=None, layouts=None, inputs=None, pa
                             f"joins different layers; give name_map entries for them, or layouts={{'{first}': 'same'}} "
                             "(or 'transpose') if that Paddle type holds the torch layer's tensors [PC012]")
     if missing:
-        raise PipelineError(missing)
+        raise PipelineError(missing + " [PC315]")
     return out
 
 
@@ -595,7 +595,7 @@ def framework_of(model) -> str:
     side = framework(model)
     if side is None:
         raise PipelineError(f"model is a {type(model).__name__}, not a torch.nn.Module or a paddle.nn.Layer: "
-                            "pass the model itself")
+                            "pass the model itself [PC300]")
     return side
 
 

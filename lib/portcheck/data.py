@@ -40,10 +40,11 @@ def to_numpy(value, what: str) -> np.ndarray:
     try:
         array = np.array(value)
     except (TypeError, ValueError) as e:
-        raise PipelineError(f"{what}: {type(value).__name__} is not an array ({e}); yield arrays or tensors") from None
+        raise PipelineError(f"{what}: {type(value).__name__} is not an array ({e}); yield arrays or tensors "
+                            "[PC506]") from None
     if array.dtype.hasobject or array.dtype.kind not in "biuf":
         raise PipelineError(f"{what}: {array.dtype} values are not numbers; record numbers (token ids, not "
-                            "strings)")
+                            "strings) [PC500]")
     return array
 
 
@@ -54,12 +55,12 @@ def _leaves(value, prefix: str, names, out: dict, what: str):
     elif isinstance(value, (tuple, list)) and value and not all(isinstance(v, (int, float, bool)) for v in value):
         if names is not None and len(names) != len(value):
             raise PipelineError(f"names={tuple(names)}: {what} holds {len(value)} parts, not {len(names)}; "
-                                "name each part, in order")
+                                "name each part, in order [PC510]")
         for i, v in enumerate(value):
             _leaves(v, f"{prefix}/{names[i] if names is not None else i}", None, out, what)
     else:
         if names is not None and len(names) != 1:
-            raise PipelineError(f"names={tuple(names)}: {what} is one array, not {len(names)}")
+            raise PipelineError(f"names={tuple(names)}: {what} is one array, not {len(names)} [PC511]")
         key = f"{prefix}/{names[0]}" if names is not None else prefix
         out[key] = to_numpy(value, f"{what}, {key.split('/', 1)[1] if '/' in key else 'the batch'}")
 
@@ -113,14 +114,14 @@ def record_batches(loader, batches: int = None, names=None, prefix: str = "") ->
     on one side only is red however few batches are recorded. names: the parts of a tuple or list batch, e.g.
     ("images", "labels"); prefix: tells several loaders apart in one record ("train/", "test/")."""
     if batches is not None and (isinstance(batches, bool) or not isinstance(batches, int) or batches < 1):
-        raise PipelineError(f"batches={batches!r}: give a whole number >= 1, or None for every batch")
+        raise PipelineError(f"batches={batches!r}: give a whole number >= 1, or None for every batch [PC501]")
     if names is not None and (isinstance(names, str) or not all(isinstance(n, str) and n for n in names)):
-        raise PipelineError(f"names={names!r}: give a tuple of key names, e.g. ('images', 'labels')")
+        raise PipelineError(f"names={names!r}: give a tuple of key names, e.g. ('images', 'labels') [PC502]")
     try:
         iterator = iter(loader)
     except TypeError:
         raise PipelineError(f"loader: a {type(loader).__name__} is not iterable; pass a DataLoader or an "
-                            "iterable of batches") from None
+                            "iterable of batches [PC507]") from None
     out, i = {}, 0
     try:  # the loader's own error (its dataset, its collate function): one line naming the batch it stopped at
         with contextlib.closing(each_batch(iterator)) as batches_:
@@ -132,9 +133,9 @@ def record_batches(loader, batches: int = None, names=None, prefix: str = "") ->
         raise
     except Exception as e:  # noqa: BLE001 - any error of the user's loader, said in one line; Ctrl-C passes
         raise PipelineError(f"the loader raised at {prefix}batch {i + bool(out)}: {first_line(e)}; check its "
-                            "dataset and collate function") from None
+                            "dataset and collate function [PC508]") from None
     if not out:
-        raise PipelineError("loader: it yielded no batch; check its dataset and batch size")
+        raise PipelineError("loader: it yielded no batch; check its dataset and batch size [PC503]")
     out.update({f"{prefix}{LOADER}{k}": v for k, v in loader_length(loader).items()})
     return out
 
@@ -266,10 +267,10 @@ def record_metric(metric, predictions, labels, framework: str = None) -> dict:
     named "metric". The pair is judged exactly, within a few ulps of the value (tolerances.ULPS; a float32 metric
     within ULPS_FLOAT32 of float32's): compute it as counts or in float64 where you can."""
     if framework not in (None, "torch", "paddle"):
-        raise PipelineError(f"framework={framework!r}: give 'torch', 'paddle' or None (numpy arrays)")
+        raise PipelineError(f"framework={framework!r}: give 'torch', 'paddle' or None (numpy arrays) [PC504]")
     p, y = to_numpy(predictions, "predictions"), to_numpy(labels, "labels")
     if len(p) != len(y):
-        raise PipelineError(f"predictions hold {len(p)} rows, labels {len(y)}: pass one prediction per label")
+        raise PipelineError(f"predictions hold {len(p)} rows, labels {len(y)}: pass one prediction per label [PC505]")
     if framework == "torch":
         import torch
         p, y = torch.from_numpy(p.copy()), torch.from_numpy(y.copy())
@@ -283,7 +284,7 @@ def record_metric(metric, predictions, labels, framework: str = None) -> dict:
     for name, v in values.items():
         array = to_numpy(v, f"the metric's {name}")
         if array.size != 1:
-            raise PipelineError(f"the metric's {name} holds {array.size} values: return one number per name")
+            raise PipelineError(f"the metric's {name} holds {array.size} values: return one number per name [PC509]")
         # float32 kept: the pair's rounding is then float32's (tolerances.ULPS_FLOAT32), never float64's
         out[str(name)] = array.reshape(()).astype(np.float32 if array.dtype == np.float32 else np.float64)
     return out

@@ -57,7 +57,7 @@ def raised_by(where: str, hint: str = ""):
     except PipelineError:
         raise
     except Exception as e:  # noqa: BLE001 - any error of the user's code, said in one line; Ctrl-C passes
-        raise PipelineError(f"{where}: {first_line(e)}" + (f"; {hint}" if hint else "")) from None
+        raise PipelineError(f"{where}: {first_line(e)}" + (f"; {hint}" if hint else "") + " [PC229]") from None
 
 
 def run_main(main):

@@ -159,7 +159,8 @@ def load_pickled_arrays(path, how: str):
         with open_regular(path) as f:
             return unpickle_arrays(f.read())
     except (ValueError, OSError) as e:
-        raise PipelineError(f"{path} is not a file of plain arrays this project wrote ({e}); {remedy(how, 'again')}") from None
+        raise PipelineError(f"{path} is not a file of plain arrays this project wrote ({e}); {remedy(how, 'again')} "
+                            "[PC202]") from None
 
 
 def _is_plain_array(v) -> bool:
@@ -197,11 +198,11 @@ def open_regular(path, follow: bool = True, dir_fd=None):
 def _missing(path: Path):
     """Why a result cannot be read, said before it is opened, or None."""
     if path.is_dir():
-        return f"{path} is a folder, not a file"
+        return f"{path} is a folder, not a file [PC231]"
     if not path.exists():
-        return f"{path} not found"
+        return f"{path} not found [PC232]"
     if not path.is_file():
-        return f"{path} is not a regular file (a FIFO, a device or a socket): hand in the file itself"
+        return f"{path} is not a regular file (a FIFO, a device or a socket): hand in the file itself [PC233]"
     return None
 
 
@@ -221,15 +222,15 @@ def load_npy(path) -> dict:
             data = _unpickle_mapped(f)
     except (ValueError, EOFError, OSError) as e:
         raise PipelineError(f"{path} is not a ReprodLogger .npy of numeric arrays ({e}); "
-                            "re-run the script that writes it") from None
+                            "re-run the script that writes it [PC203]") from None
     if not isinstance(data, dict):
         raise PipelineError(f"{path} holds a {type(data).__name__}, not a dict of arrays; "
-                            "re-run the script that writes it")
+                            "re-run the script that writes it [PC200]")
     bad = [k for k, v in data.items() if _bad_key(k) or not _is_plain_array(v)]
     if bad:
         shown = ", ".join(repr(k)[:60] for k in bad[:5])
         raise PipelineError(f"{path}: keys {shown} are not numeric numpy arrays with printable names; "
-                            "re-run the script that writes it")
+                            "re-run the script that writes it [PC201]")
     return data
 
 
@@ -258,7 +259,7 @@ def load_array(path, how: str) -> np.ndarray:
                 raise ValueError(f"its header asks for {shape} {dtype}, which the file cannot hold")
         return np.load(path, allow_pickle=False)
     except (ValueError, OSError, EOFError) as e:
-        raise PipelineError(f"{path} is not a plain .npy array ({e}): {remedy(how, 'again')}") from None
+        raise PipelineError(f"{path} is not a plain .npy array ({e}): {remedy(how, 'again')} [PC204]") from None
 
 
 def map_array(path) -> np.ndarray:
@@ -277,7 +278,7 @@ def map_array(path) -> np.ndarray:
                 return np.fromfile(f, dtype=dtype, count=n).reshape(shape)
             return np.memmap(f, dtype=dtype, mode="r", shape=shape, order="F" if fortran else "C", offset=f.tell())
     except (ValueError, OSError) as e:
-        raise PipelineError(f"{path} cannot be read back ({e}): record the run again") from None
+        raise PipelineError(f"{path} cannot be read back ({e}): record the run again [PC205]") from None
 
 
 def linked_component(path):
@@ -309,14 +310,16 @@ def writable(path, folder: bool = False) -> Path:
     try:
         if path.is_symlink():
             raise PipelineError(f"{path} is a symbolic link{'' if path.exists() else ' to nothing (or a loop)'}; "
-                                f"this pipeline never writes through a link: remove it or choose another {what}")
+                                f"this pipeline never writes through a link: remove it or choose another {what} "
+                                "[PC206]")
         link = linked_component(path)
         if link is not None:
             raise PipelineError(f"{link} is a symbolic link{'' if link.exists() else ' to nothing (or a loop)'}, "
                                 f"so {path} would be written through it; this pipeline never writes through a "
-                                f"link: use the real folder ({_target(link)}) or another path")
+                                f"link: use the real folder ({_target(link)}) or another path [PC207]")
         if path.exists() and path.is_dir() != folder:
-            raise PipelineError(f"{path} is a {'file' if folder else 'folder'}, not a {what}: choose another path")
+            raise PipelineError(f"{path} is a {'file' if folder else 'folder'}, not a {what}: choose another path "
+                                "[PC208]")
         if folder and path.is_dir():
             ancestor = path
         else:
@@ -324,13 +327,13 @@ def writable(path, folder: bool = False) -> Path:
             while not ancestor.is_dir():
                 if ancestor.is_symlink() or ancestor.exists():
                     kind = "a file" if ancestor.exists() else "a dangling symbolic link (or a loop)"
-                    raise PipelineError(f"{ancestor} is {kind}, so {path} cannot be made: choose another path")
+                    raise PipelineError(f"{ancestor} is {kind}, so {path} cannot be made: choose another path [PC212]")
                 ancestor = ancestor.parent
         if not os.access(ancestor, os.W_OK | os.X_OK):
-            raise PipelineError(f"{ancestor} is not writable, so {path} cannot be written: choose another path")
+            raise PipelineError(f"{ancestor} is not writable, so {path} cannot be written: choose another path [PC209]")
     except OSError as e:  # a name too long, a loop in a folder of the path, a permission on the way
         raise PipelineError(f"{path} cannot be written ({os.strerror(e.errno) if e.errno else e}): "
-                            "choose another path") from None
+                            "choose another path [PC210]") from None
     return path
 
 
@@ -342,7 +345,7 @@ def atomic_write(path, write):
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     except OSError as e:
-        raise PipelineError(f"{path} cannot be written ({e.strerror or e}): choose another path") from None
+        raise PipelineError(f"{path} cannot be written ({e.strerror or e}): choose another path [PC210]") from None
     os.close(fd)
     try:
         write(tmp)
@@ -351,7 +354,7 @@ def atomic_write(path, write):
         os.replace(tmp, path)
     except OSError as e:  # a full disk (ENOSPC), a permission (EPERM): the old file is still whole at path
         raise PipelineError(f"{path} could not be written ({e.strerror or e}); what was there is left as it was: "
-                            "free space or fix the folder's permissions, then run again") from None
+                            "free space or fix the folder's permissions, then run again [PC211]") from None
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
@@ -366,7 +369,7 @@ def open_new(path, append: bool = False):
     try:
         return os.fdopen(os.open(path, flags, 0o644), "a" if append else "w", encoding="utf-8")
     except OSError as e:
-        raise PipelineError(f"{path} cannot be written ({e.strerror or e}): choose another path") from None
+        raise PipelineError(f"{path} cannot be written ({e.strerror or e}): choose another path [PC210]") from None
 
 
 def save_npy(path, data: dict):

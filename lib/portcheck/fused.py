@@ -47,12 +47,13 @@ class Fused:
             object.__setattr__(self, "parts", parts := tuple(str(i) for i in range(parts)))
         if not (isinstance(parts, (tuple, list)) and len(parts) > 1 and all(
                 isinstance(p, str) and re.fullmatch(r"\w+", p) for p in parts) and len(set(parts)) == len(parts)):
-            raise PipelineError(f"Fused: parts must be two or more distinct names (letters, digits, _), got {parts!r}")
+            raise PipelineError(f"Fused: parts must be two or more distinct names (letters, digits, _), got {parts!r} "
+                                "[PC309]")
         object.__setattr__(self, "parts", tuple(parts))
         if not isinstance(self.heads, int) or self.heads < 0:
-            raise PipelineError(f"Fused: heads must be a whole number (0: no heads), got {self.heads!r}")
+            raise PipelineError(f"Fused: heads must be a whole number (0: no heads), got {self.heads!r} [PC310]")
         if not isinstance(self.output, bool):
-            raise PipelineError(f"Fused: output must be True or False, got {self.output!r}")
+            raise PipelineError(f"Fused: output must be True or False, got {self.output!r} [PC311]")
 
     def columns(self, width: int) -> list:
         """[index array of each part's columns] of an output `width` columns wide, or None when the width does not
@@ -245,7 +246,7 @@ def from_json(data, said: str = "layouts") -> dict:
     from portcheck.errors import PipelineError
     if not isinstance(data, dict):
         raise PipelineError(f"{said}: a JSON object is expected ({{\"c_attn\": {{\"fused\": [\"q\", \"k\", \"v\"]}}}}),"
-                            f" got a {type(data).__name__}")
+                            f" got a {type(data).__name__} [PC308]")
     out = {}
     for key, how in data.items():
         if isinstance(how, str) and how in RULES:
@@ -259,5 +260,5 @@ def from_json(data, said: str = "layouts") -> dict:
         else:
             raise PipelineError(f"{said}: {key!r}: {json.dumps(how)[:80]} is not a layout: give "
                                 f"{' or '.join(map(repr, RULES))}, or {{\"fused\": [parts], \"heads\": n, "
-                                "\"output\": false} (heads and output optional)")
+                                "\"output\": false} (heads and output optional) [PC312]")
     return out

@@ -331,7 +331,8 @@ def describe_guide(guide: diff.CheckResult, threshold: float, copy: str = "", sp
     notes = sorted({note for k in guide.keys for note in k.notes + k.problems})
     return (f"guide {'green' if not bad else 'RED'} ({rule}: {len(guide.keys) - len(bad)}/{len(guide.keys)} keys; "
             + ("failed: " if bad else "largest: ") + figures
-            + (f", and {len(bad) - 1} more" if len(bad) > 1 else "") + ("; " + "; ".join(notes[:2]) if notes else "") + ")")
+            + (f", and {len(bad) - 1} more" if len(bad) > 1 else "") + ("; " + "; ".join(notes[:2]) if notes else "") + ")"
+            + (" [PC147]" if bad else ""))
 
 
 def describe_strict(result: diff.CheckResult, threshold: float, copy: str = "") -> str:
@@ -343,7 +344,7 @@ def describe_strict(result: diff.CheckResult, threshold: float, copy: str = "") 
         return f"strict green (max <= {threshold:g}" + (f"; largest: {worst.key} max {worst.max:.3g})" if worst else ")")
     first = diff.first_diverging(result.keys)
     return (f"strict RED ({first.key}: {'; '.join(first.failures)}"
-            + (f"; and {len(failed) - 1} more key(s)" if len(failed) > 1 else "") + ")")
+            + (f"; and {len(failed) - 1} more key(s)" if len(failed) > 1 else "") + ") [PC148]")
 
 
 def describe_log(mismatches: list, n_logged: int) -> str:
@@ -415,7 +416,8 @@ class MeasuredVerdict:
             what = (f"exact: {rule}, same shapes and dtypes" if self.kind == "exact" else
                     f"outcome: mean <= {self._rule()}, no float64 run of a training")
             return (f"{self.kind} {'green' if self.measured_passed else 'RED'} ({what}"
-                    + (f"; largest: {largest.key} max {largest.max:.3g}" if largest else "; no keys") + ")")
+                    + (f"; largest: {largest.key} max {largest.max:.3g}" if largest else "; no keys") + ")"
+                    + ("" if self.measured_passed else " [PC149]"))
         bad = diff.first_diverging(self.rows)
         worst = bad or max(self.rows, key=lambda r: r.ratio, default=None)
         if worst is None:
@@ -472,7 +474,8 @@ class MeasuredVerdict:
                 (describe_guide(self.guide, self.threshold, spread=self.spread), True),
                 (self.describe_measured(), True),
                 (describe_strict(self.strict, self.threshold) + ", shown beside, not a condition", True)]
-        out += [(f"{name}: {'green' if passed else 'RED'} ({detail})", True) for name, passed, detail in self.also]
+        out += [(f"{name}: {'green' if passed else 'RED'} "
+                 f"({detail}){'' if passed else ' [PC150]'}", True) for name, passed, detail in self.also]
         out += [(f"diff check {'passed' if self.passed else 'failed'}", True)]
         return out
 
@@ -536,7 +539,7 @@ def judge_measured(name: str, torch_file, paddle_file, exact_file, records=(None
 def checked_threshold(value, what: str) -> float:
     """A threshold a caller or a hand-in gives: a finite number > 0, else one line naming it."""
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
-        raise PipelineError(f"{what} must be a finite number > 0, got {value!r}")
+        raise PipelineError(f"{what} must be a finite number > 0, got {value!r} [PC112]")
     return float(value)
 
 
@@ -545,7 +548,7 @@ def model_output(rec: dict, exact: bool = False) -> np.ndarray:
     prefix = (F64 if exact else "") + f"out/{ROOT}"
     key = next((k for k in rec if k == prefix or k.startswith((prefix + "[", prefix + ":"))), None)
     if key is None:
-        raise PipelineError("the record holds no model output: write it with portcheck.record_forward")
+        raise PipelineError("the record holds no model output: write it with portcheck.record_forward [PC113]")
     return rec[key]
 
 
@@ -561,19 +564,19 @@ def pair_name(pair) -> str:
     if not isinstance(pair, str) or not pair or not pair.isprintable() or pair in (".", "..") or \
             any(c in pair for c in "/\\") or len(pair) > 100:
         raise PipelineError(f"pair {report.one_line(repr(pair))[:60]}: name a pair by a plain name (forward, loss, "
-                            "my_pair), no folder in it")
+                            "my_pair), no folder in it [PC114]")
     return pair
 
 
 def numeric_arrays(arrays, what: str) -> dict:
     """A dict of str keys to numeric numpy arrays (reprod_log's format), else one line naming the first bad value."""
     if not isinstance(arrays, dict):
-        raise PipelineError(f"{what} must be a dict of numpy arrays, got a {type(arrays).__name__}")
+        raise PipelineError(f"{what} must be a dict of numpy arrays, got a {type(arrays).__name__} [PC115]")
     for key, value in arrays.items():
         if not isinstance(key, str) or not isinstance(value, np.ndarray) or value.dtype.kind not in "biuf":
             raise PipelineError(f"{what}[{report.one_line(repr(key))[:40]}] is a {type(value).__name__}"
                                 f"{'' if not isinstance(value, np.ndarray) else ' of ' + str(value.dtype)}: give "
-                                "numeric numpy arrays (np.asarray(value))")
+                                "numeric numpy arrays (np.asarray(value)) [PC119]")
     return arrays
 
 
@@ -700,7 +703,7 @@ def load_taken(path, torch_file, paddle_file, torch_record, suffix: str = TAKEN)
     values = load_npy(torch_file)
     if any(k not in values or not fits(np.asarray(v), values[k]) for k, v in figures.items()):
         raise PipelineError(f"{path.name} is not {what} as portcheck.handin.save_taken writes it ({holds}); run the "
-                            "pair's check again")
+                            "pair's check again [PC116]")
     rec = record.load(path)
     why = "it has no run record" if rec is None else (record.bound("torch", path, rec) and (
         "its run record does not describe it (edited since its check wrote it, or another file's)")) or (
@@ -727,7 +730,7 @@ def save_side(folder, pair: str, framework: str, arrays: dict, depends: dict, sc
     and its record too. depends: what must be equal on both sides (weights, inputs, flags fingerprints)."""
     folder, pair = Path(folder), pair_name(pair)
     if framework not in SUFFIX:
-        raise PipelineError(f"framework={report.one_line(repr(framework))[:40]}: one of {', '.join(SUFFIX)}")
+        raise PipelineError(f"framework={report.one_line(repr(framework))[:40]}: one of {', '.join(SUFFIX)} [PC117]")
     numeric_arrays(arrays, "arrays")
     if exact is not None:
         numeric_arrays(exact, "exact")
@@ -787,7 +790,7 @@ def a_comparison(comparison):
     anything else one line, before anything is written."""
     if comparison is not None and not callable(getattr(comparison, "plot", None)):
         raise PipelineError(f"comparison={report.one_line(repr(comparison))[:40]}: give compare_forward's "
-                            "ForwardReport or judge_backward's BackwardReport, or None")
+                            "ForwardReport or judge_backward's BackwardReport, or None [PC118]")
 
 
 def check_outputs(folder, pairs, top=None):

@@ -176,7 +176,7 @@ class PaddleSide(SharedSide):
                     f"{', '.join(lost)} pair with no torch module: each part holds its share of its module's tensors " \
                     "(a bias on one side alone?)"
             raise RUN.refuse(f"its model cannot start from the torch model's weights ({len(problems)} problem(s)): "
-                             + "; ".join(problems) + fused_hint)
+                             + "; ".join(problems) + fused_hint + " [PC831]")
         self.set_state(model, state)
         self.placed = placed  # the kept layers' tensors are placed as the model's (start_kept), parts joined
         return paired.pairs, counterparts(torch_trace, paddle_trace, paired), placed
@@ -451,7 +451,8 @@ class PaddleSide(SharedSide):
                 cls.__init__ = registering(run, cls.__dict__["__init__"])
 
         def to_static(*args, **kwargs):
-            raise run.refuse("it compiles its model (paddle.jit.to_static): run it in dynamic mode for the check")
+            raise run.refuse("it compiles its model (paddle.jit.to_static): run it in dynamic mode for the check "
+                             "[PC829]")
         paddle.jit.to_static = to_static
         for where, name in ((paddle, "seed"), (np.random, "seed"), (random, "seed")):
             seeded(run, where, name, f"{where.__name__}.{name}")

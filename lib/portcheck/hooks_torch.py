@@ -87,7 +87,7 @@ class TorchSide(SharedSide):
     def check_not_compiled(self, module):
         if type(module).__name__ == "OptimizedModule":
             from portcheck.recorder import RUN
-            raise RUN.refuse("it compiles its model (torch.compile): run it uncompiled for the check")
+            raise RUN.refuse("it compiles its model (torch.compile): run it uncompiled for the check [PC828]")
 
     def layout_keys(self, module) -> dict:
         from portcheck import fused
@@ -239,7 +239,7 @@ class TorchSide(SharedSide):
         torch.nn.utils.clip_grad_value_ = torch.nn.utils.clip_grad.clip_grad_value_ = clip_value
 
         def compile_(*args, **kwargs):
-            raise run.refuse("it compiles its model (torch.compile): run it uncompiled for the check")
+            raise run.refuse("it compiles its model (torch.compile): run it uncompiled for the check [PC828]")
         torch.compile = compile_
         for where, name in ((torch, "manual_seed"), (np.random, "seed"), (random, "seed")):
             seeded(run, where, name, f"{where.__name__}.{name}")

@@ -41,7 +41,7 @@ def _checked(fn):
             target = fn(name)
         if not isinstance(target, str):
             raise PipelineError(f"name_map gave {type(target).__name__} {target!r} for {name!r}: it must give a "
-                                "Paddle module name (a str)")
+                                "Paddle module name (a str) [PC305]")
         return target
     return mapped
 
@@ -55,7 +55,7 @@ def _resolve(name_map):
         bad = [(k, v) for k, v in name_map.items() if not isinstance(k, str) or not isinstance(v, str)]
         if bad:
             raise PipelineError(f"name_map: a dict maps torch name prefixes (str) to Paddle ones (str), got "
-                                f"{bad[0][0]!r}: {bad[0][1]!r}")
+                                f"{bad[0][0]!r}: {bad[0][1]!r} [PC306]")
         prefixes = sorted(name_map, key=len, reverse=True)
 
         def by_prefix(name):
@@ -69,7 +69,7 @@ def _resolve(name_map):
         try:
             rules = [(re.compile(pattern), repl) for pattern, repl in name_map]
         except (TypeError, ValueError, re.error) as e:
-            raise PipelineError(f"name_map: each rule must be (regex, replacement): {e}") from None
+            raise PipelineError(f"name_map: each rule must be (regex, replacement): {e} [PC307]") from None
 
         def by_rules(name):
             for pattern, repl in rules:
@@ -77,4 +77,4 @@ def _resolve(name_map):
             return name
         return by_rules
     raise PipelineError(f"name_map must be None, a dict, a list of (regex, replacement) or a callable, "
-                        f"got {type(name_map).__name__}")
+                        f"got {type(name_map).__name__} [PC304]")

@@ -338,7 +338,7 @@ class Pairing:
                                 "holds tensors, one weight torch shares between its calls and the Paddle port holds "
                                 "once per call (it trains them apart: compare_backward judges that); to fill each "
                                 f"with its tensors and judge it against its first call's, name_map={one}"
-                                + (f" (every one: name_map={rules!r})" if len(rules) > 1 else ""))
+                                + (f" (every one: name_map={rules!r})" if len(rules) > 1 else "") + " [PC316]")
         return {t: chosen[t] if chosen.get(t) in ps else min(ps) for t, ps in out.items()}
 
     def copies(self) -> dict:
@@ -556,7 +556,7 @@ def named_exist(name_map, torch_record: dict, paddle_record: dict):
     if bad:
         raise PipelineError(f"name_map entries naming no module: {'; '.join(bad[:5])}"
                             + (f"; and {len(bad) - 5} more" if len(bad) > 5 else "")
-                            + ": name the models' own modules (report.pairs() lists them)")
+                            + ": name the models' own modules (report.pairs() lists them) [PC314]")
 def _one_module_each(tie, ts, ps) -> bool:
     """A tie among the calls of one module on each side (a shared embedding called by both halves)."""
     i, j = tie
@@ -737,4 +737,4 @@ def _ambiguity(ties, ran=False, fusions=None, whole=None) -> str:
             + ("" if ran or several else "; or, to convert, inputs= to pair modules by the models' run")
             + ("; or, if one module holds what several of the other side hold together, its columns one after the "
                "other: layouts={" + ", ".join(f"{k!r}: portcheck.Fused({v!r})" for k, v in fusions.items())
-               + "} (heads=n if they go per head)" if fusions else ""))
+               + "} (heads=n if they go per head)" if fusions else "") + " [PC317]")

@@ -68,7 +68,7 @@ def model_fingerprint(model, port=None) -> str:
                    if n not in state]
         if missing:
             raise PipelineError(f"model_fingerprint: the {'Paddle' if paddle else 'torch'} model holds no "
-                                f"{', '.join(missing[:3])}: pass the model the conversion `port` was made for")
+                                f"{', '.join(missing[:3])}: pass the model the conversion `port` was made for [PC225]")
         if paddle:
             return fingerprint((name, state[k].numpy().T if transposed and not cut[k] else state[k].numpy())
                                for k, (name, transposed) in carried.items())
@@ -165,7 +165,7 @@ def load(result, path=None):
         if not isinstance(record, dict) or not isinstance(record.get("depends"), dict):
             raise ValueError("no 'depends' object")
     except (ValueError, UnicodeDecodeError, RecursionError, OSError) as e:
-        raise PipelineError(f"{path} is not a run record ({e}); re-run the script that writes it") from None
+        raise PipelineError(f"{path} is not a run record ({e}); re-run the script that writes it [PC226]") from None
     return record
 
 

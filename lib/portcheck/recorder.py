@@ -204,7 +204,7 @@ class Run:
         elif self.root is not None and module is not self.called and self._trained(module):
             self._not_direct(module)
             raise self.refuse(f"it trains two models ({type(self.root).__name__}, then {type(module).__name__}): "
-                              "give each model its own script")
+                              "give each model its own script [PC826]")
         if module is self.called and not module.training:  # an evaluation (model.eval()): not a training batch
             self.evaluating = True
             return self._inner(call, args, kwargs)
@@ -239,7 +239,7 @@ class Run:
                     any(m is module for m in held) and any(m is self.called for m in held):
                 raise self.refuse(f"it calls {type(owner).__name__}.{frame.f_code.co_name}() directly (as "
                                   f"model.{frame.f_code.co_name}(x)), not the model itself: portcheck records the "
-                                  "calls of the model; call model(x)")
+                                  "calls of the model; call model(x) [PC827]")
             frame = frame.f_back
 
     def _root_call(self, module, call, args, kwargs):
@@ -478,7 +478,7 @@ class Run:
         if self.root is None and self.evaluated is not None and not self.plain:
             raise self.refuse(f"it trains its model ({type(self.evaluated).__name__}) in eval mode (model.eval(); "
                               "from_pretrained returns a model so): portcheck takes a call in eval mode for an "
-                              "evaluation, not a training batch; call model.train() before the training loop")
+                              "evaluation, not a training batch; call model.train() before the training loop [PC824]")
         if self.root is not None and not self.done:
             self.loss = _numpy(tensor).reshape(-1)
             self.backwards += 1
@@ -497,7 +497,7 @@ class Run:
                 self.config["optimizers"].append(self.fw.optimizer_config(optimizer, self.root))
             return
         if self.loss is None:
-            raise self.refuse("its optimizer stepped before any backward() on a loss")
+            raise self.refuse("its optimizer stepped before any backward() on a loss [PC825]")
         self.keep()
         if self.step == 0:
             self.config["optimizer"] = self.fw.optimizer_config(optimizer, self.root)
@@ -1154,7 +1154,7 @@ def metrics(metric, line: str) -> dict:
         except (TypeError, ValueError):
             raise ValueError(f"--metric {metric.pattern!r} read {m.group(2)!r} as {m.group(1)}'s value in the "
                              f"printed line {line.strip()[:200]!r}, which is not a number: give a regex whose group 2 "
-                             "is the number alone, e.g. '(acc)\\s+([0-9.]+)'") from None
+                             "is the number alone, e.g. '(acc)\\s+([0-9.]+)' [PC832]") from None
     return found
 
 
@@ -1190,7 +1190,7 @@ def install():
     fw.install(RUN)
     if world > 1 and not settings.get("ranked"):  # a launcher run does not know: its ranks would share one folder
         RUN.refuse(f"it runs as rank {rank} of {world} under a launcher `portcheck run` does not know: give torchrun "
-                   "or python -m paddle.distributed.launch, or one process")
+                   "or python -m paddle.distributed.launch, or one process [PC823]")
         os._exit(STOPPED_EXIT)
     atexit.register(_early_exit)
     previous = sys.excepthook

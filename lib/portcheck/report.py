@@ -266,7 +266,7 @@ def frame(rows: list):
     try:
         import pandas
     except ImportError:
-        raise PipelineError("frame() needs pandas, which is not installed: pip install pandas") from None
+        raise PipelineError("frame() needs pandas, which is not installed: pip install pandas [PC228]") from None
     return pandas.DataFrame(rows, columns=list(COLUMNS))
 
 

@@ -105,26 +105,29 @@ def command(text: str, side: str) -> list:
     try:
         argv = shlex.split(text)
     except ValueError as e:
-        raise PipelineError(f"--{side} {text!r}: {e}; quote it as a shell would") from None
+        raise PipelineError(f"--{side} {text!r}: {e}; quote it as a shell would [PC811]") from None
     if not argv:
-        raise PipelineError(f"--{side} is empty: give the command that runs the script, e.g. \"python train.py\"")
+        raise PipelineError(f"--{side} is empty: give the command that runs the script, e.g. \"python train.py\" "
+                            "[PC800]")
     exe = shutil.which(argv[0])
     if exe is None:
-        raise PipelineError(f"--{side}: {argv[0]!r} is not found: the command's first word is a Python interpreter")
+        raise PipelineError(f"--{side}: {argv[0]!r} is not found: the command's first word is a Python interpreter "
+                            "[PC801]")
     try:
         probe = subprocess.run([interpreter(exe), "-c", "import sys, portcheck.recorder; print('portcheck-ok')"],
                                env=environment({}), capture_output=True, text=True, timeout=120)
     except (OSError, subprocess.TimeoutExpired) as e:
-        raise PipelineError(f"--{side}: {argv[0]!r} is not a Python interpreter ({e})") from None
+        raise PipelineError(f"--{side}: {argv[0]!r} is not a Python interpreter ({e}) [PC812]") from None
     if "portcheck-ok" not in probe.stdout:
         missing = re.search(r"No module named '([\w.]+)'", probe.stderr)
         if missing:  # the library itself is on its path (environment): what it imports is not in that venv
             raise PipelineError(f"--{side}: {argv[0]} cannot import portcheck's recorder (no module named "
                                 f"{missing.group(1)!r}): install the library's requirements in that interpreter's "
                                 f"environment ({Path(interpreter(exe)).parent / 'pip'} install "
-                                f"{missing.group(1).split('.')[0]}, or pip install -e lib from this repository)")
+                                f"{missing.group(1).split('.')[0]}, or pip install -e lib from this repository) "
+                                "[PC813]")
         raise PipelineError(f"--{side}: {argv[0]!r} is not a Python interpreter: the command's first word is one "
-                            "(python, /path/venv/bin/python) or a launcher it runs (torchrun)")
+                            "(python, /path/venv/bin/python) or a launcher it runs (torchrun) [PC802]")
     return [exe, *argv[1:]]
 
 
@@ -168,7 +171,8 @@ def prepare(out: Path):
     file: one line, before anything is written."""
     writable(out, folder=True)
     if out.is_dir() and any(out.iterdir()) and not (out / MARK).is_file():
-        raise PipelineError(f"--out {out} is not empty and was not written by `portcheck run`: give a new folder")
+        raise PipelineError(f"--out {out} is not empty and was not written by `portcheck run`: give a new folder "
+                            "[PC803]")
     released(out)  # a killed run's sealed folders (Sealed): ours to clear
     sides = [out / side for side, _ in SIDES] + [out / TAKING]
     for folder in [*sides, *handed_in_folders(out)]:
@@ -354,7 +358,7 @@ def read_layouts(path: Path) -> dict:
         data = json.loads(text)
     except (OSError, ValueError, RecursionError) as e:
         raise PipelineError(f"--layouts {path}: cannot be read as JSON ({e}): give a file holding one JSON object, "
-                            "{\"c_attn\": {\"fused\": [\"q\", \"k\", \"v\"]}}") from None
+                            "{\"c_attn\": {\"fused\": [\"q\", \"k\", \"v\"]}} [PC814]") from None
     from_json(data, f"--layouts {path}")
     return {"layouts": data}
 
@@ -387,7 +391,7 @@ def run_ranks(side: str, argv: list, out: Path, steps: int, launched: bool, seal
     missing = sorted(set(range(world)) - set(statuses))
     if missing:
         raise PipelineError(f"the {SAID[side]} script's rank(s) {', '.join(map(str, missing))} of {world} recorded "
-                            f"nothing (exit {code}; the launcher's log above or in its log folder)")
+                            f"nothing (exit {code}; the launcher's log above or in its log folder) [PC804]")
     return statuses
 
 
@@ -400,24 +404,25 @@ def status_of(said: str, folder: Path, code: int, steps: int) -> dict:
                 key not in status and key != "world":
             raise PipelineError(f"{said}: its {STATUS} is not the one portcheck's recorder writes ({key!r} is "
                                 f"{type(status[key]).__name__ if key in status else 'missing'}): the script or a "
-                                "process it started wrote it; run it again")
+                                "process it started wrote it; run it again [PC815]")
     if status and status.get("error"):
         raise PipelineError(f"{said} cannot be checked: {status['error']}")
     if status is None:
         raise PipelineError(f"{said} left no record (exit {code}): portcheck's recorder did not start in its "
-                            "interpreter (an 'Error in sitecustomize' line above says why) or the process was killed")
+                            "interpreter (an 'Error in sitecustomize' line above says why) or the process was killed "
+                            "[PC806]")
     if status.get("root") is None:
         if code:
-            raise PipelineError(f"{said} crashed (exit {code}; its traceback above) before it trained")
+            raise PipelineError(f"{said} crashed (exit {code}; its traceback above) before it trained [PC816]")
         raise PipelineError(f"{said} never called a model whose parameters an optimizer holds (all or some), in "
                             "train mode with gradients on: it must train a model (model.train(), "
-                            "forward, loss.backward(), optimizer.step())")
+                            "forward, loss.backward(), optimizer.step()) [PC807]")
     if status["steps"] < steps:
         if code:
             raise PipelineError(f"{said} crashed (exit {code}; its traceback above) after "
-                                f"{status['steps']} of {steps} step(s)")
+                                f"{status['steps']} of {steps} step(s) [PC817]")
         raise PipelineError(f"{said} ended after {status['steps']} optimizer step(s), before the {steps} "
-                            f"asked: give --steps {max(1, status['steps'])} or a longer run")
+                            f"asked: give --steps {max(1, status['steps'])} or a longer run [PC808]")
     return status
 
 
@@ -433,7 +438,7 @@ def read_status(path: Path, said: str):
         return status
     except (OSError, ValueError) as e:
         raise PipelineError(f"{said}: its {path.name} is not the one portcheck's recorder writes ({e}): the script or "
-                            "a process it started wrote it; run it again") from None
+                            "a process it started wrote it; run it again [PC818]") from None
 
 
 def merged(torch_record: dict, float64: dict) -> dict:
@@ -636,7 +641,7 @@ def judge(out: Path, statuses: dict, steps: int, rank: int = 0, again=None, seal
     isolated(report.forward, t, load_npy(out / "torch64" / RECORD), p, statuses)
     forged = sealed.changed() if sealed is not None else ""
     if forged:
-        print(f"RED: {forged}")
+        print(f"RED: {forged} [PC837]")
         return 1
     modules = report.forward.pairing.modules()
     renamed = renames(t)
@@ -710,19 +715,20 @@ def judge(out: Path, statuses: dict, steps: int, rank: int = 0, again=None, seal
     if from_rank0:
         print(f"  ({DDP_BUFFERS.format(rank=rank)})")
     print(f"data: {fed.line()[len('data: '):]}" if fed.first is None else
-          f"data RED: the batches or targets the Paddle script feeds differ: {fed.first.describe()}")
+          f"data RED: the batches or targets the Paddle script feeds differ: {fed.first.describe()} [PC833]")
     for line in order_lines(statuses["torch"]["config"], statuses["paddle"]["config"], steps):
         print(f"  (data: {line})")
     where = report.first_diverging
     differ = report.forward.differing
     print("forward, each module on torch's values: " + (f"RED, their own computation differs: "
-                                                        f"{', '.join(getattr(d, 'both', d) for d in differ)}"
+                                                        f"{', '.join(getattr(d, 'both', d) for d in differ)} [PC834]"
                                                         if differ else "every paired module within its rule"
                                                         if report.forward.isolated else "not judged")
           + "".join(f"; the {side} run stopped: {why}" for side, why in report.forward.isolation_stopped.items()))
     unplaced = "" if report.passed or where else unplaced_why(report)
     print("training: " + ("every module, gradient, loss, lr and weight within the measured rule" if report.passed
-                          else f"RED, the runs part at {getattr(where, 'both', where)}" if where else f"RED: {unplaced}"))
+                          else f"RED, the runs part at {getattr(where, 'both', where)} [PC835]" if where
+                          else f"RED: {unplaced} [PC836]"))
     if report.crossed and (report.on_branch or report.taken or not report.passed):  # as report.table() says them
         lines = crossing_lines(report.crossed, report.on_branch, report.taken, report.first_diverging or "")
         print("".join(f"  ({line})\n" for line in lines), end="")
@@ -732,7 +738,7 @@ def judge(out: Path, statuses: dict, steps: int, rank: int = 0, again=None, seal
         print(f"kept beside the model ({', '.join(names)}), as the weights: " + (
             f"every tensor within the measured rule after each step ({len(kept_rows)} compared)" if not kept_red else
             f"RED, {len(kept_red)} of {len(kept_rows)} tensor(s) over their rule, first {kept_red[0].key} (max "
-            f"{kept_red[0].max:.3g}, allowed {kept_red[0].allowed:.3g})"))
+            f"{kept_red[0].max:.3g}, allowed {kept_red[0].allowed:.3g}) [PC838]"))
     for name, v in verdicts.items():
         print(f"{name}: {'green' if v.passed else 'RED'} | {v.describe_measured()}")
     red = bool(config) or not fed.passed or not report.passed or not all(v.passed for v in verdicts.values()) \
@@ -764,7 +770,7 @@ def full_side(fw: str, argv: list, out: Path, metric: str, **settings):
     status = read_status(folder / f"{STATUS[:-5]}_{fw}.json", f"--full: the {fw} script")
     if code or status is None or status.get("error"):
         why = status.get("error") if status and status.get("error") else f"exit {code}; its traceback above"
-        raise PipelineError(f"--full: the {fw} script did not train to its end ({why})")
+        raise PipelineError(f"--full: the {fw} script did not train to its end ({why}) [PC809]")
 
 
 def judge_full(out: Path) -> int:
@@ -788,7 +794,7 @@ def same_ranks(found: dict):
         if sorted(statuses) != sorted(found["torch"]):
             raise PipelineError(f"the torch script ran {len(found['torch'])} rank(s), the {SAID[side]} script "
                                 f"{len(statuses)}: give both commands the same number of processes (rank r is "
-                                "compared with rank r)")
+                                "compared with rank r) [PC819]")
 
 
 def ranks(argvs: dict, launched: dict, out: Path, steps: int, **settings) -> int:
@@ -816,7 +822,7 @@ def main(args) -> int:
         return run_and_judge(args)
     except Stopped as e:
         fail(f"stopped by {signal.Signals(e.signum).name}: the scripts' processes were ended with the run; files "
-             "already written are complete, run the command again", 128 + e.signum)
+             "already written are complete, run the command again [PC820]", 128 + e.signum)
     finally:
         for s, handler in before.items():
             signal.signal(s, handler)
@@ -825,20 +831,21 @@ def main(args) -> int:
 def run_and_judge(args) -> int:
     """python -m portcheck run, its arguments parsed: the scripts run, recorded and judged."""
     if not 1 <= args.steps <= 1000:
-        raise PipelineError(f"--steps {args.steps}: give a whole number of optimizer steps from 1 to 1000")
+        raise PipelineError(f"--steps {args.steps}: give a whole number of optimizer steps from 1 to 1000 [PC810]")
     if args.metric is not None:
         try:
             if re.compile(args.metric).groups < 2:
                 raise re.error("it needs two groups")
         except re.error as e:
             raise PipelineError(f"--metric {args.metric!r}: {e}; give a regex whose group 1 is the metric's name and "
-                                "group 2 its value, e.g. '(acc)\\s+([0-9.]+)'") from None
+                                "group 2 its value, e.g. '(acc)\\s+([0-9.]+)' [PC822]") from None
     settings = read_layouts(args.layouts)
     argvs = {"torch": command(args.torch, "torch"), "paddle": command(args.paddle, "paddle")}
     launched = {fw: launcher(argv) for fw, argv in argvs.items()}
     if any(launched.values()):
         if args.full:
-            raise PipelineError("--full runs one process per side: give the one-process commands (python train.py)")
+            raise PipelineError("--full runs one process per side: give the one-process commands (python train.py) "
+                                "[PC821]")
         prepare(args.out)
         try:
             return ranks(argvs, launched, args.out, args.steps, **settings)

@@ -46,11 +46,13 @@ class Spill(MutableMapping):
         try:
             self.folder.mkdir(parents=True, exist_ok=True)
         except OSError as e:
-            raise PipelineError(f"{self.folder} cannot be made ({e.strerror or e}): choose another record_dir") from None
+            raise PipelineError(f"{self.folder} cannot be made ({e.strerror or e}): choose another record_dir "
+                                "[PC220]") from None
         try:
             self._dir = os.open(self.folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
         except OSError as e:
-            raise PipelineError(f"{self.folder} cannot be opened ({e.strerror or e}): choose another record_dir") from None
+            raise PipelineError(f"{self.folder} cannot be opened ({e.strerror or e}): choose another record_dir "
+                                "[PC221]") from None
         weakref.finalize(self, os.close, self._dir)
         self._files = dict(files or {})  # {key: file name}
         self._layout = {}  # {file name: (shape, dtype, offset)} of the files this Spill wrote: mapped without a header
@@ -69,9 +71,9 @@ class Spill(MutableMapping):
             with open_regular(path, follow=False) as f:
                 files = json.loads(f.read())
         except (OSError, ValueError) as e:
-            raise PipelineError(f"{path} cannot be read ({e}): record_dir holds no finished record") from None
+            raise PipelineError(f"{path} cannot be read ({e}): record_dir holds no finished record [PC222]") from None
         if not isinstance(files, dict) or not all(isinstance(v, str) and Path(v).name == v for v in files.values()):
-            raise PipelineError(f"{path} is not a record's index: record the run again")
+            raise PipelineError(f"{path} is not a record's index: record the run again [PC218]")
         return cls(folder, files)
 
     def _claim(self):
@@ -86,10 +88,11 @@ class Spill(MutableMapping):
             mine = not names or OWNED in names and stat.S_ISREG(
                 os.stat(OWNED, dir_fd=self._dir, follow_symlinks=False).st_mode)  # a link by that name marks nothing
         except OSError as e:
-            raise PipelineError(f"{self.folder} cannot be written ({e.strerror or e}): choose another record_dir") from None
+            raise PipelineError(f"{self.folder} cannot be written ({e.strerror or e}): choose another record_dir "
+                                "[PC223]") from None
         if not mine:
             raise PipelineError(f"{self.folder} holds files portcheck did not write (it writes records only in a new "
-                                "or empty folder, or one it wrote before): choose another record_dir")
+                                "or empty folder, or one it wrote before): choose another record_dir [PC219]")
         self._claimed = True
 
     def _unlink(self, name):
@@ -127,7 +130,8 @@ class Spill(MutableMapping):
                 f.truncate()  # an earlier, longer file's tail
         except OSError as e:  # a full disk: the index is never written, so nothing judges a part of the record
             what = "free space or choose another record_dir" if e.errno == errno.ENOSPC else "choose another record_dir"
-            raise PipelineError(f"{self.folder / name} could not be written ({e.strerror or e}): {what}") from None
+            raise PipelineError(f"{self.folder / name} could not be written ({e.strerror or e}): {what} "
+                                "[PC224]") from None
         self._files[key] = name
         self._layout[name] = array.shape, array.dtype, offset
 
@@ -151,7 +155,8 @@ class Spill(MutableMapping):
                     raise ValueError("shorter than the array written")
                 return np.memmap(f, dtype=dtype, mode="r", shape=shape, offset=offset)
         except (ValueError, OSError) as e:
-            raise PipelineError(f"{self.folder / name} cannot be read back ({e}): record the run again") from None
+            raise PipelineError(f"{self.folder / name} cannot be read back ({e}): record the run again "
+                                "[PC205]") from None
 
     def shape(self, key) -> tuple:
         """The array's shape, without mapping it when this Spill wrote it (pairing reads every shape)."""

@@ -202,7 +202,7 @@ def run(table: list, root, on_result=lambda results: None, summary: str = "the s
                 noted()
                 on_result(results)
                 raise Interrupted(f"interrupted in {step.name}; results of the steps before it are in place, "
-                                  f"{summary} says so") from None
+                                  f"{summary} says so [PC227]") from None
             total += secs
             checked = item is step.scripts[-1] and bool(step.checks) and code in (0, 1)  # 1: red, verdict written
             if code:

@@ -66,9 +66,9 @@ class Shards:
         self.folder, self.side = Path(folder), side
         if not self.folder.is_dir():
             raise PipelineError(f"--{side} {folder}: not a folder; give the checkpoint folder (config.json and "
-                                "its safetensors shards)")
+                                "its safetensors shards) [PC908]")
         if not (self.folder / CONFIG).is_file():
-            raise PipelineError(f"{self.folder}: no {CONFIG}; give the folder save_pretrained wrote")
+            raise PipelineError(f"{self.folder}: no {CONFIG}; give the folder save_pretrained wrote [PC909]")
         self.tensors = {}
         for file in self._files():
             self.tensors.update(self._header(file))
@@ -82,9 +82,10 @@ class Shards:
                     files = sorted(set(weight_map.values()))
                 except (ValueError, KeyError, TypeError, AttributeError):
                     raise PipelineError(f"{self.folder / INDEX} is not a safetensors index (its weight_map names "
-                                        "the shards): save the checkpoint again") from None
+                                        "the shards): save the checkpoint again [PC918]") from None
             if not all(isinstance(n, str) and Path(n).name == n for n in files):
-                raise PipelineError(f"{self.folder / INDEX} names shards outside its folder: save the checkpoint again")
+                raise PipelineError(f"{self.folder / INDEX} names shards outside its folder: save the checkpoint again "
+                                    "[PC914]")
             return [self.folder / n for n in files]
         if (self.folder / SINGLE).is_file():
             return [self.folder / SINGLE]
@@ -92,8 +93,9 @@ class Shards:
         how = SAVE_AS_SAFETENSORS[self.side]
         if pickled:
             raise PipelineError(f"{self.folder} holds {pickled[0]}, a pickle, which portcheck never loads (it can "
-                                f"run code): save the weights as safetensors, {how}")
-        raise PipelineError(f"{self.folder} holds no {SINGLE} nor {INDEX}: save the weights as safetensors, {how}")
+                                f"run code): save the weights as safetensors, {how} [PC910]")
+        raise PipelineError(f"{self.folder} holds no {SINGLE} nor {INDEX}: save the weights as safetensors, {how} "
+                            "[PC900]")
 
     def _header(self, path: Path) -> dict:
         """{name: (path, dtype, shape, start, end)} of one shard, every range checked against its size."""
@@ -117,9 +119,10 @@ class Shards:
                 out[name] = (path, dtype, shape, 8 + n + start, 8 + n + end)
             return out
         except FileNotFoundError:
-            raise PipelineError(f"{path} is missing (its index names it): copy the whole checkpoint folder") from None
+            raise PipelineError(f"{path} is missing (its index names it): copy the whole checkpoint folder "
+                                "[PC915]") from None
         except (ValueError, KeyError, TypeError, AttributeError, struct.error, OSError) as e:
-            raise PipelineError(f"{path} is not a safetensors file ({e}): save the checkpoint again") from None
+            raise PipelineError(f"{path} is not a safetensors file ({e}): save the checkpoint again [PC916]") from None
 
     def _dtype(self, dtype: str) -> str:
         return "bfloat16" if dtype == "U16" else DTYPES[dtype]
@@ -135,7 +138,7 @@ class Shards:
         with open_regular(path) as f:
             f.seek(start)
             if f.readinto(memoryview(raw).cast("B")) != end - start:
-                raise PipelineError(f"{path} ended inside {name}: copy the checkpoint again")
+                raise PipelineError(f"{path} ended inside {name}: copy the checkpoint again [PC917]")
         if dtype in ("BF16", "U16"):  # bfloat16 is float32's upper half
             raw = (raw.astype(np.uint32) << 16).view(np.float32)
         return raw.astype(np.float32, copy=False).reshape(shape) if raw.dtype.kind == "f" else raw.reshape(shape)
@@ -151,14 +154,15 @@ def _matched(shards: Shards, expected: dict, aliases: dict) -> dict:
     side = shards.side
     if missing:
         raise PipelineError(f"{shards.folder} lacks {missing[0]}" + (f" (and {len(missing) - 1} more)" if
-                            len(missing) > 1 else "") + f": the {side} checkpoint does not fit its config's model")
+                            len(missing) > 1 else "") + f": the {side} checkpoint does not fit its config's model "
+                                                        "[PC901]")
     if extra:
         raise PipelineError(f"{shards.folder} holds {extra[0]}, which the {side} model built from its config "
-                            "lacks" + (f" (and {len(extra) - 1} more)" if len(extra) > 1 else ""))
+                            "lacks" + (f" (and {len(extra) - 1} more)" if len(extra) > 1 else "") + " [PC919]")
     for k, n in names.items():
         if tuple(shards.shape(n)) != tuple(expected[k]):
             raise PipelineError(f"{shards.folder}: {n} is {list(shards.shape(n))}, the {side} model's {k} is "
-                                f"{list(expected[k])}: the checkpoint does not fit its config's model")
+                                f"{list(expected[k])}: the checkpoint does not fit its config's model [PC911]")
     return names
 
 
@@ -195,11 +199,12 @@ def _config(cls, folder, side):
     try:
         config = cls.from_pretrained(str(folder))
     except Exception as e:  # noqa: BLE001 - a library's own error on a config it cannot read, said in one line
-        raise PipelineError(f"{Path(folder) / CONFIG} cannot be read as a Llama config: {str(e).splitlines()[0][:200]}"
+        raise PipelineError(f"{Path(folder) / CONFIG} cannot be read as a Llama config: {str(e).splitlines()[0][:200]} "
+                            "[PC912]"
                             ) from None
     if getattr(config, "model_type", "llama") != "llama":
         raise PipelineError(f"{Path(folder) / CONFIG} is a {config.model_type!r} model: portcheck.stream compares "
-                            "Llama checkpoints (transformers' and paddlenlp's LlamaForCausalLM)")
+                            "Llama checkpoints (transformers' and paddlenlp's LlamaForCausalLM) [PC902]")
     return config
 
 
@@ -375,7 +380,7 @@ class StreamReport:
         """One line per block: its verdicts, cumulative and isolated, and the module named where it is red."""
         out = []
         for b in self.blocks:
-            said = [f"{how} {'green' if r.passed else 'RED at ' + str(r.first_diverging or b.name)}"
+            said = [f"{how} {'green' if r.passed else 'RED at ' + str(r.first_diverging or b.name) + ' [PC920]'}"
                     for how, r in (("cumulative", b.cumulative), ("isolated", b.isolated))]
             out.append(f"{b.name}: {', '.join(said)} ({b.seconds:.1f} s)")
         return out
@@ -444,10 +449,10 @@ def checked_ids(inputs) -> np.ndarray:
     ids = inputs.get("input_ids") if isinstance(inputs, dict) else inputs
     if isinstance(inputs, dict) and set(inputs) != {"input_ids"}:
         raise PipelineError(f"inputs: give {{'input_ids': ids}} alone (found {sorted(inputs)}); padding masks are "
-                            "not compared block by block")
+                            "not compared block by block [PC903]")
     ids = np.asarray(ids) if ids is not None else None
     if ids is None or ids.dtype.kind not in "iu" or ids.ndim != 2 or not ids.size:
-        raise PipelineError("inputs: give the token ids as an integer array [batch, length]")
+        raise PipelineError("inputs: give the token ids as an integer array [batch, length] [PC904]")
     return ids.astype(np.int64)
 
 
@@ -470,9 +475,10 @@ def compare(torch_dir, paddle_dir, inputs, torch_model=None, paddle_model=None, 
     t_blocks, p_blocks = blocks(t_model, "torch"), blocks(p_model, "paddle")
     if len(t_blocks) != len(p_blocks):
         raise PipelineError(f"the torch model has {len(t_blocks) - 3} decoder layers, the Paddle one "
-                            f"{len(p_blocks) - 3}: the two configs differ")
+                            f"{len(p_blocks) - 3}: the two configs differ [PC905]")
     if int(ids.max()) >= _get(t_model, PATHS["torch"][0]).num_embeddings or ids.min() < 0:
-        raise PipelineError(f"inputs: token ids must lie in [0, {_get(t_model, PATHS['torch'][0]).num_embeddings})")
+        raise PipelineError(f"inputs: token ids must lie in [0, {_get(t_model, PATHS['torch'][0]).num_embeddings}) "
+                            "[PC906]")
     report = StreamReport(upcast={s: "/".join(sh.dtypes) for s, sh in shards.items() if sh.dtypes != ["float32"]})
     own = record_dir is None and ids.size * t_model.config.hidden_size * 4 > SPILL_BYTES
     folder = Path(tempfile.mkdtemp(prefix="portcheck-stream-")) if own else record_dir
@@ -536,7 +542,7 @@ def add_parser(sub):
 def tokens_flag(text: str, vocab: int) -> np.ndarray:
     batch, sep, length = text.lower().partition("x")
     if not (sep and batch.isdigit() and length.isdigit() and int(batch) > 0 and int(length) > 0):
-        raise PipelineError(f"--tokens {text!r}: give batch x length, e.g. 2x16")
+        raise PipelineError(f"--tokens {text!r}: give batch x length, e.g. 2x16 [PC907]")
     return np.random.RandomState(0).randint(0, vocab, (int(batch), int(length))).astype(np.int64)
 
 
@@ -547,7 +553,7 @@ def main(args) -> int:
     else:
         embed = Shards(args.torch, "torch").tensors.get(PATHS["torch"][0] + ".weight")
         if embed is None:
-            raise PipelineError(f"{args.torch} holds no {PATHS['torch'][0]}.weight: give the ids with --ids")
+            raise PipelineError(f"{args.torch} holds no {PATHS['torch'][0]}.weight: give the ids with --ids [PC913]")
         vocab = embed[2][0]
         ids = tokens_flag(args.tokens, vocab)
     report = compare(args.torch, args.paddle, ids, device=args.device, progress=print)
@@ -560,5 +566,5 @@ def main(args) -> int:
     first = report.first_diverging
     print(f"{len(report.blocks)} blocks: " + ("green, cumulative and isolated" if report.passed else
           f"RED: first diverging {first} (block {report.block_of(first)}); on torch's input: {report.first_isolated}"
-          + (f"; {report.stopped}" if report.stopped else "")))
+          + (f"; {report.stopped}" if report.stopped else "") + " [PC921]"))
     return 0 if report.passed else 1

@@ -132,7 +132,7 @@ def kind_of(pair: str, kind: str = None) -> str:
     if kind is None:
         return GUIDE[pair].kind if pair in GUIDE else "computed"
     if kind not in KINDS:
-        raise PipelineError(f"kind={kind!r}: a pair is one of {', '.join(KINDS)}")
+        raise PipelineError(f"kind={kind!r}: a pair is one of {', '.join(KINDS)} [PC133]")
     return kind
 
 
@@ -222,7 +222,7 @@ def from_flags(tol: Tol, what: str, loosened: list, atol=None, rtol=None, atol_f
         if value is None:
             continue
         if not (isinstance(value, (int, float)) and math.isfinite(value) and value >= 0):
-            raise PipelineError(f"{flag} must be a finite number >= 0, got {value}")
+            raise PipelineError(f"{flag} must be a finite number >= 0, got {value} [PC134]")
         new = new._replace(**{field: float(value)}, **({"mean": float(value)} if mean_too and field == "atol" else {}))
         if value > getattr(tol, field):
             loosened.append(f"{flag} {value:g} loosens {what}'s {field} (measured: {getattr(tol, field):g})")

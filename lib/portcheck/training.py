@@ -219,7 +219,7 @@ def batch_fingerprint(batch) -> int:
 def _number(value, what: str) -> float:
     array = to_numpy(value, what)
     if array.size != 1:
-        raise PipelineError(f"{what}: {array.size} values; pass one number")
+        raise PipelineError(f"{what}: {array.size} values; pass one number [PC700]")
     return float(array.reshape(()))
 
 
@@ -242,7 +242,7 @@ class TrainingLog:
             if names and all(not g for g in np.nan_to_num(grads)):  # None (NaN here) or zero everywhere
                 raise PipelineError(f"log.step(model=) at step {n}: no trainable weight has a gradient (each is None "
                                     "or zero): call it after backward() and before the gradients are cleared "
-                                    "(zero_grad / clear_grad), since it logs each gradient's norm")
+                                    "(zero_grad / clear_grad), since it logs each gradient's norm [PC711]")
             total = 0.0
             for square in squares:  # weight_norm's sum, in its order
                 total += square
@@ -256,7 +256,7 @@ class TrainingLog:
         optional = set(self.curves) - {"loss", "lr"}
         if n and set(extra) != optional:
             raise PipelineError(f"log.step at step {n}: model= and batch= must be given at every step or never "
-                                f"(step 0 logged {', '.join(sorted(optional)) or 'neither'})")
+                                f"(step 0 logged {', '.join(sorted(optional)) or 'neither'}) [PC701]")
         self.curves["loss"].append(_number(loss, "log.step(loss=)"))
         self.curves["lr"].append(_number(lr, "log.step(lr=)"))
         for k, v in extra.items():
@@ -271,10 +271,10 @@ class TrainingLog:
         values = {str(k): _number(v, f"log.evaluate({k}=)") for k, v in values.items()}
         if self.eval_steps and set(values) != set(self.evals):
             raise PipelineError(f"log.evaluate: metrics {sorted(values)} differ from the first evaluation's "
-                                f"{sorted(self.evals)}; log the same names every time")
+                                f"{sorted(self.evals)}; log the same names every time [PC702]")
         if self.eval_steps and (model is not None) != (EVAL_MODES[0] in self.eval_modes):
             raise PipelineError(f"log.evaluate at evaluation {len(self.eval_steps)}: model= must be given at every "
-                                "evaluation or never")
+                                "evaluation or never [PC703]")
         if model is not None:
             for key, value in zip(EVAL_MODES, modes(model)):
                 self.eval_modes.setdefault(key, []).append(value)
@@ -294,16 +294,16 @@ class TrainingLog:
 
     def final(self) -> dict:
         if not self.eval_steps:
-            raise PipelineError("log.evaluate was never called: evaluate at least once, after the last step")
+            raise PipelineError("log.evaluate was never called: evaluate at least once, after the last step [PC704]")
         return {k: np.asarray(v[-1], dtype=np.float64) for k, v in self.evals.items()}
 
     def save(self, folder, framework: str, depends: dict, script: str) -> Path:
         """train_align_<framework>.npy (the last evaluation) and train_log_<framework>.npy (the curves) in
         folder, each with its run record (depends: run_depends)."""
         if framework not in ("torch", "paddle"):
-            raise PipelineError(f"framework={framework!r}: give 'torch' or 'paddle'")
+            raise PipelineError(f"framework={framework!r}: give 'torch' or 'paddle' [PC705]")
         if not self.curves["loss"]:
-            raise PipelineError("log.step was never called: log every optimizer step")
+            raise PipelineError("log.step was never called: log every optimizer step [PC706]")
         final = self.final()
         folder = Path(folder)
         log = folder / f"{LOG}_{framework}.npy"
@@ -493,7 +493,7 @@ def own_runs(torch_log: dict, own) -> dict:
         if failed:
             raise PipelineError(f"own[{i}], torch's own run, is not the same training as this one ({failed[0].name}: "
                                 f"{failed[0].detail}); give torch's run of this training with only its kernels or "
-                                "masks changed")
+                                "masks changed [PC707]")
         for n in names:
             out[n][i] = float(log[n][-1]) if n in log else np.nan
         if "weight_norm" in log:
@@ -622,7 +622,7 @@ def judge_training(torch_log: dict, paddle_log: dict, threshold: float = None, r
         missing = [k for k in ("loss", "lr", "eval_step") if k not in log]
         if missing:
             raise PipelineError(f"the {side} training log holds no {', '.join(missing)}: write it with "
-                                "portcheck.training.TrainingLog")
+                                "portcheck.training.TrainingLog [PC708]")
 
     names = sorted(k for k in t if k.startswith(METRIC))
     same_metrics = bool(names) and names == sorted(k for k in p if k.startswith(METRIC))
@@ -823,13 +823,14 @@ def logs(folder, pair_records=(None, None)) -> tuple:
     records = [record.load(path) for path in paths]
     for side, path, rec, pair_rec in zip(("torch", "paddle"), paths, records, pair_records):
         if rec is None:
-            raise PipelineError(f"{path.name} has no run record: write it with portcheck.training.TrainingLog.save")
+            raise PipelineError(f"{path.name} has no run record: write it with portcheck.training.TrainingLog.save "
+                                "[PC709]")
         problem = record.bound(side, path, rec)
         pair_rec = record.load(path, pair_rec) if pair_rec is not None else None
         if not problem and pair_rec is not None and record.differences(rec, pair_rec):
             problem = f"its run record differs from the {side} {PAIR} record's: not that training's curves"
         if problem:
-            raise PipelineError(f"{path.name}: {problem}; re-run both sides")
+            raise PipelineError(f"{path.name}: {problem}; re-run both sides [PC710]")
     return loaded[0], loaded[1], records
 
 

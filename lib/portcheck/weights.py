@@ -32,7 +32,7 @@ def strict_check(expected: dict, given: dict, what: str):
     problems = [f"{label}: {named(keys)}"
                 for label, keys in (("missing", missing), ("unexpected", unexpected), ("shape mismatch", shapes)) if keys]
     if problems:
-        raise PipelineError(f"{what} does not fit the model; " + "; ".join(problems))
+        raise PipelineError(f"{what} does not fit the model; " + "; ".join(problems) + " [PC230]")
 
 
 def strict_state(expected: dict, given: dict, what: str):
@@ -41,7 +41,7 @@ def strict_state(expected: dict, given: dict, what: str):
     strict_check({k: s for k, (s, _) in expected.items()}, {k: s for k, (s, _) in given.items()}, what)
     dtypes = sorted(f"{k} {given[k][1]} != {expected[k][1]}" for k in expected if given[k][1] != expected[k][1])
     if dtypes:
-        raise PipelineError(f"{what} does not fit the model; dtype mismatch: {named(dtypes)}")
+        raise PipelineError(f"{what} does not fit the model; dtype mismatch: {named(dtypes)} [PC213]")
 
 
 def torch_reason(e: Exception) -> str:
@@ -64,7 +64,8 @@ def _torch_load(path, how: str, fix: str):
     try:
         return path, torch.load(path, map_location="cpu", weights_only=True)
     except Exception as e:
-        raise PipelineError(f"{path} is not a torch file this project wrote ({torch_reason(e)}); {fix}") from None
+        raise PipelineError(f"{path} is not a torch file this project wrote ({torch_reason(e)}); {fix} "
+                            "[PC216]") from None
 
 
 def load_torch_tensors(path, how: str) -> dict:
@@ -72,7 +73,7 @@ def load_torch_tensors(path, how: str) -> dict:
     import torch
     path, state = _torch_load(path, how, remedy(how, "again"))
     if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
-        raise PipelineError(f"{path} is not a dict of tensors; {remedy(how, 'again')}")
+        raise PipelineError(f"{path} is not a dict of tensors; {remedy(how, 'again')} [PC214]")
     return state
 
 
@@ -83,7 +84,7 @@ def check_arrays(arrays: dict, path, how: str):
         problem = f"is {dtype}, not float32" if dtype != "float32" else \
             "holds NaN or Inf" if not np.isfinite(np.asarray(value)).all() else None
         if problem:
-            raise PipelineError(f"{path}: {name} {problem}; {remedy(how, 'again')}")
+            raise PipelineError(f"{path}: {name} {problem}; {remedy(how, 'again')} [PC217]")
 
 
 def load_paddle_arrays(path, how: str) -> dict:
@@ -91,10 +92,10 @@ def load_paddle_arrays(path, how: str) -> dict:
     unpickler (plain containers and numeric arrays only; paddle.load would run any pickled code)."""
     state = paddle_arrays(load_pickled_arrays(path, how))
     if not isinstance(state, dict):
-        raise PipelineError(f"{path} is not a dict of arrays; {remedy(how, 'again')}")
+        raise PipelineError(f"{path} is not a dict of arrays; {remedy(how, 'again')} [PC215]")
     state.pop("StructuredToParameterName@@", None)  # paddle.save's name table: not a parameter
     if not all(isinstance(v, np.ndarray) for v in state.values()):
-        raise PipelineError(f"{path} is not a dict of arrays; {remedy(how, 'again')}")
+        raise PipelineError(f"{path} is not a dict of arrays; {remedy(how, 'again')} [PC215]")
     return state
 
 
