@@ -435,3 +435,45 @@ def test_convert_keeps_a_paddle_layer_its_run_never_calls_and_says_so():
         "Paddle's pooler.weight, pooler.bias: no torch tensor; unused by its forward on inputs: kept"), state.said
     assert np.array_equal(p.pooler.weight.numpy(), before)
     assert np.array_equal(p.fc.weight.numpy(), t.fc.weight.detach().numpy().T)
+
+
+def test_each_sides_schedule_is_stepped_ahead_on_a_copy_as_it_would_step():
+    """A cosine stepped per epoch shows none of its T_max over the run's steps: a copy of each side's schedule is
+    stepped on (recorder.AHEAD), its lrs the real schedule's, the script's own schedule and parameters untouched."""
+    import paddle
+    import torch
+    from portcheck.hooks_paddle import PaddleSide
+    from portcheck.hooks_torch import TorchSide
+    w = torch.nn.Parameter(torch.ones(2))
+    opt = torch.optim.SGD([w], lr=0.1)
+    warm = torch.optim.lr_scheduler.LinearLR(opt, 0.5, 1.0, total_iters=2)
+    cosine = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=4)
+    sched = torch.optim.lr_scheduler.SequentialLR(opt, [warm, cosine], milestones=[2])
+    ahead = TorchSide(False).lr_ahead(opt, [warm, cosine, sched], 5)
+    assert opt.param_groups[0]["lr"] == 0.05 and sched.last_epoch == 0 and opt.param_groups[0]["params"][0] is w
+    real = []
+    for _ in range(5):
+        opt.step(), sched.step()
+        real.append(opt.param_groups[0]["lr"])
+    assert ahead == real
+    pd_sched = paddle.optimizer.lr.CosineAnnealingDecay(0.1, T_max=4)
+    pd_opt = paddle.optimizer.SGD(pd_sched, parameters=[paddle.create_parameter([2], "float32")])
+    pd_ahead = PaddleSide().lr_ahead(pd_opt, [], 3)
+    assert pd_sched.last_epoch == 0 and pd_ahead == [float(pd_sched.step() or pd_sched()) for _ in range(3)]
+    plateau = torch.optim.lr_scheduler.ReduceLROnPlateau(torch.optim.SGD([w], lr=0.1))
+    assert TorchSide(False).lr_ahead(plateau.optimizer, [plateau], 3) == "stepped on a metric"
+
+
+def test_schedules_that_part_past_the_run_are_one_line_naming_the_step():
+    same = [0.1, 0.075, 0.05]
+    assert runconfig.ahead([same], [list(same)]) == []
+    assert runconfig.ahead([same], [[0.1, 0.08, 0.05]]) == [
+        "scheduler: lr 2 scheduler step(s) past the run torch 0.075 vs paddle 0.08 (a copy of each side's schedule "
+        "stepped on: its settings differ)"]
+    assert runconfig.ahead(["stepped on a metric"], ["stepped on a metric"]) == []
+    assert runconfig.ahead(["stepped on a metric"], [same]) == [
+        "scheduler: schedule torch stepped on a metric vs paddle stepped on its own"]
+    # the run's own lrs differing is one line already: not said twice
+    config = {"ahead": [same]}
+    lines = runconfig.differences(config, {"ahead": [[0.2] * 3]}, {}, {}, ([0.1], [0.2]))
+    assert [line for line in lines if "scheduler" in line] == ["scheduler: lr over the 1 steps torch [0.1] vs paddle [0.2]"]

@@ -95,6 +95,8 @@ PLANTS = [
       "the runs part at act")),
     ("a warmup one step longer", '"--warmup", type=int, default=5', '"--warmup", type=int, default=6',
      "scheduler: lr over the 3 steps"),
+    ("a cosine one step longer, past the run's steps", "max(1, steps - args.warmup)",
+     "max(1, steps + 1 - args.warmup)", "scheduler: lr 4 scheduler step(s) past the run"),
     ("weight decay on every parameter", "apply_decay_param_fun=lambda name: name in decay",
      "apply_decay_param_fun=None", "optimizer: weight decay of fc1.bias torch 0 (decoupled) vs paddle 0.01"),
     ("AdamW's epsilon", "epsilon=1e-8", "epsilon=1e-6", "optimizer: eps torch 1e-08 vs paddle 1e-06"),

@@ -306,6 +306,20 @@ class PaddleSide(SharedSide):
     def lr(self, optimizer) -> float:
         return float(optimizer.get_lr())
 
+    def lr_ahead(self, optimizer, schedulers, steps: int):
+        """TorchSide.lr_ahead's: a Paddle optimizer holds its schedule, which holds no parameter: copied whole."""
+        import copy
+        schedule = optimizer._learning_rate
+        if not isinstance(schedule, self.paddle.optimizer.lr.LRScheduler):
+            return [float(schedule)] * steps
+        if isinstance(schedule, self.paddle.optimizer.lr.ReduceOnPlateau):
+            return "stepped on a metric"
+        schedule, out = copy.deepcopy(schedule), []
+        for _ in range(steps):
+            schedule.step()
+            out.append(float(schedule()))
+        return out
+
     def named_modules(self, model):
         return model.named_sublayers(include_self=True)
 

@@ -133,6 +133,30 @@ class TorchSide(SharedSide):
     def lr(self, optimizer) -> float:
         return float(optimizer.param_groups[0]["lr"])
 
+    def lr_ahead(self, optimizer, schedulers, steps: int):
+        """[the lr after each of `steps` more steps of the optimizer's schedule], stepped on a copy whose optimizer
+        holds the groups' settings and no parameter; a line where it cannot be (a schedule stepped on a metric)."""
+        import copy
+        import types
+        import warnings
+        inner = {id(s) for outer in schedulers for s in getattr(outer, "_schedulers", ())}  # SequentialLR's parts
+        mine = [s for s in schedulers if s.optimizer is optimizer and id(s) not in inner]
+        if any(isinstance(s, self.torch.optim.lr_scheduler.ReduceLROnPlateau) for s in mine):
+            return "stepped on a metric"
+        stepped = lambda: None  # noqa: E731  the scheduler's own check that the optimizer stepped first
+        stepped._wrapped_by_lr_sched = True
+        stand_in = types.SimpleNamespace(param_groups=[{**g, "params": []} for g in optimizer.param_groups],
+                                         step=stepped, _opt_called=True)
+        copies = copy.deepcopy(mine, {id(optimizer): stand_in})
+        out = []
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            for _ in range(steps):
+                for s in copies:
+                    s.step()
+                out.append(float(stand_in.param_groups[0]["lr"]))
+        return out
+
     def named_modules(self, model):
         return model.named_modules()
 

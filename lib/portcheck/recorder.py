@@ -73,6 +73,7 @@ STARTED = "started"          # in SETTINGS once installed: a process the script 
 BATCH = "input/batch_"       # + c/<argument>: the batch the root's call c was given (c counted over the steps)
 TARGET = "target/batch_"     # + j: the target of loss call j
 ORDER = "order/"             # + n: the indices the torch side's n-th framework sampler iteration drew, in order
+AHEAD = 1000                 # scheduler steps a copy of each side's lr schedule takes past the run (runconfig.ahead)
 
 
 class Refused(Exception):
@@ -153,6 +154,7 @@ class Run:
         self.config["losses"] = []  # each loss call of the first step, in order (loss_site; "loss": the first)
         self.given = None  # the torch side's record (paddle, torch64): its batches, targets, weights
         self.kept = {}  # the modules the script keeps beside the model (keep)
+        self.schedulers = []  # torch's lr schedulers as built (a Paddle optimizer holds its own): Run.scheduler
         self.crossed = []  # the taking side's: the values whose side of 0 it takes Paddle's (backward.Crossing)
         self.plain = self.side == "plain"  # tools/bench_run.py: the script's own first N steps, nothing recorded
         self.pid = os.getpid()  # the script's own process: a child forked from it (a DataLoader worker) writes nothing
@@ -561,6 +563,7 @@ class Run:
         """A torch lr scheduler built: one that cycles its optimizer's momentum is named in the configuration under
         the key record_backward gives it (backward.CYCLES_MOMENTUM), whose one line runconfig says."""
         from portcheck.backward import CYCLES_MOMENTUM
+        self.schedulers.append(sched)
         if getattr(sched, "cycle_momentum", False):
             self.config[CYCLES_MOMENTUM + type(sched).__name__] = True
 
@@ -578,6 +581,9 @@ class Run:
         """N steps taken: the record written, the script stopped."""
         self.done = True
         self.record.update(self.fw.norms())
+        # over N steps a schedule stepped per epoch, or slowly, shows none of its settings (a cosine's T_max): a copy
+        # of each optimizer's schedule is stepped on, its lrs compared as configuration (runconfig.ahead)
+        self.config["ahead"] = [self.fw.lr_ahead(o, self.schedulers, AHEAD) for o in self.optimizers]
         self.write()
         flushed()
         self.fw.end_workers()

@@ -140,8 +140,35 @@ def differences(torch_config: dict, paddle_config: dict, modules: dict, renamed:
     if lrs is not None and not _same(list(lrs[0]), list(lrs[1])):
         out.append(f"scheduler: lr over the {len(lrs[0])} steps torch {[float(f'{x:.6g}') for x in lrs[0]]} vs "
                    f"paddle {[float(f'{x:.6g}') for x in lrs[1]]}")
+    else:  # the run's lrs agree: where the schedules part is past them
+        out += ahead(torch_config.get("ahead"), paddle_config.get("ahead"))
     # the torch recorder names such a scheduler under record_backward's key (recorder.Run.scheduler): its one line
     out += [f"scheduler: {line}" for line in _cycled(torch_config)]
+    return out
+
+
+def ahead(torch_lrs, paddle_lrs) -> list:
+    """[a line per optimizer whose schedules part past the run]: each side's copy stepped on (recorder.AHEAD steps,
+    the lr after each), compared as the run's lrs are; a schedule stepped on a metric is said only against one that
+    is not."""
+    out = []
+    for i, (t, p) in enumerate(zip(torch_lrs or (), paddle_lrs or ())):
+        which = f"optimizer {i + 1}'s " if len(torch_lrs) > 1 else ""
+        if isinstance(t, str) or isinstance(p, str):
+            if t != p:
+                said = [x if isinstance(x, str) else "stepped on its own" for x in (t, p)]
+                out.append(f"scheduler: {which}schedule torch {said[0]} vs paddle {said[1]}")
+            continue
+        k = next((k for k, (a, b) in enumerate(zip(t, p)) if not _same(a, b)), None)
+        if k is None and len(t) != len(p):
+            out.append(f"scheduler: {which}schedule stepped {len(t)} steps past the run on torch's side vs "
+                       f"{len(p)} on paddle's")
+        elif k is not None:
+            a, b = f"{float(t[k]):.6g}", f"{float(p[k]):.6g}"
+            if a == b:  # apart by more than rounding, alike in six digits
+                a, b = repr(float(t[k])), repr(float(p[k]))
+            out.append(f"scheduler: {which}lr {k + 1} scheduler step(s) past the run torch {a} vs paddle {b} (a "
+                       "copy of each side's schedule stepped on: its settings differ)")
     return out
 
 
