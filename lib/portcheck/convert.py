@@ -214,7 +214,7 @@ class Joined:
         if out is None:
             heads = f" of {self.spec.heads} heads" if self.spec.heads else ""
             raise PipelineError(f"Fused{self.spec.parts}: its parts' tensors {[list(a.shape) for a in arrays]} do not "
-                                f"make one tensor of {len(arrays)} parts{heads}")
+                                f"make one tensor of {len(arrays)} parts{heads} [PC318]")
         return out
 
     transposed = False
