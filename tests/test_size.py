@@ -436,3 +436,24 @@ def test_a_guide_bound_below_torchs_own_error_is_said(torch_own, says):
     assert row.why.startswith("mean diff 1.483e-02 > the guide's bound 0.01")
     assert ("no port can meet it on this input" in row.why) == says
     assert "allowed" not in row.why.split(";")[0]
+
+
+@pytest.mark.parametrize("planted", [None, "pairing reads every value of the record for each call"])
+def test_pairing_a_spilled_record_maps_each_value_it_reads_once_per_call(tmp_path, monkeypatch, planted):
+    """compare_forward(record_dir=)'s pairing maps from disk only the outputs of the calls it compares: a pass over
+    record.items() per call mapped every file of the record (22k maps at hidden 256, a fifth of the comparison)."""
+    from portcheck import pairing
+    if planted:
+        monkeypatch.setattr(pairing, "_outputs", lambda record, call: [
+            v for k, v in record.items() if k.startswith("out/") and pairing.split_key(k)[1] == call])
+    pt, pd = llama_pair()
+    convert(pt, pd, layouts=HEAD)
+    reads, pair = [], pairing.pair
+    read = Spill.__getitem__
+    monkeypatch.setattr(Spill, "__getitem__", lambda self, key: reads.append(key) or read(self, key))
+    monkeypatch.setattr(pairing, "pair", lambda *a, **k: (reads.append("pair"), pair(*a, **k), reads.append("/pair"))[1])
+    assert compare_forward(pt, pd, IDS, record_dir=tmp_path / "records").passed
+    during = [k for k in reads[reads.index("pair") + 1:reads.index("/pair")] if k.startswith("out/")]
+    outputs = sum(k.startswith("out/") for k in Spill.open(tmp_path / "records" / "torch")) + \
+        sum(k.startswith("out/") for k in Spill.open(tmp_path / "records" / "paddle"))
+    assert (len(during) <= outputs) != bool(planted), (len(during), outputs)

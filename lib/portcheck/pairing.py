@@ -661,7 +661,8 @@ def _by_value(ties, ts, ps, torch_record, paddle_record) -> dict:
 
 
 def _outputs(record: dict, call: str) -> list:
-    return [v for k, v in record.items() if k.startswith("out/") and split_key(k)[1] == call]
+    # by key, then the call's values only: a spill.Spill maps each value it hands out from its file
+    return [record[k] for k in record if k.startswith("out/") and split_key(k)[1] == call]
 
 
 def _same(a: list, b: list) -> bool:
