@@ -104,6 +104,9 @@ PLANTS = [
      "data RED: the batches or targets the Paddle script feeds differ: input/batch 0, key args/0"),
     ("gradient clipping left out", "grad_clip=nn.ClipGradByGlobalNorm(0.5))", ")",
      "gradient clipping: torch global_norm 0.5 vs paddle none"),
+    ("a layer left out of the clipping norm", "self.head = nn.Linear(hidden, classes)",
+     "self.head = nn.Linear(hidden, classes, weight_attr=paddle.ParamAttr(need_clip=False))",
+     "gradient clipping: the parameters in the norm differ: head.weight clipped on torch's side only"),
 ]
 
 # the plants whose hand-in alone must be red, at the digest that moves: an optimizer's update, BatchNorm's running means

@@ -328,7 +328,9 @@ class PaddleSide(SharedSide):
             from portcheck.recorder import RUN
             kind = {"ClipGradByGlobalNorm": "global_norm", "ClipGradByNorm": "norm (each parameter)",
                     "ClipGradByValue": "value"}.get(type(clip).__name__, type(clip).__name__)
-            RUN.clip(kind, getattr(clip, "clip_norm", getattr(clip, "max", float("nan"))))
+            RUN.clip(kind, getattr(clip, "clip_norm", getattr(clip, "max", float("nan"))),
+                     [key for key, p in model.named_parameters()  # Paddle's clip skips need_clip=False
+                      if id(p) in held and not p.stop_gradient and getattr(p, "need_clip", True)])
         return out
 
     def trainer_config(self, trainer) -> dict:

@@ -561,9 +561,13 @@ class Run:
         if getattr(sched, "cycle_momentum", False):
             self.config[CYCLES_MOMENTUM + type(sched).__name__] = True
 
-    def clip(self, kind, bound):
+    def clip(self, kind, bound, scope=None):
+        """The first clipping of the steps; scope: the names of the root's trainable parameters it clips (torch's
+        clip_grad_norm_'s given, Paddle's optimizer's held but need_clip=False), runconfig.clip_scope's."""
         if self.config["clip"] is None and self.root is not None:
             self.config["clip"] = {"kind": kind, "bound": float(bound)}
+            if scope is not None:
+                self.config["clip_scope"] = list(scope)
 
     # ------------------------------------------------------------------ the end
     def refuse(self, why: str) -> Refused:
