@@ -104,9 +104,6 @@ PLANTS = [
      "data RED: the batches or targets the Paddle script feeds differ: input/batch 0, key args/0"),
     ("gradient clipping left out", "grad_clip=nn.ClipGradByGlobalNorm(0.5))", ")",
      "gradient clipping: torch global_norm 0.5 vs paddle none"),
-    ("a layer left out of the clipping norm", "self.head = nn.Linear(hidden, classes)",
-     "self.head = nn.Linear(hidden, classes, weight_attr=paddle.ParamAttr(need_clip=False))",
-     "gradient clipping: the parameters in the norm differ: head.weight clipped on torch's side only"),
 ]
 
 # the plants whose hand-in alone must be red, at the digest that moves: an optimizer's update, BatchNorm's running means
@@ -136,6 +133,19 @@ def test_a_planted_bug_is_red_and_named(torch_done, tmp_path, what, line, plante
         check = subprocess.run([sys.executable, "-m", "portcheck", "check", str(folder), "--only", "bp_align"],
                                capture_output=True, text=True)
         assert check.returncode == 1 and "bp_align: RED" in check.stdout and f"{digest}_" in check.stdout, check.stdout
+
+
+def test_a_layer_out_of_the_clipping_norm_and_a_batchnorm_frozen_are_each_named(torch_done, tmp_path):
+    """The parameters in the clipping's norm (torch's clip_grad_norm_ is given them, Paddle's grad_clip takes its
+    optimizer's but need_clip=False) and a BatchNorm trained on its running statistics (.eval() on the layer, under a
+    model in train mode): each one configuration line; both planted in one Paddle run."""
+    code, said = paddle_planted(torch_done, tmp_path, SCRIPTS / "pd_train.py", [
+        ("self.head = nn.Linear(hidden, classes)",
+         "self.head = nn.Linear(hidden, classes, weight_attr=paddle.ParamAttr(need_clip=False))"),
+        ("model.train()", "model.train()\n        model.bn1.eval()")])
+    assert code == 1 and "RED: 2 configuration difference(s)" in said, said
+    assert "DIFFERS gradient clipping: the parameters in the norm differ: head.weight clipped on torch's side only" \
+        in said and "DIFFERS bn1 (BatchNorm1d): frozen torch False vs paddle True (frozen: " in said, said
 
 
 # a process the Paddle script starts outside its process group (its own session) outlives it, waits until its side is

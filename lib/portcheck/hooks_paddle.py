@@ -276,7 +276,9 @@ class PaddleSide(SharedSide):
         from paddle.nn.layer.norm import _BatchNormBase
         return module_settings(model.named_sublayers(include_self=True), [
             ((_BatchNormBase, nn.BatchNorm), lambda m: {"momentum": round(1 - float(m._momentum), 10),
-                                                        "eps": float(m._epsilon)}),
+                                                        "eps": float(m._epsilon), "frozen": bool(
+                                                            not m.training if getattr(m, "_use_global_stats", None)
+                                                            is None else m._use_global_stats)}),
             ((nn.Dropout, nn.Dropout2D, nn.Dropout3D), lambda m: {"p": float(m.p)}),
             (nn.GELU, lambda m: {"approximate": "tanh" if m._approximate in (True, "tanh") else "none"}),
             (nn.LayerNorm, lambda m: {"eps": float(m._epsilon), "bias": m.bias is not None}),

@@ -156,7 +156,8 @@ class TorchSide(SharedSide):
     def module_config(self, model) -> dict:
         nn = self.torch.nn
         return module_settings(model.named_modules(), [
-            (nn.modules.batchnorm._BatchNorm, lambda m: {"momentum": m.momentum, "eps": m.eps}),
+            (nn.modules.batchnorm._BatchNorm, lambda m: {"momentum": m.momentum, "eps": m.eps,  # runconfig.FROZEN
+                                                         "frozen": not (m.training or m.running_mean is None)}),
             (nn.modules.dropout._DropoutNd, lambda m: {"p": m.p}),
             (nn.GELU, lambda m: {"approximate": m.approximate}),
             (nn.LayerNorm, lambda m: {"eps": m.eps, "bias": m.bias is not None}),

@@ -475,7 +475,8 @@ class Run:
         if self.root is None and self.evaluated is not None and not self.plain:
             raise self.refuse(f"it trains its model ({type(self.evaluated).__name__}) in eval mode (model.eval(); "
                               "from_pretrained returns a model so): portcheck takes a call in eval mode for an "
-                              "evaluation, not a training batch; call model.train() before the training loop")
+                              "evaluation, not a training batch; call model.train() before the training loop "
+                              "(BatchNorm kept frozen: .eval() on its layers after it, which the check compares)")
         if self.root is not None and not self.done:
             self.loss = _numpy(tensor).reshape(-1)
             self.backwards += 1

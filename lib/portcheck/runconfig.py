@@ -13,7 +13,9 @@ from pathlib import Path
 from portcheck.backward import BY_DESIGN, RMSPROP, _counterpart, _cycled
 from portcheck.pairing import ROOT
 
-CONVENTION = {"momentum": " (Paddle's BatchNorm momentum m is torch's 1 - m: torch's 0.1 is Paddle's 0.9)"}
+CONVENTION = {"momentum": " (Paddle's BatchNorm momentum m is torch's 1 - m: torch's 0.1 is Paddle's 0.9)",
+              "frozen": " (frozen: it normalizes with its running statistics as the model trains, as .eval() on the "
+                        "layer or Paddle's use_global_stats=True make it)"}
 # the settings whose whole effect the recorded steps show (run.measured): judged by the numbers, not as a difference
 MEASURED = ("padding_idx",)
 LOSS_CONVENTION = {"scale": " (torch's huber_loss(delta) is delta x smooth_l1_loss(beta=delta); Paddle's "
@@ -209,10 +211,9 @@ def measured_line(setting, said: dict) -> tuple:
 def _measurement(setting, said) -> dict:
     """The measurement of setting as hand_in wrote it (run.measurement), else ValueError: read from a file."""
     number = lambda v: isinstance(v, (int, float)) and not isinstance(v, bool)
-    if not isinstance(said, dict) or said.get("module") != setting[0] or not (said.get("gap") is None or number(said["gap"]) and
-                                          isinstance(said.get("passed"), bool) and
-                                          isinstance(said.get("largest"), list) and len(said["largest"]) == 2
-                                          and all(map(number, said["largest"]))):
+    measured = lambda: number(said["gap"]) and isinstance(said.get("passed"), bool) and \
+        isinstance(said.get("largest"), list) and len(said["largest"]) == 2 and all(map(number, said["largest"]))
+    if not isinstance(said, dict) or said.get("module") != setting[0] or not (said.get("gap") is None or measured()):
         raise ValueError(f"the measurement of {setting[0] or ROOT}'s {setting[3]} is not one run writes")
     return said
 
@@ -267,15 +268,16 @@ def clip_scope(torch_config: dict, paddle_config: dict, modules: dict, renamed: 
     if not isinstance(ts, list) or not isinstance(ps, list):
         return None
     ts, ps = set(ts), set(ps)
-    paired = {k: _counterpart(f"w/{k}", modules, renamed).partition("/")[2] for k in t_held}
-    only = {side: [k for k, pk in paired.items() if pk in p_held and ((k in ts) != (pk in ps)) and
-                   (k in ts) == (side == "torch")] for side in ("torch", "paddle")}
+    both = [(k, pk) for k in t_held if (pk := _counterpart(f"w/{k}", modules, renamed).partition("/")[2]) in p_held]
+    only = {"torch": [k for k, pk in both if k in ts and pk not in ps],
+            "paddle": [pk for k, pk in both if pk in ps and k not in ts]}
     if not any(only.values()):
         return None
     said = lambda names: ", ".join(names[:3]) + (f" (and {len(names) - 3} more)" if len(names) > 3 else "")
-    return "gradient clipping: the parameters in the norm differ: " + "; ".join(
-        f"{said(names)} clipped on {side}'s side only" for side, names in only.items() if names) + \
-        " (torch's clip_grad_norm_ is given the parameters, Paddle's grad_clip takes its optimizer's but need_clip=False)"
+    return ("gradient clipping: the parameters in the norm differ: " +
+            "; ".join(f"{said(names)} clipped on {side}'s side only" for side, names in only.items() if names) +
+            " (torch's clip_grad_norm_ is given the parameters, Paddle's grad_clip takes its optimizer's but "
+            "need_clip=False)")
 
 
 def accumulation(torch_config: dict, paddle_config: dict):
