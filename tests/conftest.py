@@ -241,9 +241,11 @@ def _check_agrees_with_run(request):
 
     def judge(out, *args, **kwargs):
         started, printed = time.time_ns(), io.StringIO()
-        with contextlib.redirect_stdout(printed):
-            code = judged(out, *args, **kwargs)
-        print(printed.getvalue(), end="")
+        try:
+            with contextlib.redirect_stdout(printed):
+                code = judged(out, *args, **kwargs)
+        finally:  # where the test reads it, a refusal's too
+            print(printed.getvalue(), end="")
         handed = Path(out) / "log_reprod" / "diagnostics" / f"{runconfig.CONFIG}_torch.json"
         if handed.is_file() and handed.stat().st_mtime_ns >= started:  # a run red before its hand-in writes none
             agrees(code, printed.getvalue(), Path(out) / "log_reprod")
