@@ -388,6 +388,49 @@ def test_padding_idx_follows_the_numbers_and_stays_red_where_they_cannot_show_it
     assert not ok and "not measured here: no pad token [0] in the first batch" in line, line
 
 
+def test_a_measured_difference_is_said_by_check_from_what_run_handed_in(tmp_path):
+    """The hand-in carries what the steps showed of a measured difference (run.measurement): check says run's line
+    from it, red where it was red; a measurement missing, of another module or not run's shape is red, never green."""
+    loss = {"function": "cross_entropy"}
+    configs = {"torch": {"modules": {"emb": {"type": "Embedding", "padding_idx": 0}}, "loss": loss},
+               "paddle": {"modules": {"emb": {"type": "Embedding", "padding_idx": None}}, "loss": loss}}
+    setting = ("emb", "Embedding", "emb", "padding_idx", 0, None)
+
+    def handed(*measured):
+        runconfig.hand_in(tmp_path, configs, {"emb": "emb"}, {}, ([0.1], [0.1]), {"torch": {}, "paddle": {}},
+                          "test", measured=measured)
+        return runconfig.from_folder(tmp_path)
+    green = {"module": "emb", "gap": 1e-31, "largest": [0.0, 1e-31], "passed": True}
+    line, ok = runconfig.measured_line(setting, green)
+    assert ok and handed(green) == ([], "", [("DIFFERS", line)])
+    red = {**green, "passed": False}
+    assert handed(red) == ([runconfig.measured_line(setting, red)[0]], "", []) and "red on these batches" in \
+        handed(red)[0][0]
+    unseen = {"module": "emb", "gap": None}
+    assert handed(unseen)[0] == [runconfig.measured_line(setting, unseen)[0]]
+    for hostile in [(), ({**green, "module": "other"},), ({**green, "largest": "0"},), ({**green, "passed": 1},),
+                    (green, green)]:
+        lines, problem, _ = handed(*hostile)
+        assert lines == [] and "do not read as configuration records" in problem, (hostile, problem)
+
+
+def test_a_clipping_over_other_parameters_is_one_line():
+    """torch's clip_grad_norm_ given a part of the model, or Paddle's layer need_clip=False: the parameters in the
+    norm differ, named; the same parameters under their own names on each side are the same."""
+    held = lambda *names: {"optimizer": {"weight_decay": {n: [0.0, "decoupled"] for n in names}}}
+    clip = {"clip": {"kind": "global_norm", "bound": 1.0}}
+    t = {**held("fc.weight", "head.weight"), **clip, "clip_scope": ["fc.weight", "head.weight"]}
+    p = {**held("fc.weight", "out.weight"), **clip, "clip_scope": ["fc.weight", "out.weight"]}
+    modules = {"fc": "fc", "head": "out"}
+    assert runconfig.differences(t, p, modules, {}) == []
+    lines = runconfig.differences(t, {**p, "clip_scope": ["fc.weight"]}, modules, {})
+    assert lines == ["gradient clipping: the parameters in the norm differ: head.weight clipped on torch's side only "
+                     "(torch's clip_grad_norm_ is given the parameters, Paddle's grad_clip takes its optimizer's but "
+                     "need_clip=False)"], lines
+    assert "fc.weight clipped on paddle's side only" in runconfig.differences({**t, "clip_scope": ["head.weight"]}, p,
+                                                                             modules, {})[0]
+
+
 def test_dropouts_given_as_numbers_and_autocast_each_one_line():
     """A functional dropout against a Dropout module of the same p is the same; two Dropout modules are compared as
     modules (their own line), never twice; an autocast dtype on one side is named."""

@@ -122,12 +122,8 @@ def test_a_planted_bug_is_red_and_named(torch_done, tmp_path, what, line, plante
     assert code == 1, said
     for line in (named,) if isinstance(named, str) else named:
         assert line in said, said
-    # the hand-in carries what run judged: its checker exits as run did, each configuration line re-derived
-    check = subprocess.run([sys.executable, "-m", "portcheck", "check", str(tmp_path / "out" / "log_reprod"), "--only",
-                            ",".join(("config", *run.PAIRS))], capture_output=True, text=True)
-    assert check.returncode == code, check.stdout + check.stderr
-    for line in [n for n in ((named,) if isinstance(named, str) else named) if ": " in n and " torch " in n]:
-        assert f"DIFFERS {line}" in check.stdout, check.stdout
+    # the hand-in carries what run judged: its checker exits as run did, each configuration line re-derived, as
+    # conftest's agrees asserts after every judge
     digest = FOLDER_RED.get(what)
     if digest:  # bp_align carries each step's update digests: the folder alone is red where the run is
         folder = tmp_path / "out" / "log_reprod"
@@ -135,6 +131,19 @@ def test_a_planted_bug_is_red_and_named(torch_done, tmp_path, what, line, plante
         check = subprocess.run([sys.executable, "-m", "portcheck", "check", str(folder), "--only", "bp_align"],
                                capture_output=True, text=True)
         assert check.returncode == 1 and "bp_align: RED" in check.stdout and f"{digest}_" in check.stdout, check.stdout
+
+
+def test_a_layer_out_of_the_clipping_norm_and_a_batchnorm_frozen_are_each_named(torch_done, tmp_path):
+    """The parameters in the clipping's norm (torch's clip_grad_norm_ is given them, Paddle's grad_clip takes its
+    optimizer's but need_clip=False) and a BatchNorm trained on its running statistics (.eval() on the layer, under a
+    model in train mode): each one configuration line; both planted in one Paddle run."""
+    code, said = paddle_planted(torch_done, tmp_path, SCRIPTS / "pd_train.py", [
+        ("self.head = nn.Linear(hidden, classes)",
+         "self.head = nn.Linear(hidden, classes, weight_attr=paddle.ParamAttr(need_clip=False))"),
+        ("model.train()", "model.train()\n        model.bn1.eval()")])
+    assert code == 1 and "RED: 2 configuration difference(s)" in said, said
+    assert "DIFFERS gradient clipping: the parameters in the norm differ: head.weight clipped on torch's side only" \
+        in said and "DIFFERS bn1 (BatchNorm1d): frozen torch False vs paddle True (frozen: " in said, said
 
 
 # a process the Paddle script starts outside its process group (its own session) outlives it, waits until its side is

@@ -119,10 +119,11 @@ def test_trainer_settings_left_unequal_are_red_and_named(trainer_torch, tmp_path
     for _, _, named in TRAINER_PLANTS:
         assert f"DIFFERS {named}" in said, said
     assert "DIFFERS scheduler: lr over the 2 steps torch [0.0, 0.0005] vs paddle [0.0, 0.000333333]" in said, said
-    checked, out = check(folder)  # the folder alone says every line run said
-    assert checked == 1 and "config: RED | 5 configuration difference(s)" in out, out
+    checked, out = check(folder)  # the folder alone says every line run said, the measured one too
+    assert checked == 1 and f"config: RED | {len(TRAINER_PLANTS) + 2} configuration difference(s)" in out, out
     for _, _, named in TRAINER_PLANTS:
         assert f"DIFFERS {named}" in out, out
+    assert "padding_idx torch 0 vs paddle none; measured here" in out and "red on these batches" in out, out
 
 
 def test_a_trainers_label_smoothing_is_named():

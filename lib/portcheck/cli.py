@@ -27,7 +27,8 @@ Each <name>_diff.log is read back: every logged value must be the recomputed one
 with tolerances a flag loosened (the "loosened" list of diagnostics/<pair>_diff.json) says so on its line.
 A client adds its own verdicts to a pair's line through check(..., extra=): its findings, each red one red.
 A `portcheck run` hand-in also holds `config` (diagnostics/config_{torch,paddle}.json with their run records): every
-configuration line run said, re-derived from the two records (runconfig.from_folder); one line, red for each.
+configuration line run said, re-derived from the two records (runconfig.from_folder), a difference run judged by
+its steps (padding_idx) from what run handed in of them; one line, red for each red one.
 
 The rule of a pair comes from the reviewer and the library, never from the folder: its threshold is
 --threshold PAIR=VALUE, else the guide's (portcheck.tolerances.GUIDE), else reprod_log's default 1e-6; its kind
@@ -336,16 +337,18 @@ def check(folder, overrides: dict = None, strict: bool = False, only=None, extra
     below = handin.ours(folder)
     if below is not None:  # `portcheck run`'s configuration entry: every line re-derived from the two records
         from portcheck import runconfig
-        lines, problem = runconfig.from_folder(below)
+        lines, problem, shown = runconfig.from_folder(below)
         if lines is not None:
             names.add(runconfig.CONFIG)
             red += bool(lines or problem)
             print(report.one_line(f"{runconfig.CONFIG}: " + (f"RED | {problem} [PC143]" if problem else
                                   f"RED | {len(lines)} configuration difference(s) [PC144]" if lines else
-                                  "green | the same configuration on both sides "
+                                  ("green | every difference within the rule on the steps' numbers " if any(
+                                      label == "DIFFERS" for label, _ in shown) else
+                                   "green | the same configuration on both sides ") +
                                   f"({DIAGNOSTICS}/{runconfig.CONFIG}_*.json)")))
-            for line in lines:
-                print(report.one_line(f"  DIFFERS {line}"))
+            for label, line in [*(("DIFFERS", line) for line in lines), *shown]:
+                print(report.one_line(f"  {label} {line}"))
     judged = sorted(f.name.removesuffix("_diff.json") for f in below.glob("*_diff.json")) if below else []
     for name in (n for n in judged if n not in names):  # its writer judged it: the hand-in lists it
         print(report.one_line(f"{name}: RED | judged ({DIAGNOSTICS}/{name}_diff.json) but its pair is not in the "

@@ -355,7 +355,9 @@ class PaddleSide(SharedSide):
         from paddle.nn.layer.norm import _BatchNormBase
         return module_settings(model.named_sublayers(include_self=True), [
             ((_BatchNormBase, nn.BatchNorm), lambda m: {"momentum": round(1 - float(m._momentum), 10),
-                                                        "eps": float(m._epsilon)}),
+                                                        "eps": float(m._epsilon), "frozen": bool(
+                                                            not m.training if getattr(m, "_use_global_stats", None)
+                                                            is None else m._use_global_stats)}),
             ((nn.Dropout, nn.Dropout2D, nn.Dropout3D), lambda m: {"p": float(m.p)}),
             (nn.GELU, lambda m: {"approximate": "tanh" if m._approximate in (True, "tanh") else "none"}),
             (nn.LayerNorm, lambda m: {"eps": float(m._epsilon), "bias": m.bias is not None}),
@@ -407,7 +409,9 @@ class PaddleSide(SharedSide):
             from portcheck.recorder import RUN
             kind = {"ClipGradByGlobalNorm": "global_norm", "ClipGradByNorm": "norm (each parameter)",
                     "ClipGradByValue": "value"}.get(type(clip).__name__, type(clip).__name__)
-            RUN.clip(kind, getattr(clip, "clip_norm", getattr(clip, "max", float("nan"))))
+            RUN.clip(kind, getattr(clip, "clip_norm", getattr(clip, "max", float("nan"))),
+                     [key for key, p in model.named_parameters()  # Paddle's clip skips need_clip=False
+                      if id(p) in held and not p.stop_gradient and getattr(p, "need_clip", True)])
         return out
 
     def trainer_config(self, trainer) -> dict:

@@ -180,7 +180,8 @@ class TorchSide(SharedSide):
     def module_config(self, model) -> dict:
         nn = self.torch.nn
         return module_settings(model.named_modules(), [
-            (nn.modules.batchnorm._BatchNorm, lambda m: {"momentum": m.momentum, "eps": m.eps}),
+            (nn.modules.batchnorm._BatchNorm, lambda m: {"momentum": m.momentum, "eps": m.eps,  # runconfig.FROZEN
+                                                         "frozen": not (m.training or m.running_mean is None)}),
             (nn.modules.dropout._DropoutNd, lambda m: {"p": m.p}),
             (nn.GELU, lambda m: {"approximate": m.approximate}),
             (nn.LayerNorm, lambda m: {"eps": m.eps, "bias": m.bias is not None}),
@@ -249,15 +250,23 @@ class TorchSide(SharedSide):
 
         norm = torch.nn.utils.clip_grad_norm_
 
+        def scope(parameters) -> tuple:  # (the parameters, a generator read once, and the root's it clips)
+            given = [parameters] if isinstance(parameters, torch.Tensor) else list(parameters)
+            ids = {id(p) for p in given}
+            return given, None if run.root is None else [n for n, p in run.root.named_parameters()
+                                                         if id(p) in ids and p.requires_grad]
+
         @functools.wraps(norm)
         def clip_norm(parameters, max_norm, norm_type=2.0, *args, **kwargs):
-            run.clip("global_norm" if float(norm_type) == 2.0 else f"global_norm (norm {norm_type})", max_norm)
+            parameters, names = scope(parameters)
+            run.clip("global_norm" if float(norm_type) == 2.0 else f"global_norm (norm {norm_type})", max_norm, names)
             return norm(parameters, max_norm, norm_type, *args, **kwargs)
         value = torch.nn.utils.clip_grad_value_
 
         @functools.wraps(value)
         def clip_value(parameters, clip_value, *args, **kwargs):
-            run.clip("value", clip_value)
+            parameters, names = scope(parameters)
+            run.clip("value", clip_value, names)
             return value(parameters, clip_value, *args, **kwargs)
         torch.nn.utils.clip_grad_norm_ = torch.nn.utils.clip_grad.clip_grad_norm_ = clip_norm
         torch.nn.utils.clip_grad_value_ = torch.nn.utils.clip_grad.clip_grad_value_ = clip_value

@@ -480,7 +480,8 @@ class Run:
         if self.root is None and self.evaluated is not None and not self.plain:
             raise self.refuse(f"it trains its model ({type(self.evaluated).__name__}) in eval mode (model.eval(); "
                               "from_pretrained returns a model so): portcheck takes a call in eval mode for an "
-                              "evaluation, not a training batch; call model.train() before the training loop [PC824]")
+                              "evaluation, not a training batch; call model.train() before the training loop "
+                              "(BatchNorm kept frozen: .eval() on its layers after it, which the check compares) [PC824]")
         if self.root is not None and not self.done:
             self.loss = _numpy(tensor).reshape(-1)
             self.backwards += 1
@@ -567,9 +568,13 @@ class Run:
         if getattr(sched, "cycle_momentum", False):
             self.config[CYCLES_MOMENTUM + type(sched).__name__] = True
 
-    def clip(self, kind, bound):
+    def clip(self, kind, bound, scope=None):
+        """The first clipping of the steps; scope: the names of the root's trainable parameters it clips (torch's
+        clip_grad_norm_'s given, Paddle's optimizer's held but need_clip=False), runconfig.clip_scope's."""
         if self.config["clip"] is None and self.root is not None:
             self.config["clip"] = {"kind": kind, "bound": float(bound)}
+            if scope is not None:
+                self.config["clip_scope"] = list(scope)
 
     # ------------------------------------------------------------------ the end
     def refuse(self, why: str) -> Refused:

@@ -581,24 +581,27 @@ def alone(paddle_config: dict, side: str):
 
 def measured(t: dict, p: dict, report, modules: dict, renamed: dict, setting) -> tuple:
     """(the line, whether the steps' numbers clear it) for a configuration difference whose whole effect the steps
-    show (runconfig.measurable): an Embedding's padding_idx acts only on its pad row's gradient, which the steps judge
-    (the gradient, each step's weights) where the pad token is in the batch; else it stays a difference."""
-    name, kind, target, key, tv, pv = setting
+    show (runconfig.measurable), said from its measurement (runconfig.measured_line)."""
+    return runconfig.measured_line(setting, measurement(t, p, report, modules, renamed, setting))
+
+
+def measurement(t: dict, p: dict, report, modules: dict, renamed: dict, setting) -> dict:
+    """What the steps show of a MEASURED setting that differs (runconfig.measurable): an Embedding's padding_idx acts
+    only on its pad row's gradient, which the steps judge (the gradient, each step's weights) where the pad token is
+    in the batch: {"gap": the pad rows' largest difference, "largest": [torch's, Paddle's], "passed": those rows
+    green}, or {"gap": None} where the first batch holds no pad token. Handed in (runconfig.hand_in) as it is."""
+    name, _, _, _, tv, pv = setting
     from portcheck.backward import _counterpart
-    line = f"{name or ROOT} ({kind}): {key} torch {runconfig._said(tv)} vs paddle {runconfig._said(pv)}"
     rows = sorted({int(v) for v in (tv, pv) if v is not None})
     ids = t.get(f"in/{name or ROOT}")
     tg, pg = t.get(f"grad/{name}.weight"), p.get(_counterpart(f"grad/{name}.weight", modules, renamed))
     if ids is None or tg is None or pg is None or not np.isin(rows, ids).any():
-        return f"{line}; not measured here: no pad token {rows} in the first batch, whose steps would show it", False
-    gap = float(np.max(np.abs(tg[rows].astype(np.float64) - pg[rows])))
-    largest = lambda g: f"{np.max(np.abs(g[rows])):.3g}"
+        return {"module": name, "gap": None}
     judged = [r for r in [*report.grads, *(r for rows_ in report.steps for r in rows_)]
               if r.key in (f"grad {name}.weight", f"{name}.weight")]
-    ok = bool(judged) and all(r.passed for r in judged)
-    return (f"{line}; measured here: the pad row's gradient differs by {gap:.3g} (torch's {largest(tg)}, paddle's "
-            f"{largest(pg)}), it and the weights {'within' if ok else 'outside'} the rule: "
-            f"{'green' if ok else 'red'} on these batches"), ok
+    return {"module": name, "gap": float(np.max(np.abs(tg[rows].astype(np.float64) - pg[rows]))),
+            "largest": [float(np.max(np.abs(g[rows]))) for g in (tg, pg)],
+            "passed": bool(judged) and all(r.passed for r in judged)}
 
 
 def unplaced_why(report) -> str:
@@ -646,8 +649,9 @@ def judge(out: Path, statuses: dict, steps: int, rank: int = 0, again=None, seal
     modules = report.forward.pairing.modules()
     renamed = renames(t)
     config = configuration(t, p, statuses, steps, modules, renamed)
-    settled = [measured(t, p, report, modules, renamed, m) for m in
-               runconfig.measurable(statuses["torch"]["config"], statuses["paddle"]["config"], modules)]
+    measurable = runconfig.measurable(statuses["torch"]["config"], statuses["paddle"]["config"], modules)
+    measurements = [measurement(t, p, report, modules, renamed, m) for m in measurable]
+    settled = [runconfig.measured_line(m, said) for m, said in zip(measurable, measurements)]
     config += [line for line, ok in settled if not ok]
     settled = [line for line, ok in settled if ok]
     kept_rows = kept(t, p, statuses, modules, renamed)
@@ -694,7 +698,8 @@ def judge(out: Path, statuses: dict, steps: int, rank: int = 0, again=None, seal
 
     # the configuration as judged here, handed in beside the pairs: `check` re-derives every line from it
     runconfig.hand_in(top / DIAGNOSTICS, {side: statuses[side]["config"] for side in ("torch", "paddle")}, modules,
-                      renamed, step_lrs(t, p, steps), {side: dep for side, (_, dep) in sides.items()}, script)
+                      renamed, step_lrs(t, p, steps), {side: dep for side, (_, dep) in sides.items()}, script,
+                      measured=measurements)
 
     print("\nportcheck run: the configuration first")
     for line in [*config, *settled]:

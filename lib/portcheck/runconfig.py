@@ -13,7 +13,9 @@ from pathlib import Path
 from portcheck.backward import BY_DESIGN, RMSPROP, _counterpart, _cycled
 from portcheck.pairing import ROOT
 
-CONVENTION = {"momentum": " (Paddle's BatchNorm momentum m is torch's 1 - m: torch's 0.1 is Paddle's 0.9)"}
+CONVENTION = {"momentum": " (Paddle's BatchNorm momentum m is torch's 1 - m: torch's 0.1 is Paddle's 0.9)",
+              "frozen": " (frozen: it normalizes with its running statistics as the model trains, as .eval() on the "
+                        "layer or Paddle's use_global_stats=True make it)"}
 # the settings whose whole effect the recorded steps show (run.measured): judged by the numbers, not as a difference
 MEASURED = ("padding_idx",)
 LOSS_CONVENTION = {"scale": " (torch's huber_loss(delta) is delta x smooth_l1_loss(beta=delta); Paddle's "
@@ -100,6 +102,9 @@ def differences(torch_config: dict, paddle_config: dict, modules: dict, renamed:
     if not _same(tc, pc):
         shown = lambda c: f"{c['kind']} {c['bound']:g}" if c else "none"
         out.append(f"gradient clipping: torch {shown(tc)} vs paddle {shown(pc)}")
+    line = clip_scope(torch_config, paddle_config, modules, renamed, decays(ts), decays(ps)) if tc and pc else None
+    if line:
+        out.append(line)
     line = accumulation(torch_config, paddle_config)
     if line:
         out.append(line)
@@ -215,6 +220,31 @@ def measurable(torch_config: dict, paddle_config: dict, modules: dict) -> list:
     return out
 
 
+def measured_line(setting, said: dict) -> tuple:
+    """(the line, whether the steps' numbers clear it) of a measurable setting (measurable's tuple) from what the steps
+    showed of it (run.measurement: {"gap", "largest", "passed"}, gap None where they could not show it); `check`
+    says it from the same data handed in (from_folder)."""
+    name, kind, _, key, tv, pv = setting
+    line = f"{name or ROOT} ({kind}): {key} torch {_said(tv)} vs paddle {_said(pv)}"
+    rows = sorted({int(v) for v in (tv, pv) if v is not None})
+    if said.get("gap") is None:
+        return f"{line}; not measured here: no pad token {rows} in the first batch, whose steps would show it", False
+    ok = said["passed"]
+    return (f"{line}; measured here: the pad row's gradient differs by {said['gap']:.3g} (torch's "
+            f"{said['largest'][0]:.3g}, paddle's {said['largest'][1]:.3g}), it and the weights "
+            f"{'within' if ok else 'outside'} the rule: {'green' if ok else 'red'} on these batches"), ok
+
+
+def _measurement(setting, said) -> dict:
+    """The measurement of setting as hand_in wrote it (run.measurement), else ValueError: read from a file."""
+    number = lambda v: isinstance(v, (int, float)) and not isinstance(v, bool)
+    measured = lambda: number(said["gap"]) and isinstance(said.get("passed"), bool) and \
+        isinstance(said.get("largest"), list) and len(said["largest"]) == 2 and all(map(number, said["largest"]))
+    if not isinstance(said, dict) or said.get("module") != setting[0] or not (said.get("gap") is None or measured()):
+        raise ValueError(f"the measurement of {setting[0] or ROOT}'s {setting[3]} is not one run writes")
+    return said
+
+
 def one_sided(paddle_config: dict) -> list:
     """Lines for the tensors one side alone holds, kept at that side's own value (hooks_paddle.start_from_torch):
     shown, the comparison of what reads them deciding."""
@@ -257,6 +287,26 @@ def _dropouts(torch_config: dict, paddle_config: dict, modules: dict) -> list:
     return out
 
 
+def clip_scope(torch_config: dict, paddle_config: dict, modules: dict, renamed: dict, t_held: dict, p_held: dict):
+    """The line saying the two clippings take different parameters into their norm (torch's clip_grad_norm_ given a
+    part of the model, Paddle's optimizer clipping every parameter it holds but those need_clip=False), or None. Each
+    parameter both optimizers hold (t_held, p_held: their weight decays' keys), paired as the weights are."""
+    ts, ps = torch_config.get("clip_scope"), paddle_config.get("clip_scope")
+    if not isinstance(ts, list) or not isinstance(ps, list):
+        return None
+    ts, ps = set(ts), set(ps)
+    both = [(k, pk) for k in t_held if (pk := _counterpart(f"w/{k}", modules, renamed).partition("/")[2]) in p_held]
+    only = {"torch": [k for k, pk in both if k in ts and pk not in ps],
+            "paddle": [pk for k, pk in both if pk in ps and k not in ts]}
+    if not any(only.values()):
+        return None
+    said = lambda names: ", ".join(names[:3]) + (f" (and {len(names) - 3} more)" if len(names) > 3 else "")
+    return ("gradient clipping: the parameters in the norm differ: " +
+            "; ".join(f"{said(names)} clipped on {side}'s side only" for side, names in only.items() if names) +
+            " (torch's clip_grad_norm_ is given the parameters, Paddle's grad_clip takes its optimizer's but "
+            "need_clip=False)")
+
+
 def accumulation(torch_config: dict, paddle_config: dict):
     """The line saying the two sides call backward() a different number of times per optimizer step (one side
     accumulates gradients over micro-batches, or over another count), or None."""
@@ -288,16 +338,18 @@ def _config_file(below, side: str) -> Path:
     return Path(below) / f"{CONFIG}_{side}.json"
 
 
-def hand_in(below, configs: dict, modules: dict, renamed: dict, lrs, depends: dict, script: str):
+def hand_in(below, configs: dict, modules: dict, renamed: dict, lrs, depends: dict, script: str, measured=()):
     """configs: {side: its recorder's configuration}; modules, renamed, lrs: what differences() was given, kept in
-    the torch side's file (lrs: each side's in its own); depends: {side: what its pairs' run records depend on}.
+    the torch side's file (lrs: each side's in its own), with measured: what the steps showed of each measurable
+    setting, in measurable's order (run.measurement); depends: {side: what its pairs' run records depend on}.
     Each file's run record binds it (its sha256) to the run's weights and batches, as the pairs' records do."""
     import hashlib
     import time
     from portcheck import record
     from portcheck.fileio import atomic_write, writable
     texts = {side: json.dumps({"config": configs[side], "lrs": [float(x) for x in lrs[i]],
-                               **({"modules": modules, "renamed": renamed} if side == "torch" else {})},
+                               **({"modules": modules, "renamed": renamed, "measured": list(measured)}
+                                  if side == "torch" else {})},
                               indent=1, default=str) + "\n"  # in its order: the first parameter named first
              for i, side in enumerate(("torch", "paddle"))}
     for side in texts:  # every target checked before the first is written
@@ -311,15 +363,17 @@ def hand_in(below, configs: dict, modules: dict, renamed: dict, lrs, depends: di
 
 
 def from_folder(below):
-    """(the configuration lines re-derived from a hand-in's DIAGNOSTICS/config_<side>.json, or None when it holds
-    none, a problem that makes the entry red, or "")."""
+    """(the red configuration lines re-derived from a hand-in's DIAGNOSTICS/config_<side>.json, or None when it holds
+    none; a problem that makes the entry red, or ""; [(label, line)] of the lines run said beside them that are not
+    red: a measured difference the steps cleared, a loss not compared, a tensor one side alone holds), as run said
+    them: each from the two records, a measured one from what run handed in of its steps (measured_line)."""
     import hashlib
     from portcheck import record
     from portcheck.errors import PipelineError
     from portcheck.fileio import open_regular
     files = {side: _config_file(below, side) for side in ("torch", "paddle")}
     if not any(os.path.lexists(f) for f in files.values()):
-        return None, ""
+        return None, "", []
     read = {}
     for side, path in files.items():
         try:
@@ -330,17 +384,26 @@ def from_folder(below):
             rec = record.load(None, record.path_for(path))
             if rec is None or rec.get("result") != hashlib.sha256(raw).hexdigest() or rec.get("framework") != side:
                 return [], (f"{path.name} is not the file its run record ({record.path_for(path).name}) describes: "
-                            "rerun portcheck run")
+                            "rerun portcheck run"), []
             read[side] = json.loads(raw)
             if not isinstance(read[side], dict) or not isinstance(read[side].get("config"), dict):
                 raise ValueError("no 'config' object")
         except (OSError, ValueError, UnicodeDecodeError, RecursionError, PipelineError) as e:
             why = str(e).splitlines()[0][:200] if str(e) else type(e).__name__
-            return [], f"{path.name} is not a configuration record ({why}): rerun portcheck run"
+            return [], f"{path.name} is not a configuration record ({why}): rerun portcheck run", []
     t, p = read["torch"], read["paddle"]
     try:
-        lines = differences(t["config"], p["config"], dict(t.get("modules") or {}), dict(t.get("renamed") or {}),
+        modules = dict(t.get("modules") or {})
+        lines = differences(t["config"], p["config"], modules, dict(t.get("renamed") or {}),
                             (list(t.get("lrs") or []), list(p.get("lrs") or [])))
+        settings = measurable(t["config"], p["config"], modules)
+        said = list(t.get("measured") or [])
+        if len(said) != len(settings):  # each measurable difference run judged by its steps, in that order
+            raise ValueError(f"{len(settings)} measurable difference(s), {len(said)} measurement(s) handed in")
+        settled = [measured_line(m, _measurement(m, s)) for m, s in zip(settings, said)]
+        shown = [*(("DIFFERS", line) for line, ok in settled if ok),
+                 *(("NOT COMPARED", line) for line in not_compared(t["config"], p["config"])),
+                 *(("ONE-SIDED", line) for line in one_sided(p["config"]))]
     except (TypeError, ValueError, KeyError, AttributeError, IndexError) as e:
-        return [], f"{CONFIG}_torch.json / {CONFIG}_paddle.json do not read as configuration records ({e})"
-    return lines, ""
+        return [], f"{CONFIG}_torch.json / {CONFIG}_paddle.json do not read as configuration records ({e})", []
+    return [*lines, *(line for line, ok in settled if not ok)], "", shown
