@@ -17,6 +17,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 import traceback
 from pathlib import Path
 
@@ -45,10 +46,13 @@ THREADS = str(max(1, len(os.sched_getaffinity(0)) // WORKERS))
 # back to back on a loaded host: those four 497 -> 297 s of tests.
 # Since the eighth session (2026-11-27): each file's setup + call + teardown seconds in a fresh clone's `.ci/run` with
 # PYTEST_ADDOPTS=--durations=0 on idle cores (1208 tests, 12:02, 1352 s of tests), test_hand_in's kept above the
-# largest (above); a file under a second is 1.
-FILE_SECONDS = {"test_hand_in.py": 200, "test_resnet18.py": 136, "test_run_scripts.py": 66,
+# largest (above); a file under a second is 1. test_resnet18's and test_hostile5's scaled by their CPU seconds after
+# the run_all.py runs were forked (run_all) and hostile5's scripts too, over before (`-n 0` with
+# PYTEST_XDIST_WORKER_COUNT=2, under /usr/bin/time, on a loaded host): 217.7 -> 169.5 and 63.4 -> 37.0;
+# test_hand_in's 202.5 -> 69.9 (its junit figure ~52 now: still sent first, for run_all_home).
+FILE_SECONDS = {"test_hand_in.py": 200, "test_resnet18.py": 106, "test_run_scripts.py": 66,
                 "test_distributed.py": 82, "test_mid_size.py": 71, "test_run_launchers.py": 68,
-                "test_hostile5.py": 63, "test_run_trainers.py": 58, "test_step4.py": 57, "test_five_steps.py": 36,
+                "test_hostile5.py": 37, "test_run_trainers.py": 58, "test_step4.py": 57, "test_five_steps.py": 36,
                 "test_step5.py": 34, "test_edges.py": 32, "test_run_loaders.py": 30, "test_layout.py": 30,
                 "test_inputs.py": 27, "test_zoo.py": 26, "test_steps25.py": 22, "test_plot.py": 22,
                 "test_hostile.py": 22, "test_docs_blocks.py": 21, "test_pairing.py": 19, "test_run_taking.py": 17,
@@ -80,6 +84,12 @@ FORKED = {"pt_": "torch", "pd_": "paddle"}
 # the setup scripts import torch, then Paddle (torch2paddle: torch's twin first), or neither: forked by torch's server
 # in that order too (a tiny home built: 19 -> 12 s of CPU, its process and the server counted)
 FORKED_SETUP = dict.fromkeys(SETUP, "torch")
+# the ResNet example's weights step (torch's export, then its conversion, which imports torch first too), Step 5's
+# yardstick (torch_vs_torch.py, which starts torch's own runs as processes of their own at one thread each) and its
+# checks (no framework imported: a child of either server is an interpreter's start-up and numpy's import saved)
+FORKED_SETUP |= dict.fromkeys(["examples/resnet18/export_weights.py", "examples/resnet18/convert_weights.py",
+                               "examples/resnet18/Step5/torch_vs_torch.py",
+                               *(f"examples/resnet18/Step{n}/check_step{n}.py" for n in range(1, 6))], "torch")
 # the scripts that import their side's data module (pt_data.py, pd_data.py): its third-party imports made before the
 # fork too (transformers' and datasets', paddlenlp's: 3.5 and 5.5 s of CPU), by a server of their own; Step 4's
 # schedules (_lr.py) too, which import the same packages (transformers' and paddlenlp's schedulers)
@@ -98,8 +108,11 @@ def run(script, *args, home, plant=None, cwd="/tmp", check=None, env=None):
     framework = FORKED.get(Path(script).name[:3], FORKED_SETUP.get(str(script))) if FORK and env is None else None
     if plant is None and env is None and IN_PROCESS.fullmatch(str(script)):
         proc = inproc(script, *args, home=home, cwd=cwd)
+    elif FORK and plant is None and env is None and str(script) in RUN_ALLS:
+        proc = run_all(script, *args, home=home, cwd=cwd)
     elif framework and (forker := server(framework, *(
-            [f"bert_sst2/twins/{Path(script).name[:3]}data.py"] if str(script).endswith(DATA_SCRIPTS) else []))):
+            [f"bert_sst2/twins/{Path(script).name[:3]}data.py"]
+            if str(script).startswith("pipeline/") and str(script).endswith(DATA_SCRIPTS) else []))):
         proc = forked(forker, cmd, home=home, cwd=cwd)
     else:
         env = dict(os.environ, BERT_ALIGN_HOME=str(home), **SCRIPT_ENV, **(env or {}))
@@ -135,6 +148,50 @@ def server(framework, *preload):
     return proc if had == env else None
 
 
+# A pipeline's run_all.py runs in this process (inproc: its flags, its table, its summary), each of its steps' scripts
+# through run() as a test would run that script alone (forked, or here), not as an interpreter of its own importing
+# its framework again: the same files written, as run_all's own run_script would have them written. Step 5's two
+# trainings (SideBySide) one after the other, each as run_side_by_side gives it (OMP_NUM_THREADS its share's cores,
+# the threads a fork server's framework has: THREADS), or as processes of their own where those differ (-n 0).
+RUN_ALLS = {"pipeline/run_all.py", "examples/resnet18/run_all.py"}
+
+
+def run_all(script, *args, home, cwd="/tmp", plants=None):
+    """A run_all.py run as run() runs it (RUN_ALLS); plants: {a step script's file name: the bug planted in it}."""
+    from portcheck import steps
+    plants = plants or {}
+
+    def step_script(cmd) -> int:  # its output where the script's own process writes: run_all's stdout and stderr
+        proc = run(cmd[0], *cmd[1:], home=home, cwd=os.getcwd(), plant=plants.get(Path(cmd[0]).name))
+        sys.stdout.write(proc.stdout)
+        sys.stderr.write(proc.stderr)
+        return proc.returncode
+
+    def run_script(cmd, root):
+        assert Path(root) == ROOT, root
+        print(f"\n$ python {' '.join(cmd)}", flush=True)
+        started = time.time()
+        return step_script(cmd), time.time() - started, cmd
+
+    def run_side_by_side(group, root):
+        shares = steps.core_shares(len(group.cmds))
+        if any(str(len(share)) != THREADS for share in shares):
+            assert not any(Path(cmd[0]).name in plants for cmd in group.cmds), plants
+            return real_side_by_side(group, root)
+        started = time.time()
+        for cmd, share in zip(group.cmds, shares):
+            print(f"\n$ python {' '.join(cmd)}   # cores {','.join(map(str, share))}, side by side", flush=True)
+            if code := step_script(cmd):
+                return code, time.time() - started, cmd
+        return 0, time.time() - started, None
+
+    real_side_by_side = steps.run_side_by_side
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(steps, "run_script", run_script)
+        mp.setattr(steps, "run_side_by_side", run_side_by_side)
+        return inproc(script, *args, home=home, cwd=cwd)
+
+
 def ask(server, argv, cwd, env, **request) -> tuple:
     """argv run by a fork server as its child, env set in it (None: unset): (exit status, stdout, stderr bytes)."""
     with tempfile.TemporaryDirectory() as tmp:
@@ -159,11 +216,13 @@ def forked(server, cmd, home, cwd):
 # which no user's script imports), under the environment run gives the script: a session of its own, its group
 # ended, the injected sitecustomize run first, as at an interpreter's start-up. 9.6 of a tiny torch script's 11.9 s
 # of CPU were imports (torch, the torch._dynamo its first optimizer step imports, scikit-learn's datasets). The
-# files that send signals, launch ranks or try hostile scripts keep processes of their own.
+# files that send signals, launch ranks or try hostile scripts keep processes of their own; test_hostile5's signals
+# go to `portcheck run` commands that are processes of their own, and its scripts that fork, start processes or
+# replace their stdout are forked as any (the server ends the script's group, as run.script does).
 FORKED_RUNS = {"test_run_scripts.py", "test_run_config.py", "test_run_trainers.py", "test_run_loaders.py",
                "test_run_limits.py", "test_run_cycles.py", "test_run_taking.py", "test_run_against_itself.py",
                "test_run_rnn.py", "test_run_first_kink.py", "test_hand_in_kink.py", "test_run_packed.py",
-               "test_run_calls.py"}
+               "test_run_calls.py", "test_hostile5.py"}
 # imported before the fork beside the framework: what the tests' scripts import that never touches torch's or
 # Paddle's functions (the recorder wraps those at its start-up, after which a module binding one at its import
 # would hold the wrapped one)

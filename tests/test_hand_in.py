@@ -19,7 +19,7 @@ from reprod_log import ReprodDiffHelper, ReprodLogger
 from bert_sst2 import paths, tolerances
 from bert_sst2.flags import TrainArgs
 from portcheck.fileio import load_npy, save_npy
-from conftest import ROOT, error_line, private_copy, run
+from conftest import ROOT, error_line, private_copy, run, run_all
 
 COMMITTED = paths.ROOT / "log_reprod"
 CHECK = "pipeline/check_log_reprod.py"
@@ -52,14 +52,9 @@ def test_green_run_fills_log_reprod(run_all_home):
 def test_planted_red_step_stops_the_run(run_all_home, tmp_path):
     home = private_copy(run_all_home[0], tmp_path)
     kept = (home / "log_reprod/forward_torch.npy").read_bytes()
-    # sitecustomize plants the bug in the Paddle forward script only, inside run_all's own subprocess
-    (tmp_path / "site").mkdir()
-    (tmp_path / "site/sitecustomize.py").write_text(
-        "import sys\n"
-        "if sys.argv and sys.argv[0].endswith('pd_forward_bert.py'):\n"
-        "    import plant; plant.load_all(); plant.PLANTS['paddle_ln_eps']()\n")
-    proc = run("pipeline/run_all.py", "--random_init", ROOT / "tests/tiny_config.json",
-               home=home, env={"PYTHONPATH": f"{tmp_path / 'site'}:{ROOT / 'tests'}:{ROOT / 'lib'}:{ROOT}"})
+    # the bug planted in the Paddle forward script only, in that script's own process (conftest.run_all)
+    proc = run_all("pipeline/run_all.py", "--random_init", ROOT / "tests/tiny_config.json", home=home,
+                   plants={"pd_forward_bert.py": "paddle_ln_eps"})
     assert proc.returncode == 1
     summary = (home / "log_reprod/SUMMARY.md").read_text()
     assert "| Step1 forward | FAILED" in summary and "| Step2 data + metric | not run" in summary

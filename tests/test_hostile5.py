@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from portcheck import handin, recorder, run
+from portcheck import cli, handin, recorder, run
 from portcheck.errors import PipelineError
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -31,12 +31,26 @@ def script(tmp_path, body: str, name="t.py") -> Path:
     return path
 
 
-def portcheck_run(tmp_path, torch_script, *args, out="out", paddle_script=None, **kw):
+def command(cwd, capfd, *argv) -> tuple:
+    """(exit code, stdout, stderr) of `python -m portcheck ARGV` run in cwd, its main in this process (a command of
+    its own is one more interpreter; the scripts `run` starts are forked as conftest.FORKED_RUNS says)."""
+    capfd.readouterr()
+    was = os.getcwd()
+    os.chdir(cwd)
+    try:
+        with pytest.raises(SystemExit) as e:
+            cli.main(list(argv))
+    finally:
+        os.chdir(was)
+    out, err = capfd.readouterr()
+    return e.value.code, out, err
+
+
+def portcheck_run(tmp_path, capfd, torch_script, *args, out="out", paddle_script=None):
     """(exit code, stderr) of `python -m portcheck run`, run in tmp_path."""
-    argv = [PYTHON, "-m", "portcheck", "run", "--torch", f"{PYTHON} {torch_script}", "--paddle",
-            f"{PYTHON} {paddle_script or torch_script}", "--out", str(out), *args]
-    p = subprocess.run(argv, capture_output=True, text=True, cwd=tmp_path, timeout=300, **kw)
-    return p.returncode, p.stderr
+    code, _, err = command(tmp_path, capfd, "run", "--torch", f"{PYTHON} {torch_script}", "--paddle",
+                           f"{PYTHON} {paddle_script or torch_script}", "--out", str(out), *args)
+    return code, err
 
 
 def one_error_line(stderr: str) -> str:
@@ -62,7 +76,7 @@ def gone(pid: int, wait: float = 10.0) -> bool:
 
 # ---------------------------------------------------------------- 2. no stale verdict
 
-def test_a_rerun_that_fails_leaves_no_earlier_green_to_check(tmp_path):
+def test_a_rerun_that_fails_leaves_no_earlier_green_to_check(tmp_path, capfd):
     """A green run's --out rerun with a script failing at import: `check` of its log_reprod said "every pair green"
     from the earlier hand-in. The earlier hand-in (here the ResNet example's five pairs in its place) is removed;
     a file of the user's in the folder is not."""
@@ -73,14 +87,14 @@ def test_a_rerun_that_fails_leaves_no_earlier_green_to_check(tmp_path):
         for below in ("", "diagnostics"):
             for f in (RESNET / below).glob(f"{pair}_*"):
                 shutil.copy(f, out / "log_reprod" / below / f.name)
-    check = [PYTHON, "-m", "portcheck", "check", str(out / "log_reprod")]
-    before = subprocess.run([*check, "--only", ",".join(run.PAIRS)], capture_output=True, text=True)
-    assert before.returncode == 0 and "every pair green" in before.stdout, before.stdout + before.stderr
+    check = ["check", str(out / "log_reprod")]
+    code, said, err = command(tmp_path, capfd, *check, "--only", ",".join(run.PAIRS))
+    assert code == 0 and "every pair green" in said, said + err
     (out / "log_reprod" / "notes.txt").write_text("the user's")
-    code, err = portcheck_run(tmp_path, script(tmp_path, "raise ImportError('No module named paddlex')\n"))
+    code, err = portcheck_run(tmp_path, capfd, script(tmp_path, "raise ImportError('No module named paddlex')\n"))
     assert code == 2 and "crashed (exit 1" in err.strip().splitlines()[-1], err
-    after = subprocess.run(check, capture_output=True, text=True)
-    assert after.returncode != 0 and "green" not in after.stdout, after.stdout
+    code, said, _ = command(tmp_path, capfd, *check)
+    assert code != 0 and "green" not in said, said
     assert (out / "log_reprod" / "notes.txt").read_text() == "the user's"
     assert sorted(p.name for p in (out / "log_reprod").rglob("*") if p.is_file()) == ["notes.txt"]
 
@@ -158,10 +172,10 @@ def test_an_out_that_cannot_be_written_as_given_is_one_line_and_nothing_written(
     assert tree(tmp_path) == before
 
 
-def test_a_relative_out_is_where_it_was_given_when_the_script_changes_directory(tmp_path):
+def test_a_relative_out_is_where_it_was_given_when_the_script_changes_directory(tmp_path, capfd):
     """A script that chdirs wrote its records under its new directory: 'the recorder did not start', untrue."""
     (tmp_path / "sub").mkdir()
-    code, err = portcheck_run(tmp_path, script(tmp_path, "import os\nos.chdir('sub')\nprint('no training')\n"))
+    code, err = portcheck_run(tmp_path, capfd, script(tmp_path, "import os\nos.chdir('sub')\nprint('no training')\n"))
     assert code == 2 and "never called a model" in one_error_line(err), err
     assert (tmp_path / "out" / "torch" / "status.json").is_file() and not (tmp_path / "sub" / "out").exists()
 
