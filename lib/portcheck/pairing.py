@@ -705,7 +705,8 @@ def _said(ties, ts, ps) -> list:
 
 def _ambiguity(ties, ran=False, fusions=None, whole=None) -> str:
     """One line: the first few ties (_said's), each with the name_map that settles it, then one map settling them
-    all (each with its first candidate), each pasted as printed. whole: (every torch call, every Paddle call):
+    all (each with its first candidate), each pasted as printed; with no run, inputs= in that map's place (no
+    order says which candidate is right, the run does). whole: (every torch call, every Paddle call):
     where the Paddle model holds more modules of a tied module's shapes than the torch model, with no run (one
     torch module run as several, one Paddle module per call), no map alone fills them all: the run's calls pair
     each, so the map is said with inputs=."""
@@ -731,10 +732,14 @@ def _ambiguity(ties, ran=False, fusions=None, whole=None) -> str:
     rules = list(dict.fromkeys(rules))
     every = repr([("^" + re.escape(t) + "$", p) for t, p in rules])  # every one: pasted, it pairs them all
     more = f"; {len(ties) - 3} more" if len(ties) > 3 else ""
+    # without a run each one's first candidate is a guess (BERT's output.LayerNorm against norm1 and norm2: norm1,
+    # pasted, made the zoo's correct ports red): the run settles them, so that is what is said
+    remedy = (f"give {'inputs= and ' if several else ''}the name_map that says which (name_map={every} takes each "
+              "one's first candidate)" if ran or several else
+              "give inputs= to pair them by the models' run (convert settles them by it), or the name_map that says "
+              "which")
     return ("modules cannot be paired automatically, by their structure nor by the run's values: " + "; ".join(said[:3])
-            + more + f": give {'inputs= and ' if several else ''}the name_map that says which (name_map={every} "
-            "takes each one's first candidate)"
-            + ("" if ran or several else "; or, to convert, inputs= to pair modules by the models' run")
+            + more + ": " + remedy
             + ("; or, if one module holds what several of the other side hold together, its columns one after the "
                "other: layouts={" + ", ".join(f"{k!r}: portcheck.Fused({v!r})" for k, v in fusions.items())
                + "} (heads=n if they go per head)" if fusions else ""))
