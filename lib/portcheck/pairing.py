@@ -468,7 +468,7 @@ def pair(torch_record: dict, paddle_record: dict, name_map=None, weights_only=Fa
             pairs.update((left_t[i].name, left_p[j].name) for i, j in found)
             first = False
         if refused:
-            raise PipelineError(_ambiguity(refused, ran, fusions, (ts, ps)))
+            raise PipelineError(_ambiguity(refused, ran, fusions, (ts, ps), guessed=weights_only))
         pairs.update(fixed)  # a map's entries that cross each other are kept too
         bad = (_inconsistent(pairs, calls) | _blocked(pairs, calls, by_name)) - set(fixed.items()) - forbidden
         if bad:
@@ -703,10 +703,11 @@ def _said(ties, ts, ps) -> list:
             for i, j in ties]
 
 
-def _ambiguity(ties, ran=False, fusions=None, whole=None) -> str:
+def _ambiguity(ties, ran=False, fusions=None, whole=None, guessed=False) -> str:
     """One line: the first few ties (_said's), each with the name_map that settles it, then one map settling them
     all (each with its first candidate), each pasted as printed; with no run, inputs= in that map's place (no
-    order says which candidate is right, the run does). whole: (every torch call, every Paddle call):
+    order says which candidate is right, the run does); guessed (a conversion's run, its weights not torch's yet:
+    no value was looked at), each tie's own maps alone. whole: (every torch call, every Paddle call):
     where the Paddle model holds more modules of a tied module's shapes than the torch model, with no run (one
     torch module run as several, one Paddle module per call), no map alone fills them all: the run's calls pair
     each, so the map is said with inputs=."""
@@ -735,7 +736,8 @@ def _ambiguity(ties, ran=False, fusions=None, whole=None) -> str:
     # without a run each one's first candidate is a guess (BERT's output.LayerNorm against norm1 and norm2: norm1,
     # pasted, made the zoo's correct ports red): the run settles them, so that is what is said
     remedy = (f"give {'inputs= and ' if several else ''}the name_map that says which (name_map={every} takes each "
-              "one's first candidate)" if ran or several else
+              "one's first candidate)" if (ran and not guessed) or several else
+              "give the name_map that says which" if ran else
               "give inputs= to pair them by the models' run (convert settles them by it), or the name_map that says "
               "which")
     return ("modules cannot be paired automatically, by their structure nor by the run's values: " + "; ".join(said[:3])
