@@ -172,9 +172,13 @@ def _broadcast(x: tuple, y: tuple) -> bool:
 
 def reshaped(x: tuple, y: tuple) -> bool:
     """The same values in another shape: one side's [batch * seq, hidden] is the other's [batch, seq, hidden]
-    (as many values, the same last axis, so a row is a row on both sides)."""
-    return len(x) != len(y) and bool(x) and bool(y) and x[-1] == y[-1] and \
-        int(np.prod(x, dtype=np.int64)) == int(np.prod(y, dtype=np.int64))
+    (as many values, the same last axis, so a row is a row on both sides), or the same shape but for axes of 1
+    (torchvision's pooled [batch, C, 1, 1] against paddle.vision's reshape to [batch, C]: as a broadcast, every
+    value was compared with every other)."""
+    x, y = tuple(x), tuple(y)
+    squeezed = lambda s: tuple(d for d in s if d != 1)
+    return x != y and bool(x) and bool(y) and int(np.prod(x, dtype=np.int64)) == int(np.prod(y, dtype=np.int64)) \
+        and ((len(x) != len(y) and x[-1] == y[-1]) or squeezed(x) == squeezed(y))
 
 
 def similarity(t: Call, p: Call) -> Optional[int]:
