@@ -751,7 +751,10 @@ def test_more_orders_than_convert_tries_are_refused_naming_the_map():
 
 def pasted(error: str) -> tuple:
     """([each name_map a refusal suggests for all it refuses, as printed], whether it says to give inputs= with it):
-    each tie's own where it names one, else the one taking each one's first candidate."""
+    each tie's own where it names one, else the one taking each one's first candidate; with no run, none but
+    inputs= ([None], True)."""
+    if "give inputs= to pair them" in error:
+        return [None], True
     maps = [ast.literal_eval(m) for m in re.findall(r"name_map=(\{.*?\}|\[.*?\])", error)]
     if error.count(" equally (") > 1:
         maps = [suggested(error)]
@@ -761,7 +764,7 @@ def pasted(error: str) -> tuple:
 def mapped(name_map) -> list:
     """(torch module, Paddle module) of each entry of a suggested map (a dict, or rules naming one module each)."""
     return list(name_map.items()) if isinstance(name_map, dict) else [(re.sub(r"\\(.)", r"\1", t[1:-1]), p)
-                                                                      for t, p in name_map]
+                                                                      for t, p in name_map or ()]
 
 
 X8 = np.random.RandomState(0).randn(2, 8).astype(np.float32)
@@ -796,7 +799,8 @@ def resnet18():
     pt = resnet.new_torch_model().eval()
     pd = paddle.vision.models.resnet18(num_classes=resnet.CLASSES).eval()
     x = resnet.batch()[0]
-    return lambda: convert(pt, pd), lambda m, run: convert(pt, pd, m) and compare_forward(pt, pd, x, m)
+    return (lambda: convert(pt, pd),
+            lambda m, run: convert(pt, pd, m, inputs=x if run else None) and compare_forward(pt, pd, x, m))
 
 
 # (what is refused: a call making the refusal, and one judging the pair with a name_map, with inputs= or not)

@@ -239,3 +239,43 @@ def test_the_float64_twin_draws_the_float32_runs_dropout_masks():
                              lambda ps: torch.optim.SGD(ps, lr=0.01))
     g, g64 = record["grad/1.weight"], record[F64 + "grad/1.weight"]
     assert np.abs(g - g64).max() <= 1e-5 * np.abs(g64).max()
+
+
+# ---------------------------------------------------------------- a pooled [N, C, 1, 1] against a reshaped [N, C]
+
+class TorchHead(torch.nn.Module):
+    """torchvision's inception_v3 head: pooled, Dropout on [N, C, 1, 1], then flattened."""
+    def __init__(self):
+        super().__init__()
+        self.conv, self.avgpool = torch.nn.Conv2d(3, 4, 3), torch.nn.AdaptiveAvgPool2d(1)
+        self.dropout, self.fc = torch.nn.Dropout(0.5), torch.nn.Linear(4, 2)
+
+    def forward(self, x):
+        return self.fc(torch.flatten(self.dropout(self.avgpool(self.conv(x))), 1))
+
+
+class PaddleHead(paddle.nn.Layer):
+    """paddle.vision's: reshaped to [N, C] before its Dropout."""
+    def __init__(self, mode="upscale_in_train"):
+        super().__init__()
+        self.conv, self.avg_pool = paddle.nn.Conv2D(3, 4, 3), paddle.nn.AdaptiveAvgPool2D(1)
+        self.dropout, self.fc = paddle.nn.Dropout(0.5, mode=mode), paddle.nn.Linear(4, 2)
+
+    def forward(self, x):
+        return self.fc(self.dropout(paddle.reshape(self.avg_pool(self.conv(x)), [-1, 4])))
+
+
+@pytest.mark.parametrize("mode", ["upscale_in_train", "downscale_in_infer"])
+def test_a_pooled_output_against_its_reshape_is_the_same_values_and_a_dropout_mode_plant_red_there(mode):
+    """Before, [2, 4, 1, 1] against [2, 4] was compared as a broadcast ([2, 4, 2, 4]: every value against every
+    other): the correct port red at dropout (inception_v3 in the zoo)."""
+    torch.manual_seed(0)
+    pt, pd = TorchHead().eval(), PaddleHead(mode)
+    convert(pt, pd)
+    report = compare_forward(pt, pd.eval(), X, isolate=True)
+    if mode == "upscale_in_train":
+        assert report.passed and report.differing == [], report.table()
+        assert "the same values in another shape" in next(r.by_design for r in report.paired if r.name == "dropout")
+    else:  # x (1 - p) in eval
+        assert not report.passed and report.first_diverging == "dropout" and report.differing == ["dropout"], \
+            report.table()

@@ -50,3 +50,42 @@ def test_a_refused_plant_is_ok_only_when_refused_saying_its_text_at_its_place():
     assert got("portcheck: torch word against Paddle word: the two models' configs differ there") == "error"
     assert got("portcheck: 1 torch module(s) have no counterpart: token_type") == "error"
     assert got("", [Judgement("forward, every module (K=16)", 1, False, 2.0, "token_type")]) == "not refused"
+
+
+# the zoo's pairs a conversion without a run refuses (tie: BERT's output.LayerNorm against norm1 and norm2, OPT's
+# final_layer_norm, GPT-2's ln_f against three norms; the others refusing are BERT's kin): each its smallest
+# with a run, GPT-2 without its recipe's layouts (c_proj against q_proj, k_proj, v_proj and out_proj)
+SUGGESTING = ("bert", "opt", "gpt2 fused", "gpt2 split, no layouts")
+
+
+@pytest.mark.parametrize("name", SUGGESTING)
+def test_every_map_a_refusal_of_the_zoo_suggests_pasted_into_its_correct_port_is_green(name):
+    """What a refusal tells the user to give, given on the zoo's correct port: green. Before, a conversion without
+    a run suggested the map taking each tie's first candidate (norm1 for output.LayerNorm), and pasted it was red
+    at the first norm; the run settles the ties, so inputs= is what it says. A conversion's run looks at no value
+    (its weights are not torch's yet): it suggested c_proj -> q_proj, refused pasted; now the layouts alone."""
+    import ast
+    import re
+    import torch
+    import paddle
+    from portcheck import compare_forward, convert
+    from portcheck.errors import PipelineError
+    from tools.zoo import checks
+    torch.manual_seed(0)
+    paddle.seed(0)
+    import portcheck
+    ran = name.endswith("no layouts")
+    pt, pd, x, layouts = checks.MODELS[name.partition(",")[0]]({})
+    layouts = None if ran else layouts
+    with pytest.raises(PipelineError) as refused:
+        convert(pt, pd, layouts=layouts, inputs=x if ran else None)
+    said = str(refused.value)
+    every = re.findall(r"\(name_map=(\[.*?\]) takes each one's first candidate\)", said)
+    given = [(ast.literal_eval(m), layouts, ran) for m in every]  # (name_map, layouts, with the run)
+    given += [(None, layouts, True)] if "give inputs= to pair them" in said else []
+    given += [(None, eval(m, {"portcheck": portcheck}), ran) for m in re.findall(r"layouts=(\{.*?\}) \(heads=", said)]
+    assert given, said
+    for name_map, layouts, run in given:
+        pd.set_state_dict(convert(pt, pd, name_map, inputs=x if run else None, layouts=layouts))
+        report = compare_forward(pt.eval(), pd.eval(), x, name_map, layouts=layouts)
+        assert report.passed, (said, name_map, report.table())

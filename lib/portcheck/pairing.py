@@ -172,9 +172,13 @@ def _broadcast(x: tuple, y: tuple) -> bool:
 
 def reshaped(x: tuple, y: tuple) -> bool:
     """The same values in another shape: one side's [batch * seq, hidden] is the other's [batch, seq, hidden]
-    (as many values, the same last axis, so a row is a row on both sides)."""
-    return len(x) != len(y) and bool(x) and bool(y) and x[-1] == y[-1] and \
-        int(np.prod(x, dtype=np.int64)) == int(np.prod(y, dtype=np.int64))
+    (as many values, the same last axis, so a row is a row on both sides), or the same shape but for axes of 1
+    (torchvision's pooled [batch, C, 1, 1] against paddle.vision's reshape to [batch, C]: as a broadcast, every
+    value was compared with every other)."""
+    x, y = tuple(x), tuple(y)
+    squeezed = lambda s: tuple(d for d in s if d != 1)
+    return x != y and bool(x) and bool(y) and int(np.prod(x, dtype=np.int64)) == int(np.prod(y, dtype=np.int64)) \
+        and ((len(x) != len(y) and x[-1] == y[-1]) or squeezed(x) == squeezed(y))
 
 
 def similarity(t: Call, p: Call) -> Optional[int]:
@@ -468,7 +472,7 @@ def pair(torch_record: dict, paddle_record: dict, name_map=None, weights_only=Fa
             pairs.update((left_t[i].name, left_p[j].name) for i, j in found)
             first = False
         if refused:
-            raise PipelineError(_ambiguity(refused, ran, fusions, (ts, ps)))
+            raise PipelineError(_ambiguity(refused, ran, fusions, (ts, ps), guessed=weights_only))
         pairs.update(fixed)  # a map's entries that cross each other are kept too
         bad = (_inconsistent(pairs, calls) | _blocked(pairs, calls, by_name)) - set(fixed.items()) - forbidden
         if bad:
@@ -704,9 +708,11 @@ def _said(ties, ts, ps) -> list:
             for i, j in ties]
 
 
-def _ambiguity(ties, ran=False, fusions=None, whole=None) -> str:
+def _ambiguity(ties, ran=False, fusions=None, whole=None, guessed=False) -> str:
     """One line: the first few ties (_said's), each with the name_map that settles it, then one map settling them
-    all (each with its first candidate), each pasted as printed. whole: (every torch call, every Paddle call):
+    all (each with its first candidate), each pasted as printed; with no run, inputs= in that map's place (no
+    order says which candidate is right, the run does); guessed (a conversion's run, its weights not torch's yet:
+    no value was looked at), each tie's own maps alone. whole: (every torch call, every Paddle call):
     where the Paddle model holds more modules of a tied module's shapes than the torch model, with no run (one
     torch module run as several, one Paddle module per call), no map alone fills them all: the run's calls pair
     each, so the map is said with inputs=."""
@@ -732,10 +738,15 @@ def _ambiguity(ties, ran=False, fusions=None, whole=None) -> str:
     rules = list(dict.fromkeys(rules))
     every = repr([("^" + re.escape(t) + "$", p) for t, p in rules])  # every one: pasted, it pairs them all
     more = f"; {len(ties) - 3} more" if len(ties) > 3 else ""
+    # without a run each one's first candidate is a guess (BERT's output.LayerNorm against norm1 and norm2: norm1,
+    # pasted, made the zoo's correct ports red): the run settles them, so that is what is said
+    remedy = (f"give {'inputs= and ' if several else ''}the name_map that says which (name_map={every} takes each "
+              "one's first candidate)" if (ran and not guessed) or several else
+              "give the name_map that says which" if ran else
+              "give inputs= to pair them by the models' run (convert settles them by it), or the name_map that says "
+              "which")
     return ("modules cannot be paired automatically, by their structure nor by the run's values: " + "; ".join(said[:3])
-            + more + f": give {'inputs= and ' if several else ''}the name_map that says which (name_map={every} "
-            "takes each one's first candidate)"
-            + ("" if ran or several else "; or, to convert, inputs= to pair modules by the models' run")
+            + more + ": " + remedy
             + ("; or, if one module holds what several of the other side hold together, its columns one after the "
                "other: layouts={" + ", ".join(f"{k!r}: portcheck.Fused({v!r})" for k, v in fusions.items())
                + "} (heads=n if they go per head)" if fusions else "") + " [PC317]")
