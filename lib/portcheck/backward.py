@@ -323,7 +323,7 @@ def record_backward(model, inputs, targets, loss, optimizer, scheduler=None, ste
         draws = torch.get_rng_state()  # the float32 run's random draws (dropout masks), its float64 twin's too
 
         def again(kernels, move=True, restart=None):
-            with torch.random.fork_rng(devices=[]), kernels:  # the same draws (dropout) as the run below
+            with torch.random.fork_rng(devices=[]), kernels as routed:  # the same draws (dropout) as the run below
                 if move:
                     moved_one_ulp(model)
                 run = _train("torch", model, inputs, targets, loss, optimizer, scheduler, steps, torch.from_numpy,
@@ -332,15 +332,16 @@ def record_backward(model, inputs, targets, loss, optimizer, scheduler=None, ste
             model.load_state_dict(start)
             # only what judge_backward reads: the first forward's modules are not held, its gradients only by a run
             # taking Paddle's side of a kink (the first forward's move them) or where batch statistics amplify
-            # rounding (batch_statistics)
-            return {k: v for k, v in run.items() if k.startswith(TAKING_KEYS if not move else against)}
+            # rounding (batch_statistics) or a max pooling's tie sent the other way moves them (_ties_other_way)
+            return {k: v for k, v in run.items() if k.startswith(TAKING_KEYS if not move or routed else against)}
         if crossed is not None:
             if isolate:  # each step from the weights torch's own run left: that fp32 run again first, keeping them
                 again(contextlib.nullcontext(), move=False, restart=keep)
             return again(_taking(model, crossed), move=False,
                          restart=(lambda m, i: m.load_state_dict(left[i])) if isolate else None)
         if not isolate:  # the plain run's steps: torch against itself (calibrated.SPREAD), each run of AGAINST_ITSELF
-            moved = against_itself((again(kernels()) for kernels in AGAINST_ITSELF), against)
+            # each run holds its keys already (again: against, or its gradients too where a tie was sent otherwise)
+            moved = against_itself((again(kernels()) for kernels in AGAINST_ITSELF), TAKING_KEYS)
         out = _train("torch", model, inputs, targets, loss, optimizer, scheduler, steps, torch.from_numpy,
                      lambda m: _torch_state(m, layouts), lambda m: _torch_grads(m, layouts), _norm_counter(model), keep,
                      clip, near=True)
@@ -591,14 +592,54 @@ def crossing_lines(crossed: list, on_branch: bool, taken: bool, where: str = "")
 
 @contextlib.contextmanager
 def _other_threads():
-    """torch's CPU kernels with another thread count (half, or 2 from 1): they split their sums otherwise."""
+    """torch's CPU kernels with another thread count (half, or 2 from 1): they split their sums otherwise; and its
+    max pooling's ties sent the other way (_ties_other_way). Yields _ties_other_way's list."""
     import torch
     n = torch.get_num_threads()
     torch.set_num_threads(n // 2 if n > 1 else 2)
     try:
-        yield
+        with _ties_other_way() as routed:
+            yield routed
     finally:
         torch.set_num_threads(n)
+
+
+@contextlib.contextmanager
+def _ties_other_way():
+    """torch's 2-d max pooling with the gradient of each window whose two largest values are within rounding of each
+    other (calibrated.FLOOR x eps32 x the input's largest, a Crossing's floor) sent to the later of the two, where
+    torch's kernel sends an exact tie to the first. Which of them is the maximum is rounding's choice: another correct
+    fp32 run takes either, and the gradient moves whole from one to the other. Measured: vgg11 at 64 x 64 (batch 2),
+    one window of features.3's output is tied exactly in torch's fp32 run (0.6376 twice) where Paddle's kernel, 4.8e-7
+    from torch there, takes the later one: grad features.3.weight 2.6e-4 from torch's (torch's own fp32 error
+    1.5e-8), and 1.7e-8 from torch's with the tie sent there. The window's value is then that later one's (within
+    the floor). Yields a list that holds True once a window was sent so (the run's gradients are then kept)."""
+    import torch
+    import torch.nn.functional as F
+    plain, routed = F.max_pool2d, []
+
+    def pool(x, *args, **kwargs):
+        if kwargs.get("return_indices") or len(args) > 5 or not isinstance(x, torch.Tensor) or x.dim() < 3 \
+                or not x.is_floating_point() or not x.numel():
+            return plain(x, *args, **kwargs)
+        kwargs.pop("return_indices", None)
+        with torch.no_grad():
+            top, first = plain(x, *args, return_indices=True, **kwargs)
+            flat = x.detach().flatten(-2)
+            rest = flat.scatter(-1, first.flatten(-2), float("-inf")).view_as(x)
+            second, other = plain(rest, *args, return_indices=True, **kwargs)
+            floor = calibrated.FLOOR * torch.finfo(x.dtype).eps * x.detach().abs().max()
+            near = (top - second <= floor) & (top != 0)  # ReLU's zeros send nothing back: no gradient moves
+        if not near.any():
+            return plain(x, *args, **kwargs)
+        routed.append(True)
+        index = torch.where(near, torch.maximum(first, other), first)
+        return x.flatten(-2).gather(-1, index.flatten(-2)).view_as(top)
+    F.max_pool2d = pool
+    try:
+        yield routed
+    finally:
+        F.max_pool2d = plain
 
 
 # torch's runs against itself in a plain run (calibrated.SPREAD), each moved one ulp in the context given here: the
