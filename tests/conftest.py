@@ -4,7 +4,7 @@ Every pipeline script runs in a subprocess, as a user would run it, with
 BERT_ALIGN_HOME pointing at a temporary folder so the repository's own results
 are never touched.
 """
-import portcheck.runtime  # first: offline mode, threads, allocator, before any test imports torch/paddle
+import portcheck.core.runtime  # first: offline mode, threads, allocator, before any test imports torch/paddle
 import atexit
 import contextlib
 import fcntl
@@ -173,7 +173,7 @@ PRELOADED = ["sklearn.datasets"]
 def forked_script(argv, env):
     """run.script's twin for FORKED_RUNS: `python file.py ...` forked by its framework's server; anything else (a
     launcher, -m, another interpreter) as run.script runs it."""
-    from portcheck import recorder, run as portcheck_run
+    from portcheck.scripts import recorder, run as portcheck_run
     if not (FORK and len(argv) > 1 and argv[0] == sys.executable and argv[1].endswith(".py")
             and recorder.SETTINGS in env):
         return portcheck_run.SCRIPT(argv, env)
@@ -205,7 +205,7 @@ def _forked_runs(request):
     if request.path.name not in FORKED_RUNS:
         yield
         return
-    from portcheck import run as portcheck_run
+    from portcheck.scripts import run as portcheck_run
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(portcheck_run, "SCRIPT", portcheck_run.script, raising=False)
         mp.setattr(portcheck_run, "script", forked_script)
@@ -378,8 +378,8 @@ def plant_values(path, data):
     """A planted bug in one side's values, as its script would have written it: the .npy and its run record,
     bound to the new file (a bare edit leaves a record that no longer describes its result: a stale result,
     red for that reason alone)."""
-    from portcheck import record
-    from portcheck.fileio import save_npy
+    from portcheck.core import record
+    from portcheck.core.fileio import save_npy
     save_npy(path, data)
     was = record.load(path)
     record.save(path, was["framework"], was["script"], was["depends"])

@@ -14,10 +14,11 @@ import pytest
 
 pytest.importorskip("torch")
 pytest.importorskip("paddle")
-from portcheck import cli, handin  # noqa: E402
-from portcheck.backward import judged  # noqa: E402
-from portcheck.fileio import load_npy, save_npy  # noqa: E402
-from portcheck.report import DIAGNOSTICS  # noqa: E402
+from portcheck import cli  # noqa: E402
+from portcheck.pipeline import handin
+from portcheck.gradients.backward import judged  # noqa: E402
+from portcheck.core.fileio import load_npy, save_npy  # noqa: E402
+from portcheck.core.report import DIAGNOSTICS  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
 import bench_k_backward as bench  # noqa: E402 - its small conv/BatchNorm nets, shared

@@ -10,8 +10,10 @@ import time
 import numpy as np
 import pytest
 
-from portcheck import cli, fileio, handin, record
-from portcheck.errors import PipelineError
+from portcheck import cli
+from portcheck.core import fileio, record
+from portcheck.pipeline import handin
+from portcheck.core.errors import PipelineError
 from test_library import one_ulp_apart
 
 
@@ -611,7 +613,7 @@ for pair in sys.argv[2:]:
 
 def pipeline(root, weights=("w", "w")):
     """A two-step pipeline of its own through the library's runner: pair a in Step 1, b in Step 2."""
-    from portcheck import steps
+    from portcheck.pipeline import steps
     for name, text in (("pt.py", SIDE), ("pd.py", SIDE), ("check.py", CHECK)):
         (root / name).write_text(text)
     specs = [steps.StepSpec(n, f"Step{n}", (steps.Pair(p, "pt.py", "pd.py"),), "check.py") for n, p in ((1, "a"), (2, "b"))]

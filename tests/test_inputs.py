@@ -16,13 +16,13 @@ import numpy as np
 import pytest
 
 from bert_sst2 import flags, inputs
-from portcheck import errors, fileio
-from portcheck.errors import PipelineError
+from portcheck.core import errors, fileio
+from portcheck.core.errors import PipelineError
 from conftest import ROOT, error_line, run
 from models.configuration_bert import BertConfig, read_vocab
 
 ENTRY_SCRIPTS = sorted(p for folder in ("pipeline", "weights", "classifier_weights", "fake_data", "tools")
-                       for p in (ROOT / folder).rglob("*.py") if "import portcheck.runtime" in p.read_text())
+                       for p in (ROOT / folder).rglob("*.py") if "import portcheck.core.runtime" in p.read_text())
 EXPORT = "weights/torch_bert_weights.py"
 
 
@@ -393,7 +393,7 @@ def test_run_all_marks_the_interrupted_step(tmp_path, monkeypatch):
         if "Step5" in cmd[0]:
             raise KeyboardInterrupt
         return 0, 0.0, cmd
-    from portcheck import steps as runner
+    from portcheck.pipeline import steps as runner
     monkeypatch.setattr(runner, "run_script", fake_run)
     steps = run_all.steps
     monkeypatch.setattr(run_all, "steps", lambda args: [dataclasses.replace(s, checks=()) for s in steps(args)])

@@ -11,8 +11,9 @@ import pytest
 
 pytest.importorskip("torch")
 pytest.importorskip("paddle")
-from portcheck import backward, judge_backward  # noqa: E402
-from portcheck.backward import TAKEN_KEY, TAKING  # noqa: E402
+from portcheck import judge_backward  # noqa: E402
+from portcheck.gradients import backward
+from portcheck.gradients.backward import TAKEN_KEY, TAKING  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
 import bench_k_backward as bench  # noqa: E402 - its small conv/BatchNorm nets, shared

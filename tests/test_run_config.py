@@ -15,8 +15,8 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from portcheck import run, runconfig
-from portcheck.errors import PipelineError
+from portcheck.scripts import run, runconfig
+from portcheck.core.errors import PipelineError
 
 STEPS = 3
 
@@ -221,13 +221,13 @@ if fw == "torch":
     import torch as T
     from torch import nn
     import torch.nn.functional as F
-    from portcheck.hooks_torch import TorchSide as Side
+    from portcheck.scripts.hooks_torch import TorchSide as Side
     tensor = lambda a: T.from_numpy(np.asarray(a))
 else:
     import paddle as T
     from paddle import nn
     import paddle.nn.functional as F
-    from portcheck.hooks_paddle import PaddleSide as Side
+    from portcheck.scripts.hooks_paddle import PaddleSide as Side
     tensor = lambda a: T.to_tensor(np.asarray(a))
 side = Side(False)
 W = tensor(np.array([1.0, 2.0, 3.0], "float32"))
@@ -409,7 +409,7 @@ def test_convert_keeps_a_paddle_layer_its_run_never_calls_and_says_so():
     value, said in one line; without inputs nothing shows it unused and it is refused, naming it."""
     import paddle
     import torch
-    from portcheck.convert import convert
+    from portcheck.mapping.convert import convert
 
     class TorchNet(torch.nn.Module):
         def __init__(self):

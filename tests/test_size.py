@@ -10,12 +10,13 @@ import paddle
 import pytest
 import torch
 
-import portcheck.compare as compare
-from portcheck import calibrated, compare_forward, convert, judge_forward, record_forward
-from portcheck.compare import F64
-from portcheck.convert import plan
-from portcheck.errors import PipelineError
-from portcheck.spill import Spill
+import portcheck.forward.compare as compare
+from portcheck import compare_forward, convert, judge_forward, record_forward
+from portcheck.core import calibrated
+from portcheck.forward.compare import F64
+from portcheck.mapping.convert import plan
+from portcheck.core.errors import PipelineError
+from portcheck.core.spill import Spill
 
 LLAMA = dict(vocab_size=64, hidden_size=32, intermediate_size=48, num_hidden_layers=2, num_attention_heads=4,
              num_key_value_heads=2, max_position_embeddings=64, use_cache=False)

@@ -12,10 +12,12 @@ import sys
 import numpy as np
 import pytest
 
-from portcheck import cli, convert, data, handin, record, training
-from portcheck.backward import moved_one_ulp
-from portcheck.errors import PipelineError
-from portcheck.fileio import load_npy, save_npy
+from portcheck import cli, convert
+from portcheck.core import record
+from portcheck.pipeline import data, handin, training
+from portcheck.gradients.backward import moved_one_ulp
+from portcheck.core.errors import PipelineError
+from portcheck.core.fileio import load_npy, save_npy
 from examples.mlp_pair import scores
 
 torch = pytest.importorskip("torch")
@@ -428,7 +430,7 @@ def test_a_training_hand_in_rechecks_green_and_a_bug_red_from_the_files_alone(tm
         out = capsys.readouterr().out
         assert ((f"training {'lr' if plant.get('lr_ahead') else 'weight norm'}: FAILED") in out) == bool(expected), out
         assert "train_align: green" in out or expected, out
-    from portcheck.fileio import load_npy, save_npy
+    from portcheck.core.fileio import load_npy, save_npy
     curves = tmp_path / "0" / "log_reprod" / "diagnostics" / "train_log_paddle.npy"
     save_npy(curves, {**load_npy(curves), "lr": load_npy(curves)["lr"] * 2})  # edited after the run
     assert cli.check(tmp_path / "0" / "log_reprod", only="train_align") == 1

@@ -29,7 +29,7 @@ import math
 import sys
 
 try:
-    import portcheck.runtime  # noqa: F401 - first: offline mode, threads, allocator, before torch/paddle load
+    import portcheck.core.runtime  # noqa: F401 - first: offline mode, threads, allocator, before torch/paddle load
 except ModuleNotFoundError:  # the project is not importable: not its venv
     raise SystemExit("error: this project's packages are not importable: activate its venv "
                      "(. .venv/bin/activate) or run `pip install -r requirements.txt`") from None
@@ -38,9 +38,9 @@ from pathlib import Path
 import numpy as np
 
 from bert_sst2 import paths
-from portcheck import calibrated
-from portcheck.errors import run_main
-from portcheck.fileio import atomic_write
+from portcheck.core import calibrated
+from portcheck.core.errors import run_main
+from portcheck.core.fileio import atomic_write
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_align  # noqa: E402 - its model builders, shared
@@ -294,7 +294,7 @@ def kinks(seeds, widths=(4, 8, 16), batches=(8, 16)) -> dict:
     one and the first of the sweep, clean and with every plant of KINK_PLANTS: the share of its allowance the
     worst row after the steps uses (over 1: red), judged as compare_backward judges (backward.judged: where red and
     Paddle crossed a kink in a later step, torch's run taking Paddle's side of it)."""
-    from portcheck.backward import judged
+    from portcheck.gradients.backward import judged
     worst = lambda report: max((r.used, f"{r.name} after step {i + 1}") for i, rows in enumerate(report.steps)  # noqa: E731
                                for r in rows if r.name != "lr")
     sweep = []
@@ -347,7 +347,7 @@ def yardstick(runs):
     (YARDSTICKS' value)."""
     import contextlib
     import torch
-    from portcheck import backward
+    from portcheck.gradients import backward
     kernels = {SAME: contextlib.nullcontext, THREADS: backward._other_threads,
                NO_ONEDNN: lambda: torch.backends.mkldnn.flags(enabled=False)}
     move, seed = backward.moved_one_ulp, []
@@ -378,7 +378,7 @@ def yardstick(runs):
 def yardsticks() -> list:
     """Each YARDSTICKS candidate on each KINK_NETS net, clean and with each plant of KINK_PLANTS: the share of its
     allowance the worst row after the steps uses."""
-    from portcheck.backward import judged
+    from portcheck.gradients.backward import judged
     worst = lambda report: max(r.used for rows in report.steps for r in rows if r.name != "lr")  # noqa: E731
     out = []
     for name, runs in YARDSTICKS.items():

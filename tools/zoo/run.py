@@ -19,12 +19,12 @@ import time
 from pathlib import Path
 
 try:
-    import portcheck.runtime  # noqa: F401 (first: offline mode, threads, quiet notices, before torch and Paddle load)
+    import portcheck.core.runtime  # noqa: F401 (first: offline mode, threads, quiet notices, before torch, Paddle)
 except ModuleNotFoundError:  # the project is not importable: not its venv
     raise SystemExit("error: this project's packages are not importable: activate its venv "
                      "(. .venv/bin/activate) or run `pip install -r requirements.txt`") from None
 
-from portcheck.errors import PipelineError, first_line, run_main
+from portcheck.core.errors import PipelineError, first_line, run_main
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))

@@ -29,7 +29,7 @@ from portcheck.forward.compare import (_float64, call, first_input, float64_run,
                                tensors)
 from portcheck.mapping.pairing import ROOT, module_of, split_key
 
-_HERE = str(Path(__file__).resolve().parents[1]) + os.sep  # the library's own frames are never the model's source line
+_HERE = str(Path(__file__).resolve().parent.parent) + os.sep  # the library's frames are never the model's source line
 
 
 @dataclass

@@ -231,7 +231,7 @@ class Run:
     def _not_direct(self, module):
         """A second module trained, the root and it called from inside a method of a module holding both that was
         not itself called (model.forward(x) called directly: the model's call, its batch, is never seen): one line."""
-        frame, here = sys._getframe(1), str(Path(__file__).parents[1])
+        frame, here = sys._getframe(1), str(Path(__file__).parent.parent)
         while frame is not None:
             owner = frame.f_locals.get("self") if not frame.f_code.co_filename.startswith(here) else None
             held = self.fw.submodules(owner) if isinstance(owner, self.fw.module_class) else ()
@@ -673,7 +673,7 @@ class Tensors:
 def _on_stack() -> list:
     """What the script's functions on the stack hold, and their objects' attributes: a dict of Paddle tensors is not
     tracked by gc (its tensors are not), so gc.get_objects does not list it."""
-    out, frame, here = [], sys._getframe(1), str(Path(__file__).parents[1])
+    out, frame, here = [], sys._getframe(1), str(Path(__file__).parent.parent)
     while frame is not None:
         if not frame.f_code.co_filename.startswith(here):
             held = list(frame.f_locals.values())
@@ -689,7 +689,7 @@ def _held_as(obj) -> str:
     """The name the script holds obj by: a variable of a function on the stack (the recorder's own frames passed
     over), an attribute, a container's key; its class's if none."""
     import gc
-    frame, here = sys._getframe(1), str(Path(__file__).parents[1])
+    frame, here = sys._getframe(1), str(Path(__file__).parent.parent)
     while frame is not None:
         if not frame.f_code.co_filename.startswith(here):
             name = next((k for k, v in frame.f_locals.items() if v is obj and k != "self"), None)
