@@ -15,7 +15,7 @@ from portcheck.forward.compare import ForwardReport
 
 torch = pytest.importorskip("torch")
 from portcheck.forward import compare  # noqa: E402
-from portcheck.gradients import backward
+from portcheck.gradients import backward  # noqa: E402
 
 
 def row(name, over=False, input_ok=None):

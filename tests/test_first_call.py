@@ -10,7 +10,7 @@ torch = pytest.importorskip("torch")
 paddle = pytest.importorskip("paddle")
 
 from portcheck import compare_forward, convert  # noqa: E402
-from portcheck.forward import calls, compare
+from portcheck.forward import calls, compare  # noqa: E402
 
 D, H = 16, 2
 

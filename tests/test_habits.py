@@ -15,7 +15,7 @@ from portcheck.core.errors import PipelineError
 torch = pytest.importorskip("torch")
 paddle = pytest.importorskip("paddle")
 from portcheck import compare_backward, compare_forward, convert  # noqa: E402
-from portcheck.core import calibrated
+from portcheck.core import calibrated  # noqa: E402
 
 V, L, D, C, BUCKETS = 20, 8, 16, 3, 16
 

@@ -11,8 +11,6 @@ A kink no run of torch against itself crosses (Paddle's value within rounding of
 forward, the --kinks net of seed 7): torch's run again taking Paddle's side of 0 at exactly those values
 (backward.judged, made only where red) makes it green, and the plants beside it stay red."""
 import copy
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -20,11 +18,10 @@ import pytest
 torch = pytest.importorskip("torch")
 paddle = pytest.importorskip("paddle")
 from portcheck import convert, judge_backward, record_backward  # noqa: E402
-from portcheck.core import calibrated
+from portcheck.core import calibrated  # noqa: E402
 from portcheck.gradients.backward import F64, INPUT, MOVED, NEAR, SPREAD_KEY, TAKEN, TAKING, judged  # noqa: E402
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
-import bench_k_backward as bench  # noqa: E402 - its small conv/BatchNorm nets, shared
+from tools import bench_k_backward as bench  # noqa: E402 - its small conv/BatchNorm nets, shared
 
 STEPS, LR = 3, 0.01
 

@@ -10,8 +10,8 @@ import pytest
 torch = pytest.importorskip("torch")
 paddle = pytest.importorskip("paddle")
 from portcheck import convert  # noqa: E402
-from portcheck.core import calibrated
-from portcheck.pipeline import handin
+from portcheck.core import calibrated  # noqa: E402
+from portcheck.pipeline import handin  # noqa: E402
 from portcheck.gradients.backward import record_backward  # noqa: E402
 
 X = np.random.RandomState(0).randn(16, 6).astype(np.float32)

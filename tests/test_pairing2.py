@@ -15,7 +15,7 @@ from portcheck.core.errors import PipelineError
 torch = pytest.importorskip("torch")
 paddle = pytest.importorskip("paddle")
 from portcheck import compare_backward, compare_forward, convert  # noqa: E402
-from portcheck.core import record
+from portcheck.core import record  # noqa: E402
 
 IDS = np.random.RandomState(0).randint(0, 50, (2, 6)).astype(np.int64)
 
