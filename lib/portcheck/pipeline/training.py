@@ -623,7 +623,7 @@ def judge_training(torch_log: dict, paddle_log: dict, threshold: float = None, r
         missing = [k for k in ("loss", "lr", "eval_step") if k not in log]
         if missing:
             raise PipelineError(f"the {side} training log holds no {', '.join(missing)}: write it with "
-                                "portcheck.training.TrainingLog")
+                                "portcheck.pipeline.training.TrainingLog")
 
     names = sorted(k for k in t if k.startswith(METRIC))
     same_metrics = bool(names) and names == sorted(k for k in p if k.startswith(METRIC))
@@ -824,7 +824,8 @@ def logs(folder, pair_records=(None, None)) -> tuple:
     records = [record.load(path) for path in paths]
     for side, path, rec, pair_rec in zip(("torch", "paddle"), paths, records, pair_records):
         if rec is None:
-            raise PipelineError(f"{path.name} has no run record: write it with portcheck.training.TrainingLog.save")
+            raise PipelineError(f"{path.name} has no run record: write it with "
+                                "portcheck.pipeline.training.TrainingLog.save")
         problem = record.bound(side, path, rec)
         pair_rec = record.load(path, pair_rec) if pair_rec is not None else None
         if not problem and pair_rec is not None and record.differences(rec, pair_rec):

@@ -114,7 +114,8 @@ def command(text: str, side: str) -> list:
     if exe is None:
         raise PipelineError(f"--{side}: {argv[0]!r} is not found: the command's first word is a Python interpreter")
     try:
-        probe = subprocess.run([interpreter(exe), "-c", "import sys, portcheck.recorder; print('portcheck-ok')"],
+        probe = subprocess.run([interpreter(exe), "-c",
+                                "import sys, portcheck.scripts.recorder; print('portcheck-ok')"],
                                env=environment({}), capture_output=True, text=True, timeout=120)
     except (OSError, subprocess.TimeoutExpired) as e:
         raise PipelineError(f"--{side}: {argv[0]!r} is not a Python interpreter ({e})") from None
