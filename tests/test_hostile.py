@@ -597,14 +597,14 @@ def test_a_closed_or_full_stdout_ends_quietly_not_in_a_traceback(tmp_path, stdou
 
 
 SIDE = """import sys, numpy as np
-from portcheck import handin
+from portcheck.pipeline import handin
 root, pair, side, weights = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
 if weights == "fail":
     sys.exit("error: this side failed")
 handin.save_side(root + "/step", pair, side, {"lr_0": np.array([0.1])}, {"weights": weights}, sys.argv[0].rsplit("/", 1)[1])
 """
 CHECK = """import sys
-from portcheck import handin
+from portcheck.pipeline import handin
 root = sys.argv[1]
 for pair in sys.argv[2:]:
     handin.judge_and_log(root + "/step", pair, threshold=1e-6, kind="exact", top=root + "/log_reprod")

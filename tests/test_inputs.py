@@ -286,7 +286,7 @@ def test_every_parser_refuses_abbreviations():
 
 
 def test_without_the_venv_every_script_says_to_activate_it(tmp_path):
-    """Without the venv `import portcheck.runtime` itself fails (-S: no site-packages, as a bare python)."""
+    """Without the venv `import portcheck.core.runtime` itself fails (-S: no site-packages, as a bare python)."""
     for script in ENTRY_SCRIPTS:
         proc = subprocess.run([sys.executable, "-S", "-I", str(script), "--help"], cwd=tmp_path,
                               capture_output=True, text=True)
@@ -352,11 +352,11 @@ def test_ctrl_c_outside_training_is_one_line(capsys):
 
 def test_ctrl_c_while_a_script_imports_is_one_line():
     """Before run_main: portcheck.runtime's excepthook (here a KeyboardInterrupt where `import torch` would be)."""
-    proc = subprocess.run([sys.executable, "-c", "import portcheck.runtime\nraise KeyboardInterrupt"],
+    proc = subprocess.run([sys.executable, "-c", "import portcheck.core.runtime\nraise KeyboardInterrupt"],
                           capture_output=True, text=True, cwd="/tmp")
     assert proc.returncode == 130 and proc.stderr.splitlines() == [
         "error: interrupted (Ctrl-C) while loading; nothing was written"]
-    proc = subprocess.run([sys.executable, "-c", "import portcheck.runtime\nimport no_such_package_29"],
+    proc = subprocess.run([sys.executable, "-c", "import portcheck.core.runtime\nimport no_such_package_29"],
                           capture_output=True, text=True, cwd="/tmp")
     assert proc.returncode == 1 and proc.stderr.splitlines() == [
         "error: No module named 'no_such_package_29': activate the project's venv (. .venv/bin/activate) or run "

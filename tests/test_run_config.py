@@ -215,7 +215,7 @@ FAMILIES = [
 EVALUATE = '''
 import json, sys
 import numpy as np
-from portcheck import recorder
+from portcheck.scripts import recorder
 fw = sys.argv[1]
 if fw == "torch":
     import torch as T

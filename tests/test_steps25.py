@@ -522,7 +522,8 @@ def test_the_weight_norm_is_the_same_bits_on_one_core_and_on_two(tmp_path, plant
     """A training log's weight norm, the same weights on one thread and on two (a Step 5 run side by side is pinned
     to one core): else a rerun's log differs from the committed one in its last bits."""
     script = tmp_path / "norm.py"
-    script.write_text("import numpy as np\nfrom portcheck import training\n" + (PLANTED_DOT if planted else "") + """
+    script.write_text("import numpy as np\nfrom portcheck.pipeline import training\n" + (PLANTED_DOT if planted else "")
+                      + """
 class Model:
     def parameters(self):
         return [np.random.RandomState(0).randn(2359296).astype(np.float32), np.ones(3, np.float32)]

@@ -1,4 +1,4 @@
-"""Process settings for every entry script: `import portcheck.runtime` before torch or paddle load.
+"""Process settings for every entry script: `import portcheck.core.runtime` before torch or paddle load.
 
 The math libraries read these variables when they are first imported, so the import
 comes first in each script (a library module never imports this: it would be too late

@@ -1,7 +1,7 @@
 """Any size on one machine: a transformers Llama and its paddlenlp port compared block by block from their
 checkpoint folders, never both whole models in memory (issue 65).
 
-    from portcheck import stream
+    from portcheck.forward import stream
     report = stream.compare("llama-hf/", "llama-paddle/", {"input_ids": ids})
     print(report.table()); assert report.passed, report.first_diverging
 
