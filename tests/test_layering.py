@@ -187,6 +187,33 @@ def test_an_old_module_path_is_the_new_module_and_says_where_it_went():
         ["portcheck.compare moved to portcheck.forward.compare"]
 
 
+OLD = "|".join(sorted((old.split(".")[1] for old in MOVED if old != "portcheck.convert"), key=len, reverse=True))
+OLD_IMPORT = re.compile(rf"^[ \t]*(?:import|from) portcheck\.(?:{OLD}|convert)\b"
+                        rf"|^[ \t]*from portcheck import (?:[\w ,]*?|\([\w ,\n]*?)\b(?:{OLD})\b", re.M)
+
+
+def old_paths(text: str) -> list:
+    """The lines of a file importing a module by its path before the subpackages (`from portcheck import convert`
+    is the function)."""
+    return [m.group(0).strip().split("\n")[0] for m in OLD_IMPORT.finditer(text)]
+
+
+def test_the_project_imports_no_old_path():
+    """The old paths are for users, for one version: a script of ours on one would print its DeprecationWarning
+    (a one-line error test reads stderr); a branch merged after the move lands here first."""
+    folders = [d for d in sorted(paths.ROOT.iterdir()) if d.is_dir() and not d.name.startswith(".")]
+    files = sorted(paths.ROOT.glob("*.py")) + [p for d in folders for p in sorted(d.rglob("*.py"))]
+    said = {str(p.relative_to(paths.ROOT)): r for p in files if p.name != "test_layering.py"
+            and (r := old_paths(p.read_text(encoding="utf-8")))}
+    assert said == {}
+    assert old_paths("import portcheck.runtime  # first\nfrom portcheck import convert, handin\n"
+                     "    from portcheck.compare import F64\nfrom portcheck import convert, resolve\n"
+                     "from portcheck.core import record\nfrom portcheck import (Fused,\n    stream)\n"
+                     "from portcheck import compare_forward\nreport = 1\n") == \
+        ["import portcheck.runtime", "from portcheck import convert, handin", "from portcheck.compare",
+         "from portcheck import (Fused,"]
+
+
 SYS_PATH = re.compile(r"\bsys\.path\s*(\.\s*(insert|append|extend|remove)\b|\[[^]]*\]\s*=|[+]?=)")
 TESTS_IMPORTED = re.compile(r"^\s*(from\s+tests\b|import\s+tests\b|(from|import)\s+(test_\w+|conftest)\b)", re.M)
 
