@@ -1,6 +1,6 @@
 """The recorder `python -m portcheck run` injects into a user's own training script (portcheck.run starts it).
 
-The script is not edited: portcheck/inject/sitecustomize.py, first on the interpreter's PYTHONPATH, calls
+The script is not edited: scripts/inject/sitecustomize.py, first on the interpreter's PYTHONPATH, calls
 install() before the script runs, with the run's settings in the environment (SETTINGS: the side, the steps, the
 folder). install() wraps what every training script goes through, in either framework:
 

@@ -5,7 +5,7 @@ unedited, checked as the guide's Steps 1-4 check a port.
 
 Each CMD's first word is a Python interpreter (one venv per side works; this library is put on its path, numpy is
 all it needs there) or a launcher it runs; portcheck.recorder is injected at its start
-(portcheck/inject/sitecustomize.py on its PYTHONPATH). Under a launcher (torchrun, python -m
+(scripts/inject/sitecustomize.py on its PYTHONPATH). Under a launcher (torchrun, python -m
 paddle.distributed.launch: ranks) each rank records in DIR/rank<r> and is judged against the other side's rank r. Four runs of the first N optimizer steps (default 3):
   torch     the torch script as it is, Dropout off: its root model, first forward (every module), loss, lr,
             gradients, weights after each step, the batches and targets it fed;
