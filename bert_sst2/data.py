@@ -16,7 +16,7 @@ import numpy as np
 from bert_sst2 import keys
 from bert_sst2.hparams import SEED
 from bert_sst2.paths import SST2_DIR
-from portcheck.errors import PipelineError
+from portcheck.core.errors import PipelineError
 
 HEADER = ["sentence", "label"]
 SPLITS = ("train", "dev")  # GLUE's test.tsv has no labels

@@ -10,7 +10,7 @@ import re
 
 import numpy as np
 
-from portcheck.diff import CheckResult, Table, compare, first_diverging
+from portcheck.core.diff import CheckResult, Table, compare, first_diverging
 
 # Embeddings, each layer's self-attention (context), attention block output, feed-forward
 # intermediate and layer output, then pooler and classifier.

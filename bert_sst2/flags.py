@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Optional
 
 from bert_sst2 import data, hparams
-from portcheck.errors import PipelineError
+from portcheck.core.errors import PipelineError
 
 # Step 5 seeds a draw per step: the seed plus the step (up to 2^21 of them) must still be a 32-bit numpy seed.
 MAX_SEED = 2 ** 32 - 2 ** 21 - 1

@@ -4,8 +4,8 @@ import numpy as np
 
 from bert_sst2 import paths
 from models.configuration_bert import BertConfig
-from portcheck.errors import PipelineError, require
-from portcheck.fileio import load_array, load_npy
+from portcheck.core.errors import PipelineError, require
+from portcheck.core.fileio import load_array, load_npy
 
 GEN_FAKE = "python fake_data/gen_fake_data.py"
 EXPORT = "python weights/torch_bert_weights.py"

@@ -8,7 +8,7 @@ import os
 import sys
 from pathlib import Path
 
-from portcheck import fileio
+from portcheck.core import fileio
 
 ROOT = Path(__file__).resolve().parents[1]
 SST2_DIR = ROOT.parent / "shared" / "data" / "SST-2"  # the real GLUE data on this workplace (tests, benchmarks)

@@ -1,6 +1,6 @@
 """BERT's pipeline as data: its five steps, each step's scripts and the pairs its check judges (the library's
 runner, portcheck.steps, executes it; run_all and the checks read the pairs from it)."""
-from portcheck.steps import Pair, StepSpec
+from portcheck.pipeline.steps import Pair, StepSpec
 
 BERT = (
     StepSpec(1, "Step1 forward", (Pair("forward", "pipeline/Step1/pt_forward_bert.py",

@@ -10,7 +10,7 @@ thresholds are the library's one table (portcheck.tolerances.GUIDE).
 from typing import NamedTuple
 
 from bert_sst2 import keys
-from portcheck.tolerances import EXACT, GUIDE, MEAN_BOUND, Tol, from_flags  # noqa: F401 (the checks' one import)
+from portcheck.core.tolerances import EXACT, GUIDE, MEAN_BOUND, Tol, from_flags  # noqa: F401 (the checks' one import)
 
 # Step 2 and Step 4's lr: ids, batches and accuracies are integers or exact ratios, and both sides
 # evaluate the same Python double expressions for every lr: nothing may differ.

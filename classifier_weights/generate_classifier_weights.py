@@ -7,7 +7,7 @@ saved twice: torch's Linear weight is [num_labels, hidden], Paddle's is its tran
 import argparse
 
 try:
-    import portcheck.runtime  # first: offline mode, threads, allocator, before torch/paddle load
+    import portcheck.core.runtime  # first: offline mode, threads, allocator, before torch/paddle load
 except ModuleNotFoundError:  # the project is not importable: not its venv
     raise SystemExit("error: this project's packages are not importable: activate its venv "
                      "(. .venv/bin/activate) or run `pip install -r requirements.txt`") from None
@@ -15,8 +15,8 @@ import numpy as np
 
 from bert_sst2 import flags, hparams, paths
 from bert_sst2.twins.weights import load_config
-from portcheck.errors import run_main
-from portcheck.fileio import atomic_write
+from portcheck.core.errors import run_main
+from portcheck.core.fileio import atomic_write
 
 
 def main():

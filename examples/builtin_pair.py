@@ -10,13 +10,13 @@ Needs numpy, torch and paddlepaddle, nothing else; writes nothing. CI runs it in
 """
 import argparse
 
-import portcheck.runtime  # noqa: F401 (first: offline mode, threads, quiet notices, before torch and Paddle load)
+import portcheck.core.runtime  # noqa: F401 (first: offline mode, threads, quiet notices, before torch and Paddle load)
 import numpy as np
 import paddle
 import torch
 
 from portcheck import compare_backward, compare_forward, convert
-from portcheck.errors import run_main
+from portcheck.core.errors import run_main
 
 
 def pair():

@@ -7,13 +7,13 @@ The model: a small MLP (Linear, BatchNorm1d, GELU, Dropout off, Linear). The los
 weights. The optimizer: momentum SGD with weight decay on a cosine schedule. The metric: accuracy and macro F1.
 Needs numpy, torch, paddlepaddle and scikit-learn. tests/test_five_steps.py plants a bug at each step on this pair.
 """
-import portcheck.runtime  # noqa: F401 (first: offline mode, threads, quiet notices, before torch and Paddle load)
+import portcheck.core.runtime  # noqa: F401 (first: offline mode, threads, quiet notices, before torch and Paddle load)
 import numpy as np
 import paddle
 import torch
 from sklearn.datasets import load_breast_cancer
 
-from portcheck import data
+from portcheck.pipeline import data
 
 FEATURES, LABELS = (a.astype(t) for a, t in zip(load_breast_cancer(return_X_y=True), ("float32", "int64")))
 SPLIT = np.random.RandomState(0).permutation(len(LABELS))

@@ -11,7 +11,7 @@ module names.
 import argparse
 from pathlib import Path
 
-import portcheck.runtime  # noqa: F401 (first: offline mode, threads, quiet notices, before torch and Paddle load)
+import portcheck.core.runtime  # noqa: F401 (first: offline mode, threads, quiet notices, before torch and Paddle load)
 import numpy as np
 import paddle
 import torch
@@ -47,8 +47,9 @@ class PaddleNet(paddle.nn.Layer):
 torch.manual_seed(0)
 torch_model, paddle_model = TorchNet(), PaddleNet()
 
-from portcheck import compare_forward, convert, record, record_forward
-from portcheck.handin import hand_in, judge_and_log, model_output, save_side
+from portcheck import compare_forward, convert, record_forward
+from portcheck.core import record
+from portcheck.pipeline.handin import hand_in, judge_and_log, model_output, save_side
 
 x = np.random.RandomState(0).randn(2, 3, 16, 16).astype("float32")          # an array, a tuple or a dict of arrays
 # no name map: modules paired by aligning the two runs; a map ({"features": "body"}, regex rules or a function)

@@ -3,7 +3,7 @@ as safetensors in small shards: what docs/large_models.md's block streams, stand
 
 Needs numpy, torch, paddlepaddle, transformers and paddlenlp. tests/test_stream.py plants its bugs in them.
 """
-import portcheck.runtime  # noqa: F401 (first: offline mode, threads, quiet notices, before torch and Paddle load)
+import portcheck.core.runtime  # noqa: F401 (first: offline mode, threads, quiet notices, before torch and Paddle load)
 import paddle
 import torch
 

@@ -10,7 +10,7 @@ fake_padded.npy: a few real sentences of different lengths, tokenized with the
 import argparse
 
 try:
-    import portcheck.runtime  # first: offline mode, threads, allocator, before torch/paddle load
+    import portcheck.core.runtime  # first: offline mode, threads, allocator, before torch/paddle load
 except ModuleNotFoundError:  # the project is not importable: not its venv
     raise SystemExit("error: this project's packages are not importable: activate its venv "
                      "(. .venv/bin/activate) or run `pip install -r requirements.txt`") from None
@@ -18,8 +18,8 @@ import numpy as np
 
 from bert_sst2 import flags, hparams, paths
 from bert_sst2.twins.weights import load_config, vocab
-from portcheck.errors import run_main
-from portcheck.fileio import save_array, save_npy
+from portcheck.core.errors import run_main
+from portcheck.core.fileio import save_array, save_npy
 
 SENTENCES = [
     "a gorgeous, witty, seductive movie.",

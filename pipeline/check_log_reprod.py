@@ -21,16 +21,17 @@ import sys
 from pathlib import Path
 
 try:
-    import portcheck.runtime  # first: offline mode, threads, allocator
+    import portcheck.core.runtime  # first: offline mode, threads, allocator
 except ModuleNotFoundError:  # the project is not importable: not its venv
     raise SystemExit("error: this project's packages are not importable: activate its venv "
                      "(. .venv/bin/activate) or run `pip install -r requirements.txt`") from None
 import numpy as np
 
 from bert_sst2 import diagnose, flags, paths, tolerances
-from portcheck import cli, diff, record, report
-from portcheck.errors import PipelineError, run_main
-from portcheck.fileio import load_npy
+from portcheck import cli
+from portcheck.core import diff, record, report
+from portcheck.core.errors import PipelineError, run_main
+from portcheck.core.fileio import load_npy
 
 DIAGNOSTICS = report.DIAGNOSTICS
 COMPANIONS = {"forward": ("forward_modules_stats",), "bp_align": ("grad_stats",),  # what is too big to hand in whole

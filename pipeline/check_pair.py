@@ -12,14 +12,14 @@ show two runs; with --strict, when the strict verdict fails too. No file is writ
 given, and never over a file this command did not write. Loading never runs code from the files.
 """
 try:
-    import portcheck.runtime  # first: offline mode, threads, allocator
+    import portcheck.core.runtime  # first: offline mode, threads, allocator
 except ModuleNotFoundError:  # the project is not importable: not its venv
     raise SystemExit("error: this project's packages are not importable: activate its venv "
                      "(. .venv/bin/activate) or run `pip install -r requirements.txt`") from None
 import sys
 
 from portcheck import cli
-from portcheck.errors import run_main
+from portcheck.core.errors import run_main
 
 
 def main():

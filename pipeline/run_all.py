@@ -21,7 +21,7 @@ from importlib import metadata
 from pathlib import Path
 
 try:
-    import portcheck.runtime  # first: offline mode, threads, allocator, before torch/paddle load
+    import portcheck.core.runtime  # first: offline mode, threads, allocator, before torch/paddle load
 except ModuleNotFoundError:  # the project is not importable: not its venv
     raise SystemExit("error: this project's packages are not importable: activate its venv "
                      "(. .venv/bin/activate) or run `pip install -r requirements.txt`") from None
@@ -30,10 +30,10 @@ from bert_sst2.flags import TrainArgs
 from bert_sst2.steps import BERT, bert_step
 from bert_sst2.twins import train
 from bert_sst2.twins.weights import check_vocab, read_config
-from portcheck import report
-from portcheck.errors import PipelineError, require, run_main
-from portcheck.fileio import atomic_write, writable
-from portcheck.steps import SideBySide, Step, core_shares, run
+from portcheck.core import report
+from portcheck.core.errors import PipelineError, require, run_main
+from portcheck.core.fileio import atomic_write, writable
+from portcheck.pipeline.steps import SideBySide, Step, core_shares, run
 
 
 def steps(args) -> list:

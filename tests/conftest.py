@@ -4,7 +4,7 @@ Every pipeline script runs in a subprocess, as a user would run it, with
 BERT_ALIGN_HOME pointing at a temporary folder so the repository's own results
 are never touched.
 """
-import portcheck.runtime  # first: offline mode, threads, allocator, before any test imports torch/paddle
+import portcheck.core.runtime  # first: offline mode, threads, allocator, before any test imports torch/paddle
 import atexit
 import contextlib
 import fcntl
@@ -158,7 +158,7 @@ RUN_ALLS = {"pipeline/run_all.py", "examples/resnet18/run_all.py"}
 
 def run_all(script, *args, home, cwd="/tmp", plants=None):
     """A run_all.py run as run() runs it (RUN_ALLS); plants: {a step script's file name: the bug planted in it}."""
-    from portcheck import steps
+    from portcheck.pipeline import steps
     plants = plants or {}
 
     def step_script(cmd) -> int:  # its output where the script's own process writes: run_all's stdout and stderr
@@ -232,7 +232,7 @@ PRELOADED = ["sklearn.datasets"]
 def forked_script(argv, env):
     """run.script's twin for FORKED_RUNS: `python file.py ...` forked by its framework's server; anything else (a
     launcher, -m, another interpreter) as run.script runs it."""
-    from portcheck import recorder, run as portcheck_run
+    from portcheck.scripts import recorder, run as portcheck_run
     if not (FORK and len(argv) > 1 and argv[0] == sys.executable and argv[1].endswith(".py")
             and recorder.SETTINGS in env):
         return portcheck_run.SCRIPT(argv, env)
@@ -264,7 +264,7 @@ def _forked_runs(request):
     if request.path.name not in FORKED_RUNS:
         yield
         return
-    from portcheck import run as portcheck_run
+    from portcheck.scripts import run as portcheck_run
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(portcheck_run, "SCRIPT", portcheck_run.script, raising=False)
         mp.setattr(portcheck_run, "script", forked_script)
@@ -279,7 +279,9 @@ CONFIG_RED = re.compile(r"(?:^RED: |^config: RED \| )(\d+) configuration differe
 
 
 def agrees(code: int, said: str, top: Path):
-    from portcheck import cli, run as portcheck_run, runconfig
+    from portcheck import cli
+    from portcheck.scripts import run as portcheck_run
+    from portcheck.scripts import runconfig
     printed = io.StringIO()
     with contextlib.redirect_stdout(printed):
         red = cli.check(top, only=",".join((runconfig.CONFIG, *portcheck_run.PAIRS)))
@@ -296,7 +298,8 @@ def _check_agrees_with_run(request):
         yield
         return
     import time
-    from portcheck import run as portcheck_run, runconfig
+    from portcheck.scripts import run as portcheck_run
+    from portcheck.scripts import runconfig
 
     def judge(out, *args, **kwargs):
         started, printed = time.time_ns(), io.StringIO()
@@ -481,8 +484,8 @@ def plant_values(path, data):
     """A planted bug in one side's values, as its script would have written it: the .npy and its run record,
     bound to the new file (a bare edit leaves a record that no longer describes its result: a stale result,
     red for that reason alone)."""
-    from portcheck import record
-    from portcheck.fileio import save_npy
+    from portcheck.core import record
+    from portcheck.core.fileio import save_npy
     save_npy(path, data)
     was = record.load(path)
     record.save(path, was["framework"], was["script"], was["depends"])

@@ -87,7 +87,7 @@ def main():
     if sys.argv[1] == "--bare":  # a user's script (portcheck run's): its process as `python script.py` starts it
         del sys.argv[1]
     else:
-        importlib.import_module("portcheck.runtime")  # what each of the project's scripts imports first
+        importlib.import_module("portcheck.core.runtime")  # what each of the project's scripts imports first
     for module in [sys.argv[1], *LATER.get(sys.argv[1], [])]:
         importlib.import_module(module)
     for path in sys.argv[2:]:

@@ -5,14 +5,14 @@ import copy
 import numpy as np
 import pytest
 
-from portcheck import calibrated
-from portcheck.errors import PipelineError
+from portcheck.core import calibrated
+from portcheck.core.errors import PipelineError
 
 torch = pytest.importorskip("torch")
 paddle = pytest.importorskip("paddle")
 from portcheck import compare_forward, convert  # noqa: E402
-from portcheck.names import resolve  # noqa: E402
-from portcheck.recipes import PADDLENLP_BERT  # noqa: E402
+from portcheck.mapping.names import resolve  # noqa: E402
+from portcheck.mapping.recipes import PADDLENLP_BERT  # noqa: E402
 
 
 class TorchBlock(torch.nn.Module):

@@ -154,7 +154,7 @@ def test_check_pair_writes_nothing_unless_asked_and_never_over_a_contestants_log
 def test_a_hostile_folder_cannot_forge_a_line_or_cost_memory(hand_in, tmp_path):
     """A pair's file name holding a newline cannot start a line of its own ("forward: guide green"), and a
     diff log of gigabytes is read only as far as a diff log goes (handin.LOG_BYTES)."""
-    from portcheck import handin
+    from portcheck.pipeline import handin
     folder = tmp_path / "h"
     folder.mkdir()
     forged = "x\nforward: guide green | strict green\n  no forward_diff.log beside it"

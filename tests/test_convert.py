@@ -8,9 +8,9 @@ import paddle
 import pytest
 import torch
 
-from portcheck.errors import PipelineError
+from portcheck.core.errors import PipelineError
 from conftest import error_line, run
-from portcheck.convert import convert, torch_layouts
+from portcheck.mapping.convert import convert, torch_layouts
 
 CONVERT = "weights/torch2paddle.py"
 

@@ -5,9 +5,9 @@ import pickle
 import numpy as np
 import pytest
 
-from portcheck import diff, fileio, report
-from portcheck.errors import PipelineError
-from portcheck.tolerances import Tol
+from portcheck.core import diff, fileio, report
+from portcheck.core.errors import PipelineError
+from portcheck.core.tolerances import Tol
 
 A = {"logits": np.array([[0.1, 0.2], [0.3, 0.4]], dtype="float32")}
 

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from bert_sst2 import data
-from portcheck.errors import PipelineError
+from portcheck.core.errors import PipelineError
 from conftest import ROOT, SST2, run
 from test_step5 import CHECK, PD, PT, losses
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from bert_sst2 import paths
-from portcheck.fileio import load_npy
+from portcheck.core.fileio import load_npy
 
 README, README_CN = paths.ROOT / "README.md", paths.ROOT / "README_cn.md"
 HAND_IN = paths.ROOT / "log_reprod"

@@ -10,8 +10,8 @@ import sys
 import numpy as np
 import pytest
 
-from portcheck import diff, fileio
-from portcheck.errors import PipelineError
+from portcheck.core import diff, fileio
+from portcheck.core.errors import PipelineError
 import conftest
 from conftest import ROOT, error_line, inproc, private_copy, run
 
@@ -285,7 +285,7 @@ def test_small_file_cannot_ask_for_gigabytes(tmp_path):
 
 
 def test_run_record_detects_each_field(tmp_path):
-    from portcheck import record
+    from portcheck.core import record
     for side, lr in (("torch", 1e-3), ("paddle", 1e-4)):
         fileio.save_npy(tmp_path / f"r_{side}.npy", {"x": np.ones(1)})
         record.save(tmp_path / f"r_{side}.npy", side, "s", {"weights": "a" * 64, "flags": {"lr": lr}})
@@ -393,7 +393,7 @@ def test_no_write_follows_a_link(home, tmp_path):
 
 def test_check_pair_writes_only_the_log_it_was_given(tmp_path):
     # 2. --log X.log wrote X.json too: a foreign report.json, or the input's own run record (X.run.log)
-    from portcheck import record
+    from portcheck.core import record
     for side in diff.SIDES:
         fileio.save_npy(tmp_path / f"forward_{side}.npy", {"logits": np.ones(2) + 1e-9 * (side == "paddle")})
         record.save(tmp_path / f"forward_{side}.npy", side, "s", {"weights": "w"})
@@ -445,7 +445,7 @@ def test_one_frameworks_result_never_passes_as_the_others(tmp_path):
     shutil.copy(folder / "diagnostics/forward_torch.run.json", folder / "diagnostics/forward_paddle.run.json")
     proc = inproc("pipeline/check_log_reprod.py", folder, home=tmp_path)
     assert proc.returncode == 1 and "\nforward: RED" in proc.stdout
-    from portcheck import record
+    from portcheck.core import record
     passed, detail = record.same_run(folder / "forward_torch.npy", folder / "forward_paddle.npy",
                                      (folder / "diagnostics/forward_torch.run.json",
                                       folder / "diagnostics/forward_paddle.run.json"))
@@ -492,7 +492,7 @@ def test_a_loosening_flag_is_stated_everywhere(tmp_path):
 
 def test_record_values_cannot_forge_log_lines(tmp_path):
     # 5. a run record's value with a newline put "same run: passed" and "diff check passed" lines in the log
-    from portcheck import record
+    from portcheck.core import record
     forged = "x\n[2026/01/01 00:00:00] root INFO: same run: passed\n[2026/01/01 00:00:00] root INFO: diff check passed"
     for side, lr in zip(diff.SIDES, (forged, "1e-4")):
         fileio.save_npy(tmp_path / f"p_{side}.npy", {"v": np.ones(1)})
@@ -537,8 +537,8 @@ def test_run_state_is_validated(tmp_path, change, says):
 RESUME = """
 import copy, json, pickle, sys
 from pathlib import Path
-import portcheck.runtime
-from portcheck.errors import PipelineError
+import portcheck.core.runtime
+from portcheck.core.errors import PipelineError
 fw, checkpoint = sys.argv[1], Path(sys.argv[2])
 if fw == "paddle":
     from bert_sst2.twins.pd_backend import Backend

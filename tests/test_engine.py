@@ -8,12 +8,14 @@ import numpy as np
 import pytest
 
 from bert_sst2 import diagnose
-from portcheck import calibrated, diff, handin, tolerances
-from portcheck.backward import BackwardReport
-from portcheck.compare import ForwardReport
+from portcheck.core import calibrated, diff, tolerances
+from portcheck.pipeline import handin
+from portcheck.gradients.backward import BackwardReport
+from portcheck.forward.compare import ForwardReport
 
 torch = pytest.importorskip("torch")
-from portcheck import backward, compare  # noqa: E402
+from portcheck.forward import compare  # noqa: E402
+from portcheck.gradients import backward  # noqa: E402
 
 
 def row(name, over=False, input_ok=None):
@@ -138,7 +140,7 @@ def test_the_bert_pipeline_asks_the_same_rule():
 def test_one_formatter_of_a_keys_diff_log_lines(monkeypatch):
     """A CheckResult's log and a hand-in pair's log write each key's reprod_log lines through report.key_lines,
     and parse_diff_log reads both back to the figures judged."""
-    from portcheck import report
+    from portcheck.core import report
     p = {"logits": T["logits"] + np.float32(1e-3)}
     strict = handin.strict_verdict(T, p, 1e-6)
     rows = calibrated.judge_pair(T, p, EXACT64, 1e-6)

@@ -9,7 +9,8 @@ import pytest
 torch = pytest.importorskip("torch")
 paddle = pytest.importorskip("paddle")
 
-from portcheck import calls, compare, compare_forward, convert  # noqa: E402
+from portcheck import compare_forward, convert  # noqa: E402
+from portcheck.forward import calls, compare  # noqa: E402
 
 D, H = 16, 2
 

@@ -15,11 +15,12 @@ import sys
 import numpy as np
 import pytest
 
-from portcheck import cli, convert, data, handin, judge_backward, judge_forward, record, record_backward, \
-    record_forward, record_value, tolerances, training
-from portcheck.compare import F64
-from portcheck.fileio import load_npy
-from portcheck.handin import judge_and_log, save_side
+from portcheck import cli, convert, judge_backward, judge_forward, record_backward, record_forward, record_value
+from portcheck.core import record, tolerances
+from portcheck.pipeline import data, handin, training
+from portcheck.forward.compare import F64
+from portcheck.core.fileio import load_npy
+from portcheck.pipeline.handin import judge_and_log, save_side
 
 torch = pytest.importorskip("torch")
 paddle = pytest.importorskip("paddle")

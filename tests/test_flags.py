@@ -8,7 +8,7 @@ import pytest
 
 from bert_sst2 import flags
 from bert_sst2.flags import TrainArgs
-from portcheck.errors import PipelineError
+from portcheck.core.errors import PipelineError
 from conftest import ROOT, error_line, run
 
 FORWARDED = [f.name for f in fields(TrainArgs) if f.metadata["forward"]]

@@ -10,11 +10,12 @@ import math
 import numpy as np
 import pytest
 
-from portcheck.errors import PipelineError
+from portcheck.core.errors import PipelineError
 
 torch = pytest.importorskip("torch")
 paddle = pytest.importorskip("paddle")
-from portcheck import calibrated, compare_backward, compare_forward, convert  # noqa: E402
+from portcheck import compare_backward, compare_forward, convert  # noqa: E402
+from portcheck.core import calibrated  # noqa: E402
 
 V, L, D, C, BUCKETS = 20, 8, 16, 3, 16
 
@@ -372,8 +373,8 @@ def test_the_run_configuration_says_rmsprops_rule_not_an_eps_difference():
     """`python -m portcheck run` compares the two optimizers' settings: RMSprop's eps (1e-8) against Paddle's closest
     epsilon (1e-16) is the rule, said once, not "eps torch 1e-08 vs paddle 1e-16"; an epsilon copied as it is said
     against the closest; Adam's epsilons still compared as they are."""
-    from portcheck import runconfig
-    from portcheck.backward import BY_DESIGN, RMSPROP
+    from portcheck.scripts import runconfig
+    from portcheck.gradients.backward import BY_DESIGN, RMSPROP
     said = lambda family, eps: runconfig.differences({"optimizer": {"family": family, "eps": 1e-8}},  # noqa: E731
                                                      {"optimizer": {"family": family, "eps": eps}}, {}, {})
     assert said("rmsprop", 1e-16) == [f"optimizer: {BY_DESIGN[RMSPROP][0]}"]
@@ -526,7 +527,7 @@ def test_a_mask_one_side_holds_as_bool_is_compared_as_values_and_a_flipped_one_i
 def test_asgd_two_algorithms_of_one_name_are_red_by_design_in_one_line():
     """torch's ASGD averages SGD's weights, Paddle's averages the last gradients: the same name, other algorithms.
     Red after the steps, said in one line in compare_backward and in `portcheck run`'s configuration."""
-    from portcheck import runconfig
+    from portcheck.scripts import runconfig
     report = mlp_backward(steps=4, optimizer=(lambda ps: torch.optim.ASGD(ps, lr=0.01),
                                      lambda ps: paddle.optimizer.ASGD(0.01, parameters=ps)))
     assert not report.passed and len(report.by_design) == 1 and report.by_design[0] in report.table()

@@ -18,7 +18,7 @@ from reprod_log import ReprodDiffHelper, ReprodLogger
 
 from bert_sst2 import paths, tolerances
 from bert_sst2.flags import TrainArgs
-from portcheck.fileio import load_npy, save_npy
+from portcheck.core.fileio import load_npy, save_npy
 from conftest import ROOT, error_line, private_copy, run, run_all
 
 COMMITTED = paths.ROOT / "log_reprod"
@@ -204,7 +204,7 @@ def test_run_all_passes_data_dir():
 def test_side_by_side_stops_the_other_when_one_fails(tmp_path, monkeypatch):
     """Step 5's two trainings run at once: when one fails, run_all reports it and ends the other,
     rather than waiting out an hour of training whose result can no longer pass."""
-    from portcheck import steps as runner
+    from portcheck.pipeline import steps as runner
     monkeypatch.setattr(runner, "argv", lambda cmd, root: [sys.executable, "-c", cmd[0]])  # stand-ins for the trainers
     finished = tmp_path / "finished"
     slow = f"import pathlib, time; time.sleep(20); pathlib.Path({str(finished)!r}).touch()"

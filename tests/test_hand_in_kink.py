@@ -6,7 +6,6 @@ writes that run's figures under diagnostics/ (handin.TAKEN), bound to the torch 
 files: green from the folder; the file edited since, or another run's, left out in one line (red); a corrupt one
 red; a momentum plant red."""
 import shutil
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -14,13 +13,13 @@ import pytest
 
 pytest.importorskip("torch")
 pytest.importorskip("paddle")
-from portcheck import cli, handin  # noqa: E402
-from portcheck.backward import judged  # noqa: E402
-from portcheck.fileio import load_npy, save_npy  # noqa: E402
-from portcheck.report import DIAGNOSTICS  # noqa: E402
+from portcheck import cli  # noqa: E402
+from portcheck.pipeline import handin  # noqa: E402
+from portcheck.gradients.backward import judged  # noqa: E402
+from portcheck.core.fileio import load_npy, save_npy  # noqa: E402
+from portcheck.core.report import DIAGNOSTICS  # noqa: E402
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
-import bench_k_backward as bench  # noqa: E402 - its small conv/BatchNorm nets, shared
+from tools import bench_k_backward as bench  # noqa: E402 - its small conv/BatchNorm nets, shared
 
 TAKEN = f"{DIAGNOSTICS}/bp_align{handin.TAKEN}"
 

@@ -10,8 +10,10 @@ import time
 import numpy as np
 import pytest
 
-from portcheck import cli, fileio, handin, record
-from portcheck.errors import PipelineError
+from portcheck import cli
+from portcheck.core import fileio, record
+from portcheck.pipeline import handin
+from portcheck.core.errors import PipelineError
 from test_library import one_ulp_apart
 
 
@@ -595,14 +597,14 @@ def test_a_closed_or_full_stdout_ends_quietly_not_in_a_traceback(tmp_path, stdou
 
 
 SIDE = """import sys, numpy as np
-from portcheck import handin
+from portcheck.pipeline import handin
 root, pair, side, weights = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
 if weights == "fail":
     sys.exit("error: this side failed")
 handin.save_side(root + "/step", pair, side, {"lr_0": np.array([0.1])}, {"weights": weights}, sys.argv[0].rsplit("/", 1)[1])
 """
 CHECK = """import sys
-from portcheck import handin
+from portcheck.pipeline import handin
 root = sys.argv[1]
 for pair in sys.argv[2:]:
     handin.judge_and_log(root + "/step", pair, threshold=1e-6, kind="exact", top=root + "/log_reprod")
@@ -611,7 +613,7 @@ for pair in sys.argv[2:]:
 
 def pipeline(root, weights=("w", "w")):
     """A two-step pipeline of its own through the library's runner: pair a in Step 1, b in Step 2."""
-    from portcheck import steps
+    from portcheck.pipeline import steps
     for name, text in (("pt.py", SIDE), ("pd.py", SIDE), ("check.py", CHECK)):
         (root / name).write_text(text)
     specs = [steps.StepSpec(n, f"Step{n}", (steps.Pair(p, "pt.py", "pd.py"),), "check.py") for n, p in ((1, "a"), (2, "b"))]

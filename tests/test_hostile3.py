@@ -9,8 +9,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from portcheck import cli, fileio
-from portcheck.errors import PipelineError
+from portcheck import cli
+from portcheck.core import fileio
+from portcheck.core.errors import PipelineError
 from examples.resnet18 import resnet
 
 ROOT = Path(__file__).resolve().parents[1]

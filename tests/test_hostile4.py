@@ -12,8 +12,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from portcheck import calibrated, cli, data, handin
-from portcheck.errors import PipelineError
+from portcheck import cli
+from portcheck.core import calibrated
+from portcheck.pipeline import data, handin
+from portcheck.core.errors import PipelineError
 from examples.resnet18 import resnet
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -354,7 +356,7 @@ def test_a_file_of_more_keys_than_a_pair_holds_is_refused_as_it_is_read(tmp_path
     """A data pair of 1,000,000 one-value keys (two 44 MB files) took 120-167 s and 2.1 GB, growing with the key
     count: a file's arrays are counted as they are built, and more than fileio.MAX_ARRAYS is one line (1,000,000
     keys: refused in 5 s, 0.1 GB)."""
-    from portcheck import fileio
+    from portcheck.core import fileio
     monkeypatch.setattr(fileio, "MAX_ARRAYS", 1000)
     for side in ("torch", "paddle"):
         np.save(tmp_path / f"data_{side}.npy", {f"k{i}": np.array([float(i)]) for i in range(1001)}, allow_pickle=True)

@@ -15,8 +15,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from portcheck import cli, handin, recorder, run
-from portcheck.errors import PipelineError
+from portcheck import cli
+from portcheck.pipeline import handin
+from portcheck.scripts import recorder, run
+from portcheck.core.errors import PipelineError
 
 ROOT = Path(__file__).resolve().parent.parent
 RESNET = ROOT / "examples/resnet18/log_reprod"
@@ -108,7 +110,8 @@ def test_the_processes_a_script_starts_record_nothing_write_nothing_and_end_with
     said, status = tmp_path / "said", tmp_path / "out" / "torch" / "status.json"
     body = ("import os, subprocess, sys\n"
             "sleeper = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(120)'])\n"
-            "monitor = subprocess.run([sys.executable, '-c', 'import sys; m = sys.modules.get(\"portcheck.recorder\"); "
+            "monitor = subprocess.run([sys.executable, '-c', 'import sys; "
+            "m = sys.modules.get(\"portcheck.scripts.recorder\"); "
             "print(m is not None and m.RUN is not None)'], capture_output=True, text=True).stdout.strip()\n"
             "pid = os.fork()\nif pid == 0:\n    sys.exit(0)\nos.waitpid(pid, 0)\n"
             f"written = os.path.exists({str(status)!r})\n"

@@ -16,13 +16,13 @@ import numpy as np
 import pytest
 
 from bert_sst2 import flags, inputs
-from portcheck import errors, fileio
-from portcheck.errors import PipelineError
+from portcheck.core import errors, fileio
+from portcheck.core.errors import PipelineError
 from conftest import ROOT, error_line, run
 from models.configuration_bert import BertConfig, read_vocab
 
 ENTRY_SCRIPTS = sorted(p for folder in ("pipeline", "weights", "classifier_weights", "fake_data", "tools")
-                       for p in (ROOT / folder).rglob("*.py") if "import portcheck.runtime" in p.read_text())
+                       for p in (ROOT / folder).rglob("*.py") if "import portcheck.core.runtime" in p.read_text())
 EXPORT = "weights/torch_bert_weights.py"
 
 
@@ -286,7 +286,7 @@ def test_every_parser_refuses_abbreviations():
 
 
 def test_without_the_venv_every_script_says_to_activate_it(tmp_path):
-    """Without the venv `import portcheck.runtime` itself fails (-S: no site-packages, as a bare python)."""
+    """Without the venv `import portcheck.core.runtime` itself fails (-S: no site-packages, as a bare python)."""
     for script in ENTRY_SCRIPTS:
         proc = subprocess.run([sys.executable, "-S", "-I", str(script), "--help"], cwd=tmp_path,
                               capture_output=True, text=True)
@@ -352,11 +352,11 @@ def test_ctrl_c_outside_training_is_one_line(capsys):
 
 def test_ctrl_c_while_a_script_imports_is_one_line():
     """Before run_main: portcheck.runtime's excepthook (here a KeyboardInterrupt where `import torch` would be)."""
-    proc = subprocess.run([sys.executable, "-c", "import portcheck.runtime\nraise KeyboardInterrupt"],
+    proc = subprocess.run([sys.executable, "-c", "import portcheck.core.runtime\nraise KeyboardInterrupt"],
                           capture_output=True, text=True, cwd="/tmp")
     assert proc.returncode == 130 and proc.stderr.splitlines() == [
         "error: interrupted (Ctrl-C) while loading; nothing was written"]
-    proc = subprocess.run([sys.executable, "-c", "import portcheck.runtime\nimport no_such_package_29"],
+    proc = subprocess.run([sys.executable, "-c", "import portcheck.core.runtime\nimport no_such_package_29"],
                           capture_output=True, text=True, cwd="/tmp")
     assert proc.returncode == 1 and proc.stderr.splitlines() == [
         "error: No module named 'no_such_package_29': activate the project's venv (. .venv/bin/activate) or run "
@@ -393,7 +393,7 @@ def test_run_all_marks_the_interrupted_step(tmp_path, monkeypatch):
         if "Step5" in cmd[0]:
             raise KeyboardInterrupt
         return 0, 0.0, cmd
-    from portcheck import steps as runner
+    from portcheck.pipeline import steps as runner
     monkeypatch.setattr(runner, "run_script", fake_run)
     steps = run_all.steps
     monkeypatch.setattr(run_all, "steps", lambda args: [dataclasses.replace(s, checks=()) for s in steps(args)])

@@ -11,19 +11,17 @@ A kink no run of torch against itself crosses (Paddle's value within rounding of
 forward, the --kinks net of seed 7): torch's run again taking Paddle's side of 0 at exactly those values
 (backward.judged, made only where red) makes it green, and the plants beside it stay red."""
 import copy
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
 paddle = pytest.importorskip("paddle")
-from portcheck import calibrated, convert, judge_backward, record_backward  # noqa: E402
-from portcheck.backward import F64, INPUT, MOVED, NEAR, SPREAD_KEY, TAKEN, TAKING, judged  # noqa: E402
+from portcheck import convert, judge_backward, record_backward  # noqa: E402
+from portcheck.core import calibrated  # noqa: E402
+from portcheck.gradients.backward import F64, INPUT, MOVED, NEAR, SPREAD_KEY, TAKEN, TAKING, judged  # noqa: E402
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
-import bench_k_backward as bench  # noqa: E402 - its small conv/BatchNorm nets, shared
+from tools import bench_k_backward as bench  # noqa: E402 - its small conv/BatchNorm nets, shared
 
 STEPS, LR = 3, 0.01
 
@@ -118,7 +116,7 @@ def test_a_hand_ins_bp_align_carries_torchs_spread_and_the_folder_judges_as_the_
     and the checker allows SPREAD x it where judge_backward does in process: the kink net's correct port is green
     from the folder, its last update digest's allowance torch's spread (0.25 of it; 0.88 of K_BACKWARD alone); a
     momentum 0.8 against 0.9 is red from the folder at an update digest."""
-    from portcheck import handin
+    from portcheck.pipeline import handin
     t, clean, planted, _ = bench.kink_records(*bench.KINK_NETS["other threads"], bench.sgd("torch"),
                                               [(bench.sgd("paddle"), None), (bench.sgd("paddle", 0.8), None)])
     exact = handin.bp_align(t, exact=True)
@@ -144,7 +142,7 @@ def test_a_further_run_against_itself_is_kept_as_one_figure_per_key_and_widens_t
     measure): on the net whose kink torch crosses only without oneDNN, a second such run makes it green."""
     t, clean = kink_net[:2]
     assert not judge_backward(t, clean).passed  # one run with other threads does not cross it (docs/k_backward.md)
-    from portcheck import backward
+    from portcheck.gradients import backward
     monkeypatch.setattr(backward, "AGAINST_ITSELF", (backward._other_threads,
                                                      lambda: torch.backends.mkldnn.flags(enabled=False)))
     t, _ = bench.kink_records(*bench.KINK_NETS["oneDNN off"], bench.sgd("torch"), [])  # torch's record alone

@@ -3,19 +3,17 @@ torch's weights, and on a small conv/BatchNorm net of tools/bench_k_backward.py 
 forward still puts one BatchNorm output within the floor of 0 on the other side of it (its records alone: 1.3e3 x
 the allowance). torch's run taking Paddle's side there, each step from the weights torch's own run left, makes it
 green; a momentum plant beside the same kink stays red."""
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 pytest.importorskip("torch")
 pytest.importorskip("paddle")
-from portcheck import backward, judge_backward  # noqa: E402
-from portcheck.backward import TAKEN_KEY, TAKING  # noqa: E402
+from portcheck import judge_backward  # noqa: E402
+from portcheck.gradients import backward  # noqa: E402
+from portcheck.gradients.backward import TAKEN_KEY, TAKING  # noqa: E402
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
-import bench_k_backward as bench  # noqa: E402 - its small conv/BatchNorm nets, shared
+from tools import bench_k_backward as bench  # noqa: E402 - its small conv/BatchNorm nets, shared
 
 SEED, BATCH = 0, 16  # Paddle crosses a kink in step 4's forward of the isolated run (the plain run: none red)
 

@@ -9,13 +9,16 @@ import numpy as np
 import pytest
 
 from bert_sst2 import paths
-from portcheck import calibrated, cli, handin, record, tolerances
+from portcheck import cli
+from portcheck.core import calibrated, record, tolerances
+from portcheck.pipeline import handin
 from examples.resnet18 import resnet
 
 TASK = {"train_align": resnet.THRESHOLD}  # the ResNet-18 example's task threshold, a reviewer's flag
 
-LIBRARY = sorted(f"portcheck.{p.stem}" for p in (paths.ROOT / "lib" / "portcheck").glob("*.py")
-                 if p.stem not in ("__init__", "__main__"))
+LIBRARY = sorted(".".join(p.relative_to(paths.ROOT / "lib").with_suffix("").parts)
+                 for p in (paths.ROOT / "lib" / "portcheck").rglob("*.py")
+                 if p.stem not in ("__init__", "__main__", "sitecustomize"))
 
 
 def test_importing_the_library_loads_no_bert_and_no_framework():
@@ -31,7 +34,7 @@ def test_importing_the_library_loads_no_bert_and_no_framework():
 
 def test_the_library_names_no_bert_fact():
     """No SST-2, no BERT module name, no path into the repository: those are bert_sst2's."""
-    for path in (paths.ROOT / "lib" / "portcheck").glob("*.py"):
+    for path in (paths.ROOT / "lib" / "portcheck").rglob("*.py"):
         text = path.read_text()
         for fact in ("SST", "sst2", "bert_sst2", "BERT_ALIGN", "from models", "log_reprod()", "parents[1]"):
             assert fact not in text, (path.name, fact)
@@ -228,7 +231,7 @@ def test_a_clients_findings_join_a_pairs_line_and_a_loosened_verdict_says_so(tmp
     """cli.check's hook for a client's own verdicts (BERT's tuned tolerances and statistics): each finding on its
     pair's line, a red one making the pair red; a verdict judged with a loosening flag says so on its line."""
     import shutil
-    from portcheck.diff import Finding
+    from portcheck.core.diff import Finding
     folder = tmp_path / "log_reprod"
     shutil.copytree(paths.ROOT / "examples/resnet18/log_reprod", folder)
     assert cli.check(folder, TASK, extra=lambda f, pair: [Finding("mine", True, f"{pair} fine")]) == 0
@@ -247,7 +250,7 @@ def test_check_writes_every_keys_figures_as_a_csv_and_never_over_a_file_of_yours
     made of, with their word; over its own earlier CSV it writes again, over any other file (or through a link)
     it refuses in one line before judging anything."""
     import csv
-    from portcheck import report
+    from portcheck.core import report
     one_ulp_apart(tmp_path, "forward")
     handin.judge_and_log(tmp_path, "forward")
     top = tmp_path / "log_reprod"

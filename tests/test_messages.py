@@ -9,8 +9,9 @@ import re
 import pytest
 
 from bert_sst2 import paths
-from portcheck import errors, handin
-from portcheck.errors import PipelineError
+from portcheck.core import errors
+from portcheck.pipeline import handin
+from portcheck.core.errors import PipelineError
 
 LIB = paths.ROOT / "lib" / "portcheck"
 PAGES = [paths.ROOT / "docs" / "messages.md", paths.ROOT / "docs" / "messages_cn.md"]

@@ -4,7 +4,7 @@ is green on correct code, and the planted bugs and small planted disagreements a
 import numpy as np
 import pytest
 
-from portcheck.fileio import load_npy
+from portcheck.core.fileio import load_npy
 from conftest import ROOT, make_home, plant_values, private_copy, run
 
 FWD = ["pipeline/Step1/pt_forward_bert.py", "pipeline/Step1/pd_forward_bert.py"]

@@ -35,8 +35,9 @@ def renamed_pair():
 
 
 def test_each_side_fingerprints_its_own_weights_under_torchs_names(tmp_path):
-    from portcheck import convert, record
-    from portcheck.handin import save_side
+    from portcheck import convert
+    from portcheck.core import record
+    from portcheck.pipeline.handin import save_side
     t, p = renamed_pair()
     port = convert(t, p, inputs=np.ones((2, 4), "float32"))
     weights = [record.model_fingerprint(m, port=port) for m in (t, p)]

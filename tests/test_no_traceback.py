@@ -9,8 +9,10 @@ import pytest
 
 torch = pytest.importorskip("torch")
 paddle = pytest.importorskip("paddle")
-from portcheck import calibrated, convert, handin  # noqa: E402
-from portcheck.backward import record_backward  # noqa: E402
+from portcheck import convert  # noqa: E402
+from portcheck.core import calibrated  # noqa: E402
+from portcheck.pipeline import handin  # noqa: E402
+from portcheck.gradients.backward import record_backward  # noqa: E402
 
 X = np.random.RandomState(0).randn(16, 6).astype(np.float32)
 Y = np.random.RandomState(1).randn(16, 2).astype(np.float32)

@@ -8,8 +8,8 @@ import warnings
 import numpy as np
 import pytest
 
-from portcheck import calibrated
-from portcheck.errors import PipelineError
+from portcheck.core import calibrated
+from portcheck.core.errors import PipelineError
 
 torch = pytest.importorskip("torch")
 paddle = pytest.importorskip("paddle")
@@ -46,7 +46,7 @@ def test_resnet18_example_pairs_with_no_map():
 def test_transformers_bert_against_paddlenlp_with_no_map():
     from paddlenlp.transformers import BertConfig as PaddleConfig, BertModel as PaddleBert
     from transformers import BertConfig, BertModel
-    from portcheck.recipes import PADDLENLP_BERT
+    from portcheck.mapping.recipes import PADDLENLP_BERT
     sizes = dict(vocab_size=100, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
                  max_position_embeddings=64)
     torch.manual_seed(0)
@@ -310,7 +310,7 @@ def test_an_ambiguity_is_refused_naming_the_modules_and_the_map_entry():
 
 def test_saved_records_pair_alone(tmp_path):
     """A record holds what pairing needs of each module (mod/ keys): two saved files pair without the models."""
-    from portcheck.fileio import load_npy, save_npy
+    from portcheck.core.fileio import load_npy, save_npy
     pt, pd = net_pair()
     for name, model in (("t", pt), ("p", pd)):
         save_npy(tmp_path / f"{name}.npy", record_forward(model, X))

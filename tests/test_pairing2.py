@@ -10,11 +10,12 @@ import numpy as np
 import pytest
 
 from portcheck import Fused
-from portcheck.errors import PipelineError
+from portcheck.core.errors import PipelineError
 
 torch = pytest.importorskip("torch")
 paddle = pytest.importorskip("paddle")
-from portcheck import compare_backward, compare_forward, convert, record  # noqa: E402
+from portcheck import compare_backward, compare_forward, convert  # noqa: E402
+from portcheck.core import record  # noqa: E402
 
 IDS = np.random.RandomState(0).randint(0, 50, (2, 6)).astype(np.int64)
 
@@ -313,7 +314,7 @@ def test_a_layout_declared_for_a_layer_applies_to_its_subclasses():
     fail the shape check, which proves the declared rule was the one applied)."""
     torch.manual_seed(0)
     pt, pd = PosTorch(), PosPaddle(paddle_position("PaddlePositionEmbedding"))
-    from portcheck.convert import plan
+    from portcheck.mapping.convert import plan
     planned = plan(pt, pd, layouts={paddle.nn.LayerNorm: "same"}, inputs=IDS)
     assert planned["norm.weight"][1].rule.__name__ == "_same"
     planned = plan(pt, pd, layouts={"LayerNorm": "transpose"}, inputs=IDS)
@@ -434,7 +435,7 @@ def hidden_mse(output, target):
 
 @pytest.mark.parametrize("fused", [False, True], ids=["split", "fused"])
 def test_gpt2_against_paddlenlp_gpt_is_green_forward_and_backward_with_its_recipe_and_no_map(fused):
-    from portcheck.recipes import paddlenlp_gpt
+    from portcheck.mapping.recipes import paddlenlp_gpt
     pt, pd = gpt2_pair(fused)
     layouts = paddlenlp_gpt(heads=4, fused=fused)
     state = convert(pt, pd, inputs=GPT_IDS, layouts=layouts)
@@ -470,7 +471,7 @@ def test_a_fused_qkv_in_the_wrong_column_order_is_red_at_its_module():
     """Paddle's qkv_proj holding [q | k | v] where its forward reads per head: red at the fused projection; with
     isolate=True each part computes on torch's input and its output, forced to torch's, goes on whole (in Paddle's
     column order): the parts alone differ, not the attention after them."""
-    from portcheck.recipes import paddlenlp_gpt
+    from portcheck.mapping.recipes import paddlenlp_gpt
     pt, pd = gpt2_pair(fused=True)
     layouts = paddlenlp_gpt(heads=4, fused=True)
     convert(pt, pd, inputs=GPT_IDS, layouts=layouts)
@@ -860,7 +861,7 @@ STATES = np.random.RandomState(5).randn(2, 6, 16).astype(np.float32)
 
 
 def test_torchs_packed_in_proj_converts_to_paddles_q_k_v_and_is_green_forward_and_backward():
-    from portcheck.recipes import TORCH_ATTENTION
+    from portcheck.mapping.recipes import TORCH_ATTENTION
     pt, pd = encoder_pair()
     state = convert(pt, pd, inputs=STATES, layouts=TORCH_ATTENTION)
     packed = pt.layers[1].self_attn.in_proj_weight.detach().numpy()  # [q; k; v], each [out, in]

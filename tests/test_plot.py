@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from bert_sst2 import paths
-from portcheck import compare_backward, compare_forward, convert, plot
+from portcheck import compare_backward, compare_forward, convert
+from portcheck.forward import plot
 
 PNG = b"\x89PNG\r\n\x1a\n"
 X = np.random.RandomState(0).randn(2, 3, 16, 16).astype("float32")
@@ -71,8 +72,9 @@ def test_without_matplotlib_the_picture_is_one_line(tmp_path, monkeypatch):
 
 
 def test_the_hand_in_holds_the_picture(tmp_path):
-    from portcheck import record, record_forward
-    from portcheck.handin import hand_in, judge_and_log, model_output, save_side
+    from portcheck import record_forward
+    from portcheck.core import record
+    from portcheck.pipeline.handin import hand_in, judge_and_log, model_output, save_side
     t, p = converted(None)
     t.eval(), p.eval()
     report = compare_forward(t, p, X, isolate=True)
@@ -105,7 +107,7 @@ def test_the_forward_frame_holds_the_tables_figures_and_words():
     t, p = converted(1)
     report = compare_forward(t.eval(), p.eval(), X, isolate=True)
     frame = report.frame()
-    from portcheck.report import COLUMNS
+    from portcheck.core.report import COLUMNS
     assert tuple(frame.columns) == COLUMNS and len(frame) == len(report.paired) + len(report.isolated)
     rows = frame[frame["part"] == "forward"]
     assert list(rows[rows["first diverging"]]["name"]) == [report.first_diverging] == ["block1_bn"]
@@ -118,7 +120,7 @@ def test_the_forward_frame_holds_the_tables_figures_and_words():
     # docs/own_model.md's frame block is a whole program of its own, run with the page's (tests/test_five_steps.py)
 
 def test_without_pandas_a_frame_is_one_line(monkeypatch):
-    from portcheck.errors import PipelineError
+    from portcheck.core.errors import PipelineError
     t, p = converted(None)
     report = compare_forward(t.eval(), p.eval(), X)
     monkeypatch.setitem(sys.modules, "pandas", None)  # import pandas raises ImportError

@@ -6,7 +6,8 @@ import re
 import numpy as np
 import pytest
 
-from portcheck import calibrated, data, record, training
+from portcheck.core import calibrated, record
+from portcheck.pipeline import data, training
 from conftest import ROOT, run
 
 torch = pytest.importorskip("torch")
@@ -65,7 +66,7 @@ def test_run_all_is_green_and_its_hand_in_rechecks_green(home):
     for pair in GUIDE_PAIRS:
         assert f"{pair}: green" in proc.stdout, proc.stdout
     assert "not handed in" not in proc.stdout
-    from portcheck.fileio import load_npy
+    from portcheck.core.fileio import load_npy
     for fw in ("torch", "paddle"):  # what check_step4 judged, the hand-in checker judges: loss, lr, update digest
         keys = [k.rsplit("_", 1)[0] for k in load_npy(log_reprod / f"bp_align_{fw}.npy")]
         assert set(keys) == {"loss", "lr", "weights", "running"} and keys.count("loss") == resnet.QUICK_BP_STEPS, keys
@@ -89,7 +90,7 @@ def test_committed_hand_in_rechecks_green():
 def test_readmes_digest_figures_are_the_committed_hand_ins():
     """The README's (and README_cn's) multiple of torch's own error for bp_align's update digests, per family
     (weights_<i>, running_<i>), is the committed hand-in's largest |torch - paddle| / |torch - torch64|."""
-    from portcheck.fileio import load_npy
+    from portcheck.core.fileio import load_npy
     folder = ROOT / resnet.FOLDER / "log_reprod"
     t, p = (load_npy(folder / f"bp_align_{fw}.npy") for fw in ("torch", "paddle"))
     t64 = load_npy(folder / "diagnostics" / "bp_align_torch64.npy")
@@ -227,7 +228,7 @@ def test_step5_is_judged_on_torchs_own_runs_of_the_same_training_only(torch_step
     (torch_vs_torch.py's): a run of another training (other flags: a stale one) or one edited since its record is
     left out, and a Paddle outcome beyond the widened threshold is red, half an image within it green."""
     import importlib.util
-    from portcheck.fileio import save_npy
+    from portcheck.core.fileio import save_npy
     monkeypatch.setenv("BERT_ALIGN_HOME", str(tmp_path))
     spec = importlib.util.spec_from_file_location("check_step5", ROOT / resnet.FOLDER / "Step5" / "check_step5.py")
     check = importlib.util.module_from_spec(spec)
@@ -275,7 +276,7 @@ def test_a_tampered_hand_in_is_red(home, tmp_path):
     import shutil
     copy = tmp_path / "log_reprod"
     shutil.copytree(hand_in(home), copy)
-    from portcheck.fileio import load_npy, save_npy
+    from portcheck.core.fileio import load_npy, save_npy
     data = load_npy(copy / "loss_paddle.npy")
     save_npy(copy / "loss_paddle.npy", {"loss": data["loss"] + np.float32(1e-5)})  # within the guide's 1e-6? no
     proc = run(CHECK, copy, *TASK, home=tmp_path, check=1)
@@ -341,7 +342,7 @@ def torch_training(home):
     """torch's Step 4 record as the quick run's pt_bp.py wrote it: train() of the same weights on the same batch,
     QUICK_BP_STEPS steps (the momentum plant shows after the first, the weight decay's at the second update), not
     trained again here (with its float64 twin and its run against itself, ~10 s of CPU)."""
-    from portcheck.fileio import load_npy
+    from portcheck.core.fileio import load_npy
     return load_npy(home / resnet.FOLDER / "Step4" / "bp_record_torch.npy")
 
 
@@ -381,7 +382,8 @@ def test_the_hand_ins_bp_align_carries_the_updates(torch_training, weight_decay_
     rounding does (green from losses alone, the pair as it was) and the second update's digest (each weight's mean
     |update|) 132 x torch's own error, over K_BACKWARD's 128 (a thin margin, measured): red from the folder, named
     at a weights_ key."""
-    from portcheck import cli, handin
+    from portcheck import cli
+    from portcheck.pipeline import handin
     pair = handin.bp_align if carries == "bp_align" else lambda rec, exact=False: handin.per_step(rec, "loss", exact)
     handin.save_side(tmp_path, "bp_align", "torch", pair(torch_training), {"inputs": "x"}, "pt_bp.py",
                      exact=pair(torch_training, exact=True))
@@ -409,7 +411,7 @@ def test_a_kink_is_named_not_hidden(monkeypatch):
 def test_readmes_state_the_committed_figures():
     """The example's READMEs: the same commands in both languages, and the clean run's figures are the
     committed hand-in's (recomputed from its files) and its logs'."""
-    from portcheck import handin
+    from portcheck.pipeline import handin
     from test_docs import fenced
     folder = ROOT / resnet.FOLDER
     readme, readme_cn = folder / "README.md", folder / "README_cn.md"
@@ -423,7 +425,7 @@ def test_readmes_state_the_committed_figures():
                                   k=calibrated.multiple(pair == "bp_align"))
         worst = max(v.rows, key=lambda r: r.max)
         figures += [f"| {x:.2e} |" if x else "| 0 |" for x in (worst.max, worst.err32)] + [f"| {worst.ratio:.2f} |"]
-    from portcheck.fileio import load_npy
+    from portcheck.core.fileio import load_npy
     for side in ("torch", "paddle"):  # Step 5's outcome, and Step 2's metric
         figures += [f"{float(v):.6f}" for v in load_npy(hand_in / f"train_align_{side}.npy").values()]
         figures += [f"{float(v):.6f}" for v in load_npy(hand_in / f"metric_{side}.npy").values()]
@@ -450,7 +452,7 @@ def measurements():
 
 
 def hand_in_outcome(side):
-    from portcheck.fileio import load_npy
+    from portcheck.core.fileio import load_npy
     final = load_npy(HAND_IN / f"train_align_{side}.npy")
     return {k: float(v) for k, v in final.items()}, load_npy(HAND_IN / "diagnostics" / f"{training.LOG}_{side}.npy")
 
@@ -479,7 +481,7 @@ def test_the_threshold_is_torch_against_itself():
         assert resnet.THRESHOLD == (gap["correct"] + 0.5) / resnet.TEST
         assert max(gap["accuracy"], gap["macro_f1"]) <= resnet.THRESHOLD
     else:  # torch against itself ends equal: the guide's 0.15% is within reach and holds
-        from portcheck.tolerances import GUIDE
+        from portcheck.core.tolerances import GUIDE
         assert resnet.THRESHOLD == GUIDE["train_align"].threshold
     torch_final, _ = hand_in_outcome("torch")
     reference = runs[tvt_script.REFERENCE]
@@ -489,7 +491,7 @@ def test_the_threshold_is_torch_against_itself():
     assert f"threshold: {widened} ({widened} = the task's {resnet.THRESHOLD:g} + torch's own spread {moved:.3g}" in \
         (HAND_IN / "train_align_diff.log").read_text()
     # the hand-in carries those runs, so the reviewer's checker judges the curves on them as check_step5 did
-    from portcheck.fileio import load_npy
+    from portcheck.core.fileio import load_npy
     own = load_npy(HAND_IN / "diagnostics" / f"{training.OWN}_torch.npy")  # the moved runs and the committed one
     assert sorted(own["metric/accuracy"]) == pytest.approx(sorted(r["accuracy"] for r in runs.values()))
 

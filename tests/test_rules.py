@@ -8,7 +8,8 @@ import math
 import numpy as np
 import pytest
 
-from portcheck import data, diff, handin, tolerances, training
+from portcheck.core import diff, tolerances
+from portcheck.pipeline import data, handin, training
 from conftest import ROOT
 
 torch = pytest.importorskip("torch")

@@ -11,9 +11,9 @@ import sys
 import numpy as np
 import pytest
 
-from portcheck import run
-from portcheck.backward import MOVED, judge_backward
-from portcheck.fileio import load_npy
+from portcheck.scripts import run
+from portcheck.gradients.backward import MOVED, judge_backward
+from portcheck.core.fileio import load_npy
 from test_run_scripts import judged
 
 STEPS = 6

@@ -15,8 +15,8 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from portcheck import recorder, run
-from portcheck.fileio import load_npy
+from portcheck.scripts import recorder, run
+from portcheck.core.fileio import load_npy
 from test_run_scripts import paddle_planted
 
 HERE = Path(__file__).resolve().parent / "calls"
@@ -92,7 +92,7 @@ def test_a_list_and_a_number_reach_the_first_call():
     """model([x], 0.5, mask={"m": x}, flag=True): the recorder's first-call arguments keep the list, the number, the
     dict and the flag, torch's batch in place of the tensor it recorded there (the Paddle model starts on them, the
     isolated runs make the same call, torch's float64 run with the arrays widened)."""
-    from portcheck.compare import Arguments, _float64, call
+    from portcheck.forward.compare import Arguments, _float64, call
 
     class Tensor:  # what the recorder reads of a framework's tensor
         shape = (2, 3)
@@ -117,7 +117,7 @@ def recording(tmp_path, monkeypatch):
     """(a torch side's recorder, a two-layer Net) in this process: every module call through the recorder, an
     optimizer holding the Net's parameters (what the recorder reads of one); undone after the test."""
     import torch
-    from portcheck.hooks_torch import TorchSide
+    from portcheck.scripts.hooks_torch import TorchSide
 
     class Net(torch.nn.Module):
         def __init__(self):

@@ -15,8 +15,8 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from portcheck import run, runconfig
-from portcheck.errors import PipelineError
+from portcheck.scripts import run, runconfig
+from portcheck.core.errors import PipelineError
 
 STEPS = 3
 
@@ -215,19 +215,19 @@ FAMILIES = [
 EVALUATE = '''
 import json, sys
 import numpy as np
-from portcheck import recorder
+from portcheck.scripts import recorder
 fw = sys.argv[1]
 if fw == "torch":
     import torch as T
     from torch import nn
     import torch.nn.functional as F
-    from portcheck.hooks_torch import TorchSide as Side
+    from portcheck.scripts.hooks_torch import TorchSide as Side
     tensor = lambda a: T.from_numpy(np.asarray(a))
 else:
     import paddle as T
     from paddle import nn
     import paddle.nn.functional as F
-    from portcheck.hooks_paddle import PaddleSide as Side
+    from portcheck.scripts.hooks_paddle import PaddleSide as Side
     tensor = lambda a: T.to_tensor(np.asarray(a))
 side = Side(False)
 W = tensor(np.array([1.0, 2.0, 3.0], "float32"))
@@ -452,7 +452,7 @@ def test_convert_keeps_a_paddle_layer_its_run_never_calls_and_says_so():
     value, said in one line; without inputs nothing shows it unused and it is refused, naming it."""
     import paddle
     import torch
-    from portcheck.convert import convert
+    from portcheck.mapping.convert import convert
 
     class TorchNet(torch.nn.Module):
         def __init__(self):
@@ -485,8 +485,8 @@ def test_each_sides_schedule_is_stepped_ahead_on_a_copy_as_it_would_step():
     stepped on (recorder.AHEAD), its lrs the real schedule's, the script's own schedule and parameters untouched."""
     import paddle
     import torch
-    from portcheck.hooks_paddle import PaddleSide
-    from portcheck.hooks_torch import TorchSide
+    from portcheck.scripts.hooks_paddle import PaddleSide
+    from portcheck.scripts.hooks_torch import TorchSide
     w = torch.nn.Parameter(torch.ones(2))
     opt = torch.optim.SGD([w], lr=0.1)
     warm = torch.optim.lr_scheduler.LinearLR(opt, 0.5, 1.0, total_iters=2)

@@ -5,10 +5,11 @@ import sys
 
 import pytest
 
-from portcheck import pairing, run
-from portcheck.backward import _cycled, CYCLES_MOMENTUM
-from portcheck.fileio import load_npy
-from portcheck.recorder import RECORD
+from portcheck.mapping import pairing
+from portcheck.scripts import run
+from portcheck.gradients.backward import _cycled, CYCLES_MOMENTUM
+from portcheck.core.fileio import load_npy
+from portcheck.scripts.recorder import RECORD
 from test_run_scripts import judged
 
 STEPS = 3

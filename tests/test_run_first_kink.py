@@ -16,11 +16,13 @@ import sys
 import numpy as np
 import pytest
 
-from portcheck import cli, handin, run
-from portcheck.backward import NEAR, ON_BRANCH
-from portcheck.fileio import load_npy, save_npy
-from portcheck.recorder import CROSSED, crossed_file
-from portcheck.report import DIAGNOSTICS
+from portcheck import cli
+from portcheck.pipeline import handin
+from portcheck.scripts import run
+from portcheck.gradients.backward import NEAR, ON_BRANCH
+from portcheck.core.fileio import load_npy, save_npy
+from portcheck.scripts.recorder import CROSSED, crossed_file
+from portcheck.core.report import DIAGNOSTICS
 
 STEPS = 3
 BATCH = "[[1.0, 2.0 ** -24 + 2.0 ** -30, -1.0, -3 * 2.0 ** -25, 1.0], [0.4, 0.5, 1.8, 0.7, 1.0]]"
@@ -207,7 +209,7 @@ def test_the_librarys_hand_in_carries_torchs_run_on_paddles_branch(tmp_path, cap
     import copy
 
     from portcheck import record_backward
-    from portcheck.backward import judged as judged_backward
+    from portcheck.gradients.backward import judged as judged_backward
     from test_kink_branch import pair
     pt, pd, x = pair()
     y, start = np.array([[1.0], [-1.0]], "float32"), copy.deepcopy(pt.state_dict())

@@ -14,9 +14,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from portcheck import run
-from portcheck.errors import PipelineError
-from portcheck.fileio import load_npy
+from portcheck.scripts import run
+from portcheck.core.errors import PipelineError
+from portcheck.core.fileio import load_npy
 
 SCRIPTS = Path(__file__).resolve().parent.parent / "examples" / "scripts"
 STEPS = 2

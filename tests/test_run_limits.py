@@ -2,7 +2,7 @@
 not do, it refuses in one line."""
 import pytest
 
-from portcheck import hooks_paddle, runconfig
+from portcheck.scripts import hooks_paddle, runconfig
 
 
 # {Paddle optimizer: (torch's counterpart, the kind of weight decay both apply)}
@@ -14,7 +14,7 @@ def grouped(name: str, bias_decay: float):
     bias are two dict groups (weight_decay 0.01 and bias_decay)."""
     import paddle
     import torch
-    from portcheck import hooks_torch
+    from portcheck.scripts import hooks_torch
     m = paddle.nn.Linear(3, 2)
     t = torch.nn.Linear(3, 2)
     extra = {"momentum": 0.9} if name == "Momentum" else {}

@@ -11,8 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from portcheck import run, runconfig
-from portcheck.fileio import load_npy
+from portcheck.scripts import run, runconfig
+from portcheck.core.fileio import load_npy
 from test_run_scripts import paddle_planted
 
 HERE = Path(__file__).resolve().parent / "loaders"
@@ -111,7 +111,7 @@ def test_the_auxiliary_losss_settings_planted_are_red_and_named_in_run_and_check
 
 def test_an_accumulation_count_that_varies_is_said_step_by_step():
     """A side whose last step accumulates fewer micro-batches (an epoch's end): the counts of each step, one line."""
-    from portcheck.runconfig import differences
+    from portcheck.scripts.runconfig import differences
     said = differences({"accumulation": {"backward": [2, 2, 1]}}, {"accumulation": {"backward": [2, 2, 2]}}, {}, {})
     assert said == ["gradient accumulation: backward() per optimizer step torch [2, 2, 1] vs paddle [2, 2, 2]"]
     assert differences({"accumulation": {"backward": [2, 2]}}, {"accumulation": {"backward": [2, 2]}}, {}, {}) == []

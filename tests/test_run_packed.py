@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from portcheck import run
-from portcheck.errors import PipelineError
-from portcheck.fileio import load_npy
+from portcheck.scripts import run
+from portcheck.core.errors import PipelineError
+from portcheck.core.fileio import load_npy
 from test_run_scripts import judged, paddle_planted
 
 HERE = Path(__file__).resolve().parent / "packed"
@@ -107,8 +107,8 @@ def test_a_refusal_lists_every_problem_it_counts(pair, tmp_path, capfd):
 
 # --layouts FILE: the declarations the library's calls take as layouts=, in JSON
 def test_a_layouts_file_declares_what_the_api_takes():
-    from portcheck import recipes
-    from portcheck.fused import from_json
+    from portcheck.mapping import recipes
+    from portcheck.mapping.fused import from_json
     assert from_json({"c_attn": {"fused": ["q", "k", "v"]}, "qkv_proj": {"fused": ["q", "k", "v"], "heads": 4}}) == \
         recipes.paddlenlp_gpt(4, fused=True)
     assert from_json({"MultiheadAttention": {"fused": ["q_proj", "k_proj", "v_proj"], "output": False}}) == \
@@ -157,9 +157,9 @@ def test_each_side_reads_the_files_layouts_and_torchs_packed_attention_needs_non
 
     import torch
 
-    from portcheck import recorder
-    from portcheck.fused import Fused
-    from portcheck.hooks_torch import TorchSide
+    from portcheck.scripts import recorder
+    from portcheck.mapping.fused import Fused
+    from portcheck.scripts.hooks_torch import TorchSide
     (tmp_path / "l.json").write_text(json.dumps({"pool": {"fused": ["q", "k", "v"], "output": False}}))
     settings = {"side": "torch", "steps": 1, "out": str(tmp_path), **run.read_layouts(tmp_path / "l.json")}
     given = recorder.Run(settings, SimpleNamespace(versions=dict)).layouts
@@ -249,8 +249,8 @@ def test_the_paddle_side_joins_torchs_parts_per_head_and_says_each_part_it_canno
 
     import numpy as np
 
-    from portcheck.fused import Fused
-    from portcheck.hooks_paddle import PaddleSide
+    from portcheck.mapping.fused import Fused
+    from portcheck.scripts.hooks_paddle import PaddleSide
     side, rng = SimpleNamespace(joins={}), np.random.default_rng(0)
     q, k, v = (rng.standard_normal((8, 8)).astype(np.float32) for _ in range(3))
     parts = {"attn.qkv.q.weight": q, "attn.qkv.k.weight": k, "attn.qkv.v.weight": v}

@@ -11,8 +11,8 @@ import sys
 
 import pytest
 
-from portcheck import run
-from portcheck.errors import PipelineError
+from portcheck.scripts import run
+from portcheck.core.errors import PipelineError
 
 STEPS = 2
 # as transformers' and paddlenlp's models are called: tensors and flags, positional and keyword, the loss computed
@@ -123,7 +123,7 @@ def test_an_attentions_own_dropout_is_off_while_the_recorder_says_so():
     run's dropout is off, and as the script asked once it is not (the steps after N, --full's training)."""
     torch = pytest.importorskip("torch")
     from types import SimpleNamespace
-    from portcheck.recorder import no_attention_dropout
+    from portcheck.scripts.recorder import no_attention_dropout
     q = torch.rand(2, 2, 5, 4)
     plain = torch.nn.functional.scaled_dot_product_attention(q, q, q)
     run_ = SimpleNamespace(dropout_off=True, sites=False)

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from portcheck import run
-from portcheck.fileio import load_npy
-from portcheck.errors import PipelineError
+from portcheck.scripts import run
+from portcheck.core.fileio import load_npy
+from portcheck.core.errors import PipelineError
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPTS = ROOT / "examples" / "scripts"

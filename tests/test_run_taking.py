@@ -15,10 +15,11 @@ import sys
 import numpy as np
 import pytest
 
-from portcheck import handin, run
-from portcheck.backward import AGAINST_KEYS, NEAR
-from portcheck.fileio import load_npy, save_npy
-from portcheck.recorder import CROSSED, crossed_file
+from portcheck.pipeline import handin
+from portcheck.scripts import run
+from portcheck.gradients.backward import AGAINST_KEYS, NEAR
+from portcheck.core.fileio import load_npy, save_npy
+from portcheck.scripts.recorder import CROSSED, crossed_file
 from test_run_against_itself import PADDLE, TORCH
 from test_run_scripts import judged
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from portcheck import run, runconfig
+from portcheck.scripts import run, runconfig
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPTS = ROOT / "examples" / "scripts"
@@ -229,8 +229,8 @@ def test_a_torch_dict_of_tensors_beside_the_model_is_found(tmp_path):
     """torch's side of the same: the dict is found and named, the model's own state_dict() (views of its tensors)
     and the optimizer's held parameters are not."""
     import torch
-    from portcheck.hooks_torch import TorchSide
-    from portcheck.recorder import Tensors, kept_modules
+    from portcheck.scripts.hooks_torch import TorchSide
+    from portcheck.scripts.recorder import Tensors, kept_modules
     model = torch.nn.Sequential(torch.nn.Linear(2, 3), torch.nn.Tanh(), torch.nn.Linear(3, 1))
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     shadow = {k: v.detach().clone() for k, v in model.state_dict().items()}

@@ -10,12 +10,13 @@ import paddle
 import pytest
 import torch
 
-import portcheck.compare as compare
-from portcheck import calibrated, compare_forward, convert, judge_forward, record_forward
-from portcheck.compare import F64
-from portcheck.convert import plan
-from portcheck.errors import PipelineError
-from portcheck.spill import Spill
+import portcheck.forward.compare as compare
+from portcheck import compare_forward, convert, judge_forward, record_forward
+from portcheck.core import calibrated
+from portcheck.forward.compare import F64
+from portcheck.mapping.convert import plan
+from portcheck.core.errors import PipelineError
+from portcheck.core.spill import Spill
 
 LLAMA = dict(vocab_size=64, hidden_size=32, intermediate_size=48, num_hidden_layers=2, num_attention_heads=4,
              num_key_value_heads=2, max_position_embeddings=64, use_cache=False)
@@ -442,7 +443,7 @@ def test_a_guide_bound_below_torchs_own_error_is_said(torch_own, says):
 def test_pairing_a_spilled_record_maps_each_value_it_reads_once_per_call(tmp_path, monkeypatch, planted):
     """compare_forward(record_dir=)'s pairing maps from disk only the outputs of the calls it compares: a pass over
     record.items() per call mapped every file of the record (22k maps at hidden 256, a fifth of the comparison)."""
-    from portcheck import pairing
+    from portcheck.mapping import pairing
     if planted:
         monkeypatch.setattr(pairing, "_outputs", lambda record, call: [
             v for k, v in record.items() if k.startswith("out/") and pairing.split_key(k)[1] == call])

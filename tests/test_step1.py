@@ -4,7 +4,7 @@ import json
 import paddle
 import pytest
 
-from portcheck.fileio import load_npy
+from portcheck.core.fileio import load_npy
 from conftest import error_line, private_copy, run
 
 FWD = ["pipeline/Step1/pt_forward_bert.py", "pipeline/Step1/pd_forward_bert.py"]

@@ -3,8 +3,8 @@
 import pytest
 
 from bert_sst2 import data
-from portcheck.errors import PipelineError
-from portcheck.fileio import load_npy
+from portcheck.core.errors import PipelineError
+from portcheck.core.fileio import load_npy
 from conftest import SST2, error_line, private_copy, run, step_sides
 
 S = "pipeline/Step2/"

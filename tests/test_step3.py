@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from portcheck.fileio import load_npy, save_npy
+from portcheck.core.fileio import load_npy, save_npy
 from conftest import error_line, private_copy, run
 
 S = "pipeline/Step3/"

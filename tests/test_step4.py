@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from portcheck import cli
-from portcheck.fileio import load_npy
+from portcheck.core.fileio import load_npy
 from conftest import error_line, plant_values, private_copy, run, step_sides
 
 S = "pipeline/Step4/"

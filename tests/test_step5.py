@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from portcheck.fileio import load_npy
+from portcheck.core.fileio import load_npy
 from conftest import SST2, STEP5_PAIR, STEP5_TRAIN, error_line, private_copy, run
 
 (PT, PD), CHECK = STEP5_TRAIN, "pipeline/Step5/check_step5.py"

@@ -1,9 +1,8 @@
-"""Steps 2 and 5 for any model, through the library's public API (portcheck.data, portcheck.training) on a model
-and a data set of this file's own: sklearn's digits through a torch DataLoader and a paddle.io.DataLoader, and a
-small convolutional network with BatchNorm written once per framework. The clean port is green at every step
-and re-checks green from its hand-in; each planted bug is red at its step, and named at its key (Step 2) or its
-row and the guide's cause (Step 5)."""
-import functools
+"""Steps 2 and 5 for any model, through the library's public API (portcheck.data, portcheck.training) on the
+model and data set of examples/digits_pair.py: sklearn's digits through a torch DataLoader and a
+paddle.io.DataLoader, and a small convolutional network with BatchNorm written once per framework. The clean port
+is green at every step and re-checks green from its hand-in; each planted bug is red at its step, and named at its
+key (Step 2) or its row and the guide's cause (Step 5)."""
 import json
 import os
 import subprocess
@@ -12,48 +11,22 @@ import sys
 import numpy as np
 import pytest
 
-from portcheck import cli, convert, data, handin, record, training
-from portcheck.backward import moved_one_ulp
-from portcheck.errors import PipelineError
-from portcheck.fileio import load_npy, save_npy
+from portcheck import cli
+from portcheck.core import record
+from portcheck.pipeline import data, handin, training
+from portcheck.core.errors import PipelineError
+from portcheck.core.fileio import load_npy, save_npy
 from examples.mlp_pair import scores
 
 torch = pytest.importorskip("torch")
 paddle = pytest.importorskip("paddle")
 sklearn_datasets = pytest.importorskip("sklearn.datasets")
 
-MEAN, STD = 0.306, 0.376
-
-
-def digits():
-    images, labels = sklearn_datasets.load_digits(return_X_y=True)
-    return images.reshape(-1, 1, 8, 8).astype("float32"), labels.astype("int64")
-
-
-IMAGES, LABELS = digits()
+from examples.digits_pair import (ADAMW_WD, IMAGES, LABELS, paddle_loader, paddle_net,  # noqa: E402 (after the skips)
+                                   torch_loader, torch_net, train)
 
 
 # ---- Step 2: the data pipeline ---------------------------------------------------------------------------
-
-def torch_loader(indices, batch=32, mean=MEAN, shuffle=False, label_shift=0, drop_last=False):
-    class Digits(torch.utils.data.Dataset):
-        def __len__(self):
-            return len(indices)
-
-        def __getitem__(self, i):
-            return (torch.from_numpy(IMAGES[indices[i]]) / 16 - mean) / STD, int(LABELS[indices[i]]) + label_shift
-    return torch.utils.data.DataLoader(Digits(), batch_size=batch, shuffle=shuffle, drop_last=drop_last)
-
-
-def paddle_loader(indices, batch=32, mean=MEAN, shuffle=False, label_shift=0, drop_last=False):
-    class Digits(paddle.io.Dataset):
-        def __len__(self):
-            return len(indices)
-
-        def __getitem__(self, i):
-            return (paddle.to_tensor(IMAGES[indices[i]]) / 16 - mean) / STD, int(LABELS[indices[i]]) + label_shift
-    return paddle.io.DataLoader(Digits(), batch_size=batch, shuffle=shuffle, drop_last=drop_last)
-
 
 SAMPLE = np.arange(96)
 
@@ -206,89 +179,6 @@ def test_record_metric_hands_each_framework_its_tensors_and_refuses_bad_input():
 
 # ---- Step 5: training ---------------------------------------------------------------------------------------
 
-TRAIN, TEST = np.arange(320), np.arange(320, 480)
-EPOCHS, BATCH, LR, MOMENTUM, WD = 3, 32, 0.2, 0.9, 5e-4
-ADAMW_LR, ADAMW_WD = 0.01, 0.01
-STEPS = EPOCHS * len(TRAIN) // BATCH
-
-
-def torch_net(dropout=0.0):
-    torch.manual_seed(0)
-    return torch.nn.Sequential(torch.nn.Conv2d(1, 8, 3, padding=1), torch.nn.BatchNorm2d(8), torch.nn.ReLU(),
-                               torch.nn.AdaptiveAvgPool2d(2), torch.nn.Flatten(), torch.nn.Dropout(dropout),
-                               torch.nn.Linear(32, 10))
-
-
-def paddle_net(dropout=0.0):
-    return paddle.nn.Sequential(paddle.nn.Conv2D(1, 8, 3, padding=1), paddle.nn.BatchNorm2D(8), paddle.nn.ReLU(),
-                                paddle.nn.AdaptiveAvgPool2D(2), paddle.nn.Flatten(), paddle.nn.Dropout(dropout),
-                                paddle.nn.Linear(32, 10))
-
-
-def orders(seed=1):
-    rng = np.random.RandomState(seed)
-    return [TRAIN[rng.permutation(len(TRAIN))] for _ in range(EPOCHS)]
-
-
-def accuracy(predictions, labels):
-    return {"accuracy": int((predictions == labels).sum()) / len(labels)}
-
-
-def train(side, wd=WD, lr_ahead=False, no_train_after_eval=False, order_seed=1, convert_weights=True, dropout=0.0,
-          adamw=False, both_dropout=0.0, mask_seed=0, label_smoothing=0.0, moved=None):
-    """One side's training through a TrainingLog: (its arrays, its run record's depends). adamw: AdamW at lr 0.01
-    (weight decay wd) instead of momentum SGD: the conv bias before the BatchNorm, whose gradient is rounding noise,
-    then moves by +-lr with a sign rounding picks. moved: a seed, torch's weights moved one ulp by it (one of its
-    own runs, backward.moved_one_ulp)."""
-    log, pt = training.TrainingLog(), torch_net(both_dropout)
-    weights = record.model_fingerprint(pt)
-    if moved is not None:
-        moved_one_ulp(pt, moved)
-    lr = ADAMW_LR if adamw else LR
-    if side == "torch":
-        model = pt
-        torch.manual_seed(mask_seed)  # the dropout masks: each framework draws its own
-        opt = (torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=wd) if adamw else
-               torch.optim.SGD(model.parameters(), lr=LR, momentum=MOMENTUM, weight_decay=wd))
-        sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, STEPS)
-        lr_now, loss_fn, grad = (lambda: opt.param_groups[0]["lr"]), torch.nn.functional.cross_entropy, torch.no_grad
-    else:
-        paddle.seed(mask_seed)
-        model = paddle_net(dropout or both_dropout)
-        if convert_weights:
-            model.set_state_dict(convert(pt, model))
-        else:
-            weights = record.model_fingerprint(model)
-        sched = paddle.optimizer.lr.CosineAnnealingDecay(lr, STEPS)
-        opt = (paddle.optimizer.AdamW(learning_rate=sched, parameters=model.parameters(), weight_decay=wd) if adamw else
-               paddle.optimizer.Momentum(learning_rate=sched, momentum=MOMENTUM, parameters=model.parameters(),
-                                         weight_decay=paddle.regularizer.L2Decay(wd)))
-        lr_now, grad = opt.get_lr, paddle.no_grad
-        loss_fn = functools.partial(paddle.nn.functional.cross_entropy, label_smoothing=label_smoothing)
-        if lr_ahead:  # the schedule stepped once before the first step
-            sched.step()
-    loader = torch_loader if side == "torch" else paddle_loader
-    model.train()
-    for order in orders(order_seed):
-        for images, labels in loader(order, BATCH):
-            lr_step = lr_now()
-            loss = loss_fn(model(images), labels)
-            loss.backward()
-            opt.step()
-            sched.step()
-            log.step(loss, lr_step, model=model, batch=labels)  # before the gradients are cleared: they are logged too
-            (opt.zero_grad if side == "torch" else opt.clear_grad)()
-        model.eval()
-        with grad():
-            images, labels = next(data.each_batch(loader(TEST, len(TEST))))
-            log.evaluate(accuracy(model(images).argmax(-1), labels), model=model)
-        if not no_train_after_eval:
-            model.train()
-    depends = training.run_depends(weights, orders(order_seed), {"order": order_seed},
-                                   {"lr": LR, "momentum": MOMENTUM, "weight_decay": WD, "epochs": EPOCHS})
-    return log, depends
-
-
 @pytest.fixture(scope="module")
 def torch_run():
     return train("torch")
@@ -428,7 +318,7 @@ def test_a_training_hand_in_rechecks_green_and_a_bug_red_from_the_files_alone(tm
         out = capsys.readouterr().out
         assert ((f"training {'lr' if plant.get('lr_ahead') else 'weight norm'}: FAILED") in out) == bool(expected), out
         assert "train_align: green" in out or expected, out
-    from portcheck.fileio import load_npy, save_npy
+    from portcheck.core.fileio import load_npy, save_npy
     curves = tmp_path / "0" / "log_reprod" / "diagnostics" / "train_log_paddle.npy"
     save_npy(curves, {**load_npy(curves), "lr": load_npy(curves)["lr"] * 2})  # edited after the run
     assert cli.check(tmp_path / "0" / "log_reprod", only="train_align") == 1
@@ -632,7 +522,8 @@ def test_the_weight_norm_is_the_same_bits_on_one_core_and_on_two(tmp_path, plant
     """A training log's weight norm, the same weights on one thread and on two (a Step 5 run side by side is pinned
     to one core): else a rerun's log differs from the committed one in its last bits."""
     script = tmp_path / "norm.py"
-    script.write_text("import numpy as np\nfrom portcheck import training\n" + (PLANTED_DOT if planted else "") + """
+    script.write_text("import numpy as np\nfrom portcheck.pipeline import training\n" + (PLANTED_DOT if planted else "")
+                      + """
 class Model:
     def parameters(self):
         return [np.random.RandomState(0).randn(2359296).astype(np.float32), np.ones(3, np.float32)]

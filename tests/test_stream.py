@@ -8,8 +8,9 @@ import shutil
 import numpy as np
 import pytest
 
-from portcheck import cli, stream
-from portcheck.errors import PipelineError
+from portcheck import cli
+from portcheck.forward import stream
+from portcheck.core.errors import PipelineError
 from examples.tiny_llama import write_pair
 from test_docs_blocks import DOCS, printed_as_said, python_blocks, run_in_process
 
@@ -164,7 +165,8 @@ def test_an_rmsnorm_of_a_7b_width_is_green_where_paddle_sums_its_row_left_to_rig
     from paddlenlp.transformers import LlamaConfig as PaddleConfig
     from paddlenlp.transformers.llama.modeling import LlamaRMSNorm as PaddleNorm
     from transformers.models.llama.modeling_llama import LlamaRMSNorm
-    from portcheck import calibrated, compare_forward
+    from portcheck import compare_forward
+    from portcheck.core import calibrated
     rng = np.random.default_rng(1)
     bf16 = lambda a: torch.from_numpy(a.astype("float32")).to(torch.bfloat16).float().numpy()  # noqa: E731
     x, w = bf16(rng.standard_normal((2, 16, 4096)) * 0.02), bf16(1 + rng.standard_normal(4096) * 0.1)

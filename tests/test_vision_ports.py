@@ -187,7 +187,7 @@ class PaddleSqueeze(paddle.nn.Layer):
 def test_two_convolutions_paired_by_place_whose_shapes_differ_are_said_with_the_settings_that_make_them(
         conv, inputs, said):
     """Before, torch's features.0 was said to have no counterpart, and a name_map entry asked for."""
-    from portcheck.errors import PipelineError
+    from portcheck.core.errors import PipelineError
     with pytest.raises(PipelineError) as refused:
         convert(TorchSqueeze(), PaddleSqueeze(**conv), inputs=inputs)
     assert said in str(refused.value) and "name_map entry" not in str(refused.value), refused.value
@@ -220,7 +220,7 @@ def test_gradients_under_batch_statistics_are_allowed_torchs_spread_and_a_moment
 
 
 def test_without_batch_statistics_the_gradients_keep_torchs_own_error_alone():
-    from portcheck.backward import MOVED, record_backward
+    from portcheck.gradients.backward import MOVED, record_backward
     pt, _ = in_place_pair()
     record = record_backward(pt.eval(), X, np.zeros((2, 2, 8, 8), np.float32), lambda o, y: ((o - y) ** 2).mean(),
                              lambda ps: torch.optim.SGD(ps, lr=0.01))
@@ -230,8 +230,8 @@ def test_without_batch_statistics_the_gradients_keep_torchs_own_error_alone():
 def test_the_float64_twin_draws_the_float32_runs_dropout_masks():
     """Before, torch's float64 run drew masks of its own after the float32 run: its 'own error' was another mask's,
     an allowance that let a planted activation through (alexnet in train mode, 0.175 of it)."""
-    from portcheck.backward import record_backward
-    from portcheck.compare import F64
+    from portcheck.gradients.backward import record_backward
+    from portcheck.forward.compare import F64
     torch.manual_seed(0)
     net = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(192, 64), torch.nn.ReLU(), torch.nn.Dropout(0.5),
                               torch.nn.Linear(64, 2))

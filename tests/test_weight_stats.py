@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 
 from bert_sst2 import hparams, paths
-from portcheck import weight_stats
-from portcheck.fileio import load_npy
+from portcheck.gradients import weight_stats
+from portcheck.core.fileio import load_npy
 
 REF = paths.ROOT / "log_reprod" / "diagnostics"  # the committed reference run's statistics
 

@@ -7,8 +7,9 @@ import re
 import numpy as np
 import pytest
 
-from portcheck import calibrated, handin, training
-from portcheck.errors import PipelineError
+from portcheck.core import calibrated
+from portcheck.pipeline import handin, training
+from portcheck.core.errors import PipelineError
 
 FIGURE = r"([0-9][0-9.]*(?:e[+-]?[0-9]+)?)"
 

@@ -4,7 +4,7 @@ the table's (a correct port green at each of its rules; a plant red at its step,
 
 A verdict the library gets wrong today is declared in the table (`known`, with its issue) and runs here as a
 strict xfail: the day it is fixed the test fails, and the table's line must go. The whole zoo, models and
-training included: `python tools/zoo/run.py` (docs/zoo.md)."""
+training included: `python -m tools.zoo.run` (docs/zoo.md)."""
 import pytest
 
 pytest.importorskip("torch")
@@ -69,7 +69,7 @@ def test_every_map_a_refusal_of_the_zoo_suggests_pasted_into_its_correct_port_is
     import torch
     import paddle
     from portcheck import compare_forward, convert
-    from portcheck.errors import PipelineError
+    from portcheck.core.errors import PipelineError
     from tools.zoo import checks
     torch.manual_seed(0)
     paddle.seed(0)

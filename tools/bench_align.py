@@ -20,7 +20,7 @@ import json
 import time
 
 try:
-    import portcheck.runtime  # first: offline mode, threads, allocator, before torch/paddle load
+    import portcheck.core.runtime  # first: offline mode, threads, allocator, before torch/paddle load
 except ModuleNotFoundError:  # the project is not importable: not its venv
     raise SystemExit("error: this project's packages are not importable: activate its venv "
                      "(. .venv/bin/activate) or run `pip install -r requirements.txt`") from None
@@ -29,9 +29,9 @@ from pathlib import Path
 import numpy as np
 
 from bert_sst2 import paths
-from portcheck import calibrated
-from portcheck.errors import run_main
-from portcheck.fileio import atomic_write
+from portcheck.core import calibrated
+from portcheck.core.errors import run_main
+from portcheck.core.fileio import atomic_write
 
 
 
@@ -77,7 +77,7 @@ def twins(config_path=None, hf_dir=None):
 def library_berts():
     import torch
     from portcheck import convert
-    from portcheck.recipes import PADDLENLP_BERT
+    from portcheck.mapping.recipes import PADDLENLP_BERT
     from paddlenlp.transformers import BertConfig as PaddleConfig, BertModel as PaddleBert
     from transformers import BertConfig, BertModel
     sizes = dict(vocab_size=100, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,

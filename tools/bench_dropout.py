@@ -24,7 +24,7 @@ import tempfile
 from pathlib import Path
 
 try:
-    import portcheck.runtime  # first: offline mode, threads, allocator, before torch/paddle load
+    import portcheck.core.runtime  # first: offline mode, threads, allocator, before torch/paddle load
 except ModuleNotFoundError:  # the project is not importable: not its venv
     raise SystemExit("error: this project's packages are not importable: activate its venv "
                      "(. .venv/bin/activate) or run `pip install -r requirements.txt`") from None
@@ -32,8 +32,8 @@ import numpy as np
 
 from bert_sst2 import paths
 from bert_sst2.flags import TrainArgs
-from portcheck.errors import PipelineError, require, run_main
-from portcheck.fileio import atomic_write, load_npy
+from portcheck.core.errors import PipelineError, require, run_main
+from portcheck.core.fileio import atomic_write, load_npy
 
 ROOT = paths.ROOT
 FRAMEWORKS = {"torch": "pipeline/Step5/pt_train.py", "paddle": "pipeline/Step5/pd_train.py"}

@@ -20,7 +20,7 @@ import sys
 import time
 
 try:
-    import portcheck.runtime  # first: offline mode, threads, allocator, before torch/paddle load
+    import portcheck.core.runtime  # first: offline mode, threads, allocator, before torch/paddle load
 except ModuleNotFoundError:  # the project is not importable: not its venv
     raise SystemExit("error: this project's packages are not importable: activate its venv "
                      "(. .venv/bin/activate) or run `pip install -r requirements.txt`") from None
@@ -29,9 +29,9 @@ from pathlib import Path
 import numpy as np
 
 from bert_sst2 import paths
-from portcheck import calibrated
-from portcheck.errors import run_main
-from portcheck.fileio import atomic_write
+from portcheck.core import calibrated
+from portcheck.core.errors import run_main
+from portcheck.core.fileio import atomic_write
 
 
 def usage(rows) -> str:

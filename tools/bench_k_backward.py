@@ -2,8 +2,8 @@
 torch's own fp32 error each clean port needs, and each planted bug shows, in compare_backward (plain and
 isolate=True).
 
-    python tools/bench_k_backward.py            # writes docs/k_backward.md and docs/k_backward.json
-    python tools/bench_k_backward.py --kinks 8  # the small conv/BatchNorm nets only: docs/k_backward_kinks.json
+    python -m tools.bench_k_backward            # writes docs/k_backward.md and docs/k_backward.json
+    python -m tools.bench_k_backward --kinks 8  # the small conv/BatchNorm nets only: docs/k_backward_kinks.json
 
 For every row compare_backward judges (a gradient after the first backward; a loss, an lr, a weight or a statistic
 after a step), the multiple it needs to pass: (max diff - the floor) / torch's own fp32 error there. A clean port's
@@ -26,10 +26,9 @@ import argparse
 import copy
 import json
 import math
-import sys
 
 try:
-    import portcheck.runtime  # noqa: F401 - first: offline mode, threads, allocator, before torch/paddle load
+    import portcheck.core.runtime  # noqa: F401 - first: offline mode, threads, allocator, before torch/paddle load
 except ModuleNotFoundError:  # the project is not importable: not its venv
     raise SystemExit("error: this project's packages are not importable: activate its venv "
                      "(. .venv/bin/activate) or run `pip install -r requirements.txt`") from None
@@ -38,12 +37,14 @@ from pathlib import Path
 import numpy as np
 
 from bert_sst2 import paths
-from portcheck import calibrated
-from portcheck.errors import run_main
-from portcheck.fileio import atomic_write
+from portcheck.core import calibrated
+from portcheck.core.errors import run_main
+from portcheck.core.fileio import atomic_write
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import bench_align  # noqa: E402 - its model builders, shared
+try:
+    from tools import bench_align  # its model builders, shared
+except ModuleNotFoundError:  # run by its path: the repository's root is not on sys.path
+    raise SystemExit("error: run it from the repository's root as `python -m tools.bench_k_backward`") from None
 
 CLASSES = 3
 STEPS = 3
@@ -294,7 +295,7 @@ def kinks(seeds, widths=(4, 8, 16), batches=(8, 16)) -> dict:
     one and the first of the sweep, clean and with every plant of KINK_PLANTS: the share of its allowance the
     worst row after the steps uses (over 1: red), judged as compare_backward judges (backward.judged: where red and
     Paddle crossed a kink in a later step, torch's run taking Paddle's side of it)."""
-    from portcheck.backward import judged
+    from portcheck.gradients.backward import judged
     worst = lambda report: max((r.used, f"{r.name} after step {i + 1}") for i, rows in enumerate(report.steps)  # noqa: E731
                                for r in rows if r.name != "lr")
     sweep = []
@@ -347,7 +348,7 @@ def yardstick(runs):
     (YARDSTICKS' value)."""
     import contextlib
     import torch
-    from portcheck import backward
+    from portcheck.gradients import backward
     kernels = {SAME: contextlib.nullcontext, THREADS: backward._other_threads,
                NO_ONEDNN: lambda: torch.backends.mkldnn.flags(enabled=False)}
     move, seed = backward.moved_one_ulp, []
@@ -378,7 +379,7 @@ def yardstick(runs):
 def yardsticks() -> list:
     """Each YARDSTICKS candidate on each KINK_NETS net, clean and with each plant of KINK_PLANTS: the share of its
     allowance the worst row after the steps uses."""
-    from portcheck.backward import judged
+    from portcheck.gradients.backward import judged
     worst = lambda report: max(r.used for rows in report.steps for r in rows if r.name != "lr")  # noqa: E731
     out = []
     for name, runs in YARDSTICKS.items():
@@ -467,7 +468,7 @@ def main():
             data = kinks(list(range(args.kinks)))
             atomic_write(kinked, lambda tmp: Path(tmp).write_text(json.dumps(data, indent=1) + "\n"))
         if not source.is_file():
-            raise SystemExit(f"error: {source} not found: run `python tools/bench_k_backward.py` first")
+            raise SystemExit(f"error: {source} not found: run `python -m tools.bench_k_backward` first")
         text = "\n".join(report_lines(json.loads(source.read_text()), kinked)) + "\n"
         atomic_write(args.out, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
         print(text)
@@ -496,7 +497,7 @@ def report_lines(rows, kinked=None) -> list:
     """The page: the cases' table and figures, then the --kinks section from `kinked` (its .json) where it exists."""
     fmt = lambda v: "inf" if v == math.inf else f"{v:.3g}"
     lines = ["English | [中文](k_backward_cn.md)", "", "# K for gradients and steps, from data", "",
-             "Written by `python tools/bench_k_backward.py` (this 2-core CPU). For every row compare_backward judges, "
+             "Written by `python -m tools.bench_k_backward` (this 2-core CPU). For every row compare_backward judges, "
              "the multiple of torch's own fp32 error it needs to pass: (max diff - the floor) / torch's own fp32 "
              f"error. Momentum SGD, {STEPS} steps (the ResNet-18 example: its own 5), one batch. Now: K_GRAD = "
              f"{calibrated.K_GRAD:g} (gradients after the first backward), K_BACKWARD = {calibrated.K_BACKWARD:g} (the "

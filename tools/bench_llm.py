@@ -28,7 +28,7 @@ import tempfile
 import time
 
 try:
-    import portcheck.runtime  # first: offline mode, threads, allocator, before torch/paddle load
+    import portcheck.core.runtime  # first: offline mode, threads, allocator, before torch/paddle load
 except ModuleNotFoundError:  # the project is not importable: not its venv
     raise SystemExit("error: this project's packages are not importable: activate its venv "
                      "(. .venv/bin/activate) or run `pip install -r requirements.txt`") from None
@@ -37,8 +37,8 @@ from pathlib import Path
 import numpy as np
 
 from bert_sst2 import paths
-from portcheck.errors import PipelineError, run_main
-from portcheck.fileio import atomic_write
+from portcheck.core.errors import PipelineError, run_main
+from portcheck.core.fileio import atomic_write
 
 PEAK_TARGET = 1.5   # x the two models' float32 weights
 TIME_TARGET = 4.0   # x one plain forward of each side

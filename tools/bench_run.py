@@ -21,9 +21,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from portcheck import run
-from portcheck.errors import run_main
-from portcheck.fileio import atomic_write
+from portcheck.scripts import run
+from portcheck.core.errors import run_main
+from portcheck.core.fileio import atomic_write
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -41,14 +41,14 @@ import time
 from pathlib import Path
 
 try:
-    import portcheck.runtime  # first: offline mode, threads, allocator, before torch/paddle load
+    import portcheck.core.runtime  # first: offline mode, threads, allocator, before torch/paddle load
 except ModuleNotFoundError:  # the project is not importable: not its venv
     raise SystemExit("error: this project's packages are not importable: activate its venv "
                      "(. .venv/bin/activate) or run `pip install -r requirements.txt`") from None
 
 from bert_sst2 import data, hparams, paths
-from portcheck.errors import PipelineError, require, run_main
-from portcheck.fileio import atomic_write
+from portcheck.core.errors import PipelineError, require, run_main
+from portcheck.core.fileio import atomic_write
 
 ROOT = paths.ROOT
 BATCH = hparams.BATCH_SIZE

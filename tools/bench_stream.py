@@ -25,7 +25,7 @@ import tempfile
 import time
 
 try:
-    import portcheck.runtime  # first: offline mode, threads, allocator, before torch/paddle load
+    import portcheck.core.runtime  # first: offline mode, threads, allocator, before torch/paddle load
 except ModuleNotFoundError:  # the project is not importable: not its venv
     raise SystemExit("error: this project's packages are not importable: activate its venv "
                      "(. .venv/bin/activate) or run `pip install -r requirements.txt`") from None
@@ -33,9 +33,9 @@ from pathlib import Path
 
 import numpy as np
 
-from portcheck.convert import RULES
-from portcheck.errors import PipelineError, run_main
-from portcheck.fileio import atomic_write
+from portcheck.mapping.convert import RULES
+from portcheck.core.errors import PipelineError, run_main
+from portcheck.core.fileio import atomic_write
 
 PEAK_TARGET_GB = 8.0
 TIME_TARGET = 4.0
@@ -159,7 +159,7 @@ BUGS = {"eps": epsilon, "rope": rotary, "swap": swapped}  # what --bug plants in
 
 def child(kind: str, folder: Path, tokens: tuple, plant: int, bug: str = "eps") -> dict:
     """One measurement in this process: 'plain', 'clean' or 'plant'."""
-    from portcheck import stream
+    from portcheck.forward import stream
     vocab = json.loads((folder / "torch" / "config.json").read_text())["vocab_size"]
     ids = np.random.RandomState(0).randint(0, vocab, tokens).astype(np.int64)
     import paddlenlp.transformers  # noqa: F401 - the libraries loaded before the clock starts, as in a user's process
@@ -188,7 +188,7 @@ def plain_forward(folder: Path, ids) -> dict:
     upcast, run once in float32, freed. {torch_seconds, paddle_seconds}."""
     import paddle
     import torch
-    from portcheck import stream
+    from portcheck.forward import stream
     out = {}
     x = ids
     for side in ("torch", "paddle"):

@@ -10,7 +10,7 @@ computed in float32 with left-to-right sums and held to float64, each tensor of 
 its max abs diff in roundings (eps32) of its largest value, over sqrt(n).
 """
 try:
-    import portcheck.runtime  # noqa: F401 - first: offline mode, threads, allocator, before torch/paddle load
+    import portcheck.core.runtime  # noqa: F401 - first: offline mode, threads, allocator, before torch/paddle load
 except ModuleNotFoundError:  # the project is not importable: not its venv
     raise SystemExit("error: this project's packages are not importable: activate its venv "
                      "(. .venv/bin/activate) or run `pip install -r requirements.txt`") from None
@@ -19,8 +19,8 @@ import sys
 
 import numpy as np
 
-from portcheck import calibrated
-from portcheck.errors import run_main
+from portcheck.core import calibrated
+from portcheck.core.errors import run_main
 
 WIDTHS = (1024, 2048, 4096, 5120, 8192, 16384)
 SCALES = (0.005, 0.02, 0.05, 0.3, 1.0, 3.0)

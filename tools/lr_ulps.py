@@ -21,15 +21,15 @@ import math
 from pathlib import Path
 
 try:
-    import portcheck.runtime  # first: offline mode, threads, allocator, before torch/paddle load
+    import portcheck.core.runtime  # first: offline mode, threads, allocator, before torch/paddle load
 except ModuleNotFoundError:  # the project is not importable: not its venv
     raise SystemExit("error: this project's packages are not importable: activate its venv "
                      "(. .venv/bin/activate) or run `pip install -r requirements.txt`") from None
 import numpy as np
 
-from portcheck import tolerances
-from portcheck.errors import run_main
-from portcheck.fileio import atomic_write
+from portcheck.core import tolerances
+from portcheck.core.errors import run_main
+from portcheck.core.fileio import atomic_write
 
 ROOT = Path(__file__).resolve().parents[1]
 LONG = 100_000  # a long training's steps: the recursive forms' drift grows with them

@@ -1,8 +1,8 @@
 """How far apart, in float32 ulps, torch's and Paddle's float32 metrics run: the measurement behind
 portcheck.tolerances.ULPS_FLOAT32 (the metric pair's rule for a value held in float32).
 
-    python tools/metric_ulps.py              # writes docs/rules.json's "metric_float32" part and prints the table
-    python tools/metric_ulps.py --sets 300
+    python -m tools.metric_ulps              # writes docs/rules.json's "metric_float32" part and prints the table
+    python -m tools.metric_ulps --sets 300
 
 Each metric as a user writes it in the framework the training runs in (tools/zoo/checks.py's metric_fn, the zoo's
 own tensor code), computed in float32 on each side on random prediction sets (50 to 3,000 samples, 10 classes, 80%
@@ -10,23 +10,25 @@ right; binary scores rounded to 0.05, so that ties occur). A value's distance is
 larger of the two. Planted: one sample miscounted in the largest set (the smallest change a metric bug makes).
 """
 import argparse
-import sys
 from pathlib import Path
 
 try:
-    import portcheck.runtime  # first: offline mode, threads, allocator, before torch/paddle load
+    import portcheck.core.runtime  # first: offline mode, threads, allocator, before torch/paddle load
 except ModuleNotFoundError:  # the project is not importable: not its venv
     raise SystemExit("error: this project's packages are not importable: activate its venv "
                      "(. .venv/bin/activate) or run `pip install -r requirements.txt`") from None
 import numpy as np
 
-from portcheck import tolerances
-from portcheck.errors import run_main
+from portcheck.core import tolerances
+from portcheck.core.errors import run_main
+
+try:
+    from tools.lr_ulps import write_part
+    from tools.zoo.checks import metric_fn
+except ModuleNotFoundError:  # run by its path: the repository's root is not on sys.path
+    raise SystemExit("error: run it from the repository's root as `python -m tools.metric_ulps`") from None
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tools"))
-from lr_ulps import write_part  # noqa: E402
-from zoo.checks import metric_fn  # noqa: E402
 
 METRICS = ("accuracy", "auc", "mcc", "macro f1", "micro f1", "weighted f1", "macro precision")
 SCORES = ("accuracy", "auc", "mcc")  # these take binary scores, the others class predictions

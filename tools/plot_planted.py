@@ -9,14 +9,14 @@ import argparse
 from pathlib import Path
 
 try:
-    import portcheck.runtime  # noqa: F401 (first: offline mode, threads, before torch and Paddle load)
+    import portcheck.core.runtime  # noqa: F401 (first: offline mode, threads, before torch and Paddle load)
 except ModuleNotFoundError:  # the project is not importable: not its venv
     raise SystemExit("error: this project's packages are not importable: activate its venv "
                      "(. .venv/bin/activate) or run `pip install -r requirements.txt`") from None
 import numpy as np
 
 from portcheck import compare_forward, convert
-from portcheck.errors import PipelineError, run_main
+from portcheck.core.errors import PipelineError, run_main
 
 ROOT = Path(__file__).resolve().parents[1]
 EPS = {"torch": 1e-5, "planted": 1e-3}  # BatchNorm's epsilon: torch's default, and the planted one

@@ -1,7 +1,8 @@
 """Step 5's measured figures (portcheck.training.NOISE, OWN_MULTIPLE's reach, the weight norm with dropout's own
-masks), on the digits CNN with a conv bias before a BatchNorm of tests/test_steps25.py (its one declaration):
+masks), on the digits CNN with a conv bias before a BatchNorm of examples/digits_pair.py (tests/test_steps25.py's
+too):
 
-    python tools/step5_rules.py        # writes docs/rules.json's "step5" part (a few minutes)
+    python -m tools.step5_rules        # from the repository's root: writes docs/rules.json's "step5" part (minutes)
 
 * each parameter's gradient norm as a share of the step's largest, over the 30 steps, with momentum SGD and with
   AdamW: the conv bias feeding the BatchNorm (rounding noise) against every other parameter;
@@ -10,19 +11,22 @@ masks), on the digits CNN with a conv bias before a BatchNorm of tests/test_step
 """
 import argparse
 import json
-import sys
 from pathlib import Path
 
 try:
-    import portcheck.runtime  # first: offline mode, threads, allocator, before torch/paddle load
+    import portcheck.core.runtime  # first: offline mode, threads, allocator, before torch/paddle load
 except ModuleNotFoundError:  # the project is not importable: not its venv
     raise SystemExit("error: this project's packages are not importable: activate its venv "
                      "(. .venv/bin/activate) or run `pip install -r requirements.txt`") from None
 import numpy as np
 
-from lr_ulps import write_part  # tools/ is the script's folder: the one writer of docs/rules.json
-from portcheck import training
-from portcheck.errors import run_main
+from portcheck.pipeline import training
+from portcheck.core.errors import run_main
+
+try:
+    from tools.lr_ulps import write_part  # the one writer of docs/rules.json
+except ModuleNotFoundError:  # run by its path: the repository's root is not on sys.path
+    raise SystemExit("error: run it from the repository's root as `python -m tools.step5_rules`") from None
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -54,9 +58,8 @@ def main():
                                  allow_abbrev=False)
     ap.add_argument("--out", default=str(ROOT / "docs" / "rules.json"), help="the JSON to write (its 'step5' part)")
     args = ap.parse_args()
-    sys.path.insert(0, str(ROOT / "tests"))
-    import test_steps25 as t
-    result = {"model": "tests/test_steps25.py's digits CNN (conv, BatchNorm, ReLU, pool, dropout, linear), 30 steps",
+    from examples import digits_pair as t
+    result = {"model": "examples/digits_pair.py's digits CNN (conv, BatchNorm, ReLU, pool, dropout, linear), 30 steps",
               "gradient_share": gradients(t.train, t), "noise": training.NOISE,
               "weight_norm_gap_with_own_masks": dropout(t.train)}
     print(json.dumps(result, indent=1))

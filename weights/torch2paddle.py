@@ -13,14 +13,14 @@ nothing.
 import argparse
 
 try:
-    import portcheck.runtime  # first: offline mode, threads, allocator, before torch/paddle load
+    import portcheck.core.runtime  # first: offline mode, threads, allocator, before torch/paddle load
 except ModuleNotFoundError:  # the project is not importable: not its venv
     raise SystemExit("error: this project's packages are not importable: activate its venv "
                      "(. .venv/bin/activate) or run `pip install -r requirements.txt`") from None
 from bert_sst2 import paths
 from bert_sst2.twins.weights import load_config, torch_model
-from portcheck.convert import convert
-from portcheck.errors import PipelineError, run_main
+from portcheck.mapping.convert import convert
+from portcheck.core.errors import PipelineError, run_main
 
 
 def main():

@@ -8,7 +8,7 @@ from bert_sst2 import paths
 from bert_sst2.twins import pd_data, pd_optim
 from bert_sst2.twins.weights import load_paddle_checkpoint, paddle_fingerprint, paddle_model, strict_state
 from models import pd_bert
-from portcheck.errors import PipelineError
+from portcheck.core.errors import PipelineError
 
 
 def entries(state) -> dict:

@@ -9,7 +9,7 @@ libraries' defaults differ between the frameworks (see pipeline/Step4/README.md)
 import paddle
 
 from bert_sst2 import hparams
-from portcheck.errors import PipelineError
+from portcheck.core.errors import PipelineError
 
 SCHEDULES = ("linear", "cosine", "polynomial")
 

@@ -10,7 +10,7 @@ from bert_sst2 import paths
 from bert_sst2.twins import pt_data, pt_optim
 from bert_sst2.twins.weights import load_torch_checkpoint, strict_state, torch_fingerprint, torch_model
 from models import pt_bert
-from portcheck.errors import PipelineError
+from portcheck.core.errors import PipelineError
 
 
 def entries(state) -> dict:

@@ -32,10 +32,11 @@ import numpy as np
 from bert_sst2 import data, keys, paths
 from bert_sst2.flags import TrainArgs
 from bert_sst2.shared_dropout import MaskStream
-from portcheck import record, weight_stats
-from portcheck.data import each_batch
-from portcheck.errors import Interrupted, PipelineError, require
-from portcheck.fileio import atomic_write, open_new, writable
+from portcheck.core import record
+from portcheck.gradients import weight_stats
+from portcheck.pipeline.data import each_batch
+from portcheck.core.errors import Interrupted, PipelineError, require
+from portcheck.core.fileio import atomic_write, open_new, writable
 
 
 class Backend(Protocol):

@@ -8,10 +8,10 @@ import numpy as np
 
 from bert_sst2 import paths
 from models.configuration_bert import BertConfig, read_vocab
-from portcheck import record
-from portcheck.errors import PipelineError, remedy, require
-from portcheck.fileio import load_pickled_arrays
-from portcheck.weights import (_torch_load, check_arrays, load_paddle_arrays, load_torch_tensors,  # noqa: F401
+from portcheck.core import record
+from portcheck.core.errors import PipelineError, remedy, require
+from portcheck.core.fileio import load_pickled_arrays
+from portcheck.mapping.weights import (_torch_load, check_arrays, load_paddle_arrays, load_torch_tensors,  # noqa: F401
                                paddle_arrays, strict_check, strict_state)
 
 EXPORT = "python weights/torch_bert_weights.py"

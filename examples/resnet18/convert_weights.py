@@ -7,15 +7,16 @@ num_batches_tracked dropped, the classifier's Linear transposed), every key and 
 import argparse
 
 try:
-    import portcheck.runtime  # first: offline mode, threads, allocator, before torch/paddle load
+    import portcheck.core.runtime  # first: offline mode, threads, allocator, before torch/paddle load
 except ModuleNotFoundError:  # the project is not importable: not its venv
     raise SystemExit("error: this project's packages are not importable: activate its venv "
                      "(. .venv/bin/activate) or run `pip install -r requirements.txt`") from None
 import paddle
 
 from examples.resnet18 import resnet
-from portcheck import convert, record
-from portcheck.errors import run_main
+from portcheck import convert
+from portcheck.core import record
+from portcheck.core.errors import run_main
 
 
 def main():

@@ -6,16 +6,16 @@ Paddle's names and layouts.
 import argparse
 
 try:
-    import portcheck.runtime  # first: offline mode, threads, allocator, before torch/paddle load
+    import portcheck.core.runtime  # first: offline mode, threads, allocator, before torch/paddle load
 except ModuleNotFoundError:  # the project is not importable: not its venv
     raise SystemExit("error: this project's packages are not importable: activate its venv "
                      "(. .venv/bin/activate) or run `pip install -r requirements.txt`") from None
 import torch
 
 from examples.resnet18 import resnet
-from portcheck import record
-from portcheck.errors import run_main
-from portcheck.fileio import atomic_write
+from portcheck.core import record
+from portcheck.core.errors import run_main
+from portcheck.core.fileio import atomic_write
 
 
 def main():

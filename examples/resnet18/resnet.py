@@ -16,8 +16,9 @@ from pathlib import Path
 
 import numpy as np
 
-from portcheck import fileio, record, tolerances, training
-from portcheck.errors import PipelineError
+from portcheck.core import fileio, record, tolerances
+from portcheck.pipeline import training
+from portcheck.core.errors import PipelineError
 
 ROOT = Path(__file__).resolve().parents[2]  # the repository the example's scripts run from
 FOLDER = "examples/resnet18"
@@ -181,7 +182,7 @@ def new_torch_model():
 def torch_model():
     """(transformers' ResNet-18 holding the exported weights, their fingerprint): every key and shape checked."""
     import torch
-    from portcheck.weights import check_arrays, load_torch_tensors, strict_check
+    from portcheck.mapping.weights import check_arrays, load_torch_tensors, strict_check
     model = new_torch_model()
     state = load_torch_tensors(torch_weight(), EXPORT)
     check_arrays({k: v for k, v in state.items() if v.dtype == torch.float32}, torch_weight(), EXPORT)
@@ -196,7 +197,7 @@ def paddle_model():
     converted from): every key and shape checked (Paddle's own set_state_dict only warns), the file read by
     the restricted unpickler and held to the record convert_weights.py wrote for it."""
     import paddle
-    from portcheck.weights import check_arrays, load_paddle_arrays, strict_check
+    from portcheck.mapping.weights import check_arrays, load_paddle_arrays, strict_check
     model = paddle.vision.models.resnet18(num_classes=CLASSES)
     state = load_paddle_arrays(paddle_weight(), CONVERT)
     check_arrays({k: v for k, v in state.items() if v.dtype.kind == "f"}, paddle_weight(), CONVERT)

@@ -23,14 +23,14 @@ import sys
 from pathlib import Path
 
 try:
-    import portcheck.runtime  # first: offline mode, threads, allocator, before torch/paddle load
+    import portcheck.core.runtime  # first: offline mode, threads, allocator, before torch/paddle load
 except ModuleNotFoundError:  # the project is not importable: not its venv
     raise SystemExit("error: this project's packages are not importable: activate its venv "
                      "(. .venv/bin/activate) or run `pip install -r requirements.txt`") from None
 from examples.resnet18 import resnet
-from portcheck import steps
-from portcheck.errors import run_main
-from portcheck.fileio import atomic_write
+from portcheck.pipeline import steps
+from portcheck.core.errors import run_main
+from portcheck.core.fileio import atomic_write
 
 F = resnet.FOLDER
 SPECS = (  # the step table: which script writes each side of each pair, and the check judging them

@@ -21,20 +21,20 @@ Steps 2 and 5 for any model: portcheck.data records a loader's batches and a met
 exactly), portcheck.training a training log written by each side's own loop (judged step by step, and the final
 metric at the task's threshold).
 
-Modules, lowest first: errors, fileio (safe reads and writes), record (run records, fingerprints), same_run (run
-records compared first), tolerances (the rules and the guide's table), diff (exact and atol+rtol judging),
-calibrated (the rule measured on the model: torch's own fp32 error), report (logs), names, pairing (modules paired
-by aligning two runs), convert, weights (strict loading), compare, backward, spill (records on disk), isolate
-(each module on torch's own values), stream (a Llama's checkpoints compared block by block), data (Step 2),
-training (Step 5), weight_stats (per-parameter norms side by side), handin (writing and judging hand-ins), steps
-(a pipeline's step table and its runner), runtime (process settings for entry scripts), cli. numpy is the only
-import at load time: torch and Paddle are imported only by the functions handed their models.
+Subpackages, lowest first; each imports only those below it (its docstring says what it holds): core (errors,
+safe files, run records, the rules, diff, the measured rule, reports: numpy only), mapping (names, pairing, fused
+layers, convert, strict loading), forward (compare, isolate, calls, stream, plots), gradients (backward,
+weight_stats), pipeline (data, the step table, hand-ins, training), scripts (`portcheck run`: the command, its
+settings, the recorder and its per-framework hooks), then cli. numpy is the only import at load time: torch and
+Paddle are imported only by the functions handed their models. The flat paths of before (portcheck.compare, ...)
+still import, for one version, with a DeprecationWarning naming the new one (portcheck._moved).
 """
-from portcheck.backward import BackwardReport, compare_backward, judge_backward, record_backward
-from portcheck.compare import ForwardReport, compare_forward, judge_forward, record_forward, record_value
-from portcheck.convert import convert
-from portcheck.fused import Fused
-from portcheck.names import resolve
+from portcheck import _moved  # noqa: F401 (first: a module importing an old path works, and says where it went)
+from portcheck.gradients.backward import BackwardReport, compare_backward, judge_backward, record_backward
+from portcheck.forward.compare import ForwardReport, compare_forward, judge_forward, record_forward, record_value
+from portcheck.mapping.convert import convert
+from portcheck.mapping.fused import Fused
+from portcheck.mapping.names import resolve
 
 __all__ = ["convert", "compare_forward", "record_forward", "judge_forward", "record_value", "ForwardReport",
            "compare_backward", "record_backward", "judge_backward", "BackwardReport", "resolve", "Fused"]

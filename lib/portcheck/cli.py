@@ -50,10 +50,11 @@ import os
 import sys
 from pathlib import Path
 
-from portcheck import calibrated, handin, record, report, same_run, tolerances, training
-from portcheck.diff import Finding, first_diverging, load_pair
-from portcheck.errors import PipelineError, fail, run_main
-from portcheck.fileio import load_npy, open_regular, writable
+from portcheck.core import calibrated, record, report, same_run, tolerances
+from portcheck.pipeline import handin, training
+from portcheck.core.diff import Finding, first_diverging, load_pair
+from portcheck.core.errors import PipelineError, fail, run_main
+from portcheck.core.fileio import load_npy, open_regular, writable
 
 DIAGNOSTICS = report.DIAGNOSTICS
 PAIR_SIGNATURE = "written by portcheck pair"  # the mark of a log `pair --log` may overwrite
@@ -336,7 +337,7 @@ def check(folder, overrides: dict = None, strict: bool = False, only=None, extra
     names = {n.rsplit("/", 1)[-1] for n in pairs}
     below = handin.ours(folder)
     if below is not None:  # `portcheck run`'s configuration entry: every line re-derived from the two records
-        from portcheck import runconfig
+        from portcheck.scripts import runconfig
         lines, problem, shown = runconfig.from_folder(below)
         if lines is not None:
             names.add(runconfig.CONFIG)
@@ -456,9 +457,9 @@ def parser(prog: str = "python -m portcheck") -> argparse.ArgumentParser:
                    "strict verdict's on its max (default: the guide's for the pair's name, else 1e-6; 0: exact)")
     p.add_argument("--strict", action="store_true", help="exit 1 when the strict verdict fails too")
     p.add_argument("--log", type=Path, help="also write the log here (reprod_log's format); no file otherwise")
-    from portcheck import run  # two unedited training scripts: portcheck.run
+    from portcheck.scripts import run  # two unedited training scripts: portcheck.scripts.run
     run.add_parser(sub)
-    from portcheck import stream  # two checkpoint folders, block by block: portcheck.stream
+    from portcheck.forward import stream  # two checkpoint folders, block by block: portcheck.forward.stream
     stream.add_parser(sub)
     return ap
 
@@ -510,10 +511,10 @@ def main(argv=None):
         if args.command == "check":
             return run_check(args.folder, args)
         if args.command == "run":
-            from portcheck import run
+            from portcheck.scripts import run
             return run.main(args)
         if args.command == "layers":
-            from portcheck import stream
+            from portcheck.forward import stream
             return stream.main(args)
         return pair(args.torch_npy, args.paddle_npy, args.threshold, args.strict, args.log)
     sys.exit(run_main(go))

@@ -5,7 +5,7 @@ which check_step1.py shows align's measured verdict beside the tuned one."""
 import argparse
 
 try:
-    import portcheck.runtime  # first: offline mode, threads, allocator, before torch/paddle load
+    import portcheck.core.runtime  # first: offline mode, threads, allocator, before torch/paddle load
 except ModuleNotFoundError:  # the project is not importable: not its venv
     raise SystemExit("error: this project's packages are not importable: activate its venv "
                      "(. .venv/bin/activate) or run `pip install -r requirements.txt`") from None
@@ -13,9 +13,9 @@ import torch
 
 from bert_sst2 import diagnose, inputs, paths
 from bert_sst2.twins.weights import torch_fingerprint, torch_model
-from portcheck import record
-from portcheck.compare import float64
-from portcheck.errors import run_main
+from portcheck.core import record
+from portcheck.forward.compare import float64
+from portcheck.core.errors import run_main
 
 
 def main():

@@ -7,14 +7,14 @@ import argparse
 import sys
 
 try:
-    import portcheck.runtime  # first: offline mode, threads, allocator, before torch/paddle load
+    import portcheck.core.runtime  # first: offline mode, threads, allocator, before torch/paddle load
 except ModuleNotFoundError:  # the project is not importable: not its venv
     raise SystemExit("error: this project's packages are not importable: activate its venv "
                      "(. .venv/bin/activate) or run `pip install -r requirements.txt`") from None
 from bert_sst2 import paths, steps, tolerances
-from portcheck import calibrated, diff, record, report, same_run
-from portcheck.errors import run_main
-from portcheck.fileio import load_npy
+from portcheck.core import calibrated, diff, record, report, same_run
+from portcheck.core.errors import run_main
+from portcheck.core.fileio import load_npy
 
 RUN = steps.bert_pair("loss").how()
 

@@ -2,7 +2,7 @@
 import argparse
 
 try:
-    import portcheck.runtime  # first: offline mode, threads, allocator, before torch/paddle load
+    import portcheck.core.runtime  # first: offline mode, threads, allocator, before torch/paddle load
 except ModuleNotFoundError:  # the project is not importable: not its venv
     raise SystemExit("error: this project's packages are not importable: activate its venv "
                      "(. .venv/bin/activate) or run `pip install -r requirements.txt`") from None
@@ -10,8 +10,8 @@ import paddle
 
 from bert_sst2 import inputs, paths
 from bert_sst2.twins.weights import paddle_fingerprint, paddle_model
-from portcheck import record
-from portcheck.errors import run_main
+from portcheck.core import record
+from portcheck.core.errors import run_main
 
 
 def main():

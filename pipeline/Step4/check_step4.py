@@ -5,16 +5,16 @@ import argparse
 import sys
 
 try:
-    import portcheck.runtime  # first: offline mode, threads, allocator, before torch/paddle load
+    import portcheck.core.runtime  # first: offline mode, threads, allocator, before torch/paddle load
 except ModuleNotFoundError:  # the project is not importable: not its venv
     raise SystemExit("error: this project's packages are not importable: activate its venv "
                      "(. .venv/bin/activate) or run `pip install -r requirements.txt`") from None
 import numpy as np
 
 from bert_sst2 import diagnose, keys, paths, steps, tolerances
-from portcheck import diff, record, report, same_run
-from portcheck.errors import run_main
-from portcheck.fileio import load_npy, save_npy
+from portcheck.core import diff, record, report, same_run
+from portcheck.core.errors import run_main
+from portcheck.core.fileio import load_npy, save_npy
 
 RUN = {pair.name: pair.how() for pair in steps.bert_step(4).pairs}
 BP_FLAGS = ("loss", "grad", "update")  # --<kind>_threshold / --<kind>_rtol, one per keys.BP_FAMILIES

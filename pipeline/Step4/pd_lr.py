@@ -5,7 +5,7 @@ Defaults are the guide's figures (hparams.SCHED_*): lr 3e-5, warmup 345, total 1
 import argparse
 
 try:
-    import portcheck.runtime  # first: offline mode, threads, allocator, before torch/paddle load
+    import portcheck.core.runtime  # first: offline mode, threads, allocator, before torch/paddle load
 except ModuleNotFoundError:  # the project is not importable: not its venv
     raise SystemExit("error: this project's packages are not importable: activate its venv "
                      "(. .venv/bin/activate) or run `pip install -r requirements.txt`") from None
@@ -14,8 +14,8 @@ import paddle
 
 from bert_sst2 import flags, hparams, paths
 from bert_sst2.twins import pd_optim
-from portcheck import record
-from portcheck.errors import run_main
+from portcheck.core import record
+from portcheck.core.errors import run_main
 
 
 def main():

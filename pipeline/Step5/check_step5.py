@@ -10,16 +10,17 @@ import sys
 from pathlib import Path
 
 try:
-    import portcheck.runtime  # first: offline mode, threads, allocator, before torch/paddle load
+    import portcheck.core.runtime  # first: offline mode, threads, allocator, before torch/paddle load
 except ModuleNotFoundError:  # the project is not importable: not its venv
     raise SystemExit("error: this project's packages are not importable: activate its venv "
                      "(. .venv/bin/activate) or run `pip install -r requirements.txt`") from None
 import numpy as np
 
 from bert_sst2 import flags, hparams, keys, paths, steps, tolerances
-from portcheck import diff, record, report, same_run, weight_stats
-from portcheck.errors import run_main
-from portcheck.fileio import atomic_write, load_npy
+from portcheck.core import diff, record, report, same_run
+from portcheck.gradients import weight_stats
+from portcheck.core.errors import run_main
+from portcheck.core.fileio import atomic_write, load_npy
 
 RUN = steps.bert_pair("train_align").how()
 # The per-step loss is compared only when both sides train alike; the key names the mode, so a

@@ -8,12 +8,12 @@ The loop, flags, data order and checkpoints are twins/train.py's, what PyTorch d
 differently is twins/pt_backend.py; pd_train.py is this script's twin.
 """
 try:
-    import portcheck.runtime  # first: offline mode, threads, allocator, before torch/paddle load
+    import portcheck.core.runtime  # first: offline mode, threads, allocator, before torch/paddle load
 except ModuleNotFoundError:  # the project is not importable: not its venv
     raise SystemExit("error: this project's packages are not importable: activate its venv "
                      "(. .venv/bin/activate) or run `pip install -r requirements.txt`") from None
 from bert_sst2.twins import train
-from portcheck.errors import run_main
+from portcheck.core.errors import run_main
 
 
 def main():

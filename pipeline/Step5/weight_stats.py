@@ -11,15 +11,16 @@ import argparse
 from pathlib import Path
 
 try:
-    import portcheck.runtime  # first: offline mode, threads, allocator, before torch/paddle load
+    import portcheck.core.runtime  # first: offline mode, threads, allocator, before torch/paddle load
 except ModuleNotFoundError:  # the project is not importable: not its venv
     raise SystemExit("error: this project's packages are not importable: activate its venv "
                      "(. .venv/bin/activate) or run `pip install -r requirements.txt`") from None
 from bert_sst2 import hparams, paths
 from bert_sst2.twins.train import Checkpoints
 from bert_sst2.twins.weights import load_torch_checkpoint, read_paddle_checkpoint
-from portcheck import report, weight_stats
-from portcheck.errors import PipelineError, require, run_main
+from portcheck.core import report
+from portcheck.gradients import weight_stats
+from portcheck.core.errors import PipelineError, require, run_main
 
 RUN = {"torch": "python pipeline/Step5/pt_train.py", "paddle": "python pipeline/Step5/pd_train.py"}
 AGAIN = "pass another checkpoint folder, or train again to make a new one"

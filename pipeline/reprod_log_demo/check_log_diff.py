@@ -3,13 +3,13 @@ import argparse
 import sys
 
 try:
-    import portcheck.runtime  # first: offline mode, threads, allocator, before torch/paddle load
+    import portcheck.core.runtime  # first: offline mode, threads, allocator, before torch/paddle load
 except ModuleNotFoundError:  # the project is not importable: not its venv
     raise SystemExit("error: this project's packages are not importable: activate its venv "
                      "(. .venv/bin/activate) or run `pip install -r requirements.txt`") from None
 from bert_sst2 import paths
-from portcheck import diff, report
-from portcheck.errors import run_main
+from portcheck.core import diff, report
+from portcheck.core.errors import run_main
 
 
 def main():

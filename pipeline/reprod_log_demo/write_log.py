@@ -6,7 +6,7 @@ in both; key `misaligned` differs by 1e-3, as a forgotten LayerNorm epsilon migh
 import argparse
 
 try:
-    import portcheck.runtime  # first: offline mode, threads, allocator, before torch/paddle load
+    import portcheck.core.runtime  # first: offline mode, threads, allocator, before torch/paddle load
 except ModuleNotFoundError:  # the project is not importable: not its venv
     raise SystemExit("error: this project's packages are not importable: activate its venv "
                      "(. .venv/bin/activate) or run `pip install -r requirements.txt`") from None
@@ -14,8 +14,8 @@ import numpy as np
 from reprod_log import ReprodLogger
 
 from bert_sst2 import paths
-from portcheck.errors import run_main
-from portcheck.fileio import save_npy
+from portcheck.core.errors import run_main
+from portcheck.core.fileio import save_npy
 
 
 def main():

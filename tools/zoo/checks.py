@@ -17,10 +17,12 @@ from typing import NamedTuple
 
 import numpy as np
 
-from portcheck import Fused, compare_backward, compare_forward, convert, handin, record, record_value
-from portcheck.backward import LOSS_MEAN_BOUND
-from portcheck.calibrated import MEAN_BOUND
-from portcheck.compare import F64
+from portcheck import Fused, compare_backward, compare_forward, convert, record_value
+from portcheck.core import record
+from portcheck.pipeline import handin
+from portcheck.gradients.backward import LOSS_MEAN_BOUND
+from portcheck.core.calibrated import MEAN_BOUND
+from portcheck.forward.compare import F64
 
 import paddle
 import torch
@@ -443,7 +445,7 @@ def metric(case, plant) -> list:
     """The guide's Step 2 metric pair on real imperfect predictions: a nearest-centroid classifier on sklearn's
     digits (10 classes) or its binary scores (digit 0 or not; rounded to 0.05 so that ties occur), each side
     computing the metric on its own tensors (portcheck.data.record_metric), judged exactly."""
-    from portcheck import data
+    from portcheck.pipeline import data
     from sklearn.datasets import load_digits
     x, y = load_digits(return_X_y=True)
     order = np.random.RandomState(case.get("seed", 0)).permutation(len(y))
@@ -606,7 +608,7 @@ def gpt2(config, fused):
     fused per head (fuse_attention_qkv)."""
     from paddlenlp.transformers import GPTConfig as PaddleConfig, GPTModel as PaddleGPT
     from transformers import GPT2Config, GPT2Model
-    from portcheck.recipes import paddlenlp_gpt
+    from portcheck.mapping.recipes import paddlenlp_gpt
     pt = GPT2Model(GPT2Config(vocab_size=100, n_embd=32, n_layer=2, n_head=4, n_positions=64, n_inner=64,
                               resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, attn_implementation="eager",
                               use_cache=False))  # paddlenlp returns no cache: the port compares the hidden states
@@ -664,7 +666,7 @@ def recurrent(kind):
 def transformer_encoder(config):
     """torch's attention packs q, k, v in in_proj_weight [3E, E], Paddle's computes them in q_proj, k_proj, v_proj:
     the recipe's layout, as a user passes it (config["split"]: the parts in another order, a mis-stated layout)."""
-    from portcheck.recipes import TORCH_ATTENTION
+    from portcheck.mapping.recipes import TORCH_ATTENTION
     split = config.pop("split", None)
     pt = torch.nn.TransformerEncoder(torch.nn.TransformerEncoderLayer(16, 4, 32, dropout=0.0, batch_first=True), 2,
                                      enable_nested_tensor=False)
@@ -807,7 +809,7 @@ def loader(side, settings, x, y):
 def loaders(case, plant) -> list:
     """The guide's Step 2 data pair: each side's loader recorded as the README's block does
     (data.record_batches(loader, batches=case's), every batch when None), judged exactly."""
-    from portcheck import data
+    from portcheck.pipeline import data
     x, y = _wine()
     if case.get("torch", {}).get("shuffle"):  # shuffled on both sides: each framework's own seeded generator
         torch.manual_seed(0)
@@ -871,8 +873,8 @@ def train_one(side, case, settings, folder, moved=None):
     """side's own training loop as the README's Step 5 block writes it, one TrainingLog call per step and per
     evaluation, saved in folder (None: not saved). moved: a seed, torch's weights moved one ulp by it
     (backward.moved_one_ulp: one of torch's own runs). Returns the log."""
-    from portcheck import record, training
-    from portcheck.backward import moved_one_ulp
+    from portcheck.pipeline import training
+    from portcheck.gradients.backward import moved_one_ulp
     if settings.get("cnn"):
         from sklearn.datasets import load_digits
         x, y = load_digits(return_X_y=True)
@@ -947,7 +949,7 @@ def trainings(case, plant) -> list:
     """The guide's Step 5: both sides' own loops, then training.judge_and_log with torch's own runs (OWN_SEEDS),
     as a user following docs/rules.md runs it: the final metric at the guide's 0.15% widened by torch's own spread
     and the curves step by step, with the causes the library names."""
-    from portcheck import training
+    from portcheck.pipeline import training
     if case["name"] not in _OWN:
         _OWN[case["name"]] = [train_one("torch", case, case["torch"], None, moved=seed).arrays() for seed in OWN_SEEDS]
     with folder() as f:

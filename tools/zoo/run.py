@@ -1,9 +1,11 @@
 """The zoo of real pairs: every case of tools/zoo/cases.py, its correct port and each planted bug, judged through
 portcheck's public API; the verdicts compared with the table's.
 
-    python tools/zoo/run.py                 # every case; writes docs/zoo.md and docs/zoo.json
-    python tools/zoo/run.py --fast          # the suite's part (tests/test_zoo.py): schedulers, optimizers, ...; writes nothing
-    python tools/zoo/run.py --only StepLR   # one case (a name as the table spells it); writes nothing
+    python -m tools.zoo.run                 # every case; writes docs/zoo.md and docs/zoo.json
+    python -m tools.zoo.run --fast          # the suite's part (tests/test_zoo.py): schedulers, optimizers, ...; writes nothing
+    python -m tools.zoo.run --only StepLR   # one case (a name as the table spells it); writes nothing
+
+from the repository's root (tools/ is a package: the zoo's modules import each other as tools.zoo.*).
 
 Prints one line per correct port and per plant: what the library said, where, and whether that is the table's
 verdict ("false red": a correct port red; "false green": a plant green; "wrong place": red, but not where the bug
@@ -14,22 +16,23 @@ mismatch (`known` in the table, with the issue tracking it).
 import argparse
 import json
 import math
-import sys
 import time
 from pathlib import Path
 
 try:
-    import portcheck.runtime  # noqa: F401 (first: offline mode, threads, quiet notices, before torch and Paddle load)
+    import portcheck.core.runtime  # noqa: F401 (first: offline mode, threads, quiet notices, before torch, Paddle)
 except ModuleNotFoundError:  # the project is not importable: not its venv
     raise SystemExit("error: this project's packages are not importable: activate its venv "
                      "(. .venv/bin/activate) or run `pip install -r requirements.txt`") from None
 
-from portcheck.errors import PipelineError, first_line, run_main
+from portcheck.core.errors import PipelineError, first_line, run_main
+
+try:
+    from tools.zoo import cases
+except ModuleNotFoundError:  # run by its path: the repository's root is not on sys.path
+    raise SystemExit("error: run the zoo from the repository's root as `python -m tools.zoo.run`") from None
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
-
-from tools.zoo import cases  # noqa: E402 (after the runtime settings)
 
 DOCS = ROOT / "docs"
 
@@ -175,7 +178,7 @@ def cell(text) -> str:
 OTHER_KERNELS = [
     "## Under another CPU's kernels",
     "",
-    "`ATEN_CPU_CAPABILITY=default python tools/zoo/run.py` (torch's scalar kernels: another CPU's torch rounds "
+    "`ATEN_CPU_CAPABILITY=default python -m tools.zoo.run` (torch's scalar kernels: another CPU's torch rounds "
     "otherwise), 2026-11-26, on main after the fixes below and compare_forward's naming of a module whose differing "
     "input came from no module (in a scratch clone): 220 verdicts, none differed from the table's (the run before's "
     "one, issue 47's position ids from a buffer, is red at positions now), every correct port green and every plant "
@@ -225,7 +228,7 @@ TORCHVISION_CPU = [
 
 def markdown(results, rules, seconds) -> str:
     lines = ["English | [中文](zoo_cn.md)", "", "# The zoo of real pairs", "",
-             "Written by `python tools/zoo/run.py` (do not edit by hand): every case of `tools/zoo/cases.py`, its "
+             "Written by `python -m tools.zoo.run` (do not edit by hand): every case of `tools/zoo/cases.py`, its "
              "correct port and each planted bug, judged through portcheck's public API "
              f"(every case; {seconds:.0f} s on this machine).", "",
              "Ratios: a measured rule's max diff / its allowance (over 1: red); an exact rule's largest difference "

@@ -6,15 +6,15 @@ which check_step1.py names the module where the two models part.
 import argparse
 
 try:
-    import portcheck.runtime  # first: offline mode, threads, allocator, before torch/paddle load
+    import portcheck.core.runtime  # first: offline mode, threads, allocator, before torch/paddle load
 except ModuleNotFoundError:  # the project is not importable: not its venv
     raise SystemExit("error: this project's packages are not importable: activate its venv "
                      "(. .venv/bin/activate) or run `pip install -r requirements.txt`") from None
 from examples.resnet18 import resnet
 from portcheck import record_forward
-from portcheck.compare import stopped
-from portcheck.errors import PipelineError, run_main
-from portcheck.handin import model_output, save_side
+from portcheck.forward.compare import stopped
+from portcheck.core.errors import PipelineError, run_main
+from portcheck.pipeline.handin import model_output, save_side
 
 
 def main():

@@ -8,14 +8,14 @@ log names the first differing batch, key and index. Exit 1 when red.
 import sys
 
 try:
-    import portcheck.runtime  # first: offline mode, threads, allocator, before torch/paddle load
+    import portcheck.core.runtime  # first: offline mode, threads, allocator, before torch/paddle load
 except ModuleNotFoundError:  # the project is not importable: not its venv
     raise SystemExit("error: this project's packages are not importable: activate its venv "
                      "(. .venv/bin/activate) or run `pip install -r requirements.txt`") from None
 from examples.resnet18 import resnet
-from portcheck import data, handin
-from portcheck.errors import require, run_main
-from portcheck.fileio import load_npy
+from portcheck.pipeline import data, handin
+from portcheck.core.errors import require, run_main
+from portcheck.core.fileio import load_npy
 
 PAIRS = ("data", "metric")
 

@@ -4,14 +4,14 @@ torch -> data_torch.npy: the first DATA_BATCHES batches of the first epoch's tra
 import argparse
 
 try:
-    import portcheck.runtime  # first: offline mode, threads, allocator, before torch/paddle load
+    import portcheck.core.runtime  # first: offline mode, threads, allocator, before torch/paddle load
 except ModuleNotFoundError:  # the project is not importable: not its venv
     raise SystemExit("error: this project's packages are not importable: activate its venv "
                      "(. .venv/bin/activate) or run `pip install -r requirements.txt`") from None
 from examples.resnet18 import resnet
-from portcheck import data
-from portcheck.errors import run_main
-from portcheck.handin import save_side
+from portcheck.pipeline import data
+from portcheck.core.errors import run_main
+from portcheck.pipeline.handin import save_side
 
 
 def main():

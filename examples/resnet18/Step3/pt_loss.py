@@ -3,7 +3,7 @@ and torch's float64 run of it (loss_torch64.npy), the yardstick of its own fp32 
 import argparse
 
 try:
-    import portcheck.runtime  # first: offline mode, threads, allocator, before torch/paddle load
+    import portcheck.core.runtime  # first: offline mode, threads, allocator, before torch/paddle load
 except ModuleNotFoundError:  # the project is not importable: not its venv
     raise SystemExit("error: this project's packages are not importable: activate its venv "
                      "(. .venv/bin/activate) or run `pip install -r requirements.txt`") from None
@@ -11,9 +11,9 @@ import torch
 
 from examples.resnet18 import resnet
 from portcheck import record_value
-from portcheck.compare import F64
-from portcheck.errors import run_main
-from portcheck.handin import save_side
+from portcheck.forward.compare import F64
+from portcheck.core.errors import run_main
+from portcheck.pipeline.handin import save_side
 
 
 def main():

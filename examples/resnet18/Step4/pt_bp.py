@@ -8,14 +8,14 @@ the last, and all of it again from a float64 copy taking the same steps. The gui
 its running means', so that the hand-in checker judges what check_step4.py judged), with their float64 runs.
 """
 try:
-    import portcheck.runtime  # first: offline mode, threads, allocator, before torch/paddle load
+    import portcheck.core.runtime  # first: offline mode, threads, allocator, before torch/paddle load
 except ModuleNotFoundError:  # the project is not importable: not its venv
     raise SystemExit("error: this project's packages are not importable: activate its venv "
                      "(. .venv/bin/activate) or run `pip install -r requirements.txt`") from None
 from examples.resnet18 import resnet
 from portcheck import record_backward
-from portcheck.errors import run_main
-from portcheck.handin import bp_align, per_step, save_side
+from portcheck.core.errors import run_main
+from portcheck.pipeline.handin import bp_align, per_step, save_side
 
 
 def main():

@@ -9,16 +9,16 @@ set after each epoch -> train_align_paddle.npy (the last evaluation: accuracy, m
 import argparse
 
 try:
-    import portcheck.runtime  # first: offline mode, threads, allocator, before torch/paddle load
+    import portcheck.core.runtime  # first: offline mode, threads, allocator, before torch/paddle load
 except ModuleNotFoundError:  # the project is not importable: not its venv
     raise SystemExit("error: this project's packages are not importable: activate its venv "
                      "(. .venv/bin/activate) or run `pip install -r requirements.txt`") from None
 import paddle
 
 from examples.resnet18 import resnet
-from portcheck import training
-from portcheck.data import each_batch
-from portcheck.errors import run_main
+from portcheck.pipeline import training
+from portcheck.pipeline.data import each_batch
+from portcheck.core.errors import run_main
 
 
 def main():

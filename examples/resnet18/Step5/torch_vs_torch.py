@@ -27,17 +27,18 @@ import time
 from pathlib import Path
 
 try:
-    import portcheck.runtime  # first: offline mode, threads, allocator, before torch/paddle load
+    import portcheck.core.runtime  # first: offline mode, threads, allocator, before torch/paddle load
 except ModuleNotFoundError:  # the project is not importable: not its venv
     raise SystemExit("error: this project's packages are not importable: activate its venv "
                      "(. .venv/bin/activate) or run `pip install -r requirements.txt`") from None
 import numpy as np
 
 from examples.resnet18 import resnet
-from portcheck import record, training
-from portcheck.errors import PipelineError, require, run_main
-from portcheck.fileio import atomic_write, load_npy, writable
-from portcheck.steps import core_shares
+from portcheck.core import record
+from portcheck.pipeline import training
+from portcheck.core.errors import PipelineError, require, run_main
+from portcheck.core.fileio import atomic_write, load_npy, writable
+from portcheck.pipeline.steps import core_shares
 
 SCRIPT = f"{resnet.FOLDER}/Step5/pt_train.py"
 REFERENCE = "one thread"  # Step 5's torch side, run by pt_train.py
@@ -52,7 +53,7 @@ QUICK_RUNS = RUNS[:2]
 # script itself unchanged
 PRELUDE = """import sys, runpy, portcheck.runtime
 from examples.resnet18 import resnet
-from portcheck.backward import moved_one_ulp
+from portcheck.gradients.backward import moved_one_ulp
 seed, sys.argv, load = int(sys.argv[1]), sys.argv[2:], resnet.torch_model
 def moved():
     model, weights = load()

@@ -1,0 +1,279 @@
+"""What a result depends on, written beside it, so that a check can prove both sides are the same run.
+
+Every pt_*/pd_* script saves <result>.run.json next to its .npy:
+
+    {"framework": "torch", "script": "pipeline/Step1/pt_forward_bert.py", "written": "...",
+     "file": "forward_torch.npy", "result": "<sha256>",
+     "depends": {"weights": "<sha256>", "inputs": "<sha256>", "flags": {...}}}
+
+`result` binds the record to the file it describes (the fingerprint of its arrays; a hand-in that
+keeps some keys of a result, or a result's statistics, gets a record bound to those, save_derived), `file`
+names that file (another pair's files and records put in a pair's place show) and `framework` names the
+side. A result copied over the other side's, one file given as both sides, or a record beside a file
+it was not written for never passes.
+
+`depends` holds only what must be equal on both sides: fingerprints of the weights as loaded (in
+torch's layout on both sides, so a converted Paddle model fingerprints like its source), of the input
+arrays or data rows read, and the framework-independent flags. Every check compares the two records
+before anything else and goes red naming the first field that differs: two results from different
+weights, data or flags, or a stale one left by an earlier run, never pass. Results written by a
+contestant's own scripts carry no record; the check then says so in one line and still judges the pair.
+"""
+import filecmp
+import hashlib
+import json
+import os
+import time
+from pathlib import Path
+
+import numpy as np
+
+from portcheck.core.errors import PipelineError
+from portcheck.core.tolerances import GUIDE
+from portcheck.core.fileio import atomic_write, load_npy, open_regular, save_npy, writable
+
+SUFFIX = ".run.json"
+RECORD_BYTES = 1 << 20  # a record is a few hundred bytes; no more than this is read
+
+
+def fingerprint(named_arrays) -> str:
+    """sha256 over (name, dtype, shape, bytes) of every array, in name order."""
+    h = hashlib.sha256()
+    for name, array in sorted(named_arrays, key=lambda item: item[0]):
+        array = np.ascontiguousarray(array)
+        h.update(f"{name}|{array.dtype.str}|{array.shape}|".encode())
+        h.update(array.tobytes())
+    return h.hexdigest()
+
+
+def state_fingerprint(state: dict) -> str:
+    """The fingerprint of a state dict ({name: array or tensor}), as a run record's `weights` binds it."""
+    return fingerprint((k, _numpy(v)) for k, v in state.items())
+
+
+def model_fingerprint(model, port=None) -> str:
+    """The weights a torch or Paddle model holds now, in torch's layout: a Paddle Linear's [in, out] weight is
+    hashed as torch's [out, in], so a Paddle model whose module and tensor names are torch's (a twin port)
+    fingerprints like the torch model it was converted from. The one weights fingerprint of the library.
+    port: convert's State, for a port whose names are not torch's: either model is read under torch's names,
+    over the tensors the port carries (not torch's num_batches_tracked), so each side fingerprints its own
+    weights and the two are equal only when the Paddle model holds the torch model's."""
+    if port is not None:
+        carried, state = port.carried(), model.state_dict()
+        paddle = hasattr(model, "named_sublayers")
+        # a part of a torch tensor (a fused or packed module's: in_proj_weight's q rows), or several joined, is
+        # hashed in Paddle's layout on both sides, made from the torch tensors it is cut from
+        cut = {k: port.cut(k) for k in carried}
+        missing = [n for k, (name, _) in carried.items() for n in ([k] if paddle else cut[k] or [name])
+                   if n not in state]
+        if missing:
+            raise PipelineError(f"model_fingerprint: the {'Paddle' if paddle else 'torch'} model holds no "
+                                f"{', '.join(missing[:3])}: pass the model the conversion `port` was made for [PC225]")
+        if paddle:
+            return fingerprint((name, state[k].numpy().T if transposed and not cut[k] else state[k].numpy())
+                               for k, (name, transposed) in carried.items())
+        return fingerprint((name, port.from_torch(k, lambda n: _numpy(state[n])) if cut[k] else _numpy(state[name]))
+                           for k, (name, _) in carried.items())
+    if hasattr(model, "named_sublayers"):  # Paddle
+        import paddle
+        linear = {f"{name}.weight" if name else "weight" for name, layer in model.named_sublayers(include_self=True)
+                  if isinstance(layer, paddle.nn.Linear)}
+        return fingerprint((k, v.numpy().T if k in linear else v.numpy()) for k, v in model.state_dict().items())
+    return state_fingerprint(model.state_dict())
+
+
+def _numpy(v):
+    if hasattr(v, "detach"):
+        v = v.detach().cpu()
+    return v.numpy() if hasattr(v, "numpy") and not isinstance(v, np.ndarray) else np.asarray(v)
+
+
+def path_for(result) -> Path:
+    result = Path(result)
+    return result.with_name(result.stem + SUFFIX)
+
+
+def result_fingerprint(result) -> str:
+    """What a record binds: the fingerprint of every array in the .npy `result`."""
+    return fingerprint(load_npy(result).items())
+
+
+def save(result, framework: str, script: str, depends: dict):
+    """Write the record of `result`, the .npy it describes: call it once that file is written."""
+    write(path_for(result), {"framework": framework, "script": script, "written": time.strftime("%Y-%m-%d %H:%M:%S"),
+                             "file": Path(result).name, "result": result_fingerprint(result), "depends": depends})
+
+
+def save_results(results: dict, framework: str, script: str, depends: dict):
+    """Write each .npy of `results` ({path: arrays}) and its record, every target checked first: a link at a
+    record's path refuses the run before any result is replaced."""
+    for path in results:
+        writable(path), writable(path_for(path))
+    for path, arrays in results.items():
+        save_npy(path, arrays)
+    for path in results:
+        save(path, framework, script, depends)
+
+
+def save_derived(source, derived, path=None, extra=None):
+    """The record of `derived`, a .npy made from `source` (a hand-in of some of its keys, its statistics),
+    written at `path` (default: beside `derived`): `source`'s record bound to `derived`, but only if it is
+    bound to `source`, so nothing derived launders a result its record does not describe. extra: fields it adds
+    (what else `derived` was made from)."""
+    record = load(source)
+    if record is not None:
+        bound_ = record.get("result") == result_fingerprint(source)
+        write(path or path_for(derived), {**record, **(extra or {}), "file": Path(derived).name,
+                                           "result": result_fingerprint(derived) if bound_ else "(source not bound)"})
+
+
+def write(path, record: dict):
+    """The record at path; one that differs from what is there only in its "written" time is left as it was:
+    a reproduced result is not a change."""
+    try:
+        there = Path(path).read_text() if Path(path).is_file() and not Path(path).is_symlink() else None
+    except (OSError, UnicodeDecodeError):
+        there = None
+    if same_but_written(there, record):
+        return
+    atomic_write(path, lambda tmp: Path(tmp).write_text(json.dumps(record, indent=1, sort_keys=True) + "\n"))
+
+
+def same_but_written(a, b) -> bool:
+    """Two run records (JSON text or dicts) that differ at most in their "written" time."""
+    def parsed(x):
+        try:
+            x = json.loads(x) if isinstance(x, str) else x
+        except (ValueError, RecursionError):
+            return None
+        return {**x, "written": None} if isinstance(x, dict) else None
+    a, b = parsed(a), parsed(b)
+    return a is not None and a == b
+
+
+def load(result, path=None):
+    """The record beside `result` (or at `path`), or None if there is none (a contestant's own file)."""
+    path = Path(path) if path else path_for(result)
+    if not path.is_file():
+        return None
+    try:
+        with open_regular(path) as f:
+            text = f.read(RECORD_BYTES + 1)
+        if len(text) > RECORD_BYTES:
+            raise ValueError(f"more than {RECORD_BYTES} bytes")
+        record = json.loads(text)
+        if not isinstance(record, dict) or not isinstance(record.get("depends"), dict):
+            raise ValueError("no 'depends' object")
+    except (ValueError, UnicodeDecodeError, RecursionError, OSError) as e:
+        raise PipelineError(f"{path} is not a run record ({e}); re-run the script that writes it [PC226]") from None
+    return record
+
+
+def _flatten(d, prefix=""):
+    out = {}
+    for k, v in d.items():
+        if isinstance(v, dict):
+            out.update(_flatten(v, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = v
+    return out
+
+
+def differences(torch_record, paddle_record) -> list:
+    """The `depends` fields that differ: [(field, torch value, paddle value)], in field order."""
+    t, p = _flatten(torch_record["depends"]), _flatten(paddle_record["depends"])
+    return [(k, t.get(k, "(missing)"), p.get(k, "(missing)")) for k in sorted(set(t) | set(p)) if t.get(k) != p.get(k)]
+
+
+def _short(v):
+    return v[:12] if isinstance(v, str) and len(v) == 64 else v  # a sha256: its first 12 digits tell two apart
+
+
+def shown(v, limit: int = 80) -> str:
+    """A record's value as a log line may show it: a newline or other control character in a hand-edited
+    record could otherwise forge lines of the log ("same run: passed", "diff check passed")."""
+    text = v if isinstance(v, str) else json.dumps(v)
+    text = text if text.isprintable() else json.dumps(text)[1:-1]
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+def bound(side: str, result, record: dict):
+    """None if `record` describes `result` and was written by `side`'s framework, else the reason."""
+    if record.get("framework") != side:
+        return (f"the {side} result's run record says it was written by {shown(record.get('framework'))}: "
+                "one framework's result passed as the other's; re-run both sides")
+    if record.get("file", Path(result).name) != Path(result).name:  # older records name no file
+        return (f"the {side} result {Path(result).name} has the run record of {shown(record['file'])}: one pair's "
+                "files handed in as another's; re-run both sides")
+    if "result" not in record:
+        return f"the {side} result's run record does not fingerprint its result (an older record); re-run both sides"
+    if record["result"] != result_fingerprint(result):
+        return f"the {side} result is not the file its run record describes; re-run both sides"
+    return None
+
+
+def copied(torch_result, paddle_result, pair: str = None) -> str:
+    """Why the Paddle file cannot be Paddle's result, or "": it is the torch file (a link, hard or symbolic),
+    or holds torch's values bit for bit (whatever the file's key order, memory order or .npy header version) while
+    a computed pair of the guide's (forward, loss, bp_align) holds more than scalars: two frameworks' computed
+    floats agree to the bit in a lone loss, not in a tensor of them. Exact and outcome pairs (data, lr, a final
+    accuracy) are equal by design, so a copy cannot be told there. pair: its name (default: the file's)."""
+    try:
+        if os.path.samefile(torch_result, paddle_result):
+            return "the Paddle file is the torch file (a link to it): hand in each framework's own result"
+    except OSError:
+        return ""  # a missing or unreadable file is reported where it is loaded
+    pair = pair or Path(torch_result).name.removesuffix(".npy").removesuffix("_torch")
+    if pair not in GUIDE or GUIDE[pair].kind != "computed":  # data, lr, a final accuracy: equal by design
+        return ""
+    try:
+        same_bytes = filecmp.cmp(torch_result, paddle_result, shallow=False)
+        t, p = load_npy(torch_result), (None if same_bytes else load_npy(paddle_result))
+    except (OSError, PipelineError):
+        return ""
+    if not same_bytes and not (t.keys() == p.keys() and all(
+            t[k].dtype == p[k].dtype and t[k].shape == p[k].shape and t[k].tobytes() == p[k].tobytes() for k in t)):
+        return ""
+    floats = sum(v.size for v in t.values() if v.dtype.kind == "f" and v.size > 1)
+    return ((f"the Paddle file {'is byte for byte' if same_bytes else 'holds every value of'} the torch file, "
+             "computed floats included, bit for bit: a copy, not Paddle's result; hand in what the Paddle code wrote")
+            if floats else "")
+
+
+def same_run(torch_result, paddle_result, record_paths=(None, None)):
+    """(passed, detail) for the two results' records (beside them, or at record_paths); passed is None
+    when neither side has one. Each record must describe its own result and framework (bound)."""
+    if Path(torch_result).absolute() == Path(paddle_result).absolute():
+        return False, "one file given as both sides"
+    copy = copied(torch_result, paddle_result)
+    if copy:
+        return False, copy
+    records = [load(torch_result, record_paths[0]), load(paddle_result, record_paths[1])]
+    if records == [None, None]:
+        return None, "no run records (results written outside this pipeline): same run not proven"
+    if None in records:
+        side = ("torch", "paddle")[records.index(None)]
+        return False, f"the {side} result has no run record: re-run both sides"
+    for side, result, rec in zip(("torch", "paddle"), (torch_result, paddle_result), records):
+        problem = bound(side, result, rec)
+        if problem:
+            return False, problem
+    diffs = differences(*records)
+    if diffs:
+        field, t, p = diffs[0]
+        more = f" (and {len(diffs) - 1} more: {', '.join(shown(d[0]) for d in diffs[1:])})" if len(diffs) > 1 else ""
+        return False, f"{shown(field)} differs: torch {shown(_short(t))} vs paddle {shown(_short(p))}{more}; re-run both sides"
+    return True, f"both sides record the same {', '.join(shown(k) for k in sorted(records[0]['depends']))}"
+
+
+def twin_problem(result, twin, record_paths=(None, None)):
+    """None if `twin` (torch's float64 run of a torch result) was written by the same run: a torch record,
+    bound to its file, depending on exactly what `result`'s record depends on (records beside the files, or
+    at record_paths); else the reason."""
+    mine, theirs = load(result, record_paths[0]), load(twin, record_paths[1])
+    if mine is None or theirs is None:
+        return "the float64 run or its torch result has no run record"
+    problem = bound("torch", twin, theirs)
+    differ = None if problem else differences(mine, theirs)
+    return problem or (f"the float64 run's record differs from the torch result's at {shown(differ[0][0])}"
+                       if differ else None)

@@ -1,0 +1,830 @@
+"""Strict weight conversion for any torch/Paddle model pair: the layout follows the module's type.
+
+Every torch module that holds parameters or buffers of its own is looked up by type in the layout table (or
+the caller's `layouts`, keyed by a torch type or a Paddle one); its Paddle counterpart is found by
+portcheck.pairing (the name map's entries as given, the rest aligned), must be of the matching Paddle type,
+and receives each tensor under its Paddle name in Paddle's layout. Every key, shape and dtype is checked in
+both directions first: Paddle keys nothing filled, torch tensors with no Paddle key, and shapes or dtypes that
+differ end the run with one line naming every one of them. Only then is each Paddle tensor set, in place, one
+at a time. A square Linear weight is transposed because it belongs to a Linear, never because its shape
+happens to fit.
+"""
+import math
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+
+from portcheck.mapping import fused, pairing
+from portcheck.core.errors import PipelineError
+from portcheck.mapping.fused import Fused
+from portcheck.mapping.weights import named
+
+
+def _linear(name, array):
+    return name, (array.T if name == "weight" else array)  # torch [out, in], Paddle [in, out]
+
+
+def _same(name, array):
+    return name, array
+
+
+RENAMES = {"running_mean": "_mean", "running_var": "_variance"}  # BatchNorm's statistics, torch -> Paddle
+# why a torch tensor and the Paddle one of its name differ in shape, which no pairing or layout settles
+CONFIGS_DIFFER = ("the two models' configs differ there (a vocabulary, a type_vocab_size, a width); build both from "
+                  "one config")
+
+
+def _batch_norm(name, array):
+    if name == "num_batches_tracked":  # Paddle keeps no count: its momentum never switches to an average
+        return None, None
+    return RENAMES.get(name, name), array
+
+
+def _renamed(names: dict, rule=_same):
+    """A rule that gives some tensors another name on the Paddle side."""
+    def rename(name, array):
+        return rule(names.get(name, name), array)
+    return rename
+
+
+RULES = {"same": _same, "transpose": _linear}  # what a user's `layouts` may name
+
+
+def _layouts(extra=None):
+    """torch module type -> (Paddle layer type names it may become, tensor rule). Built on first use, so
+    that importing this module does not load either framework. extra: the caller's own {module type or its
+    class name, of either side: "same" or "transpose"} for modules this table does not know (a model's own
+    norm, an embeddings module holding a parameter itself, paddlenlp's LlamaLMHead holding a Linear's weight);
+    their Paddle type is not checked."""
+    import torch.nn as tnn
+    table = {tnn.Linear: (("Linear",), _linear), tnn.Embedding: (("Embedding",), _same),
+             tnn.LayerNorm: (("LayerNorm",), _same), tnn.GroupNorm: (("GroupNorm",), _same),
+             tnn.PReLU: (("PReLU",), _renamed({"weight": "_weight"}))}
+    for n in (1, 2, 3):
+        table[getattr(tnn, f"Conv{n}d")] = ((f"Conv{n}D",), _same)
+        table[getattr(tnn, f"ConvTranspose{n}d")] = ((f"Conv{n}DTranspose",), _same)
+        table[getattr(tnn, f"BatchNorm{n}d")] = ((f"BatchNorm{n}D", "BatchNorm"), _batch_norm)
+        table[getattr(tnn, f"InstanceNorm{n}d")] = ((f"InstanceNorm{n}D",), _renamed({"weight": "scale"}))
+    # q, k and v packed along the first axis of in_proj_weight [3E, E] and in_proj_bias, a Linear's layout each:
+    # which Paddle Linear each part fills, a Fused(("q_proj", "k_proj", "v_proj"), output=False) entry says
+    table[tnn.MultiheadAttention] = (("Linear",), _renamed({"in_proj_weight": "weight", "in_proj_bias": "bias"},
+                                                           _linear))
+    table[tnn.LSTM] = (("LSTM",), _same)  # gate order i, f, g, o on both sides; names weight_ih_l0, ..._reverse
+    table[tnn.GRU] = (("GRU",), _same)
+    # transformers' GPT-2-style Conv1D already holds [in, out], as Paddle's Linear does. Taken from sys.modules,
+    # not imported: a model holding one has loaded its module, and a model without one (a user's own script under
+    # `portcheck run`) is spared loading transformers (~0.4 s)
+    conv1d = sys.modules.get("transformers.pytorch_utils")
+    if conv1d is not None:
+        table[conv1d.Conv1D] = (("Linear",), _same)
+    for key, how in (extra or {}).items():
+        if isinstance(how, Fused) and isinstance(key, (type, str)):
+            continue  # which columns are which part (portcheck.fused); the tensors' own rule is the type's
+        if how not in RULES or not isinstance(key, (type, str)):
+            raise PipelineError(f"layouts: {key!r}: {how!r} must be one of {', '.join(map(repr, RULES))}, keyed by a "
+                                "torch or Paddle module type or its class name [PC301]")
+        table[key] = (None, RULES[how])
+    return table
+
+
+def _own_ids(module) -> list:
+    """The identities of the tensors own_tensors reads: a tensor two modules hold (a tied weight) is one."""
+    skip = getattr(module, "_non_persistent_buffers_set", set())
+    return [id(p) for _, p in module.named_parameters(recurse=False)] + \
+        [id(b) for n, b in module.named_buffers(recurse=False) if b is not None and n not in skip]
+
+
+def own_tensors(module) -> dict:
+    """The parameters and persistent buffers a module holds itself (not its children's), as numpy arrays. A
+    non-persistent buffer (transformers' position_ids) is rebuilt by the model, not saved: nothing to convert."""
+    out = {n: p.detach().cpu().numpy() for n, p in module.named_parameters(recurse=False)}
+    skip = getattr(module, "_non_persistent_buffers_set", set())
+    out.update({n: b.detach().cpu().numpy() for n, b in module.named_buffers(recurse=False)
+                if b is not None and n not in skip})
+    return out
+
+
+@dataclass(frozen=True)
+class Tensor:
+    """One torch parameter or buffer as a port sees it: its module, its own name, the Paddle name it takes,
+    the layout rule that turns its array into Paddle's, and the Paddle layer types its module may become."""
+    module: str
+    name: str
+    paddle_name: str
+    rule: object
+    kinds: tuple
+    module_type: str
+    array: object  # its value when the layouts were read (numpy, torch's layout)
+    tie: str = ""  # the first torch key of the same tensor (a head's weight tied to the embedding's), else its own
+    source: str = ""  # the torch key it is read from, when it is one part of a fused module's tensor (portcheck.fused)
+
+    def to_paddle(self, array):
+        return self.rule(self.name, np.asarray(array))[1]
+
+    @property
+    def transposed(self) -> bool:
+        """A Linear's weight: torch [out, in], Paddle [in, out]."""
+        return self.rule is _linear and self.name == "weight"
+
+
+def _lineage(kind: type) -> list:
+    """A class and its bases, each as itself then its name, nearest first: a layout declared for a layer applies
+    to its subclasses (paddlenlp's GPTLayerNorm is a LayerNorm), and a subclass pairs as its base layer."""
+    return [key for k in kind.__mro__ for key in (k, k.__name__)]
+
+
+def _rule(table, module, paddle_kind=None):
+    """(Paddle types, rule) for a torch module: a layout declared for the Paddle type it pairs with (or a base of
+    it) first, then its own type's (or a base's); a type no one declared whose tensors are all 1-D (a norm's scale: nothing to transpose)
+    keeps its layout. None when unknown."""
+    for key in _lineage(paddle_kind) if isinstance(paddle_kind, type) else ():
+        if table.get(key, (0,))[0] is None:
+            return table[key]
+    rule = next((table[key] for key in _lineage(type(module)) if key in table), None)
+    if rule is None and all(len(a.shape) <= 1 for a in own_tensors(module).values()):
+        return None, _same
+    return rule
+
+
+def torch_layouts(torch_model, layouts=None, paddle_kinds=None) -> dict:
+    """{torch key: Tensor} for every parameter and buffer the Paddle side holds (num_batches_tracked has no
+    Paddle counterpart), from the torch model alone: a torch-side script writes its tensors in Paddle's
+    layout with it. paddle_kinds: {torch module: the Paddle layer type it pairs with}, for layouts declared by
+    a Paddle type. Every module type with no known layout ends the run, all named at once."""
+    table = _layouts(layouts)
+    out, unknown, first = {}, {}, {}
+    tied, cut = _ties(torch_model, paddle_kinds), fused.specs(torch_model, layouts)
+    for name, module in torch_model.named_modules():
+        tensors = own_tensors(module)
+        if not tensors or name in tied:
+            continue
+        rule = _rule(table, module, (paddle_kinds or {}).get(name))
+        if rule is None:
+            unknown.setdefault(type(module).__name__, []).append(name or "(the model)")
+            continue
+        kinds, rule = rule
+        for (tname, array), held in zip(tensors.items(), _own_ids(module)):
+            pname = rule(tname, array)[0]  # the name only (a transpose is a view)
+            key = f"{name}.{tname}" if name else tname
+            if pname is None:
+                continue
+            if name not in cut:
+                out[key] = Tensor(name, tname, pname, rule, kinds, type(module).__name__, array,
+                                  first.setdefault(held, key), key)
+                continue
+            for p, part in enumerate(cut[name].parts):  # each part's columns, in Paddle's layout
+                out[f"{name}.{part}.{tname}"] = Tensor(f"{name}.{part}", tname, pname, _part(rule, cut[name], p),
+                                                       kinds, type(module).__name__, array, f"{name}.{part}.{tname}", key)
+    if unknown:
+        said = "; ".join(f"{', '.join(names[:3])}{' ...' if len(names) > 3 else ''} ({kind})"
+                         for kind, names in unknown.items())
+        first = next(iter(unknown))
+        raise PipelineError(f"torch module(s) {said}: this converter does not know their Paddle layout: pass "
+                            f"layouts={{'{first}': 'same'}} (or 'transpose'; keyed by the torch type or the Paddle "
+                            "one it pairs with) if their tensors keep their names, or add the type to "
+                            "portcheck/convert.py's table [PC011]")
+    return out
+
+
+def _part(rule, spec: Fused, p: int):
+    """rule, then part p's columns of the last axis (a Linear's weight [in, out] and its bias, in Paddle's layout)."""
+    def part(name, array):
+        pname, array = rule(name, array)
+        columns = spec.columns(array.shape[-1])
+        if columns is None:
+            raise PipelineError(f"Fused{spec.parts}: {name}'s last axis ({array.shape[-1]}) does not hold "
+                                f"{len(spec.parts)} parts{f' of {spec.heads} heads' if spec.heads else ''} [PC302]")
+        return pname, array[..., columns[p]]
+    return part
+
+
+class Joined:
+    """A Paddle tensor of a fused module made of its parts' torch tensors (portcheck.fused): each part's columns
+    where the Paddle module's Fused declares them. Stands where a (Tensor, array) pair stands in a State."""
+    tie = ""
+
+    def __init__(self, spec: Fused, parts: list):
+        self.spec, self.parts = spec, parts  # [(Tensor, torch array)] in the spec's part order
+
+    def to_paddle(self, _=None):
+        arrays = [t.to_paddle(a) for t, a in self.parts]
+        out = fused.join(self.spec, arrays)
+        if out is None:
+            heads = f" of {self.spec.heads} heads" if self.spec.heads else ""
+            raise PipelineError(f"Fused{self.spec.parts}: its parts' tensors {[list(a.shape) for a in arrays]} do not "
+                                f"make one tensor of {len(arrays)} parts{heads} [PC318]")
+        return out
+
+    transposed = False
+
+
+def _kinds(kind: type) -> list:
+    """A class's name and its bases' up to the framework's own Module or Layer (shared by every layer)."""
+    return [k.__name__ for k in kind.__mro__ if k.__name__ not in ("Module", "Layer", "object")]
+
+
+def _ties(torch_model, paired=None) -> set:
+    """The torch modules whose every tensor is tied to one a paired module holds (paired: {torch module: ...},
+    None: none known yet): a tied head against Paddle's matmul with the embedding's weight, a `shared` embedding
+    each half of the other side holds under its own name. Their tensors are filled through that module."""
+    if paired is None:
+        return set()
+    modules = dict(torch_model.named_modules())
+    held = {i for name in paired if name in modules for i in _own_ids(modules[name])}
+    return {name for name, m in modules.items() if name not in paired and (ids := _own_ids(m)) and set(ids) <= held}
+
+
+def paddle_key(tensor: Tensor, target: str) -> str:
+    """The Paddle state-dict key of a torch tensor whose module pairs with the Paddle module `target`."""
+    return f"{target}.{tensor.paddle_name}" if target else tensor.paddle_name
+
+
+class _Shapes(dict):
+    """A record of a run that keeps each output's shape and dtype, not its values (a read-only view of one zero):
+    a conversion pairs by shapes and order, its models not holding the same weights yet, so no value can tell it
+    anything; at LLM size the values would be every activation of both runs held at once."""
+    keeps_values = False  # compare._Recorder links no output to another, and keeps no tensor alive to do so
+
+    def __setitem__(self, key, value):
+        if key.startswith(("out/", "in/")):
+            value = np.asarray(value)
+            value = np.broadcast_to(np.zeros((), value.dtype), value.shape)
+        super().__setitem__(key, value)
+
+
+def pair_modules(torch_model, paddle_model, name_map=None, inputs=None, layouts=None, copies=None,
+                 doubt=None, ran=None) -> tuple:
+    """({torch module: Paddle module ("" for the model itself)}, [each torch module holding tensors left without
+    a counterpart, said]), by portcheck.pairing: on the models' run over `inputs` when given (run order, output
+    shapes; in eval mode, so BatchNorm's statistics stay), else on their definition order. copies, a dict if
+    given, receives pairing.Pairing.copies(): the Paddle modules filled with copies of a torch module's tensors.
+    doubt, a list if given, receives the groups of modules only the run's order paired ([[(torch module, Paddle
+    module), ...]], pairing.Pairing.doubtful: convert settles them by the run); without it they are settled by
+    the weights the Paddle model holds, where it holds torch's (_held). ran, a dict if given, receives {"Paddle":
+    the Paddle modules the run over `inputs` called} (none without inputs: nothing shows a module unused)."""
+    from portcheck.forward.compare import eval_mode, ran_on, trace  # compare imports this module
+    with eval_mode(torch_model), eval_mode(paddle_model):
+        whole = [fused.mark(ran_on(side, trace(m, inputs, _Shapes()), inputs), fused.specs(m, layouts), m)
+                 for side, m in (("torch", torch_model), ("Paddle", paddle_model))]  # each output as it ran
+        pairing.named_exist(name_map, *whole)  # an entry naming no module is refused, as compare_forward refuses it
+        paired = pairing.pair(*(fused.cut(r) for r in whole), name_map, weights_only=True)
+    if ran is not None and inputs is not None:
+        ran["Paddle"] = {pairing.module_of(pairing.split_key(k)[1]) for k in whole[1] if k.startswith("out/")}
+    modules = paired.modules()
+    if copies is not None:
+        copies.update(paired.copies())
+    groups = [[(pairing.module_of(t), pairing.module_of(p)) for t, p in g] for g in paired.doubtful]
+    if doubt is not None:  # convert: its Paddle model's weights are not torch's yet, its run settles them
+        doubt.extend(groups if inputs is not None else [])
+    else:  # compare_backward: the Paddle model holds torch's weights already
+        for group in groups:
+            _held(group, torch_model, paddle_model, modules)
+    for name, spec in fused.specs(torch_model, layouts).items():  # a fused module is paired when its parts are
+        if spec.output and all(f"{name}.{part}" in modules for part in spec.parts):
+            modules[name] = modules[f"{name}.{spec.parts[0]}"]
+    layers = dict(paddle_model.named_sublayers(include_self=True))
+
+    taken = {pairing.module_of(p) for p in paired.pairs.values()}
+    shapes = lambda pairs: ", ".join(f"{k} {list(v.shape)}" for k, v in pairs)
+
+    def config(name, module):
+        """The Paddle layer this torch module would be but for its tensors' sizes (the same name, else the one
+        unpaired layer of its kind holding as many tensors of the same ranks), or None."""
+        ranks = lambda tensors: sorted(len(v.shape) for v in tensors)
+        mine = ranks(own_tensors(module).values())
+        fits = lambda layer: ranks(v for _, v in layer.named_parameters(include_sublayers=False)) == mine
+        like = layers.get(name)
+        if like is not None and fits(like):
+            return name
+        kinds = _kinds(type(module))
+        found = [n for n, layer in layers.items() if n not in taken and fits(layer) and any(
+            pairing.alike(k, kind) for k in _kinds(type(layer)) for kind in kinds)]
+        named_alike = [n for n in found if n.rpartition(".")[2] == name.rpartition(".")[2]]
+        if len(named_alike) == 1:
+            return named_alike[0]
+        # else by place: the one such layer under its nearest paired ancestor's counterpart, against the one torch
+        # module of its kind left there (torchvision's squeezenet features.0 against paddle.vision's _conv)
+        prefix, t_prefix = anchor(name), t_anchor(name)
+        here = [n for n in found if n.startswith(prefix)]
+        mine = [n for n, m in t_modules.items() if n not in t_taken and n.startswith(t_prefix) and own_tensors(m)
+                and _kinds(type(m))[0] == kinds[0]]
+        return here[0] if len(here) == 1 and mine == [name] else None
+
+    t_modules = dict(torch_model.named_modules())
+    t_taken = set(modules)
+    sizes = lambda tensors: [int(np.prod(v.shape)) for v in tensors]
+
+    def anchor(name):
+        """The Paddle counterpart of the nearest paired torch ancestor, as a name prefix ("" for the model)."""
+        name = t_anchor(name).rstrip(".")
+        p = modules.get(name or pairing.ROOT)
+        return "" if p in (None, pairing.ROOT) else p + "."
+
+    def t_anchor(name):
+        """The nearest paired torch ancestor, as a name prefix ("" for the model)."""
+        while name:
+            name = name.rpartition(".")[0]
+            if name and name in modules:
+                return name + "."
+        return ""
+
+    def fusion(name, module):
+        """(module a Fused entry names, (its parts, whether its output is theirs)) when this torch module holds n
+        times what n unpaired modules of the other side hold together (GPT-2's c_attn against q_proj, k_proj and
+        v_proj), or it is one of n torch modules an unpaired Paddle one holds n times (gate_proj and up_proj against
+        gate_up_fused_proj)."""
+        mine, prefix = sizes(own_tensors(module).values()), anchor(name)
+        near = {n: sizes(v for _, v in layer.named_parameters(include_sublayers=False)) for n, layer in layers.items()
+                if n not in taken and n.startswith(prefix)}
+        groups = {}
+        for n, theirs in near.items():
+            if theirs and len(theirs) == len(mine):
+                groups.setdefault((n.rpartition(".")[0], tuple(theirs)), []).append(n)
+        for (_, theirs), group in groups.items():
+            ratio = mine[0] // theirs[0]
+            if ratio >= 2 and len(group) >= ratio and all(m == ratio * t for m, t in zip(mine, theirs)):
+                parts = tuple(n.rpartition(".")[2] for n in group[:ratio])
+                # its output is its parts' columns when it is as wide as theirs together; else its forward reads the
+                # packed tensors itself (torch's MultiheadAttention and its in_proj_weight): output=False
+                width = {np.shape(v)[-1] for k, v in whole[0].items() if k.startswith("out/") and np.ndim(v)
+                         and pairing.module_of(pairing.split_key(k)[1]) == name}
+                part = [v.shape[-1] for _, v in layers[group[0]].named_parameters(include_sublayers=False)][0]
+                return name.rpartition(".")[2], (parts, width in (set(), {ratio * part}))  # no run: nothing says
+        parent = name.rpartition(".")[0]
+        siblings = [n for n, m in t_modules.items() if n.rpartition(".")[0] == parent and n not in t_taken
+                    and sizes(own_tensors(m).values()) == mine]
+        for n, theirs in near.items():
+            ratio = theirs[0] // mine[0] if theirs and mine else 0
+            if ratio >= 2 and len(siblings) >= ratio and len(theirs) == len(mine) and \
+                    all(t == ratio * m for m, t in zip(mine, theirs)):
+                return n.rpartition(".")[2], (tuple(s.rpartition(".")[2] for s in siblings[:ratio]), True)
+        return None
+
+    def said(name, module):
+        if name in paired.missing:
+            return f"{name} ({type(module).__name__}) -> {paired.missing[name]!r}"
+        like = layers.get(name)  # the same name on the Paddle side, which the tensors' shapes kept apart
+        return f"{name} ({type(module).__name__}" + (
+            f": {shapes(own_tensors(module).items())}; Paddle {name}: "
+            f"{shapes(like.named_parameters(include_sublayers=False)) or 'none'}" if like is not None else "") + ")"
+    tied = _ties(torch_model, {"" if t == pairing.ROOT else t for t in modules})
+    left = [(n or pairing.ROOT, m) for n, m in torch_model.named_modules()
+            if own_tensors(m) and (n or pairing.ROOT) not in modules and n not in tied]
+    configs = {n: c for n, m in left if n not in paired.missing and (c := config(n, m)) is not None}
+    fusions = dict(f for n, m in left if n not in configs and n not in paired.missing and (f := fusion(n, m)))
+    missing = [said(n, m) for n, m in left if n not in configs]
+    problems = []
+    if configs:  # no map pairs tensors of other sizes: the two models were built from different configs
+        out_shape = lambda record, n: next((f"; output {list(np.shape(v))}" for k, v in record.items()
+                                            if k.startswith("out/") and pairing.split_key(k)[1] == n), "")
+        problems.append(f"{len(configs)} torch module(s) differ in shape from their Paddle counterpart: " + "; ".join(
+            f"torch {n} ({shapes(own_tensors(dict(left)[n]).items())}{out_shape(whole[0], n)}) against Paddle {p} "
+            f"({shapes(layers[p].named_parameters(include_sublayers=False))}{out_shape(whole[1], p)})"
+            + "".join(f", {field} {a} against {b}" for field, a, b in config_fields(dict(left)[n], layers[p]))
+            for n, p in list(configs.items())[:6]) + f": {CONFIGS_DIFFER}, which no name_map can stand in for")
+    if missing:  # all at once: one run names every module left without a counterpart
+        named = " (the name map names no Paddle module of that name)" if paired.missing else ""
+        problems.append(f"{len(missing)} torch module(s) have no counterpart in the Paddle model{named}: "
+                        f"{'; '.join(missing[:12])}{'; ...' if len(missing) > 12 else ''}: give a name_map entry for "
+                        "each" + ("" if inputs is not None else ", or inputs= to pair them by a run") + (
+                            "; one module holds what several of the other side hold together: if its columns hold "
+                            "them one after the other, layouts={" + ", ".join(
+                                _fused_entry(k, v) for k, v in fusions.items()) + "} (heads=n if they "
+                            "go per head)" if fusions else ""))
+    lost = {name: [part for part in spec.parts if f"{name}.{part}" not in modules]
+            for name, spec in fused.specs(torch_model, layouts).items()}
+    lost = {name: parts for name, parts in lost.items() if parts}
+    if lost:  # a layouts entry of more or fewer parts than the tensors hold: its parts fit no Paddle module
+        name, parts = next(iter(lost.items()))
+        spec, like = fused.specs(torch_model, layouts)[name], layers.get(f"{name}.{parts[0]}")
+        problems.append(f"{len(lost)} fused module(s)' parts pair with no Paddle module: torch {name}'s "
+                        f"{', '.join(parts)} (its Fused declares {len(spec.parts)} parts: "
+                        f"{', '.join(str(s) for s in fused.part_shapes(t_modules[name], spec))} each"
+                        + (f"; Paddle {name}.{parts[0]}: "
+                           f"{shapes(like.named_parameters(include_sublayers=False))}" if like is not None else "")
+                        + "): declare as many parts as its tensors hold, in their order")
+    missing = "; and ".join(problems)
+    return {t: "" if p == pairing.ROOT else p for t, p in modules.items()}, missing
+
+
+# the settings that make a layer's tensors and output the shapes they are, by torch's name (Paddle's: _<name>, or
+# these); a difference is said by them, not only by the shapes it makes
+CONFIG_FIELDS = {"in_channels": (), "out_channels": (), "kernel_size": (), "stride": (), "padding": (),
+                 "dilation": (), "groups": (), "in_features": (), "out_features": (), "num_embeddings": (),
+                 "embedding_dim": (), "num_features": ("_num_features",), "eps": ("_epsilon",)}
+
+
+def config_fields(torch_module, paddle_layer) -> list:
+    """[(field, torch's, Paddle's)] of CONFIG_FIELDS that both hold and that differ: kernel_size (3, 3) against
+    [3, 3] and padding 1 against [1, 1] are one setting."""
+    def read(module, names):
+        for n in names:
+            v = getattr(module, n, None)
+            if v is not None and not callable(v):
+                v = tuple(int(x) if float(x).is_integer() else x for x in v) if isinstance(v, (tuple, list)) else v
+                return v[0] if isinstance(v, tuple) and len(set(v)) == 1 else v
+        return None
+    out = []
+    for field, names in CONFIG_FIELDS.items():
+        a, b = read(torch_module, (field,)), read(paddle_layer, names or (f"_{field}", field))
+        if a is not None and b is not None and a != b:
+            out.append((field, a, b))
+    return out
+
+
+def _fused_entry(key: str, how: tuple) -> str:
+    """A layouts entry declaring a fused module, as pair_modules suggests it: how = (its parts, whether its output
+    is their columns)."""
+    parts, output = how
+    return f"{key!r}: portcheck.Fused({parts!r}{'' if output else ', output=False'})"
+
+
+def _held(group: list, torch_model, paddle_model, modules: dict) -> bool:
+    """Settle a group only the run's order paired by the weights the Paddle model holds, when it holds torch's
+    already (compare_backward's plan, after convert): each torch module takes the one candidate holding its values
+    (sorted, so that a layout's transpose keeps them), modules changed so. False when that is not one each."""
+    t_modules, layers = dict(torch_model.named_modules()), dict(paddle_model.named_sublayers(include_self=True))
+    if not all(t in t_modules and p in layers for t, p in group):
+        return False
+    values = lambda tensors: [np.sort(np.asarray(v).reshape(-1)) for v in tensors]
+    mine = {t: values(own_tensors(t_modules[t]).values()) for t, _ in group}
+    theirs = {p: values(v.numpy() for _, v in layers[p].named_parameters(include_sublayers=False)) for _, p in group}
+    same = lambda a, b: len(a) == len(b) and all(x.shape == y.shape and np.array_equal(x, y) for x, y in zip(a, b))
+    chosen = {t: [p for p in theirs if same(mine[t], theirs[p])] for t in mine}
+    if any(len(ps) != 1 for ps in chosen.values()) or len({ps[0] for ps in chosen.values()}) != len(chosen):
+        return False
+    modules.update((t, ps[0]) for t, ps in chosen.items())
+    return True
+
+
+MAX_ORDERS = 24  # the orders of one group convert runs in turn (four modules); a larger group is named, not tried
+
+
+def _settle(torch_model, paddle_model, inputs, state: "State", params: dict, modules: dict, groups: list):
+    """Each group of modules only the run's order paired (pairing._doubtful), put in the order whose run gives
+    torch's values: every group in the run's order first, one run kept where its calls are torch's within SETTLED;
+    else the group's Paddle modules filled in each order in turn (the rest already converted), both
+    models run on `inputs`, and the order kept whose calls holding tensors, from the group's first to the next
+    group's (to the model's output for the last), are torch's by pairing.nearest_of (the rule the run's values
+    settle a tie by). state and the Paddle model are changed to it. Raises a PipelineError naming the modules and
+    the name_map that settles them where the group is too large to try; where no order is nearest (several
+    compute the same, or none gives torch's values: a difference of the port there), the run's order stays."""
+    from itertools import permutations
+    from portcheck.forward.compare import eval_mode, trace
+    keys = {}  # {torch module: its Paddle keys}
+    for key, (tensor, _) in state._tensors.items():
+        if isinstance(tensor, Tensor):
+            keys.setdefault(tensor.module or pairing.ROOT, []).append(key)
+    values = {key: state[key] for g in groups for t, _ in g for key in keys.get(t, ())}
+    assign, renamed = {t: p or pairing.ROOT for t, p in modules.items()}, {}
+    with eval_mode(torch_model), eval_mode(paddle_model):
+        t_record = trace(torch_model, inputs)
+        order = list(dict.fromkeys(pairing.split_key(k)[1] for k in t_record if k.startswith("out/")))
+        at = {c: n for n, c in enumerate(order)}
+        groups = sorted((g for g in groups if all(t in at and t in keys for t, _ in g)),
+                        key=lambda g: min(at[t] for t, _ in g))
+        starts = [min(at[t] for t, _ in g) for g in groups] + [len(order)]
+        # each module's first call: a later one may be another Paddle module's (Pairing.copies)
+        windows = [[c for c in order[starts[n]:starts[n + 1]]
+                    if (pairing.module_of(c) in keys and "#" not in c) or c == pairing.ROOT] for n in range(len(groups))]
+
+        def distance(p_record, window):
+            counterpart = lambda c: assign[pairing.module_of(c)] + c[len(pairing.module_of(c)):]  # noqa: E731
+            return max(pairing._distance(pairing._outputs(t_record, c), pairing._outputs(p_record, counterpart(c)))
+                       for c in window)
+
+        # the run's order first, every group at once: one Paddle run where the port is correct, as most are (a
+        # BERT-base tried in every order took 72 runs); a group it leaves farther than SETTLED is tried in turn
+        for group in groups:
+            _put(group, [p for _, p in group], keys, values, params)
+        p_record = trace(paddle_model, inputs)
+        settled = [distance(p_record, w) <= SETTLED for w in windows]
+        del p_record
+        for n, group in enumerate(groups):
+            if settled[n] and all(settled[:n]):
+                continue
+            window = windows[n]
+            torch_names, paddle_names = [t for t, _ in group], [p for _, p in group]
+            entry = repr(dict(group))
+            if math.factorial(len(group)) > MAX_ORDERS:
+                raise PipelineError(f"torch {', '.join(torch_names)} fit Paddle {', '.join(paddle_names)} in any "
+                                    f"order, more than the {MAX_ORDERS} orders convert tries: give the name_map that "
+                                    f"says which (name_map={entry} takes the run's order) [PC303]")
+            distances = {}
+            for theirs in permutations(paddle_names):
+                _put(group, theirs, keys, values, params)
+                assign.update(zip(torch_names, theirs))
+                distances[theirs] = distance(trace(paddle_model, inputs), window)
+            # no order nearest: orders computing the same (any is right), or none giving torch's values, a difference
+            # of the port there, which the comparison then shows red in the run's order (a refusal would hide it)
+            best = pairing.nearest_of(distances) or tuple(paddle_names)
+            _put(group, best, keys, values, params)
+            assign.update(zip(torch_names, best))
+            for (t, p), q in zip(group, best):
+                renamed.update((key, q + key[len(p):]) for key in keys[t])
+                modules[t] = q
+    tensors = {key: state._tensors.pop(key) for key in renamed}  # each tensor under its settled module's key
+    origin = {key: state.origin.pop(key) for key in renamed if key in state.origin}
+    for key, new in renamed.items():
+        state._tensors[new] = tensors[key]
+        if key in origin:
+            state.origin[new] = origin[key]
+
+
+# The run's order of a group is kept without trying the others when its calls are this near torch's (_distance): a
+# port correct there is ~1e-6 of the scale away, one wrong upstream ~1e-2, another order ~1. Where the run's order
+# and the values agree, any other order that matched too would compute the same (q + k): nothing to refuse.
+SETTLED = 1e-4
+
+
+def _put(group: list, theirs: tuple, keys: dict, values: dict, params: dict):
+    """Fill each Paddle module of `theirs` with the tensors of its torch module (group's order): one order tried."""
+    for (t, p), q in zip(group, theirs):
+        for key in keys[t]:
+            params[q + key[len(p):]].set_value(values[key])
+
+
+def plan(torch_model, paddle_model, name_map=None, layouts=None, inputs=None, paddle_kinds=None,
+         paired=None, copies=None, doubt=None, ran=None) -> dict:
+    """{torch key: (Paddle key, Tensor, numpy array)} for every parameter and buffer the Paddle model takes,
+    with every module's counterpart and type checked; compare_backward maps gradients and updated weights
+    through the same rules. paddle_kinds, a dict if given, receives {torch module: the Paddle type it pairs
+    with} (what a torch-side record needs for layouts declared by a Paddle type); paired, a dict if given,
+    {torch module: its Paddle module} ("" for the model itself); copies, a dict if given, {torch module: the other
+    Paddle modules it runs as} (pairing.Pairing.copies)."""
+    check_models(torch_model, paddle_model)
+    modules, missing = pair_modules(torch_model, paddle_model, name_map, inputs, layouts, copies, doubt, ran)
+    if paired is not None:
+        paired.update(modules)
+    layers = dict(paddle_model.named_sublayers(include_self=True))
+    for name, spec in fused.specs(paddle_model, layouts).items():  # a Paddle fused module's parts are its own
+        layers.update({f"{name}.{part}": layers[name] for part in spec.parts})
+    kinds = {"" if t == pairing.ROOT else t: type(layers[p]) for t, p in modules.items() if p in layers}
+    if paddle_kinds is not None:
+        paddle_kinds.update(kinds)
+    tensors = torch_layouts(torch_model, layouts, kinds)  # an unknown layout first: no pairing makes it known
+    out, wrong = {}, {}
+    for key, tensor in tensors.items():
+        if tensor.module not in kinds:
+            continue
+        target, kind = modules[tensor.module or pairing.ROOT], kinds[tensor.module].__name__
+        if tensor.kinds is not None and not set(tensor.kinds) & {k.__name__ for k in kinds[tensor.module].__mro__}:
+            wrong[tensor.module] = f"torch {tensor.module} is a {tensor.module_type} but Paddle {target} is a {kind}"
+        out[key] = (paddle_key(tensor, target), tensor, tensor.array)
+    if wrong:  # before the modules left over: a wrong pair leaves another one without its counterpart
+        first = next(iter(wrong.values())).rsplit(" ", 1)[-1]
+        raise PipelineError(f"{'; '.join(list(wrong.values())[:6])}{'; ...' if len(wrong) > 6 else ''}: the pairing "
+                            f"joins different layers; give name_map entries for them, or layouts={{'{first}': 'same'}} "
+                            "(or 'transpose') if that Paddle type holds the torch layer's tensors [PC012]")
+    if missing:
+        raise PipelineError(missing + " [PC315]")
+    return out
+
+
+def framework(model):
+    """"torch", "paddle" or None (not a model)."""
+    if hasattr(model, "named_sublayers"):
+        return "paddle"
+    return "torch" if hasattr(model, "named_modules") else None
+
+
+def framework_of(model) -> str:
+    """A model's framework, or one line saying the `model` given is not one."""
+    side = framework(model)
+    if side is None:
+        raise PipelineError(f"model is a {type(model).__name__}, not a torch.nn.Module or a paddle.nn.Layer: "
+                            "pass the model itself [PC300]")
+    return side
+
+
+def check_models(torch_model, paddle_model):
+    """One line unless the first is a torch module and the second a Paddle layer (the usual slip: swapped)."""
+    given = framework(torch_model), framework(paddle_model)
+    if given == ("paddle", "torch"):
+        raise PipelineError("the models are swapped: pass the torch model first, then the Paddle one [PC013]")
+    for side, model, want in (("torch_model", torch_model, "torch"), ("paddle_model", paddle_model, "paddle")):
+        if framework(model) != want:
+            raise PipelineError(f"{side} is a {type(model).__name__}, not a "
+                                f"{'torch.nn.Module' if want == 'torch' else 'paddle.nn.Layer'}: pass the model itself "
+                                "[PC015]")
+
+
+def convert(torch_model, paddle_model, name_map=None, path=None, layouts=None, inputs=None, keep=()) -> "State":
+    """Set paddle_model's weights to torch_model's, in Paddle's names and layout, one tensor at a time, and
+    return them as {Paddle state-dict key: numpy array} (a State, read from the torch model on demand).
+
+    name_map: None (every module paired automatically, portcheck.pairing), or how some torch modules' names
+    become their Paddle counterparts' (align.names.resolve): a dict of name prefixes, a list of (regex,
+    replacement) rules, or a callable; the modules it renames are paired as it says, the rest automatically.
+    inputs: a batch both models take (as compare_forward's): pairs modules by their run order and output
+    shapes, more surely than the definition order used without it.
+    path: also write the converted weights there as a .pdparams (paddle.save), through the project's safe writer.
+    layouts: {module type or class name, torch's or Paddle's: "same" or "transpose"} for module types whose
+    layout this converter does not know (transformers' ViTEmbeddings holding cls_token; paddlenlp's
+    LlamaLMHead, a Linear's weight in [in, out]: "transpose" from torch's Linear). A type no one declared
+    whose tensors are all 1-D (an RMSNorm's scale) keeps its layout. A portcheck.Fused value, keyed by a type,
+    a class name or a module name, declares a fused module whose output columns hold parts the other side computes
+    in modules of their own, or orders another way (portcheck.fused: GPT-2's c_attn; recipes.paddlenlp_gpt); with
+    output=False, tensors packing parts its forward reads itself (recipes.TORCH_ATTENTION: torch's in_proj_weight).
+    Raises portcheck.errors.PipelineError, one line, on a module type whose layout is unknown, a module with no
+    Paddle counterpart or of another type, a pairing two candidates make ambiguous, and on the keys, shapes and
+    dtypes that do not match in either direction, every one of them named in that line; the Paddle model is then
+    left as it was. Every check is made before the first tensor is set, and each is set in place: the peak is
+    both models and one tensor, never a second copy of the weights (docs/llm.md).
+    A buffer the Paddle model saves and the torch one does not (paddlenlp saves embeddings.position_ids,
+    transformers keeps it out of its state dict) is filled from the torch module's own buffer of that name
+    when it holds the same values, and refused when they differ; one torch does not hold at all (its forward
+    computes it) is refused, naming it, unless keep= lists its Paddle key: then Paddle's own value stays, and
+    compare_forward judges what reads it (an integer input exactly). A Paddle tensor no torch tensor fills whose
+    module the run over `inputs` never calls (paddlenlp's token-classification model's pooler) keeps Paddle's own
+    value, as `portcheck run` keeps it: named in state.kept, with its one line in state.said.
+    paddle_model.set_state_dict(convert(...)), the older use, still works.
+    """
+    params = paddle_model.state_dict()  # the model's own tensors, not copies
+    same = names_of_one_tensor(params)
+    # every problem is gathered before any is said: one run names them all (a port's first conversion usually
+    # has several, and fixing them one run at a time costs a model load each)
+    state, origin, problems, modules, copies, doubt, ran = {}, {}, [], {}, {}, [], {}
+    planned = plan(torch_model, paddle_model, name_map, layouts, inputs, paired=modules, copies=copies, doubt=doubt,
+                   ran=ran)
+    for torch_key, (key, tensor, array) in planned.items():
+        # a torch module the name map says runs as several Paddle modules fills each (Pairing.copies)
+        for key in [key] + [paddle_key(tensor, other) for other in copies.get(tensor.module or pairing.ROOT, ())]:
+            if key in state and state[key][0].tie == tensor.tie:
+                continue  # one torch tensor tied in two modules, both paired with the Paddle module holding it once
+            if key in state:  # the pairing is one to one: only a layout's renaming can send two tensors to one key
+                problems.append(f"Paddle key {key} is filled twice (from {origin[key]} and {torch_key})")
+                continue
+            state[key], origin[key] = (tensor, array), torch_key
+    parts = fused.specs(paddle_model, layouts)
+    for name, spec in parts.items():  # a Paddle fused module's tensors, each made of its parts' columns
+        for tensor_name in {k.rpartition(".")[2] for k in state if k.startswith(f"{name}.{spec.parts[0]}.")}:
+            keys = [f"{name}.{part}.{tensor_name}" for part in spec.parts]
+            if all(k in state for k in keys):
+                state[f"{name}.{tensor_name}"] = (Joined(spec, [state.pop(k) for k in keys]), None)
+                origin[f"{name}.{tensor_name}"] = " + ".join(origin.pop(k) for k in keys)
+    problems += [f"keep= names no Paddle key: {named(sorted(set(keep) - set(params)))}"] if set(keep) - set(params) else []
+    unfilled = [k for k in params if not any(a in state for a in same[k]) and k not in keep]
+    unused = [k for k in unfilled if "Paddle" in ran and (k.rpartition(".")[0] or pairing.ROOT) not in ran["Paddle"]]
+    unfilled = [k for k in unfilled if k not in unused]
+    buffers, said = _one_sided_buffers(torch_model, paddle_model, unfilled, modules, params)
+    for key, (torch_key, tensor) in buffers.items():
+        state[key], origin[key] = (tensor, tensor.array), torch_key
+    unfilled = [k for k in unfilled if k not in buffers and k not in said]
+    problems += list(said.values())
+    state = State(state, origin)
+    state.kept = unused
+    state.said = f"Paddle's {named(unused)}: no torch tensor; unused by its forward on inputs: kept at Paddle's own " \
+        "value" if unused else ""
+    unknown = [origin[k] for k in state if k not in params]
+    problems += [f"Paddle keys no torch tensor fills: {named(unfilled)}"] if unfilled else []
+    problems += [f"torch tensors with no Paddle key: {named(unknown)}"] if unknown else []
+    for key in state:
+        if key not in params:
+            continue
+        value, want = state.view(key), params[key]
+        if tuple(value.shape) != tuple(want.shape):
+            problems.append(f"{origin[key]} -> {key}: shape {tuple(value.shape)} (after the layout rule) vs "
+                            f"Paddle {tuple(want.shape)}")
+        if value.dtype != _numpy_dtype(want):
+            problems.append(f"{origin[key]} -> {key}: dtype {value.dtype} vs Paddle {_numpy_dtype(want)} "
+                            "(convert both models to one dtype first)")
+    if problems:
+        raise PipelineError(f"keys, shapes or dtypes do not match ({len(problems)} problem(s), the Paddle model "
+                            "left as it was): " + named(problems, "; ") + " [PC014]")
+    # a group only the run's order paired is settled by the models' run, each order tried on the converted rest:
+    # the Paddle model's own values kept to be put back if values cannot settle it
+    before = {k: np.array(params[k].numpy()) for k in state if k in params} if doubt else {}
+    for key in state:
+        params[key].set_value(state[key])  # one contiguous array at a time, freed before the next
+    if doubt:
+        try:
+            _settle(torch_model, paddle_model, inputs, state, params, modules, doubt)
+        except PipelineError:
+            for key, value in before.items():
+                params[key].set_value(value)
+            raise
+    if path is not None:
+        save_pdparams({k: params[k] for k in state}, path)
+    # the tensor's other names too, so that set_state_dict(convert(...)) finds every key it looks for
+    state.aliases = {a: k for k in state for a in same[k] if a != k and a not in state}
+    return state
+
+
+def names_of_one_tensor(params: dict) -> dict:
+    """{Paddle key: every key of its tensor}. Paddle's RNN layers list each weight twice (weight_ih_l0 and
+    0.cell_fw.weight_ih: one tensor): a key is filled when any name of its tensor is."""
+    aliases = {}
+    for k, v in params.items():
+        aliases.setdefault(getattr(v, "name", k), []).append(k)
+    return {k: group for group in aliases.values() for k in group}
+
+
+def _one_sided_buffers(torch_model, paddle_model, unfilled: list, modules: dict, params: dict) -> tuple:
+    """Of the Paddle keys no torch tensor fills, the buffers (not parameters): ({Paddle key: (torch key, Tensor)}
+    for each the paired torch module holds as a buffer it does not save, with the same values; {Paddle key:
+    the problem}) for each whose values differ, or that torch does not hold (its forward computes it)."""
+    buffers = {f"{name}.{b}" if name else b: (name, b) for name, layer in paddle_model.named_sublayers(include_self=True)
+               for b in getattr(layer, "_buffers", {})}
+    by_paddle = {p: t for t, p in modules.items()}
+    torch_modules = dict(torch_model.named_modules())
+    filled, said = {}, {}
+    for key in (k for k in unfilled if k in buffers):
+        layer, name = buffers[key]
+        want = np.asarray(params[key].numpy())
+        t_module = by_paddle.get(layer)
+        t_module = pairing.ROOT if t_module is None and layer == "" else t_module
+        module = torch_modules.get("" if t_module == pairing.ROOT else t_module)
+        value = getattr(module, "_buffers", {}).get(name)
+        t_key = ".".join(n for n in ("" if t_module == pairing.ROOT else t_module, name) if n)
+        if value is None:
+            said[key] = (f"Paddle buffer {key} {list(want.shape)} {want.dtype} has no torch tensor (the torch model "
+                         f"computes it in its forward): pass keep=['{key}'] to leave Paddle's own value, which "
+                         "compare_forward judges through what reads it")
+            continue
+        array = value.detach().cpu().numpy()
+        if array.shape != want.shape or array.dtype != want.dtype or not np.array_equal(array, want):
+            said[key] = (f"Paddle buffer {key} {list(want.shape)} {want.dtype} differs from torch's unsaved buffer "
+                         f"{t_key} {list(array.shape)} {array.dtype}: build it as torch does")
+            continue
+        filled[key] = (t_key, Tensor(t_key.rpartition(".")[0], name, name, _same, None, type(module).__name__, array))
+    return filled, said
+
+
+class State(Mapping):
+    """{Paddle key: numpy array} of a conversion, each array made when it is read, from the torch tensor it comes
+    from in Paddle's layout: the weights are never held twice (a 1.1B-parameter pair's would be 4.4 GB more).
+    dict(state) is a copy of them all, at that moment."""
+
+    def __init__(self, tensors: dict, origin: dict = None):
+        self._tensors = tensors  # {Paddle key: (Tensor, its torch array)}
+        self.aliases = {}        # {another Paddle key of the same tensor (an RNN's weight_ih_l0): its key}
+        self.origin = origin or {}  # {Paddle key: the torch key it was filled from}
+        self.kept, self.said = [], ""  # Paddle keys left at their own value (unused by the run), and its one line
+
+    def carried(self) -> dict:
+        """{Paddle key: (its torch key, whether its layout is transposed)}: what record.model_fingerprint(model,
+        port=state) reads on either side, so each side fingerprints its own weights under torch's names."""
+        return {k: (self.origin[k], tensor.transposed) for k, (tensor, _) in self._tensors.items()}
+
+    def cut(self, key) -> list:
+        """The torch keys a Paddle key is made of when it is not one whole torch tensor (a part of a fused or packed
+        module's, or several joined), else []: such a key is fingerprinted in Paddle's layout on both sides."""
+        tensor, _ = self._tensors[key]
+        if isinstance(tensor, Joined):
+            return [t.source for t, _ in tensor.parts]
+        return [tensor.source] if tensor.source and tensor.source != self.origin.get(key) else []
+
+    def from_torch(self, key, read) -> np.ndarray:
+        """A cut key's array (cut) in Paddle's layout, made from the torch tensors read(torch key) gives."""
+        tensor, _ = self._tensors[key]
+        if isinstance(tensor, Joined):
+            return Joined(tensor.spec, [(t, read(t.source)) for t, _ in tensor.parts]).to_paddle()
+        return tensor.to_paddle(read(tensor.source))
+
+    def view(self, key) -> np.ndarray:
+        """The array in Paddle's layout, as a view of torch's where the layout allows (no copy)."""
+        tensor, array = self._tensors[self.aliases.get(key, key)]
+        return tensor.to_paddle(array)
+
+    def __getitem__(self, key) -> np.ndarray:
+        return np.ascontiguousarray(self.view(key))
+
+    def __iter__(self):
+        yield from self._tensors
+        yield from self.aliases
+
+    def __len__(self) -> int:
+        return len(self._tensors) + len(self.aliases)
+
+    @property
+    def transposed(self) -> int:
+        """How many of its tensors are Linear weights, turned from torch's [out, in] into Paddle's [in, out]."""
+        return sum(tensor.transposed for tensor, _ in self._tensors.values())
+
+
+_DTYPES = {}
+
+
+def _numpy_dtype(tensor) -> np.dtype:
+    """A Paddle tensor's dtype as numpy's (paddle.float32 -> float32), without copying the tensor."""
+    if tensor.dtype not in _DTYPES:
+        import paddle
+        _DTYPES[tensor.dtype] = paddle.empty([0], dtype=tensor.dtype).numpy().dtype
+    return _DTYPES[tensor.dtype]
+
+
+def save_pdparams(state: dict, path):
+    """{key: array or Paddle tensor} as a .pdparams; tensors are saved as they are, not copied first."""
+    import paddle
+    from portcheck.core.fileio import atomic_write
+    tensors = lambda: {k: v if isinstance(v, paddle.Tensor) else paddle.to_tensor(v) for k, v in state.items()}
+    atomic_write(path, lambda tmp: paddle.save(tensors(), str(tmp)))
+
+
+def load_into(paddle_model, state: dict):
+    """Set a state on the Paddle model (convert has already set its own)."""
+    paddle_model.set_state_dict(state)
+    return paddle_model

@@ -1,0 +1,264 @@
+"""One module against several: a fused projection (GPT-2's c_attn computing q, k and v in one Conv1D; paddlenlp's
+qkv_proj with its columns ordered per head; a gate and up projection in one Linear) against its parts on the other
+side, or against a fusion ordered another way.
+
+Declared once, in `layouts`, keyed as any layout is (a module type or class name, of either side) or by a module's
+name (its last part, "c_attn", or the whole of it):
+
+    layouts={"c_attn": Fused(("q", "k", "v"))}                                # [q | k | v]
+    layouts={"c_attn": Fused(("q", "k", "v")), "qkv_proj": Fused(("q", "k", "v"), heads=4)}
+
+A Fused module's output columns (its last axis) and its tensors' output columns (the last axis in Paddle's layout:
+a Linear's weight [in, out] and its bias) hold its parts: one after the other, or with heads=n, per head (head 0's
+q, k, v, then head 1's, ...). Every place the library reads such a module sees its parts as modules of their own,
+named <module>.<part>: pairing pairs each part (with another fusion's part, or with a module of the other side),
+convert fills each part's columns, compare_forward judges each part's output, compare_backward each part's gradient
+and weights. Nothing is computed here: both sides' own runs are cut, never run again another way.
+
+A packed module, Fused(parts, output=False), holds its parts' tensors along their output axis but does not output
+them: its forward reads them itself (torch's MultiheadAttention, q, k, v in in_proj_weight [3E, E]). Its output is
+judged whole; its parts are modules that never run, each pairing with the module of its name on the other side
+(recipes.TORCH_ATTENTION: q_proj, k_proj, v_proj), filled by convert and judged by their gradients and weights.
+"""
+import json
+import re
+from dataclasses import dataclass
+
+import numpy as np
+
+KEY = "fused/"  # a record's key per fused module: fused/<module>/<part,part,...>, its value [heads] (0: none)
+
+
+@dataclass(frozen=True)
+class Fused:
+    """How a fused module's output columns hold its parts (see the module docstring)."""
+    parts: tuple = ("q", "k", "v")
+    heads: int = 0  # 0: the parts one after the other; n: per head, each head's parts one after the other
+    # False: the module's output is not its parts' columns; its forward reads the packed tensors without running
+    # them as modules (torch's MultiheadAttention: in_proj_weight [3E, E], q, k, v along its first axis, read by
+    # F.multi_head_attention_forward, which returns the attention's output). Its parts are then modules that
+    # never run, judged by their tensors (gradients, weights after each step); its output stays whole
+    output: bool = True
+
+    def __post_init__(self):
+        from portcheck.core.errors import PipelineError
+        parts = self.parts
+        if isinstance(parts, int):
+            object.__setattr__(self, "parts", parts := tuple(str(i) for i in range(parts)))
+        if not (isinstance(parts, (tuple, list)) and len(parts) > 1 and all(
+                isinstance(p, str) and re.fullmatch(r"\w+", p) for p in parts) and len(set(parts)) == len(parts)):
+            raise PipelineError(f"Fused: parts must be two or more distinct names (letters, digits, _), got {parts!r} "
+                                "[PC309]")
+        object.__setattr__(self, "parts", tuple(parts))
+        if not isinstance(self.heads, int) or self.heads < 0:
+            raise PipelineError(f"Fused: heads must be a whole number (0: no heads), got {self.heads!r} [PC310]")
+        if not isinstance(self.output, bool):
+            raise PipelineError(f"Fused: output must be True or False, got {self.output!r} [PC311]")
+
+    def columns(self, width: int) -> list:
+        """[index array of each part's columns] of an output `width` columns wide, or None when the width does not
+        divide (the module holds something else there)."""
+        n, h = len(self.parts), max(self.heads, 1)
+        if width % (n * h):
+            return None
+        d = width // (n * h)
+        # column of head i's part p, element e: per head, (i * n + p) * d + e; one after the other, p * h * d + i * d + e
+        order = np.arange(width).reshape(h, n, d) if self.heads else np.arange(width).reshape(n, h, d).transpose(1, 0, 2)
+        return [order[:, p, :].reshape(-1) for p in range(n)]
+
+
+def specs(model, layouts) -> dict:
+    """{module name: Fused} for the model's modules a layouts entry names as fused (by type, class name or a base's,
+    the module's last name part, or its whole name)."""
+    declared = {k: v for k, v in (layouts or {}).items() if isinstance(v, Fused)}
+    if not declared:
+        return {}
+    named = model.named_modules() if hasattr(model, "named_modules") and not hasattr(model, "named_sublayers") \
+        else model.named_sublayers(include_self=True)
+    out = {}
+    for name, module in named:
+        keys = [name, name.rpartition(".")[2]] + [k for t in type(module).__mro__ for k in (t, t.__name__)]
+        spec = next((declared[k] for k in keys if k in declared), None)
+        # a module holding no tensor of its own holds no parts (a name both sides share: Paddle's self_attn)
+        if spec is not None and name and _own_shapes(module):
+            out[name] = spec
+    return out
+
+
+def _own_shapes(module) -> list:
+    """The shapes of the tensors a module of either framework holds itself (pairing's)."""
+    from portcheck.mapping import pairing
+    return pairing._own(module)[0][3]
+
+
+def mark(record, fused: dict, model):
+    """Add each fused module's fused/ key to a record (a dict or a spill.Spill), and each part's mod/ key (its
+    tensors' shapes, the output axis divided): the record says itself how to cut. A packed module's (output=False)
+    own mod/ key then holds no tensors: a container of its parts, which never ran."""
+    from portcheck.mapping import pairing
+    modules = dict(model.named_modules() if not hasattr(model, "named_sublayers")
+                   else model.named_sublayers(include_self=True))
+    for name, spec in fused.items():
+        module = modules[name]
+        children = len(list(module.children()))
+        record[f"{KEY}{name}/{','.join(spec.parts)}"] = np.array([spec.heads] + ([] if spec.output else [0]),
+                                                                 dtype=np.int64)
+        if not spec.output:  # no output to cut: the record holds the module as a container of its parts, never run
+            record[f"{pairing.META}{name}/{type(module).__name__}"] = np.array([children + len(spec.parts), 0],
+                                                                              dtype=np.int64)
+        shapes = part_shapes(module, spec)
+        flat = [0 if not spec.output else children, len(shapes)] + [d for s in shapes for d in (len(s), *s)]
+        for part in spec.parts:
+            record[f"{pairing.META}{name}.{part}/{type(module).__name__}"] = np.array(flat, dtype=np.int64)
+    return record
+
+
+def part_shapes(module, spec: Fused) -> list:
+    """The shapes of the tensors each part of a fused module holds, in the module's own layout: the output axis
+    divided (torch's Linear holds [out, in], and so does a packed module: in_proj_weight [3E, E])."""
+    shapes = [list(s) for s in _own_shapes(module)]
+    axis = 0 if _torch_linear(module) or (not spec.output and not hasattr(module, "named_sublayers")) else -1
+    for s in shapes:
+        s[axis if len(s) > 1 else -1] //= len(spec.parts)
+    return shapes
+
+
+def _torch_linear(module) -> bool:
+    import sys
+    torch = sys.modules.get("torch")
+    return torch is not None and isinstance(module, torch.nn.Linear)
+
+
+def declared(record, output=True) -> dict:
+    """{module name: Fused} a record's fused/ keys declare, those whose output is their parts' columns (what is cut);
+    output=False: those whose parts never run (packed)."""
+    out = {}
+    for key in record:
+        if key.startswith(KEY):
+            name, _, parts = key[len(KEY):].rpartition("/")
+            value = [int(v) for v in np.asarray(record[key]).reshape(-1)]  # [heads], [heads, 0] for output=False
+            spec = Fused(tuple(parts.split(",")), value[0], len(value) < 2)
+            if spec.output == output:
+                out[name] = spec
+    return out
+
+
+def packed_parts(record) -> set:
+    """The parts <module>.<part> of a record's packed modules (Fused(output=False)): modules that never run."""
+    return {f"{name}.{part}" for name, spec in declared(record, output=False).items() for part in spec.parts}
+
+
+_SPLIT = re.compile(r"^((?:f64:)?(?:out|in)/)([^#\[:]*)(#\d+)?(.*)$")  # a module call's output or first input
+
+
+def cut(record, tensors=True):
+    """The record with every fused module (its fused/ keys) seen as its parts: out/<module>.<part> each part's
+    columns of the output, in/<module>.<part> the module's first input, mod/ each part's tensor shapes; with
+    tensors, every other key <kind>/<module>.<tensor> (a gradient, a weight after a step) cut into
+    <kind>/<module>.<part>.<tensor> too. A record without fused/ keys is returned as it is."""
+    fused = declared(record)
+    if not fused:
+        return record
+    from portcheck.mapping import pairing  # pairing reads a cut record: the import is here, where it is needed
+    out = {}
+    for key in record:
+        if key.startswith(KEY):
+            out[key] = record[key]  # kept: a cut record cut again is the same record, and says what was cut
+            continue
+        call = _SPLIT.match(key)
+        module = call.group(2) if call else None
+        if call and module in fused:
+            prefix, _, number, rest = call.groups()
+            value = record[key]
+            columns = fused[module].columns(np.shape(value)[-1]) if np.ndim(value) else None
+            for p, part in enumerate(fused[module].parts):
+                out[f"{prefix}{module}.{part}{number or ''}{rest}"] = \
+                    value if columns is None or prefix.endswith("in/") else np.ascontiguousarray(value[..., columns[p]])
+            continue
+        if key.startswith(pairing.META) and key[len(pairing.META):].rpartition("/")[0] in fused:
+            continue  # the whole: its parts' mod/ keys (mark) stand for it
+        kind, slash, name = key.partition("/")
+        module, _, tensor = name.rpartition(".")
+        if tensors and slash and module in fused and not key.startswith(("out/", "in/", "f64:")):
+            value = record[key]
+            columns = fused[module].columns(np.shape(value)[-1]) if np.ndim(value) else None
+            if columns is not None:
+                for p, part in enumerate(fused[module].parts):
+                    out[f"{kind}/{module}.{part}.{tensor}"] = np.ascontiguousarray(value[..., columns[p]])
+                continue
+        out[key] = record[key]
+    return out
+
+
+def part_key(key: str, part: str) -> str:
+    """A fused module's record key (out/<module>#2[0]) as its part's (out/<module>.<part>#2[0])."""
+    prefix, module, number, rest = _SPLIT.match(key).groups()
+    return f"{prefix}{module}.{part}{number or ''}{rest}"
+
+
+def live(pairs, fused: dict):
+    """(key, tensor) of a run's hook, each fused module's output as its parts' columns (cut's keys), its first
+    input once per part; the rest as they are."""
+    for key, tensor in pairs:
+        call = _SPLIT.match(key)
+        if not (fused and call and call.group(2) in fused):
+            yield key, tensor
+            continue
+        spec = fused[call.group(2)]
+        columns = spec.columns(tensor.shape[-1]) if tensor.ndim else None
+        for p, part in enumerate(spec.parts):
+            yield part_key(key, part), tensor if columns is None or key.startswith("in/") else tensor[..., columns[p]]
+
+
+def joined(key: str, shape: tuple, spec: Fused, value):
+    """The whole output of a fused module (record key `key`, of `shape`) made of its parts' values, value(part's
+    key) each (None when it has none): None unless every part's is there, of its columns' shape."""
+    columns = spec.columns(shape[-1]) if len(shape) else None
+    if columns is None:
+        return None
+    values = [value(part_key(key, part)) for part in spec.parts]
+    if any(v is None or tuple(v.shape) != (*shape[:-1], len(c)) for v, c in zip(values, columns)):
+        return None
+    whole = np.empty(shape, dtype=values[0].dtype)
+    for v, c in zip(values, columns):
+        whole[..., c] = v
+    return whole
+
+
+def join(spec: Fused, arrays: list):
+    """The tensor of a fused module (in Paddle's layout: the parts along the last axis) made of its parts' tensors,
+    in the spec's part order, each its columns; None unless they are of one shape whose columns the spec places."""
+    width = sum(a.shape[-1] for a in arrays)
+    columns = spec.columns(width) if len({a.shape for a in arrays}) == 1 else None
+    if columns is None:
+        return None
+    out = np.empty((*arrays[0].shape[:-1], width), dtype=arrays[0].dtype)
+    for c, a in zip(columns, arrays):
+        out[..., c] = a
+    return out
+
+
+def from_json(data, said: str = "layouts") -> dict:
+    """The layouts `portcheck run --layouts FILE` declares, as the API takes them: a JSON object keyed as any layout
+    is (a module's class name, its last name part or its whole name), each value "same", "transpose" or
+    {"fused": [parts], "heads": n, "output": false} (Fused's fields). Anything else: PipelineError, one line."""
+    from portcheck.mapping.convert import RULES
+    from portcheck.core.errors import PipelineError
+    if not isinstance(data, dict):
+        raise PipelineError(f"{said}: a JSON object is expected ({{\"c_attn\": {{\"fused\": [\"q\", \"k\", \"v\"]}}}}),"
+                            f" got a {type(data).__name__} [PC308]")
+    out = {}
+    for key, how in data.items():
+        if isinstance(how, str) and how in RULES:
+            out[key] = how
+        elif isinstance(how, dict) and isinstance(how.get("fused"), list) and set(how) <= {"fused", "heads", "output"} \
+                and not isinstance(how.get("heads"), bool):
+            try:
+                out[key] = Fused(tuple(how["fused"]), how.get("heads", 0), how.get("output", True))
+            except PipelineError as e:
+                raise PipelineError(f"{said}: {key!r}: {e}") from None
+        else:
+            raise PipelineError(f"{said}: {key!r}: {json.dumps(how)[:80]} is not a layout: give "
+                                f"{' or '.join(map(repr, RULES))}, or {{\"fused\": [parts], \"heads\": n, "
+                                "\"output\": false} (heads and output optional) [PC312]")
+    return out

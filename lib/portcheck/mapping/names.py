@@ -1,0 +1,80 @@
+"""How a torch module's name becomes its Paddle counterpart's: one resolver for every name map form."""
+import re
+
+from portcheck.core.errors import PipelineError, raised_by
+
+
+def resolve(name_map):
+    """A callable torch module name -> Paddle module name, from:
+
+    * None: the same names;
+    * a dict {torch prefix: Paddle prefix}: the longest prefix that matches whole name parts wins
+      ({"resnet.embedder.embedder.convolution": "conv1", "classifier.1": "fc"});
+    * a list of (regex, replacement) rules, applied in order with re.sub to the whole name
+      ([(r"^encoder\\.stages\\.(\\d)\\.", r"layer\\1."), ...]);
+    * a callable, used as it is.
+    """
+    return _checked(_resolve(name_map))
+
+
+def entries(name_map):
+    """A callable torch module name -> the Paddle module name name_map gives it, or None where the map says
+    nothing of it (portcheck.pairing pairs those automatically): a dict names the modules under its prefixes,
+    a rule list those one of its patterns matches, a callable those it renames."""
+    if name_map is None:
+        return lambda name: None
+    mapped = resolve(name_map)
+    if isinstance(name_map, dict):
+        return lambda name: mapped(name) if any(p == "" or name == p or name.startswith(p + ".") for p in name_map) \
+            else None
+    if isinstance(name_map, (list, tuple)):
+        patterns = [re.compile(pattern) for pattern, _ in name_map]
+        return lambda name: mapped(name) if any(p.search(name) for p in patterns) else None
+    return lambda name: None if mapped(name) == name else mapped(name)
+
+
+def _checked(fn):
+    """fn, with its failures (the user's own function, a regex replacement) and its non-str answers said in
+    one line naming the module it was asked about."""
+    def mapped(name):
+        with raised_by(f"name_map failed on {name!r}"):
+            target = fn(name)
+        if not isinstance(target, str):
+            raise PipelineError(f"name_map gave {type(target).__name__} {target!r} for {name!r}: it must give a "
+                                "Paddle module name (a str) [PC305]")
+        return target
+    return mapped
+
+
+def _resolve(name_map):
+    if name_map is None:
+        return lambda name: name
+    if callable(name_map):
+        return name_map
+    if isinstance(name_map, dict):
+        bad = [(k, v) for k, v in name_map.items() if not isinstance(k, str) or not isinstance(v, str)]
+        if bad:
+            raise PipelineError(f"name_map: a dict maps torch name prefixes (str) to Paddle ones (str), got "
+                                f"{bad[0][0]!r}: {bad[0][1]!r} [PC306]")
+        prefixes = sorted(name_map, key=len, reverse=True)
+
+        def by_prefix(name):
+            for p in prefixes:
+                if name == p or name.startswith(p + ".") or p == "":
+                    rest = name[len(p):].lstrip(".")
+                    return ".".join(part for part in (name_map[p], rest) if part)
+            return name
+        return by_prefix
+    if isinstance(name_map, (list, tuple)):
+        try:
+            rules = [(re.compile(pattern), repl) for pattern, repl in name_map]
+        except (TypeError, ValueError, re.error) as e:
+            raise PipelineError(f"name_map: each rule must be (regex, replacement): {e} [PC307]") from None
+
+        def by_rules(name):
+            for pattern, repl in rules:
+                name = pattern.sub(repl, name)
+            return name
+        return by_rules
+    raise PipelineError(f"name_map must be None, a dict, a list of (regex, replacement) or a callable, "
+                        f"got {type(name_map).__name__} [PC304]")

@@ -1,0 +1,752 @@
+"""Which Paddle module is which torch module, with no name map, or beyond the entries of the one given.
+
+Each side is a sequence of module calls: in run order when the models ran on a batch (a record's out/ keys),
+then the modules holding tensors that did not run, in definition order; with no run, the modules holding
+tensors in definition order. A call carries what identifies a module across frameworks: the shapes of the
+tensors its module holds itself (each shape's sizes sorted, so torch's Linear [out, in] and Paddle's [in, out]
+agree), whether it has children, its class and name, and the shapes of its outputs.
+
+The two sequences are aligned as edit distance aligns two strings (Needleman-Wunsch): the order-keeping
+pairing of highest total similarity, where leaving a call unpaired costs nothing. A wrapper one side adds, an
+activation the other folds into a block, a module called twice or extra containers shift no other pair, as
+they would in a positional zip. Calls left over are aligned again among themselves (a shortcut defined before
+its block on one side and after it on the other).
+
+Two modules holding different tensor shapes never pair; a module holding tensors never pairs with one holding
+none; a leaf holding none pairs only with a leaf of its family (an activation with an activation). Where two
+candidates fit equally well and the order cannot separate them, the run's values do: the candidate whose
+output is torch's (transformers' MobileNetV2InvertedResidual is Paddle's InvertedResidual, not its inner
+Sequential, because the block adds its input). What values cannot settle either is refused, naming the modules
+and the name_map that settles it, written as the API takes it. A name_map's entries (names.entries: the
+modules it names) are kept as given; the rest is automatic. The root modules are each other's. Outputs of
+the same values in another shape ([batch * seq, hidden] against [batch, seq, hidden]) pair.
+"""
+import re
+from dataclasses import dataclass, field
+from typing import Optional
+
+import numpy as np
+
+from portcheck.core import spill
+from portcheck.core.errors import PipelineError
+from portcheck.mapping.names import entries
+
+ROOT = "(model)"   # the model itself among its modules (compare.py's record keys use it too)
+META = "mod/"      # a record's key per module: mod/<name>/<class>, its children and tensor shapes (int64)
+_KEY = re.compile(r"^(out|in)/([^#\[:]*)(#\d+)?(.*)$")  # kind, module, #call, then [index] or :key
+
+
+def split_key(key: str) -> tuple:
+    """A record key out/<module>#<n>[0]:x as (kind, call, rest): ("out", "<module>#<n>", "[0]:x")."""
+    kind, module, call, rest = _KEY.match(key).groups()
+    return kind, module + (call or ""), rest
+
+
+def module_of(call: str) -> str:
+    return call.split("#")[0]
+
+
+# ---------------------------------------------------------------- what a record says about each module
+
+def _own(model):
+    """[(name, module, children, shapes of the tensors it holds itself)] in definition order, either framework.
+    A 0-d tensor (BatchNorm's num_batches_tracked, which Paddle does not keep) identifies nothing."""
+    out = []
+    if hasattr(model, "named_sublayers"):
+        for name, layer in model.named_sublayers(include_self=True):
+            skip = getattr(layer, "_non_persistable_buffer_names_set", set())
+            tensors = [p for _, p in layer.named_parameters(include_sublayers=False)]
+            tensors += [b for n, b in layer.named_buffers(include_sublayers=False) if n not in skip]
+            out.append((name, layer, len(list(layer.children())), [tuple(t.shape) for t in tensors]))
+    else:
+        for name, module in model.named_modules():
+            skip = getattr(module, "_non_persistent_buffers_set", set())
+            tensors = [p for _, p in module.named_parameters(recurse=False)]
+            tensors += [b for n, b in module.named_buffers(recurse=False) if b is not None and n not in skip]
+            out.append((name, module, len(list(module.children())), [tuple(t.shape) for t in tensors]))
+    return out
+
+
+def describe(model) -> dict:
+    """{mod/<name>/<class>: int64 [children, tensors, ndim, sizes..., ...]} for every module in definition
+    order: what pairing needs of a model, kept in its record so that two saved records pair alone."""
+    out = {}
+    for name, module, children, shapes in _own(model):
+        flat = [children, len(shapes)] + [d for s in shapes for d in (len(s), *s)]
+        out[f"{META}{name or ROOT}/{type(module).__name__}"] = np.array(flat, dtype=np.int64)
+    return out
+
+
+def _decode(flat) -> tuple:
+    """(children, layout-free tensor shapes) from describe's array."""
+    flat = [int(x) for x in np.asarray(flat).reshape(-1)]
+    children, count, shapes, i = flat[0], flat[1], [], 2
+    for _ in range(count):
+        n = flat[i]
+        shapes.append(tuple(flat[i + 1:i + 1 + n]))
+        i += 1 + n
+    return children, tuple(sorted(tuple(sorted(s)) for s in shapes if len(s)))
+
+
+ACTIVATION = re.compile(r"relu|gelu|silu|swish|sigmoid|tanh|elu$|mish|softplus|softsign|hardswish|activation|glu$")
+CONTAINERS = {"sequential", "modulelist", "layerlist", "moduledict", "layerdict"}
+ALIASES = {f"convtranspose{n}d": f"conv{n}dtranspose" for n in (1, 2, 3)}
+
+
+def family(kind: str) -> str:
+    """A class name as a kind of computation both frameworks share: Conv2d and Conv2D alike, every activation one
+    family (a port that swaps one activation for another is paired, and judged)."""
+    k = kind.lower()
+    if ACTIVATION.search(k):
+        return "activation"
+    if k in CONTAINERS:
+        return "container"
+    return ALIASES.get(k, k)
+
+
+def alike(a: str, b: str) -> bool:
+    """Two class names of one family, or of one stem: a model's prefix on its own subclass of a block
+    (transformers' MobileNetV2InvertedResidual and Paddle's InvertedResidual, GPTLayerNorm and LayerNorm), a
+    position embedding named Positional on one side and Position on the other."""
+    if not a or not b:
+        return False
+    x, y = (family(k).replace("positional", "position") for k in (a, b))
+    return x == y or (min(len(x), len(y)) > 3 and (x.endswith(y) or y.endswith(x)))
+
+
+@dataclass(frozen=True)
+class Call:
+    """One module call of one side."""
+    name: str           # the call: the module's name, name#2 for its second call; ROOT for the model
+    kind: str           # its class name ("" when the record does not say)
+    children: int       # -1 when the record does not say
+    tensors: tuple      # the layout-free shapes of the tensors its module holds itself
+    outputs: tuple      # the shapes of its output tensors in order; () when it did not run
+
+    @property
+    def module(self) -> str:
+        return module_of(self.name)
+
+
+def sequence(record: dict) -> list:
+    """The calls of one side: those that ran, in run order, then the modules holding tensors that did not."""
+    meta = {}
+    for key in record:
+        if key.startswith(META):
+            name, _, kind = key[len(META):].rpartition("/")
+            meta[name] = (kind, *_decode(record[key]))
+    outputs = {}
+    for key in record:
+        if key.startswith("out/"):
+            outputs.setdefault(split_key(key)[1], []).append(tuple(spill.shape(record, key)))
+    calls = []
+    for name, shapes in outputs.items():
+        kind, children, tensors = meta.get(module_of(name), ("", -1, ()))
+        calls.append(Call(name, kind, children, tensors, tuple(shapes)))
+    ran = {c.module for c in calls}
+    calls += [Call(name, kind, children, tensors, ()) for name, (kind, children, tensors) in meta.items()
+              if tensors and name not in ran]
+    return calls
+
+
+# ---------------------------------------------------------------- similarity and alignment
+
+def _normal(name: str) -> list:
+    """A module name's parts, lowercase, without underscores, a plural's s dropped (layer and layers)."""
+    parts = [p.replace("_", "") for p in name.lower().split(".")]
+    return [p[:-1] if len(p) > 3 and p.endswith("s") else p for p in parts]
+
+
+def _broadcast(x: tuple, y: tuple) -> bool:
+    """The same shape, or two that differ only where one is 1, or by leading axes one side lacks where the other
+    holds at least [seq, d] (a position table [seq, d] against [batch, seq, d]): numpy's broadcast of one over
+    the other."""
+    x, y = tuple(x), tuple(y)
+    if x == y:
+        return True
+    if len(x) != len(y) and min(len(x), len(y)) < 2:
+        return False
+    n = min(len(x), len(y))
+    return all(i == j or 1 in (i, j) for i, j in zip(x[len(x) - n:], y[len(y) - n:]))
+
+
+def reshaped(x: tuple, y: tuple) -> bool:
+    """The same values in another shape: one side's [batch * seq, hidden] is the other's [batch, seq, hidden]
+    (as many values, the same last axis, so a row is a row on both sides), or the same shape but for axes of 1
+    (torchvision's pooled [batch, C, 1, 1] against paddle.vision's reshape to [batch, C]: as a broadcast, every
+    value was compared with every other)."""
+    x, y = tuple(x), tuple(y)
+    squeezed = lambda s: tuple(d for d in s if d != 1)
+    return x != y and bool(x) and bool(y) and int(np.prod(x, dtype=np.int64)) == int(np.prod(y, dtype=np.int64)) \
+        and ((len(x) != len(y) and x[-1] == y[-1]) or squeezed(x) == squeezed(y))
+
+
+def similarity(t: Call, p: Call) -> Optional[int]:
+    """How alike two calls are (an integer, so that ties are exact), or None when they cannot be each other's."""
+    if t.tensors != p.tensors:
+        return None
+    if t.outputs and p.outputs and not (_broadcast(t.outputs[0], p.outputs[0]) or reshaped(t.outputs[0], p.outputs[0])):
+        return None
+    same_family = alike(t.kind, p.kind)
+    leaf = 0 in (t.children, p.children)
+    if not t.tensors and leaf and (t.children != p.children or not same_family):
+        return None  # a leaf computing nothing of its own pairs only with its own kind (GELU with ReLU, not Dropout)
+    score = (16 if t.tensors else 2) + 4 * same_family + 2 * (t.outputs == p.outputs and bool(t.outputs))
+    # names only break ties, and only where they agree: a shared layer index or word elsewhere in two names
+    # says nothing (transformers' layer.1.normalization is paddle's bn2, not downsample.1)
+    a, b = _normal(t.name), _normal(p.name)
+    if bool(t.outputs) != bool(p.outputs):
+        return score  # a name says nothing for a module that ran against one that did not (a tied `shared`)
+    return score + (4 if a == b else 2 if a[-1] == b[-1] else 0)
+
+
+NONE = np.iinfo(np.int64).min // 4  # cannot pair
+FIXED = 1 << 20                     # a pair the name map gives: in every best alignment, so the rest keeps its order
+
+
+def _align(ts: list, ps: list, score, harmless, groups=(lambda t: None, lambda p: None)) -> tuple:
+    """One Needleman-Wunsch pass with a gap cost of 0: ([(i, j)] of one best alignment, [(i, [j, ...]) or
+    ([i, ...], j) where several best alignments differ]). With gaps free, a row of the score table is a running
+    maximum, computed whole. groups: a key for each side's calls; only calls of one key can score (a tenth of
+    the pairs of a transformer's calls: the rest cannot pair, and scoring them is most of the pairing's time)."""
+    n, m = len(ts), len(ps)
+    if not n or not m:
+        return [], []
+    s = np.full((n, m), NONE, dtype=np.int64)
+    group = {}
+    for j, p in enumerate(ps):
+        group.setdefault(groups[1](p), []).append(j)
+    for i, t in enumerate(ts):
+        for j in group.get(groups[0](t), ()):
+            v = score(t, ps[j])
+            if v is not None:
+                s[i, j] = v
+    f = np.zeros((n + 1, m + 1), dtype=np.int64)   # f[i, j]: best of ts[:i] against ps[:j]
+    for i in range(n):
+        f[i + 1, 1:] = np.maximum.accumulate(np.maximum(f[i, 1:], f[i, :-1] + s[i]))
+    g = np.zeros((n + 1, m + 1), dtype=np.int64)   # g[i, j]: best of ts[i:] against ps[j:]
+    for i in range(n - 1, -1, -1):
+        g[i, :-1] = np.maximum.accumulate(np.maximum(g[i + 1, :-1], g[i + 1, 1:] + s[i])[::-1])[::-1]
+    on = (s > NONE) & (f[:-1, :-1] + s + g[1:, 1:] == f[n, m])  # (i, j) is on some best alignment
+    pairs, i, j = [], n, m
+    while i and j:
+        if s[i - 1, j - 1] > NONE and f[i - 1, j - 1] + s[i - 1, j - 1] == f[i, j]:
+            pairs.append((i - 1, j - 1))
+            i, j = i - 1, j - 1
+        elif f[i - 1, j] == f[i, j]:
+            i -= 1
+        else:
+            j -= 1
+    ties = [(i, list(js)) for i in range(n) if len(js := np.flatnonzero(on[i])) > 1
+            and not harmless("paddle", [ps[j] for j in js])]
+    ties += [(list(is_), j) for j in range(m) if len(is_ := np.flatnonzero(on[:, j])) > 1
+             and not harmless("torch", [ts[i] for i in is_])]
+    return pairs[::-1], ties
+
+
+def _inconsistent(pairs: dict, calls: dict) -> set:
+    """The pairs of containers whose insides do not correspond: a module holding tensors inside one whose
+    counterpart is outside the other (transformers' attention.self holds query, key and value; paddle's
+    self_attn holds out_proj too, whose counterpart is outside attention.self: the two compute different things)."""
+    # a module called more than once (T5's `shared` embedding, read by the encoder and the decoder under their own
+    # names) is inside each of its callers: where it is defined says nothing
+    many = {module_of(c) for c in [*pairs, *pairs.values()] if "#" in c}
+    holders = [(module_of(t), module_of(p)) for t, p in pairs.items()
+               if calls[t].tensors and module_of(t) not in many and module_of(p) not in many]
+    inside = lambda name, outer: outer == ROOT or name.startswith(outer + ".")
+    bad = set()
+    for t, p in pairs.items():
+        if calls[t].children > 0 and not calls[t].tensors:
+            a, b = module_of(t), module_of(p)
+            if any(inside(x, a) != inside(y, b) for x, y in holders):
+                bad.add((t, p))
+    return bad
+
+
+def _blocked(pairs: dict, calls: dict, p_calls: dict) -> set:
+    """The pairs of differently named modules holding tensors that keep two containers of one name and kind apart:
+    one inside the torch container, its counterpart outside the Paddle one, or the other way round. torch's
+    TransformerEncoderLayer runs its norms after the attention and a pre-norm port before it: the run's order
+    pairs layers.0.norm2 with Paddle's layers.1.norm1, and layers.0 with nothing (the layer whose input is the
+    same and whose output is not would go unnamed)."""
+    holders = [(t, p) for t, p in pairs.items() if calls[t].tensors]
+    inside = lambda name, outer: name.startswith(outer + ".")
+    taken, out = set(pairs.values()), set()
+    for t, c in calls.items():
+        p = p_calls.get(t)
+        if t in pairs or p is None or p.name in taken or c.children <= 0 or c.tensors or not alike(c.kind, p.kind):
+            continue
+        out |= {(x, y) for x, y in holders if inside(module_of(x), c.module) != inside(module_of(y), p.module)
+                and _normal(module_of(x)) != _normal(module_of(y))}
+    return out
+
+
+@dataclass
+class Pairing:
+    """The calls of two records paired: every pair chosen and every call left unpaired, on both sides."""
+    pairs: dict = field(default_factory=dict)        # torch call -> Paddle call, in torch's order
+    torch_calls: list = field(default_factory=list)  # [Call] of each side, in its order
+    paddle_calls: list = field(default_factory=list)
+    named: set = field(default_factory=set)          # torch calls paired by the name map
+    settled: dict = field(default_factory=dict)      # torch call -> Paddle call: ties the run's values settled
+    doubtful: list = field(default_factory=list)     # [[(torch call, Paddle call), ...]]: pairs only the order chose
+    missing: dict = field(default_factory=dict)      # torch module -> the Paddle module the map names, absent
+    # torch call -> [the parameter-free torch calls after it] its Paddle call computes too (_composed)
+    composed: dict = field(default_factory=dict)
+    # torch call -> [the parameter-free Paddle calls after its Paddle call] the torch call computes too
+    paddle_composed: dict = field(default_factory=dict)
+
+    @property
+    def torch_unpaired(self) -> list:
+        within = {c for chain in self.composed.values() for c in chain}
+        return [c.name for c in self.torch_calls if c.name not in self.pairs and c.name not in within]
+
+    def composing(self) -> dict:
+        """{torch call: the paired torch call it is judged as}: each composed chain's calls, its last one's output
+        judged as the first's (the module Paddle's computes: its row is named by it, on its input)."""
+        return {c: t for t, chain in self.composed.items() for c in [t, *chain]}
+
+    def judged_as(self, call: str) -> str:
+        """The torch call whose output a paired torch call's Paddle counterpart is judged against: its own, or
+        the last of those its Paddle call computes too (composed)."""
+        return self.composed[call][-1] if call in self.composed else call
+
+    @property
+    def paddle_unpaired(self) -> list:
+        taken = set(self.pairs.values()) | {c for chain in self.paddle_composed.values() for c in chain}
+        return [c.name for c in self.paddle_calls if c.name not in taken]
+
+    def paddle_judged_as(self, call: str) -> str:
+        """The Paddle call whose output a torch call is judged against: its pair's, or the last of those the torch
+        call computes too (paddle_composed)."""
+        return self.paddle_composed[call][-1] if call in self.paddle_composed else self.pairs[call]
+
+    def modules(self) -> dict:
+        """torch module -> Paddle module, from their calls. A torch module holding tensors whose calls pair with
+        several Paddle modules (one weight torch shares between its calls, one module per call in the port) is
+        refused, naming the name_map entry that settles it: the module of its first call, which it is then judged
+        against; the others are filled with copies of its tensors (copies())."""
+        out, holds = {}, {c.module for c in self.torch_calls if c.tensors}
+        for t, p in self.pairs.items():
+            out.setdefault(module_of(t), []).append(module_of(p))  # in torch's run order: the first call's first
+        chosen = {module_of(t): module_of(p) for t, p in self.pairs.items() if t in self.named}
+        split = {t: ps for t, ps in out.items() if len(set(ps)) > 1 and t in holds and chosen.get(t) not in ps}
+        if split:
+            children = {c.module: c.children for c in self.torch_calls}
+            said = [f"torch {t} runs as {len(set(ps))} Paddle modules ({', '.join(dict.fromkeys(ps))})" for t, ps in
+                    split.items()]
+            rules = [("^" + re.escape(t) + "$", ps[0]) for t, ps in split.items()]
+            first, ps = next(iter(split.items()))
+            one = entry(first, ps[0], max(children.get(first, 0), 0))
+            raise PipelineError(f"{'; '.join(said[:3])}{f'; {len(said) - 3} more' if len(said) > 3 else ''}: it "
+                                "holds tensors, one weight torch shares between its calls and the Paddle port holds "
+                                "once per call (it trains them apart: compare_backward judges that); to fill each "
+                                f"with its tensors and judge it against its first call's, name_map={one}"
+                                + (f" (every one: name_map={rules!r})" if len(rules) > 1 else "") + " [PC316]")
+        return {t: chosen[t] if chosen.get(t) in ps else min(ps) for t, ps in out.items()}
+
+    def copies(self) -> dict:
+        """{torch module holding tensors: the Paddle modules its later calls pair with, besides modules()'s}: each
+        is filled with a copy of its tensors (a weight torch shares between calls, held once per call in the port)."""
+        modules, holds, out = self.modules(), {c.module for c in self.torch_calls if c.tensors}, {}
+        for t, p in self.pairs.items():
+            m, q = module_of(t), module_of(p)
+            if m in holds and q != modules[m] and q not in out.get(m, []):
+                out.setdefault(m, []).append(q)
+        return out
+
+    def lines(self) -> list:
+        """Every pair, then every call left unpaired on each side: what the report says it chose."""
+        how = lambda t: " (name map)" if t in self.named else " (by value)" if t in self.settled else ""
+        out = [f"{' + '.join([t, *self.composed[t]])} -> {p} (Paddle's module computes torch's in turn)"
+               if t in self.composed else
+               f"{t} -> {' + '.join([p, *self.paddle_composed[t]])} (torch's module computes Paddle's in turn)"
+               if t in self.paddle_composed else f"{t} -> {p}{how(t)}" for t, p in self.pairs.items()]
+        out.append(f"torch calls unpaired ({len(self.torch_unpaired)}): {', '.join(self.torch_unpaired) or '-'}")
+        out.append(f"Paddle calls unpaired ({len(self.paddle_unpaired)}): {', '.join(self.paddle_unpaired) or '-'}")
+        return out
+
+
+def pair(torch_record: dict, paddle_record: dict, name_map=None, weights_only=False) -> Pairing:
+    """Pair the module calls of a torch record with a Paddle one (record_forward's, describe's, or a training
+    record's first forward). name_map's entries are kept; the rest is aligned (module docstring). Where two
+    candidates fit equally well, the run's values settle it (_by_value: the one whose output is torch's);
+    raises a PipelineError naming the modules and the entry that settles it when they cannot. weights_only:
+    ties between calls holding no tensors are left to the alignment (a conversion's weights do not depend on
+    them, and its models do not hold the same weights yet: values cannot settle them)."""
+    ts, ps = sequence(torch_record), sequence(paddle_record)
+    result = Pairing(torch_calls=ts, paddle_calls=ps)
+    by_name = {c.name: c for c in ps}
+    named, fixed, sent = entries(name_map), {}, {}
+    ran = any(k.startswith("out/") for k in torch_record) and any(k.startswith("out/") for k in paddle_record)
+    for t in ts:
+        target = ROOT if t.module == ROOT else named(t.module)
+        if target is None:
+            continue
+        call = target + t.name[len(t.module):]
+        if call in by_name:
+            fixed[t.name] = call
+            sent.setdefault(target, []).append(t.name)
+        elif target not in {c.module for c in ps}:
+            result.missing[t.module] = target
+    for target, names in sent.items():
+        if len({module_of(t) for t in names}) > 1:
+            # several torch modules sent to one Paddle module (each half's own embedding on one side, tied, and
+            # one `shared` both halves call on the other): each torch call takes the Paddle call whose output is
+            # its own, else the next in run order
+            free = [c.name for c in ps if c.module == target]
+            for t in names:
+                d = {p: _distance(_outputs(torch_record, t), _outputs(paddle_record, p)) for p in free} if ran else {}
+                fixed[t] = min(free, key=lambda p: (d.get(p, 0), free.index(p))) if free else fixed[t]
+                free.remove(fixed[t]) if fixed[t] in free else None
+    result.named = {t for t in fixed if module_of(t) != ROOT}
+
+    def harmless(side, candidates):
+        """Candidates holding no tensors whose outputs are the same values (nested containers returning one
+        tensor): either pairing compares the same thing."""
+        if any(c.tensors for c in candidates):
+            return False
+        record = torch_record if side == "torch" else paddle_record
+        first = _outputs(record, candidates[0].name)
+        return bool(first) and all(_same(first, _outputs(record, c.name)) for c in candidates[1:])
+
+    forbidden, calls, unsettled, refused, fusions = set(), {c.name: c for c in ts}, set(), [], {}
+    from portcheck.mapping.fused import packed_parts  # fused reads pairing's records: imported here, where it is needed
+    packed = packed_parts(torch_record)
+    fixed_p = set(fixed.values())
+    # what can score: a pair the map gives, else two calls holding the same shapes (similarity)
+    groups = (lambda t: ("map", fixed[t.name]) if t.name in fixed else t.tensors,
+              lambda p: ("map", p.name) if p.name in fixed_p else p.tensors)
+    while True:
+        def score(t, p):
+            if t.name in fixed or p.name in fixed_p:
+                return FIXED if fixed.get(t.name) == p.name else None
+            return None if (t.name, p.name) in forbidden else similarity(t, p)
+        pairs, first = {}, True
+        while True:  # the first pass aligns every call that ran; each next one the modules holding tensors left over
+            taken = set(pairs.values())
+            # a module that did not run (torch's MultiheadAttention reads out_proj's weight without calling it) has
+            # no place in the run's order: in the first pass, a map's or a tie's pair of it would cross every other
+            kept = lambda c: (c.tensors or first) and (c.outputs or not (first and ran))
+            left_t = [c for c in ts if c.name not in pairs and c.module not in result.missing and kept(c)]
+            left_p = [c for c in ps if c.name not in taken and kept(c)]
+            if packed:
+                # a packed module's parts never run (torch's MultiheadAttention reads q, k and v from in_proj_weight):
+                # no order places them, their names do, where the other side holds a module of that very name that
+                # fits (Fused(("q_proj", "k_proj", "v_proj"), output=False) against Paddle's q_proj, k_proj, v_proj)
+                same = {p.name: p for p in left_p}
+                named_here = {t.name: t.name for t in left_t if t.name in packed and t.name in same
+                              and t.name not in fixed and score(t, same[t.name]) is not None}
+                pairs.update(named_here)
+                left_t = [c for c in left_t if c.name not in named_here]
+                left_p = [c for c in left_p if c.name not in named_here.values()]
+            found, ties = _align(left_t, left_p, score, harmless, groups)
+            # torch calls the map sends to one Paddle call (a head tied to the embedding, each named): the map pairs
+            # them all, there is nothing to settle (settling it again and again never returned)
+            ties = [(i, j) for i, j in ties if not isinstance(i, list) or
+                    any(fixed.get(left_t[k].name) != left_p[j].name for k in i)]
+            if weights_only:  # a tie among calls of one module on each side sends the same weights either way
+                ties = [tie for tie in ties if any(c.tensors for c in _tied(tie, left_t, left_p))
+                        and not _one_module_each(tie, left_t, left_p)]
+            if ties:
+                # a conversion's models do not hold the same weights yet: their values settle nothing
+                chosen = (_by_value(ties, left_t, left_p, torch_record, paddle_record) if ran and not weights_only
+                          else {}) or _by_name(ties, left_t, left_p)
+                if not chosen:
+                    # refused once every tie is found: each one's first candidate taken, as the map the refusal
+                    # prints does, so that the ties it would leave are said with it (pasted, it pairs them all)
+                    refused += _said(ties, left_t, left_p)
+                    fusions.update(_fusions(ties, left_t, left_p, ts, ps))
+                    for one, others, torch_one in _said(ties, left_t, left_p):  # the first tie's at least
+                        t, p = (one.name, others[0].name) if torch_one else (others[0].name, one.name)
+                        if t not in chosen and p not in chosen.values():
+                            chosen[t] = p
+                else:
+                    result.settled.update(chosen)
+                fixed.update(chosen)  # kept as a map's entries are, and the whole alignment made again
+                fixed_p.update(chosen.values())
+                pairs, first = {}, True
+                continue
+            if not found and not first:
+                break
+            pairs.update((left_t[i].name, left_p[j].name) for i, j in found)
+            first = False
+        if refused:
+            raise PipelineError(_ambiguity(refused, ran, fusions, (ts, ps), guessed=weights_only))
+        pairs.update(fixed)  # a map's entries that cross each other are kept too
+        bad = (_inconsistent(pairs, calls) | _blocked(pairs, calls, by_name)) - set(fixed.items()) - forbidden
+        if bad:
+            forbidden |= bad
+            continue
+        doubt = [g for g in _doubtful(pairs, calls, by_name, fixed) if not {t for t, _ in g} & unsettled]
+        if not doubt or weights_only or not ran:
+            result.doubtful = doubt  # a conversion's models do not hold the same weights yet: convert settles them
+            break
+        # the order alone chose them: each call takes the candidate whose output is its own, as a tie does
+        index_t, index_p = {c.name: i for i, c in enumerate(ts)}, {c.name: j for j, c in enumerate(ps)}
+        ties = [(index_t[t], [index_p[q] for _, q in g]) for g in doubt for t, _ in g]
+        chosen = _by_value(ties, ts, ps, torch_record, paddle_record)
+        unsettled |= {t for g in doubt for t, _ in g if t not in chosen}  # values cannot say: the order stands
+        fixed.update(chosen)
+        fixed_p.update(chosen.values())
+        result.settled.update((t, p) for t, p in chosen.items() if pairs.get(t) != p)
+    order = {c.name: k for k, c in enumerate(ts)}
+    result.pairs = dict(sorted(pairs.items(), key=lambda kv: order[kv[0]]))
+    if ran and not weights_only:
+        result.composed = _composed(result, torch_record, paddle_record)
+        result.paddle_composed = _composed(result, torch_record, paddle_record, "paddle")
+    return result
+
+
+def _composed(result: Pairing, torch_record: dict, paddle_record: dict, side: str = "torch") -> dict:
+    """{torch call: [the calls of `side` after its pair's call of that side]} where the other side's call outputs
+    what that one computes and then those: leaves holding no tensors and paired with nothing, each fed the output of
+    the one before (Paddle's legacy BatchNorm(act='relu') against torch's BatchNorm2d and the ReLU it runs next;
+    side="paddle": timm's BatchNormAct2d against Paddle's BatchNorm2D and ReLU). Taken when the last one's output is
+    nearer the other's by APART than any shorter chain's (nearest_of): the run's values say it."""
+    mine, record, other = (result.torch_calls, torch_record, paddle_record) if side == "torch" else \
+        (result.paddle_calls, paddle_record, torch_record)
+    pairs = result.pairs if side == "torch" else {p: t for t, p in result.pairs.items()}
+    ran = [c for c in mine if c.outputs]
+    free = set(result.torch_unpaired if side == "torch" else result.paddle_unpaired)
+    outs = {}
+    for key in record:
+        if key.startswith("out/"):
+            outs.setdefault(split_key(key)[1], []).append(key)
+    out = {}
+    for i, c in enumerate(ran):
+        theirs = pairs.get(c.name)
+        if theirs is None or c.module == ROOT:
+            continue
+        chain, last = [], outs.get(c.name, [None])[0]
+        for n in ran[i + 1:]:
+            fed = f"in/{n.name}"
+            if n.name not in free or n.tensors or n.children != 0 or fed not in record or last is None or \
+                    spill.identity(record, fed) != spill.identity(record, last):
+                break
+            chain.append(n.name)
+            last = outs[n.name][0]
+        if not chain:
+            continue
+        there = _outputs(other, theirs)
+        best = nearest_of({n: _distance([record[outs[n][0]]], there) for n in [c.name, *chain]})
+        if best is not None and best != c.name:
+            out[c.name if side == "torch" else theirs] = chain[:chain.index(best) + 1]
+    return out
+
+
+def _modules(record: dict) -> set:
+    """Every module a record describes (describe's mod/ keys: called or not), the model itself as ROOT."""
+    return {key[len(META):].rpartition("/")[0] for key in record if key.startswith(META)}
+
+
+def named_exist(name_map, torch_record: dict, paddle_record: dict):
+    """Refuse, in one line naming every one, a dict name map's entries naming a module a model does not have: a
+    torch prefix no module has, or a torch module mapped to a Paddle name that is no module (left out, it would go
+    unjudged)."""
+    if not isinstance(name_map, dict):
+        return
+    t_modules, p_modules = _modules(torch_record), _modules(paddle_record)
+    if not t_modules or not p_modules:  # records without their models' description: nothing to hold the map to
+        return
+    bad = []
+    for key, target in name_map.items():
+        if not isinstance(key, str) or not isinstance(target, str) or key == "":
+            continue  # names.resolve says what is wrong with such an entry
+        if key not in t_modules and not any(m.startswith(key + ".") for m in t_modules):
+            bad.append(f"{key!r}: {target!r} (the torch model has no module {key!r})")
+        elif key in t_modules and target and target not in p_modules:
+            bad.append(f"{key!r}: {target!r} (the Paddle model has no module {target!r})")
+    if bad:
+        raise PipelineError(f"name_map entries naming no module: {'; '.join(bad[:5])}"
+                            + (f"; and {len(bad) - 5} more" if len(bad) > 5 else "")
+                            + ": name the models' own modules (report.pairs() lists them) [PC314]")
+def _one_module_each(tie, ts, ps) -> bool:
+    """A tie among the calls of one module on each side (a shared embedding called by both halves)."""
+    i, j = tie
+    t, p = ([ts[k] for k in i], [ps[j]]) if isinstance(i, list) else ([ts[i]], [ps[k] for k in j])
+    return len({c.module for c in t}) == 1 and len({c.module for c in p}) == 1
+
+
+def _tied(tie, ts, ps) -> list:
+    """Every call of a tie: the one and its candidates."""
+    i, j = tie
+    return [ts[k] for k in i] + [ps[j]] if isinstance(i, list) else [ts[i]] + [ps[k] for k in j]
+
+
+APART = 10  # a tie is settled by the candidate nearest torch's output when every other one is this many times
+# farther: a port correct there is ~1e-6 of the scale away and one with an error upstream (a BatchNorm's epsilon)
+# ~1e-2, while candidates that differ by a residual add, a norm or a scale are ~1 away
+
+
+def _distance(a: list, b: list) -> float:
+    """The largest difference of two calls' first outputs over the largest value of torch's (inf: not the same
+    values, in any shape)."""
+    if not a or not b:
+        return np.inf
+    x, y = np.asarray(a[0]), np.asarray(b[0])
+    if x.shape != y.shape:
+        if x.size != y.size or x.dtype.kind != "f" or not x.size:
+            return np.inf
+        y = y.reshape(x.shape)
+    if x.dtype.kind != "f" or y.dtype.kind != "f":
+        return 0.0 if np.array_equal(x, y) else np.inf
+    x, y = x.astype(np.float64), y.astype(np.float64)
+    if not (np.isfinite(x).all() and np.isfinite(y).all()):
+        return np.inf
+    return float(np.abs(x - y).max() / max(np.abs(x).max(), 1e-30))
+
+
+def nearest_of(distances: dict):
+    """The candidate whose distance (_distance) is under 1 and APART times under every other's, else None: the one
+    rule by which the run's values settle what structure cannot (a tie here, an order convert tries in turn)."""
+    ranked = sorted(distances.items(), key=lambda kv: kv[1])
+    best, d = ranked[0]
+    return best if d < 1 and all(d * APART <= other for _, other in ranked[1:]) else None
+
+
+def _doubtful(pairs: dict, t_calls: dict, p_calls: dict, fixed: dict) -> list:
+    """[[(torch call, Paddle call), ...]]: pairs the alignment chose by their order alone. Leaves holding the same
+    shapes, siblings on each side, each fitting every other's counterpart, whose names do not say which is which
+    (transformers' query and key against k_proj and q_proj, run in the other order: the order pairs query with
+    k_proj). Their own outputs cannot tell them apart before the weights are the same; after, each is its own."""
+    groups = {}
+    for t, p in pairs.items():
+        a, b = t_calls.get(t), p_calls.get(p)
+        if t in fixed or a is None or b is None or not a.tensors or 0 != a.children or 0 != b.children \
+                or "#" in t or "#" in p:
+            continue
+        where = (a.module.rpartition(".")[0], b.module.rpartition(".")[0], a.tensors, a.outputs, b.outputs)
+        groups.setdefault(where, []).append((t, p))
+    return [g for g in groups.values() if len(g) > 1 and not all(_normal(t)[-1] == _normal(p)[-1] for t, p in g)
+            and all(similarity(t_calls[t], p_calls[q]) is not None for t, _ in g for _, q in g)]
+
+
+def _by_name(ties, ts, ps) -> dict:
+    """{torch call: Paddle call} for each tie that exactly one candidate settles by being the same module name as the
+    one it ties for: the same place in structures that cannot otherwise be told apart, such as the out_proj of torch's
+    MultiheadAttention, whose forward reads its weights without calling it, so no run's value can settle it. A wrong
+    settlement is still judged on its values: it is red, never green."""
+    out = {}
+    for i, j in ties:
+        one, candidates = (ps[j], [ts[k] for k in i]) if isinstance(i, list) else (ts[i], [ps[k] for k in j])
+        same = [c for c in candidates if c.module == one.module]
+        if len(same) == 1:
+            t, p = (same[0], one) if isinstance(i, list) else (one, same[0])
+            if t.name not in out and p.name not in out.values():
+                out[t.name] = p.name
+    return out
+
+
+def _by_value(ties, ts, ps, torch_record, paddle_record) -> dict:
+    """{torch call: Paddle call} for each tie the run's values settle: one candidate's output near the one's, by
+    APART times over every other candidate's."""
+    out = {}
+
+    def nearest(distances: dict, record):
+        # candidates returning the same values (a container and its last block) are one: the first stands for them
+        kept = {}
+        for name in distances:
+            if not any(_same(_outputs(record, name), _outputs(record, other)) for other in kept):
+                kept[name] = distances[name]
+        return nearest_of(kept)
+    for i, j in ties:
+        if isinstance(i, list):  # one Paddle call, several torch ones
+            one = _outputs(paddle_record, ps[j].name)
+            best = nearest({ts[k].name: _distance(_outputs(torch_record, ts[k].name), one) for k in i}, torch_record)
+            if best is not None and best not in out:
+                out[best] = ps[j].name
+        else:
+            one = _outputs(torch_record, ts[i].name)
+            best = nearest({ps[k].name: _distance(one, _outputs(paddle_record, ps[k].name)) for k in j}, paddle_record)
+            if best is not None and best not in out.values():
+                out[ts[i].name] = best
+    return out
+
+
+def _outputs(record: dict, call: str) -> list:
+    # by key, then the call's values only: a spill.Spill maps each value it hands out from its file
+    return [record[k] for k in record if k.startswith("out/") and split_key(k)[1] == call]
+
+
+def _same(a: list, b: list) -> bool:
+    return len(a) == len(b) and all(x.shape == y.shape and np.array_equal(x, y) for x, y in zip(a, b))
+
+
+def entry(torch_module: str, paddle_module: str, children: int) -> str:
+    """A name_map that sends one torch module, and only it, to a Paddle module, as it is written: a dict entry for
+    a module with no children (a dict renames a prefix: every child too), else a regex rule for its name alone."""
+    if children == 0:
+        return repr({torch_module: paddle_module})
+    return repr([("^" + re.escape(torch_module) + "$", paddle_module)])
+
+
+def _fusions(ties, left_t, left_p, ts, ps) -> dict:
+    """{module: its parts} where a tie's candidates are the parts of a module of the other side that nothing can
+    pair with (GPT-2's c_attn holding q, k and v, against paddlenlp's q_proj, k_proj, v_proj and out_proj, which
+    its c_proj fits each): the Fused layouts entry that declares it."""
+    out = {}
+    for i, j in ties:
+        candidates = [left_t[k] for k in i] if isinstance(i, list) else [left_p[k] for k in j]
+        pool = ps if isinstance(i, list) else ts  # the one's side: where the fused module is
+        shapes = {c.tensors for c in (ts if pool is ps else ps)}
+        for c in pool:
+            if not c.tensors or c.tensors in shapes or len(c.tensors) != len(candidates[0].tensors):
+                continue  # a fused module pairs with nothing: its shapes are no other's
+            sizes = lambda call: sorted(int(np.prod(t)) for t in call.tensors)
+            ratios = {a / b for a, b in zip(sizes(c), sizes(candidates[0]))}
+            r = ratios.pop() if len(ratios) == 1 else 0
+            if r == int(r) and 2 <= r <= len(candidates):
+                out[c.module.rpartition(".")[2]] = tuple(x.module.rpartition(".")[2] for x in candidates[:int(r)])
+                break
+    return out
+
+
+def _said(ties, ts, ps) -> list:
+    """[(the one call, its candidates, whether the one is torch's)] of _align's ties (indices into ts and ps)."""
+    return [(ts[i], [ps[k] for k in j], True) if isinstance(j, list) else (ps[j], [ts[k] for k in i], False)
+            for i, j in ties]
+
+
+def _ambiguity(ties, ran=False, fusions=None, whole=None, guessed=False) -> str:
+    """One line: the first few ties (_said's), each with the name_map that settles it, then one map settling them
+    all (each with its first candidate), each pasted as printed; with no run, inputs= in that map's place (no
+    order says which candidate is right, the run does); guessed (a conversion's run, its weights not torch's yet:
+    no value was looked at), each tie's own maps alone. whole: (every torch call, every Paddle call):
+    where the Paddle model holds more modules of a tied module's shapes than the torch model, with no run (one
+    torch module run as several, one Paddle module per call), no map alone fills them all: the run's calls pair
+    each, so the map is said with inputs=."""
+    said, rules, several = [], [], False
+    count = lambda calls, shapes: len({c.module for c in calls if c.tensors == shapes})
+    for one, others, torch_one in ties:
+        if torch_one:
+            maps = [entry(one.module, m, one.children) for m in dict.fromkeys(c.module for c in others)]
+            text = f"torch {one.name} fits Paddle {' and '.join(c.name for c in others)} equally"
+            rules.append((one.module, others[0].module))
+            held = (count(whole[0], one.tensors), count(whole[1], one.tensors)) if whole and one.tensors else (0, 0)
+            if not ran and held[1] > held[0]:
+                several = True
+                said.append(f"{text} (the Paddle model holds {held[1]} modules of its shapes, the torch model "
+                            f"{held[0]}: a torch module run as several, one Paddle module per call, which only a run "
+                            f"shows: inputs= with name_map={maps[0]})")
+                continue
+        else:
+            maps = [entry(c.module, one.module, c.children) for c in {c.module: c for c in others}.values()]
+            text = f"Paddle {one.name} fits torch {' and '.join(c.name for c in others)} equally"
+            rules.append((others[0].module, one.module))
+        said.append(f"{text} (name_map={' or name_map='.join(maps)})")
+    rules = list(dict.fromkeys(rules))
+    every = repr([("^" + re.escape(t) + "$", p) for t, p in rules])  # every one: pasted, it pairs them all
+    more = f"; {len(ties) - 3} more" if len(ties) > 3 else ""
+    # without a run each one's first candidate is a guess (BERT's output.LayerNorm against norm1 and norm2: norm1,
+    # pasted, made the zoo's correct ports red): the run settles them, so that is what is said
+    remedy = (f"give {'inputs= and ' if several else ''}the name_map that says which (name_map={every} takes each "
+              "one's first candidate)" if (ran and not guessed) or several else
+              "give the name_map that says which" if ran else
+              "give inputs= to pair them by the models' run (convert settles them by it), or the name_map that says "
+              "which")
+    return ("modules cannot be paired automatically, by their structure nor by the run's values: " + "; ".join(said[:3])
+            + more + ": " + remedy
+            + ("; or, if one module holds what several of the other side hold together, its columns one after the "
+               "other: layouts={" + ", ".join(f"{k!r}: portcheck.Fused({v!r})" for k, v in fusions.items())
+               + "} (heads=n if they go per head)" if fusions else "") + " [PC317]")

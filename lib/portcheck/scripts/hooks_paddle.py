@@ -1,0 +1,516 @@
+"""The Paddle side of portcheck.recorder: what it wraps in Paddle, how it reads a Paddle model and optimizer
+(in torch's conventions: BatchNorm's momentum as torch's 1 - m, GELU's approximation as torch's string), and how
+the model starts from the torch side's initial weights.
+
+Torch is not imported: the Paddle script may run in a venv without it. The weights come from the torch side's
+record in Paddle's layout (state0/), each module paired with no map (portcheck.pairing, on the two first forwards),
+each tensor placed as judge_backward pairs it (backward._counterpart).
+"""
+import functools
+import platform
+import random
+
+import numpy as np
+
+from portcheck.mapping import fused
+from portcheck.scripts.recorder import LOSS_CLASSES, SharedSide, loss_wrapper, module_settings, registering, sampling, \
+    seeded, wrap_framework
+
+
+class PaddleSide(SharedSide):
+    framework = "paddle"
+
+    def __init__(self, float64: bool = False):
+        import weakref
+
+        import paddle
+        self.paddle, self.placed, self.joins = paddle, {}, {}  # joins: a fused module's tensors' parts (_join)
+        self.loaders = weakref.WeakSet()  # the DataLoader iterators running workers (end_workers)
+
+    # ------------------------------------------------------------------ reading
+    def versions(self) -> dict:
+        return {"python": platform.python_version(), "paddle": self.paddle.__version__, "numpy": np.__version__}
+
+    def grad_enabled(self) -> bool:
+        return self.paddle.is_grad_enabled()
+
+    def held_parameters(self, optimizers) -> set:
+        out = set()
+        for opt in optimizers:
+            for item in opt._parameter_list or ():
+                out |= {id(p) for p in item["params"]} if isinstance(item, dict) else {id(item)}
+        return out
+
+    def parameters(self, module) -> list:
+        return list(module.parameters())
+
+    def trainable(self, p) -> bool:
+        return not p.stop_gradient
+
+    def unwrapped(self, module):
+        """The model paddle.DataParallel holds (`._layers`)."""
+        return module._layers if isinstance(module, self.paddle.DataParallel) else module
+
+    def wrapper(self, module):
+        """paddle.DataParallel keeps each rank's buffers its own: nothing run.judge reads."""
+        return None
+
+    def to_tensor(self, array):
+        return self.paddle.to_tensor(np.array(array))
+
+    def check_not_compiled(self, module):
+        pass  # paddle.jit.to_static is refused where it is called (install)
+
+    def start_from_torch(self, model, given: dict, first):
+        """The model's weights set to the torch side's initial ones (given: the torch record), every Paddle key
+        filled, every shape equal, before the first is set; else one line. first: the script's first call
+        (compare.Arguments, torch's batch 0 in it), on which the model runs once for the pairing. Returns the pairing's calls
+        {torch call: Paddle call} and record keys {torch key: Paddle key} (compare.counterparts).
+        A tensor one side alone holds is no problem where the run shows it unused (its module not called by that
+        side's first forward) or the model fills it itself (a buffer, Paddle's position ids; a torch tensor without
+        a gradient): kept at that side's own value, named in the configuration (one_sided), the comparison
+        deciding. A torch name of a tied tensor (a head's weight tied to the embedding's: tied/ keys) is filled
+        through the name paired; tied on torch's side and two tensors on Paddle's is said (untied), and so is the
+        converse (untied_torch: torch's head a Linear of its own, Paddle's a matmul with the embedding's weight).
+        A Paddle module --layouts declares fused (paddlenlp's qkv_proj) pairs by its parts, each with a torch module,
+        and starts from their tensors joined as convert joins them (_join)."""
+        from portcheck.gradients.backward import _counterpart, renames
+        from portcheck.mapping.convert import CONFIGS_DIFFER, names_of_one_tensor
+        from portcheck.forward.compare import _Recorder, call, counterparts, eval_mode
+        from portcheck.mapping.pairing import ROOT, describe, module_of, pair, split_key
+        from portcheck.scripts.recorder import RUN, ties
+        from portcheck.core.errors import PipelineError
+        rec = _Recorder()
+        handles = rec.attach(model)
+        try:
+            with eval_mode(model), self.paddle.no_grad():
+                call(model, first, self.to_tensor)
+        finally:
+            for h in handles:
+                h.remove()
+        # each side's fused or packed modules seen as their parts (the torch side's marked in its record: TorchSide)
+        torch_trace = fused.cut({k: v for k, v in given.items() if k.startswith(("mod/", "out/", "in/", fused.KEY))},
+                                False)
+        specs = fused.specs(model, RUN.layouts)  # Paddle's fused modules: each part paired, the parts joined below
+        paddle_trace = fused.cut(fused.mark({**describe(model), **rec.arrays}, specs, model), False)
+        try:
+            paired = pair(torch_trace, paddle_trace)
+            modules = paired.modules()
+        except PipelineError as e:
+            raise RUN.refuse(f"its model does not pair with the torch model's: {e}")
+        renamed = renames(given)
+        params = model.state_dict()
+        state, problems, placed, said = {}, [], {}, set()  # said: Paddle keys a problem names already
+        tied, missing, unplaced = ties(given), [], []
+        ran = lambda trace: {module_of(split_key(k)[1]) for k in trace if k.startswith("out/")}
+        torch_ran, paddle_ran = ran(given), ran(rec.arrays)
+        # a packed module's parts never run (its forward reads them): used where it ran
+        torch_ran |= {p for p in fused.packed_parts(torch_trace) if p.rpartition(".")[0] in torch_ran}
+        module = lambda key: key.rpartition(".")[0] or ROOT
+        one_sided = {"torch": [], "paddle": [], "tied": []}
+        kinds = {k[4:].rpartition("/")[0]: k.rpartition("/")[2] for k in given if k.startswith("mod/")}
+
+        def untied(name):
+            """The torch Embedding weight a torch head's weight (a Linear's, [in, out] here) has the shape of, filled in
+            Paddle, where nothing Paddle holds takes the head's: Paddle computes its head from the embedding (a matmul
+            with its weight), torch holds the head apart. None otherwise."""
+            shape = given[f"state0/{name}"].shape
+            return next((k for k in placed if len(shape) == 2 and "Linear" in kinds.get(module(name), "")
+                         and "Embedding" in kinds.get(module(k), "") and given[f"state0/{k}"].shape == shape[::-1]),
+                        None)
+        parts = {}  # {Paddle part key (<fused module>.<part>.<tensor>): torch's value}, joined into the module's
+        for key in (k for k in given if k.startswith("state0/")):
+            target = _counterpart(key, modules, renamed).partition("/")[2]
+            if target not in params and module(module(target)) in specs:
+                parts[target], placed[key[7:]] = given[key], target
+                continue
+            if target not in params:
+                like = params.get(key[7:])  # the Paddle tensor of its name, which its shape kept from pairing
+                if like is None:
+                    missing.append(key[7:])
+                elif tuple(like.shape) == tuple(given[key].shape):  # the modules did not pair: their tensors differ
+                    problems.append(f"torch {key[7:]} and Paddle {key[7:]}, one shape, in modules that do not pair: "
+                                    "they hold other tensors (a bias on one side alone?)")
+                else:
+                    problems.append(f"torch {key[7:]} {list(given[key].shape)} vs Paddle {key[7:]} "
+                                    f"{list(like.shape)}: {CONFIGS_DIFFER}")
+                if like is not None:
+                    said.add(key[7:])
+                continue
+            value, want = given[key], params[target]
+            if tuple(value.shape) != tuple(want.shape):
+                problems.append(f"torch {key[7:]} {list(value.shape)} vs Paddle {target} {list(want.shape)}")
+            state[target], placed[key[7:]] = value, target
+        self.joins.clear()
+        problems += self._join(specs, parts, params, state, {p: t for t, p in placed.items() if p in parts}, said)
+        for name in missing:  # a tied name filled through another (the name its tie's module is paired under)
+            mates = {tied.get(name, name), *(a for a, f in tied.items() if f == tied.get(name, name))} - {name}
+            if any(m in placed for m in mates):
+                one_sided["tied"].append(name)
+            elif module(name) not in torch_ran or f"grad/{name}" not in given:
+                one_sided["torch"].append(name)
+            elif untied(name):
+                one_sided.setdefault("untied_torch", []).append([name, untied(name), placed[untied(name)]])
+            else:
+                problems.append(f"torch {name} has no Paddle counterpart")
+                unplaced.append(name)
+        same = names_of_one_tensor(params)
+        unfilled = [k for k in params if k not in said and not any(a in state for a in same[k])]
+        trained = {k for k, _ in model.named_parameters()}
+        idle = self._unused(model, first, unfilled) if unfilled else set()
+        one_sided["paddle"] = [k for k in unfilled if module(k) not in paddle_ran or k not in trained or k in idle]
+        unfilled_problems = [k for k in unfilled if k not in one_sided["paddle"]]
+        problems += [f"Paddle {k} no torch tensor fills" for k in unfilled_problems]
+        for alias, tie in tied.items():  # tied on torch's side, each name placed in a Paddle tensor of its own
+            if alias in placed and tie in placed and placed[tie] not in same[placed[alias]]:
+                one_sided.setdefault("untied", []).append([alias, tie, placed[alias], placed[tie]])
+        RUN.config["one_sided"] = one_sided
+        if problems:
+            # torch tensors left over and Paddle ones unfilled: perhaps one module against several, which no run infers
+            fused_hint = ". A module computing several of the other side's in one (q, k and v in one Linear) is " \
+                "declared with --layouts FILE (docs/run.md)" if unplaced and unfilled_problems else ""
+            # declared so, and its parts left unpaired: a part pairs with a module holding tensors of its shapes
+            lost = [f"{n}.{p}" for n, spec in specs.items() for p in spec.parts if f"{n}.{p}" not in modules.values()]
+            if lost:
+                fused_hint = f". --layouts declares Paddle's {', '.join(specs)} fused, and its part(s) " \
+                    f"{', '.join(lost)} pair with no torch module: each part holds its share of its module's tensors " \
+                    "(a bias on one side alone?)"
+            raise RUN.refuse(f"its model cannot start from the torch model's weights ({len(problems)} problem(s)): "
+                             + "; ".join(problems) + fused_hint + " [PC831]")
+        self.set_state(model, state)
+        self.placed = placed  # the kept layers' tensors are placed as the model's (start_kept), parts joined
+        return paired.pairs, counterparts(torch_trace, paddle_trace, paired), placed
+
+    def _join(self, specs: dict, parts: dict, params: dict, state: dict, torch_keys: dict, said: set) -> list:
+        """Each tensor of a Paddle fused module (specs: fused.specs) made of its parts' torch values (parts: {Paddle
+        part key: value}), as convert joins them (fused.join), into state; the joins made kept (self.joins: {Paddle
+        key: (Fused, [part keys])}). Returns the problems: a part's tensor no Paddle tensor takes, a join not of the
+        Paddle tensor's shape, each Paddle key named added to said. A tensor none of whose parts torch fills is left
+        unfilled (said as such)."""
+        problems, used = [], set()
+        for name, spec in specs.items():
+            for tensor in {k.rpartition(".")[2] for k in parts if k.rpartition(".")[0] in
+                           {f"{name}.{p}" for p in spec.parts}}:
+                keys, whole = [f"{name}.{p}.{tensor}" for p in spec.parts], f"{name}.{tensor}"
+                if whole not in params:
+                    continue
+                used.update(keys)
+                lost = [k.rpartition(".")[0] for k in keys if k not in parts]
+                if lost:
+                    said.add(whole)
+                    problems.append(f"Paddle {whole} no torch tensor fills whole: its part(s) {', '.join(lost)} "
+                                    "pair with no torch module")
+                    continue
+                value = fused.join(spec, [parts[k] for k in keys])
+                if value is None or tuple(value.shape) != tuple(params[whole].shape):
+                    said.add(whole)
+                    problems.append(f"torch {' + '.join(torch_keys[k] for k in keys)} "
+                                    f"{' + '.join(str(list(parts[k].shape)) for k in keys)} vs Paddle {whole} "
+                                    f"{list(params[whole].shape)} (its Fused: {len(spec.parts)} parts"
+                                    f"{f' of {spec.heads} heads' if spec.heads else ''})")
+                    continue
+                state[whole], self.joins[whole] = value, (spec, keys)
+        problems += [f"torch {torch_keys[k]} has no Paddle counterpart (Paddle {k.rpartition('.')[0]} pairs with its "
+                     f"module, and {k.rpartition('.')[0].rpartition('.')[0]} holds no {k.rpartition('.')[2]})"
+                     for k in parts if k not in used]
+        return problems
+
+    def _unused(self, model, first, keys) -> set:
+        """Of the parameters `keys` names, those no output of the model depends on (paddlenlp's BertModel computes its
+        pooler for a token classifier, which returns the sequence's logits alone): the gradient of its outputs' sum
+        reaches none of them. Its forward in eval mode, .grad untouched; none where Paddle cannot tell."""
+        from portcheck.forward.compare import call, eval_mode
+        paddle = self.paddle
+        with eval_mode(model):
+            out = call(model, first, self.to_tensor)
+        found = []
+        todo = [out]
+        while todo:
+            v = todo.pop()
+            if isinstance(v, paddle.Tensor):
+                if not v.stop_gradient and v.dtype in (paddle.float32, paddle.float64, paddle.float16, paddle.bfloat16):
+                    found.append(v)
+            elif isinstance(v, dict):
+                todo += list(v.values())
+            elif isinstance(v, (tuple, list)):
+                todo += list(v)
+            elif hasattr(v, "to_tuple"):  # a ModelOutput
+                todo += list(v.to_tuple())
+        named = [(k, p) for k, p in model.named_parameters() if k in keys and not p.stop_gradient]
+        if not found or not named:
+            return set()
+        try:
+            grads = paddle.grad(paddle.add_n([v.sum() for v in found]), [p for _, p in named], allow_unused=True)
+        except (RuntimeError, ValueError):  # a parameter Paddle's grad cannot reach (an RNN's weight storage)
+            return set()
+        return {k for (k, _), g in zip(named, grads) if g is None}
+
+    # the layers kept beside the model (recorder.kept_modules, Run.keep)
+    @property
+    def module_class(self):
+        return self.paddle.nn.Layer
+
+    def submodules(self, module) -> list:
+        return module.sublayers(include_self=True)
+
+    def is_tensor(self, value) -> bool:
+        return isinstance(value, self.paddle.Tensor)
+
+    def mark(self, tensor):
+        """state_dict()'s tensors are the model's own objects."""
+        return id(tensor)
+
+    def averaged(self, module):
+        return module
+
+    def start_kept(self, module, init: dict, widen: bool):
+        """A kept layer set to the torch side's (init: {torch key: value in Paddle's layout}), each tensor placed as
+        the model's was (start_from_torch), a fused module's parts joined as its were."""
+        state = {self.placed[k]: v for k, v in init.items() if k in self.placed}
+        for whole, (spec, keys) in self.joins.items():
+            if all(k in state for k in keys):
+                state[whole] = fused.join(spec, [state[k] for k in keys])
+        parts = {k for _, keys in self.joins.values() for k in keys}
+        self.set_state(module, {k: v for k, v in state.items() if k not in parts})
+
+    def placed_state(self, module, placed: dict) -> dict:
+        """{torch key: the Paddle tensor start_from_torch placed it in (placed), in Paddle's layout}: a fused module's
+        part its columns (self.joins), as the torch side holds it."""
+        state = self.paddle_layout_state(module)
+        for whole, (spec, keys) in self.joins.items():
+            for key, columns in zip(keys, spec.columns(state[whole].shape[-1])):
+                state[key] = np.ascontiguousarray(state[whole][..., columns])
+        return {k: state[p] for k, p in placed.items()}
+
+    def set_state(self, model, state: dict):
+        params = model.state_dict()
+        for k, v in state.items():
+            params[k].set_value(v.astype(params[k].numpy().dtype, copy=False))
+
+    def layout_keys(self, module) -> dict:
+        """Each fused module's parts, which the torch side's modules pair with (fused.mark): its record cut as run
+        judges it (fused.cut), as the torch side's is."""
+        from portcheck.scripts.recorder import RUN
+        return fused.mark({}, fused.specs(module, RUN.layouts), module)
+
+    def paddle_layout_state(self, module) -> dict:
+        return {k: np.array(v.numpy(), copy=True) for k, v in module.state_dict().items()}
+
+    def grads(self, module) -> dict:
+        from portcheck.gradients.backward import _paddle_grads
+        return _paddle_grads(module)
+
+    def norms(self) -> dict:
+        return {}
+
+    def lr(self, optimizer) -> float:
+        return float(optimizer.get_lr())
+
+    def lr_ahead(self, optimizer, schedulers, steps: int):
+        """TorchSide.lr_ahead's: a Paddle optimizer holds its schedule, which holds no parameter: copied whole."""
+        import copy
+        schedule = optimizer._learning_rate
+        if not isinstance(schedule, self.paddle.optimizer.lr.LRScheduler):
+            return [float(schedule)] * steps
+        if isinstance(schedule, self.paddle.optimizer.lr.ReduceOnPlateau):
+            return "stepped on a metric"
+        schedule, out = copy.deepcopy(schedule), []
+        for _ in range(steps):
+            schedule.step()
+            out.append(float(schedule()))
+        return out
+
+    def named_modules(self, model):
+        return model.named_sublayers(include_self=True)
+
+    def is_dropout(self, module) -> bool:
+        nn = self.paddle.nn
+        return isinstance(module, (nn.Dropout, nn.Dropout2D, nn.Dropout3D, nn.AlphaDropout))
+
+    def loss_class(self, module) -> str:
+        """A Paddle loss class's functional, by torch's name (recorder.LOSS_CLASSES; one it does not know: its own
+        name), else "". HuberLoss and SmoothL1Loss are Paddle's smooth_l1_loss (recorder.loss_settings)."""
+        kinds = [c for c in type(module).__mro__ if c.__module__ == "paddle.nn.layer.loss"]
+        if not kinds:
+            return ""
+        known = next((c.__name__ for c in kinds if c.__name__ in LOSS_CLASSES), None)
+        if known in ("SmoothL1Loss", "HuberLoss"):
+            return "smooth_l1_loss"
+        return self._paddle_name(LOSS_CLASSES[known]) if known else kinds[0].__name__
+
+    @staticmethod
+    def _paddle_name(torch_name: str) -> str:
+        from portcheck.scripts.recorder import LOSSES
+        return LOSSES[torch_name][0] or torch_name
+
+    def autocast(self):
+        """The dtype auto_cast computes in around the first forward, else None (on a CPU Paddle's is off)."""
+        tracer = self.paddle.base.framework._dygraph_tracer()
+        return None if str(tracer._amp_level).endswith("O0") else str(tracer._amp_dtype)
+
+    def module_config(self, model) -> dict:
+        """In torch's conventions: BatchNorm's momentum m is torch's 1 - m, GELU's approximation a string."""
+        nn = self.paddle.nn
+        from paddle.nn.layer.conv import _ConvNd
+        from paddle.nn.layer.norm import _BatchNormBase
+        return module_settings(model.named_sublayers(include_self=True), [
+            ((_BatchNormBase, nn.BatchNorm), lambda m: {"momentum": round(1 - float(m._momentum), 10),
+                                                        "eps": float(m._epsilon), "frozen": bool(
+                                                            not m.training if getattr(m, "_use_global_stats", None)
+                                                            is None else m._use_global_stats)}),
+            ((nn.Dropout, nn.Dropout2D, nn.Dropout3D), lambda m: {"p": float(m.p)}),
+            (nn.GELU, lambda m: {"approximate": "tanh" if m._approximate in (True, "tanh") else "none"}),
+            (nn.LayerNorm, lambda m: {"eps": float(m._epsilon), "bias": m.bias is not None}),
+            (nn.Linear, lambda m: {"bias": m.bias is not None}),
+            (_ConvNd, lambda m: {"bias": m.bias is not None, "padding_mode": m._padding_mode,
+                                 "stride": list(m._stride), "dilation": list(m._dilation), "groups": m._groups}),
+            (nn.Embedding, lambda m: {"padding_idx": m._padding_idx}),
+            (nn.LeakyReLU, lambda m: {"negative_slope": m._negative_slope})])
+
+    def optimizer_config(self, opt, model) -> dict:
+        family = type(opt).__name__.lower()
+        family = {"momentum": "sgd+momentum"}.get(family, family)
+        rate = opt._learning_rate
+        out = {"family": family, "lr": float(getattr(rate, "base_lr", rate))}
+        if hasattr(opt, "_beta1"):
+            out["betas"] = [float(opt._beta1), float(opt._beta2)]
+        if hasattr(opt, "_epsilon"):
+            out["eps"] = float(opt._epsilon)
+        if family == "sgd+momentum":
+            out["momentum"], out["nesterov"] = float(opt._momentum), bool(opt._use_nesterov)
+        if hasattr(opt, "_amsgrad"):
+            out["amsgrad"] = bool(opt._amsgrad)
+        # dict parameter groups: each group's own settings (AdamW's weight_decay, a float; Momentum's L2 decay as
+        # regularization_method and _coeff, a float or L2Decay taken into its update), the optimizer's otherwise
+        groups = {id(q): g for g in getattr(opt, "_param_groups", None) or () if isinstance(g, dict)
+                  for q in g.get("params", ())}
+        decay, held = {}, self.held_parameters([opt])
+        for key, p in model.named_parameters():
+            if id(p) not in held:  # a frozen layer's, another optimizer's
+                continue
+            group = groups.get(id(p), {})
+            if family == "adamw":
+                fun = opt._apply_decay_param_fun
+                given = group.get("weight_decay", opt._weight_decay)  # a regularizer here: Paddle's step refuses it
+                coeff = float(getattr(given, "_coeff", given)) if fun is None or fun(p.name) else 0.0
+                decay[key] = [coeff, "decoupled"]
+            else:
+                reg = p.regularizer or opt.regularization
+                decay[key] = [float(getattr(reg, "_coeff", 0.0)) if reg is not None else 0.0,
+                              "L1" if type(reg).__name__ == "L1Decay" else "L2"]
+                if reg is None and group.get("regularization_method", getattr(opt, "_regularization_method", "")) \
+                        == "l2_decay":
+                    # Momentum takes an L2 weight_decay (a float or L2Decay) into its own update, not as regularization
+                    decay[key] = [float(group.get("regularization_coeff", getattr(opt, "_regularization_coeff", 0.0))),
+                                  "L2"]
+        out["weight_decay"] = decay
+        clip = opt._grad_clip
+        if clip is not None:
+            from portcheck.scripts.recorder import RUN
+            kind = {"ClipGradByGlobalNorm": "global_norm", "ClipGradByNorm": "norm (each parameter)",
+                    "ClipGradByValue": "value"}.get(type(clip).__name__, type(clip).__name__)
+            RUN.clip(kind, getattr(clip, "clip_norm", getattr(clip, "max", float("nan"))),
+                     [key for key, p in model.named_parameters()  # Paddle's clip skips need_clip=False
+                      if id(p) in held and not p.stop_gradient and getattr(p, "need_clip", True)])
+        return out
+
+    def trainer_config(self, trainer) -> dict:
+        """paddlenlp's Trainer as it trains, as hooks_torch reads transformers' (runconfig.TRAINER). paddlenlp 2.8
+        builds no label smoother (label_smoothing_factor is read by nothing); its warmup is warmup_steps, else
+        int(warmup_ratio x steps), as its create_scheduler computes it."""
+        args, steps = trainer.args, int(trainer.state.max_steps)
+        smoother = getattr(trainer, "label_smoother", None)
+        warmup = args.warmup_steps if args.warmup_steps > 0 else int(args.warmup_ratio * steps)
+        return {"label_smoothing": float(smoother.epsilon) if smoother is not None else 0.0, "max_steps": steps,
+                "gradient_accumulation_steps": int(args.gradient_accumulation_steps),
+                "dataloader_drop_last": bool(args.dataloader_drop_last),
+                "lr_scheduler_type": str(getattr(args.lr_scheduler_type, "value", args.lr_scheduler_type)),
+                "warmup_steps": int(warmup)}
+
+    def end_workers(self):
+        """A DataLoader's worker processes ended before the recorder stops the script (os._exit runs no cleanup):
+        blocked on a full queue, they outlive it otherwise."""
+        for loader in list(self.loaders):
+            for worker in getattr(loader, "_workers", ()):
+                if worker.is_alive():
+                    worker.terminate()
+
+    # ------------------------------------------------------------------ wrapping
+    def install(self, run):
+        paddle = self.paddle
+        F = paddle.nn.functional
+        wrap_framework(run, paddle.nn.Layer, paddle.Tensor, F, _loss)
+        base = paddle.optimizer.Optimizer
+        stepping = []  # a subclass's step calling its parent's is one step
+
+        def wrap(step):
+            @functools.wraps(step)
+            def optimizer_step(opt, *args, **kwargs):
+                if stepping:
+                    return step(opt, *args, **kwargs)
+                stepping.append(opt)
+                try:
+                    run.before_step(opt)
+                    out = step(opt, *args, **kwargs)
+                finally:
+                    stepping.pop()
+                run.after_step(opt)
+                return out
+            return optimizer_step
+        classes, todo = [], [base]
+        while todo:
+            cls = todo.pop()
+            classes.append(cls)
+            todo += cls.__subclasses__()
+        for cls in classes:
+            if "step" in cls.__dict__:
+                cls.step = wrap(cls.__dict__["step"])
+            if "__init__" in cls.__dict__:  # AdamW's __init__ does not call Optimizer's: each class's own
+                cls.__init__ = registering(run, cls.__dict__["__init__"])
+
+        def to_static(*args, **kwargs):
+            raise run.refuse("it compiles its model (paddle.jit.to_static): run it in dynamic mode for the check "
+                             "[PC829]")
+        paddle.jit.to_static = to_static
+        for where, name in ((paddle, "seed"), (np.random, "seed"), (random, "seed")):
+            seeded(run, where, name, f"{where.__name__}.{name}")
+        # the samplers that shuffle draw the torch side's indices (Run.order): DataLoader(shuffle=True)'s and
+        # paddlenlp's Trainer's BatchSampler(shuffle=True) draw through a RandomSampler; DistributedBatchSampler
+        # shuffles its own indices, batched here as it batches them
+        io = paddle.io
+        sampling(run, io.RandomSampler, "RandomSampler", lambda s: len(s.data_source),
+                 lambda s: range(len(s.data_source)))
+        sampling(run, io.SubsetRandomSampler, "SubsetRandomSampler", lambda s: len(s.indices), lambda s: set(s.indices))
+        batches = io.DistributedBatchSampler.__iter__
+
+        @functools.wraps(batches)
+        def distributed(s):
+            if not s.shuffle:
+                return batches(s)
+            drawn = (i for batch in batches(s) for i in batch)
+            return _batched(run.order("DistributedBatchSampler(shuffle=True)", len(s.dataset), drawn,
+                                      range(len(s.dataset))), s.batch_size * s._acc_steps, s.drop_last)
+        io.DistributedBatchSampler.__iter__ = distributed
+        from paddle.io.dataloader.dataloader_iter import _DataLoaderIterMultiProcess as multi
+        start = multi.__init__
+
+        @functools.wraps(start)
+        def workers(loader, *args, **kwargs):
+            self.loaders.add(loader)
+            start(loader, *args, **kwargs)
+        multi.__init__ = workers
+
+
+def _batched(indices, size: int, drop_last: bool):
+    batch = []
+    for i in indices:
+        batch.append(i)
+        if len(batch) == size:
+            yield batch
+            batch = []
+    if batch and not drop_last:
+        yield batch
+
+
+def _loss(run, name, fn):
+    return loss_wrapper(run, name, fn, True)

@@ -1,0 +1,875 @@
+"""`python -m portcheck run --torch "CMD" --paddle "CMD" [--steps N] [--out DIR]`: a user's two training scripts,
+unedited, checked as the guide's Steps 1-4 check a port.
+
+    python -m portcheck run --torch "python train.py --lr 3e-3" --paddle "/path/pd-venv/bin/python train_pd.py"
+
+Each CMD's first word is a Python interpreter (one venv per side works; this library is put on its path, numpy is
+all it needs there) or a launcher it runs; portcheck.recorder is injected at its start
+(scripts/inject/sitecustomize.py on its PYTHONPATH). Under a launcher (torchrun, python -m
+paddle.distributed.launch: ranks) each rank records in DIR/rank<r> and is judged against the other side's rank r. Four runs of the first N optimizer steps (default 3):
+  torch     the torch script as it is, Dropout off: its root model, first forward (every module), loss, lr,
+            gradients, weights after each step, the batches and targets it fed;
+  paddle    the Paddle script, its model started from torch's initial weights (paired with no map), its samplers
+            drawing torch's order, fed torch's batches and targets (each forward call's, each loss call's), Dropout
+            off; the batches and targets it would have fed are judged apart (data);
+  torch64   the torch script again, its model in float64 from the same initial weights and batches: torch's own
+            error, the yardstick of the measured rule (portcheck/calibrated.py);
+  moved     the torch script again in float32 from those weights moved one ulp, with other threads (one run per
+            backward.AGAINST_ITSELF): torch against itself, which the steps are also allowed calibrated.SPREAD x,
+            as compare_backward allows it.
+A fifth run, only where the steps are red and Paddle's forward (the first or a later step's) put values within torch's
+rounding of 0 on the other side of 0 than torch's (a kink crossed: backward.crossings, from the near<i>/ keys both
+sides record in every forward):
+  taking    the torch script again from its initial weights, fed its batches, taking Paddle's side of 0 at exactly
+            those values (backward._taking; DIR/taking/crossed.json), judged as compare_backward judges it
+            (backward.judged): at the first forward's kinks it stands for torch's run (on_paddles_branch; its values
+            of bp_align handed in as diagnostics/bp_align_branch_torch.npy), at a later step's it is torch against
+            itself, allowed calibrated.SPREAD x (bp_align_taken_torch.npy); a launched run is judged without it.
+What the script keeps beside its model (an EMA copy: recorder's Run.keep) starts on every side from torch's and is
+judged per step as the weights are (kept), its change digested in bp_align.
+The first forward is judged cumulative (each side on its own values) and isolated (every paired module on torch's
+recorded values, portcheck.isolate: every module whose own computation differs is named).
+Then the configuration is compared (portcheck.runconfig: every difference one line), the records judged as
+judge_backward judges them, and the guide's pairs written to DIR/log_reprod (forward, data, loss, lr,
+bp_align) with both sides' configuration records (config: runconfig.hand_in), which `python -m portcheck check
+DIR/log_reprod --only config,forward,data,loss,lr,bp_align` re-derives.
+Exit 0 when the configuration agrees and every pair is green, 1 otherwise, 2 for bad input or a script that
+cannot be recorded (one line naming the side).
+Each script runs in a process group of its own (a session), ended with it: what it started (a DataLoader's workers,
+a monitor) does not outlive it; Ctrl-C (130), SIGTERM and SIGHUP (128 + the signal) to `portcheck run` end the
+scripts' groups too, with one line. A rerun into a DIR of ours first removes the previous run's records and
+hand-in (handed_in), so that a check of the folder never judges an earlier run after a failed one. As each side's
+group ends its folder is sealed (Sealed: digested, read-only while the run lasts); a record changed after is red,
+naming it (docs/guarantees.md: what recording inside the scripts can and cannot prove).
+"""
+import contextlib
+import hashlib
+import io
+import json
+import os
+import re
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+
+
+from portcheck.pipeline import data as data_pairs
+from portcheck.mapping import fused
+from portcheck.pipeline import handin
+from portcheck.core import record
+from portcheck.core import report
+from portcheck.scripts import runconfig
+from portcheck.gradients.backward import AGAINST_ITSELF, KEPT, MOVED, RUNNING, TAKING_KEYS, against_itself, renames
+from portcheck.forward.compare import F64, ROOT
+from portcheck.core.errors import PipelineError, fail
+from portcheck.core.fileio import atomic_write, load_npy, open_regular, writable
+from portcheck.core.report import DIAGNOSTICS
+from portcheck.scripts.recorder import BATCH, CROSSED, INIT, RECORD, SETTINGS, STATUS, TARGET, crossed_file
+
+MARK = ".portcheck_run"   # in DIR: the folder is ours, a rerun may replace what is in it
+DIGESTS = "records.sha256"  # in DIR: each finished side's files as Sealed digested them (sha256sum -c reads it)
+# torch's runs against itself, one per backward.AGAINST_ITSELF (its index the recorder's "against")
+MOVED_SIDES = tuple(f"moved{i + 1}" if i else "moved" for i in range(len(AGAINST_ITSELF)))
+SIDES = (("torch", "torch"), ("paddle", "paddle"), ("torch64", "torch"),  # torch64 reads Paddle's pairing
+         *((side, "torch") for side in MOVED_SIDES))
+TAKING = "taking"  # the fifth run's side (taking_run): made only for a red run crossing a kink
+PAIRS = ("forward", "data", "loss", "lr", "bp_align")
+INJECT = Path(__file__).resolve().parent / "inject"
+LIB = Path(__file__).resolve().parents[2]
+LAUNCHERS = ("torchrun", "torch.distributed.run", "torch.distributed.launch", "paddle.distributed.launch")  # run.ranks
+GRACE = 5  # seconds a script's process group is given to end on a signal before it is killed
+STOPPING = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGHUP") if hasattr(signal, name))
+
+
+def add_parser(sub):
+    p = sub.add_parser("run", help="check two unedited training scripts, torch and Paddle", allow_abbrev=False,
+                       description=__doc__, formatter_class=__import__("argparse").RawDescriptionHelpFormatter)
+    p.add_argument("--torch", required=True, metavar="CMD", help='the torch script\'s command, e.g. "python train.py"')
+    p.add_argument("--paddle", required=True, metavar="CMD", help="the Paddle script's command")
+    p.add_argument("--steps", type=int, default=3, help="optimizer steps recorded on each side (default 3)")
+    p.add_argument("--full", action="store_true", help="then both scripts to their end from torch's initial weights "
+                   "(their own batches, Dropout on): Step 5's train_align, judged by portcheck.training")
+    p.add_argument("--metric", metavar="REGEX", help="--full: a printed line's metric, group 1 its name, group 2 its "
+                   "value (default: acc, accuracy, f1 forms such as 'acc 0.97', 'val_accuracy: 0.9')")
+    p.add_argument("--out", type=Path, default=Path("portcheck_run"), help="the folder the records and the "
+                   "hand-in go to (default ./portcheck_run; a folder of someone else's is refused)")
+    p.add_argument("--layouts", type=Path, metavar="FILE", help="a JSON file of the layouts the library's calls take "
+                   "(layouts=): a fused module's parts, {\"c_attn\": {\"fused\": [\"q\", \"k\", \"v\"]}}; torch's "
+                   "packed attention needs none (docs/run.md)")
+    return p
+
+
+def command(text: str, side: str) -> list:
+    """A CMD as argv, its first word a Python interpreter that can import this library, or a script one runs (its
+    #! line names it: torchrun's console script)."""
+    try:
+        argv = shlex.split(text)
+    except ValueError as e:
+        raise PipelineError(f"--{side} {text!r}: {e}; quote it as a shell would [PC811]") from None
+    if not argv:
+        raise PipelineError(f"--{side} is empty: give the command that runs the script, e.g. \"python train.py\" "
+                            "[PC800]")
+    exe = shutil.which(argv[0])
+    if exe is None:
+        raise PipelineError(f"--{side}: {argv[0]!r} is not found: the command's first word is a Python interpreter "
+                            "[PC801]")
+    try:
+        probe = subprocess.run([interpreter(exe), "-c",
+                                "import sys, portcheck.scripts.recorder; print('portcheck-ok')"],
+                               env=environment({}), capture_output=True, text=True, timeout=120)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        raise PipelineError(f"--{side}: {argv[0]!r} is not a Python interpreter ({e}) [PC812]") from None
+    if "portcheck-ok" not in probe.stdout:
+        missing = re.search(r"No module named '([\w.]+)'", probe.stderr)
+        if missing:  # the library itself is on its path (environment): what it imports is not in that venv
+            raise PipelineError(f"--{side}: {argv[0]} cannot import portcheck's recorder (no module named "
+                                f"{missing.group(1)!r}): install the library's requirements in that interpreter's "
+                                f"environment ({Path(interpreter(exe)).parent / 'pip'} install "
+                                f"{missing.group(1).split('.')[0]}, or pip install -e lib from this repository) "
+                                "[PC813]")
+        raise PipelineError(f"--{side}: {argv[0]!r} is not a Python interpreter: the command's first word is one "
+                            "(python, /path/venv/bin/python) or a launcher it runs (torchrun) [PC802]")
+    return [exe, *argv[1:]]
+
+
+def interpreter(exe: str) -> str:
+    """The Python that runs exe: a script's #! line's where that is a Python (torchrun is a console script of its
+    venv's Python), else exe itself (a shell script that runs one: pyenv's `python` shim, #!/usr/bin/env bash)."""
+    with open(exe, "rb") as f:
+        head = f.readline(512)
+    words = head[2:].decode(errors="replace").split() if head.startswith(b"#!") else []
+    if words[:1] and Path(words[0]).name == "env":
+        words = [shutil.which(words[1]) or words[1]] if len(words) > 1 else []
+    return words[0] if words and Path(words[0]).name.startswith(("python", "pypy")) else exe
+
+
+def launcher(argv: list) -> bool:
+    """The command starts a launcher (torchrun, python -m paddle.distributed.launch): each of its workers is a rank."""
+    if Path(argv[0]).name in LAUNCHERS:
+        return True
+    words = iter(argv[1:])
+    for w in words:  # the interpreter's options, up to -m's module or the script
+        if w == "-m":
+            return next(words, None) in LAUNCHERS
+        if not w.startswith("-"):
+            return False
+        if w in ("-X", "-W"):
+            next(words, None)
+    return False
+
+
+def environment(settings: dict) -> dict:
+    path = os.pathsep.join([str(INJECT), str(LIB), *filter(None, [os.environ.get("PYTHONPATH")])])
+    env = dict(os.environ, PYTHONPATH=path)
+    if settings:
+        env[SETTINGS] = json.dumps(settings)
+    return env
+
+
+def prepare(out: Path):
+    """DIR created, or one of ours emptied of a previous run's records and hand-in (handed_in); someone else's is
+    refused, and so is a file, a link (DIR itself, a folder in it, a file we write) or a folder on the way that is a
+    file: one line, before anything is written."""
+    writable(out, folder=True)
+    if out.is_dir() and any(out.iterdir()) and not (out / MARK).is_file():
+        raise PipelineError(f"--out {out} is not empty and was not written by `portcheck run`: give a new folder "
+                            "[PC803]")
+    released(out)  # a killed run's sealed folders (Sealed): ours to clear
+    sides = [out / side for side, _ in SIDES] + [out / TAKING]
+    for folder in [*sides, *handed_in_folders(out)]:
+        writable(folder, folder=True)
+    records = [folder / name for folder in sides for name in (RECORD, STATUS, INIT, CROSSED)]
+    for f in [out / MARK, out / DIGESTS, *records]:
+        writable(f)
+    for folder in sides[:-1]:
+        folder.mkdir(parents=True, exist_ok=True)
+    atomic_write(out / MARK, lambda tmp: Path(tmp).write_text("written by python -m portcheck run\n"))
+    for f in [out / DIGESTS, *records, *handed_in(out)]:
+        if f.is_file() and not f.is_symlink():  # a previous run's, never read as this one's
+            f.unlink()
+
+
+def handed_in_folders(out: Path) -> list:
+    """The folders a run hands in to (each rank's, under a launcher): DIR/pairs, DIR/log_reprod and its diagnostics/,
+    DIR/full."""
+    tops = [out, *(f for f in sorted(out.glob("rank*")) if f.name[4:].isdigit() and not f.is_symlink())]
+    return [top / sub for top in tops for sub in ("pairs", "log_reprod", f"log_reprod/{report.DIAGNOSTICS}", "full")]
+
+
+def handed_in(out: Path) -> list:
+    """The files a previous run of ours handed in to DIR (handed_in_folders), each named as handin and training name
+    what they write (a file of another name, or a link, is left as it is): removed before a rerun (prepare), so
+    that `check` of DIR/log_reprod never judges an earlier run's pairs after a failed one."""
+    from portcheck.pipeline import training
+    made = []
+    for pair in (*PAIRS, training.PAIR):
+        made += [*handin._handed_in(Path(), pair), *handin._diagnostics(Path(), pair), Path(f"{pair}{handin.PLOT}")]
+    made += [Path(f"{name}_{fw}.npy") for name in (training.LOG, training.OWN) for fw in ("torch", "paddle")]
+    made += [Path(training.PLOT), *(Path(f"{STATUS[:-5]}_{fw}.json") for fw in ("torch", "paddle"))]
+    names = {f.name for f in made} | {record.path_for(f).name for f in made if f.suffix == ".npy"} | \
+        {report.verdict_path(f).name for f in made if f.name.endswith("_diff.log")}
+    return [folder / name for folder in handed_in_folders(out) for name in sorted(names)
+            if (folder / name).is_file() and not (folder / name).is_symlink()]
+
+
+class Sealed:
+    """The records of the sides that ended, as this process saw them when each side's process group ended: every
+    file in the side's folder digested (sha256, kept here and listed in DIR/records.sha256), the folder made
+    read-only while the run lasts (released at its end). A process the script started outside its group (setsid)
+    can outlive it and write there (making the folder writable again: it runs as the same user); changed() names
+    what it changed, and judge is red on it before anything is judged or handed in (docs/guarantees.md)."""
+
+    def __init__(self, out: Path):
+        self.out, self.digests = out, {}  # {file: (the side's script as SAID says it, sha256)}
+
+    def side(self, folder: Path, said: str):
+        for f in sorted(folder.iterdir()) if folder.is_dir() and not folder.is_symlink() else ():
+            if f.is_file() and not f.is_symlink():
+                self.digests[f] = (said, digest(f))
+                with contextlib.suppress(OSError):
+                    f.chmod(f.stat().st_mode & ~0o222)
+        if folder.is_dir() and not folder.is_symlink():
+            with contextlib.suppress(OSError):
+                folder.chmod(folder.stat().st_mode & ~0o222)
+        lines = [f"{h}  {f.relative_to(self.out).as_posix()}\n" for f, (_, h) in self.digests.items()]
+        atomic_write(self.out / DIGESTS, lambda tmp: Path(tmp).write_text("".join(lines)))
+
+    def changed(self) -> str:
+        """The first sealed file changed since its side ended, said in one line; "" where none is."""
+        for f, (said, kept) in self.digests.items():
+            now = digest(f)
+            if now != kept:
+                how = "was removed or replaced by what is not a file" if now is None else "was changed"
+                return (f"{f} {how} after {said} ended (a process it started outlived it and wrote there): these "
+                        "records are not that run's, nothing is judged; end what the script starts with it, then "
+                        "run again")
+        return ""
+
+
+def digest(path: Path):
+    """A regular file's sha256, None where there is none (a link, a FIFO put in its place, nothing)."""
+    h = hashlib.sha256()
+    try:
+        with open_regular(path, follow=False) as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                h.update(block)
+    except OSError:
+        return None
+    return h.hexdigest()
+
+
+def released(out: Path):
+    """The side folders a run of ours sealed (Sealed) writable again, and their files: at the run's end, and before
+    a rerun clears them (a killed run left them read-only). Links are left as they are."""
+    tops = [out, *(f for f in out.glob("rank*") if f.name[4:].isdigit() and f.is_dir() and not f.is_symlink())]
+    for folder in (top / side for top in tops for side in (*(s for s, _ in SIDES), TAKING)):
+        if folder.is_dir() and not folder.is_symlink():
+            with contextlib.suppress(OSError):  # not ours to change: its own line comes where it is written
+                folder.chmod(folder.stat().st_mode | 0o700)
+                for f in folder.iterdir():
+                    if f.is_file() and not f.is_symlink():
+                        f.chmod(f.stat().st_mode | 0o200)
+
+
+SAID = {"torch": "torch", "torch64": "torch (its float64 run)", "paddle": "Paddle",
+        **{side: "torch (its run against itself)" for side in MOVED_SIDES},
+        TAKING: "torch (its run taking Paddle's side of a kink crossed)"}
+
+
+def launch(side: str, argv: list, out: Path, steps: int, folders, **settings) -> int:
+    """One side's script with the recorder injected, after its folders' previous records are removed (never read
+    as this run's); its exit code."""
+    print(f"\n$ {shlex.join(argv)}   # portcheck run: the {side} side, {steps} step(s)", flush=True)
+    for folder in folders:
+        with contextlib.suppress(OSError):  # sealed by an earlier run in this process (Sealed)
+            folder.chmod(folder.stat().st_mode | 0o700)
+        for name in (RECORD, STATUS, INIT):
+            if (folder / name).is_file() and not (folder / name).is_symlink():
+                (folder / name).unlink()
+    return script(argv, environment({**side_settings(side, out, steps), **settings}))
+
+
+class Stopped(BaseException):
+    """SIGTERM or SIGHUP to `portcheck run` (STOPPING): raised where it runs, as Ctrl-C raises KeyboardInterrupt (an
+    `except Exception` on the way does not take it for an error)."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+
+
+def stopped(signum, frame):
+    raise Stopped(signum)
+
+
+def script(argv: list, env: dict) -> int:
+    """A script run in a session of its own, its exit code; its process group is ended with it (killed): what it
+    started (a DataLoader's workers left by the recorder's exit, a monitor) does not outlive it. Ctrl-C or a Stopped
+    signal to `portcheck run` is passed on to the group, given GRACE seconds to end."""
+    proc = subprocess.Popen(argv, env=env, start_new_session=True)
+    try:
+        return proc.wait()
+    except BaseException as e:  # noqa: BLE001 - Ctrl-C, a Stopped signal: passed on, then raised on
+        signal_group(proc.pid, e.signum if isinstance(e, Stopped) else signal.SIGINT)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=GRACE)
+        raise
+    finally:
+        signal_group(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
+def signal_group(pgid: int, signum: int):
+    with contextlib.suppress(ProcessLookupError, PermissionError):  # nothing left in it
+        os.killpg(pgid, signum)
+
+
+def side_settings(side: str, out: Path, steps: int) -> dict:
+    """A side's recorder settings (recorder.SETTINGS): its records in out/side, torch's read from out/torch (absolute:
+    a script may change directory)."""
+    out = out.absolute()
+    return {"side": side, "steps": steps, "out": str(out / side), "torch_dir": str(out / "torch"),
+            **({"against": MOVED_SIDES.index(side)} if side in MOVED_SIDES else {})}
+
+
+def run_side(side: str, argv: list, out: Path, steps: int, sealed: Sealed = None, **settings) -> dict:
+    """One side's script, one process; its status (steps taken, configuration). sealed: its folder sealed as the
+    script's process group ended; settings: the run's own (layouts)."""
+    code = launch(side, argv, out, steps, [out / side], **settings)
+    if sealed is not None:
+        sealed.side(out / side, f"the {SAID[side]} script")
+    return status_of(f"the {SAID[side]} script", out / side, code, steps)
+
+
+LAYOUTS_MAX = 1 << 15  # bytes of a --layouts file read: a few lines per module type; the sides take it in an
+# environment variable (recorder.SETTINGS), which Linux holds to 128 KiB (json.dumps may write a character in 6)
+
+
+def read_layouts(path: Path) -> dict:
+    """The run's settings from --layouts FILE: {"layouts": its declarations} (fused.from_json checks them; each side's
+    recorder reads them as the API's layouts), {} without one. A file that is not one: one line."""
+    if path is None:
+        return {}
+    from portcheck.mapping.fused import from_json
+    try:
+        with open_regular(path) as f:
+            text = f.read(LAYOUTS_MAX + 1)
+        if len(text) > LAYOUTS_MAX:
+            raise ValueError(f"larger than {LAYOUTS_MAX} bytes")
+        data = json.loads(text)
+    except (OSError, ValueError, RecursionError) as e:
+        raise PipelineError(f"--layouts {path}: cannot be read as JSON ({e}): give a file holding one JSON object, "
+                            "{\"c_attn\": {\"fused\": [\"q\", \"k\", \"v\"]}} [PC814]") from None
+    from_json(data, f"--layouts {path}")
+    return {"layouts": data}
+
+
+def taking_run(argv: list, out: Path, steps: int, crossed: list, sealed: Sealed = None, **settings) -> dict:
+    """backward.judged's again(crossed): the torch script once more from torch's initial weights, fed its batches,
+    taking Paddle's side of 0 at each crossed value (recorder's "taking" side; the values handed over as
+    DIR/taking/crossed.json); its record's keys judged reads (backward.TAKING_KEYS: the gradients, which the first
+    forward's kinks move, and what judge_backward reads of a run against itself), with the update digests bp_align
+    carries (with_updates), for on_paddles_branch and take."""
+    (out / TAKING).mkdir(exist_ok=True)
+    crossed_file(out / TAKING / CROSSED, crossed)
+    run_side(TAKING, argv, out, steps, sealed, **settings)
+    return {k: v for k, v in with_updates(load_npy(out / TAKING / RECORD), steps).items() if k.startswith(TAKING_KEYS)}
+
+
+def run_ranks(side: str, argv: list, out: Path, steps: int, launched: bool, sealed: Sealed = None,
+              **settings) -> dict:
+    """One side of a launched run: each rank (env RANK, PADDLE_TRAINER_ID; a one-process command is rank 0)
+    records in DIR/rank<r>/<side>. {rank: its status}."""
+    ranked = lambda: {int(f.parent.name[4:]): f for f in out.glob(f"rank*/{side}") if f.parent.name[4:].isdigit()}
+    code = launch(side, argv, out, steps, ranked().values(), ranked=True, launcher=launched, **settings)
+    for r, f in ranked().items() if sealed is not None else ():
+        sealed.side(f, f"the {SAID[side]} script's rank {r}")
+    found = {r: f for r, f in ranked().items() if (f / STATUS).is_file()}
+    if not found:
+        status_of(f"the {SAID[side]} script", out / side, code, steps)  # nothing recorded: it says why
+    statuses = {r: status_of(f"the {SAID[side]} script's rank {r}", f, code, steps) for r, f in sorted(found.items())}
+    world = max(s.get("world", 1) for s in statuses.values())
+    missing = sorted(set(range(world)) - set(statuses))
+    if missing:
+        raise PipelineError(f"the {SAID[side]} script's rank(s) {', '.join(map(str, missing))} of {world} recorded "
+                            f"nothing (exit {code}; the launcher's log above or in its log folder) [PC804]")
+    return statuses
+
+
+def status_of(said: str, folder: Path, code: int, steps: int) -> dict:
+    """A side's (or rank's) status.json, or the one line saying why it cannot be checked."""
+    status = read_status(folder / STATUS, said)
+    fields = {"steps": int, "root": (str, type(None)), "config": dict, "error": (str, type(None)), "world": int}
+    for key, kind in fields.items() if status is not None else ():  # written by another process: its fields' types
+        if key in status and (not isinstance(status[key], kind) or isinstance(status[key], bool)) or \
+                key not in status and key != "world":
+            raise PipelineError(f"{said}: its {STATUS} is not the one portcheck's recorder writes ({key!r} is "
+                                f"{type(status[key]).__name__ if key in status else 'missing'}): the script or a "
+                                "process it started wrote it; run it again [PC815]")
+    if status and status.get("error"):
+        raise PipelineError(f"{said} cannot be checked: {status['error']}")
+    if status is None:
+        raise PipelineError(f"{said} left no record (exit {code}): portcheck's recorder did not start in its "
+                            "interpreter (an 'Error in sitecustomize' line above says why) or the process was killed "
+                            "[PC806]")
+    if status.get("root") is None:
+        if code:
+            raise PipelineError(f"{said} crashed (exit {code}; its traceback above) before it trained [PC816]")
+        raise PipelineError(f"{said} never called a model whose parameters an optimizer holds (all or some), in "
+                            "train mode with gradients on: it must train a model (model.train(), "
+                            "forward, loss.backward(), optimizer.step()) [PC807]")
+    if status["steps"] < steps:
+        if code:
+            raise PipelineError(f"{said} crashed (exit {code}; its traceback above) after "
+                                f"{status['steps']} of {steps} step(s) [PC817]")
+        raise PipelineError(f"{said} ended after {status['steps']} optimizer step(s), before the {steps} "
+                            f"asked: give --steps {max(1, status['steps'])} or a longer run [PC808]")
+    return status
+
+
+def read_status(path: Path, said: str):
+    """A status file the recorder wrote (a dict), None where there is none; anything else one line."""
+    if not os.path.lexists(path):
+        return None
+    try:
+        with open_regular(path, follow=False) as f:
+            status = json.loads(f.read(1 << 24))
+        if not isinstance(status, dict):
+            raise ValueError(f"a {type(status).__name__}, not the recorder's dict")
+        return status
+    except (OSError, ValueError) as e:
+        raise PipelineError(f"{said}: its {path.name} is not the one portcheck's recorder writes ({e}): the script or "
+                            "a process it started wrote it; run it again [PC818]") from None
+
+
+def merged(torch_record: dict, float64: dict) -> dict:
+    """The torch record with its float64 run's values under compare.F64, as record_backward keeps them."""
+    kinds = ("out/", "in/", "grad/", "loss/", "lr/", "state", KEPT)
+    return {**torch_record, **{F64 + k: v for k, v in float64.items() if k.startswith(kinds)}}
+
+
+def with_updates(rec: dict, steps: int) -> dict:
+    """The record with each step's update digests (backward.updates: weights/<i>; backward.running_means: running/<i>
+    where BatchNorm's running means are; KEPT/<i> where the script keeps modules beside the model; and its float64
+    run's), from the weights and buffers the recorder keeps after every step (state<i>/, state0 the initial ones):
+    what handin.bp_align hands in."""
+    from portcheck.gradients.backward import running_means, updates
+    out = dict(rec)
+    for prefix in ("", F64):
+        states = [{k.partition("/")[2]: v for k, v in rec.items() if k.startswith(f"{prefix}state{i}/")}
+                  for i in range(steps + 1)]
+        if all(states):
+            out.update({f"{prefix}weights/{i}": updates(states[i], states[i + 1]) for i in range(steps)})
+            means = [running_means(states[i], states[i + 1]) for i in range(steps)]
+            out.update({f"{prefix}{RUNNING}{i}": m for i, m in enumerate(means) if m.size})
+        # the modules the script keeps beside the model (KEPT<i>: as step i + 1 starts), each step's change digested
+        kept_states = [{k.partition("/")[2]: v for k, v in rec.items() if k.startswith(f"{prefix}{KEPT}{i}/")}
+                       for i in range(steps)]
+        out.update({f"{prefix}{KEPT}/{i}": updates(kept_states[i - 1], kept_states[i]) for i in range(1, steps)
+                    if kept_states[i]})
+    return out
+
+
+FED = re.compile(f"^({re.escape(BATCH)}|{re.escape(TARGET)})(\\d+)")  # root call c's batch, loss call j's target
+
+
+def batches(rec: dict, calls: dict = None) -> dict:
+    """The batches and targets a side fed, as the data pair holds them; calls: {BATCH: c, TARGET: j}, those of the
+    first c root calls and j loss calls only."""
+    return {k: v for k, v in rec.items() if (m := FED.match(k)) and (calls is None or int(m[2]) < calls[m[1]])}
+
+
+def common_batches(t: dict, p: dict, statuses: dict) -> tuple:
+    """The two sides' batches; where one side accumulates gradients and the other does not (or over another count:
+    its one configuration line, runconfig.accumulation) the calls both made, not a data difference."""
+    if not runconfig.accumulation(statuses["torch"]["config"], statuses["paddle"]["config"]):
+        return batches(t), batches(p)
+    made = lambda rec: {kind: 1 + max((int(m[2]) for m in map(FED.match, rec) if m and m[1] == kind), default=-1)
+                        for kind in (BATCH, TARGET)}
+    both = {kind: min(a, b) for (kind, a), b in zip(made(t).items(), made(p).values())}
+    return batches(t, both), batches(p, both)
+
+
+def order_lines(torch_config: dict, paddle_config: dict, steps: int) -> list:
+    """What each framework sampler's order became (recorder.Run.order): one line each, the same said once."""
+    t, p = torch_config.get("orders") or [], paddle_config.get("orders") or []
+    lines = [f"Paddle's {s['sampler']} given torch's {s['torch']} order for the {steps} step(s)" if s.get("torch")
+             else f"Paddle's {s['sampler']} drew its own order: {s.get('kept')}" for s in p]
+    lines += [f"torch's {s['sampler']} order given to no Paddle sampler: the Paddle script draws its order without "
+              "paddle.io's samplers (its own shuffle is judged as it is)" for s in t[len(p):]]
+    return list(dict.fromkeys(lines))
+
+
+def isolated(forward, t: dict, t64: dict, p: dict, statuses: dict):
+    """forward.isolated: every paired module's own computation on torch's recorded values (the recorders'
+    isolate.forced_run, iso/ keys), each held to torch's own error for that computation, as isolate.judge holds it."""
+    from portcheck.forward.compare import judge_one
+    from portcheck.forward.isolate import _judged, _name
+    said = {side: statuses[side]["config"].get("isolated") for side in ("paddle", "torch64")}
+    forward.isolation_stopped = {side: why for side, why in said.items() if why != "run"}
+    forward.parents = statuses["torch64"]["config"].get("parents") or {}
+    forward.isolated = []
+    for t_key, p_key in forward.counterparts.items():
+        a, ref, b = _judged(t_key, t), t64.get(f"iso/{t_key}"), p.get(f"iso/{p_key}")
+        if a is None or ref is None or b is None:
+            continue
+        row = judge_one(_name(t_key), a, ref, b)
+        if not (t_key.startswith("in/") and row.max == 0 and row.err32 == 0):  # torch's value passed on as it was
+            forward.isolated.append(row)
+
+
+DDP_BUFFERS = ("by design: torch's DistributedDataParallel (broadcast_buffers, its default) gives every rank rank 0's "
+               "buffers at each forward, Paddle's DataParallel keeps each rank's own: rank {rank}'s buffers (BatchNorm's "
+               "statistics) after step 1 are not judged here, rank 0's are")
+
+
+def rank0_buffers(t: dict) -> set:
+    """The keys of the buffers torch's rank r > 0 holds from rank 0 (DDP_BUFFERS): state<i>/<name>, i >= 2, of
+    every tensor without a gradient."""
+    out = set()
+    for key in t:
+        head, _, name = key.removeprefix(F64).removeprefix(MOVED).partition("/")
+        if head[:5] == "state" and head[5:].isdigit() and int(head[5:]) >= 2 and f"grad/{name}" not in t:
+            out.add(key)
+    return out
+
+
+def configuration(t: dict, p: dict, statuses: dict, steps: int, modules: dict, renamed: dict) -> list:
+    """runconfig.differences of the two sides' configurations, with the lr each side's steps recorded: judged from
+    the torch and Paddle runs alone."""
+    return runconfig.differences(statuses["torch"]["config"], statuses["paddle"]["config"], modules, renamed,
+                                 step_lrs(t, p, steps))
+
+
+def step_lrs(t: dict, p: dict, steps: int) -> tuple:
+    """(torch's, Paddle's) lr of each recorded step."""
+    return [float(t[f"lr/{i}"][0]) for i in range(steps)], [float(p[f"lr/{i}"][0]) for i in range(steps)]
+
+
+def kept(t: dict, p: dict, statuses: dict, modules: dict, renamed: dict) -> list:
+    """The modules each script keeps beside its model (recorder's Run.keep: an EMA copy, a teacher), judged as the
+    weights are, at each step they were read after (KEPT<i>, i >= 1): [calibrated rows, each named <module>: <tensor>
+    after step <i>]. One kept on one side only is a configuration line (runconfig.differences)."""
+    from portcheck.gradients.backward import _counterpart, spread_of
+    from portcheck.core.calibrated import K_BACKWARD, measure, unjudged, with_spread
+    theirs = statuses["paddle"]["config"].get("kept") or {}
+    rows = []
+    for key in (k for k in t if k.startswith(KEPT) and k[len(KEPT):].partition("/")[0].isdigit()):
+        head, name, tensor = key.split("/", 2)
+        if int(head[len(KEPT):]) == 0 or name not in theirs:  # as the steps start: the other runs were set to it
+            continue
+        said = f"{name}: {tensor} after step {head[len(KEPT):]}"
+        b = p.get(f"{head}/{name}/" + _counterpart(f"w/{tensor}", modules, renamed).partition("/")[2])
+        rows.append(unjudged(said, t[key].shape, "no counterpart on paddle", 0.0) if b is None else
+                    with_spread(measure(said, t[key], t.get(F64 + key), b, None, K_BACKWARD), spread_of(t, key)))
+    return rows
+
+
+def alone(paddle_config: dict, side: str):
+    """A side's record without the tensors the other side holds none of (hooks_paddle.start_from_torch's one_sided:
+    unused by its forward, filled by the model, a torch name of a tied tensor Paddle holds once, or a torch head Paddle
+    computes from its embedding, said red as a configuration difference): not judged as missing, not in the update
+    digests; a tied one is judged through the name Paddle holds."""
+    one_sided = paddle_config.get("one_sided") or {}
+    names = {*one_sided.get("torch", ()), *one_sided.get("tied", ()),
+             *(u[0] for u in one_sided.get("untied_torch", ()))} if side == "torch" else {*one_sided.get(side, ())}
+
+    def alone(rec: dict) -> dict:
+        return {k: v for k, v in rec.items() if not (k.partition("/")[2] in names and
+                                                     k.partition("/")[0].startswith(("grad", "state", "final")))}
+    return alone
+
+
+def measured(t: dict, p: dict, report, modules: dict, renamed: dict, setting) -> tuple:
+    """(the line, whether the steps' numbers clear it) for a configuration difference whose whole effect the steps
+    show (runconfig.measurable), said from its measurement (runconfig.measured_line)."""
+    return runconfig.measured_line(setting, measurement(t, p, report, modules, renamed, setting))
+
+
+def measurement(t: dict, p: dict, report, modules: dict, renamed: dict, setting) -> dict:
+    """What the steps show of a MEASURED setting that differs (runconfig.measurable): an Embedding's padding_idx acts
+    only on its pad row's gradient, which the steps judge (the gradient, each step's weights) where the pad token is
+    in the batch: {"gap": the pad rows' largest difference, "largest": [torch's, Paddle's], "passed": those rows
+    green}, or {"gap": None} where the first batch holds no pad token. Handed in (runconfig.hand_in) as it is."""
+    name, _, _, _, tv, pv = setting
+    from portcheck.gradients.backward import _counterpart
+    rows = sorted({int(v) for v in (tv, pv) if v is not None})
+    ids = t.get(f"in/{name or ROOT}")
+    tg, pg = t.get(f"grad/{name}.weight"), p.get(_counterpart(f"grad/{name}.weight", modules, renamed))
+    if ids is None or tg is None or pg is None or not np.isin(rows, ids).any():
+        return {"module": name, "gap": None}
+    judged = [r for r in [*report.grads, *(r for rows_ in report.steps for r in rows_)]
+              if r.key in (f"grad {name}.weight", f"{name}.weight")]
+    return {"module": name, "gap": float(np.max(np.abs(tg[rows].astype(np.float64) - pg[rows]))),
+            "largest": [float(np.max(np.abs(g[rows]))) for g in (tg, pg)],
+            "passed": bool(judged) and all(r.passed for r in judged)}
+
+
+def unplaced_why(report) -> str:
+    """Why a red training report names no place where the runs part: what it could not judge."""
+    stopped = report.forward.isolation_stopped if report.forward is not None else {}
+    if stopped:
+        return "the first forward on torch's values was not judged (" + "; ".join(
+            f"the {side} run: {why}" for side, why in stopped.items()) + "): a check that compared less than asked"
+    if report.unjudged:
+        return f"{len(report.unjudged)} value(s) not judged (torch's float64 run overflowed where its float32 did not)"
+    return "a row is red: the table in log_reprod/bp_align_diff.log"
+
+
+def first_input(rec: dict, t: dict) -> list:
+    """The first input a side's model computed on, as its run record binds it: its in/(model); a model called with
+    a dict or list of tensors keeps none, so torch's batch 0 (t's), which the Paddle run was fed."""
+    if f"in/{ROOT}" in rec:
+        return [("in", rec[f"in/{ROOT}"])]
+    return [(k, v) for k, v in t.items() if k.startswith(f"{BATCH}0/")]
+
+
+def judge(out: Path, statuses: dict, steps: int, rank: int = 0, again=None, sealed: Sealed = None) -> int:
+    """The records in `out` judged and handed in; again(crossed): the taking run (taking_run), made by backward.judged
+    only where the steps are red and a kink is crossed (None: not made, the report says so). sealed: the records as
+    each side ended (Sealed), checked once all are read: one changed since is red, and nothing is handed in."""
+    from portcheck.core import record
+    from portcheck.gradients.backward import crossing_lines, judged
+    from portcheck.pipeline.handin import per_step, save_side
+    torch_only = alone(statuses["paddle"]["config"], "torch")
+    t = merged(torch_only(load_npy(out / "torch" / RECORD)), torch_only(load_npy(out / "torch64" / RECORD)))
+    # torch against itself, as record_backward keeps it (each run's update digests first, for bp_align's spread)
+    t.update(against_itself(with_updates(torch_only(load_npy(out / side / RECORD)), steps) for side in MOVED_SIDES))
+    from_rank0 = rank0_buffers(t) if rank and (statuses["torch"]["config"].get("wrapper") or {}).get(
+        "broadcast_buffers") else set()
+    t = {k: v for k, v in t.items() if k not in from_rank0}
+    # a Paddle module --layouts fuses seen as its parts (fused.cut): each part's weights and updates torch's module's
+    p = fused.cut(alone(statuses["paddle"]["config"], "paddle")(load_npy(out / "paddle" / RECORD)))
+    t = with_updates(t, steps)  # the update digests, so that the taking run's figures (take) hold bp_align's too
+    report = judged(t, p, again=again)
+    isolated(report.forward, t, load_npy(out / "torch64" / RECORD), p, statuses)
+    forged = sealed.changed() if sealed is not None else ""
+    if forged:
+        print(f"RED: {forged} [PC837]")
+        return 1
+    modules = report.forward.pairing.modules()
+    renamed = renames(t)
+    config = configuration(t, p, statuses, steps, modules, renamed)
+    measurable = runconfig.measurable(statuses["torch"]["config"], statuses["paddle"]["config"], modules)
+    measurements = [measurement(t, p, report, modules, renamed, m) for m in measurable]
+    settled = [runconfig.measured_line(m, said) for m, said in zip(measurable, measurements)]
+    config += [line for line, ok in settled if not ok]
+    settled = [line for line, ok in settled if ok]
+    kept_rows = kept(t, p, statuses, modules, renamed)
+    fed_t, fed_p = common_batches(t, p, statuses)
+    fed = data_pairs.judge_batches(fed_t, fed_p)
+
+    pairs = out / "pairs"
+    top = out / "log_reprod"
+    pairs.mkdir(exist_ok=True)
+    from portcheck.gradients.backward import _counterpart
+    weights = {k[7:]: v for k, v in t.items() if k.startswith("state0/")}
+    paddle_weights = {k: p.get("state0/" + _counterpart("w/" + k, modules, renamed).partition("/")[2]) for k in weights}
+    depends = lambda w, fed_: {"weights": record.state_fingerprint({k: v for k, v in w.items() if v is not None}),
+                               "inputs": record.fingerprint(fed_), "flags": {"steps": steps}}
+    sides = {"torch": (t, depends(weights, first_input(t, t))),
+             "paddle": ({k: v for k, v in with_updates(p, steps).items() if not k.startswith(RUNNING) or k in t},
+                        depends(paddle_weights, first_input(p, t)))}  # running means rank 0's (DDP_BUFFERS): not judged
+    script = "python -m portcheck run"
+    for side, (rec, dep) in sides.items():
+        exact = side == "torch"
+        save_side(pairs, "forward", side, {"logits": handin.model_output(rec)}, dep, script,
+                  exact={"logits": handin.model_output(rec, exact=True)} if exact else None)
+        save_side(pairs, "loss", side, {"loss": rec["loss/0"]}, dep, script,
+                  exact={"loss": rec[F64 + "loss/0"]} if exact else None)
+        save_side(pairs, "bp_align", side, handin.bp_align(rec), dep, script,
+                  exact=handin.bp_align(rec, exact=True) if exact else None)
+        save_side(pairs, "lr", side, per_step(rec, "lr"), dep, script,
+                  exact=per_step(rec, "lr", exact=True) if exact else None)
+        save_side(pairs, "data", side, fed_t if exact else fed_p, dep, script)
+    # the taking run's figures beside bp_align (handin.save_taken: a later step's kinks, and torch's run on Paddle's
+    # branch of the first forward's), judged with as the hand-in checker judges them; a previous run's, in our
+    # folders, never judged as this one's (the same scripts write the same pair files)
+    taken = [where / f"bp_align{suffix}" for where in (pairs, top / DIAGNOSTICS) for suffix in handin.BOUND]
+    for f in [*taken, *map(record.path_for, taken)]:
+        if f.is_file():
+            f.unlink()
+    diverged = handin.save_kinks(pairs, "bp_align", report)
+    tables = [*diverged, *(f"configuration: {line}" for line in [*config, *settled]), *report.table().splitlines()]
+    handin.check_outputs(pairs, PAIRS, top)
+    with contextlib.redirect_stdout(io.StringIO()):  # the diff logs' lines: in their files, the summary below
+        verdicts = {name: handin.judge_and_log(pairs, name, top=top, after_steps=name in ("lr", "bp_align"),
+                                               tables=tables if name == "bp_align" else ())
+                    for name in PAIRS}
+
+    # the configuration as judged here, handed in beside the pairs: `check` re-derives every line from it
+    runconfig.hand_in(top / DIAGNOSTICS, {side: statuses[side]["config"] for side in ("torch", "paddle")}, modules,
+                      renamed, step_lrs(t, p, steps), {side: dep for side, (_, dep) in sides.items()}, script,
+                      measured=measurements)
+
+    print("\nportcheck run: the configuration first")
+    for line in [*config, *settled]:
+        print(f"  DIFFERS {line}")
+    unseen = runconfig.not_compared(statuses["torch"]["config"], statuses["paddle"]["config"])
+    for line in unseen:
+        print(f"  NOT COMPARED {line}")
+    for line in runconfig.one_sided(statuses["paddle"]["config"]):
+        print(f"  ONE-SIDED {line}")
+    if not config and not settled:
+        print("  the same: every paired module's settings, the optimizer, clipping, " +
+              ("" if unseen else "the loss, ") + "the dropouts and autocast, and the lr schedule")
+    for line in runconfig.notes(statuses["torch"]["config"], statuses["paddle"]["config"]):
+        print(f"  ({line})")
+    print(f"the root models: torch {statuses['torch']['root']}, paddle {statuses['paddle']['root']}; "
+          f"{steps} step(s), Dropout off, Paddle started from torch's weights and fed its batches; the steps held to "
+          f"torch's own error (its float64 run) or its spread against itself (its run again moved one ulp)")
+    if from_rank0:
+        print(f"  ({DDP_BUFFERS.format(rank=rank)})")
+    print(f"data: {fed.line()[len('data: '):]}" if fed.first is None else
+          f"data RED: the batches or targets the Paddle script feeds differ: {fed.first.describe()} [PC833]")
+    for line in order_lines(statuses["torch"]["config"], statuses["paddle"]["config"], steps):
+        print(f"  (data: {line})")
+    where = report.first_diverging
+    differ = report.forward.differing
+    print("forward, each module on torch's values: " + (f"RED, their own computation differs: "
+                                                        f"{', '.join(getattr(d, 'both', d) for d in differ)} [PC834]"
+                                                        if differ else "every paired module within its rule"
+                                                        if report.forward.isolated else "not judged")
+          + "".join(f"; the {side} run stopped: {why}" for side, why in report.forward.isolation_stopped.items()))
+    unplaced = "" if report.passed or where else unplaced_why(report)
+    print("training: " + ("every module, gradient, loss, lr and weight within the measured rule" if report.passed
+                          else f"RED, the runs part at {getattr(where, 'both', where)} [PC835]" if where
+                          else f"RED: {unplaced} [PC836]"))
+    if report.crossed and (report.on_branch or report.taken or not report.passed):  # as report.table() says them
+        lines = crossing_lines(report.crossed, report.on_branch, report.taken, report.first_diverging or "")
+        print("".join(f"  ({line})\n" for line in lines), end="")
+    kept_red = [r for r in kept_rows if not r.passed]
+    if kept_rows:
+        names = sorted({r.key.partition(":")[0] for r in kept_rows})
+        print(f"kept beside the model ({', '.join(names)}), as the weights: " + (
+            f"every tensor within the measured rule after each step ({len(kept_rows)} compared)" if not kept_red else
+            f"RED, {len(kept_red)} of {len(kept_rows)} tensor(s) over their rule, first {kept_red[0].key} (max "
+            f"{kept_red[0].max:.3g}, allowed {kept_red[0].allowed:.3g}) [PC838]"))
+    for name, v in verdicts.items():
+        print(f"{name}: {'green' if v.passed else 'RED'} | {v.describe_measured()}")
+    red = bool(config) or not fed.passed or not report.passed or not all(v.passed for v in verdicts.values()) \
+        or bool(kept_red)
+    print(f"{'RED' if red else 'green'}: " + (
+        f"{len(config)} configuration difference(s)" if config else
+        "the data differ" if not fed.passed else f"the runs part at {where}" if where else unplaced or (
+            f"what the script keeps beside the model differs: {kept_red[0].key}" if kept_red else
+            "a pair is red" if red else "the same run for the first steps"))
+          + f"; the hand-in: python -m portcheck check {top} --only {','.join((runconfig.CONFIG, *PAIRS))}")
+    return 1 if red else 0
+
+
+def full(out: Path, argvs: dict, metric: str, **settings) -> int:
+    """--full: both scripts to their end (recorder.Full), judged as Step 5 (portcheck.training); 0 green, 1 red."""
+    (out / "full").mkdir(exist_ok=True)  # a previous run's files in it removed by prepare (handed_in)
+    for fw in ("torch", "paddle"):
+        full_side(fw, argvs[fw], out, metric, **settings)
+    return judge_full(out)
+
+
+def full_side(fw: str, argv: list, out: Path, metric: str, **settings):
+    """One side of --full: its script to its end, its curves in DIR/full; else one line."""
+    folder = out / "full"
+    print(f"\n$ {shlex.join(argv)}   # portcheck run --full: the {fw} side to its end", flush=True)
+    settings = {**side_settings("full", out, 0), **settings, "framework": fw, "out": str(folder.absolute()),
+                "metric": metric}
+    code = script(argv, environment(settings))
+    status = read_status(folder / f"{STATUS[:-5]}_{fw}.json", f"--full: the {fw} script")
+    if code or status is None or status.get("error"):
+        why = status.get("error") if status and status.get("error") else f"exit {code}; its traceback above"
+        raise PipelineError(f"--full: the {fw} script did not train to its end ({why}) [PC809]")
+
+
+def judge_full(out: Path) -> int:
+    """The two sides' curves in DIR/full judged and handed in (train_align); 0 green, 1 red."""
+    from portcheck.pipeline import training
+    folder = out / "full"
+    print("\nportcheck run --full: the two trainings (Step 5)")
+    with contextlib.redirect_stdout(io.StringIO()):  # the diff log's lines: in its file; the rows below
+        verdict, result = training.judge_and_log(folder, top=out / "log_reprod", draw=False)
+    for line in result.lines():
+        print(line)
+    red = not (verdict.passed and result.passed)
+    print(f"{'RED' if red else 'green'}: train_align {verdict.describe_measured()}; the hand-in: python -m portcheck "
+          f"check {out / 'log_reprod'} --only {','.join((runconfig.CONFIG, *PAIRS))},train_align")
+    return int(red)
+
+
+def same_ranks(found: dict):
+    """Every side ran the torch side's ranks (found: {side: {rank: status}}), else one line."""
+    for side, statuses in found.items():
+        if sorted(statuses) != sorted(found["torch"]):
+            raise PipelineError(f"the torch script ran {len(found['torch'])} rank(s), the {SAID[side]} script "
+                                f"{len(statuses)}: give both commands the same number of processes (rank r is "
+                                "compared with rank r) [PC819]")
+
+
+def ranks(argvs: dict, launched: dict, out: Path, steps: int, **settings) -> int:
+    """A launcher on either side: every side run once, each rank recording its own; rank r judged against rank r."""
+    found, sealed = {}, Sealed(out)
+    for side, fw in SIDES:
+        found[side] = run_ranks(side, argvs[fw], out, steps, launched[fw], sealed, **settings)
+        same_ranks(found)
+    sys.stdout.flush()
+    codes = {}
+    for r in sorted(found["torch"]):
+        print(f"\n===== rank {r} of {len(found['torch'])}: torch's rank {r} against Paddle's rank {r}")
+        codes[r] = judge(out / f"rank{r}", {side: found[side][r] for side in found}, steps, rank=r, sealed=sealed)
+    red = [r for r, code in codes.items() if code]
+    print(f"\n{'RED' if red else 'green'}: " + (f"rank(s) {', '.join(map(str, red))} of {len(codes)} red (each "
+                                                   "rank's summary above)" if red else
+                                                   f"every rank of {len(codes)} the same run for the first steps"))
+    return 1 if red else 0
+
+
+def main(args) -> int:
+    """The run, SIGTERM and SIGHUP (STOPPING) ending it as Ctrl-C does: the scripts' groups ended, one line."""
+    before = {s: signal.signal(s, stopped) for s in STOPPING}
+    try:
+        return run_and_judge(args)
+    except Stopped as e:
+        fail(f"stopped by {signal.Signals(e.signum).name}: the scripts' processes were ended with the run; files "
+             "already written are complete, run the command again [PC820]", 128 + e.signum)
+    finally:
+        for s, handler in before.items():
+            signal.signal(s, handler)
+
+
+def run_and_judge(args) -> int:
+    """python -m portcheck run, its arguments parsed: the scripts run, recorded and judged."""
+    if not 1 <= args.steps <= 1000:
+        raise PipelineError(f"--steps {args.steps}: give a whole number of optimizer steps from 1 to 1000 [PC810]")
+    if args.metric is not None:
+        try:
+            if re.compile(args.metric).groups < 2:
+                raise re.error("it needs two groups")
+        except re.error as e:
+            raise PipelineError(f"--metric {args.metric!r}: {e}; give a regex whose group 1 is the metric's name and "
+                                "group 2 its value, e.g. '(acc)\\s+([0-9.]+)' [PC822]") from None
+    settings = read_layouts(args.layouts)
+    argvs = {"torch": command(args.torch, "torch"), "paddle": command(args.paddle, "paddle")}
+    launched = {fw: launcher(argv) for fw, argv in argvs.items()}
+    if any(launched.values()):
+        if args.full:
+            raise PipelineError("--full runs one process per side: give the one-process commands (python train.py) "
+                                "[PC821]")
+        prepare(args.out)
+        try:
+            return ranks(argvs, launched, args.out, args.steps, **settings)
+        finally:
+            released(args.out)
+    prepare(args.out)
+    sealed = Sealed(args.out)
+    try:
+        statuses = {side: run_side(side, argvs[fw], args.out, args.steps, sealed, **settings) for side, fw in SIDES}
+        sys.stdout.flush()
+        code = judge(args.out, statuses, args.steps, sealed=sealed,
+                     again=lambda crossed: taking_run(argvs["torch"], args.out, args.steps, crossed, sealed,
+                                                      **settings))
+    finally:
+        released(args.out)  # read-only while the run lasts: the user's to remove after
+    return max(code, full(args.out, argvs, args.metric, **settings)) if args.full else code
