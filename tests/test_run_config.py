@@ -162,8 +162,8 @@ def lm(tmp_path_factory):
 
 
 # each loss family: (torch's, Paddle's, Paddle's with a one-line plant, the line the plant must give). Evaluated in
-# each framework's own process, through the recorder's own path for a class (recorder.class_loss) or a functional
-# (recorder.loss_wrapper); the inputs only bind the call's arguments (the class is not run)
+# each framework's own process, through the recorder's own path for a class (wrapping.class_loss) or a functional
+# (wrapping.loss_wrapper); the inputs only bind the call's arguments (the class is not run)
 FAMILIES = [
     ("nn.MSELoss()", "nn.MSELoss()", "nn.MSELoss(reduction='sum')", "loss: reduction torch mean vs paddle sum"),
     ("nn.L1Loss(reduction='sum')", "nn.L1Loss(reduction='sum')", "nn.L1Loss()",
@@ -215,7 +215,7 @@ FAMILIES = [
 EVALUATE = '''
 import json, sys
 import numpy as np
-from portcheck.scripts import recorder
+from portcheck.scripts import wrapping
 fw = sys.argv[1]
 if fw == "torch":
     import torch as T
@@ -238,9 +238,9 @@ class Run:  # what the functionals report to (recorder.Run.loss_call)
     def loss_call(self, name, target, settings):
         seen.append({"function": name, **settings})
         return target
-for name in recorder.framework_losses(F):
+for name in wrapping.framework_losses(F):
     if callable(getattr(F, name)):
-        setattr(F, name, recorder.loss_wrapper(Run(), name, getattr(F, name), fw == "paddle"))
+        setattr(F, name, wrapping.loss_wrapper(Run(), name, getattr(F, name), fw == "paddle"))
 out = []
 for expr in json.loads(sys.argv[2]):
     seen.clear()
@@ -249,7 +249,7 @@ for expr in json.loads(sys.argv[2]):
         kind = side.loss_class(m)
         n = len([p for p in __import__("inspect").signature(m.forward).parameters.values() if p.default is p.empty])
         args = [X] + [IDS if "Entropy" in expr or "NLL" in expr or "MultiMargin" in expr else Y] + [Y] * (n - 2)
-        said, settings, _, _ = recorder.class_loss(m, kind, fw == "paddle", args, {})
+        said, settings, _, _ = wrapping.class_loss(m, kind, fw == "paddle", args, {})
         out.append({"function": said, **settings})
     else:
         try:

@@ -119,11 +119,11 @@ def test_a_red_run_that_names_no_place_says_what_it_could_not_judge():
 
 
 def test_an_attentions_own_dropout_is_off_while_the_recorder_says_so():
-    """recorder.no_attention_dropout: scaled_dot_product_attention's dropout_p (positional or keyword) is 0 while the
+    """wrapping.no_attention_dropout: scaled_dot_product_attention's dropout_p (positional or keyword) is 0 while the
     run's dropout is off, and as the script asked once it is not (the steps after N, --full's training)."""
     torch = pytest.importorskip("torch")
     from types import SimpleNamespace
-    from portcheck.scripts.recorder import no_attention_dropout
+    from portcheck.scripts.wrapping import no_attention_dropout
     q = torch.rand(2, 2, 5, 4)
     plain = torch.nn.functional.scaled_dot_product_attention(q, q, q)
     run_ = SimpleNamespace(dropout_off=True, sites=False)

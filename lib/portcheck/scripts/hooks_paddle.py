@@ -13,8 +13,8 @@ import random
 import numpy as np
 
 from portcheck.mapping import fused
-from portcheck.scripts.recorder import LOSS_CLASSES, SharedSide, loss_wrapper, module_settings, registering, sampling, \
-    seeded, wrap_framework
+from portcheck.scripts.wrapping import LOSSES, LOSS_CLASSES, SharedSide, loss_wrapper, module_settings, registering, \
+    sampling, seeded, ties, wrap_framework
 
 
 class PaddleSide(SharedSide):
@@ -78,7 +78,6 @@ class PaddleSide(SharedSide):
         from portcheck.mapping.convert import CONFIGS_DIFFER, names_of_one_tensor
         from portcheck.forward.compare import _Recorder, call, counterparts, eval_mode
         from portcheck.mapping.pairing import ROOT, describe, module_of, pair, split_key
-        from portcheck.scripts.recorder import RUN, ties
         from portcheck.core.errors import PipelineError
         rec = _Recorder()
         handles = rec.attach(model)
@@ -91,13 +90,13 @@ class PaddleSide(SharedSide):
         # each side's fused or packed modules seen as their parts (the torch side's marked in its record: TorchSide)
         torch_trace = fused.cut({k: v for k, v in given.items() if k.startswith(("mod/", "out/", "in/", fused.KEY))},
                                 False)
-        specs = fused.specs(model, RUN.layouts)  # Paddle's fused modules: each part paired, the parts joined below
+        specs = fused.specs(model, self.run.layouts)  # Paddle's fused modules: each part paired, the parts joined below
         paddle_trace = fused.cut(fused.mark({**describe(model), **rec.arrays}, specs, model), False)
         try:
             paired = pair(torch_trace, paddle_trace)
             modules = paired.modules()
         except PipelineError as e:
-            raise RUN.refuse(f"its model does not pair with the torch model's: {e}")
+            raise self.run.refuse(f"its model does not pair with the torch model's: {e}")
         renamed = renames(given)
         params = model.state_dict()
         state, problems, placed, said = {}, [], {}, set()  # said: Paddle keys a problem names already
@@ -164,7 +163,7 @@ class PaddleSide(SharedSide):
         for alias, tie in tied.items():  # tied on torch's side, each name placed in a Paddle tensor of its own
             if alias in placed and tie in placed and placed[tie] not in same[placed[alias]]:
                 one_sided.setdefault("untied", []).append([alias, tie, placed[alias], placed[tie]])
-        RUN.config["one_sided"] = one_sided
+        self.run.config["one_sided"] = one_sided
         if problems:
             # torch tensors left over and Paddle ones unfilled: perhaps one module against several, which no run infers
             fused_hint = ". A module computing several of the other side's in one (q, k and v in one Linear) is " \
@@ -175,8 +174,8 @@ class PaddleSide(SharedSide):
                 fused_hint = f". --layouts declares Paddle's {', '.join(specs)} fused, and its part(s) " \
                     f"{', '.join(lost)} pair with no torch module: each part holds its share of its module's tensors " \
                     "(a bias on one side alone?)"
-            raise RUN.refuse(f"its model cannot start from the torch model's weights ({len(problems)} problem(s)): "
-                             + "; ".join(problems) + fused_hint + " [PC831]")
+            raise self.run.refuse(f"its model cannot start from the torch model's weights ({len(problems)} "
+                                  "problem(s)): " + "; ".join(problems) + fused_hint + " [PC831]")
         self.set_state(model, state)
         self.placed = placed  # the kept layers' tensors are placed as the model's (start_kept), parts joined
         return paired.pairs, counterparts(torch_trace, paddle_trace, paired), placed
@@ -290,8 +289,7 @@ class PaddleSide(SharedSide):
     def layout_keys(self, module) -> dict:
         """Each fused module's parts, which the torch side's modules pair with (fused.mark): its record cut as run
         judges it (fused.cut), as the torch side's is."""
-        from portcheck.scripts.recorder import RUN
-        return fused.mark({}, fused.specs(module, RUN.layouts), module)
+        return fused.mark({}, fused.specs(module, self.run.layouts), module)
 
     def paddle_layout_state(self, module) -> dict:
         return {k: np.array(v.numpy(), copy=True) for k, v in module.state_dict().items()}
@@ -328,8 +326,8 @@ class PaddleSide(SharedSide):
         return isinstance(module, (nn.Dropout, nn.Dropout2D, nn.Dropout3D, nn.AlphaDropout))
 
     def loss_class(self, module) -> str:
-        """A Paddle loss class's functional, by torch's name (recorder.LOSS_CLASSES; one it does not know: its own
-        name), else "". HuberLoss and SmoothL1Loss are Paddle's smooth_l1_loss (recorder.loss_settings)."""
+        """A Paddle loss class's functional, by torch's name (wrapping.LOSS_CLASSES; one it does not know: its own
+        name), else "". HuberLoss and SmoothL1Loss are Paddle's smooth_l1_loss (wrapping.loss_settings)."""
         kinds = [c for c in type(module).__mro__ if c.__module__ == "paddle.nn.layer.loss"]
         if not kinds:
             return ""
@@ -340,7 +338,6 @@ class PaddleSide(SharedSide):
 
     @staticmethod
     def _paddle_name(torch_name: str) -> str:
-        from portcheck.scripts.recorder import LOSSES
         return LOSSES[torch_name][0] or torch_name
 
     def autocast(self):
@@ -406,12 +403,11 @@ class PaddleSide(SharedSide):
         out["weight_decay"] = decay
         clip = opt._grad_clip
         if clip is not None:
-            from portcheck.scripts.recorder import RUN
             kind = {"ClipGradByGlobalNorm": "global_norm", "ClipGradByNorm": "norm (each parameter)",
                     "ClipGradByValue": "value"}.get(type(clip).__name__, type(clip).__name__)
-            RUN.clip(kind, getattr(clip, "clip_norm", getattr(clip, "max", float("nan"))),
-                     [key for key, p in model.named_parameters()  # Paddle's clip skips need_clip=False
-                      if id(p) in held and not p.stop_gradient and getattr(p, "need_clip", True)])
+            self.run.clip(kind, getattr(clip, "clip_norm", getattr(clip, "max", float("nan"))),
+                          [key for key, p in model.named_parameters()  # Paddle's clip skips need_clip=False
+                           if id(p) in held and not p.stop_gradient and getattr(p, "need_clip", True)])
         return out
 
     def trainer_config(self, trainer) -> dict:

@@ -9,8 +9,8 @@ import random
 
 import numpy as np
 
-from portcheck.scripts.recorder import LOSS_CLASSES, SharedSide, loss_wrapper, module_settings, registering, sampling, \
-    seeded, wrap_framework
+from portcheck.scripts.wrapping import LOSS_CLASSES, TIED, SharedSide, loss_wrapper, module_settings, registering, \
+    sampling, seeded, wrap_framework
 
 
 class TorchSide(SharedSide):
@@ -86,15 +86,13 @@ class TorchSide(SharedSide):
 
     def check_not_compiled(self, module):
         if type(module).__name__ == "OptimizedModule":
-            from portcheck.scripts.recorder import RUN
-            raise RUN.refuse("it compiles its model (torch.compile): run it uncompiled for the check [PC828]")
+            raise self.run.refuse("it compiles its model (torch.compile): run it uncompiled for the check [PC828]")
 
     def layout_keys(self, module) -> dict:
         from portcheck.mapping import fused
         from portcheck.gradients.backward import RENAMED, _norm_counter
         from portcheck.mapping.convert import torch_layouts
-        from portcheck.scripts.recorder import RUN, TIED
-        given = getattr(RUN, "layouts", None) or {}  # --layouts FILE's (recorder.Run)
+        given = getattr(self.run, "layouts", None) or {}  # --layouts FILE's (recorder.Run)
         layouts = {**self.packed(module, given), **given}
         self.layouts = torch_layouts(module, layouts)
         self.counter = _norm_counter(module)
@@ -164,7 +162,7 @@ class TorchSide(SharedSide):
         return isinstance(module, self.torch.nn.modules.dropout._DropoutNd)
 
     def loss_class(self, module) -> str:
-        """A torch loss class's functional (recorder.LOSS_CLASSES; one it does not know: its own name), else ""."""
+        """A torch loss class's functional (wrapping.LOSS_CLASSES; one it does not know: its own name), else ""."""
         if not isinstance(module, self.torch.nn.modules.loss._Loss):
             return ""
         known = next((c.__name__ for c in type(module).__mro__ if c.__name__ in LOSS_CLASSES
