@@ -17,7 +17,7 @@ import pytest
 
 from portcheck import cli
 from portcheck.pipeline import handin
-from portcheck.scripts import recorder, run
+from portcheck.scripts import full, run
 from portcheck.core.errors import PipelineError
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -223,7 +223,7 @@ def test_printed_lines_are_read_as_a_terminal_shows_them_in_linear_time():
     """--full's reader copied all text since the last newline at every write: 30,000 progress updates (a carriage
     return each) took 7 s, growing with the square; only the current line is kept now."""
     read = []
-    lines = recorder.Lines(read.append)
+    lines = full.Lines(read.append)
     start = time.perf_counter()
     for i in range(30_000):
         lines.write(f"\rstep {i}/30000 loss 0.5")
@@ -236,8 +236,8 @@ def test_printed_lines_are_read_as_a_terminal_shows_them_in_linear_time():
 
 def test_a_metric_that_is_no_number_is_one_line_naming_the_line():
     with pytest.raises(ValueError, match=r"read '35.4%' as acc's value in the printed line 'epoch 1 acc 35.4%'"):
-        recorder.metrics(re.compile(r"(acc)\s+(\S+)"), "epoch 1 acc 35.4%\n")
-    assert recorder.metrics(re.compile(recorder.METRIC), "epoch 1 val_acc: 0.5 f1=0.25") == {"val_acc": 0.5,
+        full.metrics(re.compile(r"(acc)\s+(\S+)"), "epoch 1 acc 35.4%\n")
+    assert full.metrics(re.compile(full.METRIC), "epoch 1 val_acc: 0.5 f1=0.25") == {"val_acc": 0.5,
                                                                                            "f1": 0.25}
 
 

@@ -27,7 +27,7 @@ EXEMPT = {
     ("fused.py", "{key!r}: {e}"): "Fused's own refusal (PC309-PC311), said with the file and key it came from",
     ("pairing.py", "PipelineError(_ambiguity("): "_ambiguity's line ends with PC317",
     ("recorder.py", "Refused(why)"): "refuse() itself: its callers' lines are coded",
-    ("recorder.py", "self.refuse(str(e))"): "metrics()' ValueError, coded PC832",
+    ("full.py", "self.refuse(str(e))"): "metrics()' ValueError, coded PC832",
     ("hooks_paddle.py", "does not pair with the torch model's: {e}"): "the pairing's refusal (PC3xx) inside it",
     ("run.py", "cannot be checked: {status['error']}"): "the recorder's refusal (PC823-PC832), coded where refused",
     ("cli.py", "f\"{name}: {'RED' if red else 'green'}\""): "a pair line's head: each red part after it is coded",

@@ -15,7 +15,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from portcheck.scripts import recorder, run
+from portcheck.scripts import arguments, recorder, run
 from portcheck.core.fileio import load_npy
 from test_run_scripts import paddle_planted
 
@@ -100,16 +100,16 @@ def test_a_list_and_a_number_reach_the_first_call():
         def numpy(self):
             return np.zeros(self.shape, np.float32)
     given = np.arange(6, dtype=np.float32).reshape(2, 3)
-    first = Arguments(recorder._arrays(([Tensor()], 0.5), "args", {"args/0/0": given}),
-                      recorder._arrays({"mask": {"m": Tensor()}, "flag": True}, "kwargs", {}))
+    first = Arguments(arguments.arrays(([Tensor()], 0.5), "args", {"args/0/0": given}),
+                      arguments.arrays({"mask": {"m": Tensor()}, "flag": True}, "kwargs", {}))
     seen = []
     call(lambda xs, scale, mask, flag: seen.append((xs, scale, mask, flag)), _float64(first), lambda a: ("tensor", a))
     (xs, scale, mask, flag), = seen
     assert isinstance(xs, list) and xs[0][0] == "tensor" and xs[0][1].dtype == np.float64 and \
         np.array_equal(xs[0][1], given), xs
     assert scale == 0.5 and flag is True and mask["m"][0] == "tensor" and not mask["m"][1].any(), (scale, mask, flag)
-    with pytest.raises(recorder.Unbuilt):  # an object holding tensors: the isolated run is not made, saying so
-        recorder._arrays((object(),), "args", {})
+    with pytest.raises(arguments.Unbuilt):  # an object holding tensors: the isolated run is not made, saying so
+        arguments.arrays((object(),), "args", {})
 
 
 @pytest.fixture

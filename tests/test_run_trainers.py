@@ -230,7 +230,8 @@ def test_a_torch_dict_of_tensors_beside_the_model_is_found(tmp_path):
     and the optimizer's held parameters are not."""
     import torch
     from portcheck.scripts.hooks_torch import TorchSide
-    from portcheck.scripts.recorder import Tensors, kept_modules
+    from portcheck.scripts.arguments import Tensors
+    from portcheck.scripts.first_call import kept_modules
     model = torch.nn.Sequential(torch.nn.Linear(2, 3), torch.nn.Tanh(), torch.nn.Linear(3, 1))
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     shadow = {k: v.detach().clone() for k, v in model.state_dict().items()}

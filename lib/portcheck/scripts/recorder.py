@@ -61,6 +61,8 @@ from pathlib import Path
 
 import numpy as np
 
+from portcheck.scripts.arguments import flat, replaced, to_numpy, trainer_on_stack
+from portcheck.scripts.first_call import by_keys, call_arguments, isolated, keep
 from portcheck.scripts.wrapping import class_loss
 from portcheck.scripts.wrapping import LOSSES, loss_settings  # noqa: F401  (documented path: docs/run.md)
 
@@ -80,54 +82,6 @@ AHEAD = 1000                 # scheduler steps a copy of each side's lr schedule
 
 class Refused(Exception):
     """A script the recorder cannot record: its one line goes to status.json."""
-
-
-def _numpy(t) -> np.ndarray:
-    if hasattr(t, "detach"):
-        t = t.detach().cpu()
-    return np.array(t.numpy(), copy=True)
-
-
-def _flat(value, prefix, out):
-    """The tensors of a call's arguments, {prefix/<position or name>: array}; positions of nested tuples as a.b."""
-    if hasattr(value, "numpy") and hasattr(value, "shape"):
-        out[prefix] = _numpy(value)
-    elif isinstance(value, dict):
-        for k, v in value.items():
-            _flat(v, f"{prefix}/{k}", out)
-    elif isinstance(value, (tuple, list)):
-        for i, v in enumerate(value):
-            _flat(v, f"{prefix}/{i}", out)
-
-
-def _replaced(value, prefix, given: dict, to_tensor):
-    """The call's arguments with each tensor replaced by given[its key] (another framework's batch), if there."""
-    if hasattr(value, "numpy") and hasattr(value, "shape"):
-        return to_tensor(given[prefix]) if prefix in given else value
-    if isinstance(value, dict):
-        return type(value)({k: _replaced(v, f"{prefix}/{k}", given, to_tensor) for k, v in value.items()})
-    if isinstance(value, (tuple, list)):
-        return type(value)(_replaced(v, f"{prefix}/{i}", given, to_tensor) for i, v in enumerate(value))
-    return value
-
-
-class Unbuilt(Exception):
-    """A model call's argument the recorder cannot take apart into arrays (an object holding tensors)."""
-
-
-def _arrays(value, prefix, batch: dict):
-    """A call's arguments as compare.Arguments holds them: each tensor as numpy, batch[its key] where batch has it
-    (torch's batch of the call), in the lists, tuples and dicts it was in; a number or a flag as the script gave it;
-    Unbuilt for anything else (an object holding tensors)."""
-    if hasattr(value, "numpy") and hasattr(value, "shape"):
-        return batch[prefix] if prefix in batch else _numpy(value)
-    if isinstance(value, dict):
-        return type(value)({k: _arrays(v, f"{prefix}/{k}", batch) for k, v in value.items()})
-    if isinstance(value, (tuple, list)):
-        return type(value)(_arrays(v, f"{prefix}/{i}", batch) for i, v in enumerate(value))
-    if value is None or isinstance(value, (bool, str, int, float, np.generic)):
-        return value
-    raise Unbuilt(type(value).__name__)
 
 
 class Run:
@@ -252,7 +206,7 @@ class Run:
         self.evaluating = False
         i, c = self.step, self.calls  # c: the root's call, counted over the steps (input/batch_<c>: BATCH)
         own = {}
-        _flat(args, "args", own), _flat(kwargs, "kwargs", own)
+        flat(args, "args", own), flat(kwargs, "kwargs", own)
         near, taking = [], contextlib.nullcontext()
         self.record.update({f"{BATCH}{c}/{k}": v for k, v in own.items()})
         self.forwards += 1
@@ -265,9 +219,9 @@ class Run:
                 from portcheck.gradients.backward import _taking
                 taking = _taking(module, here)
         if self.given is not None:  # fed torch's batch of this call
-            given = {k: self._widened(v) for k, v in self._given_batch(c).items()}
-            args, kwargs = _replaced(args, "args", given, self.fw.to_tensor), \
-                _replaced(kwargs, "kwargs", given, self.fw.to_tensor)
+            given = {k: self._widened(v) for k, v in self.given_batch(c).items()}
+            args, kwargs = replaced(args, "args", given, self.fw.to_tensor), \
+                replaced(kwargs, "kwargs", given, self.fw.to_tensor)
         handles = near
         if self.calls == 0:
             from portcheck.forward.compare import _Recorder
@@ -321,7 +275,7 @@ class Run:
     def _first_call(self, module, args, kwargs):
         from portcheck.mapping.pairing import describe
         self.fw.check_not_compiled(module)
-        self.first = self._arguments(args, kwargs)  # the isolated run's call, the Paddle side's first
+        self.first = call_arguments(self, args, kwargs)  # the isolated run's call, the Paddle side's first
         self.depth += 1  # the runs made here (pairing, isolation) are not training calls
         self.making = True
         try:
@@ -333,7 +287,7 @@ class Run:
                 init = load_npy(self.torch_dir / INIT)
                 self.fw.load(module, init)
                 pairs = json.loads((self.out.parent / "paddle" / STATUS).read_text())["config"].get("pairs") or {}
-                self.isolated(module, {t: t for t in pairs}, {k: k for k in self.given if k.startswith("out/")})
+                isolated(self, module, {t: t for t in pairs}, {k: k for k in self.given if k.startswith("out/")})
                 # BatchNorm's statistics as they were before the isolated run: a model in float64 already (under
                 # DDP: hooks_torch) has them updated in place by it, no float32 copy taken
                 self.fw.load(module, init)
@@ -350,10 +304,10 @@ class Run:
                 self.kernels = AGAINST_ITSELF[self.against]()
                 self.kernels.__enter__()  # never left: the recorder ends the process after step N
             else:
-                pairs, keys, _ = self.fw.start_from_torch(module, self.given, self.first or self._by_keys())
+                pairs, keys, _ = self.fw.start_from_torch(module, self.given, self.first or by_keys(self))
                 self.config["pairs"] = pairs
                 state = self.fw.paddle_layout_state(module)
-                self.isolated(module, {p: t for t, p in pairs.items()},
+                isolated(self, module, {p: t for t, p in pairs.items()},
                               {p: t for t, p in keys.items() if t.startswith("out/")})
                 self.fw.set_state(module, state)  # BatchNorm's statistics as they were before the isolated run
         finally:
@@ -365,58 +319,10 @@ class Run:
         self.config["autocast"] = self.fw.autocast()
         self.record.update({f"state0/{k}": v for k, v in self.fw.paddle_layout_state(module).items()})
 
-    def _arguments(self, args, kwargs):
-        """The root's first call as compare.Arguments: the script's own arguments (a number, a flag, a list or dict
-        around tensors: model(x, 0.5), model([x]), model({"x": x})), each tensor torch's batch 0 at its place (the
-        torch side's: its own); None where an argument is none of these."""
-        from portcheck.forward.compare import Arguments
-        batch = self._given_batch(0) if self.given is not None else {}
-        try:
-            return Arguments(_arrays(tuple(args), "args", batch), _arrays(dict(kwargs), "kwargs", batch))
-        except Unbuilt:
-            return None
-
-    def _by_keys(self):
-        """Torch's batch 0 as compare.Arguments by its keys alone (args/<i>, kwargs/<name>): the call the Paddle model
-        starts on where the script's own arguments cannot be taken apart (_arguments)."""
-        from portcheck.forward.compare import Arguments
-        first = self._given_batch(0)
-        positional = sorted((k for k in first if k.startswith("args/") and k.count("/") == 1),
-                            key=lambda k: int(k[5:]))
-        return Arguments(tuple(first[k] for k in positional),
-                         {k[7:]: v for k, v in first.items() if k.startswith("kwargs/") and k.count("/") == 1})
-
-    def _given_batch(self, c: int) -> dict:
+    def given_batch(self, c: int) -> dict:
         """The batch torch's root call c was given (0: the first step's first)."""
         prefix = f"{BATCH}{c}/"
         return {k[len(prefix):]: v for k, v in self.given.items() if k.startswith(prefix)}
-
-    def isolated(self, module, calls: dict, leaves: dict):
-        """Every paired module call on torch's recorded first-forward values (portcheck.isolate.forced_run): the
-        value each computes, under iso/<its key> (torch's float64 side: torch's own error per module; Paddle's:
-        its counterpart's computation on the same values)."""
-        from portcheck.forward.compare import values
-        from portcheck.forward.isolate import forced_run
-        inputs = self.first  # tensors, numbers and flags, in the lists and dicts the script passed them in
-        if inputs is None or not calls:
-            self.config["isolated"] = "not run: the model's batch holds an object other than tensors, numbers, " \
-                "flags (True, None, a string) and lists, tuples or dicts of them" if calls else \
-                "not run: no module paired"
-            return
-        kept = {}
-
-        def keep(key, tensor, source):
-            if key is None:
-                kept.clear()
-            else:
-                kept[f"iso/{key}"] = np.array(values(tensor), copy=True)
-        from portcheck.mapping.fused import specs
-        # the Paddle modules --layouts fuses: each call its parts' (their torch modules' values forced)
-        parts = {n: s for n, s in specs(module, self.layouts).items() if s.output and self.fw.framework == "paddle"}
-        parents, error = forced_run(module, inputs, self.given, calls, leaves, keep, parts=parts)
-        self.record.update(kept)
-        self.config["isolated"] = error or "run"
-        self.config["parents"] = parents
 
     def loss_call(self, name, target, settings: dict):
         """A functional loss called on the root's output: its target recorded (paddle, torch64: replaced)."""
@@ -436,7 +342,7 @@ class Run:
             self.config["loss"] = {"function": name, **settings}
         self.loss_site(name, settings)
         if hasattr(target, "numpy"):
-            self.record[key] = _numpy(target)
+            self.record[key] = to_numpy(target)
         if self.given is not None and key in self.given and hasattr(target, "numpy"):
             return self.fw.to_tensor(self._widened(self.given[key]))
         return target
@@ -485,7 +391,7 @@ class Run:
                               "evaluation, not a training batch; call model.train() before the training loop "
                               "(BatchNorm kept frozen: .eval() on its layers after it, which the check compares) [PC824]")
         if self.root is not None and not self.done:
-            self.loss = _numpy(tensor).reshape(-1)
+            self.loss = to_numpy(tensor).reshape(-1)
             self.backwards += 1
 
     def after_backward(self):
@@ -503,41 +409,15 @@ class Run:
             return
         if self.loss is None:
             raise self.refuse("its optimizer stepped before any backward() on a loss [PC825]")
-        self.keep()
+        keep(self)
         if self.step == 0:
             self.config["optimizer"] = self.fw.optimizer_config(optimizer, self.root)
             self.config["optimizers"] = [self.config["optimizer"]]
-            trainer = _trainer()
+            trainer = trainer_on_stack()
             if trainer is not None:  # what a Trainer does beside the optimizer's settings (runconfig.TRAINER)
                 self.config["trainer"] = self.fw.trainer_config(trainer)
         self.record[f"loss/{self.step}"] = self.loss
         self.record[f"lr/{self.step}"] = np.array([self.fw.lr(optimizer)], dtype=np.float64)
-
-    def keep(self):
-        """The modules the script keeps beside the model, of its structure, that no optimizer holds (an EMA copy, a
-        teacher: kept_modules), found as the first step starts; each step's state recorded as it is when the next
-        starts (after the script's own update of it), KEPT<i>/<name>/<key> in Paddle's layout as the weights are. The
-        other sides start each from torch's (its torch layout, KEPT + "init/"; the torch64 run's widened), paired by
-        name, or one with one."""
-        from portcheck.gradients.backward import KEPT
-        if self.step == 0:
-            self.kept = kept_modules(self.fw, self.root, self.called, self.optimizers)
-            if self.side == "torch":
-                for name, m in self.kept.items():
-                    self.record.update({f"{KEPT}init/{name}/{k}": v for k, v in self.fw.state(m).items()})
-            elif self.given is not None:
-                theirs = sorted({k.split("/")[1] for k in self.given if k.startswith(f"{KEPT}init/")})
-                if len(theirs) == len(self.kept) == 1 and theirs != list(self.kept):
-                    self.kept = {theirs[0]: next(iter(self.kept.values()))}  # one with one, whatever its name
-                for name, m in self.kept.items():
-                    prefix = f"{KEPT}init/{name}/" if self.side != "paddle" else f"{KEPT}0/{name}/"
-                    init = {k[len(prefix):]: v for k, v in self.given.items() if k.startswith(prefix)}
-                    if init:
-                        self.fw.start_kept(m, init, self.side == "torch64")
-            self.config["kept"] = {name: getattr(m, "kind", type(m).__name__) for name, m in self.kept.items()}
-        for name, m in self.kept.items():
-            self.record.update({f"{KEPT}{self.step}/{name}/{k}": v
-                                for k, v in self.fw.paddle_layout_state(m).items()})
 
     def after_step(self, optimizer):
         if self.plain and self.step + 1 >= self.steps:
@@ -609,10 +489,10 @@ class Run:
                   "world": self.world,
                   "root": type(self.root).__name__ if self.root is not None else None, "config": self.config,
                   "loaded": sorted({"torch", "paddle"} & set(sys.modules))}  # a Paddle result from Paddle code
-        _write_text(self.out / STATUS, json.dumps(status, indent=1, default=str) + "\n")
+        write_text(self.out / STATUS, json.dumps(status, indent=1, default=str) + "\n")
 
 
-def _write_text(path: Path, text: str):
+def write_text(path: Path, text: str):
     from portcheck.core.fileio import atomic_write  # never through a link; a kill leaves no half-written file
     atomic_write(path, lambda tmp: Path(tmp).write_text(text))
 
@@ -625,110 +505,12 @@ def flushed():
             stream.flush()
 
 
-def kept_modules(fw, root, called, optimizers) -> dict:
-    """{name: module} of the modules alive beside the root whose state holds the root's keys (a copy of the model:
-    an EMA, a teacher; torch's AveragedModel by the model it holds) and whose parameters no optimizer holds, and of
-    the dicts of tensors keyed as its state, every parameter there, none of them the model's own (Tensors), each
-    named as the script holds it (a variable, an attribute)."""
-    import gc
-    import warnings
-    own = {id(m) for m in fw.submodules(root)} | {id(called)}
-    keys, held, out = set(fw.state_keys(root)), fw.held_parameters(optimizers), {}
-    gc.collect()  # a copy the recorder's own runs made (pairing, isolation) and dropped is not the script's
-    with warnings.catch_warnings():  # a lazy module's deprecated attributes, asked by isinstance
-        warnings.simplefilter("ignore")
-        found = [obj for obj in gc.get_objects() if isinstance(obj, fw.module_class) and id(obj) not in own]
-        # a dict of tensors keyed as the model's state (an EMA's shadow weights), none of them the model's own
-        names, marks = set(fw.parameter_names(root)), {fw.mark(t) for t in fw.state_tensors(root)}
-        dicts = {id(d): d for d in [*gc.get_objects(), *_on_stack()] if isinstance(d, dict)}
-        found += [Tensors(obj) for obj in dicts.values() if len(obj) >= len(names) and names <= set(obj) <= keys
-                  and all(fw.is_tensor(v) and fw.mark(v) not in marks for v in obj.values())]
-    for obj in found:
-        m = fw.averaged(obj) if not isinstance(obj, Tensors) else obj
-        if not isinstance(obj, Tensors) and (set(fw.state_keys(m)) != keys or
-                                             {id(p) for p in fw.parameters(m)} & held or id(m) in own):
-            continue
-        name = _held_as(obj.held if isinstance(obj, Tensors) else obj)
-        while name in out:
-            name += "#2"
-        out[name] = m
-    return out
-
-
-class Tensors:
-    """A dict of tensors the script keeps beside the model, keyed as its state (an EMA's shadow weights), read and
-    set as a module's state is (kept_modules): the script's own dict, its entries as they are when read."""
-    kind = "dict of tensors"
-
-    def __init__(self, held: dict):
-        self.held = held
-
-    def state_dict(self) -> dict:
-        return dict(self.held)
-
-    def load_state_dict(self, state: dict):  # torch's sides (hooks_torch.load): each tensor set in place
-        for k, v in state.items():
-            if k in self.held:
-                self.held[k].data.copy_(v)
-
-    def double(self):  # torch's float64 run: the entries widened, as the model is
-        for k, v in self.held.items():
-            self.held[k] = v.double()
-        return self
-
-
-def _on_stack() -> list:
-    """What the script's functions on the stack hold, and their objects' attributes: a dict of Paddle tensors is not
-    tracked by gc (its tensors are not), so gc.get_objects does not list it."""
-    out, frame, here = [], sys._getframe(1), str(Path(__file__).parent.parent)
-    while frame is not None:
-        if not frame.f_code.co_filename.startswith(here):
-            held = list(frame.f_locals.values())
-            out += held
-            for v in held:
-                attrs = getattr(v, "__dict__", None) if not isinstance(v, type) else None
-                out += list(attrs.values()) if isinstance(attrs, dict) else []
-        frame = frame.f_back
-    return out
-
-
-def _held_as(obj) -> str:
-    """The name the script holds obj by: a variable of a function on the stack (the recorder's own frames passed
-    over), an attribute, a container's key; its class's if none."""
-    import gc
-    frame, here = sys._getframe(1), str(Path(__file__).parent.parent)
-    while frame is not None:
-        if not frame.f_code.co_filename.startswith(here):
-            name = next((k for k, v in frame.f_locals.items() if v is obj and k != "self"), None)
-            if name:
-                return name
-        frame = frame.f_back
-    for ref in gc.get_referrers(obj):
-        name = next((k for k, v in ref.items() if v is obj and isinstance(k, str)), None) \
-            if isinstance(ref, dict) else None
-        if name:
-            return name
-    return type(obj).__name__
-
-
-def _trainer():
-    """The transformers or paddlenlp Trainer whose training loop is on the stack (its optimizer stepping), or None."""
-    frame = sys._getframe(1)
-    while frame is not None:
-        obj = frame.f_locals.get("self")
-        if any(c.__name__ == "Trainer" and c.__module__.startswith(("transformers.", "paddlenlp."))
-               for c in type(obj).__mro__):
-            return obj
-        frame = frame.f_back
-    return None
-
-
 def crossed_file(path: Path, crossed=None) -> list:
     """The taking side's [backward.Crossing], written by portcheck.run (crossed given) or read by the recorder: json,
     nothing in it run."""
     from portcheck.gradients.backward import Crossing
     if crossed is not None:
-        _write_text(path, json.dumps([{"step": c.step, "module": c.module, "index": c.index.tolist(),
+        write_text(path, json.dumps([{"step": c.step, "module": c.module, "index": c.index.tolist(),
                                      "torch": c.torch.tolist(), "paddle": c.paddle.tolist()} for c in crossed]))
         return crossed
     return [Crossing(int(c["step"]), str(c["module"]), np.asarray(c["index"], np.int64),
@@ -747,157 +529,17 @@ def _given(order: list, drawn):
     yield from itertools.islice(drawn, len(order), None)  # past what torch drew: past the N steps
 
 
-class Full(Run):
-    """`run --full`: the script to its end, as it is (its own batches, Dropout on), its model started from the
-    torch side's initial weights; every step's loss, lr, weight norm, modes and targets, and each metric its
-    printed lines show (METRIC, or the run's --metric), as a portcheck.training.TrainingLog saved at exit: Step 5's
-    train_align, judged by portcheck.training."""
-    dropout_off = False
-    sites = False
-
-    def __init__(self, settings: dict, fw):
-        super().__init__(settings, fw)
-        import re
-        from portcheck.pipeline.training import TrainingLog
-        self.log, self.metric = TrainingLog(), re.compile(settings.get("metric") or METRIC)
-        self.framework, self.target, self.lr, self.weights, self.order = settings["framework"], None, None, "", []
-        self.lines = Lines(self.read)
-        stdout = sys.stdout
-
-        class Tee:  # the script's printing as it is, each line read for a metric
-            def __getattr__(_, name):
-                return getattr(stdout, name)
-
-            def write(_, text):
-                if isinstance(text, str):  # anything else is the stream's to refuse, as it would
-                    self.lines.write(text)
-                return stdout.write(text)
-        sys.stdout = Tee()
-
-    def read(self, line: str):
-        """A printed line: the metrics it shows, an evaluation once the script trained; a value that is no number
-        stops the script with one line."""
-        if self.root is None or not len(self.log.curves["loss"]) or os.getpid() != self.pid:
-            return
-        try:
-            found = metrics(self.metric, line)
-        except ValueError as e:
-            self.refuse(str(e))
-            flushed()
-            os._exit(STOPPED_EXIT)
-        if found:
-            try:
-                self.log.evaluate(found)
-            except Exception:  # noqa: BLE001 - a line naming other metrics than the first: not an evaluation
-                pass
-
-    def _first_call(self, module, args, kwargs):
-        from portcheck.core.fileio import load_npy
-        from portcheck.core.record import state_fingerprint
-        self.fw.check_not_compiled(module)
-        self.depth += 1
-        try:
-            if self.framework == "torch":
-                self.fw.load(module, load_npy(self.torch_dir / INIT))
-                self.fw.layout_keys(module)
-                self.weights = state_fingerprint(self.fw.paddle_layout_state(module))
-            else:
-                first = self._arguments(args, kwargs)
-                _, _, placed = self.fw.start_from_torch(module, self.given, first or self._by_keys())
-                self.weights = state_fingerprint(self.fw.placed_state(module, placed))
-                from portcheck.pipeline.training import torch_running_var
-                torch_running_var(module)  # evaluation sees torch's (unbiased) running variance
-        finally:
-            self.depth -= 1
-
-    def _root_call(self, module, call, args, kwargs):
-        return self._inner(call, args, kwargs)
-
-    def loss_call(self, name, target, settings: dict):
-        if self.root is not None and not self.in_root and hasattr(target, "numpy"):
-            self.target = target
-        return target
-
-    def backward(self, tensor):
-        if self.root is not None:
-            self.loss = _numpy(tensor).reshape(-1)
-
-    def after_backward(self):
-        pass
-
-    def before_step(self, optimizer):
-        if self.root is not None:
-            self.lr = self.fw.lr(optimizer)
-
-    def after_step(self, optimizer):
-        if self.root is None or self.loss is None:
-            return
-        from portcheck.pipeline.training import batch_fingerprint
-        batch = None
-        if self.target is not None and (self.step == 0 or "batch" in self.log.curves):
-            batch = self.target
-            self.order.append(batch_fingerprint(batch))
-        self.log.step(self.loss, self.lr, model=self.root, batch=batch)
-        self.step += 1
-        self.loss, self.target = None, None
-
-    def write(self):
-        """At exit: the training log (train_align and train_log, with their run records), or why not."""
-        from portcheck.core.errors import PipelineError
-        from portcheck.pipeline.training import run_depends
-        if os.getpid() != self.pid:
-            return
-        if self.error is None and self.step:
-            try:
-                depends = run_depends(self.weights, [np.asarray(self.order, dtype=np.int64)], {}, {})
-                self.log.save(self.out, self.framework, depends, "python -m portcheck run --full")
-            except PipelineError as e:
-                self.error = str(e)
-        status = {"side": self.side, "steps": self.step, "error": self.error, "config": self.config,
-                  "root": type(self.root).__name__ if self.root is not None else None}
-        _write_text(self.out / f"{STATUS[:-5]}_{self.framework}.json", json.dumps(status, indent=1, default=str))
-
-
-class Lines:
-    """Text as a terminal shows it, each line handed to read(line) as a newline ends it: a carriage return (a
-    progress bar's update) starts the line again, so only the current line is kept (linear in the output)."""
-
-    def __init__(self, read):
-        self.read, self.parts, self.returned = read, [], False
-
-    def write(self, text: str):
-        for i, line in enumerate(text.split("\n")):
-            if i:
-                self.read("".join(self.parts))
-                self.parts, self.returned = [], False
-            for j, part in enumerate(line.split("\r")):
-                self.returned |= j > 0
-                if part:
-                    if self.returned:  # the text after a carriage return writes over the line
-                        self.parts, self.returned = [], False
-                    self.parts.append(part)
-
-
-def metrics(metric, line: str) -> dict:
-    """{name: value} of the metrics a printed line shows (metric: group 1 the name, group 2 the value); a value that
-    is no number is a ValueError naming the line."""
-    found = {}
-    for m in metric.finditer(line):
-        try:
-            found[m.group(1).lower()] = float(m.group(2))
-        except (TypeError, ValueError):
-            raise ValueError(f"--metric {metric.pattern!r} read {m.group(2)!r} as {m.group(1)}'s value in the "
-                             f"printed line {line.strip()[:200]!r}, which is not a number: give a regex whose group 2 "
-                             "is the number alone, e.g. '(acc)\\s+([0-9.]+)' [PC832]") from None
-    return found
-
-
-# a metric in a printed line: "acc 0.97", "accuracy: 97.3", "val_f1=0.81" (its name, then its value)
-METRIC = r"(?<![A-Za-z])((?:val_|test_|eval_)?(?:acc|accuracy|f1))\s*[:=]?\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)"
-
 RUN = None
-# each framework's hooks, imported by name as the recorder starts: they import wrapping, never the recorder
+# imported by name as the recorder starts: each framework's hooks (they import wrapping, never the recorder) and
+# --full's Run (a Run of its own, which imports the recorder)
 SIDES = {"torch": "portcheck.scripts.hooks_torch:TorchSide", "paddle": "portcheck.scripts.hooks_paddle:PaddleSide"}
+FULL = "portcheck.scripts.full:Full"
+
+
+def named(where: str):
+    """The class SIDES or FULL names ("module:class"), its module imported."""
+    module, name = where.split(":")
+    return getattr(importlib.import_module(module), name)
 
 
 def install():
@@ -916,10 +558,10 @@ def install():
                                                         Path(settings[k]).name) for k in ("out", "torch_dir")}}
         from portcheck.core.fileio import writable
         writable(settings["out"], folder=True).mkdir(parents=True, exist_ok=True)
-    where, name = SIDES["paddle" if settings.get("framework", settings["side"]) == "paddle" else "torch"].split(":")
-    fw = getattr(importlib.import_module(where), name)(settings["side"] == "torch64")
+    fw = named(SIDES["paddle" if settings.get("framework", settings["side"]) == "paddle" else "torch"])(
+        settings["side"] == "torch64")
     os.environ[SETTINGS] = json.dumps({**given, STARTED: True})  # the script's children: not recorded (above)
-    RUN = (Full if settings["side"] == "full" else Run)(settings, fw)
+    RUN = (named(FULL) if settings["side"] == "full" else Run)(settings, fw)
     fw.run = RUN  # what its hooks report to
     fw.install(RUN)
     if world > 1 and not settings.get("ranked"):  # a launcher run does not know: its ranks would share one folder

@@ -1,0 +1,125 @@
+"""What the recorder reads of the user's script's own objects: a model call's arguments (the tensors in them as
+numpy, keyed by their place; another framework's batch put in their place; the call as compare.Arguments holds
+it), the dicts of tensors it keeps beside the model (Tensors), and what its frames on the stack hold (the name it
+holds an object by, the Trainer stepping its optimizer). Imports numpy and the standard library only.
+"""
+import sys
+from pathlib import Path
+
+import numpy as np
+
+
+def to_numpy(t) -> np.ndarray:
+    if hasattr(t, "detach"):
+        t = t.detach().cpu()
+    return np.array(t.numpy(), copy=True)
+
+
+def flat(value, prefix, out):
+    """The tensors of a call's arguments, {prefix/<position or name>: array}; positions of nested tuples as a.b."""
+    if hasattr(value, "numpy") and hasattr(value, "shape"):
+        out[prefix] = to_numpy(value)
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            flat(v, f"{prefix}/{k}", out)
+    elif isinstance(value, (tuple, list)):
+        for i, v in enumerate(value):
+            flat(v, f"{prefix}/{i}", out)
+
+
+def replaced(value, prefix, given: dict, to_tensor):
+    """The call's arguments with each tensor replaced by given[its key] (another framework's batch), if there."""
+    if hasattr(value, "numpy") and hasattr(value, "shape"):
+        return to_tensor(given[prefix]) if prefix in given else value
+    if isinstance(value, dict):
+        return type(value)({k: replaced(v, f"{prefix}/{k}", given, to_tensor) for k, v in value.items()})
+    if isinstance(value, (tuple, list)):
+        return type(value)(replaced(v, f"{prefix}/{i}", given, to_tensor) for i, v in enumerate(value))
+    return value
+
+
+class Unbuilt(Exception):
+    """A model call's argument the recorder cannot take apart into arrays (an object holding tensors)."""
+
+
+def arrays(value, prefix, batch: dict):
+    """A call's arguments as compare.Arguments holds them: each tensor as numpy, batch[its key] where batch has it
+    (torch's batch of the call), in the lists, tuples and dicts it was in; a number or a flag as the script gave it;
+    Unbuilt for anything else (an object holding tensors)."""
+    if hasattr(value, "numpy") and hasattr(value, "shape"):
+        return batch[prefix] if prefix in batch else to_numpy(value)
+    if isinstance(value, dict):
+        return type(value)({k: arrays(v, f"{prefix}/{k}", batch) for k, v in value.items()})
+    if isinstance(value, (tuple, list)):
+        return type(value)(arrays(v, f"{prefix}/{i}", batch) for i, v in enumerate(value))
+    if value is None or isinstance(value, (bool, str, int, float, np.generic)):
+        return value
+    raise Unbuilt(type(value).__name__)
+
+
+class Tensors:
+    """A dict of tensors the script keeps beside the model, keyed as its state (an EMA's shadow weights), read and
+    set as a module's state is (kept_modules): the script's own dict, its entries as they are when read."""
+    kind = "dict of tensors"
+
+    def __init__(self, held: dict):
+        self.held = held
+
+    def state_dict(self) -> dict:
+        return dict(self.held)
+
+    def load_state_dict(self, state: dict):  # torch's sides (hooks_torch.load): each tensor set in place
+        for k, v in state.items():
+            if k in self.held:
+                self.held[k].data.copy_(v)
+
+    def double(self):  # torch's float64 run: the entries widened, as the model is
+        for k, v in self.held.items():
+            self.held[k] = v.double()
+        return self
+
+
+def on_stack() -> list:
+    """What the script's functions on the stack hold, and their objects' attributes: a dict of Paddle tensors is not
+    tracked by gc (its tensors are not), so gc.get_objects does not list it."""
+    out, frame, here = [], sys._getframe(1), str(Path(__file__).parent.parent)
+    while frame is not None:
+        if not frame.f_code.co_filename.startswith(here):
+            held = list(frame.f_locals.values())
+            out += held
+            for v in held:
+                attrs = getattr(v, "__dict__", None) if not isinstance(v, type) else None
+                out += list(attrs.values()) if isinstance(attrs, dict) else []
+        frame = frame.f_back
+    return out
+
+
+def held_as(obj) -> str:
+    """The name the script holds obj by: a variable of a function on the stack (the recorder's own frames passed
+    over), an attribute, a container's key; its class's if none."""
+    import gc
+    frame, here = sys._getframe(1), str(Path(__file__).parent.parent)
+    while frame is not None:
+        if not frame.f_code.co_filename.startswith(here):
+            name = next((k for k, v in frame.f_locals.items() if v is obj and k != "self"), None)
+            if name:
+                return name
+        frame = frame.f_back
+    for ref in gc.get_referrers(obj):
+        name = next((k for k, v in ref.items() if v is obj and isinstance(k, str)), None) \
+            if isinstance(ref, dict) else None
+        if name:
+            return name
+    return type(obj).__name__
+
+
+def trainer_on_stack():
+    """The transformers or paddlenlp Trainer whose training loop is on the stack (its optimizer stepping), or None."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        obj = frame.f_locals.get("self")
+        if any(c.__name__ == "Trainer" and c.__module__.startswith(("transformers.", "paddlenlp."))
+               for c in type(obj).__mro__):
+            return obj
+        frame = frame.f_back
+    return None

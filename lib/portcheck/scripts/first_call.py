@@ -1,0 +1,116 @@
+"""The recorder's Run at the model's first call and first step, as functions of the Run: the call's arguments as
+compare.Arguments (the isolated run's call, the Paddle side's first), the isolated run on torch's recorded values,
+and the modules the script keeps beside the model (found as the first step starts, recorded each step). Imports
+the recorder's arguments and the library below, never the recorder (which calls these).
+"""
+import numpy as np
+
+from portcheck.scripts.arguments import Tensors, Unbuilt, arrays, held_as, on_stack
+
+
+def call_arguments(run, args, kwargs):
+    """The root's first call as compare.Arguments: the script's own arguments (a number, a flag, a list or dict
+    around tensors: model(x, 0.5), model([x]), model({"x": x})), each tensor torch's batch 0 at its place (the
+    torch side's: its own); None where an argument is none of these."""
+    from portcheck.forward.compare import Arguments
+    batch = run.given_batch(0) if run.given is not None else {}
+    try:
+        return Arguments(arrays(tuple(args), "args", batch), arrays(dict(kwargs), "kwargs", batch))
+    except Unbuilt:
+        return None
+
+
+def by_keys(run):
+    """Torch's batch 0 as compare.Arguments by its keys alone (args/<i>, kwargs/<name>): the call the Paddle model
+    starts on where the script's own arguments cannot be taken apart (call_arguments)."""
+    from portcheck.forward.compare import Arguments
+    first = run.given_batch(0)
+    positional = sorted((k for k in first if k.startswith("args/") and k.count("/") == 1),
+                        key=lambda k: int(k[5:]))
+    return Arguments(tuple(first[k] for k in positional),
+                     {k[7:]: v for k, v in first.items() if k.startswith("kwargs/") and k.count("/") == 1})
+
+
+def isolated(run, module, calls: dict, leaves: dict):
+    """Every paired module call on torch's recorded first-forward values (portcheck.isolate.forced_run): the
+    value each computes, under iso/<its key> (torch's float64 side: torch's own error per module; Paddle's:
+    its counterpart's computation on the same values)."""
+    from portcheck.forward.compare import values
+    from portcheck.forward.isolate import forced_run
+    inputs = run.first  # tensors, numbers and flags, in the lists and dicts the script passed them in
+    if inputs is None or not calls:
+        run.config["isolated"] = "not run: the model's batch holds an object other than tensors, numbers, " \
+            "flags (True, None, a string) and lists, tuples or dicts of them" if calls else \
+            "not run: no module paired"
+        return
+    kept = {}
+
+    def keep(key, tensor, source):
+        if key is None:
+            kept.clear()
+        else:
+            kept[f"iso/{key}"] = np.array(values(tensor), copy=True)
+    from portcheck.mapping.fused import specs
+    # the Paddle modules --layouts fuses: each call its parts' (their torch modules' values forced)
+    parts = {n: s for n, s in specs(module, run.layouts).items() if s.output and run.fw.framework == "paddle"}
+    parents, error = forced_run(module, inputs, run.given, calls, leaves, keep, parts=parts)
+    run.record.update(kept)
+    run.config["isolated"] = error or "run"
+    run.config["parents"] = parents
+
+
+def keep(run):
+    """The modules the script keeps beside the model, of its structure, that no optimizer holds (an EMA copy, a
+    teacher: kept_modules), found as the first step starts; each step's state recorded as it is when the next
+    starts (after the script's own update of it), KEPT<i>/<name>/<key> in Paddle's layout as the weights are. The
+    other sides start each from torch's (its torch layout, KEPT + "init/"; the torch64 run's widened), paired by
+    name, or one with one."""
+    from portcheck.gradients.backward import KEPT
+    if run.step == 0:
+        run.kept = kept_modules(run.fw, run.root, run.called, run.optimizers)
+        if run.side == "torch":
+            for name, m in run.kept.items():
+                run.record.update({f"{KEPT}init/{name}/{k}": v for k, v in run.fw.state(m).items()})
+        elif run.given is not None:
+            theirs = sorted({k.split("/")[1] for k in run.given if k.startswith(f"{KEPT}init/")})
+            if len(theirs) == len(run.kept) == 1 and theirs != list(run.kept):
+                run.kept = {theirs[0]: next(iter(run.kept.values()))}  # one with one, whatever its name
+            for name, m in run.kept.items():
+                prefix = f"{KEPT}init/{name}/" if run.side != "paddle" else f"{KEPT}0/{name}/"
+                init = {k[len(prefix):]: v for k, v in run.given.items() if k.startswith(prefix)}
+                if init:
+                    run.fw.start_kept(m, init, run.side == "torch64")
+        run.config["kept"] = {name: getattr(m, "kind", type(m).__name__) for name, m in run.kept.items()}
+    for name, m in run.kept.items():
+        run.record.update({f"{KEPT}{run.step}/{name}/{k}": v
+                            for k, v in run.fw.paddle_layout_state(m).items()})
+
+
+def kept_modules(fw, root, called, optimizers) -> dict:
+    """{name: module} of the modules alive beside the root whose state holds the root's keys (a copy of the model:
+    an EMA, a teacher; torch's AveragedModel by the model it holds) and whose parameters no optimizer holds, and of
+    the dicts of tensors keyed as its state, every parameter there, none of them the model's own (Tensors), each
+    named as the script holds it (a variable, an attribute)."""
+    import gc
+    import warnings
+    own = {id(m) for m in fw.submodules(root)} | {id(called)}
+    keys, held, out = set(fw.state_keys(root)), fw.held_parameters(optimizers), {}
+    gc.collect()  # a copy the recorder's own runs made (pairing, isolation) and dropped is not the script's
+    with warnings.catch_warnings():  # a lazy module's deprecated attributes, asked by isinstance
+        warnings.simplefilter("ignore")
+        found = [obj for obj in gc.get_objects() if isinstance(obj, fw.module_class) and id(obj) not in own]
+        # a dict of tensors keyed as the model's state (an EMA's shadow weights), none of them the model's own
+        names, marks = set(fw.parameter_names(root)), {fw.mark(t) for t in fw.state_tensors(root)}
+        dicts = {id(d): d for d in [*gc.get_objects(), *on_stack()] if isinstance(d, dict)}
+        found += [Tensors(obj) for obj in dicts.values() if len(obj) >= len(names) and names <= set(obj) <= keys
+                  and all(fw.is_tensor(v) and fw.mark(v) not in marks for v in obj.values())]
+    for obj in found:
+        m = fw.averaged(obj) if not isinstance(obj, Tensors) else obj
+        if not isinstance(obj, Tensors) and (set(fw.state_keys(m)) != keys or
+                                             {id(p) for p in fw.parameters(m)} & held or id(m) in own):
+            continue
+        name = held_as(obj.held if isinstance(obj, Tensors) else obj)
+        while name in out:
+            name += "#2"
+        out[name] = m
+    return out

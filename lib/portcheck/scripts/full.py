@@ -1,0 +1,162 @@
+"""`python -m portcheck run --full` (Step 5's train_align): the recorder's Run for a script run to its end, as it
+is, and the metrics its printed lines show. Imports the recorder (Run, its files) and the library below; the
+recorder starts it by name (recorder.FULL), never importing it.
+"""
+import json
+import os
+import sys
+
+import numpy as np
+
+from portcheck.scripts.arguments import to_numpy
+from portcheck.scripts.first_call import by_keys, call_arguments
+from portcheck.scripts.recorder import INIT, STATUS, STOPPED_EXIT, Run, flushed, write_text
+
+
+class Full(Run):
+    """`run --full`: the script to its end, as it is (its own batches, Dropout on), its model started from the
+    torch side's initial weights; every step's loss, lr, weight norm, modes and targets, and each metric its
+    printed lines show (METRIC, or the run's --metric), as a portcheck.training.TrainingLog saved at exit: Step 5's
+    train_align, judged by portcheck.training."""
+    dropout_off = False
+    sites = False
+
+    def __init__(self, settings: dict, fw):
+        super().__init__(settings, fw)
+        import re
+        from portcheck.pipeline.training import TrainingLog
+        self.log, self.metric = TrainingLog(), re.compile(settings.get("metric") or METRIC)
+        self.framework, self.target, self.lr, self.weights, self.order = settings["framework"], None, None, "", []
+        self.lines = Lines(self.read)
+        stdout = sys.stdout
+
+        class Tee:  # the script's printing as it is, each line read for a metric
+            def __getattr__(_, name):
+                return getattr(stdout, name)
+
+            def write(_, text):
+                if isinstance(text, str):  # anything else is the stream's to refuse, as it would
+                    self.lines.write(text)
+                return stdout.write(text)
+        sys.stdout = Tee()
+
+    def read(self, line: str):
+        """A printed line: the metrics it shows, an evaluation once the script trained; a value that is no number
+        stops the script with one line."""
+        if self.root is None or not len(self.log.curves["loss"]) or os.getpid() != self.pid:
+            return
+        try:
+            found = metrics(self.metric, line)
+        except ValueError as e:
+            self.refuse(str(e))
+            flushed()
+            os._exit(STOPPED_EXIT)
+        if found:
+            try:
+                self.log.evaluate(found)
+            except Exception:  # noqa: BLE001 - a line naming other metrics than the first: not an evaluation
+                pass
+
+    def _first_call(self, module, args, kwargs):
+        from portcheck.core.fileio import load_npy
+        from portcheck.core.record import state_fingerprint
+        self.fw.check_not_compiled(module)
+        self.depth += 1
+        try:
+            if self.framework == "torch":
+                self.fw.load(module, load_npy(self.torch_dir / INIT))
+                self.fw.layout_keys(module)
+                self.weights = state_fingerprint(self.fw.paddle_layout_state(module))
+            else:
+                first = call_arguments(self, args, kwargs)
+                _, _, placed = self.fw.start_from_torch(module, self.given, first or by_keys(self))
+                self.weights = state_fingerprint(self.fw.placed_state(module, placed))
+                from portcheck.pipeline.training import torch_running_var
+                torch_running_var(module)  # evaluation sees torch's (unbiased) running variance
+        finally:
+            self.depth -= 1
+
+    def _root_call(self, module, call, args, kwargs):
+        return self._inner(call, args, kwargs)
+
+    def loss_call(self, name, target, settings: dict):
+        if self.root is not None and not self.in_root and hasattr(target, "numpy"):
+            self.target = target
+        return target
+
+    def backward(self, tensor):
+        if self.root is not None:
+            self.loss = to_numpy(tensor).reshape(-1)
+
+    def after_backward(self):
+        pass
+
+    def before_step(self, optimizer):
+        if self.root is not None:
+            self.lr = self.fw.lr(optimizer)
+
+    def after_step(self, optimizer):
+        if self.root is None or self.loss is None:
+            return
+        from portcheck.pipeline.training import batch_fingerprint
+        batch = None
+        if self.target is not None and (self.step == 0 or "batch" in self.log.curves):
+            batch = self.target
+            self.order.append(batch_fingerprint(batch))
+        self.log.step(self.loss, self.lr, model=self.root, batch=batch)
+        self.step += 1
+        self.loss, self.target = None, None
+
+    def write(self):
+        """At exit: the training log (train_align and train_log, with their run records), or why not."""
+        from portcheck.core.errors import PipelineError
+        from portcheck.pipeline.training import run_depends
+        if os.getpid() != self.pid:
+            return
+        if self.error is None and self.step:
+            try:
+                depends = run_depends(self.weights, [np.asarray(self.order, dtype=np.int64)], {}, {})
+                self.log.save(self.out, self.framework, depends, "python -m portcheck run --full")
+            except PipelineError as e:
+                self.error = str(e)
+        status = {"side": self.side, "steps": self.step, "error": self.error, "config": self.config,
+                  "root": type(self.root).__name__ if self.root is not None else None}
+        write_text(self.out / f"{STATUS[:-5]}_{self.framework}.json", json.dumps(status, indent=1, default=str))
+
+
+class Lines:
+    """Text as a terminal shows it, each line handed to read(line) as a newline ends it: a carriage return (a
+    progress bar's update) starts the line again, so only the current line is kept (linear in the output)."""
+
+    def __init__(self, read):
+        self.read, self.parts, self.returned = read, [], False
+
+    def write(self, text: str):
+        for i, line in enumerate(text.split("\n")):
+            if i:
+                self.read("".join(self.parts))
+                self.parts, self.returned = [], False
+            for j, part in enumerate(line.split("\r")):
+                self.returned |= j > 0
+                if part:
+                    if self.returned:  # the text after a carriage return writes over the line
+                        self.parts, self.returned = [], False
+                    self.parts.append(part)
+
+
+def metrics(metric, line: str) -> dict:
+    """{name: value} of the metrics a printed line shows (metric: group 1 the name, group 2 the value); a value that
+    is no number is a ValueError naming the line."""
+    found = {}
+    for m in metric.finditer(line):
+        try:
+            found[m.group(1).lower()] = float(m.group(2))
+        except (TypeError, ValueError):
+            raise ValueError(f"--metric {metric.pattern!r} read {m.group(2)!r} as {m.group(1)}'s value in the "
+                             f"printed line {line.strip()[:200]!r}, which is not a number: give a regex whose group 2 "
+                             "is the number alone, e.g. '(acc)\\s+([0-9.]+)' [PC832]") from None
+    return found
+
+
+# a metric in a printed line: "acc 0.97", "accuracy: 97.3", "val_f1=0.81" (its name, then its value)
+METRIC = r"(?<![A-Za-z])((?:val_|test_|eval_)?(?:acc|accuracy|f1))\s*[:=]?\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)"
