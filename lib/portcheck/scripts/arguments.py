@@ -59,7 +59,7 @@ def arrays(value, prefix, batch: dict):
 
 class Tensors:
     """A dict of tensors the script keeps beside the model, keyed as its state (an EMA's shadow weights), read and
-    set as a module's state is (kept_modules): the script's own dict, its entries as they are when read."""
+    set as a module's state is (first_call.kept_modules): the script's own dict, its entries as they are when read."""
     kind = "dict of tensors"
 
     def __init__(self, held: dict):

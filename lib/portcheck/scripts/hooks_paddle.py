@@ -244,7 +244,7 @@ class PaddleSide(SharedSide):
             return set()
         return {k for (k, _), g in zip(named, grads) if g is None}
 
-    # the layers kept beside the model (recorder.kept_modules, Run.keep)
+    # the layers kept beside the model (first_call.kept_modules, first_call.keep)
     @property
     def module_class(self):
         return self.paddle.nn.Layer

@@ -56,7 +56,7 @@ class TorchSide(SharedSide):
     def load(self, module, init: dict):
         module.load_state_dict({k: self.torch.from_numpy(np.array(v)) for k, v in init.items()})
 
-    # the modules kept beside the model (recorder.kept_modules, Run.keep)
+    # the modules kept beside the model (first_call.kept_modules, first_call.keep)
     @property
     def module_class(self):
         return self.torch.nn.Module

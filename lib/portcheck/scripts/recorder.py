@@ -26,7 +26,7 @@ folder). install() wraps what every training script goes through, in either fram
   a Trainer           transformers' or paddlenlp's, on the stack at the first step: what it does beside the
                       optimizer (runconfig.TRAINER);
   kept state          the modules (and dicts of tensors) of the model's structure the script keeps beside it, no
-                      optimizer holding them (an EMA copy, a teacher): each step's state (Run.keep).
+                      optimizer holding them (an EMA copy, a teacher): each step's state (first_call.keep).
 
 Sides: "torch" records the script as it is; "torch64" is the same script again in float64 (the model cast at its
 first call, from the torch side's initial weights, fed its batches and targets widened): torch's own error, the
