@@ -18,7 +18,7 @@ from portcheck.core.calibrated import measure
 from portcheck.mapping.convert import check_models, framework_of
 from portcheck.core.diff import NOT_JUDGED, KeyResult, first_diverging
 from portcheck.core.errors import PipelineError, first_line, raised_by
-from portcheck.mapping.pairing import ROOT, split_key
+from portcheck.core.keys import ROOT, split_key
 from portcheck.core.report import format_table
 
 

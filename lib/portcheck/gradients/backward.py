@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from portcheck.forward.compare import (F64, INPUTS, ROOT, ForwardReport, _float64, _Recorder, _unjudged_lines, call,
+from portcheck.forward.compare import (F64, INPUTS, ForwardReport, _float64, _Recorder, _unjudged_lines, call,
                                        float64, first_input, hook_points, in_turn, judge_forward, measure, checked_args,
                                        next_call, values, cast_wide, WIDER)
 from portcheck.core import calibrated, diff, tolerances
@@ -22,6 +22,7 @@ from portcheck.mapping import fused, pairing
 from portcheck.mapping.convert import RENAMES, framework_of, plan, torch_layouts
 from portcheck.core.diff import NOT_JUDGED, first_diverging
 from portcheck.core.errors import PipelineError, raised_by
+from portcheck.core.keys import ROOT
 from portcheck.core.report import format_table
 
 

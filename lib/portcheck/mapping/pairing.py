@@ -29,21 +29,10 @@ import numpy as np
 
 from portcheck.core import spill
 from portcheck.core.errors import PipelineError
+from portcheck.core.keys import ROOT, module_of, split_key
 from portcheck.mapping.names import entries
 
-ROOT = "(model)"   # the model itself among its modules (compare.py's record keys use it too)
 META = "mod/"      # a record's key per module: mod/<name>/<class>, its children and tensor shapes (int64)
-_KEY = re.compile(r"^(out|in)/([^#\[:]*)(#\d+)?(.*)$")  # kind, module, #call, then [index] or :key
-
-
-def split_key(key: str) -> tuple:
-    """A record key out/<module>#<n>[0]:x as (kind, call, rest): ("out", "<module>#<n>", "[0]:x")."""
-    kind, module, call, rest = _KEY.match(key).groups()
-    return kind, module + (call or ""), rest
-
-
-def module_of(call: str) -> str:
-    return call.split("#")[0]
 
 
 # ---------------------------------------------------------------- what a record says about each module

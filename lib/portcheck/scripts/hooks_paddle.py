@@ -77,7 +77,8 @@ class PaddleSide(SharedSide):
         from portcheck.gradients.backward import _counterpart, renames
         from portcheck.mapping.convert import CONFIGS_DIFFER, names_of_one_tensor
         from portcheck.forward.compare import _Recorder, call, counterparts, eval_mode
-        from portcheck.mapping.pairing import ROOT, describe, module_of, pair, split_key
+        from portcheck.core.keys import ROOT, module_of, split_key
+        from portcheck.mapping.pairing import describe, pair
         from portcheck.scripts.recorder import RUN, ties
         from portcheck.core.errors import PipelineError
         rec = _Recorder()

@@ -65,9 +65,10 @@ from portcheck.core import record
 from portcheck.core import report
 from portcheck.scripts import runconfig
 from portcheck.gradients.backward import AGAINST_ITSELF, KEPT, MOVED, RUNNING, TAKING_KEYS, against_itself, renames
-from portcheck.forward.compare import F64, ROOT
+from portcheck.forward.compare import F64
 from portcheck.core.errors import PipelineError, fail
 from portcheck.core.fileio import atomic_write, load_npy, open_regular, writable
+from portcheck.core.keys import ROOT
 from portcheck.core.report import DIAGNOSTICS
 from portcheck.scripts.recorder import BATCH, CROSSED, INIT, RECORD, SETTINGS, STATUS, TARGET, crossed_file
 
