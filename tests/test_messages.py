@@ -24,7 +24,7 @@ RED = re.compile(r"\bRED\b")  # a red line says so
 EXEMPT = {
     ("errors.py", "fail(str(e)"): "run_main prints a PipelineError's or an Interrupted's own line, coded where raised",
     ("fileio.py", "PipelineError(problem)"): "_missing's lines, each coded",
-    ("fused.py", "{key!r}: {e}"): "Fused's own refusal (PC309-PC311), said with the file and key it came from",
+    ("layouts.py", "{key!r}: {e}"): "Fused's own refusal (PC309-PC311), said with the file and key it came from",
     ("pairing.py", "PipelineError(_ambiguity("): "_ambiguity's line ends with PC317",
     ("recorder.py", "Refused(why)"): "refuse() itself: its callers' lines are coded",
     ("recorder.py", "self.refuse(str(e))"): "metrics()' ValueError, coded PC832",

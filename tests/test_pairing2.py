@@ -318,7 +318,7 @@ def test_a_layout_declared_for_a_layer_applies_to_its_subclasses():
     planned = plan(pt, pd, layouts={paddle.nn.LayerNorm: "same"}, inputs=IDS)
     assert planned["norm.weight"][1].rule.__name__ == "_same"
     planned = plan(pt, pd, layouts={"LayerNorm": "transpose"}, inputs=IDS)
-    assert planned["norm.weight"][1].rule.__name__ == "_linear"
+    assert planned["norm.weight"][1].rule.__name__ == "linear_layout"
 
 
 # ---------------------------------------------------------------- a config difference

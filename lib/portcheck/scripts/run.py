@@ -352,11 +352,11 @@ LAYOUTS_MAX = 1 << 15  # bytes of a --layouts file read: a few lines per module 
 
 
 def read_layouts(path: Path) -> dict:
-    """The run's settings from --layouts FILE: {"layouts": its declarations} (fused.from_json checks them; each side's
+    """The run's settings from --layouts FILE: {"layouts": its declarations} (layouts.from_json checks them; each side's
     recorder reads them as the API's layouts), {} without one. A file that is not one: one line."""
     if path is None:
         return {}
-    from portcheck.mapping.fused import from_json
+    from portcheck.mapping.layouts import from_json
     try:
         with open_regular(path) as f:
             text = f.read(LAYOUTS_MAX + 1)
