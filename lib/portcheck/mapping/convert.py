@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from portcheck.mapping import fused, pairing
+from portcheck.mapping import fused, pairing, ties
 from portcheck.core.errors import PipelineError
 from portcheck.mapping.fused import Fused
 from portcheck.mapping.layouts import CONFIGS_DIFFER, layouts_table, linear_layout, same_layout
@@ -400,7 +400,7 @@ def _settle(torch_model, paddle_model, inputs, state: "State", params: dict, mod
     torch's values: every group in the run's order first, one run kept where its calls are torch's within SETTLED;
     else the group's Paddle modules filled in each order in turn (the rest already converted), both
     models run on `inputs`, and the order kept whose calls holding tensors, from the group's first to the next
-    group's (to the model's output for the last), are torch's by pairing.nearest_of (the rule the run's values
+    group's (to the model's output for the last), are torch's by ties.nearest_of (the rule the run's values
     settle a tie by). state and the Paddle model are changed to it. Raises a PipelineError naming the modules and
     the name_map that settles them where the group is too large to try; where no order is nearest (several
     compute the same, or none gives torch's values: a difference of the port there), the run's order stays."""
@@ -425,7 +425,7 @@ def _settle(torch_model, paddle_model, inputs, state: "State", params: dict, mod
 
         def distance(p_record, window):
             counterpart = lambda c: assign[pairing.module_of(c)] + c[len(pairing.module_of(c)):]  # noqa: E731
-            return max(pairing._distance(pairing._outputs(t_record, c), pairing._outputs(p_record, counterpart(c)))
+            return max(ties.distance(ties.outputs_of(t_record, c), ties.outputs_of(p_record, counterpart(c)))
                        for c in window)
 
         # the run's order first, every group at once: one Paddle run where the port is correct, as most are (a
@@ -452,7 +452,7 @@ def _settle(torch_model, paddle_model, inputs, state: "State", params: dict, mod
                 distances[theirs] = distance(trace(paddle_model, inputs), window)
             # no order nearest: orders computing the same (any is right), or none giving torch's values, a difference
             # of the port there, which the comparison then shows red in the run's order (a refusal would hide it)
-            best = pairing.nearest_of(distances) or tuple(paddle_names)
+            best = ties.nearest_of(distances) or tuple(paddle_names)
             _put(group, best, keys, values, params)
             assign.update(zip(torch_names, best))
             for (t, p), q in zip(group, best):
