@@ -24,8 +24,8 @@ RED = re.compile(r"\bRED\b")  # a red line says so
 EXEMPT = {
     ("errors.py", "fail(str(e)"): "run_main prints a PipelineError's or an Interrupted's own line, coded where raised",
     ("fileio.py", "PipelineError(problem)"): "_missing's lines, each coded",
-    ("fused.py", "{key!r}: {e}"): "Fused's own refusal (PC309-PC311), said with the file and key it came from",
-    ("pairing.py", "PipelineError(_ambiguity("): "_ambiguity's line ends with PC317",
+    ("layouts.py", "{key!r}: {e}"): "Fused's own refusal (PC309-PC311), said with the file and key it came from",
+    ("pairing.py", "PipelineError(ambiguity("): "ambiguity's line ends with PC317",
     ("recorder.py", "Refused(why)"): "refuse() itself: its callers' lines are coded",
     ("full.py", "self.refuse(str(e))"): "metrics()' ValueError, coded PC832",
     ("hooks_paddle.py", "does not pair with the torch model's: {e}"): "the pairing's refusal (PC3xx) inside it",

@@ -316,9 +316,9 @@ def test_a_layout_declared_for_a_layer_applies_to_its_subclasses():
     pt, pd = PosTorch(), PosPaddle(paddle_position("PaddlePositionEmbedding"))
     from portcheck.mapping.convert import plan
     planned = plan(pt, pd, layouts={paddle.nn.LayerNorm: "same"}, inputs=IDS)
-    assert planned["norm.weight"][1].rule.__name__ == "_same"
+    assert planned["norm.weight"][1].rule.__name__ == "same_layout"
     planned = plan(pt, pd, layouts={"LayerNorm": "transpose"}, inputs=IDS)
-    assert planned["norm.weight"][1].rule.__name__ == "_linear"
+    assert planned["norm.weight"][1].rule.__name__ == "linear_layout"
 
 
 # ---------------------------------------------------------------- a config difference

@@ -108,7 +108,7 @@ def test_a_refusal_lists_every_problem_it_counts(pair, tmp_path, capfd):
 # --layouts FILE: the declarations the library's calls take as layouts=, in JSON
 def test_a_layouts_file_declares_what_the_api_takes():
     from portcheck.mapping import recipes
-    from portcheck.mapping.fused import from_json
+    from portcheck.mapping.layouts import from_json
     assert from_json({"c_attn": {"fused": ["q", "k", "v"]}, "qkv_proj": {"fused": ["q", "k", "v"], "heads": 4}}) == \
         recipes.paddlenlp_gpt(4, fused=True)
     assert from_json({"MultiheadAttention": {"fused": ["q_proj", "k_proj", "v_proj"], "output": False}}) == \

@@ -443,10 +443,12 @@ def test_a_guide_bound_below_torchs_own_error_is_said(torch_own, says):
 def test_pairing_a_spilled_record_maps_each_value_it_reads_once_per_call(tmp_path, monkeypatch, planted):
     """compare_forward(record_dir=)'s pairing maps from disk only the outputs of the calls it compares: a pass over
     record.items() per call mapped every file of the record (22k maps at hidden 256, a fifth of the comparison)."""
-    from portcheck.mapping import pairing
+    from portcheck.core.keys import split_key
+    from portcheck.mapping import pairing, ties
     if planted:
-        monkeypatch.setattr(pairing, "_outputs", lambda record, call: [
-            v for k, v in record.items() if k.startswith("out/") and pairing.split_key(k)[1] == call])
+        every = lambda record, call: [v for k, v in record.items() if k.startswith("out/") and split_key(k)[1] == call]
+        monkeypatch.setattr(pairing, "outputs_of", every)  # pairing's own reads (harmless, composed) and the ties'
+        monkeypatch.setattr(ties, "outputs_of", every)
     pt, pd = llama_pair()
     convert(pt, pd, layouts=HEAD)
     reads, pair = [], pairing.pair

@@ -33,7 +33,7 @@ from pathlib import Path
 
 import numpy as np
 
-from portcheck.mapping.convert import RULES
+from portcheck.mapping.layouts import RULES
 from portcheck.core.errors import PipelineError, run_main
 from portcheck.core.fileio import atomic_write
 

@@ -1,6 +1,5 @@
 """The framework-free floor: errors, safe reads and writes (fileio), run records and fingerprints (record,
-same_run), the rules (tolerances), exact and atol+rtol judging (diff), the rule measured on the model
-(calibrated), logs (report), records on disk (spill), process settings for entry scripts (runtime).
+same_run), record keys (keys), the rules (tolerances), exact and atol+rtol judging (diff), the rule measured on the
+model (calibrated), logs (report), records on disk (spill), process settings for entry scripts (runtime).
 
-Imports numpy and the standard library only, and no other portcheck subpackage (diff's pairing.ROOT is the one
-exception left, tests/test_layering.py names it)."""
+Imports numpy and the standard library only, and no other portcheck subpackage."""

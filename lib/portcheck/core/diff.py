@@ -24,7 +24,7 @@ import numpy as np
 
 from portcheck.core.errors import PipelineError, require
 from portcheck.core.fileio import load_npy
-from portcheck.mapping.pairing import ROOT
+from portcheck.core.keys import ROOT
 from portcheck.core.tolerances import Tol
 
 SIDES = ("torch", "paddle")

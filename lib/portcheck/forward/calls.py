@@ -27,7 +27,7 @@ import numpy as np
 from portcheck.core import calibrated
 from portcheck.forward.compare import (_float64, call, first_input, float64_run, hook_points, is_torch, next_call,
                                tensors)
-from portcheck.mapping.pairing import ROOT, module_of, split_key
+from portcheck.core.keys import ROOT, module_of, split_key
 
 _HERE = str(Path(__file__).resolve().parent.parent) + os.sep  # the library's frames are never the model's source line
 

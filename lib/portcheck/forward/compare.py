@@ -13,12 +13,12 @@ from typing import NamedTuple
 import numpy as np
 
 from portcheck.core import calibrated, spill, tolerances
-from portcheck.mapping import fused, pairing
+from portcheck.mapping import fused, modules, pairing
 from portcheck.core.calibrated import measure
 from portcheck.mapping.convert import check_models, framework_of
 from portcheck.core.diff import NOT_JUDGED, KeyResult, first_diverging
 from portcheck.core.errors import PipelineError, first_line, raised_by
-from portcheck.mapping.pairing import ROOT, split_key
+from portcheck.core.keys import ROOT, split_key
 from portcheck.core.report import format_table
 
 
@@ -737,7 +737,7 @@ def trace(model, inputs=None, into=None) -> dict:
     spill.Spill), else a new dict."""
     torch_side = is_torch(model)  # first: anything but a model is one line, before describe reads it
     out = {} if into is None else into
-    out.update(pairing.describe(model))
+    out.update(modules.describe(model))
     if inputs is not None:
         if torch_side:
             import torch

@@ -28,7 +28,8 @@ from portcheck.core import calibrated
 from portcheck.mapping import fused
 from portcheck.forward.compare import (_float64, _remember, call, first_input, float64_run, hook_points, is_torch,
                                judge_against, judge_one, next_call, tensors, values, version)
-from portcheck.mapping.pairing import ROOT, _broadcast, module_of, reshaped, split_key
+from portcheck.core.keys import ROOT, module_of, split_key
+from portcheck.mapping.pairing import _broadcast, reshaped
 from portcheck.core.spill import identity
 
 ERRORS = (RuntimeError, ValueError, TypeError, IndexError)  # a model that cannot run on forced values

@@ -36,7 +36,7 @@ from portcheck.forward.compare import (F64, ForwardReport, _judge, _recorded, fl
 from portcheck.core.diff import first_diverging
 from portcheck.core.errors import PipelineError
 from portcheck.core.fileio import open_regular
-from portcheck.mapping.pairing import ROOT
+from portcheck.core.keys import ROOT
 
 CONFIG = "config.json"
 INDEX = "model.safetensors.index.json"

@@ -14,14 +14,16 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from portcheck.forward.compare import (F64, INPUTS, ROOT, ForwardReport, _float64, _Recorder, _unjudged_lines, call,
+from portcheck.forward.compare import (F64, INPUTS, ForwardReport, _float64, _Recorder, _unjudged_lines, call,
                                        float64, first_input, hook_points, in_turn, judge_forward, measure, checked_args,
                                        next_call, values, cast_wide, WIDER)
 from portcheck.core import calibrated, diff, tolerances
-from portcheck.mapping import fused, pairing
-from portcheck.mapping.convert import RENAMES, framework_of, plan, torch_layouts
+from portcheck.mapping import fused, modules, pairing
+from portcheck.mapping.convert import framework_of, plan, torch_layouts
+from portcheck.mapping.layouts import RENAMES
 from portcheck.core.diff import NOT_JUDGED, first_diverging
 from portcheck.core.errors import PipelineError, raised_by
+from portcheck.core.keys import ROOT
 from portcheck.core.report import format_table
 
 
@@ -364,9 +366,9 @@ def record_backward(model, inputs, targets, loss, optimizer, scheduler=None, ste
                            failed=lambda wide: any(calibrated.overflowed(out[k], v) for k, v in wide.items() if k in out))
             del start
             out.update({F64 + k: v for k, v in wide.items()})
-        return fused.mark({**pairing.describe(model), **out, **({ISOLATED: np.ones(1)} if isolate else {})}, parts, model)
+        return fused.mark({**modules.describe(model), **out, **({ISOLATED: np.ones(1)} if isolate else {})}, parts, model)
     import paddle
-    return fused.mark({**pairing.describe(model), **_train(
+    return fused.mark({**modules.describe(model), **_train(
         "paddle", model, inputs, targets, loss, optimizer, scheduler, steps, paddle.to_tensor,
         lambda m: {k: v.numpy() for k, v in m.state_dict().items()}, _paddle_grads, lambda: {},
         (lambda m, i: m.set_state_dict(starts[i])) if starts is not None else None, clip, near=True),

@@ -10,83 +10,16 @@ at a time. A square Linear weight is transposed because it belongs to a Linear, 
 happens to fit.
 """
 import math
-import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
 
-from portcheck.mapping import fused, pairing
+from portcheck.mapping import fused, pairing, ties
 from portcheck.core.errors import PipelineError
 from portcheck.mapping.fused import Fused
+from portcheck.mapping.layouts import CONFIGS_DIFFER, layouts_table, linear_layout, same_layout
 from portcheck.mapping.weights import named
-
-
-def _linear(name, array):
-    return name, (array.T if name == "weight" else array)  # torch [out, in], Paddle [in, out]
-
-
-def _same(name, array):
-    return name, array
-
-
-RENAMES = {"running_mean": "_mean", "running_var": "_variance"}  # BatchNorm's statistics, torch -> Paddle
-# why a torch tensor and the Paddle one of its name differ in shape, which no pairing or layout settles
-CONFIGS_DIFFER = ("the two models' configs differ there (a vocabulary, a type_vocab_size, a width); build both from "
-                  "one config")
-
-
-def _batch_norm(name, array):
-    if name == "num_batches_tracked":  # Paddle keeps no count: its momentum never switches to an average
-        return None, None
-    return RENAMES.get(name, name), array
-
-
-def _renamed(names: dict, rule=_same):
-    """A rule that gives some tensors another name on the Paddle side."""
-    def rename(name, array):
-        return rule(names.get(name, name), array)
-    return rename
-
-
-RULES = {"same": _same, "transpose": _linear}  # what a user's `layouts` may name
-
-
-def _layouts(extra=None):
-    """torch module type -> (Paddle layer type names it may become, tensor rule). Built on first use, so
-    that importing this module does not load either framework. extra: the caller's own {module type or its
-    class name, of either side: "same" or "transpose"} for modules this table does not know (a model's own
-    norm, an embeddings module holding a parameter itself, paddlenlp's LlamaLMHead holding a Linear's weight);
-    their Paddle type is not checked."""
-    import torch.nn as tnn
-    table = {tnn.Linear: (("Linear",), _linear), tnn.Embedding: (("Embedding",), _same),
-             tnn.LayerNorm: (("LayerNorm",), _same), tnn.GroupNorm: (("GroupNorm",), _same),
-             tnn.PReLU: (("PReLU",), _renamed({"weight": "_weight"}))}
-    for n in (1, 2, 3):
-        table[getattr(tnn, f"Conv{n}d")] = ((f"Conv{n}D",), _same)
-        table[getattr(tnn, f"ConvTranspose{n}d")] = ((f"Conv{n}DTranspose",), _same)
-        table[getattr(tnn, f"BatchNorm{n}d")] = ((f"BatchNorm{n}D", "BatchNorm"), _batch_norm)
-        table[getattr(tnn, f"InstanceNorm{n}d")] = ((f"InstanceNorm{n}D",), _renamed({"weight": "scale"}))
-    # q, k and v packed along the first axis of in_proj_weight [3E, E] and in_proj_bias, a Linear's layout each:
-    # which Paddle Linear each part fills, a Fused(("q_proj", "k_proj", "v_proj"), output=False) entry says
-    table[tnn.MultiheadAttention] = (("Linear",), _renamed({"in_proj_weight": "weight", "in_proj_bias": "bias"},
-                                                           _linear))
-    table[tnn.LSTM] = (("LSTM",), _same)  # gate order i, f, g, o on both sides; names weight_ih_l0, ..._reverse
-    table[tnn.GRU] = (("GRU",), _same)
-    # transformers' GPT-2-style Conv1D already holds [in, out], as Paddle's Linear does. Taken from sys.modules,
-    # not imported: a model holding one has loaded its module, and a model without one (a user's own script under
-    # `portcheck run`) is spared loading transformers (~0.4 s)
-    conv1d = sys.modules.get("transformers.pytorch_utils")
-    if conv1d is not None:
-        table[conv1d.Conv1D] = (("Linear",), _same)
-    for key, how in (extra or {}).items():
-        if isinstance(how, Fused) and isinstance(key, (type, str)):
-            continue  # which columns are which part (portcheck.fused); the tensors' own rule is the type's
-        if how not in RULES or not isinstance(key, (type, str)):
-            raise PipelineError(f"layouts: {key!r}: {how!r} must be one of {', '.join(map(repr, RULES))}, keyed by a "
-                                "torch or Paddle module type or its class name [PC301]")
-        table[key] = (None, RULES[how])
-    return table
 
 
 def _own_ids(module) -> list:
@@ -126,7 +59,7 @@ class Tensor:
     @property
     def transposed(self) -> bool:
         """A Linear's weight: torch [out, in], Paddle [in, out]."""
-        return self.rule is _linear and self.name == "weight"
+        return self.rule is linear_layout and self.name == "weight"
 
 
 def _lineage(kind: type) -> list:
@@ -144,7 +77,7 @@ def _rule(table, module, paddle_kind=None):
             return table[key]
     rule = next((table[key] for key in _lineage(type(module)) if key in table), None)
     if rule is None and all(len(a.shape) <= 1 for a in own_tensors(module).values()):
-        return None, _same
+        return None, same_layout
     return rule
 
 
@@ -153,7 +86,7 @@ def torch_layouts(torch_model, layouts=None, paddle_kinds=None) -> dict:
     Paddle counterpart), from the torch model alone: a torch-side script writes its tensors in Paddle's
     layout with it. paddle_kinds: {torch module: the Paddle layer type it pairs with}, for layouts declared by
     a Paddle type. Every module type with no known layout ends the run, all named at once."""
-    table = _layouts(layouts)
+    table = layouts_table(layouts)
     out, unknown, first = {}, {}, {}
     tied, cut = _ties(torch_model, paddle_kinds), fused.specs(torch_model, layouts)
     for name, module in torch_model.named_modules():
@@ -467,7 +400,7 @@ def _settle(torch_model, paddle_model, inputs, state: "State", params: dict, mod
     torch's values: every group in the run's order first, one run kept where its calls are torch's within SETTLED;
     else the group's Paddle modules filled in each order in turn (the rest already converted), both
     models run on `inputs`, and the order kept whose calls holding tensors, from the group's first to the next
-    group's (to the model's output for the last), are torch's by pairing.nearest_of (the rule the run's values
+    group's (to the model's output for the last), are torch's by ties.nearest_of (the rule the run's values
     settle a tie by). state and the Paddle model are changed to it. Raises a PipelineError naming the modules and
     the name_map that settles them where the group is too large to try; where no order is nearest (several
     compute the same, or none gives torch's values: a difference of the port there), the run's order stays."""
@@ -492,7 +425,7 @@ def _settle(torch_model, paddle_model, inputs, state: "State", params: dict, mod
 
         def distance(p_record, window):
             counterpart = lambda c: assign[pairing.module_of(c)] + c[len(pairing.module_of(c)):]  # noqa: E731
-            return max(pairing._distance(pairing._outputs(t_record, c), pairing._outputs(p_record, counterpart(c)))
+            return max(ties.distance(ties.outputs_of(t_record, c), ties.outputs_of(p_record, counterpart(c)))
                        for c in window)
 
         # the run's order first, every group at once: one Paddle run where the port is correct, as most are (a
@@ -519,7 +452,7 @@ def _settle(torch_model, paddle_model, inputs, state: "State", params: dict, mod
                 distances[theirs] = distance(trace(paddle_model, inputs), window)
             # no order nearest: orders computing the same (any is right), or none giving torch's values, a difference
             # of the port there, which the comparison then shows red in the run's order (a refusal would hide it)
-            best = pairing.nearest_of(distances) or tuple(paddle_names)
+            best = ties.nearest_of(distances) or tuple(paddle_names)
             _put(group, best, keys, values, params)
             assign.update(zip(torch_names, best))
             for (t, p), q in zip(group, best):
@@ -749,7 +682,7 @@ def _one_sided_buffers(torch_model, paddle_model, unfilled: list, modules: dict,
             said[key] = (f"Paddle buffer {key} {list(want.shape)} {want.dtype} differs from torch's unsaved buffer "
                          f"{t_key} {list(array.shape)} {array.dtype}: build it as torch does")
             continue
-        filled[key] = (t_key, Tensor(t_key.rpartition(".")[0], name, name, _same, None, type(module).__name__, array))
+        filled[key] = (t_key, Tensor(t_key.rpartition(".")[0], name, name, same_layout, None, type(module).__name__, array))
     return filled, said
 
 

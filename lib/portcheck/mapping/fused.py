@@ -20,11 +20,12 @@ them: its forward reads them itself (torch's MultiheadAttention, q, k, v in in_p
 judged whole; its parts are modules that never run, each pairing with the module of its name on the other side
 (recipes.TORCH_ATTENTION: q_proj, k_proj, v_proj), filled by convert and judged by their gradients and weights.
 """
-import json
 import re
 from dataclasses import dataclass
 
 import numpy as np
+
+from portcheck.mapping.modules import META, own_modules
 
 KEY = "fused/"  # a record's key per fused module: fused/<module>/<part,part,...>, its value [heads] (0: none)
 
@@ -87,15 +88,13 @@ def specs(model, layouts) -> dict:
 
 def _own_shapes(module) -> list:
     """The shapes of the tensors a module of either framework holds itself (pairing's)."""
-    from portcheck.mapping import pairing
-    return pairing._own(module)[0][3]
+    return own_modules(module)[0][3]
 
 
 def mark(record, fused: dict, model):
     """Add each fused module's fused/ key to a record (a dict or a spill.Spill), and each part's mod/ key (its
     tensors' shapes, the output axis divided): the record says itself how to cut. A packed module's (output=False)
     own mod/ key then holds no tensors: a container of its parts, which never ran."""
-    from portcheck.mapping import pairing
     modules = dict(model.named_modules() if not hasattr(model, "named_sublayers")
                    else model.named_sublayers(include_self=True))
     for name, spec in fused.items():
@@ -104,12 +103,12 @@ def mark(record, fused: dict, model):
         record[f"{KEY}{name}/{','.join(spec.parts)}"] = np.array([spec.heads] + ([] if spec.output else [0]),
                                                                  dtype=np.int64)
         if not spec.output:  # no output to cut: the record holds the module as a container of its parts, never run
-            record[f"{pairing.META}{name}/{type(module).__name__}"] = np.array([children + len(spec.parts), 0],
-                                                                              dtype=np.int64)
+            record[f"{META}{name}/{type(module).__name__}"] = np.array([children + len(spec.parts), 0],
+                                                                      dtype=np.int64)
         shapes = part_shapes(module, spec)
         flat = [0 if not spec.output else children, len(shapes)] + [d for s in shapes for d in (len(s), *s)]
         for part in spec.parts:
-            record[f"{pairing.META}{name}.{part}/{type(module).__name__}"] = np.array(flat, dtype=np.int64)
+            record[f"{META}{name}.{part}/{type(module).__name__}"] = np.array(flat, dtype=np.int64)
     return record
 
 
@@ -159,7 +158,6 @@ def cut(record, tensors=True):
     fused = declared(record)
     if not fused:
         return record
-    from portcheck.mapping import pairing  # pairing reads a cut record: the import is here, where it is needed
     out = {}
     for key in record:
         if key.startswith(KEY):
@@ -175,7 +173,7 @@ def cut(record, tensors=True):
                 out[f"{prefix}{module}.{part}{number or ''}{rest}"] = \
                     value if columns is None or prefix.endswith("in/") else np.ascontiguousarray(value[..., columns[p]])
             continue
-        if key.startswith(pairing.META) and key[len(pairing.META):].rpartition("/")[0] in fused:
+        if key.startswith(META) and key[len(META):].rpartition("/")[0] in fused:
             continue  # the whole: its parts' mod/ keys (mark) stand for it
         kind, slash, name = key.partition("/")
         module, _, tensor = name.rpartition(".")
@@ -235,30 +233,4 @@ def join(spec: Fused, arrays: list):
     out = np.empty((*arrays[0].shape[:-1], width), dtype=arrays[0].dtype)
     for c, a in zip(columns, arrays):
         out[..., c] = a
-    return out
-
-
-def from_json(data, said: str = "layouts") -> dict:
-    """The layouts `portcheck run --layouts FILE` declares, as the API takes them: a JSON object keyed as any layout
-    is (a module's class name, its last name part or its whole name), each value "same", "transpose" or
-    {"fused": [parts], "heads": n, "output": false} (Fused's fields). Anything else: PipelineError, one line."""
-    from portcheck.mapping.convert import RULES
-    from portcheck.core.errors import PipelineError
-    if not isinstance(data, dict):
-        raise PipelineError(f"{said}: a JSON object is expected ({{\"c_attn\": {{\"fused\": [\"q\", \"k\", \"v\"]}}}}),"
-                            f" got a {type(data).__name__} [PC308]")
-    out = {}
-    for key, how in data.items():
-        if isinstance(how, str) and how in RULES:
-            out[key] = how
-        elif isinstance(how, dict) and isinstance(how.get("fused"), list) and set(how) <= {"fused", "heads", "output"} \
-                and not isinstance(how.get("heads"), bool):
-            try:
-                out[key] = Fused(tuple(how["fused"]), how.get("heads", 0), how.get("output", True))
-            except PipelineError as e:
-                raise PipelineError(f"{said}: {key!r}: {e}") from None
-        else:
-            raise PipelineError(f"{said}: {key!r}: {json.dumps(how)[:80]} is not a layout: give "
-                                f"{' or '.join(map(repr, RULES))}, or {{\"fused\": [parts], \"heads\": n, "
-                                "\"output\": false} (heads and output optional) [PC312]")
     return out

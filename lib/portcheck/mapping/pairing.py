@@ -29,64 +29,11 @@ import numpy as np
 
 from portcheck.core import spill
 from portcheck.core.errors import PipelineError
+from portcheck.core.keys import ROOT, module_of, split_key
+from portcheck.mapping.modules import META, decode
 from portcheck.mapping.names import entries
-
-ROOT = "(model)"   # the model itself among its modules (compare.py's record keys use it too)
-META = "mod/"      # a record's key per module: mod/<name>/<class>, its children and tensor shapes (int64)
-_KEY = re.compile(r"^(out|in)/([^#\[:]*)(#\d+)?(.*)$")  # kind, module, #call, then [index] or :key
-
-
-def split_key(key: str) -> tuple:
-    """A record key out/<module>#<n>[0]:x as (kind, call, rest): ("out", "<module>#<n>", "[0]:x")."""
-    kind, module, call, rest = _KEY.match(key).groups()
-    return kind, module + (call or ""), rest
-
-
-def module_of(call: str) -> str:
-    return call.split("#")[0]
-
-
-# ---------------------------------------------------------------- what a record says about each module
-
-def _own(model):
-    """[(name, module, children, shapes of the tensors it holds itself)] in definition order, either framework.
-    A 0-d tensor (BatchNorm's num_batches_tracked, which Paddle does not keep) identifies nothing."""
-    out = []
-    if hasattr(model, "named_sublayers"):
-        for name, layer in model.named_sublayers(include_self=True):
-            skip = getattr(layer, "_non_persistable_buffer_names_set", set())
-            tensors = [p for _, p in layer.named_parameters(include_sublayers=False)]
-            tensors += [b for n, b in layer.named_buffers(include_sublayers=False) if n not in skip]
-            out.append((name, layer, len(list(layer.children())), [tuple(t.shape) for t in tensors]))
-    else:
-        for name, module in model.named_modules():
-            skip = getattr(module, "_non_persistent_buffers_set", set())
-            tensors = [p for _, p in module.named_parameters(recurse=False)]
-            tensors += [b for n, b in module.named_buffers(recurse=False) if b is not None and n not in skip]
-            out.append((name, module, len(list(module.children())), [tuple(t.shape) for t in tensors]))
-    return out
-
-
-def describe(model) -> dict:
-    """{mod/<name>/<class>: int64 [children, tensors, ndim, sizes..., ...]} for every module in definition
-    order: what pairing needs of a model, kept in its record so that two saved records pair alone."""
-    out = {}
-    for name, module, children, shapes in _own(model):
-        flat = [children, len(shapes)] + [d for s in shapes for d in (len(s), *s)]
-        out[f"{META}{name or ROOT}/{type(module).__name__}"] = np.array(flat, dtype=np.int64)
-    return out
-
-
-def _decode(flat) -> tuple:
-    """(children, layout-free tensor shapes) from describe's array."""
-    flat = [int(x) for x in np.asarray(flat).reshape(-1)]
-    children, count, shapes, i = flat[0], flat[1], [], 2
-    for _ in range(count):
-        n = flat[i]
-        shapes.append(tuple(flat[i + 1:i + 1 + n]))
-        i += 1 + n
-    return children, tuple(sorted(tuple(sorted(s)) for s in shapes if len(s)))
-
+from portcheck.mapping.ties import (ambiguity, distance, entry, fusions_of, nearest_of, one_module_each, outputs_of,
+                                    same_values, settled_by_name, settled_by_value, tied_calls, ties_said)
 
 ACTIVATION = re.compile(r"relu|gelu|silu|swish|sigmoid|tanh|elu$|mish|softplus|softsign|hardswish|activation|glu$")
 CONTAINERS = {"sequential", "modulelist", "layerlist", "moduledict", "layerdict"}
@@ -134,7 +81,7 @@ def sequence(record: dict) -> list:
     for key in record:
         if key.startswith(META):
             name, _, kind = key[len(META):].rpartition("/")
-            meta[name] = (kind, *_decode(record[key]))
+            meta[name] = (kind, *decode(record[key]))
     outputs = {}
     for key in record:
         if key.startswith("out/"):
@@ -370,7 +317,7 @@ class Pairing:
 def pair(torch_record: dict, paddle_record: dict, name_map=None, weights_only=False) -> Pairing:
     """Pair the module calls of a torch record with a Paddle one (record_forward's, describe's, or a training
     record's first forward). name_map's entries are kept; the rest is aligned (module docstring). Where two
-    candidates fit equally well, the run's values settle it (_by_value: the one whose output is torch's);
+    candidates fit equally well, the run's values settle it (settled_by_value: the one whose output is torch's);
     raises a PipelineError naming the modules and the entry that settles it when they cannot. weights_only:
     ties between calls holding no tensors are left to the alignment (a conversion's weights do not depend on
     them, and its models do not hold the same weights yet: values cannot settle them)."""
@@ -396,7 +343,8 @@ def pair(torch_record: dict, paddle_record: dict, name_map=None, weights_only=Fa
             # its own, else the next in run order
             free = [c.name for c in ps if c.module == target]
             for t in names:
-                d = {p: _distance(_outputs(torch_record, t), _outputs(paddle_record, p)) for p in free} if ran else {}
+                d = {p: distance(outputs_of(torch_record, t), outputs_of(paddle_record, p))
+                     for p in free} if ran else {}
                 fixed[t] = min(free, key=lambda p: (d.get(p, 0), free.index(p))) if free else fixed[t]
                 free.remove(fixed[t]) if fixed[t] in free else None
     result.named = {t for t in fixed if module_of(t) != ROOT}
@@ -407,8 +355,8 @@ def pair(torch_record: dict, paddle_record: dict, name_map=None, weights_only=Fa
         if any(c.tensors for c in candidates):
             return False
         record = torch_record if side == "torch" else paddle_record
-        first = _outputs(record, candidates[0].name)
-        return bool(first) and all(_same(first, _outputs(record, c.name)) for c in candidates[1:])
+        first = outputs_of(record, candidates[0].name)
+        return bool(first) and all(same_values(first, outputs_of(record, c.name)) for c in candidates[1:])
 
     forbidden, calls, unsettled, refused, fusions = set(), {c.name: c for c in ts}, set(), [], {}
     from portcheck.mapping.fused import packed_parts  # fused reads pairing's records: imported here, where it is needed
@@ -446,18 +394,18 @@ def pair(torch_record: dict, paddle_record: dict, name_map=None, weights_only=Fa
             ties = [(i, j) for i, j in ties if not isinstance(i, list) or
                     any(fixed.get(left_t[k].name) != left_p[j].name for k in i)]
             if weights_only:  # a tie among calls of one module on each side sends the same weights either way
-                ties = [tie for tie in ties if any(c.tensors for c in _tied(tie, left_t, left_p))
-                        and not _one_module_each(tie, left_t, left_p)]
+                ties = [tie for tie in ties if any(c.tensors for c in tied_calls(tie, left_t, left_p))
+                        and not one_module_each(tie, left_t, left_p)]
             if ties:
                 # a conversion's models do not hold the same weights yet: their values settle nothing
-                chosen = (_by_value(ties, left_t, left_p, torch_record, paddle_record) if ran and not weights_only
-                          else {}) or _by_name(ties, left_t, left_p)
+                chosen = (settled_by_value(ties, left_t, left_p, torch_record, paddle_record)
+                          if ran and not weights_only else {}) or settled_by_name(ties, left_t, left_p)
                 if not chosen:
                     # refused once every tie is found: each one's first candidate taken, as the map the refusal
                     # prints does, so that the ties it would leave are said with it (pasted, it pairs them all)
-                    refused += _said(ties, left_t, left_p)
-                    fusions.update(_fusions(ties, left_t, left_p, ts, ps))
-                    for one, others, torch_one in _said(ties, left_t, left_p):  # the first tie's at least
+                    refused += ties_said(ties, left_t, left_p)
+                    fusions.update(fusions_of(ties, left_t, left_p, ts, ps))
+                    for one, others, torch_one in ties_said(ties, left_t, left_p):  # the first tie's at least
                         t, p = (one.name, others[0].name) if torch_one else (others[0].name, one.name)
                         if t not in chosen and p not in chosen.values():
                             chosen[t] = p
@@ -472,7 +420,7 @@ def pair(torch_record: dict, paddle_record: dict, name_map=None, weights_only=Fa
             pairs.update((left_t[i].name, left_p[j].name) for i, j in found)
             first = False
         if refused:
-            raise PipelineError(_ambiguity(refused, ran, fusions, (ts, ps), guessed=weights_only))
+            raise PipelineError(ambiguity(refused, ran, fusions, (ts, ps), guessed=weights_only))
         pairs.update(fixed)  # a map's entries that cross each other are kept too
         bad = (_inconsistent(pairs, calls) | _blocked(pairs, calls, by_name)) - set(fixed.items()) - forbidden
         if bad:
@@ -485,7 +433,7 @@ def pair(torch_record: dict, paddle_record: dict, name_map=None, weights_only=Fa
         # the order alone chose them: each call takes the candidate whose output is its own, as a tie does
         index_t, index_p = {c.name: i for i, c in enumerate(ts)}, {c.name: j for j, c in enumerate(ps)}
         ties = [(index_t[t], [index_p[q] for _, q in g]) for g in doubt for t, _ in g]
-        chosen = _by_value(ties, ts, ps, torch_record, paddle_record)
+        chosen = settled_by_value(ties, ts, ps, torch_record, paddle_record)
         unsettled |= {t for g in doubt for t, _ in g if t not in chosen}  # values cannot say: the order stands
         fixed.update(chosen)
         fixed_p.update(chosen.values())
@@ -528,8 +476,8 @@ def _composed(result: Pairing, torch_record: dict, paddle_record: dict, side: st
             last = outs[n.name][0]
         if not chain:
             continue
-        there = _outputs(other, theirs)
-        best = nearest_of({n: _distance([record[outs[n][0]]], there) for n in [c.name, *chain]})
+        there = outputs_of(other, theirs)
+        best = nearest_of({n: distance([record[outs[n][0]]], there) for n in [c.name, *chain]})
         if best is not None and best != c.name:
             out[c.name if side == "torch" else theirs] = chain[:chain.index(best) + 1]
     return out
@@ -561,48 +509,6 @@ def named_exist(name_map, torch_record: dict, paddle_record: dict):
         raise PipelineError(f"name_map entries naming no module: {'; '.join(bad[:5])}"
                             + (f"; and {len(bad) - 5} more" if len(bad) > 5 else "")
                             + ": name the models' own modules (report.pairs() lists them) [PC314]")
-def _one_module_each(tie, ts, ps) -> bool:
-    """A tie among the calls of one module on each side (a shared embedding called by both halves)."""
-    i, j = tie
-    t, p = ([ts[k] for k in i], [ps[j]]) if isinstance(i, list) else ([ts[i]], [ps[k] for k in j])
-    return len({c.module for c in t}) == 1 and len({c.module for c in p}) == 1
-
-
-def _tied(tie, ts, ps) -> list:
-    """Every call of a tie: the one and its candidates."""
-    i, j = tie
-    return [ts[k] for k in i] + [ps[j]] if isinstance(i, list) else [ts[i]] + [ps[k] for k in j]
-
-
-APART = 10  # a tie is settled by the candidate nearest torch's output when every other one is this many times
-# farther: a port correct there is ~1e-6 of the scale away and one with an error upstream (a BatchNorm's epsilon)
-# ~1e-2, while candidates that differ by a residual add, a norm or a scale are ~1 away
-
-
-def _distance(a: list, b: list) -> float:
-    """The largest difference of two calls' first outputs over the largest value of torch's (inf: not the same
-    values, in any shape)."""
-    if not a or not b:
-        return np.inf
-    x, y = np.asarray(a[0]), np.asarray(b[0])
-    if x.shape != y.shape:
-        if x.size != y.size or x.dtype.kind != "f" or not x.size:
-            return np.inf
-        y = y.reshape(x.shape)
-    if x.dtype.kind != "f" or y.dtype.kind != "f":
-        return 0.0 if np.array_equal(x, y) else np.inf
-    x, y = x.astype(np.float64), y.astype(np.float64)
-    if not (np.isfinite(x).all() and np.isfinite(y).all()):
-        return np.inf
-    return float(np.abs(x - y).max() / max(np.abs(x).max(), 1e-30))
-
-
-def nearest_of(distances: dict):
-    """The candidate whose distance (_distance) is under 1 and APART times under every other's, else None: the one
-    rule by which the run's values settle what structure cannot (a tie here, an order convert tries in turn)."""
-    ranked = sorted(distances.items(), key=lambda kv: kv[1])
-    best, d = ranked[0]
-    return best if d < 1 and all(d * APART <= other for _, other in ranked[1:]) else None
 
 
 def _doubtful(pairs: dict, t_calls: dict, p_calls: dict, fixed: dict) -> list:
@@ -620,133 +526,3 @@ def _doubtful(pairs: dict, t_calls: dict, p_calls: dict, fixed: dict) -> list:
         groups.setdefault(where, []).append((t, p))
     return [g for g in groups.values() if len(g) > 1 and not all(_normal(t)[-1] == _normal(p)[-1] for t, p in g)
             and all(similarity(t_calls[t], p_calls[q]) is not None for t, _ in g for _, q in g)]
-
-
-def _by_name(ties, ts, ps) -> dict:
-    """{torch call: Paddle call} for each tie that exactly one candidate settles by being the same module name as the
-    one it ties for: the same place in structures that cannot otherwise be told apart, such as the out_proj of torch's
-    MultiheadAttention, whose forward reads its weights without calling it, so no run's value can settle it. A wrong
-    settlement is still judged on its values: it is red, never green."""
-    out = {}
-    for i, j in ties:
-        one, candidates = (ps[j], [ts[k] for k in i]) if isinstance(i, list) else (ts[i], [ps[k] for k in j])
-        same = [c for c in candidates if c.module == one.module]
-        if len(same) == 1:
-            t, p = (same[0], one) if isinstance(i, list) else (one, same[0])
-            if t.name not in out and p.name not in out.values():
-                out[t.name] = p.name
-    return out
-
-
-def _by_value(ties, ts, ps, torch_record, paddle_record) -> dict:
-    """{torch call: Paddle call} for each tie the run's values settle: one candidate's output near the one's, by
-    APART times over every other candidate's."""
-    out = {}
-
-    def nearest(distances: dict, record):
-        # candidates returning the same values (a container and its last block) are one: the first stands for them
-        kept = {}
-        for name in distances:
-            if not any(_same(_outputs(record, name), _outputs(record, other)) for other in kept):
-                kept[name] = distances[name]
-        return nearest_of(kept)
-    for i, j in ties:
-        if isinstance(i, list):  # one Paddle call, several torch ones
-            one = _outputs(paddle_record, ps[j].name)
-            best = nearest({ts[k].name: _distance(_outputs(torch_record, ts[k].name), one) for k in i}, torch_record)
-            if best is not None and best not in out:
-                out[best] = ps[j].name
-        else:
-            one = _outputs(torch_record, ts[i].name)
-            best = nearest({ps[k].name: _distance(one, _outputs(paddle_record, ps[k].name)) for k in j}, paddle_record)
-            if best is not None and best not in out.values():
-                out[ts[i].name] = best
-    return out
-
-
-def _outputs(record: dict, call: str) -> list:
-    # by key, then the call's values only: a spill.Spill maps each value it hands out from its file
-    return [record[k] for k in record if k.startswith("out/") and split_key(k)[1] == call]
-
-
-def _same(a: list, b: list) -> bool:
-    return len(a) == len(b) and all(x.shape == y.shape and np.array_equal(x, y) for x, y in zip(a, b))
-
-
-def entry(torch_module: str, paddle_module: str, children: int) -> str:
-    """A name_map that sends one torch module, and only it, to a Paddle module, as it is written: a dict entry for
-    a module with no children (a dict renames a prefix: every child too), else a regex rule for its name alone."""
-    if children == 0:
-        return repr({torch_module: paddle_module})
-    return repr([("^" + re.escape(torch_module) + "$", paddle_module)])
-
-
-def _fusions(ties, left_t, left_p, ts, ps) -> dict:
-    """{module: its parts} where a tie's candidates are the parts of a module of the other side that nothing can
-    pair with (GPT-2's c_attn holding q, k and v, against paddlenlp's q_proj, k_proj, v_proj and out_proj, which
-    its c_proj fits each): the Fused layouts entry that declares it."""
-    out = {}
-    for i, j in ties:
-        candidates = [left_t[k] for k in i] if isinstance(i, list) else [left_p[k] for k in j]
-        pool = ps if isinstance(i, list) else ts  # the one's side: where the fused module is
-        shapes = {c.tensors for c in (ts if pool is ps else ps)}
-        for c in pool:
-            if not c.tensors or c.tensors in shapes or len(c.tensors) != len(candidates[0].tensors):
-                continue  # a fused module pairs with nothing: its shapes are no other's
-            sizes = lambda call: sorted(int(np.prod(t)) for t in call.tensors)
-            ratios = {a / b for a, b in zip(sizes(c), sizes(candidates[0]))}
-            r = ratios.pop() if len(ratios) == 1 else 0
-            if r == int(r) and 2 <= r <= len(candidates):
-                out[c.module.rpartition(".")[2]] = tuple(x.module.rpartition(".")[2] for x in candidates[:int(r)])
-                break
-    return out
-
-
-def _said(ties, ts, ps) -> list:
-    """[(the one call, its candidates, whether the one is torch's)] of _align's ties (indices into ts and ps)."""
-    return [(ts[i], [ps[k] for k in j], True) if isinstance(j, list) else (ps[j], [ts[k] for k in i], False)
-            for i, j in ties]
-
-
-def _ambiguity(ties, ran=False, fusions=None, whole=None, guessed=False) -> str:
-    """One line: the first few ties (_said's), each with the name_map that settles it, then one map settling them
-    all (each with its first candidate), each pasted as printed; with no run, inputs= in that map's place (no
-    order says which candidate is right, the run does); guessed (a conversion's run, its weights not torch's yet:
-    no value was looked at), each tie's own maps alone. whole: (every torch call, every Paddle call):
-    where the Paddle model holds more modules of a tied module's shapes than the torch model, with no run (one
-    torch module run as several, one Paddle module per call), no map alone fills them all: the run's calls pair
-    each, so the map is said with inputs=."""
-    said, rules, several = [], [], False
-    count = lambda calls, shapes: len({c.module for c in calls if c.tensors == shapes})
-    for one, others, torch_one in ties:
-        if torch_one:
-            maps = [entry(one.module, m, one.children) for m in dict.fromkeys(c.module for c in others)]
-            text = f"torch {one.name} fits Paddle {' and '.join(c.name for c in others)} equally"
-            rules.append((one.module, others[0].module))
-            held = (count(whole[0], one.tensors), count(whole[1], one.tensors)) if whole and one.tensors else (0, 0)
-            if not ran and held[1] > held[0]:
-                several = True
-                said.append(f"{text} (the Paddle model holds {held[1]} modules of its shapes, the torch model "
-                            f"{held[0]}: a torch module run as several, one Paddle module per call, which only a run "
-                            f"shows: inputs= with name_map={maps[0]})")
-                continue
-        else:
-            maps = [entry(c.module, one.module, c.children) for c in {c.module: c for c in others}.values()]
-            text = f"Paddle {one.name} fits torch {' and '.join(c.name for c in others)} equally"
-            rules.append((others[0].module, one.module))
-        said.append(f"{text} (name_map={' or name_map='.join(maps)})")
-    rules = list(dict.fromkeys(rules))
-    every = repr([("^" + re.escape(t) + "$", p) for t, p in rules])  # every one: pasted, it pairs them all
-    more = f"; {len(ties) - 3} more" if len(ties) > 3 else ""
-    # without a run each one's first candidate is a guess (BERT's output.LayerNorm against norm1 and norm2: norm1,
-    # pasted, made the zoo's correct ports red): the run settles them, so that is what is said
-    remedy = (f"give {'inputs= and ' if several else ''}the name_map that says which (name_map={every} takes each "
-              "one's first candidate)" if (ran and not guessed) or several else
-              "give the name_map that says which" if ran else
-              "give inputs= to pair them by the models' run (convert settles them by it), or the name_map that says "
-              "which")
-    return ("modules cannot be paired automatically, by their structure nor by the run's values: " + "; ".join(said[:3])
-            + more + ": " + remedy
-            + ("; or, if one module holds what several of the other side hold together, its columns one after the "
-               "other: layouts={" + ", ".join(f"{k!r}: portcheck.Fused({v!r})" for k, v in fusions.items())
-               + "} (heads=n if they go per head)" if fusions else "") + " [PC317]")

@@ -24,9 +24,10 @@ import numpy as np
 
 from portcheck.core import calibrated, diff, record, report, tolerances
 from portcheck.pipeline import data, steps
-from portcheck.forward.compare import F64, ROOT
+from portcheck.forward.compare import F64
 from portcheck.core.errors import PipelineError
 from portcheck.core.fileio import load_npy, open_regular, save_npy, shown, writable
+from portcheck.core.keys import ROOT
 from portcheck.core.tolerances import Tol
 
 # A logged value is the recomputed one when they agree to float32's printed precision (a numpy of another

@@ -92,7 +92,7 @@ class Run:
         self.torch_dir = Path(settings["torch_dir"]) if settings.get("torch_dir") else None
         self.fw, self.root, self.called, self.optimizers = fw, None, None, []
         self.world = settings.get("world", 1)
-        from portcheck.mapping.fused import from_json
+        from portcheck.mapping.layouts import from_json
         self.layouts = from_json(settings.get("layouts") or {})  # --layouts FILE's declarations (run.read_layouts)
         self.against = settings.get("against")  # the moved side's: its index in backward.AGAINST_ITSELF
         self.record, self.config = {}, {"seeds": {}, "clip": None, "loss": None, "versions": fw.versions()}
@@ -273,7 +273,7 @@ class Run:
         return v.astype(np.float64) if self.side == "torch64" and v.dtype.kind == "f" else v
 
     def _first_call(self, module, args, kwargs):
-        from portcheck.mapping.pairing import describe
+        from portcheck.mapping.modules import describe
         self.fw.check_not_compiled(module)
         self.first = call_arguments(self, args, kwargs)  # the isolated run's call, the Paddle side's first
         self.depth += 1  # the runs made here (pairing, isolation) are not training calls

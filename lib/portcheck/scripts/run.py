@@ -65,9 +65,10 @@ from portcheck.core import record
 from portcheck.core import report
 from portcheck.scripts import runconfig
 from portcheck.gradients.backward import AGAINST_ITSELF, KEPT, MOVED, RUNNING, TAKING_KEYS, against_itself, renames
-from portcheck.forward.compare import F64, ROOT
+from portcheck.forward.compare import F64
 from portcheck.core.errors import PipelineError, fail
 from portcheck.core.fileio import atomic_write, load_npy, open_regular, writable
+from portcheck.core.keys import ROOT
 from portcheck.core.report import DIAGNOSTICS
 from portcheck.scripts.recorder import BATCH, CROSSED, INIT, RECORD, SETTINGS, STATUS, TARGET, crossed_file
 
@@ -351,11 +352,11 @@ LAYOUTS_MAX = 1 << 15  # bytes of a --layouts file read: a few lines per module 
 
 
 def read_layouts(path: Path) -> dict:
-    """The run's settings from --layouts FILE: {"layouts": its declarations} (fused.from_json checks them; each side's
+    """The run's settings from --layouts FILE: {"layouts": its declarations} (layouts.from_json checks them; each side's
     recorder reads them as the API's layouts), {} without one. A file that is not one: one line."""
     if path is None:
         return {}
-    from portcheck.mapping.fused import from_json
+    from portcheck.mapping.layouts import from_json
     try:
         with open_regular(path) as f:
             text = f.read(LAYOUTS_MAX + 1)

@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 
 from portcheck.gradients.backward import BY_DESIGN, RMSPROP, _counterpart, _cycled
-from portcheck.mapping.pairing import ROOT
+from portcheck.core.keys import ROOT
 
 CONVENTION = {"momentum": " (Paddle's BatchNorm momentum m is torch's 1 - m: torch's 0.1 is Paddle's 0.9)",
               "frozen": " (frozen: it normalizes with its running statistics as the model trains, as .eval() on the "

@@ -1,0 +1,100 @@
+"""The per-type tensor rules: how each torch module type's tensors become its Paddle counterpart's (a Linear's
+weight transposed, BatchNorm's statistics renamed), the layouts a caller may declare for types the table does not
+know ("same", "transpose", a portcheck.Fused), and those declarations read from JSON (`portcheck run --layouts`).
+Imports portcheck.core and portcheck.mapping.fused; torch only inside layouts_table."""
+import json
+import sys
+
+from portcheck.core.errors import PipelineError
+from portcheck.mapping.fused import Fused
+
+
+def linear_layout(name, array):
+    return name, (array.T if name == "weight" else array)  # torch [out, in], Paddle [in, out]
+
+
+def same_layout(name, array):
+    return name, array
+
+
+RENAMES = {"running_mean": "_mean", "running_var": "_variance"}  # BatchNorm's statistics, torch -> Paddle
+# why a torch tensor and the Paddle one of its name differ in shape, which no pairing or layout settles
+CONFIGS_DIFFER = ("the two models' configs differ there (a vocabulary, a type_vocab_size, a width); build both from "
+                  "one config")
+
+
+def _batch_norm(name, array):
+    if name == "num_batches_tracked":  # Paddle keeps no count: its momentum never switches to an average
+        return None, None
+    return RENAMES.get(name, name), array
+
+
+def _renamed(names: dict, rule=same_layout):
+    """A rule that gives some tensors another name on the Paddle side."""
+    def rename(name, array):
+        return rule(names.get(name, name), array)
+    return rename
+
+
+RULES = {"same": same_layout, "transpose": linear_layout}  # what a user's `layouts` may name
+
+
+def layouts_table(extra=None):
+    """torch module type -> (Paddle layer type names it may become, tensor rule). Built on first use, so
+    that importing this module does not load either framework. extra: the caller's own {module type or its
+    class name, of either side: "same" or "transpose"} for modules this table does not know (a model's own
+    norm, an embeddings module holding a parameter itself, paddlenlp's LlamaLMHead holding a Linear's weight);
+    their Paddle type is not checked."""
+    import torch.nn as tnn
+    table = {tnn.Linear: (("Linear",), linear_layout), tnn.Embedding: (("Embedding",), same_layout),
+             tnn.LayerNorm: (("LayerNorm",), same_layout), tnn.GroupNorm: (("GroupNorm",), same_layout),
+             tnn.PReLU: (("PReLU",), _renamed({"weight": "_weight"}))}
+    for n in (1, 2, 3):
+        table[getattr(tnn, f"Conv{n}d")] = ((f"Conv{n}D",), same_layout)
+        table[getattr(tnn, f"ConvTranspose{n}d")] = ((f"Conv{n}DTranspose",), same_layout)
+        table[getattr(tnn, f"BatchNorm{n}d")] = ((f"BatchNorm{n}D", "BatchNorm"), _batch_norm)
+        table[getattr(tnn, f"InstanceNorm{n}d")] = ((f"InstanceNorm{n}D",), _renamed({"weight": "scale"}))
+    # q, k and v packed along the first axis of in_proj_weight [3E, E] and in_proj_bias, a Linear's layout each:
+    # which Paddle Linear each part fills, a Fused(("q_proj", "k_proj", "v_proj"), output=False) entry says
+    table[tnn.MultiheadAttention] = (("Linear",), _renamed({"in_proj_weight": "weight", "in_proj_bias": "bias"},
+                                                           linear_layout))
+    table[tnn.LSTM] = (("LSTM",), same_layout)  # gate order i, f, g, o on both sides; names weight_ih_l0, ..._reverse
+    table[tnn.GRU] = (("GRU",), same_layout)
+    # transformers' GPT-2-style Conv1D already holds [in, out], as Paddle's Linear does. Taken from sys.modules,
+    # not imported: a model holding one has loaded its module, and a model without one (a user's own script under
+    # `portcheck run`) is spared loading transformers (~0.4 s)
+    conv1d = sys.modules.get("transformers.pytorch_utils")
+    if conv1d is not None:
+        table[conv1d.Conv1D] = (("Linear",), same_layout)
+    for key, how in (extra or {}).items():
+        if isinstance(how, Fused) and isinstance(key, (type, str)):
+            continue  # which columns are which part (portcheck.fused); the tensors' own rule is the type's
+        if how not in RULES or not isinstance(key, (type, str)):
+            raise PipelineError(f"layouts: {key!r}: {how!r} must be one of {', '.join(map(repr, RULES))}, keyed by a "
+                                "torch or Paddle module type or its class name [PC301]")
+        table[key] = (None, RULES[how])
+    return table
+
+
+def from_json(data, said: str = "layouts") -> dict:
+    """The layouts `portcheck run --layouts FILE` declares, as the API takes them: a JSON object keyed as any layout
+    is (a module's class name, its last name part or its whole name), each value "same", "transpose" or
+    {"fused": [parts], "heads": n, "output": false} (Fused's fields). Anything else: PipelineError, one line."""
+    if not isinstance(data, dict):
+        raise PipelineError(f"{said}: a JSON object is expected ({{\"c_attn\": {{\"fused\": [\"q\", \"k\", \"v\"]}}}}),"
+                            f" got a {type(data).__name__} [PC308]")
+    out = {}
+    for key, how in data.items():
+        if isinstance(how, str) and how in RULES:
+            out[key] = how
+        elif isinstance(how, dict) and isinstance(how.get("fused"), list) and set(how) <= {"fused", "heads", "output"} \
+                and not isinstance(how.get("heads"), bool):
+            try:
+                out[key] = Fused(tuple(how["fused"]), how.get("heads", 0), how.get("output", True))
+            except PipelineError as e:
+                raise PipelineError(f"{said}: {key!r}: {e}") from None
+        else:
+            raise PipelineError(f"{said}: {key!r}: {json.dumps(how)[:80]} is not a layout: give "
+                                f"{' or '.join(map(repr, RULES))}, or {{\"fused\": [parts], \"heads\": n, "
+                                "\"output\": false} (heads and output optional) [PC312]")
+    return out

@@ -1,0 +1,48 @@
+"""A model's modules in definition order, as a record holds them: each module's mod/ key (its class, its children,
+the shapes of the tensors it holds itself), written from a model of either framework and read back. Imports numpy
+and portcheck.core; torch and Paddle only through the models handed in."""
+import numpy as np
+
+from portcheck.core.keys import ROOT
+
+META = "mod/"      # a record's key per module: mod/<name>/<class>, its children and tensor shapes (int64)
+
+
+def own_modules(model):
+    """[(name, module, children, shapes of the tensors it holds itself)] in definition order, either framework.
+    A 0-d tensor (BatchNorm's num_batches_tracked, which Paddle does not keep) identifies nothing."""
+    out = []
+    if hasattr(model, "named_sublayers"):
+        for name, layer in model.named_sublayers(include_self=True):
+            skip = getattr(layer, "_non_persistable_buffer_names_set", set())
+            tensors = [p for _, p in layer.named_parameters(include_sublayers=False)]
+            tensors += [b for n, b in layer.named_buffers(include_sublayers=False) if n not in skip]
+            out.append((name, layer, len(list(layer.children())), [tuple(t.shape) for t in tensors]))
+    else:
+        for name, module in model.named_modules():
+            skip = getattr(module, "_non_persistent_buffers_set", set())
+            tensors = [p for _, p in module.named_parameters(recurse=False)]
+            tensors += [b for n, b in module.named_buffers(recurse=False) if b is not None and n not in skip]
+            out.append((name, module, len(list(module.children())), [tuple(t.shape) for t in tensors]))
+    return out
+
+
+def describe(model) -> dict:
+    """{mod/<name>/<class>: int64 [children, tensors, ndim, sizes..., ...]} for every module in definition
+    order: what pairing needs of a model, kept in its record so that two saved records pair alone."""
+    out = {}
+    for name, module, children, shapes in own_modules(model):
+        flat = [children, len(shapes)] + [d for s in shapes for d in (len(s), *s)]
+        out[f"{META}{name or ROOT}/{type(module).__name__}"] = np.array(flat, dtype=np.int64)
+    return out
+
+
+def decode(flat) -> tuple:
+    """(children, layout-free tensor shapes) from describe's array."""
+    flat = [int(x) for x in np.asarray(flat).reshape(-1)]
+    children, count, shapes, i = flat[0], flat[1], [], 2
+    for _ in range(count):
+        n = flat[i]
+        shapes.append(tuple(flat[i + 1:i + 1 + n]))
+        i += 1 + n
+    return children, tuple(sorted(tuple(sorted(s)) for s in shapes if len(s)))
