@@ -9,16 +9,16 @@ differ end the run with one line naming every one of them. Only then is each Pad
 at a time. A square Linear weight is transposed because it belongs to a Linear, never because its shape
 happens to fit.
 """
-import math
-from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
 
-from portcheck.mapping import fused, pairing, ties
+from portcheck.mapping import fused, pairing
 from portcheck.core.errors import PipelineError
 from portcheck.mapping.fused import Fused
 from portcheck.mapping.layouts import CONFIGS_DIFFER, layouts_table, linear_layout, same_layout
+from portcheck.mapping.settle import SETTLED, settle_by_run  # noqa: F401 (SETTLED: documented here, docs/pairing.md)
+from portcheck.mapping.state import Joined, State, names_of_one_tensor, numpy_dtype, save_pdparams
 from portcheck.mapping.weights import named
 
 
@@ -131,26 +131,6 @@ def _part(rule, spec: Fused, p: int):
                                 f"{len(spec.parts)} parts{f' of {spec.heads} heads' if spec.heads else ''} [PC302]")
         return pname, array[..., columns[p]]
     return part
-
-
-class Joined:
-    """A Paddle tensor of a fused module made of its parts' torch tensors (portcheck.fused): each part's columns
-    where the Paddle module's Fused declares them. Stands where a (Tensor, array) pair stands in a State."""
-    tie = ""
-
-    def __init__(self, spec: Fused, parts: list):
-        self.spec, self.parts = spec, parts  # [(Tensor, torch array)] in the spec's part order
-
-    def to_paddle(self, _=None):
-        arrays = [t.to_paddle(a) for t, a in self.parts]
-        out = fused.join(self.spec, arrays)
-        if out is None:
-            heads = f" of {self.spec.heads} heads" if self.spec.heads else ""
-            raise PipelineError(f"Fused{self.spec.parts}: its parts' tensors {[list(a.shape) for a in arrays]} do not "
-                                f"make one tensor of {len(arrays)} parts{heads} [PC318]")
-        return out
-
-    transposed = False
 
 
 def _kinds(kind: type) -> list:
@@ -392,93 +372,6 @@ def _held(group: list, torch_model, paddle_model, modules: dict) -> bool:
     return True
 
 
-MAX_ORDERS = 24  # the orders of one group convert runs in turn (four modules); a larger group is named, not tried
-
-
-def _settle(torch_model, paddle_model, inputs, state: "State", params: dict, modules: dict, groups: list):
-    """Each group of modules only the run's order paired (pairing._doubtful), put in the order whose run gives
-    torch's values: every group in the run's order first, one run kept where its calls are torch's within SETTLED;
-    else the group's Paddle modules filled in each order in turn (the rest already converted), both
-    models run on `inputs`, and the order kept whose calls holding tensors, from the group's first to the next
-    group's (to the model's output for the last), are torch's by ties.nearest_of (the rule the run's values
-    settle a tie by). state and the Paddle model are changed to it. Raises a PipelineError naming the modules and
-    the name_map that settles them where the group is too large to try; where no order is nearest (several
-    compute the same, or none gives torch's values: a difference of the port there), the run's order stays."""
-    from itertools import permutations
-    from portcheck.forward.compare import eval_mode, trace
-    keys = {}  # {torch module: its Paddle keys}
-    for key, (tensor, _) in state._tensors.items():
-        if isinstance(tensor, Tensor):
-            keys.setdefault(tensor.module or pairing.ROOT, []).append(key)
-    values = {key: state[key] for g in groups for t, _ in g for key in keys.get(t, ())}
-    assign, renamed = {t: p or pairing.ROOT for t, p in modules.items()}, {}
-    with eval_mode(torch_model), eval_mode(paddle_model):
-        t_record = trace(torch_model, inputs)
-        order = list(dict.fromkeys(pairing.split_key(k)[1] for k in t_record if k.startswith("out/")))
-        at = {c: n for n, c in enumerate(order)}
-        groups = sorted((g for g in groups if all(t in at and t in keys for t, _ in g)),
-                        key=lambda g: min(at[t] for t, _ in g))
-        starts = [min(at[t] for t, _ in g) for g in groups] + [len(order)]
-        # each module's first call: a later one may be another Paddle module's (Pairing.copies)
-        windows = [[c for c in order[starts[n]:starts[n + 1]]
-                    if (pairing.module_of(c) in keys and "#" not in c) or c == pairing.ROOT] for n in range(len(groups))]
-
-        def distance(p_record, window):
-            counterpart = lambda c: assign[pairing.module_of(c)] + c[len(pairing.module_of(c)):]  # noqa: E731
-            return max(ties.distance(ties.outputs_of(t_record, c), ties.outputs_of(p_record, counterpart(c)))
-                       for c in window)
-
-        # the run's order first, every group at once: one Paddle run where the port is correct, as most are (a
-        # BERT-base tried in every order took 72 runs); a group it leaves farther than SETTLED is tried in turn
-        for group in groups:
-            _put(group, [p for _, p in group], keys, values, params)
-        p_record = trace(paddle_model, inputs)
-        settled = [distance(p_record, w) <= SETTLED for w in windows]
-        del p_record
-        for n, group in enumerate(groups):
-            if settled[n] and all(settled[:n]):
-                continue
-            window = windows[n]
-            torch_names, paddle_names = [t for t, _ in group], [p for _, p in group]
-            entry = repr(dict(group))
-            if math.factorial(len(group)) > MAX_ORDERS:
-                raise PipelineError(f"torch {', '.join(torch_names)} fit Paddle {', '.join(paddle_names)} in any "
-                                    f"order, more than the {MAX_ORDERS} orders convert tries: give the name_map that "
-                                    f"says which (name_map={entry} takes the run's order) [PC303]")
-            distances = {}
-            for theirs in permutations(paddle_names):
-                _put(group, theirs, keys, values, params)
-                assign.update(zip(torch_names, theirs))
-                distances[theirs] = distance(trace(paddle_model, inputs), window)
-            # no order nearest: orders computing the same (any is right), or none giving torch's values, a difference
-            # of the port there, which the comparison then shows red in the run's order (a refusal would hide it)
-            best = ties.nearest_of(distances) or tuple(paddle_names)
-            _put(group, best, keys, values, params)
-            assign.update(zip(torch_names, best))
-            for (t, p), q in zip(group, best):
-                renamed.update((key, q + key[len(p):]) for key in keys[t])
-                modules[t] = q
-    tensors = {key: state._tensors.pop(key) for key in renamed}  # each tensor under its settled module's key
-    origin = {key: state.origin.pop(key) for key in renamed if key in state.origin}
-    for key, new in renamed.items():
-        state._tensors[new] = tensors[key]
-        if key in origin:
-            state.origin[new] = origin[key]
-
-
-# The run's order of a group is kept without trying the others when its calls are this near torch's (_distance): a
-# port correct there is ~1e-6 of the scale away, one wrong upstream ~1e-2, another order ~1. Where the run's order
-# and the values agree, any other order that matched too would compute the same (q + k): nothing to refuse.
-SETTLED = 1e-4
-
-
-def _put(group: list, theirs: tuple, keys: dict, values: dict, params: dict):
-    """Fill each Paddle module of `theirs` with the tensors of its torch module (group's order): one order tried."""
-    for (t, p), q in zip(group, theirs):
-        for key in keys[t]:
-            params[q + key[len(p):]].set_value(values[key])
-
-
 def plan(torch_model, paddle_model, name_map=None, layouts=None, inputs=None, paddle_kinds=None,
          paired=None, copies=None, doubt=None, ran=None) -> dict:
     """{torch key: (Paddle key, Tensor, numpy array)} for every parameter and buffer the Paddle model takes,
@@ -621,8 +514,8 @@ def convert(torch_model, paddle_model, name_map=None, path=None, layouts=None, i
         if tuple(value.shape) != tuple(want.shape):
             problems.append(f"{origin[key]} -> {key}: shape {tuple(value.shape)} (after the layout rule) vs "
                             f"Paddle {tuple(want.shape)}")
-        if value.dtype != _numpy_dtype(want):
-            problems.append(f"{origin[key]} -> {key}: dtype {value.dtype} vs Paddle {_numpy_dtype(want)} "
+        if value.dtype != numpy_dtype(want):
+            problems.append(f"{origin[key]} -> {key}: dtype {value.dtype} vs Paddle {numpy_dtype(want)} "
                             "(convert both models to one dtype first)")
     if problems:
         raise PipelineError(f"keys, shapes or dtypes do not match ({len(problems)} problem(s), the Paddle model "
@@ -634,7 +527,7 @@ def convert(torch_model, paddle_model, name_map=None, path=None, layouts=None, i
         params[key].set_value(state[key])  # one contiguous array at a time, freed before the next
     if doubt:
         try:
-            _settle(torch_model, paddle_model, inputs, state, params, modules, doubt)
+            settle_by_run(torch_model, paddle_model, inputs, state, params, modules, doubt)
         except PipelineError:
             for key, value in before.items():
                 params[key].set_value(value)
@@ -644,15 +537,6 @@ def convert(torch_model, paddle_model, name_map=None, path=None, layouts=None, i
     # the tensor's other names too, so that set_state_dict(convert(...)) finds every key it looks for
     state.aliases = {a: k for k in state for a in same[k] if a != k and a not in state}
     return state
-
-
-def names_of_one_tensor(params: dict) -> dict:
-    """{Paddle key: every key of its tensor}. Paddle's RNN layers list each weight twice (weight_ih_l0 and
-    0.cell_fw.weight_ih: one tensor): a key is filled when any name of its tensor is."""
-    aliases = {}
-    for k, v in params.items():
-        aliases.setdefault(getattr(v, "name", k), []).append(k)
-    return {k: group for group in aliases.values() for k in group}
 
 
 def _one_sided_buffers(torch_model, paddle_model, unfilled: list, modules: dict, params: dict) -> tuple:
@@ -684,80 +568,3 @@ def _one_sided_buffers(torch_model, paddle_model, unfilled: list, modules: dict,
             continue
         filled[key] = (t_key, Tensor(t_key.rpartition(".")[0], name, name, same_layout, None, type(module).__name__, array))
     return filled, said
-
-
-class State(Mapping):
-    """{Paddle key: numpy array} of a conversion, each array made when it is read, from the torch tensor it comes
-    from in Paddle's layout: the weights are never held twice (a 1.1B-parameter pair's would be 4.4 GB more).
-    dict(state) is a copy of them all, at that moment."""
-
-    def __init__(self, tensors: dict, origin: dict = None):
-        self._tensors = tensors  # {Paddle key: (Tensor, its torch array)}
-        self.aliases = {}        # {another Paddle key of the same tensor (an RNN's weight_ih_l0): its key}
-        self.origin = origin or {}  # {Paddle key: the torch key it was filled from}
-        self.kept, self.said = [], ""  # Paddle keys left at their own value (unused by the run), and its one line
-
-    def carried(self) -> dict:
-        """{Paddle key: (its torch key, whether its layout is transposed)}: what record.model_fingerprint(model,
-        port=state) reads on either side, so each side fingerprints its own weights under torch's names."""
-        return {k: (self.origin[k], tensor.transposed) for k, (tensor, _) in self._tensors.items()}
-
-    def cut(self, key) -> list:
-        """The torch keys a Paddle key is made of when it is not one whole torch tensor (a part of a fused or packed
-        module's, or several joined), else []: such a key is fingerprinted in Paddle's layout on both sides."""
-        tensor, _ = self._tensors[key]
-        if isinstance(tensor, Joined):
-            return [t.source for t, _ in tensor.parts]
-        return [tensor.source] if tensor.source and tensor.source != self.origin.get(key) else []
-
-    def from_torch(self, key, read) -> np.ndarray:
-        """A cut key's array (cut) in Paddle's layout, made from the torch tensors read(torch key) gives."""
-        tensor, _ = self._tensors[key]
-        if isinstance(tensor, Joined):
-            return Joined(tensor.spec, [(t, read(t.source)) for t, _ in tensor.parts]).to_paddle()
-        return tensor.to_paddle(read(tensor.source))
-
-    def view(self, key) -> np.ndarray:
-        """The array in Paddle's layout, as a view of torch's where the layout allows (no copy)."""
-        tensor, array = self._tensors[self.aliases.get(key, key)]
-        return tensor.to_paddle(array)
-
-    def __getitem__(self, key) -> np.ndarray:
-        return np.ascontiguousarray(self.view(key))
-
-    def __iter__(self):
-        yield from self._tensors
-        yield from self.aliases
-
-    def __len__(self) -> int:
-        return len(self._tensors) + len(self.aliases)
-
-    @property
-    def transposed(self) -> int:
-        """How many of its tensors are Linear weights, turned from torch's [out, in] into Paddle's [in, out]."""
-        return sum(tensor.transposed for tensor, _ in self._tensors.values())
-
-
-_DTYPES = {}
-
-
-def _numpy_dtype(tensor) -> np.dtype:
-    """A Paddle tensor's dtype as numpy's (paddle.float32 -> float32), without copying the tensor."""
-    if tensor.dtype not in _DTYPES:
-        import paddle
-        _DTYPES[tensor.dtype] = paddle.empty([0], dtype=tensor.dtype).numpy().dtype
-    return _DTYPES[tensor.dtype]
-
-
-def save_pdparams(state: dict, path):
-    """{key: array or Paddle tensor} as a .pdparams; tensors are saved as they are, not copied first."""
-    import paddle
-    from portcheck.core.fileio import atomic_write
-    tensors = lambda: {k: v if isinstance(v, paddle.Tensor) else paddle.to_tensor(v) for k, v in state.items()}
-    atomic_write(path, lambda tmp: paddle.save(tensors(), str(tmp)))
-
-
-def load_into(paddle_model, state: dict):
-    """Set a state on the Paddle model (convert has already set its own)."""
-    paddle_model.set_state_dict(state)
-    return paddle_model

@@ -75,8 +75,8 @@ class PaddleSide(SharedSide):
         A Paddle module --layouts declares fused (paddlenlp's qkv_proj) pairs by its parts, each with a torch module,
         and starts from their tensors joined as convert joins them (_join)."""
         from portcheck.gradients.backward import _counterpart, renames
-        from portcheck.mapping.convert import names_of_one_tensor
         from portcheck.mapping.layouts import CONFIGS_DIFFER
+        from portcheck.mapping.state import names_of_one_tensor
         from portcheck.forward.compare import _Recorder, call, counterparts, eval_mode
         from portcheck.core.keys import ROOT, module_of, split_key
         from portcheck.mapping.modules import describe
