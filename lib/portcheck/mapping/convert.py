@@ -19,6 +19,7 @@ import numpy as np
 from portcheck.mapping import fused, pairing
 from portcheck.core.errors import PipelineError
 from portcheck.mapping.fused import Fused
+from portcheck.mapping.trace import check_models
 from portcheck.mapping.weights import named
 
 
@@ -245,7 +246,7 @@ class _Shapes(dict):
     """A record of a run that keeps each output's shape and dtype, not its values (a read-only view of one zero):
     a conversion pairs by shapes and order, its models not holding the same weights yet, so no value can tell it
     anything; at LLM size the values would be every activation of both runs held at once."""
-    keeps_values = False  # compare._Recorder links no output to another, and keeps no tensor alive to do so
+    keeps_values = False  # trace.Recorder links no output to another, and keeps no tensor alive to do so
 
     def __setitem__(self, key, value):
         if key.startswith(("out/", "in/")):
@@ -264,7 +265,7 @@ def pair_modules(torch_model, paddle_model, name_map=None, inputs=None, layouts=
     module), ...]], pairing.Pairing.doubtful: convert settles them by the run); without it they are settled by
     the weights the Paddle model holds, where it holds torch's (_held). ran, a dict if given, receives {"Paddle":
     the Paddle modules the run over `inputs` called} (none without inputs: nothing shows a module unused)."""
-    from portcheck.forward.compare import eval_mode, ran_on, trace  # compare imports this module
+    from portcheck.mapping.trace import eval_mode, ran_on, trace
     with eval_mode(torch_model), eval_mode(paddle_model):
         whole = [fused.mark(ran_on(side, trace(m, inputs, _Shapes()), inputs), fused.specs(m, layouts), m)
                  for side, m in (("torch", torch_model), ("Paddle", paddle_model))]  # each output as it ran
@@ -472,7 +473,7 @@ def _settle(torch_model, paddle_model, inputs, state: "State", params: dict, mod
     the name_map that settles them where the group is too large to try; where no order is nearest (several
     compute the same, or none gives torch's values: a difference of the port there), the run's order stays."""
     from itertools import permutations
-    from portcheck.forward.compare import eval_mode, trace
+    from portcheck.mapping.trace import eval_mode, trace
     keys = {}  # {torch module: its Paddle keys}
     for key, (tensor, _) in state._tensors.items():
         if isinstance(tensor, Tensor):
@@ -581,34 +582,6 @@ def plan(torch_model, paddle_model, name_map=None, layouts=None, inputs=None, pa
     if missing:
         raise PipelineError(missing + " [PC315]")
     return out
-
-
-def framework(model):
-    """"torch", "paddle" or None (not a model)."""
-    if hasattr(model, "named_sublayers"):
-        return "paddle"
-    return "torch" if hasattr(model, "named_modules") else None
-
-
-def framework_of(model) -> str:
-    """A model's framework, or one line saying the `model` given is not one."""
-    side = framework(model)
-    if side is None:
-        raise PipelineError(f"model is a {type(model).__name__}, not a torch.nn.Module or a paddle.nn.Layer: "
-                            "pass the model itself [PC300]")
-    return side
-
-
-def check_models(torch_model, paddle_model):
-    """One line unless the first is a torch module and the second a Paddle layer (the usual slip: swapped)."""
-    given = framework(torch_model), framework(paddle_model)
-    if given == ("paddle", "torch"):
-        raise PipelineError("the models are swapped: pass the torch model first, then the Paddle one [PC013]")
-    for side, model, want in (("torch_model", torch_model, "torch"), ("paddle_model", paddle_model, "paddle")):
-        if framework(model) != want:
-            raise PipelineError(f"{side} is a {type(model).__name__}, not a "
-                                f"{'torch.nn.Module' if want == 'torch' else 'paddle.nn.Layer'}: pass the model itself "
-                                "[PC015]")
 
 
 def convert(torch_model, paddle_model, name_map=None, path=None, layouts=None, inputs=None, keep=()) -> "State":

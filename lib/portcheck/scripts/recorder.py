@@ -6,7 +6,7 @@ folder). install() wraps what every training script goes through, in either fram
 
   the module call     the root model is the outermost module called, with gradients on, whose parameters an
                       optimizer holds (a data-parallel wrapper's: the model it holds); its first call records
-                      every module's output (compare._Recorder) and what pairing reads (pairing.describe); each
+                      every module's output (trace.Recorder) and what pairing reads (pairing.describe); each
                       call records the batch it is given (BATCH: gradient accumulation's micro-batches each their own);
   Tensor.backward     the tensor it is called on is the loss; the gradients after the first backward; how many
                       backward() calls each step makes (configuration: gradient accumulation);
@@ -114,7 +114,7 @@ class Unbuilt(Exception):
 
 
 def _arrays(value, prefix, batch: dict):
-    """A call's arguments as compare.Arguments holds them: each tensor as numpy, batch[its key] where batch has it
+    """A call's arguments as trace.Arguments holds them: each tensor as numpy, batch[its key] where batch has it
     (torch's batch of the call), in the lists, tuples and dicts it was in; a number or a flag as the script gave it;
     Unbuilt for anything else (an object holding tensors)."""
     if hasattr(value, "numpy") and hasattr(value, "shape"):
@@ -268,8 +268,8 @@ class Run:
                 _replaced(kwargs, "kwargs", given, self.fw.to_tensor)
         handles = near
         if self.calls == 0:
-            from portcheck.forward.compare import _Recorder
-            handles = near + _Recorder(arrays=self.record).attach(module)
+            from portcheck.mapping.trace import Recorder
+            handles = near + Recorder(arrays=self.record).attach(module)
         try:
             with taking:
                 return self._inner(call, args, kwargs)
@@ -364,10 +364,10 @@ class Run:
         self.record.update({f"state0/{k}": v for k, v in self.fw.paddle_layout_state(module).items()})
 
     def _arguments(self, args, kwargs):
-        """The root's first call as compare.Arguments: the script's own arguments (a number, a flag, a list or dict
+        """The root's first call as trace.Arguments: the script's own arguments (a number, a flag, a list or dict
         around tensors: model(x, 0.5), model([x]), model({"x": x})), each tensor torch's batch 0 at its place (the
         torch side's: its own); None where an argument is none of these."""
-        from portcheck.forward.compare import Arguments
+        from portcheck.mapping.trace import Arguments
         batch = self._given_batch(0) if self.given is not None else {}
         try:
             return Arguments(_arrays(tuple(args), "args", batch), _arrays(dict(kwargs), "kwargs", batch))
@@ -375,9 +375,9 @@ class Run:
             return None
 
     def _by_keys(self):
-        """Torch's batch 0 as compare.Arguments by its keys alone (args/<i>, kwargs/<name>): the call the Paddle model
+        """Torch's batch 0 as trace.Arguments by its keys alone (args/<i>, kwargs/<name>): the call the Paddle model
         starts on where the script's own arguments cannot be taken apart (_arguments)."""
-        from portcheck.forward.compare import Arguments
+        from portcheck.mapping.trace import Arguments
         first = self._given_batch(0)
         positional = sorted((k for k in first if k.startswith("args/") and k.count("/") == 1),
                             key=lambda k: int(k[5:]))
@@ -393,7 +393,7 @@ class Run:
         """Every paired module call on torch's recorded first-forward values (portcheck.isolate.forced_run): the
         value each computes, under iso/<its key> (torch's float64 side: torch's own error per module; Paddle's:
         its counterpart's computation on the same values)."""
-        from portcheck.forward.compare import values
+        from portcheck.mapping.trace import values
         from portcheck.forward.isolate import forced_run
         inputs = self.first  # tensors, numbers and flags, in the lists and dicts the script passed them in
         if inputs is None or not calls:
