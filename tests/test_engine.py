@@ -11,7 +11,8 @@ from bert_sst2 import diagnose
 from portcheck.core import calibrated, diff, tolerances
 from portcheck.pipeline import handin
 from portcheck.gradients.backward import BackwardReport
-from portcheck.forward.compare import ForwardReport
+from portcheck.forward.result import ForwardReport
+from portcheck.forward.twin import F64, float64, float64_inputs
 
 torch = pytest.importorskip("torch")
 from portcheck.forward import compare  # noqa: E402
@@ -182,7 +183,7 @@ def test_the_float64_twin_counts_on_its_own_integer_buffers():
     assert model.bn.num_batches_tracked is counter and counter.dtype == torch.int64 and int(counter) == 1
     weight = model.fc.weight
     weight.grad = torch.ones_like(weight)
-    with compare.float64(model):
+    with float64(model):
         assert weight.dtype == torch.float64 and model.bn.num_batches_tracked.dtype == torch.int64
         model(torch.from_numpy(X).double()).sum().backward()  # a float64 gradient, a second count
     assert weight.dtype == torch.float32 and torch.equal(weight.grad, torch.ones_like(weight))
@@ -191,13 +192,13 @@ def test_the_float64_twin_counts_on_its_own_integer_buffers():
 
 @pytest.mark.parametrize("isolate", [False, True])
 def test_backward_trains_compare_float64_twin(monkeypatch, isolate):
-    """record_backward's float64 run is compare.float64's twin of the model itself, and gives what a float64
+    """record_backward's float64 run is twin.float64's twin of the model itself, and gives what a float64
     deep copy trained from the same start gives, bit for bit; the model ends as its float32 run left it."""
     torch.manual_seed(0)
     model = Net().train()
     start = copy.deepcopy(model)
     used = []
-    monkeypatch.setattr(backward, "float64", lambda m: used.append(m) or compare.float64(m))
+    monkeypatch.setattr(backward, "float64", lambda m: used.append(m) or float64(m))
     rec = backward.record_backward(model, X, Y, *training(), steps=3, isolate=isolate)
     assert used == [model] and int(model.bn.num_batches_tracked) == 3
     assert all(p.dtype == torch.float32 for p in model.parameters())
@@ -206,8 +207,8 @@ def test_backward_trains_compare_float64_twin(monkeypatch, isolate):
     state, grads = (lambda m: backward._torch_state(m, layouts)), (lambda m: backward._torch_grads(m, layouts))
     backward._train("torch", copy.deepcopy(start), X, Y, *training(), 3, torch.from_numpy, state, grads, dict,
                     lambda m, i: left.__setitem__(i, copy.deepcopy(m.state_dict())))
-    twin = backward._train("torch", start.double(), compare._float64(X), Y, *training(), 3, torch.from_numpy, state,
+    twin = backward._train("torch", start.double(), float64_inputs(X), Y, *training(), 3, torch.from_numpy, state,
                            grads, dict, (lambda m, i: m.load_state_dict(left[i])) if isolate else None)
-    f64 = {k[len(compare.F64):]: v for k, v in rec.items() if k.startswith(compare.F64)}
+    f64 = {k[len(F64):]: v for k, v in rec.items() if k.startswith(F64)}
     assert f64.keys() == twin.keys()
     assert all(np.array_equal(f64[k], twin[k]) and f64[k].dtype == twin[k].dtype for k in twin)

@@ -10,7 +10,8 @@ torch = pytest.importorskip("torch")
 paddle = pytest.importorskip("paddle")
 
 from portcheck import compare_forward, convert  # noqa: E402
-from portcheck.forward import calls, compare  # noqa: E402
+from portcheck.forward import calls  # noqa: E402
+from portcheck.mapping.trace import trace  # noqa: E402
 
 D, H = 16, 2
 
@@ -123,7 +124,7 @@ def test_resnet_block_a_leaky_relu_behind_an_in_place_relu_is_named_at_relu_agai
     assert first.torch.file.replace("\\", "/").endswith("torchvision/models/resnet.py")
     assert first.paddle.file.replace("\\", "/").endswith("paddle/vision/models/resnet.py")
     # the block traced whole names the same pair: the in-place ReLU's output as it returned, not as overwritten
-    whole = calls.locate(t, p, x, compare.trace(t, x), "(model)", "(model)")
+    whole = calls.locate(t, p, x, trace(t, x), "(model)", "(model)")
     assert (whole.torch, whole.paddle) == (first.torch, first.paddle), whole.line()
 
 

@@ -18,7 +18,7 @@ import pytest
 from portcheck import cli, convert, judge_backward, judge_forward, record_backward, record_forward, record_value
 from portcheck.core import record, tolerances
 from portcheck.pipeline import data, handin, training
-from portcheck.forward.compare import F64
+from portcheck.forward.twin import F64
 from portcheck.core.fileio import load_npy
 from portcheck.pipeline.handin import judge_and_log, save_side
 

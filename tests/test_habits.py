@@ -25,7 +25,7 @@ def buckets(rel, max_distance):
     return rel.clip(-max_distance, max_distance) + BUCKETS // 2
 
 
-# a mask value by dtype from a table of the model's own: what no torch setting reaches (compare.WIDER)
+# a mask value by dtype from a table of the model's own: what no torch setting reaches (twin.WIDER)
 LOWEST = {torch.float32: float(np.finfo(np.float32).min), torch.float64: float(np.finfo(np.float64).min)}
 
 
@@ -33,7 +33,7 @@ class TorchAttention(torch.nn.Module):
     """One-head self-attention with a learned relative-position bias and a padding mask made from the input's
     torch.finfo(dtype).min: fill="default" fills a tensor made in torch's default dtype with it (raises in a
     float64 run: float32 cannot hold float64's min), fill="float" multiplies a mask cast to float32 by it, as library
-    models do (float64 in the library's float64 run: compare.wide_casts), fill="made" a mask it makes in float32
+    models do (float64 in the library's float64 run: twin.wide_casts), fill="made" a mask it makes in float32
     (-inf, and NaN where 0 x -inf, in a float64 run); fill="float32" by torch.finfo(torch.float32).min whatever the
     run; fill="table" its mask made in float32 by float64's min from LOWEST, a table of its own."""
 
@@ -144,7 +144,7 @@ def test_a_float64_run_that_raises_on_finfo_min_is_made_with_float64_defaults():
 def test_a_float32_mask_scaled_by_finfo_min_is_judged_with_float32s_bounds(fill):
     """(1 - mask) * torch.finfo(dtype).min of a mask the model makes in float32 is -inf and NaN in a float64 run
     where the float32 one is finite: the library's twin is run again with float64's finfo bounds float32's
-    (compare.float32_bounds), the float32 run's own mask in float64 (mask.float() stays float64 there: finite
+    (twin.float32_bounds), the float32 run's own mask in float64 (mask.float() stays float64 there: finite
     already), and the correct port is green in compare_forward (isolated too) and
     compare_backward (plain and isolated), torch.finfo put back; a LayerNorm epsilon planted is red at the norm,
     named, in both."""
@@ -596,7 +596,7 @@ def _paddle_net(residual):
 
 def test_an_in_place_relus_input_row_is_judged_as_the_call_began():
     """Paddle's residual add scaled by 0.9 before torch's nn.ReLU(inplace=True). Each input is recorded as its call
-    begins (compare._Recorder.attach), so the `b1.relu (its input)` row holds the sum, not the ReLU's output: on a
+    begins (trace.Recorder.attach), so the `b1.relu (its input)` row holds the sum, not the ReLU's output: on a
     clean port its allowance is torch's own error (a few 1e-6, not the ReLU's own change), and the plant is named
     in the isolated run at the block that adds, before its ReLU (docs/tolerances.md)."""
     torch.manual_seed(0)
@@ -631,7 +631,7 @@ class CastingNorm(torch.nn.Module):
 
 
 def test_a_module_casting_to_float32_inside_keeps_float64_in_the_twin():
-    """In the float64 twin a cast down keeps float64 (compare.wide_casts): the twin's values are the module's
+    """In the float64 twin a cast down keeps float64 (twin.wide_casts): the twin's values are the module's
     float64 ones, and torch's own fp32 error on the model's input is measured, not 0 (with the cast made, the twin
     ran the float32 run's own operations there); the float32 run's casts are its own (float32 outside the twin)."""
     from portcheck import record_forward

@@ -92,7 +92,8 @@ def test_a_list_and_a_number_reach_the_first_call():
     """model([x], 0.5, mask={"m": x}, flag=True): the recorder's first-call arguments keep the list, the number, the
     dict and the flag, torch's batch in place of the tensor it recorded there (the Paddle model starts on them, the
     isolated runs make the same call, torch's float64 run with the arrays widened)."""
-    from portcheck.forward.compare import Arguments, _float64, call
+    from portcheck.forward.twin import float64_inputs
+    from portcheck.mapping.trace import Arguments, call
 
     class Tensor:  # what the recorder reads of a framework's tensor
         shape = (2, 3)
@@ -103,7 +104,7 @@ def test_a_list_and_a_number_reach_the_first_call():
     first = Arguments(arguments.arrays(([Tensor()], 0.5), "args", {"args/0/0": given}),
                       arguments.arrays({"mask": {"m": Tensor()}, "flag": True}, "kwargs", {}))
     seen = []
-    call(lambda xs, scale, mask, flag: seen.append((xs, scale, mask, flag)), _float64(first), lambda a: ("tensor", a))
+    call(lambda xs, scale, mask, flag: seen.append((xs, scale, mask, flag)), float64_inputs(first), lambda a: ("tensor", a))
     (xs, scale, mask, flag), = seen
     assert isinstance(xs, list) and xs[0][0] == "tensor" and xs[0][1].dtype == np.float64 and \
         np.array_equal(xs[0][1], given), xs

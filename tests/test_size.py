@@ -11,9 +11,10 @@ import pytest
 import torch
 
 import portcheck.forward.compare as compare
+import portcheck.forward.twin as twin
 from portcheck import compare_forward, convert, judge_forward, record_forward
 from portcheck.core import calibrated
-from portcheck.forward.compare import F64
+from portcheck.forward.twin import F64
 from portcheck.mapping.convert import plan
 from portcheck.core.errors import PipelineError
 from portcheck.core.spill import Spill
@@ -138,7 +139,7 @@ def test_the_float64_twin_holds_one_module_at_a_time(monkeypatch, planted):
     """In both runs (the cumulative one's float64 twin and the isolated one's), a parameter is float64 only while
     its module runs; planted back, the whole model in float64 at once, it is red."""
     if planted:
-        monkeypatch.setattr(compare, "float64_as_called", compare.float64)
+        monkeypatch.setattr(twin, "float64_as_called", twin.float64)
     pt, pd = llama_pair()
     convert(pt, pd, layouts=HEAD)
     seen = []
@@ -180,21 +181,21 @@ def test_a_float64_weight_is_reused_only_when_nothing_else_holds_it(monkeypatch,
     the view's memory reused, planted, they are not."""
     torch.manual_seed(0)
     model, x = TokenMix().eval(), torch.randn(3, 8, dtype=torch.float64)
-    with torch.no_grad(), compare.float64(model):
+    with torch.no_grad(), twin.float64(model):
         whole = model(x)
     if planted:
-        monkeypatch.setattr(compare, "_unshared", lambda t: True)
+        monkeypatch.setattr(twin, "_unshared", lambda t: True)
     reused = []
-    widened = compare._widened
-    monkeypatch.setattr(compare, "_widened", lambda t, free: reused.append(bool(free.get(t.numel()))) or widened(t, free))
-    with torch.no_grad(), compare.float64_as_called(model):
+    widened = twin._widened
+    monkeypatch.setattr(twin, "_widened", lambda t, free: reused.append(bool(free.get(t.numel()))) or widened(t, free))
+    with torch.no_grad(), twin.float64_as_called(model):
         called = model(x)
     assert reused == [False, False, True, bool(planted)]  # mix2 into mix's float64 tensor; more never into token's
     assert torch.equal(called, whole) != bool(planted)
 
 
 class Head(torch.nn.Module):
-    """An embedding and a head larger than compare.CAST_BLOCK (made small here): the two not cast whole."""
+    """An embedding and a head larger than twin.CAST_BLOCK (made small here): the two not cast whole."""
     def __init__(self, embedding=torch.nn.Embedding):
         super().__init__()
         self.emb, self.head = embedding(50, 16), torch.nn.Linear(16, 50)
@@ -215,20 +216,20 @@ def test_a_lookup_and_a_large_head_in_float64_without_a_float64_copy(monkeypatch
     above CAST_BLOCK is cast a block of rows at a time (F.linear's values on the whole float64 weight, up to float64's
     own rounding: the sum's order may differ); neither weight is ever float64, and the model is as it was after.
     Planted: a head's last block left out, or a subclass's scaled output taken as an embedding's rows: red."""
-    monkeypatch.setattr(compare, "CAST_BLOCK", 16 * 7)  # 7 rows a block: 50 rows in 8 blocks, the last of 1
+    monkeypatch.setattr(twin, "CAST_BLOCK", 16 * 7)  # 7 rows a block: 50 rows in 8 blocks, the last of 1
     if planted == "the last block of rows left out":
-        by_rows = compare._linear_by_rows
-        monkeypatch.setattr(compare, "_linear_by_rows", lambda module, rows, free, x: by_rows(
+        by_rows = twin._linear_by_rows
+        monkeypatch.setattr(twin, "_linear_by_rows", lambda module, rows, free, x: by_rows(
             module, rows, free, x).index_fill_(-1, torch.tensor([49]), 0.0))
     if planted == "a subclass's output taken as rows":
-        monkeypatch.setattr(compare, "_lookup", lambda m: isinstance(m, torch.nn.Embedding))
+        monkeypatch.setattr(twin, "_lookup", lambda m: isinstance(m, torch.nn.Embedding))
     torch.manual_seed(0)
     model = Head(ScaledEmbedding).eval()
     ids = torch.randint(0, 50, (3, 5))
-    with torch.no_grad(), compare.float64(model):
+    with torch.no_grad(), twin.float64(model):
         whole = model(ids)
     widened = []
-    with torch.no_grad(), compare.float64_as_called(model):
+    with torch.no_grad(), twin.float64_as_called(model):
         hook = model.head.register_forward_pre_hook(lambda m, args: widened.append(m.weight.dtype))
         called = model(ids)
         hook.remove()
@@ -238,7 +239,7 @@ def test_a_lookup_and_a_large_head_in_float64_without_a_float64_copy(monkeypatch
     assert close != bool(planted), (called - whole).abs().max()
     plain = Head().eval()
     plain.load_state_dict(model.state_dict())
-    with torch.no_grad(), compare.float64_as_called(plain):
+    with torch.no_grad(), twin.float64_as_called(plain):
         rows = plain.emb(ids)
     assert rows.dtype == torch.float64 and plain.emb.weight.dtype == torch.float32
     assert torch.equal(rows, torch.nn.functional.embedding(ids, plain.emb.weight.double()))

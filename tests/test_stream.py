@@ -159,7 +159,7 @@ def test_an_rmsnorm_of_a_7b_width_is_green_where_paddle_sums_its_row_left_to_rig
     """Layer 0's input RMSNorm of a 7B (hidden 4096, bf16 embeddings): Paddle's CPU mean sums the squares left to
     right, torch's pairwise, a correct port's difference of about sqrt(n) roundings, beyond 16 (1.15x its allowance
     on these rows at a floor of 16 while torch's float64 run rounded through the norm's cast to float32; 0.76x now
-    it keeps float64, compare.wide_casts); with the floor's ROOT x sqrt(n), 0.32x. An epsilon of 1e-6 for 1e-5
+    it keeps float64, twin.wide_casts); with the floor's ROOT x sqrt(n), 0.32x. An epsilon of 1e-6 for 1e-5
     there stays red (1,179x)."""
     import torch
     from paddlenlp.transformers import LlamaConfig as PaddleConfig

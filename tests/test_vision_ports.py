@@ -231,7 +231,7 @@ def test_the_float64_twin_draws_the_float32_runs_dropout_masks():
     """Before, torch's float64 run drew masks of its own after the float32 run: its 'own error' was another mask's,
     an allowance that let a planted activation through (alexnet in train mode, 0.175 of it)."""
     from portcheck.gradients.backward import record_backward
-    from portcheck.forward.compare import F64
+    from portcheck.forward.twin import F64
     torch.manual_seed(0)
     net = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(192, 64), torch.nn.ReLU(), torch.nn.Dropout(0.5),
                               torch.nn.Linear(64, 2))

@@ -31,7 +31,8 @@ still import, for one version, with a DeprecationWarning naming the new one (por
 """
 from portcheck import _moved  # noqa: F401 (first: a module importing an old path works, and says where it went)
 from portcheck.gradients.backward import BackwardReport, compare_backward, judge_backward, record_backward
-from portcheck.forward.compare import ForwardReport, compare_forward, judge_forward, record_forward, record_value
+from portcheck.forward.compare import compare_forward, judge_forward, record_forward, record_value
+from portcheck.forward.result import ForwardReport
 from portcheck.mapping.convert import convert
 from portcheck.mapping.fused import Fused
 from portcheck.mapping.names import resolve

@@ -14,7 +14,7 @@ import torch
 from bert_sst2 import diagnose, inputs, paths
 from bert_sst2.twins.weights import torch_fingerprint, torch_model
 from portcheck.core import record
-from portcheck.forward.compare import float64
+from portcheck.forward.twin import float64
 from portcheck.core.errors import run_main
 
 

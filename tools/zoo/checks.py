@@ -22,7 +22,7 @@ from portcheck.core import record
 from portcheck.pipeline import handin
 from portcheck.gradients.backward import LOSS_MEAN_BOUND
 from portcheck.core.calibrated import MEAN_BOUND
-from portcheck.forward.compare import F64
+from portcheck.forward.twin import F64
 
 import paddle
 import torch
@@ -575,7 +575,7 @@ def albert(config):
 
 
 def opt(config):
-    """transformers hands OPT's learned positions a float32 mask, paddlenlp a bool one (compare.judge_against)."""
+    """transformers hands OPT's learned positions a float32 mask, paddlenlp a bool one (judging.judge_against)."""
     from paddlenlp.transformers import OPTConfig as PaddleConfig, OPTModel as PaddleOPT
     from transformers import OPTConfig, OPTModel
     sizes = dict(vocab_size=100, hidden_size=32, num_hidden_layers=2, ffn_dim=64, num_attention_heads=4,

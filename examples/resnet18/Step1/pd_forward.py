@@ -12,7 +12,7 @@ except ModuleNotFoundError:  # the project is not importable: not its venv
                      "(. .venv/bin/activate) or run `pip install -r requirements.txt`") from None
 from examples.resnet18 import resnet
 from portcheck import record_forward
-from portcheck.forward.compare import stopped
+from portcheck.mapping.trace import stopped
 from portcheck.core.errors import PipelineError, run_main
 from portcheck.pipeline.handin import model_output, save_side
 

@@ -11,7 +11,7 @@ import torch
 
 from examples.resnet18 import resnet
 from portcheck import record_value
-from portcheck.forward.compare import F64
+from portcheck.forward.twin import F64
 from portcheck.core.errors import run_main
 from portcheck.pipeline.handin import save_side
 

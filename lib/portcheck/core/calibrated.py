@@ -137,7 +137,7 @@ def unjudged(name, shape, problem: str, figure: float = float("nan"), mean_bound
 def measure(name, a, ref, b, mean_bound=None, multiple=K) -> KeyResult:
     """One compared tensor judged by the measured rule: torch fp32 `a`, torch fp64 `ref` (None: `a` itself),
     Paddle `b`. Every comparison of portcheck/ and of an align hand-in judges through it. Values are compared,
-    in float64: a dtype that differs is the caller's to refuse (compare.judge_one does; a hand-in's strict
+    in float64: a dtype that differs is the caller's to refuse (judging.judge_one does; a hand-in's strict
     verdict shows it)."""
     return own_error(against(name, a, b, mean_bound, multiple), a, ref)
 

@@ -1,6 +1,6 @@
 """Records of large runs on disk: compare_forward(..., record_dir=folder), record_forward(..., record_dir=folder).
 
-A record (compare._Recorder) is a flat dict of arrays in run order: every module's output and first input, the
+A record (trace.Recorder) is a flat dict of arrays in run order: every module's output and first input, the
 torch side's twice (float32 and float64). At LLM size it is the largest thing a comparison holds besides the
 two models, so a Spill writes each array as it is recorded, <n>.npy in its folder, and keeps only its name. The
 folder is checked once as the project's writer checks a path (no link in any component) and then held open:

@@ -8,7 +8,7 @@ was called and its first tensor output as it returned (an in-place ReLU after it
   call only: torch's own calls inside it are not traced);
 * Paddle, which has no such hook: paddle.nn.functional's and paddle.tensor's functions and the Tensor's methods
   replaced by tracing wrappers for the run (a call inside a traced call is not traced), and put back.
-torch's module is run a third time in float64 (compare.float64_run), traced the same: each call's own yardstick.
+torch's module is run a third time in float64 (twin.float64_run), traced the same: each call's own yardstick.
 The two lists of calls with a floating output are paired in order where their output shapes agree (the longest
 such pairing), and the first pair whose outputs differ by calibrated.measure, the module verdict's own rule, is
 named, if its input is within that rule: else the difference was made by a call the pairing skipped, and no call
@@ -25,8 +25,8 @@ from pathlib import Path
 import numpy as np
 
 from portcheck.core import calibrated
-from portcheck.forward.compare import (_float64, call, first_input, float64_run, hook_points, is_torch, next_call,
-                               tensors)
+from portcheck.forward.twin import float64_inputs, float64_run
+from portcheck.mapping.trace import call, first_input, hook_points, is_torch, next_call, tensors
 from portcheck.core.keys import ROOT, module_of, split_key
 
 _HERE = str(Path(__file__).resolve().parent.parent) + os.sep  # the library's frames are never the model's source line
@@ -219,7 +219,7 @@ def _paddle_traced(out: list):
 def trace(model, inputs, target: str, x, float64=False) -> tuple:
     """([_Traced] of every framework call inside call `target` of `model`, error): its first input replaced by `x`
     (torch's recorded one; None: its own), the run stopped as it returns. float64: torch's model in float64
-    (compare.float64_run). error: the line the run stopped on before the call returned, else ""."""
+    (twin.float64_run). error: the line the run stopped on before the call returned, else ""."""
     torch_side = is_torch(model)
     name, out, counts = module_of(target), _Calls(), {}
     state = {"tracing": None, "error": ""}
@@ -258,7 +258,7 @@ def trace(model, inputs, target: str, x, float64=False) -> tuple:
         handles = [h for n, p, q in hook_points(model) if n == name for h in (p(pre), q(post))]
         try:
             with lib.no_grad():
-                call(model, _float64(inputs) if float64 else inputs, to_tensor)
+                call(model, float64_inputs(inputs) if float64 else inputs, to_tensor)
             return "the run ended before the module returned"
         except _Done:
             return ""

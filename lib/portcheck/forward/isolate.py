@@ -11,7 +11,7 @@ does the same): one more run of each side, with hooks on every paired module cal
 
 A module's kept output is its own computation (its paired children's outputs are torch's) on torch's input;
 a kept input is what its parent computed between the children before it (a functional activation, a residual
-add). The torch run is in float64, each module only while it runs (compare.float64_as_called: no second model
+add). The torch run is in float64, each module only while it runs (twin.float64_as_called: no second model
 in float64, one module's weights at a time), so it gives each such computation's
 exact value on the same fp32 values: torch's recorded fp32 output against it is that module's own fp32 error,
 the yardstick (calibrated.measure) its Paddle counterpart's kept output is held to. Every module whose own
@@ -26,8 +26,10 @@ import numpy as np
 
 from portcheck.core import calibrated
 from portcheck.mapping import fused
-from portcheck.forward.compare import (_float64, _remember, call, first_input, float64_run, hook_points, is_torch,
-                               judge_against, judge_one, next_call, tensors, values, version)
+from portcheck.forward.judging import judge_against, judge_one
+from portcheck.forward.twin import float64_inputs, float64_run
+from portcheck.mapping.trace import (call, first_input, hook_points, is_torch, next_call, remember, tensors, values,
+                                     version)
 from portcheck.core.keys import ROOT, module_of, split_key
 from portcheck.mapping.pairing import _broadcast, reshaped
 from portcheck.core.spill import identity
@@ -64,7 +66,7 @@ def forced_run(model, inputs, torch_record: dict, calls: dict, leaves: dict, kee
     keep(None, None, None): the run starts again (float64_run may make it again), what was kept is void. Returns
     (parents, error): parents {call: the innermost forced call it ran inside, or None}; error: the line the run
     stopped on, or None. leaves: {this side's output key: torch's}, the output tensors replaced by torch's.
-    free: the float64 tensors torch's run casts into (compare.float64_as_called). wild: a list keep fills when
+    free: the float64 tensors torch's run casts into (twin.float64_as_called). wild: a list keep fills when
     torch's float64 value overflowed where its float32 one did not: that run failed too, float64_run tries on.
     parts: {module: Fused} of this side (portcheck.fused): each call of such a module is its parts' calls, keys
     and leaves, its output forced as the whole made of torch's values of its parts. through: calls of `calls` that
@@ -90,12 +92,12 @@ def forced_run(model, inputs, torch_record: dict, calls: dict, leaves: dict, kee
         same dtype, or a float widened to float64: torch's float64 run)."""
         x = like(value, tensor)
         if str(x.dtype).rsplit(".", 1)[-1] in (value.dtype.name, "float64" if value.dtype.kind == "f" else ""):
-            _remember(made, (id(x), version(x)), key, x)
+            remember(made, (id(x), version(x)), key, x)
         return x
 
     def torch_shaped(key, value, tensor):
         """tensor replaced by torch's value, reshaped where this side holds the same values in another shape (a
-        Linear fed [batch * seq, hidden] against [batch, seq, hidden]: compare.judge_against); None when it fits
+        Linear fed [batch * seq, hidden] against [batch, seq, hidden]: judging.judge_against); None when it fits
         neither."""
         if tuple(tensor.shape) == value.shape:
             return forced(key, value, tensor)
@@ -176,7 +178,7 @@ def forced_run(model, inputs, torch_record: dict, calls: dict, leaves: dict, kee
         try:
             with lib.no_grad():
                 if torch_side:
-                    call(model, _float64(inputs), torch.from_numpy)
+                    call(model, float64_inputs(inputs), torch.from_numpy)
                 else:
                     call(model, inputs, paddle.to_tensor)
         except ERRORS as e:
@@ -196,7 +198,7 @@ def judge(torch_model, paddle_model, inputs, torch_record: dict, report, free: d
           paddle_parts: dict = None) -> None:
     """Run both models once more, every paired call on torch's recorded values, and set report.isolated (a result
     per paired output and computed input), report.parents and report.isolation_stopped. Paddle's run first: each
-    value it computes is held against torch's recorded one as it is computed (compare.judge_against: a few
+    value it computes is held against torch's recorded one as it is computed (judging.judge_against: a few
     figures kept, not the value). Then torch's, in float64: each value it computes adds torch's own error to
     them (calibrated.own_error), and is not kept either: nothing of either run is held or written (at LLM size,
     Paddle's values alone were a record as large as the cumulative run's). free: the float64 tensors the

@@ -16,7 +16,7 @@ freed. Each block is judged twice, with compare_forward's rules and rows (every 
   same input: the block's own computation, whatever came before it.
 The hidden states between blocks go to disk (portcheck.spill) when they are larger than SPILL_BYTES.
 Memory: the libraries, one block of each side in float32, the module torch's float64 run holds at a time
-(compare.float64_as_called), and the activations of one block.
+(twin.float64_as_called), and the activations of one block.
 """
 import functools
 import json
@@ -31,8 +31,11 @@ from pathlib import Path
 import numpy as np
 
 from portcheck.core import calibrated, spill
-from portcheck.forward.compare import (F64, ForwardReport, _judge, _recorded, float64_run, judged_as_run, stopped,
-                                       trace)
+from portcheck.forward.compare import judged_as_run
+from portcheck.forward.outputs import judge_records
+from portcheck.forward.result import ForwardReport
+from portcheck.forward.twin import F64, float64_run
+from portcheck.mapping.trace import recorded, stopped, trace
 from portcheck.core.diff import first_diverging
 from portcheck.core.errors import PipelineError
 from portcheck.core.fileio import open_regular
@@ -439,7 +442,7 @@ def _torch_record(block, x, x64) -> dict:
     def run():
         for key in list(out)[mark:]:
             del out[key]
-        return _recorded(block, x64, torch.no_grad, torch.from_numpy, F64, out)
+        return recorded(block, x64, torch.no_grad, torch.from_numpy, F64, out)
     float64_run(block, run, lambda record: stopped(record, F64) is not None or any(
         calibrated.overflowed(record[k[len(F64):]], record[k]) for k in list(record)[mark:] if k[len(F64):] in record))
     return out
@@ -498,8 +501,8 @@ def compare(torch_dir, paddle_dir, inputs, torch_model=None, paddle_model=None, 
             t_record = {k: v for k, v in t_cum.items() if not k.startswith(F64)}
             p_iso = trace(p_block, x)
             p_cum = trace(p_block, xp) if i else p_iso  # the embeddings: both sides take the same ids
-            cumulative = _kept(_judge(t_cum, p_cum, None, bound), head)
-            isolated = _kept(_judge(t_record, p_iso, None, bound,
+            cumulative = _kept(judge_records(t_cum, p_cum, None, bound), head)
+            isolated = _kept(judge_records(t_record, p_iso, None, bound,
                                     functools.partial(judged_as_run, t_block, x, t_record, p_iso, free={})), head)
             report.blocks.append(Block(name, cumulative, isolated))
             out = "out/" + ROOT

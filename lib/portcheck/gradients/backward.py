@@ -5,7 +5,7 @@ on both sides.
 Each side is recorded on its own (record_backward: what a pt_ or pd_ script saves) and the two records are
 judged together (judge_backward: what its check does). Every compared tensor is held to the rule of
 portcheck/calibrated.py: a multiple of torch's own fp32 error, measured by the torch model's float64 twin
-(compare.float64) taking the same steps with the same optimizer and scheduler.
+(twin.float64) taking the same steps with the same optimizer and scheduler.
 """
 import contextlib
 import copy
@@ -14,12 +14,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from portcheck.forward.compare import (F64, INPUTS, ForwardReport, _float64, _Recorder, _unjudged_lines, call,
-                                       float64, first_input, hook_points, in_turn, judge_forward, measure, checked_args,
-                                       next_call, values, cast_wide, WIDER)
+from portcheck.core.calibrated import measure
+from portcheck.forward.compare import checked_args, judge_forward
+from portcheck.forward.result import ForwardReport, unjudged_lines
+from portcheck.forward.twin import F64, WIDER, cast_wide, float64, float64_inputs, in_turn
+from portcheck.mapping.trace import INPUTS, Recorder, call, first_input, framework_of, hook_points, next_call, values
 from portcheck.core import calibrated, diff, tolerances
 from portcheck.mapping import fused, modules, pairing
-from portcheck.mapping.convert import framework_of, plan, torch_layouts
+from portcheck.mapping.convert import plan, torch_layouts
 from portcheck.mapping.layouts import RENAMES
 from portcheck.core.diff import NOT_JUDGED, first_diverging
 from portcheck.core.errors import PipelineError, raised_by
@@ -122,7 +124,7 @@ class BackwardReport:
         lines += ["gradients after the first backward (forward order):"]
         lines += format_table(calibrated.HEADER,
                               calibrated.table_rows(self.grads, first_diverging(self.grads, reverse=True)))
-        lines += _unjudged_lines([r for r in self.grads if not r.judged])
+        lines += unjudged_lines([r for r in self.grads if not r.judged])
         notes = {r.name: r.by_design for rows in self.steps for r in rows if r.by_design}
         lines += [f"{name}: {note}" for name, note in notes.items()]  # one line per module and rule
         lines += self.by_design
@@ -304,7 +306,7 @@ def record_backward(model, inputs, targets, loss, optimizer, scheduler=None, ste
     was given, or HELD: the LRScheduler the optimizer holds); clip(parameters), when given, clips the gradients
     after each backward, before the step. A torch model's tensors are keyed by torch's names in Paddle's layout (paddle_kinds: {torch
     module: the Paddle class it pairs with}, for a layout declared by a Paddle type), and its float64 twin
-    (compare.float64, from the weights it started with) takes the same steps (keys prefixed "f64:"); a Paddle
+    (twin.float64, from the weights it started with) takes the same steps (keys prefixed "f64:"); a Paddle
     model's by its own names. Both carry what pairing reads of each module (mod/ keys). Train or eval mode is the
     caller's (BatchNorm's batch statistics and running-stat updates are compared in train mode)."""
     if isinstance(steps, bool) or not isinstance(steps, numbers.Integral) or not 1 <= steps <= MAX_STEPS:
@@ -356,7 +358,7 @@ def record_backward(model, inputs, targets, loss, optimizer, scheduler=None, ste
             model.load_state_dict(start)
             with torch.random.fork_rng(devices=[]):  # the float32 run's masks: else its own error is another mask's
                 torch.set_rng_state(draws)
-                return _train(TWIN, model, _float64(inputs), targets, loss, optimizer, scheduler, steps,
+                return _train(TWIN, model, float64_inputs(inputs), targets, loss, optimizer, scheduler, steps,
                               torch.from_numpy, lambda m: _torch_state(m, layouts), lambda m: _torch_grads(m, layouts),
                               lambda: {}, (lambda m, i: m.load_state_dict(left[i])) if isolate else None, clip)
         with float64(model):  # the library's one float64 twin, after the float32 run (the same random draws)
@@ -750,7 +752,7 @@ def _train(side, model, inputs, targets, loss, make_optimizer, make_scheduler, s
     if side == "torch" and getattr(sched, "cycle_momentum", False):  # OneCycleLR's, CyclicLR's: Paddle's never do
         out[CYCLES_MOMENTUM + type(sched).__name__] = np.ones(1)
     # the first forward, every module, in the mode the caller set (train: batch statistics)
-    recorder = _Recorder()
+    recorder = Recorder()
     handles = recorder.attach(model)
     for step in range(steps):
         if start is not None and step:

@@ -1,6 +1,7 @@
 """Which torch module and weight is which Paddle one: names (a name map's forms), modules (a model's modules as a
 record holds them), pairing (the two runs' module calls aligned), ties (what the alignment cannot settle by shape),
-fused (fused layers and their packed parts), recipes (known fused layouts), layouts (the per-type tensor rules),
-convert (weights converted to Paddle's layout), weights (strict loading).
+fused (fused layers and their packed parts), recipes (known fused layouts), layouts (the per-type tensor rules), trace
+(one side's run recorded, and which framework a model is), convert (weights converted to Paddle's layout),
+weights (strict loading).
 
 May import portcheck.core; torch and Paddle only inside the functions handed their models."""

@@ -15,10 +15,12 @@ import numpy as np
 
 from portcheck.mapping import fused, pairing
 from portcheck.core.errors import PipelineError
+from portcheck.core.keys import ROOT, module_of, split_key
 from portcheck.mapping.fused import Fused
 from portcheck.mapping.layouts import CONFIGS_DIFFER, layouts_table, linear_layout, same_layout
 from portcheck.mapping.settle import SETTLED, settle_by_run  # noqa: F401 (SETTLED: documented here, docs/pairing.md)
 from portcheck.mapping.state import Joined, State, names_of_one_tensor, numpy_dtype, save_pdparams
+from portcheck.mapping.trace import check_models
 from portcheck.mapping.weights import named
 
 
@@ -158,7 +160,7 @@ class _Shapes(dict):
     """A record of a run that keeps each output's shape and dtype, not its values (a read-only view of one zero):
     a conversion pairs by shapes and order, its models not holding the same weights yet, so no value can tell it
     anything; at LLM size the values would be every activation of both runs held at once."""
-    keeps_values = False  # compare._Recorder links no output to another, and keeps no tensor alive to do so
+    keeps_values = False  # trace.Recorder links no output to another, and keeps no tensor alive to do so
 
     def __setitem__(self, key, value):
         if key.startswith(("out/", "in/")):
@@ -177,18 +179,18 @@ def pair_modules(torch_model, paddle_model, name_map=None, inputs=None, layouts=
     module), ...]], pairing.Pairing.doubtful: convert settles them by the run); without it they are settled by
     the weights the Paddle model holds, where it holds torch's (_held). ran, a dict if given, receives {"Paddle":
     the Paddle modules the run over `inputs` called} (none without inputs: nothing shows a module unused)."""
-    from portcheck.forward.compare import eval_mode, ran_on, trace  # compare imports this module
+    from portcheck.mapping.trace import eval_mode, ran_on, trace
     with eval_mode(torch_model), eval_mode(paddle_model):
         whole = [fused.mark(ran_on(side, trace(m, inputs, _Shapes()), inputs), fused.specs(m, layouts), m)
                  for side, m in (("torch", torch_model), ("Paddle", paddle_model))]  # each output as it ran
         pairing.named_exist(name_map, *whole)  # an entry naming no module is refused, as compare_forward refuses it
         paired = pairing.pair(*(fused.cut(r) for r in whole), name_map, weights_only=True)
     if ran is not None and inputs is not None:
-        ran["Paddle"] = {pairing.module_of(pairing.split_key(k)[1]) for k in whole[1] if k.startswith("out/")}
+        ran["Paddle"] = {module_of(split_key(k)[1]) for k in whole[1] if k.startswith("out/")}
     modules = paired.modules()
     if copies is not None:
         copies.update(paired.copies())
-    groups = [[(pairing.module_of(t), pairing.module_of(p)) for t, p in g] for g in paired.doubtful]
+    groups = [[(module_of(t), module_of(p)) for t, p in g] for g in paired.doubtful]
     if doubt is not None:  # convert: its Paddle model's weights are not torch's yet, its run settles them
         doubt.extend(groups if inputs is not None else [])
     else:  # compare_backward: the Paddle model holds torch's weights already
@@ -199,7 +201,7 @@ def pair_modules(torch_model, paddle_model, name_map=None, inputs=None, layouts=
             modules[name] = modules[f"{name}.{spec.parts[0]}"]
     layers = dict(paddle_model.named_sublayers(include_self=True))
 
-    taken = {pairing.module_of(p) for p in paired.pairs.values()}
+    taken = {module_of(p) for p in paired.pairs.values()}
     shapes = lambda pairs: ", ".join(f"{k} {list(v.shape)}" for k, v in pairs)
 
     def config(name, module):
@@ -232,8 +234,8 @@ def pair_modules(torch_model, paddle_model, name_map=None, inputs=None, layouts=
     def anchor(name):
         """The Paddle counterpart of the nearest paired torch ancestor, as a name prefix ("" for the model)."""
         name = t_anchor(name).rstrip(".")
-        p = modules.get(name or pairing.ROOT)
-        return "" if p in (None, pairing.ROOT) else p + "."
+        p = modules.get(name or ROOT)
+        return "" if p in (None, ROOT) else p + "."
 
     def t_anchor(name):
         """The nearest paired torch ancestor, as a name prefix ("" for the model)."""
@@ -262,7 +264,7 @@ def pair_modules(torch_model, paddle_model, name_map=None, inputs=None, layouts=
                 # its output is its parts' columns when it is as wide as theirs together; else its forward reads the
                 # packed tensors itself (torch's MultiheadAttention and its in_proj_weight): output=False
                 width = {np.shape(v)[-1] for k, v in whole[0].items() if k.startswith("out/") and np.ndim(v)
-                         and pairing.module_of(pairing.split_key(k)[1]) == name}
+                         and module_of(split_key(k)[1]) == name}
                 part = [v.shape[-1] for _, v in layers[group[0]].named_parameters(include_sublayers=False)][0]
                 return name.rpartition(".")[2], (parts, width in (set(), {ratio * part}))  # no run: nothing says
         parent = name.rpartition(".")[0]
@@ -282,16 +284,16 @@ def pair_modules(torch_model, paddle_model, name_map=None, inputs=None, layouts=
         return f"{name} ({type(module).__name__}" + (
             f": {shapes(own_tensors(module).items())}; Paddle {name}: "
             f"{shapes(like.named_parameters(include_sublayers=False)) or 'none'}" if like is not None else "") + ")"
-    tied = _ties(torch_model, {"" if t == pairing.ROOT else t for t in modules})
-    left = [(n or pairing.ROOT, m) for n, m in torch_model.named_modules()
-            if own_tensors(m) and (n or pairing.ROOT) not in modules and n not in tied]
+    tied = _ties(torch_model, {"" if t == ROOT else t for t in modules})
+    left = [(n or ROOT, m) for n, m in torch_model.named_modules()
+            if own_tensors(m) and (n or ROOT) not in modules and n not in tied]
     configs = {n: c for n, m in left if n not in paired.missing and (c := config(n, m)) is not None}
     fusions = dict(f for n, m in left if n not in configs and n not in paired.missing and (f := fusion(n, m)))
     missing = [said(n, m) for n, m in left if n not in configs]
     problems = []
     if configs:  # no map pairs tensors of other sizes: the two models were built from different configs
         out_shape = lambda record, n: next((f"; output {list(np.shape(v))}" for k, v in record.items()
-                                            if k.startswith("out/") and pairing.split_key(k)[1] == n), "")
+                                            if k.startswith("out/") and split_key(k)[1] == n), "")
         problems.append(f"{len(configs)} torch module(s) differ in shape from their Paddle counterpart: " + "; ".join(
             f"torch {n} ({shapes(own_tensors(dict(left)[n]).items())}{out_shape(whole[0], n)}) against Paddle {p} "
             f"({shapes(layers[p].named_parameters(include_sublayers=False))}{out_shape(whole[1], p)})"
@@ -319,7 +321,7 @@ def pair_modules(torch_model, paddle_model, name_map=None, inputs=None, layouts=
                            f"{shapes(like.named_parameters(include_sublayers=False))}" if like is not None else "")
                         + "): declare as many parts as its tensors hold, in their order")
     missing = "; and ".join(problems)
-    return {t: "" if p == pairing.ROOT else p for t, p in modules.items()}, missing
+    return {t: "" if p == ROOT else p for t, p in modules.items()}, missing
 
 
 # the settings that make a layer's tensors and output the shapes they are, by torch's name (Paddle's: _<name>, or
@@ -387,7 +389,7 @@ def plan(torch_model, paddle_model, name_map=None, layouts=None, inputs=None, pa
     layers = dict(paddle_model.named_sublayers(include_self=True))
     for name, spec in fused.specs(paddle_model, layouts).items():  # a Paddle fused module's parts are its own
         layers.update({f"{name}.{part}": layers[name] for part in spec.parts})
-    kinds = {"" if t == pairing.ROOT else t: type(layers[p]) for t, p in modules.items() if p in layers}
+    kinds = {"" if t == ROOT else t: type(layers[p]) for t, p in modules.items() if p in layers}
     if paddle_kinds is not None:
         paddle_kinds.update(kinds)
     tensors = torch_layouts(torch_model, layouts, kinds)  # an unknown layout first: no pairing makes it known
@@ -395,7 +397,7 @@ def plan(torch_model, paddle_model, name_map=None, layouts=None, inputs=None, pa
     for key, tensor in tensors.items():
         if tensor.module not in kinds:
             continue
-        target, kind = modules[tensor.module or pairing.ROOT], kinds[tensor.module].__name__
+        target, kind = modules[tensor.module or ROOT], kinds[tensor.module].__name__
         if tensor.kinds is not None and not set(tensor.kinds) & {k.__name__ for k in kinds[tensor.module].__mro__}:
             wrong[tensor.module] = f"torch {tensor.module} is a {tensor.module_type} but Paddle {target} is a {kind}"
         out[key] = (paddle_key(tensor, target), tensor, tensor.array)
@@ -407,34 +409,6 @@ def plan(torch_model, paddle_model, name_map=None, layouts=None, inputs=None, pa
     if missing:
         raise PipelineError(missing + " [PC315]")
     return out
-
-
-def framework(model):
-    """"torch", "paddle" or None (not a model)."""
-    if hasattr(model, "named_sublayers"):
-        return "paddle"
-    return "torch" if hasattr(model, "named_modules") else None
-
-
-def framework_of(model) -> str:
-    """A model's framework, or one line saying the `model` given is not one."""
-    side = framework(model)
-    if side is None:
-        raise PipelineError(f"model is a {type(model).__name__}, not a torch.nn.Module or a paddle.nn.Layer: "
-                            "pass the model itself [PC300]")
-    return side
-
-
-def check_models(torch_model, paddle_model):
-    """One line unless the first is a torch module and the second a Paddle layer (the usual slip: swapped)."""
-    given = framework(torch_model), framework(paddle_model)
-    if given == ("paddle", "torch"):
-        raise PipelineError("the models are swapped: pass the torch model first, then the Paddle one [PC013]")
-    for side, model, want in (("torch_model", torch_model, "torch"), ("paddle_model", paddle_model, "paddle")):
-        if framework(model) != want:
-            raise PipelineError(f"{side} is a {type(model).__name__}, not a "
-                                f"{'torch.nn.Module' if want == 'torch' else 'paddle.nn.Layer'}: pass the model itself "
-                                "[PC015]")
 
 
 def convert(torch_model, paddle_model, name_map=None, path=None, layouts=None, inputs=None, keep=()) -> "State":
@@ -477,7 +451,7 @@ def convert(torch_model, paddle_model, name_map=None, path=None, layouts=None, i
                    ran=ran)
     for torch_key, (key, tensor, array) in planned.items():
         # a torch module the name map says runs as several Paddle modules fills each (Pairing.copies)
-        for key in [key] + [paddle_key(tensor, other) for other in copies.get(tensor.module or pairing.ROOT, ())]:
+        for key in [key] + [paddle_key(tensor, other) for other in copies.get(tensor.module or ROOT, ())]:
             if key in state and state[key][0].tie == tensor.tie:
                 continue  # one torch tensor tied in two modules, both paired with the Paddle module holding it once
             if key in state:  # the pairing is one to one: only a layout's renaming can send two tensors to one key
@@ -493,7 +467,7 @@ def convert(torch_model, paddle_model, name_map=None, path=None, layouts=None, i
                 origin[f"{name}.{tensor_name}"] = " + ".join(origin.pop(k) for k in keys)
     problems += [f"keep= names no Paddle key: {named(sorted(set(keep) - set(params)))}"] if set(keep) - set(params) else []
     unfilled = [k for k in params if not any(a in state for a in same[k]) and k not in keep]
-    unused = [k for k in unfilled if "Paddle" in ran and (k.rpartition(".")[0] or pairing.ROOT) not in ran["Paddle"]]
+    unused = [k for k in unfilled if "Paddle" in ran and (k.rpartition(".")[0] or ROOT) not in ran["Paddle"]]
     unfilled = [k for k in unfilled if k not in unused]
     buffers, said = _one_sided_buffers(torch_model, paddle_model, unfilled, modules, params)
     for key, (torch_key, tensor) in buffers.items():
@@ -552,10 +526,10 @@ def _one_sided_buffers(torch_model, paddle_model, unfilled: list, modules: dict,
         layer, name = buffers[key]
         want = np.asarray(params[key].numpy())
         t_module = by_paddle.get(layer)
-        t_module = pairing.ROOT if t_module is None and layer == "" else t_module
-        module = torch_modules.get("" if t_module == pairing.ROOT else t_module)
+        t_module = ROOT if t_module is None and layer == "" else t_module
+        module = torch_modules.get("" if t_module == ROOT else t_module)
         value = getattr(module, "_buffers", {}).get(name)
-        t_key = ".".join(n for n in ("" if t_module == pairing.ROOT else t_module, name) if n)
+        t_key = ".".join(n for n in ("" if t_module == ROOT else t_module, name) if n)
         if value is None:
             said[key] = (f"Paddle buffer {key} {list(want.shape)} {want.dtype} has no torch tensor (the torch model "
                          f"computes it in its forward): pass keep=['{key}'] to leave Paddle's own value, which "

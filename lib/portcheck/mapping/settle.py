@@ -23,7 +23,7 @@ def settle_by_run(torch_model, paddle_model, inputs, state: State, params: dict,
     the name_map that settles them where the group is too large to try; where no order is nearest (several
     compute the same, or none gives torch's values: a difference of the port there), the run's order stays."""
     from itertools import permutations
-    from portcheck.forward.compare import eval_mode, trace
+    from portcheck.mapping.trace import eval_mode, trace
     keys = {}  # {torch module: its Paddle keys}
     for key, (tensor, _) in state._tensors.items():
         if not isinstance(tensor, Joined):  # a Tensor (convert's: it imports this module)

@@ -12,7 +12,7 @@ def call_arguments(run, args, kwargs):
     """The root's first call as compare.Arguments: the script's own arguments (a number, a flag, a list or dict
     around tensors: model(x, 0.5), model([x]), model({"x": x})), each tensor torch's batch 0 at its place (the
     torch side's: its own); None where an argument is none of these."""
-    from portcheck.forward.compare import Arguments
+    from portcheck.mapping.trace import Arguments
     batch = run.given_batch(0) if run.given is not None else {}
     try:
         return Arguments(arrays(tuple(args), "args", batch), arrays(dict(kwargs), "kwargs", batch))
@@ -23,7 +23,7 @@ def call_arguments(run, args, kwargs):
 def by_keys(run):
     """Torch's batch 0 as compare.Arguments by its keys alone (args/<i>, kwargs/<name>): the call the Paddle model
     starts on where the script's own arguments cannot be taken apart (call_arguments)."""
-    from portcheck.forward.compare import Arguments
+    from portcheck.mapping.trace import Arguments
     first = run.given_batch(0)
     positional = sorted((k for k in first if k.startswith("args/") and k.count("/") == 1),
                         key=lambda k: int(k[5:]))
@@ -35,7 +35,7 @@ def isolated(run, module, calls: dict, leaves: dict):
     """Every paired module call on torch's recorded first-forward values (portcheck.isolate.forced_run): the
     value each computes, under iso/<its key> (torch's float64 side: torch's own error per module; Paddle's:
     its counterpart's computation on the same values)."""
-    from portcheck.forward.compare import values
+    from portcheck.mapping.trace import values
     from portcheck.forward.isolate import forced_run
     inputs = run.first  # tensors, numbers and flags, in the lists and dicts the script passed them in
     if inputs is None or not calls:

@@ -64,8 +64,8 @@ class PaddleSide(SharedSide):
     def start_from_torch(self, model, given: dict, first):
         """The model's weights set to the torch side's initial ones (given: the torch record), every Paddle key
         filled, every shape equal, before the first is set; else one line. first: the script's first call
-        (compare.Arguments, torch's batch 0 in it), on which the model runs once for the pairing. Returns the pairing's calls
-        {torch call: Paddle call} and record keys {torch key: Paddle key} (compare.counterparts).
+        (trace.Arguments, torch's batch 0 in it), on which the model runs once for the pairing. Returns the pairing's calls
+        {torch call: Paddle call} and record keys {torch key: Paddle key} (outputs.counterparts).
         A tensor one side alone holds is no problem where the run shows it unused (its module not called by that
         side's first forward) or the model fills it itself (a buffer, Paddle's position ids; a torch tensor without
         a gradient): kept at that side's own value, named in the configuration (one_sided), the comparison
@@ -77,12 +77,13 @@ class PaddleSide(SharedSide):
         from portcheck.gradients.backward import _counterpart, renames
         from portcheck.mapping.layouts import CONFIGS_DIFFER
         from portcheck.mapping.state import names_of_one_tensor
-        from portcheck.forward.compare import _Recorder, call, counterparts, eval_mode
+        from portcheck.forward.outputs import counterparts
+        from portcheck.mapping.trace import Recorder, call, eval_mode
         from portcheck.core.keys import ROOT, module_of, split_key
         from portcheck.mapping.modules import describe
         from portcheck.mapping.pairing import pair
         from portcheck.core.errors import PipelineError
-        rec = _Recorder()
+        rec = Recorder()
         handles = rec.attach(model)
         try:
             with eval_mode(model), self.paddle.no_grad():
@@ -221,7 +222,7 @@ class PaddleSide(SharedSide):
         """Of the parameters `keys` names, those no output of the model depends on (paddlenlp's BertModel computes its
         pooler for a token classifier, which returns the sequence's logits alone): the gradient of its outputs' sum
         reaches none of them. Its forward in eval mode, .grad untouched; none where Paddle cannot tell."""
-        from portcheck.forward.compare import call, eval_mode
+        from portcheck.mapping.trace import call, eval_mode
         paddle = self.paddle
         with eval_mode(model):
             out = call(model, first, self.to_tensor)

@@ -6,7 +6,7 @@ folder). install() wraps what every training script goes through, in either fram
 
   the module call     the root model is the outermost module called, with gradients on, whose parameters an
                       optimizer holds (a data-parallel wrapper's: the model it holds); its first call records
-                      every module's output (compare._Recorder) and what pairing reads (pairing.describe); each
+                      every module's output (trace.Recorder) and what pairing reads (pairing.describe); each
                       call records the batch it is given (BATCH: gradient accumulation's micro-batches each their own);
   Tensor.backward     the tensor it is called on is the loss; the gradients after the first backward; how many
                       backward() calls each step makes (configuration: gradient accumulation);
@@ -224,8 +224,8 @@ class Run:
                 replaced(kwargs, "kwargs", given, self.fw.to_tensor)
         handles = near
         if self.calls == 0:
-            from portcheck.forward.compare import _Recorder
-            handles = near + _Recorder(arrays=self.record).attach(module)
+            from portcheck.mapping.trace import Recorder
+            handles = near + Recorder(arrays=self.record).attach(module)
         try:
             with taking:
                 return self._inner(call, args, kwargs)

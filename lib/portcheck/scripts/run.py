@@ -449,7 +449,7 @@ def read_status(path: Path, said: str):
 
 
 def merged(torch_record: dict, float64: dict) -> dict:
-    """The torch record with its float64 run's values under compare.F64, as record_backward keeps them."""
+    """The torch record with its float64 run's values under twin.F64, as record_backward keeps them."""
     kinds = ("out/", "in/", "grad/", "loss/", "lr/", "state", KEPT)
     return {**torch_record, **{F64 + k: v for k, v in float64.items() if k.startswith(kinds)}}
 
@@ -509,7 +509,7 @@ def order_lines(torch_config: dict, paddle_config: dict, steps: int) -> list:
 def isolated(forward, t: dict, t64: dict, p: dict, statuses: dict):
     """forward.isolated: every paired module's own computation on torch's recorded values (the recorders'
     isolate.forced_run, iso/ keys), each held to torch's own error for that computation, as isolate.judge holds it."""
-    from portcheck.forward.compare import judge_one
+    from portcheck.forward.judging import judge_one
     from portcheck.forward.isolate import _judged, _name
     said = {side: statuses[side]["config"].get("isolated") for side in ("paddle", "torch64")}
     forward.isolation_stopped = {side: why for side, why in said.items() if why != "run"}

@@ -1,0 +1,67 @@
+"""One output against the other: torch's value (its float64 run the yardstick) against Paddle's, dtypes and
+shapes that differ by design said and compared (judge_one, judge_against), and a module's first input within its
+rule (input_ok). May import core and mapping only."""
+import numpy as np
+
+from portcheck.core import calibrated
+from portcheck.core.calibrated import measure
+from portcheck.core.diff import KeyResult
+from portcheck.mapping import pairing
+
+
+def judge_one(name, a, ref, b) -> KeyResult:
+    """One torch output `a` (its float64 run `ref`) against Paddle's `b`: dtypes must agree; shapes that differ
+    only where one side keeps a size-1 axis the other repeats are compared broadcast, and said so."""
+    return calibrated.own_error(judge_against(name, a, b), a, ref)
+
+
+def judge_against(name, a, b) -> KeyResult:
+    """judge_one's half that reads Paddle's value; calibrated.own_error adds torch's own error (isolate.judge
+    judges Paddle's values as its run computes them, before torch's float64 run)."""
+    note = ""
+    if a.dtype != b.dtype and _held_otherwise(a, b):
+        # transformers' OPT hands its position embedding a float32 mask, paddlenlp's a bool one: compared as values
+        note, b = f"by design: dtypes {a.dtype} and {b.dtype}, compared as {a.dtype}", b.astype(a.dtype)
+    if a.dtype != b.dtype:
+        return calibrated.unjudged(name, a.shape, f"torch {a.dtype}{list(a.shape)} vs paddle {b.dtype}{list(b.shape)}")
+    if pairing.reshaped(a.shape, b.shape):
+        # one side feeds its Linear [batch * seq, hidden], the other [batch, seq, hidden]: the same rows
+        note = f"by design: shapes {list(a.shape)} and {list(b.shape)}, the same values in another shape"
+        b = b.reshape(a.shape)
+    elif a.shape != b.shape and broadcasts(a.shape, b.shape):
+        # transformers' position embeddings [1, L, H], paddlenlp's [B, L, H]: the same values
+        note = f"by design: shapes {list(a.shape)} and {list(b.shape)}, one side broadcast over the other"
+        shape = np.broadcast_shapes(a.shape, b.shape)
+        a, b = np.broadcast_to(a, shape), np.broadcast_to(b, shape)
+    row = calibrated.against(name, a, b)
+    row.by_design = note
+    return row
+
+
+def _held_otherwise(a, b) -> bool:
+    """A mask or an index held as another dtype: one side boolean, or both integer, and Paddle's values all held
+    by torch's dtype. Two float dtypes never are (float64 against float32 is a port's own slip)."""
+    if "b" not in a.dtype.kind + b.dtype.kind and not (a.dtype.kind in "iu" and b.dtype.kind in "iu"):
+        return False
+    with np.errstate(all="ignore"):
+        return bool(np.array_equal(b.astype(a.dtype).astype(b.dtype), b))
+
+
+def broadcasts(x: tuple, y: tuple) -> bool:
+    """The two shapes differ only where one of them is 1, or by leading axes (pairing._broadcast's rule)."""
+    return pairing._broadcast(x, y)
+
+
+def input_ok(a, ref, b):
+    """Whether a module's first input was within tolerance (None: not recorded on both sides)."""
+    if a is None or b is None:
+        return None
+    if pairing.reshaped(a.shape, b.shape):
+        b = b.reshape(a.shape)  # the same values in another shape (judge_against)
+    elif a.shape != b.shape and broadcasts(a.shape, b.shape):  # one side's [seq, d] broadcast over [batch, seq, d]
+        shape = np.broadcast_shapes(a.shape, b.shape)
+        ref = None if ref is None or ref.shape != a.shape else np.broadcast_to(ref, shape)
+        a, b = np.broadcast_to(a, shape), np.broadcast_to(b, shape)
+    if a.dtype.kind != "f" or a.shape != b.shape:
+        return a.shape == b.shape and bool(np.array_equal(a, b))
+    return measure("in", a, ref if ref is not None and ref.shape == a.shape else None, b).passed

@@ -1,0 +1,248 @@
+"""Two runs' outputs paired and judged: the tensors of two paired calls (pair_leaves, counterparts), the
+model's own outputs, outputs= chosen (checked_outputs), and every row of judge_forward's report (judge_records).
+May import core, mapping, and forward's twin, judging and result; never compare, which builds on it."""
+import dataclasses
+import re
+
+import numpy as np
+
+from portcheck.core import calibrated, spill, tolerances
+from portcheck.core.diff import KeyResult
+from portcheck.core.errors import PipelineError
+from portcheck.forward.judging import broadcasts, input_ok, judge_one
+from portcheck.forward.result import ForwardReport
+from portcheck.forward.twin import F64
+from portcheck.mapping import fused, pairing
+from portcheck.core.keys import ROOT, module_of, split_key
+from portcheck.mapping.trace import LEAF, STOPPED, stopped
+
+
+def pair_leaves(torch_keys: list, paddle_keys: list, shapes=None) -> dict:
+    """{torch key: Paddle key} for the tensors of two paired calls' outputs (their keys after the call name,
+    "" for a lone tensor, "[0]", ":logits"): by the same key, then the rest in order when both hold as many,
+    else torch's first with Paddle's only one. shapes: {key: shape} of both sides, given when an order pair
+    must fit in shape (any module's but the model's, whose outputs are compared whole)."""
+    out = {k: k for k in torch_keys if k in paddle_keys}
+    t = [k for k in torch_keys if k not in out]
+    p = [k for k in paddle_keys if k not in out.values()]
+    if len(t) == len(p):
+        order = list(zip(t, p))
+    else:
+        order = [(t[0], p[0])] if t and len(p) == 1 and not out else []
+    fits = lambda a, b: shapes is None or broadcasts(shapes[0][a], shapes[1][b]) or \
+        pairing.reshaped(tuple(shapes[0][a]), tuple(shapes[1][b]))
+    out.update((a, b) for a, b in order if fits(a, b))
+    return out
+
+
+def _leaves(record: dict) -> dict:
+    """{call: {key after the call name: shape}} of a record's outputs, in run order."""
+    out = {}
+    for key in record:
+        if key.startswith("out/"):
+            _, call, rest = split_key(key)
+            out.setdefault(call, {})[rest] = spill.shape(record, key)
+    return out
+
+
+def counterparts(torch_record: dict, paddle_record: dict, paired: pairing.Pairing) -> dict:
+    """{torch record key: Paddle record key} of every output tensor and first input of the paired calls."""
+    t_leaves, p_leaves = _leaves(torch_record), _leaves(paddle_record)
+    out = {}
+    for t_call, p_call in paired.pairs.items():
+        # Paddle's module computing torch's and the activation after it: judged against the activation's output
+        # and torch's computing Paddle's and the activation after it: judged against that activation's output
+        t_out, p_out = paired.judged_as(t_call), paired.paddle_judged_as(t_call)
+        t, p = t_leaves.get(t_out, {}), p_leaves.get(p_out, {})
+        shapes = None if t_call == ROOT else (t, p)
+        out.update({f"out/{t_out}{a}": f"out/{p_out}{b}" for a, b in pair_leaves(list(t), list(p), shapes).items()})
+        out[f"in/{t_call}"] = f"in/{p_call}"
+    return out
+
+
+def _root_leaves(record: dict) -> dict:
+    """{the part of its key after the call ("", "[0]", ":logits"): record key} of every leaf of the model's own
+    output: its tensors and numbers (out/), and what is neither (LEAF: None, a string, another object)."""
+    out = {}
+    for key in record:
+        for where in ("out/", LEAF):
+            if key.startswith(where + ROOT) and split_key("out/" + key[len(where):])[1] == ROOT:
+                out[split_key("out/" + key[len(where):])[2]] = key
+    return out
+
+
+def output_name(rest: str) -> str:
+    """The model output a leaf belongs to, as its user names it: a ModelOutput's or a dict's field (logits,
+    past_key_values), a tuple's position ([1]), or "the output" for a lone one."""
+    top = re.match(r"^(:[^:\[]*|\[\d+\])", rest)
+    return "the output" if not rest else top.group(1).lstrip(":") if top else rest
+
+
+def _selected(leaves: dict, names, side: str) -> tuple:
+    """(the leaves outputs= names, [left out]): names are a field's name (str) or a position (int); a lone output is
+    the one output. A name the side's output lacks is one line."""
+    if names is None or list(leaves) == [""]:
+        return leaves, []
+    tops = {output_name(rest) for rest in leaves}
+    wanted = {n if isinstance(n, str) else f"[{n}]" for n in names}
+    lacking = sorted(wanted - tops)
+    if lacking:
+        raise PipelineError(f"outputs={list(names)!r}: the {side} model's output has no {lacking[0]} (its outputs: "
+                            f"{', '.join(sorted(tops))}); name its outputs by field or position [PC404]")
+    keep = {rest: key for rest, key in leaves.items() if output_name(rest) in wanted}
+    return keep, sorted({f"{side} {output_name(rest)}" for rest in leaves if rest not in keep})
+
+
+def checked_outputs(outputs):
+    """outputs= as (torch names, Paddle names): None (every output), a list of names or positions for both
+    sides, or a dict {torch name or position: Paddle name or position}; else one line."""
+    if outputs is None:
+        return None, None
+    ok = lambda n: (isinstance(n, str) and n) or (isinstance(n, int) and not isinstance(n, bool) and n >= 0)
+    pairs = list(outputs.items()) if isinstance(outputs, dict) else \
+        [(n, n) for n in outputs] if isinstance(outputs, (list, tuple)) else None
+    if not pairs or not all(ok(a) and ok(b) for a, b in pairs):
+        raise PipelineError(f"outputs={outputs!r}: name the model outputs to compare, a list of fields or positions "
+                            "(['logits'], [0]) or a dict {torch's: Paddle's} [PC405]")
+    return [a for a, _ in pairs], [b for _, b in pairs]
+
+
+def _leaf(record: dict, key: str) -> str:
+    """What a model output holds, said: 'None', a string's repr, 'a <type>', or a tensor or number's shape."""
+    if key.startswith(LEAF):
+        text = bytes(np.asarray(record[key], dtype=np.uint8)).decode("utf-8", "replace")
+        kind, _, rest = text.partition(":")
+        return {"none": "None", "str": f"the string {rest[:40]!r}"}.get(kind, f"a {rest} (not comparable)")
+    shape = list(spill.shape(record, key))
+    return f"a tensor {shape}" if shape else "a number"
+
+
+def _leaf_row(name, t_key, p_key, torch_record, paddle_record):
+    """The row of a model output that is no tensor or number on at least one side: equal (None against None, one
+    string against the same), else red saying what each side returns; an object neither is said, and red."""
+    t, p = _leaf(torch_record, t_key), _leaf(paddle_record, p_key)
+    if t == p and t_key.startswith(LEAF) and p_key.startswith(LEAF) and "(not comparable)" not in t:
+        return KeyResult(name, tolerances.EXACT, (), 0.0, 0.0, 0.0, 0.0, notes=[f"{t} on both sides"])
+    why = (f"cannot be compared: torch returns {t}, Paddle {p}; leave it out with outputs=" if "(not comparable)" in t + p
+           else f"torch returns {t}, Paddle {p}")
+    return calibrated.unjudged(name, (), why)
+
+
+def judge_records(torch_record: dict, paddle_record: dict, name_map, mean_bound, as_run=None, outputs=None) -> ForwardReport:
+    """judge_forward's pairing and rows. as_run(counterparts): {torch key: its row or input verdict}, judged
+    as torch's float64 run computes them (judged_as_run); None: the float64 values are the record's F64 keys.
+    outputs: (torch's, Paddle's) names of the model outputs compared (checked_outputs), the rest left out."""
+    unsourced = _sources(torch_record), _sources(paddle_record)
+    torch_record, paddle_record = fused.cut(torch_record, False), fused.cut(paddle_record, False)
+    outs = [k for k in torch_record if k.startswith("out/")]
+    pairing.named_exist(name_map, torch_record, paddle_record)  # an entry naming no module would go unjudged
+    paired = pairing.pair(torch_record, paddle_record, name_map)
+    keys = counterparts(torch_record, paddle_record, paired)
+    # the model's own outputs, every leaf of both (None, numbers and strings too), paired by name, else in order
+    t_all, left = _selected(_root_leaves(torch_record), (outputs or (None, None))[0], "torch")
+    p_all, p_left = _selected(_root_leaves(paddle_record), (outputs or (None, None))[1], "Paddle")
+    root = pair_leaves(list(t_all), list(p_all))
+    if not root and t_all and p_all and (len(t_all) == 1 or len(p_all) == 1):  # one output against several: the
+        root = {next(iter(t_all)): next(iter(p_all))}  # first of each, the others red below, named
+    root = {t_all[a]: p_all[b] for a, b in root.items()}
+    keys = {k: v for k, v in keys.items() if not (k.startswith("out/") and split_key(k)[1] == ROOT)}
+    keys.update({a: b for a, b in root.items() if a.startswith("out/") and b.startswith("out/")})
+    judged = as_run(keys) if as_run else {}
+    within = {paired.pairs[t] for t in paired.paddle_composed}  # judged as the chain torch's module computes
+    report = ForwardReport(unpaired=[k for k in paddle_record if k.startswith("out/") and k not in set(keys.values())
+                                     and split_key(k)[1] not in within],
+                           stopped={side: stopped(r) for side, r in (("torch", torch_record), ("paddle", paddle_record))
+                                    if stopped(r)},
+                           pairing=paired, counterparts=keys, left_out=left + p_left)
+    measured = {}  # a container's output is its last child's: measured once (spill.identity: by what is stored)
+    f64_error = judged.get(STOPPED) if as_run else stopped(torch_record, F64)
+
+    def unreached(key) -> str:
+        """Why a value has no float64 run to hold it to ("" when it has one): torch's float64 copy, the library's
+        own yardstick, stopped before computing it (its float32 run did not)."""
+        if f64_error is None or (key in judged if as_run else F64 + key in torch_record):
+            return ""
+        return f"{calibrated.NOT_JUDGED} torch's float64 run (the library's yardstick) stopped before it: {f64_error}"
+
+    def once(keys, compute):
+        if keys[0] in judged:
+            return judged[keys[0]]
+        held = keys[0][:3], *(spill.identity(r, k) for r, k in zip((torch_record, torch_record, paddle_record), keys))
+        if held not in measured:
+            measured[held] = compute()
+        return measured[held]
+    t_root, origin = set(_root_leaves(torch_record).values()), None
+    called = {module_of(split_key(k)[1]) for k in outs}
+    composing = paired.composing()
+    for key in outs + [k for k in t_all.values() if k.startswith(LEAF)]:
+        _, call_, rest = split_key("out/" + key.split("/", 1)[1])
+        name, p_key = key.split("/", 1)[1], keys.get(key, root.get(key, ""))
+        if call_ in composing:  # a chain Paddle's module computes whole: its last output, as its first module's
+            if paired.judged_as(composing[call_]) != call_:
+                continue
+            call_ = composing[call_]
+            name = f"{call_}{rest}"
+        if key in t_root and key not in t_all.values():
+            continue  # a model output outputs= leaves out: said in report.left_out
+        if key in t_root and p_key not in paddle_record:
+            # the model's own outputs are compared whole: one torch has and Paddle lacks is red, named
+            row = calibrated.unjudged(name, tuple(spill.shape(torch_record, key)), (
+                f"the models' outputs differ in structure: torch returns {output_name(rest)} ({_leaf(torch_record, key)})"
+                f", which Paddle does not; compare the rest with outputs= (torch's: {', '.join(_names(t_all))}), or "
+                "return the same outputs on both sides"))
+        elif key.startswith(LEAF) or p_key.startswith(LEAF):
+            row = _leaf_row(name, key, p_key, torch_record, paddle_record)
+        elif p_key not in paddle_record:
+            row = calibrated.unjudged(name, tuple(spill.shape(torch_record, key)), "no counterpart in the Paddle model")
+        elif unreached(key):
+            row = calibrated.unjudged(name, tuple(spill.shape(torch_record, key)), unreached(key))
+        else:  # the arrays are read only when measured (a container's output is its last child's, measured once)
+            row = once((key, F64 + key, p_key), lambda: judge_one(
+                name, torch_record[key], torch_record.get(F64 + key), paddle_record[p_key]))
+            row = dataclasses.replace(row, key=name, problems=list(row.problems))
+            if not row.problem:
+                ins = (f"in/{call_}", f"{F64}in/{call_}", keys.get(f"in/{call_}", ""))
+                row.input_ok = once(ins, lambda: input_ok(torch_record.get(ins[0]), torch_record.get(ins[1]),
+                                                           paddle_record.get(ins[2])))
+        row.rule = row.rule._replace(mean=mean_bound if call_.split("#")[0] == ROOT and not key.startswith(LEAF)
+                                     else None)
+        if origin is None and not row.passed and row.judged and not row.beyond(calibrated.MEAN_BOUND):
+            # asked up to the first red input within its rule only; no module on either side output the input:
+            # else the module that did, or how the caller wires them, is to blame
+            in_key = f"in/{call_}"
+            if row.input_ok is False and unsourced[0](in_key) and unsourced[1](keys.get(in_key, "")):
+                row.input_unsourced = _caller(module_of(call_), called)
+            origin = row if row.input_ok is not False else None
+        report.rows.append(row)
+    for rest, p_key in p_all.items():  # an output Paddle returns and torch lacks is red too, None included
+        if p_key not in root.values():
+            report.rows.append(calibrated.unjudged(f"{ROOT}{rest}", (), (
+                f"the models' outputs differ in structure: Paddle returns {output_name(rest)} "
+                f"({_leaf(paddle_record, p_key)}), which torch does not; compare the rest with outputs= (Paddle's: "
+                f"{', '.join(_names(p_all))}), or return the same outputs on both sides")))
+    return report
+
+
+def _sources(record: dict):
+    """unsourced(in_key): whether the first input recorded under in_key is no module's output: recorded as
+    itself, not linked to an output recorded before it (trace._flatten links a tensor a module returned), so a
+    buffer or a value its caller's forward computed. False where the record cannot tell (a fused module's cut)."""
+    order, first = {}, {}
+    for i, key in enumerate(record):
+        order[key] = i
+        if key.startswith("out/"):
+            first.setdefault(spill.identity(record, key), i)
+
+    def unsourced(key) -> bool:
+        return key in order and first.get(spill.identity(record, key), order[key] + 1) > order[key]
+    return unsourced
+
+
+def _caller(module: str, called: set) -> str:
+    """The module whose forward called `module`: its nearest ancestor that ran (a ModuleList's is its owner's)."""
+    parts = module.split(".")
+    return next((a for a in (".".join(parts[:i]) for i in range(len(parts) - 1, 0, -1)) if a in called), ROOT)
+
+
+def _names(leaves: dict) -> str:
+    return sorted({output_name(rest) for rest in leaves})

@@ -1,0 +1,305 @@
+"""One side's run of a model, as a record: which framework a model is (framework_of, check_models), its
+modules' hook points, and the Recorder that keeps every module's output and first input, in run order (trace);
+how numpy inputs are handed to a model (call, Arguments). May import core and mapping's modules only: convert pairs
+modules by such a run, forward judges two of them."""
+import contextlib
+import weakref
+from typing import NamedTuple
+
+import numpy as np
+
+from portcheck.core import spill
+from portcheck.core.errors import PipelineError, first_line
+from portcheck.core.keys import ROOT
+from portcheck.mapping import modules
+
+INPUTS = "check the inputs (their dtype and shape, a dict's names) against the model's forward"
+
+
+def framework(model):
+    """"torch", "paddle" or None (not a model)."""
+    if hasattr(model, "named_sublayers"):
+        return "paddle"
+    return "torch" if hasattr(model, "named_modules") else None
+
+
+def framework_of(model) -> str:
+    """A model's framework, or one line saying the `model` given is not one."""
+    side = framework(model)
+    if side is None:
+        raise PipelineError(f"model is a {type(model).__name__}, not a torch.nn.Module or a paddle.nn.Layer: "
+                            "pass the model itself [PC300]")
+    return side
+
+
+def check_models(torch_model, paddle_model):
+    """One line unless the first is a torch module and the second a Paddle layer (the usual slip: swapped)."""
+    given = framework(torch_model), framework(paddle_model)
+    if given == ("paddle", "torch"):
+        raise PipelineError("the models are swapped: pass the torch model first, then the Paddle one [PC013]")
+    for side, model, want in (("torch_model", torch_model, "torch"), ("paddle_model", paddle_model, "paddle")):
+        if framework(model) != want:
+            raise PipelineError(f"{side} is a {type(model).__name__}, not a "
+                                f"{'torch.nn.Module' if want == 'torch' else 'paddle.nn.Layer'}: pass the model itself "
+                                "[PC015]")
+
+
+def is_torch(model) -> bool:
+    """True for a torch module, False for a Paddle layer; anything else is one line (framework_of)."""
+    return framework_of(model) == "torch"
+
+
+def version(tensor):
+    """A torch or Paddle tensor's in-place version (None: it has none)."""
+    v = getattr(tensor, "_version", None)
+    return tensor._inplace_version() if v is None and hasattr(tensor, "_inplace_version") else v
+
+
+def tensors(prefix: str, value):
+    """(key, tensor) of every tensor in an output, under prefix, prefix[0], prefix:key: tuples, lists, dicts and
+    ModelOutputs."""
+    if hasattr(value, "numpy") and hasattr(value, "shape"):
+        yield prefix, value
+    elif isinstance(value, dict) or hasattr(value, "items"):
+        for k, v in value.items():
+            yield from tensors(f"{prefix}:{k}", v)
+    elif isinstance(value, (tuple, list)):
+        for i, v in enumerate(value):
+            yield from tensors(f"{prefix}[{i}]", v)
+
+
+def _flatten(prefix: str, value, out, seen: dict = None):
+    """The tensors of an output (tensors) into `out` (a dict, or a spill.Spill). seen: {(id, in-place version):
+    the key it was recorded under}: a tensor already recorded and not changed in place since (a container
+    returns its last child's output) is linked to that key, not copied again."""
+    for key, tensor in tensors(prefix, value):
+        held = (id(tensor), version(tensor))
+        if seen is not None and held[1] is not None and held in seen:
+            spill.link(out, key, seen[held])
+            continue
+        array = values(tensor)
+        # a copy now, a later in-place add (x += residual) must not reach it: a Spill writes it at once, a dict copies
+        out[key] = array if isinstance(out, spill.Spill) else np.array(array, copy=True)
+        if seen is not None and held[1] is not None:
+            remember(seen, held, key, tensor)
+
+
+def values(tensor) -> np.ndarray:
+    """A torch or Paddle tensor's values as numpy, a view where the framework gives one (Paddle's .numpy() copies;
+    at LLM size, 0.9 GB a run): read or copy it before the tensor changes or is freed."""
+    if hasattr(tensor, "detach") and hasattr(tensor, "cpu"):
+        return tensor.detach().cpu().numpy()
+    try:
+        return np.from_dlpack(tensor)
+    except (RuntimeError, TypeError, BufferError, AttributeError):  # bfloat16, a device tensor: a copy
+        return tensor.numpy()
+
+
+def remember(seen: dict, key: tuple, prefix: str, tensor):
+    """seen[key] = prefix for as long as the tensor lives: once it is freed its id may be another tensor's.
+    The tensor itself is not kept (at LLM size every activation of the run would stay in memory)."""
+    seen[key] = prefix
+    try:
+        weakref.finalize(tensor, seen.pop, key, None)
+    except TypeError:  # a tensor type no weak reference reaches: kept alive with its entry instead
+        seen.setdefault(ALIVE, []).append(tensor)
+
+
+ALIVE = object()  # seen's list of the tensors kept alive
+
+
+def is_tensor(value) -> bool:
+    return hasattr(value, "numpy") and hasattr(value, "shape")
+
+
+def first_input(args, kwargs):
+    """(position or keyword, tensor) of a call's first tensor argument: the positional ones first, then the
+    keywords (transformers calls some modules with hidden_states=...); (None, None) when it has none."""
+    for where, value in [*enumerate(args), *(kwargs or {}).items()]:
+        if is_tensor(value):
+            return where, value
+    return None, None
+
+
+def next_call(counts: dict, name: str) -> str:
+    """The record name of module `name`'s call now made (counts: {name: its calls so far}, counted here): name for
+    the first, name#2, name#3, ... for the next, in every run the library hooks."""
+    n = counts[name] = counts.get(name, 0) + 1
+    return name if n == 1 else f"{name}#{n}"
+
+
+LEAF = "leaf/"  # a record's key for a model output that is no tensor nor number: None, a string, another object
+
+
+def output_leaves(prefix: str, value, numbers: bool):
+    """(key, value) of every leaf of a model's output that is not a tensor, as tensors() walks it: numbers=True its
+    numbers (a 0-d numpy array each), else the rest (None, a string, any other object: utf-8 of "none:",
+    "str:<text>", "obj:<type>" as a uint8 array)."""
+    if is_tensor(value):
+        return
+    if isinstance(value, dict) or hasattr(value, "items"):
+        for k, v in value.items():
+            yield from output_leaves(f"{prefix}:{k}", v, numbers)
+    elif isinstance(value, (tuple, list)):
+        for i, v in enumerate(value):
+            yield from output_leaves(f"{prefix}[{i}]", v, numbers)
+    elif isinstance(value, (bool, int, float, np.bool_, np.integer, np.floating)):
+        if numbers:
+            yield prefix, np.asarray(value)
+    elif not numbers:
+        said = "none:" if value is None else f"str:{value}" if isinstance(value, str) else f"obj:{type(value).__name__}"
+        yield prefix, np.frombuffer(said.encode("utf-8", "backslashreplace"), dtype=np.uint8).copy()
+
+
+class Recorder:
+    """Outputs (and first inputs) of every module, per call, as one flat dict in run order:
+    out/<name>, out/<name>#2 for a second call, out/<name>[0] or out/<name>:logits inside a tuple or dict;
+    in/<name> for its first tensor argument. Each is copied as it was then: the input as the call begins, the
+    output as it returns (torchvision's ReLU(inplace=True), an `out += identity`, overwrite both in the tensor
+    itself right after)."""
+
+    def __init__(self, prefix="", arrays=None):
+        self.prefix, self.arrays, self.calls, self.seen = prefix, {} if arrays is None else arrays, {}, {}
+        self.running = {}  # {module name: [its calls begun and not returned]}
+        if not getattr(self.arrays, "keeps_values", True):
+            self.seen = None  # a record of shapes only (convert's): nothing to link, and no tensor kept alive for it
+
+    def attach(self, model) -> list:
+        """Hook every module of `model` (hook_points); the handles, for the caller to remove."""
+        return [h for name, pre, post in hook_points(model) for h in (pre(self.entered(name)), post(self.returned(name)))]
+
+    def entered(self, name):
+        def record(module, args, kwargs):
+            call = next_call(self.calls, name)
+            self.running.setdefault(name, []).append(call)
+            x = first_input(args, kwargs)[1]
+            if x is not None:
+                _flatten(f"{self.prefix}in/{call}", x, self.arrays, self.seen)
+        return record
+
+    def returned(self, name):
+        def record(module, args, kwargs, output):
+            call = self.running[name].pop()
+            _flatten(f"{self.prefix}out/{call}", output, self.arrays, self.seen)
+            if call == ROOT:  # the model's own outputs are judged whatever they are: numbers by the rule, the rest
+                for numbers, where in ((True, "out/"), (False, LEAF)):
+                    for key, value in output_leaves(f"{self.prefix}{where}{call}", output, numbers):
+                        self.arrays[key] = value
+        return record
+
+
+def hook_points(model) -> list:
+    """[(module name, pre, post)] for every module of a torch or Paddle model, the model itself as ROOT:
+    pre(hook) adds hook(module, args, kwargs) before its forward, post(hook) hook(module, args, kwargs, output)
+    after it; each returns the hook's handle."""
+    if is_torch(model):
+        named = [(n, m, m.register_forward_pre_hook, m.register_forward_hook) for n, m in model.named_modules()]
+    else:
+        named = [(n, m, m.register_forward_pre_hook, m.register_forward_post_hook)
+                 for n, m in model.named_sublayers(include_self=True)]
+    return [(n or ROOT, lambda hook, r=pre: r(hook, with_kwargs=True), lambda hook, r=post: r(hook, with_kwargs=True))
+            for n, _, pre, post in named]
+
+
+STOPPED = "stopped/"  # a record's key when the model raised: the error's first line follows, its value is empty
+
+
+def recorded(model, inputs, no_grad, to_tensor, prefix="", into=None) -> dict:
+    """Run model on inputs with a recording hook on each of its modules; the hooks are removed afterwards. If
+    the model raises (a planted padding breaks a residual's shapes), what ran before is kept with the error.
+    into: the record to add to (a dict or a spill.Spill), else a new dict."""
+    rec = Recorder(prefix, into)
+    handles = rec.attach(model)
+    try:
+        with no_grad():
+            call(model, inputs, to_tensor)
+    except Exception as e:  # noqa: BLE001 - the model's own error (a planted bug, a KeyError of the user's): kept
+        rec.arrays[f"{prefix}{STOPPED}{first_line(e, 300)}"] = np.zeros(0, dtype=np.float32)
+    finally:
+        for h in handles:
+            h.remove()
+    return rec.arrays
+
+
+@contextlib.contextmanager
+def eval_mode(model):
+    """The model in eval mode for the block, each module's own mode put back afterwards: a run made only to
+    pair modules must not move BatchNorm's running statistics."""
+    modules = list(model.modules() if is_torch(model) else model.sublayers(include_self=True))
+    modes = [m.training for m in modules]
+    model.eval()
+    try:
+        yield model
+    finally:
+        for m, mode in zip(modules, modes):
+            m.training = mode
+
+
+def stopped(record: dict, prefix: str = ""):
+    """The error a recorded run stopped on, or None."""
+    return next((k[len(prefix + STOPPED):] for k in record if k.startswith(prefix + STOPPED)), None)
+
+
+def trace(model, inputs=None, into=None) -> dict:
+    """One side's run without the float64 one: every module's output and first input (none when inputs is
+    None), and what pairing needs of each module (modules.describe); into: the record to fill (a dict or a
+    spill.Spill), else a new dict."""
+    torch_side = is_torch(model)  # first: anything but a model is one line, before describe reads it
+    out = {} if into is None else into
+    out.update(modules.describe(model))
+    if inputs is not None:
+        if torch_side:
+            import torch
+            recorded(model, inputs, torch.no_grad, torch.from_numpy, into=out)
+        else:
+            import paddle
+            recorded(model, inputs, paddle.no_grad, paddle.to_tensor, into=out)
+    return out
+
+
+def ran_on(side: str, record: dict, inputs) -> dict:
+    """A trace made to pair modules by their run: one that stopped on `inputs` before any module returned (a model
+    that cannot take them) is one line, never a silent fallback to pairing by definition order. A run that stopped
+    later (a model that needs gradients, run here without) is paired by what ran."""
+    if inputs is not None and stopped(record) and not any(k.startswith("out/") for k in record):
+        raise PipelineError(f"the {side} model's forward raised: {stopped(record)}; {INPUTS} [PC400]")
+    return record
+
+
+def call(model, inputs, to_tensor):
+    """model(inputs) with numpy inputs turned into the framework's tensors: an array (one argument), a
+    tuple or list (positional arguments) or a dict (keyword arguments; a flag among them, True, None or a string,
+    passed as it is: return_dict=True)."""
+    # np.array copies: torch.from_numpy shares memory, and a forward that changes its input in place must
+    # change neither the caller's array nor the other side's input
+    if isinstance(inputs, Arguments):
+        return model(*as_tensors(inputs.args, to_tensor), **as_tensors(inputs.kwargs, to_tensor))
+    if isinstance(inputs, dict):
+        return model(**{k: v if is_flag(v) else to_tensor(np.array(v)) for k, v in inputs.items()})
+    if isinstance(inputs, (tuple, list)):
+        return model(*[to_tensor(np.array(v)) for v in inputs])
+    return model(to_tensor(np.array(inputs)))
+
+
+class Arguments(NamedTuple):
+    """Positional and keyword arguments together, as a script calls its model (model(ids, attention_mask=m,
+    return_dict=True), model(x, 0.5), model([x]), model({"x": x})): inputs call() takes beside an array, a tuple and a
+    dict; each array a tensor, lists, tuples and dicts of them as they were, anything else (a flag, a number) as it is."""
+    args: tuple
+    kwargs: dict
+
+
+def as_tensors(value, to_tensor):
+    """An Arguments' value as the model takes it: each array a tensor, in the lists, tuples and dicts it was in."""
+    if isinstance(value, np.ndarray):
+        return to_tensor(np.array(value))
+    if isinstance(value, dict):
+        return type(value)({k: as_tensors(v, to_tensor) for k, v in value.items()})
+    if isinstance(value, (tuple, list)):
+        return type(value)(as_tensors(v, to_tensor) for v in value)
+    return value
+
+
+def is_flag(value) -> bool:
+    """A keyword argument that is no tensor's value: a bool, None or a string (return_dict=True)."""
+    return value is None or isinstance(value, (bool, str))
