@@ -211,14 +211,14 @@ def forked(server, cmd, home, cwd):
     return subprocess.CompletedProcess(cmd, code, out.decode(), err.decode())
 
 
-# The files whose `portcheck run` scripts (run.script: a user's `python script.py`, its recorder injected) run as
+# The files whose `portcheck run` scripts (launch.script: a user's `python script.py`, its recorder injected) run as
 # children of a fork server that has imported the side's framework and PRELOADED (--bare: not portcheck.runtime,
 # which no user's script imports), under the environment run gives the script: a session of its own, its group
 # ended, the injected sitecustomize run first, as at an interpreter's start-up. 9.6 of a tiny torch script's 11.9 s
 # of CPU were imports (torch, the torch._dynamo its first optimizer step imports, scikit-learn's datasets). The
 # files that send signals, launch ranks or try hostile scripts keep processes of their own; test_hostile5's signals
 # go to `portcheck run` commands that are processes of their own, and its scripts that fork, start processes or
-# replace their stdout are forked as any (the server ends the script's group, as run.script does).
+# replace their stdout are forked as any (the server ends the script's group, as launch.script does).
 FORKED_RUNS = {"test_run_scripts.py", "test_run_config.py", "test_run_trainers.py", "test_run_loaders.py",
                "test_run_limits.py", "test_run_cycles.py", "test_run_taking.py", "test_run_against_itself.py",
                "test_run_rnn.py", "test_run_first_kink.py", "test_hand_in_kink.py", "test_run_packed.py",
@@ -230,12 +230,12 @@ PRELOADED = ["sklearn.datasets"]
 
 
 def forked_script(argv, env):
-    """run.script's twin for FORKED_RUNS: `python file.py ...` forked by its framework's server; anything else (a
-    launcher, -m, another interpreter) as run.script runs it."""
-    from portcheck.scripts import recorder, run as portcheck_run
+    """launch.script's twin for FORKED_RUNS: `python file.py ...` forked by its framework's server; anything else (a
+    launcher, -m, another interpreter) as launch.script runs it."""
+    from portcheck.scripts import launch, recorder
     if not (FORK and len(argv) > 1 and argv[0] == sys.executable and argv[1].endswith(".py")
             and recorder.SETTINGS in env):
-        return portcheck_run.SCRIPT(argv, env)
+        return launch.SCRIPT(argv, env)
     settings = json.loads(env[recorder.SETTINGS])
     framework = "paddle" if settings.get("framework", settings["side"]) == "paddle" else "torch"
     own = (recorder.SETTINGS, *PER_RUN)  # each script's own: the one server of an environment serves them all
@@ -253,7 +253,7 @@ def forked_script(argv, env):
                                 cwd="/tmp", env=base)
         SERVERS[key] = (proc, base)
     code, out, err = ask(proc, argv[1:], os.getcwd(), {k: env.get(k) for k in own}, session=True,
-                         site=str(portcheck_run.INJECT / "sitecustomize.py"))
+                         site=str(launch.INJECT / "sitecustomize.py"))
     os.write(1, out)  # where the script's own process writes: this one's stdout and stderr
     os.write(2, err)
     return code
@@ -264,10 +264,10 @@ def _forked_runs(request):
     if request.path.name not in FORKED_RUNS:
         yield
         return
-    from portcheck.scripts import run as portcheck_run
+    from portcheck.scripts import launch
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(portcheck_run, "SCRIPT", portcheck_run.script, raising=False)
-        mp.setattr(portcheck_run, "script", forked_script)
+        mp.setattr(launch, "SCRIPT", launch.script, raising=False)
+        mp.setattr(launch, "script", forked_script)
         yield
 
 

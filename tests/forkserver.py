@@ -32,7 +32,7 @@ def child(request):
     """The script's process: never returns."""
     code = 1
     try:
-        if request.get("session"):  # `portcheck run`'s script: a session of its own (run.script), the group ended
+        if request.get("session"):  # `portcheck run`'s script: a session of its own (launch.script), the group ended
             os.setsid()
         os.chdir(request["cwd"])
         for key, value in request["env"].items():
@@ -101,7 +101,7 @@ def main():
         if pid == 0:
             child(json.loads(line))
         _, status = os.waitpid(pid, 0)
-        with contextlib.suppress(ProcessLookupError, PermissionError):  # what a session's script left (run.script)
+        with contextlib.suppress(ProcessLookupError, PermissionError):  # what a session's script left (launch.script)
             os.killpg(pid, signal.SIGKILL)
         print(os.waitstatus_to_exitcode(status), flush=True)
 

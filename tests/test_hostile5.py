@@ -17,7 +17,7 @@ import pytest
 
 from portcheck import cli
 from portcheck.pipeline import handin
-from portcheck.scripts import full, run
+from portcheck.scripts import folders, full, launch, recorder, run
 from portcheck.core.errors import PipelineError
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -285,13 +285,13 @@ def test_judge_and_log_given_a_comparison_that_is_no_report_is_one_line(tmp_path
     ({"steps": 3, "root": "Linear", "config": {}, "error": None, "world": "2"}, "'world' is str"),
 ], ids=["no steps", "steps a string", "steps a bool", "config a list", "root a number", "error a dict", "world"])
 def test_a_forged_status_is_one_line(tmp_path, status, says):
-    """A status.json without `steps` (a process the script started wrote it) was a KeyError in run.status_of."""
+    """A status.json without `steps` (a process the script started wrote it) was a KeyError in folders.status_of."""
     (tmp_path / "status.json").write_text(json.dumps(status))
     with pytest.raises(PipelineError, match=f"the torch script: its status.json is not the one portcheck's recorder "
                                             f"writes \\({says}\\)"):
-        run.status_of("the torch script", tmp_path, 0, 1)
+        folders.status_of("the torch script", tmp_path, 0, 1)
     (tmp_path / "status.json").write_text(json.dumps({"steps": 1, "root": "Linear", "config": {}, "error": None}))
-    assert run.status_of("the torch script", tmp_path, 0, 1)["steps"] == 1
+    assert folders.status_of("the torch script", tmp_path, 0, 1)["steps"] == 1
 
 
 # ---------------------------------------------------------------- 1. records the scripts cannot forge (the forged pair:
@@ -307,7 +307,7 @@ def test_a_sealed_side_is_read_only_its_digests_listed_and_a_change_named(tmp_pa
     sealed.side(side, "the Paddle script")
     assert not side.stat().st_mode & 0o222 and not (side / "record.npy").stat().st_mode & 0o222
     assert sealed.changed() == ""
-    assert sorted(line.split()[1] for line in (out / run.DIGESTS).read_text().splitlines()) == \
+    assert sorted(line.split()[1] for line in (out / folders.DIGESTS).read_text().splitlines()) == \
         ["paddle/record.npy", "paddle/status.json"]
     side.chmod(0o755)  # what a process of the same user can do
     (side / "status.json").unlink()
@@ -317,7 +317,7 @@ def test_a_sealed_side_is_read_only_its_digests_listed_and_a_change_named(tmp_pa
     (side / "status.json").unlink()
     side.chmod(0o555)  # a run killed while sealed: the rerun clears it
     run.prepare(out)
-    assert side.stat().st_mode & 0o200 and not (side / "record.npy").exists() and not (out / run.DIGESTS).exists()
+    assert side.stat().st_mode & 0o200 and not (side / "record.npy").exists() and not (out / folders.DIGESTS).exists()
 
 
 def test_a_python_reached_through_a_shell_shim_is_taken(tmp_path):
@@ -328,7 +328,7 @@ def test_a_python_reached_through_a_shell_shim_is_taken(tmp_path):
     shim.write_text(f'#!/usr/bin/env bash\nexec {sys.executable} "$@"\n')
     shim.chmod(0o755)
     assert run.command(f"{shim} train.py", "torch") == [str(shim), "train.py"]
-    assert run.interpreter(str(shim)) == str(shim)
+    assert launch.interpreter(str(shim)) == str(shim)
     console = tmp_path / "torchrun"
     console.write_text(f"#!{sys.executable}\nimport sys\n")
-    assert run.interpreter(str(console)) == sys.executable
+    assert launch.interpreter(str(console)) == sys.executable

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from portcheck.scripts import run
+from portcheck.scripts import folders, run
 from portcheck.core.errors import PipelineError
 from portcheck.core.fileio import load_npy
 
@@ -115,7 +115,7 @@ def test_a_launcher_portcheck_does_not_know_is_one_line(tmp_path):
     p = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True)
     assert "never reached" not in p.stdout
     with pytest.raises(PipelineError, match="rank 1 of 2 under a launcher `portcheck run` does not know"):
-        run.status_of("the torch script", out / "torch", p.returncode, 1)
+        folders.status_of("the torch script", out / "torch", p.returncode, 1)
 
 
 def test_full_with_a_launcher_is_one_line(tmp_path):

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from portcheck.scripts import run
+from portcheck.scripts import folders, run
 from portcheck.core.fileio import load_npy
 from portcheck.core.errors import PipelineError
 
@@ -187,7 +187,7 @@ def test_a_record_changed_after_its_side_ended_is_red_naming_it(torch_done, tmp_
     sealed = run.Sealed(mine)
     for side, _ in run.SIDES:
         if side != "paddle":
-            sealed.side(mine / side, f"the {run.SAID[side]} script")
+            sealed.side(mine / side, f"the {folders.SAID[side]} script")
     text = (SCRIPTS / "pd_train.py").read_text()
     bug = ("x = self.drop(self.act(self.norm(self.fc2(x))))", "x = self.drop(self.act(self.norm(self.fc2(x) * 1.02)))")
     start = ("    args = ap.parse_args()\n", "    args = ap.parse_args()\n    import os, subprocess, sys\n"
@@ -211,7 +211,7 @@ def test_a_record_changed_after_its_side_ended_is_red_naming_it(torch_done, tmp_
     assert code == 1 and said.startswith(f"RED: {mine / 'paddle' / 'record.npy'} was changed after the Paddle script "
                                          "ended"), said
     assert not (mine / "pairs").exists() and not (mine / "log_reprod").exists(), "a forged run was handed in"
-    assert (mine / run.DIGESTS).read_text().count("  paddle/") == 2  # record.npy and status.json as they ended
+    assert (mine / folders.DIGESTS).read_text().count("  paddle/") == 2  # record.npy and status.json as they ended
     run.released(mine)
     assert judged(mine, {**statuses, "paddle": status})[0] == 0, "the forged record was red without the digests"
 

@@ -21,7 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from portcheck.scripts import run
+from portcheck.scripts import launch, run
 from portcheck.core.errors import run_main
 from portcheck.core.fileio import atomic_write
 
@@ -63,7 +63,7 @@ def bench(torch_cmd: str, paddle_cmd: str, steps: int, repeats: int, tmp: str) -
         out = Path(tmp) / "out"
         *took, code = timed([sys.executable, "-m", "portcheck", "run", "--torch", torch_cmd, "--paddle", paddle_cmd,
                              "--steps", str(steps), "--out", str(out)], check=False,
-                            env=dict(os.environ, PYTHONPATH=os.pathsep.join([str(run.LIB),
+                            env=dict(os.environ, PYTHONPATH=os.pathsep.join([str(launch.LIB),
                                                                              os.environ.get("PYTHONPATH", "")])))
         figures["run"].append(took)
         if code not in (0, 1):

@@ -43,15 +43,11 @@ group ends its folder is sealed (Sealed: digested, read-only while the run lasts
 naming it (docs/guarantees.md: what recording inside the scripts can and cannot prove).
 """
 import contextlib
-import hashlib
 import io
 import json
-import os
 import re
 import shlex
-import shutil
 import signal
-import subprocess
 import sys
 from pathlib import Path
 
@@ -61,30 +57,19 @@ import numpy as np
 from portcheck.pipeline import data as data_pairs
 from portcheck.mapping import fused
 from portcheck.pipeline import handin
-from portcheck.core import record
-from portcheck.core import report
+from portcheck.scripts import launch  # its script called through it: the tests' fork server stands in for it there
 from portcheck.scripts import runconfig
-from portcheck.gradients.backward import AGAINST_ITSELF, KEPT, MOVED, RUNNING, TAKING_KEYS, against_itself, renames
-from portcheck.forward.compare import F64
+from portcheck.gradients.backward import KEPT, MOVED, RUNNING, TAKING_KEYS, against_itself, renames
+from portcheck.forward.twin import F64
 from portcheck.core.errors import PipelineError, fail
-from portcheck.core.fileio import atomic_write, load_npy, open_regular, writable
+from portcheck.core.fileio import load_npy, open_regular
 from portcheck.core.keys import ROOT
 from portcheck.core.report import DIAGNOSTICS
-from portcheck.scripts.recorder import BATCH, CROSSED, INIT, RECORD, SETTINGS, STATUS, TARGET, crossed_file
+from portcheck.scripts.folders import MOVED_SIDES, PAIRS, SIDES, TAKING, Sealed, prepare, read_status, released
+from portcheck.scripts.launch import (STOPPING, Stopped, command, environment, launcher, run_ranks, run_side,
+                                      same_ranks, side_settings, stopped)
+from portcheck.scripts.recorder import BATCH, CROSSED, RECORD, STATUS, TARGET, crossed_file
 
-MARK = ".portcheck_run"   # in DIR: the folder is ours, a rerun may replace what is in it
-DIGESTS = "records.sha256"  # in DIR: each finished side's files as Sealed digested them (sha256sum -c reads it)
-# torch's runs against itself, one per backward.AGAINST_ITSELF (its index the recorder's "against")
-MOVED_SIDES = tuple(f"moved{i + 1}" if i else "moved" for i in range(len(AGAINST_ITSELF)))
-SIDES = (("torch", "torch"), ("paddle", "paddle"), ("torch64", "torch"),  # torch64 reads Paddle's pairing
-         *((side, "torch") for side in MOVED_SIDES))
-TAKING = "taking"  # the fifth run's side (taking_run): made only for a red run crossing a kink
-PAIRS = ("forward", "data", "loss", "lr", "bp_align")
-INJECT = Path(__file__).resolve().parent / "inject"
-LIB = Path(__file__).resolve().parents[2]
-LAUNCHERS = ("torchrun", "torch.distributed.run", "torch.distributed.launch", "paddle.distributed.launch")  # run.ranks
-GRACE = 5  # seconds a script's process group is given to end on a signal before it is killed
-STOPPING = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGHUP") if hasattr(signal, name))
 
 
 def add_parser(sub):
@@ -103,248 +88,6 @@ def add_parser(sub):
                    "(layouts=): a fused module's parts, {\"c_attn\": {\"fused\": [\"q\", \"k\", \"v\"]}}; torch's "
                    "packed attention needs none (docs/run.md)")
     return p
-
-
-def command(text: str, side: str) -> list:
-    """A CMD as argv, its first word a Python interpreter that can import this library, or a script one runs (its
-    #! line names it: torchrun's console script)."""
-    try:
-        argv = shlex.split(text)
-    except ValueError as e:
-        raise PipelineError(f"--{side} {text!r}: {e}; quote it as a shell would [PC811]") from None
-    if not argv:
-        raise PipelineError(f"--{side} is empty: give the command that runs the script, e.g. \"python train.py\" "
-                            "[PC800]")
-    exe = shutil.which(argv[0])
-    if exe is None:
-        raise PipelineError(f"--{side}: {argv[0]!r} is not found: the command's first word is a Python interpreter "
-                            "[PC801]")
-    try:
-        probe = subprocess.run([interpreter(exe), "-c",
-                                "import sys, portcheck.scripts.recorder; print('portcheck-ok')"],
-                               env=environment({}), capture_output=True, text=True, timeout=120)
-    except (OSError, subprocess.TimeoutExpired) as e:
-        raise PipelineError(f"--{side}: {argv[0]!r} is not a Python interpreter ({e}) [PC812]") from None
-    if "portcheck-ok" not in probe.stdout:
-        missing = re.search(r"No module named '([\w.]+)'", probe.stderr)
-        if missing:  # the library itself is on its path (environment): what it imports is not in that venv
-            raise PipelineError(f"--{side}: {argv[0]} cannot import portcheck's recorder (no module named "
-                                f"{missing.group(1)!r}): install the library's requirements in that interpreter's "
-                                f"environment ({Path(interpreter(exe)).parent / 'pip'} install "
-                                f"{missing.group(1).split('.')[0]}, or pip install -e lib from this repository) "
-                                "[PC813]")
-        raise PipelineError(f"--{side}: {argv[0]!r} is not a Python interpreter: the command's first word is one "
-                            "(python, /path/venv/bin/python) or a launcher it runs (torchrun) [PC802]")
-    return [exe, *argv[1:]]
-
-
-def interpreter(exe: str) -> str:
-    """The Python that runs exe: a script's #! line's where that is a Python (torchrun is a console script of its
-    venv's Python), else exe itself (a shell script that runs one: pyenv's `python` shim, #!/usr/bin/env bash)."""
-    with open(exe, "rb") as f:
-        head = f.readline(512)
-    words = head[2:].decode(errors="replace").split() if head.startswith(b"#!") else []
-    if words[:1] and Path(words[0]).name == "env":
-        words = [shutil.which(words[1]) or words[1]] if len(words) > 1 else []
-    return words[0] if words and Path(words[0]).name.startswith(("python", "pypy")) else exe
-
-
-def launcher(argv: list) -> bool:
-    """The command starts a launcher (torchrun, python -m paddle.distributed.launch): each of its workers is a rank."""
-    if Path(argv[0]).name in LAUNCHERS:
-        return True
-    words = iter(argv[1:])
-    for w in words:  # the interpreter's options, up to -m's module or the script
-        if w == "-m":
-            return next(words, None) in LAUNCHERS
-        if not w.startswith("-"):
-            return False
-        if w in ("-X", "-W"):
-            next(words, None)
-    return False
-
-
-def environment(settings: dict) -> dict:
-    path = os.pathsep.join([str(INJECT), str(LIB), *filter(None, [os.environ.get("PYTHONPATH")])])
-    env = dict(os.environ, PYTHONPATH=path)
-    if settings:
-        env[SETTINGS] = json.dumps(settings)
-    return env
-
-
-def prepare(out: Path):
-    """DIR created, or one of ours emptied of a previous run's records and hand-in (handed_in); someone else's is
-    refused, and so is a file, a link (DIR itself, a folder in it, a file we write) or a folder on the way that is a
-    file: one line, before anything is written."""
-    writable(out, folder=True)
-    if out.is_dir() and any(out.iterdir()) and not (out / MARK).is_file():
-        raise PipelineError(f"--out {out} is not empty and was not written by `portcheck run`: give a new folder "
-                            "[PC803]")
-    released(out)  # a killed run's sealed folders (Sealed): ours to clear
-    sides = [out / side for side, _ in SIDES] + [out / TAKING]
-    for folder in [*sides, *handed_in_folders(out)]:
-        writable(folder, folder=True)
-    records = [folder / name for folder in sides for name in (RECORD, STATUS, INIT, CROSSED)]
-    for f in [out / MARK, out / DIGESTS, *records]:
-        writable(f)
-    for folder in sides[:-1]:
-        folder.mkdir(parents=True, exist_ok=True)
-    atomic_write(out / MARK, lambda tmp: Path(tmp).write_text("written by python -m portcheck run\n"))
-    for f in [out / DIGESTS, *records, *handed_in(out)]:
-        if f.is_file() and not f.is_symlink():  # a previous run's, never read as this one's
-            f.unlink()
-
-
-def handed_in_folders(out: Path) -> list:
-    """The folders a run hands in to (each rank's, under a launcher): DIR/pairs, DIR/log_reprod and its diagnostics/,
-    DIR/full."""
-    tops = [out, *(f for f in sorted(out.glob("rank*")) if f.name[4:].isdigit() and not f.is_symlink())]
-    return [top / sub for top in tops for sub in ("pairs", "log_reprod", f"log_reprod/{report.DIAGNOSTICS}", "full")]
-
-
-def handed_in(out: Path) -> list:
-    """The files a previous run of ours handed in to DIR (handed_in_folders), each named as handin and training name
-    what they write (a file of another name, or a link, is left as it is): removed before a rerun (prepare), so
-    that `check` of DIR/log_reprod never judges an earlier run's pairs after a failed one."""
-    from portcheck.pipeline import training
-    made = []
-    for pair in (*PAIRS, training.PAIR):
-        made += [*handin._handed_in(Path(), pair), *handin._diagnostics(Path(), pair), Path(f"{pair}{handin.PLOT}")]
-    made += [Path(f"{name}_{fw}.npy") for name in (training.LOG, training.OWN) for fw in ("torch", "paddle")]
-    made += [Path(training.PLOT), *(Path(f"{STATUS[:-5]}_{fw}.json") for fw in ("torch", "paddle"))]
-    names = {f.name for f in made} | {record.path_for(f).name for f in made if f.suffix == ".npy"} | \
-        {report.verdict_path(f).name for f in made if f.name.endswith("_diff.log")}
-    return [folder / name for folder in handed_in_folders(out) for name in sorted(names)
-            if (folder / name).is_file() and not (folder / name).is_symlink()]
-
-
-class Sealed:
-    """The records of the sides that ended, as this process saw them when each side's process group ended: every
-    file in the side's folder digested (sha256, kept here and listed in DIR/records.sha256), the folder made
-    read-only while the run lasts (released at its end). A process the script started outside its group (setsid)
-    can outlive it and write there (making the folder writable again: it runs as the same user); changed() names
-    what it changed, and judge is red on it before anything is judged or handed in (docs/guarantees.md)."""
-
-    def __init__(self, out: Path):
-        self.out, self.digests = out, {}  # {file: (the side's script as SAID says it, sha256)}
-
-    def side(self, folder: Path, said: str):
-        for f in sorted(folder.iterdir()) if folder.is_dir() and not folder.is_symlink() else ():
-            if f.is_file() and not f.is_symlink():
-                self.digests[f] = (said, digest(f))
-                with contextlib.suppress(OSError):
-                    f.chmod(f.stat().st_mode & ~0o222)
-        if folder.is_dir() and not folder.is_symlink():
-            with contextlib.suppress(OSError):
-                folder.chmod(folder.stat().st_mode & ~0o222)
-        lines = [f"{h}  {f.relative_to(self.out).as_posix()}\n" for f, (_, h) in self.digests.items()]
-        atomic_write(self.out / DIGESTS, lambda tmp: Path(tmp).write_text("".join(lines)))
-
-    def changed(self) -> str:
-        """The first sealed file changed since its side ended, said in one line; "" where none is."""
-        for f, (said, kept) in self.digests.items():
-            now = digest(f)
-            if now != kept:
-                how = "was removed or replaced by what is not a file" if now is None else "was changed"
-                return (f"{f} {how} after {said} ended (a process it started outlived it and wrote there): these "
-                        "records are not that run's, nothing is judged; end what the script starts with it, then "
-                        "run again")
-        return ""
-
-
-def digest(path: Path):
-    """A regular file's sha256, None where there is none (a link, a FIFO put in its place, nothing)."""
-    h = hashlib.sha256()
-    try:
-        with open_regular(path, follow=False) as f:
-            for block in iter(lambda: f.read(1 << 20), b""):
-                h.update(block)
-    except OSError:
-        return None
-    return h.hexdigest()
-
-
-def released(out: Path):
-    """The side folders a run of ours sealed (Sealed) writable again, and their files: at the run's end, and before
-    a rerun clears them (a killed run left them read-only). Links are left as they are."""
-    tops = [out, *(f for f in out.glob("rank*") if f.name[4:].isdigit() and f.is_dir() and not f.is_symlink())]
-    for folder in (top / side for top in tops for side in (*(s for s, _ in SIDES), TAKING)):
-        if folder.is_dir() and not folder.is_symlink():
-            with contextlib.suppress(OSError):  # not ours to change: its own line comes where it is written
-                folder.chmod(folder.stat().st_mode | 0o700)
-                for f in folder.iterdir():
-                    if f.is_file() and not f.is_symlink():
-                        f.chmod(f.stat().st_mode | 0o200)
-
-
-SAID = {"torch": "torch", "torch64": "torch (its float64 run)", "paddle": "Paddle",
-        **{side: "torch (its run against itself)" for side in MOVED_SIDES},
-        TAKING: "torch (its run taking Paddle's side of a kink crossed)"}
-
-
-def launch(side: str, argv: list, out: Path, steps: int, folders, **settings) -> int:
-    """One side's script with the recorder injected, after its folders' previous records are removed (never read
-    as this run's); its exit code."""
-    print(f"\n$ {shlex.join(argv)}   # portcheck run: the {side} side, {steps} step(s)", flush=True)
-    for folder in folders:
-        with contextlib.suppress(OSError):  # sealed by an earlier run in this process (Sealed)
-            folder.chmod(folder.stat().st_mode | 0o700)
-        for name in (RECORD, STATUS, INIT):
-            if (folder / name).is_file() and not (folder / name).is_symlink():
-                (folder / name).unlink()
-    return script(argv, environment({**side_settings(side, out, steps), **settings}))
-
-
-class Stopped(BaseException):
-    """SIGTERM or SIGHUP to `portcheck run` (STOPPING): raised where it runs, as Ctrl-C raises KeyboardInterrupt (an
-    `except Exception` on the way does not take it for an error)."""
-
-    def __init__(self, signum: int):
-        super().__init__(signum)
-        self.signum = signum
-
-
-def stopped(signum, frame):
-    raise Stopped(signum)
-
-
-def script(argv: list, env: dict) -> int:
-    """A script run in a session of its own, its exit code; its process group is ended with it (killed): what it
-    started (a DataLoader's workers left by the recorder's exit, a monitor) does not outlive it. Ctrl-C or a Stopped
-    signal to `portcheck run` is passed on to the group, given GRACE seconds to end."""
-    proc = subprocess.Popen(argv, env=env, start_new_session=True)
-    try:
-        return proc.wait()
-    except BaseException as e:  # noqa: BLE001 - Ctrl-C, a Stopped signal: passed on, then raised on
-        signal_group(proc.pid, e.signum if isinstance(e, Stopped) else signal.SIGINT)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            proc.wait(timeout=GRACE)
-        raise
-    finally:
-        signal_group(proc.pid, signal.SIGKILL)
-        proc.wait()
-
-
-def signal_group(pgid: int, signum: int):
-    with contextlib.suppress(ProcessLookupError, PermissionError):  # nothing left in it
-        os.killpg(pgid, signum)
-
-
-def side_settings(side: str, out: Path, steps: int) -> dict:
-    """A side's recorder settings (recorder.SETTINGS): its records in out/side, torch's read from out/torch (absolute:
-    a script may change directory)."""
-    out = out.absolute()
-    return {"side": side, "steps": steps, "out": str(out / side), "torch_dir": str(out / "torch"),
-            **({"against": MOVED_SIDES.index(side)} if side in MOVED_SIDES else {})}
-
-
-def run_side(side: str, argv: list, out: Path, steps: int, sealed: Sealed = None, **settings) -> dict:
-    """One side's script, one process; its status (steps taken, configuration). sealed: its folder sealed as the
-    script's process group ended; settings: the run's own (layouts)."""
-    code = launch(side, argv, out, steps, [out / side], **settings)
-    if sealed is not None:
-        sealed.side(out / side, f"the {SAID[side]} script")
-    return status_of(f"the {SAID[side]} script", out / side, code, steps)
 
 
 LAYOUTS_MAX = 1 << 15  # bytes of a --layouts file read: a few lines per module type; the sides take it in an
@@ -380,72 +123,6 @@ def taking_run(argv: list, out: Path, steps: int, crossed: list, sealed: Sealed 
     crossed_file(out / TAKING / CROSSED, crossed)
     run_side(TAKING, argv, out, steps, sealed, **settings)
     return {k: v for k, v in with_updates(load_npy(out / TAKING / RECORD), steps).items() if k.startswith(TAKING_KEYS)}
-
-
-def run_ranks(side: str, argv: list, out: Path, steps: int, launched: bool, sealed: Sealed = None,
-              **settings) -> dict:
-    """One side of a launched run: each rank (env RANK, PADDLE_TRAINER_ID; a one-process command is rank 0)
-    records in DIR/rank<r>/<side>. {rank: its status}."""
-    ranked = lambda: {int(f.parent.name[4:]): f for f in out.glob(f"rank*/{side}") if f.parent.name[4:].isdigit()}
-    code = launch(side, argv, out, steps, ranked().values(), ranked=True, launcher=launched, **settings)
-    for r, f in ranked().items() if sealed is not None else ():
-        sealed.side(f, f"the {SAID[side]} script's rank {r}")
-    found = {r: f for r, f in ranked().items() if (f / STATUS).is_file()}
-    if not found:
-        status_of(f"the {SAID[side]} script", out / side, code, steps)  # nothing recorded: it says why
-    statuses = {r: status_of(f"the {SAID[side]} script's rank {r}", f, code, steps) for r, f in sorted(found.items())}
-    world = max(s.get("world", 1) for s in statuses.values())
-    missing = sorted(set(range(world)) - set(statuses))
-    if missing:
-        raise PipelineError(f"the {SAID[side]} script's rank(s) {', '.join(map(str, missing))} of {world} recorded "
-                            f"nothing (exit {code}; the launcher's log above or in its log folder) [PC804]")
-    return statuses
-
-
-def status_of(said: str, folder: Path, code: int, steps: int) -> dict:
-    """A side's (or rank's) status.json, or the one line saying why it cannot be checked."""
-    status = read_status(folder / STATUS, said)
-    fields = {"steps": int, "root": (str, type(None)), "config": dict, "error": (str, type(None)), "world": int}
-    for key, kind in fields.items() if status is not None else ():  # written by another process: its fields' types
-        if key in status and (not isinstance(status[key], kind) or isinstance(status[key], bool)) or \
-                key not in status and key != "world":
-            raise PipelineError(f"{said}: its {STATUS} is not the one portcheck's recorder writes ({key!r} is "
-                                f"{type(status[key]).__name__ if key in status else 'missing'}): the script or a "
-                                "process it started wrote it; run it again [PC815]")
-    if status and status.get("error"):
-        raise PipelineError(f"{said} cannot be checked: {status['error']}")
-    if status is None:
-        raise PipelineError(f"{said} left no record (exit {code}): portcheck's recorder did not start in its "
-                            "interpreter (an 'Error in sitecustomize' line above says why) or the process was killed "
-                            "[PC806]")
-    if status.get("root") is None:
-        if code:
-            raise PipelineError(f"{said} crashed (exit {code}; its traceback above) before it trained [PC816]")
-        raise PipelineError(f"{said} never called a model whose parameters an optimizer holds (all or some), in "
-                            "train mode with gradients on: it must train a model (model.train(), "
-                            "forward, loss.backward(), optimizer.step()) [PC807]")
-    if status["steps"] < steps:
-        if code:
-            raise PipelineError(f"{said} crashed (exit {code}; its traceback above) after "
-                                f"{status['steps']} of {steps} step(s) [PC817]")
-        raise PipelineError(f"{said} ended after {status['steps']} optimizer step(s), before the {steps} "
-                            f"asked: give --steps {max(1, status['steps'])} or a longer run [PC808]")
-    return status
-
-
-def read_status(path: Path, said: str):
-    """A status file the recorder wrote (a dict), None where there is none; anything else one line."""
-    if not os.path.lexists(path):
-        return None
-    try:
-        with open_regular(path, follow=False) as f:
-            status = json.loads(f.read(1 << 24))
-        if not isinstance(status, dict):
-            raise ValueError(f"a {type(status).__name__}, not the recorder's dict")
-        return status
-    except (OSError, ValueError) as e:
-        raise PipelineError(f"{said}: its {path.name} is not the one portcheck's recorder writes ({e}): the script or "
-                            "a process it started wrote it; run it again [PC818]") from None
 
 
 def merged(torch_record: dict, float64: dict) -> dict:
@@ -778,7 +455,7 @@ def full_side(fw: str, argv: list, out: Path, metric: str, **settings):
     print(f"\n$ {shlex.join(argv)}   # portcheck run --full: the {fw} side to its end", flush=True)
     settings = {**side_settings("full", out, 0), **settings, "framework": fw, "out": str(folder.absolute()),
                 "metric": metric}
-    code = script(argv, environment(settings))
+    code = launch.script(argv, environment(settings))
     status = read_status(folder / f"{STATUS[:-5]}_{fw}.json", f"--full: the {fw} script")
     if code or status is None or status.get("error"):
         why = status.get("error") if status and status.get("error") else f"exit {code}; its traceback above"
@@ -798,15 +475,6 @@ def judge_full(out: Path) -> int:
     print(f"{'RED' if red else 'green'}: train_align {verdict.describe_measured()}; the hand-in: python -m portcheck "
           f"check {out / 'log_reprod'} --only {','.join((runconfig.CONFIG, *PAIRS))},train_align")
     return int(red)
-
-
-def same_ranks(found: dict):
-    """Every side ran the torch side's ranks (found: {side: {rank: status}}), else one line."""
-    for side, statuses in found.items():
-        if sorted(statuses) != sorted(found["torch"]):
-            raise PipelineError(f"the torch script ran {len(found['torch'])} rank(s), the {SAID[side]} script "
-                                f"{len(statuses)}: give both commands the same number of processes (rank r is "
-                                "compared with rank r) [PC819]")
 
 
 def ranks(argvs: dict, launched: dict, out: Path, steps: int, **settings) -> int:

@@ -1,0 +1,188 @@
+"""Starting `portcheck run`'s scripts: a CMD read (command, interpreter, launcher), the environment that injects
+the recorder (environment, side_settings), each script run in a session of its own and its group ended with it
+(script, Stopped on SIGTERM and SIGHUP), and a side run once, or its ranks under a launcher (run_side, run_ranks).
+
+May import portcheck.core, scripts.recorder's names and scripts.folders (DIR, its seals and status files); never
+scripts.run (it imports this).
+"""
+import contextlib
+import json
+import os
+import re
+import shlex
+import shutil
+import signal
+import subprocess
+from pathlib import Path
+
+from portcheck.core.errors import PipelineError
+from portcheck.scripts.folders import MOVED_SIDES, SAID, Sealed, status_of
+from portcheck.scripts.recorder import INIT, RECORD, SETTINGS, STATUS
+
+INJECT = Path(__file__).resolve().parent / "inject"
+LIB = Path(__file__).resolve().parents[2]
+LAUNCHERS = ("torchrun", "torch.distributed.run", "torch.distributed.launch", "paddle.distributed.launch")  # run.ranks
+GRACE = 5  # seconds a script's process group is given to end on a signal before it is killed
+STOPPING = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGHUP") if hasattr(signal, name))
+
+
+def command(text: str, side: str) -> list:
+    """A CMD as argv, its first word a Python interpreter that can import this library, or a script one runs (its
+    #! line names it: torchrun's console script)."""
+    try:
+        argv = shlex.split(text)
+    except ValueError as e:
+        raise PipelineError(f"--{side} {text!r}: {e}; quote it as a shell would [PC811]") from None
+    if not argv:
+        raise PipelineError(f"--{side} is empty: give the command that runs the script, e.g. \"python train.py\" "
+                            "[PC800]")
+    exe = shutil.which(argv[0])
+    if exe is None:
+        raise PipelineError(f"--{side}: {argv[0]!r} is not found: the command's first word is a Python interpreter "
+                            "[PC801]")
+    try:
+        probe = subprocess.run([interpreter(exe), "-c",
+                                "import sys, portcheck.scripts.recorder; print('portcheck-ok')"],
+                               env=environment({}), capture_output=True, text=True, timeout=120)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        raise PipelineError(f"--{side}: {argv[0]!r} is not a Python interpreter ({e}) [PC812]") from None
+    if "portcheck-ok" not in probe.stdout:
+        missing = re.search(r"No module named '([\w.]+)'", probe.stderr)
+        if missing:  # the library itself is on its path (environment): what it imports is not in that venv
+            raise PipelineError(f"--{side}: {argv[0]} cannot import portcheck's recorder (no module named "
+                                f"{missing.group(1)!r}): install the library's requirements in that interpreter's "
+                                f"environment ({Path(interpreter(exe)).parent / 'pip'} install "
+                                f"{missing.group(1).split('.')[0]}, or pip install -e lib from this repository) "
+                                "[PC813]")
+        raise PipelineError(f"--{side}: {argv[0]!r} is not a Python interpreter: the command's first word is one "
+                            "(python, /path/venv/bin/python) or a launcher it runs (torchrun) [PC802]")
+    return [exe, *argv[1:]]
+
+
+def interpreter(exe: str) -> str:
+    """The Python that runs exe: a script's #! line's where that is a Python (torchrun is a console script of its
+    venv's Python), else exe itself (a shell script that runs one: pyenv's `python` shim, #!/usr/bin/env bash)."""
+    with open(exe, "rb") as f:
+        head = f.readline(512)
+    words = head[2:].decode(errors="replace").split() if head.startswith(b"#!") else []
+    if words[:1] and Path(words[0]).name == "env":
+        words = [shutil.which(words[1]) or words[1]] if len(words) > 1 else []
+    return words[0] if words and Path(words[0]).name.startswith(("python", "pypy")) else exe
+
+
+def launcher(argv: list) -> bool:
+    """The command starts a launcher (torchrun, python -m paddle.distributed.launch): each of its workers is a rank."""
+    if Path(argv[0]).name in LAUNCHERS:
+        return True
+    words = iter(argv[1:])
+    for w in words:  # the interpreter's options, up to -m's module or the script
+        if w == "-m":
+            return next(words, None) in LAUNCHERS
+        if not w.startswith("-"):
+            return False
+        if w in ("-X", "-W"):
+            next(words, None)
+    return False
+
+
+def environment(settings: dict) -> dict:
+    path = os.pathsep.join([str(INJECT), str(LIB), *filter(None, [os.environ.get("PYTHONPATH")])])
+    env = dict(os.environ, PYTHONPATH=path)
+    if settings:
+        env[SETTINGS] = json.dumps(settings)
+    return env
+
+
+def launch(side: str, argv: list, out: Path, steps: int, folders, **settings) -> int:
+    """One side's script with the recorder injected, after its folders' previous records are removed (never read
+    as this run's); its exit code."""
+    print(f"\n$ {shlex.join(argv)}   # portcheck run: the {side} side, {steps} step(s)", flush=True)
+    for folder in folders:
+        with contextlib.suppress(OSError):  # sealed by an earlier run in this process (Sealed)
+            folder.chmod(folder.stat().st_mode | 0o700)
+        for name in (RECORD, STATUS, INIT):
+            if (folder / name).is_file() and not (folder / name).is_symlink():
+                (folder / name).unlink()
+    return script(argv, environment({**side_settings(side, out, steps), **settings}))
+
+
+class Stopped(BaseException):
+    """SIGTERM or SIGHUP to `portcheck run` (STOPPING): raised where it runs, as Ctrl-C raises KeyboardInterrupt (an
+    `except Exception` on the way does not take it for an error)."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+
+
+def stopped(signum, frame):
+    raise Stopped(signum)
+
+
+def script(argv: list, env: dict) -> int:
+    """A script run in a session of its own, its exit code; its process group is ended with it (killed): what it
+    started (a DataLoader's workers left by the recorder's exit, a monitor) does not outlive it. Ctrl-C or a Stopped
+    signal to `portcheck run` is passed on to the group, given GRACE seconds to end."""
+    proc = subprocess.Popen(argv, env=env, start_new_session=True)
+    try:
+        return proc.wait()
+    except BaseException as e:  # noqa: BLE001 - Ctrl-C, a Stopped signal: passed on, then raised on
+        signal_group(proc.pid, e.signum if isinstance(e, Stopped) else signal.SIGINT)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=GRACE)
+        raise
+    finally:
+        signal_group(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
+def signal_group(pgid: int, signum: int):
+    with contextlib.suppress(ProcessLookupError, PermissionError):  # nothing left in it
+        os.killpg(pgid, signum)
+
+
+def side_settings(side: str, out: Path, steps: int) -> dict:
+    """A side's recorder settings (recorder.SETTINGS): its records in out/side, torch's read from out/torch (absolute:
+    a script may change directory)."""
+    out = out.absolute()
+    return {"side": side, "steps": steps, "out": str(out / side), "torch_dir": str(out / "torch"),
+            **({"against": MOVED_SIDES.index(side)} if side in MOVED_SIDES else {})}
+
+
+def run_side(side: str, argv: list, out: Path, steps: int, sealed: Sealed = None, **settings) -> dict:
+    """One side's script, one process; its status (steps taken, configuration). sealed: its folder sealed as the
+    script's process group ended; settings: the run's own (layouts)."""
+    code = launch(side, argv, out, steps, [out / side], **settings)
+    if sealed is not None:
+        sealed.side(out / side, f"the {SAID[side]} script")
+    return status_of(f"the {SAID[side]} script", out / side, code, steps)
+
+
+def run_ranks(side: str, argv: list, out: Path, steps: int, launched: bool, sealed: Sealed = None,
+              **settings) -> dict:
+    """One side of a launched run: each rank (env RANK, PADDLE_TRAINER_ID; a one-process command is rank 0)
+    records in DIR/rank<r>/<side>. {rank: its status}."""
+    ranked = lambda: {int(f.parent.name[4:]): f for f in out.glob(f"rank*/{side}") if f.parent.name[4:].isdigit()}
+    code = launch(side, argv, out, steps, ranked().values(), ranked=True, launcher=launched, **settings)
+    for r, f in ranked().items() if sealed is not None else ():
+        sealed.side(f, f"the {SAID[side]} script's rank {r}")
+    found = {r: f for r, f in ranked().items() if (f / STATUS).is_file()}
+    if not found:
+        status_of(f"the {SAID[side]} script", out / side, code, steps)  # nothing recorded: it says why
+    statuses = {r: status_of(f"the {SAID[side]} script's rank {r}", f, code, steps) for r, f in sorted(found.items())}
+    world = max(s.get("world", 1) for s in statuses.values())
+    missing = sorted(set(range(world)) - set(statuses))
+    if missing:
+        raise PipelineError(f"the {SAID[side]} script's rank(s) {', '.join(map(str, missing))} of {world} recorded "
+                            f"nothing (exit {code}; the launcher's log above or in its log folder) [PC804]")
+    return statuses
+
+
+def same_ranks(found: dict):
+    """Every side ran the torch side's ranks (found: {side: {rank: status}}), else one line."""
+    for side, statuses in found.items():
+        if sorted(statuses) != sorted(found["torch"]):
+            raise PipelineError(f"the torch script ran {len(found['torch'])} rank(s), the {SAID[side]} script "
+                                f"{len(statuses)}: give both commands the same number of processes (rank r is "
+                                "compared with rank r) [PC819]")
+
