@@ -17,7 +17,7 @@ import pytest
 
 from portcheck import cli
 from portcheck.pipeline import handin
-from portcheck.scripts import folders, full, launch, recorder, run
+from portcheck.scripts import folders, full, launch, run
 from portcheck.core.errors import PipelineError
 
 ROOT = Path(__file__).resolve().parent.parent
