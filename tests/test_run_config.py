@@ -503,6 +503,10 @@ def test_each_sides_schedule_is_stepped_ahead_on_a_copy_as_it_would_step():
     pd_opt = paddle.optimizer.SGD(pd_sched, parameters=[paddle.create_parameter([2], "float32")])
     pd_ahead = PaddleSide().lr_ahead(pd_opt, [], 3)
     assert pd_sched.last_epoch == 0 and pd_ahead == [float(pd_sched.step() or pd_sched()) for _ in range(3)]
+    # a schedule with an end: its copy stops there (OneCycleLR raises past total_steps), compared up to it
+    one_cycle = torch.optim.lr_scheduler.OneCycleLR(torch.optim.SGD([w], lr=0.1), 0.1, total_steps=4)
+    assert 0 < len(TorchSide(False).lr_ahead(one_cycle.optimizer, [one_cycle], 10)) < 10
+    assert runconfig.ahead([[0.1, 0.2, 0.3]], [[0.1, 0.2, 0.3, 0.4]]) == []
     plateau = torch.optim.lr_scheduler.ReduceLROnPlateau(torch.optim.SGD([w], lr=0.1))
     assert TorchSide(False).lr_ahead(plateau.optimizer, [plateau], 3) == "stepped on a metric"
 

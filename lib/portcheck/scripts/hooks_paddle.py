@@ -318,7 +318,10 @@ class PaddleSide(SharedSide):
             return "stepped on a metric"
         schedule, out = copy.deepcopy(schedule), []
         for _ in range(steps):
-            schedule.step()
+            try:
+                schedule.step()
+            except Exception:  # TorchSide.lr_ahead's: a schedule with an end, compared up to it
+                break
             out.append(float(schedule()))
         return out
 

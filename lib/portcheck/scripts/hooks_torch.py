@@ -150,8 +150,11 @@ class TorchSide(SharedSide):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             for _ in range(steps):
-                for s in copies:
-                    s.step()
+                try:
+                    for s in copies:
+                        s.step()
+                except Exception:  # a schedule with an end (OneCycleLR's total_steps): compared up to it
+                    break
                 out.append(float(stand_in.param_groups[0]["lr"]))
         return out
 

@@ -154,8 +154,8 @@ def differences(torch_config: dict, paddle_config: dict, modules: dict, renamed:
 
 def ahead(torch_lrs, paddle_lrs) -> list:
     """[a line per optimizer whose schedules part past the run]: each side's copy stepped on (recorder.AHEAD steps,
-    the lr after each), compared as the run's lrs are; a schedule stepped on a metric is said only against one that
-    is not."""
+    the lr after each, fewer where the schedule ends), compared as the run's lrs are over the steps both took; a
+    schedule stepped on a metric is said only against one that is not."""
     out = []
     for i, (t, p) in enumerate(zip(torch_lrs or (), paddle_lrs or ())):
         which = f"optimizer {i + 1}'s " if len(torch_lrs) > 1 else ""
@@ -165,10 +165,7 @@ def ahead(torch_lrs, paddle_lrs) -> list:
                 out.append(f"scheduler: {which}schedule torch {said[0]} vs paddle {said[1]}")
             continue
         k = next((k for k, (a, b) in enumerate(zip(t, p)) if not _same(a, b)), None)
-        if k is None and len(t) != len(p):
-            out.append(f"scheduler: {which}schedule stepped {len(t)} steps past the run on torch's side vs "
-                       f"{len(p)} on paddle's")
-        elif k is not None:
+        if k is not None:  # over the steps both took: a schedule with an end (OneCycleLR) stops its copy there
             a, b = f"{float(t[k]):.6g}", f"{float(p[k]):.6g}"
             if a == b:  # apart by more than rounding, alike in six digits
                 a, b = repr(float(t[k])), repr(float(p[k]))
