@@ -12,7 +12,7 @@ from sklearn.datasets import load_digits
 
 from portcheck import convert
 from portcheck.core import record
-from portcheck.gradients.backward import moved_one_ulp
+from portcheck.gradients.against_itself import moved_one_ulp
 from portcheck.pipeline import data, training
 
 MEAN, STD = 0.306, 0.376

@@ -10,7 +10,7 @@ import pytest
 from bert_sst2 import diagnose
 from portcheck.core import calibrated, diff, tolerances
 from portcheck.pipeline import handin
-from portcheck.gradients.backward import BackwardReport
+from portcheck.gradients.result import LAST, BackwardReport
 from portcheck.forward.result import ForwardReport
 from portcheck.forward.twin import F64, float64, float64_inputs
 
@@ -118,14 +118,14 @@ def test_an_optimizers_bug_is_named_at_the_weights_not_at_the_loss_they_make():
     first in an isolated step, whose loss comes before any update."""
     w = [row("0.weight"), row("0.bias")]
     planted = [[row("loss"), row("lr"), *w], [row("loss"), row("lr")],
-               [row("loss", over=True), row("lr"), row("0.weight" + backward.LAST, over=True)]]
+               [row("loss", over=True), row("lr"), row("0.weight" + LAST, over=True)]]
     assert BackwardReport(steps=planted).first_diverging == "0.weight after step 3"
     assert "first over: 0.weight (after the last step)" in BackwardReport(steps=planted).table()
     loss_only = [[row("loss"), *w], [row("loss", over=True)], [row("loss", over=True), row("0.weight", over=True)]]
     assert BackwardReport(steps=loss_only).first_diverging == "loss after step 2"
     assert BackwardReport(steps=[planted[0], planted[1], planted[2][:2]]).first_diverging == "loss after step 3"
     assert BackwardReport(steps=planted, isolated=True).first_diverging == "loss after step 3"
-    lr_first = [*planted[:2], [row("loss"), row("lr", over=True), row("0.weight" + backward.LAST, over=True)]]
+    lr_first = [*planted[:2], [row("loss"), row("lr", over=True), row("0.weight" + LAST, over=True)]]
     assert BackwardReport(steps=lr_first).first_diverging == "lr after step 3"
 
 

@@ -374,7 +374,7 @@ def test_the_run_configuration_says_rmsprops_rule_not_an_eps_difference():
     epsilon (1e-16) is the rule, said once, not "eps torch 1e-08 vs paddle 1e-16"; an epsilon copied as it is said
     against the closest; Adam's epsilons still compared as they are."""
     from portcheck.scripts import runconfig
-    from portcheck.gradients.backward import BY_DESIGN, RMSPROP
+    from portcheck.gradients.optimizers import BY_DESIGN, RMSPROP
     said = lambda family, eps: runconfig.differences({"optimizer": {"family": family, "eps": 1e-8}},  # noqa: E731
                                                      {"optimizer": {"family": family, "eps": eps}}, {}, {})
     assert said("rmsprop", 1e-16) == [f"optimizer: {BY_DESIGN[RMSPROP][0]}"]

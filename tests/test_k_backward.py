@@ -19,7 +19,9 @@ torch = pytest.importorskip("torch")
 paddle = pytest.importorskip("paddle")
 from portcheck import convert, judge_backward, record_backward  # noqa: E402
 from portcheck.core import calibrated  # noqa: E402
-from portcheck.gradients.backward import F64, INPUT, MOVED, NEAR, SPREAD_KEY, TAKEN, TAKING, judged  # noqa: E402
+from portcheck.gradients.against_itself import MOVED, SPREAD_KEY  # noqa: E402
+from portcheck.gradients.backward import F64, judged  # noqa: E402
+from portcheck.gradients.kinks import INPUT, NEAR, TAKEN, TAKING  # noqa: E402
 
 from tools import bench_k_backward as bench  # noqa: E402 - its small conv/BatchNorm nets, shared
 
@@ -142,8 +144,8 @@ def test_a_further_run_against_itself_is_kept_as_one_figure_per_key_and_widens_t
     measure): on the net whose kink torch crosses only without oneDNN, a second such run makes it green."""
     t, clean = kink_net[:2]
     assert not judge_backward(t, clean).passed  # one run with other threads does not cross it (docs/k_backward.md)
-    from portcheck.gradients import backward
-    monkeypatch.setattr(backward, "AGAINST_ITSELF", (backward._other_threads,
+    from portcheck.gradients import against_itself, backward
+    monkeypatch.setattr(backward, "AGAINST_ITSELF", (against_itself.other_threads,
                                                      lambda: torch.backends.mkldnn.flags(enabled=False)))
     t, _ = bench.kink_records(*bench.KINK_NETS["oneDNN off"], bench.sgd("torch"), [])  # torch's record alone
     assert any(k.startswith(SPREAD_KEY + "final/") and t[k].shape == (1,) for k in t)

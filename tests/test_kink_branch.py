@@ -15,7 +15,8 @@ import pytest
 torch = pytest.importorskip("torch")
 paddle = pytest.importorskip("paddle")
 from portcheck import compare_backward, convert, judge_backward, record_backward  # noqa: E402
-from portcheck.gradients.backward import INPUT, NEAR, ON_BRANCH, judged  # noqa: E402
+from portcheck.gradients.backward import judged  # noqa: E402
+from portcheck.gradients.kinks import INPUT, NEAR, ON_BRANCH  # noqa: E402
 
 TINY = 2.0 ** -30
 

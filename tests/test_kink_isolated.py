@@ -11,7 +11,7 @@ pytest.importorskip("torch")
 pytest.importorskip("paddle")
 from portcheck import judge_backward  # noqa: E402
 from portcheck.gradients import backward  # noqa: E402
-from portcheck.gradients.backward import TAKEN_KEY, TAKING  # noqa: E402
+from portcheck.gradients.kinks import TAKEN_KEY, TAKING  # noqa: E402
 
 from tools import bench_k_backward as bench  # noqa: E402 - its small conv/BatchNorm nets, shared
 

@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 from portcheck.scripts import run
-from portcheck.gradients.backward import MOVED, judge_backward
+from portcheck.gradients.against_itself import MOVED
+from portcheck.gradients.backward import judge_backward
 from portcheck.core.fileio import load_npy
 from test_run_scripts import judged
 

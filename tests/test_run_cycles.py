@@ -1,13 +1,13 @@
 """`python -m portcheck run`'s configuration names a torch scheduler that cycles the optimizer's momentum (OneCycleLR's
 cycle_momentum=True, its default), which Paddle's OneCycleLR never does, in compare_backward's one line
-(backward._cycled): red with it, green with cycle_momentum=False. Each case's runs are made once (module scope)."""
+(optimizers.cycled_momentum): red with it, green with cycle_momentum=False. Each case's runs are made once (module scope)."""
 import sys
 
 import pytest
 
 from portcheck.mapping import pairing
 from portcheck.scripts import run
-from portcheck.gradients.backward import _cycled, CYCLES_MOMENTUM
+from portcheck.gradients.optimizers import cycled_momentum, CYCLES_MOMENTUM
 from portcheck.core.fileio import load_npy
 from portcheck.scripts.recorder import RECORD
 from test_run_scripts import judged
@@ -78,7 +78,7 @@ def one_cycle(request, tmp_path_factory):
 
 def test_a_scheduler_cycling_torchs_momentum_is_named_in_backwards_line(one_cycle):
     cycles, config, whole = one_cycle
-    line = f"scheduler: {_cycled({CYCLES_MOMENTUM + 'OneCycleLR': True})[0]}"
+    line = f"scheduler: {cycled_momentum({CYCLES_MOMENTUM + 'OneCycleLR': True})[0]}"
     if cycles:  # a configuration difference is a red run (run.judge): test_run_scripts' plants
         assert config == [line], config
     else:

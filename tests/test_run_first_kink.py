@@ -19,7 +19,7 @@ import pytest
 from portcheck import cli
 from portcheck.pipeline import handin
 from portcheck.scripts import run
-from portcheck.gradients.backward import NEAR, ON_BRANCH
+from portcheck.gradients.kinks import NEAR, ON_BRANCH
 from portcheck.core.fileio import load_npy, save_npy
 from portcheck.scripts.recorder import CROSSED, crossed_file
 from portcheck.core.report import DIAGNOSTICS

@@ -17,7 +17,8 @@ import pytest
 
 from portcheck.pipeline import handin
 from portcheck.scripts import run
-from portcheck.gradients.backward import AGAINST_KEYS, NEAR
+from portcheck.gradients.against_itself import AGAINST_KEYS
+from portcheck.gradients.kinks import NEAR
 from portcheck.core.fileio import load_npy, save_npy
 from portcheck.scripts.recorder import CROSSED, crossed_file
 from test_run_against_itself import PADDLE, TORCH

@@ -220,7 +220,8 @@ def test_gradients_under_batch_statistics_are_allowed_torchs_spread_and_a_moment
 
 
 def test_without_batch_statistics_the_gradients_keep_torchs_own_error_alone():
-    from portcheck.gradients.backward import MOVED, record_backward
+    from portcheck.gradients.against_itself import MOVED
+    from portcheck.gradients.backward import record_backward
     pt, _ = in_place_pair()
     record = record_backward(pt.eval(), X, np.zeros((2, 2, 8, 8), np.float32), lambda o, y: ((o - y) ** 2).mean(),
                              lambda ps: torch.optim.SGD(ps, lr=0.01))

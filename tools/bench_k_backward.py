@@ -348,8 +348,8 @@ def yardstick(runs):
     (YARDSTICKS' value)."""
     import contextlib
     import torch
-    from portcheck.gradients import backward
-    kernels = {SAME: contextlib.nullcontext, THREADS: backward._other_threads,
+    from portcheck.gradients import against_itself, backward
+    kernels = {SAME: contextlib.nullcontext, THREADS: against_itself.other_threads,
                NO_ONEDNN: lambda: torch.backends.mkldnn.flags(enabled=False)}
     move, seed = backward.moved_one_ulp, []
 

@@ -20,7 +20,7 @@ import numpy as np
 from portcheck import Fused, compare_backward, compare_forward, convert, record_value
 from portcheck.core import record
 from portcheck.pipeline import handin
-from portcheck.gradients.backward import LOSS_MEAN_BOUND
+from portcheck.gradients.result import LOSS_MEAN_BOUND
 from portcheck.core.calibrated import MEAN_BOUND
 from portcheck.forward.twin import F64
 
@@ -874,7 +874,7 @@ def train_one(side, case, settings, folder, moved=None):
     evaluation, saved in folder (None: not saved). moved: a seed, torch's weights moved one ulp by it
     (backward.moved_one_ulp: one of torch's own runs). Returns the log."""
     from portcheck.pipeline import training
-    from portcheck.gradients.backward import moved_one_ulp
+    from portcheck.gradients.against_itself import moved_one_ulp
     if settings.get("cnn"):
         from sklearn.datasets import load_digits
         x, y = load_digits(return_X_y=True)

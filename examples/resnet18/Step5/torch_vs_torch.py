@@ -53,7 +53,7 @@ QUICK_RUNS = RUNS[:2]
 # script itself unchanged
 PRELUDE = """import sys, runpy, portcheck.runtime
 from examples.resnet18 import resnet
-from portcheck.gradients.backward import moved_one_ulp
+from portcheck.gradients.against_itself import moved_one_ulp
 seed, sys.argv, load = int(sys.argv[1]), sys.argv[2:], resnet.torch_model
 def moved():
     model, weights = load()

@@ -1,4 +1,5 @@
-"""Gradients and optimizer steps compared: backward (record, judge and compare_backward, K steps, against itself,
-kinks), weight_stats (per-parameter norms side by side).
+"""Gradients and optimizer steps compared: backward (record, judge and compare_backward, K steps), result (its
+report), against_itself (torch's runs against itself), kinks (ReLU kinks crossed), optimizers (optimizer pairs that
+differ by design), weight_stats (per-parameter norms side by side).
 
 May import portcheck.core, portcheck.mapping and portcheck.forward."""

@@ -508,7 +508,7 @@ def judge_measured(name: str, torch_file, paddle_file, exact_file, records=(None
         problem = same[0] and record.twin_problem(torch_file, exact_file, (records[0], records[2]))
         if problem:
             same = (False, problem + "; re-run the torch side")
-        from portcheck.gradients.backward import TAKING, moved_with
+        from portcheck.gradients.kinks import TAKING, moved_with
         branch = branch or {}
         rows = calibrated.judge_pair({**t, **branch}, p, {**e, **moved_with(branch, t, e)}, threshold, k)
         for r in rows:  # where that run is further from torch's than torch's spread against itself, it decides
@@ -602,7 +602,7 @@ def bp_align(rec: dict, exact: bool = False) -> dict:
     spread against itself where its plain run measured it (calibrated.SPREAD_OF keys)."""
     out = {k: v for kind in BP_ALIGN for k, v in per_step(rec, kind, exact).items()}
     if exact:
-        from portcheck.gradients.backward import spread_of
+        from portcheck.gradients.against_itself import spread_of
         for key in rec:
             spread = spread_of(rec, key) if bp_key(key) else None
             if spread is not None:

@@ -65,7 +65,7 @@ def keep(run):
     starts (after the script's own update of it), KEPT<i>/<name>/<key> in Paddle's layout as the weights are. The
     other sides start each from torch's (its torch layout, KEPT + "init/"; the torch64 run's widened), paired by
     name, or one with one."""
-    from portcheck.gradients.backward import KEPT
+    from portcheck.gradients.against_itself import KEPT
     if run.step == 0:
         run.kept = kept_modules(run.fw, run.root, run.called, run.optimizers)
         if run.side == "torch":

@@ -90,12 +90,13 @@ class TorchSide(SharedSide):
 
     def layout_keys(self, module) -> dict:
         from portcheck.mapping import fused
-        from portcheck.gradients.backward import RENAMED, _norm_counter
+        from portcheck.gradients.backward import RENAMED
+        from portcheck.gradients.optimizers import norm_counter
         from portcheck.mapping.convert import torch_layouts
         given = getattr(self.run, "layouts", None) or {}  # --layouts FILE's (recorder.Run)
         layouts = {**self.packed(module, given), **given}
         self.layouts = torch_layouts(module, layouts)
-        self.counter = _norm_counter(module)
+        self.counter = norm_counter(module)
         # each fused or packed module's parts, which the Paddle side pairs and fills (fused.mark): after describe's keys
         return {**{f"{RENAMED}{k}/{t.paddle_name}": np.zeros(0, np.float32) for k, t in self.layouts.items()
                    if t.paddle_name != t.name},

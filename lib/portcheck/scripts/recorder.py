@@ -36,9 +36,9 @@ portcheck.pairing), its samplers draw torch's order and it is fed torch's batche
 "against": i) is the same script again in float32 from torch's initial weights moved one ulp, fed its batches and
 targets, with backward.AGAINST_ITSELF[i]'s kernels: torch against itself, as compare_backward's plain run measures
 it (calibrated.SPREAD). The torch and Paddle sides also record each step's values within the floor of 0, the first
-forward's too (backward._near_zero's near<i>/ keys); "taking" (portcheck.run, only for a red run whose two sides put
+forward's too (kinks.near_zero's near<i>/ keys); "taking" (portcheck.run, only for a red run whose two sides put
 such values on each side of 0) is the torch script again from torch's initial weights, fed its batches and targets,
-taking Paddle's side of 0 at exactly those values (backward._taking; CROSSED, the run's file of them, in its folder).
+taking Paddle's side of 0 at exactly those values (kinks.taking_paddles_side; CROSSED, the run's file of them, in its folder).
 
 Under a launcher (torchrun, paddle.distributed.launch: portcheck.run.ranks) each rank records in DIR/rank<r>/<side>,
 fed and started from torch's rank r; the launcher's own process records nothing. Only the process that installed
@@ -212,12 +212,12 @@ class Run:
         self.forwards += 1
         if self.forwards == 1:  # a step's first call (more calls: gradient accumulation's micro-batches)
             if self.side in NEAR_SIDES:  # as record_backward's runs: backward.crossings reads them
-                from portcheck.gradients.backward import _near_zero
-                near = _near_zero(module, self.record, i)
+                from portcheck.gradients.kinks import near_zero
+                near = near_zero(module, self.record, i)
             here = [dataclasses.replace(c, step=0) for c in self.crossed if c.step == i]
             if here:  # the call whose near<i>/ values crossed (an evaluation's or an accumulated call's: not it)
-                from portcheck.gradients.backward import _taking
-                taking = _taking(module, here)
+                from portcheck.gradients.kinks import taking_paddles_side
+                taking = taking_paddles_side(module, here)
         if self.given is not None:  # fed torch's batch of this call
             given = {k: self._widened(v) for k, v in self.given_batch(c).items()}
             args, kwargs = replaced(args, "args", given, self.fw.to_tensor), \
@@ -297,7 +297,7 @@ class Run:
                 self.fw.load(module, load_npy(self.torch_dir / INIT))
                 self.crossed = crossed_file(self.out / CROSSED)
             elif self.against is not None:  # as record_backward's runs against itself, to the process's end
-                from portcheck.gradients.backward import AGAINST_ITSELF, moved_one_ulp
+                from portcheck.gradients.against_itself import AGAINST_ITSELF, moved_one_ulp
                 from portcheck.core.fileio import load_npy
                 self.fw.load(module, load_npy(self.torch_dir / INIT))
                 moved_one_ulp(module)
@@ -445,7 +445,7 @@ class Run:
     def scheduler(self, sched):
         """A torch lr scheduler built: one that cycles its optimizer's momentum is named in the configuration under
         the key record_backward gives it (backward.CYCLES_MOMENTUM), whose one line runconfig says."""
-        from portcheck.gradients.backward import CYCLES_MOMENTUM
+        from portcheck.gradients.optimizers import CYCLES_MOMENTUM
         self.schedulers.append(sched)
         if getattr(sched, "cycle_momentum", False):
             self.config[CYCLES_MOMENTUM + type(sched).__name__] = True
@@ -508,7 +508,7 @@ def flushed():
 def crossed_file(path: Path, crossed=None) -> list:
     """The taking side's [backward.Crossing], written by portcheck.run (crossed given) or read by the recorder: json,
     nothing in it run."""
-    from portcheck.gradients.backward import Crossing
+    from portcheck.gradients.kinks import Crossing
     if crossed is not None:
         write_text(path, json.dumps([{"step": c.step, "module": c.module, "index": c.index.tolist(),
                                      "torch": c.torch.tolist(), "paddle": c.paddle.tolist()} for c in crossed]))

@@ -21,7 +21,7 @@ A fifth run, only where the steps are red and Paddle's forward (the first or a l
 rounding of 0 on the other side of 0 than torch's (a kink crossed: backward.crossings, from the near<i>/ keys both
 sides record in every forward):
   taking    the torch script again from its initial weights, fed its batches, taking Paddle's side of 0 at exactly
-            those values (backward._taking; DIR/taking/crossed.json), judged as compare_backward judges it
+            those values (kinks.taking_paddles_side; DIR/taking/crossed.json), judged as compare_backward judges it
             (backward.judged): at the first forward's kinks it stands for torch's run (on_paddles_branch; its values
             of bp_align handed in as diagnostics/bp_align_branch_torch.npy), at a later step's it is torch against
             itself, allowed calibrated.SPREAD x (bp_align_taken_torch.npy); a launched run is judged without it.
@@ -59,7 +59,9 @@ from portcheck.mapping import fused
 from portcheck.pipeline import handin
 from portcheck.scripts import launch  # its script called through it: the tests' fork server stands in for it there
 from portcheck.scripts import runconfig
-from portcheck.gradients.backward import KEPT, MOVED, RUNNING, TAKING_KEYS, against_itself, renames
+from portcheck.gradients.against_itself import KEPT, MOVED, RUNNING, against_itself, spread_of
+from portcheck.gradients.backward import _counterpart, judged, renames
+from portcheck.gradients.kinks import TAKING_KEYS, crossing_lines
 from portcheck.forward.twin import F64
 from portcheck.core.errors import PipelineError, fail
 from portcheck.core.fileio import load_npy, open_regular
@@ -233,7 +235,6 @@ def kept(t: dict, p: dict, statuses: dict, modules: dict, renamed: dict) -> list
     """The modules each script keeps beside its model (recorder's Run.keep: an EMA copy, a teacher), judged as the
     weights are, at each step they were read after (KEPT<i>, i >= 1): [calibrated rows, each named <module>: <tensor>
     after step <i>]. One kept on one side only is a configuration line (runconfig.differences)."""
-    from portcheck.gradients.backward import _counterpart, spread_of
     from portcheck.core.calibrated import K_BACKWARD, measure, unjudged, with_spread
     theirs = statuses["paddle"]["config"].get("kept") or {}
     rows = []
@@ -312,7 +313,6 @@ def judge(out: Path, statuses: dict, steps: int, rank: int = 0, again=None, seal
     only where the steps are red and a kink is crossed (None: not made, the report says so). sealed: the records as
     each side ended (Sealed), checked once all are read: one changed since is red, and nothing is handed in."""
     from portcheck.core import record
-    from portcheck.gradients.backward import crossing_lines, judged
     from portcheck.pipeline.handin import per_step, save_side
     torch_only = alone(statuses["paddle"]["config"], "torch")
     t = merged(torch_only(load_npy(out / "torch" / RECORD)), torch_only(load_npy(out / "torch64" / RECORD)))

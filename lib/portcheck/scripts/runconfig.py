@@ -10,7 +10,8 @@ import math
 import os
 from pathlib import Path
 
-from portcheck.gradients.backward import BY_DESIGN, RMSPROP, _counterpart, _cycled
+from portcheck.gradients.backward import _counterpart
+from portcheck.gradients.optimizers import BY_DESIGN, RMSPROP, cycled_momentum
 from portcheck.core.keys import ROOT
 
 CONVENTION = {"momentum": " (Paddle's BatchNorm momentum m is torch's 1 - m: torch's 0.1 is Paddle's 0.9)",
@@ -148,7 +149,7 @@ def differences(torch_config: dict, paddle_config: dict, modules: dict, renamed:
     else:  # the run's lrs agree: where the schedules part is past them
         out += ahead(torch_config.get("ahead"), paddle_config.get("ahead"))
     # the torch recorder names such a scheduler under record_backward's key (recorder.Run.scheduler): its one line
-    out += [f"scheduler: {line}" for line in _cycled(torch_config)]
+    out += [f"scheduler: {line}" for line in cycled_momentum(torch_config)]
     return out
 
 

@@ -1,0 +1,149 @@
+"""Optimizer pairs that differ by design: the settings a record keeps of each side's optimizer (optimizer_settings),
+the pairs no setting makes alike (BY_DESIGN) and their one line (by_design_lines), a torch scheduler cycling the
+momentum Paddle's does not (cycled_momentum), BatchNorm's biased running variance (biased_variance) and batch
+statistics (batch_statistics, norm_counter).
+
+May import portcheck.core and portcheck.gradients.result (numpy; torch lazily).
+"""
+import numpy as np
+
+from portcheck.gradients.result import LAST
+
+OPTIMIZER = "optimizer/"  # a record's key: optimizer/<the framework's public class>, the settings its rule reads
+# Optimizers whose update no setting of the other framework's counterpart reproduces, each said in one line:
+# (torch's class, Paddle's class): (the rule, the settings read on each side, their names on each side)
+RMSPROP = ("torch.optim.RMSprop", "paddle.optimizer.RMSProp")
+ADAMAX = ("torch.optim.Adamax", "paddle.optimizer.Adamax")
+SQUARED = {RMSPROP: "eps"}  # the setting whose closest Paddle value is torch's squared (Paddle's inside the root)
+# Where the rule acts only as far as eps reaches the gradients: the line says how far on this run's smallest first
+# gradient and how to tell it from a bug, never "by design" (a beta1 planted beside it is a bug of its own)
+NEAR_GRADIENTS = {ADAMAX: "eps"}
+BY_DESIGN = {
+    RMSPROP: (
+        "torch.optim.RMSprop adds eps outside the square root (lr * g / (sqrt(v) + eps)), paddle.optimizer.RMSProp "
+        "inside it (lr * g / sqrt(v + epsilon)): no Paddle setting is torch's update, which differs by about eps / "
+        "sqrt(v) of each step (largest where gradients are small)",
+        (("alpha", "rho"), ("eps", "epsilon"), ("momentum", "momentum"), ("centered", "centered"))),
+    # measured: a GroupNorm conv net on sklearn's breast cancer data, some first-layer gradients near 1e-5, red at
+    # 562 x after step 1 with eps 1e-8 on both sides and green with 1e-12
+    ADAMAX: (
+        "torch.optim.Adamax adds eps to the gradient inside the max (u = max(beta2 * u, |g| + eps)), "
+        "paddle.optimizer.Adamax to the decayed norm (u = max(beta2 * u + epsilon, |g|)): no Paddle setting is "
+        "torch's update, which differs by about eps / |g| of each step where |g| is small (an eps far below the "
+        "gradients, 1e-12 on both sides, makes them agree)",
+        (("eps", "epsilon"),)),
+    ("torch.optim.ASGD", "paddle.optimizer.ASGD"): (
+        "torch.optim.ASGD is averaged SGD (each step shrinks the weights by lambd * eta and decays eta as lr / (1 + "
+        "lambd * lr * t) ** alpha, averaging them after t0 steps), paddle.optimizer.ASGD is stochastic average "
+        "gradient (each step moves by the mean of the last batch_num gradients): two algorithms of one name, no "
+        "setting of one is the other", ()),
+}
+
+
+def optimizer_settings(opt, side) -> dict:
+    """{optimizer/<class>: the settings BY_DESIGN reads, as float64} for an optimizer of a pair it lists."""
+    package = "paddle.optimizer" if side == "paddle" else "torch.optim"
+    cls = next((c for c in type(opt).__mro__ if c.__module__.startswith(package + ".")), None)
+    if cls is None:  # an optimizer of the user's own: no rule of the frameworks' applies
+        return {}
+    name = f"{package}.{cls.__name__}"
+    names = next((n for pair, (_, n) in BY_DESIGN.items() if name in pair), None)
+    if names is None:
+        return {f"{OPTIMIZER}{name}": np.zeros(0)}
+    paddle = side == "paddle"
+    group = {k: getattr(opt, f"_{k}") for _, k in names} if paddle else opt.param_groups[0]
+    return {f"{OPTIMIZER}{name}": np.array([float(group[n[paddle]]) for n in names], np.float64)}
+
+
+CYCLES_MOMENTUM = "cycle_momentum/"  # a torch record's key: its scheduler (the class named) cycles the momentum
+
+
+def cycled_momentum(torch_record) -> list:
+    """The line for a torch scheduler that cycles its optimizer's momentum (cycle_momentum=True, the default of
+    OneCycleLR and CyclicLR): Paddle's counterparts change the lr alone, so the updates part from the second step
+    with nothing in the lr to show it (a plain SGD given momentum by torch's scheduler)."""
+    return [f"torch.optim.lr_scheduler.{k[len(CYCLES_MOMENTUM):]} cycles the optimizer's momentum (cycle_momentum="
+            f"True, its default), paddle.optimizer.lr.{k[len(CYCLES_MOMENTUM):]} the lr alone: the updates part from "
+            "the second step whatever the lr; give torch's cycle_momentum=False (with momentum fixed in the "
+            "optimizer on both sides)" for k in torch_record if k.startswith(CYCLES_MOMENTUM)]
+
+
+def by_design_lines(torch_record, paddle_record, steps) -> list:
+    """The one line of an optimizer pair BY_DESIGN lists: its rule, the settings that differ beyond it, and how far
+    the weights part (the first weight red and its share of the allowance; the verdict stays the rows')."""
+    pair = tuple(next((k[len(OPTIMIZER):] for k in rec if k.startswith(OPTIMIZER)), None)
+                 for rec in (torch_record, paddle_record))
+    if pair not in BY_DESIGN:
+        return []
+    rule, names = BY_DESIGN[pair]
+    t, p = torch_record[OPTIMIZER + pair[0]], paddle_record[OPTIMIZER + pair[1]]
+    # the epsilons cannot agree: Paddle's inside the root is closest to torch's as torch's squared
+    want = [a if n[0] != SQUARED.get(pair) else a * a for n, a in zip(names, t)]
+    other = [f"{tn} {a:g} vs {pn} {b:g}" + (f" (torch's eps squared, {w:g}, is the closest)"
+                                            if tn == SQUARED.get(pair) else "")
+             for (tn, pn), a, b, w in zip(names, t, p, want) if not np.isclose(b, w, rtol=1e-6, atol=0.0)]
+    if pair in NEAR_GRADIENTS:  # how far the rule can reach here, and how to tell it from a bug: never "by design"
+        eps = float(t[[n[0] for n in names].index(NEAR_GRADIENTS[pair])])
+        grads = [np.abs(np.asarray(v, np.float64)) for k, v in torch_record.items() if k.startswith("grad/")]
+        smallest = min((float(g[g > 0].min()) for g in grads if np.any(g > 0)), default=np.inf)
+        return [f"{rule}; here the smallest first gradient is {smallest:.2g}, whose update it moves by up to "
+                f"{eps / (smallest + eps):.2g} x lr: to tell it from a bug, give eps 1e-12 on both sides (a weight red "
+                "then is not this rule)" + (f"; the settings differ beyond it: {', '.join(other)}" if other else "")]
+    weights = [(i, r) for i, rows in enumerate(steps) for r in rows if r.judged and r.name not in ("loss", "lr")]
+    red = next(((i, r) for i, r in weights if not r.passed), None)
+    measured = (f"first {red[1].name.removesuffix(LAST)} after step {red[0] + 1}, the largest "
+                f"{max(r.used for _, r in weights):.3g} x its allowance" if red else
+                "every weight within its allowance on this run")
+    return [f"{rule}; " + (f"the settings differ beyond it: {', '.join(other)} (measured: {measured})" if other else
+                           f"the weights part by design (measured: {measured})")]
+
+
+BIASED_VARIANCE = ("by design: torch's BatchNorm updates running_var with the unbiased batch variance (n/(n-1)), "
+                   "Paddle's with the biased one")
+
+
+def biased_variance(row, norm, t_prev, p_prev, t_now, p_now):
+    """If the whole running_var difference is the biased-variance rule, the row says so and is judged on
+    what the rule leaves; a wrong momentum or epsilon leaves more and stays red."""
+    n, m = int(norm[0]), float(norm[1])
+    batch_var = (t_now.astype(np.float64) - (1 - m) * t_prev) / m              # unbiased, from torch's update
+    expected = (1 - m) * p_prev.astype(np.float64) + m * batch_var * (n - 1) / n  # Paddle's update, biased
+    left = np.abs(p_now.astype(np.float64) - expected)
+    raw = row.max
+    row.max, row.mean = float(left.max()), float(left.mean())
+    row.by_design = f"{BIASED_VARIANCE} (n = {n} values per channel): raw diff {raw:.3e}"
+
+
+def batch_statistics(model) -> bool:
+    """A torch BatchNorm normalizes by its batch's statistics (train mode, or no running statistics kept): dividing
+    by a standard deviation over few values per channel amplifies a rounding of the weights into the gradients far
+    past torch's own fp32 error, where no plain-run step has compounded it yet. Measured: resnext50_32x4d at 64 x 64
+    (8 values per channel in layer4), torch against itself with every weight moved one ulp parts by 1.30e-3 at
+    layer4.2.bn3.weight's gradient (both sign seeds), Paddle by 1.30e-3, torch's float32 error there 2.2e-6 (72 x
+    K_GRAD's 8 red); with other threads alone 4.2e-7. There the gradients are also allowed calibrated.SPREAD x that
+    run's distance, as a plain run's steps are."""
+    import torch
+    return any(isinstance(m, torch.nn.modules.batchnorm._BatchNorm) and (m.training or not m.track_running_stats)
+               for m in model.modules())
+
+
+def norm_counter(model):
+    """Counts the values per channel each torch BatchNorm in train mode normalizes (its input's size over its
+    channels): what the by-design running-variance rule needs. Returns the function that reads the counts."""
+    import torch
+    seen, handles = {}, []
+
+    def count(name):
+        def hook(module, args, output):  # returns None: a forward hook's return value replaces the output
+            seen.setdefault(name, (args[0].numel() // args[0].shape[1], module.momentum))
+        return hook
+    for name, module in model.named_modules():
+        if isinstance(module, torch.nn.modules.batchnorm._BatchNorm) and module.training \
+                and isinstance(module.momentum, float):
+            handles.append(module.register_forward_hook(count(name)))
+
+    def counts():
+        for h in handles:
+            h.remove()
+        return {f"norm/{name}": np.array([n, m], dtype=np.float64) for name, (n, m) in seen.items()}
+    return counts

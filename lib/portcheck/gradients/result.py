@@ -1,0 +1,134 @@
+"""BackwardReport: compare_backward's and judge_backward's result (the first forward, every gradient, each step's
+rows, the kinks crossed), its verdict, where the runs part, its table, frame and plot.
+
+May import portcheck.core, portcheck.forward and portcheck.gradients.kinks.
+"""
+from dataclasses import dataclass, field
+
+from portcheck.core import calibrated, tolerances
+from portcheck.core.diff import NOT_JUDGED, first_diverging
+from portcheck.core.report import format_table
+from portcheck.forward.result import ForwardReport, unjudged_lines
+from portcheck.gradients.kinks import crossing_lines
+
+# the loss rows' bound on the mean abs diff unless the caller gives one: the guide's bp_align threshold (losses
+# over optimizer steps are its pair)
+LOSS_MEAN_BOUND = tolerances.GUIDE["bp_align"].threshold
+
+
+LAST = " (after the last step)"  # a weight's row name after the last step, where no earlier step records it
+
+
+@dataclass
+class BackwardReport:
+    forward: ForwardReport = None                 # every module's output in the first step's forward
+    grads: list = field(default_factory=list)    # [diff.KeyResult] per parameter, in forward order
+    steps: list = field(default_factory=list)    # [[diff.KeyResult] per step: loss, lr, statistics (weights: last)]
+    crossed: list = field(default_factory=list)  # [Crossing] in step order: a forward's values on each side of 0
+    taken: bool = False                          # torch's run taking Paddle's side of them is in the record
+    taking: dict = field(default_factory=dict)   # {record key: max |torch's run - that run|}: a hand-in carries it
+    isolated: bool = False                       # each step started both sides from torch's weights
+    by_design: list = field(default_factory=list)  # lines: a difference the two optimizers make on purpose
+    on_branch: bool = False  # judged against torch's run taking Paddle's branch at the first forward's kinks
+    branch: dict = field(default_factory=dict)  # {record key: that run's value}: a hand-in carries it (handin.BRANCH)
+
+    @property
+    def kinks(self) -> list:
+        """The first forward's crossings: at a ReLU after them the first backward takes another branch."""
+        return [c for c in self.crossed if c.step == 0]
+
+    @property
+    def passed(self) -> bool:
+        return (self.forward is None or self.forward.passed) and all(r.passed for r in self.grads) \
+            and all(r.passed or r.beyond(LOSS_MEAN_BOUND) for rows in self.steps for r in rows)
+
+    @property
+    def unjudged(self) -> list:
+        """The values whose yardstick failed (torch's float64 twin overflowed where its float32 run did not): the
+        first forward's, the gradients', each step's, in that order; red, and said as not judged, never as where
+        the runs part."""
+        return (self.forward.unjudged if self.forward is not None else []) + \
+            [r for rows in [self.grads, *self.steps] for r in rows if not r.judged]
+
+    @property
+    def first_diverging(self):
+        """Where the two runs part, first place first: a module of the first forward, else the first step's loss
+        (computed from that forward, before any backward: a loss reduced otherwise on one side is named there, not
+        at the gradients it scales), else a gradient in backward order, else the first key over after an optimizer
+        step (every weight after step 1: an optimizer's bug is named at the parameters it moves)."""
+        if self.forward is not None and self.forward.first_diverging:
+            return self.forward.first_diverging
+        loss = next((r for r in self.steps[0] if r.name == "loss"), None) if self.steps else None
+        if loss is not None and not loss.passed and loss.judged:
+            return "loss after step 1"
+        step = self.first_diverging_step
+        return self.first_diverging_gradient or (f"{step[1].removesuffix(LAST)} after step {step[0] + 1}"
+                                                 if step else None)
+
+    @property
+    def first_diverging_gradient(self):
+        """The first gradient out of tolerance in backward order (the backward pass reaches parameters in
+        reverse): a bug corrupts every gradient from its place back to the input, and this one is its place."""
+        r = first_diverging(self.grads, reverse=True)
+        return r.name if r else None
+
+    @property
+    def first_diverging_step(self):
+        """(step, the first key over tolerance) after the optimizer's steps, or None. Step i's loss is computed
+        from the weights step i - 1 left; a plain run records them after the first step and the last only, so from
+        step 3 on a red loss shows weights that differ where the record does not hold them: there a weight (or
+        statistic) red in the same step is named first, the parameter the runs part at, and the loss only when no
+        weight is red at or before its step (an optimizer's momentum or beta named at the weights it moves, as the
+        isolated steps name it). The lr, which makes the step's update, stays first."""
+        return next(((i, r.name) for i, r in enumerate(map(self.first_in_step, range(len(self.steps)))) if r),
+                    None)
+
+    def first_in_step(self, i):
+        """The row of step i where the runs part by first_diverging_step's order (the table and the plot mark it)."""
+        rows = self.steps[i]
+        if i >= 2 and not self.isolated:
+            rows = [r for r in rows if r.name != "loss"] + [r for r in rows if r.name == "loss"]
+        return first_diverging(rows)
+
+    def plot(self, path) -> str:
+        """A PNG at `path`: the first forward's modules, every gradient and every key after the last step, each
+        over its allowance on a log scale, where the runs part marked (portcheck.plot); a line saying what was done."""
+        from portcheck.forward import plot
+        return plot.draw(plot.backward_panels(self), path)
+
+    def frame(self):
+        """The table as a pandas DataFrame (report.COLUMNS): the first forward's rows (ForwardReport.frame), a row
+        per gradient after the first backward (part "gradient"), then per step a row per value after it: its
+        loss, lr, statistics and, after the last step, every weight (part "step", step 1, 2, ...). Needs pandas."""
+        from portcheck.core import report
+        rows = self.forward.figures() if self.forward is not None else []
+        rows += report.figures(self.grads, "gradient", first=first_diverging(self.grads, reverse=True))
+        for i, step in enumerate(self.steps):
+            rows += report.figures(step, "step", i + 1, self.first_in_step(i))
+        return report.frame(rows)
+
+    def table(self) -> str:
+        lines = ["the first forward, every module:", self.forward.table()] if self.forward is not None else []
+        if self.on_branch or self.taken or not self.passed:  # a green run's values near 0 decide nothing
+            lines += crossing_lines(self.crossed, self.on_branch, self.taken, self.first_diverging or "")
+        lines += ["gradients after the first backward (forward order):"]
+        lines += format_table(calibrated.HEADER,
+                              calibrated.table_rows(self.grads, first_diverging(self.grads, reverse=True)))
+        lines += unjudged_lines([r for r in self.grads if not r.judged])
+        notes = {r.name: r.by_design for rows in self.steps for r in rows if r.by_design}
+        lines += [f"{name}: {note}" for name, note in notes.items()]  # one line per module and rule
+        lines += self.by_design
+        for i, rows in enumerate(self.steps):
+            bad, first = [r for r in rows if not r.passed], self.first_in_step(i)
+            start = f" (started from torch's weights after step {i})" if self.isolated and i else ""
+            unjudged = [r for r in bad if not r.judged]
+            # a plain run holds the weights after step 1 and the last only: a loss red first shows an update between
+            unheld = (first is not None and first.name == "loss" and 2 <= i < len(self.steps) - 1
+                      and not self.isolated)
+            lines.append(f"after step {i + 1}{start}: {len(rows) - len(bad)}/{len(rows)} within" +
+                         (f"; first over: {first.name} ({first.why})" if first else "") +
+                         (f"; the weights steps 2 to {i} left are not recorded in a plain run: compare_backward("
+                          "isolate=True) judges each step's update alone, naming the parameter" if unheld else "") +
+                         (f"; {len(unjudged)} not judged (from {unjudged[0].name}): "
+                          f"{unjudged[0].why[len(NOT_JUDGED):].strip()}" if unjudged else ""))
+        return "\n".join(lines)
