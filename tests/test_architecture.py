@@ -17,12 +17,7 @@ FENCE = re.compile(r"^```text\n(.*?)^```", re.M | re.S)
 FLOOR = re.compile(r"^│ (\w+) +│(?:──▶ ([\w ]+))?")
 # issue 66's plan (its step, the module it makes): named by the table, not yet in this tree; each is taken off as
 # its step lands (the test says which)
-NOT_YET = {
-    "portcheck.mapping.layouts.layouts_table": "A2", "portcheck.mapping.layouts.RENAMES": "A2",
-    "portcheck.scripts.wrapping.LOSSES": "A5", "portcheck.scripts.wrapping.LOSS_CLASSES": "A5",
-    "portcheck.scripts.wrapping.PADDLE_SPELLING": "A5", "portcheck.gradients.optimizers.BY_DESIGN": "B3",
-    "portcheck.gradients.optimizers.SQUARED": "B3",
-}
+NOT_YET = {}
 
 
 def floor(layer_name: str) -> str:
