@@ -51,7 +51,7 @@ import sys
 from pathlib import Path
 
 from portcheck.core import calibrated, record, report, same_run, tolerances
-from portcheck.pipeline import handin, training
+from portcheck.pipeline import handin, own_runs, training
 from portcheck.core.diff import Finding, first_diverging, load_pair
 from portcheck.core.errors import PipelineError, fail, run_main
 from portcheck.core.fileio import load_npy, open_regular, writable
@@ -237,7 +237,7 @@ def judge_pair(folder: Path, name: str, files: dict, overrides: dict, strict: bo
     if base == training.PAIR and below and all((below / f"{training.LOG}_{side}.npy").is_file() for side in ("torch", "paddle")):
         try:  # the curves a portcheck training log handed in beside the outcome: judged again, from the files
             torch_log, paddle_log, logged = training.logs(below, records[:2])
-            own, own_line = training.load_own(below, logged[0])  # torch's own runs where the hand-in was made
+            own, own_line = own_runs.load_own(below, logged[0])  # torch's own runs where the hand-in was made
             trained = training.judge_training(torch_log, paddle_log, threshold, logged, own,
                                               where="on the machine that made the hand-in")
         except PipelineError as e:

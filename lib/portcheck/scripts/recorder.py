@@ -1035,7 +1035,7 @@ class Full(Run):
     def __init__(self, settings: dict, fw):
         super().__init__(settings, fw)
         import re
-        from portcheck.pipeline.training import TrainingLog
+        from portcheck.pipeline.training_log import TrainingLog
         self.log, self.metric = TrainingLog(), re.compile(settings.get("metric") or METRIC)
         self.framework, self.target, self.lr, self.weights, self.order = settings["framework"], None, None, "", []
         self.lines = Lines(self.read)
@@ -1082,7 +1082,7 @@ class Full(Run):
                 first = self._arguments(args, kwargs)
                 _, _, placed = self.fw.start_from_torch(module, self.given, first or self._by_keys())
                 self.weights = state_fingerprint(self.fw.placed_state(module, placed))
-                from portcheck.pipeline.training import torch_running_var
+                from portcheck.pipeline.training_log import torch_running_var
                 torch_running_var(module)  # evaluation sees torch's (unbiased) running variance
         finally:
             self.depth -= 1
@@ -1109,7 +1109,7 @@ class Full(Run):
     def after_step(self, optimizer):
         if self.root is None or self.loss is None:
             return
-        from portcheck.pipeline.training import batch_fingerprint
+        from portcheck.pipeline.training_log import batch_fingerprint
         batch = None
         if self.target is not None and (self.step == 0 or "batch" in self.log.curves):
             batch = self.target
@@ -1121,7 +1121,7 @@ class Full(Run):
     def write(self):
         """At exit: the training log (train_align and train_log, with their run records), or why not."""
         from portcheck.core.errors import PipelineError
-        from portcheck.pipeline.training import run_depends
+        from portcheck.pipeline.training_log import run_depends
         if os.getpid() != self.pid:
             return
         if self.error is None and self.step:
