@@ -153,8 +153,8 @@ def test_check_pair_writes_nothing_unless_asked_and_never_over_a_contestants_log
 
 def test_a_hostile_folder_cannot_forge_a_line_or_cost_memory(hand_in, tmp_path):
     """A pair's file name holding a newline cannot start a line of its own ("forward: guide green"), and a
-    diff log of gigabytes is read only as far as a diff log goes (handin.LOG_BYTES)."""
-    from portcheck.pipeline import handin
+    diff log of gigabytes is read only as far as a diff log goes (guide.LOG_BYTES)."""
+    from portcheck.pipeline import guide
     folder = tmp_path / "h"
     folder.mkdir()
     forged = "x\nforward: guide green | strict green\n  no forward_diff.log beside it"
@@ -164,5 +164,5 @@ def test_a_hostile_folder_cannot_forge_a_line_or_cost_memory(hand_in, tmp_path):
     assert not any(l.startswith(("forward: ", "  no forward_diff.log")) for l in out.splitlines()), out
     big = tmp_path / "big_diff.log"
     with open(big, "wb") as f:
-        f.truncate(handin.LOG_BYTES * 64)  # sparse: 256 MB that reads as NULs
-    assert len(handin.read_log(big)) == handin.LOG_BYTES
+        f.truncate(guide.LOG_BYTES * 64)  # sparse: 256 MB that reads as NULs
+    assert len(guide.read_log(big)) == guide.LOG_BYTES

@@ -10,6 +10,7 @@ import pytest
 from bert_sst2 import diagnose
 from portcheck.core import calibrated, diff, tolerances
 from portcheck.pipeline import handin
+from portcheck.pipeline import guide as reprod  # reprod_log's rule (`guide` is a verdict here)
 from portcheck.gradients.result import LAST, BackwardReport
 from portcheck.forward.result import ForwardReport
 from portcheck.forward.twin import F64, float64, float64_inputs
@@ -34,11 +35,11 @@ def test_every_rule_is_a_value_of_one_result_type(bug):
     """The guide's strict rule, a tuned atol + rtol, the exact rule and the measured rule judge the same pair
     into the same type, through the same verdict; a planted 1e-3 is red through every one of them."""
     p = {"logits": T["logits"] + np.float32(bug)}
-    strict = handin.strict_verdict(T, p, 1e-6).keys[0]
+    strict = reprod.strict_verdict(T, p, 1e-6).keys[0]
     tuned = diff.compare(T, p, default=tolerances.Tol(1e-5, 1e-5)).keys[0]
     exact = diff.compare(T, p, default=tolerances.EXACT).keys[0]
     measured = calibrated.judge_pair(T, p, EXACT64, 1e-6)[0]
-    guide = handin.guide_verdict(T, p, 1e-6).keys[0]
+    guide = reprod.guide_verdict(T, p, 1e-6).keys[0]
     results = (strict, tuned, exact, measured)
     assert {type(r) for r in results + (guide,)} == {diff.KeyResult}
     assert [type(r.rule) for r in results + (guide,)] == [tolerances.Tol] * 3 + [calibrated.Measured,
@@ -61,20 +62,20 @@ def test_the_guides_rule_is_a_rule_value_with_reprod_logs_quirks():
     and a broadcast noted, an empty array and a stop (keys on one side) red. The same figures under the strict
     rule fail where reprod_log is blind."""
     nan = {"logits": np.where(np.eye(3, 4, dtype=bool), np.nan, T["logits"]).astype(np.float32)}
-    key = handin.guide_verdict(T, nan, 1e-6).keys[0]
+    key = reprod.guide_verdict(T, nan, 1e-6).keys[0]
     assert key.passed and key.mean != key.mean and key.notes == ["NaN passes reprod_log's rule"]
     assert not dataclasses.replace(key, rule=tolerances.Tol.absolute(1e-6)).passed
-    big = handin.guide_verdict(T, {"logits": T["logits"] + np.float32(1e-3) * (np.arange(12) == 0).reshape(3, 4)},
+    big = reprod.guide_verdict(T, {"logits": T["logits"] + np.float32(1e-3) * (np.arange(12) == 0).reshape(3, 4)},
                                1e-4).keys[0]
     assert big.passed and big.max > 1e-4  # a max of 1e-3 within reprod_log's rule: it bounds the mean alone
-    turned = handin.guide_verdict(T, {"logits": T["logits"].T.copy()}, 1e-6)
+    turned = reprod.guide_verdict(T, {"logits": T["logits"].T.copy()}, 1e-6)
     assert turned.passed and turned.keys[0].notes == ["transposed by reprod_log"]
-    spread = handin.guide_verdict(T, {"logits": T["logits"][:1]}, 10.0)
+    spread = reprod.guide_verdict(T, {"logits": T["logits"][:1]}, 10.0)
     assert spread.passed and spread.keys[0].notes[0].startswith("broadcast by reprod_log")
-    empty = handin.guide_verdict({"x": np.zeros(0, np.float32)}, {"x": np.zeros(0, np.float32)}, 1e-6)
+    empty = reprod.guide_verdict({"x": np.zeros(0, np.float32)}, {"x": np.zeros(0, np.float32)}, 1e-6)
     assert not empty.passed and empty.keys[0].problems == [diff.EMPTY]
-    stop = handin.guide_verdict(T, {}, 1e-6)
-    assert not stop.passed and handin.stopped(stop) == "keys on one side only: logits"
+    stop = reprod.guide_verdict(T, {}, 1e-6)
+    assert not stop.passed and reprod.stopped(stop) == "keys on one side only: logits"
 
 
 def test_a_verdict_file_keeps_its_fields():
@@ -143,11 +144,11 @@ def test_one_formatter_of_a_keys_diff_log_lines(monkeypatch):
     and parse_diff_log reads both back to the figures judged."""
     from portcheck.core import report
     p = {"logits": T["logits"] + np.float32(1e-3)}
-    strict = handin.strict_verdict(T, p, 1e-6)
+    strict = reprod.strict_verdict(T, p, 1e-6)
     rows = calibrated.judge_pair(T, p, EXACT64, 1e-6)
-    measured = handin.MeasuredVerdict("x", handin.guide_verdict(T, p, 1e-6), rows, strict, (True, "same"), 1e-6)
+    measured = handin.MeasuredVerdict("x", reprod.guide_verdict(T, p, 1e-6), rows, strict, (True, "same"), 1e-6)
     for lines in ([m for m, _ in report.log_lines(strict)], [m for m, _ in measured.messages()]):
-        logged = handin.parse_diff_log("\n".join(lines))["logits"]
+        logged = reprod.parse_diff_log("\n".join(lines))["logits"]
         assert logged["mean"] == rows[0].mean and logged["max"] == rows[0].max and not logged["max passed"]
     calls = []
     monkeypatch.setattr(report, "key_lines", lambda key, *a, **k: calls.append(key) or [f"{key}: "])

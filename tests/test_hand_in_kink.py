@@ -2,7 +2,7 @@
 tools/bench_k_backward.py --kinks where Paddle alone crosses a ReLU kink in step 5's forward (seed 7, batch 8), the
 check (backward.judged) is green only against torch's run taking Paddle's side of it; from the folder, the pair's
 update digests after that step are red without it (weights_4 1.18, weights_5 8.98 x their allowance). The check
-writes that run's figures under diagnostics/ (handin.TAKEN), bound to the torch side's run record and to both
+writes that run's figures under diagnostics/ (kink_files.TAKEN), bound to the torch side's run record and to both
 files: green from the folder; the file edited since, or another run's, left out in one line (red); a corrupt one
 red; a momentum plant red."""
 import shutil
@@ -14,14 +14,14 @@ import pytest
 pytest.importorskip("torch")
 pytest.importorskip("paddle")
 from portcheck import cli  # noqa: E402
-from portcheck.pipeline import handin  # noqa: E402
+from portcheck.pipeline import handin, kink_files  # noqa: E402
 from portcheck.gradients.backward import judged  # noqa: E402
 from portcheck.core.fileio import load_npy, save_npy  # noqa: E402
 from portcheck.core.report import DIAGNOSTICS  # noqa: E402
 
 from tools import bench_k_backward as bench  # noqa: E402 - its small conv/BatchNorm nets, shared
 
-TAKEN = f"{DIAGNOSTICS}/bp_align{handin.TAKEN}"
+TAKEN = f"{DIAGNOSTICS}/bp_align{kink_files.TAKEN}"
 
 
 @pytest.fixture(scope="module")
@@ -88,7 +88,7 @@ def test_a_corrupt_taking_run_is_red(clean, tmp_path, capsys):
     top = Path(shutil.copytree(clean[2], tmp_path / "log_reprod"))
     (top / TAKEN).write_bytes((top / TAKEN).read_bytes()[:40])
     code, line, out = checked(top, capsys)
-    assert code == 1 and line.startswith("bp_align: RED (") and handin.TAKEN[1:] in line, out
+    assert code == 1 and line.startswith("bp_align: RED (") and kink_files.TAKEN[1:] in line, out
     save_npy(top / TAKEN, {"weights_4": np.array([-1.0])})  # not a figure: red, whatever its record
     code, line, out = checked(top, capsys)
     assert code == 1 and "is not torch's run taking Paddle's side" in line, out

@@ -12,7 +12,7 @@ import pytest
 
 from portcheck import cli
 from portcheck.core import fileio, record
-from portcheck.pipeline import handin
+from portcheck.pipeline import guide, handin
 from portcheck.core.errors import PipelineError
 from test_library import one_ulp_apart
 
@@ -468,8 +468,8 @@ def test_a_comparison_that_paired_nothing_is_red():
 def test_a_pair_that_holds_nothing_to_compare_is_red(tmp_path, t, p):
     np.save(tmp_path / "forward_torch.npy", t)
     np.save(tmp_path / "forward_paddle.npy", p)
-    assert not handin.guide_verdict(t, p, 1e-6).passed
-    assert not handin.strict_verdict(t, p, 1e-6).passed
+    assert not guide.guide_verdict(t, p, 1e-6).passed
+    assert not guide.strict_verdict(t, p, 1e-6).passed
     assert cli.check(tmp_path, only="forward") == 1
 
 

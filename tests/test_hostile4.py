@@ -15,6 +15,7 @@ import pytest
 from portcheck import cli
 from portcheck.core import calibrated
 from portcheck.pipeline import data, handin
+from portcheck.pipeline import guide as reprod  # reprod_log's rule (`guide` is a verdict here)
 from portcheck.core.errors import PipelineError
 from examples.resnet18 import resnet
 
@@ -130,7 +131,7 @@ def test_integers_that_wrap_in_their_own_dtype_are_red(tmp_path, dtype):
     proc = run("pair", tmp_path / "ids_torch.npy", tmp_path / "ids_paddle.npy")
     assert proc.returncode == 1, proc.stdout
     assert "guide RED" in proc.stdout and "wraps or rounds" in proc.stdout, proc.stdout
-    guide = handin.guide_verdict(*[{"ids": np.array(v, dtype)} for v in ([low, 0], [0, 0])], 1e-6)
+    guide = reprod.guide_verdict(*[{"ids": np.array(v, dtype)} for v in ([low, 0], [0, 0])], 1e-6)
     assert guide.keys[0].mean == -float(low) / 2
 
 

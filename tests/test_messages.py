@@ -10,7 +10,7 @@ import pytest
 
 from bert_sst2 import paths
 from portcheck.core import errors
-from portcheck.pipeline import handin
+from portcheck.pipeline import guide
 from portcheck.core.errors import PipelineError
 
 LIB = paths.ROOT / "lib" / "portcheck"
@@ -135,7 +135,7 @@ def test_a_page_out_of_step_with_the_library_is_red():
 def test_a_refusal_and_a_red_line_carry_their_code_as_printed(tmp_path):
     with pytest.raises(PipelineError, match=r"not found: run `python x.py` first \[PC002\]$"):
         errors.require(tmp_path / "missing.npy", "python x.py")
-    assert handin.describe_strict(None, 1e-6, copy="the Paddle file is the torch file").endswith("[PC103]")
+    assert guide.describe_strict(None, 1e-6, copy="the Paddle file is the torch file").endswith("[PC103]")
 
 
 def test_every_refusal_and_red_line_of_the_library_carries_its_code():

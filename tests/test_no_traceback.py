@@ -11,7 +11,7 @@ torch = pytest.importorskip("torch")
 paddle = pytest.importorskip("paddle")
 from portcheck import convert  # noqa: E402
 from portcheck.core import calibrated  # noqa: E402
-from portcheck.pipeline import handin  # noqa: E402
+from portcheck.pipeline import handin, kink_files  # noqa: E402
 from portcheck.gradients.backward import record_backward  # noqa: E402
 
 X = np.random.RandomState(0).randn(16, 6).astype(np.float32)
@@ -73,6 +73,6 @@ def test_a_taking_run_that_diverged_is_said_with_its_step_and_the_pair_judged_wi
                                    comparison=types.SimpleNamespace(taking=taking, plot=lambda *a, **k: None))
     log = (tmp_path / "bp_align_diff.log").read_text()
     assert "torch's run taking Paddle's side of a kink diverged, NaN or Inf from step 1 on (loss_1, weights_1)" in log
-    kept = handin.load_npy(tmp_path / f"bp_align{handin.TAKEN}")
+    kept = handin.load_npy(tmp_path / f"bp_align{kink_files.TAKEN}")
     assert set(kept) == {"loss_0"}, kept
     assert verdict.measured_passed, verdict.describe_measured()

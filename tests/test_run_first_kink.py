@@ -6,7 +6,7 @@ The pair: a gate unit summing its inputs, exact in fp32, in another order on eac
 2**-30 in float64: torch's side) and +2**-25 in Paddle, within the floor of 0 beside the second example's 3.4: the
 ReLU shut in torch, open in Paddle, and the gate's weight (0, no ulp of it moves the sum) gets that example's gradient
 in Paddle alone. A correct port, red against torch's own run (from the folder, bp_align's loss_1 15.1 x its
-allowance), green against torch's run on Paddle's branch, which the check writes beside bp_align (handin.BRANCH); a
+allowance), green against torch's run on Paddle's branch, which the check writes beside bp_align (kink_files.BRANCH); a
 momentum plant beside the kink red in both. The scripts' runs are made once (module scope)."""
 import contextlib
 import io
@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from portcheck import cli
-from portcheck.pipeline import handin
+from portcheck.pipeline import handin, kink_files
 from portcheck.scripts import run
 from portcheck.gradients.kinks import NEAR, ON_BRANCH
 from portcheck.core.fileio import load_npy, save_npy
@@ -99,7 +99,7 @@ for step in range(10):
     optimizer.step()
     optimizer.clear_grad()
 '''
-BRANCH = f"{DIAGNOSTICS}/bp_align{handin.BRANCH}"
+BRANCH = f"{DIAGNOSTICS}/bp_align{kink_files.BRANCH}"
 
 
 @pytest.fixture(scope="module")
@@ -146,10 +146,10 @@ def test_a_first_forward_kink_is_green_in_scripts_mode_and_from_its_folder(gate_
     assert (c.torch[0], c.paddle[0]) == (-2.0 ** -25, 2.0 ** -25), c
     assert any(k.startswith("grad/") for k in made[0][1])
     top = out / "log_reprod"
-    assert (top / BRANCH).is_file() and not (top / DIAGNOSTICS / f"bp_align{handin.TAKEN}").exists()
+    assert (top / BRANCH).is_file() and not (top / DIAGNOSTICS / f"bp_align{kink_files.TAKEN}").exists()
     code, line, printed = checked(top, capsys)
     assert code == 0 and line.startswith("bp_align: green"), printed
-    assert f"  {handin.on_branch_line('bp_align')}" in printed.replace(f"{DIAGNOSTICS}/", ""), printed
+    assert f"  {kink_files.on_branch_line('bp_align')}" in printed.replace(f"{DIAGNOSTICS}/", ""), printed
 
 
 @pytest.mark.parametrize("how", ["deleted", "edited", "corrupt"])
@@ -164,7 +164,7 @@ def test_without_torchs_run_on_paddles_branch_the_folder_is_red(gate_run, tmp_pa
     code, line, printed = checked(top, capsys)
     assert code == 1 and line.startswith("bp_align: RED"), printed
     if how == "corrupt":
-        assert f"{handin.BRANCH[1:]} is not torch's run on Paddle's branch" in line, line
+        assert f"{kink_files.BRANCH[1:]} is not torch's run on Paddle's branch" in line, line
     else:
         assert "measured RED (failed: loss_1" in line, line
         left = [s for s in printed.splitlines() if "left out" in s]

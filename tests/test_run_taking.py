@@ -15,7 +15,7 @@ import sys
 import numpy as np
 import pytest
 
-from portcheck.pipeline import handin
+from portcheck.pipeline import kink_files
 from portcheck.scripts import run
 from portcheck.gradients.against_itself import AGAINST_KEYS
 from portcheck.gradients.kinks import NEAR
@@ -97,7 +97,7 @@ def test_a_correct_port_red_on_a_later_kink_is_green_with_the_taking_run(kink_ru
     assert all(np.array_equal(t[f"loss/{i}"], again[f"loss/{i}"]) for i in range(first)), "not torch's run up to it"
     assert not np.array_equal(t[f"state{STEPS}/0.weight"], again[f"state{STEPS}/0.weight"]), "no side of 0 taken"
     # the hand-in carries that run's figures, and its checker re-derives green from the folder alone
-    assert (mine / "log_reprod" / "diagnostics" / f"bp_align{handin.TAKEN}").is_file()
+    assert (mine / "log_reprod" / "diagnostics" / f"bp_align{kink_files.TAKEN}").is_file()
     assert run_check(mine / "log_reprod") == 0
 
 
@@ -154,7 +154,7 @@ def test_a_plant_beside_the_kink_stays_red(kink_run, taken, plant, tmp_path):
     assert code == 1 and "training: RED, the runs part at" in said and "configuration" in said, said
     assert bool(made) == crosses, made
     # the clean run's figures in the copied folder are not this run's: written again only where its run was made
-    assert all((d / f"bp_align{handin.TAKEN}").is_file() == crosses
+    assert all((d / f"bp_align{kink_files.TAKEN}").is_file() == crosses
                for d in (mine / "pairs", mine / "log_reprod" / "diagnostics"))
     if crosses:
         assert "torch's run again taking Paddle's side of 0 there is torch against itself" in said, said

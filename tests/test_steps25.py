@@ -13,7 +13,7 @@ import pytest
 
 from portcheck import cli
 from portcheck.core import record
-from portcheck.pipeline import data, handin, training
+from portcheck.pipeline import data, handin, own_runs, training
 from portcheck.core.errors import PipelineError
 from portcheck.core.fileio import load_npy, save_npy
 from examples.mlp_pair import scores
@@ -266,7 +266,7 @@ def test_torchs_own_gap_leaves_out_the_rounding_noise_parameters_the_weight_norm
     # only the parameters torch's log shows as noise are kept of each run (the rest is its weight norm)
     assert noise and set(noise) <= set(runs["noise_columns"]) and runs["param_norm"].shape == (
         1, len(t["loss"]), len(runs["noise_columns"])) and len(runs["noise_columns"]) < t["param_norm"].shape[1]
-    whole, left_out = training.own_spread(t, runs)[2], training.own_spread(t, runs, noise)[2]
+    whole, left_out = own_runs.own_spread(t, runs)[2], own_runs.own_spread(t, runs, noise)[2]
     assert left_out.max() < 1e-2 * whole.max(), (left_out.max(), whole.max())
     report = training.judge_training(t, p, records=({"depends": t_dep}, {"depends": p_dep}), own=own)
     norm = row(report, "weight norm")
@@ -513,7 +513,7 @@ def test_a_step_logged_after_the_gradients_are_cleared_is_refused(framework):
 PLANTED_DOT = """
 from types import SimpleNamespace
 sum_by_blas = SimpleNamespace(reduce=lambda squares: np.dot(np.sqrt(squares), np.sqrt(squares)))
-training.np = SimpleNamespace(**{**vars(np), "add": sum_by_blas})
+training_log.np = SimpleNamespace(**{**vars(np), "add": sum_by_blas})
 """
 
 
@@ -522,12 +522,12 @@ def test_the_weight_norm_is_the_same_bits_on_one_core_and_on_two(tmp_path, plant
     """A training log's weight norm, the same weights on one thread and on two (a Step 5 run side by side is pinned
     to one core): else a rerun's log differs from the committed one in its last bits."""
     script = tmp_path / "norm.py"
-    script.write_text("import numpy as np\nfrom portcheck.pipeline import training\n" + (PLANTED_DOT if planted else "")
+    script.write_text("import numpy as np\nfrom portcheck.pipeline import training_log\n" + (PLANTED_DOT if planted else "")
                       + """
 class Model:
     def parameters(self):
         return [np.random.RandomState(0).randn(2359296).astype(np.float32), np.ones(3, np.float32)]
-print(repr(training.weight_norm(Model())))
+print(repr(training_log.weight_norm(Model())))
 """)
     norms = {subprocess.run([sys.executable, str(script)], capture_output=True, text=True, check=True,
                             env=dict(os.environ, OMP_NUM_THREADS=n, OPENBLAS_NUM_THREADS=n)).stdout for n in ("1", "2")}

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from portcheck.core import calibrated
-from portcheck.pipeline import handin, training
+from portcheck.pipeline import guide, handin, training
 from portcheck.core.errors import PipelineError
 
 FIGURE = r"([0-9][0-9.]*(?:e[+-]?[0-9]+)?)"
@@ -19,8 +19,8 @@ def verdict(torch_value, exact_value, paddle_value, name="loss"):
     t, e, p = ({"loss_1": np.array([v], np.float64 if d else np.float32)}
                for v, d in ((torch_value, False), (exact_value, True), (paddle_value, False)))
     threshold = handin.tolerances.guide_threshold(name)
-    return handin.MeasuredVerdict(name, handin.guide_verdict(t, p, threshold, name),
-                                  calibrated.judge_pair(t, p, e, threshold), handin.strict_verdict(t, p, threshold, name),
+    return handin.MeasuredVerdict(name, guide.guide_verdict(t, p, threshold, name),
+                                  calibrated.judge_pair(t, p, e, threshold), guide.strict_verdict(t, p, threshold, name),
                                   (True, "its records match"), threshold)
 
 

@@ -51,7 +51,8 @@ import sys
 from pathlib import Path
 
 from portcheck.core import calibrated, record, report, same_run, tolerances
-from portcheck.pipeline import handin, training
+from portcheck.pipeline import handin, kink_files, own_runs, training
+from portcheck.pipeline import guide as reprod  # reprod_log's rule and diff log (`guide` is a verdict here)
 from portcheck.core.diff import Finding, first_diverging, load_pair
 from portcheck.core.errors import PipelineError, fail, run_main
 from portcheck.core.fileio import load_npy, open_regular, writable
@@ -90,7 +91,7 @@ def verdict_file(below, name: str) -> tuple:
         return None, ""
     path = below / f"{name}_diff.json"
     try:
-        data = json.loads(handin.read_log(path))
+        data = json.loads(reprod.read_log(path))
     except (ValueError, RecursionError, OSError):
         return None, f"{path.name} is unreadable"
     return (data, "") if isinstance(data, dict) else (None, f"{path.name} is unreadable")
@@ -202,14 +203,14 @@ def judge_pair(folder: Path, name: str, files: dict, overrides: dict, strict: bo
     try:
         if library and not (kind == "computed" and problem):
             # torch's runs taking Paddle's side of a kink, where the pair's check judged with them (bound to this run)
-            taken, taken_lines = handin.load_kinks(below, base, files["torch"], files["paddle"], records[0]) \
+            taken, taken_lines = kink_files.load_kinks(below, base, files["torch"], files["paddle"], records[0]) \
                 if kind == "computed" and below else ({}, [])
             measured = handin.judge_measured(base, files["torch"], files["paddle"], exact, records[:3], threshold,
-                                             k, kind, taken.get(handin.TAKEN), taken.get(handin.BRANCH))
+                                             k, kind, taken.get(kink_files.TAKEN), taken.get(kink_files.BRANCH))
             guide, strict_result, same = measured.guide, measured.strict, measured.same_run
         else:
-            guide = handin.guide_verdict(t, p, threshold, base)
-            strict_result = handin.strict_verdict(t, p, threshold, name)
+            guide = reprod.guide_verdict(t, p, threshold, base)
+            strict_result = reprod.strict_verdict(t, p, threshold, name)
             same = record.same_run(files["torch"], files["paddle"], records[:2])
             same = (same[0], same[1])
     except PipelineError as e:  # a record that is not one, a float64 run that cannot be read
@@ -218,17 +219,17 @@ def judge_pair(folder: Path, name: str, files: dict, overrides: dict, strict: bo
     if rows is not None:
         rows += report.figures(guide.keys, name) + (report.figures(
             measured.rows, name, first=first_diverging(measured.rows)) if measured is not None else [])
-    red = (not guide.passed or bool(handin.non_finite(strict_result)) or same[0] is False
+    red = (not guide.passed or bool(reprod.non_finite(strict_result)) or same[0] is False
            or (measured is not None and not measured.measured_passed) or bool(problem)
            or (strict and not strict_result.passed))
     log_line = ""
     if files["log"] is not None:
-        logged, mismatches, unreadable = handin.held(files["log"], guide)
+        logged, mismatches, unreadable = reprod.held(files["log"], guide)
         if unreadable:
             red, log_line = True, f"{unreadable}: RED [PC137]"
         elif logged:
-            log_line = handin.describe_log(mismatches, len(logged))
-            other = handin.other_threshold(logged, guide, threshold)
+            log_line = reprod.describe_log(mismatches, len(logged))
+            other = reprod.other_threshold(logged, guide, threshold)
             log_line += f"; {other}" if other else ""
         else:
             log_line = "no reprod_log diff lines in it"
@@ -237,7 +238,7 @@ def judge_pair(folder: Path, name: str, files: dict, overrides: dict, strict: bo
     if base == training.PAIR and below and all((below / f"{training.LOG}_{side}.npy").is_file() for side in ("torch", "paddle")):
         try:  # the curves a portcheck training log handed in beside the outcome: judged again, from the files
             torch_log, paddle_log, logged = training.logs(below, records[:2])
-            own, own_line = training.load_own(below, logged[0])  # torch's own runs where the hand-in was made
+            own, own_line = own_runs.load_own(below, logged[0])  # torch's own runs where the hand-in was made
             trained = training.judge_training(torch_log, paddle_log, threshold, logged, own,
                                               where="on the machine that made the hand-in")
         except PipelineError as e:
@@ -250,10 +251,10 @@ def judge_pair(folder: Path, name: str, files: dict, overrides: dict, strict: bo
     red |= bool(copy)
     findings = client_findings(extra, folder, name)
     red |= bool(problem or run_problem) or not all(f.passed for f in findings)
-    parts = [f"{name}: {'RED' if red else 'green'}", handin.describe_guide(guide, threshold, copy)]
+    parts = [f"{name}: {'RED' if red else 'green'}", reprod.describe_guide(guide, threshold, copy)]
     if measured is not None:
         parts.append(measured.describe_measured())
-    parts.append(handin.describe_strict(strict_result, threshold, copy))
+    parts.append(reprod.describe_strict(strict_result, threshold, copy))
     parts.append({True: "same run", False: f"NOT the same run ({same[1]}) [PC110]",
                   None: "same run not proven"}[same[0]])
     parts += [f"{f.name} {'green' if f.passed else 'RED'} "
@@ -392,15 +393,15 @@ def pair(torch_npy: Path, paddle_npy: Path, threshold=None, strict: bool = False
             raise PipelineError(f"--log {log} exists and was not written by this command (a diff log of your "
                                 "own?): choose another file [PC131]")
     torch_data, paddle_data = load_pair(torch_npy, paddle_npy)
-    guide = handin.guide_verdict(torch_data, paddle_data, threshold, name)
-    result = handin.strict_verdict(torch_data, paddle_data, threshold, name)
+    guide = reprod.guide_verdict(torch_data, paddle_data, threshold, name)
+    result = reprod.strict_verdict(torch_data, paddle_data, threshold, name)
     same_run.check(result, torch_npy, paddle_npy, record_paths=handed_in_records(torch_npy, paddle_npy))
     other_run = [f.name for f in result.findings if not f.passed]
     copy = record.copied(torch_npy, paddle_npy)
-    failed = not guide.passed or bool(handin.non_finite(result)) or bool(other_run) or (strict and not result.passed)
-    result.notes[:0] = [handin.describe_guide(guide, threshold, copy), handin.describe_strict(result, threshold, copy)]
+    failed = not guide.passed or bool(reprod.non_finite(result)) or bool(other_run) or (strict and not result.passed)
+    result.notes[:0] = [reprod.describe_guide(guide, threshold, copy), reprod.describe_strict(result, threshold, copy)]
     result.notes.append(f"exit {int(failed)}: " + ("the guide's rule fails" if not guide.passed else
-                        "a value is NaN or Inf" if handin.non_finite(result) else
+                        "a value is NaN or Inf" if reprod.non_finite(result) else
                         f"not the same run ({', '.join(other_run)})" if other_run else
                         "the strict verdict fails (--strict)" if failed else
                         "the guide's rule passes" + ("" if result.passed else "; the strict verdict does not "

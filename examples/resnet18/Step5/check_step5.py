@@ -22,6 +22,7 @@ except ModuleNotFoundError:  # the project is not importable: not its venv
 from examples.resnet18 import resnet
 from portcheck.core import record
 from portcheck.pipeline import training
+from portcheck.pipeline.own_runs import not_of_training
 from portcheck.core.errors import require, run_main
 from portcheck.core.fileio import load_npy
 
@@ -51,7 +52,7 @@ def own_runs(d) -> list:
     here = sorted(d.glob(resnet.torch_own()))
     out, said = [], []
     for path in here + ([committed] if committed.is_file() and committed.resolve() != mine.resolve() else []):
-        if training.not_of_training(path, ours):  # torch's, not edited since, of this very training
+        if not_of_training(path, ours):  # torch's, not edited since, of this very training
             continue
         out.append(load_npy(path))
         said.append(resnet.shown(path))

@@ -1,5 +1,7 @@
 """The contest's five steps and their hand-ins: data (Step 2: a loader's batches and a metric), steps (a
 pipeline's step table and its runner), handin (pair files written with their run record, and judged as the guide
-does), training (Step 5: training logs judged step by step).
+does; guide: reprod_log's own rule and its diff log; kink_files: torch's runs across a kink beside a pair),
+training (Step 5: training logs judged step by step; training_log: each side's log; own_runs: torch's own runs as
+the yardstick).
 
 May import portcheck.core, portcheck.mapping, portcheck.forward and portcheck.gradients."""

@@ -12,6 +12,12 @@ equal dtypes, no key missing on either side, integers exactly equal.
 
 A contestant's `<pair>_diff.log` (reprod_log's format) is read back and held against the pair: every
 key's logged value must be the recomputed one, so a hand-edited log or one made from other files shows.
+
+This module holds the folder and the pair: the pairs found in a hand-in (find_pairs, last_run), a pair judged by
+the rule measured on the model (MeasuredVerdict, judge_measured), written (save_side), judged and logged
+(judge_and_log) and handed in (hand_in). The guide's rule, the strict one and the diff log read back are
+portcheck.pipeline.guide; the files of torch's runs across a kink beside a pair, portcheck.pipeline.kink_files.
+Imports core, forward.compare, gradients.backward (lazily) and pipeline's data, steps, guide and kink_files.
 """
 import json
 import math
@@ -24,165 +30,14 @@ import numpy as np
 
 from portcheck.core import calibrated, diff, record, report, tolerances
 from portcheck.pipeline import data, steps
-from portcheck.forward.compare import F64
+from portcheck.forward.twin import F64
 from portcheck.core.errors import PipelineError
 from portcheck.core.fileio import load_npy, open_regular, save_npy, shown, writable
 from portcheck.core.keys import ROOT
-from portcheck.core.tolerances import Tol
-
-# A logged value is the recomputed one when they agree to float32's printed precision (a numpy of another
-# version may sum in another order: the last bit or two of a float32 mean); any edit a reader could see differs more.
-LOG_RTOL = 1e-5
-
-
-STOPS = "reprod_log stops"  # the guide verdict's finding where reprod_log itself would stop (an assert, a raise)
-
-
-def guide_verdict(torch_data: dict, paddle_data: dict, threshold: float, name: str = "") -> diff.CheckResult:
-    """reprod_log's verdict on a pair, in the one result type: per key a diff.KeyResult judged by its own rule
-    (tolerances.ReprodLog: mean <= threshold, a NaN passing), what it did silently (transposed, broadcast, a
-    NaN passed) in the key's notes, an empty array a problem; where reprod_log itself would stop, a failed
-    finding (STOPS) and no further key. Green: every key within the rule, and at least one key compared."""
-    verdict, rule = diff.CheckResult(name), tolerances.ReprodLog(threshold)
-    only = sorted(set(torch_data) ^ set(paddle_data))
-    if only:  # reprod_log's check_data asserts the key sets are equal
-        verdict.findings.append(diff.Finding(STOPS, False, f"keys on one side only: {', '.join(only[:5])}"
-                                             + (" ..." if len(only) > 5 else "")))
-        return verdict
-    for key, a in torch_data.items():
-        b, note = paddle_data[key], ""
-        if a.shape != b.shape and a.T.shape == b.shape:
-            a, note = a.T, "transposed by reprod_log"
-        try:
-            with np.errstate(invalid="ignore", over="ignore"):  # inf - inf: a NaN, said below as what it is
-                d = np.abs(a - b)
-        except (ValueError, TypeError) as e:  # shapes that do not broadcast, bools that numpy will not subtract
-            verdict.findings.append(diff.Finding(STOPS, False, (
-                f"{key}: {a.dtype}{list(a.shape)} and {b.dtype}{list(b.shape)} cannot be subtracted as reprod_log "
-                f"subtracts them ({type(e).__name__}): hand in numbers")))
-            return verdict
-        if not note and a.shape != b.shape and {a.shape, b.shape} != {(), (1,)}:  # a 0-d and a [1] scalar: one scalar
-            note = f"broadcast by reprod_log ({a.shape} vs {b.shape})"
-        if a.dtype.kind in "iu" and b.dtype.kind in "iu":  # integers judged as integers, in a type that cannot wrap
-            exact = diff.abs_diff(a, b)
-            if d.size and not np.array_equal(d.astype(np.float64), exact):
-                verdict.as_logged[key] = {"mean": float(d.mean()), "max": float(d.max())}
-                note = (f"{note}; " if note else "") + (
-                    f"reprod_log's own {a.dtype} - {b.dtype} in {d.dtype} wraps or rounds (it would log mean "
-                    f"{float(d.mean()):.6g}): judged on the exact integers")
-            d = exact
-        if not d.size:  # reprod_log passes an empty array (its mean is NaN): nothing was compared
-            verdict.keys.append(diff.KeyResult(key, rule, tuple(d.shape), problems=[diff.EMPTY]))
-            continue
-        mean, mx = float(d.mean()), float(d.max())
-        note = note or ("NaN passes reprod_log's rule" if mean != mean else "")
-        verdict.keys.append(diff.KeyResult(key, rule, tuple(d.shape), mx, mean, notes=[note] if note else []))
-    return verdict
-
-
-def stopped(guide: diff.CheckResult) -> str:
-    """Why reprod_log itself would stop on the pair (guide_verdict's STOPS finding), or ""."""
-    return next((f.detail for f in guide.findings if f.name == STOPS and not f.passed), "")
-
-
-def largest_mean(keys: list):
-    """The key of the largest mean diff, a NaN first (None: no keys)."""
-    return max(keys, key=lambda k: (k.mean != k.mean, k.mean), default=None)
-
-
-def strict_verdict(torch_data: dict, paddle_data: dict, threshold: float, name: str = "") -> diff.CheckResult:
-    """This project's rule at the same threshold, on the max as well as the mean: every key, shape, dtype, NaN
-    and integer (so it fails wherever the guide's rule does, and more)."""
-    return diff.compare(torch_data, paddle_data, default=Tol.absolute(threshold), name=name)
-
-
-def non_finite(strict: diff.CheckResult) -> list:
-    return [k for k in strict.keys if any("NaN" in p for p in k.problems)]
-
-
-# reprod_log's log lines: "[time] root INFO: <key>: " then "\t<method> diff: check passed: <bool>, value: <v>"
-_PREFIX = r"^(?:\[[^\]]*\]\s+\S+\s+\w+:\s)?"
-_KEY = re.compile(_PREFIX + r"(\t*)(\S.*?):\s*$")
-_END = re.compile(_PREFIX + r"diff check (passed|failed)\s*$")
-_VALUE = re.compile(_PREFIX + r"(\t+)(min|max|mean) diff: check passed: (True|False), value: ([-+0-9.eEinfa]+)")
-
-
-LOG_BYTES = 4 << 20  # a diff log is kilobytes; only its head is read, whatever its size
-
-
-def read_log(path) -> str:
-    """The head of a diff log, read without blocking (a FIFO or a device named *_diff.log is refused, not
-    waited on) and decoded as reprod_log's users write it: UTF-8 (a byte-order mark dropped, as Windows editors
-    add one), else GBK (a Chinese Windows console's)."""
-    with open_regular(path, follow=False) as f:
-        data = f.read(LOG_BYTES)
-    for encoding in ("utf-8-sig", "gbk"):
-        try:
-            return data.decode(encoding)
-        except UnicodeDecodeError:
-            pass
-    return data.decode("utf-8", errors="replace")
-
-
-def parse_diff_log(text: str) -> dict:
-    """{key: {"mean": value, "max": ..., ...}} from a reprod_log diff log (nested keys joined by '/')."""
-    logged, path = {}, []
-    for line in text.splitlines():
-        if _END.match(line):
-            # reprod_log adds a file handler to its root logger at every report(): a later report in the same
-            # process appends its own pair's lines to this file too. This pair's block is the first one.
-            break
-        value = _VALUE.match(line)
-        if value and path:
-            try:
-                entry = logged.setdefault("/".join(path), {})
-                entry[value.group(2)] = float(value.group(4))
-                entry[f"{value.group(2)} passed"] = value.group(3) == "True"
-            except ValueError:
-                pass
-            continue
-        key = _KEY.match(line)
-        if key and " diff: check passed" not in line:
-            depth = len(key.group(1))
-            path = path[:depth] + [key.group(2)]
-    return logged
-
-
-def held(path, guide: diff.CheckResult) -> tuple:
-    """A diff log held against its pair: (logged values, mismatches, why it could not be read or "")."""
-    try:
-        logged = parse_diff_log(read_log(path))
-    except OSError as e:
-        return {}, [], f"unreadable ({e.strerror or e}): hand in the log reprod_log wrote, as a file"
-    return logged, hold_log(logged, guide) if logged else [], ""
-
-
-@dataclass
-class LogMismatch:
-    key: str
-    method: str
-    logged: float
-    recomputed: float  # NaN when the pair has no such key
-
-
-def hold_log(logged: dict, verdict: diff.CheckResult) -> list:
-    """Every logged value that is not the recomputed one (nor, for integers reprod_log's own arithmetic wraps, the
-    figure it gives: verdict.as_logged), and every key the log and the pair do not share."""
-    recomputed = {k.key: {"mean": k.mean, "max": k.max} for k in verdict.keys}
-    out = []
-    close = lambda value, now: (value != value and now != now) or \
-        abs(value - now) <= LOG_RTOL * max(abs(value), abs(now)) + 1e-30
-    for key, methods in logged.items():
-        for method, value in methods.items():
-            if method not in ("mean", "max"):
-                continue
-            now = recomputed.get(key, {}).get(method, float("nan"))
-            same = close(value, now) or (key in verdict.as_logged and close(value, verdict.as_logged[key][method]))
-            if not same:
-                out.append(LogMismatch(key, method, value, now))
-    out += [LogMismatch(k, "mean", float("nan"), v["mean"]) for k, v in recomputed.items() if k not in logged]
-    return out
-
+from portcheck.pipeline.guide import (BP_ALIGN, bp_key, describe_guide, describe_strict, guide_verdict, handed_in,
+                                      largest_mean, non_finite, pair_name, stopped, strict_verdict)
+from portcheck.pipeline.kink_files import BOUND, BRANCH, TAKEN, load_kinks, save_kinks
+from portcheck.pipeline.kink_files import save_taken  # noqa: F401 (documented here: PC116's message names it)
 
 SUFFIX = {"torch": "_torch.npy", "paddle": "_paddle.npy"}
 DIAGNOSTICS = report.DIAGNOSTICS
@@ -316,61 +171,6 @@ def find_pairs(folder, max_depth: int = 4, max_files: int = 20000) -> dict:
     paired = {p["paddle"] for p in pairs.values()}
     unpaired += [p for paths in found["paddle"].values() for p in paths if p not in paired]
     return {"pairs": pairs, "unpaired": unpaired, "unread": unread}
-
-
-def describe_guide(guide: diff.CheckResult, threshold: float, copy: str = "", spread: float = 0.0) -> str:
-    """'guide green (...)' or 'guide RED (...)': the rule at `threshold`, the worst key and what reprod_log did
-    silently; RED whatever the figures when one side is a copy of the other (record.copied: `copy` says how).
-    spread: the part of `threshold` that is torch's own spread (tolerances.looser_task)."""
-    rule = f"mean <= {tolerances.looser_task(guide.name, threshold, spread) or f'{threshold:g}'}"
-    if copy:
-        return f"guide RED (one side is a copy of the other: {copy}) [PC101]"
-    if stopped(guide):
-        return f"guide RED (reprod_log stops: {stopped(guide)}) [PC102]"
-    bad = [k for k in guide.keys if not k.passed]
-    shown = diff.first_diverging(guide.keys) or largest_mean(guide.keys)
-    figures = f"{shown.key} mean {shown.mean:.3g}" if shown else "no keys"
-    notes = sorted({note for k in guide.keys for note in k.notes + k.problems})
-    return (f"guide {'green' if not bad else 'RED'} ({rule}: {len(guide.keys) - len(bad)}/{len(guide.keys)} keys; "
-            + ("failed: " if bad else "largest: ") + figures
-            + (f", and {len(bad) - 1} more" if len(bad) > 1 else "") + ("; " + "; ".join(notes[:2]) if notes else "") + ")"
-            + (" [PC147]" if bad else ""))
-
-
-def describe_strict(result: diff.CheckResult, threshold: float, copy: str = "") -> str:
-    if copy:
-        return "strict RED (one side is a copy of the other) [PC103]"
-    failed = result.failed_keys
-    if not failed:
-        worst = max(result.keys, key=lambda k: k.max, default=None)
-        return f"strict green (max <= {threshold:g}" + (f"; largest: {worst.key} max {worst.max:.3g})" if worst else ")")
-    first = diff.first_diverging(result.keys)
-    return (f"strict RED ({first.key}: {'; '.join(first.failures)}"
-            + (f"; and {len(failed) - 1} more key(s)" if len(failed) > 1 else "") + ") [PC148]")
-
-
-def describe_log(mismatches: list, n_logged: int) -> str:
-    if not mismatches:
-        return f"every logged value is the recomputed one ({n_logged} keys)"
-    m = mismatches[0]
-    what = (f"{m.key} is not in the pair (logged {m.method} {m.logged!r})" if m.recomputed != m.recomputed
-            else f"{m.key} is not in the log" if m.logged != m.logged
-            else f"{m.key} {m.method} logged {m.logged!r}, recomputed {m.recomputed!r}")
-    more = f"; and {len(mismatches) - 1} more" if len(mismatches) > 1 else ""
-    return f"RED: does not match the pair: {what}{more} [PC104]"
-
-
-def other_threshold(logged: dict, guide: diff.CheckResult, threshold: float) -> str:
-    """A note when the contestant's own log marks a key otherwise than the guide's rule at this threshold
-    (their report() was called with another diff_threshold, which the log does not record)."""
-    differ = [k for k in guide.keys if k.key in logged and "mean passed" in logged[k.key]
-              and logged[k.key]["mean passed"] != k.passed]
-    if not differ:
-        return ""
-    k = differ[0]
-    return (f"its log marks {k.key} (mean {k.mean:.3g}) {'passed' if logged[k.key]['mean passed'] else 'failed'}: "
-            f"it was made at another threshold than {threshold:g} (--threshold PAIR=VALUE "
-            "judges at yours)")
 
 
 # An align hand-in (portcheck/, examples/): diagnostics/<pair>_torch64.npy holds torch's float64 run of the pair's
@@ -561,15 +361,6 @@ def per_step(rec: dict, kind: str, exact: bool = False) -> dict:
     return {f"{kind}_{k[len(prefix):]}": v for k, v in rec.items() if k.startswith(prefix)}
 
 
-def pair_name(pair) -> str:
-    """A pair's name as a file name's stem in the given folder: a path in it (a '/', '..') would write elsewhere."""
-    if not isinstance(pair, str) or not pair or not pair.isprintable() or pair in (".", "..") or \
-            any(c in pair for c in "/\\") or len(pair) > 100:
-        raise PipelineError(f"pair {report.one_line(repr(pair))[:60]}: name a pair by a plain name (forward, loss, "
-                            "my_pair), no folder in it [PC114]")
-    return pair
-
-
 def numeric_arrays(arrays, what: str) -> dict:
     """A dict of str keys to numeric numpy arrays (reprod_log's format), else one line naming the first bad value."""
     if not isinstance(arrays, dict):
@@ -580,17 +371,6 @@ def numeric_arrays(arrays, what: str) -> dict:
                                 f"{'' if not isinstance(value, np.ndarray) else ' of ' + str(value.dtype)}: give "
                                 "numeric numpy arrays (np.asarray(value)) [PC119]")
     return arrays
-
-
-# what a bp_align carries per step, from record_backward's <kind>/<i> (and portcheck run's, backward.KEPT: the modules
-# a script keeps beside its model, digested as the weights are)
-BP_ALIGN = ("loss", "lr", "weights", "running", "kept")
-
-
-def bp_key(key: str) -> str:
-    """A bp_align key (loss_3) from a record_backward key of what it carries (loss/3), else ""."""
-    kind, _, step = key.partition("/")
-    return f"{kind}_{step}" if kind in BP_ALIGN and step.isdigit() else ""
 
 
 def bp_align(rec: dict, exact: bool = False) -> dict:
@@ -608,123 +388,6 @@ def bp_align(rec: dict, exact: bool = False) -> dict:
             if spread is not None:
                 out[f"{calibrated.SPREAD_OF}{bp_key(key)}"] = np.array([spread])
     return out
-
-
-# Where a pair's check judged it against torch's run taking Paddle's side of a kink (backward.judged), that run's
-# part beside the pair in diagnostics/, its run record the torch side's, bound to it and to both sides' files
-# (TAKEN_OF), so the checker judges as the check did and leaves out a file edited since or of other runs:
-# - <pair>_taken_torch.npy, a kink Paddle crossed in a later step (a BackwardReport's taking): that run's distance
-#   from torch's at each key, one figure per key, allowed SPREAD x as judge_backward allows it;
-# - <pair>_branch_torch.npy, the first forward's kinks (a BackwardReport's branch): torch's values on Paddle's
-#   branch at each key, which stand for torch's, its float64 run moved by as much (backward.on_paddles_branch).
-TAKEN = "_taken_torch.npy"
-BRANCH = "_branch_torch.npy"
-TAKEN_OF = "taken_of"  # its run record's field: {side: the fingerprint of the pair's file the run was judged with}
-# {suffix: (what its run is, what its file holds, whether a value fits the torch file's value at its key)}
-BOUND = {
-    TAKEN: ("torch's run taking Paddle's side of a kink", "one figure >= 0 per key of the pair",
-            lambda v, t: v.shape == (1,) and v.dtype.kind == "f" and np.isfinite(v[0]) and v[0] >= 0),
-    BRANCH: ("torch's run on Paddle's branch of the first forward's kinks",
-             "finite values of the torch file's keys, each its shape and dtype",
-             lambda v, t: v.shape == np.shape(t) and v.dtype == np.asarray(t).dtype and bool(np.all(np.isfinite(v)))),
-}
-
-
-def taken_figures(comparison, torch_file) -> dict:
-    """{pair key: [figure]} of a comparison judged with torch's taking run (a BackwardReport's taking), for the keys
-    the pair's torch file holds; {} for any other comparison."""
-    taking = getattr(comparison, "taking", None) or {}
-    out = {bp_key(k): np.asarray(v, np.float64).reshape(-1)[:1] for k, v in taking.items() if np.size(v) == 1}
-    keys = set(load_npy(torch_file)) if out else ()
-    return {k: v for k, v in out.items() if k in keys}
-
-
-def on_branch_line(pair: str) -> str:
-    """The line of a pair judged with its BRANCH file."""
-    return (f"{pair}{BRANCH}: {BOUND[BRANCH][0]} judged in place of torch's run, its float64 run moved by as much "
-            "(backward.on_paddles_branch), as the pair's check judged")
-
-
-def branch_values(comparison, torch_file) -> dict:
-    """{pair key: torch's value on Paddle's branch} of a comparison judged so (a BackwardReport's branch), for the keys
-    the pair's torch file holds; {} for any other comparison."""
-    branch = {bp_key(k): v for k, v in (getattr(comparison, "branch", None) or {}).items() if bp_key(k)}
-    keys = set(load_npy(torch_file)) if branch else ()
-    return {k: v for k, v in branch.items() if k in keys}
-
-
-def _taken_of(torch_file, paddle_file) -> dict:
-    return {side: record.result_fingerprint(f) for side, f in (("torch", torch_file), ("paddle", paddle_file))}
-
-
-def save_taken(folder, pair: str, figures: dict, suffix: str = TAKEN) -> Path:
-    """Write `figures` (taken_figures; suffix BRANCH: branch_values) as <pair><suffix> beside the pair, its record the
-    torch side's bound to it and to the pair's two files (record.save_derived)."""
-    folder, pair = Path(folder), pair_name(pair)
-    path, torch_file, paddle_file = folder / f"{pair}{suffix}", *_handed_in(folder, pair)[:2]
-    writable(path)
-    writable(record.path_for(path))
-    save_npy(path, figures)
-    record.save_derived(torch_file, path, extra={TAKEN_OF: _taken_of(torch_file, paddle_file)})
-    return path
-
-
-def save_kinks(folder, pair: str, comparison) -> list:
-    """The runs taking Paddle's side of a kink a comparison was judged with (BOUND), each written beside the pair;
-    [a line per run that diverged]: its keys holding NaN or Inf (the runs' values grown past float32's range from
-    that step on) are left out of its file, which holds finite figures only, and the pair is judged there without
-    it (as strictly as with no such run); the line says the first step."""
-    torch_file, lines = _handed_in(Path(folder), pair)[0], []
-    for suffix, made in ((TAKEN, taken_figures), (BRANCH, branch_values)):
-        figures = made(comparison, torch_file)
-        bad = sorted((k for k, v in figures.items() if not np.all(np.isfinite(v))), key=_step)
-        if bad:
-            lines.append(f"{pair}{suffix}: {BOUND[suffix][0]} diverged, NaN or Inf from step {_step(bad[0])} on "
-                         f"({', '.join(bad[:4])}{', ...' if len(bad) > 4 else ''}): those keys are judged without it")
-            figures = {k: v for k, v in figures.items() if k not in bad}
-        if figures:
-            save_taken(folder, pair, figures, suffix)
-    return lines
-
-
-def _step(key: str) -> int:
-    """The step of a bp_align key (loss_3: 3)."""
-    tail = key.rpartition("_")[2]
-    return int(tail) if tail.isdigit() else -1
-
-
-def load_taken(path, torch_file, paddle_file, torch_record, suffix: str = TAKEN) -> tuple:
-    """({key: figure (TAKEN) or array (BRANCH)} or None, why it is left out or ""): a pair's file of that suffix, used
-    only when its record is bound to it, is the torch side's (torch_record: the torch file's run record, its path) and
-    was written for these two files; a file that does not hold what BOUND says is a PipelineError (red)."""
-    path, (what, holds, fits) = Path(path), BOUND[suffix]
-    if not os.path.lexists(path):
-        return None, ""
-    figures = load_npy(path)
-    torch_record = record.load(None, torch_record) if torch_record and Path(torch_record).is_file() else None
-    values = load_npy(torch_file)
-    if any(k not in values or not fits(np.asarray(v), values[k]) for k, v in figures.items()):
-        raise PipelineError(f"{path.name} is not {what} as portcheck.handin.save_taken writes it ({holds}); run the "
-                            "pair's check again [PC116]")
-    rec = record.load(path)
-    why = "it has no run record" if rec is None else (record.bound("torch", path, rec) and (
-        "its run record does not describe it (edited since its check wrote it, or another file's)")) or (
-        "its run record is not the torch side's" if torch_record is None or record.differences(rec, torch_record)
-        else "it was written for other files of the pair" if rec.get(TAKEN_OF) != _taken_of(torch_file, paddle_file)
-        else "")
-    if why:
-        return None, f"{path.name} left out: {why}; the pair is judged without {what} (run its check again)"
-    return {k: float(v[0]) if suffix == TAKEN else np.asarray(v) for k, v in figures.items()}, ""
-
-
-def load_kinks(below, pair: str, torch_file, paddle_file, torch_record) -> tuple:
-    """({suffix: load_taken's values or None} of each BOUND file of the pair in `below`, [its lines]): why one is
-    left out, or that the pair is judged on torch's run on Paddle's branch."""
-    used, said = {}, []
-    for suffix in BOUND:
-        used[suffix], line = load_taken(Path(below) / f"{pair}{suffix}", torch_file, paddle_file, torch_record, suffix)
-        said += [line] if line else [on_branch_line(pair)] if suffix == BRANCH and used[suffix] else []
-    return used, said
 
 
 def save_side(folder, pair: str, framework: str, arrays: dict, depends: dict, script: str, exact: dict = None):
@@ -769,7 +432,7 @@ def judge_and_log(folder, pair: str, threshold: float = None, tables=(), after_s
     check_outputs(folder, [pair], top)
     threshold = tolerances.guide_threshold(pair) if threshold is None else checked_threshold(threshold, "threshold")
     k, kind = calibrated.multiple(after_steps), tolerances.kind_of(pair, kind)
-    torch_file, paddle_file = _handed_in(folder, pair)[:2]
+    torch_file, paddle_file = handed_in(folder, pair)[:2]
     diverged = save_kinks(folder, pair, comparison) if kind == "computed" else []
     used, said = load_kinks(folder, pair, torch_file, paddle_file, record.path_for(torch_file)) \
         if kind == "computed" else ({}, [])
@@ -805,16 +468,12 @@ def check_outputs(folder, pairs, top=None):
         writable(log)
         writable(report.verdict_path(log))
         if top is not None:
-            report.hand_in_folder(top, *_handed_in(folder, pair), diagnostics=_diagnostics(folder, pair))
+            report.hand_in_folder(top, *handed_in(folder, pair), diagnostics=_diagnostics(folder, pair))
 
 
 def _diagnostics(folder: Path, pair: str) -> list:
     """A pair's files its check writes beside it for diagnostics/: torch's float64 run, its kinks' runs (BOUND)."""
     return [folder / f"{pair}{suffix}" for suffix in (EXACT, *BOUND)]
-
-
-def _handed_in(folder: Path, pair: str) -> tuple:
-    return folder / f"{pair}_torch.npy", folder / f"{pair}_paddle.npy", folder / f"{pair}_diff.log"
 
 
 PLOT = "_modules.png"  # <pair>_modules.png: a comparison's picture (portcheck.plot), beside the pair's diagnostics
@@ -832,5 +491,5 @@ def hand_in(folder, pair: str, top, comparison=None) -> str:
     if comparison is not None:
         said = comparison.plot(folder / f"{pair}{PLOT}")
         drawn = [folder / f"{pair}{PLOT}"] if said.startswith("plot:") else []
-    report.hand_in(*_handed_in(folder, pair), diagnostics=[*_diagnostics(folder, pair), *drawn], top=top)
+    report.hand_in(*handed_in(folder, pair), diagnostics=[*_diagnostics(folder, pair), *drawn], top=top)
     return f"plot: {Path(top) / report.DIAGNOSTICS / drawn[0].name}" if drawn else said

@@ -35,6 +35,10 @@ The judge's rows (every one a condition, each can fail):
                 NORM_RTOL at every step when the runs are not shown deterministic;
   loss finite   no NaN or Inf on either side. Where the loss curves part is said, not judged.
 The run records' `depends` must be equal; a difference is named as the guide's cause.
+
+This module is the judge. Each side's log is portcheck.pipeline.training_log (TrainingLog, run_depends and
+torch_running_var are named here too); torch's own runs as the yardstick, and their file, portcheck.pipeline.own_runs.
+Imports core and pipeline's handin, training_log and own_runs.
 """
 import math
 from pathlib import Path
@@ -44,16 +48,13 @@ import numpy as np
 
 from portcheck.core import record, report, tolerances
 from portcheck.pipeline import handin
-from portcheck.pipeline.data import order_fingerprint, to_numpy
+from portcheck.pipeline.own_runs import DIAGNOSTICS_OWN, OWN, OWN_MULTIPLE, OWN_PARTS, kept_norm, own_spread, save_own
+from portcheck.pipeline.training_log import EVAL_MODES, LOG, METRIC, NAMES, PAIR
+from portcheck.pipeline.training_log import TrainingLog, run_depends, torch_running_var  # noqa: F401 (documented here)
 from portcheck.core.errors import PipelineError
-from portcheck.core.fileio import atomic_write, load_npy, save_npy, writable
+from portcheck.core.fileio import atomic_write, load_npy, writable
 
-PAIR = "train_align"
-LOG = "train_log"
 PLOT = "train_align.png"
-OWN = "train_own"  # train_own_torch.npy: torch's own runs of the training, as own_runs reduces them
-DIAGNOSTICS_OWN = f"{report.DIAGNOSTICS}/{OWN}_torch.npy"
-METRIC = "metric/"
 # Where the loss curves part: the guide's bound on losses after optimizer steps (bp_align's). Two correct runs of
 # a network trained from scratch with BatchNorm part beyond it within a few steps: fp32 rounding, amplified by
 # training (the ResNet-18 example: at steps 2 to 6 over seven runs of three settings, as torch's float32 run parts
@@ -74,28 +75,7 @@ NORM_RTOL_ALIGNED, NORM_RTOL = 1e-6, 1e-3
 # forward's rounding, 64 times under that plant.
 FIRST_LOSS_RTOL = 1e-4
 FIRST_LOSS = "first step's loss"
-# With torch's own runs on the user's machine (judge_training's own=), deterministic runs: the weight norm within this
-# multiple of their largest relative gap so far, step by step, and never under NORM_RTOL_ALIGNED (docs/rules.md).
-# Measured on the ResNet-18 example on an AMD EPYC host (AVX2), its torch run against the committed one of another
-# CPU: Paddle's gap at most 5.5 times torch's own running largest (step 7, just after the loss curves part; 2e-6
-# against 3.6e-7), 1.3 times by the end (2.9e-3 against 2.2e-3). A weight decay that differs is red before they part.
-# Not with dropout's own masks: on the digits CNN torch parted from itself with other masks by 0.8% to 3.1% in 30
-# steps, from Paddle by 2.0%, and from Paddle missing its weight decay by 2.5%: no multiple of one sample separates them.
-OWN_MULTIPLE = 16.0
-# The rows torch's own run may be red on against this one and still be the same training (own_runs): its final
-# metric, the spread it measures, and its weight norm, which a training that parts from itself moves from the first
-# step (BatchNorm's batch statistics over few values per channel amplify a weight moved one ulp: issue 62). Its
-# lr, steps, data order, modes, first loss and run record still say whether it is this training.
-OWN_PARTS = ("final metric", "weight norm")
 
-
-def _modules(model):
-    if hasattr(model, "named_sublayers"):  # Paddle
-        return [m for _, m in model.named_sublayers(include_self=True)]
-    return list(model.modules())
-
-
-NAMES = "param_names"  # a log's parameter names, "\n"-joined, as uint8: the columns of param_norm and grad_norm
 # A gradient that is rounding noise: at most this share of the step's largest parameter gradient (L2 norms). A conv
 # bias feeding a BatchNorm, which subtracts it again, has exactly 0 in exact arithmetic and fp32 leaves ~1e-7 of the
 # weights' (1.5e-8 against 0.14 in a digits CNN); Adam divides it by its own root mean square, so its update is
@@ -103,224 +83,6 @@ NAMES = "param_names"  # a log's parameter names, "\n"-joined, as uint8: the col
 # steps, momentum SGD and AdamW): that bias at most 3.9e-7 of the step's largest, every other parameter at least 0.08
 # (docs/rules.md): 1.5e-5 is 40 times the one, 5,000 times below the other.
 NOISE = 2.0 ** -16
-
-# Each evaluation's modes (TrainingLog.evaluate(model=)): active dropout modules, BatchNorm modules in train mode
-EVAL_MODES = ("eval_dropout_on", "eval_batchnorm_train")
-
-
-def modes(model) -> tuple:
-    """(dropout modules active, BatchNorm modules in train mode): what the guide asks to check first when
-    training does not align. Found by class name, the same in both frameworks (Dropout*, *BatchNorm*)."""
-    dropout = batchnorm = 0
-    for m in _modules(model):
-        name, training = type(m).__name__, bool(getattr(m, "training", False))
-        if "Dropout" in name and training and float(getattr(m, "p", 0) or 0) > 0:
-            dropout += 1
-        elif "BatchNorm" in name and training and not getattr(m, "_use_global_stats", False):
-            batchnorm += 1
-    return dropout, batchnorm
-
-
-def _trainable(model) -> list:
-    """(name, parameter) of the trainable weights, in the model's order (Paddle's BatchNorm statistics are
-    parameters that do not train: left out, as torch's buffers are)."""
-    named = model.named_parameters() if hasattr(model, "named_parameters") else \
-        ((str(i), p) for i, p in enumerate(model.parameters()))
-    return [(name, p) for name, p in named
-            if not getattr(p, "stop_gradient", False) and getattr(p, "requires_grad", True)]
-
-
-def _squares(x, what: str) -> float:
-    x = to_numpy(x, what).ravel().astype(np.float64)
-    # numpy's own pairwise sum, not np.dot: BLAS splits a dot product by its thread count, so the same weights
-    # gave another last bit on one core (a Step 5 run side by side, pinned) than on two, and a rerun's log differed
-    return float(np.add.reduce(np.square(x, out=x)))
-
-
-def parameter_norms(model) -> tuple:
-    """([each trainable weight's squared L2 norm], [its gradient's, NaN where it has none], [names]), float64."""
-    weights, grads, names = [], [], []
-    for name, p in _trainable(model):
-        names.append(name)
-        weights.append(_squares(p, "a weight"))
-        g = getattr(p, "grad", None)
-        grads.append(_squares(g, "a gradient") if g is not None else float("nan"))
-    return weights, grads, names
-
-
-def weight_norm(model) -> float:
-    """The L2 norm of the trainable weights, summed in float64."""
-    total = 0.0
-    for square in parameter_norms(model)[0]:
-        total += square
-    return float(np.sqrt(total))
-
-
-def weight_norms(model) -> np.ndarray:
-    """Every trainable weight's L2 norm, sorted: a digest of the weights that needs no names (the two frameworks
-    name and order their parameters otherwise). Sorting moves no value further than the two sides differ, so two
-    aligned trainings stay as close here as in their weights; a weight whose update differs shows in its norm."""
-    return np.sort(np.sqrt(np.array(list(_squares(model)), dtype=np.float64)))
-
-
-CHANNELS_LAST = ("NLC", "NHWC", "NDHWC")  # Paddle's data formats whose channels are the last axis
-
-
-def torch_running_var(paddle_model) -> list:
-    """Torch's rule for BatchNorm's running variance, on a Paddle model: call it once on the Paddle side of
-    Step 5, before training. torch updates running_var with the unbiased batch variance (n/(n-1), n values per
-    channel), Paddle with the biased one, and has no option for the other (Step 4 applies the rule when it
-    judges). Evaluation uses the running statistics, so without it two aligned trainings judge the same weights
-    through statistics 1/(n-1) apart (3% at n = 32), and a final accuracy can differ by a sample. Hooks on every
-    Paddle BatchNorm (1D, 2D, 3D, Sync, paddle.nn.BatchNorm; channels first or last) redo each train-mode update
-    by torch's rule: new = m * old + (Paddle's new - m * old) * n / (n - 1). Returns the hooks' handles
-    (handle.remove() takes one off); none for a model without BatchNorm."""
-    import paddle
-    from paddle.nn.layer.norm import _BatchNormBase
-    old, handles = {}, []
-
-    def before(layer, inputs):
-        if layer.training:
-            old[id(layer)] = layer._variance.clone()
-
-    def after(layer, inputs, output):
-        start = old.pop(id(layer), None)
-        if start is None or not layer.training or getattr(layer, "_use_global_stats", None) is True:
-            return
-        x = inputs[0]
-        layout = getattr(layer, "_data_format", None) or getattr(layer, "_data_layout", None)
-        n = int(np.prod(x.shape)) // int(x.shape[-1] if layout in CHANNELS_LAST and len(x.shape) > 2 else x.shape[1])
-        if n > 1:
-            m = layer._momentum
-            with paddle.no_grad():
-                layer._variance.set_value(m * start + (layer._variance - m * start) * (n / (n - 1)))
-    for layer in paddle_model.sublayers(include_self=True):
-        if isinstance(layer, (_BatchNormBase, paddle.nn.BatchNorm)):
-            handles += [layer.register_forward_pre_hook(before), layer.register_forward_post_hook(after)]
-    return handles
-
-
-def batch_fingerprint(batch) -> int:
-    """A batch (arrays or tensors, in a tuple, list or dict) as one int64: equal batches, equal numbers."""
-    leaves = []
-
-    def walk(value, key):
-        if isinstance(value, dict):
-            for k, v in value.items():
-                walk(v, f"{key}/{k}")
-        elif isinstance(value, (tuple, list)) and value and not all(isinstance(v, (int, float)) for v in value):
-            for i, v in enumerate(value):
-                walk(v, f"{key}/{i}")
-        else:
-            leaves.append((key, to_numpy(value, "log.step(batch=)")))
-    walk(batch, "batch")
-    return int(record.fingerprint(leaves)[:15], 16)
-
-
-def _number(value, what: str) -> float:
-    array = to_numpy(value, what)
-    if array.size != 1:
-        raise PipelineError(f"{what}: {array.size} values; pass one number [PC700]")
-    return float(array.reshape(()))
-
-
-class TrainingLog:
-    """One side's training, as the judge reads it: step() once per optimizer step, evaluate() once per
-    evaluation, save() at the end."""
-
-    def __init__(self):
-        self.curves = {"loss": [], "lr": []}
-        self.evals, self.eval_steps, self.eval_modes = {}, [], {}
-        self.names = []  # the trainable parameters' (log.step(model=)), the columns of param_norm and grad_norm
-
-    def step(self, loss, lr, model=None, batch=None):
-        """loss: this step's loss (a tensor or number); lr: the lr this step used; model: logs the weight
-        norm and the dropout/BatchNorm modes; batch: logs the data (its fingerprint), e.g. the labels or ids."""
-        n = len(self.curves["loss"])
-        extra = {}
-        if model is not None:
-            squares, grads, names = parameter_norms(model)
-            if names and all(not g for g in np.nan_to_num(grads)):  # None (NaN here) or zero everywhere
-                raise PipelineError(f"log.step(model=) at step {n}: no trainable weight has a gradient (each is None "
-                                    "or zero): call it after backward() and before the gradients are cleared "
-                                    "(zero_grad / clear_grad), since it logs each gradient's norm [PC711]")
-            total = 0.0
-            for square in squares:  # weight_norm's sum, in its order
-                total += square
-            extra["weight_norm"] = float(np.sqrt(total))
-            extra["param_norm"], extra["grad_norm"] = np.sqrt(squares), np.sqrt(grads)
-            extra["dropout_on"], extra["batchnorm_train"] = modes(model)
-            if not n:
-                self.names = names
-        if batch is not None:
-            extra["batch"] = batch_fingerprint(batch)
-        optional = set(self.curves) - {"loss", "lr"}
-        if n and set(extra) != optional:
-            raise PipelineError(f"log.step at step {n}: model= and batch= must be given at every step or never "
-                                f"(step 0 logged {', '.join(sorted(optional)) or 'neither'}) [PC701]")
-        self.curves["loss"].append(_number(loss, "log.step(loss=)"))
-        self.curves["lr"].append(_number(lr, "log.step(lr=)"))
-        for k, v in extra.items():
-            self.curves.setdefault(k, []).append(v)
-
-    def evaluate(self, metric, step: int = None, model=None):
-        """metric: a number or {name: number} (accuracy, F1, ...), evaluated after `step` steps (default:
-        the steps logged so far). The last evaluation is the training's outcome. model: the model as it was
-        evaluated, so that its dropout/BatchNorm modes are logged (dropout left on at evaluation on one side is
-        then named as such); given at every evaluation or never."""
-        values = metric if isinstance(metric, dict) else {"metric": metric}
-        values = {str(k): _number(v, f"log.evaluate({k}=)") for k, v in values.items()}
-        if self.eval_steps and set(values) != set(self.evals):
-            raise PipelineError(f"log.evaluate: metrics {sorted(values)} differ from the first evaluation's "
-                                f"{sorted(self.evals)}; log the same names every time [PC702]")
-        if self.eval_steps and (model is not None) != (EVAL_MODES[0] in self.eval_modes):
-            raise PipelineError(f"log.evaluate at evaluation {len(self.eval_steps)}: model= must be given at every "
-                                "evaluation or never [PC703]")
-        if model is not None:
-            for key, value in zip(EVAL_MODES, modes(model)):
-                self.eval_modes.setdefault(key, []).append(value)
-        self.eval_steps.append(len(self.curves["loss"]) if step is None else int(step))
-        for k, v in values.items():
-            self.evals.setdefault(k, []).append(v)
-
-    def arrays(self) -> dict:
-        out = {k: np.asarray(v, dtype=np.int64 if k in ("batch", "dropout_on", "batchnorm_train") else np.float64)
-               for k, v in self.curves.items()}
-        if self.names:  # the parameters' names, as bytes: a record holds numbers only
-            out[NAMES] = np.frombuffer("\n".join(self.names).encode(), dtype=np.uint8).copy()
-        out["eval_step"] = np.asarray(self.eval_steps, dtype=np.int64)
-        out.update({k: np.asarray(v, dtype=np.int64) for k, v in self.eval_modes.items()})
-        out.update({f"{METRIC}{k}": np.asarray(v, dtype=np.float64) for k, v in self.evals.items()})
-        return out
-
-    def final(self) -> dict:
-        if not self.eval_steps:
-            raise PipelineError("log.evaluate was never called: evaluate at least once, after the last step [PC704]")
-        return {k: np.asarray(v[-1], dtype=np.float64) for k, v in self.evals.items()}
-
-    def save(self, folder, framework: str, depends: dict, script: str) -> Path:
-        """train_align_<framework>.npy (the last evaluation) and train_log_<framework>.npy (the curves) in
-        folder, each with its run record (depends: run_depends)."""
-        if framework not in ("torch", "paddle"):
-            raise PipelineError(f"framework={framework!r}: give 'torch' or 'paddle' [PC705]")
-        if not self.curves["loss"]:
-            raise PipelineError("log.step was never called: log every optimizer step [PC706]")
-        final = self.final()
-        folder = Path(folder)
-        log = folder / f"{LOG}_{framework}.npy"
-        save_npy(log, self.arrays())
-        record.save(log, framework, script, depends)
-        return handin.save_side(folder, PAIR, framework, final, depends, script)
-
-
-def run_depends(weights: str, order, seeds: dict, flags: dict, **more) -> dict:
-    """What a training's run record binds, the guide's causes when training does not align: the initial
-    weights' fingerprint (record.model_fingerprint, taken before the first step), the data order (a
-    fingerprint, or the sample indices of each epoch as both samplers take them), the seeds and the flags
-    (every setting both sides must share: lr, schedule, weight decay, batch size, epochs...)."""
-    if not isinstance(order, str):
-        order = order_fingerprint(*order)
-    return {"weights": weights, "data_order": order, "seeds": dict(seeds), "flags": dict(flags), **more}
 
 
 class Row(NamedTuple):
@@ -504,49 +266,6 @@ def own_runs(torch_log: dict, own) -> dict:
     return out
 
 
-def _kept_norm(param_norm, keep) -> np.ndarray:
-    """The weight norm of the columns kept, summed as weight_norm sums them."""
-    return np.sqrt(np.add.reduce(np.square(param_norm[:, keep]), axis=1))
-
-
-def _without(weight_norm, left) -> np.ndarray:
-    """A weight norm without the parameters of `left` (their norms [steps, k]), computed alike for torch's run and
-    its own runs, so a run of the same bits shows a gap of 0."""
-    return np.sqrt(np.maximum(np.square(weight_norm) - np.add.reduce(np.square(left), axis=1), 0.0))
-
-
-def own_spread(torch_log: dict, runs: dict, left_out=()) -> tuple:
-    """(how far torch's own runs (own_runs) end from this one, the largest over the final metrics; a line saying
-    so; the largest relative weight-norm gap at each step, or None). left_out: the columns of parameters the
-    weight norm is judged without (noise_parameters), left out of torch's gap too (a conv bias before a BatchNorm
-    under Adam moves by +-lr in each of torch's runs: 1.2e-3 of the digits CNN's norm at its first step, a gap
-    that hid a missing weight decay); None for the gap where the runs hold no parameter norms to leave them out of."""
-    moved, said, norm = 0.0, [], None
-    names = sorted(k for k in torch_log if k.startswith(METRIC))
-    for i in range(len(runs["weight_norm"])):
-        gaps = {n: abs(float(torch_log[n][-1]) - float(runs[n][i])) for n in names
-                if n in runs and np.isfinite(runs[n][i])}
-        k = max(gaps, key=gaps.get, default=None)
-        if k is not None:
-            moved = max(moved, gaps[k])
-            said.append(f"{k[len(METRIC):]} {float(runs[k][i]):.6g}")
-        w, a = runs["weight_norm"][i], torch_log.get("weight_norm")
-        if len(left_out):
-            kept = list(np.asarray(runs.get("noise_columns", []), np.int64))
-            if "param_norm" not in runs or "param_norm" not in torch_log or not set(left_out) <= set(kept):
-                continue
-            at = [kept.index(c) for c in left_out]
-            w, a = _without(w, runs["param_norm"][i][:, at]), _without(a, torch_log["param_norm"][:, list(left_out)])
-        if a is not None and np.isfinite(w).any():
-            n = min(int(np.isfinite(w).sum()), len(a))
-            a = a[:n]
-            if np.array_equal(a, w[:n]):  # this run's own bits again (the same CPU's): no spread, no yardstick
-                continue
-            rel = np.maximum.accumulate(np.abs(a - w[:n]) / np.maximum(np.abs(a), 1e-300))
-            norm = rel if norm is None else np.maximum(norm[:n], rel[:len(norm)])
-    return moved, "torch's own run(s) ending " + ", ".join(said) if said else "", norm
-
-
 def below_own_spread(result: TrainingReport, task: float) -> str:
     """Said where a reviewer's threshold `task` fails a final metric that torch's own runs (a hand-in's OWN) show
     within torch's own spread on the machine that made it: the threshold decides, and no port can meet it there."""
@@ -557,48 +276,6 @@ def below_own_spread(result: TrainingReport, task: float) -> str:
     return (f"the final metric is beyond the task's {task:g} but within torch's own spread where the hand-in was made "
             f"({runs} torch run(s) of the same training in {DIAGNOSTICS_OWN} end up to {result.spread:.3g} from its "
             f"torch run): no port can meet {task:g} on that machine; the reviewer's threshold decides")
-
-
-def save_own(folder, runs: dict) -> Path:
-    """Write own_runs' reduction as OWN in folder, its run record the torch training log's, bound to it
-    (record.save_derived): the hand-in checker judges the curves and the outcome against torch's own spread
-    as check_step5 did, and leaves out a file not of this training."""
-    path = Path(folder) / f"{OWN}_torch.npy"
-    save_npy(path, runs)
-    record.save_derived(Path(folder) / f"{LOG}_torch.npy", path)
-    return path
-
-
-def not_of_training(path, torch_record: dict) -> str:
-    """Why the torch file at `path` is not of the training torch_record (a torch training log's run record)
-    describes, "" when it is: no run record, a record not bound to the file (edited since, or another file's),
-    or another training's (other weights, data order, seeds or flags)."""
-    rec = record.load(path)
-    return ("it has no run record" if rec is None else record.bound("torch", path, rec) or
-            ("its run record is not the torch training log's" if record.differences(rec, torch_record) else ""))
-
-
-def load_own(folder, torch_record: dict) -> tuple:
-    """(OWN's runs or None, why it is left out or ""): the file a hand-in carries beside its torch training
-    log, used only when its record is bound to it and is that log's training's (torch_record)."""
-    path = Path(folder) / f"{OWN}_torch.npy"
-    if not path.is_file():
-        return None, ""
-    problem = not_of_training(path, torch_record)
-    if not problem:
-        try:
-            runs = load_npy(path)
-        except PipelineError as e:
-            problem = str(e)
-        else:
-            rows = runs.get("weight_norm")
-            if not isinstance(rows, np.ndarray) or rows.ndim != 2 or any(
-                    np.shape(v) != rows.shape[:1] for k, v in runs.items()
-                    if k not in ("weight_norm", "param_norm", "noise_columns")) \
-                    or np.shape(runs.get("param_norm", rows[..., None]))[:2] != rows.shape \
-                    or np.shape(runs.get("param_norm", rows[..., None]))[2:] != np.shape(runs.get("noise_columns", [0])):
-                problem = "it is not torch's own runs as portcheck.training.save_own writes them"
-    return (None, f"{path.name} left out: {problem}") if problem else (runs, "")
 
 
 HERE = "on this machine"  # where torch's own runs were made, as judge_training says it in-process
@@ -702,7 +379,7 @@ def judge_training(torch_log: dict, paddle_log: dict, threshold: float = None, r
         if noise:  # judged on the other weights: their norms, summed as weight_norm sums them
             keep = np.ones(t["param_norm"].shape[1], bool)
             keep[[i for i, _, _ in noise]] = False
-            a, b = (_kept_norm(log["param_norm"][:n], keep) for log in (t, p))
+            a, b = (kept_norm(log["param_norm"][:n], keep) for log in (t, p))
             if own is not None:  # torch's own gap on the same weights
                 own_norm = own_spread(torch_log, own, [i for i, _, _ in noise])[2]
         rel = np.abs(a - b) / np.maximum(np.abs(a), np.finfo(np.float64).tiny)

@@ -64,9 +64,10 @@ def handed_in(out: Path) -> list:
     what they write (a file of another name, or a link, is left as it is): removed before a rerun (prepare), so
     that `check` of DIR/log_reprod never judges an earlier run's pairs after a failed one."""
     from portcheck.pipeline import training
+    from portcheck.pipeline.guide import handed_in as pair_files
     made = []
     for pair in (*PAIRS, training.PAIR):
-        made += [*handin._handed_in(Path(), pair), *handin._diagnostics(Path(), pair), Path(f"{pair}{handin.PLOT}")]
+        made += [*pair_files(Path(), pair), *handin._diagnostics(Path(), pair), Path(f"{pair}{handin.PLOT}")]
     made += [Path(f"{name}_{fw}.npy") for name in (training.LOG, training.OWN) for fw in ("torch", "paddle")]
     made += [Path(training.PLOT), *(Path(f"{STATUS[:-5]}_{fw}.json") for fw in ("torch", "paddle"))]
     names = {f.name for f in made} | {record.path_for(f).name for f in made if f.suffix == ".npy"} | \

@@ -98,7 +98,7 @@ class Full(Run):
     def after_step(self, optimizer):
         if self.root is None or self.loss is None:
             return
-        from portcheck.pipeline.training import batch_fingerprint
+        from portcheck.pipeline.training_log import batch_fingerprint
         batch = None
         if self.target is not None and (self.step == 0 or "batch" in self.log.curves):
             batch = self.target

@@ -56,7 +56,7 @@ import numpy as np
 
 from portcheck.pipeline import data as data_pairs
 from portcheck.mapping import fused
-from portcheck.pipeline import handin
+from portcheck.pipeline import handin, kink_files
 from portcheck.scripts import launch  # its script called through it: the tests' fork server stands in for it there
 from portcheck.scripts import runconfig
 from portcheck.gradients.against_itself import KEPT, MOVED, RUNNING, against_itself, spread_of
@@ -365,14 +365,14 @@ def judge(out: Path, statuses: dict, steps: int, rank: int = 0, again=None, seal
         save_side(pairs, "lr", side, per_step(rec, "lr"), dep, script,
                   exact=per_step(rec, "lr", exact=True) if exact else None)
         save_side(pairs, "data", side, fed_t if exact else fed_p, dep, script)
-    # the taking run's figures beside bp_align (handin.save_taken: a later step's kinks, and torch's run on Paddle's
+    # the taking run's figures beside bp_align (kink_files.save_taken: a later step's kinks, and torch's run on Paddle's
     # branch of the first forward's), judged with as the hand-in checker judges them; a previous run's, in our
     # folders, never judged as this one's (the same scripts write the same pair files)
-    taken = [where / f"bp_align{suffix}" for where in (pairs, top / DIAGNOSTICS) for suffix in handin.BOUND]
+    taken = [where / f"bp_align{suffix}" for where in (pairs, top / DIAGNOSTICS) for suffix in kink_files.BOUND]
     for f in [*taken, *map(record.path_for, taken)]:
         if f.is_file():
             f.unlink()
-    diverged = handin.save_kinks(pairs, "bp_align", report)
+    diverged = kink_files.save_kinks(pairs, "bp_align", report)
     tables = [*diverged, *(f"configuration: {line}" for line in [*config, *settled]), *report.table().splitlines()]
     handin.check_outputs(pairs, PAIRS, top)
     with contextlib.redirect_stdout(io.StringIO()):  # the diff logs' lines: in their files, the summary below
