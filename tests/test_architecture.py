@@ -135,3 +135,41 @@ def test_the_name_check_sees_a_name_not_there():
     assert not missing("portcheck.scripts.hooks_torch.TorchSide.module_config") and not missing("portcheck.cli")
     assert missing("portcheck.core.tolerances.GUIDES") and missing("portcheck.core.nowhere.GUIDE")
     assert missing("portcheck.scripts.hooks_torch.TorchSide.module_settings")
+
+
+PARAGRAPH = re.compile(r"^\*\*(\w+)\*\* ?[(（].*?(?=^\*\*\w+\*\* ?[(（]|^#|\Z)", re.M | re.S)
+NAMED = re.compile(r"`(\w+)/?`(?:\s*(?:and|和)\s*`(\w+)`)?\s*[(（]")  # a module named as the paragraphs name one: `x` (what it is)
+
+
+def floors_named(text: str) -> dict:
+    """{floor: the modules its paragraph names, each as `module` (what it holds)} of a page."""
+    out = {}
+    for m in PARAGRAPH.finditer(text):
+        out[m.group(1)] = {n for pair in NAMED.findall(m.group(0)) for n in pair if n}
+    return out
+
+
+def floors_held(modules) -> dict:
+    """{floor: its modules' last names} of the library (a folder inside a floor, inject/, by its own name)."""
+    out = {}
+    for name in modules:
+        parts = name.split(".")
+        if len(parts) > 2 and parts[1] in ORDER:
+            out.setdefault(parts[1], set()).add(parts[2])
+    return out
+
+
+@pytest.mark.parametrize("page", [PAGE, PAGE_CN], ids=lambda p: p.name)
+def test_each_floors_paragraph_names_its_modules_and_no_other(page):
+    """A newcomer looked for forward/report.py and pipeline/kinks_files.py, which the page named and the code does
+    not hold: each paragraph names exactly its floor's modules."""
+    named = floors_named(page.read_text(encoding="utf-8"))
+    assert {floor: names for floor, names in named.items() if floor != TOP} == floors_held(library())
+
+
+def test_the_paragraph_check_sees_a_module_renamed_and_one_left_out():
+    held = floors_held(library())
+    text = PAGE.read_text(encoding="utf-8").replace("`kink_files` (", "`kinks_files` (").replace("`result`\n(", "(")
+    named = floors_named(text)
+    assert named["pipeline"] ^ held["pipeline"] == {"kinks_files", "kink_files"}
+    assert held["forward"] - named["forward"] == {"result"}

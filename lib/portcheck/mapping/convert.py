@@ -119,7 +119,7 @@ def torch_layouts(torch_model, layouts=None, paddle_kinds=None) -> dict:
         raise PipelineError(f"torch module(s) {said}: this converter does not know their Paddle layout: pass "
                             f"layouts={{'{first}': 'same'}} (or 'transpose'; keyed by the torch type or the Paddle "
                             "one it pairs with) if their tensors keep their names, or add the type to "
-                            "portcheck/convert.py's table [PC011]")
+                            "portcheck/mapping/layouts.py's table (layouts_table) [PC011]")
     return out
 
 
