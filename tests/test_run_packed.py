@@ -122,7 +122,7 @@ BAD = [('["c_attn"]', "a JSON object is expected"), ('{"c_attn": "fused"}', "'c_
        ('{"c_attn": {"fused": ["q", "k", "v"], "order": 1}}', "is not a layout"),
        ('{"c_attn": {"fused": ["q"]}}', "'c_attn': Fused: parts must be two or more distinct names"),
        ('{"c_attn": ', "cannot be read as JSON"), ("[" * 100000 + "]" * 100000, "cannot be read as JSON"),
-       (" " * (run.LAYOUTS_MAX + 1), "larger than")]
+       (" " * (run.LAYOUTS_MAX + 1), "more than")]
 
 
 @pytest.mark.parametrize("text, why", BAD, ids=[b[1][:30] for b in BAD])

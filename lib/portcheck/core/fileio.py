@@ -183,6 +183,18 @@ def _read_header(f, order: bool = False) -> tuple:
     return (shape, fortran, dtype) if order else (shape, dtype)
 
 
+def read_json(path, limit: int, follow: bool = True):
+    """A JSON file's value, read through open_regular and at most `limit` bytes of it (a forged file takes no more
+    memory than the record it stands for may): ValueError for one larger or not JSON, OSError for one not there or
+    not a regular file; the caller says which file, in its words."""
+    import json
+    with open_regular(path, follow=follow) as f:
+        text = f.read(limit + 1)
+    if len(text) > limit:
+        raise ValueError(f"more than {limit} bytes")
+    return json.loads(text)
+
+
 def open_regular(path, follow: bool = True, dir_fd=None):
     """A file opened for reading only if it is a regular file: a FIFO, a device or a socket given a result's
     name (*.npy, *_diff.log, *.json) is refused, never waited on (O_NONBLOCK: opening a FIFO does not block;

@@ -30,7 +30,7 @@ import numpy as np
 
 from portcheck.core.errors import PipelineError
 from portcheck.core.tolerances import GUIDE
-from portcheck.core.fileio import atomic_write, load_npy, open_regular, save_npy, writable
+from portcheck.core.fileio import atomic_write, load_npy, read_json, save_npy, writable
 
 SUFFIX = ".run.json"
 RECORD_BYTES = 1 << 20  # a record is a few hundred bytes; no more than this is read
@@ -157,11 +157,7 @@ def load(result, path=None):
     if not path.is_file():
         return None
     try:
-        with open_regular(path) as f:
-            text = f.read(RECORD_BYTES + 1)
-        if len(text) > RECORD_BYTES:
-            raise ValueError(f"more than {RECORD_BYTES} bytes")
-        record = json.loads(text)
+        record = read_json(path, RECORD_BYTES)
         if not isinstance(record, dict) or not isinstance(record.get("depends"), dict):
             raise ValueError("no 'depends' object")
     except (ValueError, UnicodeDecodeError, RecursionError, OSError) as e:

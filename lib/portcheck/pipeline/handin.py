@@ -19,7 +19,6 @@ the rule measured on the model (MeasuredVerdict, judge_measured), written (save_
 portcheck.pipeline.guide; the files of torch's runs across a kink beside a pair, portcheck.pipeline.kink_files.
 Imports core, forward.compare, gradients.backward (lazily) and pipeline's data, steps, guide and kink_files.
 """
-import json
 import math
 import os
 import re
@@ -32,7 +31,7 @@ from portcheck.core import calibrated, diff, record, report, tolerances
 from portcheck.pipeline import data, steps
 from portcheck.forward.twin import F64
 from portcheck.core.errors import PipelineError
-from portcheck.core.fileio import load_npy, open_regular, save_npy, shown, writable
+from portcheck.core.fileio import load_npy, read_json, save_npy, shown, writable
 from portcheck.core.keys import ROOT
 from portcheck.pipeline.guide import (BP_ALIGN, bp_key, describe_guide, describe_strict, guide_verdict, handed_in,
                                       largest_mean, non_finite, pair_name, stopped, strict_verdict)
@@ -76,11 +75,8 @@ def last_run(folder) -> dict:
     path = below / steps.MANIFEST
     if path.exists() or path.is_symlink():
         try:
-            with open_regular(path, follow=False) as f:
-                text = f.read(record.RECORD_BYTES + 1)
-            if len(text) > record.RECORD_BYTES:
-                raise ValueError(f"more than {record.RECORD_BYTES} bytes")
-            table = [(str(s["name"]), s["status"], dict(s["pairs"])) for s in json.loads(text)["steps"]]
+            table = [(str(s["name"]), s["status"], dict(s["pairs"]))
+                     for s in read_json(path, record.RECORD_BYTES, follow=False)["steps"]]
         except (OSError, ValueError, KeyError, TypeError, UnicodeDecodeError, RecursionError) as e:
             why = f"no {e} field" if isinstance(e, KeyError) else report.one_line(str(e))
             return {steps.MANIFEST: f"{DIAGNOSTICS}/{steps.MANIFEST} is not a record of a run ({why}); rerun the pipeline"}

@@ -44,7 +44,6 @@ naming it (docs/guarantees.md: what recording inside the scripts can and cannot 
 """
 import contextlib
 import io
-import json
 import re
 import shlex
 import signal
@@ -64,7 +63,7 @@ from portcheck.gradients.backward import _counterpart, judged, renames
 from portcheck.gradients.kinks import TAKING_KEYS, crossing_lines
 from portcheck.forward.twin import F64
 from portcheck.core.errors import PipelineError, fail
-from portcheck.core.fileio import load_npy, open_regular
+from portcheck.core.fileio import load_npy, read_json
 from portcheck.core.keys import ROOT
 from portcheck.core.report import DIAGNOSTICS
 from portcheck.scripts.folders import MOVED_SIDES, PAIRS, SIDES, TAKING, Sealed, prepare, read_status, released
@@ -103,11 +102,7 @@ def read_layouts(path: Path) -> dict:
         return {}
     from portcheck.mapping.layouts import from_json
     try:
-        with open_regular(path) as f:
-            text = f.read(LAYOUTS_MAX + 1)
-        if len(text) > LAYOUTS_MAX:
-            raise ValueError(f"larger than {LAYOUTS_MAX} bytes")
-        data = json.loads(text)
+        data = read_json(path, LAYOUTS_MAX)
     except (OSError, ValueError, RecursionError) as e:
         raise PipelineError(f"--layouts {path}: cannot be read as JSON ({e}): give a file holding one JSON object, "
                             "{\"c_attn\": {\"fused\": [\"q\", \"k\", \"v\"]}} [PC814]") from None
