@@ -330,7 +330,9 @@ def inproc(script, *args, home, cwd=None):
     stdout and stderr (an uncaught exception's traceback there, exit 1); only for scripts that end before they
     import a framework (flag and path checks) or never import one (IN_PROCESS)."""
     out, err, code = io.StringIO(), io.StringIO(), 0
-    saved = sys.argv, os.environ.get("BERT_ALIGN_HOME"), os.getcwd()
+    # the whole environment restored after: a run_all.py run here sets BERT_ALIGN_REAL_DATA for its steps (--data_dir),
+    # and a variable left behind stops every fork server serving the tests after it (server(): 64 -> 200 s of edges)
+    saved = sys.argv, dict(os.environ), os.getcwd()
     sys.argv = [str(ROOT / script), *map(str, args)]
     os.environ["BERT_ALIGN_HOME"] = str(home)
     os.chdir(cwd or "/tmp")
@@ -348,10 +350,8 @@ def inproc(script, *args, home, cwd=None):
     finally:
         sys.argv = saved[0]
         os.chdir(saved[2])
-        if saved[1] is None:
-            os.environ.pop("BERT_ALIGN_HOME", None)
-        else:
-            os.environ["BERT_ALIGN_HOME"] = saved[1]
+        os.environ.clear()
+        os.environ.update(saved[1])
     return subprocess.CompletedProcess([sys.executable, str(ROOT / script), *map(str, args)], code,
                                        out.getvalue(), err.getvalue())
 
