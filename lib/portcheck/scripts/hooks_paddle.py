@@ -14,7 +14,7 @@ import numpy as np
 
 from portcheck.mapping import fused
 from portcheck.scripts.wrapping import LOSSES, LOSS_CLASSES, SharedSide, loss_wrapper, module_settings, registering, \
-    sampling, seeded, ties, wrap_framework
+    sampling, seeded, stepped_ahead, ties, wrap_framework
 
 
 class PaddleSide(SharedSide):
@@ -316,14 +316,8 @@ class PaddleSide(SharedSide):
             return [float(schedule)] * steps
         if isinstance(schedule, self.paddle.optimizer.lr.ReduceOnPlateau):
             return "stepped on a metric"
-        schedule, out = copy.deepcopy(schedule), []
-        for _ in range(steps):
-            try:
-                schedule.step()
-            except Exception:  # TorchSide.lr_ahead's: a schedule with an end, compared up to it
-                break
-            out.append(float(schedule()))
-        return out
+        schedule = copy.deepcopy(schedule)
+        return stepped_ahead(schedule.step, schedule, steps)
 
     def named_modules(self, model):
         return model.named_sublayers(include_self=True)

@@ -10,7 +10,7 @@ import random
 import numpy as np
 
 from portcheck.scripts.wrapping import LOSS_CLASSES, TIED, SharedSide, loss_wrapper, module_settings, registering, \
-    sampling, seeded, wrap_framework
+    sampling, seeded, stepped_ahead, wrap_framework
 
 
 class TorchSide(SharedSide):
@@ -147,17 +147,9 @@ class TorchSide(SharedSide):
         stand_in = types.SimpleNamespace(param_groups=[{**g, "params": []} for g in optimizer.param_groups],
                                          step=stepped, _opt_called=True)
         copies = copy.deepcopy(mine, {id(optimizer): stand_in})
-        out = []
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            for _ in range(steps):
-                try:
-                    for s in copies:
-                        s.step()
-                except Exception:  # a schedule with an end (OneCycleLR's total_steps): compared up to it
-                    break
-                out.append(float(stand_in.param_groups[0]["lr"]))
-        return out
+            return stepped_ahead(lambda: [s.step() for s in copies], lambda: stand_in.param_groups[0]["lr"], steps)
 
     def named_modules(self, model):
         return model.named_modules()

@@ -286,3 +286,16 @@ def module_settings(named_modules, table) -> dict:
         if found is not None:
             out[name] = {"type": type(m).__name__, **found(m)}
     return out
+
+
+def stepped_ahead(step, lr, steps: int) -> list:
+    """[lr() after each of `steps` calls of step()]: a copy of a schedule stepped past the run (hooks_torch's and
+    hooks_paddle's lr_ahead), fewer where it ends (OneCycleLR raises past its total_steps): compared up to there."""
+    out = []
+    for _ in range(steps):
+        try:
+            step()
+        except Exception:
+            break
+        out.append(float(lr()))
+    return out
