@@ -2,7 +2,7 @@
 counted too): the subpackages by layer, lowest first, each importing only those below it; no import circle among
 its modules; no module over 600 lines. What holds today is named below as known, to be emptied one by one (the
 plan: issue 66); anything new fails. Tools never import tests, and nothing outside tests edits sys.path or waives
-E402 (tools run as `python -m tools.x` from the repository's root)."""
+E402 (tools is installed with the project: a tool runs as `python -m tools.x` or by its path, from anywhere)."""
 import ast
 import importlib
 import re

@@ -43,8 +43,9 @@ from portcheck.core.fileio import atomic_write
 
 try:
     from tools import bench_align  # its model builders, shared
-except ModuleNotFoundError:  # run by its path: the repository's root is not on sys.path
-    raise SystemExit("error: run it from the repository's root as `python -m tools.bench_k_backward`") from None
+except ModuleNotFoundError:  # the project (which installs tools/) is not: the library alone
+    raise SystemExit("error: this project's packages are not importable: run `pip install -r requirements.txt` "
+                     "in its venv") from None
 
 CLASSES = 3
 STEPS = 3

@@ -25,8 +25,9 @@ from portcheck.core.errors import run_main
 
 try:
     from tools.lr_ulps import write_part  # the one writer of docs/rules.json
-except ModuleNotFoundError:  # run by its path: the repository's root is not on sys.path
-    raise SystemExit("error: run it from the repository's root as `python -m tools.step5_rules`") from None
+except ModuleNotFoundError:  # the project (which installs tools/) is not: the library alone
+    raise SystemExit("error: this project's packages are not importable: run `pip install -r requirements.txt` "
+                     "in its venv") from None
 
 ROOT = Path(__file__).resolve().parents[1]
 
