@@ -5,7 +5,7 @@ portcheck's public API; the verdicts compared with the table's.
     python -m tools.zoo.run --fast          # the suite's part (tests/test_zoo.py): schedulers, optimizers, ...; writes nothing
     python -m tools.zoo.run --only StepLR   # one case (a name as the table spells it); writes nothing
 
-from the repository's root (tools/ is a package: the zoo's modules import each other as tools.zoo.*).
+from any directory (tools/ is installed with the project: the zoo's modules import each other as tools.zoo.*).
 
 Prints one line per correct port and per plant: what the library said, where, and whether that is the table's
 verdict ("false red": a correct port red; "false green": a plant green; "wrong place": red, but not where the bug
