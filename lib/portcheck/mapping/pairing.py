@@ -16,8 +16,9 @@ Two modules holding different tensor shapes never pair; a module holding tensors
 none; a leaf holding none pairs only with a leaf of its family (an activation with an activation). Where two
 candidates fit equally well and the order cannot separate them, the run's values do: the candidate whose
 output is torch's (transformers' MobileNetV2InvertedResidual is Paddle's InvertedResidual, not its inner
-Sequential, because the block adds its input). What values cannot settle either is refused, naming the modules
-and the name_map that settles it, written as the API takes it. A name_map's entries (names.entries: the
+Sequential, because the block adds its input); a tie resting on a pair of containers whose insides do not
+correspond is none, that pair forbidden first (_unfit). What values cannot settle either is refused, naming the
+modules and the name_map that settles it, written as the API takes it. A name_map's entries (names.entries: the
 modules it names) are kept as given; the rest is automatic. The root modules are each other's. Outputs of
 the same values in another shape ([batch * seq, hidden] against [batch, seq, hidden]) pair.
 """
@@ -153,12 +154,13 @@ FIXED = 1 << 20                     # a pair the name map gives: in every best a
 
 def _align(ts: list, ps: list, score, harmless, groups=(lambda t: None, lambda p: None)) -> tuple:
     """One Needleman-Wunsch pass with a gap cost of 0: ([(i, j)] of one best alignment, [(i, [j, ...]) or
-    ([i, ...], j) where several best alignments differ]). With gaps free, a row of the score table is a running
-    maximum, computed whole. groups: a key for each side's calls; only calls of one key can score (a tenth of
-    the pairs of a transformer's calls: the rest cannot pair, and scoring them is most of the pairing's time)."""
+    ([i, ...], j) where several best alignments differ], [(i, j)] on another best alignment, not that one's). With
+    gaps free, a row of the score table is a running maximum, computed whole. groups: a key for each side's calls;
+    only calls of one key can score (a tenth of the pairs of a transformer's calls: the rest cannot pair, and
+    scoring them is most of the pairing's time)."""
     n, m = len(ts), len(ps)
     if not n or not m:
-        return [], []
+        return [], [], []
     s = np.full((n, m), NONE, dtype=np.int64)
     group = {}
     for j, p in enumerate(ps):
@@ -188,7 +190,9 @@ def _align(ts: list, ps: list, score, harmless, groups=(lambda t: None, lambda p
             and not harmless("paddle", [ps[j] for j in js])]
     ties += [(list(is_), j) for j in range(m) if len(is_ := np.flatnonzero(on[:, j])) > 1
              and not harmless("torch", [ts[i] for i in is_])]
-    return pairs[::-1], ties
+    traced = set(pairs)
+    others = [(int(i), int(j)) for i, j in zip(*np.nonzero(on)) if (i, j) not in traced]
+    return pairs[::-1], ties, others
 
 
 def _inconsistent(pairs: dict, calls: dict) -> set:
@@ -208,6 +212,21 @@ def _inconsistent(pairs: dict, calls: dict) -> set:
             if any(inside(x, a) != inside(y, b) for x, y in holders):
                 bad.add((t, p))
     return bad
+
+
+def _unfit(pairs: dict, found: list, others: list, ts: list, ps: list, calls: dict) -> set:
+    """The pairs _inconsistent refuses among those a tie rests on: each (i, j) of another best alignment (_align's
+    others), and each of this one's (found) sharing a call with them, beside the modules holding tensors paired."""
+    shared = {i for i, _ in others}, {j for _, j in others}
+    candidates = others + [(i, j) for i, j in found if i in shared[0] or j in shared[1]]
+    traced = {**pairs, **{ts[i].name: ps[j].name for i, j in found}}
+    holders = {t: p for t, p in traced.items() if calls[t].tensors}
+    out = set()
+    for i, j in candidates:
+        t, p = ts[i].name, ps[j].name
+        if ts[i].children > 0 and not ts[i].tensors and (t, p) in _inconsistent({**holders, t: p}, calls):
+            out.add((t, p))
+    return out
 
 
 def _blocked(pairs: dict, calls: dict, p_calls: dict) -> set:
@@ -388,7 +407,7 @@ def pair(torch_record: dict, paddle_record: dict, name_map=None, weights_only=Fa
                 pairs.update(named_here)
                 left_t = [c for c in left_t if c.name not in named_here]
                 left_p = [c for c in left_p if c.name not in named_here.values()]
-            found, ties = _align(left_t, left_p, score, harmless, groups)
+            found, ties, others = _align(left_t, left_p, score, harmless, groups)
             # torch calls the map sends to one Paddle call (a head tied to the embedding, each named): the map pairs
             # them all, there is nothing to settle (settling it again and again never returned)
             ties = [(i, j) for i, j in ties if not isinstance(i, list) or
@@ -397,6 +416,15 @@ def pair(torch_record: dict, paddle_record: dict, name_map=None, weights_only=Fa
                 ties = [tie for tie in ties if any(c.tensors for c in tied_calls(tie, left_t, left_p))
                         and not one_module_each(tie, left_t, left_p)]
             if ties:
+                # a tie may rest on a pair joining containers whose insides do not correspond, which _inconsistent
+                # forbids after the alignment: torchvision's features.11 (a residual block, its only child the
+                # layers) against Paddle's whole `blocks` makes features.11.block -> blocks.10 as good as
+                # features.11 -> blocks.10. Forbidden first, the structure decides, not values a bug upstream moves.
+                bad = _unfit(pairs, found, others, left_t, left_p, calls) - set(fixed.items()) - forbidden
+                if bad:
+                    forbidden |= bad
+                    pairs, first = {}, True
+                    continue
                 # a conversion's models do not hold the same weights yet: their values settle nothing
                 chosen = (settled_by_value(ties, left_t, left_p, torch_record, paddle_record)
                           if ran and not weights_only else {}) or settled_by_name(ties, left_t, left_p)
