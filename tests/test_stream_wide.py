@@ -6,6 +6,7 @@ planted in layer 1 is named at that layer and module, cumulative and isolated. T
 0.5 GB of embeddings and head and nothing of that. The pair is written once (~1.6 GB of shards) for both runs; the
 plant is made at load, on the Paddle skeleton (bench_stream.swapped)."""
 import ctypes
+import shutil
 import types
 
 import numpy as np
@@ -25,7 +26,8 @@ def wide(tmp_path_factory):
     and the distinct layers' pair is tests/test_stream.py's)."""
     folder = tmp_path_factory.mktemp("wide") / "pair"
     bench_stream.write_pair(bench_stream.config(types.SimpleNamespace(**WIDE)), folder, draws=1)
-    return folder / "torch", folder / "paddle"
+    yield folder / "torch", folder / "paddle"
+    shutil.rmtree(folder)  # 1.6 GB freed when this file ends, not the session
 
 
 def float32_bytes(folder, prefix="") -> int:
