@@ -47,6 +47,7 @@ THREADS = str(max(1, len(os.sched_getaffinity(0)) // WORKERS))
 # Since the ninth session (2026-11-27): each file's setup + call + teardown seconds in the whole suite on the
 # round's merged code with PYTEST_ADDOPTS=--durations=0 on idle cores (1249 tests, 10:17, 1165 s of tests),
 # test_hand_in's kept above the largest (above); a file under a second is 1.
+# test_stream_wide's estimated: its CPU seconds on a loaded host over test_stream's there, times test_stream's 8.
 FILE_SECONDS = {"test_hand_in.py": 132, "test_resnet18.py": 112, "test_distributed.py": 75, "test_mid_size.py": 74,
                 "test_run_trainers.py": 63, "test_run_launchers.py": 62, "test_run_scripts.py": 56,
                 "test_step4.py": 45, "test_step5.py": 41, "test_five_steps.py": 37, "test_edges.py": 35,
@@ -55,6 +56,7 @@ FILE_SECONDS = {"test_hand_in.py": 132, "test_resnet18.py": 112, "test_distribut
                 "test_pairing2.py": 22, "test_docs_blocks.py": 21, "test_run_taking.py": 19, "test_habits.py": 19,
                 "test_run_packed.py": 17, "test_plot.py": 17, "test_run_against_itself.py": 16,
                 "test_docs_site.py": 15, "test_run_first_kink.py": 12, "test_run_loaders.py": 12, "test_size.py": 11,
+                "test_stream_wide.py": 11,
                 "test_k_backward.py": 10, "test_torchvision.py": 9, "test_newcomer.py": 9, "test_run_calls.py": 8,
                 "test_stream.py": 8, "test_run_cycles.py": 8, "test_hand_in_kink.py": 7, "test_run_rnn.py": 6,
                 "test_hostile4.py": 6, "test_step1.py": 6, "test_weight_stats.py": 6, "test_hostile3.py": 6,

@@ -63,8 +63,9 @@ def layer_tensors(c: dict, prefix: str, rng) -> dict:
     return out
 
 
-def write_pair(c: dict, folder: Path) -> float:
-    """Both checkpoints, one shard per block; the seconds it took."""
+def write_pair(c: dict, folder: Path, draws: int = DRAWS) -> float:
+    """Both checkpoints, one shard per block, the decoder layers taking turns among `draws` draws; the seconds it
+    took."""
     import torch
     from paddlenlp.transformers import LlamaConfig as PaddleConfig
     from safetensors.numpy import save_file as save_np
@@ -85,13 +86,13 @@ def write_pair(c: dict, folder: Path) -> float:
     drawn = {}  # {draw: (torch's bf16 tensors, Paddle's arrays)} of a decoder layer, by suffix
     for n, group in enumerate(groups):
         shard = f"model-{n + 1:05d}-of-{len(groups):05d}.safetensors"
-        if isinstance(group, int):  # one of DRAWS random layers: drawing and transposing 27 GB afresh takes too long
-            if group % DRAWS not in drawn:
+        if isinstance(group, int):  # one of `draws` random layers: drawing and transposing 27 GB afresh takes too long
+            if group % draws not in drawn:
                 pt = {k.split(".", 3)[3]: torch.from_numpy(a).to(torch.bfloat16)
                       for k, a in layer_tensors(c, "model.layers.0", rng).items()}
-                drawn[group % DRAWS] = pt, {k: paddle_tensor("model.layers.0." + k, t)[1] for k, t in pt.items()}
-            pt = {f"model.layers.{group}.{k}": t for k, t in drawn[group % DRAWS][0].items()}
-            pd = {paddle_name(f"model.layers.{group}.{k}"): a for k, a in drawn[group % DRAWS][1].items()}
+                drawn[group % draws] = pt, {k: paddle_tensor("model.layers.0." + k, t)[1] for k, t in pt.items()}
+            pt = {f"model.layers.{group}.{k}": t for k, t in drawn[group % draws][0].items()}
+            pd = {paddle_name(f"model.layers.{group}.{k}"): a for k, a in drawn[group % draws][1].items()}
         else:
             pt = {k: torch.from_numpy(a).to(torch.bfloat16) for k, a in group.items()}
             pd = dict(paddle_tensor(k, t) for k, t in pt.items())
@@ -115,11 +116,10 @@ def paddle_tensor(name: str, tensor) -> tuple:
     """(paddlenlp's name, its array) of a torch bf16 tensor: its bits as uint16 (paddle's numpy of bfloat16), a
     Linear's weight and the head's in Paddle's [in, out] layout (convert's "transpose" rule)."""
     import torch
-    bits = tensor.view(torch.int16).numpy().view(np.uint16)
     module, _, leaf = name.rpartition(".")
-    if module.split(".")[-1] in LINEAR or module == "lm_head":
-        leaf, bits = RULES["transpose"](leaf, bits)
-    return f"{paddle_name(module)}.{leaf}", np.ascontiguousarray(bits)
+    if module.split(".")[-1] in LINEAR or module == "lm_head":  # transposed by torch: 4x numpy's on 16-bit values
+        leaf, tensor = RULES["transpose"](leaf, tensor)
+    return f"{paddle_name(module)}.{leaf}", tensor.contiguous().view(torch.int16).numpy().view(np.uint16)
 
 
 def peak_gb() -> float:
