@@ -1,5 +1,6 @@
 """One side's run of a model, as a record: which framework a model is (framework_of, check_models), its
-modules' hook points, and the Recorder that keeps every module's output and first input, in run order (trace);
+modules' hook points, and the Recorder that keeps every module's output and first input, in run order (trace),
+and in torch's run which outputs its forward hands to an activation outside any module (watch);
 how numpy inputs are handed to a model (call, Arguments). May import core and mapping's modules only: convert pairs
 modules by such a run, forward judges two of them."""
 import contextlib
