@@ -153,6 +153,81 @@ def test_a_torch_module_holding_the_activation_paddle_runs_next_pairs_as_both(ac
         assert not report.passed and report.first_diverging == "norm0" and report.differing == ["norm0"], \
             report.table()
 
+
+class TorchDense(torch.nn.Module):
+    """torchvision's DenseNet: norm0 and norm1 followed by ReLU modules, norm5 by F.relu in the parent's forward."""
+    def __init__(self):
+        super().__init__()
+        from collections import OrderedDict
+        self.features = torch.nn.Sequential(OrderedDict(
+            conv0=torch.nn.Conv2d(3, 4, 3, padding=1), norm0=torch.nn.BatchNorm2d(4), relu0=torch.nn.ReLU(inplace=True),
+            norm1=torch.nn.BatchNorm2d(4), relu1=torch.nn.ReLU(inplace=True), conv1=torch.nn.Conv2d(4, 4, 1),
+            norm5=torch.nn.BatchNorm2d(4)))
+        self.classifier = torch.nn.Linear(4, 2)
+
+    def forward(self, x):
+        out = torch.nn.functional.relu(self.features(x), inplace=True)
+        return self.classifier(torch.flatten(torch.nn.functional.adaptive_avg_pool2d(out, 1), 1))
+
+
+class PaddleDense(paddle.nn.Layer):
+    """paddle.vision's: every norm a legacy BatchNorm(act='relu'), pooled by a module of its own. act5="forward":
+    BatchNorm2D at norm5 and F.relu in the forward, as torch does; pool: a function, pooled in the forward."""
+    def __init__(self, act0="relu", act5="relu", pool=None):
+        super().__init__()
+        self.conv0, self.norm0 = paddle.nn.Conv2D(3, 4, 3, padding=1), paddle.nn.BatchNorm(4, act=act0)
+        self.norm1, self.conv1 = paddle.nn.BatchNorm(4, act="relu"), paddle.nn.Conv2D(4, 4, 1)
+        self.norm5 = paddle.nn.BatchNorm2D(4) if act5 == "forward" else paddle.nn.BatchNorm(4, act=act5)
+        self.relu = paddle.nn.functional.relu if act5 == "forward" else lambda x: x
+        self.pool, self.out = pool or paddle.nn.AdaptiveAvgPool2D(1), paddle.nn.Linear(4, 2)
+
+    def forward(self, x):
+        y = self.relu(self.norm5(self.conv1(self.norm1(self.norm0(self.conv0(x))))))
+        return self.out(paddle.flatten(self.pool(y), 1))
+
+
+@pytest.fixture(scope="module")
+def torch_dense():
+    torch.manual_seed(0)
+    pt = TorchDense().eval()
+    with torch.no_grad():  # statistics and shifts away from their initial values: the ReLUs cut something
+        for m in pt.modules():
+            if isinstance(m, torch.nn.BatchNorm2d):
+                m.running_mean.uniform_(-0.5, 0.5), m.running_var.uniform_(0.5, 1.5), m.bias.uniform_(-0.5, 0.5)
+    return pt
+
+
+def functional_pair(pt, **act):
+    pd = PaddleDense(**act)
+    convert(pt, pd)
+    return pt, pd.eval()
+
+
+@pytest.mark.parametrize("act", [{}, {"act5": "forward"},
+                                 {"pool": lambda x: paddle.nn.functional.adaptive_avg_pool2d(x, 1)}])
+def test_a_batchnorm_holding_the_relu_torchs_forward_applies_after_it_is_judged_through_it(torch_dense, act):
+    """torchvision's densenet121 against paddle.vision's: Paddle's norm5 holds the F.relu torchvision's forward
+    applies to features' output, outside any module (pooled by a module or in its forward: its declared act says it).
+    Before, its output was judged against torch's norm5 before the ReLU: red at features.norm5 (1.29e+05 x torch's
+    error) and, isolated, at (model) (before classifier) too. A port applying F.relu in its own forward is judged on
+    the outputs as they are."""
+    report = compare_forward(*functional_pair(torch_dense, **act), X, isolate=True)
+    assert report.passed and report.differing == [], report.table()
+    said = "features.norm5 -> norm5 (Paddle norm5 is BatchNorm(act=relu): judged against torch's features.norm5 " \
+           "followed by relu, which torch's forward applies to it)"
+    assert (said in report.pairs().splitlines()) == ("act5" not in act), report.pairs()
+
+
+@pytest.mark.parametrize("act, module", [({"act0": "tanh"}, "features.norm0"), ({"act5": None}, "features.norm5"),
+                                         ({"act5": "tanh"}, "features.norm5")])
+def test_a_plant_at_a_batchnorm_holding_its_activation_is_red_there_alone(torch_dense, act, module):
+    """Before, norm0's tanh was named isolated at every later norm too (Paddle's norm1 paired with torch's norm1
+    alone: the run's values, different from norm0 on, no longer said Paddle's holds relu1), and a norm5 without its
+    activation only at the model's output."""
+    report = compare_forward(*functional_pair(torch_dense, **act), X, isolate=True)
+    assert not report.passed
+    assert report.first_diverging == module and report.differing == [module], report.table()
+
 # ---------------------------------------------------------------- a convolution of another config, paired by place
 
 class TorchSqueeze(torch.nn.Module):

@@ -395,7 +395,10 @@ TORCHVISION = [
     vision("densenet121", [norm_eps("conv1_func._batch_norm", "features.norm0", 1e-3),
                            {"name": "norm0's activation tanh", "set": [("conv1_func._batch_norm", "_act",
                                                                               "tanh")],
-                            "step": (1, 4), "where": "features.norm0", "cause": "another activation in one place"}]),
+                            "step": (1, 4), "where": "features.norm0", "cause": "another activation in one place"},
+                           # torchvision applies this ReLU in DenseNet.forward, outside any module (pairing._applied)
+                           {"name": "norm5's activation left out", "set": [("batch_norm", "_act", None)], "step": 1,
+                            "where": "features.norm5", "cause": "no ReLU where torch's forward applies F.relu"}]),
     vision("shufflenet_v2_x1_0", [act("_conv1.2", "conv1.2"), norm_eps("_conv1.1", "conv1.1", 1e-3)]),
     # ReLU6 planted as ReLU is invisible here: no value of a random-init forward reaches 6
     vision("mobilenet_v2", [act("features.0.2", "features.0.2"), norm_eps("features.0.1", "features.0.1", 1e-3)]),

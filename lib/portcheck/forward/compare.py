@@ -16,9 +16,9 @@ from portcheck.forward.twin import F64, float64_inputs, float64_run
 from portcheck.forward.twin import float64  # noqa: F401 (portcheck.compare.float64: the pipeline's scripts of before)
 from portcheck.mapping import fused
 from portcheck.mapping.pairing import ROOT
-from portcheck.mapping.trace import (ALIVE, INPUTS, STOPPED, call, check_models, first_input, framework_of, hook_points,
-                                     is_torch, next_call, output_leaves, recorded, remember, stopped, tensors, trace,
-                                     version)
+from portcheck.mapping.trace import (ALIVE, INPUTS, STOPPED, activated, call, check_models, first_input, framework_of,
+                                     hook_points, is_torch, next_call, output_leaves, recorded, remember, stopped,
+                                     tensors, trace, version)
 
 
 def record_forward(model, inputs, record_dir=None) -> dict:
@@ -104,7 +104,8 @@ def compare_forward(torch_model, paddle_model, inputs, name_map=None, isolate=Fa
     _judgeable(torch_record, paddle_record, float64_kept=False)
     free = {}  # the float64 runs' weights: cast into the same memory in both (fresh pages cost more than the cast)
     report = judge_records(torch_record, paddle_record, name_map, mean_bound,
-                    lambda keys: judged_as_run(torch_model, inputs, torch_record, paddle_record, keys, free), outputs)
+                    lambda keys, applied: judged_as_run(torch_model, inputs, torch_record, paddle_record, keys, free,
+                                                        applied), outputs)
     if isolate:
         from portcheck.forward import isolate as isolated  # it builds on this module
         isolated.judge(torch_model, paddle_model, inputs, torch_record, report, free, fused.declared(paddle_record))
@@ -114,13 +115,15 @@ def compare_forward(torch_model, paddle_model, inputs, name_map=None, isolate=Fa
     return report
 
 
-def judged_as_run(model, inputs, torch_record, paddle_record, keys: dict, free: dict = None) -> dict:
+def judged_as_run(model, inputs, torch_record, paddle_record, keys: dict, free: dict = None, applied=None) -> dict:
     """torch's float64 run (float64_run) with each value the judgement reads judged as the run computes it:
     {torch record key: judge_one's row (an output) or input_ok's verdict (a first input)}, for every key of
     `keys` (counterparts) with a Paddle value. The rows are judge_forward's on record_forward's records, bit for
     bit (tests/test_size.py), but no float64 value is kept: at LLM size they are twice the float32 record,
-    written and read back for nothing (docs/llm.md)."""
+    written and read back for nothing (docs/llm.md). applied: {torch output key: the activation torch's forward
+    applies to it next} (pairing.Pairing.applied): its fp32 and float64 values are judged through it."""
     import torch
+    applied = applied or {}
     wanted = {k: p for k, p in keys.items() if p in paddle_record}
     parts = fused.declared(torch_record)  # a fused module's parts are judged, each on its columns
     judged, done, counts, wild = {}, {}, {}, []  # wild: the first key float64 makes NaN or Inf, fp32 finite
@@ -131,17 +134,19 @@ def judged_as_run(model, inputs, torch_record, paddle_record, keys: dict, free: 
             return
         # one value judged once: what judge_forward's once() does by stored array, here by live tensor
         same = (spill.identity(torch_record, key), spill.identity(paddle_record, p_key), id(tensor), version(tensor))
-        held = (key[:3], *same)
+        held = (key[:3], *same, applied.get(key))
         if held not in done:
             ref = tensor if isinstance(tensor, np.ndarray) else tensor.detach().cpu().numpy()
             a, b = torch_record.get(key), paddle_record[p_key]
+            if key in applied:
+                a, ref = activated(applied[key], a), activated(applied[key], ref)
             if key.startswith("out/"):
                 result = judge_one(key[len("out/"):], a, ref, b)
                 # judge_one's own_error tests overflow unless Paddle's value stopped the row before it
                 over = calibrated.OVERFLOWED in result.problems or \
                     (bool(result.problems) and a is not None and calibrated.overflowed(a, ref))
             else:  # an input is mostly the output judged just before: its verdict, on the same arrays
-                out = done.get(("out", *same))
+                out = done.get(("out", *same, None))
                 result = out.passed if out is not None and a is not None and a.dtype.kind == "f" and \
                     not out.problems and not out.by_design and a.shape == ref.shape else input_ok(a, ref, b)
                 over = a is not None and calibrated.overflowed(a, ref)

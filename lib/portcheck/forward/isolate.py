@@ -28,8 +28,8 @@ from portcheck.core import calibrated
 from portcheck.mapping import fused
 from portcheck.forward.judging import judge_against, judge_one
 from portcheck.forward.twin import float64_inputs, float64_run
-from portcheck.mapping.trace import (call, first_input, hook_points, is_torch, next_call, remember, tensors, values,
-                                     version)
+from portcheck.mapping.trace import (activated, call, first_input, hook_points, is_torch, next_call, remember, tensors,
+                                     values, version)
 from portcheck.core.keys import ROOT, module_of, split_key
 from portcheck.mapping.pairing import _broadcast, reshaped
 from portcheck.core.spill import identity
@@ -57,7 +57,7 @@ def _rebuilt(value, key, forced):
 
 
 def forced_run(model, inputs, torch_record: dict, calls: dict, leaves: dict, keep, free: dict = None,
-               wild: list = None, parts: dict = None, through: set = ()) -> tuple:
+               wild: list = None, parts: dict = None, through: set = (), applied: dict = None) -> tuple:
     """One run of `model` on `inputs` in which every call in `calls` ({this side's call: torch's call}) computes
     from torch's recorded values. keep(key, tensor, source) is given what this side computed, under this side's
     keys: in/<call>, the input it computed for the call; out/<call>..., each tensor the call returned. source:
@@ -71,8 +71,10 @@ def forced_run(model, inputs, torch_record: dict, calls: dict, leaves: dict, kee
     parts: {module: Fused} of this side (portcheck.fused): each call of such a module is its parts' calls, keys
     and leaves, its output forced as the whole made of torch's values of its parts. through: calls of `calls` that
     compute on what this side computed before them (the last call of a chain one module of the other side computes
-    whole: pairing.Pairing.composed, paddle_composed), their input kept, not forced."""
-    parts = parts or {}
+    whole: pairing.Pairing.composed, paddle_composed), their input kept, not forced. applied: {torch output key: the
+    activation torch's forward applies to it next (pairing.Pairing.applied)}: an output forced as that key's is
+    forced as the activation's (Paddle's BatchNorm(act='relu') outputs it)."""
+    parts, applied = parts or {}, applied or {}
     torch_side = is_torch(model)
     if torch_side:
         import torch
@@ -159,6 +161,8 @@ def forced_run(model, inputs, torch_record: dict, calls: dict, leaves: dict, kee
                     whole = fused.joined(key, tuple(tensor.shape), spec, lambda k: torch_record.get(leaves.get(k, "")))
                     return tensor if whole is None else like(whole, tensor)
                 value = torch_record.get(leaves.get(key, ""))
+                if value is not None and leaves[key] in applied and tuple(tensor.shape) == value.shape:
+                    return like(activated(applied[leaves[key]], value), tensor)  # not torch's recorded value
                 forced_value = None if value is None else torch_shaped(leaves[key], value, tensor)
                 return tensor if forced_value is None else forced_value
             return _rebuilt(output, f"out/{this}", torch_value)
@@ -205,6 +209,7 @@ def judge(torch_model, paddle_model, inputs, torch_record: dict, report, free: d
     cumulative float64 run gave back, cast into again. paddle_parts: the Paddle model's fused modules (torch's
     are in its record): each part computes on torch's values of its counterpart and is judged alone."""
     keys = report.counterparts
+    applied = report.pairing.applied_to(keys)  # judged through the activation torch's forward applies to it
     torch_key = {}
     for t, p in keys.items():
         torch_key.setdefault(p, []).append(t)
@@ -217,7 +222,7 @@ def judge(torch_model, paddle_model, inputs, torch_record: dict, report, free: d
             passed[key] = source  # torch's own recorded value: judged from there, not held again
             return
         for t in torch_key.get(key, ()):
-            a = _judged(t, torch_record)
+            a = _judged(t, torch_record, applied)
             if a is None:
                 continue
             b = values(tensor)
@@ -230,7 +235,7 @@ def judge(torch_model, paddle_model, inputs, torch_record: dict, report, free: d
     _, p_error = forced_run(paddle_model, inputs, torch_record,
                             {**{p: t for t, p in report.pairing.pairs.items()}, **p_ends},
                             {p: t for t, p in keys.items() if t.startswith("out/")}, keep_paddle,
-                            parts=paddle_parts, through=set(p_ends))
+                            parts=paddle_parts, through=set(p_ends), applied=applied)
     rows, wild = {}, []
 
     def judge_torch(key, tensor, source):
@@ -242,7 +247,7 @@ def judge(torch_model, paddle_model, inputs, torch_record: dict, report, free: d
         elif key in keys:
             # a value passed on is torch's recorded one, widened to float64 exactly: measure widens it the same
             ref = torch_record[source] if source is not None else tensor.detach().cpu().numpy()
-            rows[key] = _row(key, ref, keys[key], torch_record, passed, halves)
+            rows[key] = _row(key, ref, keys[key], torch_record, passed, halves, applied)
             if rows[key] is not None and calibrated.OVERFLOWED in rows[key].problems:
                 wild.append(key)
     # a chain a Paddle module computes whole (pairing.Pairing.composed): torch's last call of it keeps its output
@@ -270,7 +275,7 @@ def _as_composed(row, composing: dict):
     return dataclasses.replace(row, key=f"{composing[call_]}{rest}") if call_ in composing else row
 
 
-def _judged(key, torch_record):
+def _judged(key, torch_record, applied=None):
     """torch's fp32 record of `key` when a module may have computed it, else None: the model's own input (nothing
     computed it), an output the float32 run did not give (nothing to hold it to). An integer or boolean input
     (relative-position buckets, a mask a parent computes) is judged exactly; one passed on from the model's
@@ -279,7 +284,7 @@ def _judged(key, torch_record):
     a = torch_record.get(key)
     if a is None or (kind == "in" and call_ == ROOT):
         return None
-    return a
+    return activated(applied[key], a) if key in (applied or {}) else a
 
 
 def _name(key):
@@ -287,10 +292,12 @@ def _name(key):
     return key[len("out/"):] if kind == "out" else f"{call_} (its input)"
 
 
-def _row(key, ref, p_key, torch_record, passed, halves):
+def _row(key, ref, p_key, torch_record, passed, halves, applied=None):
     """The result of one torch key (its float64 value computed on torch's values `ref`) against Paddle's value,
-    or None when there is nothing to judge."""
-    a = _judged(key, torch_record)
+    or None when there is nothing to judge; applied: judged through the activation torch applies next (judge)."""
+    a = _judged(key, torch_record, applied)
+    if key in (applied or {}):
+        ref = activated(applied[key], ref)
     if a is None:
         return None
     if p_key in passed and torch_record.get(passed[p_key]) is not None:

@@ -14,7 +14,7 @@ from portcheck.forward.result import ForwardReport
 from portcheck.forward.twin import F64
 from portcheck.mapping import fused, pairing
 from portcheck.core.keys import ROOT, module_of, split_key
-from portcheck.mapping.trace import LEAF, STOPPED, stopped
+from portcheck.mapping.trace import LEAF, STOPPED, activated, stopped
 
 
 def pair_leaves(torch_keys: list, paddle_keys: list, shapes=None) -> dict:
@@ -147,7 +147,8 @@ def judge_records(torch_record: dict, paddle_record: dict, name_map, mean_bound,
     root = {t_all[a]: p_all[b] for a, b in root.items()}
     keys = {k: v for k, v in keys.items() if not (k.startswith("out/") and split_key(k)[1] == ROOT)}
     keys.update({a: b for a, b in root.items() if a.startswith("out/") and b.startswith("out/")})
-    judged = as_run(keys) if as_run else {}
+    applied = paired.applied_to(keys)  # judged through the activation torch's forward applies after its module
+    judged = as_run(keys, applied=applied) if as_run else {}
     within = {paired.pairs[t] for t in paired.paddle_composed}  # judged as the chain torch's module computes
     report = ForwardReport(unpaired=[k for k in paddle_record if k.startswith("out/") and k not in set(keys.values())
                                      and split_key(k)[1] not in within],
@@ -196,6 +197,9 @@ def judge_records(torch_record: dict, paddle_record: dict, name_map, mean_bound,
             row = calibrated.unjudged(name, tuple(spill.shape(torch_record, key)), "no counterpart in the Paddle model")
         elif unreached(key):
             row = calibrated.unjudged(name, tuple(spill.shape(torch_record, key)), unreached(key))
+        elif key in applied and key not in judged:  # torch's output as the activation its forward applies to it
+            row = judge_one(name, activated(applied[key], torch_record[key]),
+                            activated(applied[key], torch_record.get(F64 + key)), paddle_record[p_key])
         else:  # the arrays are read only when measured (a container's output is its last child's, measured once)
             row = once((key, F64 + key, p_key), lambda: judge_one(
                 name, torch_record[key], torch_record.get(F64 + key), paddle_record[p_key]))

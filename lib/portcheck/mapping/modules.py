@@ -6,6 +6,7 @@ import numpy as np
 from portcheck.core.keys import ROOT
 
 META = "mod/"      # a record's key per module: mod/<name>/<class>, its children and tensor shapes (int64)
+ACT = "act/"       # act/<name>: the activation a Paddle module applies to its own output (legacy BatchNorm(act=))
 
 
 def own_modules(model):
@@ -34,7 +35,15 @@ def describe(model) -> dict:
     for name, module, children, shapes in own_modules(model):
         flat = [children, len(shapes)] + [d for s in shapes for d in (len(s), *s)]
         out[f"{META}{name or ROOT}/{type(module).__name__}"] = np.array(flat, dtype=np.int64)
+        act = getattr(module, "_act", None) if hasattr(module, "named_sublayers") else None
+        if isinstance(act, str) and act:
+            out[f"{ACT}{name or ROOT}"] = np.frombuffer(act.encode("utf-8"), dtype=np.uint8).copy()
     return out
+
+
+def text(record, key):
+    """A record's utf-8 value (an act/ or fn/ key's) as a string, or None when it has none."""
+    return bytes(np.asarray(record[key], dtype=np.uint8)).decode("utf-8", "replace") if key in record else None
 
 
 def decode(flat) -> tuple:

@@ -31,7 +31,8 @@ import numpy as np
 from portcheck.core import spill
 from portcheck.core.errors import PipelineError
 from portcheck.core.keys import ROOT, module_of, split_key
-from portcheck.mapping.modules import META, decode
+from portcheck.mapping.modules import ACT, META, decode, text
+from portcheck.mapping.trace import ACTIVATIONS, APPLIED
 from portcheck.mapping.names import entries
 from portcheck.mapping.ties import (ambiguity, distance, entry, fusions_of, nearest_of, one_module_each, outputs_of,
                                     same_values, settled_by_name, settled_by_value, tied_calls, ties_said)
@@ -261,6 +262,10 @@ class Pairing:
     composed: dict = field(default_factory=dict)
     # torch call -> [the parameter-free Paddle calls after its Paddle call] the torch call computes too
     paddle_composed: dict = field(default_factory=dict)
+    # torch call -> the activation torch's forward applies to its output, outside any module (trace.watch), that
+    # its Paddle call is judged through (_applied); Paddle call -> the activation it declares (modules.ACT)
+    applied: dict = field(default_factory=dict)
+    acts: dict = field(default_factory=dict)
 
     @property
     def torch_unpaired(self) -> list:
@@ -286,6 +291,11 @@ class Pairing:
         """The Paddle call whose output a torch call is judged against: its pair's, or the last of those the torch
         call computes too (paddle_composed)."""
         return self.paddle_composed[call][-1] if call in self.paddle_composed else self.pairs[call]
+
+    def applied_to(self, keys) -> dict:
+        """{torch output key (out/<call>...): the activation it is judged through} of `keys` (applied)."""
+        return {k: self.applied[split_key(k)[1]] for k in keys
+                if k.startswith("out/") and split_key(k)[1] in self.applied}
 
     def modules(self) -> dict:
         """torch module -> Paddle module, from their calls. A torch module holding tensors whose calls pair with
@@ -321,9 +331,15 @@ class Pairing:
                 out.setdefault(m, []).append(q)
         return out
 
+    def _kind(self, call: str) -> str:
+        return next((c.kind for c in self.paddle_calls if c.name == call), "")
+
     def lines(self) -> list:
         """Every pair, then every call left unpaired on each side: what the report says it chose."""
-        how = lambda t: " (name map)" if t in self.named else " (by value)" if t in self.settled else ""
+        how = lambda t: " (name map)" if t in self.named else " (by value)" if t in self.settled else \
+            (f" (Paddle {self.pairs[t]} is {self._kind(self.pairs[t])}(act={self.acts.get(self.pairs[t])}): judged "
+             f"against torch's {t} followed by {self.applied[t]}, which torch's forward applies to it)"
+             if t in self.applied else "")
         out = [f"{' + '.join([t, *self.composed[t]])} -> {p} (Paddle's module computes torch's in turn)"
                if t in self.composed else
                f"{t} -> {' + '.join([p, *self.paddle_composed[t]])} (torch's module computes Paddle's in turn)"
@@ -471,7 +487,33 @@ def pair(torch_record: dict, paddle_record: dict, name_map=None, weights_only=Fa
     if ran and not weights_only:
         result.composed = _composed(result, torch_record, paddle_record)
         result.paddle_composed = _composed(result, torch_record, paddle_record, "paddle")
+        result.acts = {c.name: text(paddle_record, ACT + c.module) for c in ps if ACT + c.module in paddle_record}
+        result.applied = _applied(result, torch_record, paddle_record)
     return result
+
+
+def _applied(result: Pairing, torch_record: dict, paddle_record: dict) -> dict:
+    """{torch call: the activation torch's forward hands its output to first, outside any module (trace.watch's fn/
+    key: torchvision's DenseNet.forward, F.relu on features' output)} where its Paddle call is judged through it:
+    the Paddle module declares an activation of its own (legacy BatchNorm(act='relu'), result.acts), or the next
+    module Paddle runs reads its output as it is (Paddle applies none there: a port missing it is red at it). A
+    Paddle port applying its own functional activation there is judged on the outputs as they are."""
+    out = {}
+    for t, p in result.pairs.items():
+        name = text(torch_record, APPLIED + t)
+        if name in ACTIVATIONS and t not in result.composed and t not in result.paddle_composed and \
+                (p in result.acts or _read_as_is(paddle_record, p)):
+            out[t] = name
+    return out
+
+
+def _read_as_is(record: dict, call: str) -> bool:
+    """Whether the first module input a record holds after a call's output is that output, unchanged."""
+    keys = iter(record)
+    if f"out/{call}" not in record or not any(k == f"out/{call}" for k in keys):
+        return False
+    fed = next((k for k in keys if k.startswith("in/")), None)
+    return fed is not None and spill.identity(record, fed) == spill.identity(record, f"out/{call}")
 
 
 def _composed(result: Pairing, torch_record: dict, paddle_record: dict, side: str = "torch") -> dict:
@@ -503,6 +545,9 @@ def _composed(result: Pairing, torch_record: dict, paddle_record: dict, side: st
             chain.append(n.name)
             last = outs[n.name][0]
         if not chain:
+            continue
+        if side == "torch" and ACT + module_of(theirs) in other and family(ran[i + 1].kind) == "activation":
+            out[c.name] = chain[:1]  # Paddle's module says it holds an activation: its values need not say it too
             continue
         there = outputs_of(other, theirs)
         best = nearest_of({n: distance([record[outs[n][0]]], there) for n in [c.name, *chain]})

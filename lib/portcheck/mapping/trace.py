@@ -1,5 +1,6 @@
 """One side's run of a model, as a record: which framework a model is (framework_of, check_models), its
-modules' hook points, and the Recorder that keeps every module's output and first input, in run order (trace);
+modules' hook points, and the Recorder that keeps every module's output and first input, in run order (trace),
+and in torch's run which outputs its forward hands to an activation outside any module (watch);
 how numpy inputs are handed to a model (call, Arguments). May import core and mapping's modules only: convert pairs
 modules by such a run, forward judges two of them."""
 import contextlib
@@ -161,6 +162,8 @@ class Recorder:
     def __init__(self, prefix="", arrays=None):
         self.prefix, self.arrays, self.calls, self.seen = prefix, {} if arrays is None else arrays, {}, {}
         self.running = {}  # {module name: [its calls begun and not returned]}
+        # a recorded output's (id, in-place version) once something read it (a module, a framework call: watch())
+        self.read, self.busy = {}, False  # busy: in a hook of the library's own, whose calls read nothing
         if not getattr(self.arrays, "keeps_values", True):
             self.seen = None  # a record of shapes only (convert's): nothing to link, and no tensor kept alive for it
 
@@ -170,22 +173,65 @@ class Recorder:
 
     def entered(self, name):
         def record(module, args, kwargs):
+            self.busy = True
             call = next_call(self.calls, name)
             self.running.setdefault(name, []).append(call)
             x = first_input(args, kwargs)[1]
             if x is not None:
+                remember(self.read, (id(x), version(x)), call, x)
                 _flatten(f"{self.prefix}in/{call}", x, self.arrays, self.seen)
+            self.busy = False
         return record
 
     def returned(self, name):
         def record(module, args, kwargs, output):
+            self.busy = True
             call = self.running[name].pop()
             _flatten(f"{self.prefix}out/{call}", output, self.arrays, self.seen)
             if call == ROOT:  # the model's own outputs are judged whatever they are: numbers by the rule, the rest
                 for numbers, where in ((True, "out/"), (False, LEAF)):
                     for key, value in output_leaves(f"{self.prefix}{where}{call}", output, numbers):
                         self.arrays[key] = value
+            self.busy = False
         return record
+
+
+APPLIED = "fn/"  # fn/<call>: the activation torch's forward hands that module call's output to first (utf-8 name)
+# the activations a call's output is judged through (pairing.Pairing.applied), each exactly torch's in numpy
+ACTIVATIONS = {"relu": lambda x: np.maximum(x, x.dtype.type(0))}
+
+
+def activated(name, array):
+    """torch's recorded output (fp32, or its float64 run's) as the activation `name` torch applies to it next."""
+    return None if array is None else ACTIVATIONS[name](np.asarray(array))
+
+
+LOOKS = {"__get__", "size", "dim", "numel", "stride", "is_contiguous"}  # calls reading a tensor's form, not its values
+
+
+def watch(rec: Recorder):
+    """A torch function mode for the run: the first framework call reading each recorded module output, when it is
+    an activation of ACTIVATIONS given the output itself (torchvision's DenseNet.forward: F.relu(self.features(x))
+    in the parent's forward, outside any module), is kept as fn/<that output's call>: the value torch's next
+    consumer sees is that activation's (Paddle's BatchNorm(act='relu') holds it)."""
+    from torch.overrides import TorchFunctionMode
+
+    class Watch(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            if not rec.busy and getattr(func, "__name__", "") not in LOOKS:
+                read = [(i, x) for i, a in enumerate(args) for x in (a if isinstance(a, (list, tuple)) else [a])]
+                for i, x in read:  # torch.cat([features, out]) reads each
+                    held = (id(x), version(x)) if is_tensor(x) else None
+                    key = rec.seen.get(held) if held is not None else None
+                    if key is None or not key.startswith("out/") or held in rec.read:
+                        continue
+                    remember(rec.read, held, func, x)
+                    name = getattr(func, "__name__", "").rstrip("_")
+                    if i == 0 and x is args[0] and name in ACTIVATIONS:
+                        rec.arrays[f"{rec.prefix}{APPLIED}{key[len('out/'):]}"] = \
+                            np.frombuffer(name.encode("utf-8"), dtype=np.uint8).copy()
+            return func(*args, **(kwargs or {}))
+    return Watch()
 
 
 def hook_points(model) -> list:
@@ -210,8 +256,11 @@ def recorded(model, inputs, no_grad, to_tensor, prefix="", into=None) -> dict:
     into: the record to add to (a dict or a spill.Spill), else a new dict."""
     rec = Recorder(prefix, into)
     handles = rec.attach(model)
+    # the torch run of the record judged (not its float64 twin, nor a record of shapes): which outputs torch's
+    # forward hands to an activation of its own (watch)
+    watching = watch(rec) if prefix == "" and rec.seen is not None and is_torch(model) else contextlib.nullcontext()
     try:
-        with no_grad():
+        with no_grad(), watching:
             call(model, inputs, to_tensor)
     except Exception as e:  # noqa: BLE001 - the model's own error (a planted bug, a KeyError of the user's): kept
         rec.arrays[f"{prefix}{STOPPED}{first_line(e, 300)}"] = np.zeros(0, dtype=np.float32)
