@@ -14,6 +14,7 @@ from portcheck.forward.result import ForwardReport
 from portcheck.forward.twin import F64
 from portcheck.mapping import fused, pairing
 from portcheck.core.keys import ROOT, module_of, split_key
+from portcheck.mapping.names import named_exist
 from portcheck.mapping.trace import LEAF, STOPPED, activated, stopped
 
 
@@ -135,7 +136,7 @@ def judge_records(torch_record: dict, paddle_record: dict, name_map, mean_bound,
     unsourced = _sources(torch_record), _sources(paddle_record)
     torch_record, paddle_record = fused.cut(torch_record, False), fused.cut(paddle_record, False)
     outs = [k for k in torch_record if k.startswith("out/")]
-    pairing.named_exist(name_map, torch_record, paddle_record)  # an entry naming no module would go unjudged
+    named_exist(name_map, torch_record, paddle_record)  # an entry naming no module would go unjudged
     paired = pairing.pair(torch_record, paddle_record, name_map)
     keys = counterparts(torch_record, paddle_record, paired)
     # the model's own outputs, every leaf of both (None, numbers and strings too), paired by name, else in order

@@ -18,6 +18,7 @@ from portcheck.core.errors import PipelineError
 from portcheck.core.keys import ROOT, module_of, split_key
 from portcheck.mapping.fused import Fused
 from portcheck.mapping.layouts import CONFIGS_DIFFER, layouts_table, linear_layout, same_layout
+from portcheck.mapping.names import named_exist
 from portcheck.mapping.settle import SETTLED, settle_by_run  # noqa: F401 (SETTLED: documented here, docs/pairing.md)
 from portcheck.mapping.state import Joined, State, names_of_one_tensor, numpy_dtype, save_pdparams
 from portcheck.mapping.trace import check_models
@@ -183,7 +184,7 @@ def pair_modules(torch_model, paddle_model, name_map=None, inputs=None, layouts=
     with eval_mode(torch_model), eval_mode(paddle_model):
         whole = [fused.mark(ran_on(side, trace(m, inputs, _Shapes()), inputs), fused.specs(m, layouts), m)
                  for side, m in (("torch", torch_model), ("Paddle", paddle_model))]  # each output as it ran
-        pairing.named_exist(name_map, *whole)  # an entry naming no module is refused, as compare_forward refuses it
+        named_exist(name_map, *whole)  # an entry naming no module is refused, as compare_forward refuses it
         paired = pairing.pair(*(fused.cut(r) for r in whole), name_map, weights_only=True)
     if ran is not None and inputs is not None:
         ran["Paddle"] = {module_of(split_key(k)[1]) for k in whole[1] if k.startswith("out/")}

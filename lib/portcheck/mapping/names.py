@@ -2,6 +2,7 @@
 import re
 
 from portcheck.core.errors import PipelineError, raised_by
+from portcheck.mapping.modules import META
 
 
 def resolve(name_map):
@@ -78,3 +79,31 @@ def _resolve(name_map):
         return by_rules
     raise PipelineError(f"name_map must be None, a dict, a list of (regex, replacement) or a callable, "
                         f"got {type(name_map).__name__} [PC304]")
+
+
+def _modules(record: dict) -> set:
+    """Every module a record describes (describe's mod/ keys: called or not), the model itself as ROOT."""
+    return {key[len(META):].rpartition("/")[0] for key in record if key.startswith(META)}
+
+
+def named_exist(name_map, torch_record: dict, paddle_record: dict):
+    """Refuse, in one line naming every one, a dict name map's entries naming a module a model does not have: a
+    torch prefix no module has, or a torch module mapped to a Paddle name that is no module (left out, it would go
+    unjudged)."""
+    if not isinstance(name_map, dict):
+        return
+    t_modules, p_modules = _modules(torch_record), _modules(paddle_record)
+    if not t_modules or not p_modules:  # records without their models' description: nothing to hold the map to
+        return
+    bad = []
+    for key, target in name_map.items():
+        if not isinstance(key, str) or not isinstance(target, str) or key == "":
+            continue  # names.resolve says what is wrong with such an entry
+        if key not in t_modules and not any(m.startswith(key + ".") for m in t_modules):
+            bad.append(f"{key!r}: {target!r} (the torch model has no module {key!r})")
+        elif key in t_modules and target and target not in p_modules:
+            bad.append(f"{key!r}: {target!r} (the Paddle model has no module {target!r})")
+    if bad:
+        raise PipelineError(f"name_map entries naming no module: {'; '.join(bad[:5])}"
+                            + (f"; and {len(bad) - 5} more" if len(bad) > 5 else "")
+                            + ": name the models' own modules (report.pairs() lists them) [PC314]")
