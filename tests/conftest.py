@@ -405,10 +405,20 @@ def tiny_home(tmp_path_factory):
     return shared_home(tmp_path_factory, "tiny", "--random_init", "--config", ROOT / "tests/tiny_config.json")
 
 
-def private_copy(home, tmp_path):
-    """A copy of a read-only home (a module or session fixture's) that one test may break."""
-    shutil.copytree(home, tmp_path / "home")
+def private_copy(home, tmp_path, linked=()):
+    """A copy of a read-only home (a module or session fixture's) that one test may break. The files whose names end
+    with one of `linked` are hard links to the home's, not copies: only for files the test writes through the
+    pipeline's writers alone, which replace a file (fileio.atomic_write) and never write into it (unchanged())."""
+    def copy(src, dst):
+        return os.link(src, dst) if src.endswith(tuple(linked)) else shutil.copy2(src, dst)
+    shutil.copytree(home, tmp_path / "home", copy_function=copy)
     return tmp_path / "home"
+
+
+def unchanged(home, linked) -> dict:
+    """What private_copy(home, linked=linked) links, by each file's size and time written: a module fixture asserts
+    it unchanged after its tests (a write into a link, not a replace, would have changed its home's file)."""
+    return {p: (p.stat().st_size, p.stat().st_mtime_ns) for p in Path(home).rglob("*") if p.name.endswith(linked)}
 
 
 @pytest.fixture
