@@ -109,6 +109,8 @@ def run(script, *args, home, plant=None, cwd="/tmp", check=None, env=None):
         proc = inproc(script, *args, home=home, cwd=cwd)
     elif FORK and plant is None and env is None and str(script) in RUN_ALLS:
         proc = run_all(script, *args, home=home, cwd=cwd)
+    elif FORK and plant is None and env is None and str(script) == OWN_RUNS and THREADS == "1" and server("torch"):
+        proc = own_runs(script, *args, home=home, cwd=cwd)
     elif framework and (forker := server(framework, *(
             [f"bert_sst2/twins/{Path(script).name[:3]}data.py"]
             if str(script).startswith("pipeline/") and str(script).endswith(DATA_SCRIPTS) else []))):
@@ -189,6 +191,48 @@ def run_all(script, *args, home, cwd="/tmp", plants=None):
         mp.setattr(steps, "run_script", run_script)
         mp.setattr(steps, "run_side_by_side", run_side_by_side)
         return inproc(script, *args, home=home, cwd=cwd)
+
+
+# The ResNet example's Step 5 yardstick (torch_vs_torch.py) starts pt_train.py again from moved weights, each an
+# interpreter of its own at one thread (`python -c PRELUDE`), two at a time: 8.5 s of CPU each, 7.8 of them imports.
+# Here the script runs in this process and each of its runs is forked by torch's server, one after the other, where
+# that server's torch has one thread too (THREADS: two workers on two cores, as CI runs); else as the script runs them.
+OWN_RUNS = "examples/resnet18/Step5/torch_vs_torch.py"
+
+
+def own_runs(script, *args, home, cwd="/tmp"):
+    """torch_vs_torch.py run as run() runs it (OWN_RUNS): its subprocess.Popen of a run, a run forked and done."""
+    from examples.resnet18.Step5 import torch_vs_torch
+    forker, popen = server("torch"), subprocess.Popen
+
+    class Done:  # what finish() asks of a started run: it has ended
+        def __init__(self, code):
+            self.returncode = code
+
+        def poll(self):
+            return self.returncode
+
+        wait = poll
+
+        def terminate(self):
+            pass
+
+    with tempfile.TemporaryDirectory() as tmp:
+        prelude = Path(tmp, "prelude.py")
+        prelude.write_text(torch_vs_torch.PRELUDE)
+
+        def forked_run(cmd, env, stdout=None, preexec_fn=None, **kwargs):
+            if cmd[:3] != [sys.executable, "-c", torch_vs_torch.PRELUDE]:
+                return popen(cmd, env=env, stdout=stdout, preexec_fn=preexec_fn, **kwargs)
+            assert env["OMP_NUM_THREADS"] == THREADS and stdout == subprocess.DEVNULL and not kwargs, (env, kwargs)
+            code, _, err = ask(forker, [str(prelude), *cmd[3:]], os.getcwd(),
+                               {k: env.get(k) for k in PER_RUN} | {"BERT_ALIGN_HOME": env["BERT_ALIGN_HOME"]})
+            sys.stderr.write(err.decode())  # where the run's own process writes its errors: the script's stderr
+            return Done(code)
+
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(subprocess, "Popen", forked_run)
+            return inproc(script, *args, home=home, cwd=cwd)
 
 
 def ask(server, argv, cwd, env, **request) -> tuple:
@@ -407,10 +451,20 @@ def tiny_home(tmp_path_factory):
     return shared_home(tmp_path_factory, "tiny", "--random_init", "--config", ROOT / "tests/tiny_config.json")
 
 
-def private_copy(home, tmp_path):
-    """A copy of a read-only home (a module or session fixture's) that one test may break."""
-    shutil.copytree(home, tmp_path / "home")
+def private_copy(home, tmp_path, linked=()):
+    """A copy of a read-only home (a module or session fixture's) that one test may break. The files whose names end
+    with one of `linked` are hard links to the home's, not copies: only for files the test writes through the
+    pipeline's writers alone, which replace a file (fileio.atomic_write) and never write into it (unchanged())."""
+    def copy(src, dst):
+        return os.link(src, dst) if src.endswith(tuple(linked)) else shutil.copy2(src, dst)
+    shutil.copytree(home, tmp_path / "home", copy_function=copy)
     return tmp_path / "home"
+
+
+def unchanged(home, linked) -> dict:
+    """What private_copy(home, linked=linked) links, by each file's size and time written: a module fixture asserts
+    it unchanged after its tests (a write into a link, not a replace, would have changed its home's file)."""
+    return {p: (p.stat().st_size, p.stat().st_mtime_ns) for p in Path(home).rglob("*") if p.name.endswith(linked)}
 
 
 @pytest.fixture
