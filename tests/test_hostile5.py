@@ -208,7 +208,7 @@ def test_a_signal_to_the_run_ends_the_scripts_with_one_line(tmp_path, signum, sa
             time.sleep(0.1)
         assert pids.exists(), proc.communicate()
         proc.send_signal(signum)
-        _, err = proc.communicate(timeout=60)
+        _, err = proc.communicate(timeout=180)  # a hang guard: at load 14 (a suite 5x slower) 60 s ran out once
     finally:
         proc.kill()
     # Ctrl-C reaches the scripts as from a terminal (their KeyboardInterrupt shown); SIGTERM, SIGHUP end them quietly
