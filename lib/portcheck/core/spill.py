@@ -39,6 +39,7 @@ from portcheck.core.fileio import atomic_write, map_array, open_regular, writabl
 
 INDEX = "index.json"
 SMALL = 64 << 10  # bytes: an array up to this size is read back, a larger one mapped
+RECENT = 8  # arrays read back kept at hand (read-only: every lookup of one key gets the same values)
 OWNED = ".portcheck-record"  # in a folder a Spill writes: the numbered files beside it are the project's own
 
 
@@ -63,6 +64,7 @@ class Spill(MutableMapping):
         # files are numbered on from the last one named: a key deleted (a run made again) frees no number
         self._next = 1 + max((int(Path(n).stem) for n in self._files.values() if Path(n).stem.isdigit()), default=-1)
         self._claimed = False
+        self._recent = {}  # {file name: its array}, the last RECENT read: a judgement reads one value 2-4 times
         if files is None:
             self._claim()
             self._unlink(INDEX)
@@ -155,6 +157,16 @@ class Spill(MutableMapping):
 
     def __getitem__(self, key) -> np.ndarray:
         name = self._files[key]
+        recent = self._recent.get(name)
+        if recent is not None:
+            return recent
+        array = self._read(name)
+        self._recent[name] = array
+        if len(self._recent) > RECENT:
+            del self._recent[next(iter(self._recent))]
+        return array
+
+    def _read(self, name) -> np.ndarray:
         known = self._layout.get(name)
         if known is None or not math.prod(known[0]):  # a file read from an index (its header checked), or nothing to map
             return map_array(self.folder / name)
