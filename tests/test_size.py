@@ -461,3 +461,37 @@ def test_pairing_a_spilled_record_maps_each_value_it_reads_once_per_call(tmp_pat
     outputs = sum(k.startswith("out/") for k in Spill.open(tmp_path / "records" / "torch")) + \
         sum(k.startswith("out/") for k in Spill.open(tmp_path / "records" / "paddle"))
     assert (len(during) <= outputs) != bool(planted), (len(during), outputs)
+
+
+@pytest.mark.parametrize("planted", [None, "one header per shape, whatever the dtype"])
+def test_a_spilled_array_is_np_saves_file_and_reads_back_as_written(tmp_path, monkeypatch, planted):
+    """Spill writes each array as a header made once per shape and dtype and its bytes (no write_array per array),
+    and reads one of at most SMALL bytes back, a larger one mapped: the files are np.save's, byte for byte, and every
+    lookup (a repeated one from the arrays kept at hand too) gives the values and dtype written, read-only. A header
+    cache keyed by the shape alone, planted, writes an int64 array under a float32 header."""
+    import io
+    from portcheck.core import spill
+    if planted:
+        made = spill._header
+        monkeypatch.setattr(spill, "_header", lambda shape, dtype: made(shape, "<f4"))
+    rng = np.random.default_rng(0)
+    arrays = {"f4": rng.standard_normal((3, 5)).astype(np.float32), "i8": np.arange(15).reshape(3, 5),
+              "b1": np.array([True, False]), "f2": np.ones((2, 3), np.float16),
+              "large": rng.standard_normal(spill.SMALL // 4 + 1).astype(np.float32),
+              "fortran": np.asfortranarray(rng.standard_normal((4, 6)))}
+    record = Spill(tmp_path / "r")
+    for k, v in arrays.items():
+        record[k] = v
+    record.close()
+    def as_written(again, k, v):
+        saved = io.BytesIO()
+        np.lib.format.write_array(saved, np.ascontiguousarray(v), allow_pickle=False)
+        if (tmp_path / "r" / record.source(k)).read_bytes() != saved.getvalue():
+            return False
+        try:
+            got = again[k]
+        except PipelineError:  # a header the bytes cannot fill
+            return False
+        return got.dtype == v.dtype and np.array_equal(got, v) and not got.flags.writeable
+    held = [as_written(again, k, v) for again in (record, record, Spill.open(tmp_path / "r")) for k, v in arrays.items()]
+    assert all(held) != bool(planted), held

@@ -11,8 +11,8 @@ empty, which it marks (OWNED), or one marked so before; any other is refused, no
 earlier record's file of the same name is written over in place, its pages reused: removing it and making a
 new one cost 5x as much at LLM size (the kernel frees the pages and hands out fresh ones, 0.75 s against
 0.14 s for 1.5 GB here), a sixth of a comparison's own overhead. A file with a second hard link is replaced,
-never written through. An array is read back memory-mapped when it is looked up and
-released once judged: the judgement holds one module's arrays at a time, and judges exactly as it would the
+never written through. An array is read back memory-mapped when it is looked up (one of up to SMALL
+bytes read, its copy cheaper than a map) and released once judged: the judgement holds one module's arrays at a time, and judges exactly as it would the
 same record in memory.
 
 A Spill's folder also holds index.json ({key: file}, in run order), written when the run ends: Spill.open reads
@@ -22,7 +22,10 @@ files as the earlier record's.
 """
 import contextlib
 import errno
+import functools
 import json
+import math
+import mmap
 import os
 import stat
 import weakref
@@ -35,6 +38,8 @@ from portcheck.core.errors import PipelineError
 from portcheck.core.fileio import atomic_write, map_array, open_regular, writable
 
 INDEX = "index.json"
+SMALL = 64 << 10  # bytes: an array up to this size is read back, a larger one mapped
+RECENT = 8  # arrays read back kept at hand (read-only: every lookup of one key gets the same values)
 OWNED = ".portcheck-record"  # in a folder a Spill writes: the numbered files beside it are the project's own
 
 
@@ -59,6 +64,7 @@ class Spill(MutableMapping):
         # files are numbered on from the last one named: a key deleted (a run made again) frees no number
         self._next = 1 + max((int(Path(n).stem) for n in self._files.values() if Path(n).stem.isdigit()), default=-1)
         self._claimed = False
+        self._recent = {}  # {file name: its array}, the last RECENT read: a judgement reads one value 2-4 times
         if files is None:
             self._claim()
             self._unlink(INDEX)
@@ -123,17 +129,23 @@ class Spill(MutableMapping):
         name = f"{self._next}.npy"
         self._next += 1
         self._claim()
+        header = _header(array.shape, array.dtype.str)
         try:
-            with os.fdopen(self._opened(name), "wb") as f:
-                np.lib.format.write_array(f, array, allow_pickle=False)
-                offset = f.tell() - array.nbytes
-                f.truncate()  # an earlier, longer file's tail
+            fd = self._opened(name)
+            try:
+                # two plain writes, no file object nor write_array's header built anew: ~1500 arrays a run
+                _write_all(fd, header)
+                _write_all(fd, array.reshape(-1).view(np.uint8))
+                if os.fstat(fd).st_size > len(header) + array.nbytes:
+                    os.ftruncate(fd, len(header) + array.nbytes)  # an earlier, longer file's tail
+            finally:
+                os.close(fd)
         except OSError as e:  # a full disk: the index is never written, so nothing judges a part of the record
             what = "free space or choose another record_dir" if e.errno == errno.ENOSPC else "choose another record_dir"
             raise PipelineError(f"{self.folder / name} could not be written ({e.strerror or e}): {what} "
                                 "[PC224]") from None
         self._files[key] = name
-        self._layout[name] = array.shape, array.dtype, offset
+        self._layout[name] = array.shape, array.dtype, len(header)
 
     def link(self, key, to):
         """key holds what `to` holds (a container returns its last child's output): one file, judged once."""
@@ -145,15 +157,33 @@ class Spill(MutableMapping):
 
     def __getitem__(self, key) -> np.ndarray:
         name = self._files[key]
+        recent = self._recent.get(name)
+        if recent is not None:
+            return recent
+        array = self._read(name)
+        self._recent[name] = array
+        if len(self._recent) > RECENT:
+            del self._recent[next(iter(self._recent))]
+        return array
+
+    def _read(self, name) -> np.ndarray:
         known = self._layout.get(name)
-        if known is None or not np.prod(known[0]):  # a file read from an index (its header checked), or nothing to map
+        if known is None or not math.prod(known[0]):  # a file read from an index (its header checked), or nothing to map
             return map_array(self.folder / name)
         shape, dtype, offset = known
+        size = dtype.itemsize * math.prod(shape)
         try:
             with open_regular(name, follow=False, dir_fd=self._dir) as f:
-                if os.fstat(f.fileno()).st_size < offset + dtype.itemsize * int(np.prod(shape)):
+                if os.fstat(f.fileno()).st_size < offset + size:
                     raise ValueError("shorter than the array written")
-                return np.memmap(f, dtype=dtype, mode="r", shape=shape, offset=offset)
+                if size <= SMALL:  # read: a map's setup costs more than a small array's copy
+                    data = os.pread(f.fileno(), size, offset)
+                    if len(data) < size:
+                        raise ValueError("shorter than the array written")
+                    return np.frombuffer(data, dtype=dtype).reshape(shape)
+                # a plain mmap under the array (np.memmap's own bookkeeping is most of a lookup's time); read-only
+                mapped = mmap.mmap(f.fileno(), offset + size, access=mmap.ACCESS_READ)
+                return np.frombuffer(mapped, dtype=dtype, count=math.prod(shape), offset=offset).reshape(shape)
         except (ValueError, OSError) as e:
             raise PipelineError(f"{self.folder / name} cannot be read back ({e}): record the run again "
                                 "[PC205]") from None
@@ -178,6 +208,22 @@ class Spill(MutableMapping):
     def close(self):
         """Write the index: the record is whole."""
         atomic_write(self.folder / INDEX, lambda tmp: Path(tmp).write_text(json.dumps(self._files, indent=0) + "\n"))
+
+
+@functools.lru_cache(maxsize=1024)
+def _header(shape: tuple, dtype: str) -> bytes:
+    """The .npy header of a C-ordered array (write_array's own, format 1.0): one per shape and dtype."""
+    import io
+    buffer = io.BytesIO()
+    np.lib.format.write_array_header_1_0(buffer, {"shape": shape, "fortran_order": False, "descr": dtype})
+    return buffer.getvalue()
+
+
+def _write_all(fd: int, data):
+    """Every byte of data to fd (os.write may write part of it)."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
 
 
 def store(record_dir, name: str):

@@ -22,6 +22,7 @@ modules and the name_map that settles it, written as the API takes it. A name_ma
 modules it names) are kept as given; the rest is automatic. The root modules are each other's. Outputs of
 the same values in another shape ([batch * seq, hidden] against [batch, seq, hidden]) pair.
 """
+import functools
 import re
 from dataclasses import dataclass, field
 from typing import Optional
@@ -42,6 +43,7 @@ CONTAINERS = {"sequential", "modulelist", "layerlist", "moduledict", "layerdict"
 ALIASES = {f"convtranspose{n}d": f"conv{n}dtranspose" for n in (1, 2, 3)}
 
 
+@functools.lru_cache(maxsize=4096)  # the pairing asks of every pair of calls: a transformer's, ~20000 times
 def family(kind: str) -> str:
     """A class name as a kind of computation both frameworks share: Conv2d and Conv2D alike, every activation one
     family (a port that swaps one activation for another is paired, and judged)."""
@@ -53,6 +55,7 @@ def family(kind: str) -> str:
     return ALIASES.get(k, k)
 
 
+@functools.lru_cache(maxsize=4096)
 def alike(a: str, b: str) -> bool:
     """Two class names of one family, or of one stem: a model's prefix on its own subclass of a block
     (transformers' MobileNetV2InvertedResidual and Paddle's InvertedResidual, GPTLayerNorm and LayerNorm), a
@@ -100,10 +103,11 @@ def sequence(record: dict) -> list:
 
 # ---------------------------------------------------------------- similarity and alignment
 
-def _normal(name: str) -> list:
+@functools.lru_cache(maxsize=4096)
+def _normal(name: str) -> tuple:
     """A module name's parts, lowercase, without underscores, a plural's s dropped (layer and layers)."""
     parts = [p.replace("_", "") for p in name.lower().split(".")]
-    return [p[:-1] if len(p) > 3 and p.endswith("s") else p for p in parts]
+    return tuple(p[:-1] if len(p) > 3 and p.endswith("s") else p for p in parts)
 
 
 def _broadcast(x: tuple, y: tuple) -> bool:
@@ -130,11 +134,17 @@ def reshaped(x: tuple, y: tuple) -> bool:
         and ((len(x) != len(y) and x[-1] == y[-1]) or squeezed(x) == squeezed(y))
 
 
+@functools.lru_cache(maxsize=4096)
+def _fits(x: tuple, y: tuple) -> bool:
+    """Two output shapes one side's and the other's can be: broadcast or reshaped (similarity's first test)."""
+    return _broadcast(x, y) or reshaped(x, y)
+
+
 def similarity(t: Call, p: Call) -> Optional[int]:
     """How alike two calls are (an integer, so that ties are exact), or None when they cannot be each other's."""
     if t.tensors != p.tensors:
         return None
-    if t.outputs and p.outputs and not (_broadcast(t.outputs[0], p.outputs[0]) or reshaped(t.outputs[0], p.outputs[0])):
+    if t.outputs and p.outputs and not _fits(t.outputs[0], p.outputs[0]):
         return None
     same_family = alike(t.kind, p.kind)
     leaf = 0 in (t.children, p.children)
