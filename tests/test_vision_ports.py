@@ -228,6 +228,26 @@ def test_a_plant_at_a_batchnorm_holding_its_activation_is_red_there_alone(torch_
     assert not report.passed
     assert report.first_diverging == module and report.differing == [module], report.table()
 
+@pytest.mark.parametrize("act, red", [({}, None), ({"act5": None}, "features.norm5")])
+@pytest.mark.parametrize("mode", ["eval", "train"])
+def test_compare_backward_judges_its_first_forward_through_the_activation_torchs_forward_applies(torch_dense, act,
+                                                                                                   red, mode):
+    """compare_backward's first forward is paired and judged as compare_forward's: torch's record says which output
+    its forward hands to F.relu. Before, torchvision's densenet121 against paddle.vision's (batch 2, 64 x 64) was
+    green in compare_forward and red at features.norm5 in compare_backward, eval or train: the kink hooks' reads of
+    norm5's output hid the F.relu after them."""
+    import copy
+    from portcheck import compare_backward
+    pt, pd = functional_pair(copy.deepcopy(torch_dense), **act)
+    getattr(pt, mode)(), getattr(pd, mode)()
+    mse = lambda o, t: ((o - t) ** 2).mean()  # noqa: E731
+    report = compare_backward(pt, pd, X, np.random.RandomState(1).randn(2, 2).astype(np.float32), loss=(mse, mse),
+                              optimizer=(lambda p: torch.optim.SGD(p, lr=0.01, momentum=0.9),
+                                         lambda p: paddle.optimizer.Momentum(0.01, momentum=0.9, parameters=p)),
+                              steps=2)
+    assert report.passed == (red is None) and report.first_diverging == red, report.table()
+
+
 # ---------------------------------------------------------------- a convolution of another config, paired by place
 
 class TorchSqueeze(torch.nn.Module):

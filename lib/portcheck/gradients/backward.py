@@ -21,7 +21,7 @@ from portcheck.core.calibrated import measure
 from portcheck.core.keys import ROOT
 from portcheck.forward.compare import checked_args, judge_forward
 from portcheck.forward.twin import F64, WIDER, cast_wide, float64, float64_inputs, in_turn
-from portcheck.mapping.trace import INPUTS, Recorder, call, framework_of
+from portcheck.mapping.trace import INPUTS, Recorder, call, framework_of, watch
 from portcheck.core import calibrated, diff, tolerances
 from portcheck.mapping import fused, modules, pairing
 from portcheck.mapping.convert import plan, torch_layouts
@@ -330,8 +330,11 @@ def _train(side, model, inputs, targets, loss, make_optimizer, make_scheduler, s
             start(model, step)
             before = state(model)  # an isolated step's update is from where it started
         if near:
-            handles = handles + near_zero(model, out, step)  # removed after this forward, with the first's
-        with raised_by(f"the {side} model's forward raised", TWIN_FAILED if side == TWIN else INPUTS):
+            handles = handles + near_zero(model, out, step, recorder)  # removed after this forward, with the first's
+        # torch's first forward: which outputs its forward hands to an activation outside any module (trace.watch),
+        # as compare_forward's record says, so that the first forward pairs and is judged as compare_forward's
+        watching = watch(recorder) if side == "torch" and step == 0 else contextlib.nullcontext()
+        with raised_by(f"the {side} model's forward raised", TWIN_FAILED if side == TWIN else INPUTS), watching:
             output = call(model, inputs, to_tensor)
         for h in handles:
             h.remove()

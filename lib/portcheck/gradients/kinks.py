@@ -77,13 +77,23 @@ class Crossing:
     paddle: np.ndarray
 
 
-def near_zero(model, into: dict, step: int) -> list:
+def near_zero(model, into: dict, step: int, recorder=None) -> list:
     """Hooks recording into `into`, for step `step`'s forward, each module's output values and first input's
     (before its forward: an in-place module changes it) within the floor of 0 (near<step>/<module>,
-    near<step>/in/<module>: flat indices, values); their handles."""
+    near<step>/in/<module>: flat indices, values); their handles. recorder: the trace.Recorder of the same forward,
+    busy while these hooks read a tensor (trace.watch takes them for no consumer of it)."""
     calls, inputs = {}, {}
 
     def kept(key, tensor):
+        if recorder is None:
+            return _kept(key, tensor)
+        recorder.busy = True
+        try:
+            _kept(key, tensor)
+        finally:
+            recorder.busy = False
+
+    def _kept(key, tensor):
         if not (hasattr(tensor, "numpy") and hasattr(tensor, "shape")):
             return
         v = np.asarray(values(tensor)).reshape(-1)
