@@ -314,7 +314,10 @@ def optimizer(case, plant) -> list:
         report = compare_backward(pt.train(), pd.train(), x, y, loss=(mse("torch"), mse("paddle")),
                                   optimizer=(torch_opt, paddle_opt), steps=case["steps_n"], isolate=isolate,
                                   clip=(torch_clip(clip), None) if clip else None)
-        out += [j for j in backward_judgements(report) if not j.rule.startswith("forward")]
+        # compare_backward's first forward (train mode: batch statistics) is its verdict too, a rule of its own here:
+        # dropped as a repeat of step 1's, it hid a false red of compare_backward alone (densenet121's features.norm5)
+        out += [j._replace(rule="compare_backward's first forward (K=16)") if j.rule.startswith("forward, every") else j
+                for j in backward_judgements(report) if not j.rule.startswith("forward, each")]
     return out
 
 
@@ -743,7 +746,10 @@ def model(case, plant) -> list:
         dropout_off(pt), dropout_off(pd)
         report = compare_backward(pt, pd, x, target, loss=loss,
                                   optimizer=sgd, steps=2, name_map=name_map, layouts=layouts)
-        out += [j for j in backward_judgements(report) if not j.rule.startswith("forward")]
+        # compare_backward's first forward (train mode: batch statistics) is its verdict too, a rule of its own here:
+        # dropped as a repeat of step 1's, it hid a false red of compare_backward alone (densenet121's features.norm5)
+        out += [j._replace(rule="compare_backward's first forward (K=16)") if j.rule.startswith("forward, every") else j
+                for j in backward_judgements(report) if not j.rule.startswith("forward, each")]
     return out
 
 
