@@ -213,3 +213,19 @@ def test_backward_trains_compare_float64_twin(monkeypatch, isolate):
     f64 = {k[len(F64):]: v for k, v in rec.items() if k.startswith(F64)}
     assert f64.keys() == twin.keys()
     assert all(np.array_equal(f64[k], twin[k]) and f64[k].dtype == twin[k].dtype for k in twin)
+
+
+def test_an_update_digest_counts_a_tied_tensor_once_and_two_filled_ones_twice():
+    """backward.updates: each weight's mean |after - before| in float64 (the float64 formula's figures bit for bit:
+    a float32 mean is red), one tensor under two names counted once, and two distinct tensors that held one value
+    each before the step (BatchNorm weights at 1) and end equal counted twice (a digest skipping that test is red)."""
+    rng = np.random.RandomState(0)
+    w = rng.randn(4, 3).astype(np.float32)
+    before = {"emb.weight": w, "head.weight": w, "a.weight": np.ones(3, np.float32), "b.weight": np.ones(3, np.float32),
+              "c.bias": rng.randn(5).astype(np.float32), "n": np.zeros(1, np.int64)}
+    after = {k: v + np.float32(1e-3) * (1 + np.arange(v.size, dtype=v.dtype).reshape(v.shape)) for k, v in before.items()}
+    after["head.weight"], after["n"] = after["emb.weight"], before["n"] + 1  # an integer buffer: no digest
+    figures = [float(np.abs(after[k].astype(np.float64) - before[k].astype(np.float64)).mean())
+               for k in ("emb.weight", "a.weight", "b.weight", "c.bias")]
+    digest = backward.updates(before, after)
+    assert digest.dtype == np.float64 and digest.tolist() == sorted(figures), (digest, figures)

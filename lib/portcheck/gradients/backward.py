@@ -191,7 +191,7 @@ def record_backward(model, inputs, targets, loss, optimizer, scheduler=None, ste
                     moved_one_ulp(model)
                 run = _train("torch", model, inputs, targets, loss, optimizer, scheduler, steps, torch.from_numpy,
                              lambda m: _torch_state(m, layouts), lambda m: _torch_grads(m, layouts), lambda: {},
-                             restart, clip)
+                             restart, clip, outputs=False)
             model.load_state_dict(start)
             # only what judge_backward reads: the first forward's modules are not held, its gradients only by a run
             # taking Paddle's side of a kink (the first forward's move them) or where batch statistics amplify
@@ -284,19 +284,24 @@ def _changes(before: dict, after: dict, kept) -> np.ndarray:
         if k not in before or after[k].dtype.kind != "f" or not kept(k.rsplit(".", 1)[-1]):
             continue
         b, a = before[k], after[k]
-        mean = float(np.abs(a.astype(np.float64) - b.astype(np.float64)).mean()) if a.size else 0.0
-        filled = b.size > 0 and bool((b.reshape(-1) == b.reshape(-1)[0]).all())
+        mean = 0.0
+        if a.size:  # widened inside the subtraction, abs in place: the same values, no float64 copies of a and b
+            d = np.subtract(a, b, dtype=np.float64)
+            mean = float(np.abs(d, out=d).mean())
         counted = seen.setdefault((a.shape, mean), [])
-        if filled or not any(np.array_equal(a, a2) and np.array_equal(b, b2) for b2, a2 in counted):
+        # filled asked only of a tensor that may be another's: most have a (shape, mean) of their own
+        if not counted or b.size > 0 and bool((b.reshape(-1) == b.reshape(-1)[0]).all()) or not any(
+                np.array_equal(a, a2) and np.array_equal(b, b2) for b2, a2 in counted):
             counted.append((b, a))
             means.append(mean)
     return np.sort(np.array(means, dtype=np.float64))
 
 
 def _train(side, model, inputs, targets, loss, make_optimizer, make_scheduler, steps, to_tensor, state, grads, norms,
-           start=None, clip=None, near=False):
+           start=None, clip=None, near=False, outputs=True):
     """start(model, i), when given, is called before each step i >= 1: an isolated run's start of the step.
-    clip(parameters), when given, after each backward (the gradients recorded before it). near: each forward records the values within the floor of 0 of every module's output and input (near_zero)."""
+    clip(parameters), when given, after each backward (the gradients recorded before it). near: each forward records the values within the floor of 0 of every module's output and input (near_zero).
+    outputs=False: the first forward's modules are not recorded (a run again keeps none of them)."""
     with raised_by(f"the {side} optimizer factory raised"):
         opt = make_optimizer(model.parameters())
     if not hasattr(opt, "step"):
@@ -324,7 +329,7 @@ def _train(side, model, inputs, targets, loss, make_optimizer, make_scheduler, s
         out[CYCLES_MOMENTUM + type(sched).__name__] = np.ones(1)
     # the first forward, every module, in the mode the caller set (train: batch statistics)
     recorder = Recorder()
-    handles = recorder.attach(model)
+    handles = recorder.attach(model) if outputs else []
     for step in range(steps):
         if start is not None and step:
             start(model, step)
