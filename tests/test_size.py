@@ -425,6 +425,25 @@ def test_measure_block_by_block_gives_the_whole_arrays_figures(shape):
         assert calibrated.measure("x", a2, ref, b2).problem == "NaN or Inf"
 
 
+@pytest.mark.parametrize("at", [0, calibrated.BLOCK + 5, -1])
+def test_own_error_finds_an_overflowed_float64_run_from_its_scale(at):
+    """own_error tests overflow (a float64 value NaN or Inf where float32's is finite) only when max |float64|
+    is not finite: the same verdicts as the full test made first on every value, in each block and half."""
+    rng = np.random.default_rng(7)
+    ref = rng.standard_normal(3 * calibrated.BLOCK)
+    a = ref.astype(np.float32)
+    for bad_ref, bad_a, over in ((np.inf, 1.0, True), (np.nan, 1.0, True), (np.nan, np.nan, False),
+                                 (-np.inf, -np.inf, False)):
+        a2, ref2 = a.copy(), ref.copy()
+        a2[at], ref2[at] = bad_a, bad_ref
+        row = calibrated.own_error(calibrated.against("x", a, a), a2, ref2)  # a2: float32's run, NaN or Inf too
+        assert calibrated.overflowed(a2, ref2) == over
+        assert (calibrated.OVERFLOWED in row.problems) == over
+        assert over or not np.isfinite(row.err32)  # a NaN or Inf in both is in the figures, not a problem
+    row = calibrated.measure("x", a, ref, a)
+    assert not row.problems and (row.err32, row.own_mean, row.scale) == whole(a, ref, a)[2:]
+
+
 # ---------------------------------------------------------------- a bound no port can meet
 
 @pytest.mark.parametrize("torch_own, says", [(1.54e-2, True), (1e-3, False)])

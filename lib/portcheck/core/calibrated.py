@@ -211,18 +211,18 @@ def own_error(row: KeyResult, a, ref) -> KeyResult:
         return row
     a = np.asarray(a)
     exact = a if ref is None else np.asarray(ref)
-    if ref is not None and overflowed(a, exact):
-        row.problems.append(OVERFLOWED)
-        return row
     if exact.shape != a.shape:  # a file's float64 run of another shape: said, never a broadcast's traceback
         row.problems.append(f"{NOT_JUDGED} torch's float64 run holds {exact.dtype}{list(exact.shape)} here, its float32 "
                             f"run {a.dtype}{list(a.shape)}: not runs of one computation; record both again")
         return row
-    if a.shape != row.shape:
-        a, exact = np.broadcast_to(a, row.shape), np.broadcast_to(exact, row.shape)
+    wide = (np.broadcast_to(a, row.shape), np.broadcast_to(exact, row.shape)) if a.shape != row.shape else (a, exact)
     with np.errstate(all="ignore"):
-        largest, total, scale = _figures(a, exact, scale=True)
-    row.err32, row.own_mean, row.scale = float(largest), float(total / a.size), float(scale)
+        largest, total, scale = _figures(*wide, scale=True)
+    # max |exact| is NaN or Inf exactly when exact holds one: overflowed's own passes only then (most values: none)
+    if ref is not None and not np.isfinite(scale) and overflowed(a, exact):
+        row.problems.append(OVERFLOWED)
+        return row
+    row.err32, row.own_mean, row.scale = float(largest), float(total / wide[0].size), float(scale)
     return row
 
 

@@ -147,9 +147,11 @@ def judged_as_run(model, inputs, torch_record, paddle_record, keys: dict, free: 
                     (bool(result.problems) and a is not None and calibrated.overflowed(a, ref))
             else:  # an input is mostly the output judged just before: its verdict, on the same arrays
                 out = done.get(("out", *same, None))
-                result = out.passed if out is not None and a is not None and a.dtype.kind == "f" and \
-                    not out.problems and not out.by_design and a.shape == ref.shape else input_ok(a, ref, b)
-                over = a is not None and calibrated.overflowed(a, ref)
+                reused = out is not None and a is not None and a.dtype.kind == "f" and \
+                    not out.problems and not out.by_design and a.shape == ref.shape
+                result = out.passed if reused else input_ok(a, ref, b)
+                # that output's own_error found ref finite where a is (no problem): overflowed's passes not again
+                over = not reused and a is not None and calibrated.overflowed(a, ref)
             if over and not wild:
                 wild.append(key)
             remember(done, held, result, tensor)

@@ -163,6 +163,11 @@ def forced_run(model, inputs, torch_record: dict, calls: dict, leaves: dict, kee
                 value = torch_record.get(leaves.get(key, ""))
                 if value is not None and leaves[key] in applied and tuple(tensor.shape) == value.shape:
                     return like(activated(applied[leaves[key]], value), tensor)  # not torch's recorded value
+                held = made.get((id(tensor), version(tensor)))
+                if value is not None and held is not None and \
+                        identity(torch_record, held) == identity(torch_record, leaves[key]):
+                    return tensor  # torch's recorded value already (a container's output, its last child's): not copied
+
                 forced_value = None if value is None else torch_shaped(leaves[key], value, tensor)
                 return tensor if forced_value is None else forced_value
             return _rebuilt(output, f"out/{this}", torch_value)
