@@ -336,9 +336,9 @@ def _train(side, model, inputs, targets, loss, make_optimizer, make_scheduler, s
             before = state(model)  # an isolated step's update is from where it started
         if near:
             handles = handles + near_zero(model, out, step, recorder)  # removed after this forward, with the first's
-        # torch's first forward: which outputs its forward hands to an activation outside any module (trace.watch),
-        # as compare_forward's record says, so that the first forward pairs and is judged as compare_forward's
-        watching = watch(recorder) if side == "torch" and step == 0 else contextlib.nullcontext()
+        # torch's first forward, when recorded: which outputs its forward hands to an activation outside any module
+        # (trace.watch), as compare_forward's record says, so that it pairs and is judged as compare_forward's
+        watching = watch(recorder) if side == "torch" and step == 0 and outputs else contextlib.nullcontext()
         with raised_by(f"the {side} model's forward raised", TWIN_FAILED if side == TWIN else INPUTS), watching:
             output = call(model, inputs, to_tensor)
         for h in handles:
