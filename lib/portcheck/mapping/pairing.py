@@ -506,24 +506,31 @@ def _applied(result: Pairing, torch_record: dict, paddle_record: dict) -> dict:
     """{torch call: the activation torch's forward hands its output to first, outside any module (trace.watch's fn/
     key: torchvision's DenseNet.forward, F.relu on features' output)} where its Paddle call is judged through it:
     the Paddle module declares an activation of its own (legacy BatchNorm(act='relu'), result.acts), or the next
-    module Paddle runs reads its output as it is (Paddle applies none there: a port missing it is red at it). A
-    Paddle port applying its own functional activation there is judged on the outputs as they are."""
+    module Paddle runs reads its output as it is and is not that activation (Paddle applies none there: a port
+    missing it is red at it). A Paddle port applying that activation itself, in its forward or as a module of its
+    own (paddle.vision's ConvNormActivation runs a ReLU module where torchvision's inception BasicConv2d calls
+    F.relu), is judged on the outputs as they are."""
+    kinds = {c.name: c.kind.lower() for c in result.paddle_calls}
     out = {}
     for t, p in result.pairs.items():
         name = text(torch_record, APPLIED + t)
         if name in ACTIVATIONS and t not in result.composed and t not in result.paddle_composed and \
-                (p in result.acts or _read_as_is(paddle_record, p)):
+                (p in result.acts or _reader(paddle_record, p) not in (None, *(c for c, k in kinds.items()
+                                                                                 if k == name))):
             out[t] = name
     return out
 
 
-def _read_as_is(record: dict, call: str) -> bool:
-    """Whether the first module input a record holds after a call's output is that output, unchanged."""
+def _reader(record: dict, call: str):
+    """The call whose first input is the first module input a record holds after a call's output, when that input is
+    the output unchanged; else None."""
     keys = iter(record)
     if f"out/{call}" not in record or not any(k == f"out/{call}" for k in keys):
-        return False
+        return None
     fed = next((k for k in keys if k.startswith("in/")), None)
-    return fed is not None and spill.identity(record, fed) == spill.identity(record, f"out/{call}")
+    if fed is None or spill.identity(record, fed) != spill.identity(record, f"out/{call}"):
+        return None
+    return split_key(fed)[1]
 
 
 def _composed(result: Pairing, torch_record: dict, paddle_record: dict, side: str = "torch") -> dict:
