@@ -133,6 +133,7 @@ def measure(hidden: int) -> dict:
     runs = phase(figures, "forward", lambda: [forwards() for _ in range(3)])
     figures["forward"].update(**{f"{side}_{unit}": round(min(r[side + key] for r in runs), 3)
                                  for side in ("torch", "paddle") for key, unit in (("", "seconds"), ("_cpu", "cpu"))})
+    figures["forward"].update(float64(pt, ids))
     phase(figures, "convert", lambda: convert(pt, pd, layouts={"LlamaLMHead": "transpose"}) and None)
     # modules paired by the models' run (issue 48): both forwards, each output's shape kept, not its values
     phase(figures, "convert_run", lambda: convert(pt, pd, layouts={"LlamaLMHead": "transpose"}, inputs=ids) and None)
@@ -166,6 +167,38 @@ def measure(hidden: int) -> dict:
     return figures
 
 
+def float64(pt, ids) -> dict:
+    """torch's plain forward in float64 (the model cast in place and back: float32 -> float64 -> float32 is exact),
+    the best of three after a warm-up, its seconds and CPU seconds: with the plain float32 forwards, the floor of
+    what the method's own runs cost (floors), whatever the library around them does."""
+    import torch
+    x = torch.from_numpy(ids["input_ids"])
+    pt.double()
+    try:
+        with torch.no_grad():
+            pt(input_ids=x)
+            runs = []
+            for _ in range(3):
+                start, cpu = time.perf_counter(), cpu_seconds()
+                pt(input_ids=x)
+                runs.append((time.perf_counter() - start, cpu_seconds() - cpu))
+    finally:
+        pt.float()
+    return {"torch64_seconds": round(min(r[0] for r in runs), 3), "torch64_cpu": round(min(r[1] for r in runs), 3)}
+
+
+def floors(r: dict) -> dict:
+    """{phase: (wall, CPU) ratio of the method's own runs, each a plain forward, over the plain forwards} when torch's
+    float64 forward was measured: a comparison is torch fp32 + Paddle fp32 + torch float64; isolate=True adds one
+    Paddle run and one float64 run, each module on torch's recorded input."""
+    f = r["forward"]
+    if "torch64_cpu" not in f:
+        return {}
+    ratio = lambda unit, more: (f[f"torch_{unit}"] + (1 + more) * (f[f"paddle_{unit}"] + f[f"torch64_{unit}"])) / \
+        (f[f"torch_{unit}"] + f[f"paddle_{unit}"])
+    return {p: (ratio("seconds", more), ratio("cpu", more)) for p, more in (("compare", 0), ("isolated", 1))}
+
+
 def write(results: dict, out: Path):
     """docs/llm.json, llm.md and llm.png (the chart, when matplotlib is installed) from every width measured."""
     rows = [results[k] for k in sorted(results, key=int)]
@@ -187,7 +220,11 @@ def write(results: dict, out: Path):
              "page costs about 2 s/GB here (a 2 GB array filled in 4.1-4.7 s, 0.13 s when the pages were the "
              "process's own); its time is said below as the first run's. Beside each comparison's ratio, its CPU ratio "
              "(\"CPU 3.1x\"): the process's CPU seconds, every thread's, over the plain forwards' (each the best of its "
-             "runs): on a machine other work shares, the wall clock counts the waits too.", "",
+             "runs): on a machine other work shares, the wall clock counts the waits too. \"The method's own runs "
+             "alone\": the plain forwards a comparison is made of, each timed as above (torch's float64 forward with "
+             "the model cast to float64 in place): a comparison is torch's float32 run, Paddle's and torch's float64 "
+             "one, the yardstick; isolate=True adds one Paddle run and one float64 run, each module on torch's recorded "
+             "input. What a comparison costs above them is the library's: recording, pairing, judging.", "",
              f"Targets (issue 34): peak at most {PEAK_TARGET:g} x the two models' float32 weights; a comparison at "
              f"most {TIME_TARGET:g} x one plain forward of each side (torch's time plus Paddle's).", "",
              "| hidden | parameters (each side) | weights, both (GB) | libraries loaded (GB) | peak: build | forward | convert | "
@@ -222,7 +259,10 @@ def write(results: dict, out: Path):
                               if "first_seconds" in r[p])) +
                      (" By CPU seconds (issue 65's targets): " + ", ".join(
                          f"{p} {ratio:.2f}x ({said(ratio <= CPU_TARGETS[p])}, {CPU_TARGETS[p]:g}x)"
-                         for p, ratio in cpu_ratios(r).items()) + "." if cpu_ratios(r) else ""))
+                         for p, ratio in cpu_ratios(r).items()) + "." if cpu_ratios(r) else "") +
+                     (" The method's own runs alone: " + ", ".join(f"{p} {wall:.2f}x (CPU {cpu_:.2f}x)"
+                                                                    for p, (wall, cpu_) in floors(r).items()) + "."
+                      if floors(r) else ""))
     lines.append(f"* The libraries loaded before anything is built (torch, Paddle, transformers, paddlenlp) take "
                  f"{rows[0]['libraries_gb']:.2f} GB: the small widths' peak multiples are mostly that; what a "
                  "comparison adds above the built pair stays about the same at every width.")
