@@ -407,8 +407,8 @@ TORCHVISION = [
     vision("inception_v3", [{"name": "BatchNorm epsilon left at paddle.vision's 1e-5", "eps_all": 1e-5, "step": 1,
                              "where": "Conv2d_1a_3x3.bn", "cause": "torchvision's BasicConv2d has eps 0.001"}],
            eps_all=1e-3, fix=[("dropout", "mode", "upscale_in_train"), ("dropout", "p", 0.5)]),
-    vision("squeezenet1_1", [], skip="paddle.vision's squeezenet1_1 first conv is another shape (issue 62 item 4: "
-           "convert to say the shapes)"),
+    vision("squeezenet1_1", [], skip="paddle.vision's squeezenet1_1 first conv is another shape than torchvision's "
+           "(portcheck.convert says both): not the same model"),
     vision("googlenet", [], skip="paddle.vision's googlenet is the original network without BatchNorm; "
            "torchvision's has one in every conv: not the same model"),
 ]

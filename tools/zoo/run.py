@@ -223,7 +223,11 @@ TORCHVISION_CPU = [
     "with every Dropout module in eval mode on both sides, as docs/own_model.md's Step 4 asks (each framework draws "
     "its own masks); BatchNorm stays in train mode, its batch statistics over 8 values per channel in the last "
     "stage at 64 x 64, where the gradients are also allowed 4 x torch's own run from weights moved one ulp "
-    "(`portcheck.backward.batch_statistics`).", ""]
+    "(`portcheck.backward.batch_statistics`). An activation torch's forward applies outside any module is judged "
+    "where paddle.vision holds it: densenet121's features.norm5 through the F.relu of `DenseNet.forward`, which "
+    "paddle.vision's `BatchNorm(act='relu')` computes; inception_v3's BasicConv2d calls F.relu on its bn's output, "
+    "where paddle.vision's ConvNormActivation runs a ReLU module, so the two bn outputs are judged as they are "
+    "(`portcheck.mapping.pairing`).", ""]
 
 
 def markdown(results, rules, seconds) -> str:
