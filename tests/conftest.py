@@ -359,6 +359,29 @@ def _check_agrees_with_run(request):
         yield
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _worker_threads():
+    """A pytest-xdist worker's own torch (a test's in-process model, imported by the test files it collected) at the
+    worker's share of the cores, as its scripts are (THREADS), not every core that portcheck.core.runtime gave it:
+    two workers' two-thread parallel regions on two cores wait on each other's time slices (docs/speed.md). -n 0:
+    every core, as before."""
+    if "PYTEST_XDIST_WORKER" in os.environ and "torch" in sys.modules:
+        sys.modules["torch"].set_num_threads(int(THREADS))
+    yield
+
+
+@pytest.fixture
+def two_threads():
+    """torch in this process at the 2 threads tools/bench_k_backward.py's kink nets were found at (its run against
+    itself, other_threads: 1), as their tests ran before a worker's torch took its share of the cores (_worker_threads):
+    from 1 thread (2 against itself) the kink is not crossed, and those tests would pass without one or fail."""
+    import torch
+    n = torch.get_num_threads()
+    torch.set_num_threads(2)
+    yield
+    torch.set_num_threads(n)
+
+
 @atexit.register
 def _stop_servers():
     for proc, _ in SERVERS.values():
