@@ -88,6 +88,7 @@ def test_a_jump_torch_takes_against_itself_is_within_and_a_larger_one_red(record
     assert not judge_backward(t, {**clean, key: t[key] + jump}).passed  # no moved run: K_BACKWARD alone
 
 
+@pytest.mark.usefixtures("two_threads")
 def test_a_kink_paddle_crosses_at_a_later_step_is_torch_spread_and_a_momentum_plant_red():
     """A net where Paddle crosses a ReLU kink at step 5 that torch moved one ulp with the same kernels does not
     (tools/bench_k_backward.py --kinks): torch's run against itself with other threads crosses it too."""
@@ -104,6 +105,7 @@ def test_a_kink_paddle_crosses_at_a_later_step_is_torch_spread_and_a_momentum_pl
     assert not report.passed and all(r.passed for r in report.grads), report.table()
 
 
+@pytest.mark.usefixtures("two_threads")
 def test_a_weight_decay_plant_stays_red_beside_a_kink():
     t, clean, planted, _ = bench.kink_records(*bench.KINK_NETS["other threads"], bench.sgd("torch", decay=1e-4),
                                               [(bench.sgd("paddle", decay=1e-4), None),
@@ -113,6 +115,7 @@ def test_a_weight_decay_plant_stays_red_beside_a_kink():
     assert not report.passed and all(r.passed for r in report.grads), report.table()
 
 
+@pytest.mark.usefixtures("two_threads")
 def test_a_hand_ins_bp_align_carries_torchs_spread_and_the_folder_judges_as_the_run_does(tmp_path):
     """handin.bp_align(exact=True) writes torch's spread against itself beside the float64 values (SPREAD_OF keys),
     and the checker allows SPREAD x it where judge_backward does in process: the kink net's correct port is green

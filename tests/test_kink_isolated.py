@@ -16,6 +16,7 @@ from portcheck.gradients.kinks import TAKEN_KEY, TAKING  # noqa: E402
 from tools import bench_k_backward as bench  # noqa: E402 - its small conv/BatchNorm nets, shared
 
 SEED, BATCH = 0, 16  # Paddle crosses a kink in step 4's forward of the isolated run (the plain run: none red)
+pytestmark = pytest.mark.usefixtures("two_threads")  # the net's kink, found at 2 threads (conftest.two_threads)
 
 
 def run(monkeypatch, paddle_momentum):

@@ -52,10 +52,19 @@ def paddle_against(done, tmp_path: Path, argv, steps: int):
     return code, printed.getvalue(), mine / "log_reprod"
 
 
-def check(folder: Path):
-    p = subprocess.run([sys.executable, "-m", "portcheck", "check", str(folder), "--only",
-                        ",".join((runconfig.CONFIG, *run.PAIRS))], capture_output=True, text=True)
-    return p.returncode, p.stdout + p.stderr
+def check(folder: Path, process=False):
+    """`portcheck check --only config,<run's pairs> folder`: (exit code, its output). process=True: the command as a
+    user runs it (one test here: the others run its main in this process, the same lines without an interpreter's
+    start-up and imports each time, ~1 s)."""
+    argv = ["check", str(folder), "--only", ",".join((runconfig.CONFIG, *run.PAIRS))]
+    if process:
+        p = subprocess.run([sys.executable, "-m", "portcheck", *argv], capture_output=True, text=True)
+        return p.returncode, p.stdout + p.stderr
+    from portcheck import cli
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed), contextlib.redirect_stderr(printed), pytest.raises(SystemExit) as e:
+        cli.main(argv)
+    return e.value.code, printed.getvalue()
 
 
 @pytest.fixture(scope="module")
@@ -85,7 +94,7 @@ def test_the_trainers_are_judged_as_a_plain_loop(trainer_torch, tmp_path):
     decayed = {k for k, (v, _) in config["torch"]["optimizer"]["weight_decay"].items() if v}
     assert "bert.embeddings.word_embeddings.weight" in decayed and not any("bias" in k or "LayerNorm" in k
                                                                           for k in decayed)
-    checked, out = check(folder)
+    checked, out = check(folder, process=True)
     assert checked == 0 and "config: green" in out, out
 
 
