@@ -47,27 +47,26 @@ THREADS = str(max(1, len(os.sched_getaffinity(0)) // WORKERS))
 # Since the tenth session (2026-11-27): each file's setup + call + teardown seconds in the whole suite on the
 # round's merged code (458e95d) with PYTEST_ADDOPTS=--durations=0 on idle cores (1269 tests, 10:23, 1172 s of
 # tests), test_hand_in's kept above the largest (above); a file under a second is 1.
-# test_run_scripts's less its crash case's 3.1 s saved (8.0 -> 4.9 s, `-n 0` back to back on a loaded host, scaled by
-# that run's 66 s to its 53 here). An xdist worker's torch at THREADS (_worker_threads, 2026-11-27) cuts the in-suite
-# seconds of every file that trains torch in process; those figures await the next whole-suite run.
-FILE_SECONDS = {"test_hand_in.py": 98, "test_resnet18.py": 97, "test_distributed.py": 64, "test_mid_size.py": 64,
-                "test_run_launchers.py": 62, "test_run_scripts.py": 50, "test_step4.py": 49, "test_edges.py": 44,
-                "test_run_trainers.py": 44, "test_step5.py": 39, "test_five_steps.py": 33, "test_steps25.py": 31,
-                "test_zoo.py": 30, "test_stream_wide.py": 19, "test_layout.py": 26, "test_hostile5.py": 25,
-                "test_hostile.py": 24, "test_inputs.py": 23, "test_docs_blocks.py": 22, "test_k_backward.py": 22,
-                "test_run_taking.py": 22, "test_run_config.py": 21, "test_pairing.py": 19, "test_habits.py": 18,
-                "test_run_packed.py": 18, "test_plot.py": 17, "test_docs_site.py": 15, "test_run_loaders.py": 15,
-                "test_pairing2.py": 13, "test_size.py": 13, "test_run_against_itself.py": 12, "test_run_calls.py": 11,
-                "test_stream.py": 11, "test_newcomer.py": 10, "test_run_first_kink.py": 10,
-                "test_weight_stats.py": 10, "test_hostile4.py": 8, "test_run_cycles.py": 8, "test_step1.py": 8,
-                "test_step2.py": 8, "test_torchvision.py": 8, "test_hand_in_kink.py": 7, "test_hostile3.py": 7,
-                "test_run_rnn.py": 7, "test_convert.py": 6, "test_vision_ports.py": 6, "test_diff.py": 4,
-                "test_grouping.py": 4, "test_kink_isolated.py": 4, "test_library.py": 3, "test_models.py": 3,
-                "test_align.py": 2, "test_first_call.py": 2, "test_messages.py": 2, "test_architecture.py": 1,
-                "test_contestant.py": 1, "test_docs.py": 1, "test_engine.py": 1, "test_flags.py": 1,
-                "test_keys.py": 1, "test_kink_branch.py": 1, "test_layering.py": 1, "test_links.py": 1,
-                "test_no_traceback.py": 1, "test_rules.py": 1, "test_run_limits.py": 1, "test_shapes_shared.py": 1,
-                "test_step3.py": 1}
+# Since the eleventh session (2026-11-27): the same, from a fresh clone's .ci/run of 93f73e9 with every worker's torch at
+# THREADS (_worker_threads; 1272 tests, 9:28, 1065 s of tests).
+FILE_SECONDS = {"test_hand_in.py": 110, "test_resnet18.py": 106, "test_distributed.py": 75,
+                "test_run_launchers.py": 75, "test_mid_size.py": 72, "test_run_scripts.py": 53, "test_step5.py": 50,
+                "test_step4.py": 33, "test_edges.py": 33, "test_run_trainers.py": 30, "test_hostile5.py": 29,
+                "test_five_steps.py": 27, "test_layout.py": 27, "test_run_taking.py": 24, "test_inputs.py": 22,
+                "test_run_config.py": 21, "test_zoo.py": 21, "test_docs_blocks.py": 20, "test_hostile.py": 20,
+                "test_run_packed.py": 19, "test_pairing.py": 18, "test_stream_wide.py": 17, "test_steps25.py": 17,
+                "test_plot.py": 14, "test_k_backward.py": 14, "test_run_loaders.py": 13, "test_docs_site.py": 13,
+                "test_run_against_itself.py": 11, "test_run_first_kink.py": 11, "test_habits.py": 11,
+                "test_run_calls.py": 10, "test_pairing2.py": 9, "test_newcomer.py": 8, "test_run_cycles.py": 7,
+                "test_run_rnn.py": 6, "test_hand_in_kink.py": 6, "test_step2.py": 6, "test_hostile4.py": 6,
+                "test_step1.py": 5, "test_torchvision.py": 5, "test_hostile3.py": 5, "test_convert.py": 4,
+                "test_stream.py": 4, "test_vision_ports.py": 4, "test_size.py": 4, "test_grouping.py": 3,
+                "test_diff.py": 3, "test_kink_isolated.py": 3, "test_align.py": 3, "test_library.py": 3,
+                "test_weight_stats.py": 2, "test_messages.py": 2, "test_models.py": 2, "test_layering.py": 2,
+                "test_rules.py": 1, "test_architecture.py": 1, "test_step3.py": 1, "test_flags.py": 1,
+                "test_first_call.py": 1, "test_shapes_shared.py": 1, "test_contestant.py": 1, "test_engine.py": 1,
+                "test_no_traceback.py": 1, "test_kink_branch.py": 1, "test_docs.py": 1, "test_links.py": 1,
+                "test_keys.py": 1, "test_run_limits.py": 1, "test_wording.py": 1}
 SETUP = ["weights/torch_bert_weights.py", "weights/torch2paddle.py",
          "classifier_weights/generate_classifier_weights.py", "fake_data/gen_fake_data.py"]
 
