@@ -514,9 +514,10 @@ def _applied(result: Pairing, torch_record: dict, paddle_record: dict) -> dict:
     out = {}
     for t, p in result.pairs.items():
         name = text(torch_record, APPLIED + t)
-        if name in ACTIVATIONS and t not in result.composed and t not in result.paddle_composed and \
-                (p in result.acts or _reader(paddle_record, p) not in (None, *(c for c, k in kinds.items()
-                                                                                 if k == name))):
+        if name not in ACTIVATIONS or t in result.composed or t in result.paddle_composed:
+            continue
+        reader = _reader(paddle_record, p)
+        if p in result.acts or (reader is not None and kinds.get(reader) != name):
             out[t] = name
     return out
 
