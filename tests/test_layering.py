@@ -129,6 +129,36 @@ def test_no_module_over_600_lines_but_the_known():
     assert oversize(library()) == []
 
 
+# the floor's only import beyond numpy: a report's frame() asks for pandas when called (issue 64's notebook tables)
+CORE_LAZY = {("portcheck.core.report", "pandas")}
+
+
+def foreign(modules, lazy=CORE_LAZY) -> list:
+    """(module, package) for every import of core's modules, lazy ones inside functions too, of a package that is
+    neither the standard library, numpy nor core itself: the floor runs where no framework is installed."""
+    out = []
+    for m, path in modules.items():
+        if layer(m) != "core":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import) else
+                     [node.module] if isinstance(node, ast.ImportFrom) and node.level == 0 else [])
+            out += [(m, n) for n in names if n.split(".")[0] not in sys.stdlib_module_names | {"numpy"}
+                    and not n.startswith("portcheck.core") and (m, n) not in lazy]
+    return sorted(out)
+
+
+def test_core_imports_no_framework():
+    assert foreign(library()) == []
+
+
+def test_the_core_check_sees_a_framework_imported_inside_a_function(tmp_path):
+    planted = tmp_path / "portcheck" / "core" / "record.py"
+    planted.parent.mkdir(parents=True)
+    planted.write_text("import numpy\nfrom portcheck.core import errors\n\ndef f(m):\n    import paddle\n")
+    assert foreign({"portcheck.core.record": planted}) == [("portcheck.core.record", "paddle")]
+
+
 def test_the_checks_see_a_planted_circle_an_upward_import_and_a_grown_module(tmp_path):
     planted = {"portcheck.core.a": {"portcheck.core.b"}, "portcheck.core.b": {"portcheck.core.a"},
                "portcheck.forward.c": {"portcheck.core.a", "portcheck.scripts.d"}, "portcheck.scripts.d": set(),

@@ -2,4 +2,5 @@
 same_run), record keys (keys), the rules (tolerances), exact and atol+rtol judging (diff), the rule measured on the
 model (calibrated), logs (report), records on disk (spill), process settings for entry scripts (runtime).
 
-Imports numpy and the standard library only, and no other portcheck subpackage."""
+Imports numpy and the standard library only (pandas inside report.frame, when asked), and no other portcheck
+subpackage: held by tests/test_layering.py."""

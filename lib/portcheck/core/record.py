@@ -75,11 +75,15 @@ def model_fingerprint(model, port=None) -> str:
         return fingerprint((name, port.from_torch(k, lambda n: _numpy(state[n])) if cut[k] else _numpy(state[name]))
                            for k, (name, _) in carried.items())
     if hasattr(model, "named_sublayers"):  # Paddle
-        import paddle
         linear = {f"{name}.weight" if name else "weight" for name, layer in model.named_sublayers(include_self=True)
-                  if isinstance(layer, paddle.nn.Linear)}
+                  if _paddle_linear(layer)}
         return fingerprint((k, v.numpy().T if k in linear else v.numpy()) for k, v in model.state_dict().items())
     return state_fingerprint(model.state_dict())
+
+
+def _paddle_linear(layer) -> bool:
+    """isinstance(layer, paddle.nn.Linear), asked of its classes: core imports no framework."""
+    return any(c.__name__ == "Linear" and c.__module__.startswith("paddle.nn") for c in type(layer).__mro__)
 
 
 def _numpy(v):
