@@ -103,15 +103,15 @@ def test_every_layer_type_converts_and_the_clean_port_is_green():
 def test_recurrent_and_embedding_layers_convert():
     torch.manual_seed(0)
     pt = torch.nn.ModuleDict({"emb": torch.nn.Embedding(10, 6), "rnn": torch.nn.LSTM(6, 5, bidirectional=True),
-                              "gru": torch.nn.GRU(6, 5)})
+                              "gru": torch.nn.GRU(6, 5), "simple": torch.nn.RNN(6, 5, 2, nonlinearity="relu")})
     pd = paddle.nn.LayerDict({"emb": paddle.nn.Embedding(10, 6), "rnn": paddle.nn.LSTM(6, 5, direction="bidirect"),
-                              "gru": paddle.nn.GRU(6, 5)})
+                              "gru": paddle.nn.GRU(6, 5), "simple": paddle.nn.SimpleRNN(6, 5, 2, activation="relu")})
     pd.set_state_dict(convert(pt, pd))
     ids = np.array([[1, 2, 3, 4]])
     e_t = pt["emb"](torch.from_numpy(ids))
     e_p = pd["emb"](paddle.to_tensor(ids))
     assert np.array_equal(e_t.detach().numpy(), e_p.numpy())
-    for name in ("rnn", "gru"):  # torch's layers are time-major by default, Paddle's batch-major
+    for name in ("rnn", "gru", "simple"):  # torch's layers are time-major by default, Paddle's batch-major
         out_t = pt[name](e_t.transpose(0, 1))[0].transpose(0, 1).detach().numpy()
         out_p = pd[name](e_p)[0].numpy()
         assert np.abs(out_t - out_p).max() < 1e-5, name

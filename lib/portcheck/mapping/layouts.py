@@ -60,6 +60,7 @@ def layouts_table(extra=None):
                                                            linear_layout))
     table[tnn.LSTM] = (("LSTM",), same_layout)  # gate order i, f, g, o on both sides; names weight_ih_l0, ..._reverse
     table[tnn.GRU] = (("GRU",), same_layout)
+    table[tnn.RNN] = (("SimpleRNN",), same_layout)  # tanh or relu: torch's nonlinearity, Paddle's activation
     # transformers' GPT-2-style Conv1D already holds [in, out], as Paddle's Linear does. Taken from sys.modules,
     # not imported: a model holding one has loaded its module, and a model without one (a user's own script under
     # `portcheck run`) is spared loading transformers (~0.4 s)
