@@ -160,6 +160,27 @@ def test_norms_prelu_and_a_module_of_ones_own_convert_and_compare():
     assert report.passed and "grad 2.weight" in report.table() and "3.weight (after the last step)" in last, last
     pd[4].weight.set_value(pd[4].weight.numpy() * 1.001)
     assert compare_forward(pt, pd, X).first_diverging == "4", "a 0.1% weight in the module of one's own"
+
+
+def test_transpose_declared_for_a_tensor_not_named_weight_is_refused():
+    """'transpose' is a Linear's rule (its `weight`): a module of one's own holding its [out, in] matrix as `w`,
+    declared 'transpose', would have passed it untransposed, a square one silently."""
+    class Own(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w, self.b = torch.nn.Parameter(torch.randn(4, 4)), torch.nn.Parameter(torch.randn(4))
+
+    class PaddleOwn(paddle.nn.Layer):
+        def __init__(self):
+            super().__init__()
+            self.w, self.b = self.create_parameter([4, 4]), self.create_parameter([4])
+
+    pt, pd = torch.nn.Sequential(torch.nn.Linear(4, 4), Own()), paddle.nn.Sequential(paddle.nn.Linear(4, 4), PaddleOwn())
+    with pytest.raises(PipelineError, match=r"Own is declared 'transpose'.*: 1\.w \[4, 4\] would be kept .*\[PC319\]"):
+        convert(pt, pd, layouts={"Own": "transpose"})
+    state = convert(pt, pd, layouts={"Own": "same"})  # the Linear's weight transposed, the declared one as it is
+    assert np.array_equal(state["1.w"], pt[1].w.detach().numpy())
+    assert np.array_equal(state["0.weight"], pt[0].weight.detach().numpy().T)
     with pytest.raises(PipelineError, match="layouts: 'Scale': 'copy' must be one of 'same', 'transpose'"):
         convert(pt, pd, layouts={"Scale": "copy"})
 

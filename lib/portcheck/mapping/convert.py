@@ -101,6 +101,13 @@ def torch_layouts(torch_model, layouts=None, paddle_kinds=None) -> dict:
             unknown.setdefault(type(module).__name__, []).append(name or "(the model)")
             continue
         kinds, rule = rule
+        kept = [f"{name}.{t} {list(a.shape)}" for t, a in tensors.items() if rule is linear_layout and t != "weight"
+                and len(a.shape) > 1]
+        if kept:  # "transpose" is a Linear's rule: a declared type's [out, in] tensor of its own name would pass as is
+            raise PipelineError(f"layouts: {type(module).__name__} is declared 'transpose', which transposes a "
+                                f"Linear's weight only: {', '.join(kept)} would be kept as it is; declare 'same' if "
+                                "Paddle keeps it so, or add the type to portcheck/mapping/layouts.py's table "
+                                "(layouts_table) with its rule [PC319]")
         for (tname, array), held in zip(tensors.items(), _own_ids(module)):
             pname = rule(tname, array)[0]  # the name only (a transpose is a view)
             key = f"{name}.{tname}" if name else tname
