@@ -132,3 +132,24 @@ def test_an_attentions_own_dropout_is_off_while_the_recorder_says_so():
     run_.dropout_off = False
     torch.manual_seed(0)
     assert not torch.equal(attention(q, q, q, None, 0.5), plain)
+
+
+def test_a_recurrent_layers_mode_and_dropout_are_compared():
+    """Each side's module_config: a recurrent layer's mode (LSTM, GRU, RNN_TANH, RNN_RELU: torch's nonlinearity,
+    Paddle's activation) and its dropout between layers, which no weight shows: one configuration line each when
+    the port leaves it out, none when it keeps it."""
+    torch, paddle = pytest.importorskip("torch"), pytest.importorskip("paddle")
+    from portcheck.scripts import runconfig
+    from portcheck.scripts.hooks_paddle import PaddleSide
+    from portcheck.scripts.hooks_torch import TorchSide
+    t = TorchSide(False).module_config(torch.nn.ModuleDict({"lstm": torch.nn.LSTM(4, 8, 2, dropout=0.2),
+                                                            "rnn": torch.nn.RNN(4, 8, nonlinearity="relu")}))
+
+    def said(dropout, activation):
+        p = PaddleSide().module_config(paddle.nn.LayerDict({"lstm": paddle.nn.LSTM(4, 8, 2, dropout=dropout),
+                                                            "rnn": paddle.nn.SimpleRNN(4, 8, activation=activation)}))
+        return runconfig.differences({"modules": t}, {"modules": p}, {"lstm": "lstm", "rnn": "rnn"}, {})
+
+    assert said(0.2, "relu") == []
+    assert said(0.0, "tanh") == ["lstm (LSTM): dropout torch 0.2 vs paddle 0",
+                                 "rnn (RNN): mode torch RNN_RELU vs paddle RNN_TANH"]

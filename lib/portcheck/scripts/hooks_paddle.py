@@ -351,6 +351,7 @@ class PaddleSide(SharedSide):
         nn = self.paddle.nn
         from paddle.nn.layer.conv import _ConvNd
         from paddle.nn.layer.norm import _BatchNormBase
+        from paddle.nn.layer.rnn import RNNBase
         return module_settings(model.named_sublayers(include_self=True), [
             ((_BatchNormBase, nn.BatchNorm), lambda m: {"momentum": round(1 - float(m._momentum), 10),
                                                         "eps": float(m._epsilon), "frozen": bool(
@@ -363,7 +364,8 @@ class PaddleSide(SharedSide):
             (_ConvNd, lambda m: {"bias": m.bias is not None, "padding_mode": m._padding_mode,
                                  "stride": list(m._stride), "dilation": list(m._dilation), "groups": m._groups}),
             (nn.Embedding, lambda m: {"padding_idx": m._padding_idx}),
-            (nn.LeakyReLU, lambda m: {"negative_slope": m._negative_slope})])
+            (nn.LeakyReLU, lambda m: {"negative_slope": m._negative_slope}),
+            (RNNBase, lambda m: {"mode": m.mode, "dropout": float(m.dropout)})])
 
     def optimizer_config(self, opt, model) -> dict:
         family = type(opt).__name__.lower()

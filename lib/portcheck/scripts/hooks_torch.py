@@ -184,7 +184,9 @@ class TorchSide(SharedSide):
                                                  "stride": list(m.stride), "dilation": list(m.dilation),
                                                  "groups": m.groups}),
             (nn.Embedding, lambda m: {"padding_idx": m.padding_idx}),
-            (nn.LeakyReLU, lambda m: {"negative_slope": m.negative_slope})])
+            (nn.LeakyReLU, lambda m: {"negative_slope": m.negative_slope}),
+            # mode: LSTM, GRU, RNN_TANH or RNN_RELU, as Paddle spells it; dropout: between layers, no weight shows it
+            (nn.RNNBase, lambda m: {"mode": m.mode, "dropout": float(m.dropout)})])
 
     def optimizer_config(self, opt, model) -> dict:
         names = {id(p): n for n, p in model.named_parameters()}
