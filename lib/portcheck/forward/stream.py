@@ -209,8 +209,8 @@ def _config(cls, folder, side):
                             "[PC912]"
                             ) from None
     if getattr(config, "model_type", "llama") != "llama":
-        raise PipelineError(f"{Path(folder) / CONFIG} is a {config.model_type!r} model: portcheck.forward.stream compares "
-                            "Llama checkpoints (transformers' and paddlenlp's LlamaForCausalLM) [PC902]")
+        raise PipelineError(f"{Path(folder) / CONFIG} is a {config.model_type!r} model: portcheck.forward.stream "
+                            "compares Llama checkpoints (transformers' and paddlenlp's LlamaForCausalLM) [PC902]")
     return config
 
 

@@ -108,8 +108,8 @@ def load_taken(path, torch_file, paddle_file, torch_record, suffix: str = TAKEN)
     torch_record = record.load(None, torch_record) if torch_record and Path(torch_record).is_file() else None
     values = load_npy(torch_file)
     if any(k not in values or not fits(np.asarray(v), values[k]) for k, v in figures.items()):
-        raise PipelineError(f"{path.name} is not {what} as portcheck.pipeline.kink_files.save_taken writes it ({holds}); run the "
-                            "pair's check again [PC116]")
+        raise PipelineError(f"{path.name} is not {what} as portcheck.pipeline.kink_files.save_taken writes it "
+                            f"({holds}); run the pair's check again [PC116]")
     rec = record.load(path)
     why = "it has no run record" if rec is None else (record.bound("torch", path, rec) and (
         "its run record does not describe it (edited since its check wrote it, or another file's)")) or (
