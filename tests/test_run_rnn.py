@@ -1,7 +1,8 @@
 """`python -m portcheck run` on an LSTM pair called as transformers' and paddlenlp's models are: Paddle's RNN layers
 list each weight under two names (weight_ih_l0 and 0.cell.weight_ih: one tensor), torch's under one; the batch is
 tensors and flags, positional and keyword (x, None, labels=, return_dict=True), the loss computed inside the
-model; attention drops out in train mode (scaled_dot_product_attention's dropout_p). The Paddle model is filled from
+model; the LSTM drops out between its layers inside the framework's kernel, attention in train mode
+(scaled_dot_product_attention's dropout_p). The Paddle model is filled from
 torch's weights, each module judged on torch's values too, the data and the steps green; a parameter the port adds is
 refused in one line naming it."""
 import contextlib
@@ -23,7 +24,7 @@ torch.manual_seed(0)
 class Net(nn.Module):
     def __init__(self):
         super().__init__()
-        self.rnn, self.head = nn.LSTM(4, 8, num_layers=2, batch_first=True), nn.Linear(8, 3)
+        self.rnn, self.head = nn.LSTM(4, 8, num_layers=2, batch_first=True, dropout=0.2), nn.Linear(8, 3)
         self.loss = nn.CrossEntropyLoss()
     def forward(self, x, mask=None, labels=None, return_dict=False):
         h = self.rnn(x)[0]
@@ -45,7 +46,7 @@ paddle.seed(0)
 class Net(nn.Layer):
     def __init__(self):
         super().__init__()
-        self.rnn, self.head = nn.LSTM(4, 8, num_layers=2), nn.Linear(8, 3)
+        self.rnn, self.head = nn.LSTM(4, 8, num_layers=2, dropout=0.2), nn.Linear(8, 3)
         self.loss = nn.CrossEntropyLoss()
     def forward(self, x, mask=None, labels=None, return_dict=False):
         h = self.rnn(x)[0]

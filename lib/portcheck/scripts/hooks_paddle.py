@@ -326,6 +326,10 @@ class PaddleSide(SharedSide):
         nn = self.paddle.nn
         return isinstance(module, (nn.Dropout, nn.Dropout2D, nn.Dropout3D, nn.AlphaDropout))
 
+    def is_recurrent(self, module) -> bool:
+        from paddle.nn.layer.rnn import RNNBase
+        return isinstance(module, RNNBase)
+
     def loss_class(self, module) -> str:
         """A Paddle loss class's functional, by torch's name (wrapping.LOSS_CLASSES; one it does not know: its own
         name), else "". HuberLoss and SmoothL1Loss are Paddle's smooth_l1_loss (wrapping.loss_settings)."""

@@ -157,6 +157,9 @@ class TorchSide(SharedSide):
     def is_dropout(self, module) -> bool:
         return isinstance(module, self.torch.nn.modules.dropout._DropoutNd)
 
+    def is_recurrent(self, module) -> bool:
+        return isinstance(module, self.torch.nn.RNNBase)
+
     def loss_class(self, module) -> str:
         """A torch loss class's functional (wrapping.LOSS_CLASSES; one it does not know: its own name), else ""."""
         if not isinstance(module, self.torch.nn.modules.loss._Loss):

@@ -133,9 +133,16 @@ class Run:
         if self.plain:
             return call(*args, **kwargs)
         self.stack.append(module)  # the innermost module is a dropout's call site (dropout_site)
+        # a recurrent layer's dropout between its layers runs inside the framework's own kernel, no functional to
+        # wrap: off for the call (its p is configuration: module_config's "dropout")
+        inner = self.dropout_off and self.fw.is_recurrent(module) and module.dropout
+        if inner:
+            module.dropout = 0.0
         try:
             return self._module_call(module, call, args, kwargs)
         finally:
+            if inner:
+                module.dropout = inner
             self.stack.pop()
 
     def _module_call(self, module, call, args, kwargs):
