@@ -160,3 +160,28 @@ def test_an_uncoded_refusal_or_red_line_is_caught():
         "a.py:6: print(f\"{x}: {\'green\' if x else \'RED\'} (figures)\")",
         "a.py:8: fail(f\"{x}: stopped\")"]
     assert uncoded({"a.py": planted}, exempt={})[-1] == "a.py:9: PipelineError(problem)"
+
+
+def figure_words(*functions) -> list:
+    """The fixed words (two or more) of the f-strings the functions write: what every line they make holds."""
+    import inspect
+    import textwrap
+    found = []
+    for f in functions:
+        for node in ast.walk(ast.parse(textwrap.dedent(inspect.getsource(f)))):
+            if isinstance(node, ast.JoinedStr):
+                found += [v.value.strip(" ,") for v in node.values if isinstance(v, ast.Constant)
+                          and len(v.value.strip(" ,").split()) > 1]
+    return found
+
+
+def test_pc108s_entry_quotes_every_form_of_the_figures_its_line_carries():
+    """A measured RED's figures are written by KeyResult.key_figures in one of its forms (K x torch's error, the
+    floor, torch's spread, ulps): the entry quotes each, so a reader finds the line they have (the floor's was
+    missing: its line read 'beyond the floor ... the allowance here: ...' and the entry only '= <n> x ...')."""
+    from portcheck.core import calibrated, diff
+    words = figure_words(diff.KeyResult.key_figures, calibrated.Measured.floor_said)
+    assert len(words) >= 5 and "the floor" in words, words
+    for page in PAGES:
+        entry = entries(page.read_text(encoding="utf-8"))["PC108"][1]
+        assert [w for w in words if w not in entry] == [], page.name
