@@ -19,10 +19,11 @@ CODE = re.compile(r"\[(PC\d{3})\]")
 ENTRY = re.compile(r"^### (PC\d{3})\n+(?P<tick>`+) ?(?P<line>[^\n]+?) ?(?P=tick)\n+(?P<body>.*?)(?=^##|\Z)", re.M | re.S)
 # what raises or prints a refusal: errors' two classes, the recorder's refuse (portcheck run), errors.fail
 REFUSALS = {"PipelineError", "Interrupted", "refuse", "fail"}
-RED = re.compile(r"\bRED\b")  # a red line says so
+RED = re.compile(r"\bRED\b|^error: ")  # a red line says so; a refusal printed by hand starts as fail()'s do
 # Lines that pass on a message made elsewhere, which carries its own code; (file, words of the line) -> why
 EXEMPT = {
     ("errors.py", "fail(str(e)"): "run_main prints a PipelineError's or an Interrupted's own line, coded where raised",
+    ("errors.py", 'print(f"error: {msg}"'): "fail() itself: its callers' lines are coded",
     ("fileio.py", "PipelineError(problem)"): "_missing's lines, each coded",
     ("layouts.py", "{key!r}: {e}"): "Fused's own refusal (PC309-PC311), said with the file and key it came from",
     ("pairing.py", "PipelineError(ambiguity("): "ambiguity's line ends with PC317",
@@ -153,8 +154,10 @@ def test_an_uncoded_refusal_or_red_line_is_caught():
                '    print(f"{x}: {\'green\' if x else \'RED\'} (figures)")\n'
                '    print(f"{x}: RED (figures) [PC201]")\n'
                '    fail(f"{x}: stopped")\n'
-               '    raise PipelineError(problem)\n')
+               '    raise PipelineError(problem)\n'
+               '    print("error: interrupted while loading", file=sys.stderr)\n')
     assert uncoded({"a.py": planted}, exempt={("a.py", "PipelineError(problem)"): "coded where made"}) == [
+        "a.py:10: print(\"error: interrupted while loading\", file=sys.stderr)",
         "a.py:3: PipelineError(f\"{x} is wrong: fix it\")",
         "a.py:5: RUN.refuse(\"it compiles its model\")",
         "a.py:6: print(f\"{x}: {\'green\' if x else \'RED\'} (figures)\")",
