@@ -345,3 +345,18 @@ def test_every_python_block_runs_alone_and_prints_what_its_page_says(page_runs, 
 def test_a_page_whose_programs_a_test_runs_is_run_by_it():
     for name, test in RUN_BY.items():
         assert python_blocks(DOCS / name) and f'python_blocks(DOCS / "{name}")' in (ROOT / test).read_text(), test
+
+
+def unread(markdown) -> list:
+    """Of the Markdown files given, each holding a ```python block on no page this file reads (pages()): a whole
+    program no test would run (an example's README, a pipeline step's)."""
+    read = set(pages())
+    return [p for p in markdown if p not in read and any(str(mark).startswith("python") for mark, _ in blocks(p))]
+
+
+def test_a_python_block_is_only_on_a_page_whose_programs_are_run(tmp_path):
+    from test_links import PAGES as MARKDOWN   # every Markdown file the repository holds
+    assert len(MARKDOWN) > len(pages()) and unread([ROOT / p for p in MARKDOWN]) == []
+    planted = tmp_path / "README.md"             # an example's README holding a program
+    planted.write_text("Run it:\n```python\nprint('hello')\n```\n", encoding="utf-8")
+    assert unread([planted, README]) == [planted]

@@ -590,7 +590,7 @@ def test_a_closed_or_full_stdout_ends_quietly_not_in_a_traceback(tmp_path, stdou
     else:
         with open("/dev/full", "w") as full:
             proc = subprocess.run(cmd, stdout=full, stderr=subprocess.PIPE, text=True)
-        assert proc.stderr == "error: stdout could not be written (No space left on device)\n"
+        assert proc.stderr == "error: stdout could not be written (No space left on device) [PC006]\n"
     assert proc.returncode == 141
     ok = subprocess.run(cmd, capture_output=True, text=True)  # the clean case: the verdict, exit 0
     assert ok.returncode == 0 and ok.stdout.endswith("every pair green (partial: --only forward)\n") and ok.stderr == ""

@@ -355,12 +355,12 @@ def test_ctrl_c_while_a_script_imports_is_one_line():
     proc = subprocess.run([sys.executable, "-c", "import portcheck.core.runtime\nraise KeyboardInterrupt"],
                           capture_output=True, text=True, cwd="/tmp")
     assert proc.returncode == 130 and proc.stderr.splitlines() == [
-        "error: interrupted (Ctrl-C) while loading; nothing was written"]
+        "error: interrupted (Ctrl-C) while loading; nothing was written, run the command again [PC004]"]
     proc = subprocess.run([sys.executable, "-c", "import portcheck.core.runtime\nimport no_such_package_29"],
                           capture_output=True, text=True, cwd="/tmp")
     assert proc.returncode == 1 and proc.stderr.splitlines() == [
         "error: No module named 'no_such_package_29': activate the project's venv (. .venv/bin/activate) or run "
-        "`pip install -r requirements.txt`"]
+        "`pip install -r requirements.txt` [PC005]"]
 
 
 def test_ctrl_c_in_training_says_where_and_resume_continues(home):

@@ -19,10 +19,11 @@ CODE = re.compile(r"\[(PC\d{3})\]")
 ENTRY = re.compile(r"^### (PC\d{3})\n+(?P<tick>`+) ?(?P<line>[^\n]+?) ?(?P=tick)\n+(?P<body>.*?)(?=^##|\Z)", re.M | re.S)
 # what raises or prints a refusal: errors' two classes, the recorder's refuse (portcheck run), errors.fail
 REFUSALS = {"PipelineError", "Interrupted", "refuse", "fail"}
-RED = re.compile(r"\bRED\b")  # a red line says so
+RED = re.compile(r"\bRED\b|^error: ")  # a red line says so; a refusal printed by hand starts as fail()'s do
 # Lines that pass on a message made elsewhere, which carries its own code; (file, words of the line) -> why
 EXEMPT = {
     ("errors.py", "fail(str(e)"): "run_main prints a PipelineError's or an Interrupted's own line, coded where raised",
+    ("errors.py", 'print(f"error: {msg}"'): "fail() itself: its callers' lines are coded",
     ("fileio.py", "PipelineError(problem)"): "_missing's lines, each coded",
     ("layouts.py", "{key!r}: {e}"): "Fused's own refusal (PC309-PC311), said with the file and key it came from",
     ("pairing.py", "PipelineError(ambiguity("): "ambiguity's line ends with PC317",
@@ -153,10 +154,37 @@ def test_an_uncoded_refusal_or_red_line_is_caught():
                '    print(f"{x}: {\'green\' if x else \'RED\'} (figures)")\n'
                '    print(f"{x}: RED (figures) [PC201]")\n'
                '    fail(f"{x}: stopped")\n'
-               '    raise PipelineError(problem)\n')
+               '    raise PipelineError(problem)\n'
+               '    print("error: interrupted while loading", file=sys.stderr)\n')
     assert uncoded({"a.py": planted}, exempt={("a.py", "PipelineError(problem)"): "coded where made"}) == [
+        "a.py:10: print(\"error: interrupted while loading\", file=sys.stderr)",
         "a.py:3: PipelineError(f\"{x} is wrong: fix it\")",
         "a.py:5: RUN.refuse(\"it compiles its model\")",
         "a.py:6: print(f\"{x}: {\'green\' if x else \'RED\'} (figures)\")",
         "a.py:8: fail(f\"{x}: stopped\")"]
     assert uncoded({"a.py": planted}, exempt={})[-1] == "a.py:9: PipelineError(problem)"
+
+
+def figure_words(*functions) -> list:
+    """The fixed words (two or more) of the f-strings the functions write: what every line they make holds."""
+    import inspect
+    import textwrap
+    found = []
+    for f in functions:
+        for node in ast.walk(ast.parse(textwrap.dedent(inspect.getsource(f)))):
+            if isinstance(node, ast.JoinedStr):
+                found += [v.value.strip(" ,") for v in node.values if isinstance(v, ast.Constant)
+                          and len(v.value.strip(" ,").split()) > 1]
+    return found
+
+
+def test_pc108s_entry_quotes_every_form_of_the_figures_its_line_carries():
+    """A measured RED's figures are written by KeyResult.key_figures in one of its forms (K x torch's error, the
+    floor, torch's spread, ulps): the entry quotes each, so a reader finds the line they have (the floor's was
+    missing: its line read 'beyond the floor ... the allowance here: ...' and the entry only '= <n> x ...')."""
+    from portcheck.core import calibrated, diff
+    words = figure_words(diff.KeyResult.key_figures, calibrated.Measured.floor_said)
+    assert len(words) >= 5 and "the floor" in words, words
+    for page in PAGES:
+        entry = entries(page.read_text(encoding="utf-8"))["PC108"][1]
+        assert [w for w in words if w not in entry] == [], page.name

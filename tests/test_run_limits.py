@@ -40,3 +40,15 @@ def test_a_paddle_optimizers_dict_parameter_groups_and_their_weight_decay(name):
     assert runconfig.differences(t, p, root, {}) == [
         f"optimizer: weight decay of bias torch 0 ({kind}) vs paddle 0.02 ({kind})"]
 
+
+
+def test_seeds_and_library_versions_are_shown_beside_not_judged():
+    """'Seeds and library versions are shown beside the configuration, not judged': two sides seeded apart, on
+    other library versions, differ in no configuration line (the run syncs weights and batches); both are said."""
+    t = {"seeds": {"torch.manual_seed": 0}, "versions": {"python": "3.11.7", "torch": "2.1.0"}}
+    p = {"seeds": {"paddle.seed": 1}, "versions": {"python": "3.10.4", "paddle": "3.0.0"}}
+    assert runconfig.differences(t, p, {runconfig.ROOT: runconfig.ROOT}, {}) == []
+    assert runconfig.not_compared(t, p) == runconfig.not_compared({}, {})   # nothing more left uncompared
+    assert runconfig.notes(t, p) == ["seeds: torch torch.manual_seed(0); paddle paddle.seed(1)",
+                                     "versions: torch side python 3.11.7, torch 2.1.0; paddle side python 3.10.4, "
+                                     "paddle 3.0.0"]

@@ -313,7 +313,8 @@ def test_a_training_hand_in_rechecks_green_and_a_bug_red_from_the_files_alone(tm
         assert verdict.kind == "outcome" and result.passed == verdict.passed == report.passed == (not expected)
         assert ("training curves: RED (failed: " in (folder / "train_align_diff.log").read_text()) == bool(expected)
         assert (top / "diagnostics" / "train_log_torch.npy").is_file() and (top / "diagnostics" / training.PLOT).is_file()
-        capsys.readouterr()
+        said = capsys.readouterr().out  # the picture named where the hand-in holds it, not by its name alone
+        assert f"plot: {top / 'diagnostics' / training.PLOT}" in said.splitlines(), said
         assert cli.check(top, only="train_align") == expected
         out = capsys.readouterr().out
         assert ((f"training {'lr' if plant.get('lr_ahead') else 'weight norm'}: FAILED") in out) == bool(expected), out

@@ -76,7 +76,7 @@ def run_main(main):
     except OSError as e:
         if e.errno not in (errno.ENOSPC, errno.EDQUOT, errno.EIO) or e.filename is not None:
             raise  # a named file's error (the library's own writes raise PipelineErrors)
-        _stdout_gone(f"error: stdout could not be written ({e.strerror})")
+        _stdout_gone(f"error: stdout could not be written ({e.strerror}) [PC006]")
     except Interrupted as e:
         fail(str(e), INTERRUPTED)
     except PipelineError as e:

@@ -73,11 +73,12 @@ def one_line_excepthook(kind, value, tb):
     """Ctrl-C and a missing package during a script's imports end in one line, not a traceback."""
     if issubclass(kind, KeyboardInterrupt):
         sys.stdout.flush()
-        print("error: interrupted (Ctrl-C) while loading; nothing was written", file=sys.stderr, flush=True)
+        print("error: interrupted (Ctrl-C) while loading; nothing was written, run the command again [PC004]",
+              file=sys.stderr, flush=True)
         os._exit(130)
     if issubclass(kind, ModuleNotFoundError):
         print(f"error: {value}: activate the project's venv (. .venv/bin/activate) or run "
-              "`pip install -r requirements.txt`", file=sys.stderr)
+              "`pip install -r requirements.txt` [PC005]", file=sys.stderr)
         return
     sys.__excepthook__(kind, value, tb)
 

@@ -553,8 +553,9 @@ def judge_and_log(folder, threshold: float = None, top=None, draw: bool = True, 
     verdict = handin.judge_and_log(folder, PAIR, task, tables=lines, kind="outcome", spread=result.spread, also=[(
         "training curves", not failed, f"failed: {', '.join(failed)}" if failed else
         "every row green: " + ", ".join(r.name for r in result.rows if r.name != "final metric"))])
-    for line in lines:
-        print(report.one_line(line))
+    drawn = Path(top) / report.DIAGNOSTICS / PLOT if top is not None else folder / PLOT
+    for line in lines:  # the picture said where it is: the diff log, beside it, names it alone
+        print(report.one_line(f"plot: {drawn}" if line == f"plot: {PLOT}" else line))
     if top is not None:
         extra = [folder / f"{LOG}_{side}.npy" for side in ("torch", "paddle")] + ([kept] if len(own) else []) + \
                 ([folder / PLOT] if (folder / PLOT).is_file() and draw else [])
