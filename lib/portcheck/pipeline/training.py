@@ -546,16 +546,17 @@ def judge_and_log(folder, threshold: float = None, top=None, draw: bool = True, 
     if result.own is not None:
         save_own(folder, result.own)
     lines = result.lines()
-    if draw:
-        lines.append(plot(torch_log, paddle_log, folder / PLOT))
+    drawn = plot(torch_log, paddle_log, folder / PLOT) if draw else None
     failed = [r.name for r in result.rows if not r.passed and r.name != "final metric"]  # the pair judges that one
     task = tolerances.guide_threshold(PAIR) if threshold is None else threshold
-    verdict = handin.judge_and_log(folder, PAIR, task, tables=lines, kind="outcome", spread=result.spread, also=[(
+    verdict = handin.judge_and_log(folder, PAIR, task, tables=lines + ([drawn] if drawn else []), kind="outcome",
+                                   spread=result.spread, also=[(
         "training curves", not failed, f"failed: {', '.join(failed)}" if failed else
         "every row green: " + ", ".join(r.name for r in result.rows if r.name != "final metric"))])
-    drawn = Path(top) / report.DIAGNOSTICS / PLOT if top is not None else folder / PLOT
-    for line in lines:  # the picture said where it is: the diff log, beside it, names it alone
-        print(report.one_line(f"plot: {drawn}" if line == f"plot: {PLOT}" else line))
+    for line in lines:
+        print(report.one_line(line))
+    if drawn:  # where the picture is once handed in (the diff log, beside it, names it alone)
+        print(report.one_line(f"plot: {Path(top) / report.DIAGNOSTICS / PLOT if top is not None else folder / PLOT}"))
     if top is not None:
         extra = [folder / f"{LOG}_{side}.npy" for side in ("torch", "paddle")] + ([kept] if len(own) else []) + \
                 ([folder / PLOT] if (folder / PLOT).is_file() and draw else [])
