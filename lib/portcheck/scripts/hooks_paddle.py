@@ -13,8 +13,8 @@ import random
 import numpy as np
 
 from portcheck.mapping import fused
-from portcheck.scripts.wrapping import LOSSES, LOSS_CLASSES, SharedSide, loss_wrapper, module_settings, registering, \
-    sampling, seeded, stepped_ahead, ties, wrap_framework
+from portcheck.scripts.wrapping import LOSSES, LOSS_CLASSES, SharedSide, activation_name, loss_wrapper, \
+    module_settings, registering, sampling, seeded, stepped_ahead, ties, wrap_framework
 
 
 class PaddleSide(SharedSide):
@@ -363,7 +363,9 @@ class PaddleSide(SharedSide):
             (_ConvNd, lambda m: {"bias": m.bias is not None, "padding_mode": m._padding_mode,
                                  "stride": list(m._stride), "dilation": list(m._dilation), "groups": m._groups}),
             (nn.Embedding, lambda m: {"padding_idx": m._padding_idx}),
-            (nn.LeakyReLU, lambda m: {"negative_slope": m._negative_slope})])
+            (nn.LeakyReLU, lambda m: {"negative_slope": m._negative_slope}),
+            ((nn.TransformerEncoderLayer, nn.TransformerDecoderLayer),
+             lambda m: {"activation": activation_name(m.activation), "norm_first": bool(m.normalize_before)})])
 
     def optimizer_config(self, opt, model) -> dict:
         family = type(opt).__name__.lower()
