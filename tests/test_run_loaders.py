@@ -132,17 +132,25 @@ def test_batchnorms_running_variance_under_accumulation_is_the_by_design_rule_of
     bn = torch.nn.Sequential(torch.nn.BatchNorm1d(4))
     counts = norm_counter(bn)
     before = bn[0].running_var.numpy().copy()
+    opt = torch.optim.SGD(bn.parameters(), lr=0.1)
     for xb in x:
         bn(torch.from_numpy(xb))
+    opt.step()
+    bn(torch.from_numpy(x[0]))  # the next step's: the count is the first step's
     norm = counts()["norm/0"]
     assert norm.tolist() == [16, 0.1, 2]
+
+    bn = torch.nn.Sequential(torch.nn.BatchNorm1d(4))  # the two micro-batches' updates alone, as a step's
+    for xb in x:
+        bn(torch.from_numpy(xb))
+    after = bn[0].running_var.detach().numpy()
 
     def left(momentum, updates):
         pd = paddle.nn.BatchNorm1D(4, momentum=momentum)
         for xb in x:
             pd(paddle.to_tensor(xb))
         row = SimpleNamespace(max=1.0, mean=1.0)
-        biased_variance(row, norm, before, before, bn[0].running_var.detach().numpy(), pd._variance.numpy(), updates)
+        biased_variance(row, norm, before, before, after, pd._variance.numpy(), updates)
         return row.max
     assert left(0.9, 2) < 1e-6 < 1e-3 < left(0.9, 1)
     assert left(0.8, 2) > 1e-3

@@ -500,7 +500,7 @@ def judge_backward(torch_record: dict, paddle_record: dict, name_map=None,
                 biased_variance(r, norm, torch_record[prev],
                                  torch_record[prev] if isolated else paddle_record[_counterpart(prev, mapped, renamed)],
                                  torch_record[key], paddle_record[_counterpart(key, mapped, renamed)],
-                                 updates=max(1, round(norm[2] / steps)) if norm.size > 2 else 1)
+                                 updates=max(1, int(norm[2])) if norm.size > 2 else 1)
             rows.append(r)
         if i == steps - 1:
             rows += [row(k, f"{k[6:]}{LAST}") for k in torch_record

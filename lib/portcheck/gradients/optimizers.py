@@ -131,14 +131,15 @@ def batch_statistics(model) -> bool:
 
 def norm_counter(model):
     """Counts the values per channel each torch BatchNorm in train mode normalizes (its input's size over its
-    channels) and its calls in train mode: what the by-design running-variance rule needs. Returns the function that
-    reads the counts."""
+    channels) and its calls in train mode in the first optimizer step (gradient accumulation's micro-batches each
+    update the statistics): what the by-design running-variance rule needs. Returns the function that reads them."""
     import torch
-    seen, handles = {}, []
+    from torch.optim.optimizer import register_optimizer_step_post_hook
+    seen, first, handles = {}, {}, []
 
     def count(name):
         def hook(module, args, output):  # returns None: a forward hook's return value replaces the output
-            if module.training:  # each call in train mode updates the statistics (accumulation: several a step)
+            if module.training:
                 n, m, calls = seen.get(name, (args[0].numel() // args[0].shape[1], module.momentum, 0))
                 seen[name] = (n, m, calls + 1)
         return hook
@@ -147,8 +148,14 @@ def norm_counter(model):
                 and isinstance(module.momentum, float):
             handles.append(module.register_forward_hook(count(name)))
 
+    def stepped(*_):  # every call before the first optimizer step is the first step's
+        if not first:
+            first.update({name: calls for name, (_, _, calls) in seen.items()} or {None: 0})
+    handles.append(register_optimizer_step_post_hook(stepped))
+
     def counts():
         for h in handles:
             h.remove()
-        return {f"norm/{name}": np.array([n, m, calls], dtype=np.float64) for name, (n, m, calls) in seen.items()}
+        return {f"norm/{name}": np.array([n, m, first.get(name, calls)], dtype=np.float64)
+                for name, (n, m, calls) in seen.items()}
     return counts
