@@ -30,6 +30,7 @@ EXEMPT = {
     ("recorder.py", "Refused(why)"): "refuse() itself: its callers' lines are coded",
     ("full.py", "self.refuse(str(e))"): "metrics()' ValueError, coded PC832",
     ("hooks_paddle.py", "does not pair with the torch model's: {e}"): "the pairing's refusal (PC3xx) inside it",
+    ("hooks_torch.py", "docs/run.md): {e}"): "convert's unknown-layout refusal (PC011) inside it",
     ("folders.py", "cannot be checked: {status['error']}"): "the recorder's refusal (PC823-PC832), coded where refused",
     ("cli.py", "f\"{name}: {'RED' if red else 'green'}\""): "a pair line's head: each red part after it is coded",
     ("run.py", "{'green' if v.passed else 'RED'} | {v.describe_measured()}"): "describe_measured codes it (PC105-PC108, PC149)",

@@ -447,6 +447,26 @@ def test_dropouts_given_as_numbers_and_autocast_each_one_line():
         ["autocast: the first forward computes in torch bfloat16 vs paddle none"]
 
 
+def test_torchs_float64_run_widens_a_float32_attention_mask_its_kernel_misreads():
+    """A causal mask a script builds in float32 (torch.full(..., -inf) in its forward) beside the float64 run's
+    queries: torch's CPU kernel reads it wrong at 63 positions, so torch's own error, the yardstick, was 3.4 on the
+    attention and 76 on the logits, and a Paddle port's mask planted off by one was within it (found by a pair of
+    scripts written outside the project). The float64 run widens the mask, exactly, positional or keyword."""
+    from types import SimpleNamespace
+
+    import torch
+    import torch.nn.functional as F
+
+    from portcheck.scripts.wrapping import no_attention_dropout
+    q = torch.randn(2, 2, 63, 8, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    mask = torch.triu(torch.full((63, 63), float("-inf")), diagonal=1)
+    right = F.scaled_dot_product_attention(q, q, q, attn_mask=mask.double())
+    wrapped = no_attention_dropout(SimpleNamespace(side="torch64", sites=False, dropout_off=True),
+                                   F.scaled_dot_product_attention)
+    for got in (wrapped(q, q, q, mask), wrapped(q, q, q, attn_mask=mask)):
+        assert torch.allclose(got, right, rtol=0, atol=1e-12), (got - right).abs().max()
+
+
 def test_convert_keeps_a_paddle_layer_its_run_never_calls_and_says_so():
     """portcheck.convert, as `run`: with inputs= the run shows a Paddle layer unused (a pooler): kept at Paddle's own
     value, said in one line; without inputs nothing shows it unused and it is refused, naming it."""

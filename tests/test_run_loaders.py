@@ -115,3 +115,42 @@ def test_an_accumulation_count_that_varies_is_said_step_by_step():
     said = differences({"accumulation": {"backward": [2, 2, 1]}}, {"accumulation": {"backward": [2, 2, 2]}}, {}, {})
     assert said == ["gradient accumulation: backward() per optimizer step torch [2, 2, 1] vs paddle [2, 2, 2]"]
     assert differences({"accumulation": {"backward": [2, 2]}}, {"accumulation": {"backward": [2, 2]}}, {}, {}) == []
+
+
+def test_batchnorms_running_variance_under_accumulation_is_the_by_design_rule_of_every_update():
+    """Two micro-batches a step update BatchNorm's statistics twice, torch's with the unbiased variance, Paddle's
+    with the biased one: the rule takes both (norm_counter counts the calls; before, it took one and a correct port
+    accumulating over a BatchNorm was red at running_var, found by a pair of scripts written outside the project).
+    A momentum that differs still leaves its difference."""
+    from types import SimpleNamespace
+
+    import paddle
+    import torch
+
+    from portcheck.gradients.optimizers import biased_variance, norm_counter
+    x = [np.random.default_rng(i).standard_normal((16, 4)).astype(np.float32) for i in range(2)]
+    bn = torch.nn.Sequential(torch.nn.BatchNorm1d(4))
+    counts = norm_counter(bn)
+    before = bn[0].running_var.numpy().copy()
+    opt = torch.optim.SGD(bn.parameters(), lr=0.1)
+    for xb in x:
+        bn(torch.from_numpy(xb))
+    opt.step()
+    bn(torch.from_numpy(x[0]))  # the next step's: the count is the first step's
+    norm = counts()["norm/0"]
+    assert norm.tolist() == [16, 0.1, 2]
+
+    bn = torch.nn.Sequential(torch.nn.BatchNorm1d(4))  # the two micro-batches' updates alone, as a step's
+    for xb in x:
+        bn(torch.from_numpy(xb))
+    after = bn[0].running_var.detach().numpy()
+
+    def left(momentum, updates):
+        pd = paddle.nn.BatchNorm1D(4, momentum=momentum)
+        for xb in x:
+            pd(paddle.to_tensor(xb))
+        row = SimpleNamespace(max=1.0, mean=1.0)
+        biased_variance(row, norm, before, before, after, pd._variance.numpy(), updates)
+        return row.max
+    assert left(0.9, 2) < 1e-6 < 1e-3 < left(0.9, 1)
+    assert left(0.8, 2) > 1e-3

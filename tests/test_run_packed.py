@@ -75,14 +75,20 @@ TIED = [("        self.lm_head = nn.Linear(dim, vocab, bias_attr=False)\n", ""),
 def test_two_plants_in_one_paddle_run_are_each_red_and_named(pair, tmp_path):
     """The encoder's attention with twice the heads (the packed parts judged: red at the attention, on torch's values)
     and the head tied to the embedding on Paddle's side alone (red, naming the tie; before, refused): one Paddle run
-    for both, each named by its own line. The hand-in's check says what run said."""
-    code, said = paddle_judged(pair, tmp_path, [HEADS, *TIED])
+    for both, each named by its own line. The encoder's activation planted in the same run is named too (before,
+    only placed: "their own computation differs: encoder (before encoder.dropout)"). The hand-in's check says what
+    run said."""
+    heads_gelu = (HEADS[0], HEADS[1].replace("dropout)", 'dropout, activation="gelu")'))
+    code, said = paddle_judged(pair, tmp_path, [heads_gelu, *TIED])
     assert code == 1, said
-    assert "forward, each module on torch's values: RED, their own computation differs: encoder.self_attn" in said, said
+    assert re.search(r"forward, each module on torch's values: RED, their own computation differs: "
+                     r".*encoder\.self_attn", said), said
+    activation = "DIFFERS encoder (TransformerEncoderLayer): activation torch relu vs paddle gelu"
     assert "DIFFERS tied weights: paddle's wte.weight is also its head (a matmul with it: nothing paddle holds takes " \
            "torch's lm_head.weight), torch holds them apart (lm_head.weight and wte.weight): the head is untied on " \
-           "torch's side" in said and "RED: 1 configuration difference(s)" in said, said
-    assert checked(tmp_path).returncode == 1
+           "torch's side" in said and activation in said and "RED: 2 configuration difference(s)" in said, said
+    check = checked(tmp_path)
+    assert check.returncode == 1 and activation in check.stdout, check.stdout
 
 
 def test_a_refusal_lists_every_problem_it_counts(pair, tmp_path, capfd):

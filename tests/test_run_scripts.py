@@ -237,6 +237,12 @@ STEP = "    loss = model(x).sum(); loss.backward(); opt.step(); opt.zero_grad()\
     ("for _ in range(2):\n" + STEP, "the torch script ended after 2 optimizer step(s), before the 3 asked"),
     ("print('no training')\n", "the torch script never called a model whose parameters an optimizer holds"),
     ("model = torch.compile(model)\n", "the torch script cannot be checked: it compiles its model (torch.compile)"),
+    ("class Net(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+     "        self.pos = torch.nn.Parameter(torch.zeros(4, 2))\n\n    def forward(self, x):\n"
+     "        return x + self.pos\n"
+     "model = Net(); opt = torch.optim.SGD(model.parameters(), lr=0.1)\nfor _ in range(3):\n" + STEP,
+     "the torch script cannot be checked: its model has a module whose Paddle layout is unknown (declare it in a "
+     "--layouts FILE"),
     ("other = torch.nn.Linear(2, 2); opt2 = torch.optim.SGD(other.parameters(), lr=0.1)\nmodel(x); other(x)\n",
      "the torch script cannot be checked: it trains two models (Linear, then Linear)"),
 ])

@@ -218,7 +218,10 @@ def test_an_ema_kept_as_a_dict_of_tensors_is_judged_and_its_decay_planted_red(em
 
 def test_a_torch_dict_of_tensors_beside_the_model_is_found(tmp_path):
     """torch's side of the same: the dict is found and named, the model's own state_dict() (views of its tensors)
-    and the optimizer's held parameters are not."""
+    and the optimizer's held parameters are not. And torch's AveragedModel (an EMA by get_ema_multi_avg_fn), which
+    holds its copy of the model as .module, which gc finds too: one kept module, named as the script holds the
+    AveragedModel (before, the copy also alone as ema#2, red as `kept beside the model: torch ema#2 (Sequential) vs
+    paddle none` against a Paddle script's one EMA copy, found by a pair of scripts written outside the project)."""
     import torch
     from portcheck.scripts.hooks_torch import TorchSide
     from portcheck.scripts.arguments import Tensors
@@ -227,5 +230,7 @@ def test_a_torch_dict_of_tensors_beside_the_model_is_found(tmp_path):
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     shadow = {k: v.detach().clone() for k, v in model.state_dict().items()}
     views = model.state_dict()  # noqa: F841 - alive, the model's own tensors
+    ema = torch.optim.swa_utils.AveragedModel(model, multi_avg_fn=torch.optim.swa_utils.get_ema_multi_avg_fn(0.99))
     found = kept_modules(TorchSide(False), model, model, [opt])
-    assert list(found) == ["shadow"] and isinstance(found["shadow"], Tensors) and found["shadow"].held is shadow
+    assert sorted(found) == ["ema", "shadow"] and found["ema"] is ema.module, found
+    assert isinstance(found["shadow"], Tensors) and found["shadow"].held is shadow

@@ -496,9 +496,11 @@ def judge_backward(torch_record: dict, paddle_record: dict, name_map=None,
             if not r.problem and r.max > own.allowed(r) and r.name.endswith(".running_var") \
                     and f"norm/{module}" in torch_record:
                 prev = f"state{i}/{r.name}"  # isolated, both sides started the step from torch's statistics
-                biased_variance(r, torch_record[f"norm/{module}"], torch_record[prev],
+                norm = torch_record[f"norm/{module}"]
+                biased_variance(r, norm, torch_record[prev],
                                  torch_record[prev] if isolated else paddle_record[_counterpart(prev, mapped, renamed)],
-                                 torch_record[key], paddle_record[_counterpart(key, mapped, renamed)])
+                                 torch_record[key], paddle_record[_counterpart(key, mapped, renamed)],
+                                 updates=max(1, int(norm[2])) if norm.size > 2 else 1)
             rows.append(r)
         if i == steps - 1:
             rows += [row(k, f"{k[6:]}{LAST}") for k in torch_record

@@ -102,12 +102,14 @@ BIASED_VARIANCE = ("by design: torch's BatchNorm updates running_var with the un
                    "Paddle's with the biased one")
 
 
-def biased_variance(row, norm, t_prev, p_prev, t_now, p_now):
+def biased_variance(row, norm, t_prev, p_prev, t_now, p_now, updates: int = 1):
     """If the whole running_var difference is the biased-variance rule, the row says so and is judged on
-    what the rule leaves; a wrong momentum or epsilon leaves more and stays red."""
-    n, m = int(norm[0]), float(norm[1])
-    batch_var = (t_now.astype(np.float64) - (1 - m) * t_prev) / m              # unbiased, from torch's update
-    expected = (1 - m) * p_prev.astype(np.float64) + m * batch_var * (n - 1) / n  # Paddle's update, biased
+    what the rule leaves; a wrong momentum or epsilon leaves more and stays red. updates: the layer's training calls
+    in the step (gradient accumulation's micro-batches each update the statistics): torch's k updates add
+    sum (1-m)^j m var_j to (1-m)^k of the previous value, Paddle's the same of (n-1)/n var_j."""
+    n, m, k = int(norm[0]), float(norm[1]), int(updates)
+    added = t_now.astype(np.float64) - (1 - m) ** k * t_prev                  # unbiased, from torch's updates
+    expected = (1 - m) ** k * p_prev.astype(np.float64) + added * (n - 1) / n  # Paddle's updates, biased
     left = np.abs(p_now.astype(np.float64) - expected)
     raw = row.max
     row.max, row.mean = float(left.max()), float(left.mean())
@@ -129,21 +131,31 @@ def batch_statistics(model) -> bool:
 
 def norm_counter(model):
     """Counts the values per channel each torch BatchNorm in train mode normalizes (its input's size over its
-    channels): what the by-design running-variance rule needs. Returns the function that reads the counts."""
+    channels) and its calls in train mode in the first optimizer step (gradient accumulation's micro-batches each
+    update the statistics): what the by-design running-variance rule needs. Returns the function that reads them."""
     import torch
-    seen, handles = {}, []
+    from torch.optim.optimizer import register_optimizer_step_post_hook
+    seen, first, handles = {}, {}, []
 
     def count(name):
         def hook(module, args, output):  # returns None: a forward hook's return value replaces the output
-            seen.setdefault(name, (args[0].numel() // args[0].shape[1], module.momentum))
+            if module.training:
+                n, m, calls = seen.get(name, (args[0].numel() // args[0].shape[1], module.momentum, 0))
+                seen[name] = (n, m, calls + 1)
         return hook
     for name, module in model.named_modules():
         if isinstance(module, torch.nn.modules.batchnorm._BatchNorm) and module.training \
                 and isinstance(module.momentum, float):
             handles.append(module.register_forward_hook(count(name)))
 
+    def stepped(*_):  # every call before the first optimizer step is the first step's
+        if not first:
+            first.update({name: calls for name, (_, _, calls) in seen.items()} or {None: 0})
+    handles.append(register_optimizer_step_post_hook(stepped))
+
     def counts():
         for h in handles:
             h.remove()
-        return {f"norm/{name}": np.array([n, m], dtype=np.float64) for name, (n, m) in seen.items()}
+        return {f"norm/{name}": np.array([n, m, first.get(name, calls)], dtype=np.float64)
+                for name, (n, m, calls) in seen.items()}
     return counts

@@ -104,11 +104,15 @@ def kept_modules(fw, root, called, optimizers) -> dict:
         dicts = {id(d): d for d in [*gc.get_objects(), *on_stack()] if isinstance(d, dict)}
         found += [Tensors(obj) for obj in dicts.values() if len(obj) >= len(names) and names <= set(obj) <= keys
                   and all(fw.is_tensor(v) and fw.mark(v) not in marks for v in obj.values())]
+    # an AveragedModel before the copy it holds, which gc finds too: one module, named as the script holds the first
+    found.sort(key=lambda obj: isinstance(obj, Tensors) or fw.averaged(obj) is obj)
+    taken = set()
     for obj in found:
         m = fw.averaged(obj) if not isinstance(obj, Tensors) else obj
-        if not isinstance(obj, Tensors) and (set(fw.state_keys(m)) != keys or
+        if not isinstance(obj, Tensors) and (set(fw.state_keys(m)) != keys or id(m) in taken or
                                              {id(p) for p in fw.parameters(m)} & held or id(m) in own):
             continue
+        taken.add(id(m))
         name = held_as(obj.held if isinstance(obj, Tensors) else obj)
         while name in out:
             name += "#2"

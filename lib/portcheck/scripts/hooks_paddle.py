@@ -13,8 +13,8 @@ import random
 import numpy as np
 
 from portcheck.mapping import fused
-from portcheck.scripts.wrapping import LOSSES, LOSS_CLASSES, SharedSide, loss_wrapper, module_settings, registering, \
-    sampling, seeded, stepped_ahead, ties, wrap_framework
+from portcheck.scripts.wrapping import LOSSES, LOSS_CLASSES, SharedSide, activation_name, loss_wrapper, \
+    module_settings, registering, sampling, seeded, stepped_ahead, ties, wrap_framework
 
 
 class PaddleSide(SharedSide):
@@ -369,7 +369,9 @@ class PaddleSide(SharedSide):
                                  "stride": list(m._stride), "dilation": list(m._dilation), "groups": m._groups}),
             (nn.Embedding, lambda m: {"padding_idx": m._padding_idx}),
             (nn.LeakyReLU, lambda m: {"negative_slope": m._negative_slope}),
-            (RNNBase, lambda m: {"mode": m.mode, "dropout": float(m.dropout)})])
+            (RNNBase, lambda m: {"mode": m.mode, "dropout": float(m.dropout)}),
+            ((nn.TransformerEncoderLayer, nn.TransformerDecoderLayer),
+             lambda m: {"activation": activation_name(m.activation), "norm_first": bool(m.normalize_before)})])
 
     def optimizer_config(self, opt, model) -> dict:
         family = type(opt).__name__.lower()

@@ -9,8 +9,8 @@ import random
 
 import numpy as np
 
-from portcheck.scripts.wrapping import LOSS_CLASSES, TIED, SharedSide, loss_wrapper, module_settings, registering, \
-    sampling, seeded, stepped_ahead, wrap_framework
+from portcheck.scripts.wrapping import LOSS_CLASSES, TIED, SharedSide, activation_name, loss_wrapper, module_settings, \
+    registering, sampling, seeded, stepped_ahead, wrap_framework
 
 
 class TorchSide(SharedSide):
@@ -93,9 +93,14 @@ class TorchSide(SharedSide):
         from portcheck.gradients.backward import RENAMED
         from portcheck.gradients.optimizers import norm_counter
         from portcheck.mapping.convert import torch_layouts
+        from portcheck.core.errors import PipelineError
         given = getattr(self.run, "layouts", None) or {}  # --layouts FILE's (recorder.Run)
         layouts = {**self.packed(module, given), **given}
-        self.layouts = torch_layouts(module, layouts)
+        try:
+            self.layouts = torch_layouts(module, layouts)
+        except PipelineError as e:  # one line, not a traceback in the script's output
+            raise self.run.refuse("its model has a module whose Paddle layout is unknown (declare it in a --layouts "
+                                  f"FILE, the same JSON declarations, docs/run.md): {e}")
         self.counter = norm_counter(module)
         # each fused or packed module's parts, which the Paddle side pairs and fills (fused.mark): after describe's keys
         return {**{f"{RENAMED}{k}/{t.paddle_name}": np.zeros(0, np.float32) for k, t in self.layouts.items()
@@ -189,7 +194,9 @@ class TorchSide(SharedSide):
             (nn.Embedding, lambda m: {"padding_idx": m.padding_idx}),
             (nn.LeakyReLU, lambda m: {"negative_slope": m.negative_slope}),
             # mode: LSTM, GRU, RNN_TANH or RNN_RELU, as Paddle spells it; dropout: between layers, no weight shows it
-            (nn.RNNBase, lambda m: {"mode": m.mode, "dropout": float(m.dropout)})])
+            (nn.RNNBase, lambda m: {"mode": m.mode, "dropout": float(m.dropout)}),
+            ((nn.TransformerEncoderLayer, nn.TransformerDecoderLayer),
+             lambda m: {"activation": activation_name(m.activation), "norm_first": m.norm_first})])
 
     def optimizer_config(self, opt, model) -> dict:
         names = {id(p): n for n, p in model.named_parameters()}

@@ -115,11 +115,14 @@ def taking_run(argv: list, out: Path, steps: int, crossed: list, sealed: Sealed 
     taking Paddle's side of 0 at each crossed value (recorder's "taking" side; the values handed over as
     DIR/taking/crossed.json); its record's keys judged reads (backward.TAKING_KEYS: the gradients, which the first
     forward's kinks move, and what judge_backward reads of a run against itself), with the update digests bp_align
-    carries (with_updates), for on_paddles_branch and take."""
+    carries (with_updates), for on_paddles_branch and take. Its record is read as judge reads the torch run's (alone):
+    else its digests count a tensor torch's leave out (a tied head's torch name), one longer, and take fails."""
     (out / TAKING).mkdir(exist_ok=True)
     crossed_file(out / TAKING / CROSSED, crossed)
     run_side(TAKING, argv, out, steps, sealed, **settings)
-    return {k: v for k, v in with_updates(load_npy(out / TAKING / RECORD), steps).items() if k.startswith(TAKING_KEYS)}
+    paddle = read_status(out / "paddle" / STATUS, "the Paddle script") or {}
+    rec = alone(paddle.get("config") or {}, "torch")(load_npy(out / TAKING / RECORD))
+    return {k: v for k, v in with_updates(rec, steps).items() if k.startswith(TAKING_KEYS)}
 
 
 def merged(torch_record: dict, float64: dict) -> dict:

@@ -68,7 +68,7 @@ DROPOUTS = ("dropout", "dropout1d", "dropout2d", "dropout3d", "alpha_dropout", "
 # attention with its own dropout (transformers' and paddlenlp's attention in train mode, torch's MultiheadAttention):
 # (query, key, value, attn_mask, dropout_p, ...) in both frameworks
 ATTENTIONS = ("scaled_dot_product_attention",)
-DROPOUT_P = 4  # dropout_p's place among their arguments
+ATTN_MASK, DROPOUT_P = 3, 4  # attn_mask's and dropout_p's places among their arguments
 
 
 def _value(v):
@@ -215,9 +215,20 @@ def no_dropout(run, fn):
 
 
 def no_attention_dropout(run, fn):
-    """An attention's own dropout (dropout_p) off for the N steps, as no_dropout's, its p recorded as no_dropout's."""
+    """An attention's own dropout (dropout_p) off for the N steps, as no_dropout's, its p recorded as no_dropout's.
+    In torch's float64 run, a float mask the script made in float32 (torch.full(..., -inf) in its forward) is widened
+    to the query's dtype, exactly: torch 2.13's CPU kernel misreads a float32 mask beside float64 queries (measured:
+    3.4 off at 63 positions, right at 5), which made torch's own error, the yardstick, that large."""
     @functools.wraps(fn)
     def attention(*args, **kwargs):
+        if run.side == "torch64":
+            mask = args[ATTN_MASK] if len(args) > ATTN_MASK else kwargs.get("attn_mask")
+            query = args[0] if args else kwargs.get("query")
+            if mask is not None and mask.is_floating_point() and mask.dtype != query.dtype:
+                if len(args) > ATTN_MASK:
+                    args = (*args[:ATTN_MASK], mask.to(query.dtype), *args[ATTN_MASK + 1:])
+                else:
+                    kwargs["attn_mask"] = mask.to(query.dtype)
         if run.sites:
             run.dropout_site(args[DROPOUT_P] if len(args) > DROPOUT_P else kwargs.get("dropout_p", 0.0))
         if run.dropout_off:
@@ -286,6 +297,12 @@ def module_settings(named_modules, table) -> dict:
         if found is not None:
             out[name] = {"type": type(m).__name__, **found(m)}
     return out
+
+
+def activation_name(f) -> str:
+    """A Transformer layer's activation, a function (torch's F.relu; Paddle's F.gelu, named _gelu) or a module
+    (torch's nn.GELU()), by its name in lower case: the settings' comparison of the two layers."""
+    return (type(f).__name__ if hasattr(f, "forward") else f.__name__).lstrip("_").lower()
 
 
 def stepped_ahead(step, lr, steps: int) -> list:
