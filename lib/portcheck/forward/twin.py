@@ -10,6 +10,7 @@ import numpy as np
 from portcheck.mapping.trace import Arguments, as_tensors, is_flag, is_tensor
 
 F64 = "f64:"       # the prefix of the torch model's float64 run in a record
+ATTN_MASK = 3      # scaled_dot_product_attention(query, key, value, attn_mask, ...): the mask's place, both frameworks'
 
 
 @contextlib.contextmanager
@@ -297,6 +298,7 @@ def _WideCasts():
     named = {f"torch.{n}Tensor" for n in ("Float", "Half", "BFloat16")}  # .type("torch.FloatTensor")
     down = {torch.Tensor.float, torch.Tensor.half, torch.Tensor.bfloat16}
     casts = {torch.Tensor.to, torch.Tensor.type}
+    attention = torch.nn.functional.scaled_dot_product_attention
 
     def wide(x):
         if isinstance(x, torch.dtype):
@@ -306,6 +308,8 @@ def _WideCasts():
     class WideCasts(TorchFunctionMode):
         def __torch_function__(self, func, types, args=(), kwargs=None):
             kwargs = dict(kwargs or {})
+            if func is attention:
+                args, kwargs = mask_widened(args, kwargs)
             this = args[0] if args else None
             held = isinstance(this, torch.Tensor) and (this.dtype == torch.float64 or not (
                 this.is_floating_point() or this.is_complex()))  # float64, or integer / boolean
@@ -325,6 +329,20 @@ def _WideCasts():
                     kwargs["dtype"] = wide(kwargs["dtype"])
             return func(*args, **kwargs)
     return WideCasts
+
+
+def mask_widened(args, kwargs):
+    """scaled_dot_product_attention's arguments, a floating attn_mask narrower than the queries widened to their
+    dtype, exactly: torch 2.13's CPU kernel misreads a float32 mask beside float64 queries (a causal mask the model
+    makes in float32, torch.full(..., -inf), in its float64 twin: 3.4 off at 63 of 64 positions, right at 5), which
+    made torch's own error, the yardstick, that large. wide_casts' and run's float64 run (wrapping) alike."""
+    query = args[0] if args else kwargs.get("query")
+    at = len(args) > ATTN_MASK
+    mask = args[ATTN_MASK] if at else kwargs.get("attn_mask")
+    if mask is None or query is None or not mask.is_floating_point() or mask.dtype.itemsize >= query.dtype.itemsize:
+        return args, kwargs
+    wide = mask.to(query.dtype)
+    return ((*args[:ATTN_MASK], wide, *args[ATTN_MASK + 1:]), kwargs) if at else (args, {**kwargs, "attn_mask": wide})
 
 
 def float64_inputs(inputs):

@@ -68,7 +68,7 @@ DROPOUTS = ("dropout", "dropout1d", "dropout2d", "dropout3d", "alpha_dropout", "
 # attention with its own dropout (transformers' and paddlenlp's attention in train mode, torch's MultiheadAttention):
 # (query, key, value, attn_mask, dropout_p, ...) in both frameworks
 ATTENTIONS = ("scaled_dot_product_attention",)
-ATTN_MASK, DROPOUT_P = 3, 4  # attn_mask's and dropout_p's places among their arguments
+DROPOUT_P = 4  # dropout_p's place among their arguments
 
 
 def _value(v):
@@ -216,19 +216,13 @@ def no_dropout(run, fn):
 
 def no_attention_dropout(run, fn):
     """An attention's own dropout (dropout_p) off for the N steps, as no_dropout's, its p recorded as no_dropout's.
-    In torch's float64 run, a float mask the script made in float32 (torch.full(..., -inf) in its forward) is widened
-    to the query's dtype, exactly: torch 2.13's CPU kernel misreads a float32 mask beside float64 queries (measured:
-    3.4 off at 63 positions, right at 5), which made torch's own error, the yardstick, that large."""
+    In torch's float64 run, a float mask the script made in float32 is widened to the queries' dtype (twin's
+    mask_widened: torch's kernel misreads it)."""
     @functools.wraps(fn)
     def attention(*args, **kwargs):
         if run.side == "torch64":
-            mask = args[ATTN_MASK] if len(args) > ATTN_MASK else kwargs.get("attn_mask")
-            query = args[0] if args else kwargs.get("query")
-            if mask is not None and mask.is_floating_point() and mask.dtype != query.dtype:
-                if len(args) > ATTN_MASK:
-                    args = (*args[:ATTN_MASK], mask.to(query.dtype), *args[ATTN_MASK + 1:])
-                else:
-                    kwargs["attn_mask"] = mask.to(query.dtype)
+            from portcheck.forward.twin import mask_widened  # here: this module imports no other of the library
+            args, kwargs = mask_widened(args, kwargs)
         if run.sites:
             run.dropout_site(args[DROPOUT_P] if len(args) > DROPOUT_P else kwargs.get("dropout_p", 0.0))
         if run.dropout_off:
