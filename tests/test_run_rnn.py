@@ -127,7 +127,7 @@ def test_an_attentions_own_dropout_is_off_while_the_recorder_says_so():
     from portcheck.scripts.wrapping import no_attention_dropout
     q = torch.rand(2, 2, 5, 4)
     plain = torch.nn.functional.scaled_dot_product_attention(q, q, q)
-    run_ = SimpleNamespace(dropout_off=True, sites=False)
+    run_ = SimpleNamespace(side="torch", dropout_off=True, sites=False)
     attention = no_attention_dropout(run_, torch.nn.functional.scaled_dot_product_attention)
     assert torch.equal(attention(q, q, q, None, 0.5), plain) and torch.equal(attention(q, q, q, dropout_p=0.5), plain)
     run_.dropout_off = False
