@@ -10,15 +10,15 @@
                               scheduler=(make_torch_sched, None), steps=5, isolate=True)
     # scheduler's None: Paddle's is the LRScheduler its optimizer was built with
 
-Modules pair with no name map (portcheck.pairing: the two runs' module calls aligned); a name_map given
+Modules pair with no name map (portcheck.mapping.pairing: the two runs' module calls aligned); a name_map given
 (names.resolve's forms) pins the pairs it names.
 
 Each compare_* is a record_* on each side and a judge_* of the two records: a pt_ script and a pd_ script save
-their side's record (portcheck.handin.save_side writes the guide's pair with its run record), a check judges
+their side's record (portcheck.pipeline.handin.save_side writes the guide's pair with its run record), a check judges
 them. The reviewer's command: `python -m portcheck check <log_reprod>` (portcheck.cli).
 
-Steps 2 and 5 for any model: portcheck.data records a loader's batches and a metric on each side (judged
-exactly), portcheck.training a training log written by each side's own loop (judged step by step, and the final
+Steps 2 and 5 for any model: portcheck.pipeline.data records a loader's batches and a metric on each side (judged
+exactly), portcheck.pipeline.training a training log written by each side's own loop (judged step by step, and the final
 metric at the task's threshold).
 
 Subpackages, lowest first; each imports only those below it (its docstring says what it holds): core (errors,

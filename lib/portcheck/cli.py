@@ -12,13 +12,13 @@ Every pair gets one line with its verdicts:
             key's mean abs diff <= the pair's threshold; what reprod_log transposed, broadcast or passed as NaN
             is said;
   measured  where the hand-in holds torch's float64 run (diagnostics/<pair>_torch64.npy, written through
-            portcheck.handin): every key's max diff within K x torch's own fp32 error, and its mean within
+            portcheck.pipeline.handin): every key's max diff within K x torch's own fp32 error, and its mean within
             the threshold;
   strict    the max abs diff within the same threshold, no NaN or Inf, equal shapes and dtypes, no key missing,
             integers exactly equal;
   same run  the run records (diagnostics/<pair>_{torch,paddle}.run.json, or beside the files) tie both sides to
             one run; without them, "not proven";
-  training  train_align with the training logs portcheck.training wrote (diagnostics/train_log_*.npy): the
+  training  train_align with the training logs portcheck.pipeline.training wrote (diagnostics/train_log_*.npy): the
             curves judged again step by step (lr, data order, modes, weight norm), the guide's cause named.
 A pair's kind (diagnostics/<pair>_diff.json): computed pairs need the float64 run, exact pairs (data, metric,
 lr) every value, shape and dtype equal (the first difference is named), outcomes (train_align) the task's
@@ -31,7 +31,7 @@ configuration line run said, re-derived from the two records (runconfig.from_fol
 its steps (padding_idx) from what run handed in of them; one line, red for each red one.
 
 The rule of a pair comes from the reviewer and the library, never from the folder: its threshold is
---threshold PAIR=VALUE, else the guide's (portcheck.tolerances.GUIDE), else reprod_log's default 1e-6; its kind
+--threshold PAIR=VALUE, else the guide's (portcheck.core.tolerances.GUIDE), else reprod_log's default 1e-6; its kind
 --kind PAIR=KIND, else the guide's, else computed; K the library's. What a hand-in's own verdict file declares
 (diagnostics/<pair>_diff.json: threshold, K, kind) is read and any difference said on the pair's line, red under
 --strict; a computed pair the library wrote is red without its float64 run.

@@ -145,9 +145,9 @@ def measure(name, a, ref, b, mean_bound=None, multiple=K) -> KeyResult:
 def against(name, a, b, mean_bound=None, multiple=K) -> KeyResult:
     """measure's half that reads `b`: the differences, or the problem (shape, empty, NaN) that stops judging.
     own_error adds torch's own fp32 error: a value judged as its run computes it, before torch's float64 run
-    exists (portcheck.isolate), keeps these few figures, not the value."""
+    exists (portcheck.forward.isolate), keeps these few figures, not the value."""
     a, b = np.asarray(a), np.asarray(b)
-    if {a.shape, b.shape} == {(), (1,)}:  # a 0-d scalar and a [1] one are one scalar (portcheck.handin's rule too)
+    if {a.shape, b.shape} == {(), (1,)}:  # a 0-d scalar and a [1] one are one scalar (handin's rule too)
         a, b = a.reshape(1), b.reshape(1)
     row = KeyResult(name, Measured(multiple, mean_bound), tuple(a.shape))
     if a.shape != b.shape:

@@ -1,18 +1,18 @@
 """The one comparison every check uses: two dicts of arrays in, a CheckResult out.
 
-It reads reprod_log's files (portcheck.fileio.load_npy: a dict of numeric arrays, never
+It reads reprod_log's files (portcheck.core.fileio.load_npy: a dict of numeric arrays, never
 code) and fixes what reprod_log's ReprodDiffHelper gets wrong:
 
 * a key missing on one side, a shape or dtype mismatch, NaN or Inf, unequal integers (at any
   threshold): failures
   (reprod_log passes NaN and silently transposes or broadcasts shapes);
 * mean, max and relative abs diff are all measured; each key is held to a tolerance
-  (portcheck.tolerances.Tol: max diff <= atol + rtol * max |torch|, and mean diff under the
+  (portcheck.core.tolerances.Tol: max diff <= atol + rtol * max |torch|, and mean diff under the
   guide's bound) that can be set per key (fnmatch patterns, first match wins);
 * the verdict is data (CheckResult.passed) and the scripts exit 1 on red
   (reprod_log's report() returns nothing and exits 0).
 
-Nothing here prints or writes: portcheck.report turns a CheckResult into the log and the
+Nothing here prints or writes: portcheck.core.report turns a CheckResult into the log and the
 verdict file.
 """
 import fnmatch
@@ -190,7 +190,7 @@ class Finding:
 
 @dataclass
 class Table:
-    """Rows of a diagnosis table, kept as data; portcheck.report formats it."""
+    """Rows of a diagnosis table, kept as data; portcheck.core.report formats it."""
     title: str
     header: tuple
     rows: list
@@ -219,7 +219,7 @@ class CheckResult:
         return next(k for k in self.keys if k.key == name)
 
     def to_json(self) -> dict:
-        """The verdict file's content (portcheck.report.write_verdict); tables stay in the log."""
+        """The verdict file's content (portcheck.core.report.write_verdict); tables stay in the log."""
         return {"name": self.name, "passed": self.passed,
                 "keys": [k.to_json() for k in self.keys],
                 "findings": [asdict(f) for f in self.findings], "notes": list(self.notes),

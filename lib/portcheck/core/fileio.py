@@ -275,7 +275,7 @@ def load_array(path, how: str) -> np.ndarray:
 
 
 def map_array(path) -> np.ndarray:
-    """A bare .npy array this process wrote (portcheck.spill), read-only and memory-mapped: its pages are read
+    """A bare .npy array this process wrote (portcheck.core.spill), read-only and memory-mapped: its pages are read
     when used and can be given back to the disk, so a record larger than memory can still be judged. Never
     through a link; a header the file cannot hold is refused."""
     try:

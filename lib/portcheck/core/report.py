@@ -53,7 +53,7 @@ def format_table(header, rows) -> list:
 
 
 def key_lines(key: str, mean_diff=None, max_diff=None, notes=()) -> list:
-    """One key's lines in reprod_log's format, the one formatter of them (log_lines and portcheck.handin's
+    """One key's lines in reprod_log's format, the one formatter of them (log_lines and portcheck.pipeline.handin's
     MeasuredVerdict write through it; handin.parse_diff_log reads them back): "<key>: ", then for `mean_diff` and
     `max_diff`, each (passed, value, its bound said or None) when given, "\t<method> diff: check passed: <passed>,
     value: <value>" and ", threshold: <bound>"; then each note as a line of its own, indented as they are."""

@@ -1,4 +1,4 @@
-"""The first thing every check compares: the two results' run records (portcheck.record).
+"""The first thing every check compares: the two results' run records (portcheck.core.record).
 
 Two results made from different weights, data or flags, or a stale one left by an earlier
 run, turn the check red with a finding that names the field that differs, whatever their

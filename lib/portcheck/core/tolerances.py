@@ -11,7 +11,7 @@ A key passes a Tol when both hold:
 * a bound on the mean abs diff (the guide's threshold of the pair), which no rule may loosen.
 
 The rule measured on the model itself (torch's own fp32 error as the yardstick) is
-portcheck.calibrated's Measured; a client's own tuned tolerances are Tols too; reprod_log's own rule
+portcheck.core.calibrated's Measured; a client's own tuned tolerances are Tols too; reprod_log's own rule
 (the guide's verdict: the mean alone, NaN passing) is ReprodLog. All are values of the one result
 type, diff.KeyResult, which applies them.
 
@@ -76,7 +76,7 @@ ULPS_FLOAT32 = 16
 class ReprodLog(NamedTuple):
     """reprod_log's own rule, the guide's verdict (ReprodDiffHelper.report): mean abs diff <= threshold, and no
     bound on the max. reprod_log tests `mean > threshold`, which is False for NaN: a NaN passes it, and
-    nan_passes tells diff.KeyResult so (portcheck.handin.guide_verdict notes it on the key; the strict verdict
+    nan_passes tells diff.KeyResult so (portcheck.pipeline.handin.guide_verdict notes it on the key; the strict verdict
     and the measured rule fail it). Its other quirks, transposing and broadcasting shapes, are the judge's
     (handin.guide_verdict), noted on the key."""
     threshold: float
@@ -195,7 +195,7 @@ def looser_task(pair: str, threshold: float, spread: float = 0.0) -> str:
     """How a guide outcome pair judged above the guide's threshold says its rule: "the task's 0.002, looser than
     the guide's 0.0015" (a task may set its own bound on a training's result, but never silently under the
     guide's name); "" for any other pair or threshold. spread: how far torch's own runs widened the task's
-    threshold to `threshold` (portcheck.training's own runs), said as such, never as the task's."""
+    threshold to `threshold` (portcheck.pipeline.training's own runs), said as such, never as the task's."""
     guide = GUIDE.get(pair)
     if guide is None or guide.kind != "outcome" or not threshold > guide.threshold:
         return ""

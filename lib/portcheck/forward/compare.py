@@ -82,10 +82,10 @@ def compare_forward(torch_model, paddle_model, inputs, name_map=None, isolate=Fa
     The same verdict as record_forward on each side then judge_forward (the calls a pt_/pd_ script pair and its
     check make), with torch's float64 run made last and judged as it runs (judged_as_run): nothing of it is
     kept. Returns a ForwardReport: .rows, .passed, .first_diverging, .table(), .pairs().
-    isolate=True also judges every paired module on torch's own recorded input (portcheck.isolate): .differing
+    isolate=True also judges every paired module on torch's own recorded input (portcheck.forward.isolate): .differing
     names every module whose own computation differs, where .first_diverging names the first in the run.
     record_dir: a folder the records go to as they are made (torch/ and paddle/, each side's float32 run;
-    portcheck.spill), judged from there: for models whose records do not fit in memory beside them
+    portcheck.core.spill), judged from there: for models whose records do not fit in memory beside them
     (docs/llm.md). The verdict is the same as in memory. No float64 value is kept, nor any of isolate's runs.
     mean_bound: the bound on the model output's mean abs diff (judge_forward's; default the guide's, 1e-6; the
     caller's own threshold for its pair overrides it; None: none).
@@ -212,7 +212,7 @@ def judge_forward(torch_record: dict, paddle_record: dict, name_map=None,
                   mean_bound=calibrated.MEAN_BOUND, outputs=None) -> ForwardReport:
     """Pair a torch record_forward with a Paddle one and judge every module output (portcheck/calibrated.py).
 
-    Module calls are paired by portcheck.pairing: name_map's entries as given (align.names.resolve's forms),
+    Module calls are paired by portcheck.mapping.pairing: name_map's entries as given (align.names.resolve's forms),
     the rest by aligning the two runs; a module called several times is paired per call (name, name#2, ...),
     an output holding several tensors per tensor (name[0], name:logits, ...: the same key, else in order).
     If the torch model returns a ModelOutput and the Paddle one a tensor, the first output is the result.

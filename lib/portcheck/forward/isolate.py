@@ -68,7 +68,7 @@ def forced_run(model, inputs, torch_record: dict, calls: dict, leaves: dict, kee
     stopped on, or None. leaves: {this side's output key: torch's}, the output tensors replaced by torch's.
     free: the float64 tensors torch's run casts into (twin.float64_as_called). wild: a list keep fills when
     torch's float64 value overflowed where its float32 one did not: that run failed too, float64_run tries on.
-    parts: {module: Fused} of this side (portcheck.fused): each call of such a module is its parts' calls, keys
+    parts: {module: Fused} of this side (portcheck.mapping.fused): each call of such a module is its parts' calls, keys
     and leaves, its output forced as the whole made of torch's values of its parts. through: calls of `calls` that
     compute on what this side computed before them (the last call of a chain one module of the other side computes
     whole: pairing.Pairing.composed, paddle_composed), their input kept, not forced. applied: {torch output key: the

@@ -106,7 +106,7 @@ class ForwardReport:
 
     def plot(self, path) -> str:
         """A PNG at `path`: each module's max diff over its allowance along the network, log scale, the first
-        diverging module marked; with isolate=True each module on torch's own values beside it (portcheck.plot).
+        diverging module marked; with isolate=True each module on torch's own values beside it (portcheck.forward.plot).
         A line saying what was done (without matplotlib: that it is missing)."""
         from portcheck.forward import plot
         return plot.draw(plot.forward_panels(self), path)

@@ -14,7 +14,7 @@ freed. Each block is judged twice, with compare_forward's rules and rows (every 
   own too, so each module is held to torch's fp32 error accumulated from the start, as compare_forward holds it;
 * isolated: Paddle's block on torch's fp32 input, held to the error of torch's float64 run of the block on that
   same input: the block's own computation, whatever came before it.
-The hidden states between blocks go to disk (portcheck.spill) when they are larger than SPILL_BYTES.
+The hidden states between blocks go to disk (portcheck.core.spill) when they are larger than SPILL_BYTES.
 Memory: the libraries, one block of each side in float32, the module torch's float64 run holds at a time
 (twin.float64_as_called), and the activations of one block.
 """

@@ -14,7 +14,7 @@ MOVED = "moved:"  # a torch record's key prefix: its run again with every weight
 SPREAD_KEY = "spread:"  # a torch record's key prefix: max |moved run - a further run against itself|, one figure
 RUNNING = "running/"  # a record's key prefix: running/<i>, step i's digest of BatchNorm's running means
 # a record's key prefix: kept<i>/<name>/<key>, a module the script keeps beside the model (an EMA copy, a teacher:
-# portcheck.recorder's Run.keep) as it is when step i + 1 starts (kept0: as the steps start), in Paddle's layout
+# portcheck.scripts.recorder's Run.keep) as it is when step i + 1 starts (kept0: as the steps start), in Paddle's layout
 KEPT = "kept"
 # what judge_backward (and portcheck run's kept modules) read of a run against itself
 AGAINST_KEYS = ("loss/", "state", "final/", "weights/", RUNNING, KEPT)

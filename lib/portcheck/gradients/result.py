@@ -92,7 +92,7 @@ class BackwardReport:
 
     def plot(self, path) -> str:
         """A PNG at `path`: the first forward's modules, every gradient and every key after the last step, each
-        over its allowance on a log scale, where the runs part marked (portcheck.plot); a line saying what was done."""
+        over its allowance on a log scale, where the runs part marked (forward.plot); a line saying what was done."""
         from portcheck.forward import plot
         return plot.draw(plot.backward_panels(self), path)
 

@@ -2,7 +2,7 @@
 
 Every torch module that holds parameters or buffers of its own is looked up by type in the layout table (or
 the caller's `layouts`, keyed by a torch type or a Paddle one); its Paddle counterpart is found by
-portcheck.pairing (the name map's entries as given, the rest aligned), must be of the matching Paddle type,
+portcheck.mapping.pairing (the name map's entries as given, the rest aligned), must be of the matching Paddle type,
 and receives each tensor under its Paddle name in Paddle's layout. Every key, shape and dtype is checked in
 both directions first: Paddle keys nothing filled, torch tensors with no Paddle key, and shapes or dtypes that
 differ end the run with one line naming every one of them. Only then is each Paddle tensor set, in place, one
@@ -54,7 +54,7 @@ class Tensor:
     module_type: str
     array: object  # its value when the layouts were read (numpy, torch's layout)
     tie: str = ""  # the first torch key of the same tensor (a head's weight tied to the embedding's), else its own
-    source: str = ""  # the torch key it is read from, when it is one part of a fused module's tensor (portcheck.fused)
+    source: str = ""  # the torch key it is read from, when it is one part of a fused module's tensor (fused.Fused)
 
     def to_paddle(self, array):
         return self.rule(self.name, np.asarray(array))[1]
@@ -180,7 +180,7 @@ class _Shapes(dict):
 def pair_modules(torch_model, paddle_model, name_map=None, inputs=None, layouts=None, copies=None,
                  doubt=None, ran=None) -> tuple:
     """({torch module: Paddle module ("" for the model itself)}, [each torch module holding tensors left without
-    a counterpart, said]), by portcheck.pairing: on the models' run over `inputs` when given (run order, output
+    a counterpart, said]), by portcheck.mapping.pairing: on the models' run over `inputs` when given (run order, output
     shapes; in eval mode, so BatchNorm's statistics stay), else on their definition order. copies, a dict if
     given, receives pairing.Pairing.copies(): the Paddle modules filled with copies of a torch module's tensors.
     doubt, a list if given, receives the groups of modules only the run's order paired ([[(torch module, Paddle
@@ -423,7 +423,7 @@ def convert(torch_model, paddle_model, name_map=None, path=None, layouts=None, i
     """Set paddle_model's weights to torch_model's, in Paddle's names and layout, one tensor at a time, and
     return them as {Paddle state-dict key: numpy array} (a State, read from the torch model on demand).
 
-    name_map: None (every module paired automatically, portcheck.pairing), or how some torch modules' names
+    name_map: None (every module paired automatically, portcheck.mapping.pairing), or how some torch modules' names
     become their Paddle counterparts' (align.names.resolve): a dict of name prefixes, a list of (regex,
     replacement) rules, or a callable; the modules it renames are paired as it says, the rest automatically.
     inputs: a batch both models take (as compare_forward's): pairs modules by their run order and output
@@ -434,9 +434,9 @@ def convert(torch_model, paddle_model, name_map=None, path=None, layouts=None, i
     LlamaLMHead, a Linear's weight in [in, out]: "transpose" from torch's Linear). A type no one declared
     whose tensors are all 1-D (an RMSNorm's scale) keeps its layout. A portcheck.Fused value, keyed by a type,
     a class name or a module name, declares a fused module whose output columns hold parts the other side computes
-    in modules of their own, or orders another way (portcheck.fused: GPT-2's c_attn; recipes.paddlenlp_gpt); with
+    in modules of their own, or orders another way (fused: GPT-2's c_attn; recipes.paddlenlp_gpt); with
     output=False, tensors packing parts its forward reads itself (recipes.TORCH_ATTENTION: torch's in_proj_weight).
-    Raises portcheck.errors.PipelineError, one line, on a module type whose layout is unknown, a module with no
+    Raises portcheck.core.errors.PipelineError, one line, on a module type whose layout is unknown, a module with no
     Paddle counterpart or of another type, a pairing two candidates make ambiguous, and on the keys, shapes and
     dtypes that do not match in either direction, every one of them named in that line; the Paddle model is then
     left as it was. Every check is made before the first tensor is set, and each is set in place: the peak is

@@ -69,7 +69,7 @@ def layouts_table(extra=None):
         table[conv1d.Conv1D] = (("Linear",), same_layout)
     for key, how in (extra or {}).items():
         if isinstance(how, Fused) and isinstance(key, (type, str)):
-            continue  # which columns are which part (portcheck.fused); the tensors' own rule is the type's
+            continue  # which columns are which part (portcheck.mapping.fused); the tensors' own rule is the type's
         if how not in RULES or not isinstance(key, (type, str)):
             raise PipelineError(f"layouts: {key!r}: {how!r} must be one of {', '.join(map(repr, RULES))}, keyed by a "
                                 "torch or Paddle module type or its class name [PC301]")

@@ -20,7 +20,7 @@ def resolve(name_map):
 
 def entries(name_map):
     """A callable torch module name -> the Paddle module name name_map gives it, or None where the map says
-    nothing of it (portcheck.pairing pairs those automatically): a dict names the modules under its prefixes,
+    nothing of it (portcheck.mapping.pairing pairs those automatically): a dict names the modules under its prefixes,
     a rule list those one of its patterns matches, a callable those it renames."""
     if name_map is None:
         return lambda name: None

@@ -2,7 +2,7 @@
 portcheck function takes. A map names only what differs; the rest keeps its name.
 
     from portcheck.mapping.recipes import PADDLENLP_BERT
-    paddle_model.set_state_dict(portcheck.convert(hf_bert, paddlenlp_bert, PADDLENLP_BERT))
+    paddle_model.set_state_dict(portcheck.mapping.convert(hf_bert, paddlenlp_bert, PADDLENLP_BERT))
 
 PADDLENLP_BERT also serves transformers' Electra against paddlenlp's (the same encoder names).
 
@@ -10,7 +10,7 @@ Layouts for fused modules (portcheck.Fused) are `layouts` entries any of convert
 compare_backward takes, with no name map:
 
     layouts = paddlenlp_gpt(heads=config.n_head, fused=True)
-    portcheck.convert(hf_gpt2, paddlenlp_gpt, inputs=ids, layouts=layouts)
+    portcheck.mapping.convert(hf_gpt2, paddlenlp_gpt, inputs=ids, layouts=layouts)
     portcheck.compare_backward(hf_gpt2, paddlenlp_gpt, ..., layouts=layouts)
 """
 from portcheck.mapping.fused import Fused

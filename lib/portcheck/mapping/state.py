@@ -21,7 +21,7 @@ def names_of_one_tensor(params: dict) -> dict:
 
 
 class Joined:
-    """A Paddle tensor of a fused module made of its parts' torch tensors (portcheck.fused): each part's columns
+    """A Paddle tensor of a fused module made of its parts' torch tensors (portcheck.mapping.fused): each part's columns
     where the Paddle module's Fused declares them. Stands where a (Tensor, array) pair stands in a State."""
     tie = ""
 

@@ -1,7 +1,7 @@
 """Weights read strictly, in either framework: every key and shape checked, and no file run as code.
 
 Paddle's set_state_dict only warns on a missing key or a shape mismatch, so a load goes through strict_check
-first. A torch file is read by torch's restricted unpickler (weights_only), a .pdparams by portcheck.fileio's
+first. A torch file is read by torch's restricted unpickler (weights_only), a .pdparams by portcheck.core.fileio's
 (plain containers and numeric arrays only; paddle.load would run any pickled code). `how` is the command or
 advice that makes the file again, said in every refusal.
 """
@@ -88,7 +88,7 @@ def check_arrays(arrays: dict, path, how: str):
 
 
 def load_paddle_arrays(path, how: str) -> dict:
-    """{name: numpy array} from a paddle.save'd .pdparams, unpickled by portcheck.fileio's restricted
+    """{name: numpy array} from a paddle.save'd .pdparams, unpickled by portcheck.core.fileio's restricted
     unpickler (plain containers and numeric arrays only; paddle.load would run any pickled code)."""
     state = paddle_arrays(load_pickled_arrays(path, how))
     if not isinstance(state, dict):

@@ -1,13 +1,15 @@
 """Step 2 for any model: a data pipeline's batches and a metric, recorded on each side and judged exactly.
 
-    rec = portcheck.data.record_batches(loader, batches=10, names=("images", "labels"))   # either framework
-    portcheck.handin.save_side(out, "data", "torch", rec, depends, script)
-    report = portcheck.data.judge_batches(torch_rec, paddle_rec)
+    from portcheck.pipeline import data, handin
+
+    rec = data.record_batches(loader, batches=10, names=("images", "labels"))   # either framework
+    handin.save_side(out, "data", "torch", rec, depends, script)
+    report = data.judge_batches(torch_rec, paddle_rec)
     print(report.first)    # "batch 3, images[0, 0, 5, 7]: torch 0.1 vs paddle 0.2", or None when equal
 
-    value = portcheck.data.record_metric(accuracy, logits, labels, framework="paddle")   # {"accuracy": ...}
+    value = data.record_metric(accuracy, logits, labels, framework="paddle")   # {"accuracy": ...}
 
-    for images, labels in portcheck.data.each_batch(loader):   # Step 5's loop: a Paddle reader shut down at a break
+    for images, labels in data.each_batch(loader):   # Step 5's loop: a Paddle reader shut down at a break
 
 A loader is a torch DataLoader, a paddle.io.DataLoader or any iterable of batches; a batch is an array or a
 tensor of either framework, a tuple or list of them (named by `names`, else by position), or a dict of them,

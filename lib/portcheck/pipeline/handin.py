@@ -66,7 +66,7 @@ def checks_gone(folder, pair: str) -> str:
 
 def last_run(folder) -> dict:
     """{pair (or a record's stem): why its files cannot be taken for one run with the rest} in a hand-in portcheck
-    wrote: a step its last run did not pass (diagnostics/steps.json, written by portcheck.steps.run: Ctrl-C, a
+    wrote: a step its last run did not pass (diagnostics/steps.json, written by portcheck.pipeline.steps.run: Ctrl-C, a
     failure or a kill left an earlier run's files in place), a run record naming another script than the step
     table's for its side, and records of other weights than the rest of the hand-in's (runs on two models)."""
     below, problems = ours(folder), {}
@@ -184,7 +184,7 @@ class MeasuredVerdict:
     same_run: tuple            # (True, False or None, detail)
     threshold: float           # the pair's: the guide's rule and the strict verdict are held to it
     kind: str = "computed"     # tolerances.KINDS: computed pairs are measured on the model, the others are not
-    first: object = None       # an exact pair's first difference (portcheck.data.Difference), None when equal
+    first: object = None       # an exact pair's first difference (portcheck.pipeline.data.Difference), None when equal
     also: tuple = ()           # [(name, passed, detail)]: conditions judged beside the pair (a training's curves)
     bounds: dict = None        # an exact pair's {key: (ulps, the difference they allow)}, by the key's dtype
     spread: float = 0.0        # an outcome's: the part of `threshold` that is torch's own spread on this machine
@@ -325,13 +325,13 @@ def judge_measured(name: str, torch_file, paddle_file, exact_file, records=(None
 # Each side's script saves its own half (save_side): <pair>_<framework>.npy, a dict of arrays as reprod_log
 # writes it, with its run record beside it; the torch side also saves <pair>_torch64.npy, torch's float64
 # run of the same keys, so the rule measured on the model (portcheck/calibrated.py) can be re-derived later.
-# The check judges the three files (portcheck.handin.judge_measured), writes <pair>_diff.log in reprod_log's
+# The check judges the three files (portcheck.pipeline.handin.judge_measured), writes <pair>_diff.log in reprod_log's
 # format, and hand_in copies the pair and its log into a log_reprod/ folder (records and the float64 run
 # into its diagnostics/), which pipeline/check_log_reprod.py re-checks from the folder alone.
 #
 #     rec = portcheck.record_forward(model, images)                          # either framework
-#     portcheck.handin.save_side(out, "forward", "torch", {"logits": portcheck.handin.model_output(rec)},
-#                            depends, script, exact={"logits": portcheck.handin.model_output(rec, exact=True)})
+#     handin.save_side(out, "forward", "torch", {"logits": handin.model_output(rec)},
+#                      depends, script, exact={"logits": handin.model_output(rec, exact=True)})
 
 
 def checked_threshold(value, what: str) -> float:
@@ -420,7 +420,7 @@ def judge_and_log(folder, pair: str, threshold: float = None, tables=(), after_s
     training's curves); comparison: a ForwardReport or BackwardReport drawn into it (hand_in's), and where it was
     judged with torch's run taking Paddle's side of a kink (backward.judged), that run's figures written beside the
     pair (save_taken) and judged with, as the hand-in checker judges them from the folder; spread: an
-    outcome's threshold widened by torch's own runs on this machine (portcheck.training), judged at threshold +
+    outcome's threshold widened by torch's own runs on this machine (portcheck.pipeline.training), judged at threshold +
     spread and declared as the task's threshold and the spread, so a reviewer's checker reads the task's.
     Returns the MeasuredVerdict."""
     folder, pair = Path(folder), pair_name(pair)
@@ -472,7 +472,7 @@ def _diagnostics(folder: Path, pair: str) -> list:
     return [folder / f"{pair}{suffix}" for suffix in (EXACT, *BOUND)]
 
 
-PLOT = "_modules.png"  # <pair>_modules.png: a comparison's picture (portcheck.plot), beside the pair's diagnostics
+PLOT = "_modules.png"  # <pair>_modules.png: a comparison's picture (forward.plot), beside the pair's diagnostics
 
 
 def hand_in(folder, pair: str, top, comparison=None) -> str:

@@ -112,7 +112,7 @@ def load_own(folder, torch_record: dict) -> tuple:
                     if k not in ("weight_norm", "param_norm", "noise_columns")) \
                     or np.shape(runs.get("param_norm", rows[..., None]))[:2] != rows.shape \
                     or np.shape(runs.get("param_norm", rows[..., None]))[2:] != np.shape(runs.get("noise_columns", [0])):
-                problem = "it is not torch's own runs as portcheck.training.save_own writes them"
+                problem = "it is not torch's own runs as portcheck.pipeline.training.save_own writes them"
     return (None, f"{path.name} left out: {problem}") if problem else (runs, "")
 
 

@@ -12,7 +12,7 @@ a table of its own:
 Script paths are relative to `root`, the folder the pipeline lives in (its repository). Each script runs in its own process, in order; a
 SideBySide group runs at once, each on its own share of the cores. The first script that fails stops the
 run: the steps after it are "not run". Ctrl-C ends the running scripts with their own lines, marks the
-step "interrupted" and raises portcheck.errors.Interrupted.
+step "interrupted" and raises portcheck.core.errors.Interrupted.
 
 Given a hand-in folder, run() keeps its record of the run there (diagnostics/steps.json: each step's status,
 its pairs and, where the table says, the script that writes each side), rewritten before and after every
@@ -121,7 +121,7 @@ def run_script(cmd, root):
 
 def run_side_by_side(group: SideBySide, root):
     """(exit code, seconds, the command) for scripts run at once, each on its core_shares() share;
-    OMP_NUM_THREADS follows each share (portcheck.runtime would otherwise give each process every core).
+    OMP_NUM_THREADS follows each share (portcheck.core.runtime would otherwise give each process every core).
     The first script to fail stops the others: its error is the one reported."""
     started, procs = time.time(), []
     try:

@@ -2,16 +2,18 @@
 per evaluation; the judge holds the two logs to the task's threshold on the final metric, compares the
 curves step by step, draws them, and names the guide's cause when the runs differ.
 
-    log = portcheck.training.TrainingLog()
+    from portcheck.pipeline import data, training
+
+    log = training.TrainingLog()
     for epoch in range(epochs):
-        for images, labels in portcheck.data.each_batch(loader):   # a Paddle loader's reader shut down at a break
+        for images, labels in data.each_batch(loader):   # a Paddle loader's reader shut down at a break
             ...; loss.backward(); optimizer.step(); scheduler.step()
             log.step(loss, lr, model=model, batch=labels)     # model: weight norm and modes; batch: the data order
             optimizer.zero_grad()                             # after log.step: it logs the gradients' norms
         log.evaluate({"accuracy": accuracy})
-    log.save(out, "torch", portcheck.training.run_depends(weights, order, seeds, flags), script)
+    log.save(out, "torch", training.run_depends(weights, order, seeds, flags), script)
 
-    verdict = portcheck.training.judge_and_log(out, top="log_reprod")   # after both sides saved; verdict.passed
+    verdict = training.judge_and_log(out, top="log_reprod")   # after both sides saved; verdict.passed
 
 A Paddle model with BatchNorm: torch_running_var(model) before training, so that evaluation sees the running
 variance torch's BatchNorm keeps (torch's unbiased update, not Paddle's biased one).

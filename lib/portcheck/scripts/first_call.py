@@ -32,7 +32,7 @@ def by_keys(run):
 
 
 def isolated(run, module, calls: dict, leaves: dict):
-    """Every paired module call on torch's recorded first-forward values (portcheck.isolate.forced_run): the
+    """Every paired module call on torch's recorded first-forward values (portcheck.forward.isolate.forced_run): the
     value each computes, under iso/<its key> (torch's float64 side: torch's own error per module; Paddle's:
     its counterpart's computation on the same values)."""
     from portcheck.mapping.trace import values

@@ -16,8 +16,8 @@ from portcheck.scripts.recorder import INIT, STATUS, STOPPED_EXIT, Run, flushed,
 class Full(Run):
     """`run --full`: the script to its end, as it is (its own batches, Dropout on), its model started from the
     torch side's initial weights; every step's loss, lr, weight norm, modes and targets, and each metric its
-    printed lines show (METRIC, or the run's --metric), as a portcheck.training.TrainingLog saved at exit: Step 5's
-    train_align, judged by portcheck.training."""
+    printed lines show (METRIC, or the run's --metric), as a training.TrainingLog saved at exit: Step 5's
+    train_align, judged by portcheck.pipeline.training."""
     dropout_off = False
     sites = False
 

@@ -1,9 +1,9 @@
-"""The Paddle side of portcheck.recorder: what it wraps in Paddle, how it reads a Paddle model and optimizer
+"""The Paddle side of portcheck.scripts.recorder: what it wraps in Paddle, how it reads a Paddle model and optimizer
 (in torch's conventions: BatchNorm's momentum as torch's 1 - m, GELU's approximation as torch's string), and how
 the model starts from the torch side's initial weights.
 
 Torch is not imported: the Paddle script may run in a venv without it. The weights come from the torch side's
-record in Paddle's layout (state0/), each module paired with no map (portcheck.pairing, on the two first forwards),
+record in Paddle's layout (state0/), each module paired with no map (mapping.pairing, on the two first forwards),
 each tensor placed as judge_backward pairs it (backward._counterpart).
 """
 import functools

@@ -1,7 +1,7 @@
-"""The torch side of portcheck.recorder: what it wraps in torch, and how it reads a torch model and optimizer.
+"""The torch side of portcheck.scripts.recorder: what it wraps in torch, and how it reads a torch model and optimizer.
 
 Tensors are recorded by torch's names in Paddle's layout (convert.torch_layouts), as record_backward records
-them, so that portcheck.backward.judge_backward judges the two sides' records as it judges its own.
+them, so that portcheck.gradients.backward.judge_backward judges the two sides' records as it judges its own.
 """
 import functools
 import platform

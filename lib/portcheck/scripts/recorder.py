@@ -1,4 +1,4 @@
-"""The recorder `python -m portcheck run` injects into a user's own training script (portcheck.run starts it).
+"""The recorder `python -m portcheck run` injects into a user's own training script (portcheck.scripts.run starts it).
 
 The script is not edited: scripts/inject/sitecustomize.py, first on the interpreter's PYTHONPATH, calls
 install() before the script runs, with the run's settings in the environment (SETTINGS: the side, the steps, the
@@ -21,7 +21,7 @@ folder). install() wraps what every training script goes through, in either fram
                       torch side records the indices it draws (ORDER), the others draw those (Run.order);
   dropout             off for the N steps (the functional dropout returns its input); the p of each call in the
                       first forward recorded under the module calling it (dropout_site);
-  seeds, clipping     their arguments, for the configuration (portcheck.runconfig);
+  seeds, clipping     their arguments, for the configuration (portcheck.scripts.runconfig);
   torch's schedulers  whether one cycles the optimizer's momentum (OneCycleLR, CyclicLR), for it too;
   a Trainer           transformers' or paddlenlp's, on the stack at the first step: what it does beside the
                       optimizer (runconfig.TRAINER);
@@ -31,23 +31,23 @@ folder). install() wraps what every training script goes through, in either fram
 Sides: "torch" records the script as it is; "torch64" is the same script again in float64 (the model cast at its
 first call, from the torch side's initial weights, fed its batches and targets widened): torch's own error, the
 yardstick of the measured rule; "paddle" starts its model from torch's initial weights (paired with no map:
-portcheck.pairing), its samplers draw torch's order and it is fed torch's batches and targets, its own recorded apart
+mapping.pairing), its samplers draw torch's order and it is fed torch's batches and targets, its own recorded apart
 (the data pair: what it catches is then the preprocessing); "moved" (settings'
 "against": i) is the same script again in float32 from torch's initial weights moved one ulp, fed its batches and
 targets, with backward.AGAINST_ITSELF[i]'s kernels: torch against itself, as compare_backward's plain run measures
 it (calibrated.SPREAD). The torch and Paddle sides also record each step's values within the floor of 0, the first
-forward's too (kinks.near_zero's near<i>/ keys); "taking" (portcheck.run, only for a red run whose two sides put
+forward's too (kinks.near_zero's near<i>/ keys); "taking" (portcheck.scripts.run, only for a red run whose two sides put
 such values on each side of 0) is the torch script again from torch's initial weights, fed its batches and targets,
 taking Paddle's side of 0 at exactly those values (kinks.taking_paddles_side; CROSSED, the run's file of them, in its folder).
 
-Under a launcher (torchrun, paddle.distributed.launch: portcheck.run.ranks) each rank records in DIR/rank<r>/<side>,
+Under a launcher (torchrun, paddle.distributed.launch: run.ranks) each rank records in DIR/rank<r>/<side>,
 fed and started from torch's rank r; the launcher's own process records nothing. Only the process that installed
 the recorder records and writes: the settings it leaves in the environment mark what the script starts (STARTED: a
 Python monitor, a spawned DataLoader worker), which is not recorded (only a rank of a launcher portcheck does not
 know still refuses), and a process forked from it (Run.pid) writes nothing.
 
 A script that cannot be recorded (it trains two models, compiles its model, exits before N steps) ends with
-one line in status.json, which portcheck.run reports for its side.
+one line in status.json, which portcheck.scripts.run reports for its side.
 """
 import atexit
 import contextlib
@@ -513,7 +513,7 @@ def flushed():
 
 
 def crossed_file(path: Path, crossed=None) -> list:
-    """The taking side's [backward.Crossing], written by portcheck.run (crossed given) or read by the recorder: json,
+    """The taking side's [backward.Crossing], written by run (crossed given) or read by the recorder: json,
     nothing in it run."""
     from portcheck.gradients.kinks import Crossing
     if crossed is not None:
@@ -560,7 +560,7 @@ def install():
         return  # the launcher's own process: its workers record, one rank each
     if settings.get(STARTED) and (world == 1 or settings.get("ranked")):
         return  # a process the script started (a monitor, a spawned DataLoader worker): the script is recorded
-    if settings.get("ranked"):  # a launched run (portcheck.run.ranks): DIR/rank<r>/<side>
+    if settings.get("ranked"):  # a launched run (portcheck.scripts.run.ranks): DIR/rank<r>/<side>
         settings = {**settings, "world": world, **{k: str(Path(settings[k]).parent / f"rank{rank or 0}" /
                                                         Path(settings[k]).name) for k in ("out", "torch_dir")}}
         from portcheck.core.fileio import writable

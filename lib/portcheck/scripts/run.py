@@ -4,7 +4,7 @@ unedited, checked as the guide's Steps 1-4 check a port.
     python -m portcheck run --torch "python train.py --lr 3e-3" --paddle "/path/pd-venv/bin/python train_pd.py"
 
 Each CMD's first word is a Python interpreter (one venv per side works; this library is put on its path, numpy is
-all it needs there) or a launcher it runs; portcheck.recorder is injected at its start
+all it needs there) or a launcher it runs; portcheck.scripts.recorder is injected at its start
 (scripts/inject/sitecustomize.py on its PYTHONPATH). Under a launcher (torchrun, python -m
 paddle.distributed.launch: ranks) each rank records in DIR/rank<r> and is judged against the other side's rank r. Four runs of the first N optimizer steps (default 3):
   torch     the torch script as it is, Dropout off: its root model, first forward (every module), loss, lr,
@@ -28,8 +28,8 @@ sides record in every forward):
 What the script keeps beside its model (an EMA copy: recorder's Run.keep) starts on every side from torch's and is
 judged per step as the weights are (kept), its change digested in bp_align.
 The first forward is judged cumulative (each side on its own values) and isolated (every paired module on torch's
-recorded values, portcheck.isolate: every module whose own computation differs is named).
-Then the configuration is compared (portcheck.runconfig: every difference one line), the records judged as
+recorded values, portcheck.forward.isolate: every module whose own computation differs is named).
+Then the configuration is compared (portcheck.scripts.runconfig: every difference one line), the records judged as
 judge_backward judges them, and the guide's pairs written to DIR/log_reprod (forward, data, loss, lr,
 bp_align) with both sides' configuration records (config: runconfig.hand_in), which `python -m portcheck check
 DIR/log_reprod --only config,forward,data,loss,lr,bp_align` re-derives.
@@ -80,7 +80,7 @@ def add_parser(sub):
     p.add_argument("--paddle", required=True, metavar="CMD", help="the Paddle script's command")
     p.add_argument("--steps", type=int, default=3, help="optimizer steps recorded on each side (default 3)")
     p.add_argument("--full", action="store_true", help="then both scripts to their end from torch's initial weights "
-                   "(their own batches, Dropout on): Step 5's train_align, judged by portcheck.training")
+                   "(their own batches, Dropout on): Step 5's train_align, judged by portcheck.pipeline.training")
     p.add_argument("--metric", metavar="REGEX", help="--full: a printed line's metric, group 1 its name, group 2 its "
                    "value (default: acc, accuracy, f1 forms such as 'acc 0.97', 'val_accuracy: 0.9')")
     p.add_argument("--out", type=Path, default=Path("portcheck_run"), help="the folder the records and the "
@@ -440,7 +440,7 @@ def judge(out: Path, statuses: dict, steps: int, rank: int = 0, again=None, seal
 
 
 def full(out: Path, argvs: dict, metric: str, **settings) -> int:
-    """--full: both scripts to their end (recorder.Full), judged as Step 5 (portcheck.training); 0 green, 1 red."""
+    """--full: both scripts to their end (recorder.Full), judged as Step 5 (pipeline.training); 0 green, 1 red."""
     (out / "full").mkdir(exist_ok=True)  # a previous run's files in it removed by prepare (handed_in)
     for fw in ("torch", "paddle"):
         full_side(fw, argvs[fw], out, metric, **settings)

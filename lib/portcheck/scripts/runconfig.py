@@ -1,9 +1,9 @@
 """The two runs' configuration compared before any number (`python -m portcheck run`): each difference one line.
 
-Each side's recorder (portcheck.hooks_torch, hooks_paddle) writes its configuration in torch's conventions
+Each side's recorder (portcheck.scripts.hooks_torch, hooks_paddle) writes its configuration in torch's conventions
 (BatchNorm's momentum as torch's: Paddle's 0.9 is torch's 0.1; GELU's approximation as "none" or "tanh"), so a
 difference here is a difference of the runs, never of the frameworks' spellings. Modules are paired as the
-forward is (portcheck.pairing), parameters as judge_backward pairs them.
+forward is (portcheck.mapping.pairing), parameters as judge_backward pairs them.
 """
 import json
 import math

@@ -284,7 +284,7 @@ def loss_wrapper(run, name, fn, paddle: bool, widen=None):
 
 def module_settings(named_modules, table) -> dict:
     """{module name: {"type": class, setting: value}} of the modules whose class the table knows ([(classes,
-    their settings(module))], first match), for the configuration's comparison (portcheck.runconfig)."""
+    their settings(module))], first match), for the configuration's comparison (portcheck.scripts.runconfig)."""
     out = {}
     for name, m in named_modules:
         found = next((read for kinds, read in table if isinstance(m, kinds)), None)
