@@ -4,7 +4,7 @@ bug uses, and what isolation costs.
 
     python tools/bench_isolate.py          # writes docs/isolate.md and its figures, docs/isolate.json (~2 minutes)
 
-Forward (eval mode, no name map: modules paired by portcheck.pairing), the largest max diff / allowance over
+Forward (eval mode, no name map: modules paired by portcheck.mapping.pairing), the largest max diff / allowance over
 every row, the ordinary (cumulative) run's and the isolated run's (K = 16 both): transformers' ResNet-18 against
 paddle.vision's (examples/resnet18), transformers' BertModel against paddlenlp's and transformers'
 LlamaForCausalLM against paddlenlp's (tiny sizes, random weights). Time: compare_forward with and without

@@ -65,7 +65,7 @@ def rss_gb(field: str) -> float:
 
 
 def reset_peak():
-    """Freed heap back to the system (portcheck.runtime keeps large blocks), then VmHWM := VmRSS."""
+    """Freed heap back to the system (portcheck.core.runtime keeps large blocks), then VmHWM := VmRSS."""
     ctypes.CDLL("libc.so.6").malloc_trim(0)
     with open("/proc/self/clear_refs", "w") as f:
         f.write("5")
@@ -210,7 +210,7 @@ def write(results: dict, out: Path):
              "transformers' LlamaForCausalLM against paddlenlp's, random weights, 22 layers, vocabulary 32000, "
              f"{TOKENS[0]} x {TOKENS[1]} tokens; convert with layouts={{'LlamaLMHead': 'transpose'}} and no name map, "
              "by definition order and by the models' run (inputs=: each output's shape kept, not its values); "
-             "compare_forward with record_dir= (records on disk, portcheck.spill: every run in one folder, each "
+             "compare_forward with record_dir= (records on disk, portcheck.core.spill: every run in one folder, each "
              "writing over the files of the run before, as a user's next comparison does; the first run, new files). "
              "Each phase's peak is the "
              "process's peak resident memory during it (VmHWM), both models in memory. A plain forward's time is the "

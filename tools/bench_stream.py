@@ -1,4 +1,4 @@
-"""What portcheck.stream costs at 7B: a random Llama pair written as checkpoints (transformers' bf16 safetensors
+"""What portcheck.forward.stream costs at 7B: a random Llama pair written as checkpoints (transformers' bf16 safetensors
 shards, paddlenlp's as its save_pretrained(..., safe_serialization=True) writes them), compared block by block.
 
     nice -n 10 python tools/bench_stream.py                  # the 7B shape: ~27 GB of shards under /tmp

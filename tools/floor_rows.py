@@ -1,5 +1,5 @@
 """How far a correct kernel's normalization over a row of n values lies from float64 when it sums the row in
-another order than torch: the measurement behind portcheck.calibrated.ROOT (the floor's sqrt(n) roundings).
+another order than torch: the measurement behind portcheck.core.calibrated.ROOT (the floor's sqrt(n) roundings).
 
     python tools/floor_rows.py           # prints the table (about a minute)
 

@@ -1,5 +1,5 @@
 """How far apart, in float64 ulps, torch's lr schedulers and their Paddle counterparts run: the measurement behind
-portcheck.tolerances.ULPS (the lr pair, Step 5's lr row and judge_backward's lr rows) and behind its bound's margin
+portcheck.core.tolerances.ULPS (the lr pair, Step 5's lr row and judge_backward's lr rows) and behind its bound's margin
 to a planted schedule bug.
 
     python tools/lr_ulps.py              # writes docs/rules.json's "lr" part and prints the table (seconds)

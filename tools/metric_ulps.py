@@ -1,5 +1,5 @@
 """How far apart, in float32 ulps, torch's and Paddle's float32 metrics run: the measurement behind
-portcheck.tolerances.ULPS_FLOAT32 (the metric pair's rule for a value held in float32).
+portcheck.core.tolerances.ULPS_FLOAT32 (the metric pair's rule for a value held in float32).
 
     python -m tools.metric_ulps              # writes docs/rules.json's "metric_float32" part and prints the table
     python -m tools.metric_ulps --sets 300

@@ -1,4 +1,4 @@
-"""Step 5's measured figures (portcheck.training.NOISE, OWN_MULTIPLE's reach, the weight norm with dropout's own
+"""Step 5's measured figures (pipeline.training.NOISE, OWN_MULTIPLE's reach, the weight norm with dropout's own
 masks), on the digits CNN with a conv bias before a BatchNorm of examples/digits_pair.py (tests/test_steps25.py's
 too):
 

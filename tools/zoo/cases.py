@@ -328,7 +328,8 @@ MODELS = [
     model("GRU (torch / paddle)", "gru",
           [{"name": "gates z, r, n", "gates": [("weight_hh_l0", [1, 0, 2])], "step": 1, "where": "",
             "cause": "torch packs the gates r, z, n"}]),
-    # torch packs q, k, v in in_proj_weight, Paddle splits them: portcheck.recipes.TORCH_ATTENTION (Fused, output=False)
+    # torch packs q, k, v in in_proj_weight, Paddle splits them: portcheck.mapping.recipes.TORCH_ATTENTION (Fused,
+    # output=False)
     model("TransformerEncoder (torch / paddle)", "transformer encoder",
           [{"name": "pre-norm for post-norm", "config": {"normalize_before": True}, "step": (1, 4), "where": "layers.0",
             "cause": "normalize_before=True (torch's norm_first=False)"},

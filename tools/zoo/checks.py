@@ -114,7 +114,7 @@ def ulps(a, b) -> float:
 
 def pair_judgement(folder, pair, torch_arrays, paddle_arrays, step, exact=None, after_steps=False, rule=None,
                    depends=None) -> Judgement:
-    """The guide's pair written as a user's two scripts write it (portcheck.handin.save_side) and judged by
+    """The guide's pair written as a user's two scripts write it (portcheck.pipeline.handin.save_side) and judged by
     judge_and_log, the hand-in's own verdict: exact pairs (data, metric, lr) by ulps, computed ones (loss,
     bp_align) by the measured rule's share."""
     depends = depends or {"inputs": "zoo"}
@@ -447,7 +447,7 @@ def metric_fn(side, name, dtype, classes):
 def metric(case, plant) -> list:
     """The guide's Step 2 metric pair on real imperfect predictions: a nearest-centroid classifier on sklearn's
     digits (10 classes) or its binary scores (digit 0 or not; rounded to 0.05 so that ties occur), each side
-    computing the metric on its own tensors (portcheck.data.record_metric), judged exactly."""
+    computing the metric on its own tensors (portcheck.pipeline.data.record_metric), judged exactly."""
     from portcheck.pipeline import data
     from sklearn.datasets import load_digits
     x, y = load_digits(return_X_y=True)

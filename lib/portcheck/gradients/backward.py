@@ -34,8 +34,8 @@ from portcheck.gradients.kinks import (TAKEN, TAKEN_KEY, TAKING, TAKING_KEYS, cr
 from portcheck.gradients.optimizers import (CYCLES_MOMENTUM, batch_statistics, biased_variance, by_design_lines,
                                             cycled_momentum, norm_counter, optimizer_settings)
 from portcheck.gradients.result import LAST, LOSS_MEAN_BOUND, BackwardReport
-# documented here: docs/zoo.md cites them as portcheck.backward.<name> (and its other names above, docs/run.md,
-# docs/rules.md, lib/README.md: AGAINST_ITSELF, against_itself, crossings, moved_one_ulp, batch_statistics)
+# documented here: docs/zoo.md cites them as portcheck.gradients.backward.<name> (and its other names above,
+# docs/run.md, docs/rules.md, lib/README.md: AGAINST_ITSELF, against_itself, crossings, moved_one_ulp, batch_statistics)
 from portcheck.gradients.against_itself import _ties_other_way  # noqa: F401 (documented path)
 from portcheck.gradients.kinks import ON_BRANCH  # noqa: F401 (documented path)
 
