@@ -230,8 +230,13 @@ class MeasuredVerdict:
         mean against it, torch's own fp32 error on the mean beside it, then the max."""
         whose = "the guide's" if guide_rule_of(self.name, self.threshold, self.kind) else "the caller's"
         own = f"torch's own fp32 error on the mean here is {r.own_mean:.3g}"
+        # the bound in the floor's units (calibrated.FLOOR's: one rounding is eps32 x the value): under one, a
+        # single float32 rounding at this value crosses it (a loss near 15, a language model's at its start)
+        units = r.mean_bound / (calibrated.EPS32 * r.scale) if r.scale > 0 and math.isfinite(r.scale) else math.inf
         return (f"by {whose} bound {r.mean_bound:g} on the mean: mean {r.mean:.3g} > {r.mean_bound:g}; {own}"
-                + (": no port can meet this bound" if r.own_mean > r.mean_bound else "")
+                + (": no port can meet this bound" if r.own_mean > r.mean_bound else
+                   f"; the bound is {units:.2g} x eps32 x max|torch| {r.scale:.3g}: one float32 rounding at this "
+                   "value can cross it" if units < 1 else "")
                 + f"; its max {r.max:.3g} is within the measured allowance {r.allowed:.3g}")
 
     def _rule(self) -> str:
