@@ -326,9 +326,8 @@ class PaddleSide(SharedSide):
         nn = self.paddle.nn
         return isinstance(module, (nn.Dropout, nn.Dropout2D, nn.Dropout3D, nn.AlphaDropout))
 
-    def is_recurrent(self, module) -> bool:
-        from paddle.nn.layer.rnn import RNNBase
-        return isinstance(module, RNNBase)
+    def is_recurrent(self, module) -> bool:  # asked of every module call: an attribute, not an import statement
+        return isinstance(module, self.paddle.nn.layer.rnn.RNNBase)
 
     def loss_class(self, module) -> str:
         """A Paddle loss class's functional, by torch's name (wrapping.LOSS_CLASSES; one it does not know: its own
