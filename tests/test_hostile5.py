@@ -336,3 +336,22 @@ def test_a_python_reached_through_a_shell_shim_is_taken(tmp_path):
     console = tmp_path / "torchrun"
     console.write_text(f"#!{sys.executable}\nimport sys\n")
     assert launch.interpreter(str(console)) == sys.executable
+
+
+def test_a_shell_script_as_the_first_word_is_refused_before_it_runs(tmp_path, capfd):
+    """`--torch ./train.sh` was asked for its Python (`./train.sh -c "import sys, ..."`): the script ran, then was
+    refused. What the first word is is read from its file now: a script whose #! names a shell, a program that is no
+    Python (`ls`), refused unrun; a Python binary, a #! naming one and pyenv's shim (above) taken."""
+    marker = tmp_path / "ran"
+    train = script(tmp_path, f"#!/bin/sh\ntouch {marker}\n", "train.sh")
+    train.chmod(0o755)
+    code, _, err = command(tmp_path, capfd, "run", "--torch", "./train.sh", "--paddle", f"{PYTHON} t.py",
+                           "--out", str(tmp_path / "out"))
+    assert code == 2 and err.strip().endswith("'./train.sh' is not a Python interpreter: the command's first word "
+                                              "is one (python, /path/venv/bin/python) or a launcher it runs "
+                                              "(torchrun) [PC802]"), err
+    assert len(err.strip().splitlines()) == 1 and not marker.exists() and not (tmp_path / "out").exists()
+    assert launch.interpreter(shutil.which("ls")) is None and launch.interpreter(str(train)) is None
+    assert launch.interpreter(os.path.realpath(PYTHON)) == os.path.realpath(PYTHON)
+    own = script(tmp_path, f"#!/usr/bin/env -S {Path(PYTHON).name} -u\n", "train.py")
+    assert Path(launch.interpreter(str(own))).name == Path(PYTHON).name
