@@ -355,3 +355,14 @@ def test_a_shell_script_as_the_first_word_is_refused_before_it_runs(tmp_path, ca
     assert launch.interpreter(os.path.realpath(PYTHON)) == os.path.realpath(PYTHON)
     own = script(tmp_path, f"#!/usr/bin/env -S {Path(PYTHON).name} -u\n", "train.py")
     assert Path(launch.interpreter(str(own))).name == Path(PYTHON).name
+
+
+def test_a_400_digit_number_in_a_configuration_record_is_one_line(tmp_path):
+    """A configuration record (its digest recomputed) whose lr is a 400-digit integer reached math.isclose and a :g
+    format: an OverflowError's traceback in `check`. Read with bounded numbers, it is the entry's red line."""
+    from portcheck.scripts import runconfig
+    optimizer = lambda lr: {"optimizer": {"family": "sgd", "lr": lr}}
+    runconfig.hand_in(tmp_path, {"torch": optimizer(10 ** 400), "paddle": optimizer(1.0)}, {}, {}, ([], []),
+                      {"torch": {}, "paddle": {}}, "t.py")
+    assert runconfig.from_folder(tmp_path)[1] == ("config_torch.json is not a configuration record (a number of 401 "
+                                                  "digits): rerun portcheck run")
