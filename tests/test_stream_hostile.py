@@ -30,6 +30,7 @@ DEEP = "[" * 100_000 + "]" * 100_000
 
 @pytest.fixture(scope="module")
 def pair(tmp_path_factory):
+    cli.parser()  # what the command imports, imported here once rather than in each child (0.3 s each)
     return write_pair(tmp_path_factory.mktemp("hostile"), num_hidden_layers=2)
 
 
@@ -198,7 +199,8 @@ def test_the_valid_folders_pass_every_check_before_the_build(pair):
 
 
 def test_record_dir_of_another_program_is_refused_and_left_as_it_is(pair, tmp_path):
-    """docs/large_models.md: a new, empty or its own folder only; another program's was written into (carried/)."""
+    """docs/large_models.md: a new, empty or its own folder only; another program's was written into (stream's
+    carried/, compare_forward's torch/ and paddle/)."""
     theirs = tmp_path / "theirs"
     theirs.mkdir()
     (theirs / "notes.txt").write_text("mine")
@@ -206,6 +208,12 @@ def test_record_dir_of_another_program_is_refused_and_left_as_it_is(pair, tmp_pa
     with pytest.raises(PipelineError, match=r"holds files portcheck did not write .* another record_dir \[PC219]"):
         stream.compare(*pair, ids, record_dir=theirs)
     assert sorted(p.name for p in theirs.iterdir()) == ["notes.txt"]
+    import paddle
+    import torch
+    from portcheck import compare_forward
+    with pytest.raises(PipelineError, match=r"holds files portcheck did not write .* another record_dir \[PC219]"):
+        compare_forward(torch.nn.Linear(2, 2), paddle.nn.Linear(2, 2), np.ones((1, 2), "float32"), record_dir=theirs)
+    assert sorted(p.name for p in theirs.iterdir()) == ["notes.txt"]  # was given torch/ and paddle/
     own = tmp_path / "own"
     spill.Spill(own)["0"] = ids  # a folder it wrote before: marked, written in again
     assert stream.compare(*pair, ids, record_dir=own).passed and (own / spill.OWNED).is_file()
