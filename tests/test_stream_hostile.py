@@ -134,6 +134,8 @@ CASES = [
      "vocab_size 64 x hidden_size 1073741824 does not fit the shards (llama.embed_tokens.weight is [64, 32])"),
     ("max_position_embeddings 10**9", config("paddle", max_position_embeddings=10 ** 9), "2x8",
      "max_position_embeddings 1000000000: paddlenlp's skeleton builds a rotary cache of 224 GB, more than the"),
+    ("rope_scaling_factor 1e300", config("paddle", rope_scaling_type="linear", rope_scaling_factor=1e300), "2x8",
+     "max_position_embeddings 64 x rope_scaling_factor 1e+300: paddlenlp's skeleton builds a rotary cache of"),
     ("max_position_embeddings 1e9", config("torch", max_position_embeddings=1e9), "2x8",
      "max_position_embeddings is '1000000000.0': a Llama's max_position_embeddings is a whole number above 0 [PC981]"),
     ("--tokens 1x100000", None, "1x100000",

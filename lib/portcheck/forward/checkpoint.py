@@ -290,11 +290,12 @@ def rotary_fits(config, s: dict, path):
     that (and its build's copies) would not fit the memory free."""
     scaled = getattr(config, "rope_scaling_type", None) in ("linear", "ntk")
     positions = s["max_position_embeddings"] * (getattr(config, "rope_scaling_factor", 1) if scaled else 1)
-    need = int(s["num_hidden_layers"] * positions * s["head_dim"] * 4 * 2 + positions * s["head_dim"] * 4 * 3)
+    need = float(s["num_hidden_layers"] * positions * s["head_dim"] * 4 * 2 + positions * s["head_dim"] * 4 * 3)
     free = free_bytes()
-    if need > free:
-        raise PipelineError(f"{path}: max_position_embeddings {s['max_position_embeddings']}: paddlenlp's skeleton "
-                            f"builds a rotary cache of {_gb(need)}, more than the {_gb(free)} free: give a copy of "
+    if not need <= free:  # a float: a scaling factor near 1e308 makes it inf, refused too
+        factor = f" x rope_scaling_factor {config.rope_scaling_factor:g}" if scaled else ""
+        raise PipelineError(f"{path}: max_position_embeddings {s['max_position_embeddings']}{factor}: paddlenlp's "
+                            f"skeleton builds a rotary cache of {_gb(need)}, more than the {_gb(free)} free: give a copy of "
                             "the folder whose config.json says fewer positions (at least the tokens' length) "
                             "[PC986]")
 
