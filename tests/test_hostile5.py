@@ -366,3 +366,7 @@ def test_a_400_digit_number_in_a_configuration_record_is_one_line(tmp_path):
                       {"torch": {}, "paddle": {}}, "t.py")
     assert runconfig.from_folder(tmp_path)[1] == ("config_torch.json is not a configuration record (a number of 401 "
                                                   "digits): rerun portcheck run")
+    clipped = {"optimizer": {"family": "sgd", "lr": 1.0}, "clip": {"kind": "norm", "bound": float("inf")}}
+    runconfig.hand_in(tmp_path, {"torch": clipped, "paddle": clipped}, {}, {}, ([], []), {"torch": {}, "paddle": {}},
+                      "t.py")  # max_norm=inf, a norm measured: json.dumps writes Infinity, read back as it was
+    assert runconfig.from_folder(tmp_path)[:2] == ([], "")

@@ -423,10 +423,11 @@ JSON_DEPTH = 32  # a record's, config's or index's nesting: a few levels; deeper
 JSON_DIGITS = 20  # a whole number of more digits is no size, count, seed or setting (2**64 has 20)
 
 
-def parse_json(text, depth: int = JSON_DEPTH):
+def parse_json(text, depth: int = JSON_DEPTH, constants: bool = False):
     """JSON read without recursion into what no file of ours nests (json.loads recurses once per level: a file of
     [[[...]]] raises RecursionError) and with bounded numbers (a 400-digit integer reaches float() and formats as
-    an OverflowError; 1e400, NaN and Infinity are no setting's value): ValueError, saying which, for either."""
+    an OverflowError; 1e400 is no setting's value, nor NaN and Infinity unless constants: json.dumps writes them, a
+    file of ours may hold them, max_norm=inf): ValueError, saying which, for either."""
     import json
     import re
     if isinstance(text, (bytes, bytearray)):
@@ -450,4 +451,4 @@ def parse_json(text, depth: int = JSON_DEPTH):
 
     def constant(s):
         raise ValueError(f"{s} is no number a file of settings holds")
-    return json.loads(text, parse_int=whole, parse_float=real, parse_constant=constant)
+    return json.loads(text, parse_int=whole, parse_float=real, **({} if constants else {"parse_constant": constant}))

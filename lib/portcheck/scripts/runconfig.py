@@ -383,7 +383,7 @@ def from_folder(below):
             if rec is None or rec.get("result") != hashlib.sha256(raw).hexdigest() or rec.get("framework") != side:
                 return [], (f"{path.name} is not the file its run record ({record.path_for(path).name}) describes: "
                             "rerun portcheck run"), []
-            read[side] = parse_json(raw)  # no recursion into nesting, no number beyond a float's
+            read[side] = parse_json(raw, constants=True)  # no recursion into nesting, no number beyond a float's
             if not isinstance(read[side], dict) or not isinstance(read[side].get("config"), dict):
                 raise ValueError("no 'config' object")
         except (OSError, ValueError, UnicodeDecodeError, RecursionError, PipelineError) as e:
