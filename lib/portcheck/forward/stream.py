@@ -19,7 +19,6 @@ Memory: the libraries, one block of each side in float32, the module torch's flo
 (twin.float64_as_called), and the activations of one block.
 """
 import functools
-import json
 import shutil
 import tempfile
 import time
@@ -38,7 +37,7 @@ from portcheck.core.diff import first_diverging
 from portcheck.core.errors import PipelineError
 from portcheck.core.keys import ROOT
 from portcheck.forward import checkpoint
-from portcheck.forward.checkpoint import CONFIG, INDEX, INV_FREQ, PATHS, SINGLE, Shards  # noqa: F401 (stream's names)
+from portcheck.forward.checkpoint import CONFIG, INDEX, INV_FREQ, PATHS, Shards  # noqa: F401 (INDEX: stream.INDEX too)
 
 SPILL_BYTES = 64 << 20   # hidden states larger than this wait for the next block on disk
 
