@@ -376,7 +376,8 @@ def compare(torch_dir, paddle_dir, inputs, torch_model=None, paddle_model=None, 
     model output's mean (compare_forward's). progress: called with each block's line as it is judged."""
     ids = checked_ids(inputs)
     shards = {"torch": Shards(torch_dir, "torch"), "paddle": Shards(paddle_dir, "paddle")}
-    sizes = {"torch": folder_sizes(torch_dir, "torch"), "paddle": folder_sizes(paddle_dir, "paddle")}
+    sizes = {"torch": folder_sizes(torch_dir, "torch"),
+             "paddle": folder_sizes(paddle_dir, "paddle", rotary=paddle_model is None)}
     t_layers, p_layers = (sizes[s]["num_hidden_layers"] for s in ("torch", "paddle"))
     if t_layers != p_layers:
         raise PipelineError(f"the torch model has {t_layers} decoder layers, the Paddle one {p_layers}: the two "
@@ -466,13 +467,17 @@ def tokens_flag(text: str, s: dict) -> np.ndarray:
     return np.random.RandomState(0).randint(0, s["vocab_size"], (int(batch), int(length))).astype(np.int64)
 
 
-def folder_sizes(folder, side: str) -> dict:
-    """A checkpoint folder's sizes (checkpoint.sizes), its config checked against its shards."""
+def folder_sizes(folder, side: str, rotary: bool = False) -> dict:
+    """A checkpoint folder's sizes (checkpoint.sizes), its config checked against its shards; rotary: and the rotary
+    cache paddlenlp's skeleton of it would build against the memory free."""
     if side == "torch":
         from transformers import LlamaConfig
     else:
         from paddlenlp.transformers import LlamaConfig
-    return _config(LlamaConfig, folder, side)[1]
+    config, s = _config(LlamaConfig, folder, side)
+    if rotary:
+        checkpoint.rotary_fits(config, s, Path(folder) / CONFIG)
+    return s
 
 
 def held(sizes: dict) -> dict:
