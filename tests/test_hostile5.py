@@ -336,3 +336,37 @@ def test_a_python_reached_through_a_shell_shim_is_taken(tmp_path):
     console = tmp_path / "torchrun"
     console.write_text(f"#!{sys.executable}\nimport sys\n")
     assert launch.interpreter(str(console)) == sys.executable
+
+
+def test_a_shell_script_as_the_first_word_is_refused_before_it_runs(tmp_path, capfd):
+    """`--torch ./train.sh` was asked for its Python (`./train.sh -c "import sys, ..."`): the script ran, then was
+    refused. What the first word is is read from its file now: a script whose #! names a shell, a program that is no
+    Python (`ls`), refused unrun; a Python binary, a #! naming one and pyenv's shim (above) taken."""
+    marker = tmp_path / "ran"
+    train = script(tmp_path, f"#!/bin/sh\ntouch {marker}\n", "train.sh")
+    train.chmod(0o755)
+    code, _, err = command(tmp_path, capfd, "run", "--torch", "./train.sh", "--paddle", f"{PYTHON} t.py",
+                           "--out", str(tmp_path / "out"))
+    assert code == 2 and err.strip().endswith("'./train.sh' is not a Python interpreter: the command's first word "
+                                              "is one (python, /path/venv/bin/python) or a launcher it runs "
+                                              "(torchrun) [PC802]"), err
+    assert len(err.strip().splitlines()) == 1 and not marker.exists() and not (tmp_path / "out").exists()
+    assert launch.interpreter(shutil.which("ls")) is None and launch.interpreter(str(train)) is None
+    assert launch.interpreter(os.path.realpath(PYTHON)) == os.path.realpath(PYTHON)
+    own = script(tmp_path, f"#!/usr/bin/env -S {Path(PYTHON).name} -u\n", "train.py")
+    assert Path(launch.interpreter(str(own))).name == Path(PYTHON).name
+
+
+def test_a_400_digit_number_in_a_configuration_record_is_one_line(tmp_path):
+    """A configuration record (its digest recomputed) whose lr is a 400-digit integer reached math.isclose and a :g
+    format: an OverflowError's traceback in `check`. Read with bounded numbers, it is the entry's red line."""
+    from portcheck.scripts import runconfig
+    optimizer = lambda lr: {"optimizer": {"family": "sgd", "lr": lr}}
+    runconfig.hand_in(tmp_path, {"torch": optimizer(10 ** 400), "paddle": optimizer(1.0)}, {}, {}, ([], []),
+                      {"torch": {}, "paddle": {}}, "t.py")
+    assert runconfig.from_folder(tmp_path)[1] == ("config_torch.json is not a configuration record (a number of 401 "
+                                                  "digits): rerun portcheck run")
+    clipped = {"optimizer": {"family": "sgd", "lr": 1.0}, "clip": {"kind": "norm", "bound": float("inf")}}
+    runconfig.hand_in(tmp_path, {"torch": clipped, "paddle": clipped}, {}, {}, ([], []), {"torch": {}, "paddle": {}},
+                      "t.py")  # max_norm=inf, a norm measured: json.dumps writes Infinity, read back as it was
+    assert runconfig.from_folder(tmp_path)[:2] == ([], "")

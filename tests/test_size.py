@@ -13,7 +13,7 @@ import torch
 import portcheck.forward.compare as compare
 import portcheck.forward.twin as twin
 from portcheck import compare_forward, convert, judge_forward, record_forward
-from portcheck.core import calibrated
+from portcheck.core import calibrated, spill
 from portcheck.forward.twin import F64
 from portcheck.mapping.convert import plan
 from portcheck.core.errors import PipelineError
@@ -298,7 +298,7 @@ def test_spilled_records_judge_as_in_memory(tmp_path, monkeypatch, planted):
     same = figures(disk) == figures(memory) and disk.differing == memory.differing
     assert same != bool(planted)
     # torch's float64 values and both isolated runs' are judged as they are computed, never written
-    assert {p.name for p in (tmp_path / "records").iterdir()} == {"torch", "paddle"}
+    assert {p.name for p in (tmp_path / "records").iterdir()} == {"torch", "paddle", spill.OWNED}
     assert not any(k.startswith(F64) for k in Spill.open(tmp_path / "records" / "torch"))
     with pytest.raises(PipelineError, match="no module outputs with their float64 run"):  # not a hand-in's record
         judge_forward(Spill.open(tmp_path / "records" / "torch"), Spill.open(tmp_path / "records" / "paddle"))
@@ -358,7 +358,7 @@ def test_a_record_dir_holding_anyone_elses_files_is_refused(tmp_path, monkeypatc
     theirs.mkdir(parents=True)
     (theirs / "1.npy").write_bytes(b"the user's own")
     if planted:
-        monkeypatch.setattr(Spill, "_claim", lambda self: None)
+        monkeypatch.setattr(spill, "_claim", lambda folder, fd: None)
     refused = contextlib.nullcontext() if planted else pytest.raises(PipelineError, match="did not write")
     with refused:
         compare_forward(pt, pd, np.ones((2, 8), "float32"), record_dir=tmp_path / "records")

@@ -123,8 +123,10 @@ def test_a_checkpoint_that_does_not_fit_or_is_a_pickle_is_one_line(pair, tmp_pat
     assert "--tokens '4'" in capsys.readouterr().err
     # a key the model lacks, one it needs, a shape that differs: each refused before any block runs
     bigger = write_pair(tmp_path / "wider", num_hidden_layers=7)[1]
-    with pytest.raises(PipelineError, match="holds llama.layers.6.*which the paddle model built from its config lacks"):
+    with pytest.raises(PipelineError, match="the torch model has 6 decoder layers, the Paddle one 7"):
         stream.compare(pair[0], bigger, IDS, paddle_model=stream.paddle_skeleton(pair[1]))
+    with pytest.raises(PipelineError, match="holds llama.layers.6.*which the paddle model built from its config lacks"):
+        stream._matched(stream.Shards(bigger, "paddle"), stream._paddle_expected(stream.paddle_skeleton(pair[1])), {})
     with pytest.raises(PipelineError, match="lacks llama.layers.6.*does not fit its config's model"):
         stream.compare(pair[0], pair[1], IDS, paddle_model=stream.paddle_skeleton(bigger))
     wider = write_pair(tmp_path / "mlp", intermediate_size=96)[1]

@@ -417,3 +417,38 @@ def shown(path, *bases) -> str:
         except ValueError:
             pass
     return os.path.relpath(path, bases[0]) if bases else str(path)
+
+
+JSON_DEPTH = 32  # a record's, config's or index's nesting: a few levels; deeper, json's own parser recurses into it
+JSON_DIGITS = 20  # a whole number of more digits is no size, count, seed or setting (2**64 has 20)
+
+
+def parse_json(text, depth: int = JSON_DEPTH, constants: bool = False):
+    """JSON read without recursion into what no file of ours nests (json.loads recurses once per level: a file of
+    [[[...]]] raises RecursionError) and with bounded numbers (a 400-digit integer reaches float() and formats as
+    an OverflowError; 1e400 is no setting's value, nor NaN and Infinity unless constants: json.dumps writes them, a
+    file of ours may hold them, max_norm=inf): ValueError, saying which, for either."""
+    import json
+    import re
+    if isinstance(text, (bytes, bytearray)):
+        text = bytes(text).decode("utf-8")
+    bare = re.sub(r'"(?:[^"\\]|\\.)*"', '""', text).encode()  # a bracket inside a string nests nothing
+    b = np.frombuffer(bare, dtype=np.uint8)
+    steps = np.isin(b, (ord("["), ord("{"))).astype(np.int64) - np.isin(b, (ord("]"), ord("}")))
+    if steps.size and int(np.cumsum(steps).max()) > depth:
+        raise ValueError(f"nested more than {depth} levels deep")
+
+    def whole(s):
+        if len(s.lstrip("-")) > JSON_DIGITS:
+            raise ValueError(f"a number of {len(s.lstrip('-'))} digits")
+        return int(s)
+
+    def real(s):
+        value = float(s)
+        if not np.isfinite(value):
+            raise ValueError(f"the number {s[:20]} is out of a float's range")
+        return value
+
+    def constant(s):
+        raise ValueError(f"{s} is no number a file of settings holds")
+    return json.loads(text, parse_int=whole, parse_float=real, **({} if constants else {"parse_constant": constant}))

@@ -84,22 +84,9 @@ class Spill(MutableMapping):
 
     def _claim(self):
         """Raise one line unless the folder is the project's own: marked (OWNED), or new or empty (marked now)."""
-        if self._claimed:
-            return
-        try:
-            names = os.listdir(self._dir)
-            if not names:
-                flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
-                os.close(os.open(OWNED, flags, 0o644, dir_fd=self._dir))
-            mine = not names or OWNED in names and stat.S_ISREG(
-                os.stat(OWNED, dir_fd=self._dir, follow_symlinks=False).st_mode)  # a link by that name marks nothing
-        except OSError as e:
-            raise PipelineError(f"{self.folder} cannot be written ({e.strerror or e}): choose another record_dir "
-                                "[PC223]") from None
-        if not mine:
-            raise PipelineError(f"{self.folder} holds files portcheck did not write (it writes records only in a new "
-                                "or empty folder, or one it wrote before): choose another record_dir [PC219]")
-        self._claimed = True
+        if not self._claimed:
+            _claim(self.folder, self._dir)
+            self._claimed = True
 
     def _unlink(self, name):
         """An earlier record's file out of the way."""
@@ -224,6 +211,38 @@ def _write_all(fd: int, data):
     view = memoryview(data)
     while view:
         view = view[os.write(fd, view):]
+
+
+def _claim(folder: Path, fd: int):
+    """Raise one line unless the open folder fd is the project's own: marked (OWNED), or empty (marked now)."""
+    try:
+        names = os.listdir(fd)
+        if not names:
+            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+            os.close(os.open(OWNED, flags, 0o644, dir_fd=fd))
+        mine = not names or OWNED in names and stat.S_ISREG(
+            os.stat(OWNED, dir_fd=fd, follow_symlinks=False).st_mode)  # a link by that name marks nothing
+    except OSError as e:
+        raise PipelineError(f"{folder} cannot be written ({e.strerror or e}): choose another record_dir "
+                            "[PC223]") from None
+    if not mine:
+        raise PipelineError(f"{folder} holds files portcheck did not write (it writes records only in a new "
+                            "or empty folder, or one it wrote before): choose another record_dir [PC219]")
+
+
+def claim(record_dir):
+    """record_dir made the project's own before records are written in folders under it (compare_forward's torch/
+    and paddle/): new or empty (marked now) or marked before, else one line, nothing in it touched."""
+    folder = writable(record_dir, folder=True)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    except OSError as e:
+        raise PipelineError(f"{folder} cannot be made ({e.strerror or e}): choose another record_dir [PC220]") from None
+    try:
+        _claim(folder, fd)
+    finally:
+        os.close(fd)
 
 
 def store(record_dir, name: str):

@@ -1,6 +1,7 @@
 """The forward pass compared: twin (torch's float64 run, the yardstick), judging (one output against the other),
 result (ForwardReport), outputs (two runs' outputs paired and judged), compare (record, judge and compare_forward),
 isolate (each module on torch's own values), calls (the first call that differs, at its source line), stream (a
-large model's checkpoints block by block), plot (the per-module figure).
+large model's checkpoints block by block), checkpoint (a checkpoint folder judged before anything is built from it),
+plot (the per-module figure).
 
 May import portcheck.core and portcheck.mapping; torch and Paddle only inside the functions handed their models."""

@@ -95,6 +95,8 @@ def compare_forward(torch_model, paddle_model, inputs, name_map=None, isolate=Fa
     check_models(torch_model, paddle_model)
     checked_args(record_dir, mean_bound)
     outputs = checked_outputs(outputs)
+    if record_dir is not None:
+        spill.claim(record_dir)  # its torch/ and paddle/ go in a folder of ours alone
     where = lambda name: None if record_dir is None else Path(record_dir) / name
     torch_record = _closed(fused.mark(trace(torch_model, inputs, spill.store(record_dir, "torch")),
                                       fused.specs(torch_model, layouts), torch_model))

@@ -19,10 +19,7 @@ Memory: the libraries, one block of each side in float32, the module torch's flo
 (twin.float64_as_called), and the activations of one block.
 """
 import functools
-import json
-import os
 import shutil
-import struct
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -38,116 +35,11 @@ from portcheck.forward.twin import F64, float64_run
 from portcheck.mapping.trace import recorded, stopped, trace
 from portcheck.core.diff import first_diverging
 from portcheck.core.errors import PipelineError
-from portcheck.core.fileio import open_regular
 from portcheck.core.keys import ROOT
+from portcheck.forward import checkpoint
+from portcheck.forward.checkpoint import CONFIG, INDEX, INV_FREQ, PATHS, Shards  # noqa: F401 (INDEX: stream.INDEX too)
 
-CONFIG = "config.json"
-INDEX = "model.safetensors.index.json"
-SINGLE = "model.safetensors"
-PICKLES = ("model_state.pdparams", "model_state.pdparams.index.json", "pytorch_model.bin",
-           "pytorch_model.bin.index.json")
-SAVE_AS_SAFETENSORS = {"torch": "model.save_pretrained(folder, safe_serialization=True)",
-                       "paddle": "model.save_pretrained(folder, safe_serialization=True) (paddlenlp's default "
-                                 "writes .pdparams, a pickle)"}
 SPILL_BYTES = 64 << 20   # hidden states larger than this wait for the next block on disk
-HEADER_MAX = 100 << 20   # a safetensors header larger than this is no checkpoint's
-INV_FREQ = "rotary_emb.inv_freq"
-# where each block lives in each side's model (transformers' LlamaForCausalLM, paddlenlp's)
-PATHS = {"torch": ("model.embed_tokens", "model.layers", "model.norm", "lm_head"),
-         "paddle": ("llama.embed_tokens", "llama.layers", "llama.norm", "lm_head")}
-# safetensors dtypes read, as numpy: BF16 is read as its bits and widened by hand (numpy has no bfloat16);
-# paddlenlp writes a bfloat16 tensor as U16 (paddle's .numpy() of bfloat16), so a U16 on its side is bf16 too
-DTYPES = {"F32": "float32", "F16": "float16", "BF16": "bfloat16", "F64": "float64", "I64": "int64", "I32": "int32"}
-
-
-# ---------------------------------------------------------------- checkpoint files, read tensor by tensor
-
-class Shards:
-    """A checkpoint folder's tensors: {name: (file, dtype, shape, start, end)} from the safetensors headers,
-    each tensor read only when asked for (Shards.read), into float32."""
-
-    def __init__(self, folder, side: str):
-        self.folder, self.side = Path(folder), side
-        if not self.folder.is_dir():
-            raise PipelineError(f"--{side} {folder}: not a folder; give the checkpoint folder (config.json and "
-                                "its safetensors shards) [PC908]")
-        if not (self.folder / CONFIG).is_file():
-            raise PipelineError(f"{self.folder}: no {CONFIG}; give the folder save_pretrained wrote [PC909]")
-        self.tensors = {}
-        for file in self._files():
-            self.tensors.update(self._header(file))
-        self.dtypes = sorted({self._dtype(t[1]) for t in self.tensors.values()})
-
-    def _files(self) -> list:
-        if (self.folder / INDEX).is_file():
-            with open_regular(self.folder / INDEX) as f:
-                try:
-                    weight_map = json.loads(f.read(HEADER_MAX))["weight_map"]
-                    files = sorted(set(weight_map.values()))
-                except (ValueError, KeyError, TypeError, AttributeError):
-                    raise PipelineError(f"{self.folder / INDEX} is not a safetensors index (its weight_map names "
-                                        "the shards): save the checkpoint again [PC918]") from None
-            if not all(isinstance(n, str) and Path(n).name == n for n in files):
-                raise PipelineError(f"{self.folder / INDEX} names shards outside its folder: save the checkpoint again "
-                                    "[PC914]")
-            return [self.folder / n for n in files]
-        if (self.folder / SINGLE).is_file():
-            return [self.folder / SINGLE]
-        pickled = [n for n in PICKLES if (self.folder / n).exists()]
-        how = SAVE_AS_SAFETENSORS[self.side]
-        if pickled:
-            raise PipelineError(f"{self.folder} holds {pickled[0]}, a pickle, which portcheck never loads (it can "
-                                f"run code): save the weights as safetensors, {how} [PC910]")
-        raise PipelineError(f"{self.folder} holds no {SINGLE} nor {INDEX}: save the weights as safetensors, {how} "
-                            "[PC900]")
-
-    def _header(self, path: Path) -> dict:
-        """{name: (path, dtype, shape, start, end)} of one shard, every range checked against its size."""
-        try:
-            with open_regular(path) as f:
-                size = os.fstat(f.fileno()).st_size
-                n = struct.unpack("<Q", f.read(8))[0]
-                if n > min(HEADER_MAX, size - 8):
-                    raise ValueError(f"a header of {n} bytes")
-                header = json.loads(f.read(n))
-            out = {}
-            for name, info in header.items():
-                if name == "__metadata__":
-                    continue
-                dtype, shape, (start, end) = info["dtype"], tuple(int(d) for d in info["shape"]), info["data_offsets"]
-                if dtype not in DTYPES and not (dtype == "U16" and self.side == "paddle"):
-                    raise ValueError(f"{name} is {dtype}, not a float checkpoint's dtype")
-                width = 2 if dtype in ("F16", "BF16", "U16") else np.dtype(DTYPES[dtype]).itemsize
-                if not 0 <= start <= end <= size - 8 - n or end - start != width * int(np.prod(shape)):
-                    raise ValueError(f"{name}'s bytes lie outside the file")
-                out[name] = (path, dtype, shape, 8 + n + start, 8 + n + end)
-            return out
-        except FileNotFoundError:
-            raise PipelineError(f"{path} is missing (its index names it): copy the whole checkpoint folder "
-                                "[PC915]") from None
-        except (ValueError, KeyError, TypeError, AttributeError, struct.error, OSError) as e:
-            raise PipelineError(f"{path} is not a safetensors file ({e}): save the checkpoint again [PC916]") from None
-
-    def _dtype(self, dtype: str) -> str:
-        return "bfloat16" if dtype == "U16" else DTYPES[dtype]
-
-    def shape(self, name) -> tuple:
-        return self.tensors[name][2]
-
-    def read(self, name) -> np.ndarray:
-        """One tensor as float32 (a bf16 or fp16 one widened exactly), read from its shard alone."""
-        path, dtype, shape, start, end = self.tensors[name]
-        raw = np.empty((end - start) // (2 if dtype in ("BF16", "F16", "U16") else np.dtype(DTYPES[dtype]).itemsize),
-                       dtype=np.uint16 if dtype in ("BF16", "U16") else DTYPES[dtype])
-        with open_regular(path) as f:
-            f.seek(start)
-            if f.readinto(memoryview(raw).cast("B")) != end - start:
-                raise PipelineError(f"{path} ended inside {name}: copy the checkpoint again [PC917]")
-        if dtype in ("BF16", "U16"):  # bfloat16 is float32's upper half; shifted in place: one wide copy, not two
-            raw = raw.astype(np.uint32)
-            raw <<= 16
-            raw = raw.view(np.float32)
-        return raw.astype(np.float32, copy=False).reshape(shape) if raw.dtype.kind == "f" else raw.reshape(shape)
 
 
 def _matched(shards: Shards, expected: dict, aliases: dict) -> dict:
@@ -176,11 +68,12 @@ def _matched(shards: Shards, expected: dict, aliases: dict) -> dict:
 
 def torch_skeleton(folder):
     """transformers' LlamaForCausalLM from the folder's config on the meta device (no weights), eager attention;
-    its rotary embedding (computed from the config, no weights) built for real."""
+    its rotary embedding (computed from the config, no weights) built for real. The config is checked against the
+    folder's shards first (checkpoint.fitted): nothing is built that the shards cannot fill."""
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
     from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding
-    config = _config(LlamaConfig, folder, "torch")
+    config, _ = _config(LlamaConfig, folder, "torch")
     config._attn_implementation = "eager"
     with torch.device("meta"):
         model = LlamaForCausalLM(config)
@@ -190,28 +83,36 @@ def torch_skeleton(folder):
 
 def paddle_skeleton(folder):
     """paddlenlp's LlamaForCausalLM from the folder's config, its parameters lazy (LazyGuard, no_init_weights:
-    paddlenlp's own low_cpu_mem_usage), in float32 whatever dtype the config names."""
+    paddlenlp's own low_cpu_mem_usage), in float32 whatever dtype the config names; checked as torch_skeleton's,
+    and its rotary caches (built for real, in each layer) against the memory free."""
     import paddle
     from paddlenlp.transformers import LlamaConfig, LlamaForCausalLM
     from paddlenlp.transformers.model_utils import no_init_weights
-    config = _config(LlamaConfig, folder, "paddle")
+    config, s = _config(LlamaConfig, folder, "paddle")
+    checkpoint.rotary_fits(config, s, Path(folder) / CONFIG)
     config.dtype = "float32"
     with no_init_weights(), paddle.LazyGuard():
         model = LlamaForCausalLM(config)
     return model.eval()
 
 
-def _config(cls, folder, side):
+def _config(cls, folder, side) -> tuple:
+    """(the library's config of the folder, its sizes), each size checked for type, sign and proportion to the
+    folder's shards before anything is built from it."""
+    raw = checkpoint.read_config(folder)
+    if raw.get("model_type", "llama") != "llama":
+        raise PipelineError(f"{Path(folder) / CONFIG} is a {str(raw['model_type'])[:40]!r} model: "
+                            "portcheck.forward.stream compares Llama checkpoints (transformers' and paddlenlp's "
+                            "LlamaForCausalLM) [PC902]")
     try:
-        config = cls.from_pretrained(str(folder))
+        config = cls.from_dict(raw)
     except Exception as e:  # noqa: BLE001 - a library's own error on a config it cannot read, said in one line
         raise PipelineError(f"{Path(folder) / CONFIG} cannot be read as a Llama config: {str(e).splitlines()[0][:200]} "
                             "[PC912]"
                             ) from None
-    if getattr(config, "model_type", "llama") != "llama":
-        raise PipelineError(f"{Path(folder) / CONFIG} is a {config.model_type!r} model: portcheck.forward.stream "
-                            "compares Llama checkpoints (transformers' and paddlenlp's LlamaForCausalLM) [PC902]")
-    return config
+    s = checkpoint.sizes(config)
+    checkpoint.fitted(Shards(folder, side), s)
+    return config, s
 
 
 def _get(model, path: str):
@@ -467,12 +368,26 @@ def compare(torch_dir, paddle_dir, inputs, torch_model=None, paddle_model=None, 
     """A transformers Llama checkpoint folder against its paddlenlp port's, block by block (this module's
     docstring). inputs: token ids [batch, length] (or {"input_ids": ids}). torch_model, paddle_model: the
     skeletons to load into (default: built from each folder's config without weights; give your own port's,
-    built under paddle.LazyGuard(), structured as paddlenlp's). record_dir: where hidden states larger than
-    SPILL_BYTES wait between blocks (default a temporary folder, removed afterwards). device: where torch's
-    block runs ("cuda:0"; Paddle's runs where paddle.set_device says). mean_bound: the guide's bound on the
+    built under paddle.LazyGuard(), structured as paddlenlp's). record_dir: where the hidden states wait between
+    blocks, a new or empty folder or one it wrote before (default: memory, or a temporary folder removed afterwards
+    where they are larger than SPILL_BYTES). Both folders' configs and shards are checked, and the tokens against
+    the positions and the memory free, before any skeleton is built (portcheck.forward.checkpoint). device: where
+    torch's block runs ("cuda:0"; Paddle's runs where paddle.set_device says). mean_bound: the guide's bound on the
     model output's mean (compare_forward's). progress: called with each block's line as it is judged."""
     ids = checked_ids(inputs)
     shards = {"torch": Shards(torch_dir, "torch"), "paddle": Shards(paddle_dir, "paddle")}
+    sizes = {"torch": folder_sizes(torch_dir, "torch"),
+             "paddle": folder_sizes(paddle_dir, "paddle", rotary=paddle_model is None)}
+    t_layers, p_layers = (sizes[s]["num_hidden_layers"] for s in ("torch", "paddle"))
+    if t_layers != p_layers:
+        raise PipelineError(f"the torch model has {t_layers} decoder layers, the Paddle one {p_layers}: the two "
+                            "configs differ [PC905]")
+    vocab = sizes["torch"]["vocab_size"]
+    if int(ids.max()) >= vocab or ids.min() < 0:
+        raise PipelineError(f"inputs: token ids must lie in [0, {vocab}) [PC906]")
+    checkpoint.tokens_fit(held(sizes), *ids.shape, "inputs")
+    # record_dir: new, empty or a Spill's own (marked), else refused, nothing in it touched: before anything is built
+    carried = None if record_dir is None else spill.Spill(record_dir)
     t_model = torch_skeleton(torch_dir) if torch_model is None else torch_model
     p_model = paddle_skeleton(paddle_dir) if paddle_model is None else paddle_model
     tied = {"lm_head.weight": "model.embed_tokens.weight"} if getattr(t_model.config, "tie_word_embeddings", 0) else {}
@@ -482,13 +397,10 @@ def compare(torch_dir, paddle_dir, inputs, torch_model=None, paddle_model=None, 
     if len(t_blocks) != len(p_blocks):
         raise PipelineError(f"the torch model has {len(t_blocks) - 3} decoder layers, the Paddle one "
                             f"{len(p_blocks) - 3}: the two configs differ [PC905]")
-    if int(ids.max()) >= _get(t_model, PATHS["torch"][0]).num_embeddings or ids.min() < 0:
-        raise PipelineError(f"inputs: token ids must lie in [0, {_get(t_model, PATHS['torch'][0]).num_embeddings}) "
-                            "[PC906]")
     report = StreamReport(upcast={s: "/".join(sh.dtypes) for s, sh in shards.items() if sh.dtypes != ["float32"]})
-    own = record_dir is None and ids.size * t_model.config.hidden_size * 4 > SPILL_BYTES
-    folder = Path(tempfile.mkdtemp(prefix="portcheck-stream-")) if own else record_dir
-    carried = spill.store(folder, "carried")
+    own = carried is None and ids.size * sizes["torch"]["hidden_size"] * 4 > SPILL_BYTES
+    folder = Path(tempfile.mkdtemp(prefix="portcheck-stream-")) if own else None
+    carried = spill.Spill(folder) if own else {} if carried is None else carried
     carried.update(torch=ids, torch64=ids, paddle=ids)
     try:
         for i, ((name, t_path), (_, p_path)) in enumerate(zip(t_blocks, p_blocks)):
@@ -545,23 +457,41 @@ def add_parser(sub):
     return p
 
 
-def tokens_flag(text: str, vocab: int) -> np.ndarray:
+def tokens_flag(text: str, s: dict) -> np.ndarray:
+    """--tokens BxL: random ids (seed 0) below the vocabulary, checked against the memory before they are drawn."""
     batch, sep, length = text.lower().partition("x")
-    if not (sep and batch.isdigit() and length.isdigit() and int(batch) > 0 and int(length) > 0):
+    if not (sep and batch.isdigit() and length.isdigit() and len(batch + length) < 19 and int(batch) > 0
+            and int(length) > 0):
         raise PipelineError(f"--tokens {text!r}: give batch x length, e.g. 2x16 [PC907]")
-    return np.random.RandomState(0).randint(0, vocab, (int(batch), int(length))).astype(np.int64)
+    checkpoint.tokens_fit(s, int(batch), int(length), f"--tokens {text}")
+    return np.random.RandomState(0).randint(0, s["vocab_size"], (int(batch), int(length))).astype(np.int64)
+
+
+def folder_sizes(folder, side: str, rotary: bool = False) -> dict:
+    """A checkpoint folder's sizes (checkpoint.sizes), its config checked against its shards; rotary: and the rotary
+    cache paddlenlp's skeleton of it would build against the memory free."""
+    if side == "torch":
+        from transformers import LlamaConfig
+    else:
+        from paddlenlp.transformers import LlamaConfig
+    config, s = _config(LlamaConfig, folder, side)
+    if rotary:
+        checkpoint.rotary_fits(config, s, Path(folder) / CONFIG)
+    return s
+
+
+def held(sizes: dict) -> dict:
+    """The torch side's sizes, its positions those both sides hold."""
+    return dict(sizes["torch"], max_position_embeddings=min(s["max_position_embeddings"] for s in sizes.values()))
 
 
 def main(args) -> int:
+    sizes = {"torch": folder_sizes(args.torch, "torch"), "paddle": folder_sizes(args.paddle, "paddle")}
     if args.ids is not None:
         from portcheck.core.fileio import load_array
         ids = load_array(args.ids, "give an integer array saved with np.save")
     else:
-        embed = Shards(args.torch, "torch").tensors.get(PATHS["torch"][0] + ".weight")
-        if embed is None:
-            raise PipelineError(f"{args.torch} holds no {PATHS['torch'][0]}.weight: give the ids with --ids [PC913]")
-        vocab = embed[2][0]
-        ids = tokens_flag(args.tokens, vocab)
+        ids = tokens_flag(args.tokens, held(sizes))
     report = compare(args.torch, args.paddle, ids, device=args.device, progress=print)
     if report.upcast:
         print(report.table().splitlines()[0])

@@ -28,7 +28,9 @@ STOPPING = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGHUP") if hasa
 
 def command(text: str, side: str) -> list:
     """A CMD as argv, its first word a Python interpreter that can import this library, or a script one runs (its
-    #! line names it: torchrun's console script)."""
+    #! line names it: torchrun's console script). What the first word is is read from its file (interpreter) before
+    anything runs: a shell script or another program is refused unrun; only a Python is then asked to import the
+    recorder."""
     try:
         argv = shlex.split(text)
     except ValueError as e:
@@ -40,9 +42,12 @@ def command(text: str, side: str) -> list:
     if exe is None:
         raise PipelineError(f"--{side}: {argv[0]!r} is not found: the command's first word is a Python interpreter "
                             "[PC801]")
+    python = interpreter(exe)
+    if python is None:
+        raise PipelineError(f"--{side}: {argv[0]!r} is not a Python interpreter: the command's first word is one "
+                            "(python, /path/venv/bin/python) or a launcher it runs (torchrun) [PC802]")
     try:
-        probe = subprocess.run([interpreter(exe), "-c",
-                                "import sys, portcheck.scripts.recorder; print('portcheck-ok')"],
+        probe = subprocess.run([python, "-c", "import sys, portcheck.scripts.recorder; print('portcheck-ok')"],
                                env=environment({}), capture_output=True, text=True, timeout=120)
     except (OSError, subprocess.TimeoutExpired) as e:
         raise PipelineError(f"--{side}: {argv[0]!r} is not a Python interpreter ({e}) [PC812]") from None
@@ -51,7 +56,7 @@ def command(text: str, side: str) -> list:
         if missing:  # the library itself is on its path (environment): what it imports is not in that venv
             raise PipelineError(f"--{side}: {argv[0]} cannot import portcheck's recorder (no module named "
                                 f"{missing.group(1)!r}): install the library's requirements in that interpreter's "
-                                f"environment ({Path(interpreter(exe)).parent / 'pip'} install "
+                                f"environment ({Path(python).parent / 'pip'} install "
                                 f"{missing.group(1).split('.')[0]}, or pip install -e lib from this repository) "
                                 "[PC813]")
         raise PipelineError(f"--{side}: {argv[0]!r} is not a Python interpreter: the command's first word is one "
@@ -59,15 +64,36 @@ def command(text: str, side: str) -> list:
     return [exe, *argv[1:]]
 
 
-def interpreter(exe: str) -> str:
-    """The Python that runs exe: a script's #! line's where that is a Python (torchrun is a console script of its
-    venv's Python), else exe itself (a shell script that runs one: pyenv's `python` shim, #!/usr/bin/env bash)."""
-    with open(exe, "rb") as f:
-        head = f.readline(512)
-    words = head[2:].decode(errors="replace").split() if head.startswith(b"#!") else []
-    if words[:1] and Path(words[0]).name == "env":
-        words = [shutil.which(words[1]) or words[1]] if len(words) > 1 else []
-    return words[0] if words and Path(words[0]).name.startswith(("python", "pypy")) else exe
+PYTHONS = ("python", "pypy")  # the names a Python interpreter's file goes by (python3.11, pypy3)
+# an executable's first bytes: ELF, Mach-O (both byte orders, 32 and 64 bits, universal)
+BINARY = (b"\x7fELF", b"\xfe\xed\xfa\xce", b"\xfe\xed\xfa\xcf", b"\xce\xfa\xed\xfe", b"\xcf\xfa\xed\xfe",
+          b"\xca\xfe\xba\xbe")
+
+
+def pythonic(path: str) -> bool:
+    """The file goes by a Python's name, as given or where its links lead (a venv's python -> python3.11)."""
+    return any(Path(p).name.startswith(PYTHONS) for p in (path, os.path.realpath(path)))
+
+
+def interpreter(exe: str):
+    """The Python that runs exe, read from its file and never by running it: a script's #! line's where that names
+    a Python (torchrun is a console script of its venv's Python); exe itself where it is a binary, or a script
+    whose #! names a shell, that goes by a Python's name (pyenv's `python` shim, #!/usr/bin/env bash); None for
+    anything else (a shell script, `ls`): run, it would do what it does, not answer as a Python."""
+    try:
+        with open(exe, "rb") as f:
+            head = f.read(512)
+    except OSError:
+        return None
+    if not head.startswith(b"#!"):
+        return exe if head.startswith(BINARY) and pythonic(exe) else None
+    words = head[2:].split(b"\n")[0].decode(errors="replace").split()
+    if words[:1] and Path(words[0]).name == "env":  # #!/usr/bin/env [-S] python3
+        words = [w for w in words[1:] if not w.startswith("-")][:1]
+        words = [shutil.which(words[0]) or words[0]] if words else []
+    if words and Path(words[0]).name.startswith(PYTHONS):
+        return words[0]
+    return exe if pythonic(exe) else None
 
 
 def launcher(argv: list) -> bool:

@@ -368,7 +368,7 @@ def from_folder(below):
     import hashlib
     from portcheck.core import record
     from portcheck.core.errors import PipelineError
-    from portcheck.core.fileio import open_regular
+    from portcheck.core.fileio import open_regular, parse_json
     files = {side: _config_file(below, side) for side in ("torch", "paddle")}
     if not any(os.path.lexists(f) for f in files.values()):
         return None, "", []
@@ -383,7 +383,7 @@ def from_folder(below):
             if rec is None or rec.get("result") != hashlib.sha256(raw).hexdigest() or rec.get("framework") != side:
                 return [], (f"{path.name} is not the file its run record ({record.path_for(path).name}) describes: "
                             "rerun portcheck run"), []
-            read[side] = json.loads(raw)
+            read[side] = parse_json(raw, constants=True)  # no recursion into nesting, no number beyond a float's
             if not isinstance(read[side], dict) or not isinstance(read[side].get("config"), dict):
                 raise ValueError("no 'config' object")
         except (OSError, ValueError, UnicodeDecodeError, RecursionError, PipelineError) as e:
