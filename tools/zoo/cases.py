@@ -305,7 +305,7 @@ MODELS = [
     model("ERNIE (transformers / paddlenlp)", "ernie",
           [norm_eps("encoder.layers.0.norm1", "encoder.layer.0.attention.output")]),
     model("ALBERT (transformers / paddlenlp)", "albert",
-          [norm_eps("embeddings.layer_norm", "embeddings.LayerNorm")], keep=["embeddings.position_ids"]),
+          [norm_eps("embeddings.layer_norm", "embeddings.LayerNorm")]),
     model("OPT (transformers / paddlenlp)", "opt",
           [norm_eps("decoder.layers.0.norm2", "decoder.layers.0.final_layer_norm", value=1e-6)]),  # both default to 1e-5
     model("BLOOM (transformers / paddlenlp)", "bloom",

@@ -567,8 +567,8 @@ def ernie(config):
 
 
 def albert(config):
-    """One layer group shared by both layers, as ALBERT's are; paddlenlp saves a position-id buffer transformers
-    computes (keep=, the case's)."""
+    """One layer group shared by both layers, as ALBERT's are; paddlenlp saves a position-id buffer transformers'
+    embeddings hold unsaved (convert fills it from torch's)."""
     from paddlenlp.transformers import AlbertConfig as PaddleConfig, AlbertModel as PaddleAlbert
     from transformers import AlbertConfig, AlbertModel
     sizes = {**SIZES, **NO_DROPOUT, "embedding_size": 16, "hidden_act": "gelu_new"}

@@ -222,8 +222,16 @@ def own_error(row: KeyResult, a, ref) -> KeyResult:
     if ref is not None and not np.isfinite(scale) and overflowed(a, exact):
         row.problems.append(OVERFLOWED)
         return row
+    if np.isfinite(scale) and scale >= SATURATED:
+        # a mask filled with finfo(float32).min sets no scale: the floor is the other values' rounding
+        rest = np.abs(wide[1][np.abs(wide[1]) < SATURATED])
+        scale = rest.max() if rest.size else 0.0
     row.err32, row.own_mean, row.scale = float(largest), float(total / wide[0].size), float(scale)
     return row
+
+
+SATURATED = 0.5 * float(np.finfo(np.float32).max)  # a value built from a dtype's bound (finfo(float32).min), not
+# computed: an additive attention mask's fill
 
 
 BLOCK = 1 << 16  # values per block: a block's float64 temporaries stay in the CPU's cache

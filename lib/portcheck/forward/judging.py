@@ -33,9 +33,35 @@ def judge_against(name, a, b) -> KeyResult:
         note = f"by design: shapes {list(a.shape)} and {list(b.shape)}, one side broadcast over the other"
         shape = np.broadcast_shapes(a.shape, b.shape)
         a, b = np.broadcast_to(a, shape), np.broadcast_to(b, shape)
+    filled = mask_fills(a, b)
+    if filled:
+        note, b = filled
     row = calibrated.against(name, a, b)
     row.by_design = note
     return row
+
+
+MASKED = -5e3  # at or below it a position is masked: paddlenlp fills its additive masks with -1e4 (plus a bias)
+
+
+def mask_fills(a, b):
+    """(the line, Paddle's values with the masked positions given torch's) where the two hold an additive attention
+    mask filled with different values at the same positions: transformers fills with torch.finfo(float32).min or
+    -inf, paddlenlp with -1e4 (T5's position bias returned with the causal mask added), each far below any score and
+    0 after softmax. None when no position is saturated on one side only, or the two mask different positions (then
+    judged as they are: red)."""
+    if a.dtype.kind != "f" or a.shape != b.shape or not a.size:
+        return None
+    if not (a.min() <= -calibrated.SATURATED or b.min() <= -calibrated.SATURATED):
+        return None  # two passes with no temporaries: most outputs hold no mask (a NaN is judged as it is)
+    with np.errstate(invalid="ignore"):
+        low_a, low_b = a <= -calibrated.SATURATED, b <= -calibrated.SATURATED
+        if not (low_a ^ low_b).any() or not np.array_equal(a <= MASKED, b <= MASKED):
+            return None
+    at = a <= MASKED
+    fill = lambda x: f"{float(np.min(x[at])):.3g}" if np.isfinite(x[at]).all() else "-inf"
+    return (f"by design: a mask filled with {fill(a)} on torch's side and {fill(b)} on Paddle's at the same "
+            f"{int(at.sum())} positions (each 0 after softmax), compared elsewhere", np.where(at, a, b))
 
 
 def _held_otherwise(a, b) -> bool:

@@ -521,6 +521,18 @@ def convert(torch_model, paddle_model, name_map=None, path=None, layouts=None, i
     return state
 
 
+def _parent_of_paired(layer: str, by_paddle: dict):
+    """The torch module a Paddle layer that holds no weight of its own stands for: the one parent of the torch
+    modules its paired children stand for, as deep above them as they are below it (paddlenlp's ALBERT embeddings,
+    whose position_ids buffer transformers' embeddings hold unsaved); None when they name no one parent."""
+    parents = set()
+    for p, t in by_paddle.items():
+        if layer and p.startswith(layer + ".") and t != ROOT:
+            depth, parts = p[len(layer) + 1:].count(".") + 1, t.split(".")
+            parents.add(".".join(parts[:-depth]) if len(parts) > depth else None)
+    return parents.pop() if len(parents) == 1 else None
+
+
 def _one_sided_buffers(torch_model, paddle_model, unfilled: list, modules: dict, params: dict) -> tuple:
     """Of the Paddle keys no torch tensor fills, the buffers (not parameters): ({Paddle key: (torch key, Tensor)}
     for each the paired torch module holds as a buffer it does not save, with the same values; {Paddle key:
@@ -533,7 +545,7 @@ def _one_sided_buffers(torch_model, paddle_model, unfilled: list, modules: dict,
     for key in (k for k in unfilled if k in buffers):
         layer, name = buffers[key]
         want = np.asarray(params[key].numpy())
-        t_module = by_paddle.get(layer)
+        t_module = by_paddle.get(layer) or _parent_of_paired(layer, by_paddle)
         t_module = ROOT if t_module is None and layer == "" else t_module
         module = torch_modules.get("" if t_module == ROOT else t_module)
         value = getattr(module, "_buffers", {}).get(name)

@@ -321,14 +321,15 @@ class Pairing:
             children = {c.module: c.children for c in self.torch_calls}
             said = [f"torch {t} runs as {len(set(ps))} Paddle modules ({', '.join(dict.fromkeys(ps))})" for t, ps in
                     split.items()]
-            rules = [("^" + re.escape(t) + "$", ps[0]) for t, ps in split.items()]
             first, ps = next(iter(split.items()))
-            one = entry(first, ps[0], max(children.get(first, 0), 0))
-            raise PipelineError(f"{'; '.join(said[:3])}{f'; {len(said) - 3} more' if len(said) > 3 else ''}: it "
-                                "holds tensors, one weight torch shares between its calls and the Paddle port holds "
-                                "once per call (it trains them apart: compare_backward judges that); to fill each "
-                                f"with its tensors and judge it against its first call's, name_map={one}"
-                                + (f" (every one: name_map={rules!r})" if len(rules) > 1 else "") + " [PC316]")
+            # one map settling them all: one module's entry pasted alone is refused again at the next one
+            one = entry(first, ps[0], max(children.get(first, 0), 0)) if len(split) == 1 else \
+                repr([("^" + re.escape(t) + "$", ps[0]) for t, ps in split.items()])
+            raise PipelineError(f"{'; '.join(said[:3])}{f'; {len(said) - 3} more' if len(said) > 3 else ''}: "
+                                f"{'it holds' if len(split) == 1 else 'each holds'} tensors, one weight torch shares "
+                                "between its calls and the Paddle port holds once per call (it trains them apart: "
+                                "compare_backward judges that); to fill each with its tensors and judge it against "
+                                f"its first call's, name_map={one} [PC316]")
         return {t: chosen[t] if chosen.get(t) in ps else min(ps) for t, ps in out.items()}
 
     def copies(self) -> dict:
