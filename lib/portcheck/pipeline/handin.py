@@ -27,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-from portcheck.core import calibrated, diff, record, report, tolerances
+from portcheck.core import calibrated, diff, page, record, report, tolerances
 from portcheck.pipeline import data, steps
 from portcheck.forward.twin import F64
 from portcheck.core.errors import PipelineError
@@ -484,13 +484,19 @@ def hand_in(folder, pair: str, top, comparison=None) -> str:
     """Copy a judged pair from a step's folder into a log_reprod/ folder `top`: the pair and its diff log at
     the top, the run records and the float64 run in top/diagnostics/ (and TAKEN, where its check judged with that
     run). comparison: the pair's ForwardReport or BackwardReport (compare_forward's, judge_backward's), drawn as
-    <pair>_modules.png beside the pair and handed in with its diagnostics when matplotlib is installed. Returns
+    <pair>_modules.png beside the pair and handed in with its diagnostics when matplotlib is installed, and its
+    page (portcheck.core.page) left as top/diagnostics/report.html. Returns
     the plot's line, naming the picture where the hand-in holds it ("" without a comparison)."""
     folder, pair = Path(folder), pair_name(pair)
     a_comparison(comparison)
     drawn, said = [], ""
+    viewed = callable(getattr(comparison, "view", None))
+    if viewed:  # its page beside the pictures: checked before anything is written
+        page.writable_page(Path(top) / report.DIAGNOSTICS / page.NAME)
     if comparison is not None:
         said = comparison.plot(folder / f"{pair}{PLOT}")
         drawn = [folder / f"{pair}{PLOT}"] if said.startswith("plot:") else []
     report.hand_in(*handed_in(folder, pair), diagnostics=[*_diagnostics(folder, pair), *drawn], top=top)
+    if viewed:
+        page.write(comparison.view(), Path(top) / report.DIAGNOSTICS / page.NAME)
     return f"plot: {Path(top) / report.DIAGNOSTICS / drawn[0].name}" if drawn else said

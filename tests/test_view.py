@@ -1,0 +1,261 @@
+"""A comparison's page (portcheck.core.page, portcheck.view): one file that opens offline, fetches nothing, shows
+the verdict and the module tree with the first diverging module marked, escapes every name; a hand-in's page made
+by `check --html` from the folder alone, a forged page in the folder never read; and all of it in a real
+headless Chromium, where the page on each planted pair marks report.first_diverging, visible and red.
+
+The browser: Debian's chromium, driven with --dump-dom (no Python dependency): one start for every page, each in
+an iframe of a probe page that reads what the browser shows (visibility, the computed colour) into the DOM it
+dumps. Every request leaves through a proxy this test holds: it sees the probe's own planted request (it can see
+one) and no other but the browser's own services' (which a blank page asks for too).
+"""
+import collections
+import json
+import os
+import shutil
+import socket
+import subprocess
+import threading
+
+import numpy as np
+import pytest
+
+from portcheck import compare_forward, convert, record_forward
+from portcheck.core import page, record
+from portcheck.core.errors import PipelineError
+
+HOSTILE = "<b id=pwned>x</b><script>alert(1)</script>"  # a module name is its author's text
+X = np.random.RandomState(0).randn(4, 8).astype("float32")
+PLANTS = ("clean", "epsilon", "activation", "transposed")
+CHROMIUM = shutil.which("chromium")
+
+
+def models(plant: str):
+    import paddle
+    import torch
+    torch.manual_seed(0)
+
+    def t_block():
+        return torch.nn.Sequential(collections.OrderedDict(fc=torch.nn.Linear(8, 8), ln=torch.nn.LayerNorm(8),
+                                                           act=torch.nn.GELU()))
+
+    def p_block(i):
+        eps = 1e-3 if plant == "epsilon" and i == 1 else 1e-5
+        act = paddle.nn.GELU(approximate=plant == "activation" and i == 1)
+        return paddle.nn.Sequential(("fc", paddle.nn.Linear(8, 8)), ("ln", paddle.nn.LayerNorm(8, epsilon=eps)),
+                                    ("act", act))
+    t = torch.nn.Sequential(collections.OrderedDict(body=torch.nn.Sequential(t_block(), t_block()),
+                                                    **{HOSTILE: torch.nn.Linear(8, 3)}))
+    p = paddle.nn.Sequential(("body", paddle.nn.Sequential(p_block(0), p_block(1))), ("head", paddle.nn.Linear(8, 3)))
+    convert(t, p, inputs=X)
+    if plant == "transposed":  # a converter that skipped one square Linear: left in torch's layout
+        w = p.body[0].fc.weight
+        w.set_value(paddle.transpose(w, [1, 0]))
+    return t.eval(), p.eval()
+
+
+@pytest.fixture(scope="module")
+def reports():
+    return {plant: compare_forward(*models(plant), X, isolate=True) for plant in PLANTS}
+
+
+EXPECTED = {"clean": None, "epsilon": "body.1.ln", "activation": "body.1.act", "transposed": "body.0.fc"}
+
+
+def test_the_page_marks_where_the_runs_part_and_escapes_every_name(reports, tmp_path):
+    for plant, report in reports.items():
+        assert report.first_diverging == EXPECTED[plant] and report.passed == (plant == "clean"), plant
+        text = report._repr_html_()
+        assert text.count("<script") == 2 and "<b id=pwned>" not in text  # its data and its own script only
+        assert "&lt;b id=pwned&gt;x&lt;/b&gt;&lt;script&gt;alert(1)&lt;/script&gt;" in text
+        assert f'content="{page.CSP}"' in text and "default-src 'none'" in page.CSP
+        assert "http://" not in text and "https://" not in text  # nothing to fetch, no link out
+        data = json.loads(text.split('id="portcheck-data">', 1)[1].split("</script>", 1)[0])
+        assert data["passed"] == report.passed and (data["first"] or {}).get("torch") == report.first_diverging
+        marked = text.count('id="first-diverging"')
+        assert marked == (plant != "clean"), plant
+        if marked:
+            assert f'id="first-diverging" data-module="{report.first_diverging}"' in text
+            assert f'first diverging: {report.first_diverging}' in text  # in the page's header
+    said = reports["epsilon"].html(tmp_path / "p.html")
+    assert said.startswith(f"page: {tmp_path / 'p.html'}") and page.ours(tmp_path / "p.html")
+
+
+def test_a_page_is_never_written_over_a_file_it_did_not_write_or_through_a_link(reports, tmp_path):
+    mine = tmp_path / "mine.html"
+    mine.write_text("<html>my own notes</html>")
+    with pytest.raises(PipelineError, match=r"not a page portcheck wrote .*\[PC191\]"):
+        reports["clean"].html(mine)
+    assert mine.read_text() == "<html>my own notes</html>"
+    link = tmp_path / "link.html"
+    link.symlink_to(tmp_path / "elsewhere.html")
+    with pytest.raises(PipelineError):
+        reports["clean"].html(link)
+    assert not (tmp_path / "elsewhere.html").exists()
+    reports["clean"].html(tmp_path / "again.html")
+    reports["epsilon"].html(tmp_path / "again.html")  # its own page: replaced
+    assert 'id="first-diverging"' in (tmp_path / "again.html").read_text()
+
+
+def hand_in(tmp, t, p, report):
+    from portcheck.pipeline.handin import hand_in, judge_and_log, model_output, save_side
+    for side, model in (("torch", t), ("paddle", p)):
+        rec = record_forward(model, X)
+        exact = {"logits": model_output(rec, exact=True)} if side == "torch" else None
+        save_side(tmp, "forward", side, {"logits": model_output(rec)}, {"inputs": record.fingerprint([("x", X)])},
+                  f"{side}.py", exact=exact)
+    judge_and_log(tmp, "forward")
+    hand_in(tmp, "forward", tmp / "log_reprod", comparison=report)
+    return tmp / "log_reprod"
+
+
+def check_html(folder, out, capsys):
+    from portcheck import cli
+    args = cli.parser().parse_args(["check", str(folder), "--only", "forward", "--html", str(out)])
+    code = cli.run_check(args.folder, args)
+    return code, capsys.readouterr().out
+
+
+@pytest.fixture(scope="module")
+def folders(reports, tmp_path_factory):
+    """A green hand-in and a red one (the transposed weight), each with the writer's page."""
+    out = {}
+    for plant in ("clean", "transposed"):
+        tmp = tmp_path_factory.mktemp(plant)
+        out[plant] = hand_in(tmp, *models(plant), reports[plant])
+    return out
+
+
+FORGED = "<!-- written by portcheck: a comparison's page -->FORGED green, trust me"
+
+
+def test_check_html_is_checks_verdict_and_a_forged_page_changes_nothing(folders, tmp_path, capsys):
+    for plant, folder in folders.items():
+        assert page.ours(folder / "diagnostics" / page.NAME)  # the writer's page, beside the pictures
+        code, said = check_html(folder, tmp_path / f"{plant}.html", capsys)
+        assert code == (plant != "clean"), said
+        text = (tmp_path / f"{plant}.html").read_text()
+        assert f'data-verdict="{"green" if code == 0 else "red"}"' in text and "forward: " in text
+        for where in (folder / page.NAME, folder / "diagnostics" / page.NAME):  # a contestant's pages
+            where.write_text(FORGED)
+        forged, said_forged = check_html(folder, tmp_path / f"{plant}_forged.html", capsys)
+        assert forged == code and said_forged.splitlines()[:-2] == said.splitlines()[:-2]
+        assert "FORGED" not in (tmp_path / f"{plant}_forged.html").read_text()
+
+
+def test_view_prints_the_path_and_says_when_there_is_no_display(folders, tmp_path, capsys, monkeypatch):
+    from portcheck import cli
+    monkeypatch.delenv("DISPLAY", raising=False)
+    monkeypatch.delenv("WAYLAND_DISPLAY", raising=False)
+    for flags, said in ((["--no-browser"], lambda out, p: out.endswith(f"\n{p}")),
+                        ([], lambda out, p: out.endswith(f"no display here to open a browser on: open {p} on a "
+                                                         "machine with one"))):
+        out = tmp_path / f"view{len(flags)}.html"
+        with pytest.raises(SystemExit) as e:
+            cli.main(["view", str(folders["clean"]), "--only", "forward", "--html", str(out), *flags])
+        assert e.value.code == 0 and said(capsys.readouterr().out.strip(), out) and page.ours(out)
+
+
+# ---------------------------------------------------------------- in a real browser
+
+PROBE = """<!DOCTYPE html><html><body><pre id="out">not run</pre>
+<img src="http://portcheck-probe.invalid/control.png" alt="">
+%s
+<script>
+window.addEventListener('load', function () {
+  var out = {};
+  document.querySelectorAll('iframe').forEach(function (f) {
+    var d = f.contentDocument, el = d.getElementById('first-diverging');
+    out[f.getAttribute('data-name')] = {
+      verdict: d.querySelector('header').getAttribute('data-verdict'),
+      red_rows: [].filter.call(d.querySelectorAll('.row.red, tr.red'),
+                               function (r) { return r.checkVisibility(); }).length,
+      first: el && el.getAttribute('data-module'), visible: !!el && el.checkVisibility(),
+      red: !!el && el.classList.contains('red'), colour: el && getComputedStyle(el).backgroundColor,
+      header: (d.getElementById('header-module') || {}).textContent || null,
+      pwned: d.getElementById('pwned') !== null, scripts: d.scripts.length};
+  });
+  document.getElementById('out').textContent = JSON.stringify(out);
+});
+</script></body></html>"""
+
+
+class Proxy:
+    """Every request the browser makes, received here (its --proxy-server) and answered 404."""
+
+    def __init__(self):
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(16)
+        self.port, self.requests = self.sock.getsockname()[1], []
+        threading.Thread(target=self.serve, daemon=True).start()
+
+    def serve(self):
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            with conn:
+                conn.settimeout(5)
+                try:
+                    self.requests.append(conn.recv(4096).split(b"\r\n", 1)[0].decode("latin-1"))
+                    conn.sendall(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+                except OSError:
+                    pass
+
+
+# the browser's own services (its clock, updates, sign-in), asked for by a blank page too; a page names no host
+BROWSER_OWN = (".google.com", ".googleapis.com", ".gstatic.com")
+
+
+def host(request: str) -> str:
+    """The host of a request line a proxy receives: "GET http://host/path HTTP/1.1", "CONNECT host:443 HTTP/1.1"."""
+    target = request.split(" ")[1] if " " in request else request
+    return target.split("://", 1)[-1].split("/", 1)[0].rsplit(":", 1)[0]
+
+
+def browse(pages: dict, tmp_path) -> tuple:
+    """({page name: what the browser shows of it}, [every request that left]) from one headless Chromium."""
+    frames = "".join(f'<iframe data-name="{name}" src="{path.resolve().as_uri()}" width="1200" height="900">'
+                      "</iframe>" for name, path in pages.items())
+    probe = tmp_path / "probe.html"
+    probe.write_text(PROBE % frames)
+    proxy = Proxy()
+    proc = subprocess.run(
+        [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+         "--disable-component-update", "--disable-sync", "--no-first-run", "--allow-file-access-from-files",
+         f"--user-data-dir={tmp_path / 'profile'}", f"--proxy-server=http://127.0.0.1:{proxy.port}",
+         "--proxy-bypass-list=<-loopback>", "--virtual-time-budget=5000", "--dump-dom", probe.as_uri()],
+        capture_output=True, text=True, timeout=120)
+    proxy.sock.close()
+    dom = proc.stdout
+    shown = dom.split('<pre id="out">', 1)[1].split("</pre>", 1)[0] if '<pre id="out">' in dom else "not run"
+    assert shown != "not run", proc.stderr[-2000:]
+    import html
+    return json.loads(html.unescape(shown)), proxy.requests
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install -y chromium): the pages "
+                    "are not opened in a browser here")
+def test_in_a_real_browser(reports, folders, tmp_path, capsys):
+    pages = {}
+    for plant, report in reports.items():
+        report.html(tmp_path / f"{plant}.html")
+        pages[plant] = tmp_path / f"{plant}.html"
+    codes = {}
+    for plant, folder in folders.items():
+        codes[plant], _ = check_html(folder, tmp_path / f"handin_{plant}.html", capsys)
+        pages[f"handin_{plant}"] = tmp_path / f"handin_{plant}.html"
+    shown, requests = browse(pages, tmp_path)
+    hosts = [host(r) for r in requests]
+    assert "portcheck-probe.invalid" in hosts, requests  # the probe's own request is seen: a page's would be
+    assert all(h == "portcheck-probe.invalid" or h.endswith(BROWSER_OWN) for h in hosts), requests  # and none is
+    assert shown["clean"]["verdict"] == "green" and shown["clean"]["red_rows"] == 0 and shown["clean"]["first"] is None
+    for plant in PLANTS[1:]:
+        s = shown[plant]
+        assert s["verdict"] == "red" and s["first"] == reports[plant].first_diverging, (plant, s)
+        assert s["visible"] and s["red"] and s["colour"] == "rgb(248, 196, 196)", (plant, s)
+        assert s["header"].startswith(f"first diverging: {reports[plant].first_diverging}"), s
+    for plant, code in codes.items():
+        assert shown[f"handin_{plant}"]["verdict"] == ("green" if code == 0 else "red"), (plant, shown)
+    assert not any(s["pwned"] for s in shown.values()) and all(s["scripts"] == 2 for s in shown.values()), shown
