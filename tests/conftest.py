@@ -60,7 +60,7 @@ FILE_SECONDS = {"test_hand_in.py": 110, "test_resnet18.py": 106, "test_distribut
                 "test_run_calls.py": 10, "test_pairing2.py": 9, "test_newcomer.py": 8, "test_run_cycles.py": 7,
                 "test_run_rnn.py": 6, "test_hand_in_kink.py": 6, "test_step2.py": 6, "test_hostile4.py": 6,
                 "test_step1.py": 5, "test_torchvision.py": 5, "test_hostile3.py": 5, "test_convert.py": 4,
-                "test_stream.py": 4, "test_vision_ports.py": 4, "test_size.py": 4, "test_grouping.py": 3,
+                "test_stream.py": 4, "test_vision_ports.py": 4, "test_view.py": 16, "test_size.py": 4, "test_grouping.py": 3,
                 "test_diff.py": 3, "test_kink_isolated.py": 3, "test_align.py": 3, "test_library.py": 3,
                 "test_weight_stats.py": 2, "test_messages.py": 2, "test_models.py": 2, "test_layering.py": 2,
                 "test_rules.py": 1, "test_architecture.py": 1, "test_step3.py": 1, "test_flags.py": 1,
