@@ -290,7 +290,8 @@ sort&&sort.addEventListener('click',function(){
  });
  sort.disabled=true;
 });
-var f=document.getElementById('first-diverging');if(f){f.scrollIntoView({block:'center'});}
+var f=document.getElementById('first-diverging');
+if(f&&f.getBoundingClientRect().bottom>window.innerHeight){f.scrollIntoView({block:'center'});}
 })();
 """
 
