@@ -62,6 +62,10 @@ def test_a_clean_pair_is_green_block_by_block_and_a_planted_epsilon_is_named(pai
     assert planted.first_diverging == f"model.layers.{MIDDLE}.post_attention_layernorm"
     assert report.parting == [] and [m for m, _ in planted.parting] == [planted.first_diverging]
     assert f"first diverging: model.layers.{MIDDLE}.post_attention_layernorm" in planted.table()
+    shown, clean = planted._repr_html_(), report._repr_html_()  # its page: the block open down to the module marked
+    assert f'id="first-diverging" data-module="{planted.first_diverging}"' in shown
+    assert f'<details class="node" open data-path="model.layers.{MIDDLE}">' in shown
+    assert 'data-verdict="green"' in clean and 'id="first-diverging"' not in clean and 'class="row red' not in clean
 
 
 def test_a_rotary_base_planted_in_one_layer_is_named_there(pair):
