@@ -9,6 +9,7 @@ dumps. Every request leaves through a proxy this test holds: it sees the probe's
 one) and no other but the browser's own services' (which a blank page asks for too).
 """
 import collections
+import html
 import json
 import os
 import shutil
@@ -19,7 +20,7 @@ import threading
 import numpy as np
 import pytest
 
-from portcheck import compare_forward, convert, record_forward
+from portcheck import compare_backward, compare_forward, convert, record_forward
 from portcheck.core import page, record
 from portcheck.core.errors import PipelineError
 
@@ -78,6 +79,25 @@ def test_the_page_marks_where_the_runs_part_and_escapes_every_name(reports, tmp_
             assert f'first diverging: {report.first_diverging}' in text  # in the page's header
     said = reports["epsilon"].html(tmp_path / "p.html")
     assert said.startswith(f"page: {tmp_path / 'p.html'}") and page.ours(tmp_path / "p.html")
+
+
+def test_a_backward_page_names_where_the_runs_part_and_lists_each_parameter_worst_first():
+    import paddle
+    import torch
+    t, p = models("transposed")
+    report = compare_backward(t.train(), p.train(), X, np.array([0, 2, 1, 0]),
+                              loss=(torch.nn.functional.cross_entropy, paddle.nn.functional.cross_entropy),
+                              optimizer=(lambda ps: torch.optim.SGD(ps, lr=0.1),
+                                         lambda ps: paddle.optimizer.SGD(learning_rate=0.1, parameters=ps)), steps=2)
+    text = report._repr_html_()
+    assert report.first_diverging == "body.0.fc" and not report.passed
+    assert f'id="first-diverging" data-module="{report.first_diverging}"' in text
+    grads = text.split("gradients after the first backward", 1)[1].split("</table>", 1)[0]
+    named = [html.unescape(g.split('"', 1)[0]) for g in grads.split('data-module="')[1:]]
+    assert sorted(named) == sorted(r.name for r in report.grads) and len(named) == len(report.grads)
+    shares = [r.used for r in sorted(report.grads, key=lambda r: named.index(r.name))]
+    assert shares == sorted(shares, reverse=True)  # worst first
+    assert "after step 2: loss, lr and weights" in text
 
 
 def test_a_page_is_never_written_over_a_file_it_did_not_write_or_through_a_link(reports, tmp_path):
@@ -173,6 +193,16 @@ window.addEventListener('load', function () {
       red: !!el && el.classList.contains('red'), colour: el && getComputedStyle(el).backgroundColor,
       header: (d.getElementById('header-module') || {}).textContent || null,
       pwned: d.getElementById('pwned') !== null, scripts: d.scripts.length};
+    var q = d.getElementById('search'), w = f.contentWindow;  // then searched by name, and sorted by ratio
+    q.value = 'ln';
+    q.dispatchEvent(new w.Event('input'));
+    out[f.getAttribute('data-name')].found = [].filter.call(d.querySelectorAll('.tree .row[data-module]'),
+      function (r) { return r.checkVisibility(); }).map(function (r) { return r.getAttribute('data-module'); });
+    q.value = '';
+    q.dispatchEvent(new w.Event('input'));
+    d.getElementById('sort-ratio').click();
+    out[f.getAttribute('data-name')].sorted = [].map.call(d.querySelectorAll('.tree.flat .row'),
+      function (r) { return parseFloat(r.getAttribute('data-used')); });
   });
   document.getElementById('out').textContent = JSON.stringify(out);
 });
@@ -231,7 +261,6 @@ def browse(pages: dict, tmp_path) -> tuple:
     dom = proc.stdout
     shown = dom.split('<pre id="out">', 1)[1].split("</pre>", 1)[0] if '<pre id="out">' in dom else "not run"
     assert shown != "not run", proc.stderr[-2000:]
-    import html
     return json.loads(html.unescape(shown)), proxy.requests
 
 
@@ -256,6 +285,9 @@ def test_in_a_real_browser(reports, folders, tmp_path, capsys):
         assert s["verdict"] == "red" and s["first"] == reports[plant].first_diverging, (plant, s)
         assert s["visible"] and s["red"] and s["colour"] == "rgb(248, 196, 196)", (plant, s)
         assert s["header"].startswith(f"first diverging: {reports[plant].first_diverging}"), s
+    found, ranked = shown["epsilon"]["found"], [x for x in shown["epsilon"]["sorted"] if x == x]
+    assert found == ["body.0.ln", "body.1.ln"], found  # the search shows the modules named so, and no other
+    assert len(ranked) == len(reports["epsilon"].paired) and ranked == sorted(ranked, reverse=True), ranked
     for plant, code in codes.items():
         assert shown[f"handin_{plant}"]["verdict"] == ("green" if code == 0 else "red"), (plant, shown)
     assert not any(s["pwned"] for s in shown.values()) and all(s["scripts"] == 2 for s in shown.values()), shown

@@ -231,7 +231,7 @@ def _section(s: dict) -> str:
     body = _tree_section(s) if kind == "tree" else _table_section(s) if kind == "table" else \
         "".join(svg(c) for c in s["curves"]) if kind == "curves" else \
         "<pre>" + "\n".join(linked(line) for line in s["lines"]) + "</pre>"
-    return f'<section class="{_e(kind)}"><h2>{_e(s["title"])}</h2>{body}</section>'
+    return f'<section class="sec-{_e(kind)}"><h2>{_e(s["title"])}</h2>{body}</section>'
 
 
 STYLE = """
