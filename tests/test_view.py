@@ -65,7 +65,8 @@ EXPECTED = {"clean": None, "epsilon": "body.1.ln", "activation": "body.1.act", "
 def test_the_page_marks_where_the_runs_part_and_escapes_every_name(reports, tmp_path):
     for plant, report in reports.items():
         assert report.first_diverging == EXPECTED[plant] and report.passed == (plant == "clean"), plant
-        text = report._repr_html_()
+        text = page.page(report.view())
+        assert report._repr_html_() == page.framed(text) and 'sandbox="allow-scripts"' in page.framed(text)
         assert text.count("<script") == 2 and "<b id=pwned>" not in text  # its data and its own script only
         assert "&lt;b id=pwned&gt;x&lt;/b&gt;&lt;script&gt;alert(1)&lt;/script&gt;" in text
         assert f'content="{page.CSP}"' in text and "default-src 'none'" in page.CSP
@@ -89,7 +90,7 @@ def test_a_backward_page_names_where_the_runs_part_and_lists_each_parameter_wors
                               loss=(torch.nn.functional.cross_entropy, paddle.nn.functional.cross_entropy),
                               optimizer=(lambda ps: torch.optim.SGD(ps, lr=0.1),
                                          lambda ps: paddle.optimizer.SGD(learning_rate=0.1, parameters=ps)), steps=2)
-    text = report._repr_html_()
+    text = page.page(report.view())
     assert report.first_diverging == "body.0.fc" and not report.passed
     assert f'id="first-diverging" data-module="{report.first_diverging}"' in text
     grads = text.split("gradients after the first backward", 1)[1].split("</table>", 1)[0]

@@ -335,7 +335,14 @@ class Viewable:
         return write(self.view(), path)
 
     def _repr_html_(self) -> str:
-        return page(self.view())
+        return framed(page(self.view()))
+
+
+def framed(text: str, height: int = 640) -> str:
+    """A page inside a notebook's output: in a sandboxed iframe of its own (scripts run, nothing else), so its style
+    and script touch the page alone, and its Content-Security-Policy holds there."""
+    return (f'<iframe sandbox="allow-scripts" style="width:100%;height:{height}px;border:1px solid #ccc" '
+            f'srcdoc="{html.escape(text, quote=True)}"></iframe>')
 
 
 def ours(path) -> bool:
