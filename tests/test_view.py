@@ -11,7 +11,7 @@ one) and no other but the browser's own services' (which a blank page asks for t
 import collections
 import html
 import json
-import os
+import re
 import shutil
 import socket
 import subprocess
@@ -156,6 +156,8 @@ def test_check_html_is_checks_verdict_and_a_forged_page_changes_nothing(folders,
         assert code == (plant != "clean"), said
         text = (tmp_path / f"{plant}.html").read_text()
         assert f'data-verdict="{"green" if code == 0 else "red"}"' in text and "forward: " in text
+        codes = re.findall(r"\[PC(\d{3})\]", said)  # each code linked to its entry, never fetched
+        assert all(f'messages.md#pc{c}">[PC{c}]</a>' in text for c in codes) and bool(codes) == bool(code), said
         for where in (folder / page.NAME, folder / "diagnostics" / page.NAME):  # a contestant's pages
             where.write_text(FORGED)
         forged, said_forged = check_html(folder, tmp_path / f"{plant}_forged.html", capsys)
