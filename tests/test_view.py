@@ -124,9 +124,9 @@ def hand_in(tmp, t, p, report):
         exact = {"logits": model_output(rec, exact=True)} if side == "torch" else None
         save_side(tmp, "forward", side, {"logits": model_output(rec)}, {"inputs": record.fingerprint([("x", X)])},
                   f"{side}.py", exact=exact)
-    judge_and_log(tmp, "forward")
+    verdict = judge_and_log(tmp, "forward")
     hand_in(tmp, "forward", tmp / "log_reprod", comparison=report)
-    return tmp / "log_reprod"
+    return tmp / "log_reprod", verdict
 
 
 def check_html(folder, out, capsys):
@@ -137,13 +137,16 @@ def check_html(folder, out, capsys):
 
 
 @pytest.fixture(scope="module")
-def folders(reports, tmp_path_factory):
-    """A green hand-in and a red one (the transposed weight), each with the writer's page."""
-    out = {}
-    for plant in ("clean", "transposed"):
-        tmp = tmp_path_factory.mktemp(plant)
-        out[plant] = hand_in(tmp, *models(plant), reports[plant])
-    return out
+def handins(reports, tmp_path_factory):
+    """A green hand-in and a red one (the transposed weight), each with the writer's page: (its folder, judge_and_log's
+    verdict)."""
+    return {plant: hand_in(tmp_path_factory.mktemp(plant), *models(plant), reports[plant])
+            for plant in ("clean", "transposed")}
+
+
+@pytest.fixture(scope="module")
+def folders(handins):
+    return {plant: folder for plant, (folder, _) in handins.items()}
 
 
 FORGED = "<!-- written by portcheck: a comparison's page -->FORGED green, trust me"
@@ -163,6 +166,17 @@ def test_check_html_is_checks_verdict_and_a_forged_page_changes_nothing(folders,
         forged, said_forged = check_html(folder, tmp_path / f"{plant}_forged.html", capsys)
         assert forged == code and said_forged.splitlines()[:-2] == said.splitlines()[:-2]
         assert "FORGED" not in (tmp_path / f"{plant}_forged.html").read_text()
+
+
+def test_a_pairs_verdict_shows_its_rules_and_keys(handins):
+    """judge_and_log's verdict (handin.MeasuredVerdict) as a page: the guide's, measured and strict rules' lines
+    and the run's, each key by the measured rule and the guide's."""
+    for plant, (_, verdict) in handins.items():
+        text = page.page(verdict.view())
+        assert f'data-verdict="{"green" if verdict.passed else "red"}"' in text and verdict.passed == (plant == "clean")
+        assert all(f"{word} {'green' if ok else 'RED'}" in text for word, ok in (
+            ("guide", verdict.guide.passed), ("measured", verdict.measured_passed), ("strict", verdict.strict.passed)))
+        assert 'data-module="logits"' in text and "each key by measured rule" in text
 
 
 def test_view_prints_the_path_and_says_when_there_is_no_display(folders, tmp_path, capsys, monkeypatch):

@@ -175,7 +175,7 @@ EXACT = "_torch64.npy"
 
 
 @dataclass
-class MeasuredVerdict:
+class MeasuredVerdict(page.Viewable):
     """A pair judged by the guide's rule and by the rule measured on the model, with the strict one beside."""
     name: str
     guide: diff.CheckResult    # guide_verdict's: each key by tolerances.ReprodLog at `threshold`
@@ -248,6 +248,20 @@ class MeasuredVerdict:
     @property
     def _largest(self) -> float:
         return max((k.scale for k in self.strict.keys if math.isfinite(k.scale)), default=0.0)
+
+    def view(self) -> dict:
+        """The page's data (portcheck.core.page): the pair's three rules' verdicts and its run's, then each key by
+        the measured rule and by the guide's, worst first, then its diff log's lines."""
+        said = [(self.guide.passed, describe_guide(self.guide, self.threshold, spread=self.spread)),
+                (self.measured_passed, self.describe_measured()), (self.strict.passed, describe_strict(
+                    self.strict, self.threshold)), (self.same_run[0], f"same run: {self.same_run[-1]}")]
+        keys = [("measured", self.rows), ("the guide's", self.guide.keys)]
+        return {"title": f"{self.name}_diff", "passed": self.passed, "first": None,
+                "headline": f"{self.name}: " + ("green" if self.passed else "red"),
+                "verdicts": [{"name": self.name, "passed": ok, "text": text} for ok, text in said],
+                "sections": [{"kind": "table", "title": f"each key by {how} rule, worst first", "rows":
+                              report.figures(rows, self.name)} for how, rows in keys if rows]
+                + [{"kind": "lines", "title": "its diff log", "lines": [m for m, _ in self.messages()]}]}
 
     def messages(self) -> list:
         """The diff log: reprod_log's format first (what readers of the guide's logs and parse_diff_log
