@@ -10,6 +10,7 @@ one) and no other but the browser's own services' (which a blank page asks for t
 """
 import collections
 import html
+import importlib.util
 import json
 import re
 import shutil
@@ -308,3 +309,15 @@ def test_in_a_real_browser(reports, folders, tmp_path, capsys):
     for plant, code in codes.items():
         assert shown[f"handin_{plant}"]["verdict"] == ("green" if code == 0 else "red"), (plant, shown)
     assert not any(s["pwned"] for s in shown.values()) and all(s["scripts"] == 2 for s in shown.values()), shown
+
+
+def test_the_readmes_picture_is_the_tools_photograph():
+    """docs/img/planted_page.png is tools/page_planted.py's photograph of its page: a PNG of the window it sets."""
+    import struct
+    from bert_sst2 import paths
+    spec = importlib.util.spec_from_file_location("page_planted", paths.ROOT / "tools" / "page_planted.py")
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    head = (paths.ROOT / "docs" / "img" / "planted_page.png").read_bytes()[:24]
+    assert head[:8] == b"\x89PNG\r\n\x1a\n" and struct.unpack(">II", head[16:24]) == tool.SIZE
+
