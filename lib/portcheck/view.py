@@ -108,10 +108,16 @@ def add_parser(sub, add_check_flags):
 
 def main(args, run_check) -> int:
     """`view`: the page of check's verdicts, written to --html or a new temporary folder, then opened."""
-    args.folder = hand_in_folder(args.folder)
+    args.folder, made = hand_in_folder(args.folder), None
     if args.html is None:  # never into the folder judged: it may be a contestant's
-        args.html = Path(tempfile.mkdtemp(prefix="portcheck-view-")) / PAGE
-    code = run_check(args.folder, args)
+        made = Path(tempfile.mkdtemp(prefix="portcheck-view-"))
+        args.html = made / PAGE
+    try:
+        code = run_check(args.folder, args)
+    except BaseException:  # a refusal, Ctrl-C: the empty folder made for the page goes too
+        if made is not None and not any(made.iterdir()):
+            made.rmdir()
+        raise
     uri = args.html.resolve().as_uri()
     if args.no_browser:
         print(args.html)
