@@ -10,6 +10,7 @@ torch = pytest.importorskip("torch")
 paddle = pytest.importorskip("paddle")
 
 from portcheck import compare_forward, convert  # noqa: E402
+from portcheck.core.page import page  # noqa: E402
 from portcheck.forward import calls  # noqa: E402
 from portcheck.mapping.trace import trace  # noqa: E402
 
@@ -77,6 +78,9 @@ def test_a_planted_gelu_approximation_is_named_at_its_call_and_line_on_each_side
     assert (first.torch.file, first.paddle.file) == (__file__, __file__)
     assert (first.torch.line, first.paddle.line) == (source_line(TorchBlock, "gelu("), source_line(PaddleBlock, "gelu("))
     assert f"test_first_call.py:{first.paddle.line}" in report.table()
+    shown = page(report.view())  # its page names the call and its line on each side, below the verdict
+    assert all(f"<b>{side}</b>: {site}" in shown for side, site in (("torch", first.torch), ("paddle", first.paddle)))
+    assert f"test_first_call.py:{first.torch.line}" in str(first.torch)
     assert (paddle.nn.functional.gelu, paddle.Tensor.__add__, paddle.matmul) == PADDLE_OWN  # Paddle's own put back
 
 

@@ -190,14 +190,18 @@ def clean(page_run, tmp_path_factory):
     return work, work / "log_reprod"
 
 
-def test_the_clean_port_is_green_at_every_step_and_its_hand_in_rechecks_green(clean):
+def test_the_clean_port_is_green_at_every_step_and_its_hand_in_rechecks_green(clean, tmp_path):
     work, top = clean
     assert set(handin.find_pairs(top)["pairs"]) == set(tolerances.GUIDE)
     final = load_npy(work / "train_align_torch.npy")
     assert 0.9 < float(final["accuracy"]) < 1, final  # it learned, and not everything: the threshold is a condition
-    proc = subprocess.run([sys.executable, "-m", "portcheck", "check", str(top)], capture_output=True, text=True)
+    proc = subprocess.run([sys.executable, "-m", "portcheck", "check", str(top), "--html", str(tmp_path / "p.html")],
+                          capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "every pair green" in proc.stdout and "RED" not in proc.stdout, proc.stdout
+    shown = (tmp_path / "p.html").read_text()  # its page: green, each pair's keys, the training curves drawn
+    assert 'data-verdict="green"' in shown and shown.count('<svg class="curve"') >= 6, shown[-3000:]
+    assert all(f"{pair}: every key" in shown for pair in tolerances.GUIDE)
 
 
 def planted(clean, tmp_path, steps, bug):

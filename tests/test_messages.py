@@ -34,6 +34,11 @@ EXEMPT = {
     ("folders.py", "cannot be checked: {status['error']}"): "the recorder's refusal (PC823-PC832), coded where refused",
     ("cli.py", "f\"{name}: {'RED' if red else 'green'}\""): "a pair line's head: each red part after it is coded",
     ("run.py", "{'green' if v.passed else 'RED'} | {v.describe_measured()}"): "describe_measured codes it (PC105-PC108, PC149)",
+    ("page.py", "\"GREEN\" if data.get(\"passed\") else \"RED\""): "a page's header word, never printed: the lines "
+    "the page shows are coded where made",
+    ("page.py", "row.get(\"verdict\") == \"RED\""): "report.figures' verdict word, read to colour a row",
+    ("result.py", "'green' if self.passed else 'RED'"): "a page's verdict label, never printed; the report's "
+    "table it shows below is coded where made",
     ("run.py", "train_align {verdict.describe_measured()}"): "describe_measured codes it",
     ("run.py", "f\"{'RED' if red else 'green'}: \" + ("): "run's last line, a summary of the coded lines above it",
     ("run.py", "of {len(codes)} red (each"): "the ranks' summary: each rank's own lines are coded",

@@ -43,6 +43,8 @@ def test_every_call_and_every_loss_is_recorded_and_fed_in_order(pair, tmp_path):
     evaluation before training not among them; the two optimizers make one step each time both stepped."""
     code, said = paddle_judged(pair, tmp_path)
     assert code == 0 and "data: every value equal (4 batches" in said and "green: the same run" in said, said
+    page = tmp_path / "out" / "log_reprod" / "diagnostics" / "report.html"  # run's page beside its hand-in
+    assert 'data-verdict="green"' in page.read_text() and 'id="first-diverging"' not in page.read_text()
     t, p = (load_npy(tmp_path / "out" / side / "record.npy") for side in ("torch", "paddle"))
     x = np.random.RandomState(0).randn(64, 8).astype(np.float32)
     for rec in (t, p):

@@ -11,6 +11,7 @@ import pytest
 from portcheck import cli
 from portcheck.forward import stream
 from portcheck.core.errors import PipelineError
+from portcheck.core.page import page as as_page
 from examples.tiny_llama import write_pair
 from test_docs_blocks import DOCS, printed_as_said, python_blocks, run_in_process
 
@@ -62,6 +63,10 @@ def test_a_clean_pair_is_green_block_by_block_and_a_planted_epsilon_is_named(pai
     assert planted.first_diverging == f"model.layers.{MIDDLE}.post_attention_layernorm"
     assert report.parting == [] and [m for m, _ in planted.parting] == [planted.first_diverging]
     assert f"first diverging: model.layers.{MIDDLE}.post_attention_layernorm" in planted.table()
+    shown, clean = as_page(planted.view()), as_page(report.view())  # its page: the block open down to the module marked
+    assert f'id="first-diverging" data-module="{planted.first_diverging}"' in shown
+    assert f'<details class="node" open data-path="model.layers.{MIDDLE}">' in shown
+    assert 'data-verdict="green"' in clean and 'id="first-diverging"' not in clean and 'class="row red' not in clean
 
 
 def test_a_rotary_base_planted_in_one_layer_is_named_there(pair):

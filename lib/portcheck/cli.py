@@ -6,6 +6,8 @@
     python -m portcheck check path/to/log_reprod --csv figures.csv  # and every key's figures, a row per key and rule
     python -m portcheck pair forward_torch.npy forward_paddle.npy  # any two reprod_log files
     python -m portcheck layers --torch llama-hf/ --paddle llama-pd/  # two checkpoints, block by block (stream.py)
+    python -m portcheck check path/to/log_reprod --html page.html  # and the verdicts as one page (portcheck.view)
+    python -m portcheck view path/to/log_reprod     # that page, made anew and opened in your browser
 
 Every pair gets one line with its verdicts:
   guide     reprod_log's rule (ReprodDiffHelper's compare_info and report), recomputed: the same keys, every
@@ -44,13 +46,15 @@ match it, its run records show two runs, or a pair asked for is missing; --stric
 strict verdict. Exit 2 on bad input, with one line.
 """
 import argparse
+import contextlib
 import json
 import math
 import os
 import sys
 from pathlib import Path
 
-from portcheck.core import calibrated, record, report, same_run, tolerances
+from portcheck import view
+from portcheck.core import calibrated, page, record, report, same_run, tolerances
 from portcheck.pipeline import handin, kink_files, own_runs, training
 from portcheck.pipeline import guide as reprod  # reprod_log's rule and diff log (`guide` is a verdict here)
 from portcheck.core.diff import Finding, first_diverging, load_pair
@@ -294,13 +298,14 @@ def borrowed(held: dict) -> list:
 
 
 def check(folder, overrides: dict = None, strict: bool = False, only=None, extra=None, kinds: dict = None,
-          rows: list = None) -> int:
+          rows: list = None, said: list = None) -> int:
     """Judge every pair of a hand-in folder and print one line each; the number of red pairs. A hand-in holds
     the pairs the guide lists as handed in (tolerances.HANDED_IN; data and lr are judged when present): each one
     missing is red, unless `only` names the pairs a partial hand-in is asked for (those must be there; the
     verdict says it is partial). overrides, kinds: the reviewer's {pair: threshold} and {pair: kind}. extra: a client's own verdicts, a callable
     (folder, pair name) -> [diff.Finding] whose findings join the pair's line, each red one making it red. rows: a
-    list every pair's figures are added to (judge_pair's), for `--csv`."""
+    list every pair's figures are added to (judge_pair's), for `--csv`; said: a list each pair's (name, whether red,
+    the lines printed for it) is added to, for `--html`."""
     folder = Path(folder).expanduser()
     expected = tolerances.HANDED_IN if only is None else _asked(only)
     if not folder.is_dir():
@@ -319,8 +324,12 @@ def check(folder, overrides: dict = None, strict: bool = False, only=None, extra
     held = {}
     run_problems = handin.last_run(folder)
     for name, files in pairs.items():
-        is_red, keys = judge_pair(folder, name, files, overrides or {}, strict,
-                                  run_problems.pop(name, None) if "/" not in name else None, extra, kinds, rows)
+        lines = []
+        with view.said(lines) if said is not None else contextlib.nullcontext():
+            is_red, keys = judge_pair(folder, name, files, overrides or {}, strict,
+                                      run_problems.pop(name, None) if "/" not in name else None, extra, kinds, rows)
+        if said is not None:
+            said.append((name, bool(is_red), lines))
         red += is_red
         if keys:
             held[name] = keys
@@ -447,7 +456,7 @@ class OneLineParser(argparse.ArgumentParser):
 def parser(prog: str = "python -m portcheck") -> argparse.ArgumentParser:
     ap = OneLineParser(prog=prog, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
                                  allow_abbrev=False)
-    sub = ap.add_subparsers(dest="command", required=True, metavar="{check,pair,run,layers}")
+    sub = ap.add_subparsers(dest="command", required=True, metavar="{check,pair,run,layers,view}")
     c = sub.add_parser("check", help="judge every pair of a hand-in folder", allow_abbrev=False)
     c.add_argument("folder", type=Path, help="a hand-in folder (log_reprod/)")
     add_check_flags(c)
@@ -462,6 +471,7 @@ def parser(prog: str = "python -m portcheck") -> argparse.ArgumentParser:
     run.add_parser(sub)
     from portcheck.forward import stream  # two checkpoint folders, block by block: portcheck.forward.stream
     stream.add_parser(sub)
+    view.add_parser(sub, add_check_flags)  # check's page, opened in a browser
     return ap
 
 
@@ -476,6 +486,8 @@ def add_check_flags(ap):
                     "every pair of the guide, each missing one red)")
     ap.add_argument("--csv", type=Path, metavar="FILE", help="also write every key's figures and verdicts here, a "
                     "row per key and rule (never over a file this flag did not write)")
+    ap.add_argument("--html", type=Path, metavar="PAGE", help="also write the verdicts as one page here, which "
+                    "opens offline in a browser (never over a file portcheck did not write)")
 
 
 def once_each(flag: str, given) -> dict:
@@ -495,14 +507,23 @@ def run_check(folder, args, extra=None) -> int:
         if csv.exists() and not report.csv_is_ours(csv):
             raise PipelineError(f"--csv {csv} exists and was not written by --csv (a file of your own?): choose "
                                 "another file [PC132]")
-    rows = [] if csv is not None else None
-    red = check(folder, given, args.strict, args.only, extra, kinds, rows)
+    html = getattr(args, "html", None)
+    if html is not None:
+        page.writable_page(html)
+    rows = [] if csv is not None or html is not None else None
+    said, printed = ([], []) if html is not None else (None, None)
+    with view.said(printed) if html is not None else contextlib.nullcontext():
+        red = check(folder, given, args.strict, args.only, extra, kinds, rows, said)
     if csv is not None:
         report.write_csv(rows, csv)
         print(report.one_line(f"figures: {csv} ({len(rows)} rows)"))
-    print(report.one_line(f"{folder}: " + ("every pair green" + (" on every verdict" if args.strict else "")
-                                            + (f" (partial: --only {args.only})" if args.only else "")
-                                            if not red else f"{red} pair(s) red")))
+    last = report.one_line(f"{folder}: " + ("every pair green" + (" on every verdict" if args.strict else "")
+                                           + (f" (partial: --only {args.only})" if args.only else "")
+                                           if not red else f"{red} pair(s) red"))
+    if html is not None:  # the pairs' lines first in what was printed, each pair's block as check said it
+        rest = printed[sum(len(lines) for _, _, lines in said):]
+        print(report.one_line(page.write(view.folder_view(folder, red, said, rest, rows, last), html)))
+    print(last)
     return 1 if red else 0
 
 
@@ -514,6 +535,8 @@ def main(argv=None):
         if args.command == "run":
             from portcheck.scripts import run
             return run.main(args)
+        if args.command == "view":
+            return view.main(args, run_check)
         if args.command == "layers":
             from portcheck.forward import stream
             return stream.main(args)

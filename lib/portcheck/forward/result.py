@@ -3,7 +3,7 @@ call's name with its Paddle counterpart's. May import core and mapping; forward'
 import dataclasses
 from dataclasses import dataclass, field
 
-from portcheck.core import calibrated
+from portcheck.core import calibrated, page, report
 from portcheck.core.diff import NOT_JUDGED, first_diverging
 from portcheck.core.report import format_table
 from portcheck.mapping.pairing import ROOT, split_key
@@ -25,7 +25,7 @@ class Named(str):
 
 
 @dataclass
-class ForwardReport:
+class ForwardReport(page.Viewable):
     rows: list = field(default_factory=list)       # [diff.KeyResult] in torch's run order
     unpaired: list = field(default_factory=list)   # Paddle records no torch module maps to
     stopped: dict = field(default_factory=dict)    # {"torch" or "paddle": the error its run stopped on}
@@ -123,6 +123,32 @@ class ForwardReport:
         paired = self.paired
         first = first_diverging([r for r in paired if not r.beyond(calibrated.MEAN_BOUND)])
         return report.figures(paired, "forward", first=first) + report.figures(self.isolated or [], "forward, isolated")
+
+    def view(self, title: str = "compare_forward") -> dict:
+        """The page's data (portcheck.core.page): the verdict, every paired module output nested as the model
+        nests it, each beside its own computation on torch's values (isolate=True), the first differing call."""
+        paired, first = self.paired, self.first_diverging
+        origin = first_diverging([r for r in paired if not r.beyond(calibrated.MEAN_BOUND)])
+        rows = [dict(row, paddle=self.paddle_name(row["name"]))
+                for row in report.figures(paired, "forward", first=origin)]
+        isolated = {row["name"]: row for row in report.figures(self.isolated or [], "forward, isolated")}
+        said = (f"the runs part at {first.both}" if first else "every module within its rule" if self.passed else
+                "red: " + "; ".join(f"the {side} model stopped" for side in self.stopped) if self.stopped else
+                "red: nothing paired" if not paired else "red")
+        verdicts = [{"name": "measured", "passed": self.passed, "text": f"measured rule (K x torch's own fp32 "
+                     f"error): {'green' if self.passed else 'RED'}"},
+                    {"name": "guide", "passed": self.guide_passed, "text": "the guide's bound on the mean: "
+                     + ("green" if self.guide_passed else "RED")}]
+        call = self.first_call
+        return {"title": title, "passed": self.passed, "headline": said,
+                "first": {"torch": str(first), "paddle": first.paddle} if first else None,
+                "verdicts": verdicts,
+                "first_call": {"torch": str(call.torch), "paddle": str(call.paddle)} if call and call.found else
+                ({"no call named": call.line()} if call else None),
+                "sections": [{"kind": "tree", "title": "module by module: cumulative, and isolated on torch's values",
+                              "rows": rows, "isolated": isolated, "first": first and str(first)},
+                             {"kind": "lines", "title": "the table", "lines": self.table().splitlines()}]}
+
 
     def table(self) -> str:
         """Every paired module output, in run order (torch modules with no Paddle counterpart are counted

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-from portcheck.core import calibrated, spill
+from portcheck.core import calibrated, page, report, spill
 from portcheck.forward.compare import judged_as_run
 from portcheck.forward.outputs import judge_records
 from portcheck.forward.result import ForwardReport
@@ -232,7 +232,7 @@ class Block:
 
 
 @dataclass
-class StreamReport:
+class StreamReport(page.Viewable):
     blocks: list = field(default_factory=list)   # [Block] in run order
     upcast: dict = field(default_factory=dict)   # {side: the dtypes on disk} where they are not all float32
     stopped: str = ""                            # why the stream stopped before the last block, if it did
@@ -306,6 +306,24 @@ class StreamReport:
                      f"{self.first_isolated}" if first or self.first_isolated else
                      "every block within its rule, cumulative and isolated" if self.passed else "")
         return "\n".join(line for line in lines if line)
+
+    def view(self) -> dict:
+        """The page's data (portcheck.core.page): each block's verdicts, every module of every block nested
+        under its block, cumulative beside isolated (each block's Paddle side on torch's input)."""
+        data = self.cumulative.view("portcheck layers")
+        iso = {row["name"]: row for row in report.figures(self.isolated.paired, "forward, isolated")}
+        tree = data["sections"][0]
+        tree.update(isolated=iso, title="block by block: cumulative, and each block on torch's input")
+        first = self.first_diverging
+        data.update(passed=self.passed, sections=[tree, {"kind": "lines", "title": "the table",
+                                                         "lines": self.table().splitlines()}],
+                    headline=(f"the runs part at {first} (block {self.block_of(first)})" if first else
+                              "every block within its rule, cumulative and isolated" if self.passed else
+                              f"red{': ' + self.stopped if self.stopped else ''}"),
+                    verdicts=[{"name": b.name, "passed": b.cumulative.passed and b.isolated.passed, "text": line}
+                              for b, line in zip(self.blocks, self.lines())])
+        return data
+
 
     def plot(self, path) -> str:
         """compare_forward's plot: the cumulative run beside each block on torch's input."""

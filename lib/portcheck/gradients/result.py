@@ -5,7 +5,7 @@ May import portcheck.core, portcheck.forward and portcheck.gradients.kinks.
 """
 from dataclasses import dataclass, field
 
-from portcheck.core import calibrated, tolerances
+from portcheck.core import calibrated, page, tolerances
 from portcheck.core.diff import NOT_JUDGED, first_diverging
 from portcheck.core.report import format_table
 from portcheck.forward.result import ForwardReport, unjudged_lines
@@ -20,7 +20,7 @@ LAST = " (after the last step)"  # a weight's row name after the last step, wher
 
 
 @dataclass
-class BackwardReport:
+class BackwardReport(page.Viewable):
     forward: ForwardReport = None                 # every module's output in the first step's forward
     grads: list = field(default_factory=list)    # [diff.KeyResult] per parameter, in forward order
     steps: list = field(default_factory=list)    # [[diff.KeyResult] per step: loss, lr, statistics (weights: last)]
@@ -106,6 +106,34 @@ class BackwardReport:
         for i, step in enumerate(self.steps):
             rows += report.figures(step, "step", i + 1, self.first_in_step(i))
         return report.frame(rows)
+
+    def view(self) -> dict:
+        """The page's data (portcheck.core.page): the first forward's module tree, then each parameter's gradient
+        and each step's values (its loss, lr, weights), worst first."""
+        from portcheck.core import report
+        first = self.first_diverging
+        data = self.forward.view("compare_backward") if self.forward is not None else {
+            "title": "compare_backward", "verdicts": [], "sections": []}
+        forward_first = self.forward is not None and self.forward.first_diverging
+        grad = None if forward_first else self.first_diverging_gradient
+        step = None if forward_first or grad else self.first_diverging_step
+        sections = [s for s in data["sections"] if s["kind"] == "tree"]
+        sections.append({"kind": "table", "title": "gradients after the first backward, per parameter, worst first",
+                         "rows": report.figures(self.grads, "gradient"), "first": grad})
+        for i, rows in enumerate(self.steps):
+            sections.append({"kind": "table", "title": f"after step {i + 1}: loss, lr and weights, worst first",
+                             "rows": report.figures(rows, "step", i + 1),
+                             "first": step[1] if step and step[0] == i else None})
+        sections.append({"kind": "lines", "title": "the table", "lines": self.table().splitlines()})
+        data.update(passed=self.passed, sections=sections,
+                    first={"torch": str(first), "paddle": getattr(first, "paddle", str(first))} if first else None,
+                    headline=f"the runs part at {getattr(first, 'both', first)}" if first else
+                    "every module, gradient and step within its rule" if self.passed else "red")
+        data["verdicts"] = [{"name": "backward", "passed": self.passed, "text": "first forward, gradients and "
+                             f"{len(self.steps)} step(s), measured rule: {'green' if self.passed else 'RED'}"}] \
+            + data["verdicts"]
+        return data
+
 
     def table(self) -> str:
         lines = ["the first forward, every module:", self.forward.table()] if self.forward is not None else []

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-from portcheck.core import calibrated, diff, record, report, tolerances
+from portcheck.core import calibrated, diff, page, record, report, tolerances
 from portcheck.pipeline import data, steps
 from portcheck.forward.twin import F64
 from portcheck.core.errors import PipelineError
@@ -175,7 +175,7 @@ EXACT = "_torch64.npy"
 
 
 @dataclass
-class MeasuredVerdict:
+class MeasuredVerdict(page.Viewable):
     """A pair judged by the guide's rule and by the rule measured on the model, with the strict one beside."""
     name: str
     guide: diff.CheckResult    # guide_verdict's: each key by tolerances.ReprodLog at `threshold`
@@ -248,6 +248,20 @@ class MeasuredVerdict:
     @property
     def _largest(self) -> float:
         return max((k.scale for k in self.strict.keys if math.isfinite(k.scale)), default=0.0)
+
+    def view(self) -> dict:
+        """The page's data (portcheck.core.page): the pair's three rules' verdicts and its run's, then each key by
+        the measured rule and by the guide's, worst first, then its diff log's lines."""
+        said = [(self.guide.passed, describe_guide(self.guide, self.threshold, spread=self.spread)),
+                (self.measured_passed, self.describe_measured()), (self.strict.passed, describe_strict(
+                    self.strict, self.threshold)), (self.same_run[0], f"same run: {self.same_run[-1]}")]
+        keys = [("measured", self.rows), ("the guide's", self.guide.keys)]
+        return {"title": f"{self.name}_diff", "passed": self.passed, "first": None,
+                "headline": f"{self.name}: " + ("green" if self.passed else "red"),
+                "verdicts": [{"name": self.name, "passed": ok, "text": text} for ok, text in said],
+                "sections": [{"kind": "table", "title": f"each key by {how} rule, worst first", "rows":
+                              report.figures(rows, self.name)} for how, rows in keys if rows]
+                + [{"kind": "lines", "title": "its diff log", "lines": [m for m, _ in self.messages()]}]}
 
     def messages(self) -> list:
         """The diff log: reprod_log's format first (what readers of the guide's logs and parse_diff_log
@@ -484,13 +498,19 @@ def hand_in(folder, pair: str, top, comparison=None) -> str:
     """Copy a judged pair from a step's folder into a log_reprod/ folder `top`: the pair and its diff log at
     the top, the run records and the float64 run in top/diagnostics/ (and TAKEN, where its check judged with that
     run). comparison: the pair's ForwardReport or BackwardReport (compare_forward's, judge_backward's), drawn as
-    <pair>_modules.png beside the pair and handed in with its diagnostics when matplotlib is installed. Returns
+    <pair>_modules.png beside the pair and handed in with its diagnostics when matplotlib is installed, and its
+    page (portcheck.core.page) left as top/diagnostics/report.html. Returns
     the plot's line, naming the picture where the hand-in holds it ("" without a comparison)."""
     folder, pair = Path(folder), pair_name(pair)
     a_comparison(comparison)
     drawn, said = [], ""
+    viewed = callable(getattr(comparison, "view", None))
+    if viewed:  # its page beside the pictures: checked before anything is written
+        page.writable_page(Path(top) / report.DIAGNOSTICS / page.NAME)
     if comparison is not None:
         said = comparison.plot(folder / f"{pair}{PLOT}")
         drawn = [folder / f"{pair}{PLOT}"] if said.startswith("plot:") else []
     report.hand_in(*handed_in(folder, pair), diagnostics=[*_diagnostics(folder, pair), *drawn], top=top)
+    if viewed:
+        page.write(comparison.view(), Path(top) / report.DIAGNOSTICS / page.NAME)
     return f"plot: {Path(top) / report.DIAGNOSTICS / drawn[0].name}" if drawn else said

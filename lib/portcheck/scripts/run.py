@@ -62,6 +62,7 @@ from portcheck.gradients.against_itself import KEPT, MOVED, RUNNING, against_its
 from portcheck.gradients.backward import _counterpart, judged, renames
 from portcheck.gradients.kinks import TAKING_KEYS, crossing_lines
 from portcheck.forward.twin import F64
+from portcheck.core import page
 from portcheck.core.errors import PipelineError, fail
 from portcheck.core.fileio import load_npy, read_json
 from portcheck.core.keys import ROOT
@@ -373,6 +374,7 @@ def judge(out: Path, statuses: dict, steps: int, rank: int = 0, again=None, seal
     diverged = kink_files.save_kinks(pairs, "bp_align", report)
     tables = [*diverged, *(f"configuration: {line}" for line in [*config, *settled]), *report.table().splitlines()]
     handin.check_outputs(pairs, PAIRS, top)
+    page.writable_page(top / DIAGNOSTICS / page.NAME)
     with contextlib.redirect_stdout(io.StringIO()):  # the diff logs' lines: in their files, the summary below
         verdicts = {name: handin.judge_and_log(pairs, name, top=top, after_steps=name in ("lr", "bp_align"),
                                                tables=tables if name == "bp_align" else ())
@@ -382,6 +384,7 @@ def judge(out: Path, statuses: dict, steps: int, rank: int = 0, again=None, seal
     runconfig.hand_in(top / DIAGNOSTICS, {side: statuses[side]["config"] for side in ("torch", "paddle")}, modules,
                       renamed, step_lrs(t, p, steps), {side: dep for side, (_, dep) in sides.items()}, script,
                       measured=measurements)
+    page.write(report.view(), top / DIAGNOSTICS / page.NAME)  # the run's page beside its hand-in (portcheck view)
 
     print("\nportcheck run: the configuration first")
     for line in [*config, *settled]:

@@ -1,0 +1,130 @@
+"""A hand-in as a page: what `python -m portcheck check` derives from the folder, formatted by portcheck.core.page.
+
+    python -m portcheck check log_reprod --html check.html   # the verdicts, and the page of them
+    python -m portcheck view log_reprod                      # the page, opened in your browser
+    python -m portcheck view DIR --no-browser                # its path only (`run`'s DIR: its log_reprod/)
+
+The page is always made anew from the folder's pairs, as `check` judges them: a page found in the folder (a
+contestant's report.html) is never read, trusted or shown.
+"""
+import contextlib
+import io
+import os
+import sys
+import tempfile
+import webbrowser
+from pathlib import Path
+
+from portcheck.core import page, report
+from portcheck.core.errors import PipelineError
+
+PAGE = page.NAME
+
+
+class _Tee(io.TextIOBase):
+    """stdout as it is, and each line kept: a pair's printed lines shown on its page as they were said."""
+
+    def __init__(self, out):
+        self.out, self.kept = out, []
+
+    def write(self, text):
+        self.out.write(text)
+        self.kept.append(text)
+        return len(text)
+
+    def flush(self):
+        self.out.flush()
+
+
+@contextlib.contextmanager
+def said(lines: list):
+    """Lines printed inside the block, still printed, appended to `lines`."""
+    tee = _Tee(sys.stdout)
+    with contextlib.redirect_stdout(tee):
+        yield
+    lines += "".join(tee.kept).splitlines()
+
+
+def curves(below) -> list:
+    """The training curves a hand-in holds (diagnostics/train_log_*.npy, each bound to its run record), both
+    sides: loss and lr per step, each metric per evaluation; [] where it holds none or they cannot be read
+    (`check` says why on train_align's line)."""
+    from portcheck.pipeline import training
+    if below is None or not all((Path(below) / f"{training.LOG}_{s}.npy").is_file() for s in ("torch", "paddle")):
+        return []
+    try:
+        t, p, _ = training.logs(below)
+    except PipelineError:
+        return []
+    out = []
+    for key, x in [("loss", None), ("lr", None)] + [(k, "eval_step") for k in t if k.startswith(training.METRIC)]:
+        if key in t and key in p:
+            n = min(len(t[key]), len(p[key]))
+            steps = list(range(n)) if x is None else [float(s) for s in t.get(x, range(n))[:n]]
+            out.append({"name": key, "x": steps, "torch": t[key][:n].tolist(), "paddle": p[key][:n].tolist()})
+    return out
+
+
+def folder_view(folder, red: int, pairs: list, rest: list, rows: list, last: str) -> dict:
+    """The page's data of a hand-in as `check` judged it: red, its count of red pairs (check's return); pairs,
+    [(pair, whether red, the lines check printed for it)]; rest, check's other lines; rows, every key's figures
+    (report.figures, as `--csv` writes them); last, check's final line."""
+    from portcheck.pipeline import handin
+    sections = []
+    for name, _, _ in pairs:
+        keys = [r for r in rows if r["part"] == name]
+        if keys:
+            sections.append({"kind": "table", "title": f"{name}: every key, worst first", "rows": keys})
+    drawn = curves(handin.ours(folder))
+    if drawn:
+        sections.append({"kind": "curves", "title": "training: both sides and their difference", "curves": drawn})
+    verdicts = [{"name": name, "passed": not is_red, "text": "\n".join(lines)} for name, is_red, lines in pairs]
+    verdicts += [{"name": "the folder", "passed": None, "text": "\n".join(rest)}] if rest else []
+    return {"title": f"python -m portcheck check {Path(folder).name}", "passed": not red, "headline": last,
+            "first": None, "verdicts": verdicts, "sections": sections}
+
+
+def hand_in_folder(folder: Path) -> Path:
+    """`folder`, or its log_reprod/ where it is `portcheck run`'s output folder."""
+    folder = Path(folder).expanduser()
+    return folder / "log_reprod" if not any(folder.glob("*_torch*.npy")) and (folder / "log_reprod").is_dir() \
+        else folder
+
+
+def has_display() -> bool:
+    """Whether a browser can show a window here: on Linux and the BSDs, an X or Wayland display."""
+    if sys.platform.startswith(("linux", "freebsd", "openbsd")):
+        return bool(os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"))
+    return True
+
+
+def add_parser(sub, add_check_flags):
+    v = sub.add_parser("view", help="a hand-in as one page, opened in your browser", allow_abbrev=False)
+    v.add_argument("folder", type=Path, help="a hand-in folder (log_reprod/), or `portcheck run`'s output folder")
+    add_check_flags(v)
+    v.add_argument("--no-browser", action="store_true", help="write the page and print its path only")
+    return v
+
+
+def main(args, run_check) -> int:
+    """`view`: the page of check's verdicts, written to --html or a new temporary folder, then opened."""
+    args.folder, made = hand_in_folder(args.folder), None
+    if args.html is None:  # never into the folder judged: it may be a contestant's
+        made = Path(tempfile.mkdtemp(prefix="portcheck-view-"))
+        args.html = made / PAGE
+    try:
+        code = run_check(args.folder, args)
+    except BaseException:  # a refusal, Ctrl-C: the empty folder made for the page goes too
+        if made is not None and not any(made.iterdir()):
+            made.rmdir()
+        raise
+    uri = args.html.resolve().as_uri()
+    if args.no_browser:
+        print(args.html)
+    elif not has_display():
+        print(report.one_line(f"no display here to open a browser on: open {args.html} on a machine with one"))
+    elif not webbrowser.open(uri):
+        print(report.one_line(f"no browser could be started here: open {args.html} in one"))
+    else:
+        print(report.one_line(f"opened {uri} in your browser"))
+    return code
