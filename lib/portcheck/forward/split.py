@@ -1,0 +1,203 @@
+"""compare_split: a Paddle model in tensor parallel (its ranks as processes of paddle.distributed.spawn) judged
+module by module against the torch model in this process, by judge_forward. Each rank records its modules
+(split_rank); each output is gathered as its layer defines it (a column-parallel output's columns joined on the last
+axis; a row-parallel or vocabulary-parallel output, after its all-reduce, taken whole); then each rank's own part is
+judged against torch's (its columns, or its whole copy), and a module whose part differs on any rank is red, with
+the ranks named. The allowance is judge_forward's: torch's own fp32 error, measured. Imports numpy, core and
+forward's compare, judging and result; Paddle only inside its functions."""
+import dataclasses
+import json
+import multiprocessing.connection
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from portcheck.core.errors import PipelineError
+from portcheck.forward import split_rank
+from portcheck.forward.compare import judge_forward, record_forward
+from portcheck.forward.judging import judge_one
+from portcheck.forward.result import ForwardReport
+from portcheck.forward.twin import F64
+
+TIMEOUT = 600  # seconds a launch may take, every rank: a rank that hangs ends them all
+
+
+@dataclass
+class SplitReport(ForwardReport):
+    degree: int = 1
+    ranks: dict = field(default_factory=dict)   # {torch row name: [the ranks whose own part differs]}
+    standins: str = ""                          # the CPU stand-ins' line, "" where Paddle's own ops ran
+    stop_ranks: list = field(default_factory=list)  # the ranks whose run stopped (report.stopped["paddle"] says how)
+
+    @property
+    def passed(self) -> bool:
+        return super().passed and not self.ranks
+
+    def parted(self, name=None) -> list:
+        """The ranks where `name` (default the first diverging module) parts from torch."""
+        name = self.first_diverging if name is None else name
+        return self.ranks.get(str(name), list(range(self.degree)) if name is not None else [])
+
+    def table(self) -> str:
+        lines = [super().table(), f"the Paddle model ran split across {self.degree} ranks"
+                 + (f"; {self.standins}" if self.standins else "; Paddle's own model-parallel ops")]
+        first = self.first_diverging
+        if first is not None and (str(first) in self.ranks or not self.stopped):
+            whole = "" if str(first) in self.ranks else " (its output is whole on every rank)"
+            lines.append(f"{first.both} parts from torch on rank {', '.join(map(str, self.parted()))} of "
+                         f"{self.degree}{whole}")
+        if len(self.ranks) > (first is not None and str(first) in self.ranks):
+            named = [f"{name} (rank {', '.join(map(str, r))})" for name, r in self.ranks.items()]
+            lines.append(f"{len(named)} module outputs part from torch on some rank: {', '.join(named[:3])}"
+                         + (f" and {len(named) - 3} more" if len(named) > 3 else ""))
+        stop = self.stopped.get("paddle")
+        lines += [f"the Paddle model stopped on rank {', '.join(map(str, self.stop_ranks))}: {stop}"] \
+            if stop and self.stop_ranks else []
+        return "\n".join(lines)
+
+
+def compare_split(torch_model, build, inputs, degree=2, state=None, timeout=TIMEOUT) -> SplitReport:
+    """The Paddle model built by build(rank, degree) on each of `degree` ranks (a function at the top level of a
+    module: each rank is a new process), judged against torch_model (eval mode is the caller's; Paddle's is set).
+    state: a single-card Paddle state (convert's), each rank's shard cut from it and checked against its model
+    (portcheck.mapping.shards); None: build loads its own (paddlenlp's from_pretrained(..., tensor_parallel_degree=,
+    tensor_parallel_rank=)). Returns a SplitReport: compare_forward's report, with .ranks and .parted()."""
+    return compare_splits(torch_model, build, inputs, degree, state, timeout=timeout)[None]
+
+
+def compare_splits(torch_model, build, inputs, degree=2, state=None, variants=None, timeout=TIMEOUT) -> dict:
+    """compare_split for the model as built and for each of `variants` ({name: fn(model, rank) changing the
+    rank's model, or returning another}), all in one launch of the ranks: {None: the model's report, name: ...}."""
+    variants = dict(variants or {})
+    checked_degree(torch_model, degree)
+    torch_record = record_forward(torch_model, inputs)
+    folder = Path(tempfile.mkdtemp(prefix="portcheck_split_"))
+    try:
+        line = launch(folder, build, inputs, degree, state, list(variants.values()), timeout)
+        out = {None: judged(torch_record, folder, 0, degree, line)}
+        paired = dict(out[None].pairing.pairs)  # each variant's modules are the model's: paired as its run paired them
+        out.update((name, judged(torch_record, folder, n, degree, line, paired)) for n, name in enumerate(variants, 1))
+        return out
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def checked_degree(torch_model, degree):
+    """A degree that splits the model's heads and vocabulary (its config's, where it has one), else one line."""
+    if isinstance(degree, bool) or not isinstance(degree, int) or degree < 1:
+        raise PipelineError(f"degree={degree!r}: give the number of ranks, an integer >= 1 [PC427]")
+    config = getattr(torch_model, "config", None)
+    for field_ in ("num_attention_heads", "num_key_value_heads", "vocab_size"):
+        size = getattr(config, field_, None)
+        if isinstance(size, int) and size % degree:
+            raise PipelineError(f"degree {degree} does not divide the model's {field_} ({size}): each rank holds an "
+                                f"equal part; give a degree that divides it [PC422]")
+
+
+def launch(folder: Path, build, inputs, degree, state, variants, timeout) -> str:
+    """The ranks started, waited for and ended: the stand-ins' line; a rank that fails, dies or outlasts `timeout`
+    is one line naming it, every rank ended first."""
+    import paddle.distributed as dist
+    context = dist.spawn(split_rank.run, args=(str(folder), build, inputs, degree, state, variants),
+                         nprocs=degree, join=False, daemon=True, backend="gloo")
+    processes, deadline, failed = list(context.processes), time.monotonic() + timeout, None
+    try:
+        while failed is None and any(p.is_alive() for p in processes):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            multiprocessing.connection.wait([p.sentinel for p in processes if p.is_alive()], timeout=min(left, 1.0))
+            failed = next((r for r, p in enumerate(processes) if p.exitcode not in (None, 0)), None)
+    finally:
+        for p in processes:
+            if p.is_alive():
+                p.kill()
+            p.join()
+    if failed is not None:
+        error = _error(folder, failed)
+        raise PipelineError(f"rank {failed} of {degree} " + (f"stopped: {error}" if error else
+                            f"died (exit code {processes[failed].exitcode})") + "; every rank ended [PC423]")
+    unfinished = [r for r in range(degree) if not (folder / f"rank{r}" / split_rank.DONE).is_file()]
+    if unfinished:
+        raise PipelineError(f"rank {', '.join(map(str, unfinished))} of {degree} did not finish in {timeout} s "
+                            "(a rank that hangs, or waits for one that does); every rank ended; give timeout= more "
+                            "seconds if the model is that slow [PC424]")
+    lines = {json.loads((folder / f"rank{r}" / split_rank.DONE).read_text())["standins"] for r in range(degree)}
+    return "; ".join(sorted(x for x in lines if x))
+
+
+def _error(folder: Path, rank: int) -> str:
+    path = folder / f"rank{rank}" / split_rank.ERROR
+    return path.read_text().splitlines()[0] if path.is_file() else ""
+
+
+def _load(where: Path) -> tuple:
+    """A rank's record ({key: array}), its keys' layouts and the error its run stopped on."""
+    meta = json.loads((where / "keys.json").read_text())
+    with np.load(where / "arrays.npz", allow_pickle=False) as arrays:
+        record = {key: arrays[f"k{i}"] for i, (key, _) in enumerate(meta["keys"])}
+    return record, {key: layout for key, layout in meta["keys"]}, meta["stopped"]
+
+
+def gathered(records: list, layouts: dict) -> dict:
+    """One record of the whole model from the ranks': a column layout's parts joined on the last axis, the rest
+    rank 0's (each rank's own is judged apart, ranks_apart); keys only some ranks hold: rank 0's."""
+    out = {}
+    for key, value in records[0].items():
+        parts = [r.get(key) for r in records]
+        if layouts.get(key) == split_rank.CAT and all(p is not None and np.ndim(p) for p in parts):
+            out[key] = np.concatenate(parts, axis=-1)
+        else:
+            out[key] = value
+    return out
+
+
+def ranks_apart(report, torch_record: dict, records: list, layouts: dict) -> dict:
+    """{torch row name: [ranks]} for each judged output some rank's own part of differs from torch's: its columns,
+    or its whole copy; each such row replaced by the first differing rank's where the gathered one passed."""
+    out = {}
+    for i, row in enumerate(report.rows):
+        p_key = report.counterparts.get(f"out/{row.name}")
+        a, ref = torch_record.get(f"out/{row.name}"), torch_record.get(F64 + f"out/{row.name}")
+        if p_key is None or a is None or ref is None or not row.judged:
+            continue
+        parts = [r.get(p_key) for r in records]
+        if any(p is None for p in parts):
+            continue
+        cut = layouts.get(p_key) == split_rank.CAT
+        if cut and a.shape[-1:] != (sum(np.shape(p)[-1] for p in parts),):
+            continue  # shapes differ: the gathered row says so
+        edges = np.cumsum([0] + [np.shape(p)[-1] for p in parts]) if cut else None
+        rows = [judge_one(row.name, a[..., edges[r]:edges[r + 1]] if cut else a,
+                          ref[..., edges[r]:edges[r + 1]] if cut else ref, p) for r, p in enumerate(parts)]
+        bad = [r for r, judged in enumerate(rows) if not judged.passed]
+        if bad:
+            out[row.name] = bad
+            if row.passed:
+                report.rows[i] = rows[bad[0]]
+    return out
+
+
+def judged(torch_record: dict, folder: Path, n: int, degree: int, line: str, name_map=None) -> SplitReport:
+    """Run n's records of every rank gathered and judged against torch's (judge_forward), each rank's part too."""
+    loaded = [_load(folder / f"rank{r}" / str(n)) for r in range(degree)]
+    records, layouts = [x[0] for x in loaded], loaded[0][1]
+    whole = gathered(records, layouts)
+    stops = [r for r, x in enumerate(loaded) if x[2]]
+    try:
+        base = judge_forward(torch_record, whole, name_map)
+    except PipelineError as e:
+        if not stops:
+            raise
+        raise PipelineError(f"the Paddle model stopped on rank {', '.join(map(str, stops))} of {degree}, "
+                            f"{loaded[stops[0]][2]}, and what ran cannot be paired alone: {e} [PC426]") from None
+    report = SplitReport(**{f.name: getattr(base, f.name) for f in dataclasses.fields(ForwardReport)},
+                         degree=degree, standins=line)
+    if stops:
+        report.stopped["paddle"], report.stop_ranks = loaded[stops[0]][2], stops
+    report.ranks = ranks_apart(report, torch_record, records, layouts)
+    return report

@@ -1,0 +1,140 @@
+"""What each rank of a tensor-parallel Paddle model does under portcheck.forward.split: fleet set up for model
+parallel, the CPU stand-ins installed where there is no GPU (standins), the model built and its shard loaded and
+checked (mapping.shards), every module's output recorded (mapping.trace) with how its layer lays it out across the
+ranks, written to the run's folder for the parent to gather. Imports numpy, core and mapping; Paddle inside its
+functions."""
+import json
+import traceback
+from pathlib import Path
+
+import numpy as np
+
+from portcheck.core.errors import PipelineError, first_line
+from portcheck.mapping import modules, shards
+from portcheck.mapping.trace import STOPPED, trace
+
+CAT, ONE = "cat", "one"  # an output's layout: columns on the last axis per rank, or whole and the same on every rank
+ERROR, DONE = "error.txt", "done.json"  # each rank's folder: the one line it stopped on, or what it recorded
+
+
+def layouts(model) -> dict:
+    """{module name: (its output's layout, its first input's)} as its layer defines it: a ColumnParallelLinear
+    without gather_output gives its columns, a RowParallelLinear with input_is_parallel takes them and gives the
+    whole after its all-reduce, a VocabParallelEmbedding the whole; a module holding a tensor split on its last axis
+    (paddlenlp's LlamaLMHead) its columns where its output is as wide as its part. Every other module: the whole."""
+    out = {}
+    for name, layer in model.named_sublayers(include_self=True):
+        kind = type(layer).__name__
+        if kind == "ColumnParallelLinear":
+            out[name] = (ONE if layer.gather_output else CAT, ONE)
+        elif kind == "RowParallelLinear":
+            out[name] = (ONE, CAT if layer.input_is_parallel else ONE)
+        else:
+            split = [p for p in layer.parameters(include_sublayers=False) if getattr(p, "is_distributed", False)
+                     and int(getattr(p, "split_axis", 0)) == len(p.shape) - 1 and kind != "VocabParallelEmbedding"]
+            out[name] = (CAT, ONE) if split else (ONE, ONE)
+            if split:
+                out[name] = (CAT, ONE, int(split[0].shape[-1]))  # its columns only where this wide
+    return out
+
+
+def full_modules(model, degree: int) -> dict:
+    """modules.describe's mod/ keys with each distributed tensor at its full size (its split axis times the
+    degree): the model as pairing sees torch's, one process."""
+    out = {}
+    for name, layer in model.named_sublayers(include_self=True):
+        shapes = []
+        for p in layer.parameters(include_sublayers=False):
+            shape = list(p.shape)
+            if getattr(p, "is_distributed", False):
+                shape[int(getattr(p, "split_axis", 0))] *= degree
+            shapes.append(shape)
+        flat = [len(list(layer.children())), len(shapes)] + [d for s in shapes for d in (len(s), *s)]
+        out[f"{modules.META}{name or modules.ROOT}/{type(layer).__name__}"] = np.array(flat, dtype=np.int64)
+    return out
+
+
+def run(folder, build, inputs, degree, state, variants):
+    """One rank's whole work (paddle.distributed.spawn's target): each variant's record in folder/rank<r>/<n>/.
+    Any failure is one line in its folder's error.txt; the parent reads it."""
+    import paddle.distributed as dist
+    rank = dist.get_rank()
+    where = Path(folder) / f"rank{rank}"
+    where.mkdir(parents=True, exist_ok=True)
+    try:
+        line = _setup(degree)
+        for n, variant in enumerate([None, *variants]):
+            model = _built(build, rank, degree, state)
+            if variant is not None:
+                model = variant(model, rank) or model
+            _record(where / str(n), model, inputs, degree)
+        (where / DONE).write_text(json.dumps({"standins": line}))
+    except Exception as e:  # noqa: BLE001 - any failure of a rank is its one line, read by the parent
+        message = str(e) if isinstance(e, PipelineError) else first_line(e, 300)
+        (where / ERROR).write_text(message + "\n" + traceback.format_exc())
+        raise SystemExit(1)
+
+
+def _setup(degree):
+    """fleet for model parallel on `degree` ranks; the stand-ins' line on a CPU, else ""."""
+    from paddle.distributed import fleet
+    from portcheck.forward import standins
+    line = standins.install() if standins.on_cpu(degree) else ""
+    strategy = fleet.DistributedStrategy()
+    strategy.hybrid_configs = {"dp_degree": 1, "mp_degree": degree, "pp_degree": 1, "sharding_degree": 1}
+    fleet.init(is_collective=True, strategy=strategy)
+    return line
+
+
+def _built(build, rank, degree, state):
+    """The rank's model from the caller's build(rank, degree), in eval mode, its shard loaded when a state is given."""
+    model = build(rank, degree)
+    if state is not None:
+        model.set_state_dict(shards.checked_shard(state, model, rank, degree))
+    return model.eval()
+
+
+def _record(where: Path, model, inputs, degree):
+    """The rank's record written: arrays.npz (k0, k1, ... in run order), keys.json (their keys, each with its
+    layout); a run that stopped names the module it stopped in."""
+    where.mkdir(parents=True, exist_ok=True)
+    record = trace(model, inputs)
+    record.update(full_modules(model, degree))  # the same mod/ keys, each tensor at its full size
+    kinds = layouts(model)
+    keys, arrays = [], {}
+    for key, value in record.items():
+        arrays[f"k{len(keys)}"] = np.asarray(value)
+        keys.append([key, _layout(key, value, kinds)])
+    for pair in keys:  # the model's own output: laid out as the module's output it is (the head's)
+        if pair[0].startswith(f"out/{modules.ROOT}"):
+            value = record[pair[0]]
+            pair[1] = next((layout for key, layout in keys if key.startswith("out/") and not key.startswith(
+                f"out/{modules.ROOT}") and np.shape(record[key]) == np.shape(value) and
+                np.array_equal(record[key], value)), ONE)
+    np.savez(where / "arrays.npz", **arrays)
+    (where / "keys.json").write_text(json.dumps({"keys": keys, "stopped": _stopped(record)}))
+
+
+def _layout(key, value, kinds) -> str:
+    """A record key's layout across the ranks (layouts): out/ and in/ keys by their module's; the rest the same."""
+    side, _, rest = key.partition("/")
+    if side not in ("out", "in"):
+        return ONE
+    name = rest.split("#")[0].split("[")[0].split(":")[0]
+    kind = kinds.get(name)
+    if kind is None:
+        return ONE
+    if side == "in":
+        return kind[1]
+    if len(kind) == 3:  # a module holding a tensor split on its last axis: its columns where it is that wide
+        return CAT if np.ndim(value) and np.shape(value)[-1] == kind[2] else ONE
+    return kind[0]
+
+
+def _stopped(record):
+    """The error the run stopped on, with the module it was inside (the last entered that did not return), or None."""
+    error = next((k[len(STOPPED):] for k in record if k.startswith(STOPPED)), None)
+    if error is None:
+        return None
+    inside = [k[len("in/"):] for k in record if k.startswith("in/") and f"out/{k[len('in/'):]}" not in record]
+    return f"in {inside[-1]}: {error}" if inside else error
