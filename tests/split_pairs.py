@@ -1,49 +1,7 @@
-"""The tensor-parallel pair tests/test_split.py judges: transformers' tiny Llama (MLP biases on, so that a bias added
-on every rank shows) against paddlenlp's, built on each rank at tensor-parallel degree `degree`, and the bugs
-planted in a split. Each rank is a new process that imports this module: numpy alone at its top."""
-import numpy as np
-
-LLAMA = dict(vocab_size=64, hidden_size=32, intermediate_size=48, num_hidden_layers=2, num_attention_heads=4,
-             num_key_value_heads=2, max_position_embeddings=64, rms_norm_eps=1e-6, rope_theta=10000.0)
-IDS = {"input_ids": np.random.RandomState(0).randint(1, 64, (2, 16)).astype("int64")}
-
-
-def torch_llama():
-    import torch
-    from transformers import LlamaConfig, LlamaForCausalLM
-    torch.manual_seed(0)
-    model = LlamaForCausalLM(LlamaConfig(**LLAMA, mlp_bias=True, use_cache=False, attn_implementation="eager")).eval()
-    with torch.no_grad():  # transformers starts biases at zero, which a bias added twice would not show
-        for name, p in model.named_parameters():
-            if name.endswith(".bias"):
-                p.normal_(0, 0.1)
-    return model
-
-
-def with_mlp_bias(model):
-    """paddlenlp's Llama has no MLP biases: each projection given one, split as its layer splits its columns."""
-    for layer in model.llama.layers:
-        for name in ("gate_proj", "up_proj", "down_proj"):
-            linear = getattr(layer.mlp, name)
-            width = linear.weight.shape[1]
-            linear.bias = linear.create_parameter([width], is_bias=True)
-            if type(linear).__name__ == "ColumnParallelLinear":
-                linear.bias.is_distributed, linear.bias.split_axis = True, 0
-    return model
-
-
-def paddle_state(pt):
-    """torch's weights in the single-card Paddle model's layout (portcheck.convert)."""
-    from paddlenlp.transformers import LlamaConfig, LlamaForCausalLM
-    from portcheck import convert
-    single = with_mlp_bias(LlamaForCausalLM(LlamaConfig(**LLAMA, use_cache=False)))
-    return dict(convert(pt, single, layouts={"LlamaLMHead": "transpose"}, inputs=IDS))
-
-
-def build(rank, degree):
-    from paddlenlp.transformers import LlamaConfig, LlamaForCausalLM
-    return with_mlp_bias(LlamaForCausalLM(LlamaConfig(**LLAMA, use_cache=False, tensor_parallel_output=False,
-                                                      tensor_parallel_degree=degree, tensor_parallel_rank=rank)))
+"""The bugs tests/test_split.py plants in the tensor-parallel pair of examples/tiny_llama_split.py, each a change
+to one rank's model (or every rank's) after its shard is loaded. Each rank is a new process that imports this module:
+nothing heavy at its top."""
+from examples.tiny_llama_split import build
 
 
 def _swap(a, b):

@@ -1,6 +1,7 @@
 """A Paddle model in tensor parallel, two ranks under paddle.distributed.spawn (gloo, on CPU), judged module by module
-against the torch model in this process (portcheck.forward.split): the clean split green, each bug planted in a split
-red at its module and rank, all in one launch of the ranks (tests/split_pairs.py); the shards and the bad input."""
+against the torch model in this process (portcheck.forward.split): docs/large_models.md's program, its clean split
+green, with each bug of tests/split_pairs.py planted beside it in the same launch of the ranks, red at its module and
+rank; the shards and the bad input."""
 import multiprocessing
 import time
 
@@ -12,17 +13,38 @@ from portcheck.forward import split, standins
 from portcheck.mapping import shards
 
 import split_pairs as pairs
+from examples import tiny_llama_split as pair
+from test_docs_blocks import DOCS, printed_as_said, python_blocks, run_in_process
+
+
+@pytest.fixture(scope="module")
+def reports(tmp_path_factory):
+    """docs/large_models.md's split program, run alone in an empty folder with fresh globals, in this process (which
+    imports transformers and paddlenlp already); the one compare_split it calls judges every plant beside the clean
+    split in the same launch of the ranks (compare_splits' variants): {None: the page's report, plant: its report,
+    "page": (exit status, output, what the page says it prints)}."""
+    kept, original = {}, split.compare_split
+
+    def with_plants(torch_model, build, inputs, degree=2, state=None, timeout=split.TIMEOUT):
+        kept.update(split.compare_splits(torch_model, build, inputs, degree, state, pairs.PLANTS, timeout))
+        return kept[None]
+    split.compare_split = with_plants
+    try:
+        code, said = python_blocks(DOCS / "large_models.md")[1]
+        kept["page"] = (*run_in_process([code], tmp_path_factory.mktemp("split"))[0], said)
+    finally:
+        split.compare_split = original
+    return kept
 
 
 @pytest.fixture(scope="module")
 def torch_model():
-    return pairs.torch_llama()
+    return pair.torch_llama()
 
 
-@pytest.fixture(scope="module")
-def reports(torch_model):
-    """The clean split and every plant, judged from one launch of two ranks."""
-    return split.compare_splits(torch_model, pairs.build, pairs.IDS, 2, pairs.paddle_state(torch_model), pairs.PLANTS)
+def test_the_pages_program_runs_and_prints_what_the_page_says(reports):
+    status, output, said = reports["page"]
+    assert status == 0 and not printed_as_said(output, said), output[-3000:]
 
 
 def test_the_clean_split_is_green_against_torchs_own_error(reports):
@@ -84,7 +106,7 @@ def test_a_shard_is_cut_on_the_axis_its_layer_declares_and_checked_against_the_r
 def test_a_degree_that_does_not_divide_the_heads_or_vocabulary_is_one_line_before_any_rank_starts(torch_model):
     with pytest.raises(PipelineError, match=r"degree 3 does not divide the model's num_attention_heads \(4\).*"
                                             r"\[PC422\]$"):
-        split.compare_split(torch_model, pairs.build, pairs.IDS, 3)
+        split.compare_split(torch_model, pair.build, pair.IDS, 3)
     assert multiprocessing.active_children() == []
 
 
@@ -103,12 +125,12 @@ def test_a_paddle_whose_private_names_moved_is_refused_with_nothing_replaced(mon
 
 def test_a_rank_that_dies_is_one_line_naming_it_every_rank_ended(torch_model):
     with pytest.raises(PipelineError, match=r"^rank 1 of 2 died \(exit code 3\); every rank ended \[PC423\]$"):
-        split.compare_split(torch_model, pairs.dies_on_rank_1, pairs.IDS, 2)
+        split.compare_split(torch_model, pairs.dies_on_rank_1, pair.IDS, 2)
     assert multiprocessing.active_children() == []
 
 
 def test_ranks_that_outlast_the_timeout_are_one_line_every_rank_ended(torch_model):
     start = time.monotonic()
     with pytest.raises(PipelineError, match=r"^rank 0, 1 of 2 did not finish in 1 s .*every rank ended.*\[PC424\]$"):
-        split.compare_split(torch_model, pairs.build, pairs.IDS, 2, timeout=1)
+        split.compare_split(torch_model, pair.build, pair.IDS, 2, timeout=1)
     assert multiprocessing.active_children() == [] and time.monotonic() - start < 10
