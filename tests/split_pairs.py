@@ -61,3 +61,11 @@ def dies_on_rank_1(rank, degree):
         import os
         os._exit(3)
     return build(rank, degree)
+
+
+def hangs_on_rank_1(rank, degree):
+    """Rank 1 never returns its model; rank 0 records on and waits for it in the first all-reduce."""
+    if rank == 1:
+        import time
+        time.sleep(3600)
+    return build(rank, degree)

@@ -131,6 +131,20 @@ def test_a_rank_that_dies_is_one_line_naming_it_every_rank_ended(torch_model):
 
 def test_ranks_that_outlast_the_timeout_are_one_line_every_rank_ended(torch_model):
     start = time.monotonic()
-    with pytest.raises(PipelineError, match=r"^rank 0, 1 of 2 did not finish in 1 s .*every rank ended.*\[PC424\]$"):
+    with pytest.raises(PipelineError, match=r"^rank 0, 1 of 2 did not finish in 1 s: (it had started|never started)"
+                                            r", as had every rank; every rank ended;.*\[PC424\]$"):
         split.compare_split(torch_model, pair.build, pair.IDS, 2, timeout=1)
     assert multiprocessing.active_children() == [] and time.monotonic() - start < 10
+
+
+def test_a_rank_that_hangs_is_named_the_one_waiting_for_it_is_not(torch_model):
+    with pytest.raises(PipelineError, match=r"^rank 1 of 2 did not finish in 30 s: it had set up fleet, the other "
+                                            r"ranks had built its model \(run 1\); every rank ended;.*\[PC424\]$"):
+        split.compare_split(torch_model, pairs.hangs_on_rank_1, pair.IDS, 2, timeout=30)
+    assert multiprocessing.active_children() == []
+
+
+def test_ranks_that_disagree_on_the_config_are_one_line_each_field():
+    assert split.config_differences([{"num_hidden_layers": 2, "vocab_size": 64}, {"num_hidden_layers": 3,
+                                     "vocab_size": 64}]) == ["num_hidden_layers: rank 0 2, rank 1 3"]
+    assert split.config_differences([{"a": 1}, {"a": 1}]) == []

@@ -123,11 +123,40 @@ def launch(folder: Path, build, inputs, degree, state, variants, timeout) -> str
                             f"died (exit code {processes[failed].exitcode})") + "; every rank ended [PC423]")
     unfinished = [r for r in range(degree) if not (folder / f"rank{r}" / split_rank.DONE).is_file()]
     if unfinished:
-        raise PipelineError(f"rank {', '.join(map(str, unfinished))} of {degree} did not finish in {timeout} s "
-                            "(a rank that hangs, or waits for one that does); every rank ended; give timeout= more "
-                            "seconds if the model is that slow [PC424]")
-    lines = {json.loads((folder / f"rank{r}" / split_rank.DONE).read_text())["standins"] for r in range(degree)}
-    return "; ".join(sorted(x for x in lines if x))
+        stages = [_stage(folder, r) for r in range(degree)]
+        behind = [r for r in unfinished if stages[r] == min(stages)]  # the others wait for them in a collective
+        raise PipelineError(f"rank {', '.join(map(str, behind))} of {degree} did not finish in {timeout} s: "
+                            f"{_behind(stages)}; every rank ended; look for what only that rank does, or give "
+                            "timeout= more seconds if the model is that slow [PC424]")
+    done = [json.loads((folder / f"rank{r}" / split_rank.DONE).read_text()) for r in range(degree)]
+    differ = config_differences([d["config"] for d in done])
+    if differ:
+        raise PipelineError(f"the ranks disagree on the model's config: {'; '.join(differ)}; build every rank from "
+                            "one config, its rank aside [PC429]")
+    return "; ".join(sorted({d["standins"] for d in done if d["standins"]}))
+
+
+def _stage(folder: Path, rank: int) -> int:
+    path = folder / f"rank{rank}" / split_rank.STAGE
+    return int(path.read_text()) if path.is_file() and path.read_text().strip().isdigit() else -1
+
+
+def _behind(stages: list) -> str:
+    """Where the ranks left behind stopped, and how far the others got."""
+    said = lambda s: "never started" if s < 0 else f"it had {split_rank.stage_name(s)}" if s else "it had started"
+    ahead = sorted({s for s in stages if s > min(stages)})
+    return said(min(stages)) + (f", the other ranks had {split_rank.stage_name(ahead[-1])}" if ahead else
+                                ", as had every rank")
+
+
+def config_differences(configs: list) -> list:
+    """One line per config field the ranks' models disagree on (rank 0's against each other's)."""
+    first, out = configs[0] or {}, []
+    for rank, config in enumerate(configs[1:], 1):
+        for key in sorted(set(first) | set(config or {})):
+            if first.get(key) != (config or {}).get(key):
+                out.append(f"{key}: rank 0 {first.get(key)!r}, rank {rank} {(config or {}).get(key)!r}")
+    return out
 
 
 def _error(folder: Path, rank: int) -> str:

@@ -15,6 +15,7 @@ from portcheck.mapping.trace import STOPPED, trace
 
 CAT, ONE = "cat", "one"  # an output's layout: columns on the last axis per rank, or whole and the same on every rank
 ERROR, DONE = "error.txt", "done.json"  # each rank's folder: the one line it stopped on, or what it recorded
+STAGE = "stage.txt"  # each rank's folder: how far it got (stage_name), so that a rank that hangs is named
 
 
 def layouts(model) -> dict:
@@ -61,18 +62,41 @@ def run(folder, build, inputs, degree, state, variants):
     rank = dist.get_rank()
     where = Path(folder) / f"rank{rank}"
     where.mkdir(parents=True, exist_ok=True)
+    reached = lambda stage: (where / STAGE).write_text(str(stage))
     try:
+        reached(0)
         line = _setup(degree)
+        reached(1)
+        config = None
         for n, variant in enumerate([None, *variants]):
             model = _built(build, rank, degree, state)
+            config = _config(model) if config is None else config
+            reached(2 + 2 * n)
             if variant is not None:
                 model = variant(model, rank) or model
             _record(where / str(n), model, inputs, degree)
-        (where / DONE).write_text(json.dumps({"standins": line}))
+            reached(3 + 2 * n)
+        (where / DONE).write_text(json.dumps({"standins": line, "config": config}))
     except Exception as e:  # noqa: BLE001 - any failure of a rank is its one line, read by the parent
         message = str(e) if isinstance(e, PipelineError) else first_line(e, 300)
         (where / ERROR).write_text(message + "\n" + traceback.format_exc())
         raise SystemExit(1)
+
+
+def _config(model) -> dict:
+    """The model's config as JSON-able values (paddlenlp's PretrainedConfig), its rank left out: {} without one."""
+    config = getattr(model, "config", None)
+    values = config.to_dict() if hasattr(config, "to_dict") else {}
+    return {k: v if isinstance(v, (int, float, str, bool, type(None))) else repr(v) for k, v in values.items()
+            if k != "tensor_parallel_rank"}
+
+
+def stage_name(stage: int) -> str:
+    """A rank's stage number (run's `reached`) in words: started, fleet set up, then per run its model built and
+    its modules recorded."""
+    if stage < 2:
+        return ("started", "set up fleet")[max(stage, 0)]
+    return f"{'built its model' if stage % 2 == 0 else 'recorded its modules'} (run {stage // 2})"
 
 
 def _setup(degree):
