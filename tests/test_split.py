@@ -25,8 +25,8 @@ def reports(tmp_path_factory):
     "page": (exit status, output, what the page says it prints)}."""
     kept, original = {}, split.compare_split
 
-    def with_plants(torch_model, build, inputs, degree=2, state=None, timeout=split.TIMEOUT):
-        kept.update(split.compare_splits(torch_model, build, inputs, degree, state, pairs.PLANTS, timeout))
+    def with_plants(torch_model, build, inputs, degree=2, state=None, isolate=False, timeout=split.TIMEOUT):
+        kept.update(split.compare_splits(torch_model, build, inputs, degree, state, pairs.PLANTS, isolate, timeout))
         return kept[None]
     split.compare_split = with_plants
     try:
@@ -50,6 +50,7 @@ def test_the_pages_program_runs_and_prints_what_the_page_says(reports):
 def test_the_clean_split_is_green_against_torchs_own_error(reports):
     report = reports[None]
     assert report.passed and report.ranks == {} and report.first_diverging is None, report.table()
+    assert report.differing == [] and len(report.isolated) > 30, report.table()  # each module on torch's values too
     names = [r.name for r in report.paired]
     # each kind of split layer paired with torch's module and judged: columns joined, rows reduced, vocabulary rows
     for name in ("model.embed_tokens", "model.layers.0.self_attn.k_proj", "model.layers.0.mlp.down_proj",
@@ -60,24 +61,30 @@ def test_the_clean_split_is_green_against_torchs_own_error(reports):
            "c_split (no CPU kernel) stood in for by paddle.distributed.all_reduce" in table, table
 
 
-@pytest.mark.parametrize("plant, where, ranks", [
-    ("kv_order", "model.layers.0.self_attn.k_proj", [0, 1]),
-    ("gate_up_one_shard", "model.layers.0.mlp.gate_proj", [1]),
-    ("bias_every_rank", "model.layers.0.mlp.down_proj", [0, 1]),
-    ("vocab_offset", "model.embed_tokens", [0, 1]),
+@pytest.mark.parametrize("plant, where, ranks, isolated", [
+    ("kv_order", "model.layers.0.self_attn.k_proj", [0, 1], ["self_attn.k_proj", "self_attn.v_proj"]),
+    ("gate_up_one_shard", "model.layers.0.mlp.gate_proj", [1], ["mlp.gate_proj", "mlp.up_proj"]),
+    ("bias_every_rank", "model.layers.0.mlp.down_proj", [0, 1], ["mlp.down_proj"]),
+    ("vocab_offset", "model.embed_tokens", [0, 1], ["embed_tokens"]),
 ])
-def test_a_plant_in_the_split_is_red_at_its_module_and_rank(reports, plant, where, ranks):
+def test_a_plant_in_the_split_is_red_at_its_module_and_rank(reports, plant, where, ranks, isolated):
+    """Cumulative: the first module whose output parts, and the ranks whose own part of it differs; isolated (each
+    rank's module on its part of torch's input): every module whose own computation differs, and no other."""
     report = reports[plant]
     assert not report.passed and report.first_diverging == where and report.parted() == ranks, report.table()
     assert f"parts from torch on rank {', '.join(map(str, ranks))} of 2" in report.table()
+    layer = "model." if plant == "vocab_offset" else "model.layers.0."
+    assert report.differing == [layer + name for name in isolated], report.table()
 
 
 def test_an_allreduce_missing_is_red_at_the_block_holding_it_and_names_the_plain_linear(reports):
     """A plain Linear holds the rank's rows of down_proj: its input is the rank's columns, which no layer says,
-    so the run parts in the MLP that holds it; the Linear is the first module whose parts differ, on both ranks."""
+    so the cumulative run parts in the MLP that holds it; the Linear is the first module whose parts differ, on
+    both ranks, and the first whose own computation differs."""
     report = reports["allreduce_missing"]
     assert not report.passed and report.first_diverging == "model.layers.1.mlp", report.table()
     assert next(iter(report.ranks.items())) == ("model.layers.1.mlp.down_proj", [0, 1]), report.ranks
+    assert report.differing[0] == "model.layers.1.mlp.down_proj", report.table()  # isolated: the Linear itself
 
 
 def test_a_row_parallel_layer_told_its_input_is_whole_stops_named_at_its_module_and_ranks(reports):

@@ -3,8 +3,10 @@ module by module against the torch model in this process, by judge_forward. Each
 (split_rank); each output is gathered as its layer defines it (a column-parallel output's columns joined on the last
 axis; a row-parallel or vocabulary-parallel output, after its all-reduce, taken whole); then each rank's own part is
 judged against torch's (its columns, or its whole copy), and a module whose part differs on any rank is red, with
-the ranks named. The allowance is judge_forward's: torch's own fp32 error, measured. Imports numpy, core and
-forward's compare, judging and result; Paddle only inside its functions."""
+the ranks named; isolate=True judges each module on torch's own values too, each rank's module fed its part of
+them (portcheck.forward.isolate's judge, on the ranks' forced runs gathered). The allowance is judge_forward's:
+torch's own fp32 error, measured. Imports numpy, core and forward's compare, judging, result, split_rank and
+isolate; Paddle only inside its functions."""
 import dataclasses
 import json
 import multiprocessing.connection
@@ -60,29 +62,42 @@ class SplitReport(ForwardReport):
         return "\n".join(lines)
 
 
-def compare_split(torch_model, build, inputs, degree=2, state=None, timeout=TIMEOUT) -> SplitReport:
+def compare_split(torch_model, build, inputs, degree=2, state=None, isolate=False, timeout=TIMEOUT) -> SplitReport:
     """The Paddle model built by build(rank, degree) on each of `degree` ranks (a function at the top level of a
     module: each rank is a new process), judged against torch_model (eval mode is the caller's; Paddle's is set).
     state: a single-card Paddle state (convert's), each rank's shard cut from it and checked against its model
     (portcheck.mapping.shards); None: build loads its own (paddlenlp's from_pretrained(..., tensor_parallel_degree=,
-    tensor_parallel_rank=)). Returns a SplitReport: compare_forward's report, with .ranks and .parted()."""
-    return compare_splits(torch_model, build, inputs, degree, state, timeout=timeout)[None]
+    tensor_parallel_rank=)). isolate=True: every paired module judged on torch's own values too (compare_forward's),
+    each rank's module fed its part of torch's input. Returns a SplitReport: compare_forward's report, with .ranks
+    and .parted()."""
+    return compare_splits(torch_model, build, inputs, degree, state, isolate=isolate, timeout=timeout)[None]
 
 
-def compare_splits(torch_model, build, inputs, degree=2, state=None, variants=None, timeout=TIMEOUT) -> dict:
+def compare_splits(torch_model, build, inputs, degree=2, state=None, variants=None, isolate=False,
+                   timeout=TIMEOUT) -> dict:
     """compare_split for the model as built and for each of `variants` ({name: fn(model, rank) changing the
     rank's model, or returning another}), all in one launch of the ranks: {None: the model's report, name: ...}."""
     variants = dict(variants or {})
     checked_degree(torch_model, degree)
     torch_record = record_forward(torch_model, inputs)
     folder = Path(tempfile.mkdtemp(prefix="portcheck_split_"))
+    ranks = Ranks(folder, degree, timeout)
     try:
-        line = launch(folder, build, inputs, degree, state, list(variants.values()), timeout)
-        out = {None: judged(torch_record, folder, 0, degree, line)}
-        paired = dict(out[None].pairing.pairs)  # each variant's modules are the model's: paired as its run paired them
-        out.update((name, judged(torch_record, folder, n, degree, line, paired)) for n, name in enumerate(variants, 1))
+        ranks.start(build, inputs, state, list(variants.values()), isolate)
+        out, paired = {}, None
+        for n, name in enumerate([None, *variants]):
+            ranks.wait(lambda: all((folder / f"rank{r}" / str(n) / "keys.json").is_file() for r in range(degree)))
+            report = judged(torch_record, folder, n, degree, paired)
+            paired = paired or dict(report.pairing.pairs)  # each variant's modules are the model's: paired as it
+            if isolate:
+                isolated(torch_model, inputs, torch_record, report, ranks, n)
+            out[name] = report
+        line = ranks.finish()
+        for report in out.values():
+            report.standins = line
         return out
     finally:
+        ranks.end()
         shutil.rmtree(folder, ignore_errors=True)
 
 
@@ -98,42 +113,66 @@ def checked_degree(torch_model, degree):
                                 f"equal part; give a degree that divides it [PC422]")
 
 
-def launch(folder: Path, build, inputs, degree, state, variants, timeout) -> str:
-    """The ranks started, waited for and ended: the stand-ins' line; a rank that fails, dies or outlasts `timeout`
-    is one line naming it, every rank ended first."""
-    import paddle.distributed as dist
-    context = dist.spawn(split_rank.run, args=(str(folder), build, inputs, degree, state, variants),
-                         nprocs=degree, join=False, daemon=True, backend="gloo")
-    processes, deadline, failed = list(context.processes), time.monotonic() + timeout, None
-    try:
-        while failed is None and any(p.is_alive() for p in processes):
-            left = deadline - time.monotonic()
-            if left <= 0:
+class Ranks:
+    """The ranks of one launch: started, waited for while the parent judges, ended. A rank that fails, dies or
+    outlasts the timeout is one line naming it, every rank ended first."""
+
+    def __init__(self, folder: Path, degree: int, timeout: float):
+        self.folder, self.degree, self.timeout, self.processes = folder, degree, timeout, []
+
+    def start(self, build, inputs, state, variants, isolate):
+        import paddle.distributed as dist
+        self.deadline = time.monotonic() + self.timeout
+        # kept while the ranks run: its queues, which each rank unpickles as it starts, die with it
+        args = (str(self.folder), build, inputs, self.degree, state, variants, isolate)
+        self.context = context = dist.spawn(split_rank.run, args=args, nprocs=self.degree, join=False, daemon=True,
+                                            backend="gloo")
+        self.processes = list(context.processes)
+
+    def wait(self, ready):
+        """Until ready() holds, or a rank fails, or the time is out (then every rank ended and one line)."""
+        failed = None
+        while not ready():
+            failed = next((r for r, p in enumerate(self.processes) if p.exitcode not in (None, 0)), None)
+            left = self.deadline - time.monotonic()
+            if failed is not None or left <= 0 or not any(p.is_alive() for p in self.processes):
                 break
-            multiprocessing.connection.wait([p.sentinel for p in processes if p.is_alive()], timeout=min(left, 1.0))
-            failed = next((r for r, p in enumerate(processes) if p.exitcode not in (None, 0)), None)
-    finally:
-        for p in processes:
+            multiprocessing.connection.wait([p.sentinel for p in self.processes if p.is_alive()],
+                                            timeout=min(left, 0.05))
+        else:
+            return
+        self.end()
+        folder, degree = self.folder, self.degree
+        if failed is not None:
+            error = _error(folder, failed)
+            raise PipelineError(f"rank {failed} of {degree} " + (f"stopped: {error}" if error else
+                                f"died (exit code {self.processes[failed].exitcode})") + "; every rank ended [PC423]")
+        stages = [_stage(folder, r) for r in range(degree)]
+        behind = [r for r in range(degree) if stages[r] == min(stages)]  # the others wait for them in a collective
+        raise PipelineError(f"rank {', '.join(map(str, behind))} of {degree} did not finish in {self.timeout} s: "
+                            f"{_behind(stages)}; every rank ended; look for what only that rank does, or give "
+                            "timeout= more seconds if the model is that slow [PC424]")
+
+    def finish(self) -> str:
+        """Every rank's end waited for, their configs compared: the stand-ins' line."""
+        self.wait(lambda: all((self.folder / f"rank{r}" / split_rank.DONE).is_file() for r in range(self.degree)))
+        done = [json.loads((self.folder / f"rank{r}" / split_rank.DONE).read_text()) for r in range(self.degree)]
+        differ = config_differences([d["config"] for d in done])
+        if differ:
+            raise PipelineError(f"the ranks disagree on the model's config: {'; '.join(differ)}; build every rank "
+                                "from one config, its rank aside [PC429]")
+        return "; ".join(sorted({d["standins"] for d in done if d["standins"]}))
+
+    def end(self):
+        for p in self.processes:
+            p.join(timeout=0 if p.exitcode is None and not self._done(p) else 5)
             if p.is_alive():
                 p.kill()
             p.join()
-    if failed is not None:
-        error = _error(folder, failed)
-        raise PipelineError(f"rank {failed} of {degree} " + (f"stopped: {error}" if error else
-                            f"died (exit code {processes[failed].exitcode})") + "; every rank ended [PC423]")
-    unfinished = [r for r in range(degree) if not (folder / f"rank{r}" / split_rank.DONE).is_file()]
-    if unfinished:
-        stages = [_stage(folder, r) for r in range(degree)]
-        behind = [r for r in unfinished if stages[r] == min(stages)]  # the others wait for them in a collective
-        raise PipelineError(f"rank {', '.join(map(str, behind))} of {degree} did not finish in {timeout} s: "
-                            f"{_behind(stages)}; every rank ended; look for what only that rank does, or give "
-                            "timeout= more seconds if the model is that slow [PC424]")
-    done = [json.loads((folder / f"rank{r}" / split_rank.DONE).read_text()) for r in range(degree)]
-    differ = config_differences([d["config"] for d in done])
-    if differ:
-        raise PipelineError(f"the ranks disagree on the model's config: {'; '.join(differ)}; build every rank from "
-                            "one config, its rank aside [PC429]")
-    return "; ".join(sorted({d["standins"] for d in done if d["standins"]}))
+
+    def _done(self, process) -> bool:
+        rank = self.processes.index(process)
+        return (self.folder / f"rank{rank}" / split_rank.DONE).is_file()
 
 
 def _stage(folder: Path, rank: int) -> int:
@@ -211,7 +250,7 @@ def ranks_apart(report, torch_record: dict, records: list, layouts: dict) -> dic
     return out
 
 
-def judged(torch_record: dict, folder: Path, n: int, degree: int, line: str, name_map=None) -> SplitReport:
+def judged(torch_record: dict, folder: Path, n: int, degree: int, name_map=None) -> SplitReport:
     """Run n's records of every rank gathered and judged against torch's (judge_forward), each rank's part too."""
     loaded = [_load(folder / f"rank{r}" / str(n)) for r in range(degree)]
     records, layouts = [x[0] for x in loaded], loaded[0][1]
@@ -225,8 +264,50 @@ def judged(torch_record: dict, folder: Path, n: int, degree: int, line: str, nam
         raise PipelineError(f"the Paddle model stopped on rank {', '.join(map(str, stops))} of {degree}, "
                             f"{loaded[stops[0]][2]}, and what ran cannot be paired alone: {e} [PC426]") from None
     report = SplitReport(**{f.name: getattr(base, f.name) for f in dataclasses.fields(ForwardReport)},
-                         degree=degree, standins=line)
+                         degree=degree)
     if stops:
         report.stopped["paddle"], report.stop_ranks = loaded[stops[0]][2], stops
     report.ranks = ranks_apart(report, torch_record, records, layouts)
     return report
+
+
+def isolated(torch_model, inputs, torch_record: dict, report: SplitReport, ranks: Ranks, n: int):
+    """isolate=True for run n: each rank's modules run on its part of torch's values (split_rank.forced), what they
+    computed gathered as the cumulative run's outputs are, then judged as compare_forward's isolate judges one
+    process's run (portcheck.forward.isolate.judge)."""
+    from portcheck.forward import isolate
+    folder, degree = ranks.folder, ranks.degree
+    records, layouts = zip(*[_load(folder / f"rank{r}" / str(n))[:2] for r in range(degree)])
+    keys, pairing = report.counterparts, report.pairing
+    through = {chain[-1]: t for t, chain in pairing.paddle_composed.items()}
+    request = {"calls": {**{p: t for t, p in pairing.pairs.items()}, **through}, "through": sorted(through),
+               "leaves": {p: t for t, p in keys.items() if t.startswith("out/")}, "applied": pairing.applied_to(keys)}
+    for r in range(degree):
+        part = {}
+        for t, p in keys.items():
+            if t in torch_record and not t.startswith(F64):
+                part[t] = _part(torch_record[t], layouts[0].get(p), [np.shape(x.get(p, ())) for x in records], r)
+        where = folder / f"rank{r}" / str(n)
+        np.savez(where / "torch.npz", **{f"k{i}": v for i, v in enumerate(part.values())})
+        split_rank.write(where / split_rank.REQUEST, json.dumps({**request, "keys": list(part)}))
+    ranks.wait(lambda: all((folder / f"rank{r}" / str(n) / split_rank.KEPT).is_file() for r in range(degree)))
+    kept = [split_rank.read_kept(folder / f"rank{r}" / str(n)) for r in range(degree)]
+    items, error = [], next((k[1] for k in kept if k[1]), None)
+    for i, (key, value, source) in enumerate(kept[0][0]):
+        parts = [k[0][i] if i < len(k[0]) and k[0][i][0] == key else None for k in kept]
+        sources = {p[2] for p in parts if p is not None}
+        if len(sources) == 1 and None not in sources and all(parts):
+            items.append((key, value, source))  # torch's own value on every rank, passed on as it was
+        elif layouts[0].get(key) == split_rank.CAT and all(parts) and np.ndim(value):
+            items.append((key, np.concatenate([p[1] for p in parts], axis=-1), None))
+        else:
+            items.append((key, value, None))
+    isolate.judge(torch_model, None, inputs, torch_record, report, paddle_kept=(items, error))
+
+
+def _part(value, layout, shapes: list, rank: int):
+    """torch's value as rank `rank` holds it: its columns where the layout is columns, else whole."""
+    if layout != split_rank.CAT or not all(len(s) for s in shapes) or sum(s[-1] for s in shapes) != np.shape(value)[-1]:
+        return value
+    edges = np.cumsum([0] + [s[-1] for s in shapes])
+    return np.ascontiguousarray(value[..., edges[rank]:edges[rank + 1]])

@@ -1,8 +1,9 @@
 """What each rank of a tensor-parallel Paddle model does under portcheck.forward.split: fleet set up for model
 parallel, the CPU stand-ins installed where there is no GPU (standins), the model built and its shard loaded and
 checked (mapping.shards), every module's output recorded (mapping.trace) with how its layer lays it out across the
-ranks, written to the run's folder for the parent to gather. Imports numpy, core and mapping; Paddle inside its
-functions."""
+ranks, written to the run's folder for the parent to gather; with isolate=True, a forced run on the rank's part
+of torch's values (forward.isolate's forced_run) once the parent has paired the ranks' records. Imports numpy,
+core, mapping and forward's isolate; Paddle inside its functions."""
 import json
 import traceback
 from pathlib import Path
@@ -15,6 +16,7 @@ from portcheck.mapping.trace import STOPPED, trace
 
 CAT, ONE = "cat", "one"  # an output's layout: columns on the last axis per rank, or whole and the same on every rank
 ERROR, DONE = "error.txt", "done.json"  # each rank's folder: the one line it stopped on, or what it recorded
+REQUEST, KEPT = "request.json", "kept.json"  # isolate=True: the parent's torch values for the rank, what it computed
 STAGE = "stage.txt"  # each rank's folder: how far it got (stage_name), so that a rank that hangs is named
 
 
@@ -55,7 +57,7 @@ def full_modules(model, degree: int) -> dict:
     return out
 
 
-def run(folder, build, inputs, degree, state, variants):
+def run(folder, build, inputs, degree, state, variants, isolate=False):
     """One rank's whole work (paddle.distributed.spawn's target): each variant's record in folder/rank<r>/<n>/.
     Any failure is one line in its folder's error.txt; the parent reads it."""
     import paddle.distributed as dist
@@ -76,7 +78,9 @@ def run(folder, build, inputs, degree, state, variants):
                 model = variant(model, rank) or model
             _record(where / str(n), model, inputs, degree)
             reached(3 + 2 * n)
-        (where / DONE).write_text(json.dumps({"standins": line, "config": config}))
+            if isolate:
+                forced(where / str(n), model, inputs)
+        write(where / DONE, json.dumps({"standins": line, "config": config}))
     except Exception as e:  # noqa: BLE001 - any failure of a rank is its one line, read by the parent
         message = str(e) if isinstance(e, PipelineError) else first_line(e, 300)
         (where / ERROR).write_text(message + "\n" + traceback.format_exc())
@@ -136,7 +140,45 @@ def _record(where: Path, model, inputs, degree):
                 f"out/{modules.ROOT}") and np.shape(record[key]) == np.shape(value) and
                 np.array_equal(record[key], value)), ONE)
     np.savez(where / "arrays.npz", **arrays)
-    (where / "keys.json").write_text(json.dumps({"keys": keys, "stopped": _stopped(record)}))
+    write(where / "keys.json", json.dumps({"keys": keys, "stopped": _stopped(record)}))
+
+
+def write(path: Path, text: str):
+    """A file the other side polls for: whole when it appears (written beside it, then renamed)."""
+    part = path.with_name(path.name + ".part")
+    part.write_text(text)
+    part.replace(path)
+
+
+def forced(where: Path, model, inputs):
+    """isolate=True: the rank's modules run on its part of torch's values (the parent's request, once it is
+    there: it pairs the ranks' records first), every value they computed written: kept.npz, kept.json."""
+    import time
+    from portcheck.forward.isolate import forced_run
+    from portcheck.mapping.trace import values
+    while not (where / REQUEST).is_file():  # the parent ends this process if it never comes
+        time.sleep(0.05)
+    request = json.loads((where / REQUEST).read_text())
+    with np.load(where / "torch.npz", allow_pickle=False) as arrays:
+        torch_part = {key: arrays[f"k{i}"] for i, key in enumerate(request["keys"])}
+    kept = []
+
+    def keep(key, tensor, source):
+        if key is None:
+            kept.clear()
+        else:
+            kept.append((key, np.array(values(tensor)), source))
+    _, error = forced_run(model, inputs, torch_part, request["calls"], request["leaves"], keep,
+                          through=set(request["through"]), applied=request["applied"])
+    np.savez(where / "kept.npz", **{f"k{i}": v for i, (_, v, _) in enumerate(kept)})
+    write(where / KEPT, json.dumps({"keys": [[k, s] for k, _, s in kept], "error": error}))
+
+
+def read_kept(where: Path) -> tuple:
+    """([(key, value, source)], error) a rank's forced run wrote."""
+    meta = json.loads((where / KEPT).read_text())
+    with np.load(where / "kept.npz", allow_pickle=False) as arrays:
+        return [(k, arrays[f"k{i}"], s) for i, (k, s) in enumerate(meta["keys"])], meta["error"]
 
 
 def _layout(key, value, kinds) -> str:
