@@ -12,11 +12,11 @@ LLAMA = dict(vocab_size=64, hidden_size=32, intermediate_size=48, num_hidden_lay
 IDS = {"input_ids": np.random.RandomState(0).randint(1, 64, (2, 16)).astype("int64")}
 
 
-def torch_llama():
+def torch_llama(**sizes):
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
     torch.manual_seed(0)
-    model = LlamaForCausalLM(LlamaConfig(**LLAMA, mlp_bias=True, use_cache=False, attn_implementation="eager")).eval()
+    model = LlamaForCausalLM(LlamaConfig(**{**LLAMA, **sizes}, mlp_bias=True, use_cache=False, attn_implementation="eager")).eval()
     with torch.no_grad():
         for name, p in model.named_parameters():
             if name.endswith(".bias"):
@@ -36,17 +36,24 @@ def with_mlp_bias(model):
     return model
 
 
-def torch_and_state():
-    """(torch's model, its weights in the single-card Paddle model's layout: portcheck.convert's)."""
+def torch_and_state(single=None, **sizes):
+    """(torch's model, its weights in the single-card Paddle model's layout: portcheck.convert's); sizes: LLAMA's
+    fields changed (tools/bench_split.py); single: a list given the single-card Paddle model, set with them."""
     from paddlenlp.transformers import LlamaConfig, LlamaForCausalLM
     from portcheck import convert
-    pt = torch_llama()
-    single = with_mlp_bias(LlamaForCausalLM(LlamaConfig(**LLAMA, use_cache=False)))
-    return pt, dict(convert(pt, single, layouts={"LlamaLMHead": "transpose"}, inputs=IDS))
+    pt = torch_llama(**sizes)
+    pd = with_mlp_bias(LlamaForCausalLM(LlamaConfig(**{**LLAMA, **sizes}, use_cache=False)))
+    state = dict(convert(pt, pd, layouts={"LlamaLMHead": "transpose"}, inputs=IDS))
+    if single is not None:
+        pd.set_state_dict(state)
+        single.append(pd.eval())
+    return pt, state
 
 
-def build(rank, degree):
-    """Rank `rank`'s Paddle model of `degree`: paddlenlp's layers split by fleet (the weights are set after)."""
+def build(rank, degree, **sizes):
+    """Rank `rank`'s Paddle model of `degree`: paddlenlp's layers split by fleet (the weights are set after).
+    sizes: LLAMA's fields changed (functools.partial(build, **sizes) for compare_split)."""
     from paddlenlp.transformers import LlamaConfig, LlamaForCausalLM
-    return with_mlp_bias(LlamaForCausalLM(LlamaConfig(**LLAMA, use_cache=False, tensor_parallel_output=False,
-                                                      tensor_parallel_degree=degree, tensor_parallel_rank=rank)))
+    return with_mlp_bias(LlamaForCausalLM(LlamaConfig(**{**LLAMA, **sizes}, use_cache=False,
+                                                      tensor_parallel_output=False, tensor_parallel_degree=degree,
+                                                      tensor_parallel_rank=rank)))

@@ -34,6 +34,7 @@ class SplitReport(ForwardReport):
     ranks: dict = field(default_factory=dict)   # {torch row name: [the ranks whose own part differs]}
     standins: str = ""                          # the CPU stand-ins' line, "" where Paddle's own ops ran
     stop_ranks: list = field(default_factory=list)  # the ranks whose run stopped (report.stopped["paddle"] says how)
+    peak_mb: list = field(default_factory=list)     # each rank's peak resident memory, MB
 
     @property
     def passed(self) -> bool:
@@ -92,9 +93,9 @@ def compare_splits(torch_model, build, inputs, degree=2, state=None, variants=No
             if isolate:
                 isolated(torch_model, inputs, torch_record, report, ranks, n)
             out[name] = report
-        line = ranks.finish()
+        line, peaks = ranks.finish()
         for report in out.values():
-            report.standins = line
+            report.standins, report.peak_mb = line, peaks
         return out
     finally:
         ranks.end()
@@ -122,11 +123,12 @@ class Ranks:
 
     def start(self, build, inputs, state, variants, isolate):
         import paddle.distributed as dist
+        from portcheck.forward import standins
         self.deadline = time.monotonic() + self.timeout
         # kept while the ranks run: its queues, which each rank unpickles as it starts, die with it
         args = (str(self.folder), build, inputs, self.degree, state, variants, isolate)
         self.context = context = dist.spawn(split_rank.run, args=args, nprocs=self.degree, join=False, daemon=True,
-                                            backend="gloo")
+                                            backend="gloo" if standins.on_cpu(self.degree) else "nccl")
         self.processes = list(context.processes)
 
     def wait(self, ready):
@@ -153,15 +155,15 @@ class Ranks:
                             f"{_behind(stages)}; every rank ended; look for what only that rank does, or give "
                             "timeout= more seconds if the model is that slow [PC424]")
 
-    def finish(self) -> str:
-        """Every rank's end waited for, their configs compared: the stand-ins' line."""
+    def finish(self) -> tuple:
+        """Every rank's end waited for, their configs compared: (the stand-ins' line, each rank's peak memory)."""
         self.wait(lambda: all((self.folder / f"rank{r}" / split_rank.DONE).is_file() for r in range(self.degree)))
         done = [json.loads((self.folder / f"rank{r}" / split_rank.DONE).read_text()) for r in range(self.degree)]
         differ = config_differences([d["config"] for d in done])
         if differ:
             raise PipelineError(f"the ranks disagree on the model's config: {'; '.join(differ)}; build every rank "
                                 "from one config, its rank aside [PC429]")
-        return "; ".join(sorted({d["standins"] for d in done if d["standins"]}))
+        return "; ".join(sorted({d["standins"] for d in done if d["standins"]})), [d["peak_mb"] for d in done]
 
     def end(self):
         for p in self.processes:

@@ -80,11 +80,21 @@ def run(folder, build, inputs, degree, state, variants, isolate=False):
             reached(3 + 2 * n)
             if isolate:
                 forced(where / str(n), model, inputs)
-        write(where / DONE, json.dumps({"standins": line, "config": config}))
+        write(where / DONE, json.dumps({"standins": line, "config": config, "peak_mb": _peak_mb()}))
     except Exception as e:  # noqa: BLE001 - any failure of a rank is its one line, read by the parent
         message = str(e) if isinstance(e, PipelineError) else first_line(e, 300)
         (where / ERROR).write_text(message + "\n" + traceback.format_exc())
         raise SystemExit(1)
+
+
+def _peak_mb():
+    """This process's peak resident memory in MB (Linux's VmHWM: its own, where ru_maxrss keeps the parent's from
+    before the exec that started it), or None where the system does not say."""
+    try:
+        line = next(x for x in Path("/proc/self/status").read_text().splitlines() if x.startswith("VmHWM:"))
+    except (OSError, StopIteration):
+        return None
+    return int(line.split()[1]) / 1024
 
 
 def _config(model) -> dict:
