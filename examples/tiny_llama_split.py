@@ -16,7 +16,8 @@ def torch_llama(**sizes):
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
     torch.manual_seed(0)
-    model = LlamaForCausalLM(LlamaConfig(**{**LLAMA, **sizes}, mlp_bias=True, use_cache=False, attn_implementation="eager")).eval()
+    config = LlamaConfig(**{**LLAMA, **sizes}, mlp_bias=True, use_cache=False, attn_implementation="eager")
+    model = LlamaForCausalLM(config).eval()
     with torch.no_grad():
         for name, p in model.named_parameters():
             if name.endswith(".bias"):

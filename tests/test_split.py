@@ -117,6 +117,12 @@ def test_a_degree_that_does_not_divide_the_heads_or_vocabulary_is_one_line_befor
     assert multiprocessing.active_children() == []
 
 
+def test_a_build_the_ranks_cannot_import_is_one_line_before_any_rank_starts(torch_model):
+    with pytest.raises(PipelineError, match=r"^build \('.*<lambda>'\) cannot reach the ranks: .* \[PC922\]$"):
+        split.compare_split(torch_model, lambda rank, degree: None, pair.IDS, 2)
+    assert multiprocessing.active_children() == []
+
+
 def test_a_paddle_whose_private_names_moved_is_refused_with_nothing_replaced(monkeypatch):
     from paddle.distributed.fleet.layers.mpu import mp_ops
     original = mp_ops._mp_allreduce

@@ -71,7 +71,8 @@ def main():
         own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         print(f"  compare_split{'(isolate=True)' if isolate else ''}: {'green' if report.passed else 'RED'}, "
               f"{wall:.1f} s wall ({wall / plain_wall:.0f}x), {spent:.1f} s CPU ({spent / plain_cpu:.0f}x); peak "
-              f"memory {own:.0f} MB here ({before:.0f} MB before it), {max(m or 0 for m in report.peak_mb):.0f} MB the largest rank")
+              f"memory {own:.0f} MB here ({before:.0f} MB before it), "
+              f"{max(m or 0 for m in report.peak_mb):.0f} MB the largest rank")
 
 
 if __name__ == "__main__":

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from portcheck.core.errors import PipelineError
+from portcheck.core.errors import PipelineError, first_line
 from portcheck.forward import split_rank
 from portcheck.forward.compare import judge_forward, record_forward
 from portcheck.forward.judging import judge_one
@@ -122,7 +122,16 @@ class Ranks:
         self.folder, self.degree, self.timeout, self.processes = folder, degree, timeout, []
 
     def start(self, build, inputs, state, variants, isolate):
+        import pickle
         import paddle.distributed as dist
+        for what, fn in [("build", build)] + [("a variant", v) for v in variants]:
+            try:
+                pickle.dumps(fn)
+            except Exception as e:  # noqa: BLE001 - pickle says "Can't pickle" in several exception types
+                raise PipelineError(f"{what} ({getattr(fn, '__qualname__', fn)!r}) cannot reach the ranks: each rank "
+                                    "is a new process that imports it, so give a function defined at the top level "
+                                    f"of a module (not a lambda, nor one defined inside another): {first_line(e)} "
+                                    "[PC922]") from None
         from portcheck.forward import standins
         self.deadline = time.monotonic() + self.timeout
         # kept while the ranks run: its queues, which each rank unpickles as it starts, die with it

@@ -35,9 +35,8 @@ def layouts(model) -> dict:
         else:
             split = [p for p in layer.parameters(include_sublayers=False) if getattr(p, "is_distributed", False)
                      and int(getattr(p, "split_axis", 0)) == len(p.shape) - 1 and kind != "VocabParallelEmbedding"]
-            out[name] = (CAT, ONE) if split else (ONE, ONE)
-            if split:
-                out[name] = (CAT, ONE, int(split[0].shape[-1]))  # its columns only where this wide
+            # its columns only where its output is as wide as its part (with gather_output-like joins: the whole)
+            out[name] = (CAT, ONE, int(split[0].shape[-1])) if split else (ONE, ONE)
     return out
 
 
