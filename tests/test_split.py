@@ -134,6 +134,9 @@ def test_a_paddle_whose_private_names_moved_is_refused_with_nothing_replaced(mon
     monkeypatch.setattr("paddle.__version__", "9.9.9")
     with pytest.raises(PipelineError, match=r"^Paddle 9\.9\.9: the CPU stand-ins .* \[PC425\]$"):
         standins.install()
+    with pytest.raises(PipelineError, match=r"^Paddle 9\.9\.9: .*\[PC425\]$"):  # said before any rank starts
+        split.compare_split(pair.torch_llama(), pair.build, pair.IDS, 2)
+    assert multiprocessing.active_children() == []
 
 
 def test_a_rank_that_dies_is_one_line_naming_it_every_rank_ended(torch_model):

@@ -133,11 +133,14 @@ class Ranks:
                                     f"of a module (not a lambda, nor one defined inside another): {first_line(e)} "
                                     "[PC922]") from None
         from portcheck.forward import standins
+        cpu = standins.on_cpu(self.degree)
+        if cpu:
+            standins.checked()  # a Paddle whose names moved: its one line here, before any rank starts
         self.deadline = time.monotonic() + self.timeout
-        # kept while the ranks run: its queues, which each rank unpickles as it starts, die with it
         args = (str(self.folder), build, inputs, self.degree, state, variants, isolate)
+        # kept while the ranks run: its queues, which each rank unpickles as it starts, die with it
         self.context = context = dist.spawn(split_rank.run, args=args, nprocs=self.degree, join=False, daemon=True,
-                                            backend="gloo" if standins.on_cpu(self.degree) else "nccl")
+                                            backend="gloo" if cpu else "nccl")
         self.processes = list(context.processes)
 
     def wait(self, ready):
