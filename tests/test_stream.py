@@ -24,7 +24,7 @@ def page(tmp_path_factory):
     """docs/large_models.md's program, run alone in an empty folder with fresh globals, in this process (which
     imports transformers and paddlenlp already; tests/test_docs_blocks.py): (its folder, status, output)."""
     folder = tmp_path_factory.mktemp("stream")
-    (code, _), = python_blocks(DOCS / "large_models.md")
+    code, _ = python_blocks(DOCS / "large_models.md")[0]  # the page's second is tests/test_split.py's
     return (folder / "block0", *run_in_process([code], folder)[0])
 
 
@@ -35,7 +35,7 @@ def pair(page):
 
 
 def test_the_pages_block_runs_alone_and_prints_what_the_page_says(page):
-    (_, said), = python_blocks(DOCS / "large_models.md")
+    _, said = python_blocks(DOCS / "large_models.md")[0]
     assert page[1] == 0 and not printed_as_said(page[2], said), page[2][-3000:]
 
 

@@ -204,7 +204,7 @@ def forced_run(model, inputs, torch_record: dict, calls: dict, leaves: dict, kee
 
 
 def judge(torch_model, paddle_model, inputs, torch_record: dict, report, free: dict = None,
-          paddle_parts: dict = None) -> None:
+          paddle_parts: dict = None, paddle_kept=None) -> None:
     """Run both models once more, every paired call on torch's recorded values, and set report.isolated (a result
     per paired output and computed input), report.parents and report.isolation_stopped. Paddle's run first: each
     value it computes is held against torch's recorded one as it is computed (judging.judge_against: a few
@@ -212,7 +212,9 @@ def judge(torch_model, paddle_model, inputs, torch_record: dict, report, free: d
     them (calibrated.own_error), and is not kept either: nothing of either run is held or written (at LLM size,
     Paddle's values alone were a record as large as the cumulative run's). free: the float64 tensors the
     cumulative float64 run gave back, cast into again. paddle_parts: the Paddle model's fused modules (torch's
-    are in its record): each part computes on torch's values of its counterpart and is judged alone."""
+    are in its record): each part computes on torch's values of its counterpart and is judged alone.
+    paddle_kept: ([(key, value, source)], error) of a Paddle forced run made elsewhere (paddle_run: each rank of a
+    split model, its values gathered), in place of running paddle_model here."""
     keys = report.counterparts
     applied = report.pairing.applied_to(keys)  # judged through the activation torch's forward applies to it
     torch_key = {}
@@ -236,11 +238,12 @@ def judge(torch_model, paddle_model, inputs, torch_record: dict, report, free: d
             halves[t] = (calibrated.integers if a.dtype.kind in "biu" else judge_against)(_name(t), a, b)
     # a chain torch's module computes whole (pairing.Pairing.paddle_composed): Paddle's last call of it keeps its
     # output, computed from its first call's input, torch's (the first call's output is judged nowhere: not forced)
-    p_ends = {chain[-1]: t for t, chain in report.pairing.paddle_composed.items()}
-    _, p_error = forced_run(paddle_model, inputs, torch_record,
-                            {**{p: t for t, p in report.pairing.pairs.items()}, **p_ends},
-                            {p: t for t, p in keys.items() if t.startswith("out/")}, keep_paddle,
-                            parts=paddle_parts, through=set(p_ends), applied=applied)
+    if paddle_kept is None:
+        p_error = paddle_run(paddle_model, inputs, torch_record, report, keep_paddle, paddle_parts)
+    else:
+        for key, value, source in paddle_kept[0]:
+            keep_paddle(key, value, source)
+        p_error = paddle_kept[1]
     rows, wild = {}, []
 
     def judge_torch(key, tensor, source):
@@ -272,6 +275,16 @@ def judge(torch_model, paddle_model, inputs, torch_record: dict, report, free: d
                                               f"float64 run on torch's values (the library's yardstick) stopped "
                                               f"before it: {t_error}")
     report.isolated = [_as_composed(rows[k], composing) for k in keys if rows.get(k) is not None]
+
+
+def paddle_run(paddle_model, inputs, torch_record: dict, report, keep, paddle_parts: dict = None):
+    """The Paddle model's forced run of judge, every paired call on torch's values (torch_record's: a split model's
+    rank is given its own part of each), each value it computes handed to keep(key, tensor, source): its error."""
+    keys = report.counterparts
+    p_ends = {chain[-1]: t for t, chain in report.pairing.paddle_composed.items()}
+    return forced_run(paddle_model, inputs, torch_record, {**{p: t for t, p in report.pairing.pairs.items()}, **p_ends},
+                      {p: t for t, p in keys.items() if t.startswith("out/")}, keep, parts=paddle_parts,
+                      through=set(p_ends), applied=report.pairing.applied_to(keys))[1]
 
 
 def _as_composed(row, composing: dict):

@@ -1,0 +1,327 @@
+"""compare_split: a Paddle model in tensor parallel (its ranks as processes of paddle.distributed.spawn) judged
+module by module against the torch model in this process, by judge_forward. Each rank records its modules
+(split_rank); each output is gathered as its layer defines it (a column-parallel output's columns joined on the last
+axis; a row-parallel or vocabulary-parallel output, after its all-reduce, taken whole); then each rank's own part is
+judged against torch's (its columns, or its whole copy), and a module whose part differs on any rank is red, with
+the ranks named; isolate=True judges each module on torch's own values too, each rank's module fed its part of
+them (portcheck.forward.isolate's judge, on the ranks' forced runs gathered). The allowance is judge_forward's:
+torch's own fp32 error, measured. Imports numpy, core and forward's compare, judging, result, split_rank and
+isolate; Paddle only inside its functions."""
+import dataclasses
+import json
+import multiprocessing.connection
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from portcheck.core.errors import PipelineError, first_line
+from portcheck.forward import split_rank
+from portcheck.forward.compare import judge_forward, record_forward
+from portcheck.forward.judging import judge_one
+from portcheck.forward.result import ForwardReport
+from portcheck.forward.twin import F64
+
+TIMEOUT = 600  # seconds a launch may take, every rank: a rank that hangs ends them all
+
+
+@dataclass
+class SplitReport(ForwardReport):
+    degree: int = 1
+    ranks: dict = field(default_factory=dict)   # {torch row name: [the ranks whose own part differs]}
+    standins: str = ""                          # the CPU stand-ins' line, "" where Paddle's own ops ran
+    stop_ranks: list = field(default_factory=list)  # the ranks whose run stopped (report.stopped["paddle"] says how)
+    peak_mb: list = field(default_factory=list)     # each rank's peak resident memory, MB
+
+    @property
+    def passed(self) -> bool:
+        return super().passed and not self.ranks
+
+    def parted(self, name=None) -> list:
+        """The ranks where `name` (default the first diverging module) parts from torch."""
+        name = self.first_diverging if name is None else name
+        return self.ranks.get(str(name), list(range(self.degree)) if name is not None else [])
+
+    def table(self) -> str:
+        lines = [super().table(), f"the Paddle model ran split across {self.degree} ranks"
+                 + (f"; {self.standins}" if self.standins else "; Paddle's own model-parallel ops")]
+        first = self.first_diverging
+        if first is not None and (str(first) in self.ranks or not self.stopped):
+            whole = "" if str(first) in self.ranks else " (its output is whole on every rank)"
+            lines.append(f"{first.both} parts from torch on rank {', '.join(map(str, self.parted()))} of "
+                         f"{self.degree}{whole}")
+        if len(self.ranks) > (first is not None and str(first) in self.ranks):
+            named = [f"{name} (rank {', '.join(map(str, r))})" for name, r in self.ranks.items()]
+            lines.append(f"{len(named)} module outputs part from torch on some rank: {', '.join(named[:3])}"
+                         + (f" and {len(named) - 3} more" if len(named) > 3 else ""))
+        stop = self.stopped.get("paddle")
+        lines += [f"the Paddle model stopped on rank {', '.join(map(str, self.stop_ranks))}: {stop}"] \
+            if stop and self.stop_ranks else []
+        return "\n".join(lines)
+
+
+def compare_split(torch_model, build, inputs, degree=2, state=None, isolate=False, timeout=TIMEOUT) -> SplitReport:
+    """The Paddle model built by build(rank, degree) on each of `degree` ranks (a function at the top level of a
+    module: each rank is a new process), judged against torch_model (eval mode is the caller's; Paddle's is set).
+    state: a single-card Paddle state (convert's), each rank's shard cut from it and checked against its model
+    (portcheck.mapping.shards); None: build loads its own (paddlenlp's from_pretrained(..., tensor_parallel_degree=,
+    tensor_parallel_rank=)). isolate=True: every paired module judged on torch's own values too (compare_forward's),
+    each rank's module fed its part of torch's input. Returns a SplitReport: compare_forward's report, with .ranks
+    and .parted()."""
+    return compare_splits(torch_model, build, inputs, degree, state, isolate=isolate, timeout=timeout)[None]
+
+
+def compare_splits(torch_model, build, inputs, degree=2, state=None, variants=None, isolate=False,
+                   timeout=TIMEOUT) -> dict:
+    """compare_split for the model as built and for each of `variants` ({name: fn(model, rank) changing the
+    rank's model, or returning another}), all in one launch of the ranks: {None: the model's report, name: ...}."""
+    variants = dict(variants or {})
+    checked_degree(torch_model, degree)
+    torch_record = record_forward(torch_model, inputs)
+    folder = Path(tempfile.mkdtemp(prefix="portcheck_split_"))
+    ranks = Ranks(folder, degree, timeout)
+    try:
+        ranks.start(build, inputs, state, list(variants.values()), isolate)
+        out, paired = {}, None
+        for n, name in enumerate([None, *variants]):
+            ranks.wait(lambda: all((folder / f"rank{r}" / str(n) / "keys.json").is_file() for r in range(degree)))
+            report = judged(torch_record, folder, n, degree, paired)
+            paired = paired or dict(report.pairing.pairs)  # each variant's modules are the model's: paired as it
+            if isolate:
+                isolated(torch_model, inputs, torch_record, report, ranks, n)
+            out[name] = report
+        line, peaks = ranks.finish()
+        for report in out.values():
+            report.standins, report.peak_mb = line, peaks
+        return out
+    finally:
+        ranks.end()
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def checked_degree(torch_model, degree):
+    """A degree that splits the model's heads and vocabulary (its config's, where it has one), else one line."""
+    if isinstance(degree, bool) or not isinstance(degree, int) or degree < 1:
+        raise PipelineError(f"degree={degree!r}: give the number of ranks, an integer >= 1 [PC427]")
+    config = getattr(torch_model, "config", None)
+    for field_ in ("num_attention_heads", "num_key_value_heads", "vocab_size"):
+        size = getattr(config, field_, None)
+        if isinstance(size, int) and size % degree:
+            raise PipelineError(f"degree {degree} does not divide the model's {field_} ({size}): each rank holds an "
+                                f"equal part; give a degree that divides it [PC422]")
+
+
+class Ranks:
+    """The ranks of one launch: started, waited for while the parent judges, ended. A rank that fails, dies or
+    outlasts the timeout is one line naming it, every rank ended first."""
+
+    def __init__(self, folder: Path, degree: int, timeout: float):
+        self.folder, self.degree, self.timeout, self.processes = folder, degree, timeout, []
+
+    def start(self, build, inputs, state, variants, isolate):
+        import pickle
+        import paddle.distributed as dist
+        for what, fn in [("build", build)] + [("a variant", v) for v in variants]:
+            try:
+                pickle.dumps(fn)
+            except Exception as e:  # noqa: BLE001 - pickle says "Can't pickle" in several exception types
+                raise PipelineError(f"{what} ({getattr(fn, '__qualname__', fn)!r}) cannot reach the ranks: each rank "
+                                    "is a new process that imports it, so give a function defined at the top level "
+                                    f"of a module (not a lambda, nor one defined inside another): {first_line(e)} "
+                                    "[PC922]") from None
+        from portcheck.forward import standins
+        cpu = standins.on_cpu(self.degree)
+        if cpu:
+            standins.checked()  # a Paddle whose names moved: its one line here, before any rank starts
+        self.deadline = time.monotonic() + self.timeout
+        args = (str(self.folder), build, inputs, self.degree, state, variants, isolate)
+        # kept while the ranks run: its queues, which each rank unpickles as it starts, die with it
+        self.context = context = dist.spawn(split_rank.run, args=args, nprocs=self.degree, join=False, daemon=True,
+                                            backend="gloo" if cpu else "nccl")
+        self.processes = list(context.processes)
+
+    def wait(self, ready):
+        """Until ready() holds, or a rank fails, or the time is out (then every rank ended and one line)."""
+        failed = None
+        while not ready():
+            failed = next((r for r, p in enumerate(self.processes) if p.exitcode not in (None, 0)), None)
+            left = self.deadline - time.monotonic()
+            if failed is not None or left <= 0 or not any(p.is_alive() for p in self.processes):
+                break
+            multiprocessing.connection.wait([p.sentinel for p in self.processes if p.is_alive()],
+                                            timeout=min(left, 0.05))
+        else:
+            return
+        self.end()
+        folder, degree = self.folder, self.degree
+        if failed is not None:
+            error = _error(folder, failed)
+            raise PipelineError(f"rank {failed} of {degree} " + (f"stopped: {error}" if error else
+                                f"died (exit code {self.processes[failed].exitcode})") + "; every rank ended [PC423]")
+        stages = [_stage(folder, r) for r in range(degree)]
+        behind = [r for r in range(degree) if stages[r] == min(stages)]  # the others wait for them in a collective
+        raise PipelineError(f"rank {', '.join(map(str, behind))} of {degree} did not finish in {self.timeout} s: "
+                            f"{_behind(stages)}; every rank ended; look for what only that rank does, or give "
+                            "timeout= more seconds if the model is that slow [PC424]")
+
+    def finish(self) -> tuple:
+        """Every rank's end waited for, their configs compared: (the stand-ins' line, each rank's peak memory)."""
+        self.wait(lambda: all((self.folder / f"rank{r}" / split_rank.DONE).is_file() for r in range(self.degree)))
+        done = [json.loads((self.folder / f"rank{r}" / split_rank.DONE).read_text()) for r in range(self.degree)]
+        differ = config_differences([d["config"] for d in done])
+        if differ:
+            raise PipelineError(f"the ranks disagree on the model's config: {'; '.join(differ)}; build every rank "
+                                "from one config, its rank aside [PC429]")
+        return "; ".join(sorted({d["standins"] for d in done if d["standins"]})), [d["peak_mb"] for d in done]
+
+    def end(self):
+        for p in self.processes:
+            p.join(timeout=0 if p.exitcode is None and not self._done(p) else 5)
+            if p.is_alive():
+                p.kill()
+            p.join()
+
+    def _done(self, process) -> bool:
+        rank = self.processes.index(process)
+        return (self.folder / f"rank{rank}" / split_rank.DONE).is_file()
+
+
+def _stage(folder: Path, rank: int) -> int:
+    path = folder / f"rank{rank}" / split_rank.STAGE
+    return int(path.read_text()) if path.is_file() and path.read_text().strip().isdigit() else -1
+
+
+def _behind(stages: list) -> str:
+    """Where the ranks left behind stopped, and how far the others got."""
+    said = lambda s: "never started" if s < 0 else f"it had {split_rank.stage_name(s)}" if s else "it had started"
+    ahead = sorted({s for s in stages if s > min(stages)})
+    return said(min(stages)) + (f", the other ranks had {split_rank.stage_name(ahead[-1])}" if ahead else
+                                ", as had every rank")
+
+
+def config_differences(configs: list) -> list:
+    """One line per config field the ranks' models disagree on (rank 0's against each other's)."""
+    first, out = configs[0] or {}, []
+    for rank, config in enumerate(configs[1:], 1):
+        for key in sorted(set(first) | set(config or {})):
+            if first.get(key) != (config or {}).get(key):
+                out.append(f"{key}: rank 0 {first.get(key)!r}, rank {rank} {(config or {}).get(key)!r}")
+    return out
+
+
+def _error(folder: Path, rank: int) -> str:
+    path = folder / f"rank{rank}" / split_rank.ERROR
+    return path.read_text().splitlines()[0] if path.is_file() else ""
+
+
+def _load(where: Path) -> tuple:
+    """A rank's record ({key: array}), its keys' layouts and the error its run stopped on."""
+    meta = json.loads((where / "keys.json").read_text())
+    with np.load(where / "arrays.npz", allow_pickle=False) as arrays:
+        record = {key: arrays[f"k{i}"] for i, (key, _) in enumerate(meta["keys"])}
+    return record, {key: layout for key, layout in meta["keys"]}, meta["stopped"]
+
+
+def gathered(records: list, layouts: dict) -> dict:
+    """One record of the whole model from the ranks': a column layout's parts joined on the last axis, the rest
+    rank 0's (each rank's own is judged apart, ranks_apart); keys only some ranks hold: rank 0's."""
+    out = {}
+    for key, value in records[0].items():
+        parts = [r.get(key) for r in records]
+        if layouts.get(key) == split_rank.CAT and all(p is not None and np.ndim(p) for p in parts):
+            out[key] = np.concatenate(parts, axis=-1)
+        else:
+            out[key] = value
+    return out
+
+
+def ranks_apart(report, torch_record: dict, records: list, layouts: dict) -> dict:
+    """{torch row name: [ranks]} for each judged output some rank's own part of differs from torch's: its columns,
+    or its whole copy; each such row replaced by the first differing rank's where the gathered one passed."""
+    out = {}
+    for i, row in enumerate(report.rows):
+        p_key = report.counterparts.get(f"out/{row.name}")
+        a, ref = torch_record.get(f"out/{row.name}"), torch_record.get(F64 + f"out/{row.name}")
+        if p_key is None or a is None or ref is None or not row.judged:
+            continue
+        parts = [r.get(p_key) for r in records]
+        if any(p is None for p in parts):
+            continue
+        cut = layouts.get(p_key) == split_rank.CAT
+        if cut and a.shape[-1:] != (sum(np.shape(p)[-1] for p in parts),):
+            continue  # shapes differ: the gathered row says so
+        edges = np.cumsum([0] + [np.shape(p)[-1] for p in parts]) if cut else None
+        rows = [judge_one(row.name, a[..., edges[r]:edges[r + 1]] if cut else a,
+                          ref[..., edges[r]:edges[r + 1]] if cut else ref, p) for r, p in enumerate(parts)]
+        bad = [r for r, judged in enumerate(rows) if not judged.passed]
+        if bad:
+            out[row.name] = bad
+            if row.passed:
+                report.rows[i] = rows[bad[0]]
+    return out
+
+
+def judged(torch_record: dict, folder: Path, n: int, degree: int, name_map=None) -> SplitReport:
+    """Run n's records of every rank gathered and judged against torch's (judge_forward), each rank's part too."""
+    loaded = [_load(folder / f"rank{r}" / str(n)) for r in range(degree)]
+    records, layouts = [x[0] for x in loaded], loaded[0][1]
+    whole = gathered(records, layouts)
+    stops = [r for r, x in enumerate(loaded) if x[2]]
+    try:
+        base = judge_forward(torch_record, whole, name_map)
+    except PipelineError as e:
+        if not stops:
+            raise
+        raise PipelineError(f"the Paddle model stopped on rank {', '.join(map(str, stops))} of {degree}, "
+                            f"{loaded[stops[0]][2]}, and what ran cannot be paired alone: {e} [PC426]") from None
+    report = SplitReport(**{f.name: getattr(base, f.name) for f in dataclasses.fields(ForwardReport)},
+                         degree=degree)
+    if stops:
+        report.stopped["paddle"], report.stop_ranks = loaded[stops[0]][2], stops
+    report.ranks = ranks_apart(report, torch_record, records, layouts)
+    return report
+
+
+def isolated(torch_model, inputs, torch_record: dict, report: SplitReport, ranks: Ranks, n: int):
+    """isolate=True for run n: each rank's modules run on its part of torch's values (split_rank.forced), what they
+    computed gathered as the cumulative run's outputs are, then judged as compare_forward's isolate judges one
+    process's run (portcheck.forward.isolate.judge)."""
+    from portcheck.forward import isolate
+    folder, degree = ranks.folder, ranks.degree
+    records, layouts = zip(*[_load(folder / f"rank{r}" / str(n))[:2] for r in range(degree)])
+    keys, pairing = report.counterparts, report.pairing
+    through = {chain[-1]: t for t, chain in pairing.paddle_composed.items()}
+    request = {"calls": {**{p: t for t, p in pairing.pairs.items()}, **through}, "through": sorted(through),
+               "leaves": {p: t for t, p in keys.items() if t.startswith("out/")}, "applied": pairing.applied_to(keys)}
+    for r in range(degree):
+        part = {}
+        for t, p in keys.items():
+            if t in torch_record and not t.startswith(F64):
+                part[t] = _part(torch_record[t], layouts[0].get(p), [np.shape(x.get(p, ())) for x in records], r)
+        where = folder / f"rank{r}" / str(n)
+        np.savez(where / "torch.npz", **{f"k{i}": v for i, v in enumerate(part.values())})
+        split_rank.write(where / split_rank.REQUEST, json.dumps({**request, "keys": list(part)}))
+    ranks.wait(lambda: all((folder / f"rank{r}" / str(n) / split_rank.KEPT).is_file() for r in range(degree)))
+    kept = [split_rank.read_kept(folder / f"rank{r}" / str(n)) for r in range(degree)]
+    items, error = [], next((k[1] for k in kept if k[1]), None)
+    for i, (key, value, source) in enumerate(kept[0][0]):
+        parts = [k[0][i] if i < len(k[0]) and k[0][i][0] == key else None for k in kept]
+        sources = {p[2] for p in parts if p is not None}
+        if len(sources) == 1 and None not in sources and all(parts):
+            items.append((key, value, source))  # torch's own value on every rank, passed on as it was
+        elif layouts[0].get(key) == split_rank.CAT and all(parts) and np.ndim(value):
+            items.append((key, np.concatenate([p[1] for p in parts], axis=-1), None))
+        else:
+            items.append((key, value, None))
+    isolate.judge(torch_model, None, inputs, torch_record, report, paddle_kept=(items, error))
+
+
+def _part(value, layout, shapes: list, rank: int):
+    """torch's value as rank `rank` holds it: its columns where the layout is columns, else whole."""
+    if layout != split_rank.CAT or not all(len(s) for s in shapes) or sum(s[-1] for s in shapes) != np.shape(value)[-1]:
+        return value
+    edges = np.cumsum([0] + [s[-1] for s in shapes])
+    return np.ascontiguousarray(value[..., edges[rank]:edges[rank + 1]])

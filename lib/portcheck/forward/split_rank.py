@@ -1,0 +1,215 @@
+"""What each rank of a tensor-parallel Paddle model does under portcheck.forward.split: fleet set up for model
+parallel, the CPU stand-ins installed where there is no GPU (standins), the model built and its shard loaded and
+checked (mapping.shards), every module's output recorded (mapping.trace) with how its layer lays it out across the
+ranks, written to the run's folder for the parent to gather; with isolate=True, a forced run on the rank's part
+of torch's values (forward.isolate's forced_run) once the parent has paired the ranks' records. Imports numpy,
+core, mapping and forward's isolate; Paddle inside its functions."""
+import json
+import traceback
+from pathlib import Path
+
+import numpy as np
+
+from portcheck.core.errors import PipelineError, first_line
+from portcheck.mapping import modules, shards
+from portcheck.mapping.trace import STOPPED, trace
+
+CAT, ONE = "cat", "one"  # an output's layout: columns on the last axis per rank, or whole and the same on every rank
+ERROR, DONE = "error.txt", "done.json"  # each rank's folder: the one line it stopped on, or what it recorded
+REQUEST, KEPT = "request.json", "kept.json"  # isolate=True: the parent's torch values for the rank, what it computed
+STAGE = "stage.txt"  # each rank's folder: how far it got (stage_name), so that a rank that hangs is named
+
+
+def layouts(model) -> dict:
+    """{module name: (its output's layout, its first input's)} as its layer defines it: a ColumnParallelLinear
+    without gather_output gives its columns, a RowParallelLinear with input_is_parallel takes them and gives the
+    whole after its all-reduce, a VocabParallelEmbedding the whole; a module holding a tensor split on its last axis
+    (paddlenlp's LlamaLMHead) its columns where its output is as wide as its part. Every other module: the whole."""
+    out = {}
+    for name, layer in model.named_sublayers(include_self=True):
+        kind = type(layer).__name__
+        if kind == "ColumnParallelLinear":
+            out[name] = (ONE if layer.gather_output else CAT, ONE)
+        elif kind == "RowParallelLinear":
+            out[name] = (ONE, CAT if layer.input_is_parallel else ONE)
+        else:
+            split = [p for p in layer.parameters(include_sublayers=False) if getattr(p, "is_distributed", False)
+                     and int(getattr(p, "split_axis", 0)) == len(p.shape) - 1 and kind != "VocabParallelEmbedding"]
+            # its columns only where its output is as wide as its part (with gather_output-like joins: the whole)
+            out[name] = (CAT, ONE, int(split[0].shape[-1])) if split else (ONE, ONE)
+    return out
+
+
+def full_modules(model, degree: int) -> dict:
+    """modules.describe's mod/ keys with each distributed tensor at its full size (its split axis times the
+    degree): the model as pairing sees torch's, one process."""
+    out = {}
+    for name, layer in model.named_sublayers(include_self=True):
+        shapes = []
+        for p in layer.parameters(include_sublayers=False):
+            shape = list(p.shape)
+            if getattr(p, "is_distributed", False):
+                shape[int(getattr(p, "split_axis", 0))] *= degree
+            shapes.append(shape)
+        flat = [len(list(layer.children())), len(shapes)] + [d for s in shapes for d in (len(s), *s)]
+        out[f"{modules.META}{name or modules.ROOT}/{type(layer).__name__}"] = np.array(flat, dtype=np.int64)
+    return out
+
+
+def run(folder, build, inputs, degree, state, variants, isolate=False):
+    """One rank's whole work (paddle.distributed.spawn's target): each variant's record in folder/rank<r>/<n>/.
+    Any failure is one line in its folder's error.txt; the parent reads it."""
+    import paddle.distributed as dist
+    rank = dist.get_rank()
+    where = Path(folder) / f"rank{rank}"
+    where.mkdir(parents=True, exist_ok=True)
+    reached = lambda stage: (where / STAGE).write_text(str(stage))
+    try:
+        reached(0)
+        line = _setup(degree)
+        reached(1)
+        config = None
+        for n, variant in enumerate([None, *variants]):
+            model = _built(build, rank, degree, state)
+            config = _config(model) if config is None else config
+            reached(2 + 2 * n)
+            if variant is not None:
+                model = variant(model, rank) or model
+            _record(where / str(n), model, inputs, degree)
+            reached(3 + 2 * n)
+            if isolate:
+                forced(where / str(n), model, inputs)
+        write(where / DONE, json.dumps({"standins": line, "config": config, "peak_mb": _peak_mb()}))
+    except Exception as e:  # noqa: BLE001 - any failure of a rank is its one line, read by the parent
+        message = str(e) if isinstance(e, PipelineError) else first_line(e, 300)
+        (where / ERROR).write_text(message + "\n" + traceback.format_exc())
+        raise SystemExit(1)
+
+
+def _peak_mb():
+    """This process's peak resident memory in MB (Linux's VmHWM: its own, where ru_maxrss keeps the parent's from
+    before the exec that started it), or None where the system does not say."""
+    try:
+        line = next(x for x in Path("/proc/self/status").read_text().splitlines() if x.startswith("VmHWM:"))
+    except (OSError, StopIteration):
+        return None
+    return int(line.split()[1]) / 1024
+
+
+def _config(model) -> dict:
+    """The model's config as JSON-able values (paddlenlp's PretrainedConfig), its rank left out: {} without one."""
+    config = getattr(model, "config", None)
+    values = config.to_dict() if hasattr(config, "to_dict") else {}
+    return {k: v if isinstance(v, (int, float, str, bool, type(None))) else repr(v) for k, v in values.items()
+            if k != "tensor_parallel_rank"}
+
+
+def stage_name(stage: int) -> str:
+    """A rank's stage number (run's `reached`) in words: started, fleet set up, then per run its model built and
+    its modules recorded."""
+    if stage < 2:
+        return ("started", "set up fleet")[max(stage, 0)]
+    return f"{'built its model' if stage % 2 == 0 else 'recorded its modules'} (run {stage // 2})"
+
+
+def _setup(degree):
+    """fleet for model parallel on `degree` ranks; the stand-ins' line on a CPU, else ""."""
+    from paddle.distributed import fleet
+    from portcheck.forward import standins
+    line = standins.install() if standins.on_cpu(degree) else ""
+    strategy = fleet.DistributedStrategy()
+    strategy.hybrid_configs = {"dp_degree": 1, "mp_degree": degree, "pp_degree": 1, "sharding_degree": 1}
+    fleet.init(is_collective=True, strategy=strategy)
+    return line
+
+
+def _built(build, rank, degree, state):
+    """The rank's model from the caller's build(rank, degree), in eval mode, its shard loaded when a state is given."""
+    model = build(rank, degree)
+    if state is not None:
+        model.set_state_dict(shards.checked_shard(state, model, rank, degree))
+    return model.eval()
+
+
+def _record(where: Path, model, inputs, degree):
+    """The rank's record written: arrays.npz (k0, k1, ... in run order), keys.json (their keys, each with its
+    layout); a run that stopped names the module it stopped in."""
+    where.mkdir(parents=True, exist_ok=True)
+    record = trace(model, inputs)
+    record.update(full_modules(model, degree))  # the same mod/ keys, each tensor at its full size
+    kinds = layouts(model)
+    keys, arrays = [], {}
+    for key, value in record.items():
+        arrays[f"k{len(keys)}"] = np.asarray(value)
+        keys.append([key, _layout(key, value, kinds)])
+    for pair in keys:  # the model's own output: laid out as the module's output it is (the head's)
+        if pair[0].startswith(f"out/{modules.ROOT}"):
+            value = record[pair[0]]
+            pair[1] = next((layout for key, layout in keys if key.startswith("out/") and not key.startswith(
+                f"out/{modules.ROOT}") and np.shape(record[key]) == np.shape(value) and
+                np.array_equal(record[key], value)), ONE)
+    np.savez(where / "arrays.npz", **arrays)
+    write(where / "keys.json", json.dumps({"keys": keys, "stopped": _stopped(record)}))
+
+
+def write(path: Path, text: str):
+    """A file the other side polls for: whole when it appears (written beside it, then renamed)."""
+    part = path.with_name(path.name + ".part")
+    part.write_text(text)
+    part.replace(path)
+
+
+def forced(where: Path, model, inputs):
+    """isolate=True: the rank's modules run on its part of torch's values (the parent's request, once it is
+    there: it pairs the ranks' records first), every value they computed written: kept.npz, kept.json."""
+    import time
+    from portcheck.forward.isolate import forced_run
+    from portcheck.mapping.trace import values
+    while not (where / REQUEST).is_file():  # the parent ends this process if it never comes
+        time.sleep(0.05)
+    request = json.loads((where / REQUEST).read_text())
+    with np.load(where / "torch.npz", allow_pickle=False) as arrays:
+        torch_part = {key: arrays[f"k{i}"] for i, key in enumerate(request["keys"])}
+    kept = []
+
+    def keep(key, tensor, source):
+        if key is None:
+            kept.clear()
+        else:
+            kept.append((key, np.array(values(tensor)), source))
+    _, error = forced_run(model, inputs, torch_part, request["calls"], request["leaves"], keep,
+                          through=set(request["through"]), applied=request["applied"])
+    np.savez(where / "kept.npz", **{f"k{i}": v for i, (_, v, _) in enumerate(kept)})
+    write(where / KEPT, json.dumps({"keys": [[k, s] for k, _, s in kept], "error": error}))
+
+
+def read_kept(where: Path) -> tuple:
+    """([(key, value, source)], error) a rank's forced run wrote."""
+    meta = json.loads((where / KEPT).read_text())
+    with np.load(where / "kept.npz", allow_pickle=False) as arrays:
+        return [(k, arrays[f"k{i}"], s) for i, (k, s) in enumerate(meta["keys"])], meta["error"]
+
+
+def _layout(key, value, kinds) -> str:
+    """A record key's layout across the ranks (layouts): out/ and in/ keys by their module's; the rest the same."""
+    side, _, rest = key.partition("/")
+    if side not in ("out", "in"):
+        return ONE
+    name = rest.split("#")[0].split("[")[0].split(":")[0]
+    kind = kinds.get(name)
+    if kind is None:
+        return ONE
+    if side == "in":
+        return kind[1]
+    if len(kind) == 3:  # a module holding a tensor split on its last axis: its columns where it is that wide
+        return CAT if np.ndim(value) and np.shape(value)[-1] == kind[2] else ONE
+    return kind[0]
+
+
+def _stopped(record):
+    """The error the run stopped on, with the module it was inside (the last entered that did not return), or None."""
+    error = next((k[len(STOPPED):] for k in record if k.startswith(STOPPED)), None)
+    if error is None:
+        return None
+    inside = [k[len("in/"):] for k in record if k.startswith("in/") and f"out/{k[len('in/'):]}" not in record]
+    return f"in {inside[-1]}: {error}" if inside else error

@@ -1,0 +1,122 @@
+"""Paddle's model-parallel ops that have no CPU kernel (c_identity, the calc-stream all-reduce, c_concat, c_split),
+stood in for on a CPU by paddle.distributed's collectives over gloo, so that a tensor-parallel model runs split across
+processes on one machine (portcheck.forward.split). Only on a CPU: on GPUs Paddle's own ops run, untouched. The names
+replaced are Paddle's private ones, so the version is pinned and every name checked before anything is replaced: a
+Paddle whose names moved is refused in one line, never run half-patched. Imports portcheck.core; Paddle only inside
+its functions."""
+import inspect
+
+from portcheck.core.errors import PipelineError
+
+CHECKED = ("3.3.1",)  # the Paddle versions the stand-ins were checked on (tests/test_split.py)
+# where the ops live, and each one's parameters as that version spells them
+MODULES = ("paddle.distributed.fleet.layers.mpu.mp_ops", "paddle.distributed.collective")
+OPS = {"_c_identity": ("tensor", "group", "skip_c_identity_dynamic"),
+       "_mp_allreduce": ("tensor", "op", "group", "use_calc_stream", "use_model_parallel", "skip_c_identity_dynamic"),
+       "_c_concat": ("tensor", "group"), "_c_split": ("tensor", "group")}
+LINE = ("on CPU: Paddle's c_identity, mp_allreduce, c_concat and c_split (no CPU kernel) stood in for by "
+        "paddle.distributed.all_reduce and all_gather over gloo (Paddle {version})")
+
+
+def on_cpu(degree: int) -> bool:
+    """Whether the ranks run on CPUs: no CUDA build, or fewer GPUs than ranks."""
+    import paddle
+    return not paddle.is_compiled_with_cuda() or paddle.device.cuda.device_count() < degree
+
+
+def checked() -> list:
+    """The modules holding the ops, each checked: the version pinned, every op there with its parameters."""
+    import importlib
+    import paddle
+    if paddle.__version__ not in CHECKED:
+        raise PipelineError(f"Paddle {paddle.__version__}: the CPU stand-ins for its model-parallel ops are checked "
+                            f"on Paddle {', '.join(CHECKED)} only: install paddlepaddle=={CHECKED[-1]} to compare a "
+                            "split model on CPU, or run it on GPUs [PC425]")
+    modules = [importlib.import_module(m) for m in MODULES]
+    for module in modules:
+        for name, params in OPS.items():
+            op = getattr(module, name, None)
+            got = tuple(inspect.signature(op).parameters) if callable(op) else None
+            if got != params:
+                raise PipelineError(f"Paddle {paddle.__version__}: {module.__name__}.{name} is "
+                                    f"{'missing' if got is None else 'spelled ' + str(got)}, not what the CPU "
+                                    f"stand-ins replace {params}: nothing was replaced; run on GPUs [PC428]")
+    return modules
+
+
+def install() -> str:
+    """Replace the three ops in every module that holds them, after checking them all; the report's line."""
+    import paddle
+    import paddle.distributed as dist
+    from paddle.autograd import PyLayer
+    modules = checked()
+
+    class Identity(PyLayer):  # forward: the input; backward: the gradients of the ranks summed
+        @staticmethod
+        def forward(ctx, x, group):
+            ctx.group = group
+            return x.clone()
+
+        @staticmethod
+        def backward(ctx, dy):
+            dy = dy.clone()
+            dist.all_reduce(dy, group=ctx.group)
+            return dy
+
+    class AllReduce(PyLayer):  # forward: the ranks' partial sums added; backward: the gradient as it is
+        @staticmethod
+        def forward(ctx, x, group):
+            x = x.clone()
+            dist.all_reduce(x, group=group)
+            return x
+
+        @staticmethod
+        def backward(ctx, dy):
+            return dy
+
+    class Concat(PyLayer):  # forward: the ranks' columns joined on the last axis; backward: this rank's columns
+        @staticmethod
+        def forward(ctx, x, group):
+            ctx.group = group
+            parts = []
+            dist.all_gather(parts, x, group=group)
+            return paddle.concat(parts, axis=-1)
+
+        @staticmethod
+        def backward(ctx, dy):
+            return paddle.split(dy, ctx.group.nranks, axis=-1)[ctx.group.rank]
+
+    class Split(PyLayer):  # forward: this rank's columns of the last axis; backward: the ranks' joined
+        @staticmethod
+        def forward(ctx, x, group):
+            ctx.group = group
+            return paddle.split(x, group.nranks, axis=-1)[group.rank].clone()
+
+        @staticmethod
+        def backward(ctx, dy):
+            parts = []
+            dist.all_gather(parts, dy, group=ctx.group)
+            return paddle.concat(parts, axis=-1)
+
+    def c_identity(tensor, group=None, skip_c_identity_dynamic=False):
+        return Identity.apply(tensor, _group(group))
+
+    def mp_allreduce(tensor, op=None, group=None, use_calc_stream=True, use_model_parallel=True,
+                     skip_c_identity_dynamic=False):
+        return AllReduce.apply(tensor, _group(group))
+
+    def c_concat(tensor, group=None):
+        return Concat.apply(tensor, _group(group))
+
+    def c_split(tensor, group=None):
+        return Split.apply(tensor, _group(group))
+
+    for module in modules:
+        module._c_identity, module._mp_allreduce, module._c_concat, module._c_split = \
+            c_identity, mp_allreduce, c_concat, c_split
+    return LINE.format(version=paddle.__version__)
+
+
+def _group(group):
+    from paddle.distributed import collective
+    return collective._get_default_group() if group is None else group

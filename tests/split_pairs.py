@@ -1,0 +1,71 @@
+"""The bugs tests/test_split.py plants in the tensor-parallel pair of examples/tiny_llama_split.py, each a change
+to one rank's model (or every rank's) after its shard is loaded. Each rank is a new process that imports this module:
+nothing heavy at its top."""
+from examples.tiny_llama_split import build
+
+
+def _swap(a, b):
+    x, y = a.numpy(), b.numpy()
+    a.set_value(y), b.set_value(x)
+
+
+def kv_order(model, rank):
+    """A fused [q | k | v] checkpoint unpacked in the wrong order: k's columns in v_proj and v's in k_proj."""
+    attn = model.llama.layers[0].self_attn
+    _swap(attn.k_proj.weight, attn.v_proj.weight)
+
+
+def gate_up_one_shard(model, rank):
+    """gate and up swapped in rank 1's shard only."""
+    if rank == 1:
+        mlp = model.llama.layers[0].mlp
+        _swap(mlp.gate_proj.weight, mlp.up_proj.weight), _swap(mlp.gate_proj.bias, mlp.up_proj.bias)
+
+
+def input_not_parallel(model, rank):
+    """o_proj told its input is whole: it cuts the columns it was given once more."""
+    model.llama.layers[1].self_attn.o_proj.input_is_parallel = False
+
+
+def allreduce_missing(model, rank):
+    """A plain Linear holding the rank's rows of down_proj where a RowParallelLinear belongs: no all-reduce."""
+    import paddle
+    mlp = model.llama.layers[1].mlp
+    row = mlp.down_proj
+    plain = paddle.nn.Linear(*row.weight.shape)
+    plain.weight.set_value(row.weight.numpy()), plain.bias.set_value(row.bias.numpy())
+    mlp.down_proj = plain
+
+
+def bias_every_rank(model, rank):
+    """down_proj's bias added by every rank before the all-reduce: the sum holds it `degree` times."""
+    import paddle.nn.functional as F
+    from paddle.distributed.fleet.layers.mpu import mp_ops
+    row = model.llama.layers[0].mlp.down_proj
+    row.forward = lambda x: mp_ops._mp_allreduce(F.linear(x, row.weight, row.bias), group=row.model_parallel_group)
+
+
+def vocab_offset(model, rank):
+    """rank 1's vocabulary shard starting one row late: its tokens read their neighbour's row."""
+    if rank == 1:
+        model.llama.embed_tokens.vocab_start_index += 1
+
+
+PLANTS = {"kv_order": kv_order, "gate_up_one_shard": gate_up_one_shard, "input_not_parallel": input_not_parallel,
+          "allreduce_missing": allreduce_missing, "bias_every_rank": bias_every_rank, "vocab_offset": vocab_offset}
+
+
+def dies_on_rank_1(rank, degree):
+    """Rank 1 ends as a killed process does, with nothing said; rank 0 waits for it in the first all-reduce."""
+    if rank == 1:
+        import os
+        os._exit(3)
+    return build(rank, degree)
+
+
+def hangs_on_rank_1(rank, degree):
+    """Rank 1 never returns its model; rank 0 records on and waits for it in the first all-reduce."""
+    if rank == 1:
+        import time
+        time.sleep(3600)
+    return build(rank, degree)

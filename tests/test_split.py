@@ -1,0 +1,166 @@
+"""A Paddle model in tensor parallel, two ranks under paddle.distributed.spawn (gloo, on CPU), judged module by module
+against the torch model in this process (portcheck.forward.split): docs/large_models.md's program, its clean split
+green, with each bug of tests/split_pairs.py planted beside it in the same launch of the ranks, red at its module and
+rank; the shards and the bad input."""
+import multiprocessing
+import time
+
+import numpy as np
+import pytest
+
+from portcheck.core.errors import PipelineError
+from portcheck.forward import split, standins
+from portcheck.mapping import shards
+
+import split_pairs as pairs
+from examples import tiny_llama_split as pair
+from test_docs_blocks import DOCS, printed_as_said, python_blocks, run_in_process
+
+
+@pytest.fixture(scope="module")
+def reports(tmp_path_factory):
+    """docs/large_models.md's split program, run alone in an empty folder with fresh globals, in this process (which
+    imports transformers and paddlenlp already); the one compare_split it calls judges every plant beside the clean
+    split in the same launch of the ranks (compare_splits' variants): {None: the page's report, plant: its report,
+    "page": (exit status, output, what the page says it prints)}."""
+    kept, original = {}, split.compare_split
+
+    def with_plants(torch_model, build, inputs, degree=2, state=None, isolate=False, timeout=split.TIMEOUT):
+        kept.update(split.compare_splits(torch_model, build, inputs, degree, state, pairs.PLANTS, isolate, timeout))
+        return kept[None]
+    split.compare_split = with_plants
+    try:
+        code, said = python_blocks(DOCS / "large_models.md")[1]
+        kept["page"] = (*run_in_process([code], tmp_path_factory.mktemp("split"))[0], said)
+    finally:
+        split.compare_split = original
+    return kept
+
+
+@pytest.fixture(scope="module")
+def torch_model():
+    return pair.torch_llama()
+
+
+def test_the_pages_program_runs_and_prints_what_the_page_says(reports):
+    status, output, said = reports["page"]
+    assert status == 0 and not printed_as_said(output, said), output[-3000:]
+
+
+def test_the_clean_split_is_green_against_torchs_own_error(reports):
+    report = reports[None]
+    assert report.passed and report.ranks == {} and report.first_diverging is None, report.table()
+    assert report.differing == [] and len(report.isolated) > 30, report.table()  # each module on torch's values too
+    names = [r.name for r in report.paired]
+    # each kind of split layer paired with torch's module and judged: columns joined, rows reduced, vocabulary rows
+    for name in ("model.embed_tokens", "model.layers.0.self_attn.k_proj", "model.layers.0.mlp.down_proj",
+                 "model.layers.1.self_attn.o_proj", "lm_head", "(model):logits"):
+        assert name in names, names
+    table = report.table()
+    assert "the Paddle model ran split across 2 ranks; on CPU: Paddle's c_identity, mp_allreduce, c_concat and " \
+           "c_split (no CPU kernel) stood in for by paddle.distributed.all_reduce" in table, table
+
+
+@pytest.mark.parametrize("plant, where, ranks, isolated", [
+    ("kv_order", "model.layers.0.self_attn.k_proj", [0, 1], ["self_attn.k_proj", "self_attn.v_proj"]),
+    ("gate_up_one_shard", "model.layers.0.mlp.gate_proj", [1], ["mlp.gate_proj", "mlp.up_proj"]),
+    ("bias_every_rank", "model.layers.0.mlp.down_proj", [0, 1], ["mlp.down_proj"]),
+    ("vocab_offset", "model.embed_tokens", [0, 1], ["embed_tokens"]),
+])
+def test_a_plant_in_the_split_is_red_at_its_module_and_rank(reports, plant, where, ranks, isolated):
+    """Cumulative: the first module whose output parts, and the ranks whose own part of it differs; isolated (each
+    rank's module on its part of torch's input): every module whose own computation differs, and no other."""
+    report = reports[plant]
+    assert not report.passed and report.first_diverging == where and report.parted() == ranks, report.table()
+    assert f"parts from torch on rank {', '.join(map(str, ranks))} of 2" in report.table()
+    layer = "model." if plant == "vocab_offset" else "model.layers.0."
+    assert report.differing == [layer + name for name in isolated], report.table()
+
+
+def test_an_allreduce_missing_is_red_at_the_block_holding_it_and_names_the_plain_linear(reports):
+    """A plain Linear holds the rank's rows of down_proj: its input is the rank's columns, which no layer says,
+    so the cumulative run parts in the MLP that holds it; the Linear is the first module whose parts differ, on
+    both ranks, and the first whose own computation differs."""
+    report = reports["allreduce_missing"]
+    assert not report.passed and report.first_diverging == "model.layers.1.mlp", report.table()
+    assert next(iter(report.ranks.items())) == ("model.layers.1.mlp.down_proj", [0, 1]), report.ranks
+    assert report.differing[0] == "model.layers.1.mlp.down_proj", report.table()  # isolated: the Linear itself
+
+
+def test_a_row_parallel_layer_told_its_input_is_whole_stops_named_at_its_module_and_ranks(reports):
+    report = reports["input_not_parallel"]
+    assert not report.passed and report.stop_ranks == [0, 1], report.table()
+    assert "the Paddle model stopped on rank 0, 1: in llama.layers.1.self_attn.o_proj: ValueError" in report.table()
+
+
+def test_a_shard_is_cut_on_the_axis_its_layer_declares_and_checked_against_the_rank_model():
+    import paddle
+    model = paddle.nn.Linear(4, 6)
+    model.weight.is_distributed, model.weight.split_axis = True, 1
+    model.bias.is_distributed, model.bias.split_axis = True, 0
+    full = {"weight": np.arange(48, dtype="float32").reshape(4, 12), "bias": np.arange(12, dtype="float32")}
+    part = shards.checked_shard(full, model, 1, 2)
+    assert np.array_equal(part["weight"], full["weight"][:, 6:]) and np.array_equal(part["bias"], full["bias"][6:])
+    with pytest.raises(PipelineError, match=r"rank 0 of 3: the shard does not fit its model \(2 differ\): weight: "
+                                            r"the shard's \[4, 4\], the rank's model \[4, 6\]; bias: .*\[PC323\]$"):
+        shards.checked_shard(full, model, 0, 3)  # a checkpoint split for another degree
+    with pytest.raises(PipelineError, match=r"weight \[4, 12\]: axis 1 \(12\) does not split in 5 .*\[PC322\]$"):
+        shards.shard(full, model, 0, 5)
+    assert shards.differences({"weight": full["weight"]}, model) == [
+        "bias: in the rank's model, not in the shard", "weight: the shard's [4, 12], the rank's model [4, 6]"]
+
+
+def test_a_degree_that_does_not_divide_the_heads_or_vocabulary_is_one_line_before_any_rank_starts(torch_model):
+    with pytest.raises(PipelineError, match=r"degree 3 does not divide the model's num_attention_heads \(4\).*"
+                                            r"\[PC422\]$"):
+        split.compare_split(torch_model, pair.build, pair.IDS, 3)
+    assert multiprocessing.active_children() == []
+
+
+def test_a_build_the_ranks_cannot_import_is_one_line_before_any_rank_starts(torch_model):
+    with pytest.raises(PipelineError, match=r"^build \('.*<lambda>'\) cannot reach the ranks: .* \[PC922\]$"):
+        split.compare_split(torch_model, lambda rank, degree: None, pair.IDS, 2)
+    assert multiprocessing.active_children() == []
+
+
+def test_a_paddle_whose_private_names_moved_is_refused_with_nothing_replaced(monkeypatch):
+    from paddle.distributed.fleet.layers.mpu import mp_ops
+    original = mp_ops._mp_allreduce
+    monkeypatch.delattr(mp_ops, "_c_concat")
+    with pytest.raises(PipelineError, match=r"mp_ops\._c_concat is missing, not what the CPU stand-ins replace.*"
+                                            r"nothing was replaced; run on GPUs \[PC428\]$"):
+        standins.install()
+    assert mp_ops._mp_allreduce is original
+    monkeypatch.setattr("paddle.__version__", "9.9.9")
+    with pytest.raises(PipelineError, match=r"^Paddle 9\.9\.9: the CPU stand-ins .* \[PC425\]$"):
+        standins.install()
+    with pytest.raises(PipelineError, match=r"^Paddle 9\.9\.9: .*\[PC425\]$"):  # said before any rank starts
+        split.compare_split(pair.torch_llama(), pair.build, pair.IDS, 2)
+    assert multiprocessing.active_children() == []
+
+
+def test_a_rank_that_dies_is_one_line_naming_it_every_rank_ended(torch_model):
+    with pytest.raises(PipelineError, match=r"^rank 1 of 2 died \(exit code 3\); every rank ended \[PC423\]$"):
+        split.compare_split(torch_model, pairs.dies_on_rank_1, pair.IDS, 2)
+    assert multiprocessing.active_children() == []
+
+
+def test_ranks_that_outlast_the_timeout_are_one_line_every_rank_ended(torch_model):
+    start = time.monotonic()
+    with pytest.raises(PipelineError, match=r"^rank 0, 1 of 2 did not finish in 1 s: (it had started|never started)"
+                                            r", as had every rank; every rank ended;.*\[PC424\]$"):
+        split.compare_split(torch_model, pair.build, pair.IDS, 2, timeout=1)
+    assert multiprocessing.active_children() == [] and time.monotonic() - start < 10
+
+
+def test_a_rank_that_hangs_is_named_the_one_waiting_for_it_is_not(torch_model):
+    with pytest.raises(PipelineError, match=r"^rank 1 of 2 did not finish in 30 s: it had set up fleet, the other "
+                                            r"ranks had built its model \(run 1\); every rank ended;.*\[PC424\]$"):
+        split.compare_split(torch_model, pairs.hangs_on_rank_1, pair.IDS, 2, timeout=30)
+    assert multiprocessing.active_children() == []
+
+
+def test_ranks_that_disagree_on_the_config_are_one_line_each_field():
+    assert split.config_differences([{"num_hidden_layers": 2, "vocab_size": 64}, {"num_hidden_layers": 3,
+                                     "vocab_size": 64}]) == ["num_hidden_layers: rank 0 2, rank 1 3"]
+    assert split.config_differences([{"a": 1}, {"a": 1}]) == []
