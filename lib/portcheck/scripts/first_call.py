@@ -5,7 +5,7 @@ the recorder's arguments and the library below, never the recorder (which calls 
 """
 import numpy as np
 
-from portcheck.scripts.arguments import Tensors, Unbuilt, arrays, held_as, on_stack
+from portcheck.scripts.arguments import Tensors, Unbuilt, arrays, decay_of, held_as, holder, on_stack
 
 
 def call_arguments(run, args, kwargs):
@@ -67,7 +67,8 @@ def keep(run):
     name, or one with one."""
     from portcheck.gradients.against_itself import KEPT
     if run.step == 0:
-        run.kept = kept_modules(run.fw, run.root, run.called, run.optimizers)
+        said = {}
+        run.kept = kept_modules(run.fw, run.root, run.called, run.optimizers, said)
         if run.side == "torch":
             for name, m in run.kept.items():
                 run.record.update({f"{KEPT}init/{name}/{k}": v for k, v in run.fw.state(m).items()})
@@ -75,22 +76,25 @@ def keep(run):
             theirs = sorted({k.split("/")[1] for k in run.given if k.startswith(f"{KEPT}init/")})
             if len(theirs) == len(run.kept) == 1 and theirs != list(run.kept):
                 run.kept = {theirs[0]: next(iter(run.kept.values()))}  # one with one, whatever its name
+                said = {theirs[0]: next(iter(said.values()))}  # as this script holds it (its own name)
             for name, m in run.kept.items():
                 prefix = f"{KEPT}init/{name}/" if run.side != "paddle" else f"{KEPT}0/{name}/"
                 init = {k[len(prefix):]: v for k, v in run.given.items() if k.startswith(prefix)}
                 if init:
                     run.fw.start_kept(m, init, run.side == "torch64")
         run.config["kept"] = {name: getattr(m, "kind", type(m).__name__) for name, m in run.kept.items()}
+        run.config["kept_as"] = said  # what holds each, and the decay given it (run.kept_named says them)
     for name, m in run.kept.items():
         run.record.update({f"{KEPT}{run.step}/{name}/{k}": v
                             for k, v in run.fw.paddle_layout_state(m).items()})
 
 
-def kept_modules(fw, root, called, optimizers) -> dict:
+def kept_modules(fw, root, called, optimizers, said: dict = None) -> dict:
     """{name: module} of the modules alive beside the root whose state holds the root's keys (a copy of the model:
     an EMA, a teacher; torch's AveragedModel by the model it holds) and whose parameters no optimizer holds, and of
     the dicts of tensors keyed as its state, every parameter there, none of them the model's own (Tensors), each
-    named as the script holds it (a variable, an attribute)."""
+    named as the script holds it (a variable, an attribute: model_ema.module). said: filled with {name: {"as": that
+    name, "by": the class of the object holding it (AveragedModel, an EMA class), "decay": the decay it was given}}."""
     import gc
     import warnings
     own = {id(m) for m in fw.submodules(root)} | {id(called)}
@@ -113,8 +117,12 @@ def kept_modules(fw, root, called, optimizers) -> dict:
                                              {id(p) for p in fw.parameters(m)} & held or id(m) in own):
             continue
         taken.add(id(m))
-        name = held_as(obj.held if isinstance(obj, Tensors) else obj)
+        theirs = obj.held if isinstance(obj, Tensors) else obj
+        name = held_as(theirs)
         while name in out:
             name += "#2"
         out[name] = m
+        if said is not None:
+            by = obj if m is not obj and not isinstance(obj, Tensors) else holder(theirs)[0]  # an AveragedModel: itself
+            said[name] = {"as": name} if by is None else {"as": name, "by": type(by).__name__, "decay": decay_of(by)}
     return out

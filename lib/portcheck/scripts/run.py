@@ -247,6 +247,18 @@ def kept(t: dict, p: dict, statuses: dict, modules: dict, renamed: dict) -> list
     return rows
 
 
+def kept_named(name: str, statuses: dict) -> str:
+    """A module kept beside the model as each script holds it (first_call.keep's kept_as): its name, the object
+    holding it and the decay that object was given (model_ema.module (ModelEmaV2, decay 0.999)); both sides' where
+    they differ."""
+    def said(side):
+        e = (statuses[side]["config"].get("kept_as") or {}).get(name) or {}
+        decay = f", decay {e['decay']:g}" if isinstance(e.get("decay"), (int, float)) else ""
+        return str(e.get("as") or name) + (f" ({e['by']}{decay})" if e.get("by") else "")
+    t, p = said("torch"), said("paddle")
+    return t if t == p else f"torch {t} vs paddle {p}"
+
+
 def alone(paddle_config: dict, side: str):
     """A side's record without the tensors the other side holds none of (hooks_paddle.start_from_torch's one_sided:
     unused by its forward, filled by the model, a torch name of a tied tensor Paddle holds once, or a torch head Paddle
@@ -299,11 +311,12 @@ def unplaced_why(report) -> str:
 
 
 def first_input(rec: dict, t: dict) -> list:
-    """The first input a side's model computed on, as its run record binds it: its in/(model); a model called with
-    a dict or list of tensors keeps none, so torch's batch 0 (t's), which the Paddle run was fed."""
-    if f"in/{ROOT}" in rec:
-        return [("in", rec[f"in/{ROOT}"])]
-    return [(k, v) for k, v in t.items() if k.startswith(f"{BATCH}0/")]
+    """The first batch a side's model computed on, as its run record binds it, by each argument's name
+    (input/batch_0/<args/i or kwargs/name>): torch's own; the Paddle run's torch's value at every name torch's batch
+    holds (it was fed them), its own at any other. By name, not by place: two Trainers' collators putting the same
+    arguments in another order (labels first from a `label` column) bind the same inputs."""
+    prefix = f"{BATCH}0/"
+    return [(k, t.get(k, v)) for k, v in rec.items() if k.startswith(prefix)]
 
 
 def judge(out: Path, statuses: dict, steps: int, rank: int = 0, again=None, sealed: Sealed = None) -> int:
@@ -420,11 +433,13 @@ def judge(out: Path, statuses: dict, steps: int, rank: int = 0, again=None, seal
         lines = crossing_lines(report.crossed, report.on_branch, report.taken, report.first_diverging or "")
         print("".join(f"  ({line})\n" for line in lines), end="")
     kept_red = [r for r in kept_rows if not r.passed]
+    name, _, tensor = kept_red[0].key.partition(": ") if kept_red else ("", "", "")
+    first_kept = f"{kept_named(name, statuses)}: {tensor}"
     if kept_rows:
         names = sorted({r.key.partition(":")[0] for r in kept_rows})
         print(f"kept beside the model ({', '.join(names)}), as the weights: " + (
             f"every tensor within the measured rule after each step ({len(kept_rows)} compared)" if not kept_red else
-            f"RED, {len(kept_red)} of {len(kept_rows)} tensor(s) over their rule, first {kept_red[0].key} (max "
+            f"RED, {len(kept_red)} of {len(kept_rows)} tensor(s) over their rule, first {first_kept} (max "
             f"{kept_red[0].max:.3g}, allowed {kept_red[0].allowed:.3g}) [PC838]"))
     for name, v in verdicts.items():
         print(f"{name}: {'green' if v.passed else 'RED'} | {v.describe_measured()}")
@@ -433,7 +448,7 @@ def judge(out: Path, statuses: dict, steps: int, rank: int = 0, again=None, seal
     print(f"{'RED' if red else 'green'}: " + (
         f"{len(config)} configuration difference(s)" if config else
         "the data differ" if not fed.passed else f"the runs part at {where}" if where else unplaced or (
-            f"what the script keeps beside the model differs: {kept_red[0].key}" if kept_red else
+            f"what the script keeps beside the model differs: {first_kept}" if kept_red else
             "a pair is red" if red else "the same run for the first steps"))
           + f"; the hand-in: python -m portcheck check {top} --only {','.join((runconfig.CONFIG, *PAIRS))}")
     return 1 if red else 0
