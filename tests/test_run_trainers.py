@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from portcheck.core.keys import ROOT
 from portcheck.scripts import run, runconfig
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -151,6 +152,42 @@ def test_a_trainers_label_smoothing_is_named():
     same = {"label_smoothing": 0.0, "max_steps": 8}
     lines = runconfig.differences({"trainer": {**same, "label_smoothing": 0.1}}, {"trainer": same}, {}, {})
     assert lines == [f"trainer: label_smoothing torch 0.1 vs paddle 0 ({runconfig.TRAINER['label_smoothing']})"]
+
+
+def test_an_attention_dropout_given_as_a_number_is_compared_with_torchs(trainer_torch, tmp_path):
+    """paddlenlp's BERT hands attention_probs_dropout_prob to nn.MultiHeadAttention as a float (F.dropout inside);
+    transformers' drops the probabilities in BertSelfAttention (its dropout_p to scaled_dot_product_attention), a
+    module paired with none of Paddle's: 0.1 against 0.0 was green. Now gathered at the layer both pair: red, one
+    line per layer naming both sides' values and modules; check re-derives it from the folder."""
+    script = planted_trainer(tmp_path, [("num_labels=3, type_vocab_size=2)",
+                                         "num_labels=3, type_vocab_size=2, attention_probs_dropout_prob=0.0)")])
+    code, said, folder = paddle_against(trainer_torch, tmp_path, [sys.executable, str(script), "--output-dir",
+                                                                  str(tmp_path / "pd")], STEPS)
+    line = ("DIFFERS bert.encoder.layer.{i}: attention dropout p torch 0.1 vs paddle none (torch's attention.self "
+            "(BertSdpaSelfAttention); paddle's none; off for the steps, so compared here)")
+    assert code == 1 and all(line.format(i=i) in said for i in (0, 1)), said
+    checked, out = check(folder)
+    assert checked == 1 and line.format(i=0) in out, out
+
+
+def test_an_attention_dropout_module_against_a_number_is_one_line():
+    """transformers' eager BertSelfAttention drops its probabilities with an nn.Dropout module (recorded as an
+    attention dropout: its input's rows sum to 1), paddlenlp's MultiHeadAttention with F.dropout of its float."""
+    import torch
+    from portcheck.scripts.arguments import probabilities
+    modules = {"bert.encoder.layer.0": "bert.encoder.layers.0", ROOT: ROOT}
+    torch_config = {"attention_dropouts": {"bert.encoder.layer.0.attention.self.dropout": {"type": "Dropout",
+                                                                                           "p": 0.0}}}
+    paddle_config = {"dropouts": {"bert.encoder.layers.0.self_attn": {"type": "MultiHeadAttention", "p": [0.1],
+                                                                      "attention": True}}}
+    assert runconfig.differences(torch_config, paddle_config, modules, {}) == [
+        "bert.encoder.layer.0: attention dropout p torch 0 vs paddle 0.1 (torch's attention.self.dropout (Dropout); "
+        "paddle's self_attn (MultiHeadAttention); off for the steps, so compared here)"]
+    torch_config["attention_dropouts"]["bert.encoder.layer.0.attention.self.dropout"]["p"] = 0.1
+    assert runconfig.differences(torch_config, paddle_config, modules, {}) == []
+    weights = np.exp(np.random.default_rng(0).normal(size=(2, 2, 5, 5)))
+    assert probabilities(torch.from_numpy(weights / weights.sum(-1, keepdims=True))) and \
+        not probabilities(torch.from_numpy(weights))
 
 
 EMA_STEPS = 3

@@ -15,6 +15,43 @@ def to_numpy(t) -> np.ndarray:
     return np.array(t.numpy(), copy=True)
 
 
+def probabilities(x) -> bool:
+    """x holds probabilities over its last axis (each row >= 0, summing to 1, or to 0 where a row is masked out): an
+    attention's weights, as a dropout called on them sees them."""
+    if not (hasattr(x, "numpy") and hasattr(x, "shape")) or len(x.shape) < 2 or x.shape[-1] < 2:
+        return False
+    a = to_numpy(x)
+    if a.dtype.kind != "f" or not a.size:
+        return False
+    sums = a.sum(-1, dtype=np.float64)
+    return bool(a.min() >= 0 and np.all((np.abs(sums - 1) < 1e-3) | (sums == 0)))
+
+
+# how a script's own argument is torch's in its framework's convention (own -> torch's): a bool mask True where
+# torch's is False (torch's src_key_padding_mask True at the pads, Paddle's attn_mask True at the tokens to attend),
+# or its last two axes swapped
+CONVENTIONS = {"negated": np.logical_not, "transposed": lambda a: np.swapaxes(a, -1, -2)}
+
+
+def as_torchs(value: np.ndarray, kind: str) -> np.ndarray:
+    """value, the script's own argument, in torch's convention (kind: convention's "negated", "transposed" or
+    both, comma-separated)."""
+    for part in kind.split(", "):
+        value = CONVENTIONS[part](value)
+    return value
+
+
+def convention(own: np.ndarray, torchs: np.ndarray):
+    """How the script's own bool argument is torch's value in another convention ("negated", "transposed",
+    "negated, transposed"), or None: the same, or not so (a value that differs otherwise is fed torch's)."""
+    if own.dtype != np.bool_ or torchs.dtype != np.bool_ or (own.shape == torchs.shape and np.array_equal(own, torchs)):
+        return None
+    for kind in ("negated", "transposed", "negated, transposed"):
+        if own.ndim >= (2 if "transposed" in kind else 1) and np.array_equal(as_torchs(own, kind), torchs):
+            return kind
+    return None
+
+
 def flat(value, prefix, out):
     """The tensors of a call's arguments, {prefix/<position or name>: array}; positions of nested tuples as a.b."""
     if hasattr(value, "numpy") and hasattr(value, "shape"):

@@ -1,11 +1,13 @@
 """The recorder's Run at the model's first call and first step, as functions of the Run: the call's arguments as
-compare.Arguments (the isolated run's call, the Paddle side's first), the isolated run on torch's recorded values,
-and the modules the script keeps beside the model (found as the first step starts, recorded each step). Imports
+compare.Arguments (the isolated run's call, the Paddle side's first), the dropouts its first forward calls, the
+isolated run on torch's recorded values, and the modules the script keeps beside the model (found as the first step
+starts, recorded each step). Imports
 the recorder's arguments and the library below, never the recorder (which calls these).
 """
 import numpy as np
 
-from portcheck.scripts.arguments import Tensors, Unbuilt, arrays, decay_of, held_as, holder, on_stack
+from portcheck.scripts.arguments import (Tensors, Unbuilt, arrays, convention, decay_of, flat, held_as, holder,
+                                         on_stack, probabilities)
 
 
 def call_arguments(run, args, kwargs):
@@ -20,6 +22,16 @@ def call_arguments(run, args, kwargs):
         return None
 
 
+def conventions(run, args, kwargs) -> dict:
+    """{argument: how the script's own value is torch's batch 0 there in its framework's convention}: arguments.
+    convention, a padding mask the Paddle script computes True at the tokens where torch's is True at the pads. They
+    are fed as the script computed them (run.given_batch leaves them out), the data pair compares them in torch's
+    convention (run.judge) and the run says so in one line each."""
+    own = {}
+    flat(args, "args", own), flat(kwargs, "kwargs", own)
+    return {k: kind for k, v in run.given_batch(0).items() if k in own and (kind := convention(own[k], v))}
+
+
 def by_keys(run):
     """Torch's batch 0 as compare.Arguments by its keys alone (args/<i>, kwargs/<name>): the call the Paddle model
     starts on where the script's own arguments cannot be taken apart (call_arguments)."""
@@ -29,6 +41,35 @@ def by_keys(run):
                         key=lambda k: int(k[5:]))
     return Arguments(tuple(first[k] for k in positional),
                      {k[7:]: v for k, v in first.items() if k.startswith("kwargs/") and k.count("/") == 1})
+
+
+def dropout_site(run, p, x=None, attention=False):
+    """A dropout call in the first forward (x: what it drops; attention: an attention's own dropout_p): a number
+    (functional dropout's p, an attention's dropout_p) recorded under the module calling it, for the configuration;
+    a Dropout module's own call is its module_config's p, except that one dropping an attention's probabilities (x's
+    rows sum to 1: BERT's attention_probs_dropout_prob as torch's nn.Dropout) is recorded as an attention dropout,
+    which runconfig compares with the other side's given as a number (Paddle's nn.MultiHeadAttention(dropout=))."""
+    site = run.stack[-1] if run.stack else None
+    if site is None:
+        return
+    module = run.fw.is_dropout(site)
+    if not module and not float(p):
+        return
+    attention = attention or (x is not None and probabilities(x))
+    if module and not attention:
+        return
+    if run.names is None:
+        run.names = {id(m): n for n, m in run.fw.named_modules(run.root)}
+    name = run.names.get(id(site))
+    if name is None:
+        return
+    if module:
+        run.config.setdefault("attention_dropouts", {})[name] = {"type": type(site).__name__, "p": round(float(p), 7)}
+        return
+    said = run.config.setdefault("dropouts", {}).setdefault(name, {"type": type(site).__name__, "p": []})
+    said["p"][:] = sorted({*said["p"], round(float(p), 7)})
+    if attention:
+        said["attention"] = True
 
 
 def isolated(run, module, calls: dict, leaves: dict):

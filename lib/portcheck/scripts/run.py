@@ -173,6 +173,31 @@ def common_batches(t: dict, p: dict, statuses: dict) -> tuple:
     return batches(t, both), batches(p, both)
 
 
+CONVENTION_SAID = {"negated": "a mask True where torch's is False: Paddle's attn_mask True at the tokens to attend, "
+                              "torch's key_padding_mask True at the pads",
+                   "transposed": "its last two axes swapped"}
+
+
+def in_torchs_convention(fed: dict, conventions: dict) -> dict:
+    """The Paddle script's own batches, each argument it computes in its framework's convention (recorder's
+    first_call.conventions: fed as computed) put in torch's, as the data pair compares them."""
+    from portcheck.scripts.arguments import as_torchs
+    out = {}
+    for key, value in fed.items():
+        m = FED.match(key)
+        kind = conventions.get(key[m.end() + 1:]) if m and m[1] == BATCH else None
+        out[key] = as_torchs(value, kind) if kind and value.dtype == np.bool_ and value.ndim >= 2 - (
+            "transposed" not in kind) else value
+    return out
+
+
+def convention_lines(conventions: dict) -> list:
+    """One line per argument the Paddle script computes in its own convention: what it is, and what was done."""
+    return [f"{arg}: the Paddle script computes it as torch's {kind}, its framework's convention ("
+            f"{'; '.join(CONVENTION_SAID[k] for k in kind.split(', '))}): fed as the script computed it, the data pair "
+            f"compares it {kind} back" for arg, kind in conventions.items()]
+
+
 def order_lines(torch_config: dict, paddle_config: dict, steps: int) -> list:
     """What each framework sampler's order became (recorder.Run.order): one line each, the same said once."""
     t, p = torch_config.get("orders") or [], paddle_config.get("orders") or []
@@ -351,6 +376,8 @@ def judge(out: Path, statuses: dict, steps: int, rank: int = 0, again=None, seal
     settled = [line for line, ok in settled if ok]
     kept_rows = kept(t, p, statuses, modules, renamed)
     fed_t, fed_p = common_batches(t, p, statuses)
+    conventions = statuses["paddle"]["config"].get("conventions") or {}
+    fed_p = in_torchs_convention(fed_p, conventions)
     fed = data_pairs.judge_batches(fed_t, fed_p)
 
     pairs = out / "pairs"
@@ -375,7 +402,9 @@ def judge(out: Path, statuses: dict, steps: int, rank: int = 0, again=None, seal
                   exact=handin.bp_align(rec, exact=True) if exact else None)
         save_side(pairs, "lr", side, per_step(rec, "lr"), dep, script,
                   exact=per_step(rec, "lr", exact=True) if exact else None)
-        save_side(pairs, "data", side, fed_t if exact else fed_p, dep, script)
+        # a bool argument (a mask) as 0 and 1: reprod_log subtracts the two sides' arrays, which numpy refuses bools
+        save_side(pairs, "data", side, {k: v.astype(np.uint8) if v.dtype == np.bool_ else v
+                                        for k, v in (fed_t if exact else fed_p).items()}, dep, script)
     # the taking run's figures beside bp_align (kink_files.save_taken: a later step's kinks, and torch's run on Paddle's
     # branch of the first forward's), judged with as the hand-in checker judges them; a previous run's, in our
     # folders, never judged as this one's (the same scripts write the same pair files)
@@ -416,7 +445,8 @@ def judge(out: Path, statuses: dict, steps: int, rank: int = 0, again=None, seal
         print(f"  ({DDP_BUFFERS.format(rank=rank)})")
     print(f"data: {fed.line()[len('data: '):]}" if fed.first is None else
           f"data RED: the batches or targets the Paddle script feeds differ: {fed.first.describe()} [PC833]")
-    for line in order_lines(statuses["torch"]["config"], statuses["paddle"]["config"], steps):
+    for line in [*convention_lines(conventions),
+                 *order_lines(statuses["torch"]["config"], statuses["paddle"]["config"], steps)]:
         print(f"  (data: {line})")
     where = report.first_diverging
     differ = report.forward.differing
