@@ -1,8 +1,8 @@
 """The recorder's Run at the model's first call and first step, as functions of the Run: the call's arguments as
 compare.Arguments (the isolated run's call, the Paddle side's first), the dropouts its first forward calls, the
 isolated run on torch's recorded values, and the modules the script keeps beside the model (found as the first step
-starts, recorded each step). Imports
-the recorder's arguments and the library below, never the recorder (which calls these).
+starts, recorded each step). Imports the recorder's arguments and the library below, never the recorder (which
+calls these).
 """
 import numpy as np
 

@@ -186,8 +186,8 @@ def in_torchs_convention(fed: dict, conventions: dict) -> dict:
     for key, value in fed.items():
         m = FED.match(key)
         kind = conventions.get(key[m.end() + 1:]) if m and m[1] == BATCH else None
-        out[key] = as_torchs(value, kind) if kind and value.dtype == np.bool_ and value.ndim >= 2 - (
-            "transposed" not in kind) else value
+        axes = 2 if kind and "transposed" in kind else 1
+        out[key] = as_torchs(value, kind) if kind and value.dtype == np.bool_ and value.ndim >= axes else value
     return out
 
 
@@ -338,8 +338,9 @@ def unplaced_why(report) -> str:
 def first_input(rec: dict, t: dict) -> list:
     """The first batch a side's model computed on, as its run record binds it, by each argument's name
     (input/batch_0/<args/i or kwargs/name>): torch's own; the Paddle run's torch's value at every name torch's batch
-    holds (it was fed them), its own at any other. By name, not by place: two Trainers' collators putting the same
-    arguments in another order (labels first from a `label` column) bind the same inputs."""
+    holds (it was fed them, or computes it as torch's in its own convention: recorder's conventions), its own at any
+    other. By name, not by place: two Trainers' collators putting the same arguments in another order (labels first
+    from a `label` column) bind the same inputs."""
     prefix = f"{BATCH}0/"
     return [(k, t.get(k, v)) for k, v in rec.items() if k.startswith(prefix)]
 
