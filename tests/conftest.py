@@ -48,10 +48,11 @@ THREADS = str(max(1, len(os.sched_getaffinity(0)) // WORKERS))
 # round's merged code (458e95d) with PYTEST_ADDOPTS=--durations=0 on idle cores (1269 tests, 10:23, 1172 s of
 # tests), test_hand_in's kept above the largest (above); a file under a second is 1.
 # Since the eleventh session (2026-11-27): the same, from a fresh clone's .ci/run of 93f73e9 with every worker's torch at
-# THREADS (_worker_threads; 1272 tests, 9:28, 1065 s of tests).
+# THREADS (_worker_threads; 1272 tests, 9:28, 1065 s of tests). test_run_trainers (+10) and test_run_calls (+8): their
+# added tests' share of their files' time, measured -n 0 on a loaded host and scaled by the files' own ratio.
 FILE_SECONDS = {"test_hand_in.py": 110, "test_resnet18.py": 106, "test_distributed.py": 75, "test_split.py": 100,
                 "test_run_launchers.py": 75, "test_mid_size.py": 72, "test_run_scripts.py": 53, "test_step5.py": 50,
-                "test_step4.py": 33, "test_edges.py": 33, "test_run_trainers.py": 30, "test_hostile5.py": 29,
+                "test_step4.py": 33, "test_edges.py": 33, "test_run_trainers.py": 40, "test_hostile5.py": 29,
                 "test_five_steps.py": 27, "test_layout.py": 27, "test_run_taking.py": 24, "test_inputs.py": 22,
                 "test_user_verdicts.py": 24,
                 "test_run_config.py": 21, "test_zoo.py": 21, "test_docs_blocks.py": 20, "test_hostile.py": 20,
@@ -59,7 +60,7 @@ FILE_SECONDS = {"test_hand_in.py": 110, "test_resnet18.py": 106, "test_distribut
                 "test_stream_hostile.py": 12, "test_view.py": 20,
                 "test_plot.py": 14, "test_k_backward.py": 14, "test_run_loaders.py": 13, "test_docs_site.py": 13,
                 "test_run_against_itself.py": 11, "test_run_first_kink.py": 11, "test_habits.py": 11,
-                "test_run_calls.py": 10, "test_pairing2.py": 9, "test_newcomer.py": 8, "test_run_cycles.py": 7,
+                "test_run_calls.py": 18, "test_pairing2.py": 9, "test_newcomer.py": 8, "test_run_cycles.py": 7,
                 "test_run_rnn.py": 6, "test_hand_in_kink.py": 6, "test_step2.py": 6, "test_hostile4.py": 6,
                 "test_step1.py": 5, "test_torchvision.py": 5, "test_hostile3.py": 5, "test_convert.py": 4,
                 "test_stream.py": 4, "test_vision_ports.py": 4, "test_size.py": 4, "test_grouping.py": 3,

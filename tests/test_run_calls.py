@@ -172,3 +172,31 @@ def test_a_model_whose_optimizer_holds_its_head_alone_is_the_model_trained(tmp_p
     run.prepare(out)
     status = run.run_side("torch", [sys.executable, str(script)], out, STEPS)
     assert status["root"] == "Sequential" and status["steps"] == STEPS, status
+
+
+@pytest.fixture(scope="module")
+def mask_pair(tmp_path_factory):
+    """tests/calls/pt_mask.py and pd_mask.py, every side: each script computes the padding mask in its own
+    framework's convention (torch's key_padding_mask True at the pads, Paddle's attn_mask True at the tokens)."""
+    out = tmp_path_factory.mktemp("mask") / "out"
+    run.prepare(out)
+    argv = {fw: [sys.executable, str(HERE / f"{'pt' if fw == 'torch' else 'pd'}_mask.py")] for fw in ("torch", "paddle")}
+    return out, {side: run.run_side(side, argv[fw], out, STEPS) for side, fw in run.SIDES}
+
+
+def test_a_mask_the_script_computes_in_its_own_convention_is_fed_as_computed_and_named(mask_pair, tmp_path):
+    """The Paddle model called with its own mask, not torch's (before: fed torch's True-at-the-pads mask, which
+    Paddle's attention reads as the tokens to attend: a correct port red at attn); the data pair compares it negated
+    back; one line names the convention. The Paddle script passing torch's convention to its attention (the bug a
+    port makes) is still fed as computed: red at the attention."""
+    code, said = paddle_planted(mask_pair, tmp_path / "clean", HERE / "pd_mask.py", (), STEPS)
+    assert code == 0 and "green: the same run" in said, said
+    assert "(data: args/1: the Paddle script computes it as torch's negated, its framework's convention (a mask True " \
+        "where torch's is False: Paddle's attn_mask True at the tokens to attend, torch's key_padding_mask True at " \
+        "the pads): fed as the script computed it, the data pair compares it negated back)" in said, said
+    assert "data: every value equal" in said, said
+    code, said = paddle_planted(mask_pair, tmp_path / "planted", HERE / "pd_mask.py",
+                                [("model(ids, ids != 0)", "model(ids, ids == 0)")], STEPS)
+    assert code == 1 and "training: RED, the runs part at attn" in said and "negated" not in said, said
+    # the same bool mask on both sides: the data pair equal (handed in as 0 and 1: reprod_log subtracts numbers)
+    assert "data: green | exact green" in said, said

@@ -307,11 +307,12 @@ def test_the_lm_pair_is_green_its_tied_head_judged_through_the_embedding(lm, tmp
     code, said = judged(tmp_path / "clean", statuses)
     assert code == 0 and "green: the same run" in said, said
     assert "ONE-SIDED torch's head.weight: tied to a tensor paddle holds once" in said, said
-    assert statuses["torch"]["config"]["dropouts"] == {"attn": {"type": "Attention", "p": [0.1]}}
+    assert statuses["torch"]["config"]["dropouts"] == {"attn": {"type": "Attention", "p": [0.1], "attention": True}}
     assert statuses["paddle"]["config"]["loss"] == statuses["torch"]["config"]["loss"] == {
         "function": "cross_entropy", "reduction": "mean", "weight": None, "ignore_index": 0, "label_smoothing": 0.0,
         "soft_label": False, "use_softmax": True}
-    assert statuses["paddle"]["config"]["dropouts"] == {"attn": {"type": "MultiHeadAttention", "p": [0.1]}}
+    assert statuses["paddle"]["config"]["dropouts"] == {"attn": {"type": "MultiHeadAttention", "p": [0.1],
+                                                                 "attention": True}}
 
 
 POOLER = ("        self.emb = nn.Embedding(vocab, dim, padding_idx=0)",

@@ -12,8 +12,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
+from portcheck.core.keys import ROOT
 from portcheck.scripts import run, runconfig
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -98,6 +100,26 @@ def test_the_trainers_are_judged_as_a_plain_loop(trainer_torch, tmp_path):
     assert checked == 0 and "config: green" in out, out
 
 
+def test_a_collator_putting_the_labels_first_is_the_same_run(trainer_torch, tmp_path):
+    """The Paddle dataset's column named `label`, as GLUE's is: paddlenlp's collator renames it `labels` and puts it
+    first, transformers' batch keeps it last. The same named arguments, every value equal: green, the hand-in too
+    (before, each pair was `NOT the same run (inputs differs ...)`: the run records bound the model's first argument
+    by place, torch's input_ids against Paddle's labels)."""
+    script = planted_trainer(tmp_path, [('"labels": int(labels[i])}', '"label": int(labels[i])}')])
+    code, said, folder = paddle_against(trainer_torch, tmp_path, [sys.executable, str(script), "--output-dir",
+                                                                  str(tmp_path / "pd")], STEPS)
+    assert code == 0 and "green: the same run" in said, said
+    checked, out = check(folder)
+    assert checked == 0 and "NOT the same run" not in out, out
+    # by name: a Paddle argument torch's batch lacks (it was not fed torch's) still binds another input
+    from portcheck.core.record import fingerprint
+    t = {"input/batch_0/kwargs/input_ids": np.ones((2, 3), np.int64), "input/batch_0/kwargs/labels": np.zeros(2)}
+    p = dict(reversed(t.items()))
+    assert fingerprint(run.first_input(p, t)) == fingerprint(run.first_input(t, t))
+    p["input/batch_0/kwargs/token_type_ids"] = np.zeros((2, 3), np.int64)
+    assert fingerprint(run.first_input(p, t)) != fingerprint(run.first_input(t, t))
+
+
 # the Trainers' settings left unequal on the Paddle side, each its own configuration line
 TRAINER_PLANTS = [
     ("max_grad_norm=1.0,", "max_grad_norm=0.5,", "gradient clipping: torch global_norm 1 vs paddle global_norm 0.5"),
@@ -130,6 +152,42 @@ def test_a_trainers_label_smoothing_is_named():
     same = {"label_smoothing": 0.0, "max_steps": 8}
     lines = runconfig.differences({"trainer": {**same, "label_smoothing": 0.1}}, {"trainer": same}, {}, {})
     assert lines == [f"trainer: label_smoothing torch 0.1 vs paddle 0 ({runconfig.TRAINER['label_smoothing']})"]
+
+
+def test_an_attention_dropout_given_as_a_number_is_compared_with_torchs(trainer_torch, tmp_path):
+    """paddlenlp's BERT hands attention_probs_dropout_prob to nn.MultiHeadAttention as a float (F.dropout inside);
+    transformers' drops the probabilities in BertSelfAttention (its dropout_p to scaled_dot_product_attention), a
+    module paired with none of Paddle's: 0.1 against 0.0 was green. Now gathered at the layer both pair: red, one
+    line per layer naming both sides' values and modules; check re-derives it from the folder."""
+    script = planted_trainer(tmp_path, [("num_labels=3, type_vocab_size=2)",
+                                         "num_labels=3, type_vocab_size=2, attention_probs_dropout_prob=0.0)")])
+    code, said, folder = paddle_against(trainer_torch, tmp_path, [sys.executable, str(script), "--output-dir",
+                                                                  str(tmp_path / "pd")], STEPS)
+    line = ("DIFFERS bert.encoder.layer.{i}: attention dropout p torch 0.1 vs paddle none (torch's attention.self "
+            "(BertSdpaSelfAttention); paddle's none; off for the steps, so compared here)")
+    assert code == 1 and all(line.format(i=i) in said for i in (0, 1)), said
+    checked, out = check(folder)
+    assert checked == 1 and line.format(i=0) in out, out
+
+
+def test_an_attention_dropout_module_against_a_number_is_one_line():
+    """transformers' eager BertSelfAttention drops its probabilities with an nn.Dropout module (recorded as an
+    attention dropout: its input's rows sum to 1), paddlenlp's MultiHeadAttention with F.dropout of its float."""
+    import torch
+    from portcheck.scripts.arguments import probabilities
+    modules = {"bert.encoder.layer.0": "bert.encoder.layers.0", ROOT: ROOT}
+    torch_config = {"attention_dropouts": {"bert.encoder.layer.0.attention.self.dropout": {"type": "Dropout",
+                                                                                           "p": 0.0}}}
+    paddle_config = {"dropouts": {"bert.encoder.layers.0.self_attn": {"type": "MultiHeadAttention", "p": [0.1],
+                                                                      "attention": True}}}
+    assert runconfig.differences(torch_config, paddle_config, modules, {}) == [
+        "bert.encoder.layer.0: attention dropout p torch 0 vs paddle 0.1 (torch's attention.self.dropout (Dropout); "
+        "paddle's self_attn (MultiHeadAttention); off for the steps, so compared here)"]
+    torch_config["attention_dropouts"]["bert.encoder.layer.0.attention.self.dropout"]["p"] = 0.1
+    assert runconfig.differences(torch_config, paddle_config, modules, {}) == []
+    weights = np.exp(np.random.default_rng(0).normal(size=(2, 2, 5, 5)))
+    assert probabilities(torch.from_numpy(weights / weights.sum(-1, keepdims=True))) and \
+        not probabilities(torch.from_numpy(weights))
 
 
 EMA_STEPS = 3
@@ -231,6 +289,71 @@ def test_a_torch_dict_of_tensors_beside_the_model_is_found(tmp_path):
     shadow = {k: v.detach().clone() for k, v in model.state_dict().items()}
     views = model.state_dict()  # noqa: F841 - alive, the model's own tensors
     ema = torch.optim.swa_utils.AveragedModel(model, multi_avg_fn=torch.optim.swa_utils.get_ema_multi_avg_fn(0.99))
-    found = kept_modules(TorchSide(False), model, model, [opt])
+    said = {}
+    found = kept_modules(TorchSide(False), model, model, [opt], said)
     assert sorted(found) == ["ema", "shadow"] and found["ema"] is ema.module, found
+    assert said == {"ema": {"as": "ema", "by": "AveragedModel", "decay": 0.99}, "shadow": {"as": "shadow"}}, said
+    # an EMA class holding its copy as .module (timm's ModelEmaV2): named by what holds it, with its decay (before:
+    # `module`, the name of the attribute alone)
+    exec(compile(HELD["torch"][0][1].replace("class Net(nn.Module):", ""), "pt_ema.py", "exec"), space := {
+        "nn": torch.nn, "torch": torch, "copy": __import__("copy")})
+    del ema
+    model_ema = space["ModelEma"](model, 0.999)
+    said = {}
+    found = kept_modules(TorchSide(False), model, model, [opt], said)
+    assert found["model_ema.module"] is model_ema.module and \
+        said["model_ema.module"] == {"as": "model_ema.module", "by": "ModelEma", "decay": 0.999}, said
     assert isinstance(found["shadow"], Tensors) and found["shadow"].held is shadow
+
+
+# the EMA held by a class of the script's, as timm's ModelEmaV2 holds it (a module holding its copy as .module and
+# the decay it is given): (line, its form) on each side (the torch one: a helper for a pair of one's own)
+HELD = {
+    "torch": [("class Net(nn.Module):",
+               "class ModelEma(nn.Module):\n    def __init__(self, model, decay):\n        super().__init__()\n"
+               "        self.module = copy.deepcopy(model)\n        self.decay = decay\n"
+               "        for p in self.module.parameters():\n            p.requires_grad_(False)\n\n"
+               "    @torch.no_grad()\n    def update(self, model):\n"
+               "        for e, p in zip(self.module.parameters(), model.parameters()):\n"
+               "            e.mul_(self.decay).add_(p, alpha=1 - self.decay)\n\n\nclass Net(nn.Module):"),
+              ("    ema = copy.deepcopy(model)\n    for p in ema.parameters():\n        p.requires_grad_(False)\n",
+               "    model_ema = ModelEma(model, args.decay)\n"),
+              ("        with torch.no_grad():\n            for e, p in zip(ema.parameters(), model.parameters()):\n"
+               "                e.mul_(args.decay).add_(p, alpha=1 - args.decay)\n", "        model_ema.update(model)\n"),
+              ("ema(torch.from_numpy(x))", "model_ema.module(torch.from_numpy(x))")],
+    "paddle": [("class Net(nn.Layer):",
+                "class ModelEma(nn.Layer):\n    def __init__(self, model, decay):\n        super().__init__()\n"
+                "        self.module = copy.deepcopy(model)\n        self.decay = decay\n"
+                "        for p in self.module.parameters():\n            p.stop_gradient = True\n\n"
+                "    @paddle.no_grad()\n    def update(self, model):\n"
+                "        for e, p in zip(self.module.parameters(), model.parameters()):\n"
+                "            e.set_value(e * self.decay + p * (1 - self.decay))\n\n\nclass Net(nn.Layer):"),
+               ("    ema = copy.deepcopy(model)\n    for p in ema.parameters():\n        p.stop_gradient = True\n",
+                "    model_ema = ModelEma(model, args.decay)\n"),
+               ("        with paddle.no_grad():\n            for e, p in zip(ema.parameters(), model.parameters()):\n"
+                "                e.set_value(e * args.decay + p * (1 - args.decay))\n", "        model_ema.update(model)\n"),
+               ("ema(paddle.to_tensor(x))", "model_ema.module(paddle.to_tensor(x))")],
+}
+
+
+def held(folder: Path, fw: str, decay: str = "0.999") -> Path:
+    name = {"torch": "pt_ema.py", "paddle": "pd_ema.py"}[fw]
+    text = (SCRIPTS / name).read_text().replace('default=0.999)', f'default={decay})')
+    for line, form in HELD[fw]:
+        assert text.count(line) == 1, line
+        text = text.replace(line, form)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / name).write_text(text)
+    return folder / name
+
+
+def test_an_ema_held_by_a_class_is_named_as_held_with_its_decay(ema_torch, tmp_path):
+    """The Paddle EMA held by a class of the script's, holding the copy as .module and its decay (timm's ModelEmaV2's
+    form), against torch's plain copy: its decay planted 0.99 is red, the line naming the copy as each script holds
+    it and the decay given (before: the torch side's name alone, `ema: fc1.weight after step 1`; a torch EMA held so
+    was `module: fc1.weight`: test_a_torch_dict_of_tensors_beside_the_model_is_found holds its name)."""
+    planted = [sys.executable, str(held(tmp_path, "paddle", "0.99"))]
+    code, said, folder = paddle_against(ema_torch, tmp_path / "planted", planted, EMA_STEPS)
+    assert code == 1 and "RED: what the script keeps beside the model differs: torch ema vs paddle model_ema.module " \
+        "(ModelEma, decay 0.99): fc1.weight after step 1" in said, said
+    assert check(folder)[0] == 1

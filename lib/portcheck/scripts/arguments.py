@@ -15,6 +15,43 @@ def to_numpy(t) -> np.ndarray:
     return np.array(t.numpy(), copy=True)
 
 
+def probabilities(x) -> bool:
+    """x holds probabilities over its last axis (each row >= 0, summing to 1, or to 0 where a row is masked out): an
+    attention's weights, as a dropout called on them sees them."""
+    if not (hasattr(x, "numpy") and hasattr(x, "shape")) or len(x.shape) < 2 or x.shape[-1] < 2:
+        return False
+    a = to_numpy(x)
+    if a.dtype.kind != "f" or not a.size:
+        return False
+    sums = a.sum(-1, dtype=np.float64)
+    return bool(a.min() >= 0 and np.all((np.abs(sums - 1) < 1e-3) | (sums == 0)))
+
+
+# how a script's own argument is torch's in its framework's convention (own -> torch's): a bool mask True where
+# torch's is False (torch's src_key_padding_mask True at the pads, Paddle's attn_mask True at the tokens to attend),
+# or its last two axes swapped
+CONVENTIONS = {"negated": np.logical_not, "transposed": lambda a: np.swapaxes(a, -1, -2)}
+
+
+def as_torchs(value: np.ndarray, kind: str) -> np.ndarray:
+    """value, the script's own argument, in torch's convention (kind: convention's "negated", "transposed" or
+    both, comma-separated)."""
+    for part in kind.split(", "):
+        value = CONVENTIONS[part](value)
+    return value
+
+
+def convention(own: np.ndarray, torchs: np.ndarray):
+    """How the script's own bool argument is torch's value in another convention ("negated", "transposed",
+    "negated, transposed"), or None: the same, or not so (a value that differs otherwise is fed torch's)."""
+    if own.dtype != np.bool_ or torchs.dtype != np.bool_ or (own.shape == torchs.shape and np.array_equal(own, torchs)):
+        return None
+    for kind in ("negated", "transposed", "negated, transposed"):
+        if own.ndim >= (2 if "transposed" in kind else 1) and np.array_equal(as_torchs(own, kind), torchs):
+            return kind
+    return None
+
+
 def flat(value, prefix, out):
     """The tensors of a call's arguments, {prefix/<position or name>: array}; positions of nested tuples as a.b."""
     if hasattr(value, "numpy") and hasattr(value, "shape"):
@@ -94,9 +131,10 @@ def on_stack() -> list:
     return out
 
 
-def held_as(obj) -> str:
+def held_as(obj, depth: int = 3) -> str:
     """The name the script holds obj by: a variable of a function on the stack (the recorder's own frames passed
-    over), an attribute, a container's key; its class's if none."""
+    over); else the attribute of the object holding it, after that object's own name (timm's ModelEmaV2 held as
+    model_ema holds its copy as .module: model_ema.module); a container's key; its class's if none."""
     import gc
     frame, here = sys._getframe(1), str(Path(__file__).parent.parent)
     while frame is not None:
@@ -105,12 +143,68 @@ def held_as(obj) -> str:
             if name:
                 return name
         frame = frame.f_back
+    owner, attr = holder(obj)
+    if owner is not None and depth:
+        return f"{held_as(owner, depth - 1)}.{attr}"
     for ref in gc.get_referrers(obj):
         name = next((k for k, v in ref.items() if v is obj and isinstance(k, str)), None) \
             if isinstance(ref, dict) else None
         if name:
             return name
     return type(obj).__name__
+
+
+def _attributes(obj) -> dict:
+    attrs = getattr(obj, "__dict__", None) if not isinstance(obj, type) else None
+    return attrs if isinstance(attrs, dict) else {}
+
+
+def holder(obj) -> tuple:
+    """(the script's object holding obj as an attribute or a submodule, that attribute's name), or (None, None): an
+    EMA class of the script's or a library's (timm's ModelEmaV2: .module; PaddleDetection's ModelEMA: its dict of
+    tensors). The recorder's own objects, frames, modules' globals and containers are passed over."""
+    import gc
+    import types
+    here = __name__.partition(".")[0]  # the library's own objects: never the script's holder
+    skip = (dict, types.FrameType, types.ModuleType, list, tuple, set, types.FunctionType, types.MethodType, type)
+    theirs = lambda o: not isinstance(o, skip) and type(o).__module__.partition(".")[0] != here
+
+    def owner(d: dict):  # the object whose attributes d is, or holding d as one (a module's _modules), directly or
+        for o in gc.get_referrers(d):  # through its __dict__
+            if theirs(o) and (_attributes(o) is d or any(v is d for v in _attributes(o).values())):
+                return o
+            if isinstance(o, dict) and any(v is d for v in o.values()):
+                found = next((oo for oo in gc.get_referrers(o) if theirs(oo) and _attributes(oo) is o), None)
+                if found is not None:
+                    return found
+        return None
+    for ref in gc.get_referrers(obj):
+        if isinstance(ref, dict):  # an instance's __dict__, or a module's _modules / a layer's _sub_layers
+            attr = next((k for k, v in ref.items() if v is obj and isinstance(k, str)), None)
+            found = owner(ref) if attr else None
+        else:
+            attr = next((k for k, v in _attributes(ref).items() if v is obj), None) if theirs(ref) else None
+            found = ref if attr else None
+        if found is not None:
+            return found, attr
+    return None, None
+
+
+def decay_of(obj):
+    """The decay an EMA holder was given (its .decay; torch's AveragedModel: get_ema_multi_avg_fn(decay)'s, read from
+    the function's closure), a float, or None."""
+    import inspect
+    d = getattr(obj, "decay", None)
+    if d is None:
+        fn = getattr(obj, "multi_avg_fn", None) or getattr(obj, "avg_fn", None)
+        fn = inspect.unwrap(fn) if callable(fn) else None  # under torch.no_grad()'s wrapper
+        code = getattr(fn, "__code__", None)
+        cells = dict(zip(code.co_freevars, fn.__closure__ or ())) if code is not None else {}
+        try:
+            d = cells["decay"].cell_contents if "decay" in cells else None
+        except ValueError:  # an empty cell
+            d = None
+    return float(d) if isinstance(d, (int, float)) and not isinstance(d, bool) else None
 
 
 def trainer_on_stack():

@@ -1,11 +1,13 @@
 """The recorder's Run at the model's first call and first step, as functions of the Run: the call's arguments as
-compare.Arguments (the isolated run's call, the Paddle side's first), the isolated run on torch's recorded values,
-and the modules the script keeps beside the model (found as the first step starts, recorded each step). Imports
-the recorder's arguments and the library below, never the recorder (which calls these).
+compare.Arguments (the isolated run's call, the Paddle side's first), the dropouts its first forward calls, the
+isolated run on torch's recorded values, and the modules the script keeps beside the model (found as the first step
+starts, recorded each step). Imports the recorder's arguments and the library below, never the recorder (which
+calls these).
 """
 import numpy as np
 
-from portcheck.scripts.arguments import Tensors, Unbuilt, arrays, held_as, on_stack
+from portcheck.scripts.arguments import (Tensors, Unbuilt, arrays, convention, decay_of, flat, held_as, holder,
+                                         on_stack, probabilities)
 
 
 def call_arguments(run, args, kwargs):
@@ -20,6 +22,16 @@ def call_arguments(run, args, kwargs):
         return None
 
 
+def conventions(run, args, kwargs) -> dict:
+    """{argument: how the script's own value is torch's batch 0 there in its framework's convention}: arguments.
+    convention, a padding mask the Paddle script computes True at the tokens where torch's is True at the pads. They
+    are fed as the script computed them (run.given_batch leaves them out), the data pair compares them in torch's
+    convention (run.judge) and the run says so in one line each."""
+    own = {}
+    flat(args, "args", own), flat(kwargs, "kwargs", own)
+    return {k: kind for k, v in run.given_batch(0).items() if k in own and (kind := convention(own[k], v))}
+
+
 def by_keys(run):
     """Torch's batch 0 as compare.Arguments by its keys alone (args/<i>, kwargs/<name>): the call the Paddle model
     starts on where the script's own arguments cannot be taken apart (call_arguments)."""
@@ -29,6 +41,35 @@ def by_keys(run):
                         key=lambda k: int(k[5:]))
     return Arguments(tuple(first[k] for k in positional),
                      {k[7:]: v for k, v in first.items() if k.startswith("kwargs/") and k.count("/") == 1})
+
+
+def dropout_site(run, p, x=None, attention=False):
+    """A dropout call in the first forward (x: what it drops; attention: an attention's own dropout_p): a number
+    (functional dropout's p, an attention's dropout_p) recorded under the module calling it, for the configuration;
+    a Dropout module's own call is its module_config's p, except that one dropping an attention's probabilities (x's
+    rows sum to 1: BERT's attention_probs_dropout_prob as torch's nn.Dropout) is recorded as an attention dropout,
+    which runconfig compares with the other side's given as a number (Paddle's nn.MultiHeadAttention(dropout=))."""
+    site = run.stack[-1] if run.stack else None
+    if site is None:
+        return
+    module = run.fw.is_dropout(site)
+    if not module and not float(p):
+        return
+    attention = attention or (x is not None and probabilities(x))
+    if module and not attention:
+        return
+    if run.names is None:
+        run.names = {id(m): n for n, m in run.fw.named_modules(run.root)}
+    name = run.names.get(id(site))
+    if name is None:
+        return
+    if module:
+        run.config.setdefault("attention_dropouts", {})[name] = {"type": type(site).__name__, "p": round(float(p), 7)}
+        return
+    said = run.config.setdefault("dropouts", {}).setdefault(name, {"type": type(site).__name__, "p": []})
+    said["p"][:] = sorted({*said["p"], round(float(p), 7)})
+    if attention:
+        said["attention"] = True
 
 
 def isolated(run, module, calls: dict, leaves: dict):
@@ -67,7 +108,8 @@ def keep(run):
     name, or one with one."""
     from portcheck.gradients.against_itself import KEPT
     if run.step == 0:
-        run.kept = kept_modules(run.fw, run.root, run.called, run.optimizers)
+        said = {}
+        run.kept = kept_modules(run.fw, run.root, run.called, run.optimizers, said)
         if run.side == "torch":
             for name, m in run.kept.items():
                 run.record.update({f"{KEPT}init/{name}/{k}": v for k, v in run.fw.state(m).items()})
@@ -75,22 +117,25 @@ def keep(run):
             theirs = sorted({k.split("/")[1] for k in run.given if k.startswith(f"{KEPT}init/")})
             if len(theirs) == len(run.kept) == 1 and theirs != list(run.kept):
                 run.kept = {theirs[0]: next(iter(run.kept.values()))}  # one with one, whatever its name
+                said = {theirs[0]: next(iter(said.values()))}  # as this script holds it (its own name)
             for name, m in run.kept.items():
                 prefix = f"{KEPT}init/{name}/" if run.side != "paddle" else f"{KEPT}0/{name}/"
                 init = {k[len(prefix):]: v for k, v in run.given.items() if k.startswith(prefix)}
                 if init:
                     run.fw.start_kept(m, init, run.side == "torch64")
         run.config["kept"] = {name: getattr(m, "kind", type(m).__name__) for name, m in run.kept.items()}
+        run.config["kept_as"] = said  # what holds each, and the decay given it (run.kept_named says them)
     for name, m in run.kept.items():
         run.record.update({f"{KEPT}{run.step}/{name}/{k}": v
                             for k, v in run.fw.paddle_layout_state(m).items()})
 
 
-def kept_modules(fw, root, called, optimizers) -> dict:
+def kept_modules(fw, root, called, optimizers, said: dict = None) -> dict:
     """{name: module} of the modules alive beside the root whose state holds the root's keys (a copy of the model:
     an EMA, a teacher; torch's AveragedModel by the model it holds) and whose parameters no optimizer holds, and of
     the dicts of tensors keyed as its state, every parameter there, none of them the model's own (Tensors), each
-    named as the script holds it (a variable, an attribute)."""
+    named as the script holds it (a variable, an attribute: model_ema.module). said: filled with {name: {"as": that
+    name, "by": the class of the object holding it (AveragedModel, an EMA class), "decay": the decay it was given}}."""
     import gc
     import warnings
     own = {id(m) for m in fw.submodules(root)} | {id(called)}
@@ -113,8 +158,12 @@ def kept_modules(fw, root, called, optimizers) -> dict:
                                              {id(p) for p in fw.parameters(m)} & held or id(m) in own):
             continue
         taken.add(id(m))
-        name = held_as(obj.held if isinstance(obj, Tensors) else obj)
+        theirs = obj.held if isinstance(obj, Tensors) else obj
+        name = held_as(theirs)
         while name in out:
             name += "#2"
         out[name] = m
+        if said is not None:
+            by = obj if m is not obj and not isinstance(obj, Tensors) else holder(theirs)[0]  # an AveragedModel: itself
+            said[name] = {"as": name} if by is None else {"as": name, "by": type(by).__name__, "decay": decay_of(by)}
     return out

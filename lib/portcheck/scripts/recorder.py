@@ -62,7 +62,7 @@ from pathlib import Path
 import numpy as np
 
 from portcheck.scripts.arguments import flat, replaced, to_numpy, trainer_on_stack
-from portcheck.scripts.first_call import by_keys, call_arguments, isolated, keep
+from portcheck.scripts.first_call import by_keys, call_arguments, conventions, dropout_site, isolated, keep
 from portcheck.scripts.wrapping import class_loss
 from portcheck.scripts.wrapping import LOSSES, loss_settings  # noqa: F401  (documented path: docs/run.md)
 
@@ -110,6 +110,7 @@ class Run:
         self.config["losses"] = []  # each loss call of the first step, in order (loss_site; "loss": the first)
         self.given = None  # the torch side's record (paddle, torch64): its batches, targets, weights
         self.kept = {}  # the modules the script keeps beside the model (keep)
+        self.conventions = {}  # the Paddle side's arguments its script computes in its own convention (_first_call)
         self.schedulers = []  # torch's lr schedulers as built (a Paddle optimizer holds its own): Run.scheduler
         self.crossed = []  # the taking side's: the values whose side of 0 it takes Paddle's (backward.Crossing)
         self.plain = self.side == "plain"  # tools/bench_run.py: the script's own first N steps, nothing recorded
@@ -263,18 +264,9 @@ class Run:
         finally:
             self.in_loss -= 1
 
-    def dropout_site(self, p):
-        """A dropout given as a number (functional dropout's p, an attention's dropout_p) in the first forward:
-        under the module calling it, for the configuration (a Dropout module's own call: its p, module_config's)."""
-        site = self.stack[-1] if self.stack else None
-        if site is None or self.fw.is_dropout(site) or not float(p):
-            return
-        if self.names is None:
-            self.names = {id(m): n for n, m in self.fw.named_modules(self.root)}
-        name = self.names.get(id(site))
-        if name is not None:
-            ps = self.config.setdefault("dropouts", {}).setdefault(name, {"type": type(site).__name__, "p": []})["p"]
-            ps[:] = sorted({*ps, round(float(p), 7)})
+    def dropout_site(self, p, x=None, attention=False):
+        """A dropout call in the first forward: first_call.dropout_site."""
+        dropout_site(self, p, x, attention)
 
     def _widened(self, v):
         return v.astype(np.float64) if self.side == "torch64" and v.dtype.kind == "f" else v
@@ -282,6 +274,8 @@ class Run:
     def _first_call(self, module, args, kwargs):
         from portcheck.mapping.modules import describe
         self.fw.check_not_compiled(module)
+        if self.side == "paddle":  # a mask computed in Paddle's convention is fed as computed: torch's is not it
+            self.conventions = self.config["conventions"] = conventions(self, args, kwargs)
         self.first = call_arguments(self, args, kwargs)  # the isolated run's call, the Paddle side's first
         self.depth += 1  # the runs made here (pairing, isolation) are not training calls
         self.making = True
@@ -327,9 +321,11 @@ class Run:
         self.record.update({f"state0/{k}": v for k, v in self.fw.paddle_layout_state(module).items()})
 
     def given_batch(self, c: int) -> dict:
-        """The batch torch's root call c was given (0: the first step's first)."""
+        """The batch torch's root call c was given (0: the first step's first), but the arguments the Paddle script
+        computes in its own convention (conventions)."""
         prefix = f"{BATCH}{c}/"
-        return {k[len(prefix):]: v for k, v in self.given.items() if k.startswith(prefix)}
+        return {k[len(prefix):]: v for k, v in self.given.items()
+                if k.startswith(prefix) and k[len(prefix):] not in self.conventions}
 
     def loss_call(self, name, target, settings: dict):
         """A functional loss called on the root's output: its target recorded (paddle, torch64: replaced)."""

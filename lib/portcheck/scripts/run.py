@@ -174,6 +174,31 @@ def common_batches(t: dict, p: dict, statuses: dict) -> tuple:
     return batches(t, both), batches(p, both)
 
 
+CONVENTION_SAID = {"negated": "a mask True where torch's is False: Paddle's attn_mask True at the tokens to attend, "
+                              "torch's key_padding_mask True at the pads",
+                   "transposed": "its last two axes swapped"}
+
+
+def in_torchs_convention(fed: dict, conventions: dict) -> dict:
+    """The Paddle script's own batches, each argument it computes in its framework's convention (recorder's
+    first_call.conventions: fed as computed) put in torch's, as the data pair compares them."""
+    from portcheck.scripts.arguments import as_torchs
+    out = {}
+    for key, value in fed.items():
+        m = FED.match(key)
+        kind = conventions.get(key[m.end() + 1:]) if m and m[1] == BATCH else None
+        axes = 2 if kind and "transposed" in kind else 1
+        out[key] = as_torchs(value, kind) if kind and value.dtype == np.bool_ and value.ndim >= axes else value
+    return out
+
+
+def convention_lines(conventions: dict) -> list:
+    """One line per argument the Paddle script computes in its own convention: what it is, and what was done."""
+    return [f"{arg}: the Paddle script computes it as torch's {kind}, its framework's convention ("
+            f"{'; '.join(CONVENTION_SAID[k] for k in kind.split(', '))}): fed as the script computed it, the data pair "
+            f"compares it {kind} back" for arg, kind in conventions.items()]
+
+
 def order_lines(torch_config: dict, paddle_config: dict, steps: int) -> list:
     """What each framework sampler's order became (recorder.Run.order): one line each, the same said once."""
     t, p = torch_config.get("orders") or [], paddle_config.get("orders") or []
@@ -248,6 +273,18 @@ def kept(t: dict, p: dict, statuses: dict, modules: dict, renamed: dict) -> list
     return rows
 
 
+def kept_named(name: str, statuses: dict) -> str:
+    """A module kept beside the model as each script holds it (first_call.keep's kept_as): its name, the object
+    holding it and the decay that object was given (model_ema.module (ModelEmaV2, decay 0.999)); both sides' where
+    they differ."""
+    def said(side):
+        e = (statuses[side]["config"].get("kept_as") or {}).get(name) or {}
+        decay = f", decay {e['decay']:g}" if isinstance(e.get("decay"), (int, float)) else ""
+        return str(e.get("as") or name) + (f" ({e['by']}{decay})" if e.get("by") else "")
+    t, p = said("torch"), said("paddle")
+    return t if t == p else f"torch {t} vs paddle {p}"
+
+
 def alone(paddle_config: dict, side: str):
     """A side's record without the tensors the other side holds none of (hooks_paddle.start_from_torch's one_sided:
     unused by its forward, filled by the model, a torch name of a tied tensor Paddle holds once, or a torch head Paddle
@@ -300,11 +337,13 @@ def unplaced_why(report) -> str:
 
 
 def first_input(rec: dict, t: dict) -> list:
-    """The first input a side's model computed on, as its run record binds it: its in/(model); a model called with
-    a dict or list of tensors keeps none, so torch's batch 0 (t's), which the Paddle run was fed."""
-    if f"in/{ROOT}" in rec:
-        return [("in", rec[f"in/{ROOT}"])]
-    return [(k, v) for k, v in t.items() if k.startswith(f"{BATCH}0/")]
+    """The first batch a side's model computed on, as its run record binds it, by each argument's name
+    (input/batch_0/<args/i or kwargs/name>): torch's own; the Paddle run's torch's value at every name torch's batch
+    holds (it was fed them, or computes it as torch's in its own convention: recorder's conventions), its own at any
+    other. By name, not by place: two Trainers' collators putting the same arguments in another order (labels first
+    from a `label` column) bind the same inputs."""
+    prefix = f"{BATCH}0/"
+    return [(k, t.get(k, v)) for k, v in rec.items() if k.startswith(prefix)]
 
 
 def judge(out: Path, statuses: dict, steps: int, rank: int = 0, again=None, sealed: Sealed = None) -> int:
@@ -339,6 +378,8 @@ def judge(out: Path, statuses: dict, steps: int, rank: int = 0, again=None, seal
     settled = [line for line, ok in settled if ok]
     kept_rows = kept(t, p, statuses, modules, renamed)
     fed_t, fed_p = common_batches(t, p, statuses)
+    conventions = statuses["paddle"]["config"].get("conventions") or {}
+    fed_p = in_torchs_convention(fed_p, conventions)
     fed = data_pairs.judge_batches(fed_t, fed_p)
 
     pairs = out / "pairs"
@@ -363,7 +404,9 @@ def judge(out: Path, statuses: dict, steps: int, rank: int = 0, again=None, seal
                   exact=handin.bp_align(rec, exact=True) if exact else None)
         save_side(pairs, "lr", side, per_step(rec, "lr"), dep, script,
                   exact=per_step(rec, "lr", exact=True) if exact else None)
-        save_side(pairs, "data", side, fed_t if exact else fed_p, dep, script)
+        # a bool argument (a mask) as 0 and 1: reprod_log subtracts the two sides' arrays, which numpy refuses bools
+        save_side(pairs, "data", side, {k: v.astype(np.uint8) if v.dtype == np.bool_ else v
+                                        for k, v in (fed_t if exact else fed_p).items()}, dep, script)
     # the taking run's figures beside bp_align (kink_files.save_taken: a later step's kinks, and torch's run on Paddle's
     # branch of the first forward's), judged with as the hand-in checker judges them; a previous run's, in our
     # folders, never judged as this one's (the same scripts write the same pair files)
@@ -406,7 +449,8 @@ def judge(out: Path, statuses: dict, steps: int, rank: int = 0, again=None, seal
         print(f"  ({DDP_BUFFERS.format(rank=rank)})")
     print(f"data: {fed.line()[len('data: '):]}" if fed.first is None else
           f"data RED: the batches or targets the Paddle script feeds differ: {fed.first.describe()} [PC833]")
-    for line in order_lines(statuses["torch"]["config"], statuses["paddle"]["config"], steps):
+    for line in [*convention_lines(conventions),
+                 *order_lines(statuses["torch"]["config"], statuses["paddle"]["config"], steps)]:
         print(f"  (data: {line})")
     where = report.first_diverging
     differ = report.forward.differing
@@ -423,11 +467,13 @@ def judge(out: Path, statuses: dict, steps: int, rank: int = 0, again=None, seal
         lines = crossing_lines(report.crossed, report.on_branch, report.taken, report.first_diverging or "")
         print("".join(f"  ({line})\n" for line in lines), end="")
     kept_red = [r for r in kept_rows if not r.passed]
+    name, _, tensor = kept_red[0].key.partition(": ") if kept_red else ("", "", "")
+    first_kept = f"{kept_named(name, statuses)}: {tensor}"
     if kept_rows:
         names = sorted({r.key.partition(":")[0] for r in kept_rows})
         print(f"kept beside the model ({', '.join(names)}), as the weights: " + (
             f"every tensor within the measured rule after each step ({len(kept_rows)} compared)" if not kept_red else
-            f"RED, {len(kept_red)} of {len(kept_rows)} tensor(s) over their rule, first {kept_red[0].key} (max "
+            f"RED, {len(kept_red)} of {len(kept_rows)} tensor(s) over their rule, first {first_kept} (max "
             f"{kept_red[0].max:.3g}, allowed {kept_red[0].allowed:.3g}) [PC838]"))
     for name, v in verdicts.items():
         print(f"{name}: {'green' if v.passed else 'RED'} | {v.describe_measured()}")
@@ -436,7 +482,7 @@ def judge(out: Path, statuses: dict, steps: int, rank: int = 0, again=None, seal
     print(f"{'RED' if red else 'green'}: " + (
         f"{len(config)} configuration difference(s)" if config else
         "the data differ" if not fed.passed else f"the runs part at {where}" if where else unplaced or (
-            f"what the script keeps beside the model differs: {kept_red[0].key}" if kept_red else
+            f"what the script keeps beside the model differs: {first_kept}" if kept_red else
             "a pair is red" if red else "the same run for the first steps"))
           + f"; the hand-in: python -m portcheck check {top} --only {','.join((runconfig.CONFIG, *PAIRS))}")
     return 1 if red else 0

@@ -125,6 +125,7 @@ def differences(torch_config: dict, paddle_config: dict, modules: dict, renamed:
                     f"{LOSS_CONVENTION.get(key, '')}" for key in tl
                     if key != "function" and not _same(tl.get(key), pl.get(key))]
     out += _dropouts(torch_config, paddle_config, modules)
+    out += _attention_dropouts(torch_config, paddle_config, modules)
     out += [f"tied weights: torch's {alias} is its {tie}, paddle holds them apart ({p_alias} and {p_tie}): the head is "
             "untied on paddle's side" for alias, tie, p_alias, p_tie in
             (paddle_config.get("one_sided") or {}).get("untied", ())]
@@ -282,6 +283,44 @@ def _dropouts(torch_config: dict, paddle_config: dict, modules: dict) -> list:
             shown = lambda s: ", ".join(f"{p:g}" for p in sorted(s)) or "none"
             out.append(f"{name or ROOT} ({kind}): dropout p torch {shown(t_all)} vs paddle {shown(p_all)} (a dropout "
                        "its forward gives as a number; off for the steps, so compared here)")
+    return out
+
+
+def _attention_dropouts(torch_config: dict, paddle_config: dict, modules: dict) -> list:
+    """A line per paired module whose attention dropouts differ where the module dropping the attention's
+    probabilities is paired with none on the other side (transformers' BertSelfAttention, its nn.Dropout or its
+    dropout_p, against paddlenlp's nn.MultiHeadAttention taking attention_probs_dropout_prob as a float): each side's
+    attention dropouts (recorder: first_call.dropout_site) gathered at their nearest paired ancestor, their non-zero
+    p compared (a dropout of 0 is never called on Paddle's side). _dropouts says the paired ones."""
+    to_paddle = {("" if t == ROOT else t): ("" if p == ROOT else p) for t, p in modules.items()}
+    to_torch = {p: t for t, p in to_paddle.items()}
+
+    def gathered(config: dict, paired: dict) -> dict:  # {torch's name of the ancestor: [(site, type, p)]}
+        sites = [(n, d["type"], p) for n, d in (config.get("dropouts") or {}).items() if d.get("attention")
+                 for p in d.get("p", ())]
+        sites += [(n, d["type"], d["p"]) for n, d in (config.get("attention_dropouts") or {}).items()]
+        out = {}
+        for name, kind, p in sites:
+            if name in paired:
+                continue
+            up = name
+            while up and up not in paired:
+                up = up.rpartition(".")[0]
+            if up in paired:
+                out.setdefault(paired[up], []).append((name[len(up):].lstrip(".") or name, kind, float(p)))
+        return out
+    t, p = gathered(torch_config, {n: n for n in to_paddle}), gathered(paddle_config, to_torch)
+    said = lambda s: ", ".join(f"{v:g}" for _, _, v in s) or "none"
+    where = lambda side, s: ", ".join(f"{side}'s {n} ({k})" for n, k, _ in dict.fromkeys(s)) or f"{side}'s none"
+    out = []
+    for name in sorted({*t, *p}):
+        ts, ps = t.get(name, []), p.get(name, [])
+        covered = name in (torch_config.get("dropouts") or {}) or to_paddle[name] in (paddle_config.get("dropouts")
+                                                                                     or {})
+        if covered or sorted(v for *_, v in ts if v) == sorted(v for *_, v in ps if v):
+            continue
+        out.append(f"{name or ROOT}: attention dropout p torch {said(ts)} vs paddle {said(ps)} ({where('torch', ts)}; "
+                   f"{where('paddle', ps)}; off for the steps, so compared here)")
     return out
 
 

@@ -209,7 +209,7 @@ def no_dropout(run, fn):
             bound = _bound(signature, (input, *args), kwargs)
             if bound is not None:
                 a = bound.arguments
-                run.dropout_site(a.get("p", 0.0) if a.get("training", True) else 0.0)
+                run.dropout_site(a.get("p", 0.0) if a.get("training", True) else 0.0, input)
         return input if run.dropout_off else fn(input, *args, **kwargs)
     return dropout
 
@@ -224,7 +224,8 @@ def no_attention_dropout(run, fn):
             from portcheck.forward.twin import mask_widened  # here: this module imports no other of the library
             args, kwargs = mask_widened(args, kwargs)
         if run.sites:
-            run.dropout_site(args[DROPOUT_P] if len(args) > DROPOUT_P else kwargs.get("dropout_p", 0.0))
+            run.dropout_site(args[DROPOUT_P] if len(args) > DROPOUT_P else kwargs.get("dropout_p", 0.0),
+                             attention=True)
         if run.dropout_off:
             if len(args) > DROPOUT_P:
                 args = (*args[:DROPOUT_P], 0.0, *args[DROPOUT_P + 1:])
