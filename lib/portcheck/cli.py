@@ -337,6 +337,12 @@ def check(folder, overrides: dict = None, strict: bool = False, only=None, extra
     red += bool(found["unread"])
     names = {n.rsplit("/", 1)[-1] for n in pairs}
     below = handin.ours(folder)
+    edited = record.manifest_problems(folder, below) if below is not None else []
+    if edited:  # a file changed, gone or added after the writers handed the folder in
+        more = f" (and {len(edited) - 1} more)" if len(edited) > 1 else ""
+        print(report.one_line(f"handed in: RED | {edited[0]}{more}: the folder is not as its writers handed it in; "
+                              "hand it in again [PC151]"))
+        red += 1
     if below is not None:  # `portcheck run`'s configuration entry: every line re-derived from the two records
         from portcheck.scripts import runconfig
         lines, problem, shown = runconfig.from_folder(below)
