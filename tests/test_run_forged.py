@@ -144,3 +144,16 @@ def test_a_configuration_entry_deleted_is_red_without_only(honest, tmp_path):
         (top / "diagnostics" / name).unlink()
     red, said = checked(top, ",".join(run.PAIRS))  # --only without config: still red, naming it
     assert red and "config: RED" in said and "diagnostics/config_paddle.json is missing since it was handed in" in said, said
+
+
+def test_the_manifest_deleted_or_edited_is_red(honest, tmp_path):
+    top = copy(honest, tmp_path)
+    manifest = top / "diagnostics" / record.MANIFEST
+    listed = json.loads(manifest.read_text())
+    del listed["files"]["diagnostics/config_paddle.json"]  # a file taken off the list, its seal not recomputed
+    manifest.write_text(json.dumps(listed))
+    red, said = checked(top)
+    assert red == 1 and "its list of files was changed after it was written" in said, said
+    manifest.unlink()  # gone: the records were written with one
+    red, said = checked(top)
+    assert red == 1 and f"diagnostics/{record.MANIFEST} missing, while " in said, said

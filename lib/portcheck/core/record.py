@@ -135,7 +135,7 @@ def save(result, framework: str, script: str, depends: dict, yardstick=None):
     the pair's float64 run holds of its own (a torch side's spread:* keys), which a yardstick put in its place must
     hold too."""
     rec = {"framework": framework, "script": script, "written": time.strftime("%Y-%m-%d %H:%M:%S"),
-           "file": Path(result).name, "depends": depends, "format": SEALED, **({"yardstick": sorted(yardstick)} if yardstick else {})}
+           "file": Path(result).name, "depends": depends, **({"yardstick": sorted(yardstick)} if yardstick else {})}
     write(path_for(result), sealed(rec, result_fingerprint(result)))
 
 
@@ -228,8 +228,9 @@ def shown(v, limit: int = 80) -> str:
     return text if len(text) <= limit else text[:limit] + "..."
 
 
-def bound(side: str, result, record: dict):
-    """None if `record` describes `result` and was written by `side`'s framework, else the reason."""
+def bound(side: str, result, record: dict, fingerprint: str = None):
+    """None if `record` describes `result` and was written by `side`'s framework, else the reason. fingerprint:
+    result's, where the caller has it."""
     if record.get("framework") != side:
         return (f"the {side} result's run record says it was written by {shown(record.get('framework'))}: "
                 "one framework's result passed as the other's; re-run both sides")
@@ -238,7 +239,7 @@ def bound(side: str, result, record: dict):
                 "files handed in as another's; re-run both sides")
     if "result" not in record:
         return f"the {side} result's run record does not fingerprint its result (an older record); re-run both sides"
-    if not binds(record, result_fingerprint(result)):
+    if not binds(record, fingerprint or result_fingerprint(result)):
         return (f"the {side} result is not the file its run record describes (the file, or the record's side, pair "
                 "or run, was changed after it was written); re-run both sides")
     return None
@@ -286,12 +287,12 @@ def same_run(torch_result, paddle_result, record_paths=(None, None)):
     if None in records:
         side = ("torch", "paddle")[records.index(None)]
         return False, f"the {side} result has no run record: re-run both sides"
-    for side, result, rec in zip(("torch", "paddle"), (torch_result, paddle_result), records):
-        problem = bound(side, result, rec)
+    prints = [result_fingerprint(f) for f in (torch_result, paddle_result)]
+    for side, result, rec, fp in zip(("torch", "paddle"), (torch_result, paddle_result), records, prints):
+        problem = bound(side, result, rec, fp)
         if problem:
             return False, problem
-    kinds = {binds(rec, result_fingerprint(f)) for rec, f in zip(records, (torch_result, paddle_result))}
-    if len(kinds) > 1:
+    if len({binds(rec, fp) for rec, fp in zip(records, prints)}) > 1:
         return False, "one side's run record is sealed, the other's is of a record format before seals: not one run"
     diffs = differences(*records)
     if diffs:
