@@ -28,7 +28,10 @@ with tolerances a flag loosened (the "loosened" list of diagnostics/<pair>_diff.
 A client adds its own verdicts to a pair's line through check(..., extra=): its findings, each red one red.
 A `portcheck run` hand-in also holds `config` (diagnostics/config_{torch,paddle}.json with their run records): every
 configuration line run said, re-derived from the two records (runconfig.from_folder), a difference run judged by
-its steps (padding_idx) from what run handed in of them; one line, red for each red one.
+its steps (padding_idx) from what run handed in of them; one line, red for each red one. Its records name the run
+its pairs' records name, and a run's pairs handed in without it are red.
+A folder the library's writers handed in lists every file with its sha256 (diagnostics/manifest.json, sealed): a file
+changed, gone or added since is one red line, "handed in" (record.manifest_problems).
 
 The rule of a pair comes from the reviewer and the library, never from the folder: its threshold is
 --threshold PAIR=VALUE, else the guide's (portcheck.core.tolerances.GUIDE), else reprod_log's default 1e-6; its kind
