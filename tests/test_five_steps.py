@@ -185,9 +185,14 @@ def clean(page_run, tmp_path_factory):
     """The clean port: the hand-ins the page's blocks wrote, each in its own folder, merged into one work folder
     (each block writes its own step's pairs): (work folder, log_reprod/)."""
     work = tmp_path_factory.mktemp("five_steps")
+    listed = set()
     for block in sorted(page_run[0].glob("block*/own_model")):
+        listed |= set(record.read_manifest(block / "log_reprod" / "diagnostics") or ())
         shutil.copytree(block, work, dirs_exist_ok=True)
-    return work, work / "log_reprod"
+    # each block's manifest listed its own files; one folder the blocks had written in turn lists them all
+    top = work / "log_reprod"
+    record.list_handed(top, top / "diagnostics", [top / name for name in sorted(listed)])
+    return work, top
 
 
 def test_the_clean_port_is_green_at_every_step_and_its_hand_in_rechecks_green(clean, tmp_path):

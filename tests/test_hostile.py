@@ -284,10 +284,12 @@ def test_another_pairs_files_in_a_pairs_place_are_red_when_a_record_names_them(t
         if not f.name.endswith("_diff.json"):
             shutil.copyfile(f, f.with_name(f.name.replace("yours", "mine")))
     both = {"mine": 1e-4, "yours": 1e-4}
-    assert cli.check(top, both, only="mine,yours") == 1
-    assert "the torch result mine_torch.npy has the run record of yours_torch.npy" in capsys.readouterr().out
+    assert cli.check(top, both, only="mine,yours") == 2  # the pair, and the folder against its manifest (PC151)
+    out = capsys.readouterr().out
+    assert "the torch result mine_torch.npy has the run record of yours_torch.npy" in out
+    assert "handed in: RED | " in out and " was changed since it was handed in" in out
     shutil.copyfile(top / "diagnostics" / "yours_diff.json", top / "diagnostics" / "mine_diff.json")
-    assert cli.check(top, both, only="mine,yours") == 1
+    assert cli.check(top, both, only="mine,yours") == 2
     assert "mine_diff.json is the verdict of 'yours'" in capsys.readouterr().out
 
 
@@ -340,8 +342,9 @@ def test_a_contestants_own_diagnostics_folder_is_theirs_not_ours(tmp_path, capsy
     one_ulp_apart(tmp_path / "step", "mine")  # ours: diagnostics/ holds run records, and a judged pair is listed
     handin.judge_and_log(tmp_path / "step", "mine", threshold=1e-4, top=tmp_path / "log_reprod")
     (tmp_path / "log_reprod" / "diagnostics" / "gone_diff.json").write_text(json.dumps({"name": "gone", "threshold": 1e-4}))
-    assert cli.check(tmp_path / "log_reprod", {"mine": 1e-4}, only="mine") == 1
-    assert "gone: RED | judged" in capsys.readouterr().out
+    assert cli.check(tmp_path / "log_reprod", {"mine": 1e-4}, only="mine") == 2  # and the manifest's line (PC151)
+    out = capsys.readouterr().out
+    assert "gone: RED | judged" in out and "diagnostics/gone_diff.json is not in the list of what was handed in" in out
 
 
 # ------------------------------------------------------------------------------------ 6. one-line errors
@@ -406,8 +409,9 @@ def test_a_judged_pair_whose_files_are_deleted_is_red(tmp_path, capsys):
     assert cli.check(tmp_path / "log_reprod", {"mine_a": 1e-4, "mine_b": 1e-4}, only="mine_a,mine_b") == 0
     for f in (tmp_path / "log_reprod").glob("mine_a_*"):
         f.unlink()
-    assert cli.check(tmp_path / "log_reprod", {"mine_b": 1e-4}, only="mine_a,mine_b") == 1
-    assert "mine_a: RED | judged" in capsys.readouterr().out
+    assert cli.check(tmp_path / "log_reprod", {"mine_b": 1e-4}, only="mine_a,mine_b") == 2  # and the manifest's
+    out = capsys.readouterr().out
+    assert "mine_a: RED | judged" in out and "mine_a_diff.log is missing since it was handed in" in out
 
 
 # ------------------------------------------------------------------- 1. compare_forward compares the whole
@@ -647,7 +651,7 @@ def test_a_record_naming_another_script_than_the_step_tables_is_red(tmp_path, ca
     shutil.copy(top / "a_torch.npy", top / "a_paddle.npy")
     (top / "diagnostics" / "a_paddle.run.json").write_text(json.dumps({**rec, "framework": "paddle", "file": "a_paddle.npy"}))
     capsys.readouterr()
-    assert cli.check(top, only="a,b") == 1
+    assert cli.check(top, only="a,b") == 2  # and the folder against its manifest (PC151)
     assert "the step table's paddle script is pd.py" in capsys.readouterr().out
 
 

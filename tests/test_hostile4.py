@@ -102,7 +102,7 @@ def test_a_folders_own_k_is_not_used(tmp_path, capsys):
     assert not handin.judge_and_log(tmp_path, "forward", top=tmp_path / "log_reprod").passed
     verdict = tmp_path / "log_reprod/diagnostics/forward_diff.json"
     verdict.write_text(json.dumps({**json.loads(verdict.read_text()), "k": calibrated.K_BACKWARD}))
-    assert cli.check(tmp_path / "log_reprod", only="forward") == 1
+    assert cli.check(tmp_path / "log_reprod", only="forward") == 2  # and the folder against its manifest (PC151)
     line = line_of(capsys.readouterr().out, "forward")
     assert "measured RED" in line and "declares K 128 (looser than the 16" in line, line
     # the plant sits between the two multiples: the edit was what turned it green

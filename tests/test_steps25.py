@@ -322,7 +322,7 @@ def test_a_training_hand_in_rechecks_green_and_a_bug_red_from_the_files_alone(tm
     from portcheck.core.fileio import load_npy, save_npy
     curves = tmp_path / "0" / "log_reprod" / "diagnostics" / "train_log_paddle.npy"
     save_npy(curves, {**load_npy(curves), "lr": load_npy(curves)["lr"] * 2})  # edited after the run
-    assert cli.check(tmp_path / "0" / "log_reprod", only="train_align") == 1
+    assert cli.check(tmp_path / "0" / "log_reprod", only="train_align") == 2  # and the manifest's line (PC151)
     assert "train_log_paddle.npy: the paddle result is not the file its run record describes" in capsys.readouterr().out
 
 
@@ -469,7 +469,7 @@ def test_a_hand_in_carries_torchs_own_runs_and_its_checker_says_what_they_show(t
         assert "(torch's own run(s) ending accuracy 0.91 on the machine that made the hand-in, against" in out, out
     own = tmp_path / "0.92" / "log_reprod" / "diagnostics" / "train_own_torch.npy"
     save_npy(own, {**load_npy(own), "metric/accuracy": np.array([0.99])})  # edited after the check
-    assert cli.check(own.parent.parent, overrides={"train_align": 0.015}, only="train_align") == 1
+    assert cli.check(own.parent.parent, overrides={"train_align": 0.015}, only="train_align") == 2  # and PC151's
     out = capsys.readouterr().out
     assert "train_own_torch.npy left out: the torch result is not the file its run record describes" in out, out
     assert said not in out

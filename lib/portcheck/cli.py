@@ -30,7 +30,10 @@ with tolerances a flag loosened (the "loosened" list of diagnostics/<pair>_diff.
 A client adds its own verdicts to a pair's line through check(..., extra=): its findings, each red one red.
 A `portcheck run` hand-in also holds `config` (diagnostics/config_{torch,paddle}.json with their run records): every
 configuration line run said, re-derived from the two records (runconfig.from_folder), a difference run judged by
-its steps (padding_idx) from what run handed in of them; one line, red for each red one.
+its steps (padding_idx) from what run handed in of them; one line, red for each red one. Its records name the run
+its pairs' records name, and a run's pairs handed in without it are red.
+A folder the library's writers handed in lists every file with its sha256 (diagnostics/manifest.json, sealed): a file
+changed, gone or added since is one red line, "handed in" (record.manifest_problems).
 
 The rule of a pair comes from the reviewer and the library, never from the folder: its threshold is
 --threshold PAIR=VALUE, else the guide's (portcheck.core.tolerances.GUIDE), else reprod_log's default 1e-6; its kind
@@ -346,6 +349,12 @@ def check(folder, overrides: dict = None, strict: bool = False, only=None, extra
     red += bool(found["unread"])
     names = {n.rsplit("/", 1)[-1] for n in pairs}
     below = handin.ours(folder)
+    edited = record.manifest_problems(folder, below) if below is not None else []
+    if edited:  # a file changed, gone or added after the writers handed the folder in
+        more = f" (and {len(edited) - 1} more)" if len(edited) > 1 else ""
+        print(report.one_line(f"handed in: RED | {edited[0]}{more}: the folder is not as its writers handed it in; "
+                              "hand it in again [PC151]"))
+        red += 1
     if below is not None:  # `portcheck run`'s configuration entry: every line re-derived from the two records
         from portcheck.scripts import runconfig
         lines, problem, shown = runconfig.from_folder(below)

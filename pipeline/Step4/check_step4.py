@@ -77,6 +77,8 @@ def handed_in_log(top, name: str, tols: dict, loosened=()) -> diff.CheckResult:
     result.notes.append(f"every key's diff, the gradients' with them: {report.DIAGNOSTICS}/{name}{ALL_KEYS}")
     log = report.write(result, top / f"{name}_diff.log", verdict=False)
     report.write_verdict(result, below / report.verdict_path(log).name)
+    # written here, not by report.hand_in: listed in the hand-in's manifest as its other files are
+    record.list_handed(top, below, [log, below / report.verdict_path(log).name, below / f"{name}{ALL_KEYS}"])
     return result
 
 

@@ -6,11 +6,14 @@ Every pt_*/pd_* script saves <result>.run.json next to its .npy:
      "file": "forward_torch.npy", "result": "<sha256>",
      "depends": {"weights": "<sha256>", "inputs": "<sha256>", "flags": {...}}}
 
-`result` binds the record to the file it describes (the fingerprint of its arrays; a hand-in that
-keeps some keys of a result, or a result's statistics, gets a record bound to those, save_derived), `file`
-names that file (another pair's files and records put in a pair's place show) and `framework` names the
-side. A result copied over the other side's, one file given as both sides, or a record beside a file
-it was not written for never passes.
+`result` binds the record to the file it describes: the digest of its arrays' fingerprint together with every
+other field but its time (seal: `framework` its side, `file` its pair and role, `depends` its run), so a record
+relabelled (another side, another pair, torch's float64 run) or moved to another run no longer describes its file
+(a hand-in that keeps some keys of a result, or a result's statistics, gets a record bound to those, save_derived).
+A record written before seals holds the fingerprint alone, and is read as it was. A result copied over the other
+side's, one file given as both sides, or a record beside a file it was not written for never passes.
+Every file a hand-in's writers copy into it is listed with its sha256 in its manifest (diagnostics/manifest.json,
+list_handed: one record of the run, itself sealed), which `check` holds the folder to (manifest_problems).
 
 `depends` holds only what must be equal on both sides: fingerprints of the weights as loaded (in
 torch's layout on both sides, so a converted Paddle model fingerprints like its source), of the input
@@ -30,7 +33,7 @@ import numpy as np
 
 from portcheck.core.errors import PipelineError
 from portcheck.core.tolerances import GUIDE
-from portcheck.core.fileio import atomic_write, load_npy, read_json, save_npy, writable
+from portcheck.core.fileio import atomic_write, load_npy, open_regular, read_json, save_npy, writable
 
 SUFFIX = ".run.json"
 RECORD_BYTES = 1 << 20  # a record is a few hundred bytes; no more than this is read
@@ -112,10 +115,38 @@ def result_fingerprint(result) -> str:
     return fingerprint(load_npy(result).items())
 
 
-def save(result, framework: str, script: str, depends: dict):
-    """Write the record of `result`, the .npy it describes: call it once that file is written."""
-    write(path_for(result), {"framework": framework, "script": script, "written": time.strftime("%Y-%m-%d %H:%M:%S"),
-                             "file": Path(result).name, "result": result_fingerprint(result), "depends": depends})
+def seal(rec: dict, fingerprint: str) -> str:
+    """The `result` a record written now keeps: the sha256 of its file's fingerprint together with every other
+    field but its time, so that no field can be edited (a side relabelled, a pair renamed, a run's depends) without
+    recomputing it."""
+    fields = {k: v for k, v in rec.items() if k not in ("written", "result")}
+    return hashlib.sha256(json.dumps([fingerprint, fields], sort_keys=True, default=str).encode()).hexdigest()
+
+
+def binds(rec: dict, fingerprint: str) -> str:
+    """How `rec` describes the file whose fingerprint is given: "sealed" (seal), "plain" (the fingerprint alone: a
+    record written before seals), "" where it does not."""
+    if not isinstance(rec.get("result"), str):
+        return ""
+    return "sealed" if rec["result"] == seal(rec, fingerprint) else "plain" if rec["result"] == fingerprint else ""
+
+
+SEALED = 2  # a record's "format" where its result is its seal: the hand-in it is in has a manifest (MANIFEST)
+
+
+def sealed(rec: dict, fingerprint: str) -> dict:
+    """rec with its `result` the seal of it over the fingerprint (its format SEALED)."""
+    rec = {**rec, "format": SEALED}
+    return {**rec, "result": seal(rec, fingerprint)}
+
+
+def save(result, framework: str, script: str, depends: dict, yardstick=None):
+    """Write the record of `result`, the .npy it describes: call it once that file is written. yardstick: the keys
+    the pair's float64 run holds of its own (a torch side's spread:* keys), which a yardstick put in its place must
+    hold too."""
+    rec = {"framework": framework, "script": script, "written": time.strftime("%Y-%m-%d %H:%M:%S"),
+           "file": Path(result).name, "depends": depends, **({"yardstick": sorted(yardstick)} if yardstick else {})}
+    write(path_for(result), sealed(rec, result_fingerprint(result)))
 
 
 def save_results(results: dict, framework: str, script: str, depends: dict):
@@ -136,9 +167,9 @@ def save_derived(source, derived, path=None, extra=None):
     (what else `derived` was made from)."""
     record = load(source)
     if record is not None:
-        bound_ = record.get("result") == result_fingerprint(source)
-        write(path or path_for(derived), {**record, **(extra or {}), "file": Path(derived).name,
-                                           "result": result_fingerprint(derived) if bound_ else "(source not bound)"})
+        made = {**record, **(extra or {}), "file": Path(derived).name}
+        write(path or path_for(derived), sealed(made, result_fingerprint(derived)) if binds(record, result_fingerprint(
+            source)) else {**made, "result": "(source not bound)"})
 
 
 def write(path, record: dict):
@@ -207,8 +238,9 @@ def shown(v, limit: int = 80) -> str:
     return text if len(text) <= limit else text[:limit] + "..."
 
 
-def bound(side: str, result, record: dict):
-    """None if `record` describes `result` and was written by `side`'s framework, else the reason."""
+def bound(side: str, result, record: dict, fingerprint: str = None):
+    """None if `record` describes `result` and was written by `side`'s framework, else the reason. fingerprint:
+    result's, where the caller has it."""
     if record.get("framework") != side:
         return (f"the {side} result's run record says it was written by {shown(record.get('framework'))}: "
                 "one framework's result passed as the other's; re-run both sides")
@@ -217,8 +249,9 @@ def bound(side: str, result, record: dict):
                 "files handed in as another's; re-run both sides")
     if "result" not in record:
         return f"the {side} result's run record does not fingerprint its result (an older record); re-run both sides"
-    if record["result"] != result_fingerprint(result):
-        return f"the {side} result is not the file its run record describes; re-run both sides"
+    if not binds(record, fingerprint or result_fingerprint(result)):
+        return (f"the {side} result is not the file its run record describes (the file, or the record's side, pair "
+                "or run, was changed after it was written); re-run both sides")
     return None
 
 
@@ -264,10 +297,13 @@ def same_run(torch_result, paddle_result, record_paths=(None, None)):
     if None in records:
         side = ("torch", "paddle")[records.index(None)]
         return False, f"the {side} result has no run record: re-run both sides"
-    for side, result, rec in zip(("torch", "paddle"), (torch_result, paddle_result), records):
-        problem = bound(side, result, rec)
+    prints = [result_fingerprint(f) for f in (torch_result, paddle_result)]
+    for side, result, rec, fp in zip(("torch", "paddle"), (torch_result, paddle_result), records, prints):
+        problem = bound(side, result, rec, fp)
         if problem:
             return False, problem
+    if len({binds(rec, fp) for rec, fp in zip(records, prints)}) > 1:
+        return False, "one side's run record is sealed, the other's is of a record format before seals: not one run"
     diffs = differences(*records)
     if diffs:
         field, t, p = diffs[0]
@@ -284,6 +320,102 @@ def twin_problem(result, twin, record_paths=(None, None)):
     if mine is None or theirs is None:
         return "the float64 run or its torch result has no run record"
     problem = bound("torch", twin, theirs)
+    own = [k for k in mine.get("yardstick") or () if k not in load_npy(twin)] if not problem else []
+    if own:  # what torch's own float64 run holds beside the pair's keys (its spread against itself)
+        problem = (f"the float64 run holds no {shown(own[0])}" + (f" (and {len(own) - 1} more)" if len(own) > 1 else "")
+                   + ", which the torch result's run record says torch's float64 run holds: not torch's float64 run")
     differ = None if problem else differences(mine, theirs)
     return problem or (f"the float64 run's record differs from the torch result's at {shown(differ[0][0])}"
                        if differ else None)
+
+
+# The hand-in's manifest: one record of what its writers handed in (report.hand_in, runconfig.hand_in), every file
+# with its sha256, itself sealed; `check` holds the folder to it. No digest stops a forger who recomputes them all
+# (docs/review.md): this one makes any edit of a file, a record or the list itself show unless it is recomputed.
+MANIFEST = "manifest.json"  # in a hand-in's diagnostics/
+MANIFEST_BYTES = 1 << 22
+# what a hand-in's writers always hand in, and so must be listed: the pairs and their logs at the top, every
+# result, run record (a configuration record's too) and verdict in diagnostics/ (what else it holds is its own)
+LISTED = {"top": ("_torch.npy", "_paddle.npy", "_diff.log"), "below": (".npy", SUFFIX, "_diff.json")}
+
+
+def file_digest(path):
+    """A regular file's sha256, None where there is none (a link, a FIFO put in its place, nothing)."""
+    h = hashlib.sha256()
+    try:
+        with open_regular(path, follow=False) as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                h.update(block)
+    except OSError:
+        return None
+    return h.hexdigest()
+
+
+def _manifest_seal(files: dict) -> str:
+    return hashlib.sha256(json.dumps(files, sort_keys=True).encode()).hexdigest()
+
+
+def read_manifest(below):
+    """{path in the hand-in: sha256} of below/MANIFEST, None where there is none; one that is not the manifest the
+    writers write (unreadable, or its list changed without its seal): PipelineError, one line."""
+    path = Path(below) / MANIFEST
+    if not os.path.lexists(path):
+        return None
+    try:
+        data = read_json(path, MANIFEST_BYTES, follow=False)
+        files = data.get("files") if isinstance(data, dict) else None
+        if not isinstance(files, dict) or not all(isinstance(v, str) for v in files.values()):
+            raise ValueError("no 'files' object of digests")
+        if data.get("seal") != _manifest_seal(files):
+            raise ValueError("its list of files was changed after it was written: its seal does not cover it")
+    except (OSError, ValueError, UnicodeDecodeError, RecursionError) as e:
+        raise PipelineError(f"{path} is not a hand-in's manifest ({shown(str(e), 120)}): hand the folder in again "
+                            "[PC251]") from None
+    return files
+
+
+def list_handed(top, below, files):
+    """`files` (in the hand-in folder `top`) added to below/MANIFEST with their sha256 as they are now: each writer
+    calls it once it has handed them in."""
+    top = Path(top)
+    listed = read_manifest(below) or {}
+    for f in map(Path, files):
+        digest = file_digest(f)
+        if digest is not None:
+            listed[f.relative_to(top).as_posix()] = digest
+    atomic_write(Path(below) / MANIFEST, lambda tmp: Path(tmp).write_text(
+        json.dumps({"files": listed, "seal": _manifest_seal(listed)}, indent=1, sort_keys=True) + "\n"))
+
+
+def manifest_problems(top, below) -> list:
+    """Why the hand-in `top` is not as its writers handed it in (below: its diagnostics/), one phrase each: a file
+    its manifest lists missing or changed, a file they hand in that it does not list, the manifest gone where its
+    records are sealed (written with one). [] for a folder as handed in, and for one written before manifests."""
+    top, below = Path(top), Path(below)
+    try:
+        listed = read_manifest(below)
+    except PipelineError as e:
+        return [str(e).removesuffix(" [PC251]")]
+    if listed is None:
+        for path in sorted(below.glob(f"*{SUFFIX}")):
+            try:
+                rec = read_json(path, RECORD_BYTES, follow=False)
+            except (OSError, ValueError, UnicodeDecodeError, RecursionError):
+                continue
+            if isinstance(rec, dict) and rec.get("format") == SEALED:
+                return [f"{below.name}/{MANIFEST} missing, while {path.name} was written with one: a hand-in is "
+                        "judged with the list of what its writers handed in"]
+        return []
+    out = []
+    for name, digest in sorted(listed.items()):
+        if Path(name).is_absolute() or ".." in Path(name).parts:
+            out.append(f"{below.name}/{MANIFEST} lists {shown(name)}, outside the hand-in")
+            continue
+        now = file_digest(top / name)
+        if now != digest:
+            out.append(f"{shown(name)} " + ("is missing" if now is None else "was changed") + " since it was handed in")
+    there = [f for f in top.iterdir() if f.name.endswith(LISTED["top"])] + \
+        [f for f in below.iterdir() if f.name.endswith(LISTED["below"])]
+    out += [f"{shown(f.relative_to(top).as_posix())} is not in the list of what was handed in"
+            for f in sorted(there) if f.relative_to(top).as_posix() not in listed]
+    return out

@@ -206,6 +206,8 @@ def hand_in(*files, top, data=None, data_from=None, diagnostics=()):
         record.save_derived(Path(data_from or Path(files[0]).parent) / name, top / name, below / record.path_for(name).name)
     for f in extra:
         copy_if_changed(f, below / f.name)
+    record.list_handed(top, below, [top / Path(f).name for f in files] + [top / name for name in data]
+                       + [below / record.path_for(name).name for name in data] + [below / f.name for f in extra])
 
 
 def _companions(files, diagnostics) -> list:
@@ -224,7 +226,8 @@ def hand_in_folder(top, *files, data=(), diagnostics=()) -> Path:
     writable(top, folder=True)
     writable(below, folder=True)
     for target in [top / Path(f).name for f in files] + [top / name for name in data] \
-            + [below / record.path_for(name).name for name in data] + [below / f.name for f in _companions(files, diagnostics)]:
+            + [below / record.path_for(name).name for name in data] + [below / f.name for f in _companions(files, diagnostics)] \
+            + [below / record.MANIFEST]:
         writable(target)
     return top
 

@@ -6,7 +6,6 @@ May import portcheck.core, gradients.backward, pipeline (handin; training lazily
 never scripts.launch or scripts.run (they import it).
 """
 import contextlib
-import hashlib
 import json
 import os
 from pathlib import Path
@@ -71,7 +70,7 @@ def handed_in(out: Path) -> list:
     made += [Path(f"{name}_{fw}.npy") for name in (training.LOG, training.OWN) for fw in ("torch", "paddle")]
     made += [Path(training.PLOT), *(Path(f"{STATUS[:-5]}_{fw}.json") for fw in ("torch", "paddle"))]
     names = {f.name for f in made} | {record.path_for(f).name for f in made if f.suffix == ".npy"} | \
-        {report.verdict_path(f).name for f in made if f.name.endswith("_diff.log")}
+        {report.verdict_path(f).name for f in made if f.name.endswith("_diff.log")} | {record.MANIFEST}
     return [folder / name for folder in handed_in_folders(out) for name in sorted(names)
             if (folder / name).is_file() and not (folder / name).is_symlink()]
 
@@ -110,16 +109,7 @@ class Sealed:
         return ""
 
 
-def digest(path: Path):
-    """A regular file's sha256, None where there is none (a link, a FIFO put in its place, nothing)."""
-    h = hashlib.sha256()
-    try:
-        with open_regular(path, follow=False) as f:
-            for block in iter(lambda: f.read(1 << 20), b""):
-                h.update(block)
-    except OSError:
-        return None
-    return h.hexdigest()
+digest = record.file_digest  # a regular file's sha256, None where there is none
 
 
 def released(out: Path):

@@ -48,6 +48,7 @@ import re
 import shlex
 import signal
 import sys
+import uuid
 from pathlib import Path
 
 import numpy as np
@@ -388,12 +389,15 @@ def judge(out: Path, statuses: dict, steps: int, rank: int = 0, again=None, seal
     from portcheck.gradients.backward import _counterpart
     weights = {k[7:]: v for k, v in t.items() if k.startswith("state0/")}
     paddle_weights = {k: p.get("state0/" + _counterpart("w/" + k, modules, renamed).partition("/")[2]) for k in weights}
+    # each record of this run names it (a configuration entry or pair of another run of the same scripts, weights and
+    # batches is not this one's)
+    this_run = uuid.uuid4().hex
     depends = lambda w, fed_: {"weights": record.state_fingerprint({k: v for k, v in w.items() if v is not None}),
-                               "inputs": record.fingerprint(fed_), "flags": {"steps": steps}}
+                               "inputs": record.fingerprint(fed_), "flags": {"steps": steps, "run": this_run}}
     sides = {"torch": (t, depends(weights, first_input(t, t))),
              "paddle": ({k: v for k, v in with_updates(p, steps).items() if not k.startswith(RUNNING) or k in t},
                         depends(paddle_weights, first_input(p, t)))}  # running means rank 0's (DDP_BUFFERS): not judged
-    script = "python -m portcheck run"
+    script = runconfig.SCRIPT
     for side, (rec, dep) in sides.items():
         exact = side == "torch"
         save_side(pairs, "forward", side, {"logits": handin.model_output(rec)}, dep, script,

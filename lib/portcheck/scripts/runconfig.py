@@ -369,6 +369,7 @@ def notes(torch_config: dict, paddle_config: dict) -> list:
 # record as run judged it, DIAGNOSTICS/config_<side>.json with its run record; json only, each read bounded
 CONFIG = "config"
 CONFIG_BYTES = 8 << 20
+SCRIPT = "python -m portcheck run"  # the `script` of every run record `portcheck run` writes
 
 
 def _config_file(below, side: str) -> Path:
@@ -391,12 +392,33 @@ def hand_in(below, configs: dict, modules: dict, renamed: dict, lrs, depends: di
              for i, side in enumerate(("torch", "paddle"))}
     for side in texts:  # every target checked before the first is written
         writable(_config_file(below, side)), writable(record.path_for(_config_file(below, side)))
+    writable(Path(below) / record.MANIFEST)
     for side, text in texts.items():
         path = _config_file(below, side)
         atomic_write(path, lambda tmp, text=text: Path(tmp).write_text(text))
-        record.write(record.path_for(path), {"framework": side, "script": script, "file": path.name,
-                                             "written": time.strftime("%Y-%m-%d %H:%M:%S"), "depends": depends[side],
-                                             "result": hashlib.sha256(text.encode()).hexdigest()})
+        record.write(record.path_for(path), record.sealed({
+            "framework": side, "script": script, "file": path.name, "written": time.strftime("%Y-%m-%d %H:%M:%S"),
+            "depends": depends[side]}, hashlib.sha256(text.encode()).hexdigest()))
+    made = [f for side in texts for f in (_config_file(below, side), record.path_for(_config_file(below, side)))]
+    record.list_handed(Path(below).parent, below, made)
+
+
+def pair_records(below) -> dict:
+    """{side: {record's file name: its depends}} of the pairs in a hand-in's `below` that `portcheck run` wrote (its
+    SCRIPT), each side's configuration entry tied to them."""
+    from portcheck.core import record
+    from portcheck.core.errors import PipelineError
+    from portcheck.scripts.folders import PAIRS
+    out = {}
+    for pair in PAIRS:
+        for side in ("torch", "paddle"):
+            try:
+                rec = record.load(None, Path(below) / f"{pair}_{side}{record.SUFFIX}")
+            except PipelineError:  # the pair's own line says so
+                continue
+            if rec is not None and rec.get("script") == SCRIPT:
+                out.setdefault(side, {})[f"{pair}_{side}{record.SUFFIX}"] = rec["depends"]
+    return out
 
 
 def from_folder(below):
@@ -409,7 +431,11 @@ def from_folder(below):
     from portcheck.core.errors import PipelineError
     from portcheck.core.fileio import open_regular, parse_json
     files = {side: _config_file(below, side) for side in ("torch", "paddle")}
+    pairs = pair_records(below)
     if not any(os.path.lexists(f) for f in files.values()):
+        if pairs:  # the pairs `portcheck run` wrote are handed in with their configuration, red without it
+            return [], (f"{CONFIG}_torch.json / {CONFIG}_paddle.json missing: `portcheck run` hands its pairs in with "
+                        "the configuration it judged; rerun portcheck run"), []
         return None, "", []
     read = {}
     for side, path in files.items():
@@ -419,9 +445,16 @@ def from_folder(below):
             if len(raw) > CONFIG_BYTES:
                 raise ValueError(f"more than {CONFIG_BYTES} bytes")
             rec = record.load(None, record.path_for(path))
-            if rec is None or rec.get("result") != hashlib.sha256(raw).hexdigest() or rec.get("framework") != side:
-                return [], (f"{path.name} is not the file its run record ({record.path_for(path).name}) describes: "
-                            "rerun portcheck run"), []
+            if rec is None or rec.get("framework") != side or rec.get("file") != path.name or \
+                    record.binds(rec, hashlib.sha256(raw).hexdigest()) != "sealed":
+                return [], (f"{path.name} is not the file its run record ({record.path_for(path).name}) describes, "
+                            "for its side and run: rerun portcheck run"), []
+            other = next(((name, theirs) for name, theirs in pairs.get(side, {}).items()
+                          if theirs != rec["depends"]), None)
+            if other:  # each side's configuration of the run its pairs are: the same weights, batches, steps
+                field = record.differences({"depends": rec["depends"]}, {"depends": other[1]})[0][0]
+                return [], (f"{path.name} is of another run than {other[0]} ({record.shown(field)} differs): a "
+                            "configuration entry handed in with other pairs; rerun portcheck run"), []
             read[side] = parse_json(raw, constants=True)  # no recursion into nesting, no number beyond a float's
             if not isinstance(read[side], dict) or not isinstance(read[side].get("config"), dict):
                 raise ValueError("no 'config' object")
