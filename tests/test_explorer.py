@@ -170,3 +170,14 @@ def test_model_explorer_shows_both_graphs_side_by_side_with_the_first_diverging_
     finally:
         server.terminate()
         server.wait(10)
+
+
+def test_the_readmes_split_view_is_the_tools_photograph():
+    """docs/img/explorer_split.png is tools/explorer_split.py's photograph: a PNG of the viewport it sets."""
+    import struct
+    from bert_sst2 import paths
+    spec = importlib.util.spec_from_file_location("explorer_split", paths.ROOT / "tools" / "explorer_split.py")
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    head = (paths.ROOT / "docs" / "img" / "explorer_split.png").read_bytes()[:24]
+    assert head[:8] == b"\x89PNG\r\n\x1a\n" and struct.unpack(">II", head[16:24]) == tool.SIZE

@@ -31,6 +31,7 @@ def free_port() -> int:
 class Browser:
     def __init__(self, size=(1600, 900)):
         self.port, self.profile = free_port(), tempfile.mkdtemp(prefix="headless-")
+        self.size = size
         self.proc = subprocess.Popen([CHROMIUM, "--headless", "--no-sandbox", "--enable-unsafe-swiftshader",
                                       "--no-first-run", f"--user-data-dir={self.profile}",
                                       f"--window-size={size[0]},{size[1]}", f"--remote-debugging-port={self.port}",
@@ -51,6 +52,9 @@ class Browser:
                 raise RuntimeError("chromium did not start")
             time.sleep(0.2)
         self._connect(pages[0]["webSocketDebuggerUrl"])
+        # the page's viewport exactly `size` (a headless window's own frame takes some of it)
+        self.call("Emulation.setDeviceMetricsOverride", width=self.size[0], height=self.size[1], deviceScaleFactor=1,
+                  mobile=False)
         return self
 
     def __exit__(self, *exc):
