@@ -31,17 +31,22 @@ SIZE = (1600, 800)  # the browser window photographed, in pixels
 TABLES = "[...document.querySelectorAll('table')].filter(t => t.innerText.includes('ratio to')).length"
 
 
-def planted_pair():
-    spec = importlib.util.spec_from_file_location("plot_planted", ROOT / "tools" / "plot_planted.py")
+def tool(name: str):
+    """tools/<name>.py, imported by its path (tools/ is no package on sys.path)."""
+    spec = importlib.util.spec_from_file_location(name, ROOT / "tools" / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    return module.models(1)
+    return module
+
+
+def planted_pair():
+    return tool("plot_planted").models(1)
 
 
 def photograph(folder: Path, out: Path):
-    sys.path.insert(0, str(ROOT))
-    from tools.headless import CHROMIUM, Browser, free_port
-    if CHROMIUM is None:
+    headless = tool("headless")
+    Browser, free_port = headless.Browser, headless.free_port
+    if headless.CHROMIUM is None:
         raise PipelineError("chromium is not installed: apt-get install -y chromium")
     port = free_port()
     server = subprocess.Popen([sys.executable, "-m", "portcheck", "view", str(folder), "--graph", "--port", str(port),

@@ -16,6 +16,7 @@ import os
 import sys
 import tempfile
 import threading
+import urllib.request
 import webbrowser
 from pathlib import Path
 from urllib.parse import quote
@@ -168,17 +169,28 @@ def serve_graphs(folder, port: int = 8080, open_browser: bool = True):
     if not 0 < port < 65536 or server._is_port_in_use(HOST, port):
         raise PipelineError(f"--port {port}: {'in use' if 0 < port < 65536 else 'no port'} here: give a free "
                             "port [PC195]")
-    url = graph_url(folder, port)
-    started = threading.Timer(3, lambda: print(report.one_line(f"Model Explorer, the two graphs side by side: {url} "
-                                                               "(Ctrl-C stops it)"), file=sys.__stdout__, flush=True))
-    started.start()
-    if open_browser and has_display():
-        threading.Timer(3, webbrowser.open, (url,)).start()
+    stop = threading.Event()
+    threading.Thread(target=_announce, args=(graph_url(folder, port), port, open_browser, stop), daemon=True).start()
     try:
         with contextlib.redirect_stdout(io.StringIO()):  # its own lines name an address without the split view
             server.start(host=HOST, port=port, config=config, no_open_in_browser=True)
     finally:
-        started.cancel()
+        stop.set()
+
+
+def _announce(url: str, port: int, open_browser: bool, stop):
+    """Once Model Explorer answers on `port`: its address with the split view, printed (and opened in a browser
+    where one can show)."""
+    while not stop.wait(0.3):
+        try:
+            urllib.request.urlopen(f"http://{HOST}:{port}/check_health", timeout=2).close()
+        except OSError:
+            continue
+        print(report.one_line(f"Model Explorer, the two graphs side by side: {url} (Ctrl-C stops it)"),
+              file=sys.__stdout__, flush=True)
+        if open_browser and has_display():
+            webbrowser.open(url)
+        return
 
 
 def show_graphs(forward_report, folder=None, port: int = 8080, open_browser: bool = True):

@@ -48,8 +48,9 @@ def flow(record) -> dict:
 
 
 def _path(call: str) -> list:
+    """A call's module path; a "/" in a name (its author's text) is no layer of Model Explorer's: said as U+2215."""
     module = module_of(call)
-    return [] if module == ROOT else module.split(".")
+    return [] if module == ROOT else [part.replace("/", "\u2215") for part in module.split(".")]
 
 
 def _node(side: str, call, ids: dict, container: bool, producers: list, attrs: dict) -> dict:
