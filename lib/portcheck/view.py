@@ -3,17 +3,23 @@
     python -m portcheck check log_reprod --html check.html   # the verdicts, and the page of them
     python -m portcheck view log_reprod                      # the page, opened in your browser
     python -m portcheck view DIR --no-browser                # its path only (`run`'s DIR: its log_reprod/)
+    python -m portcheck view GRAPHS --graph                  # report.graphs(GRAPHS)'s two graphs in Model Explorer
 
 The page is always made anew from the folder's pairs, as `check` judges them: a page found in the folder (a
 contestant's report.html) is never read, trusted or shown.
 """
 import contextlib
+import importlib.util
 import io
+import json
 import os
 import sys
 import tempfile
+import threading
+import urllib.request
 import webbrowser
 from pathlib import Path
+from urllib.parse import quote
 
 from portcheck.core import page, report
 from portcheck.core.errors import PipelineError
@@ -98,16 +104,121 @@ def has_display() -> bool:
     return True
 
 
+EXTRA = 'pip install "portcheck[view]"'  # Model Explorer (ai-edge-model-explorer): the graphs' viewer, optional
+HOST = "127.0.0.1"
+
+
+def explorer_installed() -> bool:
+    """Whether Model Explorer can be imported here."""
+    try:
+        return importlib.util.find_spec("model_explorer") is not None
+    except (ImportError, ValueError):  # a broken install, or imports of it refused
+        return False
+
+
+def need_explorer():
+    """One line where Model Explorer cannot be imported here: how to install it."""
+    if not explorer_installed():
+        raise PipelineError(f"Model Explorer is not installed: {EXTRA} (an optional extra: nothing else needs it) "
+                            "[PC193]")
+
+
+def graph_url(folder, port: int) -> str:
+    """The address opening report.graphs(folder)'s two graphs in Model Explorer's split view, torch's on the left,
+    each side's ratio to the allowance as its node data, a node's pair selected with it ("match node id": a pair
+    has one id on both sides)."""
+    from portcheck.forward import graph
+    folder = Path(folder).resolve()
+    models = [{"url": str(folder / graph.FILES[side])} for side in graph.SIDES]
+    # each side's node data targets its graph by the label its file gives it (its collection's); the last, shown
+    data = [(str(folder / graph.DATA[side, how]), side) for how in ("isolated", "cumulative") for side in graph.SIDES]
+    pane = {"deepestExpandedGroupNodeIds": [], "selectedNodeId": "", "selectedCollectionLabel": "",
+            "flattenLayers": False}
+    state = {"models": models, "nodeData": [d for d, _ in data], "nodeDataTargets": [t for _, t in data],
+             "uiState": {"paneStates": [{**pane, "selectedGraphId": side, "widthFraction": 0.5, "selected": i == 0}
+                                        for i, side in enumerate(graph.SIDES)]},
+             "sync": {"mode": "match_node_id"}}
+    return f"http://{HOST}:{port}/?data={quote(json.dumps(state))}&renderer=webgl"
+
+
+def graphs_folder(folder: Path) -> Path:
+    """`folder` where it holds the graphs report.graphs wrote (its mark and each file), else one line."""
+    from portcheck.forward import graph
+    names = [*graph.FILES.values(), *graph.DATA.values()]
+    if not (folder / graph.MARK).is_file() or not all((folder / n).is_file() for n in names):
+        raise PipelineError(f"{folder} holds no graphs portcheck wrote: write them from a forward comparison with "
+                            "report.graphs(FOLDER) (a hand-in holds the models' outputs, not their modules), then "
+                            "python -m portcheck view FOLDER --graph [PC194]")
+    return folder
+
+
+def serve_graphs(folder, port: int = 8080, open_browser: bool = True):
+    """Model Explorer on 127.0.0.1 showing report.graphs(folder)'s two graphs side by side, until Ctrl-C. Without
+    Model Explorer, one line saying how to install it. Its check for a newer version (a request to the network)
+    is not made."""
+    need_explorer()
+    from portcheck.forward import graph
+    folder = graphs_folder(Path(folder))
+    from model_explorer import config as me_config, server
+    # offline: its check for a newer version (a request to PyPI) answers "none", and nothing leaves the machine
+    server._check_new_version = lambda *args, **kwargs: {"version": "", "runningVersion": "", "releaseUrl": "",
+                                                         "desktopAppUrl": ""}
+    config = me_config()
+    for side in graph.SIDES:
+        config.add_model_from_path(str(folder / graph.FILES[side]))
+    if not 0 < port < 65536 or server._is_port_in_use(HOST, port):
+        raise PipelineError(f"--port {port}: {'in use' if 0 < port < 65536 else 'no port'} here: give a free "
+                            "port [PC195]")
+    stop = threading.Event()
+    threading.Thread(target=_announce, args=(graph_url(folder, port), port, open_browser, stop), daemon=True).start()
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):  # its own lines name an address without the split view
+            server.start(host=HOST, port=port, config=config, no_open_in_browser=True)
+    finally:
+        stop.set()
+
+
+def _announce(url: str, port: int, open_browser: bool, stop):
+    """Once Model Explorer answers on `port`: its address with the split view, printed (and opened in a browser
+    where one can show)."""
+    while not stop.wait(0.3):
+        try:
+            urllib.request.urlopen(f"http://{HOST}:{port}/check_health", timeout=2).close()
+        except OSError:
+            continue
+        print(report.one_line(f"Model Explorer, the two graphs side by side: {url} (Ctrl-C stops it)"),
+              file=sys.__stdout__, flush=True)
+        if open_browser and has_display():
+            webbrowser.open(url)
+        return
+
+
+def show_graphs(forward_report, folder=None, port: int = 8080, open_browser: bool = True):
+    """A ForwardReport's two graphs (report.graphs) in Model Explorer (serve_graphs): written into `folder`, or a
+    new temporary one; blocks until Ctrl-C."""
+    need_explorer()
+    folder = Path(folder) if folder is not None else Path(tempfile.mkdtemp(prefix="portcheck-graphs-"))
+    forward_report.graphs(folder)
+    serve_graphs(folder, port, open_browser)
+
+
 def add_parser(sub, add_check_flags):
     v = sub.add_parser("view", help="a hand-in as one page, opened in your browser", allow_abbrev=False)
     v.add_argument("folder", type=Path, help="a hand-in folder (log_reprod/), or `portcheck run`'s output folder")
     add_check_flags(v)
     v.add_argument("--no-browser", action="store_true", help="write the page and print its path only")
+    v.add_argument("--graph", action="store_true", help="FOLDER holds report.graphs(FOLDER): both models' graphs "
+                   f"side by side in Model Explorer, on {HOST} (needs {EXTRA})")
+    v.add_argument("--port", type=int, default=8080, help="--graph: Model Explorer's port (default 8080)")
     return v
 
 
 def main(args, run_check) -> int:
-    """`view`: the page of check's verdicts, written to --html or a new temporary folder, then opened."""
+    """`view`: the page of check's verdicts, written to --html or a new temporary folder, then opened; --graph:
+    the two graphs in Model Explorer."""
+    if args.graph:
+        serve_graphs(args.folder.expanduser(), args.port, not args.no_browser)
+        return 0
     args.folder, made = hand_in_folder(args.folder), None
     if args.html is None:  # never into the folder judged: it may be a contestant's
         made = Path(tempfile.mkdtemp(prefix="portcheck-view-"))

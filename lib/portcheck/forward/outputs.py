@@ -9,6 +9,7 @@ import numpy as np
 from portcheck.core import calibrated, spill, tolerances
 from portcheck.core.diff import KeyResult
 from portcheck.core.errors import PipelineError
+from portcheck.forward import graph
 from portcheck.forward.judging import broadcasts, input_ok, judge_one
 from portcheck.forward.result import ForwardReport
 from portcheck.forward.twin import F64
@@ -134,6 +135,7 @@ def judge_records(torch_record: dict, paddle_record: dict, name_map, mean_bound,
     as torch's float64 run computes them (judged_as_run); None: the float64 values are the record's F64 keys.
     outputs: (torch's, Paddle's) names of the model outputs compared (checked_outputs), the rest left out."""
     unsourced = _sources(torch_record), _sources(paddle_record)
+    flows = {"torch": graph.flow(torch_record), "paddle": graph.flow(paddle_record)}  # before cut's new keys
     torch_record, paddle_record = fused.cut(torch_record, False), fused.cut(paddle_record, False)
     outs = [k for k in torch_record if k.startswith("out/")]
     named_exist(name_map, torch_record, paddle_record)  # an entry naming no module would go unjudged
@@ -155,7 +157,7 @@ def judge_records(torch_record: dict, paddle_record: dict, name_map, mean_bound,
                                      and split_key(k)[1] not in within],
                            stopped={side: stopped(r) for side, r in (("torch", torch_record), ("paddle", paddle_record))
                                     if stopped(r)},
-                           pairing=paired, counterparts=keys, left_out=left + p_left)
+                           pairing=paired, counterparts=keys, left_out=left + p_left, flow=flows)
     measured = {}  # a container's output is its last child's: measured once (spill.identity: by what is stored)
     f64_error = judged.get(STOPPED) if as_run else stopped(torch_record, F64)
 

@@ -36,6 +36,7 @@ class ForwardReport(page.Viewable):
     isolation_stopped: dict = field(default_factory=dict)  # isolate=True: {side: the error its run stopped on}
     left_out: list = field(default_factory=list)   # the model outputs outputs= left out, each "<side> <name>"
     first_call: object = None      # red: calls.FirstCall, the first framework call that differs in first_diverging
+    flow: dict = field(default_factory=dict)  # {side: graph.flow of its record}: which call's output each call took
 
     @property
     def passed(self) -> bool:
@@ -123,6 +124,13 @@ class ForwardReport(page.Viewable):
         paired = self.paired
         first = first_diverging([r for r in paired if not r.beyond(calibrated.MEAN_BOUND)])
         return report.figures(paired, "forward", first=first) + report.figures(self.isolated or [], "forward, isolated")
+
+    def graphs(self, folder) -> list:
+        """Both runs' graphs in Model Explorer's JSON, written into `folder` without Model Explorer
+        (portcheck.forward.graph; portcheck.explorer.show starts it on them); the paths written."""
+        from portcheck.forward import graph
+        return graph.write(self, report.figures(self.paired, "forward"),
+                           report.figures(self.isolated or [], "forward, isolated"), folder)
 
     def view(self, title: str = "compare_forward") -> dict:
         """The page's data (portcheck.core.page): the verdict, every paired module output nested as the model
