@@ -35,6 +35,7 @@ class ForwardReport:
     parents: dict = field(default_factory=dict)    # isolate=True: torch call -> the paired call it ran inside
     isolation_stopped: dict = field(default_factory=dict)  # isolate=True: {side: the error its run stopped on}
     left_out: list = field(default_factory=list)   # the model outputs outputs= left out, each "<side> <name>"
+    outputs_said: list = field(default_factory=list)  # a module's outputs one side returns and the other not: a line each
     first_call: object = None      # red: calls.FirstCall, the first framework call that differs in first_diverging
 
     @property
@@ -142,6 +143,7 @@ class ForwardReport:
         lines += [f"{len(self.rows) - len(paired)} torch module outputs have no Paddle counterpart; "
                   f"{len(self.unpaired)} Paddle outputs no torch module maps to"]
         lines += [f"model outputs left out (outputs=), not judged: {', '.join(self.left_out)}"] if self.left_out else []
+        lines += self.outputs_said
         if self.isolated is not None:
             differ = self.differing
             lines += ["each module on torch's own values (isolate=True):"]
