@@ -3,7 +3,7 @@ name, each built from one tiny random config (offline), converted with no map an
 API: compare_forward (cumulative and isolated), compare_backward (3 steps), and three plants chosen from the
 family's own parts (its first norm's epsilon, its first attention query's weight, its word embedding's rows).
 
-    python -m tools.zoo.families                 # every family; writes its section of docs/zoo.md, docs/zoo_families.json
+    python -m tools.zoo.families                 # every family; writes docs/zoo.md's section, docs/zoo_families.json
     python -m tools.zoo.families --only bert     # some families (paddlenlp's directory names); writes nothing
     python -m tools.zoo.families --only bert clip --write   # writes the section of those alone
     python -m tools.zoo.families --list          # the families found, paddlenlp's class against transformers'
@@ -141,8 +141,9 @@ def plants(pd) -> list:
             v = w.numpy()
             w.set_value(v.T.copy() if v.shape[0] == v.shape[1] else v * 1.01)
         out.append((f"{query}'s weight read [out, in]", query, transposed_or_scaled))
-    emb = next((n for n, m in layers.items() if isinstance(m, paddle.nn.Embedding) and "word" in n or "embed_tokens" in n
-                or n.endswith("wte") or n.endswith("shared")), None) or \
+    words = ("word", "embed_tokens", "wte", "shared", "token_embedding")
+    emb = next((n for n, m in layers.items() if isinstance(m, paddle.nn.Embedding) and any(w in n for w in words)),
+               None) or \
         next((n for n, m in layers.items() if isinstance(m, paddle.nn.Embedding)), None)
     if emb:
         w = layers[emb].weight
@@ -246,12 +247,14 @@ def section(results: list, seconds: float) -> list:
     counts = {}
     for r in results:
         counts[r["outcome"]] = counts.get(r["outcome"], 0) + 1
+    judged = f"{len(results)} of the {len(families())} families"
     return [SECTION, "",
-            f"Written by `python -m tools.zoo.families` ({len(results)} families, {seconds:.0f} s on this machine): "
+            f"Written by `python -m tools.zoo.families` ({judged}, {seconds:.0f} s on this machine; the rest not run "
+            "yet): "
             "paddlenlp 2.8.1's base model classes with a transformers 4.45.2 class of the same name, each built from "
             "one tiny random config (`tools.zoo.families.TINY`), converted with no map (`convert(inputs=)`), "
             "compare_forward cumulative and isolated, compare_backward 3 steps of SGD, and three plants of its own "
-            "parts (forward). " + ", ".join(f"{n}: {k}" for k, n in sorted(counts.items())) + ".", "",
+            "parts (forward). " + ", ".join(f"{k}: {n}" for k, n in sorted(counts.items())) + ".", "",
             "| family | paddlenlp / transformers | outcome | what the library said |", "|---|---|---|---|"] + \
         [row(r) for r in results] + [""]
 

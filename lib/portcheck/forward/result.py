@@ -35,7 +35,7 @@ class ForwardReport:
     parents: dict = field(default_factory=dict)    # isolate=True: torch call -> the paired call it ran inside
     isolation_stopped: dict = field(default_factory=dict)  # isolate=True: {side: the error its run stopped on}
     left_out: list = field(default_factory=list)   # the model outputs outputs= left out, each "<side> <name>"
-    outputs_said: list = field(default_factory=list)  # a module's outputs one side returns and the other not: a line each
+    outputs_said: list = field(default_factory=list)  # a line per module whose outputs one side returns alone
     first_call: object = None      # red: calls.FirstCall, the first framework call that differs in first_diverging
 
     @property

@@ -103,13 +103,15 @@ def find(torch_model, paddle_model, modules: dict, left: list, own_tensors, know
             continue
         prefix = f"{target}." if target else ""
         children = {n: layers[n] for n in layers if n.startswith(prefix) and "." not in n[len(prefix):] and n
-                    and n not in p_taken and type(layers[n]).__name__ == "Linear" and set(_own(layers[n])) == {"weight"}}
+                    and n not in p_taken and type(layers[n]).__name__ == "Linear"
+                    and set(_own(layers[n])) == {"weight"}}
         for tname, array in own_tensors(module).items():
             if array.ndim != 2:
                 continue
             shape = tuple(array.shape)
-            fits = [n for n, c in children.items() if n[len(prefix):] == tname and _own(c)["weight"] in
-                    (shape, shape[::-1])] or [n for n, c in children.items() if _own(c)["weight"] in (shape, shape[::-1])]
+            either = (shape, shape[::-1])
+            fits = [n for n, c in children.items() if n[len(prefix):] == tname and _own(c)["weight"] in either] or \
+                [n for n, c in children.items() if _own(c)["weight"] in either]
             if len(fits) != 1 or f"{fits[0]}.weight" in claimed:
                 continue
             rule = same_layout if _own(children[fits[0]])["weight"] == shape else \
