@@ -27,6 +27,7 @@ except ModuleNotFoundError:  # the project is not importable: not its venv
                      "(. .venv/bin/activate) or run `pip install -r requirements.txt`") from None
 
 from portcheck.core.errors import PipelineError, first_line, run_main
+from portcheck.core.keys import ROOT
 
 ROOT = Path(__file__).resolve().parents[2]
 SECTION = "## Every family both libraries ship"
@@ -200,12 +201,14 @@ def judge_one(family: str, hf_dir: str) -> dict:
         result["backward"], result["backward_said"] = None, first_line(e)[:300]
         pd.set_state_dict(before)
     result["plants"] = []
+    # the correct port's pairing, pinned as a user's map pins it: a plant's values do not settle the pairing again
+    pinned = {t: p for t, p in forward.pairing.modules().items() if ROOT not in (t, p)}
     for name, module, edit in plants(pd):
         pd.set_state_dict(before)
         keep = {n: getattr(m, "_epsilon", None) for n, m in pd.named_sublayers()}
         edit()
         try:
-            report = compare_forward(pt.eval(), pd.eval(), x)
+            report = compare_forward(pt.eval(), pd.eval(), x, pinned)
             red = [report.both(r.name) for r in report.paired if not r.passed]
             result["plants"].append({"plant": name, "module": module, "red": not report.passed,
                                      "at": red[0] if red else "", "named": any(module in r for r in red[:1])})
@@ -260,7 +263,15 @@ def section(results: list, seconds: float) -> list:
 
 
 def write(results: list, seconds: float):
-    """The section in docs/zoo.md (before "## Every case", replacing its last run) and docs/zoo_families.json."""
+    """The section in docs/zoo.md (before "## Every case", replacing its last run) and docs/zoo_families.json: the
+    families of this run over those of the runs before (--only), in the families' order; the time, their sum."""
+    held = ROOT / "docs" / "zoo_families.json"
+    if held.exists():
+        mine = {r["family"] for r in results}
+        before = [r for r in json.loads(held.read_text(encoding="utf-8"))["results"] if r["family"] not in mine]
+        order = [f for f, _ in families()]
+        results = sorted(before + results, key=lambda r: order.index(r["family"]) if r["family"] in order else 0)
+        seconds = sum(r.get("seconds", 0) for r in results)
     path = ROOT / "docs" / "zoo.md"
     text = path.read_text(encoding="utf-8")
     lines = section(results, seconds)
