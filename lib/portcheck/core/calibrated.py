@@ -160,10 +160,19 @@ def against(name, a, b, mean_bound=None, multiple=K) -> KeyResult:
             largest, total = _figures(a, b)
         # a NaN or an Inf in either makes the largest difference one (checked first where it is not)
         if a.dtype.kind == "f" and not np.isfinite(largest) and not (np.isfinite(a).all() and np.isfinite(b).all()):
-            row.problems.append("NaN or Inf")
+            row.problems.append(non_finite(a, b))
         else:
             row.max, row.mean = float(largest), float(total / a.size)
     return row
+
+
+def non_finite(a, b) -> str:
+    """Which side holds the NaN or Inf, and how many: a padded batch NaN in the port alone is the port's."""
+    count = lambda v: f"{int(np.isnan(v).sum())} NaN, {int(np.isinf(v).sum())} Inf"
+    bad = [side for side, v in (("torch", a), ("paddle", b)) if not np.isfinite(v).all()]
+    if len(bad) == 2:
+        return f"NaN or Inf on both sides (torch {count(a)}; paddle {count(b)})"
+    return f"NaN or Inf in {bad[0]} only ({count(a if bad[0] == 'torch' else b)}; the other side finite)"
 
 
 OVERFLOWED = (f"{NOT_JUDGED} torch's float64 run (the library's yardstick) is NaN or Inf here where its float32 run "

@@ -31,6 +31,7 @@ from portcheck.forward.twin import float64_inputs, float64_run
 from portcheck.mapping.trace import (activated, call, first_input, hook_points, is_torch, next_call, remember, tensors,
                                      values, version)
 from portcheck.core.keys import ROOT, module_of, split_key
+from portcheck.mapping.loose import axis_orders, in_axis_order
 from portcheck.mapping.pairing import _broadcast, reshaped
 from portcheck.core.spill import identity
 
@@ -101,6 +102,9 @@ def forced_run(model, inputs, torch_record: dict, calls: dict, leaves: dict, kee
         """tensor replaced by torch's value, reshaped where this side holds the same values in another shape (a
         Linear fed [batch * seq, hidden] against [batch, seq, hidden]: judging.judge_against); None when it fits
         neither."""
+        order = in_axis_order(value, values(tensor)) if axis_orders(value.shape, tuple(tensor.shape)) else None
+        if order is not None:  # this side holds the same values in another axis order: fed in its own layout
+            return like(np.ascontiguousarray(np.transpose(value, order)), tensor)
         if tuple(tensor.shape) == value.shape:
             return forced(key, value, tensor)
         if reshaped(value.shape, tuple(tensor.shape)):  # not remembered as torch's value: it is not in its shape

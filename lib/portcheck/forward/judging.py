@@ -6,7 +6,7 @@ import numpy as np
 from portcheck.core import calibrated
 from portcheck.core.calibrated import measure
 from portcheck.core.diff import KeyResult
-from portcheck.mapping import pairing
+from portcheck.mapping import loose, pairing
 
 
 def judge_one(name, a, ref, b) -> KeyResult:
@@ -24,7 +24,12 @@ def judge_against(name, a, b) -> KeyResult:
         note, b = f"by design: dtypes {a.dtype} and {b.dtype}, compared as {a.dtype}", b.astype(a.dtype)
     if a.dtype != b.dtype:
         return calibrated.unjudged(name, a.shape, f"torch {a.dtype}{list(a.shape)} vs paddle {b.dtype}{list(b.shape)}")
-    if pairing.reshaped(a.shape, b.shape):
+    order = loose.in_axis_order(a, b) if loose.axis_orders(a.shape, b.shape) else None
+    if order is not None:
+        # one side's module takes [batch, hidden, seq], the other's [batch, seq, hidden]: the same values
+        note = f"by design: shapes {list(a.shape)} and {list(b.shape)}, the same values in another axis order"
+        b = np.transpose(b, np.argsort(order))
+    elif pairing.reshaped(a.shape, b.shape):
         # one side feeds its Linear [batch * seq, hidden], the other [batch, seq, hidden]: the same rows
         note = f"by design: shapes {list(a.shape)} and {list(b.shape)}, the same values in another shape"
         b = b.reshape(a.shape)

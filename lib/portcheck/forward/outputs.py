@@ -29,8 +29,8 @@ def pair_leaves(torch_keys: list, paddle_keys: list, shapes=None) -> dict:
     p = [k for k in paddle_keys if k not in out.values()]
     if len(t) == len(p):
         order = list(zip(t, p))
-    else:
-        order = [(t[0], p[0])] if t and len(p) == 1 and not out else []
+    else:  # one output against several: the one against the other side's first
+        order = [(t[0], p[0])] if t and p and 1 in (len(t), len(p)) and not out else []
     fits = lambda a, b: shapes is None or broadcasts(shapes[0][a], shapes[1][b]) or \
         pairing.reshaped(tuple(shapes[0][a]), tuple(shapes[1][b]))
     out.update((a, b) for a, b in order if fits(a, b))
@@ -47,8 +47,22 @@ def _leaves(record: dict) -> dict:
     return out
 
 
-def counterparts(torch_record: dict, paddle_record: dict, paired: pairing.Pairing) -> dict:
-    """{torch record key: Paddle record key} of every output tensor and first input of the paired calls."""
+def passed_through(record: dict, call: str, leaves: dict) -> dict:
+    """The leaves of a call's output that are its own first input handed back (an encoder returning its
+    embeddings beside its hidden states): {leaf: shape}, the same stored array or the same values."""
+    given = record.get(f"in/{call}")
+    if given is None:
+        return {}
+    same = lambda k: spill.identity(record, k) == spill.identity(record, f"in/{call}") or (
+        tuple(spill.shape(record, k)) == tuple(np.shape(given)) and np.array_equal(record[k], given))
+    return {rest: shape for rest, shape in leaves.items() if same(f"out/{call}{rest}")}
+
+
+def counterparts(torch_record: dict, paddle_record: dict, paired: pairing.Pairing, said: list = None) -> dict:
+    """{torch record key: Paddle record key} of every output tensor and first input of the paired calls. Where a
+    call returns more outputs on one side, an output that is the call's own input handed back is left out (its
+    value is judged as that input), and the rest paired by pair_leaves' rule; said, a list if given, receives one
+    line for each such call."""
     t_leaves, p_leaves = _leaves(torch_record), _leaves(paddle_record)
     out = {}
     for t_call, p_call in paired.pairs.items():
@@ -56,8 +70,22 @@ def counterparts(torch_record: dict, paddle_record: dict, paired: pairing.Pairin
         # and torch's computing Paddle's and the activation after it: judged against that activation's output
         t_out, p_out = paired.judged_as(t_call), paired.paddle_judged_as(t_call)
         t, p = t_leaves.get(t_out, {}), p_leaves.get(p_out, {})
+        if len(t) != len(p) and t_call != ROOT:
+            t_in, p_in = passed_through(torch_record, t_out, t), passed_through(paddle_record, p_out, p)
+            t, p = {k: v for k, v in t.items() if k not in t_in}, {k: v for k, v in p.items() if k not in p_in}
+            if said is not None and (t_in or p_in):
+                said.append(f"{t_call}: " + "; ".join(f"{side}'s {name}{', '.join(keys)} is its input handed back"
+                                                     for side, name, keys in (("torch", t_out, t_in),
+                                                                              ("Paddle", p_out, p_in)) if keys)
+                            + ", which the other side does not return: left out (judged as its input)")
         shapes = None if t_call == ROOT else (t, p)
-        out.update({f"out/{t_out}{a}": f"out/{p_out}{b}" for a, b in pair_leaves(list(t), list(p), shapes).items()})
+        pairs = pair_leaves(list(t), list(p), shapes)
+        if said is not None and len(t) != len(p) and pairs and t_call != ROOT:
+            more, name = ("torch", t_out) if len(t) > len(p) else ("Paddle", p_out)
+            rest = [k for k in (t if more == "torch" else p) if k not in (pairs if more == "torch" else pairs.values())]
+            said.append(f"{t_call}: {more}'s returns {max(len(t), len(p))} outputs, the other side's "
+                        f"{min(len(t), len(p))}: paired first with first, {more}'s {name}{', '.join(rest)} left out")
+        out.update({f"out/{t_out}{a}": f"out/{p_out}{b}" for a, b in pairs.items()})
         out[f"in/{t_call}"] = f"in/{p_call}"
     return out
 
@@ -140,7 +168,8 @@ def judge_records(torch_record: dict, paddle_record: dict, name_map, mean_bound,
     outs = [k for k in torch_record if k.startswith("out/")]
     named_exist(name_map, torch_record, paddle_record)  # an entry naming no module would go unjudged
     paired = pairing.pair(torch_record, paddle_record, name_map)
-    keys = counterparts(torch_record, paddle_record, paired)
+    through = []
+    keys = counterparts(torch_record, paddle_record, paired, through)
     # the model's own outputs, every leaf of both (None, numbers and strings too), paired by name, else in order
     t_all, left = _selected(_root_leaves(torch_record), (outputs or (None, None))[0], "torch")
     p_all, p_left = _selected(_root_leaves(paddle_record), (outputs or (None, None))[1], "Paddle")
@@ -157,7 +186,8 @@ def judge_records(torch_record: dict, paddle_record: dict, name_map, mean_bound,
                                      and split_key(k)[1] not in within],
                            stopped={side: stopped(r) for side, r in (("torch", torch_record), ("paddle", paddle_record))
                                     if stopped(r)},
-                           pairing=paired, counterparts=keys, left_out=left + p_left, flow=flows)
+                           pairing=paired, counterparts=keys, left_out=left + p_left, flow=flows,
+                           outputs_said=through)
     measured = {}  # a container's output is its last child's: measured once (spill.identity: by what is stored)
     f64_error = judged.get(STOPPED) if as_run else stopped(torch_record, F64)
 

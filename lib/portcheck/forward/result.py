@@ -35,6 +35,7 @@ class ForwardReport(page.Viewable):
     parents: dict = field(default_factory=dict)    # isolate=True: torch call -> the paired call it ran inside
     isolation_stopped: dict = field(default_factory=dict)  # isolate=True: {side: the error its run stopped on}
     left_out: list = field(default_factory=list)   # the model outputs outputs= left out, each "<side> <name>"
+    outputs_said: list = field(default_factory=list)  # a line per module whose outputs one side returns alone
     first_call: object = None      # red: calls.FirstCall, the first framework call that differs in first_diverging
     flow: dict = field(default_factory=dict)  # {side: graph.flow of its record}: which call's output each call took
 
@@ -176,6 +177,7 @@ class ForwardReport(page.Viewable):
         lines += [f"{len(self.rows) - len(paired)} torch module outputs have no Paddle counterpart; "
                   f"{len(self.unpaired)} Paddle outputs no torch module maps to"]
         lines += [f"model outputs left out (outputs=), not judged: {', '.join(self.left_out)}"] if self.left_out else []
+        lines += self.outputs_said
         if self.isolated is not None:
             differ = self.differing
             lines += ["each module on torch's own values (isolate=True):"]

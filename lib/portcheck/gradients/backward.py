@@ -71,17 +71,19 @@ def compare_backward(torch_model, paddle_model, inputs, targets, loss, optimizer
         if not (isinstance(value, (tuple, list)) and len(value) == 2) and (value is not None or arg in ("loss", "optimizer")):
             raise PipelineError(f"compare_backward: {arg}= takes a pair, (torch's, Paddle's), got "
                                 f"{type(value).__name__}: pass {arg}=(torch_{arg}, paddle_{arg}) [PC605]")
-    kinds = {}
-    planned = plan(torch_model, paddle_model, name_map, layouts, inputs, paddle_kinds=kinds)
+    kinds, loose = {}, {}
+    planned = plan(torch_model, paddle_model, name_map, layouts, inputs, paddle_kinds=kinds, loose=loose)
     import torch
     # where the run starts, for torch's run again taking Paddle's side of a kink (judged)
     start, draws = copy.deepcopy(torch_model.state_dict()), torch.get_rng_state()
     t = record_backward(torch_model, inputs, targets, loss[0], optimizer[0], scheduler and scheduler[0], steps, layouts,
-                        paddle_kinds=kinds, isolate=isolate, clip=clip and clip[0])
+                        paddle_kinds=kinds, isolate=isolate, clip=clip and clip[0], loose=loose)
     starts = None
     if isolate:  # Paddle's start of step i: torch's weights after step i - 1, in Paddle's names (and layout)
-        starts = {i: {planned[k.partition("/")[2]][0]: v for k, v in t.items() if k.startswith(f"state{i}/")}
-                  for i in range(1, steps)}
+        shapes = {k: tuple(v.shape) for k, v in paddle_model.state_dict().items()}  # a 0-d scalar against [1]
+        starts = {i: {planned[k.partition("/")[2]][0]: np.reshape(v, shapes.get(planned[k.partition("/")[2]][0],
+                                                                                 np.shape(v)))
+                      for k, v in t.items() if k.startswith(f"state{i}/")} for i in range(1, steps)}
     p = record_backward(paddle_model, inputs, targets, loss[1], optimizer[1],
                         scheduler and (HELD if scheduler[1] is None else scheduler[1]), steps,
                         layouts, starts=starts,
@@ -95,7 +97,7 @@ def compare_backward(torch_model, paddle_model, inputs, targets, loss, optimizer
         with torch.random.fork_rng(devices=[]):
             torch.set_rng_state(draws)
             run = record_backward(torch_model, inputs, targets, loss[0], optimizer[0], scheduler and scheduler[0],
-                                  steps, layouts, paddle_kinds=kinds, isolate=isolate and steps > 1,
+                                  steps, layouts, paddle_kinds=kinds, isolate=isolate and steps > 1, loose=loose,
                                   clip=clip and clip[0], crossed=crossed)
         torch_model.load_state_dict(after)
         return run
@@ -131,7 +133,7 @@ def judged(torch_record, paddle_record, name_map=None, mean_bound=LOSS_MEAN_BOUN
 
 
 def record_backward(model, inputs, targets, loss, optimizer, scheduler=None, steps=1, layouts=None,
-                    paddle_kinds=None, isolate=False, starts=None, clip=None, crossed=None) -> dict:
+                    paddle_kinds=None, isolate=False, starts=None, clip=None, crossed=None, loose=None) -> dict:
     """One side's training on one batch, as a flat dict of numpy arrays (what a pt_ or pd_ script saves):
 
         grad/<key>          every parameter's gradient after the first backward
@@ -178,7 +180,7 @@ def record_backward(model, inputs, targets, loss, optimizer, scheduler=None, ste
     parts = fused.specs(model, layouts)  # the fused modules, whose parts the record says it holds (fused.mark)
     if framework_of(model) == "torch":
         import torch
-        layouts = torch_layouts(model, layouts, paddle_kinds)
+        layouts = torch_layouts(model, layouts, paddle_kinds, loose)
         start = copy.deepcopy(model.state_dict())  # before any step: where the float64 twin starts from
         left = {}  # isolate: the fp32 weights each step left, which the float64 twin starts the next one from
         keep = (lambda m, i: left.__setitem__(i, copy.deepcopy(m.state_dict()))) if isolate else None
@@ -211,7 +213,8 @@ def record_backward(model, inputs, targets, loss, optimizer, scheduler=None, ste
         out.update(moved)
         # a tensor Paddle names otherwise (BatchNorm's statistics, InstanceNorm's scale): its name there, as a key
         out.update({f"{RENAMED}{k}/{t.paddle_name}": np.zeros(0, np.float32) for k, t in layouts.items()
-                    if t.paddle_name != t.name})
+                    if t.paddle_name != t.name and not t.moved_to})
+        out.update({f"{HELD_AT}{k}/{t.moved_to}": np.zeros(0, np.float32) for k, t in layouts.items() if t.moved_to})
         def twin():
             model.load_state_dict(start)
             with torch.random.fork_rng(devices=[]):  # the float32 run's masks: else its own error is another mask's
@@ -286,7 +289,7 @@ def _changes(before: dict, after: dict, kept) -> np.ndarray:
         b, a = before[k], after[k]
         mean = 0.0
         if a.size:  # widened inside the subtraction, abs in place: the same values, no float64 copies of a and b
-            d = np.subtract(a, b, dtype=np.float64)
+            d = np.atleast_1d(np.subtract(a, b, dtype=np.float64))  # a 0-d scalar's difference is no array
             mean = float(np.abs(d, out=d).mean())
         counted = seen.setdefault((a.shape, mean), [])
         # filled asked only of a tensor that may be another's: most have a (shape, mean) of their own
@@ -413,9 +416,14 @@ def _paddle_grads(model) -> dict:
 RENAMED = "renamed/"  # a torch record's key: renamed/<torch key>/<its Paddle tensor name>, an empty array
 
 
+HELD_AT = "held_at/"  # held_at/<torch key>/<the whole Paddle key>: another module holds it (mapping.loose)
+
+
 def renames(record: dict) -> dict:
-    """{torch key: its Paddle tensor name}, from a torch record's RENAMED keys."""
-    return dict(k[len(RENAMED):].rsplit("/", 1) for k in record if k.startswith(RENAMED))
+    """{torch key: its Paddle tensor name, or "/" and its whole Paddle key}, from a torch record's RENAMED and
+    HELD_AT keys."""
+    return {**dict(k[len(RENAMED):].rsplit("/", 1) for k in record if k.startswith(RENAMED)),
+            **{t: "/" + p for t, _, p in (k[len(HELD_AT):].partition("/") for k in record if k.startswith(HELD_AT))}}
 
 STATISTICS = {*RENAMES, *RENAMES.values()}  # BatchNorm's running statistics, recorded after every step
 RUNNING_MEANS = {"running_mean", RENAMES["running_mean"]}  # their means, torch's name and Paddle's
@@ -429,6 +437,8 @@ def _counterpart(key: str, modules: dict, renamed: dict) -> str:
     module, _, tensor = name.rpartition(".")
     target = modules.get(module or ROOT)
     tensor = renamed.get(name, tensor)
+    if tensor.startswith("/"):  # a bare parameter of another module on the Paddle side, or a Linear's for it
+        return f"{kind}{tensor}"
     if target is None:
         return ""
     return f"{kind}/{target}.{tensor}" if target != ROOT else f"{kind}/{tensor}"

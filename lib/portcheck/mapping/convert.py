@@ -9,11 +9,11 @@ differ end the run with one line naming every one of them. Only then is each Pad
 at a time. A square Linear weight is transposed because it belongs to a Linear, never because its shape
 happens to fit.
 """
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
-from portcheck.mapping import fused, pairing
+from portcheck.mapping import fused, loose as loose_tensors, pairing
 from portcheck.core.errors import PipelineError
 from portcheck.core.keys import ROOT, module_of, split_key
 from portcheck.mapping.fused import Fused
@@ -55,6 +55,7 @@ class Tensor:
     array: object  # its value when the layouts were read (numpy, torch's layout)
     tie: str = ""  # the first torch key of the same tensor (a head's weight tied to the embedding's), else its own
     source: str = ""  # the torch key it is read from, when it is one part of a fused module's tensor (fused.Fused)
+    moved_to: str = ""  # the whole Paddle key, when another module than its own's counterpart holds it (mapping.loose)
 
     def to_paddle(self, array):
         return self.rule(self.name, np.asarray(array))[1]
@@ -71,7 +72,7 @@ def _lineage(kind: type) -> list:
     return [key for k in kind.__mro__ for key in (k, k.__name__)]
 
 
-def _rule(table, module, paddle_kind=None):
+def _rule(table, module, paddle_kind=None, tensors=None):
     """(Paddle types, rule) for a torch module: a layout declared for the Paddle type it pairs with (or a base of
     it) first, then its own type's (or a base's); a type no one declared whose tensors are all 1-D (a norm's scale: nothing to transpose)
     keeps its layout. None when unknown."""
@@ -79,24 +80,34 @@ def _rule(table, module, paddle_kind=None):
         if table.get(key, (0,))[0] is None:
             return table[key]
     rule = next((table[key] for key in _lineage(type(module)) if key in table), None)
-    if rule is None and all(len(a.shape) <= 1 for a in own_tensors(module).values()):
+    if rule is None and all(len(a.shape) <= 1 for a in (own_tensors(module) if tensors is None else tensors).values()):
         return None, same_layout
     return rule
 
 
-def torch_layouts(torch_model, layouts=None, paddle_kinds=None) -> dict:
+def torch_layouts(torch_model, layouts=None, paddle_kinds=None, loose=None) -> dict:
     """{torch key: Tensor} for every parameter and buffer the Paddle side holds (num_batches_tracked has no
     Paddle counterpart), from the torch model alone: a torch-side script writes its tensors in Paddle's
     layout with it. paddle_kinds: {torch module: the Paddle layer type it pairs with}, for layouts declared by
-    a Paddle type. Every module type with no known layout ends the run, all named at once."""
+    a Paddle type; loose: {torch key: mapping.loose.Loose}, the tensors another module than their own's counterpart
+    holds. Every module type with no known layout ends the run, all named at once."""
     table = layouts_table(layouts)
     out, unknown, first = {}, {}, {}
-    tied, cut = _ties(torch_model, paddle_kinds), fused.specs(torch_model, layouts)
+    tied, cut, loose = _ties(torch_model, paddle_kinds), fused.specs(torch_model, layouts), loose or {}
     for name, module in torch_model.named_modules():
         tensors = own_tensors(module)
+        key_of = lambda t: f"{name}.{t}" if name else t
+        ids = dict(zip(tensors, _own_ids(module)))
+        for tname, array in list(tensors.items()):
+            held = ids[tname]
+            if key_of(tname) in loose:  # paired tensor to tensor: its rule is the pairing's, not its module's
+                how = loose[key_of(tname)]
+                out[key_of(tname)] = Tensor(name, tname, how.paddle_name, how.rule, None, type(module).__name__,
+                                            array, first.setdefault(held, key_of(tname)), key_of(tname), how.paddle_key)
+                del tensors[tname]
         if not tensors or name in tied:
             continue
-        rule = _rule(table, module, (paddle_kinds or {}).get(name))
+        rule = _rule(table, module, (paddle_kinds or {}).get(name), tensors)
         if rule is None:
             unknown.setdefault(type(module).__name__, []).append(name or "(the model)")
             continue
@@ -108,7 +119,8 @@ def torch_layouts(torch_model, layouts=None, paddle_kinds=None) -> dict:
                                 f"Linear's weight only: {', '.join(kept)} would be kept as it is; declare 'same' if "
                                 "Paddle keeps it so, or add the type to portcheck/mapping/layouts.py's table "
                                 "(layouts_table) with its rule [PC319]")
-        for (tname, array), held in zip(tensors.items(), _own_ids(module)):
+        for tname, array in tensors.items():
+            held = ids[tname]
             pname = rule(tname, array)[0]  # the name only (a transpose is a view)
             key = f"{name}.{tname}" if name else tname
             if pname is None:
@@ -178,7 +190,7 @@ class _Shapes(dict):
 
 
 def pair_modules(torch_model, paddle_model, name_map=None, inputs=None, layouts=None, copies=None,
-                 doubt=None, ran=None) -> tuple:
+                 doubt=None, ran=None, loose=None) -> tuple:
     """({torch module: Paddle module ("" for the model itself)}, [each torch module holding tensors left without
     a counterpart, said]), by portcheck.mapping.pairing: on the models' run over `inputs` when given (run order, output
     shapes; in eval mode, so BatchNorm's statistics stay), else on their definition order. copies, a dict if
@@ -186,7 +198,9 @@ def pair_modules(torch_model, paddle_model, name_map=None, inputs=None, layouts=
     doubt, a list if given, receives the groups of modules only the run's order paired ([[(torch module, Paddle
     module), ...]], pairing.Pairing.doubtful: convert settles them by the run); without it they are settled by
     the weights the Paddle model holds, where it holds torch's (_held). ran, a dict if given, receives {"Paddle":
-    the Paddle modules the run over `inputs` called} (none without inputs: nothing shows a module unused)."""
+    the Paddle modules the run over `inputs` called} (none without inputs: nothing shows a module unused). loose, a
+    dict if given, receives {torch key: mapping.loose.Loose}: tensors held as a module on one side, a bare parameter
+    of the parent on the other."""
     from portcheck.mapping.trace import eval_mode, ran_on, trace
     with eval_mode(torch_model), eval_mode(paddle_model):
         whole = [fused.mark(ran_on(side, trace(m, inputs, _Shapes()), inputs), fused.specs(m, layouts), m)
@@ -295,6 +309,12 @@ def pair_modules(torch_model, paddle_model, name_map=None, inputs=None, layouts=
     tied = _ties(torch_model, {"" if t == ROOT else t for t in modules})
     left = [(n or ROOT, m) for n, m in torch_model.named_modules()
             if own_tensors(m) and (n or ROOT) not in modules and n not in tied]
+    table = layouts_table(layouts)
+    found = loose_tensors.find(torch_model, paddle_model, modules, [n for n, _ in left if n not in paired.missing],
+                               own_tensors, lambda m: any(k in table for k in _lineage(type(m))))
+    if loose is not None:
+        loose.update(found)
+    left = [(n, m) for n, m in left if not all(f"{n}.{t}" in found for t in own_tensors(m))]
     configs = {n: c for n, m in left if n not in paired.missing and (c := config(n, m)) is not None}
     fusions = dict(f for n, m in left if n not in configs and n not in paired.missing and (f := fusion(n, m)))
     missing = [said(n, m) for n, m in left if n not in configs]
@@ -383,15 +403,16 @@ def _held(group: list, torch_model, paddle_model, modules: dict) -> bool:
 
 
 def plan(torch_model, paddle_model, name_map=None, layouts=None, inputs=None, paddle_kinds=None,
-         paired=None, copies=None, doubt=None, ran=None) -> dict:
+         paired=None, copies=None, doubt=None, ran=None, loose=None) -> dict:
     """{torch key: (Paddle key, Tensor, numpy array)} for every parameter and buffer the Paddle model takes,
     with every module's counterpart and type checked; compare_backward maps gradients and updated weights
     through the same rules. paddle_kinds, a dict if given, receives {torch module: the Paddle type it pairs
     with} (what a torch-side record needs for layouts declared by a Paddle type); paired, a dict if given,
     {torch module: its Paddle module} ("" for the model itself); copies, a dict if given, {torch module: the other
-    Paddle modules it runs as} (pairing.Pairing.copies)."""
+    Paddle modules it runs as} (pairing.Pairing.copies); loose, a dict if given, {torch key: mapping.loose.Loose}."""
     check_models(torch_model, paddle_model)
-    modules, missing = pair_modules(torch_model, paddle_model, name_map, inputs, layouts, copies, doubt, ran)
+    loose = {} if loose is None else loose
+    modules, missing = pair_modules(torch_model, paddle_model, name_map, inputs, layouts, copies, doubt, ran, loose)
     if paired is not None:
         paired.update(modules)
     layers = dict(paddle_model.named_sublayers(include_self=True))
@@ -400,9 +421,12 @@ def plan(torch_model, paddle_model, name_map=None, layouts=None, inputs=None, pa
     kinds = {"" if t == ROOT else t: type(layers[p]) for t, p in modules.items() if p in layers}
     if paddle_kinds is not None:
         paddle_kinds.update(kinds)
-    tensors = torch_layouts(torch_model, layouts, kinds)  # an unknown layout first: no pairing makes it known
+    tensors = torch_layouts(torch_model, layouts, kinds, loose)  # an unknown layout first: no pairing makes it known
     out, wrong = {}, {}
     for key, tensor in tensors.items():
+        if tensor.moved_to:
+            out[key] = (tensor.moved_to, tensor, tensor.array)
+            continue
         if tensor.module not in kinds:
             continue
         target, kind = modules[tensor.module or ROOT], kinds[tensor.module].__name__
@@ -493,6 +517,10 @@ def convert(torch_model, paddle_model, name_map=None, path=None, layouts=None, i
         if key not in params:
             continue
         value, want = state.view(key), params[key]
+        if loose_tensors.same_scalar_shapes(value.shape, want.shape):  # 0-d against [1]: one value, reshaped
+            tensor, array = state._tensors[key]
+            state._tensors[key] = (replace(tensor, rule=loose_tensors.reshaped(tensor.rule, tuple(want.shape))), array)
+            continue
         if tuple(value.shape) != tuple(want.shape):
             problems.append(f"{origin[key]} -> {key}: shape {tuple(value.shape)} (after the layout rule) vs "
                             f"Paddle {tuple(want.shape)}")

@@ -26,7 +26,7 @@ def settle_by_run(torch_model, paddle_model, inputs, state: State, params: dict,
     from portcheck.mapping.trace import eval_mode, trace
     keys = {}  # {torch module: its Paddle keys}
     for key, (tensor, _) in state._tensors.items():
-        if not isinstance(tensor, Joined):  # a Tensor (convert's: it imports this module)
+        if not isinstance(tensor, Joined) and not tensor.moved_to:  # convert's Tensor, held by its module's pair
             keys.setdefault(tensor.module or ROOT, []).append(key)
     values = {key: state[key] for g in groups for t, _ in g for key in keys.get(t, ())}
     assign, renamed = {t: p or ROOT for t, p in modules.items()}, {}

@@ -77,7 +77,8 @@ class State(Mapping):
         return tensor.to_paddle(array)
 
     def __getitem__(self, key) -> np.ndarray:
-        return np.ascontiguousarray(self.view(key))
+        view = self.view(key)
+        return np.ascontiguousarray(view).reshape(view.shape)  # a 0-d parameter stays 0-d
 
     def __iter__(self):
         yield from self._tensors

@@ -1,0 +1,154 @@
+"""Tensors one side holds as a module and the other as a bare parameter of the parent: a projection torch computes
+in a child `Linear` (transformers' CLIP `text_projection`) that the port holds as a parameter `[in, out]` of the
+model and multiplies itself (paddlenlp's), or the converse, and a scalar 0-d on one side, `[1]` on the other
+(CLIP's `logit_scale`). Each is paired tensor to tensor, in Paddle's layout: no module of the other side stands for
+it, so no name map could say it.
+
+May import portcheck.core and portcheck.mapping.layouts; torch and Paddle only inside the functions handed their
+models."""
+from dataclasses import dataclass
+
+import numpy as np
+
+from portcheck.core.keys import ROOT
+from portcheck.mapping.layouts import linear_layout, same_layout
+
+
+@dataclass(frozen=True)
+class Loose:
+    """One torch tensor whose Paddle counterpart is held by another module than its own's counterpart."""
+    paddle_key: str   # the whole Paddle state-dict key it fills
+    paddle_name: str  # that key's last part
+    rule: object      # torch array -> Paddle's layout (a Linear's weight transposed into a bare [in, out])
+    why: str          # the one line report.pairs() and the docs say
+
+
+def reshaped(rule, shape):
+    """rule, then the array as `shape` (a 0-d scalar as Paddle's [1], or the converse): the same one value."""
+    def to(name, array):
+        pname, array = rule(name, array)
+        return pname, np.reshape(array, shape)
+    return to
+
+
+def same_scalar_shapes(a, b) -> bool:
+    """A 0-d tensor against a [1] (or [1, 1]) one: one value, a parameter each framework shapes its own way."""
+    return tuple(a) != tuple(b) and int(np.prod(a)) == 1 == int(np.prod(b)) and min(len(a), len(b)) == 0
+
+
+def _own(layer) -> dict:
+    return {n: tuple(p.shape) for n, p in layer.named_parameters(include_sublayers=False)}
+
+
+def _parent(name: str, modules: dict) -> str:
+    """The nearest ancestor of a torch module that has a counterpart (ROOT for the model)."""
+    while name:
+        name = name.rpartition(".")[0]
+        if name and name in modules:
+            return name
+    return ROOT
+
+
+def find(torch_model, paddle_model, modules: dict, left: list, own_tensors, known_type) -> dict:
+    """{torch key: Loose} for the tensors of torch modules `left` without a counterpart that the Paddle counterpart
+    of their parent holds as bare parameters (a Linear's weight [out, in] as [in, out], its bias as it is), and for
+    2-D bare parameters of a torch module (of a type no layout rule knows) that an unpaired Paddle Linear child of
+    its counterpart holds ([in, out] as torch multiplies x @ W; [out, in] transposed where the shape says so).
+    modules: {torch module: Paddle module} (ROOT for the models); own_tensors(module): its tensors as arrays;
+    known_type(module): whether a layout rule knows its type. A module is taken only when every tensor it holds
+    finds one, by its name (`proj` as `proj`, `proj_weight`, `proj_bias`), else by the one unclaimed shape."""
+    layers = dict(paddle_model.named_sublayers(include_self=True))
+    t_modules = dict(torch_model.named_modules())
+    paddle_of = lambda t: "" if modules.get(t) in (None, ROOT) else modules[t]
+    claimed = {}  # Paddle key: the torch key filling it
+    out = {}
+    torch_held = lambda t: set(own_tensors(t_modules["" if t == ROOT else t]))  # the parent's own names
+    for by_name in (True, False):  # every name first, then the one unclaimed shape each (visual_ against vision_)
+        for name in left:
+            module = t_modules.get(name)
+            if module is None or type(module).__name__ not in ("Linear", "Conv1D") or any(k.startswith(f"{name}.")
+                                                                                          for k in out):
+                continue
+            parent = _parent(name, modules)
+            target = paddle_of(parent)
+            layer = layers.get(target)
+            if layer is None:
+                continue
+            key_of = lambda n: ".".join(p for p in (target, n) if p)
+            free = {n: s for n, s in _own(layer).items() if n not in torch_held(parent) and key_of(n) not in claimed}
+            last = name.rpartition(".")[2]
+            found = {}
+            for tname, array in own_tensors(module).items():
+                rule = linear_layout if type(module).__name__ == "Linear" else same_layout
+                shape = tuple(rule(tname, array)[1].shape)
+                names = (last, f"{last}_{tname}") if tname == "weight" else (f"{last}_{tname}",)
+                fits = [n for n in names if free.get(n) == shape] if by_name else \
+                    [n for n, s in free.items() if s == shape and key_of(n) not in
+                     {v.paddle_key for v in found.values()}]
+                if len(fits) != 1:
+                    break
+                found[f"{name}.{tname}"] = Loose(key_of(fits[0]), fits[0], rule, f"torch {name} "
+                                                 f"({type(module).__name__}) -> Paddle {key_of(fits[0])} (a bare "
+                                                 f"parameter {list(shape)} of its parent)")
+            else:
+                if found:
+                    out.update(found)
+                    claimed.update((v.paddle_key, k) for k, v in found.items())
+    p_taken = {p for p in modules.values()}
+    for name, module in t_modules.items():
+        if known_type(module):
+            continue
+        target = paddle_of(name or ROOT)
+        if (name or ROOT) not in modules or target not in layers:
+            continue
+        prefix = f"{target}." if target else ""
+        children = {n: layers[n] for n in layers if n.startswith(prefix) and "." not in n[len(prefix):] and n
+                    and n not in p_taken and type(layers[n]).__name__ == "Linear"
+                    and set(_own(layers[n])) == {"weight"}}
+        for tname, array in own_tensors(module).items():
+            if array.ndim != 2:
+                continue
+            shape = tuple(array.shape)
+            either = (shape, shape[::-1])
+            fits = [n for n, c in children.items() if n[len(prefix):] == tname and _own(c)["weight"] in either] or \
+                [n for n, c in children.items() if _own(c)["weight"] in either]
+            if len(fits) != 1 or f"{fits[0]}.weight" in claimed:
+                continue
+            rule = same_layout if _own(children[fits[0]])["weight"] == shape else \
+                (lambda n, a: (n, a.T))  # torch's [out, in], read as F.linear(x, W) reads it
+            key = f"{fits[0]}.weight"
+            t_key = f"{name}.{tname}" if name else tname
+            out[t_key] = Loose(key, "weight", rule, f"torch {t_key} (a bare parameter {list(shape)}) -> Paddle "
+                               f"{fits[0]} (Linear)")
+            claimed[key] = t_key
+    return out
+
+
+def axis_orders(x: tuple, y: tuple) -> list:
+    """The orders p of x's axes other than its own that make y's shape (np.transpose(a, p).shape == y): one side's
+    [batch, hidden, seq] against the other's [batch, seq, hidden], or a square [batch, 16, 16] either way."""
+    import itertools
+    x, y = tuple(x), tuple(y)
+    if len(x) != len(y) or sorted(x) != sorted(y) or not 2 <= len(x) <= 5:
+        return []
+    return [p for p in itertools.permutations(range(len(x))) if p != tuple(range(len(x)))
+            and tuple(x[i] for i in p) == y]
+
+
+def in_axis_order(value, own):
+    """torch's `value` in the axis order this side holds the same values in (`own`, what this side computed): the
+    order whose values are nearer own's by ten times than every other's (the pairing's rule for a value settling a
+    tie, pairing.Pairing's "(by value)"), or None when no other order is (the same layout, or nothing near)."""
+    value, own = np.asarray(value), np.asarray(own)
+    orders = axis_orders(value.shape, own.shape)
+    if not orders or value.dtype.kind != "f" or own.dtype.kind != "f":
+        return None
+    far = lambda p: float(np.max(np.abs(np.transpose(value, p).astype(np.float64) - own))) if value.size else 0.0
+    here = far(tuple(range(value.ndim))) if value.shape == own.shape else np.inf
+    if here == 0.0:
+        return None
+    found = sorted((far(p), p) for p in orders)
+    best = found[0][0]
+    if all(best * 10 < d for d, _ in [*found[1:], (here, None)]):
+        return found[0][1]
+    return None

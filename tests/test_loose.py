@@ -1,0 +1,231 @@
+"""Tensors the two sides hold in other forms, converted and compared with no map (portcheck.mapping.loose): a
+projection torch computes in a child Linear that the port holds as a bare parameter [in, out] of the model (and the
+converse), a scalar 0-d on one side and [1] on the other, both at the model's root (CLIP's text_projection and
+logit_scale, transformers' against paddlenlp's). Each form green clean, forward (cumulative and isolated) and
+backward (3 steps), and red with a plant."""
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+paddle = pytest.importorskip("paddle")
+from portcheck import compare_backward, compare_forward, convert  # noqa: E402
+
+X = np.random.RandomState(0).randn(2, 8).astype("float32")
+
+
+def pair(torch_linear=True, torch_0d=True, out=6, plant=None):
+    """A two-layer encoder and a projection scaled by exp(scale): torch's projection a child Linear (torch_linear)
+    or a bare [in, out] parameter of the model, the port's the other form; torch's scale 0-d (torch_0d) or [1],
+    the port's the other. plant: "transposed" (the port reads its square projection as [out, in]) or "no exp"."""
+    class Torch(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.enc, self.norm = torch.nn.Linear(8, 16), torch.nn.LayerNorm(16)
+            self.proj = torch.nn.Linear(16, out, bias=False) if torch_linear else \
+                torch.nn.Parameter(torch.randn(16, out) * 0.2)
+            self.scale = torch.nn.Parameter(torch.tensor(0.5) if torch_0d else torch.tensor([0.5]))
+
+        def forward(self, x):
+            h = self.norm(self.enc(x))
+            return (self.proj(h) if torch_linear else h @ self.proj) * self.scale.exp()
+
+    class Port(paddle.nn.Layer):
+        def __init__(self):
+            super().__init__()
+            self.enc, self.norm = paddle.nn.Linear(8, 16), paddle.nn.LayerNorm(16)
+            self.proj = self.create_parameter([16, out]) if torch_linear else \
+                paddle.nn.Linear(16, out, bias_attr=False)
+            self.scale = self.create_parameter([1] if torch_0d else [])
+
+        def forward(self, x):
+            h = self.norm(self.enc(x))
+            if torch_linear:
+                h = paddle.matmul(h, self.proj, transpose_y=plant == "transposed")
+            else:
+                h = paddle.matmul(h, self.proj.weight, transpose_y=plant == "transposed")
+            return h * (self.scale if plant == "no exp" else self.scale.exp())
+
+    torch.manual_seed(0)
+    paddle.seed(0)
+    pt, pd = Torch(), Port()
+    convert(pt, pd, inputs=X)
+    return pt, pd
+
+
+def train(pt, pd, out):
+    y = np.random.RandomState(1).randn(2, out).astype("float32")
+    loss = (lambda o, t: ((o - t) ** 2).mean(),) * 2
+    sgd = (lambda ps: torch.optim.SGD(ps, lr=0.1), lambda ps: paddle.optimizer.SGD(0.1, parameters=ps))
+    return compare_backward(pt.train(), pd.train(), X, y, loss=loss, optimizer=sgd, steps=3)
+
+
+FORMS = [pytest.param(True, True, 6, id="torch Linear, Paddle bare [in, out]; 0-d against [1]"),
+         pytest.param(False, False, 6, id="torch bare [in, out], Paddle Linear; [1] against 0-d"),
+         pytest.param(True, False, 16, id="square: torch Linear, Paddle bare; [1] against 0-d")]
+
+
+@pytest.mark.parametrize("torch_linear, torch_0d, out", FORMS)
+def test_a_projection_and_a_scalar_held_in_other_forms_convert_and_compare_green_with_no_map(torch_linear, torch_0d,
+                                                                                               out):
+    """Before: convert refused (`proj (Linear)` has no counterpart, or the model's type has no layout, then `scale`
+    shape () vs (1,)), and a map could not say it."""
+    pt, pd = pair(torch_linear, torch_0d, out)
+    with torch.no_grad():
+        assert np.allclose(pt(torch.from_numpy(X)).numpy(), pd(paddle.to_tensor(X)).numpy(), atol=1e-5)
+    report = compare_forward(pt.eval(), pd.eval(), X, isolate=True)
+    assert report.passed, report.table()
+    backward = train(pt, pd, out)
+    assert backward.passed, backward.table()
+    said = backward.table()
+    assert "grad proj" in said and "grad scale" in said and "no counterpart" not in said, said
+
+
+@pytest.mark.parametrize("plant, torch_linear, out", [("transposed", True, 16), ("transposed", False, 16),
+                                                       ("no exp", True, 6)])
+def test_a_port_misreading_the_projection_or_the_scalar_is_red(plant, torch_linear, out):
+    pt, pd = pair(torch_linear, True, out, plant)
+    report = compare_forward(pt.eval(), pd.eval(), X, isolate=True)
+    assert not report.passed, report.table()
+    assert not train(pt, pd, out).passed
+
+
+# ---------------------------------------------------------------- an input in another axis order
+
+def time_major(seq, plant=None):
+    """torch's block takes [batch, seq, 16]; the port's [batch, 16, seq] and transposes inside it. plant: "eps" (the
+    port's norm epsilon 1e-3), "no transpose" (the port's model hands its block [batch, seq, 16] unturned)."""
+    class Block(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin, self.norm = torch.nn.Linear(16, 16), torch.nn.LayerNorm(16)
+
+        def forward(self, x):
+            return self.norm(self.lin(x))
+
+    class Torch(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.enc, self.block = torch.nn.Linear(8, 16), Block()
+
+        def forward(self, x):
+            return self.block(self.enc(x))
+
+    class PortBlock(paddle.nn.Layer):
+        def __init__(self):
+            super().__init__()
+            self.lin = paddle.nn.Linear(16, 16)
+            self.norm = paddle.nn.LayerNorm(16, epsilon=1e-3 if plant == "eps" else 1e-5)
+
+        def forward(self, x):
+            return self.norm(self.lin(x.transpose([0, 2, 1])))
+
+    class Port(paddle.nn.Layer):
+        def __init__(self):
+            super().__init__()
+            self.enc, self.block = paddle.nn.Linear(8, 16), PortBlock()
+
+        def forward(self, x):
+            h = self.enc(x)
+            return self.block(h if plant == "no transpose" else h.transpose([0, 2, 1]))
+
+    torch.manual_seed(0)
+    paddle.seed(0)
+    pt, pd = Torch(), Port()
+    x = np.random.RandomState(0).randn(2, seq, 8).astype("float32")
+    convert(pt, pd, inputs=x)
+    return compare_forward(pt.eval(), pd.eval(), x, isolate=True)
+
+
+@pytest.mark.parametrize("seq", [5, 16])
+def test_an_input_held_in_another_axis_order_is_fed_in_each_sides_layout_green(seq):
+    """Before: isolate=True red at `block (its input)` on the correct port (shape [2, 5, 16] vs [2, 16, 5]; at seq
+    16 torch's [batch, seq, 16] forced into the port's [batch, 16, seq] as it was: 2.4 apart)."""
+    report = time_major(seq)
+    assert report.passed, report.table()
+
+
+@pytest.mark.parametrize("seq, plant, where", [(16, "eps", "block.norm"), (5, "eps", "block.norm"),
+                                               (16, "no transpose", "block.lin")])
+def test_a_plant_behind_the_axis_order_is_red_at_its_module(seq, plant, where):
+    report = time_major(seq, plant)
+    assert not report.passed
+    assert where in report.table().rpartition("each module on torch's own values")[2].split("differs:")[-1], \
+        report.table()
+
+
+# ---------------------------------------------------------------- outputs one side returns and the other does not
+
+def encoders(torch_returns, paddle_returns, plant=False):
+    """An encoder returning its hidden states h, or also its own input x handed back ("hx", "xh"), on each side;
+    plant: the port's norm epsilon 1e-3."""
+    def out(kind, h, x):
+        return {"h": h, "hx": (h, x), "xh": (x, h)}[kind]
+
+    def hidden(kind, o):
+        return o[1] if kind == "xh" else o[0] if kind == "hx" else o
+
+    class Encoder(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin, self.norm = torch.nn.Linear(16, 16), torch.nn.LayerNorm(16)
+
+        def forward(self, x):
+            return out(torch_returns, self.norm(self.lin(x)), x)
+
+    class Torch(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.emb, self.encoder, self.head = torch.nn.Linear(8, 16), Encoder(), torch.nn.Linear(16, 4)
+
+        def forward(self, x):
+            return self.head(hidden(torch_returns, self.encoder(self.emb(x))))
+
+    class PortEncoder(paddle.nn.Layer):
+        def __init__(self):
+            super().__init__()
+            self.lin, self.norm = paddle.nn.Linear(16, 16), paddle.nn.LayerNorm(16, epsilon=1e-3 if plant else 1e-5)
+
+        def forward(self, x):
+            return out(paddle_returns, self.norm(self.lin(x)), x)
+
+    class Port(paddle.nn.Layer):
+        def __init__(self):
+            super().__init__()
+            self.emb, self.encoder, self.head = paddle.nn.Linear(8, 16), PortEncoder(), paddle.nn.Linear(16, 4)
+
+        def forward(self, x):
+            return self.head(hidden(paddle_returns, self.encoder(self.emb(x))))
+
+    torch.manual_seed(0)
+    paddle.seed(0)
+    pt, pd = Torch(), Port()
+    x = np.random.RandomState(0).randn(2, 5, 8).astype("float32")
+    convert(pt, pd, inputs=x)
+    return compare_forward(pt.eval(), pd.eval(), x, isolate=True)
+
+
+@pytest.mark.parametrize("torch_returns, paddle_returns", [("xh", "h"), ("hx", "h"), ("h", "hx"), ("h", "xh")])
+def test_an_output_that_is_the_modules_own_input_handed_back_on_one_side_is_left_out_said(torch_returns,
+                                                                                         paddle_returns):
+    """Before: torch's (x, h) against the port's h paired x with h: red 2.8 at encoder[0] on the correct port; torch's
+    h against the port's (h, x): the encoder's output compared with nothing, in silence."""
+    report = encoders(torch_returns, paddle_returns)
+    assert report.passed, report.table()
+    side = "torch" if len(torch_returns) > 1 else "Paddle"
+    assert f"encoder: {side}'s encoder[" in report.table() and "is its input handed back" in report.table()
+    assert any(r.name.startswith("encoder") and "." not in r.name for r in report.paired), report.table()
+
+
+def test_a_plant_behind_an_output_handed_back_is_named_at_its_module():
+    report = encoders("xh", "h", plant=True)
+    assert not report.passed
+    assert "modules whose own computation differs: encoder.norm" in report.table(), report.table()
+
+
+def test_a_nan_row_says_which_side_holds_it():
+    """Before: the row said "NaN or Inf", whichever side held it."""
+    pt, pd = pair()
+    pd.proj.set_value(np.where(np.arange(96).reshape(16, 6) == 0, np.nan, pd.proj.numpy()).astype("float32"))
+    report = compare_forward(pt.eval(), pd.eval(), X)
+    assert not report.passed
+    assert "NaN or Inf in paddle only (2 NaN, 0 Inf; the other side finite)" in report.table(), report.table()

@@ -1,0 +1,339 @@
+"""Every architecture both libraries ship: paddlenlp's base model classes with a transformers counterpart of the same
+name, each built from one tiny random config (offline), converted with no map and judged through portcheck's public
+API: compare_forward (cumulative and isolated), compare_backward (3 steps), and three plants chosen from the
+family's own parts (its first norm's epsilon, its first attention query's weight, its word embedding's rows).
+
+    python -m tools.zoo.families                 # every family; writes docs/zoo.md's section, docs/zoo_families.json
+    python -m tools.zoo.families --only bert     # some families (paddlenlp's directory names); writes nothing
+    python -m tools.zoo.families --only bert clip --write   # writes the section of those alone
+    python -m tools.zoo.families --list          # the families found, paddlenlp's class against transformers'
+
+Each family runs in a process of its own (a model that raises or hangs in its own library is that family's
+result, said in one line), at most --timeout seconds.
+"""
+import argparse
+import importlib
+import json
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+try:
+    import portcheck.core.runtime  # noqa: F401 (first: offline mode, threads, quiet notices, before torch, Paddle)
+except ModuleNotFoundError:  # the project is not importable: not its venv
+    raise SystemExit("error: this project's packages are not importable: activate its venv "
+                     "(. .venv/bin/activate) or run `pip install -r requirements.txt`") from None
+
+from portcheck.core.errors import PipelineError, first_line, run_main
+from portcheck.core.keys import ROOT
+
+ROOT = Path(__file__).resolve().parents[2]
+SECTION = "## Every family both libraries ship"
+
+# paddlenlp's directory against transformers' where the two spell it otherwise
+ALIASES = {"bigbird": "big_bird", "chineseclip": "chinese_clip", "megatronbert": "megatron_bert", "gpt": "gpt2"}
+# the base class where a directory's name is not its class's stem (paddlenlp's, transformers')
+CLASSES = {"gpt": ("GPTModel", "GPT2Model"), "chineseclip": ("ChineseCLIPModel", "ChineseCLIPModel")}
+
+# one tiny config, given to both sides' config classes (each takes the names it knows; the rest are attributes
+# neither reads): dropout off everywhere, no cache
+TINY = dict(vocab_size=100, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
+            max_position_embeddings=64, type_vocab_size=2, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
+            dropout=0.0, attention_dropout=0.0, activation_dropout=0.0, classifier_dropout=0.0, d_model=32,
+            encoder_layers=2, decoder_layers=2, encoder_attention_heads=4, decoder_attention_heads=4,
+            encoder_ffn_dim=64, decoder_ffn_dim=64, n_embd=32, n_layer=2, n_head=4, n_positions=64, n_ctx=64,
+            num_key_value_heads=4, use_cache=False, d_ff=64, d_kv=8, num_layers=2, num_heads=4, resid_pdrop=0.0,
+            embd_pdrop=0.0, attn_pdrop=0.0, hidden_dropout=0.0, ffn_dim=64, word_embed_proj_dim=32,
+            embedding_size=32, pad_token_id=0, bos_token_id=1, eos_token_id=2, decoder_start_token_id=0,
+            rotary_dim=4, emb_dim=32, n_layers=2, n_heads=4, dim=32, hidden_dim=64)
+OVERRIDES = {"funnel": dict(block_sizes=[1, 1], num_decoder_layers=1, d_head=8, d_inner=64),
+             "xlnet": dict(d_inner=64, n_layer=2), "mobilebert": dict(embedding_size=32, intra_bottleneck_size=32,
+                                                                      true_hidden_size=32),
+             "reformer": dict(axial_pos_shape=[8, 8], axial_pos_embds_dim=[16, 16], attn_layers=["local", "local"])}
+# two towers: each tower's own tiny config, images 32 x 32 in patches of 8
+TOWER = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4, hidden_act="gelu",
+             dropout=0.0, attention_dropout=0.0)
+for _two in ("clip", "chineseclip"):
+    OVERRIDES[_two] = dict(projection_dim=16, text_config=dict(TOWER, vocab_size=100, max_position_embeddings=64,
+                                                               type_vocab_size=2, hidden_dropout_prob=0.0,
+                                                               attention_probs_dropout_prob=0.0),
+                           vision_config=dict(TOWER, image_size=32, patch_size=8, num_channels=3))
+ENCODER_DECODER = {"bart", "mbart", "pegasus", "blenderbot", "blenderbot_small", "t5", "mt5", "prophetnet"}
+
+
+def families() -> list:
+    """[(paddlenlp directory, transformers directory)] of every architecture both libraries ship."""
+    from importlib.util import find_spec  # their folders, read without importing either library (~10 s)
+    where = lambda package: Path(find_spec(package).submodule_search_locations[0])
+    pd_dirs = sorted(p.name for p in (where("paddlenlp") / "transformers").iterdir() if (p / "modeling.py").exists())
+    hf_dirs = {p.name for p in (where("transformers") / "models").iterdir() if p.is_dir()}
+    return [(d, ALIASES.get(d, d)) for d in pd_dirs if ALIASES.get(d, d) in hf_dirs and d != "auto"]
+
+
+def classes(family: str, hf_dir: str) -> tuple:
+    """(paddlenlp's base model class, transformers'), or a one-line reason there is no such pair."""
+    pd_mod = importlib.import_module(f"paddlenlp.transformers.{family}.modeling")
+    hf_mod = importlib.import_module(f"transformers.models.{hf_dir}.modeling_{hf_dir}")
+    if family in CLASSES:
+        names = CLASSES[family]
+    else:
+        pd_names = {n.lower(): n for n in dir(pd_mod) if n.endswith("Model") and "Pretrained" not in n
+                    and "PreTrained" not in n and n.lower().startswith(family.replace("_", ""))}
+        hf_names = {n.lower(): n for n in dir(hf_mod) if n.endswith("Model") and "PreTrained" not in n}
+        common = sorted(set(pd_names) & set(hf_names), key=len)
+        if not common:
+            raise LookupError(f"no base model class of one name on both sides (paddlenlp {sorted(pd_names.values())},"
+                              f" transformers {sorted(hf_names.values())[:4]})")
+        names = pd_names[common[0]], hf_names[common[0]]
+    return getattr(pd_mod, names[0]), getattr(hf_mod, names[1])
+
+
+def build(family: str, hf_dir: str):
+    """(torch model, Paddle model, inputs): both from the tiny config, seeded."""
+    import numpy as np
+    import paddle
+    import torch
+    pd_cls, hf_cls = classes(family, hf_dir)
+    settings = {**TINY, **OVERRIDES.get(family, {})}
+    torch.manual_seed(0)
+    paddle.seed(0)
+    hf_config = hf_cls.config_class(**settings)
+    if hasattr(hf_config, "_attn_implementation"):
+        hf_config._attn_implementation = "eager"
+    pt = hf_cls(hf_config).eval()
+    pd = pd_cls(pd_cls.config_class(**settings))
+    pd.eval()
+    ids = np.random.RandomState(0).randint(3, 100, (2, 12)).astype("int64")
+    x = {"input_ids": ids}
+    if "vision_config" in settings:
+        x["pixel_values"] = np.random.RandomState(2).randn(2, 3, 32, 32).astype("float32")
+    if family in ENCODER_DECODER:
+        x["decoder_input_ids"] = np.random.RandomState(1).randint(3, 100, (2, 7)).astype("int64")
+    return pt, pd, x
+
+
+def _first(out):
+    import paddle
+    import torch
+    if isinstance(out, (torch.Tensor, paddle.Tensor)):
+        return out
+    if isinstance(out, dict) or hasattr(out, "to_tuple"):
+        return next(v for v in out.values() if isinstance(v, (torch.Tensor, paddle.Tensor)))
+    return next(v for v in out if isinstance(v, (torch.Tensor, paddle.Tensor)))
+
+
+def plants(pd) -> list:
+    """Three one-line porting bugs in the converted Paddle model's own parts: (name, module, edit)."""
+    import numpy as np
+    import paddle
+    layers = dict(pd.named_sublayers())
+    out = []
+    norm = next((n for n, m in layers.items() if hasattr(m, "_epsilon") and isinstance(m, paddle.nn.LayerNorm)), None)
+    if norm:
+        out.append((f"{norm}'s epsilon 1e-2", norm, lambda: setattr(layers[norm], "_epsilon", 1e-2)))
+    query = next((n for n, m in layers.items() if isinstance(m, paddle.nn.Linear)
+                  and n.rpartition(".")[2] in ("q_proj", "query", "q", "q_lin", "qkv_proj", "query_key_value")), None)
+    if query:
+        w = layers[query].weight
+
+        def transposed_or_scaled(w=w):
+            v = w.numpy()
+            w.set_value(v.T.copy() if v.shape[0] == v.shape[1] else v * 1.01)
+        out.append((f"{query}'s weight read [out, in]", query, transposed_or_scaled))
+    words = ("word", "embed_tokens", "wte", "shared", "token_embedding")
+    emb = next((n for n, m in layers.items() if isinstance(m, paddle.nn.Embedding) and any(w in n for w in words)),
+               None) or \
+        next((n for n, m in layers.items() if isinstance(m, paddle.nn.Embedding)), None)
+    if emb:
+        w = layers[emb].weight
+        out.append((f"{emb}'s rows one off", emb, lambda w=w: w.set_value(np.roll(w.numpy(), 1, axis=0))))
+    return out
+
+
+def judge_one(family: str, hf_dir: str) -> dict:
+    """The family's results: convert, forward, backward, each plant; a step that raised said in one line."""
+    import numpy as np
+    import paddle
+    import torch
+    from portcheck import compare_backward, compare_forward, convert
+    result = {"family": family, "classes": None}
+    try:
+        pt, pd, x = build(family, hf_dir)
+    except Exception as e:  # noqa: BLE001 (a library's own failure is the family's result)
+        return {**result, "outcome": "not built", "said": first_line(e)}
+    result["classes"] = f"{type(pd).__name__} / {type(pt).__name__}"
+    try:
+        try:
+            state = convert(pt, pd, inputs=x)
+        except PipelineError as e:  # the buffer paddlenlp saves and transformers computes: the refusal's keep=, pasted
+            keep = re.findall(r"pass keep=\['([^']+)'\]", str(e))
+            if not keep:
+                raise
+            state = convert(pt, pd, inputs=x, keep=keep)
+            result["keep"] = keep
+    except PipelineError as e:
+        return {**result, "outcome": "refused", "said": f"portcheck: {e}"}
+    except Exception as e:  # noqa: BLE001
+        return {**result, "outcome": "raises", "said": first_line(e)}
+    pd.set_state_dict(state)
+    before = {k: v.numpy().copy() for k, v in pd.state_dict().items()}
+    try:
+        forward = compare_forward(pt.eval(), pd.eval(), x, isolate=True)
+    except Exception as e:  # noqa: BLE001
+        return {**result, "outcome": "raises", "said": f"compare_forward: {first_line(e)}"}
+    result["forward"] = forward.passed
+    result["forward_said"] = "" if forward.passed else _red(forward)
+    try:
+        with torch.no_grad():
+            shape = tuple(_first(pt(**{k: torch.from_numpy(v) for k, v in x.items()})).shape)
+        target = np.random.RandomState(1).randn(*shape).astype("float32")
+        loss = (lambda o, y: ((_first(o) - y) ** 2).mean(),) * 2
+        sgd = (lambda ps: torch.optim.SGD(ps, lr=0.01), lambda ps: paddle.optimizer.SGD(0.01, parameters=ps))
+        start = {k: v.detach().clone() for k, v in pt.state_dict().items()}
+        backward = compare_backward(pt.train(), pd.train(), x, target, loss=loss, optimizer=sgd, steps=3)
+        result["backward"] = backward.passed
+        result["backward_said"] = "" if backward.passed else backward.table().splitlines()[-1][:300]
+        pt.load_state_dict(start)
+        pd.set_state_dict(before)
+    except Exception as e:  # noqa: BLE001
+        result["backward"], result["backward_said"] = None, first_line(e)[:300]
+        pd.set_state_dict(before)
+    result["plants"] = []
+    # the correct port's pairing, pinned as a user's map pins it: a plant's values do not settle the pairing again
+    pinned = {t: p for t, p in forward.pairing.modules().items() if ROOT not in (t, p)}
+    for name, module, edit in plants(pd):
+        pd.set_state_dict(before)
+        keep = {n: getattr(m, "_epsilon", None) for n, m in pd.named_sublayers()}
+        edit()
+        try:
+            report = compare_forward(pt.eval(), pd.eval(), x, pinned)
+            red = [report.both(r.name) for r in report.paired if not r.passed]
+            result["plants"].append({"plant": name, "module": module, "red": not report.passed,
+                                     "at": red[0] if red else "", "named": any(module in r for r in red[:1])})
+        except PipelineError as e:  # refused, not judged green: its pairing moved with the plant
+            result["plants"].append({"plant": name, "module": module, "red": True, "at": f"refused: {e}"[:200]})
+        except Exception as e:  # noqa: BLE001
+            result["plants"].append({"plant": name, "module": module, "red": None, "at": first_line(e)[:200]})
+        for n, m in pd.named_sublayers():
+            if keep.get(n) is not None:
+                m._epsilon = keep[n]
+    clean = result["forward"] and result["backward"]
+    caught = all(p["red"] for p in result["plants"])
+    named = all(p.get("named") for p in result["plants"])
+    result["outcome"] = ("green, every plant red at its module" if named else "green, every plant red") \
+        if clean and caught else "green, a plant green" if clean else "red on the correct port"
+    return result
+
+
+def _red(report) -> str:
+    red = [r for r in report.paired if not r.passed]
+    if red:
+        r = red[0]
+        return f"{r.name}: {r.problem or f'{r.max:.3g} against {r.allowed:.3g}'}"[:300]
+    return "isolated: " + ", ".join(d.both for d in report.differing)[:300]
+
+
+def row(r: dict) -> str:
+    cell = lambda s: str(s).replace("|", "/").replace("\n", " ")
+    if "forward" not in r:
+        return f"| {r['family']} | {cell(r.get('classes') or '')} | {r['outcome']} | {cell(r['said'][:300])} |"
+    plants = "; ".join(f"{p['plant']}: {'red at ' + p['at'] if p['red'] else 'GREEN' if p['red'] is False else p['at']}"
+                       for p in r["plants"])
+    said = [f"forward {'green' if r['forward'] else 'RED ' + r['forward_said']}",
+            f"backward (3 steps) {'green' if r['backward'] else 'RED ' + str(r['backward_said'])}", plants]
+    return f"| {r['family']} | {cell(r['classes'])} | {r['outcome']} | {cell('; '.join(said))} |"
+
+
+def section(results: list, seconds: float) -> list:
+    counts = {}
+    for r in results:
+        counts[r["outcome"]] = counts.get(r["outcome"], 0) + 1
+    judged = f"{len(results)} of the {len(families())} families"
+    return [SECTION, "",
+            f"Written by `python -m tools.zoo.families` ({judged}, {seconds:.0f} s on this machine; the rest not run "
+            "yet): "
+            "paddlenlp 2.8.1's base model classes with a transformers 4.45.2 class of the same name, each built from "
+            "one tiny random config (`tools.zoo.families.TINY`), converted with no map (`convert(inputs=)`), "
+            "compare_forward cumulative and isolated, compare_backward 3 steps of SGD, and three plants of its own "
+            "parts (forward). " + ", ".join(f"{k}: {n}" for k, n in sorted(counts.items())) + ".", "",
+            "| family | paddlenlp / transformers | outcome | what the library said |", "|---|---|---|---|"] + \
+        [row(r) for r in results] + [""]
+
+
+def write(results: list, seconds: float):
+    """The section in docs/zoo.md (before "## Every case", replacing its last run) and docs/zoo_families.json: the
+    families of this run over those of the runs before (--only), in the families' order; the time, their sum."""
+    held = ROOT / "docs" / "zoo_families.json"
+    if held.exists():
+        mine = {r["family"] for r in results}
+        before = [r for r in json.loads(held.read_text(encoding="utf-8"))["results"] if r["family"] not in mine]
+        order = [f for f, _ in families()]
+        results = sorted(before + results, key=lambda r: order.index(r["family"]) if r["family"] in order else 0)
+        seconds = sum(r.get("seconds", 0) for r in results)
+    path = ROOT / "docs" / "zoo.md"
+    text = path.read_text(encoding="utf-8")
+    lines = section(results, seconds)
+    if SECTION in text:
+        head, _, rest = text.partition(SECTION)
+        tail = rest[rest.index("\n## "):] if "\n## " in rest else "\n"
+        text = head + "\n".join(lines) + tail
+    else:
+        head, _, rest = text.partition("## Every case")
+        text = head + "\n".join(lines) + "\n## Every case" + rest
+    path.write_text(text, encoding="utf-8")
+    (ROOT / "docs" / "zoo_families.json").write_text(json.dumps({"seconds": round(seconds), "results": results},
+                                                                indent=1) + "\n")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
+                                 allow_abbrev=False)
+    ap.add_argument("--only", nargs="+", metavar="FAMILY", help="paddlenlp directory names; writes nothing")
+    ap.add_argument("--write", action="store_true", help="with --only: write the section of those families alone")
+    ap.add_argument("--list", action="store_true", help="list the families and their classes, run nothing")
+    ap.add_argument("--timeout", type=float, default=600, help="seconds one family may take (default 600)")
+    ap.add_argument("--one", metavar="FAMILY", help=argparse.SUPPRESS)  # one family, in this process: its JSON line
+    args = ap.parse_args()
+    found = dict(families())
+    if args.one:
+        print(json.dumps(judge_one(args.one, found[args.one])), flush=True)
+        return
+    unknown = sorted(set(args.only or ()) - set(found))
+    if unknown:
+        raise PipelineError(f"--only {' '.join(unknown)}: not a family both libraries ship; the families: "
+                            f"{' '.join(found)}")
+    if args.list:
+        for family, hf_dir in found.items():
+            try:
+                pd_cls, hf_cls = classes(family, hf_dir)
+                print(f"{family}: {pd_cls.__name__} / {hf_cls.__name__}")
+            except Exception as e:  # noqa: BLE001
+                print(f"{family}: {first_line(e)}")
+        return
+    start, results = time.time(), []
+    for family in args.only or found:
+        began = time.time()
+        try:
+            proc = subprocess.run([sys.executable, "-m", "tools.zoo.families", "--one", family], cwd=ROOT,
+                                  capture_output=True, text=True, timeout=args.timeout)
+            line = next((x for x in reversed(proc.stdout.splitlines()) if x.startswith("{")), None)
+            r = json.loads(line) if line else {"family": family, "outcome": "raises",
+                                               "said": (proc.stderr.strip().splitlines() or ["no output"])[-1][:300]}
+        except subprocess.TimeoutExpired:
+            r = {"family": family, "outcome": "not judged", "said": f"over {args.timeout:.0f} s"}
+        r["seconds"] = round(time.time() - began, 1)
+        results.append(r)
+        print(f"{family} ({r['seconds']} s): {row(r)}", flush=True)
+        if args.write:  # after each family: a run stopped early keeps what it judged
+            write(results, time.time() - start)
+    seconds = time.time() - start
+    print(f"{len(results)} families, {seconds:.0f} s")
+    if not args.only or args.write:
+        write(results, seconds)
+        print("wrote docs/zoo.md's section and docs/zoo_families.json")
+
+
+if __name__ == "__main__":
+    run_main(main)
