@@ -75,16 +75,19 @@ def compare_split(torch_model, build, inputs, degree=2, state=None, isolate=Fals
 
 
 def compare_splits(torch_model, build, inputs, degree=2, state=None, variants=None, isolate=False,
-                   timeout=TIMEOUT) -> dict:
+                   timeout=TIMEOUT, also=None, then=None) -> dict:
     """compare_split for the model as built and for each of `variants` ({name: fn(model, rank) changing the
-    rank's model, or returning another}), all in one launch of the ranks: {None: the model's report, name: ...}."""
+    rank's model, or returning another}), all in one launch of the ranks: {None: the model's report, name: ...}.
+    also(folder, model, rank, degree), a function at the top level of a module: more work each rank does on each
+    run's model once recorded, in that run's folder (portcheck.gradients.split_steps' training steps);
+    then(ranks, n, report): the parent's side of it, after run n is judged (ranks.folder / f"rank{r}" / str(n))."""
     variants = dict(variants or {})
     checked_degree(torch_model, degree)
     torch_record = record_forward(torch_model, inputs)
     folder = Path(tempfile.mkdtemp(prefix="portcheck_split_"))
     ranks = Ranks(folder, degree, timeout)
     try:
-        ranks.start(build, inputs, state, list(variants.values()), isolate)
+        ranks.start(build, inputs, state, list(variants.values()), isolate, also)
         out, paired = {}, None
         for n, name in enumerate([None, *variants]):
             ranks.wait(lambda: all((folder / f"rank{r}" / str(n) / "keys.json").is_file() for r in range(degree)))
@@ -93,6 +96,8 @@ def compare_splits(torch_model, build, inputs, degree=2, state=None, variants=No
             if isolate:
                 isolated(torch_model, inputs, torch_record, report, ranks, n)
             out[name] = report
+            if then is not None:
+                then(ranks, n, report)
         line, peaks = ranks.finish()
         for report in out.values():
             report.standins, report.peak_mb = line, peaks
@@ -121,23 +126,16 @@ class Ranks:
     def __init__(self, folder: Path, degree: int, timeout: float):
         self.folder, self.degree, self.timeout, self.processes = folder, degree, timeout, []
 
-    def start(self, build, inputs, state, variants, isolate):
-        import pickle
+    def start(self, build, inputs, state, variants, isolate, also=None):
         import paddle.distributed as dist
-        for what, fn in [("build", build)] + [("a variant", v) for v in variants]:
-            try:
-                pickle.dumps(fn)
-            except Exception as e:  # noqa: BLE001 - pickle says "Can't pickle" in several exception types
-                raise PipelineError(f"{what} ({getattr(fn, '__qualname__', fn)!r}) cannot reach the ranks: each rank "
-                                    "is a new process that imports it, so give a function defined at the top level "
-                                    f"of a module (not a lambda, nor one defined inside another): {first_line(e)} "
-                                    "[PC922]") from None
+        for what, fn in [("build", build)] + [("a variant", v) for v in variants] + [("also", also)] * bool(also):
+            reachable(what, fn)
         from portcheck.forward import standins
         cpu = standins.on_cpu(self.degree)
         if cpu:
             standins.checked()  # a Paddle whose names moved: its one line here, before any rank starts
         self.deadline = time.monotonic() + self.timeout
-        args = (str(self.folder), build, inputs, self.degree, state, variants, isolate)
+        args = (str(self.folder), build, inputs, self.degree, state, variants, isolate, also)
         # kept while the ranks run: its queues, which each rank unpickles as it starts, die with it
         self.context = context = dist.spawn(split_rank.run, args=args, nprocs=self.degree, join=False, daemon=True,
                                             backend="gloo" if cpu else "nccl")
@@ -187,6 +185,17 @@ class Ranks:
     def _done(self, process) -> bool:
         rank = self.processes.index(process)
         return (self.folder / f"rank{rank}" / split_rank.DONE).is_file()
+
+
+def reachable(what: str, fn):
+    """fn, which each rank imports, picklable; else one line naming `what`."""
+    import pickle
+    try:
+        pickle.dumps(fn)
+    except Exception as e:  # noqa: BLE001 - pickle says "Can't pickle" in several exception types
+        raise PipelineError(f"{what} ({getattr(fn, '__qualname__', fn)!r}) cannot reach the ranks: each rank is a new "
+                            "process that imports it, so give a function defined at the top level of a module (not a "
+                            f"lambda, nor one defined inside another): {first_line(e)} [PC922]") from None
 
 
 def _stage(folder: Path, rank: int) -> int:
