@@ -60,20 +60,23 @@ class SplitBackwardReport(BackwardReport):
 
 
 def compare_split_backward(torch_model, build, inputs, targets, loss, optimizer, degree=2, state=None, steps=1,
-                           layouts=None, timeout=split.TIMEOUT) -> SplitBackwardReport:
+                           layouts=None, timeout=split.TIMEOUT, stall=None) -> SplitBackwardReport:
     """compare_backward for a Paddle model split across `degree` ranks (built as compare_split builds it): both
     trained `steps` steps on the same batch, loss=(torch's, Paddle's) and optimizer=(torch's factory, Paddle's),
     Paddle's two functions at the top level of a module (each rank imports them). Every gradient after the first
     backward, every weight after the first step and after the last gathered from the ranks and judged as
-    compare_backward judges them, each rank's own part too. torch_model is trained on a copy."""
+    compare_backward judges them, each rank's own part too. torch_model is trained on a copy. timeout, stall:
+    compare_split's."""
     return compare_split_steps(torch_model, build, inputs, targets, loss, optimizer, degree, state, steps,
-                               layouts=layouts, timeout=timeout)[1][None]
+                               layouts=layouts, timeout=timeout, stall=stall)[1][None]
 
 
 def compare_split_steps(torch_model, build, inputs, targets, loss, optimizer, degree=2, state=None, steps=1,
-                        variants=None, isolate=False, layouts=None, timeout=split.TIMEOUT) -> tuple:
-    """compare_splits (the forward, module by module) and compare_split_backward for the model and each variant,
-    in one launch of the ranks: ({None: forward report, name: ...}, {None: backward report, name: ...})."""
+                        variants=None, isolate=False, layouts=None, timeout=split.TIMEOUT, trained=None,
+                        stall=None) -> tuple:
+    """compare_splits (the forward, module by module) and compare_split_backward for the model and each variant
+    (or those of `trained`, None standing for the model as built), in one launch of the ranks: ({None: forward
+    report, name: ...}, {None: backward report, name: ...})."""
     if isinstance(steps, bool) or not isinstance(steps, int) or not 1 <= steps <= MAX_STEPS:
         raise PipelineError(f"steps={steps!r}: give a whole number of optimizer steps from 1 to {MAX_STEPS} "
                             "(each step is recorded in memory, on both sides and in float64) [PC600]")
@@ -82,22 +85,26 @@ def compare_split_steps(torch_model, build, inputs, targets, loss, optimizer, de
             raise PipelineError(f"compare_backward: {arg}= takes a pair, (torch's, Paddle's), got "
                                 f"{type(value).__name__}: pass {arg}=(torch_{arg}, paddle_{arg}) [PC605]")
     split.reachable("the Paddle loss", loss[1]), split.reachable("the Paddle optimizer factory", optimizer[1])
-    also = functools.partial(rank_steps, inputs=inputs, targets=targets, loss=loss[1], optimizer=optimizer[1],
+    names = [None, *(variants or {})]
+    runs = sorted(n for n, name in enumerate(names) if trained is None or name in trained)
+    also = functools.partial(rank_steps, runs=runs, inputs=inputs, targets=targets, loss=loss[1], optimizer=optimizer[1],
                              steps=steps)
     backward, torch_side = {}, {}
 
     def then(ranks, n, report):
+        if n not in runs:
+            return
         folders = [ranks.folder / f"rank{r}" / str(n) / STEPS for r in range(ranks.degree)]
         ranks.wait(lambda: all((f / "keys.json").is_file() for f in folders))
         if not torch_side:  # torch's steps once, on a copy, its layouts by the Paddle types its modules pair with
             torch_side["record"] = record_backward(copy.deepcopy(torch_model), inputs, targets, loss[0], optimizer[0],
                                                    None, steps, layouts, paddle_kinds=_kinds(report, folders[0]))
         backward[n] = judged(torch_side["record"], folders)
-    names = [None, *(variants or {})]
-    forward = split.compare_splits(torch_model, build, inputs, degree, state, variants, isolate, timeout, also, then)
+    forward = split.compare_splits(torch_model, build, inputs, degree, state, variants, isolate, timeout, also, then,
+                                   stall)
     for report in backward.values():
         report.standins = forward[None].standins
-    return forward, {name: backward[n] for n, name in enumerate(names)}
+    return forward, {name: backward[n] for n, name in enumerate(names) if n in runs}
 
 
 def _kinds(report, folder: Path) -> dict:
@@ -114,10 +121,12 @@ def _kinds(report, folder: Path) -> dict:
     return out
 
 
-def rank_steps(where: Path, model, rank, degree, inputs, targets, loss, optimizer, steps):
+def rank_steps(where: Path, model, rank, degree, runs, inputs, targets, loss, optimizer, steps):
     """A rank's training (compare_splits' also=): record_backward on its shard, each key written with its layout:
     a parameter's keys with the axis it is split on (None: whole on every rank), a module's output as split_rank
-    lays it out; module descriptions at full size (split_rank.full_modules)."""
+    lays it out; module descriptions at full size (split_rank.full_modules). Only the runs numbered in `runs`."""
+    if int(Path(where).name) not in runs:
+        return
     folder = Path(where) / STEPS
     folder.mkdir(parents=True, exist_ok=True)
     try:
