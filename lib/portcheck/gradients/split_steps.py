@@ -20,7 +20,8 @@ from portcheck.core.errors import PipelineError
 from portcheck.forward import split, split_rank
 from portcheck.forward.twin import F64
 from portcheck.gradients.against_itself import spread_of
-from portcheck.gradients.backward import (MAX_STEPS, _counterpart, judge_backward, record_backward, renames)
+from portcheck.gradients.backward import (_counterpart, checked_pairs, checked_steps, judge_backward, record_backward,
+                                          renames)
 from portcheck.gradients.result import LAST, BackwardReport
 from portcheck.mapping import fused, modules, pairing, shards
 
@@ -77,18 +78,12 @@ def compare_split_steps(torch_model, build, inputs, targets, loss, optimizer, de
     """compare_splits (the forward, module by module) and compare_split_backward for the model and each variant
     (or those of `trained`, None standing for the model as built), in one launch of the ranks: ({None: forward
     report, name: ...}, {None: backward report, name: ...})."""
-    if isinstance(steps, bool) or not isinstance(steps, int) or not 1 <= steps <= MAX_STEPS:
-        raise PipelineError(f"steps={steps!r}: give a whole number of optimizer steps from 1 to {MAX_STEPS} "
-                            "(each step is recorded in memory, on both sides and in float64) [PC600]")
-    for arg, value in (("loss", loss), ("optimizer", optimizer)):
-        if not (isinstance(value, (tuple, list)) and len(value) == 2):
-            raise PipelineError(f"compare_backward: {arg}= takes a pair, (torch's, Paddle's), got "
-                                f"{type(value).__name__}: pass {arg}=(torch_{arg}, paddle_{arg}) [PC605]")
+    checked_steps(steps), checked_pairs(loss=loss, optimizer=optimizer)  # before any rank starts
     split.reachable("the Paddle loss", loss[1]), split.reachable("the Paddle optimizer factory", optimizer[1])
     names = [None, *(variants or {})]
     runs = sorted(n for n, name in enumerate(names) if trained is None or name in trained)
-    also = functools.partial(rank_steps, runs=runs, inputs=inputs, targets=targets, loss=loss[1], optimizer=optimizer[1],
-                             steps=steps)
+    also = functools.partial(rank_steps, runs=runs, inputs=inputs, targets=targets, loss=loss[1],
+                             optimizer=optimizer[1], steps=steps)
     backward, torch_side = {}, {}
 
     def then(ranks, n, report):
@@ -110,7 +105,7 @@ def compare_split_steps(torch_model, build, inputs, targets, loss, optimizer, de
 def _kinds(report, folder: Path) -> dict:
     """{torch module: a type named and based as the Paddle layer it pairs with (a rank's lineage)} from the
     forward's pairing: what record_backward's torch_layouts reads for a layout declared by a Paddle type."""
-    lineage, out = json.loads((folder / "keys.json").read_text())["lineage"], {}
+    lineage, out = json.loads((folder / "keys.json").read_text()).get("lineage", {}), {}  # none: its run stopped
     for t, p in report.pairing.pairs.items():
         names = lineage.get("" if p == modules.ROOT else p)
         if names:
