@@ -1,6 +1,10 @@
 """The bugs tests/test_split.py plants in the tensor-parallel pair of examples/tiny_llama_split.py, each a change
 to one rank's model (or every rank's) after its shard is loaded. Each rank is a new process that imports this module:
 nothing heavy at its top."""
+import functools
+
+import numpy as np
+
 from examples.tiny_llama_split import build
 
 
@@ -69,3 +73,48 @@ def hangs_on_rank_1(rank, degree):
         import time
         time.sleep(3600)
     return build(rank, degree)
+
+
+def identity_not_summing(model, rank):
+    """layers.1's MLP column-parallel projections fed their input with no c_identity: the same forward, but in
+    backward the input's gradient is each rank's partial sum, never added across the ranks."""
+    import paddle.nn.functional as F
+    mlp = model.llama.layers[1].mlp
+    for linear in (mlp.gate_proj, mlp.up_proj):
+        linear.forward = functools.partial(F.linear, weight=linear.weight, bias=linear.bias)
+
+
+def grad_scaled_on_rank_1(model, rank):
+    """rank 1's shard of layers.1's down_proj weight given twice its gradient (a hook doubling it)."""
+    if rank == 1:
+        model.llama.layers[1].mlp.down_proj.weight.register_hook(lambda g: g * 2)
+
+
+BACKWARD_PLANTS = {"identity_not_summing": identity_not_summing, "grad_scaled_on_rank_1": grad_scaled_on_rank_1}
+TARGETS = np.random.RandomState(1).randint(0, 64, (2, 16)).astype("int64")
+
+
+def _logits(output):
+    return output if hasattr(output, "shape") else output[0]
+
+
+def torch_loss(output, targets):
+    import torch.nn.functional as F
+    logits = _logits(output)
+    return F.cross_entropy(logits.reshape([-1, logits.shape[-1]]), targets.reshape([-1]))
+
+
+def paddle_loss(output, targets):
+    import paddle.nn.functional as F
+    logits = _logits(output)
+    return F.cross_entropy(logits.reshape([-1, logits.shape[-1]]), targets.reshape([-1]))
+
+
+def torch_sgd(parameters):
+    import torch
+    return torch.optim.SGD(parameters, lr=0.5)
+
+
+def paddle_sgd(parameters):
+    import paddle
+    return paddle.optimizer.SGD(learning_rate=0.5, parameters=parameters)

@@ -3,6 +3,7 @@ against the torch model in this process (portcheck.forward.split): docs/large_mo
 green, with each bug of tests/split_pairs.py planted beside it in the same launch of the ranks, red at its module and
 rank; the shards and the bad input."""
 import multiprocessing
+import re
 import time
 
 import numpy as np
@@ -10,6 +11,7 @@ import pytest
 
 from portcheck.core.errors import PipelineError
 from portcheck.forward import split, standins
+from portcheck.gradients import split_steps
 from portcheck.mapping import shards
 
 import split_pairs as pairs
@@ -17,16 +19,25 @@ from examples import tiny_llama_split as pair
 from test_docs_blocks import DOCS, printed_as_said, python_blocks, run_in_process
 
 
+STEPS = 2  # optimizer steps each rank takes on its shard
+
+
 @pytest.fixture(scope="module")
 def reports(tmp_path_factory):
     """docs/large_models.md's split program, run alone in an empty folder with fresh globals, in this process (which
     imports transformers and paddlenlp already); the one compare_split it calls judges every plant beside the clean
-    split in the same launch of the ranks (compare_splits' variants): {None: the page's report, plant: its report,
-    "page": (exit status, output, what the page says it prints)}."""
+    split in the same launch of the ranks (compare_splits' variants), the model and the plants its training shows
+    trained STEPS steps there too
+    (compare_split_steps): {None: the page's report, plant: its report, "backward": {None or plant: its
+    compare_split_backward report}, "page": (exit status, output, what the page says it prints)}."""
     kept, original = {}, split.compare_split
 
     def with_plants(torch_model, build, inputs, degree=2, state=None, isolate=False, timeout=split.TIMEOUT):
-        kept.update(split.compare_splits(torch_model, build, inputs, degree, state, pairs.PLANTS, isolate, timeout))
+        forward, kept["backward"] = split_steps.compare_split_steps(
+            torch_model, build, inputs, pairs.TARGETS, (pairs.torch_loss, pairs.paddle_loss),
+            (pairs.torch_sgd, pairs.paddle_sgd), degree, state, STEPS, {**pairs.PLANTS, **pairs.BACKWARD_PLANTS},
+            isolate, timeout=timeout, trained=[None, "input_not_parallel", *pairs.BACKWARD_PLANTS])
+        kept.update(forward)
         return kept[None]
     split.compare_split = with_plants
     try:
@@ -91,6 +102,38 @@ def test_a_row_parallel_layer_told_its_input_is_whole_stops_named_at_its_module_
     report = reports["input_not_parallel"]
     assert not report.passed and report.stop_ranks == [0, 1], report.table()
     assert "the Paddle model stopped on rank 0, 1: in llama.layers.1.self_attn.o_proj: ValueError" in report.table()
+    trained = reports["backward"]["input_not_parallel"]  # its training stops too: red, one line, nothing judged
+    assert not trained.passed and trained.grads == [], trained.table()
+    assert re.match(r"^the Paddle model's training stopped on rank 0, 1 of 2: the paddle model's forward raised: "
+                    r"ValueError.*; nothing was judged \[PC923\]$", trained.table()), trained.table()
+
+
+def test_the_clean_split_trained_is_green_its_gradients_and_weights_gathered(reports):
+    report = reports["backward"][None]
+    assert report.passed and report.ranks == {} and report.first_diverging is None, report.table()
+    grads = {r.name for r in report.grads}  # every parameter's gradient: split ones joined, replicated ones whole
+    for name in ("model.embed_tokens.weight", "model.layers.0.self_attn.q_proj.weight", "lm_head.weight",
+                 "model.layers.1.mlp.down_proj.weight", "model.layers.1.mlp.down_proj.bias", "model.norm.weight"):
+        assert f"grad {name}" in grads, grads
+    assert len(report.steps) == STEPS and all(len(rows) > 20 for rows in report.steps), report.table()
+    assert "the Paddle model trained split across 2 ranks, each stepping its shard; on CPU:" in report.table()
+
+
+@pytest.mark.parametrize("plant, where, ranks", [
+    ("identity_not_summing", "grad model.layers.1.post_attention_layernorm.weight", [0, 1]),
+    ("grad_scaled_on_rank_1", "grad model.layers.1.mlp.down_proj.weight", [1]),
+])
+def test_a_gradient_wrong_on_the_ranks_is_red_at_its_parameter_and_rank_the_forward_green(reports, plant, where,
+                                                                                          ranks):
+    """A backward's bug the forward cannot see (its output green, module by module): red at the parameter where the
+    backward parts, with the ranks whose own gradient differs; every step after it red too."""
+    assert reports[plant].passed, reports[plant].table()
+    report = reports["backward"][plant]
+    assert not report.passed and report.first_diverging == where and report.parted() == ranks, report.table()
+    assert report.ranks[where] == ranks and f"{where} parts from torch on rank {', '.join(map(str, ranks))} of 2" \
+        in report.table()
+    weight = where.removeprefix("grad ")
+    assert not next(r for r in report.steps[0] if r.name == weight).passed, report.table()
 
 
 def test_a_shard_is_cut_on_the_axis_its_layer_declares_and_checked_against_the_rank_model():
@@ -121,6 +164,30 @@ def test_a_build_the_ranks_cannot_import_is_one_line_before_any_rank_starts(torc
     with pytest.raises(PipelineError, match=r"^build \('.*<lambda>'\) cannot reach the ranks: .* \[PC922\]$"):
         split.compare_split(torch_model, lambda rank, degree: None, pair.IDS, 2)
     assert multiprocessing.active_children() == []
+
+
+def test_a_paddle_loss_the_ranks_cannot_import_is_one_line_before_any_rank_starts(torch_model):
+    with pytest.raises(PipelineError, match=r"^the Paddle loss \('.*<lambda>'\) cannot reach the ranks: .* \[PC922\]$"):
+        split_steps.compare_split_backward(torch_model, pair.build, pair.IDS, pairs.TARGETS,
+                                           (pairs.torch_loss, lambda out, y: out), (pairs.torch_sgd, pairs.paddle_sgd))
+    assert multiprocessing.active_children() == []
+
+
+def test_layers_tp_and_a_run_of_a_split_paddle_model_are_one_line_naming_the_library_call(tmp_path, capsys):
+    import paddle
+    from portcheck import cli
+    from portcheck.scripts.hooks_paddle import PaddleSide
+    with pytest.raises(SystemExit) as ended:
+        cli.main(["layers", "--torch", str(tmp_path), "--paddle", str(tmp_path), "--tp", "2"])
+    err = capsys.readouterr().err.strip()
+    assert ended.value.code == 2 and "Traceback" not in err, err
+    assert re.search(r"--tp 2: layers compares the blocks in one process, .*portcheck\.forward\.split\.compare_split"
+                     r".*\[PC924\]$", err), err
+    model = paddle.nn.Linear(4, 6)
+    model.weight.is_distributed = True  # one rank's shard, as fleet's layers mark theirs
+    with pytest.raises(PipelineError, match=r"^the Paddle model is split in tensor parallel \(weight is one rank's "
+                                            r"shard\): run .*compare_split_backward.*\[PC925\]$"):
+        PaddleSide().start_from_torch(model, {}, None)
 
 
 def test_a_paddle_whose_private_names_moved_is_refused_with_nothing_replaced(monkeypatch):
@@ -154,10 +221,14 @@ def test_ranks_that_outlast_the_timeout_are_one_line_every_rank_ended(torch_mode
 
 
 def test_a_rank_that_hangs_is_named_the_one_waiting_for_it_is_not(torch_model):
-    with pytest.raises(PipelineError, match=r"^rank 1 of 2 did not finish in 30 s: it had set up fleet, the other "
-                                            r"ranks had built its model \(run 1\); every rank ended;.*\[PC424\]$"):
-        split.compare_split(torch_model, pairs.hangs_on_rank_1, pair.IDS, 2, timeout=30)
-    assert multiprocessing.active_children() == []
+    """Named once it has stayed behind the others `stall` seconds (rank 1 sleeps an hour), not at the launch's
+    timeout: the ranks' start, which only the timeout bounds, takes 10-30 s on a loaded 2-core machine."""
+    start = time.monotonic()
+    with pytest.raises(PipelineError, match=r"^rank 1 of 2 did not move on for 5 s: it had set up fleet, the other "
+                                            r"ranks had built its model \(run 1\); every rank ended;.* give stall= "
+                                            r"more seconds .*\[PC424\]$"):
+        split.compare_split(torch_model, pairs.hangs_on_rank_1, pair.IDS, 2, timeout=300, stall=5)
+    assert multiprocessing.active_children() == [] and time.monotonic() - start < 300
 
 
 def test_ranks_that_disagree_on_the_config_are_one_line_each_field():

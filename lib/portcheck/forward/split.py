@@ -63,28 +63,35 @@ class SplitReport(ForwardReport):
         return "\n".join(lines)
 
 
-def compare_split(torch_model, build, inputs, degree=2, state=None, isolate=False, timeout=TIMEOUT) -> SplitReport:
+def compare_split(torch_model, build, inputs, degree=2, state=None, isolate=False, timeout=TIMEOUT,
+                  stall=None) -> SplitReport:
     """The Paddle model built by build(rank, degree) on each of `degree` ranks (a function at the top level of a
     module: each rank is a new process), judged against torch_model (eval mode is the caller's; Paddle's is set).
     state: a single-card Paddle state (convert's), each rank's shard cut from it and checked against its model
     (portcheck.mapping.shards); None: build loads its own (paddlenlp's from_pretrained(..., tensor_parallel_degree=,
     tensor_parallel_rank=)). isolate=True: every paired module judged on torch's own values too (compare_forward's),
     each rank's module fed its part of torch's input. Returns a SplitReport: compare_forward's report, with .ranks
-    and .parted()."""
-    return compare_splits(torch_model, build, inputs, degree, state, isolate=isolate, timeout=timeout)[None]
+    and .parted(). timeout: seconds the whole launch may take; stall: seconds a rank may stay behind the others
+    (every one started) with none moving on (fleet set up, a model built, its modules recorded): a rank that hangs
+    while the others wait for it is named then, not at the timeout."""
+    return compare_splits(torch_model, build, inputs, degree, state, isolate=isolate, timeout=timeout,
+                          stall=stall)[None]
 
 
 def compare_splits(torch_model, build, inputs, degree=2, state=None, variants=None, isolate=False,
-                   timeout=TIMEOUT) -> dict:
+                   timeout=TIMEOUT, also=None, then=None, stall=None) -> dict:
     """compare_split for the model as built and for each of `variants` ({name: fn(model, rank) changing the
-    rank's model, or returning another}), all in one launch of the ranks: {None: the model's report, name: ...}."""
+    rank's model, or returning another}), all in one launch of the ranks: {None: the model's report, name: ...}.
+    also(folder, model, rank, degree), a function at the top level of a module: more work each rank does on each
+    run's model once recorded, in that run's folder (portcheck.gradients.split_steps' training steps);
+    then(ranks, n, report): the parent's side of it, after run n is judged (ranks.folder / f"rank{r}" / str(n))."""
     variants = dict(variants or {})
     checked_degree(torch_model, degree)
     torch_record = record_forward(torch_model, inputs)
     folder = Path(tempfile.mkdtemp(prefix="portcheck_split_"))
-    ranks = Ranks(folder, degree, timeout)
+    ranks = Ranks(folder, degree, timeout, stall)
     try:
-        ranks.start(build, inputs, state, list(variants.values()), isolate)
+        ranks.start(build, inputs, state, list(variants.values()), isolate, also)
         out, paired = {}, None
         for n, name in enumerate([None, *variants]):
             ranks.wait(lambda: all((folder / f"rank{r}" / str(n) / "keys.json").is_file() for r in range(degree)))
@@ -93,6 +100,8 @@ def compare_splits(torch_model, build, inputs, degree=2, state=None, variants=No
             if isolate:
                 isolated(torch_model, inputs, torch_record, report, ranks, n)
             out[name] = report
+            if then is not None:
+                then(ranks, n, report)
         line, peaks = ranks.finish()
         for report in out.values():
             report.standins, report.peak_mb = line, peaks
@@ -116,28 +125,22 @@ def checked_degree(torch_model, degree):
 
 class Ranks:
     """The ranks of one launch: started, waited for while the parent judges, ended. A rank that fails, dies or
-    outlasts the timeout is one line naming it, every rank ended first."""
+    outlasts the timeout (or stays behind the others `stall` seconds, none moving on) is one line naming it, every
+    rank ended first."""
 
-    def __init__(self, folder: Path, degree: int, timeout: float):
-        self.folder, self.degree, self.timeout, self.processes = folder, degree, timeout, []
+    def __init__(self, folder: Path, degree: int, timeout: float, stall=None):
+        self.folder, self.degree, self.timeout, self.stall, self.processes = folder, degree, timeout, stall, []
 
-    def start(self, build, inputs, state, variants, isolate):
-        import pickle
+    def start(self, build, inputs, state, variants, isolate, also=None):
         import paddle.distributed as dist
-        for what, fn in [("build", build)] + [("a variant", v) for v in variants]:
-            try:
-                pickle.dumps(fn)
-            except Exception as e:  # noqa: BLE001 - pickle says "Can't pickle" in several exception types
-                raise PipelineError(f"{what} ({getattr(fn, '__qualname__', fn)!r}) cannot reach the ranks: each rank "
-                                    "is a new process that imports it, so give a function defined at the top level "
-                                    f"of a module (not a lambda, nor one defined inside another): {first_line(e)} "
-                                    "[PC922]") from None
+        for what, fn in [("build", build)] + [("a variant", v) for v in variants] + [("also", also)] * bool(also):
+            reachable(what, fn)
         from portcheck.forward import standins
         cpu = standins.on_cpu(self.degree)
         if cpu:
             standins.checked()  # a Paddle whose names moved: its one line here, before any rank starts
         self.deadline = time.monotonic() + self.timeout
-        args = (str(self.folder), build, inputs, self.degree, state, variants, isolate)
+        args = (str(self.folder), build, inputs, self.degree, state, variants, isolate, also)
         # kept while the ranks run: its queues, which each rank unpickles as it starts, die with it
         self.context = context = dist.spawn(split_rank.run, args=args, nprocs=self.degree, join=False, daemon=True,
                                             backend="gloo" if cpu else "nccl")
@@ -145,12 +148,20 @@ class Ranks:
 
     def wait(self, ready):
         """Until ready() holds, or a rank fails, or the time is out (then every rank ended and one line)."""
-        failed = None
+        failed, stalled, stages, moved = None, False, None, time.monotonic()  # the parent's own work is no stall
         while not ready():
             failed = next((r for r, p in enumerate(self.processes) if p.exitcode not in (None, 0)), None)
             left = self.deadline - time.monotonic()
             if failed is not None or left <= 0 or not any(p.is_alive() for p in self.processes):
                 break
+            if self.stall is not None:
+                now = [_stage(self.folder, r) for r in range(self.degree)]
+                moved, stages = (moved, stages) if now == stages else (time.monotonic(), now)
+                # a rank left behind the others, none moving on: the lockstep ranks' own work (a collective setup,
+                # a build) never counts, nor does the parent's between waits
+                stalled = 0 <= min(now) < max(now) and time.monotonic() - moved > self.stall
+                if stalled:
+                    break
             multiprocessing.connection.wait([p.sentinel for p in self.processes if p.is_alive()],
                                             timeout=min(left, 0.05))
         else:
@@ -163,9 +174,11 @@ class Ranks:
                                 f"died (exit code {self.processes[failed].exitcode})") + "; every rank ended [PC423]")
         stages = [_stage(folder, r) for r in range(degree)]
         behind = [r for r in range(degree) if stages[r] == min(stages)]  # the others wait for them in a collective
-        raise PipelineError(f"rank {', '.join(map(str, behind))} of {degree} did not finish in {self.timeout} s: "
-                            f"{_behind(stages)}; every rank ended; look for what only that rank does, or give "
-                            "timeout= more seconds if the model is that slow [PC424]")
+        limit = (f"did not move on for {self.stall} s", "stall=") if stalled else \
+            (f"did not finish in {self.timeout} s", "timeout=")
+        raise PipelineError(f"rank {', '.join(map(str, behind))} of {degree} {limit[0]}: {_behind(stages)}; every "
+                            f"rank ended; look for what only that rank does, or give {limit[1]} more seconds if the "
+                            "model is that slow [PC424]")
 
     def finish(self) -> tuple:
         """Every rank's end waited for, their configs compared: (the stand-ins' line, each rank's peak memory)."""
@@ -187,6 +200,17 @@ class Ranks:
     def _done(self, process) -> bool:
         rank = self.processes.index(process)
         return (self.folder / f"rank{rank}" / split_rank.DONE).is_file()
+
+
+def reachable(what: str, fn):
+    """fn, which each rank imports, picklable; else one line naming `what`."""
+    import pickle
+    try:
+        pickle.dumps(fn)
+    except Exception as e:  # noqa: BLE001 - pickle says "Can't pickle" in several exception types
+        raise PipelineError(f"{what} ({getattr(fn, '__qualname__', fn)!r}) cannot reach the ranks: each rank is a new "
+                            "process that imports it, so give a function defined at the top level of a module (not a "
+                            f"lambda, nor one defined inside another): {first_line(e)} [PC922]") from None
 
 
 def _stage(folder: Path, rank: int) -> int:

@@ -56,8 +56,9 @@ def full_modules(model, degree: int) -> dict:
     return out
 
 
-def run(folder, build, inputs, degree, state, variants, isolate=False):
-    """One rank's whole work (paddle.distributed.spawn's target): each variant's record in folder/rank<r>/<n>/.
+def run(folder, build, inputs, degree, state, variants, isolate=False, also=None):
+    """One rank's whole work (paddle.distributed.spawn's target): each variant's record in folder/rank<r>/<n>/,
+    then also(that folder, the model, rank, degree) where given (split.compare_splits').
     Any failure is one line in its folder's error.txt; the parent reads it."""
     import paddle.distributed as dist
     rank = dist.get_rank()
@@ -79,6 +80,8 @@ def run(folder, build, inputs, degree, state, variants, isolate=False):
             reached(3 + 2 * n)
             if isolate:
                 forced(where / str(n), model, inputs)
+            if also is not None:
+                also(where / str(n), model, rank, degree)
         write(where / DONE, json.dumps({"standins": line, "config": config, "peak_mb": _peak_mb()}))
     except Exception as e:  # noqa: BLE001 - any failure of a rank is its one line, read by the parent
         message = str(e) if isinstance(e, PipelineError) else first_line(e, 300)
@@ -141,7 +144,7 @@ def _record(where: Path, model, inputs, degree):
     keys, arrays = [], {}
     for key, value in record.items():
         arrays[f"k{len(keys)}"] = np.asarray(value)
-        keys.append([key, _layout(key, value, kinds)])
+        keys.append([key, layout_of(key, value, kinds)])
     for pair in keys:  # the model's own output: laid out as the module's output it is (the head's)
         if pair[0].startswith(f"out/{modules.ROOT}"):
             value = record[pair[0]]
@@ -190,7 +193,7 @@ def read_kept(where: Path) -> tuple:
         return [(k, arrays[f"k{i}"], s) for i, (k, s) in enumerate(meta["keys"])], meta["error"]
 
 
-def _layout(key, value, kinds) -> str:
+def layout_of(key, value, kinds) -> str:
     """A record key's layout across the ranks (layouts): out/ and in/ keys by their module's; the rest the same."""
     side, _, rest = key.partition("/")
     if side not in ("out", "in"):

@@ -472,6 +472,8 @@ def add_parser(sub):
     p.add_argument("--device", default="cpu", help="where torch's blocks run (cuda:0; default cpu)")
     p.add_argument("--table", action="store_true", help="print every module's row too (compare_forward's table)")
     p.add_argument("--plot", type=Path, metavar="PNG", help="draw compare_forward's plot there")
+    p.add_argument("--tp", type=int, metavar="N", help="not taken here: a Paddle checkpoint run split across N ranks "
+                   "is compared by portcheck.forward.split.compare_split (docs/large_models.md)")
     return p
 
 
@@ -504,6 +506,12 @@ def held(sizes: dict) -> dict:
 
 
 def main(args) -> int:
+    if args.tp is not None:
+        raise PipelineError(f"--tp {args.tp}: layers compares the blocks in one process, not split across ranks; for a "
+                            "Paddle model in tensor parallel call portcheck.forward.split.compare_split (and "
+                            "portcheck.gradients.split_steps.compare_split_backward) with a build(rank, degree) "
+                            "loading from_pretrained(DIR, tensor_parallel_degree=N, tensor_parallel_rank=rank), as "
+                            "docs/large_models.md shows [PC924]")
     sizes = {"torch": folder_sizes(args.torch, "torch"), "paddle": folder_sizes(args.paddle, "paddle")}
     if args.ids is not None:
         from portcheck.core.fileio import load_array

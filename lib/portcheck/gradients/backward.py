@@ -67,10 +67,7 @@ def compare_backward(torch_model, paddle_model, inputs, targets, loss, optimizer
     optimizer clips (grad_clip=paddle.nn.ClipGradByGlobalNorm(1.0) or ClipGradByValue). The gradients recorded
     are before clipping, the weights after it."""
     checked_args(None, mean_bound)  # before any training: a bad bound would only show when .passed is read
-    for arg, value in (("loss", loss), ("optimizer", optimizer), ("scheduler", scheduler), ("clip", clip)):
-        if not (isinstance(value, (tuple, list)) and len(value) == 2) and (value is not None or arg in ("loss", "optimizer")):
-            raise PipelineError(f"compare_backward: {arg}= takes a pair, (torch's, Paddle's), got "
-                                f"{type(value).__name__}: pass {arg}=(torch_{arg}, paddle_{arg}) [PC605]")
+    checked_pairs(loss=loss, optimizer=optimizer, scheduler=scheduler, clip=clip)
     kinds, loose = {}, {}
     planned = plan(torch_model, paddle_model, name_map, layouts, inputs, paddle_kinds=kinds, loose=loose)
     import torch
@@ -102,6 +99,21 @@ def compare_backward(torch_model, paddle_model, inputs, targets, loss, optimizer
         torch_model.load_state_dict(after)
         return run
     return judged(t, p, name_map, mean_bound, again)
+
+
+def checked_pairs(**pairs):
+    """Each of compare_backward's pairs (torch's, Paddle's), loss and optimizer given, else one line."""
+    for arg, value in pairs.items():
+        given = value is not None or arg in ("loss", "optimizer")
+        if given and not (isinstance(value, (tuple, list)) and len(value) == 2):
+            raise PipelineError(f"compare_backward: {arg}= takes a pair, (torch's, Paddle's), got "
+                                f"{type(value).__name__}: pass {arg}=(torch_{arg}, paddle_{arg}) [PC605]")
+
+
+def checked_steps(steps):
+    if isinstance(steps, bool) or not isinstance(steps, numbers.Integral) or not 1 <= steps <= MAX_STEPS:
+        raise PipelineError(f"steps={steps!r}: give a whole number of optimizer steps from 1 to {MAX_STEPS} "
+                            "(each step is recorded in memory, on both sides and in float64) [PC600]")
 
 
 def judged(torch_record, paddle_record, name_map=None, mean_bound=LOSS_MEAN_BOUND, again=None) -> BackwardReport:
@@ -169,9 +181,7 @@ def record_backward(model, inputs, targets, loss, optimizer, scheduler=None, ste
     (twin.float64, from the weights it started with) takes the same steps (keys prefixed "f64:"); a Paddle
     model's by its own names. Both carry what pairing reads of each module (mod/ keys). Train or eval mode is the
     caller's (BatchNorm's batch statistics and running-stat updates are compared in train mode)."""
-    if isinstance(steps, bool) or not isinstance(steps, numbers.Integral) or not 1 <= steps <= MAX_STEPS:
-        raise PipelineError(f"steps={steps!r}: give a whole number of optimizer steps from 1 to {MAX_STEPS} "
-                            "(each step is recorded in memory, on both sides and in float64) [PC600]")
+    checked_steps(steps)
     empty = [np.shape(v) for v in (inputs.values() if isinstance(inputs, dict) else
                                    inputs if isinstance(inputs, (tuple, list)) else [inputs]) if not np.size(v)]
     if empty:

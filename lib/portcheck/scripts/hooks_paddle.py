@@ -74,6 +74,14 @@ class PaddleSide(SharedSide):
         converse (untied_torch: torch's head a Linear of its own, Paddle's a matmul with the embedding's weight).
         A Paddle module --layouts declares fused (paddlenlp's qkv_proj) pairs by its parts, each with a torch module,
         and starts from their tensors joined as convert joins them (_join)."""
+        from portcheck.core.errors import PipelineError
+        split = next((name for name, p in model.named_parameters() if getattr(p, "is_distributed", False)), None)
+        if split is not None:
+            raise PipelineError(f"the Paddle model is split in tensor parallel ({split} is one rank's shard): run "
+                                "compares a model whole on each rank (one process, or data-parallel ranks); call "
+                                "portcheck.forward.split.compare_split and portcheck.gradients.split_steps."
+                                "compare_split_backward with the model's build(rank, degree), as "
+                                "docs/large_models.md shows [PC925]")
         from portcheck.gradients.backward import _counterpart, renames
         from portcheck.mapping.layouts import CONFIGS_DIFFER
         from portcheck.mapping.state import names_of_one_tensor
@@ -82,7 +90,6 @@ class PaddleSide(SharedSide):
         from portcheck.core.keys import ROOT, module_of, split_key
         from portcheck.mapping.modules import describe
         from portcheck.mapping.pairing import pair
-        from portcheck.core.errors import PipelineError
         rec = Recorder()
         handles = rec.attach(model)
         try:
