@@ -377,15 +377,24 @@ def per_step(rec: dict, kind: str, exact: bool = False) -> dict:
 
 
 def numeric_arrays(arrays, what: str) -> dict:
-    """A dict of str keys to numeric numpy arrays (reprod_log's format), else one line naming the first bad value."""
+    """A dict of str keys to numeric numpy arrays (reprod_log's format), else one line naming the first bad value. A
+    torch or Paddle tensor is taken as its values (a copy, data.to_numpy): each side's script saves its own
+    framework's tensors, and neither framework is imported here."""
     if not isinstance(arrays, dict):
         raise PipelineError(f"{what} must be a dict of numpy arrays, got a {type(arrays).__name__} [PC115]")
+    arrays = {k: data.to_numpy(v, f"{what}[{report.one_line(repr(k))[:40]}]") if _tensor(v) else v
+              for k, v in arrays.items()}
     for key, value in arrays.items():
         if not isinstance(key, str) or not isinstance(value, np.ndarray) or value.dtype.kind not in "biuf":
             raise PipelineError(f"{what}[{report.one_line(repr(key))[:40]}] is a {type(value).__name__}"
                                 f"{'' if not isinstance(value, np.ndarray) else ' of ' + str(value.dtype)}: give "
                                 "numeric numpy arrays (np.asarray(value)) [PC119]")
     return arrays
+
+
+def _tensor(value) -> bool:
+    """A torch or Paddle tensor (read by its methods: the caller's framework is never imported here)."""
+    return not isinstance(value, np.ndarray) and callable(getattr(value, "numpy", None)) and hasattr(value, "shape")
 
 
 def bp_align(rec: dict, exact: bool = False) -> dict:
@@ -411,9 +420,9 @@ def save_side(folder, pair: str, framework: str, arrays: dict, depends: dict, sc
     folder, pair = Path(folder), pair_name(pair)
     if framework not in SUFFIX:
         raise PipelineError(f"framework={report.one_line(repr(framework))[:40]}: one of {', '.join(SUFFIX)} [PC117]")
-    numeric_arrays(arrays, "arrays")
+    arrays = numeric_arrays(arrays, "arrays")
     if exact is not None:
-        numeric_arrays(exact, "exact")
+        exact = numeric_arrays(exact, "exact")
     path = folder / f"{pair}_{framework}.npy"
     for target in (path, *([folder / f"{pair}{EXACT}"] if exact is not None else [])):  # all before the first write
         writable(target)
