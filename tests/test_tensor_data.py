@@ -1,7 +1,7 @@
 """Data handed over as each side's own tensors, as a user's pt_ and pd_ scripts hold it: torch tensors on one side,
-Paddle tensors on the other (save_side takes them as their values), and labels of two integer widths (torch's
-DataLoader collates int64, a Paddle dataset may give int32): the same data when every value is equal. A value that
-differs, or float64 features against float32 ones, stays red."""
+Paddle tensors on the other (save_side takes them as their values). A value that differs, float64 features against
+float32 ones, or labels of another integer width (torch's DataLoader collates int64, a Paddle dataset may give
+int32) stay red: a dtype mismatch is a failure."""
 import numpy as np
 import pytest
 
@@ -35,16 +35,22 @@ def loaders(labels=np.int32, features=np.float32, change=None):
             paddle.io.DataLoader(PaddleSet(), batch_size=4))
 
 
-def test_int64_labels_against_int32_ones_of_equal_values_are_the_same_data():
-    pt, pd = loaders()
+def test_torch_tensors_against_paddle_tensors_are_compared_as_values():
+    pt, pd = loaders(labels=np.int64)
     t, p = data.record_batches(pt), data.record_batches(pd)
-    assert t["batch_0/y"].dtype == np.int64 and p["batch_0/y"].dtype == np.int32
+    assert t["batch_0/y"].dtype == p["batch_0/y"].dtype == np.int64
     assert data.judge_batches(t, p).passed
+
+
+def test_int32_labels_against_int64_ones_are_a_dtype_mismatch():
+    pt, pd = loaders()
+    report = data.judge_batches(data.record_batches(pt), data.record_batches(pd))
+    assert not report.passed and "dtype torch int64 vs paddle int32" in report.line(), report.line()
 
 
 @pytest.mark.parametrize("plant", ["label", "float64 features"])
 def test_a_label_that_differs_or_wider_features_stay_red(plant):
-    pt, pd = loaders(change=5) if plant == "label" else loaders(features=np.float64)
+    pt, pd = loaders(np.int64, change=5) if plant == "label" else loaders(np.int64, features=np.float64)
     report = data.judge_batches(data.record_batches(pt), data.record_batches(pd))
     said = {"label": "batch 1, key y: index [1]: torch 2 vs paddle 3", "float64 features": "dtype torch float32"}
     assert not report.passed and said[plant] in report.line(), report.line()
