@@ -102,7 +102,8 @@ def test_a_kink_paddle_crosses_at_a_later_step_is_torch_spread_and_a_momentum_pl
     # the kink's jump: far over K_BACKWARD x torch's own error, within torch's spread against itself
     jumped = [r for rows in report.steps for r in rows if r.name != "lr" and r.rule.spread_decides(r)
               and r.max > calibrated.K_BACKWARD * r.err32 + calibrated.Measured.floor(r)]
-    assert jumped and all("torch against itself" in r.key_figures() for r in jumped), report.table()
+    assert all("torch against itself" in r.key_figures() for r in jumped), report.table()
+    assert jumped or not report.crossed, report.table()  # a CPU whose kernels cross no kink here: no jump either
     report = judged(t, planted, again=again)
     assert not report.passed and all(r.passed for r in report.grads), report.table()
 
