@@ -91,17 +91,20 @@ def test_a_jump_torch_takes_against_itself_is_within_and_a_larger_one_red(record
 @pytest.mark.usefixtures("two_threads")
 def test_a_kink_paddle_crosses_at_a_later_step_is_torch_spread_and_a_momentum_plant_red():
     """A net where Paddle crosses a ReLU kink at step 5 that torch moved one ulp with the same kernels does not
-    (tools/bench_k_backward.py --kinks): torch's run against itself with other threads crosses it too."""
-    t, clean, planted, _ = bench.kink_records(*bench.KINK_NETS["other threads"], bench.sgd("torch"),
-                                              [(bench.sgd("paddle"), None), (bench.sgd("paddle", 0.8), None)])
+    (tools/bench_k_backward.py --kinks): torch's run against itself with other threads crosses it too on some CPUs'
+    kernels; on others only torch's run taking Paddle's side of it does (backward.judged, as compare_backward
+    judges): green either way, the jump decided by torch against itself, and a momentum plant red."""
+    t, clean, planted, again = bench.kink_records(*bench.KINK_NETS["other threads"], bench.sgd("torch"),
+                                                  [(bench.sgd("paddle"), None), (bench.sgd("paddle", 0.8), None)])
     assert any(k.startswith(MOVED + "final/") for k in t) and not any(k.startswith(SPREAD_KEY) for k in t)
-    report = judge_backward(t, clean)
+    report = judged(t, clean, again=again)
     assert report.passed, report.table()
     # the kink's jump: far over K_BACKWARD x torch's own error, within torch's spread against itself
     jumped = [r for rows in report.steps for r in rows if r.name != "lr" and r.rule.spread_decides(r)
               and r.max > calibrated.K_BACKWARD * r.err32 + calibrated.Measured.floor(r)]
-    assert jumped and all("torch against itself" in r.key_figures() for r in jumped), report.table()
-    report = judge_backward(t, planted)
+    assert all("torch against itself" in r.key_figures() for r in jumped), report.table()
+    assert jumped or not report.crossed, report.table()  # a CPU whose kernels cross no kink here: no jump either
+    report = judged(t, planted, again=again)
     assert not report.passed and all(r.passed for r in report.grads), report.table()
 
 
@@ -136,7 +139,11 @@ def test_a_hand_ins_bp_align_carries_torchs_spread_and_the_folder_judges_as_the_
     assert verdicts["clean"].passed, verdicts["clean"].describe_measured()
     spread = {r.name: r for r in verdicts["clean"].rows if r.rule.spread_decides(r)}
     alone = {r.name: r for r in verdicts["alone"].rows}
-    assert spread and all(r.allowed > alone[name].allowed for name, r in spread.items())
+    # torch's spread decides where torch's moved run crosses the kink Paddle's does (some CPUs' kernels): there it
+    # widens the allowance; elsewhere the digests are within torch's own error alone (both verdicts asserted)
+    assert all(r.allowed >= alone[r.name].allowed for r in verdicts["clean"].rows)
+    assert all(r.allowed > alone[name].allowed for name, r in spread.items())
+    assert spread or verdicts["alone"].passed, verdicts["alone"].describe_measured()
     bad = verdicts["planted"]
     assert not bad.passed and any(not r.passed and r.name.startswith("weights_") for r in bad.rows), \
         bad.describe_measured()
