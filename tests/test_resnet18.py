@@ -367,27 +367,27 @@ def test_training_plants_are_named_at_their_module(torch_training, plant, where)
 
 
 @pytest.fixture(scope="module")
-def weight_decay_3x():
-    """Paddle's Step 4 training with weight decay 3e-4 where torch has 1e-4 (both cases below judge it)."""
+def weight_decay_5x():
+    """Paddle's Step 4 training with weight decay 5e-4 where torch has 1e-4 (both cases below judge it)."""
     _, pd = models()
-    return record_backward(pd.train(), *resnet.batch(), *resnet.paddle_training(weight_decay=3e-4),
+    return record_backward(pd.train(), *resnet.batch(), *resnet.paddle_training(weight_decay=5e-4),
                            resnet.QUICK_BP_STEPS)
 
 
 @pytest.mark.parametrize("carries, green", [("losses", True), ("bp_align", False)],
                          ids=["losses alone", "handin.bp_align"])
-def test_the_hand_ins_bp_align_carries_the_updates(torch_training, weight_decay_3x, tmp_path, capsys, carries, green):
+def test_the_hand_ins_bp_align_carries_the_updates(torch_training, weight_decay_5x, tmp_path, capsys, carries, green):
     """issue 47: Step 4's bp_align is handin.bp_align's (each step's loss, lr and update digest), as pt_bp.py and
-    pd_bp.py write it. A Paddle weight decay of 3e-4 where torch has 1e-4 moves the losses of 3 steps less than
-    rounding does (green from losses alone, the pair as it was) and the second update's digest (each weight's mean
-    |update|) 132 x torch's own error, over K_BACKWARD's 128 (a thin margin, measured): red from the folder, named
-    at a weights_ key."""
+    pd_bp.py write it. A Paddle weight decay of 5e-4 where torch has 1e-4 moves the losses of 3 steps less than
+    rounding does (green from losses alone, the pair as it was) and the first update's digest (each weight's mean
+    |update|) 216 x torch's own error, over K_BACKWARD's 128, at one thread and two, on avx512 and avx2 (measured;
+    3e-4 gave 115-132 x, under the bound on one thread): red from the folder, named at a weights_ key."""
     from portcheck import cli
     from portcheck.pipeline import handin
     pair = handin.bp_align if carries == "bp_align" else lambda rec, exact=False: handin.per_step(rec, "loss", exact)
     handin.save_side(tmp_path, "bp_align", "torch", pair(torch_training), {"inputs": "x"}, "pt_bp.py",
                      exact=pair(torch_training, exact=True))
-    handin.save_side(tmp_path, "bp_align", "paddle", pair(weight_decay_3x), {"inputs": "x"}, "pd_bp.py")
+    handin.save_side(tmp_path, "bp_align", "paddle", pair(weight_decay_5x), {"inputs": "x"}, "pd_bp.py")
     handin.judge_and_log(tmp_path, "bp_align", after_steps=True, top=tmp_path / "log_reprod")
     assert cli.check(tmp_path / "log_reprod", only="bp_align") == (0 if green else 1)
     line = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("bp_align:"))
