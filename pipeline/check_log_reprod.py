@@ -17,6 +17,8 @@ differences can never exceed the real diff, so a tampered value shows), Step 5's
 Exit 1 if any pair is red or missing, 2 on bad input.
 """
 import argparse
+import contextlib
+import io
 import sys
 from pathlib import Path
 
@@ -29,7 +31,7 @@ import numpy as np
 
 from bert_sst2 import diagnose, flags, paths, tolerances
 from portcheck import cli
-from portcheck.core import diff, record, report
+from portcheck.core import diff, page, record, report
 from portcheck.core.errors import PipelineError, run_main
 from portcheck.core.fileio import load_npy
 
@@ -95,6 +97,26 @@ def findings(folder: Path, pair: str) -> list:
     return out
 
 
+def ours(folder: Path) -> bool:
+    """Whether this pipeline wrote `folder` (its diagnostics/ holds Step 1's module statistics)."""
+    return (folder / DIAGNOSTICS / f"forward_modules_stats_torch{record.SUFFIX}").is_file()
+
+
+def write_page(folder: Path) -> str:
+    """The hand-in's page as this check derives it (every pair, BERT's verdicts on them), left as
+    folder/diagnostics/report.html beside the pictures: run_all's last write. Its lines go to the page alone
+    (SUMMARY.md says them); returns the line naming the page, or why there is none."""
+    ap = argparse.ArgumentParser()
+    cli.add_check_flags(ap)
+    args = ap.parse_args(["--html", str(folder / DIAGNOSTICS / page.NAME)])
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):
+            red = cli.run_check(folder, args, findings if ours(folder) else None)
+    except PipelineError as e:
+        return report.one_line(f"no page of {paths.shown(folder)}: {e}")
+    return f"page: {paths.shown(args.html)} (the hand-in as check_log_reprod.py judges it: {'RED' if red else 'green'})"
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False)
     ap.add_argument("folder", nargs="?", type=Path, help="a hand-in folder (default: the one run_all.py writes: "
@@ -105,8 +127,7 @@ def main():
     if not folder.is_dir() and args.folder is None:
         raise PipelineError(f"no hand-in at {paths.shown(folder)} yet: run `python pipeline/run_all.py` first, or pass a "
                             "folder (log_reprod is the committed reference)")
-    ours = (folder / DIAGNOSTICS / f"forward_modules_stats_torch{record.SUFFIX}").is_file()  # this pipeline wrote it
-    return cli.run_check(folder, args, findings if ours else None)
+    return cli.run_check(folder, args, findings if ours(folder) else None)
 
 
 if __name__ == "__main__":

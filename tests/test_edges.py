@@ -433,6 +433,25 @@ def test_no_hand_in_yet_says_to_run_the_pipeline(tmp_path):
     assert "no hand-in at log_reprod yet: run `python pipeline/run_all.py` first" in proc.stderr
 
 
+def test_the_pipelines_hand_in_leaves_its_page_as_its_check_judges_it(tmp_path):
+    """run_all.py's last write: log_reprod/diagnostics/report.html, check_log_reprod.py's verdict as a page; a pair
+    broken after the run makes it red, and a page portcheck did not write there is left as it is, in one line."""
+    import importlib.util
+    from portcheck.core import page
+    spec = importlib.util.spec_from_file_location("check_log_reprod", ROOT / "pipeline" / "check_log_reprod.py")
+    checker = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(checker)
+    folder = hand_in_copy(tmp_path)
+    written = folder / "diagnostics" / page.NAME
+    for plant in ("clean", "forward copied"):
+        said = checker.write_page(folder)
+        code = inproc("pipeline/check_log_reprod.py", folder, home=tmp_path).returncode
+        assert said.endswith(f"judges it: {'green' if plant == 'clean' else 'RED'})") and code == (plant != "clean")
+        assert page.ours(written) and f'data-verdict="{"green" if code == 0 else "red"}"' in written.read_text()
+        shutil.copy(folder / "forward_torch.npy", folder / "forward_paddle.npy")
+    written.write_text("a contestant's own page")
+    assert "[PC191]" in checker.write_page(folder) and written.read_text() == "a contestant's own page"
+
 def test_one_frameworks_result_never_passes_as_the_others(tmp_path):
     # 3. the committed hand-in re-derives green; torch's forward result and record copied over Paddle's, or
     # Paddle's result replaced while its record stays, is red

@@ -193,6 +193,30 @@ def test_view_prints_the_path_and_says_when_there_is_no_display(folders, tmp_pat
         assert e.value.code == 0 and said(capsys.readouterr().out.strip(), out) and page.ours(out)
 
 
+def test_view_of_runs_output_judges_the_pairs_run_hands_in(tmp_path, capsys, monkeypatch):
+    """`view DIR` on `portcheck run`'s output: its hand-in asked for what run makes (else a green run's page is red
+    for metric and train_align, pairs run never writes); a bare DIR/log_reprod/ (no run's digests: a contestant's
+    folder) and an --only of the user's own are left as given."""
+    from portcheck import cli
+    from portcheck.scripts import folders
+    asked = []
+    monkeypatch.setattr(cli, "run_check", lambda folder, args: asked.append((folder, args.only)) or 0)
+    out = tmp_path / "run_out"
+    (out / "log_reprod").mkdir(parents=True)
+    for flags in ([], ["--only", "forward"]):
+        with pytest.raises(SystemExit):
+            cli.main(["view", str(out), "--no-browser", "--html", str(tmp_path / "p.html"), *flags])
+    (out / folders.DIGESTS).write_text("")
+    with pytest.raises(SystemExit):
+        cli.main(["view", str(out), "--no-browser", "--html", str(tmp_path / "p.html")])
+    (out / "log_reprod" / "train_align_torch.npy").write_bytes(b"")
+    with pytest.raises(SystemExit):
+        cli.main(["view", str(out), "--no-browser", "--html", str(tmp_path / "p.html")])
+    first = ",".join(("config", *folders.PAIRS))
+    assert asked == [(out / "log_reprod", None), (out / "log_reprod", "forward"), (out / "log_reprod", first),
+                     (out / "log_reprod", first + ",train_align")], asked
+    assert f"--only {first} (--only PAIR,... asks for other pairs)" in capsys.readouterr().out
+
 # ---------------------------------------------------------------- in a real browser
 
 PROBE = """<!DOCTYPE html><html><body><pre id="out">not run</pre>

@@ -136,3 +136,12 @@ class Browser:
         data = self.call("Page.captureScreenshot", format="png")["data"]
         with open(path, "wb") as f:
             f.write(base64.b64decode(data))
+
+
+if __name__ == "__main__":
+    import argparse
+    import sys
+    argparse.ArgumentParser(description="A helper module, not a command: tools/explorer_split.py and "
+                            "tests/test_explorer.py drive Chromium through its Browser.").parse_args()
+    print("tools/headless.py is imported, not run: run tools/explorer_split.py", file=sys.stderr)
+    sys.exit(2)

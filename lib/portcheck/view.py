@@ -97,6 +97,18 @@ def hand_in_folder(folder: Path) -> Path:
         else folder
 
 
+def run_pairs(out: Path):
+    """The pairs `portcheck run` hands in, as --only names them, where `out` is its output folder (its digests
+    beside log_reprod/): the first steps' (the configuration and scripts.folders.PAIRS), and train_align where --full
+    handed it in; else None. Without them a green run's page would be red for the guide's pairs run never makes."""
+    from portcheck.pipeline import training
+    from portcheck.scripts import folders, runconfig
+    if not (out / folders.DIGESTS).is_file():
+        return None
+    full = (out / "log_reprod" / f"{training.PAIR}_torch.npy").is_file()
+    return ",".join((runconfig.CONFIG, *folders.PAIRS, *((training.PAIR,) if full else ())))
+
+
 def has_display() -> bool:
     """Whether a browser can show a window here: on Linux and the BSDs, an X or Wayland display."""
     if sys.platform.startswith(("linux", "freebsd", "openbsd")):
@@ -219,7 +231,12 @@ def main(args, run_check) -> int:
     if args.graph:
         serve_graphs(args.folder.expanduser(), args.port, not args.no_browser)
         return 0
-    args.folder, made = hand_in_folder(args.folder), None
+    given = args.folder.expanduser()
+    args.folder, made = hand_in_folder(given), None
+    if args.only is None and args.folder != given and run_pairs(given):  # `run`'s output: its own hand-in
+        args.only = run_pairs(given)
+        print(report.one_line(f"{given} is `portcheck run`'s output: its hand-in judged as run made it, --only "
+                              f"{args.only} (--only PAIR,... asks for other pairs)"))
     if args.html is None:  # never into the folder judged: it may be a contestant's
         made = Path(tempfile.mkdtemp(prefix="portcheck-view-"))
         args.html = made / PAGE
