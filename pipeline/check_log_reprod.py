@@ -106,7 +106,7 @@ def write_page(folder: Path) -> str:
     """The hand-in's page as this check derives it (every pair, BERT's verdicts on them), left as
     folder/diagnostics/report.html beside the pictures: run_all's last write. Its lines go to the page alone
     (SUMMARY.md says them); returns the line naming the page, or why there is none."""
-    ap = argparse.ArgumentParser()
+    ap = argparse.ArgumentParser(allow_abbrev=False)
     cli.add_check_flags(ap)
     args = ap.parse_args(["--html", str(folder / DIAGNOSTICS / page.NAME)])
     try:
