@@ -82,73 +82,6 @@ def _ties_other_way():
 AGAINST_ITSELF = (other_threads,)
 
 
-ROUNDED = "rounded:"  # a torch record's key prefix: its gradients again with rounded_means (a training BatchNorm)
-ROUNDED_BY = ("with each training BatchNorm's batch means moved by their fp32 rounding (another kernel's summation "
-              "order)")
-
-
-class _MeansRounded:
-    """A training BatchNorm's input gradient as another correct fp32 kernel may compute it: its three batch means
-    (of the output gradient g, of g x xhat, of the input x) each off by their rounding, sqrt(n) x eps32 x the mean of
-    their terms' magnitudes over the n values per channel, with seeded signs per channel. Its input gradient is
-    (gamma / sigma)(g - mean g - xhat mean(g xhat)): its n values sum to exactly 0 and, over few values, nearly cancel
-    (2 values: a factor eps / (var + eps) of its terms), so the means' rounding, which depends on the order a kernel
-    sums in, is most of what it holds, and everything before the BatchNorm inherits it. torch's float32 error is one
-    kernel's sample of it. Measured: 8 x (BatchNorm2d, ReLU, 1 x 1 conv), 64 channels, 2 values per channel: the
-    conv biases' gradients (exactly 0) and the weights' before each BatchNorm (docs/k_backward.md)."""
-
-    @staticmethod
-    def apply(x, weight, eps, signs):
-        import torch
-
-        class Shift(torch.autograd.Function):
-            @staticmethod
-            def forward(ctx, x):  # zeros: the forward is torch's own, only the gradient moves
-                ctx.save_for_backward(x)
-                return torch.zeros_like(x)
-
-            @staticmethod
-            def backward(ctx, g):
-                x, = ctx.saved_tensors
-                dtype = g.dtype
-                dims = [0, *range(2, x.dim())]
-                shape = [1, -1] + [1] * (x.dim() - 2)
-                x, g = x.detach().double(), g.double()
-                n = x.numel() // x.shape[1]
-                mean = lambda v: v.mean(dims, keepdim=True)
-                centred = x - mean(x)
-                sigma = (mean(centred ** 2) + eps).sqrt()
-                xhat = centred / sigma
-                step = float(np.sqrt(n)) * calibrated.EPS32
-                off = [s.view(shape) * step * mean(v.abs()) for s, v in zip(signs, (g, g * xhat, x))]
-                gamma = weight.detach().double().view(shape) if weight is not None else 1.0
-                shift = gamma / sigma * (mean(g * xhat) * off[2] / sigma - off[0] - xhat * off[1])
-                return shift.to(dtype)
-        return Shift.apply(x)
-
-
-@contextlib.contextmanager
-def rounded_means(seed=0):
-    """torch's training BatchNorm with its input gradient as _MeansRounded says another kernel may compute it; its
-    outputs, statistics and weight gradients are its own."""
-    import torch
-    import torch.nn.functional as F
-    plain, signs = F.batch_norm, torch.Generator().manual_seed(seed)
-
-    def batch_norm(input, running_mean, running_var, weight=None, bias=None, training=False, momentum=0.1,
-                   eps=1e-5):
-        y = plain(input, running_mean, running_var, weight, bias, training, momentum, eps)
-        if not (training or running_mean is None) or not input.requires_grad or input.dim() < 2:
-            return y
-        drawn = torch.randint(0, 2, (3, input.shape[1]), generator=signs).double() * 2 - 1
-        return y + _MeansRounded.apply(input, weight, eps, drawn)
-    F.batch_norm = batch_norm
-    try:
-        yield []
-    finally:
-        F.batch_norm = plain
-
-
 def moved_one_ulp(model, seed=0):
     """Every floating parameter moved one ulp up or down, the signs drawn from a seeded generator of its own (the
     same perturbation on any CPU, the global random state untouched): a rounding of the size fp32 makes, from which
@@ -178,15 +111,13 @@ def against_itself(runs, keys=AGAINST_KEYS) -> dict:
     return moved
 
 
-def spread_of(record: dict, key: str, run: str = MOVED):
+def spread_of(record: dict, key: str):
     """torch against itself at a key of a plain run's steps (calibrated.SPREAD): its run against the moved one, and
-    the moved one against the second (SPREAD_KEY); None where the record holds no moved run of it. run=ROUNDED:
-    its gradients against their run with rounded_means."""
-    a, other = record.get(key), record.get(run + key)
+    the moved one against the second (SPREAD_KEY); None where the record holds no moved run of it."""
+    a, other = record.get(key), record.get(MOVED + key)
     if a is None or other is None or np.shape(other) != np.shape(a):
         return None
-    further = record.get(SPREAD_KEY + key, 0.0) if run == MOVED else 0.0
-    spread = max(float(distance(a, other)[0]), float(np.max(further)))
+    spread = max(float(distance(a, other)[0]), float(np.max(record.get(SPREAD_KEY + key, 0.0))))
     return spread if np.isfinite(spread) else None
 
 

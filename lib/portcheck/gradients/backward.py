@@ -27,8 +27,8 @@ from portcheck.mapping import fused, modules, pairing
 from portcheck.mapping.convert import plan, torch_layouts
 from portcheck.mapping.layouts import RENAMES
 from portcheck.core.errors import PipelineError, raised_by
-from portcheck.gradients.against_itself import (AGAINST_ITSELF, AGAINST_KEYS, MOVED, ROUNDED, ROUNDED_BY, RUNNING,
-                                                against_itself, moved_one_ulp, rounded_means, spread_of)
+from portcheck.gradients.against_itself import (AGAINST_ITSELF, AGAINST_KEYS, MOVED, RUNNING, against_itself,
+                                                moved_one_ulp, spread_of)
 from portcheck.gradients.kinks import (TAKEN, TAKEN_KEY, TAKING, TAKING_KEYS, crossings, near_zero, on_paddles_branch,
                                        take, taking_paddles_side)
 from portcheck.gradients.optimizers import (CYCLES_MOMENTUM, batch_statistics, biased_variance, by_design_lines,
@@ -197,7 +197,7 @@ def record_backward(model, inputs, targets, loss, optimizer, scheduler=None, ste
         moved, against = {}, TAKING_KEYS if batch_statistics(model) else AGAINST_KEYS
         draws = torch.get_rng_state()  # the float32 run's random draws (dropout masks), its float64 twin's too
 
-        def again(kernels, move=True, restart=None, steps=steps):
+        def again(kernels, move=True, restart=None):
             with torch.random.fork_rng(devices=[]), kernels as routed:  # the same draws (dropout) as the run below
                 if move:
                     moved_one_ulp(model)
@@ -217,9 +217,6 @@ def record_backward(model, inputs, targets, loss, optimizer, scheduler=None, ste
         if not isolate:  # the plain run's steps: torch against itself (calibrated.SPREAD), each run of AGAINST_ITSELF
             # each run holds its keys already (again: against, or its gradients too where a tie was sent otherwise)
             moved = against_itself((again(kernels()) for kernels in AGAINST_ITSELF), TAKING_KEYS)
-        if batch_statistics(model):  # the first backward's gradients again, as another BatchNorm kernel may give them
-            moved.update({ROUNDED + k: v for k, v in again(rounded_means(), move=False, steps=1).items()
-                          if k.startswith("grad/")})
         out = _train("torch", model, inputs, targets, loss, optimizer, scheduler, steps, torch.from_numpy,
                      lambda m: _torch_state(m, layouts), lambda m: _torch_grads(m, layouts), norm_counter(model), keep,
                      clip, near=True)
@@ -492,9 +489,9 @@ def judge_backward(torch_record: dict, paddle_record: dict, name_map=None,
             return calibrated.unjudged(name, np.shape(a), "no counterpart on paddle", 0.0)
         row = measure(name, a, ref, b, mean_bound, multiple)
         moved, taken = spread_of(torch_record, key), _figure(torch_record.get(TAKEN_KEY + key))
-        rounded = spread_of(torch_record, key, ROUNDED)
-        spread, by = max((moved or 0.0, ""), (taken or 0.0, TAKING), (rounded or 0.0, ROUNDED_BY), key=lambda c: c[0])
-        return calibrated.with_spread(row, spread or None, by)
+        if taken is not None and taken > (moved or 0.0):
+            return calibrated.with_spread(row, taken, TAKING)
+        return calibrated.with_spread(row, moved)
 
     for key in (k for k in torch_record if k.startswith("grad/")):
         report.grads.append(row(key, f"grad {key[5:]}", multiple=calibrated.K_GRAD))
