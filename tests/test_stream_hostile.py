@@ -128,6 +128,8 @@ CASES = [
     ("num_hidden_layers 20000", config("torch", num_hidden_layers=20000), "2x8",
      "num_hidden_layers 20000 does not fit the shards (layers 0 to 1, 2 in all): give the config.json saved with "
      "these weights [PC982]"),
+    ("num_hidden_layers 10**9", config("paddle", num_hidden_layers=10 ** 9), "2x8",
+     "num_hidden_layers 1000000000 does not fit the shards (layers 0 to 1, 2 in all)"),
     ("num_hidden_layers 1e9", config("paddle", num_hidden_layers=1e9), "2x8",
      "num_hidden_layers is '1000000000.0': a Llama's num_hidden_layers is a whole number above 0 [PC981]"),
     ("hidden_size 2**30", config("paddle", hidden_size=2 ** 30), "2x8",

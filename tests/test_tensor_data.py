@@ -65,3 +65,12 @@ def test_save_side_takes_each_sides_own_tensors_as_values(tmp_path):
     assert not judge_and_log(tmp_path, "data").passed
     with pytest.raises(PipelineError, match=r"PC119"):
         save_side(tmp_path, "data", "torch", {"x": "not numbers"}, {"data": "d"}, "pt_data.py")
+
+
+@pytest.mark.parametrize("side", ["torch", "paddle"])
+def test_a_bfloat16_tensor_is_refused_in_one_line_on_either_side(tmp_path, side):
+    # torch's .numpy() raised a TypeError on it; Paddle's gave its raw bits as uint16, compared as numbers
+    x = torch.tensor(X).bfloat16() if side == "torch" else paddle.to_tensor(X).astype("bfloat16")
+    with pytest.raises(PipelineError, match=r"bfloat16 tensor.*\[PC176\]"):
+        save_side(tmp_path, "data", side, {"x": x}, {"data": "d"}, f"{side}_data.py")
+    assert not list(tmp_path.iterdir())

@@ -240,7 +240,8 @@ def fitted(shards: Shards, s: dict):
                 f"{embed} is {list(shards.shape(embed))}")
     held = sorted({int(k[len(layers):].split(".")[0]) for k in shards.tensors
                    if k.startswith(layers) and k[len(layers):].split(".")[0].isdigit()})
-    if held != list(range(s["num_hidden_layers"])):
+    # the count first: range(n) made a list of n before comparing, 36 GB for num_hidden_layers 10**9
+    if len(held) != s["num_hidden_layers"] or held != list(range(len(held))):
         differs(f"num_hidden_layers {s['num_hidden_layers']}",
                 f"layers {held[0]} to {held[-1]}, {len(held)} in all" if held else "no decoder layer")
     heads, hidden, inner = s["num_attention_heads"] * s["head_dim"], s["hidden_size"], s["intermediate_size"]

@@ -34,6 +34,10 @@ def to_numpy(value, what: str) -> np.ndarray:
     """A torch or Paddle tensor, a numpy array or a Python number as a numpy array (a copy: later steps of
     the loader or the model cannot change what was recorded)."""
     if hasattr(value, "numpy") and not isinstance(value, np.ndarray):
+        if str(getattr(value, "dtype", "")).endswith("bfloat16"):
+            # numpy has no bfloat16: torch's .numpy() raises, Paddle's returns the raw bits as uint16 integers
+            raise PipelineError(f"{what}: a bfloat16 tensor, which numpy cannot hold; record it as float32 on both "
+                                "sides (torch's .float(), Paddle's .astype('float32')) [PC176]")
         if hasattr(value, "detach"):
             value = value.detach()
         if hasattr(value, "cpu"):
