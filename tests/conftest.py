@@ -392,7 +392,6 @@ def two_threads():
     torch.set_num_threads(n)
 
 
-
 # (seed, batch) of tools/bench_k_backward.py's kink nets, bounded, tried in order: a net where Paddle alone crosses a
 # ReLU kink in a later step's forward, its records alone red, green once torch's run takes Paddle's side of it. Which
 # net's kink a CPU's kernels cross depends on the CPU (ATEN_CPU_CAPABILITY); measured on an AMD EPYC at 2 threads:
@@ -417,6 +416,7 @@ def paddle_alone_kink(paddle_runs):
         if not alone.passed and report.passed and report.taken and min(c.step for c in report.crossed) >= 1:
             return (seed, batch), report, records
     pytest.fail(f"no net of PADDLE_ALONE_KINK has a later kink only Paddle crosses on this CPU: {tried}")
+
 
 @atexit.register
 def _stop_servers():

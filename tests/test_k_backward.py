@@ -225,7 +225,7 @@ def test_values_of_one_sign_on_both_sides_are_no_crossing_and_no_torch_run_is_ma
     # other side
     keys = [key for c in kink_net[1].crossed for key in (f"{NEAR}{c.step}/{c.module}",
                                                          f"{NEAR}{c.step}/{INPUT}{int(c.module) + 1}")]
-    assert all(key in clean and key in t for key in keys)
+    assert keys and all(key in clean and key in t for key in keys)
     runs = []
     report = judged(t, {**clean, **{key: t[key] for key in keys}}, again=lambda crossed: runs.append(crossed))
     assert not report.crossed and not runs and not report.passed and not report.taken
