@@ -392,6 +392,32 @@ def two_threads():
     torch.set_num_threads(n)
 
 
+# (seed, batch) of tools/bench_k_backward.py's kink nets, bounded, tried in order: a net where Paddle alone crosses a
+# ReLU kink in a later step's forward, its records alone red, green once torch's run takes Paddle's side of it. Which
+# net's kink a CPU's kernels cross depends on the CPU (ATEN_CPU_CAPABILITY); measured on an AMD EPYC at 2 threads:
+# (7, 8) (KINK_NETS["oneDNN off"]) under avx512 and avx2, (13, 16) under default (seeds 0-24 at batches 8 and 16
+# swept there: the only one)
+PADDLE_ALONE_KINK = ((7, 8), (13, 16))
+
+
+def paddle_alone_kink(paddle_runs):
+    """The first PADDLE_ALONE_KINK net where this CPU's Paddle (paddle_runs[0]: plain momentum SGD) crosses a later
+    step's kink torch's run against itself does not (the scenario, asserted): ((seed, batch), judged's report of it,
+    bench.kink_records' records: torch's, one per paddle_runs, torch's run again taking Paddle's side)."""
+    from portcheck import judge_backward
+    from portcheck.gradients.backward import judged
+    from tools import bench_k_backward as bench
+    tried = []
+    for seed, batch in PADDLE_ALONE_KINK:
+        records = bench.kink_records(seed, batch, bench.sgd("torch"), paddle_runs)
+        t, clean, again = records[0], records[1], records[-1]
+        alone, report = judge_backward(t, clean), judged(t, clean, again=again)
+        tried.append((seed, batch, alone.passed, [(c.step, c.module, len(c.index)) for c in report.crossed]))
+        if not alone.passed and report.passed and report.taken and min(c.step for c in report.crossed) >= 1:
+            return (seed, batch), report, records
+    pytest.fail(f"no net of PADDLE_ALONE_KINK has a later kink only Paddle crosses on this CPU: {tried}")
+
+
 @atexit.register
 def _stop_servers():
     for proc, _ in SERVERS.values():

@@ -7,9 +7,10 @@ green, said as torch's spread, one 8 x larger red), and met on a net of tools/be
 Paddle crosses a kink at step 5 that torch moved one ulp with the same kernels does not: green, with momentum and
 weight decay plants red. A momentum plant, which the gradients cannot show, is red after the steps.
 
-A kink no run of torch against itself crosses (Paddle's value within rounding of 0 on the other side in step 5's
-forward, the --kinks net of seed 7): torch's run again taking Paddle's side of 0 at exactly those values
-(backward.judged, made only where red) makes it green, and the plants beside it stay red."""
+A kink no run of torch against itself crosses (Paddle's value within rounding of 0 on the other side in a later
+step's forward, e.g. step 5's on the --kinks net of seed 7): torch's run again taking Paddle's side of 0 at exactly
+those values (backward.judged, made only where red) makes it green, and the plants beside it stay red. Which net's
+kink a CPU's kernels cross depends on the CPU: that net is searched at test time (conftest.paddle_alone_kink)."""
 import copy
 
 import numpy as np
@@ -24,6 +25,7 @@ from portcheck.gradients.backward import F64, judged  # noqa: E402
 from portcheck.gradients.kinks import INPUT, NEAR, TAKEN, TAKING  # noqa: E402
 
 from tools import bench_k_backward as bench  # noqa: E402 - its small conv/BatchNorm nets, shared
+from conftest import paddle_alone_kink  # noqa: E402
 
 STEPS, LR = 3, 0.01
 
@@ -151,47 +153,55 @@ def test_a_hand_ins_bp_align_carries_torchs_spread_and_the_folder_judges_as_the_
 
 def test_a_further_run_against_itself_is_kept_as_one_figure_per_key_and_widens_the_spread(monkeypatch, kink_net):
     """backward.AGAINST_ITSELF's runs after the first are kept as spread: figures (what the bench's candidates
-    measure): on the net whose kink torch crosses only without oneDNN, a second such run makes it green."""
-    t, clean = kink_net[:2]
-    assert not judge_backward(t, clean).passed  # one run with other threads does not cross it (docs/k_backward.md)
+    measure), widening no allowance's rule narrower: on a CPU whose torch crosses the kink net's kink only without
+    oneDNN (avx512 and avx2 on seed 7), a second such run makes it green; under ATEN_CPU_CAPABILITY default the one
+    kink net found (conftest.PADDLE_ALONE_KINK) is not crossed without oneDNN either, and there the allowances only
+    widen."""
+    net, _, (t, clean) = kink_net[0], kink_net[1], kink_net[2][:2]
+    one = judge_backward(t, clean)
+    assert not one.passed  # one run with other threads does not cross it (docs/k_backward.md)
     from portcheck.gradients import against_itself, backward
     monkeypatch.setattr(backward, "AGAINST_ITSELF", (against_itself.other_threads,
                                                      lambda: torch.backends.mkldnn.flags(enabled=False)))
-    t, _ = bench.kink_records(*bench.KINK_NETS["oneDNN off"], bench.sgd("torch"), [])  # torch's record alone
+    t, _ = bench.kink_records(*net, bench.sgd("torch"), [])  # torch's record alone
     assert any(k.startswith(SPREAD_KEY + "final/") and t[k].shape == (1,) for k in t)
-    assert judge_backward(t, clean).passed
+    two = judge_backward(t, clean)
+    allowed = lambda report: [(i, r.name, r.allowed) for i, rows in enumerate(report.steps) for r in rows]  # noqa: E731
+    assert all(a[:2] == b[:2] and b[2] >= a[2] for a, b in zip(allowed(one), allowed(two), strict=True))
+    assert two.passed or net != bench.KINK_NETS["oneDNN off"], two.table()  # the net found where oneDNN off crosses
 
 
 @pytest.fixture(scope="module")
 def kink_net():
-    """(torch's record, Paddle's clean record, Paddle's with one BatchNorm's momentum 0.2, torch's run again taking
-    Paddle's side) of the --kinks net where Paddle alone crosses a ReLU kink in step 5's forward (seed 7, batch 8): no
-    run of torch against itself crosses it (other threads, four sign seeds, docs/k_backward.md)."""
-    return bench.kink_records(*bench.KINK_NETS["oneDNN off"], bench.sgd("torch"),
-                              [(bench.sgd("paddle"), None), (bench.sgd("paddle"), bench._bn_momentum)])
+    """((seed, batch), judged's report of the clean port, (torch's record, Paddle's clean record, Paddle's with one
+    BatchNorm's momentum 0.2, torch's run again taking Paddle's side)) of the --kinks net where this CPU's Paddle
+    alone crosses a ReLU kink in a later step's forward (seed 7, batch 8: step 5's on avx512 and avx2): no run of
+    torch against itself crosses it (other threads, four sign seeds, docs/k_backward.md)."""
+    return paddle_alone_kink([(bench.sgd("paddle"), None), (bench.sgd("paddle"), bench._bn_momentum)])
 
 
 def test_a_kink_only_paddle_crosses_in_a_later_step_is_green_once_torch_takes_its_side(kink_net):
-    t, clean, _, again = kink_net
+    t, clean, _, again = kink_net[2]
     alone = judge_backward(t, clean)  # records judged alone (a hand-in's): no torch run taking Paddle's side
     assert not alone.passed and "torch's run taking Paddle's side there is not made" in alone.table()  # 77.5
     assert any(k.startswith(NEAR) for k in t) and any(k.startswith(NEAR) for k in clean)
     report = judged(t, clean, again=again)
     assert report.passed and report.taken, report.table()
-    assert [(c.step, c.module, len(c.index)) for c in report.crossed] == [(4, "1", 1)], report.crossed
+    assert [(len(c.index), c.step >= 1) for c in report.crossed] == [(1, True)], report.crossed
     c = report.crossed[0]
     assert c.torch[0] * c.paddle[0] < 0 and max(abs(c.torch[0]), abs(c.paddle[0])) < 1e-6
-    assert "kink in step 5's forward: 1 holds 1 value(s) within the floor of 0" in report.table(), report.table()
+    said = f"kink in step {c.step + 1}'s forward: {c.module} holds 1 value(s) within the floor of 0"
+    assert said in report.table(), report.table()
     # the rows the jump reaches are judged against that run, and say so
     taken = [r for rows in report.steps for r in rows
              if getattr(r.rule, "spread_by", "") == TAKING and r.rule.spread_decides(r)]
-    assert taken and all(i >= 5 for i, rows in enumerate(report.steps) for r in rows if r in taken)
+    assert taken and all(i > c.step for i, rows in enumerate(report.steps) for r in rows if r in taken)
     assert all("taking Paddle's side of 0" in r.key_figures() for r in taken)
     assert TAKEN not in t  # judged keeps the caller's record as its run made it
 
 
 def test_a_batchnorm_momentum_plant_on_the_kink_net_stays_red_with_torch_taking_paddles_side(kink_net):
-    t, _, planted, again = kink_net
+    t, _, planted, again = kink_net[2]
     report = judged(t, planted, again=again)
     assert report.taken and not report.passed, report.table()
     assert report.first_diverging == "4.running_mean after step 1", report.first_diverging
@@ -210,17 +220,18 @@ def test_a_weight_decay_plant_on_the_kink_net_stays_red_with_torch_taking_paddle
 def test_values_of_one_sign_on_both_sides_are_no_crossing_and_no_torch_run_is_made(kink_net):
     """The crossing is read from both records: Paddle's values near 0 given as torch's are no kink crossed, and then
     no torch run is made (the run stays red: the jump is over its allowance)."""
-    t, clean, _, _ = kink_net
-    # step 5's forward, the first BatchNorm's output and the ReLU's input after it: the value Paddle put on the
+    t, clean, _, _ = kink_net[2]
+    # the crossing step's forward, the BatchNorm's output and the ReLU's input after it: the value Paddle put on the
     # other side
-    keys = (f"{NEAR}4/1", f"{NEAR}4/{INPUT}2")
-    assert all(key in clean and key in t for key in keys)
+    keys = [key for c in kink_net[1].crossed for key in (f"{NEAR}{c.step}/{c.module}",
+                                                         f"{NEAR}{c.step}/{INPUT}{int(c.module) + 1}")]
+    assert keys and all(key in clean and key in t for key in keys)
     runs = []
     report = judged(t, {**clean, **{key: t[key] for key in keys}}, again=lambda crossed: runs.append(crossed))
     assert not report.crossed and not runs and not report.passed and not report.taken
 
 
-def test_compare_backward_takes_paddles_side_of_a_kink_it_crossed_in_a_later_step():
+def test_compare_backward_takes_paddles_side_of_a_kink_it_crossed_in_a_later_step(kink_net):
     """The user's call (compare_backward, one process) on the kink net: green, torch's taking run made in it."""
-    report = bench.kink_compared(*bench.KINK_NETS["oneDNN off"], (bench.sgd("torch"), bench.sgd("paddle")))
-    assert report.passed and report.taken and report.crossed[0].step == 4, report.table()
+    report = bench.kink_compared(*kink_net[0], (bench.sgd("torch"), bench.sgd("paddle")))
+    assert report.passed and report.taken and report.crossed[0].step == kink_net[1].crossed[0].step, report.table()
