@@ -190,6 +190,26 @@ def test_an_attention_dropout_module_against_a_number_is_one_line():
         not probabilities(torch.from_numpy(weights))
 
 
+def test_an_attention_dropout_of_zero_is_said_as_zero():
+    """transformers' BertSdpaSelfAttention with attention_probs_dropout_prob=0.0 calls its attention with dropout_p
+    0.0: that call went unrecorded and printed as "torch none", as if it had no dropout. Now recorded: "torch 0"; a
+    paired module's 0 against no call on the other side stays no line."""
+    from types import SimpleNamespace
+    from portcheck.scripts.first_call import dropout_site
+    site = object()
+    fake = SimpleNamespace(stack=[site], names={id(site): "bert.encoder.layer.0.attention.self"}, config={},
+                           fw=SimpleNamespace(is_dropout=lambda m: False))
+    dropout_site(fake, 0.0, attention=True)
+    modules = {"bert.encoder.layer.0": "bert.encoder.layers.0", "": ""}
+    paddle_config = {"dropouts": {"bert.encoder.layers.0.self_attn": {"type": "MultiHeadAttention", "p": [0.1],
+                                                                      "attention": True}}}
+    assert runconfig.differences(fake.config, paddle_config, modules, {}) == [
+        "bert.encoder.layer.0: attention dropout p torch 0 vs paddle 0.1 (torch's attention.self (object); "
+        "paddle's self_attn (MultiHeadAttention); off for the steps, so compared here)"]
+    paired = {"dropouts": {"bert.encoder.layer.0": {"type": "Layer", "p": [0.0], "attention": True}}}
+    assert runconfig.differences(paired, {}, modules, {}) == []
+
+
 EMA_STEPS = 3
 
 

@@ -53,7 +53,7 @@ def dropout_site(run, p, x=None, attention=False):
     if site is None:
         return
     module = run.fw.is_dropout(site)
-    if not module and not float(p):
+    if not module and not float(p) and not attention:  # an attention's dropout_p of 0 is kept: said as 0, not none
         return
     attention = attention or (x is not None and probabilities(x))
     if module and not attention:

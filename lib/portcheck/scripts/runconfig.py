@@ -267,7 +267,7 @@ def _dropouts(torch_config: dict, paddle_config: dict, modules: dict) -> list:
     Paddle MultiHeadAttention's float dropout: recorder.Run.dropout_site) differ, its Dropout children counted with
     them (a Dropout module against a functional dropout is the same; two Dropout modules are compared as modules)."""
     def ps(config, name):
-        own = set((config.get("dropouts") or {}).get(name, {}).get("p", []))
+        own = {p for p in (config.get("dropouts") or {}).get(name, {}).get("p", []) if p}  # 0: as no dropout
         children = {round(float(c["p"]), 7) for n, c in (config.get("modules") or {}).items()
                     if "p" in c and n and n.rpartition(".")[0] == name and c["p"]}
         return own, own | children
