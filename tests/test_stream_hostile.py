@@ -108,6 +108,12 @@ CASES = [
      "config.json saved with these weights [PC982]"),
     ("embedding [0, 32]", shard("torch", "torch", embed_offsets(0)), "2x8",
      "(model.embed_tokens.weight is [0, 32]): give the config.json saved with these weights [PC982]"),
+    ("embedding [] in its own range", shard("torch", "torch", header(EMBED["torch"], shape="TEXT:[]")), "2x8",
+     "(model.embed_tokens.weight's shape [] (a 0-d tensor: 1 value of 4 bytes) does not match its data_offsets' "
+     "8192 bytes): save the checkpoint again [PC916]"),
+    ("embedding [0, 32] in its own range", shard("torch", "torch", header(EMBED["torch"], shape="TEXT:[0, 32]")),
+     "2x8", "(model.embed_tokens.weight's shape [0, 32] (empty: 0 values of 4 bytes) does not match its "
+     "data_offsets' 8192 bytes): save the checkpoint again [PC916]"),
     ("an integer weight", shard("torch", NORM, header(NORM, dtype="I32")), "2x8",
      "(model.norm.weight is I32, not a float checkpoint's dtype): save the checkpoint again [PC916]"),
     ("vocab_size -5", config("torch", vocab_size=-5), "2x8",
