@@ -248,6 +248,19 @@ def test_a_module_kept_on_one_side_only_is_a_configuration_line():
     """An EMA copy the Paddle script does not keep: one line, which check re-derives from the two records."""
     assert runconfig.differences({"kept": {"ema": "Net"}}, {"kept": {}}, {}, {}) == [
         "kept beside the model: torch ema (Net) vs paddle none"]
+    assert runconfig.kept_lines({"kept": {"ema": "Net"}}, {"kept": {}}) == []
+
+
+def test_a_kept_module_is_named_for_bp_align_as_run_names_it():
+    """check said a kept EMA's difference only as bp_align's kept_1 (a digest without names), where run named the
+    module, the object holding it and its decay: the configuration entry names it from the two records."""
+    holder = {"ema.shadow": {"as": "ema.shadow", "by": "ModelEMA", "decay": 0.999}}
+    torch_config = {"kept": {"ema.shadow": "Net"}, "kept_as": holder}
+    paddle_config = {"kept": {"ema.shadow": "Net"}, "kept_as": {"ema.shadow": {**holder["ema.shadow"], "decay": 0.99}}}
+    assert runconfig.kept_lines(torch_config, paddle_config) == [
+        "bp_align's kept_<i>, the change over step i of what the script keeps beside the model: torch ema.shadow "
+        "(ModelEMA, decay 0.999) vs paddle ema.shadow (ModelEMA, decay 0.99)"]
+    assert runconfig.kept_lines(torch_config, torch_config)[0].endswith(": ema.shadow (ModelEMA, decay 0.999)")
 
 
 # the EMA kept as a dict of tensors keyed as the model's state, as many scripts keep it: (line, its dict form)
@@ -376,4 +389,6 @@ def test_an_ema_held_by_a_class_is_named_as_held_with_its_decay(ema_torch, tmp_p
     code, said, folder = paddle_against(ema_torch, tmp_path / "planted", planted, EMA_STEPS)
     assert code == 1 and "RED: what the script keeps beside the model differs: torch ema vs paddle model_ema.module " \
         "(ModelEma, decay 0.99): fc1.weight after step 1" in said, said
-    assert check(folder)[0] == 1
+    checked, out = check(folder)  # bp_align's kept_<i> named from the hand-in's configuration records, as run names it
+    assert checked == 1 and "KEPT bp_align's kept_<i>, the change over step i of what the script keeps beside the " \
+        "model: torch ema vs paddle model_ema.module (ModelEma, decay 0.99)" in out, out

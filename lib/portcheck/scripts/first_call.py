@@ -124,7 +124,7 @@ def keep(run):
                 if init:
                     run.fw.start_kept(m, init, run.side == "torch64")
         run.config["kept"] = {name: getattr(m, "kind", type(m).__name__) for name, m in run.kept.items()}
-        run.config["kept_as"] = said  # what holds each, and the decay given it (run.kept_named says them)
+        run.config["kept_as"] = said  # what holds each, and the decay given it (runconfig.kept_named says them)
     for name, m in run.kept.items():
         run.record.update({f"{KEPT}{run.step}/{name}/{k}": v
                             for k, v in run.fw.paddle_layout_state(m).items()})
