@@ -208,6 +208,9 @@ def test_an_attention_dropout_of_zero_is_said_as_zero():
         "paddle's self_attn (MultiHeadAttention); off for the steps, so compared here)"]
     paired = {"dropouts": {"bert.encoder.layer.0": {"type": "Layer", "p": [0.0], "attention": True}}}
     assert runconfig.differences(paired, {}, modules, {}) == []
+    assert runconfig.differences(paired, paddle_config, modules, {}) == [  # the paired module's own 0 hides nothing
+        "bert.encoder.layer.0: attention dropout p torch 0 vs paddle 0.1 (torch's bert.encoder.layer.0 (Layer); "
+        "paddle's self_attn (MultiHeadAttention); off for the steps, so compared here)"]
 
 
 EMA_STEPS = 3

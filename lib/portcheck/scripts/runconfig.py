@@ -301,7 +301,7 @@ def _attention_dropouts(torch_config: dict, paddle_config: dict, modules: dict) 
         sites += [(n, d["type"], d["p"]) for n, d in (config.get("attention_dropouts") or {}).items()]
         out = {}
         for name, kind, p in sites:
-            if name in paired:
+            if name in paired and float(p):  # _dropouts compares it; a 0 there is said here, as no dropout is not
                 continue
             up = name
             while up and up not in paired:
@@ -315,8 +315,8 @@ def _attention_dropouts(torch_config: dict, paddle_config: dict, modules: dict) 
     out = []
     for name in sorted({*t, *p}):
         ts, ps = t.get(name, []), p.get(name, [])
-        covered = name in (torch_config.get("dropouts") or {}) or to_paddle[name] in (paddle_config.get("dropouts")
-                                                                                     or {})
+        covered = any((torch_config.get("dropouts") or {}).get(name, {}).get("p", ())) or \
+            any((paddle_config.get("dropouts") or {}).get(to_paddle[name], {}).get("p", ()))  # a 0: no dropout there
         if covered or sorted(v for *_, v in ts if v) == sorted(v for *_, v in ps if v):
             continue
         out.append(f"{name or ROOT}: attention dropout p torch {said(ts)} vs paddle {said(ps)} ({where('torch', ts)}; "
