@@ -58,7 +58,7 @@ FILE_SECONDS = {"test_hand_in.py": 110, "test_resnet18.py": 106, "test_distribut
                 "test_user_verdicts.py": 24,
                 "test_run_config.py": 21, "test_zoo.py": 32, "test_docs_blocks.py": 20, "test_hostile.py": 20,
                 "test_run_packed.py": 19, "test_pairing.py": 18, "test_stream_wide.py": 17, "test_steps25.py": 17,
-                "test_stream_hostile.py": 12, "test_view.py": 20, "test_explorer.py": 8, "test_loose.py": 16,
+                "test_stream_hostile.py": 17, "test_view.py": 20, "test_explorer.py": 8, "test_loose.py": 16,
                 "test_plot.py": 14, "test_k_backward.py": 14, "test_run_loaders.py": 13, "test_docs_site.py": 13,
                 "test_run_against_itself.py": 11, "test_run_first_kink.py": 11, "test_habits.py": 11,
                 "test_run_calls.py": 18, "test_pairing2.py": 9, "test_newcomer.py": 8, "test_run_cycles.py": 7,

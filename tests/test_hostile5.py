@@ -370,3 +370,18 @@ def test_a_400_digit_number_in_a_configuration_record_is_one_line(tmp_path):
     runconfig.hand_in(tmp_path, {"torch": clipped, "paddle": clipped}, {}, {}, ([], []), {"torch": {}, "paddle": {}},
                       "t.py")  # max_norm=inf, a norm measured: json.dumps writes Infinity, read back as it was
     assert runconfig.from_folder(tmp_path)[:2] == ([], "")
+
+
+def test_a_first_word_that_is_there_but_no_program_is_said_as_what_it_is(tmp_path):
+    """`--torch /dev/zero` was refused as "'/dev/zero' is not found [PC801]": it is there, a device, not a program.
+    Each such path is now said as what it is (a device, a folder, a file without the x permission)."""
+    plain = tmp_path / "python"
+    plain.write_text("")
+    for path, said in (("/dev/zero", "a character device"), (str(tmp_path), "a folder"),
+                       (str(plain), "a file that is not executable (no x permission)")):
+        with pytest.raises(PipelineError) as e:
+            run.command(f"{path} x.py", "torch")
+        assert str(e.value) == (f"--torch: {path!r} is {said}, not a program: the command's first word is a Python "
+                                "interpreter (python, /path/venv/bin/python) or a launcher it runs (torchrun) [PC186]")
+    with pytest.raises(PipelineError, match=r"PC801"):
+        run.command(f"{tmp_path / 'nothing'} x.py", "torch")

@@ -190,6 +190,29 @@ def test_an_attention_dropout_module_against_a_number_is_one_line():
         not probabilities(torch.from_numpy(weights))
 
 
+def test_an_attention_dropout_of_zero_is_said_as_zero():
+    """transformers' BertSdpaSelfAttention with attention_probs_dropout_prob=0.0 calls its attention with dropout_p
+    0.0: that call went unrecorded and printed as "torch none", as if it had no dropout. Now recorded: "torch 0"; a
+    paired module's 0 against no call on the other side stays no line."""
+    from types import SimpleNamespace
+    from portcheck.scripts.first_call import dropout_site
+    site = object()
+    fake = SimpleNamespace(stack=[site], names={id(site): "bert.encoder.layer.0.attention.self"}, config={},
+                           fw=SimpleNamespace(is_dropout=lambda m: False))
+    dropout_site(fake, 0.0, attention=True)
+    modules = {"bert.encoder.layer.0": "bert.encoder.layers.0", "": ""}
+    paddle_config = {"dropouts": {"bert.encoder.layers.0.self_attn": {"type": "MultiHeadAttention", "p": [0.1],
+                                                                      "attention": True}}}
+    assert runconfig.differences(fake.config, paddle_config, modules, {}) == [
+        "bert.encoder.layer.0: attention dropout p torch 0 vs paddle 0.1 (torch's attention.self (object); "
+        "paddle's self_attn (MultiHeadAttention); off for the steps, so compared here)"]
+    paired = {"dropouts": {"bert.encoder.layer.0": {"type": "Layer", "p": [0.0], "attention": True}}}
+    assert runconfig.differences(paired, {}, modules, {}) == []
+    assert runconfig.differences(paired, paddle_config, modules, {}) == [  # the paired module's own 0 hides nothing
+        "bert.encoder.layer.0: attention dropout p torch 0 vs paddle 0.1 (torch's bert.encoder.layer.0 (Layer); "
+        "paddle's self_attn (MultiHeadAttention); off for the steps, so compared here)"]
+
+
 EMA_STEPS = 3
 
 
@@ -228,6 +251,19 @@ def test_a_module_kept_on_one_side_only_is_a_configuration_line():
     """An EMA copy the Paddle script does not keep: one line, which check re-derives from the two records."""
     assert runconfig.differences({"kept": {"ema": "Net"}}, {"kept": {}}, {}, {}) == [
         "kept beside the model: torch ema (Net) vs paddle none"]
+    assert runconfig.kept_lines({"kept": {"ema": "Net"}}, {"kept": {}}) == []
+
+
+def test_a_kept_module_is_named_for_bp_align_as_run_names_it():
+    """check said a kept EMA's difference only as bp_align's kept_1 (a digest without names), where run named the
+    module, the object holding it and its decay: the configuration entry names it from the two records."""
+    holder = {"ema.shadow": {"as": "ema.shadow", "by": "ModelEMA", "decay": 0.999}}
+    torch_config = {"kept": {"ema.shadow": "Net"}, "kept_as": holder}
+    paddle_config = {"kept": {"ema.shadow": "Net"}, "kept_as": {"ema.shadow": {**holder["ema.shadow"], "decay": 0.99}}}
+    assert runconfig.kept_lines(torch_config, paddle_config) == [
+        "bp_align's kept_<i>, the change over step i of what the script keeps beside the model: torch ema.shadow "
+        "(ModelEMA, decay 0.999) vs paddle ema.shadow (ModelEMA, decay 0.99)"]
+    assert runconfig.kept_lines(torch_config, torch_config)[0].endswith(": ema.shadow (ModelEMA, decay 0.999)")
 
 
 # the EMA kept as a dict of tensors keyed as the model's state, as many scripts keep it: (line, its dict form)
@@ -356,4 +392,6 @@ def test_an_ema_held_by_a_class_is_named_as_held_with_its_decay(ema_torch, tmp_p
     code, said, folder = paddle_against(ema_torch, tmp_path / "planted", planted, EMA_STEPS)
     assert code == 1 and "RED: what the script keeps beside the model differs: torch ema vs paddle model_ema.module " \
         "(ModelEma, decay 0.99): fc1.weight after step 1" in said, said
-    assert check(folder)[0] == 1
+    checked, out = check(folder)  # bp_align's kept_<i> named from the hand-in's configuration records, as run names it
+    assert checked == 1 and "KEPT bp_align's kept_<i>, the change over step i of what the script keeps beside the " \
+        "model: torch ema vs paddle model_ema.module (ModelEma, decay 0.99)" in out, out

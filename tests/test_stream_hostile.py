@@ -9,6 +9,7 @@ import resource
 import shutil
 import signal
 import struct
+import subprocess
 import sys
 import traceback
 
@@ -108,6 +109,12 @@ CASES = [
      "config.json saved with these weights [PC982]"),
     ("embedding [0, 32]", shard("torch", "torch", embed_offsets(0)), "2x8",
      "(model.embed_tokens.weight is [0, 32]): give the config.json saved with these weights [PC982]"),
+    ("embedding [] in its own range", shard("torch", "torch", header(EMBED["torch"], shape="TEXT:[]")), "2x8",
+     "(model.embed_tokens.weight's shape [] (a 0-d tensor: 1 value of 4 bytes) does not match its data_offsets' "
+     "8192 bytes): save the checkpoint again [PC916]"),
+    ("embedding [0, 32] in its own range", shard("torch", "torch", header(EMBED["torch"], shape="TEXT:[0, 32]")),
+     "2x8", "(model.embed_tokens.weight's shape [0, 32] (empty: 0 values of 4 bytes) does not match its "
+     "data_offsets' 8192 bytes): save the checkpoint again [PC916]"),
     ("an integer weight", shard("torch", NORM, header(NORM, dtype="I32")), "2x8",
      "(model.norm.weight is I32, not a float checkpoint's dtype): save the checkpoint again [PC916]"),
     ("vocab_size -5", config("torch", vocab_size=-5), "2x8",
@@ -221,3 +228,14 @@ def test_record_dir_of_another_program_is_refused_and_left_as_it_is(pair, tmp_pa
     own = tmp_path / "own"
     spill.Spill(own)["0"] = ids  # a folder it wrote before: marked, written in again
     assert stream.compare(*pair, ids, record_dir=own).passed and (own / spill.OWNED).is_file()
+
+
+def test_a_refusal_of_the_command_itself_is_its_one_line_on_stderr(pair, tmp_path):
+    """`python -m portcheck layers` loads the frameworks in its own process (the cases above fork this one, which
+    holds them already): paddle's ccache and setuptools' distutils warnings and datasets' "PyTorch version ...
+    available." came before the refusal's line. Now silenced around those imports alone; run's children untouched."""
+    folders = {side: shutil.copytree(folder, tmp_path / side) for side, folder in zip(("torch", "paddle"), pair)}
+    config("paddle", tensor_parallel_degree=2)(folders)
+    done = subprocess.run([sys.executable, "-m", "portcheck", "layers", "--torch", str(folders["torch"]), "--paddle",
+                           str(folders["paddle"]), "--tokens", "2x8"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and len(done.stderr.splitlines()) == 1 and "[PC983]" in done.stderr, done.stderr

@@ -57,7 +57,7 @@ import sys
 from pathlib import Path
 
 from portcheck import view
-from portcheck.core import calibrated, page, record, report, same_run, tolerances
+from portcheck.core import calibrated, notices, page, record, report, same_run, tolerances
 from portcheck.pipeline import handin, kink_files, own_runs, training
 from portcheck.pipeline import guide as reprod  # reprod_log's rule and diff log (`guide` is a verdict here)
 from portcheck.core.diff import Finding, first_diverging, load_pair
@@ -548,6 +548,7 @@ def main(argv=None):
             return view.main(args, run_check)
         if args.command == "layers":
             from portcheck.forward import stream
-            return stream.main(args)
+            with notices.quiet_imports():  # the frameworks load within, their notices before a refusal's one line
+                return stream.main(args)
         return pair(args.torch_npy, args.paddle_npy, args.threshold, args.strict, args.log)
     sys.exit(run_main(go))

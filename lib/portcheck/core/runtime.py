@@ -32,30 +32,9 @@ import os
 import sys
 import warnings
 
+from portcheck.core.notices import QUIET_WARNINGS, QuietStderr
+
 OFFLINE = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE")
-QUIET_WARNINGS = ("No ccache found", "Setuptools is replacing distutils")
-QUIET_STDERR = ("WARNING: OMP_NUM_THREADS set to ", "PLEASE USE OMP_NUM_THREADS WISELY.")
-
-
-class QuietStderr:
-    """sys.stderr without the lines that start with QUIET_STDERR (Paddle print()s them: no warnings
-    filter reaches them). print() writes the text and its newline separately; both are dropped."""
-
-    def __init__(self, stream):
-        self._stream = stream
-        self._dropped = False
-
-    def write(self, text):
-        dropped, self._dropped = self._dropped, False
-        if text.startswith(QUIET_STDERR):
-            self._dropped = True
-            return len(text)
-        if dropped and text == "\n":
-            return len(text)
-        return self._stream.write(text)
-
-    def __getattr__(self, name):
-        return getattr(self._stream, name)
 
 
 def keep_large_blocks(mmap_threshold=256 << 20, trim_threshold=512 << 20):

@@ -126,8 +126,12 @@ class Shards:
                 count = 1
                 for d in shape:
                     count *= d
-                if not 0 <= start <= end <= size - 8 - n or end - start != width * count:
+                if not 0 <= start <= end <= size - 8 - n:
                     raise ValueError(f"{name}'s bytes lie outside the file")
+                if end - start != width * count:
+                    what = "a 0-d tensor: 1 value" if not shape else f"{count} values" if count else "empty: 0 values"
+                    raise ValueError(f"{name}'s shape {list(shape)} ({what} of {width} bytes) does not match its "
+                                     f"data_offsets' {end - start} bytes")
                 out[name] = (path, dtype, tuple(shape), 8 + n + start, 8 + n + end)
             return out
         except FileNotFoundError:

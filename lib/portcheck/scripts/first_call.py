@@ -53,7 +53,7 @@ def dropout_site(run, p, x=None, attention=False):
     if site is None:
         return
     module = run.fw.is_dropout(site)
-    if not module and not float(p):
+    if not module and not float(p) and not attention:  # an attention's dropout_p of 0 is kept: said as 0, not none
         return
     attention = attention or (x is not None and probabilities(x))
     if module and not attention:
@@ -124,7 +124,7 @@ def keep(run):
                 if init:
                     run.fw.start_kept(m, init, run.side == "torch64")
         run.config["kept"] = {name: getattr(m, "kind", type(m).__name__) for name, m in run.kept.items()}
-        run.config["kept_as"] = said  # what holds each, and the decay given it (run.kept_named says them)
+        run.config["kept_as"] = said  # what holds each, and the decay given it (runconfig.kept_named says them)
     for name, m in run.kept.items():
         run.record.update({f"{KEPT}{run.step}/{name}/{k}": v
                             for k, v in run.fw.paddle_layout_state(m).items()})

@@ -12,6 +12,7 @@ import re
 import shlex
 import shutil
 import signal
+import stat
 import subprocess
 from pathlib import Path
 
@@ -39,6 +40,10 @@ def command(text: str, side: str) -> list:
         raise PipelineError(f"--{side} is empty: give the command that runs the script, e.g. \"python train.py\" "
                             "[PC800]")
     exe = shutil.which(argv[0])
+    if exe is None and os.sep in argv[0] and os.path.exists(argv[0]):  # there, but no program: say what it is
+        raise PipelineError(f"--{side}: {argv[0]!r} is {file_kind(argv[0])}, not a program: the command's first word "
+                            "is a Python interpreter (python, /path/venv/bin/python) or a launcher it runs (torchrun) "
+                            "[PC186]")
     if exe is None:
         raise PipelineError(f"--{side}: {argv[0]!r} is not found: the command's first word is a Python interpreter "
                             "[PC801]")
@@ -62,6 +67,14 @@ def command(text: str, side: str) -> list:
         raise PipelineError(f"--{side}: {argv[0]!r} is not a Python interpreter: the command's first word is one "
                             "(python, /path/venv/bin/python) or a launcher it runs (torchrun) [PC802]")
     return [exe, *argv[1:]]
+
+
+def file_kind(path: str) -> str:
+    """What a path that exists but is no program is, in words."""
+    mode = os.stat(path).st_mode
+    kinds = ((stat.S_ISDIR, "a folder"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+             (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"))
+    return next((said for test, said in kinds if test(mode)), "a file that is not executable (no x permission)")
 
 
 PYTHONS = ("python", "pypy")  # the names a Python interpreter's file goes by (python3.11, pypy3)

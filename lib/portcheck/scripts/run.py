@@ -274,18 +274,6 @@ def kept(t: dict, p: dict, statuses: dict, modules: dict, renamed: dict) -> list
     return rows
 
 
-def kept_named(name: str, statuses: dict) -> str:
-    """A module kept beside the model as each script holds it (first_call.keep's kept_as): its name, the object
-    holding it and the decay that object was given (model_ema.module (ModelEmaV2, decay 0.999)); both sides' where
-    they differ."""
-    def said(side):
-        e = (statuses[side]["config"].get("kept_as") or {}).get(name) or {}
-        decay = f", decay {e['decay']:g}" if isinstance(e.get("decay"), (int, float)) else ""
-        return str(e.get("as") or name) + (f" ({e['by']}{decay})" if e.get("by") else "")
-    t, p = said("torch"), said("paddle")
-    return t if t == p else f"torch {t} vs paddle {p}"
-
-
 def alone(paddle_config: dict, side: str):
     """A side's record without the tensors the other side holds none of (hooks_paddle.start_from_torch's one_sided:
     unused by its forward, filled by the model, a torch name of a tied tensor Paddle holds once, or a torch head Paddle
@@ -472,7 +460,8 @@ def judge(out: Path, statuses: dict, steps: int, rank: int = 0, again=None, seal
         print("".join(f"  ({line})\n" for line in lines), end="")
     kept_red = [r for r in kept_rows if not r.passed]
     name, _, tensor = kept_red[0].key.partition(": ") if kept_red else ("", "", "")
-    first_kept = f"{kept_named(name, statuses)}: {tensor}"
+    configs = (statuses["torch"]["config"], statuses["paddle"]["config"])
+    first_kept = f"{runconfig.kept_named(name, *configs)}: {tensor}"
     if kept_rows:
         names = sorted({r.key.partition(":")[0] for r in kept_rows})
         print(f"kept beside the model ({', '.join(names)}), as the weights: " + (

@@ -267,7 +267,7 @@ def _dropouts(torch_config: dict, paddle_config: dict, modules: dict) -> list:
     Paddle MultiHeadAttention's float dropout: recorder.Run.dropout_site) differ, its Dropout children counted with
     them (a Dropout module against a functional dropout is the same; two Dropout modules are compared as modules)."""
     def ps(config, name):
-        own = set((config.get("dropouts") or {}).get(name, {}).get("p", []))
+        own = {p for p in (config.get("dropouts") or {}).get(name, {}).get("p", []) if p}  # 0: as no dropout
         children = {round(float(c["p"]), 7) for n, c in (config.get("modules") or {}).items()
                     if "p" in c and n and n.rpartition(".")[0] == name and c["p"]}
         return own, own | children
@@ -301,7 +301,7 @@ def _attention_dropouts(torch_config: dict, paddle_config: dict, modules: dict) 
         sites += [(n, d["type"], d["p"]) for n, d in (config.get("attention_dropouts") or {}).items()]
         out = {}
         for name, kind, p in sites:
-            if name in paired:
+            if name in paired and float(p):  # _dropouts compares it; a 0 there is said here, as no dropout is not
                 continue
             up = name
             while up and up not in paired:
@@ -315,8 +315,8 @@ def _attention_dropouts(torch_config: dict, paddle_config: dict, modules: dict) 
     out = []
     for name in sorted({*t, *p}):
         ts, ps = t.get(name, []), p.get(name, [])
-        covered = name in (torch_config.get("dropouts") or {}) or to_paddle[name] in (paddle_config.get("dropouts")
-                                                                                     or {})
+        covered = any((torch_config.get("dropouts") or {}).get(name, {}).get("p", ())) or \
+            any((paddle_config.get("dropouts") or {}).get(to_paddle[name], {}).get("p", ()))  # a 0: no dropout there
         if covered or sorted(v for *_, v in ts if v) == sorted(v for *_, v in ps if v):
             continue
         out.append(f"{name or ROOT}: attention dropout p torch {said(ts)} vs paddle {said(ps)} ({where('torch', ts)}; "
@@ -421,6 +421,26 @@ def pair_records(below) -> dict:
     return out
 
 
+def kept_named(name: str, torch_config: dict, paddle_config: dict) -> str:
+    """A module kept beside the model as each script holds it (first_call.keep's kept_as): its name, the object
+    holding it and the decay that object was given (model_ema.module (ModelEmaV2, decay 0.999)); both sides' where
+    they differ."""
+    def said(config):
+        e = (config.get("kept_as") or {}).get(name) or {}
+        decay = f", decay {e['decay']:g}" if isinstance(e.get("decay"), (int, float)) else ""
+        return str(e.get("as") or name) + (f" ({e['by']}{decay})" if e.get("by") else "")
+    t, p = said(torch_config), said(paddle_config)
+    return t if t == p else f"torch {t} vs paddle {p}"
+
+
+def kept_lines(torch_config: dict, paddle_config: dict) -> list:
+    """The modules both scripts keep beside the model, named as run names them (kept_named): what bp_align's
+    kept_<i> digest (their change over step i, no names in it)."""
+    both = [n for n in (torch_config.get("kept") or {}) if n in (paddle_config.get("kept") or {})]
+    return [f"bp_align's kept_<i>, the change over step i of what the script keeps beside the model: "
+            f"{'; '.join(kept_named(n, torch_config, paddle_config) for n in both)}"] if both else []
+
+
 def from_folder(below):
     """(the red configuration lines re-derived from a hand-in's DIAGNOSTICS/config_<side>.json, or None when it holds
     none; a problem that makes the entry red, or ""; [(label, line)] of the lines run said beside them that are not
@@ -473,7 +493,8 @@ def from_folder(below):
         settled = [measured_line(m, _measurement(m, s)) for m, s in zip(settings, said)]
         shown = [*(("DIFFERS", line) for line, ok in settled if ok),
                  *(("NOT COMPARED", line) for line in not_compared(t["config"], p["config"])),
-                 *(("ONE-SIDED", line) for line in one_sided(p["config"]))]
+                 *(("ONE-SIDED", line) for line in one_sided(p["config"])),
+                 *(("KEPT", line) for line in kept_lines(t["config"], p["config"]))]
     except (TypeError, ValueError, KeyError, AttributeError, IndexError) as e:
         return [], f"{CONFIG}_torch.json / {CONFIG}_paddle.json do not read as configuration records ({e})", []
     return [*lines, *(line for line, ok in settled if not ok)], "", shown
