@@ -99,7 +99,7 @@ def setting(args):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], allow_abbrev=False)
     parser.add_argument("--seeds", type=int, default=16, help="correct ports per N and setting")
     parser.add_argument("--plant-seeds", type=int, default=2, help="nets per plant, N and setting")
     parser.add_argument("--sizes", type=int, nargs="+", default=list(SIZES), choices=list(SIZES),
