@@ -31,8 +31,8 @@ from portcheck.gradients.against_itself import (AGAINST_ITSELF, AGAINST_KEYS, MO
                                                 moved_one_ulp, spread_of)
 from portcheck.gradients.kinks import (TAKEN, TAKEN_KEY, TAKING, TAKING_KEYS, crossings, near_zero, on_paddles_branch,
                                        take, taking_paddles_side)
-from portcheck.gradients.optimizers import (CYCLES_MOMENTUM, batch_statistics, biased_variance, by_design_lines,
-                                            cycled_momentum, norm_counter, optimizer_settings)
+from portcheck.gradients.optimizers import (CYCLES_MOMENTUM, NORM, batch_statistics, biased_variance, by_design_lines,
+                                            cycled_momentum, few_values, norm_counter, optimizer_settings)
 from portcheck.gradients.result import LAST, LOSS_MEAN_BOUND, BackwardReport
 # documented here: docs/zoo.md cites them as portcheck.gradients.backward.<name> (and its other names above,
 # docs/run.md, docs/rules.md, lib/README.md: AGAINST_ITSELF, against_itself, crossings, moved_one_ulp, batch_statistics)
@@ -514,9 +514,9 @@ def judge_backward(torch_record: dict, paddle_record: dict, name_map=None,
             # over torch's own error alone: the by-design rule first, its rest then judged (torch's spread included)
             own = r.rule._replace(spread=0.0)
             if not r.problem and r.max > own.allowed(r) and r.name.endswith(".running_var") \
-                    and f"norm/{module}" in torch_record:
+                    and f"{NORM}{module}" in torch_record:
                 prev = f"state{i}/{r.name}"  # isolated, both sides started the step from torch's statistics
-                norm = torch_record[f"norm/{module}"]
+                norm = torch_record[f"{NORM}{module}"]
                 biased_variance(r, norm, torch_record[prev],
                                  torch_record[prev] if isolated else paddle_record[_counterpart(prev, mapped, renamed)],
                                  torch_record[key], paddle_record[_counterpart(key, mapped, renamed)],
@@ -527,4 +527,5 @@ def judge_backward(torch_record: dict, paddle_record: dict, name_map=None,
                      if k.startswith("final/") and f"state{i + 1}/{k[6:]}" not in torch_record]
         report.steps.append(rows)
     report.by_design = by_design_lines(torch_record, paddle_record, report.steps) + cycled_momentum(torch_record)
+    report.few_values = few_values(torch_record)
     return report

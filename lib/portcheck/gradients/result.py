@@ -16,6 +16,8 @@ from portcheck.gradients.kinks import crossing_lines
 LOSS_MEAN_BOUND = tolerances.GUIDE["bp_align"].threshold
 
 
+STATISTICS = (".running_mean", ".running_var")  # BatchNorm's running statistics' rows, by torch's names
+
 LAST = " (after the last step)"  # a weight's row name after the last step, where no earlier step records it
 
 
@@ -31,6 +33,8 @@ class BackwardReport(page.Viewable):
     by_design: list = field(default_factory=list)  # lines: a difference the two optimizers make on purpose
     on_branch: bool = False  # judged against torch's run taking Paddle's branch at the first forward's kinks
     branch: dict = field(default_factory=dict)  # {record key: that run's value}: a hand-in carries it (handin.BRANCH)
+    # [(torch module, class, values per channel, the least judged)]: a BatchNorm in training over too few values
+    few_values: list = field(default_factory=list)
 
     @property
     def kinks(self) -> list:
@@ -41,6 +45,25 @@ class BackwardReport(page.Viewable):
     def passed(self) -> bool:
         return (self.forward is None or self.forward.passed) and all(r.passed for r in self.grads) \
             and all(r.passed or r.beyond(LOSS_MEAN_BOUND) for rows in self.steps for r in rows)
+
+    @property
+    def cannot_judge(self) -> list:
+        """One line per BatchNorm in training over too few values per channel (few_values) where only what its
+        gradients reach is red: the gradients and what the steps make of them. Never passed: it compared less than
+        asked. A difference the first forward, the first step's loss, an lr or the running statistics one forward
+        makes (after step 1; isolated, after every step) show stays red: none of them goes through a gradient."""
+        if self.passed or not self.few_values or self.unjudged or \
+                (self.forward is not None and not self.forward.passed):
+            return []
+        for i, rows in enumerate(self.steps):
+            for r in rows:
+                forward_only = r.name == "lr" or i == 0 and r.name == "loss" or (i == 0 or self.isolated) and \
+                    r.name.endswith(STATISTICS)
+                if forward_only and not (r.passed or r.beyond(LOSS_MEAN_BOUND)):
+                    return []
+        return [f"cannot be judged: {module} ({kind} in training) normalises {n} values per channel; gradients "
+                f"through it are rounding noise at this size; give at least {least} (batch x spatial) [PC177]"
+                for module, kind, n, least in self.few_values]
 
     @property
     def unjudged(self) -> list:
@@ -125,18 +148,20 @@ class BackwardReport(page.Viewable):
                              "rows": report.figures(rows, "step", i + 1),
                              "first": step[1] if step and step[0] == i else None})
         sections.append({"kind": "lines", "title": "the table", "lines": self.table().splitlines()})
+        cannot = self.cannot_judge
         data.update(passed=self.passed, sections=sections,
                     first={"torch": str(first), "paddle": getattr(first, "paddle", str(first))} if first else None,
-                    headline=f"the runs part at {getattr(first, 'both', first)}" if first else
+                    headline=cannot[0] if cannot else f"the runs part at {getattr(first, 'both', first)}" if first else
                     "every module, gradient and step within its rule" if self.passed else "red")
+        verdict = "cannot be judged" if cannot else 'green' if self.passed else 'RED'
         data["verdicts"] = [{"name": "backward", "passed": self.passed, "text": "first forward, gradients and "
-                             f"{len(self.steps)} step(s), measured rule: {'green' if self.passed else 'RED'}"}] \
-            + data["verdicts"]
+                             f"{len(self.steps)} step(s), measured rule: {verdict}"}] + data["verdicts"]
         return data
 
 
     def table(self) -> str:
-        lines = ["the first forward, every module:", self.forward.table()] if self.forward is not None else []
+        lines = self.cannot_judge
+        lines += ["the first forward, every module:", self.forward.table()] if self.forward is not None else []
         if self.on_branch or self.taken or not self.passed:  # a green run's values near 0 decide nothing
             lines += crossing_lines(self.crossed, self.on_branch, self.taken, self.first_diverging or "")
         lines += ["gradients after the first backward (forward order):"]

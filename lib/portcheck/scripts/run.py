@@ -452,7 +452,9 @@ def judge(out: Path, statuses: dict, steps: int, rank: int = 0, again=None, seal
                                                         if report.forward.isolated else "not judged")
           + "".join(f"; the {side} run stopped: {why}" for side, why in report.forward.isolation_stopped.items()))
     unplaced = "" if report.passed or where else unplaced_why(report)
+    cannot = report.cannot_judge  # a BatchNorm over too few values: not RED, never green (the summary stays red)
     print("training: " + ("every module, gradient, loss, lr and weight within the measured rule" if report.passed
+                          else "; ".join(cannot) if cannot
                           else f"RED, the runs part at {getattr(where, 'both', where)} [PC835]" if where
                           else f"RED: {unplaced} [PC836]"))
     if report.crossed and (report.on_branch or report.taken or not report.passed):  # as report.table() says them

@@ -1,0 +1,55 @@
+"""A BatchNorm in training over fewer values per channel (batch x spatial) than optimizers.FEW_VALUES: its input
+gradient sums to 0 over the values and is mostly the rounding of its batch means, so a correct port's gradients can
+be red (tools/bn_few_values.py measured where). There compare_backward says in one line that the layer cannot be
+judged at that size and what size can, never green; a bug the forward or the running statistics show stays red, and
+at FEW_VALUES the same net is judged: green, and a planted epsilon red."""
+import pytest
+
+torch = pytest.importorskip("torch")
+paddle = pytest.importorskip("paddle")
+from portcheck import compare_backward  # noqa: E402
+from portcheck.gradients.optimizers import FEW_VALUES  # noqa: E402
+from tools import bn_few_values as sweep  # noqa: E402 - its nets, shared
+
+LOSS = (torch.nn.functional.cross_entropy, paddle.nn.functional.cross_entropy)
+SGD = (lambda ps: torch.optim.SGD(ps, 0.1, momentum=0.9), lambda ps: paddle.optimizer.Momentum(0.1, 0.9, parameters=ps))
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    """torch at 1 thread, as the suite's workers run it: where the deep net's seed 0 is red over 2 values."""
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
+def judged(n, plant=None):
+    pt, pd, x, y = sweep.nets(0, *sweep.SIZES[n], plant, "deep")
+    return compare_backward(pt, pd, x, y, LOSS, SGD, steps=3)
+
+
+def test_a_correct_port_over_two_values_is_said_unjudged_not_red_and_never_green():
+    report = judged(2)
+    red = [r for r in report.grads if not r.passed]
+    assert red and not report.passed, report.table()  # torch's own error alone: red rows, kept as judged
+    lines = report.cannot_judge
+    assert len(lines) == 8 and lines[0].startswith("cannot be judged: 1 (BatchNorm2d in training) normalises 2 values "
+                                                   "per channel") and f"give at least {FEW_VALUES} " in lines[0]
+    assert all(line.endswith("[PC177]") for line in lines)
+    assert report.table().startswith(lines[0])
+    view = report.view()
+    assert view["headline"] == lines[0] and view["verdicts"][0]["text"].endswith("cannot be judged")
+    assert not view["verdicts"][0]["passed"]
+
+
+def test_the_same_net_at_the_size_measured_is_green():
+    report = judged(FEW_VALUES)
+    assert report.passed and not report.cannot_judge, report.table()
+
+
+@pytest.mark.parametrize("n, plant", [(FEW_VALUES, "epsilon"), (2, "weight"), (2, "momentum"), (2, "epsilon")])
+def test_a_bug_the_forward_or_the_statistics_show_stays_red(n, plant):
+    report = judged(n, plant)
+    assert not report.passed and not report.cannot_judge, report.table()
+    assert "cannot be judged" not in report.view()["verdicts"][0]["text"]

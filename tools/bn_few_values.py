@@ -1,0 +1,151 @@
+"""How many values per channel (batch x spatial) a BatchNorm in training must normalise for compare_backward to
+judge the gradients through it: the measurement behind portcheck.gradients.optimizers.FEW_VALUES (its table:
+docs/tolerances.md).
+
+    python tools/bn_few_values.py                 # every setting, prints the table (about 6 minutes)
+    python tools/bn_few_values.py --seeds 4 --sizes 2 8
+
+Two users' nets, a correct Paddle port of each: small, conv(3, 8, 3, pad 1) - BatchNorm2d - ReLU - conv(8, 8, 1) -
+BatchNorm2d - ReLU - mean - Linear(8, 4); deep, conv(3, 32, 1) - 8 x (BatchNorm2d - ReLU - conv(32, 32, 1)) - mean -
+Linear(32, 4); SGD with momentum 0.9 at lr 0.1, compare_backward over 3 steps; the input's
+batch and map size give N values per channel. Each setting is its own process: torch at 1 and 2 threads
+(torch.set_num_threads), ATEN_CPU_CAPABILITY=avx2 and the CPU's default (read once, when torch loads). Planted on
+the Paddle side: a BatchNorm epsilon of 1e-3, its momentum as torch's (Paddle's is 1 - torch's), a conv weight off
+by 1e-3. The table: per N and setting, the correct ports red out of the seeds (with the worst multiple of its
+allowance), and the plants green (each must be 0).
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+
+try:
+    import portcheck.core.runtime  # noqa: F401 - first: offline mode, threads, allocator, before torch/paddle load
+except ModuleNotFoundError:  # the project is not importable: not its venv
+    raise SystemExit("error: this project's packages are not importable: activate its venv "
+                     "(. .venv/bin/activate) or run `pip install -r requirements.txt`") from None
+from portcheck.core.errors import PipelineError, run_main
+
+SIZES = {2: (2, 1), 4: (4, 1), 8: (2, 2), 16: (4, 2), 32: (2, 4)}  # N: (batch, map side)
+PLANTS = ("epsilon", "momentum", "weight")
+
+
+def small(nn, norm):
+    return [nn.Conv2d(3, 8, 3, padding=1), norm(8), nn.ReLU(), nn.Conv2d(8, 8, 1), norm(8), nn.ReLU(),
+            nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(8, 4)]
+
+
+def deep(nn, norm):  # more BatchNorms in a row: each amplifies what reaches it
+    return [nn.Conv2d(3, 32, 1)] + [m for _ in range(8) for m in (norm(32), nn.ReLU(), nn.Conv2d(32, 32, 1))] + [
+        nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(32, 4)]
+
+
+NETS = {"small": small, "deep": deep}  # (torch.nn or paddle.nn, a BatchNorm2d factory) -> layers
+
+
+class _Paddle:
+    """paddle.nn under torch.nn's names, for one net definition."""
+    def __getattr__(self, name):
+        import paddle
+        return getattr(paddle.nn, name.replace("2d", "2D"))
+
+
+def nets(seed, batch, side, plant=None, net="small"):
+    """(torch model, its correct Paddle port or one with `plant`, inputs, targets) of N = batch x side x side values
+    per channel."""
+    import torch
+    from portcheck import convert
+    torch.manual_seed(seed)
+    pt = torch.nn.Sequential(*NETS[net](torch.nn, torch.nn.BatchNorm2d))
+    epsilon, momentum = (1e-3 if plant == "epsilon" else 1e-5), (0.1 if plant == "momentum" else 0.9)
+    pd_nn = _Paddle()
+    pd = pd_nn.Sequential(*NETS[net](pd_nn, lambda c: pd_nn.BatchNorm2d(c, epsilon=epsilon, momentum=momentum)))
+    convert(pt, pd)
+    if plant == "weight":
+        pd[3].weight.set_value(pd[3].weight.numpy() + 1e-3)
+    x, y = torch.randn(batch, 3, side, side).numpy(), torch.randint(0, 4, (batch,)).numpy()
+    return pt, pd, x, y
+
+
+def run(seed, n, plant=None, net="small"):
+    """(passed, worst multiple of an allowance, its row) of compare_backward on one seed's nets."""
+    import paddle
+    import torch
+    from portcheck import compare_backward
+    pt, pd, x, y = nets(seed, *SIZES[n], plant, net)
+    report = compare_backward(
+        pt, pd, x, y, (torch.nn.functional.cross_entropy, paddle.nn.functional.cross_entropy),
+        (lambda ps: torch.optim.SGD(ps, 0.1, momentum=0.9),
+         lambda ps: paddle.optimizer.Momentum(0.1, 0.9, parameters=ps)),
+        steps=3)
+    rows = [r for r in report.grads] + [r for rows in report.steps for r in rows]
+    worst = max(rows, key=lambda r: r.max / r.allowed if r.allowed else 0.0)
+    return report.passed, worst.max / worst.allowed if worst.allowed else float("inf"), worst.name
+
+
+def setting(args):
+    """One process: every N and seed at this process's threads and CPU capability, as JSON lines."""
+    import torch
+    torch.set_num_threads(args.threads)
+    for net in NETS:
+        for n in args.sizes:
+            for plant, seeds in [(None, args.seeds)] + [(plant, args.plant_seeds) for plant in PLANTS]:
+                for seed in range(seeds):
+                    passed, worst, name = run(seed, n, plant, net)
+                    print(json.dumps({"net": net, "n": n, "seed": seed, "plant": plant, "passed": passed,
+                                      "worst": worst, "row": name, "cpu": torch.backends.cpu.get_cpu_capability()}),
+                          flush=True)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], allow_abbrev=False)
+    parser.add_argument("--seeds", type=int, default=16, help="correct ports per N and setting")
+    parser.add_argument("--plant-seeds", type=int, default=2, help="nets per plant, N and setting")
+    parser.add_argument("--sizes", type=int, nargs="+", default=list(SIZES), choices=list(SIZES),
+                        help="values per channel")
+    parser.add_argument("--threads", type=int, default=None, help=argparse.SUPPRESS)  # one setting's process
+    args = parser.parse_args()
+    if args.seeds < 1 or args.plant_seeds < 1:
+        parser.error("--seeds and --plant-seeds take at least 1")
+    if args.threads is not None:
+        return setting(args)
+    table = {}
+    for capability in ("default", "avx2"):
+        for threads in (1, 2):
+            env = dict(os.environ)
+            env.pop("ATEN_CPU_CAPABILITY", None)
+            if capability != "default":
+                env["ATEN_CPU_CAPABILITY"] = capability
+            cmd = [sys.executable, __file__, "--threads", str(threads), "--seeds", str(args.seeds),
+                   "--plant-seeds", str(args.plant_seeds), "--sizes", *map(str, args.sizes)]
+            out = subprocess.run(cmd, env=env, capture_output=True, text=True)
+            if out.returncode:
+                raise PipelineError(f"the setting {capability}, {threads} thread(s) failed: "
+                                    f"{(out.stderr.strip().splitlines() or [''])[-1]}")
+            for line in out.stdout.splitlines():
+                if line.startswith("{"):
+                    r = json.loads(line)
+                    key = (r["n"], r["net"], f"{capability} ({r['cpu']})", threads)
+                    cell = table.setdefault(key, {"red": 0, "worst": 0.0, "row": "", "plants green": 0, "plants": 0})
+                    if r["plant"] is None:
+                        cell["red"] += not r["passed"]
+                        if r["worst"] > cell["worst"]:
+                            cell["worst"], cell["row"] = r["worst"], f"seed {r['seed']}: {r['row']}"
+                    else:
+                        cell["plants"] += 1
+                        cell["plants green"] += r["passed"]
+    print("| N | net | ATEN_CPU_CAPABILITY (torch's) | threads | correct ports red | worst (x allowance) "
+          "| plants green |")
+    print("|---|---|---|---|---|---|---|")
+    for (n, net, capability, threads), c in sorted(table.items()):
+        print(f"| {n} | {net} | {capability} | {threads} | {c['red']}/{args.seeds} | {c['worst']:.3g} ({c['row']}) | "
+              f"{c['plants green']}/{c['plants']} |")
+    clean = [n for n in sorted({k[0] for k in table}) if all(c["red"] == 0 and c["plants green"] == 0
+                                                            for k, c in table.items() if k[0] == n)]
+    print(f"smallest N with every correct port green and every plant red in every setting: "
+          f"{clean[0] if clean else 'none'}")
+
+
+if __name__ == "__main__":
+    run_main(main)
