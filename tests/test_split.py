@@ -214,8 +214,9 @@ def test_a_rank_that_dies_is_one_line_naming_it_every_rank_ended(torch_model):
 
 def test_ranks_that_outlast_the_timeout_are_one_line_every_rank_ended(torch_model):
     start = time.monotonic()
-    with pytest.raises(PipelineError, match=r"^rank 0, 1 of 2 did not finish in 1 s: (it had started|never started)"
-                                            r", as had every rank; every rank ended;.*\[PC424\]$"):
+    with pytest.raises(PipelineError, match=r"^rank (0, 1|0|1) of 2 did not finish in 1 s: (it had started|never started)"
+                                            r", (as had every rank|the other ranks had [^;]+); every rank ended;.*"
+                                            r"\[PC424\]$"):
         split.compare_split(torch_model, pair.build, pair.IDS, 2, timeout=1)
     assert multiprocessing.active_children() == [] and time.monotonic() - start < 10
 
