@@ -452,7 +452,7 @@ def judge(out: Path, statuses: dict, steps: int, rank: int = 0, again=None, seal
                                                         if report.forward.isolated else "not judged")
           + "".join(f"; the {side} run stopped: {why}" for side, why in report.forward.isolation_stopped.items()))
     unplaced = "" if report.passed or where else unplaced_why(report)
-    cannot = report.cannot_judge  # a BatchNorm over too few values: not RED, never green (the summary stays red)
+    cannot = report.cannot_judge  # a BatchNorm over too few values: not RED, never green
     print("training: " + ("every module, gradient, loss, lr and weight within the measured rule" if report.passed
                           else "; ".join(cannot) if cannot
                           else f"RED, the runs part at {getattr(where, 'both', where)} [PC835]" if where
@@ -474,8 +474,12 @@ def judge(out: Path, statuses: dict, steps: int, rank: int = 0, again=None, seal
         print(f"{name}: {'green' if v.passed else 'RED'} | {v.describe_measured()}")
     red = bool(config) or not fed.passed or not report.passed or not all(v.passed for v in verdicts.values()) \
         or bool(kept_red)
-    print(f"{'RED' if red else 'green'}: " + (
+    # a BatchNorm over too few values and nothing else: not RED, never green
+    unjudged = red and cannot and not config and fed.passed and all(v.passed for v in verdicts.values()) \
+        and not kept_red
+    print(f"{'NOT GREEN' if unjudged else 'RED' if red else 'green'}: " + (
         f"{len(config)} configuration difference(s)" if config else
+        f"{'; '.join(cannot)}" if unjudged else
         "the data differ" if not fed.passed else f"the runs part at {where}" if where else unplaced or (
             f"what the script keeps beside the model differs: {first_kept}" if kept_red else
             "a pair is red" if red else "the same run for the first steps"))
