@@ -40,7 +40,7 @@ EXEMPT = {
     ("result.py", "'green' if self.passed else 'RED'"): "a page's verdict label, never printed; the report's "
     "table it shows below is coded where made",
     ("run.py", "train_align {verdict.describe_measured()}"): "describe_measured codes it",
-    ("run.py", "f\"{'RED' if red else 'green'}: \" + ("): "run's last line, a summary of the coded lines above it",
+    ("run.py", "f\"{'NOT GREEN' if unjudged else 'RED' if red else 'green'}: \" + ("): "run's last line, a summary of the coded lines above it",
     ("run.py", "of {len(codes)} red (each"): "the ranks' summary: each rank's own lines are coded",
     ("report.py", "\"not judged\" if not r.judged"): "a DataFrame's cell (frame()), not a line",
 }

@@ -1,0 +1,102 @@
+"""portcheck.Handin, the short form of the guide's five steps: one object per hand-in folder, one call per step.
+
+The clean pair (examples/mlp_pair.py) through all five calls is green in process and by the reviewer's command on
+the folder they wrote, every guide pair present; a bug planted in the Paddle model (GELU's tanh form) is red at
+Step 1 in process and in the folder; a Paddle model holding other weights than the conversion's is not the same
+run; steps.train refuses logs it did not bind."""
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+paddle = pytest.importorskip("paddle")
+pytest.importorskip("sklearn.datasets")
+
+import portcheck  # noqa: E402
+from portcheck import cli  # noqa: E402
+from portcheck.core.errors import PipelineError  # noqa: E402
+from portcheck.pipeline import data  # noqa: E402
+from examples.mlp_pair import (HP, ORDERS, SEEDS, PaddleNet, centroid_predictions, cross_entropy,  # noqa: E402
+                               dataloader, evaluate, first_batch, optimizer, scores, torch_net)
+
+GUIDE = ("forward", "data", "metric", "loss", "lr", "bp_align", "train_align")
+
+
+def five_steps(top, paddle_net=PaddleNet):
+    """The five steps as a user writes them with the short form."""
+    steps = portcheck.Handin(top)
+    x, y = first_batch()
+    steps.forward(torch_net(), paddle_net(), x)
+    steps.data(dataloader("torch", ORDERS[0]), dataloader("paddle", ORDERS[0]))
+    steps.metric(scores, *centroid_predictions())
+    steps.loss(torch_net(), paddle_net(), x, y, (cross_entropy("torch"), cross_entropy("paddle")))
+    n = HP["bp_steps"]
+    steps.backward(torch_net(), paddle_net(), x, y, (cross_entropy("torch"), cross_entropy("paddle")),
+                   (optimizer("torch", n)[0], optimizer("paddle", n)[0]), (optimizer("torch", n)[1], None), n, HP)
+    models = torch_net(), paddle_net()
+    logs = steps.training(*models, ORDERS[:1], SEEDS, HP, inputs=x)
+    for side, model, log in zip(("torch", "paddle"), models, logs):
+        make, schedule = optimizer(side, 12)
+        opt = make(model.parameters())
+        sched, loss_fn = schedule(opt), cross_entropy(side)
+        model.train()
+        for features, labels in data.each_batch(dataloader(side, ORDERS[0])):
+            lr = opt.param_groups[0]["lr"] if side == "torch" else opt.get_lr()
+            loss = loss_fn(model(features), labels)
+            loss.backward()
+            opt.step()
+            sched.step()
+            log.step(loss, lr, model=model, batch=labels)
+            opt.zero_grad() if side == "torch" else opt.clear_grad()
+        model.eval()
+        log.evaluate(evaluate(side, model))
+    steps.train(*logs)
+    return steps
+
+
+def test_the_five_short_calls_hand_in_a_folder_the_reviewers_command_finds_green(tmp_path):
+    steps = five_steps(tmp_path / "log_reprod")
+    assert steps.passed, steps
+    assert list(steps.verdicts) == list(GUIDE)
+    for pair in GUIDE:
+        assert (tmp_path / "log_reprod" / f"{pair}_paddle.npy").is_file(), pair
+    assert (tmp_path / "log_reprod" / "diagnostics" / "report.html").is_file()
+    assert cli.check(tmp_path / "log_reprod") == 0
+    assert str(steps).splitlines()[0].startswith("forward: measured green")
+
+
+class GeluTanh(PaddleNet):
+    def __init__(self):
+        super().__init__()
+        self.act = paddle.nn.GELU(approximate=True)
+
+
+def test_a_bug_planted_in_the_paddle_model_is_red_at_its_module_in_process_and_in_the_folder(tmp_path):
+    steps = portcheck.Handin(tmp_path / "log_reprod")
+    x, _ = first_batch()
+    report = steps.forward(torch_net(), GeluTanh(), x)
+    assert not report.passed and report.first_diverging.startswith("2"), report.first_diverging
+    assert not steps.passed and "RED" in str(steps)
+    assert cli.check(tmp_path / "log_reprod") != 0
+
+
+def test_a_paddle_model_holding_other_weights_than_the_conversions_is_not_the_same_run(tmp_path):
+    steps = portcheck.Handin(tmp_path / "log_reprod")
+    x, y = first_batch()
+    torch_model, paddle_model = torch_net(), PaddleNet()
+    steps.convert(torch_model, paddle_model, x)
+    other = PaddleNet()  # its own random weights: never converted
+    steps.loss(torch_model, other, x, y, (cross_entropy("torch"), cross_entropy("paddle")), convert=False)
+    assert not steps.passed
+    assert cli.check(tmp_path / "log_reprod") != 0
+
+
+def test_steps_train_refuses_logs_it_did_not_bind_in_one_line(tmp_path):
+    from portcheck.pipeline.training import TrainingLog
+    steps = portcheck.Handin(tmp_path / "log_reprod")
+    with pytest.raises(PipelineError, match=r"not made by steps.training.*\[PC162\]$"):
+        steps.train(TrainingLog(), TrainingLog())
+    with pytest.raises(PipelineError, match=r"no conversion yet.*\[PC161\]$"):
+        steps.training(torch_net(), PaddleNet(), ORDERS[:1], SEEDS, HP)
+    with pytest.raises(PipelineError, match=r"\(torch's, Paddle's\).*\[PC160\]$"):
+        steps.metric(("only one",), *centroid_predictions())
+    assert not np.any([p.exists() for p in tmp_path.iterdir()])
