@@ -100,3 +100,41 @@ def test_steps_train_refuses_logs_it_did_not_bind_in_one_line(tmp_path):
     with pytest.raises(PipelineError, match=r"\(torch's, Paddle's\).*\[PC160\]$"):
         steps.metric(("only one",), *centroid_predictions())
     assert not np.any([p.exists() for p in tmp_path.iterdir()])
+
+
+def split_form(work, paddle_net=PaddleNet):
+    """Each side's half as a pt_ and a pd_ script saves it (here one after the other), Paddle's weights torch's."""
+    x, y = first_batch()
+    n = HP["bp_steps"]
+    torch_model, paddle_model = torch_net(), paddle_net()
+    portcheck.convert(torch_model, paddle_model, inputs=x)  # a pd_ script loads the converted weights instead
+    for side, model in (("torch", torch_model), ("paddle", paddle_model)):
+        half = portcheck.Side(work)
+        half.forward(model.eval(), x)
+        half.loss(model, x, y, cross_entropy(side))
+        half.data(dataloader(side, ORDERS[0]))
+        half.metric(scores, *centroid_predictions(), framework=side)
+        half.backward(model.train(), x, y, cross_entropy(side), *optimizer(side, n), steps=n)
+
+
+def test_the_split_form_two_halves_and_a_check_hand_in_a_folder_the_reviewers_command_finds_green(tmp_path):
+    split_form(tmp_path / "work")
+    steps = portcheck.Handin(tmp_path / "log_reprod", sides=tmp_path / "work")
+    verdicts = steps.judge()
+    assert set(verdicts) == {"forward", "data", "metric", "loss", "lr", "bp_align"} and steps.passed, steps
+    assert cli.check(tmp_path / "log_reprod", only=list(verdicts)) == 0  # Step 5: TrainingLog.save, each side
+
+
+def test_the_split_form_is_red_at_a_planted_module_and_on_a_paddle_half_of_other_weights(tmp_path):
+    split_form(tmp_path / "work", GeluTanh)
+    steps = portcheck.Handin(tmp_path / "log_reprod", sides=tmp_path / "work")
+    assert not steps.judge("forward")["forward"].passed
+    assert cli.check(tmp_path / "log_reprod") != 0
+    x, _ = first_batch()
+    portcheck.Side(tmp_path / "other").forward(torch_net().eval(), x)
+    portcheck.Side(tmp_path / "other").forward(PaddleNet().eval(), x)  # never converted: its own weights
+    other = portcheck.Handin(tmp_path / "other_reprod", sides=tmp_path / "other")
+    assert not other.judge()["forward"].passed
+    assert cli.check(tmp_path / "other_reprod") != 0
+    with pytest.raises(PipelineError, match=r"no loss saved by both sides.*\[PC163\]$"):
+        other.judge("loss")

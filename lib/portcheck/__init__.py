@@ -36,7 +36,7 @@ from portcheck.forward.result import ForwardReport
 from portcheck.mapping.convert import convert
 from portcheck.mapping.fused import Fused
 from portcheck.mapping.names import resolve
-from portcheck.pipeline.folder import Handin
+from portcheck.pipeline.folder import Handin, Side
 
-__all__ = ["Handin", "convert", "compare_forward", "record_forward", "judge_forward", "record_value", "ForwardReport",
+__all__ = ["Handin", "Side", "convert", "compare_forward", "record_forward", "judge_forward", "record_value", "ForwardReport",
            "compare_backward", "record_backward", "judge_backward", "BackwardReport", "resolve", "Fused"]

@@ -94,6 +94,23 @@ def model_fingerprint(model, port=None) -> str:
     return state_fingerprint(model.state_dict())
 
 
+def weights_fingerprint(model) -> str:
+    """The floating-point tensors a torch or Paddle model holds now, whatever their names: each hashed alone in
+    torch's layout (a Paddle Linear's [in, out] weight as [out, in]), the sorted hashes hashed. What a pt_ and a pd_
+    script each fingerprint of their own model when no conversion map is at hand (portcheck.Side): equal when the
+    Paddle model holds the torch model's tensors under any names. A tensor one side holds and the other not (a
+    buffer only one saves, a q/k/v fused on one side) makes them differ: then fingerprint with
+    model_fingerprint(model, port=)."""
+    if hasattr(model, "named_sublayers"):  # Paddle
+        linear = {f"{name}.weight" if name else "weight" for name, layer in model.named_sublayers(include_self=True)
+                  if _paddle_linear(layer)}
+        arrays = (v.numpy().T if k in linear else v.numpy() for k, v in model.state_dict().items())
+    else:
+        arrays = (_numpy(v) for v in model.state_dict().values())
+    each = sorted(fingerprint([("", a)]) for a in arrays if a.dtype.kind == "f")
+    return hashlib.sha256("|".join(each).encode()).hexdigest()
+
+
 def _paddle_linear(layer) -> bool:
     """isinstance(layer, paddle.nn.Linear), asked of its classes: core imports no framework."""
     return any(c.__name__ == "Linear" and c.__module__.startswith("paddle.nn") for c in type(layer).__mro__)

@@ -92,6 +92,33 @@ class Handin:
         self.verdicts[pair] = handin.judge_and_log(self.sides, pair, top=self.top, comparison=comparison, **kw)
         return self.verdicts[pair]
 
+    def judge(self, *pairs):
+        """The split form's check: judge the pairs each side's script saved into `sides` (portcheck.Side), every
+        pair both saved when none is named, the whole records drawn where a side saved them (the forward's every
+        module, the backward's steps). Returns {pair: verdict}."""
+        from portcheck.core.fileio import load_npy
+        from portcheck.forward.compare import judge_forward
+        from portcheck.gradients import backward
+        saved = [p for p in ("forward", "data", "metric", "loss", "lr", "bp_align")
+                 if all((self.sides / f"{p}_{side}.npy").is_file() for side in SIDES)]
+        pairs = list(pairs) or saved
+        if not pairs or set(pairs) - set(saved):
+            missing = sorted(set(pairs) - set(saved)) if pairs else ["any pair"]
+            raise PipelineError(f"{self.sides}: no {', '.join(missing)} saved by both sides: run each side's script "
+                                "(portcheck.Side) first [PC163]")
+        whole = lambda pair: [self.sides / RECORDS / f"{pair}_{side}.npy" for side in SIDES]
+        handin.check_outputs(self.sides, pairs, self.top)
+        for pair in pairs:
+            files = whole(pair)
+            report = None
+            if pair in ("forward", "bp_align") and all(f.is_file() for f in files):
+                records = [load_npy(f) for f in files]
+                report = judge_forward(*records) if pair == "forward" else backward.judged(*records)
+            extra = dict(tables=report.table().splitlines(), after_steps=True) if pair == "bp_align" and report \
+                else dict(after_steps=True) if pair == "bp_align" else {}
+            self._judge(pair, comparison=report, **extra)
+        return {pair: self.verdicts[pair] for pair in pairs}
+
     def forward(self, torch_model, paddle_model, inputs, name_map=None, layouts=None, isolate=True,
                 convert: bool = True):
         """Step 1: compare_forward (every module, cumulative and with isolate= each on torch's own input) and the
@@ -223,3 +250,113 @@ class Handin:
         result = training.judge_and_log(self.sides, top=self.top, own=own)
         self.verdicts["train_align"] = result.verdict  # its passed holds the curves' too
         return result
+
+
+RECORDS = "records"  # <sides>/records/<step>_<side>.npy: each side's whole record, what Handin.judge pairs
+
+
+class Side:
+    """One side of the guide's split form: a pt_ script and a pd_ script each save their half into one folder,
+    and a check judges the two (`Handin(top, sides=folder).judge()`). Each call takes that script's own model and
+    framework; the run record binds the inputs and the model's tensors (record.weights_fingerprint: under any names),
+    so the two halves are the same run only when the Paddle model holds the torch model's weights.
+
+        side = portcheck.Side("work")            # in pt_x.py and in pd_x.py alike
+        side.forward(model, x)                   # Step 1
+        side.loss(model, x, y, loss_fn)          # Step 3
+        side.backward(model, x, y, loss_fn, make_optimizer, make_scheduler, steps=4)   # Step 4
+        side.data(loader); side.metric(fn, predictions, labels)                         # Step 2
+    """
+
+    def __init__(self, folder="work"):
+        self.folder = Path(folder)
+        self.script = Path(sys.argv[0]).name or "python"
+
+    def _save(self, pair: str, side: str, arrays: dict, depends: dict, exact=None, whole=None):
+        from portcheck.core.fileio import save_npy, writable
+        if whole is not None:
+            path = self.folder / RECORDS / f"{pair}_{side}.npy"
+            writable(path)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            save_npy(path, whole)
+        return handin.save_side(self.folder, pair, side, arrays, depends, self.script,
+                                exact=exact if side == "torch" else None)
+
+    def forward(self, model, inputs):
+        """The model's every module on `inputs` (record_forward; torch's also in float64) and the guide's forward
+        pair. Eval or train mode is the caller's."""
+        from portcheck.forward.compare import record_forward
+        from portcheck.mapping.trace import framework_of
+        side = framework_of(model)
+        rec = record_forward(model, inputs)
+        depends = {"inputs": record.fingerprint(_named(inputs)), "weights": record.weights_fingerprint(model)}
+        return self._save("forward", side, {"logits": handin.model_output(rec)}, depends,
+                          {"logits": handin.model_output(rec, exact=True)} if side == "torch" else None, rec)
+
+    def loss(self, model, inputs, targets, loss):
+        """loss(output, targets) on the model's output, targets as this framework's tensor (Step 3)."""
+        from portcheck.forward.compare import record_value
+        from portcheck.mapping.trace import framework_of
+        side = framework_of(model)
+        y = data.to_numpy(targets, "targets")
+        tensor = _to_tensor(side)
+        value = record_value(model, inputs, lambda out: loss(out, tensor(y)))
+        depends = {"inputs": record.fingerprint(_named(inputs) + [("targets", y)]),
+                   "weights": record.weights_fingerprint(model)}
+        return self._save("loss", side, {"loss": value["value"]}, depends,
+                          {"loss": value.get("f64:value")} if side == "torch" else None)
+
+    def backward(self, model, inputs, targets, loss, optimizer, scheduler=None, steps: int = 4, flags=None):
+        """`steps` optimizer steps on one batch (record_backward: optimizer(parameters), scheduler(optimizer); a
+        Paddle optimizer built with an LRScheduler: scheduler=None steps it), and the guide's lr and bp_align pairs.
+        Dropout off is the caller's."""
+        from portcheck.mapping.trace import framework_of
+        from portcheck.gradients.backward import HELD, record_backward
+        side = framework_of(model)
+        y = data.to_numpy(targets, "targets")
+        depends = {"inputs": record.fingerprint(_named(inputs) + [("targets", y)]),
+                   "flags": {"steps": steps, **dict(flags or {})}, "weights": record.weights_fingerprint(model)}
+        if side == "paddle" and scheduler is None:
+            scheduler = HELD if _holds_scheduler(model, optimizer) else None
+        rec = record_backward(model, inputs, y, loss, optimizer, scheduler, steps)
+        self._save("lr", side, handin.per_step(rec, "lr"), depends, handin.per_step(rec, "lr", exact=True))
+        return self._save("bp_align", side, handin.bp_align(rec), depends, handin.bp_align(rec, exact=True), rec)
+
+    def data(self, loader, batches: int = 3, names=None, framework: str = None):
+        """The first `batches` batches this side's own loader gives (Step 2's data pair). framework: "torch" or
+        "paddle" (default: read off the batches' tensors)."""
+        batch = data.record_batches(loader, batches=batches, names=names)
+        side = framework or _framework_of_loader(loader)
+        return self._save("data", side, batch, {"batches": batches})
+
+    def metric(self, metric, predictions, labels, framework: str):
+        """metric(predictions, labels) with this framework's tensors (Step 2's metric pair)."""
+        value = data.record_metric(metric, predictions, labels, framework=framework)
+        depends = {"inputs": record.fingerprint([("predictions", data.to_numpy(predictions, "predictions")),
+                                                 ("labels", data.to_numpy(labels, "labels"))])}
+        return self._save("metric", framework, value, depends)
+
+
+def _to_tensor(side: str):
+    if side == "torch":
+        import torch
+        return torch.from_numpy
+    import paddle
+    return paddle.to_tensor
+
+
+def _holds_scheduler(model, optimizer) -> bool:
+    """Whether a Paddle optimizer factory builds an optimizer on an LRScheduler (which record_backward then steps)."""
+    import paddle
+    opt = optimizer(model.parameters())
+    return isinstance(getattr(opt, "_learning_rate", None), paddle.optimizer.lr.LRScheduler)
+
+
+def _framework_of_loader(loader) -> str:
+    module = type(loader).__module__
+    if module.startswith("torch"):
+        return "torch"
+    if module.startswith("paddle"):
+        return "paddle"
+    raise PipelineError(f"Side.data: a {type(loader).__name__} is neither torch's nor Paddle's loader: give "
+                        "framework='torch' or 'paddle' [PC164]")
