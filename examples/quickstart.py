@@ -47,30 +47,17 @@ class PaddleNet(paddle.nn.Layer):
 torch.manual_seed(0)
 torch_model, paddle_model = TorchNet(), PaddleNet()
 
-from portcheck import compare_forward, convert, record_forward
-from portcheck.core import record
-from portcheck.pipeline.handin import hand_in, judge_and_log, model_output, save_side
+import portcheck
 
 x = np.random.RandomState(0).randn(2, 3, 16, 16).astype("float32")          # an array, a tuple or a dict of arrays
-# no name map: modules paired by aligning the two runs; a map ({"features": "body"}, regex rules or a function)
-# pins the pairs it names
-port = convert(torch_model, paddle_model, inputs=x)   # sets Paddle's weights: layouts by module type, every key checked
-torch_model.eval(), paddle_model.eval()
-report = compare_forward(torch_model, paddle_model, x, isolate=True)
+steps = portcheck.Handin(out / "log_reprod", sides=out)   # the hand-in, and each side's results beside it
+# Paddle gets torch's weights (modules paired with no map: a name_map= pins the pairs it names), every module is
+# judged on the same batch, cumulative and isolated, and the guide's forward pair is handed in with its run records
+report = steps.forward(torch_model, paddle_model, x)
 print(report.pairs())                          # every pair of modules chosen, every module left unpaired
 print(report.table())                          # every module: max and mean diff, torch's own fp32 error, diff/err
 print(report.passed, report.first_diverging)   # False and the module where the two part, when they do
 print(report.differing)                        # every module whose own computation differs (isolate=True)
-
-# the guide's pair, each side with its run record (in a pt_ and a pd_ script of your own, one side each)
-t, p = record_forward(torch_model, x), record_forward(paddle_model, x)
-inputs = record.fingerprint([("x", x)])
-for side, model, rec in (("torch", torch_model, t), ("paddle", paddle_model, p)):
-    # each side's own weights, under torch's names (port): equal only when Paddle holds torch's weights
-    depends = {"inputs": inputs, "weights": record.model_fingerprint(model, port=port)}
-    exact = {"logits": model_output(rec, exact=True)} if side == "torch" else None  # torch's float64 run
-    save_side(out, "forward", side, {"logits": model_output(rec)}, depends, "quickstart.py", exact=exact)
-verdict = judge_and_log(out, "forward")        # forward_diff.log: the guide's rule, the measured one, strict
-print(hand_in(out, "forward", out / "log_reprod", comparison=report))   # and diagnostics/forward_modules.png
+print(steps)                                   # the forward pair's verdict, and diagnostics/forward_modules.png
 # then: python -m portcheck check portcheck_quickstart/log_reprod --only forward
-raise SystemExit(0 if report.passed and verdict.passed else 1)
+raise SystemExit(0 if report.passed and steps.passed else 1)

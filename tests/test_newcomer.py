@@ -54,9 +54,10 @@ def test_each_side_fingerprints_its_own_weights_under_torchs_names(tmp_path):
 
 
 def test_the_readme_flow_records_each_sides_own_weights():
-    """examples/quickstart.py (the README's first green): the Paddle side's record fingerprints the Paddle model."""
+    """examples/quickstart.py (the README's first green) hands in through Handin, whose Paddle side's record
+    fingerprints the Paddle model (test_handin_steps: a Paddle model of other weights is not the same run)."""
     script = (ROOT / "examples" / "quickstart.py").read_text()
-    assert 'record.model_fingerprint(model, port=port)' in script
+    assert "steps.forward(torch_model, paddle_model, x)" in script
     assert "model_fingerprint(torch_model)" not in script
 
 

@@ -59,11 +59,11 @@ class Handin:
         self.top = Path(folder)
         self.sides = Path(sides) if sides is not None else self.top.with_name(self.top.name + "_sides")
         self.script = Path(sys.argv[0]).name or "python"  # the run records' script: the one calling
-        self.port, self.verdicts, self._map = None, {}, (None, None)
+        self.port, self.verdicts, self.plots, self._map = None, {}, {}, (None, None)
 
     def __repr__(self) -> str:
-        return "\n".join(f"{pair}: {v.describe_measured()}" for pair, v in self.verdicts.items()) or \
-            f"Handin({str(self.top)!r}): no step judged yet"
+        return "\n".join(f"{pair}: {v.describe_measured()}" + (f"\n{self.plots[pair]}" if self.plots.get(pair) else "")
+                         for pair, v in self.verdicts.items()) or f"Handin({str(self.top)!r}): no step judged yet"
 
     @property
     def passed(self) -> bool:
@@ -89,7 +89,8 @@ class Handin:
             self.convert(torch_model, paddle_model, inputs, *self._map)
 
     def _judge(self, pair: str, comparison=None, **kw):
-        self.verdicts[pair] = handin.judge_and_log(self.sides, pair, top=self.top, comparison=comparison, **kw)
+        self.verdicts[pair] = handin.judge_and_log(self.sides, pair, comparison=comparison, **kw)
+        self.plots[pair] = handin.hand_in(self.sides, pair, self.top, comparison)  # "plot: <its picture>" or ""
         return self.verdicts[pair]
 
     def judge(self, *pairs):
