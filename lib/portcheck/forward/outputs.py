@@ -222,8 +222,8 @@ def judge_records(torch_record: dict, paddle_record: dict, name_map, mean_bound,
             # the model's own outputs are compared whole: one torch has and Paddle lacks is red, named
             row = calibrated.unjudged(name, tuple(spill.shape(torch_record, key)), (
                 f"the models' outputs differ in structure: torch returns {output_name(rest)} ({_leaf(torch_record, key)})"
-                f", which Paddle does not; compare the rest with outputs= (torch's: {', '.join(_names(t_all))}), or "
-                "return the same outputs on both sides"))
+                f", which Paddle does not; compare the rest with outputs={shared(t_all, p_all, root)!r} (torch's: "
+                f"{', '.join(_names(t_all))}), or return the same outputs on both sides"))
         elif key.startswith(LEAF) or p_key.startswith(LEAF):
             row = _leaf_row(name, key, p_key, torch_record, paddle_record)
         elif p_key not in paddle_record:
@@ -253,10 +253,13 @@ def judge_records(torch_record: dict, paddle_record: dict, name_map, mean_bound,
         report.rows.append(row)
     for rest, p_key in p_all.items():  # an output Paddle returns and torch lacks is red too, None included
         if p_key not in root.values():
-            report.rows.append(calibrated.unjudged(f"{ROOT}{rest}", (), (
+            row = calibrated.unjudged(f"{ROOT}{rest}", (), (
                 f"the models' outputs differ in structure: Paddle returns {output_name(rest)} "
-                f"({_leaf(paddle_record, p_key)}), which torch does not; compare the rest with outputs= (Paddle's: "
-                f"{', '.join(_names(p_all))}), or return the same outputs on both sides")))
+                f"({_leaf(paddle_record, p_key)}), which torch does not; compare the rest with "
+                f"outputs={shared(t_all, p_all, root)!r} (Paddle's: {', '.join(_names(p_all))}), or return the same "
+                "outputs on both sides"))
+            row.rule = row.rule._replace(mean=mean_bound)  # a model output's row, said as torch's extra one is
+            report.rows.append(row)
     return report
 
 
@@ -279,6 +282,20 @@ def _caller(module: str, called: set) -> str:
     """The module whose forward called `module`: its nearest ancestor that ran (a ModuleList's is its owner's)."""
     parts = module.split(".")
     return next((a for a in (".".join(parts[:i]) for i in range(len(parts) - 1, 0, -1)) if a in called), ROOT)
+
+
+def shared(t_all: dict, p_all: dict, root: dict):
+    """outputs= naming the model outputs both sides return (root's pairs), as it takes them, to be pasted: a list
+    where each pair has one name (a position as its number; a lone output takes the other side's), else a dict
+    {torch's: Paddle's}."""
+    name = lambda leaves, key: next(output_name(rest) for rest, k in leaves.items() if k == key)
+    arg = lambda n: int(n[1:-1]) if re.fullmatch(r"\[\d+\]", n) else n
+    pairs = []
+    for t, p in root.items():
+        a, b = name(t_all, t), name(p_all, p)
+        a, b = arg(b if a == "the output" else a), arg(a if b == "the output" else b)
+        pairs += [(a, b)] if (a, b) not in pairs else []
+    return [a for a, _ in pairs] if all(a == b for a, b in pairs) else dict(pairs)
 
 
 def _names(leaves: dict) -> str:

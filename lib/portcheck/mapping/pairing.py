@@ -32,7 +32,7 @@ import numpy as np
 from portcheck.core import spill
 from portcheck.core.errors import PipelineError
 from portcheck.core.keys import ROOT, module_of, split_key
-from portcheck.mapping.modules import ACT, META, decode, text
+from portcheck.mapping.modules import ACT, ALONE, META, decode, text
 from portcheck.mapping.trace import ACTIVATIONS, APPLIED
 from portcheck.mapping.names import entries
 from portcheck.mapping.ties import (ambiguity, distance, entry, fusions_of, nearest_of, one_module_each, outputs_of,
@@ -142,7 +142,7 @@ def _fits(x: tuple, y: tuple) -> bool:
 
 def similarity(t: Call, p: Call) -> Optional[int]:
     """How alike two calls are (an integer, so that ties are exact), or None when they cannot be each other's."""
-    if t.tensors != p.tensors:
+    if t.tensors != p.tensors or ALONE in (t.children, p.children):
         return None
     if t.outputs and p.outputs and not _fits(t.outputs[0], p.outputs[0]):
         return None
