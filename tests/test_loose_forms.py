@@ -4,7 +4,8 @@ pooler.dense with the port's pooler), a block holding its projection bare (`F.li
 temperature against the port's Linear and [1] (the run paired torch's block with the port's block.out_proj), and
 CLIP's two projections at the root in crossed forms (the run paired torch's visual_projection with the port's
 text_projection). Each converts with no map, green forward (isolated too) and backward (3 steps), each plant red.
-Also an attention returning its weights on one side only: paired first with first, said, a plant red there."""
+Also an attention returning its weights on one side only: paired with the output of its shape, said, a plant red
+there."""
 import numpy as np
 import pytest
 
@@ -95,8 +96,9 @@ def clip(plant=False):
     return Clip(), PortClip(), (2, 2)
 
 
-def attention(plant=False):
-    """torch's attention returns (its output, its weights), the port's its output alone. plant: the port's scale."""
+def attention(weights_first=False, plant=False):
+    """torch's attention returns (its output, its weights), or (weights, output), the port's its output alone.
+    plant: the port's scale."""
     class Attention(torch.nn.Module):
         def __init__(self):
             super().__init__()
@@ -105,7 +107,7 @@ def attention(plant=False):
         def forward(self, h):
             q, k, v = self.qkv(h).chunk(3, -1)
             w = (q @ k.transpose(1, 2) / 4).softmax(-1)
-            return self.o(w @ v), w
+            return (w, self.o(w @ v)) if weights_first else (self.o(w @ v), w)
 
     class PortAttention(paddle.nn.Layer):
         def __init__(self):
@@ -133,7 +135,7 @@ def models(part):
 
         def forward(self, x):
             h = self.emb(x)
-            return h + self.part(h)[0] if returns_two else self.part(h)
+            return h + [o for o in self.part(h) if o.shape == h.shape][0] if returns_two else self.part(h)
 
     class Port(paddle.nn.Layer):
         def __init__(self):
@@ -163,7 +165,9 @@ FORMS = {"a pooler's Linear against the port's dense_weight, dense_bias": (poole
                                                                          "grad part.temperature"),
          "a block's bare [in, out] against a Linear": (block, ("in, out",), "part", "grad part.out_proj"),
          "CLIP's projections crossed at the root, 0-d against [1]": (clip, (), "(model)", "grad text_projection"),
-         "an attention returning its weights on one side only": (attention, (), "part", "grad part.o.weight")}
+         "an attention returning its weights on one side only": (attention, (), "part", "grad part.o.weight"),
+         "an attention returning its weights first on one side only": (attention, (True,), "part",
+                                                                        "grad part.o.weight")}
 
 
 @pytest.mark.parametrize("form", list(FORMS))
@@ -174,9 +178,10 @@ def test_a_form_held_otherwise_inside_or_at_the_root_is_green_with_no_map_and_it
     forward, backward = judged(build, *args)
     assert forward.passed and backward.passed, forward.table() + backward.table()
     assert grad in {r.name for r in backward.grads}, backward.table()
-    if build is attention:
-        assert "part: torch's returns 2 outputs, the other side's 1: paired first with first, torch's part[1] left " \
-               "out" in forward.table(), forward.table()
+    if build is attention:  # before, weights first: the attention paired with nothing, its output judged nowhere
+        assert ("part: torch's returns 2 outputs, the other side's 1: paired by shape, torch's part[1] with the "
+                "other's, torch's part[0] left out" if args else "part: torch's returns 2 outputs, the other side's 1: "
+                "paired first with first, torch's part[1] left out") in forward.table(), forward.table()
     forward, backward = judged(build, *args, plant=True)
     assert not forward.passed and not backward.passed
     assert forward.first_diverging.startswith(where), forward.table()

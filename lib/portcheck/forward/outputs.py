@@ -27,12 +27,18 @@ def pair_leaves(torch_keys: list, paddle_keys: list, shapes=None) -> dict:
     out = {k: k for k in torch_keys if k in paddle_keys}
     t = [k for k in torch_keys if k not in out]
     p = [k for k in paddle_keys if k not in out.values()]
-    if len(t) == len(p):
-        order = list(zip(t, p))
-    else:  # one output against several: the one against the other side's first
-        order = [(t[0], p[0])] if t and p and 1 in (len(t), len(p)) and not out else []
     fits = lambda a, b: shapes is None or broadcasts(shapes[0][a], shapes[1][b]) or \
         pairing.reshaped(tuple(shapes[0][a]), tuple(shapes[1][b]))
+    if len(t) == len(p):
+        order = list(zip(t, p))
+    elif t and p and 1 in (len(t), len(p)) and not out:
+        # one output against several: the one of its shape (an attention's (weights, output) against its output),
+        # else the first
+        fit = [k for k in p if fits(t[0], k)] if len(t) == 1 else [k for k in t if fits(k, p[0])]
+        pick = fit[0] if len(fit) == 1 else (p if len(t) == 1 else t)[0]
+        order = [(t[0], pick)] if len(t) == 1 else [(pick, p[0])]
+    else:
+        order = []
     out.update((a, b) for a, b in order if fits(a, b))
     return out
 
@@ -83,8 +89,11 @@ def counterparts(torch_record: dict, paddle_record: dict, paired: pairing.Pairin
         if said is not None and len(t) != len(p) and pairs and t_call != ROOT:
             more, name = ("torch", t_out) if len(t) > len(p) else ("Paddle", p_out)
             rest = [k for k in (t if more == "torch" else p) if k not in (pairs if more == "torch" else pairs.values())]
+            (a, b), = pairs.items()
+            how = "first with first" if (a, b) == (next(iter(t)), next(iter(p))) else \
+                f"by shape, {more}'s {name}{a if more == 'torch' else b} with the other's"
             said.append(f"{t_call}: {more}'s returns {max(len(t), len(p))} outputs, the other side's "
-                        f"{min(len(t), len(p))}: paired first with first, {more}'s {name}{', '.join(rest)} left out")
+                        f"{min(len(t), len(p))}: paired {how}, {more}'s {name}{', '.join(rest)} left out")
         out.update({f"out/{t_out}{a}": f"out/{p_out}{b}" for a, b in pairs.items()})
         out[f"in/{t_call}"] = f"in/{p_call}"
     return out

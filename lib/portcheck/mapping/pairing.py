@@ -144,7 +144,9 @@ def similarity(t: Call, p: Call) -> Optional[int]:
     """How alike two calls are (an integer, so that ties are exact), or None when they cannot be each other's."""
     if t.tensors != p.tensors or ALONE in (t.children, p.children):
         return None
-    if t.outputs and p.outputs and not _fits(t.outputs[0], p.outputs[0]):
+    # the first outputs fit, or one output fits one of the other's several (an attention returning its weights too)
+    if t.outputs and p.outputs and not _fits(t.outputs[0], p.outputs[0]) and not (
+            1 in (len(t.outputs), len(p.outputs)) and any(_fits(a, b) for a in t.outputs for b in p.outputs)):
         return None
     same_family = alike(t.kind, p.kind)
     leaf = 0 in (t.children, p.children)
