@@ -70,9 +70,9 @@ def apart(torch_model, paddle_model) -> tuple:
         parent, _, last = name.rpartition(".")
         kind = type(module).__name__
         if name and kind in ("Linear", "Conv1D") and "weight" in held and name not in layers and parent in layers:
-            rule = linear_layout if kind == "Linear" else same_layout
             theirs = _own(layers[parent])
-            wants = {t: tuple(rule(t, np.empty(s))[1].shape) for t, s in held.items()}
+            # each tensor's shape in Paddle's layout (linear_layout's, without an array: an lm_head is gigabytes)
+            wants = {t: s[::-1] if kind == "Linear" and t == "weight" else s for t, s in held.items()}
             names = {t: ([last, f"{last}_weight"] if t == "weight" else [f"{last}_{t}"]) for t in wants}
             found = {t: next((n for n in names[t] if theirs.get(n) == wants[t]), None) for t in wants}
             if found and all(found.values()):
