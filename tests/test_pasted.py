@@ -125,6 +125,37 @@ def test_an_output_one_side_returns_alone_is_red_with_the_outputs_that_pasted_co
     assert report.passed and report.left_out == [f"{side} [1]"], report.table()
 
 
+class Handle:
+    """An object a model returns beside its output (a cache, a handle): neither a tensor, a number nor a string."""
+
+
+def test_an_output_no_one_can_compare_is_red_with_the_outputs_that_pasted_leave_it_out_green():
+    """Before: `leave it out with outputs=`, naming nothing to paste."""
+    class Model(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(4, 6)
+
+        def forward(self, x):
+            return self.lin(x), Handle()
+
+    class Port(paddle.nn.Layer):
+        def __init__(self):
+            super().__init__()
+            self.lin = paddle.nn.Linear(4, 6)
+
+        def forward(self, x):
+            return self.lin(x), Handle()
+    torch.manual_seed(0)
+    pt, pd = Model(), Port()
+    pd.set_state_dict(convert(pt, pd, inputs=X))
+    report = compare_forward(pt.eval(), pd.eval(), X)
+    said = report.table()
+    assert not report.passed and "(not comparable)" in said and "leave it out with outputs=[0]" in said, said
+    report = compare_forward(pt.eval(), pd.eval(), X, outputs=argument(said, "outputs"))
+    assert report.passed and report.left_out == ["torch [1]", "Paddle [1]"], report.table()
+
+
 def test_outputs_of_other_names_are_said_as_a_dict_that_pasted_compares_them():
     """torch's dict {logits, hidden} against the port's (logits, ) tuple: paired by place, said {torch's: Paddle's}."""
     from portcheck.forward.outputs import shared
@@ -148,6 +179,8 @@ SUGGESTING = {
     ("mapping/ties.py", "name_map={maps[0]})\")"): PASTED_IN_PAIRING2,
     ("mapping/ties.py", "name_map={'"): PASTED_IN_PAIRING2,
     ("mapping/ties.py", "name_map={every}"): PASTED_IN_PAIRING2,
+    ("forward/outputs.py", "outputs={rest!r}\""):
+        "test_an_output_no_one_can_compare_is_red_with_the_outputs_that_pasted_leave_it_out_green",
     ("forward/outputs.py", "outputs={shared(t_all,"):
         "test_an_output_one_side_returns_alone_is_red_with_the_outputs_that_pasted_compare_the_rest_green",
 }

@@ -156,13 +156,15 @@ def _leaf(record: dict, key: str) -> str:
     return f"a tensor {shape}" if shape else "a number"
 
 
-def _leaf_row(name, t_key, p_key, torch_record, paddle_record):
+def _leaf_row(name, t_key, p_key, torch_record, paddle_record, rest=None):
     """The row of a model output that is no tensor or number on at least one side: equal (None against None, one
-    string against the same), else red saying what each side returns; an object neither is said, and red."""
+    string against the same), else red saying what each side returns; an object neither is said, and red, with
+    the outputs= comparing the rest (`rest`, shared()'s) where there is one."""
     t, p = _leaf(torch_record, t_key), _leaf(paddle_record, p_key)
     if t == p and t_key.startswith(LEAF) and p_key.startswith(LEAF) and "(not comparable)" not in t:
         return KeyResult(name, tolerances.EXACT, (), 0.0, 0.0, 0.0, 0.0, notes=[f"{t} on both sides"])
-    why = (f"cannot be compared: torch returns {t}, Paddle {p}; leave it out with outputs=" if "(not comparable)" in t + p
+    why = (f"cannot be compared: torch returns {t}, Paddle {p}; leave it out with "
+           + (f"outputs={rest!r}" if rest else "outputs=") if "(not comparable)" in t + p
            else f"torch returns {t}, Paddle {p}")
     return calibrated.unjudged(name, (), why)
 
@@ -234,7 +236,8 @@ def judge_records(torch_record: dict, paddle_record: dict, name_map, mean_bound,
                 f", which Paddle does not; compare the rest with outputs={shared(t_all, p_all, root)!r} (torch's: "
                 f"{', '.join(_names(t_all))}), or return the same outputs on both sides"))
         elif key.startswith(LEAF) or p_key.startswith(LEAF):
-            row = _leaf_row(name, key, p_key, torch_record, paddle_record)
+            row = _leaf_row(name, key, p_key, torch_record, paddle_record,
+                            shared(t_all, p_all, {a: b for a, b in root.items() if a != key}))
         elif p_key not in paddle_record:
             row = calibrated.unjudged(name, tuple(spill.shape(torch_record, key)), "no counterpart in the Paddle model")
         elif unreached(key):
