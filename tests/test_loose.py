@@ -229,3 +229,26 @@ def test_a_nan_row_says_which_side_holds_it():
     report = compare_forward(pt.eval(), pd.eval(), X)
     assert not report.passed
     assert "NaN or Inf in paddle only (2 NaN, 0 Inf; the other side finite)" in report.table(), report.table()
+
+
+@pytest.mark.parametrize("torch_nan, paddle_nan, said", [
+    (True, False, "NaN or Inf in torch only (1 NaN, 0 Inf; the other side finite)"),
+    (True, True, "NaN or Inf on both sides (torch 1 NaN, 0 Inf; paddle 1 NaN, 0 Inf)")])
+def test_a_nan_row_says_torch_only_or_both_sides(torch_nan, paddle_nan, said):
+    from portcheck.core import calibrated
+    a, b = np.ones(4, np.float32), np.ones(4, np.float32)
+    a[0], b[1] = (np.nan if torch_nan else 1.0), (np.nan if paddle_nan else 1.0)
+    row = calibrated.measure("x", a, a.astype(np.float64), b)
+    assert not row.passed and row.problem == said, row.problems
+
+
+def test_the_pair_commands_exit_line_says_which_side_holds_the_nan(tmp_path, capsys):
+    """Before: `exit 1: a value is NaN or Inf`, whichever side held it."""
+    from portcheck import cli
+    logits = np.ones((2, 3), np.float32)
+    np.save(tmp_path / "t.npy", {"logits": logits}, allow_pickle=True)
+    np.save(tmp_path / "p.npy", {"logits": np.where(np.eye(2, 3) > 0, np.nan, logits)}, allow_pickle=True)
+    with pytest.raises(SystemExit) as e:
+        cli.main(["pair", str(tmp_path / "t.npy"), str(tmp_path / "p.npy")])
+    out = capsys.readouterr().out
+    assert e.value.code == 1 and "exit 1: a value is NaN or Inf (logits: 2 NaN and 0 Inf in paddle)" in out, out

@@ -145,8 +145,8 @@ def test_llama_converts_with_no_map_and_its_head_declared_by_paddles_type(llama)
     from paddlenlp.transformers import LlamaConfig, LlamaForCausalLM
     pd = LlamaForCausalLM(LlamaConfig(**LLAMA, use_cache=False)).eval()
     with pytest.raises(PipelineError, match="torch lm_head is a Linear but Paddle lm_head is a LlamaLMHead: the pairing "
-                                            r"joins different layers; .* layouts=\{'LlamaLMHead': 'same'\} \(or "
-                                            "'transpose'\\) if that Paddle type holds the torch layer's tensors"):
+                                            r"joins different layers; .* layouts=\{'LlamaLMHead': 'transpose'\} "
+                                            r"\(or 'same'\) if that Paddle type holds the torch layer's tensors"):
         convert(llama, pd, inputs=IDS)
     state = convert(llama, pd, layouts={"LlamaLMHead": "transpose"}, inputs=IDS)
     assert np.array_equal(state["lm_head.weight"], llama.lm_head.weight.detach().numpy().T)

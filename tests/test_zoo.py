@@ -139,3 +139,24 @@ def test_paddlenlp_deberta_v2_encoders_first_output_is_its_last_layers_as_transf
     pd.encoder.register_forward_post_hook(lambda m, i, o: seen.update(given=i[0].numpy(), first=o[0].numpy()))
     pd(input_ids=paddle.to_tensor(np.random.RandomState(0).randint(3, 100, (2, 12))))
     assert not np.array_equal(seen["first"], seen["given"]), "its first output is its input, handed back"
+
+
+def test_the_first_differing_call_is_at_the_models_own_line_not_a_librarys_output_helper():
+    """transformers' BERT against paddlenlp's, the query's weight read [out, in] in the port: the first call that
+    differs is named on each side at the line calling the projection (transformers' modeling_bert.py `self.query`,
+    paddle.nn's MultiHeadAttention `self.q_proj`: paddlenlp's BERT is paddle.nn.TransformerEncoder). Before, Paddle's
+    was paddlenlp's model_outputs.py:83, the encoder layer's forward it puts in Paddle's place, calling the attention."""
+    import linecache
+    from portcheck import compare_forward, convert
+    from tools.zoo import families
+    pt, pd, x = families.build("bert", "bert")
+    pd.set_state_dict(convert(pt, pd, inputs=x))
+    dict((n, e) for n, _, e in families.plants(pd))["encoder.layers.0.self_attn.q_proj's weight read [out, in]"]()
+    report = compare_forward(pt, pd, x)
+    call = report.first_call
+    assert call is not None and call.found, report.table()
+    said = {side: (site.file.replace("\\", "/"), linecache.getline(site.file, site.line))
+            for side, site in (("torch", call.torch), ("Paddle", call.paddle))}
+    assert said["torch"][0].endswith("transformers/models/bert/modeling_bert.py") and "self.query(" in said["torch"][1]
+    assert said["Paddle"][0].endswith("paddle/nn/layer/transformer.py") and "self.q_proj(" in said["Paddle"][1], said
+    assert not any(helper in report.table() for helper in ("model_outputs.py", "modeling_outputs.py", "generic.py"))

@@ -416,10 +416,12 @@ def pair(torch_npy: Path, paddle_npy: Path, threshold=None, strict: bool = False
     same_run.check(result, torch_npy, paddle_npy, record_paths=handed_in_records(torch_npy, paddle_npy))
     other_run = [f.name for f in result.findings if not f.passed]
     copy = record.copied(torch_npy, paddle_npy)
-    failed = not guide.passed or bool(reprod.non_finite(result)) or bool(other_run) or (strict and not result.passed)
+    nan = reprod.non_finite(result)
+    failed = not guide.passed or bool(nan) or bool(other_run) or (strict and not result.passed)
     result.notes[:0] = [reprod.describe_guide(guide, threshold, copy), reprod.describe_strict(result, threshold, copy)]
     result.notes.append(f"exit {int(failed)}: " + ("the guide's rule fails" if not guide.passed else
-                        "a value is NaN or Inf" if reprod.non_finite(result) else
+                        f"a value is NaN or Inf ({nan[0].key}: {next(p for p in nan[0].problems if 'NaN' in p)})"
+                        if nan else
                         f"not the same run ({', '.join(other_run)})" if other_run else
                         "the strict verdict fails (--strict)" if failed else
                         "the guide's rule passes" + ("" if result.passed else "; the strict verdict does not "

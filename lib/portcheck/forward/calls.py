@@ -136,12 +136,14 @@ def _torch_traced(out: list):
     import torch
     from torch.overrides import TorchFunctionMode, resolve_name
     skip = (str(Path(torch.__file__).resolve().parent) + os.sep,)  # torchvision's files are the model's source
+    # torch's Transformer layers are a model's source as a model's own blocks are: their line calls the layer
+    keep = (str(Path(torch.__file__).resolve().parent / "nn" / "modules" / "transformer.py"),)
 
     class Tracer(TorchFunctionMode):
         def __torch_function__(self, func, types, args=(), kwargs=None):
             kwargs = kwargs or {}
             name = resolve_name(func) or getattr(func, "__qualname__", repr(func))
-            return _record(out, name, skip, (), args, kwargs, lambda: func(*args, **kwargs))
+            return _record(out, name, skip, keep, args, kwargs, lambda: func(*args, **kwargs))
     with Tracer():
         yield
 
@@ -185,8 +187,11 @@ def _paddle_targets():
 def _paddle_traced(out: list):
     import paddle
     root = Path(paddle.__file__).resolve().parent
-    # paddle.vision's and paddle.text's models are model source, the rest of Paddle its library
-    skip, keep = (str(root) + os.sep,), (str(root / "vision") + os.sep, str(root / "text") + os.sep)
+    # paddle.vision's and paddle.text's models are model source, the rest of Paddle its library; so are its
+    # Transformer layers (paddlenlp's BERT is paddle.nn.TransformerEncoder): their line calls q_proj, where the line
+    # above them is paddlenlp's encoder layer forward (model_outputs.py, which replaces Paddle's), calling the attention
+    skip = (str(root) + os.sep,)
+    keep = (str(root / "vision") + os.sep, str(root / "text") + os.sep, str(root / "nn" / "layer" / "transformer.py"))
     depth = [0]
 
     def wrapped(fn, name):

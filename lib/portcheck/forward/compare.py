@@ -14,7 +14,7 @@ from portcheck.forward.outputs import checked_outputs, judge_records
 from portcheck.forward.result import ForwardReport
 from portcheck.forward.twin import F64, float64_inputs, float64_run
 from portcheck.forward.twin import float64  # noqa: F401 (portcheck.compare.float64: the pipeline's scripts of before)
-from portcheck.mapping import fused
+from portcheck.mapping import fused, loose
 from portcheck.mapping.pairing import ROOT
 from portcheck.mapping.trace import (ALIVE, INPUTS, STOPPED, activated, call, check_models, first_input, framework_of,
                                      hook_points, is_torch, next_call, output_leaves, recorded, remember, stopped,
@@ -102,6 +102,7 @@ def compare_forward(torch_model, paddle_model, inputs, name_map=None, isolate=Fa
                                       fused.specs(torch_model, layouts), torch_model))
     paddle_record = fused.mark(record_forward(paddle_model, inputs, where("paddle")),
                                fused.specs(paddle_model, layouts), paddle_model)
+    loose.mark(torch_record, paddle_record, torch_model, paddle_model)
     torch_record, paddle_record = fused.cut(torch_record, False), fused.cut(paddle_record, False)
     _judgeable(torch_record, paddle_record, float64_kept=False)
     free = {}  # the float64 runs' weights: cast into the same memory in both (fresh pages cost more than the cast)

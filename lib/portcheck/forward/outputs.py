@@ -27,12 +27,18 @@ def pair_leaves(torch_keys: list, paddle_keys: list, shapes=None) -> dict:
     out = {k: k for k in torch_keys if k in paddle_keys}
     t = [k for k in torch_keys if k not in out]
     p = [k for k in paddle_keys if k not in out.values()]
-    if len(t) == len(p):
-        order = list(zip(t, p))
-    else:  # one output against several: the one against the other side's first
-        order = [(t[0], p[0])] if t and p and 1 in (len(t), len(p)) and not out else []
     fits = lambda a, b: shapes is None or broadcasts(shapes[0][a], shapes[1][b]) or \
         pairing.reshaped(tuple(shapes[0][a]), tuple(shapes[1][b]))
+    if len(t) == len(p):
+        order = list(zip(t, p))
+    elif t and p and 1 in (len(t), len(p)) and not out:
+        # one output against several: the one of its shape (an attention's (weights, output) against its output),
+        # else the first
+        fit = [k for k in p if fits(t[0], k)] if len(t) == 1 else [k for k in t if fits(k, p[0])]
+        pick = fit[0] if len(fit) == 1 else (p if len(t) == 1 else t)[0]
+        order = [(t[0], pick)] if len(t) == 1 else [(pick, p[0])]
+    else:
+        order = []
     out.update((a, b) for a, b in order if fits(a, b))
     return out
 
@@ -83,8 +89,11 @@ def counterparts(torch_record: dict, paddle_record: dict, paired: pairing.Pairin
         if said is not None and len(t) != len(p) and pairs and t_call != ROOT:
             more, name = ("torch", t_out) if len(t) > len(p) else ("Paddle", p_out)
             rest = [k for k in (t if more == "torch" else p) if k not in (pairs if more == "torch" else pairs.values())]
+            (a, b), = pairs.items()
+            how = "first with first" if (a, b) == (next(iter(t)), next(iter(p))) else \
+                f"by shape, {more}'s {name}{a if more == 'torch' else b} with the other's"
             said.append(f"{t_call}: {more}'s returns {max(len(t), len(p))} outputs, the other side's "
-                        f"{min(len(t), len(p))}: paired first with first, {more}'s {name}{', '.join(rest)} left out")
+                        f"{min(len(t), len(p))}: paired {how}, {more}'s {name}{', '.join(rest)} left out")
         out.update({f"out/{t_out}{a}": f"out/{p_out}{b}" for a, b in pairs.items()})
         out[f"in/{t_call}"] = f"in/{p_call}"
     return out
@@ -147,13 +156,15 @@ def _leaf(record: dict, key: str) -> str:
     return f"a tensor {shape}" if shape else "a number"
 
 
-def _leaf_row(name, t_key, p_key, torch_record, paddle_record):
+def _leaf_row(name, t_key, p_key, torch_record, paddle_record, rest=None):
     """The row of a model output that is no tensor or number on at least one side: equal (None against None, one
-    string against the same), else red saying what each side returns; an object neither is said, and red."""
+    string against the same), else red saying what each side returns; an object neither is said, and red, with
+    the outputs= comparing the rest (`rest`, shared()'s) where there is one."""
     t, p = _leaf(torch_record, t_key), _leaf(paddle_record, p_key)
     if t == p and t_key.startswith(LEAF) and p_key.startswith(LEAF) and "(not comparable)" not in t:
         return KeyResult(name, tolerances.EXACT, (), 0.0, 0.0, 0.0, 0.0, notes=[f"{t} on both sides"])
-    why = (f"cannot be compared: torch returns {t}, Paddle {p}; leave it out with outputs=" if "(not comparable)" in t + p
+    why = (f"cannot be compared: torch returns {t}, Paddle {p}; leave it out with "
+           + (f"outputs={rest!r}" if rest else "outputs=") if "(not comparable)" in t + p
            else f"torch returns {t}, Paddle {p}")
     return calibrated.unjudged(name, (), why)
 
@@ -222,10 +233,11 @@ def judge_records(torch_record: dict, paddle_record: dict, name_map, mean_bound,
             # the model's own outputs are compared whole: one torch has and Paddle lacks is red, named
             row = calibrated.unjudged(name, tuple(spill.shape(torch_record, key)), (
                 f"the models' outputs differ in structure: torch returns {output_name(rest)} ({_leaf(torch_record, key)})"
-                f", which Paddle does not; compare the rest with outputs= (torch's: {', '.join(_names(t_all))}), or "
-                "return the same outputs on both sides"))
+                f", which Paddle does not; compare the rest with outputs={shared(t_all, p_all, root)!r} (torch's: "
+                f"{', '.join(_names(t_all))}), or return the same outputs on both sides"))
         elif key.startswith(LEAF) or p_key.startswith(LEAF):
-            row = _leaf_row(name, key, p_key, torch_record, paddle_record)
+            row = _leaf_row(name, key, p_key, torch_record, paddle_record,
+                            shared(t_all, p_all, {a: b for a, b in root.items() if a != key}))
         elif p_key not in paddle_record:
             row = calibrated.unjudged(name, tuple(spill.shape(torch_record, key)), "no counterpart in the Paddle model")
         elif unreached(key):
@@ -253,10 +265,13 @@ def judge_records(torch_record: dict, paddle_record: dict, name_map, mean_bound,
         report.rows.append(row)
     for rest, p_key in p_all.items():  # an output Paddle returns and torch lacks is red too, None included
         if p_key not in root.values():
-            report.rows.append(calibrated.unjudged(f"{ROOT}{rest}", (), (
+            row = calibrated.unjudged(f"{ROOT}{rest}", (), (
                 f"the models' outputs differ in structure: Paddle returns {output_name(rest)} "
-                f"({_leaf(paddle_record, p_key)}), which torch does not; compare the rest with outputs= (Paddle's: "
-                f"{', '.join(_names(p_all))}), or return the same outputs on both sides")))
+                f"({_leaf(paddle_record, p_key)}), which torch does not; compare the rest with "
+                f"outputs={shared(t_all, p_all, root)!r} (Paddle's: {', '.join(_names(p_all))}), or return the same "
+                "outputs on both sides"))
+            row.rule = row.rule._replace(mean=mean_bound)  # a model output's row, said as torch's extra one is
+            report.rows.append(row)
     return report
 
 
@@ -279,6 +294,20 @@ def _caller(module: str, called: set) -> str:
     """The module whose forward called `module`: its nearest ancestor that ran (a ModuleList's is its owner's)."""
     parts = module.split(".")
     return next((a for a in (".".join(parts[:i]) for i in range(len(parts) - 1, 0, -1)) if a in called), ROOT)
+
+
+def shared(t_all: dict, p_all: dict, root: dict):
+    """outputs= naming the model outputs both sides return (root's pairs), as it takes them, to be pasted: a list
+    where each pair has one name (a position as its number; a lone output takes the other side's), else a dict
+    {torch's: Paddle's}."""
+    name = lambda leaves, key: next(output_name(rest) for rest, k in leaves.items() if k == key)
+    arg = lambda n: int(n[1:-1]) if re.fullmatch(r"\[\d+\]", n) else n
+    pairs = []
+    for t, p in root.items():
+        a, b = name(t_all, t), name(p_all, p)
+        a, b = arg(b if a == "the output" else a), arg(a if b == "the output" else b)
+        pairs += [(a, b)] if (a, b) not in pairs else []
+    return [a for a, _ in pairs] if all(a == b for a, b in pairs) else dict(pairs)
 
 
 def _names(leaves: dict) -> str:

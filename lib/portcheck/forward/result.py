@@ -171,6 +171,9 @@ class ForwardReport(page.Viewable):
                   for r in paired if r.mean_bound is not None and not r.passed and r.judged]
         lines += unjudged_lines([r for r in paired if not r.judged])
         origin = first_diverging([r for r in paired if not r.beyond(calibrated.MEAN_BOUND)])
+        # the row marked as where the runs part shows the mark in place of its problem: said here, once
+        lines += [f"{self.both(origin.name)}: {origin.problem}"] if origin is not None and origin.problem and \
+            origin.mean_bound is None and origin.judged else []
         lines += [unsourced_line(dataclasses.replace(origin, key=self.both(origin.name)))] \
             if origin is not None and origin.input_unsourced else []
         lines += [self.first_call.line()] if self.first_call is not None else []

@@ -23,7 +23,7 @@ from portcheck.forward.compare import checked_args, judge_forward
 from portcheck.forward.twin import F64, WIDER, cast_wide, float64, float64_inputs, in_turn
 from portcheck.mapping.trace import INPUTS, Recorder, call, framework_of, watch
 from portcheck.core import calibrated, diff, tolerances
-from portcheck.mapping import fused, modules, pairing
+from portcheck.mapping import fused, loose as loose_tensors, modules, pairing
 from portcheck.mapping.convert import plan, torch_layouts
 from portcheck.mapping.layouts import RENAMES
 from portcheck.core.errors import PipelineError, raised_by
@@ -98,6 +98,7 @@ def compare_backward(torch_model, paddle_model, inputs, targets, loss, optimizer
                                   clip=clip and clip[0], crossed=crossed)
         torch_model.load_state_dict(after)
         return run
+    loose_tensors.mark(t, p, torch_model, paddle_model)  # said in both records: their pairing reads it
     return judged(t, p, name_map, mean_bound, again)
 
 

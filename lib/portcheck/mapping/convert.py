@@ -205,6 +205,7 @@ def pair_modules(torch_model, paddle_model, name_map=None, inputs=None, layouts=
     with eval_mode(torch_model), eval_mode(paddle_model):
         whole = [fused.mark(ran_on(side, trace(m, inputs, _Shapes()), inputs), fused.specs(m, layouts), m)
                  for side, m in (("torch", torch_model), ("Paddle", paddle_model))]  # each output as it ran
+        loose_tensors.mark(*whole, torch_model, paddle_model)
         named_exist(name_map, *whole)  # an entry naming no module is refused, as compare_forward refuses it
         paired = pairing.pair(*(fused.cut(r) for r in whole), name_map, weights_only=True)
     if ran is not None and inputs is not None:
@@ -435,9 +436,12 @@ def plan(torch_model, paddle_model, name_map=None, layouts=None, inputs=None, pa
         out[key] = (paddle_key(tensor, target), tensor, tensor.array)
     if wrong:  # before the modules left over: a wrong pair leaves another one without its counterpart
         first = next(iter(wrong.values())).rsplit(" ", 1)[-1]
+        # the torch layer's own rule first: a Linear's weight is Paddle's transposed wherever a Paddle type holds it
+        rule, other = ("transpose", "same") if any(t.transposed for t in tensors.values()
+                                                    if t.module == next(iter(wrong))) else ("same", "transpose")
         raise PipelineError(f"{'; '.join(list(wrong.values())[:6])}{'; ...' if len(wrong) > 6 else ''}: the pairing "
-                            f"joins different layers; give name_map entries for them, or layouts={{'{first}': 'same'}} "
-                            "(or 'transpose') if that Paddle type holds the torch layer's tensors [PC012]")
+                            f"joins different layers; give name_map entries for them, or layouts={{'{first}': "
+                            f"'{rule}'}} (or '{other}') if that Paddle type holds the torch layer's tensors [PC012]")
     if missing:
         raise PipelineError(missing + " [PC315]")
     return out

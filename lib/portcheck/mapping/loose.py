@@ -12,6 +12,7 @@ import numpy as np
 
 from portcheck.core.keys import ROOT
 from portcheck.mapping.layouts import linear_layout, same_layout
+from portcheck.mapping.modules import META, redescribed
 
 
 @dataclass(frozen=True)
@@ -47,6 +48,61 @@ def _parent(name: str, modules: dict) -> str:
         if name and name in modules:
             return name
     return ROOT
+
+
+def apart(torch_model, paddle_model) -> tuple:
+    """({torch module: [its own tensor shapes the other side holds in another form]}, the same of Paddle's, {torch
+    modules}, {Paddle modules} whose tensors the other side holds as bare parameters of the parent), by names at the
+    same place: a torch Linear (or Conv1D) `X.NAME` where Paddle has no `X.NAME` but its `X` holds `NAME` or
+    `NAME_weight` (and `NAME_bias`) of those shapes in Paddle's layout; a torch `X` holding a 2-D `NAME` where
+    Paddle's `X.NAME` is a Linear of that weight and torch has no module `X.NAME`; and a scalar `NAME` 0-d in one
+    `X` and [1] in the other's. The run pairs calls by order and shape, and such a projection is a call on one side
+    only: it would pair with the next call of its shape (torch's visual_projection with the port's
+    text_projection, a pooler's dense with the port's pooler holding dense_weight). mark() says it in the records."""
+    t_modules = dict(torch_model.named_modules())
+    layers = dict(paddle_model.named_sublayers(include_self=True))
+    t_own = lambda m: {n: tuple(p.shape) for n, p in (*m.named_parameters(recurse=False),
+                                                      *m.named_buffers(recurse=False)) if p is not None}
+    drop_t, drop_p, alone_t, alone_p = {}, {}, set(), set()
+    join = lambda x, n: f"{x}.{n}" if x else n
+    for name, module in t_modules.items():
+        held, layer = t_own(module), layers.get(name)
+        parent, _, last = name.rpartition(".")
+        kind = type(module).__name__
+        if name and kind in ("Linear", "Conv1D") and "weight" in held and name not in layers and parent in layers:
+            theirs = _own(layers[parent])
+            # each tensor's shape in Paddle's layout (linear_layout's, without an array: an lm_head is gigabytes)
+            wants = {t: s[::-1] if kind == "Linear" and t == "weight" else s for t, s in held.items()}
+            names = {t: ([last, f"{last}_weight"] if t == "weight" else [f"{last}_{t}"]) for t in wants}
+            found = {t: next((n for n in names[t] if theirs.get(n) == wants[t]), None) for t in wants}
+            if found and all(found.values()):
+                alone_t.add(name)
+                drop_p.setdefault(parent or ROOT, []).extend(theirs[n] for n in found.values())
+        if layer is None:
+            continue
+        for tname, shape in held.items():
+            child = layers.get(join(name, tname))
+            if len(shape) == 2 and join(name, tname) not in t_modules and child is not None and \
+                    type(child).__name__ == "Linear" and _own(child) == {"weight": _own(child)["weight"]} and \
+                    _own(child)["weight"] in (shape, shape[::-1]):
+                drop_t.setdefault(name or ROOT, []).append(shape)
+                alone_p.add(join(name, tname))
+            theirs = _own(layer).get(tname)
+            if theirs is not None and same_scalar_shapes(shape, theirs):  # the 0-d one identifies nothing already
+                (drop_t.setdefault(name or ROOT, []).append(shape) if len(shape) else
+                 drop_p.setdefault(name or ROOT, []).append(theirs))
+    return drop_t, drop_p, alone_t, alone_p
+
+
+def mark(torch_record: dict, paddle_record: dict, torch_model, paddle_model) -> None:
+    """apart()'s tensors taken out of each record's module descriptions (modules.describe), and its modules
+    described as pairing with none: what the pairing reads of them is then what the two sides share."""
+    drop_t, drop_p, alone_t, alone_p = apart(torch_model, paddle_model)
+    for record, drop, alone in ((torch_record, drop_t, alone_t), (paddle_record, drop_p, alone_p)):
+        for key in [k for k in record if k.startswith(META)]:
+            name = key[len(META):].rpartition("/")[0]
+            if name in drop or name in alone:
+                record[key] = redescribed(record[key], drop.get(name, ()), name in alone)
 
 
 def find(torch_model, paddle_model, modules: dict, left: list, own_tensors, known_type) -> dict:

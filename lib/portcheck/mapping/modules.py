@@ -6,6 +6,7 @@ import numpy as np
 from portcheck.core.keys import ROOT
 
 META = "mod/"      # a record's key per module: mod/<name>/<class>, its children and tensor shapes (int64)
+ALONE = -2         # children, said of a module whose tensors the other side holds bare (mapping.loose): pairs none
 ACT = "act/"       # act/<name>: the activation a Paddle module applies to its own output (legacy BatchNorm(act=))
 
 
@@ -39,6 +40,22 @@ def describe(model) -> dict:
         if isinstance(act, str) and act:
             out[f"{ACT}{name or ROOT}"] = np.frombuffer(act.encode("utf-8"), dtype=np.uint8).copy()
     return out
+
+
+def redescribed(flat, dropped=(), alone=False):
+    """describe's array without the tensor shapes `dropped` (each once), and with ALONE children where `alone`."""
+    flat = [int(x) for x in np.asarray(flat).reshape(-1)]
+    shapes, i, left = [], 2, list(map(tuple, dropped))
+    for _ in range(flat[1]):
+        n = flat[i]
+        shape = tuple(flat[i + 1:i + 1 + n])
+        i += 1 + n
+        if shape in left:
+            left.remove(shape)
+        else:
+            shapes.append(shape)
+    out = [ALONE if alone else flat[0], len(shapes)] + [d for s in shapes for d in (len(s), *s)]
+    return np.array(out, dtype=np.int64)
 
 
 def text(record, key):

@@ -32,7 +32,7 @@ import numpy as np
 from portcheck.core import spill
 from portcheck.core.errors import PipelineError
 from portcheck.core.keys import ROOT, module_of, split_key
-from portcheck.mapping.modules import ACT, META, decode, text
+from portcheck.mapping.modules import ACT, ALONE, META, decode, text
 from portcheck.mapping.trace import ACTIVATIONS, APPLIED
 from portcheck.mapping.names import entries
 from portcheck.mapping.ties import (ambiguity, distance, entry, fusions_of, nearest_of, one_module_each, outputs_of,
@@ -142,9 +142,11 @@ def _fits(x: tuple, y: tuple) -> bool:
 
 def similarity(t: Call, p: Call) -> Optional[int]:
     """How alike two calls are (an integer, so that ties are exact), or None when they cannot be each other's."""
-    if t.tensors != p.tensors:
+    if t.tensors != p.tensors or ALONE in (t.children, p.children):
         return None
-    if t.outputs and p.outputs and not _fits(t.outputs[0], p.outputs[0]):
+    # the first outputs fit, or one output fits one of the other's several (an attention returning its weights too)
+    if t.outputs and p.outputs and not _fits(t.outputs[0], p.outputs[0]) and not (
+            1 in (len(t.outputs), len(p.outputs)) and any(_fits(a, b) for a in t.outputs for b in p.outputs)):
         return None
     same_family = alike(t.kind, p.kind)
     leaf = 0 in (t.children, p.children)

@@ -1,0 +1,197 @@
+"""Every refusal (and red line) that suggests an argument, provoked on a tiny correct pair: the argument is read out
+of the message as printed (ast.literal_eval, what a user pastes) and given, and the call then goes through, green.
+The name maps of pairing's ties (PC303, PC316, PC317) and the Fused layouts are pasted in test_pairing2
+(test_every_refusals_suggested_map_pasted_as_printed_pairs_the_models, test_a_fused_module_without_its_layout_is_
+refused_with_the_layout_that_pairs_it); SUGGESTING holds every message of the library that prints one, each with
+the test that pastes it, so that a new one is red here until it is pasted too."""
+import ast
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+paddle = pytest.importorskip("paddle")
+from portcheck import compare_backward, compare_forward, convert  # noqa: E402
+from portcheck.core.errors import PipelineError  # noqa: E402
+
+X = np.random.RandomState(0).randn(2, 4).astype("float32")
+LIB = Path(__file__).resolve().parents[1] / "lib" / "portcheck"
+
+
+def argument(text: str, name: str):
+    """The value of `name=` as the message prints it (a dict or a list literal), evaluated as a literal."""
+    found = re.search(rf"\b{name}=(\{{.*?\}}|\[.*?\])", text)
+    assert found, text
+    return ast.literal_eval(found.group(1))
+
+
+class Scale(torch.nn.Module):
+    """A layer type no layout rule knows, holding its weight as Paddle does ([in, out], read x @ W)."""
+    def __init__(self):
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.randn(4, 6) * .3)
+
+    def forward(self, x):
+        return x @ self.weight
+
+
+class PaddleScale(paddle.nn.Layer):
+    def __init__(self):
+        super().__init__()
+        self.weight = self.create_parameter([4, 6])
+
+    def forward(self, x):
+        return paddle.matmul(x, self.weight)
+
+
+class Dense(paddle.nn.Layer):
+    """A port's own type for torch's Linear: [in, out] and a bias, as paddle.nn.Linear holds them."""
+    def __init__(self):
+        super().__init__()
+        self.weight, self.bias = self.create_parameter([4, 6]), self.create_parameter([6], is_bias=True)
+
+    def forward(self, x):
+        return paddle.matmul(x, self.weight) + self.bias
+
+
+def wrapped(torch_part, paddle_part, paddle_buffer=False, torch_extra=False, paddle_extra=False):
+    """A LayerNorm, then the part; outputs: the part's, and the norm's on the side told to return it too.
+    paddle_buffer: the port reads an offset from a buffer of its own that torch computes in its forward."""
+    class Model(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.norm, self.part = torch.nn.LayerNorm(4), torch_part
+
+        def forward(self, x):
+            h = self.norm(x) + torch.arange(4, dtype=torch.float32) / 4
+            return (self.part(h), h) if torch_extra else self.part(h)
+
+    class Port(paddle.nn.Layer):
+        def __init__(self):
+            super().__init__()
+            self.norm, self.part = paddle.nn.LayerNorm(4), paddle_part
+            self.register_buffer("offset", paddle.arange(4, dtype="float32") / 4 if paddle_buffer else None)
+
+        def forward(self, x):
+            h = self.norm(x) + (self.offset if paddle_buffer else paddle.arange(4, dtype="float32") / 4)
+            return (self.part(h), h) if paddle_extra else self.part(h)
+    torch.manual_seed(0)
+    paddle.seed(0)
+    return Model(), Port()
+
+
+def backward(pt, pd, **kw):
+    y = np.zeros((2, 6), np.float32)
+    loss = (lambda o, t: ((o - t) ** 2).mean(),) * 2
+    sgd = (lambda ps: torch.optim.SGD(ps, lr=0.1), lambda ps: paddle.optimizer.SGD(0.1, parameters=ps))
+    return compare_backward(pt.train(), pd.train(), X, y, loss=loss, optimizer=sgd, steps=2, **kw)
+
+
+@pytest.mark.parametrize("case", ["an unknown layer type (PC011)", "a Linear held by the port's own type (PC012)"])
+def test_a_layout_refusals_layouts_pasted_as_printed_converts_and_is_green(case):
+    """PC012 printed 'same' first for a torch Linear, whose weight any Paddle type holding it [in, out] needs
+    transposed: pasted, convert refused the shapes (or, square, filled it transposed)."""
+    pt, pd = wrapped(Scale(), PaddleScale()) if "PC011" in case else wrapped(torch.nn.Linear(4, 6), Dense())
+    with pytest.raises(PipelineError, match="PC011" if "PC011" in case else "PC012") as e:
+        convert(pt, pd, inputs=X)
+    layouts = argument(str(e.value), "layouts")
+    pd.set_state_dict(convert(pt, pd, inputs=X, layouts=layouts))
+    report = compare_forward(pt.eval(), pd.eval(), X, layouts=layouts)
+    assert report.passed, report.table()
+    trained = backward(pt, pd, layouts=layouts)
+    assert trained.passed, trained.table()
+
+
+def test_a_buffer_refusals_keep_pasted_as_printed_converts_and_is_green():
+    pt, pd = wrapped(torch.nn.Linear(4, 6), paddle.nn.Linear(4, 6), paddle_buffer=True)
+    with pytest.raises(PipelineError, match=r"pass keep=\['offset'\]") as e:
+        convert(pt, pd, inputs=X)
+    pd.set_state_dict(convert(pt, pd, inputs=X, keep=argument(str(e.value), "keep")))
+    assert compare_forward(pt.eval(), pd.eval(), X).passed
+
+
+@pytest.mark.parametrize("side", ["torch", "Paddle"])
+def test_an_output_one_side_returns_alone_is_red_with_the_outputs_that_pasted_compare_the_rest_green(side):
+    pt, pd = wrapped(torch.nn.Linear(4, 6), paddle.nn.Linear(4, 6), torch_extra=side == "torch",
+                     paddle_extra=side == "Paddle")
+    pd.set_state_dict(convert(pt, pd, inputs=X))
+    report = compare_forward(pt.eval(), pd.eval(), X)
+    assert not report.passed
+    said = report.table()
+    assert f"{side} returns [1] (a tensor [2, 4]), which" in said and "compare the rest with outputs=[0]" in said, said
+    report = compare_forward(pt.eval(), pd.eval(), X, outputs=argument(said, "outputs"))
+    assert report.passed and report.left_out == [f"{side} [1]"], report.table()
+
+
+class Handle:
+    """An object a model returns beside its output (a cache, a handle): neither a tensor, a number nor a string."""
+
+
+def test_an_output_no_one_can_compare_is_red_with_the_outputs_that_pasted_leave_it_out_green():
+    """Before: `leave it out with outputs=`, naming nothing to paste."""
+    class Model(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(4, 6)
+
+        def forward(self, x):
+            return self.lin(x), Handle()
+
+    class Port(paddle.nn.Layer):
+        def __init__(self):
+            super().__init__()
+            self.lin = paddle.nn.Linear(4, 6)
+
+        def forward(self, x):
+            return self.lin(x), Handle()
+    torch.manual_seed(0)
+    pt, pd = Model(), Port()
+    pd.set_state_dict(convert(pt, pd, inputs=X))
+    report = compare_forward(pt.eval(), pd.eval(), X)
+    said = report.table()
+    assert not report.passed and "(not comparable)" in said and "leave it out with outputs=[0]" in said, said
+    report = compare_forward(pt.eval(), pd.eval(), X, outputs=argument(said, "outputs"))
+    assert report.passed and report.left_out == ["torch [1]", "Paddle [1]"], report.table()
+
+
+def test_outputs_of_other_names_are_said_as_a_dict_that_pasted_compares_them():
+    """torch's dict {logits, hidden} against the port's (logits, ) tuple: paired by place, said {torch's: Paddle's}."""
+    from portcheck.forward.outputs import shared
+    t_all, p_all = {":logits": "out/a", ":hidden": "out/b"}, {"[0]": "out/c"}
+    assert shared(t_all, p_all, {"out/a": "out/c"}) == {"logits": 0}
+    assert shared({"": "out/a"}, {"[0]": "out/c", "[1]": "out/d"}, {"out/a": "out/c"}) == [0]
+
+
+# every message of the library printing an argument to paste, as its source writes it: the test pasting it
+PASTED_IN_PAIRING2 = "test_pairing2.py::test_every_refusals_suggested_map_pasted_as_printed_pairs_the_models"
+FUSED_IN_PAIRING2 = "test_pairing2.py::test_a_fused_module_without_its_layout_is_refused_with_the_layout_that_" \
+                    "pairs_it"
+SUGGESTING = {
+    ("mapping/convert.py", "layouts={{'{first}':"): "test_a_layout_refusals_layouts_pasted_as_printed_converts_and_is_"
+                                                    "green",
+    ("mapping/convert.py", 'layouts={"'): FUSED_IN_PAIRING2,
+    ("mapping/ties.py", 'layouts={"'): FUSED_IN_PAIRING2,
+    ("mapping/convert.py", "keep=['{key}']"): "test_a_buffer_refusals_keep_pasted_as_printed_converts_and_is_green",
+    ("mapping/pairing.py", "name_map={one}"): PASTED_IN_PAIRING2,
+    ("mapping/settle.py", "name_map={entry}"): PASTED_IN_PAIRING2,
+    ("mapping/ties.py", "name_map={maps[0]})\")"): PASTED_IN_PAIRING2,
+    ("mapping/ties.py", "name_map={'"): PASTED_IN_PAIRING2,
+    ("mapping/ties.py", "name_map={every}"): PASTED_IN_PAIRING2,
+    ("forward/outputs.py", "outputs={rest!r}\""):
+        "test_an_output_no_one_can_compare_is_red_with_the_outputs_that_pasted_leave_it_out_green",
+    ("forward/outputs.py", "outputs={shared(t_all,"):
+        "test_an_output_one_side_returns_alone_is_red_with_the_outputs_that_pasted_compare_the_rest_green",
+}
+# where the same text is no suggestion: a docstring's example, a refusal quoting the argument it was given
+NOT_SUGGESTING = {("mapping/fused.py", 'layouts={"c_attn":'), ("forward/outputs.py", "outputs={list(names)!r}:"),
+                  ("forward/outputs.py", "outputs={outputs!r}:")}
+
+
+def test_every_message_printing_an_argument_to_paste_has_its_pasting_test():
+    """A message printing a name_map=, layouts=, keep= or outputs= literal that no test pastes is red here."""
+    found = {(str(path.relative_to(LIB)), m.group(0)) for path in LIB.rglob("*.py")
+             for m in re.finditer(r"\b(?:name_map|layouts|keep|outputs)=[{\[]\S{0,20}", path.read_text("utf-8"))}
+    assert found == set(SUGGESTING) | NOT_SUGGESTING, (found - set(SUGGESTING) - NOT_SUGGESTING,
+                                                       set(SUGGESTING) - found)
