@@ -156,13 +156,14 @@ def test_a_plant_behind_the_axis_order_is_red_at_its_module(seq, plant, where):
 # ---------------------------------------------------------------- outputs one side returns and the other does not
 
 def encoders(torch_returns, paddle_returns, plant=False):
-    """An encoder returning its hidden states h, or also its own input x handed back ("hx", "xh"), on each side;
-    plant: the port's norm epsilon 1e-3."""
-    def out(kind, h, x):
-        return {"h": h, "hx": (h, x), "xh": (x, h)}[kind]
+    """An encoder returning its hidden states h, or also its own input x handed back ("hx", "xh"), or every step's
+    output in a list, its input first ("l": [x, its Linear's output, h]), on each side; plant: the port's norm
+    epsilon 1e-3."""
+    def out(kind, h, x, lin=None):
+        return {"h": h, "hx": (h, x), "xh": (x, h), "l": [x, lin, h]}[kind]
 
     def hidden(kind, o):
-        return o[1] if kind == "xh" else o[0] if kind == "hx" else o
+        return o[1] if kind == "xh" else o[0] if kind == "hx" else o[-1] if kind == "l" else o
 
     class Encoder(torch.nn.Module):
         def __init__(self):
@@ -170,7 +171,8 @@ def encoders(torch_returns, paddle_returns, plant=False):
             self.lin, self.norm = torch.nn.Linear(16, 16), torch.nn.LayerNorm(16)
 
         def forward(self, x):
-            return out(torch_returns, self.norm(self.lin(x)), x)
+            lin = self.lin(x)
+            return out(torch_returns, self.norm(lin), x, lin)
 
     class Torch(torch.nn.Module):
         def __init__(self):
@@ -186,7 +188,8 @@ def encoders(torch_returns, paddle_returns, plant=False):
             self.lin, self.norm = paddle.nn.Linear(16, 16), paddle.nn.LayerNorm(16, epsilon=1e-3 if plant else 1e-5)
 
         def forward(self, x):
-            return out(paddle_returns, self.norm(self.lin(x)), x)
+            lin = self.lin(x)
+            return out(paddle_returns, self.norm(lin), x, lin)
 
     class Port(paddle.nn.Layer):
         def __init__(self):
@@ -214,6 +217,19 @@ def test_an_output_that_is_the_modules_own_input_handed_back_on_one_side_is_left
     side = "torch" if len(torch_returns) > 1 else "Paddle"
     assert f"encoder: {side}'s encoder[" in report.table() and "is its input handed back" in report.table()
     assert any(r.name.startswith("encoder") and "." not in r.name for r in report.paired), report.table()
+
+
+@pytest.mark.parametrize("torch_returns, paddle_returns", [("h", "l"), ("l", "h")])
+def test_an_output_that_is_an_inner_modules_output_handed_on_pairs_with_that_modules_counterpart(torch_returns,
+                                                                                                paddle_returns):
+    """paddlenlp's MPNetEncoder returns every layer's output in a list, its input first; transformers' the last
+    layer's. Before: the first left after the input (the first layer's output) was paired with the last: red
+    0.033 at encoder:last_hidden_state on the correct port (tools.zoo.families, mpnet)."""
+    report = encoders(torch_returns, paddle_returns)
+    assert report.passed, report.table()
+    assert "paired each as the inner call's output it hands on" in report.table(), report.table()
+    planted = encoders(torch_returns, paddle_returns, plant=True)
+    assert not planted.passed and planted.first_diverging == "encoder.norm", planted.table()
 
 
 def test_a_plant_behind_an_output_handed_back_is_named_at_its_module():
