@@ -9,6 +9,7 @@ import pytest
 torch = pytest.importorskip("torch")
 paddle = pytest.importorskip("paddle")
 from portcheck import compare_backward, compare_forward, convert  # noqa: E402
+from portcheck.core.errors import PipelineError  # noqa: E402
 
 X = np.random.RandomState(0).randn(2, 8).astype("float32")
 
@@ -245,3 +246,35 @@ def test_a_nan_row_says_which_side_holds_it():
     report = compare_forward(pt.eval(), pd.eval(), X)
     assert not report.passed
     assert "NaN or Inf in paddle only (2 NaN, 0 Inf; the other side finite)" in report.table(), report.table()
+
+
+def test_compare_backward_compares_the_outputs_named_by_outputs():
+    """A port returning (h, None) where torch returns h (paddlenlp's LukeModel: (words, entities=None, pooled)
+    against transformers' ModelOutput, which drops a None). Before: compare_backward took no outputs=, its first
+    forward red at (model)[1], None on one side alone, with no way to leave it out, though compare_forward's could."""
+    class Torch(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(8, 4)
+
+        def forward(self, x):
+            return self.lin(x)
+
+    class Port(paddle.nn.Layer):
+        def __init__(self):
+            super().__init__()
+            self.lin = paddle.nn.Linear(8, 4)
+
+        def forward(self, x):
+            return self.lin(x), None
+
+    torch.manual_seed(0)
+    pt, pd = Torch(), Port()
+    convert(pt, pd, inputs=X)
+    y = np.random.RandomState(1).randn(2, 4).astype("float32")
+    loss = (lambda o, t: ((o - t) ** 2).mean(), lambda o, t: ((o[0] - t) ** 2).mean())
+    sgd = (lambda ps: torch.optim.SGD(ps, lr=0.1), lambda ps: paddle.optimizer.SGD(0.1, parameters=ps))
+    named = compare_backward(pt, pd, X, y, loss=loss, optimizer=sgd, outputs=[0])
+    assert named.passed, named.table()
+    with pytest.raises(PipelineError, match=r"\[PC405\]"):
+        compare_backward(pt, pd, X, y, loss=loss, optimizer=sgd, outputs="logits")
