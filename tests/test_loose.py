@@ -9,6 +9,7 @@ import pytest
 torch = pytest.importorskip("torch")
 paddle = pytest.importorskip("paddle")
 from portcheck import compare_backward, compare_forward, convert  # noqa: E402
+from portcheck.core.errors import PipelineError  # noqa: E402
 
 X = np.random.RandomState(0).randn(2, 8).astype("float32")
 
@@ -156,13 +157,14 @@ def test_a_plant_behind_the_axis_order_is_red_at_its_module(seq, plant, where):
 # ---------------------------------------------------------------- outputs one side returns and the other does not
 
 def encoders(torch_returns, paddle_returns, plant=False):
-    """An encoder returning its hidden states h, or also its own input x handed back ("hx", "xh"), on each side;
-    plant: the port's norm epsilon 1e-3."""
-    def out(kind, h, x):
-        return {"h": h, "hx": (h, x), "xh": (x, h)}[kind]
+    """An encoder returning its hidden states h, or also its own input x handed back ("hx", "xh"), or every step's
+    output in a list, its input first ("l": [x, its Linear's output, h]), on each side; plant: the port's norm
+    epsilon 1e-3."""
+    def out(kind, h, x, lin=None):
+        return {"h": h, "hx": (h, x), "xh": (x, h), "l": [x, lin, h]}[kind]
 
     def hidden(kind, o):
-        return o[1] if kind == "xh" else o[0] if kind == "hx" else o
+        return o[1] if kind == "xh" else o[0] if kind == "hx" else o[-1] if kind == "l" else o
 
     class Encoder(torch.nn.Module):
         def __init__(self):
@@ -170,7 +172,8 @@ def encoders(torch_returns, paddle_returns, plant=False):
             self.lin, self.norm = torch.nn.Linear(16, 16), torch.nn.LayerNorm(16)
 
         def forward(self, x):
-            return out(torch_returns, self.norm(self.lin(x)), x)
+            lin = self.lin(x)
+            return out(torch_returns, self.norm(lin), x, lin)
 
     class Torch(torch.nn.Module):
         def __init__(self):
@@ -186,7 +189,8 @@ def encoders(torch_returns, paddle_returns, plant=False):
             self.lin, self.norm = paddle.nn.Linear(16, 16), paddle.nn.LayerNorm(16, epsilon=1e-3 if plant else 1e-5)
 
         def forward(self, x):
-            return out(paddle_returns, self.norm(self.lin(x)), x)
+            lin = self.lin(x)
+            return out(paddle_returns, self.norm(lin), x, lin)
 
     class Port(paddle.nn.Layer):
         def __init__(self):
@@ -214,6 +218,19 @@ def test_an_output_that_is_the_modules_own_input_handed_back_on_one_side_is_left
     side = "torch" if len(torch_returns) > 1 else "Paddle"
     assert f"encoder: {side}'s encoder[" in report.table() and "is its input handed back" in report.table()
     assert any(r.name.startswith("encoder") and "." not in r.name for r in report.paired), report.table()
+
+
+@pytest.mark.parametrize("torch_returns, paddle_returns", [("h", "l"), ("l", "h")])
+def test_an_output_that_is_an_inner_modules_output_handed_on_pairs_with_that_modules_counterpart(torch_returns,
+                                                                                                paddle_returns):
+    """paddlenlp's MPNetEncoder returns every layer's output in a list, its input first; transformers' the last
+    layer's. Before: the first left after the input (the first layer's output) was paired with the last: red
+    0.033 at encoder:last_hidden_state on the correct port (tools.zoo.families, mpnet)."""
+    report = encoders(torch_returns, paddle_returns)
+    assert report.passed, report.table()
+    assert "paired each as the inner call's output it hands on" in report.table(), report.table()
+    planted = encoders(torch_returns, paddle_returns, plant=True)
+    assert not planted.passed and planted.first_diverging == "encoder.norm", planted.table()
 
 
 def test_a_plant_behind_an_output_handed_back_is_named_at_its_module():
@@ -252,3 +269,35 @@ def test_the_pair_commands_exit_line_says_which_side_holds_the_nan(tmp_path, cap
         cli.main(["pair", str(tmp_path / "t.npy"), str(tmp_path / "p.npy")])
     out = capsys.readouterr().out
     assert e.value.code == 1 and "exit 1: a value is NaN or Inf (logits: 2 NaN and 0 Inf in paddle)" in out, out
+
+
+def test_compare_backward_compares_the_outputs_named_by_outputs():
+    """A port returning (h, None) where torch returns h (paddlenlp's LukeModel: (words, entities=None, pooled)
+    against transformers' ModelOutput, which drops a None). Before: compare_backward took no outputs=, its first
+    forward red at (model)[1], None on one side alone, with no way to leave it out, though compare_forward's could."""
+    class Torch(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(8, 4)
+
+        def forward(self, x):
+            return self.lin(x)
+
+    class Port(paddle.nn.Layer):
+        def __init__(self):
+            super().__init__()
+            self.lin = paddle.nn.Linear(8, 4)
+
+        def forward(self, x):
+            return self.lin(x), None
+
+    torch.manual_seed(0)
+    pt, pd = Torch(), Port()
+    convert(pt, pd, inputs=X)
+    y = np.random.RandomState(1).randn(2, 4).astype("float32")
+    loss = (lambda o, t: ((o - t) ** 2).mean(), lambda o, t: ((o[0] - t) ** 2).mean())
+    sgd = (lambda ps: torch.optim.SGD(ps, lr=0.1), lambda ps: paddle.optimizer.SGD(0.1, parameters=ps))
+    named = compare_backward(pt, pd, X, y, loss=loss, optimizer=sgd, outputs=[0])
+    assert named.passed, named.table()
+    with pytest.raises(PipelineError, match=r"\[PC405\]"):
+        compare_backward(pt, pd, X, y, loss=loss, optimizer=sgd, outputs="logits")

@@ -225,7 +225,18 @@ FINDINGS = [
     "`pd.encoder.register_forward_post_hook(lambda m, i, o: print((o[0] == i[0]).all()))` then `pd(input_ids=ids)` "
     "prints True. Pinned by `test_paddlenlp_deberta_v2_encoders_first_output_is_its_last_layers_as_transformers`. The "
     "same return line is in paddlenlp's albert, deberta, dpt, mobilebert, nystromformer, speecht5 and squeezebert "
-    "encoders (read in their source, not judged by a run here).", ""]
+    "encoders (read in their source, not judged by a run here).",
+    "- **FNet, `encoder.layer.N.fourier.fourier_transform` (FNetBasicFourierTransform)**: paddlenlp computes "
+    "`paddle.fft.fftn(hidden_states).real()` with no axes, a transform over all three, the batch axis too; "
+    "transformers' `torch.fft.fftn(hidden_states, dim=(1, 2)).real` transforms each sample's sequence and "
+    "hidden axes alone. A sample's output depends on the other samples of its batch. Shown by any batch of "
+    "two or more on the zoo's tiny config (`python -m tools.zoo.families --only fnet`, 2 x 12 tokens): "
+    "compare_forward red at `encoder.layer.0.fourier.self[0]`, 10.4 against the 2.98e-05 allowed, the "
+    "isolated run naming the two layers' `fourier_transform` alone; a batch of one (its first sample) is "
+    "green at every module. Smallest code: `x = np.random.RandomState(0).randn(2, 12, "
+    "32).astype('float32')`, then `paddle.fft.fftn(paddle.to_tensor(x)).real().numpy()` is 97.4 from "
+    "`np.fft.fftn(x, axes=(1, 2)).real` (3.8e-06 with `axes=(1, 2)`). Pinned by "
+    "`test_paddlenlp_fnets_fourier_transform_keeps_each_sample_to_itself_as_transformers`.", ""]
 
 
 TORCHVISION_CPU = [

@@ -70,7 +70,7 @@ def counterparts(torch_record: dict, paddle_record: dict, paired: pairing.Pairin
     value is judged as that input), and the rest paired by pair_leaves' rule; said, a list if given, receives one
     line for each such call."""
     t_leaves, p_leaves = _leaves(torch_record), _leaves(paddle_record)
-    out = {}
+    out, uneven = {}, []
     for t_call, p_call in paired.pairs.items():
         # Paddle's module computing torch's and the activation after it: judged against the activation's output
         # and torch's computing Paddle's and the activation after it: judged against that activation's output
@@ -84,18 +84,47 @@ def counterparts(torch_record: dict, paddle_record: dict, paired: pairing.Pairin
                                                      for side, name, keys in (("torch", t_out, t_in),
                                                                               ("Paddle", p_out, p_in)) if keys)
                             + ", which the other side does not return: left out (judged as its input)")
-        shapes = None if t_call == ROOT else (t, p)
-        pairs = pair_leaves(list(t), list(p), shapes)
-        if said is not None and len(t) != len(p) and pairs and t_call != ROOT:
+        out[f"in/{t_call}"] = f"in/{p_call}"
+        if len(t) != len(p) and t_call != ROOT:
+            uneven.append((t_call, t_out, p_out, t, p))  # after its inner calls' outputs are paired
+        else:
+            out.update({f"out/{t_out}{a}": f"out/{p_out}{b}"
+                        for a, b in pair_leaves(list(t), list(p), None if t_call == ROOT else (t, p)).items()})
+    for t_call, t_out, p_out, t, p in reversed(uneven):  # the innermost first: an outer one hands on its outputs
+        handed = handed_on(torch_record, paddle_record, t_out, p_out, t, p, out)
+        pairs = {**handed, **pair_leaves([k for k in t if k not in handed], [k for k in p if k not in handed.values()],
+                                         (t, p))}
+        if said is not None and pairs:
             more, name = ("torch", t_out) if len(t) > len(p) else ("Paddle", p_out)
             rest = [k for k in (t if more == "torch" else p) if k not in (pairs if more == "torch" else pairs.values())]
-            (a, b), = pairs.items()
-            how = "first with first" if (a, b) == (next(iter(t)), next(iter(p))) else \
-                f"by shape, {more}'s {name}{a if more == 'torch' else b} with the other's"
+            if handed:
+                how = "each as the inner call's output it hands on"
+            elif len(pairs) == 1 and next(iter(pairs.items())) != (next(iter(t)), next(iter(p))):
+                (a, b), = pairs.items()
+                how = f"by shape, {more}'s {name}{a if more == 'torch' else b} with the other's"
+            else:
+                how = "first with first"
             said.append(f"{t_call}: {more}'s returns {max(len(t), len(p))} outputs, the other side's "
                         f"{min(len(t), len(p))}: paired {how}, {more}'s {name}{', '.join(rest)} left out")
         out.update({f"out/{t_out}{a}": f"out/{p_out}{b}" for a, b in pairs.items()})
-        out[f"in/{t_call}"] = f"in/{p_call}"
+    return out
+
+
+def handed_on(torch_record: dict, paddle_record: dict, t_out: str, p_out: str, t: dict, p: dict, paired: dict) -> dict:
+    """{torch leaf: Paddle leaf} of two paired calls' outputs that are outputs of inner calls handed on as they are
+    (the same stored array: an encoder returning its last layer's output on one side, every layer's in a list on the
+    other), each where those inner outputs are paired (`paired`, {torch record key: Paddle record key})."""
+    first = {}
+    for key in torch_record:
+        if key.startswith("out/"):
+            first.setdefault(spill.identity(torch_record, key), key)
+    theirs = {spill.identity(paddle_record, f"out/{p_out}{b}"): b for b in reversed(list(p))}
+    out = {}
+    for a in t:
+        inner = paired.get(first.get(spill.identity(torch_record, f"out/{t_out}{a}")))
+        b = theirs.get(spill.identity(paddle_record, inner)) if inner in paddle_record else None
+        if b is not None and b not in out.values():
+            out[a] = b
     return out
 
 
