@@ -9,7 +9,7 @@ import numpy as np
 from portcheck.core import calibrated, spill, tolerances
 from portcheck.core.diff import KeyResult
 from portcheck.core.errors import PipelineError
-from portcheck.forward import graph
+from portcheck.forward import graph, routing
 from portcheck.forward.judging import broadcasts, input_ok, judge_one
 from portcheck.forward.result import ForwardReport
 from portcheck.forward.twin import F64
@@ -257,6 +257,8 @@ def judge_records(torch_record: dict, paddle_record: dict, name_map, mean_bound,
                 f"the models' outputs differ in structure: Paddle returns {output_name(rest)} "
                 f"({_leaf(paddle_record, p_key)}), which torch does not; compare the rest with outputs= (Paddle's: "
                 f"{', '.join(_names(p_all))}), or return the same outputs on both sides")))
+    report.routing = routing.compare(torch_record, paddle_record, paired)
+    report.rows = routing.unjudged_after_ties(report.routing, torch_record, report.rows)
     return report
 
 

@@ -38,13 +38,14 @@ class ForwardReport(page.Viewable):
     outputs_said: list = field(default_factory=list)  # a line per module whose outputs one side returns alone
     first_call: object = None      # red: calls.FirstCall, the first framework call that differs in first_diverging
     flow: dict = field(default_factory=dict)  # {side: graph.flow of its record}: which call's output each call took
+    routing: list = field(default_factory=list)  # [routing.Routing]: each MoE block's tokens and their experts
 
     @property
     def passed(self) -> bool:
         """Every paired module within its rule, and something paired: a report that compared nothing is red.
         With isolate=True, every module's own computation within its rule too."""
         isolated = self.isolated is None or (not self.isolation_stopped and all(r.passed for r in self.isolated))
-        return not self.stopped and bool(self.paired) and isolated and \
+        return not self.stopped and bool(self.paired) and isolated and not any(r.red for r in self.routing) and \
             all(r.passed or r.beyond(calibrated.MEAN_BOUND) for r in self.rows if not r.problem.startswith("no counterpart"))
 
     @property
@@ -178,6 +179,7 @@ class ForwardReport(page.Viewable):
                   f"{len(self.unpaired)} Paddle outputs no torch module maps to"]
         lines += [f"model outputs left out (outputs=), not judged: {', '.join(self.left_out)}"] if self.left_out else []
         lines += self.outputs_said
+        lines += [r.line(self.both) for r in self.routing]
         if self.isolated is not None:
             differ = self.differing
             lines += ["each module on torch's own values (isolate=True):"]
