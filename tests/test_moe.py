@@ -176,6 +176,23 @@ def test_a_tie_of_the_router_is_said_as_one_and_never_red(handmade):
     assert "tie of the router's logits broken otherwise" in other.table() and "moe.router" in other.table()
 
 
+def test_a_router_weight_that_sends_tokens_elsewhere_is_red_at_the_router_never_a_tie(handmade):
+    """The port's router reads two experts' columns the other way round: its logits differ by more than any tie's
+    slack could forgive, so the tokens it sends to other experts are red (PC430), and the first module named is the
+    router."""
+    import paddle
+    pt, pd, state = handmade
+    gate = pd.moe_block.gate.weight
+    try:
+        gate.set_value(gate.numpy()[:, [3, 1, 2, 0]])
+        report = compare_forward(pt, pd, X)
+    finally:
+        pd.set_state_dict({k: paddle.to_tensor(v) for k, v in state.items()})
+    (routed,) = report.routing
+    assert routed.red and not routed.flipped, report.table()
+    assert str(report.first_diverging) == "moe.router" and "[PC430]" in report.table()
+
+
 # ------------------------------------------------------------------ transformers' Mixtral against paddlenlp's
 
 def mixtral():

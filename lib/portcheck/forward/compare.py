@@ -92,7 +92,9 @@ def compare_forward(torch_model, paddle_model, inputs, name_map=None, isolate=Fa
     caller's own threshold for its pair overrides it; None: none).
     outputs: the model outputs compared (default every one: either side returning one the other lacks, None
     included, is red), by field or position (["logits"], or {torch's: Paddle's}); report.left_out names the rest.
-    layouts: convert's; its portcheck.Fused entries judge each part of a fused module (GPT-2's c_attn) on its own."""
+    layouts: convert's; its portcheck.Fused entries judge each part of a fused module (GPT-2's c_attn) on its own.
+    A mixture of experts' routing is compared as data (report.routing: each token's experts on both sides,
+    portcheck.forward.routing): tokens sent to other experts are red at the router, a tie is said as one."""
     check_models(torch_model, paddle_model)
     checked_args(record_dir, mean_bound)
     outputs = checked_outputs(outputs)

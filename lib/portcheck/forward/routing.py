@@ -4,8 +4,8 @@ output gives them (its softmax over the experts).
 
 An MoE block is the parent of a list of experts that corresponds on both sides (mapping.lists.matched); its router
 is the child called on the tokens whose output has one value per expert. A token that reached other experts on the
-two sides is red, named at the router, unless the router's logits of the experts the sides chose apart are equal
-within what the two sides' logits differ by at that token: a tie, said as one. Where a tie was broken otherwise on
+two sides is red, named at the router, unless the router's output is within its rule and its logits of the experts
+the sides chose apart are equal within what the two sides' logits differ by at that token: a tie, said as one. Where a tie was broken otherwise on
 the two sides, neither side is wrong, and what follows the block is not judged on that batch. May import core and
 mapping."""
 from dataclasses import dataclass, field
@@ -169,7 +169,12 @@ def unjudged_after_ties(routed: list, torch_record: dict, rows: list, isolated=F
     """rows, each red one a tie broken otherwise reaches (a block's flipped tokens, none red) said as not judged:
     neither side is wrong there, and no rule holds two choices of experts to each other. isolated: isolate's rows,
     each module on torch's values: only the block and what it holds are reached (Paddle's router breaks the tie
-    again)."""
+    again). A tie is one only where the router's own output is within its rule: a router whose logits differ (its
+    weight wrong) sends those tokens elsewhere by its own difference, and they are red (differing)."""
+    red = {split_key(f"out/{row.name}")[1] for row in rows if not row.passed}
+    for r in routed:
+        if r.router in red and not isolated:  # the sides' logits apart: no slack from them makes a tie
+            r.differing, r.flipped, r.tied = sorted(r.differing + r.flipped), [], 0
     reached = {}
     for r in routed:
         if r.flipped and not r.red:
