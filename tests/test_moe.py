@@ -180,6 +180,7 @@ def test_a_tie_of_the_router_is_said_as_one_and_never_red(handmade):
     assert not other.passed and other.first_diverging is None and not other.differing
     assert all(r.passed or not r.judged for r in other.rows + other.isolated)
     assert "tie of the router's logits broken otherwise" in other.table() and "moe.router" in other.table()
+    assert other.tied_only and other.view()["headline"].startswith("not judged: routing at moe.router")
 
 
 def test_a_router_weight_that_sends_tokens_elsewhere_is_red_at_the_router_never_a_tie(handmade):

@@ -87,6 +87,14 @@ class ForwardReport(page.Viewable):
         run order, the cumulative run's then isolate's: red, and said as not judged, never as differing."""
         return [r for r in self.paired + (self.isolated or []) if not r.judged]
 
+    @property
+    def tied_only(self) -> bool:
+        """Kept from green by nothing but a router's tie the two sides broke otherwise (routing): not judged."""
+        from portcheck.forward.routing import TIED
+        rows = self.paired + (self.isolated or [])
+        return any(r.flipped for r in self.routing) and not self.stopped and not any(r.red for r in self.routing) \
+            and all(r.passed or r.problem.startswith(TIED) for r in rows)
+
     def pairs(self) -> str:
         """Every pair of module calls chosen (or named by the map), then each side's calls left unpaired."""
         return "\n".join(self.pairing.lines()) if self.pairing else ""
@@ -145,7 +153,9 @@ class ForwardReport(page.Viewable):
         isolated = {row["name"]: row for row in report.figures(self.isolated or [], "forward, isolated")}
         said = (f"the runs part at {first.both}" if first else "every module within its rule" if self.passed else
                 "red: " + "; ".join(f"the {side} model stopped" for side in self.stopped) if self.stopped else
-                "red: nothing paired" if not paired else "red")
+                "red: nothing paired" if not paired else
+                "not judged: " + "; ".join(r.line(self.both) for r in self.routing if r.flipped) if self.tied_only
+                else "red")
         verdicts = [{"name": "measured", "passed": self.passed, "text": f"measured rule (K x torch's own fp32 "
                      f"error): {'green' if self.passed else 'RED'}"},
                     {"name": "guide", "passed": self.guide_passed, "text": "the guide's bound on the mean: "

@@ -5,9 +5,9 @@ output gives them (its softmax over the experts).
 An MoE block is the parent of a list of experts that corresponds on both sides (mapping.lists.matched); its router
 is the child called on the tokens whose output has one value per expert. A token that reached other experts on the
 two sides is red, named at the router, unless the router's output is within its rule and its logits of the experts
-the sides chose apart are equal within what the two sides' logits differ by at that token: a tie, said as one. Where a tie was broken otherwise on
-the two sides, neither side is wrong, and what follows the block is not judged on that batch. May import core and
-mapping."""
+the sides chose apart are equal within what the two sides' logits differ by at that token: a tie, said as one.
+Where a tie was broken otherwise on the two sides, neither side is wrong, and what follows the block is not judged
+on that batch. May import core and mapping."""
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -19,6 +19,7 @@ from portcheck.mapping import lists
 from portcheck.mapping.ties import outputs_of
 from portcheck.mapping.trace import stopped
 
+TIED = f"{NOT_JUDGED} routing tie:"  # a row a tie broken otherwise reaches: not judged, never red
 ULPS = 4  # a tie: logits apart by no more than the two sides' difference there and this many units of the last place
 
 
@@ -187,6 +188,6 @@ def unjudged_after_ties(routed: list, torch_record: dict, rows: list, isolated=F
     for row in rows:
         r = reached.get(split_key(f"out/{row.name.removesuffix(' (its input)')}")[1]) if not row.passed else None
         out.append(row if r is None else calibrated.unjudged(
-            row.name, row.shape, f"{NOT_JUDGED} {len(r.flipped)} token(s) at a tie of {r.router}'s "
-            "logits, broken otherwise by the two sides, reach it (routing)"))
+            row.name, row.shape, f"{TIED} {len(r.flipped)} token(s) at a tie of {r.router}'s logits, broken "
+            "otherwise by the two sides, reach it (routing)"))
     return out
