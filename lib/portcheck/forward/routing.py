@@ -2,8 +2,8 @@
 run itself (each expert's recorded input rows, found among the router's input rows), and the weights the router's
 output gives them (its softmax over the experts).
 
-An MoE block is the parent of a list of experts that corresponds on both sides (mapping.lists.matched); its router
-is the child called on the tokens whose output has one value per expert. A token that reached other experts on the
+An MoE block is the parent of a list of experts that corresponds on both sides (mapping.lists.matched) and of its
+router, the child whose output has one value per expert, each expert fed rows of the router's input as they are. A token that reached other experts on the
 two sides is red, named at the router, unless the router's output is within its rule and its logits of the experts
 the sides chose apart are equal within what the two sides' logits differ by at that token: a tie, said as one.
 Where a tie was broken otherwise on the two sides, neither side is wrong, and what follows the block is not judged
@@ -113,22 +113,25 @@ def compare(torch_record: dict, paddle_record: dict, paired) -> list:
                       None)
         if not block or router is None:
             continue  # a stack's layers: no router beside them
+        mine = _reached(torch_record, _rows(torch_record[f"in/{router.name}"]),
+                        [(i, f"{t_list}.{i}") for i in range(n)])
+        if mine is None:
+            continue  # no mixture of experts: its children are not fed the rows its router reads (a stack beside a head)
         r = Routing(block, p_block, router.name, n)
         p_router = paired.pairs.get(router.name)
         if p_router is None:
             r.said = f"Paddle has no counterpart of the router {router.name}"
             out.append(r)
             continue
-        fed = f"in/{router.name}", f"in/{p_router}"
-        if fed[1] not in paddle_record:
+        if f"in/{p_router}" not in paddle_record:
             continue  # the Paddle router never ran: its rows are judged (and said) as missing
-        tokens = _rows(torch_record[fed[0]]), _rows(paddle_record[fed[1]])
-        experts = ([(i, f"{t_list}.{i}") for i in range(n)], [(i, f"{p_list}.{i}") for i in range(n)])
-        chosen = [_reached(rec, rows, ex) for rec, rows, ex in zip((torch_record, paddle_record), tokens, experts)]
-        if chosen[0] is None or chosen[1] is None or len(chosen[0]) != len(chosen[1]):
-            r.said = "an expert's input rows are not the router's input rows (each expert fed tokens as they are)"
+        theirs = _reached(paddle_record, _rows(paddle_record[f"in/{p_router}"]),
+                          [(i, f"{p_list}.{i}") for i in range(n)])
+        if theirs is None or len(theirs) != len(mine):
+            r.said = f"Paddle's experts are not fed rows of its router {p_router}'s input as they are"
             out.append(r)
             continue
+        chosen = mine, theirs
         r.chosen = tuple(chosen)
         logits = [_rows(outputs_of(rec, c)[0]).astype(np.float64) for rec, c in
                   ((torch_record, router.name), (paddle_record, p_router))]

@@ -36,16 +36,21 @@ def indexed(record: dict) -> dict:
         parent, _, last = name.rpartition(".")
         if name != ROOT and last.isdigit():
             below.setdefault(parent or ROOT, set()).add(int(last))
+    lists = {parent for parent, indices in below.items()
+             if len(indices) >= 2 and indices == set(range(len(indices))) and children.get(parent) == len(indices)}
+    shapes = {}  # {(list, index): the tensor shapes its child's subtree holds}: each module counted once per ancestor
+    for name, tensors in held.items():
+        parts = name.split(".") if tensors and name != ROOT else []
+        for k in range(len(parts)):
+            at = ".".join(parts[:k]) or ROOT
+            if at in lists:
+                shapes.setdefault((at, int(parts[k])), []).append(tensors)
     out = {}
-    for parent, indices in below.items():
-        n = len(indices)
-        if n < 2 or indices != set(range(n)) or children.get(parent) != n:
-            continue
-        prefix = "" if parent == ROOT else parent + "."
-        shapes = [tuple(sorted(s for m, s in held.items() if (m == f"{prefix}{i}" or m.startswith(f"{prefix}{i}."))
-                               and s)) for i in range(n)]
-        if shapes[0] and all(s == shapes[0] for s in shapes):
-            out[parent] = (n, shapes[0])
+    for parent in lists:
+        n = len(below[parent])
+        each = [tuple(sorted(shapes.get((parent, i), ()))) for i in range(n)]
+        if each[0] and all(x == each[0] for x in each):
+            out[parent] = (n, each[0])
     return out
 
 
