@@ -150,15 +150,17 @@ def test_a_hand_written_moe_named_otherwise_pairs_each_expert_by_its_index_and_i
     assert not routed.red and not routed.flipped and len(routed.chosen[0]) == 12
     assert "each of 12 tokens reached the same experts of 4" in report.table()
     target = np.random.RandomState(3).randn(2, 6, 3).astype("float32")
-    back = compare_backward(pt.train(), pd.train(), X, target, MSE, sgd(), steps=3)
-    pt.eval(), pd.eval()
-    pd.set_state_dict({k: paddle.to_tensor(v) for k, v in state.items()})
-    import torch
-    pt.load_state_dict(torch_moe().state_dict())
+    try:
+        back = compare_backward(pt.train(), pd.train(), X, target, MSE, sgd(), steps=3)
+    finally:  # the steps changed both: the fixture's pair as converted for the tests after
+        pt.load_state_dict(torch_moe().state_dict())
+        pd.set_state_dict({k: paddle.to_tensor(v) for k, v in state.items()})
+        pt.eval()
+        pd.eval()
     assert back.passed, back.table()
 
 
-def test_a_tie_of_the_router_is_said_as_one_and_never_red(handmade):
+def test_a_tie_of_the_router_is_said_as_one_and_never_red():
     """Two experts' router rows made equal: every token choosing between them is a tie. Broken alike on both sides:
     green, the ties said; broken otherwise (the port's tie goes to the higher index): not red, what follows the
     block not judged, named at the router."""
@@ -262,7 +264,6 @@ def test_mixtral_converts_with_no_map_each_expert_by_its_index_and_is_green_forw
     experts, yet convert(inputs=) pairs each expert and its w1, w2, w3 by index (the state's origin), and
     forward (cumulative and isolated), the routing, and 3 steps of backward are green."""
     import paddle
-    import torch
     pt, pd, x, state, before = mixtral_pair
     experts = {k: o for k, o in state.origin.items() if ".experts." in k}
     assert len(experts) == 4 * 3 and all(k.rpartition(".")[0] == o.rpartition(".")[0] for k, o in experts.items())
@@ -272,11 +273,14 @@ def test_mixtral_converts_with_no_map_each_expert_by_its_index_and_is_green_forw
     start = {k: v.clone() for k, v in pt.state_dict().items()}
     target = np.random.RandomState(1).randn(2, 6, 16).astype("float32")
     loss = (lambda o, y: ((o.last_hidden_state - y) ** 2).mean(), lambda o, y: ((o[0] - y) ** 2).mean())
-    back = compare_backward(pt.train(), pd.train(), x, target, loss, sgd(), steps=3)
-    pt.load_state_dict(start), pt.eval(), pd.eval()
-    pd.set_state_dict({k: paddle.to_tensor(v) for k, v in before.items()})
+    try:
+        back = compare_backward(pt.train(), pd.train(), x, target, loss, sgd(), steps=3)
+    finally:  # the steps changed both: the fixture's pair as converted for the plants
+        pt.load_state_dict(start)
+        pd.set_state_dict({k: paddle.to_tensor(v) for k, v in before.items()})
+        pt.eval()
+        pd.eval()
     assert back.passed, back.table()
-    torch.testing.assert_close(pt.state_dict()["norm.weight"], start["norm.weight"])
 
 
 def _planted(mixtral_pair, edit):
