@@ -61,7 +61,7 @@ FILE_SECONDS = {"test_hand_in.py": 110, "test_resnet18.py": 106, "test_distribut
                 "test_plot.py": 14, "test_k_backward.py": 14, "test_loose_forms.py": 14, "test_pasted.py": 2,
                 "test_run_loaders.py": 13, "test_docs_site.py": 13,
                 "test_run_against_itself.py": 11, "test_run_first_kink.py": 11, "test_habits.py": 11,
-                "test_run_calls.py": 18, "test_pairing2.py": 9, "test_bn_few_values.py": 9,
+                "test_run_calls.py": 18, "test_moe.py": 16, "test_pairing2.py": 9, "test_bn_few_values.py": 9,
                 "test_newcomer.py": 8, "test_run_cycles.py": 7,
                 "test_run_rnn.py": 6, "test_hand_in_kink.py": 6, "test_step2.py": 6, "test_hostile4.py": 6,
                 "test_step1.py": 5, "test_torchvision.py": 5, "test_hostile3.py": 5, "test_convert.py": 4,

@@ -11,6 +11,7 @@ from portcheck.core import calibrated, spill
 from portcheck.core.errors import PipelineError, first_line, raised_by
 from portcheck.forward.judging import input_ok, judge_one
 from portcheck.forward.outputs import checked_outputs, judge_records
+from portcheck.forward import routing
 from portcheck.forward.result import ForwardReport
 from portcheck.forward.twin import F64, float64_inputs, float64_run
 from portcheck.forward.twin import float64  # noqa: F401 (portcheck.compare.float64: the pipeline's scripts of before)
@@ -91,7 +92,9 @@ def compare_forward(torch_model, paddle_model, inputs, name_map=None, isolate=Fa
     caller's own threshold for its pair overrides it; None: none).
     outputs: the model outputs compared (default every one: either side returning one the other lacks, None
     included, is red), by field or position (["logits"], or {torch's: Paddle's}); report.left_out names the rest.
-    layouts: convert's; its portcheck.Fused entries judge each part of a fused module (GPT-2's c_attn) on its own."""
+    layouts: convert's; its portcheck.Fused entries judge each part of a fused module (GPT-2's c_attn) on its own.
+    A mixture of experts' routing is compared as data (report.routing: each token's experts on both sides,
+    portcheck.forward.routing): tokens sent to other experts are red at the router, a tie is said as one."""
     check_models(torch_model, paddle_model)
     checked_args(record_dir, mean_bound)
     outputs = checked_outputs(outputs)
@@ -112,6 +115,7 @@ def compare_forward(torch_model, paddle_model, inputs, name_map=None, isolate=Fa
     if isolate:
         from portcheck.forward import isolate as isolated  # it builds on this module
         isolated.judge(torch_model, paddle_model, inputs, torch_record, report, free, fused.declared(paddle_record))
+        report.isolated = routing.unjudged_after_ties(report.routing, torch_record, report.isolated, isolated=True)
     if not report.passed and report.first_diverging is not None:
         from portcheck.forward import calls  # it builds on this module
         report.first_call = calls.first_call(torch_model, paddle_model, inputs, torch_record, report)

@@ -9,7 +9,7 @@ import numpy as np
 from portcheck.core import calibrated, spill, tolerances
 from portcheck.core.diff import KeyResult
 from portcheck.core.errors import PipelineError
-from portcheck.forward import graph
+from portcheck.forward import graph, routing
 from portcheck.forward.judging import broadcasts, input_ok, judge_one
 from portcheck.forward.result import ForwardReport
 from portcheck.forward.twin import F64
@@ -301,6 +301,8 @@ def judge_records(torch_record: dict, paddle_record: dict, name_map, mean_bound,
                 "outputs on both sides"))
             row.rule = row.rule._replace(mean=mean_bound)  # a model output's row, said as torch's extra one is
             report.rows.append(row)
+    report.routing = routing.compare(torch_record, paddle_record, paired)
+    report.rows = routing.unjudged_after_ties(report.routing, torch_record, report.rows)
     return report
 
 

@@ -38,13 +38,15 @@ class ForwardReport(page.Viewable):
     outputs_said: list = field(default_factory=list)  # a line per module whose outputs one side returns alone
     first_call: object = None      # red: calls.FirstCall, the first framework call that differs in first_diverging
     flow: dict = field(default_factory=dict)  # {side: graph.flow of its record}: which call's output each call took
+    routing: list = field(default_factory=list)  # [routing.Routing]: each MoE block's tokens and their experts
 
     @property
     def passed(self) -> bool:
         """Every paired module within its rule, and something paired: a report that compared nothing is red.
-        With isolate=True, every module's own computation within its rule too."""
+        With isolate=True, every module's own computation within its rule too; every token routed to the same
+        experts (routing)."""
         isolated = self.isolated is None or (not self.isolation_stopped and all(r.passed for r in self.isolated))
-        return not self.stopped and bool(self.paired) and isolated and \
+        return not self.stopped and bool(self.paired) and isolated and not any(r.red for r in self.routing) and \
             all(r.passed or r.beyond(calibrated.MEAN_BOUND) for r in self.rows if not r.problem.startswith("no counterpart"))
 
     @property
@@ -84,6 +86,14 @@ class ForwardReport(page.Viewable):
         """The rows whose yardstick failed (torch's float64 run stopped, or overflowed where fp32 did not), in
         run order, the cumulative run's then isolate's: red, and said as not judged, never as differing."""
         return [r for r in self.paired + (self.isolated or []) if not r.judged]
+
+    @property
+    def tied_only(self) -> bool:
+        """Kept from green by nothing but a router's tie the two sides broke otherwise (routing): not judged."""
+        from portcheck.forward.routing import TIED
+        rows = self.paired + (self.isolated or [])
+        return any(r.flipped for r in self.routing) and not self.stopped and not any(r.red for r in self.routing) \
+            and all(r.passed or r.problem.startswith(TIED) for r in rows)
 
     def pairs(self) -> str:
         """Every pair of module calls chosen (or named by the map), then each side's calls left unpaired."""
@@ -143,7 +153,9 @@ class ForwardReport(page.Viewable):
         isolated = {row["name"]: row for row in report.figures(self.isolated or [], "forward, isolated")}
         said = (f"the runs part at {first.both}" if first else "every module within its rule" if self.passed else
                 "red: " + "; ".join(f"the {side} model stopped" for side in self.stopped) if self.stopped else
-                "red: nothing paired" if not paired else "red")
+                "red: nothing paired" if not paired else
+                "not judged: " + "; ".join(r.line(self.both) for r in self.routing if r.flipped) if self.tied_only
+                else "red")
         verdicts = [{"name": "measured", "passed": self.passed, "text": f"measured rule (K x torch's own fp32 "
                      f"error): {'green' if self.passed else 'RED'}"},
                     {"name": "guide", "passed": self.guide_passed, "text": "the guide's bound on the mean: "
@@ -181,6 +193,7 @@ class ForwardReport(page.Viewable):
                   f"{len(self.unpaired)} Paddle outputs no torch module maps to"]
         lines += [f"model outputs left out (outputs=), not judged: {', '.join(self.left_out)}"] if self.left_out else []
         lines += self.outputs_said
+        lines += [r.line(self.both) for r in self.routing]
         if self.isolated is not None:
             differ = self.differing
             lines += ["each module on torch's own values (isolate=True):"]

@@ -2,7 +2,8 @@
 record holds them), pairing (the two runs' module calls aligned), ties (what the alignment cannot settle by shape),
 fused (fused layers and their packed parts), recipes (known fused layouts), layouts (the per-type tensor rules), trace
 (one side's run recorded, and which framework a model is), convert (weights converted to Paddle's layout),
-settle (the groups only the run's order pairs), loose (a tensor one side holds as a module, the other as a bare
+settle (the groups only the run's order pairs), lists (lists of like modules, an MoE's experts, paired by their
+index), loose (a tensor one side holds as a module, the other as a bare
 parameter of the parent; 0-d against [1] scalars), state (the converted state, written: save_pdparams), weights
 (strict loading), shards (a single-card state cut into each tensor-parallel rank's shard, checked).
 

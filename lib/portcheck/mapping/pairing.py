@@ -19,12 +19,12 @@ output is torch's (transformers' MobileNetV2InvertedResidual is Paddle's Inverte
 Sequential, because the block adds its input); a tie resting on a pair of containers whose insides do not
 correspond is none, that pair forbidden first (_unfit). What values cannot settle either is refused, naming the
 modules and the name_map that settles it, written as the API takes it. A name_map's entries (names.entries: the
-modules it names) are kept as given; the rest is automatic. The root modules are each other's. Outputs of
-the same values in another shape ([batch * seq, hidden] against [batch, seq, hidden]) pair.
-"""
+modules it names) are kept as given; the rest is automatic. The root modules are each other's. Outputs of the same
+values in another shape ([batch * seq, hidden] against [batch, seq, hidden]) pair. Lists of like modules that
+correspond (lists.matched: an MoE's experts) pair child by child, by their index, never by the routing."""
 import functools
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Optional
 
 import numpy as np
@@ -35,6 +35,7 @@ from portcheck.core.keys import ROOT, module_of, split_key
 from portcheck.mapping.modules import ACT, ALONE, META, decode, text
 from portcheck.mapping.trace import ACTIVATIONS, APPLIED
 from portcheck.mapping.names import entries
+from portcheck.mapping.lists import indexed, inside, keys as list_keys, matched, normal as _normal
 from portcheck.mapping.ties import (ambiguity, distance, entry, fusions_of, nearest_of, one_module_each, outputs_of,
                                     same_values, settled_by_name, settled_by_value, tied_calls, ties_said)
 
@@ -102,13 +103,6 @@ def sequence(record: dict) -> list:
 
 
 # ---------------------------------------------------------------- similarity and alignment
-
-@functools.lru_cache(maxsize=4096)
-def _normal(name: str) -> tuple:
-    """A module name's parts, lowercase, without underscores, a plural's s dropped (layer and layers)."""
-    parts = [p.replace("_", "") for p in name.lower().split(".")]
-    return tuple(p[:-1] if len(p) > 3 and p.endswith("s") else p for p in parts)
-
 
 def _broadcast(x: tuple, y: tuple) -> bool:
     """The same shape, or two that differ only where one is 1, or by leading axes one side lacks where the other
@@ -411,13 +405,19 @@ def pair(torch_record: dict, paddle_record: dict, name_map=None, weights_only=Fa
     packed = packed_parts(torch_record)
     fixed_p = set(fixed.values())
     # what can score: a pair the map gives, else two calls holding the same shapes (similarity)
-    groups = (lambda t: ("map", fixed[t.name]) if t.name in fixed else t.tensors,
-              lambda p: ("map", p.name) if p.name in fixed_p else p.tensors)
+    lists = matched(torch_record, paddle_record)  # child i of a list pairs with child i alone, its rows any count
+    at_t = list_keys({c.module for c in ts}, {t: t for t in lists})
+    at_p = list_keys({c.module for c in ps}, {p: t for t, p in lists.items()})
+    groups = (lambda t: ("map", fixed[t.name]) if t.name in fixed else (at_t[t.module], t.tensors),
+              lambda p: ("map", p.name) if p.name in fixed_p else (at_p[p.module], p.tensors))
+    grown = None
     while True:
         def score(t, p):
             if t.name in fixed or p.name in fixed_p:
                 return FIXED if fixed.get(t.name) == p.name else None
-            return None if (t.name, p.name) in forbidden else similarity(t, p)
+            if (t.name, p.name) in forbidden:
+                return None
+            return similarity(replace(t, outputs=()), replace(p, outputs=())) if at_t[t.module] else similarity(t, p)
         pairs, first = {}, True
         while True:  # the first pass aligns every call that ran; each next one the modules holding tensors left over
             taken = set(pairs.values())
@@ -437,8 +437,14 @@ def pair(torch_record: dict, paddle_record: dict, name_map=None, weights_only=Fa
                 left_t = [c for c in left_t if c.name not in named_here]
                 left_p = [c for c in left_p if c.name not in named_here.values()]
             found, ties, others = _align(left_t, left_p, score, harmless, groups)
-            # torch calls the map sends to one Paddle call (a head tied to the embedding, each named): the map pairs
-            # them all, there is nothing to settle (settling it again and again never returned)
+            if first and lists and ran and grown is None:  # children one side did not run (lists.inside)
+                grown = inside(found, ties, (left_t, left_p), (ts, ps), lists, indexed(torch_record), fixed)
+                if grown:
+                    fixed.update(grown)
+                    fixed_p.update(grown.values())
+                    pairs, first = {}, True
+                    continue
+            # torch calls the map sends to one Paddle call (a head tied to the embedding, each named): nothing to settle
             ties = [(i, j) for i, j in ties if not isinstance(i, list) or
                     any(fixed.get(left_t[k].name) != left_p[j].name for k in i)]
             if weights_only:  # a tie among calls of one module on each side sends the same weights either way

@@ -1,0 +1,196 @@
+"""A mixture of experts' routing compared as data: which experts each token reached on each side, read from the
+run itself (each expert's recorded input rows, found among the router's input rows), and the weights the router's
+output gives them (its softmax over the experts).
+
+An MoE block is the parent of a list of experts that corresponds on both sides (mapping.lists.matched) and of its
+router, the child whose output has one value per expert, each expert fed rows of the router's input as they are. A token that reached other experts on the
+two sides is red, named at the router, unless the router's output is within its rule and its logits of the experts
+the sides chose apart are equal within what the two sides' logits differ by at that token: a tie, said as one.
+Where a tie was broken otherwise on the two sides, neither side is wrong, and what follows the block is not judged
+on that batch. May import core and mapping."""
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from portcheck.core import calibrated
+from portcheck.core.diff import NOT_JUDGED
+from portcheck.core.keys import module_of, split_key
+from portcheck.mapping import lists
+from portcheck.mapping.ties import outputs_of
+from portcheck.mapping.trace import stopped
+
+TIED = f"{NOT_JUDGED} routing tie:"  # a row a tie broken otherwise reaches: not judged, never red
+ULPS = 4  # a tie: logits apart by no more than the two sides' difference there and this many units of the last place
+
+
+@dataclass
+class Routing:
+    """One MoE block's routing on the two sides."""
+    block: str                 # the torch module holding the experts (and its router)
+    paddle_block: str
+    router: str                # the torch router's call: the child beside the experts with one output per expert
+    experts: int               # how many
+    chosen: tuple = ((), ())   # each side's [frozenset of expert indices] per token, in the router's row order
+    weights: tuple = (None, None)  # each side's router softmax [tokens, experts]
+    differing: list = field(default_factory=list)  # [token] that reached other experts, with no tie
+    flipped: list = field(default_factory=list)    # [token] that reached other experts at a tie
+    tied: int = 0              # tokens whose choice rests on a tie (chosen alike or not)
+    weight_diff: float = 0.0   # the largest difference of a chosen expert's router weight between the sides
+    said: str = ""             # why the routing could not be read ("" when it was)
+
+    @property
+    def red(self) -> bool:
+        """Tokens that reached other experts with no tie (routing it could not read is said, its outputs judged)."""
+        return bool(self.differing)
+
+    def line(self, both=lambda name: name) -> str:
+        """One line: what was compared, and the first token that differs."""
+        at = both(self.router)
+        if self.said:
+            return f"routing at {at}: not read: {self.said}"
+        n, (mine, theirs) = len(self.chosen[0]), self.chosen
+        ties = f"; {self.tied} token(s) at a tie" if self.tied else ""
+        if self.differing:
+            t = self.differing[0]
+            return (f"routing at {at}: RED: {len(self.differing)} of {n} tokens reached other experts, the first token "
+                    f"{t} torch's experts {sorted(mine[t])}, Paddle's {sorted(theirs[t])}{ties}; no tie of the "
+                    "router's logits: the port sends tokens to other experts [PC430]")
+        if self.flipped:
+            t = self.flipped[0]
+            return (f"routing at {at}: {len(self.flipped)} of {n} tokens at a tie of the router's logits broken "
+                    f"otherwise (token {t}: torch's experts {sorted(mine[t])}, Paddle's {sorted(theirs[t])}): what "
+                    f"follows {both(self.block)} is not judged on this batch: neither side is wrong [PC431]")
+        return (f"routing at {at}: each of {n} tokens reached the same experts of {self.experts}, their router "
+                f"weights within {self.weight_diff:.3g}{ties}")
+
+
+def _rows(a) -> np.ndarray:
+    a = np.asarray(a)
+    return a.reshape(-1, a.shape[-1]) if a.ndim else a.reshape(1, 1)
+
+
+def _reached(record, tokens, expert_calls) -> list:
+    """[frozenset of expert indices] per token row, from each expert's recorded input rows (None when a row is
+    no token's)."""
+    where = {}
+    for t, row in enumerate(tokens):
+        where.setdefault(row.tobytes(), []).append(t)
+    out = [set() for _ in range(len(tokens))]
+    for index, call in expert_calls:
+        key = f"in/{call}"
+        if key not in record:
+            continue
+        for row in _rows(record[key]):
+            found = where.get(np.ascontiguousarray(row, dtype=tokens.dtype).tobytes())
+            if found is None:
+                return None
+            for t in found:
+                out[t].add(index)
+    return [frozenset(s) for s in out]
+
+
+def _softmax(logits) -> np.ndarray:
+    x = np.asarray(logits, dtype=np.float64)
+    e = np.exp(x - x.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def compare(torch_record: dict, paddle_record: dict, paired) -> list:
+    """[Routing] of every MoE block the two records hold (paired: the records' pairing.Pairing)."""
+    out = []
+    if stopped(torch_record) or stopped(paddle_record):
+        return out  # a run that stopped routed some tokens only: said as stopped, never read as a routing
+    matched = lists.matched(torch_record, paddle_record)
+    kinds = lists.indexed(torch_record)
+    calls = {c.name: c for c in paired.torch_calls}
+    for t_list, p_list in matched.items():
+        n = kinds[t_list][0]
+        block = t_list.rpartition(".")[0]
+        p_block = p_list.rpartition(".")[0]
+        router = next((c for c in calls.values() if module_of(c.name).rpartition(".")[0] == block and "#" not in
+                       c.name and not module_of(c.name).startswith(t_list + ".") and module_of(c.name) != t_list
+                       and c.outputs and c.outputs[0] and c.outputs[0][-1] == n and f"in/{c.name}" in torch_record),
+                      None)
+        if not block or router is None:
+            continue  # a stack's layers: no router beside them
+        mine = _reached(torch_record, _rows(torch_record[f"in/{router.name}"]),
+                        [(i, f"{t_list}.{i}") for i in range(n)])
+        if mine is None:
+            continue  # no mixture of experts: its children are not fed the rows its router reads (a stack beside a head)
+        r = Routing(block, p_block, router.name, n)
+        p_router = paired.pairs.get(router.name)
+        if p_router is None:
+            r.said = f"Paddle has no counterpart of the router {router.name}"
+            out.append(r)
+            continue
+        if f"in/{p_router}" not in paddle_record:
+            continue  # the Paddle router never ran: its rows are judged (and said) as missing
+        theirs = _reached(paddle_record, _rows(paddle_record[f"in/{p_router}"]),
+                          [(i, f"{p_list}.{i}") for i in range(n)])
+        if theirs is None or len(theirs) != len(mine):
+            r.said = f"Paddle's experts are not fed rows of its router {p_router}'s input as they are"
+            out.append(r)
+            continue
+        chosen = mine, theirs
+        r.chosen = tuple(chosen)
+        logits = [_rows(outputs_of(rec, c)[0]).astype(np.float64) for rec, c in
+                  ((torch_record, router.name), (paddle_record, p_router))]
+        r.weights = tuple(_softmax(x) for x in logits)
+        for t, (a, b) in enumerate(zip(*chosen)):
+            tie = _tie(logits[0][t], logits[1][t], a, b, len(a))
+            r.tied += bool(tie)
+            if a != b:
+                (r.flipped if tie else r.differing).append(t)
+            elif a:
+                r.weight_diff = max(r.weight_diff, float(np.abs(r.weights[0][t, sorted(a)] -
+                                                                r.weights[1][t, sorted(a)]).max()))
+        out.append(r)
+    return out
+
+
+def _tie(mine, theirs, a: frozenset, b: frozenset, k: int) -> bool:
+    """Whether a token's choice rests on a tie: the logits of the experts one side chose and the other did not are
+    equal within the sides' difference at that token (and ULPS), or, chosen alike, the k-th and the next are."""
+    slack = float(np.abs(mine - theirs).max()) + ULPS * float(np.spacing(np.float32(np.abs(mine).max())))
+    if a != b:  # as many experts on each side, each one chosen apart level with one the other side chose
+        return len(a) == len(b) and all(abs(mine[i] - mine[j]) <= slack for i in a - b for j in b - a)
+    if not 0 < k < len(mine):
+        return False
+    order = np.sort(mine)[::-1]
+    return bool(order[k - 1] - order[k] <= slack)
+
+
+def after(torch_record: dict, block: str) -> set:
+    """The torch calls a block's routing reaches: the block's, its children's, and every one recorded after its
+    input."""
+    keys = [k for k in torch_record if k.startswith(("in/", "out/"))]
+    inside = lambda call: module_of(call) == block or module_of(call).startswith(block + ".")
+    first = next((i for i, k in enumerate(keys) if inside(split_key(k)[1])), None)
+    return set() if first is None else {split_key(k)[1] for k in keys[first:] if k.startswith("out/")}
+
+
+def unjudged_after_ties(routed: list, torch_record: dict, rows: list, isolated=False) -> list:
+    """rows, each red one a tie broken otherwise reaches (a block's flipped tokens, none red) said as not judged:
+    neither side is wrong there, and no rule holds two choices of experts to each other. isolated: isolate's rows,
+    each module on torch's values: only the block and what it holds are reached (Paddle's router breaks the tie
+    again). A tie is one only where the router's own output is within its rule: a router whose logits differ (its
+    weight wrong) sends those tokens elsewhere by its own difference, and they are red (differing)."""
+    red = {split_key(f"out/{row.name}")[1] for row in rows if not row.passed}
+    for r in routed:
+        if r.router in red and not isolated:  # the sides' logits apart: no slack from them makes a tie
+            r.differing, r.flipped, r.tied = sorted(r.differing + r.flipped), [], 0
+    reached = {}
+    for r in routed:
+        if r.flipped and not r.red:
+            calls = after(torch_record, r.block)
+            inside = lambda call: module_of(call) == r.block or module_of(call).startswith(r.block + ".")
+            reached.update(dict.fromkeys((c for c in calls if inside(c)) if isolated else calls, r))
+    if not reached:
+        return rows
+    out = []
+    for row in rows:
+        r = reached.get(split_key(f"out/{row.name.removesuffix(' (its input)')}")[1]) if not row.passed else None
+        out.append(row if r is None else calibrated.unjudged(
+            row.name, row.shape, f"{TIED} {len(r.flipped)} token(s) at a tie of {r.router}'s logits, broken "
+            "otherwise by the two sides, reach it (routing)"))
+    return out
