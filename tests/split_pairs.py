@@ -118,3 +118,17 @@ def torch_sgd(parameters):
 def paddle_sgd(parameters):
     import paddle
     return paddle.optimizer.SGD(learning_rate=0.5, parameters=parameters)
+
+
+def qkv_blocks(model, rank):
+    """examples/tiny_gpt_split.py's GPT: rank 1's shard of layer 0's fused qkv_proj laid out [q | k | v] (its
+    heads' q, then their k, then their v: a fused q/k/v cut in the wrong order) where paddlenlp's forward reads it
+    per head."""
+    if rank != 1:
+        return
+    qkv = model.decoder.layers[0].self_attn.qkv_proj
+    heads = model.config.num_attention_heads // model.config.tensor_parallel_degree
+    for tensor in (qkv.weight, qkv.bias):
+        width = tensor.shape[-1]
+        order = np.arange(width).reshape(heads, 3, width // (3 * heads)).transpose(1, 0, 2).reshape(-1)
+        tensor.set_value(tensor.numpy()[..., order])

@@ -15,6 +15,7 @@ from portcheck.gradients import split_steps
 from portcheck.mapping import shards
 
 import split_pairs as pairs
+from examples import tiny_gpt_split as gpt
 from examples import tiny_llama_split as pair
 from test_docs_blocks import DOCS, printed_as_said, python_blocks, run_in_process
 
@@ -28,15 +29,21 @@ def reports(tmp_path_factory):
     imports transformers and paddlenlp already); the one compare_split it calls judges every plant beside the clean
     split in the same launch of the ranks (compare_splits' variants), the model and the plants its training shows
     trained STEPS steps there too
-    (compare_split_steps): {None: the page's report, plant: its report, "backward": {None or plant: its
-    compare_split_backward report}, "page": (exit status, output, what the page says it prints)}."""
+    (compare_split_steps), and examples/tiny_gpt_split.py's GPT with a fused q/k/v, clean ("gpt") and planted
+    ("gpt_qkv_blocks"), in the same launch too (split.Another): {None: the page's report, plant: its report,
+    "backward": {None or plant: its compare_split_backward report}, "page": (exit status, output, what the page
+    says it prints)}."""
     kept, original = {}, split.compare_split
 
     def with_plants(torch_model, build, inputs, degree=2, state=None, isolate=False, timeout=split.TIMEOUT):
+        gpt_model, gpt_state = gpt.torch_and_state()
+        others = {name: split.Another(gpt_model, gpt.build, gpt_state, gpt.layouts(), change)
+                  for name, change in (("gpt", None), ("gpt_qkv_blocks", pairs.qkv_blocks))}
         forward, kept["backward"] = split_steps.compare_split_steps(
             torch_model, build, inputs, pairs.TARGETS, (pairs.torch_loss, pairs.paddle_loss),
-            (pairs.torch_sgd, pairs.paddle_sgd), degree, state, STEPS, {**pairs.PLANTS, **pairs.BACKWARD_PLANTS},
-            isolate, timeout=timeout, trained=[None, "input_not_parallel", *pairs.BACKWARD_PLANTS])
+            (pairs.torch_sgd, pairs.paddle_sgd), degree, state, STEPS,
+            {**pairs.PLANTS, **pairs.BACKWARD_PLANTS, **others}, isolate, timeout=timeout,
+            trained=[None, "input_not_parallel", *pairs.BACKWARD_PLANTS])
         kept.update(forward)
         return kept[None]
     split.compare_split = with_plants
@@ -70,6 +77,26 @@ def test_the_clean_split_is_green_against_torchs_own_error(reports):
     table = report.table()
     assert "the Paddle model ran split across 2 ranks; on CPU: Paddle's c_identity, mp_allreduce, c_concat and " \
            "c_split (no CPU kernel) stood in for by paddle.distributed.all_reduce" in table, table
+
+
+def test_a_gpt_with_a_fused_qkv_split_is_green_each_part_judged_on_its_heads(reports):
+    """GPT-2's c_attn [q | k | v] against paddlenlp's qkv_proj split across the ranks, its columns per head: each
+    rank's output cut into its heads' q, k and v, the parts joined across the ranks and judged each on its own."""
+    report = reports["gpt"]
+    assert report.passed and report.ranks == {} and report.differing == [], report.table()
+    parts = {f"h.{i}.attn.c_attn.{p}" for i in range(2) for p in "qkv"}
+    assert parts <= {r.name for r in report.paired} and parts <= {r.name for r in report.isolated}, report.table()
+    assert report.counterparts["out/h.0.attn.c_attn.k"] == "out/decoder.layers.0.self_attn.qkv_proj.k"
+
+
+def test_a_fused_qkv_shard_in_the_wrong_order_is_red_at_its_parts_on_its_rank(reports):
+    """rank 1's qkv_proj shard laid out [q | k | v] where the layer reads it per head: red at the first part, on
+    rank 1 alone; isolated, the three parts of that layer and no other module."""
+    report = reports["gpt_qkv_blocks"]
+    assert not report.passed and report.first_diverging == "h.0.attn.c_attn.q" and report.parted() == [1], \
+        report.table()
+    assert "parts from torch on rank 1 of 2" in report.table()
+    assert report.differing == ["h.0.attn.c_attn.q", "h.0.attn.c_attn.k", "h.0.attn.c_attn.v"], report.table()
 
 
 @pytest.mark.parametrize("plant, where, ranks, isolated", [
@@ -157,6 +184,14 @@ def test_a_degree_that_does_not_divide_the_heads_or_vocabulary_is_one_line_befor
     with pytest.raises(PipelineError, match=r"degree 3 does not divide the model's num_attention_heads \(4\).*"
                                             r"\[PC422\]$"):
         split.compare_split(torch_model, pair.build, pair.IDS, 3)
+    assert multiprocessing.active_children() == []
+
+
+def test_a_fused_modules_heads_the_degree_does_not_divide_are_one_line_before_any_rank_starts():
+    from portcheck import Fused
+    with pytest.raises(PipelineError, match=r"^layouts\['qkv_proj'\]: its 6 heads do not split in 4 equal parts .*"
+                                            r"\[PC926\]$"):
+        split.compare_split(None, gpt.build, gpt.IDS, 4, layouts={"qkv_proj": Fused(("q", "k", "v"), heads=6)})
     assert multiprocessing.active_children() == []
 
 
