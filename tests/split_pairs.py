@@ -90,6 +90,13 @@ def grad_scaled_on_rank_1(model, rank):
         model.llama.layers[1].mlp.down_proj.weight.register_hook(lambda g: g * 2)
 
 
+def pretrained(folder):
+    """The build of a tiny Llama checkpoint folder split by paddlenlp's own from_pretrained on each rank."""
+    from paddlenlp.transformers import LlamaForCausalLM
+    from portcheck.forward.split_folders import Pretrained
+    return Pretrained(LlamaForCausalLM, folder, tensor_parallel_output=False, dtype="float32")
+
+
 BACKWARD_PLANTS = {"identity_not_summing": identity_not_summing, "grad_scaled_on_rank_1": grad_scaled_on_rank_1}
 TARGETS = np.random.RandomState(1).randint(0, 64, (2, 16)).astype("int64")
 

@@ -46,9 +46,13 @@ class SplitReport(ForwardReport):
         name = self.first_diverging if name is None else name
         return self.ranks.get(str(name), list(range(self.degree)) if name is not None else [])
 
+    def split_line(self) -> str:
+        """How the Paddle model ran: its ranks, and the CPU stand-ins or Paddle's own ops."""
+        return f"the Paddle model ran split across {self.degree} ranks" + (
+            f"; {self.standins}" if self.standins else "; Paddle's own model-parallel ops")
+
     def table(self) -> str:
-        lines = [super().table(), f"the Paddle model ran split across {self.degree} ranks"
-                 + (f"; {self.standins}" if self.standins else "; Paddle's own model-parallel ops")]
+        lines = [super().table(), self.split_line()]
         first = self.first_diverging
         if first is not None and (str(first) in self.ranks or not self.stopped):
             whole = "" if str(first) in self.ranks else " (its output is whole on every rank)"
@@ -107,6 +111,8 @@ def compare_splits(torch_model, build, inputs, degree=2, state=None, variants=No
         jobs[name] = variant if isinstance(variant, Another) else Another(torch_model, build, state, layouts, variant)
     for job in jobs.values():
         checked_degree(job.torch_model, degree), checked_layouts(job.layouts, degree)
+        if hasattr(job.build, "checked"):  # a build loading a folder (split_folders.Pretrained): the folder checked
+            job.build.checked(degree)
     # each torch model recorded once, and paired once: a variant's modules are its model's
     first = [next(i for i, o in enumerate(jobs.values()) if o.torch_model is j.torch_model and o.layouts == j.layouts)
              for j in jobs.values()]

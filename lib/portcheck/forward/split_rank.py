@@ -78,8 +78,11 @@ def run(folder, jobs, inputs, degree, isolate=False, also=None):
     split.Another: its model built, its shard loaded, its change made), then also(that folder, the model, rank,
     degree) where given (split.compare_splits').
     Any failure is one line in its folder's error.txt; the parent reads it."""
+    import os
     import paddle.distributed as dist
-    rank = dist.get_rank()
+    # spawn's own setting, read now: Paddle's get_rank keeps the first it read, rank 0 for every rank where a library
+    # read it as this process started (paddlenlp imported at the top of the main module); fleet's setup reads anew
+    rank = int(os.environ.get("PADDLE_TRAINER_ID", dist.get_rank()))
     where = Path(folder) / f"rank{rank}"
     where.mkdir(parents=True, exist_ok=True)
     reached = lambda stage: (where / STAGE).write_text(str(stage))
