@@ -97,6 +97,14 @@ def pretrained(folder):
     return Pretrained(LlamaForCausalLM, folder, tensor_parallel_output=False, dtype="float32")
 
 
+def pretrained_class(model_class, folder, rank, degree):
+    """pretrained's build with its class handed to the ranks as an object (functools.partial): unpickled as each
+    rank starts, it imports paddlenlp before spawn sets the rank's number, and Paddle's get_rank keeps the 0 it read
+    then (portcheck.forward.split_rank.run reads spawn's setting)."""
+    return model_class.from_pretrained(folder, tensor_parallel_degree=degree, tensor_parallel_rank=rank,
+                                       tensor_parallel_output=False, dtype="float32")
+
+
 BACKWARD_PLANTS = {"identity_not_summing": identity_not_summing, "grad_scaled_on_rank_1": grad_scaled_on_rank_1}
 TARGETS = np.random.RandomState(1).randint(0, 64, (2, 16)).astype("int64")
 

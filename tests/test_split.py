@@ -2,6 +2,7 @@
 against the torch model in this process (portcheck.forward.split): docs/large_models.md's program, its clean split
 green, with each bug of tests/split_pairs.py planted beside it in the same launch of the ranks, red at its module and
 rank; the shards and the bad input."""
+import functools
 import multiprocessing
 import re
 import time
@@ -33,12 +34,14 @@ def reports(tmp_path_factory):
     (compare_split_steps); in the same launch too (split.Another), examples/tiny_gpt_split.py's GPT with a fused
     q/k/v, clean ("gpt") and planted ("gpt_qkv_blocks"), and two single-card checkpoint folders of a tiny Llama
     (examples/tiny_llama.py's write_pair) split by paddlenlp's from_pretrained on each rank ("pretrained",
-    "pretrained_64": its vocabulary 64): {None: the page's report, plant: its report,
+    "pretrained_64": its vocabulary 64, its build holding paddlenlp's class, which each rank imports as it starts):
+    {None: the page's report, plant: its report,
     "backward": {None or plant: its compare_split_backward report}, "page": (exit status, output, what the page
     says it prints)}."""
     kept, original = {}, split.compare_split
 
     def with_plants(torch_model, build, inputs, degree=2, state=None, isolate=False, timeout=split.TIMEOUT):
+        from paddlenlp.transformers import LlamaForCausalLM
         gpt_model, gpt_state = gpt.torch_and_state()
         others = {name: split.Another(gpt_model, gpt.build, gpt_state, gpt.layouts(), change)
                   for name, change in (("gpt", None), ("gpt_qkv_blocks", pairs.qkv_blocks))}
@@ -46,7 +49,9 @@ def reports(tmp_path_factory):
         for name, vocab in (("pretrained", 96), ("pretrained_64", 64)):  # paddlenlp's own split of each folder
             folders = write_pair(tmp_path_factory.mktemp(name), shard="10GB", num_hidden_layers=2, vocab_size=vocab)
             kept["folders"][name] = folders
-            others[name] = split.Another(split_folders.torch_from_folder(folders[0]), pairs.pretrained(folders[1]))
+            others[name] = split.Another(split_folders.torch_from_folder(folders[0]), pairs.pretrained(folders[1])
+                                         if vocab == 96 else functools.partial(pairs.pretrained_class,
+                                                                               LlamaForCausalLM, folders[1]))
         forward, kept["backward"] = split_steps.compare_split_steps(
             torch_model, build, inputs, pairs.TARGETS, (pairs.torch_loss, pairs.paddle_loss),
             (pairs.torch_sgd, pairs.paddle_sgd), degree, state, STEPS,
