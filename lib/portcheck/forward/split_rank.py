@@ -19,6 +19,7 @@ CAT, ONE = "cat", "one"  # an output's layout: columns on the last axis per rank
 ERROR, DONE = "error.txt", "done.json"  # each rank's folder: the one line it stopped on, or what it recorded
 REQUEST, KEPT = "request.json", "kept.json"  # isolate=True: the parent's torch values for the rank, what it computed
 STAGE = "stage.txt"  # each rank's folder: how far it got (stage_name), so that a rank that hangs is named
+LOG = "rank.log"  # each rank's folder: what the libraries print on it
 
 
 def layouts(model) -> dict:
@@ -85,6 +86,9 @@ def run(folder, jobs, inputs, degree, isolate=False, also=None):
     rank = int(os.environ.get("PADDLE_TRAINER_ID", dist.get_rank()))
     where = Path(folder) / f"rank{rank}"
     where.mkdir(parents=True, exist_ok=True)
+    # what Paddle, fleet and paddlenlp print on each rank goes to the rank's folder, not between the report's lines
+    log = os.open(where / LOG, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.dup2(log, 1), os.dup2(log, 2)
     reached = lambda stage: (where / STAGE).write_text(str(stage))
     try:
         reached(0)
