@@ -333,6 +333,23 @@ def test_ranks_that_outlast_the_timeout_are_one_line_every_rank_ended(torch_mode
     assert multiprocessing.active_children() == [] and time.monotonic() - start < 10
 
 
+def test_ranks_that_end_without_their_records_are_one_line_naming_the_one_behind(tmp_path):
+    """Every rank ended with exit code 0, rank 1 before it started its work (as when two ranks took one number):
+    said as that, not as a timeout."""
+    ranks = split.Ranks(tmp_path, 2, timeout=60)
+    ranks.processes = [multiprocessing.get_context("spawn").Process(target=int) for _ in range(2)]
+    for p in ranks.processes:
+        p.start()
+    (tmp_path / "rank0").mkdir()
+    (tmp_path / "rank0" / "stage.txt").write_text("3")
+    ranks.deadline = time.monotonic() + 60
+    start = time.monotonic()
+    with pytest.raises(PipelineError, match=r"^rank 1 of 2 ended \(exit code 0\) without its record: never started, "
+                                            r"the other ranks had recorded its modules \(run 1\); .*\[PC932\]$"):
+        ranks.wait(lambda: False)
+    assert time.monotonic() - start < 30 and multiprocessing.active_children() == []
+
+
 def test_a_rank_that_hangs_is_named_the_one_waiting_for_it_is_not(torch_model):
     """Named once it has stayed behind the others `stall` seconds (rank 1 sleeps an hour), not at the launch's
     timeout: the ranks' start, which only the timeout bounds, takes 10-30 s on a loaded 2-core machine."""

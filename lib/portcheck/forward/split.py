@@ -216,6 +216,10 @@ class Ranks:
                                             timeout=min(left, 0.05))
         else:
             return
+        # every rank ended, none failing, the time not out: what was waited for never came (or came as they ended)
+        ended = failed is None and not stalled and time.monotonic() < self.deadline
+        if ended and ready():
+            return
         self.end()
         folder, degree = self.folder, self.degree
         if failed is not None:
@@ -224,6 +228,10 @@ class Ranks:
                                 f"died (exit code {self.processes[failed].exitcode})") + "; every rank ended [PC423]")
         stages = [_stage(folder, r) for r in range(degree)]
         behind = [r for r in range(degree) if stages[r] == min(stages)]  # the others wait for them in a collective
+        if ended:
+            raise PipelineError(f"rank {', '.join(map(str, behind))} of {degree} ended (exit code 0) without its "
+                                f"record: {_behind(stages)}; look for what ends that rank early (an exit in the build, "
+                                "a rank that took another's number) [PC932]")
         limit = (f"did not move on for {self.stall} s", "stall=") if stalled else \
             (f"did not finish in {self.timeout} s", "timeout=")
         raise PipelineError(f"rank {', '.join(map(str, behind))} of {degree} {limit[0]}: {_behind(stages)}; every "
