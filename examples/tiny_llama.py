@@ -13,9 +13,9 @@ LLAMA = dict(vocab_size=64, hidden_size=32, intermediate_size=88, num_hidden_lay
              num_key_value_heads=2, max_position_embeddings=64, rms_norm_eps=1e-5, use_cache=False)
 
 
-def write_pair(folder, dtype="float32", **config):
+def write_pair(folder, dtype="float32", shard="20KB", **config):
     """(torch folder, Paddle folder) under `folder`: one random Llama of LLAMA's config (updated by `config`), Paddle's
-    weights set by portcheck.convert (the library's layouts), in `dtype`."""
+    weights set by portcheck.convert (the library's layouts), in `dtype`, in files of at most `shard`."""
     from paddlenlp.transformers import LlamaConfig as PaddleConfig, LlamaForCausalLM as PaddleLlama
     from transformers import LlamaConfig, LlamaForCausalLM
     c = {**LLAMA, **config}
@@ -27,6 +27,6 @@ def write_pair(folder, dtype="float32", **config):
     if dtype != "float32":
         pt.to(getattr(torch, dtype))
         pd.to(dtype=dtype)
-    pt.save_pretrained(folder / "torch", safe_serialization=True, max_shard_size="20KB")
-    pd.save_pretrained(folder / "paddle", safe_serialization=True, max_shard_size="20KB")
+    pt.save_pretrained(folder / "torch", safe_serialization=True, max_shard_size=shard)
+    pd.save_pretrained(folder / "paddle", safe_serialization=True, max_shard_size=shard)
     return folder / "torch", folder / "paddle"

@@ -90,6 +90,21 @@ def grad_scaled_on_rank_1(model, rank):
         model.llama.layers[1].mlp.down_proj.weight.register_hook(lambda g: g * 2)
 
 
+def pretrained(folder):
+    """The build of a tiny Llama checkpoint folder split by paddlenlp's own from_pretrained on each rank."""
+    from paddlenlp.transformers import LlamaForCausalLM
+    from portcheck.forward.split_folders import Pretrained
+    return Pretrained(LlamaForCausalLM, folder, tensor_parallel_output=False, dtype="float32")
+
+
+def pretrained_class(model_class, folder, rank, degree):
+    """pretrained's build with its class handed to the ranks as an object (functools.partial): unpickled as each
+    rank starts, it imports paddlenlp before spawn sets the rank's number, and Paddle's get_rank keeps the 0 it read
+    then (portcheck.forward.split_rank.run reads spawn's setting)."""
+    return model_class.from_pretrained(folder, tensor_parallel_degree=degree, tensor_parallel_rank=rank,
+                                       tensor_parallel_output=False, dtype="float32")
+
+
 BACKWARD_PLANTS = {"identity_not_summing": identity_not_summing, "grad_scaled_on_rank_1": grad_scaled_on_rank_1}
 TARGETS = np.random.RandomState(1).randint(0, 64, (2, 16)).astype("int64")
 
@@ -118,3 +133,17 @@ def torch_sgd(parameters):
 def paddle_sgd(parameters):
     import paddle
     return paddle.optimizer.SGD(learning_rate=0.5, parameters=parameters)
+
+
+def qkv_blocks(model, rank):
+    """examples/tiny_gpt_split.py's GPT: rank 1's shard of layer 0's fused qkv_proj laid out [q | k | v] (its
+    heads' q, then their k, then their v: a fused q/k/v cut in the wrong order) where paddlenlp's forward reads it
+    per head."""
+    if rank != 1:
+        return
+    qkv = model.decoder.layers[0].self_attn.qkv_proj
+    heads = model.config.num_attention_heads // model.config.tensor_parallel_degree
+    for tensor in (qkv.weight, qkv.bias):
+        width = tensor.shape[-1]
+        order = np.arange(width).reshape(heads, 3, width // (3 * heads)).transpose(1, 0, 2).reshape(-1)
+        tensor.set_value(tensor.numpy()[..., order])

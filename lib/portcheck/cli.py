@@ -6,6 +6,7 @@
     python -m portcheck check path/to/log_reprod --csv figures.csv  # and every key's figures, a row per key and rule
     python -m portcheck pair forward_torch.npy forward_paddle.npy  # any two reprod_log files
     python -m portcheck layers --torch llama-hf/ --paddle llama-pd/  # two checkpoints, block by block (stream.py)
+    python -m portcheck layers --torch llama-hf/ --paddle llama-pd/ --tp 2  # Paddle's split across 2 ranks
     python -m portcheck check path/to/log_reprod --html page.html  # and the verdicts as one page (portcheck.view)
     python -m portcheck view path/to/log_reprod     # that page, made anew and opened in your browser
 
@@ -549,8 +550,8 @@ def main(argv=None):
         if args.command == "view":
             return view.main(args, run_check)
         if args.command == "layers":
-            from portcheck.forward import stream
+            from portcheck.forward import split_folders, stream
             with notices.quiet_imports():  # the frameworks load within, their notices before a refusal's one line
-                return stream.main(args)
+                return (stream.main if args.tp is None else split_folders.main)(args)
         return pair(args.torch_npy, args.paddle_npy, args.threshold, args.strict, args.log)
     sys.exit(run_main(go))

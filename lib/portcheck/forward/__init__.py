@@ -5,6 +5,7 @@ large model's checkpoints block by block), checkpoint (a checkpoint folder judge
 plot (the per-module figure), graph (the two runs' graphs for Model Explorer), split (a Paddle model in tensor
 parallel against torch's: compare_split), split_rank (what each of its ranks runs), standins (Paddle's model-parallel
 ops with no CPU kernel, stood in for on a CPU), routing (a mixture of experts' routing compared as data: each
-token's experts on both sides, a tie said as one).
+token's experts on both sides, a tie said as one), split_folders (a split comparison from checkpoint folders:
+paddlenlp's own split as each rank's weights, `layers --tp`).
 
 May import portcheck.core and portcheck.mapping; torch and Paddle only inside the functions handed their models."""

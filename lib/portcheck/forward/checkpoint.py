@@ -164,9 +164,10 @@ class Shards:
 
 # ---------------------------------------------------------------- config.json, checked before any skeleton
 
-def read_config(folder) -> dict:
+def read_config(folder, split: tuple = ()) -> dict:
     """config.json's settings, read as JSON of bounded depth and numbers, each size and setting of the right type
-    and sign: one line for the first that is not."""
+    and sign: one line for the first that is not. split: the process counts (ONE_PROCESS) that may be above 1 (a
+    checkpoint a tensor-parallel comparison loads split: portcheck.forward.split_folders)."""
     path = Path(folder) / CONFIG
     if not regular(path, "config.json"):
         raise PipelineError(f"{folder}: no {CONFIG}; give the folder save_pretrained wrote [PC909]")
@@ -181,13 +182,13 @@ def read_config(folder) -> dict:
     except (ValueError, OSError) as e:
         raise PipelineError(f"{path} cannot be read as a Llama config: {str(e).splitlines()[0][:200]} "
                             "[PC912]") from None
-    settled(config, path)
+    settled(config, path, split)
     return config
 
 
-def settled(config, path):
-    """Each size a whole number above 0, each real a number above 0, each process count 1 (config: a dict of
-    config.json or a library's config object's attributes)."""
+def settled(config, path, split: tuple = ()):
+    """Each size a whole number above 0, each real a number above 0, each process count 1 but those of `split`,
+    a whole number (config: a dict of config.json or a library's config object's attributes)."""
     get = config.get if isinstance(config, dict) else lambda k, d=None: getattr(config, k, d)
     for key in SIZES:
         value = get(key)
@@ -200,7 +201,7 @@ def settled(config, path):
             raise PipelineError(f"{path}: {key} is {str(value)[:40]!r}: give a number above 0 [PC984]")
     for key in ONE_PROCESS:
         value = get(key)
-        if value is not None and (type(value) is not int or value > 1):
+        if value is not None and (type(value) is not int or (value > 1 and key not in split)):
             raise PipelineError(f"{path}: {key} is {str(value)[:40]!r}: portcheck compares one process's whole model; "
                                 f"give the checkpoint merged into one, its config without {key} (or 1) [PC983]")
 

@@ -24,6 +24,7 @@ from portcheck.forward.compare import judge_forward, record_forward
 from portcheck.forward.judging import judge_one
 from portcheck.forward.result import ForwardReport
 from portcheck.forward.twin import F64
+from portcheck.mapping import fused
 
 TIMEOUT = 600  # seconds a launch may take, every rank: a rank that hangs ends them all
 
@@ -45,9 +46,13 @@ class SplitReport(ForwardReport):
         name = self.first_diverging if name is None else name
         return self.ranks.get(str(name), list(range(self.degree)) if name is not None else [])
 
+    def split_line(self) -> str:
+        """How the Paddle model ran: its ranks, and the CPU stand-ins or Paddle's own ops."""
+        return f"the Paddle model ran split across {self.degree} ranks" + (
+            f"; {self.standins}" if self.standins else "; Paddle's own model-parallel ops")
+
     def table(self) -> str:
-        lines = [super().table(), f"the Paddle model ran split across {self.degree} ranks"
-                 + (f"; {self.standins}" if self.standins else "; Paddle's own model-parallel ops")]
+        lines = [super().table(), self.split_line()]
         first = self.first_diverging
         if first is not None and (str(first) in self.ranks or not self.stopped):
             whole = "" if str(first) in self.ranks else " (its output is whole on every rank)"
@@ -63,8 +68,21 @@ class SplitReport(ForwardReport):
         return "\n".join(lines)
 
 
+@dataclass
+class Another:
+    """Another model judged in the same launch of the ranks, as a variant of compare_splits: its own torch model,
+    build(rank, degree), single-card state (None: build loads its own) and layouts (convert's: a fused q/k/v's
+    portcheck.Fused), and change(model, rank), a variant's function, made on each rank once its shard is loaded
+    (None: the model as built). A launch costs a Paddle start on every rank: two models share one."""
+    torch_model: object
+    build: object
+    state: dict = None
+    layouts: dict = None
+    change: object = None
+
+
 def compare_split(torch_model, build, inputs, degree=2, state=None, isolate=False, timeout=TIMEOUT,
-                  stall=None) -> SplitReport:
+                  stall=None, layouts=None) -> SplitReport:
     """The Paddle model built by build(rank, degree) on each of `degree` ranks (a function at the top level of a
     module: each rank is a new process), judged against torch_model (eval mode is the caller's; Paddle's is set).
     state: a single-card Paddle state (convert's), each rank's shard cut from it and checked against its model
@@ -73,32 +91,46 @@ def compare_split(torch_model, build, inputs, degree=2, state=None, isolate=Fals
     each rank's module fed its part of torch's input. Returns a SplitReport: compare_forward's report, with .ranks
     and .parted(). timeout: seconds the whole launch may take; stall: seconds a rank may stay behind the others
     (every one started) with none moving on (fleet set up, a model built, its modules recorded): a rank that hangs
-    while the others wait for it is named then, not at the timeout."""
+    while the others wait for it is named then, not at the timeout. layouts: convert's, its portcheck.Fused
+    entries judging each part of a fused module on its own (GPT-2's c_attn against paddlenlp's qkv_proj, each rank's
+    its heads' columns: portcheck.mapping.recipes.paddlenlp_gpt)."""
     return compare_splits(torch_model, build, inputs, degree, state, isolate=isolate, timeout=timeout,
-                          stall=stall)[None]
+                          stall=stall, layouts=layouts)[None]
 
 
 def compare_splits(torch_model, build, inputs, degree=2, state=None, variants=None, isolate=False,
-                   timeout=TIMEOUT, also=None, then=None, stall=None) -> dict:
+                   timeout=TIMEOUT, also=None, then=None, stall=None, layouts=None) -> dict:
     """compare_split for the model as built and for each of `variants` ({name: fn(model, rank) changing the
-    rank's model, or returning another}), all in one launch of the ranks: {None: the model's report, name: ...}.
+    rank's model, or returning another; or an Another: another model, against its own torch model}), all in one
+    launch of the ranks: {None: the model's report, name: ...}.
     also(folder, model, rank, degree), a function at the top level of a module: more work each rank does on each
     run's model once recorded, in that run's folder (portcheck.gradients.split_steps' training steps);
     then(ranks, n, report): the parent's side of it, after run n is judged (ranks.folder / f"rank{r}" / str(n))."""
-    variants = dict(variants or {})
-    checked_degree(torch_model, degree)
-    torch_record = record_forward(torch_model, inputs)
+    jobs = {None: Another(torch_model, build, state, layouts)}
+    for name, variant in (variants or {}).items():
+        jobs[name] = variant if isinstance(variant, Another) else Another(torch_model, build, state, layouts, variant)
+    for job in jobs.values():
+        checked_degree(job.torch_model, degree), checked_layouts(job.layouts, degree)
+        if hasattr(job.build, "checked"):  # a build loading a folder (split_folders.Pretrained): the folder checked
+            job.build.checked(degree)
+    # each torch model recorded once, and paired once: a variant's modules are its model's
+    first = [next(i for i, o in enumerate(jobs.values()) if o.torch_model is j.torch_model and o.layouts == j.layouts)
+             for j in jobs.values()]
+    torch_records, paired = {}, {}
     folder = Path(tempfile.mkdtemp(prefix="portcheck_split_"))
     ranks = Ranks(folder, degree, timeout, stall)
     try:
-        ranks.start(build, inputs, state, list(variants.values()), isolate, also)
-        out, paired = {}, None
-        for n, name in enumerate([None, *variants]):
+        ranks.start([dataclasses.replace(j, torch_model=None) for j in jobs.values()], inputs, isolate, also)
+        out = {}
+        for n, (name, job) in enumerate(jobs.items()):
+            if first[n] not in torch_records:
+                torch_records[first[n]] = torch_record_of(job, inputs)
+            torch_record = torch_records[first[n]]
             ranks.wait(lambda: all((folder / f"rank{r}" / str(n) / "keys.json").is_file() for r in range(degree)))
-            report = judged(torch_record, folder, n, degree, paired)
-            paired = paired or dict(report.pairing.pairs)  # each variant's modules are the model's: paired as it
+            report = judged(torch_record, folder, n, degree, paired.get(first[n]))
+            paired.setdefault(first[n], dict(report.pairing.pairs))
             if isolate:
-                isolated(torch_model, inputs, torch_record, report, ranks, n)
+                isolated(job.torch_model, inputs, torch_record, report, ranks, n)
             out[name] = report
             if then is not None:
                 then(ranks, n, report)
@@ -109,6 +141,13 @@ def compare_splits(torch_model, build, inputs, degree=2, state=None, variants=No
     finally:
         ranks.end()
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def torch_record_of(job: Another, inputs) -> dict:
+    """torch's record_forward of a job's model, each fused module its layouts declare cut into its parts."""
+    record = record_forward(job.torch_model, inputs)
+    specs = fused.specs(job.torch_model, job.layouts)
+    return fused.cut(fused.mark(record, specs, job.torch_model), False) if specs else record
 
 
 def checked_degree(torch_model, degree):
@@ -123,6 +162,15 @@ def checked_degree(torch_model, degree):
                                 f"equal part; give a degree that divides it [PC422]")
 
 
+def checked_layouts(layouts, degree):
+    """Each fused module's heads split in `degree` equal parts (each rank holds its heads' parts), else one line."""
+    for name, spec in (layouts or {}).items():
+        if isinstance(spec, fused.Fused) and spec.heads % degree:
+            raise PipelineError(f"layouts[{getattr(name, '__name__', name)!r}]: its {spec.heads} heads do not split "
+                                f"in {degree} equal parts (each rank holds its heads' parts); give a degree that "
+                                "divides them [PC926]")
+
+
 class Ranks:
     """The ranks of one launch: started, waited for while the parent judges, ended. A rank that fails, dies or
     outlasts the timeout (or stays behind the others `stall` seconds, none moving on) is one line naming it, every
@@ -131,16 +179,18 @@ class Ranks:
     def __init__(self, folder: Path, degree: int, timeout: float, stall=None):
         self.folder, self.degree, self.timeout, self.stall, self.processes = folder, degree, timeout, stall, []
 
-    def start(self, build, inputs, state, variants, isolate, also=None):
+    def start(self, jobs, inputs, isolate, also=None):
+        """Every rank started on `jobs` (Another's, their torch models left here), each in turn."""
         import paddle.distributed as dist
-        for what, fn in [("build", build)] + [("a variant", v) for v in variants] + [("also", also)] * bool(also):
+        for what, fn in [("build", j.build) for j in jobs] + [("a variant", j.change) for j in jobs if j.change] + \
+                [("also", also)] * bool(also):
             reachable(what, fn)
         from portcheck.forward import standins
         cpu = standins.on_cpu(self.degree)
         if cpu:
             standins.checked()  # a Paddle whose names moved: its one line here, before any rank starts
         self.deadline = time.monotonic() + self.timeout
-        args = (str(self.folder), build, inputs, self.degree, state, variants, isolate, also)
+        args = (str(self.folder), jobs, inputs, self.degree, isolate, also)
         # kept while the ranks run: its queues, which each rank unpickles as it starts, die with it
         self.context = context = dist.spawn(split_rank.run, args=args, nprocs=self.degree, join=False, daemon=True,
                                             backend="gloo" if cpu else "nccl")
@@ -166,6 +216,10 @@ class Ranks:
                                             timeout=min(left, 0.05))
         else:
             return
+        # every rank ended, none failing, the time not out: what was waited for never came (or came as they ended)
+        ended = failed is None and not stalled and time.monotonic() < self.deadline
+        if ended and ready():
+            return
         self.end()
         folder, degree = self.folder, self.degree
         if failed is not None:
@@ -174,6 +228,10 @@ class Ranks:
                                 f"died (exit code {self.processes[failed].exitcode})") + "; every rank ended [PC423]")
         stages = [_stage(folder, r) for r in range(degree)]
         behind = [r for r in range(degree) if stages[r] == min(stages)]  # the others wait for them in a collective
+        if ended:
+            raise PipelineError(f"rank {', '.join(map(str, behind))} of {degree} ended (exit code 0) without its "
+                                f"record: {_behind(stages)}; look for what ends that rank early (an exit in the build, "
+                                "a rank that took another's number) [PC932]")
         limit = (f"did not move on for {self.stall} s", "stall=") if stalled else \
             (f"did not finish in {self.timeout} s", "timeout=")
         raise PipelineError(f"rank {', '.join(map(str, behind))} of {degree} {limit[0]}: {_behind(stages)}; every "
@@ -251,11 +309,15 @@ def _load(where: Path) -> tuple:
 
 def gathered(records: list, layouts: dict) -> dict:
     """One record of the whole model from the ranks': a column layout's parts joined on the last axis, the rest
-    rank 0's (each rank's own is judged apart, ranks_apart); keys only some ranks hold: rank 0's."""
+    rank 0's (each rank's own is judged apart, ranks_apart); keys only some ranks hold: rank 0's; a fused module's
+    heads, each rank's, counted for them all."""
     out = {}
     for key, value in records[0].items():
         parts = [r.get(key) for r in records]
-        if layouts.get(key) == split_rank.CAT and all(p is not None and np.ndim(p) for p in parts):
+        if key.startswith(fused.KEY):
+            out[key] = np.concatenate([np.asarray(value).reshape(-1)[:1] * len(records),
+                                       np.asarray(value).reshape(-1)[1:]])
+        elif layouts.get(key) == split_rank.CAT and all(p is not None and np.ndim(p) for p in parts):
             out[key] = np.concatenate(parts, axis=-1)
         else:
             out[key] = value

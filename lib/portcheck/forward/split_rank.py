@@ -4,6 +4,7 @@ checked (mapping.shards), every module's output recorded (mapping.trace) with ho
 ranks, written to the run's folder for the parent to gather; with isolate=True, a forced run on the rank's part
 of torch's values (forward.isolate's forced_run) once the parent has paired the ranks' records. Imports numpy,
 core, mapping and forward's isolate; Paddle inside its functions."""
+import dataclasses
 import json
 import traceback
 from pathlib import Path
@@ -11,13 +12,14 @@ from pathlib import Path
 import numpy as np
 
 from portcheck.core.errors import PipelineError, first_line
-from portcheck.mapping import modules, shards
+from portcheck.mapping import fused, modules, shards
 from portcheck.mapping.trace import STOPPED, trace
 
 CAT, ONE = "cat", "one"  # an output's layout: columns on the last axis per rank, or whole and the same on every rank
 ERROR, DONE = "error.txt", "done.json"  # each rank's folder: the one line it stopped on, or what it recorded
 REQUEST, KEPT = "request.json", "kept.json"  # isolate=True: the parent's torch values for the rank, what it computed
 STAGE = "stage.txt"  # each rank's folder: how far it got (stage_name), so that a rank that hangs is named
+LOG = "rank.log"  # each rank's folder: what the libraries print on it
 
 
 def layouts(model) -> dict:
@@ -40,10 +42,13 @@ def layouts(model) -> dict:
     return out
 
 
-def full_modules(model, degree: int) -> dict:
+def full_modules(model, degree: int, parts: dict = None) -> dict:
     """modules.describe's mod/ keys with each distributed tensor at its full size (its split axis times the
-    degree): the model as pairing sees torch's, one process."""
+    degree): the model as pairing sees torch's, one process. parts: {module: Fused} (rank_parts), each part's
+    mod/ key as fused.mark writes it, at its full size too (the output axis, Paddle's last, divided)."""
     out = {}
+    flat = lambda children, shapes: np.array([children, len(shapes)] + [d for s in shapes for d in (len(s), *s)],
+                                             dtype=np.int64)
     for name, layer in model.named_sublayers(include_self=True):
         shapes = []
         for p in layer.parameters(include_sublayers=False):
@@ -51,35 +56,56 @@ def full_modules(model, degree: int) -> dict:
             if getattr(p, "is_distributed", False):
                 shape[int(getattr(p, "split_axis", 0))] *= degree
             shapes.append(shape)
-        flat = [len(list(layer.children())), len(shapes)] + [d for s in shapes for d in (len(s), *s)]
-        out[f"{modules.META}{name or modules.ROOT}/{type(layer).__name__}"] = np.array(flat, dtype=np.int64)
+        children, spec = len(list(layer.children())), (parts or {}).get(name)
+        # a packed module (output=False): a container of its parts, which never ran, as fused.mark writes it
+        out[f"{modules.META}{name or modules.ROOT}/{type(layer).__name__}"] = flat(children, shapes) if \
+            spec is None or spec.output else np.array([children + len(spec.parts), 0], dtype=np.int64)
+        for part in spec.parts if spec else ():
+            out[f"{modules.META}{name}.{part}/{type(layer).__name__}"] = flat(
+                children if spec.output else 0, [s[:-1] + [s[-1] // len(spec.parts)] for s in shapes])
     return out
 
 
-def run(folder, build, inputs, degree, state, variants, isolate=False, also=None):
-    """One rank's whole work (paddle.distributed.spawn's target): each variant's record in folder/rank<r>/<n>/,
-    then also(that folder, the model, rank, degree) where given (split.compare_splits').
+def rank_parts(model, layouts, degree: int) -> dict:
+    """{module: Fused} of the rank's model its layouts declare fused, each with the rank's heads (a rank holds
+    its heads' parts, per head as the whole does; parts one after the other, each its columns, as paddlenlp splits
+    them). The degree divides the heads: split.checked_layouts, before any rank starts."""
+    return {name: dataclasses.replace(spec, heads=spec.heads // degree)
+            for name, spec in fused.specs(model, layouts).items()}
+
+
+def run(folder, jobs, inputs, degree, isolate=False, also=None):
+    """One rank's whole work (paddle.distributed.spawn's target): each job's record in folder/rank<r>/<n>/ (a
+    split.Another: its model built, its shard loaded, its change made), then also(that folder, the model, rank,
+    degree) where given (split.compare_splits').
     Any failure is one line in its folder's error.txt; the parent reads it."""
+    import os
     import paddle.distributed as dist
-    rank = dist.get_rank()
+    # spawn's own setting, read now: Paddle's get_rank keeps the first it read, rank 0 for every rank where a library
+    # read it as this process started (paddlenlp imported at the top of the main module); fleet's setup reads anew
+    rank = int(os.environ.get("PADDLE_TRAINER_ID", dist.get_rank()))
     where = Path(folder) / f"rank{rank}"
     where.mkdir(parents=True, exist_ok=True)
+    # what Paddle, fleet and paddlenlp print on each rank goes to the rank's folder, not between the report's lines
+    log = os.open(where / LOG, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.dup2(log, 1), os.dup2(log, 2)
     reached = lambda stage: (where / STAGE).write_text(str(stage))
     try:
         reached(0)
         line = _setup(degree)
         reached(1)
         config = None
-        for n, variant in enumerate([None, *variants]):
-            model = _built(build, rank, degree, state)
+        for n, job in enumerate(jobs):
+            model = _built(job.build, rank, degree, job.state)
             config = _config(model) if config is None else config
             reached(2 + 2 * n)
-            if variant is not None:
-                model = variant(model, rank) or model
-            _record(where / str(n), model, inputs, degree)
+            if job.change is not None:
+                model = job.change(model, rank) or model
+            parts = rank_parts(model, job.layouts, degree)
+            _record(where / str(n), model, inputs, degree, parts)
             reached(3 + 2 * n)
             if isolate:
-                forced(where / str(n), model, inputs)
+                forced(where / str(n), model, inputs, parts)
             if also is not None:
                 also(where / str(n), model, rank, degree)
         write(where / DONE, json.dumps({"standins": line, "config": config, "peak_mb": _peak_mb()}))
@@ -134,13 +160,17 @@ def _built(build, rank, degree, state):
     return model.eval()
 
 
-def _record(where: Path, model, inputs, degree):
+def _record(where: Path, model, inputs, degree, parts=None):
     """The rank's record written: arrays.npz (k0, k1, ... in run order), keys.json (their keys, each with its
-    layout); a run that stopped names the module it stopped in."""
+    layout); a run that stopped names the module it stopped in. parts: rank_parts', each fused module's output
+    cut into its parts here, each laid out as the module's."""
     where.mkdir(parents=True, exist_ok=True)
-    record = trace(model, inputs)
-    record.update(full_modules(model, degree))  # the same mod/ keys, each tensor at its full size
+    record = fused.mark(trace(model, inputs), parts or {}, model)
+    record.update(full_modules(model, degree, parts))  # the same mod/ keys, each tensor at its full size
     kinds = layouts(model)
+    if parts:
+        record = fused.cut(record, False)
+        kinds.update({f"{name}.{part}": kinds[name] for name, spec in parts.items() for part in spec.parts})
     keys, arrays = [], {}
     for key, value in record.items():
         arrays[f"k{len(keys)}"] = np.asarray(value)
@@ -162,9 +192,10 @@ def write(path: Path, text: str):
     part.replace(path)
 
 
-def forced(where: Path, model, inputs):
+def forced(where: Path, model, inputs, parts=None):
     """isolate=True: the rank's modules run on its part of torch's values (the parent's request, once it is
-    there: it pairs the ranks' records first), every value they computed written: kept.npz, kept.json."""
+    there: it pairs the ranks' records first), every value they computed written: kept.npz, kept.json. parts:
+    rank_parts', each fused module's parts forced and kept as its parts'."""
     import time
     from portcheck.forward.isolate import forced_run
     from portcheck.mapping.trace import values
@@ -180,7 +211,7 @@ def forced(where: Path, model, inputs):
             kept.clear()
         else:
             kept.append((key, np.array(values(tensor)), source))
-    _, error = forced_run(model, inputs, torch_part, request["calls"], request["leaves"], keep,
+    _, error = forced_run(model, inputs, torch_part, request["calls"], request["leaves"], keep, parts=parts,
                           through=set(request["through"]), applied=request["applied"])
     np.savez(where / "kept.npz", **{f"k{i}": v for i, (_, v, _) in enumerate(kept)})
     write(where / KEPT, json.dumps({"keys": [[k, s] for k, _, s in kept], "error": error}))

@@ -369,6 +369,15 @@ def _torch_record(block, x, x64) -> dict:
     return out
 
 
+def checked_tokens(ids: np.ndarray, sizes: dict) -> np.ndarray:
+    """Token ids within the vocabulary, and what one block records of them within the memory free."""
+    vocab = sizes["torch"]["vocab_size"]
+    if int(ids.max()) >= vocab or ids.min() < 0:
+        raise PipelineError(f"inputs: token ids must lie in [0, {vocab}) [PC906]")
+    checkpoint.tokens_fit(held(sizes), *ids.shape, "inputs")
+    return ids
+
+
 def checked_ids(inputs) -> np.ndarray:
     """The token ids compared: an int array [batch, length], or {"input_ids": it}."""
     ids = inputs.get("input_ids") if isinstance(inputs, dict) else inputs
@@ -400,10 +409,7 @@ def compare(torch_dir, paddle_dir, inputs, torch_model=None, paddle_model=None, 
     if t_layers != p_layers:
         raise PipelineError(f"the torch model has {t_layers} decoder layers, the Paddle one {p_layers}: the two "
                             "configs differ [PC905]")
-    vocab = sizes["torch"]["vocab_size"]
-    if int(ids.max()) >= vocab or ids.min() < 0:
-        raise PipelineError(f"inputs: token ids must lie in [0, {vocab}) [PC906]")
-    checkpoint.tokens_fit(held(sizes), *ids.shape, "inputs")
+    checked_tokens(ids, sizes)
     # record_dir: new, empty or a Spill's own (marked), else refused, nothing in it touched: before anything is built
     carried = None if record_dir is None else spill.Spill(record_dir)
     t_model = torch_skeleton(torch_dir) if torch_model is None else torch_model
@@ -472,8 +478,9 @@ def add_parser(sub):
     p.add_argument("--device", default="cpu", help="where torch's blocks run (cuda:0; default cpu)")
     p.add_argument("--table", action="store_true", help="print every module's row too (compare_forward's table)")
     p.add_argument("--plot", type=Path, metavar="PNG", help="draw compare_forward's plot there")
-    p.add_argument("--tp", type=int, metavar="N", help="not taken here: a Paddle checkpoint run split across N ranks "
-                   "is compared by portcheck.forward.split.compare_split (docs/large_models.md)")
+    p.add_argument("--tp", type=int, metavar="N", help="the Paddle checkpoint split across N ranks by paddlenlp's "
+                   "from_pretrained(..., tensor_parallel_degree=N) (a single-card folder), each rank a process; the "
+                   "models whole, not block by block (portcheck.forward.split_folders)")
     return p
 
 
@@ -506,12 +513,6 @@ def held(sizes: dict) -> dict:
 
 
 def main(args) -> int:
-    if args.tp is not None:
-        raise PipelineError(f"--tp {args.tp}: layers compares the blocks in one process, not split across ranks; for a "
-                            "Paddle model in tensor parallel call portcheck.forward.split.compare_split (and "
-                            "portcheck.gradients.split_steps.compare_split_backward) with a build(rank, degree) "
-                            "loading from_pretrained(DIR, tensor_parallel_degree=N, tensor_parallel_rank=rank), as "
-                            "docs/large_models.md shows [PC924]")
     sizes = {"torch": folder_sizes(args.torch, "torch"), "paddle": folder_sizes(args.paddle, "paddle")}
     if args.ids is not None:
         from portcheck.core.fileio import load_array

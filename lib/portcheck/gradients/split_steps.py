@@ -77,11 +77,14 @@ def compare_split_steps(torch_model, build, inputs, targets, loss, optimizer, de
                         stall=None) -> tuple:
     """compare_splits (the forward, module by module) and compare_split_backward for the model and each variant
     (or those of `trained`, None standing for the model as built), in one launch of the ranks: ({None: forward
-    report, name: ...}, {None: backward report, name: ...})."""
+    report, name: ...}, {None: backward report, name: ...}); a variant that is another model (split.Another) is judged
+    forward only."""
     checked_steps(steps), checked_pairs(loss=loss, optimizer=optimizer)  # before any rank starts
     split.reachable("the Paddle loss", loss[1]), split.reachable("the Paddle optimizer factory", optimizer[1])
     names = [None, *(variants or {})]
-    runs = sorted(n for n, name in enumerate(names) if trained is None or name in trained)
+    # an Another (another model in the launch) is judged forward only: the training is the model's and its variants'
+    runs = sorted(n for n, name in enumerate(names) if (trained is None or name in trained) and
+                  not isinstance((variants or {}).get(name), split.Another))
     also = functools.partial(rank_steps, runs=runs, inputs=inputs, targets=targets, loss=loss[1],
                              optimizer=optimizer[1], steps=steps)
     backward, torch_side = {}, {}
