@@ -115,8 +115,14 @@ def layers(*argv):
 
 
 def test_a_checkpoint_that_does_not_fit_or_is_a_pickle_is_one_line(pair, tmp_path, capsys):
-    assert layers("--torch", pair[0], "--paddle", pair[1], "--tokens", "1x4") == 0
+    assert layers("--torch", pair[0], "--paddle", pair[1], "--tokens", "1x4", "--html", tmp_path / "p.html") == 0
     assert capsys.readouterr().out.strip().endswith("9 blocks: green, cumulative and isolated")
+    shown = (tmp_path / "p.html").read_text()  # its page (a red one: test_a_clean_pair_is_green_...)
+    assert 'data-verdict="green"' in shown and 'data-path="model.layers.5"' in shown
+    assert 'id="first-diverging"' not in shown
+    (tmp_path / "mine.html").write_text("my own notes")  # --html never over a file of the user's: before any block
+    assert layers("--torch", pair[0], "--paddle", pair[1], "--html", tmp_path / "mine.html") == 2
+    assert "[PC191]" in capsys.readouterr().err and (tmp_path / "mine.html").read_text() == "my own notes"
     pickled = tmp_path / "pickled"
     pickled.mkdir()
     shutil.copy(pair[1] / "config.json", pickled)
