@@ -3,6 +3,7 @@ planted in a middle layer (an RMSNorm epsilon, a rotary base, a gate/up swap in 
 at that layer and module, cumulative and isolated; a bf16 pair is upcast and said so; a checkpoint that does not
 fit, or is a pickle, is one line. The pairs are written by the libraries' own save_pretrained."""
 import json
+import re
 import shutil
 
 import numpy as np
@@ -92,6 +93,10 @@ def test_gate_and_up_swapped_in_the_converted_checkpoint_are_named(pair, tmp_pat
     report = stream.compare(pair[0], swapped, IDS)
     assert named_at(report, MIDDLE), report.table()
     assert report.first_diverging == f"model.layers.{MIDDLE}.mlp.gate_proj"
+    red = [b.name for b in report.blocks if not b.cumulative.passed]
+    assert red[0] == f"model.layers.{MIDDLE}" and len(red) > 1  # the later blocks red by what it carries
+    shown = as_page(report.view())  # its page: the block where the runs part open, every later red one collapsed
+    assert re.findall(r'<details class="node" open data-path="model\.layers\.(\d+)"', shown) == [str(MIDDLE)]
 
 
 def test_a_bf16_pair_is_upcast_per_block_and_said(tmp_path):
