@@ -54,7 +54,8 @@ SEEN = """(() => {
   return {load_ms: Math.round(nav.loadEventEnd), dom_ms: Math.round(nav.domContentLoadedEventEnd),
           rows: document.querySelectorAll('.tree .row[data-module]').length,
           first: f && f.dataset.module, visible: !!f && f.checkVisibility() && r.top >= 0 && r.bottom <= innerHeight,
-          red: !!f && f.classList.contains('red'), blocks: blocks.length,
+          red: !!f && f.classList.contains('red'), verdict: document.querySelector('header').dataset.verdict,
+          blocks: blocks.length,
           open_blocks: blocks.filter(d => d.open).map(d => d.dataset.path),
           closed: [...document.querySelectorAll('details.node')].filter(d => !d.open).length};
 })()"""
@@ -148,9 +149,10 @@ def table(figures: dict) -> list:
            "visible, red | blocks open / collapsed | search by name | sort by ratio |", "|---" * 8 + "|"]
     for label, f in figures.items():
         opened = ", ".join(p.rsplit(".", 1)[-1] for p in f["open_blocks"]) or "none"
+        marked = f"`{f['first']}`: {'yes' if f['visible'] else 'NOT VISIBLE'}, {'red' if f['red'] else 'NOT RED'}" \
+            if f["first"] else f"none: the page {f['verdict']}"
         out.append(f"| {label} | {f['rows']:,} | {f['MB']:.2f} MB | {f['open_s']:.2f} s ({f['cold_s']:.1f} s; "
-                   f"{f['cold_blank_s']:.1f} s) | `{f['first']}`: "
-                   f"{'yes' if f['visible'] else 'NOT VISIBLE'}, {'red' if f['red'] else 'NOT RED'} | block {opened} "
+                   f"{f['cold_blank_s']:.1f} s) | {marked} | block {opened} "
                    f"open, {f['blocks'] - len(f['open_blocks'])} of {f['blocks']} collapsed | {f['search_ms']} ms "
                    f"| {f['sort_ms']} ms |")
     return out
@@ -175,15 +177,16 @@ def main():
     ap.add_argument("--blocks", type=int, default=32, help="drawn at random: decoder blocks (Llama-7B: 32)")
     ap.add_argument("--calls", type=int, default=1, help="drawn at random: calls of each module (1: one forward)")
     ap.add_argument("--page", type=Path, help="a page written before (`layers --html`), measured instead")
-    ap.add_argument("--first", help="with --page: the module its comparison named first diverging")
+    ap.add_argument("--first", help="with --page: the module its comparison named first diverging (none: a green "
+                    "page, no module marked)")
     ap.add_argument("--label", help="the table's name for this page (default: what was drawn)")
     ap.add_argument("--shot", type=Path, metavar="PNG", help="a screenshot of the page as it opens")
     ap.add_argument("--no-docs", action="store_true", help="print the figures, write nothing to docs/")
     args = ap.parse_args()
     if not (1 <= args.blocks <= 1000 and 1 <= args.calls <= 100):
         raise PipelineError("--blocks 1..1000 and --calls 1..100")
-    if (args.page is None) != (args.first is None):
-        raise PipelineError("--page and --first go together: the page and the module its comparison named")
+    if args.first is not None and args.page is None:
+        raise PipelineError("--first goes with --page: the module the page's comparison named first diverging")
     if args.page is not None and not args.page.is_file():
         raise PipelineError(f"--page {args.page}: no such file")
     if shutil.which("chromium") is None:
