@@ -148,12 +148,13 @@ def table(figures: dict) -> list:
     out = ["| page | rows | size | opens in (cold, Chromium's start too; a blank page's) | first diverging: marked, "
            "visible, red | blocks open / collapsed | search by name | sort by ratio |", "|---" * 8 + "|"]
     for label, f in figures.items():
-        opened = ", ".join(p.rsplit(".", 1)[-1] for p in f["open_blocks"]) or "none"
+        opened = f"block {', '.join(p.rsplit('.', 1)[-1] for p in f['open_blocks'])} open" if f["open_blocks"] \
+            else "no block open"
         marked = f"`{f['first']}`: {'yes' if f['visible'] else 'NOT VISIBLE'}, {'red' if f['red'] else 'NOT RED'}" \
             if f["first"] else f"none: the page {f['verdict']}"
         out.append(f"| {label} | {f['rows']:,} | {f['MB']:.2f} MB | {f['open_s']:.2f} s ({f['cold_s']:.1f} s; "
-                   f"{f['cold_blank_s']:.1f} s) | {marked} | block {opened} "
-                   f"open, {f['blocks'] - len(f['open_blocks'])} of {f['blocks']} collapsed | {f['search_ms']} ms "
+                   f"{f['cold_blank_s']:.1f} s) | {marked} | {opened}, "
+                   f"{f['blocks'] - len(f['open_blocks'])} of {f['blocks']} collapsed | {f['search_ms']} ms "
                    f"| {f['sort_ms']} ms |")
     return out
 
