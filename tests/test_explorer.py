@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -113,6 +114,34 @@ def test_graphs_never_overwrite_a_file_portcheck_did_not_write(written, tmp_path
     report.graphs(tmp_path / "again")  # its own: written again
 
 
+def test_a_forged_mark_or_a_linked_graph_is_never_trusted_or_written_through(written, tmp_path, monkeypatch, capsys):
+    """The graphs' folder is the project's by its mark (fileio.claim_folder, as a record's folder is): a link by the
+    mark's name marks nothing, and a link by a graph's name in the project's own folder is never written through,
+    nor shown by `view --graph`."""
+    report, elsewhere = written["clean"][0], tmp_path / "elsewhere.txt"
+    elsewhere.write_text("someone's file")
+    forged = tmp_path / "forged"
+    forged.mkdir()
+    (forged / graph.FILES["torch"]).write_text("my own graph")
+    (forged / graph.MARK).symlink_to(elsewhere)  # a mark that is a link: a file's, followed by is_file()
+    with pytest.raises(PipelineError, match=r"portcheck did not write it.*\[PC192\]"):
+        report.graphs(forged)
+    assert (forged / graph.FILES["torch"]).read_text() == "my own graph" and elsewhere.read_text() == "someone's file"
+    own = tmp_path / "own"
+    report.graphs(own)
+    assert (own / graph.MARK).is_file() and not (own / graph.MARK).is_symlink()
+    (own / graph.FILES["paddle"]).unlink()
+    (own / graph.FILES["paddle"]).symlink_to(elsewhere)
+    with pytest.raises(PipelineError, match=r"symbolic link.*\[PC206\]"):
+        report.graphs(own)
+    assert elsewhere.read_text() == "someone's file"
+    monkeypatch.setattr(view, "explorer_installed", lambda: True)
+    for folder in (own, forged):  # a graph that is a link, a mark that is a link: no graphs portcheck wrote
+        with pytest.raises(SystemExit) as e:
+            cli.main(["view", str(folder), "--graph"])
+        assert e.value.code == 2 and "[PC194]" in capsys.readouterr().err
+
+
 def test_view_graph_says_how_to_install_model_explorer_or_what_the_folder_lacks(written, tmp_path, monkeypatch,
                                                                                  capsys):
     folder = written["epsilon"][1]
@@ -121,14 +150,25 @@ def test_view_graph_says_how_to_install_model_explorer_or_what_the_folder_lacks(
         cli.main(["view", str(folder), "--graph"])
     err = capsys.readouterr().err
     assert e.value.code == 2 and len(err.splitlines()) == 1
-    assert 'pip install "portcheck[view]"' in err and "[PC193]" in err
+    assert view.EXTRA in err and view.EXTRA_LIB in err and "[PC193]" in err
     monkeypatch.setattr(view, "explorer_installed", lambda: True)
     with pytest.raises(SystemExit) as e:
         cli.main(["view", str(tmp_path), "--graph"])
     assert e.value.code == 2 and "[PC194]" in capsys.readouterr().err
 
 
-@pytest.mark.skipif(not EXPLORER, reason='Model Explorer is not installed here: pip install "portcheck[view]"')
+def test_the_install_line_and_the_librarys_extra_name_the_same_pins():
+    """PC193's line names requirements-view.txt (portcheck is installed from its checkout, not PyPI) and the
+    library's extra `view`: the two install the same pinned Model Explorer."""
+    import tomllib
+    root = Path(__file__).resolve().parent.parent
+    extra = tomllib.loads((root / "lib" / "pyproject.toml").read_text())["project"]["optional-dependencies"]["view"]
+    pins = (root / "requirements-view.txt").read_text().split("# ---")[0].splitlines()
+    assert sorted(extra) == sorted(p for p in pins if p and not p.startswith("#")) and all("==" in p for p in extra)
+    assert view.EXTRA.endswith("requirements-view.txt") and view.EXTRA_LIB.endswith('"./lib[view]"')
+
+
+@pytest.mark.skipif(not EXPLORER, reason=f"Model Explorer is not installed here: {view.EXTRA}")
 @pytest.mark.skipif(CHROMIUM is None, reason="no chromium here: apt-get install -y chromium")
 def test_model_explorer_shows_both_graphs_side_by_side_with_the_first_diverging_module_over_1(written):
     from tools.headless import Browser, free_port

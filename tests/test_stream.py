@@ -3,6 +3,7 @@ planted in a middle layer (an RMSNorm epsilon, a rotary base, a gate/up swap in 
 at that layer and module, cumulative and isolated; a bf16 pair is upcast and said so; a checkpoint that does not
 fit, or is a pickle, is one line. The pairs are written by the libraries' own save_pretrained."""
 import json
+import re
 import shutil
 
 import numpy as np
@@ -92,6 +93,10 @@ def test_gate_and_up_swapped_in_the_converted_checkpoint_are_named(pair, tmp_pat
     report = stream.compare(pair[0], swapped, IDS)
     assert named_at(report, MIDDLE), report.table()
     assert report.first_diverging == f"model.layers.{MIDDLE}.mlp.gate_proj"
+    red = [b.name for b in report.blocks if not b.cumulative.passed]
+    assert red[0] == f"model.layers.{MIDDLE}" and len(red) > 1  # the later blocks red by what it carries
+    shown = as_page(report.view())  # its page: the block where the runs part open, every later red one collapsed
+    assert re.findall(r'<details class="node" open data-path="model\.layers\.(\d+)"', shown) == [str(MIDDLE)]
 
 
 def test_a_bf16_pair_is_upcast_per_block_and_said(tmp_path):
@@ -115,8 +120,14 @@ def layers(*argv):
 
 
 def test_a_checkpoint_that_does_not_fit_or_is_a_pickle_is_one_line(pair, tmp_path, capsys):
-    assert layers("--torch", pair[0], "--paddle", pair[1], "--tokens", "1x4") == 0
+    assert layers("--torch", pair[0], "--paddle", pair[1], "--tokens", "1x4", "--html", tmp_path / "p.html") == 0
     assert capsys.readouterr().out.strip().endswith("9 blocks: green, cumulative and isolated")
+    shown = (tmp_path / "p.html").read_text()  # its page (a red one: test_a_clean_pair_is_green_...)
+    assert 'data-verdict="green"' in shown and 'data-path="model.layers.5"' in shown
+    assert 'id="first-diverging"' not in shown
+    (tmp_path / "mine.html").write_text("my own notes")  # --html never over a file of the user's: before any block
+    assert layers("--torch", pair[0], "--paddle", pair[1], "--html", tmp_path / "mine.html") == 2
+    assert "[PC191]" in capsys.readouterr().err and (tmp_path / "mine.html").read_text() == "my own notes"
     pickled = tmp_path / "pickled"
     pickled.mkdir()
     shutil.copy(pair[1] / "config.json", pickled)

@@ -225,6 +225,10 @@ def test_record_dir_of_another_program_is_refused_and_left_as_it_is(pair, tmp_pa
     with pytest.raises(PipelineError, match=r"holds files portcheck did not write .* another record_dir \[PC219]"):
         compare_forward(torch.nn.Linear(2, 2), paddle.nn.Linear(2, 2), np.ones((1, 2), "float32"), record_dir=theirs)
     assert sorted(p.name for p in theirs.iterdir()) == ["notes.txt"]  # was given torch/ and paddle/
+    (theirs / spill.OWNED).symlink_to(theirs / "notes.txt")  # a mark that is a link marks nothing (fileio.claim_folder)
+    with pytest.raises(PipelineError, match=r"holds files portcheck did not write .* another record_dir \[PC219]"):
+        spill.Spill(theirs)["0"] = ids
+    assert sorted(p.name for p in theirs.iterdir()) == sorted(["notes.txt", spill.OWNED])
     own = tmp_path / "own"
     spill.Spill(own)["0"] = ids  # a folder it wrote before: marked, written in again
     assert stream.compare(*pair, ids, record_dir=own).passed and (own / spill.OWNED).is_file()

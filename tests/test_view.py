@@ -17,6 +17,7 @@ import shutil
 import socket
 import subprocess
 import threading
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -167,6 +168,39 @@ def test_check_html_is_checks_verdict_and_a_forged_page_changes_nothing(folders,
         forged, said_forged = check_html(folder, tmp_path / f"{plant}_forged.html", capsys)
         assert forged == code and said_forged.splitlines()[:-2] == said.splitlines()[:-2]
         assert "FORGED" not in (tmp_path / f"{plant}_forged.html").read_text()
+
+
+def test_a_forged_or_linked_page_in_the_folder_is_never_trusted_or_written_through(folders, tmp_path, capsys,
+                                                                                     monkeypatch):
+    """A contestant's page in the hand-in, at the very path the reviewer gives `check --html`: a link there is
+    refused before anything is judged, its target untouched; a page carrying the project's mark is made anew in its
+    place (replaced, never written through: its other hard link keeps the forger's text); `view` without --html
+    never writes into the folder, and its page is check's own."""
+    import shutil
+    from portcheck import cli
+    folder = tmp_path / "theirs"
+    shutil.copytree(folders["transposed"], folder, symlinks=True)
+    there, elsewhere = folder / "diagnostics" / page.NAME, tmp_path / "elsewhere.html"
+    elsewhere.write_text(FORGED)
+    there.unlink()
+    there.symlink_to(elsewhere)
+    with pytest.raises(PipelineError, match=r"symbolic link.*\[PC206\]"):
+        check_html(folder, there, capsys)
+    assert elsewhere.read_text() == FORGED and there.is_symlink()
+    there.unlink()
+    there.hardlink_to(elsewhere)
+    code, said = check_html(folder, there, capsys)
+    assert code == 1 and "FORGED" not in there.read_text() and 'data-verdict="red"' in there.read_text()
+    assert elsewhere.read_text() == FORGED
+    there.write_text(FORGED)
+    monkeypatch.delenv("DISPLAY", raising=False)
+    monkeypatch.delenv("WAYLAND_DISPLAY", raising=False)
+    with pytest.raises(SystemExit) as e:
+        cli.main(["view", str(folder), "--only", "forward", "--no-browser"])
+    made = Path(capsys.readouterr().out.strip().splitlines()[-1])
+    assert e.value.code == 1 and folder not in made.parents and there.read_text() == FORGED
+    assert 'data-verdict="red"' in made.read_text() and "FORGED" not in made.read_text()
+    shutil.rmtree(made.parent)
 
 
 def test_a_pairs_verdict_shows_its_rules_and_keys(handins):

@@ -3,6 +3,7 @@ shards, paddlenlp's as its save_pretrained(..., safe_serialization=True) writes 
 
     nice -n 10 python tools/bench_stream.py                  # the 7B shape: ~27 GB of shards under /tmp
     python tools/bench_stream.py --hidden 256 --layers 4     # a quick try (not written to the docs)
+    python tools/bench_stream.py --dir DIR --write-only      # the 7B pair kept in DIR, and a planted Paddle side
 
 The pair is written one layer at a time, each layer's tensors (float32 drawn at random, rounded to bfloat16; the
 decoder layers take turns among DRAWS draws, the embeddings and the head their own) written twice: for transformers as they are, for paddlenlp in its layout (a Linear's weight transposed, as
@@ -155,6 +156,25 @@ def swapped(layer):
 
 
 BUGS = {"eps": epsilon, "rope": rotary, "swap": swapped}  # what --bug plants in layer --plant of the Paddle side
+UNCONVERTED = "paddle_q_unconverted"  # --write-only's planted Paddle checkpoint (tools/bench_page.py's 7B page)
+
+
+def unconverted(folder: Path, layer: int) -> Path:
+    """folder/UNCONVERTED: paddle/ with layer `layer`'s q_proj weight left in torch's layout (a square weight the
+    converter skipped: its shape is right, its values transposed); every other file a hard link to paddle/'s, the
+    planted shard written anew (never through a link)."""
+    from safetensors.numpy import load_file, save_file
+    out = folder / UNCONVERTED
+    out.mkdir()
+    for f in (folder / "paddle").iterdir():
+        (out / f.name).hardlink_to(f)
+    name = f"llama.layers.{layer}.self_attn.q_proj.weight"
+    shard = json.loads((out / "model.safetensors.index.json").read_text())["weight_map"][name]
+    tensors = load_file(out / shard)
+    tensors[name] = np.ascontiguousarray(tensors[name].T)
+    (out / shard).unlink()
+    save_file(tensors, out / shard, metadata={"format": "np"})
+    return out
 
 
 def child(kind: str, folder: Path, tokens: tuple, plant: int, bug: str = "eps") -> dict:
@@ -282,6 +302,9 @@ def main():
                     "10000 -> 500000 (rope), the MLP's gate and up swapped (swap)")
     ap.add_argument("--dir", type=Path, help="where the shards go (default a new folder under the system's temp)")
     ap.add_argument("--keep", action="store_true", help="keep the shards")
+    ap.add_argument("--write-only", action="store_true", help="write the pair (torch/, paddle/) and a Paddle side "
+                    f"with layer --plant's q_proj weight left in torch's layout ({UNCONVERTED}/), keep them, print "
+                    "where, and stop: for `python -m portcheck layers --html` (tools/bench_page.py)")
     ap.add_argument("--child", choices=("plain", "clean", "plant"), help=argparse.SUPPRESS)
     a = ap.parse_args()
     shape = re.fullmatch(r"([1-9]\d*)x([1-9]\d*)", a.tokens)
@@ -297,6 +320,10 @@ def main():
     if a.dir is not None and not a.dir.is_dir():
         raise PipelineError(f"--dir {a.dir}: not a folder; give an existing folder with room for the shards")
     folder = Path(tempfile.mkdtemp(prefix="portcheck-bench-stream-", dir=a.dir))
+    if a.write_only:
+        write = write_pair(c, folder)
+        print(f"pair written in {write:.0f} s: {folder}/torch, {folder}/paddle and {unconverted(folder, a.plant)}")
+        return 0
     try:
         write = write_pair(c, folder)
         disk = sum(f.stat().st_size for f in folder.rglob("*.safetensors")) / 1e9

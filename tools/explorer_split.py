@@ -2,7 +2,7 @@
 planted pair (one BatchNorm's epsilon 1e-3 on Paddle's side instead of torch's 1e-5; torch's modules named, Paddle's
 numbered), compared with compare_forward(isolate=True), its graphs written by ForwardReport.graphs, shown by
 `python -m portcheck view DIR --graph` and photographed by a headless Chromium (tools/headless.py). Needs Model
-Explorer (pip install "portcheck[view]") and chromium (apt-get install -y chromium).
+Explorer (pip install -r requirements-view.txt) and chromium (apt-get install -y chromium).
 
     python tools/explorer_split.py                 # writes docs/img/explorer_split.png
     python tools/explorer_split.py --out x.png     # elsewhere

@@ -23,6 +23,7 @@ from urllib.parse import quote
 
 from portcheck.core import page, report
 from portcheck.core.errors import PipelineError
+from portcheck.core.fileio import is_regular
 
 PAGE = page.NAME
 
@@ -116,7 +117,10 @@ def has_display() -> bool:
     return True
 
 
-EXTRA = 'pip install "portcheck[view]"'  # Model Explorer (ai-edge-model-explorer): the graphs' viewer, optional
+# Model Explorer (ai-edge-model-explorer), the graphs' viewer, optional: pinned as tested in requirements-view.txt,
+# the library's extra `view` (lib/pyproject.toml) the same pins; portcheck is installed from its checkout, not PyPI
+EXTRA = "pip install -r requirements-view.txt"
+EXTRA_LIB = 'pip install "./lib[view]"'
 HOST = "127.0.0.1"
 
 
@@ -131,8 +135,8 @@ def explorer_installed() -> bool:
 def need_explorer():
     """One line where Model Explorer cannot be imported here: how to install it."""
     if not explorer_installed():
-        raise PipelineError(f"Model Explorer is not installed: {EXTRA} (an optional extra: nothing else needs it) "
-                            "[PC193]")
+        raise PipelineError(f"Model Explorer is not installed: in portcheck's checkout, {EXTRA} (or {EXTRA_LIB}, "
+                            "the library's optional extra; nothing else needs it) [PC193]")
 
 
 def graph_url(folder, port: int) -> str:
@@ -154,10 +158,11 @@ def graph_url(folder, port: int) -> str:
 
 
 def graphs_folder(folder: Path) -> Path:
-    """`folder` where it holds the graphs report.graphs wrote (its mark and each file), else one line."""
+    """`folder` where it holds the graphs report.graphs wrote (its mark and each file, each a file of its own, not
+    a link), else one line."""
     from portcheck.forward import graph
-    names = [*graph.FILES.values(), *graph.DATA.values()]
-    if not (folder / graph.MARK).is_file() or not all((folder / n).is_file() for n in names):
+    names = [graph.MARK, *graph.FILES.values(), *graph.DATA.values()]
+    if not all(is_regular(folder, n) for n in names):  # a link by one of their names is none of them
         raise PipelineError(f"{folder} holds no graphs portcheck wrote: write them from a forward comparison with "
                             "report.graphs(FOLDER) (a hand-in holds the models' outputs, not their modules), then "
                             "python -m portcheck view FOLDER --graph [PC194]")

@@ -4,6 +4,7 @@
   (nothing is ever written through one), checked before any old output is touched;
 * atomic_write: write to a temporary name, then rename: a kill never leaves a truncated file;
   open_new: a log written as a run goes, never through a link;
+* claim_folder: a folder the project made, marked by a file of its own (never a link), its files written again;
 * save_npy / load_npy: ReprodLogger's format (np.save of a dict of numeric arrays). Loading never
   executes code: only the numpy globals a dict of plain arrays needs are unpickled, anything else
   is refused with one line; its cost (array bytes, containers counted at every shared reference)
@@ -382,6 +383,31 @@ def open_new(path, append: bool = False):
         return os.fdopen(os.open(path, flags, 0o644), "a" if append else "w", encoding="utf-8")
     except OSError as e:
         raise PipelineError(f"{path} cannot be written ({e.strerror or e}): choose another path [PC210]") from None
+
+
+def is_regular(folder, name: str) -> bool:
+    """Whether `name` in `folder` (a path, or an open folder's descriptor) is a regular file of its own: a link by
+    that name is never followed, and a folder, a FIFO or a link is none."""
+    try:
+        held = os.stat(name, dir_fd=folder, follow_symlinks=False) if isinstance(folder, int) else \
+            os.stat(Path(folder) / name, follow_symlinks=False)
+    except OSError:
+        return False
+    return stat.S_ISREG(held.st_mode)
+
+
+def claim_folder(fd: int, mark: str, names=None) -> bool:
+    """Whether the open folder `fd` is the project's own to write its files in, marked now where it is new: the
+    one way a folder the project made is marked (a record's, the graphs'). It is where it carries `mark` (a regular
+    file of that name: a link by that name marks nothing, and is never followed or written through), or where it
+    holds nothing (names None) or none of `names`: then the mark is made (O_EXCL, O_NOFOLLOW). Raises OSError."""
+    present = set(os.listdir(fd))
+    if mark in present:
+        return is_regular(fd, mark)
+    if present if names is None else present & set(names):
+        return False
+    os.close(os.open(mark, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644, dir_fd=fd))
+    return True
 
 
 def save_npy(path, data: dict):

@@ -160,11 +160,10 @@ def _node_html(node: _Node, isolated: dict, first, opened: set, depth: int) -> s
 
 
 def _opened(rows: list, first) -> set:
-    """The modules whose nodes open: each ancestor of the first diverging row (and of every red row on a small
-    page), else the top level only."""
-    names = [first] if first else []
-    if len(rows) <= OPEN_LIMIT:
-        names += [r["name"] for r in rows if tone(r) == "red"]
+    """The modules whose nodes open: each ancestor of the first diverging row alone (the rows after it are red by
+    what it carries: a 7B model's 15 later blocks open would bury it); with none, of every red row on a small page;
+    else the top level only."""
+    names = [first] if first else [r["name"] for r in rows if tone(r) == "red"] if len(rows) <= OPEN_LIMIT else []
     out = {""}
     for name in names:
         parts = _module(name).split(".")

@@ -35,7 +35,7 @@ from pathlib import Path
 import numpy as np
 
 from portcheck.core.errors import PipelineError
-from portcheck.core.fileio import atomic_write, map_array, open_regular, writable
+from portcheck.core.fileio import atomic_write, claim_folder, map_array, open_regular, writable
 
 INDEX = "index.json"
 SMALL = 64 << 10  # bytes: an array up to this size is read back, a larger one mapped
@@ -216,12 +216,7 @@ def _write_all(fd: int, data):
 def _claim(folder: Path, fd: int):
     """Raise one line unless the open folder fd is the project's own: marked (OWNED), or empty (marked now)."""
     try:
-        names = os.listdir(fd)
-        if not names:
-            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
-            os.close(os.open(OWNED, flags, 0o644, dir_fd=fd))
-        mine = not names or OWNED in names and stat.S_ISREG(
-            os.stat(OWNED, dir_fd=fd, follow_symlinks=False).st_mode)  # a link by that name marks nothing
+        mine = claim_folder(fd, OWNED)
     except OSError as e:
         raise PipelineError(f"{folder} cannot be written ({e.strerror or e}): choose another record_dir "
                             "[PC223]") from None

@@ -8,18 +8,19 @@ each node to its pair as the pairing found it; a call left unpaired is "torch:<c
 May import core and mapping only (a report is read by its fields, never imported)."""
 import json
 import math
+import os
 from pathlib import Path
 
 from portcheck.core import page, spill
 from portcheck.core.errors import PipelineError
-from portcheck.core.fileio import atomic_write, writable
+from portcheck.core.fileio import atomic_write, claim_folder, writable
 from portcheck.core.keys import ROOT, module_of, split_key
 
 INPUT = "(input)"  # the node of the model's own input
 SIDES = ("torch", "paddle")
 FILES = {side: f"{side}.json" for side in SIDES}  # each side's graph; Model Explorer names a model by its file
 DATA = {(side, how): f"{side}_{how}.json" for side in SIDES for how in ("cumulative", "isolated")}
-MARK = ".portcheck-graphs"  # a folder of graphs this writes: its files may be written again
+MARK = ".portcheck-graphs"  # in a folder of graphs this writes (fileio.claim_folder): its files may be written again
 MAPPING = "mapping.json"  # the pairs, in Model Explorer's upload format ({"mapping": {left id: right id}})
 OVER = 1e30  # a red row with no finite ratio (NaN, a shape or dtype mismatch): over every threshold
 THRESHOLDS = [{"value": 1, "bgColor": "#a5d6a7"}, {"value": 1e300, "bgColor": "#ef9a9a"}]  # within 1, over it
@@ -122,14 +123,23 @@ def graphs(report, figures: list, isolated: list) -> dict:
 
 def write(report, figures: list, isolated: list, folder) -> list:
     """graphs() written into `folder` (made if missing); the paths written, each side's graph first. A file of
-    those names is overwritten only in a folder this writes (MARK): never one the project did not write."""
+    those names is overwritten only in a folder this writes (its MARK, fileio.claim_folder's: a regular file, never
+    a link): never one the project did not write, never through a link."""
     folder = writable(folder, folder=True)
-    taken = [n for n in (*FILES.values(), *DATA.values(), MAPPING) if (folder / n).exists()]
-    if taken and not (folder / MARK).is_file():
-        raise PipelineError(f"{folder / taken[0]} exists and portcheck did not write it: give a new or empty "
+    names = (*FILES.values(), *DATA.values(), MAPPING)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+        try:
+            mine = claim_folder(fd, MARK, names)
+        finally:
+            os.close(fd)
+    except OSError as e:
+        raise PipelineError(f"{folder} cannot be written ({e.strerror or e}): choose another path [PC210]") from None
+    if not mine:
+        taken = next((n for n in (MARK, *names) if os.path.lexists(folder / n)), MARK)
+        raise PipelineError(f"{folder / taken} exists and portcheck did not write it: give a new or empty "
                             "folder for the graphs [PC192]")
-    folder.mkdir(parents=True, exist_ok=True)
-    atomic_write(folder / MARK, lambda tmp: Path(tmp).write_text("written by portcheck: the two runs' graphs\n"))
     written = []
     for name, data in graphs(report, figures, isolated).items():
         text = json.dumps(data, ensure_ascii=False, indent=1)

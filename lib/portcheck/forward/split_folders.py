@@ -114,6 +114,9 @@ def main(args) -> int:
         raise PipelineError(f"--device {args.device}: with --tp the torch model runs whole in this process on the CPU; "
                             "leave --device out [PC930]")
     checked_folder(args.paddle, degree)
+    if getattr(args, "html", None) is not None:  # checked before the ranks start
+        from portcheck.core import page
+        page.writable_page(args.html)
     sizes = {"torch": stream.folder_sizes(args.torch, "torch"), "paddle": stream.folder_sizes(args.paddle, "paddle")}
     if args.ids is not None:
         from portcheck.core.fileio import load_array
@@ -129,6 +132,8 @@ def main(args) -> int:
     print(report.table() if args.table else report.split_line())
     if args.plot:
         print(report.plot(args.plot))
+    if getattr(args, "html", None) is not None:
+        print(report.html(args.html))
     first = report.first_diverging
     print(f"{len(lines)} blocks split across {degree} ranks: " + (
         "green, cumulative and isolated" if report.passed else

@@ -478,6 +478,8 @@ def add_parser(sub):
     p.add_argument("--device", default="cpu", help="where torch's blocks run (cuda:0; default cpu)")
     p.add_argument("--table", action="store_true", help="print every module's row too (compare_forward's table)")
     p.add_argument("--plot", type=Path, metavar="PNG", help="draw compare_forward's plot there")
+    p.add_argument("--html", type=Path, metavar="PAGE", help="also write the comparison as one page here (the first "
+                   "diverging block open, every other collapsed; opens offline: docs/view.md)")
     p.add_argument("--tp", type=int, metavar="N", help="the Paddle checkpoint split across N ranks by paddlenlp's "
                    "from_pretrained(..., tensor_parallel_degree=N) (a single-card folder), each rank a process; the "
                    "models whole, not block by block (portcheck.forward.split_folders)")
@@ -513,6 +515,8 @@ def held(sizes: dict) -> dict:
 
 
 def main(args) -> int:
+    if args.html is not None:  # checked before the hours a comparison may take
+        page.writable_page(args.html)
     sizes = {"torch": folder_sizes(args.torch, "torch"), "paddle": folder_sizes(args.paddle, "paddle")}
     if args.ids is not None:
         from portcheck.core.fileio import load_array
@@ -526,6 +530,8 @@ def main(args) -> int:
         print(report.table())
     if args.plot:
         print(report.plot(args.plot))
+    if args.html is not None:
+        print(report.html(args.html))
     first = report.first_diverging
     print(f"{len(report.blocks)} blocks: " + ("green, cumulative and isolated" if report.passed else
           f"RED: first diverging {first} (block {report.block_of(first)}); on torch's input: {report.first_isolated}"
