@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from portcheck.core.calibrated import same_but_ones
 from portcheck.core.keys import ROOT
 from portcheck.mapping.layouts import linear_layout, same_layout
 
@@ -32,8 +33,18 @@ def reshaped(rule, shape):
 
 
 def same_scalar_shapes(a, b) -> bool:
-    """A 0-d tensor against a [1] (or [1, 1]) one: one value, a parameter each framework shapes its own way."""
-    return tuple(a) != tuple(b) and int(np.prod(a)) == 1 == int(np.prod(b)) and min(len(a), len(b)) == 0
+    """A 0-d tensor against a [1] (or [1, 1]) one: one value, a parameter each framework shapes its own way; or a
+    vector against itself with axes of 1 (transformers' ConvBERT SeparableConv1D bias [out, 1] against paddlenlp's
+    [out]): the same values in the same order, whatever axes of 1 either side adds."""
+    return same_but_ones(a, b)
+
+
+def frozen(module) -> bool:
+    """A module whose own tensors are all parameters no optimizer moves (requires_grad False), buffers none."""
+    skip = getattr(module, "_non_persistent_buffers_set", set())
+    own = list(module.named_parameters(recurse=False))
+    return bool(own) and not any(p.requires_grad for _, p in own) and \
+        not any(b is not None and n not in skip for n, b in module.named_buffers(recurse=False))
 
 
 def _own(layer) -> dict:
