@@ -50,8 +50,33 @@ TINY = dict(vocab_size=100, hidden_size=32, num_hidden_layers=2, num_attention_h
             rotary_dim=4, emb_dim=32, n_layers=2, n_heads=4, dim=32, hidden_dim=64)
 OVERRIDES = {"funnel": dict(block_sizes=[1, 1], num_decoder_layers=1, d_head=8, d_inner=64),
              "xlnet": dict(d_inner=64, n_layer=2), "mobilebert": dict(embedding_size=32, intra_bottleneck_size=32,
-                                                                      true_hidden_size=32),
-             "reformer": dict(axial_pos_shape=[8, 8], axial_pos_embds_dim=[16, 16], attn_layers=["local", "local"])}
+                                                                      true_hidden_size=32, classifier_activation=True),
+             "blenderbot": dict(num_encoder_layers=2, num_decoder_layers=2, scale_embedding=True),
+             "blenderbot_small": dict(num_encoder_layers=2, num_decoder_layers=2, scale_embedding=True),
+             "deberta": dict(position_biased_input=False, relative_attention=True, pos_att_type=["c2p", "p2c"],
+                             max_relative_positions=-1, output_hidden_states=False),
+             # a training step needs the axial shape's product to be the sequence's length, a multiple of the chunks'
+             # paddlenlp's feed-forward reads `activation` (one of paddle's functionals), transformers' hidden_act
+             "bigbird": dict(hidden_act="gelu", activation="gelu", attn_dropout=0.0, act_dropout=0.0),
+             "reformer": dict(axial_pos_shape=[3, 4], axial_pos_embds_dim=[16, 16], attn_layers=["local", "local"],
+                              max_position_embeddings=12, attention_head_size=8, feed_forward_size=64,
+                              local_attn_chunk_length=4, lsh_attn_chunk_length=4, num_hashes=1, is_decoder=False)}
+# one setting the two config classes spell otherwise (transformers', paddlenlp's): BigBird's full attention
+SPELLED = {"bigbird": (dict(attention_type="original_full"), dict(attention_type="default_attention"))}
+# the outputs compared where one side returns more than the other: paddlenlp's BlenderbotSmallModel returns the
+# decoder's output alone, transformers' the encoder's too
+OUTPUTS = {"blenderbot_small": ["last_hidden_state"]}
+# why a family is not judged green, in one line, each held by a test of tests/test_zoo.py (named after it): the
+# pair is not the same model, or it raises in its own library. The run still runs; its row says the reason first
+REASONS = {
+    "blenderbot": "not the same model: paddlenlp's BlenderbotModel builds its encoder's and decoder's embed_tokens "
+                  "apart from shared (BlenderbotEncoder(config), no embed_tokens=self.shared): three embeddings "
+                  "trained apart where transformers' trains one",
+    "roformer": "not the same model: paddlenlp's RoFormerModel ends in a pooler (pooler.dense, tanh) that "
+                "transformers' RoFormerModel does not have",
+    "reformer": "raises in its own library: paddlenlp's ReformerModel's backward raises on Paddle 3.3.1 (its "
+                "_ReversibleFunction's PyLayer.backward returns 2 gradients for 1 input)",
+}
 # two towers: each tower's own tiny config, images 32 x 32 in patches of 8
 TOWER = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4, hidden_act="gelu",
              dropout=0.0, attention_dropout=0.0)
@@ -99,11 +124,12 @@ def build(family: str, hf_dir: str):
     settings = {**TINY, **OVERRIDES.get(family, {})}
     torch.manual_seed(0)
     paddle.seed(0)
-    hf_config = hf_cls.config_class(**settings)
+    hf_own, pd_own = SPELLED.get(family, ({}, {}))
+    hf_config = hf_cls.config_class(**settings, **hf_own)
     if hasattr(hf_config, "_attn_implementation"):
         hf_config._attn_implementation = "eager"
     pt = hf_cls(hf_config).eval()
-    pd = pd_cls(pd_cls.config_class(**settings))
+    pd = pd_cls(pd_cls.config_class(**settings, **pd_own))
     pd.eval()
     ids = np.random.RandomState(0).randint(3, 100, (2, 12)).astype("int64")
     x = {"input_ids": ids}
@@ -132,7 +158,7 @@ def plants(pd) -> list:
     out = []
     norm = next((n for n, m in layers.items() if hasattr(m, "_epsilon") and isinstance(m, paddle.nn.LayerNorm)), None)
     if norm:
-        out.append((f"{norm}'s epsilon 1e-2", norm, lambda: setattr(layers[norm], "_epsilon", 1e-2)))
+        out.append((f"{norm}'s epsilon 1e-3", norm, lambda: setattr(layers[norm], "_epsilon", 1e-3)))
     query = next((n for n, m in layers.items() if isinstance(m, paddle.nn.Linear)
                   and n.rpartition(".")[2] in ("q_proj", "query", "q", "q_lin", "qkv_proj", "query_key_value")), None)
     if query:
@@ -153,7 +179,15 @@ def plants(pd) -> list:
 
 
 def judge_one(family: str, hf_dir: str) -> dict:
-    """The family's results: convert, forward, backward, each plant; a step that raised said in one line."""
+    """The family's results: convert, forward, backward, each plant; a step that raised said in one line; a family
+    not green with a reason (REASONS) says it as its outcome."""
+    result = _judge_one(family, hf_dir)
+    if family in REASONS and not result["outcome"].startswith("green"):
+        result["outcome"], result["reason"] = REASONS[family].partition(":")[0], REASONS[family]
+    return result
+
+
+def _judge_one(family: str, hf_dir: str) -> dict:
     import numpy as np
     import paddle
     import torch
@@ -180,18 +214,18 @@ def judge_one(family: str, hf_dir: str) -> dict:
     pd.set_state_dict(state)
     before = {k: v.numpy().copy() for k, v in pd.state_dict().items()}
     try:
-        forward = compare_forward(pt.eval(), pd.eval(), x, isolate=True)
+        forward = compare_forward(pt.eval(), pd.eval(), x, isolate=True, outputs=OUTPUTS.get(family))
     except Exception as e:  # noqa: BLE001
         return {**result, "outcome": "raises", "said": f"compare_forward: {first_line(e)}"}
     result["forward"] = forward.passed
     result["forward_said"] = "" if forward.passed else _red(forward)
+    start = {k: v.detach().clone() for k, v in pt.state_dict().items()}
     try:
         with torch.no_grad():
             shape = tuple(_first(pt(**{k: torch.from_numpy(v) for k, v in x.items()})).shape)
         target = np.random.RandomState(1).randn(*shape).astype("float32")
         loss = (lambda o, y: ((_first(o) - y) ** 2).mean(),) * 2
         sgd = (lambda ps: torch.optim.SGD(ps, lr=0.01), lambda ps: paddle.optimizer.SGD(0.01, parameters=ps))
-        start = {k: v.detach().clone() for k, v in pt.state_dict().items()}
         backward = compare_backward(pt.train(), pd.train(), x, target, loss=loss, optimizer=sgd, steps=3)
         result["backward"] = backward.passed
         result["backward_said"] = "" if backward.passed else backward.table().splitlines()[-1][:300]
@@ -199,6 +233,7 @@ def judge_one(family: str, hf_dir: str) -> dict:
         pd.set_state_dict(before)
     except Exception as e:  # noqa: BLE001
         result["backward"], result["backward_said"] = None, first_line(e)[:300]
+        pt.load_state_dict(start)  # the steps taken before it raised: the plants start from the converted weights
         pd.set_state_dict(before)
     result["plants"] = []
     # the correct port's pairing, pinned as a user's map pins it: a plant's values do not settle the pairing again
@@ -208,7 +243,7 @@ def judge_one(family: str, hf_dir: str) -> dict:
         keep = {n: getattr(m, "_epsilon", None) for n, m in pd.named_sublayers()}
         edit()
         try:
-            report = compare_forward(pt.eval(), pd.eval(), x, pinned)
+            report = compare_forward(pt.eval(), pd.eval(), x, pinned, outputs=OUTPUTS.get(family))
             red = [report.both(r.name) for r in report.paired if not r.passed]
             result["plants"].append({"plant": name, "module": module, "red": not report.passed,
                                      "at": red[0] if red else "", "named": any(module in r for r in red[:1])})
@@ -237,13 +272,14 @@ def _red(report) -> str:
 
 def row(r: dict) -> str:
     cell = lambda s: str(s).replace("|", "/").replace("\n", " ")
+    reason = f"{r['reason']}; " if r.get("reason") else ""
     if "forward" not in r:
-        return f"| {r['family']} | {cell(r.get('classes') or '')} | {r['outcome']} | {cell(r['said'][:300])} |"
+        return f"| {r['family']} | {cell(r.get('classes') or '')} | {r['outcome']} | {cell(reason + r['said'][:300])} |"
     plants = "; ".join(f"{p['plant']}: {'red at ' + p['at'] if p['red'] else 'GREEN' if p['red'] is False else p['at']}"
                        for p in r["plants"])
     said = [f"forward {'green' if r['forward'] else 'RED ' + r['forward_said']}",
             f"backward (3 steps) {'green' if r['backward'] else 'RED ' + str(r['backward_said'])}", plants]
-    return f"| {r['family']} | {cell(r['classes'])} | {r['outcome']} | {cell('; '.join(said))} |"
+    return f"| {r['family']} | {cell(r['classes'])} | {r['outcome']} | {cell(reason + '; '.join(said))} |"
 
 
 def section(results: list, seconds: float) -> list:
