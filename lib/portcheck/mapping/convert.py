@@ -430,6 +430,7 @@ def plan(torch_model, paddle_model, name_map=None, layouts=None, inputs=None, pa
     return out
 
 
+@fused.taken
 def convert(torch_model, paddle_model, name_map=None, path=None, layouts=None, inputs=None, keep=()) -> "State":
     """Set paddle_model's weights to torch_model's, in Paddle's names and layout, one tensor at a time, and
     return them as {Paddle state-dict key: numpy array} (a State, read from the torch model on demand).

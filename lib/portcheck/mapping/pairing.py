@@ -475,7 +475,9 @@ def pair(torch_record: dict, paddle_record: dict, name_map=None, weights_only=Fa
             pairs.update((left_t[i].name, left_p[j].name) for i, j in found)
             first = False
         if refused:
-            raise PipelineError(ambiguity(refused, ran, fusions, (ts, ps), guessed=weights_only))
+            error = PipelineError(ambiguity(refused, ran, fusions, (ts, ps), guessed=weights_only))
+            error.fusions = fusions  # {module's last name: its parts}, as data: fused.taken declares them
+            raise error
         pairs.update(fixed)  # a map's entries that cross each other are kept too
         bad = (_inconsistent(pairs, calls) | _blocked(pairs, calls, by_name)) - set(fixed.items()) - forbidden
         if bad:
