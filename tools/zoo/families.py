@@ -56,6 +56,7 @@ OVERRIDES = {"funnel": dict(block_sizes=[1, 1], num_decoder_layers=1, d_head=8, 
              "deberta": dict(position_biased_input=False, relative_attention=True, pos_att_type=["c2p", "p2c"],
                              max_relative_positions=-1, output_hidden_states=False),
              # a training step needs the axial shape's product to be the sequence's length, a multiple of the chunks'
+             "gpt": dict(n_inner=64),
              # paddlenlp's feed-forward reads `activation` (one of paddle's functionals), transformers' hidden_act
              "bigbird": dict(hidden_act="gelu", activation="gelu", attn_dropout=0.0, act_dropout=0.0),
              "reformer": dict(axial_pos_shape=[3, 4], axial_pos_embds_dim=[16, 16], attn_layers=["local", "local"],
@@ -214,7 +215,9 @@ def _judge_one(family: str, hf_dir: str) -> dict:
     pd.set_state_dict(state)
     before = {k: v.numpy().copy() for k, v in pd.state_dict().items()}
     try:
-        forward = compare_forward(pt.eval(), pd.eval(), x, isolate=True, outputs=OUTPUTS.get(family))
+        # the fused modules convert's pairing declared (GPT-2's c_attn), handed on as a user hands layouts=
+        layouts = getattr(state, "fused_found", None) or None
+        forward = compare_forward(pt.eval(), pd.eval(), x, isolate=True, outputs=OUTPUTS.get(family), layouts=layouts)
     except Exception as e:  # noqa: BLE001
         return {**result, "outcome": "raises", "said": f"compare_forward: {first_line(e)}"}
     result["forward"] = forward.passed
@@ -226,9 +229,12 @@ def _judge_one(family: str, hf_dir: str) -> dict:
         target = np.random.RandomState(1).randn(*shape).astype("float32")
         loss = (lambda o, y: ((_first(o) - y) ** 2).mean(),) * 2
         sgd = (lambda ps: torch.optim.SGD(ps, lr=0.01), lambda ps: paddle.optimizer.SGD(0.01, parameters=ps))
-        backward = compare_backward(pt.train(), pd.train(), x, target, loss=loss, optimizer=sgd, steps=3)
+        backward = compare_backward(pt.train(), pd.train(), x, target, loss=loss, optimizer=sgd, steps=3,
+                                    layouts=layouts)
         result["backward"] = backward.passed
-        result["backward_said"] = "" if backward.passed else backward.table().splitlines()[-1][:300]
+        first = backward.forward  # its first forward red: said at its row, not by the steps' last line
+        result["backward_said"] = "" if backward.passed else f"its first forward: {_red(first)}" \
+            if first is not None and not first.passed else backward.table().splitlines()[-1][:300]
         pt.load_state_dict(start)
         pd.set_state_dict(before)
     except Exception as e:  # noqa: BLE001
@@ -243,7 +249,8 @@ def _judge_one(family: str, hf_dir: str) -> dict:
         keep = {n: getattr(m, "_epsilon", None) for n, m in pd.named_sublayers()}
         edit()
         try:
-            report = compare_forward(pt.eval(), pd.eval(), x, pinned, outputs=OUTPUTS.get(family))
+            report = compare_forward(pt.eval(), pd.eval(), x, pinned, outputs=OUTPUTS.get(family),
+                                     layouts=layouts)
             red = [report.both(r.name) for r in report.paired if not r.passed]
             result["plants"].append({"plant": name, "module": module, "red": not report.passed,
                                      "at": red[0] if red else "", "named": any(module in r for r in red[:1])})
