@@ -55,3 +55,10 @@ def decode(flat) -> tuple:
         shapes.append(tuple(flat[i + 1:i + 1 + n]))
         i += 1 + n
     return children, tuple(sorted(tuple(sorted(s)) for s in shapes if len(s)))
+
+
+def held(shapes: tuple) -> tuple:
+    """decode's tensor shapes as a pairing compares them: a vector one framework shapes [n, 1] and the other [n]
+    (transformers' ConvBERT SeparableConv1D bias against paddlenlp's), or a scalar [1] against 0-d, is one tensor."""
+    vector = lambda s: tuple(d for d in s if d != 1) if sum(d != 1 for d in s) <= 1 else s
+    return tuple(sorted(v for v in map(vector, shapes) if v))

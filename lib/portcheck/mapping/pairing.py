@@ -32,7 +32,8 @@ import numpy as np
 from portcheck.core import spill
 from portcheck.core.errors import PipelineError
 from portcheck.core.keys import ROOT, module_of, split_key
-from portcheck.mapping.modules import ACT, META, decode, text
+from portcheck.mapping import loose
+from portcheck.mapping.modules import ACT, META, decode, held, text
 from portcheck.mapping.trace import ACTIVATIONS, APPLIED
 from portcheck.mapping.names import entries
 from portcheck.mapping.ties import (ambiguity, distance, entry, fusions_of, nearest_of, one_module_each, outputs_of,
@@ -136,13 +137,15 @@ def reshaped(x: tuple, y: tuple) -> bool:
 
 @functools.lru_cache(maxsize=4096)
 def _fits(x: tuple, y: tuple) -> bool:
-    """Two output shapes one side's and the other's can be: broadcast or reshaped (similarity's first test)."""
-    return _broadcast(x, y) or reshaped(x, y)
+    """Two output shapes one side's and the other's can be: broadcast, reshaped, or the same axes in another order
+    with the batch first on both (a Conv1D run channels-last, [batch, seq, channels], against torch's [batch,
+    channels, seq]: judging.judge_against compares it in the order its values say) (similarity's first test)."""
+    return _broadcast(x, y) or reshaped(x, y) or any(p[0] == 0 for p in loose.axis_orders(x, y))
 
 
 def similarity(t: Call, p: Call) -> Optional[int]:
     """How alike two calls are (an integer, so that ties are exact), or None when they cannot be each other's."""
-    if t.tensors != p.tensors:
+    if held(t.tensors) != held(p.tensors):
         return None
     if t.outputs and p.outputs and not _fits(t.outputs[0], p.outputs[0]):
         return None
@@ -409,8 +412,8 @@ def pair(torch_record: dict, paddle_record: dict, name_map=None, weights_only=Fa
     packed = packed_parts(torch_record)
     fixed_p = set(fixed.values())
     # what can score: a pair the map gives, else two calls holding the same shapes (similarity)
-    groups = (lambda t: ("map", fixed[t.name]) if t.name in fixed else t.tensors,
-              lambda p: ("map", p.name) if p.name in fixed_p else p.tensors)
+    groups = (lambda t: ("map", fixed[t.name]) if t.name in fixed else held(t.tensors),
+              lambda p: ("map", p.name) if p.name in fixed_p else held(p.tensors))
     while True:
         def score(t, p):
             if t.name in fixed or p.name in fixed_p:
