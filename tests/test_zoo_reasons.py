@@ -36,11 +36,13 @@ def test_paddlenlp_blenderbot_shares_one_embedding_as_transformers():
     assert pd.encoder.embed_tokens is pd.shared and pd.decoder.embed_tokens is pd.shared
 
 
-def test_paddlenlp_roformer_ends_in_a_pooler_transformers_does_not_have():
-    """paddlenlp's RoFormerModel returns (sequence output, pooled output) through pooler.dense and tanh, weights
-    transformers' RoFormerModel does not hold: no conversion fills them, no output of torch's is the pooled one."""
-    assert isinstance(tiny("roformer", 0).pooler.dense, paddle.nn.Linear)
-    assert not any("pooler" in n for n, _ in tiny("roformer", 1).named_modules())
+@pytest.mark.parametrize("family", ["roformer", "convbert"])
+def test_paddlenlp_ends_in_a_pooler_transformers_does_not_have(family):
+    """paddlenlp's RoFormerModel and ConvBertModel return (sequence output, pooled output) through pooler.dense and
+    tanh, weights transformers' models do not hold: no conversion fills them, no output of torch's is the pooled
+    one."""
+    assert isinstance(tiny(family, 0).pooler.dense, paddle.nn.Linear)
+    assert not any("pooler" in n for n, _ in tiny(family, 1).named_modules())
 
 
 @pytest.mark.xfail(strict=True, raises=ValueError, reason="a difference of paddlenlp 2.8.1's port on Paddle 3.3.1 "

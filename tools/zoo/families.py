@@ -67,7 +67,7 @@ SPELLED = {"bigbird": (dict(attention_type="original_full"), dict(attention_type
 # the outputs compared where one side returns more than the other: paddlenlp's BlenderbotSmallModel returns the
 # decoder's output alone, transformers' the encoder's too
 OUTPUTS = {"blenderbot_small": ["last_hidden_state"]}
-# why a family is not judged green, in one line, each held by a test of tests/test_zoo.py (named after it): the
+# why a family is not judged green, in one line, each held by a test of tests/test_zoo_reasons.py: the
 # pair is not the same model, or it raises in its own library. The run still runs; its row says the reason first
 REASONS = {
     "blenderbot": "not the same model: paddlenlp's BlenderbotModel builds its encoder's and decoder's embed_tokens "
@@ -75,6 +75,8 @@ REASONS = {
                   "trained apart where transformers' trains one",
     "roformer": "not the same model: paddlenlp's RoFormerModel ends in a pooler (pooler.dense, tanh) that "
                 "transformers' RoFormerModel does not have",
+    "convbert": "not the same model: paddlenlp's ConvBertModel ends in a pooler (pooler.dense, tanh) that "
+                "transformers' ConvBertModel does not have",
     "reformer": "raises in its own library: paddlenlp's ReformerModel's backward raises on Paddle 3.3.1 (its "
                 "_ReversibleFunction's PyLayer.backward returns 2 gradients for 1 input)",
 }
