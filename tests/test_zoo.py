@@ -53,10 +53,10 @@ def test_a_refused_plant_is_ok_only_when_refused_saying_its_text_at_its_place():
 
 
 # the zoo's pairs a conversion without a run refuses (tie: BERT's output.LayerNorm against norm1 and norm2, OPT's
-# final_layer_norm; the others refusing are BERT's kin): each its smallest with a run, GPT-2 without its recipe's
-# layouts (c_proj against q_proj, k_proj, v_proj and out_proj). GPT-2 with them pairs with no run: its h.N and
-# decoder.layers.N are lists of like blocks, paired by index (mapping.lists; test_moe.py holds that it is green)
-SUGGESTING = ("bert", "opt", "gpt2 split, no layouts")
+# final_layer_norm; the others refusing are BERT's kin): each its smallest with a run. GPT-2 converts with no map,
+# with its recipe's layouts (its h.N and decoder.layers.N are lists of like blocks, paired by index: mapping.lists,
+# test_moe.py) and without (a fused module's tie taken: test_a_fused_module_the_ties_show_is_taken_with_no_map)
+SUGGESTING = ("bert", "opt")
 
 
 @pytest.mark.parametrize("name", SUGGESTING)
@@ -90,6 +90,39 @@ def test_every_map_a_refusal_of_the_zoo_suggests_pasted_into_its_correct_port_is
         pd.set_state_dict(convert(pt, pd, name_map, inputs=x if run else None, layouts=layouts))
         report = compare_forward(pt.eval(), pd.eval(), x, name_map, layouts=layouts)
         assert report.passed, (said, name_map, report.table())
+
+
+def test_a_fused_module_the_ties_show_is_taken_with_no_map():
+    """GPT-2's c_attn (one Conv1D, [q | k | v]) against paddlenlp's q_proj, k_proj and v_proj, with no layouts:
+    before, refused (c_proj fits q_proj, k_proj, v_proj and out_proj equally, PC317) with the Fused entry to paste;
+    now taken as that entry, said in one line, and each part judged: green clean, forward and a backward step; a
+    port reading q_proj's weight [out, in] red at c_attn's q part."""
+    import numpy as np
+    import torch
+    import paddle
+    from portcheck import compare_backward, compare_forward, convert
+    from tools.zoo import checks
+    torch.manual_seed(0)
+    paddle.seed(0)
+    pt, pd, x, _ = checks.MODELS["gpt2 split"]({})
+    state = convert(pt, pd, inputs=x)
+    assert set(state.fused_found) == {"c_attn"} and "c_attn as portcheck.Fused(('q_proj', 'k_proj', 'v_proj'))" \
+        in state.said
+    pd.set_state_dict(state)
+    assert compare_forward(pt.eval(), pd.eval(), x, isolate=True, layouts=state.fused_found).passed
+    y = np.random.RandomState(1).randn(2, 12, 32).astype("float32")
+    loss = (lambda o, t: ((o.last_hidden_state - t) ** 2).mean(), lambda o, t: ((o - t) ** 2).mean())
+    sgd = (lambda ps: torch.optim.SGD(ps, lr=0.01), lambda ps: paddle.optimizer.SGD(0.01, parameters=ps))
+    start = {k: v.clone() for k, v in pt.state_dict().items()}
+    backward = compare_backward(pt.train(), pd.train(), x, y, loss=loss, optimizer=sgd)  # no layouts: taken too
+    assert backward.passed and set(backward.fused_found) == {"c_attn"}, backward.table()
+    pt.load_state_dict(start)
+    pd.set_state_dict(state)
+    w = pd.decoder.layers[0].self_attn.q_proj.weight
+    w.set_value(w.numpy().T.copy())
+    report = compare_forward(pt.eval(), pd.eval(), x, layouts=state.fused_found)
+    red = [r.name for r in report.paired if not r.passed]
+    assert red[0] == "h.0.attn.c_attn.q_proj", red[:3]
 
 
 # the architectures the issue of the whole zoo names, as paddlenlp 2.8.1 spells their directories

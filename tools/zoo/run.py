@@ -223,9 +223,10 @@ FINDINGS = [
     "`encoder:last_hidden_state`, 0.0653 against the 1.57e-05 allowed, every `encoder:hidden_states[i]` and the "
     "model's own output green (DebertaV2Model reads the hidden states, not the first output). Smallest code: "
     "`pd.encoder.register_forward_post_hook(lambda m, i, o: print((o[0] == i[0]).all()))` then `pd(input_ids=ids)` "
-    "prints True. Pinned by `test_paddlenlp_deberta_v2_encoders_first_output_is_its_last_layers_as_transformers`. The "
-    "same return line is in paddlenlp's albert, deberta, dpt, mobilebert, nystromformer, speecht5 and squeezebert "
-    "encoders (read in their source, not judged by a run here).",
+    "prints True. Pinned by `test_paddlenlp_deberta_v2_encoders_first_output_is_its_last_layers_as_transformers`. "
+    "The same return line is in paddlenlp's albert, dpt, nystromformer, speecht5 and squeezebert encoders (read in "
+    "their source, not judged by a run here); deberta's and mobilebert's rebind `hidden_states` to each layer's "
+    "output, and both are green in the table.",
     "- **FNet, `encoder.layer.N.fourier.fourier_transform` (FNetBasicFourierTransform)**: paddlenlp computes "
     "`paddle.fft.fftn(hidden_states).real()` with no axes, a transform over all three, the batch axis too; "
     "transformers' `torch.fft.fftn(hidden_states, dim=(1, 2)).real` transforms each sample's sequence and "
@@ -245,7 +246,22 @@ FINDINGS = [
     "broadcasts instead, each column scaled by another token's weight). portcheck pairs the model with no map all the "
     "same (each expert by its index); with that one line given `.unsqueeze(-1)`, the port is green forward, isolated "
     "and 3 steps of backward. Pinned by `test_paddlenlps_own_mixtral_raises_on_paddle_3_and_is_said_so` "
-    "(tests/test_moe.py).", ""]
+    "(tests/test_moe.py).",
+    "- **Blenderbot, `BlenderbotModel`'s embeddings**: transformers' BlenderbotModel hands its `shared` embedding "
+    "to its encoder and decoder (one weight, trained by both halves); paddlenlp's builds "
+    "`BlenderbotEncoder(config)` and `BlenderbotDecoder(config)` without `embed_tokens=self.shared`, so "
+    "`encoder.embed_tokens`, `decoder.embed_tokens` and an unused `shared` are three weights, trained apart "
+    "(paddlenlp's BlenderbotSmallModel passes `shared`). Shown by any input on the zoo's tiny config (`python -m "
+    "tools.zoo.families --only blenderbot`): `convert` refuses, torch's `shared` running as 2 Paddle modules "
+    "[PC316]. Smallest code: `pd = BlenderbotModel(BlenderbotConfig()); print(pd.encoder.embed_tokens is "
+    "pd.shared)` prints False. Pinned by `test_paddlenlp_blenderbot_shares_one_embedding_as_transformers`.",
+    "- **Reformer, `ReformerModel`'s backward on Paddle 3.3.1**: paddlenlp runs the layers through "
+    "`_ReversibleFunction`, a `PyLayer` whose backward returns two gradients for its one input; Paddle 3.3.1 raises"
+    " at the first backward: `ValueError: (InvalidArgument) GradNodePyLayer__ReversibleFunction : The number of "
+    "outputs of PyLayer.backward should be 1, but received 2`. The forward is green and every plant red at its "
+    "module (`python -m tools.zoo.families --only reformer`); no training step runs. Smallest code: the zoo's tiny "
+    "ReformerModel in train mode, `out = pd(input_ids=ids); out[0].mean().backward()`. Pinned by "
+    "`test_paddlenlp_reformer_trains_on_the_current_paddle`.", ""]
 
 
 TORCHVISION_CPU = [

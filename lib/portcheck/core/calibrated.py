@@ -142,13 +142,20 @@ def measure(name, a, ref, b, mean_bound=None, multiple=K) -> KeyResult:
     return own_error(against(name, a, b, mean_bound, multiple), a, ref)
 
 
+def same_but_ones(x, y) -> bool:
+    """Two shapes of the same values in the same order: a 0-d scalar against [1], a vector [n, 1] against [n] (a
+    bias one framework shapes its own way): axes of 1 one side adds, at most one axis longer than 1."""
+    squeezed = lambda s: tuple(d for d in s if d != 1)
+    return tuple(x) != tuple(y) and squeezed(x) == squeezed(y) and len(squeezed(x)) <= 1
+
+
 def against(name, a, b, mean_bound=None, multiple=K) -> KeyResult:
     """measure's half that reads `b`: the differences, or the problem (shape, empty, NaN) that stops judging.
     own_error adds torch's own fp32 error: a value judged as its run computes it, before torch's float64 run
     exists (portcheck.forward.isolate), keeps these few figures, not the value."""
     a, b = np.asarray(a), np.asarray(b)
-    if {a.shape, b.shape} == {(), (1,)}:  # a 0-d scalar and a [1] one are one scalar (handin's rule too)
-        a, b = a.reshape(1), b.reshape(1)
+    if same_but_ones(a.shape, b.shape):  # a 0-d scalar and a [1] one are one scalar (handin's rule too)
+        a, b = (a.reshape(1), b.reshape(1)) if a.size == 1 else (a, b.reshape(a.shape))
     row = KeyResult(name, Measured(multiple, mean_bound), tuple(a.shape))
     if a.shape != b.shape:
         row.problems.append(f"torch {a.dtype}{list(a.shape)} vs paddle {b.dtype}{list(b.shape)}")

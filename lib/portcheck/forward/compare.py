@@ -75,6 +75,7 @@ def record_value(model, inputs, fn) -> dict:
         return {"value": value(inputs, paddle.to_tensor)}
 
 
+@fused.taken
 def compare_forward(torch_model, paddle_model, inputs, name_map=None, isolate=False,
                     record_dir=None, mean_bound=calibrated.MEAN_BOUND, outputs=None, layouts=None) -> ForwardReport:
     """Run both models (eval mode is the caller's to set) on the same numpy inputs, and torch once more in

@@ -36,6 +36,7 @@ class ForwardReport(page.Viewable):
     isolation_stopped: dict = field(default_factory=dict)  # isolate=True: {side: the error its run stopped on}
     left_out: list = field(default_factory=list)   # the model outputs outputs= left out, each "<side> <name>"
     outputs_said: list = field(default_factory=list)  # a line per module whose outputs one side returns alone
+    fused_found: dict = field(default_factory=dict)  # {module: Fused} the pairing's ties declared (fused.taken)
     first_call: object = None      # red: calls.FirstCall, the first framework call that differs in first_diverging
     flow: dict = field(default_factory=dict)  # {side: graph.flow of its record}: which call's output each call took
     routing: list = field(default_factory=list)  # [routing.Routing]: each MoE block's tokens and their experts

@@ -73,7 +73,15 @@ def compare_backward(torch_model, paddle_model, inputs, targets, loss, optimizer
     checked_outputs(outputs)
     checked_pairs(loss=loss, optimizer=optimizer, scheduler=scheduler, clip=clip)
     kinds, loose = {}, {}
-    planned = plan(torch_model, paddle_model, name_map, layouts, inputs, paddle_kinds=kinds, loose=loose)
+    try:
+        planned = plan(torch_model, paddle_model, name_map, layouts, inputs, paddle_kinds=kinds, loose=loose)
+        found = {}
+    except PipelineError as e:  # before any step: ties a fused module settles, declared as convert declares them
+        found = fused.settling(e, layouts)
+        if not found:
+            raise
+        layouts = {**(layouts or {}), **found}
+        planned = plan(torch_model, paddle_model, name_map, layouts, inputs, paddle_kinds=kinds, loose=loose)
     import torch
     # where the run starts, for torch's run again taking Paddle's side of a kink (judged)
     start, draws = copy.deepcopy(torch_model.state_dict()), torch.get_rng_state()
@@ -103,7 +111,8 @@ def compare_backward(torch_model, paddle_model, inputs, targets, loss, optimizer
         torch_model.load_state_dict(after)
         return run
     loose_tensors.mark(t, p, torch_model, paddle_model)  # said in both records: their pairing reads it
-    return judged(t, p, name_map, mean_bound, again, outputs)
+    report = judged(t, p, name_map, mean_bound, again, outputs)
+    return fused.said_taken(report, found) if found else report
 
 
 def checked_pairs(**pairs):

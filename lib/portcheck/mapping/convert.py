@@ -17,7 +17,7 @@ from portcheck.mapping import fused, loose as loose_tensors, pairing
 from portcheck.core.errors import PipelineError
 from portcheck.core.keys import ROOT, module_of, split_key
 from portcheck.mapping.fused import Fused
-from portcheck.mapping.layouts import CONFIGS_DIFFER, layouts_table, linear_layout, same_layout
+from portcheck.mapping.layouts import CONFIGS_DIFFER, config_fields, layouts_table, linear_layout, same_layout
 from portcheck.mapping.names import named_exist
 from portcheck.mapping.settle import SETTLED, settle_by_run  # noqa: F401 (SETTLED: documented here, docs/pairing.md)
 from portcheck.mapping.state import Joined, State, names_of_one_tensor, numpy_dtype, save_pdparams
@@ -74,13 +74,14 @@ def _lineage(kind: type) -> list:
 
 def _rule(table, module, paddle_kind=None, tensors=None):
     """(Paddle types, rule) for a torch module: a layout declared for the Paddle type it pairs with (or a base of
-    it) first, then its own type's (or a base's); a type no one declared whose tensors are all 1-D (a norm's scale: nothing to transpose)
-    keeps its layout. None when unknown."""
+    it) first, then its own type's (or a base's); a type no one declared whose tensors each have at most one axis
+    longer than 1 (a norm's scale; a bias [out, 1]: nothing to transpose) keeps its layout. None when unknown."""
     for key in _lineage(paddle_kind) if isinstance(paddle_kind, type) else ():
         if table.get(key, (0,))[0] is None:
             return table[key]
     rule = next((table[key] for key in _lineage(type(module)) if key in table), None)
-    if rule is None and all(len(a.shape) <= 1 for a in (own_tensors(module) if tensors is None else tensors).values()):
+    vector = lambda a: sum(d != 1 for d in a.shape) <= 1
+    if rule is None and all(vector(a) for a in (own_tensors(module) if tensors is None else tensors).values()):
         return None, same_layout
     return rule
 
@@ -310,6 +311,12 @@ def pair_modules(torch_model, paddle_model, name_map=None, inputs=None, layouts=
     tied = _ties(torch_model, {"" if t == ROOT else t for t in modules})
     left = [(n or ROOT, m) for n, m in torch_model.named_modules()
             if own_tensors(m) and (n or ROOT) not in modules and n not in tied]
+    # a table torch holds and never trains, which the port computes in its forward instead (transformers' RoFormer
+    # sinusoidal positions against paddlenlp's): nothing of it to fill; what reads it is judged
+    frozen = [n for n, m in left if n not in paired.missing and loose_tensors.frozen(m)]
+    if ran is not None:
+        ran["frozen"] = frozen
+    left = [(n, m) for n, m in left if n not in frozen]
     table = layouts_table(layouts)
     found = loose_tensors.find(torch_model, paddle_model, modules, [n for n, _ in left if n not in paired.missing],
                                own_tensors, lambda m: any(k in table for k in _lineage(type(m))))
@@ -351,31 +358,6 @@ def pair_modules(torch_model, paddle_model, name_map=None, inputs=None, layouts=
                         + "): declare as many parts as its tensors hold, in their order")
     missing = "; and ".join(problems)
     return {t: "" if p == ROOT else p for t, p in modules.items()}, missing
-
-
-# the settings that make a layer's tensors and output the shapes they are, by torch's name (Paddle's: _<name>, or
-# these); a difference is said by them, not only by the shapes it makes
-CONFIG_FIELDS = {"in_channels": (), "out_channels": (), "kernel_size": (), "stride": (), "padding": (),
-                 "dilation": (), "groups": (), "in_features": (), "out_features": (), "num_embeddings": (),
-                 "embedding_dim": (), "num_features": ("_num_features",), "eps": ("_epsilon",)}
-
-
-def config_fields(torch_module, paddle_layer) -> list:
-    """[(field, torch's, Paddle's)] of CONFIG_FIELDS that both hold and that differ: kernel_size (3, 3) against
-    [3, 3] and padding 1 against [1, 1] are one setting."""
-    def read(module, names):
-        for n in names:
-            v = getattr(module, n, None)
-            if v is not None and not callable(v):
-                v = tuple(int(x) if float(x).is_integer() else x for x in v) if isinstance(v, (tuple, list)) else v
-                return v[0] if isinstance(v, tuple) and len(set(v)) == 1 else v
-        return None
-    out = []
-    for field, names in CONFIG_FIELDS.items():
-        a, b = read(torch_module, (field,)), read(paddle_layer, names or (f"_{field}", field))
-        if a is not None and b is not None and a != b:
-            out.append((field, a, b))
-    return out
 
 
 def _fused_entry(key: str, how: tuple) -> str:
@@ -434,6 +416,11 @@ def plan(torch_model, paddle_model, name_map=None, layouts=None, inputs=None, pa
         if tensor.kinds is not None and not set(tensor.kinds) & {k.__name__ for k in kinds[tensor.module].__mro__}:
             wrong[tensor.module] = f"torch {tensor.module} is a {tensor.module_type} but Paddle {target} is a {kind}"
         out[key] = (paddle_key(tensor, target), tensor, tensor.array)
+    shapes = {k: tuple(v.shape) for k, v in paddle_model.state_dict().items()}
+    for key, (p_key, tensor, array) in out.items():  # 0-d against [1], [n, 1] against [n]: one rule for every use
+        if sum(d != 1 for d in np.shape(array)) <= 1 and p_key in shapes and \
+                loose_tensors.same_scalar_shapes(np.shape(tensor.to_paddle(array)), shapes[p_key]):
+            out[key] = (p_key, replace(tensor, rule=loose_tensors.reshaped(tensor.rule, shapes[p_key])), array)
     if wrong:  # before the modules left over: a wrong pair leaves another one without its counterpart
         first = next(iter(wrong.values())).rsplit(" ", 1)[-1]
         # the torch layer's own rule first: a Linear's weight is Paddle's transposed wherever a Paddle type holds it
@@ -447,6 +434,7 @@ def plan(torch_model, paddle_model, name_map=None, layouts=None, inputs=None, pa
     return out
 
 
+@fused.taken
 def convert(torch_model, paddle_model, name_map=None, path=None, layouts=None, inputs=None, keep=()) -> "State":
     """Set paddle_model's weights to torch_model's, in Paddle's names and layout, one tensor at a time, and
     return them as {Paddle state-dict key: numpy array} (a State, read from the torch model on demand).
@@ -460,10 +448,11 @@ def convert(torch_model, paddle_model, name_map=None, path=None, layouts=None, i
     layouts: {module type or class name, torch's or Paddle's: "same" or "transpose"} for module types whose
     layout this converter does not know (transformers' ViTEmbeddings holding cls_token; paddlenlp's
     LlamaLMHead, a Linear's weight in [in, out]: "transpose" from torch's Linear). A type no one declared
-    whose tensors are all 1-D (an RMSNorm's scale) keeps its layout. A portcheck.Fused value, keyed by a type,
-    a class name or a module name, declares a fused module whose output columns hold parts the other side computes
-    in modules of their own, or orders another way (fused: GPT-2's c_attn; recipes.paddlenlp_gpt); with
-    output=False, tensors packing parts its forward reads itself (recipes.TORCH_ATTENTION: torch's in_proj_weight).
+    whose tensors each have at most one axis longer than 1 (an RMSNorm's scale) keeps its layout. A
+    portcheck.Fused value, keyed by a type, a class name or a module name, declares a fused module whose output
+    columns hold parts the other side computes in modules of their own, or orders another way (fused: GPT-2's
+    c_attn; recipes.paddlenlp_gpt); with output=False, tensors packing parts its forward reads itself
+    (recipes.TORCH_ATTENTION: torch's in_proj_weight).
     Raises portcheck.core.errors.PipelineError, one line, on a module type whose layout is unknown, a module with no
     Paddle counterpart or of another type, a pairing two candidates make ambiguous, and on the keys, shapes and
     dtypes that do not match in either direction, every one of them named in that line; the Paddle model is then
@@ -512,8 +501,11 @@ def convert(torch_model, paddle_model, name_map=None, path=None, layouts=None, i
     problems += list(said.values())
     state = State(state, origin)
     state.kept = unused
-    state.said = f"Paddle's {named(unused)}: no torch tensor; unused by its forward on inputs: kept at Paddle's own " \
-        "value" if unused else ""
+    state.said = "; ".join(
+        ([f"Paddle's {named(unused)}: no torch tensor; unused by its forward on inputs: kept at Paddle's own value"]
+         if unused else []) +
+        ([f"torch's {named(ran['frozen'])}: never trained, no Paddle counterpart (the port computes it in its "
+          "forward): nothing to fill, judged through what reads it"] if ran.get("frozen") else []))
     unknown = [origin[k] for k in state if k not in params]
     problems += [f"Paddle keys no torch tensor fills: {named(unfilled)}"] if unfilled else []
     problems += [f"torch tensors with no Paddle key: {named(unknown)}"] if unknown else []
@@ -521,7 +513,7 @@ def convert(torch_model, paddle_model, name_map=None, path=None, layouts=None, i
         if key not in params:
             continue
         value, want = state.view(key), params[key]
-        if loose_tensors.same_scalar_shapes(value.shape, want.shape):  # 0-d against [1]: one value, reshaped
+        if loose_tensors.same_scalar_shapes(value.shape, want.shape):  # 0-d against [1], [n, 1] against [n]: reshaped
             tensor, array = state._tensors[key]
             state._tensors[key] = (replace(tensor, rule=loose_tensors.reshaped(tensor.rule, tuple(want.shape))), array)
             continue
@@ -569,10 +561,15 @@ def _one_sided_buffers(torch_model, paddle_model, unfilled: list, modules: dict,
     """Of the Paddle keys no torch tensor fills, the buffers (not parameters): ({Paddle key: (torch key, Tensor)}
     for each the paired torch module holds as a buffer it does not save, with the same values; {Paddle key:
     the problem}) for each whose values differ, or that torch does not hold (its forward computes it)."""
+    # a parameter that does not train (stop_gradient: paddlenlp's CTRL sinusoidal pos_encoding, which transformers
+    # computes into a plain tensor) is one more buffer: the model builds it, no optimizer moves it
     buffers = {f"{name}.{b}" if name else b: (name, b) for name, layer in paddle_model.named_sublayers(include_self=True)
-               for b in getattr(layer, "_buffers", {})}
+               for b in [*getattr(layer, "_buffers", {}),
+                         *(n for n, p in layer.named_parameters(include_sublayers=False) if p.stop_gradient)]}
     by_paddle = {p: t for t, p in modules.items()}
     torch_modules = dict(torch_model.named_modules())
+    layers = dict(paddle_model.named_sublayers(include_self=True))
+    layer_buffers = lambda layer: getattr(layers[layer], "_buffers", {})
     filled, said = {}, {}
     for key in (k for k in unfilled if k in buffers):
         layer, name = buffers[key]
@@ -583,9 +580,10 @@ def _one_sided_buffers(torch_model, paddle_model, unfilled: list, modules: dict,
         value = getattr(module, "_buffers", {}).get(name)
         t_key = ".".join(n for n in ("" if t_module == ROOT else t_module, name) if n)
         if value is None:
-            said[key] = (f"Paddle buffer {key} {list(want.shape)} {want.dtype} has no torch tensor (the torch model "
-                         f"computes it in its forward): pass keep=['{key}'] to leave Paddle's own value, which "
-                         "compare_forward judges through what reads it")
+            said[key] = (f"Paddle {'buffer' if name in layer_buffers(layer) else 'parameter that does not train'} "
+                         f"{key} {list(want.shape)} {want.dtype} has no torch tensor (the torch model computes it in "
+                         f"its forward): pass keep=['{key}'] to leave Paddle's own value, which compare_forward "
+                         "judges through what reads it")
             continue
         array = value.detach().cpu().numpy()
         if array.shape != want.shape or array.dtype != want.dtype or not np.array_equal(array, want):

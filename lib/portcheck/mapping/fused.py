@@ -20,6 +20,8 @@ them: its forward reads them itself (torch's MultiheadAttention, q, k, v in in_p
 judged whole; its parts are modules that never run, each pairing with the module of its name on the other side
 (recipes.TORCH_ATTENTION: q_proj, k_proj, v_proj), filled by convert and judged by their gradients and weights.
 """
+import functools
+import inspect
 import re
 from dataclasses import dataclass
 
@@ -234,3 +236,47 @@ def join(spec: Fused, arrays: list):
     for c, a in zip(columns, arrays):
         out[..., c] = a
     return out
+
+
+def taken(function):
+    """`function` (convert, compare_forward: each takes layouts=, changes nothing before it pairs) run once more when its pairing
+    refuses with ties that one module of a side, holding n times what n tied modules of the other hold, settles
+    (GPT-2's c_attn against paddlenlp's q_proj, k_proj and v_proj, its c_proj then fitting them and out_proj):
+    with that module declared Fused(those parts), its columns one after the other, as the refusal would have told
+    the user to paste (the refusal's `fusions`, data). The run again pairs, fills and judges each part; per head
+    or in another order, its parts are red, never green. Said in one line: the result's fused_found (a State's
+    `said`, a report's `outputs_said`); anything else it raises is raised as it is."""
+    from portcheck.core.errors import PipelineError
+    signature = inspect.signature(function)
+
+    @functools.wraps(function)
+    def run(*args, **kwargs):
+        try:
+            return function(*args, **kwargs)
+        except PipelineError as e:
+            bound = signature.bind(*args, **kwargs)
+            found = settling(e, bound.arguments.get("layouts"))
+            if not found:
+                raise
+            bound.arguments["layouts"] = {**(bound.arguments.get("layouts") or {}), **found}
+            return said_taken(function(*bound.args, **bound.kwargs), found)
+    return run
+
+
+def settling(error, layouts) -> dict:
+    """{module: Fused} of a pairing's refusal (its `fusions`, data) that `layouts` does not declare yet."""
+    return {k: Fused(tuple(v)) for k, v in getattr(error, "fusions", {}).items() if k not in (layouts or {})}
+
+
+def said_taken(result, found: dict):
+    """result (a State, a ForwardReport, a BackwardReport) holding `found` as fused_found, said in its one line."""
+    line = "the pairing's ties settled by " + ", ".join(f"{k} as portcheck.Fused({v.parts!r})" for k, v in
+                                                         found.items()) + \
+        ": its columns its parts', one after the other (pass layouts= to say otherwise)"
+    result.fused_found = found
+    report = getattr(result, "forward", None) or result
+    if isinstance(getattr(report, "outputs_said", None), list):
+        report.outputs_said.append(line)
+    else:
+        result.said = "; ".join(x for x in (getattr(result, "said", ""), line) if x)
+    return result

@@ -58,6 +58,9 @@ def layouts_table(extra=None):
     # which Paddle Linear each part fills, a Fused(("q_proj", "k_proj", "v_proj"), output=False) entry says
     table[tnn.MultiheadAttention] = (("Linear",), _renamed({"in_proj_weight": "weight", "in_proj_bias": "bias"},
                                                            linear_layout))
+    # a list of bare parameters (transformers' Reformer axial position embeddings) against Paddle's: each kept by its
+    # index, as it is; a ParameterList does nothing with them itself, its owner's forward reads them
+    table[tnn.ParameterList] = (("ParameterList",), same_layout)
     table[tnn.LSTM] = (("LSTM",), same_layout)  # gate order i, f, g, o on both sides; names weight_ih_l0, ..._reverse
     table[tnn.GRU] = (("GRU",), same_layout)
     table[tnn.RNN] = (("SimpleRNN",), same_layout)  # tanh or relu: torch's nonlinearity, Paddle's activation
@@ -98,4 +101,29 @@ def from_json(data, said: str = "layouts") -> dict:
             raise PipelineError(f"{said}: {key!r}: {json.dumps(how)[:80]} is not a layout: give "
                                 f"{' or '.join(map(repr, RULES))}, or {{\"fused\": [parts], \"heads\": n, "
                                 "\"output\": false} (heads and output optional) [PC312]")
+    return out
+
+
+# the settings that make a layer's tensors and output the shapes they are, by torch's name (Paddle's: _<name>, or
+# these); a difference is said by them, not only by the shapes it makes
+CONFIG_FIELDS = {"in_channels": (), "out_channels": (), "kernel_size": (), "stride": (), "padding": (),
+                 "dilation": (), "groups": (), "in_features": (), "out_features": (), "num_embeddings": (),
+                 "embedding_dim": (), "num_features": ("_num_features",), "eps": ("_epsilon",)}
+
+
+def config_fields(torch_module, paddle_layer) -> list:
+    """[(field, torch's, Paddle's)] of CONFIG_FIELDS that both hold and that differ: kernel_size (3, 3) against
+    [3, 3] and padding 1 against [1, 1] are one setting."""
+    def read(module, names):
+        for n in names:
+            v = getattr(module, n, None)
+            if v is not None and not callable(v):
+                v = tuple(int(x) if float(x).is_integer() else x for x in v) if isinstance(v, (tuple, list)) else v
+                return v[0] if isinstance(v, tuple) and len(set(v)) == 1 else v
+        return None
+    out = []
+    for field, names in CONFIG_FIELDS.items():
+        a, b = read(torch_module, (field,)), read(paddle_layer, names or (f"_{field}", field))
+        if a is not None and b is not None and a != b:
+            out.append((field, a, b))
     return out

@@ -6,10 +6,12 @@ it, so no name map could say it.
 
 May import portcheck.core and portcheck.mapping.layouts; torch and Paddle only inside the functions handed their
 models."""
+import math
 from dataclasses import dataclass
 
 import numpy as np
 
+from portcheck.core.calibrated import same_but_ones
 from portcheck.core.keys import ROOT
 from portcheck.mapping.layouts import linear_layout, same_layout
 from portcheck.mapping.modules import META, redescribed
@@ -33,8 +35,18 @@ def reshaped(rule, shape):
 
 
 def same_scalar_shapes(a, b) -> bool:
-    """A 0-d tensor against a [1] (or [1, 1]) one: one value, a parameter each framework shapes its own way."""
-    return tuple(a) != tuple(b) and int(np.prod(a)) == 1 == int(np.prod(b)) and min(len(a), len(b)) == 0
+    """A 0-d tensor against a [1] (or [1, 1]) one: one value, a parameter each framework shapes its own way; or a
+    vector against itself with axes of 1 (transformers' ConvBERT SeparableConv1D bias [out, 1] against paddlenlp's
+    [out]): the same values in the same order, whatever axes of 1 either side adds."""
+    return same_but_ones(a, b)
+
+
+def frozen(module) -> bool:
+    """A module whose own tensors are all parameters no optimizer moves (requires_grad False), buffers none."""
+    skip = getattr(module, "_non_persistent_buffers_set", set())
+    own = list(module.named_parameters(recurse=False))
+    return bool(own) and not any(p.requires_grad for _, p in own) and \
+        not any(b is not None and n not in skip for n, b in module.named_buffers(recurse=False))
 
 
 def _own(layer) -> dict:
@@ -88,7 +100,8 @@ def apart(torch_model, paddle_model) -> tuple:
                 drop_t.setdefault(name or ROOT, []).append(shape)
                 alone_p.add(join(name, tname))
             theirs = _own(layer).get(tname)
-            if theirs is not None and same_scalar_shapes(shape, theirs):  # the 0-d one identifies nothing already
+            # a scalar (one value): the 0-d one identifies nothing already; a vector with axes of 1 pairs as it is
+            if theirs is not None and math.prod(shape) == 1 and same_scalar_shapes(shape, theirs):
                 (drop_t.setdefault(name or ROOT, []).append(shape) if len(shape) else
                  drop_p.setdefault(name or ROOT, []).append(theirs))
     return drop_t, drop_p, alone_t, alone_p

@@ -1,6 +1,9 @@
 """A model's modules in definition order, as a record holds them: each module's mod/ key (its class, its children,
 the shapes of the tensors it holds itself), written from a model of either framework and read back. Imports numpy
 and portcheck.core; torch and Paddle only through the models handed in."""
+import functools
+import re
+
 import numpy as np
 
 from portcheck.core.keys import ROOT
@@ -72,3 +75,27 @@ def decode(flat) -> tuple:
         shapes.append(tuple(flat[i + 1:i + 1 + n]))
         i += 1 + n
     return children, tuple(sorted(tuple(sorted(s)) for s in shapes if len(s)))
+
+
+def held(shapes: tuple) -> tuple:
+    """decode's tensor shapes as a pairing compares them: a vector one framework shapes [n, 1] and the other [n]
+    (transformers' ConvBERT SeparableConv1D bias against paddlenlp's), or a scalar [1] against 0-d, is one tensor."""
+    vector = lambda s: tuple(d for d in s if d != 1) if sum(d != 1 for d in s) <= 1 else s
+    return tuple(sorted(v for v in map(vector, shapes) if v))
+
+
+ACTIVATION = re.compile(r"relu|gelu|silu|swish|sigmoid|tanh|elu$|mish|softplus|softsign|hardswish|activation|glu$")
+CONTAINERS = {"sequential", "modulelist", "layerlist", "moduledict", "layerdict"}
+ALIASES = {f"convtranspose{n}d": f"conv{n}dtranspose" for n in (1, 2, 3)}
+
+
+@functools.lru_cache(maxsize=4096)  # the pairing asks of every pair of calls: a transformer's, ~20000 times
+def family(kind: str) -> str:
+    """A class name as a kind of computation both frameworks share: Conv2d and Conv2D alike, every activation one
+    family (a port that swaps one activation for another is paired, and judged)."""
+    k = kind.lower()
+    if ACTIVATION.search(k):
+        return "activation"
+    if k in CONTAINERS:
+        return "container"
+    return ALIASES.get(k, k)

@@ -32,29 +32,13 @@ import numpy as np
 from portcheck.core import spill
 from portcheck.core.errors import PipelineError
 from portcheck.core.keys import ROOT, module_of, split_key
-from portcheck.mapping.modules import ACT, ALONE, META, decode, text
+from portcheck.mapping import loose
+from portcheck.mapping.modules import ACT, ALONE, META, decode, family, held, text
 from portcheck.mapping.trace import ACTIVATIONS, APPLIED
 from portcheck.mapping.names import entries
 from portcheck.mapping.lists import indexed, inside, keys as list_keys, matched, normal as _normal
 from portcheck.mapping.ties import (ambiguity, distance, entry, fusions_of, nearest_of, one_module_each, outputs_of,
                                     same_values, settled_by_name, settled_by_value, tied_calls, ties_said)
-
-ACTIVATION = re.compile(r"relu|gelu|silu|swish|sigmoid|tanh|elu$|mish|softplus|softsign|hardswish|activation|glu$")
-CONTAINERS = {"sequential", "modulelist", "layerlist", "moduledict", "layerdict"}
-ALIASES = {f"convtranspose{n}d": f"conv{n}dtranspose" for n in (1, 2, 3)}
-
-
-@functools.lru_cache(maxsize=4096)  # the pairing asks of every pair of calls: a transformer's, ~20000 times
-def family(kind: str) -> str:
-    """A class name as a kind of computation both frameworks share: Conv2d and Conv2D alike, every activation one
-    family (a port that swaps one activation for another is paired, and judged)."""
-    k = kind.lower()
-    if ACTIVATION.search(k):
-        return "activation"
-    if k in CONTAINERS:
-        return "container"
-    return ALIASES.get(k, k)
-
 
 @functools.lru_cache(maxsize=4096)
 def alike(a: str, b: str) -> bool:
@@ -130,13 +114,15 @@ def reshaped(x: tuple, y: tuple) -> bool:
 
 @functools.lru_cache(maxsize=4096)
 def _fits(x: tuple, y: tuple) -> bool:
-    """Two output shapes one side's and the other's can be: broadcast or reshaped (similarity's first test)."""
-    return _broadcast(x, y) or reshaped(x, y)
+    """Two output shapes one side's and the other's can be: broadcast, reshaped, or the same axes in another order
+    with the batch first on both (a Conv1D run channels-last, [batch, seq, channels], against torch's [batch,
+    channels, seq]: judging.judge_against compares it in the order its values say) (similarity's first test)."""
+    return _broadcast(x, y) or reshaped(x, y) or any(p[0] == 0 for p in loose.axis_orders(x, y))
 
 
 def similarity(t: Call, p: Call) -> Optional[int]:
     """How alike two calls are (an integer, so that ties are exact), or None when they cannot be each other's."""
-    if t.tensors != p.tensors or ALONE in (t.children, p.children):
+    if held(t.tensors) != held(p.tensors) or ALONE in (t.children, p.children):
         return None
     # the first outputs fit, or one output fits one of the other's several (an attention returning its weights too)
     if t.outputs and p.outputs and not _fits(t.outputs[0], p.outputs[0]) and not (
@@ -408,8 +394,8 @@ def pair(torch_record: dict, paddle_record: dict, name_map=None, weights_only=Fa
     lists = matched(torch_record, paddle_record)  # child i of a list pairs with child i alone, its rows any count
     at_t = list_keys({c.module for c in ts}, {t: t for t in lists})
     at_p = list_keys({c.module for c in ps}, {p: t for t, p in lists.items()})
-    groups = (lambda t: ("map", fixed[t.name]) if t.name in fixed else (at_t[t.module], t.tensors),
-              lambda p: ("map", p.name) if p.name in fixed_p else (at_p[p.module], p.tensors))
+    groups = (lambda t: ("map", fixed[t.name]) if t.name in fixed else (at_t[t.module], held(t.tensors)),
+              lambda p: ("map", p.name) if p.name in fixed_p else (at_p[p.module], held(p.tensors)))
     grown = None
     while True:
         def score(t, p):
@@ -483,7 +469,9 @@ def pair(torch_record: dict, paddle_record: dict, name_map=None, weights_only=Fa
             pairs.update((left_t[i].name, left_p[j].name) for i, j in found)
             first = False
         if refused:
-            raise PipelineError(ambiguity(refused, ran, fusions, (ts, ps), guessed=weights_only))
+            error = PipelineError(ambiguity(refused, ran, fusions, (ts, ps), guessed=weights_only))
+            error.fusions = fusions  # {module's last name: its parts}, as data: fused.taken declares them
+            raise error
         pairs.update(fixed)  # a map's entries that cross each other are kept too
         bad = (_inconsistent(pairs, calls) | _blocked(pairs, calls, by_name)) - set(fixed.items()) - forbidden
         if bad:
