@@ -47,7 +47,7 @@ TINY = dict(vocab_size=100, hidden_size=32, num_hidden_layers=2, num_attention_h
             num_key_value_heads=4, use_cache=False, d_ff=64, d_kv=8, num_layers=2, num_heads=4, resid_pdrop=0.0,
             embd_pdrop=0.0, attn_pdrop=0.0, hidden_dropout=0.0, ffn_dim=64, word_embed_proj_dim=32,
             embedding_size=32, pad_token_id=0, bos_token_id=1, eos_token_id=2, decoder_start_token_id=0,
-            rotary_dim=4, emb_dim=32, n_layers=2, n_heads=4, dim=32, hidden_dim=64)
+            rotary_dim=4, emb_dim=32, n_layers=2, n_heads=4, dim=32, hidden_dim=64, dropout_rate=0.0)
 OVERRIDES = {"funnel": dict(block_sizes=[1, 1], num_decoder_layers=1, d_head=8, d_inner=64),
              "xlnet": dict(d_inner=64, n_layer=2), "mobilebert": dict(embedding_size=32, intra_bottleneck_size=32,
                                                                       true_hidden_size=32),
@@ -60,6 +60,20 @@ for _two in ("clip", "chineseclip"):
                                                                type_vocab_size=2, hidden_dropout_prob=0.0,
                                                                attention_probs_dropout_prob=0.0),
                            vision_config=dict(TOWER, image_size=32, patch_size=8, num_channels=3))
+# the model outputs compared where the two sides return others by convention: paddlenlp's ChineseCLIPModel returns
+# text_model_output's pooler_output (its FirstTokenPooler: the first token's hidden state), transformers' None
+OUTPUTS = {"chineseclip": ["logits_per_image", "logits_per_text", "text_embeds", "image_embeds",
+                           "vision_model_output"]}
+# a real difference of paddlenlp's port (docs/zoo.md, What the zoo finds in the ports), each held by its strict xfail
+# test in tests/test_zoo.py: the family's row says it
+FINDINGS = {
+    "codegen": ("its forward raises on Paddle 3: paddle.where reads a float causal mask "
+                "(test_paddlenlp_codegen_forward_runs_on_the_current_paddle)"),
+    "gptj": ("its forward raises on Paddle 3: paddle.where reads a float causal mask "
+             "(test_paddlenlp_gptj_forward_runs_on_the_current_paddle)"),
+    "rembert": ("its forward raises on every input: RemBertAttention hands its self-attention's (output, probs) "
+                "tuple to a Linear (test_paddlenlp_rembert_forward_runs)"),
+}
 ENCODER_DECODER = {"bart", "mbart", "pegasus", "blenderbot", "blenderbot_small", "t5", "mt5", "prophetnet"}
 
 
@@ -180,7 +194,7 @@ def judge_one(family: str, hf_dir: str) -> dict:
     pd.set_state_dict(state)
     before = {k: v.numpy().copy() for k, v in pd.state_dict().items()}
     try:
-        forward = compare_forward(pt.eval(), pd.eval(), x, isolate=True)
+        forward = compare_forward(pt.eval(), pd.eval(), x, isolate=True, outputs=OUTPUTS.get(family))
     except Exception as e:  # noqa: BLE001
         return {**result, "outcome": "raises", "said": f"compare_forward: {first_line(e)}"}
     result["forward"] = forward.passed
@@ -208,7 +222,7 @@ def judge_one(family: str, hf_dir: str) -> dict:
         keep = {n: getattr(m, "_epsilon", None) for n, m in pd.named_sublayers()}
         edit()
         try:
-            report = compare_forward(pt.eval(), pd.eval(), x, pinned)
+            report = compare_forward(pt.eval(), pd.eval(), x, pinned, outputs=OUTPUTS.get(family))
             red = [report.both(r.name) for r in report.paired if not r.passed]
             result["plants"].append({"plant": name, "module": module, "red": not report.passed,
                                      "at": red[0] if red else "", "named": any(module in r for r in red[:1])})
@@ -224,6 +238,8 @@ def judge_one(family: str, hf_dir: str) -> dict:
     named = all(p.get("named") for p in result["plants"])
     result["outcome"] = ("green, every plant red at its module" if named else "green, every plant red") \
         if clean and caught else "green, a plant green" if clean else "red on the correct port"
+    if family in FINDINGS:
+        result["outcome"] = f"not the same model: {FINDINGS[family]}"
     return result
 
 
@@ -249,7 +265,8 @@ def row(r: dict) -> str:
 def section(results: list, seconds: float) -> list:
     counts = {}
     for r in results:
-        counts[r["outcome"]] = counts.get(r["outcome"], 0) + 1
+        kind = r["outcome"].partition(":")[0]  # "not the same model: <why>" counted as one outcome
+        counts[kind] = counts.get(kind, 0) + 1
     judged = f"{len(results)} of the {len(families())} families"
     return [SECTION, "",
             f"Written by `python -m tools.zoo.families` ({judged}, {seconds:.0f} s on this machine; the rest not run "
