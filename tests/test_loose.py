@@ -320,3 +320,74 @@ def test_a_plant_in_what_the_port_computes_inline_is_red_at_the_module_after_it(
     assert first_over.name == "tower.pre_norm" and first_over.input_ok is False, report.table()
     assert "modules whose own computation differs: (model) (before tower.pre_norm) (Paddle: (model) (before " \
            "tower.ln_pre))" in report.table(), report.table()
+
+
+def test_compare_backward_leaves_out_a_model_output_returned_by_another_convention_with_outputs():
+    """paddlenlp's ChineseCLIPModel returns a pooler output where transformers' returns None: red on its own, and
+    compare_backward had no outputs= to leave it out (its first forward red whatever the steps)."""
+    class Torch(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(8, 4)
+
+        def forward(self, x):
+            return self.lin(x), None
+
+    class Port(paddle.nn.Layer):
+        def __init__(self, plant=False):
+            super().__init__()
+            self.lin, self.plant = paddle.nn.Linear(8, 4), plant
+
+        def forward(self, x):
+            y = self.lin(x) * (1.01 if self.plant else 1.0)
+            return y, y[:, 0]
+
+    y = np.random.RandomState(1).randn(2, 4).astype("float32")
+    loss = (lambda o, t: ((o[0] - t) ** 2).mean(),) * 2
+    sgd = (lambda ps: torch.optim.SGD(ps, lr=0.1), lambda ps: paddle.optimizer.SGD(0.1, parameters=ps))
+    verdicts = []
+    for outputs, plant in ((None, False), ([0], False), ([0], True)):
+        torch.manual_seed(0)
+        pt, pd = Torch(), Port(plant)
+        pd.set_state_dict(convert(pt, pd, inputs=X))
+        report = compare_backward(pt.train(), pd.train(), X, y, loss=loss, optimizer=sgd, steps=1, outputs=outputs)
+        verdicts.append(report.passed)
+        if outputs:
+            assert report.forward.left_out == ["torch [1]", "Paddle [1]"], report.forward.left_out
+    assert verdicts == [False, True, False]
+
+
+def test_a_map_pasted_from_the_pairing_keeps_the_inline_module_uncompared():
+    """The zoo pins each family's pairing as a map for its plants: the pair named there was compared again, red."""
+    pt, pd, x = towers()
+    pinned = {t: p for t, p in compare_forward(pt.eval(), pd.eval(), x).pairing.modules().items() if t != "(model)"}
+    assert pinned["tower.embeddings"] == "tower"
+    assert compare_forward(pt.eval(), pd.eval(), x, pinned).passed
+    pt, pd, x = towers("no positions")
+    report = compare_forward(pt.eval(), pd.eval(), x, pinned)
+    assert not report.passed and next(r for r in report.paired if not r.passed).name == "tower.pre_norm"
+
+
+def test_outputs_named_of_a_paddle_run_that_stopped_say_the_stop():
+    """Before: outputs= refused the run, `the Paddle model's output has no logits (its outputs: )` [PC404], where
+    the Paddle model had raised (paddlenlp's layer_norm takes no epsilon over 1e-3)."""
+    class Torch(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(8, 4)
+
+        def forward(self, x):
+            return {"logits": self.lin(x)}
+
+    class Port(paddle.nn.Layer):
+        def __init__(self):
+            super().__init__()
+            self.lin = paddle.nn.Linear(8, 4)
+
+        def forward(self, x):
+            return {"logits": paddle.nn.functional.layer_norm(self.lin(x), [4], epsilon=1e-2)}
+
+    torch.manual_seed(0)
+    pt, pd = Torch(), Port()
+    report = compare_forward(pt.eval(), pd.eval(), X, outputs=["logits"])
+    assert not report.passed and "epsilon" in report.stopped["paddle"], report.table()

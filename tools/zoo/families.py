@@ -146,7 +146,8 @@ def plants(pd) -> list:
     out = []
     norm = next((n for n, m in layers.items() if hasattr(m, "_epsilon") and isinstance(m, paddle.nn.LayerNorm)), None)
     if norm:
-        out.append((f"{norm}'s epsilon 1e-2", norm, lambda: setattr(layers[norm], "_epsilon", 1e-2)))
+        # 1e-3: Paddle's layer_norm takes no epsilon over 1e-3 (the run would stop, not be judged)
+        out.append((f"{norm}'s epsilon 1e-3", norm, lambda: setattr(layers[norm], "_epsilon", 1e-3)))
     query = next((n for n, m in layers.items() if isinstance(m, paddle.nn.Linear)
                   and n.rpartition(".")[2] in ("q_proj", "query", "q", "q_lin", "qkv_proj", "query_key_value")), None)
     if query:
@@ -206,7 +207,8 @@ def judge_one(family: str, hf_dir: str) -> dict:
         loss = (lambda o, y: ((_first(o) - y) ** 2).mean(),) * 2
         sgd = (lambda ps: torch.optim.SGD(ps, lr=0.01), lambda ps: paddle.optimizer.SGD(0.01, parameters=ps))
         start = {k: v.detach().clone() for k, v in pt.state_dict().items()}
-        backward = compare_backward(pt.train(), pd.train(), x, target, loss=loss, optimizer=sgd, steps=3)
+        backward = compare_backward(pt.train(), pd.train(), x, target, loss=loss, optimizer=sgd, steps=3,
+                                    outputs=OUTPUTS.get(family))
         result["backward"] = backward.passed
         result["backward_said"] = "" if backward.passed else backward.table().splitlines()[-1][:300]
         pt.load_state_dict(start)
@@ -244,10 +246,13 @@ def judge_one(family: str, hf_dir: str) -> dict:
 
 
 def _red(report) -> str:
+    if report.stopped:  # the outputs it did not return are red after it: the stop is what to say
+        return "; ".join(f"the {side} model stopped: {e}" for side, e in report.stopped.items())[:300]
     red = [r for r in report.paired if not r.passed]
     if red:
         r = red[0]
-        return f"{r.name}: {r.problem or f'{r.max:.3g} against {r.allowed:.3g}'}"[:300]
+        said = r.problem or (f"{r.max:.3g} against {r.allowed:.3g}" if not r.max_ok else r.why)
+        return f"{r.name}: {said}"[:300]
     return "isolated: " + ", ".join(d.both for d in report.differing)[:300]
 
 

@@ -63,7 +63,8 @@ def apart(paired: pairing.Pairing) -> dict:
     holding tensors inside one of the two whose counterpart is outside the other (paddlenlp's CLIP vision_model
     holds transformers' embeddings' class_embedding itself and computes the embeddings inline, then its ln_pre,
     torch's pre_layrnorm, outside torch's embeddings: the two outputs are not one computation). The modules each
-    side computes after it judge what it computed. A pair the name map gives is compared as given."""
+    side computes after it judge what it computed. A name map's pair too: a map pasted from report.pairing.modules()
+    names this pair beside the ones inside it."""
     calls = {c.name: c for c in paired.torch_calls}
     many = {module_of(c) for c in [*paired.pairs, *paired.pairs.values()] if "#" in c}  # read by several callers
     holders = [(module_of(t), module_of(p)) for t, p in paired.pairs.items() if t in calls and calls[t].tensors
@@ -71,7 +72,7 @@ def apart(paired: pairing.Pairing) -> dict:
     inside = lambda name, outer: name.startswith(outer + ".")
     out = {}
     for t, p in paired.pairs.items():
-        if t == ROOT or t in paired.named:
+        if t == ROOT:
             continue
         a, b = module_of(t), module_of(p)
         crossing = next(((x, y) for x, y in holders if inside(x, a) != inside(y, b)), None)
@@ -141,8 +142,9 @@ def output_name(rest: str) -> str:
 
 def _selected(leaves: dict, names, side: str) -> tuple:
     """(the leaves outputs= names, [left out]): names are a field's name (str) or a position (int); a lone output is
-    the one output. A name the side's output lacks is one line."""
-    if names is None or list(leaves) == [""]:
+    the one output. A name the side's output lacks is one line; a run that stopped returned nothing: the stop is said
+    (report.stopped), not the names."""
+    if names is None or not leaves or list(leaves) == [""]:
         return leaves, []
     tops = {output_name(rest) for rest in leaves}
     wanted = {n if isinstance(n, str) else f"[{n}]" for n in names}

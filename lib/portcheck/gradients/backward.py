@@ -20,6 +20,7 @@ import numpy as np
 from portcheck.core.calibrated import measure
 from portcheck.core.keys import ROOT
 from portcheck.forward.compare import checked_args, judge_forward
+from portcheck.forward.outputs import checked_outputs
 from portcheck.forward.twin import F64, WIDER, cast_wide, float64, float64_inputs, in_turn
 from portcheck.mapping.trace import INPUTS, Recorder, call, framework_of, watch
 from portcheck.core import calibrated, diff, tolerances
@@ -51,7 +52,7 @@ MAX_STEPS = 1000  # the guide's bp_align compares a few steps; every step's stat
 
 def compare_backward(torch_model, paddle_model, inputs, targets, loss, optimizer, scheduler=None, steps=1,
                      name_map=None, layouts=None, isolate=False, mean_bound=LOSS_MEAN_BOUND,
-                     clip=None) -> BackwardReport:
+                     clip=None, outputs=None) -> BackwardReport:
     """Train both models `steps` steps on the same batch and compare them: record_backward on each side,
     then judge_backward (the pairs of loss, optimizer and scheduler are (torch, Paddle)). Every module is
     first paired as convert pairs it, with the same refusals. The models are changed by the steps: pass
@@ -65,8 +66,11 @@ def compare_backward(torch_model, paddle_model, inputs, targets, loss, optimizer
     clip=(torch's, Paddle's): gradient clipping, each called as clip(parameters) after each backward and before
     the step, e.g. lambda p: torch.nn.utils.clip_grad_norm_(p, 1.0) (or clip_grad_value_); Paddle's None when its
     optimizer clips (grad_clip=paddle.nn.ClipGradByGlobalNorm(1.0) or ClipGradByValue). The gradients recorded
-    are before clipping, the weights after it."""
+    are before clipping, the weights after it.
+    outputs: the model outputs the first forward compares (compare_forward's outputs=: a field the two sides return by
+    another convention left out, said in report.forward.left_out); the loss reads what it reads."""
     checked_args(None, mean_bound)  # before any training: a bad bound would only show when .passed is read
+    checked_outputs(outputs)
     checked_pairs(loss=loss, optimizer=optimizer, scheduler=scheduler, clip=clip)
     kinds, loose = {}, {}
     planned = plan(torch_model, paddle_model, name_map, layouts, inputs, paddle_kinds=kinds, loose=loose)
@@ -98,7 +102,7 @@ def compare_backward(torch_model, paddle_model, inputs, targets, loss, optimizer
                                   clip=clip and clip[0], crossed=crossed)
         torch_model.load_state_dict(after)
         return run
-    return judged(t, p, name_map, mean_bound, again)
+    return judged(t, p, name_map, mean_bound, again, outputs)
 
 
 def checked_pairs(**pairs):
@@ -116,14 +120,15 @@ def checked_steps(steps):
                             "(each step is recorded in memory, on both sides and in float64) [PC600]")
 
 
-def judged(torch_record, paddle_record, name_map=None, mean_bound=LOSS_MEAN_BOUND, again=None) -> BackwardReport:
+def judged(torch_record, paddle_record, name_map=None, mean_bound=LOSS_MEAN_BOUND, again=None,
+           outputs=None) -> BackwardReport:
     """judge_backward, and where red with kinks crossed (report.crossed), once more against torch's run taking
     Paddle's side of them: again(crossed), record_backward(torch_model, ..., crossed=crossed) from the weights and
     random draws the torch record started from (None: not made). The first forward's kinks (its rows green): torch's
     run on Paddle's branch is torch's run (on_paddles_branch; an isolated record's first step alone, again(crossed,
     1)); a later step's: its run taking Paddle's side there too is torch against itself (take). One torch run more
     per rule, never in a green run."""
-    report = judge_backward(torch_record, paddle_record, name_map, mean_bound)
+    report = judge_backward(torch_record, paddle_record, name_map, mean_bound, outputs)
     if report.passed or again is None:
         return report
     first, isolated = report.kinks, ISOLATED in torch_record
@@ -132,13 +137,13 @@ def judged(torch_record, paddle_record, name_map=None, mean_bound=LOSS_MEAN_BOUN
     if on_branch:
         branch = on_paddles_branch(again(first, 1) if isolated else again(first), torch_record)
         torch_record = {**torch_record, **branch}
-        report = judge_backward(torch_record, paddle_record, name_map, mean_bound)
+        report = judge_backward(torch_record, paddle_record, name_map, mean_bound, outputs)
         report.on_branch = True
     later = [c for c in report.crossed if c.step]
     if later and not report.passed:
         torch_record = dict(torch_record)  # the caller's record keeps what its own run holds
         take(torch_record, again((first if on_branch else []) + later))
-        report = judge_backward(torch_record, paddle_record, name_map, mean_bound)
+        report = judge_backward(torch_record, paddle_record, name_map, mean_bound, outputs)
         report.on_branch = on_branch
     report.branch = {k: v for k, v in branch.items() if not k.startswith((F64, MOVED))}
     return report
@@ -455,11 +460,11 @@ def _counterpart(key: str, modules: dict, renamed: dict) -> str:
 
 
 def judge_backward(torch_record: dict, paddle_record: dict, name_map=None,
-                   mean_bound=LOSS_MEAN_BOUND) -> BackwardReport:
+                   mean_bound=LOSS_MEAN_BOUND, outputs=None) -> BackwardReport:
     """Pair a torch record_backward with a Paddle one (modules through name_map) and judge every gradient,
     loss, lr and tensor (portcheck/calibrated.py), each step's loss also held to mean_bound on its mean abs diff
     (None: no bound). BatchNorm's running variance in train mode is judged after the by-design rule
-    (biased_variance)."""
+    (biased_variance). outputs: the model outputs its first forward compares (judge_forward's)."""
     checked_args(None, mean_bound)
     if not any(k.startswith(F64 + "grad/") for k in torch_record):
         if any(k.startswith(F64 + "grad/") for k in paddle_record):
@@ -470,7 +475,7 @@ def judge_backward(torch_record: dict, paddle_record: dict, name_map=None,
     renamed = renames(torch_record)
     report = BackwardReport()
     if any(k.startswith("out/") for k in torch_record):
-        report.forward = judge_forward(torch_record, paddle_record, name_map, mean_bound=None)
+        report.forward = judge_forward(torch_record, paddle_record, name_map, mean_bound=None, outputs=outputs)
         report.crossed = crossings(report.forward, torch_record, paddle_record)
     report.taken = TAKEN in torch_record
     report.taking = {k[len(TAKEN_KEY):]: v for k, v in torch_record.items() if k.startswith(TAKEN_KEY)}
