@@ -279,7 +279,10 @@ def section(results: list, seconds: float) -> list:
             "paddlenlp 2.8.1's base model classes with a transformers 4.45.2 class of the same name, each built from "
             "one tiny random config (`tools.zoo.families.TINY`), converted with no map (`convert(inputs=)`), "
             "compare_forward cumulative and isolated, compare_backward 3 steps of SGD, and three plants of its own "
-            "parts (forward). " + ", ".join(f"{k}: {n}" for k, n in sorted(counts.items())) + ".", "",
+            "parts (forward). A field the two sides return by another convention is left out with outputs= "
+            "(`tools.zoo.families.OUTPUTS`); a family whose port differs from its original says `not the same model`, "
+            "the difference under What the zoo finds in the ports, held by the test named (`tools.zoo.families."
+            "FINDINGS`). " + ", ".join(f"{k}: {n}" for k, n in sorted(counts.items())) + ".", "",
             "| family | paddlenlp / transformers | outcome | what the library said |", "|---|---|---|---|"] + \
         [row(r) for r in results] + [""]
 
