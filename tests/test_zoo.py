@@ -158,8 +158,9 @@ def _paddle_forward(family: str, finding: str):
         raise
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason="a difference of paddlenlp 2.8.1's port (docs/zoo.md, What "
-                   "the zoo finds in the ports): CodeGenAttention hands paddle.where a float causal mask")
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason="a difference of paddlenlp 2.8.1's port "
+                   "(docs/zoo.md, What the zoo finds in the ports): CodeGenAttention hands paddle.where a float "
+                   "causal mask")
 def test_paddlenlp_codegen_forward_runs_on_the_current_paddle():
     """paddlenlp's CodeGenAttention builds causal_mask with paddle.get_default_dtype() (float32) and calls
     paddle.where(causal_mask, ...); Paddle 3 takes a boolean condition only: ValueError on any input.
@@ -167,16 +168,17 @@ def test_paddlenlp_codegen_forward_runs_on_the_current_paddle():
     _paddle_forward("codegen", "expected to be a boolean Tensor")
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason="a difference of paddlenlp 2.8.1's port (docs/zoo.md, What "
-                   "the zoo finds in the ports): GPTJAttention hands paddle.where a float causal mask")
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason="a difference of paddlenlp 2.8.1's port "
+                   "(docs/zoo.md, What the zoo finds in the ports): GPTJAttention hands paddle.where a float "
+                   "causal mask")
 def test_paddlenlp_gptj_forward_runs_on_the_current_paddle():
     """paddlenlp's GPTJAttention registers its `bias` causal mask in paddle.get_default_dtype() (float32) and calls
     paddle.where(causal_mask, ...): ValueError on Paddle 3, on any input. Fails (xpass) the day it runs."""
     _paddle_forward("gptj", "expected to be a boolean Tensor")
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason="a difference of paddlenlp 2.8.1's port (docs/zoo.md, What "
-                   "the zoo finds in the ports): RemBertAttention hands a tuple to a Linear")
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason="a difference of paddlenlp 2.8.1's port "
+                   "(docs/zoo.md, What the zoo finds in the ports): RemBertAttention hands a tuple to a Linear")
 def test_paddlenlp_rembert_forward_runs():
     """paddlenlp's RemBertSelfAttention returns (context, attention_probs); RemBertAttention passes that tuple on to
     RemBertSelfOutput, whose dense Linear raises `linear(): argument 'X' (position 0) must be Tensor, but got
