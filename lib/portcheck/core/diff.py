@@ -124,10 +124,9 @@ class KeyResult:
     def beyond(self, bound) -> bool:
         """Red by `bound`, the guide's bound on the mean, alone, which a port as exact as torch's own fp32 result may
         miss (own_mean over it by BOTH_SIDES: each side's own error) while the max is within the measured rule: no
-        port can be held to that bound on this input. The
-        library's reports let the measured verdict decide (a correct port is never red there) and say the guide's
-        beside; a caller's own stricter bound still decides, and a hand-in's check keeps the guide's verdict, as
-        its reviewers judge."""
+        port can be held to that bound on this input. The library's reports let the measured verdict decide (a
+        correct port is never red there) and say the guide's beside; a caller's own stricter bound still decides,
+        and a hand-in's check keeps the guide's verdict, as its reviewers judge."""
         return (not self.problems and self.max_ok and not self.mean_ok and self.mean_bound == bound
                 and BOTH_SIDES * self.own_mean > self.mean_bound)
 
