@@ -235,3 +235,59 @@ def test_compare_backward_takes_paddles_side_of_a_kink_it_crossed_in_a_later_ste
     """The user's call (compare_backward, one process) on the kink net: green, torch's taking run made in it."""
     report = bench.kink_compared(*kink_net[0], (bench.sgd("torch"), bench.sgd("paddle")))
     assert report.passed and report.taken and report.crossed[0].step == kink_net[1].crossed[0].step, report.table()
+
+
+# ---------------------------------------------------------------- a gradient exact arithmetic makes 0
+
+def one_key_attention(framework):
+    """An attention over one key (each query attends to itself alone, as position 0 under a causal mask): softmax
+    is 1 whatever the query and the key, so their projections' gradients are 0 in exact arithmetic; v's are not."""
+    nn = torch.nn if framework == "torch" else paddle.nn
+
+    class Attention(nn.Module if framework == "torch" else nn.Layer):
+        def __init__(self):
+            super().__init__()
+            self.q, self.k, self.v = nn.Linear(8, 8), nn.Linear(8, 8), nn.Linear(8, 8)
+
+        def forward(self, x):  # x [batch, 1, 8]
+            mod = torch if framework == "torch" else paddle
+            scores = (self.q(x) * self.k(x)).sum(-1, keepdim=True)
+            return mod.nn.functional.softmax(scores, -1) * self.v(x)
+    return Attention()
+
+
+@pytest.fixture(scope="module")
+def one_key_records():
+    """(torch's record, Paddle's) of one step of the one-key attention; torch's q and k gradients exactly 0."""
+    x, y = np.random.RandomState(0).randn(4, 1, 8).astype("float32"), np.random.RandomState(1).randn(4, 1, 8)
+    torch.manual_seed(0)
+    pt, pd = one_key_attention("torch"), one_key_attention("paddle")
+    pd.set_state_dict(convert(pt, pd, inputs=x))
+    mse = lambda o, t: ((o - t) ** 2).mean()
+    t = record_backward(pt.train(), x, y.astype("float32"), mse, lambda ps: torch.optim.SGD(ps, lr=LR))
+    p = record_backward(pd.train(), x, y.astype("float32"), mse, lambda ps: paddle.optimizer.SGD(LR, parameters=ps))
+    assert not t["grad/k.bias"].any() and not t[F64 + "grad/k.bias"].any() and t["grad/v.bias"].any()
+    return t, p
+
+
+@pytest.mark.parametrize("left, green", [(1e-27, True), (1e-3, False)])
+def test_a_gradient_zero_in_exact_arithmetic_is_judged_on_its_modules_scale(one_key_records, left, green):
+    """Before: torch's k.bias gradient is 0 in float32 and float64, so its floor (16 x eps32 x max|torch|) is 0 and
+    Paddle's rounding left over (paddlenlp's CLIP: 1.8e-27 at a text key projection) was red, against 0 allowed.
+    Now its floor is on the nearest module holding a larger tensor (the model's v here): the same 1e-27 green, said;
+    a gradient of 1e-3 where exact arithmetic has none stays red."""
+    t, p = one_key_records
+    p = dict(p)
+    p["grad/k.bias"] = (p["grad/k.bias"] + np.float32(left)).astype("float32")
+    report = judged(t, p)
+    row = next(r for r in report.grads if r.name == "grad k.bias")
+    assert row.passed is green and report.passed is green, report.table()
+    assert "zero to fp32 beside the model's gradients" in row.notes[0], row.notes
+    assert row.allowed < 1e-4
+
+
+def test_a_small_gradient_that_is_not_zero_to_fp32_keeps_its_own_floor():
+    """A tensor 1e-6 of its module's scale is not zero to fp32 (eps32 is 1.2e-7): its floor stays its own."""
+    row = calibrated.measure("grad m.bias", np.full(3, 1e-6), np.full(3, 1e-6), np.full(3, 1e-6 + 1e-11), multiple=8)
+    calibrated.zero_to_fp32(row, "m.bias", calibrated.module_scales({"m.weight": 1.0, "m.bias": 1e-6}))
+    assert row.scale == 1e-6 and not row.notes and not row.passed

@@ -31,9 +31,10 @@ def run(monkeypatch, seed, batch, paddle_momentum):
     seen = {}
     plain = backward.judged
 
-    def judged(t, p, name_map=None, mean_bound=backward.LOSS_MEAN_BOUND, again=None):
+    def judged(t, p, name_map=None, mean_bound=backward.LOSS_MEAN_BOUND, again=None, outputs=None):
         seen.update(t=t, p=p)
-        return plain(t, p, name_map, mean_bound, again and (lambda crossed: seen.setdefault("run", again(crossed))))
+        return plain(t, p, name_map, mean_bound, again and (lambda crossed: seen.setdefault("run", again(crossed))),
+                     outputs)
     with monkeypatch.context() as mp:
         mp.setattr(backward, "judged", judged)
         return bench.kink_compared(seed, batch, (bench.sgd("torch"), bench.sgd("paddle", paddle_momentum)),

@@ -275,6 +275,102 @@ def test_compare_backward_compares_the_outputs_named_by_outputs():
     """A port returning (h, None) where torch returns h (paddlenlp's LukeModel: (words, entities=None, pooled)
     against transformers' ModelOutput, which drops a None). Before: compare_backward took no outputs=, its first
     forward red at (model)[1], None on one side alone, with no way to leave it out, though compare_forward's could."""
+
+
+# ---------------------------------------------------------------- a module the port computes inline in its parent
+
+def towers(plant=None):
+    """transformers' CLIP vision tower against paddlenlp's, small: torch's embeddings a module holding the class
+    token itself (and a patch Linear, a position table), the tower's norm after it; the port's tower holds the
+    class token, the patch Linear and the table itself and computes the embeddings inline. plant: "no positions"
+    (the port adds no position table), "class last" (the class token concatenated after the patches)."""
+    class Embeddings(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.cls, self.patch = torch.nn.Parameter(torch.randn(16)), torch.nn.Linear(8, 16, bias=False)
+            self.pos = torch.nn.Embedding(6, 16)
+
+        def forward(self, x):
+            h = torch.cat([self.cls.expand(x.shape[0], 1, -1), self.patch(x)], dim=1)
+            return h + self.pos.weight
+
+    class Tower(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.embeddings, self.pre_norm, self.body = Embeddings(), torch.nn.LayerNorm(16), torch.nn.Linear(16, 16)
+
+        def forward(self, x):
+            return self.body(self.pre_norm(self.embeddings(x)))
+
+    class Torch(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.tower, self.head = Tower(), torch.nn.Linear(16, 4)
+
+        def forward(self, x):
+            return self.head(self.tower(x)[:, 0])
+
+    class PortTower(paddle.nn.Layer):
+        def __init__(self):
+            super().__init__()
+            self.cls = self.create_parameter([16])
+            self.patch, self.pos = paddle.nn.Linear(8, 16, bias_attr=False), paddle.nn.Embedding(6, 16)
+            self.ln_pre, self.body = paddle.nn.LayerNorm(16), paddle.nn.Linear(16, 16)
+
+        def forward(self, x):
+            parts = [self.cls.unsqueeze([0, 1]).expand([x.shape[0], -1, -1]), self.patch(x)]
+            h = paddle.concat(parts[::-1] if plant == "class last" else parts, axis=1)
+            h = h if plant == "no positions" else h + self.pos.weight
+            return self.body(self.ln_pre(h))
+
+    class Port(paddle.nn.Layer):
+        def __init__(self):
+            super().__init__()
+            self.tower, self.head = PortTower(), paddle.nn.Linear(16, 4)
+
+        def forward(self, x):
+            return self.head(self.tower(x)[:, 0])
+
+    torch.manual_seed(0)
+    paddle.seed(0)
+    pt, pd = Torch(), Port()
+    x = np.random.RandomState(0).randn(2, 5, 8).astype("float32")
+    convert(pt, pd, inputs=x)
+    return pt, pd, x
+
+
+def test_a_module_the_port_computes_inline_in_its_parent_is_not_compared_with_the_parent():
+    """Before: torch's tower.embeddings paired with Paddle's tower (the module holding its class token), the
+    embeddings' output compared with the whole tower's: red 2.85 at vision_model.embeddings on paddlenlp's CLIP, a
+    correct port. Its weights stay paired (convert, the gradients); its output is said not compared."""
+    pt, pd, x = towers()
+    report = compare_forward(pt.eval(), pd.eval(), x, isolate=True)
+    assert report.passed, report.table()
+    assert "tower.embeddings: paired with Paddle's tower by the weights they hold, but they compute different " \
+           "things (Paddle's tower.ln_pre (torch's tower.pre_norm) is inside Paddle's tower" in report.table()
+    assert "tower.pre_norm" in {r.name for r in report.paired} and "tower.embeddings" not in \
+        {r.name for r in report.paired}
+    y = np.random.RandomState(1).randn(2, 4).astype("float32")
+    loss = (lambda o, t: ((o - t) ** 2).mean(),) * 2
+    sgd = (lambda ps: torch.optim.SGD(ps, lr=0.1), lambda ps: paddle.optimizer.SGD(0.1, parameters=ps))
+    backward = compare_backward(pt.train(), pd.train(), x, y, loss=loss, optimizer=sgd, steps=2)
+    assert backward.passed and "grad tower.embeddings.cls" in backward.table(), backward.table()
+
+
+@pytest.mark.parametrize("plant", ["no positions", "class last"])
+def test_a_plant_in_what_the_port_computes_inline_is_red_at_the_module_after_it(plant):
+    pt, pd, x = towers(plant)
+    report = compare_forward(pt.eval(), pd.eval(), x, isolate=True)
+    assert not report.passed
+    first_over = next(r for r in report.paired if not r.passed)
+    assert first_over.name == "tower.pre_norm" and first_over.input_ok is False, report.table()
+    assert "modules whose own computation differs: (model) (before tower.pre_norm) (Paddle: (model) (before " \
+           "tower.ln_pre))" in report.table(), report.table()
+
+
+def test_compare_backward_leaves_out_a_model_output_returned_by_another_convention_with_outputs():
+    """paddlenlp's ChineseCLIPModel returns a pooler output where transformers' returns None: red on its own, and
+    compare_backward had no outputs= to leave it out (its first forward red whatever the steps)."""
     class Torch(torch.nn.Module):
         def __init__(self):
             super().__init__()
@@ -282,6 +378,55 @@ def test_compare_backward_compares_the_outputs_named_by_outputs():
 
         def forward(self, x):
             return self.lin(x)
+
+
+            return self.lin(x), None
+
+    class Port(paddle.nn.Layer):
+        def __init__(self, plant=False):
+            super().__init__()
+            self.lin, self.plant = paddle.nn.Linear(8, 4), plant
+
+        def forward(self, x):
+            y = self.lin(x) * (1.01 if self.plant else 1.0)
+            return y, y[:, 0]
+
+    y = np.random.RandomState(1).randn(2, 4).astype("float32")
+    loss = (lambda o, t: ((o[0] - t) ** 2).mean(),) * 2
+    sgd = (lambda ps: torch.optim.SGD(ps, lr=0.1), lambda ps: paddle.optimizer.SGD(0.1, parameters=ps))
+    verdicts = []
+    for outputs, plant in ((None, False), ([0], False), ([0], True)):
+        torch.manual_seed(0)
+        pt, pd = Torch(), Port(plant)
+        pd.set_state_dict(convert(pt, pd, inputs=X))
+        report = compare_backward(pt.train(), pd.train(), X, y, loss=loss, optimizer=sgd, steps=1, outputs=outputs)
+        verdicts.append(report.passed)
+        if outputs:
+            assert report.forward.left_out == ["torch [1]", "Paddle [1]"], report.forward.left_out
+    assert verdicts == [False, True, False]
+
+
+def test_a_map_pasted_from_the_pairing_keeps_the_inline_module_uncompared():
+    """The zoo pins each family's pairing as a map for its plants: the pair named there was compared again, red."""
+    pt, pd, x = towers()
+    pinned = {t: p for t, p in compare_forward(pt.eval(), pd.eval(), x).pairing.modules().items() if t != "(model)"}
+    assert pinned["tower.embeddings"] == "tower"
+    assert compare_forward(pt.eval(), pd.eval(), x, pinned).passed
+    pt, pd, x = towers("no positions")
+    report = compare_forward(pt.eval(), pd.eval(), x, pinned)
+    assert not report.passed and next(r for r in report.paired if not r.passed).name == "tower.pre_norm"
+
+
+def test_outputs_named_of_a_paddle_run_that_stopped_say_the_stop():
+    """Before: outputs= refused the run, `the Paddle model's output has no logits (its outputs: )` [PC404], where
+    the Paddle model had raised (paddlenlp's layer_norm takes no epsilon over 1e-3)."""
+    class Torch(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(8, 4)
+
+        def forward(self, x):
+            return {"logits": self.lin(x)}
 
     class Port(paddle.nn.Layer):
         def __init__(self):
@@ -301,3 +446,11 @@ def test_compare_backward_compares_the_outputs_named_by_outputs():
     assert named.passed, named.table()
     with pytest.raises(PipelineError, match=r"\[PC405\]"):
         compare_backward(pt, pd, X, y, loss=loss, optimizer=sgd, outputs="logits")
+
+
+            return {"logits": paddle.nn.functional.layer_norm(self.lin(x), [4], epsilon=1e-2)}
+
+    torch.manual_seed(0)
+    pt, pd = Torch(), Port()
+    report = compare_forward(pt.eval(), pd.eval(), X, outputs=["logits"])
+    assert not report.passed and "epsilon" in report.stopped["paddle"], report.table()

@@ -516,3 +516,23 @@ def test_a_spilled_array_is_np_saves_file_and_reads_back_as_written(tmp_path, mo
         return got.dtype == v.dtype and np.array_equal(got, v) and not got.flags.writeable
     held = [as_written(again, k, v) for again in (record, record, Spill.open(tmp_path / "r")) for k, v in arrays.items()]
     assert all(held) != bool(planted), held
+
+
+@pytest.mark.parametrize("port", [1.19e-6, 2e-6])
+def test_a_guide_bound_under_twice_torchs_own_error_is_beyond_any_port(port):
+    """paddlenlp's CLIP logits: torch's own fp32 mean error 7.0e-7, the correct port 1.19e-6 from torch's, over the
+    guide's 1e-6: red before, where torch's own error alone had to miss the bound. A port as exact as torch differs
+    from it by up to twice torch's own error: the measured verdict decides, the guide's said beside."""
+    ref = np.linspace(1.0, 2.0, 64)
+    a = ref + 7.0e-7
+    row = calibrated.measure("(model):logits", a, ref, a + port, mean_bound=1e-6)
+    assert row.max_ok and not row.mean_ok and row.beyond(1e-6)
+    assert "a port as exact differs from it by up to 2 x that" in row.why
+
+
+def test_a_bound_over_twice_torchs_own_error_holds_a_port_off_on_the_mean():
+    """torch's own mean error 4e-7 (twice it 8e-7, under the guide's 1e-6): a port 1.2e-6 off is red by the bound."""
+    ref = np.linspace(1.0, 2.0, 64)
+    a = ref + 4e-7
+    row = calibrated.measure("(model):logits", a, ref, a + 1.2e-6, mean_bound=1e-6)
+    assert row.max_ok and not row.mean_ok and not row.beyond(1e-6) and "no port" not in row.why

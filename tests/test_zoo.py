@@ -224,3 +224,69 @@ def test_the_families_epsilon_plant_is_one_paddle_runs_red_at_its_norm():
     report = compare_forward(pt.eval(), pd.eval(), x)
     assert not report.passed and not report.stopped, report.table()
     assert module in report.both(report.first_diverging), (name, report.table())
+
+
+def _paddle_forward(family: str, finding: str):
+    """paddlenlp's base model of `family` on the zoo's tiny config, run on the zoo's input_ids: an AssertionError
+    where it raises the finding's error (a strict xfail's expected failure), any other error as it is."""
+    import numpy as np
+    import paddle
+    from tools.zoo import families
+    pd_cls, _ = families.classes(family, dict(families.families())[family])
+    paddle.seed(0)
+    pd = pd_cls(pd_cls.config_class(**{**families.TINY, **families.OVERRIDES.get(family, {})}))
+    pd.eval()
+    try:
+        pd(input_ids=paddle.to_tensor(np.random.RandomState(0).randint(3, 100, (2, 12))))
+    except ValueError as e:
+        assert finding not in str(e), f"{family}: {str(e).splitlines()[0]}"
+        raise
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason="a difference of paddlenlp 2.8.1's port "
+                   "(docs/zoo.md, What the zoo finds in the ports): CodeGenAttention hands paddle.where a float "
+                   "causal mask")
+def test_paddlenlp_codegen_forward_runs_on_the_current_paddle():
+    """paddlenlp's CodeGenAttention builds causal_mask with paddle.get_default_dtype() (float32) and calls
+    paddle.where(causal_mask, ...); Paddle 3 takes a boolean condition only: ValueError on any input.
+    transformers' holds the mask as torch.bool. Fails (xpass) the day paddlenlp's forward runs."""
+    _paddle_forward("codegen", "expected to be a boolean Tensor")
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason="a difference of paddlenlp 2.8.1's port "
+                   "(docs/zoo.md, What the zoo finds in the ports): GPTJAttention hands paddle.where a float "
+                   "causal mask")
+def test_paddlenlp_gptj_forward_runs_on_the_current_paddle():
+    """paddlenlp's GPTJAttention registers its `bias` causal mask in paddle.get_default_dtype() (float32) and calls
+    paddle.where(causal_mask, ...): ValueError on Paddle 3, on any input. Fails (xpass) the day it runs."""
+    _paddle_forward("gptj", "expected to be a boolean Tensor")
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason="a difference of paddlenlp 2.8.1's port "
+                   "(docs/zoo.md, What the zoo finds in the ports): RemBertAttention hands a tuple to a Linear")
+def test_paddlenlp_rembert_forward_runs():
+    """paddlenlp's RemBertSelfAttention returns (context, attention_probs); RemBertAttention passes that tuple on to
+    RemBertSelfOutput, whose dense Linear raises `linear(): argument 'X' (position 0) must be Tensor, but got
+    tuple`, on any input and any Paddle. Fails (xpass) the day RemBertModel's forward runs."""
+    _paddle_forward("rembert", "must be Tensor, but got tuple")
+
+
+def test_every_finding_of_a_family_names_its_strict_xfail_test_and_its_section_entry():
+    """A row saying `not the same model` rests on a test that stays red until the library changes, and on the
+    entry of docs/zoo.md's What the zoo finds in the ports that says the figures (and its Chinese twin)."""
+    import re
+    from pathlib import Path
+    from tools.zoo import families
+    here = Path(__file__).resolve()
+    source = here.read_text(encoding="utf-8") + (here.parent / "test_zoo_reasons.py").read_text(encoding="utf-8")
+    found = {}
+    for page in ("zoo.md", "zoo_cn.md"):
+        text = (here.parents[1] / "docs" / page).read_text(encoding="utf-8")
+        found[page] = text
+    for family, said in families.REASONS.items():
+        named = re.search(r"\((test_\w+)\)$", said)
+        if named is None:  # a reason a plain test of tests/test_zoo_reasons.py holds (a pooler only one side has)
+            continue
+        test = named.group(1)
+        assert re.search(r"@pytest\.mark\.xfail\(strict=True[^@]*?def " + test + r"\(", source, re.S), test
+        assert all(f"`{test}`" in text for text in found.values()), test

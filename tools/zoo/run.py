@@ -261,7 +261,25 @@ FINDINGS = [
     "outputs of PyLayer.backward should be 1, but received 2`. The forward is green and every plant red at its "
     "module (`python -m tools.zoo.families --only reformer`); no training step runs. Smallest code: the zoo's tiny "
     "ReformerModel in train mode, `out = pd(input_ids=ids); out[0].mean().backward()`. Pinned by "
-    "`test_paddlenlp_reformer_trains_on_the_current_paddle`.", ""]
+    "`test_paddlenlp_reformer_trains_on_the_current_paddle`.",
+    "- **CodeGen and GPT-J, the attention (CodeGenAttention, GPTJAttention)**: the causal mask is built in "
+    "`paddle.get_default_dtype()` (float32) and read by `paddle.where(causal_mask, attn_weights, mask_value)`; "
+    "Paddle 3 takes a boolean condition only, so the forward raises `ValueError: The condition is expected to be a "
+    "boolean Tensor, but got a Tensor with dtype paddle.float32` on any input (transformers holds the mask as "
+    "`torch.bool`). Shown by the zoo's tiny config (`python -m tools.zoo.families --only codegen gptj`): "
+    "compare_forward red, the Paddle run stopped at `h.0.attn`; compare_backward raises. Smallest code: "
+    "`CodeGenModel(CodeGenConfig(n_embd=32, n_layer=2, n_head=4, rotary_dim=4))(input_ids=paddle.to_tensor([[5, 6, "
+    "7]]))` raises (GPTJModel alike, given `pad_token_id=0`: without one its forward fails earlier, at `input_ids "
+    "== None`). Pinned by `test_paddlenlp_codegen_forward_runs_on_the_current_paddle` and "
+    "`test_paddlenlp_gptj_forward_runs_on_the_current_paddle`.",
+    "- **RemBERT, `encoder.layer.N.attention` (RemBertAttention)**: RemBertSelfAttention returns `(context_layer, "
+    "attention_probs)` and RemBertAttention hands that tuple to RemBertSelfOutput, whose `dense` Linear raises "
+    "`linear(): argument 'X' (position 0) must be Tensor, but got tuple`, on any input and any Paddle. Shown by the"
+    " zoo's tiny config (`python -m tools.zoo.families --only rembert`): compare_forward red, the Paddle run "
+    "stopped at `encoder.layer.0.attention.output.dense`; compare_backward raises. Smallest code: "
+    "`RemBertModel(RemBertConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, "
+    "intermediate_size=64))(input_ids=paddle.to_tensor([[5, 6, 7]]))` raises. Pinned by "
+    "`test_paddlenlp_rembert_forward_runs`.", ""]
 
 
 TORCHVISION_CPU = [

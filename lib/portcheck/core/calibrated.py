@@ -353,3 +353,38 @@ def beside(rows: list, tuned: bool) -> str:
                f"all {len(rows)} within (largest: {worst.name}, {worst.max / worst.allowed:.3g} of its allowance)")
     differ = "; the two verdicts differ, the tuned one decides this step" if (bad is not None) == tuned else ""
     return f"measured rule (align: {K:g} x torch's own fp32 error + a floor): {verdict}{differ}"
+
+
+def module_scales(scales: dict) -> dict:
+    """{module: the largest of its tensors' scales} from {tensor name (a.b.weight): its max |torch float64|}: each
+    tensor's scale carried to every module above it, the model's own ("") included."""
+    out = {}
+    for name, scale in scales.items():
+        parts = name.split(".")
+        for i in range(len(parts)):
+            module = ".".join(parts[:i])
+            out[module] = max(out.get(module, 0.0), scale)
+    return out
+
+
+def zero_to_fp32(row: KeyResult, name: str, modules: dict, what: str = "tensors") -> KeyResult:
+    """`row` of tensor `name` (a.b.bias), its floor on the scale of its module's tensors where its own value is zero
+    to fp32 beside them: a value exact arithmetic makes 0 (a key bias's gradient: softmax takes no key shift; a
+    query's and key's gradients where one position attends only to itself) is rounding left over from terms of the
+    size of its module's other tensors, not of its own. The module is the nearest above it holding a tensor larger
+    than its own; taken only where its own largest value is below one fp32 rounding of that (EPS32 x its scale):
+    a small tensor that is not zero to fp32 keeps its own floor. modules: module_scales of the tensors of its kind
+    (the gradients, or the weights after one step). Said in the row's notes."""
+    if row.problems or not np.isfinite(row.scale):
+        return row
+    parts = name.split(".")
+    for i in range(len(parts) - 1, -1, -1):
+        module = ".".join(parts[:i])
+        scale = modules.get(module, 0.0)
+        if scale > row.scale:
+            if row.scale <= EPS32 * scale:
+                row.notes.append(f"zero to fp32 beside {module or 'the model'}'s {what} (its largest "
+                                 f"{row.scale:.3g}, theirs {scale:.3g}): the floor on theirs")
+                row.scale = float(scale)
+            return row
+    return row

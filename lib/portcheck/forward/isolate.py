@@ -286,7 +286,9 @@ def paddle_run(paddle_model, inputs, torch_record: dict, report, keep, paddle_pa
     rank is given its own part of each), each value it computes handed to keep(key, tensor, source): its error."""
     keys = report.counterparts
     p_ends = {chain[-1]: t for t, chain in report.pairing.paddle_composed.items()}
-    return forced_run(paddle_model, inputs, torch_record, {**{p: t for t, p in report.pairing.pairs.items()}, **p_ends},
+    # a pair outputs.apart leaves out (no counterpart keys) holds weights alike and computes something else: not forced
+    paired = {p: t for t, p in report.pairing.pairs.items() if f"in/{t}" in keys}
+    return forced_run(paddle_model, inputs, torch_record, {**paired, **p_ends},
                       {p: t for t, p in keys.items() if t.startswith("out/")}, keep, parts=paddle_parts,
                       through=set(p_ends), applied=report.pairing.applied_to(keys))[1]
 

@@ -64,14 +64,46 @@ def passed_through(record: dict, call: str, leaves: dict) -> dict:
     return {rest: shape for rest, shape in leaves.items() if same(f"out/{call}{rest}")}
 
 
+def apart(paired: pairing.Pairing) -> dict:
+    """{torch call: the line said} of the pairs that stand for their weights and not for their outputs: a module
+    holding tensors inside one of the two whose counterpart is outside the other (paddlenlp's CLIP vision_model
+    holds transformers' embeddings' class_embedding itself and computes the embeddings inline, then its ln_pre,
+    torch's pre_layrnorm, outside torch's embeddings: the two outputs are not one computation). The modules each
+    side computes after it judge what it computed. A name map's pair too: a map pasted from report.pairing.modules()
+    names this pair beside the ones inside it."""
+    calls = {c.name: c for c in paired.torch_calls}
+    many = {module_of(c) for c in [*paired.pairs, *paired.pairs.values()] if "#" in c}  # read by several callers
+    holders = [(module_of(t), module_of(p)) for t, p in paired.pairs.items() if t in calls and calls[t].tensors
+               and t != ROOT and module_of(t) not in many and module_of(p) not in many]
+    inside = lambda name, outer: name.startswith(outer + ".")
+    out = {}
+    for t, p in paired.pairs.items():
+        if t == ROOT:
+            continue
+        a, b = module_of(t), module_of(p)
+        crossing = next(((x, y) for x, y in holders if inside(x, a) != inside(y, b)), None)
+        if crossing:
+            x, y = crossing
+            where = (f"Paddle's {y} (torch's {x}) is inside Paddle's {b}, torch's {x} outside torch's {a}"
+                     if inside(y, b) else
+                     f"torch's {x} (Paddle's {y}) is inside torch's {a}, Paddle's {y} outside Paddle's {b}")
+            out[t] = (f"{t}: paired with Paddle's {p} by the weights they hold, but they compute different things "
+                      f"({where}): its outputs are not compared, the modules after it judge them")
+    return out
+
+
 def counterparts(torch_record: dict, paddle_record: dict, paired: pairing.Pairing, said: list = None) -> dict:
     """{torch record key: Paddle record key} of every output tensor and first input of the paired calls. Where a
     call returns more outputs on one side, an output that is the call's own input handed back is left out (its
     value is judged as that input), and the rest paired by pair_leaves' rule; said, a list if given, receives one
-    line for each such call."""
+    line for each such call. A pair apart() names has no counterpart keys (said too)."""
     t_leaves, p_leaves = _leaves(torch_record), _leaves(paddle_record)
-    out, uneven = {}, []
+    out, uneven, skipped = {}, [], apart(paired)
+    if said is not None:
+        said += skipped.values()
     for t_call, p_call in paired.pairs.items():
+        if t_call in skipped:
+            continue
         # Paddle's module computing torch's and the activation after it: judged against the activation's output
         # and torch's computing Paddle's and the activation after it: judged against that activation's output
         t_out, p_out = paired.judged_as(t_call), paired.paddle_judged_as(t_call)
@@ -148,8 +180,9 @@ def output_name(rest: str) -> str:
 
 def _selected(leaves: dict, names, side: str) -> tuple:
     """(the leaves outputs= names, [left out]): names are a field's name (str) or a position (int); a lone output is
-    the one output. A name the side's output lacks is one line."""
-    if names is None or list(leaves) == [""]:
+    the one output. A name the side's output lacks is one line; a run that stopped returned nothing: the stop is said
+    (report.stopped), not the names."""
+    if names is None or not leaves or list(leaves) == [""]:
         return leaves, []
     tops = {output_name(rest) for rest in leaves}
     wanted = {n if isinstance(n, str) else f"[{n}]" for n in names}

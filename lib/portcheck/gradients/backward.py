@@ -497,12 +497,25 @@ def judge_backward(torch_record: dict, paddle_record: dict, name_map=None,
                             "compare_backward(..., isolate=True) [PC604]")
     report.isolated = isolated
 
+    scales = {}  # {a key's kind (grad/, state1/, final/): module_scales of torch's tensors of that kind}
+
+    def kind_scales(kind):
+        if kind not in scales:
+            scales[kind] = calibrated.module_scales({k[len(kind):]: float(np.max(np.abs(torch_record.get(F64 + k, v))))
+                                                     for k, v in torch_record.items() if k.startswith(kind)
+                                                     and np.size(v) and np.asarray(v).dtype.kind == "f"})
+        return scales[kind]
+
     def row(key, name, mean_bound=None, multiple=calibrated.K_BACKWARD):
         a, ref, b = torch_record[key], torch_record.get(F64 + key), paddle_record.get(
             key if key.startswith(("loss/", "lr/")) else _counterpart(key, mapped, renamed))
         if b is None:
             return calibrated.unjudged(name, np.shape(a), "no counterpart on paddle", 0.0)
         row = measure(name, a, ref, b, mean_bound, multiple)
+        kind, _, tensor = key.partition("/")
+        if not key.startswith(("loss/", "lr/")) and np.asarray(a).dtype.kind == "f":  # a counter is exact
+            row = calibrated.zero_to_fp32(row, tensor, kind_scales(kind + "/"),
+                                          "gradients" if kind == "grad" else "tensors")
         moved, taken = spread_of(torch_record, key), _figure(torch_record.get(TAKEN_KEY + key))
         if taken is not None and taken > (moved or 0.0):
             return calibrated.with_spread(row, taken, TAKING)
