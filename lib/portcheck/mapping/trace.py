@@ -1,9 +1,11 @@
 """One side's run of a model, as a record: which framework a model is (framework_of, check_models), its
 modules' hook points, and the Recorder that keeps every module's output and first input, in run order (trace),
-and in torch's run which outputs its forward hands to an activation outside any module (watch);
+in torch's run which outputs its forward hands to an activation outside any module (watch), and in each side's
+which it multiplies by a number there (watch, watch_paddle; scale_rules);
 how numpy inputs are handed to a model (call, Arguments). May import core and mapping's modules only: convert pairs
 modules by such a run, forward judges two of them."""
 import contextlib
+import numbers
 import weakref
 from typing import NamedTuple
 
@@ -251,7 +253,7 @@ def _scaled(rec, x, other, how):
     if key is None or not key.startswith("out/") or held in rec.read:
         return
     remember(rec.read, held, how, x)
-    if isinstance(other, (int, float)) and not isinstance(other, bool):
+    if isinstance(other, numbers.Real) and not isinstance(other, (bool, np.bool_)):  # np.float32(c) too
         rec.arrays[f"{rec.prefix}{SCALED}{key[len('out/'):]}"] = np.array([other], dtype=np.float64)
 
 
