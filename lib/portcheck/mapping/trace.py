@@ -300,7 +300,7 @@ def watch(rec: Recorder):
                     if key is None or not key.startswith("out/") or held in rec.read:
                         continue
                     name = getattr(func, "__name__", "").rstrip("_")
-                    if name.lstrip("_") in ("mul", "rmul") and len(args) == 2 and i < 2:
+                    if name.lstrip("_") in ("mul", "rmul") and len(args) == 2 and i < 2 and x is args[i]:
                         _scaled(rec, x, args[1 - i], func)  # x * c, c * x, torch.mul(x, c): scale/
                         continue
                     remember(rec.read, held, func, x)
@@ -333,8 +333,8 @@ def recorded(model, inputs, no_grad, to_tensor, prefix="", into=None) -> dict:
     into: the record to add to (a dict or a spill.Spill), else a new dict."""
     rec = Recorder(prefix, into)
     handles = rec.attach(model)
-    # the torch run of the record judged (not its float64 twin, nor a record of shapes): which outputs torch's
-    # forward hands to an activation of its own (watch)
+    # the run of the record judged (not torch's float64 twin, nor a record of shapes): which outputs torch's
+    # forward hands to an activation of its own (watch), and which either side's multiplies by a number (scale/)
     watching = (watch(rec) if is_torch(model) else watch_paddle(rec)) if prefix == "" and rec.seen is not None \
         else contextlib.nullcontext()
     try:
