@@ -275,6 +275,32 @@ def test_compare_backward_compares_the_outputs_named_by_outputs():
     """A port returning (h, None) where torch returns h (paddlenlp's LukeModel: (words, entities=None, pooled)
     against transformers' ModelOutput, which drops a None). Before: compare_backward took no outputs=, its first
     forward red at (model)[1], None on one side alone, with no way to leave it out, though compare_forward's could."""
+    class Torch(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(8, 4)
+
+        def forward(self, x):
+            return self.lin(x)
+
+    class Port(paddle.nn.Layer):
+        def __init__(self):
+            super().__init__()
+            self.lin = paddle.nn.Linear(8, 4)
+
+        def forward(self, x):
+            return self.lin(x), None
+
+    torch.manual_seed(0)
+    pt, pd = Torch(), Port()
+    convert(pt, pd, inputs=X)
+    y = np.random.RandomState(1).randn(2, 4).astype("float32")
+    loss = (lambda o, t: ((o - t) ** 2).mean(), lambda o, t: ((o[0] - t) ** 2).mean())
+    sgd = (lambda ps: torch.optim.SGD(ps, lr=0.1), lambda ps: paddle.optimizer.SGD(0.1, parameters=ps))
+    named = compare_backward(pt, pd, X, y, loss=loss, optimizer=sgd, outputs=[0])
+    assert named.passed, named.table()
+    with pytest.raises(PipelineError, match=r"\[PC405\]"):
+        compare_backward(pt, pd, X, y, loss=loss, optimizer=sgd, outputs="logits")
 
 
 # ---------------------------------------------------------------- a module the port computes inline in its parent
@@ -377,9 +403,6 @@ def test_compare_backward_leaves_out_a_model_output_returned_by_another_conventi
             self.lin = torch.nn.Linear(8, 4)
 
         def forward(self, x):
-            return self.lin(x)
-
-
             return self.lin(x), None
 
     class Port(paddle.nn.Layer):
@@ -434,20 +457,6 @@ def test_outputs_named_of_a_paddle_run_that_stopped_say_the_stop():
             self.lin = paddle.nn.Linear(8, 4)
 
         def forward(self, x):
-            return self.lin(x), None
-
-    torch.manual_seed(0)
-    pt, pd = Torch(), Port()
-    convert(pt, pd, inputs=X)
-    y = np.random.RandomState(1).randn(2, 4).astype("float32")
-    loss = (lambda o, t: ((o - t) ** 2).mean(), lambda o, t: ((o[0] - t) ** 2).mean())
-    sgd = (lambda ps: torch.optim.SGD(ps, lr=0.1), lambda ps: paddle.optimizer.SGD(0.1, parameters=ps))
-    named = compare_backward(pt, pd, X, y, loss=loss, optimizer=sgd, outputs=[0])
-    assert named.passed, named.table()
-    with pytest.raises(PipelineError, match=r"\[PC405\]"):
-        compare_backward(pt, pd, X, y, loss=loss, optimizer=sgd, outputs="logits")
-
-
             return {"logits": paddle.nn.functional.layer_norm(self.lin(x), [4], epsilon=1e-2)}
 
     torch.manual_seed(0)

@@ -22,7 +22,7 @@ from portcheck.core.keys import ROOT
 from portcheck.forward.compare import checked_args, judge_forward
 from portcheck.forward.outputs import checked_outputs
 from portcheck.forward.twin import F64, WIDER, cast_wide, float64, float64_inputs, in_turn
-from portcheck.mapping.trace import INPUTS, Recorder, call, framework_of, watch
+from portcheck.mapping.trace import INPUTS, Recorder, call, framework_of, watch, watch_paddle
 from portcheck.core import calibrated, diff, tolerances
 from portcheck.mapping import fused, loose as loose_tensors, modules, pairing
 from portcheck.mapping.convert import plan, torch_layouts
@@ -365,8 +365,10 @@ def _train(side, model, inputs, targets, loss, make_optimizer, make_scheduler, s
         if near:
             handles = handles + near_zero(model, out, step, recorder)  # removed after this forward, with the first's
         # torch's first forward, when recorded: which outputs its forward hands to an activation outside any module
-        # (trace.watch), as compare_forward's record says, so that it pairs and is judged as compare_forward's
-        watching = watch(recorder) if side == "torch" and step == 0 and outputs else contextlib.nullcontext()
+        # (trace.watch), and on each side which it multiplies by a number (scale/), as compare_forward's record says,
+        # so that it pairs and is judged as compare_forward's
+        watching = contextlib.nullcontext() if step or not outputs or side not in ("torch", "paddle") else \
+            watch(recorder) if side == "torch" else watch_paddle(recorder)
         with raised_by(f"the {side} model's forward raised", TWIN_FAILED if side == TWIN else INPUTS), watching:
             output = call(model, inputs, to_tensor)
         for h in handles:

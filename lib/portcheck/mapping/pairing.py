@@ -34,7 +34,7 @@ from portcheck.core.errors import PipelineError
 from portcheck.core.keys import ROOT, module_of, split_key
 from portcheck.mapping import loose
 from portcheck.mapping.modules import ACT, ALONE, META, decode, family, held, text
-from portcheck.mapping.trace import ACTIVATIONS, APPLIED
+from portcheck.mapping.trace import ACTIVATIONS, APPLIED, SCALES, scale_rules, scale_said
 from portcheck.mapping.names import entries
 from portcheck.mapping.lists import indexed, inside, keys as list_keys, matched, normal as _normal
 from portcheck.mapping.ties import (ambiguity, distance, entry, fusions_of, nearest_of, one_module_each, outputs_of,
@@ -255,7 +255,8 @@ class Pairing:
     # torch call -> [the parameter-free Paddle calls after its Paddle call] the torch call computes too
     paddle_composed: dict = field(default_factory=dict)
     # torch call -> the activation torch's forward applies to its output, outside any module (trace.watch), that
-    # its Paddle call is judged through (_applied); Paddle call -> the activation it declares (modules.ACT)
+    # its Paddle call is judged through (_applied), or the scale rule "*c"/"/c" (trace.scale_rules); Paddle call ->
+    # the activation it declares (modules.ACT)
     applied: dict = field(default_factory=dict)
     acts: dict = field(default_factory=dict)
 
@@ -330,6 +331,7 @@ class Pairing:
     def lines(self) -> list:
         """Every pair, then every call left unpaired on each side: what the report says it chose."""
         how = lambda t: " (name map)" if t in self.named else " (by value)" if t in self.settled else \
+            f" ({scale_said(self.applied[t])})" if self.applied.get(t, "")[:1] in SCALES else \
             (f" (Paddle {self.pairs[t]} is {self._kind(self.pairs[t])}(act={self.acts.get(self.pairs[t])}): judged "
              f"against torch's {t} followed by {self.applied[t]}, which torch's forward applies to it)"
              if t in self.applied else "")
@@ -495,7 +497,9 @@ def pair(torch_record: dict, paddle_record: dict, name_map=None, weights_only=Fa
         result.composed = _composed(result, torch_record, paddle_record)
         result.paddle_composed = _composed(result, torch_record, paddle_record, "paddle")
         result.acts = {c.name: text(paddle_record, ACT + c.module) for c in ps if ACT + c.module in paddle_record}
-        result.applied = _applied(result, torch_record, paddle_record)
+        result.applied = {**{t: rule for t, rule in scale_rules(result.pairs, torch_record, paddle_record).items()
+                             if t not in result.composed and t not in result.paddle_composed},
+                          **_applied(result, torch_record, paddle_record)}
     return result
 
 

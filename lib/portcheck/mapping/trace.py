@@ -1,9 +1,11 @@
 """One side's run of a model, as a record: which framework a model is (framework_of, check_models), its
 modules' hook points, and the Recorder that keeps every module's output and first input, in run order (trace),
-and in torch's run which outputs its forward hands to an activation outside any module (watch);
+in torch's run which outputs its forward hands to an activation outside any module (watch), and in each side's
+which it multiplies by a number there (watch, watch_paddle; scale_rules);
 how numpy inputs are handed to a model (call, Arguments). May import core and mapping's modules only: convert pairs
 modules by such a run, forward judges two of them."""
 import contextlib
+import numbers
 import weakref
 from typing import NamedTuple
 
@@ -201,9 +203,81 @@ APPLIED = "fn/"  # fn/<call>: the activation torch's forward hands that module c
 ACTIVATIONS = {"relu": lambda x: np.maximum(x, x.dtype.type(0))}
 
 
+# scale/<call>: the number a side's forward multiplies that module call's output by first, outside any module
+# (paddlenlp's MBartEncoder: self.embed_tokens(input_ids) * self.embed_scale), float64 [1]
+SCALED = "scale/"
+SCALES = {"*": np.multiply, "/": np.divide}  # a rule's name "*<c>" or "/<c>": torch's output times or over c
+
+
 def activated(name, array):
-    """torch's recorded output (fp32, or its float64 run's) as the activation `name` torch applies to it next."""
-    return None if array is None else ACTIVATIONS[name](np.asarray(array))
+    """torch's recorded output (fp32, or its float64 run's) as the activation `name` torch applies to it next, or
+    scaled by the rule `name` (SCALES, scale_rules), in its own precision."""
+    if array is None:
+        return None
+    x = np.asarray(array)
+    if name[:1] in SCALES:
+        return SCALES[name[0]](x, x.dtype.type(float(name[1:])) if x.dtype.kind == "f" else float(name[1:]))
+    return ACTIVATIONS[name](x)
+
+
+def scale_rules(pairs: dict, torch_record: dict, paddle_record: dict) -> dict:
+    """{torch call: "*c" or "/c"} where one side's forward multiplies its call's output by a number c outside any
+    module and the other's does not (scale/): the scale sits inside the other side's module (transformers'
+    MBartScaledWordEmbedding against paddlenlp's plain Embedding scaled by its parent). torch's output is judged
+    times its parent's c, or over Paddle's parent's c: the value each side's next module sees, compared. Taken only
+    where the run's values are nearer so than as they are (a scale both sides apply unseen is no rule)."""
+    from portcheck.mapping.ties import distance, outputs_of  # ties reads no trace: imported where it is needed
+    out = {}
+    for t, p in pairs.items():
+        mine, theirs = torch_record.get(SCALED + t), paddle_record.get(SCALED + p)
+        if (mine is None) == (theirs is None):
+            continue
+        name = f"*{float(mine[0])!r}" if theirs is None else f"/{float(theirs[0])!r}"
+        a, b = outputs_of(torch_record, t), outputs_of(paddle_record, p)
+        if a and distance([activated(name, a[0])], b) < distance(a, b):
+            out[t] = name
+    return out
+
+
+def scale_said(rule: str) -> str:
+    """A scale rule (scale_rules) in words, for the pairing's line."""
+    side, how = ("Paddle", "over") if rule[0] == "/" else ("torch", "times")
+    return (f"{side}'s forward multiplies this output by {rule[1:]} next, outside any module, where the other side's "
+            f"module holds that scale: torch's output judged {how} it [PC445]")
+
+
+def _scaled(rec, x, other, how):
+    """Keep scale/<call> when `x` is a recorded module output read first here, multiplied by the number `other`."""
+    held = (id(x), version(x)) if is_tensor(x) else None
+    key = rec.seen.get(held) if held is not None else None
+    if key is None or not key.startswith("out/") or held in rec.read:
+        return
+    remember(rec.read, held, how, x)
+    if isinstance(other, numbers.Real) and not isinstance(other, (bool, np.bool_)):  # np.float32(c) too
+        rec.arrays[f"{rec.prefix}{SCALED}{key[len('out/'):]}"] = np.array([other], dtype=np.float64)
+
+
+@contextlib.contextmanager
+def watch_paddle(rec: Recorder):
+    """Paddle's side of watch: a recorded module output multiplied by a number (x * c, c * x) before any module
+    reads it is kept as scale/<that output's call>. Paddle has no function mode: its Tensor's two methods are
+    wrapped for the run and put back after."""
+    import paddle
+    kept = {n: getattr(paddle.Tensor, n) for n in ("__mul__", "__rmul__")}
+
+    def wrapped(name):
+        def method(self, other):
+            if not rec.busy:
+                _scaled(rec, self, other, name)
+            return kept[name](self, other)
+        return method
+    try:
+        for n in kept:
+            setattr(paddle.Tensor, n, wrapped(n))
+        yield
+    finally:
+        for n, m in kept.items():
+            setattr(paddle.Tensor, n, m)
 
 
 LOOKS = {"__get__", "size", "dim", "numel", "stride", "is_contiguous"}  # calls reading a tensor's form, not its values
@@ -225,8 +299,11 @@ def watch(rec: Recorder):
                     key = rec.seen.get(held) if held is not None else None
                     if key is None or not key.startswith("out/") or held in rec.read:
                         continue
-                    remember(rec.read, held, func, x)
                     name = getattr(func, "__name__", "").rstrip("_")
+                    if name.lstrip("_") in ("mul", "rmul") and len(args) == 2 and i < 2 and x is args[i]:
+                        _scaled(rec, x, args[1 - i], func)  # x * c, c * x, torch.mul(x, c): scale/
+                        continue
+                    remember(rec.read, held, func, x)
                     if i == 0 and x is args[0] and name in ACTIVATIONS:
                         rec.arrays[f"{rec.prefix}{APPLIED}{key[len('out/'):]}"] = \
                             np.frombuffer(name.encode("utf-8"), dtype=np.uint8).copy()
@@ -256,9 +333,10 @@ def recorded(model, inputs, no_grad, to_tensor, prefix="", into=None) -> dict:
     into: the record to add to (a dict or a spill.Spill), else a new dict."""
     rec = Recorder(prefix, into)
     handles = rec.attach(model)
-    # the torch run of the record judged (not its float64 twin, nor a record of shapes): which outputs torch's
-    # forward hands to an activation of its own (watch)
-    watching = watch(rec) if prefix == "" and rec.seen is not None and is_torch(model) else contextlib.nullcontext()
+    # the run of the record judged (not torch's float64 twin, nor a record of shapes): which outputs torch's
+    # forward hands to an activation of its own (watch), and which either side's multiplies by a number (scale/)
+    watching = (watch(rec) if is_torch(model) else watch_paddle(rec)) if prefix == "" and rec.seen is not None \
+        else contextlib.nullcontext()
     try:
         with no_grad(), watching:
             call(model, inputs, to_tensor)
