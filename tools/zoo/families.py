@@ -93,6 +93,9 @@ OVERRIDES["blip_2"] = dict(num_query_tokens=4, vision_config=dict(TOWER, image_s
                                             ffn_dim=64, num_attention_heads=4, word_embed_proj_dim=32,
                                             max_position_embeddings=64, dropout=0.0, attention_dropout=0.0,
                                             pad_token_id=1, bos_token_id=2, eos_token_id=2))
+# ALBERT's activation given: paddlenlp's AlbertConfig defaults to "gelu", transformers' to "gelu_new" (docs/zoo.md
+# "What the zoo finds")
+OVERRIDES["albert"] = dict(hidden_act="gelu_new")
 OVERRIDES["prophetnet"] = dict(num_encoder_layers=2, num_decoder_layers=2, num_encoder_attention_heads=4,
                                num_decoder_attention_heads=4)
 # TINY's keys a family's config refuses to be given (a property it computes: funnel's and prophetnet's layers from
