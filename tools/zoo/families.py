@@ -352,8 +352,10 @@ def row(r: dict) -> str:
                        for p in r["plants"])
     said = [f"layouts={r['layouts']} declared"] if r.get("layouts") else []
     said += [f"the refusal's keep={r['keep']} pasted"] if r.get("keep") else []
-    said += [f"forward {'green' if r['forward'] else 'RED ' + r['forward_said']}",
-            f"backward (3 steps) {'green' if r['backward'] else 'RED ' + str(r['backward_said'])}", plants]
+    said += [f"forward {'green' if r['forward'] else 'RED ' + r['forward_said']}"]
+    said += [f"backward (3 steps) {'green' if r['backward'] else 'RED ' + str(r['backward_said'])}"] \
+        if "backward" in r else ["backward not run (--fast)"]
+    said += [plants]
     return f"| {r['family']} | {cell(r['classes'])} | {r['outcome']} | {cell('; '.join(said))} |"
 
 
@@ -415,6 +417,8 @@ def main():
     ap.add_argument("--timeout", type=float, default=600, help="seconds one family may take (default 600)")
     ap.add_argument("--one", metavar="FAMILY", help=argparse.SUPPRESS)  # one family, in this process: its JSON line
     args = ap.parse_args()
+    if args.fast and args.write:
+        ap.error("--fast writes nothing: the table holds whole runs (run without --fast to write)")
     found = dict(families())
     if args.one:
         print(json.dumps(judge_one(args.one, found[args.one], args.fast)), flush=True)
@@ -446,7 +450,7 @@ def main():
         r["seconds"] = round(time.time() - began, 1)
         results.append(r)
         print(f"{family} ({r['seconds']} s): {row(r)}", flush=True)
-        if args.write and not args.fast:  # after each family: a run stopped early keeps what it judged
+        if args.write:  # after each family: a run stopped early keeps what it judged
             write(results, time.time() - start)
     seconds = time.time() - start
     print(f"{len(results)} families, {seconds:.0f} s")
