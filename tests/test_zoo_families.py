@@ -129,3 +129,12 @@ def test_paddlenlp_albert_config_defaults_as_transformers():
     from paddlenlp.transformers import AlbertConfig as PaddleConfig
     from transformers import AlbertConfig
     assert PaddleConfig().hidden_act == AlbertConfig().hidden_act
+
+
+@pytest.mark.xfail(strict=True, reason=FINDING + "SpeechT5's decoder mask hides every position (masked_fill's result "
+                   "dropped), transformers' is causal")
+def test_paddlenlp_speecht5_causal_mask_as_transformers():
+    import paddle
+    from paddlenlp.transformers.speecht5.modeling import _make_causal_mask
+    mask = _make_causal_mask((1, 4), paddle.float32)[0, 0].numpy()
+    assert (mask[mask.shape[0] - 1] == 0).all()  # the last position sees every one

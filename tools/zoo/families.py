@@ -122,9 +122,11 @@ INPUTS = {"bit": dict(pixel_values=IMAGE), "dpt": dict(pixel_values=IMAGE),
           "blip": dict(input_ids=IDS, pixel_values=IMAGE), "blip_2": dict(pixel_values=IMAGE, input_ids=IDS),
           "clipseg": dict(input_ids=IDS, pixel_values=IMAGE),
           "clap": dict(input_ids=IDS, input_features=("values", (2, 1, 64, 16))),
+          # SpeechT5Model with no pre- or post-nets: it takes hidden states, the encoder's and the decoder's
+          "speecht5": dict(input_values=("values", (2, 12, 32)), decoder_input_values=("values", (2, 7, 32))),
           # paddlenlp's FunnelModel raises on its own default return_dict=False (docs/zoo.md "What the zoo finds")
           "funnel": dict(input_ids=IDS, return_dict=True)}
-SEEDS = ("input_ids", "decoder_input_ids", "pixel_values", "input_features")
+SEEDS = ("input_ids", "decoder_input_ids", "pixel_values", "input_features", "input_values", "decoder_input_values")
 
 
 def families() -> list:

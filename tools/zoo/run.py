@@ -267,7 +267,15 @@ FINDINGS = [
     "transformers: a model built from the defaults on both sides differs at the first "
     "`encoder.albert_layer_groups.0.albert_layers.0.activation`, 5.98e-06 against the 1.61e-06 allowed (its input "
     "green); the zoo gives it, and is green. Smallest code: `AlbertConfig().hidden_act` on each side. Pinned by "
-    "`test_paddlenlp_albert_config_defaults_as_transformers`.", ""]
+    "`test_paddlenlp_albert_config_defaults_as_transformers`.",
+    "- **SpeechT5, the decoder's causal mask (`_make_causal_mask`)**: paddlenlp's calls `masked_fill(mask, "
+    "mask_cond < (mask_cond + 1).reshape(...), 0)` and drops what it returns (its `masked_fill` is `paddle.where`, "
+    "not in place): the mask stays float32's lowest value everywhere, so each decoder position attends to every "
+    "position alike, later ones included; transformers' is causal. Shown by any input on the zoo's tiny config "
+    "(`python -m tools.zoo.families --only speecht5`, SpeechT5Model with no pre- or post-nets, given hidden states): "
+    "compare_forward red at `decoder.wrapped_decoder.layers.0.self_attn.out_proj`, 0.0267 against the 1.92e-07 "
+    "allowed, the encoder green. Smallest code: `_make_causal_mask((1, 4), paddle.float32)[0, 0]` is -3.4e+38 in "
+    "every place, its lower triangle included. Pinned by `test_paddlenlp_speecht5_causal_mask_as_transformers`.", ""]
 
 
 TORCHVISION_CPU = [
