@@ -278,7 +278,8 @@ def test_every_finding_of_a_family_names_its_strict_xfail_test_and_its_section_e
     from pathlib import Path
     from tools.zoo import families
     here = Path(__file__).resolve()
-    source = here.read_text(encoding="utf-8") + (here.parent / "test_zoo_reasons.py").read_text(encoding="utf-8")
+    source = "".join((here.parent / name).read_text(encoding="utf-8")
+                     for name in (here.name, "test_zoo_reasons.py", "test_zoo_families.py"))
     found = {}
     for page in ("zoo.md", "zoo_cn.md"):
         text = (here.parents[1] / "docs" / page).read_text(encoding="utf-8")
