@@ -62,3 +62,6 @@ def test_the_header_says_the_facts_recorded_and_which_were_not():
     partly = bench_doc.header({"cpu": "x86_64", "cores": 2, "load before": 0.9, "load after": 1.4}, "python t.py")
     assert "Its date was " + bench_doc.NOT_RECORDED in partly and "0.9 before and 1.4 after" in partly
     assert bench_doc.header([run, {}], "python t.py").count("Measured by") == 2  # rows from two runs: both said
+    inside = str(paths.ROOT / "docs" / "bench" / "align.md")  # no machine's path on a committed page
+    assert bench_doc.command([str(paths.ROOT / "tools" / "bench_align.py"), "--out", inside]) == \
+        "python tools/bench_align.py --out docs/bench/align.md"

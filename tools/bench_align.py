@@ -101,7 +101,7 @@ def forward_row(name, build, plant_name):
     plant()
     red = compare_forward(pt, pd, x, name_map)
     at = next(r for r in red.rows if r.name == red.first_diverging)
-    used = max(r.max / r.allowed for r in clean.paired if not r.problem)
+    used = max(r.max / r.allowed for r in clean.paired if not r.problem and r.allowed > 0)  # 0: held exact
     return (name, "green" if clean.passed else "RED", f"{used:.2f}", plant_name, "RED" if not red.passed else "green",
             red.first_diverging, f"{at.max / at.allowed:.3g}", f"{at.ratio:.0f}")
 

@@ -41,11 +41,11 @@ def load() -> float:
 
 
 def command(argv=None) -> str:
-    """The command as typed from the repository's root: `python tools/<tool>.py <its arguments>`."""
+    """The command as typed from the repository's root: `python tools/<tool>.py <its arguments>`, a path inside the
+    repository shown relative to it (no machine's path on a committed page)."""
     argv = sys.argv if argv is None else argv
-    script = Path(argv[0]).resolve()
-    shown = script.relative_to(ROOT).as_posix() if ROOT in script.parents else script.name
-    return shlex.join(["python", shown, *argv[1:]])
+    inside = lambda a: Path(a).resolve().relative_to(ROOT).as_posix() if ROOT in Path(a).resolve().parents else a
+    return shlex.join(["python", inside(argv[0]), *(inside(a) if a.startswith("/") else a for a in argv[1:])])
 
 
 def start(argv=None) -> dict:
