@@ -397,14 +397,14 @@ def main():
             raise PipelineError(f"hidden {hidden} needs about {need:.0f} GB of free memory, {available_gb():.1f} GB "
                                 "available: close other work first")
         print(f"hidden {hidden}: measuring ...", flush=True)
-        run = bench_doc.start()
+        facts = bench_doc.start()
         run = subprocess.run([sys.executable, __file__, "--child", str(hidden)], capture_output=True, text=True)
         if run.returncode:
             tail = (run.stderr.strip().splitlines() or ["(no output)"])[-1]
             raise PipelineError(f"hidden {hidden}: the measuring process failed: {tail}")
         measured = json.loads(run.stdout.strip().splitlines()[-1])
         measured["runs"] = repeated(results.get(str(hidden)), measured)
-        measured[bench_doc.RUN] = bench_doc.finish(run)
+        measured[bench_doc.RUN] = bench_doc.finish(facts)
         results[str(hidden)] = measured
         print(json.dumps(results[str(hidden)]), flush=True)
         write(results, args.out)
