@@ -16,10 +16,10 @@ from pathlib import Path
 from portcheck.core.fileio import atomic_write
 
 ROOT = Path(__file__).resolve().parent.parent
-PAGES = ROOT / "docs" / "bench"   # every benchmark's page and its JSON
-RUN = "run"                        # the JSON key (beside the figures) of the facts below
+PAGES = ROOT / "docs" / "bench"                   # every benchmark's page and its JSON
+RUN = "run"                                        # the JSON key (beside the figures) of the facts below
 FACTS = ("date", "cpu", "cores", "load before", "load after")
-SAID = {"cpu": "CPU", "load before": "load"}                 # a missing fact as the header names it
+SAID = {"cpu": "CPU", "load before": "load"}       # a missing fact as the header names it
 NOT_RECORDED = "not recorded with these figures"   # the header's words when facts are missing (tested)
 
 
@@ -78,9 +78,9 @@ def header(run, command: str) -> str:
              "1-min load " + " and ".join(loads) if loads else None]
     line = f"Measured by `{said}`: " + ", ".join(f for f in facts if f) + "."
     if missing:
-        said = [SAID.get(k, k) for k in missing if not (k == "load after" and "load before" in missing)]
-        named = " and ".join(said) if len(said) < 3 else ", ".join(said[:-1]) + " and " + said[-1]
-        line += f" Its {named} {'was' if len(said) == 1 else 'were'} {NOT_RECORDED} ({again})."
+        names = [SAID.get(k, k) for k in missing if not (k == "load after" and "load before" in missing)]
+        named = " and ".join(names) if len(names) < 3 else ", ".join(names[:-1]) + " and " + names[-1]
+        line += f" Its {named} {'was' if len(names) == 1 else 'were'} {NOT_RECORDED} ({again})."
     return line
 
 
