@@ -29,7 +29,7 @@ class Linear(nn.Linear):
     unchanged. Only Paddle needs it (pt_bert.Linear is plain nn.Linear): Paddle's linear on a
     [batch, seq, in] input is a matmul followed by a separate broadcast bias add, whose forward and
     backward (a column reduction for the bias gradient) are slow single-threaded kernels on CPU;
-    addmm folds the bias into the GEMM, as torch's nn.Linear does (docs/speed.md has the numbers).
+    addmm folds the bias into the GEMM, as torch's nn.Linear does (docs/bench/speed.md has the numbers).
     """
 
     def forward(self, x):

@@ -29,7 +29,7 @@ ROOT = paths.ROOT
 SST2 = paths.SST2_DIR
 # pytest.ini runs the suite on one pytest-xdist worker per core: each worker's scripts get their share of
 # the cores, not every core, or two workers' two-thread processes wait on each other's time slices
-# (torch's parallel regions suffer most: docs/speed.md)
+# (torch's parallel regions suffer most: docs/bench/speed.md)
 WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
 THREADS = str(max(1, len(os.sched_getaffinity(0)) // WORKERS))
 # pytest.ini hands out whole files (--dist loadfile) in collection order, the next file to the first worker that
@@ -374,7 +374,7 @@ def _check_agrees_with_run(request):
 def _worker_threads():
     """A pytest-xdist worker's own torch (a test's in-process model, imported by the test files it collected) at the
     worker's share of the cores, as its scripts are (THREADS), not every core that portcheck.core.runtime gave it:
-    two workers' two-thread parallel regions on two cores wait on each other's time slices (docs/speed.md). -n 0:
+    two workers' two-thread parallel regions on two cores wait on each other's time slices (docs/bench/speed.md). -n 0:
     every core, as before."""
     if "PYTEST_XDIST_WORKER" in os.environ and "torch" in sys.modules:
         sys.modules["torch"].set_num_threads(int(THREADS))

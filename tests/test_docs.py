@@ -74,8 +74,8 @@ def test_reported_figures_are_the_hand_ins():
 
 
 def test_align_figures_are_the_benchmarks():
-    """The measured rule's figures (docs/tolerances.md) are docs/align.md's, which tools/bench_align.py wrote."""
-    bench = (paths.ROOT / "docs" / "align.md").read_text()
+    """The measured rule's figures (docs/tolerances.md) are docs/bench/align.md's, which tools/bench_align.py wrote."""
+    bench = (paths.ROOT / "docs" / "bench" / "align.md").read_text()
     resnet = re.search(r"^\| transformers ResNet-18[^|]*\| green \| ([\d.]+) \|[^|]*\| RED \|[^|]*\| ([\d.e+]+) \| (\d+) \|$",
                        bench, re.M)
     clean_all = max(re.findall(r"^\|[^|]*\| green \| ([\d.]+) \|[^|]*\| RED \|", bench, re.M), key=float)
@@ -109,17 +109,17 @@ def test_llm_figures_are_the_benchmarks():
 
 
 def test_isolate_figures_are_the_benchmarks():
-    """The isolated-judgement figures of docs/tolerances.md (both languages) are docs/isolate.json's, which
-    tools/bench_isolate.py wrote with docs/isolate.md."""
+    """The isolated-judgement figures of docs/tolerances.md (both languages) are docs/bench/isolate.json's, which
+    tools/bench_isolate.py wrote with docs/bench/isolate.md."""
     import json
-    bench = json.loads((paths.ROOT / "docs" / "isolate.json").read_text())
+    bench = json.loads((paths.ROOT / "docs" / "bench" / "isolate.json").read_text())
     forward, training = bench["forward"], bench["training"]
     resnet = forward["transformers ResNet-18 vs paddle.vision"]
     mobile = [v["isolated"] for k, v in training.items() if k.startswith("MobileNetV1-like")]
     figures = [resnet["cumulative"], resnet["isolated"], resnet["seconds"], resnet["seconds_isolated"],
                forward["transformers BertModel vs paddlenlp (tiny)"]["isolated"],
                training["ResNet-18 example, 5 steps, clean"]["isolated"], *mobile]
-    bench_md = (paths.ROOT / "docs" / "isolate.md").read_text()
+    bench_md = (paths.ROOT / "docs" / "bench" / "isolate.md").read_text()
     for text in (p.read_text(encoding="utf-8") for p in page("tolerances")):
         flat = " ".join(text.split())
         for figure in figures:

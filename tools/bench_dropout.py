@@ -9,7 +9,7 @@ training rows for --max_steps steps and evaluates on the whole dev set, then doe
 the same with --shared_dropout. It reports per seed the dev-accuracy difference
 (in sentences) and the largest per-step loss difference of each mode, and the
 train sentences/s of each mode and framework (shared vs own dropout, same run, same
-machine load). Writes docs/bench_dropout.{json,md}.
+machine load). Writes docs/bench/bench_dropout.{json,md}; --page writes the .md again from the .json.
 
 Runs the real pipeline/Step5 scripts in a temporary BERT_ALIGN_HOME holding a copy of
 the exported weights, head and fake data (run the setup scripts first).
@@ -33,7 +33,8 @@ import numpy as np
 from bert_sst2 import paths
 from bert_sst2.flags import TrainArgs
 from portcheck.core.errors import PipelineError, require, run_main
-from portcheck.core.fileio import atomic_write, load_npy
+from portcheck.core.fileio import load_npy
+from tools import bench_doc
 
 ROOT = paths.ROOT
 FRAMEWORKS = {"torch": "pipeline/Step5/pt_train.py", "paddle": "pipeline/Step5/pd_train.py"}
@@ -63,14 +64,22 @@ def main():
     ap.add_argument("--train_limit", type=int, default=3200)
     ap.add_argument("--max_steps", type=int, default=100)
     ap.add_argument("--lr", type=float, default=5e-5)
-    ap.add_argument("--out", type=Path, default=ROOT / "docs" / "bench_dropout")
+    ap.add_argument("--out", type=Path, default=bench_doc.PAGES / "bench_dropout", help="writes OUT.json and OUT.md")
     ap.add_argument("--append", action="store_true", help="keep the rows already in --out's JSON (same budget "
                     "only) and add these seeds")
+    bench_doc.add_page_flag(ap)
     args = ap.parse_args()
+    if args.page:
+        require(args.out.with_suffix(".json"), "python tools/bench_dropout.py")
+        bench_doc.write(args.out.with_suffix(".md"), render(json.loads(args.out.with_suffix(".json").read_text())))
+        return
+    run = bench_doc.start()
     problems = sorted({p for seed in args.seeds for p in step5_args(args, seed, True).problems()})
     if problems:  # every seed's Step 5 flags, by Step 5's own rules, before an hour of training
         raise PipelineError("; ".join(problems))
     rows = previous_rows(args) if args.append else []
+    if rows:  # earlier seeds: their run's facts kept beside this one's
+        run = [*earlier_runs(args), run]
     with tempfile.TemporaryDirectory() as tmp:
         home = Path(tmp)
         require(paths.work() / "weights" / "paddle_weight.pdparams", "python weights/torch2paddle.py")
@@ -94,7 +103,13 @@ def main():
                       f"train sent/s torch {r['torch']['train_sent_per_s']:.1f} paddle {r['paddle']['train_sent_per_s']:.1f}",
                       flush=True)
             rows.append(row)
-    write(rows, args)
+    write(rows, args, [*run[:-1], bench_doc.finish(run[-1])] if isinstance(run, list) else bench_doc.finish(run))
+
+
+def earlier_runs(args) -> list:
+    """The facts of the runs --append keeps the rows of (none for rows measured before they were recorded)."""
+    was = json.loads(args.out.with_suffix(".json").read_text()).get(bench_doc.RUN) or {}
+    return was if isinstance(was, list) else [was]  # {}: rows whose facts were not recorded
 
 
 def previous_rows(args) -> list:
@@ -109,13 +124,23 @@ def previous_rows(args) -> list:
     return [r for r in old["rows"] if r["seed"] not in args.seeds]
 
 
-def write(rows, args):
+def write(rows, args, run):
     # paths as the repository shows them: no machine's absolute path in a committed file
-    table = json.dumps({"args": {k: paths.shown(v) if isinstance(v, Path) else str(v) for k, v in vars(args).items()},
-                        "rows": rows}, indent=1)
-    atomic_write(args.out.with_suffix(".json"), lambda tmp: Path(tmp).write_text(table))
-    lines = [f"# bench_dropout: `python tools/bench_dropout.py --seeds {' '.join(str(r['seed']) for r in rows)} "
-             f"--train_limit {args.train_limit} --max_steps {args.max_steps} --lr {args.lr}`", "",
+    data = {"args": {k: paths.shown(v) if isinstance(v, Path) else str(v) for k, v in vars(args).items()},
+            "rows": rows, bench_doc.RUN: run}
+    bench_doc.write(args.out.with_suffix(".json"), json.dumps(data, indent=1))
+    text = render(data)
+    bench_doc.write(args.out.with_suffix(".md"), text)
+    print(text)
+
+
+def render(data: dict) -> str:
+    """The page, from the JSON (docs/bench/bench_dropout.json) alone."""
+    args, rows = data["args"], data["rows"]
+    command = (f"python tools/bench_dropout.py --seeds {' '.join(str(r['seed']) for r in rows)} "
+               f"--train_limit {args['train_limit']} --max_steps {args['max_steps']} --lr {args['lr']}")
+    lines = ["# bench_dropout: two correct ports' dev accuracy apart by chance, and shared masks' cost", "",
+             bench_doc.header(data.get(bench_doc.RUN), command), "",
              f"MiniLM fine-tuned on the first rows of SST-2 train, evaluated on all {DEV_SENTENCES} dev sentences; "
              "own = each framework's dropout RNG, shared = `--shared_dropout`. One dev sentence = 0.00115.", "",
              "| seed | mode | acc torch | acc paddle | diff (sentences) | max per-step loss diff | train sent/s torch | paddle |",
@@ -133,8 +158,7 @@ def write(rows, args):
               + "; ".join(f"{mode} dropout {sorted(v)} (mean {np.mean(v):.1f}, max {max(v)})" for mode, v in gap.items()),
               "", "Shared masks' cost, train sentences/s shared / own, mean over seeds: "
               + ", ".join(f"{fw} {v:.3f}" for fw, v in cost.items())]
-    atomic_write(args.out.with_suffix(".md"), lambda tmp: Path(tmp).write_text("\n".join(lines) + "\n"))
-    print("\n".join(lines))
+    return "\n".join(lines) + "\n"
 
 
 if __name__ == "__main__":

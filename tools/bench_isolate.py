@@ -2,7 +2,8 @@
 clean port uses when every module, or every optimizer step, is judged on torch's own values, what a planted
 bug uses, and what isolation costs.
 
-    python tools/bench_isolate.py          # writes docs/isolate.md and its figures, docs/isolate.json (~2 minutes)
+    python tools/bench_isolate.py          # writes docs/bench/isolate.md and its figures, isolate.json (~2 minutes)
+    python tools/bench_isolate.py --page   # the page again from isolate.json, nothing measured
 
 Forward (eval mode, no name map: modules paired by portcheck.mapping.pairing), the largest max diff / allowance over
 every row, the ordinary (cumulative) run's and the isolated run's (K = 16 both): transformers' ResNet-18 against
@@ -16,7 +17,6 @@ and with Paddle's weight decay ten times torch's.
 import argparse
 import copy
 import json
-import sys
 import time
 
 try:
@@ -30,8 +30,10 @@ import numpy as np
 
 from bert_sst2 import paths
 from portcheck.core import calibrated
-from portcheck.core.errors import run_main
-from portcheck.core.fileio import atomic_write
+from portcheck.core.errors import require, run_main
+from tools import bench_doc
+
+COMMAND = "python tools/bench_isolate.py"
 
 
 def usage(rows) -> str:
@@ -41,7 +43,7 @@ def usage(rows) -> str:
 
 
 def figures(row: tuple) -> dict:
-    """A table row as data (docs/isolate.json, which the docs' figures are tested against)."""
+    """A table row as data (docs/bench/isolate.json, which the docs' figures are tested against)."""
     keys = ("cumulative", "isolated", "seconds", "seconds_isolated")
     return {k: v.split(" (")[0] for k, v in zip(keys, row[1:]) if v != "-"}
 
@@ -180,30 +182,46 @@ def resnet_training_row():
     return ("ResNet-18 example, 5 steps, clean", *cells)
 
 
+def render(data: dict) -> str:
+    """The page, from the JSON (docs/bench/isolate.json) alone."""
+    lines = ["# Isolated judgement, measured", "", bench_doc.header(data.get(bench_doc.RUN), COMMAND), "",
+             "No name map anywhere.", "",
+             f"Forward, clean ports: the largest max diff / allowance (K = {data['K']:g}) over every row, and "
+             "compare_forward's time in seconds at the ResNet example's batch (best of 5, the two alternated):", "",
+             "| pair | cumulative | isolated | time | time isolated |", "|---|---|---|---|---|"]
+    lines += ["| " + " | ".join(r) + " |" for r in data["rows"]["forward"]]
+    lines += ["", f"Training: the largest max diff / allowance over every key after the steps, cumulative (K_BACKWARD "
+              f"= {data['K_BACKWARD']:g}) and isolated (each step from torch's weights, K_STEP = "
+              f"{data['K_STEP']:g}):", "", "| pair | cumulative | isolated |", "|---|---|---|"]
+    lines += ["| " + " | ".join(r) + " |" for r in data["rows"]["training"]]
+    return "\n".join(lines) + "\n"
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
                                  allow_abbrev=False)
-    ap.add_argument("--out", type=Path, default=paths.ROOT / "docs" / "isolate.md",
-                    help="the table (Markdown); its figures go beside it as .json")
-    out = ap.parse_args().out
+    ap.add_argument("--out", type=Path, default=bench_doc.PAGES / "isolate.md",
+                    help="the page (Markdown); its figures go beside it as .json")
+    bench_doc.add_page_flag(ap)
+    args = ap.parse_args()
+    out = args.out
+    if args.page:
+        require(out.with_suffix(".json"), COMMAND)
+        bench_doc.write(out, render(json.loads(out.with_suffix(".json").read_text())))
+        return
+    run = bench_doc.start()
     forward = [forward_row("transformers ResNet-18 vs paddle.vision", resnet, timed=True),
                forward_row("transformers BertModel vs paddlenlp (tiny)", bert),
                forward_row("transformers Llama vs paddlenlp (tiny)", llama)]
     training = [resnet_training_row(), *mobilenet_rows()]
-    lines = ["# Isolated judgement, measured", "", f"`python tools/bench_isolate.py` ({sys.platform}); no name map anywhere.",
-             "", f"Forward, clean ports: the largest max diff / allowance (K = {calibrated.K:g}) over every row, and "
-             "compare_forward's time in seconds at the ResNet example's batch (best of 5, the two alternated):", "",
-             "| pair | cumulative | isolated | time | time isolated |", "|---|---|---|---|---|"]
-    lines += ["| " + " | ".join(r) + " |" for r in forward]
-    lines += ["", f"Training: the largest max diff / allowance over every key after the steps, cumulative (K_BACKWARD "
-              f"= {calibrated.K_BACKWARD:g}) and isolated (each step from torch's weights, K_STEP = "
-              f"{calibrated.K_STEP:g}):", "", "| pair | cumulative | isolated |", "|---|---|---|"]
-    lines += ["| " + " | ".join(r) + " |" for r in training]
-    text = "\n".join(lines) + "\n"
+    data = {"forward": {r[0]: figures(r) for r in forward}, "training": {r[0]: figures(r) for r in training},
+            "rows": {"forward": [list(r) for r in forward], "training": [list(r) for r in training]},
+            "K": calibrated.K, "K_BACKWARD": calibrated.K_BACKWARD, "K_STEP": calibrated.K_STEP,
+            bench_doc.RUN: bench_doc.finish(run)}
+    text = render(data)
     print(text)
-    data = {"forward": {r[0]: figures(r) for r in forward}, "training": {r[0]: figures(r) for r in training}}
-    atomic_write(out.with_suffix(".json"), lambda tmp: Path(tmp).write_text(json.dumps(data, indent=1) + "\n"))
-    atomic_write(out, lambda tmp: Path(tmp).write_text(text))
+    bench_doc.write(out.with_suffix(".json"), json.dumps(data, indent=1) + "\n")
+    bench_doc.write(out, text)
 
 
 if __name__ == "__main__":

@@ -3,6 +3,7 @@ Llama-shaped pair, transformers' LlamaForCausalLM against paddlenlp's, random we
 2 x 128 tokens, against one plain forward of each side.
 
     python tools/bench_llm.py                       # hidden 256, 512, 1024: docs/llm.md, llm.json, llm.png
+    python tools/bench_llm.py --page                # docs/llm.md again from llm.json, nothing measured
     python tools/bench_llm.py --widths 2048         # the 1.1B pair (needs ~15 GB free; added to the same files)
 
 Each width runs in a process of its own. There every phase (building the pair, a plain forward of each side,
@@ -37,8 +38,9 @@ from pathlib import Path
 import numpy as np
 
 from bert_sst2 import paths
-from portcheck.core.errors import PipelineError, run_main
+from portcheck.core.errors import PipelineError, require, run_main
 from portcheck.core.fileio import atomic_write
+from tools import bench_doc
 
 PEAK_TARGET = 1.5   # x the two models' float32 weights
 TIME_TARGET = 4.0   # x one plain forward of each side
@@ -201,12 +203,28 @@ def floors(r: dict) -> dict:
 
 def write(results: dict, out: Path):
     """docs/llm.json, llm.md and llm.png (the chart, when matplotlib is installed) from every width measured."""
-    rows = [results[k] for k in sorted(results, key=int)]
     atomic_write(out.with_suffix(".json"), lambda tmp: Path(tmp).write_text(json.dumps(results, indent=1) + "\n"))
-    chart = _chart(rows, out.with_suffix(".png"))
-    lines = ["# A comparison at LLM size", "",
-             "Measured by `python tools/bench_llm.py` (hidden 256, 512, 1024) and `python tools/bench_llm.py "
-             "--widths 2048` (the 1.1B pair), on this 2-core, 24 GiB machine, CPU only. A Llama-shaped pair, "
+    chart = _chart([results[k] for k in sorted(results, key=int)], out.with_suffix(".png"))
+    text = render(results, chart is not None)
+    bench_doc.write(out, text)
+    return text
+
+
+def header(results: dict) -> str:
+    """Each width's run: its command and facts; the widths measured before the facts were recorded, in one line."""
+    widths = sorted(results, key=int)
+    unrecorded = [w for w in widths if not results[w].get(bench_doc.RUN)]
+    runs = [results[w][bench_doc.RUN] for w in widths if w not in unrecorded]
+    if unrecorded:
+        runs.insert(0, {"command": f"python tools/bench_llm.py --widths {','.join(unrecorded)}"})
+    return bench_doc.header(runs, "python tools/bench_llm.py")
+
+
+def render(results: dict, chart: bool) -> str:
+    """The page, from the JSON (docs/llm.json) alone; `chart`: the picture beside it is linked."""
+    rows = [results[k] for k in sorted(results, key=int)]
+    lines = ["# A comparison at LLM size", "", header(results), "",
+             "CPU only. A Llama-shaped pair, "
              "transformers' LlamaForCausalLM against paddlenlp's, random weights, 22 layers, vocabulary 32000, "
              f"{TOKENS[0]} x {TOKENS[1]} tokens; convert with layouts={{'LlamaLMHead': 'transpose'}} and no name map, "
              "by definition order and by the models' run (inputs=: each output's shape kept, not its values); "
@@ -298,10 +316,8 @@ def write(results: dict, out: Path):
                          f"; own computation differs: {', '.join(v['differing'][:4])}")
             lines.append(f"* hidden {r['hidden']}, {p}: {text}")
     if chart:
-        lines += ["", "## Scaling", "", f"![peak memory and time against size]({chart.name})"]
-    text = "\n".join(lines) + "\n"
-    atomic_write(out, lambda tmp: Path(tmp).write_text(text))
-    return text
+        lines += ["", "## Scaling", "", "![peak memory and time against size](llm.png)"]
+    return "\n".join(lines) + "\n"
 
 
 def cpu_ratios(r: dict) -> dict:
@@ -357,7 +373,13 @@ def main():
     ap.add_argument("--out", type=Path, default=paths.ROOT / "docs" / "llm.md",
                     help="the report (its .json and .png beside it); widths measured before are kept")
     ap.add_argument("--child", type=int, help=argparse.SUPPRESS)  # one width, in a process of its own
+    bench_doc.add_page_flag(ap)
     args = ap.parse_args()
+    if args.page:
+        require(args.out.with_suffix(".json"), "python tools/bench_llm.py")
+        results = json.loads(args.out.with_suffix(".json").read_text())
+        bench_doc.write(args.out, render(results, args.out.with_suffix(".png").is_file()))
+        return
     if args.child is not None:
         print(json.dumps(measure(args.child)))
         return
@@ -375,12 +397,14 @@ def main():
             raise PipelineError(f"hidden {hidden} needs about {need:.0f} GB of free memory, {available_gb():.1f} GB "
                                 "available: close other work first")
         print(f"hidden {hidden}: measuring ...", flush=True)
+        facts = bench_doc.start()
         run = subprocess.run([sys.executable, __file__, "--child", str(hidden)], capture_output=True, text=True)
         if run.returncode:
             tail = (run.stderr.strip().splitlines() or ["(no output)"])[-1]
             raise PipelineError(f"hidden {hidden}: the measuring process failed: {tail}")
         measured = json.loads(run.stdout.strip().splitlines()[-1])
         measured["runs"] = repeated(results.get(str(hidden)), measured)
+        measured[bench_doc.RUN] = bench_doc.finish(facts)
         results[str(hidden)] = measured
         print(json.dumps(results[str(hidden)]), flush=True)
         write(results, args.out)

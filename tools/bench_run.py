@@ -1,7 +1,8 @@
 """What `python -m portcheck run` costs over the two scripts' own first N steps, on examples/scripts' pairs: the
 plain loop (pt_train.py, pd_train.py) and the Trainers (pt_trainer.py, pd_trainer.py).
 
-    python tools/bench_run.py              # writes docs/run_bench.json, {pair: its figures} (~8 minutes on 2 cores)
+    python tools/bench_run.py              # writes docs/bench/run.json, {pair: its figures}, and run.md (~8 minutes)
+    python tools/bench_run.py --page       # docs/bench/run.md again from run.json, nothing measured
     python tools/bench_run.py --pair trainer --json /tmp/trainer.json
 
 Plain: each script run to its N-th optimizer step and stopped there, nothing recorded (the recorder's "plain" side:
@@ -22,10 +23,11 @@ import time
 from pathlib import Path
 
 from portcheck.scripts import launch, run
-from portcheck.core.errors import run_main
-from portcheck.core.fileio import atomic_write
+from portcheck.core.errors import require, run_main
+from tools import bench_doc
 
 ROOT = Path(__file__).resolve().parent.parent
+COMMAND = "python tools/bench_run.py"
 
 
 def cpu() -> float:
@@ -85,6 +87,39 @@ def bench(torch_cmd: str, paddle_cmd: str, steps: int, repeats: int, tmp: str) -
     return result
 
 
+LABELS = {"example": "the plain loop (`pt_train.py`, `pd_train.py`)",
+          "trainer": "the Trainers (`pt_trainer.py`, `pd_trainer.py`)", "given": "the pair given"}
+
+
+def render(result: dict) -> str:
+    """The page (docs/bench/run.md), from the JSON beside it alone."""
+    runs = [f.get(bench_doc.RUN) or {"command": COMMAND} for f in result.values()]
+    steps = {f["steps"] for f in result.values()}
+    lines = ["# `portcheck run`: its cost over the scripts' own steps", "", bench_doc.header(runs, COMMAND), "",
+             f"{'/'.join(map(str, sorted(steps)))} steps of each pair; 1-min load as each pair started: "
+             + ", ".join(f"{pair} {f['load average']:.1f}" for pair, f in result.items())
+             + ". The budget: the run's torch and Paddle runs and its judging at most "
+             f"{next(iter(result.values()))['budget']:g}x the scripts' own steps, plus torch's own runs (float64, "
+             "against itself). A shared machine's load stretches wall seconds, so the budget is judged on CPU "
+             "seconds (each process's and its children's), the wall seconds shown beside.", "",
+             "| pair | the scripts' own first steps (torch + Paddle) | `portcheck run` | of which torch's own runs "
+             "(float64, against itself) | without them |", "|---|---|---|---|---|"]
+    for pair, f in result.items():
+        cpu, wall = f["cpu seconds"], f["seconds"]
+        own = [round(cpu[side], 2) for side in ("torch64", *run.MOVED_SIDES)]
+        lines.append(f"| {LABELS[pair]} | {cpu['plain torch']:g} + {cpu['plain paddle']:g} CPU s "
+                     f"({wall['plain torch']:g} + {wall['plain paddle']:g} wall) | {cpu['run']:g} CPU s "
+                     f"({wall['run']:g} wall) | {' + '.join(f'{x:g}' for x in own)} CPU s | "
+                     f"**{f['overhead without the yardstick runs (cpu)']:g}x** "
+                     f"({f['overhead without the yardstick runs']:g}x wall) |")
+    within = [pair for pair, f in result.items() if f["within"]]
+    lines += ["", f"Within the budget: {len(within)} of {len(result)} pairs ({', '.join(within) or 'none'}). The wall "
+              "figures, taken "
+              "one after another on a shared machine, need not add up (a negative \"judging seconds\" in the JSON): "
+              "read the CPU seconds."]
+    return "\n".join(lines) + "\n"
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--pair", choices=(*PAIRS, "all"), default="all", help="examples/scripts' pair(s) measured")
@@ -92,8 +127,14 @@ def main():
     ap.add_argument("--paddle")
     ap.add_argument("--steps", type=int, default=3)
     ap.add_argument("--repeats", type=int, default=2)
-    ap.add_argument("--json", type=Path, default=ROOT / "docs" / "run_bench.json")
+    ap.add_argument("--json", type=Path, default=bench_doc.PAGES / "run.json", help="the figures; the page (.md) "
+                    "beside it")
+    bench_doc.add_page_flag(ap)
     args = ap.parse_args()
+    if args.page:
+        require(args.json, COMMAND)
+        bench_doc.write(args.json.with_suffix(".md"), render(json.loads(args.json.read_text())))
+        return
     if (args.torch is None) != (args.paddle is None):
         raise SystemExit("error: give --torch and --paddle together")
     result = {}
@@ -104,9 +145,12 @@ def main():
             pair: (script(pt, given, "pt"), script(pd, given, "pd")) for pair, (pt, pd, given) in PAIRS.items()
             if args.pair in (pair, "all")}
         for pair, (torch_cmd, paddle_cmd) in pairs.items():
-            result[pair] = bench(torch_cmd, paddle_cmd, args.steps, args.repeats, tmp)
+            facts = bench_doc.start()
+            result[pair] = {**bench(torch_cmd, paddle_cmd, args.steps, args.repeats, tmp),
+                            bench_doc.RUN: bench_doc.finish(facts)}
             print(pair, json.dumps(result[pair], indent=1), flush=True)
-    atomic_write(args.json, lambda tmp: Path(tmp).write_text(json.dumps(result, indent=1) + "\n"))
+    bench_doc.write(args.json, json.dumps(result, indent=1) + "\n")
+    bench_doc.write(args.json.with_suffix(".md"), render(result))
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 """Speed benchmark: the twin models (pt_bert, pd_bert) and the ecosystems' own BERTs, both frameworks in one run.
 
-    python tools/bench_speed.py                 # 3 SST-2 batch shapes, 7 repeats, writes docs/bench_speed.{json,md}
+    python tools/bench_speed.py                 # 3 SST-2 batch shapes, 7 repeats: docs/bench/bench_speed.{json,md}
+    python tools/bench_speed.py --page          # the page again from its JSON, nothing measured
     python tools/bench_speed.py --quick         # median shape only, 3 repeats, project models only
     python tools/bench_speed.py --repeats 11 --env-paddle FLAGS_use_mkldnn=1   # try a lever on one side
 
@@ -49,6 +50,7 @@ except ModuleNotFoundError:  # the project is not importable: not its venv
 from bert_sst2 import data, hparams, paths
 from portcheck.core.errors import PipelineError, require, run_main
 from portcheck.core.fileio import atomic_write
+from tools import bench_doc
 
 ROOT = paths.ROOT
 BATCH = hparams.BATCH_SIZE
@@ -333,14 +335,20 @@ def main():
                          "1 is robust when other jobs load the machine")
     ap.add_argument("--env-torch", action="append", metavar="KEY=VALUE", help="extra environment, torch worker")
     ap.add_argument("--env-paddle", action="append", metavar="KEY=VALUE", help="extra environment, Paddle worker")
-    ap.add_argument("--out", type=Path, default=ROOT / "docs" / "bench_speed",
-                    help="writes OUT.json and OUT.md (default docs/bench_speed)")
+    ap.add_argument("--out", type=Path, default=bench_doc.PAGES / "bench_speed",
+                    help="writes OUT.json and OUT.md (default docs/bench/bench_speed)")
+    bench_doc.add_page_flag(ap)
     ap.add_argument("--no_write", action="store_true")
     ap.add_argument("--worker", choices=["torch", "paddle"], help=argparse.SUPPRESS)
     ap.add_argument("--batches", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.worker:
         return worker(args.worker, args.batches)
+    if args.page:
+        require(Path(str(args.out) + ".json"), "python tools/bench_speed.py")
+        bench_doc.write(Path(str(args.out) + ".md"), render(json.loads(Path(str(args.out) + ".json").read_text())))
+        return
+    run = bench_doc.start()
 
     import numpy as np
 
@@ -427,7 +435,7 @@ def main():
                 rows.append(row)
     info["load_after"] = os.getloadavg()[0]
     report = {"info": info, "rows": rows, "errors": {" ".join(k): v for k, v in errors.items()},
-              "command": " ".join(["python", "tools/bench_speed.py"] + sys.argv[1:])}
+              "command": run["command"], bench_doc.RUN: bench_doc.finish(run)}
     md = render(report)
     print()
     print(md)
@@ -438,13 +446,17 @@ def main():
 
 
 def render(report) -> str:
+    """The page, from the JSON (docs/bench/bench_speed.json) alone."""
     info = report["info"]
-    lines = [f"# bench_speed: `{report['command']}`", "",
-             f"{info['cores']} cores ({info['cpu']}); batch {info['batch']}; {info['repeats']} repeats after "
+    # figures measured before the run's facts were kept apart: the ones info holds
+    run = report.get(bench_doc.RUN) or {"command": report["command"], "cpu": info["cpu"], "cores": info["cores"],
+                                        "load before": info["load_before"], "load after": info["load_after"]}
+    lines = ["# bench_speed: Paddle against torch, an eval forward and a train step", "",
+             bench_doc.header(run, report["command"]), "",
+             f"Batch {info['batch']}; {info['repeats']} repeats after "
              f"{info['warmup']} warm-up calls; median [min-max]; ratio = Paddle throughput / torch throughput "
              "(>= 0.9 is the target) from the medians, best = the same from the fastest repeats. "
-             f"1-min load average {info['load_before']:.1f} before, {info['load_after']:.1f} after "
-             "(above 0 means other jobs shared the cores).", "",
+             "A load above 0 means other jobs shared the cores.", "",
              f"- torch worker: {info['torch_worker']}", f"- Paddle worker: {info['paddle_worker']}", "",
              "| shape | mode | torch model | torch | Paddle model | Paddle | ratio | best |",
              "|---|---|---|---|---|---|---|---|"]

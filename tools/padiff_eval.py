@@ -7,7 +7,7 @@ PaDiff is not a dependency; install it aside and put it on PYTHONPATH for this r
 
 Runs padiff.auto_diff on the tiny random twins twice: aligned (should pass) and with
 the Step 1 plant (encoder layer 1's attention-output LayerNorm epsilon 1e-3 on the
-Paddle side; should fail and name that layer). Findings are in docs/padiff.md.
+Paddle side; should fail and name that layer). Findings are in docs/bench/padiff.md.
 """
 import argparse
 
@@ -23,6 +23,7 @@ import torch
 from bert_sst2 import paths
 from models import pd_bert, pt_bert
 from models.configuration_bert import BertConfig
+from tools import bench_doc
 
 argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False).parse_args()
 try:
@@ -30,6 +31,7 @@ try:
 except ImportError:
     raise SystemExit("error: padiff is not importable: install it aside and set PYTHONPATH (see --help)") from None
 
+run = bench_doc.start()  # the facts docs/bench/padiff.md's header line says
 config = BertConfig.from_json(paths.ROOT / "tests" / "tiny_config.json")
 torch.manual_seed(0)
 paddle.seed(0)
@@ -47,4 +49,5 @@ verdicts["planted LayerNorm eps"] = padiff.auto_diff(pd_model, pt_model, inputs,
 print(f"\npadiff {padiff.__version__}, paddle {paddle.__version__}, torch {torch.__version__}")
 for name, ok in verdicts.items():
     print(f"{name}: auto_diff returned {ok}")
+print(bench_doc.header(bench_doc.finish(run), "python tools/padiff_eval.py"))
 print("the module PaDiff blames is marked '*** HERE ***' in diff_log/paddle_struct.log beside padiff's package")

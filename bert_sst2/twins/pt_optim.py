@@ -32,7 +32,7 @@ def build_optimizer(model, lr, weight_decay=None, epsilon=None):
 
     fused=True: torch's one-pass CPU kernel, the same update formula as the default multi-tensor
     path in a third of the time (33 vs 90-110 ms per step over MiniLM's 22.7M parameters, one thread;
-    docs/speed.md); Step 4 holds its updates to the same tolerances as before."""
+    docs/bench/speed.md); Step 4 holds its updates to the same tolerances as before."""
     weight_decay = hparams.WEIGHT_DECAY if weight_decay is None else weight_decay
     epsilon = hparams.ADAM_EPSILON if epsilon is None else epsilon
     return torch.optim.AdamW(param_groups(model, weight_decay), lr=lr, betas=hparams.ADAM_BETAS, eps=epsilon,

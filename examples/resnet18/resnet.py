@@ -150,7 +150,7 @@ def batch():
 
 def random_batch(seed: int):
     """(images float32 [8, 3, 64, 64], labels int64 [8]) of seeded noise: seed 0 has a ReLU kink (the tests); seed
-    2 is the batch tools/bench_align.py and bench_isolate.py measure (docs/align.md, docs/isolate.md)."""
+    2 is the batch tools/bench_align.py and bench_isolate.py measure (docs/bench/align.md, docs/bench/isolate.md)."""
     rng = np.random.RandomState(seed)
     return rng.randn(8, 3, 64, 64).astype("float32"), rng.randint(0, CLASSES, 8).astype("int64")
 

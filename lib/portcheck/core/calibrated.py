@@ -18,7 +18,7 @@ whichever is larger.
 
 The floor is for outputs that are exact in fp32 on the torch side (an embedding lookup, a max-pool, a ReLU
 of exact values: err32 = 0) where another framework's kernel may still round once. K and FLOOR were
-measured (docs/align.md): clean ports stay under them on every model measured, every planted bug sits above.
+measured (docs/bench/align.md): clean ports stay under them on every model measured, every planted bug sits above.
 """
 from typing import NamedTuple, Optional
 
@@ -28,9 +28,9 @@ from portcheck.core import tolerances
 from portcheck.core.diff import EMPTY, NOT_JUDGED, KeyResult, first_diverging
 
 EPS32 = 2.0 ** -23  # fp32's relative spacing
-K = 16.0            # the measured multiple of torch's own fp32 error in a forward (docs/align.md)
+K = 16.0            # the measured multiple of torch's own fp32 error in a forward (docs/bench/align.md)
 # Gradients and everything after optimizer steps: BatchNorm's batch statistics and each update compound both
-# sides' rounding, and err32 is one sample of it; clean training of ResNet-18 reached 48.9 (docs/align.md)
+# sides' rounding, and err32 is one sample of it; clean training of ResNet-18 reached 48.9 (docs/bench/align.md)
 K_BACKWARD = 128.0
 # One optimizer step from the same weights (compare_backward(isolate=True)): nothing compounds over steps
 K_STEP = 16.0

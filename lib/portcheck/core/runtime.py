@@ -14,7 +14,7 @@ and would hide the dependency). Every variable a user has set already wins.
 * FLAGS_use_stride_kernel=0: Paddle 3's default makes transpose/slice return strided views,
   and every later consumer turns them back into contiguous memory with a slow element-by-element
   copy; off, transpose is one fast contiguous kernel. Only memory layout changes, the numbers are
-  bit for bit the same (18% of a train step, 22% of an eval forward; docs/speed.md). torch ignores it;
+  bit for bit the same (18% of a train step, 22% of an eval forward; docs/bench/speed.md). torch ignores it;
 * malloc: glibc hands every block over its mmap threshold straight to the kernel and back, so a
   framework allocating the same multi-MB activation or the 47 MB embedding gradient every step pays
   fresh page faults each time. keep_large_blocks raises the thresholds so freed blocks are reused;

@@ -85,7 +85,7 @@ class Step:
 class SideBySide:
     """Scripts that run at the same time, each on its own share of the cores (Step 5's two trainings).
     Small GEMMs and one-thread kernels use two cores poorly: two one-core runs at once finish sooner
-    than one two-core run after the other (docs/speed.md)."""
+    than one two-core run after the other (docs/bench/speed.md)."""
     cmds: list
 
 

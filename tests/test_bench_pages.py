@@ -1,0 +1,67 @@
+"""Each benchmark page (docs/bench/*.md, and docs/llm.md until it moves there) says the command its figures came
+from and the date, CPU and load they were taken at, or, for figures measured before those were recorded, one line
+saying so; a page a tool writes is that tool's rendering of the JSON beside it, byte for byte (its --page, to a
+temporary folder), so no figure on it was typed by hand. In process: each tool's main() with --page reads JSON
+and writes Markdown, nothing is measured."""
+import importlib
+import shutil
+import sys
+
+import pytest
+
+from bert_sst2 import paths
+from tools import bench_doc
+
+DOCS = paths.ROOT / "docs"
+# {page: (the tool that writes it, the files it reads beside it, its arguments writing into a folder)}
+WRITTEN = {
+    "bench/align.md": ("bench_align", ["align.json"], lambda d: ["--out", d / "align.md"]),
+    "bench/isolate.md": ("bench_isolate", ["isolate.json"], lambda d: ["--out", d / "isolate.md"]),
+    "bench/bench_dropout.md": ("bench_dropout", ["bench_dropout.json"], lambda d: ["--out", d / "bench_dropout"]),
+    "bench/bench_speed.md": ("bench_speed", ["bench_speed.json"], lambda d: ["--out", d / "bench_speed"]),
+    "bench/run.md": ("bench_run", ["run.json"], lambda d: ["--json", d / "run.json"]),
+    "llm.md": ("bench_llm", ["llm.json", "llm.png"], lambda d: ["--out", d / "llm.md"]),
+}
+# written by hand, their command named: a profile and levers tried (speed), a tool installed aside (padiff)
+BY_HAND = {"bench/speed.md", "bench/padiff.md"}
+
+
+def pages():
+    return sorted({p.relative_to(DOCS).as_posix() for p in (DOCS / "bench").glob("*.md")} | {"llm.md"})
+
+
+def test_every_benchmark_page_is_written_by_a_tool_or_said_by_hand():
+    assert set(pages()) == set(WRITTEN) | BY_HAND
+
+
+@pytest.mark.parametrize("page", pages())
+def test_a_benchmark_page_names_its_command_and_when_where_and_at_what_load(page):
+    line = (DOCS / page).read_text(encoding="utf-8").splitlines()[2]
+    assert line.startswith("Measured by `python ") or line.startswith("Measured by `PYTHONPATH="), line
+    said = all(f in line for f in ("(UTC)", "cores", "1-min load")) and bench_doc.NOT_RECORDED not in line
+    assert said or bench_doc.NOT_RECORDED in line, line
+
+
+@pytest.mark.parametrize("page", sorted(WRITTEN))
+def test_the_tool_renders_the_committed_page_from_its_json(page, tmp_path, monkeypatch):
+    name, beside, argv = WRITTEN[page]
+    for f in beside:
+        shutil.copy((DOCS / page).parent / f, tmp_path / f)
+    tool = importlib.import_module(f"tools.{name}")
+    monkeypatch.setattr(sys, "argv", [f"tools/{name}.py", "--page", *map(str, argv(tmp_path))])
+    tool.main()
+    assert (tmp_path / page.split("/")[-1]).read_text(encoding="utf-8") == (DOCS / page).read_text(encoding="utf-8")
+
+
+def test_the_header_says_the_facts_recorded_and_which_were_not():
+    run = bench_doc.finish(bench_doc.start(["tools/bench_align.py", "--repeats", "3"]))
+    assert run["command"] == "python tools/bench_align.py --repeats 3" and run["cores"] >= 1 and run["cpu"]
+    line = bench_doc.header(run, "python tools/bench_align.py")
+    assert f"on {run['date']} (UTC)" in line and "1-min load" in line and bench_doc.NOT_RECORDED not in line
+    assert bench_doc.NOT_RECORDED in bench_doc.header({}, "python tools/bench_align.py")
+    partly = bench_doc.header({"cpu": "x86_64", "cores": 2, "load before": 0.9, "load after": 1.4}, "python t.py")
+    assert "Its date was " + bench_doc.NOT_RECORDED in partly and "0.9 before and 1.4 after" in partly
+    assert bench_doc.header([run, {}], "python t.py").count("Measured by") == 2  # rows from two runs: both said
+    inside = str(paths.ROOT / "docs" / "bench" / "align.md")  # no machine's path on a committed page
+    assert bench_doc.command([str(paths.ROOT / "tools" / "bench_align.py"), "--out", inside]) == \
+        "python tools/bench_align.py --out docs/bench/align.md"
