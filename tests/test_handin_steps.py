@@ -49,7 +49,7 @@ def five_steps(top, paddle_net=PaddleNet):
             opt.zero_grad() if side == "torch" else opt.clear_grad()
         model.eval()
         log.evaluate(evaluate(side, model))
-    steps.train(*logs)
+    steps.trained = steps.train(*logs)
     return steps
 
 
@@ -62,6 +62,11 @@ def test_the_five_short_calls_hand_in_a_folder_the_reviewers_command_finds_green
     assert (tmp_path / "log_reprod" / "diagnostics" / "report.html").is_file()
     assert cli.check(tmp_path / "log_reprod") == 0
     assert str(steps).splitlines()[0].startswith("forward: measured green")
+    # the training's own page and a notebook's view of it: the pair's verdicts, the curves drawn inline
+    said = steps.trained.html(tmp_path / "training.html")
+    page = (tmp_path / "training.html").read_text(encoding="utf-8")
+    assert said.startswith("page: ") and "<svg" in page and "train_align" in page and "weight norm" in page
+    assert "<svg" in steps.trained.curves._repr_html_() or "&lt;svg" in steps.trained.curves._repr_html_()
 
 
 class GeluTanh(PaddleNet):

@@ -63,13 +63,7 @@ def curves(below) -> list:
         t, p, _ = training.logs(below)
     except PipelineError:
         return []
-    out = []
-    for key, x in [("loss", None), ("lr", None)] + [(k, "eval_step") for k in t if k.startswith(training.METRIC)]:
-        if key in t and key in p:
-            n = min(len(t[key]), len(p[key]))
-            steps = list(range(n)) if x is None else [float(s) for s in t.get(x, range(n))[:n]]
-            out.append({"name": key, "x": steps, "torch": t[key][:n].tolist(), "paddle": p[key][:n].tolist()})
-    return out
+    return training.curves_of(t, p)
 
 
 def folder_view(folder, red: int, pairs: list, rest: list, rows: list, last: str) -> dict:

@@ -48,10 +48,10 @@ from typing import NamedTuple
 
 import numpy as np
 
-from portcheck.core import record, report, tolerances
+from portcheck.core import page, record, report, tolerances
 from portcheck.pipeline import handin
 from portcheck.pipeline.own_runs import DIAGNOSTICS_OWN, OWN, OWN_MULTIPLE, OWN_PARTS, kept_norm, own_spread, save_own
-from portcheck.pipeline.training_log import EVAL_MODES, LOG, METRIC, NAMES, PAIR
+from portcheck.pipeline.training_log import EVAL_MODES, LOG, METRIC, NAMES, PAIR, curves_of
 from portcheck.pipeline.training_log import TrainingLog, run_depends, torch_running_var  # noqa: F401 (documented here)
 from portcheck.core.errors import PipelineError
 from portcheck.core.fileio import atomic_write, load_npy, writable
@@ -101,6 +101,24 @@ class TrainingReport(NamedTuple):
     threshold: float = float("nan")  # the final metric's: the task's, widened by torch's own spread (own=)
     spread: float = 0.0    # how far torch's own runs widened it
     own: dict = None       # torch's own runs as own_runs reduces them, None without
+    logs: tuple = None     # (torch's log, Paddle's): the curves its page draws
+
+    def view(self) -> dict:
+        """The page's data (portcheck.core.page): each row's verdict, then both sides' loss, lr and metric curves
+        and their difference, then its lines."""
+        drawn = curves_of(*self.logs) if self.logs is not None else []
+        return {"title": "training", "passed": self.passed, "first": None,
+                "headline": "training: " + ("green" if self.passed else "red"),
+                "verdicts": [{"name": r.name, "passed": r.passed, "text": r.detail} for r in self.rows],
+                "sections": ([{"kind": "curves", "title": "both sides and their difference", "curves": drawn}]
+                             if drawn else []) + [{"kind": "lines", "title": "its lines", "lines": self.lines()}]}
+
+    def html(self, path) -> str:
+        """The training as one page at `path` (opens offline, fetches nothing); a line saying where."""
+        return page.write(self.view(), path)
+
+    def _repr_html_(self) -> str:
+        return page.framed(page.page(self.view()))
 
     @property
     def eval_modes_logged(self) -> bool:
@@ -450,7 +468,7 @@ def judge_training(torch_log: dict, paddle_log: dict, threshold: float = None, r
             k = int(np.nanargmax(gaps)) if np.isfinite(gaps).any() else 0
             earlier.append(f"{name[len(METRIC):]} largest gap {gaps[k]:.3g} after step {int(t['eval_step'][k])} "
                            f"(torch {float(t[name][k]):.6g} vs {other} {float(p[name][k]):.6g})")
-    return TrainingReport(rows, causes, loss, "; ".join(earlier), threshold, moved, own)
+    return TrainingReport(rows, causes, loss, "; ".join(earlier), threshold, moved, own, (t, p))
 
 
 def plot(torch_log: dict, paddle_log: dict, out) -> str:
@@ -525,6 +543,18 @@ class TrainingVerdict(NamedTuple):
     @property
     def passed(self) -> bool:
         return self.verdict.passed
+
+    def view(self) -> dict:
+        """The page's data: the pair's verdicts (handin.MeasuredVerdict's), then the curves (TrainingReport's)."""
+        pair, curves = self.verdict.view(), self.curves.view()
+        return {**pair, "passed": self.passed, "verdicts": pair["verdicts"] + curves["verdicts"],
+                "sections": curves["sections"] + pair["sections"]}
+
+    def html(self, path) -> str:
+        return page.write(self.view(), path)
+
+    def _repr_html_(self) -> str:
+        return page.framed(page.page(self.view()))
 
 
 def judge_and_log(folder, threshold: float = None, top=None, draw: bool = True, own=()) -> TrainingVerdict:

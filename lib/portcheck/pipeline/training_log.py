@@ -246,3 +246,16 @@ def run_depends(weights: str, order, seeds: dict, flags: dict, **more) -> dict:
     if not isinstance(order, str):
         order = order_fingerprint(*order)
     return {"weights": weights, "data_order": order, "seeds": dict(seeds), "flags": dict(flags), **more}
+
+
+def curves_of(t: dict, p: dict) -> list:
+    """Both sides' loss, lr and metric curves, as a page draws them ([{"name", "x", "torch", "paddle"}]), each over
+    the steps both logged (a metric over its evaluations' steps)."""
+    out = []
+    for key, x in [("loss", None), ("lr", None)] + [(k, "eval_step") for k in t if k.startswith(METRIC)]:
+        if key in t and key in p:
+            n = min(len(t[key]), len(p[key]))
+            steps = list(range(n)) if x is None else [float(s) for s in t.get(x, range(n))[:n]]
+            out.append({"name": key, "x": steps, "torch": np.asarray(t[key])[:n].tolist(),
+                        "paddle": np.asarray(p[key])[:n].tolist()})
+    return out
