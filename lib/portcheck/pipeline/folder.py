@@ -60,6 +60,7 @@ class Handin:
         self.sides = Path(sides) if sides is not None else self.top.with_name(self.top.name + "_sides")
         self.script = Path(sys.argv[0]).name or "python"  # the run records' script: the one calling
         self.port, self.verdicts, self.plots, self._map = None, {}, {}, (None, None)
+        self._half = Side(self.sides, weights=self._weights, whole=False)  # what each side saves, as a script's
 
     def __repr__(self) -> str:
         return "\n".join(f"{pair}: {v.describe_measured()}" + (f"\n{self.plots[pair]}" if self.plots.get(pair) else "")
@@ -125,7 +126,7 @@ class Handin:
         """Step 1: compare_forward (every module, cumulative and with isolate= each on torch's own input) and the
         guide's forward pair (the model's output), handed in with its picture and page. Both models are put in
         eval mode. Returns the ForwardReport."""
-        from portcheck.forward.compare import compare_forward, record_forward
+        from portcheck.forward.compare import compare_forward
         if name_map is not None or layouts is not None:
             self._map = name_map, layouts
         self._ported(torch_model, paddle_model, inputs, convert)
@@ -133,13 +134,9 @@ class Handin:
         torch_model.eval(), paddle_model.eval()
         report = compare_forward(torch_model, paddle_model, inputs, name_map=name_map, isolate=isolate,
                                  layouts=layouts)
-        batch = record.fingerprint(_named(inputs))
         handin.check_outputs(self.sides, ["forward"], self.top)
-        for side, model in zip(SIDES, (torch_model, paddle_model)):
-            rec = record_forward(model, inputs)
-            exact = {"logits": handin.model_output(rec, exact=True)} if side == "torch" else None
-            handin.save_side(self.sides, "forward", side, {"logits": handin.model_output(rec)},
-                             {"inputs": batch, "weights": self._weights(model)}, self.script, exact=exact)
+        for model in (torch_model, paddle_model):  # the guide's pair: the run compare_forward keeps none of
+            self._half.forward(model, inputs)
         self._judge("forward", comparison=report)
         return report
 
@@ -149,8 +146,8 @@ class Handin:
         records = [data.record_batches(loader, batches=batches, names=names)
                    for loader in (torch_loader, paddle_loader)]
         handin.check_outputs(self.sides, ["data"], self.top)
-        for side, batch in zip(SIDES, records):  # each side's record binds its own batches: the pair is the check
-            handin.save_side(self.sides, "data", side, batch, {"batches": batches}, self.script)
+        for side, batch in zip(SIDES, records):
+            self._half._batches(batch, side, batches)
         self._judge("data")
         return data.judge_batches(*records)
 
@@ -158,32 +155,19 @@ class Handin:
         """Step 2's metric pair: each side's metric (a pair, or one function both sides call with their own
         framework's tensors) on the same predictions and labels, judged exactly. Returns the verdict."""
         fns = _pair(metric, "metric")
-        depends = {"inputs": record.fingerprint([("predictions", data.to_numpy(predictions, "predictions")),
-                                                 ("labels", data.to_numpy(labels, "labels"))])}
-        values = [data.record_metric(fn, predictions, labels, framework=side) for side, fn in zip(SIDES, fns)]
         handin.check_outputs(self.sides, ["metric"], self.top)
-        for side, value in zip(SIDES, values):
-            handin.save_side(self.sides, "metric", side, value, depends, self.script)
+        for side, fn in zip(SIDES, fns):
+            self._half.metric(fn, predictions, labels, framework=side)
         return self._judge("metric")
 
     def loss(self, torch_model, paddle_model, inputs, targets, loss, convert: bool = True):
         """Step 3: each side's loss (loss=(torch's, Paddle's), called as loss(output, targets) with that side's
         tensors) on its own model's output in eval mode, within torch's own fp32 error. Returns the verdict."""
-        import paddle
-        import torch
-
-        from portcheck.forward.compare import record_value
         fns = _pair(loss, "loss")
         self._ported(torch_model, paddle_model, inputs, convert)
-        y = data.to_numpy(targets, "targets")
-        batch = record.fingerprint(_named(inputs) + [("targets", y)])
-        t = record_value(torch_model.eval(), inputs, lambda out: fns[0](out, torch.from_numpy(y)))
-        p = record_value(paddle_model.eval(), inputs, lambda out: fns[1](out, paddle.to_tensor(y)))
         handin.check_outputs(self.sides, ["loss"], self.top)
-        for side, model, value in (("torch", torch_model, t), ("paddle", paddle_model, p)):
-            handin.save_side(self.sides, "loss", side, {"loss": value["value"]},
-                             {"inputs": batch, "weights": self._weights(model)}, self.script,
-                             exact={"loss": value["f64:value"]} if side == "torch" else None)
+        for model, fn in zip((torch_model, paddle_model), fns):
+            self._half.loss(model.eval(), inputs, targets, fn)
         return self._judge("loss")
 
     def backward(self, torch_model, paddle_model, inputs, targets, loss, optimizer, scheduler=None,
@@ -194,26 +178,16 @@ class Handin:
         guide's lr and bp_align pairs handed in with the tables. Dropout off is the caller's (p=0 or eval).
         flags: every setting both sides share, bound in the run records. Returns the BackwardReport."""
         from portcheck.gradients import backward
-        from portcheck.gradients.backward import record_backward
-        from portcheck.gradients.backward import HELD
+        from portcheck.gradients.backward import HELD, record_backward
         loss, optimizer = _pair(loss, "loss"), _pair(optimizer, "optimizer")
         scheduler = (None, None) if scheduler is None else _pair(scheduler, "scheduler")
         scheduler = scheduler[0], HELD if scheduler[0] is not None and scheduler[1] is None else scheduler[1]
         self._ported(torch_model, paddle_model, inputs, convert)
         y = data.to_numpy(targets, "targets")
-        depends = {"inputs": record.fingerprint(_named(inputs) + [("targets", y)]),
-                   "flags": {"steps": steps, **dict(flags or {})}}
-        weights = [self._weights(m) for m in (torch_model, paddle_model)]  # before the steps change them
-        start = copy.deepcopy(torch_model.state_dict())
-        t = record_backward(torch_model.train(), inputs, y, loss[0], optimizer[0], scheduler[0], steps)
-        p = record_backward(paddle_model.train(), inputs, y, loss[1], optimizer[1], scheduler[1], steps)
         handin.check_outputs(self.sides, ["lr", "bp_align"], self.top)
-        for side, rec, w in zip(SIDES, (t, p), weights):
-            wide = side == "torch"
-            for pair, arrays in (("lr", lambda exact: handin.per_step(rec, "lr", exact=exact)),
-                                 ("bp_align", lambda exact: handin.bp_align(rec, exact=exact))):
-                handin.save_side(self.sides, pair, side, arrays(False), {**depends, "weights": w}, self.script,
-                                 exact=arrays(True) if wide else None)
+        start = copy.deepcopy(torch_model.state_dict())
+        t, p = (self._half._backward(model.train(), inputs, y, *parts, steps, flags)[1]
+                for model, *parts in zip((torch_model, paddle_model), loss, optimizer, scheduler))
 
         def again(crossed):  # torch's run once more from the same weights, on Paddle's side of each kink crossed
             torch_model.load_state_dict(start)
@@ -269,13 +243,16 @@ class Side:
         side.data(loader); side.metric(fn, predictions, labels)                         # Step 2
     """
 
-    def __init__(self, folder="work"):
+    def __init__(self, folder="work", weights=None, whole: bool = True):
         self.folder = Path(folder)
         self.script = Path(sys.argv[0]).name or "python"
+        # how a run record fingerprints its model's weights (a Handin's: under its conversion's names), and whether
+        # each side's whole record is kept for Handin.judge (a Handin judges both in its own process)
+        self.weights, self.whole = weights or record.weights_fingerprint, whole
 
     def _save(self, pair: str, side: str, arrays: dict, depends: dict, exact=None, whole=None):
         from portcheck.core.fileio import save_npy, writable
-        if whole is not None:
+        if whole is not None and self.whole:
             path = self.folder / RECORDS / f"{pair}_{side}.npy"
             writable(path)
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -290,7 +267,7 @@ class Side:
         from portcheck.mapping.trace import framework_of
         side = framework_of(model)
         rec = record_forward(model, inputs)
-        depends = {"inputs": record.fingerprint(_named(inputs)), "weights": record.weights_fingerprint(model)}
+        depends = {"inputs": record.fingerprint(_named(inputs)), "weights": self.weights(model)}
         return self._save("forward", side, {"logits": handin.model_output(rec)}, depends,
                           {"logits": handin.model_output(rec, exact=True)} if side == "torch" else None, rec)
 
@@ -302,8 +279,7 @@ class Side:
         y = data.to_numpy(targets, "targets")
         tensor = _to_tensor(side)
         value = record_value(model, inputs, lambda out: loss(out, tensor(y)))
-        depends = {"inputs": record.fingerprint(_named(inputs) + [("targets", y)]),
-                   "weights": record.weights_fingerprint(model)}
+        depends = {"inputs": record.fingerprint(_named(inputs) + [("targets", y)]), "weights": self.weights(model)}
         return self._save("loss", side, {"loss": value["value"]}, depends,
                           {"loss": value.get("f64:value")} if side == "torch" else None)
 
@@ -312,23 +288,32 @@ class Side:
         Paddle optimizer built with an LRScheduler: scheduler=None steps it), and the guide's lr and bp_align pairs.
         Dropout off is the caller's."""
         from portcheck.mapping.trace import framework_of
-        from portcheck.gradients.backward import HELD, record_backward
+        from portcheck.gradients.backward import HELD
+        if framework_of(model) == "paddle" and scheduler is None:
+            scheduler = HELD if _holds_scheduler(model, optimizer) else None
+        return self._backward(model, inputs, targets, loss, optimizer, scheduler, steps, flags)[0]
+
+    def _backward(self, model, inputs, targets, loss, optimizer, scheduler, steps: int, flags) -> tuple:
+        """backward's steps and pairs, its scheduler as given: (bp_align's path, the record)."""
+        from portcheck.mapping.trace import framework_of
+        from portcheck.gradients.backward import record_backward
         side = framework_of(model)
         y = data.to_numpy(targets, "targets")
         depends = {"inputs": record.fingerprint(_named(inputs) + [("targets", y)]),
-                   "flags": {"steps": steps, **dict(flags or {})}, "weights": record.weights_fingerprint(model)}
-        if side == "paddle" and scheduler is None:
-            scheduler = HELD if _holds_scheduler(model, optimizer) else None
+                   "flags": {"steps": steps, **dict(flags or {})}, "weights": self.weights(model)}
         rec = record_backward(model, inputs, y, loss, optimizer, scheduler, steps)
         self._save("lr", side, handin.per_step(rec, "lr"), depends, handin.per_step(rec, "lr", exact=True))
-        return self._save("bp_align", side, handin.bp_align(rec), depends, handin.bp_align(rec, exact=True), rec)
+        return self._save("bp_align", side, handin.bp_align(rec), depends, handin.bp_align(rec, exact=True),
+                          rec), rec
 
     def data(self, loader, batches: int = 3, names=None, framework: str = None):
         """The first `batches` batches this side's own loader gives (Step 2's data pair). framework: "torch" or
         "paddle" (default: read off the batches' tensors)."""
         batch = data.record_batches(loader, batches=batches, names=names)
-        side = framework or _framework_of_loader(loader)
-        return self._save("data", side, batch, {"batches": batches})
+        return self._batches(batch, framework or _framework_of_loader(loader), batches)
+
+    def _batches(self, batch: dict, side: str, batches: int):
+        return self._save("data", side, batch, {"batches": batches})  # the pair itself is the check of the data
 
     def metric(self, metric, predictions, labels, framework: str):
         """metric(predictions, labels) with this framework's tensors (Step 2's metric pair)."""
