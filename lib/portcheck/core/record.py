@@ -87,11 +87,17 @@ def model_fingerprint(model, port=None) -> str:
                                for k, (name, transposed) in carried.items())
         return fingerprint((name, port.from_torch(k, lambda n: _numpy(state[n])) if cut[k] else _numpy(state[name]))
                            for k, (name, _) in carried.items())
-    if hasattr(model, "named_sublayers"):  # Paddle
-        linear = {f"{name}.weight" if name else "weight" for name, layer in model.named_sublayers(include_self=True)
-                  if _paddle_linear(layer)}
-        return fingerprint((k, v.numpy().T if k in linear else v.numpy()) for k, v in model.state_dict().items())
-    return state_fingerprint(model.state_dict())
+    return fingerprint(_in_torch_layout(model))
+
+
+def _in_torch_layout(model):
+    """(name, array) of each tensor of the model's state dict, one at a time, in torch's layout (a Paddle Linear's
+    [in, out] weight as [out, in])."""
+    if not hasattr(model, "named_sublayers"):  # torch
+        return ((k, _numpy(v)) for k, v in model.state_dict().items())
+    linear = {f"{name}.weight" if name else "weight" for name, layer in model.named_sublayers(include_self=True)
+              if _paddle_linear(layer)}
+    return ((k, v.numpy().T if k in linear else v.numpy()) for k, v in model.state_dict().items())
 
 
 def weights_fingerprint(model) -> str:
@@ -101,13 +107,7 @@ def weights_fingerprint(model) -> str:
     Paddle model holds the torch model's tensors under any names. A tensor one side holds and the other not (a
     buffer only one saves, a q/k/v fused on one side) makes them differ: then fingerprint with
     model_fingerprint(model, port=)."""
-    if hasattr(model, "named_sublayers"):  # Paddle
-        linear = {f"{name}.weight" if name else "weight" for name, layer in model.named_sublayers(include_self=True)
-                  if _paddle_linear(layer)}
-        arrays = (v.numpy().T if k in linear else v.numpy() for k, v in model.state_dict().items())
-    else:
-        arrays = (_numpy(v) for v in model.state_dict().values())
-    each = sorted(fingerprint([("", a)]) for a in arrays if a.dtype.kind == "f")
+    each = sorted(fingerprint([("", a)]) for _, a in _in_torch_layout(model) if a.dtype.kind == "f")
     return hashlib.sha256("|".join(each).encode()).hexdigest()
 
 
