@@ -11,9 +11,8 @@ import pytest
 from bert_sst2 import paths
 
 DOCS = paths.ROOT / "docs"
-# figures and how they were taken: a machine's load and the date belong on the benchmark pages (docs/bench/, and
-# docs/llm.md until its guidance page links it there)
-BENCHMARKS = {"llm"}
+# figures and how they were taken: a machine's load and the date belong on the benchmark pages (docs/bench/, not
+# globbed here)
 HISTORY = re.compile(
     r"(?<![\w.+-])(?=[0-9a-f]*[a-f])(?=[0-9a-f]*[0-9])[0-9a-f]{7,40}(?![\w.])"   # a commit
     r"|\b(?:this|last|previous|next|earlier|that) (?:round|session|branch)\b|\bon this branch\b|\bon main\b"
@@ -26,7 +25,7 @@ LONG_LEFT = {"architecture", "bert", "k_backward", "large_models", "messages", "
 
 
 def user_pages():
-    return sorted(p for p in DOCS.glob("*.md") if p.stem.removesuffix("_cn") not in BENCHMARKS)
+    return sorted(DOCS.glob("*.md"))
 
 
 def prose(text: str) -> str:
