@@ -20,10 +20,12 @@ WRITTEN = {
     "bench/bench_dropout.md": ("bench_dropout", ["bench_dropout.json"], lambda d: ["--out", d / "bench_dropout"]),
     "bench/bench_speed.md": ("bench_speed", ["bench_speed.json"], lambda d: ["--out", d / "bench_speed"]),
     "bench/run.md": ("bench_run", ["run.json"], lambda d: ["--json", d / "run.json"]),
+    "bench/stream.md": ("bench_stream", ["stream.json"], lambda d: ["--out", d / "stream.md"]),
     "bench/llm.md": ("bench_llm", ["llm.json", "llm.png"], lambda d: ["--out", d / "llm.md"]),
 }
-# written by hand, their command named: a profile and levers tried (speed), a tool installed aside (padiff)
-BY_HAND = {"bench/speed.md", "bench/padiff.md"}
+# written by hand, their command named: a profile and levers tried (speed), a tool installed aside (padiff), runs
+# the large-model guide sums up in a sentence each (large_models)
+BY_HAND = {"bench/speed.md", "bench/padiff.md", "bench/large_models.md"}
 
 
 def pages():
