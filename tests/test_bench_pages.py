@@ -24,8 +24,8 @@ WRITTEN = {
     "bench/llm.md": ("bench_llm", ["llm.json", "llm.png"], lambda d: ["--out", d / "llm.md"]),
 }
 # written by hand, their command named: a profile and levers tried (speed), a tool installed aside (padiff), runs
-# the large-model guide sums up in a sentence each (large_models)
-BY_HAND = {"bench/speed.md", "bench/padiff.md", "bench/large_models.md"}
+# the large-model guide sums up in a sentence each (large_models), the zoo under another CPU's kernels (zoo_kernels)
+BY_HAND = {"bench/speed.md", "bench/padiff.md", "bench/large_models.md", "bench/zoo_kernels.md"}
 
 
 def pages():
