@@ -21,6 +21,7 @@ WRITTEN = {
     "bench/bench_speed.md": ("bench_speed", ["bench_speed.json"], lambda d: ["--out", d / "bench_speed"]),
     "bench/run.md": ("bench_run", ["run.json"], lambda d: ["--json", d / "run.json"]),
     "bench/stream.md": ("bench_stream", ["stream.json"], lambda d: ["--out", d / "stream.md"]),
+    "bench/page.md": ("bench_page", ["page.json"], lambda d: ["--out", d / "page.md"]),
     "bench/llm.md": ("bench_llm", ["llm.json", "llm.png"], lambda d: ["--out", d / "llm.md"]),
 }
 # written by hand, their command named: a profile and levers tried (speed), a tool installed aside (padiff), runs
