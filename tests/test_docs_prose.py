@@ -20,7 +20,7 @@ HISTORY = re.compile(
     r"|\bload average\b|\bat load \d|\bload \d+(?:\.\d+)?\b"
     r"|上一轮|这一轮|本轮|之前的代码|此前的代码|本分支|平均负载|负载均值|负载约?\s*\d", re.I)
 HISTORY_LEFT = set()
-LONG_LEFT = {"messages"}
+LONG_LEFT = set()
 
 
 def user_pages():
