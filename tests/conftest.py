@@ -57,7 +57,7 @@ FILE_SECONDS = {"test_hand_in.py": 110, "test_resnet18.py": 106, "test_distribut
                 "test_run_taking.py": 24, "test_inputs.py": 22, "test_user_verdicts.py": 24,
                 "test_run_config.py": 21, "test_zoo.py": 45, "test_docs_blocks.py": 20, "test_hostile.py": 20,
                 "test_run_packed.py": 19, "test_pairing.py": 18, "test_stream_wide.py": 17, "test_steps25.py": 17,
-                "test_stream_hostile.py": 17, "test_view.py": 20, "test_explorer.py": 8, "test_loose.py": 21,
+                "test_stream_hostile.py": 17, "test_view.py": 20, "test_explorer.py": 11, "test_loose.py": 21,
                 "test_plot.py": 14, "test_k_backward.py": 16, "test_loose_forms.py": 14, "test_pasted.py": 2,
                 "test_run_loaders.py": 13, "test_docs_site.py": 13, "test_one_sided.py": 6, "test_zoo_reasons.py": 3,
                 "test_run_against_itself.py": 11, "test_run_first_kink.py": 11, "test_habits.py": 11,
