@@ -27,6 +27,7 @@ def main():
         for side, fw in (("pt", "torch"), ("pd", "paddle")):
             require(d / f"{pair}_{fw}.npy", f"python {resnet.FOLDER}/Step2/{side}_{pair}.py")
     handin.check_outputs(d, PAIRS, top)  # every output of both pairs before the first write
+    # judged here rather than by Handin.judge: the first differing batch, key and index said in the data log
     batches = data.judge_batches(load_npy(d / "data_torch.npy"), load_npy(d / "data_paddle.npy"))
     verdicts = [handin.judge_and_log(d, "data", tables=[batches.line()], top=top),
                 handin.judge_and_log(d, "metric", top=top)]
