@@ -182,6 +182,7 @@ def test_backwards_flags_never_restate_its_steps_and_data_takes_named_loaders(tm
     assert not report.passed and "test/batch 0" in report.line(), report.line()
     steps = portcheck.Handin(tmp_path / "log_reprod", sides=tmp_path / "work")
     assert not steps.judge("data")["data"].passed
+    assert report.line() in (tmp_path / "log_reprod" / "data_diff.log").read_text()  # the log says where
     with pytest.raises(PipelineError, match=r"^data: an empty \{name: loader\}.*\[PC476\]$"):
         half.data({})
 

@@ -118,6 +118,9 @@ class Handin:
                 report = judge_forward(*records) if pair == "forward" else backward.judged(*records)
             extra = dict(tables=report.table().splitlines(), after_steps=True) if pair == "bp_align" and report \
                 else dict(after_steps=True) if pair == "bp_align" else {}
+            if pair == "data":  # the log names the first differing batch, key and index, as Handin.data's
+                batches = data.judge_batches(*(load_npy(self.sides / f"data_{side}.npy") for side in SIDES))
+                extra = dict(tables=[batches.line()])
             self._judge(pair, comparison=report, **extra)
         return {pair: self.verdicts[pair] for pair in pairs}
 
@@ -143,13 +146,14 @@ class Handin:
     def data(self, torch_loader, paddle_loader, batches: int = 3, names=None):
         """Step 2's data pair: the first `batches` batches each side's own loader gives (or each of its {name:
         loader}, as Side.data), judged exactly.
-        Returns the DataReport (the first differing batch, key and index)."""
+        Returns the DataReport (the first differing batch, key and index, said in the pair's diff log too)."""
         records = [_batches_of(_loaders(loader), batches, names) for loader in (torch_loader, paddle_loader)]
         handin.check_outputs(self.sides, ["data"], self.top)
         for side, batch in zip(SIDES, records):
             self._half._batches(batch, side, batches)
-        self._judge("data")
-        return data.judge_batches(*records)
+        report = data.judge_batches(*records)
+        self._judge("data", tables=[report.line()])  # the log names the first differing batch, key and index
+        return report
 
     def metric(self, metric, predictions, labels):
         """Step 2's metric pair: each side's metric (a pair, or one function both sides call with their own
