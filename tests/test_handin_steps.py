@@ -208,3 +208,22 @@ def test_a_model_that_stops_keeps_what_ran_and_says_so_in_one_line(tmp_path):
     assert not (tmp_path / "work" / "forward_paddle.npy").exists()
     report = portcheck.judge_forward(*(load_npy(side.whole_record("forward", s)) for s in ("torch", "paddle")))
     assert not report.passed
+
+
+def test_a_whole_record_of_another_run_is_never_drawn_into_the_pairs_verdict(tmp_path):
+    """Handin.judge draws each side's whole record (its tables, torch's run across a kink) only where it is the
+    pair's own run: one an earlier run left in records/ (another Paddle model's) is refused in one line."""
+    import shutil
+    x, _ = first_batch()
+    torch_model, paddle_model = torch_net(), PaddleNet()
+    portcheck.convert(torch_model, paddle_model, inputs=x)
+    for model in (torch_model, paddle_model):
+        portcheck.Side(tmp_path / "work").forward(model.eval(), x)
+    portcheck.Side(tmp_path / "other").forward(PaddleNet().eval(), x)  # another run: the Paddle model's own weights
+    steps = portcheck.Handin(tmp_path / "log_reprod", sides=tmp_path / "work")
+    assert steps.judge("forward")["forward"].passed
+    for name in ("forward_paddle.npy", "forward_paddle.run.json"):  # left in place of this run's
+        shutil.copy(tmp_path / "other" / "records" / name, tmp_path / "work" / "records" / name)
+    with pytest.raises(PipelineError, match=r"records/forward_paddle\.npy: not the run of forward_paddle\.npy \(its run "
+                                            r"record binds other inputs, weights or flags.*\[PC477\]$"):
+        steps.judge("forward")

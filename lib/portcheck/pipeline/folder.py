@@ -115,6 +115,8 @@ class Handin:
             report = None
             if pair in ("forward", "bp_align") and all(f.is_file() for f in files):
                 records = [load_npy(f) for f in files]
+                for side, path, rec in zip(SIDES, files, records):
+                    _same_as_pair(self.sides / f"{pair}_{side}.npy", path, side, rec)
                 report = judge_forward(*records) if pair == "forward" else backward.judged(*records)
             extra = dict(tables=report.table().splitlines(), after_steps=True) if pair == "bp_align" and report \
                 else dict(after_steps=True) if pair == "bp_align" else {}
@@ -355,6 +357,19 @@ class Side:
         depends = {"inputs": record.fingerprint([("predictions", data.to_numpy(predictions, "predictions")),
                                                  ("labels", data.to_numpy(labels, "labels"))])}
         return self._save("metric", framework, value, depends)
+
+
+def _same_as_pair(half: Path, whole: Path, side: str, arrays: dict):
+    """A side's whole record drawn into its pair's verdict (the tables, torch's run across a kink) only where it is
+    that run's: its run record bound to it and binding what the pair's binds, from the same script."""
+    rec, own = record.load(whole), record.load(half)
+    problem = "it has no run record" if rec is None else \
+        record.bound(side, whole, rec, record.fingerprint(arrays.items())) or \
+        (None if own is not None and (rec["depends"], rec.get("script")) == (own["depends"], own.get("script"))
+         else f"its run record binds other inputs, weights or flags than {half.name}'s, or another script")
+    if problem:
+        raise PipelineError(f"{whole}: not the run of {half.name} ({report.one_line(problem)[:200]}): run the {side} "
+                            "side's script again [PC477]")
 
 
 def _to_tensor(side: str):
