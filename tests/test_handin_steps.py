@@ -20,7 +20,7 @@ from portcheck.core import page, tolerances  # noqa: E402
 from portcheck.core.errors import PipelineError  # noqa: E402
 from portcheck.pipeline import data  # noqa: E402
 from test_view import BROWSER_OWN, CHROMIUM, browse, host  # noqa: E402  (the pages' browser and its proxy)
-from examples.mlp_pair import (HP, ORDERS, SEEDS, PaddleNet, centroid_predictions, cross_entropy,  # noqa: E402
+from examples.mlp_pair import (HP, ORDERS, SEEDS, TEST, PaddleNet, centroid_predictions, cross_entropy,  # noqa: E402
                                dataloader, evaluate, first_batch, optimizer, scores, torch_net)
 
 GUIDE = ("forward", "data", "metric", "loss", "lr", "bp_align", "train_align")
@@ -194,3 +194,87 @@ def test_the_split_form_is_red_at_a_planted_module_and_on_a_paddle_half_of_other
     assert cli.check(tmp_path / "other_reprod") != 0
     with pytest.raises(PipelineError, match=r"no loss saved by both sides.*\[PC163\]$"):
         other.judge("loss")
+
+
+def test_a_sides_own_depends_binds_its_records_and_a_half_of_another_checkpoint_is_not_the_same_run(tmp_path):
+    """Side(depends=): every record binds the dict the scripts build (the ResNet example's resnet.depends, the
+    fingerprint of the checkpoint both loaded), the whole record's too; a Paddle half bound to another checkpoint is
+    red as not the same run, with values that agree."""
+    from portcheck.core import record
+    x, y = first_batch()
+    torch_model, paddle_model = torch_net(), PaddleNet()
+    portcheck.convert(torch_model, paddle_model, inputs=x)
+    for work, paddle_weights in (("clean", "w0"), ("planted", "w1")):
+        for model, weights in ((torch_model, "w0"), (paddle_model, paddle_weights)):
+            half = portcheck.Side(tmp_path / work, script="x.py", depends={"weights": weights, "inputs": "batch 0"})
+            half.forward(model.eval(), x)
+        verdict = portcheck.Handin(tmp_path / f"{work}_reprod", sides=tmp_path / work).judge("forward")["forward"]
+        assert verdict.passed == (work == "clean"), verdict.describe_measured()
+    whole = portcheck.Side(tmp_path / "clean").whole_record("forward", "paddle")
+    assert record.load(whole)["depends"] == {"weights": "w0", "inputs": "batch 0"}
+
+
+def test_backwards_flags_never_restate_its_steps_and_data_takes_named_loaders(tmp_path):
+    """A flags dict holding its own "steps" (a pipeline's hyper-parameters, written before a quick run asked for
+    fewer) is bound with the steps the run took; {name: loader} is one data pair, each loader's keys under its
+    name, a Paddle test loader in another order red at it; an empty dict is refused in one line."""
+    from portcheck.core import record
+    x, y = first_batch()
+    model = torch_net()
+    half = portcheck.Side(tmp_path / "work")
+    half.backward(model.train(), x, y, cross_entropy("torch"), *optimizer("torch", 1), steps=1,
+                  flags={"steps": 5, "lr": 0.05})
+    assert record.load(tmp_path / "work" / "bp_align_torch.npy")["depends"]["flags"] == {"steps": 1, "lr": 0.05}
+    for side, order in (("torch", TEST), ("paddle", TEST[::-1])):
+        portcheck.Side(tmp_path / "work").data({"train": dataloader(side, ORDERS[0]), "test": dataloader(side, order)},
+                                               batches=1)
+    from portcheck.core.fileio import load_npy
+    report = data.judge_batches(*(load_npy(tmp_path / "work" / f"data_{s}.npy") for s in ("torch", "paddle")))
+    assert not report.passed and "test/batch 0" in report.line(), report.line()
+    steps = portcheck.Handin(tmp_path / "log_reprod", sides=tmp_path / "work")
+    assert not steps.judge("data")["data"].passed
+    assert report.line() in (tmp_path / "log_reprod" / "data_diff.log").read_text()  # the log says where
+    with pytest.raises(PipelineError, match=r"^data: an empty \{name: loader\}.*\[PC476\]$"):
+        half.data({})
+
+
+class Stops(PaddleNet):
+    def forward(self, x):
+        return self.head(self.norm(self.hidden(x)).reshape([-1, 16]))  # a reshape the port got wrong
+
+
+def test_a_model_that_stops_keeps_what_ran_and_says_so_in_one_line(tmp_path):
+    """Side.forward on a model that raises part way writes no pair and keeps the modules that ran, which
+    judge_forward pairs against torch's to the first module where the two part."""
+    from portcheck.core.fileio import load_npy
+    x, _ = first_batch()
+    torch_model, ported, paddle_model = torch_net(), PaddleNet(), Stops()
+    portcheck.convert(torch_model, ported, inputs=x)
+    paddle_model.set_state_dict(ported.state_dict())
+    side = portcheck.Side(tmp_path / "work")
+    side.forward(torch_model.eval(), x)
+    with pytest.raises(PipelineError, match=r"^the paddle model stopped \(.*records/forward_paddle\.npy: judge "
+                                            r"them .*\[PC475\]$"):
+        side.forward(paddle_model.eval(), x)
+    assert not (tmp_path / "work" / "forward_paddle.npy").exists()
+    report = portcheck.judge_forward(*(load_npy(side.whole_record("forward", s)) for s in ("torch", "paddle")))
+    assert not report.passed
+
+
+def test_a_whole_record_of_another_run_is_never_drawn_into_the_pairs_verdict(tmp_path):
+    """Handin.judge draws each side's whole record (its tables, torch's run across a kink) only where it is the
+    pair's own run: one an earlier run left in records/ (another Paddle model's) is refused in one line."""
+    import shutil
+    x, _ = first_batch()
+    torch_model, paddle_model = torch_net(), PaddleNet()
+    portcheck.convert(torch_model, paddle_model, inputs=x)
+    for model in (torch_model, paddle_model):
+        portcheck.Side(tmp_path / "work").forward(model.eval(), x)
+    portcheck.Side(tmp_path / "other").forward(PaddleNet().eval(), x)  # another run: the Paddle model's own weights
+    steps = portcheck.Handin(tmp_path / "log_reprod", sides=tmp_path / "work")
+    assert steps.judge("forward")["forward"].passed
+    for name in ("forward_paddle.npy", "forward_paddle.run.json"):  # left in place of this run's
+        shutil.copy(tmp_path / "other" / "records" / name, tmp_path / "work" / "records" / name)
+    with pytest.raises(PipelineError, match=r"records/forward_paddle\.npy: not the run of forward_paddle\.npy \(its run "
+                                            r"record binds other inputs, weights or flags.*\[PC477\]$"):
+        steps.judge("forward")

@@ -343,7 +343,7 @@ def torch_training(home):
     QUICK_BP_STEPS steps (the momentum plant shows after the first, the weight decay's at the second update), not
     trained again here (with its float64 twin and its run against itself, ~10 s of CPU)."""
     from portcheck.core.fileio import load_npy
-    return load_npy(home / resnet.FOLDER / "Step4" / "bp_record_torch.npy")
+    return load_npy(home / resnet.FOLDER / "Step4" / "records" / "bp_align_torch.npy")
 
 
 def momentum_01(pd):  # torch's momentum=0.1 copied: Paddle's momentum is the complement (0.9 is torch's 0.1)

@@ -112,6 +112,12 @@ def paddle_weight():
     return folder() / "weights" / "paddle_resnet18.pdparams"
 
 
+def script(path) -> str:
+    """A step script's name as the step table (run_all.SPECS) gives it, for its run records: the one each side's
+    files must name (portcheck.Side(script=))."""
+    return f"{FOLDER}/{Path(path).parent.name}/{Path(path).name}"
+
+
 def log_reprod(hand_in=None):
     """The hand-in folder a check writes: examples/resnet18/log_reprod/, or the one run_all.py gives (--hand_in)."""
     return Path(hand_in) if hand_in else folder() / "log_reprod"

@@ -30,6 +30,8 @@ def main():
         results["logits_fake"] = model(paddle.to_tensor(fake_ids)).numpy()
         tag[0] = "padded"
         results["logits_padded"] = model(**padded).numpy()
+    # the long form, not portcheck.Side: this pair is two batches' logits (logits_fake, logits_padded), beside the
+    # watched modules' outputs, each held to BERT's tuned tolerances (check_step1.py); Side's is one input's logits
     out = paths.step_dir(1) / "forward_paddle.npy"
     depends = {"weights": weights, "inputs": record.fingerprint([("fake_ids", fake_ids), *inputs.padded_batch().items()])}
     record.save_results({out: results, out.with_name("forward_modules_paddle.npy"): modules}, "paddle",

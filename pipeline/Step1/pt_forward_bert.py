@@ -43,6 +43,8 @@ def main():
     # the same weights in float64: torch's own fp32 error, the yardstick of align's measured rule (shown beside)
     with float64(model):
         exact, exact_modules = run(model)
+    # the long form, not portcheck.Side: this pair is two batches' logits (logits_fake, logits_padded), beside the
+    # watched modules' outputs, each held to BERT's tuned tolerances (check_step1.py); Side's is one input's logits
     out = paths.step_dir(1) / "forward_torch.npy"
     depends = {"weights": weights, "inputs": record.fingerprint([("fake_ids", fake_ids), *inputs.padded_batch().items()])}
     record.save_results({out: results, out.with_name("forward_modules_torch.npy"): modules,

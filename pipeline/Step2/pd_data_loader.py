@@ -30,6 +30,8 @@ def main():
     # a seeded permutation, as Step 5 passes: the loader must follow it exactly
     loader = pd_data.loader(encoded, tokenizer, order=data.permutation(len(encoded), args.seed))
     results = data.record(list(encoded), ({k: v.numpy() for k, v in b.items()} for b in loader))
+    # the long form, not Side.data: this pair is every tokenized example and every batch with the set's length
+    # (bert_sst2/data.record), bound to the rows read; Side.data's is the first batches of a loader
     out = paths.step_dir(2) / "data_paddle.npy"
     record.save_results({out: results}, "paddle", "pipeline/Step2/pd_data_loader.py",
                 {"rows": data.fingerprint_rows(dataset), "flags": vars(args) | {"data_dir": None}})

@@ -45,6 +45,8 @@ def main():
     logits, acc = paddle.concat(logits), metric.accumulate()
     results["model_logits"] = logits.numpy()
     results["model_accuracy"] = np.array(acc, dtype="float32")
+    # the long form, not Side.metric: this pair is two accuracies (seeded random logits, the model's own
+    # predictions counted batch by batch) and the model's logits; Side.metric's is one metric on given predictions
     out = paths.step_dir(2) / "metric_paddle.npy"
     record.save_results({out: results}, "paddle", "pipeline/Step2/pd_metric.py",
                 {"weights": weights, "rows": data.fingerprint_rows(dataset)})

@@ -45,6 +45,8 @@ def main():
     logits, acc = torch.cat(logits), metric.accumulate()
     results["model_logits"] = logits.numpy()
     results["model_accuracy"] = np.array(acc, dtype="float32")
+    # the long form, not Side.metric: this pair is two accuracies (seeded random logits, the model's own
+    # predictions counted batch by batch) and the model's logits; Side.metric's is one metric on given predictions
     out = paths.step_dir(2) / "metric_torch.npy"
     record.save_results({out: results}, "torch", "pipeline/Step2/pt_metric.py",
                 {"weights": weights, "rows": data.fingerprint_rows(dataset)})

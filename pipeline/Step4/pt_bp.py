@@ -54,6 +54,8 @@ def main():
         # fp32 rounding of single weights, so even weight decay's lr * 0.01 * w per step shows
         moved = p.detach().numpy().astype(np.float64) - start[name]
         results[keys.UPDATE.key(name)] = np.array([moved.mean(), np.abs(moved).mean()])
+    # the long form, not Side.backward: this pair is every parameter's gradient by name (grad_*), each one's update
+    # digest and each iteration's loss, held per family to BERT's tolerances; Side's is handin.bp_align's digests
     out = paths.step_dir(4) / "bp_align_torch.npy"
     record.save_results({out: results}, "torch", "pipeline/Step4/pt_bp.py", {"weights": weights, "inputs": record.fingerprint(zip(("ids", "labels"), inputs.fake_batch())),
                 "flags": {"iters": args.iters, "lr": args.lr, "float64": args.float64}})

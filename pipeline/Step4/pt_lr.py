@@ -36,6 +36,8 @@ def main():
             optimizer.step()  # no gradients, so no update; kept for the order a training loop uses
             scheduler.step()
         results[f"lr_{name}"] = np.array(lrs, dtype=np.float64)  # Python floats: keep all 53 bits
+    # the long form, not Side.backward: this pair is each warmup schedule's lr at every one of the guide's steps,
+    # with no model; Side.backward's lr is the lr of K optimizer steps of one model
     out = paths.step_dir(4) / "lr_torch.npy"
     record.save_results({out: results}, "torch", "pipeline/Step4/pt_lr.py", {"flags": vars(args)})
     print(f"wrote {out}")

@@ -13,25 +13,22 @@ except ModuleNotFoundError:  # the project is not importable: not its venv
     raise SystemExit("error: this project's packages are not importable: activate its venv "
                      "(. .venv/bin/activate) or run `pip install -r requirements.txt`") from None
 from examples.resnet18 import resnet
-from portcheck.pipeline import data, handin
+from portcheck import Handin
 from portcheck.core.errors import require, run_main
-from portcheck.core.fileio import load_npy
 
 PAIRS = ("data", "metric")
 
 
 def main():
     args = resnet.check_args(__doc__)
-    d, top = resnet.step_dir(2), resnet.log_reprod(args.hand_in)
+    d = resnet.step_dir(2)
     for pair in PAIRS:
         for side, fw in (("pt", "torch"), ("pd", "paddle")):
             require(d / f"{pair}_{fw}.npy", f"python {resnet.FOLDER}/Step2/{side}_{pair}.py")
-    handin.check_outputs(d, PAIRS, top)  # every output of both pairs before the first write
-    batches = data.judge_batches(load_npy(d / "data_torch.npy"), load_npy(d / "data_paddle.npy"))
-    verdicts = [handin.judge_and_log(d, "data", tables=[batches.line()], top=top),
-                handin.judge_and_log(d, "metric", top=top)]
-    print(batches.line())
-    sys.exit(0 if all(v.passed for v in verdicts) and batches.passed else 1)
+    steps = Handin(resnet.log_reprod(args.hand_in), sides=d)
+    verdicts = steps.judge(*PAIRS)  # every output of both pairs checked before the first write
+    print(steps)
+    sys.exit(0 if all(v.passed for v in verdicts.values()) else 1)
 
 
 if __name__ == "__main__":

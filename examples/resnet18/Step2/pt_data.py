@@ -8,23 +8,21 @@ try:
 except ModuleNotFoundError:  # the project is not importable: not its venv
     raise SystemExit("error: this project's packages are not importable: activate its venv "
                      "(. .venv/bin/activate) or run `pip install -r requirements.txt`") from None
+import portcheck
 from examples.resnet18 import resnet
-from portcheck.pipeline import data
 from portcheck.core.errors import run_main
-from portcheck.pipeline.handin import save_side
 
 
 def main():
     argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
                             allow_abbrev=False).parse_args()
     _, test = resnet.split()
-    batch, names = resnet.TRAIN["batch"], ("images", "labels")
-    rec = {**data.record_batches(resnet.torch_loader(resnet.train_orders()[0], batch, drop_last=True),
-                                 resnet.DATA_BATCHES, names, prefix="train/"),
-           **data.record_batches(resnet.torch_loader(test, batch), resnet.DATA_BATCHES, names, prefix="test/")}
-    path = save_side(resnet.step_dir(2), "data", "torch", rec, {"data": resnet.data_fingerprint()},
-                     f"{resnet.FOLDER}/Step2/pt_data.py")
-    print(f"wrote {resnet.shown(path)}: {len(rec)} arrays")
+    batch = resnet.TRAIN["batch"]
+    loaders = {"train": resnet.torch_loader(resnet.train_orders()[0], batch, drop_last=True),
+               "test": resnet.torch_loader(test, batch)}
+    side = portcheck.Side(resnet.step_dir(2), script=resnet.script(__file__),
+                          depends={"data": resnet.data_fingerprint()})
+    print(f"wrote {resnet.shown(side.data(loaders, resnet.DATA_BATCHES, names=('images', 'labels')))}")
 
 
 if __name__ == "__main__":

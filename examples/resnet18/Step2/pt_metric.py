@@ -8,22 +8,17 @@ try:
 except ModuleNotFoundError:  # the project is not importable: not its venv
     raise SystemExit("error: this project's packages are not importable: activate its venv "
                      "(. .venv/bin/activate) or run `pip install -r requirements.txt`") from None
+import portcheck
 from examples.resnet18 import resnet
-from portcheck.core import record
-from portcheck.pipeline import data
 from portcheck.core.errors import run_main
-from portcheck.pipeline.handin import save_side
 
 
 def main():
     argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
                             allow_abbrev=False).parse_args()
     predictions, labels = resnet.centroid_predictions()
-    value = data.record_metric(resnet.torch_metric, predictions, labels, framework="torch")
-    inputs = record.fingerprint([("predictions", predictions), ("labels", labels)])
-    path = save_side(resnet.step_dir(2), "metric", "torch", value, {"inputs": inputs},
-                     f"{resnet.FOLDER}/Step2/pt_metric.py")
-    print(f"wrote {resnet.shown(path)}: " + ", ".join(f"{k} {float(v):.6f}" for k, v in value.items()))
+    side = portcheck.Side(resnet.step_dir(2), script=resnet.script(__file__))
+    print(f"wrote {resnet.shown(side.metric(resnet.torch_metric, predictions, labels, framework='torch'))}")
 
 
 if __name__ == "__main__":

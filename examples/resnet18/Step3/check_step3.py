@@ -11,7 +11,7 @@ except ModuleNotFoundError:  # the project is not importable: not its venv
     raise SystemExit("error: this project's packages are not importable: activate its venv "
                      "(. .venv/bin/activate) or run `pip install -r requirements.txt`") from None
 from examples.resnet18 import resnet
-from portcheck.pipeline import handin
+from portcheck import Handin
 from portcheck.core.errors import require, run_main
 
 
@@ -20,7 +20,7 @@ def main():
     d = resnet.step_dir(3)
     for side, fw in (("pt", "torch"), ("pd", "paddle")):
         require(d / f"loss_{fw}.npy", f"python {resnet.FOLDER}/Step3/{side}_loss.py")
-    verdict = handin.judge_and_log(d, "loss", top=resnet.log_reprod(args.hand_in))
+    verdict = Handin(resnet.log_reprod(args.hand_in), sides=d).judge("loss")["loss"]
     sys.exit(0 if verdict.passed else 1)
 
 

@@ -4,11 +4,11 @@ verdict from the folder), and everything behind them, torch against Paddle -> lr
 handed in to examples/resnet18/log_reprod/.
 
 Both pairs pass the guide's rule (mean |diff| <= 1e-6) and the rule measured on the model (portcheck/calibrated.py).
-Behind them (bp_record_*.npy, judged by align.judge_backward through RESNET_MAP): every module's output in the
-first forward in train mode, every gradient after the first backward, BatchNorm's running statistics after
-each step and every weight after the last. One difference is by design and is said in one line per module,
-not hidden under a looser tolerance: torch updates running_var with the unbiased batch variance, Paddle with
-the biased one; the check applies that rule exactly and judges what is left. The first place the two runs
+Behind them (records/bp_align_*.npy, each side's whole record, judged by align.judge_backward through RESNET_MAP):
+every module's output in the first forward in train mode, every gradient after the first backward, BatchNorm's
+running statistics after each step and every weight after the last. One difference is by design and is said in one
+line per module, not hidden under a looser tolerance: torch updates running_var with the unbiased batch variance,
+Paddle with the biased one; the check applies that rule exactly and judges what is left. The first place the two runs
 part is named. Exit 1 when red.
 """
 import sys
@@ -19,7 +19,7 @@ except ModuleNotFoundError:  # the project is not importable: not its venv
     raise SystemExit("error: this project's packages are not importable: activate its venv "
                      "(. .venv/bin/activate) or run `pip install -r requirements.txt`") from None
 from examples.resnet18 import resnet
-from portcheck import judge_backward
+from portcheck import Side, judge_backward
 from portcheck.core import record
 from portcheck.pipeline import handin
 from portcheck.core.errors import require, run_main
@@ -29,10 +29,12 @@ from portcheck.core.fileio import load_npy
 def main():
     args = resnet.check_args(__doc__)
     d = resnet.step_dir(4)
-    records = [d / f"bp_record_{fw}.npy" for fw in ("torch", "paddle")]
+    records = [Side(d).whole_record("bp_align", fw) for fw in ("torch", "paddle")]
     for path, side in zip(records, ("pt", "pd")):
         require(path, f"python {resnet.FOLDER}/Step4/{side}_bp.py")
     same, detail = record.same_run(*records)
+    # judged here rather than by Handin.judge: through RESNET_MAP (the example of writing a map), the whole records'
+    # own same-run line in the log
     report = judge_backward(load_npy(records[0]), load_npy(records[1]), resnet.RESNET_MAP)
     where = report.first_diverging
     tables = [f"training record same run: {'passed' if same else 'FAILED'}, {detail}",

@@ -1,34 +1,30 @@
-"""Step 4, torch side: transformers' ResNet-18 trained STEPS steps (--steps) in train mode on the batch of digits with
-momentum SGD, weight decay and a step schedule (examples/resnet18/resnet.py), everything recorded.
+"""Step 4, torch side: transformers' ResNet-18 trained STEPS steps (--steps) in train mode on the batch of
+digits with momentum SGD, weight decay and a step schedule (examples/resnet18/resnet.py) -> the guide's pairs
+lr_torch.npy (lr_0..) and bp_align_torch.npy (each step's loss_i, lr_i, weights_i, the digest of its update, and
+running_i, its running means'), with their float64 runs.
 
-bp_record_torch.npy: the first forward (every module, batch statistics), every gradient after the first
-backward, the loss and lr of each step, BatchNorm's running statistics after each step and every weight after
-the last, and all of it again from a float64 copy taking the same steps. The guide's pairs: lr_torch.npy
-(lr_0..) and bp_align_torch.npy (each step's loss_i, lr_i, weights_i, the digest of its update, and running_i,
-its running means', so that the hand-in checker judges what check_step4.py judged), with their float64 runs.
+records/bp_align_torch.npy: everything behind them, which check_step4.py judges: the first forward (every module,
+batch statistics), every gradient after the first backward, BatchNorm's running statistics after each step and
+every weight after the last.
 """
 try:
     import portcheck.core.runtime  # first: offline mode, threads, allocator, before torch/paddle load
 except ModuleNotFoundError:  # the project is not importable: not its venv
     raise SystemExit("error: this project's packages are not importable: activate its venv "
                      "(. .venv/bin/activate) or run `pip install -r requirements.txt`") from None
+import portcheck
 from examples.resnet18 import resnet
-from portcheck import record_backward
 from portcheck.core.errors import run_main
-from portcheck.pipeline.handin import bp_align, per_step, save_side
 
 
 def main():
     args = resnet.bp_args(__doc__)
     model, weights = resnet.torch_model()
     images, labels = resnet.batch()
-    rec = record_backward(model.train(), images, labels, *resnet.torch_training(), args.steps)
-    out, depends, script = resnet.step_dir(4), resnet.bp_depends(weights, args.steps), f"{resnet.FOLDER}/Step4/pt_bp.py"
-    save_side(out, "bp_record", "torch", rec, depends, script)
-    for pair, arrays, exact in (("lr", per_step(rec, "lr"), per_step(rec, "lr", exact=True)),
-                                ("bp_align", bp_align(rec), bp_align(rec, exact=True))):
-        path = save_side(out, pair, "torch", arrays, depends, script, exact=exact)
-        print(f"wrote {resnet.shown(path)}")
+    side = portcheck.Side(resnet.step_dir(4), script=resnet.script(__file__),
+                          depends=resnet.bp_depends(weights, args.steps))
+    path = side.backward(model.train(), images, labels, *resnet.torch_training(), steps=args.steps)
+    print(f"wrote {resnet.shown(path)}")
 
 
 if __name__ == "__main__":

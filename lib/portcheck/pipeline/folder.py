@@ -24,7 +24,7 @@ import copy
 import sys
 from pathlib import Path
 
-from portcheck.core import page, record
+from portcheck.core import page, record, report
 from portcheck.core.errors import PipelineError
 from portcheck.core.report import DIAGNOSTICS
 from portcheck.core.tolerances import GUIDE
@@ -151,9 +151,14 @@ class Handin(page.Viewable):
             report = None
             if pair in ("forward", "bp_align") and all(f.is_file() for f in files):
                 records = [load_npy(f) for f in files]
+                for side, path, rec in zip(SIDES, files, records):
+                    _same_as_pair(self.sides / f"{pair}_{side}.npy", path, side, rec)
                 report = judge_forward(*records) if pair == "forward" else backward.judged(*records)
             extra = dict(tables=report.table().splitlines(), after_steps=True) if pair == "bp_align" and report \
                 else dict(after_steps=True) if pair == "bp_align" else {}
+            if pair == "data":  # the log names the first differing batch, key and index, as Handin.data's
+                batches = data.judge_batches(*(load_npy(self.sides / f"data_{side}.npy") for side in SIDES))
+                extra = dict(tables=[batches.line()])
             self._judge(pair, comparison=report, **extra)
         return {pair: self.verdicts[pair] for pair in pairs}
 
@@ -177,15 +182,16 @@ class Handin(page.Viewable):
         return report
 
     def data(self, torch_loader, paddle_loader, batches: int = 3, names=None):
-        """Step 2's data pair: the first `batches` batches each side's own loader gives, judged exactly.
-        Returns the DataReport (the first differing batch, key and index)."""
-        records = [data.record_batches(loader, batches=batches, names=names)
-                   for loader in (torch_loader, paddle_loader)]
+        """Step 2's data pair: the first `batches` batches each side's own loader gives (or each of its {name:
+        loader}, as Side.data), judged exactly.
+        Returns the DataReport (the first differing batch, key and index, said in the pair's diff log too)."""
+        records = [_batches_of(_loaders(loader), batches, names) for loader in (torch_loader, paddle_loader)]
         handin.check_outputs(self.sides, ["data"], self.top)
         for side, batch in zip(SIDES, records):
             self._half._batches(batch, side, batches)
-        self._judge("data")
-        return data.judge_batches(*records)
+        report = data.judge_batches(*records)
+        self._judge("data", tables=[report.line()])  # the log names the first differing batch, key and index
+        return report
 
     def metric(self, metric, predictions, labels):
         """Step 2's metric pair: each side's metric (a pair, or one function both sides call with their own
@@ -280,33 +286,61 @@ class Side:
         side.loss(model, x, y, loss_fn)          # Step 3
         side.backward(model, x, y, loss_fn, make_optimizer, make_scheduler, steps=4)   # Step 4
         side.data(loader); side.metric(fn, predictions, labels)                         # Step 2
+
+    script: the name the run records give (default: the running script's). depends: what every run record binds,
+    in place of the fingerprints each call takes (the inputs, the model's weights, backward's flags and steps): a
+    dict both of a pipeline's scripts build alike, e.g. of the checkpoint both loaded and the batch, where its step
+    table and earlier hand-ins bind those. forward and backward also keep each side's whole record with its run
+    record: whole_record(pair, side).
     """
 
-    def __init__(self, folder="work", weights=None, whole: bool = True):
+    def __init__(self, folder="work", weights=None, whole: bool = True, script: str = None, depends: dict = None):
         self.folder = Path(folder)
-        self.script = Path(sys.argv[0]).name or "python"
+        self.script = script or Path(sys.argv[0]).name or "python"  # the run records' script
         # how a run record fingerprints its model's weights (a Handin's: under its conversion's names), and whether
         # each side's whole record is kept for Handin.judge (a Handin judges both in its own process)
         self.weights, self.whole = weights or record.weights_fingerprint, whole
+        self.depends = None if depends is None else dict(depends)
+
+    def whole_record(self, pair: str, side: str) -> Path:
+        """<folder>/records/<pair>_<side>.npy: the side's whole record behind a pair (every module's output, the
+        backward's steps), with a run record binding what the pair's binds."""
+        return self.folder / RECORDS / f"{pair}_{side}.npy"
+
+    def _bound(self, depends: dict) -> dict:
+        return depends if self.depends is None else self.depends
+
+    def _save_whole(self, pair: str, side: str, whole: dict, depends: dict) -> Path:
+        from portcheck.core.fileio import save_npy, writable
+        path = self.whole_record(pair, side)
+        writable(path), writable(record.path_for(path))
+        path.parent.mkdir(parents=True, exist_ok=True)
+        save_npy(path, whole)
+        record.save(path, side, self.script, self._bound(depends))
+        return path
 
     def _save(self, pair: str, side: str, arrays: dict, depends: dict, exact=None, whole=None):
-        from portcheck.core.fileio import save_npy, writable
         if whole is not None and self.whole:
-            path = self.folder / RECORDS / f"{pair}_{side}.npy"
-            writable(path)
-            path.parent.mkdir(parents=True, exist_ok=True)
-            save_npy(path, whole)
-        return handin.save_side(self.folder, pair, side, arrays, depends, self.script,
+            self._save_whole(pair, side, whole, depends)
+        return handin.save_side(self.folder, pair, side, arrays, self._bound(depends), self.script,
                                 exact=exact if side == "torch" else None)
 
     def forward(self, model, inputs):
         """The model's every module on `inputs` (record_forward; torch's also in float64) and the guide's forward
         pair. Eval or train mode is the caller's."""
         from portcheck.forward.compare import record_forward
-        from portcheck.mapping.trace import framework_of
+        from portcheck.mapping.trace import STOPPED, framework_of, stopped
         side = framework_of(model)
         rec = record_forward(model, inputs)
         depends = {"inputs": record.fingerprint(_named(inputs)), "weights": self.weights(model)}
+        if stopped(rec):  # what ran is kept: judged against the other side's, it names where the two models part
+            from portcheck.core.fileio import MAX_KEY_LENGTH
+            # the error's line cut to a key a record may hold (a Paddle error's first line runs to 300 characters)
+            kept = {report.one_line(k)[:MAX_KEY_LENGTH] if k.startswith(STOPPED) else k: v for k, v in rec.items()}
+            path = self._save_whole("forward", side, kept, depends)
+            raise PipelineError(f"the {side} model stopped ({report.one_line(stopped(rec))[:200]}); the modules that "
+                                f"ran are in {path}: judge them against the other side's to name the module where "
+                                "the two models part [PC475]")
         return self._save("forward", side, {"logits": handin.model_output(rec)}, depends,
                           {"logits": handin.model_output(rec, exact=True)} if side == "torch" else None, rec)
 
@@ -339,17 +373,19 @@ class Side:
         side = framework_of(model)
         y = data.to_numpy(targets, "targets")
         depends = {"inputs": record.fingerprint(_named(inputs) + [("targets", y)]),
-                   "flags": {"steps": steps, **dict(flags or {})}, "weights": self.weights(model)}
+                   "flags": {**dict(flags or {}), "steps": steps}, "weights": self.weights(model)}
         rec = record_backward(model, inputs, y, loss, optimizer, scheduler, steps)
         self._save("lr", side, handin.per_step(rec, "lr"), depends, handin.per_step(rec, "lr", exact=True))
         return self._save("bp_align", side, handin.bp_align(rec), depends, handin.bp_align(rec, exact=True),
                           rec), rec
 
     def data(self, loader, batches: int = 3, names=None, framework: str = None):
-        """The first `batches` batches this side's own loader gives (Step 2's data pair). framework: "torch" or
-        "paddle" (default: read off the batches' tensors)."""
-        batch = data.record_batches(loader, batches=batches, names=names)
-        return self._batches(batch, framework or _framework_of_loader(loader), batches)
+        """The first `batches` batches this side's own loader gives (Step 2's data pair), or of each loader of
+        {name: loader} (a training and a test loader: one pair, each's keys under "<name>/"). framework: "torch" or
+        "paddle" (default: read off the loader's type)."""
+        loaders = _loaders(loader)
+        return self._batches(_batches_of(loaders, batches, names),
+                             framework or _framework_of_loader(next(iter(loaders.values()))), batches)
 
     def _batches(self, batch: dict, side: str, batches: int):
         return self._save("data", side, batch, {"batches": batches})  # the pair itself is the check of the data
@@ -360,6 +396,19 @@ class Side:
         depends = {"inputs": record.fingerprint([("predictions", data.to_numpy(predictions, "predictions")),
                                                  ("labels", data.to_numpy(labels, "labels"))])}
         return self._save("metric", framework, value, depends)
+
+
+def _same_as_pair(half: Path, whole: Path, side: str, arrays: dict):
+    """A side's whole record drawn into its pair's verdict (the tables, torch's run across a kink) only where it is
+    that run's: its run record bound to it and binding what the pair's binds, from the same script."""
+    rec, own = record.load(whole), record.load(half)
+    problem = "it has no run record" if rec is None else \
+        record.bound(side, whole, rec, record.fingerprint(arrays.items())) or \
+        (None if own is not None and (rec["depends"], rec.get("script")) == (own["depends"], own.get("script"))
+         else f"its run record binds other inputs, weights or flags than {half.name}'s, or another script")
+    if problem:
+        raise PipelineError(f"{whole}: not the run of {half.name} ({report.one_line(problem)[:200]}): run the {side} "
+                            "side's script again [PC477]")
 
 
 def _to_tensor(side: str):
@@ -375,6 +424,22 @@ def _holds_scheduler(model, optimizer) -> bool:
     import paddle
     opt = optimizer(model.parameters())
     return isinstance(getattr(opt, "_learning_rate", None), paddle.optimizer.lr.LRScheduler)
+
+
+def _loaders(loader) -> dict:
+    """{prefix: loader}: one loader's keys bare, each of {name: loader}'s under "<name>/"."""
+    if not isinstance(loader, dict):
+        return {"": loader}
+    if not loader:
+        raise PipelineError("data: an empty {name: loader}: give a loader, or a name and a loader for each [PC476]")
+    return {f"{name}/": each for name, each in loader.items()}
+
+
+def _batches_of(loaders: dict, batches: int, names) -> dict:
+    out = {}
+    for prefix, loader in loaders.items():
+        out.update(data.record_batches(loader, batches=batches, names=names, prefix=prefix))
+    return out
 
 
 def _framework_of_loader(loader) -> str:
