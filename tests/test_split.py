@@ -294,14 +294,24 @@ def test_a_checkpoint_split_for_another_degree_and_a_bad_tp_flag_are_one_line_be
         assert re.search(said + "$", err), err
 
 
-def test_a_run_of_a_split_paddle_model_is_one_line_naming_the_library_call():
+def test_a_split_paddle_model_against_torch_launched_too_is_one_line_saying_what_runs():
+    """Both commands launched: torch's ranks hold whole models, Paddle's shards; run judges a split Paddle script
+    against torch's one process (tests/test_run_split.py)."""
     import paddle
     from portcheck.scripts.hooks_paddle import PaddleSide
+
+    class Launched:  # the recorder's Run of a Paddle rank whose torch side is launched too
+        torch_whole, layouts, config = False, {}, {}
+
+        def refuse(self, why):
+            return PipelineError(why)
     model = paddle.nn.Linear(4, 6)
     model.weight.is_distributed = True  # one rank's shard, as fleet's layers mark theirs
-    with pytest.raises(PipelineError, match=r"^the Paddle model is split in tensor parallel \(weight is one rank's "
-                                            r"shard\): run .*compare_split_backward.*\[PC925\]$"):
-        PaddleSide().start_from_torch(model, {}, None)
+    side = PaddleSide()
+    side.run = Launched()
+    with pytest.raises(PipelineError, match=r"^its model is split in tensor parallel \(weight is one rank's shard\) "
+                                            r"and the torch script runs as ranks too: .*without a launcher \[PC925\]$"):
+        side.start_from_torch(model, {}, None)
 
 
 def test_a_paddle_whose_private_names_moved_is_refused_with_nothing_replaced(monkeypatch):
