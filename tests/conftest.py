@@ -51,7 +51,8 @@ THREADS = str(max(1, len(os.sched_getaffinity(0)) // WORKERS))
 # THREADS (_worker_threads; 1272 tests, 9:28, 1065 s of tests). test_run_trainers (+10) and test_run_calls (+8): their
 # added tests' share of their files' time, measured -n 0 on a loaded host and scaled by the files' own ratio.
 FILE_SECONDS = {"test_hand_in.py": 110, "test_resnet18.py": 106, "test_distributed.py": 75, "test_split.py": 105,
-                "test_run_launchers.py": 75, "test_run_split.py": 55, "test_zoo_families.py": 75, "test_mid_size.py": 72, "test_run_scripts.py": 53, "test_step5.py": 50,
+                "test_run_launchers.py": 75, "test_run_split.py": 55,
+                "test_zoo_families.py": 75, "test_mid_size.py": 72, "test_run_scripts.py": 53, "test_step5.py": 50,
                 "test_run_forged.py": 35, "test_step4.py": 33, "test_edges.py": 33, "test_run_trainers.py": 40,
                 "test_hostile5.py": 29, "test_five_steps.py": 34, "test_handin_steps.py": 25, "test_layout.py": 27,
                 "test_run_taking.py": 24, "test_inputs.py": 22, "test_user_verdicts.py": 24,
