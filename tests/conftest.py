@@ -51,7 +51,7 @@ THREADS = str(max(1, len(os.sched_getaffinity(0)) // WORKERS))
 # THREADS (_worker_threads; 1272 tests, 9:28, 1065 s of tests). test_run_trainers (+10) and test_run_calls (+8): their
 # added tests' share of their files' time, measured -n 0 on a loaded host and scaled by the files' own ratio.
 FILE_SECONDS = {"test_hand_in.py": 110, "test_resnet18.py": 106, "test_distributed.py": 75, "test_split.py": 105,
-                "test_run_launchers.py": 75, "test_run_split.py": 55,
+                "test_run_launchers.py": 75, "test_run_split.py": 35,
                 "test_zoo_families.py": 75, "test_mid_size.py": 72, "test_run_scripts.py": 53, "test_step5.py": 50,
                 "test_run_forged.py": 35, "test_step4.py": 33, "test_edges.py": 33, "test_run_trainers.py": 40,
                 "test_hostile5.py": 29, "test_five_steps.py": 34, "test_handin_steps.py": 25, "test_layout.py": 27,
@@ -275,7 +275,7 @@ def forked(server, cmd, home, cwd):
 FORKED_RUNS = {"test_run_scripts.py", "test_run_config.py", "test_run_trainers.py", "test_run_loaders.py",
                "test_run_limits.py", "test_run_cycles.py", "test_run_taking.py", "test_run_against_itself.py",
                "test_run_rnn.py", "test_run_first_kink.py", "test_hand_in_kink.py", "test_run_packed.py",
-               "test_run_calls.py", "test_hostile5.py", "test_run_forged.py"}
+               "test_run_calls.py", "test_hostile5.py", "test_run_forged.py", "test_run_split.py"}
 # imported before the fork beside the framework: what the tests' scripts import that never touches torch's or
 # Paddle's functions (the recorder wraps those at its start-up, after which a module binding one at its import
 # would hold the wrapped one)

@@ -120,9 +120,13 @@ def test_a_script_past_its_timeout_is_ended_with_what_it_started(tmp_path):
     with pytest.raises(subprocess.TimeoutExpired):
         launch.script([sys.executable, str(script), str(pids)], dict(os.environ), timeout=3)
     assert time.monotonic() - start < 3 + launch.GRACE + 2
-    for pid in map(int, pids.read_text().split()):
-        state = Path(f"/proc/{pid}/stat")
-        assert not state.exists() or state.read_text().split(") ")[1][0] == "Z", f"{pid} outlived the timeout"
+    alive = lambda pid: Path(f"/proc/{pid}/stat").exists() and \
+        Path(f"/proc/{pid}/stat").read_text().split(") ")[1][0] != "Z"  # a zombie has ended
+    pids = [int(pid) for pid in pids.read_text().split()]
+    end = time.monotonic() + 2  # SIGKILL sent: the kernel's moment to end them
+    while any(map(alive, pids)) and time.monotonic() < end:
+        time.sleep(0.05)
+    assert not any(map(alive, pids)), f"{pids} outlived the timeout"
 
 
 def test_a_side_past_its_timeout_is_one_line_naming_the_ranks_behind(tmp_path, monkeypatch):
