@@ -2,7 +2,7 @@
 mp_degree=2 under python -m paddle.distributed.launch, gloo on CPU) against torch's script in one process
 (pt_tp.py): the clean port green, its ranks' records joined into one Paddle side by each layer's layout; a
 row-parallel layer whose all-reduce is missing red at its module, the ranks' losses named apart; ranks that are not
-one split model, a side past --timeout, one line each.
+one split model, a side past --timeout, a rank that dies (named, not the one it leaves failing), one line each.
 
 The clean run is made once (module scope: torch's three runs and one launch of the Paddle ranks); the plant is one
 more launch of the Paddle ranks judged against the same torch runs (what split_ranks.launched does after them)."""
@@ -151,3 +151,22 @@ def test_a_side_past_its_timeout_is_one_line_naming_the_ranks_behind(tmp_path, m
     with pytest.raises(PipelineError, match=r"^--timeout 0.0: give the seconds each script may take, above 0 "
                                             r"\[PC939\]$"):
         run.run_and_judge(args)
+
+
+def test_a_rank_that_dies_is_named_not_the_one_left_failing_in_a_collective(tmp_path, monkeypatch):
+    """Rank 1 dies first; rank 0, waiting on it in a collective, fails after: the line names rank 1 (each rank's
+    status as it ended, the first written first)."""
+    out = tmp_path / "out"
+    run.prepare(out)
+
+    def rank1_dies_then_rank0(argv, env, timeout):
+        for r in (1, 0):
+            folder = out / f"rank{r}" / "paddle"
+            folder.mkdir(parents=True, exist_ok=True)
+            (folder / "status.json").write_text('{"steps": 0, "root": null, "config": {}, "error": null, "world": 2}')
+            time.sleep(0.02)
+        return 1
+    monkeypatch.setattr(launch, "script", rank1_dies_then_rank0)
+    with pytest.raises(PipelineError, match=r"^the Paddle script's rank 1 crashed \(exit 1; its traceback above\) "
+                                            r"before it trained \[PC816\]$"):
+        run.run_ranks("paddle", ["python"], out, STEPS, True)
