@@ -170,3 +170,16 @@ def test_a_rank_that_dies_is_named_not_the_one_left_failing_in_a_collective(tmp_
     with pytest.raises(PipelineError, match=r"^the Paddle script's rank 1 crashed \(exit 1; its traceback above\) "
                                             r"before it trained \[PC816\]$"):
         run.run_ranks("paddle", ["python"], out, STEPS, True)
+
+
+def test_a_row_parallel_layer_told_its_input_is_whole_stops_in_one_line_naming_it():
+    """pd_tp.py with down's input_is_parallel=False stops on torch's first batch inside down (its matmul given half
+    the columns its rows take), measured under the launcher; the line made of that rank's trace so far."""
+    trace = {"in/embed": 0, "out/embed": 0, "in/up": 0, "out/up": 0, "in/act": 0, "out/act": 0, "in/down": 0}
+    error = ValueError("(InvalidArgument) In operator matmul, the [2] dimension of Input(X) must be equal to the [0] "
+                       "dimension of Input(Y).\n  [Hint: ...]")
+    line = split_ranks.stopped(0, 2, trace, error)
+    assert line == ("rank 0 of 2: its model stopped in down on torch's first batch (ValueError: (InvalidArgument) In "
+                    "operator matmul, the [2] dimension of Input(X) must be equal to the [0] dimension of Input(Y).): "
+                    "a split layer was given another width than its shard's (input_is_parallel, gather_output) "
+                    "[PC936]"), line

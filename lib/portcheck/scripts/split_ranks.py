@@ -83,13 +83,7 @@ class SplitRank:
         return {**describe(self.model), **self.full_modules(), **whole}
 
     def stopped(self, arrays: dict, error: Exception) -> str:
-        """The line for this rank's model stopping on torch's first batch, naming the module it stopped in (the last
-        entered that did not return)."""
-        from portcheck.core.errors import first_line
-        inside = [k[3:].split("#")[0] for k in arrays if k.startswith("in/") and f"out/{k[3:]}" not in arrays]
-        return (f"rank {self.rank} of {self.degree}: its model stopped in {inside[-1] if inside else 'its forward'} "
-                f"on torch's first batch ({first_line(error, 200)}): a split layer was given another width than its "
-                "shard's (input_is_parallel, gather_output) [PC936]")
+        return stopped(self.rank, self.degree, arrays, error)
 
     def full_modules(self) -> dict:
         return split_rank.full_modules(self.model, self.degree)
@@ -118,6 +112,16 @@ class SplitRank:
         """The rank's part of the whole state placed from torch's, each distributed tensor cut on its axis."""
         from portcheck.mapping import shards
         return shards.shard(state, self.model, self.rank, self.degree)
+
+
+def stopped(rank: int, degree: int, arrays: dict, error: Exception) -> str:
+    """The line for a rank's model stopping on torch's first batch (arrays: its trace so far), naming the module it
+    stopped in (the last entered that did not return)."""
+    from portcheck.core.errors import first_line
+    inside = [k[3:].split("#")[0] for k in arrays if k.startswith("in/") and f"out/{k[3:]}" not in arrays]
+    return (f"rank {rank} of {degree}: its model stopped in {inside[-1] if inside else 'its forward'} on torch's "
+            f"first batch ({first_line(error, 200)}): a split layer was given another width than its shard's "
+            "(input_is_parallel, gather_output) [PC936]")
 
 
 def _axes(model) -> dict:
