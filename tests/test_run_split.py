@@ -1,7 +1,7 @@
 """`python -m portcheck run` of a Paddle script launched split in tensor parallel (examples/scripts/pd_tp.py: fleet's
 mp_degree=2 under python -m paddle.distributed.launch, gloo on CPU) against torch's script in one process
 (pt_tp.py): the clean port green, its ranks' records joined into one Paddle side by each layer's layout; a
-row-parallel layer whose all-reduce is missing red at its module, the ranks' losses named apart; ranks that are not
+row-parallel layer whose all-reduce is missing red at its module, the ranks' copies named apart; ranks that are not
 one split model, a side past --timeout, a rank that dies (named, not the one it leaves failing), one line each.
 
 The clean run is made once (module scope: torch's three runs and one launch of the Paddle ranks); the plant is one
@@ -74,9 +74,11 @@ def test_the_split_port_is_green_its_ranks_joined(clean):
     assert whole["out/act"].shape == torch["out/act"].shape == (8, 6, 48)
     assert "iso/out/act" in whole and whole["iso/out/act"].shape == (8, 6, 48)
     assert all(np.array_equal(ranks[0][f"loss/{i}"], ranks[1][f"loss/{i}"]) for i in range(STEPS))
+    # every whole output and replicated tensor checked alike on the ranks (on this CPU): none apart
+    assert "checked the same on every rank (bit for bit: the loss, each whole output" in text
 
 
-def test_a_missing_all_reduce_is_red_at_its_module_and_the_losses_part(clean, tmp_path):
+def test_a_missing_all_reduce_is_red_at_its_module_and_the_ranks_copies_part(clean, tmp_path):
     tmp, clean_out, _, _ = clean
     script = tmp_path / "pd_tp.py"
     text = (SCRIPTS / "pd_tp.py").read_text()
@@ -93,9 +95,10 @@ def test_a_missing_all_reduce_is_red_at_its_module_and_the_losses_part(clean, tm
     assert code == 1 and "the runs part at down [PC835]" in text, text
     # its input, the activation's columns, joined as the row-parallel layer it derives from takes them: the same
     assert "down: its input differs" not in (out / "log_reprod" / "bp_align_diff.log").read_text()
-    line = joint.loss_line()
-    assert line.startswith("the ranks' losses part: rank(s) 1 of 2 computed another loss than rank 0 at step 1") and \
+    line = joint.apart_line()
+    assert line.startswith("the ranks part: rank(s) 1 of 2 hold another loss at step 1 than rank 0 (") and \
         line.endswith("[PC933]"), line
+    assert [what for what, _ in joint.apart][2:4] == ["down's output", "norm's output"], joint.apart
 
 
 def test_ranks_that_are_not_one_split_model_are_one_line(clean):

@@ -17,6 +17,7 @@ import numpy as np
 
 from portcheck.core.errors import PipelineError
 from portcheck.core.fileio import load_npy, save_npy
+from portcheck.core.keys import module_of, split_key
 from portcheck.forward import split_rank
 from portcheck.gradients import split_steps
 from portcheck.mapping import modules
@@ -124,6 +125,11 @@ def stopped(rank: int, degree: int, arrays: dict, error: Exception) -> str:
             "(input_is_parallel, gather_output) [PC936]")
 
 
+def _module(key: str) -> str:
+    """The module of a record key out/<module>#<n>[0]:x (or in/)."""
+    return module_of(split_key(key)[1])
+
+
 def _axes(model) -> dict:
     from portcheck.mapping import shards
     return shards.split_axes(model)
@@ -135,7 +141,7 @@ def key_layouts(record: dict, kinds: dict, axes: dict, bare=()) -> dict:
     of no tensors and no children (bare: an activation between a column- and a row-parallel layer) given a split
     layer's columns gives columns of its input's shape; the model's own output laid out as the module output it is (the
     head's); a value the isolated run computed (iso/) as the one it stands for; the rest rank 0's."""
-    out, columns, module = {}, [], lambda key: key.partition("/")[2].split("#")[0].split("[")[0].split(":")[0]
+    out, columns, module = {}, [], _module
     fed = {}  # {module: the shape of its input where that is a split layer's columns}
     for key, value in record.items():
         match = split_steps.TENSORS.match(key)
@@ -152,34 +158,51 @@ def key_layouts(record: dict, kinds: dict, axes: dict, bare=()) -> dict:
             out[key] = next((out[k] for k, v in record.items() if k.startswith("out/") and not k.startswith(
                 f"out/{modules.ROOT}") and np.shape(v) == np.shape(value) and np.array_equal(v, value)),
                 split_rank.ONE)
+        elif key.startswith("out/") and out[key] == split_rank.ONE and any(
+                np.shape(c) == np.shape(value) and np.array_equal(c, value) for c in columns):
+            out[key] = split_rank.CAT  # a module handing on a split layer's columns (a block ending in one)
         elif key.startswith("iso/"):
             out[key] = out.get(key[4:], split_rank.ONE)
     return out
 
 
+ALIKE = ("loss/", "out/", "grad/", "state", "final/")  # the keys every rank holds alike where not split (apart)
+
+
 @dataclass
 class Joined:
-    """The ranks' records joined (joined()): the Paddle side's status, its split line, the ranks whose loss parts."""
+    """The ranks' records joined (joined()): the Paddle side's status, its split line, the values whose copies part."""
     status: dict
     degree: int
     standins: str
-    losses: list  # [(step, [ranks whose loss is not rank 0's])]
+    apart: list  # [(what, [ranks whose copy is not rank 0's])], in the record's order, the loss first
 
     def lines(self) -> list:
         said = (f"the Paddle script ran split in tensor parallel across {self.degree} ranks (launched), each rank "
                 "recording its shard; joined by each layer's layout: a split tensor's shards on its axis, a "
-                "column-parallel output's columns, the rest and the loss rank 0's")
+                "column-parallel output's columns, the rest and the loss rank 0's, checked the same on every rank "
+                + ("(bit for bit: the loss, each whole output, each replicated tensor)" if self.standins else
+                   "(the loss, bit for bit)"))
         return [said] + ([self.standins] if self.standins else ["Paddle's own model-parallel ops"])
 
-    def loss_line(self) -> str:
-        """One line where a rank computed another loss than rank 0's, "" where every rank's is the same."""
-        if not self.losses:
+    def apart_line(self) -> str:
+        """One line where a rank holds another copy of a value every rank holds alike, "" where none does."""
+        if not self.apart:
             return ""
-        step, ranks = self.losses[0]
-        return (f"the ranks' losses part: rank(s) {', '.join(map(str, ranks))} of {self.degree} computed another "
-                "loss than rank 0 "
-                f"at step {step + 1} ({len(self.losses)} step(s) differ): a split layer's sum is missing or doubled "
-                "on some rank [PC933]")
+        what, ranks = self.apart[0]
+        return (f"the ranks part: rank(s) {', '.join(map(str, ranks))} of {self.degree} hold another {what} than rank "
+                f"0 ({len(self.apart)} value(s) every rank holds alike differ): a split layer's sum is missing or "
+                "doubled on some rank, or a rank's copy of a replicated tensor steps otherwise [PC933]")
+
+
+def said_as(key: str) -> str:
+    """A record key every rank holds alike, in words: the loss at step i, a module's output, a tensor's gradient."""
+    kind, _, name = key.partition("/")
+    if kind == "loss":
+        return f"loss at step {int(name) + 1}"
+    if kind in ("out", "grad"):
+        return f"{name}'s output" if kind == "out" else f"grad {name}"
+    return f"{name} after step {kind[5:]}" if kind.startswith("state") else f"{name} at the end"
 
 
 def joined(out: Path, statuses: dict, said: str) -> Joined:
@@ -203,14 +226,21 @@ def joined(out: Path, statuses: dict, said: str) -> Joined:
     # a split module's near-0 values are flat indices into each rank's part: not joined, rank 0's alone unjudged
     kept = [{k: v for k, v in r.items() if not ((m := NEAR.match(k)) and m[1] in split_modules)} for r in records]
     whole = split_steps.gathered(kept, layouts)
-    losses = [(int(k[5:]), [r for r in range(1, degree) if not np.array_equal(records[r].get(k), v)])
-              for k, v in records[0].items() if k.startswith("loss/")]
+    # the loss always; on a CPU, where each rank computes them bit for bit alike, every whole output and replicated
+    # tensor too (a GPU's kernels may order their sums otherwise on each rank)
+    # an output of a module given columns that is no row-parallel layer: laid out otherwise, not held alike
+    fed = lambda k: layouts.get(f"in/{_module(k)}") == split_rank.CAT and \
+        (kinds.get(_module(k)) or (None, None))[1] != split_rank.CAT
+    alike = [k for k in records[0] if k.startswith("loss/") or configs[0]["standins"] and k.startswith(ALIKE) and
+             layouts.get(k) in (None, split_rank.ONE) and not (k.startswith("out/") and fed(k))]
+    apart = [(said_as(k), [r for r in range(1, degree) if not np.array_equal(records[r].get(k), records[0][k])])
+             for k in sorted(alike, key=lambda k: not k.startswith("loss/"))]
     folder = out / "paddle"
     folder.mkdir(exist_ok=True)
     save_npy(folder / RECORD, whole)
     status = {**statuses[0], "world": 1, "ranks": degree}
     write_text(folder / STATUS, json.dumps(status, indent=1, default=str) + "\n")
-    return Joined(status, degree, configs[0]["standins"], sorted((s, r) for s, r in losses if r))
+    return Joined(status, degree, configs[0]["standins"], [(what, r) for what, r in apart if r])
 
 
 def launched(argvs: dict, out: Path, steps: int, judge, **settings) -> int:
@@ -232,7 +262,7 @@ def launched(argvs: dict, out: Path, steps: int, judge, **settings) -> int:
     for line in joint.lines():
         print(f"  ({line})")
     code = judge(out, statuses, steps, sealed=sealed)
-    said = joint.loss_line()
+    said = joint.apart_line()
     print(f"\n{'RED' if code or said else 'green'}: " + (
         said or ("the joined ranks part from torch's run (the summary above)" if code else
                  f"the Paddle model split across {joint.degree} ranks, joined, is the same run for the first steps")))
