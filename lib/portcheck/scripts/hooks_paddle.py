@@ -50,9 +50,11 @@ class PaddleSide(SharedSide):
         return not p.stop_gradient
 
     def unwrapped(self, module):
-        """The model paddle.DataParallel, or fleet's distributed_model (TensorParallel), holds (`._layers`)."""
-        from paddle.distributed.fleet.meta_parallel.meta_parallel_base import MetaParallelBase
-        return module._layers if isinstance(module, (self.paddle.DataParallel, MetaParallelBase)) else module
+        """The model paddle.DataParallel, or fleet's distributed_model (TensorParallel, a MetaParallelBase: by name,
+        fleet not imported for a script that does not), holds (`._layers`)."""
+        wrapped = isinstance(module, self.paddle.DataParallel) or "MetaParallelBase" in {
+            k.__name__ for k in type(module).__mro__}
+        return module._layers if wrapped else module
 
     def wrapper(self, module):
         """paddle.DataParallel keeps each rank's buffers its own: nothing run.judge reads."""
