@@ -52,7 +52,8 @@ THREADS = str(max(1, len(os.sched_getaffinity(0)) // WORKERS))
 # added tests' share of their files' time, measured -n 0 on a loaded host and scaled by the files' own ratio.
 # test_docs_blocks (+4): docs/zoo.md's one-case zoo run, a fresh interpreter (3.5 s of CPU; 15 s wall on a loaded host).
 FILE_SECONDS = {"test_hand_in.py": 110, "test_resnet18.py": 106, "test_distributed.py": 75, "test_split.py": 105,
-                "test_run_launchers.py": 75, "test_zoo_families.py": 75, "test_mid_size.py": 72, "test_run_scripts.py": 53, "test_step5.py": 50,
+                "test_run_launchers.py": 75, "test_run_split.py": 35,
+                "test_zoo_families.py": 75, "test_mid_size.py": 72, "test_run_scripts.py": 53, "test_step5.py": 50,
                 "test_run_forged.py": 35, "test_step4.py": 33, "test_edges.py": 33, "test_run_trainers.py": 40,
                 "test_hostile5.py": 29, "test_five_steps.py": 34, "test_handin_steps.py": 33, "test_layout.py": 27,
                 "test_run_taking.py": 24, "test_inputs.py": 22, "test_user_verdicts.py": 24,
@@ -275,20 +276,20 @@ def forked(server, cmd, home, cwd):
 FORKED_RUNS = {"test_run_scripts.py", "test_run_config.py", "test_run_trainers.py", "test_run_loaders.py",
                "test_run_limits.py", "test_run_cycles.py", "test_run_taking.py", "test_run_against_itself.py",
                "test_run_rnn.py", "test_run_first_kink.py", "test_hand_in_kink.py", "test_run_packed.py",
-               "test_run_calls.py", "test_hostile5.py", "test_run_forged.py"}
+               "test_run_calls.py", "test_hostile5.py", "test_run_forged.py", "test_run_split.py"}
 # imported before the fork beside the framework: what the tests' scripts import that never touches torch's or
 # Paddle's functions (the recorder wraps those at its start-up, after which a module binding one at its import
 # would hold the wrapped one)
 PRELOADED = ["sklearn.datasets"]
 
 
-def forked_script(argv, env):
-    """launch.script's twin for FORKED_RUNS: `python file.py ...` forked by its framework's server; anything else (a
-    launcher, -m, another interpreter) as launch.script runs it."""
+def forked_script(argv, env, timeout=None):
+    """launch.script's twin for FORKED_RUNS: `python file.py ...` forked by its framework's server (no timeout: the
+    suite's scripts end); anything else (a launcher, -m, another interpreter) as launch.script runs it."""
     from portcheck.scripts import launch, recorder
     if not (FORK and len(argv) > 1 and argv[0] == sys.executable and argv[1].endswith(".py")
             and recorder.SETTINGS in env):
-        return launch.SCRIPT(argv, env)
+        return launch.SCRIPT(argv, env, timeout)
     settings = json.loads(env[recorder.SETTINGS])
     framework = "paddle" if settings.get("framework", settings["side"]) == "paddle" else "torch"
     own = (recorder.SETTINGS, *PER_RUN)  # each script's own: the one server of an environment serves them all

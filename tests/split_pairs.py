@@ -90,6 +90,20 @@ def grad_scaled_on_rank_1(model, rank):
         model.llama.layers[1].mlp.down_proj.weight.register_hook(lambda g: g * 2)
 
 
+def k_grad_doubled_on_rank_1(model, rank):
+    """examples/tiny_gpt_split.py's GPT: rank 1's k columns of layer 1's fused qkv_proj (its heads' k, read per head)
+    given twice their gradient; q and v, and rank 0's k, as they are."""
+    if rank != 1:
+        return
+    import paddle
+    qkv = model.decoder.layers[1].self_attn.qkv_proj
+    heads = model.config.num_attention_heads // model.config.tensor_parallel_degree
+    scale = np.ones((heads, 3, qkv.weight.shape[-1] // (3 * heads)), dtype="float32")
+    scale[:, 1] = 2
+    scale = paddle.to_tensor(scale.reshape(-1))
+    qkv.weight.register_hook(lambda g: g * scale)
+
+
 def pretrained(folder):
     """The build of a tiny Llama checkpoint folder split by paddlenlp's own from_pretrained on each rank."""
     from paddlenlp.transformers import LlamaForCausalLM
@@ -114,15 +128,17 @@ def _logits(output):
 
 
 def torch_loss(output, targets):
+    """Cross-entropy over the output's last axis (the Llama's vocabulary; the GPT's hidden states, the targets taken
+    modulo its width)."""
     import torch.nn.functional as F
     logits = _logits(output)
-    return F.cross_entropy(logits.reshape([-1, logits.shape[-1]]), targets.reshape([-1]))
+    return F.cross_entropy(logits.reshape([-1, logits.shape[-1]]), targets.reshape([-1]) % logits.shape[-1])
 
 
 def paddle_loss(output, targets):
     import paddle.nn.functional as F
     logits = _logits(output)
-    return F.cross_entropy(logits.reshape([-1, logits.shape[-1]]), targets.reshape([-1]))
+    return F.cross_entropy(logits.reshape([-1, logits.shape[-1]]), targets.reshape([-1]) % logits.shape[-1])
 
 
 def torch_sgd(parameters):

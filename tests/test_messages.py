@@ -42,6 +42,10 @@ EXEMPT = {
     ("run.py", "train_align {verdict.describe_measured()}"): "describe_measured codes it",
     ("run.py", "f\"{'NOT GREEN' if unjudged else 'RED' if red else 'green'}: \" + ("): "run's last line, a summary of the coded lines above it",
     ("run.py", "of {len(codes)} red (each"): "the ranks' summary: each rank's own lines are coded",
+    ("hooks_paddle.py", "self.run.refuse(self.standins_error)"): "standins' refusal (PC425, PC428), coded there",
+    ("hooks_paddle.py", "self.run.refuse(split.stopped(rec.arrays, e))"): "split_ranks.stopped's line, coded PC936",
+    ("split_ranks.py", "print(f\"\\n{'RED' if code or said else 'green'}: \" + ("): "the joined ranks' summary: "
+    "the loss line (PC933) and the judged lines above it are coded",
     ("report.py", "\"not judged\" if not r.judged"): "a DataFrame's cell (frame()), not a line",
     ("folder.py", "f\"{step}: {'green' if verdict.passed else 'RED'}\""): "a step's head on the steps' page, never "
     "printed: its pair's lines beneath it are coded where made",

@@ -32,7 +32,8 @@ def reports(tmp_path_factory):
     split in the same launch of the ranks (compare_splits' variants), the model and the plants its training shows
     trained STEPS steps there too
     (compare_split_steps); in the same launch too (split.Another), examples/tiny_gpt_split.py's GPT with a fused
-    q/k/v, clean ("gpt") and planted ("gpt_qkv_blocks"), and two single-card checkpoint folders of a tiny Llama
+    q/k/v, clean ("gpt", trained too) and planted ("gpt_qkv_blocks" in its forward, "gpt_k_doubled" in its gradients,
+    trained), and two single-card checkpoint folders of a tiny Llama
     (examples/tiny_llama.py's write_pair) split by paddlenlp's from_pretrained on each rank ("pretrained",
     "pretrained_64": its vocabulary 64, its build holding paddlenlp's class, which each rank imports as it starts):
     {None: the page's report, plant: its report,
@@ -44,7 +45,8 @@ def reports(tmp_path_factory):
         from paddlenlp.transformers import LlamaForCausalLM
         gpt_model, gpt_state = gpt.torch_and_state()
         others = {name: split.Another(gpt_model, gpt.build, gpt_state, gpt.layouts(), change)
-                  for name, change in (("gpt", None), ("gpt_qkv_blocks", pairs.qkv_blocks))}
+                  for name, change in (("gpt", None), ("gpt_qkv_blocks", pairs.qkv_blocks),
+                                       ("gpt_k_doubled", pairs.k_grad_doubled_on_rank_1))}
         kept["inputs"], kept["folders"] = inputs, {}
         for name, vocab in (("pretrained", 96), ("pretrained_64", 64)):  # paddlenlp's own split of each folder
             folders = write_pair(tmp_path_factory.mktemp(name), shard="10GB", num_hidden_layers=2, vocab_size=vocab)
@@ -56,7 +58,7 @@ def reports(tmp_path_factory):
             torch_model, build, inputs, pairs.TARGETS, (pairs.torch_loss, pairs.paddle_loss),
             (pairs.torch_sgd, pairs.paddle_sgd), degree, state, STEPS,
             {**pairs.PLANTS, **pairs.BACKWARD_PLANTS, **others}, isolate, timeout=timeout,
-            trained=[None, "input_not_parallel", *pairs.BACKWARD_PLANTS])
+            trained=[None, "input_not_parallel", *pairs.BACKWARD_PLANTS, "gpt", "gpt_k_doubled"])
         kept.update(forward)
         return kept[None]
     split.compare_split = with_plants
@@ -294,14 +296,24 @@ def test_a_checkpoint_split_for_another_degree_and_a_bad_tp_flag_are_one_line_be
         assert re.search(said + "$", err), err
 
 
-def test_a_run_of_a_split_paddle_model_is_one_line_naming_the_library_call():
+def test_a_split_paddle_model_against_torch_launched_too_is_one_line_saying_what_runs():
+    """Both commands launched: torch's ranks hold whole models, Paddle's shards; run judges a split Paddle script
+    against torch's one process (tests/test_run_split.py)."""
     import paddle
     from portcheck.scripts.hooks_paddle import PaddleSide
+
+    class Launched:  # the recorder's Run of a Paddle rank whose torch side is launched too
+        torch_whole, layouts, config = False, {}, {}
+
+        def refuse(self, why):
+            return PipelineError(why)
     model = paddle.nn.Linear(4, 6)
     model.weight.is_distributed = True  # one rank's shard, as fleet's layers mark theirs
-    with pytest.raises(PipelineError, match=r"^the Paddle model is split in tensor parallel \(weight is one rank's "
-                                            r"shard\): run .*compare_split_backward.*\[PC925\]$"):
-        PaddleSide().start_from_torch(model, {}, None)
+    side = PaddleSide()
+    side.run = Launched()
+    with pytest.raises(PipelineError, match=r"^its model is split in tensor parallel \(weight is one rank's shard\) "
+                                            r"and the torch script runs as ranks too: .*without a launcher \[PC925\]$"):
+        side.start_from_torch(model, {}, None)
 
 
 def test_a_paddle_whose_private_names_moved_is_refused_with_nothing_replaced(monkeypatch):
@@ -367,3 +379,21 @@ def test_ranks_that_disagree_on_the_config_are_one_line_each_field():
     assert split.config_differences([{"num_hidden_layers": 2, "vocab_size": 64}, {"num_hidden_layers": 3,
                                      "vocab_size": 64}]) == ["num_hidden_layers: rank 0 2, rank 1 3"]
     assert split.config_differences([{"a": 1}, {"a": 1}]) == []
+
+
+def test_a_fused_qkvs_gradients_are_cut_per_rank_and_a_parts_gradient_wrong_on_one_rank_is_named(reports):
+    """compare_split_steps training examples/tiny_gpt_split.py's GPT (an Another of the launch) with its layouts: its
+    qkv_proj fused per head and split across the ranks, each rank's gradients and weights of it cut into its heads'
+    q, k and v, joined across the ranks part by part and judged against GPT-2's c_attn parts. Clean green; rank 1's
+    k columns of layer 1 given twice their gradient (tests/split_pairs.py's k_grad_doubled_on_rank_1) red at that
+    part alone, on rank 1 alone."""
+    clean, planted = reports["backward"]["gpt"], reports["backward"]["gpt_k_doubled"]
+    assert clean.passed and clean.ranks == {}, clean.table()
+    judged = {r.name: r for r in clean.grads}
+    for part in "qkv":
+        row = judged[f"grad h.1.attn.c_attn.{part}.weight"]
+        assert row.judged and row.shape == (32, 32), clean.table()
+    assert not planted.passed and planted.first_diverging_gradient == "grad h.1.attn.c_attn.k.weight", \
+        planted.table()
+    assert planted.parted() == [1], planted.table()
+    assert {r.name for r in planted.grads if not r.passed} == {"grad h.1.attn.c_attn.k.weight"}, planted.table()

@@ -26,10 +26,12 @@ def layouts(model) -> dict:
     """{module name: (its output's layout, its first input's)} as its layer defines it: a ColumnParallelLinear
     without gather_output gives its columns, a RowParallelLinear with input_is_parallel takes them and gives the
     whole after its all-reduce, a VocabParallelEmbedding the whole; a module holding a tensor split on its last axis
-    (paddlenlp's LlamaLMHead) its columns where its output is as wide as its part. Every other module: the whole."""
+    (paddlenlp's LlamaLMHead) its columns where its output is as wide as its part. Every other module: the whole.
+    A port's own subclass of fleet's layer (its forward rewritten) is laid out as the layer it derives from."""
     out = {}
     for name, layer in model.named_sublayers(include_self=True):
-        kind = type(layer).__name__
+        lineage = [k.__name__ for k in type(layer).__mro__]
+        kind = next((k for k in ("ColumnParallelLinear", "RowParallelLinear") if k in lineage), type(layer).__name__)
         if kind == "ColumnParallelLinear":
             out[name] = (ONE if layer.gather_output else CAT, ONE)
         elif kind == "RowParallelLinear":

@@ -14,8 +14,15 @@ MODULES = ("paddle.distributed.fleet.layers.mpu.mp_ops", "paddle.distributed.col
 OPS = {"_c_identity": ("tensor", "group", "skip_c_identity_dynamic"),
        "_mp_allreduce": ("tensor", "op", "group", "use_calc_stream", "use_model_parallel", "skip_c_identity_dynamic"),
        "_c_concat": ("tensor", "group"), "_c_split": ("tensor", "group")}
+# fleet.distributed_model's input broadcast, which refuses a CPU (asserts a GPU): each tensor broadcast from the
+# model-parallel group's first rank as on a GPU, by the helper it calls, the CPU's place given
+BROADCAST = {"paddle.distributed.fleet.meta_parallel.tensor_parallel": ("broadcast_input_data", ("hcg", "inputs",
+                                                                                                 "kwargs")),
+             "paddle.distributed.fleet.utils.hybrid_parallel_util": ("_broadcast_nested_data",
+                                                                     ("hcg", "dev", "place", "data"))}
 LINE = ("on CPU: Paddle's c_identity, mp_allreduce, c_concat and c_split (no CPU kernel) stood in for by "
-        "paddle.distributed.all_reduce and all_gather over gloo (Paddle {version})")
+        "paddle.distributed.all_reduce and all_gather over gloo, and fleet's input broadcast given the CPU "
+        "(Paddle {version})")
 
 
 def on_cpu(degree: int) -> bool:
@@ -41,6 +48,13 @@ def checked() -> list:
                 raise PipelineError(f"Paddle {paddle.__version__}: {module.__name__}.{name} is "
                                     f"{'missing' if got is None else 'spelled ' + str(got)}, not what the CPU "
                                     f"stand-ins replace {params}: nothing was replaced; run on GPUs [PC428]")
+    for where, (name, params) in BROADCAST.items():
+        op = getattr(importlib.import_module(where), name, None)
+        got = tuple(inspect.signature(op).parameters) if callable(op) else None
+        if got != params:
+            raise PipelineError(f"Paddle {paddle.__version__}: {where}.{name} is "
+                                f"{'missing' if got is None else 'spelled ' + str(got)}, not what the CPU "
+                                f"stand-ins replace {params}: nothing was replaced; run on GPUs [PC428]")
     return modules
 
 
@@ -111,9 +125,18 @@ def install() -> str:
     def c_split(tensor, group=None):
         return Split.apply(tensor, _group(group))
 
+    import importlib
+    util = importlib.import_module("paddle.distributed.fleet.utils.hybrid_parallel_util")
+
+    def broadcast_input_data(hcg, *inputs, **kwargs):
+        place = paddle.CPUPlace()
+        return (util._broadcast_nested_data(hcg, "cpu", place, inputs) if inputs else inputs,
+                util._broadcast_nested_data(hcg, "cpu", place, kwargs) if kwargs else kwargs)
+
     for module in modules:
         module._c_identity, module._mp_allreduce, module._c_concat, module._c_split = \
             c_identity, mp_allreduce, c_concat, c_split
+    importlib.import_module(next(iter(BROADCAST))).broadcast_input_data = broadcast_input_data
     return LINE.format(version=paddle.__version__)
 
 

@@ -77,16 +77,19 @@ def compare_split_steps(torch_model, build, inputs, targets, loss, optimizer, de
                         stall=None) -> tuple:
     """compare_splits (the forward, module by module) and compare_split_backward for the model and each variant
     (or those of `trained`, None standing for the model as built), in one launch of the ranks: ({None: forward
-    report, name: ...}, {None: backward report, name: ...}); a variant that is another model (split.Another) is judged
-    forward only."""
+    report, name: ...}, {None: backward report, name: ...}); a variant that is another model (split.Another) is trained
+    only where `trained` names it, against its own torch model, with its own layouts (its loss, optimizer and
+    targets the model's)."""
     checked_steps(steps), checked_pairs(loss=loss, optimizer=optimizer)  # before any rank starts
     split.reachable("the Paddle loss", loss[1]), split.reachable("the Paddle optimizer factory", optimizer[1])
     names = [None, *(variants or {})]
-    # an Another (another model in the launch) is judged forward only: the training is the model's and its variants'
-    runs = sorted(n for n, name in enumerate(names) if (trained is None or name in trained) and
-                  not isinstance((variants or {}).get(name), split.Another))
+    jobs = [(variants or {}).get(name) for name in names]
+    # each run's torch model and layouts: an Another's own (another model in the launch), else the model's
+    own = [(j.torch_model, j.layouts) if isinstance(j, split.Another) else (torch_model, layouts) for j in jobs]
+    runs = sorted(n for n, name in enumerate(names) if name in (trained or ()) or
+                  trained is None and not isinstance(jobs[n], split.Another))
     also = functools.partial(rank_steps, runs=runs, inputs=inputs, targets=targets, loss=loss[1],
-                             optimizer=optimizer[1], steps=steps)
+                             optimizer=optimizer[1], steps=steps, layouts={n: own[n][1] for n in runs})
     backward, torch_side = {}, {}
 
     def then(ranks, n, report):
@@ -94,12 +97,14 @@ def compare_split_steps(torch_model, build, inputs, targets, loss, optimizer, de
             return
         folders = [ranks.folder / f"rank{r}" / str(n) / STEPS for r in range(ranks.degree)]
         ranks.wait(lambda: all((f / "keys.json").is_file() for f in folders))
-        if not torch_side:  # torch's steps once, on a copy, its layouts by the Paddle types its modules pair with
-            torch_side["record"] = record_backward(copy.deepcopy(torch_model), inputs, targets, loss[0], optimizer[0],
-                                                   None, steps, layouts, paddle_kinds=_kinds(report, folders[0]))
-        backward[n] = judged(torch_side["record"], folders)
+        first = next(i for i, (m, lay) in enumerate(own) if m is own[n][0] and lay == own[n][1])
+        if first not in torch_side:  # each torch model's steps once, on a copy, its layouts by the Paddle types its
+            # modules pair with
+            torch_side[first] = record_backward(copy.deepcopy(own[n][0]), inputs, targets, loss[0], optimizer[0],
+                                                None, steps, own[n][1], paddle_kinds=_kinds(report, folders[0]))
+        backward[n] = judged(torch_side[first], folders)
     forward = split.compare_splits(torch_model, build, inputs, degree, state, variants, isolate, timeout, also, then,
-                                   stall)
+                                   stall, layouts)
     for report in backward.values():
         report.standins = forward[None].standins
     return forward, {name: backward[n] for n, name in enumerate(names) if n in runs}
@@ -119,10 +124,14 @@ def _kinds(report, folder: Path) -> dict:
     return out
 
 
-def rank_steps(where: Path, model, rank, degree, runs, inputs, targets, loss, optimizer, steps):
+def rank_steps(where: Path, model, rank, degree, runs, inputs, targets, loss, optimizer, steps, layouts):
     """A rank's training (compare_splits' also=): record_backward on its shard, each key written with its layout:
     a parameter's keys with the axis it is split on (None: whole on every rank), a module's output as split_rank
-    lays it out; module descriptions at full size (split_rank.full_modules). Only the runs numbered in `runs`."""
+    lays it out; module descriptions at full size (split_rank.full_modules). A fused module its run's layouts
+    ({run: layouts}) declare
+    (split_rank.rank_parts: the rank's heads) cut into its parts, each part's gradient and weights the rank's
+    columns of that part, laid out on the fused tensor's axis: joined across the ranks, each part is whole and
+    judged on its own. Only the runs numbered in `runs`."""
     if int(Path(where).name) not in runs:
         return
     folder = Path(where) / STEPS
@@ -133,8 +142,15 @@ def rank_steps(where: Path, model, rank, degree, runs, inputs, targets, loss, op
         split_rank.write(folder / "keys.json", json.dumps({"stopped": str(e)}))
         return
     record = {k: v for k, v in record.items() if not k.startswith((modules.META, "near"))}
-    record.update(split_rank.full_modules(model, degree))
+    parts = split_rank.rank_parts(model, layouts[int(Path(where).name)], degree)
+    record = fused.mark(record, parts, model)
+    record.update(split_rank.full_modules(model, degree, parts))
+    record = fused.cut(record)
     axes, kinds = shards.split_axes(model), split_rank.layouts(model)
+    for name, spec in parts.items():  # each part laid out as its fused module's tensors and output
+        axes.update({f"{name}.{part}.{key[len(name) + 1:]}": axis for key, axis in list(axes.items())
+                     if key.startswith(f"{name}.") for part in spec.parts})
+        kinds.update({f"{name}.{part}": kinds[name] for part in spec.parts})
     keys, arrays = [], {}
     for key, value in record.items():
         match = TENSORS.match(key)
@@ -157,12 +173,14 @@ def _load(folder: Path) -> tuple:
 
 def gathered(records: list, layouts: dict) -> dict:
     """The whole model's record from the ranks': a split tensor's parts joined on its axis, a module output's
-    columns on the last axis, the rest rank 0's."""
+    columns on the last axis, a fused module's heads counted for every rank (split.gathered), the rest rank 0's."""
     out = {}
     for key, value in records[0].items():
         parts = [r.get(key) for r in records]
         layout = layouts.get(key)
-        if any(p is None for p in parts) or layout in (None, split_rank.ONE) or not np.ndim(value):
+        if key.startswith(fused.KEY):
+            out[key] = split.gathered([{key: value}] * len(records), {})[key]
+        elif any(p is None for p in parts) or layout in (None, split_rank.ONE) or not np.ndim(value):
             out[key] = value
         else:
             out[key] = np.concatenate(parts, axis=-1 if layout == split_rank.CAT else int(layout))

@@ -94,7 +94,9 @@ def isolated(run, module, calls: dict, leaves: dict):
     from portcheck.mapping.fused import specs
     # the Paddle modules --layouts fuses: each call its parts' (their torch modules' values forced)
     parts = {n: s for n, s in specs(module, run.layouts).items() if s.output and run.fw.framework == "paddle"}
-    parents, error = forced_run(module, inputs, run.given, calls, leaves, keep, parts=parts)
+    # a split model's rank: fed its part of torch's values (a split layer's columns), its own joined after
+    given = run.fw.split.torch_part(run.given, run.counterparts) if "split" in run.config else run.given
+    parents, error = forced_run(module, inputs, given, calls, leaves, keep, parts=parts)
     run.record.update(kept)
     run.config["isolated"] = error or "run"
     run.config["parents"] = parents

@@ -25,6 +25,8 @@ class PaddleSide(SharedSide):
 
         import paddle
         self.paddle, self.placed, self.joins = paddle, {}, {}  # joins: a fused module's tensors' parts (_join)
+        self.standins, self.standins_error = "", ""  # the CPU stand-ins' line (install), or why they were not
+        self.split = None  # a model split in tensor parallel: its rank (_split)
         self.loaders = weakref.WeakSet()  # the DataLoader iterators running workers (end_workers)
 
     # ------------------------------------------------------------------ reading
@@ -48,8 +50,11 @@ class PaddleSide(SharedSide):
         return not p.stop_gradient
 
     def unwrapped(self, module):
-        """The model paddle.DataParallel holds (`._layers`)."""
-        return module._layers if isinstance(module, self.paddle.DataParallel) else module
+        """The model paddle.DataParallel, or fleet's distributed_model (TensorParallel, a MetaParallelBase: by name,
+        fleet not imported for a script that does not), holds (`._layers`)."""
+        wrapped = isinstance(module, self.paddle.DataParallel) or "MetaParallelBase" in {
+            k.__name__ for k in type(module).__mro__}
+        return module._layers if wrapped else module
 
     def wrapper(self, module):
         """paddle.DataParallel keeps each rank's buffers its own: nothing run.judge reads."""
@@ -75,13 +80,7 @@ class PaddleSide(SharedSide):
         A Paddle module --layouts declares fused (paddlenlp's qkv_proj) pairs by its parts, each with a torch module,
         and starts from their tensors joined as convert joins them (_join)."""
         from portcheck.core.errors import PipelineError
-        split = next((name for name, p in model.named_parameters() if getattr(p, "is_distributed", False)), None)
-        if split is not None:
-            raise PipelineError(f"the Paddle model is split in tensor parallel ({split} is one rank's shard): run "
-                                "compares a model whole on each rank (one process, or data-parallel ranks); call "
-                                "portcheck.forward.split.compare_split and portcheck.gradients.split_steps."
-                                "compare_split_backward with the model's build(rank, degree), as "
-                                "docs/large_models.md shows [PC925]")
+        split = self._split(model)
         from portcheck.gradients.backward import _counterpart, renames
         from portcheck.mapping.layouts import CONFIGS_DIFFER
         from portcheck.mapping.state import names_of_one_tensor
@@ -95,6 +94,10 @@ class PaddleSide(SharedSide):
         try:
             with eval_mode(model), self.paddle.no_grad():
                 call(model, first, self.to_tensor)
+        except Exception as e:  # noqa: BLE001 - a split layer fed another width than its shard's: named
+            if split is None:
+                raise
+            raise self.run.refuse(split.stopped(rec.arrays, e)) from None
         finally:
             for h in handles:
                 h.remove()
@@ -102,14 +105,15 @@ class PaddleSide(SharedSide):
         torch_trace = fused.cut({k: v for k, v in given.items() if k.startswith(("mod/", "out/", "in/", fused.KEY))},
                                 False)
         specs = fused.specs(model, self.run.layouts)  # Paddle's fused modules: each part paired, the parts joined below
-        paddle_trace = fused.cut(fused.mark({**describe(model), **rec.arrays}, specs, model), False)
+        paddle_trace = fused.cut(fused.mark({**describe(model), **rec.arrays}, specs, model), False) if split is None \
+            else split.whole_trace(rec.arrays)
         try:
             paired = pair(torch_trace, paddle_trace)
             modules = paired.modules()
         except PipelineError as e:
             raise self.run.refuse(f"its model does not pair with the torch model's: {e}")
         renamed = renames(given)
-        params = model.state_dict()
+        params = model.state_dict() if split is None else split.full_params()
         state, problems, placed, said = {}, [], {}, set()  # said: Paddle keys a problem names already
         tied, missing, unplaced = ties(given), [], []
         ran = lambda trace: {module_of(split_key(k)[1]) for k in trace if k.startswith("out/")}
@@ -187,9 +191,31 @@ class PaddleSide(SharedSide):
                     "(a bias on one side alone?)"
             raise self.run.refuse(f"its model cannot start from the torch model's weights ({len(problems)} "
                                   "problem(s)): " + "; ".join(problems) + fused_hint + " [PC831]")
-        self.set_state(model, state)
+        self.set_state(model, state if split is None else split.shard(state))
         self.placed = placed  # the kept layers' tensors are placed as the model's (start_kept), parts joined
         return paired.pairs, counterparts(torch_trace, paddle_trace, paired), placed
+
+    def _split(self, model):
+        """A model fleet split in tensor parallel: its rank (split_ranks.SplitRank), its place in the run's config;
+        None for a whole model. Judged only against torch's one process (the run's torch_whole): else one line."""
+        from portcheck.scripts import split_ranks
+        name = next((name for name, p in model.named_parameters() if getattr(p, "is_distributed", False)), None)
+        if name is None:
+            return None
+        if not self.run.torch_whole:
+            raise self.run.refuse(f"its model is split in tensor parallel ({name} is one rank's shard) and the torch "
+                                  "script runs as ranks too: a split Paddle script is judged against torch's script "
+                                  "in one process: give --torch \"python pt_train.py\" without a launcher [PC925]")
+        if fused.specs(model, self.run.layouts):
+            raise self.run.refuse(f"--layouts declares Paddle's {', '.join(fused.specs(model, self.run.layouts))} "
+                                  "fused in a model split in tensor parallel: run does not cut a fused module's "
+                                  "shards per part; compare it with portcheck.forward.split.compare_split(layouts=) "
+                                  "[PC935]")
+        if self.standins_error:  # standins' own line, coded (PC425, PC428)
+            raise self.run.refuse(self.standins_error)
+        self.split = split_ranks.SplitRank(model, *split_ranks.split_of(model))
+        self.run.config[split_ranks.SPLIT] = self.split.config(self.standins)
+        return self.split
 
     def _join(self, specs: dict, parts: dict, params: dict, state: dict, torch_keys: dict, said: set) -> list:
         """Each tensor of a Paddle fused module (specs: fused.specs) made of its parts' torch values (parts: {Paddle
@@ -300,7 +326,10 @@ class PaddleSide(SharedSide):
     def layout_keys(self, module) -> dict:
         """Each fused module's parts, which the torch side's modules pair with (fused.mark): its record cut as run
         judges it (fused.cut), as the torch side's is."""
-        return fused.mark({}, fused.specs(module, self.run.layouts), module)
+        split = self.split if self.split is not None and self.split.model is module else None
+        # a split model's description at its full size (split_rank.full_modules), as its whole trace was paired
+        return {**fused.mark({}, fused.specs(module, self.run.layouts), module),
+                **(split.full_modules() if split else {})}
 
     def paddle_layout_state(self, module) -> dict:
         return {k: np.array(v.numpy(), copy=True) for k, v in module.state_dict().items()}
@@ -431,6 +460,13 @@ class PaddleSide(SharedSide):
     # ------------------------------------------------------------------ wrapping
     def install(self, run):
         paddle = self.paddle
+        if run.torch_whole:  # a split model's ops with no CPU kernel, stood in for before the script's first call
+            from portcheck.core.errors import PipelineError
+            from portcheck.scripts.split_ranks import standins
+            try:
+                self.standins = standins(run.world)
+            except PipelineError as e:  # said where the model is found split (_split)
+                self.standins_error = str(e)
         F = paddle.nn.functional
         wrap_framework(run, paddle.nn.Layer, paddle.Tensor, F, _loss)
         base = paddle.optimizer.Optimizer

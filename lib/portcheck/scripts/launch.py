@@ -17,7 +17,7 @@ import subprocess
 from pathlib import Path
 
 from portcheck.core.errors import PipelineError
-from portcheck.scripts.folders import MOVED_SIDES, SAID, Sealed, status_of
+from portcheck.scripts.folders import MOVED_SIDES, SAID, Sealed, read_status, status_of
 from portcheck.scripts.recorder import INIT, RECORD, SETTINGS, STATUS
 
 INJECT = Path(__file__).resolve().parent / "inject"
@@ -132,9 +132,9 @@ def environment(settings: dict) -> dict:
     return env
 
 
-def launch(side: str, argv: list, out: Path, steps: int, folders, **settings) -> int:
+def launch(side: str, argv: list, out: Path, steps: int, folders, timeout=None, **settings) -> int:
     """One side's script with the recorder injected, after its folders' previous records are removed (never read
-    as this run's); its exit code."""
+    as this run's); its exit code. timeout: the seconds it may take (run's --timeout), then ended (script)."""
     print(f"\n$ {shlex.join(argv)}   # portcheck run: the {side} side, {steps} step(s)", flush=True)
     for folder in folders:
         with contextlib.suppress(OSError):  # sealed by an earlier run in this process (Sealed)
@@ -142,7 +142,7 @@ def launch(side: str, argv: list, out: Path, steps: int, folders, **settings) ->
         for name in (RECORD, STATUS, INIT):
             if (folder / name).is_file() and not (folder / name).is_symlink():
                 (folder / name).unlink()
-    return script(argv, environment({**side_settings(side, out, steps), **settings}))
+    return script(argv, environment({**side_settings(side, out, steps), **settings}), timeout)
 
 
 class Stopped(BaseException):
@@ -158,13 +158,14 @@ def stopped(signum, frame):
     raise Stopped(signum)
 
 
-def script(argv: list, env: dict) -> int:
+def script(argv: list, env: dict, timeout=None) -> int:
     """A script run in a session of its own, its exit code; its process group is ended with it (killed): what it
-    started (a DataLoader's workers left by the recorder's exit, a monitor) does not outlive it. Ctrl-C or a Stopped
-    signal to `portcheck run` is passed on to the group, given GRACE seconds to end."""
+    started (a DataLoader's workers left by the recorder's exit, a launcher's ranks, a monitor) does not outlive it.
+    Ctrl-C, a Stopped signal to `portcheck run` or the timeout (subprocess.TimeoutExpired, raised on) is passed on to
+    the group as SIGINT, given GRACE seconds to end."""
     proc = subprocess.Popen(argv, env=env, start_new_session=True)
     try:
-        return proc.wait()
+        return proc.wait(timeout=timeout)
     except BaseException as e:  # noqa: BLE001 - Ctrl-C, a Stopped signal: passed on, then raised on
         signal_group(proc.pid, e.signum if isinstance(e, Stopped) else signal.SIGINT)
         with contextlib.suppress(subprocess.TimeoutExpired):
@@ -191,7 +192,10 @@ def side_settings(side: str, out: Path, steps: int) -> dict:
 def run_side(side: str, argv: list, out: Path, steps: int, sealed: Sealed = None, **settings) -> dict:
     """One side's script, one process; its status (steps taken, configuration). sealed: its folder sealed as the
     script's process group ended; settings: the run's own (layouts)."""
-    code = launch(side, argv, out, steps, [out / side], **settings)
+    try:
+        code = launch(side, argv, out, steps, [out / side], **settings)
+    except subprocess.TimeoutExpired as e:
+        raise timed_out(f"the {SAID[side]} script", steps, e.timeout) from None
     if sealed is not None:
         sealed.side(out / side, f"the {SAID[side]} script")
     return status_of(f"the {SAID[side]} script", out / side, code, steps)
@@ -202,19 +206,36 @@ def run_ranks(side: str, argv: list, out: Path, steps: int, launched: bool, seal
     """One side of a launched run: each rank (env RANK, PADDLE_TRAINER_ID; a one-process command is rank 0)
     records in DIR/rank<r>/<side>. {rank: its status}."""
     ranked = lambda: {int(f.parent.name[4:]): f for f in out.glob(f"rank*/{side}") if f.parent.name[4:].isdigit()}
-    code = launch(side, argv, out, steps, ranked().values(), ranked=True, launcher=launched, **settings)
+    try:
+        code = launch(side, argv, out, steps, ranked().values(), ranked=True, launcher=launched, **settings)
+    except subprocess.TimeoutExpired as e:  # the ranks that had not taken the steps named (each status as it ended)
+        done = {r for r, f in ranked().items() if (f / STATUS).is_file() and not f.is_symlink() and
+                ((read_status(f / STATUS, "") or {}).get("steps") or 0) >= steps}
+        behind = sorted(set(ranked()) - done) or ["each"]
+        raise timed_out(f"the {SAID[side]} script's rank(s) {', '.join(map(str, behind))}", steps, e.timeout) \
+            from None
     for r, f in ranked().items() if sealed is not None else ():
         sealed.side(f, f"the {SAID[side]} script's rank {r}")
     found = {r: f for r, f in ranked().items() if (f / STATUS).is_file()}
     if not found:
         status_of(f"the {SAID[side]} script", out / side, code, steps)  # nothing recorded: it says why
-    statuses = {r: status_of(f"the {SAID[side]} script's rank {r}", f, code, steps) for r, f in sorted(found.items())}
-    world = max(s.get("world", 1) for s in statuses.values())
-    missing = sorted(set(range(world)) - set(statuses))
+    said = {r: read_status(f / STATUS, f"the {SAID[side]} script's rank {r}") or {} for r, f in found.items()}
+    world = max(s.get("world", 1) if isinstance(s.get("world", 1), int) else 1 for s in said.values())
+    # a rank killed (it wrote nothing), else the rank that ended first, named: a rank that dies leaves the others
+    # failing in a collective after it
+    missing = sorted(set(range(world)) - set(found))
     if missing:
         raise PipelineError(f"the {SAID[side]} script's rank(s) {', '.join(map(str, missing))} of {world} recorded "
                             f"nothing (exit {code}; the launcher's log above or in its log folder) [PC804]")
-    return statuses
+    first = sorted(found, key=lambda r: (found[r] / STATUS).stat().st_mtime_ns)
+    statuses = {r: status_of(f"the {SAID[side]} script's rank {r}", found[r], code, steps) for r in first}
+    return dict(sorted(statuses.items()))
+
+
+def timed_out(said: str, steps: int, timeout: float) -> PipelineError:
+    return PipelineError(f"{said} did not take {steps} step(s) within --timeout {timeout:g} s (hung, or waiting on a "
+                         "rank that hung): every process it started was ended; give a longer --timeout, or look at "
+                         "the script's log above [PC938]")
 
 
 def same_ranks(found: dict):

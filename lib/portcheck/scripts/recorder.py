@@ -92,6 +92,7 @@ class Run:
         self.torch_dir = Path(settings["torch_dir"]) if settings.get("torch_dir") else None
         self.fw, self.root, self.called, self.optimizers = fw, None, None, []
         self.world = settings.get("world", 1)
+        self.torch_whole = bool(settings.get("torch_whole"))  # a launched Paddle side against torch's one process
         from portcheck.mapping.layouts import from_json
         self.layouts = from_json(settings.get("layouts") or {})  # --layouts FILE's declarations (run.read_layouts)
         self.against = settings.get("against")  # the moved side's: its index in backward.AGAINST_ITSELF
@@ -306,7 +307,7 @@ class Run:
                 self.kernels.__enter__()  # never left: the recorder ends the process after step N
             else:
                 pairs, keys, _ = self.fw.start_from_torch(module, self.given, self.first or by_keys(self))
-                self.config["pairs"] = pairs
+                self.config["pairs"], self.counterparts = pairs, keys
                 state = self.fw.paddle_layout_state(module)
                 # a pair with no counterpart keys (forward.outputs.apart: held alike, computing otherwise): not forced
                 isolated(self, module, {p: t for t, p in pairs.items() if f"in/{t}" in keys},
@@ -558,8 +559,9 @@ def install():
     if settings.get(STARTED) and (world == 1 or settings.get("ranked")):
         return  # a process the script started (a monitor, a spawned DataLoader worker): the script is recorded
     if settings.get("ranked"):  # a launched run (portcheck.scripts.run.ranks): DIR/rank<r>/<side>
+        ranked = ("out",) if settings.get("torch_whole") else ("out", "torch_dir")  # torch_whole: DIR/torch read
         settings = {**settings, "world": world, **{k: str(Path(settings[k]).parent / f"rank{rank or 0}" /
-                                                        Path(settings[k]).name) for k in ("out", "torch_dir")}}
+                                                        Path(settings[k]).name) for k in ranked}}
         from portcheck.core.fileio import writable
         writable(settings["out"], folder=True).mkdir(parents=True, exist_ok=True)
     fw = named(SIDES["paddle" if settings.get("framework", settings["side"]) == "paddle" else "torch"])(

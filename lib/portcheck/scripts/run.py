@@ -6,7 +6,9 @@ unedited, checked as the guide's Steps 1-4 check a port.
 Each CMD's first word is a Python interpreter (one venv per side works; this library is put on its path, numpy is
 all it needs there) or a launcher it runs; portcheck.scripts.recorder is injected at its start
 (scripts/inject/sitecustomize.py on its PYTHONPATH). Under a launcher (torchrun, python -m
-paddle.distributed.launch: ranks) each rank records in DIR/rank<r> and is judged against the other side's rank r. Four runs of the first N optimizer steps (default 3):
+paddle.distributed.launch: ranks) each rank records in DIR/rank<r> and is judged against the other side's rank r;
+torch's script in one process against a Paddle script launched split in tensor parallel: split_ranks.
+Four runs of the first N optimizer steps (default 3):
   torch     the torch script as it is, Dropout off: its root model, first forward (every module), loss, lr,
             gradients, weights after each step, the batches and targets it fed;
   paddle    the Paddle script, its model started from torch's initial weights (paired with no map), its samplers
@@ -85,6 +87,8 @@ def add_parser(sub):
                    "(their own batches, Dropout on): Step 5's train_align, judged by portcheck.pipeline.training")
     p.add_argument("--metric", metavar="REGEX", help="--full: a printed line's metric, group 1 its name, group 2 its "
                    "value (default: acc, accuracy, f1 forms such as 'acc 0.97', 'val_accuracy: 0.9')")
+    p.add_argument("--timeout", type=float, metavar="SECONDS", help="the seconds each script (a launcher's ranks "
+                   "together) may take to record its steps, then every process of it is ended (default: no limit)")
     p.add_argument("--out", type=Path, default=Path("portcheck_run"), help="the folder the records and the "
                    "hand-in go to (default ./portcheck_run; a folder of someone else's is refused)")
     p.add_argument("--layouts", type=Path, metavar="FILE", help="a JSON file of the layouts the library's calls take "
@@ -565,7 +569,9 @@ def run_and_judge(args) -> int:
         except re.error as e:
             raise PipelineError(f"--metric {args.metric!r}: {e}; give a regex whose group 1 is the metric's name and "
                                 "group 2 its value, e.g. '(acc)\\s+([0-9.]+)' [PC822]") from None
-    settings = read_layouts(args.layouts)
+    if args.timeout is not None and not args.timeout > 0:
+        raise PipelineError(f"--timeout {args.timeout}: give the seconds each script may take, above 0 [PC939]")
+    settings = {**read_layouts(args.layouts), "timeout": args.timeout}
     argvs = {"torch": command(args.torch, "torch"), "paddle": command(args.paddle, "paddle")}
     launched = {fw: launcher(argv) for fw, argv in argvs.items()}
     if any(launched.values()):
@@ -574,6 +580,9 @@ def run_and_judge(args) -> int:
                                 "[PC821]")
         prepare(args.out)
         try:
+            if launched["paddle"] and not launched["torch"]:  # a Paddle model split in tensor parallel
+                from portcheck.scripts import split_ranks
+                return split_ranks.launched(argvs, args.out, args.steps, judge, **settings)
             return ranks(argvs, launched, args.out, args.steps, **settings)
         finally:
             released(args.out)
