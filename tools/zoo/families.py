@@ -123,6 +123,8 @@ for _two in ("clip", "chineseclip"):
 OUTPUTS = {"luke": {"last_hidden_state": 0, "pooler_output": 2},
            "pegasus": {"last_hidden_state": 0, "encoder_last_hidden_state": 2},
            "blenderbot_small": ["last_hidden_state"],  # paddlenlp's returns the decoder's output alone
+           # transformers' OPT returns its past_key_values in language_model_outputs also where no cache is asked
+           "blip_2": ["logits", "vision_outputs", "qformer_outputs"],
            "chineseclip": ["logits_per_image", "logits_per_text", "text_embeds", "image_embeds",
                            "vision_model_output"]}
 # vision and audio families: their own tiny sizes, images 32 x 32 in patches of 8 (a ViT's), a CNN of two stages
@@ -146,14 +148,18 @@ OVERRIDES["clap"] = dict(projection_dim=16, text_config=dict(OVERRIDES["blip"]["
                                            num_classes=10, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
                                            enable_fusion=False))
 # a vision tower, a Q-Former of 4 queries crossing it at every layer, an OPT reading them before the ids (the defaults
-# build a 2.7-billion-parameter OPT: over 9 GB)
+# build a 2.7-billion-parameter OPT: over 9 GB); the vision tower's layer_norm_eps (paddlenlp's default 1e-5,
+# transformers' 1e-6), the OPT's width and dropout (paddlenlp's reads intermediate_size and hidden_dropout_prob,
+# transformers' ffn_dim and dropout) given on both
 OVERRIDES["blip_2"] = dict(num_query_tokens=4, vision_config=dict(TOWER, image_size=32, patch_size=8,
-                                                                   initializer_range=0.02),
+                                                                   initializer_range=0.02, layer_norm_eps=1e-6),
                            qformer_config=dict(TOWER, vocab_size=100, cross_attention_frequency=1,
                                                hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0),
                            text_config=dict(model_type="opt", vocab_size=100, hidden_size=32, num_hidden_layers=2,
-                                            ffn_dim=64, num_attention_heads=4, word_embed_proj_dim=32,
+                                            ffn_dim=64, intermediate_size=64, num_attention_heads=4,
+                                            word_embed_proj_dim=32,
                                             max_position_embeddings=64, dropout=0.0, attention_dropout=0.0,
+                                            hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
                                             pad_token_id=1, bos_token_id=2, eos_token_id=2))
 # ALBERT's activation given: paddlenlp's AlbertConfig defaults to "gelu", transformers' to "gelu_new" (docs/zoo.md
 # "What the zoo finds")
@@ -181,7 +187,10 @@ ENCODER_DECODER = {"bart", "mbart", "pegasus", "blenderbot", "blenderbot_small",
 # below vocab_size or values of a standard normal, of that shape (two towers: both towers' inputs)
 IDS, IMAGE = ("ids", (2, 12)), ("values", (2, 3, 32, 32))
 INPUTS = {"bit": dict(pixel_values=IMAGE), "dpt": dict(pixel_values=IMAGE),
-          "blip": dict(input_ids=IDS, pixel_values=IMAGE), "blip_2": dict(pixel_values=IMAGE, input_ids=IDS),
+          "blip": dict(input_ids=IDS, pixel_values=IMAGE),
+          # paddlenlp's Blip2Model returns its language model's output [0] as its logits: on its own default
+          # return_dict=False, the first sample's logits alone (docs/zoo.md "What the zoo finds")
+          "blip_2": dict(pixel_values=IMAGE, input_ids=IDS, return_dict=True),
           "clipseg": dict(input_ids=IDS, pixel_values=IMAGE),
           "clap": dict(input_ids=IDS, input_features=("values", (2, 1, 64, 16))),
           # SpeechT5Model with no pre- or post-nets: it takes hidden states, the encoder's and the decoder's

@@ -31,6 +31,7 @@ from portcheck.forward.twin import float64_inputs, float64_run
 from portcheck.mapping.trace import (activated, call, first_input, hook_points, is_torch, next_call, remember, tensors,
                                      values, version)
 from portcheck.core.keys import ROOT, module_of, split_key
+from portcheck.mapping import regroup
 from portcheck.mapping.loose import axis_orders, in_axis_order
 from portcheck.mapping.pairing import _broadcast, reshaped
 from portcheck.core.spill import identity
@@ -109,6 +110,9 @@ def forced_run(model, inputs, torch_record: dict, calls: dict, leaves: dict, kee
             return forced(key, value, tensor)
         if reshaped(value.shape, tuple(tensor.shape)):  # not remembered as torch's value: it is not in its shape
             return like(np.reshape(value, tensor.shape), tensor)
+        if regroup.regrouped(value.shape, tuple(tensor.shape)):  # heads split on this side: fed in its own layout
+            own = regroup.as_other(value, tuple(tensor.shape), near=values(tensor))
+            return like(np.ascontiguousarray(own), tensor)
         if _broadcast(value.shape, tuple(tensor.shape)) and \
                 np.broadcast_shapes(value.shape, tuple(tensor.shape)) == tuple(tensor.shape):
             return like(np.broadcast_to(value, tensor.shape), tensor)  # torch's [seq, d] table, Paddle's [batch, seq, d]

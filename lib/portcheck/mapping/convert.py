@@ -421,14 +421,12 @@ def plan(torch_model, paddle_model, name_map=None, layouts=None, inputs=None, pa
         if sum(d != 1 for d in np.shape(array)) <= 1 and p_key in shapes and \
                 loose_tensors.same_scalar_shapes(np.shape(tensor.to_paddle(array)), shapes[p_key]):
             out[key] = (p_key, replace(tensor, rule=loose_tensors.reshaped(tensor.rule, shapes[p_key])), array)
+    loose_tensors.held_otherwise(out, wrong, modules, layers, shapes, loose)  # axes merged, a layer of another type
     if wrong:  # before the modules left over: a wrong pair leaves another one without its counterpart
-        first = next(iter(wrong.values())).rsplit(" ", 1)[-1]
-        # the torch layer's own rule first: a Linear's weight is Paddle's transposed wherever a Paddle type holds it
-        rule, other = ("transpose", "same") if any(t.transposed for t in tensors.values()
-                                                    if t.module == next(iter(wrong))) else ("same", "transpose")
+        # a Paddle type holding the torch layer's tensors all the same is taken above (loose.otherwise): these do not
         raise PipelineError(f"{'; '.join(list(wrong.values())[:6])}{'; ...' if len(wrong) > 6 else ''}: the pairing "
-                            f"joins different layers; give name_map entries for them, or layouts={{'{first}': "
-                            f"'{rule}'}} (or '{other}') if that Paddle type holds the torch layer's tensors [PC012]")
+                            "joins different layers, whose tensors are not each other's; give name_map entries for "
+                            "the right pairs [PC012]")
     if missing:
         raise PipelineError(missing + " [PC315]")
     return out
