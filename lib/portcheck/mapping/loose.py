@@ -276,8 +276,9 @@ def held_otherwise(out: dict, wrong: dict, modules: dict, layers: dict, shapes: 
             kind = type(layers[target]).__name__
             mine = next(t.module_type for _, t, _ in out.values() if t.module == name)
             raise PipelineError(f"torch {name} is a {mine} and Paddle {target} a {kind} holding {', '.join(either)}, "
-                                f"square: either layout fits; pass layouts={{'{kind}': 'same'}} if it holds torch's [out, in] (read as "
-                                "F.linear reads it, x @ W.T), or 'transpose' for [in, out] (x @ W) [PC455]")
+                                f"square: either layout fits; pass layouts={{'{kind}': 'same'}} if it holds torch's "
+                                "[out, in] (read as F.linear reads it, x @ W.T), or 'transpose' for [in, out] (x @ W) "
+                                "[PC455]")
         if held:
             wrong.pop(name, None)
             loose.update(held)

@@ -237,8 +237,12 @@ def _blocked(pairs: dict, calls: dict, p_calls: dict) -> set:
         p = p_calls.get(t)
         if t in pairs or p is None or p.name in taken or c.children <= 0 or c.tensors or not alike(c.kind, p.kind):
             continue
+        # unless the other side holds nothing else x could be on the container's side (paddlenlp's BigBird applies
+        # the embeddings' LayerNorm as its encoder's first step, encoder.norm: no norm inside its embeddings)
+        other = lambda x: any(q.tensors == calls[x].tensors and alike(q.kind, calls[x].kind) and inside(
+            q.module, p.module) == inside(module_of(x), c.module) for q in p_calls.values())
         out |= {(x, y) for x, y in holders if inside(module_of(x), c.module) != inside(module_of(y), p.module)
-                and _normal(module_of(x)) != _normal(module_of(y))}
+                and _normal(module_of(x)) != _normal(module_of(y)) and other(x)}
     return out
 
 
