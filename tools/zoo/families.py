@@ -182,6 +182,10 @@ LAYOUTS = {"dpt": {"DPTViTEmbeddings": "same"}, "blip": {"BlipVisionEmbeddings":
            "xlnet": {"XLNetModel": "same", "XLNetRelativeAttention": "same"},
            "clap": {"ClapTextEmbeddings": "same", "ClapAudioSelfAttention": "same"},
            "blip_2": {"Blip2Model": "same", "Blip2VisionEmbeddings": "same"}}
+# parameters a library initializes to one constant that hides a part from every check: BLIP-2's query tokens, zeros,
+# make the Q-former's 4 queries one, its first self-attention the same whatever its query and key weights (a released
+# checkpoint's are learned); drawn from a standard normal on the torch side, converted as every weight
+DRAWN = {"blip_2": ("query_tokens",)}
 # a family one side builds only with a package not installable here: (the module, why), said as it is
 NEEDS = {"layoutlmv2": ("detectron2", "transformers' LayoutLMv2Model builds its visual backbone with it; it is not on "
                                       "PyPI, only built from source against one torch")}
@@ -243,6 +247,9 @@ def build(family: str, hf_dir: str):
     if hasattr(hf_config, "_attn_implementation"):
         hf_config._attn_implementation = "eager"
     pt = hf_cls(hf_config).eval()
+    with torch.no_grad():
+        for name in DRAWN.get(family, ()):
+            pt.get_parameter(name).normal_()
     pd = pd_cls(pd_cls.config_class(**settings, **pd_own))
     pd.eval()
     return pt, pd, given(family, settings)
@@ -475,7 +482,8 @@ def section(results: list, seconds: float) -> list:
             "paddlenlp 2.8.1's base model classes with a transformers 4.45.2 class of the same name, each built from "
             "one tiny random config (`tools.zoo.families.TINY`; a family's own sizes, and a setting whose default "
             "differs on the two sides given alike as the released checkpoint has it, in `OVERRIDES`; its own inputs "
-            "in `INPUTS` where its forward takes more than token ids: images, audio, two towers), converted with no "
+            "in `INPUTS` where its forward takes more than token ids: images, audio, two towers; a parameter its library "
+            "sets to one constant that hides a part from every check drawn at random, `DRAWN`), converted with no "
             "map (`convert(inputs=)`; a family's `LAYOUTS` declared, a refusal's own keep= pasted, as the row says), "
             "compare_forward cumulative and isolated (the outputs both return: `OUTPUTS`), compare_backward 3 steps "
             "of SGD, and up to three plants of its own parts (forward). A family red on its correct port for a "

@@ -139,6 +139,11 @@ def forced_run(model, inputs, torch_record: dict, calls: dict, leaves: dict, kee
             stack.append(mine[0])
             where, x = first_input(args, kwargs)
             key = f"in/{calls[mine[0]]}"  # a fused module's parts read one input
+            # a model output handed on whole, no tensor beside it (paddlenlp's OPTLMHead reads its last_hidden_state)
+            holder = None if x is not None else next(
+                (v for v in [*args, *(kwargs or {}).values()] if hasattr(v, "items")), None)
+            if holder is not None:
+                where, x = first_input((), dict(holder.items()))
             if x is None or key not in torch_record:
                 return None
             kept(f"in/{this}", x)
@@ -149,6 +154,9 @@ def forced_run(model, inputs, torch_record: dict, calls: dict, leaves: dict, kee
                 return None  # torch's recorded value already (mostly the output forced just before): not copied again
             x = torch_shaped(key, torch_record[key], x)
             if x is None:
+                return None
+            if holder is not None:
+                holder[where] = x
                 return None
             if isinstance(where, int):
                 return args[:where] + (x,) + args[where + 1:], kwargs
