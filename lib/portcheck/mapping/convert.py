@@ -469,9 +469,9 @@ def convert(torch_model, paddle_model, name_map=None, path=None, layouts=None, i
     same = names_of_one_tensor(params)
     # every problem is gathered before any is said: one run names them all (a port's first conversion usually
     # has several, and fixing them one run at a time costs a model load each)
-    state, origin, problems, modules, copies, doubt, ran = {}, {}, [], {}, {}, [], {}
+    state, origin, problems, modules, copies, doubt, ran, held = {}, {}, [], {}, {}, [], {}, {}
     planned = plan(torch_model, paddle_model, name_map, layouts, inputs, paired=modules, copies=copies, doubt=doubt,
-                   ran=ran)
+                   ran=ran, loose=held)
     for torch_key, (key, tensor, array) in planned.items():
         # a torch module the name map says runs as several Paddle modules fills each (Pairing.copies)
         for key in [key] + [paddle_key(tensor, other) for other in copies.get(tensor.module or ROOT, ())]:
@@ -503,7 +503,8 @@ def convert(torch_model, paddle_model, name_map=None, path=None, layouts=None, i
         ([f"Paddle's {named(unused)}: no torch tensor; unused by its forward on inputs: kept at Paddle's own value"]
          if unused else []) +
         ([f"torch's {named(ran['frozen'])}: never trained, no Paddle counterpart (the port computes it in its "
-          "forward): nothing to fill, judged through what reads it"] if ran.get("frozen") else []))
+          "forward): nothing to fill, judged through what reads it"] if ran.get("frozen") else []) +
+        ([f"held otherwise, paired tensor to tensor: {named([h.why for h in held.values()], '; ')}"] if held else []))
     unknown = [origin[k] for k in state if k not in params]
     problems += [f"Paddle keys no torch tensor fills: {named(unfilled)}"] if unfilled else []
     problems += [f"torch tensors with no Paddle key: {named(unknown)}"] if unknown else []
