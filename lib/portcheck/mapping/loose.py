@@ -2,10 +2,12 @@
 in a child `Linear` (transformers' CLIP `text_projection`) that the port holds as a parameter `[in, out]` of the
 model and multiplies itself (paddlenlp's), or the converse, and a scalar 0-d on one side, `[1]` on the other
 (CLIP's `logit_scale`). Each is paired tensor to tensor, in Paddle's layout: no module of the other side stands for
-it, so no name map could say it.
+it, so no name map could say it. Also tensors held otherwise by the module's own counterpart (held_otherwise): a
+Paddle layer of a type of its own holding a Linear's tensors all the same (paddlenlp's Linear3D, OPTLMHead's
+decoder_weight), and a parameter with axes merged (portcheck.mapping.regroup: XLNet's q).
 
-May import portcheck.core and portcheck.mapping.layouts; torch and Paddle only inside the functions handed their
-models."""
+May import portcheck.core, portcheck.mapping.layouts, .modules and .regroup; torch and Paddle only inside the
+functions handed their models."""
 import math
 from dataclasses import dataclass, replace
 

@@ -4,8 +4,9 @@ side holds [hidden, heads, head size] (transformers' XLNet q) that the other hol
 
 An output is the other's when a row-major reshape splitting its axes into factors, then a transpose, gives the
 other's shape; where several do (two axes of one size), the one keeping the axes nearest their order (fewest
-pairs swapped) is the rule, never the one the values favour: a port splitting its heads the wrong way round
-([seq, head size, heads]) is red at its module, not matched by another split. A parameter is the other's when it is
+pairs swapped) is the rule, not the one the values favour (they settle only between splits alike in that): a port
+splitting its heads the wrong way round ([seq, head size, heads]) is red at its module, not matched by another
+split. A parameter is the other's when it is
 the same values in row-major order with adjacent axes merged (no transpose: a layout's rule says one).
 
 May import numpy and the standard library."""
