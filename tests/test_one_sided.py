@@ -159,3 +159,54 @@ def test_a_table_torch_holds_frozen_and_the_port_computes_needs_no_map():
     pt.embed_positions.weight.requires_grad = True  # a table torch trains has a counterpart to fill: still refused
     with pytest.raises(PipelineError, match=r"embed_positions \(Embedding\).*\[PC315\]"):
         convert(pt, pd, inputs=X)
+
+
+def handed_whole(plant=False):
+    """torch's head reads the decoder's hidden states; the port's decoder returns {"last_hidden_state": ...} and its
+    head, a type of its own, takes that whole (paddlenlp's OPTLMHead). plant: the port's head adds 1."""
+    class Model(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.decoder, self.head = torch.nn.Linear(8, 16), torch.nn.Linear(16, 4)
+
+        def forward(self, x):
+            return self.head(torch.tanh(self.decoder(x)))
+
+    class Head(paddle.nn.Layer):  # a type of its own holding a Linear's weight [in, out] and bias
+        def __init__(self):
+            super().__init__()
+            self.weight, self.bias = self.create_parameter([16, 4]), self.create_parameter([4], is_bias=True)
+
+        def forward(self, out):
+            return paddle.matmul(out["last_hidden_state"], self.weight) + self.bias + (1.0 if plant else 0.0)
+
+    class Decoder(paddle.nn.Layer):
+        def __init__(self):
+            super().__init__()
+            self.linear = paddle.nn.Linear(8, 16)
+
+        def forward(self, x):
+            return {"last_hidden_state": paddle.tanh(self.linear(x))}
+
+    class Port(paddle.nn.Layer):
+        def __init__(self):
+            super().__init__()
+            self.decoder, self.head = Decoder(), Head()
+
+        def forward(self, x):
+            return self.head(self.decoder(x))
+    return seeded(Model, Port)
+
+
+def test_a_module_handed_its_input_inside_a_model_output_is_fed_torchs_values_in_it():
+    """Before: isolate=True red at the model (before head): the port's head, handed a dict, did not run on torch's
+    values. A plant in the head red at it."""
+    pt, pd = handed_whole()
+    pd.set_state_dict(convert(pt, pd, inputs=X))
+    report = compare_forward(pt.eval(), pd.eval(), X, isolate=True)
+    assert report.passed and report.differing == [], report.table()
+    pt, pd = handed_whole(plant=True)
+    pd.set_state_dict(convert(pt, pd, inputs=X))
+    report = compare_forward(pt.eval(), pd.eval(), X, isolate=True)
+    assert not report.passed and report.first_diverging == "head" and report.differing[0].startswith("head"), \
+        report.table()

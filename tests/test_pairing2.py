@@ -913,3 +913,65 @@ def test_a_packed_in_proj_without_its_layout_is_refused_with_the_layout_that_pai
     layouts = suggested_layouts(str(e.value))
     convert(pt, pd, inputs=STATES, layouts=layouts)
     assert compare_forward(pt.eval(), pd.eval(), STATES, layouts=layouts).passed
+
+
+def norm_moved(eps=1e-5):
+    """torch's embeddings end in their LayerNorm; the port's embeddings return the sum, its encoder normalizes it
+    first (paddlenlp's BigBird: encoder.norm), each side's layers alike. eps: the port's norm's (a plant: 1e-3)."""
+    class Embeddings(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.words, self.LayerNorm = torch.nn.Embedding(50, 16), torch.nn.LayerNorm(16)
+
+        def forward(self, ids):
+            return self.LayerNorm(self.words(ids))
+
+    class Model(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.embeddings, self.encoder = Embeddings(), torch.nn.Sequential(torch.nn.Linear(16, 16))
+
+        def forward(self, ids):
+            return self.encoder(self.embeddings(ids))
+
+    class PortEmbeddings(paddle.nn.Layer):
+        def __init__(self):
+            super().__init__()
+            self.words = paddle.nn.Embedding(50, 16)
+
+        def forward(self, ids):
+            return self.words(ids)
+
+    class Encoder(paddle.nn.Layer):
+        def __init__(self):
+            super().__init__()
+            self.norm = paddle.nn.LayerNorm(16, epsilon=eps)
+            self.layers = paddle.nn.LayerList([paddle.nn.Linear(16, 16)])
+
+        def forward(self, h):
+            return self.layers[0](self.norm(h))
+
+    class Port(paddle.nn.Layer):
+        def __init__(self):
+            super().__init__()
+            self.embeddings, self.encoder = PortEmbeddings(), Encoder()
+
+        def forward(self, ids):
+            return self.encoder(self.embeddings(ids))
+    torch.manual_seed(0)
+    paddle.seed(0)
+    return Model(), Port()
+
+
+def test_a_norm_the_port_applies_at_its_encoders_start_pairs_with_the_embeddings_own_with_no_map():
+    """Before: PC315 (embeddings.LayerNorm has no counterpart): the pairing refused the norm outside the port's
+    embeddings, as it refuses a pre-norm port's layers.1.norm1 for torch's layers.0.norm2, though the port's
+    embeddings hold no norm it could be. A plant, the port's epsilon, red at that norm."""
+    pt, pd = norm_moved()
+    pd.set_state_dict(convert(pt, pd, inputs=IDS))
+    report = compare_forward(pt.eval(), pd.eval(), IDS, isolate=True)
+    assert report.passed and "embeddings.LayerNorm -> encoder.norm" in report.pairs(), report.table()
+    pt, pd = norm_moved(eps=1e-3)
+    pd.set_state_dict(convert(pt, pd, inputs=IDS))
+    report = compare_forward(pt.eval(), pd.eval(), IDS)
+    assert not report.passed and report.first_diverging == "embeddings.LayerNorm", report.table()

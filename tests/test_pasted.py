@@ -82,25 +82,43 @@ def wrapped(torch_part, paddle_part, paddle_buffer=False, torch_extra=False, pad
     return Model(), Port()
 
 
-def backward(pt, pd, **kw):
-    y = np.zeros((2, 6), np.float32)
+def backward(pt, pd, width=6, **kw):
+    y = np.zeros((2, width), np.float32)
     loss = (lambda o, t: ((o - t) ** 2).mean(),) * 2
     sgd = (lambda ps: torch.optim.SGD(ps, lr=0.1), lambda ps: paddle.optimizer.SGD(0.1, parameters=ps))
     return compare_backward(pt.train(), pd.train(), X, y, loss=loss, optimizer=sgd, steps=2, **kw)
 
 
-@pytest.mark.parametrize("case", ["an unknown layer type (PC011)", "a Linear held by the port's own type (PC012)"])
+class Kernel(paddle.nn.Layer):
+    """A port's own type for torch's square Linear with no bias, its weight under another name, read [out, in]."""
+    def __init__(self):
+        super().__init__()
+        self.kernel = self.create_parameter([4, 4])
+
+    def forward(self, x):
+        return paddle.matmul(x, self.kernel, transpose_y=True)
+
+
+def test_a_linear_held_by_the_ports_own_type_converts_with_no_map():
+    """Before: PC012 (torch part is a Linear but Paddle part is a Dense), its layouts= to paste."""
+    pt, pd = wrapped(torch.nn.Linear(4, 6), Dense())
+    pd.set_state_dict(convert(pt, pd, inputs=X))
+    assert compare_forward(pt.eval(), pd.eval(), X).passed
+
+
+@pytest.mark.parametrize("case", ["an unknown layer type (PC011)", "a square weight under another name (PC455)"])
 def test_a_layout_refusals_layouts_pasted_as_printed_converts_and_is_green(case):
-    """PC012 printed 'same' first for a torch Linear, whose weight any Paddle type holding it [in, out] needs
-    transposed: pasted, convert refused the shapes (or, square, filled it transposed)."""
-    pt, pd = wrapped(Scale(), PaddleScale()) if "PC011" in case else wrapped(torch.nn.Linear(4, 6), Dense())
-    with pytest.raises(PipelineError, match="PC011" if "PC011" in case else "PC012") as e:
+    """PC455: a Paddle type of its own holding a Linear's square weight under another name, which either layout
+    fits: the layout printed first pasted, as its forward reads the weight ([out, in])."""
+    pt, pd = wrapped(Scale(), PaddleScale()) if "PC011" in case else wrapped(torch.nn.Linear(4, 4, bias=False),
+                                                                           Kernel())
+    with pytest.raises(PipelineError, match=case[-6:-1]) as e:
         convert(pt, pd, inputs=X)
     layouts = argument(str(e.value), "layouts")
     pd.set_state_dict(convert(pt, pd, inputs=X, layouts=layouts))
     report = compare_forward(pt.eval(), pd.eval(), X, layouts=layouts)
     assert report.passed, report.table()
-    trained = backward(pt, pd, layouts=layouts)
+    trained = backward(pt, pd, layouts=layouts, width=6 if "PC011" in case else 4)
     assert trained.passed, trained.table()
 
 
@@ -171,6 +189,8 @@ FUSED_IN_PAIRING2 = "test_pairing2.py::test_a_fused_module_without_its_layout_is
 SUGGESTING = {
     ("mapping/convert.py", "layouts={{'{first}':"): "test_a_layout_refusals_layouts_pasted_as_printed_converts_and_is_"
                                                     "green",
+    ("mapping/loose.py", "layouts={{'{kind}':"): "test_a_layout_refusals_layouts_pasted_as_printed_converts_and_is_"
+                                               "green",
     ("mapping/convert.py", 'layouts={"'): FUSED_IN_PAIRING2,
     ("mapping/ties.py", 'layouts={"'): FUSED_IN_PAIRING2,
     ("mapping/convert.py", "keep=['{key}']"): "test_a_buffer_refusals_keep_pasted_as_printed_converts_and_is_green",

@@ -138,3 +138,32 @@ def test_paddlenlp_speecht5_causal_mask_as_transformers():
     from paddlenlp.transformers.speecht5.modeling import _make_causal_mask
     mask = _make_causal_mask((1, 4), paddle.float32)[0, 0].numpy()
     assert (mask[mask.shape[0] - 1] == 0).all()  # the last position sees every one
+
+
+@functools.lru_cache(maxsize=None)
+def paddle_blip_2():
+    """paddlenlp's Blip2Model of the zoo's tiny config, alone, and its inputs."""
+    cls = families.classes("blip_2", "blip_2")[0]
+    settings = {**families.TINY, **families.OVERRIDES["blip_2"]}
+    return cls(cls.config_class(**settings)).eval(), families.given("blip_2", settings)
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason=FINDING + "Blip2Model's logits on its default "
+                   "return_dict=False are the first sample's alone")
+def test_paddlenlp_blip_2_returns_every_samples_logits_on_its_default_return_dict():
+    """paddlenlp's Blip2Model takes `logits = outputs[0]` of its OPT's output, which on return_dict=False (its
+    default) is the logits tensor itself: [0] is the first sample's [seq, vocab]. The zoo gives return_dict=True."""
+    import paddle
+    pd, x = paddle_blip_2()
+    logits = pd(pixel_values=paddle.to_tensor(x["pixel_values"]), input_ids=paddle.to_tensor(x["input_ids"]))[0]
+    assert list(logits.shape) == [2, 16, 100]  # 4 query tokens and 12 ids, a batch of 2
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason=FINDING + "Blip2Model's OPT holds its lm_head apart "
+                   "from its word embeddings, transformers' ties them")
+def test_paddlenlp_blip_2_ties_its_lm_head_to_the_word_embeddings_as_transformers():
+    """transformers' Blip2Model ties its OPTForCausalLM's lm_head.weight to embed_tokens.weight (text_config's
+    tie_word_embeddings, True): one weight, trained by both; paddlenlp's OPTLMHead creates decoder_weight of its own
+    (OPTForCausalLM has no get_output_embeddings to tie by): two weights trained apart."""
+    lm = paddle_blip_2()[0].language_model
+    assert lm.lm_head.decoder_weight is lm.opt.embeddings.word_embeddings.weight

@@ -105,6 +105,9 @@ REASONS = {
                   "order (test_paddlenlp_prophetnet_predicting_streams_as_transformers)",
     "clap": "not the same model: its audio BatchNorm2D keeps 0.1 of its running statistics a step, transformers' 0.9 "
             "(test_paddlenlp_clap_batch_norm_momentum_as_transformers)",
+    "blip_2": "not the same model: its OPT's lm_head holds a decoder_weight of its own, transformers' is tied to the "
+              "word embeddings: two weights trained apart where transformers' trains one "
+              "(test_paddlenlp_blip_2_ties_its_lm_head_to_the_word_embeddings_as_transformers)",
     "speecht5": "not the same model: its decoder's causal mask hides every position, masked_fill's result dropped "
                 "(test_paddlenlp_speecht5_causal_mask_as_transformers)",
 }
@@ -123,6 +126,8 @@ for _two in ("clip", "chineseclip"):
 OUTPUTS = {"luke": {"last_hidden_state": 0, "pooler_output": 2},
            "pegasus": {"last_hidden_state": 0, "encoder_last_hidden_state": 2},
            "blenderbot_small": ["last_hidden_state"],  # paddlenlp's returns the decoder's output alone
+           # transformers' OPT returns its past_key_values in language_model_outputs also where no cache is asked
+           "blip_2": ["logits", "vision_outputs", "qformer_outputs"],
            "chineseclip": ["logits_per_image", "logits_per_text", "text_embeds", "image_embeds",
                            "vision_model_output"]}
 # vision and audio families: their own tiny sizes, images 32 x 32 in patches of 8 (a ViT's), a CNN of two stages
@@ -146,14 +151,18 @@ OVERRIDES["clap"] = dict(projection_dim=16, text_config=dict(OVERRIDES["blip"]["
                                            num_classes=10, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
                                            enable_fusion=False))
 # a vision tower, a Q-Former of 4 queries crossing it at every layer, an OPT reading them before the ids (the defaults
-# build a 2.7-billion-parameter OPT: over 9 GB)
+# build a 2.7-billion-parameter OPT: over 9 GB); the vision tower's layer_norm_eps (paddlenlp's default 1e-5,
+# transformers' 1e-6), the OPT's width and dropout (paddlenlp's reads intermediate_size and hidden_dropout_prob,
+# transformers' ffn_dim and dropout) given on both
 OVERRIDES["blip_2"] = dict(num_query_tokens=4, vision_config=dict(TOWER, image_size=32, patch_size=8,
-                                                                   initializer_range=0.02),
+                                                                   initializer_range=0.02, layer_norm_eps=1e-6),
                            qformer_config=dict(TOWER, vocab_size=100, cross_attention_frequency=1,
                                                hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0),
                            text_config=dict(model_type="opt", vocab_size=100, hidden_size=32, num_hidden_layers=2,
-                                            ffn_dim=64, num_attention_heads=4, word_embed_proj_dim=32,
+                                            ffn_dim=64, intermediate_size=64, num_attention_heads=4,
+                                            word_embed_proj_dim=32,
                                             max_position_embeddings=64, dropout=0.0, attention_dropout=0.0,
+                                            hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
                                             pad_token_id=1, bos_token_id=2, eos_token_id=2))
 # ALBERT's activation given: paddlenlp's AlbertConfig defaults to "gelu", transformers' to "gelu_new" (docs/zoo.md
 # "What the zoo finds")
@@ -173,6 +182,10 @@ LAYOUTS = {"dpt": {"DPTViTEmbeddings": "same"}, "blip": {"BlipVisionEmbeddings":
            "xlnet": {"XLNetModel": "same", "XLNetRelativeAttention": "same"},
            "clap": {"ClapTextEmbeddings": "same", "ClapAudioSelfAttention": "same"},
            "blip_2": {"Blip2Model": "same", "Blip2VisionEmbeddings": "same"}}
+# parameters a library initializes to one constant that hides a part from every check: BLIP-2's query tokens, zeros,
+# make the Q-former's 4 queries one, its first self-attention the same whatever its query and key weights (a released
+# checkpoint's are learned); drawn from a standard normal on the torch side, converted as every weight
+DRAWN = {"blip_2": ("query_tokens",)}
 # a family one side builds only with a package not installable here: (the module, why), said as it is
 NEEDS = {"layoutlmv2": ("detectron2", "transformers' LayoutLMv2Model builds its visual backbone with it; it is not on "
                                       "PyPI, only built from source against one torch")}
@@ -181,7 +194,10 @@ ENCODER_DECODER = {"bart", "mbart", "pegasus", "blenderbot", "blenderbot_small",
 # below vocab_size or values of a standard normal, of that shape (two towers: both towers' inputs)
 IDS, IMAGE = ("ids", (2, 12)), ("values", (2, 3, 32, 32))
 INPUTS = {"bit": dict(pixel_values=IMAGE), "dpt": dict(pixel_values=IMAGE),
-          "blip": dict(input_ids=IDS, pixel_values=IMAGE), "blip_2": dict(pixel_values=IMAGE, input_ids=IDS),
+          "blip": dict(input_ids=IDS, pixel_values=IMAGE),
+          # paddlenlp's Blip2Model returns its language model's output [0] as its logits: on its own default
+          # return_dict=False, the first sample's logits alone (docs/zoo.md "What the zoo finds")
+          "blip_2": dict(pixel_values=IMAGE, input_ids=IDS, return_dict=True),
           "clipseg": dict(input_ids=IDS, pixel_values=IMAGE),
           "clap": dict(input_ids=IDS, input_features=("values", (2, 1, 64, 16))),
           # SpeechT5Model with no pre- or post-nets: it takes hidden states, the encoder's and the decoder's
@@ -231,6 +247,9 @@ def build(family: str, hf_dir: str):
     if hasattr(hf_config, "_attn_implementation"):
         hf_config._attn_implementation = "eager"
     pt = hf_cls(hf_config).eval()
+    with torch.no_grad():
+        for name in DRAWN.get(family, ()):
+            pt.get_parameter(name).normal_()
     pd = pd_cls(pd_cls.config_class(**settings, **pd_own))
     pd.eval()
     return pt, pd, given(family, settings)
@@ -464,7 +483,8 @@ def section(results: list, seconds: float) -> list:
             "- built from one tiny random config (`tools.zoo.families.TINY`). A family's own sizes, and a setting "
             "whose default differs on the two sides given alike as the released checkpoint has it, are in "
             "`OVERRIDES`. Its own inputs are in `INPUTS` where its forward takes more than token ids (images, audio, "
-            "two towers);",
+            "two towers). A parameter its library sets to one constant that hides a part from every check is drawn at "
+            "random (`DRAWN`);",
             "- converted with no map (`convert(inputs=)`; a family's `LAYOUTS` declared, a refusal's own keep= "
             "pasted, as the row says);",
             "- judged by compare_forward cumulative and isolated (the outputs both return: `OUTPUTS`), "

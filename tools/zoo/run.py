@@ -315,7 +315,25 @@ FINDINGS = [
     "`decoder.wrapped_decoder.layers.0.self_attn.out_proj`, 0.0267 against the 1.92e-07 allowed, the encoder "
     "green.", "",
     "  Smallest code: `_make_causal_mask((1, 4), paddle.float32)[0, 0]` is -3.4e+38 in every place, its lower "
-    "triangle included. Pinned by `test_paddlenlp_speecht5_causal_mask_as_transformers`.", ""]
+    "triangle included. Pinned by `test_paddlenlp_speecht5_causal_mask_as_transformers`.", "",
+    "- **BLIP-2, `Blip2Model.forward`**: it takes `logits = outputs[0]` of its language model's output, which with "
+    "`return_dict=False` (paddlenlp's default) is the logits tensor itself: `[0]` is the first sample's, [seq, vocab] "
+    "where transformers returns [batch, seq, vocab].", "",
+    "  Shown by any batch of two or more on the zoo's tiny config: its "
+    "first output [16, 100] against torch's [2, 16, 100]; the zoo calls it with `return_dict=True`. Smallest code: "
+    "`pd(pixel_values=pixels, input_ids=ids)[0].shape`. Pinned by "
+    "`test_paddlenlp_blip_2_returns_every_samples_logits_on_its_default_return_dict`.", "",
+    "- **BLIP-2, the language model's `lm_head` (OPTLMHead)**: transformers ties its OPTForCausalLM's `lm_head.weight` "
+    "to `embed_tokens.weight` (the text config's `tie_word_embeddings`, True): one weight, trained by both; paddlenlp's "
+    "OPTLMHead creates a `decoder_weight` of its own (its OPTForCausalLM has no `get_output_embeddings` to tie by): "
+    "two weights trained apart.", "",
+    "  Shown by compare_backward on the zoo's tiny config (`python -m tools.zoo.families "
+    "--only blip_2`): the forward green, `grad language_model.lm_head.weight` red, 0.0218 against the 9.08e-08 "
+    "allowed (torch's is the sum of both uses). After step 1 it is `embed_tokens.weight`, 1.62e-04 against 5.89e-07; "
+    "with the two tied by hand, the 3 steps are green.", "",
+    "  Smallest code: `lm = pd.language_model; "
+    "print(lm.lm_head.decoder_weight is lm.opt.embeddings.word_embeddings.weight)` prints False. Pinned by "
+    "`test_paddlenlp_blip_2_ties_its_lm_head_to_the_word_embeddings_as_transformers`.", ""]
 
 
 TORCHVISION_CPU = [

@@ -31,6 +31,7 @@ from portcheck.forward.twin import float64_inputs, float64_run
 from portcheck.mapping.trace import (activated, call, first_input, hook_points, is_torch, next_call, remember, tensors,
                                      values, version)
 from portcheck.core.keys import ROOT, module_of, split_key
+from portcheck.mapping import regroup
 from portcheck.mapping.loose import axis_orders, in_axis_order
 from portcheck.mapping.pairing import _broadcast, reshaped
 from portcheck.core.spill import identity
@@ -109,6 +110,9 @@ def forced_run(model, inputs, torch_record: dict, calls: dict, leaves: dict, kee
             return forced(key, value, tensor)
         if reshaped(value.shape, tuple(tensor.shape)):  # not remembered as torch's value: it is not in its shape
             return like(np.reshape(value, tensor.shape), tensor)
+        if regroup.regrouped(value.shape, tuple(tensor.shape)):  # heads split on this side: fed in its own layout
+            own = regroup.as_other(value, tuple(tensor.shape), near=values(tensor))
+            return like(np.ascontiguousarray(own), tensor)
         if _broadcast(value.shape, tuple(tensor.shape)) and \
                 np.broadcast_shapes(value.shape, tuple(tensor.shape)) == tuple(tensor.shape):
             return like(np.broadcast_to(value, tensor.shape), tensor)  # torch's [seq, d] table, Paddle's [batch, seq, d]
@@ -135,6 +139,11 @@ def forced_run(model, inputs, torch_record: dict, calls: dict, leaves: dict, kee
             stack.append(mine[0])
             where, x = first_input(args, kwargs)
             key = f"in/{calls[mine[0]]}"  # a fused module's parts read one input
+            # a model output handed on whole, no tensor beside it (paddlenlp's OPTLMHead reads its last_hidden_state)
+            holder = None if x is not None else next(
+                (v for v in [*args, *(kwargs or {}).values()] if hasattr(v, "items")), None)
+            if holder is not None:
+                where, x = first_input((), dict(holder.items()))
             if x is None or key not in torch_record:
                 return None
             kept(f"in/{this}", x)
@@ -145,6 +154,9 @@ def forced_run(model, inputs, torch_record: dict, calls: dict, leaves: dict, kee
                 return None  # torch's recorded value already (mostly the output forced just before): not copied again
             x = torch_shaped(key, torch_record[key], x)
             if x is None:
+                return None
+            if holder is not None:
+                holder[where] = x
                 return None
             if isinstance(where, int):
                 return args[:where] + (x,) + args[where + 1:], kwargs

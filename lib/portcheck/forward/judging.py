@@ -6,7 +6,7 @@ import numpy as np
 from portcheck.core import calibrated
 from portcheck.core.calibrated import measure
 from portcheck.core.diff import KeyResult
-from portcheck.mapping import loose, pairing
+from portcheck.mapping import loose, pairing, regroup
 
 
 def judge_one(name, a, ref, b) -> KeyResult:
@@ -33,6 +33,10 @@ def judge_against(name, a, b) -> KeyResult:
         # one side feeds its Linear [batch * seq, hidden], the other [batch, seq, hidden]: the same rows
         note = f"by design: shapes {list(a.shape)} and {list(b.shape)}, the same values in another shape"
         b = b.reshape(a.shape)
+    elif regroup.regrouped(a.shape, b.shape):
+        # paddlenlp's BigBird Linear3D returns [batch, heads, seq, head size], torch's Linear [batch, seq, hidden]
+        note = f"by design: shapes {list(a.shape)} and {list(b.shape)}, the same values with axes split and reordered"
+        b = regroup.as_other(b, a.shape, near=a)
     elif a.shape != b.shape and broadcasts(a.shape, b.shape):
         # transformers' position embeddings [1, L, H], paddlenlp's [B, L, H]: the same values
         note = f"by design: shapes {list(a.shape)} and {list(b.shape)}, one side broadcast over the other"
@@ -89,6 +93,8 @@ def input_ok(a, ref, b):
         return None
     if pairing.reshaped(a.shape, b.shape):
         b = b.reshape(a.shape)  # the same values in another shape (judge_against)
+    elif regroup.regrouped(a.shape, b.shape):
+        b = regroup.as_other(b, a.shape, near=a)
     elif a.shape != b.shape and broadcasts(a.shape, b.shape):  # one side's [seq, d] broadcast over [batch, seq, d]
         shape = np.broadcast_shapes(a.shape, b.shape)
         ref = None if ref is None or ref.shape != a.shape else np.broadcast_to(ref, shape)

@@ -421,14 +421,12 @@ def plan(torch_model, paddle_model, name_map=None, layouts=None, inputs=None, pa
         if sum(d != 1 for d in np.shape(array)) <= 1 and p_key in shapes and \
                 loose_tensors.same_scalar_shapes(np.shape(tensor.to_paddle(array)), shapes[p_key]):
             out[key] = (p_key, replace(tensor, rule=loose_tensors.reshaped(tensor.rule, shapes[p_key])), array)
+    loose_tensors.held_otherwise(out, wrong, modules, layers, shapes, loose)  # axes merged, a layer of another type
     if wrong:  # before the modules left over: a wrong pair leaves another one without its counterpart
-        first = next(iter(wrong.values())).rsplit(" ", 1)[-1]
-        # the torch layer's own rule first: a Linear's weight is Paddle's transposed wherever a Paddle type holds it
-        rule, other = ("transpose", "same") if any(t.transposed for t in tensors.values()
-                                                    if t.module == next(iter(wrong))) else ("same", "transpose")
+        # a Paddle type holding the torch layer's tensors all the same is taken above (loose.otherwise): these do not
         raise PipelineError(f"{'; '.join(list(wrong.values())[:6])}{'; ...' if len(wrong) > 6 else ''}: the pairing "
-                            f"joins different layers; give name_map entries for them, or layouts={{'{first}': "
-                            f"'{rule}'}} (or '{other}') if that Paddle type holds the torch layer's tensors [PC012]")
+                            "joins different layers, whose tensors are not each other's; give name_map entries for "
+                            "the right pairs [PC012]")
     if missing:
         raise PipelineError(missing + " [PC315]")
     return out
@@ -471,9 +469,9 @@ def convert(torch_model, paddle_model, name_map=None, path=None, layouts=None, i
     same = names_of_one_tensor(params)
     # every problem is gathered before any is said: one run names them all (a port's first conversion usually
     # has several, and fixing them one run at a time costs a model load each)
-    state, origin, problems, modules, copies, doubt, ran = {}, {}, [], {}, {}, [], {}
+    state, origin, problems, modules, copies, doubt, ran, held = {}, {}, [], {}, {}, [], {}, {}
     planned = plan(torch_model, paddle_model, name_map, layouts, inputs, paired=modules, copies=copies, doubt=doubt,
-                   ran=ran)
+                   ran=ran, loose=held)
     for torch_key, (key, tensor, array) in planned.items():
         # a torch module the name map says runs as several Paddle modules fills each (Pairing.copies)
         for key in [key] + [paddle_key(tensor, other) for other in copies.get(tensor.module or ROOT, ())]:
@@ -505,7 +503,8 @@ def convert(torch_model, paddle_model, name_map=None, path=None, layouts=None, i
         ([f"Paddle's {named(unused)}: no torch tensor; unused by its forward on inputs: kept at Paddle's own value"]
          if unused else []) +
         ([f"torch's {named(ran['frozen'])}: never trained, no Paddle counterpart (the port computes it in its "
-          "forward): nothing to fill, judged through what reads it"] if ran.get("frozen") else []))
+          "forward): nothing to fill, judged through what reads it"] if ran.get("frozen") else []) +
+        ([f"held otherwise, paired tensor to tensor: {named([h.why for h in held.values()], '; ')}"] if held else []))
     unknown = [origin[k] for k in state if k not in params]
     problems += [f"Paddle keys no torch tensor fills: {named(unfilled)}"] if unfilled else []
     problems += [f"torch tensors with no Paddle key: {named(unknown)}"] if unknown else []

@@ -2,18 +2,22 @@
 in a child `Linear` (transformers' CLIP `text_projection`) that the port holds as a parameter `[in, out]` of the
 model and multiplies itself (paddlenlp's), or the converse, and a scalar 0-d on one side, `[1]` on the other
 (CLIP's `logit_scale`). Each is paired tensor to tensor, in Paddle's layout: no module of the other side stands for
-it, so no name map could say it.
+it, so no name map could say it. Also tensors held otherwise by the module's own counterpart (held_otherwise): a
+Paddle layer of a type of its own holding a Linear's tensors all the same (paddlenlp's Linear3D, OPTLMHead's
+decoder_weight), and a parameter with axes merged (portcheck.mapping.regroup: XLNet's q).
 
-May import portcheck.core and portcheck.mapping.layouts; torch and Paddle only inside the functions handed their
-models."""
+May import portcheck.core, portcheck.mapping.layouts, .modules and .regroup; torch and Paddle only inside the
+functions handed their models."""
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from portcheck.core.calibrated import same_but_ones
+from portcheck.core.errors import PipelineError
 from portcheck.core.keys import ROOT
-from portcheck.mapping.layouts import linear_layout, same_layout
+from portcheck.mapping.layouts import layouts_table, linear_layout, same_layout
+from portcheck.mapping import regroup
 from portcheck.mapping.modules import META, redescribed
 
 
@@ -221,3 +225,67 @@ def in_axis_order(value, own):
     if all(best * 10 < d for d, _ in [*found[1:], (here, None)]):
         return found[0][1]
     return None
+
+
+def otherwise(tensors: dict, target: str, theirs: dict, declared: bool = False) -> tuple:
+    """({torch key: Loose}, the tensors either layout fits) for a torch module whose Paddle counterpart `target`
+    holds its tensors all the same, in a layer of another type no layout is declared for (paddlenlp's Linear3D: a
+    Linear's weight [in, out] and bias, its output head-split; OPTLMHead: an lm_head's weight [vocab, hidden] as
+    decoder_weight), or under other names (declared: each tensor's own rule alone). tensors: {torch key:
+    convert.Tensor} of the module; theirs: {the Paddle layer's own tensor name: shape}. Each tensor takes its rule's
+    name where that holds its shape in the rule's layout; else the one Paddle tensor of its shape in the rule's
+    layout or, undeclared, torch's (a Linear's weight held [out, in]). ({}, [...]) where a square weight under
+    another name fits either way: the type's layout is the user's to declare."""
+    out, claimed, either = {}, set(), []
+    for key, t in tensors.items():
+        shape = lambda rule: tuple(np.shape(rule(t.name, t.array)[1]))
+        rules = [t.rule] + ([same_layout] if t.rule is linear_layout and t.name == "weight" and not declared else [])
+        if theirs.get(t.paddle_name) == shape(t.rule):
+            name, rule = t.paddle_name, t.rule
+        else:
+            fits = [(n, r) for r in rules for n, s in theirs.items() if s == shape(r) and n not in claimed]
+            if len(fits) != 1:
+                either += [f"{t.module}'s {t.name} as {fits[0][0]}"] if len({n for n, _ in fits}) == 1 else []
+                return {}, either
+            name, rule = fits[0]
+        claimed.add(name)
+        whole = f"{target}.{name}" if target else name
+        out[key] = Loose(whole, name, rule, f"torch {key} ({t.module_type}) -> Paddle {whole} {list(shape(rule))}, "
+                         f"{'transposed' if rule is linear_layout and t.name == 'weight' else 'as it is'}")
+    return (out, []) if len(claimed) == len(theirs) else ({}, [])
+
+
+def held_otherwise(out: dict, wrong: dict, modules: dict, layers: dict, shapes: dict, loose: dict):
+    """convert.plan's pairs where the Paddle side holds a tensor otherwise, each paired tensor to tensor (in `loose`,
+    so that compare_backward's torch side takes the same rule): a parameter of merged axes (regroup.merged: XLNet's
+    q [hidden, heads, head size] against [hidden, hidden]) reshaped, and a module of `wrong` whose Paddle layer of
+    another type holds its tensors all the same (otherwise), taken out of `wrong`. out: {torch key: (Paddle key,
+    convert.Tensor, array)}; shapes: {Paddle key: shape}; changed in place."""
+    for key, (p_key, tensor, array) in list(out.items()):
+        if p_key in shapes and regroup.merged(np.shape(tensor.to_paddle(array)), shapes[p_key]):
+            loose[key] = Loose(p_key, tensor.paddle_name, reshaped(tensor.rule, shapes[p_key]),
+                               f"torch {key} {list(np.shape(array))} -> Paddle {p_key} {list(shapes[p_key])}: the "
+                               "same values, axes merged")
+    own = lambda p: {n: tuple(v.shape) for n, v in layers[p].named_parameters(include_sublayers=False)}
+    known = {k for kinds, _ in layouts_table().values() if kinds for k in kinds}  # a Paddle Embedding is no Linear
+    for name in {t.module for p_key, t, _ in out.values() if p_key not in shapes and not t.moved_to} | set(wrong):
+        target = modules.get(name or ROOT)
+        if target is None or target not in layers or name in wrong and type(layers[target]).__name__ in known:
+            continue
+        held, either = otherwise({k: t for k, (_, t, _) in out.items() if t.module == name}, target, own(target),
+                                 declared=name not in wrong)
+        if either:
+            kind = type(layers[target]).__name__
+            mine = next(t.module_type for _, t, _ in out.values() if t.module == name)
+            raise PipelineError(f"torch {name} is a {mine} and Paddle {target} a {kind} holding {', '.join(either)}, "
+                                f"square: either layout fits; pass layouts={{'{kind}': 'same'}} if it holds torch's "
+                                "[out, in] (read as F.linear reads it, x @ W.T), or 'transpose' for [in, out] (x @ W) "
+                                "[PC455]")
+        if held:
+            wrong.pop(name, None)
+            loose.update(held)
+    for key, how in loose.items():
+        if key in out and not out[key][1].moved_to:
+            tensor = replace(out[key][1], paddle_name=how.paddle_name, rule=how.rule, kinds=None,
+                             moved_to=how.paddle_key)
+            out[key] = (how.paddle_key, tensor, out[key][2])

@@ -36,6 +36,7 @@ from portcheck.mapping import loose
 from portcheck.mapping.modules import ACT, ALONE, META, decode, family, held, text
 from portcheck.mapping.trace import ACTIVATIONS, APPLIED, SCALES, scale_rules, scale_said
 from portcheck.mapping.names import entries
+from portcheck.mapping.regroup import regrouped, tensors_fit
 from portcheck.mapping.lists import indexed, inside, keys as list_keys, matched, normal as _normal
 from portcheck.mapping.ties import (ambiguity, distance, entry, fusions_of, nearest_of, one_module_each, outputs_of,
                                     same_values, settled_by_name, settled_by_value, tied_calls, ties_said)
@@ -117,12 +118,13 @@ def _fits(x: tuple, y: tuple) -> bool:
     """Two output shapes one side's and the other's can be: broadcast, reshaped, or the same axes in another order
     with the batch first on both (a Conv1D run channels-last, [batch, seq, channels], against torch's [batch,
     channels, seq]: judging.judge_against compares it in the order its values say) (similarity's first test)."""
-    return _broadcast(x, y) or reshaped(x, y) or any(p[0] == 0 for p in loose.axis_orders(x, y))
+    return _broadcast(x, y) or reshaped(x, y) or any(p[0] == 0 for p in loose.axis_orders(x, y)) or regrouped(x, y)
 
 
 def similarity(t: Call, p: Call) -> Optional[int]:
     """How alike two calls are (an integer, so that ties are exact), or None when they cannot be each other's."""
-    if held(t.tensors) != held(p.tensors) or ALONE in (t.children, p.children):
+    if held(t.tensors) != held(p.tensors) and not tensors_fit(held(t.tensors), held(p.tensors)) or \
+            ALONE in (t.children, p.children):
         return None
     # the first outputs fit, or one output fits one of the other's several (an attention returning its weights too)
     if t.outputs and p.outputs and not _fits(t.outputs[0], p.outputs[0]) and not (
@@ -235,8 +237,12 @@ def _blocked(pairs: dict, calls: dict, p_calls: dict) -> set:
         p = p_calls.get(t)
         if t in pairs or p is None or p.name in taken or c.children <= 0 or c.tensors or not alike(c.kind, p.kind):
             continue
+        # unless the other side holds nothing else x could be on the container's side (paddlenlp's BigBird applies
+        # the embeddings' LayerNorm as its encoder's first step, encoder.norm: no norm inside its embeddings)
+        other = lambda x: any(q.tensors == calls[x].tensors and alike(q.kind, calls[x].kind) and inside(
+            q.module, p.module) == inside(module_of(x), c.module) for q in p_calls.values())
         out |= {(x, y) for x, y in holders if inside(module_of(x), c.module) != inside(module_of(y), p.module)
-                and _normal(module_of(x)) != _normal(module_of(y))}
+                and _normal(module_of(x)) != _normal(module_of(y)) and other(x)}
     return out
 
 
@@ -396,8 +402,9 @@ def pair(torch_record: dict, paddle_record: dict, name_map=None, weights_only=Fa
     lists = matched(torch_record, paddle_record)  # child i of a list pairs with child i alone, its rows any count
     at_t = list_keys({c.module for c in ts}, {t: t for t in lists})
     at_p = list_keys({c.module for c in ps}, {p: t for t, p in lists.items()})
-    groups = (lambda t: ("map", fixed[t.name]) if t.name in fixed else (at_t[t.module], held(t.tensors)),
-              lambda p: ("map", p.name) if p.name in fixed_p else (at_p[p.module], held(p.tensors)))
+    sizes = lambda c: tuple(sorted(int(np.prod(s)) for s in held(c.tensors)))  # the same under merged axes (regroup)
+    groups = (lambda t: ("map", fixed[t.name]) if t.name in fixed else (at_t[t.module], sizes(t)),
+              lambda p: ("map", p.name) if p.name in fixed_p else (at_p[p.module], sizes(p)))
     grown = None
     while True:
         def score(t, p):
