@@ -324,7 +324,7 @@ FINDINGS = [
     "`pd(pixel_values=pixels, input_ids=ids)[0].shape`. Pinned by "
     "`test_paddlenlp_blip_2_returns_every_samples_logits_on_its_default_return_dict`.", "",
     "- **BLIP-2, the language model's `lm_head` (OPTLMHead)**: transformers ties its OPTForCausalLM's `lm_head.weight` "
-    "to `embed_tokens.weight` (the text config's `tie_word_embeddings`, True): one weight, trained by both; paddlenlp's "
+    "to `embed_tokens.weight` (the text config's `tie_word_embeddings`, True): one weight, trained by both. Paddlenlp's "
     "OPTLMHead creates a `decoder_weight` of its own (its OPTForCausalLM has no `get_output_embeddings` to tie by): "
     "two weights trained apart.", "",
     "  Shown by compare_backward on the zoo's tiny config (`python -m tools.zoo.families "
