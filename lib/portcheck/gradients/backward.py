@@ -68,7 +68,8 @@ def compare_backward(torch_model, paddle_model, inputs, targets, loss, optimizer
     optimizer clips (grad_clip=paddle.nn.ClipGradByGlobalNorm(1.0) or ClipGradByValue). The gradients recorded
     are before clipping, the weights after it.
     outputs: the model outputs the first forward compares (compare_forward's: a list of fields or positions, or
-    {torch's: Paddle's}; default every one, a structure one side alone returns red); the loss reads its own."""
+    {torch's: Paddle's}, or a module's by its torch name; default every one, a structure one side alone returns
+    red); the loss reads its own."""
     checked_args(None, mean_bound)  # before any training: a bad bound would only show when .passed is read
     checked_outputs(outputs)
     checked_pairs(loss=loss, optimizer=optimizer, scheduler=scheduler, clip=clip)
