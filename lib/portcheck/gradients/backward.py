@@ -20,6 +20,7 @@ import numpy as np
 from portcheck.core.calibrated import measure
 from portcheck.core.keys import ROOT
 from portcheck.forward.compare import checked_args, judge_forward
+from portcheck.forward import routing
 from portcheck.forward.outputs import checked_outputs
 from portcheck.forward.twin import F64, WIDER, cast_wide, float64, float64_inputs, in_turn
 from portcheck.mapping.trace import INPUTS, Recorder, call, framework_of, watch, watch_paddle
@@ -357,12 +358,14 @@ def _train(side, model, inputs, targets, loss, make_optimizer, make_scheduler, s
     if side == "torch" and getattr(sched, "cycle_momentum", False):  # OneCycleLR's, CyclicLR's: Paddle's never do
         out[CYCLES_MOMENTUM + type(sched).__name__] = np.ones(1)
     # the first forward, every module, in the mode the caller set (train: batch statistics)
-    recorder = Recorder()
+    recorder, watched = Recorder(), set()
     handles = recorder.attach(model) if outputs else []
     for step in range(steps):
         if start is not None and step:
             start(model, step)
             before = state(model)  # an isolated step's update is from where it started
+        if step and watched:  # each later forward's routing, read as the first's (routing.in_step)
+            handles = handles + Recorder(routing.STEP.format(step), out).attach(model, watched)
         if near:
             handles = handles + near_zero(model, out, step, recorder)  # removed after this forward, with the first's
         # torch's first forward, when recorded: which outputs its forward hands to an activation outside any module
@@ -385,6 +388,8 @@ def _train(side, model, inputs, targets, loss, make_optimizer, make_scheduler, s
             value.backward()
         if step == 0:
             out.update(recorder.arrays)
+            if outputs and steps > 1 and side in ("torch", "paddle"):  # a mixture of experts' router and experts
+                watched = routing.watched({**modules.describe(model), **recorder.arrays})
             out.update({f"grad/{k}": g for k, g in grads(model).items()})
         if clip is not None:
             with raised_by(f"the {side} clip raised"):
@@ -557,6 +562,11 @@ def judge_backward(torch_record: dict, paddle_record: dict, name_map=None,
             rows += [row(k, f"{k[6:]}{LAST}") for k in torch_record
                      if k.startswith("final/") and f"state{i + 1}/{k[6:]}" not in torch_record]
         report.steps.append(rows)
+    if report.forward is not None:  # each later step's forward routing, as the first's (forward.routing)
+        report.routing = {i: routing.compare(routing.in_step(torch_record, i), routing.in_step(paddle_record, i),
+                                             report.forward.pairing) for i in range(1, steps)
+                          if any(k.startswith(routing.STEP.format(i)) for k in torch_record)}
+        report.judge_routing()
     report.by_design = by_design_lines(torch_record, paddle_record, report.steps) + cycled_momentum(torch_record)
     report.few_values = few_values(torch_record)
     return report

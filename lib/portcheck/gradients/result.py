@@ -35,6 +35,39 @@ class BackwardReport(page.Viewable):
     branch: dict = field(default_factory=dict)  # {record key: that run's value}: a hand-in carries it (handin.BRANCH)
     # [(torch module, class, values per channel, the least judged)]: a BatchNorm in training over too few values
     few_values: list = field(default_factory=list)
+    routing: dict = field(default_factory=dict)  # {step >= 1: [routing.Routing] of that step's forward}
+
+    def judge_routing(self):
+        """Each step's routing (self.routing, the first forward's in self.forward.routing) made rows: tokens sent to
+        other experts, a red row at the router first in that step's rows; a tie broken otherwise makes every red
+        value it reaches not judged, never red (the gradients and each step's values from that forward on; isolated,
+        that step's alone: the next starts again from torch's weights). Where the runs differ before that forward (a
+        red value before it; isolated, the first forward red), a token sent elsewhere is no tie: it is red."""
+        from portcheck.forward.routing import TIED
+        first = self.forward is not None and not self.forward.passed and not self.forward.tied_only
+        ties = {0: next(r for r in self.forward.routing if r.flipped)} \
+            if self.forward is not None and any(r.flipped and not r.red for r in self.forward.routing) else {}
+        for i, routed in sorted(self.routing.items()):
+            if ties and not self.isolated:
+                break  # reached by a tie before it: not judged
+            earlier = [r for r in [*self.grads, *(x for rows in self.steps[:i] for x in rows)]
+                       if not r.passed and r.judged] if not self.isolated else []
+            if first or earlier:  # the runs differ before this forward: its tokens sent elsewhere are no tie
+                for r in routed:
+                    r.differing, r.flipped, r.tied = sorted(r.differing + r.flipped), [], 0
+            red = [r for r in routed if r.red]
+            self.steps[i][:0] = [calibrated.unjudged(f"routing at {r.router}", (), r.line(self.forward.both, i))
+                                 for r in red]
+            if not red and any(r.flipped for r in routed):
+                ties[i] = next(r for r in routed if r.flipped)
+        reached = lambda row: not row.passed and row.judged and row.name != "lr"
+        for step, r in ties.items():
+            why = (f"{TIED} {len(r.flipped)} token(s) at a tie of {r.router}'s logits in step {step + 1}'s forward, "
+                   "broken otherwise by the two sides, reach it (routing)")
+            if step == 0:
+                self.grads = [calibrated.unjudged(g.name, g.shape, why) if reached(g) else g for g in self.grads]
+            for i in range(step, step + 1 if self.isolated else len(self.steps)):
+                self.steps[i] = [calibrated.unjudged(x.name, x.shape, why) if reached(x) else x for x in self.steps[i]]
 
     @property
     def kinks(self) -> list:
@@ -171,6 +204,7 @@ class BackwardReport(page.Viewable):
         notes = {r.name: r.by_design for rows in self.steps for r in rows if r.by_design}
         lines += [f"{name}: {note}" for name, note in notes.items()]  # one line per module and rule
         lines += self.by_design
+        lines += [r.line(self.forward.both, i) for i, routed in sorted(self.routing.items()) for r in routed]
         for i, rows in enumerate(self.steps):
             bad, first = [r for r in rows if not r.passed], self.first_in_step(i)
             start = f" (started from torch's weights after step {i})" if self.isolated and i else ""
