@@ -76,14 +76,16 @@ def compare_backward(torch_model, paddle_model, inputs, targets, loss, optimizer
     checked_pairs(loss=loss, optimizer=optimizer, scheduler=scheduler, clip=clip)
     kinds, loose = {}, {}
     try:
-        planned = plan(torch_model, paddle_model, name_map, layouts, inputs, paddle_kinds=kinds, loose=loose)
+        with outside_draws():  # its pairing's runs, in the caller's mode, draw as the steps' do
+            planned = plan(torch_model, paddle_model, name_map, layouts, inputs, paddle_kinds=kinds, loose=loose)
         found = {}
     except PipelineError as e:  # before any step: ties a fused module settles, declared as convert declares them
         found = fused.settling(e, layouts)
         if not found:
             raise
         layouts = {**(layouts or {}), **found}
-        planned = plan(torch_model, paddle_model, name_map, layouts, inputs, paddle_kinds=kinds, loose=loose)
+        with outside_draws():
+            planned = plan(torch_model, paddle_model, name_map, layouts, inputs, paddle_kinds=kinds, loose=loose)
     import torch
     # where the run starts, for torch's run again taking Paddle's side of a kink (judged)
     start, draws = copy.deepcopy(torch_model.state_dict()), torch.get_rng_state()
@@ -327,7 +329,29 @@ def _changes(before: dict, after: dict, kept) -> np.ndarray:
     return np.sort(np.array(means, dtype=np.float64))
 
 
-def _train(side, model, inputs, targets, loss, make_optimizer, make_scheduler, steps, to_tensor, state, grads, norms,
+@contextlib.contextmanager
+def outside_draws(seed=0):
+    """Python's and numpy's global generators seeded at `seed`, the caller's states put back after: what a model draws
+    from them in train mode (paddlenlp's LayerDrop, both libraries' SpecAugment masks) is drawn alike in every run of
+    either side, the same in each compare_backward, and the same on both sides where they draw in one order. torch's
+    and Paddle's own draws (dropout) stay each framework's."""
+    import random
+    states = random.getstate(), np.random.get_state()
+    random.seed(seed)
+    np.random.seed(seed)
+    try:
+        yield
+    finally:
+        random.setstate(states[0])
+        np.random.set_state(states[1])
+
+
+def _train(*args, **kwargs) -> dict:
+    with outside_draws():  # each run, torch's again, its float64 twin and Paddle's, from the same draws
+        return _steps(*args, **kwargs)
+
+
+def _steps(side, model, inputs, targets, loss, make_optimizer, make_scheduler, steps, to_tensor, state, grads, norms,
            start=None, clip=None, near=False, outputs=True):
     """start(model, i), when given, is called before each step i >= 1: an isolated run's start of the step.
     clip(parameters), when given, after each backward (the gradients recorded before it). near: each forward records the values within the floor of 0 of every module's output and input (near_zero).
