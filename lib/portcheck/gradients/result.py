@@ -70,6 +70,19 @@ class BackwardReport(page.Viewable):
                 self.steps[i] = [calibrated.unjudged(x.name, x.shape, why) if reached(x) else x for x in self.steps[i]]
 
     @property
+    def tied_only(self) -> str:
+        """The first routing tie broken otherwise (its line) where nothing but such ties keeps the report from green
+        (judge_routing): not judged, never red; "" otherwise."""
+        from portcheck.forward.routing import TIED
+        forward = self.forward.routing if self.forward is not None else []
+        ties = [r.line(self.forward.both) for r in forward if r.flipped] + \
+            [r.line(self.forward.both, i) for i, routed in sorted(self.routing.items()) for r in routed if r.flipped]
+        rows = [*self.grads, *(r for rows in self.steps for r in rows)]
+        clean = self.forward is None or self.forward.passed or self.forward.tied_only
+        return ties[0] if ties and clean and not self.passed and all(
+            r.passed or r.problem.startswith(TIED) or r.beyond(LOSS_MEAN_BOUND) for r in rows) else ""
+
+    @property
     def kinks(self) -> list:
         """The first forward's crossings: at a ReLU after them the first backward takes another branch."""
         return [c for c in self.crossed if c.step == 0]
@@ -185,8 +198,10 @@ class BackwardReport(page.Viewable):
         data.update(passed=self.passed, sections=sections,
                     first={"torch": str(first), "paddle": getattr(first, "paddle", str(first))} if first else None,
                     headline=cannot[0] if cannot else f"the runs part at {getattr(first, 'both', first)}" if first else
-                    "every module, gradient and step within its rule" if self.passed else "red")
-        verdict = "cannot be judged" if cannot else 'green' if self.passed else 'RED'
+                    "every module, gradient and step within its rule" if self.passed else
+                    f"not judged: {self.tied_only}" if self.tied_only else "red")
+        verdict = "cannot be judged" if cannot else "not judged (routing tie)" if self.tied_only else \
+            'green' if self.passed else 'RED'
         data["verdicts"] = [{"name": "backward", "passed": self.passed, "text": "first forward, gradients and "
                              f"{len(self.steps)} step(s), measured rule: {verdict}"}] + data["verdicts"]
         return data
