@@ -1,4 +1,4 @@
-"""Each benchmark page (docs/bench/*.md, and docs/llm.md until it moves there) says the command its figures came
+"""Each benchmark page (docs/bench/*.md) says the command its figures came
 from and the date, CPU and load they were taken at, or, for figures measured before those were recorded, one line
 saying so; a page a tool writes is that tool's rendering of the JSON beside it, byte for byte (its --page, to a
 temporary folder), so no figure on it was typed by hand. In process: each tool's main() with --page reads JSON
@@ -20,14 +20,17 @@ WRITTEN = {
     "bench/bench_dropout.md": ("bench_dropout", ["bench_dropout.json"], lambda d: ["--out", d / "bench_dropout"]),
     "bench/bench_speed.md": ("bench_speed", ["bench_speed.json"], lambda d: ["--out", d / "bench_speed"]),
     "bench/run.md": ("bench_run", ["run.json"], lambda d: ["--json", d / "run.json"]),
-    "llm.md": ("bench_llm", ["llm.json", "llm.png"], lambda d: ["--out", d / "llm.md"]),
+    "bench/stream.md": ("bench_stream", ["stream.json"], lambda d: ["--out", d / "stream.md"]),
+    "bench/page.md": ("bench_page", ["page.json"], lambda d: ["--out", d / "page.md"]),
+    "bench/llm.md": ("bench_llm", ["llm.json", "llm.png"], lambda d: ["--out", d / "llm.md"]),
 }
-# written by hand, their command named: a profile and levers tried (speed), a tool installed aside (padiff)
-BY_HAND = {"bench/speed.md", "bench/padiff.md"}
+# written by hand, their command named: a profile and levers tried (speed), a tool installed aside (padiff), runs
+# the large-model guide sums up in a sentence each (large_models), the zoo under another CPU's kernels (zoo_kernels)
+BY_HAND = {"bench/speed.md", "bench/padiff.md", "bench/large_models.md", "bench/zoo_kernels.md"}
 
 
 def pages():
-    return sorted({p.relative_to(DOCS).as_posix() for p in (DOCS / "bench").glob("*.md")} | {"llm.md"})
+    return sorted({p.relative_to(DOCS).as_posix() for p in (DOCS / "bench").glob("*.md")})
 
 
 def test_every_benchmark_page_is_written_by_a_tool_or_said_by_hand():

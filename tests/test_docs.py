@@ -88,10 +88,10 @@ def test_align_figures_are_the_benchmarks():
 
 
 def test_llm_figures_are_the_benchmarks():
-    """The large-model figures of docs/large_models.md (both languages) and lib/README are docs/llm.json's, which
+    """The large-model figures of docs/large_models.md (both languages) and lib/README are docs/bench/llm.json's, which
     tools/bench_llm.py wrote, at the 1.1B width."""
     import json
-    llm = json.loads((paths.ROOT / "docs" / "llm.json").read_text())["2048"]
+    llm = json.loads((paths.ROOT / "docs" / "bench" / "llm.json").read_text())["2048"]
     w = llm["weights_gb"]
     figures = [f"{w:.2f}", *(f"{llm[p]['peak_gb']:.2f}" for p in ("convert", "compare", "isolated")),
                f"{llm['isolated']['peak_gb'] / w:.2f}x"]

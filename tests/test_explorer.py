@@ -1,8 +1,9 @@
 """The two runs' graphs for Google's Model Explorer (portcheck.forward.graph, `view --graph`): the JSON, written
 without Model Explorer, namespaced by the module hierarchy, its edges only where the run handed one module's output
 tensor to the next (never from the order of modules), each node's ratio to the allowance with the first diverging
-module over 1 on both sides under one id; and, where Model Explorer is installed, its split view in a headless
-Chromium, whose side panel's node-data table holds that module's value over 1.
+module over 1 on both sides under one id, and each node's settings (the planted epsilon on each side); and, where
+Model Explorer is installed, its split view in a headless Chromium, whose side panel's node-data table holds that
+module's value over 1, and, that module selected, each side's attributes its own epsilon.
 """
 import importlib.util
 import json
@@ -12,6 +13,7 @@ import sys
 import time
 import urllib.request
 from pathlib import Path
+from urllib.parse import quote, unquote
 
 import numpy as np
 import pytest
@@ -69,6 +71,11 @@ def test_the_graphs_nest_as_the_models_flow_as_the_run_and_hold_each_ratio(writt
         assert all(v["value"] < 1 for k, v in cumulative["results"].items() if k.startswith("body.0"))
         assert all(v["value"] < 1 for k, v in isolated["results"].items() if k != "body.1.ln")
     assert json.loads((folder / graph.MAPPING).read_text())["mapping"]["body.1.ln"] == "body.1.ln"
+    # each node's settings as its side's record keeps them (mapping.settings): the planted epsilon on each side
+    said = {side: {a["key"]: a["value"] for a in n["body.1.ln"]["attrs"]} for side, n in (("torch", t), ("paddle", p))}
+    assert (said["torch"]["eps"], said["paddle"]["eps"]) == ("1e-05", "0.001") and said["torch"]["bias"] == "True"
+    assert {a["key"]: a["value"] for a in t["body.0.act"]["attrs"]}["approximate"] == "none"
+    assert {a["key"]: a["value"] for a in p["body.0.ln"]["attrs"]}["eps"] == "1e-05"
     clean = written["clean"][1]
     values = json.loads((clean / graph.DATA["torch", "cumulative"]).read_text())["torch"]["results"]
     assert values and all(v["value"] < 1 for v in values.values())
@@ -198,6 +205,15 @@ def test_model_explorer_shows_both_graphs_side_by_side_with_the_first_diverging_
                 .map(r => [...r.querySelectorAll('td')].map(c => c.innerText)))"""
             assert b.wait(f"{table}.length >= 4", 60), "no node data shown"
             tables = b.value(table)
+            # the first diverging module selected in both panes: each side panel's attributes hold its own epsilon
+            state = json.loads(unquote(url.split("?data=", 1)[1].split("&", 1)[0]))
+            for pane in state["uiState"]["paneStates"]:
+                pane["selectedNodeId"] = report.first_diverging
+            b.open(url.split("?data=", 1)[0] + f"?data={quote(json.dumps(state))}&" + url.split("&", 1)[1])
+            eps = """[...document.querySelectorAll('tr')].map(r => [...r.querySelectorAll('td')].map(c => c.innerText))
+                .filter(r => r[0] === 'eps')"""
+            assert b.wait(f"{eps}.length >= 2", 60), "no settings shown"
+            assert b.value(eps) == [["eps", "1e-05"], ["eps", "0.001"]]  # torch's pane, then Paddle's
         values = json.loads((folder / graph.DATA["torch", "cumulative"]).read_text())["torch"]["results"]
         first = values[report.first_diverging]["value"]
         assert first > 1

@@ -2,8 +2,11 @@
 
 The clean pair (examples/mlp_pair.py) through all five calls is green in process and by the reviewer's command on
 the folder they wrote, every guide pair present; a bug planted in the Paddle model (GELU's tanh form) is red at
-Step 1 in process and in the folder; a Paddle model holding other weights than the conversion's is not the same
-run; steps.train refuses logs it did not bind."""
+Step 1 in process and in the folder; the steps' own page shows each step's verdict and each step's page, in a real
+browser too (the plant's Step 1 red, its module marked); a Paddle model holding other weights than the conversion's
+is not the same run; steps.train refuses logs it did not bind."""
+import re
+
 import numpy as np
 import pytest
 
@@ -13,8 +16,10 @@ pytest.importorskip("sklearn.datasets")
 
 import portcheck  # noqa: E402
 from portcheck import cli  # noqa: E402
+from portcheck.core import page, tolerances  # noqa: E402
 from portcheck.core.errors import PipelineError  # noqa: E402
 from portcheck.pipeline import data  # noqa: E402
+from test_view import BROWSER_OWN, CHROMIUM, browse, host  # noqa: E402  (the pages' browser and its proxy)
 from examples.mlp_pair import (HP, ORDERS, SEEDS, PaddleNet, centroid_predictions, cross_entropy,  # noqa: E402
                                dataloader, evaluate, first_batch, optimizer, scores, torch_net)
 
@@ -53,8 +58,25 @@ def five_steps(top, paddle_net=PaddleNet):
     return steps
 
 
-def test_the_five_short_calls_hand_in_a_folder_the_reviewers_command_finds_green(tmp_path):
-    steps = five_steps(tmp_path / "log_reprod")
+class GeluTanh(PaddleNet):
+    def __init__(self):
+        super().__init__()
+        self.act = paddle.nn.GELU(approximate=True)
+
+
+@pytest.fixture(scope="module")
+def handed(tmp_path_factory):
+    """The clean pair through the five steps, and Step 1 on a Paddle model with a planted GELU (tanh): {"clean":
+    (steps, its folder's parent), "planted": (steps, its folder's parent, Step 1's report)}."""
+    clean, planted = tmp_path_factory.mktemp("clean"), tmp_path_factory.mktemp("planted")
+    steps = portcheck.Handin(planted / "log_reprod")
+    x, _ = first_batch()
+    report = steps.forward(torch_net(), GeluTanh(), x)
+    return {"clean": (five_steps(clean / "log_reprod"), clean), "planted": (steps, planted, report)}
+
+
+def test_the_five_short_calls_hand_in_a_folder_the_reviewers_command_finds_green(handed):
+    steps, tmp_path = handed["clean"]
     assert steps.passed, steps
     assert list(steps.verdicts) == list(GUIDE)
     for pair in GUIDE:
@@ -69,16 +91,45 @@ def test_the_five_short_calls_hand_in_a_folder_the_reviewers_command_finds_green
     assert "<svg" in steps.trained.curves._repr_html_() or "&lt;svg" in steps.trained.curves._repr_html_()
 
 
-class GeluTanh(PaddleNet):
-    def __init__(self):
-        super().__init__()
-        self.act = paddle.nn.GELU(approximate=True)
+def marked(text: str) -> list:
+    return re.findall(r'id="first-diverging" data-module="([^"]*)"', text)
 
 
-def test_a_bug_planted_in_the_paddle_model_is_red_at_its_module_in_process_and_in_the_folder(tmp_path):
-    steps = portcheck.Handin(tmp_path / "log_reprod")
-    x, _ = first_batch()
-    report = steps.forward(torch_net(), GeluTanh(), x)
+def test_the_five_steps_page_shows_each_steps_verdict_and_each_steps_own_page(handed, tmp_path):
+    """Handin's own page (its view(), html(path), _repr_html_, and diagnostics/report.html after each step): every
+    step's verdict line, then each step's own page beneath (the pair's keys, Step 1's module tree, Step 4's
+    gradients, Step 5's curves); on a planted GELU, Step 1 red with its first diverging module marked once."""
+    steps, folder = handed["clean"]
+    text = page.page(steps.view())
+    assert steps._repr_html_() == page.framed(text) and steps.html(tmp_path / "clean.html").startswith("page: ")
+    assert (folder / "log_reprod" / "diagnostics" / page.NAME).read_text() == (tmp_path / "clean.html").read_text()
+    assert 'data-verdict="green"' in text and not marked(text) and "<svg" in text
+    for pair in GUIDE:
+        step = f"Step {tolerances.GUIDE[pair].step} {pair}"
+        assert f"{step}: green" in text and f"{step}: its diff log" in text, pair
+    assert "Step 1 forward: module by module" in text and "Step 4 bp_align: gradients after the first" in text
+    steps, folder, report = handed["planted"]
+    text = (folder / "log_reprod" / "diagnostics" / page.NAME).read_text()
+    assert 'data-verdict="red"' in text and "Step 1 forward: RED" in text and "red at forward" in text
+    assert marked(text) == [report.first_diverging] and f"first diverging: {report.first_diverging}" in text
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install -y chromium): the pages "
+                    "are not opened in a browser here")
+def test_the_five_steps_page_in_a_real_browser(handed, tmp_path):
+    """Both Handin pages in headless Chromium, every request sent to the test's proxy: the clean one green with no
+    red row, the planted one red with Step 1's first diverging module visible and red, and no request leaves."""
+    pages = {plant: handed[plant][1] / "log_reprod" / "diagnostics" / page.NAME for plant in ("clean", "planted")}
+    shown, requests = browse(pages, tmp_path)
+    assert all(host(r) == "portcheck-probe.invalid" or host(r).endswith(BROWSER_OWN) for r in requests), requests
+    assert shown["clean"]["verdict"] == "green" and shown["clean"]["red_rows"] == 0 and shown["clean"]["first"] is None
+    s, report = shown["planted"], handed["planted"][2]
+    assert s["verdict"] == "red" and s["first"] == report.first_diverging and s["visible"] and s["red"], s
+    assert s["header"].startswith(f"first diverging: {report.first_diverging}"), s
+
+
+def test_a_bug_planted_in_the_paddle_model_is_red_at_its_module_in_process_and_in_the_folder(handed):
+    steps, tmp_path, report = handed["planted"]
     assert not report.passed and report.first_diverging.startswith("2"), report.first_diverging
     assert not steps.passed and "RED" in str(steps)
     assert cli.check(tmp_path / "log_reprod") != 0

@@ -291,3 +291,13 @@ def test_a_small_gradient_that_is_not_zero_to_fp32_keeps_its_own_floor():
     row = calibrated.measure("grad m.bias", np.full(3, 1e-6), np.full(3, 1e-6), np.full(3, 1e-6 + 1e-11), multiple=8)
     calibrated.zero_to_fp32(row, "m.bias", calibrated.module_scales({"m.weight": 1.0, "m.bias": 1e-6}))
     assert row.scale == 1e-6 and not row.notes and not row.passed
+
+
+def test_the_page_is_the_tools_rendering_of_its_json():
+    """docs/k_backward.md is what `python -m tools.bench_k_backward --render` writes from docs/k_backward.json and
+    k_backward_kinks.json: its prose is edited in the tool, never on the page."""
+    import json
+    docs = bench.paths.ROOT / "docs"
+    text = "\n".join(bench.report_lines(json.loads((docs / "k_backward.json").read_text()),
+                                        docs / "k_backward_kinks.json")) + "\n"
+    assert text == (docs / "k_backward.md").read_text(encoding="utf-8")

@@ -43,6 +43,8 @@ EXEMPT = {
     ("run.py", "f\"{'NOT GREEN' if unjudged else 'RED' if red else 'green'}: \" + ("): "run's last line, a summary of the coded lines above it",
     ("run.py", "of {len(codes)} red (each"): "the ranks' summary: each rank's own lines are coded",
     ("report.py", "\"not judged\" if not r.judged"): "a DataFrame's cell (frame()), not a line",
+    ("folder.py", "f\"{step}: {'green' if verdict.passed else 'RED'}\""): "a step's head on the steps' page, never "
+    "printed: its pair's lines beneath it are coded where made",
 }
 
 

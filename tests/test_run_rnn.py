@@ -154,3 +154,27 @@ def test_a_recurrent_layers_mode_and_dropout_are_compared():
     assert said(0.2, "relu") == []
     assert said(0.0, "tanh") == ["lstm (LSTM): dropout torch 0.2 vs paddle 0",
                                  "rnn (RNN): mode torch RNN_RELU vs paddle RNN_TANH"]
+
+
+def test_a_convolutions_padding_is_compared_in_torchs_form():
+    """Each side's module_config (portcheck.mapping.settings): a convolution's padding in torch's form whatever form
+    Paddle was given it in (an int, one per axis, two per axis, a string), so a correct port says nothing; a padding
+    the port changed is one configuration line."""
+    torch, paddle = pytest.importorskip("torch"), pytest.importorskip("paddle")
+    from portcheck.scripts import runconfig
+    from portcheck.scripts.hooks_paddle import PaddleSide
+    from portcheck.scripts.hooks_torch import TorchSide
+    t = TorchSide(False).module_config(torch.nn.ModuleDict({
+        "a": torch.nn.Conv2d(3, 4, 3, padding=1), "b": torch.nn.Conv2d(3, 4, 3, padding=(1, 2)),
+        "c": torch.nn.Conv1d(3, 4, 3, padding="same"), "d": torch.nn.Conv2d(3, 4, 3)}))
+
+    def said(a, b, c, d):
+        p = PaddleSide().module_config(paddle.nn.LayerDict({
+            "a": paddle.nn.Conv2D(3, 4, 3, padding=a), "b": paddle.nn.Conv2D(3, 4, 3, padding=b),
+            "c": paddle.nn.Conv1D(3, 4, 3, padding=c), "d": paddle.nn.Conv2D(3, 4, 3, padding=d)}))
+        return runconfig.differences({"modules": t}, {"modules": p}, {k: k for k in "abcd"}, {})
+
+    assert said(1, [1, 2], "SAME", 0) == [] and said([1, 1], [1, 1, 2, 2], "same", [0, 0]) == []
+    assert said([[0, 0], [0, 0], [1, 1], [1, 1]], [1, 2], 1, 0) == ["c (Conv1d): padding torch same vs paddle [1]"]
+    assert said(0, [1, 2], "same", 1) == ["a (Conv2d): padding torch [1, 1] vs paddle [0, 0]",
+                                          "d (Conv2d): padding torch [0, 0] vs paddle [1, 1]"]

@@ -291,3 +291,9 @@ def test_every_finding_of_a_family_names_its_strict_xfail_test_and_its_section_e
         test = named.group(1)
         assert re.search(r"@pytest\.mark\.xfail\(strict=True[^@]*?def " + test + r"\(", source, re.S), test
         assert all(f"`{test}`" in text for text in found.values()), test
+
+
+def test_the_page_is_the_tools_rendering_of_its_json():
+    """docs/zoo.md is what `python -m tools.zoo.run --page` writes from docs/zoo.json (and the families' section from
+    docs/zoo_families.json): its prose is edited in the tool, never on the page."""
+    assert run.page() == (run.DOCS / "zoo.md").read_text(encoding="utf-8")

@@ -409,16 +409,16 @@ def kink_lines(data) -> list:
              f"x batches 8, 16 of 32 x 32 noise), train mode, momentum SGD, lr {KINK_LR:g}, {KINK_STEPS} steps, each "
              f"correct port: {len(red)} red" + (": " + ", ".join(f"seed {r['seed']} width {r['width']} batch "
                                                                f"{r['batch']} ({r['used']:.3g} at {r['at']})"
-                                                               for r in red) if red else "") +
-             f"; the largest share of its allowance a green one uses: "
-             f"{max((r['used'] for r in sweep if r['passed']), default=0.0):.3g} (a BatchNorm running_var row: under "
-             "its allowance its difference is all the by-design one, torch's unbiased batch variance against Paddle's "
-             "biased, which judge_backward takes out only over it, so no kernel tips it red)" +
-             "".join(f"; seed {r['seed']} width {r['width']} batch {r['batch']} is judged with torch's run taking "
+                                                               for r in red) if red else "") + ".", "",
+             f"The largest share of its allowance a green one uses: "
+             f"{max((r['used'] for r in sweep if r['passed']), default=0.0):.3g}. That is a BatchNorm running_var row: "
+             "under its allowance its difference is all the by-design one, torch's unbiased batch variance against "
+             "Paddle's biased. judge_backward takes that out only over it, so no kernel tips it red." +
+             "".join(f" Seed {r['seed']} width {r['width']} batch {r['batch']} is judged with torch's run taking "
                      "Paddle's side of the kink it crossed (" + ", ".join(f"step {s}: {m}, {n} value(s)"
                                                                         for s, m, n in r["crossed"]) +
-                     f"), {'green' if r['passed'] else 'red'} at {r['used']:.3g}"
-                     for r in sweep if r.get("taken")) + ".", "",
+                     f"), {'green' if r['passed'] else 'red'} at {r['used']:.3g}."
+                     for r in sweep if r.get("taken")), "",
              "| seed | width | batch | plant | clean: of the allowance | planted: of the allowance | plant verdict, "
              "first diverging |", "|---|---|---|---|---|---|---|"]
     for r in plants:
@@ -430,20 +430,21 @@ def kink_lines(data) -> list:
     jumped = [r for r in sweep if r["jumps"]]
     taking = [r for r in plants if r.get("planted_taken")]
     lines += ["", f"Clean ports use at most {clean:.3g} of their allowance; the least visible plant ({least['plant']}, "
-              f"seed {least['seed']}) uses {least['planted']:.3g}, {least['planted'] / clean:.3g} x the clean maximum. "
-              f"{len(taking)} planted runs were judged with torch's run taking Paddle's side of a kink crossed (a red "
-              "run with values within the floor of 0 of opposite signs), every one red: " +
-              ", ".join(f"{r['plant']} seed {r['seed']} ({r['planted']:.3g})" for r in taking) + ". "
-              f"{len(jumped)} of the {len(sweep)} nets have rows over K_BACKWARD x torch's own error that torch's "
-              "spread against itself allows (a kink crossed: " +
-              ", ".join(f"seed {r['seed']} width {r['width']} batch {r['batch']}, {r['jumps']} rows, at most "
-                        f"{r['jump_used']:.3g} of the allowance" for r in jumped) + ")."]
+              f"seed {least['seed']}) uses {least['planted']:.3g}, {least['planted'] / clean:.3g} x the clean maximum.",
+              "", f"{len(taking)} planted runs were judged with torch's run taking Paddle's side of a kink crossed (a "
+              "red run with values within the floor of 0 of opposite signs), every one red:", ""] + \
+        [f"- {r['plant']} seed {r['seed']} ({r['planted']:.3g})" for r in taking] + \
+        ["", f"{len(jumped)} of the {len(sweep)} nets have rows over K_BACKWARD x torch's own error that torch's "
+              "spread against itself allows, each a kink crossed:", ""] + \
+        [f"- seed {r['seed']} width {r['width']} batch {r['batch']}, {r['jumps']} rows, at most "
+         f"{r['jump_used']:.3g} of the allowance" for r in jumped]
     if data.get("yardsticks"):
         lines += ["", "Candidate yardsticks of what torch does to itself, on the two nets where Paddle crosses a kink at "
-                  "step 5 (KINK_NETS), each clean and with each plant above: the largest share of its allowance a "
-                  "clean port uses and the least a plant uses (a yardstick separates them when the first is under 1 "
-                  "and the second over it). Every run costs one more float32 training of torch (time); a second run "
-                  "is kept as one figure per key (no second copy of the weights).", "",
+                  "step 5 (KINK_NETS), each clean and with each plant above. Each row: the largest share of its "
+                  "allowance a clean port uses and the least a plant uses. A yardstick separates them when the first "
+                  "is under 1 and the second over it.", "",
+                  "Every run costs one more float32 training of torch (time); a second run is kept as one figure per "
+                  "key (no second copy of the weights).", "",
                   "| torch against itself | clean: at most | planted: at least (plant) |", "|---|---|---|"]
         lines += [f"| {r['yardstick']} | {r['clean']:.3g} | {r['planted']:.3g} ({r['least']}) |"
                   for r in data["yardsticks"]]
@@ -500,12 +501,13 @@ def report_lines(rows, kinked=None) -> list:
     lines = ["English | [中文](k_backward_cn.md)", "", "# K for gradients and steps, from data", "",
              "Written by `python -m tools.bench_k_backward` (this 2-core CPU). For every row compare_backward judges, "
              "the multiple of torch's own fp32 error it needs to pass: (max diff - the floor) / torch's own fp32 "
-             f"error. Momentum SGD, {STEPS} steps (the ResNet-18 example: its own 5), one batch. Now: K_GRAD = "
-             f"{calibrated.K_GRAD:g} (gradients after the first backward), K_BACKWARD = {calibrated.K_BACKWARD:g} (the "
-             f"plain run's steps), K_STEP = {calibrated.K_STEP:g} (each step of isolate=True). A plain run's steps are "
-             f"also allowed SPREAD = {calibrated.SPREAD:g} x what torch does to itself there (its run again with every "
-             "weight moved one ulp, with other threads): the allowance is the larger of the two, plus the floor; \"of the allowance\" "
-             "is max diff / that allowance (over 1: red).", "",
+             f"error. Momentum SGD, {STEPS} steps (the ResNet-18 example: its own 5), one batch. The constants: "
+             f"K_GRAD = {calibrated.K_GRAD:g} (gradients after the first backward), "
+             f"K_BACKWARD = {calibrated.K_BACKWARD:g} (the plain run's steps), "
+             f"K_STEP = {calibrated.K_STEP:g} (each step of isolate=True).", "",
+             f"A plain run's steps are also allowed SPREAD = {calibrated.SPREAD:g} x what torch does to itself there "
+             "(its run again with every weight moved one ulp, with other threads). The allowance is the larger of the "
+             "two, plus the floor. \"of the allowance\" is max diff / that allowance (over 1: red).", "",
              "| case | isolate | clean: gradients | clean: steps | clean: steps, of the allowance | plant | "
              "plant: gradients | plant: steps | plant: steps, of the allowance | plant verdict, first diverging |",
              "|---|---|---|---|---|---|---|---|---|---|"]
@@ -529,71 +531,78 @@ def report_lines(rows, kinked=None) -> list:
         lines += ["", f"{constant} = {k:g}{' (plants of a forward)' if constant == 'K_GRAD' else ''}"
                   f"{' (alone)' if constant == 'K_BACKWARD' else ''}: clean ports need at most {fmt(clean)}; the "
                   "least visible plant shows "
-                  f"{fmt(least)}" + (f"; a K between them separates every case, and {k:g} is {k / max(clean, 1e-9):.3g}"
+                  f"{fmt(least)}" + (f". A K between them separates every case, and {k:g} is {k / max(clean, 1e-9):.3g}"
                                      f" x the clean maximum and {least / k:.3g} x under the least visible plant"
                                      if clean < k < least else
-                                     "; a K between them separates every case, but not this one" if clean < least else
-                                     "; no single K separates every clean port from every plant here")]
+                                     ". A K between them separates every case, but not this one" if clean < least else
+                                     ". No single K separates every clean port from every plant here") + "."]
     plain = [r for r in rows if not r["isolate"]]
     clean = max(plain, key=lambda r: r["clean"]["steps"]["used"])["clean"]["steps"]
     # the plants the gradients let through: what the plain run's steps alone must catch
     least = min((r for r in plain if late(r)), key=lambda r: r["plant"]["steps"]["used"], default=None)
-    lines += ["", f"The plain run's steps as judged (the larger of K_BACKWARD x torch's own error and SPREAD = "
-              f"{calibrated.SPREAD:g} x torch against itself, plus the floor): clean ports use at most "
+    lines += ["", f"The plain run's steps are judged by the larger of K_BACKWARD x torch's own error and SPREAD = "
+              f"{calibrated.SPREAD:g} x torch against itself, plus the floor.", "", "Clean ports use at most "
               f"{fmt(clean['used'])} of their allowance (at {clean['used_at']}, where torch's spread against itself "
               f"is {fmt(clean['spread'])} x its own fp32 error)" +
-              (f"; the least visible plant the gradients let through ({least['case']}: {least['planted']}) uses "
+              (f". The least visible plant the gradients let through ({least['case']}: {least['planted']}) uses "
                f"{fmt(least['plant']['steps']['used'])}, {least['plant']['steps']['used'] / max(clean['used'], 1e-9):.3g}"
-               " x the clean maximum" if least else "")]
+               " x the clean maximum" if least else "") + "."]
     at_grads = all(r["plant"]["grads"]["needed"] > calibrated.K_GRAD for r in rows if not late(r))
     lines += ["", "Reading: the plants of a forward (a norm's epsilon) are " + ("" if at_grads else "not all ") +
               f"red at their gradients (K_GRAD = {calibrated.K_GRAD:g}); an optimizer's plant (momentum) "
-              "is the same at the gradients and shows from the second step on. After a few steps of a plain run a "
-              "value within rounding of a ReLU's kink takes one branch in one fp32 run and the other in another: on "
-              "the ResNet-18 example torch with one thread, with every weight moved one ulp, and Paddle take the same "
-              "jump, 176 x torch's own error at one conv weight, where torch's float64 run took torch's branch (torch "
-              "with channels_last or ATEN_CPU_CAPABILITY=default lands 1.65e3 away). torch's spread against itself "
-              "measures that jump, its own fp32 error does not."]
+              "is the same at the gradients and shows from the second step on.", "",
+              "After a few steps of a plain run a value within rounding of a ReLU's kink takes one branch in one fp32 "
+              "run and the other in another. On the ResNet-18 example torch with one thread, with every weight moved "
+              "one ulp, and Paddle take the same jump, 176 x torch's own error at one conv weight. There torch's "
+              "float64 run took torch's branch (torch with channels_last or ATEN_CPU_CAPABILITY=default lands 1.65e3 "
+              "away).", "", "The spread of torch against itself measures that jump; its own fp32 error does not."]
     over = [r for r in plain if r["clean"]["steps"]["used"] > 1]
     lines += [f"Not solved: {r['case']} is red on its clean port ({fmt(r['clean']['steps']['used'])} of its "
               f"allowance at {r['clean']['steps']['used_at']})." for r in over]
-    lines += ["Kinks (a value within rounding of 0 with opposite signs on the two sides, where a ReLU or max after "
-              "it opens on one side and shuts on the other). torch's run against itself is made with another thread "
-              "count (backward.AGAINST_ITSELF), which crosses one of the two such nets found (below); a second run "
-              "with oneDNN off crossed the other but hid a weight decay plant on the ResNet-18 example (0.355 of "
-              "its allowance), as did a run sending every ReLU input within rounding of 0 to its other branch. What "
-              "is done instead, one mechanism for every step: each side records, in every forward (the first too), "
-              "each module's output and first input values within the floor of 0 (calibrated.FLOOR x eps32 x the "
-              "tensor's largest, a difference every check allows another kernel; the input is where a ReLU after a "
-              "residual sum written inline, `x += shortcut`, sees it: no module outputs that sum); where a run is "
-              "red and the two runs hold such a value with opposite signs (backward.crossings), compare_backward "
-              "runs torch once more from its start and random draws with exactly those values set to Paddle's "
-              "(backward.judged; `python -m portcheck run` runs the torch script once more so, its fifth run: "
-              "docs/run.md). At the first forward's kinks (its rows green) that run is torch's run, its "
-              "float64 and moved runs moved by as much; at a later step's it is torch against itself, SPREAD x it "
-              "allowed; each row says so and the report's kink line names the module and the rule. The other net is "
-              "then green and every plant beside it red (below); the zoo's ResNet-18 under "
-              "ATEN_CPU_CAPABILITY=default crosses one at the ReLU after stages.3.layers.1's residual sum in step "
-              "2's forward (torch 7.1e-06, Paddle -4.9e-06, the floor 1.0e-05; its embedder's max pool routes every "
-              "window alike on both sides): 13.3 x its allowance without the run, 0.250 with it, its plant red "
-              "(docs/zoo.md). Both tables (above, and --kinks below) were measured again with this one mechanism, "
-              "every figure as before (a green run makes no such run; a red one, one torch run more per rule). "
-              "isolate=True's steps are judged so too, the taking run starting each step from the weights torch's "
-              "own run left (that fp32 run again first), as Paddle's isolated steps start "
-              "(tests/test_kink_isolated.py: of 8 small nets, 2 cross a kink in an isolated step, red alone, green "
-              "with it at 0.986 of the allowance, a momentum plant beside it red). A hand-in's bp_align: its check "
-              "(handin.judge_and_log(..., comparison=) given backward.judged's report, or `portcheck run`'s) writes "
-              "what that run judged beside the pair, at a later step's kinks its figures as "
-              "diagnostics/bp_align_taken_torch.npy, at the first forward's torch's values on Paddle's branch as "
-              "diagnostics/bp_align_branch_torch.npy (judged in place of torch's file, its float64 run moved by as "
-              "much), each bound to the torch side's run record and to both files, and python -m portcheck check "
-              "judges with them as the check did (a file edited since or of other runs left out in one line, a "
-              "corrupt one red: tests/test_hand_in_kink.py; tests/test_run_first_kink.py: two scripts whose gate "
-              "unit sums exact fp32 inputs in another order, -2**-25 in torch, +2**-25 in Paddle, before a ReLU, "
-              "green in scripts mode and from the folder, red from the folder without the file (bp_align's loss_1 "
-              "15.1 x its allowance), a momentum plant red in both); a check without that run (judge_backward "
-              "alone, or a launched `portcheck run`: no taking run) stays red there (the report's kink line): take "
-              "another batch."]
+    lines += ["", "## Kinks", "",
+              "A kink is a value within rounding of 0 with opposite signs on the two sides, where a ReLU or max after "
+              "it opens on one side and shuts on the other. The run of torch against itself is made with another "
+              "thread count (backward.AGAINST_ITSELF), which crosses one of the two such nets found (below).", "",
+              "A second run "
+              "with oneDNN off crossed the other but hid a weight decay plant on the ResNet-18 example (0.355 of its "
+              "allowance), as did a run sending every ReLU input within rounding of 0 to its other branch.", "",
+              "What is done instead is one mechanism for every step. Each side records, in every forward (the first "
+              "too), each module's output and first input values within the floor of 0. The floor is calibrated.FLOOR "
+              "x eps32 x the tensor's largest, a difference every check allows another kernel. The input is where a "
+              "ReLU after a residual sum written inline, `x += shortcut`, sees it: no module outputs that sum.", "",
+              "Where a run is red and the two runs hold such a value with opposite signs (backward.crossings), "
+              "compare_backward runs torch once more from its start and random draws with exactly those values set "
+              "to Paddle's (backward.judged). `python -m portcheck run` runs the torch script once more so, its fifth "
+              "run (docs/run.md).", "",
+              "At the first forward's kinks (its rows green) that run is torch's run, its float64 and moved runs moved "
+              "by as much. At a later step's it is torch against itself, SPREAD x it allowed. Each row says so, and "
+              "the report's kink line names the module and the rule. The other net is then green and every plant "
+              "beside it red (below).", "",
+              "The zoo's ResNet-18 under ATEN_CPU_CAPABILITY=default crosses one at the ReLU after "
+              "stages.3.layers.1's residual sum in step 2's forward (torch 7.1e-06, Paddle -4.9e-06, the floor "
+              "1.0e-05). Its embedder's max pool routes every window alike on both sides. It is 13.3 x its allowance "
+              "without the run, 0.250 with it, its plant red (docs/zoo.md).", "",
+              "Both tables (above, and --kinks below) are measured with this one mechanism: a green run makes no such "
+              "run; a red one, one torch run more per rule. The steps of isolate=True are judged so too, the taking "
+              "run starting each step from the weights torch's own run left (that fp32 run again first), as Paddle's "
+              "isolated steps start.", "",
+              "The test tests/test_kink_isolated.py holds it. Which small net crosses a kink in an isolated step "
+              "depends on the CPU's kernels. So the test takes the first of a few nets whose isolated run crosses "
+              "one on the CPU at hand and is red alone. It is green with it, a momentum plant beside it red.", "",
+              "A hand-in's bp_align: its check (handin.judge_and_log(..., comparison=) given backward.judged's report, "
+              "or `portcheck run`'s) writes what that run judged beside the pair. At a later step's kinks its figures "
+              "go to diagnostics/bp_align_taken_torch.npy. At the first forward's, torch's values on Paddle's branch "
+              "go to diagnostics/bp_align_branch_torch.npy, judged in place of torch's file, its float64 run moved by "
+              "as much.", "",
+              "Each is bound to the torch side's run record and to both files, and python -m portcheck check judges "
+              "with them as the check did. A file edited since or of other runs is left out in one line, a corrupt "
+              "one red. The test is tests/test_hand_in_kink.py, on the first of a few small nets where the CPU at "
+              "hand's Paddle alone crosses a later step's kink, as in tests/test_k_backward.py.", "",
+              "tests/test_run_first_kink.py: two scripts whose gate unit sums exact fp32 inputs in another order, "
+              "-2**-25 in torch, +2**-25 in Paddle, before a ReLU. They are green in scripts mode and from the folder, "
+              "red from the folder without the file (bp_align's loss_1 15.1 x its allowance), a momentum plant red in "
+              "both. A check without that run (judge_backward alone, or a launched `portcheck run`: no taking run) "
+              "stays red there (the report's kink line): take another batch."]
     if kinked is not None and Path(kinked).is_file():
         lines += kink_lines(json.loads(Path(kinked).read_text()))
     return lines

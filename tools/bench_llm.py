@@ -2,8 +2,8 @@
 Llama-shaped pair, transformers' LlamaForCausalLM against paddlenlp's, random weights built offline from a config,
 2 x 128 tokens, against one plain forward of each side.
 
-    python tools/bench_llm.py                       # hidden 256, 512, 1024: docs/llm.md, llm.json, llm.png
-    python tools/bench_llm.py --page                # docs/llm.md again from llm.json, nothing measured
+    python tools/bench_llm.py                       # hidden 256, 512, 1024: docs/bench/llm.md, .json, .png
+    python tools/bench_llm.py --page                # docs/bench/llm.md again from llm.json, nothing measured
     python tools/bench_llm.py --widths 2048         # the 1.1B pair (needs ~15 GB free; added to the same files)
 
 Each width runs in a process of its own. There every phase (building the pair, a plain forward of each side,
@@ -143,7 +143,7 @@ def measure(hidden: int) -> dict:
     try:
         for name, isolate in (("compare", False), ("isolated", True)):
             # the runs of one phase, timed as the plain forwards are (one phase, the best of its runs): the first
-            # after the trimmed heap pays new pages, ~2 s/GB on this VM (docs/llm.md), and is said beside
+            # after the trimmed heap pays new pages, ~2 s/GB on this VM (docs/bench/llm.md), and is said beside
             times, cpus = [], []
 
             def runs():
@@ -202,7 +202,7 @@ def floors(r: dict) -> dict:
 
 
 def write(results: dict, out: Path):
-    """docs/llm.json, llm.md and llm.png (the chart, when matplotlib is installed) from every width measured."""
+    """docs/bench/llm.json, llm.md and llm.png (the chart, when matplotlib is installed) from every width measured."""
     atomic_write(out.with_suffix(".json"), lambda tmp: Path(tmp).write_text(json.dumps(results, indent=1) + "\n"))
     chart = _chart([results[k] for k in sorted(results, key=int)], out.with_suffix(".png"))
     text = render(results, chart is not None)
@@ -221,7 +221,7 @@ def header(results: dict) -> str:
 
 
 def render(results: dict, chart: bool) -> str:
-    """The page, from the JSON (docs/llm.json) alone; `chart`: the picture beside it is linked."""
+    """The page, from the JSON (docs/bench/llm.json) alone; `chart`: the picture beside it is linked."""
     rows = [results[k] for k in sorted(results, key=int)]
     lines = ["# A comparison at LLM size", "", header(results), "",
              "CPU only. A Llama-shaped pair, "
@@ -370,7 +370,7 @@ def main():
                                  allow_abbrev=False)
     ap.add_argument("--widths", default="256,512,1024", help="hidden sizes to measure, comma-separated (default "
                                                              "256,512,1024; 2048 is the 1.1B pair)")
-    ap.add_argument("--out", type=Path, default=paths.ROOT / "docs" / "llm.md",
+    ap.add_argument("--out", type=Path, default=bench_doc.PAGES / "llm.md",
                     help="the report (its .json and .png beside it); widths measured before are kept")
     ap.add_argument("--child", type=int, help=argparse.SUPPRESS)  # one width, in a process of its own
     bench_doc.add_page_flag(ap)

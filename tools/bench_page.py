@@ -5,12 +5,13 @@ by name and the sort by ratio timed.
     python tools/bench_page.py                         # a 7B-shaped page of figures drawn at random (32 blocks)
     python tools/bench_page.py --calls 8               # each module called 8 times: thousands of rows
     python -m portcheck layers --torch T --paddle P --html big.html    # a real comparison's page, then:
-    python tools/bench_page.py --page big.html --first model.layers.17.self_attn.q_proj --label "..."
+    python tools/bench_page.py --html big.html --first model.layers.17.self_attn.q_proj --label "..."
+    python tools/bench_page.py --page                  # docs/bench/page.md again from page.json, nothing measured
 
 The time to open is the page's own, from the navigation's start to the first frame drawn after its load event
 (reading, parsing, its script run, style and layout), in a Chromium already started (tools/headless.py), the median
-of 3. Each measurement is kept in docs/bench_page.json under its --label and the table of all of them written to
-docs/view.md and view_cn.md between their PAGE markers (--no-docs: printed only).
+of 3. Each measurement is kept in docs/bench/page.json under its --label, with the run's facts (tools/bench_doc.py),
+and the table of all of them is written to its page, docs/bench/page.md (--no-docs: printed only).
 """
 import argparse
 import json
@@ -29,13 +30,11 @@ except ModuleNotFoundError:  # the project is not importable: not its venv
 import numpy as np
 
 from portcheck.core import page
-from portcheck.core.errors import PipelineError, run_main
-from portcheck.core.fileio import atomic_write, read_json
+from portcheck.core.errors import PipelineError, require, run_main
+from portcheck.core.fileio import read_json
+from tools import bench_doc
 
-ROOT = Path(__file__).resolve().parents[1]
-DOCS = ROOT / "docs"
-FIGURES = DOCS / "bench_page.json"
-MARKS = ("<!-- PAGE -->", "<!-- /PAGE -->")  # the table's place in docs/view(_cn).md
+COMMAND = "python tools/bench_page.py"
 MODULES = ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.rotary_emb", "self_attn.o_proj",
            "self_attn", "input_layernorm", "mlp.gate_proj", "mlp.up_proj", "mlp.act_fn", "mlp.down_proj", "mlp",
            "post_attention_layernorm", "")
@@ -159,17 +158,34 @@ def table(figures: dict) -> list:
     return out
 
 
-def write_docs(figures: dict):
-    atomic_write(FIGURES, lambda tmp: Path(tmp).write_text(json.dumps(figures, indent=1) + "\n"))
-    lines = table(figures)
-    for name in ("view.md", "view_cn.md"):
-        path = DOCS / name
-        text = path.read_text()
-        if MARKS[0] not in text:
-            raise PipelineError(f"{path} has no {MARKS[0]} ... {MARKS[1]} markers for the table")
-        head, rest = text.split(MARKS[0], 1)
-        new = head + MARKS[0] + "\n" + "\n".join(lines) + "\n" + MARKS[1] + rest.split(MARKS[1], 1)[1]
-        atomic_write(path, lambda tmp, new=new: Path(tmp).write_text(new))
+def render(figures: dict) -> str:
+    """The page, from the JSON (docs/bench/page.json) alone: each label's run said in the header."""
+    runs = [f.get(bench_doc.RUN) or {} for f in figures.values()]
+    lines = ["# A comparison's page at 7B size, measured", "", bench_doc.header(runs, COMMAND), "",
+             "How large a comparison's HTML page is at a Llama-7B's size, how long Chromium takes to open it, and "
+             "whether it is usable there. The pages: a Llama-7B-shaped pair (32 blocks, hidden 4096, bf16 shards, "
+             "27 GB, random weights: `tools/bench_stream.py`'s) with one bug planted, block 17's `q_proj` weight "
+             "left in torch's layout on the Paddle side (a square weight a converter skipped); the same pair clean; "
+             "and pages of figures drawn at random in the 7B shape. Measured on a 2-core machine:", "",
+             "<!-- block: not run (long) -->", "```",
+             "python tools/bench_stream.py --dir DIR --write-only      # the pair, and DIR/.../paddle_q_unconverted/",
+             "python -m portcheck layers --torch DIR/.../torch --paddle DIR/.../paddle_q_unconverted --html 7b.html",
+             "python tools/bench_page.py --html 7b.html --first model.layers.17.self_attn.q_proj --label \"...\"",
+             "python tools/bench_page.py                 # a 7B-shaped page of figures drawn at random",
+             "python tools/bench_page.py --calls 8       # each module called 8 times: thousands of rows",
+             "```", "", *table(figures), "",
+             "`layers --html` on that pair took 15 min at a peak of 2.8 GB resident (`/usr/bin/time -v`) and exited "
+             "1, naming `model.layers.17.self_attn.q_proj` cumulative and isolated, as its page does. On the clean "
+             "pair it took 15 min and 2.8 GB, green.", "",
+             "A 7B Llama's page has 388 rows cumulative, and as many isolated: 12 in each of the 32 blocks (the "
+             "block, its attention, the four projections, the MLP and its three, the two norms), then the "
+             "embeddings, the final norm, the head and the model's output. The page drawn with each module called "
+             "8 times stands for a model of thousands.", "",
+             "\"Opens in\" is the page's own time in a Chromium already running, the median of 3: from the "
+             "navigation's start to the first frame drawn after its load (reading, parsing, its script, style and "
+             "layout). Cold is a new headless Chromium started for the page and printing its DOM (`--dump-dom`), "
+             "beside the same for a blank page. Search and sort are timed inside the page."]
+    return "\n".join(lines) + "\n"
 
 
 def main():
@@ -177,35 +193,45 @@ def main():
                                  allow_abbrev=False)
     ap.add_argument("--blocks", type=int, default=32, help="drawn at random: decoder blocks (Llama-7B: 32)")
     ap.add_argument("--calls", type=int, default=1, help="drawn at random: calls of each module (1: one forward)")
-    ap.add_argument("--page", type=Path, help="a page written before (`layers --html`), measured instead")
-    ap.add_argument("--first", help="with --page: the module its comparison named first diverging (none: a green "
+    ap.add_argument("--html", type=Path, help="a page written before (`layers --html`), measured instead")
+    ap.add_argument("--first", help="with --html: the module its comparison named first diverging (none: a green "
                     "page, no module marked)")
     ap.add_argument("--label", help="the table's name for this page (default: what was drawn)")
     ap.add_argument("--shot", type=Path, metavar="PNG", help="a screenshot of the page as it opens")
     ap.add_argument("--no-docs", action="store_true", help="print the figures, write nothing to docs/")
+    ap.add_argument("--out", type=Path, default=bench_doc.PAGES / "page.md",
+                    help="the page, its figures (.json) beside it: each --label's kept, this one's added")
+    bench_doc.add_page_flag(ap)
     args = ap.parse_args()
+    held = args.out.with_suffix(".json")
+    if args.page:
+        require(held, COMMAND)
+        bench_doc.write(args.out, render(read_json(held, 1 << 20)))
+        return 0
     if not (1 <= args.blocks <= 1000 and 1 <= args.calls <= 100):
         raise PipelineError("--blocks 1..1000 and --calls 1..100")
-    if args.first is not None and args.page is None:
-        raise PipelineError("--first goes with --page: the module the page's comparison named first diverging")
-    if args.page is not None and not args.page.is_file():
-        raise PipelineError(f"--page {args.page}: no such file")
+    if args.first is not None and args.html is None:
+        raise PipelineError("--first goes with --html: the module the page's comparison named first diverging")
+    if args.html is not None and not args.html.is_file():
+        raise PipelineError(f"--html {args.html}: no such file")
     if shutil.which("chromium") is None:
         raise PipelineError("chromium is not installed: apt-get install -y chromium")
     with tempfile.TemporaryDirectory() as tmp:
-        path, first = args.page, args.first
+        path, first = args.html, args.first
         if path is None:
             path = Path(tmp) / "big.html"
             started = time.perf_counter()
             first = drawn(args.blocks, args.calls, path)
             print(f"written in {time.perf_counter() - started:.2f} s")
         label = args.label or f"{args.blocks} blocks drawn at random, {args.calls} call(s) of each module"
-        figures = measure(path, first, args.shot)
+        facts = bench_doc.start()
+        figures = {**measure(path, first, args.shot), bench_doc.RUN: bench_doc.finish(facts)}
     print(json.dumps({label: figures}, indent=1))
     if not args.no_docs:
-        known = read_json(FIGURES, 1 << 20) if FIGURES.is_file() else {}
-        write_docs({**known, label: figures})
-        print("\n".join(table({**known, label: figures})))
+        figures = {**(read_json(held, 1 << 20) if held.is_file() else {}), label: figures}
+        bench_doc.write(held, json.dumps(figures, indent=1) + "\n")
+        bench_doc.write(args.out, render(figures))
+        print("\n".join(table(figures)))
     return 0
 
 

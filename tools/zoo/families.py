@@ -478,17 +478,20 @@ def section(results: list, seconds: float) -> list:
         "rest not run yet"
     return [SECTION, "",
             f"Written by `python -m tools.zoo.families` ({judged}, {round(seconds)} s on this machine, one family "
-            "after another): "
-            "paddlenlp 2.8.1's base model classes with a transformers 4.45.2 class of the same name, each built from "
-            "one tiny random config (`tools.zoo.families.TINY`; a family's own sizes, and a setting whose default "
-            "differs on the two sides given alike as the released checkpoint has it, in `OVERRIDES`; its own inputs "
-            "in `INPUTS` where its forward takes more than token ids: images, audio, two towers), converted with no "
-            "map (`convert(inputs=)`; a family's `LAYOUTS` declared, a refusal's own keep= pasted, as the row says), "
-            "compare_forward cumulative and isolated (the outputs both return: `OUTPUTS`), compare_backward 3 steps "
-            "of SGD, and up to three plants of its own parts (forward). A family red on its correct port for a "
-            "difference of paddlenlp's port, or raising in its own library, says it (`REASONS`; What the zoo finds in "
-            "the ports, below). tests/test_zoo_families.py runs every family's fast part (`--fast`: forward "
-            "cumulative, the first plant) and holds each row to it. "
+            "after another): paddlenlp 2.8.1's base model classes with a transformers 4.45.2 class of the same name. "
+            "Each family is:", "",
+            "- built from one tiny random config (`tools.zoo.families.TINY`). A family's own sizes, and a setting "
+            "whose default differs on the two sides given alike as the released checkpoint has it, are in "
+            "`OVERRIDES`. Its own inputs are in `INPUTS` where its forward takes more than token ids (images, audio, "
+            "two towers);",
+            "- converted with no map (`convert(inputs=)`; a family's `LAYOUTS` declared, a refusal's own keep= "
+            "pasted, as the row says);",
+            "- judged by compare_forward cumulative and isolated (the outputs both return: `OUTPUTS`), "
+            "compare_backward over 3 steps of SGD, and up to three plants of its own parts (forward).", "",
+            "A family red on its correct port for a difference of paddlenlp's port, or raising in its own library, "
+            "says it (`REASONS`; What the zoo finds in the ports, below). The suite's tests/test_zoo_families.py runs "
+            "every family's fast part (`--fast`: forward cumulative, the first plant) and holds each row to it.", "",
+            "Outcomes: "
             + ", ".join(f"{k}: {n}" for k, n in sorted(counts.items())) + ".", "",
             "| family | paddlenlp / transformers | outcome | what the library said |", "|---|---|---|---|"] + \
         [row(r) for r in results] + [""]

@@ -88,7 +88,7 @@ def compare_forward(torch_model, paddle_model, inputs, name_map=None, isolate=Fa
     names every module whose own computation differs, where .first_diverging names the first in the run.
     record_dir: a folder the records go to as they are made (torch/ and paddle/, each side's float32 run;
     portcheck.core.spill), judged from there: for models whose records do not fit in memory beside them
-    (docs/llm.md). The verdict is the same as in memory. No float64 value is kept, nor any of isolate's runs.
+    (docs/bench/llm.md). The verdict is the same as in memory. No float64 value is kept, nor any of isolate's runs.
     mean_bound: the bound on the model output's mean abs diff (judge_forward's; default the guide's, 1e-6; the
     caller's own threshold for its pair overrides it; None: none).
     outputs: the model outputs compared (default every one: either side returning one the other lacks, None
@@ -129,7 +129,7 @@ def judged_as_run(model, inputs, torch_record, paddle_record, keys: dict, free: 
     {torch record key: judge_one's row (an output) or input_ok's verdict (a first input)}, for every key of
     `keys` (counterparts) with a Paddle value. The rows are judge_forward's on record_forward's records, bit for
     bit (tests/test_size.py), but no float64 value is kept: at LLM size they are twice the float32 record,
-    written and read back for nothing (docs/llm.md). applied: {torch output key: the activation torch's forward
+    written and read back for nothing (docs/bench/llm.md). applied: {torch output key: the activation torch's forward
     applies to it next} (pairing.Pairing.applied): its fp32 and float64 values are judged through it."""
     import torch
     applied = applied or {}

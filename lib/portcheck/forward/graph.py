@@ -1,7 +1,8 @@
 """The two runs' graphs in Google's Model Explorer's graph JSON, written without Model Explorer (portcheck.explorer
 shows them): every module call a node, namespaced by the module hierarchy; an edge only where the run handed one
 call's output tensor itself to a later call (flow: by the record's identity of stored arrays, as trace links them),
-never from the order of modules; each node's data its ratio to the allowance, cumulative and isolated.
+never from the order of modules; each node's attributes its class, shapes and settings (mapping.settings, as the
+record keeps them), its data its ratio to the allowance, cumulative and isolated.
 
 A paired call has one id on both sides (torch's call name), so Model Explorer's "match node id" navigation maps
 each node to its pair as the pairing found it; a call left unpaired is "torch:<call>" or "paddle:<call>".
@@ -106,7 +107,10 @@ def graphs(report, figures: list, isolated: list) -> dict:
             container = c.module in layers
             producers = sides["out"].get(c.name, []) if container else sides["in"].get(c.name, [])
             torch_call = c.name if side == "torch" else back.get(c.name)
-            attrs = {"paired with": (pairs.get(c.name) if side == "torch" else torch_call) or "nothing"}
+            # its settings (a LayerNorm's eps, GELU's approximation) as its record keeps them: an eps that differs
+            # shows in the side panel of each side's node
+            attrs = {**report.settings.get(side, {}).get(c.module, {}),
+                     "paired with": (pairs.get(c.name) if side == "torch" else torch_call) or "nothing"}
             for how in ("cumulative", "isolated"):
                 if torch_call in values[how]:
                     attrs[f"ratio to allowance, {how}"] = f"{values[how][torch_call]:.3g}"

@@ -14,7 +14,7 @@ from portcheck.forward import graph, routing
 from portcheck.forward.judging import broadcasts, input_ok, judge_one
 from portcheck.forward.result import ForwardReport
 from portcheck.forward.twin import F64
-from portcheck.mapping import fused, pairing
+from portcheck.mapping import fused, pairing, settings
 from portcheck.mapping.ties import distance, nearest_of
 from portcheck.core.keys import ROOT, module_of, split_key
 from portcheck.mapping.names import named_exist
@@ -346,6 +346,7 @@ def judge_records(torch_record: dict, paddle_record: dict, name_map, mean_bound,
     outputs: (torch's, Paddle's) names of the model outputs compared (checked_outputs), the rest left out."""
     unsourced = _sources(torch_record), _sources(paddle_record)
     flows = {"torch": graph.flow(torch_record), "paddle": graph.flow(paddle_record)}  # before cut's new keys
+    configured = {"torch": settings.read(torch_record), "paddle": settings.read(paddle_record)}
     torch_record, paddle_record = fused.cut(torch_record, False), fused.cut(paddle_record, False)
     outs = [k for k in torch_record if k.startswith("out/")]
     named_exist(name_map, torch_record, paddle_record)  # an entry naming no module would go unjudged
@@ -371,7 +372,7 @@ def judge_records(torch_record: dict, paddle_record: dict, name_map, mean_bound,
                            stopped={side: stopped(r) for side, r in (("torch", torch_record), ("paddle", paddle_record))
                                     if stopped(r)},
                            pairing=paired, counterparts=keys, left_out=left + p_left, flow=flows,
-                           outputs_said=through)
+                           outputs_said=through, settings=configured)
     measured = {}  # a container's output is its last child's: measured once (spill.identity: by what is stored)
     f64_error = judged.get(STOPPED) if as_run else stopped(torch_record, F64)
 

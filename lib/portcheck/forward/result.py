@@ -40,6 +40,7 @@ class ForwardReport(page.Viewable):
     first_call: object = None      # red: calls.FirstCall, the first framework call that differs in first_diverging
     flow: dict = field(default_factory=dict)  # {side: graph.flow of its record}: which call's output each call took
     routing: list = field(default_factory=list)  # [routing.Routing]: each MoE block's tokens and their experts
+    settings: dict = field(default_factory=dict)  # {side: {module: its settings}} its record keeps (mapping.settings)
 
     @property
     def passed(self) -> bool:

@@ -57,7 +57,7 @@ def float64_as_called(model, free: dict = None):
     rows, bit for bit) and an nn.Linear larger than CAST_BLOCK (its weight cast a block of rows at a time,
     _linear_by_rows: the same products, summed by BLAS in another order, so a float64 rounding apart: 6.2e-15 at
     most on outputs of size ~1 for a head of the 1.1B pair's shape, eight decades below the float32 error they
-    measure). At 1.1B each weight is 0.5 GB in float64, and its pages new in every comparison (docs/llm.md)."""
+    measure). At 1.1B each weight is 0.5 GB in float64, and its pages new in every comparison (docs/bench/llm.md)."""
     saved, depth, handles, free = [], {}, [], {} if free is None else free
     by_rows = set()  # the nn.Linear modules whose forward is _linear_by_rows for the block
     lookups = set()  # the nn.Embedding modules left in float32, their output widened (_lookup)
@@ -157,7 +157,7 @@ def _linear_by_rows(module, rows: int, free: dict, x):
 def _widened(t, free: dict):
     """t in float64, in a float64 tensor of its size that an earlier call gave back (free: {size: [tensors]}) when
     there is one: at LLM size a fresh block per call pays its pages again (the 1.1B pair's float64 run spent 2.4 s
-    in casts inside a comparison, 0.6 s alone, docs/llm.md)."""
+    in casts inside a comparison, 0.6 s alone, docs/bench/llm.md)."""
     spare = _spare(free, t.numel()) if t.is_contiguous() else None
     return t.double() if spare is None else spare.view(t.shape).copy_(t)
 

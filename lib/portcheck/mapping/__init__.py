@@ -5,6 +5,7 @@ fused (fused layers and their packed parts), recipes (known fused layouts), layo
 settle (the groups only the run's order pairs), lists (lists of like modules, an MoE's experts, paired by their
 index), loose (a tensor one side holds as a module, the other as a bare
 parameter of the parent; 0-d against [1] scalars), state (the converted state, written: save_pdparams), weights
-(strict loading), shards (a single-card state cut into each tensor-parallel rank's shard, checked).
+(strict loading), shards (a single-card state cut into each tensor-parallel rank's shard, checked), settings (each
+module's settings in torch's conventions: what `run` compares and a record keeps).
 
 May import portcheck.core; torch and Paddle only inside the functions handed their models."""

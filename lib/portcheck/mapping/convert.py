@@ -457,7 +457,7 @@ def convert(torch_model, paddle_model, name_map=None, path=None, layouts=None, i
     Paddle counterpart or of another type, a pairing two candidates make ambiguous, and on the keys, shapes and
     dtypes that do not match in either direction, every one of them named in that line; the Paddle model is then
     left as it was. Every check is made before the first tensor is set, and each is set in place: the peak is
-    both models and one tensor, never a second copy of the weights (docs/llm.md).
+    both models and one tensor, never a second copy of the weights (docs/bench/llm.md).
     A buffer the Paddle model saves and the torch one does not (paddlenlp saves embeddings.position_ids,
     transformers keeps it out of its state dict) is filled from the torch module's own buffer of that name
     when it holds the same values, and refused when they differ; one torch does not hold at all (its forward

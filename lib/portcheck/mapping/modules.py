@@ -7,6 +7,7 @@ import re
 import numpy as np
 
 from portcheck.core.keys import ROOT
+from portcheck.mapping import settings
 
 META = "mod/"      # a record's key per module: mod/<name>/<class>, its children and tensor shapes (int64)
 ALONE = -2         # children, said of a module whose tensors the other side holds bare (mapping.loose): pairs none
@@ -34,7 +35,8 @@ def own_modules(model):
 
 def describe(model) -> dict:
     """{mod/<name>/<class>: int64 [children, tensors, ndim, sizes..., ...]} for every module in definition
-    order: what pairing needs of a model, kept in its record so that two saved records pair alone."""
+    order: what pairing needs of a model, kept in its record so that two saved records pair alone; and each
+    module's settings (settings.keyed: cfg/<name>), what its graph's node shows."""
     out = {}
     for name, module, children, shapes in own_modules(model):
         flat = [children, len(shapes)] + [d for s in shapes for d in (len(s), *s)]
@@ -42,7 +44,7 @@ def describe(model) -> dict:
         act = getattr(module, "_act", None) if hasattr(module, "named_sublayers") else None
         if isinstance(act, str) and act:
             out[f"{ACT}{name or ROOT}"] = np.frombuffer(act.encode("utf-8"), dtype=np.uint8).copy()
-    return out
+    return {**out, **settings.keyed(model)}
 
 
 def redescribed(flat, dropped=(), alone=False):

@@ -14,7 +14,8 @@
 Each call runs both sides in this process with the library's own calls (record_*, save_side, judge_and_log): each
 side's results and run records go to `<folder>_sides/`, the judged pair, its diff log and its diagnostics (the
 picture, the page) to the hand-in, which `python -m portcheck check <folder>` re-derives. It returns the report it
-made; `steps.verdicts` holds each pair's verdict, `print(steps)` says them. Each step that takes both models first
+made; `steps.verdicts` holds each pair's verdict, `print(steps)` says them, `steps.html(path)` shows them as one page
+(each step's own page beneath). Each step that takes both models first
 sets Paddle's weights to torch's (portcheck.convert, pairing as the first conversion's name_map and layouts), unless
 convert=False; each side's run record binds that side's own weights under torch's names (`steps.port`), so a Paddle
 model holding other weights is never the same run.
@@ -23,8 +24,10 @@ import copy
 import sys
 from pathlib import Path
 
-from portcheck.core import record
+from portcheck.core import page, record
 from portcheck.core.errors import PipelineError
+from portcheck.core.report import DIAGNOSTICS
+from portcheck.core.tolerances import GUIDE
 from portcheck.pipeline import data, handin, training
 
 SIDES = ("torch", "paddle")
@@ -51,15 +54,18 @@ def _pair(value, what: str) -> tuple:
                         f"{type(value).__name__} [PC160]")
 
 
-class Handin:
+class Handin(page.Viewable):
     """A hand-in folder (`log_reprod/`), filled one step at a time. folder: the hand-in; sides: where each side's
-    results and run records go before they are judged (default: `<folder>_sides` beside it)."""
+    results and run records go before they are judged (default: `<folder>_sides` beside it). Its page
+    (html(path), a notebook's _repr_html_; left as diagnostics/report.html after each step) shows every step's
+    verdict and each step's own page beneath."""
 
     def __init__(self, folder="log_reprod", sides=None):
         self.top = Path(folder)
         self.sides = Path(sides) if sides is not None else self.top.with_name(self.top.name + "_sides")
         self.script = Path(sys.argv[0]).name or "python"  # the run records' script: the one calling
         self.port, self.verdicts, self.plots, self._map = None, {}, {}, (None, None)
+        self.shown = {}  # {pair: what its page shows: its verdict, and its comparison (or the training's verdict)}
         self._half = Side(self.sides, weights=self._weights, whole=False)  # what each side saves, as a script's
 
     def __repr__(self) -> str:
@@ -90,9 +96,39 @@ class Handin:
             self.convert(torch_model, paddle_model, inputs, *self._map)
 
     def _judge(self, pair: str, comparison=None, **kw):
+        page.writable_page(self._page)  # before anything is judged: never over a file of the user's
         self.verdicts[pair] = handin.judge_and_log(self.sides, pair, comparison=comparison, **kw)
         self.plots[pair] = handin.hand_in(self.sides, pair, self.top, comparison)  # "plot: <its picture>" or ""
+        self.shown[pair] = [self.verdicts[pair], *([comparison] if comparison is not None else [])]
+        page.write(self.view(), self._page)
         return self.verdicts[pair]
+
+    @property
+    def _page(self):
+        return self.top / DIAGNOSTICS / page.NAME
+
+    def view(self) -> dict:
+        """The page's data (portcheck.core.page): each step's verdict (its pair's rules, one line each), then each
+        step's own page beneath (its pair's keys; Step 1's module tree, Step 4's gradients and steps, Step 5's
+        curves); the first red step whose own page marks where the runs part has that module marked and named."""
+        verdicts, sections, marking = [], [], None
+        for pair, verdict in self.verdicts.items():
+            views = [shown.view() for shown in self.shown.get(pair, [verdict])]
+            marks = next((v for v in views if v.get("first")), None) if not verdict.passed else None
+            if marking is None and marks is not None:
+                marking = marks
+            step = f"Step {GUIDE[pair].step} {pair}" if pair in GUIDE else pair
+            verdicts.append({"name": pair, "passed": verdict.passed, "text": "\n".join(
+                [f"{step}: {'green' if verdict.passed else 'RED'}"] + [f"  {v['text']}" for v in views[0]["verdicts"]])})
+            for v in views:  # one mark on the page: the first red step's
+                sections += [{**s, "title": f"{step}: {s['title']}", **({"first": None} if v is not marking else {})}
+                             for s in v["sections"]]
+        red = [p for p, v in self.verdicts.items() if not v.passed]
+        headline = (f"red at {', '.join(red)}" if red else f"every step green ({', '.join(self.verdicts)})"
+                    if self.verdicts else "no step judged yet")
+        return {"title": f"portcheck.Handin {self.top.name}", "passed": self.passed, "headline": headline,
+                "first": (marking or {}).get("first"), "first_call": (marking or {}).get("first_call"),
+                "verdicts": verdicts, "sections": sections}
 
     def judge(self, *pairs):
         """The split form's check: judge the pairs each side's script saved into `sides` (portcheck.Side), every
@@ -220,10 +256,13 @@ class Handin:
             if getattr(log, "depends", None) is None:
                 raise PipelineError(f"steps.train: the {side} log was not made by steps.training(...), which binds "
                                     "it to its model's weights, the data order, seeds and flags [PC162]")
+        page.writable_page(self._page)
         for side, log in zip(SIDES, (torch_log, paddle_log)):
             log.save(self.sides, side, log.depends, self.script)
         result = training.judge_and_log(self.sides, top=self.top, own=own)
         self.verdicts["train_align"] = result.verdict  # its passed holds the curves' too
+        self.shown["train_align"] = [result]  # the pair's verdicts and the curves
+        page.write(self.view(), self._page)
         return result
 
 

@@ -12,9 +12,9 @@ import random
 
 import numpy as np
 
-from portcheck.mapping import fused
-from portcheck.scripts.wrapping import LOSSES, LOSS_CLASSES, SharedSide, activation_name, loss_wrapper, \
-    module_settings, registering, sampling, seeded, stepped_ahead, ties, wrap_framework
+from portcheck.mapping import fused, settings
+from portcheck.scripts.wrapping import LOSSES, LOSS_CLASSES, SharedSide, loss_wrapper, registering, sampling, seeded, \
+    stepped_ahead, ties, wrap_framework
 
 
 class PaddleSide(SharedSide):
@@ -357,27 +357,9 @@ class PaddleSide(SharedSide):
         return None if str(tracer._amp_level).endswith("O0") else str(tracer._amp_dtype)
 
     def module_config(self, model) -> dict:
-        """In torch's conventions: BatchNorm's momentum m is torch's 1 - m, GELU's approximation a string."""
-        nn = self.paddle.nn
-        from paddle.nn.layer.conv import _ConvNd
-        from paddle.nn.layer.norm import _BatchNormBase
-        from paddle.nn.layer.rnn import RNNBase
-        return module_settings(model.named_sublayers(include_self=True), [
-            ((_BatchNormBase, nn.BatchNorm), lambda m: {"momentum": round(1 - float(m._momentum), 10),
-                                                        "eps": float(m._epsilon), "frozen": bool(
-                                                            not m.training if getattr(m, "_use_global_stats", None)
-                                                            is None else m._use_global_stats)}),
-            ((nn.Dropout, nn.Dropout2D, nn.Dropout3D), lambda m: {"p": float(m.p)}),
-            (nn.GELU, lambda m: {"approximate": "tanh" if m._approximate in (True, "tanh") else "none"}),
-            (nn.LayerNorm, lambda m: {"eps": float(m._epsilon), "bias": m.bias is not None}),
-            (nn.Linear, lambda m: {"bias": m.bias is not None}),
-            (_ConvNd, lambda m: {"bias": m.bias is not None, "padding_mode": m._padding_mode,
-                                 "stride": list(m._stride), "dilation": list(m._dilation), "groups": m._groups}),
-            (nn.Embedding, lambda m: {"padding_idx": m._padding_idx}),
-            (nn.LeakyReLU, lambda m: {"negative_slope": m._negative_slope}),
-            (RNNBase, lambda m: {"mode": m.mode, "dropout": float(m.dropout)}),
-            ((nn.TransformerEncoderLayer, nn.TransformerDecoderLayer),
-             lambda m: {"activation": activation_name(m.activation), "norm_first": bool(m.normalize_before)})])
+        """Each module's settings in torch's conventions (portcheck.mapping.settings: BatchNorm's momentum m is
+        torch's 1 - m, GELU's approximation a string)."""
+        return settings.of_paddle(model)
 
     def optimizer_config(self, opt, model) -> dict:
         family = type(opt).__name__.lower()

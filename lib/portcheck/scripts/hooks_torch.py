@@ -9,8 +9,9 @@ import random
 
 import numpy as np
 
-from portcheck.scripts.wrapping import LOSS_CLASSES, TIED, SharedSide, activation_name, loss_wrapper, module_settings, \
-    registering, sampling, seeded, stepped_ahead, wrap_framework
+from portcheck.mapping import settings
+from portcheck.scripts.wrapping import LOSS_CLASSES, TIED, SharedSide, loss_wrapper, registering, sampling, seeded, \
+    stepped_ahead, wrap_framework
 
 
 class TorchSide(SharedSide):
@@ -180,23 +181,8 @@ class TorchSide(SharedSide):
         return f"{str(torch.get_autocast_dtype(on[0])).replace('torch.', '')}" if on else None
 
     def module_config(self, model) -> dict:
-        nn = self.torch.nn
-        return module_settings(model.named_modules(), [
-            (nn.modules.batchnorm._BatchNorm, lambda m: {"momentum": m.momentum, "eps": m.eps,  # runconfig.FROZEN
-                                                         "frozen": not (m.training or m.running_mean is None)}),
-            (nn.modules.dropout._DropoutNd, lambda m: {"p": m.p}),
-            (nn.GELU, lambda m: {"approximate": m.approximate}),
-            (nn.LayerNorm, lambda m: {"eps": m.eps, "bias": m.bias is not None}),
-            (nn.Linear, lambda m: {"bias": m.bias is not None}),
-            (nn.modules.conv._ConvNd, lambda m: {"bias": m.bias is not None, "padding_mode": m.padding_mode,
-                                                 "stride": list(m.stride), "dilation": list(m.dilation),
-                                                 "groups": m.groups}),
-            (nn.Embedding, lambda m: {"padding_idx": m.padding_idx}),
-            (nn.LeakyReLU, lambda m: {"negative_slope": m.negative_slope}),
-            # mode: LSTM, GRU, RNN_TANH or RNN_RELU, as Paddle spells it; dropout: between layers, no weight shows it
-            (nn.RNNBase, lambda m: {"mode": m.mode, "dropout": float(m.dropout)}),
-            ((nn.TransformerEncoderLayer, nn.TransformerDecoderLayer),
-             lambda m: {"activation": activation_name(m.activation), "norm_first": m.norm_first})])
+        """Each module's settings (portcheck.mapping.settings, the reader a record's cfg/ keys are written by)."""
+        return settings.of_torch(model)
 
     def optimizer_config(self, opt, model) -> dict:
         names = {id(p): n for n, p in model.named_parameters()}

@@ -283,23 +283,6 @@ def loss_wrapper(run, name, fn, paddle: bool, widen=None):
     return loss
 
 
-def module_settings(named_modules, table) -> dict:
-    """{module name: {"type": class, setting: value}} of the modules whose class the table knows ([(classes,
-    their settings(module))], first match), for the configuration's comparison (portcheck.scripts.runconfig)."""
-    out = {}
-    for name, m in named_modules:
-        found = next((read for kinds, read in table if isinstance(m, kinds)), None)
-        if found is not None:
-            out[name] = {"type": type(m).__name__, **found(m)}
-    return out
-
-
-def activation_name(f) -> str:
-    """A Transformer layer's activation, a function (torch's F.relu; Paddle's F.gelu, named _gelu) or a module
-    (torch's nn.GELU()), by its name in lower case: the settings' comparison of the two layers."""
-    return (type(f).__name__ if hasattr(f, "forward") else f.__name__).lstrip("_").lower()
-
-
 def stepped_ahead(step, lr, steps: int) -> list:
     """[lr() after each of `steps` calls of step()]: a copy of a schedule stepped past the run (hooks_torch's and
     hooks_paddle's lr_ahead), fewer where it ends (OneCycleLR raises past its total_steps): compared up to there."""
