@@ -45,8 +45,8 @@ class BackwardReport(page.Viewable):
         red value before it; isolated, the first forward red), a token sent elsewhere is no tie: it is red."""
         from portcheck.forward.routing import TIED
         first = self.forward is not None and not self.forward.passed and not self.forward.tied_only
-        ties = {0: next(r for r in self.forward.routing if r.flipped)} \
-            if self.forward is not None and any(r.flipped and not r.red for r in self.forward.routing) else {}
+        tied = [r for r in (self.forward.routing if self.forward is not None else []) if r.flipped and not r.red]
+        ties = {0: tied[0]} if tied else {}
         for i, routed in sorted(self.routing.items()):
             if ties and not self.isolated:
                 break  # reached by a tie before it: not judged
