@@ -15,7 +15,12 @@ from portcheck import compare_backward, compare_forward, convert
 H, F, N, K = 8, 16, 4, 2  # hidden, expert width, experts, experts per token
 
 
-def torch_moe():
+RATE = 0.05  # a balancing bias's step (DeepSeek-V3's auxiliary-loss-free balancing): moves the choice, not weights
+
+
+def torch_moe(balance=False):
+    """balance: the router's choice reads softmax + a bias each training forward moves against the experts' load
+    (the most loaded down), as DeepSeek-V3's auxiliary-loss-free balancing does; the weights are the softmax's."""
     import torch
     from torch import nn
 
@@ -32,11 +37,20 @@ def torch_moe():
             super().__init__()
             self.router = nn.Linear(H, N)
             self.experts = nn.ModuleList([Expert() for _ in range(N)])
+            if balance:
+                self.register_buffer("balance", torch.zeros(N))
 
         def forward(self, x):
             flat = x.reshape(-1, H)
             logits = self.router(flat)
             weights, chosen = torch.softmax(logits, -1).topk(K, -1)
+            if balance:
+                chosen = (torch.softmax(logits, -1) + self.balance).topk(K, -1)[1]
+                weights = torch.softmax(logits, -1).gather(1, chosen)
+                if self.training:
+                    with torch.no_grad():
+                        load = torch.bincount(chosen.reshape(-1), minlength=N).float()
+                        self.balance -= RATE * torch.sign(load - load.mean())
             weights = weights / weights.sum(-1, keepdim=True)
             out = torch.zeros_like(flat)
             for e, expert in enumerate(self.experts):
@@ -55,9 +69,11 @@ def torch_moe():
     return Net().eval()
 
 
-def paddle_moe(route="softmax", reverse_ties=False):
+def paddle_moe(route="softmax", reverse_ties=False, balance=0):
     """The port, named otherwise. route="logits": top-k of the raw logits, weighted by them (no softmax);
-    reverse_ties: a tie goes to the higher index (torch's topk breaks it either way)."""
+    reverse_ties: a tie goes to the higher index (torch's topk breaks it either way; its block's `reverse` after it is
+    built); balance: torch_moe's balancing bias, each step moved by -balance * RATE * sign(load - mean) (1 as
+    torch's; -1 a sign flipped)."""
     import paddle
     from paddle import nn
     import paddle.nn.functional as Fn
@@ -75,14 +91,24 @@ def paddle_moe(route="softmax", reverse_ties=False):
             super().__init__()
             self.gate = nn.Linear(H, N)
             self.expert_list = nn.LayerList([FFN() for _ in range(N)])
+            self.reverse = reverse_ties
+            if balance:
+                self.register_buffer("balance", paddle.zeros([N]))
 
         def forward(self, x):
             flat = x.reshape([-1, H])
             logits = self.gate(flat)
             scores = Fn.softmax(logits, -1) if route == "softmax" else logits
-            if reverse_ties:
+            if self.reverse:
                 chosen = N - 1 - paddle.argsort(scores.flip([-1]), -1, descending=True, stable=True)[:, :K]
                 weights = paddle.take_along_axis(scores, chosen, -1)
+            elif balance:
+                chosen = paddle.topk(scores + self.balance, K, -1)[1]
+                weights = paddle.take_along_axis(scores, chosen, -1)
+                if self.training:
+                    with paddle.no_grad():
+                        load = paddle.bincount(chosen.reshape([-1]), minlength=N).astype("float32")
+                        self.balance.set_value(self.balance - balance * RATE * paddle.sign(load - load.mean()))
             else:
                 weights, chosen = paddle.topk(scores, K, -1)
             weights = weights / weights.sum(-1, keepdim=True)
@@ -200,6 +226,66 @@ def test_a_router_weight_that_sends_tokens_elsewhere_is_red_at_the_router_never_
     (routed,) = report.routing
     assert routed.red and not routed.flipped, report.table()
     assert str(report.first_diverging) == "moe.router" and "[PC430]" in report.table()
+
+
+def _trained(pt, pd, steps=2, isolate=False, optimizer=None):
+    target = np.random.RandomState(3).randn(2, 6, 3).astype("float32")
+    return compare_backward(pt.train(), pd.train(), X, target, MSE, optimizer or sgd(), steps=steps, isolate=isolate)
+
+
+@pytest.mark.parametrize("sign", [1, -1], ids=["as torch's", "its sign flipped"])
+def test_routing_in_every_steps_forward_is_compared_and_other_experts_are_red_at_the_router(sign):
+    """A balancing bias moved each training forward: its first forward routes alike, the later ones by the bias. As
+    torch moves it: every step's routing the same, green. Its sign flipped: from step 2's forward the port sends
+    tokens to other experts, red at the router there (PC430). Before, compare_backward read the first forward's
+    routing alone: the flipped sign was red at the bias and the losses, never said at the router."""
+    pt, pd = torch_moe(balance=True), paddle_moe(balance=sign)
+    convert(pt, pd, inputs=X)
+    report = _trained(pt, pd)
+    said = report.table()
+    assert sorted(report.routing) == [1] and len(report.routing[1]) == 1, said
+    if sign == 1:
+        assert report.passed, said
+        assert "routing at moe.router (Paddle: moe_block.gate) in step 2's forward: each of 12 tokens reached the " \
+            "same experts" in said
+        return
+    assert not report.passed and report.routing[1][0].red, said
+    assert "routing at moe.router (Paddle: moe_block.gate) in step 2's forward: RED" in said and "[PC430]" in said
+    assert report.steps[1][0].name == "routing at moe.router" and not report.steps[1][0].passed
+
+
+@pytest.mark.parametrize("isolate", [False, True], ids=["plain", "isolated"])
+def test_a_tie_broken_otherwise_in_a_later_steps_forward_is_said_as_one_never_red(isolate):
+    """Two experts' router rows equal and the router frozen, so their tie stays: both sides break it alike in the first
+    forward, the port the other way once its optimizer has stepped. Step 2's forward is a tie broken otherwise (PC431): what
+    it reaches is not judged, never red (isolated: that step alone); the first forward and step 1 are green."""
+    import torch
+    pt = torch_moe()
+    with torch.no_grad():
+        pt.moe.router.weight[2] = pt.moe.router.weight[1]
+        pt.moe.router.bias[2] = pt.moe.router.bias[1]
+    pt.moe.router.requires_grad_(False)
+    pd = paddle_moe()
+    convert(pt, pd, inputs=X)
+    for p in pd.moe_block.gate.parameters():
+        p.stop_gradient = True
+
+    def flipping(parameters):  # the port's SGD; after its first step, its block breaks ties the other way
+        import paddle
+        opt = paddle.optimizer.SGD(0.05, parameters=parameters)
+        step = opt.step
+        opt.step = lambda: (step(), setattr(pd.moe_block, "reverse", True))
+        return opt
+    report = _trained(pt, pd, isolate=isolate, optimizer=(sgd()[0], flipping))
+    said = report.table()
+    assert not report.passed and report.forward.passed and all(g.passed for g in report.grads), said
+    assert report.routing[1][0].flipped and not report.routing[1][0].red, said
+    assert "routing at moe.router (Paddle: moe_block.gate) in step 2's forward" in said and "[PC431]" in said, said
+    rows = [r for rows in report.steps for r in rows]
+    assert all(r.passed or not r.judged for r in rows) and report.first_diverging is None, said
+    assert all(r.passed for r in report.steps[0]), said
+    assert not all(r.passed for r in report.steps[1])
+    assert report.view()["headline"].startswith("not judged: routing at moe.router"), report.view()["headline"]
 
 
 # ------------------------------------------------------------------ transformers' Mixtral against paddlenlp's

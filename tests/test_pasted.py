@@ -182,6 +182,88 @@ def test_outputs_of_other_names_are_said_as_a_dict_that_pasted_compares_them():
     assert shared({"": "out/a"}, {"[0]": "out/c", "[1]": "out/d"}, {"out/a": "out/c"}) == [0]
 
 
+def residual_pair(plant=1.0):
+    """A block whose port also returns its residual, first, as fused-residual ports do (`(residual, hidden)` against
+    torch's `hidden`): both [2, 4], computed inline (neither the block's input nor an inner module's output), so
+    place alone pairs torch's output with the residual. plant: the port's hidden scales its second branch by it."""
+    class Block(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin1, self.norm, self.lin2 = torch.nn.Linear(4, 4), torch.nn.LayerNorm(4), torch.nn.Linear(4, 4)
+
+        def forward(self, x):
+            r = x + self.lin1(x)
+            return r + self.lin2(self.norm(r))
+
+    class PortBlock(paddle.nn.Layer):
+        def __init__(self):
+            super().__init__()
+            self.lin1, self.norm, self.lin2 = paddle.nn.Linear(4, 4), paddle.nn.LayerNorm(4), paddle.nn.Linear(4, 4)
+
+        def forward(self, x):
+            r = x + self.lin1(x)
+            return r, r + self.lin2(self.norm(r)) * plant
+
+    class Model(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.block, self.head = Block(), torch.nn.Linear(4, 6)
+
+        def forward(self, x):
+            return self.head(self.block(x))
+
+    class Port(paddle.nn.Layer):
+        def __init__(self):
+            super().__init__()
+            self.block, self.head = PortBlock(), paddle.nn.Linear(4, 6)
+
+        def forward(self, x):
+            return self.head(self.block(x)[1])
+    torch.manual_seed(0)
+    pt, pd = Model(), Port()
+    pd.set_state_dict(convert(pt, pd, inputs=X))
+    return pt.eval(), pd.eval()
+
+
+def test_an_inner_modules_extra_output_paired_by_place_is_red_with_the_outputs_that_pasted_pair_it_green():
+    """Before: an inner module took no outputs=; its extra output paired by place was red on a correct port, with no
+    way through. The red line prints the outputs= naming that module; pasted, forward and backward are green, the
+    output left out said in one line."""
+    pt, pd = residual_pair()
+    report = compare_forward(pt, pd, X)
+    said = report.table()
+    assert not report.passed and report.first_diverging == "block", said
+    assert "compare those with outputs={'block': [1]} [PC462]" in said, said
+    chosen = argument(said, "outputs")
+    report = compare_forward(pt, pd, X, outputs=chosen)
+    said = report.table()
+    assert report.passed, said
+    assert "block: outputs= pairs torch's block with Paddle's block[1]; left out, not judged: Paddle's block[0]" \
+        in said, said
+    assert report.counterparts["out/block"] == "out/block[1]"
+    trained = backward(pt, pd, outputs=chosen)
+    assert trained.passed, trained.table()
+
+
+def test_a_plant_in_an_inner_output_outputs_compares_is_red_at_that_module():
+    """The second branch of the port's block scaled by 1.01: the values still pair torch's output with the port's
+    hidden (1e-2 away, the residual ~1), and the suggested outputs= pasted is red at the block, its children green."""
+    pt, pd = residual_pair(plant=1.01)
+    chosen = argument(compare_forward(pt, pd, X).table(), "outputs")
+    assert chosen == {"block": [1]}
+    report = compare_forward(pt, pd, X, outputs=chosen)
+    assert not report.passed and report.first_diverging == "block", report.table()
+    assert all(r.passed for r in report.rows if r.name.startswith("block."))
+
+
+@pytest.mark.parametrize("outputs, code", [({"blocks": [1]}, "PC460"), ({"block": [2]}, "PC461"),
+                                           ({"block": [1], "head": "x"}, "PC405")])
+def test_an_inner_modules_outputs_naming_what_is_not_there_is_one_line(outputs, code):
+    pt, pd = residual_pair()
+    with pytest.raises(PipelineError, match=code):
+        compare_forward(pt, pd, X, outputs=outputs)
+
+
 # every message of the library printing an argument to paste, as its source writes it: the test pasting it
 PASTED_IN_PAIRING2 = "test_pairing2.py::test_every_refusals_suggested_map_pasted_as_printed_pairs_the_models"
 FUSED_IN_PAIRING2 = "test_pairing2.py::test_a_fused_module_without_its_layout_is_refused_with_the_layout_that_" \
@@ -203,10 +285,12 @@ SUGGESTING = {
         "test_an_output_no_one_can_compare_is_red_with_the_outputs_that_pasted_leave_it_out_green",
     ("forward/outputs.py", "outputs={shared(t_all,"):
         "test_an_output_one_side_returns_alone_is_red_with_the_outputs_that_pasted_compare_the_rest_green",
+    ("forward/outputs.py", "outputs={said[0]!r}"):
+        "test_an_inner_modules_extra_output_paired_by_place_is_red_with_the_outputs_that_pasted_pair_it_green",
 }
 # where the same text is no suggestion: a docstring's example, a refusal quoting the argument it was given
 NOT_SUGGESTING = {("mapping/fused.py", 'layouts={"c_attn":'), ("forward/outputs.py", "outputs={list(names)!r}:"),
-                  ("forward/outputs.py", "outputs={outputs!r}:")}
+                  ("forward/outputs.py", "outputs={outputs!r}:"), ("forward/outputs.py", "outputs={chosen.given!r}:")}
 
 
 def test_every_message_printing_an_argument_to_paste_has_its_pasting_test():

@@ -41,7 +41,7 @@ ALIASES = {"bigbird": "big_bird", "chineseclip": "chinese_clip", "megatronbert":
 CLASSES = {"gpt": ("GPTModel", "GPT2Model"), "chineseclip": ("ChineseCLIPModel", "ChineseCLIPModel")}
 
 # one tiny config, given to both sides' config classes (each takes the names it knows; the rest are attributes
-# neither reads): dropout off everywhere, no cache
+# neither reads): dropout off everywhere (a family's own drops too: no_drops), no cache
 TINY = dict(vocab_size=100, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
             max_position_embeddings=64, type_vocab_size=2, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
             dropout=0.0, attention_dropout=0.0, activation_dropout=0.0, classifier_dropout=0.0, d_model=32,
@@ -243,16 +243,35 @@ def build(family: str, hf_dir: str):
     torch.manual_seed(0)
     paddle.seed(0)
     hf_own, pd_own = SPELLED.get(family, ({}, {}))
-    hf_config = hf_cls.config_class(**settings, **hf_own)
+    hf_config = no_drops(hf_cls.config_class(**settings, **hf_own))
     if hasattr(hf_config, "_attn_implementation"):
         hf_config._attn_implementation = "eager"
     pt = hf_cls(hf_config).eval()
     with torch.no_grad():
         for name in DRAWN.get(family, ()):
             pt.get_parameter(name).normal_()
-    pd = pd_cls(pd_cls.config_class(**settings, **pd_own))
+    pd = pd_cls(no_drops(pd_cls.config_class(**settings, **pd_own)))
     pd.eval()
     return pt, pd, given(family, settings)
+
+
+def no_drops(config):
+    """A config with every random drop it sets at 0, its towers' too: each setting whose name says drop (a dropout,
+    a LayerDrop, a drop path), of any name a family gives it. Each framework draws its own masks and skips (paddlenlp's
+    SpeechT5 draws its LayerDrop from numpy's and Python's global generators, unseeded, transformers' from torch's):
+    left on, compare_backward's train-mode runs differ by chance, a layer one side skips red or refused in one run
+    and not the next. TINY names the common ones; this catches a family's own (speecht5's encoder_layerdrop,
+    positional_dropout)."""
+    items = config.items() if isinstance(config, dict) else vars(config).items()
+    for name, value in list(items):
+        dropping = isinstance(name, str) and "drop" in name.lower() and isinstance(value, float) and value > 0
+        if dropping and isinstance(config, dict):
+            config[name] = 0.0
+        elif dropping:
+            setattr(config, name, 0.0)
+        elif isinstance(value, dict) or type(value).__name__.endswith("Config"):
+            no_drops(value)
+    return config
 
 
 def given(family: str, settings: dict) -> dict:

@@ -92,7 +92,8 @@ def compare_forward(torch_model, paddle_model, inputs, name_map=None, isolate=Fa
     mean_bound: the bound on the model output's mean abs diff (judge_forward's; default the guide's, 1e-6; the
     caller's own threshold for its pair overrides it; None: none).
     outputs: the model outputs compared (default every one: either side returning one the other lacks, None
-    included, is red), by field or position (["logits"], or {torch's: Paddle's}); report.left_out names the rest.
+    included, is red), by field or position (["logits"], or {torch's: Paddle's}); report.left_out names the rest;
+    a module's too, by its torch name ({"block": [1], "(model)": ["logits"]}), the rest of its outputs left out.
     layouts: convert's; its portcheck.Fused entries judge each part of a fused module (GPT-2's c_attn) on its own.
     A mixture of experts' routing is compared as data (report.routing: each token's experts on both sides,
     portcheck.forward.routing): tokens sent to other experts are red at the router, a tie is said as one."""

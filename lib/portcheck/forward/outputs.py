@@ -3,6 +3,7 @@ model's own outputs, outputs= chosen (checked_outputs), and every row of judge_f
 May import core, mapping, and forward's twin, judging and result; never compare, which builds on it."""
 import dataclasses
 import re
+from typing import NamedTuple
 
 import numpy as np
 
@@ -14,6 +15,7 @@ from portcheck.forward.judging import broadcasts, input_ok, judge_one
 from portcheck.forward.result import ForwardReport
 from portcheck.forward.twin import F64
 from portcheck.mapping import fused, pairing, settings
+from portcheck.mapping.ties import distance, nearest_of
 from portcheck.core.keys import ROOT, module_of, split_key
 from portcheck.mapping.names import named_exist
 from portcheck.mapping.trace import LEAF, STOPPED, activated, stopped
@@ -92,13 +94,19 @@ def apart(paired: pairing.Pairing) -> dict:
     return out
 
 
-def counterparts(torch_record: dict, paddle_record: dict, paired: pairing.Pairing, said: list = None) -> dict:
+def counterparts(torch_record: dict, paddle_record: dict, paired: pairing.Pairing, said: list = None,
+                 chosen: dict = None, kept: dict = None) -> dict:
     """{torch record key: Paddle record key} of every output tensor and first input of the paired calls. Where a
     call returns more outputs on one side, an output that is the call's own input handed back is left out (its
     value is judged as that input), and the rest paired by pair_leaves' rule; said, a list if given, receives one
-    line for each such call. A pair apart() names has no counterpart keys (said too)."""
+    line for each such call. A pair apart() names has no counterpart keys (said too). chosen: {torch module:
+    (torch names, Paddle names)} of outputs= (Chosen.modules): that module's outputs paired as named, the rest left
+    out. kept, a dict if given, receives "left": the record keys left out so, and "guessed": {torch call: the
+    calls' outputs} where one output was paired with one of the other side's several by a guess (pair_leaves')."""
     t_leaves, p_leaves = _leaves(torch_record), _leaves(paddle_record)
     out, uneven, skipped = {}, [], apart(paired)
+    kept = {} if kept is None else kept
+    left, guessed = kept.setdefault("left", set()), kept.setdefault("guessed", {})
     if said is not None:
         said += skipped.values()
     for t_call, p_call in paired.pairs.items():
@@ -108,6 +116,16 @@ def counterparts(torch_record: dict, paddle_record: dict, paired: pairing.Pairin
         # and torch's computing Paddle's and the activation after it: judged against that activation's output
         t_out, p_out = paired.judged_as(t_call), paired.paddle_judged_as(t_call)
         t, p = t_leaves.get(t_out, {}), p_leaves.get(p_out, {})
+        names = (chosen or {}).get(module_of(t_call)) if t_call != ROOT else None
+        if names is not None:  # the user's outputs=: as named, the rest left out, said
+            pairs = _as_named(t_call, t, p, names)
+            left |= {f"out/{t_out}{a}" for a in t if a not in pairs} | \
+                {f"out/{p_out}{b}" for b in p if b not in pairs.values()}
+            out[f"in/{t_call}"] = f"in/{p_call}"
+            out.update({f"out/{t_out}{a}": f"out/{p_out}{b}" for a, b in pairs.items()})
+            if said is not None:
+                said.append(_named_line(t_call, t_out, p_out, t, p, pairs))
+            continue
         if len(t) != len(p) and t_call != ROOT:
             t_in, p_in = passed_through(torch_record, t_out, t), passed_through(paddle_record, p_out, p)
             t, p = {k: v for k, v in t.items() if k not in t_in}, {k: v for k, v in p.items() if k not in p_in}
@@ -126,6 +144,8 @@ def counterparts(torch_record: dict, paddle_record: dict, paired: pairing.Pairin
         handed = handed_on(torch_record, paddle_record, t_out, p_out, t, p, out)
         pairs = {**handed, **pair_leaves([k for k in t if k not in handed], [k for k in p if k not in handed.values()],
                                          (t, p))}
+        if not handed and 1 in (len(t), len(p)) and len(pairs) == 1:  # one of several: the run's values may say
+            guessed[t_call] = (t_out, p_out, t, p, pairs)  # another is the one (suggested)
         if said is not None and pairs:
             more, name = ("torch", t_out) if len(t) > len(p) else ("Paddle", p_out)
             rest = [k for k in (t if more == "torch" else p) if k not in (pairs if more == "torch" else pairs.values())]
@@ -194,18 +214,107 @@ def _selected(leaves: dict, names, side: str) -> tuple:
     return keep, sorted({f"{side} {output_name(rest)}" for rest in leaves if rest not in keep})
 
 
-def checked_outputs(outputs):
-    """outputs= as (torch names, Paddle names): None (every output), a list of names or positions for both
-    sides, or a dict {torch name or position: Paddle name or position}; else one line."""
-    if outputs is None:
-        return None, None
+class Chosen(NamedTuple):
+    """outputs= as checked: the names of the model's own outputs compared on each side (None: every one), each
+    module's {torch module: (torch names, Paddle names)}, and the argument as given (printed back with a module's
+    entry added, to be pasted)."""
+    torch: list = None
+    paddle: list = None
+    modules: dict = {}
+    given: object = None
+
+
+def _names_of(outputs):
+    """(torch names, Paddle names) of one output form: a list of names or positions for both sides, or a dict
+    {torch name or position: Paddle name or position}; None when it is not one."""
     ok = lambda n: (isinstance(n, str) and n) or (isinstance(n, int) and not isinstance(n, bool) and n >= 0)
     pairs = list(outputs.items()) if isinstance(outputs, dict) else \
         [(n, n) for n in outputs] if isinstance(outputs, (list, tuple)) else None
     if not pairs or not all(ok(a) and ok(b) for a, b in pairs):
-        raise PipelineError(f"outputs={outputs!r}: name the model outputs to compare, a list of fields or positions "
-                            "(['logits'], [0]) or a dict {torch's: Paddle's} [PC405]")
+        return None
     return [a for a, _ in pairs], [b for _, b in pairs]
+
+
+def checked_outputs(outputs) -> Chosen:
+    """outputs= as a Chosen: None (every output), the model's own outputs' form (_names_of), or a dict of such
+    forms by torch module name, the model's own under ROOT ({"encoder": [1], "(model)": ["logits"]}); else one
+    line."""
+    if outputs is None or isinstance(outputs, Chosen):
+        return outputs or Chosen()
+    root = _names_of(outputs)
+    if root:
+        return Chosen(*root, {}, outputs)
+    modules = {m: _names_of(v) for m, v in outputs.items() if isinstance(m, str) and m
+               and isinstance(v, (list, tuple, dict))} if isinstance(outputs, dict) else {}
+    if not modules or len(modules) != len(outputs) or not all(modules.values()):
+        raise PipelineError(f"outputs={outputs!r}: name the model outputs to compare, a list of fields or positions "
+                            "(['logits'], [0]) or a dict {torch's: Paddle's}; a module's, those by its torch name "
+                            "({'encoder': [1]}) [PC405]")
+    return Chosen(*modules.pop(ROOT, (None, None)), modules, outputs)
+
+
+def with_module(given, module: str, names) -> dict:
+    """outputs= as given, with a module's entry added: what a line prints to be pasted."""
+    by_module = isinstance(given, dict) and given and all(isinstance(v, (list, tuple, dict)) for v in given.values())
+    return {**(given if by_module else {} if given is None else {ROOT: given}), module: names}
+
+
+def _as_named(t_call: str, t: dict, p: dict, names: tuple) -> dict:
+    """{torch leaf: Paddle leaf} of a module's outputs as outputs= names them ((torch names, Paddle names), a lone
+    output standing for any name); a name neither a lone output nor one of the call's outputs is one line."""
+    top = lambda n: n if isinstance(n, str) else f"[{n}]"
+    out = {}
+    for side, leaves, wanted in (("torch", t, names[0]), ("Paddle", p, names[1])):
+        tops = {output_name(rest) for rest in leaves}
+        lacking = [top(n) for n in wanted if top(n) not in tops and list(leaves) != [""]]
+        if lacking:
+            raise PipelineError(f"outputs=: {side}'s {t_call} returns no {lacking[0]} (its outputs: "
+                                f"{', '.join(sorted(tops))}); name a module's outputs by field or position [PC461]")
+    for a, b in zip(*names):
+        mine = [k for k in t if k == "" or output_name(k) == top(a)]
+        theirs = [k for k in p if k == "" or output_name(k) == top(b)]
+        out.update((x, y) for x, y in pair_leaves(mine, theirs).items() if x not in out and y not in out.values())
+    return out
+
+
+def _named_line(t_call: str, t_out: str, p_out: str, t: dict, p: dict, pairs: dict) -> str:
+    """A module's outputs as outputs= paired them, and those it left out, in one line."""
+    said = lambda call, keys: ", ".join(f"{call}{k}" for k in keys)
+    rest = [said(f"torch's {t_out}" if i == 0 else f"Paddle's {p_out}", keys) for i, keys in
+            enumerate(([a for a in t if a not in pairs], [b for b in p if b not in pairs.values()])) if keys]
+    return (f"{t_call}: outputs= pairs " + "; ".join(f"torch's {t_out}{a} with Paddle's {p_out}{b}"
+                                                     for a, b in pairs.items())
+            + (f"; left out, not judged: {'; '.join(rest)}" if rest else ""))
+
+
+def suggested(torch_record: dict, paddle_record: dict, guess: tuple, module: str, given):
+    """(the outputs= pairing a module's one output with the other side's output its values are nearest (ties.
+    nearest_of), that pair said) where that is not the pair pair_leaves guessed (counterparts' kept["guessed"]);
+    else None."""
+    t_out, p_out, t, p, pairs = guess
+    (a, b), = pairs.items()
+    one, many = (("torch", a), p) if len(t) == 1 else (("Paddle", b), t)
+    value = lambda record, key: [record[key]] if key in record else []
+    d = {k: distance(value(torch_record, f"out/{t_out}{a if len(t) == 1 else k}"),
+                     value(paddle_record, f"out/{p_out}{k if len(t) == 1 else b}")) for k in many}
+    best = nearest_of(d) if len(d) > 1 else None
+    if best is None or best == (b if len(t) == 1 else a):
+        return None
+    arg = lambda rest: int(rest[1:-1]) if re.fullmatch(r"\[\d+\]", rest) else output_name(rest)
+    x, y = (a, best) if len(t) == 1 else (best, b)
+    pair = f"torch's {t_out}{x} with Paddle's {p_out}{y}"
+    x, y = arg(x or y), arg(y or x)  # a lone output takes the other side's name
+    return with_module(given, module, [x] if x == y else {x: y}), pair
+
+
+def checked_outputs_of(chosen: Chosen, torch_record: dict):
+    """A module outputs= names that did not run in the torch model is one line."""
+    ran = {module_of(split_key(k)[1]) for k in torch_record if k.startswith("out/")}
+    missing = sorted(set(chosen.modules) - ran)
+    if missing:
+        raise PipelineError(f"outputs={chosen.given!r}: the torch model has no module {missing[0]} that ran; name "
+                            "a module by its torch name (report.pairing.modules()), the model's own outputs by "
+                            f"{ROOT!r} [PC460]")
 
 
 def _leaf(record: dict, key: str) -> str:
@@ -242,11 +351,13 @@ def judge_records(torch_record: dict, paddle_record: dict, name_map, mean_bound,
     outs = [k for k in torch_record if k.startswith("out/")]
     named_exist(name_map, torch_record, paddle_record)  # an entry naming no module would go unjudged
     paired = pairing.pair(torch_record, paddle_record, name_map)
-    through = []
-    keys = counterparts(torch_record, paddle_record, paired, through)
+    chosen = checked_outputs(outputs)
+    checked_outputs_of(chosen, torch_record)
+    through, kept = [], {}
+    keys = counterparts(torch_record, paddle_record, paired, through, chosen.modules, kept)
     # the model's own outputs, every leaf of both (None, numbers and strings too), paired by name, else in order
-    t_all, left = _selected(_root_leaves(torch_record), (outputs or (None, None))[0], "torch")
-    p_all, p_left = _selected(_root_leaves(paddle_record), (outputs or (None, None))[1], "Paddle")
+    t_all, left = _selected(_root_leaves(torch_record), chosen.torch, "torch")
+    p_all, p_left = _selected(_root_leaves(paddle_record), chosen.paddle, "Paddle")
     root = pair_leaves(list(t_all), list(p_all))
     if not root and t_all and p_all and (len(t_all) == 1 or len(p_all) == 1):  # one output against several: the
         root = {next(iter(t_all)): next(iter(p_all))}  # first of each, the others red below, named
@@ -257,7 +368,7 @@ def judge_records(torch_record: dict, paddle_record: dict, name_map, mean_bound,
     judged = as_run(keys, applied=applied) if as_run else {}
     within = {paired.pairs[t] for t in paired.paddle_composed}  # judged as the chain torch's module computes
     report = ForwardReport(unpaired=[k for k in paddle_record if k.startswith("out/") and k not in set(keys.values())
-                                     and split_key(k)[1] not in within],
+                                     and split_key(k)[1] not in within and k not in kept["left"]],
                            stopped={side: stopped(r) for side, r in (("torch", torch_record), ("paddle", paddle_record))
                                     if stopped(r)},
                            pairing=paired, counterparts=keys, left_out=left + p_left, flow=flows,
@@ -290,8 +401,8 @@ def judge_records(torch_record: dict, paddle_record: dict, name_map, mean_bound,
                 continue
             call_ = composing[call_]
             name = f"{call_}{rest}"
-        if key in t_root and key not in t_all.values():
-            continue  # a model output outputs= leaves out: said in report.left_out
+        if (key in t_root and key not in t_all.values()) or key in kept["left"]:
+            continue  # an output outputs= leaves out: said in report.left_out, or in its module's line
         if key in t_root and p_key not in paddle_record:
             # the model's own outputs are compared whole: one torch has and Paddle lacks is red, named
             row = calibrated.unjudged(name, tuple(spill.shape(torch_record, key)), (
@@ -335,6 +446,15 @@ def judge_records(torch_record: dict, paddle_record: dict, name_map, mean_bound,
                 "outputs on both sides"))
             row.rule = row.rule._replace(mean=mean_bound)  # a model output's row, said as torch's extra one is
             report.rows.append(row)
+    red = {r.name for r in report.rows if not r.passed and r.judged}
+    for t_call, guess in kept["guessed"].items():
+        t_out, p_out, _, _, pairs = guess
+        said = suggested(torch_record, paddle_record, guess, module_of(t_call), chosen.given) \
+            if f"{t_out}{next(iter(pairs))}" in red else None
+        if said:
+            report.outputs_said.append(
+                f"{t_call}: RED where one output was paired with one of the other side's several by their place; "
+                f"the values pair {said[1]}: compare those with outputs={said[0]!r} [PC462]")
     report.routing = routing.compare(torch_record, paddle_record, paired)
     report.rows = routing.unjudged_after_ties(report.routing, torch_record, report.rows)
     return report

@@ -12,10 +12,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from portcheck.core import calibrated
+from portcheck.core import calibrated, spill
 from portcheck.core.diff import NOT_JUDGED
 from portcheck.core.keys import module_of, split_key
 from portcheck.mapping import lists
+from portcheck.mapping.modules import META
 from portcheck.mapping.ties import outputs_of
 from portcheck.mapping.trace import stopped
 
@@ -43,9 +44,10 @@ class Routing:
         """Tokens that reached other experts with no tie (routing it could not read is said, its outputs judged)."""
         return bool(self.differing)
 
-    def line(self, both=lambda name: name) -> str:
-        """One line: what was compared, and the first token that differs."""
-        at = both(self.router)
+    def line(self, both=lambda name: name, step: int = 0) -> str:
+        """One line: what was compared, and the first token that differs; step: the forward of compare_backward's
+        step (0: the first)."""
+        at = both(self.router) + (f" in step {step + 1}'s forward" if step else "")
         if self.said:
             return f"routing at {at}: not read: {self.said}"
         n, (mine, theirs) = len(self.chosen[0]), self.chosen
@@ -102,25 +104,20 @@ def compare(torch_record: dict, paddle_record: dict, paired) -> list:
         return out  # a run that stopped routed some tokens only: said as stopped, never read as a routing
     matched = lists.matched(torch_record, paddle_record)
     kinds = lists.indexed(torch_record)
-    calls = {c.name: c for c in paired.torch_calls}
     for t_list, p_list in matched.items():
         n = kinds[t_list][0]
         block = t_list.rpartition(".")[0]
         p_block = p_list.rpartition(".")[0]
-        router = next((c for c in calls.values() if module_of(c.name).rpartition(".")[0] == block and "#" not in
-                       c.name and not module_of(c.name).startswith(t_list + ".") and module_of(c.name) != t_list
-                       and c.outputs and c.outputs[0] and c.outputs[0][-1] == n and f"in/{c.name}" in torch_record),
-                      None)
-        if not block or router is None:
+        router = _router(torch_record, t_list, n)
+        if router is None:
             continue  # a stack's layers: no router beside them
-        mine = _reached(torch_record, _rows(torch_record[f"in/{router.name}"]),
-                        [(i, f"{t_list}.{i}") for i in range(n)])
+        mine = _reached(torch_record, _rows(torch_record[f"in/{router}"]), [(i, f"{t_list}.{i}") for i in range(n)])
         if mine is None:
             continue  # no mixture of experts: its children are not fed the rows its router reads (a stack beside a head)
-        r = Routing(block, p_block, router.name, n)
-        p_router = paired.pairs.get(router.name)
+        r = Routing(block, p_block, router, n)
+        p_router = paired.pairs.get(router)
         if p_router is None:
-            r.said = f"Paddle has no counterpart of the router {router.name}"
+            r.said = f"Paddle has no counterpart of the router {router}"
             out.append(r)
             continue
         if f"in/{p_router}" not in paddle_record:
@@ -134,7 +131,7 @@ def compare(torch_record: dict, paddle_record: dict, paired) -> list:
         chosen = mine, theirs
         r.chosen = tuple(chosen)
         logits = [_rows(outputs_of(rec, c)[0]).astype(np.float64) for rec, c in
-                  ((torch_record, router.name), (paddle_record, p_router))]
+                  ((torch_record, router), (paddle_record, p_router))]
         r.weights = tuple(_softmax(x) for x in logits)
         for t, (a, b) in enumerate(zip(*chosen)):
             tie = _tie(logits[0][t], logits[1][t], a, b, len(a))
@@ -146,6 +143,52 @@ def compare(torch_record: dict, paddle_record: dict, paired) -> list:
                                                                 r.weights[1][t, sorted(a)]).max()))
         out.append(r)
     return out
+
+
+def _router(record: dict, experts: str, n: int):
+    """The call of the router beside a list of n experts: its block's child, run once, outside the list, whose
+    first output has one value per expert and whose input is recorded; None where the list has no block (a stack's
+    layers) or none is."""
+    block, seen = experts.rpartition(".")[0], set()
+    if not block:
+        return None
+    for key in record:
+        if not key.startswith("out/"):
+            continue
+        call = split_key(key)[1]
+        module = module_of(call)
+        if call in seen or "#" in call or module.rpartition(".")[0] != block or module == experts \
+                or module.startswith(experts + "."):
+            continue
+        seen.add(call)  # its first output alone
+        shape = spill.shape(record, key)
+        if len(shape) and shape[-1] == n and f"in/{call}" in record:
+            return call
+    return None
+
+
+def watched(record: dict) -> set:
+    """The modules one side's routing is read from, from its record of one forward (its mod/ keys and calls): each
+    mixture of experts' router and experts (compare's rule), which compare_backward records in every step's forward
+    after the first (in_step)."""
+    out = set()
+    for experts, (n, _) in lists.indexed(record).items():
+        router = _router(record, experts, n)
+        calls = [(i, f"{experts}.{i}") for i in range(n)]
+        if router is not None and _reached(record, _rows(record[f"in/{router}"]), calls) is not None:
+            out |= {module_of(router), *(call for _, call in calls)}
+    return out
+
+
+STEP = "routed{}/"  # STEP.format(i) + "in/<call>", "out/<call>": step i's forward of compare_backward, the watched
+
+
+def in_step(record: dict, step: int) -> dict:
+    """A backward record's step `step` forward as compare reads it: its watched modules' keys, and what pairing
+    records of each module (mod/ keys)."""
+    prefix = STEP.format(step)
+    return {**{k: v for k, v in record.items() if k.startswith(META)},
+            **{k[len(prefix):]: v for k, v in record.items() if k.startswith(prefix)}}
 
 
 def _tie(mine, theirs, a: frozenset, b: frozenset, k: int) -> bool:

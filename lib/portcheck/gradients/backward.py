@@ -20,6 +20,7 @@ import numpy as np
 from portcheck.core.calibrated import measure
 from portcheck.core.keys import ROOT
 from portcheck.forward.compare import checked_args, judge_forward
+from portcheck.forward import routing
 from portcheck.forward.outputs import checked_outputs
 from portcheck.forward.twin import F64, WIDER, cast_wide, float64, float64_inputs, in_turn
 from portcheck.mapping.trace import INPUTS, Recorder, call, framework_of, watch, watch_paddle
@@ -68,20 +69,23 @@ def compare_backward(torch_model, paddle_model, inputs, targets, loss, optimizer
     optimizer clips (grad_clip=paddle.nn.ClipGradByGlobalNorm(1.0) or ClipGradByValue). The gradients recorded
     are before clipping, the weights after it.
     outputs: the model outputs the first forward compares (compare_forward's: a list of fields or positions, or
-    {torch's: Paddle's}; default every one, a structure one side alone returns red); the loss reads its own."""
+    {torch's: Paddle's}, or a module's by its torch name; default every one, a structure one side alone returns
+    red); the loss reads its own."""
     checked_args(None, mean_bound)  # before any training: a bad bound would only show when .passed is read
     checked_outputs(outputs)
     checked_pairs(loss=loss, optimizer=optimizer, scheduler=scheduler, clip=clip)
     kinds, loose = {}, {}
     try:
-        planned = plan(torch_model, paddle_model, name_map, layouts, inputs, paddle_kinds=kinds, loose=loose)
+        with outside_draws():  # its pairing's runs, in the caller's mode, draw as the steps' do
+            planned = plan(torch_model, paddle_model, name_map, layouts, inputs, paddle_kinds=kinds, loose=loose)
         found = {}
     except PipelineError as e:  # before any step: ties a fused module settles, declared as convert declares them
         found = fused.settling(e, layouts)
         if not found:
             raise
         layouts = {**(layouts or {}), **found}
-        planned = plan(torch_model, paddle_model, name_map, layouts, inputs, paddle_kinds=kinds, loose=loose)
+        with outside_draws():
+            planned = plan(torch_model, paddle_model, name_map, layouts, inputs, paddle_kinds=kinds, loose=loose)
     import torch
     # where the run starts, for torch's run again taking Paddle's side of a kink (judged)
     start, draws = copy.deepcopy(torch_model.state_dict()), torch.get_rng_state()
@@ -325,7 +329,29 @@ def _changes(before: dict, after: dict, kept) -> np.ndarray:
     return np.sort(np.array(means, dtype=np.float64))
 
 
-def _train(side, model, inputs, targets, loss, make_optimizer, make_scheduler, steps, to_tensor, state, grads, norms,
+@contextlib.contextmanager
+def outside_draws(seed=0):
+    """Python's and numpy's global generators seeded at `seed`, the caller's states put back after: what a model draws
+    from them in train mode (paddlenlp's LayerDrop, both libraries' SpecAugment masks) is drawn alike in every run of
+    either side, the same in each compare_backward, and the same on both sides where they draw in one order. torch's
+    and Paddle's own draws (dropout) stay each framework's."""
+    import random
+    states = random.getstate(), np.random.get_state()
+    random.seed(seed)
+    np.random.seed(seed)
+    try:
+        yield
+    finally:
+        random.setstate(states[0])
+        np.random.set_state(states[1])
+
+
+def _train(*args, **kwargs) -> dict:
+    with outside_draws():  # each run, torch's again, its float64 twin and Paddle's, from the same draws
+        return _steps(*args, **kwargs)
+
+
+def _steps(side, model, inputs, targets, loss, make_optimizer, make_scheduler, steps, to_tensor, state, grads, norms,
            start=None, clip=None, near=False, outputs=True):
     """start(model, i), when given, is called before each step i >= 1: an isolated run's start of the step.
     clip(parameters), when given, after each backward (the gradients recorded before it). near: each forward records the values within the floor of 0 of every module's output and input (near_zero).
@@ -356,12 +382,14 @@ def _train(side, model, inputs, targets, loss, make_optimizer, make_scheduler, s
     if side == "torch" and getattr(sched, "cycle_momentum", False):  # OneCycleLR's, CyclicLR's: Paddle's never do
         out[CYCLES_MOMENTUM + type(sched).__name__] = np.ones(1)
     # the first forward, every module, in the mode the caller set (train: batch statistics)
-    recorder = Recorder()
+    recorder, watched = Recorder(), set()
     handles = recorder.attach(model) if outputs else []
     for step in range(steps):
         if start is not None and step:
             start(model, step)
             before = state(model)  # an isolated step's update is from where it started
+        if step and watched:  # each later forward's routing, read as the first's (routing.in_step)
+            handles = handles + Recorder(routing.STEP.format(step), out).attach(model, watched)
         if near:
             handles = handles + near_zero(model, out, step, recorder)  # removed after this forward, with the first's
         # torch's first forward, when recorded: which outputs its forward hands to an activation outside any module
@@ -384,6 +412,8 @@ def _train(side, model, inputs, targets, loss, make_optimizer, make_scheduler, s
             value.backward()
         if step == 0:
             out.update(recorder.arrays)
+            if outputs and steps > 1 and side in ("torch", "paddle"):  # a mixture of experts' router and experts
+                watched = routing.watched({**modules.describe(model), **recorder.arrays})
             out.update({f"grad/{k}": g for k, g in grads(model).items()})
         if clip is not None:
             with raised_by(f"the {side} clip raised"):
@@ -556,6 +586,11 @@ def judge_backward(torch_record: dict, paddle_record: dict, name_map=None,
             rows += [row(k, f"{k[6:]}{LAST}") for k in torch_record
                      if k.startswith("final/") and f"state{i + 1}/{k[6:]}" not in torch_record]
         report.steps.append(rows)
+    if report.forward is not None:  # each later step's forward routing, as the first's (forward.routing)
+        report.routing = {i: routing.compare(routing.in_step(torch_record, i), routing.in_step(paddle_record, i),
+                                             report.forward.pairing) for i in range(1, steps)
+                          if any(k.startswith(routing.STEP.format(i)) for k in torch_record)}
+        report.judge_routing()
     report.by_design = by_design_lines(torch_record, paddle_record, report.steps) + cycled_momentum(torch_record)
     report.few_values = few_values(torch_record)
     return report

@@ -35,6 +35,52 @@ class BackwardReport(page.Viewable):
     branch: dict = field(default_factory=dict)  # {record key: that run's value}: a hand-in carries it (handin.BRANCH)
     # [(torch module, class, values per channel, the least judged)]: a BatchNorm in training over too few values
     few_values: list = field(default_factory=list)
+    routing: dict = field(default_factory=dict)  # {step >= 1: [routing.Routing] of that step's forward}
+
+    def judge_routing(self):
+        """Each step's routing (self.routing, the first forward's in self.forward.routing) made rows: tokens sent to
+        other experts, a red row at the router first in that step's rows; a tie broken otherwise makes every red
+        value it reaches not judged, never red (the gradients and each step's values from that forward on; isolated,
+        that step's alone: the next starts again from torch's weights). Where the runs differ before that forward (a
+        red value before it; isolated, the first forward red), a token sent elsewhere is no tie: it is red."""
+        from portcheck.forward.routing import TIED
+        first = self.forward is not None and not self.forward.passed and not self.forward.tied_only
+        tied = [r for r in (self.forward.routing if self.forward is not None else []) if r.flipped and not r.red]
+        ties = {0: tied[0]} if tied else {}
+        for i, routed in sorted(self.routing.items()):
+            if ties and not self.isolated:
+                break  # reached by a tie before it: not judged
+            earlier = [r for r in [*self.grads, *(x for rows in self.steps[:i] for x in rows)]
+                       if not r.passed and r.judged] if not self.isolated else []
+            if first or earlier:  # the runs differ before this forward: its tokens sent elsewhere are no tie
+                for r in routed:
+                    r.differing, r.flipped, r.tied = sorted(r.differing + r.flipped), [], 0
+            red = [r for r in routed if r.red]
+            self.steps[i][:0] = [calibrated.unjudged(f"routing at {r.router}", (), r.line(self.forward.both, i))
+                                 for r in red]
+            if not red and any(r.flipped for r in routed):
+                ties[i] = next(r for r in routed if r.flipped)
+        reached = lambda row: not row.passed and row.judged and row.name != "lr"
+        for step, r in ties.items():
+            why = (f"{TIED} {len(r.flipped)} token(s) at a tie of {r.router}'s logits in step {step + 1}'s forward, "
+                   "broken otherwise by the two sides, reach it (routing)")
+            if step == 0:
+                self.grads = [calibrated.unjudged(g.name, g.shape, why) if reached(g) else g for g in self.grads]
+            for i in range(step, step + 1 if self.isolated else len(self.steps)):
+                self.steps[i] = [calibrated.unjudged(x.name, x.shape, why) if reached(x) else x for x in self.steps[i]]
+
+    @property
+    def tied_only(self) -> str:
+        """The first routing tie broken otherwise (its line) where nothing but such ties keeps the report from green
+        (judge_routing): not judged, never red; "" otherwise."""
+        from portcheck.forward.routing import TIED
+        forward = self.forward.routing if self.forward is not None else []
+        ties = [r.line(self.forward.both) for r in forward if r.flipped] + \
+            [r.line(self.forward.both, i) for i, routed in sorted(self.routing.items()) for r in routed if r.flipped]
+        rows = [*self.grads, *(r for rows in self.steps for r in rows)]
+        clean = self.forward is None or self.forward.passed or self.forward.tied_only
+        return ties[0] if ties and clean and not self.passed and all(
+            r.passed or r.problem.startswith(TIED) or r.beyond(LOSS_MEAN_BOUND) for r in rows) else ""
 
     @property
     def kinks(self) -> list:
@@ -152,8 +198,10 @@ class BackwardReport(page.Viewable):
         data.update(passed=self.passed, sections=sections,
                     first={"torch": str(first), "paddle": getattr(first, "paddle", str(first))} if first else None,
                     headline=cannot[0] if cannot else f"the runs part at {getattr(first, 'both', first)}" if first else
-                    "every module, gradient and step within its rule" if self.passed else "red")
-        verdict = "cannot be judged" if cannot else 'green' if self.passed else 'RED'
+                    "every module, gradient and step within its rule" if self.passed else
+                    f"not judged: {self.tied_only}" if self.tied_only else "red")
+        verdict = "cannot be judged" if cannot else "not judged (routing tie)" if self.tied_only else \
+            'green' if self.passed else 'RED'
         data["verdicts"] = [{"name": "backward", "passed": self.passed, "text": "first forward, gradients and "
                              f"{len(self.steps)} step(s), measured rule: {verdict}"}] + data["verdicts"]
         return data
@@ -171,6 +219,7 @@ class BackwardReport(page.Viewable):
         notes = {r.name: r.by_design for rows in self.steps for r in rows if r.by_design}
         lines += [f"{name}: {note}" for name, note in notes.items()]  # one line per module and rule
         lines += self.by_design
+        lines += [r.line(self.forward.both, i) for i, routed in sorted(self.routing.items()) for r in routed]
         for i, rows in enumerate(self.steps):
             bad, first = [r for r in rows if not r.passed], self.first_in_step(i)
             start = f" (started from torch's weights after step {i})" if self.isolated and i else ""

@@ -169,9 +169,10 @@ class Recorder:
         if not getattr(self.arrays, "keeps_values", True):
             self.seen = None  # a record of shapes only (convert's): nothing to link, and no tensor kept alive for it
 
-    def attach(self, model) -> list:
-        """Hook every module of `model` (hook_points); the handles, for the caller to remove."""
-        return [h for name, pre, post in hook_points(model) for h in (pre(self.entered(name)), post(self.returned(name)))]
+    def attach(self, model, names=None) -> list:
+        """Hook every module of `model` (hook_points), or those of `names`; the handles, for the caller to remove."""
+        return [h for name, pre, post in hook_points(model) if names is None or name in names
+                for h in (pre(self.entered(name)), post(self.returned(name)))]
 
     def entered(self, name):
         def record(module, args, kwargs):
