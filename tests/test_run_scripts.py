@@ -299,6 +299,22 @@ def test_the_recorder_starts_in_a_fresh_venv(tmp_path, monkeypatch):
     assert status["steps"] == 1 and status["root"] == "Linear", status
 
 
+def test_full_leaves_a_shuffled_loaders_sampler_hook_in_place(tmp_path, monkeypatch):
+    """--full: a framework sampler's iteration goes through Run.order (the sampler hook, which keeps the script's
+    own order to its end); Full's record of each step's batch is another name (a list named order stopped a script
+    with DataLoader(shuffle=True) at its first epoch: 'list' object is not callable)."""
+    from portcheck.scripts import full
+
+    class Side:
+        def versions(self):
+            return {}
+    monkeypatch.setattr("portcheck.core.fileio.load_npy", lambda path: {})
+    monkeypatch.setattr(sys, "stdout", sys.stdout)  # Full tees the script's printing; put back after
+    side = full.Full({"side": "full", "steps": 1, "out": tmp_path, "torch_dir": tmp_path, "framework": "paddle"},
+                     Side())
+    assert list(side.order("RandomSampler", 3, iter([2, 0, 1]), range(3))) == [2, 0, 1]
+
+
 def test_full_trains_both_scripts_to_their_end_and_judges_step_5(torch_done, tmp_path):
     """--full: green as written (2 epochs: 10 steps, an evaluation each epoch read from the printed 'acc'); a warmup
     one step longer is red at Step 5 too, its lr named. The torch side trains the same for both: the planted Paddle

@@ -26,7 +26,8 @@ class Full(Run):
         import re
         from portcheck.pipeline.training import TrainingLog
         self.log, self.metric = TrainingLog(), re.compile(settings.get("metric") or METRIC)
-        self.framework, self.target, self.lr, self.weights, self.order = settings["framework"], None, None, "", []
+        self.framework, self.target, self.lr, self.weights = settings["framework"], None, None, ""
+        self.batches = []  # each step's batch fingerprint, the data order it binds (never Run.order: the sampler hook)
         self.lines = Lines(self.read)
         stdout = sys.stdout
 
@@ -102,7 +103,7 @@ class Full(Run):
         batch = None
         if self.target is not None and (self.step == 0 or "batch" in self.log.curves):
             batch = self.target
-            self.order.append(batch_fingerprint(batch))
+            self.batches.append(batch_fingerprint(batch))
         self.log.step(self.loss, self.lr, model=self.root, batch=batch)
         self.step += 1
         self.loss, self.target = None, None
@@ -115,7 +116,7 @@ class Full(Run):
             return
         if self.error is None and self.step:
             try:
-                depends = run_depends(self.weights, [np.asarray(self.order, dtype=np.int64)], {}, {})
+                depends = run_depends(self.weights, [np.asarray(self.batches, dtype=np.int64)], {}, {})
                 self.log.save(self.out, self.framework, depends, "python -m portcheck run --full")
             except PipelineError as e:
                 self.error = str(e)
