@@ -55,7 +55,7 @@ FILE_SECONDS = {"test_hand_in.py": 110, "test_resnet18.py": 106, "test_distribut
                 "test_run_launchers.py": 75, "test_run_split.py": 35,
                 "test_zoo_families.py": 75, "test_mid_size.py": 72, "test_run_scripts.py": 53, "test_step5.py": 50,
                 "test_run_forged.py": 35, "test_step4.py": 33, "test_edges.py": 33, "test_run_trainers.py": 40,
-                "test_hostile5.py": 29, "test_five_steps.py": 34, "test_handin_steps.py": 33, "test_layout.py": 27,
+                "test_hostile5.py": 29, "test_five_steps.py": 34, "test_handin_steps.py": 38, "test_layout.py": 27,
                 "test_run_taking.py": 24, "test_inputs.py": 22, "test_user_verdicts.py": 24,
                 "test_run_config.py": 21, "test_zoo.py": 45, "test_regroup.py": 10, "test_docs_blocks.py": 24, 
                 "test_hostile.py": 20,

@@ -278,3 +278,42 @@ def test_a_whole_record_of_another_run_is_never_drawn_into_the_pairs_verdict(tmp
     with pytest.raises(PipelineError, match=r"records/forward_paddle\.npy: not the run of forward_paddle\.npy \(its run "
                                             r"record binds other inputs, weights or flags.*\[PC477\]$"):
         steps.judge("forward")
+
+
+def test_a_weight_decay_the_digest_cannot_show_is_red_by_the_comparison_the_step_ran(tmp_path):
+    """A conv bias before a BatchNorm takes Adam updates of pure noise, whose own spread sets bp_align's one
+    allowance a key: its digest shows no weight decay left out of Paddle's AdamW. compare_backward, judged beside
+    the pair, names it; the correct port stays green."""
+    class TorchNet(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv, self.bn, self.fc = torch.nn.Conv2d(1, 4, 3, padding=1), torch.nn.BatchNorm2d(4), \
+                torch.nn.Linear(4 * 6 * 6, 10)
+
+        def forward(self, x):
+            return self.fc(torch.relu(self.bn(self.conv(x))).flatten(1))
+
+    class PaddleNet(paddle.nn.Layer):
+        def __init__(self):
+            super().__init__()
+            self.conv, self.bn, self.fc = paddle.nn.Conv2D(1, 4, 3, padding=1), paddle.nn.BatchNorm2D(4), \
+                paddle.nn.Linear(4 * 6 * 6, 10)
+
+        def forward(self, x):
+            return self.fc(paddle.nn.functional.relu(self.bn(self.conv(x))).flatten(1))
+
+    rng = np.random.RandomState(0)
+    x, y = rng.rand(8, 1, 6, 6).astype("float32"), rng.randint(0, 10, 8).astype("int64")
+    losses = torch.nn.functional.cross_entropy, paddle.nn.functional.cross_entropy
+    verdicts = {}
+    for decay in (0.01, 0.0):
+        torch.manual_seed(0)
+        steps = portcheck.Handin(str(tmp_path / f"wd{decay}" / "log_reprod"))
+        optimizers = (lambda p: torch.optim.AdamW(p, lr=1e-3, weight_decay=0.01),
+                      lambda p, d=decay: paddle.optimizer.AdamW(learning_rate=1e-3, parameters=p, weight_decay=d))
+        report = steps.backward(TorchNet(), PaddleNet(), x, y, losses, optimizers, steps=2)
+        verdicts[decay] = report, steps
+    assert verdicts[0.01][0].passed and verdicts[0.01][1].passed
+    report, steps = verdicts[0.0]
+    assert not report.passed and not steps.passed and not steps.verdicts["bp_align"].passed
+    assert "compare_backward, every parameter and step: RED (the runs part at" in repr(steps)

@@ -69,7 +69,10 @@ class Handin(page.Viewable):
         self._half = Side(self.sides, weights=self._weights, whole=False)  # what each side saves, as a script's
 
     def __repr__(self) -> str:
-        return "\n".join(f"{pair}: {v.describe_measured()}" + (f"\n{self.plots[pair]}" if self.plots.get(pair) else "")
+        beside = lambda pair, v: "".join(f"\n{pair}: {name}: RED ({detail}) [PC150]" for name, passed, detail in v.also
+                                         if not passed)
+        return "\n".join(f"{pair}: {v.describe_measured()}" + beside(pair, v) +
+                         (f"\n{self.plots[pair]}" if self.plots.get(pair) else "")
                          for pair, v in self.verdicts.items()) or f"Handin({str(self.top)!r}): no step judged yet"
 
     @property
@@ -97,7 +100,8 @@ class Handin(page.Viewable):
 
     def _judge(self, pair: str, comparison=None, **kw):
         page.writable_page(self._page)  # before anything is judged: never over a file of the user's
-        self.verdicts[pair] = handin.judge_and_log(self.sides, pair, comparison=comparison, **kw)
+        self.verdicts[pair] = handin.judge_and_log(self.sides, pair, comparison=comparison,
+                                                   also=compared_beside(comparison), **kw)
         self.plots[pair] = handin.hand_in(self.sides, pair, self.top, comparison)  # "plot: <its picture>" or ""
         self.shown[pair] = [self.verdicts[pair], *([comparison] if comparison is not None else [])]
         page.write(self.view(), self._page)
@@ -270,6 +274,23 @@ class Handin(page.Viewable):
         self.shown["train_align"] = [result]  # the pair's verdicts and the curves
         page.write(self.view(), self._page)
         return result
+
+
+def compared_beside(comparison) -> list:
+    """The comparison a step ran, judged beside its pair as part of its one verdict (judge_and_log's also=): the
+    guide's bp_align pair holds a digest (each weight's mean |update|, sorted, one allowance a key) that a change
+    under the noisiest parameter's own spread cannot show (a weight decay left out of AdamW, with a bias before a
+    BatchNorm), which compare_backward judges parameter by parameter. Not green where the comparison is not: red,
+    a tie said as one, or too few values to judge."""
+    if comparison is None:
+        return []
+    what = "compare_backward, every parameter and step" if hasattr(comparison, "grads") else \
+        "compare_forward, every module"
+    if comparison.passed:
+        return [(what, True, "every value within its rule")]
+    why = (getattr(comparison, "cannot_judge", None) or [getattr(comparison, "tied_only", "")])[0] or \
+        f"the runs part at {comparison.first_diverging or 'a value not judged'}"
+    return [(what, False, why)]
 
 
 RECORDS = "records"  # <sides>/records/<step>_<side>.npy: each side's whole record, what Handin.judge pairs
