@@ -2,7 +2,8 @@
 mp_degree=2 under python -m paddle.distributed.launch, gloo on CPU) against torch's script in one process
 (pt_tp.py): the clean port green, its ranks' records joined into one Paddle side by each layer's layout; a
 row-parallel layer whose all-reduce is missing red at its module, the ranks' copies named apart; ranks that are not
-one split model, a side past --timeout, a rank that dies (named, not the one it leaves failing), one line each.
+one split model or disagree on their configuration, a side past --timeout, a rank that dies (named, not the one it
+leaves failing), one line each.
 
 The clean run is made once (module scope: torch's three runs and one launch of the Paddle ranks); the plant is one
 more launch of the Paddle ranks judged against the same torch runs (what split_ranks.launched does after them)."""
@@ -109,6 +110,19 @@ def test_ranks_that_are_not_one_split_model_are_one_line(clean):
         split_ranks.joined(out, {0: whole, 1: whole}, "the Paddle script")
     with pytest.raises(PipelineError, match=r"ranks \[0\] are not the 2 ranks of one model-parallel group.*\[PC934\]"):
         split_ranks.joined(out, {0: status}, "the Paddle script")
+
+
+def test_ranks_whose_configurations_differ_are_one_line_naming_the_field(clean):
+    _, out, _, _ = clean
+    statuses = {r: run.read_status(out / f"rank{r}" / "paddle" / "status.json", f"rank {r}") for r in (0, 1)}
+    assert not split_ranks.config_apart([statuses[0]["config"], statuses[1]["config"]])  # only the rank differs
+    # rank 1's LayerNorm built with another epsilon: its loss parts only by the numbers; the settings name it
+    config = statuses[1]["config"]
+    statuses[1] = {**statuses[1], "config": {**config, "modules": {**config["modules"], "norm": {
+        **config["modules"]["norm"], "eps": 0.001}}}}
+    with pytest.raises(PipelineError, match=r"the Paddle script's ranks disagree on their configuration: "
+                                            r"modules\.norm\.eps: rank 0 1e-05, rank 1 0\.001: .*\[PC483\]"):
+        split_ranks.joined(out, statuses, "the Paddle script")
 
 
 def test_a_script_past_its_timeout_is_ended_with_what_it_started(tmp_path):

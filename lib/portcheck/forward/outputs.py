@@ -403,7 +403,11 @@ def judge_records(torch_record: dict, paddle_record: dict, name_map, mean_bound,
             name = f"{call_}{rest}"
         if (key in t_root and key not in t_all.values()) or key in kept["left"]:
             continue  # an output outputs= leaves out: said in report.left_out, or in its module's line
-        if key in t_root and p_key not in paddle_record:
+        if key in t_root and p_key not in paddle_record and report.stopped.get("paddle"):
+            # a run that stopped returned nothing: the stop is said (report.stopped), not a structure to change
+            row = calibrated.unjudged(name, tuple(spill.shape(torch_record, key)),
+                                      "the Paddle run stopped before returning it")
+        elif key in t_root and p_key not in paddle_record:
             # the model's own outputs are compared whole: one torch has and Paddle lacks is red, named
             row = calibrated.unjudged(name, tuple(spill.shape(torch_record, key)), (
                 f"the models' outputs differ in structure: torch returns {output_name(rest)} ({_leaf(torch_record, key)})"

@@ -88,8 +88,9 @@ def compare_split_steps(torch_model, build, inputs, targets, loss, optimizer, de
     own = [(j.torch_model, j.layouts) if isinstance(j, split.Another) else (torch_model, layouts) for j in jobs]
     runs = sorted(n for n, name in enumerate(names) if name in (trained or ()) or
                   trained is None and not isinstance(jobs[n], split.Another))
+    run_layouts = {n: own[n][1] for n in runs}
     also = functools.partial(rank_steps, runs=runs, inputs=inputs, targets=targets, loss=loss[1],
-                             optimizer=optimizer[1], steps=steps, layouts={n: own[n][1] for n in runs})
+                             optimizer=optimizer[1], steps=steps, layouts=run_layouts)
     backward, torch_side = {}, {}
 
     def then(ranks, n, report):

@@ -18,12 +18,15 @@ import numpy as np
 from portcheck.core.errors import PipelineError
 from portcheck.core.fileio import load_npy, save_npy
 from portcheck.core.keys import module_of, split_key
-from portcheck.forward import split_rank
+from portcheck.forward import split, split_rank
 from portcheck.gradients import split_steps
 from portcheck.mapping import modules
 from portcheck.scripts.recorder import RECORD, STATUS, write_text
 
 SPLIT = "split"  # a rank's config entry: its degree, rank, tensors' axes, modules' layouts, the stand-ins' line
+# a rank's configuration entries that make its model and its training: alike on every rank of one split model (the
+# seeds and versions are shown, never judged; the split entry's rank is each rank's own)
+ALIKE_CONFIG = ("modules", "optimizer", "optimizers", "loss", "losses", "clip", "accumulation", "autocast", "wrapper")
 NEAR = re.compile(r"^near\d+/(?:in/)?([^#\[:]*)")  # kinks.near_zero's keys: flat indices into a rank's own part
 
 
@@ -219,6 +222,12 @@ def joined(out: Path, statuses: dict, said: str) -> Joined:
                                                        for r, c in configs.items()):
         raise PipelineError(f"{said}'s ranks {sorted(statuses)} are not the {degree} ranks of one model-parallel "
                             "group: run it with mp_degree equal to --nproc_per_node (dp_degree 1) [PC934]")
+    apart = config_apart([statuses[r]["config"] for r in range(degree)])
+    if apart:
+        raise PipelineError(f"{said}'s ranks disagree on their configuration: {'; '.join(apart[:3])}"
+                            + (f" and {len(apart) - 3} more" if len(apart) > 3 else "") + ": its ranks are not one "
+                            "model split; build and train every rank from one configuration, only its rank aside "
+                            "[PC483]")
     records = [load_npy(out / f"rank{r}" / "paddle" / RECORD) for r in range(degree)]
     kinds = {k: tuple(v) for k, v in configs[0]["kinds"].items()}
     layouts = key_layouts(records[0], kinds, configs[0]["axes"], set(configs[0]["bare"]))
@@ -241,6 +250,17 @@ def joined(out: Path, statuses: dict, said: str) -> Joined:
     status = {**statuses[0], "world": 1, "ranks": degree}
     write_text(folder / STATUS, json.dumps(status, indent=1, default=str) + "\n")
     return Joined(status, degree, configs[0]["standins"], [(what, r) for what, r in apart if r])
+
+
+def config_apart(configs: list) -> list:
+    """One line per configuration field (ALIKE_CONFIG's, the split entry's but the rank) a rank's differs from rank
+    0's in, as compare_split says a config field (split.config_differences)."""
+    def flat(value, prefix=""):
+        if isinstance(value, dict) and value:
+            return {k: v for key, item in value.items() for k, v in flat(item, f"{prefix}{key}.").items()}
+        return {prefix[:-1]: value}
+    return split.config_differences([flat({**{k: c.get(k) for k in ALIKE_CONFIG}, SPLIT: {
+        k: v for k, v in (c.get(SPLIT) or {}).items() if k != "rank"}}) for c in configs])
 
 
 def launched(argvs: dict, out: Path, steps: int, judge, **settings) -> int:
