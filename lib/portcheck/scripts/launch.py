@@ -77,7 +77,9 @@ def file_kind(path: str) -> str:
     return next((said for test, said in kinds if test(mode)), "a file that is not executable (no x permission)")
 
 
-PYTHONS = ("python", "pypy")  # the names a Python interpreter's file goes by (python3.11, pypy3)
+# the names a Python interpreter's file goes by (python3.11, pypy3, python3.13t, python3-dbg), whole: a shell script
+# named python_train.sh or python-wrapper is no interpreter, and taken as one it ran when asked for its Python
+PYTHONS = re.compile(r"(python|pypy)(\d+(\.\d+)*)?[dmtw]*(-dbg)?(\.exe)?")
 # an executable's first bytes: ELF, Mach-O (both byte orders, 32 and 64 bits, universal)
 BINARY = (b"\x7fELF", b"\xfe\xed\xfa\xce", b"\xfe\xed\xfa\xcf", b"\xce\xfa\xed\xfe", b"\xcf\xfa\xed\xfe",
           b"\xca\xfe\xba\xbe")
@@ -85,7 +87,7 @@ BINARY = (b"\x7fELF", b"\xfe\xed\xfa\xce", b"\xfe\xed\xfa\xcf", b"\xce\xfa\xed\x
 
 def pythonic(path: str) -> bool:
     """The file goes by a Python's name, as given or where its links lead (a venv's python -> python3.11)."""
-    return any(Path(p).name.startswith(PYTHONS) for p in (path, os.path.realpath(path)))
+    return any(PYTHONS.fullmatch(Path(p).name) for p in (path, os.path.realpath(path)))
 
 
 def interpreter(exe: str):
@@ -104,7 +106,7 @@ def interpreter(exe: str):
     if words[:1] and Path(words[0]).name == "env":  # #!/usr/bin/env [-S] python3
         words = [w for w in words[1:] if not w.startswith("-")][:1]
         words = [shutil.which(words[0]) or words[0]] if words else []
-    if words and Path(words[0]).name.startswith(PYTHONS):
+    if words and PYTHONS.fullmatch(Path(words[0]).name):
         return words[0]
     return exe if pythonic(exe) else None
 
