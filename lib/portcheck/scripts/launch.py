@@ -12,10 +12,10 @@ import re
 import shlex
 import shutil
 import signal
-import stat
 import subprocess
 from pathlib import Path
 
+from portcheck.core import fileio
 from portcheck.core.errors import PipelineError
 from portcheck.scripts.folders import MOVED_SIDES, SAID, Sealed, status_of
 from portcheck.scripts.recorder import INIT, RECORD, SETTINGS, STATUS
@@ -71,10 +71,7 @@ def command(text: str, side: str) -> list:
 
 def file_kind(path: str) -> str:
     """What a path that exists but is no program is, in words."""
-    mode = os.stat(path).st_mode
-    kinds = ((stat.S_ISDIR, "a folder"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
-             (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"))
-    return next((said for test, said in kinds if test(mode)), "a file that is not executable (no x permission)")
+    return fileio.file_kind(path) or "a file that is not executable (no x permission)"
 
 
 # the names a Python interpreter's file goes by (python3.11, pypy3, python3.13t, python3-dbg), whole: a shell script
