@@ -51,7 +51,10 @@ class BackwardReport(page.Viewable):
         """One line per BatchNorm in training over too few values per channel (few_values) where only what its
         gradients reach is red: the gradients and what the steps make of them. Never passed: it compared less than
         asked. A difference the first forward, the first step's loss, an lr or the running statistics one forward
-        makes (after step 1; isolated, after every step) show stays red: none of them goes through a gradient."""
+        makes (after step 1; isolated, after every step) show stays red: none of them goes through a gradient. The
+        first step's loss red by the guide's bound on its mean alone, its max within the measured rule and the
+        forward within its own, is that forward's noise through the same BatchNorm (torchvision's densenet121 at
+        32 x 32, batch 2: its mean 2.1e-2 from torch's over the bound 1e-2, its max a tenth of its allowance)."""
         if self.passed or not self.few_values or self.unjudged or \
                 (self.forward is not None and not self.forward.passed):
             return []
@@ -59,7 +62,8 @@ class BackwardReport(page.Viewable):
             for r in rows:
                 forward_only = r.name == "lr" or i == 0 and r.name == "loss" or (i == 0 or self.isolated) and \
                     r.name.endswith(STATISTICS)
-                if forward_only and not (r.passed or r.beyond(LOSS_MEAN_BOUND)):
+                noise = i == 0 and r.name == "loss" and not r.problems and r.max_ok
+                if forward_only and not (r.passed or r.beyond(LOSS_MEAN_BOUND) or noise):
                     return []
         return [f"cannot be judged: {module} ({kind} in training) normalises {n} values per channel; gradients "
                 f"through it are rounding noise at this size; give at least {least} (batch x spatial) [PC177]"
