@@ -148,11 +148,11 @@ def test_a_fifo_named_as_a_result_is_refused_not_waited_on(tmp_path, capsys, no_
     assert cli.check(tmp_path / "log_reprod", {"mine": 1e-4}, only="mine") >= 1
     out = capsys.readouterr().out
     assert "mine: RED" in out
-    assert {"mine_paddle.npy": "mine_paddle.npy is not a regular file (a FIFO, a device or a socket)",
+    assert {"mine_paddle.npy": "mine_paddle.npy is a FIFO, not a regular file",
             "diagnostics/mine_paddle.run.json": "the paddle result has no run record",
             "diagnostics/mine_diff.json": "mine_diff.json is unreadable"}[name] in out
     if name.endswith(".npy"):
-        assert "mine_paddle.npy is not a regular file (a FIFO, a device or a socket)" in out
+        assert "mine_paddle.npy is a FIFO, not a regular file" in out
         with pytest.raises(PipelineError, match="not a regular file"):
             fileio.load_npy(tmp_path / "log_reprod" / name)
 

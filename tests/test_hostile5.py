@@ -357,6 +357,23 @@ def test_a_shell_script_as_the_first_word_is_refused_before_it_runs(tmp_path, ca
     assert Path(launch.interpreter(str(own))).name == Path(PYTHON).name
 
 
+@pytest.mark.parametrize("name", ["python_wrapper", "python_train.sh", "pypy-run"])
+def test_a_shell_script_whose_name_begins_like_a_pythons_is_refused_before_it_runs(tmp_path, name):
+    """Any name beginning with python was taken as pyenv's shim: `--torch "./python_wrapper train.py"`, a shell
+    script, was asked for its Python and ran, then was refused. A Python's name is whole now (python3.11, pypy3,
+    python3.13t); the shim named python is still taken."""
+    marker = tmp_path / "ran"
+    wrapper = script(tmp_path, f'#!/bin/sh\ntouch {marker}\nexec {PYTHON} "$@"\n', name)
+    wrapper.chmod(0o755)
+    with pytest.raises(PipelineError, match=r"is not a Python interpreter: .* \[PC802\]$"):
+        run.command(f"{wrapper} train.py", "torch")
+    assert not marker.exists()
+    shim = script(tmp_path, f'#!/usr/bin/env bash\nexec {PYTHON} "$@"\n', "python3.11")
+    shim.chmod(0o755)
+    assert launch.interpreter(str(shim)) == str(shim)
+    assert all(launch.PYTHONS.fullmatch(n) for n in ("python", "python3", "pypy3.10", "python3.13t", "pythonw"))
+
+
 def test_a_400_digit_number_in_a_configuration_record_is_one_line(tmp_path):
     """A configuration record (its digest recomputed) whose lr is a 400-digit integer reached math.isclose and a :g
     format: an OverflowError's traceback in `check`. Read with bounded numbers, it is the entry's red line."""

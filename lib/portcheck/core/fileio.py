@@ -196,15 +196,31 @@ def read_json(path, limit: int, follow: bool = True):
     return json.loads(text)
 
 
+KINDS = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
+         (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+
+
+def kind_of(mode: int):
+    """What a file of this st_mode is, in words, where it is no regular file (a FIFO, /dev/zero's character
+    device): a refusal names it as what it is, never as missing; None for a regular file."""
+    return None if stat.S_ISREG(mode) else next((said for test, said in KINDS if test(mode)), "an unknown kind of file")
+
+
+def file_kind(path):
+    """kind_of the file at path (through a link: where it leads)."""
+    return kind_of(os.stat(path).st_mode)
+
+
 def open_regular(path, follow: bool = True, dir_fd=None):
     """A file opened for reading only if it is a regular file: a FIFO, a device or a socket given a result's
     name (*.npy, *_diff.log, *.json) is refused, never waited on (O_NONBLOCK: opening a FIFO does not block;
     then fstat says what it is). follow=False also refuses a symbolic link (O_NOFOLLOW); dir_fd: path is
     relative to that open folder. Raises OSError."""
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | (0 if follow else getattr(os, "O_NOFOLLOW", 0)), dir_fd=dir_fd)
-    if not stat.S_ISREG(os.fstat(fd).st_mode):
+    kind = kind_of(os.fstat(fd).st_mode)
+    if kind:
         os.close(fd)
-        raise OSError(errno.EINVAL, "not a regular file (a FIFO, a device or a socket)")
+        raise OSError(errno.EINVAL, f"{kind}, not a regular file")
     return os.fdopen(fd, "rb")
 
 
@@ -215,7 +231,7 @@ def _missing(path: Path):
     if not path.exists():
         return f"{path} not found [PC232]"
     if not path.is_file():
-        return f"{path} is not a regular file (a FIFO, a device or a socket): hand in the file itself [PC233]"
+        return f"{path} is {file_kind(path)}, not a regular file: hand in the file itself [PC233]"
     return None
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from portcheck.core.errors import PipelineError
-from portcheck.core.fileio import open_regular, parse_json
+from portcheck.core.fileio import file_kind, open_regular, parse_json
 
 CONFIG = "config.json"
 INDEX = "model.safetensors.index.json"
@@ -55,8 +55,8 @@ def regular(path: Path, what: str) -> bool:
         return True
     if not path.exists():  # a link to nothing
         return False
-    raise PipelineError(f"{path} is not a regular file (a FIFO, a device or a socket): give the {what} "
-                        "save_pretrained wrote [PC987]")
+    raise PipelineError(f"{path} is {file_kind(path)}, not a regular file: give the {what} save_pretrained wrote "
+                        "[PC987]")
 
 
 # ---------------------------------------------------------------- checkpoint files, read tensor by tensor

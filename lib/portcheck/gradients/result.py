@@ -97,19 +97,38 @@ class BackwardReport(page.Viewable):
         """One line per BatchNorm in training over too few values per channel (few_values) where only what its
         gradients reach is red: the gradients and what the steps make of them. Never passed: it compared less than
         asked. A difference the first forward, the first step's loss, an lr or the running statistics one forward
-        makes (after step 1; isolated, after every step) show stays red: none of them goes through a gradient."""
+        makes (after step 1; isolated, after every step) show stays red: none of them goes through a gradient, but
+        a forward red only at and after the first such BatchNorm (_forward_noise). The
+        first step's loss red by the guide's bound on its mean alone, its max within the measured rule and the
+        forward within its own, is that forward's noise through the same BatchNorm (torchvision's densenet121 at
+        32 x 32, batch 2: its mean 2.1e-2 from torch's over the bound 1e-2, its max a tenth of its allowance)."""
         if self.passed or not self.few_values or self.unjudged or \
-                (self.forward is not None and not self.forward.passed):
+                (self.forward is not None and not self.forward.passed and not self._forward_noise()):
             return []
         for i, rows in enumerate(self.steps):
             for r in rows:
                 forward_only = r.name == "lr" or i == 0 and r.name == "loss" or (i == 0 or self.isolated) and \
                     r.name.endswith(STATISTICS)
-                if forward_only and not (r.passed or r.beyond(LOSS_MEAN_BOUND)):
+                noise = i == 0 and r.name == "loss" and not r.problems and r.max_ok
+                if forward_only and not (r.passed or r.beyond(LOSS_MEAN_BOUND) or noise):
                     return []
         return [f"cannot be judged: {module} ({kind} in training) normalises {n} values per channel; gradients "
                 f"through it are rounding noise at this size; give at least {least} (batch x spatial) [PC177]"
                 for module, kind, n, least in self.few_values]
+
+    def _forward_noise(self) -> bool:
+        """The first forward red only at and after the first of those BatchNorms in torch's run order, nothing
+        before it and no problem (a shape, a NaN): over two values its output is +-d / sqrt(d^2 + eps), d the
+        rounding of two values that almost agree (densenet121 at 32 x 32, batch 2, a correct port: 0.71 at
+        denseblock4's seventh norm1, whose outputs are within 1, 33 x torch's own error). A bug there is not told
+        from that; one before it stays red."""
+        few = {module for module, *_ in self.few_values}
+        for rows in filter(None, (self.forward.paired, self.forward.isolated)):
+            first = next((i for i, r in enumerate(rows) if r.key.split("#")[0] in few), None)
+            if first is None or any(not (r.passed or r.beyond(calibrated.MEAN_BOUND)) for r in rows[:first]) or \
+                    any(r.problems for r in rows[first:]):
+                return False
+        return bool(self.forward.paired) and not self.forward.stopped and not self.forward.isolation_stopped
 
     @property
     def unjudged(self) -> list:

@@ -12,10 +12,10 @@ import re
 import shlex
 import shutil
 import signal
-import stat
 import subprocess
 from pathlib import Path
 
+from portcheck.core import fileio
 from portcheck.core.errors import PipelineError
 from portcheck.scripts.folders import MOVED_SIDES, SAID, Sealed, read_status, status_of
 from portcheck.scripts.recorder import INIT, RECORD, SETTINGS, STATUS
@@ -71,13 +71,12 @@ def command(text: str, side: str) -> list:
 
 def file_kind(path: str) -> str:
     """What a path that exists but is no program is, in words."""
-    mode = os.stat(path).st_mode
-    kinds = ((stat.S_ISDIR, "a folder"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
-             (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"))
-    return next((said for test, said in kinds if test(mode)), "a file that is not executable (no x permission)")
+    return fileio.file_kind(path) or "a file that is not executable (no x permission)"
 
 
-PYTHONS = ("python", "pypy")  # the names a Python interpreter's file goes by (python3.11, pypy3)
+# the names a Python interpreter's file goes by (python3.11, pypy3, python3.13t, python3-dbg), whole: a shell script
+# named python_train.sh or python-wrapper is no interpreter, and taken as one it ran when asked for its Python
+PYTHONS = re.compile(r"(python|pypy)(\d+(\.\d+)*)?[dmtw]*(-dbg)?(\.exe)?")
 # an executable's first bytes: ELF, Mach-O (both byte orders, 32 and 64 bits, universal)
 BINARY = (b"\x7fELF", b"\xfe\xed\xfa\xce", b"\xfe\xed\xfa\xcf", b"\xce\xfa\xed\xfe", b"\xcf\xfa\xed\xfe",
           b"\xca\xfe\xba\xbe")
@@ -85,7 +84,7 @@ BINARY = (b"\x7fELF", b"\xfe\xed\xfa\xce", b"\xfe\xed\xfa\xcf", b"\xce\xfa\xed\x
 
 def pythonic(path: str) -> bool:
     """The file goes by a Python's name, as given or where its links lead (a venv's python -> python3.11)."""
-    return any(Path(p).name.startswith(PYTHONS) for p in (path, os.path.realpath(path)))
+    return any(PYTHONS.fullmatch(Path(p).name) for p in (path, os.path.realpath(path)))
 
 
 def interpreter(exe: str):
@@ -104,7 +103,7 @@ def interpreter(exe: str):
     if words[:1] and Path(words[0]).name == "env":  # #!/usr/bin/env [-S] python3
         words = [w for w in words[1:] if not w.startswith("-")][:1]
         words = [shutil.which(words[0]) or words[0]] if words else []
-    if words and Path(words[0]).name.startswith(PYTHONS):
+    if words and PYTHONS.fullmatch(Path(words[0]).name):
         return words[0]
     return exe if pythonic(exe) else None
 
