@@ -10,7 +10,9 @@ more launch of the Paddle ranks judged against the same torch runs (what split_r
 import argparse
 import contextlib
 import io
+import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -22,7 +24,7 @@ import pytest
 
 from portcheck.core.errors import PipelineError
 from portcheck.core.fileio import load_npy
-from portcheck.scripts import launch, run, split_ranks
+from portcheck.scripts import launch, progress, run, split_ranks
 from portcheck.scripts.folders import MOVED_SIDES
 
 SCRIPTS = Path(__file__).resolve().parent.parent / "examples" / "scripts"
@@ -77,6 +79,10 @@ def test_the_split_port_is_green_its_ranks_joined(clean):
     assert all(np.array_equal(ranks[0][f"loss/{i}"], ranks[1][f"loss/{i}"]) for i in range(STEPS))
     # every whole output and replicated tensor checked alike on the ranks (on this CPU): none apart
     assert "checked the same on every rank (bit for bit: the loss, each whole output" in text
+    # each rank's progress as it ended (what a timeout reads): its model's calls, steps and collectives beaten, none
+    # left waiting
+    marks = [progress.read(out / f"rank{r}" / "paddle") for r in (0, 1)]
+    assert all(m and m["waiting"] is None and m["step"] == STEPS - 1 and m["beats"] > 10 for m in marks), marks
 
 
 def test_a_missing_all_reduce_is_red_at_its_module_and_the_ranks_copies_part(clean, tmp_path):
@@ -157,9 +163,9 @@ def test_a_side_past_its_timeout_is_one_line_naming_the_ranks_behind(tmp_path, m
         (out / "rank1" / "paddle").mkdir(parents=True, exist_ok=True)
         raise subprocess.TimeoutExpired(argv, timeout)
     monkeypatch.setattr(launch, "script", rank0_done_then_timeout)
-    with pytest.raises(PipelineError, match=r"^the Paddle script's rank\(s\) 1 did not take 2 step\(s\) within "
-                                            r"--timeout 30 s \(hung, or waiting on a rank that hung\): every process "
-                                            r"it started was ended; .*\[PC938\]$"):
+    with pytest.raises(PipelineError, match=r"^the Paddle script's rank 1 did not take 2 step\(s\) within --timeout "
+                                            r"30 s \(rank 1 wrote no progress, its recorder never started\): every "
+                                            r"process it started was ended; .*\[PC938\]$"):
         run.run_ranks("paddle", ["python"], out, STEPS, True, timeout=30)
     with pytest.raises(PipelineError, match=r"^the torch script did not take 2 step\(s\) within --timeout 30 s .*"
                                             r"\[PC938\]$"):
@@ -168,6 +174,60 @@ def test_a_side_past_its_timeout_is_one_line_naming_the_ranks_behind(tmp_path, m
     with pytest.raises(PipelineError, match=r"^--timeout 0.0: give the seconds each script may take, above 0 "
                                             r"\[PC939\]$"):
         run.run_and_judge(args)
+
+
+def test_a_ranks_progress_says_the_collective_it_waits_in(tmp_path):
+    """progress.Beat: a collective entered is written as waited in, left as not; one interrupted inside (the
+    timeout's SIGINT) leaves it waited in."""
+    beat = progress.Beat(tmp_path, lambda: 1)
+    seen = []
+
+    def broadcast(x):
+        seen.append(progress.read(tmp_path))
+        if x is None:
+            raise KeyboardInterrupt
+        return x
+    wrapped = beat.collective("broadcast", broadcast)
+    assert wrapped(3) == 3 and seen[0]["waiting"] == "broadcast" and seen[0]["step"] == 1
+    assert progress.read(tmp_path)["waiting"] is None and progress.read(tmp_path)["beats"] == 2
+    with pytest.raises(KeyboardInterrupt):
+        wrapped(None)
+    beat.file.close()
+    assert progress.read(tmp_path)["waiting"] == "broadcast"
+
+
+def test_a_rank_that_hangs_is_named_not_the_ranks_waiting_on_it(tmp_path, monkeypatch):
+    """At the timeout, of three ranks each one step in, rank 1 hung outside any collective while ranks 0 and 2 wait
+    in the input's broadcast: rank 1 is named, they are said as waiting. Where every rank waits in a collective, the
+    one that progressed least is named; a rank that never started (no folder: its marker's world says it is there)
+    is named before the ranks waiting on it."""
+    def stalled(markers: dict, world=3):
+        out = tmp_path / f"out{len(list(tmp_path.iterdir()))}"
+        run.prepare(out)
+
+        def ranks_stall(argv, env, timeout):
+            for r, (beats, waiting, ago) in markers.items():
+                folder = out / f"rank{r}" / "paddle"
+                folder.mkdir(parents=True, exist_ok=True)
+                (folder / progress.PROGRESS).write_text(json.dumps(
+                    {"beats": beats, "step": 1, "world": world, "at": time.time() - ago, "waiting": waiting}))
+                (folder / "status.json").write_text('{"steps": 1}')  # as each rank's recorder wrote it as it ended
+            raise subprocess.TimeoutExpired(argv, timeout)
+        monkeypatch.setattr(launch, "script", ranks_stall)
+        with pytest.raises(PipelineError) as e:
+            run.run_ranks("paddle", ["python"], out, STEPS, True, timeout=25)
+        return str(e.value)
+    line = stalled({0: (9, "broadcast", 1), 1: (8, None, 21), 2: (9, "broadcast", 1)})
+    assert re.fullmatch(r"the Paddle script's rank 1 did not take 2 step\(s\) within --timeout 25 s \(rank 1 made no "
+                        r"progress for 2[12] s, in step 2 outside any collective; ranks 0, 2 waiting on it in "
+                        r"broadcast\): every process it started was ended; .*\[PC938\]", line), line
+    line = stalled({0: (5, "all_reduce", 20), 1: (6, "broadcast", 1), 2: (6, "broadcast", 1)})
+    assert re.fullmatch(r"the Paddle script's rank 0 did not take .* \(rank 0 made no progress for 2[01] s, in step 2 "
+                        r"inside all_reduce with the least progress; ranks 1, 2 waiting on it in broadcast\): .*"
+                        r"\[PC938\]", line), line
+    line = stalled({0: (6, "broadcast", 1), 1: (6, "broadcast", 1)})
+    assert re.fullmatch(r"the Paddle script's rank 2 did not take .* \(rank 2 wrote no progress, its recorder never "
+                        r"started; ranks 0, 1 waiting on it in broadcast\): .*\[PC938\]", line), line
 
 
 def test_a_rank_that_dies_is_named_not_the_one_left_failing_in_a_collective(tmp_path, monkeypatch):

@@ -3,7 +3,8 @@ folders (the run's folder and its seals), full (run --full), runconfig (the two 
 (injected into a user's unedited training script), first_call (the model's first call and first step), arguments (a
 call's tensors as arrays), wrapping (what both frameworks' hooks wrap alike: losses, dropout, samplers), hooks_torch
 and hooks_paddle (one module per framework's hooks), split_ranks (a Paddle script launched split in tensor parallel:
-each rank's part, the ranks joined into one side); inject/ (a folder, not a package) holds the sitecustomize put
+each rank's part, the ranks joined into one side), progress (each launched rank's progress marker, read at a
+timeout to name the rank that hung); inject/ (a folder, not a package) holds the sitecustomize put
 first on each side's PYTHONPATH.
 
 May import every other subpackage; only portcheck.cli imports it."""

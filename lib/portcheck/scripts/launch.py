@@ -2,8 +2,8 @@
 the recorder (environment, side_settings), each script run in a session of its own and its group ended with it
 (script, Stopped on SIGTERM and SIGHUP), and a side run once, or its ranks under a launcher (run_side, run_ranks).
 
-May import portcheck.core, scripts.recorder's names and scripts.folders (DIR, its seals and status files); never
-scripts.run (it imports this).
+May import portcheck.core, scripts.recorder's names, scripts.folders (DIR, its seals and status files) and
+scripts.progress (each launched rank's progress, read at a timeout); never scripts.run (it imports this).
 """
 import contextlib
 import json
@@ -17,6 +17,7 @@ from pathlib import Path
 
 from portcheck.core import fileio
 from portcheck.core.errors import PipelineError
+from portcheck.scripts import progress
 from portcheck.scripts.folders import MOVED_SIDES, SAID, Sealed, read_status, status_of
 from portcheck.scripts.recorder import INIT, RECORD, SETTINGS, STATUS
 
@@ -138,7 +139,7 @@ def launch(side: str, argv: list, out: Path, steps: int, folders, timeout=None, 
     for folder in folders:
         with contextlib.suppress(OSError):  # sealed by an earlier run in this process (Sealed)
             folder.chmod(folder.stat().st_mode | 0o700)
-        for name in (RECORD, STATUS, INIT):
+        for name in (RECORD, STATUS, INIT, progress.PROGRESS):
             if (folder / name).is_file() and not (folder / name).is_symlink():
                 (folder / name).unlink()
     return script(argv, environment({**side_settings(side, out, steps), **settings}), timeout)
@@ -207,12 +208,18 @@ def run_ranks(side: str, argv: list, out: Path, steps: int, launched: bool, seal
     ranked = lambda: {int(f.parent.name[4:]): f for f in out.glob(f"rank*/{side}") if f.parent.name[4:].isdigit()}
     try:
         code = launch(side, argv, out, steps, ranked().values(), ranked=True, launcher=launched, **settings)
-    except subprocess.TimeoutExpired as e:  # the ranks that had not taken the steps named (each status as it ended)
+    except subprocess.TimeoutExpired as e:  # of the ranks that had not taken the steps, the one(s) that hung named
         done = {r for r, f in ranked().items() if (f / STATUS).is_file() and not f.is_symlink() and
                 ((read_status(f / STATUS, "") or {}).get("steps") or 0) >= steps}
-        behind = sorted(set(ranked()) - done) or ["each"]
-        raise timed_out(f"the {SAID[side]} script's rank(s) {', '.join(map(str, behind))}", steps, e.timeout) \
-            from None
+        if not ranked():
+            raise timed_out(f"the {SAID[side]} script", steps, e.timeout, "no rank of it started recording") from None
+        behind = sorted((set(ranked()) | set(range(progress.world(ranked())))) - done)
+        if not behind:
+            raise timed_out(f"the {SAID[side]} script", steps, e.timeout,
+                            "each rank recorded its steps; its launcher did not end") from None
+        stall = progress.stalled(ranked(), behind)
+        raise timed_out(f"the {SAID[side]} script's rank{'s' * (len(stall.hung) > 1)} "
+                        f"{', '.join(map(str, stall.hung))}", steps, e.timeout, stall_said(stall)) from None
     for r, f in ranked().items() if sealed is not None else ():
         sealed.side(f, f"the {SAID[side]} script's rank {r}")
     found = {r: f for r, f in ranked().items() if (f / STATUS).is_file()}
@@ -231,10 +238,30 @@ def run_ranks(side: str, argv: list, out: Path, steps: int, launched: bool, seal
     return dict(sorted(statuses.items()))
 
 
-def timed_out(said: str, steps: int, timeout: float) -> PipelineError:
-    return PipelineError(f"{said} did not take {steps} step(s) within --timeout {timeout:g} s (hung, or waiting on a "
-                         "rank that hung): every process it started was ended; give a longer --timeout, or look at "
-                         "the script's log above [PC938]")
+def timed_out(said: str, steps: int, timeout: float, why: str = "") -> PipelineError:
+    return PipelineError(f"{said} did not take {steps} step(s) within --timeout {timeout:g} s ("
+                         f"{why or 'hung, or waiting on a rank that hung'}): every process it started was ended; give "
+                         "a longer --timeout, or look at the script's log above [PC938]")
+
+
+def stall_said(stall) -> str:
+    """Where the ranks that hung stopped (progress.Stall), and which wait on them, in words."""
+    hung = []
+    for r in stall.hung:
+        if r not in stall.last:
+            hung.append(f"rank {r} wrote no progress, its recorder never started")
+            continue
+        taken, ago = stall.last[r]
+        hung.append(f"rank {r} made no progress for {ago:.0f} s, in step {taken + 1} "
+                    + (f"inside {stall.inside[r]} with the least progress" if stall.inside[r] else
+                       "outside any collective"))
+    where = {}
+    for r in stall.waiting:
+        where.setdefault(stall.inside[r], []).append(str(r))
+    them = "it" if len(stall.hung) == 1 else "them"
+    waiting = [f"rank{'s' * (len(ranks) > 1)} {', '.join(ranks)} waiting on {them} "
+               + (f"in {inside}" if inside else "further along") for inside, ranks in where.items()]
+    return "; ".join(hung + waiting)
 
 
 def same_ranks(found: dict):

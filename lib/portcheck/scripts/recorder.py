@@ -570,6 +570,8 @@ def install():
     RUN = (named(FULL) if settings["side"] == "full" else Run)(settings, fw)
     fw.run = RUN  # what its hooks report to
     fw.install(RUN)
+    if settings.get("ranked"):  # the rank's progress, which a timeout reads to name the rank that hung
+        importlib.import_module("portcheck.scripts.progress").attach(RUN, fw.framework)
     if world > 1 and not settings.get("ranked"):  # a launcher run does not know: its ranks would share one folder
         RUN.refuse(f"it runs as rank {rank} of {world} under a launcher `portcheck run` does not know: give torchrun "
                    "or python -m paddle.distributed.launch, or one process [PC823]")
