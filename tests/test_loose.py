@@ -477,3 +477,45 @@ def test_outputs_named_of_a_paddle_run_that_stopped_say_the_stop():
     pt, pd = Torch(), Port()
     report = compare_forward(pt.eval(), pd.eval(), X, outputs=["logits"])
     assert not report.passed and "epsilon" in report.stopped["paddle"], report.table()
+
+
+# ---------------------------------------------------------------- a head torch ties, the port holds apart
+
+def tied_head():
+    """torch's head tied to its embedding (one weight); the port's a bare [vocab, hidden] parameter of the model
+    of its own, read with transpose_y (paddlenlp's lm_head_weight): the same forward, two weights trained."""
+    class Torch(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.emb, self.norm = torch.nn.Embedding(20, 8), torch.nn.LayerNorm(8)
+            self.lm_head = torch.nn.Linear(8, 20, bias=False)
+            self.lm_head.weight = self.emb.weight
+
+        def forward(self, x):
+            return self.lm_head(self.norm(self.emb(x)))
+
+    class Port(paddle.nn.Layer):
+        def __init__(self):
+            super().__init__()
+            self.emb, self.norm = paddle.nn.Embedding(20, 8), paddle.nn.LayerNorm(8)
+            self.lm_head_weight = self.create_parameter([20, 8])
+
+        def forward(self, x):
+            return paddle.matmul(self.norm(self.emb(x)), self.lm_head_weight, transpose_y=True)
+
+    torch.manual_seed(0)
+    paddle.seed(0)
+    return Torch(), Port()
+
+
+def test_a_tied_head_the_port_holds_apart_converts_green_forward_and_its_training_is_red():
+    """Before: convert refused, `Paddle keys no torch tensor fills: lm_head_weight` [PC014] with no way through."""
+    pt, pd = tied_head()
+    ids = np.random.RandomState(0).randint(0, 20, (2, 5)).astype("int64")
+    convert(pt, pd, inputs=ids)
+    assert compare_forward(pt.eval(), pd.eval(), ids, isolate=True).passed
+    y = np.random.RandomState(1).randn(2, 5, 20).astype("float32")
+    loss = (lambda o, t: ((o - t) ** 2).mean(),) * 2
+    sgd = (lambda ps: torch.optim.SGD(ps, lr=0.1), lambda ps: paddle.optimizer.SGD(0.1, parameters=ps))
+    backward = compare_backward(pt.train(), pd.train(), ids, y, loss=loss, optimizer=sgd, steps=2)
+    assert not backward.passed and backward.first_diverging == "grad lm_head.weight", backward.table()
