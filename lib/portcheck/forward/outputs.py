@@ -391,6 +391,7 @@ def judge_records(torch_record: dict, paddle_record: dict, name_map, mean_bound,
             measured[held] = compute()
         return measured[held]
     t_root, origin, alone = set(_root_leaves(torch_record).values()), None, set()  # alone: outputs with no counterpart
+    modules_paired = {module_of(t) for t in paired.pairs}
     called = {module_of(split_key(k)[1]) for k in outs}
     composing = paired.composing()
     for key in outs + [k for k in t_all.values() if k.startswith(LEAF)]:
@@ -430,8 +431,10 @@ def judge_records(torch_record: dict, paddle_record: dict, name_map, mean_bound,
                                                            paddle_record.get(ins[2])))
         row.rule = row.rule._replace(mean=mean_bound if call_.split("#")[0] == ROOT and not key.startswith(LEAF)
                                      else None)
+        # an output with no counterpart of a call that pairs (its outputs not comparable) is no place: the port
+        # computes it otherwise; a module with no call paired (a chain the port computes inline) still bounds it
         if origin is None and not row.passed and row.judged and not row.beyond(calibrated.MEAN_BOUND) and \
-                key not in alone:  # a row with no counterpart is no place (report.paired leaves it out too)
+                not (key in alone and module_of(call_) in modules_paired):
             # asked up to the first red input within its rule only; no module on either side output the input:
             # else the module that did, or how the caller wires them, is to blame
             in_key = f"in/{call_}"
