@@ -101,6 +101,17 @@ def test_one_rule_for_the_first_diverging_place():
     assert [r[0] for r in marked] == ["c"]
 
 
+def test_a_value_a_module_computes_that_its_own_output_absorbs_is_named_at_its_reader():
+    """A softmax scale changed inside an attention: its probabilities, read by its dropout, differ, and its output
+    after the residual and norm is within its rule. Before: no place was named (the report red, first_diverging
+    None, the caller's absent row taken for the first)."""
+    drop = row("attn.dropout", over=True, input_ok=False)
+    drop.input_unsourced = "attn"
+    rows = [row("emb"), drop, row("attn.dropout#2", over=True, input_ok=False), row("attn[0]", input_ok=True)]
+    assert diff.first_diverging(rows).name == "attn.dropout"
+    assert ForwardReport(rows=rows).first_diverging == "attn.dropout"
+
+
 def test_backward_names_and_marks_the_same_gradient():
     """The gradient table marks the gradient first_diverging_gradient names (backward order), not the first
     over in forward order, as it did when the two were decided by two rules."""

@@ -14,10 +14,12 @@ from portcheck.core.errors import PipelineError  # noqa: E402
 X = np.random.RandomState(0).randn(2, 8).astype("float32")
 
 
-def pair(torch_linear=True, torch_0d=True, out=6, plant=None):
+def pair(torch_linear=True, torch_0d=True, out=6, plant=None, out_in=False):
     """A two-layer encoder and a projection scaled by exp(scale): torch's projection a child Linear (torch_linear)
     or a bare [in, out] parameter of the model, the port's the other form; torch's scale 0-d (torch_0d) or [1],
-    the port's the other. plant: "transposed" (the port reads its square projection as [out, in]) or "no exp"."""
+    the port's the other. plant: "transposed" (the port reads its square projection as [out, in]) or "no exp".
+    out_in: the port's bare projection held [out, in] as torch's Linear holds it, read with transpose_y (an lm_head
+    weight of the model's own)."""
     class Torch(torch.nn.Module):
         def __init__(self):
             super().__init__()
@@ -34,14 +36,14 @@ def pair(torch_linear=True, torch_0d=True, out=6, plant=None):
         def __init__(self):
             super().__init__()
             self.enc, self.norm = paddle.nn.Linear(8, 16), paddle.nn.LayerNorm(16)
-            self.proj = self.create_parameter([16, out]) if torch_linear else \
+            self.proj = self.create_parameter([out, 16] if out_in else [16, out]) if torch_linear else \
                 paddle.nn.Linear(16, out, bias_attr=False)
             self.scale = self.create_parameter([1] if torch_0d else [])
 
         def forward(self, x):
             h = self.norm(self.enc(x))
             if torch_linear:
-                h = paddle.matmul(h, self.proj, transpose_y=plant == "transposed")
+                h = paddle.matmul(h, self.proj, transpose_y=(plant == "transposed") != out_in)
             else:
                 h = paddle.matmul(h, self.proj.weight, transpose_y=plant == "transposed")
             return h * (self.scale if plant == "no exp" else self.scale.exp())
@@ -88,6 +90,18 @@ def test_a_port_misreading_the_projection_or_the_scalar_is_red(plant, torch_line
     report = compare_forward(pt.eval(), pd.eval(), X, isolate=True)
     assert not report.passed, report.table()
     assert not train(pt, pd, out).passed
+
+
+@pytest.mark.parametrize("plant", [None, "no exp"])
+def test_a_bare_projection_held_as_torchs_linear_holds_it_converts_with_no_map(plant):
+    """The port's projection a bare [out, in] parameter of the model read with transpose_y (an lm_head weight
+    [vocab, hidden]). Before: convert refused, `proj (Linear)` with no counterpart, give a name_map entry [PC315],
+    which no map could give."""
+    pt, pd = pair(True, True, 6, plant, out_in=True)
+    report = compare_forward(pt.eval(), pd.eval(), X, isolate=True)
+    assert report.passed is (plant is None), report.table()
+    if plant is None:
+        assert train(pt, pd, 6).passed
 
 
 # ---------------------------------------------------------------- an input in another axis order
@@ -467,3 +481,45 @@ def test_outputs_named_of_a_paddle_run_that_stopped_say_the_stop():
     for report in (report, compare_forward(pt.eval(), pd.eval(), X)):
         assert "differ in structure" not in report.table(), report.table()
         assert "(model):logits: the Paddle run stopped before returning it" in report.table(), report.table()
+
+
+# ---------------------------------------------------------------- a head torch ties, the port holds apart
+
+def tied_head():
+    """torch's head tied to its embedding (one weight); the port's a bare [vocab, hidden] parameter of the model
+    of its own, read with transpose_y (paddlenlp's lm_head_weight): the same forward, two weights trained."""
+    class Torch(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.emb, self.norm = torch.nn.Embedding(20, 8), torch.nn.LayerNorm(8)
+            self.lm_head = torch.nn.Linear(8, 20, bias=False)
+            self.lm_head.weight = self.emb.weight
+
+        def forward(self, x):
+            return self.lm_head(self.norm(self.emb(x)))
+
+    class Port(paddle.nn.Layer):
+        def __init__(self):
+            super().__init__()
+            self.emb, self.norm = paddle.nn.Embedding(20, 8), paddle.nn.LayerNorm(8)
+            self.lm_head_weight = self.create_parameter([20, 8])
+
+        def forward(self, x):
+            return paddle.matmul(self.norm(self.emb(x)), self.lm_head_weight, transpose_y=True)
+
+    torch.manual_seed(0)
+    paddle.seed(0)
+    return Torch(), Port()
+
+
+def test_a_tied_head_the_port_holds_apart_converts_green_forward_and_its_training_is_red():
+    """Before: convert refused, `Paddle keys no torch tensor fills: lm_head_weight` [PC014] with no way through."""
+    pt, pd = tied_head()
+    ids = np.random.RandomState(0).randint(0, 20, (2, 5)).astype("int64")
+    convert(pt, pd, inputs=ids)
+    assert compare_forward(pt.eval(), pd.eval(), ids, isolate=True).passed
+    y = np.random.RandomState(1).randn(2, 5, 20).astype("float32")
+    loss = (lambda o, t: ((o - t) ** 2).mean(),) * 2
+    sgd = (lambda ps: torch.optim.SGD(ps, lr=0.1), lambda ps: paddle.optimizer.SGD(0.1, parameters=ps))
+    backward = compare_backward(pt.train(), pd.train(), ids, y, loss=loss, optimizer=sgd, steps=2)
+    assert not backward.passed and backward.first_diverging == "grad lm_head.weight", backward.table()

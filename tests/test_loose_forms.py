@@ -185,3 +185,67 @@ def test_a_form_held_otherwise_inside_or_at_the_root_is_green_with_no_map_and_it
     forward, backward = judged(build, *args, plant=True)
     assert not forward.passed and not backward.passed
     assert forward.first_diverging.startswith(where), forward.table()
+
+
+def class_token(plant=False):
+    """A vision tower's embeddings: torch's a module holding the class token and the patch projection, the port's
+    the tower itself holding both and concatenating inline (paddlenlp's CLIP vision model). plant: the port's
+    class token zeroed."""
+    class Embeddings(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.cls, self.patch = torch.nn.Parameter(torch.randn(16)), torch.nn.Linear(8, 16)
+
+        def forward(self, x):
+            return torch.cat([self.cls.expand(x.shape[0], 1, 16), self.patch(x)], 1)
+
+    class Tower(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.embeddings, self.norm = Embeddings(), torch.nn.LayerNorm(16)
+
+        def forward(self, x):
+            return self.norm(self.embeddings(x))
+
+    class Torch(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.tower, self.head = Tower(), torch.nn.Linear(16, 4)
+
+        def forward(self, x):
+            return self.head(self.tower(x))
+
+    class PortTower(paddle.nn.Layer):
+        def __init__(self):
+            super().__init__()
+            self.cls = self.create_parameter([16])
+            self.patch, self.norm = paddle.nn.Linear(8, 16), paddle.nn.LayerNorm(16)
+
+        def forward(self, x):
+            return self.norm(paddle.concat([self.cls.expand([x.shape[0], 1, 16]), self.patch(x)], 1))
+
+    class Port(paddle.nn.Layer):
+        def __init__(self):
+            super().__init__()
+            self.tower, self.head = PortTower(), paddle.nn.Linear(16, 4)
+
+        def forward(self, x):
+            return self.head(self.tower(x))
+
+    torch.manual_seed(0)
+    pt, pd = Torch().eval(), Port()
+    pd.eval()
+    convert(pt, pd, inputs=X)
+    if plant:
+        pd.tower.cls.set_value(np.zeros(16, "float32"))
+    return compare_forward(pt, pd, X)
+
+
+def test_a_value_a_module_the_port_computes_inline_makes_is_named_at_its_reader():
+    """Before: the class token zeroed was named at the model's output, (model) (torch's tower.embeddings, paired
+    with the port's whole tower by the tensor it holds, no counterpart of its output, taken for the place and left
+    out of report.paired)."""
+    assert class_token().passed
+    report = class_token(plant=True)
+    assert report.first_diverging == "tower.norm", report.table()
+    assert "a value tower.embeddings's forward computes" in report.table()

@@ -439,3 +439,70 @@ def test_gpt2s_blocks_pair_by_index_with_no_run():
     report = compare_forward(pt.eval(), pd.eval(), x, layouts=layouts)
     assert report.passed, report.table()
     assert report.pairing.pairs["h.1.attn.c_proj"] == "decoder.layers.1.self_attn.out_proj"
+
+
+def stacked():
+    """Two MoE blocks in a stack, named otherwise from the root down on each side (model.layers.N.experts against
+    net.layers.N.expert_list, as a causal LM's model. against its port's mixtral.): the layers' weights apart."""
+    import paddle
+    import torch
+    blocks = [torch_moe().moe, torch_moe().moe]
+    with torch.no_grad():
+        for p in blocks[1].parameters():
+            p.add_(0.3 * torch.randn(p.shape, generator=torch.Generator().manual_seed(1)))
+
+    class Torch(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.model = torch.nn.Module()
+            self.model.layers = torch.nn.ModuleList(blocks)
+
+        def forward(self, x):
+            for layer in self.model.layers:
+                x = x + layer(x)
+            return x
+
+    class Port(paddle.nn.Layer):
+        def __init__(self):
+            super().__init__()
+            self.net = paddle.nn.Layer()
+            self.net.layers = paddle.nn.LayerList([paddle_moe().moe_block, paddle_moe().moe_block])
+
+        def forward(self, x):
+            for layer in self.net.layers:
+                x = x + layer(x)
+            return x
+    pt, pd = Torch().eval(), Port()
+    pd.eval()
+    convert(pt, pd, inputs=X)
+    return pt, pd
+
+
+def least_likely(self, x):
+    """The port's block sending each token to its K least likely experts: the router's logits the same."""
+    import paddle
+    import paddle.nn.functional as Fn
+    flat = x.reshape([-1, H])
+    weights, chosen = paddle.topk(Fn.softmax(self.gate(flat), -1), K, -1, largest=False)
+    weights = weights / weights.sum(-1, keepdim=True)
+    out = paddle.zeros_like(flat)
+    for e in range(N):
+        hit = paddle.nonzero(chosen == e)
+        if hit.shape[0]:
+            rows, slot = hit[:, 0], hit[:, 1]
+            y = self.expert_list[e](paddle.gather(flat, rows)) * weights[rows, slot].unsqueeze(-1)
+            out = out.index_add(rows, 0, y)
+    return out.reshape(x.shape)
+
+
+def test_each_blocks_routing_is_read_where_several_blocks_are_named_otherwise_and_other_experts_name_the_block():
+    """Before: the two blocks' expert lists did not correspond (two of one structure, their names apart), so no
+    routing was read (report.routing empty) and a block routing tokens to other experts was named at an expert
+    fed other rows (net.layers.1.expert_list.0.linear1)."""
+    pt, pd = stacked()
+    clean = compare_forward(pt, pd, X)
+    assert clean.passed and len(clean.routing) == 2 and not any(r.red for r in clean.routing), clean.table()
+    pd.net.layers[1].forward = types.MethodType(least_likely, pd.net.layers[1])
+    report = compare_forward(pt, pd, X)
+    assert [r.red for r in sorted(report.routing, key=lambda r: r.block)] == [False, True], report.table()
+    assert report.first_diverging == "model.layers.1", report.table()

@@ -252,7 +252,7 @@ def first_diverging(results, reverse: bool = False):
         if not caller or row is not None and row.input_ok is False:
             continue  # a caller whose input differs too passed it on: the place is further out
         # a caller whose own forward made the input is named, not its reader; the whole model's names no place
-        return first if row is first and caller != ROOT else lone
+        return first if first is not None and row is first and caller != ROOT else lone
     return first or (out[0] if out else None)
 
 

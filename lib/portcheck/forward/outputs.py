@@ -390,7 +390,8 @@ def judge_records(torch_record: dict, paddle_record: dict, name_map, mean_bound,
         if held not in measured:
             measured[held] = compute()
         return measured[held]
-    t_root, origin = set(_root_leaves(torch_record).values()), None
+    t_root, origin, alone = set(_root_leaves(torch_record).values()), None, set()  # alone: outputs with no counterpart
+    modules_paired = {module_of(t) for t in paired.pairs}
     called = {module_of(split_key(k)[1]) for k in outs}
     composing = paired.composing()
     for key in outs + [k for k in t_all.values() if k.startswith(LEAF)]:
@@ -418,6 +419,7 @@ def judge_records(torch_record: dict, paddle_record: dict, name_map, mean_bound,
                             shared(t_all, p_all, {a: b for a, b in root.items() if a != key}))
         elif p_key not in paddle_record:
             row = calibrated.unjudged(name, tuple(spill.shape(torch_record, key)), "no counterpart in the Paddle model")
+            alone.add(key)
         elif unreached(key):
             row = calibrated.unjudged(name, tuple(spill.shape(torch_record, key)), unreached(key))
         elif key in applied and key not in judged:  # torch's output as the activation its forward applies to it
@@ -433,12 +435,18 @@ def judge_records(torch_record: dict, paddle_record: dict, name_map, mean_bound,
                                                            paddle_record.get(ins[2])))
         row.rule = row.rule._replace(mean=mean_bound if call_.split("#")[0] == ROOT and not key.startswith(LEAF)
                                      else None)
-        if origin is None and not row.passed and row.judged and not row.beyond(calibrated.MEAN_BOUND):
+        # an output with no counterpart of a call that pairs (its outputs not comparable) is no place: the port
+        # computes it otherwise; a module with no call paired (a chain the port computes inline) still bounds it
+        if origin is None and not row.passed and row.judged and not row.beyond(calibrated.MEAN_BOUND) and \
+                not (key in alone and module_of(call_) in modules_paired):
             # asked up to the first red input within its rule only; no module on either side output the input:
             # else the module that did, or how the caller wires them, is to blame
             in_key = f"in/{call_}"
-            if row.input_ok is False and unsourced[0](in_key) and unsourced[1](keys.get(in_key, "")):
-                row.input_unsourced = _caller(module_of(call_), called)
+            # a torch module the port computes inline (no counterpart: its output judged by none) is no source either
+            source = unsourced[0].source(in_key)
+            if row.input_ok is False and (unsourced[0](in_key) or source in alone) and \
+                    unsourced[1](keys.get(in_key, "")):
+                row.input_unsourced = module_of(split_key(source)[1]) if source else _caller(module_of(call_), called)
             origin = row if row.input_ok is not False else None
         report.rows.append(row)
     for rest, p_key in p_all.items():  # an output Paddle returns and torch lacks is red too, None included
@@ -472,10 +480,19 @@ def _sources(record: dict):
     for i, key in enumerate(record):
         order[key] = i
         if key.startswith("out/"):
-            first.setdefault(spill.identity(record, key), i)
+            first.setdefault(spill.identity(record, key), (i, key))
 
     def unsourced(key) -> bool:
-        return key in order and first.get(spill.identity(record, key), order[key] + 1) > order[key]
+        return key in order and first.get(spill.identity(record, key), (order[key] + 1,))[0] > order[key]
+
+    def source(key):
+        """The out/ key that recorded the input first, or None where no module output it (or the record cannot
+        tell: a key it does not hold)."""
+        if key not in order:
+            return None
+        i, out = first.get(spill.identity(record, key), (order[key] + 1, None))
+        return out if i <= order[key] else None
+    unsourced.source = source
     return unsourced
 
 

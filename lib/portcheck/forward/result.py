@@ -108,6 +108,12 @@ class ForwardReport(page.Viewable):
         integer it computes, a difference too small to show downstream), that module: it names one whenever
         differing does."""
         origin = first_diverging([r for r in self.paired if not r.beyond(calibrated.MEAN_BOUND)])
+        # an expert of a block whose tokens reached other experts (routing), its router within its rule: the expert
+        # fed other rows is not where the runs part; the block that routed them is
+        routed = next((r for r in self.routing if origin and r.red and origin.name.startswith(r.block + ".")
+                       and not origin.name.startswith(r.router)), None)
+        if routed:
+            return Named(routed.block, routed.paddle_block)
         if origin:
             return Named(origin.name, self.paddle_name(origin.name))
         differ = self.differing if self.isolated is not None else []

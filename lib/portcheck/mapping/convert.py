@@ -320,6 +320,11 @@ def pair_modules(torch_model, paddle_model, name_map=None, inputs=None, layouts=
     table = layouts_table(layouts)
     found = loose_tensors.find(torch_model, paddle_model, modules, [n for n, _ in left if n not in paired.missing],
                                own_tensors, lambda m: any(k in table for k in _lineage(type(m))))
+    # a head torch ties to its embedding that the port holds as a bare parameter of its own, by the head's name
+    # (paddlenlp's lm_head_weight): filled from the one tensor, the port then training two (compare_backward)
+    found.update({k: v for k, v in loose_tensors.find(torch_model, paddle_model, modules, sorted(tied), own_tensors,
+                                                      lambda m: True).items()
+                  if v.paddle_name.startswith(k.rpartition(".")[0].rpartition(".")[2])})
     if loose is not None:
         loose.update(found)
     left = [(n, m) for n, m in left if not all(f"{n}.{t}" in found for t in own_tensors(m))]

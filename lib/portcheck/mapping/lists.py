@@ -55,9 +55,11 @@ def indexed(record: dict) -> dict:
 
 
 def matched(torch_record: dict, paddle_record: dict) -> dict:
-    """{torch list: Paddle list} of the lists that correspond (the module docstring's rule)."""
+    """{torch list: Paddle list} of the lists that correspond (the module docstring's rule); several of one
+    structure named otherwise on the two sides (each layer's experts, model.layers.N.experts against
+    mixtral.layers.N.expert_list) by the child of the corresponding lists each is inside."""
     mine, theirs = indexed(torch_record), indexed(paddle_record)
-    out = {}
+    out, left = {}, []
     for kind in set(mine.values()):
         ts = [t for t, k in mine.items() if k == kind]
         ps = [p for p, k in theirs.items() if k == kind]
@@ -67,6 +69,18 @@ def matched(torch_record: dict, paddle_record: dict) -> dict:
         by_name = {normal(p): p for p in ps}
         if len(by_name) == len(ps):
             out.update((t, by_name[normal(t)]) for t in ts if normal(t) in by_name)
+        left.append(([t for t in ts if t not in out], [p for p in ps if p not in out.values()]))
+    grown = True
+    while grown:  # a list inside lists matched just now is placed by them: the outer lists first
+        grown = False
+        for ts, ps in left:
+            t_keys = keys([t for t in ts if t not in out], {t: t for t in out})
+            p_keys = keys([p for p in ps if p not in out.values()], {p: t for t, p in out.items()})
+            by_place = {k: p for p, k in p_keys.items() if k}
+            if len(by_place) == len(p_keys) and len(set(t_keys.values())) == len(t_keys):
+                found = {t: by_place[k] for t, k in t_keys.items() if k in by_place}
+                out.update(found)
+                grown = grown or bool(found)
     return out
 
 

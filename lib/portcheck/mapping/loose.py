@@ -87,10 +87,11 @@ def apart(torch_model, paddle_model) -> tuple:
         kind = type(module).__name__
         if name and kind in ("Linear", "Conv1D") and "weight" in held and name not in layers and parent in layers:
             theirs = _own(layers[parent])
-            # each tensor's shape in Paddle's layout (linear_layout's, without an array: an lm_head is gigabytes)
-            wants = {t: s[::-1] if kind == "Linear" and t == "weight" else s for t, s in held.items()}
+            # each tensor's shapes it may have there (without an array: an lm_head is gigabytes): a Linear's weight
+            # in either layout, [in, out] as the port multiplies x @ W or [out, in] read with transpose_y
+            wants = {t: {s[::-1], s} if kind == "Linear" and t == "weight" else {s} for t, s in held.items()}
             names = {t: ([last, f"{last}_weight"] if t == "weight" else [f"{last}_{t}"]) for t in wants}
-            found = {t: next((n for n in names[t] if theirs.get(n) == wants[t]), None) for t in wants}
+            found = {t: next((n for n in names[t] if theirs.get(n) in wants[t]), None) for t in wants}
             if found and all(found.values()):
                 alone_t.add(name)
                 drop_p.setdefault(parent or ROOT, []).extend(theirs[n] for n in found.values())
@@ -124,9 +125,10 @@ def mark(torch_record: dict, paddle_record: dict, torch_model, paddle_model) -> 
 
 def find(torch_model, paddle_model, modules: dict, left: list, own_tensors, known_type) -> dict:
     """{torch key: Loose} for the tensors of torch modules `left` without a counterpart that the Paddle counterpart
-    of their parent holds as bare parameters (a Linear's weight [out, in] as [in, out], its bias as it is), and for
-    2-D bare parameters of a torch module (of a type no layout rule knows) that an unpaired Paddle Linear child of
-    its counterpart holds ([in, out] as torch multiplies x @ W; [out, in] transposed where the shape says so).
+    of their parent holds as bare parameters (a Linear's weight [out, in] as [in, out], or as it is where the
+    parent holds that shape and reads it with transpose_y; its bias as it is), and for 2-D bare parameters of a
+    torch module (of a type no layout rule knows) that an unpaired Paddle Linear child of its counterpart holds
+    ([in, out] as torch multiplies x @ W; [out, in] transposed where the shape says so).
     modules: {torch module: Paddle module} (ROOT for the models); own_tensors(module): its tensors as arrays;
     known_type(module): whether a layout rule knows its type. A module is taken only when every tensor it holds
     finds one, by its name (`proj` as `proj`, `proj_weight`, `proj_bias`), else by the one unclaimed shape."""
@@ -152,12 +154,17 @@ def find(torch_model, paddle_model, modules: dict, left: list, own_tensors, know
             last = name.rpartition(".")[2]
             found = {}
             for tname, array in own_tensors(module).items():
-                rule = linear_layout if type(module).__name__ == "Linear" else same_layout
-                shape = tuple(rule(tname, array)[1].shape)
+                linear = type(module).__name__ == "Linear"
                 names = (last, f"{last}_{tname}") if tname == "weight" else (f"{last}_{tname}",)
-                fits = [n for n in names if free.get(n) == shape] if by_name else \
-                    [n for n, s in free.items() if s == shape and key_of(n) not in
-                     {v.paddle_key for v in found.values()}]
+                # Paddle's layout [in, out] first (a square weight is read so), else torch's [out, in] as it is
+                for rule in ([linear_layout, same_layout] if linear and tname == "weight" else
+                             [linear_layout if linear else same_layout]):
+                    shape = tuple(rule(tname, array)[1].shape)
+                    fits = [n for n in names if free.get(n) == shape] if by_name else \
+                        [n for n, s in free.items() if s == shape and key_of(n) not in
+                         {v.paddle_key for v in found.values()}]
+                    if fits:
+                        break
                 if len(fits) != 1:
                     break
                 found[f"{name}.{tname}"] = Loose(key_of(fits[0]), fits[0], rule, f"torch {name} "
