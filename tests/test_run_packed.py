@@ -91,6 +91,29 @@ def test_two_plants_in_one_paddle_run_are_each_red_and_named(pair, tmp_path):
     assert check.returncode == 1 and activation in check.stdout, check.stdout
 
 
+BARE = [("        self.lm_head = nn.Linear(dim, vocab, bias_attr=False)",
+         "        self.lm_head_weight = self.create_parameter([dim, vocab])"),
+        ("        return self.lm_head(h)", "        return paddle.matmul(h, self.lm_head_weight)")]
+
+
+@pytest.mark.parametrize("plant", [False, True], ids=["as torch computes it", "the logits scaled by dim ** -0.5"])
+def test_a_head_the_port_holds_as_a_bare_parameter_of_the_model_pairs_with_torchs_linear(pair, tmp_path, plant):
+    """torch's lm_head a Linear, the port's lm_head_weight [in, out] a bare parameter of the model it multiplies
+    itself (CLIP's text_projection, paddlenlp's): started from torch's weight, its gradient and steps judged under
+    torch's name, green, and `check` on the hand-in agreeing; the plant red at the model's output. Before: refused,
+    "torch lm_head.weight has no Paddle counterpart; Paddle lm_head_weight no torch tensor fills" [PC831]."""
+    head = BARE[1][1] + (" * args.dim ** -0.5" if plant else "")
+    code, said = paddle_judged(pair, tmp_path, [BARE[0], (BARE[1][0], head)])
+    if plant:
+        assert code == 1 and "their own computation differs: (model)" in said, said
+        return
+    assert code == 0 and "green: the same run" in said, said
+    rows = (tmp_path / "out" / "log_reprod" / "bp_align_diff.log").read_text()
+    assert re.search(r"grad lm_head\.weight +\(8, 13\)", rows), rows
+    check = checked(tmp_path)
+    assert check.returncode == 0, check.stdout + check.stderr
+
+
 def test_a_refusal_lists_every_problem_it_counts(pair, tmp_path, capfd):
     """The Paddle encoder built without biases: its modules do not pair with torch's, and the one line says each
     tensor concerned (before, it listed 4 of those it counted), each packed part among them; said once, by run

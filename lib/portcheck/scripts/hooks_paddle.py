@@ -87,7 +87,8 @@ class PaddleSide(SharedSide):
         from portcheck.forward.outputs import counterparts
         from portcheck.mapping.trace import Recorder, call, eval_mode
         from portcheck.core.keys import ROOT, module_of, split_key
-        from portcheck.mapping.modules import describe
+        from portcheck.mapping import loose
+        from portcheck.mapping.modules import NAMES, describe
         from portcheck.mapping.pairing import pair
         rec = Recorder()
         handles = rec.attach(model)
@@ -102,17 +103,18 @@ class PaddleSide(SharedSide):
             for h in handles:
                 h.remove()
         # each side's fused or packed modules seen as their parts (the torch side's marked in its record: TorchSide)
-        torch_trace = fused.cut({k: v for k, v in given.items() if k.startswith(("mod/", "out/", "in/", fused.KEY))},
-                                False)
+        torch_trace = fused.cut({k: v for k, v in given.items() if k.startswith(("mod/", NAMES, "out/", "in/",
+                                                                                 fused.KEY))}, False)
         specs = fused.specs(model, self.run.layouts)  # Paddle's fused modules: each part paired, the parts joined below
         paddle_trace = fused.cut(fused.mark({**describe(model), **rec.arrays}, specs, model), False) if split is None \
             else split.whole_trace(rec.arrays)
+        renamed = renames(given, paddle_trace)  # read before mark() redescribes the modules it pairs with none
+        loose.mark(torch_trace, paddle_trace)  # a Linear against its parent's bare parameters: as convert pairs them
         try:
             paired = pair(torch_trace, paddle_trace)
             modules = paired.modules()
         except PipelineError as e:
             raise self.run.refuse(f"its model does not pair with the torch model's: {e}")
-        renamed = renames(given)
         params = model.state_dict() if split is None else split.full_params()
         state, problems, placed, said = {}, [], {}, set()  # said: Paddle keys a problem names already
         tied, missing, unplaced = ties(given), [], []

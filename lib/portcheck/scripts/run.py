@@ -362,7 +362,7 @@ def judge(out: Path, statuses: dict, steps: int, rank: int = 0, again=None, seal
         print(f"RED: {forged} [PC837]")
         return 1
     modules = report.forward.pairing.modules()
-    renamed = renames(t)
+    renamed = renames(t, p)
     config = configuration(t, p, statuses, steps, modules, renamed)
     measurable = runconfig.measurable(statuses["torch"]["config"], statuses["paddle"]["config"], modules)
     measurements = [measurement(t, p, report, modules, renamed, m) for m in measurable]
