@@ -478,8 +478,7 @@ HELD_AT = "held_at/"  # held_at/<torch key>/<the whole Paddle key>: another modu
 
 def renames(record: dict, other: dict = None) -> dict:
     """{torch key: its Paddle tensor name, or "/" and its whole Paddle key}, from a torch record's RENAMED and
-    HELD_AT keys; with the Paddle record `other` (not yet marked), a torch Linear's tensor the Paddle parent holds
-    bare by its name too (loose.held_at: two records written apart, which no HELD_AT key joins)."""
+    HELD_AT keys (and with `other`, the Paddle record not yet marked, loose.held_at: two records written apart)."""
     return {**{t: "/" + p for t, p in (loose_tensors.held_at(record, other) if other is not None else {}).items()},
             **dict(k[len(RENAMED):].rsplit("/", 1) for k in record if k.startswith(RENAMED)),
             **{t: "/" + p for t, _, p in (k[len(HELD_AT):].partition("/") for k in record if k.startswith(HELD_AT))}}
@@ -525,6 +524,7 @@ def judge_backward(torch_record: dict, paddle_record: dict, name_map=None,
     report.taking = {k[len(TAKEN_KEY):]: v for k, v in torch_record.items() if k.startswith(TAKEN_KEY)}
     mapped = (report.forward.pairing if report.forward else
               pairing.pair(*loose_tensors.marked(torch_record, paddle_record)[:2], name_map)).modules()
+    paddle_record, renamed = loose_tensors.in_torchs_shapes(torch_record, paddle_record, mapped, renamed, _counterpart)
 
     isolated = ISOLATED in torch_record
     if isolated != (ISOLATED in paddle_record):

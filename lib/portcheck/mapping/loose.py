@@ -10,6 +10,7 @@ May import portcheck.core, portcheck.mapping.layouts, .modules and .regroup; tor
 functions handed their models."""
 import collections
 import math
+from types import SimpleNamespace
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -70,7 +71,7 @@ def _parent(name: str, modules: dict) -> str:
 def apart(torch_held: dict, paddle_held: dict) -> tuple:
     """({torch module: [its own tensor shapes the other side holds in another form]}, the same of Paddle's, {torch
     modules}, {Paddle modules} whose tensors the other side holds as bare parameters of the parent, {torch key: the
-    whole Paddle key} of the first form's tensors, each in Paddle's layout on both sides), by names at the
+    whole Paddle key} of the first two forms' tensors), by names at the
     same place: a torch Linear (or Conv1D) `X.NAME` where Paddle has no `X.NAME` but its `X` holds `NAME` or
     `NAME_weight` (and `NAME_bias`) of those shapes in Paddle's layout; a torch `X` holding a 2-D `NAME` where
     Paddle's `X.NAME` is a Linear of that weight and torch has no module `X.NAME`; and a scalar `NAME` 0-d in one
@@ -103,6 +104,7 @@ def apart(torch_held: dict, paddle_held: dict) -> tuple:
                     set(child) == {"weight"} and child["weight"] in (shape, shape[::-1]):
                 drop_t.setdefault(name or ROOT, []).append(shape)
                 alone_p.add(join(name, tname))
+                at[join(name, tname)] = join(join(name, tname), "weight")
             theirs = mine[1].get(tname)
             # a scalar (one value): the 0-d one identifies nothing already; a vector with axes of 1 pairs as it is
             if theirs is not None and math.prod(shape) == 1 and same_scalar_shapes(shape, theirs):
@@ -137,9 +139,10 @@ def changes(torch_record, paddle_record):
 
 def held_at(torch_record, paddle_record) -> dict:
     """{torch key: the whole Paddle key} of each torch Linear's tensor the Paddle counterpart of its parent holds as a
-    bare parameter of the same name (apart()'s first form), read from two records not yet marked: where two
-    records written apart (a saved record_backward, `portcheck run`'s sides) find each gradient's counterpart. A
-    torch record written alone holds such a Linear's weight in Paddle's layout, [in, out], as the bare one is."""
+    bare parameter of the same name, and of each bare 2-D parameter Paddle's Linear of its name holds (apart()'s
+    forms), read from two records not yet marked: where two records written apart (a saved record_backward,
+    `portcheck run`'s sides) find each gradient's counterpart. A torch record written alone holds a Linear's weight in
+    Paddle's layout, [in, out], as the bare one is; a bare one as it is (as_held: transposed where the shape says)."""
     t_held, p_held = held_tensors(torch_record), held_tensors(paddle_record)
     return {} if t_held is None or p_held is None else apart(t_held, p_held)[4]
 
@@ -161,6 +164,65 @@ def marked(torch_record, paddle_record) -> tuple:
         return torch_record, paddle_record, UNNAMED
     over = lambda record, side: collections.ChainMap(found[side], record) if found[side] else record
     return over(torch_record, "torch"), over(paddle_record, "paddle"), None
+
+
+def as_held(value, shape, transposed=False):
+    """One side's tensor in the other side's `shape`, by this module's rules: a scalar or a vector with axes of 1
+    (same_scalar_shapes) and axes merged (regroup.merged) reshaped, the same values in row-major order; a 2-D tensor
+    the other holds the other way round, transposed, only where `transposed` (a pair this module found tensor to
+    tensor: a Linear's weight against a bare parameter; a shape alone never says it). None where none fits."""
+    value = np.asarray(value)
+    if value.shape == tuple(shape):
+        return value
+    if same_scalar_shapes(value.shape, tuple(shape)) or regroup.merged(value.shape, tuple(shape)):
+        return value.reshape(shape)
+    if transposed and value.ndim == 2 and value.shape[::-1] == tuple(shape):
+        return np.ascontiguousarray(value.T)
+    return None
+
+
+def held_by_type(torch_record, paddle_record, modules: dict) -> dict:
+    """{torch key: the whole Paddle key} of each torch Linear's tensor whose Paddle counterpart (modules: {torch
+    module: Paddle module}, ROOT the models), a layer of a type no layout knows, holds it under another name
+    (otherwise(): OPTLMHead's decoder_weight [vocab, hidden]), read from two records' mod/ and own/ keys (torch's
+    shapes in its own layout); {} where a record keeps no names. A square weight under another name fits either
+    layout: left out here, said where the weights are set (convert's PC455, run's PC831)."""
+    t_held, p_held = held_tensors(torch_record), held_tensors(paddle_record)
+    known = {k for kinds, _ in layouts_table().values() if kinds for k in kinds}
+    out = {}
+    for name, (kind, held) in (t_held or {}).items() if p_held is not None else ():
+        target = modules.get(name or ROOT)
+        target = "" if target in (None, ROOT) else target
+        p_kind, theirs = p_held.get(target, (None, {})) if (name or ROOT) in modules else (None, {})
+        if kind != "Linear" or not theirs or p_kind in known or all(t in theirs for t in held):
+            continue
+        zeros = lambda shape: np.broadcast_to(np.zeros((), np.float32), shape)  # shapes alone: no memory taken
+        tensors = {f"{name}.{t}" if name else t: SimpleNamespace(name=t, array=zeros(shape), rule=linear_layout,
+                                                                 paddle_name=t, module=name, module_type=kind)
+                   for t, shape in held.items()}
+        out.update({k: how.paddle_key for k, how in otherwise(tensors, target, theirs)[0].items()})
+    return out
+
+
+def in_torchs_shapes(torch_record, paddle_record, modules: dict, renamed: dict, counterpart) -> tuple:
+    """(Paddle's record, renamed) for two records written apart (a saved record_backward, `portcheck run`'s sides),
+    judged as compare_backward's, whose torch side records each tensor in Paddle's shape: renamed (backward.renames)
+    with held_by_type's keys ("/" and the whole Paddle key), and each tensor (grad/, state<i>/, final/) whose torch
+    counterpart holds the same values in another shape by as_held's rules laid over in torch's shape (a reshape; a
+    transpose only for a tensor paired tensor to tensor by this module, "/" in renamed). counterpart(torch key,
+    modules, renamed): the Paddle record key (backward._counterpart). The caller's record is never written to."""
+    renamed = {**{t: "/" + p for t, p in held_by_type(torch_record, paddle_record, modules).items()}, **renamed}
+    over, found = {}, {t for t, p in renamed.items() if p.startswith("/")}
+    for key, value in torch_record.items():
+        if not key.partition("/")[0].startswith(("grad", "state", "final")):
+            continue
+        p_key = counterpart(key, modules, renamed)
+        theirs = paddle_record.get(p_key) if p_key else None
+        if theirs is not None and np.shape(theirs) != np.shape(value):
+            fits = as_held(theirs, np.shape(value), transposed=key.partition("/")[2] in found)
+            if fits is not None:
+                over[p_key] = fits
+    return (collections.ChainMap(over, paddle_record) if over else paddle_record), renamed
 
 
 def find(torch_model, paddle_model, modules: dict, left: list, own_tensors, known_type) -> dict:
