@@ -183,18 +183,19 @@ def as_held(value, shape, transposed=False):
 
 def held_by_type(torch_record, paddle_record, modules: dict) -> dict:
     """{torch key: the whole Paddle key} of each torch Linear's tensor whose Paddle counterpart (modules: {torch
-    module: Paddle module}, ROOT the models), a layer of a type no layout knows, holds it under another name
-    (otherwise(): OPTLMHead's decoder_weight [vocab, hidden]), read from two records' mod/ and own/ keys (torch's
-    shapes in its own layout); {} where a record keeps no names. A square weight under another name fits either
-    layout: left out here, said where the weights are set (convert's PC455, run's PC831)."""
+    module: Paddle module}, ROOT the models), a layer holding them under other names, every one of its tensors
+    claimed (otherwise(): OPTLMHead's decoder_weight [vocab, hidden]), read from two records' mod/ and own/ keys
+    (torch's shapes in its own layout); {} where a record keeps no names. No framework is imported (`portcheck run`'s
+    Paddle side never imports torch, so layouts_table's known types are not read: a known layer holds a Linear's
+    names, or shapes no Linear's fill). A square weight under another name fits either layout: left out here, said
+    where the weights are set (convert's PC455, run's PC831)."""
     t_held, p_held = held_tensors(torch_record), held_tensors(paddle_record)
-    known = {k for kinds, _ in layouts_table().values() if kinds for k in kinds}
     out = {}
     for name, (kind, held) in (t_held or {}).items() if p_held is not None else ():
         target = modules.get(name or ROOT)
         target = "" if target in (None, ROOT) else target
         p_kind, theirs = p_held.get(target, (None, {})) if (name or ROOT) in modules else (None, {})
-        if kind != "Linear" or not theirs or p_kind in known or all(t in theirs for t in held):
+        if kind != "Linear" or not theirs or p_kind == "Linear" or all(t in theirs for t in held):
             continue
         zeros = lambda shape: np.broadcast_to(np.zeros((), np.float32), shape)  # shapes alone: no memory taken
         tensors = {f"{name}.{t}" if name else t: SimpleNamespace(name=t, array=zeros(shape), rule=linear_layout,
