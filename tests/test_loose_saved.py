@@ -90,15 +90,17 @@ def test_two_saved_records_pair_each_form_as_compare_forward_does(form):
 SAVED_BACKWARD = {"a pooler's Linear against the port's dense_weight, dense_bias": (None, "grad part.dense.weight"),
                   "a block's bare [out, in] and 0-d against a Linear and [1]": ({"Block": "same"},
                                                                                 "grad part.out_proj"),
-                  "a parameter with axes merged": ({"Rel": "same"}, "grad rel.q")}
+                  "a parameter with axes merged": ({"Rel": "same"}, "grad rel.q"),
+                  "an lm head held in a layer of the port's own, [vocab, hidden]": (None, "grad part.lm_head.weight")}
 
 
 @pytest.mark.parametrize("form", list(SAVED_BACKWARD))
 def test_each_gradient_held_otherwise_is_judged_from_two_saved_records(form):
     """record_backward on each side (torch's own module holding a 2-D tensor declared, as record_backward alone asks):
     a Linear's gradient the port's parent holds bare found under torch's name, a bare [out, in] one against the
-    port's Linear transposed, a 0-d one against [1] and one of axes merged reshaped; green, each plant red. Before:
-    "part.dense.weight (no counterpart on paddle)", and rel.q's [16, 2, 8] against [16, 16] red on a correct port."""
+    port's Linear transposed, a 0-d one against [1] and one of axes merged reshaped, an lm head's the port's own layer
+    holds as decoder_weight [vocab, hidden] transposed; green, each plant red. Before: "part.dense.weight (no
+    counterpart on paddle)", and rel.q's [16, 2, 8] against [16, 16] red on a correct port."""
     layouts, grad = SAVED_BACKWARD[form]
     for plant in (False, True):
         pt, pd = built(form, plant)
