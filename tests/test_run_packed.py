@@ -70,6 +70,21 @@ HEADS = ("        self.encoder = nn.TransformerEncoderLayer(dim, heads, 2 * dim,
          "        self.encoder = nn.TransformerEncoderLayer(dim, 2 * heads, 2 * dim, dropout)")
 TIED = [("        self.lm_head = nn.Linear(dim, vocab, bias_attr=False)\n", ""),
         ("        return self.lm_head(h)", "        return paddle.matmul(h, self.wte.weight, transpose_y=True)")]
+# an lm head in a layer of the port's own holding its weight [vocab, dim] (paddlenlp's OPTLMHead's decoder_weight)
+OWN_HEAD = [("class TinyLM(nn.Layer):", """class LMHead(nn.Layer):
+    def __init__(self, dim, vocab):
+        super().__init__()
+        self.decoder_weight = self.create_parameter([vocab, dim])
+
+    def forward(self, h):
+        return paddle.matmul(h, self.decoder_weight, transpose_y=True)
+
+
+class TinyLM(nn.Layer):"""), ("        self.lm_head = nn.Linear(dim, vocab, bias_attr=False)",
+                              "        self.lm_head = LMHead(dim, vocab)")]
+MISREAD = ("        return paddle.matmul(h, self.decoder_weight, transpose_y=True)",
+           "        return paddle.matmul(h, self.decoder_weight.reshape([h.shape[-1], -1]))")
+NO_EXP = ("        return self.lm_head(h) * self.logit_scale.exp()", "        return self.lm_head(h) * self.logit_scale")
 
 
 def test_two_plants_in_one_paddle_run_are_each_red_and_named(pair, tmp_path):
@@ -89,6 +104,38 @@ def test_two_plants_in_one_paddle_run_are_each_red_and_named(pair, tmp_path):
            "torch's side" in said and activation in said and "RED: 2 configuration difference(s)" in said, said
     check = checked(tmp_path)
     assert check.returncode == 1 and activation in check.stdout, check.stdout
+
+
+BARE = [("        self.lm_head = nn.Linear(dim, vocab, bias_attr=False)",
+         "        self.lm_head_weight = self.create_parameter([dim, vocab])"),
+        ("        return self.lm_head(h)", "        return paddle.matmul(h, self.lm_head_weight)")]
+HELD = {"the head a bare parameter [in, out] of the model": (BARE, r"grad lm_head\.weight +\(8, 13\)"),
+        "the head a layer of the port's own holding [vocab, dim]": (OWN_HEAD, r"grad lm_head\.weight +\(8, 13\)")}
+
+
+@pytest.mark.parametrize("form, plant", [(list(HELD)[0], False), (list(HELD)[1], False), (list(HELD)[1], True)],
+                         ids=["bare head", "own head layer", "own head layer misread, scale not exponentiated"])
+def test_a_head_and_a_scalar_the_port_holds_otherwise_start_from_torchs_and_are_judged(pair, tmp_path, form, plant):
+    """torch's lm_head a Linear and its logit_scale 0-d; the port's head a bare parameter [in, out] of the model it
+    multiplies itself (CLIP's text_projection in paddlenlp), or a layer of its own holding the weight [vocab, dim]
+    (OPTLMHead's decoder_weight), and its logit_scale [1] (in every run of this file): started from torch's values,
+    each gradient and step judged under torch's name, green, `check` on the hand-in agreeing. Plants: the own
+    layer's weight read by a reshape and the scale not exponentiated, red at lm_head and at the model (the bare
+    head's module is the model: the same place). Before: refused, "torch lm_head.weight has no Paddle counterpart;
+    Paddle lm_head_weight no torch tensor fills" (decoder_weight the same), and "torch logit_scale [] vs Paddle
+    logit_scale [1]" [PC831]."""
+    replace, grad = HELD[form]
+    code, said = paddle_judged(pair, tmp_path, [*replace, MISREAD, NO_EXP] if plant else replace)
+    if plant:
+        differs = re.search(r"their own computation differs: (.*) \[PC834\]", said)
+        assert code == 1 and differs and differs.group(1).split(", ") == ["lm_head", "(model)"], said
+        return
+    assert code == 0 and "green: the same run" in said, said
+    rows = (tmp_path / "out" / "log_reprod" / "bp_align_diff.log").read_text()
+    assert re.search(grad, rows) and re.search(r"grad logit_scale +\(\)", rows), rows
+    if replace is OWN_HEAD:  # the hand-in checked once (a process of its own)
+        check = checked(tmp_path)
+        assert check.returncode == 0, check.stdout + check.stderr
 
 
 def test_a_refusal_lists_every_problem_it_counts(pair, tmp_path, capfd):

@@ -22,11 +22,12 @@ class TinyLM(nn.Layer):
         self.encoder = nn.TransformerEncoderLayer(dim, heads, 2 * dim, dropout)
         self.pool = nn.MultiHeadAttention(dim, heads, dropout=dropout)
         self.lm_head = nn.Linear(dim, vocab, bias_attr=False)
+        self.logit_scale = self.create_parameter([1])
 
     def forward(self, ids):
         h = self.encoder(self.wte(ids))
         h = h + self.pool(h, h, h)
-        return self.lm_head(h)
+        return self.lm_head(h) * self.logit_scale.exp()
 
 
 paddle.seed(0)

@@ -25,11 +25,12 @@ class TinyLM(nn.Module):
         self.encoder = nn.TransformerEncoderLayer(dim, heads, 2 * dim, dropout, batch_first=True)
         self.pool = nn.MultiheadAttention(dim, heads, dropout=dropout, batch_first=True)
         self.lm_head = nn.Linear(dim, vocab, bias=False)
+        self.logit_scale = nn.Parameter(torch.tensor(0.1))  # 0-d, the port's [1] (CLIP's logit_scale)
 
     def forward(self, ids):
         h = self.encoder(self.wte(ids))
         h = h + self.pool(h, h, h, need_weights=False)[0]
-        return self.lm_head(h)
+        return self.lm_head(h) * self.logit_scale.exp()
 
 
 torch.manual_seed(0)

@@ -107,7 +107,7 @@ def compare_forward(torch_model, paddle_model, inputs, name_map=None, isolate=Fa
                                       fused.specs(torch_model, layouts), torch_model))
     paddle_record = fused.mark(record_forward(paddle_model, inputs, where("paddle")),
                                fused.specs(paddle_model, layouts), paddle_model)
-    loose.mark(torch_record, paddle_record, torch_model, paddle_model)
+    loose.mark(torch_record, paddle_record)
     torch_record, paddle_record = fused.cut(torch_record, False), fused.cut(paddle_record, False)
     _judgeable(torch_record, paddle_record, float64_kept=False)
     free = {}  # the float64 runs' weights: cast into the same memory in both (fresh pages cost more than the cast)
@@ -226,10 +226,16 @@ def judge_forward(torch_record: dict, paddle_record: dict, name_map=None,
     an output holding several tensors per tensor (name[0], name:logits, ...: the same key, else in order).
     If the torch model returns a ModelOutput and the Paddle one a tensor, the first output is the result.
     The model's output is also held to mean_bound, the guide's (None: it is not what a hand-in holds, as the
-    first forward of a training run). report.pairing lists every pair and every call left unpaired."""
+    first forward of a training run). report.pairing lists every pair and every call left unpaired.
+    A projection one side holds as a Linear and the other as a bare parameter of the parent, and a 0-d scalar against
+    a [1] one, pair as in compare_forward (portcheck.mapping.loose, read from the records' mod/ and own/ keys);
+    records keeping no tensor names say in one line that this rule was not applied (loose.UNNAMED)."""
     checked_args(None, mean_bound)
     _judgeable(torch_record, paddle_record)
-    return judge_records(torch_record, paddle_record, name_map, mean_bound, outputs=checked_outputs(outputs))
+    torch_record, paddle_record, unnamed = loose.marked(torch_record, paddle_record)  # as compare_forward's records
+    report = judge_records(torch_record, paddle_record, name_map, mean_bound, outputs=checked_outputs(outputs))
+    report.outputs_said += [unnamed] if unnamed else []
+    return report
 
 
 def _judgeable(torch_record: dict, paddle_record: dict, float64_kept=True):

@@ -114,7 +114,7 @@ def compare_backward(torch_model, paddle_model, inputs, targets, loss, optimizer
                                   clip=clip and clip[0], crossed=crossed)
         torch_model.load_state_dict(after)
         return run
-    loose_tensors.mark(t, p, torch_model, paddle_model)  # said in both records: their pairing reads it
+    loose_tensors.mark(t, p)  # said in both records: their pairing reads it
     report = judged(t, p, name_map, mean_bound, again, outputs)
     return fused.said_taken(report, found) if found else report
 
@@ -476,10 +476,11 @@ RENAMED = "renamed/"  # a torch record's key: renamed/<torch key>/<its Paddle te
 HELD_AT = "held_at/"  # held_at/<torch key>/<the whole Paddle key>: another module holds it (mapping.loose)
 
 
-def renames(record: dict) -> dict:
+def renames(record: dict, other: dict = None) -> dict:
     """{torch key: its Paddle tensor name, or "/" and its whole Paddle key}, from a torch record's RENAMED and
-    HELD_AT keys."""
-    return {**dict(k[len(RENAMED):].rsplit("/", 1) for k in record if k.startswith(RENAMED)),
+    HELD_AT keys (and with `other`, the Paddle record not yet marked, loose.held_at: two records written apart)."""
+    return {**{t: "/" + p for t, p in (loose_tensors.held_at(record, other) if other is not None else {}).items()},
+            **dict(k[len(RENAMED):].rsplit("/", 1) for k in record if k.startswith(RENAMED)),
             **{t: "/" + p for t, _, p in (k[len(HELD_AT):].partition("/") for k in record if k.startswith(HELD_AT))}}
 
 STATISTICS = {*RENAMES, *RENAMES.values()}  # BatchNorm's running statistics, recorded after every step
@@ -514,14 +515,16 @@ def judge_backward(torch_record: dict, paddle_record: dict, name_map=None,
         raise PipelineError("the torch record holds no gradients with their float64 run: write it with "
                             "align.record_backward(torch_model, ...) [PC603]")
     torch_record, paddle_record = fused.cut(torch_record), fused.cut(paddle_record)  # fused modules as their parts
-    renamed = renames(torch_record)
+    renamed = renames(torch_record, paddle_record)
     report = BackwardReport()
     if any(k.startswith("out/") for k in torch_record):
         report.forward = judge_forward(torch_record, paddle_record, name_map, mean_bound=None, outputs=outputs)
         report.crossed = crossings(report.forward, torch_record, paddle_record)
     report.taken = TAKEN in torch_record
     report.taking = {k[len(TAKEN_KEY):]: v for k, v in torch_record.items() if k.startswith(TAKEN_KEY)}
-    mapped = (report.forward.pairing if report.forward else pairing.pair(torch_record, paddle_record, name_map)).modules()
+    mapped = (report.forward.pairing if report.forward else
+              pairing.pair(*loose_tensors.marked(torch_record, paddle_record)[:2], name_map)).modules()
+    paddle_record, renamed = loose_tensors.in_torchs_shapes(torch_record, paddle_record, mapped, renamed, _counterpart)
 
     isolated = ISOLATED in torch_record
     if isolated != (ISOLATED in paddle_record):

@@ -206,7 +206,7 @@ def pair_modules(torch_model, paddle_model, name_map=None, inputs=None, layouts=
     with eval_mode(torch_model), eval_mode(paddle_model):
         whole = [fused.mark(ran_on(side, trace(m, inputs, _Shapes()), inputs), fused.specs(m, layouts), m)
                  for side, m in (("torch", torch_model), ("Paddle", paddle_model))]  # each output as it ran
-        loose_tensors.mark(*whole, torch_model, paddle_model)
+        loose_tensors.mark(*whole)
         named_exist(name_map, *whole)  # an entry naming no module is refused, as compare_forward refuses it
         paired = pairing.pair(*(fused.cut(r) for r in whole), name_map, weights_only=True)
     if ran is not None and inputs is not None:

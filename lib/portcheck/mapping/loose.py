@@ -8,7 +8,9 @@ decoder_weight), and a parameter with axes merged (portcheck.mapping.regroup: XL
 
 May import portcheck.core, portcheck.mapping.layouts, .modules and .regroup; torch and Paddle only inside the
 functions handed their models."""
+import collections
 import math
+from types import SimpleNamespace
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -18,7 +20,7 @@ from portcheck.core.errors import PipelineError
 from portcheck.core.keys import ROOT
 from portcheck.mapping.layouts import layouts_table, linear_layout, same_layout
 from portcheck.mapping import regroup
-from portcheck.mapping.modules import META, redescribed
+from portcheck.mapping.modules import META, held_tensors, redescribed
 
 
 @dataclass(frozen=True)
@@ -66,27 +68,26 @@ def _parent(name: str, modules: dict) -> str:
     return ROOT
 
 
-def apart(torch_model, paddle_model) -> tuple:
+def apart(torch_held: dict, paddle_held: dict) -> tuple:
     """({torch module: [its own tensor shapes the other side holds in another form]}, the same of Paddle's, {torch
-    modules}, {Paddle modules} whose tensors the other side holds as bare parameters of the parent), by names at the
+    modules}, {Paddle modules} whose tensors the other side holds as bare parameters of the parent, {torch key: the
+    whole Paddle key} of the first two forms' tensors), by names at the
     same place: a torch Linear (or Conv1D) `X.NAME` where Paddle has no `X.NAME` but its `X` holds `NAME` or
     `NAME_weight` (and `NAME_bias`) of those shapes in Paddle's layout; a torch `X` holding a 2-D `NAME` where
     Paddle's `X.NAME` is a Linear of that weight and torch has no module `X.NAME`; and a scalar `NAME` 0-d in one
     `X` and [1] in the other's. The run pairs calls by order and shape, and such a projection is a call on one side
     only: it would pair with the next call of its shape (torch's visual_projection with the port's
-    text_projection, a pooler's dense with the port's pooler holding dense_weight). mark() says it in the records."""
-    t_modules = dict(torch_model.named_modules())
-    layers = dict(paddle_model.named_sublayers(include_self=True))
-    t_own = lambda m: {n: tuple(p.shape) for n, p in (*m.named_parameters(recurse=False),
-                                                      *m.named_buffers(recurse=False)) if p is not None}
-    drop_t, drop_p, alone_t, alone_p = {}, {}, set(), set()
+    text_projection, a pooler's dense with the port's pooler holding dense_weight). mark() says it in the records.
+    torch_held, paddle_held: modules.held_tensors of each side's record ({module: (class, {tensor: shape})}), so
+    that two saved records, or the records of two processes (`portcheck run`), are read as two live models are."""
+    drop_t, drop_p, alone_t, alone_p, at = {}, {}, set(), set(), {}
     join = lambda x, n: f"{x}.{n}" if x else n
-    for name, module in t_modules.items():
-        held, layer = t_own(module), layers.get(name)
+    for name, (kind, held) in torch_held.items():
+        mine = paddle_held.get(name)
         parent, _, last = name.rpartition(".")
-        kind = type(module).__name__
-        if name and kind in ("Linear", "Conv1D") and "weight" in held and name not in layers and parent in layers:
-            theirs = _own(layers[parent])
+        if name and kind in ("Linear", "Conv1D") and "weight" in held and name not in paddle_held and \
+                parent in paddle_held:
+            theirs = paddle_held[parent][1]
             # each tensor's shapes it may have there (without an array: an lm_head is gigabytes): a Linear's weight
             # in either layout, [in, out] as the port multiplies x @ W or [out, in] read with transpose_y
             wants = {t: {s[::-1], s} if kind == "Linear" and t == "weight" else {s} for t, s in held.items()}
@@ -95,32 +96,135 @@ def apart(torch_model, paddle_model) -> tuple:
             if found and all(found.values()):
                 alone_t.add(name)
                 drop_p.setdefault(parent or ROOT, []).extend(theirs[n] for n in found.values())
-        if layer is None:
+                at.update({f"{name}.{t}": join(parent, n) for t, n in found.items()})
+        if mine is None:
             continue
         for tname, shape in held.items():
-            child = layers.get(join(name, tname))
-            if len(shape) == 2 and join(name, tname) not in t_modules and child is not None and \
-                    type(child).__name__ == "Linear" and _own(child) == {"weight": _own(child)["weight"]} and \
-                    _own(child)["weight"] in (shape, shape[::-1]):
+            kind_, child = paddle_held.get(join(name, tname), (None, {}))
+            if len(shape) == 2 and join(name, tname) not in torch_held and kind_ == "Linear" and \
+                    set(child) == {"weight"} and child["weight"] in (shape, shape[::-1]):
                 drop_t.setdefault(name or ROOT, []).append(shape)
                 alone_p.add(join(name, tname))
-            theirs = _own(layer).get(tname)
+                at[join(name, tname)] = join(join(name, tname), "weight")
+            theirs = mine[1].get(tname)
             # a scalar (one value): the 0-d one identifies nothing already; a vector with axes of 1 pairs as it is
             if theirs is not None and math.prod(shape) == 1 and same_scalar_shapes(shape, theirs):
                 (drop_t.setdefault(name or ROOT, []).append(shape) if len(shape) else
                  drop_p.setdefault(name or ROOT, []).append(theirs))
-    return drop_t, drop_p, alone_t, alone_p
+    return drop_t, drop_p, alone_t, alone_p, at
 
 
-def mark(torch_record: dict, paddle_record: dict, torch_model, paddle_model) -> None:
-    """apart()'s tensors taken out of each record's module descriptions (modules.describe), and its modules
-    described as pairing with none: what the pairing reads of them is then what the two sides share."""
-    drop_t, drop_p, alone_t, alone_p = apart(torch_model, paddle_model)
-    for record, drop, alone in ((torch_record, drop_t, alone_t), (paddle_record, drop_p, alone_p)):
+UNNAMED = ("a projection held as a Linear on one side and a bare parameter of its parent on the other "
+           "(portcheck.mapping.loose) is not told apart in records that keep no tensor names (own/ keys): record "
+           "both sides again with this version, or judge with compare_forward [PC486]")
+
+
+def changes(torch_record, paddle_record):
+    """{side: {mod/ key: its value with apart()'s tensors taken out and its modules described as pairing with
+    none}}: what the pairing reads of them is then what the two sides share. Read from the records alone (their
+    mod/ and own/ keys), as two live models are; None where a record keeps no tensor names (UNNAMED says it)."""
+    t_held, p_held = held_tensors(torch_record), held_tensors(paddle_record)
+    if t_held is None or p_held is None:
+        return None
+    drop_t, drop_p, alone_t, alone_p, _ = apart(t_held, p_held)
+    out = {}
+    for side, record, drop, alone in (("torch", torch_record, drop_t, alone_t),
+                                      ("paddle", paddle_record, drop_p, alone_p)):
+        out[side] = {}
         for key in [k for k in record if k.startswith(META)]:
             name = key[len(META):].rpartition("/")[0]
             if name in drop or name in alone:
-                record[key] = redescribed(record[key], drop.get(name, ()), name in alone)
+                out[side][key] = redescribed(record[key], drop.get(name, ()), name in alone)
+    return out
+
+
+def held_at(torch_record, paddle_record) -> dict:
+    """{torch key: the whole Paddle key} of each torch Linear's tensor the Paddle counterpart of its parent holds as a
+    bare parameter of the same name, and of each bare 2-D parameter Paddle's Linear of its name holds (apart()'s
+    forms), read from two records not yet marked: where two records written apart (a saved record_backward,
+    `portcheck run`'s sides) find each gradient's counterpart. A torch record written alone holds a Linear's weight in
+    Paddle's layout, [in, out], as the bare one is; a bare one as it is (as_held: transposed where the shape says)."""
+    t_held, p_held = held_tensors(torch_record), held_tensors(paddle_record)
+    return {} if t_held is None or p_held is None else apart(t_held, p_held)[4]
+
+
+def mark(torch_record, paddle_record) -> bool:
+    """changes() made in each record (records of the caller's own run); False where a record keeps no names."""
+    found = changes(torch_record, paddle_record)
+    for record, side in ((torch_record, "torch"), (paddle_record, "paddle")):
+        for key, value in (found or {}).get(side, {}).items():
+            record[key] = value
+    return found is not None
+
+
+def marked(torch_record, paddle_record) -> tuple:
+    """(torch's, Paddle's, a line or None): two saved records as mark() reads them, each changed key laid over the
+    record (a caller's record is never written to), or as they are with UNNAMED where one keeps no tensor names."""
+    found = changes(torch_record, paddle_record)
+    if found is None:
+        return torch_record, paddle_record, UNNAMED
+    over = lambda record, side: collections.ChainMap(found[side], record) if found[side] else record
+    return over(torch_record, "torch"), over(paddle_record, "paddle"), None
+
+
+def as_held(value, shape, transposed=False):
+    """One side's tensor in the other side's `shape`, by this module's rules: a scalar or a vector with axes of 1
+    (same_scalar_shapes) and axes merged (regroup.merged) reshaped, the same values in row-major order; a 2-D tensor
+    the other holds the other way round, transposed, only where `transposed` (a pair this module found tensor to
+    tensor: a Linear's weight against a bare parameter; a shape alone never says it). None where none fits."""
+    value = np.asarray(value)
+    if value.shape == tuple(shape):
+        return value
+    if same_scalar_shapes(value.shape, tuple(shape)) or regroup.merged(value.shape, tuple(shape)):
+        return value.reshape(shape)
+    if transposed and value.ndim == 2 and value.shape[::-1] == tuple(shape):
+        return np.ascontiguousarray(value.T)
+    return None
+
+
+def held_by_type(torch_record, paddle_record, modules: dict) -> dict:
+    """{torch key: the whole Paddle key} of each torch Linear's tensor whose Paddle counterpart (modules: {torch
+    module: Paddle module}, ROOT the models), a layer holding them under other names, every one of its tensors
+    claimed (otherwise(): OPTLMHead's decoder_weight [vocab, hidden]), read from two records' mod/ and own/ keys
+    (torch's shapes in its own layout); {} where a record keeps no names. No framework is imported (`portcheck run`'s
+    Paddle side never imports torch, so layouts_table's known types are not read: a known layer holds a Linear's
+    names, or shapes no Linear's fill). A square weight under another name fits either layout: left out here, said
+    where the weights are set (convert's PC455, run's PC831)."""
+    t_held, p_held = held_tensors(torch_record), held_tensors(paddle_record)
+    out = {}
+    for name, (kind, held) in (t_held or {}).items() if p_held is not None else ():
+        target = modules.get(name or ROOT)
+        target = "" if target in (None, ROOT) else target
+        p_kind, theirs = p_held.get(target, (None, {})) if (name or ROOT) in modules else (None, {})
+        if kind != "Linear" or not theirs or p_kind == "Linear" or all(t in theirs for t in held):
+            continue
+        zeros = lambda shape: np.broadcast_to(np.zeros((), np.float32), shape)  # shapes alone: no memory taken
+        tensors = {f"{name}.{t}" if name else t: SimpleNamespace(name=t, array=zeros(shape), rule=linear_layout,
+                                                                 paddle_name=t, module=name, module_type=kind)
+                   for t, shape in held.items()}
+        out.update({k: how.paddle_key for k, how in otherwise(tensors, target, theirs)[0].items()})
+    return out
+
+
+def in_torchs_shapes(torch_record, paddle_record, modules: dict, renamed: dict, counterpart) -> tuple:
+    """(Paddle's record, renamed) for two records written apart (a saved record_backward, `portcheck run`'s sides),
+    judged as compare_backward's, whose torch side records each tensor in Paddle's shape: renamed (backward.renames)
+    with held_by_type's keys ("/" and the whole Paddle key), and each tensor (grad/, state<i>/, final/) whose torch
+    counterpart holds the same values in another shape by as_held's rules laid over in torch's shape (a reshape; a
+    transpose only for a tensor paired tensor to tensor by this module, "/" in renamed). counterpart(torch key,
+    modules, renamed): the Paddle record key (backward._counterpart). The caller's record is never written to."""
+    renamed = {**{t: "/" + p for t, p in held_by_type(torch_record, paddle_record, modules).items()}, **renamed}
+    over, found = {}, {t for t, p in renamed.items() if p.startswith("/")}
+    for key, value in torch_record.items():
+        if not key.partition("/")[0].startswith(("grad", "state", "final")):
+            continue
+        p_key = counterpart(key, modules, renamed)
+        theirs = paddle_record.get(p_key) if p_key else None
+        if theirs is not None and np.shape(theirs) != np.shape(value):
+            fits = as_held(theirs, np.shape(value), transposed=key.partition("/")[2] in found)
+            if fits is not None:
+                over[p_key] = fits
+    return (collections.ChainMap(over, paddle_record) if over else paddle_record), renamed
 
 
 def find(torch_model, paddle_model, modules: dict, left: list, own_tensors, known_type) -> dict:

@@ -12,24 +12,27 @@ from portcheck.mapping import settings
 META = "mod/"      # a record's key per module: mod/<name>/<class>, its children and tensor shapes (int64)
 ALONE = -2         # children, said of a module whose tensors the other side holds bare (mapping.loose): pairs none
 ACT = "act/"       # act/<name>: the activation a Paddle module applies to its own output (legacy BatchNorm(act=))
+NAMES = "own/"     # own/<name>: the names of the tensors a module holds itself, in mod/'s order (utf-8, comma-joined)
 
 
 def own_modules(model):
-    """[(name, module, children, shapes of the tensors it holds itself)] in definition order, either framework.
-    A 0-d tensor (BatchNorm's num_batches_tracked, which Paddle does not keep) identifies nothing."""
+    """[(name, module, children, shapes of the tensors it holds itself, their names)] in definition order, either
+    framework. A 0-d tensor (BatchNorm's num_batches_tracked, which Paddle does not keep) identifies nothing."""
     out = []
     if hasattr(model, "named_sublayers"):
         for name, layer in model.named_sublayers(include_self=True):
             skip = getattr(layer, "_non_persistable_buffer_names_set", set())
-            tensors = [p for _, p in layer.named_parameters(include_sublayers=False)]
-            tensors += [b for n, b in layer.named_buffers(include_sublayers=False) if n not in skip]
-            out.append((name, layer, len(list(layer.children())), [tuple(t.shape) for t in tensors]))
+            tensors = list(layer.named_parameters(include_sublayers=False))
+            tensors += [(n, b) for n, b in layer.named_buffers(include_sublayers=False) if n not in skip]
+            out.append((name, layer, len(list(layer.children())), [tuple(t.shape) for _, t in tensors],
+                        [n for n, _ in tensors]))
     else:
         for name, module in model.named_modules():
             skip = getattr(module, "_non_persistent_buffers_set", set())
-            tensors = [p for _, p in module.named_parameters(recurse=False)]
-            tensors += [b for n, b in module.named_buffers(recurse=False) if b is not None and n not in skip]
-            out.append((name, module, len(list(module.children())), [tuple(t.shape) for t in tensors]))
+            tensors = list(module.named_parameters(recurse=False))
+            tensors += [(n, b) for n, b in module.named_buffers(recurse=False) if b is not None and n not in skip]
+            out.append((name, module, len(list(module.children())), [tuple(t.shape) for _, t in tensors],
+                        [n for n, _ in tensors]))
     return out
 
 
@@ -38,9 +41,11 @@ def describe(model) -> dict:
     order: what pairing needs of a model, kept in its record so that two saved records pair alone; and each
     module's settings (settings.keyed: cfg/<name>), what its graph's node shows."""
     out = {}
-    for name, module, children, shapes in own_modules(model):
+    for name, module, children, shapes, names in own_modules(model):
         flat = [children, len(shapes)] + [d for s in shapes for d in (len(s), *s)]
         out[f"{META}{name or ROOT}/{type(module).__name__}"] = np.array(flat, dtype=np.int64)
+        if names:
+            out[f"{NAMES}{name or ROOT}"] = np.frombuffer(",".join(names).encode("utf-8"), dtype=np.uint8).copy()
         act = getattr(module, "_act", None) if hasattr(module, "named_sublayers") else None
         if isinstance(act, str) and act:
             out[f"{ACT}{name or ROOT}"] = np.frombuffer(act.encode("utf-8"), dtype=np.uint8).copy()
@@ -61,6 +66,28 @@ def redescribed(flat, dropped=(), alone=False):
             shapes.append(shape)
     out = [ALONE if alone else flat[0], len(shapes)] + [d for s in shapes for d in (len(s), *s)]
     return np.array(out, dtype=np.int64)
+
+
+def held_tensors(record):
+    """{module name ("" the model): (its class, {tensor name: shape})} from a record's mod/ and own/ keys, as
+    describe wrote them; None for a record with mod/ keys and no own/ key (written before own/ keys were kept). A
+    module whose own/ names do not match its shapes (a fused module's, cut into parts) holds none here."""
+    out, named, holds = {}, False, False
+    for key in record:
+        if not key.startswith(META):
+            continue
+        name, _, kind = key[len(META):].rpartition("/")
+        names = text(record, NAMES + name)
+        named |= names is not None
+        flat = [int(x) for x in np.asarray(record[key]).reshape(-1)]
+        holds |= flat[1] > 0
+        shapes, i = [], 2
+        for _ in range(flat[1]):
+            shapes.append(tuple(flat[i + 1:i + 1 + flat[i]]))
+            i += 1 + flat[i]
+        names = names.split(",") if names else []
+        out["" if name == ROOT else name] = (kind, dict(zip(names, shapes)) if len(names) == len(shapes) else {})
+    return None if holds and not named else out
 
 
 def text(record, key):

@@ -87,7 +87,8 @@ class PaddleSide(SharedSide):
         from portcheck.forward.outputs import counterparts
         from portcheck.mapping.trace import Recorder, call, eval_mode
         from portcheck.core.keys import ROOT, module_of, split_key
-        from portcheck.mapping.modules import describe
+        from portcheck.mapping import loose
+        from portcheck.mapping.modules import NAMES, describe
         from portcheck.mapping.pairing import pair
         rec = Recorder()
         handles = rec.attach(model)
@@ -102,17 +103,18 @@ class PaddleSide(SharedSide):
             for h in handles:
                 h.remove()
         # each side's fused or packed modules seen as their parts (the torch side's marked in its record: TorchSide)
-        torch_trace = fused.cut({k: v for k, v in given.items() if k.startswith(("mod/", "out/", "in/", fused.KEY))},
-                                False)
+        torch_trace = fused.cut({k: v for k, v in given.items() if k.startswith(("mod/", NAMES, "out/", "in/",
+                                                                                 fused.KEY))}, False)
         specs = fused.specs(model, self.run.layouts)  # Paddle's fused modules: each part paired, the parts joined below
         paddle_trace = fused.cut(fused.mark({**describe(model), **rec.arrays}, specs, model), False) if split is None \
             else split.whole_trace(rec.arrays)
+        renamed = renames(given, paddle_trace)  # read before mark() redescribes the modules it pairs with none
+        loose.mark(torch_trace, paddle_trace)  # a Linear against its parent's bare parameters: as convert pairs them
         try:
             paired = pair(torch_trace, paddle_trace)
             modules = paired.modules()
         except PipelineError as e:
             raise self.run.refuse(f"its model does not pair with the torch model's: {e}")
-        renamed = renames(given)
         params = model.state_dict() if split is None else split.full_params()
         state, problems, placed, said = {}, [], {}, set()  # said: Paddle keys a problem names already
         tied, missing, unplaced = ties(given), [], []
@@ -133,6 +135,8 @@ class PaddleSide(SharedSide):
                          and "Embedding" in kinds.get(module(k), "") and given[f"state0/{k}"].shape == shape[::-1]),
                         None)
         parts = {}  # {Paddle part key (<fused module>.<part>.<tensor>): torch's value}, joined into the module's
+        # a layer of a type of its own holding a torch Linear's tensors (OPTLMHead's decoder_weight): as judged
+        renamed.update({t: "/" + p for t, p in loose.held_by_type(given, paddle_trace, modules).items()})
         for key in (k for k in given if k.startswith("state0/")):
             target = _counterpart(key, modules, renamed).partition("/")[2]
             if target not in params and module(module(target)) in specs:
@@ -152,9 +156,11 @@ class PaddleSide(SharedSide):
                     said.add(key[7:])
                 continue
             value, want = given[key], params[target]
-            if tuple(value.shape) != tuple(want.shape):
+            # 0-d against [1], axes merged, a bare [out, in] against a Linear: the same values (run.judge's shapes)
+            fits = loose.as_held(value, tuple(want.shape), transposed=renamed.get(key[7:], "").startswith("/"))
+            if fits is None:
                 problems.append(f"torch {key[7:]} {list(value.shape)} vs Paddle {target} {list(want.shape)}")
-            state[target], placed[key[7:]] = value, target
+            state[target], placed[key[7:]] = value if fits is None else fits, target
         self.joins.clear()
         problems += self._join(specs, parts, params, state, {p: t for t, p in placed.items() if p in parts}, said)
         for name in missing:  # a tied name filled through another (the name its tie's module is paired under)

@@ -57,7 +57,7 @@ import numpy as np
 
 
 from portcheck.pipeline import data as data_pairs
-from portcheck.mapping import fused
+from portcheck.mapping import fused, loose
 from portcheck.pipeline import handin, kink_files
 from portcheck.scripts import launch  # its script called through it: the tests' fork server stands in for it there
 from portcheck.scripts import runconfig
@@ -305,7 +305,6 @@ def measurement(t: dict, p: dict, report, modules: dict, renamed: dict, setting)
     in the batch: {"gap": the pad rows' largest difference, "largest": [torch's, Paddle's], "passed": those rows
     green}, or {"gap": None} where the first batch holds no pad token. Handed in (runconfig.hand_in) as it is."""
     name, _, _, _, tv, pv = setting
-    from portcheck.gradients.backward import _counterpart
     rows = sorted({int(v) for v in (tv, pv) if v is not None})
     ids = t.get(f"in/{name or ROOT}")
     tg, pg = t.get(f"grad/{name}.weight"), p.get(_counterpart(f"grad/{name}.weight", modules, renamed))
@@ -362,7 +361,8 @@ def judge(out: Path, statuses: dict, steps: int, rank: int = 0, again=None, seal
         print(f"RED: {forged} [PC837]")
         return 1
     modules = report.forward.pairing.modules()
-    renamed = renames(t)
+    renamed = renames(t, p)
+    p, renamed = loose.in_torchs_shapes(t, p, modules, renamed, _counterpart)  # each as judge_backward finds it
     config = configuration(t, p, statuses, steps, modules, renamed)
     measurable = runconfig.measurable(statuses["torch"]["config"], statuses["paddle"]["config"], modules)
     measurements = [measurement(t, p, report, modules, renamed, m) for m in measurable]
@@ -378,7 +378,6 @@ def judge(out: Path, statuses: dict, steps: int, rank: int = 0, again=None, seal
     pairs = out / "pairs"
     top = out / "log_reprod"
     pairs.mkdir(exist_ok=True)
-    from portcheck.gradients.backward import _counterpart
     weights = {k[7:]: v for k, v in t.items() if k.startswith("state0/")}
     paddle_weights = {k: p.get("state0/" + _counterpart("w/" + k, modules, renamed).partition("/")[2]) for k in weights}
     # each record of this run names it (a configuration entry or pair of another run of the same scripts, weights and
