@@ -167,3 +167,66 @@ def test_paddlenlp_blip_2_ties_its_lm_head_to_the_word_embeddings_as_transformer
     (OPTForCausalLM has no get_output_embeddings to tie by): two weights trained apart."""
     lm = paddle_blip_2()[0].language_model
     assert lm.lm_head.decoder_weight is lm.opt.embeddings.word_embeddings.weight
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason=FINDING + "RobertaEmbeddings' position embedding has no "
+                   "padding_idx: a padded batch trains its pad row")
+def test_paddlenlp_roberta_keeps_the_position_pad_row_untrained_as_transformers():
+    """transformers' RobertaEmbeddings builds position_embeddings with padding_idx=pad_token_id, so the pad row, the
+    position every pad token reads, takes no gradient; paddlenlp's has no padding_idx and trains it."""
+    import paddle
+    from paddlenlp.transformers import RobertaConfig, RobertaModel
+    paddle.seed(0)
+    pd = RobertaModel(RobertaConfig(vocab_size=100, hidden_size=32, num_hidden_layers=1, num_attention_heads=4,
+                                    intermediate_size=64, max_position_embeddings=40, pad_token_id=1))
+    ids = paddle.to_tensor([[0, 5, 6, 7, 2], [0, 5, 2, 1, 1]])  # the second sample padded by 2
+    out = pd(input_ids=ids, attention_mask=(ids != 1).astype("int64"))[0]
+    (out * paddle.randn(out.shape)).sum().backward()
+    assert (pd.embeddings.position_embeddings.weight.grad[1] == 0).all()
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason=FINDING + "T5Attention buckets relative positions "
+                   "with max_distance 128 whatever the config's relative_attention_max_distance")
+def test_paddlenlp_t5_reads_relative_attention_max_distance_as_transformers():
+    """paddlenlp's T5Attention.compute_bias calls _relative_position_bucket without max_distance (its default 128);
+    transformers' passes the config's relative_attention_max_distance. Each bucket's bias row is set to its index,
+    so compute_bias gives the buckets themselves."""
+    import paddle
+    import torch
+    from paddlenlp.transformers import T5Config
+    from paddlenlp.transformers.t5.modeling import T5Attention
+    from transformers.models.t5.modeling_t5 import T5Attention as TorchT5Attention
+    attention = T5Attention(T5Config(d_model=32, d_kv=8, num_heads=4, relative_attention_num_buckets=32,
+                                     relative_attention_max_distance=32), has_relative_attention_bias=True)
+    attention.relative_attention_bias.weight.set_value(paddle.arange(32, dtype="float32").unsqueeze(-1).tile([1, 4]))
+    buckets = attention.compute_bias(64, 64)[0, 0].numpy().astype("int64")
+    relative = torch.arange(64)[None, :] - torch.arange(64)[:, None]
+    expected = TorchT5Attention._relative_position_bucket(relative, bidirectional=True, num_buckets=32, max_distance=32)
+    assert (buckets == expected.numpy()).all()
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason=FINDING + "ElectraClassificationHead applies the "
+                   "config's hidden_act, transformers' gelu always")
+def test_paddlenlp_electra_classification_head_applies_gelu_as_transformers():
+    """transformers' ElectraClassificationHead applies gelu whatever hidden_act says; paddlenlp's applies
+    get_activation(config.hidden_act), so with relu the classifier differs."""
+    import numpy as np
+    import paddle
+    from paddlenlp.transformers import ElectraConfig, ElectraForSequenceClassification
+    pd = ElectraForSequenceClassification(ElectraConfig(vocab_size=100, embedding_size=32, hidden_size=32,
+                                                        num_hidden_layers=1, num_attention_heads=4,
+                                                        intermediate_size=64, hidden_act="relu", num_labels=2))
+    x = paddle.to_tensor([[-1.0, 1.0]])
+    assert np.allclose(pd.classifier.act(x).numpy(), paddle.nn.functional.gelu(x).numpy())
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason=FINDING + "BartForConditionalGeneration holds "
+                   "lm_head_weight apart from its shared embedding, transformers' ties them")
+def test_paddlenlp_bart_ties_its_lm_head_to_the_shared_embedding_as_transformers():
+    """transformers' BartForConditionalGeneration ties lm_head.weight to model.shared.weight (tie_word_embeddings,
+    True by default): one weight; paddlenlp's creates lm_head_weight of its own: two weights trained apart."""
+    from paddlenlp.transformers import BartConfig, BartForConditionalGeneration
+    pd = BartForConditionalGeneration(BartConfig(vocab_size=100, d_model=32, encoder_layers=1, decoder_layers=1,
+                                                 encoder_attention_heads=4, decoder_attention_heads=4,
+                                                 encoder_ffn_dim=64, decoder_ffn_dim=64, max_position_embeddings=64))
+    assert pd.lm_head_weight is pd.bart.shared.weight

@@ -333,7 +333,31 @@ FINDINGS = [
     "with the two tied by hand, the 3 steps are green.", "",
     "  Smallest code: `lm = pd.language_model; "
     "print(lm.lm_head.decoder_weight is lm.opt.embeddings.word_embeddings.weight)` prints False. Pinned by "
-    "`test_paddlenlp_blip_2_ties_its_lm_head_to_the_word_embeddings_as_transformers`.", ""]
+    "`test_paddlenlp_blip_2_ties_its_lm_head_to_the_word_embeddings_as_transformers`.", "",
+    "- **RoBERTa, `embeddings.position_embeddings` (RobertaEmbeddings)**: transformers builds it with "
+    "`padding_idx=pad_token_id`, paddlenlp with no `padding_idx`. Every pad token reads the pad row (position id "
+    "`pad_token_id`), so on a padded batch paddlenlp trains that row and transformers does not.", "",
+    "  Shown on a tiny RobertaModel (one layer, hidden 32), ids `[[0, 5, 6, 7, 2], [0, 5, 2, 1, 1]]` with their "
+    "attention mask: the pad row's gradient is 140 at most, where transformers' is 0. Smallest code: "
+    "`pd.embeddings.position_embeddings._padding_idx` is None. Pinned by "
+    "`test_paddlenlp_roberta_keeps_the_position_pad_row_untrained_as_transformers`.", "",
+    "- **T5, `encoder.block.0.layer.0.SelfAttention` (T5Attention)**: paddlenlp's `compute_bias` calls "
+    "`_relative_position_bucket` without `max_distance`, so it is always 128. Transformers passes the config's "
+    "`relative_attention_max_distance`. A config that gives another value differs in the first self-attention.", "",
+    "  Shown with `relative_attention_max_distance=32` and 32 buckets, on 64 positions: 2970 of the 4096 buckets "
+    "differ. Relative position 40 falls in bucket 28 in paddlenlp, 31 in transformers. Smallest code: "
+    "`compute_bias(64, 64)` with each bucket's bias set to its index. Pinned by "
+    "`test_paddlenlp_t5_reads_relative_attention_max_distance_as_transformers`.", "",
+    "- **ELECTRA, `classifier` (ElectraClassificationHead)**: transformers' head applies gelu whatever the config "
+    "says. Paddlenlp's applies `get_activation(config.hidden_act)`. With `hidden_act=\"relu\"` the model "
+    "differs first at `classifier`.", "",
+    "  Smallest code: `pd.classifier.act(paddle.to_tensor([-1.0]))` is 0 in paddlenlp, gelu's -0.159 in "
+    "transformers. Pinned by `test_paddlenlp_electra_classification_head_applies_gelu_as_transformers`.", "",
+    "- **BART, `BartForConditionalGeneration`'s LM head**: transformers ties `lm_head.weight` to `model.shared.weight` "
+    "(`tie_word_embeddings`, True by default): one weight, trained by both. Paddlenlp creates an `lm_head_weight` "
+    "of its own: two weights trained apart.", "",
+    "  Smallest code: `pd.lm_head_weight is pd.bart.shared.weight` prints False. Pinned by "
+    "`test_paddlenlp_bart_ties_its_lm_head_to_the_shared_embedding_as_transformers`.", ""]
 
 
 TORCHVISION_CPU = [
