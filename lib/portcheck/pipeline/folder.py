@@ -69,9 +69,8 @@ class Handin(page.Viewable):
         self._half = Side(self.sides, weights=self._weights, whole=False)  # what each side saves, as a script's
 
     def __repr__(self) -> str:
-        beside = lambda pair, v: "".join(f"\n{pair}: {name}: RED ({detail}) [PC150]" for name, passed, detail in v.also
-                                         if not passed)
-        return "\n".join(f"{pair}: {v.describe_measured()}" + beside(pair, v) +
+        return "\n".join(f"{pair}: {v.describe_measured()}" + "".join(f"\n{pair}: {line}" for line in
+                                                                        v.also_lines(red_only=True)) +
                          (f"\n{self.plots[pair]}" if self.plots.get(pair) else "")
                          for pair, v in self.verdicts.items()) or f"Handin({str(self.top)!r}): no step judged yet"
 

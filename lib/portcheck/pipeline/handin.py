@@ -291,10 +291,14 @@ class MeasuredVerdict(page.Viewable):
                 (describe_guide(self.guide, self.threshold, spread=self.spread), True),
                 (self.describe_measured(), True),
                 (describe_strict(self.strict, self.threshold) + ", shown beside, not a condition", True)]
-        out += [(f"{name}: {'green' if passed else 'RED'} "
-                 f"({detail}){'' if passed else ' [PC150]'}", True) for name, passed, detail in self.also]
+        out += [(line, True) for line in self.also_lines()]
         out += [(f"diff check {'passed' if self.passed else 'failed'}", True)]
         return out
+
+    def also_lines(self, red_only: bool = False) -> list:
+        """The checks judged beside the pair (also=), one line each (a red one with its code); red_only: the red."""
+        return [f"{name}: {'green' if passed else 'RED'} ({detail}){'' if passed else ' [PC150]'}"
+                for name, passed, detail in self.also if not (red_only and passed)]
 
 
 def guide_rule_of(name: str, threshold: float, kind: str) -> bool:
