@@ -46,6 +46,10 @@ class Backend:  # implements twins.train.Backend
         dist.all_reduce(summed)
         return summed.tolist()
 
+    def leave(self):
+        if self.world > 1:
+            dist.destroy_process_group()
+
     def build(self, total_steps, warmup_steps, lr):
         self.optimizer, self.scheduler = pt_optim.build(self.model, lr, "linear", warmup_steps, total_steps)
 

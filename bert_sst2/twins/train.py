@@ -42,7 +42,7 @@ from portcheck.core.fileio import atomic_write, open_new, writable
 class Backend(Protocol):
     """What one framework supplies to run(). Every member is called by run() alone, in this order:
     distribute, build, share_dropout, then per epoch set_train and loader, per step seed, batch_len
-    and train_step, evaluate after each epoch; save_state/load_state around checkpoints."""
+    and train_step, evaluate after each epoch; save_state/load_state around checkpoints; leave at the end."""
 
     name: str  # "torch" or "paddle": names the output files and progress lines
 
@@ -52,6 +52,10 @@ class Backend(Protocol):
 
     def all_sum(self, values: list) -> list:
         """The element-wise sum of `values` over all processes (the values themselves when alone)."""
+
+    def leave(self) -> None:
+        """Leave the process group distribute joined (nothing when alone), every process at once after the last
+        all_sum: a gloo group left to the interpreter's exit can abort a process (exit -6) whose results are written."""
 
     def build(self, total_steps: int, warmup_steps: int, lr: float) -> None:
         """Create the optimizer (twins/*_optim.build) with the linear warmup schedule of this run."""
@@ -546,9 +550,8 @@ def train(backend: Backend, args, train_set, dev_set, world: World, say):
         record.save_results({paths.step_dir(5) / f"weight_stats_{fw}.npy": weight_stats.summarize(backend.named_arrays())},
                             fw, paths.shown(sys.argv[0]), state.settings)
     if world.size > 1:
-        # every process leaves together, not the others while process 0 still writes: a 2-process Paddle run
-        # once ended with exit code -6 after its results were written (2026-11-23, under load)
-        backend.all_sum([0.0])
+        backend.all_sum([0.0])  # every process leaves together, not the others while process 0 still writes
+        backend.leave()
     signal.signal(signal.SIGINT, signal.default_int_handler)
     return state
 

@@ -37,6 +37,7 @@ def main():
         optimizer.step()
         if rank == 0 and step % 5 == 0:
             print(f"step {step} loss {float(loss):.4f}")
+    dist.destroy_process_group()
 
 
 if __name__ == "__main__":
