@@ -11,6 +11,7 @@ import torch
 from portcheck.core.errors import PipelineError
 from conftest import error_line, run
 from portcheck.mapping.convert import convert, torch_layouts
+from portcheck.mapping.modules import stranded
 
 CONVERT = "weights/torch2paddle.py"
 
@@ -181,3 +182,29 @@ def test_export_reads_a_bert_for_pretraining_checkpoint(home, tmp_path):
     assert "not exported (heads, buffers): 2 keys" in proc.stdout
     after = torch.load(home / "weights/torch_weight.bin", weights_only=True)
     assert after.keys() == before.keys() and all(torch.equal(after[k], before[k]) for k in after)
+
+
+def test_a_module_no_name_map_can_pair_says_the_models_differ_and_what_to_compare():
+    """transformers' BigBird classification head (dense, gelu, out_proj on the first token) against paddlenlp's
+    (the pooler's tanh, then a linear): torch's classifier.dense has no Paddle module of its sizes left, so the line
+    says the models differ there and names the part both hold, not a name_map that cannot exist. A Paddle module of
+    its sizes under another name keeps the name_map advice."""
+    import transformers
+    from paddlenlp import transformers as nlp
+    size = dict(vocab_size=60, hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32,
+                max_position_embeddings=32, num_labels=2)
+    torch.manual_seed(0)
+    pt = transformers.BigBirdForSequenceClassification(
+        transformers.BigBirdConfig(attention_type="original_full", **size)).eval()
+    pd = nlp.BigBirdForSequenceClassification(nlp.BigBirdConfig(
+        attention_type="default_attention", hidden_act="gelu", activation="gelu", attn_dropout=0.0, act_dropout=0.0,
+        **size))
+    with pytest.raises(PipelineError) as e:
+        convert(pt, pd, inputs=torch.randint(1, 60, (2, 8)))
+    assert "classifier.dense (Linear): no unpaired Paddle module holds tensors of their sizes, so no name_map can " \
+           "pair them" in str(e.value) and "compare_forward(torch_model.bert, paddle_model.bigbird, ...)" in str(e.value)
+    assert "[PC315]" in str(e.value)
+
+    left, paired = {"classifier.dense": [256, 16]}, {"": "", "bert": "bigbird", "bert.pooler": "bigbird.pooler"}
+    assert stranded(left, [[16, 256]], paired) == ""  # a free module of its sizes: a name_map can pair it
+    assert "compare_forward(torch_model.bert, paddle_model.bigbird" in stranded(left, [[2, 32]], paired)

@@ -18,6 +18,7 @@ from portcheck.core.errors import PipelineError
 from portcheck.core.keys import ROOT, module_of, split_key
 from portcheck.mapping.fused import Fused
 from portcheck.mapping.layouts import CONFIGS_DIFFER, config_fields, layouts_table, linear_layout, same_layout
+from portcheck.mapping.modules import stranded
 from portcheck.mapping.names import named_exist
 from portcheck.mapping.settle import SETTLED, settle_by_run  # noqa: F401 (SETTLED: documented here, docs/pairing.md)
 from portcheck.mapping.state import Joined, State, names_of_one_tensor, numpy_dtype, save_pdparams
@@ -343,11 +344,14 @@ def pair_modules(torch_model, paddle_model, name_map=None, inputs=None, layouts=
     if missing:  # all at once: one run names every module left without a counterpart
         named = " (the name map names no Paddle module of that name)" if paired.missing else ""
         problems.append(f"{len(missing)} torch module(s) have no counterpart in the Paddle model{named}: "
-                        f"{'; '.join(missing[:12])}{'; ...' if len(missing) > 12 else ''}: give a name_map entry for "
-                        "each" + ("" if inputs is not None else ", or inputs= to pair them by a run") + (
+                        f"{'; '.join(missing[:12])}{'; ...' if len(missing) > 12 else ''}: " + (not paired.missing
+                        and stranded({n: sizes(own_tensors(m).values()) for n, m in left if n not in configs}, [sizes(
+                            v for _, v in x.named_parameters(include_sublayers=False)) for n, x in layers.items() if
+                            n not in taken], modules) or "give a name_map entry for each")
+                        + ("" if inputs is not None else ", or inputs= to pair them by a run") + (
                             "; one module holds what several of the other side hold together: if its columns hold "
                             "them one after the other, layouts={" + ", ".join(
-                                _fused_entry(k, v) for k, v in fusions.items()) + "} (heads=n if they "
+                                fused.entry(k, v) for k, v in fusions.items()) + "} (heads=n if they "
                             "go per head)" if fusions else ""))
     lost = {name: [part for part in spec.parts if f"{name}.{part}" not in modules]
             for name, spec in fused.specs(torch_model, layouts).items()}
@@ -363,13 +367,6 @@ def pair_modules(torch_model, paddle_model, name_map=None, inputs=None, layouts=
                         + "): declare as many parts as its tensors hold, in their order")
     missing = "; and ".join(problems)
     return {t: "" if p == ROOT else p for t, p in modules.items()}, missing
-
-
-def _fused_entry(key: str, how: tuple) -> str:
-    """A layouts entry declaring a fused module, as pair_modules suggests it: how = (its parts, whether its output
-    is their columns)."""
-    parts, output = how
-    return f"{key!r}: portcheck.Fused({parts!r}{'' if output else ', output=False'})"
 
 
 def _held(group: list, torch_model, paddle_model, modules: dict) -> bool:

@@ -280,3 +280,10 @@ def said_taken(result, found: dict):
     else:
         result.said = "; ".join(x for x in (getattr(result, "said", ""), line) if x)
     return result
+
+
+def entry(key: str, how: tuple) -> str:
+    """A layouts entry declaring a fused module, as convert.pair_modules suggests it: how = (its parts, whether its
+    output is their columns)."""
+    parts, output = how
+    return f"{key!r}: portcheck.Fused({parts!r}{'' if output else ', output=False'})"
