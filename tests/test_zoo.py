@@ -336,3 +336,25 @@ def test_the_chinese_page_says_the_recorded_runs_verdicts():
         assert set(re.findall(r"`(\w+)`", rows.get(verdict, ""))) == names, verdict
         assert f"| {verdict} | {len(names)} |" in rows[verdict]
     assert f"{held['cases']['seconds']} 秒" in text and f"{held['families']['seconds']} 秒" in text
+
+
+def test_a_families_run_records_its_facts_and_says_which_rows_it_judged(tmp_path, monkeypatch):
+    """`python -m tools.zoo.families --only bert --write` keeps the other rows as they were: the benchmark page says
+    the facts of the run that judged bert, and that those of the rows from before were not recorded."""
+    import shutil
+    from tools import bench_doc
+    from tools.zoo import families, page
+    for name in (page.CASES_JSON, page.FAMILIES_JSON):
+        shutil.copy(page.BENCH.parent / name, tmp_path / name)
+    monkeypatch.setattr(page, "BENCH", tmp_path / "zoo.md")
+    monkeypatch.setattr(page, "GUIDE", tmp_path / "guide.md")
+    held = page.load(tmp_path)["families"]["results"]
+    bert = next(r for r in held if r["family"] == "bert")
+    run = bench_doc.finish(page.facts("tools.zoo.families", ["tools/zoo/families.py", "--only", "bert", "--write"]))
+    families.write([bert], bert["seconds"], run)
+    header = (tmp_path / "zoo.md").read_text(encoding="utf-8").splitlines()[2]
+    said = bench_doc.header(run, page.FAMILIES_COMMAND)
+    assert said in header and f"on {run['date']} (UTC)" in said and "--only bert --write" in said
+    assert bench_doc.header({}, page.FAMILIES_COMMAND) in header  # the 50 rows before: not recorded, said so
+    # the user's page: the same verdicts, no facts of a run on it
+    assert (tmp_path / "guide.md").read_text(encoding="utf-8") == (page.ROOT / "docs" / "zoo.md").read_text("utf-8")

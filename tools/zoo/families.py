@@ -491,21 +491,24 @@ def row(r: dict) -> str:
 
 def write(results: list, seconds: float, run: dict = None):
     """docs/bench/zoo_families.json, then both of the zoo's pages again (tools/zoo/page.py): the families of this
-    run over those of the runs before (--only), in the families' order; the time, their sum; the machine's facts
-    of each run whose rows it holds."""
+    run over those of the runs before (--only), in the families' order; the time, their sum. Each row keeps the
+    facts of the run that judged it (tools/bench_doc.py: command, date, CPU, load), the JSON's run lists each once
+    (a row from before they were recorded: {}, "not recorded")."""
     from tools.zoo import page
     held = page.BENCH.parent / page.FAMILIES_JSON
-    runs = [run] if run else []
+    if run:
+        results = [{**r, "measured": run} for r in results]
     if held.exists():
-        before = json.loads(held.read_text(encoding="utf-8"))
         mine = {r["family"] for r in results}
-        kept = [r for r in before["results"] if r["family"] not in mine]
+        before = [r for r in json.loads(held.read_text(encoding="utf-8"))["results"] if r["family"] not in mine]
         order = [f for f, _ in families()]
-        results = sorted(kept + results, key=lambda r: order.index(r["family"]) if r["family"] in order else 0)
+        results = sorted(before + results, key=lambda r: order.index(r["family"]) if r["family"] in order else 0)
         seconds = sum(r.get("seconds", 0) for r in results)
-        if kept:  # rows of earlier runs kept: their runs' facts too
-            runs = [r for r in before.get("run", []) if r not in runs] + runs
-    page.bench_doc.write(held, json.dumps({"seconds": round(seconds), "run": runs, "results": results},
+    runs = []
+    for r in results:
+        if r.get("measured", {}) not in runs:
+            runs.append(r.get("measured", {}))
+    page.bench_doc.write(held, json.dumps({"seconds": round(seconds), page.bench_doc.RUN: runs, "results": results},
                                           indent=1) + "\n")
     page.write()
 

@@ -456,14 +456,15 @@ def family_section(results: list, seconds: float) -> list:
                    [[c[0], r.get("seconds", ""), *c[1:]] for r in results for c in [families.cells(r)]])]
 
 
-def render(folder: Path = BENCH.parent) -> tuple:
-    """(docs/zoo.md, docs/bench/zoo.md) from the runs recorded in `folder`."""
-    held = load(folder)
+def render(folder: Path = None) -> tuple:
+    """(docs/zoo.md, docs/bench/zoo.md) from the runs recorded in `folder` (docs/bench unless given)."""
+    held = load(folder or BENCH.parent)
     return guide(held), bench(held)
 
 
-def write(guide_path: Path = GUIDE, bench_path: Path = BENCH) -> None:
-    """Both pages, from the runs recorded beside the benchmark page."""
+def write(guide_path: Path = None, bench_path: Path = None) -> None:
+    """Both pages (docs/zoo.md, docs/bench/zoo.md unless given), from the runs recorded beside the benchmark page."""
+    guide_path, bench_path = guide_path or GUIDE, bench_path or BENCH
     texts = render(Path(bench_path).parent)
     for path, text in zip((guide_path, bench_path), texts):
         bench_doc.write(path, text)
