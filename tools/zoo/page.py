@@ -271,7 +271,8 @@ HEAD = [
     "(K=16): green 0.0541; compare_backward (K=128): green 0.055; compare_backward lr rows: green 1.91e-06",
     "          ok  StepLR: step_size off by one; expected red at step 4, lr_3 / lr after step 4; lr pair (exact): "
     "RED 4.05e+16 at lr_3: ...", "...", "2 verdicts, 0 differ from the table's (0 known), 6 s", "```", "",
-    "One family runs as `python -m tools.zoo.families --only bert`: it prints that family's row of the table below. "
+    "One family runs as `python -m tools.zoo.families --only bert`: it prints the family's verdict and what the "
+    "library said, where. "
     f"The whole zoo is `{CASES_COMMAND}` for the cases and `{FAMILIES_COMMAND}` for the families. Each writes this "
     f"page and [the benchmark page](bench/zoo.md) again; `{CASES_COMMAND} --page` writes both from the recorded "
     "runs, running nothing.", ""]
@@ -372,8 +373,8 @@ def guide(held: dict) -> str:
     kinds = Counter(kind(r["outcome"]) for r in fams)
     lines = ["English | [中文](zoo_cn.md)", "", "# The zoo of real pairs", "", *HEAD,
              f"Its last whole run took {held['cases']['seconds']} s for the cases and {held['families']['seconds']} s "
-             "for the families, one after another. The figures per rule, per case and per family, and the machine "
-             "they were taken on, are on [the benchmark page](bench/zoo.md).", "",
+             "for the families; the figures per rule, per case and per family, and how they were taken, are on [the "
+             "benchmark page](bench/zoo.md).", "",
              *READ_A_LINE, *[f"- **{k}**: {v}" for k, v in READING.items()], "",
              "## The cases by verdict", "",
              f"{len(results)} verdicts of {len({r['case'] for r in results})} cases; "
