@@ -23,6 +23,8 @@ WRITTEN = {
     "bench/stream.md": ("bench_stream", ["stream.json"], lambda d: ["--out", d / "stream.md"]),
     "bench/page.md": ("bench_page", ["page.json"], lambda d: ["--out", d / "page.md"]),
     "bench/llm.md": ("bench_llm", ["llm.json", "llm.png"], lambda d: ["--out", d / "llm.md"]),
+    "bench/zoo.md": ("zoo.run", ["zoo.json", "zoo_families.json"], lambda d: ["--out", d / "zoo.md", "--guide",
+                                                                              d / "guide.md"]),
 }
 # written by hand, their command named: a profile and levers tried (speed), a tool installed aside (padiff), runs
 # the large-model guide sums up in a sentence each (large_models), the zoo under another CPU's kernels (zoo_kernels)

@@ -4,7 +4,7 @@ the table's (a correct port green at each of its rules; a plant red at its step,
 
 A verdict the library gets wrong today is declared in the table (`known`, with its issue) and runs here as a
 strict xfail: the day it is fixed the test fails, and the table's line must go. The whole zoo, models and
-training included: `python -m tools.zoo.run` (docs/zoo.md)."""
+training included: `python -m tools.zoo.run` (docs/zoo.md, its figures docs/bench/zoo.md)."""
 import pytest
 
 pytest.importorskip("torch")
@@ -293,7 +293,68 @@ def test_every_finding_of_a_family_names_its_strict_xfail_test_and_its_section_e
         assert all(f"`{test}`" in text for text in found.values()), test
 
 
-def test_the_page_is_the_tools_rendering_of_its_json():
-    """docs/zoo.md is what `python -m tools.zoo.run --page` writes from docs/zoo.json (and the families' section from
-    docs/zoo_families.json): its prose is edited in the tool, never on the page."""
-    assert run.page() == (run.DOCS / "zoo.md").read_text(encoding="utf-8")
+def test_both_pages_are_the_tools_rendering_of_the_recorded_runs():
+    """docs/zoo.md (the user's) and docs/bench/zoo.md (the figures) are what `python -m tools.zoo.run --page` writes
+    from docs/bench/zoo.json and zoo_families.json: their prose is edited in tools/zoo/page.py, never on a page."""
+    from tools.zoo import page
+    guide, bench = page.render()
+    assert guide == page.GUIDE.read_text(encoding="utf-8")
+    assert bench == page.BENCH.read_text(encoding="utf-8")
+
+
+def test_every_verdict_a_family_has_is_read_on_the_users_page_and_its_figures_are_not():
+    """Each family's verdict in the recorded run is one the user's page says how to read; the seconds and what the
+    library said per rule live on the benchmark page alone."""
+    from tools.zoo import page
+    held = page.load(page.BENCH.parent)
+    assert page.unread(held["families"]["results"]) == []
+    assert page.unread([{"outcome": "needs a GPU: its attention is a CUDA kernel"}]) == ["needs a GPU"]
+    guide, bench = page.render()
+    bert = next(r for r in held["families"]["results"] if r["family"] == "bert")
+    said = page.cell(page.families.cells(bert)[3])  # its forward, backward and plants, where each was red
+    assert f"| bert | {bert['seconds']} |" in bench and said in bench and said not in guide
+    assert "## Per rule" in bench and "## Per rule" not in guide
+    assert page.facts("tools.zoo.run", [str(page.ROOT / "tools" / "zoo" / "run.py")])["command"] == \
+        "python -m tools.zoo.run"
+
+
+def test_the_chinese_page_says_the_recorded_runs_verdicts():
+    """docs/zoo_cn.md is kept by hand: its tables of cases and families by verdict hold the numbers and the families
+    of the recorded runs, as docs/zoo.md's rendering does, and it says the runs' seconds."""
+    import re
+    from tools.zoo import page
+    held = page.load(page.BENCH.parent)
+    text = (page.GUIDE.parent / "zoo_cn.md").read_text(encoding="utf-8")
+    rows = {line.split("|")[1].strip().partition("（")[0]: line for line in text.splitlines() if line.startswith("| ")}
+    numbers = lambda line: re.findall(r"\d+", line)
+    for group, *counts in page.case_groups(held["cases"]["results"]):
+        assert numbers(rows.get(group, "")) == numbers(" ".join(map(str, counts))), group
+    verdicts = {}
+    for r in held["families"]["results"]:
+        verdicts.setdefault(page.kind(r["outcome"]), set()).add(r["family"])
+    for verdict, names in verdicts.items():
+        assert set(re.findall(r"`(\w+)`", rows.get(verdict, ""))) == names, verdict
+        assert f"| {verdict} | {len(names)} |" in rows[verdict]
+    assert f"{held['cases']['seconds']} 秒" in text and f"{held['families']['seconds']} 秒" in text
+
+
+def test_a_families_run_records_its_facts_and_says_which_rows_it_judged(tmp_path, monkeypatch):
+    """`python -m tools.zoo.families --only bert --write` keeps the other rows as they were: the benchmark page says
+    the facts of the run that judged bert, and that those of the rows from before were not recorded."""
+    import shutil
+    from tools import bench_doc
+    from tools.zoo import families, page
+    for name in (page.CASES_JSON, page.FAMILIES_JSON):
+        shutil.copy(page.BENCH.parent / name, tmp_path / name)
+    monkeypatch.setattr(page, "BENCH", tmp_path / "zoo.md")
+    monkeypatch.setattr(page, "GUIDE", tmp_path / "guide.md")
+    held = page.load(tmp_path)["families"]["results"]
+    bert = next(r for r in held if r["family"] == "bert")
+    run = bench_doc.finish(page.facts("tools.zoo.families", ["tools/zoo/families.py", "--only", "bert", "--write"]))
+    families.write([bert], bert["seconds"], run)
+    header = (tmp_path / "zoo.md").read_text(encoding="utf-8").splitlines()[2]
+    said = bench_doc.header(run, page.FAMILIES_COMMAND)
+    assert said in header and f"on {run['date']} (UTC)" in said and "--only bert --write" in said
+    assert bench_doc.header({}, page.FAMILIES_COMMAND) in header  # the 50 rows before: not recorded, said so
+    # the user's page: the same verdicts, no facts of a run on it
+    assert (tmp_path / "guide.md").read_text(encoding="utf-8") == (page.ROOT / "docs" / "zoo.md").read_text("utf-8")

@@ -4,9 +4,9 @@ API: compare_forward (cumulative and isolated), compare_backward (3 steps), and 
 family's own parts (its first norm's epsilon, its first attention query's weight or, in a network of convolutions,
 its first kernel flipped, its word embedding's rows).
 
-    python -m tools.zoo.families                 # every family; writes docs/zoo.md's section, docs/zoo_families.json
+    python -m tools.zoo.families                 # every family; writes docs/bench/zoo_families.json, both pages
     python -m tools.zoo.families --only bert     # some families (paddlenlp's directory names); writes nothing
-    python -m tools.zoo.families --only bert clip --write   # writes the section of those alone
+    python -m tools.zoo.families --only bert clip --write   # writes the rows of those alone
     python -m tools.zoo.families --list          # the families found, paddlenlp's class against transformers'
     python -m tools.zoo.families --only bert --fast   # the suite's part (forward cumulative, one plant); writes nothing
 
@@ -33,7 +33,6 @@ from portcheck.core.errors import PipelineError, first_line, run_main
 from portcheck.core.keys import ROOT
 
 ROOT = Path(__file__).resolve().parents[2]
-SECTION = "## Every family both libraries ship"
 
 # paddlenlp's directory against transformers' where the two spell it otherwise
 ALIASES = {"bigbird": "big_bird", "chineseclip": "chinese_clip", "megatronbert": "megatron_bert", "gpt": "gpt2"}
@@ -470,83 +469,55 @@ def _red(report) -> str:
     return "isolated: " + ", ".join(d.both for d in report.differing)[:300]
 
 
-def row(r: dict) -> str:
-    cell = lambda s: str(s).replace("|", "/").replace("\n", " ")
+def cells(r: dict) -> list:
+    """A family's row: [family, its two classes, its outcome, what the library said]."""
     reason = f"{r['reason']}; " if r.get("reason") else ""
     if "forward" not in r:
-        return f"| {r['family']} | {cell(r.get('classes') or '')} | {r['outcome']} | {cell(reason + r['said'][:300])} |"
+        return [r["family"], r.get("classes") or "", r["outcome"], reason + r["said"][:300]]
     plants = "; ".join(f"{p['plant']}: {'red at ' + p['at'] if p['red'] else 'GREEN' if p['red'] is False else p['at']}"
                        for p in r["plants"])
-    reason = f"{r['reason']}; " if r.get("reason") else ""
     said = [f"layouts={r['layouts']} declared"] if r.get("layouts") else []
     said += [f"the refusal's keep={r['keep']} pasted"] if r.get("keep") else []
     said += [f"forward {'green' if r['forward'] else 'RED ' + r['forward_said']}"]
     said += [f"backward (3 steps) {'green' if r['backward'] else 'RED ' + str(r['backward_said'])}"] \
         if "backward" in r else ["backward not run (--fast)"]
     said += [plants]
-    return f"| {r['family']} | {cell(r['classes'])} | {r['outcome']} | {cell(reason + '; '.join(said))} |"
+    return [r["family"], r["classes"], r["outcome"], reason + "; ".join(said)]
 
 
-def section(results: list, seconds: float) -> list:
-    counts = {}
-    for r in results:
-        kind = r["outcome"].partition(":")[0]  # "not the same model: <why>" counted as one kind
-        counts[kind] = counts.get(kind, 0) + 1
-    found = len(families())
-    judged = f"all {found} families" if len(results) == found else f"{len(results)} of the {found} families, the " \
-        "rest not run yet"
-    return [SECTION, "",
-            f"Written by `python -m tools.zoo.families` ({judged}, {round(seconds)} s on this machine, one family "
-            "after another): paddlenlp 2.8.1's base model classes with a transformers 4.45.2 class of the same name. "
-            "Each family is:", "",
-            "- built from one tiny random config (`tools.zoo.families.TINY`). A family's own sizes, and a setting "
-            "whose default differs on the two sides given alike as the released checkpoint has it, are in "
-            "`OVERRIDES`. Its own inputs are in `INPUTS` where its forward takes more than token ids (images, audio, "
-            "two towers). A parameter its library sets to one constant that hides a part from every check is drawn at "
-            "random (`DRAWN`);",
-            "- converted with no map (`convert(inputs=)`; a family's `LAYOUTS` declared, a refusal's own keep= "
-            "pasted, as the row says);",
-            "- judged by compare_forward cumulative and isolated (the outputs both return: `OUTPUTS`), "
-            "compare_backward over 3 steps of SGD, and up to three plants of its own parts (forward).", "",
-            "A family red on its correct port for a difference of paddlenlp's port, or raising in its own library, "
-            "says it (`REASONS`; What the zoo finds in the ports, below). The suite's tests/test_zoo_families.py runs "
-            "every family's fast part (`--fast`: forward cumulative, the first plant) and holds each row to it.", "",
-            "Outcomes: "
-            + ", ".join(f"{k}: {n}" for k, n in sorted(counts.items())) + ".", "",
-            "| family | paddlenlp / transformers | outcome | what the library said |", "|---|---|---|---|"] + \
-        [row(r) for r in results] + [""]
+def row(r: dict) -> str:
+    return "| " + " | ".join(str(c).replace("|", "/").replace("\n", " ") for c in cells(r)) + " |"
 
 
-def write(results: list, seconds: float):
-    """The section in docs/zoo.md (before "## Every case", replacing its last run) and docs/zoo_families.json: the
-    families of this run over those of the runs before (--only), in the families' order; the time, their sum."""
-    held = ROOT / "docs" / "zoo_families.json"
+def write(results: list, seconds: float, run: dict = None):
+    """docs/bench/zoo_families.json, then both of the zoo's pages again (tools/zoo/page.py): the families of this
+    run over those of the runs before (--only), in the families' order; the time, their sum. Each row keeps the
+    facts of the run that judged it (tools/bench_doc.py: command, date, CPU, load), the JSON's run lists each once
+    (a row from before they were recorded: {}, "not recorded")."""
+    from tools.zoo import page
+    held = page.BENCH.parent / page.FAMILIES_JSON
+    if run:
+        results = [{**r, "measured": run} for r in results]
     if held.exists():
         mine = {r["family"] for r in results}
         before = [r for r in json.loads(held.read_text(encoding="utf-8"))["results"] if r["family"] not in mine]
         order = [f for f, _ in families()]
         results = sorted(before + results, key=lambda r: order.index(r["family"]) if r["family"] in order else 0)
         seconds = sum(r.get("seconds", 0) for r in results)
-    path = ROOT / "docs" / "zoo.md"
-    text = path.read_text(encoding="utf-8")
-    lines = section(results, seconds)
-    if SECTION in text:
-        head, _, rest = text.partition(SECTION)
-        tail = rest[rest.index("\n## "):] if "\n## " in rest else "\n"
-        text = head + "\n".join(lines) + tail
-    else:
-        head, _, rest = text.partition("## Every case")
-        text = head + "\n".join(lines) + "\n## Every case" + rest
-    path.write_text(text, encoding="utf-8")
-    (ROOT / "docs" / "zoo_families.json").write_text(json.dumps({"seconds": round(seconds), "results": results},
-                                                                indent=1) + "\n")
+    runs = []
+    for r in results:
+        if r.get("measured", {}) not in runs:
+            runs.append(r.get("measured", {}))
+    page.bench_doc.write(held, json.dumps({"seconds": round(seconds), page.bench_doc.RUN: runs, "results": results},
+                                          indent=1) + "\n")
+    page.write()
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
                                  allow_abbrev=False)
     ap.add_argument("--only", nargs="+", metavar="FAMILY", help="paddlenlp directory names; writes nothing")
-    ap.add_argument("--write", action="store_true", help="with --only: write the section of those families alone")
+    ap.add_argument("--write", action="store_true", help="with --only: write the rows of those families alone")
     ap.add_argument("--fast", action="store_true", help="the suite's subset: forward cumulative, the first plant, no "
                     "backward; writes nothing")
     ap.add_argument("--list", action="store_true", help="list the families and their classes, run nothing")
@@ -572,6 +543,8 @@ def main():
                 print(f"{family}: {first_line(e)}")
         return
     start, results = time.time(), []
+    from tools.zoo import page
+    run = page.facts("tools.zoo.families", sys.argv)
     for family in args.only or found:
         began = time.time()
         try:
@@ -587,12 +560,12 @@ def main():
         results.append(r)
         print(f"{family} ({r['seconds']} s): {row(r)}", flush=True)
         if args.write:  # after each family: a run stopped early keeps what it judged
-            write(results, time.time() - start)
+            write(results, time.time() - start, page.bench_doc.finish(run))
     seconds = time.time() - start
     print(f"{len(results)} families, {seconds:.0f} s")
     if (not args.only or args.write) and not args.fast:
-        write(results, seconds)
-        print("wrote docs/zoo.md's section and docs/zoo_families.json")
+        write(results, seconds, page.bench_doc.finish(run))
+        print("wrote docs/bench/zoo_families.json, docs/zoo.md and docs/bench/zoo.md")
 
 
 if __name__ == "__main__":
