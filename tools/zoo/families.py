@@ -32,7 +32,7 @@ except ModuleNotFoundError:  # the project is not importable: not its venv
 from portcheck.core.errors import PipelineError, first_line, run_main
 from portcheck.core.keys import ROOT
 
-ROOT = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[2]
 
 # paddlenlp's directory against transformers' where the two spell it otherwise
 ALIASES = {"bigbird": "big_bird", "chineseclip": "chinese_clip", "megatronbert": "megatron_bert", "gpt": "gpt2"}
@@ -549,7 +549,7 @@ def main():
         began = time.time()
         try:
             proc = subprocess.run([sys.executable, "-m", "tools.zoo.families", "--one", family,
-                                   *["--fast"] * args.fast], cwd=ROOT,
+                                   *["--fast"] * args.fast], cwd=REPO,
                                   capture_output=True, text=True, timeout=args.timeout)
             line = next((x for x in reversed(proc.stdout.splitlines()) if x.startswith("{")), None)
             r = json.loads(line) if line else {"family": family, "outcome": "raises",
