@@ -48,10 +48,19 @@ def command(argv=None) -> str:
     return shlex.join(["python", inside(argv[0]), *(inside(a) if a.startswith("/") else a for a in argv[1:])])
 
 
-def start(argv=None) -> dict:
-    """The facts before a run: the command, the UTC date, the CPU, the cores this process may use, the load."""
+def setting(env=()) -> str:
+    """What the command ran under that its arguments do not show, as typed before it: the environment variables
+    named in `env` that are set (`OMP_NUM_THREADS=1 `), and the process's niceness (`nice -n 10 `)."""
+    said = "".join(f"{name}={shlex.quote(os.environ[name])} " for name in env if name in os.environ)
+    return said + (f"nice -n {os.nice(0)} " if hasattr(os, "nice") and os.nice(0) > 0 else "")
+
+
+def start(argv=None, env=()) -> dict:
+    """The facts before a run: the command (with the `env` variables it ran under, and its niceness), the UTC date,
+    the CPU, the cores this process may use, the load."""
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    return {"command": command(argv), "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d"),
+    date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d")
+    return {"command": setting(env) + command(argv), "date": date,
             "cpu": cpu_model(), "cores": cores, "load before": load()}
 
 

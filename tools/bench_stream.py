@@ -14,7 +14,7 @@ block by block (each block read, run in float32, freed: the least a streamed for
 the comparison with each bug of --bug planted in layer --plant of the Paddle side (BUGS). The shards are removed
 afterwards (--keep keeps them). With --hidden 4096 (the default shape) the
 figures go to docs/bench/stream.json and their page, docs/bench/stream.md (tools/bench_doc.py's header).
-Targets (issue 65): peak under 8 GB; a comparison at most 4 x one plain block-by-block forward of each side.
+Targets: peak under 8 GB; a comparison at most 4 x one plain block-by-block forward of each side.
 """
 import argparse
 import json
@@ -284,19 +284,19 @@ def render(r: dict) -> str:
              "of each side block by block (each block read, run once in float32, freed), and one comparison per bug "
              f"planted in layer {r['plant_layer']} of the Paddle side alone. Peak: the process's peak resident "
              "memory (getrusage).", "", *table(r), "",
-             "The figures were taken beside the test suite on a 2-core, 24 GB machine, at nice 0, before torch's "
-             "float64 run kept float64 through a model's own casts (`twin.wide_casts`, which widens the allowances a "
-             "little where a module casts down). The seconds are the shared machine's; the ratios to the plain "
-             "forward are what to read. The torch side's plain forward is mostly reading and widening the bf16 "
+             "The figures were taken beside the test suite on a 2-core, 24 GB machine, at nice 0, without "
+             "`twin.wide_casts` (torch's float64 run keeping float64 through a model's own casts, which widens the "
+             "allowances a little where a module casts down). The seconds are the shared machine's; the ratios to "
+             "the plain forward are what to read. The torch side's plain forward is mostly reading and widening the bf16 "
              "shards. The peak is for a pair whose float32 weights would be 54 GB (both sides), the libraries "
              "included.", "",
-             "An earlier run was red on the clean pair at `model.layers.0.input_layernorm`, 1.07x its allowance: "
-             "Paddle's CPU mean sums the RMSNorm's 4096 squares left to right, torch's pairwise, and a floor of 16 "
-             "roundings did not cover a correct kernel's sum of 4096 values. The floor is now sqrt(n) roundings for "
-             "rows of n values (docs/tolerances.md, `python tools/floor_rows.py`). The same row at a 7B width "
-             "(`tests/test_stream.py`) went from 1.15x to 0.37x its allowance, and an epsilon 1e-6 for 1e-5 there is "
-             "1,376x. With `twin.wide_casts`, torch's own error there is measured, not rounded away: 0.76x at a floor "
-             "of 16, 0.32x with sqrt(n), the epsilon 1,179x.", "",
+             "Why the floor is sqrt(n) roundings for rows of n values (docs/tolerances.md, `python "
+             "tools/floor_rows.py`): Paddle's CPU mean sums the RMSNorm's 4096 squares left to right, torch's "
+             "pairwise. At a floor of 16 roundings the clean pair is red at `model.layers.0.input_layernorm`, 1.07x "
+             "its allowance: 16 roundings do not cover a correct kernel's sum of 4096 values. The same row at a 7B "
+             "width (`tests/test_stream.py`) is 1.15x its allowance at a floor of 16 and 0.37x with sqrt(n), an "
+             "epsilon 1e-6 for 1e-5 there 1,376x. With `twin.wide_casts`, torch's own error there is measured, not "
+             "rounded away: 0.76x at a floor of 16, 0.32x with sqrt(n), the epsilon 1,179x.", "",
              f"Why the planted epsilon is {eps}, not 1e-3: an RMSNorm's epsilon moves its output by about "
              "eps / (2 mean(x^2)). With these random weights the hidden states grow layer by layer: mean(x^2) at layer "
              "17's post-attention RMSNorm is 495 - 743 on the 2 x 16 tokens (transformers' layers alone). So 1e-3 "
