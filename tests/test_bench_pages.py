@@ -82,15 +82,16 @@ def test_the_header_says_the_facts_recorded_and_which_were_not(monkeypatch):
 
 def test_the_guides_say_the_benchmarks_figures_and_link_there():
     """Where a guide gives a measured figure, in both languages, it is the one the benchmark's JSON holds, and the
-    sentence links to its page: compare_backward's and compare_split's cost (docs/large_models.md), a launched pair's
-    run (docs/run.md)."""
+    sentence links to its page: a block's records, compare_backward's and compare_split's cost
+    (docs/large_models.md), a launched pair's run (docs/run.md)."""
     import json
     read = lambda name: json.loads((DOCS / "bench" / name).read_text())
     backward = read("backward.json")["cpu seconds"]
     split = read("split.json")["2"]
     launched = read("run.json")["launched"]
     ratio = split["compare"]["cpu"] / split["plain"]["cpu"]
-    said = {"large_models": ["(bench/backward.md)", f"{backward['compare_backward']['median']:.2f} s",
+    said = {"large_models": ["(bench/stream.md#a-blocks-records)", "(bench/backward.md)",
+                             f"{backward['compare_backward']['median']:.2f} s",
                              f"{backward[bench_backward.METHOD]['median']:.2f} s", "(bench/split.md)",
                              f"{split['compare']['cpu']:g} s", f"{ratio:.0f}"],
             "run": ["(bench/run.md#launched-pairs)", *(f"{launched[p]['cpu seconds']:g} s" for p in ("ddp", "tp"))]}
