@@ -69,6 +69,8 @@ def test_the_header_says_the_facts_recorded_and_which_were_not(monkeypatch):
     line = bench_doc.header(run, "python tools/bench_align.py")
     assert f"on {run['date']} (UTC)" in line and "1-min load" in line and bench_doc.NOT_RECORDED not in line
     assert bench_doc.NOT_RECORDED in bench_doc.header({}, "python tools/bench_align.py")
+    # a command that records nothing itself (the zoo's run, its figures entered in a JSON): what to do said instead
+    assert bench_doc.header({}, "python -m tools.zoo.run", "enter them").endswith("(enter them).")
     partly = bench_doc.header({"cpu": "x86_64", "cores": 2, "load before": 0.9, "load after": 1.4}, "python t.py")
     assert "Its date was " + bench_doc.NOT_RECORDED in partly and "0.9 before and 1.4 after" in partly
     assert bench_doc.header([run, {}], "python t.py").count("Measured by") == 2  # rows from two runs: both said

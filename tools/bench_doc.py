@@ -69,16 +69,17 @@ def finish(run: dict) -> dict:
     return {**run, "load after": load()}
 
 
-def header(run, command: str) -> str:
+def header(run, command: str, again: str = None) -> str:
     """The page's line under its title: the command, and the date, CPU, cores and load it ran at; where the JSON
-    does not hold them (figures measured before they were recorded), one line saying so and what records them.
+    does not hold them (figures measured before they were recorded), one line saying so and what records them
+    (`again`: said instead, where the command is not the tool's and records nothing itself).
     A list: the runs whose figures one page holds (rows added by later runs), each its line."""
     if isinstance(run, list):
-        return " ".join(dict.fromkeys(header(r, command) for r in run)) if run else header({}, command)
+        return " ".join(dict.fromkeys(header(r, command, again) for r in run)) if run else header({}, command, again)
     run = run or {}
     said = run.get("command", command)
     missing = [k for k in FACTS if run.get(k) is None]
-    again = "running it again records them" if said == command else f"`{command}` records them"
+    again = again or ("running it again records them" if said == command else f"`{command}` records them")
     if len(missing) == len(FACTS):
         return f"Measured by `{said}`; the date, CPU and load of the run were {NOT_RECORDED} ({again})."
     loads = [f"{run[k]:.1f} {k.split()[1]}" for k in ("load before", "load after") if run.get(k) is not None]

@@ -14,12 +14,14 @@ from portcheck.core.errors import PipelineError, require, run_main
 from tools import bench_doc
 
 COMMAND = "ATEN_CPU_CAPABILITY=default python -m tools.zoo.run"
+AGAIN = "the zoo's run records none of them: enter them in zoo_kernels.json beside its figures"
 
 
 def render(result: dict) -> str:
     """The page, from the JSON beside it alone."""
     same = result["differing from the table"] == 0
-    lines = ["# The zoo under another CPU's kernels", "", bench_doc.header(result.get(bench_doc.RUN), COMMAND), "",
+    lines = ["# The zoo under another CPU's kernels", "",
+             bench_doc.header(result.get(bench_doc.RUN), COMMAND, AGAIN), "",
              "A run of the whole zoo ([zoo.md](../zoo.md)) under torch's scalar kernels "
              "(`ATEN_CPU_CAPABILITY=default`): another CPU's torch rounds otherwise than this one's vector "
              "kernels.", "",
