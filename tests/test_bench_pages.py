@@ -4,13 +4,14 @@ saying so; a page a tool writes is that tool's rendering of the JSON beside it, 
 temporary folder), so no figure on it was typed by hand. In process: each tool's main() with --page reads JSON
 and writes Markdown, nothing is measured."""
 import importlib
+import re
 import shutil
 import sys
 
 import pytest
 
 from bert_sst2 import paths
-from tools import bench_doc
+from tools import bench_backward, bench_doc
 
 DOCS = paths.ROOT / "docs"
 # {page: (the tool that writes it, the files it reads beside it, its arguments writing into a folder)}
@@ -25,10 +26,15 @@ WRITTEN = {
     "bench/llm.md": ("bench_llm", ["llm.json", "llm.png"], lambda d: ["--out", d / "llm.md"]),
     "bench/zoo.md": ("zoo.run", ["zoo.json", "zoo_families.json"], lambda d: ["--out", d / "zoo.md", "--guide",
                                                                               d / "guide.md"]),
+    "bench/backward.md": ("bench_backward", ["backward.json"], lambda d: ["--out", d / "backward.md"]),
+    "bench/split.md": ("bench_split", ["split.json"], lambda d: ["--out", d / "split.md"]),
+    # the zoo's own run, its figures recorded in the JSON: the tool renders them, measuring nothing
+    "bench/zoo_kernels.md": ("bench_zoo_kernels", ["zoo_kernels.json"], lambda d: ["--out", d / "zoo_kernels.md"]),
 }
-# written by hand, their command named: a profile and levers tried (speed), a tool installed aside (padiff), runs
-# the large-model guide sums up in a sentence each (large_models), the zoo under another CPU's kernels (zoo_kernels)
-BY_HAND = {"bench/speed.md", "bench/padiff.md", "bench/large_models.md", "bench/zoo_kernels.md"}
+# written by hand, their command named: a profile and levers tried (speed), a tool installed aside (padiff)
+BY_HAND = {"bench/speed.md", "bench/padiff.md"}
+# the command as typed: the environment variables it ran under, its niceness, then python
+COMMAND = re.compile(r"Measured by `(?:[A-Z_]+=\S+ )*(?:nice -n \d+ )?python ")
 
 
 def pages():
@@ -42,7 +48,7 @@ def test_every_benchmark_page_is_written_by_a_tool_or_said_by_hand():
 @pytest.mark.parametrize("page", pages())
 def test_a_benchmark_page_names_its_command_and_when_where_and_at_what_load(page):
     line = (DOCS / page).read_text(encoding="utf-8").splitlines()[2]
-    assert line.startswith("Measured by `python ") or line.startswith("Measured by `PYTHONPATH="), line
+    assert COMMAND.match(line), line
     said = all(f in line for f in ("(UTC)", "cores", "1-min load")) and bench_doc.NOT_RECORDED not in line
     assert said or bench_doc.NOT_RECORDED in line, line
 
@@ -58,15 +64,43 @@ def test_the_tool_renders_the_committed_page_from_its_json(page, tmp_path, monke
     assert (tmp_path / page.split("/")[-1]).read_text(encoding="utf-8") == (DOCS / page).read_text(encoding="utf-8")
 
 
-def test_the_header_says_the_facts_recorded_and_which_were_not():
+def test_the_header_says_the_facts_recorded_and_which_were_not(monkeypatch):
     run = bench_doc.finish(bench_doc.start(["tools/bench_align.py", "--repeats", "3"]))
-    assert run["command"] == "python tools/bench_align.py --repeats 3" and run["cores"] >= 1 and run["cpu"]
+    assert run["command"] == bench_doc.setting() + "python tools/bench_align.py --repeats 3"  # niced: said first
+    assert run["cores"] >= 1 and run["cpu"]
     line = bench_doc.header(run, "python tools/bench_align.py")
     assert f"on {run['date']} (UTC)" in line and "1-min load" in line and bench_doc.NOT_RECORDED not in line
     assert bench_doc.NOT_RECORDED in bench_doc.header({}, "python tools/bench_align.py")
+    # a command that records nothing itself (the zoo's run, its figures entered in a JSON): what to do said instead
+    assert bench_doc.header({}, "python -m tools.zoo.run", "enter them").endswith("(enter them).")
     partly = bench_doc.header({"cpu": "x86_64", "cores": 2, "load before": 0.9, "load after": 1.4}, "python t.py")
     assert "Its date was " + bench_doc.NOT_RECORDED in partly and "0.9 before and 1.4 after" in partly
     assert bench_doc.header([run, {}], "python t.py").count("Measured by") == 2  # rows from two runs: both said
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
+    said = bench_doc.start(["tools/bench_backward.py"], env=("OMP_NUM_THREADS", "OMP_WAIT_POLICY"))["command"]
+    assert COMMAND.match(f"Measured by `{said}`") and said.startswith("OMP_NUM_THREADS=1 ") and "WAIT" not in said
     inside = str(paths.ROOT / "docs" / "bench" / "align.md")  # no machine's path on a committed page
     assert bench_doc.command([str(paths.ROOT / "tools" / "bench_align.py"), "--out", inside]) == \
         "python tools/bench_align.py --out docs/bench/align.md"
+
+
+def test_the_guides_say_the_benchmarks_figures_and_link_there():
+    """Where a guide gives a measured figure, in both languages, it is the one the benchmark's JSON holds, and the
+    sentence links to its page: a block's records, compare_backward's and compare_split's cost
+    (docs/large_models.md), a launched pair's run (docs/run.md)."""
+    import json
+    read = lambda name: json.loads((DOCS / "bench" / name).read_text())
+    backward = read("backward.json")["cpu seconds"]
+    split = read("split.json")["2"]
+    launched = read("run.json")["launched"]
+    ratio = split["compare"]["cpu"] / split["plain"]["cpu"]
+    said = {"large_models": ["(bench/stream.md#a-blocks-records)", "(bench/backward.md)",
+                             f"{backward['compare_backward']['median']:.2f} s",
+                             f"{backward[bench_backward.METHOD]['median']:.2f} s", "(bench/split.md)",
+                             f"{split['compare']['cpu']:g} s", f"{ratio:.0f}"],
+            "run": ["(bench/run.md#launched-pairs)", *(f"{launched[p]['cpu seconds']:g} s" for p in ("ddp", "tp"))]}
+    for stem, figures in said.items():
+        for page in (DOCS / f"{stem}.md", DOCS / f"{stem}_cn.md"):
+            flat = " ".join(page.read_text(encoding="utf-8").split())
+            assert all(f in flat for f in figures), (page.name, [f for f in figures if f not in flat])

@@ -270,6 +270,35 @@ def test_a_paddle_fused_qkv_against_torchs_three_linears_is_filled_and_green(qkv
     assert check.returncode == 0 and "config: green" in check.stdout, check.stdout + check.stderr
 
 
+# docs/run.md's --layouts example: torch's q, k and v in one Linear whose output the forward chunks (q, then k, then
+# v), Paddle's in three Linears
+FUSED = {"qkv": {"fused": ["q", "k", "v"]}}
+
+
+def test_a_torch_fused_qkv_against_paddles_three_linears_is_refused_without_the_file_and_green_with_it(tmp_path):
+    """Without --layouts the Paddle side cannot start from torch's weights: each of the 8 tensors said, the line
+    ending with the flag. With the file (every side reads it) the parts start from torch's rows and the run is
+    green."""
+    argv = {"torch": [sys.executable, str(HERE / "pt_fused.py")], "paddle": [sys.executable, str(HERE / "pd_split.py")]}
+    bare = tmp_path / "bare"
+    run.prepare(bare)
+    run.run_side("torch", argv["torch"], bare, STEPS)
+    with pytest.raises(PipelineError, match="cannot start from the torch model's weights") as e:
+        run.run_side("paddle", argv["paddle"], bare, STEPS)
+    said = str(e.value).partition("problem(s)): ")
+    count, listed = int(said[0].rpartition("(")[2].split()[0]), said[2].split("; ")
+    assert count == len(listed) == 8 and "torch attn.qkv.weight has no Paddle counterpart" in listed, str(e.value)
+    assert str(e.value).endswith("is declared with --layouts FILE (docs/run.md) [PC831]"), str(e.value)
+    (tmp_path / "layouts.json").write_text(json.dumps(FUSED))
+    settings = run.read_layouts(tmp_path / "layouts.json")
+    out = tmp_path / "out"
+    run.prepare(out)
+    statuses = {side: run.run_side(side, argv[fw], out, STEPS, **settings) for side, fw in run.SIDES}
+    code, said = judged(out, statuses, STEPS)
+    assert code == 0 and "green: the same run" in said, said
+    assert statuses["paddle"]["config"]["pairs"]["attn.qkv.k"] == "attn.k"
+
+
 SWAPPED = ("        q, k, v = qkv.split(3, axis=-1)", "        k, q, v = qkv.split(3, axis=-1)")
 
 

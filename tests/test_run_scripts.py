@@ -345,6 +345,7 @@ def test_the_cost_in_the_docs_is_the_benchmarks():
     on CPU seconds."""
     bench = json.loads((ROOT / "docs" / "bench" / "run.json").read_text())
     page = (ROOT / "docs" / "bench" / "run.md").read_text(encoding="utf-8")
+    assert sorted(bench.pop("launched")) == ["ddp", "tp"]  # the launched pairs' figures: tests/test_bench_pages.py
     assert sorted(bench) == ["example", "trainer"]
     for pair, figures in bench.items():
         ratio = figures["overhead without the yardstick runs (cpu)"]

@@ -48,10 +48,19 @@ def command(argv=None) -> str:
     return shlex.join(["python", inside(argv[0]), *(inside(a) if a.startswith("/") else a for a in argv[1:])])
 
 
-def start(argv=None) -> dict:
-    """The facts before a run: the command, the UTC date, the CPU, the cores this process may use, the load."""
+def setting(env=()) -> str:
+    """What the command ran under that its arguments do not show, as typed before it: the environment variables
+    named in `env` that are set (`OMP_NUM_THREADS=1 `), and the process's niceness (`nice -n 10 `)."""
+    said = "".join(f"{name}={shlex.quote(os.environ[name])} " for name in env if name in os.environ)
+    return said + (f"nice -n {os.nice(0)} " if hasattr(os, "nice") and os.nice(0) > 0 else "")
+
+
+def start(argv=None, env=()) -> dict:
+    """The facts before a run: the command (with the `env` variables it ran under, and its niceness), the UTC date,
+    the CPU, the cores this process may use, the load."""
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    return {"command": command(argv), "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d"),
+    date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d")
+    return {"command": setting(env) + command(argv), "date": date,
             "cpu": cpu_model(), "cores": cores, "load before": load()}
 
 
@@ -60,16 +69,17 @@ def finish(run: dict) -> dict:
     return {**run, "load after": load()}
 
 
-def header(run, command: str) -> str:
+def header(run, command: str, again: str = None) -> str:
     """The page's line under its title: the command, and the date, CPU, cores and load it ran at; where the JSON
-    does not hold them (figures measured before they were recorded), one line saying so and what records them.
+    does not hold them (figures measured before they were recorded), one line saying so and what records them
+    (`again`: said instead, where the command is not the tool's and records nothing itself).
     A list: the runs whose figures one page holds (rows added by later runs), each its line."""
     if isinstance(run, list):
-        return " ".join(dict.fromkeys(header(r, command) for r in run)) if run else header({}, command)
+        return " ".join(dict.fromkeys(header(r, command, again) for r in run)) if run else header({}, command, again)
     run = run or {}
     said = run.get("command", command)
     missing = [k for k in FACTS if run.get(k) is None]
-    again = "running it again records them" if said == command else f"`{command}` records them"
+    again = again or ("running it again records them" if said == command else f"`{command}` records them")
     if len(missing) == len(FACTS):
         return f"Measured by `{said}`; the date, CPU and load of the run were {NOT_RECORDED} ({again})."
     loads = [f"{run[k]:.1f} {k.split()[1]}" for k in ("load before", "load after") if run.get(k) is not None]

@@ -243,7 +243,7 @@ def render(results: dict, chart: bool) -> str:
              "the model cast to float64 in place): a comparison is torch's float32 run, Paddle's and torch's float64 "
              "one, the yardstick; isolate=True adds one Paddle run and one float64 run, each module on torch's recorded "
              "input. What a comparison costs above them is the library's: recording, pairing, judging.", "",
-             f"Targets (issue 34): peak at most {PEAK_TARGET:g} x the two models' float32 weights; a comparison at "
+             f"Targets: peak at most {PEAK_TARGET:g} x the two models' float32 weights; a comparison at "
              f"most {TIME_TARGET:g} x one plain forward of each side (torch's time plus Paddle's).", "",
              "| hidden | parameters (each side) | weights, both (GB) | libraries loaded (GB) | peak: build | forward | convert | "
              "convert, inputs= | compare | isolated | forward torch + Paddle (s) | compare (s) | isolated (s) |",
@@ -275,7 +275,7 @@ def render(results: dict, chart: bool) -> str:
                      ("".join(f" {p.capitalize()}'s first run, from the trimmed heap: {r[p]['first_seconds']:.1f} s "
                               f"({r[p]['first_seconds'] / plain:.1f}x)." for p in ("compare", "isolated")
                               if "first_seconds" in r[p])) +
-                     (" By CPU seconds (issue 65's targets): " + ", ".join(
+                     (" By CPU seconds: " + ", ".join(
                          f"{p} {ratio:.2f}x ({said(ratio <= CPU_TARGETS[p])}, {CPU_TARGETS[p]:g}x)"
                          for p, ratio in cpu_ratios(r).items()) + "." if cpu_ratios(r) else "") +
                      (" The method's own runs alone: " + ", ".join(f"{p} {wall:.2f}x (CPU {cpu_:.2f}x)"
@@ -290,15 +290,15 @@ def render(results: dict, chart: bool) -> str:
     lines += ["", "## Repeated runs", "",
               "Each width's runs on the code measured (the table above is the last). This machine's speed varies from "
               "one run to the next, so a ratio near a target is said with its spread.", "",
-              "| hidden | version | runs | plain forwards (s) | compare | isolated | peak | isolated, first run of its "
-              "phase |", "|---|---|---|---|---|---|---|---|"]
+              "| hidden | runs | plain forwards (s) | compare | isolated | peak | isolated, first run of its "
+              "phase |", "|---|---|---|---|---|---|---|"]
     for r in rows:
         runs = r.get("runs", [])
         if runs:
             spread = lambda k, unit="x": (f"{min(x[k] for x in runs):.2f}{unit} - {max(x[k] for x in runs):.2f}{unit}"
                                           if len(runs) > 1 else f"{runs[0][k]:.2f}{unit}")
             met = lambda k, target: sum(x[k] <= target for x in runs)
-            lines.append(f"| {r['hidden']} | {runs[-1]['version']} | {len(runs)} | {spread('plain_seconds', ' s')} | "
+            lines.append(f"| {r['hidden']} | {len(runs)} | {spread('plain_seconds', ' s')} | "
                          f"{spread('compare_ratio')} ({TIME_TARGET:g}x met in {met('compare_ratio', TIME_TARGET)}) | "
                          f"{spread('isolated_ratio')} ({TIME_TARGET:g}x met in {met('isolated_ratio', TIME_TARGET)}) | "
                          f"{spread('peak_ratio')} ({PEAK_TARGET:g}x met in {met('peak_ratio', PEAK_TARGET)}) | " +

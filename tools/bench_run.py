@@ -4,6 +4,7 @@ plain loop (pt_train.py, pd_train.py) and the Trainers (pt_trainer.py, pd_traine
     python tools/bench_run.py              # writes docs/bench/run.json, {pair: its figures}, and run.md (~8 minutes)
     python tools/bench_run.py --page       # docs/bench/run.md again from run.json, nothing measured
     python tools/bench_run.py --pair trainer --json /tmp/trainer.json
+    python tools/bench_run.py --launched --repeats 1   # the launched pairs whole (data and tensor parallel, 2 ranks)
 
 Plain: each script run to its N-th optimizer step and stopped there, nothing recorded (the recorder's "plain" side:
 its optimizer step counted, nothing else). Run: `python -m portcheck run` whole: the torch and Paddle runs, torch's
@@ -11,6 +12,11 @@ own runs (float64, and against itself: run.MOVED_SIDES), then the judging. The b
 Paddle runs and its judging at most 3x the plain runs, plus torch's own runs. Each figure is the best of --repeats,
 in wall seconds and in CPU seconds (each process's own and its children's: what a shared machine's load does not
 stretch); the budget is judged on the CPU seconds.
+
+Launched (--launched): examples/scripts' pairs run under a launcher on 2 ranks, data parallel (pt_ddp.py under torchrun,
+pd_ddp.py under Paddle's launcher) and tensor parallel (pt_tp.py, one process, against pd_tp.py split on 2 ranks),
+`python -m portcheck run` whole: its wall and CPU seconds and the largest resident memory of any of its processes.
+Measured figures are added to the JSON, the others kept.
 """
 import argparse
 import json
@@ -42,6 +48,16 @@ def timed(argv, env=None, check=True) -> tuple:
     started, used = time.perf_counter(), cpu()
     code = subprocess.run(argv, env=env, check=check, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode
     return time.perf_counter() - started, cpu() - used, code
+
+
+def whole(argv, env=None) -> tuple:
+    """(wall seconds, CPU seconds, largest resident MB of any process, exit code) of argv and every process under
+    it: os.wait4's usage of the child, which holds its own waited-for children's."""
+    started = time.perf_counter()
+    child = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    _, status, used = os.wait4(child.pid, 0)
+    child.returncode = os.waitstatus_to_exitcode(status)
+    return time.perf_counter() - started, used.ru_utime + used.ru_stime, used.ru_maxrss / 1024, child.returncode
 
 
 def plain(argv, framework: str, steps: int, folder: str) -> tuple:
@@ -87,13 +103,40 @@ def bench(torch_cmd: str, paddle_cmd: str, steps: int, repeats: int, tmp: str) -
     return result
 
 
+# {launched pair: (torch command, Paddle command)}, {tmp}: a scratch folder, {torchrun}: the one beside this Python
+LAUNCHED = {"ddp": ("{torchrun} --nproc_per_node 2 {scripts}/pt_ddp.py",
+                    "{python} -m paddle.distributed.launch --log_dir {tmp}/log --nproc_per_node 2 {scripts}/pd_ddp.py"),
+            "tp": ("{python} {scripts}/pt_tp.py",
+                   "{python} -m paddle.distributed.launch --log_dir {tmp}/log --nproc_per_node 2 {scripts}/pd_tp.py")}
+LAUNCHED_LABELS = {"ddp": "data parallel: `pt_ddp.py` under `torchrun`, `pd_ddp.py` under Paddle's launcher, 2 ranks "
+                          "each",
+                   "tp": "tensor parallel: `pt_tp.py` in one process, `pd_tp.py` split on 2 ranks"}
+LAUNCHED_KEY = "launched"  # the JSON's key of the launched pairs' figures, beside the pairs'
+
+
+def bench_launched(torch_cmd: str, paddle_cmd: str, steps: int, repeats: int, tmp: str) -> dict:
+    """`portcheck run` of a launched pair, whole: each figure the best of `repeats`."""
+    load = os.getloadavg()[0]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(launch.LIB), os.environ.get("PYTHONPATH", "")]))
+    took = [whole([sys.executable, "-m", "portcheck", "run", "--torch", torch_cmd, "--paddle", paddle_cmd,
+                   "--steps", str(steps), "--out", str(Path(tmp) / f"out{i}")], env) for i in range(repeats)]
+    codes = {t[3] for t in took}
+    if codes - {0, 1}:
+        raise SystemExit(f"error: portcheck run exited {sorted(codes - {0, 1})}: run it alone to see why")
+    return {"steps": steps, "load average": round(load, 1), "exit": max(codes),
+            "seconds": round(min(t[0] for t in took), 1),
+            "cpu seconds": round(min(t[1] for t in took), 1), "largest process mb": round(min(t[2] for t in took))}
+
+
 LABELS = {"example": "the plain loop (`pt_train.py`, `pd_train.py`)",
           "trainer": "the Trainers (`pt_trainer.py`, `pd_trainer.py`)", "given": "the pair given"}
 
 
 def render(result: dict) -> str:
     """The page (docs/bench/run.md), from the JSON beside it alone."""
-    runs = [f.get(bench_doc.RUN) or {"command": COMMAND} for f in result.values()]
+    launched = result.get(LAUNCHED_KEY, {})
+    result = {pair: f for pair, f in result.items() if pair != LAUNCHED_KEY}
+    runs = [f.get(bench_doc.RUN) or {"command": COMMAND} for f in (*result.values(), *launched.values())]
     steps = {f["steps"] for f in result.values()}
     lines = ["# `portcheck run`: its cost over the scripts' own steps", "", bench_doc.header(runs, COMMAND), "",
              f"{'/'.join(map(str, sorted(steps)))} steps of each pair; 1-min load as each pair started: "
@@ -117,12 +160,26 @@ def render(result: dict) -> str:
               "figures, taken "
               "one after another on a shared machine, need not add up (a negative \"judging seconds\" in the JSON): "
               "read the CPU seconds."]
+    if launched:
+        lines += ["", "## Launched pairs", "",
+                  "`python -m portcheck run` whole on a pair launched on 2 ranks: the torch and Paddle runs, torch's "
+                  "float64 run and its run against itself, each started as its side's command starts it, then the "
+                  "judging. Its CPU seconds are every "
+                  "process's; its memory the largest resident set of any one process. 1-min load as each pair "
+                  "started: " + ", ".join(f"{pair} {f['load average']:.1f}" for pair, f in launched.items()) + ".", "",
+                  "| pair | steps | exit | wall s | CPU s | largest process |", "|---|---|---|---|---|---|"]
+        for pair, f in launched.items():
+            lines.append(f"| {LAUNCHED_LABELS[pair]} | {f['steps']} | {f['exit']} "
+                         f"({'green' if f['exit'] == 0 else 'red'}) | {f['seconds']:g} | {f['cpu seconds']:g} | "
+                         f"{f['largest process mb']} MB |")
     return "\n".join(lines) + "\n"
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--pair", choices=(*PAIRS, "all"), default="all", help="examples/scripts' pair(s) measured")
+    ap.add_argument("--launched", action="store_true", help="the launched pairs instead (data and tensor parallel, "
+                    "2 ranks): portcheck run whole, its time and largest process")
     ap.add_argument("--torch", help="another pair's torch command (with --paddle): measured as 'given'")
     ap.add_argument("--paddle")
     ap.add_argument("--steps", type=int, default=3)
@@ -137,8 +194,20 @@ def main():
         return
     if (args.torch is None) != (args.paddle is None):
         raise SystemExit("error: give --torch and --paddle together")
-    result = {}
+    result = json.loads(args.json.read_text()) if args.json.is_file() else {}  # what is not measured now is kept
     with tempfile.TemporaryDirectory() as tmp:
+        if args.launched:
+            fill = dict(python=sys.executable, scripts=ROOT / "examples" / "scripts", tmp=tmp,
+                        torchrun=Path(sys.executable).parent / "torchrun")
+            for pair, commands in LAUNCHED.items():
+                facts = bench_doc.start()
+                result.setdefault(LAUNCHED_KEY, {})[pair] = {
+                    **bench_launched(*(c.format(**fill) for c in commands), args.steps, args.repeats, tmp),
+                    bench_doc.RUN: bench_doc.finish(facts)}
+                print(pair, json.dumps(result[LAUNCHED_KEY][pair], indent=1), flush=True)
+            bench_doc.write(args.json, json.dumps(result, indent=1) + "\n")
+            bench_doc.write(args.json.with_suffix(".md"), render(result))
+            return
         script = lambda name, given, fw: f"{sys.executable} {ROOT / 'examples/scripts' / name} " + \
             given.format(tmp=tmp, fw=fw)
         pairs = {"given": (args.torch, args.paddle)} if args.torch else {

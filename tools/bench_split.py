@@ -1,20 +1,26 @@
-"""What a tensor-parallel comparison costs (issue 76 item 7): compare_split at degree 2 (two ranks under
-paddle.distributed.spawn, gloo, on CPU; --degree 4: four, the key-value heads then 4 so that each rank holds one) on
+"""What a tensor-parallel comparison costs: compare_split at degree 2 (two ranks under paddle.distributed.spawn,
+gloo, on CPU; --degree 4: four, the key-value heads then 4 so that each rank holds one) on
 examples/tiny_llama_split.py's Llama, against one plain forward of each side in one process (torch's model, and the
 single-card Paddle model holding the same weights).
 
-    nice -n 10 python tools/bench_split.py --hidden 256 --layers 2
+    nice -n 10 python tools/bench_split.py --isolate
     nice -n 10 python tools/bench_split.py --degree 4
+    python tools/bench_split.py --page     # docs/bench/split.md again from split.json, nothing measured
 
 Wall seconds, and CPU seconds (this process's and its ranks', every thread's: other work may load the machine, and
 a wall clock then measures the load); a plain forward: the best of 3 after a warm-up. Peak resident memory: this
-process's, and the largest rank's (each rank's own, report.peak_mb). A rank is a new
-interpreter importing Paddle and paddlenlp: most of a small model's comparison is that start.
+process's, and the largest rank's (each rank's own, report.peak_mb). A rank is a new interpreter importing Paddle
+and paddlenlp: most of a small model's comparison is that start, measured alone in a process of its own. Each
+degree's figures go to docs/bench/split.json (the other degrees' kept), the page (split.md) written from it.
 """
 import argparse
 import functools
+import json
 import resource
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 try:
     import portcheck.core.runtime  # noqa: F401 (first: offline mode, threads, allocator, before torch/paddle load)
@@ -24,7 +30,10 @@ except ModuleNotFoundError:  # the project is not importable: not its venv
 
 import numpy as np
 
-from portcheck.core.errors import PipelineError, run_main
+from portcheck.core.errors import PipelineError, first_line, require, run_main
+from tools import bench_doc
+
+COMMAND = "python tools/bench_split.py"
 
 
 def cpu() -> float:
@@ -39,22 +48,19 @@ def timed(fn) -> tuple:
     return out, time.perf_counter() - wall, cpu() - spent
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
-                                 allow_abbrev=False)
-    ap.add_argument("--hidden", type=int, default=256, help="hidden size (default 256; intermediate 3x, 4 heads)")
-    ap.add_argument("--layers", type=int, default=2, help="decoder layers (default 2)")
-    ap.add_argument("--isolate", action="store_true", help="compare_split(..., isolate=True) too")
-    ap.add_argument("--degree", type=int, default=2, choices=(2, 4), help="ranks (default 2; 4 heads: 2 or 4)")
-    args = ap.parse_args()
-    if args.hidden < 8 or args.hidden % 8 or args.layers < 1:
-        raise PipelineError("--hidden must be a multiple of 8 (>= 8) and --layers >= 1")
+def rank_start() -> float:
+    """CPU seconds of what each rank starts with: a new interpreter importing Paddle and paddlenlp."""
+    return round(timed(lambda: subprocess.run([sys.executable, "-c", "import paddle, paddlenlp"], check=True,
+                                              capture_output=True))[2], 2)
+
+
+def measure(hidden: int, layers: int, degree: int, isolate: bool) -> dict:
     import paddle
     import torch
     from examples.tiny_llama_split import IDS, build, torch_and_state
     from portcheck.forward.split import compare_split
-    sizes = dict(hidden_size=args.hidden, intermediate_size=3 * args.hidden, num_hidden_layers=args.layers,
-                 **({"num_key_value_heads": 4} if args.degree == 4 else {}))
+    sizes = dict(hidden_size=hidden, intermediate_size=3 * hidden, num_hidden_layers=layers,
+                 **({"num_key_value_heads": 4} if degree == 4 else {}))
     single = []
     pt, state = torch_and_state(single, **sizes)
     ids = IDS["input_ids"]
@@ -64,19 +70,89 @@ def main():
     with paddle.no_grad():
         single[0](paddle.to_tensor(ids))
         p_wall, p_cpu = min(timed(lambda: single[0](paddle.to_tensor(ids)))[1:] for _ in range(3))
-    plain_wall, plain_cpu = t_wall + p_wall, t_cpu + p_cpu
-    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(f"Llama hidden {args.hidden}, {args.layers} layers, 2 x {ids.shape[1]} tokens, degree {args.degree} on CPU")
-    print(f"  one plain forward of each side: {plain_wall:.3f} s wall, {plain_cpu:.3f} s CPU "
-          f"(torch {t_wall:.3f} s, Paddle {p_wall:.3f} s)")
-    for isolate in (False, True) if args.isolate else (False,):
-        report, wall, spent = timed(lambda: compare_split(pt, functools.partial(build, **sizes), IDS, args.degree,
-                                                          state, isolate=isolate))
-        own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-        print(f"  compare_split{'(isolate=True)' if isolate else ''}: {'green' if report.passed else 'RED'}, "
-              f"{wall:.1f} s wall ({wall / plain_wall:.0f}x), {spent:.1f} s CPU ({spent / plain_cpu:.0f}x); peak "
-              f"memory {own:.0f} MB here ({before:.0f} MB before it), "
-              f"{max(m or 0 for m in report.peak_mb):.0f} MB the largest rank")
+    result = {"hidden": hidden, "layers": layers, "tokens": list(ids.shape), "rank start cpu": rank_start(),
+              "plain": {"seconds": round(t_wall + p_wall, 3), "cpu": round(t_cpu + p_cpu, 3)},
+              "peak mb before": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)}
+    for name, isolated in (("compare", False), ("isolated", True))[:2 if isolate else 1]:
+        try:
+            report, wall, spent = timed(lambda: compare_split(pt, functools.partial(build, **sizes), IDS, degree,
+                                                              state, isolate=isolated))
+        except PipelineError as e:  # a launch that stopped (on 2 cores, fleet's own setup can): said, not measured
+            result[name] = {"stopped": first_line(e)}
+            continue
+        result[name] = {"passed": report.passed, "seconds": round(wall, 1), "cpu": round(spent, 1),
+                        "peak mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
+                        "largest rank mb": round(max(m or 0 for m in report.peak_mb))}
+    return result
+
+
+def start(degree: str, r: dict) -> str:
+    """A rank's start, and the share of the comparison's CPU seconds that its ranks' starts are."""
+    said = f"{r['rank start cpu']:g} s of CPU"
+    if "cpu" in r.get("compare", {}):
+        said += (f", so degree {degree}'s {degree} starts are {int(degree) * r['rank start cpu']:.1f} s of "
+                 f"`compare_split`'s {r['compare']['cpu']:g} s")
+    return said
+
+
+def render(results: dict) -> str:
+    """The page (docs/bench/split.md), from the JSON beside it alone: one row per degree and comparison."""
+    degrees = sorted(results, key=int)
+    lines = ["# compare_split: a tensor-parallel comparison's cost", "",
+             bench_doc.header([results[d].get(bench_doc.RUN) or {"command": COMMAND} for d in degrees], COMMAND), "",
+             "examples/tiny_llama_split.py's Llama (4 heads; at degree 4 its key-value heads 4, one a rank), CPU, the "
+             "ranks under `paddle.distributed.spawn` over gloo. A plain forward: one of each side in one process "
+             "(torch's model, and the single-card Paddle model), the best of 3 after a warm-up. CPU seconds: this "
+             "process's and its ranks', every thread's. Peak: resident memory, this process's and the largest "
+             "rank's.", "",
+             "| degree | hidden, layers, tokens | plain forward of each side | comparison | verdict | wall s | CPU s "
+             "(x plain) | peak here (before it) | largest rank |", "|---|---|---|---|---|---|---|---|---|"]
+    for d in degrees:
+        r = results[d]
+        for name in ("compare", "isolated"):
+            f = r.get(name)
+            if f is None:
+                continue
+            call = "`compare_split`" + (", `isolate=True`" if name == "isolated" else "")
+            head = (f"| {d} | {r['hidden']}, {r['layers']}, {' x '.join(map(str, r['tokens']))} | "
+                    f"{r['plain']['seconds']:.3f} s wall, {r['plain']['cpu']:.3f} s CPU | {call} |")
+            if "stopped" in f:
+                lines.append(f"{head} stopped: {f['stopped']} | - | - | - | - |")
+                continue
+            lines.append(f"{head} {'green' if f['passed'] else 'RED'} | {f['seconds']:g} | {f['cpu']:g} "
+                         f"({f['cpu'] / r['plain']['cpu']:.0f}x) | {f['peak mb']} MB ({r['peak mb before']} MB) | "
+                         f"{f['largest rank mb']} MB |")
+    lines += ["", "A rank's start alone, a new interpreter importing Paddle and paddlenlp, measured beside each "
+              "degree's run: " + "; ".join(start(d, results[d]) for d in degrees) + ". \"Before it\": this process with the two "
+              "libraries and the torch model loaded."]
+    return "\n".join(lines) + "\n"
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
+                                 allow_abbrev=False)
+    ap.add_argument("--hidden", type=int, default=256, help="hidden size (default 256; intermediate 3x, 4 heads)")
+    ap.add_argument("--layers", type=int, default=2, help="decoder layers (default 2)")
+    ap.add_argument("--isolate", action="store_true", help="compare_split(..., isolate=True) too")
+    ap.add_argument("--degree", type=int, default=2, choices=(2, 4), help="ranks (default 2; 4 heads: 2 or 4)")
+    ap.add_argument("--out", type=Path, default=bench_doc.PAGES / "split.md",
+                    help="the page; its .json beside it (the other degrees' figures kept)")
+    bench_doc.add_page_flag(ap)
+    args = ap.parse_args()
+    json_path = args.out.with_suffix(".json")
+    if args.page:
+        require(json_path, COMMAND)
+        bench_doc.write(args.out, render(json.loads(json_path.read_text())))
+        return
+    if args.hidden < 8 or args.hidden % 8 or args.layers < 1:
+        raise PipelineError("--hidden must be a multiple of 8 (>= 8) and --layers >= 1")
+    results = json.loads(json_path.read_text()) if json_path.is_file() else {}
+    facts = bench_doc.start()
+    results[str(args.degree)] = {**measure(args.hidden, args.layers, args.degree, args.isolate),
+                                 bench_doc.RUN: bench_doc.finish(facts)}
+    bench_doc.write(json_path, json.dumps(results, indent=1) + "\n")
+    bench_doc.write(args.out, render(results))
+    print(render(results))
 
 
 if __name__ == "__main__":

@@ -4,6 +4,7 @@ shards, paddlenlp's as its save_pretrained(..., safe_serialization=True) writes 
     nice -n 10 python tools/bench_stream.py                  # the 7B shape: ~27 GB of shards under /tmp
     python tools/bench_stream.py --hidden 256 --layers 4     # a quick try (not written to the docs)
     python tools/bench_stream.py --dir DIR --write-only      # the 7B pair kept in DIR, and a planted Paddle side
+    python tools/bench_stream.py --records                   # a block's records against their estimate (minutes)
     python tools/bench_stream.py --page                      # docs/bench/stream.md again from stream.json
 
 The pair is written one layer at a time, each layer's tensors (float32 drawn at random, rounded to bfloat16; the
@@ -14,7 +15,10 @@ block by block (each block read, run in float32, freed: the least a streamed for
 the comparison with each bug of --bug planted in layer --plant of the Paddle side (BUGS). The shards are removed
 afterwards (--keep keeps them). With --hidden 4096 (the default shape) the
 figures go to docs/bench/stream.json and their page, docs/bench/stream.md (tools/bench_doc.py's header).
-Targets (issue 65): peak under 8 GB; a comparison at most 4 x one plain block-by-block forward of each side.
+--records: small pairs (RECORDS) at long token lengths, where one block's records take more than its weights:
+the growth of the process's peak resident memory over one comparison, against the estimate the tokens are checked
+against before any block runs (checkpoint.block_bytes); added to stream.json, the 7B figures kept.
+Targets: peak under 8 GB; a comparison at most 4 x one plain block-by-block forward of each side.
 """
 import argparse
 import json
@@ -43,6 +47,8 @@ PEAK_TARGET_GB = 8.0
 TIME_TARGET = 4.0
 COMMAND = "python tools/bench_stream.py"
 DRAWS = 2          # decoder layers' random draws, layer i written with draw i % DRAWS
+# (hidden size, tokens) of --records' pairs: 2 layers, 4 heads, intermediate 3x, vocabulary 256
+RECORDS = ((128, "2x1024"), (512, "2x256"))
 LINEAR = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 
 
@@ -186,6 +192,8 @@ def child(kind: str, folder: Path, tokens: tuple, plant: int, bug: str = "eps") 
     import transformers.models.llama.modeling_llama  # noqa: F401
     start = time.perf_counter()
     out = {"kind": kind}
+    if kind == "records":
+        return records_child(folder, tokens)
     if kind == "plain":
         out.update(plain_forward(folder, ids))
     else:
@@ -200,6 +208,48 @@ def child(kind: str, folder: Path, tokens: tuple, plant: int, bug: str = "eps") 
                    red_isolated=[b.name for b in report.blocks if not b.isolated.passed],
                    parting=[(m, round(used, 3)) for m, used in report.parting])
     out.update(seconds=round(time.perf_counter() - start, 2), peak_gb=round(peak_gb(), 3))
+    return out
+
+
+def records_child(folder: Path, tokens: tuple) -> dict:
+    """One comparison in this process, after one of 16 tokens: how far its peak resident memory rose above where it
+    stood (the peak reset first, /proc/self/clear_refs), against checkpoint.block_bytes' estimate of one block's
+    records."""
+    from portcheck.forward import checkpoint, stream
+    c = json.loads((folder / "torch" / "config.json").read_text())
+    ids = np.random.RandomState(0).randint(0, c["vocab_size"], tokens).astype(np.int64)
+    import paddlenlp.transformers  # noqa: F401 - the libraries loaded before, as in a user's process
+    import transformers.models.llama.modeling_llama  # noqa: F401
+    status = lambda key: next(int(line.split()[1]) for line in Path("/proc/self/status").read_text().splitlines()
+                              if line.startswith(key + ":")) * 1024
+    stream.compare(folder / "torch", folder / "paddle", ids[:, :16])  # the frameworks' first kernels and caches
+    Path("/proc/self/clear_refs").write_text("5")  # VmHWM back to VmRSS
+    before = status("VmRSS")
+    report = stream.compare(folder / "torch", folder / "paddle", ids)
+    return {"hidden": c["hidden_size"], "tokens": "x".join(map(str, tokens)), "passed": report.passed,
+            "grew_mb": round((status("VmHWM") - before) / 2**20),
+            "estimate_mb": round(checkpoint.block_bytes(c, *tokens) / 2**20)}
+
+
+def records(a) -> list:
+    """Each of RECORDS' pairs written, then compared in a process of its own (records_child)."""
+    out = []
+    for hidden, tokens in RECORDS:
+        c = dict(vocab_size=256, hidden_size=hidden, intermediate_size=3 * hidden, num_hidden_layers=2,
+                 num_attention_heads=4, num_key_value_heads=4, max_position_embeddings=2048, rms_norm_eps=1e-5,
+                 rope_theta=10000.0, tie_word_embeddings=False)
+        folder = Path(tempfile.mkdtemp(prefix="portcheck-bench-records-", dir=a.dir))
+        try:
+            write_pair(c, folder)
+            done = subprocess.run([sys.executable, __file__, "--child", "records", "--dir", str(folder), "--tokens",
+                                   tokens], capture_output=True, text=True)
+            lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
+            if done.returncode or not lines:
+                raise PipelineError(f"the records run failed: {(done.stderr.strip().splitlines() or ['?'])[-1]}")
+            out.append(json.loads(lines[-1]))
+            print(out[-1], flush=True)
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
     return out
 
 
@@ -284,19 +334,19 @@ def render(r: dict) -> str:
              "of each side block by block (each block read, run once in float32, freed), and one comparison per bug "
              f"planted in layer {r['plant_layer']} of the Paddle side alone. Peak: the process's peak resident "
              "memory (getrusage).", "", *table(r), "",
-             "The figures were taken beside the test suite on a 2-core, 24 GB machine, at nice 0, before torch's "
-             "float64 run kept float64 through a model's own casts (`twin.wide_casts`, which widens the allowances a "
-             "little where a module casts down). The seconds are the shared machine's; the ratios to the plain "
-             "forward are what to read. The torch side's plain forward is mostly reading and widening the bf16 "
-             "shards. The peak is for a pair whose float32 weights would be 54 GB (both sides), the libraries "
-             "included.", "",
-             "An earlier run was red on the clean pair at `model.layers.0.input_layernorm`, 1.07x its allowance: "
-             "Paddle's CPU mean sums the RMSNorm's 4096 squares left to right, torch's pairwise, and a floor of 16 "
-             "roundings did not cover a correct kernel's sum of 4096 values. The floor is now sqrt(n) roundings for "
-             "rows of n values (docs/tolerances.md, `python tools/floor_rows.py`). The same row at a 7B width "
-             "(`tests/test_stream.py`) went from 1.15x to 0.37x its allowance, and an epsilon 1e-6 for 1e-5 there is "
-             "1,376x. With `twin.wide_casts`, torch's own error there is measured, not rounded away: 0.76x at a floor "
-             "of 16, 0.32x with sqrt(n), the epsilon 1,179x.", "",
+             "The figures were taken beside the test suite on a 2-core, 24 GB machine, at nice 0, without "
+             "`twin.wide_casts` (torch's float64 run keeping float64 through a model's own casts, which widens the "
+             "allowances a little where a module casts down). The seconds are the shared machine's; the ratios to "
+             "the plain forward are what to read. The torch side's plain forward is mostly reading and widening "
+             "the bf16 shards. The peak is for a pair whose float32 weights would be 54 GB (both sides), the "
+             "libraries included.", "",
+             "Why the floor is sqrt(n) roundings for rows of n values (docs/tolerances.md, `python "
+             "tools/floor_rows.py`): Paddle's CPU mean sums the RMSNorm's 4096 squares left to right, torch's "
+             "pairwise. At a floor of 16 roundings the clean pair is red at `model.layers.0.input_layernorm`, 1.07x "
+             "its allowance: 16 roundings do not cover a correct kernel's sum of 4096 values. The same row at a 7B "
+             "width (`tests/test_stream.py`) is 1.15x its allowance at a floor of 16 and 0.37x with sqrt(n), an "
+             "epsilon 1e-6 for 1e-5 there 1,376x. With `twin.wide_casts`, torch's own error there is measured, not "
+             "rounded away: 0.76x at a floor of 16, 0.32x with sqrt(n), the epsilon 1,179x.", "",
              f"Why the planted epsilon is {eps}, not 1e-3: an RMSNorm's epsilon moves its output by about "
              "eps / (2 mean(x^2)). With these random weights the hidden states grow layer by layer: mean(x^2) at layer "
              "17's post-attention RMSNorm is 495 - 743 on the 2 x 16 tokens (transformers' layers alone). So 1e-3 "
@@ -304,6 +354,17 @@ def render(r: dict) -> str:
              f"differ by there, which no check can tell from a correct port. {eps} moves it 1e-3, as 1e-3 would move "
              "a hidden state of mean square 1. Where the hidden states are small (layer 0's input RMSNorm, mean "
              "square 4e-4), 1e-6 for 1e-5 is red."]
+    if "records" in r:
+        lines += ["", "## A block's records", "", bench_doc.header(r["records"][bench_doc.RUN], COMMAND), "",
+                  "Small pairs (2 layers, 4 heads, intermediate 3x the width, vocabulary 256) at long token lengths, "
+                  "where one block's records take more than its weights. Before any block runs, the tokens are "
+                  "checked against the memory free with an estimate of one block's records "
+                  "(`checkpoint.block_bytes`, 20 bytes a value). Grew: how far the process's peak resident memory "
+                  "rose above where it stood, over one comparison made after one of 16 tokens (the frameworks' "
+                  "first kernels and caches).", "",
+                  "| hidden | tokens | verdict | grew | estimate |", "|---|---|---|---|---|"]
+        lines += [f"| {x['hidden']} | {x['tokens'].replace('x', ' x ')} | {'green' if x['passed'] else 'RED'} | "
+                  f"{x['grew_mb']} MB | {x['estimate_mb']} MB |" for x in r["records"]["pairs"]]
     return "\n".join(lines) + "\n"
 
 
@@ -330,7 +391,9 @@ def main():
     ap.add_argument("--write-only", action="store_true", help="write the pair (torch/, paddle/) and a Paddle side "
                     f"with layer --plant's q_proj weight left in torch's layout ({UNCONVERTED}/), keep them, print "
                     "where, and stop: for `python -m portcheck layers --html` (tools/bench_page.py)")
-    ap.add_argument("--child", choices=("plain", "clean", "plant"), help=argparse.SUPPRESS)
+    ap.add_argument("--records", action="store_true", help="a block's records against their estimate, on small "
+                    "pairs at long token lengths (RECORDS), added to the figures")
+    ap.add_argument("--child", choices=("plain", "clean", "plant", "records"), help=argparse.SUPPRESS)
     ap.add_argument("--out", type=Path, default=bench_doc.PAGES / "stream.md",
                     help="the page, its figures (.json) beside it; written for the 7B shape only")
     bench_doc.add_page_flag(ap)
@@ -346,23 +409,29 @@ def main():
     if a.child:
         print(json.dumps(child(a.child, a.dir, tokens, a.plant, a.bug[0])))
         return 0
+    if a.dir is not None and not a.dir.is_dir():
+        raise PipelineError(f"--dir {a.dir}: not a folder; give an existing folder with room for the shards")
+    if a.records:
+        facts = bench_doc.start()
+        pairs = records(a)
+        r = json.loads(a.out.with_suffix(".json").read_text())  # the 7B figures kept
+        write({**r, "records": {"pairs": pairs, bench_doc.RUN: bench_doc.finish(facts)}}, a.out)
+        return 0
     c = config(a)
     if not 0 <= a.plant < a.layers:
         raise PipelineError(f"--plant {a.plant}: give a layer from 0 to {a.layers - 1}")
-    if a.dir is not None and not a.dir.is_dir():
-        raise PipelineError(f"--dir {a.dir}: not a folder; give an existing folder with room for the shards")
     folder = Path(tempfile.mkdtemp(prefix="portcheck-bench-stream-", dir=a.dir))
     if a.write_only:
-        write = write_pair(c, folder)
-        print(f"pair written in {write:.0f} s: {folder}/torch, {folder}/paddle and {unconverted(folder, a.plant)}")
+        took = write_pair(c, folder)
+        print(f"pair written in {took:.0f} s: {folder}/torch, {folder}/paddle and {unconverted(folder, a.plant)}")
         return 0
     facts = bench_doc.start()
     try:
-        write = write_pair(c, folder)
+        took = write_pair(c, folder)
         disk = sum(f.stat().st_size for f in folder.rglob("*.safetensors")) / 1e9
-        print(f"pair written in {write:.0f} s, {disk:.1f} GB", flush=True)
+        print(f"pair written in {took:.0f} s, {disk:.1f} GB", flush=True)
         h, m, v, n = a.hidden, a.intermediate, a.vocab, a.layers
-        r = {"config": c, "tokens": a.tokens, "plant_layer": a.plant, "write_seconds": round(write, 1),
+        r = {"config": c, "tokens": a.tokens, "plant_layer": a.plant, "write_seconds": round(took, 1),
              "disk_gb": round(disk, 2), "parameters": n * (4 * h * h + 3 * h * m + 2 * h) + 2 * v * h + h}
         for kind in ("clean", "plain", *(f"plant:{bug}" for bug in a.bug)):  # each result printed as it comes
             r[kind] = measure(kind, folder, a)
@@ -371,7 +440,9 @@ def main():
             shutil.rmtree(folder, ignore_errors=True)
     print("\n".join(table(r)))
     if (a.hidden, a.layers) == (4096, 32):
-        write({**r, bench_doc.RUN: bench_doc.finish(facts)}, a.out)
+        before = a.out.with_suffix(".json")
+        kept = {k: v for k, v in json.loads(before.read_text()).items() if k == "records"} if before.is_file() else {}
+        write({**r, **kept, bench_doc.RUN: bench_doc.finish(facts)}, a.out)
     return 0
 
 
