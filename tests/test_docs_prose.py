@@ -102,3 +102,17 @@ def test_the_checks_see_history_and_length():
     long = " ".join(["word"] * 45) + "."
     assert too_long(long) and not too_long("Short. " * 10)
     assert too_long("\n".join(["text " * 20] * 5)) and not too_long("- " + "a " * 30 + "\n- " + "b " * 30)
+
+
+@pytest.mark.parametrize("page", user_pages(), ids=lambda p: p.stem)
+def test_a_page_opens_with_its_language_switch_once(page):
+    """The first line links the page's twin in the other language; a second switch below the title reads as a
+    stray line."""
+    twin = page.stem.removesuffix("_cn") if page.stem.endswith("_cn") else f"{page.stem}_cn"
+    if not (DOCS / f"{twin}.md").is_file():
+        return
+    text = page.read_text(encoding="utf-8")
+    assert f"({twin}.md)" in text.split("\n", 1)[0], f"{page.name}: its first line does not link {twin}.md"
+    switches = [line for line in text.splitlines() if re.fullmatch(rf"(English \| )?\[(中文|English)\]\({twin}\.md\)"
+                                                                    r"( \| 中文)?", line.strip())]
+    assert len(switches) == 1, f"{page.name}: the language switch appears {len(switches)} times"
