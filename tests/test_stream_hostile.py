@@ -151,7 +151,7 @@ CASES = [
      "--tokens 1x100000: 100000 tokens a row, more than the 64 positions of the model (config.json's "
      "max_position_embeddings): give at most that many [PC988]"),
     ("--tokens 100000x64", None, "100000x64", "--tokens 100000x64: one block's records of 100000 x 64 tokens take "
-                                             "about 231 GB, more than the"),
+                                             "about 314 GB, more than the"),
     ("--tokens 1x" + "9" * 30, None, "1x" + "9" * 30, "give batch x length, e.g. 2x16 [PC907]"),
     ("a FIFO index.json", fifo("torch", stream.INDEX), "2x8",
      "model.safetensors.index.json is a FIFO, not a regular file: give the safetensors index save_pretrained wrote "
@@ -242,3 +242,14 @@ def test_a_refusal_of_the_command_itself_is_its_one_line_on_stderr(pair, tmp_pat
     done = subprocess.run([sys.executable, "-m", "portcheck", "layers", "--torch", str(folders["torch"]), "--paddle",
                            str(folders["paddle"]), "--tokens", "2x8"], capture_output=True, text=True, timeout=120)
     assert done.returncode == 2 and len(done.stderr.splitlines()) == 1 and "[PC983]" in done.stderr, done.stderr
+
+
+def test_a_blocks_records_estimate_holds_the_growth_measured():
+    """checkpoint.block_bytes, against which the tokens are refused before any block runs (PC989), is at or above
+    each growth docs/bench/stream.md records: an estimate below it admits tokens the memory cannot hold."""
+    from conftest import ROOT
+    from portcheck.forward import checkpoint
+    for pair in json.loads((ROOT / "docs/bench/stream.json").read_text())["records"]["pairs"]:
+        width, (batch, length) = pair["hidden"], map(int, pair["tokens"].split("x"))
+        size = dict(vocab_size=256, hidden_size=width, intermediate_size=3 * width, num_attention_heads=4)
+        assert checkpoint.block_bytes(size, batch, length) / 2 ** 20 >= pair["grew_mb"], pair

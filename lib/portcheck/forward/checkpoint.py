@@ -308,9 +308,10 @@ def rotary_fits(config, s: dict, path):
 
 def block_bytes(s: dict, batch: int, length: int) -> int:
     """What one block's records take (RECORD_BYTES per value): a decoder layer's modules' outputs and inputs
-    (about 24 values of the width and 6 of the MLP's a token, and each head's attention weights over the length),
-    or the head's logits."""
-    per_token = max(24 * s["hidden_size"] + 6 * s["intermediate_size"] + 2 * s["num_attention_heads"] * length,
+    (about 36 values of the width and 9 of the MLP's a token, and each head's attention weights over the length),
+    or the head's logits. The coefficients keep it at or above the process's growth measured over one block
+    (docs/bench/stream.md#a-blocks-records), the block's own weights and the frameworks' work space included."""
+    per_token = max(36 * s["hidden_size"] + 9 * s["intermediate_size"] + 2 * s["num_attention_heads"] * length,
                     4 * s["vocab_size"])
     return RECORD_BYTES * batch * length * per_token
 
