@@ -30,9 +30,12 @@ WRITTEN = {
     "bench/split.md": ("bench_split", ["split.json"], lambda d: ["--out", d / "split.md"]),
     # the zoo's own run, its figures recorded in the JSON: the tool renders them, measuring nothing
     "bench/zoo_kernels.md": ("bench_zoo_kernels", ["zoo_kernels.json"], lambda d: ["--out", d / "zoo_kernels.md"]),
+    # profiles, levers and epochs measured by hand, each with its method, command, date, CPU and load recorded in
+    # the JSON; the headline step is bench_speed's
+    "bench/speed.md": ("bench_profile", ["speed.json", "bench_speed.json"], lambda d: ["--out", d / "speed.md"]),
 }
-# written by hand, their command named: a profile and levers tried (speed), a tool installed aside (padiff)
-BY_HAND = {"bench/speed.md", "bench/padiff.md"}
+# written by hand, its command named: a tool installed aside (padiff)
+BY_HAND = {"bench/padiff.md"}
 # the command as typed: the environment variables it ran under, its niceness, then python
 COMMAND = re.compile(r"Measured by `(?:[A-Z_]+=\S+ )*(?:nice -n \d+ )?python ")
 
