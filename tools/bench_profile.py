@@ -31,6 +31,17 @@ def shape(s) -> str:
     return f"[{s[0]}, {s[1]}]"
 
 
+def same_run(data: dict, report: dict) -> None:
+    """bench_speed.json holds the run speed.json describes (its method, torch's AdamW): a run taken again since
+    would be rendered under the old one's description."""
+    said = data["measured"]["full run"]["run"]
+    run = bench_speed.facts(report)
+    if any(run.get(k) != v for k, v in said.items()):
+        raise PipelineError(f"{SPEED}.json holds another run ({run.get('command')}, load {run.get('load before')}) "
+                            "than the one speed.json describes: update speed.json's \"full run\" (its run, method "
+                            "and the step row's torch AdamW) to the new run, then write the page with --page")
+
+
 def full_run(m: dict, report: dict) -> dict:
     """The headline run's facts as the other measurements hold them, from bench_speed.json."""
     run = bench_speed.facts(report)
@@ -87,7 +98,7 @@ def step(data: dict, report: dict) -> list:
              "What one training step (forward, cross-entropy, backward, AdamW, clearing the gradients) costs each "
              "framework on a batch of 32 SST-2 sentences. Ratio: Paddle's throughput over torch's (torch's seconds "
              "over Paddle's); in brackets the same from the fastest repeats. "
-             f"[bench_speed.md](bench_speed.md) has the full run's every shape, the eval forward and both "
+             "[bench_speed.md](bench_speed.md) has the full run's every shape, the eval forward and both "
              "reference BERTs.", "",
              "| shape | threads | clock | torch's AdamW | torch s | Paddle s | ratio (best) | optimizer s, torch / "
              "Paddle | measured |", "|---|---|---|---|---|---|---|---|---|", *rows, "",
@@ -118,10 +129,11 @@ def profile(data: dict, report: dict) -> list:
     full = next(x for x in twins(report, "train") if x["seq"] == prof["shape"][1])
     gap = (full["paddle_s"]["median"] - full["torch_s"]["median"]) * 1000
     lines = ["## Where Paddle's time goes", "",
-             f"Milliseconds per train step at {shape(prof['shape'])}, two threads, both sides with every lever "
-             "Step 5 uses except the fused AdamW and shared dropout masks:", "",
+             f"Milliseconds per train step at {shape(prof['shape'])}, two threads; both sides with the stride flag, "
+             "addmm Linear and the malloc setting, torch with its multi-tensor AdamW, each side its own dropout:", "",
              "| op | Paddle | torch |", "|---|---|---|", *rows, "",
-             f"Paddle runs {', '.join(list(slow)[:-1])} and {list(slow)[-1]} in single-threaded CPU kernels where torch parallelizes them: "
+             f"Paddle runs {', '.join(list(slow)[:-1])} and {list(slow)[-1]} in single-threaded CPU kernels where "
+             "torch parallelizes them: "
              f"{sum(slow.values())} ms a step more than torch's, and its GEMMs {gemm['paddle'] - gemm['torch']} ms "
              f"more, of the {gap:.0f} ms between the full run's medians at this shape. None of these has a "
              "numerics-preserving alternative in Paddle's Python API: built from primitive ops (a PyLayer LayerNorm "
@@ -148,7 +160,7 @@ def levers(data: dict, report: dict) -> list:
     one, two, adamw = data["levers, one thread"], data["levers, two shapes"], data["adamw"]
 
     def change(pair):
-        return f"{pair[0]:.3f} -> {pair[1]:.3f} s ({(pair[1] / pair[0] - 1) * 100:+.0f} %)"
+        return f"{pair[0]:.3f} -> {pair[1]:.3f} s ({(pair[1] / pair[0] - 1) * 100:+.1f} %)"
     rows = []
     for r in one["rows"]:
         said = [f"train step {change(r['train'])}" if r["train"] else None,
@@ -282,7 +294,7 @@ def reading(data: dict, report: dict) -> list:
     lines = ["## How to read timings on a shared machine", "",
              "With `OMP_NUM_THREADS=2` every parallel region waits for both threads; while another job holds one "
              "core, each such region costs a scheduler time slice. torch parallelizes every elementwise op, so it "
-             f"suffers most: a 2-D add of 2M floats takes {r['add 2M floats ms'][0]} ms on a quiet machine and a "
+             f"suffers most: its 2-D add of 2M floats takes {r['add 2M floats ms'][0]} ms on a quiet machine and a "
              f"flat {r['add 2M floats ms'][1]} ms on a loaded one. On a loaded machine pt_bert's p50 train step "
              f"had a median of {lt[0]} s [{lt[1]}-{lt[2]}] where pd_bert's had {lp[0]} s [{lp[1]}-{lp[2]}], a "
              f"meaningless \"ratio\" of {lt[0] / lp[0]:.1f}: Paddle's non-GEMM kernels are single-threaded and "
@@ -316,9 +328,9 @@ def render(data: dict, report: dict) -> str:
     s = data["setup"]
     lines = ["# Training speed: Paddle against torch on CPU", "",
              bench_doc.header(bench_speed.facts(report), report["command"]), "",
-             "That run gives the headline step below. The other figures were measured by hand: under each table, "
-             f"each measurement's method, command, date, CPU and load as recorded with it (\"{NONE}\" where they "
-             "were not). `python tools/bench_profile.py --page` writes this page from docs/bench/speed.json and "
+             "That run gives the headline step below. Under each table, each of its measurements with its method, "
+             f"command, date, CPU and load as recorded with it (\"{NONE}\" where they were not). "
+             "`python tools/bench_profile.py --page` writes this page from docs/bench/speed.json and "
              "docs/bench/bench_speed.json.", "",
              f"Machine: {s['machine']}. Software: {s['software']}. Model: {s['model']}.", ""]
     for part in (step, profile, levers, epoch, distance, reading):
@@ -340,6 +352,7 @@ def main():
                             "the page with --page")
     data = json.loads(require(args.out.with_suffix(".json"), "record the figures in speed.json").read_text())
     report = json.loads(require(args.out.parent / f"{SPEED}.json", "python tools/bench_speed.py").read_text())
+    same_run(data, report)
     bench_doc.write(args.out, render(data, report))
 
 

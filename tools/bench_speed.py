@@ -5,6 +5,9 @@
     python tools/bench_speed.py --quick         # median shape only, 3 repeats, project models only
     python tools/bench_speed.py --repeats 11 --env-paddle FLAGS_use_mkldnn=1   # try a lever on one side
 
+docs/bench/speed.md's headline step is this run's: after a run, describe it in docs/bench/speed.json ("full run")
+and write that page with `python tools/bench_profile.py --page`.
+
 Not a test: it measures, it does not assert. What it times, per model and batch shape:
 
 * eval:  forward of a batch of 32 under no_grad in eval mode (mean of 3 calls)  -> sentences/s
