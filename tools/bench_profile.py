@@ -67,13 +67,26 @@ def twins(report: dict, mode: str, pair=("pt_bert", "pd_bert")) -> list:
     return [r for r in report["rows"] if r["mode"] == mode and (r["torch_model"], r["paddle_model"]) == pair]
 
 
+def full_step(report: dict, seq: int = 40) -> dict:
+    """The full run's twins' train step at [32, seq]."""
+    return next(x for x in twins(report, "train") if x["seq"] == seq)
+
+
+def seconds(r: dict, report: dict) -> tuple:
+    """(torch, Paddle) train-step seconds of a row: its own, or the full run's medians at p50."""
+    if r.get("from") != f"{SPEED}.json":
+        return r["torch"], r["paddle"]
+    full = full_step(report)
+    return full["torch_s"]["median"], full["paddle_s"]["median"]
+
+
 def step(data: dict, report: dict) -> list:
     """A Step 5 training step: the full run's median shape, then the runs measured by hand."""
     target = data["target ratio"]
     rows, ratios = [], {}
     for r in data["step"]:
         if r.get("from") == f"{SPEED}.json":
-            full = next(x for x in twins(report, "train") if x["seq"] == r["shape"][1])
+            full = full_step(report, r["shape"][1])
             t, p = full["torch_s"]["median"], full["paddle_s"]["median"]
             best = full["torch_s"]["min"] / full["paddle_s"]["min"]
             opt = (full["torch_phases"]["optimizer"], full["paddle_phases"]["optimizer"])
@@ -126,7 +139,7 @@ def profile(data: dict, report: dict) -> list:
                     r["torch ops"] and f"({r['torch ops']})") if s) + " |" for r in prof["rows"]]
     slow = {r["op"]: r["paddle"] - r["torch"] for r in prof["rows"] if r["op"] in prof["single-threaded"]}
     gemm = prof["rows"][0]
-    full = next(x for x in twins(report, "train") if x["seq"] == prof["shape"][1])
+    full = full_step(report, prof["shape"][1])
     gap = (full["paddle_s"]["median"] - full["torch_s"]["median"]) * 1000
     lines = ["## Where Paddle's time goes", "",
              f"Milliseconds per train step at {shape(prof['shape'])}, two threads; both sides with the stride flag, "
@@ -175,6 +188,13 @@ def levers(data: dict, report: dict) -> list:
              f"{one['baseline'][0]} / {one['baseline'][1]} s with none of them:", "",
              "| lever | where | measured effect | Step 5 |", "|---|---|---|---|", *rows, ""]
     lines += legend(data, report, [one["measured"]] + [i for r in one["rows"] for i in r["also measured"]])
+    together = data["levers, together"]["rows"]
+    lines += ["The three Step 5 uses together, on the twins' train step at p50 [32, 40], wall time with two "
+              "threads:", "",
+              "| levers | torch s | Paddle s | ratio | measured |", "|---|---|---|---|---|",
+              *(f"| {r['levers']} | {t:.3f} | {p:.3f} | **{ratio(t, p):.2f}** | *{r['measured']}* |"
+                for r, (t, p) in ((r, seconds(r, report)) for r in together)), ""]
+    lines += legend(data, report, [r["measured"] for r in together])
     lines += [f"On Paddle's train step at {' and '.join(shape(s) for s in two['shapes'])} (a length-grouped "
               "batch), change of the median against the step without the lever:", "",
               f"| lever | {' | '.join(shape(s) for s in two['shapes'])} | Step 5 |", "|---|---|---|---|", *two_rows,
