@@ -30,9 +30,12 @@ WRITTEN = {
     "bench/split.md": ("bench_split", ["split.json"], lambda d: ["--out", d / "split.md"]),
     # the zoo's own run, its figures recorded in the JSON: the tool renders them, measuring nothing
     "bench/zoo_kernels.md": ("bench_zoo_kernels", ["zoo_kernels.json"], lambda d: ["--out", d / "zoo_kernels.md"]),
+    # profiles, levers and epochs measured by hand, each with its method, command, date, CPU and load recorded in
+    # the JSON; the headline step is bench_speed's
+    "bench/speed.md": ("bench_profile", ["speed.json", "bench_speed.json"], lambda d: ["--out", d / "speed.md"]),
 }
-# written by hand, their command named: a profile and levers tried (speed), a tool installed aside (padiff)
-BY_HAND = {"bench/speed.md", "bench/padiff.md"}
+# written by hand, its command named: a tool installed aside (padiff)
+BY_HAND = {"bench/padiff.md"}
 # the command as typed: the environment variables it ran under, its niceness, then python
 COMMAND = re.compile(r"Measured by `(?:[A-Z_]+=\S+ )*(?:nice -n \d+ )?python ")
 
@@ -62,6 +65,23 @@ def test_the_tool_renders_the_committed_page_from_its_json(page, tmp_path, monke
     monkeypatch.setattr(sys, "argv", [f"tools/{name}.py", "--page", *map(str, argv(tmp_path))])
     tool.main()
     assert (tmp_path / page.split("/")[-1]).read_text(encoding="utf-8") == (DOCS / page).read_text(encoding="utf-8")
+
+
+def test_the_speed_page_refuses_a_bench_speed_run_it_does_not_describe(tmp_path, monkeypatch):
+    """speed.md renders bench_speed.json's headline step under speed.json's description of that run (torch's
+    AdamW, the method): a run taken again since (planted: its command and load changed) stops the page, one line."""
+    import json
+    from portcheck.core.errors import PipelineError
+    from tools import bench_profile
+    shutil.copy(DOCS / "bench" / "speed.json", tmp_path / "speed.json")
+    report = json.loads((DOCS / "bench" / "bench_speed.json").read_text())
+    report[bench_doc.RUN] = {"command": "python tools/bench_speed.py --quick", "date": "2026-11-28", "cpu": "x86_64",
+                             "cores": 2, "load before": 0.2, "load after": 0.3}
+    (tmp_path / "bench_speed.json").write_text(json.dumps(report))
+    monkeypatch.setattr(sys, "argv", ["tools/bench_profile.py", "--page", "--out", str(tmp_path / "speed.md")])
+    with pytest.raises(PipelineError, match="another run"):
+        bench_profile.main()
+    assert not (tmp_path / "speed.md").exists()
 
 
 def test_the_header_says_the_facts_recorded_and_which_were_not(monkeypatch):

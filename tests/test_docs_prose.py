@@ -22,7 +22,7 @@ HISTORY = re.compile(f"{TOLD}|{LOAD}", re.I)
 # a benchmark page says the load its figures were taken at (tools/bench_doc.py's header), never the project's history
 BENCH_HISTORY = re.compile(TOLD, re.I)
 HISTORY_LEFT = set()
-BENCH_HISTORY_LEFT = {"speed"}  # written by hand, not yet told without its history
+BENCH_HISTORY_LEFT = set()
 LONG_LEFT = set()
 
 

@@ -5,6 +5,9 @@
     python tools/bench_speed.py --quick         # median shape only, 3 repeats, project models only
     python tools/bench_speed.py --repeats 11 --env-paddle FLAGS_use_mkldnn=1   # try a lever on one side
 
+docs/bench/speed.md's headline step is this run's: after a run, describe it in docs/bench/speed.json ("full run")
+and write that page with `python tools/bench_profile.py --page`.
+
 Not a test: it measures, it does not assert. What it times, per model and batch shape:
 
 * eval:  forward of a batch of 32 under no_grad in eval mode (mean of 3 calls)  -> sentences/s
@@ -445,14 +448,19 @@ def main():
         print(f"wrote {args.out}.json and {args.out}.md")
 
 
+def facts(report) -> dict:
+    """The run's facts (bench_doc.FACTS and its command): figures measured before they were kept apart under
+    bench_doc.RUN have the ones info holds."""
+    info = report["info"]
+    return report.get(bench_doc.RUN) or {"command": report["command"], "cpu": info["cpu"], "cores": info["cores"],
+                                         "load before": info["load_before"], "load after": info["load_after"]}
+
+
 def render(report) -> str:
     """The page, from the JSON (docs/bench/bench_speed.json) alone."""
     info = report["info"]
-    # figures measured before the run's facts were kept apart: the ones info holds
-    run = report.get(bench_doc.RUN) or {"command": report["command"], "cpu": info["cpu"], "cores": info["cores"],
-                                        "load before": info["load_before"], "load after": info["load_after"]}
     lines = ["# bench_speed: Paddle against torch, an eval forward and a train step", "",
-             bench_doc.header(run, report["command"]), "",
+             bench_doc.header(facts(report), report["command"]), "",
              f"Batch {info['batch']}; {info['repeats']} repeats after "
              f"{info['warmup']} warm-up calls; median [min-max]; ratio = Paddle throughput / torch throughput "
              "(>= 0.9 is the target) from the medians, best = the same from the fastest repeats. "
