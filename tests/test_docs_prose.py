@@ -16,7 +16,8 @@ DOCS = paths.ROOT / "docs"
 TOLD = (r"(?<![\w.+-])(?=[0-9a-f]*[a-f])(?=[0-9a-f]*[0-9])[0-9a-f]{7,40}(?![\w.])"   # a commit
         r"|\b(?:this|last|previous|next|earlier|that) (?:round|session|branch)\b|\bon this branch\b|\bon main\b"
         r"|\bthe code before\b|\bbefore (?:the|this) fix\b|\bissue \d+"
-        r"|上一轮|这一轮|本轮|之前的代码|此前的代码|本分支")
+        r"|\b(?:the previous|an earlier|the earlier) reference run\b|\(\d+(?:\.\d+)? (?:min )?before\)|\bthe old way\b"
+        r"|上一轮|这一轮|本轮|之前的代码|此前的代码|本分支|上一次参考运行|更早的一次参考运行|之前为 \d")
 LOAD = r"\bload average\b|\bat load \d|\bload \d+(?:\.\d+)?\b|平均负载|负载均值|负载约?\s*\d"
 HISTORY = re.compile(f"{TOLD}|{LOAD}", re.I)
 # a benchmark page says the load its figures were taken at (tools/bench_doc.py's header), never the project's history
@@ -28,6 +29,13 @@ LONG_LEFT = set()
 
 def user_pages():
     return sorted(DOCS.glob("*.md"))
+
+
+def readmes():
+    """The READMEs a user reads beside the docs: the repository's, each step's and each example's."""
+    root = paths.ROOT
+    return [root / "README.md", root / "README_cn.md", *sorted(root.glob("pipeline/*/README*.md")),
+            *sorted(root.glob("examples/*/README*.md"))]
 
 
 def prose(text: str) -> str:
@@ -66,7 +74,7 @@ def too_long(text: str) -> list:
     return said
 
 
-@pytest.mark.parametrize("page", user_pages(), ids=lambda p: p.stem)
+@pytest.mark.parametrize("page", user_pages() + readmes(), ids=lambda p: str(p.relative_to(paths.ROOT)))
 def test_no_user_page_tells_the_projects_history_or_a_machines_load(page):
     found = history(page.read_text(encoding="utf-8"))
     if page.stem in HISTORY_LEFT:
@@ -98,6 +106,9 @@ def test_the_checks_see_history_and_length():
     assert history("在本分支的代码上，负载 6-7") == ["本分支", "负载 6"]
     assert history("two correct ports round differently; a ReLU's branch; 1e-05 and 0x7f; 69744623 rows") == []
     assert history("```\ngit log bf13fae\n```\nplain") == []
+    assert history("the previous reference run (34.7 before), the old way; 上一次参考运行") == [
+        "the previous reference run", "(34.7 before)", "the old way", "上一次参考运行"]
+    assert history("a kill left an earlier run's files; the previous run's records") == []
     assert history("1-min load 3.6 before, issue 34, a2439c9", BENCH_HISTORY) == ["issue 34", "a2439c9"]
     long = " ".join(["word"] * 45) + "."
     assert too_long(long) and not too_long("Short. " * 10)
