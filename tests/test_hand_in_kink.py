@@ -108,3 +108,29 @@ def test_a_momentum_plant_stays_red_and_another_runs_taking_run_is_left_out(kink
                 top / DIAGNOSTICS / f"bp_align_taken_torch{handin.record.SUFFIX}")
     code, line, out = checked(top, capsys)
     assert code == 2 and "left out: it was written for other files of the pair" in out, out  # and PC151
+
+
+def test_each_sides_whole_record_is_judged_from_the_folder_across_the_kink_as_in_process(kink_net, tmp_path, capsys):
+    """Each side's whole record handed in as portcheck.Handin keeps it (torch's as judged: its own run, and the keys
+    of its run taking Paddle's side beside them, whole.as_judged): `check` judges compare_backward from them green, as
+    in-process; torch's own run alone is red there, as judge_backward alone is on this net."""
+    from portcheck.core import record
+    from portcheck.pipeline import whole
+    t, p, _, again = kink_net
+    kept = {}
+    comparison = judged(t, p, again=again, keep=lambda rec: kept.update(torch=rec))
+    assert comparison.passed and comparison.taken
+    for judged_as in (True, False):
+        folder = tmp_path / str(judged_as)
+        for side, rec in (("torch", whole.as_judged(t, kept["torch"]) if judged_as else t), ("paddle", p)):
+            path = whole.path(folder, "bp_align", side)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            save_npy(path, rec)
+            record.save(path, side, {"torch": "pt", "paddle": "pd"}[side], {"inputs": "i"})
+        handin.save_side(folder, "bp_align", "torch", handin.bp_align(t), {"inputs": "i"}, "pt",
+                         exact=handin.bp_align(t, exact=True))
+        handin.save_side(folder, "bp_align", "paddle", handin.bp_align(p), {"inputs": "i"}, "pd")
+        handin.judge_and_log(folder, "bp_align", after_steps=True, top=folder / "log_reprod", comparison=comparison)
+        code, line, out = checked(folder / "log_reprod", capsys)
+        said = "from diagnostics/records/: " + ("green (every value within its rule)" if judged_as else "RED (")
+        assert (code == 0) == judged_as and said in line, out

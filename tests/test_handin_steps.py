@@ -393,3 +393,22 @@ def test_a_bp_align_of_step_figures_alone_says_what_it_cannot_show_and_stays_the
     assert re.search(r"^  bp_align: judged on each step's figures alone .* cannot show a change under that "
                      r"parameter's spread\); compare_backward, every parameter and step not compared: hand in with "
                      r"portcheck\.Handin or portcheck\.Side, .* \[PC464\]$", out, re.M), out
+
+
+def test_whole_records_of_another_run_with_the_same_run_records_are_never_green(decayed, tmp_path, capsys):
+    """The correct port's whole records put in the weight decay plant's folder (the same weights, inputs and flags,
+    so their run records bind what the plant's pairs bind), the manifest recomputed as a forger would: red, as the
+    records do not give the plant's pair values."""
+    import shutil
+    from portcheck.core import record
+    top = tmp_path / "log_reprod"
+    shutil.copytree(decayed[0.0][2], top)
+    clean = decayed[0.01][2] / "diagnostics" / "records"
+    for f in clean.iterdir():
+        shutil.copy(f, top / "diagnostics" / "records" / f.name)
+    record.list_handed(top, top / "diagnostics", list((top / "diagnostics" / "records").iterdir()))
+    assert cli.check(top, only="lr,bp_align") == 1
+    line = bp_line(capsys)
+    assert re.search(r"from diagnostics/records/: RED \(records/bp_align_paddle\.npy is not the run of "
+                     r"bp_align_paddle\.npy \(its steps' figures are not the ones bp_align_paddle\.npy holds\)\) "
+                     r"\[PC463\]$", line), line

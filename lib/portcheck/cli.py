@@ -260,7 +260,7 @@ def judge_pair(folder: Path, name: str, files: dict, overrides: dict, strict: bo
     findings = client_findings(extra, folder, name)
     red |= bool(problem or run_problem) or not all(f.passed for f in findings)
     # Step 4's every parameter and step, from each side's whole record where the hand-in holds them (whole.judged)
-    beside = whole.judged(below, base, records[:2]) if below and base in whole.JUDGED else None
+    beside = whole.judged(below, base, files, records[:2]) if below and base in whole.JUDGED else None
     red |= beside is not None and not beside[0]
     parts = [f"{name}: {'RED' if red else 'green'}", reprod.describe_guide(guide, threshold, copy)]
     if measured is not None:

@@ -245,7 +245,7 @@ class Handin(page.Viewable):
                                    crossed=crossed)
         judged_on = {}  # torch's record as judged (with its runs across a kink): what the reviewer's check judges
         report = backward.judged(t, p, again=again, keep=lambda rec: judged_on.update(torch=rec))
-        self._keep_whole("bp_align", {"torch": judged_on["torch"], "paddle": p})
+        self._keep_whole("bp_align", {"torch": whole.as_judged(t, judged_on["torch"]), "paddle": p})
         self._judge("lr")
         self._judge("bp_align", comparison=report, tables=report.table().splitlines(), after_steps=True)
         return report

@@ -7,10 +7,11 @@ weight decay left out of AdamW for a bias before a BatchNorm). compare_backward 
 against torch's own error; a hand-in made through portcheck.Handin or portcheck.Side keeps what it judges, each side's
 whole record (record_backward's), in diagnostics/records/ with its run record, so `python -m portcheck check`
 judges it again from the folder alone (judged), beside the guide's rule. The records are held to the pair they
-stand behind: each bound to its file and side by its run record, binding what the pair's binds, the Paddle one no
-copy of torch's and holding no float64 run (torch's alone has one), and listed in the hand-in's manifest.
+stand behind: each bound to its file and side by its run record, binding what the pair's binds, giving the pair's
+values bit for bit (a record of another run does not, whatever its run record says), the Paddle one no copy of
+torch's and holding no float64 run (torch's alone has one), and listed in the hand-in's manifest.
 
-Imports core, forward.twin, and gradients.backward (lazily).
+Imports core, forward.twin, pipeline.guide and kink_files, and gradients.backward (lazily).
 """
 import os
 from pathlib import Path
@@ -22,11 +23,37 @@ from portcheck.core.errors import PipelineError
 from portcheck.core.fileio import load_npy, writable
 from portcheck.core.record import RECORDS
 from portcheck.forward.twin import F64
+from portcheck.pipeline.guide import bp_key
+from portcheck.pipeline.kink_files import BOUND
 
 SIDES = ("torch", "paddle")
 JUDGED = ("bp_align",)  # the pairs whose whole records a hand-in keeps and its check judges: Step 4's
 WHOLE_BYTES = 1 << 28  # each side's whole record is handed in up to this size: a large model's hand-in stays small
 BACKWARD = "compare_backward, every parameter and step"
+# a torch whole record's keys where it was judged otherwise than its own run holds (backward.judged across a kink:
+# torch's run on Paddle's branch, or taking Paddle's side), kept beside the run's own keys, which give its pair
+JUDGED_AS = "judged:"
+
+
+def as_judged(own: dict, judged: dict) -> dict:
+    """torch's own run, and under JUDGED_AS each key of the record it was judged as (backward.judged's keep) that is
+    not the run's own value: what the check judges again."""
+    return {**own, **{JUDGED_AS + k: v for k, v in judged.items() if own.get(k) is not v}}
+
+
+def _of_pair(pair_file, whole, side: str, arrays: dict, half_record=None) -> str:
+    """Why a side's whole record is not the run behind its pair's file (same_as_pair, half_record: the file's run
+    record, default beside it), or that it does not give the file's values: "" where it is."""
+    own = {k: v for k, v in arrays.items() if not k.startswith(JUDGED_AS)}
+    return same_as_pair(half_record or record.path_for(pair_file), whole, side, arrays) or (
+        "" if _gives_pair(own, pair_file) else f"its steps' figures are not the ones {Path(pair_file).name} holds")
+
+
+def _gives_pair(arrays: dict, pair_file) -> bool:
+    """Whether a whole record gives its pair's values bit for bit (handin.bp_align's keys: each step's figures)."""
+    given, pair = {bp_key(k): v for k, v in arrays.items() if bp_key(k)}, load_npy(pair_file)
+    return given.keys() == pair.keys() and all(np.asarray(v).dtype == pair[k].dtype and np.shape(v) == pair[k].shape
+                                               and np.asarray(v).tobytes() == pair[k].tobytes() for k, v in given.items())
 
 
 def path(folder, pair: str, side: str) -> Path:
@@ -61,8 +88,8 @@ def _handed(folder, pair: str, top) -> list:
     if not (wholes and all(w.is_file() and w.stat().st_size <= WHOLE_BYTES for w in wholes)):
         return []
     try:
-        ours = not any(same_as_pair(record.path_for(Path(folder) / f"{pair}_{side}.npy"), w, side, load_npy(w))
-                       for side, w in zip(SIDES, wholes))
+        ours = all(_of_pair(Path(folder) / f"{pair}_{side}.npy", w, side, load_npy(w)) == ""
+                   for side, w in zip(SIDES, wholes))
     except PipelineError:  # a record that is not one: not handed in, as one of another run
         ours = False
     return [(f, below / f.name) for w in wholes for f in (w, record.path_for(w))] if ours else []
@@ -103,10 +130,11 @@ def compared_beside(comparison) -> list:
     return [(what, False, why)]
 
 
-def judged(below, pair: str, pair_records) -> tuple:
+def judged(below, pair: str, files: dict, pair_records) -> tuple:
     """(passed, detail) of compare_backward judged again from a hand-in's whole records of a pair (below: its
-    diagnostics/; pair_records: the run records of the pair's torch and Paddle files), None where it holds neither.
-    Red where one is missing, is not the pair's run, the Paddle one is torch's, or a value is over its rule."""
+    diagnostics/; files: the pair's {"torch": file, "paddle": file}; pair_records: their run records), None where it
+    holds neither. Red where one is missing, is not the pair's run, the Paddle one is torch's, or a value is over its
+    rule."""
     wholes = [path(below, pair, side) for side in SIDES]
     there = [os.path.lexists(w) for w in wholes]
     if not any(there):
@@ -117,14 +145,20 @@ def judged(below, pair: str, pair_records) -> tuple:
     try:
         arrays = [load_npy(w) for w in wholes]
         for side, half, whole, rec in zip(SIDES, pair_records, wholes, arrays):
-            problem = same_as_pair(half, whole, side, rec)
+            problem = _of_pair(files[side], whole, side, rec, half)
             if problem:
                 return False, f"{RECORDS}/{whole.name} is not the run of {pair}_{side}.npy ({problem})"
         copy = record.copied(*wholes, pair)
         if copy or any(k.startswith(F64) for k in arrays[1]):
             return False, (f"{RECORDS}/{wholes[1].name}: " + (copy or "it holds torch's float64 run (f64: keys), "
                                                              "which torch's record alone holds: not Paddle's record"))
-        (what, passed, why), = compared_beside(judge_backward(*arrays))
+        t, p = ({k: v for k, v in rec.items() if not k.startswith(JUDGED_AS)} for rec in arrays)
+        kink = {k[len(JUDGED_AS):]: v for k, v in arrays[0].items() if k.startswith(JUDGED_AS)}
+        if any(k.startswith(JUDGED_AS) for k in arrays[1]) or kink and not any(
+                os.path.lexists(Path(below) / f"{pair}{suffix}") for suffix in BOUND):
+            return False, (f"{RECORDS}/{wholes[0 if kink else 1].name} holds a run across a kink its pair's check did "
+                           "not judge with (no file of it beside the pair)")
+        (what, passed, why), = compared_beside(judge_backward({**t, **kink}, p))
     except PipelineError as e:
         return False, report.one_line(str(e))
     return passed, why
