@@ -412,3 +412,15 @@ def test_whole_records_of_another_run_with_the_same_run_records_are_never_green(
     assert re.search(r"from diagnostics/records/: RED \(records/bp_align_paddle\.npy is not the run of "
                      r"bp_align_paddle\.npy \(its steps' figures are not the ones bp_align_paddle\.npy holds\)\) "
                      r"\[PC463\]$", line), line
+
+
+def test_a_file_put_among_the_whole_records_after_the_hand_in_is_red(decayed, tmp_path, capsys):
+    """diagnostics/records/ is held to the manifest as the rest of the folder: a file its writers did not list is red."""
+    import shutil
+    top = tmp_path / "log_reprod"
+    shutil.copytree(decayed[0.01][2], top)
+    below = top / "diagnostics" / "records"
+    shutil.copy(below / "bp_align_torch.npy", below / "bp_align_earlier_torch.npy")
+    assert cli.check(top, only="lr,bp_align") == 1
+    assert "handed in: RED | diagnostics/records/bp_align_earlier_torch.npy is not in the list of what was handed in" \
+        in capsys.readouterr().out
