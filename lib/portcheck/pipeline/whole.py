@@ -23,7 +23,7 @@ from portcheck.core.errors import PipelineError
 from portcheck.core.fileio import load_npy, writable
 from portcheck.core.record import RECORDS
 from portcheck.forward.twin import F64
-from portcheck.pipeline.guide import bp_key
+from portcheck.pipeline.guide import BP_ALIGN, bp_key
 from portcheck.pipeline.kink_files import BOUND
 
 SIDES = ("torch", "paddle")
@@ -141,6 +141,9 @@ def judged(below, pair: str, files: dict, pair_records) -> tuple:
         return None
     if not all(there):
         return False, f"{RECORDS}/{wholes[there.index(False)].name} missing beside {wholes[there.index(True)].name}"
+    large = [w for w in wholes if w.lstat().st_size > WHOLE_BYTES]
+    if large:  # never loaded: the writers hand in none so large
+        return False, f"{RECORDS}/{large[0].name} is over the {WHOLE_BYTES >> 20} MB a hand-in keeps of a whole record"
     from portcheck.gradients.backward import judge_backward
     try:
         arrays = [load_npy(w) for w in wholes]
@@ -158,7 +161,7 @@ def judged(below, pair: str, files: dict, pair_records) -> tuple:
                 os.path.lexists(Path(below) / f"{pair}{suffix}") for suffix in BOUND):
             return False, (f"{RECORDS}/{wholes[0 if kink else 1].name} holds a run across a kink its pair's check did "
                            "not judge with (no file of it beside the pair)")
-        (what, passed, why), = compared_beside(judge_backward({**t, **kink}, p))
+        [(_, passed, why)] = compared_beside(judge_backward({**t, **kink}, p))
     except PipelineError as e:
         return False, report.one_line(str(e))
     return passed, why
@@ -167,7 +170,6 @@ def judged(below, pair: str, files: dict, pair_records) -> tuple:
 def digest_only(torch_arrays: dict) -> bool:
     """Whether a bp_align pair holds each step's figures alone (the guide's loss, lr, the library's digests:
     <kind>_<step>), nothing parameter by parameter."""
-    from portcheck.pipeline.guide import BP_ALIGN
     return bool(torch_arrays) and all(k.rpartition("_")[0] in BP_ALIGN and k.rpartition("_")[2].isdigit()
                                       for k in torch_arrays)
 
