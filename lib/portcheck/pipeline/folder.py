@@ -13,12 +13,12 @@
 
 Each call runs both sides in this process with the library's own calls (record_*, save_side, judge_and_log): each
 side's results and run records go to `<folder>_sides/`, the judged pair, its diff log and its diagnostics (the
-picture, the page) to the hand-in, which `python -m portcheck check <folder>` re-derives. It returns the report it
-made; `steps.verdicts` holds each pair's verdict, `print(steps)` says them, `steps.html(path)` shows them as one page
-(each step's own page beneath). Each step that takes both models first
-sets Paddle's weights to torch's (portcheck.convert, pairing as the first conversion's name_map and layouts), unless
-convert=False; each side's run record binds that side's own weights under torch's names (`steps.port`), so a Paddle
-model holding other weights is never the same run.
+picture, the page; Step 4's whole records) to the hand-in, which `python -m portcheck check <folder>` re-derives. It
+returns the report it made; `steps.verdicts` holds each pair's verdict, `print(steps)` says them, `steps.html(path)`
+shows them as one page (each step's own page beneath). Each step that takes both models first sets Paddle's weights
+to torch's (portcheck.convert, pairing as the first conversion's name_map and layouts), unless convert=False; each
+side's run record binds that side's own weights under torch's names (`steps.port`), so a Paddle model holding other
+weights is never the same run.
 """
 import copy
 import sys
@@ -225,7 +225,9 @@ class Handin(page.Viewable):
         """Step 4: `steps` optimizer steps on one batch on each side (record_backward: loss=, optimizer= and
         scheduler= are (torch's, Paddle's) factories; Paddle's scheduler None: the LRScheduler its optimizer
         was built with), judged with torch's run taking Paddle's side of a ReLU kink where one was crossed; the
-        guide's lr and bp_align pairs handed in with the tables. Dropout off is the caller's (p=0 or eval).
+        guide's lr and bp_align pairs handed in with the tables, and each side's whole record (torch's as judged,
+        whole.as_judged) in diagnostics/records/, which the reviewer's check judges again. Dropout off is the caller's
+        (p=0 or eval).
         flags: every setting both sides share, bound in the run records. Returns the BackwardReport."""
         from portcheck.gradients import backward
         from portcheck.gradients.backward import HELD, record_backward
