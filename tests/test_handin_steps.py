@@ -415,7 +415,8 @@ def test_whole_records_of_another_run_with_the_same_run_records_are_never_green(
 
 
 def test_a_file_put_among_the_whole_records_after_the_hand_in_is_red(decayed, tmp_path, capsys):
-    """diagnostics/records/ is held to the manifest as the rest of the folder: a file its writers did not list is red."""
+    """diagnostics/records/ is held to the manifest as the rest of the folder: a file its writers did not list is
+    red."""
     import shutil
     top = tmp_path / "log_reprod"
     shutil.copytree(decayed[0.01][2], top)

@@ -52,8 +52,8 @@ def _of_pair(pair_file, whole, side: str, arrays: dict, half_record=None) -> str
 def _gives_pair(arrays: dict, pair_file) -> bool:
     """Whether a whole record gives its pair's values bit for bit (handin.bp_align's keys: each step's figures)."""
     given, pair = {bp_key(k): v for k, v in arrays.items() if bp_key(k)}, load_npy(pair_file)
-    return given.keys() == pair.keys() and all(np.asarray(v).dtype == pair[k].dtype and np.shape(v) == pair[k].shape
-                                               and np.asarray(v).tobytes() == pair[k].tobytes() for k, v in given.items())
+    same = lambda a, b: a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes()
+    return given.keys() == pair.keys() and all(same(np.asarray(v), pair[k]) for k, v in given.items())
 
 
 def path(folder, pair: str, side: str) -> Path:
