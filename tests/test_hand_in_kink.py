@@ -32,10 +32,11 @@ def kink_net():
     return paddle_alone_kink([(bench.sgd("paddle"), None), (bench.sgd("paddle", 0.8), None)])[2]
 
 
-def handed_in(folder, t, p, again):
-    """The check of a bp_align: judged in-process (backward.judged), the pair written by each side, judged and
-    handed in with that report; (the in-process report, the check's verdict, the log_reprod/ folder)."""
-    comparison = judged(t, p, again=again)
+def handed_in(folder, t, p, again, keep=lambda record: None):
+    """The check of a bp_align: judged in-process (backward.judged; keep: given the torch record it judged last), the
+    pair written by each side, judged and handed in with that report; (the in-process report, the check's verdict,
+    the log_reprod/ folder)."""
+    comparison = judged(t, p, again=again, keep=keep)
     handin.save_side(folder, "bp_align", "torch", handin.bp_align(t), {"inputs": "i"}, "pt",
                      exact=handin.bp_align(t, exact=True))
     handin.save_side(folder, "bp_align", "paddle", handin.bp_align(p), {"inputs": "i"}, "pd")
@@ -45,9 +46,16 @@ def handed_in(folder, t, p, again):
 
 
 @pytest.fixture(scope="module")
-def clean(kink_net, tmp_path_factory):
+def clean_run(kink_net, tmp_path_factory):
+    """handed_in's (report, verdict, folder) of the clean pair, and {"torch": the torch record judged last}."""
     t, p, _, again = kink_net
-    return handed_in(tmp_path_factory.mktemp("clean"), t, p, again)
+    kept = {}
+    return (*handed_in(tmp_path_factory.mktemp("clean"), t, p, again, lambda rec: kept.update(torch=rec)), kept)
+
+
+@pytest.fixture(scope="module")
+def clean(clean_run):
+    return clean_run[:3]
 
 
 def checked(top, capsys) -> tuple:
@@ -108,3 +116,33 @@ def test_a_momentum_plant_stays_red_and_another_runs_taking_run_is_left_out(kink
                 top / DIAGNOSTICS / f"bp_align_taken_torch{handin.record.SUFFIX}")
     code, line, out = checked(top, capsys)
     assert code == 2 and "left out: it was written for other files of the pair" in out, out  # and PC151
+
+
+def test_each_sides_whole_record_is_judged_from_the_folder_across_the_kink_as_in_process(kink_net, clean_run, tmp_path,
+                                                                                         capsys):
+    """Each side's whole record handed in as portcheck.Handin keeps it (torch's as judged: its own run, and the keys
+    of its run taking Paddle's side beside them, whole.as_judged): `check` judges compare_backward from them green, as
+    in-process; torch's own run alone is red there, as judge_backward alone is on this net."""
+    from portcheck.core import record
+    from portcheck.pipeline import whole
+    t, p, _, _ = kink_net
+    comparison, kept = clean_run[0], clean_run[3]
+    assert comparison.passed and comparison.taken
+    for side, rec in (("torch", whole.as_judged(t, kept["torch"])), ("paddle", p)):
+        path = whole.path(tmp_path, "bp_align", side)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        save_npy(path, rec)
+        record.save(path, side, {"torch": "pt", "paddle": "pd"}[side], {"inputs": "i"})
+    handin.save_side(tmp_path, "bp_align", "torch", handin.bp_align(t), {"inputs": "i"}, "pt",
+                     exact=handin.bp_align(t, exact=True))
+    handin.save_side(tmp_path, "bp_align", "paddle", handin.bp_align(p), {"inputs": "i"}, "pd")
+    top = tmp_path / "log_reprod"
+    handin.judge_and_log(tmp_path, "bp_align", after_steps=True, top=top, comparison=comparison)
+    code, line, out = checked(top, capsys)
+    assert code == 0 and "from diagnostics/records/: green (every value within its rule)" in line, out
+    own = whole.path(top / DIAGNOSTICS, "bp_align", "torch")  # torch's own run alone, handed in as it would be
+    save_npy(own, t)
+    record.save(own, "torch", "pt", {"inputs": "i"})
+    record.list_handed(top, top / DIAGNOSTICS, [own, record.path_for(own)])
+    code, line, out = checked(top, capsys)
+    assert code == 1 and "from diagnostics/records/: RED (the runs part at " in line, out

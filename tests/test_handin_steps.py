@@ -280,10 +280,11 @@ def test_a_whole_record_of_another_run_is_never_drawn_into_the_pairs_verdict(tmp
         steps.judge("forward")
 
 
-def test_a_weight_decay_the_digest_cannot_show_is_red_by_the_comparison_the_step_ran(tmp_path):
-    """A conv bias before a BatchNorm takes Adam updates of pure noise, whose own spread sets bp_align's one
-    allowance a key: its digest shows no weight decay left out of Paddle's AdamW. compare_backward, judged beside
-    the pair, names it; the correct port stays green."""
+@pytest.fixture(scope="module")
+def decayed(tmp_path_factory):
+    """Step 4 of a conv, a BatchNorm and a Linear with AdamW through portcheck.Handin: {0.01: the correct port's
+    (report, steps, folder), 0.0: a Paddle AdamW with no weight decay's}. The conv's bias, before the BatchNorm,
+    takes Adam updates of pure noise, whose own spread sets bp_align's one allowance a key."""
     class TorchNet(torch.nn.Module):
         def __init__(self):
             super().__init__()
@@ -305,15 +306,131 @@ def test_a_weight_decay_the_digest_cannot_show_is_red_by_the_comparison_the_step
     rng = np.random.RandomState(0)
     x, y = rng.rand(8, 1, 6, 6).astype("float32"), rng.randint(0, 10, 8).astype("int64")
     losses = torch.nn.functional.cross_entropy, paddle.nn.functional.cross_entropy
-    verdicts = {}
+    out = {}
     for decay in (0.01, 0.0):
         torch.manual_seed(0)
-        steps = portcheck.Handin(str(tmp_path / f"wd{decay}" / "log_reprod"))
+        top = tmp_path_factory.mktemp(f"wd{decay}") / "log_reprod"
+        steps = portcheck.Handin(str(top))
         optimizers = (lambda p: torch.optim.AdamW(p, lr=1e-3, weight_decay=0.01),
                       lambda p, d=decay: paddle.optimizer.AdamW(learning_rate=1e-3, parameters=p, weight_decay=d))
-        report = steps.backward(TorchNet(), PaddleNet(), x, y, losses, optimizers, steps=2)
-        verdicts[decay] = report, steps
-    assert verdicts[0.01][0].passed and verdicts[0.01][1].passed
-    report, steps = verdicts[0.0]
+        out[decay] = steps.backward(TorchNet(), PaddleNet(), x, y, losses, optimizers, steps=2), steps, top
+    return out
+
+
+def test_a_weight_decay_the_digest_cannot_show_is_red_by_the_comparison_the_step_ran(decayed):
+    """Its digest shows no weight decay left out of Paddle's AdamW. compare_backward, judged beside the pair, names
+    it; the correct port stays green."""
+    assert decayed[0.01][0].passed and decayed[0.01][1].passed
+    report, steps, _ = decayed[0.0]
     assert not report.passed and not steps.passed and not steps.verdicts["bp_align"].passed
     assert "compare_backward, every parameter and step: RED (the runs part at" in repr(steps)
+
+
+def bp_line(capsys) -> str:
+    return next(line for line in capsys.readouterr().out.splitlines() if line.startswith("bp_align: "))
+
+
+def test_the_reviewers_check_judges_step_4_from_each_sides_whole_record_beside_the_guides_rule(decayed, capsys):
+    """`check` on the folder alone is red where the step was: each side's whole record handed in
+    (diagnostics/records/) is judged by compare_backward's rule, every parameter and step, beside the guide's rule,
+    which stays green as the guide judges it; the correct port's folder is green on both."""
+    assert cli.check(decayed[0.0][2], only="lr,bp_align") == 1
+    line = bp_line(capsys)
+    assert line.startswith("bp_align: RED | guide green (mean <= 0.01") and "| same run |" in line
+    assert re.search(r"compare_backward, every parameter and step, from diagnostics/records/: RED \(the runs part "
+                     r"at \S+ after step \d\) \[PC463\]$", line), line
+    assert cli.check(decayed[0.01][2], only="lr,bp_align") == 0
+    assert bp_line(capsys).endswith("from diagnostics/records/: green (every value within its rule)")
+
+
+def _relabel(top, how: str, reseal: bool):
+    """The correct port's whole records edited: swapped (each file and run record under the other side's name), or
+    torch's copied as Paddle's; reseal: as a forger recomputing the digests would (each run record written anew
+    naming the side it now stands for, the manifest listing the edited files)."""
+    from portcheck.core import record
+    below = top / "diagnostics" / "records"
+    files = {side: below / f"bp_align_{side}.npy" for side in ("torch", "paddle")}
+    kept = {side: (f.read_bytes(), record.path_for(f).read_bytes()) for side, f in files.items()}
+    given = {"torch": "paddle", "paddle": "torch"} if how == "swap" else {"torch": "torch", "paddle": "torch"}
+    for side, f in files.items():
+        data, rec = kept[given[side]]
+        f.write_bytes(data)
+        record.path_for(f).write_bytes(rec)
+        if reseal:
+            written = record.load(f)
+            record.save(f, side, written["script"], written["depends"])
+    if reseal:
+        record.list_handed(top, top / "diagnostics", [p for f in files.values() for p in (f, record.path_for(f))])
+
+
+@pytest.mark.parametrize("how", ["swap", "copy"])
+def test_whole_records_swapped_or_copied_as_paddles_are_never_green(decayed, tmp_path, capsys, how):
+    """Each side's whole record is hostile as the pairs are: swapped with the other side's, or torch's copied as
+    Paddle's, with their run records (as edited, or resealed as a forger would, the manifest recomputed), the
+    correct port's folder is red: the run record names the other side, the manifest lists other files, or the
+    records' own contents say whose they are (a swapped pair, torch's float64 run in Paddle's)."""
+    import shutil
+    for reseal in (False, True):
+        top = tmp_path / f"{how}{reseal}" / "log_reprod"
+        shutil.copytree(decayed[0.01][2], top)
+        _relabel(top, how, reseal)
+        assert cli.check(top, only="lr,bp_align") != 0, (how, reseal)
+        line = bp_line(capsys)
+        assert line.startswith("bp_align: RED") and "from diagnostics/records/: RED (" in line, line
+
+
+def test_a_bp_align_of_step_figures_alone_says_what_it_cannot_show_and_stays_the_guides(decayed, tmp_path, capsys):
+    """A contestant's plain hand-in (the pairs alone, no whole records): the guide's verdict is not made red, and one
+    line says that its figures cannot show a change under the noisiest parameter's spread, and how to hand in the
+    full comparison."""
+    import shutil
+    (tmp_path / "plain").mkdir()
+    for side in ("torch", "paddle"):
+        shutil.copy(decayed[0.0][2] / f"bp_align_{side}.npy", tmp_path / "plain")
+    assert cli.check(tmp_path / "plain", only="bp_align") == 0
+    out = capsys.readouterr().out
+    assert "bp_align: green | guide green" in out
+    assert re.search(r"^  bp_align: judged on each step's figures alone .* cannot show a change under that "
+                     r"parameter's spread\); compare_backward, every parameter and step not compared: hand in with "
+                     r"portcheck\.Handin or portcheck\.Side, .* \[PC464\]$", out, re.M), out
+
+
+def test_whole_records_of_another_run_with_the_same_run_records_are_never_green(decayed, tmp_path, capsys):
+    """The correct port's whole records put in the weight decay plant's folder (the same weights, inputs and flags,
+    so their run records bind what the plant's pairs bind), the manifest recomputed as a forger would: red, as the
+    records do not give the plant's pair values."""
+    import shutil
+    from portcheck.core import record
+    top = tmp_path / "log_reprod"
+    shutil.copytree(decayed[0.0][2], top)
+    clean = decayed[0.01][2] / "diagnostics" / "records"
+    for f in clean.iterdir():
+        shutil.copy(f, top / "diagnostics" / "records" / f.name)
+    record.list_handed(top, top / "diagnostics", list((top / "diagnostics" / "records").iterdir()))
+    assert cli.check(top, only="lr,bp_align") == 1
+    line = bp_line(capsys)
+    assert re.search(r"from diagnostics/records/: RED \(records/bp_align_paddle\.npy is not the run of "
+                     r"bp_align_paddle\.npy \(its steps' figures are not the ones bp_align_paddle\.npy holds\)\) "
+                     r"\[PC463\]$", line), line
+
+
+def test_a_file_put_among_the_whole_records_after_the_hand_in_is_red(decayed, tmp_path, capsys):
+    """diagnostics/records/ is held to the manifest as the rest of the folder: a file its writers did not list is
+    red."""
+    import shutil
+    top = tmp_path / "log_reprod"
+    shutil.copytree(decayed[0.01][2], top)
+    below = top / "diagnostics" / "records"
+    shutil.copy(below / "bp_align_torch.npy", below / "bp_align_earlier_torch.npy")
+    assert cli.check(top, only="lr,bp_align") == 1
+    assert "handed in: RED | diagnostics/records/bp_align_earlier_torch.npy is not in the list of what was handed in" \
+        in capsys.readouterr().out
+
+
+def test_a_whole_record_larger_than_a_hand_in_keeps_is_red_and_never_loaded(decayed, monkeypatch, capsys):
+    from portcheck.pipeline import whole
+    monkeypatch.setattr(whole, "WHOLE_BYTES", 1 << 10)
+    monkeypatch.setattr(whole, "load_npy", lambda path: pytest.fail(f"{path} loaded"))
+    assert cli.check(decayed[0.01][2], only="lr,bp_align") == 1
+    assert "from diagnostics/records/: RED (records/bp_align_torch.npy is over the 0 MB a hand-in keeps of a whole " \
+        "record) [PC463]" in bp_line(capsys)

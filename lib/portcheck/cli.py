@@ -59,7 +59,7 @@ from pathlib import Path
 
 from portcheck import view
 from portcheck.core import calibrated, notices, page, record, report, same_run, tolerances
-from portcheck.pipeline import handin, kink_files, own_runs, training
+from portcheck.pipeline import handin, kink_files, own_runs, training, whole
 from portcheck.pipeline import guide as reprod  # reprod_log's rule and diff log (`guide` is a verdict here)
 from portcheck.core.diff import Finding, first_diverging, load_pair
 from portcheck.core.errors import PipelineError, fail, run_main
@@ -259,12 +259,17 @@ def judge_pair(folder: Path, name: str, files: dict, overrides: dict, strict: bo
     red |= bool(copy)
     findings = client_findings(extra, folder, name)
     red |= bool(problem or run_problem) or not all(f.passed for f in findings)
+    # Step 4's every parameter and step, from each side's whole record where the hand-in holds them (whole.judged)
+    beside = whole.judged(below, base, files, records[:2]) if below and base in whole.JUDGED else None
+    red |= beside is not None and not beside[0]
     parts = [f"{name}: {'RED' if red else 'green'}", reprod.describe_guide(guide, threshold, copy)]
     if measured is not None:
         parts.append(measured.describe_measured())
     parts.append(reprod.describe_strict(strict_result, threshold, copy))
     parts.append({True: "same run", False: f"NOT the same run ({same[1]}) [PC110]",
                   None: "same run not proven"}[same[0]])
+    parts += [f"{whole.BACKWARD}, from {DIAGNOSTICS}/{whole.RECORDS}/: {'green' if beside[0] else 'RED'} ({beside[1]})"
+              + ("" if beside[0] else " [PC463]")] if beside is not None else []
     parts += [f"{f.name} {'green' if f.passed else 'RED'} "
               f"({f.detail}){'' if f.passed else ' [PC139]'}" for f in findings]
     flags = loosened(verdict)
@@ -275,6 +280,8 @@ def judge_pair(folder: Path, name: str, files: dict, overrides: dict, strict: bo
     print(report.one_line(" | ".join(parts)))
     print(report.one_line(f"  {files['log'].name}: {log_line}" if files["log"] is not None
                           else f"  no {base}_diff.log beside it: nothing to hold against"))
+    if beside is None and base in whole.JUDGED and whole.digest_only(t):  # what its figures cannot show, said
+        print(report.one_line(f"  {whole.unjudged_line(base)}"))
     for line in taken_lines:
         print(report.one_line(f"  {DIAGNOSTICS}/{line}"))
     for line in trained.lines() if trained is not None else ():

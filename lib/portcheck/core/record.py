@@ -350,6 +350,7 @@ def twin_problem(result, twin, record_paths=(None, None)):
 # with its sha256, itself sealed; `check` holds the folder to it. No digest stops a forger who recomputes them all
 # (docs/review.md): this one makes any edit of a file, a record or the list itself show unless it is recomputed.
 MANIFEST = "manifest.json"  # in a hand-in's diagnostics/
+RECORDS = "records"  # <folder>/records/<pair>_<side>.npy: each side's whole record behind a pair, with its run record
 MANIFEST_BYTES = 1 << 22
 # what a hand-in's writers always hand in, and so must be listed: the pairs and their logs at the top, every
 # result, run record (a configuration record's too) and verdict in diagnostics/ (what else it holds is its own)
@@ -431,8 +432,10 @@ def manifest_problems(top, below) -> list:
         now = file_digest(top / name)
         if now != digest:
             out.append(f"{shown(name)} " + ("is missing" if now is None else "was changed") + " since it was handed in")
+    whole = below / RECORDS  # each side's whole record behind a pair, handed in as the rest
     there = [f for f in top.iterdir() if f.name.endswith(LISTED["top"])] + \
-        [f for f in below.iterdir() if f.name.endswith(LISTED["below"])]
+        [f for folder in (below, *([whole] if whole.is_dir() and not whole.is_symlink() else []))
+         for f in folder.iterdir() if f.name.endswith(LISTED["below"])]
     out += [f"{shown(f.relative_to(top).as_posix())} is not in the list of what was handed in"
             for f in sorted(there) if f.relative_to(top).as_posix() not in listed]
     return out

@@ -135,16 +135,16 @@ def checked_steps(steps):
 
 
 def judged(torch_record, paddle_record, name_map=None, mean_bound=LOSS_MEAN_BOUND, again=None,
-           outputs=None) -> BackwardReport:
+           outputs=None, keep=lambda record: None) -> BackwardReport:
     """judge_backward, and where red with kinks crossed (report.crossed), once more against torch's run taking
     Paddle's side of them: again(crossed), record_backward(torch_model, ..., crossed=crossed) from the weights and
     random draws the torch record started from (None: not made). The first forward's kinks (its rows green): torch's
     run on Paddle's branch is torch's run (on_paddles_branch; an isolated record's first step alone, again(crossed,
     1)); a later step's: its run taking Paddle's side there too is torch against itself (take). One torch run more
-    per rule, never in a green run."""
+    per rule, never in a green run. keep(record): the torch record judged last, with those runs' keys (handed in)."""
     report = judge_backward(torch_record, paddle_record, name_map, mean_bound, outputs)
     if report.passed or again is None:
-        return report
+        return keep(torch_record) or report
     first, isolated = report.kinks, ISOLATED in torch_record
     on_branch = bool(first) and report.forward.passed
     branch = {}
@@ -160,6 +160,7 @@ def judged(torch_record, paddle_record, name_map=None, mean_bound=LOSS_MEAN_BOUN
         report = judge_backward(torch_record, paddle_record, name_map, mean_bound, outputs)
         report.on_branch = on_branch
     report.branch = {k: v for k, v in branch.items() if not k.startswith((F64, MOVED))}
+    keep(torch_record)
     return report
 
 

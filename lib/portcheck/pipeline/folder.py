@@ -13,12 +13,12 @@
 
 Each call runs both sides in this process with the library's own calls (record_*, save_side, judge_and_log): each
 side's results and run records go to `<folder>_sides/`, the judged pair, its diff log and its diagnostics (the
-picture, the page) to the hand-in, which `python -m portcheck check <folder>` re-derives. It returns the report it
-made; `steps.verdicts` holds each pair's verdict, `print(steps)` says them, `steps.html(path)` shows them as one page
-(each step's own page beneath). Each step that takes both models first
-sets Paddle's weights to torch's (portcheck.convert, pairing as the first conversion's name_map and layouts), unless
-convert=False; each side's run record binds that side's own weights under torch's names (`steps.port`), so a Paddle
-model holding other weights is never the same run.
+picture, the page; Step 4's whole records) to the hand-in, which `python -m portcheck check <folder>` re-derives. It
+returns the report it made; `steps.verdicts` holds each pair's verdict, `print(steps)` says them, `steps.html(path)`
+shows them as one page (each step's own page beneath). Each step that takes both models first sets Paddle's weights
+to torch's (portcheck.convert, pairing as the first conversion's name_map and layouts), unless convert=False; each
+side's run record binds that side's own weights under torch's names (`steps.port`), so a Paddle model holding other
+weights is never the same run.
 """
 import copy
 import sys
@@ -28,7 +28,8 @@ from portcheck.core import page, record, report
 from portcheck.core.errors import PipelineError
 from portcheck.core.report import DIAGNOSTICS
 from portcheck.core.tolerances import GUIDE
-from portcheck.pipeline import data, handin, training
+from portcheck.pipeline import data, handin, training, whole
+from portcheck.pipeline.whole import compared_beside
 
 SIDES = ("torch", "paddle")
 
@@ -147,22 +148,26 @@ class Handin(page.Viewable):
             missing = sorted(set(pairs) - set(saved)) if pairs else ["any pair"]
             raise PipelineError(f"{self.sides}: no {', '.join(missing)} saved by both sides: run each side's script "
                                 "(portcheck.Side) first [PC163]")
-        whole = lambda pair: [self.sides / RECORDS / f"{pair}_{side}.npy" for side in SIDES]
         handin.check_outputs(self.sides, pairs, self.top)
         for pair in pairs:
-            files = whole(pair)
-            report = None
+            files = [whole.path(self.sides, pair, side) for side in SIDES]
+            comparison = None
             if pair in ("forward", "bp_align") and all(f.is_file() for f in files):
                 records = [load_npy(f) for f in files]
                 for side, path, rec in zip(SIDES, files, records):
-                    _same_as_pair(self.sides / f"{pair}_{side}.npy", path, side, rec)
-                report = judge_forward(*records) if pair == "forward" else backward.judged(*records)
-            extra = dict(tables=report.table().splitlines(), after_steps=True) if pair == "bp_align" and report \
-                else dict(after_steps=True) if pair == "bp_align" else {}
+                    problem = whole.same_as_pair(record.path_for(self.sides / f"{pair}_{side}.npy"), path, side, rec)
+                    if problem:
+                        raise PipelineError(f"{path}: not the run of {pair}_{side}.npy ("
+                                            f"{report.one_line(problem)[:200]}): run the {side} side's script again "
+                                            "[PC477]")
+                comparison = judge_forward(*records) if pair == "forward" else backward.judged(*records)
+            extra = dict(after_steps=True) if pair == "bp_align" else {}
+            if pair == "bp_align" and comparison is not None:
+                extra["tables"] = comparison.table().splitlines()
             if pair == "data":  # the log names the first differing batch, key and index, as Handin.data's
                 batches = data.judge_batches(*(load_npy(self.sides / f"data_{side}.npy") for side in SIDES))
                 extra = dict(tables=[batches.line()])
-            self._judge(pair, comparison=report, **extra)
+            self._judge(pair, comparison=comparison, **extra)
         return {pair: self.verdicts[pair] for pair in pairs}
 
     def forward(self, torch_model, paddle_model, inputs, name_map=None, layouts=None, isolate=True,
@@ -220,7 +225,9 @@ class Handin(page.Viewable):
         """Step 4: `steps` optimizer steps on one batch on each side (record_backward: loss=, optimizer= and
         scheduler= are (torch's, Paddle's) factories; Paddle's scheduler None: the LRScheduler its optimizer
         was built with), judged with torch's run taking Paddle's side of a ReLU kink where one was crossed; the
-        guide's lr and bp_align pairs handed in with the tables. Dropout off is the caller's (p=0 or eval).
+        guide's lr and bp_align pairs handed in with the tables, and each side's whole record (torch's as judged,
+        whole.as_judged) in diagnostics/records/, which the reviewer's check judges again. Dropout off is the caller's
+        (p=0 or eval).
         flags: every setting both sides share, bound in the run records. Returns the BackwardReport."""
         from portcheck.gradients import backward
         from portcheck.gradients.backward import HELD, record_backward
@@ -238,10 +245,21 @@ class Handin(page.Viewable):
             torch_model.load_state_dict(start)
             return record_backward(torch_model, inputs, y, loss[0], optimizer[0], scheduler[0], steps,
                                    crossed=crossed)
-        report = backward.judged(t, p, again=again)
+        judged_on = {}  # torch's record as judged (with its runs across a kink): what the reviewer's check judges
+        report = backward.judged(t, p, again=again, keep=lambda rec: judged_on.update(torch=rec))
+        self._keep_whole("bp_align", {"torch": whole.as_judged(t, judged_on["torch"]), "paddle": p})
         self._judge("lr")
         self._judge("bp_align", comparison=report, tables=report.table().splitlines(), after_steps=True)
         return report
+
+    def _keep_whole(self, pair: str, records: dict):
+        """Each side's whole record behind a pair, kept in `sides` with a run record binding what the pair's binds, so
+        the hand-in carries it (whole.hand_in) and the reviewer's check judges it; none kept over whole.WHOLE_BYTES."""
+        if not all(whole.fits(rec) for rec in records.values()):
+            return
+        for side, rec in records.items():
+            own = record.load(self.sides / f"{pair}_{side}.npy")
+            self._half._save_whole(pair, side, rec, own["depends"])
 
     def training(self, torch_model, paddle_model, order, seeds: dict, flags: dict, inputs=None) -> tuple:
         """Step 5's two logs, each bound to its model's weights now (call it before the first step), the data
@@ -275,26 +293,6 @@ class Handin(page.Viewable):
         return result
 
 
-def compared_beside(comparison) -> list:
-    """The comparison a step ran, judged beside its pair as part of its one verdict (judge_and_log's also=): the
-    guide's bp_align pair holds a digest (each weight's mean |update|, sorted, one allowance a key) that a change
-    under the noisiest parameter's own spread cannot show (a weight decay left out of AdamW, with a bias before a
-    BatchNorm), which compare_backward judges parameter by parameter. Not green where the comparison is not: red,
-    a tie said as one, or too few values to judge."""
-    if comparison is None:
-        return []
-    what = "compare_backward, every parameter and step" if hasattr(comparison, "grads") else \
-        "compare_forward, every module"
-    if comparison.passed:
-        return [(what, True, "every value within its rule")]
-    why = (getattr(comparison, "cannot_judge", None) or [getattr(comparison, "tied_only", "")])[0] or \
-        f"the runs part at {comparison.first_diverging or 'a value not judged'}"
-    return [(what, False, why)]
-
-
-RECORDS = "records"  # <sides>/records/<step>_<side>.npy: each side's whole record, what Handin.judge pairs
-
-
 class Side:
     """One side of the guide's split form: a pt_ script and a pd_ script each save their half into one folder,
     and a check judges the two (`Handin(top, sides=folder).judge()`). Each call takes that script's own model and
@@ -325,7 +323,7 @@ class Side:
     def whole_record(self, pair: str, side: str) -> Path:
         """<folder>/records/<pair>_<side>.npy: the side's whole record behind a pair (every module's output, the
         backward's steps), with a run record binding what the pair's binds."""
-        return self.folder / RECORDS / f"{pair}_{side}.npy"
+        return whole.path(self.folder, pair, side)
 
     def _bound(self, depends: dict) -> dict:
         return depends if self.depends is None else self.depends
@@ -416,19 +414,6 @@ class Side:
         depends = {"inputs": record.fingerprint([("predictions", data.to_numpy(predictions, "predictions")),
                                                  ("labels", data.to_numpy(labels, "labels"))])}
         return self._save("metric", framework, value, depends)
-
-
-def _same_as_pair(half: Path, whole: Path, side: str, arrays: dict):
-    """A side's whole record drawn into its pair's verdict (the tables, torch's run across a kink) only where it is
-    that run's: its run record bound to it and binding what the pair's binds, from the same script."""
-    rec, own = record.load(whole), record.load(half)
-    problem = "it has no run record" if rec is None else \
-        record.bound(side, whole, rec, record.fingerprint(arrays.items())) or \
-        (None if own is not None and (rec["depends"], rec.get("script")) == (own["depends"], own.get("script"))
-         else f"its run record binds other inputs, weights or flags than {half.name}'s, or another script")
-    if problem:
-        raise PipelineError(f"{whole}: not the run of {half.name} ({report.one_line(problem)[:200]}): run the {side} "
-                            "side's script again [PC477]")
 
 
 def _to_tensor(side: str):

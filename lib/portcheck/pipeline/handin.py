@@ -17,7 +17,8 @@ This module holds the folder and the pair: the pairs found in a hand-in (find_pa
 the rule measured on the model (MeasuredVerdict, judge_measured), written (save_side), judged and logged
 (judge_and_log) and handed in (hand_in). The guide's rule, the strict one and the diff log read back are
 portcheck.pipeline.guide; the files of torch's runs across a kink beside a pair, portcheck.pipeline.kink_files.
-Imports core, forward.compare, gradients.backward (lazily) and pipeline's data, steps, guide and kink_files.
+Imports core, forward.compare, gradients.backward (lazily) and pipeline's data, steps, guide, kink_files and
+whole.
 """
 import math
 import os
@@ -28,7 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from portcheck.core import calibrated, diff, page, record, report, tolerances
-from portcheck.pipeline import data, steps
+from portcheck.pipeline import data, steps, whole
 from portcheck.forward.twin import F64
 from portcheck.core.errors import PipelineError
 from portcheck.core.fileio import load_npy, read_json, save_npy, shown, writable
@@ -499,6 +500,7 @@ def check_outputs(folder, pairs, top=None):
         writable(report.verdict_path(log))
         if top is not None:
             report.hand_in_folder(top, *handed_in(folder, pair), diagnostics=_diagnostics(folder, pair))
+            whole.writable_targets(folder, pair, top)
 
 
 def _diagnostics(folder: Path, pair: str) -> list:
@@ -512,7 +514,8 @@ PLOT = "_modules.png"  # <pair>_modules.png: a comparison's picture (forward.plo
 def hand_in(folder, pair: str, top, comparison=None) -> str:
     """Copy a judged pair from a step's folder into a log_reprod/ folder `top`: the pair and its diff log at
     the top, the run records and the float64 run in top/diagnostics/ (and TAKEN, where its check judged with that
-    run). comparison: the pair's ForwardReport or BackwardReport (compare_forward's, judge_backward's), drawn as
+    run; each side's whole record, where `folder` keeps it: whole.hand_in). comparison: the pair's ForwardReport or
+    BackwardReport (compare_forward's, judge_backward's), drawn as
     <pair>_modules.png beside the pair and handed in with its diagnostics when matplotlib is installed, and its
     page (portcheck.core.page) left as top/diagnostics/report.html. Returns
     the plot's line, naming the picture where the hand-in holds it ("" without a comparison)."""
@@ -526,6 +529,7 @@ def hand_in(folder, pair: str, top, comparison=None) -> str:
         said = comparison.plot(folder / f"{pair}{PLOT}")
         drawn = [folder / f"{pair}{PLOT}"] if said.startswith("plot:") else []
     report.hand_in(*handed_in(folder, pair), diagnostics=[*_diagnostics(folder, pair), *drawn], top=top)
+    whole.hand_in(folder, pair, top)  # each side's whole record behind the pair, where the sides keep it
     if viewed:
         page.write(comparison.view(), Path(top) / report.DIAGNOSTICS / page.NAME)
     return f"plot: {Path(top) / report.DIAGNOSTICS / drawn[0].name}" if drawn else said
