@@ -6,6 +6,7 @@ once, each plant is the Paddle side alone against it (run.run_side, run.judge: w
 import contextlib
 import io
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -413,6 +414,33 @@ def test_a_measured_difference_is_said_by_check_from_what_run_handed_in(tmp_path
                     (green, green)]:
         lines, problem, _ = handed(*hostile)
         assert lines == [] and "do not read as configuration records" in problem, (hostile, problem)
+
+
+def test_paddles_mean_over_ignored_labels_is_what_docs_run_says():
+    """docs/run.md (both languages): Paddle's cross_entropy(ignore_index=-100) with reduction mean divides by every
+    label, the ignored ones too, torch's by the others (the loss pair red, two labels of six ignored: 1.5x); with
+    ignore_index the pad id both divide by the same labels. The pages name the Paddle requirements.txt pins."""
+    import paddle
+    import torch
+    root = Path(__file__).resolve().parent.parent
+    logits = np.random.default_rng(0).standard_normal((6, 4)).astype("float32")
+    mean = {}
+    for ignored, labels in ((-100, [1, -100, 2, -100, 3, 0]), (0, [1, 0, 2, 0, 3, 1])):
+        t = torch.nn.functional.cross_entropy(torch.from_numpy(logits), torch.tensor(labels), ignore_index=ignored)
+        s = torch.nn.functional.cross_entropy(torch.from_numpy(logits), torch.tensor(labels), ignore_index=ignored,
+                                              reduction="sum")
+        p = paddle.nn.functional.cross_entropy(paddle.to_tensor(logits), paddle.to_tensor(labels),
+                                               ignore_index=ignored)
+        mean[ignored] = float(t), float(p), float(s)
+    t, p, s = mean[-100]
+    assert np.isclose(t, s / 4) and np.isclose(p, s / 6) and t / p > 1.4, mean
+    t, p, s = mean[0]
+    assert np.isclose(t, s / 4) and np.isclose(p, t), mean
+    pinned = re.search(r"^paddlepaddle==(\S+)", (root / "requirements.txt").read_text(), re.M).group(1)
+    assert paddle.__version__ == pinned, (paddle.__version__, pinned)
+    for doc, said in (("run.md", f"Paddle {pinned}'s `cross_entropy(..., ignore_index=-100)`"),
+                      ("run_cn.md", f"Paddle {pinned} 的 `cross_entropy(..., ignore_index=-100)`")):
+        assert said in (root / "docs" / doc).read_text(encoding="utf-8"), doc
 
 
 def test_a_clipping_over_other_parameters_is_one_line():
