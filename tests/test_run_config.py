@@ -6,6 +6,7 @@ once, each plant is the Paddle side alone against it (run.run_side, run.judge: w
 import contextlib
 import io
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -317,6 +318,7 @@ def test_the_lm_pair_is_green_its_tied_head_judged_through_the_embedding(lm, tmp
 
 POOLER = ("        self.emb = nn.Embedding(vocab, dim, padding_idx=0)",
           "        self.emb, self.pooler = nn.Embedding(vocab, dim, padding_idx=0), nn.Linear(dim, dim)")
+PAD_ROW = "padding_idx left out: the pad row's gradient measured"  # docs/run.md's example (pad_row_as_docs_say)
 LM_PLANTS = [  # (what, [(a line of the Paddle script, what replaces it)], exit code, what the summary names)
     ("the loss class's reduction", [("loss_fn = nn.CrossEntropyLoss(ignore_index=0)",
                                      'loss_fn = nn.CrossEntropyLoss(ignore_index=0, reduction="sum")')], 1,
@@ -324,8 +326,7 @@ LM_PLANTS = [  # (what, [(a line of the Paddle script, what replaces it)], exit 
     ("MultiHeadAttention's dropout 0.0", [("nn.MultiHeadAttention(dim, heads, dropout=dropout)",
                                            "nn.MultiHeadAttention(dim, heads, dropout=0.0)")], 1,
      ["DIFFERS attn (Attention): dropout p torch 0.1 vs paddle none", "RED: 1 configuration difference(s)"]),
-    ("padding_idx left out: the pad row's gradient measured", [("nn.Embedding(vocab, dim, padding_idx=0)",
-                                                                "nn.Embedding(vocab, dim)")], 0,
+    (PAD_ROW, [("nn.Embedding(vocab, dim, padding_idx=0)", "nn.Embedding(vocab, dim)")], 0,
      ["DIFFERS emb (Embedding): padding_idx torch 0 vs paddle none; measured here: the pad row's gradient differs by",
       "within the rule: green on these batches", "green: the same run"]),
     ("a one-sided layer never called", [POOLER], 0,
@@ -354,6 +355,23 @@ def test_a_lm_plant_is_judged_as_named(lm, tmp_path, what, plants, code, named):
     assert got == code, said
     for x in named:
         assert x in said, said
+    if what == PAD_ROW:
+        pad_row_as_docs_say(tmp_path / "out" / "log_reprod")
+
+
+
+def pad_row_as_docs_say(handed_in: Path):
+    """docs/run.md's padding_idx example (both languages) is this plant's: the head tied to the embedding gives the
+    pad row a gradient of about 0.001 on each side, and the two differ by float32 rounding (the gap's digits move
+    between CPUs; within 16 ulps of the row's largest value they do not), as the hand-in carries it."""
+    from portcheck.core.report import DIAGNOSTICS
+    pad = json.loads((handed_in / DIAGNOSTICS / f"{runconfig.CONFIG}_torch.json").read_text())["measured"]
+    assert [m["module"] for m in pad] == ["emb"] and pad[0]["passed"], pad
+    (gap, largest), eps = (pad[0]["gap"], max(pad[0]["largest"])), float(np.finfo(np.float32).eps)
+    assert all(5e-4 < x < 2e-3 for x in pad[0]["largest"]) and gap <= 16 * eps * largest, pad
+    root = Path(__file__).resolve().parent.parent
+    for doc, about in (("run.md", "about 0.001 on each side"), ("run_cn.md", "两侧都约为 0.001")):
+        assert about in (root / "docs" / doc).read_text(encoding="utf-8"), doc
 
 
 def test_a_one_sided_layer_the_forward_uses_is_refused_naming_it(lm, tmp_path):
@@ -413,6 +431,33 @@ def test_a_measured_difference_is_said_by_check_from_what_run_handed_in(tmp_path
                     (green, green)]:
         lines, problem, _ = handed(*hostile)
         assert lines == [] and "do not read as configuration records" in problem, (hostile, problem)
+
+
+def test_paddles_mean_over_ignored_labels_is_what_docs_run_says():
+    """docs/run.md (both languages): Paddle's cross_entropy(ignore_index=-100) with reduction mean divides by every
+    label, the ignored ones too, torch's by the others (the loss pair red, two labels of six ignored: 1.5x); with
+    ignore_index the pad id both divide by the same labels. The pages name the Paddle requirements.txt pins."""
+    import paddle
+    import torch
+    root = Path(__file__).resolve().parent.parent
+    logits = np.random.default_rng(0).standard_normal((6, 4)).astype("float32")
+    mean = {}
+    for ignored, labels in ((-100, [1, -100, 2, -100, 3, 0]), (0, [1, 0, 2, 0, 3, 1])):
+        t = torch.nn.functional.cross_entropy(torch.from_numpy(logits), torch.tensor(labels), ignore_index=ignored)
+        s = torch.nn.functional.cross_entropy(torch.from_numpy(logits), torch.tensor(labels), ignore_index=ignored,
+                                              reduction="sum")
+        p = paddle.nn.functional.cross_entropy(paddle.to_tensor(logits), paddle.to_tensor(labels),
+                                               ignore_index=ignored)
+        mean[ignored] = float(t), float(p), float(s)
+    t, p, s = mean[-100]
+    assert np.isclose(t, s / 4) and np.isclose(p, s / 6) and t / p > 1.4, mean
+    t, p, s = mean[0]
+    assert np.isclose(t, s / 4) and np.isclose(p, t), mean
+    pinned = re.search(r"^paddlepaddle==(\S+)", (root / "requirements.txt").read_text(), re.M).group(1)
+    assert paddle.__version__ == pinned, (paddle.__version__, pinned)
+    for doc, said in (("run.md", f"Paddle {pinned}'s `cross_entropy(..., ignore_index=-100)`"),
+                      ("run_cn.md", f"Paddle {pinned} 的 `cross_entropy(..., ignore_index=-100)`")):
+        assert said in (root / "docs" / doc).read_text(encoding="utf-8"), doc
 
 
 def test_a_clipping_over_other_parameters_is_one_line():

@@ -357,3 +357,18 @@ def test_the_cost_in_the_docs_is_the_benchmarks():
         assert figures["within"] == (ratio <= figures["budget"]), pair
     assert bench["example"]["within"]
 
+
+
+def test_another_venvs_pins_are_the_requirements():
+    """docs/run.md's venv of the Paddle side alone (both languages) pins each package as requirements.txt does, and
+    the versions line it quotes names those pins: a pin moved in one place is not left stale in the other."""
+    pins = dict(re.findall(r"^([\w.-]+)==(\S+)", (ROOT / "requirements.txt").read_text(), re.M))
+    for doc in ("run.md", "run_cn.md"):
+        text = (ROOT / "docs" / doc).read_text(encoding="utf-8")
+        install = re.search(r"\.\./pd-venv/bin/pip install (.+)", text).group(1).split()
+        said = dict(p.split("==") for p in install)
+        assert sorted(said) == ["numpy", "paddlepaddle", "scikit-learn"] and \
+            all(said[k] == pins[k] for k in said), (doc, said)
+        versions = re.search(r"`versions: \.\.\. paddle side python <its version>,\s+paddle (\S+), numpy\s+(\S+)`",
+                             text)
+        assert versions and versions.groups() == (pins["paddlepaddle"], pins["numpy"]), doc

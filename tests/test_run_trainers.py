@@ -16,11 +16,15 @@ import numpy as np
 import pytest
 
 from portcheck.core.keys import ROOT
+from portcheck.core.report import DIAGNOSTICS
 from portcheck.scripts import run, runconfig
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPTS = ROOT / "examples" / "scripts"
 STEPS = 2
+# Paddle's pad row gradient on the masked pads: rounding noise, whose digits move between CPUs; docs/run.md says
+# this bound, which the noise is under by orders of magnitude (1e-31 to 1e-32 measured)
+PAD_NOISE = 1e-30
 
 
 def planted_trainer(folder: Path, plants) -> Path:
@@ -89,6 +93,15 @@ def test_the_trainers_are_judged_as_a_plain_loop(trainer_torch, tmp_path):
     assert "(data: Paddle's RandomSampler given torch's RandomSampler order for the 2 step(s))" in said, said
     assert "DIFFERS bert.embeddings.word_embeddings (Embedding): padding_idx torch 0 vs paddle none; measured here: " \
         "the pad row's gradient differs by" in said and "within the rule: green on these batches" in said, said
+    pad = json.loads((folder / DIAGNOSTICS / f"{runconfig.CONFIG}_torch.json").read_text())["measured"]
+    assert [m["module"] for m in pad] == ["bert.embeddings.word_embeddings"] and pad[0]["passed"], pad
+    assert pad[0]["largest"][0] == 0 and pad[0]["gap"] == pad[0]["largest"][1] < PAD_NOISE, pad
+    for doc, heading, under in (("run.md", "## The Trainers", "under"), ("run_cn.md", "## 两个 Trainer", "小于")):
+        text = (ROOT / "docs" / doc).read_text(encoding="utf-8")
+        section = text[text.index(f"\n{heading}\n") + 1:]
+        section = section[:section.index("\n## ")]  # the paragraph and the defaults' table say the bound
+        said = [line for line in section.splitlines() if f"{PAD_NOISE:g}" in line]
+        assert len(said) == 2 and all(f"{under} {PAD_NOISE:g}" in line for line in said), (doc, said)
     config = {side: json.loads((tmp_path / "out" / side / "status.json").read_text())["config"]
               for side in ("torch", "paddle")}
     assert config["torch"]["clip"] == config["paddle"]["clip"] == {"kind": "global_norm", "bound": 1.0}
