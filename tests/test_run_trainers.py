@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from portcheck.core.keys import ROOT
+from portcheck.core.keys import ROOT as MODEL
 from portcheck.core.report import DIAGNOSTICS
 from portcheck.scripts import run, runconfig
 
@@ -188,7 +188,7 @@ def test_an_attention_dropout_module_against_a_number_is_one_line():
     attention dropout: its input's rows sum to 1), paddlenlp's MultiHeadAttention with F.dropout of its float."""
     import torch
     from portcheck.scripts.arguments import probabilities
-    modules = {"bert.encoder.layer.0": "bert.encoder.layers.0", ROOT: ROOT}
+    modules = {"bert.encoder.layer.0": "bert.encoder.layers.0", MODEL: MODEL}
     torch_config = {"attention_dropouts": {"bert.encoder.layer.0.attention.self.dropout": {"type": "Dropout",
                                                                                            "p": 0.0}}}
     paddle_config = {"dropouts": {"bert.encoder.layers.0.self_attn": {"type": "MultiHeadAttention", "p": [0.1],
