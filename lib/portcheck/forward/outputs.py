@@ -67,12 +67,13 @@ def passed_through(record: dict, call: str, leaves: dict) -> dict:
 
 
 def apart(paired: pairing.Pairing) -> dict:
-    """{torch call: the line said} of the pairs that stand for their weights and not for their outputs: a module
+    """{torch call: where their insides part, said} of the pairs that stand for their weights and not for their
+    outputs: a module
     holding tensors inside one of the two whose counterpart is outside the other (paddlenlp's CLIP vision_model
     holds transformers' embeddings' class_embedding itself and computes the embeddings inline, then its ln_pre,
-    torch's pre_layrnorm, outside torch's embeddings: the two outputs are not one computation). The modules each
-    side computes after it judge what it computed. A name map's pair too: a map pasted from report.pairing.modules()
-    names this pair beside the ones inside it."""
+    torch's pre_layrnorm, outside torch's embeddings: the two outputs are not one computation). What it computed is
+    judged where the other side holds it (inline), else by the modules each side computes after it. A name map's
+    pair too: a map pasted from report.pairing.modules() names this pair beside the ones inside it."""
     calls = {c.name: c for c in paired.torch_calls}
     many = {module_of(c) for c in [*paired.pairs, *paired.pairs.values()] if "#" in c}  # read by several callers
     holders = [(module_of(t), module_of(p)) for t, p in paired.pairs.items() if t in calls and calls[t].tensors
@@ -89,9 +90,22 @@ def apart(paired: pairing.Pairing) -> dict:
             where = (f"Paddle's {y} (torch's {x}) is inside Paddle's {b}, torch's {x} outside torch's {a}"
                      if inside(y, b) else
                      f"torch's {x} (Paddle's {y}) is inside torch's {a}, Paddle's {y} outside Paddle's {b}")
-            out[t] = (f"{t}: paired with Paddle's {p} by the weights they hold, but they compute different things "
-                      f"({where}): its outputs are not compared, the modules after it judge them")
+            out[t] = where
     return out
+
+
+def inline(torch_record: dict, paddle_record: dict, paired: pairing.Pairing, t_call: str, p_call: str) -> dict:
+    """{torch key: Paddle key} of a pair apart() names whose lone output the next torch module reads whole, that
+    reader's counterpart inside the Paddle module: the output judged against the input the Paddle module computed
+    for it inline (transformers' CLIP vision embeddings' output, paddlenlp's vision_model's ln_pre input), the
+    first inputs paired too. A value the port computes inline is then named at the module computing it on torch's
+    side, not at its reader. Else {}."""
+    reader = pairing._reader(torch_record, t_call)
+    theirs = paired.pairs.get(reader) if reader else None
+    if theirs is None or not module_of(theirs).startswith(module_of(p_call) + ".") or f"in/{theirs}" not in \
+            paddle_record:
+        return {}
+    return {f"in/{t_call}": f"in/{p_call}", f"out/{t_call}": f"in/{theirs}"}
 
 
 def counterparts(torch_record: dict, paddle_record: dict, paired: pairing.Pairing, said: list = None,
@@ -99,18 +113,25 @@ def counterparts(torch_record: dict, paddle_record: dict, paired: pairing.Pairin
     """{torch record key: Paddle record key} of every output tensor and first input of the paired calls. Where a
     call returns more outputs on one side, an output that is the call's own input handed back is left out (its
     value is judged as that input), and the rest paired by pair_leaves' rule; said, a list if given, receives one
-    line for each such call. A pair apart() names has no counterpart keys (said too). chosen: {torch module:
-    (torch names, Paddle names)} of outputs= (Chosen.modules): that module's outputs paired as named, the rest left
-    out. kept, a dict if given, receives "left": the record keys left out so, and "guessed": {torch call: the
-    calls' outputs} where one output was paired with one of the other side's several by a guess (pair_leaves')."""
+    line for each such call. A pair apart() names is judged as inline() pairs it, else has no counterpart keys (said
+    too). chosen: {torch module: (torch names, Paddle names)} of outputs= (Chosen.modules): that module's outputs
+    paired as named, the rest left out. kept, a dict if given, receives "left": the record keys left out so, and
+    "guessed": {torch call: the calls' outputs} where one output was paired with one of the other side's several by a
+    guess (pair_leaves')."""
     t_leaves, p_leaves = _leaves(torch_record), _leaves(paddle_record)
     out, uneven, skipped = {}, [], apart(paired)
     kept = {} if kept is None else kept
     left, guessed = kept.setdefault("left", set()), kept.setdefault("guessed", {})
-    if said is not None:
-        said += skipped.values()
     for t_call, p_call in paired.pairs.items():
         if t_call in skipped:
+            inlined = inline(torch_record, paddle_record, paired, t_call, p_call)
+            out.update(inlined)
+            judged = (f"its output is judged against the input Paddle's {p_call} computes for its "
+                      f"{split_key(inlined[f'out/{t_call}'])[1]}" if inlined else
+                      "its outputs are not compared, the modules after it judge them")
+            if said is not None:
+                said.append(f"{t_call}: paired with Paddle's {p_call} by the weights they hold, but they compute "
+                            f"different things ({skipped[t_call]}): {judged}")
             continue
         # Paddle's module computing torch's and the activation after it: judged against the activation's output
         # and torch's computing Paddle's and the activation after it: judged against that activation's output
