@@ -109,7 +109,7 @@ def inline(torch_record: dict, paddle_record: dict, paired: pairing.Pairing, t_c
 
 
 def counterparts(torch_record: dict, paddle_record: dict, paired: pairing.Pairing, said: list = None,
-                 chosen: dict = None, kept: dict = None) -> dict:
+                 chosen: dict = None, kept: dict = None, given=None) -> dict:
     """{torch record key: Paddle record key} of every output tensor and first input of the paired calls. Where a
     call returns more outputs on one side, an output that is the call's own input handed back is left out (its
     value is judged as that input), and the rest paired by pair_leaves' rule; said, a list if given, receives one
@@ -117,7 +117,8 @@ def counterparts(torch_record: dict, paddle_record: dict, paired: pairing.Pairin
     too). chosen: {torch module: (torch names, Paddle names)} of outputs= (Chosen.modules): that module's outputs
     paired as named, the rest left out. kept, a dict if given, receives "left": the record keys left out so, and
     "guessed": {torch call: the calls' outputs} where one output was paired with one of the other side's several by a
-    guess (pair_leaves')."""
+    guess (pair_leaves'). given: outputs= as the user gave it, printed back mended where it names an output a
+    module does not return (_mended)."""
     t_leaves, p_leaves = _leaves(torch_record), _leaves(paddle_record)
     out, uneven, skipped = {}, [], apart(paired)
     kept = {} if kept is None else kept
@@ -139,7 +140,8 @@ def counterparts(torch_record: dict, paddle_record: dict, paired: pairing.Pairin
         t, p = t_leaves.get(t_out, {}), p_leaves.get(p_out, {})
         names = (chosen or {}).get(module_of(t_call)) if t_call != ROOT else None
         if names is not None:  # the user's outputs=: as named, the rest left out, said
-            pairs = _as_named(t_call, t, p, names)
+            pairs = _as_named(t_call, t, p, names, lambda: _mended(
+                torch_record, paddle_record, (t_call, t_out, p_out, t, p), names, given))
             left |= {f"out/{t_out}{a}" for a in t if a not in pairs} | \
                 {f"out/{p_out}{b}" for b in p if b not in pairs.values()}
             out[f"in/{t_call}"] = f"in/{p_call}"
@@ -280,20 +282,31 @@ def with_module(given, module: str, names) -> dict:
     return {**(given if by_module else {} if given is None else {ROOT: given}), module: names}
 
 
-def _as_named(t_call: str, t: dict, p: dict, names: tuple) -> dict:
+def _top(name) -> str:
+    """An outputs= name as output_name says it: a field as it is, a position as "[i]"."""
+    return name if isinstance(name, str) else f"[{name}]"
+
+
+def _returns(leaves: dict, name) -> bool:
+    """Whether a call's outputs hold the one outputs= names (a lone output stands for any name)."""
+    return list(leaves) == [""] or _top(name) in {output_name(rest) for rest in leaves}
+
+
+def _as_named(t_call: str, t: dict, p: dict, names: tuple, mended) -> dict:
     """{torch leaf: Paddle leaf} of a module's outputs as outputs= names them ((torch names, Paddle names), a lone
-    output standing for any name); a name neither a lone output nor one of the call's outputs is one line."""
-    top = lambda n: n if isinstance(n, str) else f"[{n}]"
+    output standing for any name); a name neither a lone output nor one of the call's outputs is one line, ending
+    with the outputs= mended() gives to paste."""
     out = {}
     for side, leaves, wanted in (("torch", t, names[0]), ("Paddle", p, names[1])):
         tops = {output_name(rest) for rest in leaves}
-        lacking = [top(n) for n in wanted if top(n) not in tops and list(leaves) != [""]]
+        lacking = [_top(n) for n in wanted if not _returns(leaves, n)]
         if lacking:
             raise PipelineError(f"outputs=: {side}'s {t_call} returns no {lacking[0]} (its outputs: "
-                                f"{', '.join(sorted(tops))}); name a module's outputs by field or position [PC461]")
+                                f"{', '.join(sorted(tops))}); name a module's outputs by field or position, as "
+                                f"outputs={mended()!r} does [PC461]")
     for a, b in zip(*names):
-        mine = [k for k in t if k == "" or output_name(k) == top(a)]
-        theirs = [k for k in p if k == "" or output_name(k) == top(b)]
+        mine = [k for k in t if k == "" or output_name(k) == _top(a)]
+        theirs = [k for k in p if k == "" or output_name(k) == _top(b)]
         out.update((x, y) for x, y in pair_leaves(mine, theirs).items() if x not in out and y not in out.values())
     return out
 
@@ -306,6 +319,37 @@ def _named_line(t_call: str, t_out: str, p_out: str, t: dict, p: dict, pairs: di
     return (f"{t_call}: outputs= pairs " + "; ".join(f"torch's {t_out}{a} with Paddle's {p_out}{b}"
                                                      for a, b in pairs.items())
             + (f"; left out, not judged: {'; '.join(rest)}" if rest else ""))
+
+
+def _argument(rest: str):
+    """An output's leaf key as outputs= names it: a position's number, else its field ("" for a lone output)."""
+    return int(rest[1:-1]) if re.fullmatch(r"\[\d+\]", rest) else output_name(rest)
+
+
+def _form(pairs: list):
+    """[(torch name, Paddle name)] as outputs= takes them: a list where each pair has one name, else a dict."""
+    return [a for a, _ in pairs] if all(a == b for a, b in pairs) else dict(pairs)
+
+
+def _mended(torch_record: dict, paddle_record: dict, call: tuple, names: tuple, given):
+    """outputs= as given with its entry for one module mended to name what both sides' call returns: the pairs of
+    names both return, kept; else the pairing with no entry (pair_leaves'), one output against several by the run's
+    values (suggested); else the module's entry left out (None where nothing is left). call: (torch call, torch
+    output call, Paddle output call, torch leaves, Paddle leaves)."""
+    t_call, t_out, p_out, t, p = call
+    module = module_of(t_call)
+    kept = [(a, b) for a, b in zip(*names) if _returns(t, a) and _returns(p, b)]
+    if kept:
+        return with_module(given, module, _form(list(dict.fromkeys(kept))))
+    pairs = pair_leaves(list(t), list(p), (t, p))
+    if len(pairs) == 1 and len(t) != len(p) and 1 in (len(t), len(p)):
+        nearer = suggested(torch_record, paddle_record, (t_out, p_out, t, p, pairs), module, given)
+        if nearer:
+            return nearer[0]
+    named = list(dict.fromkeys((_argument(a or b), _argument(b or a)) for a, b in pairs.items()))
+    if named:
+        return with_module(given, module, _form(named))
+    return {m: v for m, v in with_module(given, module, []).items() if m != module} or None
 
 
 def suggested(torch_record: dict, paddle_record: dict, guess: tuple, module: str, given):
@@ -321,10 +365,9 @@ def suggested(torch_record: dict, paddle_record: dict, guess: tuple, module: str
     best = nearest_of(d) if len(d) > 1 else None
     if best is None or best == (b if len(t) == 1 else a):
         return None
-    arg = lambda rest: int(rest[1:-1]) if re.fullmatch(r"\[\d+\]", rest) else output_name(rest)
     x, y = (a, best) if len(t) == 1 else (best, b)
     pair = f"torch's {t_out}{x} with Paddle's {p_out}{y}"
-    x, y = arg(x or y), arg(y or x)  # a lone output takes the other side's name
+    x, y = _argument(x or y), _argument(y or x)  # a lone output takes the other side's name
     return with_module(given, module, [x] if x == y else {x: y}), pair
 
 
@@ -375,7 +418,7 @@ def judge_records(torch_record: dict, paddle_record: dict, name_map, mean_bound,
     chosen = checked_outputs(outputs)
     checked_outputs_of(chosen, torch_record)
     through, kept = [], {}
-    keys = counterparts(torch_record, paddle_record, paired, through, chosen.modules, kept)
+    keys = counterparts(torch_record, paddle_record, paired, through, chosen.modules, kept, chosen.given)
     # the model's own outputs, every leaf of both (None, numbers and strings too), paired by name, else in order
     t_all, left = _selected(_root_leaves(torch_record), chosen.torch, "torch")
     p_all, p_left = _selected(_root_leaves(paddle_record), chosen.paddle, "Paddle")
