@@ -1,7 +1,7 @@
 """Ties the alignment cannot settle by shape: two candidates fitting one call equally well, settled by the run's
 values (the candidate whose output is torch's, by APART times over every other), by the same module name, or
-refused in one line naming the modules and the name_map that settles each (ambiguity). Imports numpy and
-portcheck.core."""
+refused in one line naming the modules and the name_map that settles each (ambiguity); and the containers the
+run's order cannot pair, paired by what they hold (containers). Imports numpy and portcheck.core."""
 import re
 
 import numpy as np
