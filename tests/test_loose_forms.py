@@ -241,11 +241,12 @@ def class_token(plant=False):
     return compare_forward(pt, pd, X)
 
 
-def test_a_value_a_module_the_port_computes_inline_makes_is_named_at_its_reader():
+def test_a_value_a_module_the_port_computes_inline_makes_is_named_at_that_module():
     """Before: the class token zeroed was named at the model's output, (model) (torch's tower.embeddings, paired
     with the port's whole tower by the tensor it holds, no counterpart of its output, taken for the place and left
-    out of report.paired)."""
+    out of report.paired); then at its reader, tower.norm (paddlenlp's CLIP: pre_layrnorm), one level off. Now at
+    tower.embeddings: its output judged against the input the port's tower computes for its norm."""
     assert class_token().passed
     report = class_token(plant=True)
-    assert report.first_diverging == "tower.norm", report.table()
-    assert "a value tower.embeddings's forward computes" in report.table()
+    assert report.first_diverging == "tower.embeddings", report.table()
+    assert "judged against the input Paddle's tower computes for its tower.norm" in report.table()

@@ -458,6 +458,25 @@ def test_gpt2_against_paddlenlp_gpt_is_green_forward_and_backward_with_its_recip
     assert {"grad h.0.attn.c_attn.q.weight", "grad h.0.attn.c_attn.v.bias"} <= {r.name for r in trained.grads}
 
 
+def test_a_softmax_scale_planted_in_gpt_attention_is_named_at_the_attention_not_its_block():
+    """transformers' GPT2Attention runs its resid_dropout inside, paddlenlp's MultiHeadAttention leaves its dropout1
+    to the layer, run after it: the run's order paired the dropouts and left both attentions unpaired (the scores
+    scaled wrongly named at h.0, the block; isolated at h.0 before h.0.attn.c_proj). Paired by the modules holding
+    tensors inside them (mapping.ties.containers), the attention is the place in both verdicts."""
+    from portcheck.mapping.recipes import paddlenlp_gpt
+    pt, pd = gpt2_pair(False)
+    layouts = paddlenlp_gpt(heads=4, fused=False)
+    convert(pt, pd, inputs=GPT_IDS, layouts=layouts)
+    clean = compare_forward(pt, pd, GPT_IDS, layouts=layouts)
+    assert clean.passed and clean.pairing.modules()["h.0.attn"] == "decoder.layers.0.self_attn", clean.pairs()
+    attn = pd.decoder.layers[0].self_attn
+    scores = attn._core_attention
+    attn._core_attention = lambda q, k, v, **kw: scores(q * 0.5, k, v, **kw)  # scores halved before the softmax
+    report = compare_forward(pt, pd, GPT_IDS, layouts=layouts, isolate=True)
+    assert not report.passed and report.first_diverging == "h.0.attn[0]", report.table()
+    assert [d.both.split(" (Paddle")[0] for d in report.differing] == ["h.0.attn (before h.0.attn.c_proj)"]
+
+
 def test_the_pages_gpt_block_runs_alone_and_prints_what_the_page_says(tmp_path):
     """docs/pairing.md's program, alone in an empty folder with fresh globals, in this process (which imports
     transformers and paddlenlp already; tests/test_docs_blocks.py)."""

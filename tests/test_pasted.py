@@ -264,6 +264,20 @@ def test_an_inner_modules_outputs_naming_what_is_not_there_is_one_line(outputs, 
         compare_forward(pt, pd, X, outputs=outputs)
 
 
+@pytest.mark.parametrize("outputs", [{"block": [2]}, {"block": [1, 2]}])
+def test_an_inner_modules_outputs_naming_what_is_not_there_prints_the_outputs_that_pasted_compare_it(outputs):
+    """Before: PC461 listed the module's outputs and printed nothing to paste. Now it prints the outputs= naming what
+    both sides' module returns: the names both return kept ([1, 2]: [1]), else the one the run's values pair
+    ([2]: torch's lone output is Paddle's [1], not its [0])."""
+    pt, pd = residual_pair()
+    with pytest.raises(PipelineError, match="PC461") as refused:
+        compare_forward(pt, pd, X, outputs=outputs)
+    chosen = argument(str(refused.value), "outputs")
+    assert chosen == {"block": [1]}, str(refused.value)
+    report = compare_forward(pt, pd, X, outputs=chosen)
+    assert report.passed and report.counterparts["out/block"] == "out/block[1]", report.table()
+
+
 # every message of the library printing an argument to paste, as its source writes it: the test pasting it
 PASTED_IN_PAIRING2 = "test_pairing2.py::test_every_refusals_suggested_map_pasted_as_printed_pairs_the_models"
 FUSED_IN_PAIRING2 = "test_pairing2.py::test_a_fused_module_without_its_layout_is_refused_with_the_layout_that_" \
@@ -285,6 +299,8 @@ SUGGESTING = {
         "test_an_output_no_one_can_compare_is_red_with_the_outputs_that_pasted_leave_it_out_green",
     ("forward/outputs.py", "outputs={shared(t_all,"):
         "test_an_output_one_side_returns_alone_is_red_with_the_outputs_that_pasted_compare_the_rest_green",
+    ("forward/outputs.py", "outputs={mended()!r}"):
+        "test_an_inner_modules_outputs_naming_what_is_not_there_prints_the_outputs_that_pasted_compare_it",
     ("forward/outputs.py", "outputs={said[0]!r}"):
         "test_an_inner_modules_extra_output_paired_by_place_is_red_with_the_outputs_that_pasted_pair_it_green",
 }

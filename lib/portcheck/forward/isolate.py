@@ -231,7 +231,7 @@ def judge(torch_model, paddle_model, inputs, torch_record: dict, report, free: d
     are in its record): each part computes on torch's values of its counterpart and is judged alone.
     paddle_kept: ([(key, value, source)], error) of a Paddle forced run made elsewhere (paddle_run: each rank of a
     split model, its values gathered), in place of running paddle_model here."""
-    keys = report.counterparts
+    keys = isolated_keys(report.counterparts)
     applied = report.pairing.applied_to(keys)  # judged through the activation torch's forward applies to it
     torch_key = {}
     for t, p in keys.items():
@@ -298,11 +298,24 @@ def paddle_run(paddle_model, inputs, torch_record: dict, report, keep, paddle_pa
     rank is given its own part of each), each value it computes handed to keep(key, tensor, source): its error."""
     keys = report.counterparts
     p_ends = {chain[-1]: t for t, chain in report.pairing.paddle_composed.items()}
-    # a pair outputs.apart leaves out (no counterpart keys) holds weights alike and computes something else: not forced
-    paired = {p: t for t, p in report.pairing.pairs.items() if f"in/{t}" in keys}
-    return forced_run(paddle_model, inputs, torch_record, {**paired, **p_ends},
+    return forced_run(paddle_model, inputs, torch_record, {**forced(report.pairing.pairs, keys), **p_ends},
                       {p: t for t, p in keys.items() if t.startswith("out/")}, keep, parts=paddle_parts,
                       through=set(p_ends), applied=report.pairing.applied_to(keys))[1]
+
+
+def forced(pairs: dict, keys: dict) -> dict:
+    """{Paddle call: torch call} of the pairs an isolated run computes from torch's values: each with counterpart keys
+    (`keys`, outputs.counterparts'), but a pair outputs.apart names (held alike, computing otherwise), also one
+    outputs.inline judges."""
+    return {p: t for t, p in pairs.items() if f"in/{t}" in keys and not keys.get(f"out/{t}", "").startswith("in/")}
+
+
+def isolated_keys(keys: dict) -> dict:
+    """The counterpart keys (`keys`) an isolated run judges: all but an outputs.inline pair's first inputs (its
+    Paddle module is not forced: forced()) and its reader's input, judged once, as that pair's output."""
+    inlined = {p for t, p in keys.items() if t.startswith("out/") and p.startswith("in/")}
+    return {t: p for t, p in keys.items() if not t.startswith("in/") or p not in inlined and
+            not keys.get(f"out/{t[len('in/'):]}", "").startswith("in/")}
 
 
 def _as_composed(row, composing: dict):

@@ -67,12 +67,13 @@ def passed_through(record: dict, call: str, leaves: dict) -> dict:
 
 
 def apart(paired: pairing.Pairing) -> dict:
-    """{torch call: the line said} of the pairs that stand for their weights and not for their outputs: a module
+    """{torch call: where their insides part, said} of the pairs that stand for their weights and not for their
+    outputs: a module
     holding tensors inside one of the two whose counterpart is outside the other (paddlenlp's CLIP vision_model
     holds transformers' embeddings' class_embedding itself and computes the embeddings inline, then its ln_pre,
-    torch's pre_layrnorm, outside torch's embeddings: the two outputs are not one computation). The modules each
-    side computes after it judge what it computed. A name map's pair too: a map pasted from report.pairing.modules()
-    names this pair beside the ones inside it."""
+    torch's pre_layrnorm, outside torch's embeddings: the two outputs are not one computation). What it computed is
+    judged where the other side holds it (inline), else by the modules each side computes after it. A name map's
+    pair too: a map pasted from report.pairing.modules() names this pair beside the ones inside it."""
     calls = {c.name: c for c in paired.torch_calls}
     many = {module_of(c) for c in [*paired.pairs, *paired.pairs.values()] if "#" in c}  # read by several callers
     holders = [(module_of(t), module_of(p)) for t, p in paired.pairs.items() if t in calls and calls[t].tensors
@@ -89,28 +90,49 @@ def apart(paired: pairing.Pairing) -> dict:
             where = (f"Paddle's {y} (torch's {x}) is inside Paddle's {b}, torch's {x} outside torch's {a}"
                      if inside(y, b) else
                      f"torch's {x} (Paddle's {y}) is inside torch's {a}, Paddle's {y} outside Paddle's {b}")
-            out[t] = (f"{t}: paired with Paddle's {p} by the weights they hold, but they compute different things "
-                      f"({where}): its outputs are not compared, the modules after it judge them")
+            out[t] = where
     return out
 
 
+def inline(torch_record: dict, paddle_record: dict, paired: pairing.Pairing, t_call: str, p_call: str) -> dict:
+    """{torch key: Paddle key} of a pair apart() names whose lone output the next torch module reads whole, that
+    reader's counterpart inside the Paddle module: the output judged against the input the Paddle module computed
+    for it inline (transformers' CLIP vision embeddings' output, paddlenlp's vision_model's ln_pre input), the
+    first inputs paired too. A value the port computes inline is then named at the module computing it on torch's
+    side, not at its reader. Else {}."""
+    reader = pairing._reader(torch_record, t_call)
+    theirs = paired.pairs.get(reader) if reader else None
+    if theirs is None or not module_of(theirs).startswith(module_of(p_call) + ".") or f"in/{theirs}" not in \
+            paddle_record:
+        return {}
+    return {f"in/{t_call}": f"in/{p_call}", f"out/{t_call}": f"in/{theirs}"}
+
+
 def counterparts(torch_record: dict, paddle_record: dict, paired: pairing.Pairing, said: list = None,
-                 chosen: dict = None, kept: dict = None) -> dict:
+                 chosen: dict = None, kept: dict = None, given=None) -> dict:
     """{torch record key: Paddle record key} of every output tensor and first input of the paired calls. Where a
     call returns more outputs on one side, an output that is the call's own input handed back is left out (its
     value is judged as that input), and the rest paired by pair_leaves' rule; said, a list if given, receives one
-    line for each such call. A pair apart() names has no counterpart keys (said too). chosen: {torch module:
-    (torch names, Paddle names)} of outputs= (Chosen.modules): that module's outputs paired as named, the rest left
-    out. kept, a dict if given, receives "left": the record keys left out so, and "guessed": {torch call: the
-    calls' outputs} where one output was paired with one of the other side's several by a guess (pair_leaves')."""
+    line for each such call. A pair apart() names is judged as inline() pairs it, else has no counterpart keys (said
+    too). chosen: {torch module: (torch names, Paddle names)} of outputs= (Chosen.modules): that module's outputs
+    paired as named, the rest left out. kept, a dict if given, receives "left": the record keys left out so, and
+    "guessed": {torch call: the calls' outputs} where one output was paired with one of the other side's several by a
+    guess (pair_leaves'). given: outputs= as the user gave it, printed back mended where it names an output a
+    module does not return (_mended)."""
     t_leaves, p_leaves = _leaves(torch_record), _leaves(paddle_record)
     out, uneven, skipped = {}, [], apart(paired)
     kept = {} if kept is None else kept
     left, guessed = kept.setdefault("left", set()), kept.setdefault("guessed", {})
-    if said is not None:
-        said += skipped.values()
     for t_call, p_call in paired.pairs.items():
         if t_call in skipped:
+            inlined = inline(torch_record, paddle_record, paired, t_call, p_call)
+            out.update(inlined)
+            judged = (f"its output is judged against the input Paddle's {p_call} computes for its "
+                      f"{split_key(inlined[f'out/{t_call}'])[1]}" if inlined else
+                      "its outputs are not compared, the modules after it judge them")
+            if said is not None:
+                said.append(f"{t_call}: paired with Paddle's {p_call} by the weights they hold, but they compute "
+                            f"different things ({skipped[t_call]}): {judged}")
             continue
         # Paddle's module computing torch's and the activation after it: judged against the activation's output
         # and torch's computing Paddle's and the activation after it: judged against that activation's output
@@ -118,7 +140,8 @@ def counterparts(torch_record: dict, paddle_record: dict, paired: pairing.Pairin
         t, p = t_leaves.get(t_out, {}), p_leaves.get(p_out, {})
         names = (chosen or {}).get(module_of(t_call)) if t_call != ROOT else None
         if names is not None:  # the user's outputs=: as named, the rest left out, said
-            pairs = _as_named(t_call, t, p, names)
+            pairs = _as_named(t_call, t, p, names, lambda: _mended(
+                torch_record, paddle_record, (t_call, t_out, p_out, t, p), names, given))
             left |= {f"out/{t_out}{a}" for a in t if a not in pairs} | \
                 {f"out/{p_out}{b}" for b in p if b not in pairs.values()}
             out[f"in/{t_call}"] = f"in/{p_call}"
@@ -259,20 +282,31 @@ def with_module(given, module: str, names) -> dict:
     return {**(given if by_module else {} if given is None else {ROOT: given}), module: names}
 
 
-def _as_named(t_call: str, t: dict, p: dict, names: tuple) -> dict:
+def _top(name) -> str:
+    """An outputs= name as output_name says it: a field as it is, a position as "[i]"."""
+    return name if isinstance(name, str) else f"[{name}]"
+
+
+def _returns(leaves: dict, name) -> bool:
+    """Whether a call's outputs hold the one outputs= names (a lone output stands for any name)."""
+    return list(leaves) == [""] or _top(name) in {output_name(rest) for rest in leaves}
+
+
+def _as_named(t_call: str, t: dict, p: dict, names: tuple, mended) -> dict:
     """{torch leaf: Paddle leaf} of a module's outputs as outputs= names them ((torch names, Paddle names), a lone
-    output standing for any name); a name neither a lone output nor one of the call's outputs is one line."""
-    top = lambda n: n if isinstance(n, str) else f"[{n}]"
+    output standing for any name); a name neither a lone output nor one of the call's outputs is one line, ending
+    with the outputs= mended() gives to paste."""
     out = {}
     for side, leaves, wanted in (("torch", t, names[0]), ("Paddle", p, names[1])):
         tops = {output_name(rest) for rest in leaves}
-        lacking = [top(n) for n in wanted if top(n) not in tops and list(leaves) != [""]]
+        lacking = [_top(n) for n in wanted if not _returns(leaves, n)]
         if lacking:
             raise PipelineError(f"outputs=: {side}'s {t_call} returns no {lacking[0]} (its outputs: "
-                                f"{', '.join(sorted(tops))}); name a module's outputs by field or position [PC461]")
+                                f"{', '.join(sorted(tops))}); name a module's outputs by field or position, as "
+                                f"outputs={mended()!r} does [PC461]")
     for a, b in zip(*names):
-        mine = [k for k in t if k == "" or output_name(k) == top(a)]
-        theirs = [k for k in p if k == "" or output_name(k) == top(b)]
+        mine = [k for k in t if k == "" or output_name(k) == _top(a)]
+        theirs = [k for k in p if k == "" or output_name(k) == _top(b)]
         out.update((x, y) for x, y in pair_leaves(mine, theirs).items() if x not in out and y not in out.values())
     return out
 
@@ -285,6 +319,37 @@ def _named_line(t_call: str, t_out: str, p_out: str, t: dict, p: dict, pairs: di
     return (f"{t_call}: outputs= pairs " + "; ".join(f"torch's {t_out}{a} with Paddle's {p_out}{b}"
                                                      for a, b in pairs.items())
             + (f"; left out, not judged: {'; '.join(rest)}" if rest else ""))
+
+
+def _argument(rest: str):
+    """An output's leaf key as outputs= names it: a position's number, else its field ("" for a lone output)."""
+    return int(rest[1:-1]) if re.fullmatch(r"\[\d+\]", rest) else output_name(rest)
+
+
+def _form(pairs: list):
+    """[(torch name, Paddle name)] as outputs= takes them: a list where each pair has one name, else a dict."""
+    return [a for a, _ in pairs] if all(a == b for a, b in pairs) else dict(pairs)
+
+
+def _mended(torch_record: dict, paddle_record: dict, call: tuple, names: tuple, given):
+    """outputs= as given with its entry for one module mended to name what both sides' call returns: the pairs of
+    names both return, kept; else the pairing with no entry (pair_leaves'), one output against several by the run's
+    values (suggested); else the module's entry left out (None where nothing is left). call: (torch call, torch
+    output call, Paddle output call, torch leaves, Paddle leaves)."""
+    t_call, t_out, p_out, t, p = call
+    module = module_of(t_call)
+    kept = [(a, b) for a, b in zip(*names) if _returns(t, a) and _returns(p, b)]
+    if kept:
+        return with_module(given, module, _form(list(dict.fromkeys(kept))))
+    pairs = pair_leaves(list(t), list(p), (t, p))
+    if len(pairs) == 1 and len(t) != len(p) and 1 in (len(t), len(p)):
+        nearer = suggested(torch_record, paddle_record, (t_out, p_out, t, p, pairs), module, given)
+        if nearer:
+            return nearer[0]
+    named = list(dict.fromkeys((_argument(a or b), _argument(b or a)) for a, b in pairs.items()))
+    if named:
+        return with_module(given, module, _form(named))
+    return {m: v for m, v in with_module(given, module, []).items() if m != module} or None
 
 
 def suggested(torch_record: dict, paddle_record: dict, guess: tuple, module: str, given):
@@ -300,10 +365,9 @@ def suggested(torch_record: dict, paddle_record: dict, guess: tuple, module: str
     best = nearest_of(d) if len(d) > 1 else None
     if best is None or best == (b if len(t) == 1 else a):
         return None
-    arg = lambda rest: int(rest[1:-1]) if re.fullmatch(r"\[\d+\]", rest) else output_name(rest)
     x, y = (a, best) if len(t) == 1 else (best, b)
     pair = f"torch's {t_out}{x} with Paddle's {p_out}{y}"
-    x, y = arg(x or y), arg(y or x)  # a lone output takes the other side's name
+    x, y = _argument(x or y), _argument(y or x)  # a lone output takes the other side's name
     return with_module(given, module, [x] if x == y else {x: y}), pair
 
 
@@ -354,7 +418,7 @@ def judge_records(torch_record: dict, paddle_record: dict, name_map, mean_bound,
     chosen = checked_outputs(outputs)
     checked_outputs_of(chosen, torch_record)
     through, kept = [], {}
-    keys = counterparts(torch_record, paddle_record, paired, through, chosen.modules, kept)
+    keys = counterparts(torch_record, paddle_record, paired, through, chosen.modules, kept, chosen.given)
     # the model's own outputs, every leaf of both (None, numbers and strings too), paired by name, else in order
     t_all, left = _selected(_root_leaves(torch_record), chosen.torch, "torch")
     p_all, p_left = _selected(_root_leaves(paddle_record), chosen.paddle, "Paddle")

@@ -38,8 +38,8 @@ from portcheck.mapping.trace import ACTIVATIONS, APPLIED, SCALES, scale_rules, s
 from portcheck.mapping.names import entries
 from portcheck.mapping.regroup import regrouped, tensors_fit
 from portcheck.mapping.lists import indexed, inside, keys as list_keys, matched, normal as _normal
-from portcheck.mapping.ties import (ambiguity, distance, entry, fusions_of, nearest_of, one_module_each, outputs_of,
-                                    same_values, settled_by_name, settled_by_value, tied_calls, ties_said)
+from portcheck.mapping.ties import (ambiguity, containers, distance, entry, fusions_of, nearest_of, one_module_each,
+                                    outputs_of, same_values, settled_by_name, settled_by_value, tied_calls, ties_said)
 
 @functools.lru_cache(maxsize=4096)
 def alike(a: str, b: str) -> bool:
@@ -498,6 +498,7 @@ def pair(torch_record: dict, paddle_record: dict, name_map=None, weights_only=Fa
         fixed.update(chosen)
         fixed_p.update(chosen.values())
         result.settled.update((t, p) for t, p in chosen.items() if pairs.get(t) != p)
+    pairs.update(containers(pairs, ts, ps, _fits) if ran and not weights_only else {})  # the order could not pair
     order = {c.name: k for k, c in enumerate(ts)}
     result.pairs = dict(sorted(pairs.items(), key=lambda kv: order[kv[0]]))
     if ran and not weights_only:

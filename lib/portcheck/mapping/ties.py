@@ -1,12 +1,12 @@
 """Ties the alignment cannot settle by shape: two candidates fitting one call equally well, settled by the run's
 values (the candidate whose output is torch's, by APART times over every other), by the same module name, or
-refused in one line naming the modules and the name_map that settles each (ambiguity). Imports numpy and
-portcheck.core."""
+refused in one line naming the modules and the name_map that settles each (ambiguity); and the containers the
+run's order cannot pair, paired by what they hold (containers). Imports numpy and portcheck.core."""
 import re
 
 import numpy as np
 
-from portcheck.core.keys import split_key
+from portcheck.core.keys import ROOT, split_key
 
 
 def one_module_each(tie, ts, ps) -> bool:
@@ -181,3 +181,24 @@ def ambiguity(ties, ran=False, fusions=None, whole=None, guessed=False) -> str:
             + ("; or, if one module holds what several of the other side hold together, its columns one after the "
                "other: layouts={" + ", ".join(f"{k!r}: portcheck.Fused({v!r})" for k, v in fusions.items())
                + "} (heads=n if they go per head)" if fusions else "") + " [PC317]")
+
+
+def containers(pairs: dict, ts: list, ps: list, fits) -> dict:
+    """{torch call: Paddle call} of containers (children, no tensors of their own) the alignment left unpaired whose
+    modules holding tensors are the same, each paired with its counterpart inside the other: one such container on
+    each side, their first outputs fitting (fits). The run's order cannot pair them where a leaf holding nothing
+    crosses one's end (transformers' GPT2Attention runs its resid_dropout inside, paddlenlp's MultiHeadAttention's
+    dropout1 is its layer's, run after it): left unpaired, what the attention computes inline would be named at the
+    block around it."""
+    found = [{}, {}]
+    for side, calls, torch_of in ((0, ts, {t: t for t in pairs}), (1, ps, {p: t for t, p in pairs.items()})):
+        for c in calls:
+            if c.children <= 0 or c.tensors or not c.outputs or "#" in c.name or c.module == ROOT or \
+                    c.name in torch_of:
+                continue
+            # its modules holding tensors, each named by its torch call: every one paired, or it is no candidate
+            held = [x.name for x in calls if x.tensors and x.module.startswith(c.module + ".")]
+            if held and all(x in torch_of for x in held):
+                found[side].setdefault(frozenset(torch_of[x] for x in held), []).append(c)
+    return {t[0].name: p[0].name for key, t in found[0].items() if len(t) == 1
+            and len(p := found[1].get(key, [])) == 1 and fits(t[0].outputs[0], p[0].outputs[0])}

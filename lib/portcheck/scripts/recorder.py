@@ -309,9 +309,8 @@ class Run:
                 pairs, keys, _ = self.fw.start_from_torch(module, self.given, self.first or by_keys(self))
                 self.config["pairs"], self.counterparts = pairs, keys
                 state = self.fw.paddle_layout_state(module)
-                # a pair with no counterpart keys (forward.outputs.apart: held alike, computing otherwise): not forced
-                isolated(self, module, {p: t for t, p in pairs.items() if f"in/{t}" in keys},
-                              {p: t for t, p in keys.items() if t.startswith("out/")})
+                from portcheck.forward.isolate import forced
+                isolated(self, module, forced(pairs, keys), {p: t for t, p in keys.items() if t.startswith("out/")})
                 self.fw.set_state(module, state)  # BatchNorm's statistics as they were before the isolated run
         finally:
             self.depth -= 1

@@ -218,12 +218,12 @@ def isolated(forward, t: dict, t64: dict, p: dict, statuses: dict):
     """forward.isolated: every paired module's own computation on torch's recorded values (the recorders'
     isolate.forced_run, iso/ keys), each held to torch's own error for that computation, as isolate.judge holds it."""
     from portcheck.forward.judging import judge_one
-    from portcheck.forward.isolate import _judged, _name
+    from portcheck.forward.isolate import _judged, _name, isolated_keys
     said = {side: statuses[side]["config"].get("isolated") for side in ("paddle", "torch64")}
     forward.isolation_stopped = {side: why for side, why in said.items() if why != "run"}
     forward.parents = statuses["torch64"]["config"].get("parents") or {}
     forward.isolated = []
-    for t_key, p_key in forward.counterparts.items():
+    for t_key, p_key in isolated_keys(forward.counterparts).items():
         a, ref, b = _judged(t_key, t), t64.get(f"iso/{t_key}"), p.get(f"iso/{p_key}")
         if a is None or ref is None or b is None:
             continue
