@@ -263,6 +263,20 @@ def taken(function):
     return run
 
 
+def shown(fusions: dict):
+    """The refusal of a run whose pairing's ties a fused module settles (pairing.Pairing.fusions, the ties settled
+    by the run's values), carrying them as data for taken() to declare; its line, if it reaches the user, the
+    layouts= that pairs it."""
+    from portcheck.core.errors import PipelineError
+    entries = ", ".join(f"{k!r}: portcheck.Fused({tuple(v)!r})" for k, v in fusions.items())
+    error = PipelineError("; ".join(f"{k} pairs with nothing, and holds what the other side's {', '.join(v)} hold "
+                                    "together" for k, v in fusions.items())
+                          + f": if its columns hold them one after the other, layouts={{{entries}}} (heads=n if they "
+                          "go per head) [PC450]")
+    error.fusions = fusions
+    return error
+
+
 def settling(error, layouts) -> dict:
     """{module: Fused} of a pairing's refusal (its `fusions`, data) that `layouts` does not declare yet."""
     return {k: Fused(tuple(v)) for k, v in getattr(error, "fusions", {}).items() if k not in (layouts or {})}
