@@ -137,6 +137,9 @@ class PaddleSide(SharedSide):
         parts = {}  # {Paddle part key (<fused module>.<part>.<tensor>): torch's value}, joined into the module's
         # a layer of a type of its own holding a torch Linear's tensors (OPTLMHead's decoder_weight): as judged
         renamed.update({t: "/" + p for t, p in loose.held_by_type(given, paddle_trace, modules).items()})
+        squares = loose.square_held(given, paddle_trace, modules)  # its square weight under another name: PC455
+        if squares:
+            raise self.run.refuse(squares[0])
         for key in (k for k in given if k.startswith("state0/")):
             target = _counterpart(key, modules, renamed).partition("/")[2]
             if target not in params and module(module(target)) in specs:
