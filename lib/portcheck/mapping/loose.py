@@ -214,13 +214,13 @@ def held_by_type(torch_record, paddle_record, modules: dict) -> dict:
     return _by_type(torch_record, paddle_record, modules)[0]
 
 
-def square_held(torch_record, paddle_record, modules: dict) -> list:
-    """[PC455's line] of each torch Linear whose Paddle counterpart, a layer of another type, holds its square weight
-    under another name (held_by_type leaves it out: either layout fits), read from two records as held_by_type
-    reads them: what `portcheck run` says, where no layouts= reaches the Paddle side's placing."""
-    return [either_line(*found, then="; portcheck run cannot place it: compare the two models with compare_forward "
-                        "and compare_backward, passing that layouts=") for found in _by_type(torch_record,
-                                                                                            paddle_record, modules)[1]]
+def square_held(torch_record, paddle_record, modules: dict) -> dict:
+    """{torch module: PC455's line} of each torch Linear whose Paddle counterpart, a layer of another type, holds its
+    square weight under another name (held_by_type leaves it out: either layout fits), read from two records as
+    held_by_type reads them: what `portcheck run` says, where no layouts= reaches the Paddle side's placing."""
+    return {found[0]: either_line(*found, then="; portcheck run cannot place it: compare the two models with "
+                                  "compare_forward and compare_backward, passing that layouts=")
+            for found in _by_type(torch_record, paddle_record, modules)[1]}
 
 
 def either_line(name, mine, target, kind, either, then="") -> str:
