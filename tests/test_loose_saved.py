@@ -17,13 +17,13 @@ import test_loose_forms as forms  # noqa: E402
 import test_regroup as regroup  # noqa: E402
 
 
-def lm_head(plant=False):
+def lm_head(plant=False, vocab=11):
     """An lm head the port holds in a layer of its own, its weight [vocab, hidden] as OPTLMHead's decoder_weight.
-    plant: the port reads it as [hidden, vocab] (a reshape, not the transpose)."""
+    plant: the port reads it as [hidden, vocab] (a reshape, not the transpose; as x @ W where vocab is hidden)."""
     class Head(torch.nn.Module):
         def __init__(self):
             super().__init__()
-            self.norm, self.lm_head = torch.nn.LayerNorm(16), torch.nn.Linear(16, 11, bias=False)
+            self.norm, self.lm_head = torch.nn.LayerNorm(16), torch.nn.Linear(16, vocab, bias=False)
 
         def forward(self, h):
             return self.lm_head(self.norm(h))
@@ -31,11 +31,11 @@ def lm_head(plant=False):
     class LMHead(paddle.nn.Layer):
         def __init__(self):
             super().__init__()
-            self.decoder_weight = self.create_parameter([11, 16])
+            self.decoder_weight = self.create_parameter([vocab, 16])
 
         def forward(self, h):
             if plant:
-                return paddle.matmul(h, self.decoder_weight.reshape([16, 11]))
+                return paddle.matmul(h, self.decoder_weight.reshape([16, vocab]))
             return paddle.matmul(h, self.decoder_weight, transpose_y=True)
 
     class PortHead(paddle.nn.Layer):
@@ -45,7 +45,31 @@ def lm_head(plant=False):
 
         def forward(self, h):
             return self.lm_head(self.norm(h))
-    return Head(), PortHead(), (2, 5, 11)
+    return Head(), PortHead(), (2, 5, vocab)
+
+
+def renamed_projection(plant=False):
+    """CLIP's visual_projection, a Linear with its bias, against a port holding both bare at the root under names of
+    its own (paddlenlp's vision_projection; vision_bias): no name says them, the one unclaimed shape of each does.
+    plant: the port subtracts the bias."""
+    class Clip(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.enc, self.visual_projection = torch.nn.Linear(8, 16), torch.nn.Linear(16, 6)
+
+        def forward(self, x):
+            return self.visual_projection(torch.tanh(self.enc(x)))
+
+    class PortClip(paddle.nn.Layer):
+        def __init__(self):
+            super().__init__()
+            self.enc, self.vision_projection = paddle.nn.Linear(8, 16), self.create_parameter([16, 6])
+            self.vision_bias = self.create_parameter([6], is_bias=True)
+
+        def forward(self, x):
+            h = paddle.matmul(paddle.tanh(self.enc(x)), self.vision_projection)
+            return h - self.vision_bias if plant else h + self.vision_bias
+    return Clip(), PortClip(), (2, 5, 6)
 
 
 BUILDS = {"a pooler's Linear against the port's dense_weight, dense_bias": (forms.pooler, "part"),
@@ -55,7 +79,8 @@ BUILDS = {"a pooler's Linear against the port's dense_weight, dense_bias": (form
           "an lm head held in a layer of the port's own, [vocab, hidden]": (lm_head, "part"),
           "a head-split output (Linear3D)": (lambda plant: regroup.head_split(plant="heads" if plant else False)[:2],
                                              "query"),
-          "a parameter with axes merged": (lambda plant: regroup.merged_axes(plant)[:2], "rel")}
+          "a parameter with axes merged": (lambda plant: regroup.merged_axes(plant)[:2], "rel"),
+          "a Linear against bare parameters of other names (vision_projection)": (renamed_projection, "(model)")}
 LAYOUTS = {"a parameter with axes merged": {"Rel": "same"}}
 
 
@@ -91,7 +116,9 @@ SAVED_BACKWARD = {"a pooler's Linear against the port's dense_weight, dense_bias
                   "a block's bare [out, in] and 0-d against a Linear and [1]": ({"Block": "same"},
                                                                                 "grad part.out_proj"),
                   "a parameter with axes merged": ({"Rel": "same"}, "grad rel.q"),
-                  "an lm head held in a layer of the port's own, [vocab, hidden]": (None, "grad part.lm_head.weight")}
+                  "an lm head held in a layer of the port's own, [vocab, hidden]": (None, "grad part.lm_head.weight"),
+                  "a Linear against bare parameters of other names (vision_projection)":
+                      (None, "grad visual_projection.bias")}
 
 
 @pytest.mark.parametrize("form", list(SAVED_BACKWARD))
@@ -124,3 +151,56 @@ def test_records_keeping_no_tensor_names_say_the_rule_was_not_applied():
     report = judge_forward(old(record_forward(pt, forms.X)), old(record_forward(pd, forms.X)))
     assert not report.passed and loose.UNNAMED in report.table(), report.table()
     assert "[PC486]" in loose.UNNAMED and "compare_forward" in loose.UNNAMED
+
+
+def test_run_refuses_a_square_head_under_another_name_with_the_layouts_that_pasted_compare_green():
+    """A square lm head ([16, 16]) the port's own layer holds as decoder_weight: either layout fits its shape.
+    `portcheck run`'s Paddle side (start_from_torch, on torch's record) refuses it with convert's PC455 line, the
+    layouts= to declare and where it is taken; pasted as printed, convert and compare_forward are green, and a port
+    reading it as x @ W is red at the head. Before: "Paddle part.lm_head.decoder_weight no torch tensor fills"
+    [PC831], no layouts= named."""
+    import re
+    from portcheck.core.errors import PipelineError
+    torch.manual_seed(0)
+    paddle.seed(0)
+    pt, pd, _ = forms.models(lm_head(vocab=16))
+    with pytest.raises(PipelineError, match=r"square: either layout fits.*portcheck run cannot place it.*"
+                                            r"\[PC455\]") as e:
+        run_side().start_from_torch(pd, record_forward(pt.eval(), forms.X), forms.X)
+    layouts = eval(re.search(r"pass (layouts=\{.*?\})", str(e.value)).group(1)[len("layouts="):])
+    assert layouts == {"LMHead": "same"}, str(e.value)
+    for plant in (False, True):
+        torch.manual_seed(0)
+        paddle.seed(0)
+        pt, pd, _ = forms.models(lm_head(plant, vocab=16))
+        pd.set_state_dict(convert(pt, pd, inputs=forms.X, layouts=layouts))
+        report = compare_forward(pt.eval(), pd.eval(), forms.X, layouts=layouts)
+        assert report.passed == (not plant) and (not plant or report.first_diverging.startswith("part")), \
+            report.table()
+
+
+def run_side(layouts=None):
+    """`portcheck run`'s Paddle side in this process, its run's refusal a PipelineError."""
+    from types import SimpleNamespace
+    from portcheck.core.errors import PipelineError
+    from portcheck.scripts.hooks_paddle import PaddleSide
+    side = PaddleSide()
+    side.run = SimpleNamespace(layouts=layouts or {}, config={}, torch_whole=True, refuse=PipelineError)
+    return side
+
+
+def test_run_places_a_linear_the_port_holds_bare_under_other_names_by_the_one_unclaimed_shape():
+    """`portcheck run`'s Paddle side (start_from_torch, on torch's record and its weights in Paddle's layout, as the
+    torch side writes them): torch's visual_projection weight and bias fill the port's vision_projection and
+    vision_bias, and the port then computes torch's output. Before: "torch visual_projection.weight has no Paddle
+    counterpart" [PC831]."""
+    torch.manual_seed(0)
+    paddle.seed(0)
+    pt, pd, _ = renamed_projection()
+    given = record_forward(pt.eval(), forms.X)
+    given.update({f"state0/{k}": (v.T if v.ndim == 2 else v).numpy() for k, v in pt.state_dict().items()})
+    placed = run_side().start_from_torch(pd, given, forms.X)[2]
+    assert placed["visual_projection.weight"] == "vision_projection" and \
+        placed["visual_projection.bias"] == "vision_bias", placed
+    want = pt(torch.from_numpy(forms.X)).detach().numpy()
+    np.testing.assert_allclose(pd.eval()(paddle.to_tensor(forms.X)).numpy(), want, atol=1e-6)

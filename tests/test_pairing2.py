@@ -615,6 +615,37 @@ def test_a_fused_module_without_its_layout_is_taken_or_refused_with_the_layout_t
     assert compare_forward(pt, pd, x, layouts=layouts).passed
 
 
+def test_compare_forward_with_no_layouts_judges_each_part_of_the_fused_module_the_ties_show():
+    """compare_forward alone (no layouts=, the models holding the same weights): its run's values settle c_proj's tie
+    with out_proj, which left c_attn paired with nothing and unjudged; the ties still show c_attn holds q_proj,
+    k_proj and v_proj: taken as that Fused entry, said in one line, each part judged. A conversion splitting c_attn
+    [k | q | v] (q and k swapped) is red at the part, not only at c_proj after the attention. Two saved records,
+    no model at hand to cut c_attn, say it in one line with the layouts= that compare_forward judges each part by."""
+    import portcheck
+    from portcheck import judge_forward, record_forward
+    pt, pd = gpt2_pair(fused=False)
+    pd.set_state_dict(convert(pt, pd, inputs=GPT_IDS))
+    report = compare_forward(pt, pd, GPT_IDS)
+    assert report.passed and report.fused_found == {"c_attn": Fused(("q_proj", "k_proj", "v_proj"))}, report.table()
+    assert "h.0.attn.c_attn.q_proj" in [r.name for r in report.paired] and any(
+        "c_attn as portcheck.Fused(('q_proj', 'k_proj', 'v_proj'))" in line for line in report.outputs_said)
+    with pytest.raises(PipelineError, match=r"\[PC450\]") as e:  # an entry of that name that does not pair it
+        compare_forward(pt, pd, GPT_IDS, layouts={"c_attn": "same"})
+    assert compare_forward(pt, pd, GPT_IDS, layouts=suggested_layouts(str(e.value))).passed  # pasted as printed
+    saved = judge_forward(record_forward(pt, GPT_IDS), record_forward(pd, GPT_IDS))  # no model to cut it: said
+    said = [line for line in saved.outputs_said if "[PC451]" in line]
+    assert said and "c_attn pairs with nothing" in said[0], saved.table()
+    layouts = eval(re.search(r"layouts=(\{.*?\}) judges", said[0]).group(1), {"portcheck": portcheck})
+    pasted = compare_forward(pt, pd, GPT_IDS, layouts=layouts)
+    assert pasted.passed and pasted.fused_found == {} and "h.0.attn.c_attn.k_proj" in pasted.pairing.pairs
+    attention = pd.decoder.layers[0].self_attn
+    q, k = attention.q_proj.weight.numpy(), attention.k_proj.weight.numpy()
+    attention.q_proj.weight.set_value(k)
+    attention.k_proj.weight.set_value(q)
+    report = compare_forward(pt, pd, GPT_IDS)
+    assert not report.passed and report.first_diverging == "h.0.attn.c_attn.q_proj", report.table()
+
+
 # ---------------------------------------------------------------- one torch module run as several Paddle ones
 
 class TwiceTorch(torch.nn.Module):

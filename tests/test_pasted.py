@@ -289,6 +289,9 @@ SUGGESTING = {
                                                "green",
     ("mapping/convert.py", 'layouts={"'): FUSED_IN_PAIRING2,
     ("mapping/ties.py", 'layouts={"'): FUSED_IN_PAIRING2,
+    # fused.shown's (PC450) and fused.unjudged's (PC451), both pasted there
+    ("mapping/fused.py", "layouts={{{entries}}}"): "test_pairing2.py::test_compare_forward_with_no_layouts_judges_each_"
+                                                  "part_of_the_fused_module_the_ties_show",
     ("mapping/convert.py", "keep=['{key}']"): "test_a_buffer_refusals_keep_pasted_as_printed_converts_and_is_green",
     ("mapping/pairing.py", "name_map={one}"): PASTED_IN_PAIRING2,
     ("mapping/settle.py", "name_map={entry}"): PASTED_IN_PAIRING2,

@@ -113,7 +113,7 @@ def compare_forward(torch_model, paddle_model, inputs, name_map=None, isolate=Fa
     free = {}  # the float64 runs' weights: cast into the same memory in both (fresh pages cost more than the cast)
     report = judge_records(torch_record, paddle_record, name_map, mean_bound,
                     lambda keys, applied: judged_as_run(torch_model, inputs, torch_record, paddle_record, keys, free,
-                                                        applied), outputs)
+                                                        applied), outputs, retaken=True)
     if isolate:
         from portcheck.forward import isolate as isolated  # it builds on this module
         isolated.judge(torch_model, paddle_model, inputs, torch_record, report, free, fused.declared(paddle_record))

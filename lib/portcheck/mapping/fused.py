@@ -263,6 +263,35 @@ def taken(function):
     return run
 
 
+def shown(fusions: dict):
+    """The refusal of a run whose pairing's ties a fused module settles (pairing.Pairing.fusions, the ties settled
+    by the run's values), carrying them as data for taken() to declare; its line, if it reaches the user, the
+    layouts= that pairs it."""
+    from portcheck.core.errors import PipelineError
+    entries = _entries(fusions)
+    error = PipelineError(f"{_held_together(fusions)}: if its columns hold them one after the other, "
+                          f"layouts={{{entries}}} (heads=n if they go per head) [PC450]")
+    error.fusions = fusions
+    return error
+
+
+def unjudged(fusions: dict) -> str:
+    """The line of two saved records whose pairing's ties a fused module settles (pairing.Pairing.fusions): no model
+    is at hand to cut it into its parts, so its output is judged nowhere; compare_forward judges each part."""
+    entries = _entries(fusions)
+    return (f"{_held_together(fusions)}: its output is not judged from records; compare_forward with "
+            f"layouts={{{entries}}} judges each part [PC451]")
+
+
+def _held_together(fusions: dict) -> str:
+    return "; ".join(f"{k} pairs with nothing, and holds what the other side's {', '.join(v)} hold together"
+                     for k, v in fusions.items())
+
+
+def _entries(fusions: dict) -> str:
+    return ", ".join(f"{k!r}: portcheck.Fused({tuple(v)!r})" for k, v in fusions.items())
+
+
 def settling(error, layouts) -> dict:
     """{module: Fused} of a pairing's refusal (its `fusions`, data) that `layouts` does not declare yet."""
     return {k: Fused(tuple(v)) for k, v in getattr(error, "fusions", {}).items() if k not in (layouts or {})}

@@ -73,8 +73,10 @@ def apart(torch_held: dict, paddle_held: dict) -> tuple:
     modules}, {Paddle modules} whose tensors the other side holds as bare parameters of the parent, {torch key: the
     whole Paddle key} of the first two forms' tensors), by names at the
     same place: a torch Linear (or Conv1D) `X.NAME` where Paddle has no `X.NAME` but its `X` holds `NAME` or
-    `NAME_weight` (and `NAME_bias`) of those shapes in Paddle's layout; a torch `X` holding a 2-D `NAME` where
-    Paddle's `X.NAME` is a Linear of that weight and torch has no module `X.NAME`; and a scalar `NAME` 0-d in one
+    `NAME_weight` (and `NAME_bias`) of those shapes in Paddle's layout, or, once every name is read, a tensor no
+    name finds by the one of its shapes `X` holds that torch's `X` does not hold by name and no module took (CLIP's
+    visual_projection against paddlenlp's vision_projection; convert.find's rule); a torch `X` holding a 2-D `NAME`
+    where Paddle's `X.NAME` is a Linear of that weight and torch has no module `X.NAME`; and a scalar `NAME` 0-d in one
     `X` and [1] in the other's. The run pairs calls by order and shape, and such a projection is a call on one side
     only: it would pair with the next call of its shape (torch's visual_projection with the port's
     text_projection, a pooler's dense with the port's pooler holding dense_weight). mark() says it in the records.
@@ -82,6 +84,12 @@ def apart(torch_held: dict, paddle_held: dict) -> tuple:
     that two saved records, or the records of two processes (`portcheck run`), are read as two live models are."""
     drop_t, drop_p, alone_t, alone_p, at = {}, {}, set(), set(), {}
     join = lambda x, n: f"{x}.{n}" if x else n
+    unnamed = []  # (module, its parent, the shapes each tensor may have, those found by name): the shapes' turn next
+
+    def taken(name, parent, found):
+        alone_t.add(name)
+        drop_p.setdefault(parent or ROOT, []).extend(paddle_held[parent][1][n] for n in found.values())
+        at.update({f"{name}.{t}": join(parent, n) for t, n in found.items()})
     for name, (kind, held) in torch_held.items():
         mine = paddle_held.get(name)
         parent, _, last = name.rpartition(".")
@@ -94,9 +102,9 @@ def apart(torch_held: dict, paddle_held: dict) -> tuple:
             names = {t: ([last, f"{last}_weight"] if t == "weight" else [f"{last}_{t}"]) for t in wants}
             found = {t: next((n for n in names[t] if theirs.get(n) in wants[t]), None) for t in wants}
             if found and all(found.values()):
-                alone_t.add(name)
-                drop_p.setdefault(parent or ROOT, []).extend(theirs[n] for n in found.values())
-                at.update({f"{name}.{t}": join(parent, n) for t, n in found.items()})
+                taken(name, parent, found)
+            elif found:
+                unnamed.append((name, parent, wants, found))
         if mine is None:
             continue
         for tname, shape in held.items():
@@ -111,6 +119,19 @@ def apart(torch_held: dict, paddle_held: dict) -> tuple:
             if theirs is not None and math.prod(shape) == 1 and same_scalar_shapes(shape, theirs):
                 (drop_t.setdefault(name or ROOT, []).append(shape) if len(shape) else
                  drop_p.setdefault(name or ROOT, []).append(theirs))
+    # every name first, then each tensor no name found by the one tensor of its shapes the parent holds that neither
+    # torch's parent holds by that name nor a module took (convert.find's rule: CLIP's visual_projection against
+    # paddlenlp's vision_projection)
+    for name, parent, wants, found in unnamed:
+        own = torch_held.get(parent, (None, {}))[1]
+        free = [n for n in paddle_held[parent][1] if n not in own and join(parent, n) not in at.values()]
+        for t in [t for t, n in found.items() if n is None]:
+            fits = [n for n in free if paddle_held[parent][1][n] in wants[t] and n not in found.values()]
+            if len(fits) != 1:
+                break
+            found[t] = fits[0]
+        else:
+            taken(name, parent, found)
     return drop_t, drop_p, alone_t, alone_p, at
 
 
@@ -189,9 +210,32 @@ def held_by_type(torch_record, paddle_record, modules: dict) -> dict:
     (torch's shapes in its own layout); {} where a record keeps no names. No framework is imported (`portcheck run`'s
     Paddle side never imports torch, so layouts_table's known types are not read: a known layer holds a Linear's
     names, or shapes no Linear's fill). A square weight under another name fits either layout: left out here, said
-    where the weights are set (convert's PC455, run's PC831)."""
+    where the weights are set (convert's PC455, run's too: square_held)."""
+    return _by_type(torch_record, paddle_record, modules)[0]
+
+
+def square_held(torch_record, paddle_record, modules: dict) -> dict:
+    """{torch module: PC455's line} of each torch Linear whose Paddle counterpart, a layer of another type, holds its
+    square weight under another name (held_by_type leaves it out: either layout fits), read from two records as
+    held_by_type reads them: what `portcheck run` says, where no layouts= reaches the Paddle side's placing."""
+    return {found[0]: either_line(*found, then="; portcheck run cannot place it: compare the two models with "
+                                  "compare_forward and compare_backward, passing that layouts=")
+            for found in _by_type(torch_record, paddle_record, modules)[1]}
+
+
+def either_line(name, mine, target, kind, either, then="") -> str:
+    """PC455's line: torch `name` (a `mine`) against Paddle `target` (a `kind`) holding `either`, a square weight
+    under another name, which either layout fits; `then`: what the caller adds before the code."""
+    return (f"torch {name} is a {mine} and Paddle {target} a {kind} holding {', '.join(either)}, square: either "
+            f"layout fits; pass layouts={{'{kind}': 'same'}} if it holds torch's [out, in] (read as F.linear reads "
+            f"it, x @ W.T), or 'transpose' for [in, out] (x @ W){then} [PC455]")
+
+
+def _by_type(torch_record, paddle_record, modules: dict) -> tuple:
+    """(held_by_type's {torch key: Paddle key}, [(torch module, its class, Paddle module, its class, what either
+    layout fits)] of each square weight under another name)."""
     t_held, p_held = held_tensors(torch_record), held_tensors(paddle_record)
-    out = {}
+    out, squares = {}, []
     for name, (kind, held) in (t_held or {}).items() if p_held is not None else ():
         target = modules.get(name or ROOT)
         target = "" if target in (None, ROOT) else target
@@ -202,8 +246,10 @@ def held_by_type(torch_record, paddle_record, modules: dict) -> dict:
         tensors = {f"{name}.{t}" if name else t: SimpleNamespace(name=t, array=zeros(shape), rule=linear_layout,
                                                                  paddle_name=t, module=name, module_type=kind)
                    for t, shape in held.items()}
-        out.update({k: how.paddle_key for k, how in otherwise(tensors, target, theirs)[0].items()})
-    return out
+        found, either = otherwise(tensors, target, theirs)
+        out.update({k: how.paddle_key for k, how in found.items()})
+        squares += [(name or ROOT, kind, target or ROOT, p_kind, either)] if either else []
+    return out, squares
 
 
 def in_torchs_shapes(torch_record, paddle_record, modules: dict, renamed: dict, counterpart) -> tuple:
@@ -388,10 +434,7 @@ def held_otherwise(out: dict, wrong: dict, modules: dict, layers: dict, shapes: 
         if either:
             kind = type(layers[target]).__name__
             mine = next(t.module_type for _, t, _ in out.values() if t.module == name)
-            raise PipelineError(f"torch {name} is a {mine} and Paddle {target} a {kind} holding {', '.join(either)}, "
-                                f"square: either layout fits; pass layouts={{'{kind}': 'same'}} if it holds torch's "
-                                "[out, in] (read as F.linear reads it, x @ W.T), or 'transpose' for [in, out] (x @ W) "
-                                "[PC455]")
+            raise PipelineError(either_line(name, mine, target, kind, either))
         if held:
             wrong.pop(name, None)
             loose.update(held)

@@ -34,7 +34,7 @@ from portcheck.core.errors import PipelineError
 from portcheck.core.keys import ROOT, module_of, split_key
 from portcheck.mapping import loose
 from portcheck.mapping.modules import ACT, ALONE, META, decode, family, held, text
-from portcheck.mapping.trace import ACTIVATIONS, APPLIED, SCALES, scale_rules, scale_said
+from portcheck.mapping.trace import SCALES, applied_rules, scale_rules, scale_said
 from portcheck.mapping.names import entries
 from portcheck.mapping.regroup import regrouped, tensors_fit
 from portcheck.mapping.lists import indexed, inside, keys as list_keys, matched, normal as _normal
@@ -265,6 +265,9 @@ class Pairing:
     # the activation it declares (modules.ACT)
     applied: dict = field(default_factory=dict)
     acts: dict = field(default_factory=dict)
+    # {module's last name: its parts}: a module of one side holding what the other side's modules a tie left hold
+    # together (ties.fusions_of), the tie settled by the run's values: paired with nothing (fused.taken declares it)
+    fusions: dict = field(default_factory=dict)
 
     @property
     def torch_unpaired(self) -> list:
@@ -469,6 +472,7 @@ def pair(torch_record: dict, paddle_record: dict, name_map=None, weights_only=Fa
                             chosen[t] = p
                 else:
                     result.settled.update(chosen)
+                    result.fusions.update(fusions_of(ties, left_t, left_p, ts, ps, ran=True))
                 fixed.update(chosen)  # kept as a map's entries are, and the whole alignment made again
                 fixed_p.update(chosen.values())
                 pairs, first = {}, True
@@ -507,40 +511,8 @@ def pair(torch_record: dict, paddle_record: dict, name_map=None, weights_only=Fa
         result.acts = {c.name: text(paddle_record, ACT + c.module) for c in ps if ACT + c.module in paddle_record}
         result.applied = {**{t: rule for t, rule in scale_rules(result.pairs, torch_record, paddle_record).items()
                              if t not in result.composed and t not in result.paddle_composed},
-                          **_applied(result, torch_record, paddle_record)}
+                          **applied_rules(result, torch_record, paddle_record)}
     return result
-
-
-def _applied(result: Pairing, torch_record: dict, paddle_record: dict) -> dict:
-    """{torch call: the activation torch's forward hands its output to first, outside any module (trace.watch's fn/
-    key: torchvision's DenseNet.forward, F.relu on features' output)} where its Paddle call is judged through it:
-    the Paddle module declares an activation of its own (legacy BatchNorm(act='relu'), result.acts), or the next
-    module Paddle runs reads its output as it is and is not that activation (Paddle applies none there: a port
-    missing it is red at it). A Paddle port applying that activation itself, in its forward or as a module of its
-    own (paddle.vision's ConvNormActivation runs a ReLU module where torchvision's inception BasicConv2d calls
-    F.relu), is judged on the outputs as they are."""
-    kinds = {c.name: c.kind.lower() for c in result.paddle_calls}
-    out = {}
-    for t, p in result.pairs.items():
-        name = text(torch_record, APPLIED + t)
-        if name not in ACTIVATIONS or t in result.composed or t in result.paddle_composed:
-            continue
-        reader = _reader(paddle_record, p)
-        if p in result.acts or (reader is not None and kinds.get(reader) != name):
-            out[t] = name
-    return out
-
-
-def _reader(record: dict, call: str):
-    """The call whose first input is the first module input a record holds after a call's output, when that input is
-    the output unchanged; else None."""
-    keys = iter(record)
-    if f"out/{call}" not in record or not any(k == f"out/{call}" for k in keys):
-        return None
-    fed = next((k for k in keys if k.startswith("in/")), None)
-    if fed is None or spill.identity(record, fed) != spill.identity(record, f"out/{call}"):
-        return None
-    return split_key(fed)[1]
 
 
 def _composed(result: Pairing, torch_record: dict, paddle_record: dict, side: str = "torch") -> dict:

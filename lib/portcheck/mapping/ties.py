@@ -112,10 +112,11 @@ def entry(torch_module: str, paddle_module: str, children: int) -> str:
     return repr([("^" + re.escape(torch_module) + "$", paddle_module)])
 
 
-def fusions_of(ties, left_t, left_p, ts, ps) -> dict:
+def fusions_of(ties, left_t, left_p, ts, ps, ran=False) -> dict:
     """{module: its parts} where a tie's candidates are the parts of a module of the other side that nothing can
     pair with (GPT-2's c_attn holding q, k and v, against paddlenlp's q_proj, k_proj, v_proj and out_proj, which
-    its c_proj fits each): the Fused layouts entry that declares it."""
+    its c_proj fits each): the Fused layouts entry that declares it. ran: only a module whose output is its parts'
+    outputs side by side (a packed one, torch's MultiheadAttention, returns the attention's: no such entry)."""
     out = {}
     for i, j in ties:
         candidates = [left_t[k] for k in i] if isinstance(i, list) else [left_p[k] for k in j]
@@ -127,10 +128,16 @@ def fusions_of(ties, left_t, left_p, ts, ps) -> dict:
             sizes = lambda call: sorted(int(np.prod(t)) for t in call.tensors)
             ratios = {a / b for a, b in zip(sizes(c), sizes(candidates[0]))}
             r = ratios.pop() if len(ratios) == 1 else 0
-            if r == int(r) and 2 <= r <= len(candidates):
+            if r == int(r) and 2 <= r <= len(candidates) and (not ran or _side_by_side(c, candidates[0], r)):
                 out[c.module.rpartition(".")[2]] = tuple(x.module.rpartition(".")[2] for x in candidates[:int(r)])
                 break
     return out
+
+
+def _side_by_side(fused, part, n) -> bool:
+    """A call's first output as wide as n of another's first output, all else the same."""
+    a, b = (fused.outputs or ((),))[0], (part.outputs or ((),))[0]
+    return bool(a and b) and tuple(a[:-1]) == tuple(b[:-1]) and a[-1] == b[-1] * n
 
 
 def ties_said(ties, ts, ps) -> list:

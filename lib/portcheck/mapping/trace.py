@@ -1,7 +1,8 @@
 """One side's run of a model, as a record: which framework a model is (framework_of, check_models), its
 modules' hook points, and the Recorder that keeps every module's output and first input, in run order (trace),
 in torch's run which outputs its forward hands to an activation outside any module (watch), and in each side's
-which it multiplies by a number there (watch, watch_paddle; scale_rules);
+which it multiplies by a number there (watch, watch_paddle; scale_rules, and applied_rules: the pairs judged
+through that activation);
 how numpy inputs are handed to a model (call, Arguments). May import core and mapping's modules only: convert pairs
 modules by such a run, forward judges two of them."""
 import contextlib
@@ -13,7 +14,7 @@ import numpy as np
 
 from portcheck.core import spill
 from portcheck.core.errors import PipelineError, first_line
-from portcheck.core.keys import ROOT
+from portcheck.core.keys import ROOT, split_key
 from portcheck.mapping import modules
 
 INPUTS = "check the inputs (their dtype and shape, a dict's names) against the model's forward"
@@ -245,6 +246,38 @@ def scale_said(rule: str) -> str:
     side, how = ("Paddle", "over") if rule[0] == "/" else ("torch", "times")
     return (f"{side}'s forward multiplies this output by {rule[1:]} next, outside any module, where the other side's "
             f"module holds that scale: torch's output judged {how} it [PC445]")
+
+
+def applied_rules(result, torch_record: dict, paddle_record: dict) -> dict:
+    """{torch call: the activation torch's forward hands its output to first, outside any module (trace.watch's fn/
+    key: torchvision's DenseNet.forward, F.relu on features' output)} where its Paddle call is judged through it:
+    the Paddle module declares an activation of its own (legacy BatchNorm(act='relu'), result.acts), or the next
+    module Paddle runs reads its output as it is and is not that activation (Paddle applies none there: a port
+    missing it is red at it). A Paddle port applying that activation itself, in its forward or as a module of its
+    own (paddle.vision's ConvNormActivation runs a ReLU module where torchvision's inception BasicConv2d calls
+    F.relu), is judged on the outputs as they are."""
+    kinds = {c.name: c.kind.lower() for c in result.paddle_calls}
+    out = {}
+    for t, p in result.pairs.items():
+        name = modules.text(torch_record, APPLIED + t)
+        if name not in ACTIVATIONS or t in result.composed or t in result.paddle_composed:
+            continue
+        reader = _reader(paddle_record, p)
+        if p in result.acts or (reader is not None and kinds.get(reader) != name):
+            out[t] = name
+    return out
+
+
+def _reader(record: dict, call: str):
+    """The call whose first input is the first module input a record holds after a call's output, when that input is
+    the output unchanged; else None."""
+    keys = iter(record)
+    if f"out/{call}" not in record or not any(k == f"out/{call}" for k in keys):
+        return None
+    fed = next((k for k in keys if k.startswith("in/")), None)
+    if fed is None or spill.identity(record, fed) != spill.identity(record, f"out/{call}"):
+        return None
+    return split_key(fed)[1]
 
 
 def _scaled(rec, x, other, how):

@@ -137,6 +137,10 @@ class PaddleSide(SharedSide):
         parts = {}  # {Paddle part key (<fused module>.<part>.<tensor>): torch's value}, joined into the module's
         # a layer of a type of its own holding a torch Linear's tensors (OPTLMHead's decoder_weight): as judged
         renamed.update({t: "/" + p for t, p in loose.held_by_type(given, paddle_trace, modules).items()})
+        # a square weight under another name, in a module the run uses: PC455's line, the layouts= to declare
+        squares = [line for name, line in loose.square_held(given, paddle_trace, modules).items() if name in torch_ran]
+        if squares:
+            raise self.run.refuse(squares[0])
         for key in (k for k in given if k.startswith("state0/")):
             target = _counterpart(key, modules, renamed).partition("/")[2]
             if target not in params and module(module(target)) in specs:
