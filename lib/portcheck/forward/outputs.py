@@ -18,7 +18,7 @@ from portcheck.mapping import fused, pairing, settings
 from portcheck.mapping.ties import distance, nearest_of
 from portcheck.core.keys import ROOT, module_of, split_key
 from portcheck.mapping.names import named_exist
-from portcheck.mapping.trace import LEAF, STOPPED, activated, stopped
+from portcheck.mapping.trace import LEAF, STOPPED, activated, reader as trace_reader, stopped
 
 
 def pair_leaves(torch_keys: list, paddle_keys: list, shapes=None) -> dict:
@@ -100,7 +100,7 @@ def inline(torch_record: dict, paddle_record: dict, paired: pairing.Pairing, t_c
     for it inline (transformers' CLIP vision embeddings' output, paddlenlp's vision_model's ln_pre input), the
     first inputs paired too. A value the port computes inline is then named at the module computing it on torch's
     side, not at its reader. Else {}."""
-    reader = pairing._reader(torch_record, t_call)
+    reader = trace_reader(torch_record, t_call)
     theirs = paired.pairs.get(reader) if reader else None
     if theirs is None or not module_of(theirs).startswith(module_of(p_call) + ".") or f"in/{theirs}" not in \
             paddle_record:

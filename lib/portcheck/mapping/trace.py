@@ -262,13 +262,13 @@ def applied_rules(result, torch_record: dict, paddle_record: dict) -> dict:
         name = modules.text(torch_record, APPLIED + t)
         if name not in ACTIVATIONS or t in result.composed or t in result.paddle_composed:
             continue
-        reader = _reader(paddle_record, p)
-        if p in result.acts or (reader is not None and kinds.get(reader) != name):
+        reader_call = reader(paddle_record, p)
+        if p in result.acts or (reader_call is not None and kinds.get(reader_call) != name):
             out[t] = name
     return out
 
 
-def _reader(record: dict, call: str):
+def reader(record: dict, call: str):
     """The call whose first input is the first module input a record holds after a call's output, when that input is
     the output unchanged; else None."""
     keys = iter(record)
