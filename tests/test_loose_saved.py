@@ -77,11 +77,14 @@ BUILDS = {"a pooler's Linear against the port's dense_weight, dense_bias": (form
                                                                          "part"),
           "CLIP's projections crossed at the root, 0-d against [1]": (forms.clip, "(model)"),
           "an lm head held in a layer of the port's own, [vocab, hidden]": (lm_head, "part"),
+          "a square lm head the port's own layer holds under another name": (lambda plant: lm_head(plant, vocab=16),
+                                                                              "part"),
           "a head-split output (Linear3D)": (lambda plant: regroup.head_split(plant="heads" if plant else False)[:2],
                                              "query"),
           "a parameter with axes merged": (lambda plant: regroup.merged_axes(plant)[:2], "rel"),
           "a Linear against bare parameters of other names (vision_projection)": (renamed_projection, "(model)")}
-LAYOUTS = {"a parameter with axes merged": {"Rel": "same"}}
+LAYOUTS = {"a parameter with axes merged": {"Rel": "same"},
+           "a square lm head the port's own layer holds under another name": {"LMHead": "same"}}
 
 
 def built(form, plant=False):
