@@ -58,7 +58,7 @@ FILE_SECONDS = {"test_hand_in.py": 110, "test_resnet18.py": 106, "test_distribut
                 "test_hostile5.py": 29, "test_five_steps.py": 34, "test_handin_steps.py": 40, "test_layout.py": 27,
                 "test_run_taking.py": 24, "test_inputs.py": 22, "test_user_verdicts.py": 24,
                 "test_run_config.py": 21, "test_zoo.py": 45, "test_regroup.py": 10, "test_docs_blocks.py": 24,
-                "test_hostile.py": 20, "test_loose_saved.py": 9,
+                "test_hostile.py": 20, "test_loose_saved.py": 10,
                 "test_run_packed.py": 35, "test_pairing.py": 18, "test_stream_wide.py": 17, "test_steps25.py": 17,
                 "test_stream_hostile.py": 17, "test_view.py": 20, "test_explorer.py": 11, "test_loose.py": 21,
                 "test_plot.py": 14, "test_k_backward.py": 16, "test_loose_forms.py": 14, "test_pasted.py": 3,

@@ -77,11 +77,14 @@ BUILDS = {"a pooler's Linear against the port's dense_weight, dense_bias": (form
                                                                          "part"),
           "CLIP's projections crossed at the root, 0-d against [1]": (forms.clip, "(model)"),
           "an lm head held in a layer of the port's own, [vocab, hidden]": (lm_head, "part"),
+          "a square lm head the port's own layer holds under another name": (lambda plant: lm_head(plant, vocab=16),
+                                                                              "part"),
           "a head-split output (Linear3D)": (lambda plant: regroup.head_split(plant="heads" if plant else False)[:2],
                                              "query"),
           "a parameter with axes merged": (lambda plant: regroup.merged_axes(plant)[:2], "rel"),
           "a Linear against bare parameters of other names (vision_projection)": (renamed_projection, "(model)")}
-LAYOUTS = {"a parameter with axes merged": {"Rel": "same"}}
+LAYOUTS = {"a parameter with axes merged": {"Rel": "same"},
+           "a square lm head the port's own layer holds under another name": {"LMHead": "same"}}
 
 
 def built(form, plant=False):
@@ -178,6 +181,55 @@ def test_run_refuses_a_square_head_under_another_name_with_the_layouts_that_past
         assert report.passed == (not plant) and (not plant or report.first_diverging.startswith("part")), \
             report.table()
 
+
+
+def square_records(how, plant=False, declare=True):
+    """(torch's record_backward, Paddle's) of the square lm head ([16, 16]) the port's LMHead holds as
+    decoder_weight, converted with layouts={'LMHead': how}; the torch record made alone, with that layouts= where
+    `declare`. The port reads it as the layout says (how 'same': x @ W.T of torch's [out, in]; 'transpose': x @ W of
+    [in, out]); plant: the other way round."""
+    torch.manual_seed(0)
+    paddle.seed(0)
+    layouts = {"LMHead": how}
+    pt, pd, _ = forms.models(lm_head(plant=(how == "transpose") != plant, vocab=16))
+    pd.set_state_dict(convert(pt, pd, inputs=forms.X, layouts=layouts))
+    y = np.random.RandomState(1).randn(2, 5, 16).astype("float32")
+    loss = lambda o, t: ((o - t) ** 2).mean()
+    return (record_backward(pt.train(), forms.X, y, loss, lambda ps: torch.optim.SGD(ps, lr=0.1), steps=2,
+                            layouts=layouts if declare else None),
+            record_backward(pd.train(), forms.X, y, loss, lambda ps: paddle.optimizer.SGD(0.1, parameters=ps),
+                            steps=2))
+
+
+@pytest.mark.parametrize("how", ["same", "transpose"])
+def test_a_square_head_under_another_name_is_judged_from_two_saved_records_by_the_layout_torchs_keeps(how):
+    """The torch record made with PC455's layouts= keeps it (loose.LAYOUT), and judge_backward pairs the square
+    weight with the port's decoder_weight in that layout: a correct port green, its gradient and steps judged; a port
+    reading the head the other way round red at part.lm_head, forward and at its gradient. judge_forward on the two
+    records is the same (it pairs calls, not weights). Before: "grad part.lm_head.weight (no counterpart on
+    paddle)" on the correct port."""
+    for plant in (False, True):
+        t, p = square_records(how, plant)
+        report, forward = judge_backward(t, p), judge_forward(t, p)
+        head = next(r for r in report.grads if r.name == "grad part.lm_head.weight")
+        assert report.passed == forward.passed == head.passed == (not plant), report.table()
+        assert plant or all(r.passed for rows in report.steps for r in rows), report.table()
+        assert not plant or forward.first_diverging == "part.lm_head", forward.table()
+
+
+def test_a_torch_record_declaring_no_layout_for_a_square_head_says_the_layouts_that_pasted_judge_green():
+    """Made without layouts=, the torch record cannot say which layout the port's square decoder_weight holds: its
+    row says so in one line with the layouts= to record it with [PC452]; recorded with it as printed, green.
+    Before: "no counterpart on paddle", nothing to do said."""
+    import re
+    t, p = square_records("same", declare=False)
+    report = judge_backward(t, p)
+    head = next(r for r in report.grads if r.name == "grad part.lm_head.weight")
+    said = report.table()
+    assert not report.passed and "[PC452]" in head.problems[0] and head.problems[0] in said, said
+    layouts = eval(re.search(r"layouts=(\{.*?\})", head.problems[0]).group(1))
+    assert layouts == {"LMHead": "same"}, said
+    assert judge_backward(*square_records(layouts["LMHead"])).passed
 
 def run_side(layouts=None):
     """`portcheck run`'s Paddle side in this process, its run's refusal a PipelineError."""

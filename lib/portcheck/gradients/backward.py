@@ -210,7 +210,7 @@ def record_backward(model, inputs, targets, loss, optimizer, scheduler=None, ste
     parts = fused.specs(model, layouts)  # the fused modules, whose parts the record says it holds (fused.mark)
     if framework_of(model) == "torch":
         import torch
-        layouts = torch_layouts(model, layouts, paddle_kinds, loose)
+        declared, layouts = loose_tensors.keeping(layouts), torch_layouts(model, layouts, paddle_kinds, loose)
         start = copy.deepcopy(model.state_dict())  # before any step: where the float64 twin starts from
         left = {}  # isolate: the fp32 weights each step left, which the float64 twin starts the next one from
         keep = (lambda m, i: left.__setitem__(i, copy.deepcopy(m.state_dict()))) if isolate else None
@@ -240,7 +240,7 @@ def record_backward(model, inputs, targets, loss, optimizer, scheduler=None, ste
         out = _train("torch", model, inputs, targets, loss, optimizer, scheduler, steps, torch.from_numpy,
                      lambda m: _torch_state(m, layouts), lambda m: _torch_grads(m, layouts), norm_counter(model), keep,
                      clip, near=True)
-        out.update(moved)
+        out.update({**moved, **declared})  # the layouts declared by type: what two saved records read (loose.kept)
         # a tensor Paddle names otherwise (BatchNorm's statistics, InstanceNorm's scale): its name there, as a key
         out.update({f"{RENAMED}{k}/{t.paddle_name}": np.zeros(0, np.float32) for k, t in layouts.items()
                     if t.paddle_name != t.name and not t.moved_to})
@@ -473,7 +473,6 @@ def _paddle_grads(model) -> dict:
 
 RENAMED = "renamed/"  # a torch record's key: renamed/<torch key>/<its Paddle tensor name>, an empty array
 
-
 HELD_AT = "held_at/"  # held_at/<torch key>/<the whole Paddle key>: another module holds it (mapping.loose)
 
 
@@ -525,7 +524,8 @@ def judge_backward(torch_record: dict, paddle_record: dict, name_map=None,
     report.taking = {k[len(TAKEN_KEY):]: v for k, v in torch_record.items() if k.startswith(TAKEN_KEY)}
     mapped = (report.forward.pairing if report.forward else
               pairing.pair(*loose_tensors.marked(torch_record, paddle_record)[:2], name_map)).modules()
-    paddle_record, renamed = loose_tensors.in_torchs_shapes(torch_record, paddle_record, mapped, renamed, _counterpart)
+    paddle_record, renamed, why = loose_tensors.in_torchs_shapes(torch_record, paddle_record, mapped, renamed,
+                                                                 _counterpart)
 
     isolated = ISOLATED in torch_record
     if isolated != (ISOLATED in paddle_record):
@@ -546,7 +546,7 @@ def judge_backward(torch_record: dict, paddle_record: dict, name_map=None,
         a, ref, b = torch_record[key], torch_record.get(F64 + key), paddle_record.get(
             key if key.startswith(("loss/", "lr/")) else _counterpart(key, mapped, renamed))
         if b is None:
-            return calibrated.unjudged(name, np.shape(a), "no counterpart on paddle", 0.0)
+            return calibrated.unjudged(name, np.shape(a), why.get(key, "no counterpart on paddle"), 0.0)
         row = measure(name, a, ref, b, mean_bound, multiple)
         kind, _, tensor = key.partition("/")
         if not key.startswith(("loss/", "lr/")) and np.asarray(a).dtype.kind == "f":  # a counter is exact

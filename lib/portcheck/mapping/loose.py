@@ -18,7 +18,7 @@ import numpy as np
 from portcheck.core.calibrated import same_but_ones
 from portcheck.core.errors import PipelineError
 from portcheck.core.keys import ROOT
-from portcheck.mapping.layouts import layouts_table, linear_layout, same_layout
+from portcheck.mapping.layouts import RULES, layouts_table, linear_layout, same_layout
 from portcheck.mapping import regroup
 from portcheck.mapping.modules import META, held_tensors, redescribed
 
@@ -209,9 +209,12 @@ def held_by_type(torch_record, paddle_record, modules: dict) -> dict:
     claimed (otherwise(): OPTLMHead's decoder_weight [vocab, hidden]), read from two records' mod/ and own/ keys
     (torch's shapes in its own layout); {} where a record keeps no names. No framework is imported (`portcheck run`'s
     Paddle side never imports torch, so layouts_table's known types are not read: a known layer holds a Linear's
-    names, or shapes no Linear's fill). A square weight under another name fits either layout: left out here, said
-    where the weights are set (convert's PC455, run's too: square_held)."""
-    return _by_type(torch_record, paddle_record, modules)[0]
+    names, or shapes no Linear's fill). A square weight under another name fits either layout: taken where the
+    torch record keeps the layout its caller declared for the Paddle type (LAYOUT) as torch's [in, out] (one held
+    [out, in] is the judge's to read transposed: in_torchs_shapes), else left out here and said where the weights
+    are set (convert's PC455, run's too: square_held) and where they are judged (PC452)."""
+    out, _, flipped = _by_type(torch_record, paddle_record, modules)
+    return {k: v for k, v in out.items() if k not in flipped}
 
 
 def square_held(torch_record, paddle_record, modules: dict) -> dict:
@@ -231,11 +234,37 @@ def either_line(name, mine, target, kind, either, then="") -> str:
             f"it, x @ W.T), or 'transpose' for [in, out] (x @ W){then} [PC455]")
 
 
+def unplaced_line(name, mine, target, kind, either) -> str:
+    """PC452's line: a square weight under another name (either_line's) in two saved records, the torch one
+    keeping no layout for the Paddle type: what the gradient's row says, and how to record it."""
+    return (f"no counterpart on paddle: Paddle {target} (a {kind}) holds {', '.join(either)}, square: either layout "
+            f"fits, and the torch record declares neither; record it with record_backward(..., layouts={{'{kind}': "
+            f"'same'}}) if {kind} holds torch's [out, in] (x @ W.T), or 'transpose' for [in, out] (x @ W) [PC452]")
+
+
+LAYOUT = "layout/"  # a torch record's key: layout/<type name>/<'same' or 'transpose'>, an empty array
+
+
+def keeping(layouts) -> dict:
+    """The LAYOUT keys of the layouts a caller declared by a type's rule ("same", "transpose"): what a torch record
+    written alone keeps, so that two saved records settle what only the declaration does (a square weight under
+    another name: _by_type). A Fused entry is kept by its fused/ key (portcheck.mapping.fused)."""
+    return {f"{LAYOUT}{getattr(k, '__name__', k)}/{how}": np.zeros(0, np.float32)
+            for k, how in (layouts or {}).items() if isinstance(how, str)}
+
+
+def kept(record) -> dict:
+    """{type name: "same" or "transpose"} of a record's LAYOUT keys (a key of another form declares nothing)."""
+    found = (k[len(LAYOUT):].rpartition("/") for k in record if k.startswith(LAYOUT))
+    return {kind: how for kind, _, how in found if kind and how in RULES}
+
+
 def _by_type(torch_record, paddle_record, modules: dict) -> tuple:
     """(held_by_type's {torch key: Paddle key}, [(torch module, its class, Paddle module, its class, what either
-    layout fits)] of each square weight under another name)."""
+    layout fits)] of each square weight under another name no LAYOUT key settles, {torch keys} of the square weights
+    a LAYOUT key says Paddle holds as torch's [out, in]: a torch record written alone holds a Linear's [in, out])."""
     t_held, p_held = held_tensors(torch_record), held_tensors(paddle_record)
-    out, squares = {}, []
+    out, squares, flipped, declared = {}, [], set(), kept(torch_record)
     for name, (kind, held) in (t_held or {}).items() if p_held is not None else ():
         target = modules.get(name or ROOT)
         target = "" if target in (None, ROOT) else target
@@ -247,30 +276,46 @@ def _by_type(torch_record, paddle_record, modules: dict) -> tuple:
                                                                  paddle_name=t, module=name, module_type=kind)
                    for t, shape in held.items()}
         found, either = otherwise(tensors, target, theirs)
+        if either and p_kind in declared:  # each tensor by its own rule alone: the weight [in, out] as recorded
+            found, either = otherwise(tensors, target, theirs, declared=True)
+            flipped |= {k for k in found if tensors[k].name == "weight" and declared[p_kind] == "same"}
         out.update({k: how.paddle_key for k, how in found.items()})
         squares += [(name or ROOT, kind, target or ROOT, p_kind, either)] if either else []
-    return out, squares
+    return out, squares, flipped
 
 
 def in_torchs_shapes(torch_record, paddle_record, modules: dict, renamed: dict, counterpart) -> tuple:
-    """(Paddle's record, renamed) for two records written apart (a saved record_backward, `portcheck run`'s sides),
-    judged as compare_backward's, whose torch side records each tensor in Paddle's shape: renamed (backward.renames)
-    with held_by_type's keys ("/" and the whole Paddle key), and each tensor (grad/, state<i>/, final/) whose torch
-    counterpart holds the same values in another shape by as_held's rules laid over in torch's shape (a reshape; a
-    transpose only for a tensor paired tensor to tensor by this module, "/" in renamed). counterpart(torch key,
-    modules, renamed): the Paddle record key (backward._counterpart). The caller's record is never written to."""
-    renamed = {**{t: "/" + p for t, p in held_by_type(torch_record, paddle_record, modules).items()}, **renamed}
+    """(Paddle's record, renamed, {torch record key: PC452's line}) for two records written apart (a saved
+    record_backward, `portcheck run`'s sides), judged as compare_backward's, whose torch side records each tensor in
+    Paddle's shape: renamed (backward.renames) with held_by_type's keys ("/" and the whole Paddle key), and each
+    tensor (grad/, state<i>/, final/) whose torch counterpart holds the same values in another shape by as_held's
+    rules laid over in torch's shape (a reshape; a transpose only for a tensor paired tensor to tensor by this
+    module, "/" in renamed), or the other way round where the torch record's LAYOUT key says so (a square weight
+    under another name, held [out, in]); each tensor of a square weight no LAYOUT key settles, the line its row
+    says. counterpart(torch key, modules, renamed): the Paddle record key (backward._counterpart). The caller's
+    record is never written to."""
+    by_type, squares, flipped = _by_type(torch_record, paddle_record, modules)
+    flipped -= set(renamed)  # a torch record written beside its Paddle model (compare_backward) holds it as Paddle does
+    renamed = {**{t: "/" + p for t, p in by_type.items()}, **renamed}
     over, found = {}, {t for t, p in renamed.items() if p.startswith("/")}
+    t_held = held_tensors(torch_record) or {}
+    unplaced = {t if square[0] == ROOT else f"{square[0]}.{t}": unplaced_line(*square) for square in squares
+                for t in t_held.get("" if square[0] == ROOT else square[0], (None, {}))[1]}
+    why = {}
     for key, value in torch_record.items():
         if not key.partition("/")[0].startswith(("grad", "state", "final")):
             continue
-        p_key = counterpart(key, modules, renamed)
+        p_key, tensor = counterpart(key, modules, renamed), key.partition("/")[2]
         theirs = paddle_record.get(p_key) if p_key else None
-        if theirs is not None and np.shape(theirs) != np.shape(value):
-            fits = as_held(theirs, np.shape(value), transposed=key.partition("/")[2] in found)
+        if tensor in unplaced:
+            why[key] = unplaced[tensor]
+        if theirs is not None and tensor in flipped:
+            over[p_key] = np.ascontiguousarray(np.asarray(theirs).T)
+        elif theirs is not None and np.shape(theirs) != np.shape(value):
+            fits = as_held(theirs, np.shape(value), transposed=tensor in found)
             if fits is not None:
                 over[p_key] = fits
-    return (collections.ChainMap(over, paddle_record) if over else paddle_record), renamed
+    return (collections.ChainMap(over, paddle_record) if over else paddle_record), renamed, why
 
 
 def find(torch_model, paddle_model, modules: dict, left: list, own_tensors, known_type) -> dict:

@@ -362,7 +362,7 @@ def judge(out: Path, statuses: dict, steps: int, rank: int = 0, again=None, seal
         return 1
     modules = report.forward.pairing.modules()
     renamed = renames(t, p)
-    p, renamed = loose.in_torchs_shapes(t, p, modules, renamed, _counterpart)  # each as judge_backward finds it
+    p, renamed, _ = loose.in_torchs_shapes(t, p, modules, renamed, _counterpart)  # as judge_backward finds each
     config = configuration(t, p, statuses, steps, modules, renamed)
     measurable = runconfig.measurable(statuses["torch"]["config"], statuses["paddle"]["config"], modules)
     measurements = [measurement(t, p, report, modules, renamed, m) for m in measurable]
