@@ -5,6 +5,7 @@ import itertools
 import numpy as np
 import pytest
 
+from portcheck.core.errors import PipelineError
 from portcheck.forward import judging
 from portcheck.mapping import loose
 
@@ -92,3 +93,46 @@ def test_every_order_of_a_cube_is_told_apart():
         own = np.ascontiguousarray(np.transpose(cube, order))
         assert loose.in_axis_order(cube, own) == whole_rule(cube, own)
         assert whole_rule(cube, own) == (None if order == (0, 1, 2, 3) else order)
+
+
+def counted(*models):
+    """{side: forward calls of its model} from now on, counted by a hook on the model itself."""
+    from collections import Counter
+    calls = Counter()
+    for side, model in zip(("torch", "paddle"), models):
+        model.register_forward_pre_hook(lambda *_, side=side: calls.update([side]))
+    return calls
+
+
+def test_handin_forward_runs_each_model_no_more_than_compare_forward_and_hands_in_record_forwards_outputs(tmp_path):
+    """Before: Handin.forward ran torch three more times and Paddle once more than compare_forward (record_forward
+    for the guide's pair: torch in float32 and float64), 5 and 3 calls on the MLP pair; now its pair is
+    compare_forward's own runs' outputs, the arrays record_forward makes, bit for bit."""
+    pytest.importorskip("torch")
+    pytest.importorskip("paddle")
+    import portcheck
+    from portcheck.core.fileio import load_npy
+    from portcheck.forward.compare import compare_forward, record_forward
+    from portcheck.pipeline.handin import model_output
+    from examples.mlp_pair import PaddleNet, first_batch, torch_net
+    x, _ = first_batch()
+    pt, pd = torch_net().eval(), PaddleNet().eval()
+    steps = portcheck.Handin(tmp_path / "log_reprod")
+    steps.convert(pt, pd, x)
+    calls = counted(pt, pd)
+    compare_forward(pt, pd, x, isolate=True)
+    alone = dict(calls)
+    calls.clear()
+    assert steps.forward(pt, pd, x, convert=False).passed
+    assert dict(calls) == alone, (dict(calls), alone)
+    for side, model in (("torch", pt), ("paddle", pd)):
+        rec = record_forward(model, x)
+        files = [(f"forward_{side}.npy", model_output(rec))] + \
+            ([("forward_torch64.npy", model_output(rec, exact=True))] if side == "torch" else [])
+        for name, want in files:
+            for folder in (steps.sides, steps.top, steps.top / "diagnostics"):
+                if (folder / name).is_file():
+                    got = load_npy(folder / name)["logits"]
+                    assert got.dtype == want.dtype and np.array_equal(got, want), (folder, name)
+    with pytest.raises(PipelineError, match=r"^kept=list: give a dict.*\[PC468\]$"):
+        compare_forward(pt, pd, x, kept=[])
