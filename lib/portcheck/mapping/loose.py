@@ -9,6 +9,8 @@ decoder_weight), and a parameter with axes merged (portcheck.mapping.regroup: XL
 May import portcheck.core, portcheck.mapping.layouts, .modules and .regroup; torch and Paddle only inside the
 functions handed their models."""
 import collections
+import functools
+import itertools
 import math
 from types import SimpleNamespace
 from dataclasses import dataclass, replace
@@ -308,15 +310,19 @@ def find(torch_model, paddle_model, modules: dict, left: list, own_tensors, know
     return out
 
 
-def axis_orders(x: tuple, y: tuple) -> list:
+def axis_orders(x: tuple, y: tuple) -> tuple:
     """The orders p of x's axes other than its own that make y's shape (np.transpose(a, p).shape == y): one side's
     [batch, hidden, seq] against the other's [batch, seq, hidden], or a square [batch, 16, 16] either way."""
-    import itertools
     x, y = tuple(x), tuple(y)
     if len(x) != len(y) or sorted(x) != sorted(y) or not 2 <= len(x) <= 5:
-        return []
-    return [p for p in itertools.permutations(range(len(x))) if p != tuple(range(len(x)))
-            and tuple(x[i] for i in p) == y]
+        return ()
+    return _orders(x, y)
+
+
+@functools.lru_cache(maxsize=1024)  # the pairing and the judging ask of every square output, a ResNet's ~120 times
+def _orders(x: tuple, y: tuple) -> tuple:
+    return tuple(p for p in itertools.permutations(range(len(x))) if p != tuple(range(len(x)))
+                 and tuple(x[i] for i in p) == y)
 
 
 def in_axis_order(value, own, here=None):
