@@ -136,3 +136,46 @@ def test_handin_forward_runs_each_model_no_more_than_compare_forward_and_hands_i
                     assert got.dtype == want.dtype and np.array_equal(got, want), (folder, name)
     with pytest.raises(PipelineError, match=r"^kept=list: give a dict.*\[PC468\]$"):
         compare_forward(pt, pd, x, kept=[])
+
+
+def test_kept_leaves_torch_out_where_its_float64_run_is_not_record_forwards():
+    """A value no Paddle one is judged against, finite in float32 and Inf in float64 (a constant read off the dtype,
+    computed and never used): record_forward tries its float64 run again (the whole model, wider defaults) where
+    compare_forward's judged one does not, so its float64 output is not handed in from the comparison: the hand-in
+    runs record_forward for torch, as before. Without the unused module, torch's side is kept."""
+    torch = pytest.importorskip("torch")
+    paddle = pytest.importorskip("paddle")
+    from portcheck import compare_forward, convert
+
+    class Wild(torch.nn.Module):
+        def forward(self, x):
+            return x + float(np.float64(2.0) ** (torch.finfo(x.dtype).bits * 16) / 2.0 ** 500)
+
+    class Torch(torch.nn.Module):
+        def __init__(self, wild):
+            super().__init__()
+            self.a, self.b = torch.nn.Linear(4, 4), torch.nn.Linear(4, 3)
+            self.wild = Wild() if wild else None
+
+        def forward(self, x):
+            h = self.a(x)
+            if self.wild is not None:
+                self.wild(h)
+            return self.b(h)
+
+    class Port(paddle.nn.Layer):
+        def __init__(self):
+            super().__init__()
+            self.a, self.b = paddle.nn.Linear(4, 4), paddle.nn.Linear(4, 3)
+
+        def forward(self, x):
+            return self.b(self.a(x))
+    x = np.random.RandomState(0).randn(2, 4).astype("float32")
+    for wild in (False, True):
+        torch.manual_seed(0)
+        pt, pd = Torch(wild).eval(), Port()
+        convert(pt, pd, inputs=x)
+        kept = {}
+        assert compare_forward(pt, pd, x, kept=kept).passed
+        assert sorted(kept) == (["paddle"] if wild else ["paddle", "torch"])
+        assert wild or sorted(kept["torch"]) == ["f64:out/(model)", "out/(model)"]
