@@ -77,7 +77,8 @@ def record_value(model, inputs, fn) -> dict:
 
 @fused.taken
 def compare_forward(torch_model, paddle_model, inputs, name_map=None, isolate=False,
-                    record_dir=None, mean_bound=calibrated.MEAN_BOUND, outputs=None, layouts=None) -> ForwardReport:
+                    record_dir=None, mean_bound=calibrated.MEAN_BOUND, outputs=None, layouts=None,
+                    kept=None) -> ForwardReport:
     """Run both models (eval mode is the caller's to set) on the same numpy inputs, and torch once more in
     float64 (one module at a time); hold every module output of the Paddle model to the torch one's own fp32
     error.
@@ -96,9 +97,16 @@ def compare_forward(torch_model, paddle_model, inputs, name_map=None, isolate=Fa
     a module's too, by its torch name ({"block": [1], "(model)": ["logits"]}), the rest of its outputs left out.
     layouts: convert's; its portcheck.Fused entries judge each part of a fused module (GPT-2's c_attn) on its own.
     A mixture of experts' routing is compared as data (report.routing: each token's experts on both sides,
-    portcheck.forward.routing): tokens sent to other experts are red at the router, a tie is said as one."""
+    portcheck.forward.routing): tokens sent to other experts are red at the router, a tie is said as one.
+    kept: a dict filled with each side's model output as record_forward's record holds it ({"torch": its out/(model)
+    keys and their f64: ones, "paddle": its out/(model) keys}): the guide's forward pair from this run, with no run
+    of its own (portcheck.Handin.forward). A side is left out where its run is not record_forward's: it stopped, or
+    torch's float64 run was made again or cut into a fused module's parts (judged_as_run)."""
     check_models(torch_model, paddle_model)
     checked_args(record_dir, mean_bound)
+    if kept is not None and not isinstance(kept, dict):
+        raise PipelineError(f"kept={type(kept).__name__}: give a dict, which compare_forward fills with each side's "
+                            "model output, or None [PC468]")
     outputs = checked_outputs(outputs)
     if record_dir is not None:
         spill.claim(record_dir)  # its torch/ and paddle/ go in a folder of ours alone
@@ -107,13 +115,19 @@ def compare_forward(torch_model, paddle_model, inputs, name_map=None, isolate=Fa
                                       fused.specs(torch_model, layouts), torch_model))
     paddle_record = fused.mark(record_forward(paddle_model, inputs, where("paddle")),
                                fused.specs(paddle_model, layouts), paddle_model)
+    if kept is not None:  # fused.taken's second run fills it again
+        kept.clear()
+        kept.update({side: model_outputs(r) for side, r in (("torch", torch_record), ("paddle", paddle_record))
+                     if not stopped(r)})
     loose.mark(torch_record, paddle_record)
     torch_record, paddle_record = fused.cut(torch_record, False), fused.cut(paddle_record, False)
     _judgeable(torch_record, paddle_record, float64_kept=False)
     free = {}  # the float64 runs' weights: cast into the same memory in both (fresh pages cost more than the cast)
     report = judge_records(torch_record, paddle_record, name_map, mean_bound,
                     lambda keys, applied: judged_as_run(torch_model, inputs, torch_record, paddle_record, keys, free,
-                                                        applied), outputs, retaken=True)
+                                                        applied, (kept or {}).get("torch")), outputs, retaken=True)
+    if kept is not None and not any(k.startswith(F64) for k in kept.get("torch", ())):
+        kept.pop("torch", None)
     if isolate:
         from portcheck.forward import isolate as isolated  # it builds on this module
         isolated.judge(torch_model, paddle_model, inputs, torch_record, report, free, fused.declared(paddle_record))
@@ -124,22 +138,36 @@ def compare_forward(torch_model, paddle_model, inputs, name_map=None, isolate=Fa
     return report
 
 
-def judged_as_run(model, inputs, torch_record, paddle_record, keys: dict, free: dict = None, applied=None) -> dict:
+def model_outputs(record) -> dict:
+    """The model's own outputs in a record (out/(model) and its leaves'), copied: the guide's forward pair's."""
+    root = f"out/{ROOT}"
+    return {k: np.array(record[k]) for k in record if k == root or k.startswith((root + "[", root + ":"))}
+
+
+def judged_as_run(model, inputs, torch_record, paddle_record, keys: dict, free: dict = None, applied=None,
+                  kept: dict = None) -> dict:
     """torch's float64 run (float64_run) with each value the judgement reads judged as the run computes it:
     {torch record key: judge_one's row (an output) or input_ok's verdict (a first input)}, for every key of
     `keys` (counterparts) with a Paddle value. The rows are judge_forward's on record_forward's records, bit for
     bit (tests/test_size.py), but no float64 value is kept: at LLM size they are twice the float32 record,
     written and read back for nothing (docs/bench/llm.md). applied: {torch output key: the activation torch's forward
-    applies to it next} (pairing.Pairing.applied): its fp32 and float64 values are judged through it."""
+    applies to it next} (pairing.Pairing.applied): its fp32 and float64 values are judged through it.
+    kept: a dict the model's float64 outputs are put in (f64:out/(model)..., model_outputs' keys), only where this run
+    is the one record_forward makes: its first try taken, no value it leaves unjudged NaN or Inf where the float32
+    one is finite (record_forward tries again for any), no fused module's parts."""
     import torch
     applied = applied or {}
     wanted = {k: p for k, p in keys.items() if p in paddle_record}
     parts = fused.declared(torch_record)  # a fused module's parts are judged, each on its columns
     judged, done, counts, wild = {}, {}, {}, []  # wild: the first key float64 makes NaN or Inf, fp32 finite
+    tries, roots, unjudged_wild = [], {}, []  # kept's: the runs made, the model's outputs, wild outside `wanted`
 
     def judge(key, tensor):
         p_key = wanted.get(key)
         if p_key is None:
+            if kept is not None and not unjudged_wild and key in torch_record and calibrated.overflowed(
+                    torch_record[key], tensor if isinstance(tensor, np.ndarray) else tensor.detach().cpu().numpy()):
+                unjudged_wild.append(key)
             return
         # one value judged once: what judge_forward's once() does by stored array, here by live tensor
         same = (spill.identity(torch_record, key), spill.identity(paddle_record, p_key), id(tensor), version(tensor))
@@ -183,11 +211,15 @@ def judged_as_run(model, inputs, torch_record, paddle_record, keys: dict, free: 
                 judge(key, tensor)
             for key, number in output_leaves(f"out/{call_}", output, True) if call_ == ROOT else ():
                 judge(key, number)
+            if kept is not None and call_ == ROOT:  # in record_forward's order: its tensors, then its numbers
+                roots.update((F64 + k, np.array(t.detach().cpu().numpy())) for k, t in tensors(f"out/{ROOT}", output))
+                roots.update((F64 + k, v) for k, v in output_leaves(f"out/{ROOT}", output, True))
         return after
 
     def run():
         """One float64 run from the start (float64_run may make it again): its error, or None."""
         judged.clear(), done.clear(), counts.clear(), wild.clear(), running.clear()
+        tries.append(None), roots.clear(), unjudged_wild.clear()
         handles = [h for name, pre, post in hook_points(model) for h in (pre(before(name)), post(hook(name)))]
         try:
             with torch.no_grad():
@@ -200,6 +232,8 @@ def judged_as_run(model, inputs, torch_record, paddle_record, keys: dict, free: 
         return None
     error = float64_run(model, run, lambda error: error is not None or bool(wild), free)
     done.pop(ALIVE, None)
+    if kept is not None and error is None and len(tries) == 1 and not unjudged_wild and not parts:
+        kept.update(roots)
     if error is not None:
         judged[STOPPED] = error  # every value it did not reach is said to be unjudged, with this error
     return judged

@@ -173,19 +173,23 @@ class Handin(page.Viewable):
     def forward(self, torch_model, paddle_model, inputs, name_map=None, layouts=None, isolate=True,
                 convert: bool = True):
         """Step 1: compare_forward (every module, cumulative and with isolate= each on torch's own input) and the
-        guide's forward pair (the model's output), handed in with its picture and page. Both models are put in
-        eval mode. Returns the ForwardReport."""
+        guide's forward pair (the model's output, from compare_forward's own runs: each model run once), handed in
+        with its picture and page. Both models are put in eval mode. Returns the ForwardReport."""
         from portcheck.forward.compare import compare_forward
         if name_map is not None or layouts is not None:
             self._map = name_map, layouts
         self._ported(torch_model, paddle_model, inputs, convert)
         name_map, layouts = self._map
         torch_model.eval(), paddle_model.eval()
+        kept = {}  # the guide's pair: compare_forward's own runs' model outputs, as record_forward's records hold them
         report = compare_forward(torch_model, paddle_model, inputs, name_map=name_map, isolate=isolate,
-                                 layouts=layouts)
+                                 layouts=layouts, kept=kept)
         handin.check_outputs(self.sides, ["forward"], self.top)
-        for model in (torch_model, paddle_model):  # the guide's pair: the run compare_forward keeps none of
-            self._half.forward(model, inputs)
+        for side, model in zip(SIDES, (torch_model, paddle_model)):
+            if side in kept:
+                self._half._forward(model, inputs, kept[side], whole=False)
+            else:  # a run it kept nothing of (it stopped; torch's float64 run made again): record_forward's own
+                self._half.forward(model, inputs)
         self._judge("forward", comparison=report)
         return report
 
@@ -347,9 +351,13 @@ class Side:
         """The model's every module on `inputs` (record_forward; torch's also in float64) and the guide's forward
         pair. Eval or train mode is the caller's."""
         from portcheck.forward.compare import record_forward
+        return self._forward(model, inputs, record_forward(model, inputs))
+
+    def _forward(self, model, inputs, rec: dict, whole: bool = True):
+        """forward's pair from `rec`, record_forward's record of `model` on `inputs`, or (whole=False) its model
+        output alone (compare_forward's kept=), kept as no whole record."""
         from portcheck.mapping.trace import STOPPED, framework_of, stopped
         side = framework_of(model)
-        rec = record_forward(model, inputs)
         depends = {"inputs": record.fingerprint(_named(inputs)), "weights": self.weights(model)}
         if stopped(rec):  # what ran is kept: judged against the other side's, it names where the two models part
             from portcheck.core.fileio import MAX_KEY_LENGTH
@@ -360,7 +368,8 @@ class Side:
                                 f"ran are in {path}: judge them against the other side's to name the module where "
                                 "the two models part [PC475]")
         return self._save("forward", side, {"logits": handin.model_output(rec)}, depends,
-                          {"logits": handin.model_output(rec, exact=True)} if side == "torch" else None, rec)
+                          {"logits": handin.model_output(rec, exact=True)} if side == "torch" else None,
+                          rec if whole else None)
 
     def loss(self, model, inputs, targets, loss):
         """loss(output, targets) on the model's output, targets as this framework's tensor (Step 3)."""
