@@ -135,8 +135,9 @@ def test_a_timed_run_records_its_machine_and_load(tmp_path, monkeypatch):
     assert timing["cpu"] and timing["cores"] >= 1
     assert all(isinstance(timing[k], float) and timing[k] >= 0 for k in ("load_before", "load_after"))
     committed = json.loads((ROOT / "examples" / "resnet18" / "docs" / "run_all_time.json").read_text())
-    said = [f"{committed['total_seconds']:.0f} s", committed["cpu"], f"{committed['load_before']:.2f}",
-            f"{committed['load_after']:.2f}"]
-    for name in ("README.md", "README_cn.md"):  # the committed figure says where it was taken, and the load
+    assert all(isinstance(committed[k], float) for k in ("load_before", "load_after"))
+    said = [f"{committed['total_seconds']:.0f} s", committed["cpu"], "docs/run_all_time.json"]
+    for name in ("README.md", "README_cn.md"):  # the figure names its machine, and the file that holds its load
         text = " ".join((ROOT / "examples" / "resnet18" / name).read_text(encoding="utf-8").split())
         assert all(figure in text for figure in said), (name, said)
+        assert f"{committed['load_before']:.2f}" not in text, f"{name}: a machine's load belongs with its figures"

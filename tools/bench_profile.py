@@ -10,6 +10,11 @@ import argparse
 import json
 from pathlib import Path
 
+try:
+    import portcheck.core.runtime  # noqa: F401 (the venv's check, as every tool's)
+except ModuleNotFoundError:  # the project is not importable: not its venv
+    raise SystemExit("error: this project's packages are not importable: activate its venv "
+                     "(. .venv/bin/activate) or run `pip install -r requirements.txt`") from None
 from portcheck.core.errors import PipelineError, require, run_main
 from tools import bench_doc, bench_speed
 
