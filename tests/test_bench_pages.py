@@ -28,6 +28,10 @@ WRITTEN = {
                                                                               d / "guide.md"]),
     "bench/backward.md": ("bench_backward", ["backward.json"], lambda d: ["--out", d / "backward.md"]),
     "bench/split.md": ("bench_split", ["split.json"], lambda d: ["--out", d / "split.md"]),
+    "bench/k_backward.md": ("bench_k_backward", ["k_backward.json", "k_backward_kinks.json"],
+                            lambda d: ["--out", d / "k_backward.md"]),
+    # three tools' parts (tools/lr_ulps.py, metric_ulps.py, step5_rules.py) and what was measured by hand, one page
+    "bench/rules.md": ("bench_rules", ["rules.json"], lambda d: ["--out", d / "rules.md"]),
     # the zoo's own run, its figures recorded in the JSON: the tool renders them, measuring nothing
     "bench/zoo_kernels.md": ("bench_zoo_kernels", ["zoo_kernels.json"], lambda d: ["--out", d / "zoo_kernels.md"]),
     # profiles, levers and epochs measured by hand, each with its method, command, date, CPU and load recorded in
