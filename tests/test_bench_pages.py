@@ -28,6 +28,10 @@ WRITTEN = {
                                                                               d / "guide.md"]),
     "bench/backward.md": ("bench_backward", ["backward.json"], lambda d: ["--out", d / "backward.md"]),
     "bench/split.md": ("bench_split", ["split.json"], lambda d: ["--out", d / "split.md"]),
+    "bench/k_backward.md": ("bench_k_backward", ["k_backward.json", "k_backward_kinks.json"],
+                            lambda d: ["--out", d / "k_backward.md"]),
+    # three tools' parts (tools/lr_ulps.py, metric_ulps.py, step5_rules.py) and what was measured by hand, one page
+    "bench/rules.md": ("bench_rules", ["rules.json"], lambda d: ["--out", d / "rules.md"]),
     # the zoo's own run, its figures recorded in the JSON: the tool renders them, measuring nothing
     "bench/zoo_kernels.md": ("bench_zoo_kernels", ["zoo_kernels.json"], lambda d: ["--out", d / "zoo_kernels.md"]),
     # profiles, levers and epochs measured by hand, each with its method, command, date, CPU and load recorded in
@@ -124,3 +128,20 @@ def test_the_guides_say_the_benchmarks_figures_and_link_there():
         for page in (DOCS / f"{stem}.md", DOCS / f"{stem}_cn.md"):
             flat = " ".join(page.read_text(encoding="utf-8").split())
             assert all(f in flat for f in figures), (page.name, [f for f in figures if f not in flat])
+
+
+def test_a_rules_part_written_keeps_the_others_and_its_page_says_its_run(tmp_path):
+    """docs/bench/rules.json holds three tools' parts and what was measured by hand: a tool's run replaces its own
+    part (planted: lr_ulps' figures again, with the run's facts), keeps the others, and writes the page again, its
+    header now saying that run's date, CPU and load and the other parts' as not recorded."""
+    import json
+    from tools import bench_rules
+    shutil.copy(DOCS / "bench" / "rules.json", tmp_path / "rules.json")
+    before = json.loads((tmp_path / "rules.json").read_text())
+    run = bench_doc.finish(bench_doc.start(["tools/lr_ulps.py"]))
+    bench_rules.write_part(tmp_path / "rules.json", "lr", before["lr"], run)
+    after = json.loads((tmp_path / "rules.json").read_text())
+    assert after["lr"][bench_doc.RUN] == run and {k: after[k] for k in before if k != "lr"} == \
+        {k: before[k] for k in before if k != "lr"}
+    header = (tmp_path / "rules.md").read_text(encoding="utf-8").splitlines()[2]
+    assert COMMAND.match(header) and f"on {run['date']} (UTC)" in header and bench_doc.NOT_RECORDED in header

@@ -124,3 +124,51 @@ def test_isolate_figures_are_the_benchmarks():
         flat = " ".join(text.split())
         for figure in figures:
             assert figure in flat and figure in bench_md, figure
+
+
+def said(figure: str, flat: str) -> bool:
+    """The figure in the text as a whole number, never part of a longer one (1.97 is not 11.97 or 1.975)."""
+    return re.search(rf"(?<![\d.]){re.escape(figure)}(?![\d])", flat) is not None
+
+
+def test_k_backward_figures_are_the_benchmarks():
+    """The K figures of docs/tolerances.md (both languages) are docs/bench/k_backward.json's, which
+    tools/bench_k_backward.py renders as docs/bench/k_backward.md: the most a clean port's gradients need, the least
+    a plant of a forward shows there, the jump a plain run's steps take on the ResNet-18 example."""
+    import json
+    data = json.loads((DOCS / "bench" / "k_backward.json").read_text())
+    rows = data["rows"] if isinstance(data, dict) else data
+    need = lambda r, side, part: r[side][part]["needed"]  # noqa: E731
+    late = lambda r: need(r, "plant", "grads") <= need(r, "clean", "grads")  # noqa: E731 - an optimizer's plant
+    figures = [f"{max(need(r, 'clean', 'grads') for r in rows):.3g}",
+               f"{min(need(r, 'plant', 'grads') for r in rows if not late(r)):.3g}",
+               f"{max(need(r, 'clean', 'steps') for r in rows if not r['isolate']):.3g}"]
+    bench_md = " ".join((DOCS / "bench" / "k_backward.md").read_text().split())
+    for text in (p.read_text(encoding="utf-8") for p in page("tolerances")):
+        flat = " ".join(text.split())
+        assert "(bench/k_backward.md)" in flat
+        for figure in figures:
+            assert said(figure, flat) and said(figure, bench_md), figure
+
+
+def test_rules_figures_are_the_benchmarks():
+    """The measured figures of docs/rules.md (both languages) are docs/bench/rules.json's, formatted as
+    tools/bench_rules.py renders them on docs/bench/rules.md: the lr rule's clean drift and smallest plant, the
+    float32 metrics' clean gap and one sample miscounted, the rounding-noise gradient shares, the weight-norm gaps
+    with dropout's own masks."""
+    import json
+    from tools import bench_rules
+    data = json.loads((DOCS / "bench" / "rules.json").read_text())
+    lr, metric, step5 = data["lr"], data["metric_float32"], data["step5"]
+    noise = bench_rules.noise_figures(step5)
+    gaps = step5["weight_norm_gap_with_own_masks"]["0.5"]
+    figures = [f"{lr['clean_max_ulps']:,.4g}", bench_rules.sci(lr["planted_min_ulps"]),
+               f"{metric['clean_max_ulps']:g}", f"{metric['planted_min_ulps']:,.0f}",
+               bench_rules.sci(max(noise["noise"].values())), f"{noise['real']:.2g}",
+               *(f"{gaps[k]:.2%}" for k in ("paddle", "torch, masks of seed 2", "paddle, weight decay missing"))]
+    bench_md = " ".join((DOCS / "bench" / "rules.md").read_text().split())
+    for text in (p.read_text(encoding="utf-8") for p in page("rules")):
+        flat = " ".join(text.split())
+        assert "(bench/rules.md)" in flat
+        for figure in figures:
+            assert said(figure, flat) and said(figure, bench_md), figure

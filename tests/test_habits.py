@@ -444,7 +444,7 @@ def test_the_guides_bound_below_torchs_own_error_never_makes_a_correct_port_red(
 def test_a_layernorm_epsilon_planted_is_red_at_the_gradients_plain_and_isolated():
     """One LayerNorm epsilon 1e-5 among BERT's 1e-12 (issue 47's DistilBERT false green at K_BACKWARD = 128): on
     the twin BERTs (models/) the gradients alone are red at K_GRAD, plain and isolated; the clean port's gradients
-    within (docs/k_backward.md: clean ports need at most 1.97, this plant shows 13.7)."""
+    within (docs/bench/k_backward.md: clean ports need at most 1.97, this plant shows 13.7)."""
     from bert_sst2 import paths
     from models import pd_bert, pt_bert
     from models.configuration_bert import BertConfig

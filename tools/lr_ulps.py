@@ -2,7 +2,7 @@
 portcheck.core.tolerances.ULPS (the lr pair, Step 5's lr row and judge_backward's lr rows) and behind its bound's margin
 to a planted schedule bug.
 
-    python tools/lr_ulps.py              # writes docs/rules.json's "lr" part and prints the table (seconds)
+    python tools/lr_ulps.py              # writes docs/bench/rules.json's "lr" part and its page (seconds)
     python tools/lr_ulps.py --steps 20000
 
 Every torch scheduler with a Paddle counterpart, each over a long schedule (--steps), read as a training loop
@@ -16,9 +16,7 @@ off by 1% (a wrong gamma); the table keeps each one's largest distance over the 
 red.
 """
 import argparse
-import json
 import math
-from pathlib import Path
 
 try:
     import portcheck.core.runtime  # first: offline mode, threads, allocator, before torch/paddle load
@@ -29,9 +27,13 @@ import numpy as np
 
 from portcheck.core import tolerances
 from portcheck.core.errors import run_main
-from portcheck.core.fileio import atomic_write
 
-ROOT = Path(__file__).resolve().parents[1]
+try:
+    from tools import bench_doc, bench_rules  # the one writer of docs/bench/rules.json and its page
+except ModuleNotFoundError:  # the project (which installs tools/) is not: the library alone
+    raise SystemExit("error: this project's packages are not importable: run `pip install -r requirements.txt` "
+                     "in its venv") from None
+
 LONG = 100_000  # a long training's steps: the recursive forms' drift grows with them
 LRS = (0.1, 0.05, 3e-4, 5e-5)  # base lrs: where an lr sits in its binade moves its roundings
 
@@ -153,10 +155,12 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
                                  allow_abbrev=False)
     ap.add_argument("--steps", type=int, default=3000, help="the schedule's length (default 3000)")
-    ap.add_argument("--out", default=str(ROOT / "docs" / "rules.json"), help="the JSON to write (its 'lr' part)")
+    ap.add_argument("--out", default=str(bench_rules.JSON),
+                    help="the JSON to write (its 'lr' part; the page beside it)")
     args = ap.parse_args()
     if args.steps < 10:
         raise SystemExit("error: --steps must be at least 10")
+    run = bench_doc.start()
     result = measure(args.steps)
     print(f"{'pair':62} {'clean':>8} {'(each)':>10} {'ahead':>12} {'factor':>12}")
     for r in result["rows"]:
@@ -164,16 +168,7 @@ def main():
               f"{r['one_step_ahead_ulps']:12.4g} {r['wrong_factor_ulps']:12.4g}" if "wrong_factor_ulps" in r else ""))
     print(f"clean: at most {result['clean_max_ulps']:g} ulps; planted: at least {result['planted_min_ulps']:.4g} ulps;"
           f" bound {tolerances.ULPS} ulps")
-    write_part(args.out, "lr", result)
-
-
-def write_part(out, key: str, result: dict):
-    """docs/rules.json's `key` part replaced by `result`, the others (another tool's) kept."""
-    out = Path(out)
-    doc = json.loads(out.read_text()) if out.is_file() else {}
-    doc[key] = result
-    atomic_write(out, lambda tmp: Path(tmp).write_text(json.dumps(doc, indent=1) + "\n"))
-    print(f"wrote {out.relative_to(ROOT) if out.is_relative_to(ROOT) else out}")
+    bench_rules.write_part(args.out, "lr", result, bench_doc.finish(run))
 
 
 if __name__ == "__main__":

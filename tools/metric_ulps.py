@@ -1,7 +1,7 @@
 """How far apart, in float32 ulps, torch's and Paddle's float32 metrics run: the measurement behind
 portcheck.core.tolerances.ULPS_FLOAT32 (the metric pair's rule for a value held in float32).
 
-    python -m tools.metric_ulps              # writes docs/rules.json's "metric_float32" part and prints the table
+    python -m tools.metric_ulps              # writes docs/bench/rules.json's "metric_float32" part and its page
     python -m tools.metric_ulps --sets 300
 
 Each metric as a user writes it in the framework the training runs in (tools/zoo/checks.py's metric_fn, the zoo's
@@ -10,7 +10,6 @@ right; binary scores rounded to 0.05, so that ties occur). A value's distance is
 larger of the two. Planted: one sample miscounted in the largest set (the smallest change a metric bug makes).
 """
 import argparse
-from pathlib import Path
 
 try:
     import portcheck.core.runtime  # first: offline mode, threads, allocator, before torch/paddle load
@@ -23,13 +22,12 @@ from portcheck.core import tolerances
 from portcheck.core.errors import run_main
 
 try:
-    from tools.lr_ulps import write_part
+    from tools import bench_doc, bench_rules  # the one writer of docs/bench/rules.json and its page
     from tools.zoo.checks import metric_fn
 except ModuleNotFoundError:  # the project (which installs tools/) is not: the library alone
     raise SystemExit("error: this project's packages are not importable: run `pip install -r requirements.txt` "
                      "in its venv") from None
 
-ROOT = Path(__file__).resolve().parents[1]
 
 METRICS = ("accuracy", "auc", "mcc", "macro f1", "micro f1", "weighted f1", "macro precision")
 SCORES = ("accuracy", "auc", "mcc")  # these take binary scores, the others class predictions
@@ -72,18 +70,19 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
                                  allow_abbrev=False)
     ap.add_argument("--sets", type=int, default=100, help="random prediction sets (default 100)")
-    ap.add_argument("--out", default=str(ROOT / "docs" / "rules.json"),
-                    help="the JSON to write (its 'metric_float32' part)")
+    ap.add_argument("--out", default=str(bench_rules.JSON),
+                    help="the JSON to write (its 'metric_float32' part; the page beside it)")
     args = ap.parse_args()
     if args.sets < 1:
         raise SystemExit("error: --sets must be at least 1")
+    run = bench_doc.start()
     result = measure(args.sets)
     print(f"{'metric':18} {'clean':>8} {'one sample':>12}")
     for r in result["rows"]:
         print(f"{r['metric']:18} {r['clean_ulps']:8.3g} {r['one_sample_ulps']:12.4g}")
     print(f"clean: at most {result['clean_max_ulps']:g} ulps; one sample: at least {result['planted_min_ulps']:.4g} "
           f"ulps; bound {tolerances.ULPS_FLOAT32} ulps")
-    write_part(args.out, "metric_float32", result)
+    bench_rules.write_part(args.out, "metric_float32", result, bench_doc.finish(run))
 
 
 if __name__ == "__main__":

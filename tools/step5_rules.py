@@ -2,7 +2,7 @@
 masks), on the digits CNN with a conv bias before a BatchNorm of examples/digits_pair.py (tests/test_steps25.py's
 too):
 
-    python -m tools.step5_rules        # from the repository's root: writes docs/rules.json's "step5" part (minutes)
+    python -m tools.step5_rules   # from the repository's root: docs/bench/rules.json's "step5" part, its page (minutes)
 
 * each parameter's gradient norm as a share of the step's largest, over the 30 steps, with momentum SGD and with
   AdamW: the conv bias feeding the BatchNorm (rounding noise) against every other parameter;
@@ -11,7 +11,6 @@ too):
 """
 import argparse
 import json
-from pathlib import Path
 
 try:
     import portcheck.core.runtime  # first: offline mode, threads, allocator, before torch/paddle load
@@ -24,12 +23,10 @@ from portcheck.pipeline import training
 from portcheck.core.errors import run_main
 
 try:
-    from tools.lr_ulps import write_part  # the one writer of docs/rules.json
+    from tools import bench_doc, bench_rules  # the one writer of docs/bench/rules.json and its page
 except ModuleNotFoundError:  # the project (which installs tools/) is not: the library alone
     raise SystemExit("error: this project's packages are not importable: run `pip install -r requirements.txt` "
                      "in its venv") from None
-
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def gradients(train, t):
@@ -57,14 +54,16 @@ def dropout(train):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
                                  allow_abbrev=False)
-    ap.add_argument("--out", default=str(ROOT / "docs" / "rules.json"), help="the JSON to write (its 'step5' part)")
+    ap.add_argument("--out", default=str(bench_rules.JSON),
+                    help="the JSON to write (its 'step5' part; the page beside it)")
     args = ap.parse_args()
     from examples import digits_pair as t
+    run = bench_doc.start()
     result = {"model": "examples/digits_pair.py's digits CNN (conv, BatchNorm, ReLU, pool, dropout, linear), 30 steps",
               "gradient_share": gradients(t.train, t), "noise": training.NOISE,
               "weight_norm_gap_with_own_masks": dropout(t.train)}
     print(json.dumps(result, indent=1))
-    write_part(args.out, "step5", result)
+    bench_rules.write_part(args.out, "step5", result, bench_doc.finish(run))
 
 
 if __name__ == "__main__":

@@ -36,19 +36,19 @@ K_BACKWARD = 128.0
 K_STEP = 16.0
 # Gradients after the first backward, from the same weights: nothing compounds over steps either, and BatchNorm's
 # batch statistics (train mode) did not raise it. Clean ports needed at most 1.97 x torch's own error; one
-# LayerNorm epsilon 1e-5 among 1e-12 showed 13.7 to 33 (docs/k_backward.md): K_BACKWARD's 128 let it through
+# LayerNorm epsilon 1e-5 among 1e-12 showed 13.7 to 33 (docs/bench/k_backward.md): K_BACKWARD's 128 let it through
 K_GRAD = 8.0
 # The plain run's steps (compare_backward without isolate): after a few steps a ReLU input within rounding of 0
 # flips between any two fp32 runs, a jump no multiple of torch's own error covers. On the ResNet-18 example's 5
-# steps (docs/k_backward.md) Paddle, torch with one thread and torch with every weight moved one ulp land 176 to 188
-# x torch's own error from torch at one conv weight, torch with channels_last or ATEN_CPU_CAPABILITY=default 1.65e3,
+# steps (docs/bench/k_backward.md) Paddle, torch with one thread and torch with every weight moved one ulp land 176
+# to 188 x torch's own error from torch at one conv weight, torch with channels_last or ATEN_CPU_CAPABILITY=default 1.65e3,
 # where torch's float64 run took torch's own branch (oneDNN off: no jump). Each row is also allowed SPREAD x max
 # |torch fp32 - torch fp32 with every weight moved one ulp| (seeded signs: the same perturbation on any CPU),
 # measured in the same call: the clean port then uses 0.249 of its allowance, a momentum plant 3.89e3.
 # On small conv/BatchNorm nets (tools/bench_k_backward.py --kinks) Paddle crossed a kink at step 5 in two of 48 that
 # runs moved one ulp with the same kernels (two sign seeds) missed (70 and 78 of the allowance). The run is made with
 # another thread count (backward.AGAINST_ITSELF): it crosses one of the two (0.68); oneDNN off crossed the other,
-# but as a second run it hid a weight decay plant on the ResNet-18 example (docs/k_backward.md). Where a red plain
+# but as a second run it hid a weight decay plant on the ResNet-18 example (docs/bench/k_backward.md). Where a red plain
 # run holds a value each run puts within the floor of 0 on its own side in a later step, torch's run taking Paddle's
 # side of exactly those values is torch against itself too (backward.judged): the other net is then green
 SPREAD = 4.0

@@ -62,13 +62,13 @@ EXACT = Tol(0.0, 0.0, None)
 # Paddle counterparts in closed form; a macro-F1 sums its classes in another order. Counted in ulps of the pair's
 # largest value (np.spacing of it, in its dtype), as every rule here counts an error against the size of the terms:
 # a cosine schedule ending at 0 differs by terms of the size of its base lr. Measured (tools/lr_ulps.py,
-# docs/rules.md): every torch scheduler with a Paddle counterpart, 3,000 steps at four base lrs, at most 15 ulps
+# docs/bench/rules.md): every torch scheduler with a Paddle counterpart, 3,000 steps at four base lrs, at most 15 ulps
 # apart; the recursive forms drift with the length, PolynomialLR's linear decay to 1,018 ulps over 100,000 steps;
 # a schedule one step ahead or a decay factor off by 1% at least 7e10 ulps. Four times the drift, 1e-7 of the plants.
 ULPS = 4096
 # A value held in float32 (a metric a framework computed on its float32 tensors): its few operations round within a
 # few float32 ulps, and float32's ulp is 2**29 float64 ones, so ULPS of it would pass a sample miscounted. Measured
-# (tools/metric_ulps.py, docs/rules.md): torch's and Paddle's float32 accuracy, F1s, precision, AUC and MCC on 100
+# (tools/metric_ulps.py, docs/bench/rules.md): torch's and Paddle's float32 accuracy, F1s, precision, AUC and MCC on 100
 # random prediction sets at most 3 ulps apart; 16 ulps of a metric of 1.0 is 1.9e-6, one sample in 500,000.
 ULPS_FLOAT32 = 16
 

@@ -17,7 +17,7 @@ from portcheck.pipeline.training_log import LOG, METRIC
 OWN = "train_own"  # train_own_torch.npy: torch's own runs of the training, as own_runs reduces them
 DIAGNOSTICS_OWN = f"{report.DIAGNOSTICS}/{OWN}_torch.npy"
 # With torch's own runs on the user's machine (judge_training's own=), deterministic runs: the weight norm within this
-# multiple of their largest relative gap so far, step by step, and never under NORM_RTOL_ALIGNED (docs/rules.md).
+# multiple of their largest relative gap so far, step by step, and never under NORM_RTOL_ALIGNED (docs/bench/rules.md).
 # Measured on the ResNet-18 example on an AMD EPYC host (AVX2), its torch run against the committed one of another
 # CPU: Paddle's gap at most 5.5 times torch's own running largest (step 7, just after the loss curves part; 2e-6
 # against 3.6e-7), 1.3 times by the end (2.9e-3 against 2.2e-3). A weight decay that differs is red before they part.

@@ -83,7 +83,7 @@ FIRST_LOSS = "first step's loss"
 # weights' (1.5e-8 against 0.14 in a digits CNN); Adam divides it by its own root mean square, so its update is
 # +-lr with a sign rounding picks, differently in each framework. Measured on examples/digits_pair.py's digits CNN (30
 # steps, momentum SGD and AdamW): that bias at most 3.9e-7 of the step's largest, every other parameter at least 0.08
-# (docs/rules.md): 1.5e-5 is 40 times the one, 5,000 times below the other.
+# (docs/bench/rules.md): 1.5e-5 is 40 times the one, 5,000 times below the other.
 NOISE = 2.0 ** -16
 
 
