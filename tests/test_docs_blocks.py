@@ -6,14 +6,16 @@ A block is one of these kinds, said by its language and the comment line before 
   above -->` after it holds lines its output holds, in order (`...` stands for any text). Code that reads as Python
   in a block of another language is red: a fragment is shell or text, never half a program;
 - unmarked: shell commands, run here one line at a time from a fresh folder (a script or file of the repository
-  named by its path is found there), each to the exit code its comment names ("exits 1"), else 0;
+  named by its path is found there), each to the exit code its comment names ("exits 1"), else 0; a printed block
+  after it holds lines of their output (stdout, the commands in turn), as after a program;
 - `<!-- block: FILE "LABEL" -->`: code the suite runs in FILE, between its `# --- docs: LABEL` and `# --- end`
   lines (every such piece, dedented, one blank line apart);
 - `<!-- block: not run (REASON) -->` or `<!-- block: run by tests/test_x.py ... -->`: a block deliberately not run
   here, each reason held to what the block is (a long run names a long script; output holds no command; a
-  placeholder holds one; setup commands are .ci/run's; a block run by a test names only scripts that test runs).
+  placeholder holds one; setup commands are .ci/run's; a block run by a test names only scripts that test runs). A
+  printed block after a block run by a test is held by that test to what its run printed (printed_blocks).
 
-Cost: a fresh interpreter importing torch and Paddle is ~9 s of CPU, so a page's programs run in ONE fresh
+Cost: a fresh interpreter importing torch and Paddle is ~9 s of CPU, so the pages' programs run in ONE fresh
 interpreter (run_programs), each in its own empty folder with fresh globals (runpy.run_path as __main__): what they
 share is only modules already imported. docs/own_model.md's six (26 s of CPU together, measured, most of it the
 five steps' own work) are run by tests/test_five_steps.py, whose planted bugs start from the hand-in they write; programs that
@@ -157,14 +159,15 @@ def test_a_block_is_marked_not_run_only_for_its_reason():
 
 def test_python_reads_as_python_only_in_a_python_block():
     """A fragment of Python in a shell or text block would be half a program no one runs: it is a whole ```python
-    block, or not Python. A printed block follows the program whose output it holds."""
+    block, or not Python. A printed block follows the program, the commands or the block a test runs whose output
+    it holds."""
     for page in pages():
         found = blocks(page)
         for i, (mark, code) in enumerate(found):
             if mark != "python":
                 assert not PYTHONISH.search(code), f"{page.name}: Python outside a ```python block:\n{code}"
             if mark == PRINTED:
-                assert i and found[i - 1][0] == "python", f"{page.name}: a printed block follows no ```python block"
+                assert i and runs(found[i - 1][0]), f"{page.name}: a printed block follows no block that runs"
     assert not PYTHONISH.search("python -m portcheck check log_reprod\nmkdocs build --strict\n")
     assert PYTHONISH.search("report = stream.compare(a, b)\n") and PYTHONISH.search("from portcheck import stream\n")
     assert kind(language("python", "not run (long)"))[0] == "unknown"   # a whole program is never left unrun
@@ -178,13 +181,29 @@ def test_a_marker_on_a_block_it_does_not_fit_is_red(planted, reason):
     assert not NOT_RUN[reason](planted)
 
 
+def runs(mark) -> bool:
+    """A block whose output a printed block after it may hold: a program, commands run here, or a test's."""
+    return mark == "python" or kind(mark)[0] in ("run", "run by")
+
+
+def printed_blocks(page) -> list:
+    """[(marker, code, the lines its page says it prints)] of a page's blocks that are no program and have a
+    printed block after them, in order."""
+    found = blocks(page)
+    return [(mark, code, after[1].splitlines()) for (mark, code), after in zip(found, found[1:])
+            if mark != "python" and after[0] == PRINTED]
+
+
 def unmarked():
-    """Each unmarked block once (the same commands on several pages run once)."""
+    """Each unmarked block once (the same commands on several pages run once): (code, the first page holding it,
+    [the lines each page's printed block after it says it prints])."""
     seen = {}
-    for page, mark, code in all_blocks():
-        if mark is None:
-            seen.setdefault(code, page)
-    return sorted(seen.items(), key=lambda item: item[1].name)
+    for page in pages():
+        said = {code: lines for mark, code, lines in printed_blocks(page) if mark is None}
+        for mark, code in blocks(page):
+            if mark is None:
+                seen.setdefault(code, (page, []))[1].append(said.get(code, []))
+    return sorted(((code, page, said) for code, (page, said) in seen.items()), key=lambda item: item[1].name)
 
 
 def expected_exit(line: str) -> int:
@@ -202,13 +221,18 @@ def run_line(line: str, cwd, env):
     return subprocess.run(words, cwd=cwd, env=env, capture_output=True, text=True)
 
 
-@pytest.mark.parametrize("code, page", unmarked(), ids=lambda v: v.name if hasattr(v, "name") else "")
-def test_every_unmarked_block_runs(code, page, tmp_path):
+@pytest.mark.parametrize("code, page, said", unmarked(), ids=lambda v: v.name if hasattr(v, "name") else "")
+def test_every_unmarked_block_runs_and_prints_what_its_pages_say(code, page, said, tmp_path):
     env = dict(os.environ, BERT_ALIGN_HOME=str(tmp_path / "home"), PYTHONWARNINGS="ignore")
+    output = ""
     for line in commands(code):
         assert COMMAND.match(line), f"{page.name}: {line!r} is no command: mark the block (<!-- block: ... -->)"
         proc = run_line(line, tmp_path, env)
         assert proc.returncode == expected_exit(line), f"{page.name}: {line}\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+        output += proc.stdout
+    for lines in said:
+        assert not printed_as_said(output, lines), f"{page.name}: {code} did not print " \
+                                                   f"{printed_as_said(output, lines)!r}:\n{output[-3000:]}"
 
 
 def test_the_first_green_hands_in_its_picture_and_each_sides_weights(tmp_path):
@@ -218,6 +242,8 @@ def test_the_first_green_hands_in_its_picture_and_each_sides_weights(tmp_path):
     env = dict(os.environ, PYTHONWARNINGS="ignore")
     proc = run_line("python examples/quickstart.py", tmp_path, env)
     assert proc.returncode == 0, proc.stdout + proc.stderr
+    (_, _, said), = printed_blocks(DOCS / "examples.md")[:1]   # the page's first block: this run's
+    assert not printed_as_said(proc.stdout, said), f"did not print {printed_as_said(proc.stdout, said)!r}"
     top = tmp_path / "portcheck_quickstart" / "log_reprod"
     assert (top / "diagnostics" / "forward_modules.png").read_bytes()[:4] == b"\x89PNG"
     # the picture is where the script says it is, and where the READMEs say
@@ -325,13 +351,15 @@ PROGRAMS = [(page, i) for page in pages() if not page.stem.endswith("_cn") and p
 
 @pytest.fixture(scope="module")
 def page_runs(tmp_path_factory):
-    runs = {}
-
-    def run(page):
-        if page not in runs:
-            runs[page] = run_programs([code for code, _ in python_blocks(page)], tmp_path_factory.mktemp(page.stem))
-        return runs[page]
-    return run
+    """{page: [(exit status, output)] of its programs}: every page's, run at once in one fresh interpreter (a
+    program two pages hold, once)."""
+    programs = [python_blocks(page)[i][0] for page, i in PROGRAMS]
+    once = list(dict.fromkeys(programs))
+    done = dict(zip(once, run_programs(once, tmp_path_factory.mktemp("pages"))))
+    by_page = {}
+    for (page, _), code in zip(PROGRAMS, programs):
+        by_page.setdefault(page, []).append(done[code])
+    return by_page.__getitem__
 
 
 @pytest.mark.parametrize("page, i", PROGRAMS, ids=[f"{p.name}-{i}" for p, i in PROGRAMS])
@@ -345,6 +373,16 @@ def test_every_python_block_runs_alone_and_prints_what_its_page_says(page_runs, 
 def test_a_page_whose_programs_a_test_runs_is_run_by_it():
     for name, test in RUN_BY.items():
         assert python_blocks(DOCS / name) and f'python_blocks(DOCS / "{name}")' in (ROOT / test).read_text(), test
+
+
+def test_what_a_block_a_test_runs_prints_is_held_by_that_test():
+    """A printed block after a block `run by` a test: one of the tests it names reads the page's printed blocks."""
+    held = [(page, kind(mark)[1]) for page in pages() if not page.stem.endswith("_cn") and page != README_CN
+            for mark, _, _ in printed_blocks(page) if kind(mark)[0] == "run by"]
+    assert len(held) >= 2
+    for page, tests in held:
+        name = page.name if page.parent == DOCS else page.relative_to(ROOT)
+        assert any(f'printed_blocks(DOCS / "{name}")' in (ROOT / t).read_text() for t in tests), (name, tests)
 
 
 def unread(markdown) -> list:

@@ -3,6 +3,10 @@ before, an issue number) or a machine's load, which live on the benchmark pages;
 and sentences under 40. The benchmark pages (docs/bench/) say the load their figures were taken at, and tell no
 history either.
 
+Each page is a guidance page or a reference page (GUIDANCE, REFERENCE); a guidance page opens in one order: what it
+is for in a sentence or two, its shortest program and what that prints (held to its run by tests/test_docs_blocks.py),
+then the details under `## ` headings.
+
 Pages not yet rewritten so are listed (HISTORY_LEFT, LONG_LEFT, BENCH_HISTORY_LEFT) and held there strictly: a
 listed page that passes fails this file until its name leaves the list, so the lists only shrink."""
 import re
@@ -10,6 +14,7 @@ import re
 import pytest
 
 from bert_sst2 import paths
+from test_docs_blocks import BLOCK, PRINTED, language, runs
 
 DOCS = paths.ROOT / "docs"
 # figures and how they were taken: a machine's load and the date belong on the benchmark pages (docs/bench/)
@@ -25,6 +30,11 @@ BENCH_HISTORY = re.compile(TOLD, re.I)
 HISTORY_LEFT = set()
 BENCH_HISTORY_LEFT = set()
 LONG_LEFT = set()
+# Each page of docs/ (with its _cn twin) is one of two kinds, and a new page is placed in one: a guidance page is
+# followed (it opens with what it is for, its shortest program and what that prints, then the details); a reference
+# page is looked up
+GUIDANCE = {"index", "own_model", "run", "view", "pairing", "large_models", "zoo", "review", "examples", "bert"}
+REFERENCE = {"messages", "api", "architecture", "causes", "guarantees", "tolerances", "rules"}
 
 
 def user_pages():
@@ -127,3 +137,74 @@ def test_a_page_opens_with_its_language_switch_once(page):
     switches = [line for line in text.splitlines() if re.fullmatch(rf"(English \| )?\[(中文|English)\]\({twin}\.md\)"
                                                                     r"( \| 中文)?", line.strip())]
     assert len(switches) == 1, f"{page.name}: the language switch appears {len(switches)} times"
+
+
+def test_every_page_is_guidance_or_reference_once():
+    stems = {p.stem.removesuffix("_cn") for p in user_pages()}
+    assert not GUIDANCE & REFERENCE, GUIDANCE & REFERENCE
+    assert stems == GUIDANCE | REFERENCE, f"unplaced: {sorted(stems - GUIDANCE - REFERENCE)}, " \
+                                           f"gone: {sorted(GUIDANCE | REFERENCE - stems)}"
+
+
+def sentences(text: str) -> list:
+    """The sentences of a paragraph, English or Chinese (a code span one word)."""
+    text = re.sub(r"`[^`]*`", "X", text)
+    return [s for s in re.split(r"(?<=[.!?])\s+(?=[A-Z(`*\[])|(?<=[。！？])", text) if s.strip()]
+
+
+def opening(text: str) -> str:
+    """A page's text after its language switch and title, up to its first `## ` heading (none: no opening)."""
+    body = text.split("\n", 1)[1].lstrip("\n")
+    body = body.split("\n", 1)[1] if body.startswith("# ") else body
+    fenced = re.sub(r"```.*?```", lambda m: re.sub(r"[^\n]", " ", m.group(0)), body, flags=re.S)
+    heading = re.search(r"^## ", fenced, re.M)
+    return body[:heading.start()] if heading else ""
+
+
+def opens_as_guidance(text: str) -> list:
+    """What a guidance page's opening lacks: a first paragraph of at most two sentences (what the page is for), then
+    as its first code a block that runs (a program, commands, a test's), then the block of what it prints."""
+    head = opening(text)
+    if not head:
+        return ["no `## ` heading: the details have no place after the opening"]
+    said, first = [], (paragraphs(head) or [""])[0]
+    if len(sentences(first)) > 2:
+        said.append(f"a first paragraph of {len(sentences(first))} sentences: {first[:60]}...")
+    found = [(m.start(), language(m.group("lang"), m.group("mark"))) for m in BLOCK.finditer(head)]
+    blank = re.sub(r"```.*?```", lambda m: re.sub(r"[^\n]", " ", m.group(0)), head, flags=re.S)
+    indented = re.search(r"^ {4}(?:python3?|pip|mkdocs|cd|\.) ", blank, re.M)
+    if not found:
+        said.append("no code block before the first `## ` heading")
+    elif indented and indented.start() < found[0][0]:
+        said.append(f"its first code is an indented command no test runs: {indented.group(0).strip()!r}...")
+    elif not runs(found[0][1]):
+        said.append(f"its first block is not run (marked {found[0][1]!r})")
+    elif len(found) < 2 or found[1][1] != PRINTED:
+        said.append("its first block is not followed by what it prints (<!-- block: printed by the block above -->)")
+    return said
+
+
+@pytest.mark.parametrize("page", [p for p in user_pages() if p.stem.removesuffix("_cn") in GUIDANCE],
+                         ids=lambda p: p.stem)
+def test_a_guidance_page_opens_with_what_it_is_for_its_program_and_what_that_prints(page):
+    """One or two sentences of what the page is for; the shortest whole program (or commands) that does it, and what
+    it prints: a printed block, which the suite holds to the block's run (tests/test_docs_blocks.py); then the
+    details under `## ` headings."""
+    found = opens_as_guidance(page.read_text(encoding="utf-8"))
+    assert not found, f"{page.name}: {found}"
+
+
+def test_the_opening_check_sees_what_a_page_lacks():
+    top = "English | [中文](x_cn.md)\n\n# X\n\n"
+    program = "```python\nprint(1)\n```\n<!-- block: printed by the block above -->\n```text\n1\n```\n"
+    assert opens_as_guidance(top + "What it is for.\n" + program + "\n## Details\n") == []
+    assert opens_as_guidance(top + "本页做什么。它怎样用。\n" + program + "\n## 细节\n") == []
+    planted = {"three sentences": top + "One. Two. Three.\n" + program + "\n## Details\n",
+               "三句": top + "一。二。三。\n" + program + "\n## 细节\n",
+               "no heading": top + "What it is for.\n" + program,
+               "the program after the heading": top + "What it is for.\n\n## Details\n" + program,
+               "its output not shown": top + "What it is for.\n```python\nprint(1)\n```\n\n## Details\n",
+               "output not run": top + "For.\n<!-- block: not run (output) -->\n```\n1\n```\n\n## Details\n",
+               "an indented command first": top + "For.\n\n    python x.py --flag\n\n" + program + "\n## Details\n"}
+    for what, text in planted.items():
+        assert opens_as_guidance(text), what

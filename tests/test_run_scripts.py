@@ -19,6 +19,7 @@ import pytest
 from portcheck.scripts import folders, run
 from portcheck.core.fileio import load_npy
 from portcheck.core.errors import PipelineError
+from test_docs_blocks import DOCS, printed_as_said, printed_blocks
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPTS = ROOT / "examples" / "scripts"
@@ -77,6 +78,9 @@ def test_the_example_is_green_and_its_hand_in_checks(torch_done, tmp_path):
     code, said = judged(tmp_path / "out", statuses)
     assert code == 0, said
     assert "the same: every paired module's settings" in said and "green: the same run" in said
+    # what docs/run.md says the command prints, its folder --out's default
+    (_, _, page), = printed_blocks(DOCS / "run.md")[:1]
+    assert not printed_as_said(said.replace(str(tmp_path / "out"), "portcheck_run"), page), said
     assert [json.loads((tmp_path / "out" / side / "status.json").read_text())["loaded"] for side in ("torch", "paddle")] \
         == [["torch"], ["paddle"]], "a side loaded the other framework"
     check = subprocess.run([sys.executable, "-m", "portcheck", "check", str(tmp_path / "out" / "log_reprod"),
