@@ -36,6 +36,7 @@ WRITTEN = {
     "bench/zoo_kernels.md": ("bench_zoo_kernels", ["zoo_kernels.json"], lambda d: ["--out", d / "zoo_kernels.md"]),
     # profiles, levers and epochs measured by hand, each with its method, command, date, CPU and load recorded in
     # the JSON; the headline step is bench_speed's
+    "bench/suite.md": ("bench_suite", ["suite.json"], lambda d: ["--out", d / "suite.md"]),
     "bench/speed.md": ("bench_profile", ["speed.json", "bench_speed.json"], lambda d: ["--out", d / "speed.md"]),
 }
 # written by hand, its command named: a tool installed aside (padiff)

@@ -87,6 +87,18 @@ def test_align_figures_are_the_benchmarks():
             assert re.search(rf"(?<![\d.]){re.escape(figure)}(?![\d])", flat), figure
 
 
+def test_suite_figures_are_the_benchmarks():
+    """docs/bert.md's sentence on the suite (both languages) says docs/bench/suite.json's run, which
+    tools/bench_suite.py wrote: its tests, its time and its strict xfails."""
+    import json
+    from tools.bench_suite import OUTCOMES, minutes
+    suite = json.loads((DOCS / "bench" / "suite.json").read_text())["suite"]
+    tests, took = sum(suite[k] for k in OUTCOMES), minutes(suite["seconds"])
+    text, text_cn = (" ".join(p.read_text(encoding="utf-8").split()) for p in page("bert"))
+    assert suite["failed"] == 0 and f"{tests} tests in {took}" in text and f"the {suite['xfailed']} strict" in text
+    assert f"{tests} 个测试用时 {took}" in text_cn and f"{suite['xfailed']} 个严格 xfail" in text_cn
+
+
 def test_llm_figures_are_the_benchmarks():
     """The large-model figures of docs/large_models.md (both languages) and lib/README are docs/bench/llm.json's, which
     tools/bench_llm.py wrote, at the 1.1B width."""
