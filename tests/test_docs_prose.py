@@ -38,8 +38,8 @@ GUIDANCE = {"index", "own_model", "run", "view", "pairing", "large_models", "zoo
 REFERENCE = {"messages", "api", "architecture", "causes", "guarantees", "tolerances", "rules"}
 # guidance pages whose opening shows no planted run, and why none belongs there
 NO_PLANTED = {
-    "bert",       # a reviewer's check of the committed reference hand-in: its red runs are BERT's step tests
-    "examples",   # a list of the examples: each example's page or script shows its own planted run
+    "bert",       # the committed reference hand-in, checked: green; its bugs are under "When a check goes red"
+    "examples",   # a list of the examples, each a script that prints its own planted run
 }
 # guidance pages whose opening does not show a planted run yet
 PLANTED_LEFT = set()
@@ -197,9 +197,8 @@ def opens_as_guidance(text: str) -> list:
 def shows_planted(text: str) -> bool:
     """Whether a page's opening shows what a run prints with a bug planted: a printed block (held to its run by
     tests/test_docs_blocks.py) saying RED or False."""
-    head = opening(text)
-    return any(kind == PRINTED and SHOWS_RED.search(m.group("code"))
-               for m, kind in ((m, language(m.group("lang"), m.group("mark"))) for m in BLOCK.finditer(head)))
+    return any(language(m.group("lang"), m.group("mark")) == PRINTED and SHOWS_RED.search(m.group("code"))
+               for m in BLOCK.finditer(opening(text)))
 
 
 @pytest.mark.parametrize("page", [p for p in user_pages() if p.stem.removesuffix("_cn") in GUIDANCE],
