@@ -5,10 +5,11 @@ history either.
 
 Each page is a guidance page or a reference page (GUIDANCE, REFERENCE); a guidance page opens in one order: what it
 is for in a sentence or two, its shortest program and what that prints (held to its run by tests/test_docs_blocks.py),
-then the details under `## ` headings.
+what it prints with a bug planted (a run's printed block saying RED or False), then the details under `## ` headings.
 
 Pages not yet rewritten so are listed (HISTORY_LEFT, LONG_LEFT, BENCH_HISTORY_LEFT) and held there strictly: a
-listed page that passes fails this file until its name leaves the list, so the lists only shrink."""
+listed page that passes fails this file until its name leaves the list, so the lists only shrink (PLANTED_LEFT
+too)."""
 import re
 
 import pytest
@@ -35,6 +36,15 @@ LONG_LEFT = set()
 # page is looked up
 GUIDANCE = {"index", "own_model", "run", "view", "pairing", "large_models", "zoo", "review", "examples", "bert"}
 REFERENCE = {"messages", "api", "architecture", "causes", "guarantees", "tolerances", "rules"}
+# guidance pages whose opening shows no planted run, and why none belongs there
+NO_PLANTED = {
+    "bert",       # the committed reference hand-in, checked: green; its bugs are under "When a check goes red"
+    "examples",   # a list of the examples, each a script that prints its own planted run
+}
+# guidance pages whose opening does not show a planted run yet
+PLANTED_LEFT = set()
+# a printed block showing a red run: a verdict RED, or `report.passed` printed False at a line's start
+SHOWS_RED = re.compile(r"\bRED\b|^False\b", re.M)
 
 
 def user_pages():
@@ -184,6 +194,13 @@ def opens_as_guidance(text: str) -> list:
     return said
 
 
+def shows_planted(text: str) -> bool:
+    """Whether a page's opening shows what a run prints with a bug planted: a printed block (held to its run by
+    tests/test_docs_blocks.py) saying RED or False."""
+    return any(language(m.group("lang"), m.group("mark")) == PRINTED and SHOWS_RED.search(m.group("code"))
+               for m in BLOCK.finditer(opening(text)))
+
+
 @pytest.mark.parametrize("page", [p for p in user_pages() if p.stem.removesuffix("_cn") in GUIDANCE],
                          ids=lambda p: p.stem)
 def test_a_guidance_page_opens_with_what_it_is_for_its_program_and_what_that_prints(page):
@@ -192,6 +209,22 @@ def test_a_guidance_page_opens_with_what_it_is_for_its_program_and_what_that_pri
     details under `## ` headings."""
     found = opens_as_guidance(page.read_text(encoding="utf-8"))
     assert not found, f"{page.name}: {found}"
+
+
+@pytest.mark.parametrize("page", [p for p in user_pages() if p.stem.removesuffix("_cn") in GUIDANCE - NO_PLANTED],
+                         ids=lambda p: p.stem)
+def test_a_guidance_page_opens_with_what_a_planted_bug_prints(page):
+    """After the clean run, the same program with a realistic bug planted and what it prints, red: a green that
+    could not have been red proves nothing."""
+    shown = shows_planted(page.read_text(encoding="utf-8"))
+    if page.stem.removesuffix("_cn") in PLANTED_LEFT:
+        assert not shown, f"{page.name} shows a planted run now: take it out of PLANTED_LEFT"
+        return
+    assert shown, f"{page.name}: no printed block before the first `## ` heading shows a planted bug's run (RED, False)"
+
+
+def test_the_planted_runs_lists_are_guidance_pages():
+    assert NO_PLANTED | PLANTED_LEFT <= GUIDANCE and not NO_PLANTED & PLANTED_LEFT
 
 
 def test_the_opening_check_sees_what_a_page_lacks():
@@ -208,3 +241,13 @@ def test_the_opening_check_sees_what_a_page_lacks():
                "an indented command first": top + "For.\n\n    python x.py --flag\n\n" + program + "\n## Details\n"}
     for what, text in planted.items():
         assert opens_as_guidance(text), what
+    red = "```python\nprint(False)\n```\n<!-- block: printed by the block above -->\n```text\nFalse\n```\n"
+    assert shows_planted(top + "What it is for.\n" + program + "A bug:\n" + red + "\n## Details\n")
+    lacking = {"no planted run": top + "What it is for.\n" + program + "\n## Details\n",
+               "its red run after the heading": top + "For.\n" + program + "\n## Details\n" + red,
+               "red output no test runs": top + "For.\n" + program + "<!-- block: not run (output) -->\n```\n"
+                                                                   "forward: RED\n```\n\n## Details\n",
+               "a red word inside a line": top + "For.\n" + program.replace("\n1\n", "\nnot False nor REDDISH\n")
+                                           + "\n## Details\n"}
+    for what, text in lacking.items():
+        assert not shows_planted(text), what

@@ -477,13 +477,14 @@ def test_a_softmax_scale_planted_in_gpt_attention_is_named_at_the_attention_not_
     assert [d.both.split(" (Paddle")[0] for d in report.differing] == ["h.0.attn (before h.0.attn.c_proj)"]
 
 
-def test_the_pages_gpt_block_runs_alone_and_prints_what_the_page_says(tmp_path):
-    """docs/pairing.md's program, alone in an empty folder with fresh globals, in this process (which imports
-    transformers and paddlenlp already; tests/test_docs_blocks.py)."""
+def test_the_pages_gpt_blocks_run_alone_and_print_what_the_page_says(tmp_path):
+    """docs/pairing.md's programs, the clean pair and the planted one, each alone in an empty folder with fresh
+    globals, in this process (which imports transformers and paddlenlp already; tests/test_docs_blocks.py)."""
     from test_docs_blocks import DOCS, printed_as_said, python_blocks, run_in_process
-    (code, said), = python_blocks(DOCS / "pairing.md")
-    status, output = run_in_process([code], tmp_path)[0]
-    assert status == 0 and not printed_as_said(output, said), output[-3000:]
+    page = python_blocks(DOCS / "pairing.md")
+    assert len(page) == 2
+    for (code, said), (status, output) in zip(page, run_in_process([code for code, _ in page], tmp_path)):
+        assert status == 0 and not printed_as_said(output, said), output[-3000:]
 
 
 def test_a_fused_qkv_in_the_wrong_column_order_is_red_at_its_module():

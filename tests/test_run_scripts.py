@@ -126,6 +126,9 @@ def test_a_planted_bug_is_red_and_named(torch_done, tmp_path, what, line, plante
     assert code == 1, said
     for line in (named,) if isinstance(named, str) else named:
         assert line in said, said
+    if what == "GELU's tanh approximation":  # docs/run.md's planted run, the copy of pd_train.py its folder's default
+        (_, _, page), = printed_blocks(DOCS / "run.md")[1:2]
+        assert not printed_as_said(said.replace(str(tmp_path / "out"), "portcheck_run"), page), said
     # the hand-in carries what run judged: its checker exits as run did, each configuration line re-derived, as
     # conftest's agrees asserts after every judge
     digest = FOLDER_RED.get(what)

@@ -63,7 +63,7 @@ def reports(tmp_path_factory):
         return kept[None]
     split.compare_split = with_plants
     try:
-        code, said = python_blocks(DOCS / "large_models.md")[1]
+        code, said = python_blocks(DOCS / "large_models.md")[2]  # the first two: tests/test_stream.py's
         kept["page"] = (*run_in_process([code], tmp_path_factory.mktemp("split"))[0], said)
     finally:
         split.compare_split = original

@@ -25,7 +25,7 @@ def page(tmp_path_factory):
     """docs/large_models.md's program, run alone in an empty folder with fresh globals, in this process (which
     imports transformers and paddlenlp already; tests/test_docs_blocks.py): (its folder, status, output)."""
     folder = tmp_path_factory.mktemp("stream")
-    code, _ = python_blocks(DOCS / "large_models.md")[0]  # the page's second is tests/test_split.py's
+    code, _ = python_blocks(DOCS / "large_models.md")[0]  # the page's third is tests/test_split.py's
     return (folder / "block0", *run_in_process([code], folder)[0])
 
 
@@ -38,6 +38,12 @@ def pair(page):
 def test_the_pages_block_runs_alone_and_prints_what_the_page_says(page):
     _, said = python_blocks(DOCS / "large_models.md")[0]
     assert page[1] == 0 and not printed_as_said(page[2], said), page[2][-3000:]
+
+
+def test_the_pages_planted_block_runs_alone_and_prints_what_the_page_says(tmp_path):
+    code, said = python_blocks(DOCS / "large_models.md")[1]  # the same pair with an RMSNorm's epsilon planted
+    status, output = run_in_process([code], tmp_path)[0]
+    assert status == 0 and not printed_as_said(output, said), output[-3000:]
 
 
 def named_at(report, layer: int) -> bool:
