@@ -105,7 +105,8 @@ def hand_in(folder, pair: str, top) -> list:
     """Copy a pair's whole records from a sides folder into the hand-in `top` (diagnostics/records/), each with its run
     record, listed in the hand-in's manifest. Returns the files handed in."""
     moved = _handed(folder, pair, top)
-    writable_targets(folder, pair, top)
+    for _, target in moved:  # the records read once: _handed's answer is the places
+        writable(target)
     if moved:
         below = Path(top) / report.DIAGNOSTICS
         (below / RECORDS).mkdir(parents=True, exist_ok=True)
