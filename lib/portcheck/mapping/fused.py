@@ -289,7 +289,7 @@ def _held_together(fusions: dict) -> str:
 
 
 def _entries(fusions: dict) -> str:
-    return ", ".join(f"{k!r}: portcheck.Fused({tuple(v)!r})" for k, v in fusions.items())
+    return ", ".join(entry(k, (tuple(v), True)) for k, v in fusions.items())
 
 
 def settling(error, layouts) -> dict:
