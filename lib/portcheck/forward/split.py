@@ -324,6 +324,24 @@ def gathered(records: list, layouts: dict) -> dict:
     return out
 
 
+def widened(torch_record: dict, records: list, layouts: dict, counterparts: dict) -> dict:
+    """layouts with each module's input or output that no split layer lays out, yet holds one rank's columns, laid
+    out as columns: every rank's as wide, joined as wide as torch's counterpart, each alone narrower (a plain Linear
+    holding one rank's rows of a row-parallel layer, its input the rank's columns; an activation between a column-
+    and a row-parallel layer). So a plain layer on a shard is judged with its input joined, and named itself."""
+    out = dict(layouts)
+    for t_key, p_key in counterparts.items():
+        if not p_key.startswith(("in/", "out/")) or layouts.get(p_key, split_rank.ONE) != split_rank.ONE:
+            continue
+        a, parts = torch_record.get(t_key), [r.get(p_key) for r in records]
+        if a is None or any(p is None for p in parts) or len({np.shape(p) for p in parts}) != 1:
+            continue
+        shape, whole = np.shape(parts[0]), np.shape(a)
+        if shape and whole and shape[:-1] == whole[:-1] and shape[-1] < whole[-1] == shape[-1] * len(parts):
+            out[p_key] = split_rank.CAT
+    return out
+
+
 def ranks_apart(report, torch_record: dict, records: list, layouts: dict) -> dict:
     """{torch row name: [ranks]} for each judged output some rank's own part of differs from torch's: its columns,
     or its whole copy; each such row replaced by the first differing rank's where the gathered one passed."""
@@ -354,10 +372,13 @@ def judged(torch_record: dict, folder: Path, n: int, degree: int, name_map=None)
     """Run n's records of every rank gathered and judged against torch's (judge_forward), each rank's part too."""
     loaded = [_load(folder / f"rank{r}" / str(n)) for r in range(degree)]
     records, layouts = [x[0] for x in loaded], loaded[0][1]
-    whole = gathered(records, layouts)
     stops = [r for r, x in enumerate(loaded) if x[2]]
     try:
-        base = judge_forward(torch_record, whole, name_map)
+        base = judge_forward(torch_record, gathered(records, layouts), name_map)
+        wider = widened(torch_record, records, layouts, base.counterparts)
+        if wider != layouts:  # judged again on the columns joined, each module paired as it was
+            layouts = wider
+            base = judge_forward(torch_record, gathered(records, layouts), name_map or dict(base.pairing.pairs))
     except PipelineError as e:
         if not stops:
             raise
@@ -379,6 +400,7 @@ def isolated(torch_model, inputs, torch_record: dict, report: SplitReport, ranks
     folder, degree = ranks.folder, ranks.degree
     records, layouts = zip(*[_load(folder / f"rank{r}" / str(n))[:2] for r in range(degree)])
     keys, pairing = report.counterparts, report.pairing
+    layouts = [widened(torch_record, records, layouts[0], keys)] * degree  # as the cumulative run was gathered
     through = {chain[-1]: t for t, chain in pairing.paddle_composed.items()}
     request = {"calls": {**{p: t for t, p in pairing.pairs.items()}, **through}, "through": sorted(through),
                "leaves": {p: t for t, p in keys.items() if t.startswith("out/")}, "applied": pairing.applied_to(keys)}
