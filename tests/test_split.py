@@ -58,7 +58,8 @@ def reports(tmp_path_factory):
             torch_model, build, inputs, pairs.TARGETS, (pairs.torch_loss, pairs.paddle_loss),
             (pairs.torch_sgd, pairs.paddle_sgd), degree, state, STEPS,
             {**pairs.PLANTS, **pairs.BACKWARD_PLANTS, **others}, isolate, timeout=timeout,
-            trained=[None, "input_not_parallel", *pairs.BACKWARD_PLANTS, "gpt", "gpt_k_doubled"])
+            trained=[None, "input_not_parallel", "allreduce_missing", *pairs.BACKWARD_PLANTS, "gpt",
+                     "gpt_k_doubled"])
         kept.update(forward)
         return kept[None]
     split.compare_split = with_plants
@@ -142,6 +143,8 @@ def test_an_allreduce_missing_is_red_at_the_plain_linear_holding_the_ranks_rows(
     row = next(r for r in report.paired if r.name == "model.layers.1.mlp.down_proj")
     assert row.input_ok is True, report.table()
     assert report.differing == ["model.layers.1.mlp.down_proj"], report.table()
+    trained = reports["backward"]["allreduce_missing"].forward  # the steps' first forward joins it alike
+    assert trained.first_diverging == "model.layers.1.mlp.down_proj", trained.table()
 
 
 def test_a_row_parallel_layer_told_its_input_is_whole_stops_named_at_its_module_and_ranks(reports):

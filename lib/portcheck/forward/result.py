@@ -124,17 +124,12 @@ class ForwardReport(page.Viewable):
         return Named(differ[0].split(" (before ")[0], differ[0].paddle.split(" (before ")[0]) if differ else None
 
     def stopped_at(self):
-        """The module the Paddle run stopped inside, both its names (Named), or None. It never returned, so it is
-        paired by name: the torch module of its name under the torch module its parent's other children pair under
-        (llama.layers.1.self_attn.o_proj: model.layers.1.self_attn.o_proj, where q_proj pairs so), or its own."""
+        """The module the Paddle run stopped inside, both its names (Named), or None. It never returned, so it pairs
+        by where it stands (pairing.Pairing.by_place)."""
         module = self.stopped_in.get("paddle")
         if module is None or self.pairing is None:
             return None
-        parent, _, leaf = module.rpartition(".")
-        ran = {split_key(f"out/{r.name}")[1].split("#")[0] for r in self.rows}  # torch's modules, by their rows
-        under = [t.rpartition(".")[0] for t, p in self.pairing.pairs.items() if p.rpartition(".")[0] == parent and
-                 t.count(".") and p.count(".")]
-        name = next((f"{t}.{leaf}" for t in under if f"{t}.{leaf}" in ran), module if module in ran else None)
+        name = self.pairing.by_place(module, {split_key(f"out/{r.name}")[1].split("#")[0] for r in self.rows})
         return Named(name, module) if name else None
 
     @property

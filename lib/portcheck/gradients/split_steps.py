@@ -195,8 +195,9 @@ def judged(torch_record: dict, folders: list) -> SplitBackwardReport:
                                    f"{', '.join(map(str, stops))} of {len(loaded)}: {loaded[stops[0]][1]}; nothing "
                                    "was judged [PC923]")
     records, layouts = [x[0] for x in loaded], loaded[0][1]
+    # a plain layer on a shard paired and its columns joined as the forward's comparison does
+    base, layouts = split.with_shards(judge_backward, lambda r: r.forward, gathered, torch_record, records, layouts)
     whole = gathered(records, layouts)
-    base = judge_backward(torch_record, whole)
     report = SplitBackwardReport(**{f.name: getattr(base, f.name) for f in fields(BackwardReport)},
                                  degree=len(records))
     report.ranks = ranks_apart(report, torch_record, whole, records, layouts)
