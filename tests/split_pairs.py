@@ -163,3 +163,49 @@ def qkv_blocks(model, rank):
         width = tensor.shape[-1]
         order = np.arange(width).reshape(heads, 3, width // (3 * heads)).transpose(1, 0, 2).reshape(-1)
         tensor.set_value(tensor.numpy()[..., order])
+
+
+# examples/tiny_llama_split.py's Llama with paddlenlp's default head, tensor_parallel_output=True: each rank's
+# output its columns of the vocabulary, the loss fleet's ParallelCrossEntropy over them (tests/test_split_head.py)
+HEAD_TARGETS = np.where(np.arange(32).reshape(2, 16) % 5 == 4, -100, TARGETS)  # some tokens ignored: -100, torch's
+LOSS = {"mean": "kept"}  # how the Paddle loss averages: over the tokens it keeps, as torch's; a plant changes it
+
+
+def build_vocab_parallel(rank, degree):
+    """The rank's Llama whose forward returns its head's output as paddlenlp's does when given labels: the rank's
+    columns of the vocabulary (tensor_parallel_output=True), what ParallelCrossEntropy takes."""
+    from paddlenlp.transformers import LlamaConfig, LlamaForCausalLM
+    from examples.tiny_llama_split import LLAMA, with_mlp_bias
+
+    class ColumnsOut(LlamaForCausalLM):
+        def forward(self, input_ids):
+            return (self.lm_head(self.llama(input_ids)[0]),)
+    config = LlamaConfig(**LLAMA, use_cache=False, tensor_parallel_output=True, tensor_parallel_degree=degree,
+                         tensor_parallel_rank=rank)
+    return with_mlp_bias(ColumnsOut(config))
+
+
+def torch_kept_loss(output, targets):
+    """torch's cross entropy over the whole vocabulary, the tokens labelled -100 ignored (its default)."""
+    import torch.nn.functional as F
+    logits = _logits(output)
+    return F.cross_entropy(logits.reshape([-1, logits.shape[-1]]), targets.reshape([-1]))
+
+
+def paddle_parallel_loss(output, targets):
+    """fleet's ParallelCrossEntropy over each rank's columns, averaged over the tokens it keeps (LOSS)."""
+    from paddle.distributed.fleet.layers.mpu import ParallelCrossEntropy
+    each = ParallelCrossEntropy(ignore_index=-100)(_logits(output), targets)
+    return each.mean() if LOSS["mean"] == "every" else each.sum() / (targets != -100).astype(each.dtype).sum()
+
+
+def mean_counts_ignored(model, rank):
+    """The port's loss a plain mean of ParallelCrossEntropy's per-token losses: the ignored tokens, 0 there, counted
+    in it (the loss is no module: this sets how the rank's loss averages, for this run, the launch's last)."""
+    LOSS["mean"] = "every"
+
+
+def head_grad_doubled_on_rank_1(model, rank):
+    """rank 1's columns of the vocabulary-parallel head given twice their gradient."""
+    if rank == 1:
+        model.lm_head.weight.register_hook(lambda g: g * 2)

@@ -488,6 +488,51 @@ def test_outputs_named_of_a_paddle_run_that_stopped_say_the_stop():
         assert "(model):logits: the Paddle run stopped before returning it" in report.table(), report.table()
 
 
+def test_a_paddle_run_that_stopped_inside_a_module_names_that_module_first():
+    """The Paddle block raises after its first Linear returned (a reshape to a wrong shape): every module that ran
+    within, the block never returned, so it pairs by name; first_diverging names it, not the model's missing output
+    (a stop in a child named under its parent's counterpart: tests/test_split.py's o_proj)."""
+    class Block(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a, self.b = torch.nn.Linear(8, 8), torch.nn.Linear(8, 8)
+
+        def forward(self, x):
+            return self.b(self.a(x))
+
+    class Torch(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.blk, self.out = Block(), torch.nn.Linear(8, 4)
+
+        def forward(self, x):
+            return self.out(self.blk(x))
+
+    class PortBlock(paddle.nn.Layer):
+        def __init__(self):
+            super().__init__()
+            self.a, self.b = paddle.nn.Linear(8, 8), paddle.nn.Linear(8, 8)
+
+        def forward(self, x):
+            return self.b(self.a(x).reshape([3, 5, 7]))  # the bug
+
+    class Port(paddle.nn.Layer):
+        def __init__(self):
+            super().__init__()
+            self.blk, self.out = PortBlock(), paddle.nn.Linear(8, 4)
+
+        def forward(self, x):
+            return self.out(self.blk(x))
+
+    torch.manual_seed(0)
+    pt, pd = Torch().eval(), Port().eval()
+    convert(pt, pd)
+    report = compare_forward(pt, pd, X)
+    assert not report.passed and "ReshapeOp" in report.stopped["paddle"], report.table()
+    assert report.first_diverging == "blk" and report.stopped_in == {"paddle": "blk"}, report.table()
+    assert next(r for r in report.paired if r.name == "blk.a").passed, report.table()
+
+
 # ---------------------------------------------------------------- a head torch ties, the port holds apart
 
 def tied_head():

@@ -58,7 +58,8 @@ def reports(tmp_path_factory):
             torch_model, build, inputs, pairs.TARGETS, (pairs.torch_loss, pairs.paddle_loss),
             (pairs.torch_sgd, pairs.paddle_sgd), degree, state, STEPS,
             {**pairs.PLANTS, **pairs.BACKWARD_PLANTS, **others}, isolate, timeout=timeout,
-            trained=[None, "input_not_parallel", *pairs.BACKWARD_PLANTS, "gpt", "gpt_k_doubled"])
+            trained=[None, "input_not_parallel", "allreduce_missing", *pairs.BACKWARD_PLANTS, "gpt",
+                     "gpt_k_doubled"])
         kept.update(forward)
         return kept[None]
     split.compare_split = with_plants
@@ -90,8 +91,9 @@ def test_the_clean_split_is_green_against_torchs_own_error(reports):
                  "model.layers.1.self_attn.o_proj", "lm_head", "(model):logits"):
         assert name in names, names
     table = report.table()
-    assert "the Paddle model ran split across 2 ranks; on CPU: Paddle's c_identity, mp_allreduce, c_concat and " \
-           "c_split (no CPU kernel) stood in for by paddle.distributed.all_reduce" in table, table
+    assert "the Paddle model ran split across 2 ranks; on CPU: Paddle's c_identity, mp_allreduce, c_concat, " \
+           "c_split and c_softmax_with_cross_entropy (no CPU kernel) stood in for by paddle.distributed.all_reduce" \
+        in table, table
 
 
 def test_a_gpt_with_a_fused_qkv_split_is_green_each_part_judged_on_its_heads(reports):
@@ -130,21 +132,26 @@ def test_a_plant_in_the_split_is_red_at_its_module_and_rank(reports, plant, wher
     assert report.differing == [layer + name for name in isolated], report.table()
 
 
-def test_an_allreduce_missing_is_red_at_the_block_holding_it_and_names_the_plain_linear(reports):
-    """A plain Linear holds the rank's rows of down_proj: its input is the rank's columns, which no layer says,
-    so the cumulative run parts in the MLP that holds it; the Linear is the first module whose parts differ, on
-    both ranks, and the first whose own computation differs."""
+def test_an_allreduce_missing_is_red_at_the_plain_linear_holding_the_ranks_rows(reports):
+    """A plain Linear holds the rank's rows of down_proj: its input is the rank's columns, which no layer says, yet
+    every rank's is as wide and joined they are torch's input, so it is paired with torch's whole down_proj, its
+    input joined and within, its output each rank's partial sum: red at the Linear itself, on both ranks, cumulative
+    and isolated (each rank's Linear fed its columns of torch's input), and no other module's own computation."""
     report = reports["allreduce_missing"]
-    assert not report.passed and report.first_diverging == "model.layers.1.mlp", report.table()
-    assert next(iter(report.ranks.items())) == ("model.layers.1.mlp.down_proj", [0, 1]), report.ranks
-    # isolated: the Linear itself, after the MLP's own code feeding it (the rank's columns, which no layer says)
-    assert report.differing[0] == "model.layers.1.mlp.down_proj" or report.differing[:2] == [
-        "model.layers.1.mlp (before model.layers.1.mlp.down_proj)", "model.layers.1.mlp.down_proj"], report.table()
+    assert not report.passed and report.first_diverging == "model.layers.1.mlp.down_proj", report.table()
+    assert report.parted() == [0, 1] and next(iter(report.ranks)) == "model.layers.1.mlp.down_proj", report.ranks
+    row = next(r for r in report.paired if r.name == "model.layers.1.mlp.down_proj")
+    assert row.input_ok is True, report.table()
+    assert report.differing == ["model.layers.1.mlp.down_proj"], report.table()
+    trained = reports["backward"]["allreduce_missing"].forward  # the steps' first forward joins it alike
+    assert trained.first_diverging == "model.layers.1.mlp.down_proj", trained.table()
 
 
 def test_a_row_parallel_layer_told_its_input_is_whole_stops_named_at_its_module_and_ranks(reports):
     report = reports["input_not_parallel"]
     assert not report.passed and report.stop_ranks == [0, 1], report.table()
+    assert report.first_diverging == "model.layers.1.self_attn.o_proj" and \
+        report.first_diverging.paddle == "llama.layers.1.self_attn.o_proj", report.table()
     assert "the Paddle model stopped on rank 0, 1: in llama.layers.1.self_attn.o_proj: ValueError" in report.table()
     trained = reports["backward"]["input_not_parallel"]  # its training stops too: red, one line, nothing judged
     assert not trained.passed and trained.grads == [], trained.table()

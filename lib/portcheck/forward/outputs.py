@@ -18,7 +18,7 @@ from portcheck.mapping import fused, pairing, settings
 from portcheck.mapping.ties import distance, nearest_of
 from portcheck.core.keys import ROOT, module_of, split_key
 from portcheck.mapping.names import named_exist
-from portcheck.mapping.trace import LEAF, STOPPED, activated, reader as trace_reader, stopped
+from portcheck.mapping.trace import LEAF, STOPPED, activated, reader as trace_reader, stopped, stopped_in
 
 
 def pair_leaves(torch_keys: list, paddle_keys: list, shapes=None) -> dict:
@@ -441,6 +441,8 @@ def judge_records(torch_record: dict, paddle_record: dict, name_map, mean_bound,
                                      and split_key(k)[1] not in within and k not in kept["left"]],
                            stopped={side: stopped(r) for side, r in (("torch", torch_record), ("paddle", paddle_record))
                                     if stopped(r)},
+                           stopped_in={side: stopped_in(r) for side, r in (("torch", torch_record),
+                                                                            ("paddle", paddle_record)) if stopped_in(r)},
                            pairing=paired, counterparts=keys, left_out=left + p_left, flow=flows,
                            outputs_said=through, settings=configured)
     measured = {}  # a container's output is its last child's: measured once (spill.identity: by what is stored)

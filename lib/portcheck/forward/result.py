@@ -29,6 +29,7 @@ class ForwardReport(page.Viewable):
     rows: list = field(default_factory=list)       # [diff.KeyResult] in torch's run order
     unpaired: list = field(default_factory=list)   # Paddle records no torch module maps to
     stopped: dict = field(default_factory=dict)    # {"torch" or "paddle": the error its run stopped on}
+    stopped_in: dict = field(default_factory=dict)  # {side: the module (its own name) its run stopped inside}
     pairing: object = None                         # a pairing.Pairing: which module call is which
     counterparts: dict = field(default_factory=dict)  # torch record key -> the Paddle key it was judged against
     isolated: list = None          # isolate=True: [diff.KeyResult], every paired module on torch's own values
@@ -114,10 +115,22 @@ class ForwardReport(page.Viewable):
                        and not origin.name.startswith(r.router)), None)
         if routed:
             return Named(routed.block, routed.paddle_block)
+        stop = self.stopped_at()
+        if stop is not None and (origin is None or origin.name.startswith(ROOT)):  # the stop, not its missing output
+            return stop
         if origin:
             return Named(origin.name, self.paddle_name(origin.name))
         differ = self.differing if self.isolated is not None else []
         return Named(differ[0].split(" (before ")[0], differ[0].paddle.split(" (before ")[0]) if differ else None
+
+    def stopped_at(self):
+        """The module the Paddle run stopped inside, both its names (Named), or None. It never returned, so it pairs
+        by where it stands (pairing.Pairing.by_place)."""
+        module = self.stopped_in.get("paddle")
+        if module is None or self.pairing is None:
+            return None
+        name = self.pairing.by_place(module, {split_key(f"out/{r.name}")[1].split("#")[0] for r in self.rows})
+        return Named(name, module) if name else None
 
     @property
     def paired(self) -> list:

@@ -1,7 +1,8 @@
 """compare_split: a Paddle model in tensor parallel (its ranks as processes of paddle.distributed.spawn) judged
 module by module against the torch model in this process, by judge_forward. Each rank records its modules
 (split_rank); each output is gathered as its layer defines it (a column-parallel output's columns joined on the last
-axis; a row-parallel or vocabulary-parallel output, after its all-reduce, taken whole); then each rank's own part is
+axis; a row-parallel or vocabulary-parallel output, after its all-reduce, taken whole; a plain layer's that holds one
+rank's columns, as wide as torch's joined, joined: widened); then each rank's own part is
 judged against torch's (its columns, or its whole copy), and a module whose part differs on any rank is red, with
 the ranks named; isolate=True judges each module on torch's own values too, each rank's module fed its part of
 them (portcheck.forward.isolate's judge, on the ranks' forced runs gathered). The allowance is judge_forward's:
@@ -324,6 +325,64 @@ def gathered(records: list, layouts: dict) -> dict:
     return out
 
 
+def with_shards(judge, forward_of, gather, torch_record: dict, records: list, layouts: dict, name_map=None) -> tuple:
+    """judge(torch_record, gather(records, layouts), name_map) (judge_forward, or judge_backward: forward_of(its
+    report) its forward's), with each plain layer that holds one rank's shard paired where it stands (shard_pairs)
+    and its input or output joined as wide as torch's (widened), judged again where either finds one: (the report,
+    the layouts it gathered by)."""
+    report = judge(torch_record, gather(records, layouts), name_map)
+    forward = forward_of(report)
+    if forward is None:
+        return report, layouts
+    extra = shard_pairs(forward.pairing, len(records))
+    if extra:
+        name_map = {**(name_map or dict(forward.pairing.pairs)), **extra}
+        report = judge(torch_record, gather(records, layouts), name_map)
+        forward = forward_of(report)
+    wider = widened(torch_record, records, layouts, forward.counterparts)
+    if wider != layouts:  # judged again on the columns joined, each module paired as it was
+        layouts = wider
+        report = judge(torch_record, gather(records, layouts), name_map or dict(forward.pairing.pairs))
+    return report, layouts
+
+
+def shard_pairs(pairing, degree: int) -> dict:
+    """{torch module: Paddle module} of each Paddle module left unpaired whose tensors are the unpaired torch
+    module's where it stands (pairing.Pairing.by_place), each as large as one of torch's or a 1/degree share of it
+    (by size, each side's in its own layout): a plain layer holding one rank's rows or columns, paired with torch's
+    whole layer though its shapes differ."""
+    t_calls = {c.name: c for c in pairing.torch_calls if c.name in set(pairing.torch_unpaired) and "#" not in c.name}
+    out = {}
+    for call in pairing.paddle_calls:
+        if "#" in call.name or not call.tensors or call.name not in set(pairing.paddle_unpaired):
+            continue
+        t_name = pairing.by_place(call.name, t_calls)
+        sizes = [sorted(int(np.prod(x)) for x in tensors) for tensors in (call.tensors, t_calls[t_name].tensors
+                                                                            if t_name else ())]
+        if t_name not in out and len(sizes[0]) == len(sizes[1]) and sizes[0] != sizes[1] and \
+                all(a in (b, b // degree) and a * degree >= b for a, b in zip(*sizes)):
+            out[t_name] = call.name
+    return out
+
+
+def widened(torch_record: dict, records: list, layouts: dict, counterparts: dict) -> dict:
+    """layouts with each module's input or output that no split layer lays out, yet holds one rank's columns, laid
+    out as columns: every rank's as wide, joined as wide as torch's counterpart, each alone narrower (a plain Linear
+    holding one rank's rows of a row-parallel layer, its input the rank's columns; an activation between a column-
+    and a row-parallel layer). So a plain layer on a shard is judged with its input joined, and named itself."""
+    out = dict(layouts)
+    for t_key, p_key in counterparts.items():
+        if not p_key.startswith(("in/", "out/")) or layouts.get(p_key, split_rank.ONE) != split_rank.ONE:
+            continue
+        a, parts = torch_record.get(t_key), [r.get(p_key) for r in records]
+        if a is None or any(p is None for p in parts) or len({np.shape(p) for p in parts}) != 1:
+            continue
+        shape, whole = np.shape(parts[0]), np.shape(a)
+        if shape and whole and shape[:-1] == whole[:-1] and shape[-1] < whole[-1] == shape[-1] * len(parts):
+            out[p_key] = split_rank.CAT
+    return out
+
+
 def ranks_apart(report, torch_record: dict, records: list, layouts: dict) -> dict:
     """{torch row name: [ranks]} for each judged output some rank's own part of differs from torch's: its columns,
     or its whole copy; each such row replaced by the first differing rank's where the gathered one passed."""
@@ -354,10 +413,9 @@ def judged(torch_record: dict, folder: Path, n: int, degree: int, name_map=None)
     """Run n's records of every rank gathered and judged against torch's (judge_forward), each rank's part too."""
     loaded = [_load(folder / f"rank{r}" / str(n)) for r in range(degree)]
     records, layouts = [x[0] for x in loaded], loaded[0][1]
-    whole = gathered(records, layouts)
     stops = [r for r, x in enumerate(loaded) if x[2]]
     try:
-        base = judge_forward(torch_record, whole, name_map)
+        base, layouts = with_shards(judge_forward, lambda r: r, gathered, torch_record, records, layouts, name_map)
     except PipelineError as e:
         if not stops:
             raise
@@ -379,6 +437,7 @@ def isolated(torch_model, inputs, torch_record: dict, report: SplitReport, ranks
     folder, degree = ranks.folder, ranks.degree
     records, layouts = zip(*[_load(folder / f"rank{r}" / str(n))[:2] for r in range(degree)])
     keys, pairing = report.counterparts, report.pairing
+    layouts = [widened(torch_record, records, layouts[0], keys)] * degree  # as the cumulative run was gathered
     through = {chain[-1]: t for t, chain in pairing.paddle_composed.items()}
     request = {"calls": {**{p: t for t, p in pairing.pairs.items()}, **through}, "through": sorted(through),
                "leaves": {p: t for t, p in keys.items() if t.startswith("out/")}, "applied": pairing.applied_to(keys)}

@@ -173,18 +173,21 @@ def _record(where: Path, model, inputs, degree, parts=None):
     if parts:
         record = fused.cut(record, False)
         kinds.update({f"{name}.{part}": kinds[name] for name, spec in parts.items() for part in spec.parts})
-    keys, arrays = [], {}
+    laid = as_its_module(record, {key: layout_of(key, value, kinds) for key, value in record.items()})
+    np.savez(where / "arrays.npz", **{f"k{i}": np.asarray(value) for i, value in enumerate(record.values())})
+    write(where / "keys.json", json.dumps({"keys": [[key, laid[key]] for key in record], "stopped": _stopped(record)}))
+
+
+def as_its_module(record: dict, layouts: dict) -> dict:
+    """layouts ({record key: layout}) with the model's own output laid out as the module's output it is (the head's:
+    its columns where the head keeps each rank's columns, tensor_parallel_output=True), else whole: what the forward
+    and the steps both gather it by."""
+    out = dict(layouts)
     for key, value in record.items():
-        arrays[f"k{len(keys)}"] = np.asarray(value)
-        keys.append([key, layout_of(key, value, kinds)])
-    for pair in keys:  # the model's own output: laid out as the module's output it is (the head's)
-        if pair[0].startswith(f"out/{modules.ROOT}"):
-            value = record[pair[0]]
-            pair[1] = next((layout for key, layout in keys if key.startswith("out/") and not key.startswith(
-                f"out/{modules.ROOT}") and np.shape(record[key]) == np.shape(value) and
-                np.array_equal(record[key], value)), ONE)
-    np.savez(where / "arrays.npz", **arrays)
-    write(where / "keys.json", json.dumps({"keys": keys, "stopped": _stopped(record)}))
+        if key.startswith(f"out/{modules.ROOT}"):
+            out[key] = next((layouts[k] for k, v in record.items() if k.startswith("out/") and not k.startswith(
+                f"out/{modules.ROOT}") and np.shape(v) == np.shape(value) and np.array_equal(v, value)), ONE)
+    return out
 
 
 def write(path: Path, text: str):

@@ -1,4 +1,5 @@
-"""Paddle's model-parallel ops that have no CPU kernel (c_identity, the calc-stream all-reduce, c_concat, c_split),
+"""Paddle's model-parallel ops that have no CPU kernel (c_identity, the calc-stream all-reduce, c_concat, c_split, and
+the vocabulary-parallel cross entropy of fleet's ParallelCrossEntropy),
 stood in for on a CPU by paddle.distributed's collectives over gloo, so that a tensor-parallel model runs split across
 processes on one machine (portcheck.forward.split). Only on a CPU: on GPUs Paddle's own ops run, untouched. The names
 replaced are Paddle's private ones, so the version is pinned and every name checked before anything is replaced: a
@@ -13,16 +14,17 @@ CHECKED = ("3.3.1",)  # the Paddle versions the stand-ins were checked on (tests
 MODULES = ("paddle.distributed.fleet.layers.mpu.mp_ops", "paddle.distributed.collective")
 OPS = {"_c_identity": ("tensor", "group", "skip_c_identity_dynamic"),
        "_mp_allreduce": ("tensor", "op", "group", "use_calc_stream", "use_model_parallel", "skip_c_identity_dynamic"),
-       "_c_concat": ("tensor", "group"), "_c_split": ("tensor", "group")}
+       "_c_concat": ("tensor", "group"), "_c_split": ("tensor", "group"),
+       "_c_softmax_with_cross_entropy": ("logits", "label", "group", "return_softmax", "ignore_index")}
 # fleet.distributed_model's input broadcast, which refuses a CPU (asserts a GPU): each tensor broadcast from the
 # model-parallel group's first rank as on a GPU, by the helper it calls, the CPU's place given
 BROADCAST = {"paddle.distributed.fleet.meta_parallel.tensor_parallel": ("broadcast_input_data", ("hcg", "inputs",
                                                                                                  "kwargs")),
              "paddle.distributed.fleet.utils.hybrid_parallel_util": ("_broadcast_nested_data",
                                                                      ("hcg", "dev", "place", "data"))}
-LINE = ("on CPU: Paddle's c_identity, mp_allreduce, c_concat and c_split (no CPU kernel) stood in for by "
-        "paddle.distributed.all_reduce and all_gather over gloo, and fleet's input broadcast given the CPU "
-        "(Paddle {version})")
+LINE = ("on CPU: Paddle's c_identity, mp_allreduce, c_concat, c_split and c_softmax_with_cross_entropy (no CPU "
+        "kernel) stood in for by paddle.distributed.all_reduce and all_gather over gloo, and fleet's input broadcast "
+        "given the CPU (Paddle {version})")
 
 
 def on_cpu(degree: int) -> bool:
@@ -59,7 +61,7 @@ def checked() -> list:
 
 
 def install() -> str:
-    """Replace the three ops in every module that holds them, after checking them all; the report's line."""
+    """Replace the ops in every module that holds them, after checking them all; the report's line."""
     import paddle
     import paddle.distributed as dist
     from paddle.autograd import PyLayer
@@ -125,6 +127,20 @@ def install() -> str:
     def c_split(tensor, group=None):
         return Split.apply(tensor, _group(group))
 
+    def c_softmax_with_cross_entropy(logits, label, group=None, return_softmax=False, ignore_index=-100):
+        # over the ranks' columns gathered (Concat: each rank's gradient its own columns), as the kernel computes it
+        # from their partial maxima and sums: each token's loss, 0 where its label is ignore_index
+        group = _group(group)
+        whole = Concat.apply(logits, group)
+        label = label.unsqueeze(-1) if label.ndim == logits.ndim - 1 else label
+        ignored = label == ignore_index
+        picked = paddle.take_along_axis(paddle.nn.functional.log_softmax(whole, axis=-1),
+                                        paddle.where(ignored, paddle.zeros_like(label), label), axis=-1)
+        loss = paddle.where(ignored, paddle.zeros_like(picked), -picked)
+        if not return_softmax:
+            return loss
+        return loss, paddle.split(paddle.nn.functional.softmax(whole, axis=-1), group.nranks, axis=-1)[group.rank]
+
     import importlib
     util = importlib.import_module("paddle.distributed.fleet.utils.hybrid_parallel_util")
 
@@ -136,6 +152,7 @@ def install() -> str:
     for module in modules:
         module._c_identity, module._mp_allreduce, module._c_concat, module._c_split = \
             c_identity, mp_allreduce, c_concat, c_split
+        module._c_softmax_with_cross_entropy = c_softmax_with_cross_entropy
     importlib.import_module(next(iter(BROADCAST))).broadcast_input_data = broadcast_input_data
     return LINE.format(version=paddle.__version__)
 

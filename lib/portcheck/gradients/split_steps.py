@@ -152,16 +152,14 @@ def rank_steps(where: Path, model, rank, degree, runs, inputs, targets, loss, op
         axes.update({f"{name}.{part}.{key[len(name) + 1:]}": axis for key, axis in list(axes.items())
                      if key.startswith(f"{name}.") for part in spec.parts})
         kinds.update({f"{name}.{part}": kinds[name] for part in spec.parts})
-    keys, arrays = [], {}
-    for key, value in record.items():
-        match = TENSORS.match(key)
-        layout = axes.get(key[match.end():]) if match else split_rank.layout_of(key, value, kinds)
-        arrays[f"k{len(keys)}"] = np.asarray(value)
-        keys.append([key, layout])
-    np.savez(folder / "arrays.npz", **arrays)
+    laid = {key: axes.get(key[m.end():]) if (m := TENSORS.match(key)) else split_rank.layout_of(key, value, kinds)
+            for key, value in record.items()}
+    laid = split_rank.as_its_module(record, laid)  # the model's output gathered as the forward gathers it
+    np.savez(folder / "arrays.npz", **{f"k{i}": np.asarray(value) for i, value in enumerate(record.values())})
     lineage = {name: [k.__name__ for k in type(layer).__mro__[:-1]]
                for name, layer in model.named_sublayers(include_self=True)}
-    split_rank.write(folder / "keys.json", json.dumps({"keys": keys, "lineage": lineage}))
+    split_rank.write(folder / "keys.json", json.dumps({"keys": [[key, laid[key]] for key in record],
+                                                       "lineage": lineage}))
 
 
 def _load(folder: Path) -> tuple:
@@ -197,8 +195,9 @@ def judged(torch_record: dict, folders: list) -> SplitBackwardReport:
                                    f"{', '.join(map(str, stops))} of {len(loaded)}: {loaded[stops[0]][1]}; nothing "
                                    "was judged [PC923]")
     records, layouts = [x[0] for x in loaded], loaded[0][1]
+    # a plain layer on a shard paired and its columns joined as the forward's comparison does
+    base, layouts = split.with_shards(judge_backward, lambda r: r.forward, gathered, torch_record, records, layouts)
     whole = gathered(records, layouts)
-    base = judge_backward(torch_record, whole)
     report = SplitBackwardReport(**{f.name: getattr(base, f.name) for f in fields(BackwardReport)},
                                  degree=len(records))
     report.ranks = ranks_apart(report, torch_record, whole, records, layouts)

@@ -294,6 +294,16 @@ class Pairing:
         call computes too (paddle_composed)."""
         return self.paddle_composed[call][-1] if call in self.paddle_composed else self.pairs[call]
 
+    def by_place(self, paddle_module: str, torch_modules) -> Optional[str]:
+        """The torch module (of `torch_modules`) where a Paddle module that paired with none stands: its last name
+        under the torch module its parent's other children pair under (llama.layers.1.mlp.down_proj:
+        model.layers.1.mlp.down_proj, where gate_proj pairs so), or its own name; None where neither is there."""
+        parent, _, leaf = paddle_module.rpartition(".")
+        under = [module_of(t).rpartition(".")[0] for t, p in self.pairs.items() if "." in module_of(t) and
+                 "." in module_of(p) and module_of(p).rpartition(".")[0] == parent]
+        return next((f"{t}.{leaf}" for t in under if f"{t}.{leaf}" in torch_modules),
+                    paddle_module if paddle_module in torch_modules else None)
+
     def applied_to(self, keys) -> dict:
         """{torch output key (out/<call>...): the activation it is judged through} of `keys` (applied)."""
         return {k: self.applied[split_key(k)[1]] for k in keys

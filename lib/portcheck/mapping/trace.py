@@ -401,6 +401,17 @@ def stopped(record: dict, prefix: str = ""):
     return next((k[len(prefix + STOPPED):] for k in record if k.startswith(prefix + STOPPED)), None)
 
 
+def stopped_in(record: dict, prefix: str = ""):
+    """The module a recorded run that stopped was inside (the last entered that did not return: the deepest), or
+    None: it stopped in the model's own code, or ran to its end."""
+    if stopped(record, prefix) is None:
+        return None
+    calls = lambda kind: [split_key(k[len(prefix):])[1] for k in record if k.startswith(f"{prefix}{kind}/")]
+    returned = set(calls("out"))
+    inside = [c.split("#")[0] for c in calls("in") if c not in returned and c.split("#")[0] != ROOT]
+    return inside[-1] if inside else None
+
+
 def trace(model, inputs=None, into=None) -> dict:
     """One side's run without the float64 one: every module's output and first input (none when inputs is
     None), and what pairing needs of each module (modules.describe); into: the record to fill (a dict or a

@@ -158,15 +158,14 @@ def key_layouts(record: dict, kinds: dict, axes: dict, bare=()) -> dict:
             columns.append(value)
     for key, value in record.items():
         if key.startswith(f"out/{modules.ROOT}"):
-            out[key] = next((out[k] for k, v in record.items() if k.startswith("out/") and not k.startswith(
-                f"out/{modules.ROOT}") and np.shape(v) == np.shape(value) and np.array_equal(v, value)),
-                split_rank.ONE)
-        elif key.startswith("out/") and out[key] == split_rank.ONE and any(
+            continue  # laid out as the module's output it is, once the others are (split_rank.as_its_module)
+        if key.startswith("out/") and out[key] == split_rank.ONE and any(
                 np.shape(c) == np.shape(value) and np.array_equal(c, value) for c in columns):
             out[key] = split_rank.CAT  # a module handing on a split layer's columns (a block ending in one)
         elif key.startswith("iso/"):
             out[key] = out.get(key[4:], split_rank.ONE)
-    return out
+    out = split_rank.as_its_module(record, out)
+    return {**out, **{k: out.get(k[4:], split_rank.ONE) for k in record if k.startswith(f"iso/out/{modules.ROOT}")}}
 
 
 ALIKE = ("loss/", "out/", "grad/", "state", "final/")  # the keys every rank holds alike where not split (apart)
