@@ -131,3 +131,37 @@ def test_the_model_itself_as_a_key_is_every_name_kept():
     for name_map in ({"(model)": "(model)"}, {"": ""}, {"(model)": ""}):
         report = compare_forward(pt, pd, X, name_map=name_map)
         assert report.passed and report.pairing.pairs == {"(model)": "(model)", "a": "a", "b": "b"}, report.pairs()
+
+
+class Shifted(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.embed, self.norm = torch.nn.Embedding(50, D), torch.nn.LayerNorm(D)
+
+    def forward(self, input_ids):
+        h = self.embed(input_ids) + 1.0
+        return self.norm(h), h
+
+
+class PaddleShifted(paddle.nn.Layer):
+    def __init__(self, shift=1.0):
+        super().__init__()
+        self.embed, self.norm, self.shift = paddle.nn.Embedding(50, D), paddle.nn.LayerNorm(D), shift
+
+    def forward(self, input_ids):
+        h = self.embed(input_ids) + self.shift
+        return self.norm(h), h
+
+
+def test_the_roots_own_bug_its_child_hides_is_named_so_not_at_the_output_row():
+    """A shift the model adds before a LayerNorm, which a constant shift leaves as it was: the first red row is the
+    model's output row (model)[1]; with isolate=True, the model's own computation before norm."""
+    torch.manual_seed(0)
+    pt = Shifted().eval()
+    for shift, named in ((1.0, None), (1.5, "(model) (before norm)")):
+        pd = PaddleShifted(shift)
+        convert(pt, pd, inputs=IDS, layouts={"Shifted": "same"})
+        report = compare_forward(pt, pd, IDS, isolate=True)
+        assert report.first_diverging == named and report.passed is (named is None), report.table()
+        if named:
+            assert compare_forward(pt, pd, IDS).first_diverging == "(model)[1]"  # no isolated run: its output row
