@@ -237,7 +237,8 @@ def test_a_module_a_fused_layout_pairs_is_not_said_to_differ():
     with pytest.raises(PipelineError) as e:
         convert(pt, pd, inputs=x)
     said = str(e.value)
-    assert "layouts={'c_attn': portcheck.Fused(('q', 'k', 'v'))} pairs them as one model" in said and "[PC315]" in said
+    assert "layouts={'c_attn': portcheck.Fused(('q', 'k', 'v'))} (heads=n if they go per head) makes them one " \
+        "model there" in said and "[PC315]" in said
     assert "differ" not in said, said
     convert(pt, pd, layouts={"c_attn": Fused(("q", "k", "v"))}, inputs=x)
     np.testing.assert_allclose(pt(torch.from_numpy(x)).detach().numpy(), pd(paddle.to_tensor(x)).numpy(), atol=1e-6)

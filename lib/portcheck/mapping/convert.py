@@ -351,8 +351,8 @@ def pair_modules(torch_model, paddle_model, name_map=None, inputs=None, layouts=
                         + ("" if inputs is not None else ", or inputs= to pair them by a run") + (
                             "; one module holds what several of the other side hold together: if its columns hold "
                             "them one after the other, layouts={" + ", ".join(
-                                fused.entry(k, v) for k, v in fusions.items()) + "} pairs them as one model (heads=n "
-                            "if they go per head)" if fusions else ""))
+                                fused.entry(k, v) for k, v in fusions.items()) + "} (heads=n if they go per head) "
+                            "makes them one model there" if fusions else ""))
     lost = {name: [part for part in spec.parts if f"{name}.{part}" not in modules]
             for name, spec in fused.specs(torch_model, layouts).items()}
     lost = {name: parts for name, parts in lost.items() if parts}
