@@ -208,3 +208,37 @@ def test_a_module_no_name_map_can_pair_says_the_models_differ_and_what_to_compar
     left, paired = {"classifier.dense": [256, 16]}, {"": "", "bert": "bigbird", "bert.pooler": "bigbird.pooler"}
     assert stranded(left, [[16, 256]], paired) == ""  # a free module of its sizes: a name_map can pair it
     assert "compare_forward(torch_model.bert, paddle_model.bigbird" in stranded(left, [[2, 32]], paired)
+
+
+def test_a_module_a_fused_layout_pairs_is_not_said_to_differ():
+    """GPT-2's c_attn (one Linear, [q | k | v]) against q, k and v: the line gave the Fused entry that pairs them after
+    saying "the two models differ there". It gives the entry, no such claim; with the entry the same model converts."""
+    from portcheck import Fused
+
+    class Torch(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.c_attn, self.out = torch.nn.Linear(8, 24), torch.nn.Linear(8, 8)
+
+        def forward(self, x):
+            q, k, v = self.c_attn(x).chunk(3, -1)
+            return self.out(q * k + v)
+
+    class Port(paddle.nn.Layer):
+        def __init__(self):
+            super().__init__()
+            self.q, self.k, self.v, self.out = (paddle.nn.Linear(8, 8) for _ in range(4))
+
+        def forward(self, x):
+            return self.out(self.q(x) * self.k(x) + self.v(x))
+
+    pt, pd = Torch(), Port()
+    x = np.random.RandomState(0).randn(2, 8).astype("float32")
+    with pytest.raises(PipelineError) as e:
+        convert(pt, pd, inputs=x)
+    said = str(e.value)
+    assert "layouts={'c_attn': portcheck.Fused(('q', 'k', 'v'))} (heads=n if they go per head) makes them one " \
+        "model there" in said and "[PC315]" in said
+    assert "differ" not in said, said
+    convert(pt, pd, layouts={"c_attn": Fused(("q", "k", "v"))}, inputs=x)
+    np.testing.assert_allclose(pt(torch.from_numpy(x)).detach().numpy(), pd(paddle.to_tensor(x)).numpy(), atol=1e-6)

@@ -70,8 +70,8 @@ def source_line(cls, text):
 
 def test_a_planted_gelu_approximation_is_named_at_its_call_and_line_on_each_side():
     report = compare_forward(*block_pair(approximate=True), X)
-    # fc2 reads what the block's forward computed: the block's own calls are traced
-    assert not report.passed and report.first_diverging == "fc2"
+    # fc2 reads what the block's forward computed: named as the model's own computation, its own calls traced
+    assert not report.passed and report.first_diverging == "(model) (before fc2)"
     first = report.first_call
     assert first.found and first.module == ("(model)", "(model)"), first.line()
     assert (first.torch.name, first.paddle.name) == ("torch.nn.functional.gelu", "paddle.nn.functional.gelu")

@@ -243,12 +243,13 @@ def test_a_buffer_only_paddle_saves_is_filled_by_value_or_named_with_its_fix():
 
 def test_ids_no_module_outputs_are_red_at_their_reader_unless_its_caller_computed_them():
     """Issue 47: the planted off-by-one in Paddle's position_ids buffer reaches the positions embedding from no
-    module (torch computes the ids in the forward, Paddle reads its buffer): the cumulative run names that
-    embedding, in one line, never a later module whose first input is equal; the correct port is green. Bucket
+    module (torch computes the ids in the forward, Paddle reads its buffer): the cumulative run names the model's
+    own forward before that embedding, the embedding in one line, never a later module whose first input is equal;
+    the correct port is green. Bucket
     ids attn's own forward computes are red at attn.rel's input too, and attn, which computed them, is named."""
     pt, pd = pair("default", start=1)
     report = compare_forward(pt, pd, INPUTS)
-    assert not report.passed and report.first_diverging == "pos", report.table()
+    assert not report.passed and report.first_diverging == "(model) (before pos)", report.table()
     assert "pos: its input differs and no module output it: a buffer, or a value (model)'s forward computes" \
         in report.table()
     assert [line.split()[0] for line in report.table().splitlines() if calibrated.ORIGIN_UNSOURCED in line] == ["pos"]
@@ -521,7 +522,7 @@ def test_a_mask_one_side_holds_as_bool_is_compared_as_values_and_a_flipped_one_i
         if flip:
             row = next(r for r in report.isolated if r.name == "embed_positions (its input)")
             assert not row.passed and row.max == 1 and row.by_design == "by design: dtypes float32 and bool, compared as float32"
-            assert report.differing == ["(model) (before embed_positions)"] and report.first_diverging == "embed_positions"
+            assert report.differing == ["(model) (before embed_positions)"] == [report.first_diverging]
 
 
 def test_asgd_two_algorithms_of_one_name_are_red_by_design_in_one_line():

@@ -545,7 +545,7 @@ def test_separate_gate_and_up_against_one_fused_linear(swap):
     if not swap:
         assert report.passed and trained.passed, report.table() + trained.table()
     else:  # each part computes what torch's does: the run parts after them, where they are read
-        assert not report.passed and report.first_diverging in ("down_proj", "(model)"), report.table()
+        assert not report.passed and report.first_diverging in ("(model) (before down_proj)", "(model)"), report.table()
         assert not trained.passed
 
 

@@ -125,6 +125,17 @@ def layers(*argv):
     return e.value.code
 
 
+@pytest.mark.parametrize("tp", [[], ["--tp", "2"]], ids=["whole", "--tp 2"])
+def test_a_file_given_for_a_folder_is_one_line_naming_the_folder(tmp_path, capsys, tp):
+    """A folder's config.json given: "no config.json" (PC909) said of the file, as if it were a folder without one."""
+    (tmp_path / "config.json").write_text("{}")
+    given = tmp_path / "config.json"
+    assert layers("--torch", given, "--paddle", given, *tp) == 2
+    err = capsys.readouterr().err
+    assert f"a file, not a folder; give the folder holding it ({tmp_path})" in err and "[PC490]" in err, err
+    assert err.count("\n") == 1 and "PC909" not in err
+
+
 def test_a_checkpoint_that_does_not_fit_or_is_a_pickle_is_one_line(pair, tmp_path, capsys):
     assert layers("--torch", pair[0], "--paddle", pair[1], "--tokens", "1x4", "--html", tmp_path / "p.html") == 0
     assert capsys.readouterr().out.strip().endswith("9 blocks: green, cumulative and isolated")

@@ -365,6 +365,8 @@ def first_call(torch_model, paddle_model, inputs, torch_record: dict, report) ->
     inside the module whose forward computed that input (its caller: a functional GELU in a block's forward)."""
     name = report.first_diverging
     row = next((r for r in report.paired if r.name == name), None)
-    t_call = row.input_unsourced if row is not None and row.input_unsourced else split_key(f"out/{name}")[1]
+    parent, before, _ = str(name).partition(" (before ")  # a parent's own computation before its child: the parent
+    t_call = parent if before else row.input_unsourced if row is not None and row.input_unsourced else \
+        split_key(f"out/{name}")[1]
     p_call = ROOT if t_call == ROOT else report.pairing.pairs.get(t_call)
     return locate(torch_model, paddle_model, inputs, torch_record, t_call, p_call)

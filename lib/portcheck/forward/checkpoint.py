@@ -61,15 +61,24 @@ def regular(path: Path, what: str) -> bool:
 
 # ---------------------------------------------------------------- checkpoint files, read tensor by tensor
 
+def a_folder(folder, side: str) -> Path:
+    """The checkpoint folder `--side` names, or one line: a file given (its config.json) names the folder holding it."""
+    folder = Path(folder)
+    if folder.is_dir():
+        return folder
+    if folder.is_file():
+        raise PipelineError(f"--{side} {folder}: a file, not a folder; give the folder holding it ({folder.parent}) "
+                            "[PC490]")
+    raise PipelineError(f"--{side} {folder}: not a folder; give the checkpoint folder (config.json and its "
+                        "safetensors shards) [PC908]")
+
+
 class Shards:
     """A checkpoint folder's tensors: {name: (file, dtype, shape, start, end)} from the safetensors headers,
     each tensor read only when asked for (Shards.read), into float32."""
 
     def __init__(self, folder, side: str):
-        self.folder, self.side = Path(folder), side
-        if not self.folder.is_dir():
-            raise PipelineError(f"--{side} {folder}: not a folder; give the checkpoint folder (config.json and "
-                                "its safetensors shards) [PC908]")
+        self.folder, self.side = a_folder(folder, side), side
         if not regular(self.folder / CONFIG, "config.json"):
             raise PipelineError(f"{self.folder}: no {CONFIG}; give the folder save_pretrained wrote [PC909]")
         self.tensors = {}

@@ -119,7 +119,7 @@ class ForwardReport(page.Viewable):
         if stop is not None and (origin is None or origin.name.startswith(ROOT)):  # the stop, not its missing output
             return stop
         if origin:
-            return Named(origin.name, self.paddle_name(origin.name))
+            return self._root_own(origin) or Named(origin.name, self.paddle_name(origin.name))
         differ = self.differing if self.isolated is not None else []
         return Named(differ[0].split(" (before ")[0], differ[0].paddle.split(" (before ")[0]) if differ else None
 
@@ -131,6 +131,19 @@ class ForwardReport(page.Viewable):
             return None
         name = self.pairing.by_place(module, {split_key(f"out/{r.name}")[1].split("#")[0] for r in self.rows})
         return Named(name, module) if name else None
+
+    def _root_own(self, origin):
+        """The model's own forward, named as differing does, "(model) (before <child>)", where the runs part there:
+        a module's input no module output and the model computed (a position table or a scale it holds and applies
+        itself), or the model's output row where isolate=True finds its own computation differing before a child.
+        None elsewhere: the whole model names no place, the child before which it computes does."""
+        call_ = split_key(f"out/{origin.name}")[1]
+        if origin.input_ok is False and origin.input_unsourced == ROOT and call_ != ROOT:
+            name = f"{ROOT} (before {call_})"
+            return Named(name, self._paddle_differing(name))
+        if call_ == ROOT and self.isolated is not None:
+            return next((d for d in self.differing if d.startswith(f"{ROOT} (before ")), None)
+        return None
 
     @property
     def paired(self) -> list:

@@ -56,7 +56,7 @@ def split_for(folder) -> tuple:
 def checked_folder(folder, degree: int):
     """A checkpoint folder each of `degree` ranks can load its shard of: a single-card one (paddlenlp splits it as
     it loads) or one split for `degree` ranks; else one line, before any rank starts."""
-    ranks, why = split_for(folder)
+    ranks, why = split_for(checkpoint.a_folder(folder, "paddle"))
     if ranks > 1 and ranks != degree:
         raise PipelineError(f"{folder}: a checkpoint split for {ranks} ranks ({why}), not {degree}: each of its files "
                             f"holds one rank's shard of {ranks}; give degree {ranks}, or the single-card checkpoint "

@@ -99,7 +99,7 @@ def paddle_skeleton(folder):
 def _config(cls, folder, side) -> tuple:
     """(the library's config of the folder, its sizes), each size checked for type, sign and proportion to the
     folder's shards before anything is built from it."""
-    raw = checkpoint.read_config(folder)
+    raw = checkpoint.read_config(checkpoint.a_folder(folder, side))
     if raw.get("model_type", "llama") != "llama":
         raise PipelineError(f"{Path(folder) / CONFIG} is a {str(raw['model_type'])[:40]!r} model: "
                             "portcheck.forward.stream compares Llama checkpoints (transformers' and paddlenlp's "

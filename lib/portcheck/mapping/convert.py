@@ -347,12 +347,12 @@ def pair_modules(torch_model, paddle_model, name_map=None, inputs=None, layouts=
                         f"{'; '.join(missing[:12])}{'; ...' if len(missing) > 12 else ''}: " + (not paired.missing
                         and stranded({n: sizes(own_tensors(m).values()) for n, m in left if n not in configs}, [sizes(
                             v for _, v in x.named_parameters(include_sublayers=False)) for n, x in layers.items() if
-                            n not in taken], modules) or "give a name_map entry for each")
+                            n not in taken], modules, bool(fusions)) or "give a name_map entry for each")
                         + ("" if inputs is not None else ", or inputs= to pair them by a run") + (
                             "; one module holds what several of the other side hold together: if its columns hold "
                             "them one after the other, layouts={" + ", ".join(
-                                fused.entry(k, v) for k, v in fusions.items()) + "} (heads=n if they "
-                            "go per head)" if fusions else ""))
+                                fused.entry(k, v) for k, v in fusions.items()) + "} (heads=n if they go per head) "
+                            "makes them one model there" if fusions else ""))
     lost = {name: [part for part in spec.parts if f"{name}.{part}" not in modules]
             for name, spec in fused.specs(torch_model, layouts).items()}
     lost = {name: parts for name, parts in lost.items() if parts}

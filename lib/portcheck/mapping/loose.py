@@ -103,6 +103,8 @@ def apart(torch_held: dict, paddle_held: dict) -> tuple:
             wants = {t: {s[::-1], s} if kind == "Linear" and t == "weight" else {s} for t, s in held.items()}
             names = {t: ([last, f"{last}_weight"] if t == "weight" else [f"{last}_{t}"]) for t in wants}
             found = {t: next((n for n in names[t] if theirs.get(n) in wants[t]), None) for t in wants}
+            if paddle_held[parent][0] == kind and all(theirs.get(t) in wants[t] for t in wants):
+                continue  # Paddle's X is the layer itself (a pooler Linear against torch's pooler holding its dense)
             if found and all(found.values()):
                 taken(name, parent, found)
             elif found:

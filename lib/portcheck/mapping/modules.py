@@ -130,15 +130,18 @@ def family(kind: str) -> str:
     return ALIASES.get(k, k)
 
 
-def stranded(left: dict, free: list, modules: dict) -> str:
+def stranded(left: dict, free: list, modules: dict, fused: bool = False) -> str:
     """The advice for torch modules left without a counterpart ({name: sizes of the tensors it holds itself}) where
     no unpaired Paddle module ({free}: each one's sizes) holds tensors of their sizes, so no name_map can pair them
     (transformers' BigBird classification head, a dense and gelu on the first token, against paddlenlp's, which reads
     the pooler): the models differ there, and what can be compared is the part both hold, the paired torch module
     holding most of the model with none of them inside ({modules}: torch name: Paddle name). "" where a free module
-    of their sizes is left: a name_map can pair them."""
+    of their sizes is left: a name_map can pair them. fused: a layouts entry of Fused parts is offered after it, which
+    may make the two the same there: no claim that they differ."""
     if any(sorted(sizes) in [sorted(f) for f in free] for sizes in left.values()):
         return ""
+    if fused:
+        return "no unpaired Paddle module holds tensors of their sizes, so no name_map can pair them"
     inside = lambda t: [n for n in modules if n.startswith(t + ".")]
     whole = [t for t in modules if t != ROOT and not any(n == t or n.startswith(t + ".") for n in left)]
     best = max(whole, key=lambda t: len(inside(t)), default=None)

@@ -2,6 +2,7 @@
 import re
 
 from portcheck.core.errors import PipelineError, raised_by
+from portcheck.core.keys import ROOT
 from portcheck.mapping.modules import META
 
 
@@ -10,7 +11,8 @@ def resolve(name_map):
 
     * None: the same names;
     * a dict {torch prefix: Paddle prefix}: the longest prefix that matches whole name parts wins
-      ({"resnet.embedder.embedder.convolution": "conv1", "classifier.1": "fc"});
+      ({"resnet.embedder.embedder.convolution": "conv1", "classifier.1": "fc"}); "(model)" or "" is the model
+      itself, on either side ({"model": "(model)"}: torch's `model` and every module in it is the Paddle model's);
     * a list of (regex, replacement) rules, applied in order with re.sub to the whole name
       ([(r"^encoder\\.stages\\.(\\d)\\.", r"layer\\1."), ...]);
     * a callable, used as it is.
@@ -26,7 +28,8 @@ def entries(name_map):
         return lambda name: None
     mapped = resolve(name_map)
     if isinstance(name_map, dict):
-        return lambda name: mapped(name) if any(p == "" or name == p or name.startswith(p + ".") for p in name_map) \
+        prefixes = [rooted(p) for p in name_map]
+        return lambda name: mapped(name) if any(p == "" or name == p or name.startswith(p + ".") for p in prefixes) \
             else None
     if isinstance(name_map, (list, tuple)):
         patterns = [re.compile(pattern) for pattern, _ in name_map]
@@ -57,13 +60,15 @@ def _resolve(name_map):
         if bad:
             raise PipelineError(f"name_map: a dict maps torch name prefixes (str) to Paddle ones (str), got "
                                 f"{bad[0][0]!r}: {bad[0][1]!r} [PC306]")
-        prefixes = sorted(name_map, key=len, reverse=True)
+        targets = {rooted(k): rooted(v) for k, v in name_map.items()}
+        prefixes = sorted(targets, key=len, reverse=True)
 
         def by_prefix(name):
+            whole = "" if name == ROOT else name
             for p in prefixes:
-                if name == p or name.startswith(p + ".") or p == "":
-                    rest = name[len(p):].lstrip(".")
-                    return ".".join(part for part in (name_map[p], rest) if part)
+                if whole == p or whole.startswith(p + ".") or p == "":
+                    rest = whole[len(p):].lstrip(".")
+                    return ".".join(part for part in (targets[p], rest) if part) or ROOT
             return name
         return by_prefix
     if isinstance(name_map, (list, tuple)):
@@ -79,6 +84,11 @@ def _resolve(name_map):
         return by_rules
     raise PipelineError(f"name_map must be None, a dict, a list of (regex, replacement) or a callable, "
                         f"got {type(name_map).__name__} [PC304]")
+
+
+def rooted(name: str) -> str:
+    """A dict name map's prefix, the model itself ("(model)", as reports name it, or "") as ""."""
+    return "" if name == ROOT else name
 
 
 def _modules(record: dict) -> set:
@@ -97,7 +107,7 @@ def named_exist(name_map, torch_record: dict, paddle_record: dict):
         return
     bad = []
     for key, target in name_map.items():
-        if not isinstance(key, str) or not isinstance(target, str) or key == "":
+        if not isinstance(key, str) or not isinstance(target, str) or rooted(key) == "":
             continue  # names.resolve says what is wrong with such an entry
         if key not in t_modules and not any(m.startswith(key + ".") for m in t_modules):
             bad.append(f"{key!r}: {target!r} (the torch model has no module {key!r})")

@@ -287,8 +287,20 @@ def _scaled(rec, x, other, how):
     if key is None or not key.startswith("out/") or held in rec.read:
         return
     remember(rec.read, held, how, x)
-    if isinstance(other, numbers.Real) and not isinstance(other, (bool, np.bool_)):  # np.float32(c) too
-        rec.arrays[f"{rec.prefix}{SCALED}{key[len('out/'):]}"] = np.array([other], dtype=np.float64)
+    c = scalar(other)
+    if c is not None:
+        rec.arrays[f"{rec.prefix}{SCALED}{key[len('out/'):]}"] = np.array([c], dtype=np.float64)
+
+
+def scalar(value):
+    """The number a multiplication's other operand is, or None: a Python or numpy number, or a 0-d or one-element
+    tensor of either framework (Gemma's `x * torch.tensor(hidden ** 0.5)`); never a bool."""
+    if isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_)):  # np.float32(c) too
+        return float(value)
+    if is_tensor(value) and int(np.prod(value.shape)) == 1:
+        number = value.item()  # bfloat16 too, which numpy has no type for
+        return float(number) if isinstance(number, (int, float)) and not isinstance(number, bool) else None
+    return None
 
 
 @contextlib.contextmanager
