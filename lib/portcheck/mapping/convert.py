@@ -300,7 +300,8 @@ def pair_modules(torch_model, paddle_model, name_map=None, inputs=None, layouts=
             if ratio >= 2 and len(siblings) >= ratio and len(theirs) == len(mine) and \
                     all(t == ratio * m for m, t in zip(mine, theirs)):
                 return n.rpartition(".")[2], (tuple(s.rpartition(".")[2] for s in siblings[:ratio]), True)
-        return None
+        return fused.summed(name, mine, near, {n: sizes(own_tensors(m).values()) for n, m in t_modules.items()
+                                               if n.rpartition(".")[0] == parent and n not in t_taken})
 
     def said(name, module):
         if name in paired.missing:
@@ -330,7 +331,8 @@ def pair_modules(torch_model, paddle_model, name_map=None, inputs=None, layouts=
         loose.update(found)
     left = [(n, m) for n, m in left if not all(f"{n}.{t}" in found for t in own_tensors(m))]
     configs = {n: c for n, m in left if n not in paired.missing and (c := config(n, m)) is not None}
-    fusions = dict(f for n, m in left if n not in configs and n not in paired.missing and (f := fusion(n, m)))
+    held = {n: f for n, m in left if n not in configs and n not in paired.missing and (f := fusion(n, m))}
+    fusions = dict(held.values())
     missing = [said(n, m) for n, m in left if n not in configs]
     problems = []
     if configs:  # no map pairs tensors of other sizes: the two models were built from different configs
@@ -341,18 +343,16 @@ def pair_modules(torch_model, paddle_model, name_map=None, inputs=None, layouts=
             f"({shapes(layers[p].named_parameters(include_sublayers=False))}{out_shape(whole[1], p)})"
             + "".join(f", {field} {a} against {b}" for field, a, b in config_fields(dict(left)[n], layers[p]))
             for n, p in list(configs.items())[:6]) + f": {CONFIGS_DIFFER}, which no name_map can stand in for")
+    rest = {n: sizes(own_tensors(m).values()) for n, m in left if n not in configs and n not in held}
     if missing:  # all at once: one run names every module left without a counterpart
         named = " (the name map names no Paddle module of that name)" if paired.missing else ""
         problems.append(f"{len(missing)} torch module(s) have no counterpart in the Paddle model{named}: "
-                        f"{'; '.join(missing[:12])}{'; ...' if len(missing) > 12 else ''}: " + (not paired.missing
-                        and stranded({n: sizes(own_tensors(m).values()) for n, m in left if n not in configs}, [sizes(
-                            v for _, v in x.named_parameters(include_sublayers=False)) for n, x in layers.items() if
-                            n not in taken], modules) or "give a name_map entry for each")
-                        + ("" if inputs is not None else ", or inputs= to pair them by a run") + (
-                            "; one module holds what several of the other side hold together: if its columns hold "
-                            "them one after the other, layouts={" + ", ".join(
-                                fused.entry(k, v) for k, v in fusions.items()) + "} (heads=n if they "
-                            "go per head)" if fusions else ""))
+                        f"{'; '.join(missing[:12])}{'; ...' if len(missing) > 12 else ''}: " + "; ".join(x for x in (
+                            ((not paired.missing and stranded(rest, [sizes(v for _, v in x.named_parameters(
+                                include_sublayers=False)) for n, x in layers.items() if n not in taken], modules)
+                              or "give a name_map entry for each") + ("" if inputs is not None else
+                                                                       ", or inputs= to pair them by a run"))
+                            if rest or paired.missing else "", fused.held_together(fusions)) if x))
     lost = {name: [part for part in spec.parts if f"{name}.{part}" not in modules]
             for name, spec in fused.specs(torch_model, layouts).items()}
     lost = {name: parts for name, parts in lost.items() if parts}

@@ -83,7 +83,7 @@ def layouts_table(extra=None):
 def from_json(data, said: str = "layouts") -> dict:
     """The layouts `portcheck run --layouts FILE` declares, as the API takes them: a JSON object keyed as any layout
     is (a module's class name, its last name part or its whole name), each value "same", "transpose" or
-    {"fused": [parts], "heads": n, "output": false} (Fused's fields). Anything else: PipelineError, one line."""
+    {"fused": [parts], "heads": n, "output": false, "widths": [n, ...]} (Fused's fields). Anything else: PipelineError, one line."""
     if not isinstance(data, dict):
         raise PipelineError(f"{said}: a JSON object is expected ({{\"c_attn\": {{\"fused\": [\"q\", \"k\", \"v\"]}}}}),"
                             f" got a {type(data).__name__} [PC308]")
@@ -91,10 +91,11 @@ def from_json(data, said: str = "layouts") -> dict:
     for key, how in data.items():
         if isinstance(how, str) and how in RULES:
             out[key] = how
-        elif isinstance(how, dict) and isinstance(how.get("fused"), list) and set(how) <= {"fused", "heads", "output"} \
-                and not isinstance(how.get("heads"), bool):
+        elif isinstance(how, dict) and isinstance(how.get("fused"), list) and \
+                set(how) <= {"fused", "heads", "output", "widths"} and not isinstance(how.get("heads"), bool):
             try:
-                out[key] = Fused(tuple(how["fused"]), how.get("heads", 0), how.get("output", True))
+                out[key] = Fused(tuple(how["fused"]), how.get("heads", 0), how.get("output", True),
+                                 tuple(how.get("widths", ())))
             except PipelineError as e:
                 raise PipelineError(f"{said}: {key!r}: {e}") from None
         else:
