@@ -172,3 +172,140 @@ def test_a_tie_of_two_like_named_projections_is_no_fusion_of_one_name_twice():
     assert fusions_of([([0, 1], 1)], ts, ps, ts, ps) == {}
     up = Call("layers.0.mlp.up_proj", "Linear", 0, ((32, 48),), ((2, 5, 48),))
     assert fusions_of([([0, 1], 1)], [gate(0), up], ps, [gate(0), up], ps) == {"up_gate_proj": ("gate_proj", "up_proj")}
+
+
+E, I, K = 4, 12, 2  # experts, expert width, experts per token
+
+
+def torch_moe():
+    """transformers 5's layout: a router holding weight [E, H] read with F.linear, returning probabilities, and the
+    experts packed, gate_up_proj [E, 2I, H] and down_proj [E, H, I], read one expert at a time."""
+    import torch
+    from torch import nn
+
+    class Router(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.weight = nn.Parameter(torch.randn(E, H) * 0.3)
+
+        def forward(self, x):
+            probs = torch.softmax(nn.functional.linear(x, self.weight), -1)
+            top, index = probs.topk(K, -1)
+            return probs, top / top.sum(-1, keepdim=True), index
+
+    class Experts(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.gate_up_proj = nn.Parameter(torch.randn(E, 2 * I, H) * 0.2)
+            self.down_proj = nn.Parameter(torch.randn(E, H, I) * 0.2)
+
+        def forward(self, x, index, weights):
+            out = torch.zeros_like(x)
+            for e in range(E):
+                rows, slot = torch.nonzero(index == e, as_tuple=True)
+                gate, up = nn.functional.linear(x[rows], self.gate_up_proj[e]).chunk(2, -1)
+                y = nn.functional.linear(nn.functional.silu(gate) * up, self.down_proj[e])
+                out = out.index_add(0, rows, y * weights[rows, slot, None])
+            return out
+
+    class MoE(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.gate, self.experts = Router(), Experts()
+
+        def forward(self, x):
+            flat = x.reshape(-1, H)
+            _, weights, index = self.gate(flat)
+            return self.experts(flat, index, weights).reshape(x.shape)
+
+    class Model(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.mlp = MoE()
+
+        def forward(self, x):
+            return x + self.mlp(x)
+
+    torch.manual_seed(0)
+    return Model().eval()
+
+
+def paddle_moe(shift=0, softmax_axis=-1):
+    """paddleformers' layout: a Linear gate returning logits, one module per expert (up_gate_proj [gate | up],
+    down_proj). shift: expert e's tokens sent to module (e + shift) % E; softmax_axis: the axis the port softmaxes."""
+    import paddle
+    from paddle import nn
+
+    class MLP(nn.Layer):
+        def __init__(self):
+            super().__init__()
+            self.up_gate_proj = nn.Linear(H, 2 * I, bias_attr=False)
+            self.down_proj = nn.Linear(I, H, bias_attr=False)
+
+        def forward(self, x):
+            gate, up = self.up_gate_proj(x).chunk(2, axis=-1)
+            return self.down_proj(nn.functional.silu(gate) * up)
+
+    class MoE(nn.Layer):
+        def __init__(self):
+            super().__init__()
+            self.gate = nn.Linear(H, E, bias_attr=False)
+            self.experts = nn.LayerList([MLP() for _ in range(E)])
+
+        def forward(self, x):
+            flat = x.reshape([-1, H])
+            logits = self.gate(flat)
+            weights, index = paddle.topk(nn.functional.softmax(logits, axis=softmax_axis), K, axis=-1)
+            weights = weights / weights.sum(-1, keepdim=True)
+            out = paddle.zeros_like(flat)
+            for e in range(E):
+                rows, slot = paddle.nonzero(index == e, as_tuple=True)
+                if rows.shape[0]:
+                    rows, slot = rows.reshape([-1]), slot.reshape([-1])
+                    y = self.experts[(e + shift) % E](flat[rows]) * weights[rows, slot].unsqueeze(-1)
+                    out = paddle.index_add(out, rows, 0, y)
+            return out.reshape(x.shape), logits
+
+    class Model(nn.Layer):
+        def __init__(self):
+            super().__init__()
+            self.mlp = MoE()
+
+        def forward(self, x):
+            return x + self.mlp(x)[0]
+
+    paddle.seed(1)
+    model = Model()
+    model.eval()
+    return model
+
+
+X_MOE = np.random.RandomState(1).randn(2, 6, H).astype("float32")
+
+
+def test_packed_experts_convert_by_index_and_a_router_of_probabilities_against_logits_is_green():
+    pt, pd = torch_moe(), paddle_moe()
+    convert(pt, pd, inputs=X_MOE)
+    np.testing.assert_array_equal(pd.mlp.experts[2].up_gate_proj.weight.numpy(),
+                                  pt.mlp.experts.gate_up_proj[2].detach().numpy().T)
+    for isolate in (False, True):
+        report = compare_forward(pt, pd, X_MOE, isolate=isolate)
+        assert report.passed, (report.first_diverging, [r.line() for r in report.routing])
+    row = next(r for r in report.rows if r.key == "mlp.gate[0]")
+    assert "probabilities" in row.by_design and report.routing and not report.routing[0].red
+    assert report.pairing.modules()["mlp.experts.3.down_proj"] == "mlp.experts.3.down_proj"
+
+
+def test_experts_shifted_by_one_index_are_red_at_the_block():
+    pt, pd = torch_moe(), paddle_moe(shift=1)
+    convert(pt, pd, inputs=X_MOE)
+    report = compare_forward(pt, pd, X_MOE)
+    assert not report.passed and report.first_diverging.partition("[")[0] == "mlp", report.first_diverging
+
+
+def test_a_router_softmaxing_another_axis_is_red_at_the_router():
+    pt, pd = torch_moe(), paddle_moe(softmax_axis=0)
+    convert(pt, pd, inputs=X_MOE)
+    report = compare_forward(pt, pd, X_MOE)
+    assert not report.passed and any(r.red for r in report.routing), [r.line() for r in report.routing]
+    assert "gate" in report.routing[0].line() and "[PC430]" in report.routing[0].line()

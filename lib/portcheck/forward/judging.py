@@ -45,7 +45,7 @@ def judge_against(name, a, b) -> KeyResult:
         note = f"by design: shapes {list(a.shape)} and {list(b.shape)}, one side broadcast over the other"
         shape = np.broadcast_shapes(a.shape, b.shape)
         a, b = np.broadcast_to(a, shape), np.broadcast_to(b, shape)
-    filled = mask_fills(a, b)
+    filled = mask_fills(a, b) or probabilities(a, b)
     if filled:
         note, b = filled
     if row is None or order is not None or filled:
@@ -106,3 +106,51 @@ def input_ok(a, ref, b):
     if a.dtype.kind != "f" or a.shape != b.shape:
         return a.shape == b.shape and bool(np.array_equal(a, b))
     return measure("in", a, ref if ref is not None and ref.shape == a.shape else None, b).passed
+
+
+def _distribution(x) -> bool:
+    """Rows (the last axis, 2 or more) of values at or above 0 summing to 1: probabilities."""
+    return x.ndim >= 1 and x.shape[-1] >= 2 and x.size > 0 and bool((x >= 0).all()) and \
+        bool(np.allclose(x.astype(np.float64).sum(-1), 1.0, rtol=0, atol=1e-4))
+
+
+def probabilities(a, b):
+    """(note, b in torch's form) where one side returns a router's probabilities over the last axis and the other
+    its logits (transformers 5's Qwen3MoeTopKRouter softmaxes, paddleformers' gate is a Linear): torch's
+    probabilities against the softmax of Paddle's logits, or torch's logits against the log of Paddle's
+    probabilities plus torch's log-sum-exp (the logits they are, when the two are one model); None otherwise (and
+    for any output but a 2-D one, a router's [tokens, experts]). What
+    both compute, the experts chosen and their weights, is judged after it: a softmax missing where it changes
+    them is red there."""
+    if a.ndim != 2 or a.shape != b.shape or a.dtype.kind != "f" or not a.size or a.shape[-1] < 2 or \
+            (a.min() < 0) == (b.min() < 0):
+        return None  # a router's output is [tokens, experts]: an attention's probabilities [b, h, s, s] are not one
+    if _distribution(a) == _distribution(b):
+        return None
+    x = b.astype(np.float64)
+    if _distribution(a):
+        e = np.exp(x - x.max(-1, keepdims=True))
+        return ("by design: torch's output is probabilities, Paddle's logits: compared as probabilities (Paddle's "
+                "softmax over the last axis)"), (e / e.sum(-1, keepdims=True)).astype(a.dtype)
+    t = a.astype(np.float64)
+    top = t.max(-1, keepdims=True)
+    lse = top + np.log(np.exp(t - top).sum(-1, keepdims=True))
+    with np.errstate(divide="ignore"):
+        return ("by design: torch's output is logits, Paddle's probabilities: compared as logits (the log of Paddle's "
+                "plus torch's log-sum-exp over the last axis)"), (np.log(x) + lse).astype(a.dtype)
+
+
+def in_own_form(value, own):
+    """torch's router output `value` in the form this side's `own` output holds (probabilities(): isolate feeds each
+    side its own): the log of torch's probabilities where this side returns logits (their softmax is torch's), the
+    softmax of torch's logits where it returns probabilities; None where both are in one form."""
+    value, own = np.asarray(value), np.asarray(own)
+    if value.ndim != 2 or value.shape != own.shape or value.dtype.kind != "f" or not value.size or value.shape[-1] < 2 or \
+            (value.min() < 0) == (own.min() < 0) or _distribution(value) == _distribution(own):
+        return None
+    x = value.astype(np.float64)
+    if _distribution(value):
+        with np.errstate(divide="ignore"):
+            return np.log(x).astype(value.dtype)
+    e = np.exp(x - x.max(-1, keepdims=True))
+    return (e / e.sum(-1, keepdims=True)).astype(value.dtype)

@@ -36,6 +36,19 @@ def _renamed(names: dict, rule=same_layout):
     return rename
 
 
+def linear_held(tensors: dict, paddle_kind) -> tuple:
+    """(None, linear_layout) for a torch module of a type of its own holding a Linear's tensors, a 2-D weight not
+    square and a bias or none, that its forward reads with F.linear (transformers 5's Qwen3MoeTopKRouter), paired
+    with a Paddle Linear: the weight [out, in] is Paddle's [in, out] transposed, the only layout its shape allows.
+    None otherwise (a square weight fits either way: it is declared)."""
+    weight = tensors.get("weight")
+    linear = isinstance(paddle_kind, type) and any(k.__name__ == "Linear" for k in paddle_kind.__mro__)
+    if not linear or set(tensors) - {"weight", "bias"} or weight is None or len(weight.shape) != 2 or \
+            weight.shape[0] == weight.shape[1] or len(getattr(tensors.get("bias"), "shape", (0,))) != 1:
+        return None
+    return None, linear_layout
+
+
 RULES = {"same": same_layout, "transpose": linear_layout}  # what a user's `layouts` may name
 
 
