@@ -309,3 +309,24 @@ def test_a_router_softmaxing_another_axis_is_red_at_the_router():
     report = compare_forward(pt, pd, X_MOE)
     assert not report.passed and any(r.red for r in report.routing), [r.line() for r in report.routing]
     assert "gate" in report.routing[0].line() and "[PC430]" in report.routing[0].line()
+
+
+def test_experts_refusing_float64_are_run_eagerly_by_the_yardstick_and_said_so():
+    """transformers 5's grouped experts raise on float64 ("Expected mat_a to be Float32"): the float64 twin runs
+    their eager loop (config._experts_implementation = "eager"), said in one line, and every row is judged."""
+    import types as namespace
+    pt, pd = torch_moe(), paddle_moe()
+    experts = pt.mlp.experts
+    experts.config = namespace.SimpleNamespace(_experts_implementation="grouped_mm")
+    eager = type(experts).forward
+
+    def grouped(self, x, index, weights):
+        if self.config._experts_implementation != "eager" and str(x.dtype) == "torch.float64":
+            raise RuntimeError("Expected mat_a to be Float32, BFloat16 or Float16 matrix, got Double")
+        return eager(self, x, index, weights)
+    experts.forward = grouped.__get__(experts)
+    convert(pt, pd, inputs=X_MOE)
+    report = compare_forward(pt, pd, X_MOE)
+    assert report.passed, report.first_diverging
+    assert any("eager loop" in line and "'grouped_mm'" in line for line in report.outputs_said), report.outputs_said
+    assert experts.config._experts_implementation == "grouped_mm"  # put back

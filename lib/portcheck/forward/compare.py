@@ -13,7 +13,7 @@ from portcheck.forward.judging import input_ok, judge_one
 from portcheck.forward.outputs import checked_outputs, judge_records
 from portcheck.forward import routing
 from portcheck.forward.result import ForwardReport
-from portcheck.forward.twin import F64, float64_inputs, float64_run
+from portcheck.forward.twin import EAGER, F64, float64_inputs, float64_run
 from portcheck.forward.twin import float64  # noqa: F401 (portcheck.compare.float64: the pipeline's scripts of before)
 from portcheck.mapping import experts, fused, loose
 from portcheck.mapping.pairing import ROOT
@@ -129,6 +129,7 @@ def compare_forward(torch_model, paddle_model, inputs, name_map=None, isolate=Fa
                                                         applied, (kept or {}).get("torch")), outputs, retaken=True)
     if kept is not None and not any(k.startswith(F64) for k in kept.get("torch", ())):
         kept.pop("torch", None)
+    report.outputs_said += [EAGER.pop(torch_model)] if torch_model in EAGER else []
     if isolate:
         from portcheck.forward import isolate as isolated  # it builds on this module
         isolated.judge(torch_model, paddle_model, inputs, torch_record, report, free, fused.declared(paddle_record))
