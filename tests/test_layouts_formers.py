@@ -230,20 +230,24 @@ def torch_moe():
     return Model().eval()
 
 
-def paddle_moe(shift=0, softmax_axis=-1):
+def paddle_moe(shift=0, softmax_axis=-1, fused=True):
     """paddleformers' layout: a Linear gate returning logits, one module per expert (up_gate_proj [gate | up],
-    down_proj). shift: expert e's tokens sent to module (e + shift) % E; softmax_axis: the axis the port softmaxes."""
+    down_proj; fused=False: gate_proj and up_proj, as paddleformers' DeepSeek-V3 experts). shift: expert e's tokens
+    sent to module (e + shift) % E; softmax_axis: the axis the port softmaxes."""
     import paddle
     from paddle import nn
 
     class MLP(nn.Layer):
         def __init__(self):
             super().__init__()
-            self.up_gate_proj = nn.Linear(H, 2 * I, bias_attr=False)
+            if fused:
+                self.up_gate_proj = nn.Linear(H, 2 * I, bias_attr=False)
+            else:
+                self.gate_proj, self.up_proj = nn.Linear(H, I, bias_attr=False), nn.Linear(H, I, bias_attr=False)
             self.down_proj = nn.Linear(I, H, bias_attr=False)
 
         def forward(self, x):
-            gate, up = self.up_gate_proj(x).chunk(2, axis=-1)
+            gate, up = self.up_gate_proj(x).chunk(2, axis=-1) if fused else (self.gate_proj(x), self.up_proj(x))
             return self.down_proj(nn.functional.silu(gate) * up)
 
     class MoE(nn.Layer):
@@ -330,3 +334,14 @@ def test_experts_refusing_float64_are_run_eagerly_by_the_yardstick_and_said_so()
     assert report.passed, report.first_diverging
     assert any("eager loop" in line and "'grouped_mm'" in line for line in report.outputs_said), report.outputs_said
     assert experts.config._experts_implementation == "grouped_mm"  # put back
+
+
+def test_packed_gate_up_against_each_experts_gate_proj_and_up_proj_converts_by_halves_and_is_green():
+    """transformers' gate_up_proj [E, 2I, H], chunked gate then up, against an expert holding gate_proj and up_proj
+    (paddleformers' DeepSeek-V3 experts): each half of each expert's rows fills its own Linear."""
+    pt, pd = torch_moe(), paddle_moe(fused=False)
+    convert(pt, pd, inputs=X_MOE)
+    up = pt.mlp.experts.gate_up_proj[1, I:].detach().numpy().T
+    np.testing.assert_array_equal(pd.mlp.experts[1].up_proj.weight.numpy(), up)
+    report = compare_forward(pt, pd, X_MOE)
+    assert report.passed, report.first_diverging

@@ -97,8 +97,7 @@ def torch_layouts(torch_model, layouts=None, paddle_kinds=None, loose=None) -> d
     table = layouts_table(layouts)
     out, unknown, first = {}, {}, {}
     tied, cut, loose = _ties(torch_model, paddle_kinds), fused.specs(torch_model, layouts), loose or {}
-    packed = {name: experts.slices(name, *found) for name, found in experts.candidates(torch_model).items()}
-    packed = {n: s for n, s in packed.items() if all(m in (paddle_kinds or {}) for m, _, _ in s)}  # paired so
+    packed = experts.paired_slices(torch_model, paddle_kinds or {})
     for name, module in torch_model.named_modules():
         tensors = own_tensors(module)
         key_of = lambda t: f"{name}.{t}" if name else t

@@ -46,10 +46,33 @@ def packed(model, other) -> dict:
     modules = dict(model.named_modules())
     out = {}
     for name, (n, tensors) in found.items():
-        slices = [int(np.prod(getattr(modules[name], t).shape[1:])) for t in tensors]
-        if any(all(held.count(size) >= slices.count(size) for size in slices) for held in lists.get(n, ())):
-            out[name] = (n, tensors)
+        for split in ((), halves(tensors)):  # gate_up_proj [E, 2I, H] against the port's gate_proj and up_proj
+            shapes = [shape for _, t, part in _leaves(tensors, split)
+                      for shape in [_rows(tuple(getattr(modules[name], t).shape[1:]), part)]]
+            sizes = [a * b for a, b in shapes]
+            if any(all(held.count(x) >= sizes.count(x) for x in sizes) for held in lists.get(n, ())):
+                out[name] = (n, tensors, split)
+                break
     return out
+
+
+HALVES = {"gate_up_proj": ("gate_proj", "up_proj")}  # a packed tensor's halves along its rows, as its forward chunks
+
+
+def halves(tensors: list) -> tuple:
+    """The tensors of a packed module held as two halves by the port (transformers' gate_up_proj, chunked gate then
+    up, against paddleformers' experts' gate_proj and up_proj): those HALVES names."""
+    return tuple(t for t in tensors if t in HALVES)
+
+
+def _leaves(tensors: list, split: tuple) -> list:
+    """[(the Linear's last name, the tensor, which half of its rows: None for all, 0 or 1)] of one expert."""
+    return [(h, t, k) if t in split else (t, t, None) for t in tensors
+            for k, h in (enumerate(HALVES[t]) if t in split else [(None, t)])]
+
+
+def _rows(shape: tuple, half) -> tuple:
+    return shape if half is None else (shape[0] // 2, *shape[1:])
 
 
 def mark(record, model, other):
@@ -59,30 +82,47 @@ def mark(record, model, other):
     if not found:
         return record
     modules = dict(model.named_modules())
-    for name, (n, tensors) in found.items():
+    for name, (n, tensors, split) in found.items():
         kind = type(modules[name]).__name__
         for key in [k for k in record if k.startswith(f"{META}{name}/")]:
             del record[key]
         record[f"{META}{name}/{kind}"] = np.array([n, 0], dtype=np.int64)  # a container of its experts
         own = dict(modules[name].named_parameters(recurse=False))
+        leaves = _leaves(tensors, split)
         for i in range(n):
-            record[f"{META}{name}.{i}/{kind}"] = np.array([len(tensors), 0], dtype=np.int64)
-            for t in tensors:
-                shape = tuple(own[t].shape[1:])
-                record[f"{META}{name}.{i}.{t}/Linear"] = np.array([0, 1, len(shape), *shape], dtype=np.int64)
+            record[f"{META}{name}.{i}/{kind}"] = np.array([len(leaves), 0], dtype=np.int64)
+            for leaf, t, half in leaves:
+                shape = _rows(tuple(own[t].shape[1:]), half)
+                record[f"{META}{name}.{i}.{leaf}/Linear"] = np.array([0, 1, len(shape), *shape], dtype=np.int64)
     return record
 
 
-def sliced(i: int):
-    """The tensor rule of expert i's slice: a Linear's weight, torch [out, in], Paddle [in, out]."""
+def sliced(i: int, half=None):
+    """The tensor rule of expert i's slice (its first or second half of rows, half 0 or 1): a Linear's weight,
+    torch [out, in], Paddle [in, out]."""
     def rule(name, array):
-        return "weight", np.ascontiguousarray(np.asarray(array)[i].T)
+        x = np.asarray(array)[i]
+        x = x if half is None else x[half * (x.shape[0] // 2):(half + 1) * (x.shape[0] // 2)]
+        return "weight", np.ascontiguousarray(x.T)
     return rule
 
 
-def slices(name: str, n: int, tensors: list) -> list:
-    """[(expert i's Linear of a tensor, <name>.<i>.<tensor>; the tensor; its rule)] of a packed module."""
-    return [(f"{name}.{i}.{t}", t, sliced(i)) for i in range(n) for t in tensors]
+def slices(name: str, n: int, tensors: list, split: tuple = ()) -> list:
+    """[(expert i's Linear of a tensor or of its half, <name>.<i>.<leaf>; the tensor; its rule)] of a packed
+    module."""
+    return [(f"{name}.{i}.{leaf}", t, sliced(i, half)) for i in range(n) for leaf, t, half in _leaves(tensors, split)]
+
+
+def paired_slices(torch_model, paired: dict) -> dict:
+    """{packed module: slices()} of a torch model's candidates() whose every slice the pairing paired (paired: {torch
+    module: ...}, convert's): what convert fills from them, the torch model alone at hand."""
+    out = {}
+    for name, (n, tensors) in candidates(torch_model).items():
+        for split in ((), halves(tensors)):
+            found = slices(name, n, tensors, split)
+            if all(m in paired for m, _, _ in found):
+                out[name] = found
+    return out
 
 
 def paired(torch_model, paddle_model, modules: dict) -> dict:
