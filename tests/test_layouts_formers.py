@@ -345,3 +345,33 @@ def test_packed_gate_up_against_each_experts_gate_proj_and_up_proj_converts_by_h
     np.testing.assert_array_equal(pd.mlp.experts[1].up_proj.weight.numpy(), up)
     report = compare_forward(pt, pd, X_MOE)
     assert report.passed, report.first_diverging
+
+
+def test_probabilities_against_logits_outside_a_router_are_red():
+    """Only a router's two forms are one: a classifier softmaxing on one side and not on the other is red."""
+    import paddle
+    import torch
+    from torch import nn
+
+    class Torch(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.head = nn.Linear(H, 5)
+
+        def forward(self, x):
+            return torch.softmax(self.head(x), -1)
+
+    class Paddle(paddle.nn.Layer):
+        def __init__(self):
+            super().__init__()
+            self.head = paddle.nn.Linear(H, 5)
+
+        def forward(self, x):
+            return self.head(x)
+
+    torch.manual_seed(0)
+    pt, pd = Torch().eval(), Paddle()
+    x = X.reshape(-1, H)
+    convert(pt, pd, inputs=x)
+    report = compare_forward(pt, pd, x)
+    assert not report.passed and report.first_diverging == "(model)", report.first_diverging

@@ -1,21 +1,25 @@
 """One output against the other: torch's value (its float64 run the yardstick) against Paddle's, dtypes and
 shapes that differ by design said and compared (judge_one, judge_against), and a module's first input within its
 rule (input_ok). May import core and mapping only."""
+import dataclasses
+import re
+
 import numpy as np
 
 from portcheck.core import calibrated
 from portcheck.core.calibrated import measure
 from portcheck.core.diff import KeyResult
+from portcheck.forward.twin import F64
 from portcheck.mapping import loose, pairing, regroup
 
 
-def judge_one(name, a, ref, b) -> KeyResult:
+def judge_one(name, a, ref, b, forms=True) -> KeyResult:
     """One torch output `a` (its float64 run `ref`) against Paddle's `b`: dtypes must agree; shapes that differ
     only where one side keeps a size-1 axis the other repeats are compared broadcast, and said so."""
-    return calibrated.own_error(judge_against(name, a, b), a, ref)
+    return calibrated.own_error(judge_against(name, a, b, forms), a, ref)
 
 
-def judge_against(name, a, b) -> KeyResult:
+def judge_against(name, a, b, forms=True) -> KeyResult:
     """judge_one's half that reads Paddle's value; calibrated.own_error adds torch's own error (isolate.judge
     judges Paddle's values as its run computes them, before torch's float64 run)."""
     note = ""
@@ -45,7 +49,7 @@ def judge_against(name, a, b) -> KeyResult:
         note = f"by design: shapes {list(a.shape)} and {list(b.shape)}, one side broadcast over the other"
         shape = np.broadcast_shapes(a.shape, b.shape)
         a, b = np.broadcast_to(a, shape), np.broadcast_to(b, shape)
-    filled = mask_fills(a, b) or probabilities(a, b)
+    filled = mask_fills(a, b) or (probabilities(a, b) if forms else None)
     if filled:
         note, b = filled
     if row is None or order is not None or filled:
@@ -114,6 +118,21 @@ def _distribution(x) -> bool:
         bool(np.allclose(x.astype(np.float64).sum(-1), 1.0, rtol=0, atol=1e-4))
 
 
+PROBABILITIES = "by design: a router's output in two forms: "
+
+
+def routers_only(rows: list, routers: set, torch_record, paddle_record, counterparts: dict) -> list:
+    """rows, each judged in two forms (probabilities()) judged again as it is unless its call is a router the routing
+    found (routers: torch calls): a classifier returning probabilities against a port's logits is red."""
+    def plain(row):
+        key = f"out/{row.key}"
+        again = judge_one(row.key, torch_record[key], torch_record.get(F64 + key),
+                          paddle_record[counterparts[key]], forms=False)
+        return dataclasses.replace(again, rule=row.rule, input_ok=row.input_ok)
+    return [plain(r) if r.by_design.startswith(PROBABILITIES) and re.split(r"[\[:]", r.key)[0] not in routers
+            and f"out/{r.key}" in counterparts else r for r in rows]
+
+
 def probabilities(a, b):
     """(note, b in torch's form) where one side returns a router's probabilities over the last axis and the other
     its logits (transformers 5's Qwen3MoeTopKRouter softmaxes, paddleformers' gate is a Linear): torch's
@@ -130,13 +149,13 @@ def probabilities(a, b):
     x = b.astype(np.float64)
     if _distribution(a):
         e = np.exp(x - x.max(-1, keepdims=True))
-        return ("by design: torch's output is probabilities, Paddle's logits: compared as probabilities (Paddle's "
+        return (f"{PROBABILITIES}torch's output is probabilities, Paddle's logits: compared as probabilities (Paddle's "
                 "softmax over the last axis)"), (e / e.sum(-1, keepdims=True)).astype(a.dtype)
     t = a.astype(np.float64)
     top = t.max(-1, keepdims=True)
     lse = top + np.log(np.exp(t - top).sum(-1, keepdims=True))
     with np.errstate(divide="ignore"):
-        return ("by design: torch's output is logits, Paddle's probabilities: compared as logits (the log of Paddle's "
+        return (f"{PROBABILITIES}torch's output is logits, Paddle's probabilities: compared as logits (the log of Paddle's "
                 "plus torch's log-sum-exp over the last axis)"), (np.log(x) + lse).astype(a.dtype)
 
 
