@@ -287,7 +287,7 @@ SUGGESTING = {
                                                     "green",
     ("mapping/loose.py", "layouts={{'{kind}':"): "test_a_layout_refusals_layouts_pasted_as_printed_converts_and_is_"
                                                "green",
-    ("mapping/convert.py", 'layouts={"'): FUSED_IN_PAIRING2,
+    ("mapping/fused.py", 'layouts={"'): FUSED_IN_PAIRING2,  # fused.held_together's, convert's refusal
     ("mapping/ties.py", 'layouts={"'): FUSED_IN_PAIRING2,
     # fused.shown's (PC450) and fused.unjudged's (PC451), both pasted there
     ("mapping/fused.py", "layouts={{{entries}}}"): "test_pairing2.py::test_compare_forward_with_no_layouts_judges_each_"

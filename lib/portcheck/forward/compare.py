@@ -13,9 +13,9 @@ from portcheck.forward.judging import input_ok, judge_one
 from portcheck.forward.outputs import checked_outputs, judge_records
 from portcheck.forward import routing
 from portcheck.forward.result import ForwardReport
-from portcheck.forward.twin import F64, float64_inputs, float64_run
+from portcheck.forward.twin import EAGER, F64, float64_inputs, float64_run
 from portcheck.forward.twin import float64  # noqa: F401 (portcheck.compare.float64: the pipeline's scripts of before)
-from portcheck.mapping import fused, loose
+from portcheck.mapping import experts, fused, loose
 from portcheck.mapping.pairing import ROOT
 from portcheck.mapping.trace import (ALIVE, INPUTS, STOPPED, activated, call, check_models, first_input, framework_of,
                                      hook_points, is_torch, next_call, output_leaves, recorded, remember, stopped,
@@ -111,8 +111,9 @@ def compare_forward(torch_model, paddle_model, inputs, name_map=None, isolate=Fa
     if record_dir is not None:
         spill.claim(record_dir)  # its torch/ and paddle/ go in a folder of ours alone
     where = lambda name: None if record_dir is None else Path(record_dir) / name
-    torch_record = _closed(fused.mark(trace(torch_model, inputs, spill.store(record_dir, "torch")),
-                                      fused.specs(torch_model, layouts), torch_model))
+    torch_record = _closed(experts.mark(fused.mark(trace(torch_model, inputs, spill.store(record_dir, "torch")),
+                                                   fused.specs(torch_model, layouts), torch_model), torch_model,
+                                        paddle_model))
     paddle_record = fused.mark(record_forward(paddle_model, inputs, where("paddle")),
                                fused.specs(paddle_model, layouts), paddle_model)
     if kept is not None:  # fused.taken's second run fills it again
@@ -128,6 +129,7 @@ def compare_forward(torch_model, paddle_model, inputs, name_map=None, isolate=Fa
                                                         applied, (kept or {}).get("torch")), outputs, retaken=True)
     if kept is not None and not any(k.startswith(F64) for k in kept.get("torch", ())):
         kept.pop("torch", None)
+    report.outputs_said += [EAGER.pop(torch_model)] if torch_model in EAGER else []
     if isolate:
         from portcheck.forward import isolate as isolated  # it builds on this module
         isolated.judge(torch_model, paddle_model, inputs, torch_record, report, free, fused.declared(paddle_record))

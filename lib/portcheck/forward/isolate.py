@@ -26,7 +26,7 @@ import numpy as np
 
 from portcheck.core import calibrated
 from portcheck.mapping import fused
-from portcheck.forward.judging import judge_against, judge_one
+from portcheck.forward.judging import in_own_form, judge_against, judge_one
 from portcheck.forward.twin import float64_inputs, float64_run
 from portcheck.mapping.trace import (activated, call, first_input, hook_points, is_torch, next_call, remember, tensors,
                                      values, version)
@@ -107,7 +107,9 @@ def forced_run(model, inputs, torch_record: dict, calls: dict, leaves: dict, kee
         if order is not None:  # this side holds the same values in another axis order: fed in its own layout
             return like(np.ascontiguousarray(np.transpose(value, order)), tensor)
         if tuple(tensor.shape) == value.shape:
-            return forced(key, value, tensor)
+            # a router's probabilities where this side returns logits, or the converse (a router's output is 2-D)
+            form = in_own_form(value, values(tensor)) if value.ndim == 2 and value.shape[-1] >= 2 else None
+            return forced(key, value, tensor) if form is None else like(form, tensor)
         if reshaped(value.shape, tuple(tensor.shape)):  # not remembered as torch's value: it is not in its shape
             return like(np.reshape(value, tensor.shape), tensor)
         if regroup.regrouped(value.shape, tuple(tensor.shape)):  # heads split on this side: fed in its own layout

@@ -1,21 +1,25 @@
 """One output against the other: torch's value (its float64 run the yardstick) against Paddle's, dtypes and
 shapes that differ by design said and compared (judge_one, judge_against), and a module's first input within its
 rule (input_ok). May import core and mapping only."""
+import dataclasses
+import re
+
 import numpy as np
 
 from portcheck.core import calibrated
 from portcheck.core.calibrated import measure
 from portcheck.core.diff import KeyResult
+from portcheck.forward.twin import F64
 from portcheck.mapping import loose, pairing, regroup
 
 
-def judge_one(name, a, ref, b) -> KeyResult:
+def judge_one(name, a, ref, b, forms=True) -> KeyResult:
     """One torch output `a` (its float64 run `ref`) against Paddle's `b`: dtypes must agree; shapes that differ
     only where one side keeps a size-1 axis the other repeats are compared broadcast, and said so."""
-    return calibrated.own_error(judge_against(name, a, b), a, ref)
+    return calibrated.own_error(judge_against(name, a, b, forms), a, ref)
 
 
-def judge_against(name, a, b) -> KeyResult:
+def judge_against(name, a, b, forms=True) -> KeyResult:
     """judge_one's half that reads Paddle's value; calibrated.own_error adds torch's own error (isolate.judge
     judges Paddle's values as its run computes them, before torch's float64 run)."""
     note = ""
@@ -45,7 +49,7 @@ def judge_against(name, a, b) -> KeyResult:
         note = f"by design: shapes {list(a.shape)} and {list(b.shape)}, one side broadcast over the other"
         shape = np.broadcast_shapes(a.shape, b.shape)
         a, b = np.broadcast_to(a, shape), np.broadcast_to(b, shape)
-    filled = mask_fills(a, b)
+    filled = mask_fills(a, b) or (probabilities(a, b) if forms else None)
     if filled:
         note, b = filled
     if row is None or order is not None or filled:
@@ -106,3 +110,66 @@ def input_ok(a, ref, b):
     if a.dtype.kind != "f" or a.shape != b.shape:
         return a.shape == b.shape and bool(np.array_equal(a, b))
     return measure("in", a, ref if ref is not None and ref.shape == a.shape else None, b).passed
+
+
+def _distribution(x) -> bool:
+    """Rows (the last axis, 2 or more) of values at or above 0 summing to 1: probabilities."""
+    return x.ndim >= 1 and x.shape[-1] >= 2 and x.size > 0 and bool((x >= 0).all()) and \
+        bool(np.allclose(x.astype(np.float64).sum(-1), 1.0, rtol=0, atol=1e-4))
+
+
+PROBABILITIES = "by design: a router's output in two forms: "
+
+
+def routers_only(rows: list, routers: set, torch_record, paddle_record, counterparts: dict) -> list:
+    """rows, each judged in two forms (probabilities()) judged again as it is unless its call is a router the routing
+    found (routers: torch calls): a classifier returning probabilities against a port's logits is red."""
+    def plain(row):
+        key = f"out/{row.key}"
+        again = judge_one(row.key, torch_record[key], torch_record.get(F64 + key),
+                          paddle_record[counterparts[key]], forms=False)
+        return dataclasses.replace(again, rule=row.rule, input_ok=row.input_ok)
+    return [plain(r) if r.by_design.startswith(PROBABILITIES) and re.split(r"[\[:]", r.key)[0] not in routers
+            and f"out/{r.key}" in counterparts else r for r in rows]
+
+
+def probabilities(a, b):
+    """(note, b in torch's form) where one side returns a router's probabilities over the last axis and the other
+    its logits (transformers 5's Qwen3MoeTopKRouter softmaxes, paddleformers' gate is a Linear): torch's
+    probabilities against the softmax of Paddle's logits, or torch's logits against the log of Paddle's
+    probabilities plus torch's log-sum-exp (the logits they are, when the two are one model); None otherwise (and
+    for any output but a 2-D one, a router's [tokens, experts]). What
+    both compute, the experts chosen and their weights, is judged after it: a softmax missing where it changes
+    them is red there."""
+    if a.ndim != 2 or a.shape != b.shape or a.dtype.kind != "f" or not a.size or a.shape[-1] < 2 or \
+            (a.min() < 0) == (b.min() < 0):
+        return None  # a router's output is [tokens, experts]: an attention's probabilities [b, h, s, s] are not one
+    if _distribution(a) == _distribution(b):
+        return None
+    x = b.astype(np.float64)
+    if _distribution(a):
+        e = np.exp(x - x.max(-1, keepdims=True))
+        return (f"{PROBABILITIES}torch's output is probabilities, Paddle's logits: compared as probabilities (Paddle's "
+                "softmax over the last axis)"), (e / e.sum(-1, keepdims=True)).astype(a.dtype)
+    t = a.astype(np.float64)
+    top = t.max(-1, keepdims=True)
+    lse = top + np.log(np.exp(t - top).sum(-1, keepdims=True))
+    with np.errstate(divide="ignore"):
+        return (f"{PROBABILITIES}torch's output is logits, Paddle's probabilities: compared as logits (the log of Paddle's "
+                "plus torch's log-sum-exp over the last axis)"), (np.log(x) + lse).astype(a.dtype)
+
+
+def in_own_form(value, own):
+    """torch's router output `value` in the form this side's `own` output holds (probabilities(): isolate feeds each
+    side its own): the log of torch's probabilities where this side returns logits (their softmax is torch's), the
+    softmax of torch's logits where it returns probabilities; None where both are in one form."""
+    value, own = np.asarray(value), np.asarray(own)
+    if value.ndim != 2 or value.shape != own.shape or value.dtype.kind != "f" or not value.size or value.shape[-1] < 2 or \
+            (value.min() < 0) == (own.min() < 0) or _distribution(value) == _distribution(own):
+        return None
+    x = value.astype(np.float64)
+    if _distribution(value):
+        with np.errstate(divide="ignore"):
+            return np.log(x).astype(value.dtype)
+    e = np.exp(x - x.max(-1, keepdims=True))
+    return (e / e.sum(-1, keepdims=True)).astype(value.dtype)

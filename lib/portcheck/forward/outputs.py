@@ -11,7 +11,7 @@ from portcheck.core import calibrated, spill, tolerances
 from portcheck.core.diff import KeyResult
 from portcheck.core.errors import PipelineError
 from portcheck.forward import graph, routing
-from portcheck.forward.judging import broadcasts, input_ok, judge_one
+from portcheck.forward.judging import broadcasts, input_ok, judge_one, routers_only
 from portcheck.forward.result import ForwardReport
 from portcheck.forward.twin import F64
 from portcheck.mapping import fused, pairing, settings
@@ -540,6 +540,8 @@ def judge_records(torch_record: dict, paddle_record: dict, name_map, mean_bound,
                 f"{t_call}: RED where one output was paired with one of the other side's several by their place; "
                 f"the values pair {said[1]}: compare those with outputs={said[0]!r} [PC462]")
     report.routing = routing.compare(torch_record, paddle_record, paired)
+    report.rows = routers_only(report.rows, {r.router for r in report.routing}, torch_record, paddle_record,
+                               report.counterparts)
     report.rows = routing.unjudged_after_ties(report.routing, torch_record, report.rows)
     return report
 

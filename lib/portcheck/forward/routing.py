@@ -91,6 +91,16 @@ def _reached(record, tokens, expert_calls) -> list:
     return [frozenset(s) for s in out]
 
 
+def _logits(rows) -> np.ndarray:
+    """A router's output rows as logits: probabilities (transformers 5's routers softmax) as their log, whose softmax
+    they are; logits as they are."""
+    x = np.asarray(rows, dtype=np.float64)
+    if x.size and (x >= 0).all() and np.allclose(x.sum(-1), 1.0, rtol=0, atol=1e-4):
+        with np.errstate(divide="ignore"):
+            return np.log(x)
+    return x
+
+
 def _softmax(logits) -> np.ndarray:
     x = np.asarray(logits, dtype=np.float64)
     e = np.exp(x - x.max(axis=-1, keepdims=True))
@@ -128,10 +138,14 @@ def compare(torch_record: dict, paddle_record: dict, paired) -> list:
             r.said = f"Paddle's experts are not fed rows of its router {p_router}'s input as they are"
             out.append(r)
             continue
+        logits = [_logits(_rows(outputs_of(rec, c)[0])) for rec, c in ((torch_record, router), (paddle_record, p_router))]
+        if not any(mine) and any(theirs):
+            # torch's experts ran as one call (packed, mapping.experts: no expert's rows recorded): its choice is its
+            # router's top experts, as many per token as Paddle's reached
+            k = max(len(x) for x in theirs)
+            mine = [frozenset(int(e) for e in np.argsort(-row, kind="stable")[:k]) for row in logits[0]]
         chosen = mine, theirs
         r.chosen = tuple(chosen)
-        logits = [_rows(outputs_of(rec, c)[0]).astype(np.float64) for rec, c in
-                  ((torch_record, router), (paddle_record, p_router))]
         r.weights = tuple(_softmax(x) for x in logits)
         for t, (a, b) in enumerate(zip(*chosen)):
             tie = _tie(logits[0][t], logits[1][t], a, b, len(a))

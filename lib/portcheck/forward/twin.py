@@ -4,6 +4,7 @@ its casts down kept float64 (wide_casts), tried in turn until one runs (float64_
 import contextlib
 import functools
 import types
+import weakref
 
 import numpy as np
 
@@ -193,8 +194,46 @@ def float64_run(model, run, failed=lambda result: False, free: dict = None):
     float64's finfo bounds float32's (a float32 mask scaled by finfo(float64).min: -inf, and NaN where 0 x -inf).
     Each run under wide_casts, the last once more without (cast_wide). The last one's error, if any, is raised; its
     result returned, failed or not."""
-    return in_turn(cast_wide([lambda: float64_as_called(model, free), lambda: float64(model),
-                              *(functools.partial(_whole, model, wider) for wider in WIDER)]), run, failed)
+    attempts = [lambda: float64_as_called(model, free), lambda: float64(model),
+                *(functools.partial(_whole, model, wider) for wider in WIDER)]
+    tried = cast_wide(attempts)
+    if grouped_experts(model):  # transformers 5's grouped experts refuse float64: their eager loop is the same model
+        tried = tried[:-1] + [functools.partial(_casting, functools.partial(_eager, model, a)) for a in attempts[:2]] \
+            + tried[-1:]
+    return in_turn(tried, run, failed)
+
+
+EAGER = weakref.WeakKeyDictionary()  # {torch model: the line saying its float64 run ran its experts eagerly}
+
+
+def grouped_experts(model) -> list:
+    """The configs of a torch model's modules whose experts run by another implementation than their eager loop
+    (transformers 5's config._experts_implementation: "grouped_mm" and the like, which refuse float64)."""
+    seen = {}
+    for module in model.modules():
+        config = getattr(module, "config", None)
+        if getattr(config, "_experts_implementation", None) not in (None, "eager"):
+            seen[id(config)] = config
+    return list(seen.values())
+
+
+@contextlib.contextmanager
+def _eager(model, attempt):
+    """attempt() with every config grouped_experts() finds set to run its experts eagerly, put back afterwards; said
+    in EAGER when the run it serves ends."""
+    configs = grouped_experts(model)
+    before = [c._experts_implementation for c in configs]
+    for c in configs:
+        c._experts_implementation = "eager"
+    try:
+        with attempt():
+            yield
+        EAGER[model] = (f"torch's float64 run (the yardstick of its own float32 error) ran its experts by their eager "
+                        f"loop (experts_implementation='eager'): its {before[0]!r} experts refuse float64; its float32 "
+                        "run is as the model runs")
+    finally:
+        for c, b in zip(configs, before):
+            c._experts_implementation = b
 
 
 def cast_wide(attempts: list) -> list:

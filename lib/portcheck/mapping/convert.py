@@ -13,13 +13,14 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from portcheck.mapping import fused, loose as loose_tensors, pairing
+from portcheck.mapping import experts, fused, loose as loose_tensors, pairing
 from portcheck.core.errors import PipelineError
 from portcheck.core.keys import ROOT, module_of, split_key
 from portcheck.mapping.fused import Fused
-from portcheck.mapping.layouts import CONFIGS_DIFFER, config_fields, layouts_table, linear_layout, same_layout
+from portcheck.mapping.layouts import (CONFIGS_DIFFER, config_fields, layouts_table, linear_held, linear_layout,
+                                       same_layout)
 from portcheck.mapping.modules import stranded
-from portcheck.mapping.names import named_exist
+from portcheck.mapping.names import named_exist, parent_of_paired
 from portcheck.mapping.settle import SETTLED, settle_by_run  # noqa: F401 (SETTLED: documented here, docs/pairing.md)
 from portcheck.mapping.state import Joined, State, names_of_one_tensor, numpy_dtype, save_pdparams
 from portcheck.mapping.trace import check_models
@@ -81,10 +82,10 @@ def _rule(table, module, paddle_kind=None, tensors=None):
         if table.get(key, (0,))[0] is None:
             return table[key]
     rule = next((table[key] for key in _lineage(type(module)) if key in table), None)
-    vector = lambda a: sum(d != 1 for d in a.shape) <= 1
-    if rule is None and all(vector(a) for a in (own_tensors(module) if tensors is None else tensors).values()):
+    vector, tensors = lambda a: sum(d != 1 for d in a.shape) <= 1, own_tensors(module) if tensors is None else tensors
+    if rule is None and all(vector(a) for a in tensors.values()):
         return None, same_layout
-    return rule
+    return rule or linear_held(tensors, paddle_kind)
 
 
 def torch_layouts(torch_model, layouts=None, paddle_kinds=None, loose=None) -> dict:
@@ -96,6 +97,7 @@ def torch_layouts(torch_model, layouts=None, paddle_kinds=None, loose=None) -> d
     table = layouts_table(layouts)
     out, unknown, first = {}, {}, {}
     tied, cut, loose = _ties(torch_model, paddle_kinds), fused.specs(torch_model, layouts), loose or {}
+    packed = experts.paired_slices(torch_model, paddle_kinds or {})
     for name, module in torch_model.named_modules():
         tensors = own_tensors(module)
         key_of = lambda t: f"{name}.{t}" if name else t
@@ -108,6 +110,10 @@ def torch_layouts(torch_model, layouts=None, paddle_kinds=None, loose=None) -> d
                                             array, first.setdefault(held, key_of(tname)), key_of(tname), how.paddle_key)
                 del tensors[tname]
         if not tensors or name in tied:
+            continue
+        if name in packed:  # each expert's slice of each tensor, a Linear of its own (mapping.experts)
+            out.update({f"{m}.weight": Tensor(m, "weight", "weight", rule, ("Linear",), type(module).__name__,
+                                              tensors[t], f"{m}.weight", key_of(t)) for m, t, rule in packed[name]})
             continue
         rule = _rule(table, module, (paddle_kinds or {}).get(name), tensors)
         if rule is None:
@@ -205,8 +211,8 @@ def pair_modules(torch_model, paddle_model, name_map=None, inputs=None, layouts=
     of the parent on the other."""
     from portcheck.mapping.trace import eval_mode, ran_on, trace
     with eval_mode(torch_model), eval_mode(paddle_model):
-        whole = [fused.mark(ran_on(side, trace(m, inputs, _Shapes()), inputs), fused.specs(m, layouts), m)
-                 for side, m in (("torch", torch_model), ("Paddle", paddle_model))]  # each output as it ran
+        whole = [experts.mark(fused.mark(ran_on(side, trace(m, inputs, _Shapes()), inputs), fused.specs(m, layouts),
+                                         m), m, paddle_model) for side, m in (("torch", torch_model), ("Paddle", paddle_model))]
         loose_tensors.mark(*whole)
         named_exist(name_map, *whole)  # an entry naming no module is refused, as compare_forward refuses it
         paired = pairing.pair(*(fused.cut(r) for r in whole), name_map, weights_only=True)
@@ -224,6 +230,7 @@ def pair_modules(torch_model, paddle_model, name_map=None, inputs=None, layouts=
     for name, spec in fused.specs(torch_model, layouts).items():  # a fused module is paired when its parts are
         if spec.output and all(f"{name}.{part}" in modules for part in spec.parts):
             modules[name] = modules[f"{name}.{spec.parts[0]}"]
+    modules.update(experts.paired(torch_model, paddle_model, modules))
     layers = dict(paddle_model.named_sublayers(include_self=True))
 
     taken = {module_of(p) for p in paired.pairs.values()}
@@ -300,7 +307,8 @@ def pair_modules(torch_model, paddle_model, name_map=None, inputs=None, layouts=
             if ratio >= 2 and len(siblings) >= ratio and len(theirs) == len(mine) and \
                     all(t == ratio * m for m, t in zip(mine, theirs)):
                 return n.rpartition(".")[2], (tuple(s.rpartition(".")[2] for s in siblings[:ratio]), True)
-        return None
+        return fused.summed(name, mine, near, {n: sizes(own_tensors(m).values()) for n, m in t_modules.items()
+                                               if n.rpartition(".")[0] == parent and n not in t_taken})
 
     def said(name, module):
         if name in paired.missing:
@@ -330,7 +338,8 @@ def pair_modules(torch_model, paddle_model, name_map=None, inputs=None, layouts=
         loose.update(found)
     left = [(n, m) for n, m in left if not all(f"{n}.{t}" in found for t in own_tensors(m))]
     configs = {n: c for n, m in left if n not in paired.missing and (c := config(n, m)) is not None}
-    fusions = dict(f for n, m in left if n not in configs and n not in paired.missing and (f := fusion(n, m)))
+    held = {n: f for n, m in left if n not in configs and n not in paired.missing and (f := fusion(n, m))}
+    fusions = dict(held.values())
     missing = [said(n, m) for n, m in left if n not in configs]
     problems = []
     if configs:  # no map pairs tensors of other sizes: the two models were built from different configs
@@ -341,18 +350,17 @@ def pair_modules(torch_model, paddle_model, name_map=None, inputs=None, layouts=
             f"({shapes(layers[p].named_parameters(include_sublayers=False))}{out_shape(whole[1], p)})"
             + "".join(f", {field} {a} against {b}" for field, a, b in config_fields(dict(left)[n], layers[p]))
             for n, p in list(configs.items())[:6]) + f": {CONFIGS_DIFFER}, which no name_map can stand in for")
+    rest = {n: sizes(own_tensors(m).values()) for n, m in left if n not in configs and n not in held}
     if missing:  # all at once: one run names every module left without a counterpart
         named = " (the name map names no Paddle module of that name)" if paired.missing else ""
         problems.append(f"{len(missing)} torch module(s) have no counterpart in the Paddle model{named}: "
-                        f"{'; '.join(missing[:12])}{'; ...' if len(missing) > 12 else ''}: " + (not paired.missing
-                        and stranded({n: sizes(own_tensors(m).values()) for n, m in left if n not in configs}, [sizes(
-                            v for _, v in x.named_parameters(include_sublayers=False)) for n, x in layers.items() if
-                            n not in taken], modules, bool(fusions)) or "give a name_map entry for each")
-                        + ("" if inputs is not None else ", or inputs= to pair them by a run") + (
-                            "; one module holds what several of the other side hold together: if its columns hold "
-                            "them one after the other, layouts={" + ", ".join(
-                                fused.entry(k, v) for k, v in fusions.items()) + "} (heads=n if they go per head) "
-                            "makes them one model there" if fusions else ""))
+                        f"{'; '.join(missing[:12])}{'; ...' if len(missing) > 12 else ''}: " + "; ".join(x for x in (
+                            ((not paired.missing and stranded(rest, [sizes(v for _, v in x.named_parameters(
+                                include_sublayers=False)) for n, x in layers.items() if n not in taken], modules,
+                                bool(fusions))
+                              or "give a name_map entry for each") + ("" if inputs is not None else
+                                                                       ", or inputs= to pair them by a run"))
+                            if rest or paired.missing else "", fused.held_together(fusions)) if x))
     lost = {name: [part for part in spec.parts if f"{name}.{part}" not in modules]
             for name, spec in fused.specs(torch_model, layouts).items()}
     lost = {name: parts for name, parts in lost.items() if parts}
@@ -546,18 +554,6 @@ def convert(torch_model, paddle_model, name_map=None, path=None, layouts=None, i
     return state
 
 
-def _parent_of_paired(layer: str, by_paddle: dict):
-    """The torch module a Paddle layer that holds no weight of its own stands for: the one parent of the torch
-    modules its paired children stand for, as deep above them as they are below it (paddlenlp's ALBERT embeddings,
-    whose position_ids buffer transformers' embeddings hold unsaved); None when they name no one parent."""
-    parents = set()
-    for p, t in by_paddle.items():
-        if layer and p.startswith(layer + ".") and t != ROOT:
-            depth, parts = p[len(layer) + 1:].count(".") + 1, t.split(".")
-            parents.add(".".join(parts[:-depth]) if len(parts) > depth else None)
-    return parents.pop() if len(parents) == 1 else None
-
-
 def _one_sided_buffers(torch_model, paddle_model, unfilled: list, modules: dict, params: dict) -> tuple:
     """Of the Paddle keys no torch tensor fills, the buffers (not parameters): ({Paddle key: (torch key, Tensor)}
     for each the paired torch module holds as a buffer it does not save, with the same values; {Paddle key:
@@ -575,7 +571,7 @@ def _one_sided_buffers(torch_model, paddle_model, unfilled: list, modules: dict,
     for key in (k for k in unfilled if k in buffers):
         layer, name = buffers[key]
         want = np.asarray(params[key].numpy())
-        t_module = by_paddle.get(layer) or _parent_of_paired(layer, by_paddle)
+        t_module = by_paddle.get(layer) or parent_of_paired(layer, by_paddle)
         t_module = ROOT if t_module is None and layer == "" else t_module
         module = torch_modules.get("" if t_module == ROOT else t_module)
         value = getattr(module, "_buffers", {}).get(name)

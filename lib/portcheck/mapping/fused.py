@@ -22,6 +22,7 @@ judged whole; its parts are modules that never run, each pairing with the module
 """
 import functools
 import inspect
+import math
 import re
 from dataclasses import dataclass
 
@@ -42,6 +43,10 @@ class Fused:
     # F.multi_head_attention_forward, which returns the attention's output). Its parts are then modules that
     # never run, judged by their tensors (gradients, weights after each step); its output stays whole
     output: bool = True
+    # each part's share of the columns (of a head's, with heads=n), when the parts differ in width: paddleformers'
+    # qkv_proj per key-value group, [q of the group's 2 query heads | k | v], is widths=(2, 1, 1), heads=kv heads.
+    # () or all equal: parts of one width
+    widths: tuple = ()
 
     def __post_init__(self):
         from portcheck.core.errors import PipelineError
@@ -57,17 +62,30 @@ class Fused:
             raise PipelineError(f"Fused: heads must be a whole number (0: no heads), got {self.heads!r} [PC310]")
         if not isinstance(self.output, bool):
             raise PipelineError(f"Fused: output must be True or False, got {self.output!r} [PC311]")
+        widths = self.widths
+        if not (isinstance(widths, (tuple, list)) and (not widths or len(widths) == len(parts)) and all(
+                isinstance(w, int) and not isinstance(w, bool) and w > 0 for w in widths)):
+            raise PipelineError(f"Fused: widths must be one whole number above 0 per part ({len(parts)}: each part's "
+                                f"share of the columns), or (), got {widths!r} [PC324]")
+        object.__setattr__(self, "widths", () if len(set(widths)) <= 1 else tuple(widths))
+
+    @property
+    def shares(self) -> tuple:
+        """Each part's share of the columns (of a head's): widths, or 1 each."""
+        return self.widths or (1,) * len(self.parts)
 
     def columns(self, width: int) -> list:
         """[index array of each part's columns] of an output `width` columns wide, or None when the width does not
         divide (the module holds something else there)."""
-        n, h = len(self.parts), max(self.heads, 1)
-        if width % (n * h):
+        shares, h = self.shares, max(self.heads, 1)
+        if width % (sum(shares) * h):
             return None
-        d = width // (n * h)
-        # column of head i's part p, element e: per head, (i * n + p) * d + e; one after the other, p * h * d + i * d + e
-        order = np.arange(width).reshape(h, n, d) if self.heads else np.arange(width).reshape(n, h, d).transpose(1, 0, 2)
-        return [order[:, p, :].reshape(-1) for p in range(n)]
+        d = width // (sum(shares) * h)
+        # per head: head i's block holds each part's share * d columns in turn; one after the other (heads=0 is one
+        # head): part p's columns are one run
+        block = np.arange(width).reshape(h, sum(shares) * d)
+        starts = np.cumsum((0,) + shares) * d
+        return [block[:, starts[p]:starts[p + 1]].reshape(-1) for p in range(len(shares))]
 
 
 def specs(model, layouts) -> dict:
@@ -102,25 +120,28 @@ def mark(record, fused: dict, model):
     for name, spec in fused.items():
         module = modules[name]
         children = len(list(module.children()))
-        record[f"{KEY}{name}/{','.join(spec.parts)}"] = np.array([spec.heads] + ([] if spec.output else [0]),
-                                                                 dtype=np.int64)
+        record[f"{KEY}{name}/{','.join(spec.parts)}"] = np.array(
+            [spec.heads] + ([int(spec.output), *spec.widths] if spec.widths else [] if spec.output else [0]),
+            dtype=np.int64)
         if not spec.output:  # no output to cut: the record holds the module as a container of its parts, never run
             record[f"{META}{name}/{type(module).__name__}"] = np.array([children + len(spec.parts), 0],
                                                                       dtype=np.int64)
-        shapes = part_shapes(module, spec)
-        flat = [0 if not spec.output else children, len(shapes)] + [d for s in shapes for d in (len(s), *s)]
-        for part in spec.parts:
+        for p, part in enumerate(spec.parts):
+            shapes = part_shapes(module, spec, p)
+            flat = [0 if not spec.output else children, len(shapes)] + [d for s in shapes for d in (len(s), *s)]
             record[f"{META}{name}.{part}/{type(module).__name__}"] = np.array(flat, dtype=np.int64)
     return record
 
 
-def part_shapes(module, spec: Fused) -> list:
-    """The shapes of the tensors each part of a fused module holds, in the module's own layout: the output axis
-    divided (torch's Linear holds [out, in], and so does a packed module: in_proj_weight [3E, E])."""
+def part_shapes(module, spec: Fused, p: int = 0) -> list:
+    """The shapes of the tensors part p of a fused module holds, in the module's own layout: the output axis
+    divided by the parts' shares (torch's Linear holds [out, in], and so does a packed module: in_proj_weight
+    [3E, E])."""
     shapes = [list(s) for s in _own_shapes(module)]
     axis = 0 if _torch_linear(module) or (not spec.output and not hasattr(module, "named_sublayers")) else -1
     for s in shapes:
-        s[axis if len(s) > 1 else -1] //= len(spec.parts)
+        a = axis if len(s) > 1 else -1
+        s[a] = s[a] * spec.shares[p] // sum(spec.shares)
     return shapes
 
 
@@ -137,8 +158,9 @@ def declared(record, output=True) -> dict:
     for key in record:
         if key.startswith(KEY):
             name, _, parts = key[len(KEY):].rpartition("/")
-            value = [int(v) for v in np.asarray(record[key]).reshape(-1)]  # [heads], [heads, 0] for output=False
-            spec = Fused(tuple(parts.split(",")), value[0], len(value) < 2)
+            # [heads], [heads, 0] for output=False, [heads, output, *widths] for parts of unequal width
+            value = [int(v) for v in np.asarray(record[key]).reshape(-1)]
+            spec = Fused(tuple(parts.split(",")), value[0], len(value) < 2 or bool(value[1]), tuple(value[2:]))
             if spec.output == output:
                 out[name] = spec
     return out
@@ -227,10 +249,10 @@ def joined(key: str, shape: tuple, spec: Fused, value):
 
 def join(spec: Fused, arrays: list):
     """The tensor of a fused module (in Paddle's layout: the parts along the last axis) made of its parts' tensors,
-    in the spec's part order, each its columns; None unless they are of one shape whose columns the spec places."""
+    in the spec's part order, each its columns; None unless each is as wide as the columns the spec places it in."""
     width = sum(a.shape[-1] for a in arrays)
-    columns = spec.columns(width) if len({a.shape for a in arrays}) == 1 else None
-    if columns is None:
+    columns = spec.columns(width) if len({a.shape[:-1] for a in arrays}) == 1 else None
+    if columns is None or any(len(c) != a.shape[-1] for c, a in zip(columns, arrays)):
         return None
     out = np.empty((*arrays[0].shape[:-1], width), dtype=arrays[0].dtype)
     for c, a in zip(columns, arrays):
@@ -314,5 +336,42 @@ def said_taken(result, found: dict):
 def entry(key: str, how: tuple) -> str:
     """A layouts entry declaring a fused module, as convert.pair_modules suggests it: how = (its parts, whether its
     output is their columns)."""
-    parts, output = how
-    return f"{key!r}: portcheck.Fused({parts!r}{'' if output else ', output=False'})"
+    parts, output = how[:2]
+    widths = how[2] if len(how) > 2 and len(set(how[2])) > 1 else ()
+    return f"{key!r}: portcheck.Fused({parts!r}{'' if output else ', output=False'}" + \
+        (f", widths={widths!r}" if widths else "") + ")"
+
+
+def summed(name: str, mine: list, theirs: dict, siblings: dict):
+    """(the Paddle module's last name, (parts, True, widths)) where an unpaired Paddle module (theirs: {name: its
+    tensors' sizes}) holds what torch module `name` (mine: its sizes) and its unpaired siblings next to it (siblings:
+    {name: sizes}, in definition order) hold together, parts of unequal width (paddleformers' qkv_proj [64, 128]
+    against q_proj [64, 64], k_proj and v_proj [32, 64]): widths their shares. None where no such module is."""
+    names = list(siblings)
+    if name not in names:
+        return None
+    i = names.index(name)
+    for other, total in theirs.items():
+        if not total or len(total) != len(mine):
+            continue
+        for a in range(max(0, i - 3), i + 1):  # two to four parts next to each other, this one among them
+            for group in (names[a:b] for b in range(max(a + 2, i + 1), min(len(names), a + 4) + 1)):
+                if all(len(siblings[g]) == len(mine) for g in group) and \
+                        all(sum(siblings[g][k] for g in group) == total[k] for k in range(len(mine))):
+                    first = [siblings[g][0] for g in group]
+                    return other.rpartition(".")[2], (tuple(g.rpartition(".")[2] for g in group), True,
+                                                      tuple(w // math.gcd(*first) for w in first))
+    return None
+
+
+def held_together(fusions: dict) -> str:
+    """convert's advice for modules one module of the other side holds together (fusions: {its last name: (parts,
+    output[, widths])}): the layouts= that declares each, parts of unequal width going per head too where they are
+    per key-value group (paddleformers' qkv_proj: heads= its key-value heads)."""
+    if not fusions:
+        return ""
+    unequal = any(len(v) > 2 and len(set(v[2])) > 1 for v in fusions.values())
+    return ("one module holds what several of the other side hold together: if its columns hold them one after the "
+            "other, layouts={" + ", ".join(entry(k, v) for k, v in fusions.items()) + "} (heads=n if they go per head"
+            + ("; parts of unequal width per key-value group, [q of the group's heads | k | v] as paddleformers' "
+               "qkv_proj: heads= the key-value heads" if unequal else "") + ") makes them one model there")

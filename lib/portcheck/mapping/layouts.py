@@ -36,6 +36,19 @@ def _renamed(names: dict, rule=same_layout):
     return rename
 
 
+def linear_held(tensors: dict, paddle_kind) -> tuple:
+    """(None, linear_layout) for a torch module of a type of its own holding a Linear's tensors, a 2-D weight not
+    square and a bias or none, that its forward reads with F.linear (transformers 5's Qwen3MoeTopKRouter), paired
+    with a Paddle Linear: the weight [out, in] is Paddle's [in, out] transposed, the only layout its shape allows.
+    None otherwise (a square weight fits either way: it is declared)."""
+    weight = tensors.get("weight")
+    linear = isinstance(paddle_kind, type) and any(k.__name__ == "Linear" for k in paddle_kind.__mro__)
+    if not linear or set(tensors) - {"weight", "bias"} or weight is None or len(weight.shape) != 2 or \
+            weight.shape[0] == weight.shape[1] or len(getattr(tensors.get("bias"), "shape", (0,))) != 1:
+        return None
+    return None, linear_layout
+
+
 RULES = {"same": same_layout, "transpose": linear_layout}  # what a user's `layouts` may name
 
 
@@ -83,7 +96,7 @@ def layouts_table(extra=None):
 def from_json(data, said: str = "layouts") -> dict:
     """The layouts `portcheck run --layouts FILE` declares, as the API takes them: a JSON object keyed as any layout
     is (a module's class name, its last name part or its whole name), each value "same", "transpose" or
-    {"fused": [parts], "heads": n, "output": false} (Fused's fields). Anything else: PipelineError, one line."""
+    {"fused": [parts], "heads": n, "output": false, "widths": [n, ...]} (Fused's fields). Anything else: PipelineError, one line."""
     if not isinstance(data, dict):
         raise PipelineError(f"{said}: a JSON object is expected ({{\"c_attn\": {{\"fused\": [\"q\", \"k\", \"v\"]}}}}),"
                             f" got a {type(data).__name__} [PC308]")
@@ -91,10 +104,11 @@ def from_json(data, said: str = "layouts") -> dict:
     for key, how in data.items():
         if isinstance(how, str) and how in RULES:
             out[key] = how
-        elif isinstance(how, dict) and isinstance(how.get("fused"), list) and set(how) <= {"fused", "heads", "output"} \
-                and not isinstance(how.get("heads"), bool):
+        elif isinstance(how, dict) and isinstance(how.get("fused"), list) and \
+                set(how) <= {"fused", "heads", "output", "widths"} and not isinstance(how.get("heads"), bool):
             try:
-                out[key] = Fused(tuple(how["fused"]), how.get("heads", 0), how.get("output", True))
+                out[key] = Fused(tuple(how["fused"]), how.get("heads", 0), how.get("output", True),
+                                 tuple(how.get("widths", ())))
             except PipelineError as e:
                 raise PipelineError(f"{said}: {key!r}: {e}") from None
         else:

@@ -117,3 +117,15 @@ def named_exist(name_map, torch_record: dict, paddle_record: dict):
         raise PipelineError(f"name_map entries naming no module: {'; '.join(bad[:5])}"
                             + (f"; and {len(bad) - 5} more" if len(bad) > 5 else "")
                             + ": name the models' own modules (report.pairs() lists them) [PC314]")
+
+
+def parent_of_paired(layer: str, by_paddle: dict):
+    """The torch module a Paddle layer that holds no weight of its own stands for: the one parent of the torch
+    modules its paired children stand for, as deep above them as they are below it (paddlenlp's ALBERT embeddings,
+    whose position_ids buffer transformers' embeddings hold unsaved); None when they name no one parent."""
+    parents = set()
+    for p, t in by_paddle.items():
+        if layer and p.startswith(layer + ".") and t != ROOT:
+            depth, parts = p[len(layer) + 1:].count(".") + 1, t.split(".")
+            parents.add(".".join(parts[:-depth]) if len(parts) > depth else None)
+    return parents.pop() if len(parents) == 1 else None

@@ -56,3 +56,14 @@ def paddlenlp_llama(fused_qkv: bool = False, fused_ffn: bool = False) -> dict:
 # itself; Paddle computes them in its Linears q_proj, k_proj and v_proj. Each part pairs with the Paddle Linear of its
 # name: convert fills it (transposed, as a Linear), compare_backward judges its gradient and weights
 TORCH_ATTENTION = {"MultiheadAttention": Fused(("q_proj", "k_proj", "v_proj"), output=False)}
+
+
+def paddleformers(num_attention_heads: int, num_key_value_heads: int) -> dict:
+    """layouts for transformers' Llama-family attention and MLP (Qwen2/3, ERNIE 4.5, Gemma 3, their MoE's shared and
+    per-expert MLPs) against paddleformers': its qkv_proj goes per key-value group, [q of the group's query heads |
+    k | v] repeated per group (its forward reshapes the output to [batch, seq, kv heads, (group + 2) * head size]
+    and splits the last axis), parts of unequal width where a group holds several query heads; its up_gate_proj is
+    [gate | up]. The heads: the config's num_attention_heads and num_key_value_heads."""
+    group = num_attention_heads // num_key_value_heads
+    return {"qkv_proj": Fused(("q_proj", "k_proj", "v_proj"), heads=num_key_value_heads, widths=(group, 1, 1)),
+            "up_gate_proj": Fused(("gate_proj", "up_proj"))}

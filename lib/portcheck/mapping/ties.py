@@ -128,8 +128,13 @@ def fusions_of(ties, left_t, left_p, ts, ps, ran=False) -> dict:
             sizes = lambda call: sorted(int(np.prod(t)) for t in call.tensors)
             ratios = {a / b for a, b in zip(sizes(c), sizes(candidates[0]))}
             r = ratios.pop() if len(ratios) == 1 else 0
-            if r == int(r) and 2 <= r <= len(candidates) and (not ran or _side_by_side(c, candidates[0], r)):
-                out[c.module.rpartition(".")[2]] = tuple(x.module.rpartition(".")[2] for x in candidates[:int(r)])
+            # its parts: siblings of distinct names (two layers' or two experts' gate_proj of one shape tie too, and
+            # are no parts of one module)
+            parent = candidates[0].module.rpartition(".")[0]
+            parts = tuple(dict.fromkeys(x.module.rpartition(".")[2] for x in candidates
+                                        if x.module.rpartition(".")[0] == parent))
+            if r == int(r) and 2 <= r <= len(parts) and (not ran or _side_by_side(c, candidates[0], r)):
+                out[c.module.rpartition(".")[2]] = parts[:int(r)]
                 break
     return out
 

@@ -1,0 +1,136 @@
+"""Packed experts: one torch module holding every expert's weights in 3-D tensors, the expert first (transformers 5's
+Qwen3MoeExperts: gate_up_proj [E, 2I, H], down_proj [E, H, I], read by its forward with F.linear, one expert at a
+time), against a port holding one module per expert (paddleformers' experts.N.up_gate_proj [H, 2I] and
+experts.N.down_proj [I, H]).
+
+Each record sees such a module as a list of E experts, <module>.<i>, each holding its tensors as Linears that never
+run, <module>.<i>.<tensor>, of their slice's shape ([2I, H], torch's Linear layout): the pairing pairs them child by
+child by the expert's index (mapping.lists), never by the routing; convert fills the Paddle Linear each pairs with
+from its slice, transposed as a Linear's weight. The packed module's output stays whole (it is every expert's
+routed sum). Imports numpy and mapping.modules."""
+import numpy as np
+
+from portcheck.mapping.modules import META
+
+
+def candidates(model) -> dict:
+    """{module name: (experts, [its tensors' names])} of a torch model's modules holding two or more tensors of
+    their own, every one 3-D with one first axis of 2 or more (the expert), and no child holding any. A Paddle
+    model has none here (its 3-D experts are its own layout)."""
+    if hasattr(model, "named_sublayers"):
+        return {}
+    out = {}
+    for name, module in model.named_modules():
+        own = dict(module.named_parameters(recurse=False))
+        if len(own) < 2 or not name or any(True for c in module.children() for _ in c.parameters()):
+            continue
+        shapes = [tuple(p.shape) for p in own.values()]
+        if all(len(s) == 3 for s in shapes) and len({s[0] for s in shapes}) == 1 and shapes[0][0] >= 2:
+            out[name] = (shapes[0][0], list(own))
+    return out
+
+
+def packed(model, other) -> dict:
+    """candidates() where the Paddle model `other` holds a list of as many modules (children 0 .. E-1) whose first
+    holds a tensor of each slice's size: packed experts (XLNet's q, k, v [hidden, heads, head size] are not: the
+    port holds no such list). None of a Paddle model's."""
+    found = candidates(model)
+    if not found or other is None:
+        return {}
+    lists = {}  # {its length: [the sizes of the tensors its first child holds]} of the Paddle model's lists
+    for _, layer in other.named_sublayers(include_self=True):
+        names = [n for n, _ in layer.named_children()]
+        if len(names) >= 2 and names == [str(i) for i in range(len(names))]:
+            first = getattr(layer, names[0])
+            lists.setdefault(len(names), []).append(sorted(int(np.prod(p.shape)) for p in first.parameters()))
+    modules = dict(model.named_modules())
+    out = {}
+    for name, (n, tensors) in found.items():
+        for split in ((), halves(tensors)):  # gate_up_proj [E, 2I, H] against the port's gate_proj and up_proj
+            shapes = [shape for _, t, part in _leaves(tensors, split)
+                      for shape in [_rows(tuple(getattr(modules[name], t).shape[1:]), part)]]
+            sizes = [a * b for a, b in shapes]
+            if any(all(held.count(x) >= sizes.count(x) for x in sizes) for held in lists.get(n, ())):
+                out[name] = (n, tensors, split)
+                break
+    return out
+
+
+HALVES = {"gate_up_proj": ("gate_proj", "up_proj")}  # a packed tensor's halves along its rows, as its forward chunks
+
+
+def halves(tensors: list) -> tuple:
+    """The tensors of a packed module held as two halves by the port (transformers' gate_up_proj, chunked gate then
+    up, against paddleformers' experts' gate_proj and up_proj): those HALVES names."""
+    return tuple(t for t in tensors if t in HALVES)
+
+
+def _leaves(tensors: list, split: tuple) -> list:
+    """[(the Linear's last name, the tensor, which half of its rows: None for all, 0 or 1)] of one expert."""
+    return [(h, t, k) if t in split else (t, t, None) for t in tensors
+            for k, h in (enumerate(HALVES[t]) if t in split else [(None, t)])]
+
+
+def _rows(shape: tuple, half) -> tuple:
+    return shape if half is None else (shape[0] // 2, *shape[1:])
+
+
+def mark(record, model, other):
+    """Each packed module (packed(), against the Paddle model `other`) of the model said in its record as a list of
+    experts, each holding its tensors as Linears that never run (the module docstring); the record returned."""
+    found = packed(model, other)
+    if not found:
+        return record
+    modules = dict(model.named_modules())
+    for name, (n, tensors, split) in found.items():
+        kind = type(modules[name]).__name__
+        for key in [k for k in record if k.startswith(f"{META}{name}/")]:
+            del record[key]
+        record[f"{META}{name}/{kind}"] = np.array([n, 0], dtype=np.int64)  # a container of its experts
+        own = dict(modules[name].named_parameters(recurse=False))
+        leaves = _leaves(tensors, split)
+        for i in range(n):
+            record[f"{META}{name}.{i}/{kind}"] = np.array([len(leaves), 0], dtype=np.int64)
+            for leaf, t, half in leaves:
+                shape = _rows(tuple(own[t].shape[1:]), half)
+                record[f"{META}{name}.{i}.{leaf}/Linear"] = np.array([0, 1, len(shape), *shape], dtype=np.int64)
+    return record
+
+
+def sliced(i: int, half=None):
+    """The tensor rule of expert i's slice (its first or second half of rows, half 0 or 1): a Linear's weight,
+    torch [out, in], Paddle [in, out]."""
+    def rule(name, array):
+        x = np.asarray(array)[i]
+        x = x if half is None else x[half * (x.shape[0] // 2):(half + 1) * (x.shape[0] // 2)]
+        return "weight", np.ascontiguousarray(x.T)
+    return rule
+
+
+def slices(name: str, n: int, tensors: list, split: tuple = ()) -> list:
+    """[(expert i's Linear of a tensor or of its half, <name>.<i>.<leaf>; the tensor; its rule)] of a packed
+    module."""
+    return [(f"{name}.{i}.{leaf}", t, sliced(i, half)) for i in range(n) for leaf, t, half in _leaves(tensors, split)]
+
+
+def paired_slices(torch_model, paired: dict) -> dict:
+    """{packed module: slices()} of a torch model's candidates() whose every slice the pairing paired (paired: {torch
+    module: ...}, convert's): what convert fills from them, the torch model alone at hand."""
+    out = {}
+    for name, (n, tensors) in candidates(torch_model).items():
+        for split in ((), halves(tensors)):
+            found = slices(name, n, tensors, split)
+            if all(m in paired for m, _, _ in found):
+                out[name] = found
+    return out
+
+
+def paired(torch_model, paddle_model, modules: dict) -> dict:
+    """{packed module: the Paddle list its experts are in} for each packed module every slice of which the pairing
+    paired ({torch module: Paddle module}): the module is paired when its experts are, as a fused one is."""
+    out = {}
+    for name, found in packed(torch_model, paddle_model).items():
+        held = [modules.get(m) for m, _, _ in slices(name, *found)]
+        if all(held):
+            out[name] = held[0].rpartition(".")[0].rpartition(".")[0]
+    return out

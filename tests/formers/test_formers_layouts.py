@@ -1,0 +1,86 @@
+"""paddleformers' own layouts against transformers 5's, on tiny random configs (PaddleFormers environment only):
+Qwen3's qkv_proj per key-value group and up_gate_proj [gate | up] (recipes.paddleformers), Qwen3-MoE's one module
+per expert against transformers' packed [E, 2I, H] experts and its router of probabilities against paddleformers'
+logits, the float64 yardstick run with the experts' eager loop where their grouped implementation refuses float64.
+Each correct port green; a plant red at its module."""
+import sys
+import types
+
+import numpy as np
+import pytest
+
+import torch  # noqa: F401 (before paddleformers, which otherwise hides torch from transformers)
+
+pytest.importorskip("paddleformers")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def paddlefleet_standins():
+    """STAND-IN (until the shared tests/formers/conftest.py lands): paddlefleet and paddlefleet_ops are not on PyPI;
+    Qwen3's and Qwen3-MoE's base models import them only, so two placeholders let them import."""
+    ops = types.ModuleType("paddlefleet_ops")
+    ops.is_deep_ep_available = lambda: False
+    provider = types.ModuleType("paddleformers.transformers.gpt_provider")
+    provider.GPTModelProvider = type("GPTModelProvider", (), {})
+    sys.modules.setdefault("paddlefleet_ops", ops)
+    sys.modules.setdefault("paddleformers.transformers.gpt_provider", provider)
+    yield
+
+
+SIZES = dict(vocab_size=99, hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
+             num_key_value_heads=2, head_dim=16, max_position_embeddings=64, use_cache=False)
+IDS = np.random.RandomState(0).randint(0, 99, (2, 8)).astype("int64")
+
+
+def _pair(family, **extra):
+    import paddleformers  # noqa: F401 (first: transformers then sees torch, as paddleformers leaves it)
+    import importlib
+    hf = importlib.import_module(f"transformers.models.{family}.modeling_{family}")
+    cfg = importlib.import_module(f"transformers.models.{family}")
+    pd = importlib.import_module(f"paddleformers.transformers.{family}.modeling")
+    pd_cfg = importlib.import_module(f"paddleformers.transformers.{family}.configuration")
+    name = {"qwen3": "Qwen3", "qwen3_moe": "Qwen3Moe"}[family]
+    torch.manual_seed(0)
+    t = getattr(hf, f"{name}Model")(getattr(cfg, f"{name}Config")(**SIZES, **extra)).eval()
+    p = getattr(pd, f"{name}Model")(getattr(pd_cfg, f"{name}Config")(**SIZES, **extra, fuse_rms_norm=False))
+    p.eval()
+    return t, p
+
+
+def test_qwen3_converts_and_compares_green_with_the_recipe_and_a_swapped_k_v_is_red_at_k_proj():
+    from portcheck import compare_forward, convert
+    from portcheck.core.errors import PipelineError
+    from portcheck.mapping.recipes import paddleformers
+    t, p = _pair("qwen3")
+    with pytest.raises(PipelineError) as e:
+        convert(t, p, inputs=IDS)
+    assert "differ" not in str(e.value) and "widths=(2, 1, 1)" in str(e.value), str(e.value)
+    layouts = paddleformers(num_attention_heads=4, num_key_value_heads=2)
+    convert(t, p, inputs=IDS, layouts=layouts)
+    report = compare_forward(t, p, IDS, layouts=layouts)
+    assert report.passed, report.first_diverging
+    # the plant: a converter writing layer 0's groups [q | v | k]
+    w = p.layers[0].self_attn.qkv_proj.weight
+    groups = w.numpy().reshape(64, 2, 4, 16)[:, :, [0, 1, 3, 2], :].reshape(64, 128)
+    w.set_value(groups)
+    report = compare_forward(t, p, IDS, layouts=layouts)
+    assert not report.passed and report.first_diverging == "layers.0.self_attn.k_proj", report.first_diverging
+
+
+def test_qwen3_moe_packed_experts_pair_by_index_green_with_an_eager_yardstick_and_two_experts_swapped_red():
+    from portcheck import compare_forward, convert
+    from portcheck.mapping.fused import Fused
+    t, p = _pair("qwen3_moe", moe_intermediate_size=32, num_experts=4, num_experts_per_tok=2, norm_topk_prob=True)
+    layouts = {"qkv_proj": Fused(("q_proj", "k_proj", "v_proj"), heads=2, widths=(2, 1, 1))}
+    convert(t, p, inputs=IDS, layouts=layouts)
+    report = compare_forward(t, p, IDS, layouts=layouts)
+    assert report.passed, (report.first_diverging, [r.line() for r in report.routing])
+    assert any("eager loop" in line for line in report.outputs_said), report.outputs_said
+    assert any("probabilities" in r.by_design for r in report.rows if r.key == "layers.0.mlp.gate[0]")
+    experts = p.layers[0].mlp.experts
+    a, b = experts[0].down_proj.weight, experts[1].down_proj.weight
+    first = a.numpy().copy()
+    a.set_value(b.numpy())
+    b.set_value(first)
+    report = compare_forward(t, p, IDS, layouts=layouts)
+    assert not report.passed and report.first_diverging == "layers.0.mlp", report.first_diverging
