@@ -184,3 +184,95 @@ def test_rules_figures_are_the_benchmarks():
         assert "(bench/rules.md)" in flat
         for figure in figures:
             assert said(figure, flat) and said(figure, bench_md), figure
+
+
+# ---- the README's five steps ------------------------------------------------------------------------------------
+
+def five_steps(text: str) -> tuple:
+    """(the commands of a README's five-step block: each [script, args...], the table's rows: each (step number,
+    its scripts, its check)), the block being the one that ends with the hand-in's check."""
+    block = next(b for b in fenced_text(text) if "pipeline/check_log_reprod.py" in b and "Step1/" in b)
+    commands = [line.split(" #")[0].split()[1:] for line in block.splitlines() if line.startswith("python ")]
+    rows = [(int(m.group(1)), re.findall(r"`(\w+\.py)`", m.group(2)), m.group(3))
+            for m in re.finditer(r"^\| (\d) [^|]*\|[^|]*\|(.*)\| `(check_step\d\.py)` \|$", text, re.M)]
+    return commands, rows
+
+
+def fenced_text(text: str) -> list:
+    return [m.group(2) for m in FENCE.finditer(text)]
+
+
+def run_all_commands() -> list:
+    """run_all.py's commands on its default data, in order, each [script, args...]: what the README's steps are."""
+    import argparse
+    import importlib.util
+    from dataclasses import fields
+    from bert_sst2.flags import TrainArgs
+    spec = importlib.util.spec_from_file_location("run_all", paths.ROOT / "pipeline" / "run_all.py")
+    run_all = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(run_all)
+    flags = dict(model_dir=None, random_init=None, recheck=False, one_at_a_time=True, data_dir=None)
+    flags.update({f.name: None for f in fields(TrainArgs) if f.metadata["forward"] and f.name != "data_dir"})
+    return [cmd for step in run_all.steps(argparse.Namespace(**flags)) for cmd in step.scripts]
+
+
+def five_steps_differ(text: str, ran: list) -> list:
+    """What a README's five steps say that run_all and the step table do not: the block's commands are run_all's
+    (setup, then each step's scripts and check, Step 5 the smoke run) and then the hand-in's check; each table row
+    names its step's scripts in the order they run, then its check."""
+    from bert_sst2.steps import BERT
+    commands, rows = five_steps(text)
+    said = []
+    if commands != ran + [["pipeline/check_log_reprod.py"]]:
+        said.append(f"the block's commands are not run_all's: {commands}")
+    table = [(s.number, list(dict.fromkeys(n.rsplit("/", 1)[1] for p in s.pairs for n in (p.torch, p.paddle))),
+              s.check.rsplit("/", 1)[1]) for s in BERT]
+    if rows != table:
+        said.append(f"the table's rows {rows} are not the steps' {table}")
+    return said
+
+
+def test_the_readmes_five_steps_are_run_alls_and_the_step_tables():
+    ran = run_all_commands()
+    for readme in (README, README_CN):
+        assert five_steps_differ(readme.read_text(encoding="utf-8"), ran) == [], readme.name
+    text = README.read_text(encoding="utf-8")
+    swapped = text.replace("python pipeline/Step3/pt_loss.py\npython pipeline/Step3/pd_loss.py",
+                           "python pipeline/Step3/pd_loss.py\npython pipeline/Step3/pt_loss.py")
+    assert swapped != text and five_steps_differ(swapped, ran)            # planted: Paddle's side before torch's
+    row = text.replace("| `pt_lr.py`, `pd_lr.py`, `pt_bp.py`, `pd_bp.py` |", "| `pt_bp.py`, `pd_bp.py` |")
+    assert row != text and five_steps_differ(row, ran)                     # planted: a row missing a pair
+    smoke = text.replace("pt_train.py --demo ", "pt_train.py ")
+    assert smoke != text and five_steps_differ(smoke, ran)                 # planted: Step 5 not the smoke run
+
+
+def test_the_readmes_hand_in_is_the_reference_runs_command_and_says_where_each_run_writes():
+    """The hand-in command is the one SUMMARY.md says made the committed log_reprod/; the step commands by hand
+    write log_reprod_demo/ (paths.log_reprod, git-ignored), and only a run on real data writes log_reprod/."""
+    import os
+    made = re.search(r"^Made by `python ([^`]+)`", (HAND_IN / "SUMMARY.md").read_text(), re.M).group(1)
+    ignored = (paths.ROOT / ".gitignore").read_text().splitlines()
+    saved = {k: os.environ.pop(k, None) for k in ("BERT_ALIGN_HOME", paths.REAL_DATA)}
+    try:
+        by_hand = paths.log_reprod()
+        os.environ[paths.REAL_DATA] = "1"
+        real = paths.log_reprod()
+    finally:
+        os.environ.pop(paths.REAL_DATA, None)
+        os.environ.update({k: v for k, v in saved.items() if v is not None})
+    assert real == HAND_IN and by_hand.parent == paths.ROOT and f"{by_hand.name}/" in ignored
+    for readme in (README, README_CN):
+        text = readme.read_text(encoding="utf-8")
+        assert [b for b in fenced_text(text) if b.split(" #")[0].strip() == f"python {made}"], readme.name
+        assert f"`{by_hand.name}/`" in text and "`log_reprod/`" in text, readme.name
+
+
+def test_the_readmes_five_step_figures_are_the_pipelines():
+    """The accuracy bound of Step 5 is the guide's train_align threshold; the smoke run's demo set has the rows
+    said."""
+    from bert_sst2.tolerances import GUIDE
+    bound = f"{GUIDE['train_align'].threshold:.2%}"
+    rows = len(paths.DEMO_TSV.read_text(encoding="utf-8").splitlines()) - 1  # a header, then a sentence a row
+    for readme, demo in ((README, f"the {rows} demo sentences"), (README_CN, f"{rows} 句演示数据")):
+        text = readme.read_text(encoding="utf-8")
+        assert bound in text and demo in text, (readme.name, bound, demo)

@@ -6,8 +6,9 @@ A block is one of these kinds, said by its language and the comment line before 
   above -->` after it holds lines its output holds, in order (`...` stands for any text). Code that reads as Python
   in a block of another language is red: a fragment is shell or text, never half a program;
 - unmarked: shell commands, run here one line at a time from a fresh folder (a script or file of the repository
-  named by its path is found there), each to the exit code its comment names ("exits 1"), else 0; a printed block
-  after it holds lines of their output (stdout, the commands in turn), as after a program;
+  named by its path is found there), each to the exit code its comment names ("exits 1"), else 0, the committed
+  log_reprod/ left as it was; a printed block after it holds lines of their output (stdout, the commands in turn),
+  as after a program;
 - `<!-- block: FILE "LABEL" -->`: code the suite runs in FILE, between its `# --- docs: LABEL` and `# --- end`
   lines (every such piece, dedented, one blank line apart);
 - `<!-- block: not run (REASON) -->` or `<!-- block: run by tests/test_x.py ... -->`: a block deliberately not run
@@ -22,6 +23,7 @@ five steps' own work) are run by tests/test_five_steps.py, whose planted bugs st
 need transformers and paddlenlp (large_models.md, pairing.md) run in the test file that imports them already
 (run_in_process: fresh globals and an empty folder each, in that file's process), each written to stand alone.
 """
+import hashlib
 import json
 import os
 import re
@@ -213,18 +215,34 @@ def expected_exit(line: str) -> int:
 
 def run_line(line: str, cwd, env):
     """One command: a path of the repository (a script, log_reprod) that the fresh folder does not hold is the
-    repository's."""
+    repository's. A repository script run under a home (BERT_ALIGN_HOME) runs as every test runs one, through
+    tests/conftest.run: forked from a process that imported its framework once, with the same exit status, output
+    and bytes as a new interpreter, which would import its framework again for each of the README's five steps' 24
+    scripts (the block: 104 s of CPU so, measured -n 0)."""
     command = line.split(" #")[0]
+    said = shlex.split(command)
     words = [str(ROOT / w) if not (cwd / w).exists() and (ROOT / w).exists() and "/" in w or
-             (w == "log_reprod" and not (cwd / w).exists()) else w for w in shlex.split(command)]
+             (w == "log_reprod" and not (cwd / w).exists()) else w for w in said]
+    if said[0] == "python" and len(said) > 1 and SCRIPT.fullmatch(said[1]) and words[1] != said[1] \
+            and "BERT_ALIGN_HOME" in env:
+        from conftest import run
+        return run(said[1], *words[2:], home=env["BERT_ALIGN_HOME"], cwd=cwd)
     words = [sys.executable if w == "python" else w for w in words]
     return subprocess.run(words, cwd=cwd, env=env, capture_output=True, text=True)
+
+
+def committed_hand_in() -> str:
+    """A digest of the committed log_reprod/ (every file's name and bytes): the reference no page's commands write."""
+    digest = hashlib.sha256()
+    for path in sorted(p for p in (ROOT / "log_reprod").rglob("*") if p.is_file()):
+        digest.update(str(path.relative_to(ROOT)).encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()
 
 
 @pytest.mark.parametrize("code, page, said", unmarked(), ids=lambda v: v.name if hasattr(v, "name") else "")
 def test_every_unmarked_block_runs_and_prints_what_its_pages_say(code, page, said, tmp_path):
     env = dict(os.environ, BERT_ALIGN_HOME=str(tmp_path / "home"), PYTHONWARNINGS="ignore")
-    output = ""
+    output, reference = "", committed_hand_in()
     for line in commands(code):
         assert COMMAND.match(line), f"{page.name}: {line!r} is no command: mark the block (<!-- block: ... -->)"
         proc = run_line(line, tmp_path, env)
@@ -233,6 +251,7 @@ def test_every_unmarked_block_runs_and_prints_what_its_pages_say(code, page, sai
     for lines in said:
         assert not printed_as_said(output, lines), f"{page.name}: {code} did not print " \
                                                    f"{printed_as_said(output, lines)!r}:\n{output[-3000:]}"
+    assert committed_hand_in() == reference, f"{page.name}: {code} wrote the committed log_reprod/"
 
 
 def test_the_first_green_hands_in_its_picture_and_each_sides_weights(tmp_path):
