@@ -27,6 +27,14 @@ def test_the_venv_holds_what_requirements_formers_pins():
     assert installed == pins
 
 
+def test_the_stack_paddleformers_loads_imports_beside_numpy_1_26():
+    """datasets imports pyarrow, whose newest release refuses numpy 1.x at import while pip check stays clean."""
+    import datasets
+    import pyarrow
+    assert np.__version__.startswith("1.26") and datasets.Dataset.from_dict({"a": [1, 2]}).num_rows == 2
+    assert pyarrow.__version__
+
+
 @pytest.mark.parametrize("family", STOOD_IN)
 def test_a_base_model_imports_with_paddlefleets_modules_stood_in_for(family):
     assert formers_standins.needed(), "paddlefleet is installed here: the stand-ins are not in use"

@@ -9,8 +9,8 @@ FINDINGS = [
     "Differences between a paddleformers 1.2.0 port and its transformers 5.3.0 original, in the PaddleFormers "
     "environment (`requirements-formers.txt`, made by the README's Set up): results about the port, not the "
     "check's false reds.", "",
-    "- **Gemma 3, `rotary_emb` (Gemma3RotaryEmbedding)**: transformers holds one RoPE base per layer type, the "
-    "sliding-window layers' from `rope_local_base_freq` (10000 by default) and the full layers' from `rope_theta` "
+    "- **Gemma 3, `rotary_emb` (Gemma3RotaryEmbedding)**: transformers holds one RoPE base per layer type. The "
+    "sliding-window layers' comes from `rope_local_base_freq` (10000 by default), the full layers' from `rope_theta` "
     "(1e6). paddleformers computes one rotary embedding from `rope_theta` and hands it to every layer (its source: "
     "`# TODO: apply different RoPE settings based on 'layer_type'`). Every sliding-window layer's attention "
     "differs.", "",
