@@ -25,6 +25,9 @@ def test_the_venv_holds_what_requirements_formers_pins():
     assert {"paddleformers", "transformers", "numpy", "torch", "paddlepaddle"} <= set(pins)
     installed = {name: metadata.version(name).split("+")[0] for name in pins}
     assert installed == pins
+    for page in ("README.md", "README_cn.md", "docs/zoo.md", "docs/zoo_cn.md"):  # the versions the pages say
+        text = (ROOT / page).read_text(encoding="utf-8")
+        assert f"paddleformers {pins['paddleformers']}" in text and f"transformers {pins['transformers'][:3]}" in text
 
 
 def test_the_stack_paddleformers_loads_imports_beside_numpy_1_26():
