@@ -76,12 +76,9 @@ def test_an_entry_scripts_imports_before_the_frameworks_change_nothing(alone):
     assert run(f"import portcheck.core.runtime, portcheck, portcheck.cli\n{MODEL}") == [alone]
 
 
-def test_importing_and_using_portcheck_after_the_model_changes_nothing(alone):
-    """In one process: the model, then portcheck imported and used on a pair (convert, compare_forward), then the
-    model again; and a child process started after all that, with the environment it hands down."""
-    after = MODEL.replace('print(json.dumps(forward()))', """
-print(json.dumps(forward()))
-import os, subprocess, sys
+# After the model's first run: portcheck imported as a script and the command do, used on a pair, the model run
+# again; the FLAGS_* the process set itself and would hand to `portcheck run`'s scripts; a child's run of the model.
+USED = """
 before = dict(os.environ)
 import portcheck, portcheck.core.runtime, portcheck.cli
 from portcheck.scripts import launch
@@ -96,10 +93,15 @@ print(json.dumps(forward()))
 added = {k: v for k, v in os.environ.items() if k.startswith("FLAGS_") and before.get(k) != v}
 handed = {k: v for k, v in launch.environment({}).items() if k.startswith("FLAGS_") and before.get(k) != v}
 print(json.dumps([added, handed]))
-child = subprocess.run([sys.executable, "-c", sys.argv[1]], capture_output=True, text=True, cwd="/tmp")
+child = subprocess.run([sys.executable, "-c", MODEL], capture_output=True, text=True, cwd="/tmp")
 print(child.stdout.strip().splitlines()[-1])
-""")
-    code = after.replace("-c\", sys.argv[1]", "-c\", " + repr(MODEL))
+"""
+
+
+def test_importing_and_using_portcheck_after_the_model_changes_nothing(alone):
+    """In one process: the model, then portcheck imported and used on a pair (convert, compare_forward), then the
+    model again; and a child process started after all that, with the environment it hands down."""
+    code = f"import os, subprocess, sys\nMODEL = {MODEL!r}\n{MODEL}\n{USED}"
     before, again, settings, child = run(code)
     assert before == alone and again == alone, "the model's outputs changed once portcheck was imported and used"
     assert settings == [{}, {}], f"a Paddle flag set for the process or handed to a child: {settings}"
