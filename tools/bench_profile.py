@@ -338,8 +338,11 @@ def reading(data: dict, report: dict) -> list:
 def configuration() -> list:
     return ["## How Step 5 gets its fast configuration", "",
             "No change to bert_sst2/twins/train.py or pipeline/Step5/ is needed:", "",
-            "- `import portcheck.core.runtime`, first in every entry script, sets `FLAGS_use_stride_kernel=0` and "
-            "glibc malloc's thresholds (`keep_large_blocks`) for both frameworks;",
+            "- `import portcheck.core.runtime`, first in every entry script, sets glibc malloc's thresholds "
+            "(`keep_large_blocks`) for both frameworks;",
+            "- bert_sst2/twins/pd_backend.py sets `FLAGS_use_stride_kernel=0` in Step 5's Paddle process, which runs "
+            "pd_bert alone. A Paddle flag holds for the whole process and this one changes what `Tensor.view` returns, "
+            "so the library sets none;",
             "- models/pd_bert.py's `Linear` is one `paddle.addmm` on the 2-D view;",
             "- twins/pt_optim.py builds torch's AdamW with `fused=True`;",
             "- `pipeline/run_all.py` runs the two trainings side by side, one core each, with two or more cores "

@@ -165,6 +165,8 @@ class PaddleSide:
 
     def __init__(self):
         import paddle
+        from bert_sst2.twins.pd_backend import STEP5_FLAGS
+        paddle.set_flags({k: v for k, v in STEP5_FLAGS.items() if k not in os.environ})  # as Step 5's, or --env-paddle's
         self.paddle = paddle
         self.F = paddle.nn.functional
 

@@ -20,10 +20,17 @@ def entries(state) -> dict:
                 else (("not a tensor",), "")) for k, v in state.items() if k != "LR_Scheduler"}
 
 
+# Step 5's Paddle process runs pd_bert alone, whose logits are bit for bit the same with these: transposes and slices
+# as contiguous kernels, not strided views its matmuls copy element by element (docs/bench/speed.md). A flag holds
+# for the whole process, so it is this script's choice, never the library's (under it Tensor.view returns its input).
+STEP5_FLAGS = {"FLAGS_use_stride_kernel": False}
+
+
 class Backend:  # implements twins.train.Backend
     name = "paddle"
 
     def __init__(self):
+        paddle.set_flags(STEP5_FLAGS)
         self.model = paddle_model()
         self.train_model = self.model  # what train_step calls: the model, or its DataParallel wrapper
         self.tokenizer = pd_data.tokenizer()

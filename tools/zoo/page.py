@@ -12,7 +12,7 @@ from collections import Counter
 from pathlib import Path
 
 from tools import bench_doc
-from tools.zoo import cases, families
+from tools.zoo import cases, families, formers_page
 
 ROOT = Path(__file__).resolve().parents[2]
 GUIDE = ROOT / "docs" / "zoo.md"
@@ -385,7 +385,7 @@ def guide(held: dict) -> str:
              f"{len(fams)} families: " + "; ".join(f"{n} {k}" for k, n in sorted(
                  kinds.items(), key=lambda kn: list(READING).index(kn[0]) if kn[0] in READING else 99)) + ".", "",
              *table(["family", "paddlenlp / transformers", "verdict", "why"], family_table(fams)), "",
-             *FINDINGS, *OTHER_KERNELS, *TORCHVISION_CPU]
+             *FINDINGS, *OTHER_KERNELS, *TORCHVISION_CPU, *formers_page.FINDINGS]
     return "\n".join(lines).rstrip("\n") + "\n"
 
 

@@ -11,10 +11,9 @@ and would hide the dependency). Every variable a user has set already wins.
 * MKL_DEBUG_CPU_TYPE=5: the MKL build Paddle bundles picks its slow generic code path on AMD
   CPUs; 5 selects the AVX2 path (3x faster matmul measured on this AMD EPYC machine). Intel
   CPUs ignore it;
-* FLAGS_use_stride_kernel=0: Paddle 3's default makes transpose/slice return strided views,
-  and every later consumer turns them back into contiguous memory with a slow element-by-element
-  copy; off, transpose is one fast contiguous kernel. Only memory layout changes, the numbers are
-  bit for bit the same (18% of a train step, 22% of an eval forward; docs/bench/speed.md). torch ignores it;
+* no framework flag: a Paddle FLAGS_* setting holds for the whole process, so it would change the
+  user's model too. FLAGS_use_stride_kernel=0 (faster for a model whose transposes feed matmuls,
+  docs/bench/speed.md) makes Paddle 3.3.1's `Tensor.view` return its input unchanged; none is set;
 * malloc: glibc hands every block over its mmap threshold straight to the kernel and back, so a
   framework allocating the same multi-MB activation or the 47 MB embedding gradient every step pays
   fresh page faults each time. keep_large_blocks raises the thresholds so freed blocks are reused;
@@ -67,7 +66,6 @@ def apply():
         os.environ.setdefault(var, "1")
     os.environ.setdefault("OMP_NUM_THREADS", str(len(os.sched_getaffinity(0))))
     os.environ.setdefault("MKL_DEBUG_CPU_TYPE", "5")
-    os.environ.setdefault("FLAGS_use_stride_kernel", "0")
     keep_large_blocks()
     for message in QUIET_WARNINGS:
         warnings.filterwarnings("ignore", message=message)

@@ -1,0 +1,62 @@
+"""Real differences of paddleformers 1.2.0's ports from the transformers 5.3.0 they install with (docs/zoo.md,
+What the zoo finds in the PaddleFormers ports), each as the smallest code that shows it. Each is a strict xfail: the
+day paddleformers changes, it fails, and the finding must go."""
+import numpy as np
+import paddle
+import pytest
+import torch
+import transformers
+
+FINDING = "a difference of paddleformers 1.2.0's port (docs/zoo.md, What the zoo finds in the PaddleFormers ports): "
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError,
+                   reason=FINDING + "Gemma 3 gives its sliding-window layers the full layers' RoPE base")
+def test_paddleformers_gemma3_gives_sliding_layers_their_own_rope_base_as_transformers():
+    """transformers' Gemma3RotaryEmbedding holds one inverse frequency per layer type, the sliding-window layers'
+    from `rope_local_base_freq` (10000 by default) and the full layers' from `rope_theta` (1e6); paddleformers' holds
+    one, from `rope_theta`, for every layer (its source: "TODO: apply different RoPE settings based on 'layer_type'").
+    Its cos equals transformers' full-attention one, not the sliding one."""
+    from paddleformers.transformers.gemma3_text.configuration import Gemma3TextConfig
+    from paddleformers.transformers.gemma3_text.modeling import Gemma3TextModel
+    tiny = dict(vocab_size=100, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+                num_key_value_heads=2, head_dim=8, layer_types=["sliding_attention", "full_attention"],
+                sliding_window=4)
+    pd = Gemma3TextModel(Gemma3TextConfig(**tiny, fuse_rms_norm=False))
+    pt = transformers.Gemma3TextModel(transformers.Gemma3TextConfig(**tiny))
+    x, positions = np.zeros((1, 6, 32), "float32"), np.arange(6)[None]
+    cos = pd.rotary_emb(paddle.to_tensor(x), paddle.to_tensor(positions))[0].numpy()
+    full, sliding = (pt.rotary_emb(torch.tensor(x), torch.tensor(positions), kind)[0].numpy()
+                     for kind in ("full_attention", "sliding_attention"))
+    np.testing.assert_allclose(cos, full, atol=1e-6)
+    np.testing.assert_allclose(cos, sliding, atol=1e-6)
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError,
+                   reason=FINDING + "ERNIE 4.5's rope_theta defaults to 10000, transformers' to 500000")
+@pytest.mark.parametrize("family", ["Ernie4_5", "Ernie4_5_Moe"])
+def test_paddleformers_ernie4_5_rope_theta_defaults_as_transformers(family):
+    """A config that leaves `rope_theta` out gives paddleformers' ERNIE 4.5 (dense and MoE) a RoPE base of 10000,
+    transformers' 500000: every attention's rotary embedding differs (a checkpoint's config.json that gives it
+    does not)."""
+    module = "ernie4_5" if family == "Ernie4_5" else "ernie4_5_moe"
+    config = getattr(__import__(f"paddleformers.transformers.{module}.configuration", fromlist=["_"]),
+                     f"{family}Config")
+    assert config().rope_parameters["rope_theta"] == getattr(transformers, f"{family}Config")().rope_parameters[
+        "rope_theta"]
+
+
+@pytest.mark.xfail(strict=True, raises=KeyError,
+                   reason=FINDING + "DeepSeek-V3's attention raises KeyError 'factor' on a default RoPE config")
+def test_paddleformers_deepseek_v3_attention_builds_on_a_default_rope_config():
+    """DeepseekV3Attention reads `rope_parameters["factor"]` whenever rope_parameters is set, which a config always
+    has; transformers' reads it only for a RoPE type other than "default". A config with the default RoPE (a dense
+    tiny one, or any without YaRN) raises KeyError: 'factor' where the attention is built."""
+    from paddleformers.transformers.deepseek_v3.configuration import DeepseekV3Config
+    from paddleformers.transformers.deepseek_v3.modeling import DeepseekV3Attention
+    tiny = dict(vocab_size=100, hidden_size=32, intermediate_size=64, moe_intermediate_size=16, num_hidden_layers=1,
+                num_attention_heads=4, num_key_value_heads=4, q_lora_rank=16, kv_lora_rank=16, qk_rope_head_dim=4,
+                qk_nope_head_dim=4, v_head_dim=8, n_routed_experts=4, num_experts_per_tok=2, n_group=1, topk_group=1)
+    from transformers.models.deepseek_v3.modeling_deepseek_v3 import DeepseekV3Attention as TorchAttention
+    TorchAttention(transformers.DeepseekV3Config(**tiny), 0)
+    DeepseekV3Attention(DeepseekV3Config(**tiny), 0)
