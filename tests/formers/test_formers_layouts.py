@@ -3,29 +3,9 @@ Qwen3's qkv_proj per key-value group and up_gate_proj [gate | up] (recipes.paddl
 per expert against transformers' packed [E, 2I, H] experts and its router of probabilities against paddleformers'
 logits, the float64 yardstick run with the experts' eager loop where their grouped implementation refuses float64.
 Each correct port green; a plant red at its module."""
-import sys
-import types
-
 import numpy as np
 import pytest
-
-import torch  # noqa: F401 (before paddleformers, which otherwise hides torch from transformers)
-
-pytest.importorskip("paddleformers")
-
-
-@pytest.fixture(scope="module", autouse=True)
-def paddlefleet_standins():
-    """STAND-IN (until the shared tests/formers/conftest.py lands): paddlefleet and paddlefleet_ops are not on PyPI;
-    Qwen3's and Qwen3-MoE's base models import them only, so two placeholders let them import."""
-    ops = types.ModuleType("paddlefleet_ops")
-    ops.is_deep_ep_available = lambda: False
-    provider = types.ModuleType("paddleformers.transformers.gpt_provider")
-    provider.GPTModelProvider = type("GPTModelProvider", (), {})
-    sys.modules.setdefault("paddlefleet_ops", ops)
-    sys.modules.setdefault("paddleformers.transformers.gpt_provider", provider)
-    yield
-
+import torch
 
 SIZES = dict(vocab_size=99, hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
              num_key_value_heads=2, head_dim=16, max_position_embeddings=64, use_cache=False)
