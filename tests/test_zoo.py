@@ -140,6 +140,9 @@ def test_the_families_tool_finds_every_architecture_both_libraries_ship():
     found = dict(families.families())
     assert set(NAMED) <= set(found), sorted(set(NAMED) - set(found))
     assert len(found) >= 45 and found["gpt"] == "gpt2" and found["chineseclip"] == "chinese_clip"
+    # transformers' deprecated models are shipped too, and paddlenlp's rw is transformers' Falcon
+    assert (found["nezha"], found["ernie_m"], found["rw"]) == ("deprecated.nezha", "deprecated.ernie_m", "falcon")
+    assert [c.__name__ for c in families.classes("rw", "falcon")] == ["RWModel", "FalconModel"]
 
 
 def test_clip_converts_with_no_map():

@@ -57,13 +57,16 @@ OTHER_KERNELS = [
     "margins: [zoo_kernels.md](bench/zoo_kernels.md).", ""]
 
 
+# transformers' Falcon, eager against sdpa on one model's weights: measured by tests/test_zoo_families.py's
+# falcon_eager_against_sdpa, which holds this figure on both pages
+FALCON_EAGER_SDPA = "0.188"
 # What the checks found in paddlenlp's ports themselves on correct use (tools.zoo.families), each pinned by a test
 # of tests/test_zoo.py or tests/test_zoo_families.py that stays a strict xfail until paddlenlp changes (zoo_cn.md
 # says the same). Each entry: what differs, then how it shows and the test that pins it.
 FINDINGS = [
     "## What the zoo finds in the ports", "",
     "Differences between a paddlenlp 2.8.1 port and its transformers 4.45.2 original that the checks show on correct "
-    "use: results about the port, not the check's false reds.", "",
+    "use: results about the port, not the check's false reds; and one of transformers' own (Falcon, last).", "",
     "- **DeBERTa-v2, `encoder` (DebertaV2Encoder)**: with `return_dict=False` (paddlenlp's default) the encoder "
     "returns `tuple(v for v in [hidden_states, all_hidden_states, all_attentions])`. Its `hidden_states` there is its "
     "own input, the embeddings' output; transformers returns the last layer's output first.", "",
@@ -230,7 +233,17 @@ FINDINGS = [
     "(`tie_word_embeddings`, True by default): one weight, trained by both. Paddlenlp creates an `lm_head_weight` "
     "of its own: two weights trained apart.", "",
     "  Smallest code: `pd.lm_head_weight is pd.bart.shared.weight` prints False. Pinned by "
-    "`test_paddlenlp_bart_ties_its_lm_head_to_the_shared_embedding_as_transformers`.", ""]
+    "`test_paddlenlp_bart_ties_its_lm_head_to_the_shared_embedding_as_transformers`.", "",
+    "- **Falcon, transformers' own eager attention (FalconAttention) with ALiBi**: a difference of transformers "
+    "4.45.2 itself, not of the port. FalconModel folds ALiBi into the causal mask it builds (`_update_causal_mask`: "
+    "`alibi / sqrt(head_dim)`), and the eager FalconAttention adds ALiBi to the scores again before scaling them "
+    "(`(attention_scores + alibi) * inv_norm_factor + attention_mask`). Its sdpa attention reads the mask alone: "
+    "ALiBi once, as paddlenlp's rw does.", "",
+    "  Shown on the zoo's tiny rw config (`alibi=True`), one model's weights loaded into both: the eager and sdpa "
+    f"models' `last_hidden_state` differ by {FALCON_EAGER_SDPA}. With eager attention the correct rw port is red in "
+    "its first attention, so the zoo builds transformers' side of the pair with sdpa (`ATTENTION` in "
+    "tools/zoo/family_settings.py) and judges it green. Pinned by "
+    "`test_transformers_falcon_eager_adds_alibi_once_as_its_sdpa`.", ""]
 
 
 TORCHVISION_CPU = [
@@ -263,7 +276,8 @@ TORCHVISION_CPU = [
 HEAD = [
     "The zoo judges real torch / Paddle pairs, each as its correct port and with bugs planted, to show that a correct "
     "port is green and a bug red where it is planted. Its cases are schedulers, optimizers, losses, metrics, loaders, "
-    "vision models and trainings; its families, every architecture paddlenlp and transformers both ship.", "",
+    "vision models and trainings; its families, every architecture paddlenlp and transformers both ship, the models "
+    "transformers keeps as deprecated included (NeZha, ErnieM; paddlenlp's rw is transformers' Falcon).", "",
     "```bash", "python -m tools.zoo.run --only StepLR", "```", "",
     "<!-- block: printed by the block above -->", "```text",
     "          ok  StepLR: (correct port); expected green; lr pair (exact): green 0.636; forward, every module "
@@ -289,7 +303,9 @@ READ_A_LINE = [
 # the recorded run to a line here)
 READING = {
     "green, every plant red at its module": "the port is the same model: forward, each module isolated and 3 steps "
-    "of backward green, and each bug planted in it red at the module it was planted in.",
+    "of backward green, and each bug planted in it red at the module it was planted in. A family with a cache is "
+    "also judged with `use_cache` off and on, its ids as long as a head is wide: a key state has the attention "
+    "weights' shape there.",
     "green, every plant red": "the same, but a plant is first red after the module it was planted in, at a later "
     "module or the model's output; the benchmark page's row says where.",
     "green, a plant green": "the correct port is green, but a planted bug was not caught: a gap of the checks.",

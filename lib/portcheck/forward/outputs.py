@@ -21,12 +21,16 @@ from portcheck.mapping.names import named_exist
 from portcheck.mapping.trace import LEAF, STOPPED, activated, reader as trace_reader, stopped, stopped_in
 
 
-def pair_leaves(torch_keys: list, paddle_keys: list, shapes=None) -> dict:
+def pair_leaves(torch_keys: list, paddle_keys: list, shapes=None, settled: dict = None) -> dict:
     """{torch key: Paddle key} for the tensors of two paired calls' outputs (their keys after the call name,
     "" for a lone tensor, "[0]", ":logits"): by the same key, then the rest in order when both hold as many,
     else torch's first with Paddle's only one. shapes: {key: shape} of both sides, given when an order pair
-    must fit in shape (any module's but the model's, whose outputs are compared whole)."""
-    out = {k: k for k in torch_keys if k in paddle_keys}
+    must fit in shape (any module's but the model's, whose outputs are compared whole). settled: pairs already
+    known (handed_on's), kept and counted as the same key's: one output of several is guessed only where nothing
+    of the two calls pairs otherwise (an attention's key states are no guess for the weights the other side returns
+    beside the output it hands on, whatever their shapes)."""
+    out = dict(settled or {})
+    out.update({k: k for k in torch_keys if k not in out and k in paddle_keys and k not in out.values()})
     t = [k for k in torch_keys if k not in out]
     p = [k for k in paddle_keys if k not in out.values()]
     fits = lambda a, b: shapes is None or broadcasts(shapes[0][a], shapes[1][b]) or \
@@ -165,8 +169,7 @@ def counterparts(torch_record: dict, paddle_record: dict, paired: pairing.Pairin
                         for a, b in pair_leaves(list(t), list(p), None if t_call == ROOT else (t, p)).items()})
     for t_call, t_out, p_out, t, p in reversed(uneven):  # the innermost first: an outer one hands on its outputs
         handed = handed_on(torch_record, paddle_record, t_out, p_out, t, p, out)
-        pairs = {**handed, **pair_leaves([k for k in t if k not in handed], [k for k in p if k not in handed.values()],
-                                         (t, p))}
+        pairs = pair_leaves(list(t), list(p), (t, p), handed)
         if not handed and 1 in (len(t), len(p)) and len(pairs) == 1:  # one of several: the run's values may say
             guessed[t_call] = (t_out, p_out, t, p, pairs)  # another is the one (suggested)
         if said is not None and pairs:
