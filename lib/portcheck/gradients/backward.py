@@ -36,6 +36,7 @@ from portcheck.gradients.kinks import (TAKEN, TAKEN_KEY, TAKING, TAKING_KEYS, cr
 from portcheck.gradients.optimizers import (CYCLES_MOMENTUM, NORM, batch_statistics, biased_variance, by_design_lines,
                                             cycled_momentum, few_values, norm_counter, optimizer_settings)
 from portcheck.gradients.result import LAST, LOSS_MEAN_BOUND, BackwardReport
+from portcheck.gradients import restarts
 # documented here: docs/zoo.md cites them as portcheck.gradients.backward.<name> (and its other names above,
 # docs/run.md, docs/rules.md, lib/README.md: AGAINST_ITSELF, against_itself, crossings, moved_one_ulp, batch_statistics)
 from portcheck.gradients.against_itself import _ties_other_way  # noqa: F401 (documented path)
@@ -91,12 +92,8 @@ def compare_backward(torch_model, paddle_model, inputs, targets, loss, optimizer
     start, draws = copy.deepcopy(torch_model.state_dict()), torch.get_rng_state()
     t = record_backward(torch_model, inputs, targets, loss[0], optimizer[0], scheduler and scheduler[0], steps, layouts,
                         paddle_kinds=kinds, isolate=isolate, clip=clip and clip[0], loose=loose)
-    starts = None
-    if isolate:  # Paddle's start of step i: torch's weights after step i - 1, in Paddle's names (and layout)
-        shapes = {k: tuple(v.shape) for k, v in paddle_model.state_dict().items()}  # a 0-d scalar against [1]
-        starts = {i: {planned[k.partition("/")[2]][0]: np.reshape(v, shapes.get(planned[k.partition("/")[2]][0],
-                                                                                 np.shape(v)))
-                      for k, v in t.items() if k.startswith(f"state{i}/")} for i in range(1, steps)}
+    # isolated, Paddle's start of step i: torch's weights after step i - 1, in Paddle's names and layout
+    starts = restarts.starts(t, planned, paddle_model, layouts, steps) if isolate else None
     p = record_backward(paddle_model, inputs, targets, loss[1], optimizer[1],
                         scheduler and (HELD if scheduler[1] is None else scheduler[1]), steps,
                         layouts, starts=starts,
@@ -191,7 +188,8 @@ def record_backward(model, inputs, targets, loss, optimizer, scheduler=None, ste
 
     Isolated steps (compare_backward(isolate=True) makes both): a torch model's run with isolate=True records
     every tensor after every step, and its float64 twin starts each step from the fp32 weights the step before
-    left; a Paddle model's run with starts={step: {Paddle key: array}} starts each of those steps from them.
+    left; a Paddle model's run with starts={step: {Paddle key: array}} starts each of those steps from them
+    (restarts.restart: a tensor the steps move and no start sets is refused).
 
     loss(output, targets) returns a scalar; optimizer(parameters) and scheduler(optimizer) are the user's own
     factories (scheduler stepped after each optimizer step; for Paddle, return the LRScheduler the optimizer
@@ -264,7 +262,7 @@ def record_backward(model, inputs, targets, loss, optimizer, scheduler=None, ste
     return fused.mark({**modules.describe(model), **_train(
         "paddle", model, inputs, targets, loss, optimizer, scheduler, steps, paddle.to_tensor,
         lambda m: {k: v.numpy() for k, v in m.state_dict().items()}, _paddle_grads, lambda: {},
-        (lambda m, i: m.set_state_dict(starts[i])) if starts is not None else None, clip, near=True),
+        restarts.restart(model, starts) if starts is not None else None, clip, near=True),
         **({ISOLATED: np.ones(1)} if starts is not None else {})}, parts, model)
 
 
