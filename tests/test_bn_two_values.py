@@ -59,3 +59,21 @@ def test_the_rows_it_reaches_are_allowed_torchs_run_moved_there():
     report = compare_backward(*nets(0), LOSS, SGD, steps=3)
     moved = [r for r in report.grads if r.rule.spread_by == few_values.BY]
     assert moved and all(r.passed for r in moved), report.table()
+
+
+def test_a_loss_red_by_the_guides_bound_alone_is_not_named_before_a_red_statistic():
+    """torchvision's densenet121 against paddle.vision's at 32 x 32, batch 2, seed 2, Paddle's norm5 momentum 0.1
+    (torch's value): red, its worst row features.norm5.running_mean after step 1 (1.56 x its allowance), but named at
+    the first step's loss, over the guide's bound on its mean where torch's own fp32 result is over it too (a correct
+    port's loss there, which the verdict lets pass)."""
+    from portcheck.core import calibrated
+    from portcheck.core.diff import KeyResult
+    from portcheck.gradients.result import LOSS_MEAN_BOUND, BackwardReport
+    loss = KeyResult("loss", calibrated.Measured(128, LOSS_MEAN_BOUND), max=0.02, mean=0.02, scale=3.0, err32=1.8e-3,
+                     own_mean=0.05)
+    stat = KeyResult("features.norm5.running_mean", calibrated.Measured(128), shape=(8,), max=1.3, mean=0.1,
+                     scale=1.0, err32=1e-3, own_mean=1e-4)
+    report = BackwardReport(steps=[[loss, stat]])
+    assert loss.beyond(LOSS_MEAN_BOUND) and not report.passed
+    assert report.first_diverging == "features.norm5.running_mean after step 1"
+    assert BackwardReport(steps=[[loss]]).first_diverging is None
