@@ -27,7 +27,6 @@ from portcheck.mapping.trace import INPUTS, Recorder, call, framework_of, watch,
 from portcheck.core import calibrated, diff, tolerances
 from portcheck.mapping import fused, loose as loose_tensors, modules, pairing
 from portcheck.mapping.convert import plan, torch_layouts
-from portcheck.mapping.layouts import RENAMES
 from portcheck.core.errors import PipelineError, raised_by
 from portcheck.gradients.against_itself import (AGAINST_ITSELF, AGAINST_KEYS, MOVED, RUNNING, against_itself,
                                                 moved_one_ulp, spread_of)
@@ -36,6 +35,9 @@ from portcheck.gradients.kinks import (TAKEN, TAKEN_KEY, TAKING, TAKING_KEYS, cr
 from portcheck.gradients.optimizers import (CYCLES_MOMENTUM, NORM, batch_statistics, biased_variance, by_design_lines,
                                             cycled_momentum, few_values, norm_counter, optimizer_settings)
 from portcheck.gradients.result import LAST, LOSS_MEAN_BOUND, BackwardReport
+from portcheck.gradients import few_values as few, restarts
+# each step's digests (documented as backward.updates, backward.running_means)
+from portcheck.gradients.digests import RUNNING_MEANS, STATISTICS, running_means, updates  # noqa: F401
 # documented here: docs/zoo.md cites them as portcheck.gradients.backward.<name> (and its other names above,
 # docs/run.md, docs/rules.md, lib/README.md: AGAINST_ITSELF, against_itself, crossings, moved_one_ulp, batch_statistics)
 from portcheck.gradients.against_itself import _ties_other_way  # noqa: F401 (documented path)
@@ -91,12 +93,8 @@ def compare_backward(torch_model, paddle_model, inputs, targets, loss, optimizer
     start, draws = copy.deepcopy(torch_model.state_dict()), torch.get_rng_state()
     t = record_backward(torch_model, inputs, targets, loss[0], optimizer[0], scheduler and scheduler[0], steps, layouts,
                         paddle_kinds=kinds, isolate=isolate, clip=clip and clip[0], loose=loose)
-    starts = None
-    if isolate:  # Paddle's start of step i: torch's weights after step i - 1, in Paddle's names (and layout)
-        shapes = {k: tuple(v.shape) for k, v in paddle_model.state_dict().items()}  # a 0-d scalar against [1]
-        starts = {i: {planned[k.partition("/")[2]][0]: np.reshape(v, shapes.get(planned[k.partition("/")[2]][0],
-                                                                                 np.shape(v)))
-                      for k, v in t.items() if k.startswith(f"state{i}/")} for i in range(1, steps)}
+    # isolated, Paddle's start of step i: torch's weights after step i - 1, in Paddle's names and layout
+    starts = restarts.starts(t, planned, paddle_model, layouts, steps) if isolate else None
     p = record_backward(paddle_model, inputs, targets, loss[1], optimizer[1],
                         scheduler and (HELD if scheduler[1] is None else scheduler[1]), steps,
                         layouts, starts=starts,
@@ -159,7 +157,7 @@ def judged(torch_record, paddle_record, name_map=None, mean_bound=LOSS_MEAN_BOUN
         take(torch_record, again((first if on_branch else []) + later))
         report = judge_backward(torch_record, paddle_record, name_map, mean_bound, outputs)
         report.on_branch = on_branch
-    report.branch = {k: v for k, v in branch.items() if not k.startswith((F64, MOVED))}
+    report.branch = {k: v for k, v in branch.items() if not k.startswith((F64, MOVED, few.NOISE))}
     keep(torch_record)
     return report
 
@@ -191,7 +189,8 @@ def record_backward(model, inputs, targets, loss, optimizer, scheduler=None, ste
 
     Isolated steps (compare_backward(isolate=True) makes both): a torch model's run with isolate=True records
     every tensor after every step, and its float64 twin starts each step from the fp32 weights the step before
-    left; a Paddle model's run with starts={step: {Paddle key: array}} starts each of those steps from them.
+    left; a Paddle model's run with starts={step: {Paddle key: array}} starts each of those steps from them
+    (restarts.restart: a tensor the steps move and no start sets is refused).
 
     loss(output, targets) returns a scalar; optimizer(parameters) and scheduler(optimizer) are the user's own
     factories (scheduler stepped after each optimizer step; for Paddle, return the LRScheduler the optimizer
@@ -257,14 +256,25 @@ def record_backward(model, inputs, targets, loss, optimizer, scheduler=None, ste
             # float32 run did not (in a float32 one): run again wider, in turn; the model's casts down kept float64
             wide = in_turn(cast_wide([contextlib.nullcontext, *WIDER]), twin, catch=PipelineError,
                            failed=lambda wide: any(calibrated.overflowed(out[k], v) for k, v in wide.items() if k in out))
-            del start
             out.update({F64 + k: v for k, v in wide.items()})
+        errors = few.measured(out, [m for m, *_ in few_values(out)])
+        if any(e for e, _ in errors.values()):  # torch against itself at its own error there (few_values.py)
+            after = copy.deepcopy(model.state_dict())
+            model.load_state_dict(start)
+            with torch.random.fork_rng(devices=[]), few.moved_by(model, errors):
+                torch.set_rng_state(draws)
+                run = _train("torch", model, inputs, targets, loss, optimizer, scheduler, steps, torch.from_numpy,
+                             lambda m: _torch_state(m, layouts), lambda m: _torch_grads(m, layouts), lambda: {},
+                             (lambda m, i: m.load_state_dict(left[i])) if isolate else None, clip)
+            model.load_state_dict(after)
+            out.update({few.NOISE + k: v for k, v in run.items() if k.startswith((*TAKING_KEYS, "out/"))})
+        del start
         return fused.mark({**modules.describe(model), **out, **({ISOLATED: np.ones(1)} if isolate else {})}, parts, model)
     import paddle
     return fused.mark({**modules.describe(model), **_train(
         "paddle", model, inputs, targets, loss, optimizer, scheduler, steps, paddle.to_tensor,
         lambda m: {k: v.numpy() for k, v in m.state_dict().items()}, _paddle_grads, lambda: {},
-        (lambda m, i: m.set_state_dict(starts[i])) if starts is not None else None, clip, near=True),
+        restarts.restart(model, starts) if starts is not None else None, clip, near=True),
         **({ISOLATED: np.ones(1)} if starts is not None else {})}, parts, model)
 
 
@@ -283,51 +293,6 @@ TWIN_FAILED = ("its float32 run took every step: the library's float64 copy fail
 
 
 HELD = "the optimizer's own"  # record_backward's scheduler: the LRScheduler a Paddle optimizer was built with
-
-
-def updates(before: dict, after: dict) -> np.ndarray:
-    """A step's digest: every weight's mean |after - before| per element in float64, sorted. It needs no names
-    (the frameworks name and order tensors otherwise), and sorting moves no value further than the two sides
-    differ; an update that differs (an optimizer's epsilon, a weight decay) shows in its weight's mean, where a loss
-    or a weight's norm can hide it. A mean, not a sum: a value of the size of one element's update, on the scale
-    the guide's absolute bound on bp_align is set for (a sum over a conv's 2.4M elements is thousands of times
-    its rounding). BatchNorm's running statistics are left out: they are not what the optimizer trains
-    (running_means digests the means)."""
-    return _changes(before, after, lambda name: name not in STATISTICS)
-
-
-def running_means(before: dict, after: dict) -> np.ndarray:
-    """A step's digest of BatchNorm's running means, as updates digests the weights: a momentum that differs
-    (Paddle's m is torch's 1 - m) moves them alone, every loss and weight staying the same in train mode, so a
-    hand-in without them is green from its folder while judge_backward is red. The running variances are left out:
-    Paddle updates them with the biased batch variance, torch with the unbiased one (BIASED_VARIANCE), which a
-    digest without names cannot take apart; judge_backward judges them by name."""
-    return _changes(before, after, RUNNING_MEANS.__contains__)
-
-
-def _changes(before: dict, after: dict, kept) -> np.ndarray:
-    """Each float tensor's mean |after - before| in float64, sorted, of the tensors whose last name kept() keeps;
-    one tensor under two names (Paddle's RNN weight_ih_l0 and 0.cell.weight_ih, a head tied to its embedding: one
-    side lists it twice, the other once) counted once: the same values before and after. A tensor holding one value
-    before the step is never taken for another's name: distinct BatchNorm weights at 1 (biases at 0) a small first
-    step leaves bit-identical in float32 and not in float64 would be counted once in one run and twice in the other,
-    and the float64 digest would not be the float32 one's length (the same test in both: their values before agree)."""
-    means, seen = [], {}
-    for k in after:
-        if k not in before or after[k].dtype.kind != "f" or not kept(k.rsplit(".", 1)[-1]):
-            continue
-        b, a = before[k], after[k]
-        mean = 0.0
-        if a.size:  # widened inside the subtraction, abs in place: the same values, no float64 copies of a and b
-            d = np.atleast_1d(np.subtract(a, b, dtype=np.float64))  # a 0-d scalar's difference is no array
-            mean = float(np.abs(d, out=d).mean())
-        counted = seen.setdefault((a.shape, mean), [])
-        # filled asked only of a tensor that may be another's: most have a (shape, mean) of their own
-        if not counted or b.size > 0 and bool((b.reshape(-1) == b.reshape(-1)[0]).all()) or not any(
-                np.array_equal(a, a2) and np.array_equal(b, b2) for b2, a2 in counted):
-            counted.append((b, a))
-            means.append(mean)
-    return np.sort(np.array(means, dtype=np.float64))
 
 
 @contextlib.contextmanager
@@ -483,8 +448,6 @@ def renames(record: dict, other: dict = None) -> dict:
             **dict(k[len(RENAMED):].rsplit("/", 1) for k in record if k.startswith(RENAMED)),
             **{t: "/" + p for t, _, p in (k[len(HELD_AT):].partition("/") for k in record if k.startswith(HELD_AT))}}
 
-STATISTICS = {*RENAMES, *RENAMES.values()}  # BatchNorm's running statistics, recorded after every step
-RUNNING_MEANS = {"running_mean", RENAMES["running_mean"]}  # their means, torch's name and Paddle's
 
 
 def _counterpart(key: str, modules: dict, renamed: dict) -> str:
@@ -519,6 +482,8 @@ def judge_backward(torch_record: dict, paddle_record: dict, name_map=None,
     report = BackwardReport()
     if any(k.startswith("out/") for k in torch_record):
         report.forward = judge_forward(torch_record, paddle_record, name_map, mean_bound=None, outputs=outputs)
+        for r in report.forward.paired:  # a module after a BatchNorm over few values (few_values.py)
+            calibrated.with_spread(r, few.spread(torch_record, f"out/{r.key}"), few.BY)
         report.crossed = crossings(report.forward, torch_record, paddle_record)
     report.taken = TAKEN in torch_record
     report.taking = {k[len(TAKEN_KEY):]: v for k, v in torch_record.items() if k.startswith(TAKEN_KEY)}
@@ -553,8 +518,11 @@ def judge_backward(torch_record: dict, paddle_record: dict, name_map=None,
             row = calibrated.zero_to_fp32(row, tensor, kind_scales(kind + "/"),
                                           "gradients" if kind == "grad" else "tensors")
         moved, taken = spread_of(torch_record, key), _figure(torch_record.get(TAKEN_KEY + key))
-        if taken is not None and taken > (moved or 0.0):
+        noise = few.spread(torch_record, key)
+        if taken is not None and taken > max(moved or 0.0, noise or 0.0):
             return calibrated.with_spread(row, taken, TAKING)
+        if noise is not None and noise > (moved or 0.0):
+            return calibrated.with_spread(row, noise, few.BY)
         return calibrated.with_spread(row, moved)
 
     for key in (k for k in torch_record if k.startswith("grad/")):

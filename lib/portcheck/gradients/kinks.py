@@ -2,7 +2,7 @@
 their record (near<step>/), torch's run taking Paddle's side of them (taking_paddles_side), the two rules that judge
 with that run (on_paddles_branch, take) and the report's kink lines (crossing_lines).
 
-May import portcheck.core, portcheck.forward and portcheck.gradients.against_itself.
+May import portcheck.core, portcheck.forward, portcheck.gradients.against_itself and portcheck.gradients.few_values.
 """
 import contextlib
 from dataclasses import dataclass
@@ -15,6 +15,7 @@ from portcheck.forward.result import ForwardReport
 from portcheck.forward.twin import F64
 from portcheck.mapping.trace import first_input, hook_points, next_call, values
 from portcheck.gradients.against_itself import AGAINST_KEYS, MOVED, distance
+from portcheck.gradients.few_values import NOISE
 
 # what judge_backward reads of a run taking Paddle's side of a kink: AGAINST_KEYS, and the gradients (the first
 # forward's kinks move them)
@@ -39,9 +40,9 @@ ON_BRANCH = ("the gradients and the steps are judged against torch's run again w
 def on_paddles_branch(run: dict, torch_record: dict) -> dict:
     """torch's record as its run on Paddle's branch of the first forward's kinks (`run`, record_backward(crossed=)):
     its gradients and every key after its steps (the update digests a hand-in's bp_align carries too), and its
-    float64 and moved runs moved by as much."""
+    float64, moved and few-values runs (few_values.NOISE) moved by as much."""
     out = {k: v for k, v in run.items() if k.startswith(TAKING_KEYS) and F64 + k in torch_record}
-    for prefix in (F64, MOVED):
+    for prefix in (F64, MOVED, NOISE):
         twin = {k: torch_record[prefix + k] for k in out if prefix + k in torch_record}
         out.update({prefix + k: v for k, v in moved_with(out, torch_record, twin).items()})
     return out

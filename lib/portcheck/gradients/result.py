@@ -147,7 +147,7 @@ class BackwardReport(page.Viewable):
         if self.forward is not None and self.forward.first_diverging:
             return self.forward.first_diverging
         loss = next((r for r in self.steps[0] if r.name == "loss"), None) if self.steps else None
-        if loss is not None and not loss.passed and loss.judged:
+        if loss is not None and not loss.passed and loss.judged and not loss.beyond(LOSS_MEAN_BOUND):
             return "loss after step 1"
         step = self.first_diverging_step
         return self.first_diverging_gradient or (f"{step[1].removesuffix(LAST)} after step {step[0] + 1}"
@@ -168,12 +168,13 @@ class BackwardReport(page.Viewable):
         statistic) red in the same step is named first, the parameter the runs part at, and the loss only when no
         weight is red at or before its step (an optimizer's momentum or beta named at the weights it moves, as the
         isolated steps name it). The lr, which makes the step's update, stays first."""
-        return next(((i, r.name) for i, r in enumerate(map(self.first_in_step, range(len(self.steps)))) if r),
-                    None)
+        return next(((i, r.name) for i, r in enumerate(self.first_in_step(i, True) for i in range(len(self.steps)))
+                     if r), None)
 
-    def first_in_step(self, i):
-        """The row of step i where the runs part by first_diverging_step's order (the table and the plot mark it)."""
-        rows = self.steps[i]
+    def first_in_step(self, i, verdict=False):
+        """The row of step i where the runs part by first_diverging_step's order (the table and the plot mark it);
+        verdict: of the rows the verdict reads (a loss red by the guide's bound alone that no port can meet is not)."""
+        rows = [r for r in self.steps[i] if not verdict or r.passed or not r.beyond(LOSS_MEAN_BOUND)]
         if i >= 2 and not self.isolated:
             rows = [r for r in rows if r.name != "loss"] + [r for r in rows if r.name == "loss"]
         return first_diverging(rows)

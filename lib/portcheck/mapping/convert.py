@@ -491,13 +491,10 @@ def convert(torch_model, paddle_model, name_map=None, path=None, layouts=None, i
                 problems.append(f"Paddle key {key} is filled twice (from {origin[key]} and {torch_key})")
                 continue
             state[key], origin[key] = (tensor, array), torch_key
-    parts = fused.specs(paddle_model, layouts)
-    for name, spec in parts.items():  # a Paddle fused module's tensors, each made of its parts' columns
-        for tensor_name in {k.rpartition(".")[2] for k in state if k.startswith(f"{name}.{spec.parts[0]}.")}:
-            keys = [f"{name}.{part}.{tensor_name}" for part in spec.parts]
-            if all(k in state for k in keys):
-                state[f"{name}.{tensor_name}"] = (Joined(spec, [state.pop(k) for k in keys]), None)
-                origin[f"{name}.{tensor_name}"] = " + ".join(origin.pop(k) for k in keys)
+    # a Paddle fused module's tensors, each made of its parts' columns
+    for whole, (spec, keys) in fused.joining(fused.specs(paddle_model, layouts), state).items():
+        state[whole] = (Joined(spec, [state.pop(k) for k in keys]), None)
+        origin[whole] = " + ".join(origin.pop(k) for k in keys)
     problems += [f"keep= names no Paddle key: {named(sorted(set(keep) - set(params)))}"] if set(keep) - set(params) else []
     unfilled = [k for k in params if not any(a in state for a in same[k]) and k not in keep]
     unused = [k for k in unfilled if "Paddle" in ran and (k.rpartition(".")[0] or ROOT) not in ran["Paddle"]]

@@ -260,6 +260,44 @@ def join(spec: Fused, arrays: list):
     return out
 
 
+def joining(specs: dict, keys) -> dict:
+    """{<module>.<tensor>: (its Fused, [<module>.<part>.<tensor> of each part, in the spec's order])} of each tensor of
+    a Paddle fused module (specs: {module: Fused}) whose parts every one of `keys` holds: the tensors convert fills
+    by joining (join_parts) and each isolated step's start joins the same way."""
+    keys = set(keys)
+    out = {}
+    for key in keys:
+        part_module, _, tensor = key.rpartition(".")
+        name, _, part = part_module.rpartition(".")
+        spec = specs.get(name)
+        if spec is None or part not in spec.parts:
+            continue
+        parts = [f"{name}.{p}.{tensor}" for p in spec.parts]
+        if all(k in keys for k in parts):
+            out[f"{name}.{tensor}"] = (spec, parts)
+    return out
+
+
+def join_parts(spec: Fused, arrays: list):
+    """join's tensor; where the parts make none, a PipelineError saying why (PC318)."""
+    from portcheck.core.errors import PipelineError
+    out = join(spec, arrays)
+    if out is None:
+        heads = f" of {spec.heads} heads" if spec.heads else ""
+        raise PipelineError(f"Fused{spec.parts}: its parts' tensors {[list(a.shape) for a in arrays]} do not "
+                            f"make one tensor of {len(arrays)} parts{heads} [PC318]")
+    return out
+
+
+def joined_state(state: dict, specs: dict) -> dict:
+    """{Paddle key: array in Paddle's layout} with each Paddle fused module's tensor made of its parts' (joining,
+    join_parts), their own keys gone: what convert sets, from arrays already in Paddle's layout."""
+    out = dict(state)
+    for whole, (spec, keys) in joining(specs, state).items():
+        out[whole] = join_parts(spec, [out.pop(k) for k in keys])
+    return out
+
+
 def taken(function):
     """`function` (convert, compare_forward: each takes layouts=, changes nothing before it pairs) run once more when its pairing
     refuses with ties that one module of a side, holding n times what n tied modules of the other hold, settles

@@ -6,7 +6,6 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from portcheck.core.errors import PipelineError
 from portcheck.mapping import fused
 from portcheck.mapping.fused import Fused
 
@@ -29,13 +28,7 @@ class Joined:
         self.spec, self.parts = spec, parts  # [(Tensor, torch array)] in the spec's part order
 
     def to_paddle(self, _=None):
-        arrays = [t.to_paddle(a) for t, a in self.parts]
-        out = fused.join(self.spec, arrays)
-        if out is None:
-            heads = f" of {self.spec.heads} heads" if self.spec.heads else ""
-            raise PipelineError(f"Fused{self.spec.parts}: its parts' tensors {[list(a.shape) for a in arrays]} do not "
-                                f"make one tensor of {len(arrays)} parts{heads} [PC318]")
-        return out
+        return fused.join_parts(self.spec, [t.to_paddle(a) for t, a in self.parts])
 
     transposed = False
 
