@@ -9,7 +9,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 paddle = pytest.importorskip("paddle")
-from portcheck import Fused, compare_backward, convert  # noqa: E402
+from portcheck import Fused, compare_backward, compare_forward, convert  # noqa: E402
+from portcheck.mapping import recipes  # noqa: E402
 from portcheck.core.errors import PipelineError  # noqa: E402
 from portcheck.gradients import restarts  # noqa: E402
 from portcheck.mapping import fused  # noqa: E402
@@ -129,8 +130,9 @@ def test_paddlenlps_fused_llama_is_green_over_isolated_steps():
                  num_key_value_heads=4, max_position_embeddings=64, use_cache=False, rms_norm_eps=1e-6)
     pt = LlamaForCausalLM(LlamaConfig(**sizes, attn_implementation="eager"))
     pd = PaddleLlama(PaddleConfig(**sizes, fuse_attention_qkv=True, fuse_attention_ffn=True))
-    layouts = {"LlamaLMHead": "transpose", "qkv_proj": Fused(("q", "k", "v"), heads=4),
-               "gate_up_fused_proj": Fused(("gate", "up"))}
+    layouts = recipes.paddlenlp_llama(fused_qkv=True, fused_ffn=True, num_attention_heads=4, num_key_value_heads=4)
+    assert layouts == {"LlamaLMHead": "transpose", "qkv_proj": Fused(("q_proj", "k_proj", "v_proj"), heads=4),
+                       "gate_up_fused_proj": Fused(("gate_proj", "up_proj"))}
     ids = np.random.RandomState(0).randint(0, 64, (2, 8)).astype(np.int64)
     convert(pt.eval(), pd.eval(), inputs=ids, layouts=layouts)
     logits = lambda o: o[0] if isinstance(o, (tuple, list)) else o.logits if hasattr(o, "logits") else o
@@ -141,3 +143,28 @@ def test_paddlenlps_fused_llama_is_green_over_isolated_steps():
         layouts=layouts, isolate=True)
     assert report.passed, report.table()
     assert "model.layers.0.self_attn.k_proj.weight" in {r.name for r in report.steps[2]}
+
+
+def test_the_paddlenlp_llama_recipe_goes_per_key_value_group_where_a_group_holds_several_query_heads():
+    """paddlenlp's fused qkv_proj with grouped-query attention (4 query heads, 2 key-value heads): the recipe's layout,
+    [q of the group's 2 heads | k | v] per group, is green; the parts one after the other ([q | k | v]) red at the
+    attention."""
+    pytest.importorskip("paddlenlp")
+    from paddlenlp.transformers import LlamaConfig as PaddleConfig, LlamaModel as PaddleLlama
+    from transformers import LlamaConfig, LlamaModel
+    torch.manual_seed(0)
+    sizes = dict(vocab_size=64, hidden_size=32, intermediate_size=48, num_hidden_layers=1, num_attention_heads=4,
+                 num_key_value_heads=2, max_position_embeddings=64, use_cache=False, rms_norm_eps=1e-6)
+    pt = LlamaModel(LlamaConfig(**sizes, attn_implementation="eager")).eval()
+    pd = PaddleLlama(PaddleConfig(**sizes, fuse_attention_qkv=True))
+    pd.eval()
+    ids = np.random.RandomState(0).randint(0, 64, (2, 8)).astype(np.int64)
+    layouts = recipes.paddlenlp_llama(fused_qkv=True, num_attention_heads=4, num_key_value_heads=2)
+    pd.set_state_dict(convert(pt, pd, layouts=layouts, inputs=ids))
+    assert compare_forward(pt, pd, ids, layouts=layouts).passed
+    wrong = {"qkv_proj": Fused(("q_proj", "k_proj", "v_proj"), widths=(2, 1, 1))}   # [q | k | v], not per group
+    pd.set_state_dict(convert(pt, pd, layouts=wrong, inputs=ids))
+    report = compare_forward(pt, pd, ids, layouts=wrong)
+    assert not report.passed and "self_attn" in str(report.first_diverging), report.first_diverging
+    with pytest.raises(ValueError, match="num_key_value_heads"):
+        recipes.paddlenlp_llama(fused_qkv=True)

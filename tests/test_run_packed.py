@@ -166,8 +166,8 @@ def test_a_layouts_file_declares_what_the_api_takes():
         recipes.paddlenlp_gpt(4, fused=True)
     assert from_json({"MultiheadAttention": {"fused": ["q_proj", "k_proj", "v_proj"], "output": False}}) == \
         recipes.TORCH_ATTENTION
-    assert from_json({"LlamaLMHead": "transpose", "qkv_proj": {"fused": ["q", "k", "v"]}}) == \
-        recipes.paddlenlp_llama(fused_qkv=True)
+    assert from_json({"LlamaLMHead": "transpose", "qkv_proj": {"fused": ["q_proj", "k_proj", "v_proj"], "heads": 4}}) == \
+        recipes.paddlenlp_llama(fused_qkv=True, num_attention_heads=4, num_key_value_heads=4)
 
 
 BAD = [('["c_attn"]', "a JSON object is expected"), ('{"c_attn": "fused"}', "'c_attn': \"fused\" is not a layout"),

@@ -38,16 +38,23 @@ def paddlenlp_gpt(heads: int, fused: bool = False) -> dict:
     return out
 
 
-def paddlenlp_llama(fused_qkv: bool = False, fused_ffn: bool = False) -> dict:
+def paddlenlp_llama(fused_qkv: bool = False, fused_ffn: bool = False, num_attention_heads: int = 0,
+                    num_key_value_heads: int = 0) -> dict:
     """layouts for transformers' Llama against paddlenlp's built with fuse_attention_qkv or fuse_attention_ffn:
-    paddlenlp's qkv_proj holds [q | k | v] (one after the other, with as many key and value heads as query heads)
-    and its gate_up_fused_proj [gate | up], against transformers' separate projections; and its LlamaLMHead holds a
-    Linear's weight, [in, out]."""
+    paddlenlp's qkv_proj goes per key-value group, [q of the group's query heads | k | v] repeated per group (its
+    forward reshapes the output to [batch, seq, kv heads, (group + 2) * head size]), so fused_qkv needs the config's
+    num_attention_heads and num_key_value_heads; its gate_up_fused_proj is [gate | up], against transformers'
+    separate projections; and its LlamaLMHead holds a Linear's weight, [in, out]."""
     out = {"LlamaLMHead": "transpose"}
     if fused_qkv:
-        out["qkv_proj"] = Fused(("q", "k", "v"))
+        if num_attention_heads <= 0 or num_key_value_heads <= 0 or num_attention_heads % num_key_value_heads:
+            raise ValueError("paddlenlp_llama(fused_qkv=True) needs the config's num_attention_heads and "
+                             "num_key_value_heads (a multiple of it): its qkv_proj goes per key-value group")
+        group = num_attention_heads // num_key_value_heads
+        out["qkv_proj"] = Fused(("q_proj", "k_proj", "v_proj"), heads=num_key_value_heads,
+                                 widths=(group, 1, 1) if group > 1 else ())
     if fused_ffn:
-        out["gate_up_fused_proj"] = Fused(("gate", "up"))
+        out["gate_up_fused_proj"] = Fused(("gate_proj", "up_proj"))
     return out
 
 
