@@ -59,7 +59,7 @@ from pathlib import Path
 
 from portcheck import view
 from portcheck.core import calibrated, notices, page, record, report, same_run, tolerances
-from portcheck.pipeline import handin, kink_files, own_runs, training, whole
+from portcheck.pipeline import bound_page, handin, kink_files, own_runs, training, whole
 from portcheck.pipeline import guide as reprod  # reprod_log's rule and diff log (`guide` is a verdict here)
 from portcheck.core.diff import Finding, first_diverging, load_pair
 from portcheck.core.errors import PipelineError, fail, run_main
@@ -382,6 +382,12 @@ def check(folder, overrides: dict = None, strict: bool = False, only=None, extra
         print(report.one_line(f"{name}: RED | judged ({DIAGNOSTICS}/{name}_diff.json) but its pair is not in the "
                               "folder: hand in its _torch.npy and _paddle.npy [PC145]"))
         red += 1
+    if below is not None:  # the page the folder holds says its verdict, or the folder is red
+        why = bound_page.disagrees(folder, green=not red)
+        if why:
+            print(report.one_line(f"page: RED | {why}: a page beside a folder says the folder's verdict; hand the "
+                                  "folder in again, or remove the page [PC970]"))
+            red += 1
     missing = [p for p in expected if p not in names | set(judged)]
     if missing:  # less than was asked for is never green
         print(report.one_line(f"not handed in: {', '.join(missing)}: RED | the guide asks for every one of "

@@ -28,7 +28,7 @@ from portcheck.core import page, record, report
 from portcheck.core.errors import PipelineError
 from portcheck.core.report import DIAGNOSTICS
 from portcheck.core.tolerances import GUIDE
-from portcheck.pipeline import data, handin, training, whole
+from portcheck.pipeline import bound_page, data, handin, training, whole
 from portcheck.pipeline.whole import compared_beside
 
 SIDES = ("torch", "paddle")
@@ -104,12 +104,12 @@ class Handin(page.Viewable):
                                                    also=compared_beside(comparison), **kw)
         self.plots[pair] = handin.hand_in(self.sides, pair, self.top, comparison)  # "plot: <its picture>" or ""
         self.shown[pair] = [self.verdicts[pair], *([comparison] if comparison is not None else [])]
-        page.write(self.view(), self._page)
+        bound_page.write(self.view(), self.top)
         return self.verdicts[pair]
 
     @property
     def _page(self):
-        return self.top / DIAGNOSTICS / page.NAME
+        return bound_page.path(self.top)
 
     def view(self) -> dict:
         """The page's data (portcheck.core.page): each step's verdict (its pair's rules, one line each), then each
@@ -293,7 +293,7 @@ class Handin(page.Viewable):
         result = training.judge_and_log(self.sides, top=self.top, own=own)
         self.verdicts["train_align"] = result.verdict  # its passed holds the curves' too
         self.shown["train_align"] = [result]  # the pair's verdicts and the curves
-        page.write(self.view(), self._page)
+        bound_page.write(self.view(), self.top)
         return result
 
 
