@@ -67,7 +67,7 @@ def test_check_is_red_in_one_line_where_the_folders_page_says_another_verdict_or
     where.write_text(forged, encoding="utf-8")
     n, out = checked(top, capsys)
     lines = [line for line in out.splitlines() if "PC970" in line]
-    assert n >= 2 and len(lines) == 1 and "says GREEN where the folder is RED" in lines[0], out
+    assert n >= 2 and len(lines) == 1 and "says green where the folder is red" in lines[0], out
     # a page of another run of the folder (its manifest's seal) is not the folder's page either
     data = json.loads(re.search(r'id="portcheck-data">(.*?)</script>', text).group(1))
     where.write_text(text.replace(data["run"], "0" * 64), encoding="utf-8")
@@ -77,3 +77,42 @@ def test_check_is_red_in_one_line_where_the_folders_page_says_another_verdict_or
     where.write_text(forged, encoding="utf-8")
     portcheck.Handin(top).forward(torch_net(), GeluTanh(), x)
     assert "PC970" not in checked(top, capsys)[1]
+
+
+HIDDEN = ["\u202a", "\u202b", "\u202c", "\u202d", "\u202e", "\u2066", "\u2067", "\u2068", "\u2069", "\u200f",
+          "\x1b", "\x00", "\r", "\u2028", "\u2029", "\udcff"]  # what lays a name out as something else, or cannot be written
+
+
+def test_no_name_reorders_or_stands_in_for_the_verdict_on_the_page(tmp_path):
+    """A folder, module, key and file name holding a bidirectional override, a control character, a line separator
+    or a byte that was not UTF-8: the page is written (no UnicodeEncodeError), each shown as its escape, as the
+    terminal shows it, and the verdict word and the first diverging module come before any name the user gave."""
+    name = "blk\u202e.NEERG\u2066x\u2028\x1b[32m\udcff"
+    row = {"name": name, "verdict": "RED", "max diff": 1.0, "why": "key \u202eNEERG"}
+    data = {"title": "portcheck.Handin \u202eNEERG :tluser", "passed": False, "headline": "red at \u2028forward: green",
+            "first": {"torch": name, "paddle": "p\u202e"}, "verdicts": [{"name": name, "passed": False,
+                                                                      "text": f"forward: RED at {name}"}],
+            "sections": [{"kind": "tree", "title": name, "rows": [row]}, {"kind": "table", "title": "t", "rows": [row]},
+                         {"kind": "lines", "title": "l", "lines": [name]}]}
+    said = page.write(data, tmp_path / "p.html")
+    assert said.startswith("page: ")
+    text = (tmp_path / "p.html").read_text(encoding="utf-8")
+    assert not [c for c in HIDDEN if c in text], [hex(ord(c)) for c in HIDDEN if c in text]
+    assert "blk\\u202e.NEERG\\u2066x\\u2028\\x1b[32m\\udcff" in text  # errors.one_line's form, the terminal's
+    header = re.search(r"<h1>(.*?)</h1>", text).group(1)
+    assert header.startswith('<span id="verdict">RED</span> <bdi>')  # the verdict word first, outside every name
+    assert '<span id="header-module">first diverging: <bdi>blk\\u202e' in header
+    assert page.data_of(tmp_path / "p.html")["first"]["torch"] == name  # the data keeps the name as it is
+
+
+def test_a_handin_folder_named_to_spoof_its_verdict_shows_it_escaped(tmp_path, capsys):
+    x, _ = first_batch()
+    for folder in ("\u202eNEERG_reprod", "bad\udcff\u2028_reprod"):
+        top = tmp_path / folder
+        portcheck.Handin(top).forward(torch_net(), GeluTanh(), x)
+        text = (top / "diagnostics" / page.NAME).read_text(encoding="utf-8")
+        assert not [c for c in HIDDEN if c in text]
+        assert re.search(r'<h1><span id="verdict">RED</span> <bdi>portcheck.Handin \\u202e|'
+                         r'<h1><span id="verdict">RED</span> <bdi>portcheck.Handin bad\\udcff\\u2028', text)
+        n, out = checked(top, capsys)
+        assert n >= 1 and "PC970" not in out

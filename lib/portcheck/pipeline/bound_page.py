@@ -36,8 +36,8 @@ def write(data: dict, top) -> str:
     top = Path(top)
     pairs = judged(top)
     red = [p for p, ok in pairs.items() if not ok]
-    line = {"name": "the folder", "passed": not red, "text": f"the hand-in folder: {'green' if not red else 'RED'} ("
-            + ", ".join(f"{p} {'green' if ok else 'RED'}" for p, ok in pairs.items()) + ")"} if pairs else None
+    line = {"name": "the folder", "passed": not red, "text": f"the hand-in folder: {'green' if not red else 'red'} ("
+            + ", ".join(f"{p} {'green' if ok else 'red'}" for p, ok in pairs.items()) + ")"} if pairs else None
     bound = {**data, "passed": bool(data.get("passed")) and not red, "folder": str(top.absolute()),
              "run": record.manifest_seal(top / DIAGNOSTICS), "pairs": pairs,
              "verdicts": [*([line] if line else []), *data.get("verdicts", [])]}
@@ -59,5 +59,5 @@ def disagrees(top, green: bool):
         return (f"{name} describes another run of the folder (run {str(data.get('run'))[:12]}; the folder's "
                 f"manifest seals {str(run)[:12]})")
     if bool(data.get("passed")) != green:
-        return f"{name} says {'GREEN' if data.get('passed') else 'RED'} where the folder is {'green' if green else 'RED'}"
+        return f"{name} says {'green' if data.get('passed') else 'red'} where the folder is {'green' if green else 'red'}"
     return None
