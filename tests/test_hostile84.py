@@ -116,3 +116,19 @@ def test_a_handin_folder_named_to_spoof_its_verdict_shows_it_escaped(tmp_path, c
                          r'<h1><span id="verdict">RED</span> <bdi>portcheck.Handin bad\\udcff\\u2028', text)
         n, out = checked(top, capsys)
         assert n >= 1 and "PC970" not in out
+
+
+@pytest.mark.parametrize("step", ["forward", "loss", "convert", "swapped"])
+def test_a_string_where_a_model_goes_is_one_line_naming_the_argument(tmp_path, step):
+    x, y = first_batch()
+    steps = portcheck.Handin(tmp_path / "log_reprod")
+    call = {"forward": lambda: steps.forward(torch_net(), "paddle_model.pdparams", x),
+            "loss": lambda: steps.loss(torch_net(), "paddle_model.pdparams", x, y, lambda a, b: a.sum()),
+            "convert": lambda: steps.convert(torch_net(), "paddle_model.pdparams", x),
+            "swapped": lambda: steps.forward(PaddleNet(), torch_net(), x)}[step]
+    with pytest.raises(PipelineError) as e:
+        call()
+    said = str(e.value)
+    assert "\n" not in said and said.endswith("[PC971]") and ("paddle_model is a str" in said or
+                                                              "torch_model is a PaddleNet" in said), said
+    assert not (tmp_path / "log_reprod").exists()  # nothing written

@@ -167,12 +167,13 @@ def test_check_html_is_checks_verdict_and_a_forged_page_changes_nothing(folders,
         forged, said_forged = check_html(folder, tmp_path / f"{plant}_forged.html", capsys)
         assert forged == code and said_forged.splitlines()[:-2] == said.splitlines()[:-2]
         assert "FORGED" not in (tmp_path / f"{plant}_forged.html").read_text()
+        writers = (folder / "diagnostics" / page.NAME).read_text()
         (folder / "diagnostics" / page.NAME).write_text(FORGED)  # in the writers' place: the folder is red by it
         forged, said_forged = check_html(folder, tmp_path / f"{plant}_forged.html", capsys)
         flagged = [line for line in said_forged.splitlines() if "[PC970]" in line]
         assert forged == 1 and len(flagged) == 1 and "not a page portcheck wrote" in flagged[0], said_forged
         assert "FORGED" not in (tmp_path / f"{plant}_forged.html").read_text()
-        (folder / "diagnostics" / page.NAME).unlink()
+        (folder / "diagnostics" / page.NAME).write_text(writers)
 
 
 def test_a_forged_or_linked_page_in_the_folder_is_never_trusted_or_written_through(folders, tmp_path, capsys,
