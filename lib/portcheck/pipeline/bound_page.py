@@ -44,9 +44,11 @@ def write(data: dict, top) -> str:
     return page.write(bound, path(top))
 
 
-def disagrees(top, green: bool):
-    """Why the page in the hand-in `top` is not the folder's verdict as `check` derives it (green: whether it
-    found every pair there green), one phrase; None where it is, or where the folder holds no page."""
+def disagrees(top, green: bool, whole: bool):
+    """Why the page in the hand-in `top` is not the folder's verdict as `check` derives it, one phrase; None where it
+    is, or where the folder holds no page. green: whether it found every pair the folder holds green (a page that
+    says green must be of such a folder); whole: whether it found the folder green as a hand-in, every pair the guide
+    asks for there (a page that says red must be of a folder that is not)."""
     where = path(top)
     if not os.path.lexists(where):
         return None
@@ -55,9 +57,11 @@ def disagrees(top, green: bool):
     if data is None:
         return f"{name} is not a page portcheck wrote or its data does not read"
     run = record.manifest_seal(Path(top) / DIAGNOSTICS)
-    if run is None or data.get("run") != run:
+    if data.get("run") != run:
         return (f"{name} describes another run of the folder (run {str(data.get('run'))[:12]}; the folder's "
                 f"manifest seals {str(run)[:12]})")
-    if bool(data.get("passed")) != green:
-        return f"{name} says {'green' if data.get('passed') else 'red'} where the folder is {'green' if green else 'red'}"
+    if data.get("passed") is True and not green:
+        return f"{name} says green where the folder is red"
+    if data.get("passed") is not True and whole:
+        return f"{name} says red where the folder is green"
     return None
