@@ -132,3 +132,36 @@ def test_a_string_where_a_model_goes_is_one_line_naming_the_argument(tmp_path, s
     assert "\n" not in said and said.endswith("[PC971]") and ("paddle_model is a str" in said or
                                                               "torch_model is a PaddleNet" in said), said
     assert not (tmp_path / "log_reprod").exists()  # nothing written
+
+
+def _named(name: str):
+    """A torch and a Paddle model whose second layer is named `name` (a ModuleDict's, a LayerDict's key)."""
+    import collections
+    t = torch.nn.Sequential(collections.OrderedDict([("fc", torch.nn.Linear(4, 4)), (name, torch.nn.Linear(4, 2))]))
+    p = paddle.nn.Sequential(("fc", paddle.nn.Linear(4, 4)), (name, paddle.nn.Linear(4, 2)))
+    return t, p
+
+
+@pytest.mark.parametrize("name, char", [("blk:0", ":"), ("blk[0]", "["), ("blk#0", "#"), ("blk\u20280", "\\u2028")])
+def test_a_module_name_the_key_notation_would_read_is_refused_naming_the_character(tmp_path, name, char):
+    """blk:0 was reported as the model's own row ("(model)"), blk#0 refused as unpairable, blk<U+2028>0 lost: each is
+    one line naming the module and the character, before anything is written."""
+    import numpy as np
+    t, p = _named(name)
+    x = np.ones((2, 4), "float32")
+    with pytest.raises(PipelineError) as e:
+        portcheck.Handin(tmp_path / "log_reprod").forward(t, p, x)
+    said = str(e.value)
+    assert said.endswith("[PC972]") and f"holds '{char}'" in said and "\n" not in said and "\u2028" not in said, said
+    assert not (tmp_path / "log_reprod").exists()
+
+
+def test_a_long_or_unprintable_key_says_why_it_is_unreadable(tmp_path):
+    import numpy as np
+    from portcheck.core.fileio import MAX_KEY_LENGTH, load_npy
+    for key, why in (("k" * 10000, f"a key of 10000 characters, over the {MAX_KEY_LENGTH} a key may have"),
+                     ("k\u202e", "a key holding \\u202e, which is not printable")):
+        np.save(tmp_path / "a.npy", {key: np.ones(3, "float32")}, allow_pickle=True)
+        with pytest.raises(PipelineError) as e:
+            load_npy(tmp_path / "a.npy")
+        assert why in str(e.value) and str(e.value).endswith("[PC201]") and len(str(e.value)) < 400, str(e.value)
