@@ -165,3 +165,24 @@ def test_a_long_or_unprintable_key_says_why_it_is_unreadable(tmp_path):
         with pytest.raises(PipelineError) as e:
             load_npy(tmp_path / "a.npy")
         assert why in str(e.value) and str(e.value).endswith("[PC201]") and len(str(e.value)) < 400, str(e.value)
+
+
+@pytest.mark.parametrize("name, char", [("blk\u20280", "\\u2028"), ("blk:0", ":")])
+def test_runs_recorder_refuses_a_module_name_the_record_cannot_hold_naming_it(tmp_path, name, char):
+    """`run`'s recorder stopped with "the Paddle script left no record" on a name holding U+2028: its side's one
+    line names the module and the character."""
+    import sys
+    from portcheck.scripts import run
+    script = tmp_path / "t.py"
+    script.write_text(
+        "import torch\nclass Net(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+        f"        self.add_module({name!r}, torch.nn.Linear(2, 2))\n\n    def forward(self, x):\n"
+        f"        return self._modules[{name!r}](x)\n"
+        "model = Net(); opt = torch.optim.SGD(model.parameters(), lr=0.1)\nx = torch.ones(4, 2)\n"
+        "for _ in range(3):\n    loss = model(x).sum(); loss.backward(); opt.step(); opt.zero_grad()\n")
+    run.prepare(tmp_path / "out")
+    with pytest.raises(PipelineError) as e:
+        run.run_side("torch", [sys.executable, str(script)], tmp_path / "out", 3)
+    said = str(e.value)
+    assert said.startswith("the torch script cannot be checked: module") and f"holds '{char}'" in said, said
+    assert "[PC972]" in said and "\n" not in said and "\u2028" not in said
