@@ -186,3 +186,30 @@ def test_runs_recorder_refuses_a_module_name_the_record_cannot_hold_naming_it(tm
     said = str(e.value)
     assert said.startswith("the torch script cannot be checked: module") and f"holds '{char}'" in said, said
     assert "[PC972]" in said and "\n" not in said and "\u2028" not in said
+
+
+def _running(pid: int) -> bool:
+    """Whether the process runs (a zombie waiting for its new parent to reap it has ended)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def test_compare_split_ends_what_its_ranks_started_before_it_returns(tmp_path, monkeypatch):
+    """A build that starts a process of its own on each rank: compare_split green, and no process of it left."""
+    import multiprocessing
+    import time
+    from portcheck.forward import split
+    import split_pairs as pairs
+    from examples import tiny_llama_split as pair
+    monkeypatch.setenv("HOSTILE84_PIDS", str(tmp_path))
+    torch_model, state = pair.torch_and_state()
+    report = split.compare_split(torch_model, pairs.forks_a_child, pair.IDS, 2, state=state)
+    assert report.passed, report
+    pids = [int((tmp_path / f"rank{r}.pid").read_text()) for r in range(2)]
+    deadline = time.monotonic() + 5  # SIGKILL is sent before it returns; the kernel's end of them, a moment
+    while any(map(_running, pids)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not [p for p in pids if _running(p)] and multiprocessing.active_children() == []
