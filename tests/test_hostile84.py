@@ -19,6 +19,7 @@ from portcheck import cli  # noqa: E402
 from portcheck.core import page  # noqa: E402
 from portcheck.core.errors import PipelineError  # noqa: E402
 from examples.mlp_pair import PaddleNet, first_batch, torch_net  # noqa: E402
+from test_view import BROWSER_OWN, CHROMIUM, HOSTILE, browse, host  # noqa: E402  (the pages' browser and its proxy)
 
 
 class GeluTanh(PaddleNet):  # the realistic plant: GELU's tanh form where torch's is exact
@@ -213,3 +214,21 @@ def test_compare_split_ends_what_its_ranks_started_before_it_returns(tmp_path, m
     while any(map(_running, pids)) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not [p for p in pids if _running(p)] and multiprocessing.active_children() == []
+
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install -y chromium): the page is "
+                    "not opened in a browser here")
+def test_a_page_of_hostile_names_in_a_real_browser(tmp_path):
+    """Markup, a right-to-left override and a byte that was not UTF-8 in its names: the browser runs the page's own
+    two scripts alone, makes no request, and shows the verdict and the first diverging module escaped."""
+    name = f"blk\u202e.NEERG{HOSTILE}\udcff"
+    row = {"name": name, "verdict": "RED", "max diff": 1.0}
+    page.write({"title": "portcheck.Handin \u202eNEERG", "passed": False, "headline": "red", "first": {"torch": name},
+                "verdicts": [{"name": name, "passed": False, "text": name}],
+                "sections": [{"kind": "tree", "title": name, "rows": [row]}]}, tmp_path / "hostile.html")
+    shown, requests = browse({"hostile": tmp_path / "hostile.html"}, tmp_path)
+    s = shown["hostile"]
+    assert s["verdict"] == "red" and not s["pwned"] and s["scripts"] == 2, s
+    assert s["header"].startswith("first diverging: blk\\u202e.NEERG<b id=pwned>") and "\u202e" not in s["header"], s
+    assert all(host(r) == "portcheck-probe.invalid" or host(r).endswith(BROWSER_OWN) for r in requests), requests
