@@ -67,6 +67,18 @@ def dies_on_rank_1(rank, degree):
     return build(rank, degree)
 
 
+def forks_a_child(rank, degree):
+    """Each rank's build starts a process of its own that outlives it (a server, a data worker), its pid written into
+    the folder HOSTILE84_PIDS names."""
+    import os
+    import subprocess
+    import sys
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    with open(os.path.join(os.environ["HOSTILE84_PIDS"], f"rank{rank}.pid"), "w") as f:
+        f.write(str(child.pid))
+    return build(rank, degree)
+
+
 def hangs_on_rank_1(rank, degree):
     """Rank 1 never returns its model; rank 0 records on and waits for it in the first all-reduce."""
     if rank == 1:

@@ -102,7 +102,8 @@ def test_the_five_steps_page_shows_each_steps_verdict_and_each_steps_own_page(ha
     steps, folder = handed["clean"]
     text = page.page(steps.view())
     assert steps._repr_html_() == page.framed(text) and steps.html(tmp_path / "clean.html").startswith("page: ")
-    assert (folder / "log_reprod" / "diagnostics" / page.NAME).read_text() == (tmp_path / "clean.html").read_text()
+    left = page.data_of(folder / "log_reprod" / "diagnostics" / page.NAME)  # the folder's: bound to it, its verdict
+    assert left["sections"] == page.data_of(tmp_path / "clean.html")["sections"] and left["passed"] and left["run"]
     assert 'data-verdict="green"' in text and not marked(text) and "<svg" in text
     for pair in GUIDE:
         step = f"Step {tolerances.GUIDE[pair].step} {pair}"
@@ -111,7 +112,7 @@ def test_the_five_steps_page_shows_each_steps_verdict_and_each_steps_own_page(ha
     steps, folder, report = handed["planted"]
     text = (folder / "log_reprod" / "diagnostics" / page.NAME).read_text()
     assert 'data-verdict="red"' in text and "Step 1 forward: RED" in text and "red at forward" in text
-    assert marked(text) == [report.first_diverging] and f"first diverging: {report.first_diverging}" in text
+    assert marked(text) == [report.first_diverging] and f"first diverging: <bdi>{report.first_diverging}</bdi>" in text
 
 
 @pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install -y chromium): the pages "
@@ -422,15 +423,16 @@ def test_a_file_put_among_the_whole_records_after_the_hand_in_is_red(decayed, tm
     shutil.copytree(decayed[0.01][2], top)
     below = top / "diagnostics" / "records"
     shutil.copy(below / "bp_align_torch.npy", below / "bp_align_earlier_torch.npy")
-    assert cli.check(top, only="lr,bp_align") == 1
+    assert cli.check(top, only="lr,bp_align") == 2  # and its page, green as written, is red beside it (PC970)
+    out = capsys.readouterr().out
     assert "handed in: RED | diagnostics/records/bp_align_earlier_torch.npy is not in the list of what was handed in" \
-        in capsys.readouterr().out
+        in out and "page: RED | diagnostics/report.html says green where the folder is red" in out
 
 
 def test_a_whole_record_larger_than_a_hand_in_keeps_is_red_and_never_loaded(decayed, monkeypatch, capsys):
     from portcheck.pipeline import whole
     monkeypatch.setattr(whole, "WHOLE_BYTES", 1 << 10)
     monkeypatch.setattr(whole, "load_npy", lambda path: pytest.fail(f"{path} loaded"))
-    assert cli.check(decayed[0.01][2], only="lr,bp_align") == 1
+    assert cli.check(decayed[0.01][2], only="lr,bp_align") == 2  # and its page, green as written (PC970)
     assert "from diagnostics/records/: RED (records/bp_align_torch.npy is over the 0 MB a hand-in keeps of a whole " \
         "record) [PC463]" in bp_line(capsys)

@@ -31,6 +31,7 @@ EXEMPT = {
     ("hooks_paddle.py", "self.run.refuse(squares[0])"): "loose.square_held's lines, PC455's (either_line)",
     ("recorder.py", "Refused(why)"): "refuse() itself: its callers' lines are coded",
     ("full.py", "self.refuse(str(e))"): "metrics()' ValueError, coded PC832",
+    ("first_call.py", "run.refuse(str(e))"): "hook_points' refusal of a module's name, coded PC972",
     ("hooks_paddle.py", "does not pair with the torch model's: {e}"): "the pairing's refusal (PC3xx) inside it",
     ("hooks_torch.py", "docs/run.md): {e}"): "convert's unknown-layout refusal (PC011) inside it",
     ("folders.py", "cannot be checked: {status['error']}"): "the recorder's refusal (PC823-PC832), coded where refused",

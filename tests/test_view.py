@@ -79,7 +79,7 @@ def test_the_page_marks_where_the_runs_part_and_escapes_every_name(reports, tmp_
         assert marked == (plant != "clean"), plant
         if marked:
             assert f'id="first-diverging" data-module="{report.first_diverging}"' in text
-            assert f'first diverging: {report.first_diverging}' in text  # in the page's header
+            assert f'first diverging: <bdi>{report.first_diverging}</bdi>' in text  # in the page's header
     said = reports["epsilon"].html(tmp_path / "p.html")
     assert said.startswith(f"page: {tmp_path / 'p.html'}") and page.ours(tmp_path / "p.html")
 
@@ -163,11 +163,17 @@ def test_check_html_is_checks_verdict_and_a_forged_page_changes_nothing(folders,
         assert f'data-verdict="{"green" if code == 0 else "red"}"' in text and "forward: " in text
         codes = re.findall(r"\[PC(\d{3})\]", said)  # each code linked to its entry, never fetched
         assert all(f'messages.md#pc{c}">[PC{c}]</a>' in text for c in codes) and bool(codes) == bool(code), said
-        for where in (folder / page.NAME, folder / "diagnostics" / page.NAME):  # a contestant's pages
-            where.write_text(FORGED)
+        (folder / page.NAME).write_text(FORGED)  # a contestant's page beside the pairs: no page of the folder's
         forged, said_forged = check_html(folder, tmp_path / f"{plant}_forged.html", capsys)
         assert forged == code and said_forged.splitlines()[:-2] == said.splitlines()[:-2]
         assert "FORGED" not in (tmp_path / f"{plant}_forged.html").read_text()
+        writers = (folder / "diagnostics" / page.NAME).read_text()
+        (folder / "diagnostics" / page.NAME).write_text(FORGED)  # in the writers' place: the folder is red by it
+        forged, said_forged = check_html(folder, tmp_path / f"{plant}_forged.html", capsys)
+        flagged = [line for line in said_forged.splitlines() if "[PC970]" in line]
+        assert forged == 1 and len(flagged) == 1 and "not a page portcheck wrote" in flagged[0], said_forged
+        assert "FORGED" not in (tmp_path / f"{plant}_forged.html").read_text()
+        (folder / "diagnostics" / page.NAME).write_text(writers)
 
 
 def test_a_forged_or_linked_page_in_the_folder_is_never_trusted_or_written_through(folders, tmp_path, capsys,

@@ -59,7 +59,7 @@ from pathlib import Path
 
 from portcheck import view
 from portcheck.core import calibrated, notices, page, record, report, same_run, tolerances
-from portcheck.pipeline import handin, kink_files, own_runs, training, whole
+from portcheck.pipeline import bound_page, handin, kink_files, own_runs, training, whole
 from portcheck.pipeline import guide as reprod  # reprod_log's rule and diff log (`guide` is a verdict here)
 from portcheck.core.diff import Finding, first_diverging, load_pair
 from portcheck.core.errors import PipelineError, fail, run_main
@@ -382,12 +382,19 @@ def check(folder, overrides: dict = None, strict: bool = False, only=None, extra
         print(report.one_line(f"{name}: RED | judged ({DIAGNOSTICS}/{name}_diff.json) but its pair is not in the "
                               "folder: hand in its _torch.npy and _paddle.npy [PC145]"))
         red += 1
+    judged_red = red  # what the folder holds: a page of fewer pairs than the guide's says theirs alone
     missing = [p for p in expected if p not in names | set(judged)]
     if missing:  # less than was asked for is never green
         print(report.one_line(f"not handed in: {', '.join(missing)}: RED | the guide asks for every one of "
                               + (f"{', '.join(tolerances.HANDED_IN)} (--only names the ones a partial hand-in holds)"
                                  if only is None else "its pairs (asked for by --only)") + " [PC146]"))
         red += len(missing)
+    if below is not None:  # the page the folder holds says its verdict, or the folder is red
+        why = bound_page.disagrees(folder, green=not judged_red, whole=not red)
+        if why:
+            print(report.one_line(f"page: RED | {why}: a page beside a folder says the folder's verdict; hand the "
+                                  "folder in again, or remove the page [PC970]"))
+            red += 1
     if only is not None:
         print(report.one_line(f"partial hand-in: only {', '.join(expected)} asked for (--only); the guide's other "
                               "pairs not judged"))
@@ -541,7 +548,9 @@ def run_check(folder, args, extra=None) -> int:
                                            if not red else f"{red} pair(s) red"))
     if html is not None:  # the pairs' lines first in what was printed, each pair's block as check said it
         rest = printed[sum(len(lines) for _, _, lines in said):]
-        print(report.one_line(page.write(view.folder_view(folder, red, said, rest, rows, last), html)))
+        shown = view.folder_view(folder, red, said, rest, rows, last)
+        own = html.resolve() == bound_page.path(folder).resolve()  # the folder's own page: bound to it
+        print(report.one_line(bound_page.write(shown, folder) if own else page.write(shown, html)))
     print(last)
     return 1 if red else 0
 

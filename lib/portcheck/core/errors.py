@@ -20,9 +20,16 @@ class Interrupted(KeyboardInterrupt):
     (transformers' tokenizer turning any error into a ValueError) must not take it for an error of its own."""
 
 
+def one_line(message: str) -> str:
+    """A message as one line that says what it holds: a newline or other control character, a bidirectional override
+    or isolate, a line or paragraph separator, a byte that was not UTF-8 (a surrogate escape) in a name, a record or a
+    file's text is escaped, so nothing can forge a line of a log or reorder a verdict as it is shown. A leading tab is
+    reprod_log's indent."""
+    return "".join(c if c.isprintable() or c == "\t" else repr(c)[1:-1] for c in str(message))
+
+
 def fail(msg: str, code: int = 2):
-    # one line whatever the message quotes: a key name or a file's text may hold a newline or an escape code
-    msg = "".join(c if c.isprintable() else repr(c)[1:-1] for c in msg)
+    msg = one_line(msg)
     print(f"error: {msg}", file=sys.stderr)
     sys.exit(code)
 

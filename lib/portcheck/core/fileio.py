@@ -168,9 +168,18 @@ def _is_plain_array(v) -> bool:
     return isinstance(v, np.ndarray) and not v.dtype.hasobject and v.dtype.kind in "biuf"
 
 
-def _bad_key(k) -> bool:
-    # a newline or other control character in a key name could forge lines in a diff log
-    return not isinstance(k, str) or not k or len(k) > MAX_KEY_LENGTH or not k.isprintable()
+def _key_problem(k, v) -> str:
+    """Why k: v is no entry of a file of plain arrays, one phrase ("" where it is). A newline or other control
+    character in a key name could forge lines in a diff log, a bidirectional override reorder them."""
+    if not isinstance(k, str) or not k:
+        return f"a key {k!r} that is no name"
+    if len(k) > MAX_KEY_LENGTH:
+        return f"a key of {len(k)} characters, over the {MAX_KEY_LENGTH} a key may have"
+    odd = next((c for c in k if not c.isprintable()), None)
+    if odd is not None:
+        return f"a key holding {repr(odd)[1:-1]}, which is not printable"
+    return "" if _is_plain_array(v) else f"a value that is a {type(v).__name__}" + (
+        f" of {v.dtype}" if isinstance(v, np.ndarray) else "") + ", not a numeric array"
 
 
 def _read_header(f, order: bool = False) -> tuple:
@@ -255,10 +264,10 @@ def load_npy(path) -> dict:
     if not isinstance(data, dict):
         raise PipelineError(f"{path} holds a {type(data).__name__}, not a dict of arrays; "
                             "re-run the script that writes it [PC200]")
-    bad = [k for k, v in data.items() if _bad_key(k) or not _is_plain_array(v)]
+    bad = [(k, why) for k, v in data.items() for why in [_key_problem(k, v)] if why]
     if bad:
-        shown = ", ".join(repr(k)[:60] for k in bad[:5])
-        raise PipelineError(f"{path}: keys {shown} are not numeric numpy arrays with printable names; "
+        shown = ", ".join(repr(k)[:60] + ("...'" if len(repr(k)) > 60 else "") for k, _ in bad[:5])
+        raise PipelineError(f"{path}: keys {shown} are not numeric numpy arrays with printable names ({bad[0][1]}); "
                             "re-run the script that writes it [PC201]")
     return data
 

@@ -12,5 +12,15 @@ def split_key(key: str) -> tuple:
     return kind, module + (call or ""), rest
 
 
+NOTATION = "#[]:"  # what the key notation reads out of a key: a module's name holding one is read as another
+LINE_BREAKS = "\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"  # where str.splitlines() parts a name
+
+
+def unkeyed(name: str) -> str:
+    """The character of a module's name that cannot stand in a record key as itself (NOTATION's, a line break),
+    "" where none does."""
+    return next((c for c in name if c in NOTATION or c in LINE_BREAKS), "")
+
+
 def module_of(call: str) -> str:
     return call.split("#")[0]

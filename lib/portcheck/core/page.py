@@ -4,10 +4,13 @@ A report (ForwardReport, BackwardReport, StreamReport, a hand-in's check) gives 
 module formats it, never parses text back out of a report. The page opens from disk in any browser, offline: its
 Content-Security-Policy forbids every fetch (no CDN, no font, no image), so it works the same on a reviewer's
 laptop and in a notebook (_repr_html_). Every name in it is escaped: a module's name is the model author's
-text and may hold markup.
+text and may hold markup, and is shown as the terminal shows it (errors.one_line: a bidirectional override, a control
+character, a line separator or a byte that was not UTF-8 as its escape), each in an element of its own (<bdi>), so no
+name can reorder or stand in for the verdict word, which comes first in the header.
 
 The data (page(data)):
     title, passed (bool), headline (one line), first ({"torch": name, "paddle": name} or None),
+    folder and run (a page written into a hand-in: its folder and the seal of its manifest, record.manifest_seal),
     verdicts [{"name", "passed" (True, False or None: not judged), "text"}],
     sections [{"kind": "tree" | "table" | "curves" | "lines", "title", ...}]:
         tree:   rows [row], isolated {torch name: row} (each module on torch's own values), first: a row's name;
@@ -23,7 +26,7 @@ import os
 import re
 from pathlib import Path
 
-from portcheck.core.errors import PipelineError
+from portcheck.core.errors import PipelineError, one_line
 from portcheck.core.fileio import atomic_write, open_regular, writable
 from portcheck.core.keys import ROOT
 
@@ -50,20 +53,28 @@ def _finite(value):
 
 
 def embedded(data: dict) -> str:
-    """The data as JSON safe inside a <script> element: no '<', '>' or '&' survives to close it."""
-    text = json.dumps(_finite(data), ensure_ascii=False)
+    """The data as JSON safe inside a <script> element: no '<', '>' or '&' survives to close it; ASCII, so a name
+    holding a byte that was not UTF-8 (a surrogate escape) is written as its escape, never a write that stops."""
+    text = json.dumps(_finite(data), ensure_ascii=True)
     return text.replace("&", "\\u0026").replace("<", "\\u003c").replace(">", "\\u003e") \
         .replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
 
 
 def _e(text) -> str:
-    return html.escape(str(text), quote=True)
+    return html.escape(one_line(text), quote=True)
+
+
+def _bdi(text) -> str:
+    """A name the user gave, escaped, in an element of its own: its letters laid out apart from what stands around
+    it (a right-to-left name cannot carry the verdict word along)."""
+    return f"<bdi>{_e(text)}</bdi>"
 
 
 def linked(text: str, messages: str = MESSAGES) -> str:
-    """A line escaped, each message code a link to its entry on the messages page."""
-    return CODE.sub(lambda m: f'<a class="code" href="{_e(messages)}#pc{m.group(1)}">[PC{m.group(1)}]</a>',
-                    _e(text))
+    """Lines escaped (each as errors.one_line shows it), each message code a link to its entry on the messages
+    page."""
+    return "\n".join(CODE.sub(lambda m: f'<a class="code" href="{_e(messages)}#pc{m.group(1)}">[PC{m.group(1)}]</a>',
+                              _e(line)) for line in str(text).split("\n"))
 
 
 def _num(x) -> str:
@@ -303,17 +314,20 @@ def page(data: dict, messages: str = MESSAGES) -> str:
     call = data.get("first_call")
     calls = "".join(f'<div class="call"><b>{_e(side)}</b>: {_e(line)}</div>' for side, line in call.items()) \
         if call else ""
-    where = (f' <span id="header-module">first diverging: {_e(first["torch"])}'
-             + (f' (Paddle: {_e(first["paddle"])})' if first.get("paddle") not in (None, first["torch"]) else "")
+    where = (f' <span id="header-module">first diverging: {_bdi(first["torch"])}'
+             + (f' (Paddle: {_bdi(first["paddle"])})' if first.get("paddle") not in (None, first["torch"]) else "")
              + "</span>") if first else ""
     state = "green" if data.get("passed") else "red"
-    return (f'<!DOCTYPE html>\n{SIGNATURE}\n<html lang="en"><head><meta charset="utf-8">'
+    bound = (f'<div id="bound">hand-in folder {_bdi(data["folder"])}, run {_e(str(data.get("run"))[:12])} (the seal of '
+             'its diagnostics/manifest.json): a page of that run alone</div>'
+             if data.get("folder") is not None else "")
+    return (f'<!DOCTYPE html>\n{SIGNATURE}\n<html lang="en" dir="ltr"><head><meta charset="utf-8">'
             f'<meta http-equiv="Content-Security-Policy" content="{CSP}">'
             f'<meta name="viewport" content="width=device-width"><title>{_e(data.get("title", "portcheck"))}</title>'
             f'<style>{STYLE}</style></head><body>'
-            f'<header class="{state}" data-verdict="{state}"><h1>{_e(data.get("title", ""))}: '
-            f'{"GREEN" if data.get("passed") else "RED"}{where}</h1>'
-            f'<div>{linked(data.get("headline", ""), messages)}</div></header><main>'
+            f'<header class="{state}" data-verdict="{state}" dir="ltr"><h1>'
+            f'<span id="verdict">{"GREEN" if data.get("passed") else "RED"}</span> {_bdi(data.get("title", ""))}'
+            f'{where}</h1><div>{linked(data.get("headline", ""), messages)}</div>{bound}</header><main>'
             f'<section class="verdicts"><h2>verdict</h2>{verdicts}{calls}</section>'
             f'<input id="search" type="search" placeholder="search a module by name">'
             f' <button id="sort-ratio" type="button">sort by ratio</button>'
@@ -352,6 +366,25 @@ def ours(path) -> bool:
             return SIGNATURE.encode() in f.read(256)
     except OSError:
         return False
+
+
+DATA_OPEN, DATA_CLOSE = b'<script type="application/json" id="portcheck-data">', b"</script>"
+PAGE_BYTES = 64 << 20  # a 7B model's page is a few MB
+
+
+def data_of(path):
+    """The data a page this project wrote embeds (page(data)'s JSON, which no '<' survives in), None where `path`
+    holds no such page or its data does not read."""
+    try:
+        with open_regular(path, follow=False) as f:
+            text = f.read(PAGE_BYTES + 1)
+        if SIGNATURE.encode() not in text[:256] or len(text) > PAGE_BYTES:
+            return None
+        start = text.index(DATA_OPEN) + len(DATA_OPEN)
+        data = json.loads(text[start:text.index(DATA_CLOSE, start)].decode("ascii"))
+    except (OSError, ValueError, UnicodeDecodeError, RecursionError):
+        return None
+    return data if isinstance(data, dict) else None
 
 
 def messages_link(path) -> str:

@@ -34,6 +34,7 @@ import numpy as np
 from portcheck.core.errors import PipelineError
 from portcheck.core.tolerances import GUIDE
 from portcheck.core.fileio import atomic_write, load_npy, open_regular, read_json, save_npy, writable
+from portcheck.core import page
 
 SUFFIX = ".run.json"
 RECORD_BYTES = 1 << 20  # a record is a few hundred bytes; no more than this is read
@@ -392,9 +393,20 @@ def read_manifest(below):
     return files
 
 
+def manifest_seal(below):
+    """The seal of below/MANIFEST as it is now (what a page written into the hand-in is bound to: page.RUN), None
+    where there is none or it is not the writers' manifest."""
+    try:
+        files = read_manifest(below)
+    except PipelineError:
+        return None
+    return None if files is None else _manifest_seal(files)
+
+
 def list_handed(top, below, files):
     """`files` (in the hand-in folder `top`) added to below/MANIFEST with their sha256 as they are now: each writer
-    calls it once it has handed them in."""
+    calls it once it has handed them in. The page this project left in below/ described the folder before this
+    write: it goes, so no page beside the folder says another verdict (its writer writes it again, bound anew)."""
     top = Path(top)
     listed = read_manifest(below) or {}
     for f in map(Path, files):
@@ -403,6 +415,8 @@ def list_handed(top, below, files):
             listed[f.relative_to(top).as_posix()] = digest
     atomic_write(Path(below) / MANIFEST, lambda tmp: Path(tmp).write_text(
         json.dumps({"files": listed, "seal": _manifest_seal(listed)}, indent=1, sort_keys=True) + "\n"))
+    if page.ours(Path(below) / page.NAME):
+        (Path(below) / page.NAME).unlink()
 
 
 def manifest_problems(top, below) -> list:

@@ -26,7 +26,7 @@ from pathlib import Path
 
 from portcheck.core import record
 from portcheck.core.diff import CheckResult, Finding
-from portcheck.core.errors import PipelineError, require
+from portcheck.core.errors import PipelineError, one_line, require  # noqa: F401 (report.one_line: its callers)
 from portcheck.core.fileio import atomic_write, open_regular, save_npy, writable
 
 ECHO_LIMIT = 20  # past this many keys, only the failing ones are echoed to stdout (all go to the log)
@@ -94,12 +94,6 @@ def log_lines(result: CheckResult) -> list:
     out.append(("diff check passed" + (" with loosened tolerances" if result.loosened else "") if result.passed else
                 f"diff check failed: {', '.join(failed) or 'nothing compared'}", True))
     return out
-
-
-def one_line(message: str) -> str:
-    """A message as one log line: a newline or other control character (from a key, a record, a file's
-    contents) is escaped, so nothing can forge a line of the log. A leading tab is reprod_log's indent."""
-    return "".join(c if c.isprintable() or c == "\t" else repr(c)[1:-1] for c in message)
 
 
 def write(result: CheckResult, log_path, verdict: bool = True) -> Path:

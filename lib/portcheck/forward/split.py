@@ -11,7 +11,9 @@ isolate; Paddle only inside its functions."""
 import dataclasses
 import json
 import multiprocessing.connection
+import os
 import shutil
+import signal
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -255,6 +257,11 @@ class Ranks:
             if p.is_alive():
                 p.kill()
             p.join()
+        for p in self.processes:  # what a rank started (a build's child, its own workers): in the rank's own group
+            try:
+                os.killpg(p.pid, signal.SIGKILL)
+            except OSError:  # none left, or the rank ended before it made its group
+                pass
 
     def _done(self, process) -> bool:
         rank = self.processes.index(process)

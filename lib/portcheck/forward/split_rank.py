@@ -85,6 +85,7 @@ def run(folder, jobs, inputs, degree, isolate=False, also=None):
     import paddle.distributed as dist
     # spawn's own setting, read now: Paddle's get_rank keeps the first it read, rank 0 for every rank where a library
     # read it as this process started (paddlenlp imported at the top of the main module); fleet's setup reads anew
+    os.setpgid(0, 0)  # a group of its own: what it starts (a build's child) ends with it (split.Ranks.end)
     rank = int(os.environ.get("PADDLE_TRAINER_ID", dist.get_rank()))
     where = Path(folder) / f"rank{rank}"
     where.mkdir(parents=True, exist_ok=True)

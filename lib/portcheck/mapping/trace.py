@@ -13,8 +13,8 @@ from typing import NamedTuple
 import numpy as np
 
 from portcheck.core import spill
-from portcheck.core.errors import PipelineError, first_line
-from portcheck.core.keys import ROOT, split_key
+from portcheck.core.errors import PipelineError, first_line, one_line
+from portcheck.core.keys import ROOT, split_key, unkeyed
 from portcheck.mapping import modules
 
 INPUTS = "check the inputs (their dtype and shape, a dict's names) against the model's forward"
@@ -366,6 +366,11 @@ def hook_points(model) -> list:
     else:
         named = [(n, m, m.register_forward_pre_hook, m.register_forward_post_hook)
                  for n, m in model.named_sublayers(include_self=True)]
+    odd = next(((n, c) for n, *_ in named for c in [unkeyed(n)] if c), None)
+    if odd is not None:  # read back as another module's name (blk:0 as the model's own), or as two lines
+        raise PipelineError(f"module {one_line(repr(odd[0]))[:80]} holds {repr(odd[1])}, which portcheck's record keys "
+                            "read (out/<module>#<call>[<index>]:<key>) or part lines at: rename it (its ModuleDict's or "
+                            "LayerDict's key, or the attribute) [PC972]")
     return [(n or ROOT, lambda hook, r=pre: r(hook, with_kwargs=True), lambda hook, r=post: r(hook, with_kwargs=True))
             for n, _, pre, post in named]
 

@@ -28,7 +28,7 @@ from portcheck.core import page, record, report
 from portcheck.core.errors import PipelineError
 from portcheck.core.report import DIAGNOSTICS
 from portcheck.core.tolerances import GUIDE
-from portcheck.pipeline import data, handin, training, whole
+from portcheck.pipeline import bound_page, data, handin, training, whole
 from portcheck.pipeline.whole import compared_beside
 
 SIDES = ("torch", "paddle")
@@ -53,6 +53,21 @@ def _pair(value, what: str) -> tuple:
         return tuple(value)
     raise PipelineError(f"{what}= must be (torch's, Paddle's) or one callable for both, got "
                         f"{type(value).__name__} [PC160]")
+
+
+MODELS = (("torch_model", "named_modules", "a torch.nn.Module"), ("paddle_model", "named_sublayers", "a paddle.nn.Layer"))
+
+
+def _models(step: str, torch_model, paddle_model):
+    """Each side's model as its framework's module, before a step touches either: a string or the sides swapped
+    stopped deep in the conversion, naming neither (a Paddle Layer has named_modules too, a torch Module no
+    named_sublayers)."""
+    for (what, has, want), model in zip(MODELS, (torch_model, paddle_model)):
+        other = callable(getattr(model, "named_sublayers", None)) if what == "torch_model" else False
+        if not callable(getattr(model, has, None)) or not callable(getattr(model, "state_dict", None)) or other:
+            given = report.one_line(repr(model))[:60] if isinstance(model, (str, bytes, Path)) else ""
+            raise PipelineError(f"steps.{step}: {what} is a {type(model).__name__}{f' ({given})' if given else ''}, "
+                                f"not {want}: pass torch's model, then Paddle's [PC971]")
 
 
 class Handin(page.Viewable):
@@ -85,6 +100,7 @@ class Handin(page.Viewable):
         conversion every later run record fingerprints each side's weights under. Called by the first step that
         needs it; call it yourself to pass a name_map or layouts."""
         from portcheck.mapping.convert import convert
+        _models("convert", torch_model, paddle_model)
         self._map = name_map, layouts  # the later steps' conversions pair as this one did
         self.port = convert(torch_model, paddle_model, name_map=name_map, layouts=layouts, inputs=inputs)
         return self.port
@@ -104,12 +120,12 @@ class Handin(page.Viewable):
                                                    also=compared_beside(comparison), **kw)
         self.plots[pair] = handin.hand_in(self.sides, pair, self.top, comparison)  # "plot: <its picture>" or ""
         self.shown[pair] = [self.verdicts[pair], *([comparison] if comparison is not None else [])]
-        page.write(self.view(), self._page)
+        bound_page.write(self.view(), self.top)
         return self.verdicts[pair]
 
     @property
     def _page(self):
-        return self.top / DIAGNOSTICS / page.NAME
+        return bound_page.path(self.top)
 
     def view(self) -> dict:
         """The page's data (portcheck.core.page): each step's verdict (its pair's rules, one line each), then each
@@ -175,6 +191,7 @@ class Handin(page.Viewable):
         """Step 1: compare_forward (every module, cumulative and with isolate= each on torch's own input) and the
         guide's forward pair (the model's output, from compare_forward's own runs: each model run once), handed in
         with its picture and page. Both models are put in eval mode. Returns the ForwardReport."""
+        _models("forward", torch_model, paddle_model)
         from portcheck.forward.compare import compare_forward
         if name_map is not None or layouts is not None:
             self._map = name_map, layouts
@@ -217,6 +234,7 @@ class Handin(page.Viewable):
     def loss(self, torch_model, paddle_model, inputs, targets, loss, convert: bool = True):
         """Step 3: each side's loss (loss=(torch's, Paddle's), called as loss(output, targets) with that side's
         tensors) on its own model's output in eval mode, within torch's own fp32 error. Returns the verdict."""
+        _models("loss", torch_model, paddle_model)
         fns = _pair(loss, "loss")
         self._ported(torch_model, paddle_model, inputs, convert)
         handin.check_outputs(self.sides, ["loss"], self.top)
@@ -233,6 +251,7 @@ class Handin(page.Viewable):
         whole.as_judged) in diagnostics/records/, which the reviewer's check judges again. Dropout off is the caller's
         (p=0 or eval).
         flags: every setting both sides share, bound in the run records. Returns the BackwardReport."""
+        _models("backward", torch_model, paddle_model)
         from portcheck.gradients import backward
         from portcheck.gradients.backward import HELD, record_backward
         loss, optimizer = _pair(loss, "loss"), _pair(optimizer, "optimizer")
@@ -270,6 +289,7 @@ class Handin(page.Viewable):
         order (each epoch's sample indices, or their fingerprint), the seeds and the flags: (torch's, Paddle's).
         In each side's loop: log.step(loss, lr, model=model, batch=labels) after each optimizer step, and
         log.evaluate(metrics) after each evaluation; then steps.train(*logs)."""
+        _models("training", torch_model, paddle_model)
         if inputs is not None:
             self._ported(torch_model, paddle_model, inputs, True)
         elif self.port is None:
@@ -293,7 +313,7 @@ class Handin(page.Viewable):
         result = training.judge_and_log(self.sides, top=self.top, own=own)
         self.verdicts["train_align"] = result.verdict  # its passed holds the curves' too
         self.shown["train_align"] = [result]  # the pair's verdicts and the curves
-        page.write(self.view(), self._page)
+        bound_page.write(self.view(), self.top)
         return result
 
 

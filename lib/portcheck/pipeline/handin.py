@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from portcheck.core import calibrated, diff, page, record, report, tolerances
-from portcheck.pipeline import data, steps, whole
+from portcheck.pipeline import bound_page, data, steps, whole
 from portcheck.forward.twin import F64
 from portcheck.core.errors import PipelineError
 from portcheck.core.fileio import load_npy, read_json, save_npy, shown, writable
@@ -531,5 +531,5 @@ def hand_in(folder, pair: str, top, comparison=None) -> str:
     report.hand_in(*handed_in(folder, pair), diagnostics=[*_diagnostics(folder, pair), *drawn], top=top)
     whole.hand_in(folder, pair, top)  # each side's whole record behind the pair, where the sides keep it
     if viewed:
-        page.write(comparison.view(), Path(top) / report.DIAGNOSTICS / page.NAME)
+        bound_page.write(comparison.view(), top)  # bound to the folder as handed in
     return f"plot: {Path(top) / report.DIAGNOSTICS / drawn[0].name}" if drawn else said

@@ -22,6 +22,17 @@ def call_arguments(run, args, kwargs):
         return None
 
 
+def keyable(run, model):
+    """Every module's name as a record key holds it (trace.hook_points refuses one the key notation would read as
+    another's), checked before any hook keys a record by it: the side's one line, not a record left empty."""
+    from portcheck.core.errors import PipelineError
+    from portcheck.mapping.trace import hook_points
+    try:
+        hook_points(model)
+    except PipelineError as e:
+        raise run.refuse(str(e)) from None
+
+
 def conventions(run, args, kwargs) -> dict:
     """{argument: how the script's own value is torch's batch 0 there in its framework's convention}: arguments.
     convention, a padding mask the Paddle script computes True at the tokens where torch's is True at the pads. They

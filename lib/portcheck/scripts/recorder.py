@@ -62,7 +62,7 @@ from pathlib import Path
 import numpy as np
 
 from portcheck.scripts.arguments import flat, replaced, to_numpy, trainer_on_stack
-from portcheck.scripts.first_call import by_keys, call_arguments, conventions, dropout_site, isolated, keep
+from portcheck.scripts.first_call import by_keys, call_arguments, conventions, dropout_site, isolated, keep, keyable
 from portcheck.scripts.wrapping import class_loss
 from portcheck.scripts.wrapping import LOSSES, loss_settings  # noqa: F401  (documented path: docs/run.md)
 
@@ -274,7 +274,9 @@ class Run:
 
     def _first_call(self, module, args, kwargs):
         from portcheck.mapping.modules import describe
+        from portcheck.core.fileio import load_npy, save_npy
         self.fw.check_not_compiled(module)
+        keyable(self, module)
         if self.side == "paddle":  # a mask computed in Paddle's convention is fed as computed: torch's is not it
             self.conventions = self.config["conventions"] = conventions(self, args, kwargs)
         self.first = call_arguments(self, args, kwargs)  # the isolated run's call, the Paddle side's first
@@ -282,10 +284,8 @@ class Run:
         self.making = True
         try:
             if self.side == "torch":
-                from portcheck.core.fileio import save_npy
                 save_npy(self.out / INIT, self.fw.state(module))
             elif self.side == "torch64":
-                from portcheck.core.fileio import load_npy
                 init = load_npy(self.torch_dir / INIT)
                 self.fw.load(module, init)
                 pairs = json.loads((self.out.parent / "paddle" / STATUS).read_text())["config"].get("pairs") or {}
@@ -295,12 +295,10 @@ class Run:
                 self.fw.load(module, init)
                 module.double()  # in place: the optimizer's Parameters are the same objects, now float64
             elif self.side == "taking":  # as record_backward(crossed=): from torch's start (_root_call takes them)
-                from portcheck.core.fileio import load_npy
                 self.fw.load(module, load_npy(self.torch_dir / INIT))
                 self.crossed = crossed_file(self.out / CROSSED)
             elif self.against is not None:  # as record_backward's runs against itself, to the process's end
                 from portcheck.gradients.against_itself import AGAINST_ITSELF, moved_one_ulp
-                from portcheck.core.fileio import load_npy
                 self.fw.load(module, load_npy(self.torch_dir / INIT))
                 moved_one_ulp(module)
                 self.kernels = AGAINST_ITSELF[self.against]()

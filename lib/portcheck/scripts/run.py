@@ -58,7 +58,7 @@ import numpy as np
 
 from portcheck.pipeline import data as data_pairs
 from portcheck.mapping import fused, loose
-from portcheck.pipeline import handin, kink_files
+from portcheck.pipeline import bound_page, handin, kink_files
 from portcheck.scripts import launch  # its script called through it: the tests' fork server stands in for it there
 from portcheck.scripts import runconfig
 from portcheck.gradients.against_itself import KEPT, MOVED, RUNNING, against_itself, spread_of
@@ -422,7 +422,7 @@ def judge(out: Path, statuses: dict, steps: int, rank: int = 0, again=None, seal
     runconfig.hand_in(top / DIAGNOSTICS, {side: statuses[side]["config"] for side in ("torch", "paddle")}, modules,
                       renamed, step_lrs(t, p, steps), {side: dep for side, (_, dep) in sides.items()}, script,
                       measured=measurements)
-    page.write(report.view(), top / DIAGNOSTICS / page.NAME)  # the run's page beside its hand-in (portcheck view)
+    bound_page.write(report.view(), top)  # the run's page beside its hand-in (portcheck view), bound to it
 
     print("\nportcheck run: the configuration first")
     for line in [*config, *settled]:
