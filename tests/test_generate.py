@@ -1,0 +1,143 @@
+"""compare_generate on a tiny Llama pair (transformers against paddlenlp, weights by portcheck.convert): the clean
+port green at every step and against itself; each plant only generation shows red at its step, and at its module
+where the model's call holds it (a plant of the loop's own: the call within its rule, said so)."""
+import contextlib
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+paddle = pytest.importorskip("paddle")
+from portcheck import check_cache, compare_generate, convert  # noqa: E402
+from portcheck.core.errors import PipelineError  # noqa: E402
+from portcheck.generation.decode import default_step  # noqa: E402
+
+LLAMA = dict(vocab_size=128, hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
+             num_key_value_heads=2, max_position_embeddings=64, rms_norm_eps=1e-6, rope_theta=10000.0)
+IDS = np.random.RandomState(0).randint(1, 128, (1, 5)).astype("int64")
+STEPS = 4
+
+
+@pytest.fixture(scope="module")
+def pair():
+    from paddlenlp.transformers import LlamaConfig as PaddleConfig, LlamaForCausalLM as PaddleLlama
+    from transformers import LlamaConfig, LlamaForCausalLM
+    torch.manual_seed(0)
+    pt = LlamaForCausalLM(LlamaConfig(**LLAMA, attn_implementation="eager")).eval()
+    pd = PaddleLlama(PaddleConfig(**LLAMA)).eval()
+    pd.set_state_dict(convert(pt, pd, layouts={"LlamaLMHead": "transpose"}, inputs={"input_ids": IDS}))
+    return pt, pd
+
+
+@contextlib.contextmanager
+def patched(layer, wrap):
+    """layer.forward replaced by wrap(its forward) for the block (object's setattr: paddlenlp shims a function
+    set as forward)."""
+    original = layer.forward
+    object.__setattr__(layer, "forward", wrap(original))
+    try:
+        yield
+    finally:
+        object.__delattr__(layer, "forward")
+
+
+def test_the_clean_port_is_green_at_every_step_and_each_side_against_itself(pair):
+    report = compare_generate(*pair, IDS, max_new_tokens=STEPS)
+    assert report.passed and report.first_step is None and report.first_diverging is None, report.table()
+    assert [s.step for s in report.steps] == [1, 2, 3, 4] and [s.position for s in report.steps] == [4, 5, 6, 7]
+    assert all(len(s.cache) == 4 and s.choices == [] for s in report.steps)  # 2 layers' keys and values
+    assert report.tokens["paddle"] == report.tokens["fed"]
+    assert report.own["torch"].passed and report.own["paddle"].passed
+    assert report.lines()[0] == "compare_generate: green, 4 steps within the measured rule"
+
+
+def test_positions_restarting_at_0_with_a_cache_are_red_at_step_2_in_the_first_attention(pair):
+    """paddlenlp's own Llama, given no positions with a cache, starts them at 0 (transformers continues): the
+    library feeds positions, so the clean port is green; a port that drops them is red where they are used."""
+    pt, pd = pair
+
+    def restart(forward):
+        def run(*args, **kwargs):
+            if kwargs.get("past_key_values") is not None:
+                kwargs["position_ids"] = None
+            return forward(*args, **kwargs)
+        return run
+    with patched(pd.llama, restart):
+        report = compare_generate(pt, pd, IDS, max_new_tokens=3)
+    assert report.first_step == 2 and report.steps[0].passed, report.table()
+    assert report.first_diverging.startswith("model.layers.0.self_attn"), report.table()
+    assert report.first_diverging.paddle.startswith("llama.layers.0.self_attn")
+    assert report.own["paddle"].first_step == 2 and report.own["torch"].passed
+    assert "a bug of the paddle side's cached decoding" in "\n".join(report.lines())
+    unfed = compare_generate(pt, pd, IDS, max_new_tokens=3, position_ids=False, against_itself=False)
+    assert unfed.first_step == 2 and unfed.first_diverging.startswith("model.layers.0.self_attn")
+    assert "paddlenlp's Llama does" in unfed.notes[0]
+
+
+def test_keys_and_values_swapped_in_the_cache_are_red_at_step_1s_cache(pair):
+    pt, pd = pair
+
+    def swap(forward):
+        def run(*args, **kwargs):
+            out = forward(*args, **kwargs)
+            return (*out[:-1], out[-1][::-1]) if isinstance(out, tuple) and isinstance(out[-1], tuple) else out
+        return run
+    with contextlib.ExitStack() as stack:
+        for layer in pd.llama.layers:
+            stack.enter_context(patched(layer.self_attn, swap))
+        report = compare_generate(pt, pd, IDS, max_new_tokens=3)
+    first = report.steps[0]
+    assert report.first_step == 1 and first.logits.passed and first.first_red.name == "step 1: layer 0 keys"
+    assert report.first_diverging.startswith("model:past_key_values"), report.table()
+    assert not report.steps[1].logits.passed  # the next step reads the swapped cache
+    assert report.own["paddle"].first_step == 2 and report.own["torch"].passed
+
+
+@pytest.mark.parametrize("plant", ["logits taken at the first position", "temperature 0.7"])
+def test_a_loop_of_ones_own_planted_on_one_side_is_red_at_step_1_its_models_call_green(pair, plant):
+    def paddle_step(model, input_ids, past_key_values, **kwargs):
+        if plant.startswith("logits"):
+            kwargs = {k: v for k, v in kwargs.items() if v is not None}
+            out = model(input_ids=input_ids, past_key_values=past_key_values, use_cache=True, return_dict=True,
+                        **kwargs)
+            return out.logits[:, 0], out.past_key_values
+        logits, past = default_step(model, input_ids, past_key_values, **kwargs)
+        return logits / 0.7, past
+    report = compare_generate(*pair, IDS, max_new_tokens=2, step=(None, paddle_step), against_itself=False)
+    assert report.first_step == 1 and report.first_diverging is None, report.table()
+    assert report.step_report is not None and report.step_report.passed
+    assert "the step's own handling differs" in report.headline()
+
+
+def test_each_side_alone_finds_a_cache_bug_as_its_own(pair):
+    pt, pd = pair
+    assert check_cache(pt, IDS, max_new_tokens=3).passed
+
+    def restart(forward):
+        def run(*args, **kwargs):
+            if kwargs.get("past_key_values") is not None:
+                kwargs["position_ids"] = None
+            return forward(*args, **kwargs)
+        return run
+    with patched(pd.llama, restart):
+        alone = check_cache(pd, IDS, max_new_tokens=3)
+    assert alone.first_step == 2 and alone.yardstick == "the Paddle model in float64", alone.lines()
+    assert alone.lines()[0].startswith("paddle against itself: RED, a bug of the paddle side's cached decoding")
+
+
+@pytest.mark.parametrize("args, code", [
+    (dict(input_ids=np.ones((1, 2, 3), "int64")), "PC651"), (dict(input_ids=np.ones((1, 3))), "PC651"),
+    (dict(max_new_tokens=0), "PC652"), (dict(max_new_tokens=True), "PC652"),
+    (dict(attention_mask=np.array([[1, 1, 1, 1, 0]])), "PC653"), (dict(step=(None,)), "PC654"),
+])
+def test_arguments_a_caller_gets_wrong_are_one_line_each(pair, args, code):
+    with pytest.raises(PipelineError, match=code):
+        compare_generate(*pair, **{"input_ids": IDS, "max_new_tokens": 2, **args})
+
+
+def test_a_step_returning_logits_of_another_shape_is_one_line(pair):
+    def whole(model, input_ids, past_key_values, **kwargs):
+        out = model(input_ids=input_ids, past_key_values=past_key_values, use_cache=True)
+        return out.logits, out.past_key_values
+    with pytest.raises(PipelineError, match=r"logits of shape \[1, 5, 128\].*PC650"):
+        compare_generate(*pair, IDS, max_new_tokens=2, step=(whole, None))
