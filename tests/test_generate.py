@@ -93,7 +93,50 @@ def test_keys_and_values_swapped_in_the_cache_are_red_at_step_1s_cache(pair):
     assert report.own["paddle"].first_step == 2 and report.own["torch"].passed
 
 
-@pytest.mark.parametrize("plant", ["logits taken at the first position", "temperature 0.7"])
+PADDED = np.where(np.arange(5) < 2, 0, np.random.RandomState(1).randint(1, 128, (2, 5))).astype("int64")
+PADDED[1] = IDS[0]
+MASK = np.array([[0, 0, 1, 1, 1], [1, 1, 1, 1, 1]])
+
+
+def test_a_batch_of_prompts_left_padded_is_green_and_its_padding_mask_dropped_with_a_cache_red(pair):
+    """Two prompts, the first left-padded: the clean port green; a port that drops the padding mask once a cache is
+    given attends to the padding from step 2, in the first attention."""
+    pt, pd = pair
+    assert compare_generate(pt, pd, PADDED, max_new_tokens=3, attention_mask=MASK).passed
+
+    def unmasked(forward):
+        def run(*args, **kwargs):
+            if kwargs.get("past_key_values") is not None:
+                kwargs["attention_mask"] = None
+            return forward(*args, **kwargs)
+        return run
+    with patched(pd.llama, unmasked):
+        report = compare_generate(pt, pd, PADDED, max_new_tokens=3, attention_mask=MASK)
+    assert report.first_step == 2 and report.first_diverging.startswith("model.layers.0.self_attn"), report.table()
+    assert report.own["paddle"].first_step == 2 and report.own["torch"].passed
+
+
+def test_a_cache_concatenated_on_the_wrong_axis_is_red_at_step_2_where_it_raised(pair):
+    """The past keys and values read in torch's layout [batch, heads, length, dim] by paddlenlp's attention, which
+    joins them to the new ones on its length axis: a step that raises, named at its module."""
+    pt, pd = pair
+
+    def torch_layout(forward):
+        def run(*args, **kwargs):
+            if len(args) > 2 and args[2] is not None:  # its decoder layer hands the cache third, by position
+                args = (*args[:2], tuple(t.transpose([0, 2, 1, 3]) for t in args[2]), *args[3:])
+            return forward(*args, **kwargs)
+        return run
+    with contextlib.ExitStack() as stack:
+        for layer in pd.llama.layers:
+            stack.enter_context(patched(layer.self_attn, torch_layout))
+        report = compare_generate(pt, pd, IDS, max_new_tokens=3)
+    assert report.first_step == 2 and report.steps[1].raised_in == {"paddle": "llama.layers.0.self_attn"}
+    assert "the paddle step raised in llama.layers.0.self_attn" in report.headline() and "[PC660]" in report.headline()
+    assert report.steps[1].line().endswith("[PC655]") and not report.own["paddle"].passed
+
+
+@pytest.mark.parametrize("plant", ["logits taken at the first position", "temperature 0.7", "repetition penalty"])
 def test_a_loop_of_ones_own_planted_on_one_side_is_red_at_step_1_its_models_call_green(pair, plant):
     def paddle_step(model, input_ids, past_key_values, **kwargs):
         if plant.startswith("logits"):
@@ -102,7 +145,10 @@ def test_a_loop_of_ones_own_planted_on_one_side_is_red_at_step_1_its_models_call
                         **kwargs)
             return out.logits[:, 0], out.past_key_values
         logits, past = default_step(model, input_ids, past_key_values, **kwargs)
-        return logits / 0.7, past
+        if plant.startswith("temperature"):
+            return logits / 0.7, past
+        seen = paddle.to_tensor(np.isin(np.arange(logits.shape[-1]), IDS)[None])  # the prompt's tokens, penalised
+        return paddle.where(seen, paddle.where(logits > 0, logits / 1.2, logits * 1.2), logits), past
     report = compare_generate(*pair, IDS, max_new_tokens=2, step=(None, paddle_step), against_itself=False)
     assert report.first_step == 1 and report.first_diverging is None, report.table()
     assert report.step_report is not None and report.step_report.passed

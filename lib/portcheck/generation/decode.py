@@ -107,6 +107,7 @@ class Decoded:
     calls: list = field(default_factory=list)
     stopped: str = ""      # the error the step raised, said in one line
     stopped_at: int = 0    # the step (1-based) it raised at
+    raised_in: str = ""    # the innermost module of the model whose forward the error came through
 
     @property
     def chosen(self) -> list:
@@ -146,7 +147,8 @@ def decode(model, prompt: np.ndarray, new_tokens: int, fed=None, step=None, feed
             except PipelineError:
                 raise
             except Exception as e:  # noqa: BLE001 - the step's own error ends this side's decoding, said
-                out.stopped, out.stopped_at = first_line(e, 300), s + 1
+                out.stopped, out.stopped_at, out.raised_in = first_line(e, 300), s + 1, raised_in(model, e)
+                out.calls.append(watched.calls[before] if len(watched.calls) > before else None)
                 break
             if logits.ndim != 2 or logits.shape[0] != ids.shape[0]:
                 raise PipelineError(f"the {side} step returned logits of shape {list(logits.shape)}: give the next "
@@ -158,6 +160,21 @@ def decode(model, prompt: np.ndarray, new_tokens: int, fed=None, step=None, feed
             ids = choice.reshape(-1, 1).astype(np.int64)
             full = np.concatenate([full, np.ones_like(ids)], axis=1)
     return out
+
+
+def raised_in(model, error: BaseException) -> str:
+    """The innermost module of `model` whose forward `error` came through (its name as the model names it, ROOT's
+    "(model)" for the model itself), read from the traceback's frames; "" when none is the model's."""
+    from portcheck.mapping.pairing import ROOT
+    named = model.named_modules() if hasattr(model, "named_modules") else model.named_sublayers(include_self=True)
+    names = {id(m): name or ROOT for name, m in named}
+    found, tb = "", error.__traceback__
+    while tb is not None:
+        this = tb.tb_frame.f_locals.get("self")
+        if this is not None and id(this) in names:
+            found = names[id(this)]
+        tb = tb.tb_next
+    return found
 
 
 def _framework(side: str):

@@ -2,6 +2,7 @@
 by the measured rule, the side's own float64 run the yardstick (torch's float64 twin; Paddle's model cast to float64
 for the run and back, exactly). May import core, mapping and forward."""
 import contextlib
+import types
 
 from portcheck.core import calibrated
 from portcheck.core.errors import first_line
@@ -42,12 +43,29 @@ def judged(side: str, cached, wide, again, yardstick: str = "") -> OwnReport:
 
 @contextlib.contextmanager
 def paddle_float64(model):
-    """The Paddle model's floating weights and buffers in float64 for the block, float32 again afterwards:
-    float32 -> float64 -> float32 is exact."""
+    """The Paddle model's floating weights and buffers in float64 for the block, float32 again afterwards
+    (float32 -> float64 -> float32 is exact), Paddle's default dtype float64, and paddle.finfo(float64)'s min and max
+    float32's, as torch's twin (portcheck.forward.twin.float32_bounds): paddlenlp's Llama fills its mask with
+    finfo(dtype).min, and scores plus float64's min overflow to -inf, NaN on a left-padded row's masked positions."""
+    import paddle
+    before, real = paddle.get_default_dtype(), paddle.finfo
+    bounds = real(paddle.float32)
+
+    def finfo(dtype):
+        info = real(dtype)
+        if "float64" not in str(getattr(info, "dtype", dtype)):
+            return info
+        return types.SimpleNamespace(**{k: getattr(info, k) for k in ("bits", "dtype", "eps", "resolution", "tiny",
+                                                                       "smallest_normal") if hasattr(info, k)},
+                                     min=bounds.min, max=bounds.max)
     model.to(dtype="float64")
+    paddle.set_default_dtype("float64")
+    paddle.finfo = finfo
     try:
         yield model
     finally:
+        paddle.finfo = real
+        paddle.set_default_dtype(before)
         model.to(dtype="float32")
 
 

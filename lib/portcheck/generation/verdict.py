@@ -36,6 +36,7 @@ class Step:
     cache: list = field(default_factory=list)         # [KeyResult], each layer's keys then values
     choices: list = field(default_factory=list)       # [Choice] where the greedy choices differ
     stopped: dict = field(default_factory=dict)       # {side: the error its step raised}
+    raised_in: dict = field(default_factory=dict)     # {side: the innermost module of its model the error came through}
 
     @property
     def rows(self) -> list:
@@ -54,8 +55,9 @@ class Step:
     def line(self) -> str:
         head = f"step {self.step} (position {self.position}): "
         if self.stopped:
-            return head + "RED, " + "; ".join(f"the {side} step raised: {e}" for side, e in self.stopped.items()) + \
-                " [PC655]"
+            return head + "RED, " + "; ".join(f"the {side} step raised" + (
+                f" in {self.raised_in[side]}" if self.raised_in.get(side) else "") + f": {e}"
+                for side, e in self.stopped.items()) + " [PC655]"
         red = self.first_red
         said = (f"{red.name.split(': ', 1)[-1]}: {red.why}" if red is not None else
                 f"logits max diff {self.logits.max:.3e} (allowed {self.logits.allowed:.3e}), "
@@ -140,6 +142,8 @@ class GenerateReport(page.Viewable):
                  "its logits are taken at, a logits processor, the arguments it passes)"
                  if self.step_report is not None and self.step_report.passed else "")
         step = self.steps[first - 1]
+        if step.stopped:
+            where = "".join(f", the {side} step raised in {name}" for side, name in step.raised_in.items() if name)
         return f"compare_generate: RED, the two part at step {first} (position {step.position}){where} [PC660]"
 
     def lines(self) -> list:
