@@ -162,6 +162,45 @@ def decode(model, prompt: np.ndarray, new_tokens: int, fed=None, step=None, feed
     return out
 
 
+def generated(model, prompt: np.ndarray, new_tokens: int, attention_mask=None) -> Decoded:
+    """The model's own library's generate, greedy, `new_tokens` tokens from `prompt`: each call it makes to the model
+    kept as decode's steps are (its arguments frozen before the call, the next token's logits and the cache after
+    it). transformers' generate(do_sample=False); paddlenlp's generate(decode_strategy="greedy_search"), always given
+    an attention_mask (Paddle 3.3.1 raises in its mask's paddle.where without one). Each side feeds its own choice."""
+    side = framework_of(model)
+    to_tensor, grad = _framework(side)
+    ids = np.asarray(prompt).astype(np.int64)
+    mask = np.ones(ids.shape, np.int64) if attention_mask is None else np.asarray(attention_mask).astype(np.int64)
+    out = Decoded(side)
+    original = model.forward
+
+    def forward(*args, **kwargs):
+        out.calls.append(Call(frozen(args), frozen(kwargs)))
+        result = original(*args, **kwargs)
+        logits = result.logits if hasattr(result, "logits") else result[0]
+        past = result.past_key_values if hasattr(result, "past_key_values") else result[1]
+        out.logits.append(np.array(values(logits[:, -1]), copy=True))
+        out.caches.append(cache_layers(past))
+        return result
+    object.__setattr__(model, "forward", forward)
+    try:
+        with grad():
+            if side == "torch":
+                pad = getattr(model.config, "pad_token_id", None)
+                model.generate(to_tensor(ids), attention_mask=to_tensor(mask), max_new_tokens=new_tokens,
+                               do_sample=False, pad_token_id=0 if pad is None else pad)
+            else:
+                model.generate(input_ids=to_tensor(ids), attention_mask=to_tensor(mask), max_new_tokens=new_tokens,
+                               decode_strategy="greedy_search")
+    except PipelineError:
+        raise
+    except Exception as e:  # noqa: BLE001 - said as the step it ended at
+        out.stopped, out.stopped_at, out.raised_in = first_line(e, 300), len(out.logits) + 1, raised_in(model, e)
+    finally:
+        object.__delattr__(model, "forward")
+    return out
+
+
 def raised_in(model, error: BaseException) -> str:
     """The innermost module of `model` whose forward `error` came through (its name as the model names it, ROOT's
     "(model)" for the model itself), read from the traceback's frames; "" when none is the model's."""
@@ -212,7 +251,8 @@ def recompute(model, prompt: np.ndarray, tokens: list, attention_mask=None) -> l
 
 @contextlib.contextmanager
 def replaying(model, call: Call, twin_call: Call = None):
-    """The model, for the block, answering any call with `call` made again (its cache a fresh copy each time);
+    """The model, for the block, answering any call with `call` made again (its cache a fresh copy each time), its
+    logits alone returned;
     torch's, with twin_call in its float64 run (the scalar PROBE it is handed is float64 there): compare_forward
     records, judges and isolates the step's call module by module with its own machinery."""
     side = framework_of(model)
@@ -223,7 +263,9 @@ def replaying(model, call: Call, twin_call: Call = None):
     def forward(*args, **kwargs):
         probe = kwargs.pop(PROBE, None)
         made = twin_call if twin_call is not None and probe is not None and "float64" in str(probe.dtype) else call
-        return original(*thawed(made.args, to_tensor), **thawed(made.kwargs, to_tensor))
+        result = original(*thawed(made.args, to_tensor), **thawed(made.kwargs, to_tensor))
+        # the logits alone: one side's output a ModelOutput, the other's a tuple (paddlenlp's inside its generate)
+        return result.logits if hasattr(result, "logits") else result[0] if isinstance(result, tuple) else result
     # object's own setattr: paddlenlp's wraps a function set as forward in a shim of its own
     object.__setattr__(model, "forward", forward)
     try:

@@ -12,13 +12,18 @@ from portcheck.forward.compare import compare_forward
 from portcheck.forward.judging import judge_one
 from portcheck.forward.twin import float64_run
 from portcheck.generation import own
-from portcheck.generation.decode import PROBE, decode, replaying
+from portcheck.generation.decode import PROBE, decode, generated, replaying
 from portcheck.generation.verdict import Choice, GenerateReport, Step
 from portcheck.mapping.trace import check_models, framework_of
 
 POSITIONS = ("position_ids: fed to both sides at every step (the count of real tokens before each); with "
              "position_ids=False none are, and a model that restarts them at 0 when a cache is given (paddlenlp's "
              "Llama does, transformers' continues from the cache's length) parts from step 2 at its attention")
+
+
+GENERATE = "generate"  # step=: each library's own generate, greedy
+OWN_GENERATE = ("step=\"generate\": each library's own greedy generate, each side feeding its own choice (a tie that "
+                "splits them parts every step after it); positions and masks as each computes them")
 
 
 def compare_generate(torch_model, paddle_model, input_ids, max_new_tokens: int = 8, attention_mask=None,
@@ -35,36 +40,41 @@ def compare_generate(torch_model, paddle_model, input_ids, max_new_tokens: int =
     position_ids: fed at every step (True), or not (False: each model computes its own, POSITIONS).
     step: a function per side, (torch's, Paddle's) or one for both, (model, input_ids, past_key_values,
     position_ids=, attention_mask=) -> (the next token's logits [batch, vocab], the cache): a loop of one's own;
-    the default calls model(input_ids=..., past_key_values=..., use_cache=True, ...).
+    the default calls model(input_ids=..., past_key_values=..., use_cache=True, ...); "generate": each library's
+    own greedy generate (transformers' do_sample=False, paddlenlp's decode_strategy="greedy_search"), each call it
+    makes to the model a step.
     against_itself: each side's cached decoding also held to its own recomputation of the prefix with no cache
     (check_cache): a cache bug said as that side's. Returns a GenerateReport."""
     check_models(torch_model, paddle_model)
     ids, mask, n = checked(input_ids, max_new_tokens, attention_mask)
-    torch_step, paddle_step = steps_of(step)
+    own_generate = isinstance(step, str) and step == GENERATE
+    torch_step, paddle_step = (None, None) if own_generate else steps_of(step)
     feed = dict(step=None, feed_positions=position_ids, attention_mask=mask)
-    mine = decode(torch_model, ids, n, **{**feed, "step": torch_step})
+    run = (lambda model, fed, fn: generated(model, ids, n, mask)) if own_generate else \
+        (lambda model, fed, fn: decode(model, ids, n, fed=fed, **{**feed, "step": fn}))
+    mine = run(torch_model, None, torch_step)
     fed = mine.chosen
-    theirs = decode(paddle_model, ids, n, fed=fed, **{**feed, "step": paddle_step})
-    twin = float64_run(torch_model, lambda: decode(torch_model, ids, n, fed=fed, **{**feed, "step": torch_step}),
+    theirs = run(paddle_model, fed, paddle_step)
+    twin = float64_run(torch_model, lambda: run(torch_model, fed, torch_step),
                        lambda d: bool(d.stopped) or any(calibrated.overflowed(a, w)
                                                         for a, w in zip(mine.logits, d.logits)))
     report = GenerateReport(tokens={"fed": [f.tolist() for f in fed], "paddle": [c.tolist() for c in theirs.chosen]})
     report.steps = judged_steps(ids.shape[1], n, mine, theirs, twin)
-    report.notes.append(POSITIONS if position_ids else
+    report.notes.append(OWN_GENERATE if own_generate else POSITIONS if position_ids else
                         "position_ids=False: " + POSITIONS.split("; with position_ids=False ")[1])
     first = report.first_step
     if first is not None and first <= min(len(mine.calls), len(theirs.calls), len(twin.calls)) and \
             not report.steps[first - 1].stopped:  # a step that raised is named where it raised
         calls = mine.calls[first - 1], twin.calls[first - 1], theirs.calls[first - 1]
         if None not in calls:
+            report.notes += arguments_differing(first, calls[0], calls[2])
             try:
                 with replaying(torch_model, calls[0], calls[1]), replaying(paddle_model, calls[2]):
                     report.step_report = compare_forward(torch_model, paddle_model,
-                                                         {PROBE: np.zeros((), np.float32)}, isolate=isolate,
-                                                         outputs=["logits"])
+                                                         {PROBE: np.zeros((), np.float32)}, isolate=isolate)
             except Exception as e:  # noqa: BLE001 - the steps' verdict stands; the module is not named, said why
                 report.notes.append(f"step {first}'s call was not compared module by module: {first_line(e, 300)}")
-    if against_itself:
+    if against_itself and not own_generate:
         report.own = {"torch": own.judged("torch", mine, twin, own.recomputed(torch_model, ids, fed, mask)),
                       "paddle": own.check_cache(paddle_model, ids, n, fed=fed, attention_mask=mask,
                                                 position_ids=position_ids, step=paddle_step, decoded=theirs)}
@@ -100,8 +110,42 @@ def cache_rows(step: int, mine: list, twin: list, theirs: list) -> list:
         return [calibrated.unjudged(f"step {step}: cache", (), f"torch's cache holds {len(mine)} layers, paddle's "
                                     f"{len(theirs)}" + ("" if len(twin) == len(mine) else
                                                         f", torch's float64 twin's {len(twin)}"))]
-    return [judge_one(f"step {step}: layer {i} {what}", a[j], w[j], b[j])
+    return [judged_cache(f"step {step}: layer {i} {what}", a[j], w[j], b[j])
             for i, (a, w, b) in enumerate(zip(mine, twin, theirs)) for j, what in ((0, "keys"), (1, "values"))]
+
+
+def arguments_differing(step: int, mine, theirs) -> list:
+    """A line per integer argument both calls of the step pass by the same name (position_ids, attention_mask,
+    input_ids) with other values: what the two loops hand their models differently."""
+    out = []
+    for name in sorted(set(mine.kwargs) & set(theirs.kwargs)):
+        a, b = mine.kwargs[name], theirs.kwargs[name]
+        if isinstance(a, np.ndarray) and isinstance(b, np.ndarray) and a.dtype.kind in "biu" and \
+                b.dtype.kind in "biu" and a.size and (a.shape != b.shape or not np.array_equal(a, b)):
+            said = lambda x: np.array2string(x.reshape(x.shape[0], -1)[:2, -8:], separator=", ").replace("\n", "")
+            out.append(f"step {step}: the two calls' {name} differ: torch's {list(a.shape)} {said(a)}, paddle's "
+                       f"{list(b.shape)} {said(b)} (the last 8 of the first rows)")
+    return out
+
+
+def judged_cache(name: str, a: np.ndarray, ref: np.ndarray, b: np.ndarray):
+    """torch's cached tensor [batch, heads, length, dim] against Paddle's, read in torch's layout where Paddle's
+    holds the length second (paddlenlp's [batch, length, heads, dim]): by the cache's length, torch's axis 2, not by
+    the values (a bug must not be read as another layout); where heads and length are equal, the closer reading."""
+    if a.ndim != 4 or b.ndim != 4:
+        return judge_one(name, a, ref, b)
+    length, swapped = a.shape[2], b.transpose(0, 2, 1, 3)
+    readings = [x for x, held in ((b, b.shape[2] == length), (swapped, b.shape[1] == length)) if held
+                and x.shape == a.shape]
+    if not readings:
+        return judge_one(name, a, ref, b)
+    pick = min(readings, key=lambda x: float(np.max(np.abs(x.astype(np.float64) - a)))) if len(readings) > 1 \
+        else readings[0]
+    row = judge_one(name, a, ref, pick)
+    if pick is swapped and not row.by_design:
+        row.by_design = (f"by design: Paddle's cache {list(b.shape)} holds the length second, read as torch's "
+                         f"[batch, heads, length, dim]")
+    return row
 
 
 def choices(a: np.ndarray, b: np.ndarray, logits) -> list:
