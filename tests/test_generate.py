@@ -11,6 +11,7 @@ paddle = pytest.importorskip("paddle")
 from portcheck import check_cache, compare_generate, convert  # noqa: E402
 from portcheck.core.errors import PipelineError  # noqa: E402
 from portcheck.generation.decode import default_step  # noqa: E402
+from test_docs_blocks import DOCS, printed_as_said, python_blocks, run_in_process  # noqa: E402
 
 LLAMA = dict(vocab_size=128, hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
              num_key_value_heads=2, max_position_embeddings=64, rms_norm_eps=1e-6, rope_theta=10000.0)
@@ -201,3 +202,30 @@ def test_each_librarys_own_generate_is_compared_call_by_call(pair):
     assert padded.steps[0].first_red.name == "step 1: layer 0 keys"
     assert any(n.startswith("step 1: the two calls' position_ids differ: torch's [2, 5] [[1, 1, 0, 1, 2]")
                for n in padded.notes), padded.notes
+
+
+def test_the_pages_programs_run_alone_and_print_what_the_page_says(tmp_path):
+    """docs/generation.md's two programs (the clean pair, and a loop passing no positions), each in an empty folder
+    with fresh globals, in this process (it imports transformers and paddlenlp already)."""
+    programs = python_blocks(DOCS / "generation.md")
+    assert len(programs) == 2
+    for (status, output), (_, said) in zip(run_in_process([code for code, _ in programs], tmp_path), programs):
+        assert status == 0 and said and not printed_as_said(output, said), (printed_as_said(output, said), output)
+
+
+def test_the_command_line_decodes_two_checkpoint_folders_one_line_per_step(tmp_path, capsys):
+    from examples.tiny_llama import write_pair
+    from portcheck import cli
+    torch_dir, paddle_dir = write_pair(tmp_path)
+    np.save(tmp_path / "prompt.npy", IDS[0] % 64)
+    argv = ["generate", "--torch", str(torch_dir), "--paddle", str(paddle_dir), "--prompt-ids",
+            str(tmp_path / "prompt.npy"), "--new-tokens", "2"]
+    with pytest.raises(SystemExit) as done:
+        cli.main(argv)
+    out = capsys.readouterr().out.splitlines()
+    assert done.value.code == 0 and out[0] == "compare_generate: green, 2 steps within the measured rule", out
+    assert out[1].startswith("step 1 (position 4): logits max diff") and "12 cached tensors" in out[1]
+    np.save(tmp_path / "floats.npy", np.ones((1, 3)))
+    with pytest.raises(SystemExit) as done:
+        cli.main(argv[:6] + [str(tmp_path / "floats.npy")])
+    assert done.value.code == 2 and "[PC663]" in capsys.readouterr().err
