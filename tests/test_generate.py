@@ -229,3 +229,31 @@ def test_the_command_line_decodes_two_checkpoint_folders_one_line_per_step(tmp_p
     with pytest.raises(SystemExit) as done:
         cli.main(argv[:6] + [str(tmp_path / "floats.npy")])
     assert done.value.code == 2 and "[PC663]" in capsys.readouterr().err
+
+
+def test_a_differing_choice_within_the_allowance_is_a_tie_and_beyond_it_a_differing_choice():
+    """Two tokens torch's logits hold one rounding apart, Paddle's the other way round: the logits within their rule, the
+    choice said as a tie; logits a whole unit apart, a differing choice (red)."""
+    from portcheck.forward.judging import judge_one
+    from portcheck.generation.generate import choices
+    from portcheck.generation.verdict import Step
+    up = float(np.nextafter(np.float32(1.0), np.float32(2.0)))  # one float32 rounding above 1
+    a = np.array([[0.5, 1.0, up]], np.float32)
+    b = np.array([[0.5, up, 1.0]], np.float32)
+    row = judge_one("step 1: logits", a, a.astype(np.float64) + 5e-8, b)
+    tie = choices(a, b, row)
+    assert row.passed and [(c.torch, c.paddle, c.tie) for c in tie] == [(2, 1, True)]
+    step = Step(1, 4, [2], logits=row, choices=tie)
+    assert step.passed and "torch chose 2, paddle 1: a tie, not a bug" in step.line()
+    far = np.array([[0.5, 3.0, 1.0]], np.float32)
+    red = judge_one("step 1: logits", a, a.astype(np.float64), far)
+    apart = choices(a, far, red)
+    assert [(c.torch, c.paddle, c.tie) for c in apart] == [(2, 1, False)]
+    assert not Step(1, 4, [2], logits=red, choices=apart).passed
+
+
+def test_the_report_is_a_page(pair, tmp_path):
+    report = compare_generate(*pair, IDS, max_new_tokens=2, against_itself=False)
+    said = report.html(tmp_path / "generate.html")
+    assert (tmp_path / "generate.html").is_file() and "generate.html" in said
+    assert report.view()["headline"] == report.headline() and report.view()["passed"] is True
