@@ -2,6 +2,7 @@
 port green at every step and against itself; each plant only generation shows red at its step, and at its module
 where the model's call holds it (a plant of the loop's own: the call within its rule, said so)."""
 import contextlib
+import json
 
 import numpy as np
 import pytest
@@ -229,6 +230,16 @@ def test_the_command_line_decodes_two_checkpoint_folders_one_line_per_step(tmp_p
     with pytest.raises(SystemExit) as done:
         cli.main(argv[:6] + [str(tmp_path / "floats.npy")])
     assert done.value.code == 2 and "[PC663]" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as done:
+        cli.main(argv[:-1] + ["0"])
+    assert done.value.code == 2 and "[PC664]" in capsys.readouterr().err
+    config = json.loads((paddle_dir / "config.json").read_text())
+    (paddle_dir / "config.json").write_text(json.dumps({**config, "rope_theta": 500000.0}))  # the port's rotary base
+    with pytest.raises(SystemExit) as done:
+        cli.main(argv)
+    out = capsys.readouterr().out.splitlines()
+    assert done.value.code == 1 and out[0].startswith("compare_generate: RED, the two part at step 1"), out
+    assert "llama.layers.0.self_attn" in out[0]
 
 
 def test_a_differing_choice_within_the_allowance_is_a_tie_and_beyond_it_a_differing_choice():

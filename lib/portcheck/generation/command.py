@@ -55,6 +55,8 @@ def main(args) -> int:
     if ids.ndim != 2 or ids.dtype.kind not in "iu" or not ids.size:
         raise PipelineError(f"--prompt-ids {args.prompt_ids}: {ids.dtype}{list(ids.shape)}, give an integer array "
                             "[batch, length] [PC663]")
+    if args.new_tokens < 1:
+        raise PipelineError(f"--new-tokens {args.new_tokens}: give the number of steps to decode, 1 or more [PC664]")
     torch_model, paddle_model = loaded(args.torch, args.paddle)
     report = compare_generate(torch_model, paddle_model, np.asarray(ids, np.int64), max_new_tokens=args.new_tokens)
     print(report.table() if args.table else "\n".join(report.lines()))
