@@ -49,9 +49,9 @@ def compare_generate(torch_model, paddle_model, input_ids, max_new_tokens: int =
     ids, mask, n = checked(input_ids, max_new_tokens, attention_mask)
     own_generate = isinstance(step, str) and step == GENERATE
     torch_step, paddle_step = (None, None) if own_generate else steps_of(step)
-    feed = dict(step=None, feed_positions=position_ids, attention_mask=mask)
     run = (lambda model, fed, fn: generated(model, ids, n, mask)) if own_generate else \
-        (lambda model, fed, fn: decode(model, ids, n, fed=fed, **{**feed, "step": fn}))
+        (lambda model, fed, fn: decode(model, ids, n, fed=fed, step=fn, feed_positions=position_ids,
+                                       attention_mask=mask))
     mine = run(torch_model, None, torch_step)
     fed = mine.chosen
     theirs = run(paddle_model, fed, paddle_step)
