@@ -7,6 +7,7 @@
     python -m portcheck pair forward_torch.npy forward_paddle.npy  # any two reprod_log files
     python -m portcheck layers --torch llama-hf/ --paddle llama-pd/  # two checkpoints, block by block (stream.py)
     python -m portcheck layers --torch llama-hf/ --paddle llama-pd/ --tp 2  # Paddle's split across 2 ranks
+    python -m portcheck generate --torch llama-hf/ --paddle llama-pd/ --prompt-ids prompt.npy  # decoding, step by step
     python -m portcheck check path/to/log_reprod --html page.html  # and the verdicts as one page (portcheck.view)
     python -m portcheck view path/to/log_reprod     # that page, made anew and opened in your browser
 
