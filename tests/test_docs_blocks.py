@@ -45,7 +45,7 @@ PRINTED = "printed by the block above"
 PYTHONISH = re.compile(r"^(from \w[\w.]* import |import \w|print\(|\w+ = [\w.]+\()", re.M)
 # a page whose programs a test runs: for the hand-in they write, or in a process that imports what they need
 RUN_BY = {"own_model.md": "tests/test_five_steps.py", "large_models.md": "tests/test_stream.py",
-          "pairing.md": "tests/test_pairing2.py"}
+          "pairing.md": "tests/test_pairing2.py", "generation.md": "tests/test_generate.py"}
 COMMAND = re.compile(r"^(python3?|pip|mkdocs|cd|\.) ")
 SCRIPT = re.compile(r"\b([\w./-]+\.py)\b")
 

@@ -34,7 +34,8 @@ LONG_LEFT = set()
 # Each page of docs/ (with its _cn twin) is one of two kinds, and a new page is placed in one: a guidance page is
 # followed (it opens with what it is for, its shortest program and what that prints, then the details); a reference
 # page is looked up
-GUIDANCE = {"index", "own_model", "run", "view", "pairing", "large_models", "zoo", "review", "examples", "bert"}
+GUIDANCE = {"index", "own_model", "run", "view", "pairing", "large_models", "zoo", "review", "examples", "bert",
+            "generation"}
 REFERENCE = {"messages", "api", "architecture", "causes", "guarantees", "tolerances", "rules"}
 # guidance pages whose opening shows no planted run, and why none belongs there
 NO_PLANTED = {

@@ -16,7 +16,7 @@ from portcheck._moved import MOVED
 
 LIB = paths.ROOT / "lib"
 # lowest first; "" is the package's own modules (__init__, cli, __main__, _moved), above every subpackage
-ORDER = ("core", "mapping", "forward", "gradients", "pipeline", "scripts", "")
+ORDER = ("core", "mapping", "forward", "generation", "gradients", "pipeline", "scripts", "")
 MAX_LINES = 600
 
 # known today, to be emptied after the round's merge (each a set of modules importing each other around a loop)

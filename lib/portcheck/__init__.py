@@ -23,7 +23,8 @@ metric at the task's threshold).
 
 Subpackages, lowest first; each imports only those below it (its docstring says what it holds): core (errors,
 safe files, run records, the rules, diff, the measured rule, reports: numpy only), mapping (names, pairing, fused
-layers, convert, strict loading), forward (compare, isolate, calls, stream, plots), gradients (backward,
+layers, convert, strict loading), forward (compare, isolate, calls, stream, plots), generation (compare_generate:
+cached decoding step by step, check_cache), gradients (backward,
 weight_stats), pipeline (data, the step table, hand-ins, training), scripts (`portcheck run`: the command, its
 settings, the recorder and its per-framework hooks), then cli. numpy is the only import at load time: torch and
 Paddle are imported only by the functions handed their models. The flat paths of before (portcheck.compare, ...)
@@ -33,10 +34,13 @@ from portcheck import _moved  # noqa: F401 (first: a module importing an old pat
 from portcheck.gradients.backward import BackwardReport, compare_backward, judge_backward, record_backward
 from portcheck.forward.compare import compare_forward, judge_forward, record_forward, record_value
 from portcheck.forward.result import ForwardReport
+from portcheck.generation.generate import check_cache, compare_generate
+from portcheck.generation.verdict import GenerateReport
 from portcheck.mapping.convert import convert
 from portcheck.mapping.fused import Fused
 from portcheck.mapping.names import resolve
 from portcheck.pipeline.folder import Handin, Side
 
 __all__ = ["Handin", "Side", "convert", "compare_forward", "record_forward", "judge_forward", "record_value", "ForwardReport",
-           "compare_backward", "record_backward", "judge_backward", "BackwardReport", "resolve", "Fused"]
+           "compare_backward", "record_backward", "judge_backward", "BackwardReport", "resolve", "Fused",
+           "compare_generate", "check_cache", "GenerateReport"]

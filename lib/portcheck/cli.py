@@ -7,6 +7,7 @@
     python -m portcheck pair forward_torch.npy forward_paddle.npy  # any two reprod_log files
     python -m portcheck layers --torch llama-hf/ --paddle llama-pd/  # two checkpoints, block by block (stream.py)
     python -m portcheck layers --torch llama-hf/ --paddle llama-pd/ --tp 2  # Paddle's split across 2 ranks
+    python -m portcheck generate --torch llama-hf/ --paddle llama-pd/ --prompt-ids prompt.npy  # decoding, step by step
     python -m portcheck check path/to/log_reprod --html page.html  # and the verdicts as one page (portcheck.view)
     python -m portcheck view path/to/log_reprod     # that page, made anew and opened in your browser
 
@@ -482,7 +483,7 @@ class OneLineParser(argparse.ArgumentParser):
 def parser(prog: str = "python -m portcheck") -> argparse.ArgumentParser:
     ap = OneLineParser(prog=prog, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
                                  allow_abbrev=False)
-    sub = ap.add_subparsers(dest="command", required=True, metavar="{check,pair,run,layers,view}")
+    sub = ap.add_subparsers(dest="command", required=True, metavar="{check,pair,run,layers,generate,view}")
     c = sub.add_parser("check", help="judge every pair of a hand-in folder", allow_abbrev=False)
     c.add_argument("folder", type=Path, help="a hand-in folder (log_reprod/)")
     add_check_flags(c)
@@ -497,6 +498,8 @@ def parser(prog: str = "python -m portcheck") -> argparse.ArgumentParser:
     run.add_parser(sub)
     from portcheck.forward import stream  # two checkpoint folders, block by block: portcheck.forward.stream
     stream.add_parser(sub)
+    from portcheck.generation import command  # two checkpoint folders decoding step by step: portcheck.generation
+    command.add_parser(sub)
     view.add_parser(sub, add_check_flags)  # check's page, opened in a browser
     return ap
 
@@ -569,5 +572,9 @@ def main(argv=None):
             from portcheck.forward import split_folders, stream
             with notices.quiet_imports():  # the frameworks load within, their notices before a refusal's one line
                 return (stream.main if args.tp is None else split_folders.main)(args)
+        if args.command == "generate":
+            from portcheck.generation import command
+            with notices.quiet_imports():
+                return command.main(args)
         return pair(args.torch_npy, args.paddle_npy, args.threshold, args.strict, args.log)
     sys.exit(run_main(go))

@@ -1,0 +1,8 @@
+"""Generation compared: decode (one side's cached decoding step by step, each step's model call kept to be made
+again), generate (compare_generate: the two sides fed the same tokens, each step's logits and cache held to the
+measured rule, the first parting step's call compared module by module; check_cache), own (each side against
+itself: cached decoding against recomputing the prefix with no cache), verdict (GenerateReport, OwnReport), command
+(`python -m portcheck generate`: two checkpoint folders loaded as `layers` builds them, decoding step by step).
+
+May import portcheck.core, portcheck.mapping and portcheck.forward; torch and Paddle only inside the functions handed
+their models."""

@@ -1,0 +1,277 @@
+"""One side's cached decoding, step by step: the tokens fed (torch's greedy choice, or the side's own), the logits
+each step gives for the next token, each layer's cached keys and values after the step, and the model call each
+step made, kept frozen (its tensors as arrays, its cache object copied) so that call can be made again, module by
+module (replayed). A step is a function (`step`: the default calls the model as transformers' and paddlenlp's causal
+LMs take it; a user's own loop gives its own). May import core, mapping and forward."""
+import contextlib
+import copy
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from portcheck.core.errors import PipelineError, first_line
+from portcheck.mapping.trace import framework_of, is_tensor, values
+
+PROBE = "__portcheck_float64__"  # a float32 scalar handed to a replayed call: float64 inside torch's twin run
+
+
+def default_step(model, input_ids, past_key_values, position_ids=None, attention_mask=None):
+    """One decoding step as both libraries' causal LMs take it: (the next token's logits [batch, vocab], the
+    cache the model returns). position_ids and attention_mask are passed only when given."""
+    kwargs = {"input_ids": input_ids, "past_key_values": past_key_values, "use_cache": True}
+    kwargs.update({k: v for k, v in (("position_ids", position_ids), ("attention_mask", attention_mask))
+                   if v is not None})
+    if framework_of(model) == "paddle":
+        kwargs["return_dict"] = True
+    out = model(**kwargs)
+    logits = out.logits if hasattr(out, "logits") else out[0]
+    past = out.past_key_values if hasattr(out, "past_key_values") else out[1]
+    return logits[:, -1], past
+
+
+@dataclass
+class Call:
+    """A model call, frozen: its tensors as numpy arrays (in the tuples, lists and dicts they were in), any other
+    object (a transformers Cache) a deep copy. thawed() gives it back as the framework takes it."""
+    args: tuple
+    kwargs: dict
+
+
+def frozen(value):
+    if is_tensor(value):
+        return np.array(values(value), copy=True)
+    if isinstance(value, dict):
+        return {k: frozen(v) for k, v in value.items()}
+    if isinstance(value, (tuple, list)):
+        return type(value)(frozen(v) for v in value)
+    try:
+        return copy.deepcopy(value)
+    except Exception:  # noqa: BLE001 - an object no copy reaches is handed on as it is
+        return value
+
+
+def thawed(value, to_tensor):
+    if isinstance(value, np.ndarray):
+        return to_tensor(np.array(value))
+    if isinstance(value, dict):
+        return {k: thawed(v, to_tensor) for k, v in value.items()}
+    if isinstance(value, (tuple, list)):
+        return type(value)(thawed(v, to_tensor) for v in value)
+    try:
+        return copy.deepcopy(value)
+    except Exception:  # noqa: BLE001
+        return value
+
+
+class Watched:
+    """The model as a step function sees it: calling it calls the model and keeps the call, frozen, as the step's
+    (the first call of each step); anything else (its config, generate) is the model's own."""
+
+    def __init__(self, model):
+        object.__setattr__(self, "_model", model)
+        object.__setattr__(self, "calls", [])
+
+    def __call__(self, *args, **kwargs):
+        self.calls.append(Call(frozen(args), frozen(kwargs)))
+        return self._model(*args, **kwargs)
+
+    def __getattr__(self, name):
+        return getattr(self._model, name)
+
+
+def cache_layers(past) -> list:
+    """[(keys, values)] per layer of a cache as numpy arrays: a tuple of (key, value) per layer (paddlenlp's,
+    transformers' legacy one), a transformers Cache (its key_cache and value_cache, or its layers' keys and values);
+    [] for what is none of these."""
+    if past is None:
+        return []
+    if hasattr(past, "key_cache") and hasattr(past, "value_cache"):
+        pairs = list(zip(past.key_cache, past.value_cache))
+    elif hasattr(past, "layers") and all(hasattr(x, "keys") and hasattr(x, "values") for x in past.layers):
+        pairs = [(x.keys, x.values) for x in past.layers]
+    elif isinstance(past, (tuple, list)) and all(isinstance(x, (tuple, list)) and len(x) >= 2 for x in past):
+        pairs = [(x[0], x[1]) for x in past]
+    else:
+        return []
+    return [(np.array(values(k), copy=True), np.array(values(v), copy=True)) for k, v in pairs
+            if is_tensor(k) and is_tensor(v)]
+
+
+@dataclass
+class Decoded:
+    """One side's decoding: per step, the next token's logits [batch, vocab] (float32, or float64 in torch's
+    twin), each layer's (keys, values) after it, and the first model call it made (a Call, None: none)."""
+    side: str
+    logits: list = field(default_factory=list)
+    caches: list = field(default_factory=list)
+    calls: list = field(default_factory=list)
+    stopped: str = ""      # the error the step raised, said in one line
+    stopped_at: int = 0    # the step (1-based) it raised at
+    raised_in: str = ""    # the innermost module of the model whose forward the error came through
+
+    @property
+    def chosen(self) -> list:
+        """The greedy choice of each step: [batch] token ids."""
+        return [np.asarray(x).argmax(-1) for x in self.logits]
+
+
+def positions(mask: np.ndarray, width: int) -> np.ndarray:
+    """The position of each of the last `width` tokens of a sequence whose attention mask is `mask` [batch, length]:
+    the count of real tokens before it (left padding is no position), as transformers' generate computes them."""
+    pos = np.cumsum(mask, axis=-1) - 1
+    return np.where(mask == 0, 1, pos)[:, -width:].astype(np.int64)
+
+
+def decode(model, prompt: np.ndarray, new_tokens: int, fed=None, step=None, feed_positions=True,
+           attention_mask=None) -> Decoded:
+    """The model decoding `new_tokens` steps from `prompt` [batch, length] with its own cache: step 1 the whole
+    prompt, each later step one token, fed[s] ([batch] ids: torch's choice) or, without fed, its own greedy
+    choice. feed_positions: each step's position_ids given (the count of real tokens before each); attention_mask
+    [batch, length] (left padding): given, extended by one at each step. Without gradients. A step that raises
+    ends the decoding, said as Decoded.stopped."""
+    side = framework_of(model)
+    to_tensor, grad = _framework(side)
+    watched, out, past = Watched(model), Decoded(side), None
+    ids = np.asarray(prompt).astype(np.int64)
+    mask = None if attention_mask is None else np.asarray(attention_mask).astype(np.int64)
+    full = np.ones(ids.shape, np.int64) if mask is None else mask
+    step = step or default_step
+    with grad():
+        for s in range(new_tokens):
+            kwargs = {"position_ids": to_tensor(positions(full, ids.shape[1])) if feed_positions else None,
+                      "attention_mask": None if mask is None else to_tensor(full)}
+            before = len(watched.calls)
+            try:
+                logits, past = step(watched, to_tensor(ids), past, **kwargs)
+                logits = np.array(values(logits), copy=True)
+            except PipelineError:
+                raise
+            except Exception as e:  # noqa: BLE001 - the step's own error ends this side's decoding, said
+                out.stopped, out.stopped_at, out.raised_in = first_line(e, 300), s + 1, raised_in(model, e)
+                out.calls.append(watched.calls[before] if len(watched.calls) > before else None)
+                break
+            if logits.ndim != 2 or logits.shape[0] != ids.shape[0]:
+                raise PipelineError(f"the {side} step returned logits of shape {list(logits.shape)}: give the next "
+                                    f"token's logits [batch, vocab], batch {ids.shape[0]} [PC650]")
+            out.logits.append(logits)
+            out.caches.append(cache_layers(past))
+            out.calls.append(watched.calls[before] if len(watched.calls) > before else None)
+            choice = logits.argmax(-1) if fed is None or s >= len(fed) else np.asarray(fed[s])
+            ids = choice.reshape(-1, 1).astype(np.int64)
+            full = np.concatenate([full, np.ones_like(ids)], axis=1)
+    return out
+
+
+def generated(model, prompt: np.ndarray, new_tokens: int, attention_mask=None) -> Decoded:
+    """The model's own library's generate, greedy, `new_tokens` tokens from `prompt`: each call it makes to the model
+    kept as decode's steps are (its arguments frozen before the call, the next token's logits and the cache after
+    it). transformers' generate(do_sample=False); paddlenlp's generate(decode_strategy="greedy_search"), always given
+    an attention_mask (Paddle 3.3.1 raises in its mask's paddle.where without one). Each side feeds its own choice."""
+    side = framework_of(model)
+    to_tensor, grad = _framework(side)
+    ids = np.asarray(prompt).astype(np.int64)
+    mask = np.ones(ids.shape, np.int64) if attention_mask is None else np.asarray(attention_mask).astype(np.int64)
+    out = Decoded(side)
+    original = model.forward
+
+    def forward(*args, **kwargs):
+        out.calls.append(Call(frozen(args), frozen(kwargs)))
+        result = original(*args, **kwargs)
+        logits = result.logits if hasattr(result, "logits") else result[0]
+        past = result.past_key_values if hasattr(result, "past_key_values") else result[1]
+        out.logits.append(np.array(values(logits[:, -1]), copy=True))
+        out.caches.append(cache_layers(past))
+        return result
+    object.__setattr__(model, "forward", forward)
+    try:
+        with grad():
+            if side == "torch":
+                pad = getattr(model.config, "pad_token_id", None)
+                model.generate(to_tensor(ids), attention_mask=to_tensor(mask), max_new_tokens=new_tokens,
+                               do_sample=False, pad_token_id=0 if pad is None else pad)
+            else:
+                model.generate(input_ids=to_tensor(ids), attention_mask=to_tensor(mask), max_new_tokens=new_tokens,
+                               decode_strategy="greedy_search")
+    except PipelineError:
+        raise
+    except Exception as e:  # noqa: BLE001 - said as the step it ended at
+        out.stopped, out.stopped_at, out.raised_in = first_line(e, 300), len(out.logits) + 1, raised_in(model, e)
+    finally:
+        object.__delattr__(model, "forward")
+    return out
+
+
+def raised_in(model, error: BaseException) -> str:
+    """The innermost module of `model` whose forward `error` came through (its name as the model names it, ROOT's
+    "(model)" for the model itself), read from the traceback's frames; "" when none is the model's."""
+    from portcheck.mapping.pairing import ROOT
+    named = model.named_modules() if hasattr(model, "named_modules") else model.named_sublayers(include_self=True)
+    names = {id(m): name or ROOT for name, m in named}
+    found, tb = "", error.__traceback__
+    while tb is not None:
+        this = tb.tb_frame.f_locals.get("self")
+        if this is not None and id(this) in names:
+            found = names[id(this)]
+        tb = tb.tb_next
+    return found
+
+
+def _framework(side: str):
+    """(numpy array -> the side's tensor, the side's no_grad)."""
+    if side == "torch":
+        import torch
+        return (lambda a: torch.from_numpy(np.array(a))), torch.no_grad
+    import paddle
+    return paddle.to_tensor, paddle.no_grad
+
+
+def recompute(model, prompt: np.ndarray, tokens: list, attention_mask=None) -> list:
+    """The next token's logits [batch, vocab] of each step, from the whole prefix with no cache (prompt, then the
+    tokens fed before that step): what cached decoding must equal."""
+    side = framework_of(model)
+    to_tensor, grad = _framework(side)
+    ids = np.asarray(prompt).astype(np.int64)
+    mask = None if attention_mask is None else np.asarray(attention_mask).astype(np.int64)
+    out = []
+    with grad():
+        for s in range(len(tokens) + 1):
+            kwargs = {"input_ids": to_tensor(ids), "use_cache": False}
+            if mask is not None:
+                kwargs.update(attention_mask=to_tensor(mask), position_ids=to_tensor(positions(mask, ids.shape[1])))
+            if side == "paddle":
+                kwargs["return_dict"] = True
+            result = model(**kwargs)
+            logits = result.logits if hasattr(result, "logits") else result[0]
+            out.append(np.array(values(logits[:, -1]), copy=True))
+            if s < len(tokens):
+                ids = np.concatenate([ids, np.asarray(tokens[s]).reshape(-1, 1).astype(np.int64)], axis=1)
+                mask = None if mask is None else np.concatenate([mask, np.ones((ids.shape[0], 1), np.int64)], 1)
+    return out
+
+
+@contextlib.contextmanager
+def replaying(model, call: Call, twin_call: Call = None):
+    """The model, for the block, answering any call with `call` made again (its cache a fresh copy each time), its
+    logits alone returned;
+    torch's, with twin_call in its float64 run (the scalar PROBE it is handed is float64 there): compare_forward
+    records, judges and isolates the step's call module by module with its own machinery."""
+    side = framework_of(model)
+    to_tensor, _ = _framework(side)
+    held = model.__dict__.get("forward")
+    original = model.forward
+
+    def forward(*args, **kwargs):
+        probe = kwargs.pop(PROBE, None)
+        made = twin_call if twin_call is not None and probe is not None and "float64" in str(probe.dtype) else call
+        result = original(*thawed(made.args, to_tensor), **thawed(made.kwargs, to_tensor))
+        # the logits alone: one side's output a ModelOutput, the other's a tuple (paddlenlp's inside its generate)
+        return result.logits if hasattr(result, "logits") else result[0] if isinstance(result, tuple) else result
+    # object's own setattr: paddlenlp's wraps a function set as forward in a shim of its own
+    object.__setattr__(model, "forward", forward)
+    try:
+        yield model
+    finally:
+        if held is None:
+            object.__delattr__(model, "forward")
+        else:
+            object.__setattr__(model, "forward", held)

@@ -1,0 +1,199 @@
+"""compare_generate: a torch causal LM and its Paddle port decoding with their own caches, step by step, fed the
+same tokens (torch's greedy choice), each step's logits and each layer's cached keys and values held to the measured
+rule with torch's float64 twin decoding the same tokens with its own cache as the yardstick; the first step where
+the two part, and inside it the module (that step's call made again on both sides and compared by compare_forward,
+cumulative and isolated). check_cache: one side alone, its cached decoding against recomputing the prefix with no
+cache. May import core, mapping and forward."""
+import numpy as np
+
+from portcheck.core import calibrated
+from portcheck.core.errors import PipelineError, first_line
+from portcheck.forward.compare import compare_forward
+from portcheck.forward.judging import judge_one
+from portcheck.forward.twin import float64_run
+from portcheck.generation import own
+from portcheck.generation.decode import PROBE, decode, generated, replaying
+from portcheck.generation.verdict import Choice, GenerateReport, Step
+from portcheck.mapping.trace import check_models, framework_of
+
+POSITIONS = ("position_ids: fed to both sides at every step (the count of real tokens before each); with "
+             "position_ids=False none are, and a model that restarts them at 0 when a cache is given (paddlenlp's "
+             "Llama does, transformers' continues from the cache's length) parts from step 2 at its attention")
+
+
+GENERATE = "generate"  # step=: each library's own generate, greedy
+OWN_GENERATE = ("step=\"generate\": each library's own greedy generate, each side feeding its own choice (a tie that "
+                "splits them parts every step after it); positions and masks as each computes them")
+
+
+def compare_generate(torch_model, paddle_model, input_ids, max_new_tokens: int = 8, attention_mask=None,
+                     position_ids: bool = True, step=None, against_itself: bool = True,
+                     isolate: bool = True) -> GenerateReport:
+    """Both models (eval mode is the caller's) decode `max_new_tokens` steps from input_ids [batch, length] (numpy
+    integers), each with its own cache, both fed torch's greedy choice at every step (one near-tie never ends the
+    comparison). Every step's next-token logits and each layer's cached keys and values after it are held to the
+    measured rule, torch's float64 twin decoding the same tokens with its own cache the yardstick; the tokens each
+    side would choose are compared, a differing choice whose logits are within their rule said as a tie. At the
+    first step where the two part, that step's model call is made again on both sides and compared module by module
+    (compare_forward, isolate=True: cumulative and each module on torch's values): report.first_diverging.
+    attention_mask: [batch, length] for a batch of prompts with left padding (extended by one at each step);
+    position_ids: fed at every step (True), or not (False: each model computes its own, POSITIONS).
+    step: a function per side, (torch's, Paddle's) or one for both, (model, input_ids, past_key_values,
+    position_ids=, attention_mask=) -> (the next token's logits [batch, vocab], the cache): a loop of one's own;
+    the default calls model(input_ids=..., past_key_values=..., use_cache=True, ...); "generate": each library's
+    own greedy generate (transformers' do_sample=False, paddlenlp's decode_strategy="greedy_search"), each call it
+    makes to the model a step.
+    against_itself: each side's cached decoding also held to its own recomputation of the prefix with no cache
+    (check_cache): a cache bug said as that side's. Returns a GenerateReport."""
+    check_models(torch_model, paddle_model)
+    ids, mask, n = checked(input_ids, max_new_tokens, attention_mask)
+    own_generate = isinstance(step, str) and step == GENERATE
+    torch_step, paddle_step = (None, None) if own_generate else steps_of(step)
+    run = (lambda model, fed, fn: generated(model, ids, n, mask)) if own_generate else \
+        (lambda model, fed, fn: decode(model, ids, n, fed=fed, step=fn, feed_positions=position_ids,
+                                       attention_mask=mask))
+    mine = run(torch_model, None, torch_step)
+    fed = mine.chosen
+    theirs = run(paddle_model, fed, paddle_step)
+    twin = float64_run(torch_model, lambda: run(torch_model, fed, torch_step),
+                       lambda d: bool(d.stopped) or any(calibrated.overflowed(a, w)
+                                                        for a, w in zip(mine.logits, d.logits)))
+    report = GenerateReport(tokens={"fed": [f.tolist() for f in fed], "paddle": [c.tolist() for c in theirs.chosen]})
+    report.steps = judged_steps(ids.shape[1], n, mine, theirs, twin)
+    report.notes.append(OWN_GENERATE if own_generate else POSITIONS if position_ids else
+                        "position_ids=False: " + POSITIONS.split("; with position_ids=False ")[1])
+    first = report.first_step
+    if first is not None and first <= min(len(mine.calls), len(theirs.calls), len(twin.calls)) and \
+            not report.steps[first - 1].stopped:  # a step that raised is named where it raised
+        calls = mine.calls[first - 1], twin.calls[first - 1], theirs.calls[first - 1]
+        if None not in calls:
+            report.notes += arguments_differing(first, calls[0], calls[2])
+            try:
+                with replaying(torch_model, calls[0], calls[1]), replaying(paddle_model, calls[2]):
+                    report.step_report = compare_forward(torch_model, paddle_model,
+                                                         {PROBE: np.zeros((), np.float32)}, isolate=isolate)
+            except Exception as e:  # noqa: BLE001 - the steps' verdict stands; the module is not named, said why
+                report.notes.append(f"step {first}'s call was not compared module by module: {first_line(e, 300)}")
+    if against_itself and not own_generate:
+        report.own = {"torch": own.judged("torch", mine, twin, own.recomputed(torch_model, ids, fed, mask)),
+                      "paddle": own.check_cache(paddle_model, ids, n, fed=fed, attention_mask=mask,
+                                                position_ids=position_ids, step=paddle_step, decoded=theirs)}
+    return report
+
+
+def judged_steps(length: int, n: int, mine, theirs, twin) -> list:
+    """Each step's rows: the logits and each layer's keys and values, torch (its twin the yardstick) against
+    Paddle; where a side stopped, the step it stopped at says so and the rest are not made."""
+    out = []
+    for s in range(n):
+        row = Step(step=s + 1, position=length - 1 + s, fed=mine.chosen[s].tolist() if s < len(mine.logits) else [])
+        for d in (mine, theirs, twin):
+            if d.stopped and d.stopped_at == s + 1:
+                said = "torch's float64 twin" if d is twin else d.side
+                row.stopped[said] = d.stopped
+                row.raised_in[said] = d.raised_in
+        if row.stopped or s >= min(len(mine.logits), len(theirs.logits), len(twin.logits)):
+            if row.stopped:
+                out.append(row)
+            break
+        row.logits = judge_one(f"step {s + 1}: logits", mine.logits[s], twin.logits[s], theirs.logits[s])
+        row.cache = cache_rows(s + 1, mine.caches[s], twin.caches[s], theirs.caches[s])
+        row.choices = choices(mine.logits[s], theirs.logits[s], row.logits)
+        out.append(row)
+    return out
+
+
+def cache_rows(step: int, mine: list, twin: list, theirs: list) -> list:
+    """Each layer's cached keys, then values, torch's against Paddle's: the same values in another axis order
+    (paddlenlp keeps [batch, length, heads, dim], transformers [batch, heads, length, dim]) compared as such."""
+    if len(mine) != len(theirs) or len(twin) != len(mine):
+        return [calibrated.unjudged(f"step {step}: cache", (), f"torch's cache holds {len(mine)} layers, paddle's "
+                                    f"{len(theirs)}" + ("" if len(twin) == len(mine) else
+                                                        f", torch's float64 twin's {len(twin)}"))]
+    return [judged_cache(f"step {step}: layer {i} {what}", a[j], w[j], b[j])
+            for i, (a, w, b) in enumerate(zip(mine, twin, theirs)) for j, what in ((0, "keys"), (1, "values"))]
+
+
+def arguments_differing(step: int, mine, theirs) -> list:
+    """A line per integer argument both calls of the step pass by the same name (position_ids, attention_mask,
+    input_ids) with other values: what the two loops hand their models differently."""
+    out = []
+    for name in sorted(set(mine.kwargs) & set(theirs.kwargs)):
+        a, b = mine.kwargs[name], theirs.kwargs[name]
+        if isinstance(a, np.ndarray) and isinstance(b, np.ndarray) and a.dtype.kind in "biu" and \
+                b.dtype.kind in "biu" and a.size and (a.shape != b.shape or not np.array_equal(a, b)):
+            said = lambda x: np.array2string(x.reshape(x.shape[0], -1)[:2, -8:], separator=", ").replace("\n", "")
+            out.append(f"step {step}: the two calls' {name} differ: torch's {list(a.shape)} {said(a)}, paddle's "
+                       f"{list(b.shape)} {said(b)} (the last 8 of the first rows)")
+    return out
+
+
+def judged_cache(name: str, a: np.ndarray, ref: np.ndarray, b: np.ndarray):
+    """torch's cached tensor [batch, heads, length, dim] against Paddle's, read in torch's layout where Paddle's
+    holds the length second (paddlenlp's [batch, length, heads, dim]): by the cache's length, torch's axis 2, not by
+    the values (a bug must not be read as another layout); where heads and length are equal, the closer reading."""
+    if a.ndim != 4 or b.ndim != 4:
+        return judge_one(name, a, ref, b)
+    length, swapped = a.shape[2], b.transpose(0, 2, 1, 3)
+    readings = [x for x, held in ((b, b.shape[2] == length), (swapped, b.shape[1] == length)) if held
+                and x.shape == a.shape]
+    if not readings:
+        return judge_one(name, a, ref, b)
+    pick = min(readings, key=lambda x: float(np.max(np.abs(x.astype(np.float64) - a)))) if len(readings) > 1 \
+        else readings[0]
+    row = judge_one(name, a, ref, pick)
+    if pick is swapped and not row.by_design:
+        row.by_design = (f"by design: Paddle's cache {list(b.shape)} holds the length second, read as torch's "
+                         f"[batch, heads, length, dim]")
+    return row
+
+
+def choices(a: np.ndarray, b: np.ndarray, logits) -> list:
+    """Where the greedy choices differ, row by row: a tie when the logits are within their rule (each side's value
+    then lies within the allowance of the other's, so torch's top two do too), a differing choice otherwise."""
+    out = []
+    for row, (x, y) in enumerate(zip(np.asarray(a), np.asarray(b))):
+        t, p = int(x.argmax()), int(y.argmax())
+        if t != p:
+            out.append(Choice(row, t, p, float(x[t] - x[p]), float(logits.allowed), logits.passed))
+    return out
+
+
+def checked(input_ids, max_new_tokens, attention_mask) -> tuple:
+    """(ids [batch, length] int64, mask or None, steps), each argument a caller can get wrong refused in one line."""
+    ids = np.asarray(input_ids) if not hasattr(input_ids, "numpy") else np.asarray(input_ids.numpy())
+    if ids.ndim == 1:
+        ids = ids[None]
+    if ids.ndim != 2 or ids.dtype.kind not in "iu" or not ids.size:
+        raise PipelineError(f"input_ids of {ids.dtype}{list(ids.shape)}: give the prompt's token ids as an integer "
+                            "array [batch, length] [PC651]")
+    if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, (int, np.integer)) or max_new_tokens < 1:
+        raise PipelineError(f"max_new_tokens={max_new_tokens!r}: give the number of steps to decode, an integer "
+                            ">= 1 [PC652]")
+    mask = None
+    if attention_mask is not None:
+        mask = np.asarray(attention_mask.numpy() if hasattr(attention_mask, "numpy") else attention_mask)
+        if mask.shape != ids.shape or not np.isin(mask, (0, 1)).all() or (mask[:, -1] == 0).any():
+            raise PipelineError(f"attention_mask of {mask.dtype}{list(mask.shape)}: give 1 at each prompt token and "
+                                f"0 at its left padding, shaped as input_ids {list(ids.shape)} [PC653]")
+    return ids.astype(np.int64), mask, int(max_new_tokens)
+
+
+def steps_of(step) -> tuple:
+    """(torch's step function, Paddle's): step= is one function for both, a pair, or None (the default's)."""
+    pair = step if isinstance(step, (tuple, list)) else (step, step)
+    if len(pair) != 2 or not all(s is None or callable(s) for s in pair):
+        raise PipelineError(f"step={step!r}: give a function (model, input_ids, past_key_values, position_ids=, "
+                            "attention_mask=) -> (logits [batch, vocab], cache), or (torch's, Paddle's) [PC654]")
+    return tuple(pair)
+
+
+def check_cache(model, input_ids, max_new_tokens: int = 8, attention_mask=None, position_ids: bool = True,
+                step=None) -> "own.OwnReport":
+    """One model alone, torch or Paddle: its cached decoding (its own greedy tokens) against recomputing the whole
+    prefix with no cache at every step, by the measured rule, its own float64 run the yardstick (torch's twin, or
+    the Paddle model cast to float64). A cache bug is found where the other framework is not at hand, said as that
+    side's. Returns an OwnReport: .passed, .first_step, .lines()."""
+    framework_of(model)
+    ids, mask, n = checked(input_ids, max_new_tokens, attention_mask)
+    return own.check_cache(model, ids, n, attention_mask=mask, position_ids=position_ids, step=step)

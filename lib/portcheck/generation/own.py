@@ -1,0 +1,89 @@
+"""Each side against itself: its cached decoding against recomputing the whole prefix with no cache at every step,
+by the measured rule, the side's own float64 run the yardstick (torch's float64 twin; Paddle's model cast to float64
+for the run and back, exactly). May import core, mapping and forward."""
+import contextlib
+import types
+
+from portcheck.core import calibrated
+from portcheck.core.errors import first_line
+from portcheck.forward.twin import float64_run
+from portcheck.generation.decode import decode, recompute
+from portcheck.generation.verdict import OwnReport
+from portcheck.mapping.trace import framework_of
+
+
+def recomputed(model, ids, fed: list, mask) -> list:
+    """The next token's logits of every step from the whole prefix with no cache (decode.recompute), or the
+    error it raised in one line."""
+    try:
+        return recompute(model, ids, fed[:-1], mask)
+    except Exception as e:  # noqa: BLE001 - the model's own error, said as its side's
+        return first_line(e, 300)
+
+
+def judged(side: str, cached, wide, again, yardstick: str = "") -> OwnReport:
+    """cached (its float32 decoding, a decode.Decoded), wide (its float64 one), again (recomputed's) judged step by
+    step: the cached logits against the recomputed ones, cached - float64 the side's own fp32 error."""
+    said = yardstick or ("torch's float64 twin" if side == "torch" else "the Paddle model in float64")
+    report = OwnReport(side, yardstick=said)
+    if isinstance(again, str):
+        report.stopped = f"recomputing the prefix with no cache raised: {again}"
+        return report
+    if cached.stopped:
+        report.stopped = f"its cached decoding raised at step {cached.stopped_at}: {cached.stopped}"
+        return report
+    same = wide is not None and not wide.stopped and len(wide.logits) == len(cached.logits)
+    if not same:
+        report.yardstick = "none (its float64 run did not run): the floor alone"
+    for s, (a, b) in enumerate(zip(cached.logits, again)):
+        report.rows.append(calibrated.measure(f"{side} step {s + 1}: cached against recomputed", a,
+                                              wide.logits[s] if same else None, b))
+    return report
+
+
+@contextlib.contextmanager
+def paddle_float64(model):
+    """The Paddle model's floating weights and buffers in float64 for the block, float32 again afterwards
+    (float32 -> float64 -> float32 is exact), Paddle's default dtype float64, and paddle.finfo(float64)'s min and max
+    float32's, as torch's twin (portcheck.forward.twin.float32_bounds): paddlenlp's Llama fills its mask with
+    finfo(dtype).min, and scores plus float64's min overflow to -inf, NaN on a left-padded row's masked positions."""
+    import paddle
+    before, real = paddle.get_default_dtype(), paddle.finfo
+    bounds = real(paddle.float32)
+
+    def finfo(dtype):
+        info = real(dtype)
+        if "float64" not in str(getattr(info, "dtype", dtype)):
+            return info
+        return types.SimpleNamespace(**{k: getattr(info, k) for k in ("bits", "dtype", "eps", "resolution", "tiny",
+                                                                       "smallest_normal") if hasattr(info, k)},
+                                     min=bounds.min, max=bounds.max)
+    model.to(dtype="float64")
+    paddle.set_default_dtype("float64")
+    paddle.finfo = finfo
+    try:
+        yield model
+    finally:
+        paddle.finfo = real
+        paddle.set_default_dtype(before)
+        model.to(dtype="float32")
+
+
+def check_cache(model, ids, n: int, fed=None, attention_mask=None, position_ids=True, step=None,
+                decoded=None) -> OwnReport:
+    """One side's OwnReport: decoded (its float32 decoding, made here without it) fed `fed` (its own greedy
+    tokens without), its float64 run, and the prefix recomputed with no cache."""
+    side = framework_of(model)
+    feed = dict(feed_positions=position_ids, attention_mask=attention_mask, step=step)
+    cached = decoded if decoded is not None else decode(model, ids, n, fed=fed, **feed)
+    tokens = fed if fed is not None else cached.chosen
+    again = recomputed(model, ids, tokens, attention_mask)
+    if side == "torch":
+        wide = float64_run(model, lambda: decode(model, ids, n, fed=tokens, **feed), lambda d: bool(d.stopped))
+        return judged(side, cached, wide, again)
+    try:
+        with paddle_float64(model):
+            wide = decode(model, ids, n, fed=tokens, **feed)
+    except Exception as e:  # noqa: BLE001 - a model that cannot be cast: judged on the floor, said
+        return judged(side, cached, None, again, f"none ({first_line(e)}): the floor alone")
+    return judged(side, cached, wide, again)
