@@ -59,7 +59,8 @@ def compare_generate(torch_model, paddle_model, input_ids, max_new_tokens: int =
     theirs = run(paddle_model, fed, paddle_step)
     twin = float64_run(torch_model, lambda: run(torch_model, fed, torch_step),
                        lambda d: bool(d.stopped) or any(calibrated.overflowed(a, w)
-                                                        for a, w in zip(mine.logits, d.logits)))
+                                                        for a, w in zip(mine.logits, d.logits)),
+                       whole_first=True)  # a module called at every step: its weights cast once
     if kept is not None:
         kept.update(torch=mine, paddle=theirs, twin=twin)
     report = GenerateReport(tokens={"fed": [f.tolist() for f in fed], "paddle": [c.tolist() for c in theirs.chosen]})

@@ -84,7 +84,8 @@ def check_cache(model, ids, n: int, fed=None, attention_mask=None, position_ids=
     tokens = fed if fed is not None else cached.chosen
     again = recomputed(model, ids, tokens, attention_mask)
     if side == "torch":
-        wide = float64_run(model, lambda: decode(model, ids, n, fed=tokens, **feed), lambda d: bool(d.stopped))
+        wide = float64_run(model, lambda: decode(model, ids, n, fed=tokens, **feed), lambda d: bool(d.stopped),
+                           whole_first=True)
         return judged(side, cached, wide, again)
     try:  # the recomputed logits' float64 run, one call: the yardstick of the reference
         with paddle_float64(model):
