@@ -132,11 +132,22 @@ def ratio(row: dict, name: str, clock: str = "cpu_s") -> float:
     return row[name][clock] / row["plain"][clock]
 
 
+def runs(rows: list) -> list:
+    """One run per command: the widths one command measured, its load before the first and after the last (each
+    row's own beside it in the table)."""
+    out = {}
+    for r in rows:
+        run = r[bench_doc.RUN]
+        first = out.setdefault(run["command"], dict(run))
+        first["load after"] = run["load after"]
+    return list(out.values())
+
+
 def render(data: dict) -> str:
     """The page, from the JSON (docs/bench/generate.json) alone."""
     rows = sorted(data["rows"].values(), key=lambda r: (r["hidden"], r["layers"]))
     lines = ["# generate: what compare_generate costs", "",
-             bench_doc.header([r[bench_doc.RUN] for r in rows], COMMAND), "",
+             bench_doc.header(runs(rows), COMMAND), "",
              f"A Llama-shaped pair (transformers against paddlenlp, random weights, Paddle's by convert) decoding {NEW} "
              f"new tokens from a {PROMPT}-token prompt, batch 1. Plain: each side's cached decoding of the same "
              "tokens as a user's loop writes it. Times: the process's CPU seconds (every thread's), best of "
