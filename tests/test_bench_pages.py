@@ -26,6 +26,7 @@ WRITTEN = {
     "bench/llm.md": ("bench_llm", ["llm.json", "llm.png"], lambda d: ["--out", d / "llm.md"]),
     "bench/zoo.md": ("zoo.run", ["zoo.json", "zoo_families.json"], lambda d: ["--out", d / "zoo.md", "--guide",
                                                                               d / "guide.md"]),
+    "bench/generate.md": ("bench_generate", ["generate.json"], lambda d: ["--out", d / "generate.md"]),
     "bench/backward.md": ("bench_backward", ["backward.json"], lambda d: ["--out", d / "backward.md"]),
     "bench/split.md": ("bench_split", ["split.json"], lambda d: ["--out", d / "split.md"]),
     "bench/k_backward.md": ("bench_k_backward", ["k_backward.json", "k_backward_kinks.json"],

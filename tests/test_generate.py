@@ -138,7 +138,8 @@ def test_a_cache_concatenated_on_the_wrong_axis_is_red_at_step_2_where_it_raised
     assert report.steps[1].line().endswith("[PC655]") and not report.own["paddle"].passed
 
 
-@pytest.mark.parametrize("plant", ["logits taken at the first position", "temperature 0.7", "repetition penalty"])
+@pytest.mark.parametrize("plant", ["logits taken at the first position", "temperature 0.7", "repetition penalty",
+                                   "EOS held back (min_new_tokens)", "pad never chosen"])
 def test_a_loop_of_ones_own_planted_on_one_side_is_red_at_step_1_its_models_call_green(pair, plant):
     def paddle_step(model, input_ids, past_key_values, **kwargs):
         if plant.startswith("logits"):
@@ -149,6 +150,10 @@ def test_a_loop_of_ones_own_planted_on_one_side_is_red_at_step_1_its_models_call
         logits, past = default_step(model, input_ids, past_key_values, **kwargs)
         if plant.startswith("temperature"):
             return logits / 0.7, past
+        if plant.startswith(("EOS", "pad")):  # as a logits processor does it, on this side only: -inf at that id
+            barred = np.arange(logits.shape[-1]) == (model.config.eos_token_id if plant.startswith("EOS")
+                                                     else model.config.pad_token_id)
+            return paddle.where(paddle.to_tensor(barred[None]), paddle.full_like(logits, -np.inf), logits), past
         seen = paddle.to_tensor(np.isin(np.arange(logits.shape[-1]), IDS)[None])  # the prompt's tokens, penalised
         return paddle.where(seen, paddle.where(logits > 0, logits / 1.2, logits * 1.2), logits), past
     report = compare_generate(*pair, IDS, max_new_tokens=2, step=(None, paddle_step), against_itself=False)

@@ -185,7 +185,7 @@ def _put_back(module, tensor, data):
         tensor.data = data
 
 
-def float64_run(model, run, failed=lambda result: False, free: dict = None):
+def float64_run(model, run, failed=lambda result: False, free: dict = None, whole_first: bool = False):
     """run() with the torch model in float64, module by module as it is called (float64_as_called, casting into
     `free`'s tensors); if that raises or its result is failed(result), once more with the whole model in float64
     (float64): a model reading one module's tensor in another, which only the whole model's float64 serves; if
@@ -193,13 +193,15 @@ def float64_run(model, run, failed=lambda result: False, free: dict = None):
     in the default dtype, filled with its input's torch.finfo(dtype).min, which float32 cannot hold), then
     float64's finfo bounds float32's (a float32 mask scaled by finfo(float64).min: -inf, and NaN where 0 x -inf).
     Each run under wide_casts, the last once more without (cast_wide). The last one's error, if any, is raised; its
-    result returned, failed or not."""
-    attempts = [lambda: float64_as_called(model, free), lambda: float64(model),
-                *(functools.partial(_whole, model, wider) for wider in WIDER)]
-    tried = cast_wide(attempts)
+    result returned, failed or not. whole_first: the whole model in float64 tried first, module by module after
+    the rest: a run calling each module many times (decoding, a step per token) casts its weights once, not at
+    every call, for the float64 copy of the model float64(model) holds meanwhile."""
+    as_called = lambda: float64_as_called(model, free)
+    wholes = [lambda: float64(model), *(functools.partial(_whole, model, wider) for wider in WIDER)]
+    tried = cast_wide([*wholes, as_called] if whole_first else [as_called, *wholes])
     if grouped_experts(model):  # transformers 5's grouped experts refuse float64: their eager loop is the same model
-        tried = tried[:-1] + [functools.partial(_casting, functools.partial(_eager, model, a)) for a in attempts[:2]] \
-            + tried[-1:]
+        tried = tried[:-1] + [functools.partial(_casting, functools.partial(_eager, model, a))
+                              for a in (as_called, wholes[0])] + tried[-1:]
     return in_turn(tried, run, failed)
 
 

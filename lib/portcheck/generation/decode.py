@@ -226,27 +226,27 @@ def _framework(side: str):
 
 
 def recompute(model, prompt: np.ndarray, tokens: list, attention_mask=None) -> list:
-    """The next token's logits [batch, vocab] of each step, from the whole prefix with no cache (prompt, then the
-    tokens fed before that step): what cached decoding must equal."""
+    """The next token's logits [batch, vocab] of each step from the whole prefix with no cache (prompt, then the
+    tokens fed before that step): what cached decoding must equal. One call over the prompt and every token fed, each
+    step's logits read at its position: a causal model's logits at a position see only the tokens up to it, so this
+    is each prefix recomputed, at the cost of one forward (a model that lets a position see later tokens is red)."""
     side = framework_of(model)
     to_tensor, grad = _framework(side)
-    ids = np.asarray(prompt).astype(np.int64)
-    mask = None if attention_mask is None else np.asarray(attention_mask).astype(np.int64)
-    out = []
+    prompt = np.asarray(prompt).astype(np.int64)
+    fed = [np.asarray(t).reshape(-1, 1).astype(np.int64) for t in tokens]
+    ids = np.concatenate([prompt, *fed], axis=1)
+    kwargs = {"input_ids": to_tensor(ids), "use_cache": False}
+    if attention_mask is not None:
+        mask = np.concatenate([np.asarray(attention_mask).astype(np.int64),
+                               np.ones((ids.shape[0], len(fed)), np.int64)], axis=1)
+        kwargs.update(attention_mask=to_tensor(mask), position_ids=to_tensor(positions(mask, ids.shape[1])))
+    if side == "paddle":
+        kwargs["return_dict"] = True
     with grad():
-        for s in range(len(tokens) + 1):
-            kwargs = {"input_ids": to_tensor(ids), "use_cache": False}
-            if mask is not None:
-                kwargs.update(attention_mask=to_tensor(mask), position_ids=to_tensor(positions(mask, ids.shape[1])))
-            if side == "paddle":
-                kwargs["return_dict"] = True
-            result = model(**kwargs)
-            logits = result.logits if hasattr(result, "logits") else result[0]
-            out.append(np.array(values(logits[:, -1]), copy=True))
-            if s < len(tokens):
-                ids = np.concatenate([ids, np.asarray(tokens[s]).reshape(-1, 1).astype(np.int64)], axis=1)
-                mask = None if mask is None else np.concatenate([mask, np.ones((ids.shape[0], 1), np.int64)], 1)
-    return out
+        result = model(**kwargs)
+    logits = result.logits if hasattr(result, "logits") else result[0]
+    logits = np.array(values(logits), copy=True)
+    return [logits[:, prompt.shape[1] - 1 + s] for s in range(len(fed) + 1)]
 
 
 @contextlib.contextmanager

@@ -28,7 +28,7 @@ OWN_GENERATE = ("step=\"generate\": each library's own greedy generate, each sid
 
 def compare_generate(torch_model, paddle_model, input_ids, max_new_tokens: int = 8, attention_mask=None,
                      position_ids: bool = True, step=None, against_itself: bool = True,
-                     isolate: bool = True) -> GenerateReport:
+                     isolate: bool = True, kept: dict = None) -> GenerateReport:
     """Both models (eval mode is the caller's) decode `max_new_tokens` steps from input_ids [batch, length] (numpy
     integers), each with its own cache, both fed torch's greedy choice at every step (one near-tie never ends the
     comparison). Every step's next-token logits and each layer's cached keys and values after it are held to the
@@ -44,7 +44,9 @@ def compare_generate(torch_model, paddle_model, input_ids, max_new_tokens: int =
     own greedy generate (transformers' do_sample=False, paddlenlp's decode_strategy="greedy_search"), each call it
     makes to the model a step.
     against_itself: each side's cached decoding also held to its own recomputation of the prefix with no cache
-    (check_cache): a cache bug said as that side's. Returns a GenerateReport."""
+    (check_cache): a cache bug said as that side's. kept: a dict given is filled with each side's decoding
+    ("torch", "paddle", "twin": torch's float64 one; decode.Decoded), what a hand-in saves. Returns a
+    GenerateReport."""
     check_models(torch_model, paddle_model)
     ids, mask, n = checked(input_ids, max_new_tokens, attention_mask)
     own_generate = isinstance(step, str) and step == GENERATE
@@ -57,7 +59,10 @@ def compare_generate(torch_model, paddle_model, input_ids, max_new_tokens: int =
     theirs = run(paddle_model, fed, paddle_step)
     twin = float64_run(torch_model, lambda: run(torch_model, fed, torch_step),
                        lambda d: bool(d.stopped) or any(calibrated.overflowed(a, w)
-                                                        for a, w in zip(mine.logits, d.logits)))
+                                                        for a, w in zip(mine.logits, d.logits)),
+                       whole_first=True)  # a module called at every step: its weights cast once
+    if kept is not None:
+        kept.update(torch=mine, paddle=theirs, twin=twin)
     report = GenerateReport(tokens={"fed": [f.tolist() for f in fed], "paddle": [c.tolist() for c in theirs.chosen]})
     report.steps = judged_steps(ids.shape[1], n, mine, theirs, twin)
     report.notes.append(OWN_GENERATE if own_generate else POSITIONS if position_ids else

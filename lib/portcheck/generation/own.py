@@ -7,7 +7,7 @@ import types
 from portcheck.core import calibrated
 from portcheck.core.errors import first_line
 from portcheck.forward.twin import float64_run
-from portcheck.generation.decode import decode, recompute
+from portcheck.generation.decode import Decoded, decode, recompute
 from portcheck.generation.verdict import OwnReport
 from portcheck.mapping.trace import framework_of
 
@@ -21,9 +21,12 @@ def recomputed(model, ids, fed: list, mask) -> list:
         return first_line(e, 300)
 
 
-def judged(side: str, cached, wide, again, yardstick: str = "") -> OwnReport:
+def judged(side: str, cached, wide, again, yardstick: str = "", of_recomputed: bool = False) -> OwnReport:
     """cached (its float32 decoding, a decode.Decoded), wide (its float64 one), again (recomputed's) judged step by
-    step: the cached logits against the recomputed ones, cached - float64 the side's own fp32 error."""
+    step: the cached logits against the recomputed ones, cached - float64 the side's own fp32 error; of_recomputed:
+    wide is the prefix recomputed in float64, the recomputed logits the reference and their - float64 the error
+    (the float64 run must be of the path whose float32 error it measures: of the other, a bug's difference would
+    be taken for rounding)."""
     said = yardstick or ("torch's float64 twin" if side == "torch" else "the Paddle model in float64")
     report = OwnReport(side, yardstick=said)
     if isinstance(again, str):
@@ -36,8 +39,9 @@ def judged(side: str, cached, wide, again, yardstick: str = "") -> OwnReport:
     if not same:
         report.yardstick = "none (its float64 run did not run): the floor alone"
     for s, (a, b) in enumerate(zip(cached.logits, again)):
-        report.rows.append(calibrated.measure(f"{side} step {s + 1}: cached against recomputed", a,
-                                              wide.logits[s] if same else None, b))
+        ref = wide.logits[s] if same else None
+        report.rows.append(calibrated.measure(f"{side} step {s + 1}: cached against recomputed",
+                                              *((b, ref, a) if of_recomputed else (a, ref, b))))
     return report
 
 
@@ -72,18 +76,20 @@ def paddle_float64(model):
 def check_cache(model, ids, n: int, fed=None, attention_mask=None, position_ids=True, step=None,
                 decoded=None) -> OwnReport:
     """One side's OwnReport: decoded (its float32 decoding, made here without it) fed `fed` (its own greedy
-    tokens without), its float64 run, and the prefix recomputed with no cache."""
+    tokens without), its float64 run (torch's twin decoding; Paddle's model in float64 recomputing the prefix, one
+    call), and the prefix recomputed with no cache."""
     side = framework_of(model)
     feed = dict(feed_positions=position_ids, attention_mask=attention_mask, step=step)
     cached = decoded if decoded is not None else decode(model, ids, n, fed=fed, **feed)
     tokens = fed if fed is not None else cached.chosen
     again = recomputed(model, ids, tokens, attention_mask)
     if side == "torch":
-        wide = float64_run(model, lambda: decode(model, ids, n, fed=tokens, **feed), lambda d: bool(d.stopped))
+        wide = float64_run(model, lambda: decode(model, ids, n, fed=tokens, **feed), lambda d: bool(d.stopped),
+                           whole_first=True)
         return judged(side, cached, wide, again)
-    try:
+    try:  # the recomputed logits' float64 run, one call: the yardstick of the reference
         with paddle_float64(model):
-            wide = decode(model, ids, n, fed=tokens, **feed)
+            wide = Decoded(side, logits=recompute(model, ids, tokens[:-1], attention_mask))
     except Exception as e:  # noqa: BLE001 - a model that cannot be cast: judged on the floor, said
         return judged(side, cached, None, again, f"none ({first_line(e)}): the floor alone")
-    return judged(side, cached, wide, again)
+    return judged(side, cached, wide, again, of_recomputed=True)

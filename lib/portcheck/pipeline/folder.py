@@ -210,6 +210,38 @@ class Handin(page.Viewable):
         self._judge("forward", comparison=report)
         return report
 
+    def generate(self, torch_model, paddle_model, input_ids, max_new_tokens: int = 8, attention_mask=None,
+                 threshold: float = None, convert: bool = True, **kw):
+        """Generation's pair: compare_generate (kw: its other arguments) and the `generate` pair, each side's greedy
+        choice at every step (tokens [steps, batch]) and its next token's logits (logits [steps, batch, vocab])
+        from the decoding compare_generate ran, torch's float64 twin's logits beside them; each side's run record
+        binds the prompt, the tokens fed (torch's) and its own weights. Judged as the guide's pairs are, by the
+        measured rule and the guide's rule on each key's mean (threshold: default reprod_log's), the report's lines
+        in its diff log. Both models are put in eval mode. Returns the GenerateReport."""
+        import numpy as np
+        from portcheck.generation.generate import checked, compare_generate
+        ids, mask, n = checked(input_ids, max_new_tokens, attention_mask)
+        self._ported(torch_model, paddle_model, {"input_ids": ids}, convert)
+        torch_model.eval(), paddle_model.eval()
+        kept = {}
+        report = compare_generate(torch_model, paddle_model, ids, n, attention_mask=mask, kept=kept, **kw)
+        handin.check_outputs(self.sides, ["generate"], self.top)
+        fed = np.asarray(kept["torch"].chosen, np.int64).reshape(-1, ids.shape[0])
+        named = [("input_ids", ids), ("fed", fed), *([("attention_mask", mask)] if mask is not None else [])]
+        for side, model in zip(SIDES, (torch_model, paddle_model)):
+            ran = kept[side]  # a side that stopped saves the steps it ran: the shapes then differ, red
+            arrays = {"tokens": np.asarray(ran.chosen, np.int64).reshape(-1, ids.shape[0])}
+            if ran.logits:
+                arrays["logits"] = np.stack(ran.logits)
+            # torch's tokens are integers its float64 run holds as they are; its logits, the twin's
+            exact = {"tokens": arrays["tokens"], **({"logits": np.stack(kept["twin"].logits)}
+                                                     if kept["twin"].logits else {})} if side == "torch" else None
+            depends = {"inputs": record.fingerprint(named), "weights": self._weights(model),
+                       "flags": {"new_tokens": n}}
+            self._half._save("generate", side, arrays, depends, exact)
+        self._judge("generate", threshold=threshold, tables=report.lines())
+        return report
+
     def data(self, torch_loader, paddle_loader, batches: int = 3, names=None):
         """Step 2's data pair: the first `batches` batches each side's own loader gives (or each of its {name:
         loader}, as Side.data), judged exactly.
