@@ -483,6 +483,9 @@ def add_parser(sub):
     p.add_argument("--tp", type=int, metavar="N", help="the Paddle checkpoint split across N ranks by paddlenlp's "
                    "from_pretrained(..., tensor_parallel_degree=N) (a single-card folder), each rank a process; the "
                    "models whole, not block by block (portcheck.forward.split_folders)")
+    p.add_argument("--convert-from-hf", action="store_true", help="the Paddle model is paddleformers' "
+                   "from_pretrained(--paddle DIR, convert_from_hf=True) of a transformers folder, judged as loaded "
+                   "(portcheck.forward.formers_folders)")
     return p
 
 
