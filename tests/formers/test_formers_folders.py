@@ -1,0 +1,100 @@
+"""`python -m portcheck layers` on PaddleFormers checkpoint folders (PaddleFormers environment only): a transformers 5
+`save_pretrained` folder of a tiny Qwen3 against paddleformers' `save_pretrained` folder of its port, each loaded by
+its own library and judged as loaded (portcheck.forward.formers_folders); the pair as paddleformers' own converter
+loads it (--convert-from-hf). The correct port green; a planted folder red at its module."""
+import json
+
+import numpy as np
+import pytest
+import torch
+
+SIZES = dict(vocab_size=99, hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
+             num_key_value_heads=2, head_dim=16, max_position_embeddings=64)
+
+
+def _folders(tmp_path, plant=None):
+    """(transformers' Qwen3ForCausalLM folder, paddleformers' Qwen3Model folder of its port): the weights put by
+    portcheck.convert with the port's layouts, then each side's save_pretrained. plant(paddle model) before saving."""
+    from paddleformers.transformers.qwen3.configuration import Qwen3Config as PaddleConfig
+    from paddleformers.transformers.qwen3.modeling import Qwen3Model as PaddleModel
+    from transformers import Qwen3Config, Qwen3ForCausalLM
+    from portcheck import convert
+    from portcheck.mapping.recipes import paddleformers
+    torch.manual_seed(0)
+    t = Qwen3ForCausalLM(Qwen3Config(**SIZES)).eval()
+    p = PaddleModel(PaddleConfig(**SIZES, fuse_rms_norm=False))
+    p.eval()
+    ids = np.random.RandomState(0).randint(0, 99, (2, 8)).astype("int64")
+    convert(t.model, p, inputs=ids, layouts=paddleformers(4, 2))
+    if plant:
+        plant(p)
+    t.save_pretrained(tmp_path / "hf")
+    p.save_pretrained(str(tmp_path / "pd"))
+    return tmp_path / "hf", tmp_path / "pd"
+
+
+def _layers(argv, capsys) -> tuple:
+    from portcheck import cli
+    from portcheck.forward import formers_folders
+    args = cli.parser().parse_args(["layers", *map(str, argv)])
+    code = formers_folders.main(args)
+    out = capsys.readouterr().out.splitlines()
+    return code, [line for line in out if not line.startswith("[")]  # paddleformers' log lines start "[date"
+
+
+def test_a_qwen3_pair_of_folders_is_green_block_by_block_and_writes_its_page(tmp_path, capsys):
+    from portcheck.forward import formers_folders
+    hf, pd = _folders(tmp_path)
+    assert formers_folders.is_formers(pd) and not formers_folders.is_formers(hf)
+    code, out = _layers(["--torch", hf, "--paddle", pd, "--html", tmp_path / "page.html"], capsys)
+    assert code == 0, out
+    assert "layers.1: cumulative green, isolated green" in out, out
+    assert out[-1] == "4 blocks, each side loaded from its own folder: green, cumulative and isolated", out
+    assert any("both sides compared as" in line for line in out), out
+    assert (tmp_path / "page.html").stat().st_size > 0
+
+
+def test_a_planted_norm_weight_in_the_paddle_folder_is_red_at_that_norm(tmp_path, capsys):
+    def plant(p):
+        w = p.layers[1].input_layernorm.weight
+        w.set_value(w.numpy() * 1.01)
+    hf, pd = _folders(tmp_path, plant)
+    code, out = _layers(["--torch", hf, "--paddle", pd], capsys)
+    assert code == 1, out
+    assert "layers.0: cumulative green, isolated green" in out, out
+    assert any(line.startswith("layers.1: cumulative RED at layers.1.input_layernorm") for line in out), out
+    assert "RED: first diverging layers.1.input_layernorm (block layers.1)" in out[-1], out[-1]
+
+
+def test_a_planted_rms_norm_eps_in_the_paddle_config_is_red_at_the_first_norm(tmp_path, capsys):
+    hf, pd = _folders(tmp_path)
+    config = json.loads((pd / "config.json").read_text())
+    config["rms_norm_eps"] = 1e-3
+    (pd / "config.json").write_text(json.dumps(config))
+    code, out = _layers(["--torch", hf, "--paddle", pd], capsys)
+    assert code == 1 and "RED: first diverging layers.0.input_layernorm (block layers.0)" in out[-1], out
+
+
+def test_the_pair_as_paddleformers_own_converter_loads_it_is_green_as_loaded(tmp_path, capsys):
+    from transformers import Qwen3Config, Qwen3ForCausalLM
+    torch.manual_seed(1)
+    Qwen3ForCausalLM(Qwen3Config(**SIZES)).save_pretrained(tmp_path / "hf")
+    code, out = _layers(["--torch", tmp_path / "hf", "--paddle", tmp_path / "hf", "--convert-from-hf"], capsys)
+    assert code == 0, out
+    assert "the Paddle model: paddleformers' Qwen3Model.from_pretrained(folder, convert_from_hf=True)" in out, out
+    # Qwen3ForCausalLM cannot be built without paddlefleet: said in one line, both sides the base model
+    assert any(line.startswith("Qwen3ForCausalLM builds paddlefleet's own model") for line in out), out
+
+
+def test_a_folder_split_for_two_ranks_is_one_line(tmp_path):
+    from portcheck.core.errors import PipelineError
+    from portcheck.forward import formers_folders
+    hf, pd = _folders(tmp_path)
+    config = json.loads((pd / "config.json").read_text())
+    config["tensor_model_parallel_size"] = 2
+    (pd / "config.json").write_text(json.dumps(config))
+    ids = np.zeros((1, 4), dtype="int64")
+    with pytest.raises(PipelineError, match=r"tensor_model_parallel_size 2.*\[PC352\]"):
+        formers_folders.compare(hf, pd, ids)
+    with pytest.raises(PipelineError, match=r"--tp 2.*\[PC352\]"):
+        formers_folders.compare(hf, hf, ids, convert_from_hf=True, tp=2)
