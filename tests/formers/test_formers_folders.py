@@ -98,3 +98,21 @@ def test_a_folder_split_for_two_ranks_is_one_line(tmp_path):
         formers_folders.compare(hf, pd, ids)
     with pytest.raises(PipelineError, match=r"--tp 2.*\[PC352\]"):
         formers_folders.compare(hf, hf, ids, convert_from_hf=True, tp=2)
+
+
+def test_the_large_models_page_shows_what_the_command_prints(tmp_path, capsys):
+    """docs/large_models.md's two printed blocks of PaddleFormers folders: each of their lines is a line the
+    command prints on the pair of this file, green and with the norm planted."""
+    import re
+    from pathlib import Path
+    page = (Path(__file__).resolve().parents[2] / "docs" / "large_models.md").read_text(encoding="utf-8")
+    section = page.split("## PaddleFormers checkpoint folders", 1)[1].split("\n## ", 1)[0]
+    green, red = re.findall(r"```text\n(.*?)```", section, re.S)
+
+    def plant(p):
+        w = p.layers[1].input_layernorm.weight
+        w.set_value(w.numpy() * 1.01)
+    for shown, planted, folder in ((green, None, "green"), (red, plant, "red")):
+        hf, pd = _folders(tmp_path / folder, planted)
+        _, out = _layers(["--torch", hf, "--paddle", pd], capsys)
+        assert set(shown.splitlines()) <= set(out), (shown, out)

@@ -47,7 +47,7 @@ def architecture(raw: dict, path) -> tuple:
                             "wrote (its model_type names the family, qwen3) [PC350]")
     if not (isinstance(names, list) and names and isinstance(names[0], str) and names[0].isidentifier()):
         raise PipelineError(f"{path}: architectures is {str(names)[:60]!r}: give the config.json save_pretrained "
-                            "wrote (architectures names the class, Qwen3ForCausalLM) [PC350]")
+                            "wrote (architectures names the class, Qwen3ForCausalLM) [PC357]")
     return model_type, names[0]
 
 
@@ -67,7 +67,7 @@ def _torch_class(name: str, path):
         return getattr(transformers, name)
     except AttributeError:
         raise PipelineError(f"{path}: transformers has no {name}: give the torch folder of the same family "
-                            "[PC351]") from None
+                            "[PC358]") from None
 
 
 def base_name(name: str) -> str:
@@ -85,7 +85,7 @@ def checked_degree(raw: dict, path, tp):
     for N ranks or a --tp is one line, since a PaddleFormers folder is compared as one process's whole model."""
     degree = raw.get(TP, 1)
     if type(degree) is not int or degree < 1:
-        raise PipelineError(f"{path}: {TP} is {str(degree)[:40]!r}: a whole number, 1 or more [PC352]")
+        raise PipelineError(f"{path}: {TP} is {str(degree)[:40]!r}: a whole number, 1 or more [PC359]")
     if degree > 1 or (tp or 1) > 1:
         said = f"its config says {TP} {degree}" if degree > 1 else f"--tp {tp}"
         raise PipelineError(f"{path}: {said}; portcheck compares a PaddleFormers folder as one process's whole "
