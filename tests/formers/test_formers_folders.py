@@ -116,3 +116,35 @@ def test_the_large_models_page_shows_what_the_command_prints(tmp_path, capsys):
         hf, pd = _folders(tmp_path / folder, planted)
         _, out = _layers(["--torch", hf, "--paddle", pd], capsys)
         assert set(shown.splitlines()) <= set(out), (shown, out)
+
+
+MOE = {"qwen3_moe": ("Qwen3MoeConfig", "Qwen3MoeForCausalLM",
+                     dict(SIZES, moe_intermediate_size=32, num_experts=4, num_experts_per_tok=2, norm_topk_prob=True)),
+       # DeepSeek-V3's attention in paddleformers reads rope_parameters["factor"] (a finding pinned in
+       # test_formers_findings): a yarn RoPE of factor 1 is the default's numbers with the key it reads
+       "deepseek_v3": ("DeepseekV3Config", "DeepseekV3ForCausalLM",
+                       dict(vocab_size=99, hidden_size=64, intermediate_size=96, moe_intermediate_size=32,
+                            num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=4, n_routed_experts=4,
+                            num_experts_per_tok=2, n_group=1, topk_group=1, first_k_dense_replace=1, q_lora_rank=32,
+                            kv_lora_rank=16, qk_rope_head_dim=8, qk_nope_head_dim=16, v_head_dim=16,
+                            max_position_embeddings=64,
+                            rope_scaling={"rope_type": "yarn", "factor": 1.0, "original_max_position_embeddings": 64,
+                                          "beta_fast": 32.0, "beta_slow": 1.0, "mscale": 1.0,
+                                          "mscale_all_dim": 1.0}))}
+
+
+@pytest.mark.parametrize("family", sorted(MOE))
+def test_a_mixture_of_experts_as_paddleformers_converter_loads_it_is_green_as_loaded(family, tmp_path):
+    """Qwen3-MoE (packed experts against one module per expert, paired by index) and DeepSeek-V3 (MLA attention),
+    the Paddle side paddleformers' from_pretrained(folder, convert_from_hf=True): the last hidden states within
+    torch's own fp32 error (about 1e-6 on these configs)."""
+    import transformers
+    from portcheck.forward import formers_folders
+    config, model, sizes = MOE[family]
+    torch.manual_seed(0)
+    getattr(transformers, model)(getattr(transformers, config)(**sizes)).save_pretrained(tmp_path / family)
+    ids = np.random.RandomState(0).randint(0, 99, (2, 8)).astype("int64")
+    report, said = formers_folders.compare(tmp_path / family, tmp_path / family, ids, convert_from_hf=True)
+    assert report.passed, (report.first_diverging, report.differing[:3])
+    last = next(r for r in report.rows if r.name.startswith("(model)"))
+    assert last.max < 1e-5, last.max

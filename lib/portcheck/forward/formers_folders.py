@@ -125,6 +125,10 @@ def load(torch_dir, paddle_dir, convert_from_hf: bool = False, tp=None) -> tuple
     config = p_model.config
     from portcheck.mapping.recipes import paddleformers
     layouts = paddleformers(config.num_attention_heads, config.num_key_value_heads or config.num_attention_heads)
+    if any(n.split(".")[-1] == "experts" for n, _ in p_model.named_sublayers()):
+        # a mixture of experts' up_gate_proj is per expert, against transformers' packed experts: paired by index
+        # (portcheck.mapping's experts), not as a fused [gate | up]
+        del layouts["up_gate_proj"]
     return t_model, p_model, layouts, said
 
 
