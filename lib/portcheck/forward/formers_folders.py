@@ -42,12 +42,13 @@ def is_formers(folder) -> bool:
 def architecture(raw: dict, path) -> tuple:
     """(model_type, the first of architectures) of a config.json, each a name; one line where either is missing."""
     model_type, names = raw.get("model_type"), raw.get("architectures")
-    if not (isinstance(model_type, str) and re.fullmatch(r"[a-z0-9_]+", model_type)):
-        raise PipelineError(f"{path}: model_type is {str(model_type)[:40]!r}: give the config.json save_pretrained "
-                            "wrote (its model_type names the family, qwen3) [PC350]")
-    if not (isinstance(names, list) and names and isinstance(names[0], str) and names[0].isidentifier()):
-        raise PipelineError(f"{path}: architectures is {str(names)[:60]!r}: give the config.json save_pretrained "
-                            "wrote (architectures names the class, Qwen3ForCausalLM) [PC357]")
+    for key, value, fits in (("model_type", model_type, isinstance(model_type, str) and
+                               re.fullmatch(r"[a-z0-9_]+", model_type)),
+                              ("architectures", names, isinstance(names, list) and names and
+                               isinstance(names[0], str) and names[0].isidentifier())):
+        if not fits:
+            raise PipelineError(f"{path}: {key} is {str(value)[:60]!r}: give the config.json save_pretrained wrote "
+                                "(its model_type names the family, qwen3; architectures the class) [PC350]")
     return model_type, names[0]
 
 
@@ -191,7 +192,11 @@ def block_lines(report) -> list:
 
 def main(args) -> int:
     """`layers` on a PaddleFormers folder (or with --convert-from-hf): a line per block, then the verdict."""
+    import importlib.util
     import numpy as np
+    if importlib.util.find_spec("paddleformers") is None:
+        raise PipelineError("paddleformers is not installed here: run layers on PaddleFormers folders in the "
+                            "PaddleFormers environment (pip install -r requirements-formers.txt) [PC357]")
     fleet.prepare()  # before transformers is imported: the order paddleformers and transformers 5 import in
     if getattr(args, "html", None) is not None:
         from portcheck.core import page
