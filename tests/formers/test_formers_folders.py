@@ -148,3 +148,22 @@ def test_a_mixture_of_experts_as_paddleformers_converter_loads_it_is_green_as_lo
     assert report.passed, (report.first_diverging, report.differing[:3])
     last = next(r for r in report.rows if r.name.startswith("(model)"))
     assert last.max < 1e-5, last.max
+
+
+def test_a_paddle_folder_missing_a_weight_is_paddleformers_refusal_in_one_line(tmp_path):
+    """A shard cut short of a tensor: paddleformers' own loader refuses it, said in one line (PC354) with its
+    reason, never a model half loaded and judged."""
+    from safetensors.numpy import load_file, save_file
+    from portcheck.core.errors import PipelineError
+    from portcheck.forward import formers_folders
+    hf, pd = _folders(tmp_path)
+    index = json.loads((pd / "model.safetensors.index.json").read_text())
+    name = "model.layers.1.mlp.down_proj.weight"
+    shard = pd / index["weight_map"].pop(name)
+    tensors = load_file(shard)
+    del tensors[name]
+    save_file(tensors, shard)
+    (pd / "model.safetensors.index.json").write_text(json.dumps(index))
+    with pytest.raises(PipelineError) as e:
+        formers_folders.compare(hf, pd, np.zeros((1, 4), dtype="int64"))
+    assert "[PC354]" in str(e.value) and "\n" not in str(e.value), str(e.value)
