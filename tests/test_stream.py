@@ -125,6 +125,16 @@ def layers(*argv):
     return e.value.code
 
 
+def test_a_paddleformers_folder_here_is_one_line_naming_its_environment(tmp_path, capsys):
+    """paddleformers lives in an environment of its own (requirements-formers.txt): a folder it saved, or
+    --convert-from-hf, in this one is PC357's line, not an import's traceback."""
+    (tmp_path / "config.json").write_text('{"model_type": "qwen3", "paddleformers_version": "1.2.0"}')
+    for extra in ([], ["--convert-from-hf"]):
+        assert layers("--torch", tmp_path, "--paddle", tmp_path, *extra) == 2
+        err = capsys.readouterr().err
+        assert "paddleformers is not installed here" in err and "[PC357]" in err, err
+
+
 @pytest.mark.parametrize("tp", [[], ["--tp", "2"]], ids=["whole", "--tp 2"])
 def test_a_file_given_for_a_folder_is_one_line_naming_the_folder(tmp_path, capsys, tp):
     """A folder's config.json given: "no config.json" (PC909) said of the file, as if it were a folder without one."""

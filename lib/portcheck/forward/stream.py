@@ -470,7 +470,8 @@ def add_parser(sub):
     p.add_argument("--torch", required=True, type=Path, metavar="DIR", help="transformers' checkpoint folder "
                    "(config.json, safetensors shards)")
     p.add_argument("--paddle", required=True, type=Path, metavar="DIR", help="paddlenlp's checkpoint folder, saved "
-                   "with save_pretrained(..., safe_serialization=True)")
+                   "with save_pretrained(..., safe_serialization=True), or paddleformers' (its config.json records "
+                   "paddleformers_version: portcheck.forward.formers_folders)")
     p.add_argument("--tokens", default="2x16", metavar="BxL", help="random token ids (seed 0), batch x length "
                    "(default 2x16)")
     p.add_argument("--ids", type=Path, metavar="FILE.npy", help="the token ids instead, an integer array [batch, "
@@ -483,6 +484,9 @@ def add_parser(sub):
     p.add_argument("--tp", type=int, metavar="N", help="the Paddle checkpoint split across N ranks by paddlenlp's "
                    "from_pretrained(..., tensor_parallel_degree=N) (a single-card folder), each rank a process; the "
                    "models whole, not block by block (portcheck.forward.split_folders)")
+    p.add_argument("--convert-from-hf", action="store_true", help="the Paddle model is paddleformers' "
+                   "from_pretrained(--paddle DIR, convert_from_hf=True) of a transformers folder, judged as loaded "
+                   "(portcheck.forward.formers_folders)")
     return p
 
 

@@ -1,0 +1,229 @@
+"""`python -m portcheck layers` on PaddleFormers checkpoint folders: a transformers 5 `save_pretrained` folder of a
+Llama-family model (Qwen3, Qwen3-MoE, ERNIE 4.5, ...) against paddleformers' `save_pretrained` folder of its port,
+each model loaded by its own library from its own folder and judged as loaded (compare_forward, cumulative and
+isolated, no weight overwritten), one line per block.
+
+    from portcheck.forward import formers_folders
+    report, said = formers_folders.compare("qwen3-hf/", "qwen3-pd/", ids)
+    report, said = formers_folders.compare("qwen3-hf/", "qwen3-hf/", ids, convert_from_hf=True)
+
+The Paddle folder is read by paddleformers' names: `model_type` and `architectures` pick the classes (transformers'
+class of the same name on the torch side), `tensor_model_parallel_size` is the degree it was split for. The
+layouts the port uses (qkv_proj per key-value group, up_gate_proj [gate | up]: recipes.paddleformers) come from the
+config's heads, with no map given. convert_from_hf: the Paddle model is what paddleformers' own converter makes of
+a transformers folder (`from_pretrained(folder, convert_from_hf=True)`). Where the folder's architecture is a
+causal LM whose paddleformers class needs paddlefleet (not on PyPI) and paddlefleet is missing, both sides are the
+base model (XModel), said in one line. Unlike paddlenlp Llama folders (portcheck.forward.stream), the models are
+whole in memory.
+
+Imports core, mapping's recipes and forward's checkpoint, fleet and compare; torch, transformers, Paddle and paddleformers
+inside its functions.
+"""
+import importlib
+import re
+from pathlib import Path
+
+from portcheck.core.errors import PipelineError
+from portcheck.forward import checkpoint, fleet
+
+VERSION = "paddleformers_version"   # what paddleformers' save_pretrained writes into config.json
+TP = "tensor_model_parallel_size"   # paddleformers' name for the tensor-parallel degree
+CAUSAL = "ForCausalLM"
+
+
+def is_formers(folder) -> bool:
+    """Whether the folder's config.json was written by paddleformers (its version recorded there)."""
+    try:
+        return VERSION in checkpoint.read_config(checkpoint.a_folder(folder, "paddle"), split=(TP,))
+    except PipelineError:
+        return False
+
+
+def architecture(raw: dict, path) -> tuple:
+    """(model_type, the first of architectures) of a config.json, each a name; one line where either is missing."""
+    model_type, names = raw.get("model_type"), raw.get("architectures")
+    for key, value, fits in (("model_type", model_type, isinstance(model_type, str) and
+                               re.fullmatch(r"[a-z0-9_]+", model_type)),
+                              ("architectures", names, isinstance(names, list) and names and
+                               isinstance(names[0], str) and names[0].isidentifier())):
+        if not fits:
+            raise PipelineError(f"{path}: {key} is {str(value)[:60]!r}: give the config.json save_pretrained wrote "
+                                "(its model_type names the family, qwen3; architectures the class) [PC350]")
+    return model_type, names[0]
+
+
+def _paddle_class(model_type: str, name: str, path):
+    try:
+        module = importlib.import_module(f"paddleformers.transformers.{model_type}.modeling")
+        return getattr(module, name)
+    except (ImportError, AttributeError) as e:
+        raise PipelineError(f"{path}: paddleformers has no {name} of model_type {model_type!r} "
+                            f"({str(e).splitlines()[0][:120]}): give a folder of a family paddleformers ships "
+                            "[PC351]") from None
+
+
+def _torch_class(name: str, path):
+    import transformers
+    try:
+        return getattr(transformers, name)
+    except AttributeError:
+        raise PipelineError(f"{path}: transformers has no {name}: give the torch folder of the same family "
+                            "[PC358]") from None
+
+
+def base_name(name: str) -> str:
+    return name[:-len(CAUSAL)] + "Model" if name.endswith(CAUSAL) else name
+
+
+def built(name: str, fleet_missing: bool) -> bool:
+    """Whether paddleformers' class of that name can be built here: its causal LMs of the families that import
+    gpt_provider build paddlefleet's own model."""
+    return not (name.endswith(CAUSAL) and fleet_missing)
+
+
+def checked_degree(raw: dict, path, tp):
+    """The folder's tensor-parallel degree (its config's tensor_model_parallel_size) against --tp: a folder split
+    for N ranks or a --tp is one line, since a PaddleFormers folder is compared as one process's whole model."""
+    degree = raw.get(TP, 1)
+    if type(degree) is not int or degree < 1:
+        raise PipelineError(f"{path}: {TP} is {str(degree)[:40]!r}: a whole number, 1 or more [PC359]")
+    if degree > 1 or (tp or 1) > 1:
+        said = f"its config says {TP} {degree}" if degree > 1 else f"--tp {tp}"
+        raise PipelineError(f"{path}: {said}; portcheck compares a PaddleFormers folder as one process's whole "
+                            f"model: give the folder saved merged into one ({TP} 1) and leave --tp out [PC352]")
+
+
+def load(torch_dir, paddle_dir, convert_from_hf: bool = False, tp=None) -> tuple:
+    """(torch model, Paddle model, layouts, what was said): each side from its own folder by its own library, in
+    float32, eval mode, no cache; the base models where the causal LM cannot be built (said)."""
+    import torch
+    t_path, p_path = (Path(checkpoint.a_folder(d, s)) / checkpoint.CONFIG
+                      for d, s in ((torch_dir, "torch"), (paddle_dir, "paddle")))
+    t_raw = checkpoint.read_config(t_path.parent)
+    p_raw = checkpoint.read_config(p_path.parent, split=(TP,))
+    checked_degree(p_raw, p_path, tp)
+    t_type, t_name = architecture(t_raw, t_path)
+    p_type, p_name = architecture(p_raw, p_path)
+    if t_type != p_type:
+        raise PipelineError(f"the torch folder is a {t_type!r} model, the Paddle one a {p_type!r}: give two folders "
+                            "of one family [PC353]")
+    said = [line for line in (fleet.install(),) if line]
+    fleet_missing = fleet.needed()
+    name = p_name if built(p_name, fleet_missing) else base_name(p_name)
+    if name != p_name:
+        said.append(f"{p_name} builds paddlefleet's own model (paddlefleet is not on PyPI): both sides compared as "
+                    f"the base {name}")
+    elif name.endswith(CAUSAL) != t_name.endswith(CAUSAL):
+        name = base_name(name)
+        said.append(f"one folder is a causal LM, the other a base model: both sides compared as {name}")
+    t_class = _torch_class(t_name if name.endswith(CAUSAL) else base_name(t_name), t_path)
+    p_class = _paddle_class(p_type, name, p_path)
+    if convert_from_hf:
+        said.append(f"the Paddle model: paddleformers' {name}.from_pretrained(folder, convert_from_hf=True)")
+    t_model = t_class.from_pretrained(str(t_path.parent), dtype=torch.float32, attn_implementation="eager",
+                                      use_safetensors=True, local_files_only=True, use_cache=False).eval()
+    p_model = _paddle_loaded(p_class, p_path.parent, convert_from_hf)
+    config = p_model.config
+    from portcheck.mapping.recipes import paddleformers
+    layouts = paddleformers(config.num_attention_heads, config.num_key_value_heads or config.num_attention_heads)
+    if any(n.split(".")[-1] == "experts" for n, _ in p_model.named_sublayers()):
+        # a mixture of experts' up_gate_proj is per expert, against transformers' packed experts: paired by index
+        # (portcheck.mapping's experts), not as a fused [gate | up]
+        del layouts["up_gate_proj"]
+    return t_model, p_model, layouts, said
+
+
+def _paddle_loaded(p_class, folder, convert_from_hf: bool):
+    kw = {"convert_from_hf": True} if convert_from_hf else {}
+    try:
+        # the fused norm kernel is not registered on CPU
+        config = p_class.config_class.from_pretrained(str(folder))
+        config.fuse_rms_norm, config.use_cache = False, False
+        model = p_class.from_pretrained(str(folder), config=config, dtype="float32", **kw)
+    except Exception as e:  # noqa: BLE001 - the library's own error on a folder it cannot load, said in one line
+        raise PipelineError(f"{folder}: paddleformers' {p_class.__name__}.from_pretrained cannot load it "
+                            f"({str(e).splitlines()[0][:160]}): give the folder its save_pretrained wrote"
+                            + (" or a transformers one with --convert-from-hf" if not convert_from_hf else "")
+                            + " [PC354]") from None
+    model.eval()
+    return model
+
+
+def compare(torch_dir, paddle_dir, ids, convert_from_hf: bool = False, tp=None) -> tuple:
+    """(compare_forward's report of the two folders' models as loaded, isolate=True; the lines said about how they
+    were loaded). ids: token ids [batch, length]."""
+    from portcheck.forward.compare import compare_forward
+    t_model, p_model, layouts, said = load(torch_dir, paddle_dir, convert_from_hf, tp)
+    vocab = t_model.config.vocab_size
+    if int(ids.max()) >= vocab or ids.min() < 0:
+        raise PipelineError(f"inputs: token ids must lie in [0, {vocab}) [PC906]")
+    report = compare_forward(t_model, p_model, {"input_ids": ids}, isolate=True, layouts=layouts)
+    return report, said
+
+
+def block_of(name: str):
+    """A torch row's block: the embeddings, a decoder layer, the final norm or the head (None: the model's own
+    output, judged in the last line)."""
+    name = re.split(r"[\[#:]", str(name))[0]
+    m = re.match(r"^((?:model\.)?layers\.\d+)(\.|$)", name)
+    if m:
+        return m.group(1)
+    m = re.match(r"^((?:model\.)?(?:embed_tokens|norm)|lm_head)(\.|$)", name)
+    return m.group(1) if m else None
+
+
+def block_lines(report) -> list:
+    """One line per block, cumulative and isolated, the first red module in it named."""
+    blocks = {}
+    for how, rows in (("cumulative", report.paired), ("isolated", report.isolated or [])):
+        for row in rows:
+            block = block_of(row.name)
+            if block is not None:
+                blocks.setdefault(block, {"cumulative": [], "isolated": []})[how].append(row)
+    out = []
+    for block, rows in blocks.items():
+        said = []
+        for how in ("cumulative", "isolated"):
+            red = next((r for r in rows[how] if not r.passed), None)
+            said.append(f"{how} green" if red is None else f"{how} RED at {red.name} [PC355]")
+        out.append(f"{block}: {', '.join(said)}")
+    return out
+
+
+def main(args) -> int:
+    """`layers` on a PaddleFormers folder (or with --convert-from-hf): a line per block, then the verdict."""
+    import importlib.util
+    import numpy as np
+    if importlib.util.find_spec("paddleformers") is None:
+        raise PipelineError("paddleformers is not installed here: run layers on PaddleFormers folders in the "
+                            "PaddleFormers environment (pip install -r requirements-formers.txt) [PC357]")
+    fleet.prepare()  # before transformers is imported: the order paddleformers and transformers 5 import in
+    if getattr(args, "html", None) is not None:
+        from portcheck.core import page
+        page.writable_page(args.html)
+    raw = checkpoint.read_config(checkpoint.a_folder(args.torch, "torch"))
+    s = checkpoint.sizes(type("Config", (), raw))
+    if args.ids is not None:
+        from portcheck.core.fileio import load_array
+        from portcheck.forward.stream import checked_ids
+        ids = checked_ids(load_array(args.ids, "give an integer array saved with np.save"))
+    else:
+        from portcheck.forward.stream import tokens_flag
+        ids = tokens_flag(args.tokens, s)
+    report, said = compare(args.torch, args.paddle, np.asarray(ids), args.convert_from_hf, args.tp)
+    for line in said:
+        print(line)
+    lines = block_lines(report)
+    print("\n".join(lines))
+    if args.table:
+        print(report.table())
+    if args.plot:
+        print(report.plot(args.plot))
+    if getattr(args, "html", None) is not None:
+        print(report.html(args.html))
+    first = report.first_diverging
+    print(f"{len(lines)} blocks, each side loaded from its own folder: " + (
+        "green, cumulative and isolated" if report.passed else
+        f"RED: first diverging {first} (block {block_of(first) if first is not None else None}); on torch's input: "
+        f"{report.differing[0] if report.differing else None} [PC356]"))
+    return 0 if report.passed else 1
