@@ -46,8 +46,11 @@ def test_a_qwen3_pair_of_folders_is_green_block_by_block_and_writes_its_page(tmp
     from portcheck.forward import formers_folders
     hf, pd = _folders(tmp_path)
     assert formers_folders.is_formers(pd) and not formers_folders.is_formers(hf)
+    before = {f: sorted(p.name for p in f.iterdir()) for f in (hf, pd)}
     code, out = _layers(["--torch", hf, "--paddle", pd, "--html", tmp_path / "page.html"], capsys)
     assert code == 0, out
+    # paddleformers' loader writes its flex-ckpt metadata beside what it reads: never into the user's folders
+    assert {f: sorted(p.name for p in f.iterdir()) for f in (hf, pd)} == before
     assert "layers.1: cumulative green, isolated green" in out, out
     assert out[-1] == "4 blocks, each side loaded from its own folder: green, cumulative and isolated", out
     assert any("both sides compared as" in line for line in out), out

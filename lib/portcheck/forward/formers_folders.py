@@ -19,8 +19,12 @@ whole in memory.
 Imports core, mapping's recipes and forward's checkpoint, fleet and compare; torch, transformers, Paddle and paddleformers
 inside its functions.
 """
+import contextlib
 import importlib
+import os
 import re
+import shutil
+import tempfile
 from pathlib import Path
 
 from portcheck.core.errors import PipelineError
@@ -133,13 +137,27 @@ def load(torch_dir, paddle_dir, convert_from_hf: bool = False, tp=None) -> tuple
     return t_model, p_model, layouts, said
 
 
+@contextlib.contextmanager
+def _view(folder):
+    """A private folder of links to `folder`'s files, removed afterwards: paddleformers' loader writes its
+    flex-ckpt metadata beside the files it reads, and the user's folder is never written."""
+    view = tempfile.mkdtemp(prefix="portcheck_formers_")
+    try:
+        for entry in os.scandir(folder):
+            os.symlink(os.path.join(os.path.abspath(folder), entry.name), os.path.join(view, entry.name))
+        yield view
+    finally:
+        shutil.rmtree(view, ignore_errors=True)
+
+
 def _paddle_loaded(p_class, folder, convert_from_hf: bool):
     kw = {"convert_from_hf": True} if convert_from_hf else {}
     try:
-        # the fused norm kernel is not registered on CPU
-        config = p_class.config_class.from_pretrained(str(folder))
-        config.fuse_rms_norm, config.use_cache = False, False
-        model = p_class.from_pretrained(str(folder), config=config, dtype="float32", **kw)
+        with _view(folder) as view:
+            # the fused norm kernel is not registered on CPU
+            config = p_class.config_class.from_pretrained(view)
+            config.fuse_rms_norm, config.use_cache = False, False
+            model = p_class.from_pretrained(view, config=config, dtype="float32", **kw)
     except Exception as e:  # noqa: BLE001 - the library's own error on a folder it cannot load, said in one line
         raise PipelineError(f"{folder}: paddleformers' {p_class.__name__}.from_pretrained cannot load it "
                             f"({str(e).splitlines()[0][:160]}): give the folder its save_pretrained wrote"
