@@ -53,7 +53,8 @@ def install() -> str:
     """Put the stand-ins into sys.modules where paddlefleet is missing; NOTICE if they were put, else ''."""
     if not needed():
         return ""
-    if importlib.util.find_spec("paddlefleet_ops") is None:
+    # a second call finds the stand-in itself (no __spec__, which find_spec refuses)
+    if "paddlefleet_ops" not in sys.modules and importlib.util.find_spec("paddlefleet_ops") is None:
         sys.modules.setdefault("paddlefleet_ops", _fleet_ops())
     sys.modules.setdefault(PROVIDER, _provider())
     return NOTICE
