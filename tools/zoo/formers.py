@@ -19,12 +19,7 @@ import time
 from pathlib import Path
 
 from tools import formers_standins
-
-NOTICE = formers_standins.prepare()  # torch, the stand-ins, paddleformers: before transformers and portcheck
-
-from portcheck.core.errors import PipelineError, first_line, run_main  # noqa: E402
-
-from tools.zoo import families, formers_page  # noqa: E402
+from tools.zoo import formers_page
 
 REPO = Path(__file__).resolve().parents[2]
 JSON = REPO / "docs" / "bench" / formers_page.JSON
@@ -84,6 +79,7 @@ def build(family: str):
     import numpy as np
     import paddle
     import torch
+    from tools.zoo import families
     pd_cls, hf_cls = classes(family)
     settings = {**TINY, **OWN.get(family, {})}
     torch.manual_seed(0)
@@ -131,6 +127,7 @@ def _convert(pt, pd, x, result: dict):
     whole): the first that pairs the two, said in the row; where none does, the last refusal is the family's
     result."""
     from portcheck import convert
+    from portcheck.core.errors import PipelineError
     from portcheck.mapping.recipes import paddleformers
     try:
         return convert(pt, pd, inputs=x), None
@@ -153,6 +150,8 @@ def _convert(pt, pd, x, result: dict):
 
 
 def judge_one(family: str, fast: bool = False) -> dict:
+    """The family's results (families.py's judge_one's fields), its REASONS said as its outcome."""
+    formers_standins.prepare()  # torch, the stand-ins, paddleformers: before transformers and portcheck
     result = _judge_one(family, fast)
     # a refusal is convert's, said as it is: the difference is not what stopped the run
     if family in REASONS and not result["outcome"].startswith(("green", "refused")):
@@ -162,7 +161,9 @@ def judge_one(family: str, fast: bool = False) -> dict:
 
 def _judge_one(family: str, fast: bool) -> dict:
     from portcheck import compare_forward
+    from portcheck.core.errors import PipelineError, first_line
     from portcheck.core.keys import ROOT
+    from tools.zoo import families
     result = {"family": family, "classes": None}
     if family in NOT_BUILT:
         return {**result, "outcome": "not built", "said": NOT_BUILT[family]}
@@ -235,6 +236,8 @@ def write(results: list, seconds: float, run: dict):
 
 
 def main():
+    from portcheck.core.errors import PipelineError
+    from tools.zoo import families
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
                                  allow_abbrev=False)
     ap.add_argument("--only", nargs="+", metavar="FAMILY", help="paddleformers directory names; writes nothing")
@@ -250,8 +253,9 @@ def main():
     unknown = sorted(set(args.only or ()) - set(FAMILIES))
     if unknown:
         raise PipelineError(f"--only {' '.join(unknown)}: not a family of this zoo; the families: {' '.join(FAMILIES)}")
-    if NOTICE:
-        print(NOTICE)
+    notice = formers_standins.prepare()
+    if notice:
+        print(notice)
     from tools.zoo import page
     run = page.facts("tools.zoo.formers", sys.argv)
     start, results = time.time(), []
@@ -277,4 +281,6 @@ def main():
 
 
 if __name__ == "__main__":
+    formers_standins.prepare()  # first: torch, the stand-ins, paddleformers, then portcheck
+    from portcheck.core.errors import run_main
     run_main(main)

@@ -44,15 +44,17 @@ def section(results: list) -> list:
     kinds = Counter(page.kind(r["outcome"]) for r in results)
     seconds = round(sum(r.get("seconds", 0) for r in results))
     return [TITLE, "",
-            "The families paddleformers 1.2.0 and transformers 5.3.0 both ship, judged as the families above in the "
-            f"PaddleFormers environment (`requirements-formers.txt`) by `{COMMAND}` ({seconds} s, one family after "
-            "another, each in a process of its own): each base text model built from one tiny random config (hidden "
-            "64, 2 layers, 4 experts, `fuse_rms_norm=False`), converted with no map, judged by compare_forward "
-            "cumulative and isolated and compare_backward over 3 steps, and three plants of its own parts (its first "
-            "RMS norm's epsilon, its first attention query's weight x 1.01, its word embedding's rows one off). "
-            "Where convert asks for paddleformers' fused layouts, `portcheck.mapping.recipes.paddleformers` gives "
-            "them and the row says so. A verdict reads as in How to read a row, a port's difference being "
-            f"paddleformers' ({FINDINGS_LINK}).", "",
+            "The families paddleformers 1.2.0 and transformers 5.3.0 both ship, judged as the families above. They "
+            f"run in the PaddleFormers environment (`requirements-formers.txt`) by `{COMMAND}` ({seconds} s, one "
+            "family after another, each in a process of its own). Each family's base text model is:", "",
+            "- built from one tiny random config (hidden 64, 2 layers, 4 experts, `fuse_rms_norm=False`);",
+            "- converted with no map. Where convert asks for paddleformers' fused layouts, "
+            "`portcheck.mapping.recipes.paddleformers` gives them, and the row says so;",
+            "- judged by compare_forward cumulative and isolated and compare_backward over 3 steps;",
+            "- planted three times in its own parts: its first RMS norm's epsilon, its first attention query's weight "
+            "x 1.01, its word embedding's rows one off.", "",
+            "A verdict reads as in How to read a row, a port's difference being paddleformers' "
+            f"({FINDINGS_LINK}).", "",
             f"{len(results)} families: " + "; ".join(f"{n} {k}" for k, n in sorted(kinds.items(),
                                                                                      key=lambda kn: place(kn[0]))) + ".",
             "", *page.table(["family", "paddleformers / transformers", "verdict", "why"], rows), ""]
