@@ -30,6 +30,7 @@ def test_the_chinese_page_gives_each_family_its_recorded_verdict():
             if line.startswith("| `")}
     assert rows == {r["family"]: page.kind(r["outcome"]) for r in _recorded()}
     assert re.search(rf"{len(_recorded())} 个架构", section)
+    assert f"（{round(sum(r.get('seconds', 0) for r in _recorded()))} 秒" in section
 
 
 def test_llama_runs_green_with_every_plant_red_at_its_module_as_recorded():

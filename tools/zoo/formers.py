@@ -42,8 +42,15 @@ OWN = {
     "gpt_oss": dict(num_local_experts=4, num_experts_per_tok=2, intermediate_size=64, sliding_window=4,
                     layer_types=["sliding_attention", "full_attention"]),
     "gemma3_text": dict(sliding_window=4, layer_types=["sliding_attention", "full_attention"]),
+    **{f: dict(rope_parameters=dict(rope_type="default", rope_theta=10000.0, mrope_section=[2, 3, 3]))
+       for f in ("glm_ocr", "qwen2_5_vl", "qwen3_vl")},  # their 3-D RoPE's sections, as wide as half a head
     "phi3": dict(pad_token_id=0),  # its default (32000) is past the tiny vocabulary
 }
+# A setting paddleformers' config reads under another name: given to its side so (Qwen3VLTextConfig sets its
+# rope_parameters from rope_scaling, dropping a rope_parameters given)
+PD_SPELLED = {"qwen3_vl": dict(rope_theta=10000.0, rope_scaling=dict(rope_type="default", mrope_section=[2, 3, 3]))}
+# Flags given to both forwards (paddleformers' GlmOcrTextModel returns its cache unless told not to)
+FLAGS = {"glm_ocr": dict(use_cache=False)}
 HF_MODULE = {"gemma3_text": "gemma3"}
 # Why a family that is not green is so: a difference of paddleformers' port (formers_page.FINDINGS), the kind first
 REASONS = {
@@ -56,13 +63,25 @@ REASONS = {
                    "config (DeepSeek-V3)",
 }
 # A family that cannot be built here, and why
-NOT_BUILT = {"minimax_m2": "its modeling module imports paddlefleet itself (paddlefleet.transformer.utils), which is "
-                           "not on PyPI"}
+PADDLEFLEET = "its modeling module imports paddlefleet itself, which is not on PyPI"
+NOT_BUILT = {"minimax_m2": PADDLEFLEET, "qwen3_5": PADDLEFLEET, "qwen3_vl_moe": PADDLEFLEET,
+             "qwen3_5_moe": "paddleformers' qwen3_5_moe modeling module fails to import (its Qwen3_5ForConditionalGeneration"
+                            " needs paddlefleet)",
+             "ernie4_5_moe_vl": "paddleformers' one model class is the whole vision-language model "
+                                "(Ernie4_5_VLMoeForConditionalGenerationModel), no text tower to pair with "
+                                "transformers' (its ernie4_5_vl_moe)",
+             "glm_moe_dsa": "paddleformers 1.2.0's module defines no base model class (transformers': GlmMoeDsaModel)",
+             "paddleocr_vl": "paddleformers' modeling module raises NameError: name 'triton' is not defined where "
+                             "Triton is not installed for Paddle"}
 # Each family's base text model class, one name on both sides; transformers' module where its directory is another
 CLASSES = {"llama": "LlamaModel", "qwen2": "Qwen2Model", "qwen3": "Qwen3Model", "qwen2_moe": "Qwen2MoeModel",
            "qwen3_moe": "Qwen3MoeModel", "qwen3_next": "Qwen3NextModel", "deepseek_v3": "DeepseekV3Model",
            "ernie4_5": "Ernie4_5Model", "ernie4_5_moe": "Ernie4_5_MoeModel", "gemma3_text": "Gemma3TextModel",
-           "glm4_moe": "Glm4MoeModel", "gpt_oss": "GptOssModel", "phi3": "Phi3Model", "minimax_m2": "MiniMaxM2Model"}
+           "glm4_moe": "Glm4MoeModel", "gpt_oss": "GptOssModel", "phi3": "Phi3Model", "minimax_m2": "MiniMaxM2Model",
+           # the vision-language families: their text towers, where both sides have one of one name
+           "glm4v_moe": "Glm4vMoeTextModel", "glm_ocr": "GlmOcrTextModel", "qwen2_5_vl": "Qwen2_5_VLTextModel",
+           "qwen3_vl": "Qwen3VLTextModel", "ernie4_5_moe_vl": "", "glm_moe_dsa": "", "paddleocr_vl": "",
+           "qwen3_5": "", "qwen3_5_moe": "", "qwen3_vl_moe": ""}
 FAMILIES = list(CLASSES)
 
 
@@ -87,11 +106,12 @@ def build(family: str):
     hf_config = families.no_drops(hf_cls.config_class(**settings))
     hf_config._attn_implementation = "eager"
     pt = hf_cls(hf_config).eval()
-    pd_config = families.no_drops(pd_cls.config_class(**settings, fuse_rms_norm=False))
+    pd_config = families.no_drops(pd_cls.config_class(**{**settings, **PD_SPELLED.get(family, {})},
+                                                      fuse_rms_norm=False))
     pd = pd_cls(pd_config)
     pd.eval()
     ids = np.random.RandomState(0).randint(3, TINY["vocab_size"], (2, 8)).astype("int64")
-    return pt, pd, {"input_ids": ids}
+    return pt, pd, {"input_ids": ids, **FLAGS.get(family, {})}
 
 
 def plants(pd) -> list:

@@ -46,7 +46,8 @@ def section(results: list) -> list:
     return [TITLE, "",
             "The families paddleformers 1.2.0 and transformers 5.3.0 both ship, judged as the families above. They "
             f"run in the PaddleFormers environment (`requirements-formers.txt`) by `{COMMAND}` ({seconds} s, one "
-            "family after another, each in a process of its own). Each family's base text model is:", "",
+            "family after another, each in a process of its own). Each family's base text model (a vision-language "
+            "family's text tower) is:", "",
             "- built from one tiny random config (hidden 64, 2 layers, 4 experts, `fuse_rms_norm=False`);",
             "- converted with no map. Where convert asks for paddleformers' fused layouts, "
             "`portcheck.mapping.recipes.paddleformers` gives them, and the row says so;",
