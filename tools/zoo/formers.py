@@ -51,7 +51,7 @@ OWN = {
 PD_SPELLED = {"qwen3_vl": dict(rope_theta=10000.0, rope_scaling=dict(rope_type="default", mrope_section=[2, 3, 3]))}
 # Flags given to both forwards (paddleformers' GlmOcrTextModel returns its cache unless told not to)
 FLAGS = {"glm_ocr": dict(use_cache=False)}
-HF_MODULE = {"gemma3_text": "gemma3"}
+HF_MODULE = {"gemma3_text": "gemma3"}  # transformers' directory, where it is another
 # Why a family that is not green is so: a difference of paddleformers' port (formers_page.FINDINGS), the kind first
 REASONS = {
     "gemma3_text": "not the same model: paddleformers gives the sliding-window layers the full layers' RoPE base "
@@ -65,8 +65,8 @@ REASONS = {
 # A family that cannot be built here, and why
 PADDLEFLEET = "its modeling module imports paddlefleet itself, which is not on PyPI"
 NOT_BUILT = {"minimax_m2": PADDLEFLEET, "qwen3_5": PADDLEFLEET, "qwen3_vl_moe": PADDLEFLEET,
-             "qwen3_5_moe": "paddleformers' qwen3_5_moe modeling module fails to import (its Qwen3_5ForConditionalGeneration"
-                            " needs paddlefleet)",
+             "qwen3_5_moe": "paddleformers' qwen3_5_moe modeling module fails to import (its "
+                            "Qwen3_5ForConditionalGeneration needs paddlefleet)",
              "ernie4_5_moe_vl": "paddleformers' one model class is the whole vision-language model "
                                 "(Ernie4_5_VLMoeForConditionalGenerationModel), no text tower to pair with "
                                 "transformers' (its ernie4_5_vl_moe)",

@@ -56,8 +56,8 @@ def section(results: list) -> list:
             "x 1.01, its word embedding's rows one off.", "",
             "A verdict reads as in How to read a row, a port's difference being paddleformers' "
             f"({FINDINGS_LINK}).", "",
-            f"{len(results)} families: " + "; ".join(f"{n} {k}" for k, n in sorted(kinds.items(),
-                                                                                     key=lambda kn: place(kn[0]))) + ".",
+            f"{len(results)} families: " + "; ".join(
+                f"{n} {k}" for k, n in sorted(kinds.items(), key=lambda kn: place(kn[0]))) + ".",
             "", *page.table(["family", "paddleformers / transformers", "verdict", "why"], rows), ""]
 
 
