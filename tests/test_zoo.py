@@ -348,8 +348,8 @@ def test_a_families_run_records_its_facts_and_says_which_rows_it_judged(tmp_path
     the facts of the run that judged bert, and that those of the rows from before were not recorded."""
     import shutil
     from tools import bench_doc
-    from tools.zoo import families, page
-    for name in (page.CASES_JSON, page.FAMILIES_JSON):
+    from tools.zoo import families, formers_page, page
+    for name in (page.CASES_JSON, page.FAMILIES_JSON, formers_page.JSON):
         shutil.copy(page.BENCH.parent / name, tmp_path / name)
     before = json.loads((tmp_path / page.FAMILIES_JSON).read_text())  # rows judged before facts were recorded
     before[bench_doc.RUN] = []

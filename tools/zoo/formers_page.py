@@ -1,5 +1,77 @@
 """docs/zoo.md's sections on paddleformers' ports (the PaddleFormers environment: requirements-formers.txt), which
-tools/zoo/page.py writes after the paddlenlp ones. zoo_cn.md says the same."""
+tools/zoo/page.py writes after the paddlenlp ones: the PaddleFormers families by verdict (from the run
+`python -m tools.zoo.formers` records, JSON beside the benchmark page) and what the zoo finds in those ports.
+zoo_cn.md says the same."""
+import json
+from pathlib import Path
+
+JSON = "zoo_formers.json"   # beside the benchmark page
+COMMAND = "python -m tools.zoo.formers"
+TITLE = "## The PaddleFormers families by verdict"
+FINDINGS_LINK = "[What the zoo finds in the PaddleFormers ports](#what-the-zoo-finds-in-the-paddleformers-ports)"
+
+
+def load(folder: Path) -> list:
+    """The recorded run's rows (none yet: [])."""
+    held = Path(folder) / JSON
+    return json.loads(held.read_text(encoding="utf-8"))["results"] if held.exists() else []
+
+
+def why(r: dict) -> str:
+    """A row's why: the port's difference (with its finding's link), the line a refusal or a failure said, the
+    layouts given."""
+    if r.get("reason"):
+        said = [f"{r['reason'].partition(': ')[2]}; {FINDINGS_LINK}"]
+    elif r["outcome"].startswith("green"):
+        said = []
+    else:
+        said = [r.get("said") or (r.get("forward_said") and f"compare_forward: {r['forward_said']}")
+                or f"compare_backward: {r.get('backward_said')}"]
+    if r.get("layouts"):  # the recipe whole, or the parts of it named
+        said.append("layouts given: `recipes.paddleformers(num_attention_heads, num_key_value_heads)`"
+                    + ("" if r["layouts"] == "recipes.paddleformers" else f", {r['layouts']}"))
+    return "; ".join(filter(None, said))
+
+
+def section(results: list) -> list:
+    """The table's section, its rows in the verdicts' order (page.READING), then by family."""
+    from collections import Counter
+    from tools.zoo import page
+    order = list(page.READING)
+    place = lambda k: order.index(k) if k in order else len(order)
+    rows = [[r["family"], r.get("classes") or "", page.kind(r["outcome"]), why(r)]
+            for r in sorted(results, key=lambda r: (place(page.kind(r["outcome"])), r["family"]))]
+    kinds = Counter(page.kind(r["outcome"]) for r in results)
+    seconds = round(sum(r.get("seconds", 0) for r in results))
+    return [TITLE, "",
+            "The families paddleformers 1.2.0 and transformers 5.3.0 both ship, judged as the families above. They "
+            f"run in the PaddleFormers environment (`requirements-formers.txt`) by `{COMMAND}` ({seconds} s, one "
+            "family after another, each in a process of its own). Each family's base text model (a vision-language "
+            "family's text tower) is:", "",
+            "- built from one tiny random config (hidden 64, 2 layers, 4 experts, `fuse_rms_norm=False`);",
+            "- converted with no map. Where convert asks for paddleformers' fused layouts, "
+            "`portcheck.mapping.recipes.paddleformers` gives them, and the row says so;",
+            "- judged by compare_forward cumulative and isolated and compare_backward over 3 steps;",
+            "- planted three times in its own parts: its first RMS norm's epsilon, its first attention query's weight "
+            "x 1.01, its word embedding's rows one off.", "",
+            "A verdict reads as in How to read a row, a port's difference being paddleformers' "
+            f"({FINDINGS_LINK}).", "",
+            f"{len(results)} families: " + "; ".join(
+                f"{n} {k}" for k, n in sorted(kinds.items(), key=lambda kn: place(kn[0]))) + ".",
+            "", *page.table(["family", "paddleformers / transformers", "verdict", "why"], rows), ""]
+
+
+def write_table(guide: Path = None, folder: Path = None) -> None:
+    """The section in docs/zoo.md again, from the recorded run, where it stands (before the findings), without the
+    paddlenlp zoo's runs: what tools/zoo/page.py writes there."""
+    from tools.zoo import page
+    guide = Path(guide or page.GUIDE)
+    lines = guide.read_text(encoding="utf-8").split("\n")
+    start = lines.index(TITLE) if TITLE in lines else lines.index(FINDINGS[0])
+    end = lines.index(FINDINGS[0])
+    lines[start:end] = section(load(folder or page.BENCH.parent))
+    page.bench_doc.write(guide, "\n".join(lines))
+
 
 # What the checks found in paddleformers 1.2.0's ports themselves, each pinned by a test of
 # tests/formers/test_formers_findings.py that stays a strict xfail until paddleformers changes. Each entry: what

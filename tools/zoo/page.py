@@ -345,7 +345,7 @@ def load(folder: Path) -> dict:
             j["used"] = number(j["used"])
     held = folder / FAMILIES_JSON
     family_run = json.loads(held.read_text(encoding="utf-8")) if held.exists() else {"seconds": 0, "results": []}
-    return {"cases": cases_run, "families": family_run}
+    return {"cases": cases_run, "families": family_run, "folder": folder}
 
 
 def case_groups(results: list) -> list:
@@ -401,7 +401,8 @@ def guide(held: dict) -> str:
              f"{len(fams)} families: " + "; ".join(f"{n} {k}" for k, n in sorted(
                  kinds.items(), key=lambda kn: list(READING).index(kn[0]) if kn[0] in READING else 99)) + ".", "",
              *table(["family", "paddlenlp / transformers", "verdict", "why"], family_table(fams)), "",
-             *FINDINGS, *OTHER_KERNELS, *TORCHVISION_CPU, *formers_page.FINDINGS]
+             *FINDINGS, *OTHER_KERNELS, *TORCHVISION_CPU,
+             *formers_page.section(formers_page.load(held["folder"])), *formers_page.FINDINGS]
     return "\n".join(lines).rstrip("\n") + "\n"
 
 
