@@ -205,6 +205,12 @@ def float64_run(model, run, failed=lambda result: False, free: dict = None, whol
     return in_turn(tried, run, failed)
 
 
+def experts_eager(model):
+    """A context running a torch model's grouped experts by their eager loop for its float64 twin (said in EAGER), or
+    nothing where it has none: compare_backward's twin, which casts the whole model."""
+    return _eager(model, contextlib.nullcontext) if grouped_experts(model) else contextlib.nullcontext()
+
+
 EAGER = weakref.WeakKeyDictionary()  # {torch model: the line saying its float64 run ran its experts eagerly}
 
 

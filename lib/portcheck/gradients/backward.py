@@ -22,7 +22,7 @@ from portcheck.core.keys import ROOT
 from portcheck.forward.compare import checked_args, judge_forward
 from portcheck.forward import routing
 from portcheck.forward.outputs import checked_outputs
-from portcheck.forward.twin import F64, WIDER, cast_wide, float64, float64_inputs, in_turn
+from portcheck.forward.twin import EAGER, F64, WIDER, cast_wide, experts_eager, float64, float64_inputs, in_turn
 from portcheck.mapping.trace import INPUTS, Recorder, call, framework_of, watch, watch_paddle
 from portcheck.core import calibrated, diff, tolerances
 from portcheck.mapping import fused, loose as loose_tensors, modules, pairing
@@ -114,6 +114,8 @@ def compare_backward(torch_model, paddle_model, inputs, targets, loss, optimizer
         return run
     loose_tensors.mark(t, p)  # said in both records: their pairing reads it
     report = judged(t, p, name_map, mean_bound, again, outputs)
+    if torch_model in EAGER and report.forward is not None:
+        report.forward.outputs_said.append(EAGER.pop(torch_model))
     return fused.said_taken(report, found) if found else report
 
 
@@ -251,7 +253,7 @@ def record_backward(model, inputs, targets, loss, optimizer, scheduler=None, ste
                 return _train(TWIN, model, float64_inputs(inputs), targets, loss, optimizer, scheduler, steps,
                               torch.from_numpy, lambda m: _torch_state(m, layouts), lambda m: _torch_grads(m, layouts),
                               lambda: {}, (lambda m, i: m.load_state_dict(left[i])) if isolate else None, clip)
-        with float64(model):  # the library's one float64 twin, after the float32 run (the same random draws)
+        with experts_eager(model), float64(model):  # the library's one float64 twin, after the float32 run
             # a twin that raised (finfo(float64).min in a tensor made in the default dtype) or overflowed where the
             # float32 run did not (in a float32 one): run again wider, in turn; the model's casts down kept float64
             wide = in_turn(cast_wide([contextlib.nullcontext, *WIDER]), twin, catch=PipelineError,
