@@ -116,8 +116,9 @@ def test_recheck_is_green_then_red_on_one_tampered_value(rechecked, tmp_path, pa
     save_npy(folder / name, data)
     proc = run(CHECK, folder, home=tmp_path, check=1)
     red = [line.split(":")[0] for line in proc.stdout.splitlines() if not line.startswith(" ") and "RED" in line]
-    # that pair's line, and the folder's against its manifest (PC151: the file changed since it was handed in)
-    assert red == [pair, "handed in"], proc.stdout
+    # that pair's line, the folder's against its manifest (PC151: the file changed since it was handed in), and the
+    # folder's page, which says the green it was handed in with (PC970)
+    assert red == [pair, "handed in", "page"], proc.stdout
 
 
 def test_recheck_says_what_is_missing(run_all_home, tmp_path):
