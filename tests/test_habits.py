@@ -527,11 +527,17 @@ def test_a_mask_one_side_holds_as_bool_is_compared_as_values_and_a_flipped_one_i
 
 def test_asgd_two_algorithms_of_one_name_are_red_by_design_in_one_line():
     """torch's ASGD averages SGD's weights, Paddle's averages the last gradients: the same name, other algorithms.
-    Red after the steps, said in one line in compare_backward and in `portcheck run`'s configuration."""
+    Said in one line in compare_backward and in `portcheck run`'s configuration. Whether 4 steps part depends on a
+    Paddle flag: Paddle 3.3.1's ASGD gives other numbers with FLAGS_use_stride_kernel=0 (red here) than with its
+    default (within every allowance here, and the line says it was measured so)."""
+    import os
+
     from portcheck.scripts import runconfig
     report = mlp_backward(steps=4, optimizer=(lambda ps: torch.optim.ASGD(ps, lr=0.01),
                                      lambda ps: paddle.optimizer.ASGD(0.01, parameters=ps)))
-    assert not report.passed and len(report.by_design) == 1 and report.by_design[0] in report.table()
+    strided = os.environ.get("FLAGS_use_stride_kernel", "1") not in ("0", "false", "False")
+    assert report.passed == strided and len(report.by_design) == 1 and report.by_design[0] in report.table()
+    assert ("measured: every weight within its allowance on this run" in report.by_design[0]) == strided
     assert report.by_design[0].startswith("torch.optim.ASGD is averaged SGD") and "two algorithms of one name" in \
         report.by_design[0]
     said = runconfig.differences({"optimizer": {"family": "asgd", "lr": 0.01}},

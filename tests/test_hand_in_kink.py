@@ -86,8 +86,9 @@ def test_without_the_checks_taking_run_the_folder_is_red(clean, tmp_path, capsys
         figures = load_npy(top / TAKEN)
         save_npy(top / TAKEN, {k: v * 10 for k, v in figures.items()})
     code, line, out = checked(top, capsys)
-    # the key named first: the CPU's figures decide; the second red is the folder against its manifest
-    assert code == 2 and "measured RED (failed: " in line, out
+    # the key named first: the CPU's figures decide; the second red is the folder against its manifest, the third its
+    # page, green as handed in (PC970)
+    assert code == 3 and "measured RED (failed: " in line, out
     said = [s for s in out.splitlines() if "left out" in s]
     assert (how == "deleted") == (not said), out
     assert how == "deleted" or said == [f"  {TAKEN} left out: its run record does not describe it (edited since its "
@@ -99,10 +100,10 @@ def test_a_corrupt_taking_run_is_red(clean, tmp_path, capsys):
     top = Path(shutil.copytree(clean[2], tmp_path / "log_reprod"))
     (top / TAKEN).write_bytes((top / TAKEN).read_bytes()[:40])
     code, line, out = checked(top, capsys)
-    assert code == 2 and line.startswith("bp_align: RED (") and kink_files.TAKEN[1:] in line, out  # and PC151
+    assert code == 3 and line.startswith("bp_align: RED (") and kink_files.TAKEN[1:] in line, out  # PC151, PC970
     save_npy(top / TAKEN, {"weights_4": np.array([-1.0])})  # not a figure: red, whatever its record
     code, line, out = checked(top, capsys)
-    assert code == 2 and "is not torch's run taking Paddle's side" in line, out
+    assert code == 3 and "is not torch's run taking Paddle's side" in line, out
 
 
 def test_a_momentum_plant_stays_red_and_another_runs_taking_run_is_left_out(kink_net, clean, tmp_path, capsys):
