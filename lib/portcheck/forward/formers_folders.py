@@ -29,6 +29,7 @@ from pathlib import Path
 
 from portcheck.core.errors import PipelineError
 from portcheck.forward import checkpoint, fleet
+from portcheck.forward.split_folders import first_red
 
 VERSION = "paddleformers_version"   # what paddleformers' save_pretrained writes into config.json
 TP = "tensor_model_parallel_size"   # paddleformers' name for the tensor-parallel degree
@@ -192,20 +193,9 @@ def block_of(name: str):
 
 def block_lines(report) -> list:
     """One line per block, cumulative and isolated, the first red module in it named."""
-    blocks = {}
-    for how, rows in (("cumulative", report.paired), ("isolated", report.isolated or [])):
-        for row in rows:
-            block = block_of(row.name)
-            if block is not None:
-                blocks.setdefault(block, {"cumulative": [], "isolated": []})[how].append(row)
-    out = []
-    for block, rows in blocks.items():
-        said = []
-        for how in ("cumulative", "isolated"):
-            red = next((r for r in rows[how] if not r.passed), None)
-            said.append(f"{how} green" if red is None else f"{how} RED at {red.name} [PC355]")
-        out.append(f"{block}: {', '.join(said)}")
-    return out
+    return [f"{block}: " + ", ".join(f"{how} green" if red is None else f"{how} RED at {red.name} [PC355]"
+                                     for how, red in reds.items())
+            for block, reds in first_red(report, block_of).items()]
 
 
 def main(args) -> int:

@@ -83,20 +83,27 @@ def block_of(name: str):
     return next((b for b in (embed, norm, head) if name == b or name.startswith(b + ".")), None)
 
 
-def block_lines(report) -> list:
-    """One line per block: cumulative (each rank's part gathered, each module on the model's run) and isolated
-    (each module on torch's values), the first module red in it named with the ranks where it parts."""
+def first_red(report, block_of) -> dict:
+    """{block: {"cumulative": its first red row or None, "isolated": the same}}, blocks in the order the rows
+    meet them (block_of: a torch row's block, or None for the model's own output)."""
     blocks = {}
-    for how, rows in (("cumulative", report.paired), ("isolated", report.isolated)):
+    for how, rows in (("cumulative", report.paired), ("isolated", report.isolated or [])):
         for row in rows:
             block = block_of(row.name)
             if block is not None:
-                blocks.setdefault(block, {"cumulative": [], "isolated": []})[how].append(row)
+                red = blocks.setdefault(block, {"cumulative": None, "isolated": None})
+                if red[how] is None and not row.passed:
+                    red[how] = row
+    return blocks
+
+
+def block_lines(report) -> list:
+    """One line per block: cumulative (each rank's part gathered, each module on the model's run) and isolated
+    (each module on torch's values), the first module red in it named with the ranks where it parts."""
     out = []
-    for block, rows in blocks.items():
+    for block, reds in first_red(report, block_of).items():
         said = []
-        for how in ("cumulative", "isolated"):
-            red = next((r for r in rows[how] if not r.passed), None)
+        for how, red in reds.items():
             ranks = ", ".join(map(str, report.ranks.get(red.name, range(report.degree)))) if red else ""
             said.append(f"{how} green" if red is None else f"{how} RED at {red.name} on rank {ranks} [PC929]")
         out.append(f"{block}: {', '.join(said)}")
