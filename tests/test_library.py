@@ -278,3 +278,15 @@ def test_check_writes_every_keys_figures_as_a_csv_and_never_over_a_file_of_yours
         printed = capsys.readouterr()
         assert code.value.code == 2 and says in printed.err and "forward:" not in printed.out, printed
     assert mine.read_text() == "my,own\n1,2\n"
+
+
+def test_the_installed_library_lists_every_subpackage():
+    """`pip install ./lib` installs the packages lib/pyproject.toml lists: a subpackage left off is missing from the
+    installed library, and `import portcheck` fails there."""
+    import re
+    from pathlib import Path
+    lib = Path(__file__).resolve().parents[1] / "lib"
+    listed = set(re.findall(r'"(portcheck[\w.]*)"', (lib / "pyproject.toml").read_text().split("packages = [")[1]
+                            .split("]")[0]))
+    found = {".".join(p.parent.relative_to(lib).parts) for p in (lib / "portcheck").rglob("__init__.py")}
+    assert listed == found, (sorted(found - listed), sorted(listed - found))
