@@ -380,19 +380,30 @@ def write(results: list, seconds: float, run: dict = None):
     held = page.BENCH.parent / page.FAMILIES_JSON
     if run:
         results = [{**r, "measured": run} for r in results]
-    if held.exists():
-        mine = {r["family"] for r in results}
-        before = [r for r in json.loads(held.read_text(encoding="utf-8"))["results"] if r["family"] not in mine]
-        order = [f for f, _ in families()]
-        results = sorted(before + results, key=lambda r: order.index(r["family"]) if r["family"] in order else 0)
-        seconds = sum(r.get("seconds", 0) for r in results)
+    recorded(held, *over_held(held, results, seconds, [f for f, _ in families()]))
+    page.write()
+
+
+def over_held(held, results: list, seconds: float, order: list) -> tuple:
+    """(rows, seconds): this run's rows over those `held` records of other families, in `order`; the time their sum
+    where rows from before join them."""
+    if not held.exists():
+        return results, seconds
+    mine = {r["family"] for r in results}
+    before = [r for r in json.loads(held.read_text(encoding="utf-8"))["results"] if r["family"] not in mine]
+    results = sorted(before + results, key=lambda r: order.index(r["family"]) if r["family"] in order else 0)
+    return results, sum(r.get("seconds", 0) for r in results)
+
+
+def recorded(held, results: list, seconds: float):
+    """`held` written: the time, each run that judged a row once (tools/bench_doc.py's facts), the rows."""
+    from tools import bench_doc
     runs = []
     for r in results:
         if r.get("measured", {}) not in runs:
             runs.append(r.get("measured", {}))
-    page.bench_doc.write(held, json.dumps({"seconds": round(seconds), page.bench_doc.RUN: runs, "results": results},
-                                          indent=1) + "\n")
-    page.write()
+    bench_doc.write(held, json.dumps({"seconds": round(seconds), bench_doc.RUN: runs, "results": results},
+                                     indent=1) + "\n")
 
 
 def main():

@@ -238,20 +238,9 @@ def _judge_one(family: str, fast: bool) -> dict:
 
 def write(results: list, seconds: float, run: dict):
     """docs/bench/zoo_formers.json (the rows of this run over those before), then the zoo's pages' formers table."""
-    from tools import bench_doc
-    if JSON.exists():
-        mine = {r["family"] for r in results}
-        results = [r for r in json.loads(JSON.read_text(encoding="utf-8"))["results"] if r["family"] not in mine] + \
-            results
-        results.sort(key=lambda r: FAMILIES.index(r["family"]))
-        seconds = sum(r.get("seconds", 0) for r in results)
-    results = [{**r, "measured": r.get("measured") or run} for r in results]
-    runs = []
-    for r in results:
-        if r["measured"] not in runs:
-            runs.append(r["measured"])
-    bench_doc.write(JSON, json.dumps({"seconds": round(seconds), bench_doc.RUN: runs, "results": results},
-                                     indent=1) + "\n")
+    from tools.zoo import families
+    results, seconds = families.over_held(JSON, results, seconds, FAMILIES)
+    families.recorded(JSON, [{**r, "measured": r.get("measured") or run} for r in results], seconds)
     formers_page.write_table()
 
 
