@@ -119,14 +119,14 @@ def k_grad_doubled_on_rank_1(model, rank):
 def pretrained(folder):
     """The build of a tiny Llama checkpoint folder split by paddlenlp's own from_pretrained on each rank."""
     from paddlenlp.transformers import LlamaForCausalLM
-    from portcheck.forward.split_folders import Pretrained
+    from portcheck.checkpoints.split_folders import Pretrained
     return Pretrained(LlamaForCausalLM, folder, tensor_parallel_output=False, dtype="float32")
 
 
 def pretrained_class(model_class, folder, rank, degree):
     """pretrained's build with its class handed to the ranks as an object (functools.partial): unpickled as each
     rank starts, it imports paddlenlp before spawn sets the rank's number, and Paddle's get_rank keeps the 0 it read
-    then (portcheck.forward.split_rank.run reads spawn's setting)."""
+    then (portcheck.parallel.split_rank.run reads spawn's setting)."""
     return model_class.from_pretrained(folder, tensor_parallel_degree=degree, tensor_parallel_rank=rank,
                                        tensor_parallel_output=False, dtype="float32")
 

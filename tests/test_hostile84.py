@@ -202,7 +202,7 @@ def test_compare_split_ends_what_its_ranks_started_before_it_returns(tmp_path, m
     """A build that starts a process of its own on each rank: compare_split green, and no process of it left."""
     import multiprocessing
     import time
-    from portcheck.forward import split
+    from portcheck.parallel import split
     import split_pairs as pairs
     from examples import tiny_llama_split as pair
     monkeypatch.setenv("HOSTILE84_PIDS", str(tmp_path))

@@ -16,7 +16,7 @@ from portcheck._moved import MOVED
 
 LIB = paths.ROOT / "lib"
 # lowest first; "" is the package's own modules (__init__, cli, __main__, _moved), above every subpackage
-ORDER = ("core", "mapping", "forward", "generation", "gradients", "pipeline", "scripts", "")
+ORDER = ("core", "mapping", "forward", "parallel", "checkpoints", "generation", "gradients", "pipeline", "scripts", "")
 MAX_LINES = 600
 
 # known today, to be emptied after the round's merge (each a set of modules importing each other around a loop)
@@ -205,14 +205,58 @@ def test_an_old_module_path_is_the_new_module_and_says_where_it_went():
         ["portcheck.compare moved to portcheck.forward.compare"]
 
 
-OLD = "|".join(sorted((old.split(".")[1] for old in MOVED if old != "portcheck.convert"), key=len, reverse=True))
-OLD_IMPORT = re.compile(rf"^[ \t]*(?:import|from) portcheck\.(?:{OLD}|convert)\b"
-                        rf"|^[ \t]*from portcheck import (?:[\w ,]*?|\([\w ,\n]*?)\b(?:{OLD})\b", re.M)
+def test_an_old_path_inside_a_subpackage_is_the_new_module_its_parent_holds_and_says_where_it_went():
+    """portcheck.forward.stream, held by forward before checkpoints was a subpackage: imported either way (a dotted
+    import, a name taken from the package), it is portcheck.checkpoints.stream, named so, and the old parent
+    package's attribute."""
+    import portcheck.forward
+    from portcheck.checkpoints import stream
+    from portcheck.parallel import split_rank
+    assert MOVED["portcheck.forward.stream"] == "portcheck.checkpoints.stream"
+    assert MOVED["portcheck.stream"] == "portcheck.checkpoints.stream"  # the flat path of before, not two hops
+    olds = ("portcheck.forward.stream", "portcheck.forward.split_rank")
+    held = {old: sys.modules.pop(old, None) for old in olds}
+    for old in olds:
+        portcheck.forward.__dict__.pop(old.rsplit(".", 1)[1], None)
+    try:
+        with warnings.catch_warnings(record=True) as said:
+            warnings.simplefilter("always")
+            old = importlib.import_module("portcheck.forward.stream")
+            taken = importlib.import_module("portcheck.forward").__dict__.get("stream")
+            exec("from portcheck.forward import split_rank as old_rank", scope := {})
+    finally:
+        for name, module in held.items():
+            sys.modules.pop(name, None)
+            portcheck.forward.__dict__.pop(name.rsplit(".", 1)[1], None)
+            if module is not None:
+                sys.modules[name] = module
+    assert old is stream and taken is stream and old.__spec__.name == old.__name__ == "portcheck.checkpoints.stream"
+    assert scope["old_rank"] is split_rank and split_rank.__spec__.name == "portcheck.parallel.split_rank"
+    assert [str(w.message).split(":")[0] for w in said if w.category is DeprecationWarning] == \
+        ["portcheck.forward.stream moved to portcheck.checkpoints.stream",
+         "portcheck.forward.split_rank moved to portcheck.parallel.split_rank"]
+
+
+
+def alternatives(names) -> str:
+    return "|".join(sorted(names, key=len, reverse=True))
+
+
+# the flat old paths (portcheck.compare), and per subpackage the modules it held (portcheck.forward.stream)
+OLD = alternatives(old.split(".")[1] for old in MOVED if old.count(".") == 1 and old != "portcheck.convert")
+HELD = {package: alternatives(old.split(".")[2] for old in MOVED if old.split(".")[1] == package)
+        for package in {old.split(".")[1] for old in MOVED if old.count(".") == 2}}
+OLD_IMPORT = re.compile("|".join(
+    [rf"^[ \t]*(?:import|from) portcheck\.(?:{OLD}|convert)\b",
+     rf"^[ \t]*from portcheck import (?:[\w ,]*?|\([\w ,\n]*?)\b(?:{OLD})\b"]
+    + [rf"^[ \t]*(?:import|from) portcheck\.{package}\.(?:{held})\b" for package, held in sorted(HELD.items())]
+    + [rf"^[ \t]*from portcheck\.{package} import (?:[\w ,]*?|\([\w ,\n]*?)\b(?:{held})\b"
+       for package, held in sorted(HELD.items())]), re.M)
 
 
 def old_paths(text: str) -> list:
-    """The lines of a file importing a module by its path before the subpackages (`from portcheck import convert`
-    is the function)."""
+    """The lines of a file importing a module by a path of before: flat (portcheck.compare; `from portcheck import
+    convert` is the function) or in the subpackage that held it (portcheck.forward.stream)."""
     return [m.group(0).strip().split("\n")[0] for m in OLD_IMPORT.finditer(text)]
 
 
@@ -230,6 +274,13 @@ def test_the_project_imports_no_old_path():
                      "from portcheck import compare_forward\nreport = 1\n") == \
         ["import portcheck.runtime", "from portcheck import convert, handin", "from portcheck.compare",
          "from portcheck import (Fused,"]
+    assert old_paths("from portcheck.forward import compare, stream\nimport portcheck.forward.split_rank as r\n"
+                     "from portcheck.forward.standins import install\nfrom portcheck.forward import (twin,\n  fleet)\n"
+                     "from portcheck.forward import compare  # stream\nfrom portcheck.forward.twin import F64\n"
+                     "from portcheck.checkpoints import stream\n"
+                     "from portcheck.parallel.split import compare_split\n") == \
+        ["from portcheck.forward import compare, stream", "import portcheck.forward.split_rank",
+         "from portcheck.forward.standins", "from portcheck.forward import (twin,"]
 
 
 SYS_PATH = re.compile(r"\bsys\.path\s*(\.\s*(insert|append|extend|remove)\b|\[[^]]*\]\s*=|[+]?=)")

@@ -1,5 +1,5 @@
 """A Paddle model in tensor parallel, two ranks under paddle.distributed.spawn (gloo, on CPU), judged module by module
-against the torch model in this process (portcheck.forward.split): docs/large_models.md's program, its clean split
+against the torch model in this process (portcheck.parallel.split): docs/large_models.md's program, its clean split
 green, with each bug of tests/split_pairs.py planted beside it in the same launch of the ranks, red at its module and
 rank; the shards and the bad input."""
 import functools
@@ -10,10 +10,11 @@ import time
 import numpy as np
 import pytest
 
+from portcheck.checkpoints import split_folders
 from portcheck.core.errors import PipelineError
-from portcheck.forward import split, split_folders, standins
 from portcheck.gradients import split_steps
 from portcheck.mapping import shards
+from portcheck.parallel import split, standins
 
 import split_pairs as pairs
 from examples import tiny_gpt_split as gpt

@@ -1,7 +1,7 @@
 """A Paddle model in tensor parallel whose head keeps each rank's columns of the vocabulary (paddlenlp's default,
 tensor_parallel_output=True), trained with fleet's ParallelCrossEntropy, against torch's whole model and its
 cross entropy (portcheck.gradients.split_steps.compare_split_steps): the model's output joined in the steps as the
-forward joins it, the parallel cross entropy run on CPU by its stand-in (portcheck.forward.standins). One launch of
+forward joins it, the parallel cross entropy run on CPU by its stand-in (portcheck.parallel.standins). One launch of
 two ranks: the clean port and two plants (tests/split_pairs.py), each trained two steps."""
 import multiprocessing
 

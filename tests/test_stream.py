@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from portcheck import cli
-from portcheck.forward import stream
+from portcheck.checkpoints import stream
 from portcheck.core.errors import PipelineError
 from portcheck.core.page import page as as_page
 from examples.tiny_llama import write_pair

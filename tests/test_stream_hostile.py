@@ -19,7 +19,7 @@ import pytest
 from portcheck import cli
 from portcheck.core import spill
 from portcheck.core.errors import PipelineError
-from portcheck.forward import stream
+from portcheck.checkpoints import stream
 from examples.tiny_llama import write_pair
 
 SECONDS = 60          # a refusal takes well under a second
@@ -248,7 +248,7 @@ def test_a_blocks_records_estimate_holds_the_growth_measured():
     """checkpoint.block_bytes, against which the tokens are refused before any block runs (PC989), is at or above
     each growth docs/bench/stream.md records: an estimate below it admits tokens the memory cannot hold."""
     from conftest import ROOT
-    from portcheck.forward import checkpoint
+    from portcheck.checkpoints import checkpoint
     for pair in json.loads((ROOT / "docs/bench/stream.json").read_text())["records"]["pairs"]:
         width, (batch, length) = pair["hidden"], map(int, pair["tokens"].split("x"))
         size = dict(vocab_size=256, hidden_size=width, intermediate_size=3 * width, num_attention_heads=4)

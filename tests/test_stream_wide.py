@@ -12,7 +12,7 @@ import types
 import numpy as np
 import pytest
 
-from portcheck.forward import stream
+from portcheck.checkpoints import stream
 from test_stream import named_at
 from tools import bench_stream
 

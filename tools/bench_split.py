@@ -58,7 +58,7 @@ def measure(hidden: int, layers: int, degree: int, isolate: bool) -> dict:
     import paddle
     import torch
     from examples.tiny_llama_split import IDS, build, torch_and_state
-    from portcheck.forward.split import compare_split
+    from portcheck.parallel.split import compare_split
     sizes = dict(hidden_size=hidden, intermediate_size=3 * hidden, num_hidden_layers=layers,
                  **({"num_key_value_heads": 4} if degree == 4 else {}))
     single = []

@@ -1,4 +1,4 @@
-"""What portcheck.forward.stream costs at 7B: a random Llama pair written as checkpoints (transformers' bf16 safetensors
+"""What portcheck.checkpoints.stream costs at 7B: a random Llama pair written as checkpoints (transformers' bf16 safetensors
 shards, paddlenlp's as its save_pretrained(..., safe_serialization=True) writes them), compared block by block.
 
     nice -n 10 python tools/bench_stream.py                  # the 7B shape: ~27 GB of shards under /tmp
@@ -185,7 +185,7 @@ def unconverted(folder: Path, layer: int) -> Path:
 
 def child(kind: str, folder: Path, tokens: tuple, plant: int, bug: str = "eps") -> dict:
     """One measurement in this process: 'plain', 'clean' or 'plant'."""
-    from portcheck.forward import stream
+    from portcheck.checkpoints import stream
     vocab = json.loads((folder / "torch" / "config.json").read_text())["vocab_size"]
     ids = np.random.RandomState(0).randint(0, vocab, tokens).astype(np.int64)
     import paddlenlp.transformers  # noqa: F401 - the libraries loaded before the clock starts, as in a user's process
@@ -215,7 +215,7 @@ def records_child(folder: Path, tokens: tuple) -> dict:
     """One comparison in this process, after one of 16 tokens: how far its peak resident memory rose above where it
     stood (the peak reset first, /proc/self/clear_refs), against checkpoint.block_bytes' estimate of one block's
     records."""
-    from portcheck.forward import checkpoint, stream
+    from portcheck.checkpoints import checkpoint, stream
     c = json.loads((folder / "torch" / "config.json").read_text())
     ids = np.random.RandomState(0).randint(0, c["vocab_size"], tokens).astype(np.int64)
     import paddlenlp.transformers  # noqa: F401 - the libraries loaded before, as in a user's process
@@ -258,7 +258,7 @@ def plain_forward(folder: Path, ids) -> dict:
     upcast, run once in float32, freed. {torch_seconds, paddle_seconds}."""
     import paddle
     import torch
-    from portcheck.forward import stream
+    from portcheck.checkpoints import stream
     out = {}
     x = ids
     for side in ("torch", "paddle"):

@@ -23,12 +23,14 @@ metric at the task's threshold).
 
 Subpackages, lowest first; each imports only those below it (its docstring says what it holds): core (errors,
 safe files, run records, the rules, diff, the measured rule, reports: numpy only), mapping (names, pairing, fused
-layers, convert, strict loading), forward (compare, isolate, calls, stream, plots), generation (compare_generate:
-cached decoding step by step, check_cache), gradients (backward,
-weight_stats), pipeline (data, the step table, hand-ins, training), scripts (`portcheck run`: the command, its
-settings, the recorder and its per-framework hooks), then cli. numpy is the only import at load time: torch and
-Paddle are imported only by the functions handed their models. The flat paths of before (portcheck.compare, ...)
-still import, for one version, with a DeprecationWarning naming the new one (portcheck._moved).
+layers, convert, strict loading), forward (one forward compared: compare, isolate, calls, plots), parallel (a model
+split in tensor parallel: compare_split, each rank's run, the CPU stand-ins), checkpoints (checkpoint folders
+compared block by block: what `python -m portcheck layers` reads, PaddleFormers folders too), generation
+(compare_generate: cached decoding step by step, check_cache), gradients (backward, weight_stats), pipeline (data,
+the step table, hand-ins, training), scripts (`portcheck run`: the command, its settings, the recorder and its
+per-framework hooks), then cli. numpy is the only import at load time: torch and Paddle are imported only by the
+functions handed their models. The paths of before (portcheck.compare, portcheck.forward.stream, ...) still import,
+for one version, with a DeprecationWarning naming the new one (portcheck._moved).
 """
 from portcheck import _moved  # noqa: F401 (first: a module importing an old path works, and says where it went)
 from portcheck.gradients.backward import BackwardReport, compare_backward, judge_backward, record_backward

@@ -496,7 +496,7 @@ def parser(prog: str = "python -m portcheck") -> argparse.ArgumentParser:
     p.add_argument("--log", type=Path, help="also write the log here (reprod_log's format); no file otherwise")
     from portcheck.scripts import run  # two unedited training scripts: portcheck.scripts.run
     run.add_parser(sub)
-    from portcheck.forward import stream  # two checkpoint folders, block by block: portcheck.forward.stream
+    from portcheck.checkpoints import stream  # two checkpoint folders, block by block: portcheck.checkpoints.stream
     stream.add_parser(sub)
     from portcheck.generation import command  # two checkpoint folders decoding step by step: portcheck.generation
     command.add_parser(sub)
@@ -569,7 +569,7 @@ def main(argv=None):
         if args.command == "view":
             return view.main(args, run_check)
         if args.command == "layers":
-            from portcheck.forward import formers_folders, split_folders, stream
+            from portcheck.checkpoints import formers_folders, split_folders, stream
             with notices.quiet_imports():  # the frameworks load within, their notices before a refusal's one line
                 if args.convert_from_hf or formers_folders.is_formers(args.paddle):
                     return formers_folders.main(args)

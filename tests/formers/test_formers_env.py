@@ -13,10 +13,10 @@ import torch
 import transformers
 
 import portcheck
-from portcheck.forward import fleet as formers_standins
+from portcheck.checkpoints import fleet as formers_standins
 
 ROOT = Path(__file__).resolve().parents[2]
-# the modeling modules that import paddlefleet_ops or gpt_provider at load (portcheck.forward.fleet)
+# the modeling modules that import paddlefleet_ops or gpt_provider at load (portcheck.checkpoints.fleet)
 STOOD_IN = ["qwen2", "qwen3", "qwen2_moe", "qwen3_moe", "qwen3_next", "deepseek_v3", "glm4_moe"]
 
 

@@ -1,6 +1,6 @@
 """`python -m portcheck layers` on PaddleFormers checkpoint folders (PaddleFormers environment only): a transformers 5
 `save_pretrained` folder of a tiny Qwen3 against paddleformers' `save_pretrained` folder of its port, each loaded by
-its own library and judged as loaded (portcheck.forward.formers_folders); the pair as paddleformers' own converter
+its own library and judged as loaded (portcheck.checkpoints.formers_folders); the pair as paddleformers' own converter
 loads it (--convert-from-hf). The correct port green; a planted folder red at its module."""
 import json
 
@@ -35,7 +35,7 @@ def _folders(tmp_path, plant=None):
 
 def _layers(argv, capsys) -> tuple:
     from portcheck import cli
-    from portcheck.forward import formers_folders
+    from portcheck.checkpoints import formers_folders
     args = cli.parser().parse_args(["layers", *map(str, argv)])
     code = formers_folders.main(args)
     out = capsys.readouterr().out.splitlines()
@@ -43,7 +43,7 @@ def _layers(argv, capsys) -> tuple:
 
 
 def test_a_qwen3_pair_of_folders_is_green_block_by_block_and_writes_its_page(tmp_path, capsys):
-    from portcheck.forward import formers_folders
+    from portcheck.checkpoints import formers_folders
     hf, pd = _folders(tmp_path)
     assert formers_folders.is_formers(pd) and not formers_folders.is_formers(hf)
     before = {f: sorted(p.name for p in f.iterdir()) for f in (hf, pd)}
@@ -91,7 +91,7 @@ def test_the_pair_as_paddleformers_own_converter_loads_it_is_green_as_loaded(tmp
 
 def test_a_folder_split_for_two_ranks_is_one_line(tmp_path):
     from portcheck.core.errors import PipelineError
-    from portcheck.forward import formers_folders
+    from portcheck.checkpoints import formers_folders
     hf, pd = _folders(tmp_path)
     config = json.loads((pd / "config.json").read_text())
     config["tensor_model_parallel_size"] = 2
@@ -142,7 +142,7 @@ def test_a_mixture_of_experts_as_paddleformers_converter_loads_it_is_green_as_lo
     the Paddle side paddleformers' from_pretrained(folder, convert_from_hf=True): the last hidden states within
     torch's own fp32 error (about 1e-6 on these configs)."""
     import transformers
-    from portcheck.forward import formers_folders
+    from portcheck.checkpoints import formers_folders
     config, model, sizes = MOE[family]
     torch.manual_seed(0)
     getattr(transformers, model)(getattr(transformers, config)(**sizes)).save_pretrained(tmp_path / family)
@@ -158,7 +158,7 @@ def test_a_paddle_folder_missing_a_weight_is_paddleformers_refusal_in_one_line(t
     reason, never a model half loaded and judged."""
     from safetensors.numpy import load_file, save_file
     from portcheck.core.errors import PipelineError
-    from portcheck.forward import formers_folders
+    from portcheck.checkpoints import formers_folders
     hf, pd = _folders(tmp_path)
     index = json.loads((pd / "model.safetensors.index.json").read_text())
     name = "model.layers.1.mlp.down_proj.weight"

@@ -18,7 +18,7 @@ import sys
 import time
 from pathlib import Path
 
-from portcheck.forward import fleet as formers_standins
+from portcheck.checkpoints import fleet as formers_standins
 from tools.zoo import formers_page
 
 REPO = Path(__file__).resolve().parents[2]

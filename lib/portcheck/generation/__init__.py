@@ -4,5 +4,5 @@ measured rule, the first parting step's call compared module by module; check_ca
 itself: cached decoding against recomputing the prefix with no cache), verdict (GenerateReport, OwnReport), command
 (`python -m portcheck generate`: two checkpoint folders loaded as `layers` builds them, decoding step by step).
 
-May import portcheck.core, portcheck.mapping and portcheck.forward; torch and Paddle only inside the functions handed
-their models."""
+May import portcheck.core, portcheck.mapping, portcheck.forward and portcheck.checkpoints (command builds the
+models as `layers` does); torch and Paddle only inside the functions handed their models."""

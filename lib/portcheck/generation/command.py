@@ -1,17 +1,17 @@
 """python -m portcheck generate: a transformers Llama checkpoint folder and its paddlenlp port's, each model loaded
-whole as `layers` builds and fills its skeletons (portcheck.forward.stream: the config checked against the shards,
+whole as `layers` builds and fills its skeletons (portcheck.checkpoints.stream: the config checked against the shards,
 every tensor matched by name and shape), decoding the same prompt step by step with their caches
 (compare_generate); one line per step, the first parting step and module named.
 
     python -m portcheck generate --torch hf_llama/ --paddle pd_llama/ --prompt-ids prompt.npy --new-tokens 8
 
-May import core, mapping and forward."""
+May import core, mapping, forward and checkpoints."""
 from pathlib import Path
 
 import numpy as np
 
 from portcheck.core.errors import PipelineError
-from portcheck.forward import stream
+from portcheck.checkpoints import stream
 
 
 def loaded(torch_dir, paddle_dir) -> tuple:

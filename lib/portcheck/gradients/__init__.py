@@ -4,4 +4,4 @@ differ by design), restarts (each isolated step's start from torch's weights), f
 values per channel), digests (each step's update digests), weight_stats (per-parameter norms side by side),
 split_steps (a Paddle model in tensor parallel trained against torch's: compare_split_backward).
 
-May import portcheck.core, portcheck.mapping and portcheck.forward."""
+May import portcheck.core, portcheck.mapping, portcheck.forward and portcheck.parallel."""

@@ -3,8 +3,9 @@ its own shard), its parameter gradients and weights gathered into the full tenso
 process by judge_backward, the one gradients engine: a tensor split across the ranks (is_distributed, its
 split_axis) joined on that axis, a replicated one taken from rank 0; then each rank's own part (its slice, or its
 whole copy) judged against torch's too, so a gradient wrong on one rank is named at its parameter and rank. It rides
-in the forward comparison's launch of the ranks (portcheck.forward.split.compare_splits' also= and then=). Imports
-numpy, core, mapping, forward's split and this package's backward and result; Paddle only on the ranks."""
+in the forward comparison's launch of the ranks (portcheck.parallel.split.compare_splits' also= and then=). Imports
+numpy, core, mapping, forward's twin, parallel's split and split_rank, and this package's backward and result;
+Paddle only on the ranks."""
 import copy
 import functools
 import json
@@ -17,13 +18,13 @@ import numpy as np
 from portcheck.core import calibrated
 from portcheck.core.calibrated import measure
 from portcheck.core.errors import PipelineError
-from portcheck.forward import split, split_rank
 from portcheck.forward.twin import F64
 from portcheck.gradients.against_itself import spread_of
 from portcheck.gradients.backward import (_counterpart, checked_pairs, checked_steps, judge_backward, record_backward,
                                           renames)
 from portcheck.gradients.result import LAST, BackwardReport
 from portcheck.mapping import fused, modules, pairing, shards
+from portcheck.parallel import split, split_rank
 
 STEPS = "steps"  # each run's folder on each rank: its training record (arrays.npz, keys.json)
 TENSORS = re.compile(r"^(grad|final|state\d+)/")  # a record's keys of a parameter (or buffer): joined on its axis

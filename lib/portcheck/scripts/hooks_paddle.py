@@ -219,7 +219,7 @@ class PaddleSide(SharedSide):
         if fused.specs(model, self.run.layouts):
             raise self.run.refuse(f"--layouts declares Paddle's {', '.join(fused.specs(model, self.run.layouts))} "
                                   "fused in a model split in tensor parallel: run does not cut a fused module's "
-                                  "shards per part; compare it with portcheck.forward.split.compare_split(layouts=) "
+                                  "shards per part; compare it with portcheck.parallel.split.compare_split(layouts=) "
                                   "[PC935]")
         if self.standins_error:  # standins' own line, coded (PC425, PC428)
             raise self.run.refuse(self.standins_error)

@@ -1,12 +1,12 @@
 """`portcheck run` of a Paddle script launched split in tensor parallel (fleet's mp_degree above 1, under python -m
 paddle.distributed.launch) against torch's script in one process. On each rank (SplitRank, in the Paddle script's
-process): the CPU stand-ins (forward.standins), the first forward's trace made whole across the ranks (each output
-gathered as its layer lays it out, forward.split_rank) for the pairing, the model's tensors at their full shapes,
+process): the CPU stand-ins (parallel.standins), the first forward's trace made whole across the ranks (each output
+gathered as its layer lays it out, parallel.split_rank) for the pairing, the model's tensors at their full shapes,
 torch's weights cut into the rank's shard (mapping.shards); each rank records its own. In `run` (joined): the ranks'
 records joined into one Paddle side in DIR/paddle, each parameter's shards on their axis, each output by its layer,
 the loss rank 0's and checked the same on every rank.
 
-May import portcheck.core, mapping, forward, gradients and scripts.recorder's names; Paddle only on the ranks.
+May import portcheck.core, mapping, parallel, gradients and scripts.recorder's names; Paddle only on the ranks.
 """
 import json
 import re
@@ -18,9 +18,9 @@ import numpy as np
 from portcheck.core.errors import PipelineError
 from portcheck.core.fileio import load_npy, save_npy
 from portcheck.core.keys import module_of, split_key
-from portcheck.forward import split, split_rank
 from portcheck.gradients import split_steps
 from portcheck.mapping import modules
+from portcheck.parallel import split, split_rank
 from portcheck.scripts.recorder import RECORD, STATUS, write_text
 
 SPLIT = "split"  # a rank's config entry: its degree, rank, tensors' axes, modules' layouts, the stand-ins' line
@@ -39,7 +39,7 @@ def split_of(model) -> tuple:
 
 def standins(world: int) -> str:
     """The CPU stand-ins installed where the ranks run on CPUs (standins.on_cpu), their line; "" on GPUs."""
-    from portcheck.forward import standins as ops
+    from portcheck.parallel import standins as ops
     return ops.install() if ops.on_cpu(world) else ""
 
 
@@ -95,7 +95,7 @@ class SplitRank:
     def torch_part(self, given: dict, counterparts: dict) -> dict:
         """torch's record as this rank holds its values (the isolated run's): each paired value of a split layer's
         columns cut to the rank's (split._part), the rest whole. counterparts: {torch key: Paddle key}."""
-        from portcheck.forward.split import _part
+        from portcheck.parallel.split import _part
         out = dict(given)
         for t, p in counterparts.items():
             if t in given:

@@ -3,7 +3,7 @@ Llama-family model (Qwen3, Qwen3-MoE, ERNIE 4.5, ...) against paddleformers' `sa
 each model loaded by its own library from its own folder and judged as loaded (compare_forward, cumulative and
 isolated, no weight overwritten), one line per block.
 
-    from portcheck.forward import formers_folders
+    from portcheck.checkpoints import formers_folders
     report, said = formers_folders.compare("qwen3-hf/", "qwen3-pd/", ids)
     report, said = formers_folders.compare("qwen3-hf/", "qwen3-hf/", ids, convert_from_hf=True)
 
@@ -13,10 +13,11 @@ layouts the port uses (qkv_proj per key-value group, up_gate_proj [gate | up]: r
 config's heads, with no map given. convert_from_hf: the Paddle model is what paddleformers' own converter makes of
 a transformers folder (`from_pretrained(folder, convert_from_hf=True)`). Where the folder's architecture is a
 causal LM whose paddleformers class needs paddlefleet (not on PyPI) and paddlefleet is missing, both sides are the
-base model (XModel), said in one line. Unlike paddlenlp Llama folders (portcheck.forward.stream), the models are
+base model (XModel), said in one line. Unlike paddlenlp Llama folders (portcheck.checkpoints.stream), the models are
 whole in memory.
 
-Imports core, mapping's recipes and forward's checkpoint, fleet and compare; torch, transformers, Paddle and paddleformers
+Imports core, mapping's recipes, forward's compare, and this package's checkpoint, fleet, split_folders
+and stream; torch, transformers, Paddle and paddleformers
 inside its functions.
 """
 import contextlib
@@ -27,9 +28,9 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from portcheck.checkpoints import checkpoint, fleet
+from portcheck.checkpoints.split_folders import first_red
 from portcheck.core.errors import PipelineError
-from portcheck.forward import checkpoint, fleet
-from portcheck.forward.split_folders import first_red
 
 VERSION = "paddleformers_version"   # what paddleformers' save_pretrained writes into config.json
 TP = "tensor_model_parallel_size"   # paddleformers' name for the tensor-parallel degree
@@ -213,10 +214,10 @@ def main(args) -> int:
     s = checkpoint.sizes(type("Config", (), raw))
     if args.ids is not None:
         from portcheck.core.fileio import load_array
-        from portcheck.forward.stream import checked_ids
+        from portcheck.checkpoints.stream import checked_ids
         ids = checked_ids(load_array(args.ids, "give an integer array saved with np.save"))
     else:
-        from portcheck.forward.stream import tokens_flag
+        from portcheck.checkpoints.stream import tokens_flag
         ids = tokens_flag(args.tokens, s)
     report, said = compare(args.torch, args.paddle, np.asarray(ids), args.convert_from_hf, args.tp)
     for line in said:

@@ -6,8 +6,8 @@ rank's columns, as wide as torch's joined, joined: widened); then each rank's ow
 judged against torch's (its columns, or its whole copy), and a module whose part differs on any rank is red, with
 the ranks named; isolate=True judges each module on torch's own values too, each rank's module fed its part of
 them (portcheck.forward.isolate's judge, on the ranks' forced runs gathered). The allowance is judge_forward's:
-torch's own fp32 error, measured. Imports numpy, core and forward's compare, judging, result, split_rank and
-isolate; Paddle only inside its functions."""
+torch's own fp32 error, measured. Imports numpy, core, mapping, forward's compare, judging, result,
+twin and isolate, and this package's split_rank and standins; Paddle only inside its functions."""
 import dataclasses
 import json
 import multiprocessing.connection
@@ -22,12 +22,12 @@ from pathlib import Path
 import numpy as np
 
 from portcheck.core.errors import PipelineError, first_line
-from portcheck.forward import split_rank
 from portcheck.forward.compare import judge_forward, record_forward
 from portcheck.forward.judging import judge_one
 from portcheck.forward.result import ForwardReport
 from portcheck.forward.twin import F64
 from portcheck.mapping import fused
+from portcheck.parallel import split_rank
 
 TIMEOUT = 600  # seconds a launch may take, every rank: a rank that hangs ends them all
 
@@ -188,7 +188,7 @@ class Ranks:
         for what, fn in [("build", j.build) for j in jobs] + [("a variant", j.change) for j in jobs if j.change] + \
                 [("also", also)] * bool(also):
             reachable(what, fn)
-        from portcheck.forward import standins
+        from portcheck.parallel import standins
         cpu = standins.on_cpu(self.degree)
         if cpu:
             standins.checked()  # a Paddle whose names moved: its one line here, before any rank starts

@@ -1,4 +1,4 @@
-"""A checkpoint folder judged before anything is built from it (portcheck.forward.stream, `python -m portcheck
+"""A checkpoint folder judged before anything is built from it (portcheck.checkpoints.stream, `python -m portcheck
 layers`): its shards' headers and index read without recursion and with bounded numbers (Shards), its config.json's
 sizes checked for type, sign and proportion to the shards (fitted: every size a tensor of the shards witnesses,
 so the skeleton built from the config is no larger than the checkpoint, and a model the shards cannot fill is
@@ -176,7 +176,7 @@ class Shards:
 def read_config(folder, split: tuple = ()) -> dict:
     """config.json's settings, read as JSON of bounded depth and numbers, each size and setting of the right type
     and sign: one line for the first that is not. split: the process counts (ONE_PROCESS) that may be above 1 (a
-    checkpoint a tensor-parallel comparison loads split: portcheck.forward.split_folders)."""
+    checkpoint a tensor-parallel comparison loads split: portcheck.checkpoints.split_folders)."""
     path = Path(folder) / CONFIG
     if not regular(path, "config.json"):
         raise PipelineError(f"{folder}: no {CONFIG}; give the folder save_pretrained wrote [PC909]")

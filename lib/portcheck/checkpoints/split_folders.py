@@ -3,13 +3,15 @@
 for another degree refused before any rank starts (checked_folder), and `python -m portcheck layers --tp N` (main):
 a transformers Llama folder against a single-card paddlenlp Llama folder split across N ranks by paddlenlp, judged by
 compare_split (cumulative and isolated), one line per block. Unlike `layers` without --tp, the models are whole:
-torch's in this process, each rank's shard in its own. Imports core and forward's checkpoint, split and stream;
+torch's in this process, each rank's shard in its own. Imports core, parallel's split and this package's checkpoint
+and stream;
 torch, transformers, Paddle and paddlenlp inside its functions."""
 import re
 from pathlib import Path
 
+from portcheck.checkpoints import checkpoint, stream
 from portcheck.core.errors import PipelineError
-from portcheck.forward import checkpoint, split, stream
+from portcheck.parallel import split
 
 TP = "tensor_parallel_degree"
 TP_FILE = re.compile(r"\.tp(\d{2})(?:_pp\d{2})?\.")  # a rank's file of a checkpoint paddlenlp saved split: .tp01.

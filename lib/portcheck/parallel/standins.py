@@ -1,7 +1,7 @@
 """Paddle's model-parallel ops that have no CPU kernel (c_identity, the calc-stream all-reduce, c_concat, c_split, and
 the vocabulary-parallel cross entropy of fleet's ParallelCrossEntropy),
 stood in for on a CPU by paddle.distributed's collectives over gloo, so that a tensor-parallel model runs split across
-processes on one machine (portcheck.forward.split). Only on a CPU: on GPUs Paddle's own ops run, untouched. The names
+processes on one machine (portcheck.parallel.split). Only on a CPU: on GPUs Paddle's own ops run, untouched. The names
 replaced are Paddle's private ones, so the version is pinned and every name checked before anything is replaced: a
 Paddle whose names moved is refused in one line, never run half-patched. Imports portcheck.core; Paddle only inside
 its functions."""

@@ -1,9 +1,9 @@
-"""What each rank of a tensor-parallel Paddle model does under portcheck.forward.split: fleet set up for model
+"""What each rank of a tensor-parallel Paddle model does under portcheck.parallel.split: fleet set up for model
 parallel, the CPU stand-ins installed where there is no GPU (standins), the model built and its shard loaded and
 checked (mapping.shards), every module's output recorded (mapping.trace) with how its layer lays it out across the
 ranks, written to the run's folder for the parent to gather; with isolate=True, a forced run on the rank's part
 of torch's values (forward.isolate's forced_run) once the parent has paired the ranks' records. Imports numpy,
-core, mapping and forward's isolate; Paddle inside its functions."""
+core, mapping, forward's isolate and this package's standins; Paddle inside its functions."""
 import dataclasses
 import json
 import traceback
@@ -147,7 +147,7 @@ def stage_name(stage: int) -> str:
 def _setup(degree):
     """fleet for model parallel on `degree` ranks; the stand-ins' line on a CPU, else ""."""
     from paddle.distributed import fleet
-    from portcheck.forward import standins
+    from portcheck.parallel import standins
     line = standins.install() if standins.on_cpu(degree) else ""
     strategy = fleet.DistributedStrategy()
     strategy.hybrid_configs = {"dp_degree": 1, "mp_degree": degree, "pp_degree": 1, "sharding_degree": 1}

@@ -5,7 +5,7 @@ paddleformers 1.2.0's qwen2, qwen3, qwen2_moe, qwen3_moe, qwen3_next, deepseek_v
 Paddle once those imports are satisfied; their `XForCausalLM` builds paddlefleet's own GPTModel and cannot be built.
 minimax_m2's imports paddlefleet itself (`paddlefleet.transformer.utils`): it cannot be built from PyPI.
 
-    from portcheck.forward import fleet
+    from portcheck.checkpoints import fleet
     fleet.prepare()   # before the first import of paddleformers or transformers
     from paddleformers.transformers.qwen3.modeling import Qwen3Model
 
@@ -32,14 +32,14 @@ class GPTModelProvider:
 
 def _fleet_ops() -> types.ModuleType:
     module = types.ModuleType("paddlefleet_ops")
-    module.__doc__ = "stand-in (portcheck.forward.fleet): no DeepEP kernels"
+    module.__doc__ = "stand-in (portcheck.checkpoints.fleet): no DeepEP kernels"
     module.is_deep_ep_available = lambda: False
     return module
 
 
 def _provider() -> types.ModuleType:
     module = types.ModuleType(PROVIDER)
-    module.__doc__ = "stand-in (portcheck.forward.fleet): paddlefleet's GPT provider, never built"
+    module.__doc__ = "stand-in (portcheck.checkpoints.fleet): paddlefleet's GPT provider, never built"
     module.GPTModelProvider = GPTModelProvider
     return module
 

@@ -1,7 +1,7 @@
 """Any size on one machine: a transformers Llama and its paddlenlp port compared block by block from their
 checkpoint folders, never both whole models in memory (issue 65).
 
-    from portcheck.forward import stream
+    from portcheck.checkpoints import stream
     report = stream.compare("llama-hf/", "llama-paddle/", {"input_ids": ids})
     print(report.table()); assert report.passed, report.first_diverging
 
@@ -27,6 +27,8 @@ from pathlib import Path
 
 import numpy as np
 
+from portcheck.checkpoints import checkpoint
+from portcheck.checkpoints.checkpoint import CONFIG, INDEX, INV_FREQ, PATHS, Shards  # noqa: F401 (stream.INDEX)
 from portcheck.core import calibrated, page, report, spill
 from portcheck.forward.compare import judged_as_run
 from portcheck.forward.outputs import judge_records
@@ -36,8 +38,6 @@ from portcheck.mapping.trace import recorded, stopped, trace
 from portcheck.core.diff import first_diverging
 from portcheck.core.errors import PipelineError
 from portcheck.core.keys import ROOT
-from portcheck.forward import checkpoint
-from portcheck.forward.checkpoint import CONFIG, INDEX, INV_FREQ, PATHS, Shards  # noqa: F401 (INDEX: stream.INDEX too)
 
 SPILL_BYTES = 64 << 20   # hidden states larger than this wait for the next block on disk
 
@@ -102,7 +102,7 @@ def _config(cls, folder, side) -> tuple:
     raw = checkpoint.read_config(checkpoint.a_folder(folder, side))
     if raw.get("model_type", "llama") != "llama":
         raise PipelineError(f"{Path(folder) / CONFIG} is a {str(raw['model_type'])[:40]!r} model: "
-                            "portcheck.forward.stream compares Llama checkpoints (transformers' and paddlenlp's "
+                            "portcheck.checkpoints.stream compares Llama checkpoints (transformers' and paddlenlp's "
                             "LlamaForCausalLM) [PC902]")
     try:
         config = cls.from_dict(raw)
@@ -398,7 +398,7 @@ def compare(torch_dir, paddle_dir, inputs, torch_model=None, paddle_model=None, 
     built under paddle.LazyGuard(), structured as paddlenlp's). record_dir: where the hidden states wait between
     blocks, a new or empty folder or one it wrote before (default: memory, or a temporary folder removed afterwards
     where they are larger than SPILL_BYTES). Both folders' configs and shards are checked, and the tokens against
-    the positions and the memory free, before any skeleton is built (portcheck.forward.checkpoint). device: where
+    the positions and the memory free, before any skeleton is built (portcheck.checkpoints.checkpoint). device: where
     torch's block runs ("cuda:0"; Paddle's runs where paddle.set_device says). mean_bound: the guide's bound on the
     model output's mean (compare_forward's). progress: called with each block's line as it is judged."""
     ids = checked_ids(inputs)
@@ -471,7 +471,7 @@ def add_parser(sub):
                    "(config.json, safetensors shards)")
     p.add_argument("--paddle", required=True, type=Path, metavar="DIR", help="paddlenlp's checkpoint folder, saved "
                    "with save_pretrained(..., safe_serialization=True), or paddleformers' (its config.json records "
-                   "paddleformers_version: portcheck.forward.formers_folders)")
+                   "paddleformers_version: portcheck.checkpoints.formers_folders)")
     p.add_argument("--tokens", default="2x16", metavar="BxL", help="random token ids (seed 0), batch x length "
                    "(default 2x16)")
     p.add_argument("--ids", type=Path, metavar="FILE.npy", help="the token ids instead, an integer array [batch, "
@@ -483,10 +483,10 @@ def add_parser(sub):
                    "diverging block open, every other collapsed; opens offline: docs/view.md)")
     p.add_argument("--tp", type=int, metavar="N", help="the Paddle checkpoint split across N ranks by paddlenlp's "
                    "from_pretrained(..., tensor_parallel_degree=N) (a single-card folder), each rank a process; the "
-                   "models whole, not block by block (portcheck.forward.split_folders)")
+                   "models whole, not block by block (portcheck.checkpoints.split_folders)")
     p.add_argument("--convert-from-hf", action="store_true", help="the Paddle model is paddleformers' "
                    "from_pretrained(--paddle DIR, convert_from_hf=True) of a transformers folder, judged as loaded "
-                   "(portcheck.forward.formers_folders)")
+                   "(portcheck.checkpoints.formers_folders)")
     return p
 
 
