@@ -252,3 +252,53 @@ def test_the_opening_check_sees_what_a_page_lacks():
                                            + "\n## Details\n"}
     for what, text in lacking.items():
         assert not shows_planted(text), what
+
+
+# A command's help says what it does; what a module may import is said to the engineer, in its subpackage's docstring
+ENGINEERS = re.compile(r"\bmay import\b", re.I)
+
+
+def help_texts(path) -> list:
+    """Every text a parser of `path` shows the user (ast: nothing imported): its description, epilog, usage and each
+    help, the module's docstring where it is given as one of them."""
+    import ast
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    out = []
+    for node in ast.walk(tree):
+        for kw in node.keywords if isinstance(node, ast.Call) else ():
+            if kw.arg not in ("description", "epilog", "usage", "help"):
+                continue
+            if isinstance(kw.value, ast.Name) and kw.value.id == "__doc__":
+                out.append(ast.get_docstring(tree, clean=False) or "")
+            else:
+                out.append("".join(n.value for n in ast.walk(kw.value) if isinstance(n, ast.Constant)
+                                   and isinstance(n.value, str)))
+    return out
+
+
+def commands() -> list:
+    """Each file outside tests that builds an argument parser (the library's commands, the project's scripts, the
+    tools)."""
+    root = paths.ROOT
+    folders = [d for d in sorted(root.iterdir()) if d.is_dir() and d.name not in ("tests", "build")
+               and not d.name.startswith(".")]
+    files = sorted(root.glob("*.py")) + [p for d in folders for p in sorted(d.rglob("*.py"))]
+    return [p for p in files if re.search(r"ArgumentParser\(|\.add_parser\(", p.read_text(encoding="utf-8"))]
+
+
+def told(texts: list) -> list:
+    return [m.group(0) for text in texts for m in (*ENGINEERS.finditer(text), *BENCH_HISTORY.finditer(text))]
+
+
+def test_no_commands_help_tells_history_or_what_a_module_may_import():
+    said = {str(p.relative_to(paths.ROOT)): found for p in commands() if (found := told(help_texts(p)))}
+    assert said == {}
+    assert len(commands()) > 50 and paths.ROOT / "lib" / "portcheck" / "generation" / "command.py" in commands()
+
+
+def test_the_help_check_sees_a_note_to_the_engineer(tmp_path):
+    planted = tmp_path / "command.py"
+    planted.write_text('"""python -m x: what it does.\n\nMay import core and forward."""\nimport argparse\n\n'
+                       'def add_parser(sub):\n    p = sub.add_parser("x", description=__doc__)\n'
+                       '    p.add_argument("--n", help="how many (issue 34)")\n', encoding="utf-8")
+    assert told(help_texts(planted)) == ["May import", "issue 34"]

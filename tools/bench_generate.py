@@ -12,7 +12,7 @@ Three runs are timed at each width (after a warm-up of each, 2 tokens), each its
 with against_itself=False (the two sides and torch's float64 twin, every step's logits and cache judged) and
 compare_generate as called by default (each side also against its own recomputation of the prefix with no cache).
 Each time is the process's CPU seconds (every thread's, user + system: on a machine other work shares, the wall
-clock counts the waits too) with the wall time beside it. Target (issue 83): compare_generate at most 3 x the plain
+clock counts the waits too) with the wall time beside it. Target: compare_generate at most 3 x the plain
 decoding.
 """
 import argparse

@@ -14,8 +14,8 @@ a comparison's of three in one phase; its first run, which pays the new pages th
 too. The records go to one temporary folder (compare_forward's record_dir=), each run's over the run before's
 files, as a user's next comparison writes them; removed afterwards.
 Sizes: hidden h, intermediate 2.75 h, h / 64 heads, h / 512 key-value heads (at least 1), 22 layers, vocabulary
-32000: h = 2048 is the 1.1B pair of issue 34 (TinyLlama's shape).
-Targets (issue 34): every phase's peak at most 1.5 x the two models' float32 weights; each comparison at most
+32000: h = 2048 is a 1.1B pair (TinyLlama's shape).
+Targets: every phase's peak at most 1.5 x the two models' float32 weights; each comparison at most
 4 x one plain forward of each side (the torch forward's time plus the Paddle one's).
 """
 import argparse

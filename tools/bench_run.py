@@ -8,7 +8,7 @@ plain loop (pt_train.py, pd_train.py) and the Trainers (pt_trainer.py, pd_traine
 
 Plain: each script run to its N-th optimizer step and stopped there, nothing recorded (the recorder's "plain" side:
 its optimizer step counted, nothing else). Run: `python -m portcheck run` whole: the torch and Paddle runs, torch's
-own runs (float64, and against itself: run.MOVED_SIDES), then the judging. The budget (issue 50): the run's torch and
+own runs (float64, and against itself: run.MOVED_SIDES), then the judging. The budget: the run's torch and
 Paddle runs and its judging at most 3x the plain runs, plus torch's own runs. Each figure is the best of --repeats,
 in wall seconds and in CPU seconds (each process's own and its children's: what a shared machine's load does not
 stretch); the budget is judged on the CPU seconds.

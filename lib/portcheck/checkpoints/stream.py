@@ -1,5 +1,5 @@
 """Any size on one machine: a transformers Llama and its paddlenlp port compared block by block from their
-checkpoint folders, never both whole models in memory (issue 65).
+checkpoint folders, never both whole models in memory.
 
     from portcheck.checkpoints import stream
     report = stream.compare("llama-hf/", "llama-paddle/", {"input_ids": ids})

@@ -4,8 +4,7 @@ every tensor matched by name and shape), decoding the same prompt step by step w
 (compare_generate); one line per step, the first parting step and module named.
 
     python -m portcheck generate --torch hf_llama/ --paddle pd_llama/ --prompt-ids prompt.npy --new-tokens 8
-
-May import core, mapping, forward and checkpoints."""
+"""
 from pathlib import Path
 
 import numpy as np
