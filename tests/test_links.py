@@ -112,3 +112,28 @@ def test_github_anchors():
     assert slug("Reference run: the committed `log_reprod/`") == "reference-run-the-committed-log_reprod"
     assert slug("Step 1: forward") == "step-1-forward"
     assert slug("第一步：前向 (forward)") == "第一步前向-forward"
+
+
+# A repository path a requirements file's comments name: under one of the project's folders
+NAMED = re.compile(r"(?<![\w./-])((?:bert_sst2|docs|examples|lib|models|pipeline|tests|tools)/[\w./-]*[\w/])")
+
+
+def unheld(text: str, held=None) -> list:
+    """Each repository path the comments of a requirements file name that the repository does not hold."""
+    held = HELD if held is None else held
+    named = [m.group(1) for line in text.splitlines() if line.lstrip().startswith("#") for m in NAMED.finditer(line)]
+    return [p for p in named if Path(p.rstrip("/")) not in held]
+
+
+@pytest.mark.parametrize("name", sorted(f.name for f in HELD if f.parent == Path(".") and f.name.startswith(
+    "requirements") and f.suffix == ".txt"))
+def test_a_requirements_file_names_only_files_the_repository_holds(name):
+    assert unheld((ROOT / name).read_text(encoding="utf-8")) == []
+
+
+def test_the_requirements_check_sees_a_file_that_moved():
+    held = {Path("tests/formers"), Path("tools/zoo/torchvision_cpu.py")}
+    text = ("# its tests are tests/formers/ (skipped where it is not importable)\n"
+            "# stand-ins (tools/formers_standins.py); torchvision through tools/zoo/torchvision_cpu.py\n"
+            "paddleformers==1.2.0  # not a comment: tools/never_read.py\n")
+    assert unheld(text, held) == ["tools/formers_standins.py"]
