@@ -388,7 +388,7 @@ def _worker_threads():
 
 @pytest.fixture
 def two_threads():
-    """torch in this process at the 2 threads tools/bench_k_backward.py's kink nets were found at (its run against
+    """torch in this process at the 2 threads tools/kink_nets.py's nets were found at (its run against
     itself, other_threads: 1), as their tests ran before a worker's torch took its share of the cores (_worker_threads):
     from 1 thread (2 against itself) the kink is not crossed, and those tests would pass without one or fail."""
     import torch
@@ -398,7 +398,7 @@ def two_threads():
     torch.set_num_threads(n)
 
 
-# (seed, batch) of tools/bench_k_backward.py's kink nets, bounded, tried in order: a net where Paddle alone crosses a
+# (seed, batch) of tools/kink_nets.py's nets, bounded, tried in order: a net where Paddle alone crosses a
 # ReLU kink in a later step's forward, its records alone red, green once torch's run takes Paddle's side of it. Which
 # net's kink a CPU's kernels cross depends on the CPU (ATEN_CPU_CAPABILITY); measured on an AMD EPYC at 2 threads:
 # (7, 8) (KINK_NETS["oneDNN off"]) under avx512 and avx2, (13, 16) under default (seeds 0-24 at batches 8 and 16
@@ -409,13 +409,13 @@ PADDLE_ALONE_KINK = ((7, 8), (13, 16))
 def paddle_alone_kink(paddle_runs):
     """The first PADDLE_ALONE_KINK net where this CPU's Paddle (paddle_runs[0]: plain momentum SGD) crosses a later
     step's kink torch's run against itself does not (the scenario, asserted): ((seed, batch), judged's report of it,
-    bench.kink_records' records: torch's, one per paddle_runs, torch's run again taking Paddle's side)."""
+    kink_nets.kink_records' records: torch's, one per paddle_runs, torch's run again taking Paddle's side)."""
     from portcheck import judge_backward
     from portcheck.gradients.backward import judged
-    from tools import bench_k_backward as bench
+    from tools import kink_nets
     tried = []
     for seed, batch in PADDLE_ALONE_KINK:
-        records = bench.kink_records(seed, batch, bench.sgd("torch"), paddle_runs)
+        records = kink_nets.kink_records(seed, batch, kink_nets.sgd("torch"), paddle_runs)
         t, clean, again = records[0], records[1], records[-1]
         alone, report = judge_backward(t, clean), judged(t, clean, again=again)
         tried.append((seed, batch, alone.passed, [(c.step, c.module, len(c.index)) for c in report.crossed]))

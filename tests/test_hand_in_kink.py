@@ -20,7 +20,7 @@ from portcheck.gradients.backward import judged  # noqa: E402
 from portcheck.core.fileio import load_npy, save_npy  # noqa: E402
 from portcheck.core.report import DIAGNOSTICS  # noqa: E402
 
-from tools import bench_k_backward as bench  # noqa: E402 - its small conv/BatchNorm nets, shared
+from tools import kink_nets as nets  # noqa: E402 - the small conv/BatchNorm nets, shared
 from conftest import paddle_alone_kink  # noqa: E402
 
 TAKEN = f"{DIAGNOSTICS}/bp_align{kink_files.TAKEN}"
@@ -29,7 +29,7 @@ TAKEN = f"{DIAGNOSTICS}/bp_align{kink_files.TAKEN}"
 @pytest.fixture(scope="module")
 def kink_net():
     """(torch's record, Paddle's clean one, Paddle's with momentum 0.8, torch's run taking Paddle's side)."""
-    return paddle_alone_kink([(bench.sgd("paddle"), None), (bench.sgd("paddle", 0.8), None)])[2]
+    return paddle_alone_kink([(nets.sgd("paddle"), None), (nets.sgd("paddle", 0.8), None)])[2]
 
 
 def handed_in(folder, t, p, again, keep=lambda record: None):
@@ -74,7 +74,7 @@ def test_a_kink_only_paddle_crosses_is_green_from_the_folder_as_in_process(clean
     # the figures decide at the update digests after the kink, and say so
     taken = {r.name for r in verdict.rows if r.rule.spread_decides(r) and r.rule.spread_by}
     steps = {int(name.removeprefix("weights_")) for name in taken if name.startswith("weights_")}  # seed 7: 4, 5
-    assert bench.KINK_STEPS - 1 in steps and min(steps) >= comparison.crossed[0].step, taken
+    assert nets.KINK_STEPS - 1 in steps and min(steps) >= comparison.crossed[0].step, taken
 
 
 @pytest.mark.parametrize("how", ["deleted", "edited"])

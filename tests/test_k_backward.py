@@ -25,7 +25,7 @@ from portcheck.gradients.against_itself import MOVED, SPREAD_KEY  # noqa: E402
 from portcheck.gradients.backward import F64, judged  # noqa: E402
 from portcheck.gradients.kinks import INPUT, NEAR, TAKEN, TAKING  # noqa: E402
 
-from tools import bench_k_backward as bench  # noqa: E402 - its small conv/BatchNorm nets, shared
+from tools import kink_nets as nets  # noqa: E402 - the small conv/BatchNorm nets, shared
 from conftest import paddle_alone_kink  # noqa: E402
 
 STEPS, LR = 3, 0.01
@@ -45,7 +45,7 @@ def paddle_momentum(momentum):
 def records():
     """(torch's record, Paddle's clean record, Paddle's with momentum 0.8), each over STEPS steps in train mode."""
     x, y = batch()
-    pt, pd = bench.conv_bn_nets((8, 16, 32))
+    pt, pd = nets.conv_bn_nets((8, 16, 32))
     pd.set_state_dict(convert(pt, pd, inputs=x))
     start = copy.deepcopy(pd.state_dict())
     t = record_backward(pt.train(), x, y, torch.nn.functional.cross_entropy,
@@ -97,8 +97,8 @@ def test_a_kink_paddle_crosses_at_a_later_step_is_torch_spread_and_a_momentum_pl
     (tools/bench_k_backward.py --kinks): torch's run against itself with other threads crosses it too on some CPUs'
     kernels; on others only torch's run taking Paddle's side of it does (backward.judged, as compare_backward
     judges): green either way, the jump decided by torch against itself, and a momentum plant red."""
-    t, clean, planted, again = bench.kink_records(*bench.KINK_NETS["other threads"], bench.sgd("torch"),
-                                                  [(bench.sgd("paddle"), None), (bench.sgd("paddle", 0.8), None)])
+    t, clean, planted, again = nets.kink_records(*nets.KINK_NETS["other threads"], nets.sgd("torch"),
+                                                 [(nets.sgd("paddle"), None), (nets.sgd("paddle", 0.8), None)])
     assert any(k.startswith(MOVED + "final/") for k in t) and not any(k.startswith(SPREAD_KEY) for k in t)
     report = judged(t, clean, again=again)
     assert report.passed, report.table()
@@ -113,9 +113,9 @@ def test_a_kink_paddle_crosses_at_a_later_step_is_torch_spread_and_a_momentum_pl
 
 @pytest.mark.usefixtures("two_threads")
 def test_a_weight_decay_plant_stays_red_beside_a_kink():
-    t, clean, planted, _ = bench.kink_records(*bench.KINK_NETS["other threads"], bench.sgd("torch", decay=1e-4),
-                                              [(bench.sgd("paddle", decay=1e-4), None),
-                                               (bench.sgd("paddle", decay=3e-4), None)])
+    t, clean, planted, _ = nets.kink_records(*nets.KINK_NETS["other threads"], nets.sgd("torch", decay=1e-4),
+                                             [(nets.sgd("paddle", decay=1e-4), None),
+                                              (nets.sgd("paddle", decay=3e-4), None)])
     assert judge_backward(t, clean).passed
     report = judge_backward(t, planted)
     assert not report.passed and all(r.passed for r in report.grads), report.table()
@@ -128,8 +128,8 @@ def test_a_hand_ins_bp_align_carries_torchs_spread_and_the_folder_judges_as_the_
     from the folder, its last update digest's allowance torch's spread (0.25 of it; 0.88 of K_BACKWARD alone); a
     momentum 0.8 against 0.9 is red from the folder at an update digest."""
     from portcheck.pipeline import handin
-    t, clean, planted, _ = bench.kink_records(*bench.KINK_NETS["other threads"], bench.sgd("torch"),
-                                              [(bench.sgd("paddle"), None), (bench.sgd("paddle", 0.8), None)])
+    t, clean, planted, _ = nets.kink_records(*nets.KINK_NETS["other threads"], nets.sgd("torch"),
+                                             [(nets.sgd("paddle"), None), (nets.sgd("paddle", 0.8), None)])
     exact = handin.bp_align(t, exact=True)
     assert any(k.startswith(calibrated.SPREAD_OF + "weights_") for k in exact)
     verdicts = {}
@@ -164,12 +164,12 @@ def test_a_further_run_against_itself_is_kept_as_one_figure_per_key_and_widens_t
     from portcheck.gradients import against_itself, backward
     monkeypatch.setattr(backward, "AGAINST_ITSELF", (against_itself.other_threads,
                                                      lambda: torch.backends.mkldnn.flags(enabled=False)))
-    t, _ = bench.kink_records(*net, bench.sgd("torch"), [])  # torch's record alone
+    t, _ = nets.kink_records(*net, nets.sgd("torch"), [])  # torch's record alone
     assert any(k.startswith(SPREAD_KEY + "final/") and t[k].shape == (1,) for k in t)
     two = judge_backward(t, clean)
     allowed = lambda report: [(i, r.name, r.allowed) for i, rows in enumerate(report.steps) for r in rows]  # noqa: E731
     assert all(a[:2] == b[:2] and b[2] >= a[2] for a, b in zip(allowed(one), allowed(two), strict=True))
-    assert two.passed or net != bench.KINK_NETS["oneDNN off"], two.table()  # the net found where oneDNN off crosses
+    assert two.passed or net != nets.KINK_NETS["oneDNN off"], two.table()  # the net found where oneDNN off crosses
 
 
 @pytest.fixture(scope="module")
@@ -178,7 +178,7 @@ def kink_net():
     BatchNorm's momentum 0.2, torch's run again taking Paddle's side)) of the --kinks net where this CPU's Paddle
     alone crosses a ReLU kink in a later step's forward (seed 7, batch 8: step 5's on avx512 and avx2): no run of
     torch against itself crosses it (other threads, four sign seeds, docs/bench/k_backward.md)."""
-    return paddle_alone_kink([(bench.sgd("paddle"), None), (bench.sgd("paddle"), bench._bn_momentum)])
+    return paddle_alone_kink([(nets.sgd("paddle"), None), (nets.sgd("paddle"), nets._bn_momentum)])
 
 
 def test_a_kink_only_paddle_crosses_in_a_later_step_is_green_once_torch_takes_its_side(kink_net):
@@ -210,9 +210,9 @@ def test_a_batchnorm_momentum_plant_on_the_kink_net_stays_red_with_torch_taking_
 
 def test_a_weight_decay_plant_on_the_kink_net_stays_red_with_torch_taking_paddles_side():
     """The least visible plant of --kinks (weight decay 3e-4 against 1e-4, 21.8 x its allowance on this net)."""
-    t, clean, planted, again = bench.kink_records(*bench.KINK_NETS["oneDNN off"], bench.sgd("torch", decay=1e-4),
-                                                  [(bench.sgd("paddle", decay=1e-4), None),
-                                                   (bench.sgd("paddle", decay=3e-4), None)])
+    t, clean, planted, again = nets.kink_records(*nets.KINK_NETS["oneDNN off"], nets.sgd("torch", decay=1e-4),
+                                                 [(nets.sgd("paddle", decay=1e-4), None),
+                                                  (nets.sgd("paddle", decay=3e-4), None)])
     assert judged(t, clean, again=again).passed
     report = judged(t, planted, again=again)
     assert report.taken and not report.passed and all(r.passed for r in report.grads), report.table()
@@ -234,7 +234,7 @@ def test_values_of_one_sign_on_both_sides_are_no_crossing_and_no_torch_run_is_ma
 
 def test_compare_backward_takes_paddles_side_of_a_kink_it_crossed_in_a_later_step(kink_net):
     """The user's call (compare_backward, one process) on the kink net: green, torch's taking run made in it."""
-    report = bench.kink_compared(*kink_net[0], (bench.sgd("torch"), bench.sgd("paddle")))
+    report = nets.kink_compared(*kink_net[0], (nets.sgd("torch"), nets.sgd("paddle")))
     assert report.passed and report.taken and report.crossed[0].step == kink_net[1].crossed[0].step, report.table()
 
 

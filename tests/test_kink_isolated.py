@@ -17,7 +17,7 @@ from portcheck import judge_backward  # noqa: E402
 from portcheck.gradients import backward  # noqa: E402
 from portcheck.gradients.kinks import TAKEN_KEY, TAKING  # noqa: E402
 
-from tools import bench_k_backward as bench  # noqa: E402 - its small conv/BatchNorm nets, shared
+from tools import kink_nets as nets  # noqa: E402 - the small conv/BatchNorm nets, shared
 
 # (seed, batch), bounded: measured at 2 threads on an AMD EPYC, a later kink crossed and the records alone red at
 # (3, 16) under ATEN_CPU_CAPABILITY avx512 and avx2, at (11, 16) under default (seeds 0-11 at 16, 0-6 at 8 swept there);
@@ -37,8 +37,8 @@ def run(monkeypatch, seed, batch, paddle_momentum):
                      outputs)
     with monkeypatch.context() as mp:
         mp.setattr(backward, "judged", judged)
-        return bench.kink_compared(seed, batch, (bench.sgd("torch"), bench.sgd("paddle", paddle_momentum)),
-                                   isolate=True), seen
+        return nets.kink_compared(seed, batch, (nets.sgd("torch"), nets.sgd("paddle", paddle_momentum)),
+                                  isolate=True), seen
 
 
 @pytest.fixture(scope="module")

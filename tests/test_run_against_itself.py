@@ -3,7 +3,7 @@ and torch against itself (its `moved` run: the torch script again from its weigh
 and where Paddle's run crosses a ReLU kink that neither crosses, against torch's run taking Paddle's side of it (the
 taking run, which `python -m portcheck run` makes for a red run: test_run_taking).
 
-The pair is tools/bench_k_backward.py's kink net (KINK_NETS "other threads": seed 3, width 8, batch 16, 6 steps of
+The pair is tools/kink_nets.py's net (KINK_NETS "other threads": seed 3, width 8, batch 16, 6 steps of
 momentum SGD) as two scripts: a correct port whose Paddle run crosses a ReLU kink at step 5 on some CPUs' kernels,
 red on torch's own error alone (K_BACKWARD) and green with torch's spread or the taking run, as in-process; on a CPU
 where no kink decides, green on torch's own error alone. Its four runs are made once (module scope)."""

@@ -3,7 +3,7 @@ are red and the two sides' forwards in a later step hold values within the floor
 keys both recorders write), the torch script runs once more taking Paddle's side of 0 there (the taking run), and
 the steps are allowed calibrated.SPREAD x torch against that run too (backward.judged).
 
-The pair is tools/bench_k_backward.py's kink net (conv_bn_nets, width 8) as test_run_against_itself's two scripts,
+The pair is tools/kink_nets.py's net (conv_bn_nets, width 8) as test_run_against_itself's two scripts,
 at a seed and batch where Paddle's run crosses a ReLU kink that neither torch's float64 run nor its moved run does:
 a correct port, red without the taking run, green with it. Its five runs are made once (module scope)."""
 import contextlib
