@@ -431,10 +431,10 @@ def test_gpt2s_blocks_pair_by_index_with_no_run():
     q_proj, k_proj, v_proj and out_proj refused it before), and the port is green."""
     import paddle
     import torch
-    from tools.zoo import checks
+    from tools.zoo.checks import models
     torch.manual_seed(0)
     paddle.seed(0)
-    pt, pd, x, layouts = checks.MODELS["gpt2 fused"]({})
+    pt, pd, x, layouts = models.MODELS["gpt2 fused"]({})
     pd.set_state_dict(convert(pt, pd, layouts=layouts))
     report = compare_forward(pt.eval(), pd.eval(), x, layouts=layouts)
     assert report.passed, report.table()

@@ -89,10 +89,10 @@ def test_a_mask_filled_otherwise_is_compared_elsewhere_and_its_floor_is_the_valu
 # ---------------------------------------------------------------- ALBERT: a buffer torch holds unsaved
 
 def _albert():
-    from tools.zoo import checks
+    from tools.zoo.checks import models
     torch.manual_seed(0)
     paddle.seed(0)
-    return checks.albert({})
+    return models.albert({})
 
 
 def test_albert_converts_with_no_map_and_no_keep_and_is_green():

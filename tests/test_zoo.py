@@ -43,7 +43,7 @@ def test_the_table_is_well_formed():
 def test_a_refused_plant_is_ok_only_when_refused_saying_its_text_at_its_place():
     """A plant the library must refuse before judging (`refused`): its one line must say the text and the place;
     another error, or judgements with no refusal, is a mismatch."""
-    from tools.zoo.checks import Judgement
+    from tools.zoo.checks.judging import Judgement
     plant = {"name": "a config difference", "step": 1, "where": "token_type", "refused": "configs differ",
              "cause": "another type_vocab_size"}
     case = {"name": "a pair", "group": "model", "steps": (1,), "plants": [plant]}
@@ -73,12 +73,12 @@ def test_every_map_a_refusal_of_the_zoo_suggests_pasted_into_its_correct_port_is
     import paddle
     from portcheck import compare_forward, convert
     from portcheck.core.errors import PipelineError
-    from tools.zoo import checks
+    from tools.zoo.checks import models
     torch.manual_seed(0)
     paddle.seed(0)
     import portcheck
     ran = name.endswith("no layouts")
-    pt, pd, x, layouts = checks.MODELS[name.partition(",")[0]]({})
+    pt, pd, x, layouts = models.MODELS[name.partition(",")[0]]({})
     layouts = None if ran else layouts
     with pytest.raises(PipelineError) as refused:
         convert(pt, pd, layouts=layouts, inputs=x if ran else None)
@@ -103,10 +103,10 @@ def test_a_fused_module_the_ties_show_is_taken_with_no_map():
     import torch
     import paddle
     from portcheck import compare_backward, compare_forward, convert
-    from tools.zoo import checks
+    from tools.zoo.checks import models
     torch.manual_seed(0)
     paddle.seed(0)
-    pt, pd, x, _ = checks.MODELS["gpt2 split"]({})
+    pt, pd, x, _ = models.MODELS["gpt2 split"]({})
     state = convert(pt, pd, inputs=x)
     assert set(state.fused_found) == {"c_attn"} and "c_attn as portcheck.Fused(('q_proj', 'k_proj', 'v_proj'))" \
         in state.said

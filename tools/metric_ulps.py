@@ -4,7 +4,7 @@ portcheck.core.tolerances.ULPS_FLOAT32 (the metric pair's rule for a value held 
     python -m tools.metric_ulps              # writes docs/bench/rules.json's "metric_float32" part and its page
     python -m tools.metric_ulps --sets 300
 
-Each metric as a user writes it in the framework the training runs in (tools/zoo/checks.py's metric_fn, the zoo's
+Each metric as a user writes it in the framework the training runs in (tools/zoo/checks/values.py's metric_fn, the zoo's
 own tensor code), computed in float32 on each side on random prediction sets (50 to 3,000 samples, 10 classes, 80%
 right; binary scores rounded to 0.05, so that ties occur). A value's distance is counted in float32 ulps of the
 larger of the two. Planted: one sample miscounted in the largest set (the smallest change a metric bug makes).
@@ -23,7 +23,7 @@ from portcheck.core.errors import run_main
 
 try:
     from tools import bench_doc, bench_rules  # the one writer of docs/bench/rules.json and its page
-    from tools.zoo.checks import metric_fn
+    from tools.zoo.checks.values import metric_fn
 except ModuleNotFoundError:  # the project (which installs tools/) is not: the library alone
     raise SystemExit("error: this project's packages are not importable: run `pip install -r requirements.txt` "
                      "in its venv") from None
@@ -61,7 +61,7 @@ def measure(sets: int) -> dict:
                 wrong[0] = (1 - wrong[0]) if name in SCORES else (wrong[0] + 1) % 10
                 planted[name] = ulps_apart(t, value("paddle", a, wrong))
     rows = [{"metric": m, "clean_ulps": worst[m], "one_sample_ulps": planted[m]} for m in METRICS]
-    return {"what": "torch's against Paddle's float32 metric (tools/zoo/checks.py's tensor code), in float32 ulps of "
+    return {"what": "torch's against Paddle's float32 metric (tools/zoo/checks/values.py's tensor code), in float32 ulps of "
                     "the value", "sets": sets, "rows": rows, "clean_max_ulps": max(worst.values()),
             "planted_min_ulps": min(planted.values()), "bound_ulps": tolerances.ULPS_FLOAT32}
 

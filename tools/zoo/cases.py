@@ -1,6 +1,6 @@
 """The zoo's table: one row a case, declared as data. tools/zoo/run.py runs it, tests/test_zoo.py its fast part.
 
-A case names the pair (each side's own class and settings), the check that runs it (tools/zoo/checks.py), the
+A case names the pair (each side's own class and settings), the check that runs it (tools/zoo/checks/), the
 guide's steps it covers, and its plants: each a one-line porting bug as an override of the Paddle side's settings,
 with the step, the place (a module, parameter or key, as the library names it) and the cause it must be red at;
 a plant with `refused` must be refused before anything is judged: a one-line error saying that text and the place.
@@ -459,7 +459,7 @@ TRAININGS = [
 
 CASES += LOADERS + TRAININGS
 
-# ---- issue 52's habits, each a pair of the zoo's own making (checks.habit) ----
+# ---- habits many library models share, each a pair of the zoo's own making (checks/habits.py) ----
 HABITS = [model(f"habit: {kind}", "habit", plants, config={"habit": kind}, **more)
           for kind, plants, more in [
               ("float64 overflow", [norm_eps("norm", "norm", value=1e-12)], {}),
