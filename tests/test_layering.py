@@ -25,31 +25,32 @@ KNOWN_UPWARD = []
 KNOWN_OVERSIZE = {}  # lines today: a known module may not grow past them
 
 
-def library(root=LIB) -> dict:
-    """{module: path} for every module of lib/portcheck (inject/'s sitecustomize as one of scripts/)."""
+def library(root=LIB, package="portcheck") -> dict:
+    """{module: path} for every module of lib/portcheck (inject/'s sitecustomize as one of scripts/), or of another
+    package under root (the project's tools)."""
     out = {}
-    for path in sorted((root / "portcheck").rglob("*.py")):
+    for path in sorted((root / package).rglob("*.py")):
         parts = path.relative_to(root).with_suffix("").parts
         out[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
     return out
 
 
-def imported(tree, modules) -> set:
-    """The library's modules a module imports: `from portcheck.core import record` is portcheck.core.record (and
+def imported(tree, modules, package="portcheck") -> set:
+    """The package's modules a module imports: `from portcheck.core import record` is portcheck.core.record (and
     `from portcheck import compare` the old path portcheck.compare), a name taken from a package (`from portcheck
     import convert`) the package itself."""
     found, modules = set(), set(modules) | set(MOVED)
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
-            found.update(a.name for a in node.names if a.name.split(".")[0] == "portcheck")
-        elif isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "portcheck":
+            found.update(a.name for a in node.names if a.name.split(".")[0] == package)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == package:
             found.update(f"{node.module}.{a.name}" if f"{node.module}.{a.name}" in modules else node.module
                          for a in node.names)
     return found
 
 
-def graph(modules) -> dict:
-    return {m: imported(ast.parse(p.read_text(encoding="utf-8")), modules) for m, p in modules.items()}
+def graph(modules, package="portcheck") -> dict:
+    return {m: imported(ast.parse(p.read_text(encoding="utf-8")), modules, package) for m, p in modules.items()}
 
 
 def layer(module: str) -> str:
@@ -303,3 +304,51 @@ def test_nothing_outside_tests_edits_sys_path_imports_tests_or_waives_e402():
                "sys.path[0] = '.'\nfrom tests.plant import x\n")
     assert reaches(planted) == ["sys.path.insert", "sys.path[0] =", "import test_steps25", "from tests",
                                 "noqa: E402"]
+
+
+# ---------------------------------------------------------------- the tools: the benchmarks and the zoo
+
+def tools(root=paths.ROOT) -> dict:
+    """{module: path} for every module of tools/ (the zoo's and its checks' too)."""
+    return library(root, "tools")
+
+
+def reached(arrows: dict, start: str) -> set:
+    """Every module `start` imports, through the modules it imports too."""
+    seen, todo = set(), [start]
+    while todo:
+        for m in arrows.get(todo.pop(), ()):
+            if m not in seen:
+                seen.add(m)
+                todo.append(m)
+    return seen
+
+
+def test_the_tools_import_in_no_circle_and_none_is_over_600_lines():
+    """Drawn as the library's house is: tools.zoo's page reads the families' rows and the runs recorded, and neither
+    the families nor a command that records a run imports the page (their commands write it by its own)."""
+    arrows = graph(tools(), "tools")
+    assert {"tools.zoo.page", "tools.zoo.families", "tools.zoo.checks", "tools.bench_doc"} <= set(arrows)
+    assert circles(arrows) == []
+    assert oversize(tools(), {}) == []
+    assert "tools.zoo.families" in arrows["tools.zoo.page"]
+    assert not {m for m in arrows if m.startswith("tools.zoo.") and "tools.zoo.page" in reached(arrows, m)} - \
+        {"tools.zoo.run"}  # the cases' command, which writes the pages with --page
+
+
+def test_the_tools_check_sees_a_circle_through_a_lazy_import_and_a_grown_tool(tmp_path):
+    zoo = tmp_path / "tools" / "zoo"
+    (zoo / "checks").mkdir(parents=True)
+    (tmp_path / "tools" / "bench_doc.py").write_text("import json\n")
+    (zoo / "page.py").write_text("from tools import bench_doc\nfrom tools.zoo import families\n")
+    (zoo / "families.py").write_text("def write():\n    from tools.zoo import page\n    page.write()\n")
+    (zoo / "checks" / "__init__.py").write_text("from tools.zoo.checks import models\n")
+    (zoo / "checks" / "models.py").write_text("from tools.zoo.checks.judging import used\n" + "x = 1\n" * MAX_LINES)
+    (zoo / "checks" / "judging.py").write_text("def used(rows):\n    return 0.0\n")
+    arrows = graph(tools(tmp_path), "tools")
+    assert arrows["tools.zoo.checks.models"] == {"tools.zoo.checks.judging"}  # a module's package is no arrow
+    assert circles(arrows) == [("tools.zoo.families", "tools.zoo.page")]
+    assert oversize(tools(tmp_path), {}) == [f"tools.zoo.checks.models: {MAX_LINES + 1} lines, over {MAX_LINES}"]
+    (zoo / "checks" / "judging.py").write_text("from tools.zoo.checks import CHECKS\n")  # a module its package imports
+    assert ("tools.zoo.checks", "tools.zoo.checks.judging", "tools.zoo.checks.models") in \
+        circles(graph(tools(tmp_path), "tools"))

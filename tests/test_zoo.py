@@ -301,25 +301,25 @@ def test_every_finding_of_a_family_names_its_strict_xfail_test_and_its_section_e
 def test_both_pages_are_the_tools_rendering_of_the_recorded_runs():
     """docs/zoo.md (the user's) and docs/bench/zoo.md (the figures) are what `python -m tools.zoo.run --page` writes
     from docs/bench/zoo.json and zoo_families.json: their prose is edited in tools/zoo/page.py, never on a page."""
-    from tools.zoo import page
+    from tools.zoo import page, recorded
     guide, bench = page.render()
-    assert guide == page.GUIDE.read_text(encoding="utf-8")
-    assert bench == page.BENCH.read_text(encoding="utf-8")
+    assert guide == recorded.GUIDE.read_text(encoding="utf-8")
+    assert bench == recorded.BENCH.read_text(encoding="utf-8")
 
 
 def test_every_verdict_a_family_has_is_read_on_the_users_page_and_its_figures_are_not():
     """Each family's verdict in the recorded run is one the user's page says how to read; the seconds and what the
     library said per rule live on the benchmark page alone."""
-    from tools.zoo import page
-    held = page.load(page.BENCH.parent)
-    assert page.unread(held["families"]["results"]) == []
-    assert page.unread([{"outcome": "needs a GPU: its attention is a CUDA kernel"}]) == ["needs a GPU"]
+    from tools.zoo import families, page, recorded, tables
+    held = page.load(recorded.BENCH.parent)
+    assert tables.unread(held["families"]["results"]) == []
+    assert tables.unread([{"outcome": "needs a GPU: its attention is a CUDA kernel"}]) == ["needs a GPU"]
     guide, bench = page.render()
     bert = next(r for r in held["families"]["results"] if r["family"] == "bert")
-    said = page.cell(page.families.cells(bert)[3])  # its forward, backward and plants, where each was red
+    said = tables.cell(families.cells(bert)[3])  # its forward, backward and plants, where each was red
     assert f"| bert | {bert['seconds']} |" in bench and said in bench and said not in guide
     assert "## Per rule" in bench and "## Per rule" not in guide
-    assert page.facts("tools.zoo.run", [str(page.ROOT / "tools" / "zoo" / "run.py")])["command"] == \
+    assert recorded.facts("tools.zoo.run", [str(recorded.ROOT / "tools" / "zoo" / "run.py")])["command"] == \
         "python -m tools.zoo.run"
 
 
@@ -327,16 +327,16 @@ def test_the_chinese_page_says_the_recorded_runs_verdicts():
     """docs/zoo_cn.md is kept by hand: its tables of cases and families by verdict hold the numbers and the families
     of the recorded runs, as docs/zoo.md's rendering does, and it says the runs' seconds."""
     import re
-    from tools.zoo import page
-    held = page.load(page.BENCH.parent)
-    text = (page.GUIDE.parent / "zoo_cn.md").read_text(encoding="utf-8")
+    from tools.zoo import page, recorded, tables
+    held = page.load(recorded.BENCH.parent)
+    text = (recorded.GUIDE.parent / "zoo_cn.md").read_text(encoding="utf-8")
     rows = {line.split("|")[1].strip().partition("（")[0]: line for line in text.splitlines() if line.startswith("| ")}
     numbers = lambda line: re.findall(r"\d+", line)
     for group, *counts in page.case_groups(held["cases"]["results"]):
         assert numbers(rows.get(group, "")) == numbers(" ".join(map(str, counts))), group
     verdicts = {}
     for r in held["families"]["results"]:
-        verdicts.setdefault(page.kind(r["outcome"]), set()).add(r["family"])
+        verdicts.setdefault(tables.kind(r["outcome"]), set()).add(r["family"])
     for verdict, names in verdicts.items():
         assert set(re.findall(r"`(\w+)`", rows.get(verdict, ""))) == names, verdict
         assert f"| {verdict} | {len(names)} |" in rows[verdict]
@@ -348,23 +348,42 @@ def test_a_families_run_records_its_facts_and_says_which_rows_it_judged(tmp_path
     the facts of the run that judged bert, and that those of the rows from before were not recorded."""
     import shutil
     from tools import bench_doc
-    from tools.zoo import families, formers_page, page
-    for name in (page.CASES_JSON, page.FAMILIES_JSON, formers_page.JSON):
-        shutil.copy(page.BENCH.parent / name, tmp_path / name)
-    before = json.loads((tmp_path / page.FAMILIES_JSON).read_text())  # rows judged before facts were recorded
+    from tools.zoo import families, page, recorded
+    for name in (recorded.CASES_JSON, recorded.FAMILIES_JSON, recorded.FORMERS_JSON):
+        shutil.copy(recorded.BENCH.parent / name, tmp_path / name)
+    before = json.loads((tmp_path / recorded.FAMILIES_JSON).read_text())  # rows judged before facts were recorded
     before[bench_doc.RUN] = []
     for r in before["results"]:
         r.pop("measured", None)
-    (tmp_path / page.FAMILIES_JSON).write_text(json.dumps(before))
-    monkeypatch.setattr(page, "BENCH", tmp_path / "zoo.md")
-    monkeypatch.setattr(page, "GUIDE", tmp_path / "guide.md")
+    (tmp_path / recorded.FAMILIES_JSON).write_text(json.dumps(before))
+    monkeypatch.setattr(recorded, "BENCH", tmp_path / "zoo.md")
+    monkeypatch.setattr(recorded, "GUIDE", tmp_path / "guide.md")
     held = page.load(tmp_path)["families"]["results"]
     bert = next(r for r in held if r["family"] == "bert")
-    run = bench_doc.finish(page.facts("tools.zoo.families", ["tools/zoo/families.py", "--only", "bert", "--write"]))
+    run = bench_doc.finish(recorded.facts("tools.zoo.families", ["tools/zoo/families.py", "--only", "bert",
+                                                                 "--write"]))
     families.write([bert], bert["seconds"], run)
+    page.write()  # what families.pages() has the page's own command do
     header = (tmp_path / "zoo.md").read_text(encoding="utf-8").splitlines()[2]
-    said = bench_doc.header(run, page.FAMILIES_COMMAND)
+    said = bench_doc.header(run, recorded.FAMILIES_COMMAND)
     assert said in header and f"on {run['date']} (UTC)" in said and "--only bert --write" in said
-    assert bench_doc.header({}, page.FAMILIES_COMMAND) in header  # the 50 rows before: not recorded, said so
+    assert bench_doc.header({}, recorded.FAMILIES_COMMAND) in header  # the 50 rows before: not recorded, said so
     # the user's page: the same verdicts, no facts of a run on it
-    assert (tmp_path / "guide.md").read_text(encoding="utf-8") == (page.ROOT / "docs" / "zoo.md").read_text("utf-8")
+    assert (tmp_path / "guide.md").read_text(encoding="utf-8") == \
+        (recorded.ROOT / "docs" / "zoo.md").read_text("utf-8")
+
+
+def test_the_families_command_writes_the_pages_by_the_pages_own_command(monkeypatch):
+    """The families never import the page (it reads them): their command has `python -m tools.zoo.run --page` write
+    both pages once the run is recorded, and a page that could not be written is one line."""
+    import subprocess
+    import sys
+    from portcheck.core.errors import PipelineError
+    from tools.zoo import families, recorded
+    ran = []
+    monkeypatch.setattr(families.subprocess, "run", lambda command, **kw: ran.append((command, kw)) or
+                        subprocess.CompletedProcess(command, 0 if len(ran) == 1 else 1))
+    families.pages()
+    assert ran == [([sys.executable, "-m", "tools.zoo.run", "--page"], {"cwd": recorded.ROOT})]
+    with pytest.raises(PipelineError, match=r"^`python -m tools.zoo.run --page` exited with 1: the run is recorded"):
+        families.pages()

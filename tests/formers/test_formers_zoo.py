@@ -2,21 +2,21 @@
 zoo_cn.md gives each family the same verdict, and Llama, run again, is green with each plant red at its module."""
 import re
 
-from tools.zoo import formers_page, page
+from tools.zoo import formers_page, recorded, tables
 
 
 def _recorded() -> list:
-    results = formers_page.load(page.BENCH.parent)
-    assert results, f"no recorded run: {formers_page.COMMAND}"
+    results = formers_page.load(recorded.BENCH.parent)
+    assert results, f"no recorded run: {recorded.FORMERS_COMMAND}"
     return results
 
 
 def test_the_zoo_page_holds_the_recorded_runs_table_and_every_verdict_has_a_reading():
     results = _recorded()
-    lines = page.GUIDE.read_text(encoding="utf-8").split("\n")
+    lines = recorded.GUIDE.read_text(encoding="utf-8").split("\n")
     start, end = lines.index(formers_page.TITLE), lines.index(formers_page.FINDINGS[0])
     assert lines[start:end] == formers_page.section(results)
-    assert not page.unread(results), page.unread(results)
+    assert not tables.unread(results), tables.unread(results)
     assert {r["family"] for r in results} == set(__import__("tools.zoo.formers", fromlist=["_"]).FAMILIES)
     for r in results:  # a port's difference links to its finding
         if r.get("reason"):
@@ -24,11 +24,11 @@ def test_the_zoo_page_holds_the_recorded_runs_table_and_every_verdict_has_a_read
 
 
 def test_the_chinese_page_gives_each_family_its_recorded_verdict():
-    text = (page.GUIDE.parent / "zoo_cn.md").read_text(encoding="utf-8")
+    text = (recorded.GUIDE.parent / "zoo_cn.md").read_text(encoding="utf-8")
     section = text[text.index("## 按结论列出的 PaddleFormers 架构"):]
     rows = {line.split("|")[1].strip().strip("`"): line.split("|")[3].strip() for line in section.splitlines()
             if line.startswith("| `")}
-    assert rows == {r["family"]: page.kind(r["outcome"]) for r in _recorded()}
+    assert rows == {r["family"]: tables.kind(r["outcome"]) for r in _recorded()}
     assert re.search(rf"{len(_recorded())} 个架构", section)
     assert f"（{round(sum(r.get('seconds', 0) for r in _recorded()))} 秒" in section
 

@@ -19,6 +19,7 @@ import importlib
 import importlib.util
 import json
 import re
+import shlex
 import subprocess
 import sys
 import time
@@ -33,11 +34,11 @@ except ModuleNotFoundError:  # the project is not importable: not its venv
 from portcheck.core.errors import PipelineError, first_line, run_main
 from portcheck.core.keys import ROOT
 
+from tools import bench_doc
+from tools.zoo import recorded
 from tools.zoo.family_settings import (  # noqa: F401 (read as families.<NAME> too)
     ALIASES, ATTENTION, CLASSES, DRAWN, ENCODER_DECODER, HEAD, IDS, IMAGE, INPUTS, LAYOUTS, NEEDS, OUTPUTS,
     OUTPUTS_CACHED, OVERRIDES, REASONS, SEEDS, SPELLED, TINY, TOWER, WITHOUT)
-
-REPO = Path(__file__).resolve().parents[2]
 
 
 def families() -> list:
@@ -372,38 +373,23 @@ def row(r: dict) -> str:
 
 
 def write(results: list, seconds: float, run: dict = None):
-    """docs/bench/zoo_families.json, then both of the zoo's pages again (tools/zoo/page.py): the families of this
-    run over those of the runs before (--only), in the families' order; the time, their sum. Each row keeps the
-    facts of the run that judged it (tools/bench_doc.py: command, date, CPU, load), the JSON's run lists each once
-    (a row from before they were recorded: {}, "not recorded")."""
-    from tools.zoo import page
-    held = page.BENCH.parent / page.FAMILIES_JSON
+    """docs/bench/zoo_families.json: the families of this run over those of the runs before (--only), in the
+    families' order; the time, their sum. Each row keeps the facts of the run that judged it (tools/bench_doc.py:
+    command, date, CPU, load), the JSON's run lists each once (a row from before they were recorded: {}, "not
+    recorded"). The pages read it (pages())."""
+    held = recorded.BENCH.parent / recorded.FAMILIES_JSON
     if run:
         results = [{**r, "measured": run} for r in results]
-    recorded(held, *over_held(held, results, seconds, [f for f, _ in families()]))
-    page.write()
+    recorded.write(held, *recorded.over_held(held, results, seconds, [f for f, _ in families()]))
 
 
-def over_held(held, results: list, seconds: float, order: list) -> tuple:
-    """(rows, seconds): this run's rows over those `held` records of other families, in `order`; the time their sum
-    where rows from before join them."""
-    if not held.exists():
-        return results, seconds
-    mine = {r["family"] for r in results}
-    before = [r for r in json.loads(held.read_text(encoding="utf-8"))["results"] if r["family"] not in mine]
-    results = sorted(before + results, key=lambda r: order.index(r["family"]) if r["family"] in order else 0)
-    return results, sum(r.get("seconds", 0) for r in results)
-
-
-def recorded(held, results: list, seconds: float):
-    """`held` written: the time, each run that judged a row once (tools/bench_doc.py's facts), the rows."""
-    from tools import bench_doc
-    runs = []
-    for r in results:
-        if r.get("measured", {}) not in runs:
-            runs.append(r.get("measured", {}))
-    bench_doc.write(held, json.dumps({"seconds": round(seconds), bench_doc.RUN: runs, "results": results},
-                                     indent=1) + "\n")
+def pages():
+    """Both of the zoo's pages again from the runs recorded, by their own command (recorded.PAGES_COMMAND) in a
+    process of its own: the page reads the families' rows (cells, families), so this module never imports it."""
+    proc = subprocess.run([sys.executable, *shlex.split(recorded.PAGES_COMMAND)[1:]], cwd=recorded.ROOT)
+    if proc.returncode:
+        raise PipelineError(f"`{recorded.PAGES_COMMAND}` exited with {proc.returncode}: the run is recorded in "
+                            f"docs/bench/{recorded.FAMILIES_JSON}, the pages are as they were")
 
 
 def main():
@@ -436,13 +422,12 @@ def main():
                 print(f"{family}: {first_line(e)}")
         return
     start, results = time.time(), []
-    from tools.zoo import page
-    run = page.facts("tools.zoo.families", sys.argv)
+    run = recorded.facts("tools.zoo.families", sys.argv)
     for family in args.only or found:
         began = time.time()
         try:
             proc = subprocess.run([sys.executable, "-m", "tools.zoo.families", "--one", family,
-                                   *["--fast"] * args.fast], cwd=REPO,
+                                   *["--fast"] * args.fast], cwd=recorded.ROOT,
                                   capture_output=True, text=True, timeout=args.timeout)
             line = next((x for x in reversed(proc.stdout.splitlines()) if x.startswith("{")), None)
             r = json.loads(line) if line else {"family": family, "outcome": "raises",
@@ -453,11 +438,13 @@ def main():
         results.append(r)
         print(f"{family} ({r['seconds']} s): {row(r)}", flush=True)
         if args.write:  # after each family: a run stopped early keeps what it judged
-            write(results, time.time() - start, page.bench_doc.finish(run))
+            write(results, time.time() - start, bench_doc.finish(run))
+            pages()
     seconds = time.time() - start
     print(f"{len(results)} families, {seconds:.0f} s")
     if (not args.only or args.write) and not args.fast:
-        write(results, seconds, page.bench_doc.finish(run))
+        write(results, seconds, bench_doc.finish(run))
+        pages()
         print("wrote docs/bench/zoo_families.json, docs/zoo.md and docs/bench/zoo.md")
 
 

@@ -16,13 +16,10 @@ import json
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 from portcheck.checkpoints import fleet as formers_standins
-from tools.zoo import formers_page
-
-REPO = Path(__file__).resolve().parents[2]
-JSON = REPO / "docs" / "bench" / formers_page.JSON
+from tools import bench_doc
+from tools.zoo import formers_page, recorded
 
 # The sizes every family is built with; a family's own below (its experts, its layer types)
 TINY = dict(vocab_size=99, hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
@@ -238,9 +235,9 @@ def _judge_one(family: str, fast: bool) -> dict:
 
 def write(results: list, seconds: float, run: dict):
     """docs/bench/zoo_formers.json (the rows of this run over those before), then the zoo's pages' formers table."""
-    from tools.zoo import families
-    results, seconds = families.over_held(JSON, results, seconds, FAMILIES)
-    families.recorded(JSON, [{**r, "measured": r.get("measured") or run} for r in results], seconds)
+    held = recorded.BENCH.parent / recorded.FORMERS_JSON
+    results, seconds = recorded.over_held(held, results, seconds, FAMILIES)
+    recorded.write(held, [{**r, "measured": r.get("measured") or run} for r in results], seconds)
     formers_page.write_table()
 
 
@@ -265,14 +262,13 @@ def main():
     notice = formers_standins.prepare()
     if notice:
         print(notice)
-    from tools.zoo import page
-    run = page.facts("tools.zoo.formers", sys.argv)
+    run = recorded.facts("tools.zoo.formers", sys.argv)
     start, results = time.time(), []
     for family in args.only or FAMILIES:
         began = time.time()
         try:
             proc = subprocess.run([sys.executable, "-m", "tools.zoo.formers", "--one", family, *["--fast"] * args.fast],
-                                  cwd=REPO, capture_output=True, text=True, timeout=args.timeout)
+                                  cwd=recorded.ROOT, capture_output=True, text=True, timeout=args.timeout)
             line = next((x for x in reversed(proc.stdout.splitlines()) if x.startswith("{")), None)
             r = json.loads(line) if line else {"family": family, "outcome": "raises",
                                                "said": (proc.stderr.strip().splitlines() or ["no output"])[-1][:300]}
@@ -282,11 +278,11 @@ def main():
         results.append(r)
         print(f"{family} ({r['seconds']} s): {families.row(r)}", flush=True)
         if args.write and not args.fast:
-            write(results, time.time() - start, page.bench_doc.finish(run))
+            write(results, time.time() - start, bench_doc.finish(run))
     print(f"{len(results)} families, {time.time() - start:.0f} s")
     if not args.only and not args.fast:
-        write(results, time.time() - start, page.bench_doc.finish(run))
-        print(f"wrote docs/bench/{formers_page.JSON} and docs/zoo.md")
+        write(results, time.time() - start, bench_doc.finish(run))
+        print(f"wrote docs/bench/{recorded.FORMERS_JSON} and docs/zoo.md")
 
 
 if __name__ == "__main__":

@@ -1,19 +1,22 @@
 """docs/zoo.md's sections on paddleformers' ports (the PaddleFormers environment: requirements-formers.txt), which
 tools/zoo/page.py writes after the paddlenlp ones: the PaddleFormers families by verdict (from the run
 `python -m tools.zoo.formers` records, JSON beside the benchmark page) and what the zoo finds in those ports.
-zoo_cn.md says the same."""
+write_table writes the first again alone, where the paddlenlp zoo's runs cannot be read (the PaddleFormers
+environment). zoo_cn.md says the same."""
 import json
+from collections import Counter
 from pathlib import Path
 
-JSON = "zoo_formers.json"   # beside the benchmark page
-COMMAND = "python -m tools.zoo.formers"
+from tools import bench_doc
+from tools.zoo import recorded, tables
+
 TITLE = "## The PaddleFormers families by verdict"
 FINDINGS_LINK = "[What the zoo finds in the PaddleFormers ports](#what-the-zoo-finds-in-the-paddleformers-ports)"
 
 
 def load(folder: Path) -> list:
     """The recorded run's rows (none yet: [])."""
-    held = Path(folder) / JSON
+    held = Path(folder) / recorded.FORMERS_JSON
     return json.loads(held.read_text(encoding="utf-8"))["results"] if held.exists() else []
 
 
@@ -34,20 +37,16 @@ def why(r: dict) -> str:
 
 
 def section(results: list) -> list:
-    """The table's section, its rows in the verdicts' order (page.READING), then by family."""
-    from collections import Counter
-    from tools.zoo import page
-    order = list(page.READING)
-    place = lambda k: order.index(k) if k in order else len(order)
-    rows = [[r["family"], r.get("classes") or "", page.kind(r["outcome"]), why(r)]
-            for r in sorted(results, key=lambda r: (place(page.kind(r["outcome"])), r["family"]))]
-    kinds = Counter(page.kind(r["outcome"]) for r in results)
+    """The table's section, its rows in the verdicts' order (tables.READING), then by family."""
+    rows = [[r["family"], r.get("classes") or "", tables.kind(r["outcome"]), why(r)]
+            for r in sorted(results, key=lambda r: (tables.place(tables.kind(r["outcome"])), r["family"]))]
+    kinds = Counter(tables.kind(r["outcome"]) for r in results)
     seconds = round(sum(r.get("seconds", 0) for r in results))
     return [TITLE, "",
             "The families paddleformers 1.2.0 and transformers 5.3.0 both ship, judged as the families above. They "
-            f"run in the PaddleFormers environment (`requirements-formers.txt`) by `{COMMAND}` ({seconds} s, one "
-            "family after another, each in a process of its own). Each family's base text model (a vision-language "
-            "family's text tower) is:", "",
+            f"run in the PaddleFormers environment (`requirements-formers.txt`) by `{recorded.FORMERS_COMMAND}` "
+            f"({seconds} s, one family after another, each in a process of its own). Each family's base text model (a "
+            "vision-language family's text tower) is:", "",
             "- built from one tiny random config (hidden 64, 2 layers, 4 experts, `fuse_rms_norm=False`);",
             "- converted with no map. Where convert asks for paddleformers' fused layouts, "
             "`portcheck.mapping.recipes.paddleformers` gives them, and the row says so;",
@@ -57,20 +56,19 @@ def section(results: list) -> list:
             "A verdict reads as in How to read a row, a port's difference being paddleformers' "
             f"({FINDINGS_LINK}).", "",
             f"{len(results)} families: " + "; ".join(
-                f"{n} {k}" for k, n in sorted(kinds.items(), key=lambda kn: place(kn[0]))) + ".",
-            "", *page.table(["family", "paddleformers / transformers", "verdict", "why"], rows), ""]
+                f"{n} {k}" for k, n in sorted(kinds.items(), key=lambda kn: tables.place(kn[0]))) + ".",
+            "", *tables.table(["family", "paddleformers / transformers", "verdict", "why"], rows), ""]
 
 
 def write_table(guide: Path = None, folder: Path = None) -> None:
     """The section in docs/zoo.md again, from the recorded run, where it stands (before the findings), without the
     paddlenlp zoo's runs: what tools/zoo/page.py writes there."""
-    from tools.zoo import page
-    guide = Path(guide or page.GUIDE)
+    guide = Path(guide or recorded.GUIDE)
     lines = guide.read_text(encoding="utf-8").split("\n")
     start = lines.index(TITLE) if TITLE in lines else lines.index(FINDINGS[0])
     end = lines.index(FINDINGS[0])
-    lines[start:end] = section(load(folder or page.BENCH.parent))
-    page.bench_doc.write(guide, "\n".join(lines))
+    lines[start:end] = section(load(folder or recorded.BENCH.parent))
+    bench_doc.write(guide, "\n".join(lines))
 
 
 # What the checks found in paddleformers 1.2.0's ports themselves, each pinned by a test of

@@ -1,29 +1,18 @@
 """The zoo's two pages, written from its recorded runs alone: docs/zoo.md, the user's (what the zoo is for, how to
 run it and read a row, the verdicts by case group and by family, what it finds in paddlenlp's ports), and
 docs/bench/zoo.md, the figures (per rule, per case, per family, with their seconds) and how they were taken (the
-command, the date, the CPU and the load: tools/bench_doc.py's header). Both JSONs live beside the benchmark page:
-zoo.json (`python -m tools.zoo.run`) and zoo_families.json (`python -m tools.zoo.families`). A module the two tools
-share, not a command: `python -m tools.zoo.run --page` writes both pages again, running nothing.
+command, the date, the CPU and the load: tools/bench_doc.py's header). The runs it reads are the JSONs beside the
+benchmark page (recorded.py), and the families' data (families.py): neither imports the page. A module, not a
+command: `python -m tools.zoo.run --page` writes both pages again, running nothing, and so does each command that
+records a run once it has.
 """
 import json
 import math
-import shlex
 from collections import Counter
 from pathlib import Path
 
 from tools import bench_doc
-from tools.zoo import cases, families, formers_page
-
-ROOT = Path(__file__).resolve().parents[2]
-GUIDE = ROOT / "docs" / "zoo.md"
-BENCH = bench_doc.PAGES / "zoo.md"
-CASES_JSON, FAMILIES_JSON = "zoo.json", "zoo_families.json"   # beside the benchmark page
-CASES_COMMAND, FAMILIES_COMMAND = "python -m tools.zoo.run", "python -m tools.zoo.families"
-
-
-def facts(module: str, argv: list) -> dict:
-    """The machine's facts before a run (tools/bench_doc.py), its command as the zoo is run: as a module."""
-    return {**bench_doc.start(argv), "command": shlex.join(["python", "-m", module, *argv[1:]])}
+from tools.zoo import cases, families, formers_page, recorded, tables
 
 
 def said(result) -> str:
@@ -41,11 +30,6 @@ def said(result) -> str:
 
 def figure(x) -> str:
     return "inf" if x == math.inf else f"{x:.3g}"
-
-
-def cell(text) -> str:
-    """Text in a markdown table's cell: one line, no column break."""
-    return str(text).replace("|", "/").replace("\n", " ")
 
 
 # The zoo under another CPU's torch kernels: measured, not written by this run; the run and what it found are on
@@ -287,9 +271,9 @@ HEAD = [
     "## Run it", "",
     "One family runs as `python -m tools.zoo.families --only bert`: it prints the family's verdict and what the "
     "library said, where. "
-    f"The whole zoo is `{CASES_COMMAND}` for the cases and `{FAMILIES_COMMAND}` for the families. Each writes this "
-    f"page and [the benchmark page](bench/zoo.md) again; `{CASES_COMMAND} --page` writes both from the recorded "
-    "runs, running nothing.", ""]
+    f"The whole zoo is `{recorded.CASES_COMMAND}` for the cases and `{recorded.FAMILIES_COMMAND}` for the families. "
+    f"Each writes this page and [the benchmark page](bench/zoo.md) again; `{recorded.PAGES_COMMAND}` writes both from "
+    "the recorded runs, running nothing.", ""]
 
 # How to read a row of the run and of the families' table
 READ_A_LINE = [
@@ -299,51 +283,19 @@ READ_A_LINE = [
     "`wrong place` red but not where the bug is. The run exits 1 when a verdict differs from the table's and is not a "
     "known mismatch.", "",
     "A family's row says one of these:", ""]
-# Each verdict tools.zoo.families gives a family, in the order the table lists them (a test holds every verdict of
-# the recorded run to a line here)
-READING = {
-    "green, every plant red at its module": "the port is the same model: forward, each module isolated and 3 steps "
-    "of backward green, and each bug planted in it red at the module it was planted in. A family with a cache is "
-    "also judged with `use_cache` off and on, its ids as long as a head is wide: a key state has the attention "
-    "weights' shape there.",
-    "green, every plant red": "the same, but a plant is first red after the module it was planted in, at a later "
-    "module or the model's output; the benchmark page's row says where.",
-    "green, a plant green": "the correct port is green, but a planted bug was not caught: a gap of the checks.",
-    "green, no part to plant in": "green; the family has no norm, attention query or embedding to plant a bug in.",
-    "red on the correct port": "red, with no difference of the port named: a false red of the checks, or a "
-    "difference not yet found.",
-    "not the same model": "paddlenlp's port differs from transformers' original on correct use. The row names the "
-    "difference, and the test that pins it (What the zoo finds in the ports, below).",
-    "raises in its own library": "the port's own code raises on the current Paddle before anything is compared. The "
-    "row names the line, and the test that pins it.",
-    "refused": "`convert` refused to pair the two models with no map; the row gives its line.",
-    "raises": "the run raised, for no reason the zoo knows; the row gives the error's line.",
-    "not built": "one side cannot be built here: a package it needs is not installable, or its module is missing.",
-    "not judged": "the family ran over its time (`--timeout`).",
-}
-
-
-def kind(outcome: str) -> str:
-    return outcome.partition(":")[0]  # "not the same model: <why>" is one kind
-
-
-def unread(results: list) -> list:
-    """The verdicts of a families' run the user's page has no reading for."""
-    return sorted({kind(r["outcome"]) for r in results} - set(READING))
-
 
 def load(folder: Path) -> dict:
     """Both recorded runs (a missing families' run: none yet), their figures as numbers (numpy's were written as
     text)."""
     from portcheck.core.errors import require
-    cases_run = json.loads(require(folder / CASES_JSON, CASES_COMMAND).read_text(encoding="utf-8"))
+    cases_run = json.loads(require(folder / recorded.CASES_JSON, recorded.CASES_COMMAND).read_text(encoding="utf-8"))
     number = lambda v: float(v) if isinstance(v, str) else v
     for row in cases_run["rules"]:
         row.update({k: number(row[k]) for k in ("clean_all", "clean", "planted", "margin")})
     for r in cases_run["results"]:
         for j in r["judgements"]:
             j["used"] = number(j["used"])
-    held = folder / FAMILIES_JSON
+    held = folder / recorded.FAMILIES_JSON
     family_run = json.loads(held.read_text(encoding="utf-8")) if held.exists() else {"seconds": 0, "results": []}
     return {"cases": cases_run, "families": family_run, "folder": folder}
 
@@ -363,22 +315,17 @@ def case_groups(results: list) -> list:
 
 
 def family_table(results: list) -> list:
-    """The families by verdict: [family, classes, verdict, why], in READING's order, then by name."""
-    order = list(READING)
+    """The families by verdict: [family, classes, verdict, why], in the verdicts' order, then by name."""
     rows = []
-    for r in sorted(results, key=lambda r: (order.index(kind(r["outcome"])) if kind(r["outcome"]) in order
-                                            else len(order), r["family"])):
+    for r in sorted(results, key=lambda r: (tables.place(tables.kind(r["outcome"])), r["family"])):
         why = r["reason"].partition(": ")[2] if r.get("reason") else "" if r["outcome"].startswith("green") else \
             r.get("said", "")[:300]
         given = [f"`layouts={r['layouts']}` given" if r.get("layouts") else "",
                  f"`keep={r['keep']}` given" if r.get("keep") else ""]
-        rows.append([r["family"], r.get("classes") or "", kind(r["outcome"]), "; ".join(filter(None, [why, *given]))])
+        rows.append([r["family"], r.get("classes") or "", tables.kind(r["outcome"]),
+                     "; ".join(filter(None, [why, *given]))])
     return rows
 
-
-def table(header: list, rows: list) -> list:
-    return ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)] + \
-        ["| " + " | ".join(cell(c) for c in row) + " |" for row in rows]
 
 
 def guide(held: dict) -> str:
@@ -386,21 +333,21 @@ def guide(held: dict) -> str:
     results, fams = held["cases"]["results"], held["families"]["results"]
     differ = [r for r in results if r["got"] != "ok"]
     known = [r for r in differ if r["status"].startswith("known")]
-    kinds = Counter(kind(r["outcome"]) for r in fams)
+    kinds = Counter(tables.kind(r["outcome"]) for r in fams)
     lines = ["English | [中文](zoo_cn.md)", "", "# The zoo of real pairs", "", *HEAD,
              f"Its last whole run took {held['cases']['seconds']} s for the cases and {held['families']['seconds']} s "
              "for the families; the figures per rule, per case and per family, and how they were taken, are on [the "
              "benchmark page](bench/zoo.md).", "",
-             *READ_A_LINE, *[f"- **{k}**: {v}" for k, v in READING.items()], "",
+             *READ_A_LINE, *[f"- **{k}**: {v}" for k, v in tables.READING.items()], "",
              "## The cases by verdict", "",
              f"{len(results)} verdicts of {len({r['case'] for r in results})} cases; "
              + (f"{len(differ)} differ from the table's ({len(known)} known, each with its issue: [Mismatches]"
                 "(bench/zoo.md#mismatches))." if differ else "none differs from the table's."), "",
-             *table(["group", "cases", "correct ports", "plants"], case_groups(results)), "",
+             *tables.table(["group", "cases", "correct ports", "plants"], case_groups(results)), "",
              "## The families by verdict", "",
              f"{len(fams)} families: " + "; ".join(f"{n} {k}" for k, n in sorted(
-                 kinds.items(), key=lambda kn: list(READING).index(kn[0]) if kn[0] in READING else 99)) + ".", "",
-             *table(["family", "paddlenlp / transformers", "verdict", "why"], family_table(fams)), "",
+                 kinds.items(), key=lambda kn: tables.place(kn[0]))) + ".", "",
+             *tables.table(["family", "paddlenlp / transformers", "verdict", "why"], family_table(fams)), "",
              *FINDINGS, *OTHER_KERNELS, *TORCHVISION_CPU,
              *formers_page.section(formers_page.load(held["folder"])), *formers_page.FINDINGS]
     return "\n".join(lines).rstrip("\n") + "\n"
@@ -410,12 +357,13 @@ def bench(held: dict) -> str:
     """docs/bench/zoo.md: the figures of the last whole run, and how they were taken."""
     run, fam = held["cases"], held["families"]
     results, rules = run["results"], run["rules"]
-    header = " ".join([bench_doc.header(run.get(bench_doc.RUN), CASES_COMMAND),
-                       bench_doc.header(fam.get(bench_doc.RUN) or [], FAMILIES_COMMAND)])
+    header = " ".join([bench_doc.header(run.get(bench_doc.RUN), recorded.CASES_COMMAND),
+                       bench_doc.header(fam.get(bench_doc.RUN) or [], recorded.FAMILIES_COMMAND)])
     lines = ["# The zoo: the figures of its last whole run", "", header, "",
              "What the zoo is, how to run it and how to read a verdict: [zoo.md](../zoo.md). This page is written with "
-             f"it by `{CASES_COMMAND}` and `{FAMILIES_COMMAND}`; `{CASES_COMMAND} --page` writes both again from "
-             f"{CASES_JSON} and {FAMILIES_JSON} beside this page, running nothing.", "",
+             f"it by `{recorded.CASES_COMMAND}` and `{recorded.FAMILIES_COMMAND}`; `{recorded.PAGES_COMMAND}` writes "
+             f"both again from {recorded.CASES_JSON} and {recorded.FAMILIES_JSON} beside this page, running nothing.",
+             "",
              "## The cases", "",
              "Every case of `tools/zoo/cases.py`, its correct port and each planted bug, judged through portcheck's "
              f"public API: {len(results)} verdicts in {run['seconds']} s, one case after another.", "",
@@ -424,23 +372,24 @@ def bench(held: dict) -> str:
              "the largest ratio of any correct port; clean: leaving out the known false reds listed below and the "
              "reds by design; planted: the smallest of a plant the rule caught; margin: planted / clean.", "",
              "## Per rule", "",
-             *table(["rule", "correct ports", "false reds", "clean, all", "clean (largest)", "planted (smallest)",
-                     "margin"],
-                    [[r["rule"], r["cases"], r["false_red"], figure(r["clean_all"]),
-                      f"{figure(r['clean'])} ({r['clean_case'] or '-'})",
-                      f"{figure(r['planted'])} ({r['planted_case'] or '-'})", figure(r["margin"])] for r in rules])]
+             *tables.table(["rule", "correct ports", "false reds", "clean, all", "clean (largest)",
+                            "planted (smallest)", "margin"],
+                           [[r["rule"], r["cases"], r["false_red"], figure(r["clean_all"]),
+                             f"{figure(r['clean'])} ({r['clean_case'] or '-'})",
+                             f"{figure(r['planted'])} ({r['planted_case'] or '-'})", figure(r["margin"])]
+                            for r in rules])]
     bad = [r for r in results if r["got"] != "ok"]
     lines += ["", "## Mismatches", "", f"{len(bad)} of the {len(results)} verdicts differ from the table's.", "",
-              *table(["case", "plant", "expected", "got", "known", "what the library said"],
-                     [[r["case"], r["plant"] or "(correct port)", r["expected"], r["status"],
-                       f"issue {r['known']['issue']}: {r['known']['why']}" if r["known"] else "", said(r)]
-                      for r in bad])]
+              *tables.table(["case", "plant", "expected", "got", "known", "what the library said"],
+                            [[r["case"], r["plant"] or "(correct port)", r["expected"], r["status"],
+                              f"issue {r['known']['issue']}: {r['known']['why']}" if r["known"] else "", said(r)]
+                             for r in bad])]
     by_name = cases.by_name()
     plant = lambda r: next((p for p in by_name[r["case"]]["plants"] if p["name"] == r["plant"]), None)
     lines += ["", "## Every case", "",
-              *table(["case", "group", "steps", "plant", "cause", "verdict", "what the library said"],
-                     [[r["case"], r["group"], ", ".join(map(str, r["steps"])), r["plant"] or "(correct port)",
-                       plant(r)["cause"] if plant(r) else "", r["status"], said(r)] for r in results])]
+              *tables.table(["case", "group", "steps", "plant", "cause", "verdict", "what the library said"],
+                            [[r["case"], r["group"], ", ".join(map(str, r["steps"])), r["plant"] or "(correct port)",
+                              plant(r)["cause"] if plant(r) else "", r["status"], said(r)] for r in results])]
     skipped = [c for c in cases.CASES if c.get("skip")]
     if skipped:
         lines += ["", "## Not run", ""] + [f"- {c['name']}: {c['skip']}" for c in skipped]
@@ -454,9 +403,9 @@ def family_section(results: list, seconds: float) -> list:
     judged = f"all {found} families" if len(results) == found else f"{len(results)} of the {found} families, the " \
         "rest not run yet"
     return ["## Every family both libraries ship", "",
-            f"Run by `{FAMILIES_COMMAND}` ({judged}, {round(seconds)} s, one family after another, each in a process "
-            "of its own): paddlenlp 2.8.1's base model classes with a transformers 4.45.2 class of the same name. "
-            "Each family is:", "",
+            f"Run by `{recorded.FAMILIES_COMMAND}` ({judged}, {round(seconds)} s, one family after another, each in a "
+            "process of its own): paddlenlp 2.8.1's base model classes with a transformers 4.45.2 class of the same "
+            "name. Each family is:", "",
             "- built from one tiny random config (`tools.zoo.families.TINY`). A family's own sizes, and a setting "
             "whose default differs on the two sides given alike as the released checkpoint has it, are in "
             "`OVERRIDES`. Its own inputs are in `INPUTS` where its forward takes more than token ids (images, audio, "
@@ -470,19 +419,19 @@ def family_section(results: list, seconds: float) -> list:
             "says it (`REASONS`; [What the zoo finds in the ports](../zoo.md#what-the-zoo-finds-in-the-ports)). The "
             "suite's tests/test_zoo_families.py runs every family's fast part (`--fast`: forward cumulative, the first "
             "plant) and holds each row to it.", "",
-            *table(["family", "seconds", "paddlenlp / transformers", "outcome", "what the library said"],
-                   [[c[0], r.get("seconds", ""), *c[1:]] for r in results for c in [families.cells(r)]])]
+            *tables.table(["family", "seconds", "paddlenlp / transformers", "outcome", "what the library said"],
+                          [[c[0], r.get("seconds", ""), *c[1:]] for r in results for c in [families.cells(r)]])]
 
 
 def render(folder: Path = None) -> tuple:
     """(docs/zoo.md, docs/bench/zoo.md) from the runs recorded in `folder` (docs/bench unless given)."""
-    held = load(folder or BENCH.parent)
+    held = load(folder or recorded.BENCH.parent)
     return guide(held), bench(held)
 
 
 def write(guide_path: Path = None, bench_path: Path = None) -> None:
     """Both pages (docs/zoo.md, docs/bench/zoo.md unless given), from the runs recorded beside the benchmark page."""
-    guide_path, bench_path = guide_path or GUIDE, bench_path or BENCH
+    guide_path, bench_path = guide_path or recorded.GUIDE, bench_path or recorded.BENCH
     texts = render(Path(bench_path).parent)
     for path, text in zip((guide_path, bench_path), texts):
         bench_doc.write(path, text)

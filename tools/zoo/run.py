@@ -30,7 +30,8 @@ except ModuleNotFoundError:  # the project is not importable: not its venv
 from portcheck.core.errors import PipelineError, first_line, run_main
 
 try:
-    from tools.zoo import cases, page
+    from tools import bench_doc
+    from tools.zoo import cases, page, recorded
 except ModuleNotFoundError:  # run by its path: the repository's root is not on sys.path
     raise SystemExit("error: run the zoo from the repository's root as `python -m tools.zoo.run`") from None
 from tools.zoo.page import figure, said
@@ -158,15 +159,15 @@ def main():
     ap.add_argument("--only", metavar="NAME", help="one case, by its name in tools/zoo/cases.py; writes nothing")
     ap.add_argument("--page", action="store_true", help="write both pages again from the runs recorded beside the "
                     "benchmark page: nothing is run")
-    ap.add_argument("--out", type=Path, default=page.BENCH, help="the benchmark page; its runs recorded beside it "
-                    f"({page.CASES_JSON}, {page.FAMILIES_JSON}; default docs/bench/zoo.md)")
-    ap.add_argument("--guide", type=Path, default=page.GUIDE, help="the user's page (default docs/zoo.md)")
+    ap.add_argument("--out", type=Path, default=recorded.BENCH, help="the benchmark page; its runs recorded beside it "
+                    f"({recorded.CASES_JSON}, {recorded.FAMILIES_JSON}; default docs/bench/zoo.md)")
+    ap.add_argument("--guide", type=Path, default=recorded.GUIDE, help="the user's page (default docs/zoo.md)")
     args = ap.parse_args()
     if args.page:
         page.write(args.guide, args.out)
         return 0
     chosen = selected(args.fast, args.only)
-    facts = page.facts("tools.zoo.run", sys.argv)
+    facts = recorded.facts("tools.zoo.run", sys.argv)
     start, results = time.time(), []
     for case in chosen:
         if case.get("skip"):
@@ -190,11 +191,10 @@ def main():
     print(f"\n{len(results)} verdicts, {len(bad)} differ from the table's ({len(bad) - len(unknown)} known), "
           f"{seconds:.0f} s")
     if args.only is None and not args.fast:  # docs/ holds the whole zoo's table, never a part's
-        recorded = {"seconds": round(seconds), page.bench_doc.RUN: page.bench_doc.finish(facts), "rules": rules,
-                    "results": results}
-        page.bench_doc.write(args.out.parent / page.CASES_JSON, json.dumps(recorded, indent=1, default=str) + "\n")
+        run = {"seconds": round(seconds), bench_doc.RUN: bench_doc.finish(facts), "rules": rules, "results": results}
+        bench_doc.write(args.out.parent / recorded.CASES_JSON, json.dumps(run, indent=1, default=str) + "\n")
         page.write(args.guide, args.out)
-        print(f"wrote {page.CASES_JSON}, {args.out.name} beside it and {args.guide.name}")
+        print(f"wrote {recorded.CASES_JSON}, {args.out.name} beside it and {args.guide.name}")
     raise SystemExit(1 if unknown else 0)
 
 

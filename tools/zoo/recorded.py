@@ -1,0 +1,44 @@
+"""Where the zoo keeps what it records: its two pages (docs/zoo.md, the user's; docs/bench/zoo.md, the figures) and,
+beside the benchmark page, one JSON per command that runs it, with the command; the facts of a run; a run's rows
+merged over those held and written. The commands that record a run (run.py, families.py, formers.py) and the page
+that reads the runs (page.py, formers_page.py) take these names from here. A module, not a command.
+"""
+import json
+import shlex
+from pathlib import Path
+
+from tools import bench_doc
+
+ROOT = Path(__file__).resolve().parents[2]
+GUIDE = ROOT / "docs" / "zoo.md"
+BENCH = bench_doc.PAGES / "zoo.md"
+CASES_JSON, FAMILIES_JSON, FORMERS_JSON = "zoo.json", "zoo_families.json", "zoo_formers.json"  # beside BENCH
+CASES_COMMAND, FAMILIES_COMMAND, FORMERS_COMMAND = ("python -m tools.zoo.run", "python -m tools.zoo.families",
+                                                    "python -m tools.zoo.formers")
+PAGES_COMMAND = f"{CASES_COMMAND} --page"  # both pages again from the runs recorded, running nothing
+
+
+def facts(module: str, argv: list) -> dict:
+    """The machine's facts before a run (tools/bench_doc.py), its command as the zoo is run: as a module."""
+    return {**bench_doc.start(argv), "command": shlex.join(["python", "-m", module, *argv[1:]])}
+
+
+def over_held(held, results: list, seconds: float, order: list) -> tuple:
+    """(rows, seconds): this run's rows over those `held` records of other families, in `order`; the time their sum
+    where rows from before join them."""
+    if not held.exists():
+        return results, seconds
+    mine = {r["family"] for r in results}
+    before = [r for r in json.loads(held.read_text(encoding="utf-8"))["results"] if r["family"] not in mine]
+    results = sorted(before + results, key=lambda r: order.index(r["family"]) if r["family"] in order else 0)
+    return results, sum(r.get("seconds", 0) for r in results)
+
+
+def write(held, results: list, seconds: float):
+    """`held` written: the time, each run that judged a row once (tools/bench_doc.py's facts), the rows."""
+    runs = []
+    for r in results:
+        if r.get("measured", {}) not in runs:
+            runs.append(r.get("measured", {}))
+    bench_doc.write(held, json.dumps({"seconds": round(seconds), bench_doc.RUN: runs, "results": results},
+                                     indent=1) + "\n")
