@@ -223,3 +223,13 @@ def yardsticks() -> list:
         out.append(row)
         print(json.dumps(row), flush=True)
     return out
+
+
+if __name__ == "__main__":
+    import argparse
+    import sys
+    argparse.ArgumentParser(description="A module, not a command: `python tools/bench_k_backward.py --kinks SEEDS` "
+                            "runs its sweep, and the kink tests train its nets.").parse_args()
+    print("tools/kink_nets.py is imported, not run: run python tools/bench_k_backward.py --kinks SEEDS",
+          file=sys.stderr)
+    sys.exit(2)
