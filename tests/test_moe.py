@@ -285,6 +285,9 @@ def test_a_tie_broken_otherwise_in_a_later_steps_forward_is_said_as_one_never_re
     assert all(r.passed or not r.judged for r in rows) and report.first_diverging is None, said
     assert all(r.passed for r in report.steps[0]), said
     assert not all(r.passed for r in report.steps[1])
+    # every value step 2's forward reaches is not judged, within its rule or not: the rule there may hold torch's own
+    # run against itself breaking the tie otherwise (on some CPUs it does), no measure of rounding
+    assert all(not r.judged for r in report.steps[1] if r.name != "lr"), said
     assert report.view()["headline"].startswith("not judged: routing at moe.router"), report.view()["headline"]
 
 

@@ -47,9 +47,10 @@ class ForwardReport(page.Viewable):
     def passed(self) -> bool:
         """Every paired module within its rule, and something paired: a report that compared nothing is red.
         With isolate=True, every module's own computation within its rule too; every token routed to the same
-        experts (routing)."""
+        experts (routing): a tie broken otherwise leaves what follows it not judged, never green."""
         isolated = self.isolated is None or (not self.isolation_stopped and all(r.passed for r in self.isolated))
-        return not self.stopped and bool(self.paired) and isolated and not any(r.red for r in self.routing) and \
+        return not self.stopped and bool(self.paired) and isolated and \
+            not any(r.red or r.flipped for r in self.routing) and \
             all(r.passed or r.beyond(calibrated.MEAN_BOUND) for r in self.rows if not r.problem.startswith("no counterpart"))
 
     @property

@@ -227,8 +227,10 @@ def after(torch_record: dict, block: str) -> set:
 
 
 def unjudged_after_ties(routed: list, torch_record: dict, rows: list, isolated=False) -> list:
-    """rows, each red one a tie broken otherwise reaches (a block's flipped tokens, none red) said as not judged:
-    neither side is wrong there, and no rule holds two choices of experts to each other. isolated: isolate's rows,
+    """rows, each one a tie broken otherwise reaches (a block's flipped tokens, none red) said as not judged, within
+    its rule or not: neither side is wrong there, and no rule holds two choices of experts to each other (torch's
+    float64 yardstick may break the tie otherwise too, and its allowance then holds the other experts' difference).
+    The router's own output comes before the choice: it stays judged. isolated: isolate's rows,
     each module on torch's values: only the block and what it holds are reached (Paddle's router breaks the tie
     again). A tie is one only where the router's own output is within its rule: a router whose logits differ (its
     weight wrong) sends those tokens elsewhere by its own difference, and they are red (differing)."""
@@ -241,12 +243,13 @@ def unjudged_after_ties(routed: list, torch_record: dict, rows: list, isolated=F
         if r.flipped and not r.red:
             calls = after(torch_record, r.block)
             inside = lambda call: module_of(call) == r.block or module_of(call).startswith(r.block + ".")
-            reached.update(dict.fromkeys((c for c in calls if inside(c)) if isolated else calls, r))
+            reached.update(dict.fromkeys((c for c in calls if module_of(c) != module_of(r.router) and
+                                          (inside(c) or not isolated)), r))
     if not reached:
         return rows
     out = []
     for row in rows:
-        r = reached.get(split_key(f"out/{row.name.removesuffix(' (its input)')}")[1]) if not row.passed else None
+        r = reached.get(split_key(f"out/{row.name.removesuffix(' (its input)')}")[1]) if row.judged else None
         out.append(row if r is None else calibrated.unjudged(
             row.name, row.shape, f"{TIED} {len(r.flipped)} token(s) at a tie of {r.router}'s logits, broken "
             "otherwise by the two sides, reach it (routing)"))
