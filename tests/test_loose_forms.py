@@ -179,7 +179,7 @@ def test_a_form_held_otherwise_inside_or_at_the_root_is_green_with_no_map_and_it
     assert forward.passed and backward.passed, forward.table() + backward.table()
     assert grad in {r.name for r in backward.grads}, backward.table()
     if build is attention:  # before, weights first: the attention paired with nothing, its output judged nowhere
-        # the output is its out-projection's, handed on: paired as that (forward.outputs.handed_on), the weights left
+        # the output is its out-projection's, handed on: paired as that (forward.leaves.handed_on), the weights left
         assert ("part: torch's returns 2 outputs, the other side's 1: paired each as the inner call's output it hands "
                 f"on, torch's part[{0 if args else 1}] left out") in forward.table(), forward.table()
     forward, backward = judged(build, *args, plant=True)

@@ -176,7 +176,7 @@ def test_an_output_no_one_can_compare_is_red_with_the_outputs_that_pasted_leave_
 
 def test_outputs_of_other_names_are_said_as_a_dict_that_pasted_compares_them():
     """torch's dict {logits, hidden} against the port's (logits, ) tuple: paired by place, said {torch's: Paddle's}."""
-    from portcheck.forward.outputs import shared
+    from portcheck.forward.chosen import shared
     t_all, p_all = {":logits": "out/a", ":hidden": "out/b"}, {"[0]": "out/c"}
     assert shared(t_all, p_all, {"out/a": "out/c"}) == {"logits": 0}
     assert shared({"": "out/a"}, {"[0]": "out/c", "[1]": "out/d"}, {"out/a": "out/c"}) == [0]
@@ -302,14 +302,14 @@ SUGGESTING = {
         "test_an_output_no_one_can_compare_is_red_with_the_outputs_that_pasted_leave_it_out_green",
     ("forward/outputs.py", "outputs={shared(t_all,"):
         "test_an_output_one_side_returns_alone_is_red_with_the_outputs_that_pasted_compare_the_rest_green",
-    ("forward/outputs.py", "outputs={mended()!r}"):
+    ("forward/chosen.py", "outputs={mended()!r}"):
         "test_an_inner_modules_outputs_naming_what_is_not_there_prints_the_outputs_that_pasted_compare_it",
     ("forward/outputs.py", "outputs={said[0]!r}"):
         "test_an_inner_modules_extra_output_paired_by_place_is_red_with_the_outputs_that_pasted_pair_it_green",
 }
 # where the same text is no suggestion: a docstring's example, a refusal quoting the argument it was given
-NOT_SUGGESTING = {("mapping/fused.py", 'layouts={"c_attn":'), ("forward/outputs.py", "outputs={list(names)!r}:"),
-                  ("forward/outputs.py", "outputs={outputs!r}:"), ("forward/outputs.py", "outputs={chosen.given!r}:")}
+NOT_SUGGESTING = {("mapping/fused.py", 'layouts={"c_attn":'), ("forward/chosen.py", "outputs={list(names)!r}:"),
+                  ("forward/chosen.py", "outputs={outputs!r}:"), ("forward/chosen.py", "outputs={chosen.given!r}:")}
 
 
 def test_every_message_printing_an_argument_to_paste_has_its_pasting_test():

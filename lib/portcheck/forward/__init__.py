@@ -1,5 +1,6 @@
 """The forward pass of one model pair compared: twin (torch's float64 run, the yardstick), judging (one output
-against the other), result (ForwardReport), outputs (two runs' outputs paired and judged), compare (record, judge and
+against the other), result (ForwardReport), outputs (two runs' outputs paired and judged), leaves (two paired calls'
+outputs paired leaf by leaf), chosen (outputs=: which outputs a report judges), compare (record, judge and
 compare_forward), isolate (each module on torch's own values), calls (the first call that differs, at its source
 line), routing (a mixture of experts' routing compared as data: each token's experts on both sides, a tie said as
 one), plot (the per-module figure), graph (the two runs' graphs for Model Explorer). Checkpoint folders read block

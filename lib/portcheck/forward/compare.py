@@ -10,7 +10,8 @@ import numpy as np
 from portcheck.core import calibrated, spill
 from portcheck.core.errors import PipelineError, first_line, raised_by
 from portcheck.forward.judging import input_ok, judge_one
-from portcheck.forward.outputs import checked_outputs, judge_records
+from portcheck.forward.chosen import checked_outputs
+from portcheck.forward.outputs import judge_records
 from portcheck.forward import routing
 from portcheck.forward.result import ForwardReport
 from portcheck.forward.twin import EAGER, F64, float64_inputs, float64_run

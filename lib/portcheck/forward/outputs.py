@@ -1,73 +1,25 @@
-"""Two runs' outputs paired and judged: the tensors of two paired calls (pair_leaves, counterparts), the
-model's own outputs, outputs= chosen (checked_outputs), and every row of judge_forward's report (judge_records).
-May import core, mapping, and forward's twin, judging and result; never compare, which builds on it."""
+"""Two runs' outputs paired and judged: every output and first input of the paired calls given its counterpart
+(counterparts: leaf by leaf as leaves pairs them, as outputs= names them, a pair that holds the same weights but
+computes otherwise judged where the other side computes it: apart, inline), the model's own outputs, and every row of
+judge_forward's report (judge_records).
+May import core, mapping, and forward's twin, judging, result, leaves and chosen; never compare, which builds on it."""
 import dataclasses
-import re
-from typing import NamedTuple
 
 import numpy as np
 
 from portcheck.core import calibrated, spill, tolerances
 from portcheck.core.diff import KeyResult
-from portcheck.core.errors import PipelineError
 from portcheck.forward import graph, routing
-from portcheck.forward.judging import broadcasts, input_ok, judge_one, routers_only
+from portcheck.forward.chosen import (as_named, checked_outputs, checked_outputs_of, mended, named_line,
+                                      output_name, output_names, selected, shared, suggested)
+from portcheck.forward.judging import input_ok, judge_one, routers_only
+from portcheck.forward.leaves import call_leaves, handed_on, pair_leaves, passed_through
 from portcheck.forward.result import ForwardReport
 from portcheck.forward.twin import F64
 from portcheck.mapping import fused, pairing, settings
-from portcheck.mapping.ties import distance, nearest_of
 from portcheck.core.keys import ROOT, module_of, split_key
 from portcheck.mapping.names import named_exist
 from portcheck.mapping.trace import LEAF, STOPPED, activated, reader as trace_reader, stopped, stopped_in
-
-
-def pair_leaves(torch_keys: list, paddle_keys: list, shapes=None, settled: dict = None) -> dict:
-    """{torch key: Paddle key} for the tensors of two paired calls' outputs (their keys after the call name,
-    "" for a lone tensor, "[0]", ":logits"): by the same key, then the rest in order when both hold as many,
-    else torch's first with Paddle's only one. shapes: {key: shape} of both sides, given when an order pair
-    must fit in shape (any module's but the model's, whose outputs are compared whole). settled: pairs already
-    known (handed_on's), kept and counted as the same key's: one output of several is guessed only where nothing
-    of the two calls pairs otherwise (an attention's key states are no guess for the weights the other side returns
-    beside the output it hands on, whatever their shapes)."""
-    out = dict(settled or {})
-    out.update({k: k for k in torch_keys if k not in out and k in paddle_keys and k not in out.values()})
-    t = [k for k in torch_keys if k not in out]
-    p = [k for k in paddle_keys if k not in out.values()]
-    fits = lambda a, b: shapes is None or broadcasts(shapes[0][a], shapes[1][b]) or \
-        pairing.reshaped(tuple(shapes[0][a]), tuple(shapes[1][b]))
-    if len(t) == len(p):
-        order = list(zip(t, p))
-    elif t and p and 1 in (len(t), len(p)) and not out:
-        # one output against several: the one of its shape (an attention's (weights, output) against its output),
-        # else the first
-        fit = [k for k in p if fits(t[0], k)] if len(t) == 1 else [k for k in t if fits(k, p[0])]
-        pick = fit[0] if len(fit) == 1 else (p if len(t) == 1 else t)[0]
-        order = [(t[0], pick)] if len(t) == 1 else [(pick, p[0])]
-    else:
-        order = []
-    out.update((a, b) for a, b in order if fits(a, b))
-    return out
-
-
-def _leaves(record: dict) -> dict:
-    """{call: {key after the call name: shape}} of a record's outputs, in run order."""
-    out = {}
-    for key in record:
-        if key.startswith("out/"):
-            _, call, rest = split_key(key)
-            out.setdefault(call, {})[rest] = spill.shape(record, key)
-    return out
-
-
-def passed_through(record: dict, call: str, leaves: dict) -> dict:
-    """The leaves of a call's output that are its own first input handed back (an encoder returning its
-    embeddings beside its hidden states): {leaf: shape}, the same stored array or the same values."""
-    given = record.get(f"in/{call}")
-    if given is None:
-        return {}
-    same = lambda k: spill.identity(record, k) == spill.identity(record, f"in/{call}") or (
-        tuple(spill.shape(record, k)) == tuple(np.shape(given)) and np.array_equal(record[k], given))
-    return {rest: shape for rest, shape in leaves.items() if same(f"out/{call}{rest}")}
 
 
 def apart(paired: pairing.Pairing) -> dict:
@@ -122,8 +74,8 @@ def counterparts(torch_record: dict, paddle_record: dict, paired: pairing.Pairin
     paired as named, the rest left out. kept, a dict if given, receives "left": the record keys left out so, and
     "guessed": {torch call: the calls' outputs} where one output was paired with one of the other side's several by a
     guess (pair_leaves'). given: outputs= as the user gave it, printed back mended where it names an output a
-    module does not return (_mended)."""
-    t_leaves, p_leaves = _leaves(torch_record), _leaves(paddle_record)
+    module does not return (mended)."""
+    t_leaves, p_leaves = call_leaves(torch_record), call_leaves(paddle_record)
     out, uneven, skipped = {}, [], apart(paired)
     kept = {} if kept is None else kept
     left, guessed = kept.setdefault("left", set()), kept.setdefault("guessed", {})
@@ -144,14 +96,14 @@ def counterparts(torch_record: dict, paddle_record: dict, paired: pairing.Pairin
         t, p = t_leaves.get(t_out, {}), p_leaves.get(p_out, {})
         names = (chosen or {}).get(module_of(t_call)) if t_call != ROOT else None
         if names is not None:  # the user's outputs=: as named, the rest left out, said
-            pairs = _as_named(t_call, t, p, names, lambda: _mended(
+            pairs = as_named(t_call, t, p, names, lambda: mended(
                 torch_record, paddle_record, (t_call, t_out, p_out, t, p), names, given))
             left |= {f"out/{t_out}{a}" for a in t if a not in pairs} | \
                 {f"out/{p_out}{b}" for b in p if b not in pairs.values()}
             out[f"in/{t_call}"] = f"in/{p_call}"
             out.update({f"out/{t_out}{a}": f"out/{p_out}{b}" for a, b in pairs.items()})
             if said is not None:
-                said.append(_named_line(t_call, t_out, p_out, t, p, pairs))
+                said.append(named_line(t_call, t_out, p_out, t, p, pairs))
             continue
         if len(t) != len(p) and t_call != ROOT:
             t_in, p_in = passed_through(torch_record, t_out, t), passed_through(paddle_record, p_out, p)
@@ -188,24 +140,6 @@ def counterparts(torch_record: dict, paddle_record: dict, paired: pairing.Pairin
     return out
 
 
-def handed_on(torch_record: dict, paddle_record: dict, t_out: str, p_out: str, t: dict, p: dict, paired: dict) -> dict:
-    """{torch leaf: Paddle leaf} of two paired calls' outputs that are outputs of inner calls handed on as they are
-    (the same stored array: an encoder returning its last layer's output on one side, every layer's in a list on the
-    other), each where those inner outputs are paired (`paired`, {torch record key: Paddle record key})."""
-    first = {}
-    for key in torch_record:
-        if key.startswith("out/"):
-            first.setdefault(spill.identity(torch_record, key), key)
-    theirs = {spill.identity(paddle_record, f"out/{p_out}{b}"): b for b in reversed(list(p))}
-    out = {}
-    for a in t:
-        inner = paired.get(first.get(spill.identity(torch_record, f"out/{t_out}{a}")))
-        b = theirs.get(spill.identity(paddle_record, inner)) if inner in paddle_record else None
-        if b is not None and b not in out.values():
-            out[a] = b
-    return out
-
-
 def _root_leaves(record: dict) -> dict:
     """{the part of its key after the call ("", "[0]", ":logits"): record key} of every leaf of the model's own
     output: its tensors and numbers (out/), and what is neither (LEAF: None, a string, another object)."""
@@ -215,173 +149,6 @@ def _root_leaves(record: dict) -> dict:
             if key.startswith(where + ROOT) and split_key("out/" + key[len(where):])[1] == ROOT:
                 out[split_key("out/" + key[len(where):])[2]] = key
     return out
-
-
-def output_name(rest: str) -> str:
-    """The model output a leaf belongs to, as its user names it: a ModelOutput's or a dict's field (logits,
-    past_key_values), a tuple's position ([1]), or "the output" for a lone one."""
-    top = re.match(r"^(:[^:\[]*|\[\d+\])", rest)
-    return "the output" if not rest else top.group(1).lstrip(":") if top else rest
-
-
-def _selected(leaves: dict, names, side: str) -> tuple:
-    """(the leaves outputs= names, [left out]): names are a field's name (str) or a position (int); a lone output is
-    the one output. A name the side's output lacks is one line; a run that stopped returned nothing: the stop is said
-    (report.stopped), not the names."""
-    if names is None or not leaves or list(leaves) == [""]:
-        return leaves, []
-    tops = {output_name(rest) for rest in leaves}
-    wanted = {n if isinstance(n, str) else f"[{n}]" for n in names}
-    lacking = sorted(wanted - tops)
-    if lacking:
-        raise PipelineError(f"outputs={list(names)!r}: the {side} model's output has no {lacking[0]} (its outputs: "
-                            f"{', '.join(sorted(tops))}); name its outputs by field or position [PC404]")
-    keep = {rest: key for rest, key in leaves.items() if output_name(rest) in wanted}
-    return keep, sorted({f"{side} {output_name(rest)}" for rest in leaves if rest not in keep})
-
-
-class Chosen(NamedTuple):
-    """outputs= as checked: the names of the model's own outputs compared on each side (None: every one), each
-    module's {torch module: (torch names, Paddle names)}, and the argument as given (printed back with a module's
-    entry added, to be pasted)."""
-    torch: list = None
-    paddle: list = None
-    modules: dict = {}
-    given: object = None
-
-
-def _names_of(outputs):
-    """(torch names, Paddle names) of one output form: a list of names or positions for both sides, or a dict
-    {torch name or position: Paddle name or position}; None when it is not one."""
-    ok = lambda n: (isinstance(n, str) and n) or (isinstance(n, int) and not isinstance(n, bool) and n >= 0)
-    pairs = list(outputs.items()) if isinstance(outputs, dict) else \
-        [(n, n) for n in outputs] if isinstance(outputs, (list, tuple)) else None
-    if not pairs or not all(ok(a) and ok(b) for a, b in pairs):
-        return None
-    return [a for a, _ in pairs], [b for _, b in pairs]
-
-
-def checked_outputs(outputs) -> Chosen:
-    """outputs= as a Chosen: None (every output), the model's own outputs' form (_names_of), or a dict of such
-    forms by torch module name, the model's own under ROOT ({"encoder": [1], "(model)": ["logits"]}); else one
-    line."""
-    if outputs is None or isinstance(outputs, Chosen):
-        return outputs or Chosen()
-    root = _names_of(outputs)
-    if root:
-        return Chosen(*root, {}, outputs)
-    modules = {m: _names_of(v) for m, v in outputs.items() if isinstance(m, str) and m
-               and isinstance(v, (list, tuple, dict))} if isinstance(outputs, dict) else {}
-    if not modules or len(modules) != len(outputs) or not all(modules.values()):
-        raise PipelineError(f"outputs={outputs!r}: name the model outputs to compare, a list of fields or positions "
-                            "(['logits'], [0]) or a dict {torch's: Paddle's}; a module's, those by its torch name "
-                            "({'encoder': [1]}) [PC405]")
-    return Chosen(*modules.pop(ROOT, (None, None)), modules, outputs)
-
-
-def with_module(given, module: str, names) -> dict:
-    """outputs= as given, with a module's entry added: what a line prints to be pasted."""
-    by_module = isinstance(given, dict) and given and all(isinstance(v, (list, tuple, dict)) for v in given.values())
-    return {**(given if by_module else {} if given is None else {ROOT: given}), module: names}
-
-
-def _top(name) -> str:
-    """An outputs= name as output_name says it: a field as it is, a position as "[i]"."""
-    return name if isinstance(name, str) else f"[{name}]"
-
-
-def _returns(leaves: dict, name) -> bool:
-    """Whether a call's outputs hold the one outputs= names (a lone output stands for any name)."""
-    return list(leaves) == [""] or _top(name) in {output_name(rest) for rest in leaves}
-
-
-def _as_named(t_call: str, t: dict, p: dict, names: tuple, mended) -> dict:
-    """{torch leaf: Paddle leaf} of a module's outputs as outputs= names them ((torch names, Paddle names), a lone
-    output standing for any name); a name neither a lone output nor one of the call's outputs is one line, ending
-    with the outputs= mended() gives to paste."""
-    out = {}
-    for side, leaves, wanted in (("torch", t, names[0]), ("Paddle", p, names[1])):
-        tops = {output_name(rest) for rest in leaves}
-        lacking = [_top(n) for n in wanted if not _returns(leaves, n)]
-        if lacking:
-            raise PipelineError(f"outputs=: {side}'s {t_call} returns no {lacking[0]} (its outputs: "
-                                f"{', '.join(sorted(tops))}); name a module's outputs by field or position, as "
-                                f"outputs={mended()!r} does [PC461]")
-    for a, b in zip(*names):
-        mine = [k for k in t if k == "" or output_name(k) == _top(a)]
-        theirs = [k for k in p if k == "" or output_name(k) == _top(b)]
-        out.update((x, y) for x, y in pair_leaves(mine, theirs).items() if x not in out and y not in out.values())
-    return out
-
-
-def _named_line(t_call: str, t_out: str, p_out: str, t: dict, p: dict, pairs: dict) -> str:
-    """A module's outputs as outputs= paired them, and those it left out, in one line."""
-    said = lambda call, keys: ", ".join(f"{call}{k}" for k in keys)
-    rest = [said(f"torch's {t_out}" if i == 0 else f"Paddle's {p_out}", keys) for i, keys in
-            enumerate(([a for a in t if a not in pairs], [b for b in p if b not in pairs.values()])) if keys]
-    return (f"{t_call}: outputs= pairs " + "; ".join(f"torch's {t_out}{a} with Paddle's {p_out}{b}"
-                                                     for a, b in pairs.items())
-            + (f"; left out, not judged: {'; '.join(rest)}" if rest else ""))
-
-
-def _argument(rest: str):
-    """An output's leaf key as outputs= names it: a position's number, else its field ("" for a lone output)."""
-    return int(rest[1:-1]) if re.fullmatch(r"\[\d+\]", rest) else output_name(rest)
-
-
-def _form(pairs: list):
-    """[(torch name, Paddle name)] as outputs= takes them: a list where each pair has one name, else a dict."""
-    return [a for a, _ in pairs] if all(a == b for a, b in pairs) else dict(pairs)
-
-
-def _mended(torch_record: dict, paddle_record: dict, call: tuple, names: tuple, given):
-    """outputs= as given with its entry for one module mended to name what both sides' call returns: the pairs of
-    names both return, kept; else the pairing with no entry (pair_leaves'), one output against several by the run's
-    values (suggested); else the module's entry left out (None where nothing is left). call: (torch call, torch
-    output call, Paddle output call, torch leaves, Paddle leaves)."""
-    t_call, t_out, p_out, t, p = call
-    module = module_of(t_call)
-    kept = [(a, b) for a, b in zip(*names) if _returns(t, a) and _returns(p, b)]
-    if kept:
-        return with_module(given, module, _form(list(dict.fromkeys(kept))))
-    pairs = pair_leaves(list(t), list(p), (t, p))
-    if len(pairs) == 1 and len(t) != len(p) and 1 in (len(t), len(p)):
-        nearer = suggested(torch_record, paddle_record, (t_out, p_out, t, p, pairs), module, given)
-        if nearer:
-            return nearer[0]
-    named = list(dict.fromkeys((_argument(a or b), _argument(b or a)) for a, b in pairs.items()))
-    if named:
-        return with_module(given, module, _form(named))
-    return {m: v for m, v in with_module(given, module, []).items() if m != module} or None
-
-
-def suggested(torch_record: dict, paddle_record: dict, guess: tuple, module: str, given):
-    """(the outputs= pairing a module's one output with the other side's output its values are nearest (ties.
-    nearest_of), that pair said) where that is not the pair pair_leaves guessed (counterparts' kept["guessed"]);
-    else None."""
-    t_out, p_out, t, p, pairs = guess
-    (a, b), = pairs.items()
-    one, many = (("torch", a), p) if len(t) == 1 else (("Paddle", b), t)
-    value = lambda record, key: [record[key]] if key in record else []
-    d = {k: distance(value(torch_record, f"out/{t_out}{a if len(t) == 1 else k}"),
-                     value(paddle_record, f"out/{p_out}{k if len(t) == 1 else b}")) for k in many}
-    best = nearest_of(d) if len(d) > 1 else None
-    if best is None or best == (b if len(t) == 1 else a):
-        return None
-    x, y = (a, best) if len(t) == 1 else (best, b)
-    pair = f"torch's {t_out}{x} with Paddle's {p_out}{y}"
-    x, y = _argument(x or y), _argument(y or x)  # a lone output takes the other side's name
-    return with_module(given, module, [x] if x == y else {x: y}), pair
-
-
-def checked_outputs_of(chosen: Chosen, torch_record: dict):
-    """A module outputs= names that did not run in the torch model is one line."""
-    ran = {module_of(split_key(k)[1]) for k in torch_record if k.startswith("out/")}
-    missing = sorted(set(chosen.modules) - ran)
-    if missing:
-        raise PipelineError(f"outputs={chosen.given!r}: the torch model has no module {missing[0]} that ran; name "
-                            "a module by its torch name (report.pairing.modules()), the model's own outputs by "
-                            f"{ROOT!r} [PC460]")
 
 
 def _leaf(record: dict, key: str) -> str:
@@ -429,8 +196,8 @@ def judge_records(torch_record: dict, paddle_record: dict, name_map, mean_bound,
     through, kept = [fused.unjudged(paired.fusions)] if paired.fusions else [], {}
     keys = counterparts(torch_record, paddle_record, paired, through, chosen.modules, kept, chosen.given)
     # the model's own outputs, every leaf of both (None, numbers and strings too), paired by name, else in order
-    t_all, left = _selected(_root_leaves(torch_record), chosen.torch, "torch")
-    p_all, p_left = _selected(_root_leaves(paddle_record), chosen.paddle, "Paddle")
+    t_all, left = selected(_root_leaves(torch_record), chosen.torch, "torch")
+    p_all, p_left = selected(_root_leaves(paddle_record), chosen.paddle, "Paddle")
     root = pair_leaves(list(t_all), list(p_all))
     if not root and t_all and p_all and (len(t_all) == 1 or len(p_all) == 1):  # one output against several: the
         root = {next(iter(t_all)): next(iter(p_all))}  # first of each, the others red below, named
@@ -488,7 +255,7 @@ def judge_records(torch_record: dict, paddle_record: dict, name_map, mean_bound,
             row = calibrated.unjudged(name, tuple(spill.shape(torch_record, key)), (
                 f"the models' outputs differ in structure: torch returns {output_name(rest)} ({_leaf(torch_record, key)})"
                 f", which Paddle does not; compare the rest with outputs={shared(t_all, p_all, root)!r} (torch's: "
-                f"{', '.join(_names(t_all))}), or return the same outputs on both sides"))
+                f"{', '.join(output_names(t_all))}), or return the same outputs on both sides"))
         elif key.startswith(LEAF) or p_key.startswith(LEAF):
             row = _leaf_row(name, key, p_key, torch_record, paddle_record,
                             shared(t_all, p_all, {a: b for a, b in root.items() if a != key}))
@@ -529,8 +296,8 @@ def judge_records(torch_record: dict, paddle_record: dict, name_map, mean_bound,
             row = calibrated.unjudged(f"{ROOT}{rest}", (), (
                 f"the models' outputs differ in structure: Paddle returns {output_name(rest)} "
                 f"({_leaf(paddle_record, p_key)}), which torch does not; compare the rest with "
-                f"outputs={shared(t_all, p_all, root)!r} (Paddle's: {', '.join(_names(p_all))}), or return the same "
-                "outputs on both sides"))
+                f"outputs={shared(t_all, p_all, root)!r} (Paddle's: {', '.join(output_names(p_all))}), or return the "
+                "same outputs on both sides"))
             row.rule = row.rule._replace(mean=mean_bound)  # a model output's row, said as torch's extra one is
             report.rows.append(row)
     red = {r.name for r in report.rows if not r.passed and r.judged}
@@ -579,19 +346,3 @@ def _caller(module: str, called: set) -> str:
     return next((a for a in (".".join(parts[:i]) for i in range(len(parts) - 1, 0, -1)) if a in called), ROOT)
 
 
-def shared(t_all: dict, p_all: dict, root: dict):
-    """outputs= naming the model outputs both sides return (root's pairs), as it takes them, to be pasted: a list
-    where each pair has one name (a position as its number; a lone output takes the other side's), else a dict
-    {torch's: Paddle's}."""
-    name = lambda leaves, key: next(output_name(rest) for rest, k in leaves.items() if k == key)
-    arg = lambda n: int(n[1:-1]) if re.fullmatch(r"\[\d+\]", n) else n
-    pairs = []
-    for t, p in root.items():
-        a, b = name(t_all, t), name(p_all, p)
-        a, b = arg(b if a == "the output" else a), arg(a if b == "the output" else b)
-        pairs += [(a, b)] if (a, b) not in pairs else []
-    return [a for a, _ in pairs] if all(a == b for a, b in pairs) else dict(pairs)
-
-
-def _names(leaves: dict) -> str:
-    return sorted({output_name(rest) for rest in leaves})

@@ -21,7 +21,7 @@ from portcheck.core.calibrated import measure
 from portcheck.core.keys import ROOT
 from portcheck.forward.compare import checked_args, judge_forward
 from portcheck.forward import routing
-from portcheck.forward.outputs import checked_outputs
+from portcheck.forward.chosen import checked_outputs
 from portcheck.forward.twin import EAGER, F64, WIDER, cast_wide, experts_eager, float64, float64_inputs, in_turn
 from portcheck.mapping.trace import INPUTS, Recorder, call, framework_of, watch, watch_paddle
 from portcheck.core import calibrated, diff, tolerances
