@@ -60,7 +60,7 @@ from pathlib import Path
 
 from portcheck import view
 from portcheck.core import calibrated, notices, page, record, report, same_run, tolerances
-from portcheck.pipeline import bound_page, handin, kink_files, own_runs, training, whole
+from portcheck.pipeline import bound_page, handin, kink_files, own_runs, training, training_log, whole
 from portcheck.pipeline import guide as reprod  # reprod_log's rule and diff log (`guide` is a verdict here)
 from portcheck.core.diff import Finding, first_diverging, load_pair
 from portcheck.core.errors import PipelineError, fail, run_main
@@ -246,7 +246,7 @@ def judge_pair(folder: Path, name: str, files: dict, overrides: dict, strict: bo
     trained, own_line = None, ""
     if base == training.PAIR and below and all((below / f"{training.LOG}_{side}.npy").is_file() for side in ("torch", "paddle")):
         try:  # the curves a portcheck training log handed in beside the outcome: judged again, from the files
-            torch_log, paddle_log, logged = training.logs(below, records[:2])
+            torch_log, paddle_log, logged = training_log.logs(below, records[:2])
             own, own_line = own_runs.load_own(below, logged[0])  # torch's own runs where the hand-in was made
             trained = training.judge_training(torch_log, paddle_log, threshold, logged, own,
                                               where="on the machine that made the hand-in")

@@ -56,14 +56,14 @@ def curves(below) -> list:
     """The training curves a hand-in holds (diagnostics/train_log_*.npy, each bound to its run record), both
     sides: loss and lr per step, each metric per evaluation; [] where it holds none or they cannot be read
     (`check` says why on train_align's line)."""
-    from portcheck.pipeline import training
-    if below is None or not all((Path(below) / f"{training.LOG}_{s}.npy").is_file() for s in ("torch", "paddle")):
+    from portcheck.pipeline import training_log
+    if below is None or not all((Path(below) / f"{training_log.LOG}_{s}.npy").is_file() for s in ("torch", "paddle")):
         return []
     try:
-        t, p, _ = training.logs(below)
+        t, p, _ = training_log.logs(below)
     except PipelineError:
         return []
-    return training.curves_of(t, p)
+    return training_log.curves_of(t, p)
 
 
 def folder_view(folder, red: int, pairs: list, rest: list, rows: list, last: str) -> dict:

@@ -38,23 +38,24 @@ The judge's rows (every one a condition, each can fail):
   loss finite   no NaN or Inf on either side. Where the loss curves part is said, not judged.
 The run records' `depends` must be equal; a difference is named as the guide's cause.
 
-This module is the judge. Each side's log is portcheck.pipeline.training_log (TrainingLog, run_depends and
-torch_running_var are named here too); torch's own runs as the yardstick, and their file, portcheck.pipeline.own_runs.
-Imports core and pipeline's handin, training_log and own_runs.
+This module is the judge. Each side's log, written and read back, is portcheck.pipeline.training_log (TrainingLog,
+run_depends and torch_running_var are named here too); the judge's report and verdict as data,
+portcheck.pipeline.training_report; torch's own runs as the yardstick, and their file, portcheck.pipeline.own_runs.
+Imports core and pipeline's handin, training_log, training_report and own_runs.
 """
 import math
 from pathlib import Path
-from typing import NamedTuple
 
 import numpy as np
 
-from portcheck.core import page, record, report, tolerances
+from portcheck.core import record, report, tolerances
 from portcheck.pipeline import handin
 from portcheck.pipeline.own_runs import DIAGNOSTICS_OWN, OWN, OWN_MULTIPLE, OWN_PARTS, kept_norm, own_spread, save_own
-from portcheck.pipeline.training_log import EVAL_MODES, LOG, METRIC, NAMES, PAIR, curves_of
+from portcheck.pipeline.training_log import EVAL_MODES, LOG, METRIC, NAMES, PAIR, logs
 from portcheck.pipeline.training_log import TrainingLog, run_depends, torch_running_var  # noqa: F401 (documented here)
+from portcheck.pipeline.training_report import Row, TrainingReport, TrainingVerdict
 from portcheck.core.errors import PipelineError
-from portcheck.core.fileio import atomic_write, load_npy, writable
+from portcheck.core.fileio import atomic_write, writable
 
 PLOT = "train_align.png"
 # Where the loss curves part: the guide's bound on losses after optimizer steps (bp_align's). Two correct runs of
@@ -85,61 +86,6 @@ FIRST_LOSS = "first step's loss"
 # steps, momentum SGD and AdamW): that bias at most 3.9e-7 of the step's largest, every other parameter at least 0.08
 # (docs/bench/rules.md): 1.5e-5 is 40 times the one, 5,000 times below the other.
 NOISE = 2.0 ** -16
-
-
-class Row(NamedTuple):
-    name: str
-    passed: bool
-    detail: str
-
-
-class TrainingReport(NamedTuple):
-    rows: list
-    causes: list       # the guide's causes the records show, as sentences
-    loss: str          # where the loss curves part (said, not judged)
-    evaluations: str = ""  # each metric's largest gap over the evaluations before the last (said, not judged)
-    threshold: float = float("nan")  # the final metric's: the task's, widened by torch's own spread (own=)
-    spread: float = 0.0    # how far torch's own runs widened it
-    own: dict = None       # torch's own runs as own_runs reduces them, None without
-    logs: tuple = None     # (torch's log, Paddle's): the curves its page draws
-
-    def view(self) -> dict:
-        """The page's data (portcheck.core.page): each row's verdict, then both sides' loss, lr and metric curves
-        and their difference, then its lines."""
-        drawn = curves_of(*self.logs) if self.logs is not None else []
-        return {"title": "training", "passed": self.passed, "first": None,
-                "headline": "training: " + ("green" if self.passed else "red"),
-                "verdicts": [{"name": r.name, "passed": r.passed, "text": r.detail} for r in self.rows],
-                "sections": ([{"kind": "curves", "title": "both sides and their difference", "curves": drawn}]
-                             if drawn else []) + [{"kind": "lines", "title": "its lines", "lines": self.lines()}]}
-
-    def html(self, path) -> str:
-        """The training as one page at `path` (opens offline, fetches nothing); a line saying where."""
-        return page.write(self.view(), path)
-
-    def _repr_html_(self) -> str:
-        return page.framed(page.page(self.view()))
-
-    @property
-    def eval_modes_logged(self) -> bool:
-        return any(r.name == "evaluation modes" for r in self.rows)
-
-    @property
-    def passed(self) -> bool:
-        return bool(self.rows) and all(r.passed for r in self.rows)
-
-    def lines(self) -> list:
-        out = [f"training {r.name}: {'passed' if r.passed else 'FAILED'}, {r.detail}" for r in self.rows]
-        out.append(f"training loss curves: {self.loss}")
-        if self.evaluations:
-            out.append(f"training evaluations before the last: {self.evaluations}")
-        if not self.passed or self.causes:
-            out.append("the guide's causes the records show: " + ("; ".join(self.causes) if self.causes else
-                       "none (the initial weights, data order, seeds, flags and dropout/BatchNorm modes are "
-                       "the same" + ("" if self.eval_modes_logged else "; the modes at evaluation not logged: pass "
-                                     "model= to log.evaluate") + "): the update itself differs; Step 4's lr and "
-                       "bp_align pin it down"))
-        return out
 
 
 # A run record's field, said as the guide's cause of training that does not align
@@ -509,52 +455,6 @@ def plot(torch_log: dict, paddle_log: dict, out) -> str:
     atomic_write(out, lambda tmp: fig.savefig(tmp, format="png", dpi=72, metadata={"Software": None}))
     plt.close(fig)
     return f"plot: {Path(out).name}"
-
-
-def logs(folder, pair_records=(None, None)) -> tuple:
-    """(torch log, paddle log, [their run records]) from train_log_<framework>.npy in folder. Each record must
-    describe its log and side, and depend on what the side's train_align record depends on (pair_records:
-    their paths), so the curves judged are the outcome's own training."""
-    folder = Path(folder)
-    paths = [folder / f"{LOG}_{side}.npy" for side in ("torch", "paddle")]
-    loaded = [load_npy(path) for path in paths]
-    records = [record.load(path) for path in paths]
-    for side, path, rec, pair_rec in zip(("torch", "paddle"), paths, records, pair_records):
-        if rec is None:
-            raise PipelineError(f"{path.name} has no run record: write it with "
-                                "portcheck.pipeline.training.TrainingLog.save "
-                                "[PC709]")
-        problem = record.bound(side, path, rec)
-        pair_rec = record.load(path, pair_rec) if pair_rec is not None else None
-        if not problem and pair_rec is not None and record.differences(rec, pair_rec):
-            problem = f"its run record differs from the {side} {PAIR} record's: not that training's curves"
-        if problem:
-            raise PipelineError(f"{path.name}: {problem}; re-run both sides [PC710]")
-    return loaded[0], loaded[1], records
-
-
-class TrainingVerdict(NamedTuple):
-    """judge_and_log's one verdict: `passed` is the pair's and every curve row's at once (a schedule one step ahead
-    is red here, as `python -m portcheck check` is on the folder). It unpacks as (verdict, curves), the verdict's
-    own `passed` holding the curves too, so `verdict, curves = judge_and_log(...)` cannot be fooled either."""
-    verdict: "handin.MeasuredVerdict"
-    curves: TrainingReport
-
-    @property
-    def passed(self) -> bool:
-        return self.verdict.passed
-
-    def view(self) -> dict:
-        """The page's data: the pair's verdicts (handin.MeasuredVerdict's), then the curves (TrainingReport's)."""
-        pair, curves = self.verdict.view(), self.curves.view()
-        return {**pair, "passed": self.passed, "verdicts": pair["verdicts"] + curves["verdicts"],
-                "sections": curves["sections"] + pair["sections"]}
-
-    def html(self, path) -> str:
-        return page.write(self.view(), path)
-
-    def _repr_html_(self) -> str:
-        return page.framed(page.page(self.view()))
 
 
 def judge_and_log(folder, threshold: float = None, top=None, draw: bool = True, own=()) -> TrainingVerdict:

@@ -1,8 +1,9 @@
 """Each side's training log (Step 5): TrainingLog, one call per optimizer step and per evaluation in the side's own
 loop, saved as train_align_<framework>.npy (the last evaluation, the guide's pair) and train_log_<framework>.npy (the
-curves), each with its run record (run_depends); and what a step logs of the model: its weight norm and gradients'
-(parameter_norms), its dropout/BatchNorm modes, the batch's fingerprint. torch_running_var gives a Paddle model torch's
-BatchNorm running variance. The judge of two logs is portcheck.pipeline.training.
+curves), each with its run record (run_depends), and read back only where that record binds them to the pair (logs);
+and what a step logs of the model: its weight norm and gradients' (parameter_norms), its dropout/BatchNorm modes, the
+batch's fingerprint. torch_running_var gives a Paddle model torch's BatchNorm running variance. The judge of two
+logs is portcheck.pipeline.training.
 
 Imports core and pipeline's data and handin (save_side writes the pair); never training or own_runs, which import it.
 """
@@ -14,7 +15,7 @@ from portcheck.core import record
 from portcheck.pipeline import handin
 from portcheck.pipeline.data import order_fingerprint, to_numpy
 from portcheck.core.errors import PipelineError
-from portcheck.core.fileio import save_npy
+from portcheck.core.fileio import load_npy, save_npy
 
 PAIR = "train_align"
 LOG = "train_log"
@@ -259,3 +260,25 @@ def curves_of(t: dict, p: dict) -> list:
             out.append({"name": key, "x": steps, "torch": np.asarray(t[key])[:n].tolist(),
                         "paddle": np.asarray(p[key])[:n].tolist()})
     return out
+
+
+def logs(folder, pair_records=(None, None)) -> tuple:
+    """(torch log, paddle log, [their run records]) from train_log_<framework>.npy in folder. Each record must
+    describe its log and side, and depend on what the side's train_align record depends on (pair_records:
+    their paths), so the curves judged are the outcome's own training."""
+    folder = Path(folder)
+    paths = [folder / f"{LOG}_{side}.npy" for side in ("torch", "paddle")]
+    loaded = [load_npy(path) for path in paths]
+    records = [record.load(path) for path in paths]
+    for side, path, rec, pair_rec in zip(("torch", "paddle"), paths, records, pair_records):
+        if rec is None:
+            raise PipelineError(f"{path.name} has no run record: write it with "
+                                "portcheck.pipeline.training.TrainingLog.save "
+                                "[PC709]")
+        problem = record.bound(side, path, rec)
+        pair_rec = record.load(path, pair_rec) if pair_rec is not None else None
+        if not problem and pair_rec is not None and record.differences(rec, pair_rec):
+            problem = f"its run record differs from the {side} {PAIR} record's: not that training's curves"
+        if problem:
+            raise PipelineError(f"{path.name}: {problem}; re-run both sides [PC710]")
+    return loaded[0], loaded[1], records
