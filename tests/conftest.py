@@ -289,13 +289,13 @@ PRELOADED = ["sklearn.datasets"]
 def forked_script(argv, env, timeout=None):
     """launch.script's twin for FORKED_RUNS: `python file.py ...` forked by its framework's server (no timeout: the
     suite's scripts end); anything else (a launcher, -m, another interpreter) as launch.script runs it."""
-    from portcheck.scripts import launch, recorder
+    from portcheck.scripts import launch, side_files
     if not (FORK and len(argv) > 1 and argv[0] == sys.executable and argv[1].endswith(".py")
-            and recorder.SETTINGS in env):
+            and side_files.SETTINGS in env):
         return launch.SCRIPT(argv, env, timeout)
-    settings = json.loads(env[recorder.SETTINGS])
+    settings = json.loads(env[side_files.SETTINGS])
     framework = "paddle" if settings.get("framework", settings["side"]) == "paddle" else "torch"
-    own = (recorder.SETTINGS, *PER_RUN)  # each script's own: the one server of an environment serves them all
+    own = (side_files.SETTINGS, *PER_RUN)  # each script's own: the one server of an environment serves them all
     base = {k: v for k, v in env.items() if k not in own}
     key = ("--bare", framework, tuple(sorted(base.items())))
     proc = SERVERS.get(key, (None,))[0]

@@ -111,7 +111,7 @@ def test_the_processes_a_script_starts_record_nothing_write_nothing_and_end_with
     body = ("import os, subprocess, sys\n"
             "sleeper = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(120)'])\n"
             "monitor = subprocess.run([sys.executable, '-c', 'import sys; "
-            "m = sys.modules.get(\"portcheck.scripts.recorder\"); "
+            "m = sys.modules.get(\"portcheck.scripts.install\"); "
             "print(m is not None and m.RUN is not None)'], capture_output=True, text=True).stdout.strip()\n"
             "pid = os.fork()\nif pid == 0:\n    sys.exit(0)\nos.waitpid(pid, 0)\n"
             f"written = os.path.exists({str(status)!r})\n"

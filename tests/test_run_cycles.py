@@ -9,7 +9,7 @@ from portcheck.mapping import pairing
 from portcheck.scripts import run
 from portcheck.gradients.optimizers import cycled_momentum, CYCLES_MOMENTUM
 from portcheck.core.fileio import load_npy
-from portcheck.scripts.recorder import RECORD
+from portcheck.scripts.side_files import RECORD
 from test_run_scripts import judged
 
 STEPS = 3

@@ -21,7 +21,7 @@ from portcheck.pipeline import handin, kink_files
 from portcheck.scripts import run
 from portcheck.gradients.kinks import NEAR, ON_BRANCH
 from portcheck.core.fileio import load_npy, save_npy
-from portcheck.scripts.recorder import CROSSED, crossed_file
+from portcheck.scripts.side_files import CROSSED, crossed_file
 from portcheck.core.report import DIAGNOSTICS
 
 STEPS = 3

@@ -20,7 +20,7 @@ from portcheck.scripts import run
 from portcheck.gradients.against_itself import AGAINST_KEYS
 from portcheck.gradients.kinks import NEAR
 from portcheck.core.fileio import load_npy, save_npy
-from portcheck.scripts.recorder import CROSSED, crossed_file
+from portcheck.scripts.side_files import CROSSED, crossed_file
 from test_run_against_itself import PADDLE, TORCH
 from test_run_scripts import judged
 
@@ -182,7 +182,7 @@ def test_the_taking_runs_record_is_read_as_the_torch_runs(tmp_path, monkeypatch)
     by a tiny GPT pair written outside the project, its Paddle beta2 planted). It is read the same way now."""
     import json
 
-    from portcheck.scripts.recorder import RECORD, STATUS
+    from portcheck.scripts.side_files import RECORD, STATUS
     (tmp_path / "paddle").mkdir()
     (tmp_path / "paddle" / STATUS).write_text(json.dumps({"config": {"one_sided": {"tied": ["head.weight"]}}}))
     (tmp_path / run.TAKING).mkdir()

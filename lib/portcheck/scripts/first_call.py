@@ -1,13 +1,17 @@
-"""The recorder's Run at the model's first call and first step, as functions of the Run: the call's arguments as
-compare.Arguments (the isolated run's call, the Paddle side's first), the dropouts its first forward calls, the
-isolated run on torch's recorded values, and the modules the script keeps beside the model (found as the first step
-starts, recorded each step). Imports the recorder's arguments and the library below, never the recorder (which
-calls these).
+"""The recorder's Run at the model's first call and first step, as functions of the Run: the side started at the
+model's first call (start: from torch's weights, or its own saved), the call's arguments as compare.Arguments (the
+isolated run's call, the Paddle side's first), the dropouts its first forward calls, the isolated run on torch's
+recorded values, and the modules the script keeps beside the model (found as the first step starts, recorded each
+step). Imports the recorder's arguments, its side's files (side_files) and the library below, never the recorder
+(which calls these).
 """
+import json
+
 import numpy as np
 
 from portcheck.scripts.arguments import (Tensors, Unbuilt, arrays, convention, decay_of, flat, held_as, holder,
                                          on_stack, probabilities)
+from portcheck.scripts.side_files import CROSSED, INIT, STATUS, crossed_file
 
 
 def call_arguments(run, args, kwargs):
@@ -180,3 +184,56 @@ def kept_modules(fw, root, called, optimizers, said: dict = None) -> dict:
             by = obj if m is not obj and not isinstance(obj, Tensors) else holder(theirs)[0]  # an AveragedModel: itself
             said[name] = {"as": name} if by is None else {"as": name, "by": type(by).__name__, "decay": decay_of(by)}
     return out
+
+
+def start(run, module, args, kwargs):
+    """The root's first call, before it runs: the side started as it starts (torch: its initial weights saved;
+    torch64: from them, its isolated run on torch's values, then in float64; taking: from them, with the values
+    it takes Paddle's side of 0 at; moved: from them moved one ulp, under other kernels; paddle: from torch's
+    weights, paired with no map, and its isolated run on torch's values), and what the record keeps of the model
+    (its modules, their layouts and settings, its state as the steps start)."""
+    from portcheck.mapping.modules import describe
+    from portcheck.core.fileio import load_npy, save_npy
+    run.fw.check_not_compiled(module)
+    keyable(run, module)
+    if run.side == "paddle":  # a mask computed in Paddle's convention is fed as computed: torch's is not it
+        run.conventions = run.config["conventions"] = conventions(run, args, kwargs)
+    run.first = call_arguments(run, args, kwargs)  # the isolated run's call, the Paddle side's first
+    run.depth += 1  # the runs made here (pairing, isolation) are not training calls
+    run.making = True
+    try:
+        if run.side == "torch":
+            save_npy(run.out / INIT, run.fw.state(module))
+        elif run.side == "torch64":
+            init = load_npy(run.torch_dir / INIT)
+            run.fw.load(module, init)
+            pairs = json.loads((run.out.parent / "paddle" / STATUS).read_text())["config"].get("pairs") or {}
+            isolated(run, module, {t: t for t in pairs}, {k: k for k in run.given if k.startswith("out/")})
+            # BatchNorm's statistics as they were before the isolated run: a model in float64 already (under
+            # DDP: hooks_torch) has them updated in place by it, no float32 copy taken
+            run.fw.load(module, init)
+            module.double()  # in place: the optimizer's Parameters are the same objects, now float64
+        elif run.side == "taking":  # as record_backward(crossed=): from torch's start (_root_call takes them)
+            run.fw.load(module, load_npy(run.torch_dir / INIT))
+            run.crossed = crossed_file(run.out / CROSSED)
+        elif run.against is not None:  # as record_backward's runs against itself, to the process's end
+            from portcheck.gradients.against_itself import AGAINST_ITSELF, moved_one_ulp
+            run.fw.load(module, load_npy(run.torch_dir / INIT))
+            moved_one_ulp(module)
+            run.kernels = AGAINST_ITSELF[run.against]()
+            run.kernels.__enter__()  # never left: the recorder ends the process after step N
+        else:
+            pairs, keys, _ = run.fw.start_from_torch(module, run.given, run.first or by_keys(run))
+            run.config["pairs"], run.counterparts = pairs, keys
+            state = run.fw.paddle_layout_state(module)
+            from portcheck.forward.isolate import forced
+            isolated(run, module, forced(pairs, keys), {p: t for t, p in keys.items() if t.startswith("out/")})
+            run.fw.set_state(module, state)  # BatchNorm's statistics as they were before the isolated run
+    finally:
+        run.depth -= 1
+        run.making = False
+    run.record.update(describe(module))
+    run.record.update(run.fw.layout_keys(module))
+    run.config["modules"] = run.fw.module_config(module)
+    run.config["autocast"] = run.fw.autocast()
+    run.record.update({f"state0/{k}": v for k, v in run.fw.paddle_layout_state(module).items()})

@@ -2,8 +2,8 @@
 previous run's records and hand-in (prepare, handed_in), the sides' records digested and made read-only as each
 side ends (Sealed), and a side's status.json read (status_of).
 
-May import portcheck.core, gradients.backward, pipeline (handin; training lazily) and scripts.recorder's file names;
-never scripts.launch or scripts.run (they import it).
+May import portcheck.core, gradients.backward, pipeline (handin; training lazily) and scripts.side_files (a
+side's files); never scripts.launch or scripts.run (they import it).
 """
 import contextlib
 import json
@@ -16,7 +16,7 @@ from portcheck.core import report
 from portcheck.gradients.backward import AGAINST_ITSELF
 from portcheck.core.errors import PipelineError
 from portcheck.core.fileio import atomic_write, open_regular, writable
-from portcheck.scripts.recorder import CROSSED, INIT, RECORD, STATUS
+from portcheck.scripts.side_files import CROSSED, INIT, RECORD, STATUS
 
 MARK = ".portcheck_run"   # in DIR: the folder is ours, a rerun may replace what is in it
 DIGESTS = "records.sha256"  # in DIR: each finished side's files as Sealed digested them (sha256sum -c reads it)

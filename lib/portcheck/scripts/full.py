@@ -1,6 +1,6 @@
 """`python -m portcheck run --full` (Step 5's train_align): the recorder's Run for a script run to its end, as it
-is, and the metrics its printed lines show. Imports the recorder (Run, its files) and the library below; the
-recorder starts it by name (recorder.FULL), never importing it.
+is, and the metrics its printed lines show. Imports the recorder (Run), a side's files (side_files) and the library
+below; install starts it by name (install.FULL), never importing it.
 """
 import json
 import os
@@ -10,7 +10,8 @@ import numpy as np
 
 from portcheck.scripts.arguments import to_numpy
 from portcheck.scripts.first_call import by_keys, call_arguments
-from portcheck.scripts.recorder import INIT, STATUS, STOPPED_EXIT, Run, flushed, write_text
+from portcheck.scripts.recorder import Run, flushed
+from portcheck.scripts.side_files import INIT, STATUS, STOPPED_EXIT, write_text
 
 
 class Full(Run):

@@ -2,8 +2,9 @@
 the recorder (environment, side_settings), each script run in a session of its own and its group ended with it
 (script, Stopped on SIGTERM and SIGHUP), and a side run once, or its ranks under a launcher (run_side, run_ranks).
 
-May import portcheck.core, scripts.recorder's names, scripts.folders (DIR, its seals and status files) and
-scripts.progress (each launched rank's progress, read at a timeout); never scripts.run (it imports this).
+May import portcheck.core, scripts.side_files (what run and the recorder hand each other), scripts.folders (DIR,
+its seals and status files) and scripts.progress (each launched rank's progress, read at a timeout); never scripts.run
+(it imports this).
 """
 import contextlib
 import json
@@ -19,7 +20,7 @@ from portcheck.core import fileio
 from portcheck.core.errors import PipelineError
 from portcheck.scripts import progress
 from portcheck.scripts.folders import MOVED_SIDES, SAID, Sealed, read_status, status_of
-from portcheck.scripts.recorder import INIT, RECORD, SETTINGS, STATUS
+from portcheck.scripts.side_files import INIT, RECORD, SETTINGS, STATUS
 
 INJECT = Path(__file__).resolve().parent / "inject"
 LIB = Path(__file__).resolve().parents[2]
@@ -53,7 +54,7 @@ def command(text: str, side: str) -> list:
         raise PipelineError(f"--{side}: {argv[0]!r} is not a Python interpreter: the command's first word is one "
                             "(python, /path/venv/bin/python) or a launcher it runs (torchrun) [PC802]")
     try:
-        probe = subprocess.run([python, "-c", "import sys, portcheck.scripts.recorder; print('portcheck-ok')"],
+        probe = subprocess.run([python, "-c", "import sys, portcheck.scripts.install; print('portcheck-ok')"],
                                env=environment({}), capture_output=True, text=True, timeout=120)
     except (OSError, subprocess.TimeoutExpired) as e:
         raise PipelineError(f"--{side}: {argv[0]!r} is not a Python interpreter ({e}) [PC812]") from None
@@ -182,7 +183,7 @@ def signal_group(pgid: int, signum: int):
 
 
 def side_settings(side: str, out: Path, steps: int) -> dict:
-    """A side's recorder settings (recorder.SETTINGS): its records in out/side, torch's read from out/torch (absolute:
+    """A side's recorder settings (side_files.SETTINGS): its records in out/side, torch's read from out/torch (absolute:
     a script may change directory)."""
     out = out.absolute()
     return {"side": side, "steps": steps, "out": str(out / side), "torch_dir": str(out / "torch"),

@@ -1,8 +1,9 @@
-"""The recorder `python -m portcheck run` injects into a user's own training script (portcheck.scripts.run starts it).
+"""The recorder `python -m portcheck run` injects into a user's own training script (portcheck.scripts.run starts it):
+Run, one side's recording.
 
-The script is not edited: scripts/inject/sitecustomize.py, first on the interpreter's PYTHONPATH, calls
-install() before the script runs, with the run's settings in the environment (SETTINGS: the side, the steps, the
-folder). install() wraps what every training script goes through, in either framework:
+The script is not edited: portcheck.scripts.install puts a Run in its process before it runs, with the run's settings
+(side_files.SETTINGS: the side, the steps, the folder), and the side's hooks (hooks_torch or hooks_paddle, with
+what both wrap alike: wrapping) report to it what every training script goes through, in either framework:
 
   the module call     the root model is the outermost module called, with gradients on, whose parameters an
                       optimizer holds (a data-parallel wrapper's: the model it holds); its first call records
@@ -38,21 +39,15 @@ targets, with backward.AGAINST_ITSELF[i]'s kernels: torch against itself, as com
 it (calibrated.SPREAD). The torch and Paddle sides also record each step's values within the floor of 0, the first
 forward's too (kinks.near_zero's near<i>/ keys); "taking" (portcheck.scripts.run, only for a red run whose two sides put
 such values on each side of 0) is the torch script again from torch's initial weights, fed its batches and targets,
-taking Paddle's side of 0 at exactly those values (kinks.taking_paddles_side; CROSSED, the run's file of them, in its folder).
-
-Under a launcher (torchrun, paddle.distributed.launch: run.ranks) each rank records in DIR/rank<r>/<side>,
-fed and started from torch's rank r; the launcher's own process records nothing. Only the process that installed
-the recorder records and writes: the settings it leaves in the environment mark what the script starts (STARTED: a
-Python monitor, a spawned DataLoader worker), which is not recorded (only a rank of a launcher portcheck does not
-know still refuses), and a process forked from it (Run.pid) writes nothing.
+taking Paddle's side of 0 at exactly those values (kinks.taking_paddles_side; side_files.CROSSED, the run's file of
+them, in its folder). How each side starts, at the model's first call: first_call.start. Under a launcher each rank
+records its own (portcheck.scripts.install).
 
 A script that cannot be recorded (it trains two models, compiles its model, exits before N steps) ends with
 one line in status.json, which portcheck.scripts.run reports for its side.
 """
-import atexit
 import contextlib
 import dataclasses
-import importlib
 import itertools
 import json
 import os
@@ -62,18 +57,12 @@ from pathlib import Path
 import numpy as np
 
 from portcheck.scripts.arguments import flat, replaced, to_numpy, trainer_on_stack
-from portcheck.scripts.first_call import by_keys, call_arguments, conventions, dropout_site, isolated, keep, keyable
+from portcheck.scripts.first_call import dropout_site, keep, start
+from portcheck.scripts.side_files import RECORD, STATUS, write_text
 from portcheck.scripts.wrapping import class_loss
 from portcheck.scripts.wrapping import LOSSES, loss_settings  # noqa: F401  (documented path: docs/run.md)
 
-SETTINGS = "PORTCHECK_RUN"   # the environment variable holding the run's settings (json)
-RECORD = "record.npy"        # each side's record, in its folder
-STATUS = "status.json"       # each side's outcome: steps taken, config, the error that stopped it
-INIT = "init.npy"            # the torch side's initial weights, in torch's layout (the float64 run starts there)
-CROSSED = "crossed.json"     # the taking side's folder: the values it takes Paddle's side of 0 at (crossed_file)
 NEAR_SIDES = ("torch", "paddle")  # the sides recording each step's values within the floor of 0
-STOPPED_EXIT = 3             # the exit code of a script the recorder stopped with an error
-STARTED = "started"          # in SETTINGS once installed: a process the script starts (install: not recorded)
 BATCH = "input/batch_"       # + c/<argument>: the batch the root's call c was given (c counted over the steps)
 TARGET = "target/batch_"     # + j: the target of loss call j
 ORDER = "order/"             # + n: the indices the torch side's n-th framework sampler iteration drew, in order
@@ -273,51 +262,8 @@ class Run:
         return v.astype(np.float64) if self.side == "torch64" and v.dtype.kind == "f" else v
 
     def _first_call(self, module, args, kwargs):
-        from portcheck.mapping.modules import describe
-        from portcheck.core.fileio import load_npy, save_npy
-        self.fw.check_not_compiled(module)
-        keyable(self, module)
-        if self.side == "paddle":  # a mask computed in Paddle's convention is fed as computed: torch's is not it
-            self.conventions = self.config["conventions"] = conventions(self, args, kwargs)
-        self.first = call_arguments(self, args, kwargs)  # the isolated run's call, the Paddle side's first
-        self.depth += 1  # the runs made here (pairing, isolation) are not training calls
-        self.making = True
-        try:
-            if self.side == "torch":
-                save_npy(self.out / INIT, self.fw.state(module))
-            elif self.side == "torch64":
-                init = load_npy(self.torch_dir / INIT)
-                self.fw.load(module, init)
-                pairs = json.loads((self.out.parent / "paddle" / STATUS).read_text())["config"].get("pairs") or {}
-                isolated(self, module, {t: t for t in pairs}, {k: k for k in self.given if k.startswith("out/")})
-                # BatchNorm's statistics as they were before the isolated run: a model in float64 already (under
-                # DDP: hooks_torch) has them updated in place by it, no float32 copy taken
-                self.fw.load(module, init)
-                module.double()  # in place: the optimizer's Parameters are the same objects, now float64
-            elif self.side == "taking":  # as record_backward(crossed=): from torch's start (_root_call takes them)
-                self.fw.load(module, load_npy(self.torch_dir / INIT))
-                self.crossed = crossed_file(self.out / CROSSED)
-            elif self.against is not None:  # as record_backward's runs against itself, to the process's end
-                from portcheck.gradients.against_itself import AGAINST_ITSELF, moved_one_ulp
-                self.fw.load(module, load_npy(self.torch_dir / INIT))
-                moved_one_ulp(module)
-                self.kernels = AGAINST_ITSELF[self.against]()
-                self.kernels.__enter__()  # never left: the recorder ends the process after step N
-            else:
-                pairs, keys, _ = self.fw.start_from_torch(module, self.given, self.first or by_keys(self))
-                self.config["pairs"], self.counterparts = pairs, keys
-                state = self.fw.paddle_layout_state(module)
-                from portcheck.forward.isolate import forced
-                isolated(self, module, forced(pairs, keys), {p: t for t, p in keys.items() if t.startswith("out/")})
-                self.fw.set_state(module, state)  # BatchNorm's statistics as they were before the isolated run
-        finally:
-            self.depth -= 1
-            self.making = False
-        self.record.update(describe(module))
-        self.record.update(self.fw.layout_keys(module))
-        self.config["modules"] = self.fw.module_config(module)
-        self.config["autocast"] = self.fw.autocast()
-        self.record.update({f"state0/{k}": v for k, v in self.fw.paddle_layout_state(module).items()})
+        """The model's first call: the side started (first_call.start)."""
+        start(self, module, args, kwargs)
 
     def given_batch(self, c: int) -> dict:
         """The batch torch's root call c was given (0: the first step's first), but the arguments the Paddle script
@@ -494,30 +440,12 @@ class Run:
         write_text(self.out / STATUS, json.dumps(status, indent=1, default=str) + "\n")
 
 
-def write_text(path: Path, text: str):
-    from portcheck.core.fileio import atomic_write  # never through a link; a kill leaves no half-written file
-    atomic_write(path, lambda tmp: Path(tmp).write_text(text))
-
-
 def flushed():
     """The script's output flushed before the recorder ends it: its sys.stdout (or stderr) may be anything with a
     write (no flush, or one that raises)."""
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(Exception):
             stream.flush()
-
-
-def crossed_file(path: Path, crossed=None) -> list:
-    """The taking side's [backward.Crossing], written by run (crossed given) or read by the recorder: json,
-    nothing in it run."""
-    from portcheck.gradients.kinks import Crossing
-    if crossed is not None:
-        write_text(path, json.dumps([{"step": c.step, "module": c.module, "index": c.index.tolist(),
-                                     "torch": c.torch.tolist(), "paddle": c.paddle.tolist()} for c in crossed]))
-        return crossed
-    return [Crossing(int(c["step"]), str(c["module"]), np.asarray(c["index"], np.int64),
-                     np.asarray(c["torch"], np.float64), np.asarray(c["paddle"], np.float64))
-            for c in json.loads(path.read_text())]
 
 
 def _kept(drawn, into: list):
@@ -531,58 +459,6 @@ def _given(order: list, drawn):
     yield from itertools.islice(drawn, len(order), None)  # past what torch drew: past the N steps
 
 
-RUN = None
-# imported by name as the recorder starts: each framework's hooks (they import wrapping, never the recorder) and
-# --full's Run (a Run of its own, which imports the recorder)
-SIDES = {"torch": "portcheck.scripts.hooks_torch:TorchSide", "paddle": "portcheck.scripts.hooks_paddle:PaddleSide"}
-FULL = "portcheck.scripts.full:Full"
-
-
-def named(where: str):
-    """The class SIDES or FULL names ("module:class"), its module imported."""
-    module, name = where.split(":")
-    return getattr(importlib.import_module(module), name)
-
-
-def install():
-    """Called by the injected sitecustomize: the side's hooks in place before the user's script runs."""
-    global RUN
-    given = json.loads(os.environ[SETTINGS])
-    settings = given
-    rank = os.environ.get("RANK", os.environ.get("PADDLE_TRAINER_ID"))
-    world = int(os.environ.get("WORLD_SIZE", os.environ.get("PADDLE_TRAINERS_NUM", "1")) or 1)
-    if settings.get("launcher") and rank is None:
-        return  # the launcher's own process: its workers record, one rank each
-    if settings.get(STARTED) and (world == 1 or settings.get("ranked")):
-        return  # a process the script started (a monitor, a spawned DataLoader worker): the script is recorded
-    if settings.get("ranked"):  # a launched run (portcheck.scripts.run.ranks): DIR/rank<r>/<side>
-        ranked = ("out",) if settings.get("torch_whole") else ("out", "torch_dir")  # torch_whole: DIR/torch read
-        settings = {**settings, "world": world, **{k: str(Path(settings[k]).parent / f"rank{rank or 0}" /
-                                                        Path(settings[k]).name) for k in ranked}}
-        from portcheck.core.fileio import writable
-        writable(settings["out"], folder=True).mkdir(parents=True, exist_ok=True)
-    fw = named(SIDES["paddle" if settings.get("framework", settings["side"]) == "paddle" else "torch"])(
-        settings["side"] == "torch64")
-    os.environ[SETTINGS] = json.dumps({**given, STARTED: True})  # the script's children: not recorded (above)
-    RUN = (named(FULL) if settings["side"] == "full" else Run)(settings, fw)
-    fw.run = RUN  # what its hooks report to
-    fw.install(RUN)
-    if settings.get("ranked"):  # the rank's progress, which a timeout reads to name the rank that hung
-        importlib.import_module("portcheck.scripts.progress").attach(RUN, fw.framework)
-    if world > 1 and not settings.get("ranked"):  # a launcher run does not know: its ranks would share one folder
-        RUN.refuse(f"it runs as rank {rank} of {world} under a launcher `portcheck run` does not know: give torchrun "
-                   "or python -m paddle.distributed.launch, or one process [PC823]")
-        os._exit(STOPPED_EXIT)
-    atexit.register(_early_exit)
-    previous = sys.excepthook
-
-    def refused(kind, value, tb):  # a Refused is our one line, in status.json, which `portcheck run` says (once)
-        if isinstance(value, Refused):
-            return
-        previous(kind, value, tb)
-    sys.excepthook = refused
-
-
 def _refused(status: Path) -> bool:
     """The status file holds a refusal (read while another process may be writing it: a torn one is not)."""
     try:
@@ -591,7 +467,3 @@ def _refused(status: Path) -> bool:
         return False
 
 
-def _early_exit():
-    """The script ended before N steps (or was stopped): what was recorded says how far it got."""
-    if RUN is not None and not RUN.done:
-        RUN.write()

@@ -73,7 +73,8 @@ from portcheck.core.report import DIAGNOSTICS
 from portcheck.scripts.folders import MOVED_SIDES, PAIRS, SIDES, TAKING, Sealed, prepare, read_status, released
 from portcheck.scripts.launch import (STOPPING, Stopped, command, environment, launcher, run_ranks, run_side,
                                       same_ranks, side_settings, stopped)
-from portcheck.scripts.recorder import BATCH, CROSSED, RECORD, STATUS, TARGET, crossed_file
+from portcheck.scripts.recorder import BATCH, TARGET
+from portcheck.scripts.side_files import CROSSED, RECORD, STATUS, crossed_file
 
 
 
@@ -98,7 +99,7 @@ def add_parser(sub):
 
 
 LAYOUTS_MAX = 1 << 15  # bytes of a --layouts file read: a few lines per module type; the sides take it in an
-# environment variable (recorder.SETTINGS), which Linux holds to 128 KiB (json.dumps may write a character in 6)
+# environment variable (side_files.SETTINGS), which Linux holds to 128 KiB (json.dumps may write a character in 6)
 
 
 def read_layouts(path: Path) -> dict:

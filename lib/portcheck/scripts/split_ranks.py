@@ -6,7 +6,8 @@ torch's weights cut into the rank's shard (mapping.shards); each rank records it
 records joined into one Paddle side in DIR/paddle, each parameter's shards on their axis, each output by its layer,
 the loss rank 0's and checked the same on every rank.
 
-May import portcheck.core, mapping, parallel, gradients and scripts.recorder's names; Paddle only on the ranks.
+May import portcheck.core, mapping, parallel, gradients and scripts.side_files (a side's files); Paddle only on the
+ranks.
 """
 import json
 import re
@@ -21,7 +22,7 @@ from portcheck.core.keys import module_of, split_key
 from portcheck.gradients import split_steps
 from portcheck.mapping import modules
 from portcheck.parallel import split, split_rank
-from portcheck.scripts.recorder import RECORD, STATUS, write_text
+from portcheck.scripts.side_files import RECORD, STATUS, write_text
 
 SPLIT = "split"  # a rank's config entry: its degree, rank, tensors' axes, modules' layouts, the stand-ins' line
 # a rank's configuration entries that make its model and its training: alike on every rank of one split model (the

@@ -166,7 +166,7 @@ def wrap_framework(run, module_class, tensor_class, functional, loss):
 class SharedSide:
     """What hooks_torch.TorchSide and hooks_paddle.PaddleSide read alike: both frameworks' modules have state_dict()
     and named_parameters() (the modules kept beside the model: first_call.kept_modules, first_call.keep)."""
-    run = None  # the Run its hooks report to, set by recorder.install
+    run = None  # the Run its hooks report to, set by install.install
 
     def state_keys(self, module) -> list:
         return list(module.state_dict())

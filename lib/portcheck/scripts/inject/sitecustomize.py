@@ -14,5 +14,5 @@ if os.environ.get("PORTCHECK_RUN"):
     if spec is not None:  # the interpreter's own sitecustomize, which this one shadows
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
-    from portcheck.scripts import recorder
-    recorder.install()
+    from portcheck.scripts import install
+    install.install()
