@@ -36,14 +36,14 @@ EXEMPT = {
     ("hooks_torch.py", "docs/run.md): {e}"): "convert's unknown-layout refusal (PC011) inside it",
     ("folders.py", "cannot be checked: {status['error']}"): "the recorder's refusal (PC823-PC832), coded where refused",
     ("cli.py", "f\"{name}: {'RED' if red else 'green'}\""): "a pair line's head: each red part after it is coded",
-    ("run.py", "{'green' if v.passed else 'RED'} | {v.describe_measured()}"): "describe_measured codes it (PC105-PC108, PC149)",
+    ("judge_run.py", "{'green' if v.passed else 'RED'} | {v.describe_measured()}"): "describe_measured codes it (PC105-PC108, PC149)",
     ("page.py", "\"GREEN\" if data.get(\"passed\") else \"RED\""): "a page's header word, never printed: the lines "
     "the page shows are coded where made",
     ("page.py", "row.get(\"verdict\") == \"RED\""): "report.figures' verdict word, read to colour a row",
     ("result.py", "'green' if self.passed else 'RED'"): "a page's verdict label, never printed; the report's "
     "table it shows below is coded where made",
     ("run.py", "train_align {verdict.describe_measured()}"): "describe_measured codes it",
-    ("run.py", "f\"{'NOT GREEN' if unjudged else 'RED' if red else 'green'}: \" + ("): "run's last line, a summary of the coded lines above it",
+    ("judge_run.py", "f\"{'NOT GREEN' if unjudged else 'RED' if red else 'green'}: \" + ("): "run's last line, a summary of the coded lines above it",
     ("run.py", "of {len(codes)} red (each"): "the ranks' summary: each rank's own lines are coded",
     ("hooks_paddle.py", "self.run.refuse(self.standins_error)"): "standins' refusal (PC425, PC428), coded there",
     ("hooks_paddle.py", "self.run.refuse(split.stopped(rec.arrays, e))"): "split_ranks.stopped's line, coded PC936",

@@ -16,7 +16,7 @@ import sys
 import numpy as np
 import pytest
 
-from portcheck.scripts import run
+from portcheck.scripts import run, judge_run
 from portcheck.gradients.against_itself import MOVED
 from portcheck.gradients.backward import judge_backward
 from portcheck.core.fileio import load_npy
@@ -115,7 +115,7 @@ def test_a_correct_port_is_green_on_torchs_spread_and_red_without_it(kink_run, t
     # the same records on torch's own error alone (no moved run): red, where a kink is crossed at step 5
     # the same records on torch's own error alone (no moved run): red only where Paddle's run crossed a kink, which
     # this CPU's kernels may or may not do in this net: both verdicts asserted, neither skipped
-    alone = judge_backward(run.merged(t, load_npy(out / "torch64" / "record.npy")),
+    alone = judge_backward(judge_run.merged(t, load_npy(out / "torch64" / "record.npy")),
                            load_npy(out / "paddle" / "record.npy"))
     assert not any(k.startswith(MOVED) for k in t)
     if alone.passed:

@@ -16,7 +16,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from portcheck.scripts import run, runconfig
+from portcheck.scripts import run, runconfig, judge_run
 from portcheck.core.errors import PipelineError
 
 STEPS = 3
@@ -382,7 +382,7 @@ def test_a_one_sided_layer_the_forward_uses_is_refused_naming_it(lm, tmp_path):
 
 
 def _row(key, passed):
-    return SimpleNamespace(key=key, passed=passed)  # what run.measured reads of a diff.KeyResult
+    return SimpleNamespace(key=key, passed=passed)  # what judge_run.measured reads of a diff.KeyResult
 
 
 class _Report:
@@ -391,24 +391,24 @@ class _Report:
 
 
 def test_padding_idx_follows_the_numbers_and_stays_red_where_they_cannot_show_it():
-    """run.measured on records: a pad row judged green is green; red where the steps' rows are red, and where the
+    """judge_run.measured on records: a pad row judged green is green; red where the steps' rows are red, and where the
     batch holds no pad token (the steps cannot show it)."""
     grad = np.zeros((4, 2), np.float32)
     t = {"in/emb": np.array([[0, 2, 3]]), "grad/emb.weight": grad}
     p = {"grad/emb.weight": grad + np.float32(1e-31) * np.eye(4, 2, dtype=np.float32)}
     setting = ("emb", "Embedding", "emb", "padding_idx", 0, None)
-    line, ok = run.measured(t, p, _Report(True), {"emb": "emb"}, {}, setting)
+    line, ok = judge_run.measured(t, p, _Report(True), {"emb": "emb"}, {}, setting)
     assert ok and line.startswith("emb (Embedding): padding_idx torch 0 vs paddle none; measured here: the pad row's "
                                   "gradient differs by 1e-31 (torch's 0, paddle's 1e-31)"), line
     assert line.endswith("green on these batches"), line
-    line, ok = run.measured(t, p, _Report(False), {"emb": "emb"}, {}, setting)
+    line, ok = judge_run.measured(t, p, _Report(False), {"emb": "emb"}, {}, setting)
     assert not ok and "outside the rule: red" in line, line
-    line, ok = run.measured({**t, "in/emb": np.array([[1.0, 2.0, 3.0]])}, p, _Report(True), {"emb": "emb"}, {}, setting)
+    line, ok = judge_run.measured({**t, "in/emb": np.array([[1.0, 2.0, 3.0]])}, p, _Report(True), {"emb": "emb"}, {}, setting)
     assert not ok and "not measured here: no pad token [0] in the first batch" in line, line
 
 
 def test_a_measured_difference_is_said_by_check_from_what_run_handed_in(tmp_path):
-    """The hand-in carries what the steps showed of a measured difference (run.measurement): check says run's line
+    """The hand-in carries what the steps showed of a measured difference (judge_run.measurement): check says run's line
     from it, red where it was red; a measurement missing, of another module or not run's shape is red, never green."""
     loss = {"function": "cross_entropy"}
     configs = {"torch": {"modules": {"emb": {"type": "Embedding", "padding_idx": 0}}, "loss": loss},

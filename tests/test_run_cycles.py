@@ -6,7 +6,8 @@ import sys
 import pytest
 
 from portcheck.mapping import pairing
-from portcheck.scripts import run
+from portcheck.scripts import run, judge_run
+from portcheck.gradients.backward import renames
 from portcheck.gradients.optimizers import cycled_momentum, CYCLES_MOMENTUM
 from portcheck.core.fileio import load_npy
 from portcheck.scripts.side_files import RECORD
@@ -60,7 +61,7 @@ for step in range(20):
 @pytest.fixture(scope="module", params=[1, 0], ids=["cycle_momentum=True", "cycle_momentum=False"])
 def one_cycle(request, tmp_path_factory):
     """(torch's cycle_momentum, the configuration's differences, the whole run judged: (exit code, summary)). The
-    configuration is judged from the torch and Paddle runs alone (run.configuration), so the red case makes those
+    configuration is judged from the torch and Paddle runs alone (judge_run.configuration), so the red case makes those
     two; the green one makes every run, as the whole run must be green (run.judge)."""
     folder = tmp_path_factory.mktemp("cycle")
     (folder / "pt_cycle.py").write_text(TORCH)
@@ -72,7 +73,7 @@ def one_cycle(request, tmp_path_factory):
     sides = run.SIDES[:2] if request.param else run.SIDES  # torch's run, then Paddle's
     statuses = {side: run.run_side(side, argv[fw], out, STEPS) for side, fw in sides}
     t, p = (load_npy(out / side / RECORD) for side in ("torch", "paddle"))
-    config = run.configuration(t, p, statuses, STEPS, pairing.pair(t, p).modules(), run.renames(t))
+    config = judge_run.configuration(t, p, statuses, STEPS, pairing.pair(t, p).modules(), renames(t))
     return request.param, config, None if request.param else judged(out, statuses, STEPS)
 
 

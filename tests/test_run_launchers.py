@@ -14,9 +14,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from portcheck.scripts import folders, run
+from portcheck.scripts import folders, run, judge_run
 from portcheck.core.errors import PipelineError
 from portcheck.core.fileio import load_npy
+from portcheck.forward.twin import F64
 
 SCRIPTS = Path(__file__).resolve().parent.parent / "examples" / "scripts"
 STEPS = 2
@@ -71,9 +72,9 @@ def test_each_rank_records_its_own_and_is_green_against_its_counterpart(launched
         # torch's rank 1 holds rank 0's BatchNorm statistics from the second forward on (DDP's broadcast_buffers),
         # Paddle's its own: those alone are left to rank 0, which judges its own
         assert ("by design: torch's DistributedDataParallel" in said) == (r == 1), said
-    left = run.rank0_buffers(run.merged(records[1]["torch"], records[1]["torch64"]))
+    left = judge_run.rank0_buffers(judge_run.merged(records[1]["torch"], records[1]["torch64"]))
     assert left and {k.rpartition(".")[2] for k in left} == {"running_mean", "running_var"}, left
-    assert not any(k.startswith(("state1/", run.F64 + "state1/")) for k in left), left
+    assert not any(k.startswith(("state1/", F64 + "state1/")) for k in left), left
 
 
 def test_a_sharding_bug_is_red_at_each_rank_and_named(launched, tmp_path):

@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from portcheck.scripts import run
+from portcheck.scripts import run, judge_run
 from portcheck.core.errors import PipelineError
 
 STEPS = 2
@@ -113,10 +113,10 @@ def test_a_red_run_that_names_no_place_says_what_it_could_not_judge():
     from types import SimpleNamespace
     stopped = SimpleNamespace(forward=SimpleNamespace(isolation_stopped={"paddle": "not run: a nested argument"}),
                               unjudged=[])
-    assert run.unplaced_why(stopped) == ("the first forward on torch's values was not judged (the paddle run: not "
+    assert judge_run.unplaced_why(stopped) == ("the first forward on torch's values was not judged (the paddle run: not "
                                          "run: a nested argument): a check that compared less than asked")
     rest = SimpleNamespace(forward=SimpleNamespace(isolation_stopped={}), unjudged=[])
-    assert "None" not in run.unplaced_why(rest)
+    assert "None" not in judge_run.unplaced_why(rest)
 
 
 def test_an_attentions_own_dropout_is_off_while_the_recorder_says_so():

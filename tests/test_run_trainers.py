@@ -17,7 +17,7 @@ import pytest
 
 from portcheck.core.keys import ROOT as MODEL
 from portcheck.core.report import DIAGNOSTICS
-from portcheck.scripts import run, runconfig
+from portcheck.scripts import fed, run, runconfig
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPTS = ROOT / "examples" / "scripts"
@@ -128,9 +128,9 @@ def test_a_collator_putting_the_labels_first_is_the_same_run(trainer_torch, tmp_
     from portcheck.core.record import fingerprint
     t = {"input/batch_0/kwargs/input_ids": np.ones((2, 3), np.int64), "input/batch_0/kwargs/labels": np.zeros(2)}
     p = dict(reversed(t.items()))
-    assert fingerprint(run.first_input(p, t)) == fingerprint(run.first_input(t, t))
+    assert fingerprint(fed.first_input(p, t)) == fingerprint(fed.first_input(t, t))
     p["input/batch_0/kwargs/token_type_ids"] = np.zeros((2, 3), np.int64)
-    assert fingerprint(run.first_input(p, t)) != fingerprint(run.first_input(t, t))
+    assert fingerprint(fed.first_input(p, t)) != fingerprint(fed.first_input(t, t))
 
 
 # the Trainers' settings left unequal on the Paddle side, each its own configuration line

@@ -8,7 +8,7 @@ plain loop (pt_train.py, pd_train.py) and the Trainers (pt_trainer.py, pd_traine
 
 Plain: each script run to its N-th optimizer step and stopped there, nothing recorded (the recorder's "plain" side:
 its optimizer step counted, nothing else). Run: `python -m portcheck run` whole: the torch and Paddle runs, torch's
-own runs (float64, and against itself: run.MOVED_SIDES), then the judging. The budget: the run's torch and
+own runs (float64, and against itself: folders.MOVED_SIDES), then the judging. The budget: the run's torch and
 Paddle runs and its judging at most 3x the plain runs, plus torch's own runs. Each figure is the best of --repeats,
 in wall seconds and in CPU seconds (each process's own and its children's: what a shared machine's load does not
 stretch); the budget is judged on the CPU seconds.
@@ -28,7 +28,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from portcheck.scripts import launch, run
+from portcheck.scripts import folders, launch, run
 from portcheck.core.errors import run_main
 from tools import bench_doc
 
@@ -93,7 +93,7 @@ def bench(torch_cmd: str, paddle_cmd: str, steps: int, repeats: int, tmp: str) -
     for i, unit in enumerate(("seconds", "cpu seconds")):
         best = {k: min(v[i] for v in vs) for k, vs in figures.items()}
         own = best["plain torch"] + best["plain paddle"]
-        yardsticks = sum(best[side] for side in ("torch64", *run.MOVED_SIDES))  # torch's own runs
+        yardsticks = sum(best[side] for side in ("torch64", *folders.MOVED_SIDES))  # torch's own runs
         said = "" if i == 0 else " (cpu)"
         result.update({unit: {k: round(v, 2) for k, v in best.items()},
                        f"judging {unit}": round(best["run"] - best["torch"] - best["paddle"] - yardsticks, 2),
@@ -149,7 +149,7 @@ def render(result: dict) -> str:
              "(float64, against itself) | without them |", "|---|---|---|---|---|"]
     for pair, f in result.items():
         cpu, wall = f["cpu seconds"], f["seconds"]
-        own = [round(cpu[side], 2) for side in ("torch64", *run.MOVED_SIDES)]
+        own = [round(cpu[side], 2) for side in ("torch64", *folders.MOVED_SIDES)]
         lines.append(f"| {LABELS[pair]} | {cpu['plain torch']:g} + {cpu['plain paddle']:g} CPU s "
                      f"({wall['plain torch']:g} + {wall['plain paddle']:g} wall) | {cpu['run']:g} CPU s "
                      f"({wall['run']:g} wall) | {' + '.join(f'{x:g}' for x in own)} CPU s | "

@@ -1,4 +1,5 @@
-"""Scripts mode, `python -m portcheck run`: run (the command), launch (each side's script started, launchers),
+"""Scripts mode, `python -m portcheck run`: run (the command), judge_run (a run's records judged as one run and handed
+in), fed (what each side fed its model, as the data pair compares it), launch (each side's script started, launchers),
 folders (the run's folder and its seals), full (run --full), runconfig (the two configurations compared), recorder
 (one side's recording, injected into a user's unedited training script), install (the recorder installed in the
 script's process: which process records, where, with which hooks), side_files (what run and the recorder hand each

@@ -41,7 +41,7 @@ def conventions(run, args, kwargs) -> dict:
     """{argument: how the script's own value is torch's batch 0 there in its framework's convention}: arguments.
     convention, a padding mask the Paddle script computes True at the tokens where torch's is True at the pads. They
     are fed as the script computed them (run.given_batch leaves them out), the data pair compares them in torch's
-    convention (run.judge) and the run says so in one line each."""
+    convention (fed.in_torchs_convention) and the run says so in one line each."""
     own = {}
     flat(args, "args", own), flat(kwargs, "kwargs", own)
     return {k: kind for k, v in run.given_batch(0).items() if k in own and (kind := convention(own[k], v))}

@@ -57,7 +57,7 @@ class PaddleSide(SharedSide):
         return module._layers if wrapped else module
 
     def wrapper(self, module):
-        """paddle.DataParallel keeps each rank's buffers its own: nothing run.judge reads."""
+        """paddle.DataParallel keeps each rank's buffers its own: nothing judge_run.judge reads."""
         return None
 
     def to_tensor(self, array):
@@ -160,7 +160,7 @@ class PaddleSide(SharedSide):
                     said.add(key[7:])
                 continue
             value, want = given[key], params[target]
-            # 0-d against [1], axes merged, a bare [out, in] against a Linear: the same values (run.judge's shapes)
+            # 0-d against [1], axes merged, a bare [out, in] against a Linear: the same values (judge_run's shapes)
             fits = loose.as_held(value, tuple(want.shape), transposed=renamed.get(key[7:], "").startswith("/"))
             if fits is None:
                 problems.append(f"torch {key[7:]} {list(value.shape)} vs Paddle {target} {list(want.shape)}")

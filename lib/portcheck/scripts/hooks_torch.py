@@ -43,7 +43,8 @@ class TorchSide(SharedSide):
         return module.module if isinstance(module, (nn.DataParallel, nn.parallel.DistributedDataParallel)) else module
 
     def wrapper(self, module):
-        """What run.judge reads of a DistributedDataParallel (its broadcast_buffers: run.DDP_BUFFERS), or None."""
+        """What judge_run.judge reads of a DistributedDataParallel (its broadcast_buffers: judge_run.DDP_BUFFERS), or
+        None."""
         if isinstance(module, self.torch.nn.parallel.DistributedDataParallel):
             return {"type": type(module).__name__, "broadcast_buffers": bool(module.broadcast_buffers)}
         return None

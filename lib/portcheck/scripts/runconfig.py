@@ -17,7 +17,8 @@ from portcheck.core.keys import ROOT
 CONVENTION = {"momentum": " (Paddle's BatchNorm momentum m is torch's 1 - m: torch's 0.1 is Paddle's 0.9)",
               "frozen": " (frozen: it normalizes with its running statistics as the model trains, as .eval() on the "
                         "layer or Paddle's use_global_stats=True make it)"}
-# the settings whose whole effect the recorded steps show (run.measured): judged by the numbers, not as a difference
+# the settings whose whole effect the recorded steps show (judge_run.measured): judged by the numbers, not as a
+# difference
 MEASURED = ("padding_idx",)
 LOSS_CONVENTION = {"scale": " (torch's huber_loss(delta) is delta x smooth_l1_loss(beta=delta); Paddle's "
                             "smooth_l1_loss and SmoothL1Loss are huber_loss unless is_huber=False)"}
@@ -208,7 +209,7 @@ def not_compared(torch_config: dict, paddle_config: dict) -> list:
 
 def measurable(torch_config: dict, paddle_config: dict, modules: dict) -> list:
     """[(torch module, its type, Paddle module, setting, torch's value, Paddle's)] for each MEASURED setting that
-    differs between paired modules: run.measured judges each by the steps' numbers."""
+    differs between paired modules: judge_run.measured judges each by the steps' numbers."""
     pm, out = paddle_config.get("modules", {}), []
     for name, conf in torch_config.get("modules", {}).items():
         target = modules.get(name or ROOT)
@@ -221,7 +222,7 @@ def measurable(torch_config: dict, paddle_config: dict, modules: dict) -> list:
 
 def measured_line(setting, said: dict) -> tuple:
     """(the line, whether the steps' numbers clear it) of a measurable setting (measurable's tuple) from what the steps
-    showed of it (run.measurement: {"gap", "largest", "passed"}, gap None where they could not show it); `check`
+    showed of it (judge_run.measurement: {"gap", "largest", "passed"}, gap None where they could not show it); `check`
     says it from the same data handed in (from_folder)."""
     name, kind, _, key, tv, pv = setting
     line = f"{name or ROOT} ({kind}): {key} torch {_said(tv)} vs paddle {_said(pv)}"
@@ -235,7 +236,7 @@ def measured_line(setting, said: dict) -> tuple:
 
 
 def _measurement(setting, said) -> dict:
-    """The measurement of setting as hand_in wrote it (run.measurement), else ValueError: read from a file."""
+    """The measurement of setting as hand_in wrote it (judge_run.measurement), else ValueError: read from a file."""
     number = lambda v: isinstance(v, (int, float)) and not isinstance(v, bool)
     measured = lambda: number(said["gap"]) and isinstance(said.get("passed"), bool) and \
         isinstance(said.get("largest"), list) and len(said["largest"]) == 2 and all(map(number, said["largest"]))
@@ -379,7 +380,7 @@ def _config_file(below, side: str) -> Path:
 def hand_in(below, configs: dict, modules: dict, renamed: dict, lrs, depends: dict, script: str, measured=()):
     """configs: {side: its recorder's configuration}; modules, renamed, lrs: what differences() was given, kept in
     the torch side's file (lrs: each side's in its own), with measured: what the steps showed of each measurable
-    setting, in measurable's order (run.measurement); depends: {side: what its pairs' run records depend on}.
+    setting, in measurable's order (judge_run.measurement); depends: {side: what its pairs' run records depend on}.
     Each file's run record binds it (its sha256) to the run's weights and batches, as the pairs' records do."""
     import hashlib
     import time

@@ -266,7 +266,8 @@ def config_apart(configs: list) -> list:
 def launched(argvs: dict, out: Path, steps: int, judge, **settings) -> int:
     """`run` with torch's script in one process and the Paddle script under a launcher: torch's side, then the
     Paddle ranks (each fed and started from DIR/torch), joined into DIR/paddle, then torch's float64 run and its runs
-    against itself (the float64 run reads the joined pairing), judged once as one process's are (judge: run.judge).
+    against itself (the float64 run reads the joined pairing), judged once as one process's are (judge:
+    judge_run.judge).
     0 green, 1 red."""
     from portcheck.scripts.folders import SAID, SIDES, Sealed
     from portcheck.scripts.launch import run_ranks, run_side
