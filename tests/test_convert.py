@@ -10,7 +10,8 @@ import torch
 
 from portcheck.core.errors import PipelineError
 from conftest import error_line, run
-from portcheck.mapping.convert import convert, torch_layouts
+from portcheck.mapping.convert import convert
+from portcheck.mapping.tensors import torch_layouts
 from portcheck.mapping.modules import stranded
 
 CONVERT = "weights/torch2paddle.py"

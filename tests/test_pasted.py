@@ -283,7 +283,7 @@ PASTED_IN_PAIRING2 = "test_pairing2.py::test_every_refusals_suggested_map_pasted
 FUSED_IN_PAIRING2 = "test_pairing2.py::test_a_fused_module_without_its_layout_is_refused_with_the_layout_that_" \
                     "pairs_it"
 SUGGESTING = {
-    ("mapping/convert.py", "layouts={{'{first}':"): "test_a_layout_refusals_layouts_pasted_as_printed_converts_and_is_"
+    ("mapping/tensors.py", "layouts={{'{first}':"): "test_a_layout_refusals_layouts_pasted_as_printed_converts_and_is_"
                                                     "green",
     ("mapping/loose.py", "layouts={{'{kind}':"): "test_a_layout_refusals_layouts_pasted_as_printed_converts_and_is_"
                                                "green",

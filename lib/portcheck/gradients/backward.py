@@ -26,8 +26,9 @@ from portcheck.forward.twin import EAGER, F64, WIDER, cast_wide, experts_eager, 
 from portcheck.mapping.trace import INPUTS, Recorder, call, framework_of, watch, watch_paddle
 from portcheck.core import calibrated, diff, tolerances
 from portcheck.mapping import fused, loose as loose_tensors, modules, pairing
-from portcheck.mapping.convert import plan, torch_layouts
+from portcheck.mapping.convert import plan
 from portcheck.core.errors import PipelineError, raised_by
+from portcheck.mapping.tensors import torch_layouts
 from portcheck.gradients.against_itself import (AGAINST_ITSELF, AGAINST_KEYS, MOVED, RUNNING, against_itself,
                                                 moved_one_ulp, spread_of)
 from portcheck.gradients.kinks import (TAKEN, TAKEN_KEY, TAKING, TAKING_KEYS, crossings, near_zero, on_paddles_branch,

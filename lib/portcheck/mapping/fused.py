@@ -372,7 +372,7 @@ def said_taken(result, found: dict):
 
 
 def entry(key: str, how: tuple) -> str:
-    """A layouts entry declaring a fused module, as convert.pair_modules suggests it: how = (its parts, whether its
+    """A layouts entry declaring a fused module, as module_pairs.pair_modules suggests it: how = (its parts, whether its
     output is their columns)."""
     parts, output = how[:2]
     widths = how[2] if len(how) > 2 and len(set(how[2])) > 1 else ()

@@ -77,7 +77,7 @@ def apart(torch_held: dict, paddle_held: dict) -> tuple:
     same place: a torch Linear (or Conv1D) `X.NAME` where Paddle has no `X.NAME` but its `X` holds `NAME` or
     `NAME_weight` (and `NAME_bias`) of those shapes in Paddle's layout, or, once every name is read, a tensor no
     name finds by the one of its shapes `X` holds that torch's `X` does not hold by name and no module took (CLIP's
-    visual_projection against paddlenlp's vision_projection; convert.find's rule); a torch `X` holding a 2-D `NAME`
+    visual_projection against paddlenlp's vision_projection; find's rule); a torch `X` holding a 2-D `NAME`
     where Paddle's `X.NAME` is a Linear of that weight and torch has no module `X.NAME`; and a scalar `NAME` 0-d in one
     `X` and [1] in the other's. The run pairs calls by order and shape, and such a projection is a call on one side
     only: it would pair with the next call of its shape (torch's visual_projection with the port's
@@ -124,7 +124,7 @@ def apart(torch_held: dict, paddle_held: dict) -> tuple:
                 (drop_t.setdefault(name or ROOT, []).append(shape) if len(shape) else
                  drop_p.setdefault(name or ROOT, []).append(theirs))
     # every name first, then each tensor no name found by the one tensor of its shapes the parent holds that neither
-    # torch's parent holds by that name nor a module took (convert.find's rule: CLIP's visual_projection against
+    # torch's parent holds by that name nor a module took (find's rule: CLIP's visual_projection against
     # paddlenlp's vision_projection)
     for name, parent, wants, found in unnamed:
         own = torch_held.get(parent, (None, {}))[1]
@@ -458,7 +458,7 @@ def otherwise(tensors: dict, target: str, theirs: dict, declared: bool = False) 
     holds its tensors all the same, in a layer of another type no layout is declared for (paddlenlp's Linear3D: a
     Linear's weight [in, out] and bias, its output head-split; OPTLMHead: an lm_head's weight [vocab, hidden] as
     decoder_weight), or under other names (declared: each tensor's own rule alone). tensors: {torch key:
-    convert.Tensor} of the module; theirs: {the Paddle layer's own tensor name: shape}. Each tensor takes its rule's
+    tensors.Tensor} of the module; theirs: {the Paddle layer's own tensor name: shape}. Each tensor takes its rule's
     name where that holds its shape in the rule's layout; else the one Paddle tensor of its shape in the rule's
     layout or, undeclared, torch's (a Linear's weight held [out, in]). ({}, [...]) where a square weight under
     another name fits either way: the type's layout is the user's to declare."""
@@ -486,7 +486,7 @@ def held_otherwise(out: dict, wrong: dict, modules: dict, layers: dict, shapes: 
     so that compare_backward's torch side takes the same rule): a parameter of merged axes (regroup.merged: XLNet's
     q [hidden, heads, head size] against [hidden, hidden]) reshaped, and a module of `wrong` whose Paddle layer of
     another type holds its tensors all the same (otherwise), taken out of `wrong`. out: {torch key: (Paddle key,
-    convert.Tensor, array)}; shapes: {Paddle key: shape}; changed in place."""
+    tensors.Tensor, array)}; shapes: {Paddle key: shape}; changed in place."""
     for key, (p_key, tensor, array) in list(out.items()):
         if p_key in shapes and regroup.merged(np.shape(tensor.to_paddle(array)), shapes[p_key]):
             loose[key] = Loose(p_key, tensor.paddle_name, reshaped(tensor.rule, shapes[p_key]),

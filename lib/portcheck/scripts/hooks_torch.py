@@ -1,6 +1,6 @@
 """The torch side of portcheck.scripts.recorder: what it wraps in torch, and how it reads a torch model and optimizer.
 
-Tensors are recorded by torch's names in Paddle's layout (convert.torch_layouts), as record_backward records
+Tensors are recorded by torch's names in Paddle's layout (tensors.torch_layouts), as record_backward records
 them, so that portcheck.gradients.backward.judge_backward judges the two sides' records as it judges its own.
 """
 import functools
@@ -94,7 +94,7 @@ class TorchSide(SharedSide):
         from portcheck.mapping import fused
         from portcheck.gradients.backward import RENAMED
         from portcheck.gradients.optimizers import norm_counter
-        from portcheck.mapping.convert import torch_layouts
+        from portcheck.mapping.tensors import torch_layouts
         from portcheck.core.errors import PipelineError
         given = getattr(self.run, "layouts", None) or {}  # --layouts FILE's (recorder.Run)
         layouts = {**self.packed(module, given), **given}

@@ -1,0 +1,173 @@
+"""A torch model's tensors as a port sees them, read from the torch model alone: each parameter and persistent buffer
+a module holds itself (own_tensors) as a Tensor, with the Paddle name it takes and the layout rule that turns its array
+into Paddle's, the rule looked up by the module's type or the Paddle type it pairs with (torch_layouts; a fused
+module's parts, packed experts and tensors another module holds taken apart); the Paddle key it fills (paddle_key).
+A torch-side script writes its tensors in Paddle's layout with it.
+
+May import portcheck.core and mapping's layouts, fused and experts; torch only through the models handed in.
+"""
+from dataclasses import dataclass
+
+import numpy as np
+
+from portcheck.core.errors import PipelineError
+from portcheck.mapping import experts, fused
+from portcheck.mapping.fused import Fused
+from portcheck.mapping.layouts import layouts_table, linear_held, linear_layout, same_layout
+
+
+def _own_ids(module) -> list:
+    """The identities of the tensors own_tensors reads: a tensor two modules hold (a tied weight) is one."""
+    skip = getattr(module, "_non_persistent_buffers_set", set())
+    return [id(p) for _, p in module.named_parameters(recurse=False)] + \
+        [id(b) for n, b in module.named_buffers(recurse=False) if b is not None and n not in skip]
+
+
+def own_tensors(module) -> dict:
+    """The parameters and persistent buffers a module holds itself (not its children's), as numpy arrays. A
+    non-persistent buffer (transformers' position_ids) is rebuilt by the model, not saved: nothing to convert."""
+    out = {n: p.detach().cpu().numpy() for n, p in module.named_parameters(recurse=False)}
+    skip = getattr(module, "_non_persistent_buffers_set", set())
+    out.update({n: b.detach().cpu().numpy() for n, b in module.named_buffers(recurse=False)
+                if b is not None and n not in skip})
+    return out
+
+
+@dataclass(frozen=True)
+class Tensor:
+    """One torch parameter or buffer as a port sees it: its module, its own name, the Paddle name it takes,
+    the layout rule that turns its array into Paddle's, and the Paddle layer types its module may become."""
+    module: str
+    name: str
+    paddle_name: str
+    rule: object
+    kinds: tuple
+    module_type: str
+    array: object  # its value when the layouts were read (numpy, torch's layout)
+    tie: str = ""  # the first torch key of the same tensor (a head's weight tied to the embedding's), else its own
+    source: str = ""  # the torch key it is read from, when it is one part of a fused module's tensor (fused.Fused)
+    moved_to: str = ""  # the whole Paddle key, when another module than its own's counterpart holds it (mapping.loose)
+
+    def to_paddle(self, array):
+        return self.rule(self.name, np.asarray(array))[1]
+
+    @property
+    def transposed(self) -> bool:
+        """A Linear's weight: torch [out, in], Paddle [in, out]."""
+        return self.rule is linear_layout and self.name == "weight"
+
+
+def _lineage(kind: type) -> list:
+    """A class and its bases, each as itself then its name, nearest first: a layout declared for a layer applies
+    to its subclasses (paddlenlp's GPTLayerNorm is a LayerNorm), and a subclass pairs as its base layer."""
+    return [key for k in kind.__mro__ for key in (k, k.__name__)]
+
+
+def _rule(table, module, paddle_kind=None, tensors=None):
+    """(Paddle types, rule) for a torch module: a layout declared for the Paddle type it pairs with (or a base of
+    it) first, then its own type's (or a base's); a type no one declared whose tensors each have at most one axis
+    longer than 1 (a norm's scale; a bias [out, 1]: nothing to transpose) keeps its layout. None when unknown."""
+    for key in _lineage(paddle_kind) if isinstance(paddle_kind, type) else ():
+        if table.get(key, (0,))[0] is None:
+            return table[key]
+    rule = next((table[key] for key in _lineage(type(module)) if key in table), None)
+    vector, tensors = lambda a: sum(d != 1 for d in a.shape) <= 1, own_tensors(module) if tensors is None else tensors
+    if rule is None and all(vector(a) for a in tensors.values()):
+        return None, same_layout
+    return rule or linear_held(tensors, paddle_kind)
+
+
+def torch_layouts(torch_model, layouts=None, paddle_kinds=None, loose=None) -> dict:
+    """{torch key: Tensor} for every parameter and buffer the Paddle side holds (num_batches_tracked has no
+    Paddle counterpart), from the torch model alone: a torch-side script writes its tensors in Paddle's
+    layout with it. paddle_kinds: {torch module: the Paddle layer type it pairs with}, for layouts declared by
+    a Paddle type; loose: {torch key: mapping.loose.Loose}, the tensors another module than their own's counterpart
+    holds. Every module type with no known layout ends the run, all named at once."""
+    table = layouts_table(layouts)
+    out, unknown, first = {}, {}, {}
+    tied, cut, loose = _ties(torch_model, paddle_kinds), fused.specs(torch_model, layouts), loose or {}
+    packed = experts.paired_slices(torch_model, paddle_kinds or {})
+    for name, module in torch_model.named_modules():
+        tensors = own_tensors(module)
+        key_of = lambda t: f"{name}.{t}" if name else t
+        ids = dict(zip(tensors, _own_ids(module)))
+        for tname, array in list(tensors.items()):
+            held = ids[tname]
+            if key_of(tname) in loose:  # paired tensor to tensor: its rule is the pairing's, not its module's
+                how = loose[key_of(tname)]
+                out[key_of(tname)] = Tensor(name, tname, how.paddle_name, how.rule, None, type(module).__name__,
+                                            array, first.setdefault(held, key_of(tname)), key_of(tname), how.paddle_key)
+                del tensors[tname]
+        if not tensors or name in tied:
+            continue
+        if name in packed:  # each expert's slice of each tensor, a Linear of its own (mapping.experts)
+            out.update({f"{m}.weight": Tensor(m, "weight", "weight", rule, ("Linear",), type(module).__name__,
+                                              tensors[t], f"{m}.weight", key_of(t)) for m, t, rule in packed[name]})
+            continue
+        rule = _rule(table, module, (paddle_kinds or {}).get(name), tensors)
+        if rule is None:
+            unknown.setdefault(type(module).__name__, []).append(name or "(the model)")
+            continue
+        kinds, rule = rule
+        kept = [f"{name}.{t} {list(a.shape)}" for t, a in tensors.items() if rule is linear_layout and t != "weight"
+                and len(a.shape) > 1]
+        if kept:  # "transpose" is a Linear's rule: a declared type's [out, in] tensor of its own name would pass as is
+            raise PipelineError(f"layouts: {type(module).__name__} is declared 'transpose', which transposes a "
+                                f"Linear's weight only: {', '.join(kept)} would be kept as it is; declare 'same' if "
+                                "Paddle keeps it so, or add the type to portcheck/mapping/layouts.py's table "
+                                "(layouts_table) with its rule [PC319]")
+        for tname, array in tensors.items():
+            held = ids[tname]
+            pname = rule(tname, array)[0]  # the name only (a transpose is a view)
+            key = f"{name}.{tname}" if name else tname
+            if pname is None:
+                continue
+            if name not in cut:
+                out[key] = Tensor(name, tname, pname, rule, kinds, type(module).__name__, array,
+                                  first.setdefault(held, key), key)
+                continue
+            for p, part in enumerate(cut[name].parts):  # each part's columns, in Paddle's layout
+                out[f"{name}.{part}.{tname}"] = Tensor(f"{name}.{part}", tname, pname, _part(rule, cut[name], p),
+                                                       kinds, type(module).__name__, array, f"{name}.{part}.{tname}", key)
+    if unknown:
+        said = "; ".join(f"{', '.join(names[:3])}{' ...' if len(names) > 3 else ''} ({kind})"
+                         for kind, names in unknown.items())
+        first = next(iter(unknown))
+        raise PipelineError(f"torch module(s) {said}: this converter does not know their Paddle layout: pass "
+                            f"layouts={{'{first}': 'same'}} (or 'transpose'; keyed by the torch type or the Paddle "
+                            "one it pairs with) if their tensors keep their names, or add the type to "
+                            "portcheck/mapping/layouts.py's table (layouts_table) [PC011]")
+    return out
+
+
+def _part(rule, spec: Fused, p: int):
+    """rule, then part p's columns of the last axis (a Linear's weight [in, out] and its bias, in Paddle's layout)."""
+    def part(name, array):
+        pname, array = rule(name, array)
+        columns = spec.columns(array.shape[-1])
+        if columns is None:
+            raise PipelineError(f"Fused{spec.parts}: {name}'s last axis ({array.shape[-1]}) does not hold "
+                                f"{len(spec.parts)} parts{f' of {spec.heads} heads' if spec.heads else ''} [PC302]")
+        return pname, array[..., columns[p]]
+    return part
+
+
+def _kinds(kind: type) -> list:
+    """A class's name and its bases' up to the framework's own Module or Layer (shared by every layer)."""
+    return [k.__name__ for k in kind.__mro__ if k.__name__ not in ("Module", "Layer", "object")]
+
+
+def _ties(torch_model, paired=None) -> set:
+    """The torch modules whose every tensor is tied to one a paired module holds (paired: {torch module: ...},
+    None: none known yet): a tied head against Paddle's matmul with the embedding's weight, a `shared` embedding
+    each half of the other side holds under its own name. Their tensors are filled through that module."""
+    if paired is None:
+        return set()
+    modules = dict(torch_model.named_modules())
+    held = {i for name in paired if name in modules for i in _own_ids(modules[name])}
+    return {name for name, m in modules.items() if name not in paired and (ids := _own_ids(m)) and set(ids) <= held}
+
+
+def paddle_key(tensor: Tensor, target: str) -> str:
+    """The Paddle state-dict key of a torch tensor whose module pairs with the Paddle module `target`."""
+    return f"{target}.{tensor.paddle_name}" if target else tensor.paddle_name
