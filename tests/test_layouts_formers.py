@@ -164,7 +164,7 @@ def test_fused_widths_are_checked_in_one_line():
 def test_a_tie_of_two_like_named_projections_is_no_fusion_of_one_name_twice():
     """Two layers' gate_proj of one shape tie for one Paddle module: they are no parts of one fused module (a
     Fused(('gate_proj', 'gate_proj')) raised PC309 inside the pairing)."""
-    from portcheck.mapping.pairing import Call
+    from portcheck.mapping.alignment import Call
     from portcheck.mapping.ties import fusions_of
     gate = lambda i: Call(f"layers.{i}.mlp.gate_proj", "Linear", 0, ((32, 48),), ((2, 5, 48),))
     fused_call = Call("layers.0.mlp.up_gate_proj", "Linear", 0, ((32, 96),), ((2, 5, 96),))

@@ -293,7 +293,7 @@ SUGGESTING = {
     ("mapping/fused.py", "layouts={{{entries}}}"): "test_pairing2.py::test_compare_forward_with_no_layouts_judges_each_"
                                                   "part_of_the_fused_module_the_ties_show",
     ("mapping/convert.py", "keep=['{key}']"): "test_a_buffer_refusals_keep_pasted_as_printed_converts_and_is_green",
-    ("mapping/pairing.py", "name_map={one}"): PASTED_IN_PAIRING2,
+    ("mapping/paired.py", "name_map={one}"): PASTED_IN_PAIRING2,
     ("mapping/settle.py", "name_map={entry}"): PASTED_IN_PAIRING2,
     ("mapping/ties.py", "name_map={maps[0]})\")"): PASTED_IN_PAIRING2,
     ("mapping/ties.py", "name_map={'"): PASTED_IN_PAIRING2,

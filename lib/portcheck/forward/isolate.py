@@ -33,7 +33,7 @@ from portcheck.mapping.trace import (activated, call, first_input, hook_points, 
 from portcheck.core.keys import ROOT, module_of, split_key
 from portcheck.mapping import regroup
 from portcheck.mapping.loose import axis_orders, in_axis_order
-from portcheck.mapping.pairing import _broadcast, reshaped
+from portcheck.mapping.alignment import _broadcast, reshaped
 from portcheck.core.spill import identity
 
 ERRORS = (RuntimeError, ValueError, TypeError, IndexError)  # a model that cannot run on forced values

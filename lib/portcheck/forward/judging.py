@@ -10,7 +10,7 @@ from portcheck.core import calibrated
 from portcheck.core.calibrated import measure
 from portcheck.core.diff import KeyResult
 from portcheck.forward.twin import F64
-from portcheck.mapping import loose, pairing, regroup
+from portcheck.mapping import alignment, loose, regroup
 
 
 def judge_one(name, a, ref, b, forms=True) -> KeyResult:
@@ -36,7 +36,7 @@ def judge_against(name, a, b, forms=True) -> KeyResult:
         # one side's module takes [batch, hidden, seq], the other's [batch, seq, hidden]: the same values
         note = f"by design: shapes {list(a.shape)} and {list(b.shape)}, the same values in another axis order"
         b = np.transpose(b, np.argsort(order))
-    elif pairing.reshaped(a.shape, b.shape):
+    elif alignment.reshaped(a.shape, b.shape):
         # one side feeds its Linear [batch * seq, hidden], the other [batch, seq, hidden]: the same rows
         note = f"by design: shapes {list(a.shape)} and {list(b.shape)}, the same values in another shape"
         b = b.reshape(a.shape)
@@ -91,15 +91,15 @@ def _held_otherwise(a, b) -> bool:
 
 
 def broadcasts(x: tuple, y: tuple) -> bool:
-    """The two shapes differ only where one of them is 1, or by leading axes (pairing._broadcast's rule)."""
-    return pairing._broadcast(x, y)
+    """The two shapes differ only where one of them is 1, or by leading axes (alignment._broadcast's rule)."""
+    return alignment._broadcast(x, y)
 
 
 def input_ok(a, ref, b):
     """Whether a module's first input was within tolerance (None: not recorded on both sides)."""
     if a is None or b is None:
         return None
-    if pairing.reshaped(a.shape, b.shape):
+    if alignment.reshaped(a.shape, b.shape):
         b = b.reshape(a.shape)  # the same values in another shape (judge_against)
     elif regroup.regrouped(a.shape, b.shape):
         b = regroup.as_other(b, a.shape, near=a)

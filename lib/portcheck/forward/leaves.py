@@ -7,7 +7,7 @@ import numpy as np
 from portcheck.core import spill
 from portcheck.core.keys import split_key
 from portcheck.forward.judging import broadcasts
-from portcheck.mapping import pairing
+from portcheck.mapping import alignment
 
 
 def pair_leaves(torch_keys: list, paddle_keys: list, shapes=None, settled: dict = None) -> dict:
@@ -23,7 +23,7 @@ def pair_leaves(torch_keys: list, paddle_keys: list, shapes=None, settled: dict 
     t = [k for k in torch_keys if k not in out]
     p = [k for k in paddle_keys if k not in out.values()]
     fits = lambda a, b: shapes is None or broadcasts(shapes[0][a], shapes[1][b]) or \
-        pairing.reshaped(tuple(shapes[0][a]), tuple(shapes[1][b]))
+        alignment.reshaped(tuple(shapes[0][a]), tuple(shapes[1][b]))
     if len(t) == len(p):
         order = list(zip(t, p))
     elif t and p and 1 in (len(t), len(p)) and not out:

@@ -112,7 +112,7 @@ def place(name: str, lists) -> tuple:
 def inside(found, ties, left, calls, lists: dict, kinds: dict, fixed: dict) -> dict:
     """{torch call: Paddle call} inside the children of corresponding lists one side did not run (an expert no token
     reached: no order places it), paired as the run's first pass paired them inside the children both sides ran
-    (found and ties: pairing._align's on the calls `left`, a tie's calls taught nothing): each list kind's (kinds:
+    (found and ties: alignment._align's on the calls `left`, a tie's calls taught nothing): each list kind's (kinds:
     {torch list: its kind}) pairs of names within a child hold for every child; a kind no pair shows, by the same
     name within the child. calls: every call of each side; fixed: the pairs already kept, left as they are."""
     tied = {i for tie in ties for i in (tie[0] if isinstance(tie[0], list) else [tie[0]])}

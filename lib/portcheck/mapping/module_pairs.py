@@ -6,12 +6,14 @@ side holds as a module and the other as a bare parameter found (mapping.loose). 
 counterpart is said at once, with why: built from another config, holding what several Paddle modules hold together
 (a fused layout to declare), or nothing the name map names.
 
-May import portcheck.core and mapping's pairing, tensors, fused, experts, loose, layouts, modules, names and trace.
+May import portcheck.core and mapping's pairing, alignment, tensors, fused, experts, loose, layouts, modules, names
+and trace.
 """
 import numpy as np
 
 from portcheck.core.keys import ROOT, module_of, split_key
 from portcheck.mapping import experts, fused, loose as loose_tensors, pairing
+from portcheck.mapping.alignment import alike
 from portcheck.mapping.layouts import CONFIGS_DIFFER, config_fields, layouts_table
 from portcheck.mapping.modules import stranded
 from portcheck.mapping.names import named_exist
@@ -81,7 +83,7 @@ def pair_modules(torch_model, paddle_model, name_map=None, inputs=None, layouts=
             return name
         kinds = _kinds(type(module))
         found = [n for n, layer in layers.items() if n not in taken and fits(layer) and any(
-            pairing.alike(k, kind) for k in _kinds(type(layer)) for kind in kinds)]
+            alike(k, kind) for k in _kinds(type(layer)) for kind in kinds)]
         named_alike = [n for n in found if n.rpartition(".")[2] == name.rpartition(".")[2]]
         if len(named_alike) == 1:
             return named_alike[0]
