@@ -137,6 +137,24 @@ def test_the_name_check_sees_a_name_not_there():
     assert missing("portcheck.scripts.hooks_torch.TorchSide.module_settings")
 
 
+WALKED = re.compile(r"`((?:portcheck\.)?(?:core|mapping|forward|parallel|checkpoints|generation|gradients|pipeline|"
+                    r"scripts|cli)(?:\.\w+)*)`")
+
+
+def walked(text: str, heading: str) -> set:
+    """Every module and name the walks through the house name (`checkpoints.split_folders`, a floor's short form, is
+    portcheck's), the section under its heading."""
+    section = text.split(heading, 1)[1].split("\n## ", 1)[0]
+    return {n if n.startswith("portcheck") else f"portcheck.{n}" for n in WALKED.findall(section)}
+
+
+def test_the_walks_through_the_house_name_what_the_code_holds_and_the_twin_walks_the_same():
+    names = walked(PAGE.read_text(encoding="utf-8"), "## Two walks through the house")
+    assert len(names) >= 15 and walked(PAGE_CN.read_text(encoding="utf-8"), "## 在结构里走两遍") == names
+    assert sorted(n for n in names if missing(n)) == [], "walked by docs/architecture.md, not in the code"
+    assert missing("portcheck.parallel.split.compare_splits_of")  # a step renamed in the code is red here
+
+
 PARAGRAPH = re.compile(r"^\*\*(\w+)\*\* ?[(（].*?(?=^\*\*\w+\*\* ?[(（]|^#|\Z)", re.M | re.S)
 NAMED = re.compile(r"`(\w+)/?`(?:\s*(?:and|和)\s*`(\w+)`)?\s*[(（]")  # a module named as the paragraphs name one: `x` (what it is)
 
