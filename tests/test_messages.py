@@ -28,6 +28,8 @@ EXEMPT = {
     ("layouts.py", "{key!r}: {e}"): "Fused's own refusal (PC309-PC311), said with the file and key it came from",
     ("pairing.py", "PipelineError(ambiguity("): "ambiguity's line ends with PC317",
     ("loose.py", "PipelineError(either_line("): "either_line's line ends with PC455",
+    ("settle.py", "PipelineError(either.line("): "loose.Either.line is either_line's, ending with PC455",
+    ("settle.py", "PipelineError(first.line("): "loose.Either.line is either_line's, ending with PC455",
     ("hooks_paddle.py", "self.run.refuse(squares[0])"): "loose.square_held's lines, PC455's (either_line)",
     ("recorder.py", "Refused(why)"): "refuse() itself: its callers' lines are coded",
     ("full.py", "self.refuse(str(e))"): "metrics()' ValueError, coded PC832",

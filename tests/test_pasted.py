@@ -109,11 +109,16 @@ def test_a_linear_held_by_the_ports_own_type_converts_with_no_map():
 @pytest.mark.parametrize("case", ["an unknown layer type (PC011)", "a square weight under another name (PC455)"])
 def test_a_layout_refusals_layouts_pasted_as_printed_converts_and_is_green(case):
     """PC455: a Paddle type of its own holding a Linear's square weight under another name, which either layout
-    fits: the layout printed first pasted, as its forward reads the weight ([out, in])."""
-    pt, pd = wrapped(Scale(), PaddleScale()) if "PC011" in case else wrapped(torch.nn.Linear(4, 4, bias=False),
-                                                                           Kernel())
+    fits: the layout printed first pasted, as its forward reads the weight ([out, in]). Given inputs=, convert runs
+    the module both ways instead, and keeps the layout its forward reads: said without them."""
+    square = "PC455" in case
+    pt, pd = wrapped(torch.nn.Linear(4, 4, bias=False), Kernel()) if square else wrapped(Scale(), PaddleScale())
+    if square:
+        pd.set_state_dict(convert(pt, pd, inputs=X))
+        np.testing.assert_array_equal(pd.part.kernel.numpy(), pt.part.weight.detach().numpy())
+        assert compare_forward(pt.eval(), pd.eval(), X).passed
     with pytest.raises(PipelineError, match=case[-6:-1]) as e:
-        convert(pt, pd, inputs=X)
+        convert(pt, pd, inputs=None if square else X)
     layouts = argument(str(e.value), "layouts")
     pd.set_state_dict(convert(pt, pd, inputs=X, layouts=layouts))
     report = compare_forward(pt.eval(), pd.eval(), X, layouts=layouts)

@@ -9,7 +9,7 @@ import numpy as np
 
 from portcheck.core import calibrated, spill
 from portcheck.core.errors import PipelineError, first_line, raised_by
-from portcheck.forward.judging import input_ok, judge_one
+from portcheck.forward.judging import as_torch_holds, input_ok, judge_one
 from portcheck.forward.chosen import checked_outputs
 from portcheck.forward.outputs import judge_records
 from portcheck.forward import routing
@@ -177,7 +177,7 @@ def judged_as_run(model, inputs, torch_record, paddle_record, keys: dict, free: 
         held = (key[:3], *same, applied.get(key))
         if held not in done:
             ref = tensor if isinstance(tensor, np.ndarray) else tensor.detach().cpu().numpy()
-            a, b = torch_record.get(key), paddle_record[p_key]
+            a, b = torch_record.get(key), as_torch_holds(torch_record, key, paddle_record[p_key])
             if key in applied:
                 a, ref = activated(applied[key], a), activated(applied[key], ref)
             if key.startswith("out/"):

@@ -26,12 +26,12 @@ import numpy as np
 
 from portcheck.core import calibrated
 from portcheck.mapping import fused
-from portcheck.forward.judging import in_own_form, judge_against, judge_one
+from portcheck.forward.judging import as_torch_holds, in_own_form, judge_against, judge_one
 from portcheck.forward.twin import float64_inputs, float64_run
 from portcheck.mapping.trace import (activated, call, first_input, hook_points, is_torch, next_call, remember, tensors,
                                      values, version)
 from portcheck.core.keys import ROOT, module_of, split_key
-from portcheck.mapping import regroup
+from portcheck.mapping import packed, regroup
 from portcheck.mapping.loose import axis_orders, in_axis_order
 from portcheck.mapping.alignment import _broadcast, reshaped
 from portcheck.core.spill import identity
@@ -103,6 +103,10 @@ def forced_run(model, inputs, torch_record: dict, calls: dict, leaves: dict, kee
         """tensor replaced by torch's value, reshaped where this side holds the same values in another shape (a
         Linear fed [batch * seq, hidden] against [batch, seq, hidden]: judging.judge_against); None when it fits
         neither."""
+        where = torch_record.get(packed.PACKED + key)
+        padded = None if where is None else packed.as_padded(where, value, values(tensor))
+        if padded is not None:  # torch's packed sequence, this side's padded batch: its real tokens torch's
+            return like(padded, tensor)
         order = in_axis_order(value, values(tensor)) if axis_orders(value.shape, tuple(tensor.shape)) else None
         if order is not None:  # this side holds the same values in another axis order: fed in its own layout
             return like(np.ascontiguousarray(np.transpose(value, order)), tensor)
@@ -250,7 +254,7 @@ def judge(torch_model, paddle_model, inputs, torch_record: dict, report, free: d
             a = _judged(t, torch_record, applied)
             if a is None:
                 continue
-            b = values(tensor)
+            b = as_torch_holds(torch_record, t, values(tensor))
             if a.dtype.kind in "biu" and t.startswith("in/") and (b.dtype.kind not in "biu" or b.shape != a.shape):
                 continue  # the two calls' first arguments are different things (their signatures differ)
             halves[t] = (calibrated.integers if a.dtype.kind in "biu" else judge_against)(_name(t), a, b)

@@ -10,7 +10,16 @@ from portcheck.core import calibrated
 from portcheck.core.calibrated import measure
 from portcheck.core.diff import KeyResult
 from portcheck.forward.twin import F64
-from portcheck.mapping import alignment, loose, regroup
+from portcheck.mapping import alignment, loose, packed, regroup
+
+
+def as_torch_holds(torch_record, key: str, value):
+    """Paddle's output `value` for torch's output `key` as torch holds it: read at the places of the real tokens
+    where torch's record keeps a packed sequence there (mapping.packed: the padding is judged on neither side), else
+    as it is (also where the places do not fit it: the judge then says the shapes)."""
+    where = torch_record.get(packed.PACKED + key)
+    read = None if where is None else packed.as_packed(where, value, torch_record.get(key))
+    return value if read is None else read
 
 
 def judge_one(name, a, ref, b, forms=True) -> KeyResult:

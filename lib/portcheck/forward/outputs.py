@@ -12,7 +12,7 @@ from portcheck.core.diff import KeyResult
 from portcheck.forward import graph, routing
 from portcheck.forward.chosen import (as_named, checked_outputs, checked_outputs_of, mended, named_line,
                                       output_name, output_names, selected, shared, suggested)
-from portcheck.forward.judging import input_ok, judge_one, routers_only
+from portcheck.forward.judging import as_torch_holds, input_ok, judge_one, routers_only
 from portcheck.forward.leaves import call_leaves, handed_on, pair_leaves, passed_through
 from portcheck.forward.result import ForwardReport
 from portcheck.forward.twin import F64
@@ -266,10 +266,12 @@ def judge_records(torch_record: dict, paddle_record: dict, name_map, mean_bound,
             row = calibrated.unjudged(name, tuple(spill.shape(torch_record, key)), unreached(key))
         elif key in applied and key not in judged:  # torch's output as the activation its forward applies to it
             row = judge_one(name, activated(applied[key], torch_record[key]),
-                            activated(applied[key], torch_record.get(F64 + key)), paddle_record[p_key])
+                            activated(applied[key], torch_record.get(F64 + key)),
+                            as_torch_holds(torch_record, key, paddle_record[p_key]))
         else:  # the arrays are read only when measured (a container's output is its last child's, measured once)
             row = once((key, F64 + key, p_key), lambda: judge_one(
-                name, torch_record[key], torch_record.get(F64 + key), paddle_record[p_key]))
+                name, torch_record[key], torch_record.get(F64 + key),
+                as_torch_holds(torch_record, key, paddle_record[p_key])))
             row = dataclasses.replace(row, key=name, problems=list(row.problems))
             if not row.problem:
                 ins = (f"in/{call_}", f"{F64}in/{call_}", keys.get(f"in/{call_}", ""))

@@ -14,7 +14,7 @@ import numpy as np
 
 from portcheck.core import spill
 from portcheck.core.keys import ROOT, module_of, split_key
-from portcheck.mapping import loose
+from portcheck.mapping import loose, packed
 from portcheck.mapping.lists import normal as _normal
 from portcheck.mapping.modules import ALONE, META, decode, family, held
 from portcheck.mapping.regroup import regrouped, tensors_fit
@@ -39,6 +39,7 @@ class Call:
     children: int       # -1 when the record does not say
     tensors: tuple      # the layout-free shapes of the tensors its module holds itself
     outputs: tuple      # the shapes of its output tensors in order; () when it did not run
+    padded: tuple = ()  # per output, (sequences, time steps) of the padded batch a packed one stands for, else None
 
     @property
     def module(self) -> str:
@@ -52,14 +53,17 @@ def sequence(record: dict) -> list:
         if key.startswith(META):
             name, _, kind = key[len(META):].rpartition("/")
             meta[name] = (kind, *decode(record[key]))
-    outputs = {}
+    outputs, padded = {}, {}
     for key in record:
         if key.startswith("out/"):
             outputs.setdefault(split_key(key)[1], []).append(tuple(spill.shape(record, key)))
+            where = record.get(packed.PACKED + key)
+            padded.setdefault(split_key(key)[1], []).append(None if where is None else packed.extent(where))
     calls = []
     for name, shapes in outputs.items():
         kind, children, tensors = meta.get(module_of(name), ("", -1, ()))
-        calls.append(Call(name, kind, children, tensors, tuple(shapes)))
+        extents = tuple(padded[name]) if any(e is not None for e in padded[name]) else ()
+        calls.append(Call(name, kind, children, tensors, tuple(shapes), extents))
     ran = {c.module for c in calls}
     calls += [Call(name, kind, children, tensors, ()) for name, (kind, children, tensors) in meta.items()
               if tensors and name not in ran]
@@ -98,14 +102,22 @@ def _fits(x: tuple, y: tuple) -> bool:
     return _broadcast(x, y) or reshaped(x, y) or any(p[0] == 0 for p in loose.axis_orders(x, y)) or regrouped(x, y)
 
 
+def _output_fits(t: Call, i: int, theirs: tuple) -> bool:
+    """torch call t's output i fits a Paddle output of shape `theirs` (_fits), or, a packed sequence, the padded
+    batch it stands for (mapping.packed: torch's LSTM fed a PackedSequence against Paddle's fed sequence_length=)."""
+    extent = t.padded[i] if i < len(t.padded) else None
+    return _fits(t.outputs[i], theirs) if extent is None else packed.fits(t.outputs[i], extent, theirs)
+
+
 def similarity(t: Call, p: Call) -> Optional[int]:
     """How alike two calls are (an integer, so that ties are exact), or None when they cannot be each other's."""
     if held(t.tensors) != held(p.tensors) and not tensors_fit(held(t.tensors), held(p.tensors)) or \
             ALONE in (t.children, p.children):
         return None
     # the first outputs fit, or one output fits one of the other's several (an attention returning its weights too)
-    if t.outputs and p.outputs and not _fits(t.outputs[0], p.outputs[0]) and not (
-            1 in (len(t.outputs), len(p.outputs)) and any(_fits(a, b) for a in t.outputs for b in p.outputs)):
+    if t.outputs and p.outputs and not _output_fits(t, 0, p.outputs[0]) and not (
+            1 in (len(t.outputs), len(p.outputs)) and any(_output_fits(t, i, b) for i in range(len(t.outputs))
+                                                          for b in p.outputs)):
         return None
     same_family = alike(t.kind, p.kind)
     leaf = 0 in (t.children, p.children)

@@ -7,7 +7,8 @@ and receives each tensor under its Paddle name in Paddle's layout. Every key, sh
 both directions first: Paddle keys nothing filled, torch tensors with no Paddle key, and shapes or dtypes that
 differ end the run with one line naming every one of them. Only then is each Paddle tensor set, in place, one
 at a time. A square Linear weight is transposed because it belongs to a Linear, never because its shape
-happens to fit.
+happens to fit; a paddle.compat.nn.Linear, by its type, keeps torch's [out, in]; one that no type places (a Paddle
+layer of a class of its own) is settled by that layer's run both ways on torch's recorded input, or refused.
 
 Each torch tensor's Paddle name and layout is portcheck.mapping.tensors' (torch_layouts), each torch module's
 counterpart portcheck.mapping.module_pairs' (pair_modules); here they are planned together (plan), checked, and set
@@ -23,7 +24,8 @@ from portcheck.core.keys import ROOT
 from portcheck.mapping.layouts import same_layout
 from portcheck.mapping.module_pairs import pair_modules
 from portcheck.mapping.names import parent_of_paired
-from portcheck.mapping.settle import SETTLED, settle_by_run  # noqa: F401 (SETTLED: documented here, docs/pairing.md)
+from portcheck.mapping.settle import (SETTLED, settle_by_run, settle_held, settle_layouts,  # noqa: F401 (SETTLED:
+                                      without_run)  # documented here, docs/pairing.md)
 from portcheck.mapping.state import Joined, State, names_of_one_tensor, numpy_dtype, save_pdparams
 from portcheck.mapping.tensors import Tensor, paddle_key, torch_layouts
 from portcheck.mapping.trace import check_models
@@ -31,13 +33,16 @@ from portcheck.mapping.weights import named
 
 
 def plan(torch_model, paddle_model, name_map=None, layouts=None, inputs=None, paddle_kinds=None,
-         paired=None, copies=None, doubt=None, ran=None, loose=None) -> dict:
+         paired=None, copies=None, doubt=None, ran=None, loose=None, either_way=None) -> dict:
     """{torch key: (Paddle key, Tensor, numpy array)} for every parameter and buffer the Paddle model takes,
     with every module's counterpart and type checked; compare_backward maps gradients and updated weights
     through the same rules. paddle_kinds, a dict if given, receives {torch module: the Paddle type it pairs
     with} (what a torch-side record needs for layouts declared by a Paddle type); paired, a dict if given,
     {torch module: its Paddle module} ("" for the model itself); copies, a dict if given, {torch module: the other
-    Paddle modules it runs as} (pairing.Pairing.copies); loose, a dict if given, {torch key: mapping.loose.Loose}."""
+    Paddle modules it runs as} (pairing.Pairing.copies); loose, a dict if given, {torch key: mapping.loose.Loose}.
+    either_way, a dict if given, receives {torch module: mapping.loose.Either}: square weights a Paddle layer of
+    another type holds, planned transposed, for convert to settle by its run; without it (compare_backward, the Paddle
+    model converted already) each is taken in the layout the Paddle model holds (settle.settle_held)."""
     check_models(torch_model, paddle_model)
     loose = {} if loose is None else loose
     modules, missing = pair_modules(torch_model, paddle_model, name_map, inputs, layouts, copies, doubt, ran, loose)
@@ -66,7 +71,10 @@ def plan(torch_model, paddle_model, name_map=None, layouts=None, inputs=None, pa
         if sum(d != 1 for d in np.shape(array)) <= 1 and p_key in shapes and \
                 loose_tensors.same_scalar_shapes(np.shape(tensor.to_paddle(array)), shapes[p_key]):
             out[key] = (p_key, replace(tensor, rule=loose_tensors.reshaped(tensor.rule, shapes[p_key])), array)
-    loose_tensors.held_otherwise(out, wrong, modules, layers, shapes, loose)  # axes merged, a layer of another type
+    ways = {} if either_way is None else either_way
+    loose_tensors.held_otherwise(out, wrong, modules, layers, shapes, loose, ways)  # axes merged, another type's layer
+    if ways and either_way is None:  # the Paddle model converted already: it holds the layout convert settled
+        settle_held(paddle_model, ways, out, loose)
     if wrong:  # before the modules left over: a wrong pair leaves another one without its counterpart
         # a Paddle type holding the torch layer's tensors all the same is taken above (loose.otherwise): these do not
         raise PipelineError(f"{'; '.join(list(wrong.values())[:6])}{'; ...' if len(wrong) > 6 else ''}: the pairing "
@@ -86,7 +94,9 @@ def convert(torch_model, paddle_model, name_map=None, path=None, layouts=None, i
     become their Paddle counterparts' (align.names.resolve): a dict of name prefixes, a list of (regex,
     replacement) rules, or a callable; the modules it renames are paired as it says, the rest automatically.
     inputs: a batch both models take (as compare_forward's): pairs modules by their run order and output
-    shapes, more surely than the definition order used without it.
+    shapes, more surely than the definition order used without it; and a square weight a Paddle layer of a type of
+    its own holds (either layout fits it) keeps the layout that layer's run on torch's recorded input says (PC455
+    without inputs; where neither layout gives torch's output, [in, out] stays, said in state.said).
     path: also write the converted weights there as a .pdparams (paddle.save), through the project's safe writer.
     layouts: {module type or class name, torch's or Paddle's: "same" or "transpose"} for module types whose
     layout this converter does not know (transformers' ViTEmbeddings holding cls_token; paddlenlp's
@@ -114,9 +124,11 @@ def convert(torch_model, paddle_model, name_map=None, path=None, layouts=None, i
     same = names_of_one_tensor(params)
     # every problem is gathered before any is said: one run names them all (a port's first conversion usually
     # has several, and fixing them one run at a time costs a model load each)
-    state, origin, problems, modules, copies, doubt, ran, held = {}, {}, [], {}, {}, [], {}, {}
+    state, origin, problems, modules, copies, doubt, ran, held, ways = {}, {}, [], {}, {}, [], {}, {}, {}
     planned = plan(torch_model, paddle_model, name_map, layouts, inputs, paired=modules, copies=copies, doubt=doubt,
-                   ran=ran, loose=held)
+                   ran=ran, loose=held, either_way=ways)
+    if ways and inputs is None:  # a square weight either layout fits: the run says which, never its shape
+        raise without_run(ways)
     for torch_key, (key, tensor, array) in planned.items():
         # a torch module the name map says runs as several Paddle modules fills each (Pairing.copies)
         for key in [key] + [paddle_key(tensor, other) for other in copies.get(tensor.module or ROOT, ())]:
@@ -141,12 +153,6 @@ def convert(torch_model, paddle_model, name_map=None, path=None, layouts=None, i
     problems += list(said.values())
     state = State(state, origin)
     state.kept = unused
-    state.said = "; ".join(
-        ([f"Paddle's {named(unused)}: no torch tensor; unused by its forward on inputs: kept at Paddle's own value"]
-         if unused else []) +
-        ([f"torch's {named(ran['frozen'])}: never trained, no Paddle counterpart (the port computes it in its "
-          "forward): nothing to fill, judged through what reads it"] if ran.get("frozen") else []) +
-        ([f"held otherwise, paired tensor to tensor: {named([h.why for h in held.values()], '; ')}"] if held else []))
     unknown = [origin[k] for k in state if k not in params]
     problems += [f"Paddle keys no torch tensor fills: {named(unfilled)}"] if unfilled else []
     problems += [f"torch tensors with no Paddle key: {named(unknown)}"] if unknown else []
@@ -169,16 +175,26 @@ def convert(torch_model, paddle_model, name_map=None, path=None, layouts=None, i
                             "left as it was): " + named(problems, "; ") + " [PC014]")
     # a group only the run's order paired is settled by the models' run, each order tried on the converted rest:
     # the Paddle model's own values kept to be put back if values cannot settle it
-    before = {k: np.array(params[k].numpy()) for k in state if k in params} if doubt else {}
+    # and a square weight no type places (loose.Either) by its module's run both ways on torch's recorded input
+    before, unsettled = {k: np.array(params[k].numpy()) for k in state if k in params} if doubt or ways else {}, []
     for key in state:
         params[key].set_value(state[key])  # one contiguous array at a time, freed before the next
-    if doubt:
+    if doubt or ways:
         try:
-            settle_by_run(torch_model, paddle_model, inputs, state, params, modules, doubt)
+            if doubt:
+                settle_by_run(torch_model, paddle_model, inputs, state, params, modules, doubt)
+            unsettled = settle_layouts(torch_model, paddle_model, inputs, state, params, ways, held)
         except PipelineError:
             for key, value in before.items():
                 params[key].set_value(value)
             raise
+    state.said = "; ".join(
+        ([f"Paddle's {named(unused)}: no torch tensor; unused by its forward on inputs: kept at Paddle's own value"]
+         if unused else []) +
+        ([f"torch's {named(ran['frozen'])}: never trained, no Paddle counterpart (the port computes it in its "
+          "forward): nothing to fill, judged through what reads it"] if ran.get("frozen") else []) +
+        ([f"held otherwise, paired tensor to tensor: {named([h.why for h in held.values()], '; ')}"] if held else []) +
+        unsettled)
     if path is not None:
         save_pdparams({k: params[k] for k in state}, path)
     # the tensor's other names too, so that set_state_dict(convert(...)) finds every key it looks for

@@ -93,6 +93,41 @@ def layouts_table(extra=None):
     return table
 
 
+def held_as_torch() -> dict:
+    """{Paddle layer type: (the class name of the torch layer it stands for, tensor rule)} of paddle.compat's layers
+    that hold tensors: Paddle 3.3's classes written for torch's code keep torch's names and layout (PaConvert writes
+    every torch.nn.Linear as paddle.compat.nn.Linear, its weight [out, in]; paddle.compat.nn.MultiheadAttention holds
+    in_proj_weight [3E, E] as torch's). Known by the Paddle type, never by its name: a classic paddle.nn.Linear ([in,
+    out]) beside them keeps its own layout. {} where paddle.compat is not loaded (no Paddle model, or a Paddle without
+    it); torch is not imported (`portcheck run`'s Paddle side reads it). tests/test_compat_layouts.py builds every
+    layer paddle.compat holds and holds this table to their state dicts."""
+    compat = sys.modules.get("paddle.compat.nn")
+    if compat is None:
+        return {}
+    return {getattr(compat, name): (name, same_layout) for name in ("Linear", "MultiheadAttention")
+            if hasattr(compat, name)}
+
+
+def held_rule(module, paddle_kind):
+    """The rule of a torch module paired with a Paddle layer type that holds torch's own layout (held_as_torch), by
+    the Paddle type or a base of it, where the torch module is of the layer it stands for (or a subclass); else None."""
+    held, names = held_as_torch(), {k.__name__ for k in type(module).__mro__}
+    for kind in paddle_kind.__mro__ if isinstance(paddle_kind, type) else ():
+        if kind in held and held[kind][0] in names:
+            return held[kind][1]
+    return None
+
+
+def transposed_keys(model) -> set:
+    """The state-dict keys of a Paddle model whose layer holds a Linear's weight in torch's [out, in] where the
+    classic paddle.nn.Linear holds [in, out] (held_as_torch's Linear): what a record written in Paddle's classic
+    layout, as `portcheck run`'s torch side writes its own, holds transposed."""
+    held = held_as_torch()
+    linear = lambda layer: any(held.get(k, ("",))[0] == "Linear" for k in type(layer).__mro__)  # noqa: E731
+    return {f"{name}.weight" if name else "weight" for name, layer in model.named_sublayers(include_self=True)
+            if linear(layer) and getattr(layer, "weight", None) is not None and len(layer.weight.shape) == 2}
+
+
 def from_json(data, said: str = "layouts") -> dict:
     """The layouts `portcheck run --layouts FILE` declares, as the API takes them: a JSON object keyed as any layout
     is (a module's class name, its last name part or its whole name), each value "same", "transpose" or

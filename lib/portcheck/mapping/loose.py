@@ -373,6 +373,33 @@ def find(torch_model, paddle_model, modules: dict, left: list, own_tensors, know
                 if found:
                     out.update(found)
                     claimed.update((v.paddle_key, k) for k, v in found.items())
+    # a container of a type of its own holding tables, left without a counterpart, whose tables the counterpart of its
+    # parent holds (transformers' ViTEmbeddings holding cls_token and position_embeddings against a port holding
+    # cls_token and pos_embed on the model itself): each by its name, else by the one free parameter of its shape
+    for name in left:
+        module = t_modules.get(name)
+        if module is None or known_type(module) or any(k.startswith(f"{name}.") for k in out):
+            continue
+        parent = _parent(name, modules)
+        target = paddle_of(parent)
+        layer = layers.get(target)
+        if layer is None:
+            continue
+        key_of = lambda n: ".".join(p for p in (target, n) if p)
+        free = {n: s for n, s in _own(layer).items() if n not in torch_held(parent) and key_of(n) not in claimed}
+        tensors = {t: tuple(np.shape(a)) for t, a in own_tensors(module).items()}
+        found = {t: t for t, shape in tensors.items() if free.get(t) == shape}
+        for t, shape in tensors.items():
+            fits = [n for n, s in free.items() if s == shape and n not in found.values() and n not in tensors]
+            if t not in found and len(fits) == 1:
+                found[t] = fits[0]
+        if not tensors or len(found) != len(tensors):
+            continue
+        for t, n in found.items():
+            out[f"{name}.{t}"] = Loose(key_of(n), n, same_layout, f"torch {name}.{t} {list(tensors[t])} (held by "
+                                       f"{type(module).__name__}) -> Paddle {key_of(n) if target else n} (a parameter "
+                                       f"of {target or 'the model'} itself)")
+            claimed[key_of(n)] = f"{name}.{t}"
     p_taken = {p for p in modules.values()}
     for name, module in t_modules.items():
         if known_type(module):
@@ -401,6 +428,17 @@ def find(torch_model, paddle_model, modules: dict, left: list, own_tensors, know
                                f"{fits[0]} (Linear)")
             claimed[key] = t_key
     return out
+
+
+def taken_as(out: dict, loose: dict, either: "Either", how: str):
+    """An Either's tensors taken in layout `how` ("transpose" or "same"): loose and out (convert.plan's {torch key:
+    (Paddle key, tensors.Tensor, array)}) changed so, in place."""
+    for key, held in either.ways[how].items():
+        loose[key] = held
+        if key in out:
+            tensor, array = out[key][1], out[key][2]
+            out[key] = (held.paddle_key, replace(tensor, paddle_name=held.paddle_name, rule=held.rule, kinds=None,
+                                                 moved_to=held.paddle_key), array)
 
 
 def axis_orders(x: tuple, y: tuple) -> tuple:
@@ -466,7 +504,8 @@ def otherwise(tensors: dict, target: str, theirs: dict, declared: bool = False) 
     for key, t in tensors.items():
         shape = lambda rule: tuple(np.shape(rule(t.name, t.array)[1]))
         rules = [t.rule] + ([same_layout] if t.rule is linear_layout and t.name == "weight" and not declared else [])
-        if theirs.get(t.paddle_name) == shape(t.rule):
+        # a square weight fits its own name in either layout: the type does not say which, the run or the user does
+        if theirs.get(t.paddle_name) == shape(t.rule) and not (len(rules) > 1 and shape(rules[0]) == shape(rules[1])):
             name, rule = t.paddle_name, t.rule
         else:
             fits = [(n, r) for r in rules for n, s in theirs.items() if s == shape(r) and n not in claimed]
@@ -481,12 +520,29 @@ def otherwise(tensors: dict, target: str, theirs: dict, declared: bool = False) 
     return (out, []) if len(claimed) == len(theirs) else ({}, [])
 
 
-def held_otherwise(out: dict, wrong: dict, modules: dict, layers: dict, shapes: dict, loose: dict):
+@dataclass(frozen=True)
+class Either:
+    """A torch Linear whose Paddle counterpart, a layer of another type, holds its square weight: {"transpose": its
+    tensors with the weight [in, out], "same": held [out, in]} ({torch key: Loose} each), to be settled by the run
+    or by the weights the Paddle model holds (mapping.settle); said: either_line's arguments, where neither can."""
+    module: str
+    target: str
+    ways: dict
+    said: tuple
+
+    def line(self, then="") -> str:
+        return either_line(*self.said, then=then)
+
+
+def held_otherwise(out: dict, wrong: dict, modules: dict, layers: dict, shapes: dict, loose: dict,
+                   either_way: dict = None):
     """convert.plan's pairs where the Paddle side holds a tensor otherwise, each paired tensor to tensor (in `loose`,
     so that compare_backward's torch side takes the same rule): a parameter of merged axes (regroup.merged: XLNet's
     q [hidden, heads, head size] against [hidden, hidden]) reshaped, and a module of `wrong` whose Paddle layer of
     another type holds its tensors all the same (otherwise), taken out of `wrong`. out: {torch key: (Paddle key,
-    tensors.Tensor, array)}; shapes: {Paddle key: shape}; changed in place."""
+    tensors.Tensor, array)}; shapes: {Paddle key: shape}; changed in place. A square weight such a layer holds fits
+    either layout: refused with PC455's line, or, either_way a dict, put there as an Either (taken transposed until
+    settled: mapping.settle.settle_layouts)."""
     for key, (p_key, tensor, array) in list(out.items()):
         if p_key in shapes and regroup.merged(np.shape(tensor.to_paddle(array)), shapes[p_key]):
             loose[key] = Loose(p_key, tensor.paddle_name, reshaped(tensor.rule, shapes[p_key]),
@@ -494,7 +550,9 @@ def held_otherwise(out: dict, wrong: dict, modules: dict, layers: dict, shapes: 
                                "same values, axes merged")
     own = lambda p: {n: tuple(v.shape) for n, v in layers[p].named_parameters(include_sublayers=False)}
     known = {k for kinds, _ in layouts_table().values() if kinds for k in kinds}  # a Paddle Embedding is no Linear
-    for name in {t.module for p_key, t, _ in out.values() if p_key not in shapes and not t.moved_to} | set(wrong):
+    # in the model's order: what is said of the first is the same every run
+    for name in dict.fromkeys([t.module for p_key, t, _ in out.values() if p_key not in shapes and not t.moved_to]
+                              + list(wrong)):
         target = modules.get(name or ROOT)
         if target is None or target not in layers or name in wrong and type(layers[target]).__name__ in known:
             continue
@@ -503,7 +561,16 @@ def held_otherwise(out: dict, wrong: dict, modules: dict, layers: dict, shapes: 
         if either:
             kind = type(layers[target]).__name__
             mine = next(t.module_type for _, t, _ in out.values() if t.module == name)
-            raise PipelineError(either_line(name, mine, target, kind, either))
+            if either_way is None:
+                raise PipelineError(either_line(name, mine, target, kind, either))
+            tensors = {k: t for k, (_, t, _) in out.items() if t.module == name}
+            ways = {how: otherwise({k: replace(t, rule=rule) if t.name == "weight" else t for k, t in tensors.items()},
+                                   target, own(target), declared=True)[0]
+                    for how, rule in (("transpose", linear_layout), ("same", same_layout))}
+            if not all(ways.values()):
+                raise PipelineError(either_line(name, mine, target, kind, either))
+            either_way[name] = Either(name, target, ways, (name, mine, target, kind, either))
+            held = ways["transpose"]
         if held:
             wrong.pop(name, None)
             loose.update(held)

@@ -14,7 +14,8 @@ def resolve(name_map):
       ({"resnet.embedder.embedder.convolution": "conv1", "classifier.1": "fc"}); "(model)" or "" is the model
       itself, on either side ({"model": "(model)"}: torch's `model` and every module in it is the Paddle model's);
     * a list of (regex, replacement) rules, applied in order with re.sub to the whole name
-      ([(r"^encoder\\.stages\\.(\\d)\\.", r"layer\\1."), ...]);
+      ([(r"^encoder\\.stages\\.(\\d)\\.", r"layer\\1."), ...]); a name made "(model)" or "" is the model itself
+      ([("^embeddings$", "(model)")]: a ViT's embeddings, holding the tables the port's model holds);
     * a callable, used as it is.
     """
     return _checked(_resolve(name_map))

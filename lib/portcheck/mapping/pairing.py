@@ -57,10 +57,13 @@ def pair(torch_record: dict, paddle_record: dict, name_map=None, weights_only=Fa
     ran = any(k.startswith("out/") for k in torch_record) and any(k.startswith("out/") for k in paddle_record)
     for t in ts:
         target = ROOT if t.module == ROOT else named(t.module)
-        if target in (None, ROOT, "") and t.module != ROOT:
+        if target in (None, ROOT, "") and t.module != ROOT and (target is None or not t.tensors):
             # a prefix sent to the model itself ({"model": "(model)"}): its modules are the Paddle model's; the
-            # module itself is left to the alignment, the models' own outputs being judged against each other
+            # module itself is left to the alignment, the models' own outputs being judged against each other. One
+            # holding tensors of its own is the model's counterpart beside torch's model ([("^embeddings$",
+            # "(model)")]: a ViT's embeddings holding the tables the port's model holds)
             continue
+        target = target or ROOT
         call = target + t.name[len(t.module):]
         if call in by_name:
             fixed[t.name] = call

@@ -1,12 +1,17 @@
-"""Groups of modules only the run's order paired (pairing's doubtful groups: siblings of one shape whose names say
-nothing), settled by running the models: each order tried on the converted rest, the one giving torch's values kept.
+"""What only a run says, settled by running the models: groups of modules only the run's order paired (pairing's
+doubtful groups: siblings of one shape whose names say nothing), each order tried on the converted rest, the one
+giving torch's values kept; and a square weight a Paddle layer of another type holds (loose.Either), its module run
+both ways on torch's recorded input.
 
 May import portcheck.core, portcheck.mapping (pairing, state) and, inside its function, the tracing of a run."""
 import math
 
+import numpy as np
+
 from portcheck.core.errors import PipelineError
 from portcheck.core.keys import ROOT, module_of, split_key
-from portcheck.mapping import ties
+from portcheck.mapping import regroup, ties
+from portcheck.mapping.loose import taken_as
 from portcheck.mapping.state import Joined, State
 
 
@@ -95,3 +100,82 @@ def _put(group: list, theirs: tuple, keys: dict, values: dict, params: dict):
     for (t, p), q in zip(group, theirs):
         for key in keys[t]:
             params[q + key[len(p):]].set_value(values[key])
+
+
+def settle_layouts(torch_model, paddle_model, inputs, state: State, params: dict, either_way: dict,
+                   loose: dict = None) -> list:
+    """Each square weight a Paddle layer of another type holds (loose.Either: either layout fits its shape) in the
+    layout whose run gives torch's values: the Paddle layer run on its torch module's recorded input with the weight
+    in each layout (the rest converted), the one kept whose output is torch's by ties.nearest_of (the rule the run's
+    values settle a tie by; an output the layer returns head-split compared so, mapping.regroup). state, the Paddle
+    model and loose ({torch key: loose.Loose}, convert's) are changed to it. Refused, PC455's line, where the run over
+    `inputs` never calls the module. Where neither layout is nearest (the module differs there, or computes the same
+    either way), Paddle's [in, out] stays, as settle_by_run keeps the run's order: the comparison judges the module (a
+    refusal would hide it); the lines saying so returned, for convert's state.said."""
+    if not either_way:
+        return []
+    import paddle
+    from portcheck.mapping.trace import eval_mode, tensors, trace
+    with eval_mode(torch_model):
+        record = trace(torch_model, inputs)
+    layers, said = dict(paddle_model.named_sublayers(include_self=True)), []
+    for either in either_way.values():
+        x, want = record.get(f"in/{either.module}"), ties.outputs_of(record, either.module)
+        if x is None or not want:
+            raise PipelineError(either.line(then=f"; the run over inputs= never calls torch {either.module}, so it "
+                                                 "cannot say which"))
+        far = {}
+        with eval_mode(paddle_model), paddle.no_grad():
+            for how in either.ways:
+                _take(either, how, state, params, loose)
+                got = [np.asarray(t.numpy()) for _, t in tensors("", layers[either.target](paddle.to_tensor(x)))]
+                far[how] = ties.distance(_in_shape(want, got), got)
+        best = ties.nearest_of(far)
+        _take(either, best or "transpose", state, params, loose)
+        if best is None:
+            said.append(f"torch {either.module}'s square weight in Paddle {either.target}: run both ways on torch's "
+                        f"recorded input, neither layout gives torch's output ("
+                        + " and ".join(f"{how} {d:.2g}" for how, d in far.items())
+                        + " of its scale apart): kept [in, out] as Paddle's Linear holds it, the module judged there")
+    return said
+
+
+def _in_shape(want: list, got: list) -> list:
+    """torch's first output in the layout of Paddle's where the Paddle layer returns it head-split (regroup)."""
+    if want and got and np.shape(want[0]) != np.shape(got[0]) and regroup.regrouped(np.shape(want[0]),
+                                                                                  np.shape(got[0])):
+        other = regroup.as_other(want[0], np.shape(got[0]), near=got[0])
+        return [other] if other is not None else want
+    return want
+
+
+def without_run(either_way: dict) -> PipelineError:
+    """PC455's line for convert without inputs=: the first square weight either layout fits, the others named."""
+    first, *more = either_way.values()
+    return PipelineError(first.line(then=", or pass inputs= for convert to run it both ways on them" + (
+        f" (so too {', '.join(e.module for e in more)})" if more else "")))
+
+
+def settle_held(paddle_model, either_way: dict, out: dict, loose: dict):
+    """Each loose.Either in the layout the Paddle model holds already (compare_backward's plan, after convert): the
+    way whose every tensor is the Paddle one's values; refused, PC455's line, where the model holds neither."""
+    values = paddle_model.state_dict()
+    for either in either_way.values():
+        held = [how for how, way in either.ways.items()
+                if all(key in out and h.paddle_key in values and np.array_equal(
+                    np.asarray(values[h.paddle_key].numpy()), h.rule(out[key][1].name, out[key][2])[1])
+                    for key, h in way.items())]
+        if len(held) != 1:
+            raise PipelineError(either.line(then="; the Paddle model holds neither layout of torch's weight: convert "
+                                                 "it first (convert(..., inputs=) settles it by the run)"))
+        taken_as(out, loose, either, held[0])
+
+
+def _take(either, how: str, state: State, params: dict, loose: dict = None):
+    """An Either's tensors set in the Paddle model in layout `how`, and state's rules (and loose) changed to it."""
+    from dataclasses import replace
+    (loose if loose is not None else {}).update(either.ways[how])
+    for held in either.ways[how].values():
+        tensor, array = state._tensors[held.paddle_key]
+        state._tensors[held.paddle_key] = (replace(tensor, rule=held.rule), array)
+        params[held.paddle_key].set_value(np.ascontiguousarray(state[held.paddle_key]))

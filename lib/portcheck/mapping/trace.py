@@ -15,7 +15,7 @@ import numpy as np
 from portcheck.core import spill
 from portcheck.core.errors import PipelineError, first_line, one_line
 from portcheck.core.keys import ROOT, split_key, unkeyed
-from portcheck.mapping import modules
+from portcheck.mapping import modules, packed
 
 INPUTS = "check the inputs (their dtype and shape, a dict's names) against the model's forward"
 
@@ -64,12 +64,28 @@ def tensors(prefix: str, value):
     ModelOutputs."""
     if hasattr(value, "numpy") and hasattr(value, "shape"):
         yield prefix, value
+    elif packed.is_packed(value):  # torch's PackedSequence: its real tokens, as one output (mapping.packed)
+        yield prefix, value.data
     elif isinstance(value, dict) or hasattr(value, "items"):
         for k, v in value.items():
             yield from tensors(f"{prefix}:{k}", v)
     elif isinstance(value, (tuple, list)):
         for i, v in enumerate(value):
             yield from tensors(f"{prefix}[{i}]", v)
+
+
+def packed_leaves(prefix: str, value):
+    """(key, PackedSequence) of every packed sequence in an output, under the key tensors() gives its data."""
+    if packed.is_packed(value):
+        yield prefix, value
+    elif is_tensor(value):
+        return
+    elif isinstance(value, dict) or hasattr(value, "items"):
+        for k, v in value.items():
+            yield from packed_leaves(f"{prefix}:{k}", v)
+    elif isinstance(value, (tuple, list)):
+        for i, v in enumerate(value):
+            yield from packed_leaves(f"{prefix}[{i}]", v)
 
 
 def _flatten(prefix: str, value, out, seen: dict = None):
@@ -139,7 +155,7 @@ def output_leaves(prefix: str, value, numbers: bool):
     """(key, value) of every leaf of a model's output that is not a tensor, as tensors() walks it: numbers=True its
     numbers (a 0-d numpy array each), else the rest (None, a string, any other object: utf-8 of "none:",
     "str:<text>", "obj:<type>" as a uint8 array)."""
-    if is_tensor(value):
+    if is_tensor(value) or packed.is_packed(value):
         return
     if isinstance(value, dict) or hasattr(value, "items"):
         for k, v in value.items():
@@ -192,6 +208,8 @@ class Recorder:
             self.busy = True
             call = self.running[name].pop()
             _flatten(f"{self.prefix}out/{call}", output, self.arrays, self.seen)
+            for key, sequence in packed_leaves(f"{self.prefix}out/{call}", output):
+                self.arrays[packed.PACKED + key] = packed.positions(sequence)
             if call == ROOT:  # the model's own outputs are judged whatever they are: numbers by the rule, the rest
                 for numbers, where in ((True, "out/"), (False, LEAF)):
                     for key, value in output_leaves(f"{self.prefix}{where}{call}", output, numbers):

@@ -13,6 +13,7 @@ import random
 import numpy as np
 
 from portcheck.mapping import fused, settings
+from portcheck.mapping.layouts import transposed_keys
 from portcheck.scripts.wrapping import LOSSES, LOSS_CLASSES, SharedSide, loss_wrapper, registering, sampling, seeded, \
     stepped_ahead, ties, wrap_framework
 
@@ -116,6 +117,7 @@ class PaddleSide(SharedSide):
         except PipelineError as e:
             raise self.run.refuse(f"its model does not pair with the torch model's: {e}")
         params = model.state_dict() if split is None else split.full_params()
+        flipped = transposed_keys(model)  # held as torch holds them: placed in Paddle's classic layout (set_state)
         state, problems, placed, said = {}, [], {}, set()  # said: Paddle keys a problem names already
         tied, missing, unplaced = ties(given), [], []
         ran = lambda trace: {module_of(split_key(k)[1]) for k in trace if k.startswith("out/")}
@@ -159,11 +161,11 @@ class PaddleSide(SharedSide):
                 if like is not None:
                     said.add(key[7:])
                 continue
-            value, want = given[key], params[target]
+            value, want = given[key], tuple(params[target].shape)[::-1 if target in flipped else 1]
             # 0-d against [1], axes merged, a bare [out, in] against a Linear: the same values (judge_run's shapes)
-            fits = loose.as_held(value, tuple(want.shape), transposed=renamed.get(key[7:], "").startswith("/"))
+            fits = loose.as_held(value, want, transposed=renamed.get(key[7:], "").startswith("/"))
             if fits is None:
-                problems.append(f"torch {key[7:]} {list(value.shape)} vs Paddle {target} {list(want.shape)}")
+                problems.append(f"torch {key[7:]} {list(value.shape)} vs Paddle {target} {list(want)}")
             state[target], placed[key[7:]] = value if fits is None else fits, target
         self.joins.clear()
         problems += self._join(specs, parts, params, state, {p: t for t, p in placed.items() if p in parts}, said)
@@ -329,8 +331,10 @@ class PaddleSide(SharedSide):
         return {k: state[p] for k, p in placed.items()}
 
     def set_state(self, model, state: dict):
-        params = model.state_dict()
+        """state: {key: value in Paddle's classic layout} (a paddle.compat Linear's weight given [in, out])."""
+        params, flipped = model.state_dict(), transposed_keys(model)
         for k, v in state.items():
+            v = np.ascontiguousarray(v.T) if k in flipped else v
             params[k].set_value(v.astype(params[k].numpy().dtype, copy=False))
 
     def layout_keys(self, module) -> dict:
@@ -342,11 +346,15 @@ class PaddleSide(SharedSide):
                 **(split.full_modules() if split else {})}
 
     def paddle_layout_state(self, module) -> dict:
-        return {k: np.array(v.numpy(), copy=True) for k, v in module.state_dict().items()}
+        """Each tensor in Paddle's classic layout, as the torch side writes its own: a layer holding torch's [out, in]
+        (paddle.compat.nn.Linear, PaConvert's) read transposed."""
+        flipped = transposed_keys(module)
+        return {k: np.array(v.numpy().T if k in flipped else v.numpy(), copy=True) for k, v in module.state_dict().items()}
 
     def grads(self, module) -> dict:
         from portcheck.gradients.backward import _paddle_grads
-        return _paddle_grads(module)
+        flipped = transposed_keys(module)
+        return {k: np.ascontiguousarray(v.T) if k in flipped else v for k, v in _paddle_grads(module).items()}
 
     def norms(self) -> dict:
         return {}

@@ -1,0 +1,38 @@
+"""`python -m portcheck run` on a training script and its PaConvert output (tests/ports/scripts): every Linear of the
+port a paddle.compat.nn.Linear holding torch's [out, in], one of them square. The Paddle side refused to start from
+torch's weights ("torch fc1.weight [8, 12] vs Paddle fc1.weight [12, 8]", PC831); it reads and sets such a layer in
+Paddle's classic layout, as the torch side writes its record: green as written, a plant red where it is."""
+import sys
+from pathlib import Path
+
+import pytest
+
+from portcheck.core.fileio import load_npy
+from portcheck.scripts import run
+from test_run_scripts import paddle_planted
+
+HERE = Path(__file__).resolve().parent / "ports" / "scripts"
+STEPS = 3
+
+
+@pytest.fixture(scope="module")
+def pair(tmp_path_factory):
+    out = tmp_path_factory.mktemp("run") / "out"
+    run.prepare(out)
+    statuses = {side: run.run_side(side, [sys.executable, str(HERE / f"{'pt' if fw == 'torch' else 'pd'}_mlp.py")],
+                                   out, STEPS) for side, fw in run.SIDES}
+    return out, statuses
+
+
+def test_paconverts_script_starts_from_torchs_weights_and_is_green(pair, tmp_path):
+    code, said = paddle_planted(pair, tmp_path, HERE / "pd_mlp.py", (), STEPS)
+    assert code == 0 and "green: the same run" in said, said
+    record = load_npy(tmp_path / "out" / "paddle" / "record.npy")
+    assert record["state0/fc1.weight"].shape == (8, 12)  # Paddle's classic layout, as torch's record holds it
+
+
+def test_a_plant_in_paconverts_script_is_red_where_it_is(pair, tmp_path):
+    code, said = paddle_planted(pair, tmp_path, HERE / "pd_mlp.py", [(
+        "        return self.head(paddle.tanh(self.fc2(paddle.tanh(self.fc1(x)))))",
+        "        return self.head(paddle.tanh(self.fc2(paddle.nn.functional.relu(self.fc1(x)))))")], STEPS)
+    assert code != 0 and "the runs part at (model) (before fc2)" in said, said
