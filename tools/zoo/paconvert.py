@@ -25,13 +25,12 @@ from pathlib import Path
 
 import portcheck.core.runtime  # noqa: F401 (first: offline mode, threads, quiet notices, before torch and Paddle)
 from portcheck.core.errors import PipelineError, first_line, run_main
+from tools.zoo import recorded, tables
 
 REPO = Path(__file__).resolve().parents[2]
 FOLDER = REPO / "examples" / "paconvert"     # the torch files, the ports, and PaConvert's output as it wrote it
 AS_CONVERTED = FOLDER / "as_converted"
 PACKAGE = "examples.paconvert"
-JSON = "zoo_paconvert.json"                 # beside the benchmark page
-COMMAND = "python -m tools.zoo.paconvert"
 MARK = "# hand fix"                           # every change to PaConvert's output carries it
 REQUIREMENTS = "requirements-paconvert.txt"
 LEFT = ">>>>>>"                               # PaConvert's mark before a line it could not convert
@@ -200,7 +199,7 @@ def backward(name: str, result: dict):
 
 def judge_one(name: str, fast: bool = False) -> dict:
     """The model's row: convert with no map, compare_forward (isolated unless fast), compare_backward (unless
-    fast), each plant; the outcome in the families' words (tools/zoo/page.py's READING)."""
+    fast), each plant; the outcome in the families' words (tables.READING)."""
     from portcheck import compare_forward, convert
     from portcheck.core.keys import ROOT
     spec = MODELS[name]
@@ -214,7 +213,10 @@ def judge_one(name: str, fast: bool = False) -> dict:
     except Exception as e:  # noqa: BLE001 (a port that cannot be built or run is its row's result)
         return {**result, "outcome": "raises", "said": first_line(e)[:300]}
     pd.set_state_dict(state)
-    forward = compare_forward(pt, pd, x, isolate=not fast)
+    try:
+        forward = compare_forward(pt, pd, x, isolate=not fast)
+    except Exception as e:  # noqa: BLE001
+        return {**result, "outcome": "raises", "said": f"compare_forward: {first_line(e)}"[:300]}
     result["forward"], result["forward_said"] = forward.passed, "" if forward.passed else red(forward)
     if not fast:
         backward(name, result)
@@ -241,19 +243,27 @@ def judge_one(name: str, fast: bool = False) -> dict:
 
 
 def paconverted(name: str, result: dict) -> dict:
-    """The row with what PaConvert says of the torch file now: its rate and the lines it left, or why not."""
+    """The row with what PaConvert makes of the torch file now: its convert rate, the lines it marked, whether it
+    wrote what as_converted/ holds; where it is not installed, that said."""
     try:
         again = convert_again(name)
     except PipelineError as e:
-        return {**result, "paconvert": str(e)}
+        return {**result, "paconvert": {"said": str(e)}}
     wrote = (AS_CONVERTED / f"pd_{name}.txt").read_text(encoding="utf-8")
-    same = "" if again["text"] == wrote else "; its output is no longer as_converted/"
-    return {**result, "paconvert": f"{again['rate']}, {again['left']} lines marked {LEFT}{same}"}
+    return {**result, "paconvert": {"rate": again["rate"], "left": again["left"], "as_committed": again["text"] == wrote}}
+
+
+def said(paconvert: dict) -> str:
+    """What PaConvert made of a torch file, in one line."""
+    if "said" in paconvert:
+        return paconvert["said"]
+    return f"{paconvert['rate']}, {paconvert['left']} lines marked `{LEFT}`" + \
+        ("" if paconvert["as_committed"] else f"; not what {AS_CONVERTED.name}/ holds")
 
 
 def load(folder: Path) -> dict:
     """The recorded run ({"seconds": 0, "results": []} where none is)."""
-    held = Path(folder) / JSON
+    held = Path(folder) / recorded.PACONVERT_JSON
     return json.loads(held.read_text(encoding="utf-8")) if held.exists() else {"seconds": 0, "results": []}
 
 
@@ -267,14 +277,13 @@ def why(r: dict) -> str:
 
 def section(run: dict) -> list:
     """docs/zoo.md's section, from the recorded run."""
-    from tools.zoo import page
     results = run["results"]
-    rows = [[f"`{r['model']}`", r["style"], r.get("paconvert", ""), r["hand_fixes"], page.kind(r["outcome"]),
+    rows = [[f"`{r['model']}`", r["style"], said(r["paconvert"]), r["hand_fixes"], tables.kind(r["outcome"]),
              why(r)] for r in results]
     return [TITLE, "",
             "Torch models of this project's own, each in its upstream's style, converted by PaConvert 3.3.1 as a "
             "user converts a file, its leftovers fixed by hand: [the PaConvert page](paconvert.md) says how. "
-            f"`{COMMAND}` judges them ({run['seconds']} s, one model after another):", "",
+            f"`{recorded.PACONVERT_COMMAND}` judges them ({run['seconds']} s, one model after another):", "",
             "- the torch file `examples/paconvert/pt_<model>.py`; PaConvert's output as it wrote it, "
             "`examples/paconvert/as_converted/pd_<model>.txt`; the port, that output with each hand fix marked "
             f"`{MARK}`, `examples/paconvert/pd_<model>.py`;",
@@ -284,24 +293,21 @@ def section(run: dict) -> list:
             "expected red at its module.", "",
             "A verdict reads as in How to read a row. PaConvert: the convert rate its log gives and the lines it "
             f"marked `{LEFT}`.", "",
-            *page.table(["model", "style", "PaConvert", "hand fixes", "verdict", "why"], rows), ""]
+            *tables.table(["model", "style", "PaConvert", "hand fixes", "verdict", "why"], rows), ""]
 
 
 TITLE = "## Ports made with PaConvert"
 
 
 def write(results: list, seconds: float, run: dict):
-    """docs/bench/zoo_paconvert.json, then docs/zoo.md again (tools/zoo/page.py)."""
-    from tools import bench_doc
-    from tools.zoo import page
-    held = page.BENCH.parent / JSON
-    bench_doc.write(held, json.dumps({"seconds": round(seconds), bench_doc.RUN: [run], "results": results},
-                                     indent=1) + "\n")
-    page.write()
+    """docs/bench/zoo_paconvert.json (every row judged by this run, its facts kept), then the zoo's pages again by
+    their own command (families.pages)."""
+    from tools.zoo import families
+    recorded.write(recorded.BENCH.parent / recorded.PACONVERT_JSON, [{**r, "measured": run} for r in results], seconds)
+    families.pages()
 
 
 def main():
-    from tools.zoo import page
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
                                  allow_abbrev=False)
     ap.add_argument("--only", nargs="+", metavar="MODEL", help=f"some of {', '.join(MODELS)}; writes nothing")
@@ -314,19 +320,19 @@ def main():
     if whole and not installed():
         raise PipelineError(f"paconvert is not installed (a whole run converts each torch file again): "
                             f"pip install --no-deps -r {REQUIREMENTS}")
-    run = page.facts("tools.zoo.paconvert", sys.argv)
+    run = recorded.facts("tools.zoo.paconvert", sys.argv)
     start, results = time.time(), []
     for name in args.only or MODELS:
         began = time.time()
         r = paconverted(name, judge_one(name, args.fast))
         r["seconds"] = round(time.time() - began, 1)
         results.append(r)
-        print(f"{name} ({r['seconds']} s): {r['outcome']}; {why(r)}; PaConvert {r['paconvert']}", flush=True)
+        print(f"{name} ({r['seconds']} s): {r['outcome']}; {why(r)}; PaConvert: {said(r['paconvert'])}", flush=True)
     print(f"{len(results)} models, {time.time() - start:.0f} s")
     if whole:
         from tools import bench_doc
         write(results, time.time() - start, bench_doc.finish(run))
-        print(f"wrote docs/bench/{JSON} and docs/zoo.md")
+        print(f"wrote docs/bench/{recorded.PACONVERT_JSON} and docs/zoo.md")
 
 
 if __name__ == "__main__":
