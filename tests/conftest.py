@@ -52,6 +52,9 @@ THREADS = str(max(1, len(os.sched_getaffinity(0)) // WORKERS))
 # added tests' share of their files' time, measured -n 0 on a loaded host and scaled by the files' own ratio.
 # test_docs_blocks (+4): docs/zoo.md's one-case zoo run, a fresh interpreter (3.5 s of CPU; 15 s wall on a loaded host).
 # test_docs_blocks (+104): the README's five steps on MiniLM, 24 scripts (104 s of CPU, -n 0 on a loaded host).
+# test_zoo_paconvert (20): its four ports' fast runs, PaConvert run again on the four torch files and the page's
+# command (31 s wall -n 0 on a loaded host, imports included); test_docs_blocks' share of docs/paconvert.md's two
+# programs is in its figure's noise (5 s of CPU).
 FILE_SECONDS = {"test_hand_in.py": 130, "test_resnet18.py": 106, "test_distributed.py": 75, "test_split.py": 105,
                 "test_run_launchers.py": 75, "test_run_split.py": 35,
                 "test_zoo_families.py": 75, "test_mid_size.py": 72, "test_run_scripts.py": 53, "test_step5.py": 50,
@@ -76,7 +79,7 @@ FILE_SECONDS = {"test_hand_in.py": 130, "test_resnet18.py": 106, "test_distribut
                 "test_first_call.py": 1, "test_shapes_shared.py": 1, "test_contestant.py": 1, "test_engine.py": 1,
                 "test_no_traceback.py": 1, "test_kink_branch.py": 1, "test_docs.py": 1, "test_links.py": 1,
                 "test_keys.py": 1, "test_run_limits.py": 1, "test_wording.py": 1, "test_scaled.py": 8,
-                "test_forward_cost.py": 9}
+                "test_forward_cost.py": 9, "test_zoo_paconvert.py": 20}
 # A file missing from FILE_SECONDS (a new one) is placed as a file of this many seconds: after the long files, before
 # the short ones, whose ~200 s then even out the workers' ends whatever it takes. Placed last (0), a new file of 30 s
 # starts when the other worker has a second or two left, and that worker waits out the rest.

@@ -35,7 +35,7 @@ LONG_LEFT = set()
 # followed (it opens with what it is for, its shortest program and what that prints, then the details); a reference
 # page is looked up
 GUIDANCE = {"index", "own_model", "run", "view", "pairing", "large_models", "zoo", "review", "examples", "bert",
-            "generation"}
+            "generation", "paconvert"}
 REFERENCE = {"messages", "api", "architecture", "causes", "guarantees", "tolerances", "rules"}
 # guidance pages whose opening shows no planted run, and why none belongs there
 NO_PLANTED = {

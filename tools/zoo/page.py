@@ -12,7 +12,7 @@ from collections import Counter
 from pathlib import Path
 
 from tools import bench_doc
-from tools.zoo import cases, families, formers_page, recorded, tables
+from tools.zoo import cases, families, formers_page, paconvert, recorded, tables
 
 
 def said(result) -> str:
@@ -348,7 +348,7 @@ def guide(held: dict) -> str:
              f"{len(fams)} families: " + "; ".join(f"{n} {k}" for k, n in sorted(
                  kinds.items(), key=lambda kn: tables.place(kn[0]))) + ".", "",
              *tables.table(["family", "paddlenlp / transformers", "verdict", "why"], family_table(fams)), "",
-             *FINDINGS, *OTHER_KERNELS, *TORCHVISION_CPU,
+             *FINDINGS, *OTHER_KERNELS, *TORCHVISION_CPU, *paconvert.section(paconvert.load(held["folder"])),
              *formers_page.section(formers_page.load(held["folder"])), *formers_page.FINDINGS]
     return "\n".join(lines).rstrip("\n") + "\n"
 
