@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from portcheck.core.errors import PipelineError, first_line
+from portcheck.generation.caches import cache_layers
 from portcheck.mapping.trace import framework_of, is_tensor, values
 
 PROBE = "__portcheck_float64__"  # a float32 scalar handed to a replayed call: float64 inside torch's twin run
@@ -77,24 +78,6 @@ class Watched:
 
     def __getattr__(self, name):
         return getattr(self._model, name)
-
-
-def cache_layers(past) -> list:
-    """[(keys, values)] per layer of a cache as numpy arrays: a tuple of (key, value) per layer (paddlenlp's,
-    transformers' legacy one), a transformers Cache (its key_cache and value_cache, or its layers' keys and values);
-    [] for what is none of these."""
-    if past is None:
-        return []
-    if hasattr(past, "key_cache") and hasattr(past, "value_cache"):
-        pairs = list(zip(past.key_cache, past.value_cache))
-    elif hasattr(past, "layers") and all(hasattr(x, "keys") and hasattr(x, "values") for x in past.layers):
-        pairs = [(x.keys, x.values) for x in past.layers]
-    elif isinstance(past, (tuple, list)) and all(isinstance(x, (tuple, list)) and len(x) >= 2 for x in past):
-        pairs = [(x[0], x[1]) for x in past]
-    else:
-        return []
-    return [(np.array(values(k), copy=True), np.array(values(v), copy=True)) for k, v in pairs
-            if is_tensor(k) and is_tensor(v)]
 
 
 @dataclass

@@ -6,10 +6,11 @@ cumulative and isolated). check_cache: one side alone, its cached decoding again
 cache. May import core, mapping and forward."""
 import numpy as np
 
-from portcheck.core import calibrated
+from portcheck.core import calibrated, unread
 from portcheck.core.errors import PipelineError, first_line
 from portcheck.forward.compare import compare_forward
 from portcheck.forward.judging import judge_one
+from portcheck.generation.caches import cache_rows
 from portcheck.forward.twin import float64_run
 from portcheck.generation import own
 from portcheck.generation.decode import PROBE, decode, generated, replaying
@@ -64,7 +65,7 @@ def compare_generate(torch_model, paddle_model, input_ids, max_new_tokens: int =
     if kept is not None:
         kept.update(torch=mine, paddle=theirs, twin=twin)
     report = GenerateReport(tokens={"fed": [f.tolist() for f in fed], "paddle": [c.tolist() for c in theirs.chosen]})
-    report.steps = judged_steps(ids.shape[1], n, mine, theirs, twin)
+    report.steps = judged_steps(ids.shape[1], n, mine, theirs, twin, mask)
     report.notes.append(OWN_GENERATE if own_generate else POSITIONS if position_ids else
                         "position_ids=False: " + POSITIONS.split("; with position_ids=False ")[1])
     first = report.first_step
@@ -74,9 +75,11 @@ def compare_generate(torch_model, paddle_model, input_ids, max_new_tokens: int =
         if None not in calls:
             report.notes += arguments_differing(first, calls[0], calls[2])
             try:
-                with replaying(torch_model, calls[0], calls[1]), replaying(paddle_model, calls[2]):
+                with replaying(torch_model, calls[0], calls[1]), replaying(paddle_model, calls[2]), \
+                        unread.padding([padded_at(mask, ids.shape[1] + first - 1)]) as held:
                     report.step_report = compare_forward(torch_model, paddle_model,
                                                          {PROBE: np.zeros((), np.float32)}, isolate=isolate)
+                report.step_left_out = held.left_out
             except Exception as e:  # noqa: BLE001 - the steps' verdict stands; the module is not named, said why
                 report.notes.append(f"step {first}'s call was not compared module by module: {first_line(e, 300)}")
     if against_itself and not own_generate:
@@ -86,9 +89,10 @@ def compare_generate(torch_model, paddle_model, input_ids, max_new_tokens: int =
     return report
 
 
-def judged_steps(length: int, n: int, mine, theirs, twin) -> list:
+def judged_steps(length: int, n: int, mine, theirs, twin, mask=None) -> list:
     """Each step's rows: the logits and each layer's keys and values, torch (its twin the yardstick) against
-    Paddle; where a side stopped, the step it stopped at says so and the rest are not made."""
+    Paddle; where a side stopped, the step it stopped at says so and the rest are not made. mask: the prompt's
+    [batch, length] (0 at left padding): the cache's values there, which no real token reads, left out."""
     out = []
     for s in range(n):
         row = Step(step=s + 1, position=length - 1 + s, fed=mine.chosen[s].tolist() if s < len(mine.logits) else [])
@@ -102,21 +106,21 @@ def judged_steps(length: int, n: int, mine, theirs, twin) -> list:
                 out.append(row)
             break
         row.logits = judge_one(f"step {s + 1}: logits", mine.logits[s], twin.logits[s], theirs.logits[s])
-        row.cache = cache_rows(s + 1, mine.caches[s], twin.caches[s], theirs.caches[s])
+        row.cache, row.left_out = cache_rows(s + 1, mine.caches[s], twin.caches[s], theirs.caches[s],
+                                             padded_at(mask, length + s))
         row.choices = choices(mine.logits[s], theirs.logits[s], row.logits)
         out.append(row)
     return out
 
 
-def cache_rows(step: int, mine: list, twin: list, theirs: list) -> list:
-    """Each layer's cached keys, then values, torch's against Paddle's: the same values in another axis order
-    (paddlenlp keeps [batch, length, heads, dim], transformers [batch, heads, length, dim]) compared as such."""
-    if len(mine) != len(theirs) or len(twin) != len(mine):
-        return [calibrated.unjudged(f"step {step}: cache", (), f"torch's cache holds {len(mine)} layers, paddle's "
-                                    f"{len(theirs)}" + ("" if len(twin) == len(mine) else
-                                                        f", torch's float64 twin's {len(twin)}"))]
-    return [judged_cache(f"step {step}: layer {i} {what}", a[j], w[j], b[j])
-            for i, (a, w, b) in enumerate(zip(mine, twin, theirs)) for j, what in ((0, "keys"), (1, "values"))]
+def padded_at(mask, length: int):
+    """[batch, length] True at the left padding of a sequence `length` long whose first tokens `mask` holds (the
+    prompt's; each token after it real), or None: no padding."""
+    if mask is None or not (np.asarray(mask) == 0).any():
+        return None
+    mask = np.asarray(mask)
+    return np.concatenate([mask == 0, np.zeros((mask.shape[0], max(0, length - mask.shape[1])), bool)],
+                          axis=1)[:, :length]
 
 
 def arguments_differing(step: int, mine, theirs) -> list:
@@ -131,26 +135,6 @@ def arguments_differing(step: int, mine, theirs) -> list:
             out.append(f"step {step}: the two calls' {name} differ: torch's {list(a.shape)} {said(a)}, paddle's "
                        f"{list(b.shape)} {said(b)} (the last 8 of the first rows)")
     return out
-
-
-def judged_cache(name: str, a: np.ndarray, ref: np.ndarray, b: np.ndarray):
-    """torch's cached tensor [batch, heads, length, dim] against Paddle's, read in torch's layout where Paddle's
-    holds the length second (paddlenlp's [batch, length, heads, dim]): by the cache's length, torch's axis 2, not by
-    the values (a bug must not be read as another layout); where heads and length are equal, the closer reading."""
-    if a.ndim != 4 or b.ndim != 4:
-        return judge_one(name, a, ref, b)
-    length, swapped = a.shape[2], b.transpose(0, 2, 1, 3)
-    readings = [x for x, held in ((b, b.shape[2] == length), (swapped, b.shape[1] == length)) if held
-                and x.shape == a.shape]
-    if not readings:
-        return judge_one(name, a, ref, b)
-    pick = min(readings, key=lambda x: float(np.max(np.abs(x.astype(np.float64) - a)))) if len(readings) > 1 \
-        else readings[0]
-    row = judge_one(name, a, ref, pick)
-    if pick is swapped and not row.by_design:
-        row.by_design = (f"by design: Paddle's cache {list(b.shape)} holds the length second, read as torch's "
-                         f"[batch, heads, length, dim]")
-    return row
 
 
 def choices(a: np.ndarray, b: np.ndarray, logits) -> list:

@@ -37,6 +37,7 @@ class Step:
     choices: list = field(default_factory=list)       # [Choice] where the greedy choices differ
     stopped: dict = field(default_factory=dict)       # {side: the error its step raised}
     raised_in: dict = field(default_factory=dict)     # {side: the innermost module of its model the error came through}
+    left_out: int = 0                                 # cached values at left-padded positions, left out of the rule
 
     @property
     def rows(self) -> list:
@@ -112,6 +113,7 @@ class GenerateReport(page.Viewable):
     step_report: object = None                       # ForwardReport of the first parting step's call
     own: dict = field(default_factory=dict)          # {side: OwnReport}
     notes: list = field(default_factory=list)        # lines on how the decoding was fed
+    step_left_out: int = 0                           # values of the parting step's call left out (left padding)
 
     @property
     def first_step(self):
@@ -146,8 +148,19 @@ class GenerateReport(page.Viewable):
             where = "".join(f", the {side} step raised in {name}" for side, name in step.raised_in.items() if name)
         return f"compare_generate: RED, the two part at step {first} (position {step.position}){where} [PC660]"
 
+    def padding_line(self) -> list:
+        """The one line saying what the left padding left out of the rule, or none."""
+        cached = sum(s.left_out for s in self.steps)
+        if not cached and not self.step_left_out:
+            return []
+        return [f"left out of the rule, read by no real token: {cached} cached keys' and values' entries at "
+                f"left-padded positions over {len(self.steps)} steps"
+                + (f", and {self.step_left_out} values of step {self.first_step}'s call there (its padding rows, their "
+                   "logits included)" if self.step_left_out else "")
+                + "; a real token that reads the padding is judged at its own values"]
+
     def lines(self) -> list:
-        out = [self.headline()] + [s.line() for s in self.steps] + self.notes
+        out = [self.headline()] + [s.line() for s in self.steps] + self.notes + self.padding_line()
         for side in sorted(self.own):
             out += self.own[side].lines()
         return out
