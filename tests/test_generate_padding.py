@@ -2,7 +2,8 @@
 GPTForCausalLM, tiny, weights by portcheck.convert): what no real token reads is never judged. A padding query attends
 to nothing, each library fills that row its own way, and layer 0's output there is layer 1's cached keys at the
 padding: the correct port is green, the values left out said in one line with their count. A plant that makes a real
-token read the padding is red, and a plant in layer 1 is named at its step and module."""
+token read the padding is red, and a plant in layer 1 is named at its step and module. Each model comes back exactly as
+it was given."""
 import contextlib
 
 import numpy as np
@@ -67,3 +68,21 @@ def test_a_plant_in_layer_1_is_named_at_step_1_and_its_module_not_at_the_padding
     assert report.first_step == 1 and report.first_diverging == "transformer.h.1.mlp.c_proj", report.table()
     assert report.first_diverging.paddle == "gpt.decoder.layers.1.linear2"
     assert "values of step 1's call there" in report.padding_line()[0]
+
+
+def test_each_model_comes_back_exactly_as_it_was_given(gpt):
+    """Every parameter's and buffer's dtype and value, on both sides: paddlenlp's GPT keeps its causal mask in int64
+    (gpt.bias), which a cast of the whole model to float64 and back would hand back in float32 (its next left-padded
+    batch then raises in the model)."""
+    pt, pd = gpt
+    held = lambda pairs: {n: (str(t.dtype), np.array(t.detach().cpu().numpy() if hasattr(t, "detach") and
+                                                        hasattr(t, "cpu") else t.numpy())) for n, t in pairs}
+    sides = lambda: (held([*pt.named_parameters(), *pt.named_buffers()]),
+                     held([*pd.named_parameters(), *pd.named_buffers()]))
+    before = sides()
+    assert before[1]["gpt.bias"][0] == "paddle.int64"
+    assert compare_generate(pt, pd, PROMPT, max_new_tokens=2, attention_mask=MASK).passed
+    for was, now in zip(before, sides()):
+        assert was.keys() == now.keys()
+        assert [n for n in was if was[n][0] != now[n][0] or not np.array_equal(was[n][1], now[n][1])] == []
+    assert compare_generate(pt, pd, PROMPT, max_new_tokens=2, attention_mask=MASK).passed

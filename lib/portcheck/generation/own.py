@@ -47,10 +47,13 @@ def judged(side: str, cached, wide, again, yardstick: str = "", of_recomputed: b
 
 @contextlib.contextmanager
 def paddle_float64(model):
-    """The Paddle model's floating weights and buffers in float64 for the block, float32 again afterwards
-    (float32 -> float64 -> float32 is exact), Paddle's default dtype float64, and paddle.finfo(float64)'s min and max
-    float32's, as torch's twin (portcheck.forward.twin.float32_bounds): paddlenlp's Llama fills its mask with
-    finfo(dtype).min, and scores plus float64's min overflow to -inf, NaN on a left-padded row's masked positions."""
+    """The Paddle model's floating weights and buffers in float64 for the block, Paddle's default dtype float64, and
+    paddle.finfo(float64)'s min and max float32's, as torch's twin (portcheck.forward.twin.float32_bounds):
+    paddlenlp's Llama fills its mask with finfo(dtype).min, and scores plus float64's min overflow to -inf, NaN on a
+    left-padded row's masked positions. Afterwards the model is exactly as it was given: each weight cast back to
+    its own dtype (float32 -> float64 -> float32 is exact), each buffer the tensor it held, each layer's dtype its
+    own; an integer or boolean tensor is never cast (paddlenlp's GPT keeps its causal mask in int64, and a model
+    handed back with it in float32 raises on its next left-padded batch)."""
     import paddle
     before, real = paddle.get_default_dtype(), paddle.finfo
     bounds = real(paddle.float32)
@@ -62,15 +65,36 @@ def paddle_float64(model):
         return types.SimpleNamespace(**{k: getattr(info, k) for k in ("bits", "dtype", "eps", "resolution", "tiny",
                                                                        "smallest_normal") if hasattr(info, k)},
                                      min=bounds.min, max=bounds.max)
-    model.to(dtype="float64")
-    paddle.set_default_dtype("float64")
-    paddle.finfo = finfo
+    layers = model.sublayers(include_self=True)
+    dtypes = [(layer, layer.__dict__.get("_dtype")) for layer in layers]
+    buffers = [(layer, dict(layer._buffers)) for layer in layers]
+    weights, seen = [], set()
+    for layer in layers:
+        for p in layer._parameters.values():
+            if p is not None and p.is_floating_point() and id(p) not in seen:
+                seen.add(id(p))
+                weights.append((layer, p, p.dtype))
     try:
+        for layer, p, _ in weights:
+            layer._transform(p, None, paddle.float64, None)  # in place: the parameter object stays the model's
+        for layer, held in buffers:
+            for name, b in held.items():
+                if b is not None and b.is_floating_point():
+                    layer._buffers[name] = b.astype("float64")
+        paddle.set_default_dtype("float64")
+        paddle.finfo = finfo
         yield model
     finally:
         paddle.finfo = real
         paddle.set_default_dtype(before)
-        model.to(dtype="float32")
+        for layer, p, dtype in weights:
+            layer._transform(p, None, dtype, None)
+        for layer, held in buffers:
+            layer._buffers.clear()
+            layer._buffers.update(held)
+        for layer, dtype in dtypes:
+            if dtype is not None:
+                layer._dtype = dtype
 
 
 def check_cache(model, ids, n: int, fed=None, attention_mask=None, position_ids=True, step=None,
