@@ -98,18 +98,27 @@ class Decoded:
         return [np.asarray(x).argmax(-1) for x in self.logits]
 
 
-def positions(mask: np.ndarray, width: int) -> np.ndarray:
+# where positions are counted from on a left-padded row: transformers' generate counts from the first real token,
+# paddlenlp's (and a model that counts from its cache's length) from the sequence's start
+FIRST, START = "first", "start"
+ORIGINS = {FIRST: "from the first real token", START: "from the sequence's start, the padding included"}
+
+
+def positions(mask: np.ndarray, width: int, origin: str = FIRST) -> np.ndarray:
     """The position of each of the last `width` tokens of a sequence whose attention mask is `mask` [batch, length]:
-    the count of real tokens before it (left padding is no position), as transformers' generate computes them."""
+    FIRST, the count of real tokens before it (left padding is no position), as transformers' generate computes
+    them; START, its index in the sequence."""
+    if origin == START:
+        return np.broadcast_to(np.arange(mask.shape[1], dtype=np.int64), mask.shape)[:, -width:].copy()
     pos = np.cumsum(mask, axis=-1) - 1
     return np.where(mask == 0, 1, pos)[:, -width:].astype(np.int64)
 
 
 def decode(model, prompt: np.ndarray, new_tokens: int, fed=None, step=None, feed_positions=True,
-           attention_mask=None) -> Decoded:
+           attention_mask=None, origin: str = FIRST) -> Decoded:
     """The model decoding `new_tokens` steps from `prompt` [batch, length] with its own cache: step 1 the whole
     prompt, each later step one token, fed[s] ([batch] ids: torch's choice) or, without fed, its own greedy
-    choice. feed_positions: each step's position_ids given (the count of real tokens before each); attention_mask
+    choice. feed_positions: each step's position_ids given, counted from `origin` (positions); attention_mask
     [batch, length] (left padding): given, extended by one at each step. Without gradients. A step that raises
     ends the decoding, said as Decoded.stopped."""
     side = framework_of(model)
@@ -121,7 +130,7 @@ def decode(model, prompt: np.ndarray, new_tokens: int, fed=None, step=None, feed
     step = step or default_step
     with grad():
         for s in range(new_tokens):
-            kwargs = {"position_ids": to_tensor(positions(full, ids.shape[1])) if feed_positions else None,
+            kwargs = {"position_ids": to_tensor(positions(full, ids.shape[1], origin)) if feed_positions else None,
                       "attention_mask": None if mask is None else to_tensor(full)}
             before = len(watched.calls)
             try:

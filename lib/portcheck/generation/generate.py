@@ -13,7 +13,8 @@ from portcheck.forward.judging import judge_one
 from portcheck.generation.caches import cache_rows
 from portcheck.forward.twin import float64_run
 from portcheck.generation import own
-from portcheck.generation.decode import PROBE, decode, generated, replaying
+from portcheck.generation.decode import FIRST, PROBE, decode, generated, replaying
+from portcheck.generation.origin import numbered_otherwise
 from portcheck.generation.verdict import Choice, GenerateReport, Step
 from portcheck.mapping.trace import check_models, framework_of
 
@@ -66,6 +67,20 @@ def compare_generate(torch_model, paddle_model, input_ids, max_new_tokens: int =
         kept.update(torch=mine, paddle=theirs, twin=twin)
     report = GenerateReport(tokens={"fed": [f.tolist() for f in fed], "paddle": [c.tolist() for c in theirs.chosen]})
     report.steps = judged_steps(ids.shape[1], n, mine, theirs, twin, mask)
+
+    def numbered_from(origin):  # torch decoding again, its positions fed from that origin, judged
+        again = lambda: decode(torch_model, ids, n, fed=fed, step=torch_step, attention_mask=mask, origin=origin)
+        alt = again()
+        alt_twin = float64_run(torch_model, again, lambda d: bool(d.stopped), whole_first=True)
+        same = len(alt.caches) == len(mine.caches) and all(
+            len(x) == len(y) and all(np.array_equal(u, v) for p, q in zip(x, y) for u, v in zip(p, q))
+            for x, y in zip(alt.caches, mine.caches))
+        return judged_steps(ids.shape[1], n, alt, theirs, alt_twin, mask), same
+    otherwise = numbered_otherwise(report.steps, mask, None if own_generate or not position_ids else FIRST,
+                                   numbered_from)
+    if otherwise is not None:
+        report.steps = otherwise[0]
+        report.notes.append(otherwise[1])
     report.notes.append(OWN_GENERATE if own_generate else POSITIONS if position_ids else
                         "position_ids=False: " + POSITIONS.split("; with position_ids=False ")[1])
     first = report.first_step
