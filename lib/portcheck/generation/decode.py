@@ -39,12 +39,12 @@ class Call:
 
 
 def frozen(value):
+    """value with each tensor a numpy array, in the containers it was in (a ModelOutput, a named tuple kept as its
+    type: a model reads transformers' encoder output by its fields and by its place)."""
     if is_tensor(value):
         return np.array(values(value), copy=True)
-    if isinstance(value, dict):
-        return {k: frozen(v) for k, v in value.items()}
-    if isinstance(value, (tuple, list)):
-        return type(value)(frozen(v) for v in value)
+    if isinstance(value, (dict, tuple, list)):
+        return rebuilt(value, frozen)
     try:
         return copy.deepcopy(value)
     except Exception:  # noqa: BLE001 - an object no copy reaches is handed on as it is
@@ -54,14 +54,29 @@ def frozen(value):
 def thawed(value, to_tensor):
     if isinstance(value, np.ndarray):
         return to_tensor(np.array(value))
-    if isinstance(value, dict):
-        return {k: thawed(v, to_tensor) for k, v in value.items()}
-    if isinstance(value, (tuple, list)):
-        return type(value)(thawed(v, to_tensor) for v in value)
+    if isinstance(value, (dict, tuple, list)):
+        return rebuilt(value, lambda v: thawed(v, to_tensor))
     try:
         return copy.deepcopy(value)
     except Exception:  # noqa: BLE001
         return value
+
+
+def rebuilt(value, each):
+    """A container of value's own type holding each(item) of its items: a dict (a ModelOutput built from its
+    fields), a named tuple (paddle's MultiHeadAttention.Cache, from its fields), a tuple or list; a type that cannot
+    be built so becomes its plain dict or tuple."""
+    if isinstance(value, dict):
+        items = {k: each(v) for k, v in value.items()}
+        try:
+            return type(value)(**items)
+        except Exception:  # noqa: BLE001 - a dict type of its own building: its items
+            return items
+    items = [each(v) for v in value]
+    try:
+        return type(value)(*items) if hasattr(value, "_fields") else type(value)(items)
+    except Exception:  # noqa: BLE001
+        return tuple(items) if isinstance(value, tuple) else items
 
 
 class Watched:
@@ -91,6 +106,8 @@ class Decoded:
     stopped: str = ""      # the error the step raised, said in one line
     stopped_at: int = 0    # the step (1-based) it raised at
     raised_in: str = ""    # the innermost module of the model whose forward the error came through
+    encoded: object = None       # an encoder-decoder's encoder output (its first tensor), at its first call
+    encoder_call: object = None  # that call, frozen (a Call)
 
     @property
     def chosen(self) -> list:
@@ -114,27 +131,78 @@ def positions(mask: np.ndarray, width: int, origin: str = FIRST) -> np.ndarray:
     return np.where(mask == 0, 1, pos)[:, -width:].astype(np.int64)
 
 
+@dataclass
+class Feed:
+    """What each step of a decoding is handed: the prompt [batch, length], its mask (None: none given), positions fed
+    or not and from which origin; for an encoder-decoder, the decoder's start token (None: a decoder alone)."""
+    prompt: np.ndarray
+    mask: np.ndarray = None
+    feed_positions: bool = True
+    origin: str = FIRST
+    start: int = None
+
+    def first(self) -> np.ndarray:
+        """The tokens of step 1: the prompt, or the decoder's start token for each row."""
+        if self.start is None:
+            return self.prompt
+        return np.full((self.prompt.shape[0], 1), self.start, np.int64)
+
+    def arguments(self, new: np.ndarray, length: int, to_tensor) -> tuple:
+        """(input_ids, keyword arguments) of a step whose `new` tokens [batch, width] end a sequence `length` long:
+        a decoder alone, the new tokens with their positions and the mask of the whole sequence (each token after
+        the prompt real); an encoder-decoder, the prompt with its mask and the new tokens as decoder_input_ids."""
+        if self.start is not None:
+            return to_tensor(self.prompt), {"attention_mask": None if self.mask is None else to_tensor(self.mask),
+                                            "decoder_input_ids": to_tensor(new)}
+        held = np.ones(self.prompt.shape, np.int64) if self.mask is None else self.mask
+        full = np.concatenate([held, np.ones((held.shape[0], length - held.shape[1]), np.int64)], axis=1)
+        return to_tensor(new), {
+            "position_ids": to_tensor(positions(full, new.shape[1], self.origin)) if self.feed_positions else None,
+            "attention_mask": None if self.mask is None else to_tensor(full)}
+
+
+def encoder_decoder(model) -> bool:
+    return bool(getattr(getattr(model, "config", None), "is_encoder_decoder", False))
+
+
+def decoder_start(model) -> int:
+    """An encoder-decoder's first decoder token, as its own config says (decoder_start_token_id, else bos)."""
+    config = model.config
+    start = getattr(config, "decoder_start_token_id", None)
+    start = getattr(config, "bos_token_id", None) if start is None else start
+    if start is None:
+        raise PipelineError(f"{type(model).__name__}'s config names no decoder_start_token_id nor bos_token_id: set "
+                            "the token its decoder starts from [PC665]")
+    return int(start)
+
+
+def feed_of(model, prompt, attention_mask=None, feed_positions=True, origin=FIRST) -> Feed:
+    mask = None if attention_mask is None else np.asarray(attention_mask).astype(np.int64)
+    return Feed(np.asarray(prompt).astype(np.int64), mask, feed_positions, origin,
+                decoder_start(model) if encoder_decoder(model) else None)
+
+
 def decode(model, prompt: np.ndarray, new_tokens: int, fed=None, step=None, feed_positions=True,
            attention_mask=None, origin: str = FIRST) -> Decoded:
     """The model decoding `new_tokens` steps from `prompt` [batch, length] with its own cache: step 1 the whole
-    prompt, each later step one token, fed[s] ([batch] ids: torch's choice) or, without fed, its own greedy
-    choice. feed_positions: each step's position_ids given, counted from `origin` (positions); attention_mask
-    [batch, length] (left padding): given, extended by one at each step. Without gradients. A step that raises
-    ends the decoding, said as Decoded.stopped."""
+    prompt (an encoder-decoder: the prompt in its encoder, its start token in its decoder), each later step one
+    token, fed[s] ([batch] ids: torch's choice) or, without fed, its own greedy choice (Feed.arguments: what each
+    step is handed). feed_positions: each step's position_ids given, counted from `origin` (positions);
+    attention_mask [batch, length] (left padding): given, extended by one at each step. Without gradients. A step
+    that raises ends the decoding, said as Decoded.stopped."""
     side = framework_of(model)
-    to_tensor, grad = _framework(side)
+    to_tensor, grad = tensor_tools(side)
     watched, out, past = Watched(model), Decoded(side), None
-    ids = np.asarray(prompt).astype(np.int64)
-    mask = None if attention_mask is None else np.asarray(attention_mask).astype(np.int64)
-    full = np.ones(ids.shape, np.int64) if mask is None else mask
+    feed = feed_of(model, prompt, attention_mask, feed_positions, origin)
+    ids = feed.first()
+    length = ids.shape[1]
     step = step or default_step
-    with grad():
+    with grad(), encoder_seen(model, out):
         for s in range(new_tokens):
-            kwargs = {"position_ids": to_tensor(positions(full, ids.shape[1], origin)) if feed_positions else None,
-                      "attention_mask": None if mask is None else to_tensor(full)}
             before = len(watched.calls)
             try:
-                logits, past = step(watched, to_tensor(ids), past, **kwargs)
+                first, kwargs = feed.arguments(ids, length, to_tensor)
+                logits, past = step(watched, first, past, **kwargs)
                 logits = np.array(values(logits), copy=True)
             except PipelineError:
                 raise
@@ -150,8 +218,44 @@ def decode(model, prompt: np.ndarray, new_tokens: int, fed=None, step=None, feed
             out.calls.append(watched.calls[before] if len(watched.calls) > before else None)
             choice = logits.argmax(-1) if fed is None or s >= len(fed) else np.asarray(fed[s])
             ids = choice.reshape(-1, 1).astype(np.int64)
-            full = np.concatenate([full, np.ones_like(ids)], axis=1)
+            length += 1
     return out
+
+
+@contextlib.contextmanager
+def encoder_seen(model, out: Decoded):
+    """An encoder-decoder's encoder, for the block, keeping its first call (frozen) and its output's first tensor in
+    `out`: the encoder compared once, wherever a step calls it."""
+    encoder = model.get_encoder() if encoder_decoder(model) and hasattr(model, "get_encoder") else None
+    if encoder is None:
+        yield
+        return
+    original = encoder.forward
+
+    def forward(*args, **kwargs):
+        call = Call(frozen(args), frozen(kwargs)) if out.encoder_call is None else None
+        result = original(*args, **kwargs)
+        if call is not None:
+            first = result if is_tensor(result) else result[0]
+            out.encoder_call, out.encoded = call, np.array(values(first), copy=True)
+        return result
+    with forward_set(encoder, forward):
+        yield
+
+
+@contextlib.contextmanager
+def forward_set(layer, forward):
+    """layer.forward is `forward` for the block, what it was afterwards (object's own setattr: paddlenlp wraps a
+    function set as forward in a shim of its own)."""
+    held = layer.__dict__.get("forward")
+    object.__setattr__(layer, "forward", forward)
+    try:
+        yield layer
+    finally:
+        if held is None:
+            object.__delattr__(layer, "forward")
+        else:
+            object.__setattr__(layer, "forward", held)
 
 
 def generated(model, prompt: np.ndarray, new_tokens: int, attention_mask=None) -> Decoded:
@@ -160,7 +264,7 @@ def generated(model, prompt: np.ndarray, new_tokens: int, attention_mask=None) -
     it). transformers' generate(do_sample=False); paddlenlp's generate(decode_strategy="greedy_search"), always given
     an attention_mask (Paddle 3.3.1 raises in its mask's paddle.where without one). Each side feeds its own choice."""
     side = framework_of(model)
-    to_tensor, grad = _framework(side)
+    to_tensor, grad = tensor_tools(side)
     ids = np.asarray(prompt).astype(np.int64)
     mask = np.ones(ids.shape, np.int64) if attention_mask is None else np.asarray(attention_mask).astype(np.int64)
     out = Decoded(side)
@@ -174,9 +278,8 @@ def generated(model, prompt: np.ndarray, new_tokens: int, attention_mask=None) -
         out.logits.append(np.array(values(logits[:, -1]), copy=True))
         out.caches.append(cache_layers(past))
         return result
-    object.__setattr__(model, "forward", forward)
     try:
-        with grad():
+        with grad(), forward_set(model, forward):
             if side == "torch":
                 pad = getattr(model.config, "pad_token_id", None)
                 model.generate(to_tensor(ids), attention_mask=to_tensor(mask), max_new_tokens=new_tokens,
@@ -188,8 +291,6 @@ def generated(model, prompt: np.ndarray, new_tokens: int, attention_mask=None) -
         raise
     except Exception as e:  # noqa: BLE001 - said as the step it ended at
         out.stopped, out.stopped_at, out.raised_in = first_line(e, 300), len(out.logits) + 1, raised_in(model, e)
-    finally:
-        object.__delattr__(model, "forward")
     return out
 
 
@@ -208,37 +309,13 @@ def raised_in(model, error: BaseException) -> str:
     return found
 
 
-def _framework(side: str):
+def tensor_tools(side: str):
     """(numpy array -> the side's tensor, the side's no_grad)."""
     if side == "torch":
         import torch
         return (lambda a: torch.from_numpy(np.array(a))), torch.no_grad
     import paddle
     return paddle.to_tensor, paddle.no_grad
-
-
-def recompute(model, prompt: np.ndarray, tokens: list, attention_mask=None) -> list:
-    """The next token's logits [batch, vocab] of each step from the whole prefix with no cache (prompt, then the
-    tokens fed before that step): what cached decoding must equal. One call over the prompt and every token fed, each
-    step's logits read at its position: a causal model's logits at a position see only the tokens up to it, so this
-    is each prefix recomputed, at the cost of one forward (a model that lets a position see later tokens is red)."""
-    side = framework_of(model)
-    to_tensor, grad = _framework(side)
-    prompt = np.asarray(prompt).astype(np.int64)
-    fed = [np.asarray(t).reshape(-1, 1).astype(np.int64) for t in tokens]
-    ids = np.concatenate([prompt, *fed], axis=1)
-    kwargs = {"input_ids": to_tensor(ids), "use_cache": False}
-    if attention_mask is not None:
-        mask = np.concatenate([np.asarray(attention_mask).astype(np.int64),
-                               np.ones((ids.shape[0], len(fed)), np.int64)], axis=1)
-        kwargs.update(attention_mask=to_tensor(mask), position_ids=to_tensor(positions(mask, ids.shape[1])))
-    if side == "paddle":
-        kwargs["return_dict"] = True
-    with grad():
-        result = model(**kwargs)
-    logits = result.logits if hasattr(result, "logits") else result[0]
-    logits = np.array(values(logits), copy=True)
-    return [logits[:, prompt.shape[1] - 1 + s] for s in range(len(fed) + 1)]
 
 
 @contextlib.contextmanager
@@ -248,8 +325,7 @@ def replaying(model, call: Call, twin_call: Call = None):
     torch's, with twin_call in its float64 run (the scalar PROBE it is handed is float64 there): compare_forward
     records, judges and isolates the step's call module by module with its own machinery."""
     side = framework_of(model)
-    to_tensor, _ = _framework(side)
-    held = model.__dict__.get("forward")
+    to_tensor, _ = tensor_tools(side)
     original = model.forward
 
     def forward(*args, **kwargs):
@@ -258,12 +334,5 @@ def replaying(model, call: Call, twin_call: Call = None):
         result = original(*thawed(made.args, to_tensor), **thawed(made.kwargs, to_tensor))
         # the logits alone: one side's output a ModelOutput, the other's a tuple (paddlenlp's inside its generate)
         return result.logits if hasattr(result, "logits") else result[0] if isinstance(result, tuple) else result
-    # object's own setattr: paddlenlp's wraps a function set as forward in a shim of its own
-    object.__setattr__(model, "forward", forward)
-    try:
+    with forward_set(model, forward):
         yield model
-    finally:
-        if held is None:
-            object.__delattr__(model, "forward")
-        else:
-            object.__setattr__(model, "forward", held)

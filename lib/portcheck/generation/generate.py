@@ -98,7 +98,8 @@ def compare_generate(torch_model, paddle_model, input_ids, max_new_tokens: int =
             except Exception as e:  # noqa: BLE001 - the steps' verdict stands; the module is not named, said why
                 report.notes.append(f"step {first}'s call was not compared module by module: {first_line(e, 300)}")
     if against_itself and not own_generate:
-        report.own = {"torch": own.judged("torch", mine, twin, own.recomputed(torch_model, ids, fed, mask)),
+        report.own = {"torch": own.judged("torch", mine, twin, own.recomputed(torch_model, ids, fed, mask, torch_step,
+                                                                               position_ids)),
                       "paddle": own.check_cache(paddle_model, ids, n, fed=fed, attention_mask=mask,
                                                 position_ids=position_ids, step=paddle_step, decoded=theirs)}
     return report

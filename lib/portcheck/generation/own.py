@@ -4,21 +4,55 @@ for the run and back, exactly). May import core, mapping and forward."""
 import contextlib
 import types
 
+import numpy as np
+
 from portcheck.core import calibrated
 from portcheck.core.errors import first_line
 from portcheck.forward.twin import float64_run
-from portcheck.generation.decode import Decoded, decode, recompute
+from portcheck.generation.decode import Decoded, tensor_tools, decode, default_step, feed_of
 from portcheck.generation.verdict import OwnReport
-from portcheck.mapping.trace import framework_of
+from portcheck.mapping.trace import framework_of, values
 
 
-def recomputed(model, ids, fed: list, mask) -> list:
-    """The next token's logits of every step from the whole prefix with no cache (decode.recompute), or the
-    error it raised in one line."""
+def recomputed(model, ids, fed: list, mask, step=None, feed_positions=True) -> list:
+    """The next token's logits of every step from the whole prefix with no cache (recompute), or the error it raised
+    in one line."""
     try:
-        return recompute(model, ids, fed[:-1], mask)
+        return recompute(model, ids, fed[:-1], mask, step, feed_positions)
     except Exception as e:  # noqa: BLE001 - the model's own error, said as its side's
         return first_line(e, 300)
+
+
+def recompute(model, prompt: np.ndarray, tokens: list, attention_mask=None, step=None, feed_positions=True) -> list:
+    """The next token's logits [batch, vocab] of each step from the whole prefix with no cache (the prompt, then the
+    tokens fed before that step): what cached decoding must equal. Through `step`, the decoding's own (a loop's
+    own: each prefix handed to it with no cache, one call a step); the default's in one call over the prompt and
+    every token fed, each step's logits read at its position (a causal model's logits at a position see only the
+    tokens up to it: each prefix recomputed at the cost of one forward; a model that lets a position see later
+    tokens is red)."""
+    side = framework_of(model)
+    to_tensor, grad = tensor_tools(side)
+    feed = feed_of(model, prompt, attention_mask, feed_positions)
+    fed = [np.asarray(t).reshape(-1, 1).astype(np.int64) for t in tokens]
+    if step is None and feed.start is None:
+        ids = np.concatenate([feed.prompt, *fed], axis=1)
+        first, kwargs = feed.arguments(ids, ids.shape[1], to_tensor)
+        kwargs = {"input_ids": first, "use_cache": False, **{k: v for k, v in kwargs.items() if v is not None}}
+        if side == "paddle":
+            kwargs["return_dict"] = True
+        with grad():
+            result = model(**kwargs)
+        logits = result.logits if hasattr(result, "logits") else result[0]
+        logits = np.array(values(logits), copy=True)
+        return [logits[:, feed.prompt.shape[1] - 1 + s] for s in range(len(fed) + 1)]
+    out, step = [], step or default_step
+    with grad():
+        for s in range(len(fed) + 1):
+            prefix = np.concatenate([feed.first(), *fed[:s]], axis=1)
+            first, kwargs = feed.arguments(prefix, prefix.shape[1], to_tensor)
+            logits, _ = step(model, first, None, **kwargs)
+            out.append(np.array(values(logits), copy=True))
+    return out
 
 
 def judged(side: str, cached, wide, again, yardstick: str = "", of_recomputed: bool = False) -> OwnReport:
@@ -106,14 +140,14 @@ def check_cache(model, ids, n: int, fed=None, attention_mask=None, position_ids=
     feed = dict(feed_positions=position_ids, attention_mask=attention_mask, step=step)
     cached = decoded if decoded is not None else decode(model, ids, n, fed=fed, **feed)
     tokens = fed if fed is not None else cached.chosen
-    again = recomputed(model, ids, tokens, attention_mask)
+    again = recomputed(model, ids, tokens, attention_mask, step, position_ids)
     if side == "torch":
         wide = float64_run(model, lambda: decode(model, ids, n, fed=tokens, **feed), lambda d: bool(d.stopped),
                            whole_first=True)
         return judged(side, cached, wide, again)
     try:  # the recomputed logits' float64 run, one call: the yardstick of the reference
         with paddle_float64(model):
-            wide = Decoded(side, logits=recompute(model, ids, tokens[:-1], attention_mask))
+            wide = Decoded(side, logits=recompute(model, ids, tokens[:-1], attention_mask, step, position_ids))
     except Exception as e:  # noqa: BLE001 - a model that cannot be cast: judged on the floor, said
         return judged(side, cached, None, again, f"none ({first_line(e)}): the floor alone")
     return judged(side, cached, wide, again, of_recomputed=True)

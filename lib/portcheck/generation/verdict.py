@@ -151,12 +151,13 @@ class GenerateReport(page.Viewable):
     def padding_line(self) -> list:
         """The one line saying what the left padding left out of the rule, or none."""
         cached = sum(s.left_out for s in self.steps)
-        if not cached and not self.step_left_out:
+        said = ([f"{cached} cached keys' and values' entries at left-padded positions over {len(self.steps)} steps"]
+                if cached else []) + \
+            ([f"{self.step_left_out} values of step {self.first_step}'s call there (its padding rows, their logits "
+              "included)"] if self.step_left_out else [])
+        if not said:
             return []
-        return [f"left out of the rule, read by no real token: {cached} cached keys' and values' entries at "
-                f"left-padded positions over {len(self.steps)} steps"
-                + (f", and {self.step_left_out} values of step {self.first_step}'s call there (its padding rows, their "
-                   "logits included)" if self.step_left_out else "")
+        return ["left out of the rule, read by no real token: " + ", and ".join(said)
                 + "; a real token that reads the padding is judged at its own values"]
 
     def lines(self) -> list:
