@@ -57,3 +57,51 @@ def test_a_decoder_plant_is_named_at_its_step_and_module_through_the_encoders_ou
     assert report.first_step == 1, report.table()
     assert report.first_diverging == "decoder.block.1.layer.2.DenseReluDense.wo", report.table()
     assert report.first_diverging.paddle == "t5.decoder.block.1.layer.2.DenseReluDense.wo"
+
+
+@pytest.fixture(scope="module")
+def bart():
+    return build("bart")
+
+
+def test_bart_fed_by_its_own_library_compares_its_encoder_once_and_both_caches_at_every_step(bart):
+    """The library's own loop (each model's prepare_inputs_for_generation, the encoder run once first): the encoder's
+    output judged at step 1, each decoder step's self-attention and cross-attention caches after it, the prompt's
+    padding left out of the cross-attention ones."""
+    report = compare_generate(*bart, PROMPT, max_new_tokens=3, attention_mask=MASK)
+    assert report.passed, report.table()
+    first = report.steps[0]
+    assert first.encoder is not None and first.encoder.passed and [s.position for s in report.steps] == [0, 1, 2]
+    assert all(s.encoder is None for s in report.steps[1:])
+    assert [r.name for r in first.cache[:4]] == [f"step 1: layer 0 {what}" for what in (
+        "keys", "values", "cross-attention keys", "cross-attention values")]
+    assert len(first.cache) == 8 and all(s.left_out == 2 * 2 * 4 * 8 * 2 for s in report.steps), report.lines()
+    assert report.own["torch"].passed and report.own["paddle"].passed
+
+
+def test_a_plant_in_the_cross_attention_cache_is_red_at_step_1_at_its_layer_and_module(bart):
+    pt, pd = bart
+    weight = dict(pd.named_sublayers())["bart.decoder.decoder.layers.1.cross_attn.k_proj"].weight
+    kept = weight.numpy().copy()
+    weight.set_value(kept * 1.01)
+    try:
+        report = compare_generate(pt, pd, PROMPT, max_new_tokens=2, attention_mask=MASK, against_itself=False)
+    finally:
+        weight.set_value(kept)
+    assert report.first_step == 1, report.table()
+    assert [r.name for r in report.steps[0].rows if not r.passed][:1] == ["step 1: layer 1 cross-attention keys"]
+    assert report.first_diverging == "model.decoder.layers.1.encoder_attn.k_proj", report.table()
+    assert report.first_diverging.paddle == "bart.decoder.decoder.layers.1.cross_attn.k_proj"
+
+
+def test_a_plant_in_the_encoder_is_red_at_step_1s_encoder_output_and_named_in_the_encoder(bart):
+    pt, pd = bart
+    weight = dict(pd.named_sublayers())["bart.encoder.encoder.layers.1.linear2"].weight
+    kept = weight.numpy().copy()
+    weight.set_value(kept * 1.01)
+    try:
+        report = compare_generate(pt, pd, PROMPT, max_new_tokens=2, attention_mask=MASK, against_itself=False)
+    finally:
+        weight.set_value(kept)
+    assert report.first_step == 1 and report.steps[0].first_red.name == "step 1: encoder output", report.table()
+    assert report.first_diverging == "model.encoder.layers.1.fc2", report.table()

@@ -37,6 +37,22 @@ PROMPT[0, :2] = 0
 MASK = (np.arange(6)[None] >= np.array([[2], [0]])).astype("int64")
 
 
+# paddlenlp's CodeGen and GPT-J keep their causal mask in float32 and hand it to paddle.where as its condition: on
+# Paddle 3 their forward raises on any input (tools/zoo/family_settings.py REASONS). A port that runs holds it boolean:
+# each attention's mask (CodeGen's an attribute, GPT-J's a buffer) made so, as its user would
+BOOLEAN_MASK = {"codegen": "causal_mask", "gptj": "bias"}
+
+
+def runs_on_paddle_3(family: str, pd):
+    """The Paddle model with its float causal mask made boolean (BOOLEAN_MASK), where its family needs it."""
+    name = BOOLEAN_MASK.get(family)
+    for layer in pd.sublayers() if name else ():
+        held = layer._buffers if name in layer._buffers else layer.__dict__ if name in layer.__dict__ else None
+        if held is not None and held[name] is not None:
+            held[name] = held[name].astype("bool")
+    return pd
+
+
 def lm_classes(family: str) -> tuple:
     """(paddlenlp's LM class, transformers')."""
     pd_name, hf_dir, hf_name = LM[family]
@@ -48,7 +64,8 @@ def lm_classes(family: str) -> tuple:
 def build(family: str, **settings) -> tuple:
     """(torch model, Paddle model), eval mode, the family's tiny config with its cache on (settings: more of it),
     Paddle's weights converted from torch's with no map (a refusal whose fix is a keep= pasted, as a user pastes
-    it)."""
+    it; traced on the family's inputs: an encoder-decoder's decoder ids pair its decoder's attentions), its causal
+    mask boolean where paddlenlp's is not (runs_on_paddle_3)."""
     import re
 
     import paddle
@@ -56,7 +73,7 @@ def build(family: str, **settings) -> tuple:
 
     from portcheck import convert
     from portcheck.core.errors import PipelineError
-    from tools.zoo.families import no_drops, settings_of
+    from tools.zoo.families import given, no_drops, settings_of
     from tools.zoo.family_settings import ATTENTION, LAYOUTS, SPELLED
     pd_cls, hf_cls = lm_classes(family)
     config = {**settings_of(family), "use_cache": True, **LM_SETTINGS.get(family, {}), **settings}
@@ -69,12 +86,13 @@ def build(family: str, **settings) -> tuple:
     pd = pd_cls(no_drops(pd_cls.config_class(**config, **pd_own)))
     pd.eval()
     layouts = {**LAYOUTS.get(family, {}), **HEADS.get(family, {})} or None
+    inputs = given(family, settings_of(family))  # the family's own (an encoder-decoder's decoder ids too)
     try:
-        state = convert(pt, pd, inputs={"input_ids": PROMPT}, layouts=layouts)
+        state = convert(pt, pd, inputs=inputs, layouts=layouts)
     except PipelineError as e:
         keep = re.findall(r"pass keep=\['([^']+)'\]", str(e))
         if not keep:
             raise
-        state = convert(pt, pd, inputs={"input_ids": PROMPT}, layouts=layouts, keep=keep)
+        state = convert(pt, pd, inputs=inputs, layouts=layouts, keep=keep)
     pd.set_state_dict(state)
-    return pt, pd
+    return pt, runs_on_paddle_3(family, pd)

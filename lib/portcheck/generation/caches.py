@@ -11,35 +11,60 @@ from portcheck.mapping.trace import is_tensor, values
 NAMES = ("keys", "values", "cross-attention keys", "cross-attention values")  # a layer's cached tensors, in order
 
 
-def cache_layers(past) -> list:
-    """[(keys, values)] per layer of a cache as numpy arrays: a tuple of (key, value) per layer (paddlenlp's,
-    transformers' legacy one), a transformers Cache (its key_cache and value_cache, or its layers' keys and values);
-    [] for what is none of these."""
+def cache_tensors(past) -> tuple:
+    """((keys, values[, cross-attention keys, cross-attention values]) per layer) of a cache, the framework's
+    tensors: a tuple per layer (transformers' legacy one, paddlenlp's; its tensors in nested tuples, paddle's Cache
+    and StaticCache, read in order), a transformers Cache (its key_cache and value_cache, or its layers' keys and
+    values; an EncoderDecoderCache's self-attention cache, then its cross-attention one); () for what is none of
+    these."""
     if past is None:
-        return []
+        return ()
+    if hasattr(past, "self_attention_cache") and hasattr(past, "cross_attention_cache"):
+        own, cross = cache_tensors(past.self_attention_cache), cache_tensors(past.cross_attention_cache)
+        return tuple(a + b for a, b in zip(own, cross)) if len(cross) == len(own) else own
     if hasattr(past, "key_cache") and hasattr(past, "value_cache"):
-        pairs = list(zip(past.key_cache, past.value_cache))
+        layers = [(k, v) for k, v in zip(past.key_cache, past.value_cache)]
     elif hasattr(past, "layers") and all(hasattr(x, "keys") and hasattr(x, "values") for x in past.layers):
-        pairs = [(x.keys, x.values) for x in past.layers]
-    elif isinstance(past, (tuple, list)) and all(isinstance(x, (tuple, list)) and len(x) >= 2 for x in past):
-        pairs = [(x[0], x[1]) for x in past]
+        layers = [(x.keys, x.values) for x in past.layers]
+    elif isinstance(past, (tuple, list)) and all(isinstance(x, (tuple, list)) for x in past):
+        layers = [tuple(flat(x)) for x in past]
     else:
-        return []
-    return [(np.array(values(k), copy=True), np.array(values(v), copy=True)) for k, v in pairs
-            if is_tensor(k) and is_tensor(v)]
+        return ()
+    return tuple(layer for layer in layers if len(layer) in (2, 4) and all(is_tensor(t) for t in layer))
 
 
-def cache_rows(step: int, mine: list, twin: list, theirs: list, padded=None) -> tuple:
-    """(each layer's cached keys, then values, torch's against Paddle's: [KeyResult], the values left out).
-    padded: [batch, length] True at the left padding of the sequence the cache holds: left out of the rule."""
+def cache_layers(past) -> list:
+    """cache_tensors' layers as numpy arrays, copied."""
+    return [tuple(np.array(values(t), copy=True) for t in layer) for layer in cache_tensors(past)]
+
+
+def flat(value) -> list:
+    """The tensors of nested tuples, in order."""
+    if is_tensor(value):
+        return [value]
+    if isinstance(value, (tuple, list)):
+        return [t for v in value for t in flat(v)]
+    return []
+
+
+def cache_rows(step: int, mine: list, twin: list, theirs: list, padded=None, cross_padded=None) -> tuple:
+    """(each layer's cached keys, then values (then its cross-attention keys and values), torch's against
+    Paddle's: [KeyResult], the values left out). padded, cross_padded: [batch, length] True at the left padding of
+    the sequence the self-attention cache holds, of the prompt the cross-attention one holds: left out of the
+    rule."""
     if len(mine) != len(theirs) or len(twin) != len(mine):
         return [calibrated.unjudged(f"step {step}: cache", (), f"torch's cache holds {len(mine)} layers, paddle's "
                                     f"{len(theirs)}" + ("" if len(twin) == len(mine) else
                                                         f", torch's float64 twin's {len(twin)}"))], 0
     rows, left_out = [], 0
     for i, (a, w, b) in enumerate(zip(mine, twin, theirs)):
-        for j in range(min(len(a), len(w), len(b))):
-            row, n = judged_cache(f"step {step}: layer {i} {NAMES[j]}", a[j], w[j], b[j], padded)
+        if len(a) != len(b):
+            rows.append(calibrated.unjudged(f"step {step}: layer {i} cache", (), f"torch's layer holds {len(a)} "
+                                            f"cached tensors, paddle's {len(b)}"))
+            continue
+        for j in range(min(len(a), len(w))):
+            row, n = judged_cache(f"step {step}: layer {i} {NAMES[j]}", a[j], w[j], b[j],
+                                  padded if j < 2 else cross_padded)
             rows.append(row)
             left_out += n
     return rows, left_out

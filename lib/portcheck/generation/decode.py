@@ -1,8 +1,8 @@
 """One side's cached decoding, step by step: the tokens fed (torch's greedy choice, or the side's own), the logits
 each step gives for the next token, each layer's cached keys and values after the step, and the model call each
 step made, kept frozen (its tensors as arrays, its cache object copied) so that call can be made again, module by
-module (replayed). A step is a function (`step`: the default calls the model as transformers' and paddlenlp's causal
-LMs take it; a user's own loop gives its own). May import core, mapping and forward."""
+module (replayed). A step is a function (`step`: the default, feeding.OwnStep, feeds the model as its own library's
+generate does; a user's own loop gives its own). May import core, mapping and forward."""
 import contextlib
 import copy
 from dataclasses import dataclass, field
@@ -10,24 +10,11 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from portcheck.core.errors import PipelineError, first_line
-from portcheck.generation.caches import cache_layers
+from portcheck.generation.caches import cache_layers, cache_tensors
+from portcheck.generation.feeding import OwnStep
 from portcheck.mapping.trace import framework_of, is_tensor, values
 
 PROBE = "__portcheck_float64__"  # a float32 scalar handed to a replayed call: float64 inside torch's twin run
-
-
-def default_step(model, input_ids, past_key_values, position_ids=None, attention_mask=None):
-    """One decoding step as both libraries' causal LMs take it: (the next token's logits [batch, vocab], the
-    cache the model returns). position_ids and attention_mask are passed only when given."""
-    kwargs = {"input_ids": input_ids, "past_key_values": past_key_values, "use_cache": True}
-    kwargs.update({k: v for k, v in (("position_ids", position_ids), ("attention_mask", attention_mask))
-                   if v is not None})
-    if framework_of(model) == "paddle":
-        kwargs["return_dict"] = True
-    out = model(**kwargs)
-    logits = out.logits if hasattr(out, "logits") else out[0]
-    past = out.past_key_values if hasattr(out, "past_key_values") else out[1]
-    return logits[:, -1], past
 
 
 @dataclass
@@ -106,8 +93,7 @@ class Decoded:
     stopped: str = ""      # the error the step raised, said in one line
     stopped_at: int = 0    # the step (1-based) it raised at
     raised_in: str = ""    # the innermost module of the model whose forward the error came through
-    encoded: object = None       # an encoder-decoder's encoder output (its first tensor), at its first call
-    encoder_call: object = None  # that call, frozen (a Call)
+    encoded: object = None  # an encoder-decoder's encoder output (its first tensor), at its first call
 
     @property
     def chosen(self) -> list:
@@ -162,7 +148,10 @@ class Feed:
 
 
 def encoder_decoder(model) -> bool:
-    return bool(getattr(getattr(model, "config", None), "is_encoder_decoder", False))
+    """An encoder-decoder, by its config or by its build (paddlenlp's BlenderbotSmallConfig says it is none: its
+    model has an encoder all the same)."""
+    return bool(getattr(getattr(model, "config", None), "is_encoder_decoder", False)) or \
+        callable(getattr(model, "get_encoder", None))
 
 
 def decoder_start(model) -> int:
@@ -196,7 +185,7 @@ def decode(model, prompt: np.ndarray, new_tokens: int, fed=None, step=None, feed
     feed = feed_of(model, prompt, attention_mask, feed_positions, origin)
     ids = feed.first()
     length = ids.shape[1]
-    step = step or default_step
+    step = step or OwnStep()
     with grad(), encoder_seen(model, out):
         for s in range(new_tokens):
             before = len(watched.calls)
@@ -224,8 +213,8 @@ def decode(model, prompt: np.ndarray, new_tokens: int, fed=None, step=None, feed
 
 @contextlib.contextmanager
 def encoder_seen(model, out: Decoded):
-    """An encoder-decoder's encoder, for the block, keeping its first call (frozen) and its output's first tensor in
-    `out`: the encoder compared once, wherever a step calls it."""
+    """An encoder-decoder's encoder, for the block, keeping its first output's first tensor in `out`: the encoder
+    compared once, wherever a step calls it."""
     encoder = model.get_encoder() if encoder_decoder(model) and hasattr(model, "get_encoder") else None
     if encoder is None:
         yield
@@ -233,11 +222,9 @@ def encoder_seen(model, out: Decoded):
     original = encoder.forward
 
     def forward(*args, **kwargs):
-        call = Call(frozen(args), frozen(kwargs)) if out.encoder_call is None else None
         result = original(*args, **kwargs)
-        if call is not None:
-            first = result if is_tensor(result) else result[0]
-            out.encoder_call, out.encoded = call, np.array(values(first), copy=True)
+        if out.encoded is None:
+            out.encoded = np.array(values(result if is_tensor(result) else result[0]), copy=True)
         return result
     with forward_set(encoder, forward):
         yield
@@ -321,9 +308,9 @@ def tensor_tools(side: str):
 @contextlib.contextmanager
 def replaying(model, call: Call, twin_call: Call = None):
     """The model, for the block, answering any call with `call` made again (its cache a fresh copy each time), its
-    logits alone returned;
-    torch's, with twin_call in its float64 run (the scalar PROBE it is handed is float64 there): compare_forward
-    records, judges and isolates the step's call module by module with its own machinery."""
+    logits and cache alone returned, in one form on both sides; torch's, with twin_call in its float64 run (the
+    scalar PROBE it is handed is float64 there): compare_forward records, judges and isolates the step's call module
+    by module with its own machinery."""
     side = framework_of(model)
     to_tensor, _ = tensor_tools(side)
     original = model.forward
@@ -332,7 +319,14 @@ def replaying(model, call: Call, twin_call: Call = None):
         probe = kwargs.pop(PROBE, None)
         made = twin_call if twin_call is not None and probe is not None and "float64" in str(probe.dtype) else call
         result = original(*thawed(made.args, to_tensor), **thawed(made.kwargs, to_tensor))
-        # the logits alone: one side's output a ModelOutput, the other's a tuple (paddlenlp's inside its generate)
-        return result.logits if hasattr(result, "logits") else result[0] if isinstance(result, tuple) else result
+        if is_tensor(result):
+            return result
+        # the logits and the cache, in one form on both sides (one side's output a ModelOutput, the other's a tuple;
+        # transformers' cache an object, paddlenlp's tuples of its own): each layer's cached tensors in order
+        logits = result.logits if hasattr(result, "logits") else result[0]
+        past = result.past_key_values if hasattr(result, "past_key_values") else \
+            result[1] if isinstance(result, (tuple, list)) and len(result) > 1 and not is_tensor(result[1]) else None
+        layers = cache_tensors(past)
+        return {"logits": logits, "past_key_values": layers} if layers else {"logits": logits}
     with forward_set(model, forward):
         yield model

@@ -11,28 +11,39 @@ from portcheck.generation.decode import ORIGINS
 
 
 def only_the_cache_parts(steps: list) -> bool:
-    """Every step decoded, its logits and choices within their rule, and some cached tensor out of it."""
-    return bool(steps) and all(not s.stopped and s.logits is not None and s.logits.passed and
-                               all(c.tie for c in s.choices) for s in steps) and not all(s.passed for s in steps)
+    """The first parting step decoded, its logits and choices within their rule: some cached tensor alone out of it."""
+    first = next((s for s in steps if not s.passed), None)
+    return first is not None and not first.stopped and first.logits is not None and first.logits.passed and \
+        all(c.tie for c in first.choices)
 
 
 def numbered_otherwise(steps: list, mask, fed_from: str, again) -> tuple:
-    """(the steps judged again, the line saying so) under the first other origin torch's decoding holds under, or
-    None. fed_from: the origin torch's positions were fed from (None: not fed, each tried); again(origin): (the
-    steps judged with torch decoding again, its float64 twin too, positions fed from that origin; whether that
-    decoding's caches are torch's own, bit for bit: torch's own origin, where it was not fed one)."""
+    """(what again(origin) gave, the line saying so) for the first other origin under which torch's decoding holds
+    longer (the first parting step later, or none, or at that step fewer rows red), or None. fed_from: the origin
+    torch's positions were fed from (None: not fed, each tried); again(origin): (the steps judged with torch decoding
+    again, its float64 twin too, positions fed from that origin, ...; whether that decoding's caches are torch's own,
+    bit for bit: torch's own origin, where it was not fed one)."""
     if mask is None or not (np.asarray(mask) == 0).any() or not only_the_cache_parts(steps):
         return None
+    parts = lambda judged: next((s.step for s in judged if not s.passed), len(steps) + 1)
+    red = lambda judged, step: {r.name for r in judged[step - 1].rows if not r.passed} if step <= len(judged) \
+        else set()
+    first = parts(steps)
+    # holds longer: parts later, or at the same step with fewer of its rows red (a plant in one layer's cache, the
+    # origin's rotation in every layer's keys)
+    longer = lambda judged: parts(judged) > first or (parts(judged) == first and
+                                                      red(judged, first) < red(steps, first))
     own = fed_from
     for origin in ORIGINS:
         if origin == fed_from:
             continue
-        judged, same = again(origin)
+        made = again(origin)
+        judged, same = made[0], made[-1]
         own = origin if same and own is None else own
-        if judged and all(s.passed for s in judged) and len(judged) == len(steps) and not same:
+        if not same and len(judged) == len(steps) and longer(judged):
             said = ORIGINS[own] if own else "otherwise"
-            return judged, (f"positions: paddle numbers them {ORIGINS[origin]}, torch {said}: another origin, not a "
-                            "bug of the port (a rotary position enters attention by a difference alone, and every "
-                            f"step's logits agree); the caches are judged against torch fed positions numbered "
-                            f"{ORIGINS[origin]}")
+            return made, (f"positions: paddle numbers them {ORIGINS[origin]}, torch {said}: another origin, not a bug "
+                          "of the port (a rotary position enters attention by a difference alone, and the logits "
+                          "agree); the caches are judged against torch fed positions numbered "
+                          f"{ORIGINS[origin]}")
     return None

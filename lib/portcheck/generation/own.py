@@ -9,7 +9,8 @@ import numpy as np
 from portcheck.core import calibrated
 from portcheck.core.errors import first_line
 from portcheck.forward.twin import float64_run
-from portcheck.generation.decode import Decoded, tensor_tools, decode, default_step, feed_of
+from portcheck.generation.decode import Decoded, decode, feed_of, tensor_tools
+from portcheck.generation.feeding import OwnStep
 from portcheck.generation.verdict import OwnReport
 from portcheck.mapping.trace import framework_of, values
 
@@ -25,30 +26,27 @@ def recomputed(model, ids, fed: list, mask, step=None, feed_positions=True) -> l
 
 def recompute(model, prompt: np.ndarray, tokens: list, attention_mask=None, step=None, feed_positions=True) -> list:
     """The next token's logits [batch, vocab] of each step from the whole prefix with no cache (the prompt, then the
-    tokens fed before that step): what cached decoding must equal. Through `step`, the decoding's own (a loop's
-    own: each prefix handed to it with no cache, one call a step); the default's in one call over the prompt and
-    every token fed, each step's logits read at its position (a causal model's logits at a position see only the
-    tokens up to it: each prefix recomputed at the cost of one forward; a model that lets a position see later
-    tokens is red)."""
+    tokens fed before that step): what cached decoding must equal, through the step the decoding used. The default's
+    (feeding.OwnStep, the library's own preparation) in one call over the prompt and every token fed, each step's
+    logits read at its position (a causal model's logits at a position see only the tokens up to it: each prefix
+    recomputed at the cost of one forward; a model that lets a position see later tokens is red); a loop's own step
+    handed each prefix with no cache, a call a step."""
     side = framework_of(model)
     to_tensor, grad = tensor_tools(side)
     feed = feed_of(model, prompt, attention_mask, feed_positions)
     fed = [np.asarray(t).reshape(-1, 1).astype(np.int64) for t in tokens]
-    if step is None and feed.start is None:
-        ids = np.concatenate([feed.prompt, *fed], axis=1)
-        first, kwargs = feed.arguments(ids, ids.shape[1], to_tensor)
-        kwargs = {"input_ids": first, "use_cache": False, **{k: v for k, v in kwargs.items() if v is not None}}
-        if side == "paddle":
-            kwargs["return_dict"] = True
+    whole = np.concatenate([feed.first(), *fed], axis=1)
+    if step is None or isinstance(step, OwnStep):
+        first, kwargs = feed.arguments(whole, whole.shape[1], to_tensor)
         with grad():
-            result = model(**kwargs)
-        logits = result.logits if hasattr(result, "logits") else result[0]
-        logits = np.array(values(logits), copy=True)
-        return [logits[:, feed.prompt.shape[1] - 1 + s] for s in range(len(fed) + 1)]
-    out, step = [], step or default_step
+            logits = OwnStep.whole(model, first, kwargs["attention_mask"], kwargs.get("position_ids"),
+                                   kwargs.get("decoder_input_ids"))
+        at = 0 if feed.start is not None else feed.prompt.shape[1] - 1
+        return [logits[:, at + s] for s in range(len(fed) + 1)]
+    out = []
     with grad():
         for s in range(len(fed) + 1):
-            prefix = np.concatenate([feed.first(), *fed[:s]], axis=1)
+            prefix = whole[:, :whole.shape[1] - len(fed) + s]
             first, kwargs = feed.arguments(prefix, prefix.shape[1], to_tensor)
             logits, _ = step(model, first, None, **kwargs)
             out.append(np.array(values(logits), copy=True))
