@@ -105,3 +105,16 @@ def test_a_plant_in_the_encoder_is_red_at_step_1s_encoder_output_and_named_in_th
         weight.set_value(kept)
     assert report.first_step == 1 and report.steps[0].first_red.name == "step 1: encoder output", report.table()
     assert report.first_diverging == "model.encoder.layers.1.fc2", report.table()
+
+
+def test_an_encoder_decoder_whose_config_names_no_start_token_is_one_line(t5):
+    from portcheck.core.errors import PipelineError
+    pt, pd = t5
+    held = pt.config.decoder_start_token_id, pt.config.bos_token_id
+    pt.config.decoder_start_token_id = pt.config.bos_token_id = None
+    try:
+        with pytest.raises(PipelineError, match=r"T5ForConditionalGeneration's config names no "
+                                                r"decoder_start_token_id nor bos_token_id.*\[PC665\]"):
+            compare_generate(pt, pd, PROMPT, max_new_tokens=1)
+    finally:
+        pt.config.decoder_start_token_id, pt.config.bos_token_id = held
