@@ -12,7 +12,7 @@ from collections import Counter
 from pathlib import Path
 
 from tools import bench_doc
-from tools.zoo import cases, families, formers_page, paconvert, recorded, tables
+from tools.zoo import cases, families, formers_page, generating_page, paconvert, recorded, tables
 
 
 def said(result) -> str:
@@ -271,9 +271,9 @@ HEAD = [
     "## Run it", "",
     "One family runs as `python -m tools.zoo.families --only bert`: it prints the family's verdict and what the "
     "library said, where. "
-    f"The whole zoo is `{recorded.CASES_COMMAND}` for the cases and `{recorded.FAMILIES_COMMAND}` for the families. "
-    f"Each writes this page and [the benchmark page](bench/zoo.md) again; `{recorded.PAGES_COMMAND}` writes both from "
-    "the recorded runs, running nothing.", ""]
+    f"The whole zoo is `{recorded.CASES_COMMAND}` for the cases, `{recorded.FAMILIES_COMMAND}` for the families and "
+    f"`{recorded.GENERATION_COMMAND}` for their generation. Each writes this page and [the benchmark page]"
+    f"(bench/zoo.md) again; `{recorded.PAGES_COMMAND}` writes both from the recorded runs, running nothing.", ""]
 
 # How to read a row of the run and of the families' table
 READ_A_LINE = [
@@ -348,6 +348,7 @@ def guide(held: dict) -> str:
              f"{len(fams)} families: " + "; ".join(f"{n} {k}" for k, n in sorted(
                  kinds.items(), key=lambda kn: tables.place(kn[0]))) + ".", "",
              *tables.table(["family", "paddlenlp / transformers", "verdict", "why"], family_table(fams)), "",
+             *generating_page.section(generating_page.load(held["folder"])),
              *FINDINGS, *OTHER_KERNELS, *TORCHVISION_CPU, *paconvert.section(paconvert.load(held["folder"])),
              *formers_page.section(formers_page.load(held["folder"])), *formers_page.FINDINGS]
     return "\n".join(lines).rstrip("\n") + "\n"

@@ -1,7 +1,8 @@
 """Where the zoo keeps what it records: its two pages (docs/zoo.md, the user's; docs/bench/zoo.md, the figures) and,
 beside the benchmark page, one JSON per command that runs it, with the command; the facts of a run; a run's rows
-merged over those held and written. The commands that record a run (run.py, families.py, formers.py, paconvert.py) and the page
-that reads the runs (page.py, formers_page.py) take these names from here. A module, not a command.
+merged over those held and written. The commands that record a run (run.py, families.py, formers.py, paconvert.py,
+generating.py) and the page that reads the runs (page.py, formers_page.py, generating_page.py) take these names from
+here. A module, not a command.
 """
 import json
 import shlex
@@ -16,6 +17,7 @@ CASES_JSON, FAMILIES_JSON, FORMERS_JSON = "zoo.json", "zoo_families.json", "zoo_
 CASES_COMMAND, FAMILIES_COMMAND, FORMERS_COMMAND = ("python -m tools.zoo.run", "python -m tools.zoo.families",
                                                     "python -m tools.zoo.formers")
 PACONVERT_JSON, PACONVERT_COMMAND = "zoo_paconvert.json", "python -m tools.zoo.paconvert"  # ports made with PaConvert
+GENERATION_JSON, GENERATION_COMMAND = "zoo_generation.json", "python -m tools.zoo.generating"  # the generation column
 PAGES_COMMAND = f"{CASES_COMMAND} --page"  # both pages again from the runs recorded, running nothing
 
 

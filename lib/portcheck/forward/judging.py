@@ -6,7 +6,7 @@ import re
 
 import numpy as np
 
-from portcheck.core import calibrated
+from portcheck.core import calibrated, unread
 from portcheck.core.calibrated import measure
 from portcheck.core.diff import KeyResult
 from portcheck.forward.twin import F64
@@ -61,7 +61,9 @@ def judge_against(name, a, b, forms=True) -> KeyResult:
     filled = mask_fills(a, b) or (probabilities(a, b) if forms else None)
     if filled:
         note, b = filled
-    if row is None or order is not None or filled:
+    held = unread.filled(a, b, counted=True)  # a left-padded position no real token reads: torch's value taken
+    if row is None or order is not None or filled or held is not b:
+        b = held
         row = calibrated.against(name, a, b)
     row.by_design = note
     return row
@@ -117,8 +119,8 @@ def input_ok(a, ref, b):
         ref = None if ref is None or ref.shape != a.shape else np.broadcast_to(ref, shape)
         a, b = np.broadcast_to(a, shape), np.broadcast_to(b, shape)
     if a.dtype.kind != "f" or a.shape != b.shape:
-        return a.shape == b.shape and bool(np.array_equal(a, b))
-    return measure("in", a, ref if ref is not None and ref.shape == a.shape else None, b).passed
+        return a.shape == b.shape and bool(np.array_equal(a, unread.filled(a, b)))
+    return measure("in", a, ref if ref is not None and ref.shape == a.shape else None, unread.filled(a, b)).passed
 
 
 def _distribution(x) -> bool:

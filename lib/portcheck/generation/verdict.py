@@ -37,10 +37,12 @@ class Step:
     choices: list = field(default_factory=list)       # [Choice] where the greedy choices differ
     stopped: dict = field(default_factory=dict)       # {side: the error its step raised}
     raised_in: dict = field(default_factory=dict)     # {side: the innermost module of its model the error came through}
+    left_out: int = 0                                 # cached values at left-padded positions, left out of the rule
+    encoder: KeyResult = None                         # an encoder-decoder's encoder output (step 1 alone)
 
     @property
     def rows(self) -> list:
-        return ([self.logits] if self.logits is not None else []) + self.cache
+        return [r for r in (self.encoder, self.logits) if r is not None] + self.cache
 
     @property
     def passed(self) -> bool:
@@ -49,7 +51,7 @@ class Step:
 
     @property
     def first_red(self):
-        """The first row out of its rule (the logits before the cache), or None."""
+        """The first row out of its rule (the encoder's output, then the logits, then the cache), or None."""
         return next((r for r in self.rows if not r.passed), None)
 
     def line(self) -> str:
@@ -60,6 +62,7 @@ class Step:
                 for side, e in self.stopped.items()) + " [PC655]"
         red = self.first_red
         said = (f"{red.name.split(': ', 1)[-1]}: {red.why}" if red is not None else
+                ("the encoder's output within its rule, " if self.encoder is not None else "") +
                 f"logits max diff {self.logits.max:.3e} (allowed {self.logits.allowed:.3e}), "
                 f"{len(self.cache)} cached tensors within their rule")
         ties = "".join(f"; {c.line()}" for c in self.choices)
@@ -112,6 +115,10 @@ class GenerateReport(page.Viewable):
     step_report: object = None                       # ForwardReport of the first parting step's call
     own: dict = field(default_factory=dict)          # {side: OwnReport}
     notes: list = field(default_factory=list)        # lines on how the decoding was fed
+    step_left_out: int = 0                           # values of the parting step's call left out (left padding)
+    step_called: str = ""                            # the call step_report compares: the step's, or its encoder's
+    handed: list = field(default_factory=list)       # arguments that call hands one model and not the other, or
+    #                                                  with other values
 
     @property
     def first_step(self):
@@ -121,8 +128,19 @@ class GenerateReport(page.Viewable):
     @property
     def first_diverging(self):
         """The module where the first parting step's call parts (portcheck.forward.result.Named), or None: green,
-        or that call within its rule at every module (the step's own handling differs: said by lines())."""
-        return None if self.step_report is None else self.step_report.first_diverging
+        or that call's outputs within their rule at every module (the step's own handling differs: said by
+        lines()). A module isolate alone finds (its own computation, on torch's input) does not explain a step whose
+        call gives the same outputs: it is not named here, and stays in the table."""
+        return None if self.step_report is None or self.call_held else self.step_report.first_diverging
+
+    @property
+    def call_held(self) -> bool:
+        """The parting step's call made again: it ran on both sides and every module's output is within its rule."""
+        from portcheck.core import calibrated
+        report = self.step_report
+        return report is not None and not report.stopped and bool(report.paired) and all(
+            r.passed or r.beyond(calibrated.MEAN_BOUND) for r in report.rows
+            if not r.problem.startswith("no counterpart"))
 
     @property
     def passed(self) -> bool:
@@ -139,15 +157,34 @@ class GenerateReport(page.Viewable):
         module = self.first_diverging
         where = (f", at {module.both}" if module is not None else
                  ", the model's call within its rule at every module: the step's own handling differs (the position "
-                 "its logits are taken at, a logits processor, the arguments it passes)"
-                 if self.step_report is not None and self.step_report.passed else "")
+                 "its logits are taken at, a logits processor, the arguments it passes, the cache it hands on)"
+                 if self.call_held else "")
+        if self.handed:  # the two calls are not the same call: what differs is what they are handed
+            where = (f", where the two models are handed {', '.join(self.handed)} otherwise (arguments, below; "
+                     f"module by module it parts first at {module.both})" if module is not None else
+                     f", where the two models are handed {', '.join(self.handed)} otherwise (arguments, below)")
         step = self.steps[first - 1]
         if step.stopped:
             where = "".join(f", the {side} step raised in {name}" for side, name in step.raised_in.items() if name)
         return f"compare_generate: RED, the two part at step {first} (position {step.position}){where} [PC660]"
 
+    def called(self) -> str:
+        return self.step_called or f"step {self.first_step}'s call"
+
+    def padding_line(self) -> list:
+        """The one line saying what the left padding left out of the rule, or none."""
+        cached = sum(s.left_out for s in self.steps)
+        said = ([f"{cached} cached keys' and values' entries at left-padded positions over {len(self.steps)} steps"]
+                if cached else []) + \
+            ([f"{self.step_left_out} values of {self.called()} there (its padding rows, their logits included)"]
+             if self.step_left_out else [])
+        if not said:
+            return []
+        return ["left out of the rule, read by no real token: " + ", and ".join(said)
+                + "; a real token that reads the padding is judged at its own values"]
+
     def lines(self) -> list:
-        out = [self.headline()] + [s.line() for s in self.steps] + self.notes
+        out = [self.headline()] + [s.line() for s in self.steps] + self.notes + self.padding_line()
         for side in sorted(self.own):
             out += self.own[side].lines()
         return out
@@ -156,7 +193,7 @@ class GenerateReport(page.Viewable):
         """lines(), then the first parting step's call module by module (compare_forward's table)."""
         text = "\n".join(self.lines())
         if self.step_report is not None:
-            text += f"\nstep {self.first_step}'s call, module by module:\n" + self.step_report.table()
+            text += f"\n{self.called()}, module by module:\n" + self.step_report.table()
         return text
 
     def view(self, title: str = "compare_generate") -> dict:
@@ -166,5 +203,5 @@ class GenerateReport(page.Viewable):
                 "verdicts": [{"name": "measured", "passed": self.passed,
                               "text": f"measured rule, step by step: {'green' if self.passed else 'red'}"}],
                 "sections": [{"kind": "lines", "title": "step by step", "lines": self.lines()}]
-                + ([{"kind": "lines", "title": f"step {self.first_step}'s call, module by module",
+                + ([{"kind": "lines", "title": f"{self.called()}, module by module",
                      "lines": self.step_report.table().splitlines()}] if self.step_report is not None else [])}

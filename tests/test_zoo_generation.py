@@ -1,0 +1,38 @@
+"""The zoo's generation column (tools/zoo/generating.py, docs/bench/zoo_generation.json): every verdict it records is
+one the user's page says how to read, the Chinese page holds each family's verdict, and one family judged again here
+(OPT: its forward takes no position_ids) gives the row the run recorded."""
+import json
+import re
+
+import pytest
+
+from tools.zoo import generating, generating_page, recorded
+
+
+def recorded() -> list:
+    return json.loads((recorded.BENCH.parent / recorded.GENERATION_JSON).read_text(encoding="utf-8"))["results"]
+
+
+def test_every_family_with_a_generation_head_has_a_row_each_verdict_read_on_the_page():
+    rows = recorded()
+    assert [r["family"] for r in rows] == list(generating.LM)
+    assert {r["outcome"] for r in rows} <= set(generating_page.READING)
+    guide = recorded.GUIDE.read_text(encoding="utf-8")
+    assert generating_page.TITLE in guide and all(f"| {r['family']} |" in guide for r in rows)
+    green = [r for r in rows if r["outcome"].startswith("green")]
+    assert green and all(r["outcome"] == "green, the cache plant red at its step and layer" for r in green)
+
+
+def test_the_chinese_page_holds_each_familys_generation_verdict():
+    text = (recorded.GUIDE.parent / "zoo_cn.md").read_text(encoding="utf-8")
+    said = dict(re.findall(r"^\| `(\w+)` \| ([^|]+?) \|$", text, re.M))
+    assert {r["family"]: r["outcome"] for r in recorded()} == said
+    seconds = round(sum(r.get("seconds", 0) for r in recorded()))
+    assert f"{seconds} 秒" in text
+
+
+def test_a_family_judged_again_gives_its_recorded_row():
+    pytest.importorskip("paddle")
+    again = generating.judge_one("opt")
+    row = next(r for r in recorded() if r["family"] == "opt")
+    assert (again["outcome"], again.get("plant")) == (row["outcome"], row["plant"])

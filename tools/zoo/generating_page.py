@@ -1,0 +1,86 @@
+"""docs/zoo.md's generation column, which tools/zoo/page.py writes after the families by verdict: each family with a
+generation head decoded by each library's own loop (the run `python -m tools.zoo.generating` records, JSON beside the
+benchmark page), its verdict and why. It reads the run alone: it imports no page. zoo_cn.md says the same."""
+import json
+from pathlib import Path
+
+from tools.zoo import recorded, tables
+from tools.zoo.generating import PLANTED_LAYER, STEPS
+
+TITLE = "## Generation, by each library's own loop"
+# how to read a generation row's verdict (the run's outcomes; a new one fails tests/test_zoo_generation.py)
+READING = {
+    "green, the cache plant red at its step and layer": f"the two libraries' own loops decode {STEPS} steps within "
+    "the measured rule, each side equal to its own recomputation. The cache plant is red at step 1, at layer "
+    f"{PLANTED_LAYER}'s cached tensors.",
+    "green, the cache plant red elsewhere": "green, but the cache plant is first red at another step or tensor: the "
+    "row says where.",
+    "green, the cache plant green": "green, but the cache plant was not caught: a gap of the checks.",
+    "red on the correct pair": "the two loops part on the correct pair. The row gives the report's headline: the "
+    "step, and the module or the arguments the two models are handed otherwise.",
+    "raises in its own library": "a side's own loop raises before the decoding ends; the row gives the step's line.",
+    "raises": "the run raised; the row gives the error's line.",
+    "not built": "the pair is not built here: `convert` asks for a map of its LM head, or one side refuses its "
+    "config; the row gives the line.",
+    "not judged": "the family ran over its time (`--timeout`).",
+}
+
+
+def load(folder: Path) -> list:
+    """The recorded run's rows (none yet: [])."""
+    held = Path(folder) / recorded.GENERATION_JSON
+    return json.loads(held.read_text(encoding="utf-8"))["results"] if held.exists() else []
+
+
+def why(r: dict) -> str:
+    """What a row's verdict rests on: the line the report or the run said; for a green one, where the plant was red
+    and whether the two number positions from another origin (said so by the report)."""
+    if not r["outcome"].startswith("green"):
+        return r.get("said", "")[:300]
+    origin = any(n.startswith("positions:") for n in r.get("notes", ()))
+    return "; ".join(filter(None, ["positions numbered from another origin, said so" if origin else "",
+                                   f"the plant red at {r['plant']}" if r.get("plant") else ""]))
+
+
+def section(results: list) -> list:
+    """The column's section: its rows in READING's order, then by family."""
+    from collections import Counter
+    order = list(READING)
+    place = lambda k: order.index(k) if k in order else len(order)
+    rows = [[r["family"], r.get("classes") or "", r["outcome"], why(r)]
+            for r in sorted(results, key=lambda r: (place(r["outcome"]), r["family"]))]
+    kinds = Counter(r["outcome"] for r in results)
+    seconds = round(sum(r.get("seconds", 0) for r in results))
+    if not results:
+        return []
+    return [TITLE, "",
+            f"Every family above with a generation head, run by `{recorded.GENERATION_COMMAND}` ({seconds} s, one family after another, "
+            "each in a process of its own). Each family's causal or conditional LM is built from the same tiny "
+            "config with its cache on, and converted with no map.", "",
+            "It is decoded by `compare_generate`'s default step: each model fed as its own library's `generate` feeds "
+            f"it ([generation.md](generation.md)). The batch is two prompts of 6 tokens, the first left-padded by 2; "
+            f"{STEPS} steps. The cache plant swaps layer {PLANTED_LAYER}'s keys between the batch's two rows after the "
+            "prompt, on Paddle's side.", "",
+            *[f"- **{k}**: {v}" for k, v in READING.items() if k in kinds], "",
+            f"{len(results)} families: " + "; ".join(
+                f"{n} {k}" for k, n in sorted(kinds.items(), key=lambda kn: place(kn[0]))) + ".", "",
+            *tables.table(["family", "paddlenlp / transformers", "verdict", "why"], rows), "", *FINDINGS]
+
+
+# what the column finds in the libraries' own loops, each held by the test it names
+FINDINGS = [
+    "What the rows that are not green rest on:", "",
+    "- **GPT**: paddlenlp 2.8.1's `GPTForCausalLM.prepare_inputs_for_generation` hands its model "
+    "`attention_mask=None` whatever it is given, and no positions but its cache's length: its own loop reads a "
+    "left-padded row's padding (`test_paddlenlps_own_gpt_loop_hands_its_model_no_padding_mask_red_and_said`).",
+    "- **BlenderbotSmall**: paddlenlp's encoder takes `attention_mask` as 1 at the padding (it adds `mask * -1e4`), "
+    "transformers' as 1 at the tokens: on a left-padded batch its encoder's output parts at its first attention "
+    "(`test_paddlenlp_blenderbot_small_reads_its_attention_mask_as_transformers`).",
+    "- **ProphetNet**: not the same model (its predicting streams, above); its encoder's output parts at step 1.",
+    "- **Mixtral, RW, Reformer**: paddlenlp's own code raises in the step the row names. Mixtral's experts raise as "
+    "above. RW's `build_alibi_tensor` multiplies a bfloat16 slope by the int64 positions of the mask. Reformer's "
+    "attention assigns into its cache's tuple at step 2.",
+    "- **XLNet**: transformers' XLNet raises in float64 (its relative attention mixes float32 into it): torch's "
+    "yardstick cannot be made.",
+    "- **not built**: the LM heads of CTRL, RoBERTa and RoFormer ask `convert` for a map, and Blenderbot's shared "
+    "embedding runs as two Paddle modules (above).", ""]
