@@ -17,6 +17,7 @@ def same_layout(name, array):
     return name, array
 
 
+TRANSPOSED = "transposed/"  # a record's key: transposed/<torch key>, an empty array: its tensor written [in, out]
 RENAMES = {"running_mean": "_mean", "running_var": "_variance"}  # BatchNorm's statistics, torch -> Paddle
 # why a torch tensor and the Paddle one of its name differ in shape, which no pairing or layout settles
 CONFIGS_DIFFER = ("the two models' configs differ there (a vocabulary, a type_vocab_size, a width); build both from "
@@ -50,6 +51,40 @@ def linear_held(tensors: dict, paddle_kind) -> tuple:
 
 
 RULES = {"same": same_layout, "transpose": linear_layout}  # what a user's `layouts` may name
+# Paddle layer types whose tensors keep torch's layout, declared as a caller declares one (keyed by the Paddle type):
+# PaConvert writes every torch Linear as paddle.compat.nn.Linear, which holds its weight [out, in] as torch does
+PADDLE_DECLARED = {"paddle.compat.nn.Linear": "same"}
+
+
+def lineage(kind: type) -> list:
+    """A class and its bases, each as itself, its name and its module-qualified name (paddle.compat.nn.Linear, which
+    a JSON file can give), nearest first: a layout declared for a layer applies to its subclasses (paddlenlp's
+    GPTLayerNorm is a LayerNorm), and a subclass pairs as its base layer."""
+    return [key for k in kind.__mro__ for key in (k, k.__name__, f"{k.__module__}.{k.__qualname__}")]
+
+
+def declared_table(extra=None) -> dict:
+    """{key: (None, rule)} of the layouts declared by type or name, the caller's (extra: {module type or class name, of
+    either side: "same" or "transpose"}; a Fused is the columns' business, portcheck.mapping.fused) over
+    PADDLE_DECLARED's. Imports no framework: a Paddle-side script reads it (portcheck.scripts.hooks_paddle)."""
+    table = {key: (None, RULES[how]) for key, how in PADDLE_DECLARED.items()}
+    for key, how in (extra or {}).items():
+        if isinstance(how, Fused) and isinstance(key, (type, str)):
+            continue  # which columns are which part (portcheck.mapping.fused); the tensors' own rule is the type's
+        if how not in RULES or not isinstance(key, (type, str)):
+            raise PipelineError(f"layouts: {key!r}: {how!r} must be one of {', '.join(map(repr, RULES))}, keyed by a "
+                                "torch or Paddle module type or its class name [PC301]")
+        table[key] = (None, RULES[how])
+    return table
+
+
+def declared(table: dict, paddle_kind):
+    """(None, rule) declared for a Paddle layer type (or a base of it) in `table`, or None: convert takes it before
+    the torch module's own type's, and so does `portcheck run`'s Paddle side."""
+    for key in lineage(paddle_kind) if isinstance(paddle_kind, type) else ():
+        if table.get(key, (0,))[0] is None:
+            return table[key]
+    return None
 
 
 def layouts_table(extra=None):
@@ -83,19 +118,14 @@ def layouts_table(extra=None):
     conv1d = sys.modules.get("transformers.pytorch_utils")
     if conv1d is not None:
         table[conv1d.Conv1D] = (("Linear",), same_layout)
-    for key, how in (extra or {}).items():
-        if isinstance(how, Fused) and isinstance(key, (type, str)):
-            continue  # which columns are which part (portcheck.mapping.fused); the tensors' own rule is the type's
-        if how not in RULES or not isinstance(key, (type, str)):
-            raise PipelineError(f"layouts: {key!r}: {how!r} must be one of {', '.join(map(repr, RULES))}, keyed by a "
-                                "torch or Paddle module type or its class name [PC301]")
-        table[key] = (None, RULES[how])
+    table.update(declared_table(extra))
     return table
 
 
 def from_json(data, said: str = "layouts") -> dict:
     """The layouts `portcheck run --layouts FILE` declares, as the API takes them: a JSON object keyed as any layout
-    is (a module's class name, its last name part or its whole name), each value "same", "transpose" or
+    is (a module's class name, its module-qualified name where the API takes the type itself (paddle.compat.nn.Linear),
+    its last name part or its whole name), each value "same", "transpose" or
     {"fused": [parts], "heads": n, "output": false, "widths": [n, ...]} (Fused's fields). Anything else: PipelineError, one line."""
     if not isinstance(data, dict):
         raise PipelineError(f"{said}: a JSON object is expected ({{\"c_attn\": {{\"fused\": [\"q\", \"k\", \"v\"]}}}}),"

@@ -13,8 +13,8 @@ import random
 import numpy as np
 
 from portcheck.mapping import fused, settings
-from portcheck.scripts.wrapping import LOSSES, LOSS_CLASSES, SharedSide, loss_wrapper, registering, sampling, seeded, \
-    stepped_ahead, ties, wrap_framework
+from portcheck.scripts.wrapping import LOSSES, LOSS_CLASSES, SharedSide, clipping, loss_wrapper, registering, sampling, \
+    seeded, stepped_ahead, ties, wrap_framework
 
 
 class PaddleSide(SharedSide):
@@ -25,6 +25,7 @@ class PaddleSide(SharedSide):
 
         import paddle
         self.paddle, self.placed, self.joins = paddle, {}, {}  # joins: a fused module's tensors' parts (_join)
+        self.flipped = set()  # Paddle keys held transposed from the torch record's layout (_flips)
         self.standins, self.standins_error = "", ""  # the CPU stand-ins' line (install), or why they were not
         self.split = None  # a model split in tensor parallel: its rank (_split)
         self.loaders = weakref.WeakSet()  # the DataLoader iterators running workers (end_workers)
@@ -141,6 +142,7 @@ class PaddleSide(SharedSide):
         squares = [line for name, line in loose.square_held(given, paddle_trace, modules).items() if name in torch_ran]
         if squares:
             raise self.run.refuse(squares[0])
+        flips = self._flips(model, given, modules, renamed)
         for key in (k for k in given if k.startswith("state0/")):
             target = _counterpart(key, modules, renamed).partition("/")[2]
             if target not in params and module(module(target)) in specs:
@@ -160,12 +162,15 @@ class PaddleSide(SharedSide):
                     said.add(key[7:])
                 continue
             value, want = given[key], params[target]
+            flip = target in flips.get(key[7:], ())  # held the other way: set_state transposes it
             # 0-d against [1], axes merged, a bare [out, in] against a Linear: the same values (judge_run's shapes)
-            fits = loose.as_held(value, tuple(want.shape), transposed=renamed.get(key[7:], "").startswith("/"))
+            fits = loose.as_held(value.T if flip else value, tuple(want.shape),
+                                 transposed=renamed.get(key[7:], "").startswith("/"))
             if fits is None:
                 problems.append(f"torch {key[7:]} {list(value.shape)} vs Paddle {target} {list(want.shape)}")
-            state[target], placed[key[7:]] = value if fits is None else fits, target
+            state[target], placed[key[7:]] = value if fits is None or flip else fits, target
         self.joins.clear()
+        self.flipped = {target for found in flips.values() for target in found}
         problems += self._join(specs, parts, params, state, {p: t for t, p in placed.items() if p in parts}, said)
         for name in missing:  # a tied name filled through another (the name its tie's module is paired under)
             mates = {tied.get(name, name), *(a for a, f in tied.items() if f == tied.get(name, name))} - {name}
@@ -204,6 +209,24 @@ class PaddleSide(SharedSide):
         self.set_state(model, state if split is None else split.shard(state))
         self.placed = placed  # the kept layers' tensors are placed as the model's (start_kept), parts joined
         return paired.pairs, counterparts(torch_trace, paddle_trace, paired), placed
+
+    def _flips(self, model, given: dict, modules: dict, renamed: dict) -> dict:
+        """{torch key: {its Paddle key}} of the 2-D weights a Paddle layer holds the other way from the torch record's
+        layout: its type declares its own layout (layouts.declared, as convert reads it: paddle.compat.nn.Linear keeps
+        torch's [out, in]; a --layouts entry keyed by a Paddle type) and the torch side wrote the tensor otherwise
+        (TRANSPOSED). Each is set transposed, and read back so (paddle_layout_state, grads): the record holds torch's
+        layout throughout, a square weight too."""
+        from portcheck.gradients.backward import _counterpart
+        from portcheck.mapping.layouts import TRANSPOSED, declared, declared_table, linear_layout
+        table, layers = declared_table(self.run.layouts), dict(model.named_sublayers(include_self=True))
+        out = {}
+        for key in (k[7:] for k in given if k.startswith("state0/") and given[k].ndim == 2):
+            target = _counterpart(f"w/{key}", modules, renamed).partition("/")[2]
+            layer, _, name = target.rpartition(".")
+            rule = declared(table, type(layers.get(layer))) if layer in layers else None
+            if rule is not None and (rule[1] is linear_layout and name == "weight") != (f"{TRANSPOSED}{key}" in given):
+                out[key] = {target}
+        return out
 
     def _split(self, model):
         """A model fleet split in tensor parallel: its rank (split_ranks.SplitRank), its place in the run's config;
@@ -329,8 +352,10 @@ class PaddleSide(SharedSide):
         return {k: state[p] for k, p in placed.items()}
 
     def set_state(self, model, state: dict):
+        """state in the record's layout: a weight held the other way (self.flipped) set transposed."""
         params = model.state_dict()
         for k, v in state.items():
+            v = v.T if k in self.flipped else v
             params[k].set_value(v.astype(params[k].numpy().dtype, copy=False))
 
     def layout_keys(self, module) -> dict:
@@ -342,28 +367,38 @@ class PaddleSide(SharedSide):
                 **(split.full_modules() if split else {})}
 
     def paddle_layout_state(self, module) -> dict:
-        return {k: np.array(v.numpy(), copy=True) for k, v in module.state_dict().items()}
+        """The state in the record's layout (a weight held the other way, self.flipped, transposed back)."""
+        return {k: np.array(v.numpy().T if k in self.flipped else v.numpy(), copy=True)
+                for k, v in module.state_dict().items()}
 
     def grads(self, module) -> dict:
         from portcheck.gradients.backward import _paddle_grads
-        return _paddle_grads(module)
+        return {k: np.ascontiguousarray(v.T) if k in self.flipped else v for k, v in _paddle_grads(module).items()}
 
     def norms(self) -> dict:
         return {}
 
+    def multiple(self, optimizer) -> float:
+        """The lr multiple of the model's first trained parameter the optimizer holds (a parameter group's
+        learning_rate, a ParamAttr's): the step's lr is that parameter's, as torch's is its group's."""
+        held, root = self.held_parameters([optimizer]), getattr(self.run, "root", None)
+        first = next((p for p in (root.parameters() if root is not None else ())
+                      if not p.stop_gradient and id(p) in held), None)
+        return float((getattr(first, "optimize_attr", None) or {}).get("learning_rate", 1.0))
+
     def lr(self, optimizer) -> float:
-        return float(optimizer.get_lr())
+        return float(optimizer.get_lr()) * self.multiple(optimizer)
 
     def lr_ahead(self, optimizer, schedulers, steps: int):
         """TorchSide.lr_ahead's: a Paddle optimizer holds its schedule, which holds no parameter: copied whole."""
         import copy
-        schedule = optimizer._learning_rate
+        schedule, multiple = optimizer._learning_rate, self.multiple(optimizer)
         if not isinstance(schedule, self.paddle.optimizer.lr.LRScheduler):
-            return [float(schedule)] * steps
+            return [float(schedule) * multiple] * steps
         if isinstance(schedule, self.paddle.optimizer.lr.ReduceOnPlateau):
             return "stepped on a metric"
         schedule = copy.deepcopy(schedule)
-        return stepped_ahead(schedule.step, schedule, steps)
+        return stepped_ahead(schedule.step, lambda: schedule() * multiple, steps)
 
     def named_modules(self, model):
         return model.named_sublayers(include_self=True)
@@ -404,7 +439,16 @@ class PaddleSide(SharedSide):
         family = type(opt).__name__.lower()
         family = {"momentum": "sgd+momentum"}.get(family, family)
         rate = opt._learning_rate
-        out = {"family": family, "lr": float(getattr(rate, "base_lr", rate))}
+        base = float(getattr(rate, "base_lr", rate))
+        out = {"family": family, "lr": base * self.multiple(opt)}
+        # each parameter's lr (a group's learning_rate is a multiple of the optimizer's), and the "lr" a dict group
+        # gives, which Paddle ignores (PaConvert passes torch's group key through): runconfig.groups
+        held = self.held_parameters([opt])
+        out["lrs"] = {k: base * float((p.optimize_attr or {}).get("learning_rate", 1.0))
+                      for k, p in model.named_parameters() if id(p) in held}
+        ignored = {id(q): g["lr"] for g in getattr(opt, "_param_groups", None) or () if isinstance(g, dict)
+                   and isinstance(g.get("lr"), (int, float)) for q in g.get("params", ())}
+        out["ignored_lr"] = {k: float(ignored[id(p)]) for k, p in model.named_parameters() if id(p) in ignored}
         if hasattr(opt, "_beta1"):
             out["betas"] = [float(opt._beta1), float(opt._beta2)]
         if hasattr(opt, "_epsilon"):
@@ -441,9 +485,14 @@ class PaddleSide(SharedSide):
         if clip is not None:
             kind = {"ClipGradByGlobalNorm": "global_norm", "ClipGradByNorm": "norm (each parameter)",
                     "ClipGradByValue": "value"}.get(type(clip).__name__, type(clip).__name__)
-            self.run.clip(kind, getattr(clip, "clip_norm", getattr(clip, "max", float("nan"))),
-                          [key for key, p in model.named_parameters()  # Paddle's clip skips need_clip=False
-                           if id(p) in held and not p.stop_gradient and getattr(p, "need_clip", True)])
+            clipped = lambda p: id(p) in held and not p.stop_gradient and getattr(p, "need_clip", True)
+            names = {id(p): key for key, p in model.named_parameters() if clipped(p)}  # need_clip=False: skipped
+            # with parameter groups Paddle clips each group by a norm of its own (torch's clip_grad_norm_: one norm)
+            dicts = [g for g in getattr(opt, "_param_groups", None) or () if isinstance(g, dict)]
+            groups = [[names[id(q)] for q in g.get("params", ()) if id(q) in names] for g in dicts] \
+                if kind == "global_norm" and len(dicts) > 1 else None
+            self.run.clip(kind, getattr(clip, "clip_norm", getattr(clip, "max", float("nan"))), list(names.values()),
+                          groups)
         return out
 
     def trainer_config(self, trainer) -> dict:
@@ -511,6 +560,7 @@ class PaddleSide(SharedSide):
             raise run.refuse("it compiles its model (paddle.jit.to_static): run it in dynamic mode for the check "
                              "[PC829]")
         paddle.jit.to_static = to_static
+        clipping(run, paddle.nn.utils, paddle.Tensor, lambda p: not p.stop_gradient)
         for where, name in ((paddle, "seed"), (np.random, "seed"), (random, "seed")):
             seeded(run, where, name, f"{where.__name__}.{name}")
         # the samplers that shuffle draw the torch side's indices (Run.order): DataLoader(shuffle=True)'s and

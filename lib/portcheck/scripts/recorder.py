@@ -394,17 +394,23 @@ class Run:
         """A torch lr scheduler built: one that cycles its optimizer's momentum is named in the configuration under
         the key record_backward gives it (backward.CYCLES_MOMENTUM), whose one line runconfig says."""
         from portcheck.gradients.optimizers import CYCLES_MOMENTUM
+        if any(s is sched for s in self.schedulers):
+            return
         self.schedulers.append(sched)
         if getattr(sched, "cycle_momentum", False):
             self.config[CYCLES_MOMENTUM + type(sched).__name__] = True
 
-    def clip(self, kind, bound, scope=None):
-        """The first clipping of the steps; scope: the names of the root's trainable parameters it clips (torch's
-        clip_grad_norm_'s given, Paddle's optimizer's held but need_clip=False), runconfig.clip_scope's."""
+    def clip(self, kind, bound, scope=None, groups=None):
+        """The first clipping of the steps; scope: the names of the root's trainable parameters it clips (the
+        parameters clip_grad_norm_ is given, Paddle's optimizer's held but need_clip=False), runconfig.clip_scope's;
+        groups: [[names]] each clipped by a norm of its own (Paddle's grad_clip on an optimizer with parameter
+        groups), runconfig.clip_groups's; None: one norm over the scope."""
         if self.config["clip"] is None and self.root is not None:
             self.config["clip"] = {"kind": kind, "bound": float(bound)}
             if scope is not None:
                 self.config["clip_scope"] = list(scope)
+            if groups is not None:
+                self.config["clip_groups"] = [list(g) for g in groups]
 
     # ------------------------------------------------------------------ the end
     def refuse(self, why: str) -> Refused:
