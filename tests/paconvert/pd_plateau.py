@@ -37,6 +37,11 @@ def main():
     ap.add_argument("--batch-size", type=int, default=16)
     ap.add_argument("--lr", type=float, default=0.03)
     ap.add_argument("--decay", type=float, default=0.9)
+    ap.add_argument(
+        "--head-bias",
+        type=float,
+        help="the head's initial bias (default: the layer's own init)",
+    )
     args = ap.parse_args()
     paddle.manual_seed(0)
     rng = np.random.RandomState(0)
@@ -48,6 +53,9 @@ def main():
     x, y = x[:64], y[:64]
     steps_per_epoch = len(x) // args.batch_size
     model = Regressor()
+    if args.head_bias is not None:
+        with paddle.no_grad():
+            model.net[-1].bias.fill_(args.head_bias)
     ema = copy.deepcopy(model)
     optimizer = paddle.optimizer.AdamW(
         parameters=model.parameters(), learning_rate=args.lr, weight_decay=0.01  # fixed by hand: torch's default

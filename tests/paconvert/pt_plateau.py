@@ -29,6 +29,7 @@ def main():
     ap.add_argument("--batch-size", type=int, default=16)
     ap.add_argument("--lr", type=float, default=0.03)
     ap.add_argument("--decay", type=float, default=0.9)
+    ap.add_argument("--head-bias", type=float, help="the head's initial bias (default: the layer's own init)")
     args = ap.parse_args()
     torch.manual_seed(0)
     rng = np.random.RandomState(0)
@@ -39,6 +40,9 @@ def main():
     steps_per_epoch = len(x) // args.batch_size
 
     model = Regressor()
+    if args.head_bias is not None:
+        with torch.no_grad():
+            model.net[-1].bias.fill_(args.head_bias)
     ema = copy.deepcopy(model)
     optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr)
     if args.sched == "plateau":

@@ -378,6 +378,46 @@ class PaddleSide(SharedSide):
     def norms(self) -> dict:
         return {}
 
+    def replay(self, optimizer):
+        """The optimizer's float64 twin: a copy of it over float64 copies of its parameters (each of its name, lr
+        multiple, regularizer and need_clip: apply_decay_param_fun reads the name), its lr a number Run.replay sets at
+        each step (a schedule copied would not be stepped), its dtype float64 (the lr it makes)."""
+        import copy
+        from paddle.base.framework import EagerParamBase
+        paddle, copies = self.paddle, {}
+        for item in optimizer._parameter_list or ():
+            for p in item["params"] if isinstance(item, dict) else [item]:
+                c = EagerParamBase(shape=list(p.shape), dtype="float64", name=p.name, trainable=not p.stop_gradient)
+                c.set_value(p.numpy().astype(np.float64))
+                c.optimize_attr, c.regularizer = dict(p.optimize_attr), p.regularizer
+                c.need_clip = getattr(p, "need_clip", True)
+                copies[id(p)] = c
+        twin = copy.deepcopy(optimizer, dict(copies))
+        twin._learning_rate, twin._learning_rate_map, twin._dtype = float(optimizer.get_lr()), {}, paddle.float64
+        return copies, twin
+
+    def replay_step(self, replay, optimizer):
+        """The twin stepped on the optimizer's own gradients, widened, at its lr now."""
+        paddle = self.paddle
+        copies, twin = replay
+        for item in optimizer._parameter_list or ():
+            for p in item["params"] if isinstance(item, dict) else [item]:
+                copies[id(p)].grad = None if p.grad is None else paddle.to_tensor(p.grad.numpy().astype(np.float64))
+        before = paddle.get_default_dtype()
+        paddle.set_default_dtype("float64")
+        try:
+            twin.set_lr(float(optimizer.get_lr()))
+            twin.step()
+            twin.clear_grad()
+        finally:
+            paddle.set_default_dtype(before)
+
+    def replayed(self, replay, module) -> dict:
+        """{Paddle key: the twin's weight in the record's layout} of the model's parameters the twin holds."""
+        copies, _ = replay
+        return {k: (lambda v: v.T if k in self.flipped else v)(copies[id(p)].numpy())
+                for k, p in module.state_dict().items() if id(p) in copies}
+
     def multiple(self, optimizer) -> float:
         """The lr multiple of the model's first trained parameter the optimizer holds (a parameter group's
         learning_rate, a ParamAttr's): the step's lr is that parameter's, as torch's is its group's."""

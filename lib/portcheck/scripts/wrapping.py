@@ -183,7 +183,7 @@ def registering(run, init):
     @functools.wraps(init)
     def optimizer_init(opt, *args, **kwargs):
         init(opt, *args, **kwargs)
-        if not any(o is opt for o in run.optimizers):
+        if not run.replaying and not any(o is opt for o in run.optimizers):  # a replay's twin is not the script's
             run.optimizers.append(opt)
     return optimizer_init
 
