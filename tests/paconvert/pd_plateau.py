@@ -13,14 +13,14 @@ import paddle
 
 
 class Regressor(paddle.nn.Module):
-    def __init__(self, features=6, hidden=16):
+    def __init__(self, features=6, hidden=16, dropout=0.1):
         super().__init__()
         self.net = paddle.nn.Sequential(
             paddle.compat.nn.Linear(features, hidden),
-            paddle.nn.ReLU(),
-            paddle.nn.Dropout(0.1),
+            paddle.nn.Tanh(),
+            paddle.nn.Dropout(dropout),
             paddle.compat.nn.Linear(hidden, hidden),
-            paddle.nn.ReLU(),
+            paddle.nn.Tanh(),
             paddle.compat.nn.Linear(hidden, 1),
         )
 
@@ -37,6 +37,7 @@ def main():
     ap.add_argument("--batch-size", type=int, default=16)
     ap.add_argument("--lr", type=float, default=0.03)
     ap.add_argument("--decay", type=float, default=0.9)
+    ap.add_argument("--dropout", type=float, default=0.1)
     ap.add_argument(
         "--head-bias",
         type=float,
@@ -52,7 +53,7 @@ def main():
     x_val, y_val = paddle.from_numpy(x[64:]), paddle.from_numpy(y[64:])
     x, y = x[:64], y[:64]
     steps_per_epoch = len(x) // args.batch_size
-    model = Regressor()
+    model = Regressor(dropout=args.dropout)
     if args.head_bias is not None:
         with paddle.no_grad():
             model.net[-1].bias.fill_(args.head_bias)

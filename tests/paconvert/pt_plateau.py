@@ -13,10 +13,10 @@ from torch import nn
 
 
 class Regressor(nn.Module):
-    def __init__(self, features=6, hidden=16):
+    def __init__(self, features=6, hidden=16, dropout=0.1):
         super().__init__()
-        self.net = nn.Sequential(nn.Linear(features, hidden), nn.ReLU(), nn.Dropout(0.1),
-                                 nn.Linear(hidden, hidden), nn.ReLU(), nn.Linear(hidden, 1))
+        self.net = nn.Sequential(nn.Linear(features, hidden), nn.Tanh(), nn.Dropout(dropout),
+                                 nn.Linear(hidden, hidden), nn.Tanh(), nn.Linear(hidden, 1))
 
     def forward(self, x):
         return self.net(x).squeeze(-1)
@@ -29,6 +29,7 @@ def main():
     ap.add_argument("--batch-size", type=int, default=16)
     ap.add_argument("--lr", type=float, default=0.03)
     ap.add_argument("--decay", type=float, default=0.9)
+    ap.add_argument("--dropout", type=float, default=0.1)
     ap.add_argument("--head-bias", type=float, help="the head's initial bias (default: the layer's own init)")
     args = ap.parse_args()
     torch.manual_seed(0)
@@ -39,7 +40,7 @@ def main():
     x, y = x[:64], y[:64]
     steps_per_epoch = len(x) // args.batch_size
 
-    model = Regressor()
+    model = Regressor(dropout=args.dropout)
     if args.head_bias is not None:
         with torch.no_grad():
             model.net[-1].bias.fill_(args.head_bias)
