@@ -87,6 +87,22 @@ def declared(table: dict, paddle_kind):
     return None
 
 
+def flipped(record: dict, layers: dict, counterpart, extra=None) -> dict:
+    """{torch key: {its Paddle key}} of the 2-D weights a Paddle layer holds the other way from a torch record's
+    layout (`portcheck run`'s: TRANSPOSED marks what it wrote transposed): the layout declared for the layer's type
+    (declared: paddle.compat.nn.Linear keeps torch's [out, in]; extra, a --layouts entry keyed by a Paddle type), as
+    convert reads it, is not the one the record was written in. layers: {Paddle layer name: its type}; counterpart:
+    a torch key's Paddle key."""
+    table, out = declared_table(extra), {}
+    for key in (k[7:] for k, v in record.items() if k.startswith("state0/") and v.ndim == 2):
+        target = counterpart(key)
+        layer, _, name = target.rpartition(".")
+        rule = declared(table, layers[layer]) if layer in layers else None
+        if rule is not None and (rule[1] is linear_layout and name == "weight") != (f"{TRANSPOSED}{key}" in record):
+            out[key] = {target}
+    return out
+
+
 def layouts_table(extra=None):
     """torch module type -> (Paddle layer type names it may become, tensor rule). Built on first use, so
     that importing this module does not load either framework. extra: the caller's own {module type or its

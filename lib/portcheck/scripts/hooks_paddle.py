@@ -83,7 +83,7 @@ class PaddleSide(SharedSide):
         from portcheck.core.errors import PipelineError
         split = self._split(model)
         from portcheck.gradients.backward import _counterpart, renames
-        from portcheck.mapping.layouts import CONFIGS_DIFFER
+        from portcheck.mapping.layouts import CONFIGS_DIFFER, flipped
         from portcheck.mapping.state import names_of_one_tensor
         from portcheck.forward.outputs import counterparts
         from portcheck.mapping.trace import Recorder, call, eval_mode
@@ -142,7 +142,9 @@ class PaddleSide(SharedSide):
         squares = [line for name, line in loose.square_held(given, paddle_trace, modules).items() if name in torch_ran]
         if squares:
             raise self.run.refuse(squares[0])
-        flips = self._flips(model, given, modules, renamed)
+        layers = {name: type(layer) for name, layer in model.named_sublayers(include_self=True)}
+        flips = flipped(given, layers, lambda key: _counterpart(f"w/{key}", modules, renamed).partition("/")[2],
+                        self.run.layouts)
         for key in (k for k in given if k.startswith("state0/")):
             target = _counterpart(key, modules, renamed).partition("/")[2]
             if target not in params and module(module(target)) in specs:
@@ -209,24 +211,6 @@ class PaddleSide(SharedSide):
         self.set_state(model, state if split is None else split.shard(state))
         self.placed = placed  # the kept layers' tensors are placed as the model's (start_kept), parts joined
         return paired.pairs, counterparts(torch_trace, paddle_trace, paired), placed
-
-    def _flips(self, model, given: dict, modules: dict, renamed: dict) -> dict:
-        """{torch key: {its Paddle key}} of the 2-D weights a Paddle layer holds the other way from the torch record's
-        layout: its type declares its own layout (layouts.declared, as convert reads it: paddle.compat.nn.Linear keeps
-        torch's [out, in]; a --layouts entry keyed by a Paddle type) and the torch side wrote the tensor otherwise
-        (TRANSPOSED). Each is set transposed, and read back so (paddle_layout_state, grads): the record holds torch's
-        layout throughout, a square weight too."""
-        from portcheck.gradients.backward import _counterpart
-        from portcheck.mapping.layouts import TRANSPOSED, declared, declared_table, linear_layout
-        table, layers = declared_table(self.run.layouts), dict(model.named_sublayers(include_self=True))
-        out = {}
-        for key in (k[7:] for k in given if k.startswith("state0/") and given[k].ndim == 2):
-            target = _counterpart(f"w/{key}", modules, renamed).partition("/")[2]
-            layer, _, name = target.rpartition(".")
-            rule = declared(table, type(layers.get(layer))) if layer in layers else None
-            if rule is not None and (rule[1] is linear_layout and name == "weight") != (f"{TRANSPOSED}{key}" in given):
-                out[key] = {target}
-        return out
 
     def _split(self, model):
         """A model fleet split in tensor parallel: its rank (split_ranks.SplitRank), its place in the run's config;
@@ -377,46 +361,6 @@ class PaddleSide(SharedSide):
 
     def norms(self) -> dict:
         return {}
-
-    def replay(self, optimizer):
-        """The optimizer's float64 twin: a copy of it over float64 copies of its parameters (each of its name, lr
-        multiple, regularizer and need_clip: apply_decay_param_fun reads the name), its lr a number Run.replay sets at
-        each step (a schedule copied would not be stepped), its dtype float64 (the lr it makes)."""
-        import copy
-        from paddle.base.framework import EagerParamBase
-        paddle, copies = self.paddle, {}
-        for item in optimizer._parameter_list or ():
-            for p in item["params"] if isinstance(item, dict) else [item]:
-                c = EagerParamBase(shape=list(p.shape), dtype="float64", name=p.name, trainable=not p.stop_gradient)
-                c.set_value(p.numpy().astype(np.float64))
-                c.optimize_attr, c.regularizer = dict(p.optimize_attr), p.regularizer
-                c.need_clip = getattr(p, "need_clip", True)
-                copies[id(p)] = c
-        twin = copy.deepcopy(optimizer, dict(copies))
-        twin._learning_rate, twin._learning_rate_map, twin._dtype = float(optimizer.get_lr()), {}, paddle.float64
-        return copies, twin
-
-    def replay_step(self, replay, optimizer):
-        """The twin stepped on the optimizer's own gradients, widened, at its lr now."""
-        paddle = self.paddle
-        copies, twin = replay
-        for item in optimizer._parameter_list or ():
-            for p in item["params"] if isinstance(item, dict) else [item]:
-                copies[id(p)].grad = None if p.grad is None else paddle.to_tensor(p.grad.numpy().astype(np.float64))
-        before = paddle.get_default_dtype()
-        paddle.set_default_dtype("float64")
-        try:
-            twin.set_lr(float(optimizer.get_lr()))
-            twin.step()
-            twin.clear_grad()
-        finally:
-            paddle.set_default_dtype(before)
-
-    def replayed(self, replay, module) -> dict:
-        """{Paddle key: the twin's weight in the record's layout} of the model's parameters the twin holds."""
-        copies, _ = replay
-        return {k: (lambda v: v.T if k in self.flipped else v)(copies[id(p)].numpy())
-                for k, p in module.state_dict().items() if id(p) in copies}
 
     def multiple(self, optimizer) -> float:
         """The lr multiple of the model's first trained parameter the optimizer holds (a parameter group's

@@ -148,32 +148,6 @@ class TorchSide(SharedSide):
         return next((where[id(p)] for p in (root.parameters() if root is not None else ())
                      if p.requires_grad and id(p) in where), 0)
 
-    def replay(self, optimizer):
-        """The optimizer's float64 twin: its class over its groups, each parameter a float64 copy ({id(parameter):
-        copy}, the twin); Run.replay steps it."""
-        torch, copies = self.torch, {}
-        groups = [{**g, "params": [copies.setdefault(id(p), torch.nn.Parameter(p.detach().double().clone(),
-                                                                               requires_grad=p.requires_grad))
-                                   for p in g["params"]]} for g in optimizer.param_groups]
-        return copies, type(optimizer)(groups)
-
-    def replay_step(self, replay, optimizer):
-        """The twin stepped on the optimizer's own gradients, widened, with each group's settings as they are now
-        (the lr its schedule set)."""
-        copies, twin = replay
-        for mine, theirs in zip(twin.param_groups, optimizer.param_groups):
-            mine.update({k: v for k, v in theirs.items() if k != "params"})
-            for p in theirs["params"]:
-                copies[id(p)].grad = None if p.grad is None else p.grad.detach().double()
-        twin.step()
-
-    def replayed(self, replay, module) -> dict:
-        """{torch key: the twin's weight in the record's layout} of the model's parameters the twin holds."""
-        copies, _ = replay
-        params = dict(module.named_parameters(remove_duplicate=False))
-        return {k: np.array(t.to_paddle(copies[id(params[t.source or k])].detach().numpy()))
-                for k, t in self.layouts.items() if (t.source or k) in params and id(params[t.source or k]) in copies}
-
     def lr(self, optimizer) -> float:
         return float(optimizer.param_groups[self.first_group(optimizer)]["lr"])
 

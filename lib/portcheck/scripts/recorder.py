@@ -103,8 +103,7 @@ class Run:
         self.conventions = {}  # the Paddle side's arguments its script computes in its own convention (_first_call)
         self.schedulers = []  # torch's lr schedulers as built (a Paddle optimizer holds its own): Run.scheduler
         self.crossed = []  # the taking side's: the values whose side of 0 it takes Paddle's (backward.Crossing)
-        # each optimizer's float64 twin, stepped on the run's own gradients (Run.replay), and whether one steps now
-        self.replays, self.replaying = {}, False
+        self.replays, self.replaying = {}, False  # each optimizer's float64 twin, and whether one steps (replay)
         self.plain = self.side == "plain"  # tools/bench_run.py: the script's own first N steps, nothing recorded
         self.pid = os.getpid()  # the script's own process: a child forked from it (a DataLoader worker) writes nothing
         if self.side not in ("torch", "plain"):
@@ -354,7 +353,8 @@ class Run:
         if any(o is optimizer for o in self.stepped):  # stepped twice: the step ended with the optimizers that did
             self._close_step()
         if self.side in NEAR_SIDES:
-            self.replay(optimizer)
+            from portcheck.scripts.replay import stepped
+            stepped(self, optimizer)
         if self.stepped:  # another optimizer over another part of the model, in the same step
             if self.step == 0:
                 self.config["optimizers"].append(self.fw.optimizer_config(optimizer, self.root))
@@ -370,30 +370,6 @@ class Run:
                 self.config["trainer"] = self.fw.trainer_config(trainer)
         self.record[f"loss/{self.step}"] = self.loss
         self.record[f"lr/{self.step}"] = np.array([self.fw.lr(optimizer)], dtype=np.float64)
-
-    def replay(self, optimizer):
-        """The optimizer's float64 twin (built at its first step: the same class and settings over float64 copies of
-        the weights) stepped on the gradients this step has, with the lr the optimizer steps with: what its own float32
-        arithmetic moves each weight by (optimizers.REPLAYED, recorded as each step closes). Where no twin can be built
-        or stepped (an optimizer of the script's own), none is recorded and the steps are judged without it."""
-        key = id(optimizer)
-        if key not in self.replays:
-            self.replaying = True
-            try:
-                self.replays[key] = self.fw.replay(optimizer) if self.step == 0 else None
-            except Exception:  # noqa: BLE001 - a twin that cannot be built measures nothing, as none
-                self.replays[key] = None
-            finally:
-                self.replaying = False
-        if self.replays[key] is None:
-            return
-        self.replaying = True
-        try:
-            self.fw.replay_step(self.replays[key], optimizer)
-        except Exception:  # noqa: BLE001 - nor one that cannot step
-            self.replays[key] = None
-        finally:
-            self.replaying = False
 
     def after_step(self, optimizer):
         if self.replaying:
@@ -414,13 +390,9 @@ class Run:
         self.stepped = []
         self.step += 1
         self.record.update({f"state{self.step}/{k}": v for k, v in self.fw.paddle_layout_state(self.root).items()})
-        if any(self.replays.values()):  # each weight minus its optimizer's float64 replay (optimizers.REPLAYED)
-            from portcheck.gradients.optimizers import REPLAYED
-            state, said = self.record, REPLAYED.format(self.step)
-            for twin in (r for r in self.replays.values() if r is not None):
-                self.record.update({f"{said}{k}": (state[f"state{self.step}/{k}"] - v).astype(np.float32)
-                                    for k, v in self.fw.replayed(twin, self.root).items()
-                                    if f"state{self.step}/{k}" in state})
+        if any(self.replays.values()):  # each weight minus its optimizer's float64 replay
+            from portcheck.scripts.replay import recorded
+            recorded(self)
         self.config["accumulation"]["forward"].append(self.forwards)
         self.config["accumulation"]["backward"].append(self.backwards)
         self.loss, self.forwards, self.backwards = None, 0, 0
@@ -438,10 +410,8 @@ class Run:
             self.config[CYCLES_MOMENTUM + type(sched).__name__] = True
 
     def clip(self, kind, bound, scope=None, groups=None):
-        """The first clipping of the steps; scope: the names of the root's trainable parameters it clips (the
-        parameters clip_grad_norm_ is given, Paddle's optimizer's held but need_clip=False), runconfig.clip_scope's;
-        groups: [[names]] each clipped by a norm of its own (Paddle's grad_clip on an optimizer with parameter
-        groups), runconfig.clip_groups's; None: one norm over the scope."""
+        """The first clipping of the steps; scope: the root's trainable parameters it clips (runconfig.clip_scope);
+        groups: [[names]] each clipped by its own norm (runconfig.clip_groups), None: one norm over the scope."""
         if self.config["clip"] is None and self.root is not None:
             self.config["clip"] = {"kind": kind, "bound": float(bound)}
             if scope is not None:
