@@ -441,6 +441,9 @@ class PaddleSide(SharedSide):
             out["momentum"], out["nesterov"] = float(opt._momentum), bool(opt._use_nesterov)
         if hasattr(opt, "_amsgrad"):
             out["amsgrad"] = bool(opt._amsgrad)
+        for key, mine in (("etas", "_etas"), ("step_sizes", "_learning_rate_range")):  # Rprop's, a list of one pair
+            if getattr(opt, mine, None):
+                out[key] = [float(b) for b in getattr(opt, mine)[0]]
         # dict parameter groups: each group's own settings (AdamW's weight_decay, a float; Momentum's L2 decay as
         # regularization_method and _coeff, a float or L2Decay taken into its update), the optimizer's otherwise
         groups = {id(q): g for g in getattr(opt, "_param_groups", None) or () if isinstance(g, dict)

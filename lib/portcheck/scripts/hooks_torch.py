@@ -209,9 +209,9 @@ class TorchSide(SharedSide):
         out["groups"] = [[names[id(p)] for p in group["params"] if id(p) in names] for group in opt.param_groups]
         out["lrs"] = {names[id(p)]: float(group.get("initial_lr", group["lr"]))
                       for group in opt.param_groups for p in group["params"] if id(p) in names}
-        for key in ("betas", "eps", "momentum", "nesterov", "amsgrad"):
+        for key in ("betas", "eps", "momentum", "nesterov", "amsgrad", "etas", "step_sizes"):
             if key in g and (key not in ("momentum", "nesterov") or family == "sgd+momentum"):  # Paddle's SGD has none
-                out[key] = [float(b) for b in g[key]] if key == "betas" else g[key]
+                out[key] = [float(b) for b in g[key]] if key in ("betas", "etas", "step_sizes") else g[key]
         decoupled = family == "adamw"
         out["weight_decay"] = {names[id(p)]: [float(group.get("weight_decay", 0.0)),
                                               "decoupled" if decoupled else "L2"]

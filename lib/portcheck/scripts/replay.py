@@ -43,7 +43,7 @@ def recorded(run):
     weights = _torch_weights if run.fw.framework == "torch" else _paddle_weights
     said = REPLAYED.format(run.step)
     for twin in (r for r in run.replays.values() if r is not None):
-        run.record.update({f"{said}{k}": (run.record[f"state{run.step}/{k}"] - v).astype(np.float32)
+        run.record.update({f"{said}{k}": np.asarray(run.record[f"state{run.step}/{k}"] - v, np.float32)
                            for k, v in weights(run.fw, twin, run.root).items() if f"state{run.step}/{k}" in run.record})
 
 

@@ -40,6 +40,11 @@ TRAINER = {
 }
 
 
+# an optimizer's settings, in torch's names (recorders' optimizer_config; Rprop's step_sizes: Paddle's
+# learning_rate_range)
+SETTINGS = ("family", "lr", "betas", "eps", "momentum", "nesterov", "amsgrad", "etas", "step_sizes")
+
+
 def _same(a, b) -> bool:
     if isinstance(a, (int, float)) and isinstance(b, (int, float)) and not isinstance(a, bool):
         return math.isclose(a, b, rel_tol=1e-6, abs_tol=1e-12)
@@ -77,7 +82,7 @@ def differences(torch_config: dict, paddle_config: dict, modules: dict, renamed:
         out += [f"optimizer: {rule}" for pair, (rule, _) in BY_DESIGN.items()
                 if pair[0].rsplit(".", 1)[-1].lower() == t.get("family") == pair[1].rsplit(".", 1)[-1].lower()]
     grouped = len(t.get("groups") or ()) > 1  # each group's lr said by groups()
-    for key in ("family", "lr", "betas", "eps", "momentum", "nesterov", "amsgrad"):
+    for key in SETTINGS:
         if key == "lr" and grouped:
             continue
         if (key in t or key in p) and not _same(t.get(key), p.get(key)) and not (rmsprop and key == "eps"):
@@ -89,7 +94,7 @@ def differences(torch_config: dict, paddle_config: dict, modules: dict, renamed:
         out.append(f"optimizers: torch {len(ts)} vs paddle {len(ps)} stepping the model's parameters each step")
     for i, (a, b) in enumerate(zip(ts[1:], ps[1:]), 2):
         out += [f"optimizer {i} (in the order they step): {key} torch {_said(a.get(key))} vs paddle "
-                f"{_said(b.get(key))}" for key in ("family", "lr", "betas", "eps", "momentum", "nesterov", "amsgrad")
+                f"{_said(b.get(key))}" for key in SETTINGS
                 if (key in a or key in b) and not _same(a.get(key), b.get(key))]
     decays = lambda held: {k: v for o in held for k, v in (o.get("weight_decay") or {}).items()}
     out += groups(ts, ps, modules, renamed, decays)
