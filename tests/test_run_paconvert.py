@@ -133,7 +133,7 @@ def test_paconverts_one_cycle_is_named(tmp_path_factory):
     """PaConvert's OneCycleLR: Paddle's final lr 1e-4 where torch's is max_lr / 25 / 1e4, and no momentum cycling
     (torch's cycle_momentum=True, its default, cycles AdamW's beta1): each its line, from the torch and Paddle runs."""
     flags = ("--sched", "onecycle")
-    out, statuses = sides(tmp_path_factory, flags, flags, "plateau", run.SIDES[:2])
+    out, statuses = sides(tmp_path_factory, flags, flags, "plateau", run.SIDES[:1])
     text = (HERE / "pd_plateau.py").read_text()
     fixed = "            end_learning_rate=args.lr / 25 / 1e4,  # fixed by hand: torch's max_lr / div_factor / " \
             "final_div_factor\n"
@@ -149,15 +149,9 @@ def test_paconverts_one_cycle_is_named(tmp_path_factory):
     assert config[2:] == [f"scheduler: {cycled_momentum({CYCLES_MOMENTUM + 'OneCycleLR': True})[0]}"], config
 
 
-@pytest.fixture(scope="module")
-def full_sides(tmp_path_factory):
-    """The plateau pair's N steps without dropout, as --full starts from them."""
-    flags = ("--dropout", "0")
-    return sides(tmp_path_factory, flags, flags, "plateau")
-
-
-def full_judged(full_sides, tmp_path, paddle_script: Path, torch_flags=(), paddle_flags=()):
-    out, _ = full_sides
+def full_judged(plateau, tmp_path, paddle_script: Path, torch_flags=(), paddle_flags=()):
+    """--full after the plateau pair's N steps (its torch record: the initial weights, the EMA's)."""
+    out, _ = plateau
     mine = tmp_path / "out"
     shutil.copytree(out, mine)
     argvs = {"torch": [sys.executable, str(HERE / "pt_plateau.py"), *torch_flags],
@@ -168,20 +162,20 @@ def full_judged(full_sides, tmp_path, paddle_script: Path, torch_flags=(), paddl
     return code, printed.getvalue()
 
 
-def test_full_starts_the_ema_from_torchs_and_is_green(full_sides, tmp_path):
+def test_full_starts_the_ema_from_torchs_and_is_green(plateau, tmp_path):
     """The EMA copy the script made before its first step starts from torch's, as the model does: the two trainings,
     EMA evaluations and plateau lrs equal."""
-    code, said = full_judged(full_sides, tmp_path, HERE / "pd_plateau.py", ("--dropout", "0"), ("--dropout", "0"))
+    code, said = full_judged(plateau, tmp_path, HERE / "pd_plateau.py", HEAD_BIAS, HEAD_BIAS)
     assert code == 0 and "training final metric: passed" in said and "training lr: passed" in said, said
     assert "training evaluation modes: passed, the same at every evaluation (dropout active in 0" in said, said
 
 
-def test_full_names_dropout_left_on_at_evaluation(full_sides, tmp_path):
+def test_full_names_dropout_left_on_at_evaluation(plateau, tmp_path):
     planted = tmp_path / "pd_plateau.py"
     text = (HERE / "pd_plateau.py").read_text()
     assert text.count("        ema.eval()\n") == 1
     planted.write_text(text.replace("        ema.eval()\n", ""))
-    code, said = full_judged(full_sides, tmp_path, planted)
+    code, said = full_judged(plateau, tmp_path, planted)
     assert code == 1, said
     line = next(s for s in said.splitlines() if s.startswith("training evaluation modes:"))
     assert "FAILED" in line and "dropout" in line, said
