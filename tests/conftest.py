@@ -52,9 +52,9 @@ THREADS = str(max(1, len(os.sched_getaffinity(0)) // WORKERS))
 # added tests' share of their files' time, measured -n 0 on a loaded host and scaled by the files' own ratio.
 # test_docs_blocks (+4): docs/zoo.md's one-case zoo run, a fresh interpreter (3.5 s of CPU; 15 s wall on a loaded host).
 # test_docs_blocks (+104): the README's five steps on MiniLM, 24 scripts (104 s of CPU, -n 0 on a loaded host).
-# test_run_paconvert (new): 65 s of CPU, -n 0 on a loaded host (18 script runs, PaConvert's two pairs).
+# test_run_paconvert_training (new): 65 s of CPU, -n 0 on a loaded host (18 script runs, PaConvert's two pairs).
 FILE_SECONDS = {"test_hand_in.py": 130, "test_resnet18.py": 106, "test_distributed.py": 75, "test_split.py": 105,
-                "test_run_launchers.py": 75, "test_run_split.py": 35, "test_run_paconvert.py": 65,
+                "test_run_launchers.py": 75, "test_run_split.py": 35, "test_run_paconvert_training.py": 65,
                 "test_zoo_families.py": 75, "test_mid_size.py": 72, "test_run_scripts.py": 53, "test_step5.py": 50,
                 "test_run_forged.py": 35, "test_step4.py": 33, "test_edges.py": 33, "test_run_trainers.py": 40,
                 "test_hostile5.py": 29, "test_five_steps.py": 34, "test_handin_steps.py": 40, "test_layout.py": 27,
