@@ -49,6 +49,19 @@ class TorchSide(SharedSide):
             return {"type": type(module).__name__, "broadcast_buffers": bool(module.broadcast_buffers)}
         return None
 
+    def cast(self, value, wide: bool):
+        """value's floating tensors (in tuples, lists, dicts) in float64 (wide) or float32: the float64 run's
+        evaluations (recorder.Run._evaluation)."""
+        torch = self.torch
+        if isinstance(value, torch.Tensor):
+            return (value.double() if wide else value.float()) if value.is_floating_point() and \
+                value.dtype in (torch.float32, torch.float64) else value
+        if isinstance(value, (tuple, list)) and type(value) in (tuple, list):
+            return type(value)(self.cast(v, wide) for v in value)
+        if isinstance(value, dict) and type(value) is dict:
+            return {k: self.cast(v, wide) for k, v in value.items()}
+        return value
+
     def to_tensor(self, array):
         return self.torch.from_numpy(np.array(array))
 

@@ -131,6 +131,9 @@ class Run:
         if inner:
             module.dropout = 0.0
         try:
+            if self.side == "torch64" and self._evaluation(module):  # the float64 model on the script's float32 data
+                return self.fw.cast(self._module_call(module, call, self.fw.cast(args, True),
+                                                      self.fw.cast(kwargs, True)), False)
             return self._module_call(module, call, args, kwargs)
         finally:
             if inner:
@@ -173,6 +176,13 @@ class Run:
             return self._root_call(self.root, call, args, kwargs)
         finally:
             self.in_root -= 1
+
+    def _evaluation(self, module) -> bool:
+        """A call of the model, or of a module kept beside it (widened on the float64 side), in eval mode or with
+        gradients off, outside any other call: the script's evaluation, given its inputs in float64 there and its
+        outputs back in float32, as its own metric code expects them."""
+        return self.root is not None and not self.depth and (not module.training or not self.fw.grad_enabled()) \
+            and (module is self.called or any(module is m for m in self.kept.values()))
 
     def _optimized(self, module) -> bool:
         """An optimizer holds a parameter of the module that takes a gradient: the model a script trains, all of it
