@@ -21,8 +21,9 @@ from portcheck.core.errors import PipelineError
 from portcheck.core.fileio import load_npy, save_npy
 from portcheck.gradients.optimizers import REPLAYED, cycled_momentum, CYCLES_MOMENTUM
 from portcheck.mapping import pairing
-from portcheck.scripts import run, runconfig
-from portcheck.scripts.recorder import RECORD
+from portcheck.gradients.backward import renames
+from portcheck.scripts import judge_run, run, runconfig
+from portcheck.scripts.side_files import RECORD
 from test_run_scripts import judged, paddle_planted
 
 HERE = Path(__file__).resolve().parent / "paconvert"
@@ -146,7 +147,7 @@ def test_paconverts_one_cycle_is_named(tmp_path_factory):
     statuses["paddle"] = run.run_side("paddle", [sys.executable, str(out.parent / "pd_plateau.py"), *flags], out,
                                       STEPS)
     t, p = (load_npy(out / side / RECORD) for side in ("torch", "paddle"))
-    config = run.configuration(t, p, statuses, STEPS, pairing.pair(t, p).modules(), run.renames(t))
+    config = judge_run.configuration(t, p, statuses, STEPS, pairing.pair(t, p).modules(), renames(t))
     # torch's OneCycleLR sets AdamW's beta1 to its max_momentum 0.95 as it is built, and cycles it
     assert config[0] == "optimizer: betas torch [0.95, 0.999] vs paddle [0.9, 0.999]", config
     assert config[1].startswith("scheduler: lr ") and "past the run torch " in config[1], config
