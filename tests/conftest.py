@@ -55,8 +55,9 @@ THREADS = str(max(1, len(os.sched_getaffinity(0)) // WORKERS))
 # test_zoo_paconvert (20): its four ports' fast runs, PaConvert run again on the four torch files and the page's
 # command (31 s wall -n 0 on a loaded host, imports included); test_docs_blocks' share of docs/paconvert.md's two
 # programs is in its figure's noise (5 s of CPU).
+# test_run_paconvert_training (new): 65 s of CPU, -n 0 on a loaded host (18 script runs, PaConvert's two pairs).
 FILE_SECONDS = {"test_hand_in.py": 130, "test_resnet18.py": 106, "test_distributed.py": 75, "test_split.py": 105,
-                "test_run_launchers.py": 75, "test_run_split.py": 35,
+                "test_run_launchers.py": 75, "test_run_split.py": 35, "test_run_paconvert_training.py": 65,
                 "test_zoo_families.py": 75, "test_mid_size.py": 72, "test_run_scripts.py": 53, "test_step5.py": 50,
                 "test_run_forged.py": 35, "test_step4.py": 33, "test_edges.py": 33, "test_run_trainers.py": 40,
                 "test_hostile5.py": 29, "test_five_steps.py": 34, "test_handin_steps.py": 40, "test_layout.py": 27,

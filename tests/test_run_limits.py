@@ -38,7 +38,8 @@ def test_a_paddle_optimizers_dict_parameter_groups_and_their_weight_decay(name):
     assert runconfig.differences(t, p, root, {}) == []
     t, p = grouped(name, 0.02)
     assert runconfig.differences(t, p, root, {}) == [
-        f"optimizer: weight decay of bias torch 0 ({kind}) vs paddle 0.02 ({kind})"]
+        f"optimizer: weight decay of bias torch 0 ({kind}) vs paddle 0.02 ({kind}) (torch's parameter group 2 of 2 "
+        "(bias))"]
 
 
 

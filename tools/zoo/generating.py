@@ -201,7 +201,7 @@ def main():
     if args.write and not args.only:
         ap.error("--write goes with --only (a whole run writes its rows anyway)")
     from tools import bench_doc
-    from tools.zoo import page, recorded
+    from tools.zoo import families, recorded
     run, start, results = recorded.facts("tools.zoo.generating", sys.argv), time.time(), []
     for family in args.only or LM:
         began = time.time()
@@ -222,7 +222,7 @@ def main():
         measured = bench_doc.finish(run)
         recorded.write(held, *recorded.over_held(held, [{**r, "measured": measured} for r in results],
                                                  time.time() - start, list(LM)))
-        page.write()
+        families.pages()  # the page reads these rows; this module never imports it
         print(f"wrote docs/bench/{recorded.GENERATION_JSON}, docs/zoo.md and docs/bench/zoo.md")
 
 

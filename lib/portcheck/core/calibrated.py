@@ -82,11 +82,18 @@ class Measured(NamedTuple):
     mean: Optional[float] = None
     spread: float = 0.0  # max |torch fp32 - torch fp32 again, moved one ulp, other kernels| (0: not measured)
     spread_by: str = ""  # what that run of torch against itself was, when not its runs moved one ulp
+    # a weight after optimizer steps: max |the two sides' float32 weights each minus its optimizer replayed in float64
+    # on that side's own gradients| (with_optimizers; 0: not measured), what no port's arithmetic can close
+    optimizers: float = 0.0
 
     def own(self, r) -> float:
         """The measured part of the allowance: multiple x torch's own fp32 error, or SPREAD x torch's spread
-        against itself where that is larger."""
-        return max(self.multiple * r.err32, SPREAD * self.spread)
+        against itself where that is larger; and the two optimizers' own float32 error beside it."""
+        return max(self.multiple * r.err32, SPREAD * self.spread) + self.optimizers
+
+    def optimizers_decide(self, r) -> bool:
+        """The row is within its allowance only with the two optimizers' own float32 error in it."""
+        return bool(self.optimizers) and r.max > self._replace(optimizers=0.0).allowed(r)
 
     def allowed(self, r) -> float:
         return self.own(r) + self.floor(r)
@@ -125,6 +132,16 @@ def with_spread(row: KeyResult, spread, by: str = "") -> KeyResult:
     by: what that run was, when not its runs moved one ulp. A row stopped by a problem keeps its rule."""
     if spread is not None and np.isfinite(spread) and spread > 0 and not row.problems:
         row.rule = row.rule._replace(spread=float(spread), spread_by=by)
+    return row
+
+
+def with_optimizers(row: KeyResult, own) -> KeyResult:
+    """The row (a weight after optimizer steps) also allowing the two optimizers' own float32 error there: max over
+    its values of |torch's weight - torch's optimizer replayed in float64 on torch's gradients| + |Paddle's - Paddle's
+    replayed on Paddle's| (gradients/optimizers.replayed_error). An optimizer's settings or a gradient that differs
+    is in its replay too: only the arithmetic is allowed. A row stopped by a problem keeps its rule."""
+    if own is not None and np.isfinite(own) and own > 0 and not row.problems:
+        row.rule = row.rule._replace(optimizers=float(own))
     return row
 
 

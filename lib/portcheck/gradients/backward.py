@@ -34,7 +34,8 @@ from portcheck.gradients.against_itself import (AGAINST_ITSELF, AGAINST_KEYS, MO
 from portcheck.gradients.kinks import (TAKEN, TAKEN_KEY, TAKING, TAKING_KEYS, crossings, near_zero, on_paddles_branch,
                                        take, taking_paddles_side)
 from portcheck.gradients.optimizers import (CYCLES_MOMENTUM, NORM, batch_statistics, biased_variance, by_design_lines,
-                                            cycled_momentum, few_values, norm_counter, optimizer_settings)
+                                            cycled_momentum, few_values, norm_counter, optimizer_settings,
+                                            replayed_error)
 from portcheck.gradients.result import LAST, LOSS_MEAN_BOUND, BackwardReport
 from portcheck.gradients import few_values as few, restarts
 # each step's digests (documented as backward.updates, backward.running_means)
@@ -545,6 +546,10 @@ def judge_backward(torch_record: dict, paddle_record: dict, name_map=None,
         for key in (k for k in torch_record if k.startswith(f"state{i + 1}/")):
             # isolated, a step's tensors come from one step on the same weights: no compounding over steps
             r = row(key, key.partition("/")[2], multiple=calibrated.K_STEP if isolated else calibrated.K_BACKWARD)
+            # the two optimizers' own float32 arithmetic (each replayed in float64 on its run's gradients, where the
+            # records hold the replays: portcheck run's), which no port can close
+            calibrated.with_optimizers(r, replayed_error(torch_record, paddle_record, key,
+                                                         _counterpart(key, mapped, renamed)))
             module = r.name.rpartition(".")[0]
             # over torch's own error alone: the by-design rule first, its rest then judged (torch's spread included)
             own = r.rule._replace(spread=0.0)

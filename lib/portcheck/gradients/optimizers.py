@@ -57,6 +57,36 @@ def optimizer_settings(opt, side) -> dict:
     return {f"{OPTIMIZER}{name}": np.array([float(group[n[paddle]]) for n in names], np.float64)}
 
 
+# A record's key: replayed<i>/<tensor>, the tensor after step i minus the same tensor of the side's optimizer replayed
+# in float64 from the run's starting weights on the run's own float32 gradients, step by step (portcheck.scripts'
+# recorders; float32: a difference): what the optimizer's own float32 arithmetic moved the weight by, measured as
+# torch's own error is (a float32 run against a float64 one of the same computation)
+REPLAYED = "replayed{}/"
+REPLAY_SAID = "each optimizer replayed in float64 on its run's own gradients"
+
+
+def replayed_error(torch_record: dict, paddle_record: dict, key: str, paddle_key: str):
+    """max over the values of |torch's weight - its optimizer's float64 replay| + |Paddle's - its replay| of one
+    weight after step i (key: state<i>/<tensor>, paddle_key its counterpart), or None where either side made none."""
+    head, _, tensor = key.partition("/")
+    step, p_tensor = head[len("state"):], paddle_key.partition("/")[2]
+    own, theirs = torch_record.get(REPLAYED.format(step) + tensor), paddle_record.get(REPLAYED.format(step) + p_tensor)
+    if own is None or theirs is None or np.size(own) != np.size(theirs) or not np.size(own):
+        return None
+    total = np.abs(np.asarray(own, np.float64).reshape(-1)) + np.abs(np.asarray(theirs, np.float64).reshape(-1))
+    return float(np.max(total))
+
+
+def replayed_lines(report) -> list:
+    """A line per weight whose difference is within its rule only with the two optimizers' own float32 error in it
+    (calibrated.with_optimizers), with the bound torch's own error alone sets there, which no port can meet."""
+    rows = [(i, r) for i, step in enumerate(report.steps, 1) for r in step
+            if r.judged and getattr(r.rule, "optimizers", 0.0) and r.rule.optimizers_decide(r)]
+    return [f"training: {r.name} after step {i} differs by {r.max:.3g}, within what the two optimizers' own float32 "
+            f"arithmetic makes there ({r.rule.optimizers:.3g}: {REPLAY_SAID}); torch's own error alone allows "
+            f"{r.rule._replace(optimizers=0.0).allowed(r):.3g}, which no port can meet there" for i, r in rows]
+
+
 CYCLES_MOMENTUM = "cycle_momentum/"  # a torch record's key: its scheduler (the class named) cycles the momentum
 
 

@@ -17,6 +17,7 @@ def same_layout(name, array):
     return name, array
 
 
+TRANSPOSED = "transposed/"  # a record's key: transposed/<torch key>, an empty array: its tensor written [in, out]
 RENAMES = {"running_mean": "_mean", "running_var": "_variance"}  # BatchNorm's statistics, torch -> Paddle
 # why a torch tensor and the Paddle one of its name differ in shape, which no pairing or layout settles
 CONFIGS_DIFFER = ("the two models' configs differ there (a vocabulary, a type_vocab_size, a width); build both from "
@@ -52,6 +53,55 @@ def linear_held(tensors: dict, paddle_kind) -> tuple:
 RULES = {"same": same_layout, "transpose": linear_layout}  # what a user's `layouts` may name
 
 
+def lineage(kind: type) -> list:
+    """A class and its bases, each as itself, its name and its module-qualified name (paddle.compat.nn.Linear, which
+    a JSON file can give), nearest first: a layout declared for a layer applies to its subclasses (paddlenlp's
+    GPTLayerNorm is a LayerNorm), and a subclass pairs as its base layer."""
+    return [key for k in kind.__mro__ for key in (k, k.__name__, f"{k.__module__}.{k.__qualname__}")]
+
+
+def declared_table(extra=None) -> dict:
+    """{key: (None, rule)} of the layouts declared by type or name, the caller's (extra: {module type or class name, of
+    either side: "same" or "transpose"}; a Fused is the columns' business, portcheck.mapping.fused) over
+    the Paddle layer types that hold torch's own layout (held_as_torch: paddle.compat's, known by type). Imports no
+    framework: a Paddle-side script reads it (portcheck.scripts.hooks_paddle)."""
+    # keyed as a caller may key one (paddle.compat.nn.Linear), so a caller's own entry for the type replaces it
+    table = {f"{kind.__module__}.{kind.__qualname__}": (None, rule) for kind, (_, rule) in held_as_torch().items()}
+    for key, how in (extra or {}).items():
+        if isinstance(how, Fused) and isinstance(key, (type, str)):
+            continue  # which columns are which part (portcheck.mapping.fused); the tensors' own rule is the type's
+        if how not in RULES or not isinstance(key, (type, str)):
+            raise PipelineError(f"layouts: {key!r}: {how!r} must be one of {', '.join(map(repr, RULES))}, keyed by a "
+                                "torch or Paddle module type or its class name [PC301]")
+        table[key] = (None, RULES[how])
+    return table
+
+
+def declared(table: dict, paddle_kind):
+    """(None, rule) declared for a Paddle layer type (or a base of it) in `table`, or None: convert takes it before
+    the torch module's own type's, and so does `portcheck run`'s Paddle side."""
+    for key in lineage(paddle_kind) if isinstance(paddle_kind, type) else ():
+        if table.get(key, (0,))[0] is None:
+            return table[key]
+    return None
+
+
+def flipped(record: dict, layers: dict, counterpart, extra=None) -> dict:
+    """{torch key: {its Paddle key}} of the 2-D weights a Paddle layer holds the other way from a torch record's
+    layout (`portcheck run`'s: TRANSPOSED marks what it wrote transposed): the layout declared for the layer's type
+    (declared: paddle.compat.nn.Linear keeps torch's [out, in]; extra, a --layouts entry keyed by a Paddle type), as
+    convert reads it, is not the one the record was written in. layers: {Paddle layer name: its type}; counterpart:
+    a torch key's Paddle key."""
+    table, out = declared_table(extra), {}
+    for key in (k[7:] for k, v in record.items() if k.startswith("state0/") and v.ndim == 2):
+        target = counterpart(key)
+        layer, _, name = target.rpartition(".")
+        rule = declared(table, layers[layer]) if layer in layers else None
+        if rule is not None and (rule[1] is linear_layout and name == "weight") != (f"{TRANSPOSED}{key}" in record):
+            out[key] = {target}
+    return out
+
+
 def layouts_table(extra=None):
     """torch module type -> (Paddle layer type names it may become, tensor rule). Built on first use, so
     that importing this module does not load either framework. extra: the caller's own {module type or its
@@ -83,13 +133,7 @@ def layouts_table(extra=None):
     conv1d = sys.modules.get("transformers.pytorch_utils")
     if conv1d is not None:
         table[conv1d.Conv1D] = (("Linear",), same_layout)
-    for key, how in (extra or {}).items():
-        if isinstance(how, Fused) and isinstance(key, (type, str)):
-            continue  # which columns are which part (portcheck.mapping.fused); the tensors' own rule is the type's
-        if how not in RULES or not isinstance(key, (type, str)):
-            raise PipelineError(f"layouts: {key!r}: {how!r} must be one of {', '.join(map(repr, RULES))}, keyed by a "
-                                "torch or Paddle module type or its class name [PC301]")
-        table[key] = (None, RULES[how])
+    table.update(declared_table(extra))
     return table
 
 
@@ -118,19 +162,10 @@ def held_rule(module, paddle_kind):
     return None
 
 
-def transposed_keys(model) -> set:
-    """The state-dict keys of a Paddle model whose layer holds a Linear's weight in torch's [out, in] where the
-    classic paddle.nn.Linear holds [in, out] (held_as_torch's Linear): what a record written in Paddle's classic
-    layout, as `portcheck run`'s torch side writes its own, holds transposed."""
-    held = held_as_torch()
-    linear = lambda layer: any(held.get(k, ("",))[0] == "Linear" for k in type(layer).__mro__)  # noqa: E731
-    return {f"{name}.weight" if name else "weight" for name, layer in model.named_sublayers(include_self=True)
-            if linear(layer) and getattr(layer, "weight", None) is not None and len(layer.weight.shape) == 2}
-
-
 def from_json(data, said: str = "layouts") -> dict:
     """The layouts `portcheck run --layouts FILE` declares, as the API takes them: a JSON object keyed as any layout
-    is (a module's class name, its last name part or its whole name), each value "same", "transpose" or
+    is (a module's class name, its module-qualified name where the API takes the type itself (paddle.compat.nn.Linear),
+    its last name part or its whole name), each value "same", "transpose" or
     {"fused": [parts], "heads": n, "output": false, "widths": [n, ...]} (Fused's fields). Anything else: PipelineError, one line."""
     if not isinstance(data, dict):
         raise PipelineError(f"{said}: a JSON object is expected ({{\"c_attn\": {{\"fused\": [\"q\", \"k\", \"v\"]}}}}),"

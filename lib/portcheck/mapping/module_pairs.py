@@ -14,10 +14,10 @@ import numpy as np
 from portcheck.core.keys import ROOT, module_of, split_key
 from portcheck.mapping import experts, fused, loose as loose_tensors, pairing
 from portcheck.mapping.alignment import alike
-from portcheck.mapping.layouts import CONFIGS_DIFFER, config_fields, layouts_table
+from portcheck.mapping.layouts import CONFIGS_DIFFER, config_fields, layouts_table, lineage
 from portcheck.mapping.modules import stranded
 from portcheck.mapping.names import named_exist
-from portcheck.mapping.tensors import _kinds, _lineage, _ties, own_tensors
+from portcheck.mapping.tensors import _kinds, _ties, own_tensors
 
 
 class _Shapes(dict):
@@ -164,7 +164,7 @@ def pair_modules(torch_model, paddle_model, name_map=None, inputs=None, layouts=
     left = [(n, m) for n, m in left if n not in frozen]
     table = layouts_table(layouts)
     found = loose_tensors.find(torch_model, paddle_model, modules, [n for n, _ in left if n not in paired.missing],
-                               own_tensors, lambda m: any(k in table for k in _lineage(type(m))))
+                               own_tensors, lambda m: any(k in table for k in lineage(type(m))))
     # a head torch ties to its embedding that the port holds as a bare parameter of its own, by the head's name
     # (paddlenlp's lm_head_weight): filled from the one tensor, the port then training two (compare_backward)
     found.update({k: v for k, v in loose_tensors.find(torch_model, paddle_model, modules, sorted(tied), own_tensors,

@@ -13,7 +13,8 @@ import numpy as np
 from portcheck.core.errors import PipelineError
 from portcheck.mapping import experts, fused
 from portcheck.mapping.fused import Fused
-from portcheck.mapping.layouts import held_rule, layouts_table, linear_held, linear_layout, same_layout
+from portcheck.mapping.layouts import declared, held_rule, layouts_table, lineage, linear_held, linear_layout, \
+    same_layout
 
 
 def _own_ids(module) -> list:
@@ -57,24 +58,18 @@ class Tensor:
         return self.rule is linear_layout and self.name == "weight"
 
 
-def _lineage(kind: type) -> list:
-    """A class and its bases, each as itself then its name, nearest first: a layout declared for a layer applies
-    to its subclasses (paddlenlp's GPTLayerNorm is a LayerNorm), and a subclass pairs as its base layer."""
-    return [key for k in kind.__mro__ for key in (k, k.__name__)]
-
-
 def _rule(table, module, paddle_kind=None, tensors=None):
     """(Paddle types, rule) for a torch module: a layout declared for the Paddle type it pairs with (or a base of
     it) first, then the Paddle type's own where it holds torch's layout (layouts.held_rule: paddle.compat's), then
-    its own type's (or a base's); a type no one declared whose tensors each have at most one axis longer than 1 (a
-    norm's scale; a bias [out, 1]: nothing to transpose) keeps its layout. None when unknown."""
-    for key in _lineage(paddle_kind) if isinstance(paddle_kind, type) else ():
-        if table.get(key, (0,))[0] is None:
-            return table[key]
+    its own type's (or a base's); a type no one declared whose tensors each have at most one axis
+    longer than 1 (a norm's scale; a bias [out, 1]: nothing to transpose) keeps its layout. None when unknown."""
+    rule = declared(table, paddle_kind)
+    if rule is not None:
+        return rule
     held = held_rule(module, paddle_kind)  # a Paddle layer holding torch's own layout (paddle.compat's), by its type
     if held is not None:
         return None, held
-    rule = next((table[key] for key in _lineage(type(module)) if key in table), None)
+    rule = next((table[key] for key in lineage(type(module)) if key in table), None)
     vector, tensors = lambda a: sum(d != 1 for d in a.shape) <= 1, own_tensors(module) if tensors is None else tensors
     if rule is None and all(vector(a) for a in tensors.values()):
         return None, same_layout

@@ -119,32 +119,43 @@ def isolated(run, module, calls: dict, leaves: dict):
 
 def keep(run):
     """The modules the script keeps beside the model, of its structure, that no optimizer holds (an EMA copy, a
-    teacher: kept_modules), found as the first step starts; each step's state recorded as it is when the next
-    starts (after the script's own update of it), KEPT<i>/<name>/<key> in Paddle's layout as the weights are. The
-    other sides start each from torch's (its torch layout, KEPT + "init/"; the torch64 run's widened), paired by
-    name, or one with one."""
+    teacher: kept_modules), found and started as the first step starts (started); each step's state recorded as it
+    is when the next starts (after the script's own update of it), KEPT<i>/<name>/<key> in Paddle's layout as the
+    weights are."""
     from portcheck.gradients.against_itself import KEPT
     if run.step == 0:
         said = {}
-        run.kept = kept_modules(run.fw, run.root, run.called, run.optimizers, said)
-        if run.side == "torch":
-            for name, m in run.kept.items():
-                run.record.update({f"{KEPT}init/{name}/{k}": v for k, v in run.fw.state(m).items()})
-        elif run.given is not None:
-            theirs = sorted({k.split("/")[1] for k in run.given if k.startswith(f"{KEPT}init/")})
-            if len(theirs) == len(run.kept) == 1 and theirs != list(run.kept):
-                run.kept = {theirs[0]: next(iter(run.kept.values()))}  # one with one, whatever its name
-                said = {theirs[0]: next(iter(said.values()))}  # as this script holds it (its own name)
-            for name, m in run.kept.items():
-                prefix = f"{KEPT}init/{name}/" if run.side != "paddle" else f"{KEPT}0/{name}/"
-                init = {k[len(prefix):]: v for k, v in run.given.items() if k.startswith(prefix)}
-                if init:
-                    run.fw.start_kept(m, init, run.side == "torch64")
+        run.kept = started(run, said)
         run.config["kept"] = {name: getattr(m, "kind", type(m).__name__) for name, m in run.kept.items()}
         run.config["kept_as"] = said  # what holds each, and the decay given it (runconfig.kept_named says them)
     for name, m in run.kept.items():
         run.record.update({f"{KEPT}{run.step}/{name}/{k}": v
                             for k, v in run.fw.paddle_layout_state(m).items()})
+
+
+def started(run, said: dict) -> dict:
+    """{name: module} of the modules kept beside the model (kept_modules; said filled as it fills it), the torch
+    side's initial state recorded (its torch layout, KEPT + "init/"), every other run's (--full's too) started from
+    torch's, paired by name, or one with one: a torch run from that state (the float64 run's widened), a Paddle run
+    from its Paddle layout (KEPT + "0/"), each tensor placed as the model's."""
+    from portcheck.gradients.against_itself import KEPT
+    kept = kept_modules(run.fw, run.root, run.called, run.optimizers, said)
+    if run.side == "torch":
+        for name, m in kept.items():
+            run.record.update({f"{KEPT}init/{name}/{k}": v for k, v in run.fw.state(m).items()})
+    elif run.given is not None:
+        theirs = sorted({k.split("/")[1] for k in run.given if k.startswith(f"{KEPT}init/")})
+        if len(theirs) == len(kept) == 1 and theirs != list(kept):
+            kept = {theirs[0]: next(iter(kept.values()))}  # one with one, whatever its name
+            mine = next(iter(said.values()), None)
+            said.clear()
+            said.update({theirs[0]: mine} if mine is not None else {})  # as this script holds it (its own name)
+        for name, m in kept.items():
+            prefix = f"{KEPT}init/{name}/" if run.fw.framework != "paddle" else f"{KEPT}0/{name}/"
+            init = {k[len(prefix):]: v for k, v in run.given.items() if k.startswith(prefix)}
+            if init:
+                run.fw.start_kept(m, init, run.side == "torch64")
+    return kept
 
 
 def kept_modules(fw, root, called, optimizers, said: dict = None) -> dict:

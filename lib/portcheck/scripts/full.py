@@ -9,7 +9,7 @@ import sys
 import numpy as np
 
 from portcheck.scripts.arguments import to_numpy
-from portcheck.scripts.first_call import by_keys, call_arguments
+from portcheck.scripts.first_call import by_keys, call_arguments, started
 from portcheck.scripts.recorder import Run, flushed
 from portcheck.scripts.side_files import INIT, STATUS, STOPPED_EXIT, write_text
 
@@ -29,6 +29,8 @@ class Full(Run):
         self.log, self.metric = TrainingLog(), re.compile(settings.get("metric") or METRIC)
         self.framework, self.target, self.lr, self.weights = settings["framework"], None, None, ""
         self.batches = []  # each step's batch fingerprint, the data order it binds (never Run.order: the sampler hook)
+        self.started = False  # the modules kept beside the model started from torch's (before_step)
+        self.evaluated = None  # the module the last evaluation called (module_call): its modes logged with it
         self.lines = Lines(self.read)
         stdout = sys.stdout
 
@@ -54,8 +56,8 @@ class Full(Run):
             flushed()
             os._exit(STOPPED_EXIT)
         if found:
-            try:
-                self.log.evaluate(found)
+            try:  # the modes of what the evaluation called: the model, or a copy kept beside it (an EMA)
+                self.log.evaluate(found, model=self.evaluated if self.evaluated is not None else self.root)
             except Exception:  # noqa: BLE001 - a line naming other metrics than the first: not an evaluation
                 pass
 
@@ -78,6 +80,14 @@ class Full(Run):
         finally:
             self.depth -= 1
 
+    def module_call(self, module, call, args, kwargs):
+        """A call of the model, or of a module kept beside it, in eval mode or with gradients off, outside any other
+        call: an evaluation, whose modes the next metric read is logged with (read)."""
+        if self.root is not None and not self.depth and (module is self.called or any(
+                module is m for m in self.kept.values())) and (not module.training or not self.fw.grad_enabled()):
+            self.evaluated = module
+        return super().module_call(module, call, args, kwargs)
+
     def _root_call(self, module, call, args, kwargs):
         return self._inner(call, args, kwargs)
 
@@ -95,6 +105,8 @@ class Full(Run):
 
     def before_step(self, optimizer):
         if self.root is not None:
+            if not self.started:  # what the script keeps beside the model (an EMA copy) starts as the model did
+                self.started, self.kept = True, started(self, {})
             self.lr = self.fw.lr(optimizer)
 
     def after_step(self, optimizer):

@@ -13,9 +13,8 @@ import random
 import numpy as np
 
 from portcheck.mapping import fused, settings
-from portcheck.mapping.layouts import transposed_keys
-from portcheck.scripts.wrapping import LOSSES, LOSS_CLASSES, SharedSide, loss_wrapper, registering, sampling, seeded, \
-    stepped_ahead, ties, wrap_framework
+from portcheck.scripts.wrapping import LOSSES, LOSS_CLASSES, SharedSide, clipping, loss_wrapper, registering, sampling, \
+    seeded, stepped_ahead, ties, wrap_framework
 
 
 class PaddleSide(SharedSide):
@@ -26,6 +25,7 @@ class PaddleSide(SharedSide):
 
         import paddle
         self.paddle, self.placed, self.joins = paddle, {}, {}  # joins: a fused module's tensors' parts (_join)
+        self.flipped = set()  # Paddle keys held transposed from the torch record's layout (_flips)
         self.standins, self.standins_error = "", ""  # the CPU stand-ins' line (install), or why they were not
         self.split = None  # a model split in tensor parallel: its rank (_split)
         self.loaders = weakref.WeakSet()  # the DataLoader iterators running workers (end_workers)
@@ -83,7 +83,7 @@ class PaddleSide(SharedSide):
         from portcheck.core.errors import PipelineError
         split = self._split(model)
         from portcheck.gradients.backward import _counterpart, renames
-        from portcheck.mapping.layouts import CONFIGS_DIFFER
+        from portcheck.mapping.layouts import CONFIGS_DIFFER, flipped
         from portcheck.mapping.state import names_of_one_tensor
         from portcheck.forward.outputs import counterparts
         from portcheck.mapping.trace import Recorder, call, eval_mode
@@ -117,7 +117,6 @@ class PaddleSide(SharedSide):
         except PipelineError as e:
             raise self.run.refuse(f"its model does not pair with the torch model's: {e}")
         params = model.state_dict() if split is None else split.full_params()
-        flipped = transposed_keys(model)  # held as torch holds them: placed in Paddle's classic layout (set_state)
         state, problems, placed, said = {}, [], {}, set()  # said: Paddle keys a problem names already
         tied, missing, unplaced = ties(given), [], []
         ran = lambda trace: {module_of(split_key(k)[1]) for k in trace if k.startswith("out/")}
@@ -143,6 +142,9 @@ class PaddleSide(SharedSide):
         squares = [line for name, line in loose.square_held(given, paddle_trace, modules).items() if name in torch_ran]
         if squares:
             raise self.run.refuse(squares[0])
+        layers = {name: type(layer) for name, layer in model.named_sublayers(include_self=True)}
+        flips = flipped(given, layers, lambda key: _counterpart(f"w/{key}", modules, renamed).partition("/")[2],
+                        self.run.layouts)
         for key in (k for k in given if k.startswith("state0/")):
             target = _counterpart(key, modules, renamed).partition("/")[2]
             if target not in params and module(module(target)) in specs:
@@ -161,13 +163,16 @@ class PaddleSide(SharedSide):
                 if like is not None:
                     said.add(key[7:])
                 continue
-            value, want = given[key], tuple(params[target].shape)[::-1 if target in flipped else 1]
+            value, want = given[key], params[target]
+            flip = target in flips.get(key[7:], ())  # held the other way: set_state transposes it
             # 0-d against [1], axes merged, a bare [out, in] against a Linear: the same values (judge_run's shapes)
-            fits = loose.as_held(value, want, transposed=renamed.get(key[7:], "").startswith("/"))
+            fits = loose.as_held(value.T if flip else value, tuple(want.shape),
+                                 transposed=renamed.get(key[7:], "").startswith("/"))
             if fits is None:
-                problems.append(f"torch {key[7:]} {list(value.shape)} vs Paddle {target} {list(want)}")
-            state[target], placed[key[7:]] = value if fits is None else fits, target
+                problems.append(f"torch {key[7:]} {list(value.shape)} vs Paddle {target} {list(want.shape)}")
+            state[target], placed[key[7:]] = value if fits is None or flip else fits, target
         self.joins.clear()
+        self.flipped = {target for found in flips.values() for target in found}
         problems += self._join(specs, parts, params, state, {p: t for t, p in placed.items() if p in parts}, said)
         for name in missing:  # a tied name filled through another (the name its tie's module is paired under)
             mates = {tied.get(name, name), *(a for a, f in tied.items() if f == tied.get(name, name))} - {name}
@@ -331,10 +336,10 @@ class PaddleSide(SharedSide):
         return {k: state[p] for k, p in placed.items()}
 
     def set_state(self, model, state: dict):
-        """state: {key: value in Paddle's classic layout} (a paddle.compat Linear's weight given [in, out])."""
-        params, flipped = model.state_dict(), transposed_keys(model)
+        """state in the record's layout: a weight held the other way (self.flipped) set transposed."""
+        params = model.state_dict()
         for k, v in state.items():
-            v = np.ascontiguousarray(v.T) if k in flipped else v
+            v = v.T if k in self.flipped else v
             params[k].set_value(v.astype(params[k].numpy().dtype, copy=False))
 
     def layout_keys(self, module) -> dict:
@@ -346,32 +351,38 @@ class PaddleSide(SharedSide):
                 **(split.full_modules() if split else {})}
 
     def paddle_layout_state(self, module) -> dict:
-        """Each tensor in Paddle's classic layout, as the torch side writes its own: a layer holding torch's [out, in]
-        (paddle.compat.nn.Linear, PaConvert's) read transposed."""
-        flipped = transposed_keys(module)
-        return {k: np.array(v.numpy().T if k in flipped else v.numpy(), copy=True) for k, v in module.state_dict().items()}
+        """The state in the record's layout (a weight held the other way, self.flipped, transposed back)."""
+        return {k: np.array(v.numpy().T if k in self.flipped else v.numpy(), copy=True)
+                for k, v in module.state_dict().items()}
 
     def grads(self, module) -> dict:
         from portcheck.gradients.backward import _paddle_grads
-        flipped = transposed_keys(module)
-        return {k: np.ascontiguousarray(v.T) if k in flipped else v for k, v in _paddle_grads(module).items()}
+        return {k: np.ascontiguousarray(v.T) if k in self.flipped else v for k, v in _paddle_grads(module).items()}
 
     def norms(self) -> dict:
         return {}
 
+    def multiple(self, optimizer) -> float:
+        """The lr multiple of the model's first trained parameter the optimizer holds (a parameter group's
+        learning_rate, a ParamAttr's): the step's lr is that parameter's, as torch's is its group's."""
+        held, root = self.held_parameters([optimizer]), getattr(self.run, "root", None)
+        first = next((p for p in (root.parameters() if root is not None else ())
+                      if not p.stop_gradient and id(p) in held), None)
+        return float((getattr(first, "optimize_attr", None) or {}).get("learning_rate", 1.0))
+
     def lr(self, optimizer) -> float:
-        return float(optimizer.get_lr())
+        return float(optimizer.get_lr()) * self.multiple(optimizer)
 
     def lr_ahead(self, optimizer, schedulers, steps: int):
         """TorchSide.lr_ahead's: a Paddle optimizer holds its schedule, which holds no parameter: copied whole."""
         import copy
-        schedule = optimizer._learning_rate
+        schedule, multiple = optimizer._learning_rate, self.multiple(optimizer)
         if not isinstance(schedule, self.paddle.optimizer.lr.LRScheduler):
-            return [float(schedule)] * steps
+            return [float(schedule) * multiple] * steps
         if isinstance(schedule, self.paddle.optimizer.lr.ReduceOnPlateau):
             return "stepped on a metric"
         schedule = copy.deepcopy(schedule)
-        return stepped_ahead(schedule.step, schedule, steps)
+        return stepped_ahead(schedule.step, lambda: schedule() * multiple, steps)
 
     def named_modules(self, model):
         return model.named_sublayers(include_self=True)
@@ -412,7 +423,16 @@ class PaddleSide(SharedSide):
         family = type(opt).__name__.lower()
         family = {"momentum": "sgd+momentum"}.get(family, family)
         rate = opt._learning_rate
-        out = {"family": family, "lr": float(getattr(rate, "base_lr", rate))}
+        base = float(getattr(rate, "base_lr", rate))
+        out = {"family": family, "lr": base * self.multiple(opt)}
+        # each parameter's lr (a group's learning_rate is a multiple of the optimizer's), and the "lr" a dict group
+        # gives, which Paddle ignores (PaConvert passes torch's group key through): runconfig.groups
+        held = self.held_parameters([opt])
+        out["lrs"] = {k: base * float((p.optimize_attr or {}).get("learning_rate", 1.0))
+                      for k, p in model.named_parameters() if id(p) in held}
+        ignored = {id(q): g["lr"] for g in getattr(opt, "_param_groups", None) or () if isinstance(g, dict)
+                   and isinstance(g.get("lr"), (int, float)) for q in g.get("params", ())}
+        out["ignored_lr"] = {k: float(ignored[id(p)]) for k, p in model.named_parameters() if id(p) in ignored}
         if hasattr(opt, "_beta1"):
             out["betas"] = [float(opt._beta1), float(opt._beta2)]
         if hasattr(opt, "_epsilon"):
@@ -421,6 +441,9 @@ class PaddleSide(SharedSide):
             out["momentum"], out["nesterov"] = float(opt._momentum), bool(opt._use_nesterov)
         if hasattr(opt, "_amsgrad"):
             out["amsgrad"] = bool(opt._amsgrad)
+        for key, mine in (("etas", "_etas"), ("step_sizes", "_learning_rate_range")):  # Rprop's, a list of one pair
+            if getattr(opt, mine, None):
+                out[key] = [float(b) for b in getattr(opt, mine)[0]]
         # dict parameter groups: each group's own settings (AdamW's weight_decay, a float; Momentum's L2 decay as
         # regularization_method and _coeff, a float or L2Decay taken into its update), the optimizer's otherwise
         groups = {id(q): g for g in getattr(opt, "_param_groups", None) or () if isinstance(g, dict)
@@ -449,9 +472,14 @@ class PaddleSide(SharedSide):
         if clip is not None:
             kind = {"ClipGradByGlobalNorm": "global_norm", "ClipGradByNorm": "norm (each parameter)",
                     "ClipGradByValue": "value"}.get(type(clip).__name__, type(clip).__name__)
-            self.run.clip(kind, getattr(clip, "clip_norm", getattr(clip, "max", float("nan"))),
-                          [key for key, p in model.named_parameters()  # Paddle's clip skips need_clip=False
-                           if id(p) in held and not p.stop_gradient and getattr(p, "need_clip", True)])
+            clipped = lambda p: id(p) in held and not p.stop_gradient and getattr(p, "need_clip", True)
+            names = {id(p): key for key, p in model.named_parameters() if clipped(p)}  # need_clip=False: skipped
+            # with parameter groups Paddle clips each group by a norm of its own (torch's clip_grad_norm_: one norm)
+            dicts = [g for g in getattr(opt, "_param_groups", None) or () if isinstance(g, dict)]
+            groups = [[names[id(q)] for q in g.get("params", ()) if id(q) in names] for g in dicts] \
+                if kind == "global_norm" and len(dicts) > 1 else None
+            self.run.clip(kind, getattr(clip, "clip_norm", getattr(clip, "max", float("nan"))), list(names.values()),
+                          groups)
         return out
 
     def trainer_config(self, trainer) -> dict:
@@ -519,6 +547,7 @@ class PaddleSide(SharedSide):
             raise run.refuse("it compiles its model (paddle.jit.to_static): run it in dynamic mode for the check "
                              "[PC829]")
         paddle.jit.to_static = to_static
+        clipping(run, paddle.nn.utils, paddle.Tensor, lambda p: not p.stop_gradient)
         for where, name in ((paddle, "seed"), (np.random, "seed"), (random, "seed")):
             seeded(run, where, name, f"{where.__name__}.{name}")
         # the samplers that shuffle draw the torch side's indices (Run.order): DataLoader(shuffle=True)'s and

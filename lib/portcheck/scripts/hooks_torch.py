@@ -10,8 +10,8 @@ import random
 import numpy as np
 
 from portcheck.mapping import settings
-from portcheck.scripts.wrapping import LOSS_CLASSES, TIED, SharedSide, loss_wrapper, registering, sampling, seeded, \
-    stepped_ahead, wrap_framework
+from portcheck.scripts.wrapping import LOSS_CLASSES, TIED, SharedSide, clipping, loss_wrapper, registering, sampling, \
+    seeded, stepped_ahead, wrap_framework
 
 
 class TorchSide(SharedSide):
@@ -48,6 +48,19 @@ class TorchSide(SharedSide):
         if isinstance(module, self.torch.nn.parallel.DistributedDataParallel):
             return {"type": type(module).__name__, "broadcast_buffers": bool(module.broadcast_buffers)}
         return None
+
+    def cast(self, value, wide: bool):
+        """value's floating tensors (in tuples, lists, dicts) in float64 (wide) or float32: the float64 run's
+        evaluations (recorder.Run._evaluation)."""
+        torch = self.torch
+        if isinstance(value, torch.Tensor):
+            return (value.double() if wide else value.float()) if value.is_floating_point() and \
+                value.dtype in (torch.float32, torch.float64) else value
+        if isinstance(value, (tuple, list)) and type(value) in (tuple, list):
+            return type(value)(self.cast(v, wide) for v in value)
+        if isinstance(value, dict) and type(value) is dict:
+            return {k: self.cast(v, wide) for k, v in value.items()}
+        return value
 
     def to_tensor(self, array):
         return self.torch.from_numpy(np.array(array))
@@ -95,6 +108,7 @@ class TorchSide(SharedSide):
         from portcheck.gradients.backward import RENAMED
         from portcheck.gradients.optimizers import norm_counter
         from portcheck.mapping.tensors import torch_layouts
+        from portcheck.mapping.layouts import TRANSPOSED
         from portcheck.core.errors import PipelineError
         given = getattr(self.run, "layouts", None) or {}  # --layouts FILE's (recorder.Run)
         layouts = {**self.packed(module, given), **given}
@@ -107,6 +121,9 @@ class TorchSide(SharedSide):
         # each fused or packed module's parts, which the Paddle side pairs and fills (fused.mark): after describe's keys
         return {**{f"{RENAMED}{k}/{t.paddle_name}": np.zeros(0, np.float32) for k, t in self.layouts.items()
                    if t.paddle_name != t.name},
+                # which tensors are written transposed: a Paddle layer keeping torch's layout (declared for its type,
+                # layouts.declared) is started and read the other way (hooks_paddle.start_from_torch)
+                **{f"{TRANSPOSED}{k}": np.zeros(0, np.float32) for k, t in self.layouts.items() if t.transposed},
                 **{f"{TIED}{k}/{t.tie}": np.zeros(0, np.float32) for k, t in self.layouts.items()
                    if t.tie and t.tie != k},
                 **fused.mark({}, fused.specs(module, layouts), module)}
@@ -136,8 +153,16 @@ class TorchSide(SharedSide):
     def norms(self) -> dict:
         return self.counter() if self.counter else {}
 
+    def first_group(self, optimizer) -> int:
+        """The parameter group holding the model's first trained parameter the optimizer holds (0 where none): its
+        lr is the step's, as the Paddle side's is that parameter's (hooks_paddle.multiple)."""
+        where = {id(p): i for i, g in enumerate(optimizer.param_groups) for p in g["params"]}
+        root = getattr(self.run, "root", None)
+        return next((where[id(p)] for p in (root.parameters() if root is not None else ())
+                     if p.requires_grad and id(p) in where), 0)
+
     def lr(self, optimizer) -> float:
-        return float(optimizer.param_groups[0]["lr"])
+        return float(optimizer.param_groups[self.first_group(optimizer)]["lr"])
 
     def lr_ahead(self, optimizer, schedulers, steps: int):
         """[the lr after each of `steps` more steps of the optimizer's schedule], stepped on a copy whose optimizer
@@ -156,7 +181,8 @@ class TorchSide(SharedSide):
         copies = copy.deepcopy(mine, {id(optimizer): stand_in})
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            return stepped_ahead(lambda: [s.step() for s in copies], lambda: stand_in.param_groups[0]["lr"], steps)
+            group = self.first_group(optimizer)
+            return stepped_ahead(lambda: [s.step() for s in copies], lambda: stand_in.param_groups[group]["lr"], steps)
 
     def named_modules(self, model):
         return model.named_modules()
@@ -188,13 +214,17 @@ class TorchSide(SharedSide):
     def optimizer_config(self, opt, model) -> dict:
         names = {id(p): n for n, p in model.named_parameters()}
         family = type(opt).__name__.lower()
-        g = opt.param_groups[0]
+        g = opt.param_groups[self.first_group(opt)]
         if family == "sgd" and g.get("momentum"):
             family = "sgd+momentum"
         out = {"family": family, "lr": float(g.get("initial_lr", g["lr"]))}
-        for key in ("betas", "eps", "momentum", "nesterov", "amsgrad"):
+        # each parameter group's parameters and lr, compared group by group (runconfig.groups)
+        out["groups"] = [[names[id(p)] for p in group["params"] if id(p) in names] for group in opt.param_groups]
+        out["lrs"] = {names[id(p)]: float(group.get("initial_lr", group["lr"]))
+                      for group in opt.param_groups for p in group["params"] if id(p) in names}
+        for key in ("betas", "eps", "momentum", "nesterov", "amsgrad", "etas", "step_sizes"):
             if key in g and (key not in ("momentum", "nesterov") or family == "sgd+momentum"):  # Paddle's SGD has none
-                out[key] = [float(b) for b in g[key]] if key == "betas" else g[key]
+                out[key] = [float(b) for b in g[key]] if key in ("betas", "etas", "step_sizes") else g[key]
         decoupled = family == "adamw"
         out["weight_decay"] = {names[id(p)]: [float(group.get("weight_decay", 0.0)),
                                               "decoupled" if decoupled else "L2"]
@@ -229,6 +259,14 @@ class TorchSide(SharedSide):
             scheduler_init(sched, *args, **kwargs)
             run.scheduler(sched)
         torch.optim.lr_scheduler.LRScheduler.__init__ = scheduler
+        plateau = torch.optim.lr_scheduler.ReduceLROnPlateau
+        plateau_init = plateau.__init__  # its own, not calling LRScheduler's: a schedule stepped on a metric
+
+        @functools.wraps(plateau_init)
+        def on_metric(sched, *args, **kwargs):
+            plateau_init(sched, *args, **kwargs)
+            run.scheduler(sched)
+        plateau.__init__ = on_metric
         if self.float64:  # DDP's reducer averages gradients of its model's dtype when built: widened before it
             ddp = torch.nn.parallel.DistributedDataParallel
             ddp_init = ddp.__init__
@@ -241,28 +279,7 @@ class TorchSide(SharedSide):
         register_optimizer_step_post_hook(lambda opt, args, kwargs: run.after_step(opt))
 
 
-        norm = torch.nn.utils.clip_grad_norm_
-
-        def scope(parameters) -> tuple:  # (the parameters, a generator read once, and the root's it clips)
-            given = [parameters] if isinstance(parameters, torch.Tensor) else list(parameters)
-            ids = {id(p) for p in given}
-            return given, None if run.root is None else [n for n, p in run.root.named_parameters()
-                                                         if id(p) in ids and p.requires_grad]
-
-        @functools.wraps(norm)
-        def clip_norm(parameters, max_norm, norm_type=2.0, *args, **kwargs):
-            parameters, names = scope(parameters)
-            run.clip("global_norm" if float(norm_type) == 2.0 else f"global_norm (norm {norm_type})", max_norm, names)
-            return norm(parameters, max_norm, norm_type, *args, **kwargs)
-        value = torch.nn.utils.clip_grad_value_
-
-        @functools.wraps(value)
-        def clip_value(parameters, clip_value, *args, **kwargs):
-            parameters, names = scope(parameters)
-            run.clip("value", clip_value, names)
-            return value(parameters, clip_value, *args, **kwargs)
-        torch.nn.utils.clip_grad_norm_ = torch.nn.utils.clip_grad.clip_grad_norm_ = clip_norm
-        torch.nn.utils.clip_grad_value_ = torch.nn.utils.clip_grad.clip_grad_value_ = clip_value
+        clipping(run, torch.nn.utils, torch.Tensor, lambda p: p.requires_grad)
 
         def compile_(*args, **kwargs):
             raise run.refuse("it compiles its model (torch.compile): run it uncompiled for the check [PC828]")

@@ -23,6 +23,7 @@ from portcheck.forward.twin import F64
 from portcheck.gradients.against_itself import KEPT, MOVED, RUNNING, against_itself, spread_of
 from portcheck.gradients.backward import _counterpart, judged, renames
 from portcheck.gradients.kinks import crossing_lines
+from portcheck.gradients.optimizers import replayed_lines
 from portcheck.mapping import fused, loose
 from portcheck.pipeline import bound_page, handin, kink_files
 from portcheck.pipeline import data as data_pairs
@@ -296,6 +297,8 @@ def judge(out: Path, statuses: dict, steps: int, rank: int = 0, again=None, seal
                           else "; ".join(cannot) if cannot
                           else f"RED, the runs part at {getattr(where, 'both', where)} [PC835]" if where
                           else f"RED: {unplaced} [PC836]"))
+    for line in replayed_lines(report):
+        print(f"  ({line})")
     if report.crossed and (report.on_branch or report.taken or not report.passed):  # as report.table() says them
         lines = crossing_lines(report.crossed, report.on_branch, report.taken, report.first_diverging or "")
         print("".join(f"  ({line})\n" for line in lines), end="")

@@ -103,6 +103,7 @@ class Run:
         self.conventions = {}  # the Paddle side's arguments its script computes in its own convention (_first_call)
         self.schedulers = []  # torch's lr schedulers as built (a Paddle optimizer holds its own): Run.scheduler
         self.crossed = []  # the taking side's: the values whose side of 0 it takes Paddle's (backward.Crossing)
+        self.replays, self.replaying = {}, False  # each optimizer's float64 twin, and whether one steps (replay)
         self.plain = self.side == "plain"  # tools/bench_run.py: the script's own first N steps, nothing recorded
         self.pid = os.getpid()  # the script's own process: a child forked from it (a DataLoader worker) writes nothing
         if self.side not in ("torch", "plain"):
@@ -130,6 +131,9 @@ class Run:
         if inner:
             module.dropout = 0.0
         try:
+            if self.side == "torch64" and self._evaluation(module):  # the float64 model on the script's float32 data
+                return self.fw.cast(self._module_call(module, call, self.fw.cast(args, True),
+                                                      self.fw.cast(kwargs, True)), False)
             return self._module_call(module, call, args, kwargs)
         finally:
             if inner:
@@ -172,6 +176,13 @@ class Run:
             return self._root_call(self.root, call, args, kwargs)
         finally:
             self.in_root -= 1
+
+    def _evaluation(self, module) -> bool:
+        """A call of the model, or of a module kept beside it (widened on the float64 side), in eval mode or with
+        gradients off, outside any other call: the script's evaluation, given its inputs in float64 there and its
+        outputs back in float32, as its own metric code expects them."""
+        return self.root is not None and not self.depth and (not module.training or not self.fw.grad_enabled()) \
+            and (module is self.called or any(module is m for m in self.kept.values()))
 
     def _optimized(self, module) -> bool:
         """An optimizer holds a parameter of the module that takes a gradient: the model a script trains, all of it
@@ -347,10 +358,13 @@ class Run:
             self.record.update({f"grad/{k}": v for k, v in self.fw.grads(self.root).items()})
 
     def before_step(self, optimizer):
-        if self.root is None or self.done or self.plain:
+        if self.root is None or self.done or self.plain or self.replaying:
             return
         if any(o is optimizer for o in self.stepped):  # stepped twice: the step ended with the optimizers that did
             self._close_step()
+        if self.side in NEAR_SIDES:
+            from portcheck.scripts.replay import stepped
+            stepped(self, optimizer)
         if self.stepped:  # another optimizer over another part of the model, in the same step
             if self.step == 0:
                 self.config["optimizers"].append(self.fw.optimizer_config(optimizer, self.root))
@@ -368,6 +382,8 @@ class Run:
         self.record[f"lr/{self.step}"] = np.array([self.fw.lr(optimizer)], dtype=np.float64)
 
     def after_step(self, optimizer):
+        if self.replaying:
+            return
         if self.plain and self.step + 1 >= self.steps:
             self.fw.end_workers()
             os._exit(0)
@@ -384,6 +400,9 @@ class Run:
         self.stepped = []
         self.step += 1
         self.record.update({f"state{self.step}/{k}": v for k, v in self.fw.paddle_layout_state(self.root).items()})
+        if any(self.replays.values()):  # each weight minus its optimizer's float64 replay
+            from portcheck.scripts.replay import recorded
+            recorded(self)
         self.config["accumulation"]["forward"].append(self.forwards)
         self.config["accumulation"]["backward"].append(self.backwards)
         self.loss, self.forwards, self.backwards = None, 0, 0
@@ -394,17 +413,21 @@ class Run:
         """A torch lr scheduler built: one that cycles its optimizer's momentum is named in the configuration under
         the key record_backward gives it (backward.CYCLES_MOMENTUM), whose one line runconfig says."""
         from portcheck.gradients.optimizers import CYCLES_MOMENTUM
+        if any(s is sched for s in self.schedulers):
+            return
         self.schedulers.append(sched)
         if getattr(sched, "cycle_momentum", False):
             self.config[CYCLES_MOMENTUM + type(sched).__name__] = True
 
-    def clip(self, kind, bound, scope=None):
-        """The first clipping of the steps; scope: the names of the root's trainable parameters it clips (torch's
-        clip_grad_norm_'s given, Paddle's optimizer's held but need_clip=False), runconfig.clip_scope's."""
+    def clip(self, kind, bound, scope=None, groups=None):
+        """The first clipping of the steps; scope: the root's trainable parameters it clips (runconfig.clip_scope);
+        groups: [[names]] each clipped by its own norm (runconfig.clip_groups), None: one norm over the scope."""
         if self.config["clip"] is None and self.root is not None:
             self.config["clip"] = {"kind": kind, "bound": float(bound)}
             if scope is not None:
                 self.config["clip_scope"] = list(scope)
+            if groups is not None:
+                self.config["clip_groups"] = [list(g) for g in groups]
 
     # ------------------------------------------------------------------ the end
     def refuse(self, why: str) -> Refused:

@@ -40,6 +40,11 @@ TRAINER = {
 }
 
 
+# an optimizer's settings, in torch's names (recorders' optimizer_config; Rprop's step_sizes: Paddle's
+# learning_rate_range)
+SETTINGS = ("family", "lr", "betas", "eps", "momentum", "nesterov", "amsgrad", "etas", "step_sizes")
+
+
 def _same(a, b) -> bool:
     if isinstance(a, (int, float)) and isinstance(b, (int, float)) and not isinstance(a, bool):
         return math.isclose(a, b, rel_tol=1e-6, abs_tol=1e-12)
@@ -76,7 +81,10 @@ def differences(torch_config: dict, paddle_config: dict, modules: dict, renamed:
     elif t.get("family") == p.get("family"):  # another pair of one name that no setting makes the same
         out += [f"optimizer: {rule}" for pair, (rule, _) in BY_DESIGN.items()
                 if pair[0].rsplit(".", 1)[-1].lower() == t.get("family") == pair[1].rsplit(".", 1)[-1].lower()]
-    for key in ("family", "lr", "betas", "eps", "momentum", "nesterov", "amsgrad"):
+    grouped = len(t.get("groups") or ()) > 1  # each group's lr said by groups()
+    for key in SETTINGS:
+        if key == "lr" and grouped:
+            continue
         if (key in t or key in p) and not _same(t.get(key), p.get(key)) and not (rmsprop and key == "eps"):
             out.append(f"optimizer: {key} torch {_said(t.get(key))} vs paddle {_said(p.get(key))}")
     # several optimizers, each over a part of the model (recorder's Run.before_step): each compared in the order
@@ -86,25 +94,18 @@ def differences(torch_config: dict, paddle_config: dict, modules: dict, renamed:
         out.append(f"optimizers: torch {len(ts)} vs paddle {len(ps)} stepping the model's parameters each step")
     for i, (a, b) in enumerate(zip(ts[1:], ps[1:]), 2):
         out += [f"optimizer {i} (in the order they step): {key} torch {_said(a.get(key))} vs paddle "
-                f"{_said(b.get(key))}" for key in ("family", "lr", "betas", "eps", "momentum", "nesterov", "amsgrad")
+                f"{_said(b.get(key))}" for key in SETTINGS
                 if (key in a or key in b) and not _same(a.get(key), b.get(key))]
     decays = lambda held: {k: v for o in held for k, v in (o.get("weight_decay") or {}).items()}
-    decay = []
-    for key, (value, kind) in decays(ts).items():
-        target = _counterpart(f"w/{key}", modules, renamed).partition("/")[2]
-        other = decays(ps).get(target)
-        if other is None:
-            continue
-        if not _same(value, other[0]) or (value and kind != other[1]):
-            decay.append(f"{key} torch {value:g} ({kind}) vs paddle {other[0]:g} ({other[1]})")
-    if decay:
-        out.append(f"optimizer: weight decay of {decay[0]}" + (f" (and {len(decay) - 1} more parameter(s))"
-                                                                 if len(decay) > 1 else ""))
+    out += groups(ts, ps, modules, renamed, decays)
     tc, pc = torch_config.get("clip"), paddle_config.get("clip")
     if not _same(tc, pc):
         shown = lambda c: f"{c['kind']} {c['bound']:g}" if c else "none"
         out.append(f"gradient clipping: torch {shown(tc)} vs paddle {shown(pc)}")
     line = clip_scope(torch_config, paddle_config, modules, renamed, decays(ts), decays(ps)) if tc and pc else None
+    if line:
+        out.append(line)
+    line = clip_groups(torch_config, paddle_config, modules, renamed) if tc and pc and _same(tc, pc) else None
     if line:
         out.append(line)
     line = accumulation(torch_config, paddle_config)
@@ -152,6 +153,49 @@ def differences(torch_config: dict, paddle_config: dict, modules: dict, renamed:
         out += ahead(torch_config.get("ahead"), paddle_config.get("ahead"))
     # the torch recorder names such a scheduler under record_backward's key (recorder.Run.scheduler): its one line
     out += [f"scheduler: {line}" for line in cycled_momentum(torch_config)]
+    return out
+
+
+IGNORED_LR = ("paddle's parameter group gives \"lr\" {given:g}, which paddle.optimizer ignores: a group's lr there is "
+              "\"learning_rate\", a multiple of the optimizer's ({multiple:g} here)")
+
+
+def groups(ts: list, ps: list, modules: dict, renamed: dict, decays) -> list:
+    """The lines of each torch parameter group (each optimizer's, recorder's optimizer_config "groups"; one group
+    where none are recorded) whose lr or weight decay differs from Paddle's for its parameters, paired as the weights
+    are: the lr of its first parameter that differs (a Paddle group's "lr", which Paddle ignores, named), the weight
+    decay of its first that differs and how many more. Named by group where torch has several."""
+    out, p_lrs, p_ignored = [], {}, {}
+    for o in ps:
+        p_lrs.update(o.get("lrs") or {})
+        p_ignored.update(o.get("ignored_lr") or {})
+    p_decay, t_decay = decays(ps), decays(ts)
+    p_base = ps[0].get("lr") if ps else None
+    target = lambda key: _counterpart(f"w/{key}", modules, renamed).partition("/")[2]
+    for o in ts:
+        held = o.get("groups") or [list((o.get("weight_decay") or {}))]
+        for i, names in enumerate(held, 1):
+            which = f"torch's parameter group {i} of {len(held)} ({', '.join(names[:3])}" + \
+                (f" and {len(names) - 3} more)" if len(names) > 3 else ")") if len(held) > 1 else ""
+            lrs = o.get("lrs") or {}
+            parted = next((k for k in names if k in lrs and target(k) in p_lrs
+                           and not _same(lrs[k], p_lrs[target(k)])), None) if len(held) > 1 else None
+            if parted is not None:
+                given = p_ignored.get(target(parted))
+                why = "" if given is None or not p_base else \
+                    f" ({IGNORED_LR.format(given=given, multiple=p_lrs[target(parted)] / p_base)})"
+                out.append(f"optimizer: lr of {which} torch {lrs[parted]:g} vs paddle {p_lrs[target(parted)]:g}{why}")
+            decay = []
+            for key in names:
+                if key not in t_decay or target(key) not in p_decay:
+                    continue
+                (value, kind), other = t_decay[key], p_decay[target(key)]
+                if not _same(value, other[0]) or (value and kind != other[1]):
+                    decay.append(f"{key} torch {value:g} ({kind}) vs paddle {other[0]:g} ({other[1]})")
+            if decay:
+                more = f"{len(decay) - 1} more parameter(s)" if len(decay) > 1 else ""
+                out.append(f"optimizer: weight decay of {decay[0]}" + (
+                    f" ({which}{'; and ' + more if more else ''})" if which else f" (and {more})" if more else ""))
     return out
 
 
@@ -343,6 +387,39 @@ def clip_scope(torch_config: dict, paddle_config: dict, modules: dict, renamed: 
             "; ".join(f"{said(names)} clipped on {side}'s side only" for side, names in only.items() if names) +
             " (torch's clip_grad_norm_ is given the parameters, Paddle's grad_clip takes its optimizer's but "
             "need_clip=False)")
+
+
+GROUP_CLIP = ("paddle.optimizer's grad_clip clips each parameter group of its optimizer by a norm of its own, "
+              "torch's clip_grad_norm_ takes one norm over the parameters it is given")
+
+
+def clip_groups(torch_config: dict, paddle_config: dict, modules: dict, renamed: dict):
+    """The line saying the two global-norm clippings of one bound take their norms over other sets of parameters
+    (recorder's clip_groups: Paddle's grad_clip on an optimizer with parameter groups clips each group by its own
+    norm; torch's clip_grad_norm_, and Paddle's, one norm over the parameters given), or None. Parameters paired as
+    the weights are; those one side alone clips are clip_scope's line."""
+    def parts(config):
+        groups = config.get("clip_groups")
+        scope = config.get("clip_scope")
+        found = groups if isinstance(groups, list) else [scope] if isinstance(scope, list) else None
+        return None if found is None else [set(g) for g in found if isinstance(g, list)]
+    if (torch_config.get("clip") or {}).get("kind") != "global_norm":
+        return None
+    t, p = parts(torch_config), parts(paddle_config)
+    if not t or not p:
+        return None
+    to_torch = {_counterpart(f"w/{k}", modules, renamed).partition("/")[2]: k for g in t for k in g}
+    p = [{to_torch.get(n, n) for n in g} for g in p]
+    both = set().union(*t) & set().union(*p)
+    cut = lambda groups: sorted(sorted(g & both) for g in groups if g & both)
+    if cut(t) == cut(p):
+        return None
+    said = lambda side, groups: f"{side} clips " + ("them by one norm" if len(cut(groups)) == 1 else
+                                                     f"{len(cut(groups))} groups of them each by a norm of its own")
+    bound = torch_config["clip"]["bound"]
+    fix = f": clip with paddle.nn.utils.clip_grad_norm_(model.parameters(), {bound:g}) before the optimizer's step, " \
+        "as torch's script does, and no grad_clip" if len(cut(t)) == 1 else ""
+    return f"gradient clipping: {said('torch', t)}, {said('paddle', p)} ({GROUP_CLIP}){fix}"
 
 
 def accumulation(torch_config: dict, paddle_config: dict):

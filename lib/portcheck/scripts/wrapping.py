@@ -183,7 +183,7 @@ def registering(run, init):
     @functools.wraps(init)
     def optimizer_init(opt, *args, **kwargs):
         init(opt, *args, **kwargs)
-        if not any(o is opt for o in run.optimizers):
+        if not run.replaying and not any(o is opt for o in run.optimizers):  # a replay's twin is not the script's
             run.optimizers.append(opt)
     return optimizer_init
 
@@ -233,6 +233,36 @@ def no_attention_dropout(run, fn):
                 kwargs["dropout_p"] = 0.0
         return fn(*args, **kwargs)
     return attention
+
+
+def clipping(run, utils, tensor_class, trainable):
+    """utils.clip_grad_norm_ and utils.clip_grad_value_ (torch.nn.utils', paddle.nn.utils': PaConvert writes torch's
+    call as Paddle's, which clips as torch's does), each recorded as the clipping it is (run.clip): its kind, bound and
+    the root's trainable parameters it is given, one norm over them."""
+    import inspect
+    for name, kind in (("clip_grad_norm_", "global_norm"), ("clip_grad_value_", "value")):
+        fn = getattr(utils, name, None)
+        if fn is None:
+            continue
+        signature = inspect.signature(fn)
+
+        def clip(*args, _fn=fn, _kind=kind, _signature=signature, **kwargs):
+            bound = _bound(_signature, args, kwargs)
+            if bound is None:
+                return _fn(*args, **kwargs)  # the call's own error
+            given = bound.arguments["parameters"]
+            given = [given] if isinstance(given, tensor_class) else list(given)  # a generator is read once
+            bound.arguments["parameters"] = given
+            ids = {id(p) for p in given}
+            names = None if run.root is None else [n for n, p in run.root.named_parameters()
+                                                   if id(p) in ids and trainable(p)]
+            norm = float(bound.arguments.get("norm_type", 2.0))
+            said = _kind if _kind == "value" or norm == 2.0 else f"global_norm (norm {norm:g})"
+            run.clip(said, bound.arguments["max_norm" if _kind != "value" else "clip_value"], names)
+            return _fn(*bound.args, **bound.kwargs)
+        setattr(utils, name, functools.wraps(fn)(clip))
+        if hasattr(utils, "clip_grad") and hasattr(utils.clip_grad, name):
+            setattr(utils.clip_grad, name, getattr(utils, name))
 
 
 def seeded(run, where, name, said):
