@@ -44,8 +44,9 @@ def unread(results: list) -> list:
 
 
 def cell(text) -> str:
-    """Text in a markdown table's cell: one line, no column break."""
-    return str(text).replace("|", "/").replace("\n", " ")
+    """Text in a markdown table's cell: one line, no column break, and no `[a] [b]` that Markdown would read as a
+    reference link (`self_attn[0] [PC660]`: its second bracket escaped)."""
+    return str(text).replace("|", "/").replace("\n", " ").replace("] [", "] \\[")
 
 
 
