@@ -9,12 +9,12 @@ import pytest
 from tools.zoo import generating, generating_page, recorded
 
 
-def recorded() -> list:
+def held_rows() -> list:
     return json.loads((recorded.BENCH.parent / recorded.GENERATION_JSON).read_text(encoding="utf-8"))["results"]
 
 
 def test_every_family_with_a_generation_head_has_a_row_each_verdict_read_on_the_page():
-    rows = recorded()
+    rows = held_rows()
     assert [r["family"] for r in rows] == list(generating.LM)
     assert {r["outcome"] for r in rows} <= set(generating_page.READING)
     guide = recorded.GUIDE.read_text(encoding="utf-8")
@@ -26,13 +26,13 @@ def test_every_family_with_a_generation_head_has_a_row_each_verdict_read_on_the_
 def test_the_chinese_page_holds_each_familys_generation_verdict():
     text = (recorded.GUIDE.parent / "zoo_cn.md").read_text(encoding="utf-8")
     said = dict(re.findall(r"^\| `(\w+)` \| ([^|]+?) \|$", text, re.M))
-    assert {r["family"]: r["outcome"] for r in recorded()} == said
-    seconds = round(sum(r.get("seconds", 0) for r in recorded()))
+    assert {r["family"]: r["outcome"] for r in held_rows()} == said
+    seconds = round(sum(r.get("seconds", 0) for r in held_rows()))
     assert f"{seconds} 秒" in text
 
 
 def test_a_family_judged_again_gives_its_recorded_row():
     pytest.importorskip("paddle")
     again = generating.judge_one("opt")
-    row = next(r for r in recorded() if r["family"] == "opt")
+    row = next(r for r in held_rows() if r["family"] == "opt")
     assert (again["outcome"], again.get("plant")) == (row["outcome"], row["plant"])
