@@ -4,7 +4,6 @@ holds it: tools/zoo/generating.py). paddlenlp's GPT-J reads no position_ids: its
 its cache's length, the padding included, where torch is fed them from the first real token. On the left-padded row the
 cached keys differ while every logit agrees (a rotary position enters attention by a difference alone). The report says
 so, and is green; a cache plant is still red at its layer."""
-import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")

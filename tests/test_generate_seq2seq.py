@@ -3,7 +3,6 @@ weights by portcheck.convert), a batch of two prompts, the first left-padded. A 
 its output handed to every decoder step) is green, each side against itself through that same step; a plant in the
 decoder is named at its step and module, the recorded call made again with transformers' encoder output as it was
 (a ModelOutput, read by its place)."""
-import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -118,3 +117,11 @@ def test_an_encoder_decoder_whose_config_names_no_start_token_is_one_line(t5):
             compare_generate(pt, pd, PROMPT, max_new_tokens=1)
     finally:
         pt.config.decoder_start_token_id, pt.config.bos_token_id = held
+
+
+def test_each_librarys_own_generate_on_bart_compares_its_encoder_and_each_side_against_itself(bart):
+    """step="generate": transformers' generate and paddlenlp's, each call a step, the encoder's output seen as each
+    generate runs it; each side against itself on its own tokens, through its library's own preparation."""
+    report = compare_generate(*bart, PROMPT, max_new_tokens=2, attention_mask=MASK, step="generate")
+    assert report.passed and report.steps[0].encoder.passed, report.table()
+    assert report.own["torch"].passed and report.own["paddle"].passed

@@ -266,7 +266,7 @@ def generated(model, prompt: np.ndarray, new_tokens: int, attention_mask=None) -
         out.caches.append(cache_layers(past))
         return result
     try:
-        with grad(), forward_set(model, forward):
+        with grad(), forward_set(model, forward), encoder_seen(model, out):
             if side == "torch":
                 pad = getattr(model.config, "pad_token_id", None)
                 model.generate(to_tensor(ids), attention_mask=to_tensor(mask), max_new_tokens=new_tokens,

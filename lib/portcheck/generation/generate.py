@@ -42,9 +42,10 @@ def compare_generate(torch_model, paddle_model, input_ids, max_new_tokens: int =
     at step 1) are held to the measured rule, torch's float64 twin decoding the same tokens with its own cache the
     yardstick; the values at left-padded positions, which no real token reads, are left out and counted. The tokens
     each side would choose are compared, a differing choice whose logits are within their rule said as a tie. At
-    the first step where the two part, that step's model call (the encoder's, where its output parts) is made again
-    on both sides and compared module by module (compare_forward, isolate=True: cumulative and each module on
-    torch's values): report.first_diverging.
+    the first step where the two part, that step's model call (an encoder-decoder's with its encoder run inside it)
+    is made again on both sides and compared module by module (compare_forward, isolate=True: cumulative and each
+    module on torch's values): report.first_diverging. Positions numbered from another origin are said, not judged
+    a bug (origin).
     attention_mask: [batch, length] for a batch of prompts with left padding (extended by one at each step).
     step: the default feeds each model as its own library's generate does (feeding.OwnStep: its
     prepare_inputs_for_generation); a function per side, (torch's, Paddle's) or one for both, (model, input_ids,
@@ -106,9 +107,10 @@ def compare_generate(torch_model, paddle_model, input_ids, max_new_tokens: int =
 
 
 def parting(report, torch_model, paddle_model, decoded: tuple, feed, isolate: bool):
-    """At the first parting step, its call made again on both sides and compared module by module (the encoder's
-    call, where the encoder's output is what parts): report.step_report; a step that raised is named where it
-    raised."""
+    """At the first parting step, its call made again on both sides and compared module by module (an
+    encoder-decoder's with the prompt in place of its encoder's output, so the encoder is compared too):
+    report.step_report, and the arguments the two calls are handed otherwise (report.handed); a step that raised is
+    named where it raised."""
     first = report.first_step
     mine, twin, theirs = decoded
     if first is None or report.steps[first - 1].stopped or \
