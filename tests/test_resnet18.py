@@ -374,24 +374,28 @@ def weight_decay_5x():
                            resnet.QUICK_BP_STEPS)
 
 
-@pytest.mark.parametrize("carries, green", [("losses", True), ("bp_align", False)],
-                         ids=["losses alone", "handin.bp_align"])
-def test_the_hand_ins_bp_align_carries_the_updates(torch_training, weight_decay_5x, tmp_path, capsys, carries, green):
-    """issue 47: Step 4's bp_align is handin.bp_align's (each step's loss, lr and update digest), as pt_bp.py and
-    pd_bp.py write it. A Paddle weight decay of 5e-4 where torch has 1e-4 moves the losses of 3 steps less than
-    rounding does (green from losses alone, the pair as it was) and the first update's digest (each weight's mean
-    |update|) 216 x torch's own error, over K_BACKWARD's 128, at one thread and two, on avx512 and avx2 (measured;
-    3e-4 gave 115-132 x, under the bound on one thread): red from the folder, named at a weights_ key."""
+def test_the_hand_ins_bp_align_carries_the_updates(torch_training, weight_decay_5x, tmp_path, capsys):
+    """Step 4's bp_align is handin.bp_align's (each step's loss, lr and update digest), as pt_bp.py and pd_bp.py
+    write it. A Paddle weight decay of 5e-4 where torch has 1e-4 moves the first update's digest (each weight's mean
+    |update|) 216 x torch's own error, over K_BACKWARD's 128, at one thread and two, on avx512 and avx2 (measured):
+    red from the folder. How far it moves the losses of 3 steps depends on the CPU's kernels (less than rounding on
+    the machine this was written on, 483 x torch's own error at loss_2 on an Intel Xeon): where the losses alone are
+    green, the digest is what makes the folder red, named at a weights_ key."""
     from portcheck import cli
     from portcheck.pipeline import handin
-    pair = handin.bp_align if carries == "bp_align" else lambda rec, exact=False: handin.per_step(rec, "loss", exact)
-    handin.save_side(tmp_path, "bp_align", "torch", pair(torch_training), {"inputs": "x"}, "pt_bp.py",
-                     exact=pair(torch_training, exact=True))
-    handin.save_side(tmp_path, "bp_align", "paddle", pair(weight_decay_5x), {"inputs": "x"}, "pd_bp.py")
-    handin.judge_and_log(tmp_path, "bp_align", after_steps=True, top=tmp_path / "log_reprod")
-    assert cli.check(tmp_path / "log_reprod", only="bp_align") == (0 if green else 1)
-    line = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("bp_align:"))
-    assert green or "measured RED (failed: weights_" in line, line
+
+    def checked(pair, folder):
+        handin.save_side(folder, "bp_align", "torch", pair(torch_training), {"inputs": "x"}, "pt_bp.py",
+                         exact=pair(torch_training, exact=True))
+        handin.save_side(folder, "bp_align", "paddle", pair(weight_decay_5x), {"inputs": "x"}, "pd_bp.py")
+        handin.judge_and_log(folder, "bp_align", after_steps=True, top=folder / "log_reprod")
+        code = cli.check(folder / "log_reprod", only="bp_align")
+        return code, next(line for line in capsys.readouterr().out.splitlines() if line.startswith("bp_align:"))
+
+    losses_code, _ = checked(lambda rec, exact=False: handin.per_step(rec, "loss", exact), tmp_path / "losses")
+    code, line = checked(handin.bp_align, tmp_path / "bp_align")
+    assert code == 1, line
+    assert losses_code == 1 or "measured RED (failed: weights_" in line, line
 
 
 def test_a_kink_is_named_not_hidden(monkeypatch):
