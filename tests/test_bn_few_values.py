@@ -35,15 +35,19 @@ def judged(n, plant=None):
 
 
 def test_a_correct_port_over_two_values_is_judged_by_torchs_run_moved_there_and_green():
-    """Seed 0 at 1 thread: grad 18.bias (a conv bias before a BatchNorm, its true gradient 0) 1.97e-5 from torch's,
-    torch's own error there 1.9e-7 and its run moved one ulp 1.3e-6 (3.74 x its allowance, said unjudged [PC177]).
+    """Seed 0 at 1 thread: grad 18.bias (a conv bias before a BatchNorm, its true gradient 0) 1.97e-5 from torch's on
+    one CPU, torch's own error there 1.9e-7 and its run moved one ulp 1.3e-6 (3.74 x its allowance, said unjudged
+    [PC177]).
     torch's run with its BatchNorms over 2 values moved by its own fp32 error there (gradients.few_values) parts
     from it by as much: judged, green."""
     from portcheck.gradients import few_values
     report = judged(2)
     assert report.passed and not report.cannot_judge, report.table()
     grad = next(r for r in report.grads if r.name == "grad 18.bias")
-    assert grad.rule.spread_by == few_values.BY and grad.max > grad.rule.multiple * grad.err32 + grad.rule.floor(grad)
+    # torch's own run moved there is what widens the allowance; how far this CPU's port lands from torch (1.97e-5 on
+    # one Xeon, 1.9e-7 on another) is the CPU's, so the bound is held, not where the diff fell under it
+    assert grad.rule.spread_by == few_values.BY and grad.rule.spread_decides(grad), grad
+    assert grad.max <= grad.allowed
     assert len(report.few_values) == 8
 
 

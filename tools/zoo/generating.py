@@ -18,9 +18,9 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
-
 import portcheck.core.runtime  # noqa: F401 (first: offline mode, threads, quiet notices, before torch, Paddle)
+
+import numpy as np
 
 # family (paddlenlp's directory): (paddlenlp's class, transformers' directory, transformers' class)
 LM = {"gpt": ("GPTForCausalLM", "gpt2", "GPT2LMHeadModel"),
