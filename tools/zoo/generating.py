@@ -18,9 +18,13 @@ import sys
 import time
 from pathlib import Path
 
-import portcheck.core.runtime  # noqa: F401 (first: offline mode, threads, quiet notices, before torch, Paddle)
+try:
+    import portcheck.core.runtime  # noqa: F401 (first: offline mode, threads, quiet notices, before torch, Paddle)
+except ModuleNotFoundError:  # the project is not importable: not its venv
+    raise SystemExit("error: this project's packages are not importable: activate its venv "
+                     "(. .venv/bin/activate) or run `pip install -r requirements.txt`") from None
 
-import numpy as np
+import numpy as np  # noqa: E402
 
 # family (paddlenlp's directory): (paddlenlp's class, transformers' directory, transformers' class)
 LM = {"gpt": ("GPTForCausalLM", "gpt2", "GPT2LMHeadModel"),
