@@ -233,6 +233,33 @@ def test_a_paddle_file_that_is_the_torch_file_is_red(tmp_path, how, capsys):
     assert "guide RED (one side is a copy of the other" in out and "strict RED (one side is a copy" in out
 
 
+def test_a_small_models_logits_equal_to_the_bit_are_its_own_where_each_record_binds_its_side(tmp_path, capsys):
+    """Two layers, one matmul each: a correct port's logits can be torch's to the bit. Each side's sealed run record
+    binding its own file to its own framework makes them that run's, green; torch's file copied over Paddle's own
+    (Paddle's record then describes another file), or with torch's record beside it, is still a copy, red."""
+    from portcheck.core import record
+    folder = tmp_path / "hand_in"
+    folder.mkdir()
+    logits = np.linspace(-1, 1, 64, dtype=np.float32).reshape(8, 8)
+    depends = {"weights": "a" * 64, "inputs": "b" * 64}
+    for side, values in (("torch", logits), ("paddle", logits.copy())):
+        np.save(folder / f"forward_{side}.npy", {"logits": values})
+        record.save(folder / f"forward_{side}.npy", side, f"{side}_forward.py", depends)
+    assert cli.check(folder, only="forward") == 0, capsys.readouterr().out
+    assert "copy" not in capsys.readouterr().out
+    t, p = folder / "forward_torch.npy", folder / "forward_paddle.npy"
+    np.save(p, {"logits": np.nextafter(logits, 2)})  # Paddle's own run one ulp away, its record bound to it
+    record.save(p, "paddle", "paddle_forward.py", depends)
+    assert cli.check(folder, only="forward") == 0
+    capsys.readouterr()
+    shutil.copyfile(t, p)
+    assert cli.check(folder, only="forward") == 1
+    assert "one side is a copy of the other" in capsys.readouterr().out
+    shutil.copyfile(record.path_for(t), record.path_for(p))
+    assert cli.check(folder, only="forward") == 1
+    assert "RED" in capsys.readouterr().out
+
+
 def test_an_honest_contestant_pair_and_an_exact_pair_equal_to_the_bit_stay_green(tmp_path):
     folder = contestant(tmp_path / "hand_in")
     lr = {"lr": np.linspace(0, 1e-3, 100)}  # a schedule: equal to the bit by design

@@ -256,7 +256,7 @@ def judge_pair(folder: Path, name: str, files: dict, overrides: dict, strict: bo
         red |= not trained.passed
         if trained.spread and not guide.passed:  # the reviewer's threshold decides, its measured cause said
             own_line = training.below_own_spread(trained, threshold)
-    copy = record.copied(files["torch"], files["paddle"], base)  # same_run is False too where it reads the records
+    copy = record.copied(files["torch"], files["paddle"], base, records[:2])  # same_run is False too where it reads the records
     red |= bool(copy)
     findings = client_findings(extra, folder, name)
     red |= bool(problem or run_problem) or not all(f.passed for f in findings)
@@ -431,7 +431,7 @@ def pair(torch_npy: Path, paddle_npy: Path, threshold=None, strict: bool = False
     result = reprod.strict_verdict(torch_data, paddle_data, threshold, name)
     same_run.check(result, torch_npy, paddle_npy, record_paths=handed_in_records(torch_npy, paddle_npy))
     other_run = [f.name for f in result.findings if not f.passed]
-    copy = record.copied(torch_npy, paddle_npy)
+    copy = record.copied(torch_npy, paddle_npy, record_paths=handed_in_records(torch_npy, paddle_npy))
     nan = reprod.non_finite(result)
     failed = not guide.passed or bool(nan) or bool(other_run) or (strict and not result.passed)
     result.notes[:0] = [reprod.describe_guide(guide, threshold, copy), reprod.describe_strict(result, threshold, copy)]

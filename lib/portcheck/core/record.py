@@ -273,12 +273,15 @@ def bound(side: str, result, record: dict, fingerprint: str = None):
     return None
 
 
-def copied(torch_result, paddle_result, pair: str = None) -> str:
+def copied(torch_result, paddle_result, pair: str = None, record_paths=(None, None)) -> str:
     """Why the Paddle file cannot be Paddle's result, or "": it is the torch file (a link, hard or symbolic),
     or holds torch's values bit for bit (whatever the file's key order, memory order or .npy header version) while
-    a computed pair of the guide's (forward, loss, bp_align) holds more than scalars: two frameworks' computed
-    floats agree to the bit in a lone loss, not in a tensor of them. Exact and outcome pairs (data, lr, a final
-    accuracy) are equal by design, so a copy cannot be told there. pair: its name (default: the file's)."""
+    a computed pair of the guide's (forward, loss, bp_align) holds more than scalars and no run record proves it
+    Paddle's: a deep model's floats from two frameworks agree to the bit in a lone loss, not in a tensor of them,
+    but a small one's may (a two-layer MLP's logits, one matmul each), so where each side's sealed record binds its
+    own file to its own framework the bits are that run's. Exact and outcome pairs (data, lr, a final accuracy) are
+    equal by design, so a copy cannot be told there. pair: its name (default: the file's); record_paths: the two
+    records where not beside the files."""
     try:
         if os.path.samefile(torch_result, paddle_result):
             return "the Paddle file is the torch file (a link to it): hand in each framework's own result"
@@ -296,9 +299,23 @@ def copied(torch_result, paddle_result, pair: str = None) -> str:
             t[k].dtype == p[k].dtype and t[k].shape == p[k].shape and t[k].tobytes() == p[k].tobytes() for k in t)):
         return ""
     floats = sum(v.size for v in t.values() if v.dtype.kind == "f" and v.size > 1)
+    if floats and _each_its_own(torch_result, paddle_result, record_paths):
+        return ""
     return ((f"the Paddle file {'is byte for byte' if same_bytes else 'holds every value of'} the torch file, "
              "computed floats included, bit for bit: a copy, not Paddle's result; hand in what the Paddle code wrote")
             if floats else "")
+
+
+def _each_its_own(torch_result, paddle_result, record_paths) -> bool:
+    """Each side's result bound by a sealed record to its own file and framework (a copy over the Paddle file leaves
+    Paddle's record describing another file; a copied record says torch)."""
+    try:
+        records = [load(torch_result, record_paths[0]), load(paddle_result, record_paths[1])]
+    except PipelineError:
+        return False
+    return None not in records and all(
+        rec.get("format") == SEALED and bound(side, result, rec) is None
+        for side, result, rec in zip(("torch", "paddle"), (torch_result, paddle_result), records))
 
 
 def same_run(torch_result, paddle_result, record_paths=(None, None)):
@@ -306,7 +323,7 @@ def same_run(torch_result, paddle_result, record_paths=(None, None)):
     when neither side has one. Each record must describe its own result and framework (bound)."""
     if Path(torch_result).absolute() == Path(paddle_result).absolute():
         return False, "one file given as both sides"
-    copy = copied(torch_result, paddle_result)
+    copy = copied(torch_result, paddle_result, record_paths=record_paths)
     if copy:
         return False, copy
     records = [load(torch_result, record_paths[0]), load(paddle_result, record_paths[1])]
