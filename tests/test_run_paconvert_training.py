@@ -91,6 +91,29 @@ def test_per_group_clipping_and_a_group_lr_paddle_ignores_are_named(groups, tmp_
            "\"learning_rate\", a multiple of the optimizer's (1 here))" in said, said
 
 
+def test_torch_clipping_each_group_by_its_own_call_is_paddles_grad_clip_over_those_groups(tmp_path):
+    """clip_grad_norm_ called once per parameter group in torch's step clips each group by a norm of its own, as
+    Paddle's grad_clip on an optimizer with those groups does: the same clipping, no line; torch's clipping of the
+    whole model against it is still the line."""
+    per_group = ("for group in optimizer.param_groups:\n"
+                 "            torch.nn.utils.clip_grad_norm_(group[\"params\"], args.clip)\n")
+    whole = "torch.nn.utils.clip_grad_norm_(model.parameters(), args.clip)\n"
+    torch_text, paddle_text = (HERE / "pt_groups.py").read_text(), (HERE / "pd_groups.py").read_text()
+    assert torch_text.count(whole) == 1 and paddle_text.count(CLIP) == 1
+    (tmp_path / "pt_groups.py").write_text(torch_text.replace(whole, per_group))
+    (tmp_path / "pd_groups.py").write_text(paddle_text.replace(CLIP, "").replace(
+        "learning_rate=args.lr,\n", "learning_rate=args.lr, grad_clip=paddle.nn.ClipGradByGlobalNorm(args.clip),\n"))
+    out = tmp_path / "out"
+    run.prepare(out)
+    argv = {fw: [sys.executable, str(tmp_path / f"{prefix}_groups.py")]
+            for fw, prefix in (("torch", "pt"), ("paddle", "pd"))}
+    statuses = {side: run.run_side(side, argv[fw], out, STEPS) for side, fw in run.SIDES}
+    torch_config = json.loads((out / "torch" / "status.json").read_text())["config"]
+    assert len(torch_config["clip_groups"]) == 3, torch_config
+    code, said = judged(out, statuses, STEPS)
+    assert "gradient clipping" not in said.partition("DIFFERS")[2] and code == 0, said
+
+
 def test_a_paddle_type_declared_by_layouts_reaches_the_paddle_side(groups, tmp_path):
     """--layouts takes what layouts= takes, a Paddle type by its module-qualified name too: declared "transpose", the
     compat Linears are started transposed, and fc1 [8, 144] cannot hold torch's [144, 8] transposed: refused."""

@@ -91,6 +91,7 @@ class Run:
         self.evaluating = False  # the root's last call was an evaluation (model.eval()): its losses not recorded
         self.evaluated = None  # a model called in eval mode before any in train mode (Run.backward)
         self.stepped = []  # the optimizers stepped in this step (several: each over a part of the model)
+        self.clip_calls = None  # the first step's clipping calls' parameters, each a norm of its own (clip)
         self.stack, self.in_loss, self.names = [], 0, None  # the modules being called; a loss class's call; names
         # the root's forward calls and the backward() calls of this step (more than one: gradient accumulation), the
         # loss calls so far (each its own target), each framework sampler's indices as drawn (the torch side's)
@@ -420,14 +421,25 @@ class Run:
             self.config[CYCLES_MOMENTUM + type(sched).__name__] = True
 
     def clip(self, kind, bound, scope=None, groups=None):
-        """The first clipping of the steps; scope: the root's trainable parameters it clips (runconfig.clip_scope);
-        groups: [[names]] each clipped by its own norm (runconfig.clip_groups), None: one norm over the scope."""
-        if self.config["clip"] is None and self.root is not None:
+        """The first step's clipping; scope: the root's trainable parameters it clips (runconfig.clip_scope);
+        groups: [[names]] each clipped by its own norm (runconfig.clip_groups), None: one norm over the scope. A
+        script calling clip_grad_norm_ once per parameter group in that step clips each group by a norm of its own:
+        each further call of the same kind and bound over other parameters is one more group."""
+        if self.root is None:
+            return
+        if self.config["clip"] is None:
             self.config["clip"] = {"kind": kind, "bound": float(bound)}
             if scope is not None:
                 self.config["clip_scope"] = list(scope)
             if groups is not None:
                 self.config["clip_groups"] = [list(g) for g in groups]
+            self.clip_calls = [list(scope)] if scope and groups is None else None
+        elif (self.step == 0 and self.clip_calls and groups is None and scope
+              and self.config["clip"] == {"kind": kind, "bound": float(bound)}
+              and not set(scope) & set(self.config["clip_scope"])):
+            self.clip_calls.append(list(scope))
+            self.config["clip_groups"] = [list(g) for g in self.clip_calls]
+            self.config["clip_scope"] = [*self.config["clip_scope"], *scope]
 
     # ------------------------------------------------------------------ the end
     def refuse(self, why: str) -> Refused:
