@@ -161,3 +161,36 @@ def test_a_square_weight_of_a_ports_own_class_is_settled_by_the_run_or_refused_i
     np.testing.assert_array_equal(pd.layers[1].weight.numpy(), pt.layers[1].weight.detach().numpy().T)
     report = compare_forward(pt, pd.eval(), x)
     assert not report.passed and report.first_diverging == "layers.1", report.table()
+
+
+def test_transformers_conv1d_against_compat_linears_is_transposed_square_or_not():
+    """GPT-2's Conv1D holds [in, out], as a classic paddle.nn.Linear does; a compat Linear holds torch's [out, in]:
+    each Conv1D weight is transposed into it, the square one too (its type's rule, no run needed). The square one
+    copied as Conv1D holds it, as a hand conversion reading compat as classic would, is red there."""
+    conv1d = pytest.importorskip("transformers.pytorch_utils").Conv1D
+
+    class Torch(torch.nn.Module):  # GPT-2's MLP, with a square layer between
+        def __init__(self):
+            super().__init__()
+            self.c_fc, self.c_sq, self.c_proj = conv1d(12, 8), conv1d(12, 12), conv1d(8, 12)
+
+        def forward(self, x):
+            return self.c_proj(torch.tanh(self.c_sq(torch.tanh(self.c_fc(x)))))
+
+    class Port(paddle.nn.Layer):
+        def __init__(self, plant=None):
+            super().__init__()
+            self.c_fc, self.c_sq, self.c_proj = compat.Linear(8, 12), compat.Linear(12, 12), compat.Linear(12, 8)
+
+        def forward(self, x):
+            return self.c_proj(paddle.tanh(self.c_sq(paddle.tanh(self.c_fc(x)))))
+
+    x = np.random.RandomState(0).randn(2, 8).astype("float32")
+    pt, pd = _pair(Torch, Port, x)
+    for name in ("c_fc", "c_sq", "c_proj"):
+        np.testing.assert_array_equal(getattr(pd, name).weight.numpy(), getattr(pt, name).weight.detach().numpy().T)
+    report = compare_forward(pt, pd, x, isolate=True)
+    assert report.passed, report.table()
+    pd.c_sq.weight.set_value(pt.c_sq.weight.detach().numpy())
+    report = compare_forward(pt, pd, x)
+    assert not report.passed and report.first_diverging == "c_sq", report.table()

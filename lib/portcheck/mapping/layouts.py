@@ -17,6 +17,12 @@ def same_layout(name, array):
     return name, array
 
 
+def torch_held(name, array):
+    """A paddle.compat layer's tensors: torch's own, as they are (held_as_torch), against the torch layer it stands
+    for; against another torch type holding that layer's tensors the type's own rule decides (tensors._rule)."""
+    return name, array
+
+
 TRANSPOSED = "transposed/"  # a record's key: transposed/<torch key>, an empty array: its tensor written [in, out]
 RENAMES = {"running_mean": "_mean", "running_var": "_variance"}  # BatchNorm's statistics, torch -> Paddle
 # why a torch tensor and the Paddle one of its name differ in shape, which no pairing or layout settles
@@ -148,8 +154,14 @@ def held_as_torch() -> dict:
     compat = sys.modules.get("paddle.compat.nn")
     if compat is None:
         return {}
-    return {getattr(compat, name): (name, same_layout) for name in ("Linear", "MultiheadAttention")
+    return {getattr(compat, name): (name, torch_held) for name in ("Linear", "MultiheadAttention")
             if hasattr(compat, name)}
+
+
+def stands_for(paddle_kind):
+    """The class name of the torch layer a paddle.compat layer type (or a base of it) stands for, or None."""
+    held = held_as_torch()
+    return next((held[k][0] for k in getattr(paddle_kind, "__mro__", ()) if k in held), None)
 
 
 def held_rule(module, paddle_kind):

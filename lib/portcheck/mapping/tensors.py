@@ -14,7 +14,7 @@ from portcheck.core.errors import PipelineError
 from portcheck.mapping import experts, fused
 from portcheck.mapping.fused import Fused
 from portcheck.mapping.layouts import declared, held_rule, layouts_table, lineage, linear_held, linear_layout, \
-    same_layout
+    same_layout, stands_for, torch_held
 
 
 def _own_ids(module) -> list:
@@ -64,12 +64,18 @@ def _rule(table, module, paddle_kind=None, tensors=None):
     its own type's (or a base's); a type no one declared whose tensors each have at most one axis
     longer than 1 (a norm's scale; a bias [out, 1]: nothing to transpose) keeps its layout. None when unknown."""
     rule = declared(table, paddle_kind)
-    if rule is not None:
+    if rule is not None and rule[1] is not torch_held:
         return rule
     held = held_rule(module, paddle_kind)  # a Paddle layer holding torch's own layout (paddle.compat's), by its type
     if held is not None:
         return None, held
-    rule = next((table[key] for key in lineage(type(module)) if key in table), None)
+    own = next((table[key] for key in lineage(type(module)) if key in table), None)
+    if rule is not None:  # a paddle.compat layer against another torch type: the compat Linear holds the transpose
+        # of what the classic Linear holds, so a type kept as it is in a classic Linear (transformers' Conv1D,
+        # [in, out]) is transposed into it
+        return (None, linear_layout) if own is not None and own[1] is same_layout and stands_for(paddle_kind) in \
+            own[0] else rule
+    rule = own
     vector, tensors = lambda a: sum(d != 1 for d in a.shape) <= 1, own_tensors(module) if tensors is None else tensors
     if rule is None and all(vector(a) for a in tensors.values()):
         return None, same_layout
