@@ -286,6 +286,11 @@ def main():
 
 
 if __name__ == "__main__":
-    formers_standins.prepare()  # first: torch, the stand-ins, paddleformers, then portcheck
+    import importlib.util
+    if importlib.util.find_spec("paddleformers") is not None:
+        formers_standins.prepare()  # first: torch, the stand-ins, paddleformers, then portcheck
+    elif not {"-h", "--help"} & set(sys.argv[1:]):
+        raise SystemExit("error: paddleformers is not installed in this venv: run this in the PaddleFormers venv "
+                         "(README: Set up), .venv-formers/bin/python -m tools.zoo.formers")
     from portcheck.core.errors import run_main
     run_main(main)
