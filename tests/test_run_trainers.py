@@ -408,3 +408,27 @@ def test_an_ema_held_by_a_class_is_named_as_held_with_its_decay(ema_torch, tmp_p
     checked, out = check(folder)  # bp_align's kept_<i> named from the hand-in's configuration records, as run names it
     assert checked == 1 and "KEPT bp_align's kept_<i>, the change over step i of what the script keeps beside the " \
         "model: torch ema vs paddle model_ema.module (ModelEma, decay 0.99)" in out, out
+
+
+BN = ROOT / "tests" / "ema_bn"
+
+
+@pytest.fixture(scope="module")
+def ema_bn_torch(tmp_path_factory):
+    out = tmp_path_factory.mktemp("ema_bn") / "out"
+    return out, every_side(out, {fw: [sys.executable, str(BN / f"{p}_train.py")] for fw, p in (("torch", "pt"),
+                                                                                             ("paddle", "pd"))}, 3)
+
+
+def test_an_ema_following_the_models_batchnorm_statistics_is_green_and_averaging_them_red(ema_bn_torch, tmp_path):
+    """torch's AveragedModel copies the model's buffers at each update: its running_var is the model's, unbiased;
+    the port's EMA, copying Paddle's statistics, holds Paddle's biased one, a difference of the model's by design, said
+    and judged on what is left. A port averaging the statistics as weights (Paddle holds them as parameters, so a loop
+    over ema.parameters() reaches them) is red at the first running mean it moves."""
+    code, said, _ = paddle_against(ema_bn_torch, tmp_path / "clean", None, 3)
+    assert code == 0 and "kept beside the model (ema), as the weights: every tensor within the measured rule" in said, \
+        said
+    script = tmp_path / "pd_train.py"
+    script.write_text((BN / "pd_train.py").read_text().replace("step == 0 or p.stop_gradient", "step == 0"))
+    code, said, _ = paddle_against(ema_bn_torch, tmp_path / "planted", [sys.executable, str(script)], 3)
+    assert code == 1 and "vs paddle ema: 1.running_mean after step 2" in said, said

@@ -24,7 +24,7 @@ except ModuleNotFoundError:  # the project is not importable: not its venv
     raise SystemExit("error: this project's packages are not importable: activate its venv "
                      "(. .venv/bin/activate) or run `pip install -r requirements.txt`") from None
 
-import numpy as np  # noqa: E402
+import numpy as np
 
 # family (paddlenlp's directory): (paddlenlp's class, transformers' directory, transformers' class)
 LM = {"gpt": ("GPTForCausalLM", "gpt2", "GPT2LMHeadModel"),

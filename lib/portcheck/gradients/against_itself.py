@@ -16,6 +16,9 @@ RUNNING = "running/"  # a record's key prefix: running/<i>, step i's digest of B
 # a record's key prefix: kept<i>/<name>/<key>, a module the script keeps beside the model (an EMA copy, a teacher:
 # portcheck.scripts.recorder's Run.keep) as it is when step i + 1 starts (kept0: as the steps start), in Paddle's layout
 KEPT = "kept"
+# a record's key prefix: kept_running/<i>, step i's digest of the running means of what the script keeps (an EMA
+# copy's BatchNorm statistics, which follow the model's or are averaged: kept/<i> digests its weights alone)
+KEPT_RUNNING = "kept_running/"
 # what judge_backward (and portcheck run's kept modules) read of a run against itself
 AGAINST_KEYS = ("loss/", "state", "final/", "weights/", RUNNING, KEPT)
 

@@ -149,6 +149,22 @@ def biased_variance(row, norm, t_prev, p_prev, t_now, p_now, updates: int = 1):
     row.by_design = f"{BIASED_VARIANCE} (n = {n} values per channel): raw diff {raw:.3e}"
 
 
+def copied_variance(row, kept_torch, kept_paddle, model_steps):
+    """A running_var a script keeps beside the model (an EMA copy whose buffers follow the model's: copied, or
+    averaged) is a convex combination of the model's running_var over the steps, from a start both sides share: it
+    differs by at most the model's own difference at some step, element by element, which is BIASED_VARIANCE's. If
+    the whole kept difference is within that, the row says so and is judged on what is left; a kept copy left behind
+    or averaged otherwise leaves more and stays red. model_steps: [(torch's, Paddle's) running_var after each step so
+    far]."""
+    if not model_steps:
+        return
+    source = np.max([np.abs(p.astype(np.float64) - t.astype(np.float64)) for t, p in model_steps], axis=0)
+    left = np.maximum(np.abs(kept_paddle.astype(np.float64) - kept_torch.astype(np.float64)) - source, 0.0)
+    raw = row.max
+    row.max, row.mean = float(left.max()), float(left.mean())
+    row.by_design = f"{BIASED_VARIANCE}, in the model it follows: raw diff {raw:.3e}"
+
+
 def batch_statistics(model) -> bool:
     """A torch BatchNorm normalizes by its batch's statistics (train mode, or no running statistics kept): dividing
     by a standard deviation over few values per channel amplifies a rounding of the weights into the gradients far

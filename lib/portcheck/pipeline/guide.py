@@ -241,7 +241,7 @@ def handed_in(folder: Path, pair: str) -> tuple:
 
 # what a bp_align carries per step, from record_backward's <kind>/<i> (and portcheck run's, backward.KEPT: the modules
 # a script keeps beside its model, digested as the weights are)
-BP_ALIGN = ("loss", "lr", "weights", "running", "kept")
+BP_ALIGN = ("loss", "lr", "weights", "running", "kept", "kept_running")
 
 
 def bp_key(key: str) -> str:

@@ -20,10 +20,10 @@ from portcheck.core.fileio import load_npy
 from portcheck.core.keys import ROOT
 from portcheck.core.report import DIAGNOSTICS
 from portcheck.forward.twin import F64
-from portcheck.gradients.against_itself import KEPT, MOVED, RUNNING, against_itself, spread_of
+from portcheck.gradients.against_itself import KEPT, KEPT_RUNNING, MOVED, RUNNING, against_itself, spread_of
 from portcheck.gradients.backward import _counterpart, judged, renames
 from portcheck.gradients.kinks import crossing_lines
-from portcheck.gradients.optimizers import replayed_lines
+from portcheck.gradients.optimizers import NORM, copied_variance, replayed_lines
 from portcheck.mapping import fused, loose
 from portcheck.pipeline import bound_page, handin, kink_files
 from portcheck.pipeline import data as data_pairs
@@ -41,8 +41,8 @@ def merged(torch_record: dict, float64: dict) -> dict:
 
 def with_updates(rec: dict, steps: int) -> dict:
     """The record with each step's update digests (backward.updates: weights/<i>; backward.running_means: running/<i>
-    where BatchNorm's running means are; KEPT/<i> where the script keeps modules beside the model; and its float64
-    run's), from the weights and buffers the recorder keeps after every step (state<i>/, state0 the initial ones):
+    where BatchNorm's running means are; KEPT/<i> where the script keeps modules beside the model, KEPT_RUNNING<i>
+    where they hold running means; and its float64 run's), from the weights and buffers the recorder keeps after every step (state<i>/, state0 the initial ones):
     what handin.bp_align hands in."""
     from portcheck.gradients.backward import running_means, updates
     out = dict(rec)
@@ -58,6 +58,8 @@ def with_updates(rec: dict, steps: int) -> dict:
                        for i in range(steps)]
         out.update({f"{prefix}{KEPT}/{i}": updates(kept_states[i - 1], kept_states[i]) for i in range(1, steps)
                     if kept_states[i]})
+        kept_means = {i: running_means(kept_states[i - 1], kept_states[i]) for i in range(1, steps) if kept_states[i]}
+        out.update({f"{prefix}{KEPT_RUNNING}{i}": m for i, m in kept_means.items() if m.size})
     return out
 
 
@@ -119,9 +121,17 @@ def kept(t: dict, p: dict, statuses: dict, modules: dict, renamed: dict) -> list
         if int(head[len(KEPT):]) == 0 or name not in theirs:  # as the steps start: the other runs were set to it
             continue
         said = f"{name}: {tensor} after step {head[len(KEPT):]}"
-        b = p.get(f"{head}/{name}/" + _counterpart(f"w/{tensor}", modules, renamed).partition("/")[2])
-        rows.append(unjudged(said, t[key].shape, "no counterpart on paddle", 0.0) if b is None else
-                    with_spread(measure(said, t[key], t.get(F64 + key), b, None, K_BACKWARD), spread_of(t, key)))
+        theirs_key = _counterpart(f"w/{tensor}", modules, renamed).partition("/")[2]
+        b = p.get(f"{head}/{name}/{theirs_key}")
+        if b is None:
+            rows.append(unjudged(said, t[key].shape, "no counterpart on paddle", 0.0))
+            continue
+        row = with_spread(measure(said, t[key], t.get(F64 + key), b, None, K_BACKWARD), spread_of(t, key))
+        if not row.passed and tensor.endswith(".running_var") and f"{NORM}{tensor.rpartition('.')[0]}" in t:
+            steps = [(t[f"state{i}/{tensor}"], p[f"state{i}/{theirs_key}"]) for i in range(1, int(head[len(KEPT):]) + 1)
+                     if f"state{i}/{tensor}" in t and f"state{i}/{theirs_key}" in p]
+            copied_variance(row, t[key], b, steps)
+        rows.append(row)
     return rows
 
 
