@@ -9,7 +9,7 @@ A PaddleFormers folder is loaded by paddleformers (formers_folders), in its venv
     from portcheck.checkpoints import family_folders
     torch_model, paddle_model = family_folders.loaded("gpt2-hf/", "gpt-pd/")
 
-May import portcheck.core and this package's checkpoint and formers_folders; torch, transformers, Paddle and
+May import portcheck.core and this package's checkpoint, fleet and formers_folders; torch, transformers, Paddle and
 paddlenlp inside its functions.
 """
 import importlib
@@ -29,9 +29,17 @@ def loaded(torch_dir, paddle_dir) -> tuple:
     """(torch's model, Paddle's), each its folder's architecture, float32, eval mode, its cache on; one line where the
     two folders are not of one family."""
     if formers_folders.is_formers(paddle_dir):
-        t_model, p_model, _, said = formers_folders.load(torch_dir, paddle_dir, use_cache=True)
-        if not type(p_model).__name__.endswith(formers_folders.CAUSAL):  # the base model: no head to generate with
-            raise PipelineError(f"{paddle_dir}: {said[-1]}: a model with no LM head cannot generate [PC670]")
+        folder = checkpoint.a_folder(paddle_dir, "paddle")
+        raw = checkpoint.read_config(folder, split=(formers_folders.TP,))
+        name = formers_folders.architecture(raw, folder / CONFIG)[1]
+        causal = name.endswith(formers_folders.CAUSAL)
+        from portcheck.checkpoints import fleet
+        fleet.install()
+        if not causal or not formers_folders.built(name, fleet.needed()):  # a base model: no head to generate with
+            why = f"paddleformers' {name} builds paddlefleet's own model (paddlefleet is not on PyPI)" if causal else \
+                f"its {name} is a base model"
+            raise PipelineError(f"{paddle_dir}: {why}: a model with no LM head cannot generate [PC670]")
+        t_model, p_model, _, _ = formers_folders.load(torch_dir, paddle_dir, use_cache=True)
         return t_model, p_model
     raws = {side: checkpoint.read_config(checkpoint.a_folder(d, side)) for side, d in (("torch", torch_dir),
                                                                                      ("paddle", paddle_dir))}
