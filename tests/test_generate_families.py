@@ -4,7 +4,8 @@ its own library's generate feeds it (its prepare_inputs_for_generation), no fami
 takes no position_ids, paddlenlp's BLOOM and CodeGen take their cache as `cache=`, BLOOM builds its alibi from the
 mask, CTRL keeps each layer's keys and values stacked in one tensor and its port's head is paddlenlp's own Linear
 (torch's [out, in]): each green, the arguments the two sides pass otherwise said in one line, and a cache plant red at
-its step and layer. paddlenlp's own GPT loop hands its model no padding mask: red, said as the arguments it is handed otherwise.
+its step and layer. paddlenlp's own GPT loop hands its model no padding mask: red, said as the arguments it is handed
+otherwise.
 Families paddlenlp 2.8.1 lacks (GPT-NeoX, Qwen2) and one it cannot run (Mixtral) are held on transformers' side alone
 (check_cache, the same default step)."""
 import numpy as np

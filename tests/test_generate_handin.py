@@ -83,7 +83,8 @@ def test_positions_restarting_at_0_with_a_cache_are_red_in_the_hand_in(tmp_path)
 
 
 def bumped(delta: float, token: int):
-    """The Paddle model's next-token logits with `delta` added at `token`, as a port's rounding (or a bug) moves them."""
+    """The Paddle model's next-token logits with `delta` added at `token`, as a port's rounding (or a bug) moves
+    them."""
     def wrap(forward):
         def run(*args, **kwargs):
             out = forward(*args, **kwargs)

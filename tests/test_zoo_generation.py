@@ -44,8 +44,8 @@ def test_a_red_rows_figure_says_which_rows_part():
     pytest.importorskip("paddle")
     row = generating.judge_one("gpt")
     assert row["outcome"] == "red on the correct pair", row
-    padded, other, allowed = (float(x) for x in re.fullmatch(
-        r"step 1's logits, max diff row 0 \(left-padded\) (\S+), row 1 (\S+) \(allowed (\S+)\)", row["figure"]).groups())
+    said = r"step 1's logits, max diff row 0 \(left-padded\) (\S+), row 1 (\S+) \(allowed (\S+)\)"
+    padded, other, allowed = (float(x) for x in re.fullmatch(said, row["figure"]).groups())
     assert other <= allowed < padded, row["figure"]
     held = next(r for r in held_rows() if r["family"] == "gpt")
     assert held["figure"].startswith("step 1's logits, max diff row 0 (left-padded) ")

@@ -51,8 +51,10 @@ STEPS, PLANTED_LAYER = 8, 1
 HEADS = {"llama": {"LlamaLMHead": "transpose"}, "mixtral": {"MixtralLMHead": "transpose"},
          "rw": {"CausalLMHead": "same"}}
 # settings a family's LM is built with on both sides: mT5's head tied to its word embeddings (paddlenlp's default
-# ties them, transformers' does not: given, the two build one model)
-LM_SETTINGS = {"mt5": dict(tie_word_embeddings=True), "reformer": dict(is_decoder=True), "roberta": dict(is_decoder=True)}
+# ties them, transformers' does not: given, the two build one model); Reformer's and RoBERTa's causal LMs a decoder,
+# as transformers asks (is_decoder=True: its causal mask and its cache)
+LM_SETTINGS = {"mt5": dict(tie_word_embeddings=True), "reformer": dict(is_decoder=True),
+               "roberta": dict(is_decoder=True)}
 
 # two prompts of 6 tokens, the first left-padded by 2 (ids past pad, bos and eos)
 PROMPT = np.random.RandomState(0).randint(3, 100, (2, 6)).astype("int64")

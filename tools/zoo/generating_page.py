@@ -90,4 +90,5 @@ FINDINGS = [
     "- **XLNet**: transformers' XLNet raises in float64 (its relative attention mixes float32 into it): torch's "
     "yardstick cannot be made.",
     "- **not built**: paddlenlp's RoFormer LM holds a pooler transformers' lacks, and its head as bare "
-    "`decoder_weight` and `decoder_bias`: not the same model (above). Blenderbot's shared embedding runs as two Paddle modules (above).", ""]
+    "`decoder_weight` and `decoder_bias`: not the same model (above). Blenderbot's shared embedding runs as two "
+    "Paddle modules (above).", ""]

@@ -1,6 +1,6 @@
 """A model of any family whole from its checkpoint folder, on either side, for `python -m portcheck generate`: the
-class its config.json names (`architectures`; transformers' on the torch side, paddlenlp's on the Paddle side), built from
-that config with its cache on, in float32, and filled from the folder's safetensors shards by name (Shards: nothing
+class its config.json names (`architectures`; transformers' on the torch side, paddlenlp's on the Paddle side), built
+from that config with its cache on, in float32, and filled from the folder's safetensors shards by name (Shards: nothing
 unpickled). Before anything is built for real, a skeleton with no weights (torch's meta device, Paddle's LazyGuard)
 is matched against the shards: every tensor of its state dict by name and shape, the names of one tied tensor
 satisfied by any of them, a tensor missing or left over one line; the model is then no larger than its checkpoint.
@@ -145,8 +145,8 @@ def matched(shards: Shards, groups: list) -> dict:
             continue
         for n in held:
             if tuple(shards.shape(n)) != shape:
-                raise PipelineError(f"{shards.folder}: {n} is {list(shards.shape(n))}, the {shards.side} model's {n} is "
-                                    f"{list(shape)}: the checkpoint does not fit its config's model [PC911]")
+                raise PipelineError(f"{shards.folder}: {n} is {list(shards.shape(n))}, the {shards.side} model's {n} "
+                                    f"is {list(shape)}: the checkpoint does not fit its config's model [PC911]")
         first = shards.read(held[0])
         for n in held[1:]:
             if not np.array_equal(first, shards.read(n)):
