@@ -78,3 +78,17 @@ def test_a_folder_lacking_a_tensor_or_of_another_kind_is_one_line(folders, capsy
     (unknown / "config.json").write_text(json.dumps({**config, "architectures": ["NoSuchForCausalLM"]}))
     code, out, err = generated(capsys, folders, "gpt", unknown)
     assert code == 2 and "paddlenlp has no NoSuchForCausalLM" in err and "[PC667]" in err, err
+
+
+def test_a_rotary_cache_larger_than_the_memory_free_is_refused_before_it_is_built(tmp_path, capsys):
+    """A paddlenlp Llama folder whose config says 10**9 positions: its skeleton would build rotary caches of that
+    length in every layer; one line before anything is built."""
+    from examples.tiny_llama import write_pair
+    torch_dir, paddle_dir = write_pair(tmp_path, num_hidden_layers=2)
+    config = json.loads((paddle_dir / "config.json").read_text())
+    (paddle_dir / "config.json").write_text(json.dumps({**config, "max_position_embeddings": 10 ** 9}))
+    np.save(tmp_path / "prompt.npy", PROMPT[1])
+    with pytest.raises(SystemExit) as done:
+        cli.main(["generate", "--torch", str(torch_dir), "--paddle", str(paddle_dir), "--prompt-ids",
+                  str(tmp_path / "prompt.npy")])
+    assert done.value.code == 2 and "[PC986]" in capsys.readouterr().err

@@ -3,7 +3,8 @@ class its config.json names (`architectures`; transformers' on the torch side, p
 from that config with its cache on, in float32, and filled from the folder's safetensors shards by name (Shards: nothing
 unpickled). Before anything is built for real, a skeleton with no weights (torch's meta device, Paddle's LazyGuard)
 is matched against the shards: every tensor of its state dict by name and shape, the names of one tied tensor
-satisfied by any of them, a tensor missing or left over one line; the model is then no larger than its checkpoint.
+satisfied by any of them, a tensor missing or left over one line; the model is then no larger than its checkpoint
+(paddlenlp's rotary caches, which its skeleton builds for real, held to the memory free first).
 A PaddleFormers folder is loaded by paddleformers (formers_folders), in its venv.
 
     from portcheck.checkpoints import family_folders
@@ -85,6 +86,9 @@ def model_of(folder, side: str, raw: dict, model_type: str, name: str):
         config._attn_implementation = "eager"
     elif hasattr(config, "dtype"):
         config.dtype = "float32"
+    if side == "paddle" and raw.get("rope_theta") is not None:
+        # paddlenlp's rotary models build their cosine and sine caches as the skeleton is built, weights or none
+        checkpoint.rotary_fits(config, checkpoint.sizes(config), path)
     groups = tied_groups(built(cls, config, side, skeleton=True), side)
     present = matched(shards, groups)
     model = built(cls, config, side, skeleton=False)
