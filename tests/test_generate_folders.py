@@ -13,7 +13,7 @@ torch = pytest.importorskip("torch")
 paddle = pytest.importorskip("paddle")
 safetensors_numpy = pytest.importorskip("safetensors.numpy")
 from portcheck import cli  # noqa: E402
-from tools.zoo.generating import PROMPT, build  # noqa: E402
+from tools.zoo.generating import MASK, PROMPT, build  # noqa: E402
 
 # family: (a tensor of the Paddle folder, the torch module it is red at)
 PLANTS = {"gpt": ("gpt.decoder.layers.1.linear1.weight", "transformer.h.1.mlp.c_fc"),
@@ -29,6 +29,8 @@ def folders(tmp_path_factory):
         pt.save_pretrained(top / family / "torch", safe_serialization=True)
         pd.save_pretrained(top / family / "paddle", safe_serialization=True)
     np.save(top / "prompt.npy", PROMPT[1])
+    np.save(top / "batch.npy", PROMPT)
+    np.save(top / "mask.npy", MASK)
     return top
 
 
@@ -92,3 +94,17 @@ def test_a_rotary_cache_larger_than_the_memory_free_is_refused_before_it_is_buil
         cli.main(["generate", "--torch", str(torch_dir), "--paddle", str(paddle_dir), "--prompt-ids",
                   str(tmp_path / "prompt.npy")])
     assert done.value.code == 2 and "[PC986]" in capsys.readouterr().err
+
+
+def test_a_left_padded_batch_with_its_mask_is_green_and_a_mask_of_another_shape_one_line(folders, capsys):
+    argv = ["generate", "--torch", str(folders / "opt" / "torch"), "--paddle", str(folders / "opt" / "paddle"),
+            "--prompt-ids", str(folders / "batch.npy"), "--attention-mask", str(folders / "mask.npy"), "--new-tokens",
+            "2"]
+    with pytest.raises(SystemExit) as done:
+        cli.main(argv)
+    out = capsys.readouterr().out.splitlines()
+    assert done.value.code == 0 and out[0] == "compare_generate: green, 2 steps within the measured rule", out
+    assert any(line.startswith("left out of the rule, read by no real token") for line in out), out
+    with pytest.raises(SystemExit) as done:
+        cli.main(argv[:8] + [str(folders / "prompt.npy")] + argv[9:])
+    assert done.value.code == 2 and "[PC653]" in capsys.readouterr().err

@@ -24,6 +24,8 @@ def add_parser(sub):
                    "checkpoint folder, saved with save_pretrained(..., safe_serialization=True)")
     p.add_argument("--prompt-ids", required=True, type=Path, metavar="FILE.npy", help="the prompt's token ids, an "
                    "integer array [batch, length] or [length] (np.save, no pickle)")
+    p.add_argument("--attention-mask", type=Path, metavar="FILE.npy", help="1 at each prompt token, 0 at its left "
+                   "padding, shaped as the prompt's ids (np.save): a batch of prompts of other lengths")
     p.add_argument("--new-tokens", type=int, default=8, metavar="N", help="steps to decode (default 8)")
     p.add_argument("--table", action="store_true", help="also print the first parting step's call module by module")
     return p
@@ -47,7 +49,12 @@ def main(args) -> int:
                                 "requirements-formers.txt) [PC357]")
         from portcheck.checkpoints import fleet
         fleet.prepare()  # before transformers is imported: the order paddleformers and transformers 5 import in
+    mask = None
+    if args.attention_mask is not None:
+        mask = load_array(args.attention_mask, "give the prompt's mask, an integer array saved with np.save")
+        mask = mask[None] if mask.ndim == 1 else mask
     torch_model, paddle_model = family_folders.loaded(args.torch, args.paddle)
-    report = compare_generate(torch_model, paddle_model, np.asarray(ids, np.int64), max_new_tokens=args.new_tokens)
+    report = compare_generate(torch_model, paddle_model, np.asarray(ids, np.int64), max_new_tokens=args.new_tokens,
+                              attention_mask=mask)
     print(report.table() if args.table else "\n".join(report.lines()))
     return 0 if report.passed else 1
