@@ -82,7 +82,8 @@ FILE_SECONDS = {"test_hand_in.py": 130, "test_resnet18.py": 106, "test_distribut
                 "test_keys.py": 1, "test_run_limits.py": 1, "test_wording.py": 1, "test_scaled.py": 8,
                 "test_forward_cost.py": 9, "test_zoo_paconvert.py": 20,
                 # -n 0 setup + call seconds on a lightly loaded host: the hand-written ports' corpus and its tests
-                "test_run_paconvert.py": 25, "test_ports.py": 15, "test_root_tables.py": 14, "test_compat_layouts.py": 6,
+                "test_run_paconvert.py": 25, "test_ports.py": 15, "test_root_tables.py": 14, "test_compat_layouts.py": 17,
+                "test_generate_folders.py": 45,
                 "test_packed_rnn.py": 2}
 # A file missing from FILE_SECONDS (a new one) is placed as a file of this many seconds: after the long files, before
 # the short ones, whose ~200 s then even out the workers' ends whatever it takes. Placed last (0), a new file of 30 s

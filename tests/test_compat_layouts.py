@@ -194,3 +194,35 @@ def test_transformers_conv1d_against_compat_linears_is_transposed_square_or_not(
     pd.c_sq.weight.set_value(pt.c_sq.weight.detach().numpy())
     report = compare_forward(pt, pd, x)
     assert not report.passed and report.first_diverging == "c_sq", report.table()
+
+
+def test_paddlenlps_own_linear_holding_torchs_layout_is_known_by_type():
+    """paddlenlp.layers.Linear holds torch's [out, in] weight (the LM heads of paddlenlp's CTRL, RoBERTa, BERT): known
+    by its type as paddle.compat's Linear, filled as torch holds it beside a classic paddle.nn.Linear transposed;
+    green, and its rows swapped (a port reading another row order) red at it."""
+    from paddlenlp.layers import Linear as TorchHeld
+
+    class Torch(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.proj, self.head = torch.nn.Linear(3, 5), torch.nn.Linear(5, 7)
+
+        def forward(self, x):
+            return self.head(self.proj(x))
+
+    class Paddle(paddle.nn.Layer):
+        def __init__(self, plant=None):
+            super().__init__()
+            self.proj, self.head = paddle.nn.Linear(3, 5), TorchHeld(5, 7)
+
+        def forward(self, x):
+            return self.head(self.proj(x))
+    x = np.random.RandomState(0).randn(2, 3).astype("float32")
+    held = held_as_torch()
+    assert held[TorchHeld] == ("Linear", held[TorchHeld][1])
+    pt, pd = _pair(Torch, Paddle, x)
+    assert list(pd.head.weight.shape) == [7, 5] and list(pd.proj.weight.shape) == [3, 5]
+    assert compare_forward(pt, pd, x).passed
+    pd.head.weight.set_value(pd.head.weight.numpy()[::-1].copy())  # its rows in another order
+    report = compare_forward(pt, pd, x)
+    assert not report.passed and report.first_diverging.startswith("head"), report.table()

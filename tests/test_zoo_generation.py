@@ -36,3 +36,16 @@ def test_a_family_judged_again_gives_its_recorded_row():
     again = generating.judge_one("opt")
     row = next(r for r in held_rows() if r["family"] == "opt")
     assert (again["outcome"], again.get("plant")) == (row["outcome"], row["plant"])
+
+
+def test_a_red_rows_figure_says_which_rows_part():
+    """GPT (paddlenlp's own loop hands its model no padding mask): the row's figure gives each batch row's largest
+    logits difference at the parting step, the left-padded row beyond the allowance, the other within it."""
+    pytest.importorskip("paddle")
+    row = generating.judge_one("gpt")
+    assert row["outcome"] == "red on the correct pair", row
+    said = r"step 1's logits, max diff row 0 \(left-padded\) (\S+), row 1 (\S+) \(allowed (\S+)\)"
+    padded, other, allowed = (float(x) for x in re.fullmatch(said, row["figure"]).groups())
+    assert other <= allowed < padded, row["figure"]
+    held = next(r for r in held_rows() if r["family"] == "gpt")
+    assert held["figure"].startswith("step 1's logits, max diff row 0 (left-padded) ")

@@ -229,7 +229,8 @@ def judge_pair(folder: Path, name: str, files: dict, overrides: dict, strict: bo
         rows += report.figures(guide.keys, name) + (report.figures(
             measured.rows, name, first=first_diverging(measured.rows)) if measured is not None else [])
     red = (not guide.passed or bool(reprod.non_finite(strict_result)) or same[0] is False
-           or (measured is not None and not measured.measured_passed) or bool(problem)
+           or (measured is not None and not (measured.measured_passed and all(ok for _, ok, _ in measured.also)))
+           or bool(problem)
            or (strict and not strict_result.passed))
     log_line = ""
     if files["log"] is not None:
@@ -266,6 +267,7 @@ def judge_pair(folder: Path, name: str, files: dict, overrides: dict, strict: bo
     parts = [f"{name}: {'RED' if red else 'green'}", reprod.describe_guide(guide, threshold, copy)]
     if measured is not None:
         parts.append(measured.describe_measured())
+        parts += measured.also_lines()  # a generate pair's choices that differ: each a tie or a differing choice
     parts.append(reprod.describe_strict(strict_result, threshold, copy))
     parts.append({True: "same run", False: f"NOT the same run ({same[1]}) [PC110]",
                   None: "same run not proven"}[same[0]])

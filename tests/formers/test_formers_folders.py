@@ -170,3 +170,15 @@ def test_a_paddle_folder_missing_a_weight_is_paddleformers_refusal_in_one_line(t
     with pytest.raises(PipelineError) as e:
         formers_folders.compare(hf, pd, np.zeros((1, 4), dtype="int64"))
     assert "[PC354]" in str(e.value) and "\n" not in str(e.value), str(e.value)
+
+
+def test_generate_on_a_folder_whose_head_cannot_be_built_here_is_one_line(tmp_path, capsys):
+    """`python -m portcheck generate` on PaddleFormers folders: paddleformers' causal LMs build paddlefleet's own
+    model, not on PyPI; the base model has no head to generate with, said in one line."""
+    from portcheck import cli
+    hf, pd = _folders(tmp_path)
+    np.save(tmp_path / "prompt.npy", np.arange(1, 6, dtype="int64"))
+    with pytest.raises(SystemExit) as done:
+        cli.main(["generate", "--torch", str(hf), "--paddle", str(pd), "--prompt-ids", str(tmp_path / "prompt.npy")])
+    err = capsys.readouterr().err
+    assert done.value.code == 2 and "a model with no LM head cannot generate [PC670]" in err, err

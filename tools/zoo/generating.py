@@ -53,10 +53,12 @@ REPO = Path(__file__).resolve().parents[2]
 STEPS, PLANTED_LAYER = 8, 1
 # the LM head's layout where paddlenlp keeps it as a weight of its own [hidden, vocab] or [vocab, hidden]
 HEADS = {"llama": {"LlamaLMHead": "transpose"}, "mixtral": {"MixtralLMHead": "transpose"},
-         "rw": {"CausalLMHead": "same"}, "ctrl": {"TransposedLinear": "same"}}
+         "rw": {"CausalLMHead": "same"}}
 # settings a family's LM is built with on both sides: mT5's head tied to its word embeddings (paddlenlp's default
-# ties them, transformers' does not: given, the two build one model)
-LM_SETTINGS = {"mt5": dict(tie_word_embeddings=True), "reformer": dict(is_decoder=True)}
+# ties them, transformers' does not: given, the two build one model); Reformer's and RoBERTa's causal LMs a decoder,
+# as transformers asks (is_decoder=True: its causal mask and its cache)
+LM_SETTINGS = {"mt5": dict(tie_word_embeddings=True), "reformer": dict(is_decoder=True),
+               "roberta": dict(is_decoder=True)}
 
 # two prompts of 6 tokens, the first left-padded by 2 (ids past pad, bos and eos)
 PROMPT = np.random.RandomState(0).randint(3, 100, (2, 6)).astype("int64")
@@ -162,8 +164,9 @@ def judge_one(family: str) -> dict:
         pt, pd = build(family)
     except Exception as e:  # noqa: BLE001 - the family's result, said in one line
         return {**row, "outcome": "not built", "said": first_line(e, 300)}
+    kept = {}
     try:
-        report = compare_generate(pt, pd, PROMPT, max_new_tokens=STEPS, attention_mask=MASK)
+        report = compare_generate(pt, pd, PROMPT, max_new_tokens=STEPS, attention_mask=MASK, kept=kept)
     except Exception as e:  # noqa: BLE001
         return {**row, "outcome": "raises", "said": first_line(e, 300)}
     notes = [n for n in report.notes if n.startswith(("arguments:", "positions:"))]
@@ -172,7 +175,8 @@ def judge_one(family: str) -> dict:
         first = report.steps[report.first_step - 1] if report.first_step else None
         raised = first is not None and bool(first.stopped)
         return {**row, "outcome": "raises in its own library" if raised else "red on the correct pair",
-                "said": first.line() if raised else report.headline()}
+                "said": first.line() if raised else report.headline(),
+                **({} if raised or first is None else {"figure": rows_apart(first, kept)})}
     try:
         planted = compare_generate(pt, pd, PROMPT, max_new_tokens=2, attention_mask=MASK, against_itself=False,
                                    step=(None, keys_swapped_between_rows(PLANTED_LAYER)))
@@ -184,6 +188,17 @@ def judge_one(family: str) -> dict:
     return {**row, "outcome": "green, the cache plant red at its step and layer" if caught else
             "green, the cache plant red elsewhere" if red is not None else "green, the cache plant green",
             "plant": where}
+
+
+def rows_apart(step, kept: dict) -> str:
+    """The parting step's next-token logits, each batch row's largest difference against the rule's allowance: which
+    rows part (the left-padded one alone, or every row)."""
+    a, b = (np.asarray(kept[side].logits[step.step - 1]) for side in ("torch", "paddle"))
+    padded = {int(r) for r in np.flatnonzero((MASK == 0).any(axis=1))}
+    return f"step {step.step}'s logits, max diff " + ", ".join(
+        f"row {r}{' (left-padded)' if r in padded else ''} {d:.2e}" for r, d in
+        enumerate(np.abs(a.astype(np.float64) - b).reshape(len(a), -1).max(axis=1))) + \
+        f" (allowed {step.logits.allowed:.2e})"
 
 
 def main():

@@ -36,7 +36,7 @@ def why(r: dict) -> str:
     """What a row's verdict rests on: the line the report or the run said; for a green one, where the plant was red
     and whether the two number positions from another origin (said so by the report)."""
     if not r["outcome"].startswith("green"):
-        return r.get("said", "")[:300]
+        return "; ".join(filter(None, [r.get("figure", ""), r.get("said", "")[:300]]))
     origin = any(n.startswith("positions:") for n in r.get("notes", ()))
     return "; ".join(filter(None, ["positions numbered from another origin, said so" if origin else "",
                                    f"the plant red at {r['plant']}" if r.get("plant") else ""]))
@@ -72,15 +72,23 @@ FINDINGS = [
     "What the rows that are not green rest on:", "",
     "- **GPT**: paddlenlp 2.8.1's `GPTForCausalLM.prepare_inputs_for_generation` hands its model "
     "`attention_mask=None` whatever it is given, and no positions but its cache's length: its own loop reads a "
-    "left-padded row's padding (`test_paddlenlps_own_gpt_loop_hands_its_model_no_padding_mask_red_and_said`).",
+    "left-padded row's padding. That row alone parts, the other within the rule (the row's figure; "
+    "`test_paddlenlps_own_gpt_loop_hands_its_model_no_padding_mask_red_and_said`).",
     "- **BlenderbotSmall**: paddlenlp's encoder takes `attention_mask` as 1 at the padding (it adds `mask * -1e4`), "
-    "transformers' as 1 at the tokens: on a left-padded batch its encoder's output parts at its first attention "
-    "(`test_paddlenlp_blenderbot_small_reads_its_attention_mask_as_transformers`).",
-    "- **ProphetNet**: not the same model (its predicting streams, above); its encoder's output parts at step 1.",
+    "transformers' as 1 at the tokens, as paddlenlp's own tokenizer returns it. The left-padded row alone parts, "
+    "from its encoder's first attention; the other is within the rule (the row's figure; "
+    "`test_paddlenlp_blenderbot_small_reads_its_attention_mask_as_transformers`).",
+    "- **ProphetNet**: not the same model (its predicting streams, above): every row parts at step 1, from its "
+    "encoder's first attention (the row's figure).",
+    "- **RoBERTa**: paddlenlp's `RobertaForCausalLM` masks no future token: its `RobertaModel` builds the padding "
+    "mask alone, where transformers' (`is_decoder=True`) adds the causal one. Every row parts at step 1, from the "
+    "first attention's output (the row's figure; "
+    "`test_paddlenlp_roberta_causal_lm_masks_its_future_tokens_as_transformers`).",
     "- **Mixtral, RW, Reformer**: paddlenlp's own code raises in the step the row names. Mixtral's experts raise as "
     "above. RW's `build_alibi_tensor` multiplies a bfloat16 slope by the int64 positions of the mask. Reformer's "
     "attention assigns into its cache's tuple at step 2.",
     "- **XLNet**: transformers' XLNet raises in float64 (its relative attention mixes float32 into it): torch's "
     "yardstick cannot be made.",
-    "- **not built**: the LM heads of CTRL, RoBERTa and RoFormer ask `convert` for a map, and Blenderbot's shared "
-    "embedding runs as two Paddle modules (above).", ""]
+    "- **not built**: paddlenlp's RoFormer LM holds a pooler transformers' lacks, and its head as bare "
+    "`decoder_weight` and `decoder_bias`: not the same model (above). Blenderbot's shared embedding runs as two "
+    "Paddle modules (above).", ""]

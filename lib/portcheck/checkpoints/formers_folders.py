@@ -99,9 +99,10 @@ def checked_degree(raw: dict, path, tp):
                             f"model: give the folder saved merged into one ({TP} 1) and leave --tp out [PC352]")
 
 
-def load(torch_dir, paddle_dir, convert_from_hf: bool = False, tp=None) -> tuple:
+def load(torch_dir, paddle_dir, convert_from_hf: bool = False, tp=None, use_cache: bool = False) -> tuple:
     """(torch model, Paddle model, layouts, what was said): each side from its own folder by its own library, in
-    float32, eval mode, no cache; the base models where the causal LM cannot be built (said)."""
+    float32, eval mode, no cache unless use_cache (generation's); the base models where the causal LM cannot be
+    built (said)."""
     import torch
     t_path, p_path = (Path(checkpoint.a_folder(d, s)) / checkpoint.CONFIG
                       for d, s in ((torch_dir, "torch"), (paddle_dir, "paddle")))
@@ -127,8 +128,8 @@ def load(torch_dir, paddle_dir, convert_from_hf: bool = False, tp=None) -> tuple
     if convert_from_hf:
         said.append(f"the Paddle model: paddleformers' {name}.from_pretrained(folder, convert_from_hf=True)")
     t_model = t_class.from_pretrained(str(t_path.parent), dtype=torch.float32, attn_implementation="eager",
-                                      use_safetensors=True, local_files_only=True, use_cache=False).eval()
-    p_model = _paddle_loaded(p_class, p_path.parent, convert_from_hf)
+                                      use_safetensors=True, local_files_only=True, use_cache=use_cache).eval()
+    p_model = _paddle_loaded(p_class, p_path.parent, convert_from_hf, use_cache)
     config = p_model.config
     from portcheck.mapping.recipes import paddleformers
     layouts = paddleformers(config.num_attention_heads, config.num_key_value_heads or config.num_attention_heads)
@@ -152,13 +153,13 @@ def _view(folder):
         shutil.rmtree(view, ignore_errors=True)
 
 
-def _paddle_loaded(p_class, folder, convert_from_hf: bool):
+def _paddle_loaded(p_class, folder, convert_from_hf: bool, use_cache: bool = False):
     kw = {"convert_from_hf": True} if convert_from_hf else {}
     try:
         with _view(folder) as view:
             # the fused norm kernel is not registered on CPU
             config = p_class.config_class.from_pretrained(view)
-            config.fuse_rms_norm, config.use_cache = False, False
+            config.fuse_rms_norm, config.use_cache = False, use_cache
             model = p_class.from_pretrained(view, config=config, dtype="float32", **kw)
     except Exception as e:  # noqa: BLE001 - the library's own error on a folder it cannot load, said in one line
         raise PipelineError(f"{folder}: paddleformers' {p_class.__name__}.from_pretrained cannot load it "

@@ -14,7 +14,8 @@ NAMES = ("keys", "values", "cross-attention keys", "cross-attention values")  # 
 def cache_tensors(past) -> tuple:
     """((keys, values[, cross-attention keys, cross-attention values]) per layer) of a cache, the framework's
     tensors: a tuple per layer (transformers' legacy one, paddlenlp's; its tensors in nested tuples, paddle's Cache
-    and StaticCache, read in order), a transformers Cache (its key_cache and value_cache, or its layers' keys and
+    and StaticCache, read in order), a tensor per layer holding its keys and values stacked on a first axis of 2, a
+    transformers Cache (its key_cache and value_cache, or its layers' keys and
     values; an EncoderDecoderCache's self-attention cache, then its cross-attention one); () for what is none of
     these."""
     if past is None:
@@ -28,6 +29,8 @@ def cache_tensors(past) -> tuple:
         layers = [(x.keys, x.values) for x in past.layers]
     elif isinstance(past, (tuple, list)) and all(isinstance(x, (tuple, list)) for x in past):
         layers = [tuple(flat(x)) for x in past]
+    elif isinstance(past, (tuple, list)) and past and all(is_tensor(x) and tuple(x.shape)[:1] == (2,) for x in past):
+        layers = [(x[0], x[1]) for x in past]  # each layer's keys and values stacked on a first axis (CTRL's)
     else:
         return ()
     return tuple(layer for layer in layers if len(layer) in (2, 4) and all(is_tensor(t) for t in layer))

@@ -1,7 +1,8 @@
 """Each decoding step judged, torch's against Paddle's with torch's float64 twin the yardstick: an encoder-decoder's
 encoder output (once, at step 1), the next token's logits, each layer's cached tensors (the values at left-padded
 positions, which no real token reads, left out), the tokens each side would choose; and what the two sides' model
-calls are handed differently, said in one line. May import core, mapping and forward."""
+calls are handed differently, said in one line; the hand-in's generate pair's tokens judged as these choices are
+(handed_choices: a near-tie chosen apart is a tie). May import core, mapping and forward."""
 import numpy as np
 
 from portcheck.forward.judging import judge_one
@@ -131,3 +132,35 @@ def arguments_differing(step: int, mine, theirs) -> list:
     """A line per integer argument both calls of the parting step hand their model with other values."""
     return [f"step {step}: the two calls' {name} differ: torch's {said(a)}, paddle's {said(b)} (the last 8 of the "
             "first rows)" for name, a, b in integers_differing(mine, theirs)]
+
+
+TOKENS, LOGITS = "tokens", "logits"  # the hand-in's generate pair: [steps, batch] choices, [steps, batch, vocab]
+
+
+def handed_choices(t: dict, p: dict, e: dict) -> tuple:
+    """The hand-in's generate pair judged as compare_generate judges its choices: (Paddle's arrays, each token that
+    is a tie taken as torch's; [(tokens, passed, the choice's line)]). A row's tokens that differ at a step are a
+    tie where that step's logits are within their rule (torch's float64 twin's the yardstick) and each side's token
+    is its own logits' greedy choice; otherwise a differing choice, red, and Paddle's token stays as handed in."""
+    if not all(TOKENS in d and LOGITS in d for d in (t, p)) or LOGITS not in e:
+        return p, []
+    tokens, logits = (np.asarray(d[TOKENS]) for d in (t, p)), (np.asarray(d[LOGITS]) for d in (t, p, e))
+    (mine, theirs), (a, b, ref) = tokens, logits
+    if not (mine.shape == theirs.shape == a.shape[:2] == b.shape[:2] == ref.shape[:2] and a.shape == b.shape
+            and a.ndim == 3 and mine.dtype.kind in "iu" and theirs.dtype.kind in "iu"):
+        return p, []  # shapes that differ are red by the pair's own rules
+    taken, said = theirs.copy(), []
+    for s in np.flatnonzero((mine != theirs).any(axis=1)):
+        logits = judge_one(f"step {s + 1}: logits", a[s], ref[s], b[s])
+        for r in np.flatnonzero(mine[s] != theirs[s]):
+            x, y = int(mine[s, r]), int(theirs[s, r])
+            if not (0 <= min(x, y) and max(x, y) < a.shape[2]) or int(a[s, r].argmax()) != x or \
+                    int(b[s, r].argmax()) != y:
+                said.append((TOKENS, False, f"step {s + 1}, row {r}: torch handed in {x}, paddle {y}, a token its own "
+                                            "logits do not choose"))
+                continue
+            c = Choice(int(r), x, y, float(a[s, r, x] - a[s, r, y]), float(logits.allowed), logits.passed)
+            said.append((TOKENS, c.tie, f"step {s + 1}, {c.line()}"))
+            if c.tie:
+                taken[s, r] = x
+    return {**p, TOKENS: taken}, said

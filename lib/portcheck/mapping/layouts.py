@@ -150,12 +150,17 @@ def held_as_torch() -> dict:
     in_proj_weight [3E, E] as torch's). Known by the Paddle type, never by its name: a classic paddle.nn.Linear ([in,
     out]) beside them keeps its own layout. {} where paddle.compat is not loaded (no Paddle model, or a Paddle without
     it); torch is not imported (`portcheck run`'s Paddle side reads it). tests/test_compat_layouts.py builds every
-    layer paddle.compat holds and holds this table to their state dicts."""
+    layer paddle.compat holds and holds this table to their state dicts. paddlenlp's own Linear, which holds torch's
+    [out, in] too, likewise where paddlenlp is loaded."""
     compat = sys.modules.get("paddle.compat.nn")
-    if compat is None:
-        return {}
-    return {getattr(compat, name): (name, torch_held) for name in ("Linear", "MultiheadAttention")
-            if hasattr(compat, name)}
+    held = {} if compat is None else {getattr(compat, name): (name, torch_held)
+                                      for name in ("Linear", "MultiheadAttention") if hasattr(compat, name)}
+    # paddlenlp's own Linear (paddlenlp.layers.Linear: "weight matrix is stored as [out_features, in_features] (same
+    # as torch)"), the LM heads of its CTRL and RoBERTa among others
+    nlp = sys.modules.get("paddlenlp.layers.linear")
+    if nlp is not None and hasattr(nlp, "Linear"):
+        held[nlp.Linear] = ("Linear", torch_held)
+    return held
 
 
 def stands_for(paddle_kind):

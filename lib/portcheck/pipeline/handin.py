@@ -173,6 +173,7 @@ def find_pairs(folder, max_depth: int = 4, max_files: int = 20000) -> dict:
 # An align hand-in (portcheck/, examples/): diagnostics/<pair>_torch64.npy holds torch's float64 run of the pair's
 # keys, so the rule measured on the model (portcheck/calibrated.py) is re-derived from the folder alone.
 EXACT = "_torch64.npy"
+GENERATE = "generate"  # Handin.generate's pair: its tokens judged as compare_generate judges its choices
 
 
 @dataclass
@@ -322,9 +323,12 @@ def judge_measured(name: str, torch_file, paddle_file, exact_file, records=(None
     threshold = tolerances.guide_threshold(name) if threshold is None else threshold
     t, p = load_npy(torch_file), load_npy(paddle_file)
     same = record.same_run(torch_file, paddle_file, records[:2])
-    rows = []
+    rows, tied = [], []
     if kind == "computed":
         e = load_npy(exact_file)
+        if name == GENERATE:  # a near-tie the two sides choose apart is a tie, as compare_generate judges it
+            from portcheck.generation.steps import handed_choices
+            p, tied = handed_choices(t, p, e)
         problem = same[0] and record.twin_problem(torch_file, exact_file, (records[0], records[2]))
         if problem:
             same = (False, problem + "; re-run the torch side")
@@ -340,7 +344,7 @@ def judge_measured(name: str, torch_file, paddle_file, exact_file, records=(None
     dtypes = {k: np.asarray(v).dtype for k, v in t.items()}
     bounds = {k: (tolerances.ulps_in(d, ulps), allowed[d]) for k, d in dtypes.items() if d in allowed}
     return MeasuredVerdict(name, guide_verdict(t, p, threshold, name), rows, strict_verdict(t, p, threshold, name), same,
-                           threshold, kind, first, bounds=bounds)
+                           threshold, kind, first, also=tuple(tied), bounds=bounds)
 
 
 # Writing a hand-in through the library (align's records, any model): what the checker above judges.
@@ -470,7 +474,7 @@ def judge_and_log(folder, pair: str, threshold: float = None, tables=(), after_s
     said = diverged + said
     verdict = judge_measured(pair, torch_file, paddle_file, folder / f"{pair}{EXACT}", threshold=threshold + spread,
                              k=k, kind=kind, taken=used.get(TAKEN), branch=used.get(BRANCH))
-    verdict.also, verdict.spread = tuple(also), spread
+    verdict.also, verdict.spread = (*verdict.also, *also), spread
     tables = [*said, *tables]
     report.write_messages(verdict.messages() + [(line, False) for line in tables], folder / f"{pair}_diff.log")
     report.write_json({"name": pair, "passed": verdict.passed, "threshold": threshold, "k": k, "kind": kind,
