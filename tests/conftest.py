@@ -469,6 +469,17 @@ def inproc(script, *args, home, cwd=None):
                                        out.getvalue(), err.getvalue())
 
 
+# One module of this file for the whole run, the one pytest loaded: collecting tests/formers/ (its own conftest, skipped
+# outside its venv) takes "conftest" out of sys.modules, and each test file's `from conftest import ...` then loaded this
+# file again as a second module, its own SERVERS beside the fixtures' (two torch, Paddle and data fork servers a
+# worker, each started twice: ~14 s of CPU a worker for their imports, and their memory)
+_THIS = sys.modules[__name__]
+
+
+def pytest_collectstart(collector):
+    sys.modules["conftest"] = _THIS
+
+
 def pytest_collection_modifyitems(items):
     items.sort(key=lambda item: -FILE_SECONDS.get(item.path.name, UNTIMED))  # stable: each file keeps its own order
 
