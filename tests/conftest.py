@@ -48,7 +48,7 @@ FILE_SECONDS = {"test_hand_in.py": 130, "test_docs_blocks.py": 81, "test_distrib
                 "test_run_trainers.py": 40, "test_run_forged.py": 35, "test_run_packed.py": 35,
                 "test_run_split.py": 35, "test_five_steps.py": 33, "test_split.py": 30, "test_hostile5.py": 29,
                 "test_k_backward.py": 28, "test_hostile84.py": 26, "test_run_taking.py": 24, "test_edges.py": 23,
-                "test_run_config.py": 21, "test_docs_site.py": 20, "test_run_calls.py": 18, "test_hostile.py": 17,
+                "test_run_config.py": 21, "test_docs_site.py": 14, "test_run_calls.py": 18, "test_hostile.py": 17,
                 "test_inputs.py": 17, "test_layout.py": 17, "test_zoo.py": 16, "test_handin_steps.py": 13,
                 "test_run_loaders.py": 13, "test_split_head.py": 13, "test_run_paconvert.py": 12,
                 "test_stream_hostile.py": 12, "test_pairing.py": 11, "test_run_against_itself.py": 11,
