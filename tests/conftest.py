@@ -34,57 +34,47 @@ WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
 THREADS = str(max(1, len(os.sched_getaffinity(0)) // WORKERS))
 # pytest.ini hands out whole files (--dist loadfile) in collection order, the next file to the first worker that
 # is free; this puts the longest first, so the last file to start is a short one and the workers finish together.
-# Seconds per file, measured with `python -m pytest --junitxml` on idle cores (2026-11-26, fourth session: 956 tests,
-# 12:17, 1441 s of tests); a file missing here is placed as UNTIMED's (below). test_hand_in's figure (156
-# measured) is raised above the largest on purpose to send it first: it builds run_all_home, which test_step2 and
-# test_step4 start from, before either begins (a worker needing it mid-build would wait), and needs no tiny home at
-# its start, so the first two files do not both wait for the shared tiny home (shared_home). test_resnet18's,
-# test_mid_size's, test_step4's and test_step5's are the junit figures (159, 84, 62, 46.5) times their CPU seconds
-# after this round's cuts over before (156 / 237, 78 / 92.5; step4's schedule plants and step5's checks estimated);
-# test_distributed's the junit figure (50.9). test_step2's, test_edges's, test_run_scripts's and test_run_cycles's
-# scaled by their cut once the fork servers outlived a test's in-process framework imports (SET_BY_IMPORTS), `-n 0`
-# back to back on a loaded host: those four 497 -> 297 s of tests.
-# Since the tenth session (2026-11-27): each file's setup + call + teardown seconds in the whole suite on the
-# round's merged code (458e95d) with PYTEST_ADDOPTS=--durations=0 on idle cores (1269 tests, 10:23, 1172 s of
-# tests), test_hand_in's kept above the largest (above); a file under a second is 1.
-# Since the eleventh session (2026-11-27): the same, from a fresh clone's .ci/run of 93f73e9 with every worker's torch at
-# THREADS (_worker_threads; 1272 tests, 9:28, 1065 s of tests). test_run_trainers (+10) and test_run_calls (+8): their
-# added tests' share of their files' time, measured -n 0 on a loaded host and scaled by the files' own ratio.
-# test_docs_blocks (+4): docs/zoo.md's one-case zoo run, a fresh interpreter (3.5 s of CPU; 15 s wall on a loaded host).
-# test_docs_blocks (+104): the README's five steps on MiniLM, 24 scripts (104 s of CPU, -n 0 on a loaded host).
-# test_zoo_paconvert (20): its four ports' fast runs, PaConvert run again on the four torch files and the page's
-# command (31 s wall -n 0 on a loaded host, imports included); test_docs_blocks' share of docs/paconvert.md's two
-# programs is in its figure's noise (5 s of CPU).
-# test_run_paconvert_training (new): 65 s of CPU, -n 0 on a loaded host (18 script runs, PaConvert's two pairs).
-FILE_SECONDS = {"test_hand_in.py": 130, "test_resnet18.py": 106, "test_distributed.py": 75, "test_split.py": 105,
-                "test_run_launchers.py": 75, "test_run_split.py": 35, "test_run_paconvert_training.py": 65,
-                "test_zoo_families.py": 75, "test_mid_size.py": 72, "test_run_scripts.py": 53, "test_step5.py": 50,
-                "test_run_forged.py": 35, "test_step4.py": 33, "test_edges.py": 33, "test_run_trainers.py": 40,
-                "test_hostile5.py": 29, "test_five_steps.py": 34, "test_handin_steps.py": 40, "test_layout.py": 27,
-                "test_run_taking.py": 24, "test_inputs.py": 22, "test_user_verdicts.py": 24,
-                "test_run_config.py": 21, "test_zoo.py": 45, "test_regroup.py": 10, "test_docs_blocks.py": 128,
-                "test_hostile.py": 20, "test_loose_saved.py": 10,
-                "test_run_packed.py": 35, "test_pairing.py": 18, "test_stream_wide.py": 17, "test_steps25.py": 17,
-                "test_stream_hostile.py": 17, "test_view.py": 20, "test_explorer.py": 11, "test_loose.py": 21,
-                "test_plot.py": 14, "test_k_backward.py": 16, "test_loose_forms.py": 14, "test_pasted.py": 3,
-                "test_run_loaders.py": 13, "test_docs_site.py": 13, "test_one_sided.py": 6, "test_zoo_reasons.py": 3,
-                "test_run_against_itself.py": 11, "test_run_first_kink.py": 11, "test_habits.py": 11,
-                "test_run_calls.py": 18, "test_moe.py": 21, "test_pairing2.py": 11, "test_bn_few_values.py": 9,
-                "test_newcomer.py": 8, "test_run_cycles.py": 7, "test_draws.py": 2,
-                "test_run_rnn.py": 6, "test_hand_in_kink.py": 8, "test_step2.py": 6, "test_hostile4.py": 6,
-                "test_step1.py": 5, "test_torchvision.py": 5, "test_hostile3.py": 5, "test_convert.py": 4,
-                "test_stream.py": 4, "test_vision_ports.py": 4, "test_size.py": 4, "test_grouping.py": 3,
-                "test_diff.py": 3, "test_kink_isolated.py": 3, "test_align.py": 3, "test_library.py": 3,
-                "test_weight_stats.py": 2, "test_messages.py": 2, "test_models.py": 2, "test_layering.py": 2,
-                "test_rules.py": 1, "test_architecture.py": 1, "test_step3.py": 1, "test_flags.py": 1,
-                "test_first_call.py": 1, "test_shapes_shared.py": 1, "test_contestant.py": 1, "test_engine.py": 1,
-                "test_no_traceback.py": 1, "test_kink_branch.py": 1, "test_docs.py": 1, "test_links.py": 1,
-                "test_keys.py": 1, "test_run_limits.py": 1, "test_wording.py": 1, "test_scaled.py": 8,
-                "test_forward_cost.py": 9, "test_zoo_paconvert.py": 20,
-                # -n 0 setup + call seconds on a lightly loaded host: the hand-written ports' corpus and its tests
-                "test_run_paconvert.py": 25, "test_ports.py": 15, "test_root_tables.py": 14, "test_compat_layouts.py": 17,
-                "test_generate_folders.py": 45,
-                "test_packed_rnn.py": 2}
+# Seconds per file: its tests' CPU seconds (setup + call + teardown, this process's, its waited children's and its
+# fork servers' children's), measured test by test in one whole `python -m pytest` (two workers, THREADS 1) on a
+# loaded 2-core AMD EPYC; a file under a second is 1. Kept from the earlier whole-suite figures (each file's seconds
+# on idle cores): the files whose `portcheck run` scripts run in FORKED_RUNS' servers, and test_step5's, whose
+# fixtures' processes that count did not see. test_hand_in's is raised above the largest on purpose to send it
+# first: it builds run_all_home, which test_step2 and test_step4 start from, before either begins (a worker needing
+# it mid-build would wait), and needs no tiny home at its start, so the first two files do not both wait for the
+# shared tiny home (shared_home). Files since measured -n 0 alone: test_run_trainers (+30: its BatchNorm EMA pair),
+# test_run_paconvert_training (+12), test_compat_layouts, test_generate_folders.
+FILE_SECONDS = {"test_hand_in.py": 130, "test_docs_blocks.py": 81, "test_distributed.py": 59,
+                "test_run_paconvert_training.py": 65, "test_run_scripts.py": 53, "test_run_launchers.py": 52,
+                "test_resnet18.py": 51, "test_step5.py": 50, "test_zoo_families.py": 50, "test_mid_size.py": 43,
+                "test_run_trainers.py": 70, "test_run_forged.py": 35, "test_run_packed.py": 35,
+                "test_run_split.py": 35, "test_five_steps.py": 33, "test_split.py": 30, "test_hostile5.py": 29,
+                "test_k_backward.py": 28, "test_hostile84.py": 26, "test_run_taking.py": 24, "test_edges.py": 23,
+                "test_run_config.py": 21, "test_docs_site.py": 14, "test_run_calls.py": 18, "test_hostile.py": 17,
+                "test_inputs.py": 17, "test_layout.py": 17, "test_zoo.py": 16, "test_handin_steps.py": 13,
+                "test_run_loaders.py": 13, "test_split_head.py": 13, "test_run_paconvert.py": 12,
+                "test_stream_hostile.py": 12, "test_pairing.py": 11, "test_run_against_itself.py": 11,
+                "test_run_first_kink.py": 11, "test_stream_wide.py": 11, "test_global_settings.py": 10,
+                "test_kink_isolated.py": 10, "test_plot.py": 10, "test_steps25.py": 10, "test_pairing2.py": 9,
+                "test_habits.py": 8, "test_hand_in_kink.py": 8, "test_run_cycles.py": 7, "test_step4.py": 7,
+                "test_newcomer.py": 6, "test_run_rnn.py": 6, "test_hostile4.py": 5, "test_moe.py": 5,
+                "test_vision_ports.py": 5, "test_bn_few_values.py": 4, "test_generate.py": 4, "test_hostile3.py": 4,
+                "test_ports.py": 4, "test_root_tables.py": 4, "test_size.py": 4, "test_step2.py": 4,
+                "test_stream.py": 4, "test_convert.py": 3, "test_docs_prose.py": 3, "test_explorer.py": 3,
+                "test_generate_families.py": 3, "test_loose.py": 3, "test_loose_saved.py": 3, "test_step1.py": 3,
+                "test_torchvision.py": 3, "test_view.py": 3, "test_zoo_paconvert.py": 3, "test_align.py": 2,
+                "test_architecture.py": 2, "test_bn_two_values.py": 2, "test_diff.py": 2,
+                "test_generate_seq2seq.py": 2, "test_grouping.py": 2, "test_layering.py": 2, "test_library.py": 2,
+                "test_loose_forms.py": 2, "test_models.py": 2, "test_scaled.py": 2, "test_bench_pages.py": 1,
+                "test_compat_layouts.py": 17, "test_contestant.py": 1, "test_docs.py": 1, "test_draws.py": 1,
+                "test_engine.py": 1, "test_first_call.py": 1, "test_flags.py": 1, "test_forward_cost.py": 1,
+                "test_fused_restart.py": 1, "test_generate_handin.py": 1, "test_generate_origin.py": 1,
+                "test_generate_padding.py": 1, "test_generate_window.py": 1, "test_keys.py": 1,
+                "test_kink_branch.py": 1, "test_layouts_formers.py": 1, "test_links.py": 1, "test_messages.py": 1,
+                "test_no_traceback.py": 1, "test_one_sided.py": 1, "test_packed_rnn.py": 1, "test_pasted.py": 1,
+                "test_pooler_linear.py": 1, "test_regroup.py": 1, "test_root_own.py": 1, "test_rules.py": 1,
+                "test_run_limits.py": 1, "test_shapes_shared.py": 1, "test_step3.py": 1, "test_tensor_data.py": 1,
+                "test_user_verdicts.py": 1, "test_weight_stats.py": 1, "test_wording.py": 1,
+                "test_zoo_generation.py": 1, "test_zoo_reasons.py": 1, "test_generate_folders.py": 45}
 # A file missing from FILE_SECONDS (a new one) is placed as a file of this many seconds: after the long files, before
 # the short ones, whose ~200 s then even out the workers' ends whatever it takes. Placed last (0), a new file of 30 s
 # starts when the other worker has a second or two left, and that worker waits out the rest.
@@ -468,6 +458,17 @@ def inproc(script, *args, home, cwd=None):
         os.environ.update(saved[1])
     return subprocess.CompletedProcess([sys.executable, str(ROOT / script), *map(str, args)], code,
                                        out.getvalue(), err.getvalue())
+
+
+# One module of this file for the whole run, the one pytest loaded: collecting tests/formers/ (its own conftest,
+# skipped outside its venv) takes "conftest" out of sys.modules, and each test file's `from conftest import ...` then
+# loaded this file again as a second module, its own SERVERS beside the fixtures' (a worker's torch, Paddle and data
+# fork servers each started twice: ~14 s of CPU a worker for their imports, and their memory)
+_THIS = sys.modules[__name__]
+
+
+def pytest_collectstart(collector):
+    sys.modules["conftest"] = _THIS
 
 
 def pytest_collection_modifyitems(items):

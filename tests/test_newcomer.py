@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from bert_sst2 import paths
-from tests.conftest import run
+from conftest import run
 
 ROOT = paths.ROOT
 
