@@ -128,9 +128,32 @@ def test_a_paddleformers_layout_converts_and_compares_green_with_no_map(isolate)
     assert pairs["self_attn.k_proj"] == "self_attn.qkv_proj.k_proj" and pairs["mlp.up_proj"] == "mlp.up_gate_proj.up_proj"
 
 
-def test_without_layouts_the_refusal_names_the_entries_and_never_says_the_models_differ():
+def test_with_no_layouts_convert_settles_each_fused_layout_by_a_run_and_says_which():
+    pt, pd = torch_block(), paddle_block()
+    state = convert(pt, pd, inputs=X)
+    assert state.fused_found == {"self_attn.qkv_proj": LAYOUTS["qkv_proj"],
+                                 "mlp.up_gate_proj": LAYOUTS["up_gate_proj"]}, state.fused_found
+    assert "self_attn.qkv_proj: their columns [q_proj x2 | k_proj | v_proj] per 2 groups, settled by a run: " \
+           "self_attn" in state.said and "mlp.up_gate_proj: their columns [gate_proj | up_proj] one after the " \
+           "other" in state.said, state.said
+    assert compare_forward(pt, pd, X, layouts=state.fused_found, isolate=True).passed
+
+
+@pytest.mark.parametrize("plant, where", [({"qkv_order": ("k", "q", "v")}, "self_attn"),
+                                          ({"gate_first": False}, "mlp")])
+def test_a_port_reading_its_columns_in_no_candidate_layout_is_refused_naming_each_and_how_far(plant, where):
+    pt, pd = torch_block(), paddle_block(**plant)
+    before = {k: v.numpy().copy() for k, v in pd.state_dict().items()}
+    with pytest.raises(PipelineError, match=r"\[PC456\]") as e:
+        convert(pt, pd, inputs=X)
+    line = str(e.value)
+    assert f"gives torch's {where} on the run" in line and "one after the other" in line and "per 2 groups" in line
+    assert all(np.array_equal(v.numpy(), before[k]) for k, v in pd.state_dict().items())  # left as it was
+
+
+def test_without_inputs_the_refusal_names_the_entries_and_never_says_the_models_differ():
     with pytest.raises(PipelineError) as e:
-        convert(torch_block(), paddle_block(), inputs=X)
+        convert(torch_block(), paddle_block())
     line = str(e.value)
     assert "'qkv_proj': portcheck.Fused(('q_proj', 'k_proj', 'v_proj'), widths=(2, 1, 1))" in line, line
     assert "'up_gate_proj': portcheck.Fused(('gate_proj', 'up_proj'))" in line and "heads= the key-value heads" in line

@@ -10,7 +10,7 @@ import numpy as np
 
 from portcheck.core.errors import PipelineError
 from portcheck.core.keys import ROOT, module_of, split_key
-from portcheck.mapping import regroup, ties
+from portcheck.mapping import fused, inferred, regroup, ties
 from portcheck.mapping.loose import taken_as
 from portcheck.mapping.state import Joined, State
 
@@ -179,3 +179,84 @@ def _take(either, how: str, state: State, params: dict, loose: dict = None):
         tensor, array = state._tensors[held.paddle_key]
         state._tensors[held.paddle_key] = (replace(tensor, rule=held.rule), array)
         params[held.paddle_key].set_value(np.ascontiguousarray(state[held.paddle_key]))
+
+
+def settle_fused(torch_model, paddle_model, inputs, state: State, params: dict, found: dict) -> dict:
+    """Each fused module no one declared (found: {Paddle module: its candidate layouts, inferred.candidates}, filled
+    by convert in the first) in the layout whose run gives torch's values, as settle_by_run settles an order: the
+    modules whose parts have one shape settled together, in the run's order, each candidate's tensors set in every
+    one of them (the rest converted, those settled before in their layout) and the Paddle model run on `inputs`; the
+    call judged is the first module's parent against the parent of its torch parts (the attention, the MLP whose
+    forward reads its columns). Kept: the one candidate within SETTLED, else ties.nearest_of's (a port differing in
+    that parent, its RoPE, still settles by APART; compare_forward judges the difference). Candidates making the same
+    tensor (one key-value group) are one. state and the Paddle model are changed to it; where no candidate is kept, a
+    PipelineError naming each and how far its run was. Returns {Paddle module: Fused} and the lines saying each."""
+    from portcheck.mapping.trace import eval_mode, stopped, trace
+    joined = {}  # {Paddle module: [its Joined keys]}
+    for key, (tensor, _) in state._tensors.items():
+        if isinstance(tensor, Joined) and key.rpartition(".")[0] in found:
+            joined.setdefault(key.rpartition(".")[0], []).append(key)
+    kinds = {}  # the modules whose parts have one shape, settled as one: {shapes: [Paddle module]}
+    for name, keys in joined.items():
+        shapes = tuple((k.rpartition(".")[2], tuple(tuple(np.shape(a)) for _, a in state._tensors[k][0].parts))
+                       for k in keys)
+        kinds.setdefault((found[name][0].parts, shapes), []).append(name)
+    with eval_mode(torch_model), eval_mode(paddle_model):
+        t_record = trace(torch_model, inputs)
+    order = {c: n for n, c in enumerate(dict.fromkeys(split_key(k)[1] for k in t_record if k.startswith("out/")))}
+    parent = lambda name: name.rpartition(".")[0] or ROOT  # noqa: E731
+    first_part = lambda name: state.origin[joined[name][0]].split(" + ")[0].rpartition(".")[0]  # noqa: E731
+    chosen, said = {}, []
+    at = lambda name: order.get(first_part(name), len(order))  # noqa: E731
+    for names in sorted((sorted(ns, key=at) for ns in kinds.values()), key=lambda ns: at(ns[0])):
+        judged = names[0]
+        ways = {}  # {the first candidate making each tensor: the others making the same}
+        arrays = {}
+        for spec in found[judged]:
+            made = {k: fused.join(spec, [t.to_paddle(a) for t, a in state._tensors[k][0].parts])
+                    for n in names for k in joined[n]}
+            if any(v is None for v in made.values()):
+                continue
+            same = next((w for w in ways if all(np.array_equal(arrays[w][k], made[k]) for k in joined[judged])), None)
+            if same is not None:
+                ways[same].append(spec)
+                continue
+            ways[spec], arrays[spec] = [], made
+        far = {}
+        for spec, made in arrays.items():
+            for key, value in made.items():
+                params[key].set_value(value)
+            with eval_mode(paddle_model):
+                p_record = trace(paddle_model, inputs)
+            far[spec] = ties.distance(ties.outputs_of(t_record, parent(first_part(judged))),
+                                      ties.outputs_of(p_record, parent(judged)))
+            stop = stopped(p_record)
+            if stop and not ties.outputs_of(p_record, parent(judged)):  # the run never reached it: nothing says
+                raise PipelineError(f"Paddle {judged} holds what torch's {', '.join(spec.parts)} hold together; its "
+                                    f"layout is settled by a run, and the Paddle model's run over inputs= stops "
+                                    f"before {parent(judged)}: {stop} [PC456]")
+            del p_record
+        within = [s for s, d in far.items() if d <= SETTLED]
+        best = within[0] if len(within) == 1 else ties.nearest_of(far) if far else None
+        shown = lambda spec: inferred.said(spec) + (f" (so too {', '.join(inferred.said(s) for s in ways[spec])}: " # noqa: E731
+                                                    "the same tensor)" if ways[spec] else "")
+        if best is None:
+            raise PipelineError(
+                f"Paddle {', '.join(names[:3])}{' ...' if len(names) > 3 else ''} hold what torch's "
+                f"{', '.join(found[judged][0].parts)} hold together, but no layout of their columns gives torch's "
+                f"{parent(first_part(judged))} on the run over inputs=: "
+                + "; ".join(f"{inferred.said(s)} {d:.2g}" for s, d in far.items())
+                + " of its scale apart; declare the layout (layouts={'<module>': portcheck.Fused(...)}) if the port "
+                "reads its columns in another way [PC456]")
+        for key, value in arrays[best].items():
+            params[key].set_value(value)
+            tensor, array = state._tensors[key]
+            state._tensors[key] = (Joined(best, tensor.parts), array)
+        chosen.update((n, best) for n in names)
+        others = sorted(d for s, d in far.items() if s is not best)
+        said.append(f"{', '.join(names[:2])}{f' and {len(names) - 2} more' if len(names) > 2 else ''}: their "
+                    f"columns {shown(best)}, settled by a run: {parent(judged)} {far[best]:.2g} of its scale from "
+                    f"torch's {parent(first_part(judged))}" + (
+                        f" (the other {len(others)} layouts {others[0]:.2g} to {others[-1]:.2g})" if others else "")
+                    + ("" if best in within else f"; not within {SETTLED:g}: compare_forward judges it"))
+    return chosen, said

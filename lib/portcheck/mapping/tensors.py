@@ -170,3 +170,31 @@ def _ties(torch_model, paired=None) -> set:
 def paddle_key(tensor: Tensor, target: str) -> str:
     """The Paddle state-dict key of a torch tensor whose module pairs with the Paddle module `target`."""
     return f"{target}.{tensor.paddle_name}" if target else tensor.paddle_name
+
+
+def by_shape(torch_model, layers: dict, modules: dict, layouts=None) -> dict:
+    """{torch type name: "same" or "transpose"} for the torch module types no layout is known for (a router of its
+    own type: transformers' Glm4MoeTopkRouter, its weight [experts, hidden] and a score bias) whose every module holds
+    one tensor of two axes, not square, beside tensors of at most one axis longer than 1, and whose Paddle counterpart
+    (modules: {torch module: Paddle module}; layers: {name: Paddle layer}) holds a tensor of that name in torch's
+    shape or transposed: the only layout its shape allows, every module of the type agreeing (a square one fits both:
+    the run settles it, settle.settle_layouts, or the user declares it)."""
+    table, found = layouts_table(layouts), {}
+    for name, module in torch_model.named_modules():
+        target = layers.get(modules.get(name or "(model)", None) if name else None)
+        kind = type(module).__name__
+        if target is None or any(key in table for key in lineage(type(module))):
+            continue
+        tensors = own_tensors(module)
+        wide = {t: a for t, a in tensors.items() if sum(d != 1 for d in a.shape) > 1}
+        if len(wide) != 1:
+            continue
+        (tname, array), = wide.items()
+        theirs = dict(target.named_parameters(include_sublayers=False)).get(tname)
+        if theirs is None or array.ndim != 2 or array.shape[0] == array.shape[1]:
+            found[kind] = None
+            continue
+        how = "same" if tuple(theirs.shape) == array.shape else "transpose" \
+            if tuple(theirs.shape) == array.shape[::-1] and tname == "weight" else None
+        found[kind] = how if found.get(kind, how) == how else None
+    return {kind: how for kind, how in found.items() if how}
