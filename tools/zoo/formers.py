@@ -1,6 +1,6 @@
 """paddleformers' families in the zoo (the PaddleFormers environment: requirements-formers.txt): every family both
 paddleformers 1.2.0 and transformers 5.3.0 ship whose base text model builds here, each from one tiny random config,
-converted with no map (paddleformers' layouts, recipes.paddleformers, given where convert asks for them) and judged
+converted with no map and no layouts (each fused layout settled by convert's run on the input) and judged
 as tools/zoo/families.py judges paddlenlp's: compare_forward cumulative and isolated, compare_backward over 3 steps,
 three plants of the family's own parts (its first RMS norm's epsilon, its first attention query's weight, its word
 embedding's rows), each expected red at its module.
@@ -139,31 +139,15 @@ def plants(pd) -> list:
 
 
 def _convert(pt, pd, x, result: dict):
-    """convert with no map; where it refuses, paddleformers' layouts (recipes.paddleformers), then their qkv_proj
-    alone, then with the up_gate_proj of the MLPs outside the routed experts (experts paired by index keep theirs
-    whole): the first that pairs the two, said in the row; where none does, the last refusal is the family's
-    result."""
+    """convert with no map and no layouts: each fused layout settled by the run (its line in the row); the layouts it
+    found are what compare_forward and compare_backward cut the fused modules by."""
     from portcheck import convert
-    from portcheck.core.errors import PipelineError
-    from portcheck.mapping.recipes import paddleformers
-    try:
-        return convert(pt, pd, inputs=x), None
-    except PipelineError:
-        pass
-    recipe = paddleformers(TINY["num_attention_heads"], pd.config.num_key_value_heads)
-    # the MLPs outside the routed experts ([gate | up] too), by their whole names
-    mlps = {n: recipe["up_gate_proj"] for n, _ in pd.named_sublayers() if n.endswith(".up_gate_proj")
-            and ".experts." not in n}
-    tries = [("recipes.paddleformers", recipe), ("its qkv_proj", {"qkv_proj": recipe["qkv_proj"]}),
-             ("its qkv_proj, and its up_gate_proj by name outside the routed experts",
-              {"qkv_proj": recipe["qkv_proj"], **mlps})]
-    for i, (said, layouts) in enumerate(tries):
-        result["layouts"] = said
-        try:
-            return convert(pt, pd, inputs=x, layouts=layouts), layouts
-        except PipelineError:
-            if i == len(tries) - 1:
-                raise
+    from portcheck.mapping.inferred import said
+    state = convert(pt, pd, inputs=x)
+    found = {name.rpartition(".")[2]: said(spec) for name, spec in (state.fused_found or {}).items()}
+    if found:  # each module's last name once: every layer's is one layout here
+        result["settled"] = ", ".join(f"`{name}` {how}" for name, how in found.items())
+    return state, state.fused_found or None
 
 
 def judge_one(family: str, fast: bool = False) -> dict:

@@ -22,7 +22,7 @@ def load(folder: Path) -> list:
 
 def why(r: dict) -> str:
     """A row's why: the port's difference (with its finding's link), the line a refusal or a failure said, the
-    layouts given."""
+    fused layouts convert settled."""
     if r.get("reason"):
         said = [f"{r['reason'].partition(': ')[2]}; {FINDINGS_LINK}"]
     elif r["outcome"].startswith("green"):
@@ -30,9 +30,8 @@ def why(r: dict) -> str:
     else:
         said = [r.get("said") or (r.get("forward_said") and f"compare_forward: {r['forward_said']}")
                 or f"compare_backward: {r.get('backward_said')}"]
-    if r.get("layouts"):  # the recipe whole, or the parts of it named
-        said.append("layouts given: `recipes.paddleformers(num_attention_heads, num_key_value_heads)`"
-                    + ("" if r["layouts"] == "recipes.paddleformers" else f", {r['layouts']}"))
+    if r.get("settled"):  # the fused layouts convert settled by its run, no layouts given
+        said.append(f"convert settled by a run: {r['settled']}")
     return "; ".join(filter(None, said))
 
 
@@ -48,8 +47,9 @@ def section(results: list) -> list:
             f"({seconds} s, one family after another, each in a process of its own). Each family's base text model (a "
             "vision-language family's text tower) is:", "",
             "- built from one tiny random config (hidden 64, 2 layers, 4 experts, `fuse_rms_norm=False`);",
-            "- converted with no map. Where convert asks for paddleformers' fused layouts, "
-            "`portcheck.mapping.recipes.paddleformers` gives them, and the row says so;",
+            "- converted with no map and no layouts: a fused module's layout (paddleformers' `qkv_proj`, "
+            "`up_gate_proj`) is the one of its candidates whose run on the input gives torch's values, and the row "
+            "says which;",
             "- judged by compare_forward cumulative and isolated and compare_backward over 3 steps;",
             "- planted three times in its own parts: its first RMS norm's epsilon, its first attention query's weight "
             "x 1.01, its word embedding's rows one off.", "",

@@ -234,7 +234,7 @@ def settle_fused(torch_model, paddle_model, inputs, state: State, params: dict, 
             if stop and not ties.outputs_of(p_record, parent(judged)):  # the run never reached it: nothing says
                 raise PipelineError(f"Paddle {judged} holds what torch's {', '.join(spec.parts)} hold together; its "
                                     f"layout is settled by a run, and the Paddle model's run over inputs= stops "
-                                    f"before {parent(judged)}: {stop} [PC456]")
+                                    f"before {parent(judged)}: {stop} [PC457]")
             del p_record
         within = [s for s, d in far.items() if d <= SETTLED]
         best = within[0] if len(within) == 1 else ties.nearest_of(far) if far else None
