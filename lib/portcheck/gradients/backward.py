@@ -25,7 +25,7 @@ from portcheck.forward.chosen import checked_outputs
 from portcheck.forward.twin import EAGER, F64, WIDER, cast_wide, experts_eager, float64, float64_inputs, in_turn
 from portcheck.mapping.trace import INPUTS, Recorder, call, framework_of, watch, watch_paddle
 from portcheck.core import calibrated, diff, tolerances
-from portcheck.mapping import fused, loose as loose_tensors, modules, pairing
+from portcheck.mapping import experts, fused, loose as loose_tensors, modules, pairing
 from portcheck.mapping.convert import plan
 from portcheck.core.errors import PipelineError, raised_by
 from portcheck.mapping.tensors import torch_layouts
@@ -115,6 +115,9 @@ def compare_backward(torch_model, paddle_model, inputs, targets, loss, optimizer
         torch_model.load_state_dict(after)
         return run
     loose_tensors.mark(t, p)  # said in both records: their pairing reads it
+    # torch's packed experts as the list of experts the port holds, as compare_forward's record says them: its first
+    # forward then reads each mixture's routing, and judges its router's probabilities against Paddle's logits so
+    experts.mark(t, torch_model, paddle_model)
     report = judged(t, p, name_map, mean_bound, again, outputs)
     if torch_model in EAGER and report.forward is not None:
         report.forward.outputs_said.append(EAGER.pop(torch_model))
