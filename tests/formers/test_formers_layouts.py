@@ -84,3 +84,29 @@ def test_qwen3_moe_packed_experts_pair_by_index_green_with_an_eager_yardstick_an
     b.set_value(first)
     report = compare_forward(t, p, IDS, layouts=layouts)
     assert not report.passed and report.first_diverging == "layers.0.mlp", report.first_diverging
+
+
+def test_qwen3_moe_compare_backward_is_green_with_no_map_and_its_router_one_expert_off_is_red_at_the_router():
+    import paddle
+    from portcheck import compare_backward, convert
+    t, p = _pair("qwen3_moe", moe_intermediate_size=32, num_experts=4, num_experts_per_tok=2, norm_topk_prob=True)
+    state = convert(t, p, inputs=IDS)
+    start = {k: v.numpy().copy() for k, v in p.state_dict().items()}
+    target = np.random.RandomState(1).randn(2, 8, 64).astype("float32")
+    loss = (lambda o, y: ((o[0] - y) ** 2).mean(),) * 2
+    sgd = (lambda ps: torch.optim.SGD(ps, lr=0.01), lambda ps: paddle.optimizer.SGD(0.01, parameters=ps))
+
+    def backward():
+        t.load_state_dict(torch_start)
+        return compare_backward(t.train(), p.train(), IDS, target, loss=loss, optimizer=sgd, steps=1,
+                                layouts=state.fused_found)
+    torch_start = {k: v.detach().clone() for k, v in t.state_dict().items()}
+    report = backward()
+    assert report.passed, report.table()
+    assert any("probabilities" in r.by_design for r in report.forward.rows if r.key == "layers.0.mlp.gate[0]")
+    p.set_state_dict(start)
+    w = p.layers[0].mlp.gate.weight  # [hidden, experts]: its columns one expert off
+    w.set_value(np.roll(w.numpy(), 1, axis=1))
+    report = backward()
+    assert not report.passed and report.forward.first_diverging.startswith("layers.0.mlp.gate"), \
+        report.forward.first_diverging

@@ -78,10 +78,11 @@ def compare_backward(torch_model, paddle_model, inputs, targets, loss, optimizer
     checked_args(None, mean_bound)  # before any training: a bad bound would only show when .passed is read
     checked_outputs(outputs)
     checked_pairs(loss=loss, optimizer=optimizer, scheduler=scheduler, clip=clip)
-    kinds, loose = {}, {}
+    kinds, loose, shaped = {}, {}, {}
     try:
         with outside_draws():  # its pairing's runs, in the caller's mode, draw as the steps' do
-            planned = plan(torch_model, paddle_model, name_map, layouts, inputs, paddle_kinds=kinds, loose=loose)
+            planned = plan(torch_model, paddle_model, name_map, layouts, inputs, paddle_kinds=kinds, loose=loose,
+                           shaped=shaped)
         found = {}
     except PipelineError as e:  # before any step: ties a fused module settles, declared as convert declares them
         found = fused.settling(e, layouts)
@@ -89,7 +90,11 @@ def compare_backward(torch_model, paddle_model, inputs, targets, loss, optimizer
             raise
         layouts = {**(layouts or {}), **found}
         with outside_draws():
-            planned = plan(torch_model, paddle_model, name_map, layouts, inputs, paddle_kinds=kinds, loose=loose)
+            planned = plan(torch_model, paddle_model, name_map, layouts, inputs, paddle_kinds=kinds, loose=loose,
+                           shaped=shaped)
+    # a type of its own whose one weight the Paddle tensor's shape places (a router): the torch side's records
+    # take that layout too
+    layouts = {**(layouts or {}), **shaped} if shaped else layouts
     import torch
     # where the run starts, for torch's run again taking Paddle's side of a kink (judged)
     start, draws = copy.deepcopy(torch_model.state_dict()), torch.get_rng_state()

@@ -156,15 +156,6 @@ def pair_modules(torch_model, paddle_model, name_map=None, inputs=None, layouts=
     tied = _ties(torch_model, {"" if t == ROOT else t for t in modules})
     left = [(n or ROOT, m) for n, m in torch_model.named_modules()
             if own_tensors(m) and (n or ROOT) not in modules and n not in tied]
-    # a module no output of the run pairs (a router returning its top-k where torch's returns logits), and the
-    # unpaired Paddle module of its name holding tensors of the same names and sizes: the same place, paired so; its
-    # layout is its tensors' shapes' (tensors.by_shape) and its output judged as any other
-    for n, m in left:
-        like = layers.get(n)
-        if like is not None and n not in taken and n not in paired.missing and _same_sizes(m, like):
-            modules[n] = n
-            taken.add(n)
-    left = [(n, m) for n, m in left if n not in modules]
     # a table torch holds and never trains, which the port computes in its forward instead (transformers' RoFormer
     # sinusoidal positions against paddlenlp's): nothing of it to fill; what reads it is judged
     frozen = [n for n, m in left if n not in paired.missing and loose_tensors.frozen(m)]
@@ -220,16 +211,6 @@ def pair_modules(torch_model, paddle_model, name_map=None, inputs=None, layouts=
                         + "): declare as many parts as its tensors hold, in their order")
     missing = "; and ".join(problems)
     return {t: "" if p == ROOT else p for t, p in modules.items()}, missing
-
-
-def _same_sizes(module, layer) -> bool:
-    """A torch module and a Paddle layer holding tensors of the same names and sizes (parameters and persistent
-    buffers), any holding one."""
-    mine = {n: int(np.prod(a.shape)) for n, a in own_tensors(module).items()}
-    skip = getattr(layer, "_non_persistable_buffer_names_set", set())
-    theirs = {n: int(np.prod(t.shape)) for n, t in [*layer.named_parameters(include_sublayers=False),
-                                                     *layer.named_buffers(include_sublayers=False)] if n not in skip}
-    return bool(mine) and mine == theirs
 
 
 def _held(group: list, torch_model, paddle_model, modules: dict) -> bool:
