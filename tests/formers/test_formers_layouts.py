@@ -58,7 +58,7 @@ def test_glm4_moe_router_placed_by_its_shape_green_with_no_map_and_its_experts_r
     from tools.zoo import formers
     t, p, x = formers.build("glm4_moe")
     state = convert(t, p, inputs=x)
-    assert "Glm4MoeTopkRouter: its weight as it is, the only layout the Paddle tensor's shape allows" in state.said
+    assert "Glm4MoeTopkRouter: its tensors as they are, the only layout the Paddle tensors' shapes allow" in state.said
     report = compare_forward(t, p, x, layouts=state.fused_found)
     assert report.passed, report.first_diverging
     w = p.layers[1].mlp.gate.weight

@@ -175,8 +175,8 @@ def _judge_one(family: str, fast: bool) -> dict:
     result["classes"] = f"{type(pd).__name__} / {type(pt).__name__}"
     try:
         state, layouts = _convert(pt, pd, x, result)
-    except PipelineError as e:
-        return {**result, "outcome": "refused", "said": f"portcheck: {e}"[:300]}
+    except PipelineError as e:  # the Paddle model's own run raising where convert runs it is the run's, not a refusal
+        return {**result, "outcome": "raises" if "[PC457]" in str(e) else "refused", "said": f"portcheck: {e}"[:300]}
     except Exception as e:  # noqa: BLE001
         return {**result, "outcome": "raises", "said": first_line(e)[:300]}
     pd.set_state_dict(state)

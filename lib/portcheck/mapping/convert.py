@@ -212,8 +212,8 @@ def convert(torch_model, paddle_model, name_map=None, path=None, layouts=None, i
         ([f"torch's {named(ran['frozen'])}: never trained, no Paddle counterpart (the port computes it in its "
           "forward): nothing to fill, judged through what reads it"] if ran.get("frozen") else []) +
         ([f"held otherwise, paired tensor to tensor: {named([h.why for h in held.values()], '; ')}"] if held else []) +
-        ([f"{kind}: its weight {'as it is' if how == 'same' else 'transposed'}, the only layout the Paddle tensor's "
-          "shape allows" for kind, how in shaped.items()] if shaped else []) +
+        ([f"{kind}: its tensors {'as they are' if how == 'same' else 'with the weight transposed'}, the only layout "
+          "the Paddle tensors' shapes allow" for kind, how in shaped.items()] if shaped else []) +
         unsettled)
     state.fused_found = chosen
     if path is not None:

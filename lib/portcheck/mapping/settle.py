@@ -226,7 +226,8 @@ def settle_fused(torch_model, paddle_model, inputs, state: State, params: dict, 
         for spec, made in arrays.items():
             for key, value in made.items():
                 params[key].set_value(value)
-            with eval_mode(paddle_model):
+            with eval_mode(paddle_model), _fed(paddle_model, parent(judged), t_record.get(
+                    f"in/{parent(first_part(judged))}")):
                 p_record = trace(paddle_model, inputs)
             far[spec] = ties.distance(ties.outputs_of(t_record, parent(first_part(judged))),
                                       ties.outputs_of(p_record, parent(judged)))
@@ -260,3 +261,35 @@ def settle_fused(torch_model, paddle_model, inputs, state: State, params: dict, 
                         f" (the other {len(others)} layouts {others[0]:.2g} to {others[-1]:.2g})" if others else "")
                     + ("" if best in within else f"; not within {SETTLED:g}: compare_forward judges it"))
     return chosen, said
+
+
+class _fed:
+    """While it holds, the Paddle module `name`'s first call computes from torch's recorded input `x` (its first
+    tensor argument replaced, where of x's shape): the module judged on its own computation, whatever the modules
+    before it compute (a layer before it whose own port differs, as isolate feeds each module)."""
+
+    def __init__(self, model, name: str, x):
+        self.model, self.name, self.x, self.handles = model, name, x, []
+
+    def __enter__(self):
+        from portcheck.mapping.trace import first_input, hook_points
+        if self.x is None:
+            return self
+        import paddle
+        fed = []
+
+        def hook(module, args, kwargs):
+            where, value = first_input(args, kwargs)
+            if fed or value is None or tuple(value.shape) != np.shape(self.x):
+                return None
+            fed.append(True)
+            x = paddle.to_tensor(np.asarray(self.x), dtype=value.dtype)
+            return (args[:where] + (x,) + args[where + 1:], kwargs) if isinstance(where, int) else \
+                (args, {**kwargs, where: x})
+        self.handles = [pre(hook) for n, pre, _ in hook_points(self.model) if n == self.name]
+        return self
+
+    def __exit__(self, *exc):
+        for handle in self.handles:
+            handle.remove()
+        return False
