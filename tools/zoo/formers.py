@@ -41,6 +41,9 @@ OWN = {
     "gemma3_text": dict(sliding_window=4, layer_types=["sliding_attention", "full_attention"]),
     **{f: dict(rope_parameters=dict(rope_type="default", rope_theta=10000.0, mrope_section=[2, 3, 3]))
        for f in ("glm_ocr", "qwen2_5_vl", "qwen3_vl")},  # their 3-D RoPE's sections, as wide as half a head
+    # GLM-4.5V's text tower rotates half of each head: its 3-D RoPE's sections as wide as a quarter of a head
+    "glm4v_moe": dict(rope_parameters=dict(rope_type="default", rope_theta=10000.0, mrope_section=[1, 1, 2],
+                                           partial_rotary_factor=0.5)),
     "phi3": dict(pad_token_id=0),  # its default (32000) is past the tiny vocabulary
 }
 # A setting paddleformers' config reads under another name: given to its side so (Qwen3VLTextConfig sets its
@@ -150,6 +153,18 @@ def _convert(pt, pd, x, result: dict):
     return state, state.fused_found or None
 
 
+def _own_run(pd, x) -> str:
+    """The line the Paddle model's own forward raises on the ids, or ""."""
+    import paddle
+    from portcheck.core.errors import first_line
+    try:
+        with paddle.no_grad():
+            pd(**{k: paddle.to_tensor(v) if hasattr(v, "dtype") else v for k, v in x.items()})
+    except Exception as e:  # noqa: BLE001 (the library's own failure is the family's result)
+        return first_line(e)
+    return ""
+
+
 def judge_one(family: str, fast: bool = False) -> dict:
     """The family's results (families.py's judge_one's fields), its REASONS said as its outcome."""
     formers_standins.prepare()  # torch, the stand-ins, paddleformers: before transformers and portcheck
@@ -173,6 +188,9 @@ def _judge_one(family: str, fast: bool) -> dict:
     except Exception as e:  # noqa: BLE001 (a library's own failure is the family's result)
         return {**result, "outcome": "not built", "said": first_line(e)[:300]}
     result["classes"] = f"{type(pd).__name__} / {type(pt).__name__}"
+    raised = _own_run(pd, x)
+    if raised:  # the port's forward itself raises on the ids: nothing to convert against, nothing to judge
+        return {**result, "outcome": "raises", "said": f"paddleformers' forward: {raised}"[:300]}
     try:
         state, layouts = _convert(pt, pd, x, result)
     except PipelineError as e:  # the Paddle model's own run raising where convert runs it is the run's, not a refusal
