@@ -398,3 +398,53 @@ def test_probabilities_against_logits_outside_a_router_are_red():
     convert(pt, pd, inputs=x)
     report = compare_forward(pt, pd, x)
     assert not report.passed and report.first_diverging == "(model)", report.first_diverging
+
+
+def test_a_router_of_its_own_type_takes_the_one_layout_its_paddle_shapes_allow_and_said():
+    """A router of a type no table knows, its weight [experts, hidden] beside a score bias, against a Paddle router
+    of its own holding them [hidden, experts]: transposed, the only layout the shapes allow, said in one line; its
+    own bias kept as it is. Its output, top-k on the Paddle side where torch returns logits, pairs it by its name."""
+    import paddle
+    import torch
+    from torch import nn
+
+    class TorchRouter(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.weight = nn.Parameter(torch.randn(4, H))
+            self.register_buffer("bias", torch.randn(4))
+
+        def forward(self, x):
+            return nn.functional.linear(x, self.weight) + self.bias
+
+    class PaddleRouter(paddle.nn.Layer):
+        def __init__(self):
+            super().__init__()
+            self.weight = self.create_parameter([H, 4])
+            self.register_buffer("bias", paddle.zeros([4]))
+
+        def forward(self, x):
+            return paddle.topk(x @ self.weight + self.bias, 2, axis=-1)[0]
+
+    class TorchBlock(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.norm, self.gate = nn.LayerNorm(H), TorchRouter()
+
+        def forward(self, x):
+            return self.gate(self.norm(x))
+
+    class PaddleBlock(paddle.nn.Layer):
+        def __init__(self):
+            super().__init__()
+            self.norm, self.gate = paddle.nn.LayerNorm(H), PaddleRouter()
+
+        def forward(self, x):
+            return self.gate(self.norm(x))
+    torch.manual_seed(0)
+    pt, pd = TorchBlock().eval(), PaddleBlock()
+    state = convert(pt, pd, inputs=X)
+    assert "TorchRouter: its tensors with the weight transposed, the only layout the Paddle tensors' shapes allow" \
+        in state.said, state.said
+    assert np.array_equal(pd.gate.weight.numpy(), pt.gate.weight.detach().numpy().T)
+    assert np.array_equal(pd.gate.bias.numpy(), pt.gate.bias.numpy())

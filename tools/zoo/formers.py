@@ -169,8 +169,9 @@ def judge_one(family: str, fast: bool = False) -> dict:
     """The family's results (families.py's judge_one's fields), its REASONS said as its outcome."""
     formers_standins.prepare()  # torch, the stand-ins, paddleformers: before transformers and portcheck
     result = _judge_one(family, fast)
-    # a refusal is convert's, said as it is: the difference is not what stopped the run
-    if family in REASONS and not result["outcome"].startswith(("green", "refused")):
+    # a refusal is convert's, and a forward that raises the run's, said as they are: the difference is not what
+    # stopped the run
+    if family in REASONS and not result["outcome"].startswith(("green", "refused")) and result["outcome"] != "raises":
         result["outcome"], result["reason"] = REASONS[family].partition(":")[0], REASONS[family]
     return result
 
