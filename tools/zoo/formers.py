@@ -18,6 +18,7 @@ import sys
 import time
 
 from portcheck.checkpoints import fleet as formers_standins
+from portcheck.mapping.fused import Fused
 from tools import bench_doc
 from tools.zoo import formers_page, recorded
 
@@ -59,9 +60,16 @@ REASONS = {
     "ernie4_5": "not the same model: paddleformers' rope_theta defaults to 10000, transformers' to 500000 (ERNIE 4.5)",
     "ernie4_5_moe": "not the same model: paddleformers' rope_theta defaults to 10000, transformers' to 500000 "
                     "(ERNIE 4.5)",
+    "gpt_oss": "not the same model: paddleformers' default YaRN RoPE leaves out original_max_position_embeddings "
+               "(transformers: 4096) and takes max_position_embeddings for it (GPT-OSS, rotary_emb)",
     "deepseek_v3": "raises in its own library: DeepseekV3Attention reads rope_parameters['factor'] on a default RoPE "
                    "config (DeepSeek-V3)",
 }
+# The layout a family's fused module is declared in, where convert's run cannot settle it: Qwen3-Next's attention
+# reads its qkv_proj per key-value group, [q and gate of the group's heads | k | v] (paddleformers' own converter's
+# fused_qkv), and no layout gives torch's attention (its own computation differs there: compare_forward says where)
+DECLARED = {"qwen3_next": {"layers.1.self_attn.qkv_proj": Fused(("q_proj", "k_proj", "v_proj"), heads=2,
+                                                              widths=(4, 1, 1))}}
 # A family that cannot be built here, and why
 PADDLEFLEET = "its modeling module imports paddlefleet itself, which is not on PyPI"
 NOT_BUILT = {"minimax_m2": PADDLEFLEET, "qwen3_5": PADDLEFLEET, "qwen3_vl_moe": PADDLEFLEET,
@@ -141,16 +149,20 @@ def plants(pd) -> list:
     return out
 
 
-def _convert(pt, pd, x, result: dict):
-    """convert with no map and no layouts: each fused layout settled by the run (its line in the row); the layouts it
-    found are what compare_forward and compare_backward cut the fused modules by."""
+def _convert(pt, pd, x, result: dict, family: str):
+    """convert with no map and no layouts (a family's DECLARED given, said in its row): each fused layout settled by
+    the run (its line in the row); the layouts it found are what compare_forward and compare_backward cut the fused
+    modules by."""
     from portcheck import convert
     from portcheck.mapping.inferred import said
-    state = convert(pt, pd, inputs=x)
+    declared = DECLARED.get(family)
+    if declared:
+        result["layouts"] = ", ".join(f"`{k}` {said(v)}" for k, v in declared.items())
+    state = convert(pt, pd, inputs=x, layouts=declared)
     found = {name.rpartition(".")[2]: said(spec) for name, spec in (state.fused_found or {}).items()}
     if found:  # each module's last name once: every layer's is one layout here
         result["settled"] = ", ".join(f"`{name}` {how}" for name, how in found.items())
-    return state, state.fused_found or None
+    return state, {**(declared or {}), **(state.fused_found or {})} or None
 
 
 def _own_run(pd, x) -> str:
@@ -193,7 +205,7 @@ def _judge_one(family: str, fast: bool) -> dict:
     if raised:  # the port's forward itself raises on the ids: nothing to convert against, nothing to judge
         return {**result, "outcome": "raises", "said": f"paddleformers' forward: {raised}"[:300]}
     try:
-        state, layouts = _convert(pt, pd, x, result)
+        state, layouts = _convert(pt, pd, x, result, family)
     except PipelineError as e:  # the Paddle model's own run raising where convert runs it is the run's, not a refusal
         return {**result, "outcome": "raises" if "[PC457]" in str(e) else "refused", "said": f"portcheck: {e}"[:300]}
     except Exception as e:  # noqa: BLE001
