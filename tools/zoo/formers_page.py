@@ -49,9 +49,9 @@ def section(results: list) -> list:
             f"({seconds} s, one family after another, each in a process of its own). Each family's base text model (a "
             "vision-language family's text tower) is:", "",
             "- built from one tiny random config (hidden 64, 2 layers, 4 experts, `fuse_rms_norm=False`);",
-            "- converted with no map and no layouts: a fused module's layout (paddleformers' `qkv_proj`, "
-            "`up_gate_proj`) is the one of its candidates whose run on the input gives torch's values, and the row "
-            "says which (where no candidate's does, the layout given, said so);",
+            "- converted with no map and no layouts. A fused module's layout (paddleformers' `qkv_proj`, "
+            "`up_gate_proj`) is the candidate whose run on the input gives torch's values; the row says which. Where "
+            "none does, the layout is given, said so;",
             "- judged by compare_forward cumulative and isolated and compare_backward over 3 steps;",
             "- planted three times in its own parts: its first RMS norm's epsilon, its first attention query's weight "
             "x 1.01, its word embedding's rows one off.", "",

@@ -239,8 +239,7 @@ def settle_fused(torch_model, paddle_model, inputs, state: State, params: dict, 
             del p_record
         within = [s for s, d in far.items() if d <= SETTLED]
         best = within[0] if len(within) == 1 else ties.nearest_of(far) if far else None
-        shown = lambda spec: inferred.said(spec) + (f" (so too {', '.join(inferred.said(s) for s in ways[spec])}: " # noqa: E731
-                                                    "the same tensor)" if ways[spec] else "")
+        also = ", ".join(inferred.said(s) for s in ways.get(best, ()))  # candidates making the same tensor
         if best is None:
             raise PipelineError(
                 f"Paddle {', '.join(names[:3])}{' ...' if len(names) > 3 else ''} hold what torch's "
@@ -255,9 +254,10 @@ def settle_fused(torch_model, paddle_model, inputs, state: State, params: dict, 
             state._tensors[key] = (Joined(best, tensor.parts), array)
         chosen.update((n, best) for n in names)
         others = sorted(d for s, d in far.items() if s is not best)
+        also = f" (so too {also}: the same tensor)" if also else ""
         said.append(f"{', '.join(names[:2])}{f' and {len(names) - 2} more' if len(names) > 2 else ''}: their "
-                    f"columns {shown(best)}, settled by a run: {parent(judged)} {far[best]:.2g} of its scale from "
-                    f"torch's {parent(first_part(judged))}" + (
+                    f"columns {inferred.said(best)}{also}, settled by a run: {parent(judged)} {far[best]:.2g} of its "
+                    f"scale from torch's {parent(first_part(judged))}" + (
                         f" (the other {len(others)} layouts {others[0]:.2g} to {others[-1]:.2g})" if others else "")
                     + ("" if best in within else f"; not within {SETTLED:g}: compare_forward judges it"))
     return chosen, said
