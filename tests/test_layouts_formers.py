@@ -448,3 +448,23 @@ def test_a_router_of_its_own_type_takes_the_one_layout_its_paddle_shapes_allow_a
         in state.said, state.said
     assert np.array_equal(pd.gate.weight.numpy(), pt.gate.weight.detach().numpy().T)
     assert np.array_equal(pd.gate.bias.numpy(), pt.gate.bias.numpy())
+
+
+def test_compare_backward_with_no_layouts_takes_the_layout_the_paddle_model_holds_and_a_wrong_one_is_red():
+    """A pair converted before (convert, or the port's own converter), compared with no layouts: each fused module
+    in the layout its Paddle tensors hold, said, each part judged; a converter that wrote the qkv columns one after
+    the other where the port reads them per key-value group is red at the attention."""
+    import paddle
+    import torch
+    from portcheck import compare_backward
+    target = np.random.RandomState(1).randn(2, 5, H).astype("float32")
+    loss = (lambda o, y: ((o - y) ** 2).mean(),) * 2
+    sgd = (lambda ps: torch.optim.SGD(ps, lr=0.01), lambda ps: paddle.optimizer.SGD(0.01, parameters=ps))
+    for layouts, green in ((LAYOUTS, True),
+                           ({**LAYOUTS, "qkv_proj": Fused(("q_proj", "k_proj", "v_proj"), widths=(2, 1, 1))}, False)):
+        pt, pd = torch_block(), paddle_block()
+        convert(pt, pd, inputs=X, layouts=layouts)
+        report = compare_backward(pt.train(), pd.train(), X, target, loss=loss, optimizer=sgd, steps=1)
+        assert report.passed == green, report.table()
+        assert report.fused_found["self_attn.qkv_proj"] == layouts["qkv_proj"], report.fused_found
+        assert green or report.forward.first_diverging.partition("[")[0] == "self_attn", report.forward.first_diverging

@@ -25,7 +25,7 @@ from portcheck.forward.chosen import checked_outputs
 from portcheck.forward.twin import EAGER, F64, WIDER, cast_wide, experts_eager, float64, float64_inputs, in_turn
 from portcheck.mapping.trace import INPUTS, Recorder, call, framework_of, watch, watch_paddle
 from portcheck.core import calibrated, diff, tolerances
-from portcheck.mapping import experts, fused, loose as loose_tensors, modules, pairing
+from portcheck.mapping import experts, fused, inferred, loose as loose_tensors, modules, pairing
 from portcheck.mapping.convert import plan
 from portcheck.core.errors import PipelineError, raised_by
 from portcheck.mapping.tensors import torch_layouts
@@ -79,6 +79,10 @@ def compare_backward(torch_model, paddle_model, inputs, targets, loss, optimizer
     checked_outputs(outputs)
     checked_pairs(loss=loss, optimizer=optimizer, scheduler=scheduler, clip=clip)
     kinds, loose, shaped = {}, {}, {}
+    # a fused module no layout declares, in the layout the Paddle model holds already (converted before): each part
+    # then judged, as convert's run settled it
+    found_held = inferred.held(torch_model, paddle_model, layouts)
+    layouts = {**(layouts or {}), **found_held} if found_held else layouts
     try:
         with outside_draws():  # its pairing's runs, in the caller's mode, draw as the steps' do
             planned = plan(torch_model, paddle_model, name_map, layouts, inputs, paddle_kinds=kinds, loose=loose,
@@ -126,6 +130,11 @@ def compare_backward(torch_model, paddle_model, inputs, targets, loss, optimizer
     report = judged(t, p, name_map, mean_bound, again, outputs)
     if torch_model in EAGER and report.forward is not None:
         report.forward.outputs_said.append(EAGER.pop(torch_model))
+    if found_held and report.forward is not None:
+        report.fused_found = {**(getattr(report, "fused_found", None) or {}), **found_held}
+        report.forward.outputs_said.append(
+            "; ".join(f"{k}: its columns {inferred.said(v)}, as the Paddle model holds them" for k, v in
+                      found_held.items()))
     return fused.said_taken(report, found) if found else report
 
 

@@ -69,3 +69,32 @@ def said(spec: Fused) -> str:
     """A candidate layout in words: [q_proj x2 | k_proj | v_proj] one after the other, or per n groups."""
     parts = " | ".join(f"{p} x{s}" if s > 1 else p for p, s in zip(spec.parts, spec.shares))
     return f"[{parts}]" + (f" per {spec.heads} groups" if spec.heads else " one after the other")
+
+
+def held(torch_model, paddle_model, layouts=None) -> dict:
+    """{Paddle module: Fused} of groups() in the layout the Paddle model holds already (compare_backward's models,
+    converted before, by convert or by the port's own converter): the one candidate whose tensors, made of the torch
+    parts' in Paddle's layout, are the Paddle module's, as settle.settle_held takes a square weight. A module holding
+    none of them, or more than one distinct, is left to the pairing's refusal."""
+    from portcheck.mapping.layouts import layouts_table
+    from portcheck.mapping.tensors import _rule
+    table, out = layouts_table(layouts), {}
+    t_modules = dict(torch_model.named_modules())
+    p_modules = dict(paddle_model.named_sublayers(include_self=True))
+    for name, (parts, shares) in groups(torch_model, paddle_model, layouts).items():
+        theirs = {n: np.asarray(v.numpy()) for n, v in p_modules[name].named_parameters(include_sublayers=False)}
+        rules = [_rule(table, t_modules[p]) for p in parts]
+        if any(r is None for r in rules) or not theirs:
+            continue
+        mine = [{t: r[1](t, a) for t, a in own_tensors(t_modules[p]).items()} for p, r in zip(parts, rules)]
+        if any(set(m[t][0] for t in m) != set(theirs) for m in mine):
+            continue
+        width = next(iter(theirs.values())).shape[-1]
+        found = []
+        for spec in candidates(tuple(p.rpartition(".")[2] for p in parts), shares, width):
+            made = {n: fused.join(spec, [next(a for pn, a in m.values() if pn == n) for m in mine]) for n in theirs}
+            if all(v is not None and np.array_equal(v, theirs[n]) for n, v in made.items()):
+                found.append(spec)
+        if found:  # several holding are one tensor (one key-value group): the first stands for them
+            out[name] = found[0]
+    return out
