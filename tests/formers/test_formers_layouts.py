@@ -110,3 +110,4 @@ def test_qwen3_moe_compare_backward_is_green_with_no_map_and_its_router_one_expe
     report = backward()
     assert not report.passed and report.forward.first_diverging.startswith("layers.0.mlp.gate"), \
         report.forward.first_diverging
+
