@@ -266,30 +266,41 @@ def settle_fused(torch_model, paddle_model, inputs, state: State, params: dict, 
 class _fed:
     """While it holds, the Paddle module `name`'s first call computes from torch's recorded input `x` (its first
     tensor argument replaced, where of x's shape): the module judged on its own computation, whatever the modules
-    before it compute (a layer before it whose own port differs, as isolate feeds each module)."""
+    before it compute (a layer before it whose own port differs, as isolate feeds each module). The run stops at the
+    next module called after it returns: nothing after it is judged, and a deep model's other layers cost nothing."""
 
     def __init__(self, model, name: str, x):
         self.model, self.name, self.x, self.handles = model, name, x, []
 
     def __enter__(self):
         from portcheck.mapping.trace import first_input, hook_points
-        if self.x is None:
-            return self
         import paddle
-        fed = []
+        fed, reached = [], []
 
-        def hook(module, args, kwargs):
+        def feed(module, args, kwargs):
             where, value = first_input(args, kwargs)
-            if fed or value is None or tuple(value.shape) != np.shape(self.x):
+            if self.x is None or fed or value is None or tuple(value.shape) != np.shape(self.x):
                 return None
             fed.append(True)
             x = paddle.to_tensor(np.asarray(self.x), dtype=value.dtype)
             return (args[:where] + (x,) + args[where + 1:], kwargs) if isinstance(where, int) else \
                 (args, {**kwargs, where: x})
-        self.handles = [pre(hook) for n, pre, _ in hook_points(self.model) if n == self.name]
+
+        def stop(module, args, kwargs):
+            if reached:
+                raise _Reached("the module judged has returned")
+
+        points = hook_points(self.model)
+        self.handles = [pre(stop) for _, pre, _ in points]
+        self.handles += [h for n, pre, post in points if n == self.name
+                         for h in (pre(feed), post(lambda *a: reached.append(True)))]
         return self
 
     def __exit__(self, *exc):
         for handle in self.handles:
             handle.remove()
         return False
+
+
+class _Reached(RuntimeError):
+    """Raised to end a run once the module it judges has returned (the record keeps what ran before)."""
