@@ -128,9 +128,32 @@ def test_a_paddleformers_layout_converts_and_compares_green_with_no_map(isolate)
     assert pairs["self_attn.k_proj"] == "self_attn.qkv_proj.k_proj" and pairs["mlp.up_proj"] == "mlp.up_gate_proj.up_proj"
 
 
-def test_without_layouts_the_refusal_names_the_entries_and_never_says_the_models_differ():
+def test_with_no_layouts_convert_settles_each_fused_layout_by_a_run_and_says_which():
+    pt, pd = torch_block(), paddle_block()
+    state = convert(pt, pd, inputs=X)
+    assert state.fused_found == {"self_attn.qkv_proj": LAYOUTS["qkv_proj"],
+                                 "mlp.up_gate_proj": LAYOUTS["up_gate_proj"]}, state.fused_found
+    assert "self_attn.qkv_proj: their columns [q_proj x2 | k_proj | v_proj] per 2 groups, settled by a run: " \
+           "self_attn" in state.said and "mlp.up_gate_proj: their columns [gate_proj | up_proj] one after the " \
+           "other" in state.said, state.said
+    assert compare_forward(pt, pd, X, layouts=state.fused_found, isolate=True).passed
+
+
+@pytest.mark.parametrize("plant, where", [({"qkv_order": ("k", "q", "v")}, "self_attn"),
+                                          ({"gate_first": False}, "mlp")])
+def test_a_port_reading_its_columns_in_no_candidate_layout_is_refused_naming_each_and_how_far(plant, where):
+    pt, pd = torch_block(), paddle_block(**plant)
+    before = {k: v.numpy().copy() for k, v in pd.state_dict().items()}
+    with pytest.raises(PipelineError, match=r"\[PC456\]") as e:
+        convert(pt, pd, inputs=X)
+    line = str(e.value)
+    assert f"gives torch's {where} on the run" in line and "one after the other" in line and "per 2 groups" in line
+    assert all(np.array_equal(v.numpy(), before[k]) for k, v in pd.state_dict().items())  # left as it was
+
+
+def test_without_inputs_the_refusal_names_the_entries_and_never_says_the_models_differ():
     with pytest.raises(PipelineError) as e:
-        convert(torch_block(), paddle_block(), inputs=X)
+        convert(torch_block(), paddle_block())
     line = str(e.value)
     assert "'qkv_proj': portcheck.Fused(('q_proj', 'k_proj', 'v_proj'), widths=(2, 1, 1))" in line, line
     assert "'up_gate_proj': portcheck.Fused(('gate_proj', 'up_proj'))" in line and "heads= the key-value heads" in line
@@ -375,3 +398,73 @@ def test_probabilities_against_logits_outside_a_router_are_red():
     convert(pt, pd, inputs=x)
     report = compare_forward(pt, pd, x)
     assert not report.passed and report.first_diverging == "(model)", report.first_diverging
+
+
+def test_a_router_of_its_own_type_takes_the_one_layout_its_paddle_shapes_allow_and_said():
+    """A router of a type no table knows, its weight [experts, hidden] beside a score bias, against a Paddle router
+    of its own holding them [hidden, experts]: transposed, the only layout the shapes allow, said in one line; its
+    own bias kept as it is. Its output, top-k on the Paddle side where torch returns logits, pairs it by its name."""
+    import paddle
+    import torch
+    from torch import nn
+
+    class TorchRouter(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.weight = nn.Parameter(torch.randn(4, H))
+            self.register_buffer("bias", torch.randn(4))
+
+        def forward(self, x):
+            return nn.functional.linear(x, self.weight) + self.bias
+
+    class PaddleRouter(paddle.nn.Layer):
+        def __init__(self):
+            super().__init__()
+            self.weight = self.create_parameter([H, 4])
+            self.register_buffer("bias", paddle.zeros([4]))
+
+        def forward(self, x):
+            return paddle.topk(x @ self.weight + self.bias, 2, axis=-1)[0]
+
+    class TorchBlock(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.norm, self.gate = nn.LayerNorm(H), TorchRouter()
+
+        def forward(self, x):
+            return self.gate(self.norm(x))
+
+    class PaddleBlock(paddle.nn.Layer):
+        def __init__(self):
+            super().__init__()
+            self.norm, self.gate = paddle.nn.LayerNorm(H), PaddleRouter()
+
+        def forward(self, x):
+            return self.gate(self.norm(x))
+    torch.manual_seed(0)
+    pt, pd = TorchBlock().eval(), PaddleBlock()
+    state = convert(pt, pd, inputs=X)
+    assert "TorchRouter: its tensors with the weight transposed, the only layout the Paddle tensors' shapes allow" \
+        in state.said, state.said
+    assert np.array_equal(pd.gate.weight.numpy(), pt.gate.weight.detach().numpy().T)
+    assert np.array_equal(pd.gate.bias.numpy(), pt.gate.bias.numpy())
+
+
+def test_compare_backward_with_no_layouts_takes_the_layout_the_paddle_model_holds_and_a_wrong_one_is_red():
+    """A pair converted before (convert, or the port's own converter), compared with no layouts: each fused module
+    in the layout its Paddle tensors hold, said, each part judged; a converter that wrote the qkv columns one after
+    the other where the port reads them per key-value group is red at the attention."""
+    import paddle
+    import torch
+    from portcheck import compare_backward
+    target = np.random.RandomState(1).randn(2, 5, H).astype("float32")
+    loss = (lambda o, y: ((o - y) ** 2).mean(),) * 2
+    sgd = (lambda ps: torch.optim.SGD(ps, lr=0.01), lambda ps: paddle.optimizer.SGD(0.01, parameters=ps))
+    for layouts, green in ((LAYOUTS, True),
+                           ({**LAYOUTS, "qkv_proj": Fused(("q_proj", "k_proj", "v_proj"), widths=(2, 1, 1))}, False)):
+        pt, pd = torch_block(), paddle_block()
+        convert(pt, pd, inputs=X, layouts=layouts)
+        report = compare_backward(pt.train(), pd.train(), X, target, loss=loss, optimizer=sgd, steps=1)
+        assert report.passed == green, report.table()
+        assert report.fused_found["self_attn.qkv_proj"] == layouts["qkv_proj"], report.fused_found
+        assert green or report.forward.first_diverging.partition("[")[0] == "self_attn", report.forward.first_diverging

@@ -599,7 +599,8 @@ def suggested_layouts(error: str) -> dict:
 def test_a_fused_module_without_its_layout_is_taken_or_refused_with_the_layout_that_pairs_it():
     """GPT-2's c_attn with no Fused entry: its c_proj fits each of q_proj, k_proj, v_proj and out_proj, ties c_attn
     settles: convert takes the Fused entry the refusal named, said; and the other way round (Paddle's fused gate
-    and up against torch's two, no tie): refused naming the entry, which pasted as printed pairs it."""
+    and up against torch's two, no tie): settled by the run given inputs, refused without them naming the entry,
+    which pasted as printed pairs it."""
     pt, pd = gpt2_pair(fused=False)
     state = convert(pt, pd, inputs=GPT_IDS)
     assert state.fused_found == {"c_attn": Fused(("q_proj", "k_proj", "v_proj"))}
@@ -608,8 +609,10 @@ def test_a_fused_module_without_its_layout_is_taken_or_refused_with_the_layout_t
     torch.manual_seed(0)
     pt, pd = GatedTorch(), GatedPaddle()
     x = np.random.RandomState(0).randn(2, 5, 16).astype(np.float32)
+    state = convert(pt, pd, inputs=x)  # settled by the run: its columns [gate | up]
+    assert state.fused_found == {"gate_up_fused_proj": Fused(("gate_proj", "up_proj"))}, state.said
     with pytest.raises(PipelineError, match=r"gate_proj \(Linear\); up_proj \(Linear\)") as e:
-        convert(pt, pd, inputs=x)
+        convert(pt, pd)  # no run to settle it: the refusal names the entry
     layouts = suggested_layouts(str(e.value))
     assert layouts == {"gate_up_fused_proj": Fused(("gate_proj", "up_proj"))}
     convert(pt, pd, inputs=x, layouts=layouts)

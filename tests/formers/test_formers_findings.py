@@ -60,3 +60,14 @@ def test_paddleformers_deepseek_v3_attention_builds_on_a_default_rope_config():
     from transformers.models.deepseek_v3.modeling_deepseek_v3 import DeepseekV3Attention as TorchAttention
     TorchAttention(transformers.DeepseekV3Config(**tiny), 0)
     DeepseekV3Attention(DeepseekV3Config(**tiny), 0)
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError,
+                   reason=FINDING + "GPT-OSS's default YaRN settings leave out original_max_position_embeddings")
+def test_paddleformers_gpt_oss_default_yarn_keeps_the_pre_yarn_length_as_transformers():
+    """transformers' GptOssConfig gives its default YaRN RoPE `original_max_position_embeddings` 4096; paddleformers'
+    leaves it out, and its YaRN then takes `max_position_embeddings` as the pre-YaRN length: a config that leaves it
+    out (a tiny one) rotates by other frequencies (a checkpoint's config.json that gives it does not)."""
+    from paddleformers.transformers.gpt_oss.configuration import GptOssConfig
+    ours = GptOssConfig().rope_parameters.get("original_max_position_embeddings")
+    assert ours == transformers.GptOssConfig().rope_parameters["original_max_position_embeddings"]

@@ -1,5 +1,6 @@
 """paddleformers' own layouts against transformers 5's, on tiny random configs (PaddleFormers environment only):
-Qwen3's qkv_proj per key-value group and up_gate_proj [gate | up] (recipes.paddleformers), Qwen3-MoE's one module
+Qwen3's qkv_proj per key-value group and up_gate_proj [gate | up], settled by convert's run with no map, GLM-4-MoE's
+router of its own type placed by its weight's shape, Qwen3-MoE's one module
 per expert against transformers' packed [E, 2I, H] experts and its router of probabilities against paddleformers'
 logits, the float64 yardstick run with the experts' eager loop where their grouped implementation refuses float64.
 Each correct port green; a plant red at its module."""
@@ -27,16 +28,21 @@ def _pair(family, **extra):
     return t, p
 
 
-def test_qwen3_converts_and_compares_green_with_the_recipe_and_a_swapped_k_v_is_red_at_k_proj():
+def test_qwen3_converts_with_no_map_its_layouts_settled_by_a_run_and_a_swapped_k_v_is_red_at_k_proj():
     from portcheck import compare_forward, convert
-    from portcheck.core.errors import PipelineError
     from portcheck.mapping.recipes import paddleformers
     t, p = _pair("qwen3")
-    with pytest.raises(PipelineError) as e:
-        convert(t, p, inputs=IDS)
-    assert "differ" not in str(e.value) and "widths=(2, 1, 1)" in str(e.value), str(e.value)
-    layouts = paddleformers(num_attention_heads=4, num_key_value_heads=2)
-    convert(t, p, inputs=IDS, layouts=layouts)
+    # --- docs: no map
+    state = convert(t, p, inputs=IDS)  # no name_map, no layouts
+    print(state.said)  # each fused layout, which modules, and the run that settled it
+    report = compare_forward(t, p, IDS, layouts=state.fused_found, isolate=True)  # each part judged
+    # --- end
+    assert report.passed, report.first_diverging
+    recipe = paddleformers(num_attention_heads=4, num_key_value_heads=2)
+    assert state.fused_found == {f"layers.{i}.{m}": recipe[m.rpartition(".")[2]] for i in (0, 1)
+                                 for m in ("self_attn.qkv_proj", "mlp.up_gate_proj")}, state.fused_found
+    assert "[q_proj x2 | k_proj | v_proj] per 2 groups, settled by a run: layers.0.self_attn" in state.said, state.said
+    layouts = state.fused_found
     report = compare_forward(t, p, IDS, layouts=layouts)
     assert report.passed, report.first_diverging
     # the plant: a converter writing layer 0's groups [q | v | k]
@@ -45,6 +51,20 @@ def test_qwen3_converts_and_compares_green_with_the_recipe_and_a_swapped_k_v_is_
     w.set_value(groups)
     report = compare_forward(t, p, IDS, layouts=layouts)
     assert not report.passed and report.first_diverging == "layers.0.self_attn.k_proj", report.first_diverging
+
+
+def test_glm4_moe_router_placed_by_its_shape_green_with_no_map_and_its_experts_reordered_red_at_the_router():
+    from portcheck import compare_forward, convert
+    from tools.zoo import formers
+    t, p, x = formers.build("glm4_moe")
+    state = convert(t, p, inputs=x)
+    assert "Glm4MoeTopkRouter: its tensors as they are, the only layout the Paddle tensors' shapes allow" in state.said
+    report = compare_forward(t, p, x, layouts=state.fused_found)
+    assert report.passed, report.first_diverging
+    w = p.layers[1].mlp.gate.weight
+    w.set_value(np.roll(w.numpy(), 1, axis=0))  # the router's rows one expert off
+    report = compare_forward(t, p, x, layouts=state.fused_found)
+    assert not report.passed and report.first_diverging.startswith("layers.1.mlp"), report.first_diverging
 
 
 def test_qwen3_moe_packed_experts_pair_by_index_green_with_an_eager_yardstick_and_two_experts_swapped_red():
@@ -64,3 +84,30 @@ def test_qwen3_moe_packed_experts_pair_by_index_green_with_an_eager_yardstick_an
     b.set_value(first)
     report = compare_forward(t, p, IDS, layouts=layouts)
     assert not report.passed and report.first_diverging == "layers.0.mlp", report.first_diverging
+
+
+def test_qwen3_moe_compare_backward_is_green_with_no_map_and_its_router_one_expert_off_is_red_at_the_router():
+    import paddle
+    from portcheck import compare_backward, convert
+    t, p = _pair("qwen3_moe", moe_intermediate_size=32, num_experts=4, num_experts_per_tok=2, norm_topk_prob=True)
+    state = convert(t, p, inputs=IDS)
+    start = {k: v.numpy().copy() for k, v in p.state_dict().items()}
+    target = np.random.RandomState(1).randn(2, 8, 64).astype("float32")
+    loss = (lambda o, y: ((o[0] - y) ** 2).mean(),) * 2
+    sgd = (lambda ps: torch.optim.SGD(ps, lr=0.01), lambda ps: paddle.optimizer.SGD(0.01, parameters=ps))
+
+    def backward():
+        t.load_state_dict(torch_start)
+        return compare_backward(t.train(), p.train(), IDS, target, loss=loss, optimizer=sgd, steps=1,
+                                layouts=state.fused_found)
+    torch_start = {k: v.detach().clone() for k, v in t.state_dict().items()}
+    report = backward()
+    assert report.passed, report.table()
+    assert any("probabilities" in r.by_design for r in report.forward.rows if r.key == "layers.0.mlp.gate[0]")
+    p.set_state_dict(start)
+    w = p.layers[0].mlp.gate.weight  # [hidden, experts]: its columns one expert off
+    w.set_value(np.roll(w.numpy(), 1, axis=1))
+    report = backward()
+    assert not report.passed and report.forward.first_diverging.startswith("layers.0.mlp.gate"), \
+        report.forward.first_diverging
+

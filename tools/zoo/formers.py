@@ -1,6 +1,6 @@
 """paddleformers' families in the zoo (the PaddleFormers environment: requirements-formers.txt): every family both
 paddleformers 1.2.0 and transformers 5.3.0 ship whose base text model builds here, each from one tiny random config,
-converted with no map (paddleformers' layouts, recipes.paddleformers, given where convert asks for them) and judged
+converted with no map and no layouts (each fused layout settled by convert's run on the input) and judged
 as tools/zoo/families.py judges paddlenlp's: compare_forward cumulative and isolated, compare_backward over 3 steps,
 three plants of the family's own parts (its first RMS norm's epsilon, its first attention query's weight, its word
 embedding's rows), each expected red at its module.
@@ -18,6 +18,7 @@ import sys
 import time
 
 from portcheck.checkpoints import fleet as formers_standins
+from portcheck.mapping.fused import Fused
 from tools import bench_doc
 from tools.zoo import formers_page, recorded
 
@@ -41,6 +42,9 @@ OWN = {
     "gemma3_text": dict(sliding_window=4, layer_types=["sliding_attention", "full_attention"]),
     **{f: dict(rope_parameters=dict(rope_type="default", rope_theta=10000.0, mrope_section=[2, 3, 3]))
        for f in ("glm_ocr", "qwen2_5_vl", "qwen3_vl")},  # their 3-D RoPE's sections, as wide as half a head
+    # GLM-4.5V's text tower rotates half of each head: its 3-D RoPE's sections as wide as a quarter of a head
+    "glm4v_moe": dict(rope_parameters=dict(rope_type="default", rope_theta=10000.0, mrope_section=[1, 1, 2],
+                                           partial_rotary_factor=0.5)),
     "phi3": dict(pad_token_id=0),  # its default (32000) is past the tiny vocabulary
 }
 # A setting paddleformers' config reads under another name: given to its side so (Qwen3VLTextConfig sets its
@@ -56,9 +60,16 @@ REASONS = {
     "ernie4_5": "not the same model: paddleformers' rope_theta defaults to 10000, transformers' to 500000 (ERNIE 4.5)",
     "ernie4_5_moe": "not the same model: paddleformers' rope_theta defaults to 10000, transformers' to 500000 "
                     "(ERNIE 4.5)",
+    "gpt_oss": "not the same model: paddleformers' default YaRN RoPE leaves out original_max_position_embeddings "
+               "(transformers: 4096) and takes max_position_embeddings for it (GPT-OSS, rotary_emb)",
     "deepseek_v3": "raises in its own library: DeepseekV3Attention reads rope_parameters['factor'] on a default RoPE "
                    "config (DeepSeek-V3)",
 }
+# The layout a family's fused module is declared in, where convert's run cannot settle it: Qwen3-Next's attention
+# reads its qkv_proj per key-value group, [q and gate of the group's heads | k | v] (paddleformers' own converter's
+# fused_qkv), and no layout gives torch's attention (its own computation differs there: compare_forward says where)
+DECLARED = {"qwen3_next": {"layers.1.self_attn.qkv_proj": Fused(("q_proj", "k_proj", "v_proj"), heads=2,
+                                                              widths=(4, 1, 1))}}
 # A family that cannot be built here, and why
 PADDLEFLEET = "its modeling module imports paddlefleet itself, which is not on PyPI"
 NOT_BUILT = {"minimax_m2": PADDLEFLEET, "qwen3_5": PADDLEFLEET, "qwen3_vl_moe": PADDLEFLEET,
@@ -138,40 +149,41 @@ def plants(pd) -> list:
     return out
 
 
-def _convert(pt, pd, x, result: dict):
-    """convert with no map; where it refuses, paddleformers' layouts (recipes.paddleformers), then their qkv_proj
-    alone, then with the up_gate_proj of the MLPs outside the routed experts (experts paired by index keep theirs
-    whole): the first that pairs the two, said in the row; where none does, the last refusal is the family's
-    result."""
+def _convert(pt, pd, x, result: dict, family: str):
+    """convert with no map and no layouts (a family's DECLARED given, said in its row): each fused layout settled by
+    the run (its line in the row); the layouts it found are what compare_forward and compare_backward cut the fused
+    modules by."""
     from portcheck import convert
-    from portcheck.core.errors import PipelineError
-    from portcheck.mapping.recipes import paddleformers
+    from portcheck.mapping.inferred import said
+    declared = DECLARED.get(family)
+    if declared:
+        result["layouts"] = ", ".join(f"`{k}` {said(v)}" for k, v in declared.items())
+    state = convert(pt, pd, inputs=x, layouts=declared)
+    found = {name.rpartition(".")[2]: said(spec) for name, spec in (state.fused_found or {}).items()}
+    if found:  # each module's last name once: every layer's is one layout here
+        result["settled"] = ", ".join(f"`{name}` {how}" for name, how in found.items())
+    return state, {**(declared or {}), **(state.fused_found or {})} or None
+
+
+def _own_run(pd, x) -> str:
+    """The line the Paddle model's own forward raises on the ids, or ""."""
+    import paddle
+    from portcheck.core.errors import first_line
     try:
-        return convert(pt, pd, inputs=x), None
-    except PipelineError:
-        pass
-    recipe = paddleformers(TINY["num_attention_heads"], pd.config.num_key_value_heads)
-    # the MLPs outside the routed experts ([gate | up] too), by their whole names
-    mlps = {n: recipe["up_gate_proj"] for n, _ in pd.named_sublayers() if n.endswith(".up_gate_proj")
-            and ".experts." not in n}
-    tries = [("recipes.paddleformers", recipe), ("its qkv_proj", {"qkv_proj": recipe["qkv_proj"]}),
-             ("its qkv_proj, and its up_gate_proj by name outside the routed experts",
-              {"qkv_proj": recipe["qkv_proj"], **mlps})]
-    for i, (said, layouts) in enumerate(tries):
-        result["layouts"] = said
-        try:
-            return convert(pt, pd, inputs=x, layouts=layouts), layouts
-        except PipelineError:
-            if i == len(tries) - 1:
-                raise
+        with paddle.no_grad():
+            pd(**{k: paddle.to_tensor(v) if hasattr(v, "dtype") else v for k, v in x.items()})
+    except Exception as e:  # noqa: BLE001 (the library's own failure is the family's result)
+        return first_line(e)
+    return ""
 
 
 def judge_one(family: str, fast: bool = False) -> dict:
     """The family's results (families.py's judge_one's fields), its REASONS said as its outcome."""
     formers_standins.prepare()  # torch, the stand-ins, paddleformers: before transformers and portcheck
     result = _judge_one(family, fast)
-    # a refusal is convert's, said as it is: the difference is not what stopped the run
-    if family in REASONS and not result["outcome"].startswith(("green", "refused")):
+    # a refusal is convert's, and a forward that raises the run's, said as they are: the difference is not what
+    # stopped the run
+    if family in REASONS and not result["outcome"].startswith(("green", "refused")) and result["outcome"] != "raises":
         result["outcome"], result["reason"] = REASONS[family].partition(":")[0], REASONS[family]
     return result
 
@@ -189,10 +201,13 @@ def _judge_one(family: str, fast: bool) -> dict:
     except Exception as e:  # noqa: BLE001 (a library's own failure is the family's result)
         return {**result, "outcome": "not built", "said": first_line(e)[:300]}
     result["classes"] = f"{type(pd).__name__} / {type(pt).__name__}"
+    raised = _own_run(pd, x)
+    if raised:  # the port's forward itself raises on the ids: nothing to convert against, nothing to judge
+        return {**result, "outcome": "raises", "said": f"paddleformers' forward: {raised}"[:300]}
     try:
-        state, layouts = _convert(pt, pd, x, result)
-    except PipelineError as e:
-        return {**result, "outcome": "refused", "said": f"portcheck: {e}"[:300]}
+        state, layouts = _convert(pt, pd, x, result, family)
+    except PipelineError as e:  # the Paddle model's own run raising where convert runs it is the run's, not a refusal
+        return {**result, "outcome": "raises" if "[PC457]" in str(e) else "refused", "said": f"portcheck: {e}"[:300]}
     except Exception as e:  # noqa: BLE001
         return {**result, "outcome": "raises", "said": first_line(e)[:300]}
     pd.set_state_dict(state)

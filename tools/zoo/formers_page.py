@@ -22,7 +22,7 @@ def load(folder: Path) -> list:
 
 def why(r: dict) -> str:
     """A row's why: the port's difference (with its finding's link), the line a refusal or a failure said, the
-    layouts given."""
+    fused layouts convert settled."""
     if r.get("reason"):
         said = [f"{r['reason'].partition(': ')[2]}; {FINDINGS_LINK}"]
     elif r["outcome"].startswith("green"):
@@ -30,9 +30,10 @@ def why(r: dict) -> str:
     else:
         said = [r.get("said") or (r.get("forward_said") and f"compare_forward: {r['forward_said']}")
                 or f"compare_backward: {r.get('backward_said')}"]
-    if r.get("layouts"):  # the recipe whole, or the parts of it named
-        said.append("layouts given: `recipes.paddleformers(num_attention_heads, num_key_value_heads)`"
-                    + ("" if r["layouts"] == "recipes.paddleformers" else f", {r['layouts']}"))
+    if r.get("layouts"):  # a layout declared where convert's run cannot settle it
+        said.append(f"layouts given: {r['layouts']}")
+    if r.get("settled"):  # the fused layouts convert settled by its run, no layouts given
+        said.append(f"convert settled by a run: {r['settled']}")
     return "; ".join(filter(None, said))
 
 
@@ -48,8 +49,9 @@ def section(results: list) -> list:
             f"({seconds} s, one family after another, each in a process of its own). Each family's base text model (a "
             "vision-language family's text tower) is:", "",
             "- built from one tiny random config (hidden 64, 2 layers, 4 experts, `fuse_rms_norm=False`);",
-            "- converted with no map. Where convert asks for paddleformers' fused layouts, "
-            "`portcheck.mapping.recipes.paddleformers` gives them, and the row says so;",
+            "- converted with no map and no layouts. A fused module's layout (paddleformers' `qkv_proj`, "
+            "`up_gate_proj`) is the candidate whose run on the input gives torch's values; the row says which. Where "
+            "none does, the layout is given, said so;",
             "- judged by compare_forward cumulative and isolated and compare_backward over 3 steps;",
             "- planted three times in its own parts: its first RMS norm's epsilon, its first attention query's weight "
             "x 1.01, its word embedding's rows one off.", "",
@@ -93,6 +95,12 @@ FINDINGS = [
     "embedding (a checkpoint's config.json that gives it does not).", "",
     "  Smallest code: `Ernie4_5Config().rope_parameters['rope_theta']` on each side. Pinned by "
     "`test_paddleformers_ernie4_5_rope_theta_defaults_as_transformers`.", "",
+    "- **GPT-OSS, `GptOssConfig`**: the default YaRN RoPE gives `original_max_position_embeddings` 4096 in "
+    "transformers and leaves it out in paddleformers, whose YaRN then takes `max_position_embeddings` as the pre-YaRN "
+    "length. A model built from a config that leaves it out rotates by other frequencies at every attention (a "
+    "checkpoint's config.json that gives it does not).", "",
+    "  Smallest code: `GptOssConfig().rope_parameters.get('original_max_position_embeddings')` on each side. Pinned "
+    "by `test_paddleformers_gpt_oss_default_yarn_keeps_the_pre_yarn_length_as_transformers`.", "",
     "- **DeepSeek-V3, `self_attn` (DeepseekV3Attention)**: paddleformers reads `rope_parameters['factor']` whenever "
     "the config has `rope_parameters`, which every config has; transformers reads it only for a RoPE type other than "
     "`default`. On a config with the default RoPE (no YaRN scaling) the attention raises `KeyError: 'factor'` where "

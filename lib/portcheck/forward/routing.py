@@ -139,6 +139,11 @@ def compare(torch_record: dict, paddle_record: dict, paired) -> list:
             out.append(r)
             continue
         logits = [_logits(_rows(outputs_of(rec, c)[0])) for rec, c in ((torch_record, router), (paddle_record, p_router))]
+        if logits[0].shape != logits[1].shape:  # a port's router returning its top k, not a value per expert
+            r.said = (f"Paddle's router {p_router} returns {list(logits[1].shape)} where torch's returns one value per "
+                      f"expert {list(logits[0].shape)}")
+            out.append(r)
+            continue
         if not any(mine) and any(theirs):
             # torch's experts ran as one call (packed, mapping.experts: no expert's rows recorded): its choice is its
             # router's top experts, as many per token as Paddle's reached

@@ -25,7 +25,7 @@ from portcheck.forward.chosen import checked_outputs
 from portcheck.forward.twin import EAGER, F64, WIDER, cast_wide, experts_eager, float64, float64_inputs, in_turn
 from portcheck.mapping.trace import INPUTS, Recorder, call, framework_of, watch, watch_paddle
 from portcheck.core import calibrated, diff, tolerances
-from portcheck.mapping import fused, loose as loose_tensors, modules, pairing
+from portcheck.mapping import experts, fused, inferred, loose as loose_tensors, modules, pairing
 from portcheck.mapping.convert import plan
 from portcheck.core.errors import PipelineError, raised_by
 from portcheck.mapping.tensors import torch_layouts
@@ -78,10 +78,15 @@ def compare_backward(torch_model, paddle_model, inputs, targets, loss, optimizer
     checked_args(None, mean_bound)  # before any training: a bad bound would only show when .passed is read
     checked_outputs(outputs)
     checked_pairs(loss=loss, optimizer=optimizer, scheduler=scheduler, clip=clip)
-    kinds, loose = {}, {}
+    kinds, loose, shaped = {}, {}, {}
+    # a fused module no layout declares, in the layout the Paddle model holds already (converted before): each part
+    # then judged, as convert's run settled it
+    found_held = inferred.held(torch_model, paddle_model, layouts)
+    layouts = {**(layouts or {}), **found_held} if found_held else layouts
     try:
         with outside_draws():  # its pairing's runs, in the caller's mode, draw as the steps' do
-            planned = plan(torch_model, paddle_model, name_map, layouts, inputs, paddle_kinds=kinds, loose=loose)
+            planned = plan(torch_model, paddle_model, name_map, layouts, inputs, paddle_kinds=kinds, loose=loose,
+                           shaped=shaped)
         found = {}
     except PipelineError as e:  # before any step: ties a fused module settles, declared as convert declares them
         found = fused.settling(e, layouts)
@@ -89,7 +94,11 @@ def compare_backward(torch_model, paddle_model, inputs, targets, loss, optimizer
             raise
         layouts = {**(layouts or {}), **found}
         with outside_draws():
-            planned = plan(torch_model, paddle_model, name_map, layouts, inputs, paddle_kinds=kinds, loose=loose)
+            planned = plan(torch_model, paddle_model, name_map, layouts, inputs, paddle_kinds=kinds, loose=loose,
+                           shaped=shaped)
+    # a type of its own whose one weight the Paddle tensor's shape places (a router): the torch side's records
+    # take that layout too
+    layouts = {**(layouts or {}), **shaped} if shaped else layouts
     import torch
     # where the run starts, for torch's run again taking Paddle's side of a kink (judged)
     start, draws = copy.deepcopy(torch_model.state_dict()), torch.get_rng_state()
@@ -115,9 +124,17 @@ def compare_backward(torch_model, paddle_model, inputs, targets, loss, optimizer
         torch_model.load_state_dict(after)
         return run
     loose_tensors.mark(t, p)  # said in both records: their pairing reads it
+    # torch's packed experts as the list of experts the port holds, as compare_forward's record says them: its first
+    # forward then reads each mixture's routing, and judges its router's probabilities against Paddle's logits so
+    experts.mark(t, torch_model, paddle_model)
     report = judged(t, p, name_map, mean_bound, again, outputs)
     if torch_model in EAGER and report.forward is not None:
         report.forward.outputs_said.append(EAGER.pop(torch_model))
+    if found_held and report.forward is not None:
+        report.fused_found = {**(getattr(report, "fused_found", None) or {}), **found_held}
+        report.forward.outputs_said.append(
+            "; ".join(f"{k}: its columns {inferred.said(v)}, as the Paddle model holds them" for k, v in
+                      found_held.items()))
     return fused.said_taken(report, found) if found else report
 
 

@@ -18,22 +18,22 @@ from dataclasses import replace
 
 import numpy as np
 
-from portcheck.mapping import fused, loose as loose_tensors
+from portcheck.mapping import fused, inferred, loose as loose_tensors
 from portcheck.core.errors import PipelineError
 from portcheck.core.keys import ROOT
 from portcheck.mapping.layouts import same_layout
 from portcheck.mapping.module_pairs import pair_modules
 from portcheck.mapping.names import parent_of_paired
-from portcheck.mapping.settle import (SETTLED, settle_by_run, settle_held, settle_layouts,  # noqa: F401 (SETTLED:
-                                      without_run)  # documented here, docs/pairing.md)
+from portcheck.mapping.settle import (SETTLED, settle_by_run, settle_fused, settle_held,  # noqa: F401 (SETTLED:
+                                      settle_layouts, without_run)  # documented here, docs/pairing.md)
 from portcheck.mapping.state import Joined, State, names_of_one_tensor, numpy_dtype, save_pdparams
-from portcheck.mapping.tensors import Tensor, paddle_key, torch_layouts
+from portcheck.mapping.tensors import Tensor, by_shape, paddle_key, torch_layouts
 from portcheck.mapping.trace import check_models
 from portcheck.mapping.weights import named
 
 
 def plan(torch_model, paddle_model, name_map=None, layouts=None, inputs=None, paddle_kinds=None,
-         paired=None, copies=None, doubt=None, ran=None, loose=None, either_way=None) -> dict:
+         paired=None, copies=None, doubt=None, ran=None, loose=None, either_way=None, shaped=None) -> dict:
     """{torch key: (Paddle key, Tensor, numpy array)} for every parameter and buffer the Paddle model takes,
     with every module's counterpart and type checked; compare_backward maps gradients and updated weights
     through the same rules. paddle_kinds, a dict if given, receives {torch module: the Paddle type it pairs
@@ -42,7 +42,9 @@ def plan(torch_model, paddle_model, name_map=None, layouts=None, inputs=None, pa
     Paddle modules it runs as} (pairing.Pairing.copies); loose, a dict if given, {torch key: mapping.loose.Loose}.
     either_way, a dict if given, receives {torch module: mapping.loose.Either}: square weights a Paddle layer of
     another type holds, planned transposed, for convert to settle by its run; without it (compare_backward, the Paddle
-    model converted already) each is taken in the layout the Paddle model holds (settle.settle_held)."""
+    model converted already) each is taken in the layout the Paddle model holds (settle.settle_held). shaped, a dict
+    if given, receives {torch type name: "same" or "transpose"}: the layouts of types no one declared that the Paddle
+    tensor's shape alone allows (tensors.by_shape: a router's [experts, hidden] weight)."""
     check_models(torch_model, paddle_model)
     loose = {} if loose is None else loose
     modules, missing = pair_modules(torch_model, paddle_model, name_map, inputs, layouts, copies, doubt, ran, loose)
@@ -54,7 +56,11 @@ def plan(torch_model, paddle_model, name_map=None, layouts=None, inputs=None, pa
     kinds = {"" if t == ROOT else t: type(layers[p]) for t, p in modules.items() if p in layers}
     if paddle_kinds is not None:
         paddle_kinds.update(kinds)
-    tensors = torch_layouts(torch_model, layouts, kinds, loose)  # an unknown layout first: no pairing makes it known
+    found = by_shape(torch_model, layers, modules, layouts)  # a type of its own whose one weight its shape places
+    if shaped is not None:
+        shaped.update(found)
+    # an unknown layout first: no pairing makes it known
+    tensors = torch_layouts(torch_model, {**(layouts or {}), **found} if found else layouts, kinds, loose)
     out, wrong = {}, {}
     for key, tensor in tensors.items():
         if tensor.moved_to:
@@ -122,11 +128,19 @@ def convert(torch_model, paddle_model, name_map=None, path=None, layouts=None, i
     """
     params = paddle_model.state_dict()  # the model's own tensors, not copies
     same = names_of_one_tensor(params)
+    # a Paddle module holding what torch siblings hold together, its layout declared by no one: paired in its first
+    # candidate layout, then settled by the run (settle_fused); without inputs nothing can say which, and the pairing's
+    # refusal says what to declare
+    found = {} if inputs is None else {
+        name: inferred.candidates(tuple(p.rpartition(".")[2] for p in parts), shares, _width(paddle_model, name))
+        for name, (parts, shares) in inferred.groups(torch_model, paddle_model, layouts).items()}
+    found = {name: ways for name, ways in found.items() if ways}
+    layouts = {**(layouts or {}), **{name: ways[0] for name, ways in found.items()}} if found else layouts
     # every problem is gathered before any is said: one run names them all (a port's first conversion usually
     # has several, and fixing them one run at a time costs a model load each)
-    state, origin, problems, modules, copies, doubt, ran, held, ways = {}, {}, [], {}, {}, [], {}, {}, {}
+    state, origin, problems, modules, copies, doubt, ran, held, ways, shaped = {}, {}, [], {}, {}, [], {}, {}, {}, {}
     planned = plan(torch_model, paddle_model, name_map, layouts, inputs, paired=modules, copies=copies, doubt=doubt,
-                   ran=ran, loose=held, either_way=ways)
+                   ran=ran, loose=held, either_way=ways, shaped=shaped)
     if ways and inputs is None:  # a square weight either layout fits: the run says which, never its shape
         raise without_run(ways)
     for torch_key, (key, tensor, array) in planned.items():
@@ -176,14 +190,18 @@ def convert(torch_model, paddle_model, name_map=None, path=None, layouts=None, i
     # a group only the run's order paired is settled by the models' run, each order tried on the converted rest:
     # the Paddle model's own values kept to be put back if values cannot settle it
     # and a square weight no type places (loose.Either) by its module's run both ways on torch's recorded input
-    before, unsettled = {k: np.array(params[k].numpy()) for k in state if k in params} if doubt or ways else {}, []
+    before = {k: np.array(params[k].numpy()) for k in state if k in params} if doubt or ways or found else {}
+    unsettled, chosen = [], {}
     for key in state:
         params[key].set_value(state[key])  # one contiguous array at a time, freed before the next
-    if doubt or ways:
+    if doubt or ways or found:
         try:
             if doubt:
                 settle_by_run(torch_model, paddle_model, inputs, state, params, modules, doubt)
             unsettled = settle_layouts(torch_model, paddle_model, inputs, state, params, ways, held)
+            if found:
+                chosen, lines = settle_fused(torch_model, paddle_model, inputs, state, params, found)
+                unsettled += lines
         except PipelineError:
             for key, value in before.items():
                 params[key].set_value(value)
@@ -194,12 +212,22 @@ def convert(torch_model, paddle_model, name_map=None, path=None, layouts=None, i
         ([f"torch's {named(ran['frozen'])}: never trained, no Paddle counterpart (the port computes it in its "
           "forward): nothing to fill, judged through what reads it"] if ran.get("frozen") else []) +
         ([f"held otherwise, paired tensor to tensor: {named([h.why for h in held.values()], '; ')}"] if held else []) +
+        ([f"{kind}: its tensors {'as they are' if how == 'same' else 'with the weight transposed'}, the only layout "
+          "the Paddle tensors' shapes allow" for kind, how in shaped.items()] if shaped else []) +
         unsettled)
+    state.fused_found = chosen
     if path is not None:
         save_pdparams({k: params[k] for k in state}, path)
     # the tensor's other names too, so that set_state_dict(convert(...)) finds every key it looks for
     state.aliases = {a: k for k in state for a in same[k] if a != k and a not in state}
     return state
+
+
+def _width(paddle_model, name: str) -> int:
+    """The output columns of a Paddle module's tensors (their last axis in Paddle's layout: a Linear's weight
+    [in, out])."""
+    layer = dict(paddle_model.named_sublayers())[name]
+    return int(next(iter(layer.parameters(include_sublayers=False))).shape[-1])
 
 
 def _one_sided_buffers(torch_model, paddle_model, unfilled: list, modules: dict, params: dict) -> tuple:

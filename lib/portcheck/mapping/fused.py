@@ -362,7 +362,7 @@ def said_taken(result, found: dict):
     line = "the pairing's ties settled by " + ", ".join(f"{k} as portcheck.Fused({v.parts!r})" for k, v in
                                                          found.items()) + \
         ": its columns its parts', one after the other (pass layouts= to say otherwise)"
-    result.fused_found = found
+    result.fused_found = {**(getattr(result, "fused_found", None) or {}), **found}
     report = getattr(result, "forward", None) or result
     if isinstance(getattr(report, "outputs_said", None), list):
         report.outputs_said.append(line)

@@ -198,6 +198,12 @@ def pair(torch_record: dict, paddle_record: dict, name_map=None, weights_only=Fa
         fixed_p.update(chosen.values())
         result.settled.update((t, p) for t, p in chosen.items() if pairs.get(t) != p)
     pairs.update(containers(pairs, ts, ps, _fits) if ran and not weights_only else {})  # the order could not pair
+    # a module holding tensors no output pairs (a router returning its top k where torch's returns a value per
+    # expert) and the unpaired Paddle module of its very name holding tensors of the same sizes: the same place
+    taken = set(pairs.values())
+    same = {p.name: p for p in ps if p.name not in taken and p.tensors}
+    pairs.update({t.name: t.name for t in ts if t.name not in pairs and t.tensors and t.name in same
+                  and t.module not in result.missing and sizes(t) == sizes(same[t.name])})
     order = {c.name: k for k, c in enumerate(ts)}
     result.pairs = dict(sorted(pairs.items(), key=lambda kv: order[kv[0]]))
     if ran and not weights_only:

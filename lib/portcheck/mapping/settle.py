@@ -10,7 +10,7 @@ import numpy as np
 
 from portcheck.core.errors import PipelineError
 from portcheck.core.keys import ROOT, module_of, split_key
-from portcheck.mapping import regroup, ties
+from portcheck.mapping import fused, inferred, regroup, ties
 from portcheck.mapping.loose import taken_as
 from portcheck.mapping.state import Joined, State
 
@@ -179,3 +179,128 @@ def _take(either, how: str, state: State, params: dict, loose: dict = None):
         tensor, array = state._tensors[held.paddle_key]
         state._tensors[held.paddle_key] = (replace(tensor, rule=held.rule), array)
         params[held.paddle_key].set_value(np.ascontiguousarray(state[held.paddle_key]))
+
+
+def settle_fused(torch_model, paddle_model, inputs, state: State, params: dict, found: dict) -> dict:
+    """Each fused module no one declared (found: {Paddle module: its candidate layouts, inferred.candidates}, filled
+    by convert in the first) in the layout whose run gives torch's values, as settle_by_run settles an order: the
+    modules whose parts have one shape settled together, in the run's order, each candidate's tensors set in every
+    one of them (the rest converted, those settled before in their layout) and the Paddle model run on `inputs`; the
+    call judged is the first module's parent against the parent of its torch parts (the attention, the MLP whose
+    forward reads its columns). Kept: the one candidate within SETTLED, else ties.nearest_of's (a port differing in
+    that parent, its RoPE, still settles by APART; compare_forward judges the difference). Candidates making the same
+    tensor (one key-value group) are one. state and the Paddle model are changed to it; where no candidate is kept, a
+    PipelineError naming each and how far its run was. Returns {Paddle module: Fused} and the lines saying each."""
+    from portcheck.mapping.trace import eval_mode, stopped, trace
+    joined = {}  # {Paddle module: [its Joined keys]}
+    for key, (tensor, _) in state._tensors.items():
+        if isinstance(tensor, Joined) and key.rpartition(".")[0] in found:
+            joined.setdefault(key.rpartition(".")[0], []).append(key)
+    kinds = {}  # the modules whose parts have one shape, settled as one: {shapes: [Paddle module]}
+    for name, keys in joined.items():
+        shapes = tuple((k.rpartition(".")[2], tuple(tuple(np.shape(a)) for _, a in state._tensors[k][0].parts))
+                       for k in keys)
+        kinds.setdefault((found[name][0].parts, shapes), []).append(name)
+    with eval_mode(torch_model), eval_mode(paddle_model):
+        t_record = trace(torch_model, inputs)
+    order = {c: n for n, c in enumerate(dict.fromkeys(split_key(k)[1] for k in t_record if k.startswith("out/")))}
+    parent = lambda name: name.rpartition(".")[0] or ROOT  # noqa: E731
+    first_part = lambda name: state.origin[joined[name][0]].split(" + ")[0].rpartition(".")[0]  # noqa: E731
+    chosen, said = {}, []
+    at = lambda name: order.get(first_part(name), len(order))  # noqa: E731
+    for names in sorted((sorted(ns, key=at) for ns in kinds.values()), key=lambda ns: at(ns[0])):
+        judged = names[0]
+        ways = {}  # {the first candidate making each tensor: the others making the same}
+        arrays = {}
+        for spec in found[judged]:
+            made = {k: fused.join(spec, [t.to_paddle(a) for t, a in state._tensors[k][0].parts])
+                    for n in names for k in joined[n]}
+            if any(v is None for v in made.values()):
+                continue
+            same = next((w for w in ways if all(np.array_equal(arrays[w][k], made[k]) for k in joined[judged])), None)
+            if same is not None:
+                ways[same].append(spec)
+                continue
+            ways[spec], arrays[spec] = [], made
+        far = {}
+        for spec, made in arrays.items():
+            for key, value in made.items():
+                params[key].set_value(value)
+            with eval_mode(paddle_model), _fed(paddle_model, parent(judged), t_record.get(
+                    f"in/{parent(first_part(judged))}")):
+                p_record = trace(paddle_model, inputs)
+            far[spec] = ties.distance(ties.outputs_of(t_record, parent(first_part(judged))),
+                                      ties.outputs_of(p_record, parent(judged)))
+            stop = stopped(p_record)
+            if stop and not ties.outputs_of(p_record, parent(judged)):  # the run never reached it: nothing says
+                raise PipelineError(f"Paddle {judged} holds what torch's {', '.join(spec.parts)} hold together; its "
+                                    f"layout is settled by a run, and the Paddle model's run over inputs= stops "
+                                    f"before {parent(judged)}: {stop} [PC457]")
+            del p_record
+        within = [s for s, d in far.items() if d <= SETTLED]
+        best = within[0] if len(within) == 1 else ties.nearest_of(far) if far else None
+        also = ", ".join(inferred.said(s) for s in ways.get(best, ()))  # candidates making the same tensor
+        if best is None:
+            raise PipelineError(
+                f"Paddle {', '.join(names[:3])}{' ...' if len(names) > 3 else ''} hold what torch's "
+                f"{', '.join(found[judged][0].parts)} hold together, but no layout of their columns gives torch's "
+                f"{parent(first_part(judged))} on the run over inputs=: "
+                + "; ".join(f"{inferred.said(s)} {d:.2g}" for s, d in far.items())
+                + " of its scale apart; declare the layout (layouts={'<module>': portcheck.Fused(...)}) if the port "
+                "reads its columns in another way [PC456]")
+        for key, value in arrays[best].items():
+            params[key].set_value(value)
+            tensor, array = state._tensors[key]
+            state._tensors[key] = (Joined(best, tensor.parts), array)
+        chosen.update((n, best) for n in names)
+        others = sorted(d for s, d in far.items() if s is not best)
+        also = f" (so too {also}: the same tensor)" if also else ""
+        said.append(f"{', '.join(names[:2])}{f' and {len(names) - 2} more' if len(names) > 2 else ''}: their "
+                    f"columns {inferred.said(best)}{also}, settled by a run: {parent(judged)} {far[best]:.2g} of its "
+                    f"scale from torch's {parent(first_part(judged))}" + (
+                        f" (the other {len(others)} layouts {others[0]:.2g} to {others[-1]:.2g})" if others else "")
+                    + ("" if best in within else f"; not within {SETTLED:g}: compare_forward judges it"))
+    return chosen, said
+
+
+class _fed:
+    """While it holds, the Paddle module `name`'s first call computes from torch's recorded input `x` (its first
+    tensor argument replaced, where of x's shape): the module judged on its own computation, whatever the modules
+    before it compute (a layer before it whose own port differs, as isolate feeds each module). The run stops at the
+    next module called after it returns: nothing after it is judged, and a deep model's other layers cost nothing."""
+
+    def __init__(self, model, name: str, x):
+        self.model, self.name, self.x, self.handles = model, name, x, []
+
+    def __enter__(self):
+        from portcheck.mapping.trace import first_input, hook_points
+        import paddle
+        fed, reached = [], []
+
+        def feed(module, args, kwargs):
+            where, value = first_input(args, kwargs)
+            if self.x is None or fed or value is None or tuple(value.shape) != np.shape(self.x):
+                return None
+            fed.append(True)
+            x = paddle.to_tensor(np.asarray(self.x), dtype=value.dtype)
+            return (args[:where] + (x,) + args[where + 1:], kwargs) if isinstance(where, int) else \
+                (args, {**kwargs, where: x})
+
+        def stop(module, args, kwargs):
+            if reached:
+                raise _Reached("the module judged has returned")
+
+        points = hook_points(self.model)
+        self.handles = [pre(stop) for _, pre, _ in points]
+        self.handles += [h for n, pre, post in points if n == self.name
+                         for h in (pre(feed), post(lambda *a: reached.append(True)))]
+        return self
+
+    def __exit__(self, *exc):
+        for handle in self.handles:
+            handle.remove()
+        return False
+
+
+class _Reached(RuntimeError):
+    """Raised to end a run once the module it judges has returned (the record keeps what ran before)."""

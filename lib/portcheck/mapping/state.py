@@ -43,6 +43,7 @@ class State(Mapping):
         self.aliases = {}        # {another Paddle key of the same tensor (an RNN's weight_ih_l0): its key}
         self.origin = origin or {}  # {Paddle key: the torch key it was filled from}
         self.kept, self.said = [], ""  # Paddle keys left at their own value (unused by the run), and its one line
+        self.fused_found = {}  # {Paddle module: Fused} a layout no one declared, settled by the run (convert)
 
     def carried(self) -> dict:
         """{Paddle key: (its torch key, whether its layout is transposed)}: what record.model_fingerprint(model,
