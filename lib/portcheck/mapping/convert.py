@@ -18,7 +18,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from portcheck.mapping import fused, loose as loose_tensors
+from portcheck.mapping import fused, loose as loose_tensors, pointwise
 from portcheck.core.errors import PipelineError
 from portcheck.core.keys import ROOT
 from portcheck.mapping.layouts import same_layout
@@ -72,6 +72,7 @@ def plan(torch_model, paddle_model, name_map=None, layouts=None, inputs=None, pa
                 loose_tensors.same_scalar_shapes(np.shape(tensor.to_paddle(array)), shapes[p_key]):
             out[key] = (p_key, replace(tensor, rule=loose_tensors.reshaped(tensor.rule, shapes[p_key])), array)
     ways = {} if either_way is None else either_way
+    pointwise.held_pointwise(out, wrong, modules, layers, torch_model, shapes, loose)  # a 1x1 conv against a Linear
     loose_tensors.held_otherwise(out, wrong, modules, layers, shapes, loose, ways)  # axes merged, another type's layer
     if ways and either_way is None:  # the Paddle model converted already: it holds the layout convert settled
         settle_held(paddle_model, ways, out, loose)
