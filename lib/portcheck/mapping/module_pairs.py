@@ -190,6 +190,13 @@ def pair_modules(torch_model, paddle_model, name_map=None, inputs=None, layouts=
         loose.update(found)
     left = [(n, m) for n, m in left if not all(f"{n}.{t}" in found for t in own_tensors(m))]
     configs = {n: c for n, m in left if n not in paired.missing and (c := config(n, m)) is not None}
+    # a layer of the same tensors whose output the other side pads or crops elsewhere (TF's "SAME" padding: torch's
+    # F.pad before the conv, the port's padded conv then a crop): its weights are the same, its output shape differs
+    # until the two meet, where compare_forward judges it
+    padded = {n: p for n, p in configs.items() if _padded_elsewhere(dict(left)[n], layers[p])}
+    modules.update((n, p) for n, p in padded.items())
+    configs = {n: p for n, p in configs.items() if n not in padded}
+    left = [(n, m) for n, m in left if n not in padded]
     held = {n: f for n, m in left if n not in configs and n not in paired.missing and (f := fusion(n, m))}
     fusions = dict(held.values())
     missing = [said(n, m) for n, m in left if n not in configs]
@@ -245,3 +252,10 @@ def _held(group: list, torch_model, paddle_model, modules: dict) -> bool:
         return False
     modules.update((t, ps[0]) for t, ps in chosen.items())
     return True
+
+
+def _padded_elsewhere(module, layer) -> bool:
+    """A layer holding the torch module's tensors in their very shapes, whose settings differ in padding alone."""
+    mine = sorted(tuple(v.shape) for v in own_tensors(module).values())
+    theirs = sorted(tuple(v.shape) for _, v in layer.named_parameters(include_sublayers=False))
+    return bool(mine) and mine == theirs and [f for f, _, _ in config_fields(module, layer)] == ["padding"]
