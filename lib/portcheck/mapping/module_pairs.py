@@ -194,6 +194,12 @@ def pair_modules(torch_model, paddle_model, name_map=None, inputs=None, layouts=
     # F.pad before the conv, the port's padded conv then a crop): its weights are the same, its output shape differs
     # until the two meet, where compare_forward judges it
     padded = {n: p for n, p in configs.items() if _padded_elsewhere(dict(left)[n], layers[p])}
+    free = [p for p in layers if p not in taken and p not in modules.values() and p not in configs.values()]
+    for n, m in left:  # of another name: the one free layer under its block's counterpart padded otherwise alone
+        if n not in configs and n not in paired.missing:
+            fits = [p for p in free if p.startswith(anchor(n)) and _padded_elsewhere(m, layers[p])]
+            if len(fits) == 1 and fits[0] not in padded.values():
+                padded[n] = fits[0]
     modules.update((n, p) for n, p in padded.items())
     configs = {n: p for n, p in configs.items() if n not in padded}
     left = [(n, m) for n, m in left if n not in padded]
