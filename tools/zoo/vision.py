@@ -108,8 +108,8 @@ CLASSES = 10
 REASONS = {
     "vit_small": "PaddleClas's ViT_small_patch16_224 is another model than timm's vit_small_patch16_224: 768 wide "
                  "and 8 deep, where timm's is 384 wide and 12 deep",
-    "swin_tiny": "layers.3 (the last stage, 2 x 2 at 64 with windows of 2; 7 x 7 at 224 with windows of 7: no wider "
-                 "than its window): PaddleClas shifts its windows there, timm and the original do not",
+    "swin_tiny": "layers.3, the last stage, no wider than its window (2 x 2 with windows of 2, as Swin-T's 7 x 7 at "
+                 "224): PaddleClas shifts its windows there; timm does not",
     "mobilenetv3_small": "PaddleClas's MobileNetV3 has an extra 1x1 expand conv in block 0, SE widths C//4 not "
                          "rounded to 8, an SE gate of slope 0.2, and a 1280-wide head conv without bias",
     "pplcnet": "last_conv: PaddleClas's head conv has no bias; its Dropout is downscale_in_infer (x0.8 at "
@@ -225,6 +225,8 @@ def judge_one(name: str, fast: bool = False) -> dict:
         return {**result, "outcome": "raises", "said": f"convert: {first_line(e)}"[:300]}
     try:
         forward = compare_forward(pt, pd, x, isolate=not fast)
+    except PipelineError as e:  # its pairing's refusal, after convert's
+        return _reasoned(name, {**result, "outcome": "refused", "said": f"compare_forward: {e}"[:400]})
     except Exception as e:  # noqa: BLE001
         return {**result, "outcome": "raises", "said": f"compare_forward: {first_line(e)}"[:300]}
     result["forward"] = forward.passed

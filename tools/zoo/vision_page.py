@@ -68,10 +68,9 @@ def section(run: dict) -> list:
             "paddleclas's own pins would move numpy). "
             f"`{recorded.VISION_COMMAND}` judges them ({run['seconds']} s, one pair after another, each in a process "
             "of its own). Each pair is:", "",
-            "- built from one architecture on both sides at a 64 x 64 image where it takes one (LeViT's at 224, Swin "
-            "V2's at 256, Inception's at 128; Swin's windows 2 wide), 10 classes, "
-            "its random weights made informative (a tensor set to one constant, a norm's ones or a bias's zeros, "
-            "drawn at random);",
+            "- built from one architecture on both sides, 10 classes, at a 64 x 64 image where it takes one. LeViT's "
+            "is 224, Swin V2's 256, Inception's 128; Swin's windows are 2 wide. Its random weights are made "
+            "informative: a tensor set to one constant (a norm's ones, a bias's zeros) is drawn at random;",
             "- converted with no map and no layouts;",
             "- judged by compare_forward cumulative and isolated, then with a bug planted on the Paddle side (its "
             "first norm's epsilon), expected red at that norm.", "",
