@@ -73,3 +73,23 @@ def test_a_square_matrix_of_its_own_is_still_declared():
     pt, pd = pair(square=True)
     with pytest.raises(PipelineError, match=r"layouts=\{'Torch': 'same'\}"):
         convert(pt, pd, inputs=X)
+
+
+def test_a_type_of_its_own_holding_another_width_is_refused_naming_both_shapes():
+    """The port's position table one row longer (built for another image size): refused naming both shapes."""
+    pt, _ = pair()
+
+    class Wider(paddle.nn.Layer):
+        def __init__(self):
+            super().__init__()
+            self.embed, self.norm, self.head = paddle.nn.Linear(6, 8), paddle.nn.LayerNorm(8), paddle.nn.Linear(8, 3)
+            self.cls_token = self.create_parameter([1, 1, 8])
+            self.pos_embed = self.create_parameter([1, 6, 8])
+
+        def forward(self, x):
+            h = paddle.concat([self.cls_token.expand([x.shape[0], -1, -1]), self.embed(x)], 1)
+            return self.head(self.norm(h + self.pos_embed[:, :5])[:, 0])
+
+    with pytest.raises(PipelineError, match=r"torch \(model\) \(Torch: cls_token \[1, 1, 8\], pos_embed \[1, 5, 8\]\) "
+                                            r"against Paddle \(model\) \(cls_token \[1, 1, 8\], pos_embed \[1, 6, 8\]\)"):
+        convert(pt, Wider(), inputs=X)

@@ -18,7 +18,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from portcheck.mapping import fused, loose as loose_tensors, pointwise
+from portcheck.mapping import fused, loose as loose_tensors, own_layout, pointwise
 from portcheck.core.errors import PipelineError
 from portcheck.core.keys import ROOT
 from portcheck.mapping.layouts import same_layout
@@ -54,6 +54,9 @@ def plan(torch_model, paddle_model, name_map=None, layouts=None, inputs=None, pa
     kinds = {"" if t == ROOT else t: type(layers[p]) for t, p in modules.items() if p in layers}
     if paddle_kinds is not None:
         paddle_kinds.update(kinds)
+    misfit = own_layout.misfits(torch_model, paddle_model, modules, layouts, loose)
+    if misfit:  # a type of its own whose tensors fit its counterpart's in no layout: their shapes, not a layout, differ
+        raise PipelineError(misfit + " [PC315]")
     tensors = torch_layouts(torch_model, layouts, kinds, loose)  # an unknown layout first: no pairing makes it known
     out, wrong = {}, {}
     for key, tensor in tensors.items():

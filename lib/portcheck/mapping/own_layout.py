@@ -10,7 +10,7 @@ May import portcheck.core and mapping's layouts, loose and tensors; Paddle only 
 import numpy as np
 
 from portcheck.core.keys import ROOT
-from portcheck.mapping.layouts import RULES, layouts_table
+from portcheck.mapping.layouts import CONFIGS_DIFFER, RULES, layouts_table
 from portcheck.mapping.loose import Loose, same_scalar_shapes
 from portcheck.mapping.tensors import _rule, own_tensors
 
@@ -36,6 +36,31 @@ def placed(tensors: dict, theirs: dict, rule):
             return None
         out[name] = (pname, np.asarray(value))
     return out
+
+
+def misfits(torch_model, paddle_model, modules: dict, layouts=None, taken=()) -> str:
+    """One line naming each paired torch module whose type no layout names and whose own tensors land on its
+    counterpart's names in no layout, a tensor of another size among them (another width: the two models' configs
+    differ there), each side's shapes said; "" where there is none. modules as fitted's."""
+    table, said = layouts_table(layouts), []
+    layers, t_modules = dict(paddle_model.named_sublayers(include_self=True)), dict(torch_model.named_modules())
+    for t_name, p_name in modules.items():
+        name, target = "" if t_name == ROOT else t_name, "" if p_name in (ROOT, None) else p_name
+        module, layer = t_modules.get(name), layers.get(target)
+        key = lambda t: f"{name}.{t}" if name else t
+        tensors = {t: a for t, a in own_tensors(module).items() if key(t) not in taken} if module is not None else {}
+        if not tensors or layer is None or _rule(table, module, type(layer), tensors) is not None:
+            continue
+        theirs = paddle_own(layer)
+        sizes_differ = any(int(np.prod(np.shape(a))) != int(np.prod(theirs[t])) for t, a in tensors.items()
+                           if t in theirs)  # the same sizes in other shapes: axes reordered, which a layout says
+        if set(tensors) <= set(theirs) and sizes_differ and not any(placed(tensors, theirs, r) for r in RULES.values()):
+            shapes = lambda held: ", ".join(f"{t} {list(np.shape(v)) if not isinstance(v, tuple) else list(v)}"
+                                            for t, v in held.items())
+            said.append(f"torch {name or ROOT} ({type(module).__name__}: {shapes(tensors)}) against Paddle "
+                        f"{target or ROOT} ({shapes({t: theirs[t] for t in tensors})})")
+    return (f"{len(said)} module(s) of a type of their own hold tensors of other shapes than their counterpart's, in "
+            f"either layout: {'; '.join(said[:4])}{'; ...' if len(said) > 4 else ''}: {CONFIGS_DIFFER}") if said else ""
 
 
 def fitted(torch_model, paddle_model, modules: dict, layouts=None, taken=()) -> dict:
