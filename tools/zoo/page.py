@@ -12,7 +12,7 @@ from collections import Counter
 from pathlib import Path
 
 from tools import bench_doc
-from tools.zoo import cases, families, formers_page, generating_page, paconvert, recorded, tables
+from tools.zoo import cases, families, formers_page, generating_page, paconvert, recorded, tables, vision_page
 
 
 def said(result) -> str:
@@ -273,7 +273,9 @@ HEAD = [
     "library said, where. "
     f"The whole zoo is `{recorded.CASES_COMMAND}` for the cases, `{recorded.FAMILIES_COMMAND}` for the families and "
     f"`{recorded.GENERATION_COMMAND}` for their generation. Each writes this page and [the benchmark page]"
-    f"(bench/zoo.md) again; `{recorded.PAGES_COMMAND}` writes both from the recorded runs, running nothing.", ""]
+    f"(bench/zoo.md) again; `{recorded.PAGES_COMMAND}` writes both from the recorded runs, running nothing. "
+    f"`{recorded.VISION_COMMAND}` judges timm's models against PaddleClas's ports (its optional extra, "
+    "[below](#the-vision-pairs-by-verdict)) and writes its table here.", ""]
 
 # How to read a row of the run and of the families' table
 READ_A_LINE = [
@@ -350,6 +352,7 @@ def guide(held: dict) -> str:
              *tables.table(["family", "paddlenlp / transformers", "verdict", "why"], family_table(fams)), "",
              *generating_page.section(generating_page.load(held["folder"])),
              *FINDINGS, *OTHER_KERNELS, *TORCHVISION_CPU, *paconvert.section(paconvert.load(held["folder"])),
+             *vision_page.section(vision_page.load(held["folder"])),
              *formers_page.section(formers_page.load(held["folder"])), *formers_page.FINDINGS]
     return "\n".join(lines).rstrip("\n") + "\n"
 

@@ -1,8 +1,8 @@
 """Where the zoo keeps what it records: its two pages (docs/zoo.md, the user's; docs/bench/zoo.md, the figures) and,
 beside the benchmark page, one JSON per command that runs it, with the command; the facts of a run; a run's rows
 merged over those held and written. The commands that record a run (run.py, families.py, formers.py, paconvert.py,
-generating.py) and the page that reads the runs (page.py, formers_page.py, generating_page.py) take these names from
-here. A module, not a command.
+generating.py, vision.py) and the page that reads the runs (page.py, formers_page.py, generating_page.py,
+vision_page.py) take these names from here. A module, not a command.
 """
 import json
 import shlex
@@ -18,6 +18,8 @@ CASES_COMMAND, FAMILIES_COMMAND, FORMERS_COMMAND = ("python -m tools.zoo.run", "
                                                     "python -m tools.zoo.formers")
 PACONVERT_JSON, PACONVERT_COMMAND = "zoo_paconvert.json", "python -m tools.zoo.paconvert"  # ports made with PaConvert
 GENERATION_JSON, GENERATION_COMMAND = "zoo_generation.json", "python -m tools.zoo.generating"  # the generation column
+VISION_JSON, VISION_COMMAND = "zoo_vision.json", "python -m tools.zoo.vision"  # timm against PaddleClas
+VISION_REQUIREMENTS = "requirements-vision.txt"  # its optional extra
 PAGES_COMMAND = f"{CASES_COMMAND} --page"  # both pages again from the runs recorded, running nothing
 
 

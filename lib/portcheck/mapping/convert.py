@@ -18,7 +18,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from portcheck.mapping import fused, inferred, loose as loose_tensors
+from portcheck.mapping import fused, inferred, loose as loose_tensors, own_layout, pointwise
 from portcheck.core.errors import PipelineError
 from portcheck.core.keys import ROOT
 from portcheck.mapping.layouts import same_layout
@@ -59,8 +59,12 @@ def plan(torch_model, paddle_model, name_map=None, layouts=None, inputs=None, pa
     found = by_shape(torch_model, layers, modules, layouts)  # a type of its own whose one weight its shape places
     if shaped is not None:
         shaped.update(found)
+    layouts_found = {**(layouts or {}), **found} if found else layouts
+    misfit = own_layout.misfits(torch_model, paddle_model, modules, layouts_found, loose)
+    if misfit:  # a type of its own whose tensors fit its counterpart's in no layout: their shapes, not a layout, differ
+        raise PipelineError(misfit + " [PC315]")
     # an unknown layout first: no pairing makes it known
-    tensors = torch_layouts(torch_model, {**(layouts or {}), **found} if found else layouts, kinds, loose)
+    tensors = torch_layouts(torch_model, layouts_found, kinds, loose)
     out, wrong = {}, {}
     for key, tensor in tensors.items():
         if tensor.moved_to:
@@ -78,6 +82,7 @@ def plan(torch_model, paddle_model, name_map=None, layouts=None, inputs=None, pa
                 loose_tensors.same_scalar_shapes(np.shape(tensor.to_paddle(array)), shapes[p_key]):
             out[key] = (p_key, replace(tensor, rule=loose_tensors.reshaped(tensor.rule, shapes[p_key])), array)
     ways = {} if either_way is None else either_way
+    pointwise.held_pointwise(out, wrong, modules, layers, torch_model, shapes, loose)  # a 1x1 conv against a Linear
     loose_tensors.held_otherwise(out, wrong, modules, layers, shapes, loose, ways)  # axes merged, another type's layer
     if ways and either_way is None:  # the Paddle model converted already: it holds the layout convert settled
         settle_held(paddle_model, ways, out, loose)

@@ -2,17 +2,18 @@
 pairing on the models' run over the inputs (their output shapes only: the weights are not the same yet), else on
 their definition order; a fused module paired when its parts are, packed experts by their index; a group only the
 run's order paired settled by the weights the Paddle model holds where it holds torch's already (_held); a tensor one
-side holds as a module and the other as a bare parameter found (mapping.loose). Every torch module left without a
-counterpart is said at once, with why: built from another config, holding what several Paddle modules hold together
-(a fused layout to declare), or nothing the name map names.
+side holds as a module and the other as a bare parameter found (mapping.loose), and a type no layout names holding
+tensors of its own placed by its counterpart's (mapping.own_layout). Every torch module left without a counterpart is
+said at once, with why: built from another config, holding what several Paddle modules hold together (a fused layout
+to declare), or nothing the name map names.
 
-May import portcheck.core and mapping's pairing, alignment, tensors, fused, experts, loose, layouts, modules, names
-and trace.
+May import portcheck.core and mapping's pairing, alignment, tensors, fused, experts, loose, own_layout, layouts,
+modules, names and trace.
 """
 import numpy as np
 
 from portcheck.core.keys import ROOT, module_of, split_key
-from portcheck.mapping import experts, fused, loose as loose_tensors, pairing
+from portcheck.mapping import experts, fused, loose as loose_tensors, own_layout, pairing
 from portcheck.mapping.alignment import alike
 from portcheck.mapping.layouts import CONFIGS_DIFFER, config_fields, layouts_table, lineage
 from portcheck.mapping.modules import stranded
@@ -71,6 +72,19 @@ def pair_modules(torch_model, paddle_model, name_map=None, inputs=None, layouts=
 
     taken = {module_of(p) for p in paired.pairs.values()}
     shapes = lambda pairs: ", ".join(f"{k} {list(v.shape)}" for k, v in pairs)
+
+    def saved(module):
+        """What a module saves itself, as a refusal lists it: its parameters, then its buffers said as buffers (an
+        index table one side saves differs there, where the parameters alike would print twice the same)."""
+        if hasattr(module, "named_sublayers"):
+            skip = getattr(module, "_non_persistable_buffer_names_set", set())
+            own = module.named_parameters(include_sublayers=False)
+            buffers = [(n, b) for n, b in module.named_buffers(include_sublayers=False) if n not in skip]
+        else:
+            skip = getattr(module, "_non_persistent_buffers_set", set())
+            own = module.named_parameters(recurse=False)
+            buffers = [(n, b) for n, b in module.named_buffers(recurse=False) if b is not None and n not in skip]
+        return [*own, *((f"{n} (buffer)", b) for n, b in buffers)]
 
     def config(name, module):
         """The Paddle layer this torch module would be but for its tensors' sizes (the same name, else the one
@@ -151,8 +165,8 @@ def pair_modules(torch_model, paddle_model, name_map=None, inputs=None, layouts=
             return f"{name} ({type(module).__name__}) -> {paired.missing[name]!r}"
         like = layers.get(name)  # the same name on the Paddle side, which the tensors' shapes kept apart
         return f"{name} ({type(module).__name__}" + (
-            f": {shapes(own_tensors(module).items())}; Paddle {name}: "
-            f"{shapes(like.named_parameters(include_sublayers=False)) or 'none'}" if like is not None else "") + ")"
+            f": {shapes(saved(module))}; Paddle {name}: "
+            f"{shapes(saved(like)) or 'none'}" if like is not None else "") + ")"
     tied = _ties(torch_model, {"" if t == ROOT else t for t in modules})
     left = [(n or ROOT, m) for n, m in torch_model.named_modules()
             if own_tensors(m) and (n or ROOT) not in modules and n not in tied]
@@ -170,10 +184,25 @@ def pair_modules(torch_model, paddle_model, name_map=None, inputs=None, layouts=
     found.update({k: v for k, v in loose_tensors.find(torch_model, paddle_model, modules, sorted(tied), own_tensors,
                                                       lambda m: True).items()
                   if v.paddle_name.startswith(k.rpartition(".")[0].rpartition(".")[2])})
+    # a type no layout names holding tensors of its own (a class token, a bias table): placed by its counterpart's
+    found.update(own_layout.fitted(torch_model, paddle_model, modules, layouts, found))
     if loose is not None:
         loose.update(found)
     left = [(n, m) for n, m in left if not all(f"{n}.{t}" in found for t in own_tensors(m))]
     configs = {n: c for n, m in left if n not in paired.missing and (c := config(n, m)) is not None}
+    # a layer of the same tensors whose output the other side pads or crops elsewhere (TF's "SAME" padding: torch's
+    # F.pad before the conv, the port's padded conv then a crop): its weights are the same, its output shape differs
+    # until the two meet, where compare_forward judges it
+    padded = {n: p for n, p in configs.items() if _padded_elsewhere(dict(left)[n], layers[p])}
+    free = [p for p in layers if p not in taken and p not in modules.values() and p not in configs.values()]
+    for n, m in left:  # of another name: the one free layer under its block's counterpart padded otherwise alone
+        if n not in configs and n not in paired.missing:
+            fits = [p for p in free if p.startswith(anchor(n)) and _padded_elsewhere(m, layers[p])]
+            if len(fits) == 1 and fits[0] not in padded.values():
+                padded[n] = fits[0]
+    modules.update((n, p) for n, p in padded.items())
+    configs = {n: p for n, p in configs.items() if n not in padded}
+    left = [(n, m) for n, m in left if n not in padded]
     held = {n: f for n, m in left if n not in configs and n not in paired.missing and (f := fusion(n, m))}
     fusions = dict(held.values())
     missing = [said(n, m) for n, m in left if n not in configs]
@@ -182,8 +211,8 @@ def pair_modules(torch_model, paddle_model, name_map=None, inputs=None, layouts=
         out_shape = lambda record, n: next((f"; output {list(np.shape(v))}" for k, v in record.items()
                                             if k.startswith("out/") and split_key(k)[1] == n), "")
         problems.append(f"{len(configs)} torch module(s) differ in shape from their Paddle counterpart: " + "; ".join(
-            f"torch {n} ({shapes(own_tensors(dict(left)[n]).items())}{out_shape(whole[0], n)}) against Paddle {p} "
-            f"({shapes(layers[p].named_parameters(include_sublayers=False))}{out_shape(whole[1], p)})"
+            f"torch {n} ({shapes(saved(dict(left)[n]))}{out_shape(whole[0], n)}) against Paddle {p} "
+            f"({shapes(saved(layers[p]))}{out_shape(whole[1], p)})"
             + "".join(f", {field} {a} against {b}" for field, a, b in config_fields(dict(left)[n], layers[p]))
             for n, p in list(configs.items())[:6]) + f": {CONFIGS_DIFFER}, which no name_map can stand in for")
     rest = {n: sizes(own_tensors(m).values()) for n, m in left if n not in configs and n not in held}
@@ -229,3 +258,10 @@ def _held(group: list, torch_model, paddle_model, modules: dict) -> bool:
         return False
     modules.update((t, ps[0]) for t, ps in chosen.items())
     return True
+
+
+def _padded_elsewhere(module, layer) -> bool:
+    """A layer holding the torch module's tensors in their very shapes, whose settings differ in padding alone."""
+    mine = sorted(tuple(v.shape) for v in own_tensors(module).values())
+    theirs = sorted(tuple(v.shape) for _, v in layer.named_parameters(include_sublayers=False))
+    return bool(mine) and mine == theirs and [f for f, _, _ in config_fields(module, layer)] == ["padding"]

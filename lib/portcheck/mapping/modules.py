@@ -15,22 +15,32 @@ ACT = "act/"       # act/<name>: the activation a Paddle module applies to its o
 NAMES = "own/"     # own/<name>: the names of the tensors a module holds itself, in mod/'s order (utf-8, comma-joined)
 
 
+def table(buffer) -> bool:
+    """A buffer of integers or booleans: a table of indices or a mask its module computes from the config (Swin's
+    relative_position_index), which one framework saves and the other keeps out of its state dict. It identifies no
+    module (convert fills it as a buffer, from the torch module's own, or refuses it naming it)."""
+    return not any(k in str(buffer.dtype) for k in ("float", "bfloat", "complex"))
+
+
 def own_modules(model):
     """[(name, module, children, shapes of the tensors it holds itself, their names)] in definition order, either
-    framework. A 0-d tensor (BatchNorm's num_batches_tracked, which Paddle does not keep) identifies nothing."""
+    framework. A 0-d tensor (BatchNorm's num_batches_tracked, which Paddle does not keep) identifies nothing, nor does
+    a table of indices (table)."""
     out = []
     if hasattr(model, "named_sublayers"):
         for name, layer in model.named_sublayers(include_self=True):
             skip = getattr(layer, "_non_persistable_buffer_names_set", set())
             tensors = list(layer.named_parameters(include_sublayers=False))
-            tensors += [(n, b) for n, b in layer.named_buffers(include_sublayers=False) if n not in skip]
+            tensors += [(n, b) for n, b in layer.named_buffers(include_sublayers=False)
+                        if n not in skip and not (len(b.shape) and table(b))]
             out.append((name, layer, len(list(layer.children())), [tuple(t.shape) for _, t in tensors],
                         [n for n, _ in tensors]))
     else:
         for name, module in model.named_modules():
             skip = getattr(module, "_non_persistent_buffers_set", set())
             tensors = list(module.named_parameters(recurse=False))
-            tensors += [(n, b) for n, b in module.named_buffers(recurse=False) if b is not None and n not in skip]
+            tensors += [(n, b) for n, b in module.named_buffers(recurse=False)
+                        if b is not None and n not in skip and not (b.dim() and table(b))]
             out.append((name, module, len(list(module.children())), [tuple(t.shape) for _, t in tensors],
                         [n for n, _ in tensors]))
     return out

@@ -92,7 +92,7 @@ def pair(torch_record: dict, paddle_record: dict, name_map=None, weights_only=Fa
         first = outputs_of(record, candidates[0].name)
         return bool(first) and all(same_values(first, outputs_of(record, c.name)) for c in candidates[1:])
 
-    forbidden, calls, unsettled, refused, fusions = set(), {c.name: c for c in ts}, set(), [], {}
+    forbidden, calls, unsettled, refused, fusions, tied = set(), {c.name: c for c in ts}, set(), [], {}, []
     from portcheck.mapping.fused import packed_parts  # fused reads pairing's records: imported here, where it is needed
     packed = packed_parts(torch_record)
     fixed_p = set(fixed.values())
@@ -156,10 +156,20 @@ def pair(torch_record: dict, paddle_record: dict, name_map=None, weights_only=Fa
                 # a conversion's models do not hold the same weights yet: their values settle nothing
                 chosen = (settled_by_value(ties, left_t, left_p, torch_record, paddle_record)
                           if ran and not weights_only else {}) or settled_by_name(ties, left_t, left_p)
-                if not chosen:
+                # a conversion's run: leaves of one shape tied (RepVGG's branches' norms, each fitting both) are
+                # taken in a first order and settled by convert on the converted run, as an order's pairs are
+                said = ties_said(ties, left_t, left_p)
+                if not chosen and weights_only and ran and all(_swappable(one, others) for one, others, _ in said) \
+                        and not fusions_of(ties, left_t, left_p, ts, ps):  # parts of a fused module: its layout said
+                    tied += [{c.name for c in others} if torch_one else {one.name} for one, others, torch_one in said]
+                    for one, others, torch_one in said:
+                        t, p = (one.name, others[0].name) if torch_one else (others[0].name, one.name)
+                        if t not in chosen and p not in chosen.values():
+                            chosen[t] = p
+                elif not chosen:
                     # refused once every tie is found: each one's first candidate taken, as the map the refusal
                     # prints does, so that the ties it would leave are said with it (pasted, it pairs them all)
-                    refused += ties_said(ties, left_t, left_p)
+                    refused += said
                     fusions.update(fusions_of(ties, left_t, left_p, ts, ps))
                     for one, others, torch_one in ties_said(ties, left_t, left_p):  # the first tie's at least
                         t, p = (one.name, others[0].name) if torch_one else (others[0].name, one.name)
@@ -187,7 +197,8 @@ def pair(torch_record: dict, paddle_record: dict, name_map=None, weights_only=Fa
             continue
         doubt = [g for g in _doubtful(pairs, calls, by_name, fixed) if not {t for t, _ in g} & unsettled]
         if not doubt or weights_only or not ran:
-            result.doubtful = doubt  # a conversion's models do not hold the same weights yet: convert settles them
+            # a conversion's models do not hold the same weights yet: convert settles them, the ties' groups too
+            result.doubtful = doubt + _tied_groups(tied, pairs, fixed, doubt)
             break
         # the order alone chose them: each call takes the candidate whose output is its own, as a tie does
         index_t, index_p = {c.name: i for i, c in enumerate(ts)}, {c.name: j for j, c in enumerate(ps)}
@@ -269,5 +280,57 @@ def _doubtful(pairs: dict, t_calls: dict, p_calls: dict, fixed: dict) -> list:
             continue
         where = (a.module.rpartition(".")[0], b.module.rpartition(".")[0], a.tensors, a.outputs, b.outputs)
         groups.setdefault(where, []).append((t, p))
-    return [g for g in groups.values() if len(g) > 1 and not all(_normal(t)[-1] == _normal(p)[-1] for t, p in g)
+    found = [g for g in groups.values() if len(g) > 1 and not all(_normal(t)[-1] == _normal(p)[-1] for t, p in g)
+             and all(similarity(t_calls[t], p_calls[q]) is not None for t, _ in g for _, q in g)]
+    return found + _branches(pairs, t_calls, p_calls, fixed, {t for g in found for t, _ in g})
+
+
+BRANCHES = 4  # the most leaves of one shape in one block convert settles across branches (24 orders)
+
+
+def _branches(pairs: dict, t_calls: dict, p_calls: dict, fixed: dict, grouped: set) -> list:
+    """[[(torch call, Paddle call), ...]]: leaves of one shape the order paired across branches of one block (RepVGG's
+    identity BatchNorm and its 3x3 branch's, each side running its branches in its own order): grouped by the
+    nearest paired ancestor of both, where the direct parents are not a pair. At most BRANCHES in a group; the run's
+    values settle them as _doubtful's."""
+    modules = {module_of(t): module_of(p) for t, p in pairs.items()}
+
+    def anchor(t: str, p: str):
+        while t:
+            t = t.rpartition(".")[0]
+            q = modules.get(t or ROOT)
+            if q is not None and (q in ("", ROOT) or p.startswith(q + ".")):
+                return t
+        return None
+    groups = {}
+    for t, p in pairs.items():
+        a, b = t_calls.get(t), p_calls.get(p)
+        if t in grouped or t in fixed or a is None or b is None or not a.tensors or a.children or b.children \
+                or "#" in t or "#" in p:
+            continue
+        parents = (a.module.rpartition(".")[0] or ROOT, b.module.rpartition(".")[0] or ROOT)
+        if modules.get(parents[0]) == parents[1]:
+            continue  # siblings of a pair: _doubtful's
+        where = anchor(a.module, b.module)
+        if where is not None and _normal(t)[-1] != _normal(p)[-1]:  # a pair its names say stands
+            groups.setdefault((where, a.tensors, a.outputs, b.outputs), []).append((t, p))
+    return [g for g in groups.values() if 1 < len(g) <= BRANCHES
             and all(similarity(t_calls[t], p_calls[q]) is not None for t, _ in g for _, q in g)]
+
+
+def _swappable(one, others) -> bool:
+    """A tie convert may settle by its run: leaves holding tensors, each candidate holding the one's shapes (their
+    tensors swap between them whole)."""
+    return all(c.tensors and c.children == 0 and c.tensors == one.tensors for c in [one, *others])
+
+
+def _tied_groups(tied: list, pairs: dict, fixed: dict, doubt: list) -> list:
+    """[[(torch call, Paddle call), ...]] of the ties a conversion took in a first order: per tie's Paddle candidates,
+    the torch calls paired with them, for convert to settle by its run (mapping.settle.settle_by_run)."""
+    pairs, out, seen = {**pairs, **fixed}, [], {t for g in doubt for t, _ in g}
+    for candidates in tied:
+        group = [(t, p) for t, p in pairs.items() if p in candidates and t not in seen]
+        if len(group) > 1:
+            out.append(group)
+            seen.update(t for t, _ in group)
+    return out

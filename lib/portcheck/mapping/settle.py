@@ -34,7 +34,7 @@ def settle_by_run(torch_model, paddle_model, inputs, state: State, params: dict,
         if not isinstance(tensor, Joined) and not tensor.moved_to:  # convert's Tensor, held by its module's pair
             keys.setdefault(tensor.module or ROOT, []).append(key)
     values = {key: state[key] for g in groups for t, _ in g for key in keys.get(t, ())}
-    assign, renamed = {t: p or ROOT for t, p in modules.items()}, {}
+    assign, renamed = {ROOT: ROOT, **{t: p or ROOT for t, p in modules.items()}}, {}  # the models' own outputs
     with eval_mode(torch_model), eval_mode(paddle_model):
         t_record = trace(torch_model, inputs)
         order = list(dict.fromkeys(split_key(k)[1] for k in t_record if k.startswith("out/")))

@@ -1,0 +1,98 @@
+"""A module of a type no layout names that holds tensors of its own besides its children's (timm's VisionTransformer
+holding its class token and position table, a Swin attention its relative-position bias table, LeViT's its attention
+biases): its layout found by its Paddle counterpart's tensors. Each layout a caller may declare ("same",
+"transpose") is tried on every tensor the module holds itself; where each one that fits puts every tensor at the same
+Paddle name in the same layout (no tensor is a square matrix, which either fits), that is the module's layout, taken
+tensor to tensor as portcheck.mapping.loose takes a tensor held otherwise. Where two fit otherwise, or none, nothing
+is taken: the type is left to be declared, as the refusal says.
+
+May import portcheck.core and mapping's layouts, loose and tensors; Paddle only through the model handed in."""
+import numpy as np
+
+from portcheck.core.keys import ROOT
+from portcheck.mapping.layouts import CONFIGS_DIFFER, RULES, layouts_table
+from portcheck.mapping.loose import Loose, same_scalar_shapes
+from portcheck.mapping.tensors import _rule, own_tensors
+
+
+def paddle_own(layer) -> dict:
+    """{name: shape} of the tensors a Paddle layer holds itself and saves (its non-persistable buffers left out)."""
+    skip = getattr(layer, "_non_persistable_buffer_names_set", set())
+    out = {n: tuple(p.shape) for n, p in layer.named_parameters(include_sublayers=False)}
+    out.update({n: tuple(b.shape) for n, b in layer.named_buffers(include_sublayers=False) if n not in skip})
+    return out
+
+
+def placed(tensors: dict, theirs: dict, rule):
+    """{torch name: (Paddle name, its array in Paddle's layout)} under `rule` where every tensor lands on a Paddle
+    tensor of its shape (0-d against [1] alike), else None."""
+    out = {}
+    for name, array in tensors.items():
+        pname, value = rule(name, array)
+        if pname is None:
+            continue
+        if pname not in theirs or not (tuple(np.shape(value)) == theirs[pname]
+                                       or same_scalar_shapes(np.shape(value), theirs[pname])):
+            return None
+        out[name] = (pname, np.asarray(value))
+    return out
+
+
+def misfits(torch_model, paddle_model, modules: dict, layouts=None, taken=()) -> str:
+    """One line naming each paired torch module whose type no layout names and whose own tensors land on its
+    counterpart's names in no layout, a tensor of another size among them (another width: the two models' configs
+    differ there), each side's shapes said; "" where there is none. modules as fitted's."""
+    table, said = layouts_table(layouts), []
+    layers, t_modules = dict(paddle_model.named_sublayers(include_self=True)), dict(torch_model.named_modules())
+    for t_name, p_name in modules.items():
+        name, target = "" if t_name == ROOT else t_name, "" if p_name in (ROOT, None) else p_name
+        module, layer = t_modules.get(name), layers.get(target)
+        key = lambda t: f"{name}.{t}" if name else t
+        tensors = {t: a for t, a in own_tensors(module).items() if key(t) not in taken} if module is not None else {}
+        if not tensors or layer is None or _rule(table, module, type(layer), tensors) is not None:
+            continue
+        theirs = paddle_own(layer)
+        sizes_differ = any(int(np.prod(np.shape(a))) != int(np.prod(theirs[t])) for t, a in tensors.items()
+                           if t in theirs)  # the same sizes in other shapes: axes reordered, which a layout says
+        if set(tensors) <= set(theirs) and sizes_differ and not any(placed(tensors, theirs, r) for r in RULES.values()):
+            shapes = lambda held: ", ".join(f"{t} {list(np.shape(v)) if not isinstance(v, tuple) else list(v)}"
+                                            for t, v in held.items())
+            said.append(f"torch {name or ROOT} ({type(module).__name__}: {shapes(tensors)}) against Paddle "
+                        f"{target or ROOT} ({shapes({t: theirs[t] for t in tensors})})")
+    return (f"{len(said)} module(s) of a type of their own hold tensors of other shapes than their counterpart's, in "
+            f"either layout: {'; '.join(said[:4])}{'; ...' if len(said) > 4 else ''}: {CONFIGS_DIFFER}") if said else ""
+
+
+def fitted(torch_model, paddle_model, modules: dict, layouts=None, taken=()) -> dict:
+    """{torch key: Loose} of the tensors of each paired torch module whose type no layout names (nor its Paddle
+    counterpart's), placed by the one layout every fitting candidate agrees on. modules: {torch module (ROOT the
+    model): Paddle module ("" or ROOT the model)}; taken: torch keys paired already (mapping.loose)."""
+    table = layouts_table(layouts)
+    layers = dict(paddle_model.named_sublayers(include_self=True))
+    t_modules = dict(torch_model.named_modules())
+    out = {}
+    for t_name, p_name in modules.items():
+        name = "" if t_name == ROOT else t_name
+        target = "" if p_name in (ROOT, None) else p_name
+        module, layer = t_modules.get(name), layers.get(target)
+        if module is None or layer is None:
+            continue
+        key = lambda t: f"{name}.{t}" if name else t
+        tensors = {t: a for t, a in own_tensors(module).items() if key(t) not in taken}
+        if not tensors or _rule(table, module, type(layer), tensors) is not None:
+            continue  # nothing of its own, or a layout known for it
+        if any(len(long) != len(set(long)) for long in ([d for d in a.shape if d > 1] for a in tensors.values())):
+            continue  # two axes of one length (a square matrix): its shape fits either layout, the caller declares it
+        theirs = paddle_own(layer)
+        fits = [p for p in (placed(tensors, theirs, rule) for rule in RULES.values()) if p is not None]
+        same = lambda a, b: a.keys() == b.keys() and all(
+            a[t][0] == b[t][0] and a[t][1].shape == b[t][1].shape and np.array_equal(a[t][1], b[t][1]) for t in a)
+        if not fits or any(not same(fits[0], other) for other in fits[1:]):
+            continue  # no layout fits, or two place a tensor otherwise (a square matrix): the caller declares it
+        rule = next(r for r in RULES.values() if placed(tensors, theirs, r) is not None)
+        for t, (pname, value) in fits[0].items():
+            pkey = f"{target}.{pname}" if target else pname
+            out[key(t)] = Loose(pkey, pname, rule, f"torch {key(t)} {list(tensors[t].shape)} -> Paddle {pkey}: "
+                                                    f"held by its {type(module).__name__} itself, in the one layout "
+                                                    "Paddle's shape takes")
+    return out

@@ -1,0 +1,321 @@
+"""The vision zoo: timm's models against PaddleClas's ports of them (the optional extra requirements-vision.txt:
+timm 1.0.31 and paddleclas 2.6.0, installed with --no-deps). Each pair is built from one architecture at a small
+image (64 x 64, where the architecture takes it), its random weights made informative (informative: a tensor its
+library sets to one constant, which hides a part from every check, drawn at random), converted with no map and no
+layouts, and judged by compare_forward cumulative and isolated, then once with a bug planted on the Paddle side (its
+first norm's epsilon), expected red at that norm.
+
+    python -m tools.zoo.vision                     # every pair; writes docs/bench/zoo_vision.json and docs/zoo.md
+    python -m tools.zoo.vision --only resnet50_vd  # some pairs; writes nothing (--write: their rows recorded)
+    python -m tools.zoo.vision --fast              # forward cumulative and the plant (the suite's part)
+
+Each pair runs in a process of its own (old PaddleClas backbones create parameters under fixed names: two cannot be
+built in one process), at most --timeout seconds.
+"""
+import argparse
+import importlib
+import importlib.util
+import json
+import subprocess
+import sys
+import time
+import types
+from pathlib import Path
+
+import portcheck.core.runtime  # noqa: F401 (first: offline mode, threads, quiet notices, before torch and Paddle)
+from portcheck.core.errors import PipelineError, first_line, run_main
+from tools import bench_doc
+from tools.zoo import recorded
+
+REQUIREMENTS = recorded.VISION_REQUIREMENTS
+SIZE = 64  # the image's side, where the architecture takes any (LeViT's attention biases are sized for 224)
+BATCH = 2
+VIT_TINY = dict(patch_size=16, embed_dim=192, depth=12, num_heads=3, mlp_ratio=4, qkv_bias=True, epsilon=1e-6)
+# a Swin whose last stage is wider than its window (16, 8, 4 against 2): every stage's windows shift on both sides;
+# Swin-T at 64 with windows of 2 (16, 8, 4, 2): its last stage is as wide as its window, as Swin-T's at 224 (7 x 7)
+SWIN_SMALL = dict(img_size=SIZE, patch_size=4, embed_dim=48, depths=[2, 2, 2], num_heads=[3, 6, 12], window_size=2)
+# Each pair: its architecture, timm's model (its name, its settings), PaddleClas's (a backbone's name in
+# ppcls.arch.backbone, or module.Class under it; its settings), the image's side.
+PAIRS = {
+    "vit_tiny": dict(arch="ViT", timm=("vit_tiny_patch16_224", dict(img_size=SIZE)),
+                     ppcls=("model_zoo.vision_transformer.VisionTransformer", dict(img_size=SIZE, **VIT_TINY))),
+    "deit_tiny_distilled": dict(arch="DeiT", timm=("deit_tiny_distilled_patch16_224", dict(img_size=SIZE)),
+                                ppcls=("DeiT_tiny_distilled_patch16_224", dict(img_size=SIZE))),
+    "vit_small": dict(arch="ViT", timm=("vit_small_patch16_224", dict(img_size=SIZE)),
+                      ppcls=("ViT_small_patch16_224", dict(img_size=SIZE))),
+    "swin_tiny": dict(arch="Swin", timm=("swin_tiny_patch4_window7_224", dict(img_size=SIZE, window_size=2)),
+                      ppcls=("legendary_models.swin_transformer.SwinTransformer",
+                             dict(img_size=SIZE, embed_dim=96, depths=[2, 2, 6, 2], num_heads=[3, 6, 12, 24],
+                                  window_size=2))),
+    "swin_small_config": dict(arch="Swin", timm=("swin_tiny_patch4_window7_224", dict(SWIN_SMALL)),
+                              ppcls=("legendary_models.swin_transformer.SwinTransformer", dict(SWIN_SMALL))),
+    "convnext_tiny": dict(arch="ConvNeXt", timm=("convnext_tiny", {}), ppcls=("ConvNeXt_tiny", {})),
+    "mobilenetv3_small": dict(arch="MobileNetV3", timm=("mobilenetv3_small_100", {}),
+                              ppcls=("MobileNetV3_small_x1_0", {})),
+    "efficientnet_b0": dict(arch="EfficientNet", timm=("tf_efficientnet_b0", {}), ppcls=("EfficientNetB0", {})),
+    "resnet50_vd": dict(arch="ResNet-vd", timm=("resnet50d", {}), ppcls=("ResNet50_vd", {})),
+    "resnet18_vd": dict(arch="ResNet-vd", timm=("resnet18d", {}), ppcls=("ResNet18_vd", {})),
+    "repvgg_a0": dict(arch="RepVGG", timm=("repvgg_a0", {}), ppcls=("RepVGG_A0", {})),
+    "pvt_v2_b0": dict(arch="PVTv2", timm=("pvt_v2_b0", {}), ppcls=("PVT_V2_B0", {})),
+    "levit_128s": dict(arch="LeViT", timm=("levit_128s", {}), ppcls=("LeViT_128S", dict(distillation=True)), size=224),
+    "hgnetv2_b0": dict(arch="PP-HGNetV2", timm=("hgnetv2_b0", {}), ppcls=("PPHGNetV2_B0", {})),
+    "ghostnet": dict(arch="GhostNet", timm=("ghostnet_100", {}), ppcls=("GhostNet_x1_0", {})),
+    "pplcnet": dict(arch="PP-LCNet", timm=("lcnet_100", {}), ppcls=("PPLCNet_x1_0", {})),
+    # the rest both list, each at its released config
+    **{name: dict(arch=arch, timm=(t, dict(t_kw)), ppcls=(p, dict(p_kw)), **({"size": size} if size else {}))
+       for name, arch, t, t_kw, p, p_kw, size in [
+           ("resnet50", "ResNet", "resnet50", {}, "ResNet50", {}, 0),
+           ("resnet34_vd", "ResNet-vd", "resnet34d", {}, "ResNet34_vd", {}, 0),
+           ("resnext50_32x4d", "ResNeXt", "resnext50_32x4d", {}, "ResNeXt50_32x4d", {}, 0),
+           ("se_resnext50_32x4d", "SE-ResNeXt", "seresnext50_32x4d", {}, "SE_ResNeXt50_32x4d", {}, 0),
+           ("res2net50_26w_4s", "Res2Net", "res2net50_26w_4s", {}, "Res2Net50_26w_4s", {}, 0),
+           ("resnest50", "ResNeSt", "resnest50d", {}, "ResNeSt50", {}, 0),
+           ("densenet121", "DenseNet", "densenet121", {}, "DenseNet121", {}, 0),
+           ("vgg11", "VGG", "vgg11", {}, "VGG11", {}, 0),
+           ("inception_v3", "Inception", "inception_v3", {}, "InceptionV3", {}, 128),
+           ("inception_v4", "Inception", "inception_v4", {}, "InceptionV4", {}, 128),
+           ("xception41", "Xception", "xception41", {}, "Xception41", {}, 0),
+           ("dpn68", "DPN", "dpn68", {}, "DPN68", {}, 0),
+           ("dla34", "DLA", "dla34", {}, "DLA34", {}, 0),
+           ("hrnet_w18", "HRNet", "hrnet_w18", {}, "HRNet_W18_C", {}, 0),
+           ("cspdarknet53", "CSPNet", "cspdarknet53", {}, "CSPDarkNet53", {}, 0),
+           ("darknet53", "DarkNet", "darknet53", {}, "DarkNet53", {}, 0),
+           ("regnetx_200mf", "RegNet", "regnetx_002", {}, "RegNetX_200MF", {}, 0),
+           ("mobilenetv1", "MobileNetV1", "mobilenetv1_100", {}, "MobileNetV1", {}, 0),
+           ("mobilenetv2", "MobileNetV2", "mobilenetv2_100", {}, "MobileNetV2", {}, 0),
+           ("mobilenetv4_conv_small", "MobileNetV4", "mobilenetv4_conv_small", {}, "MobileNetV4_conv_small", {}, 0),
+           ("efficientnetv2_s", "EfficientNetV2", "tf_efficientnetv2_s", {}, "EfficientNetV2_S", {}, 0),
+           ("tinynet_a", "TinyNet", "tinynet_a", {}, "TinyNet_A", {}, 0),
+           ("mixnet_s", "MixNet", "mixnet_s", {}, "MixNet_S", {}, 0),
+           ("rexnet_100", "ReXNet", "rexnet_100", {}, "ReXNet_1_0", {}, 0),
+           ("pphgnet_tiny", "PP-HGNet", "hgnet_tiny", {}, "PPHGNet_tiny", {}, 0),
+           ("deit_tiny", "DeiT", "deit_tiny_patch16_224", dict(img_size=SIZE), "DeiT_tiny_patch16_224",
+            dict(img_size=SIZE), 0),
+           ("swinv2_tiny", "Swin V2", "swinv2_tiny_window8_256", {}, "SwinTransformerV2_tiny_patch4_window8_256", {},
+            256),
+           ("twins_pcpvt_small", "Twins", "twins_pcpvt_small", {}, "pcpvt_small", {}, 0),
+           ("twins_svt_small", "Twins", "twins_svt_small", {}, "alt_gvt_small", {}, 0),
+           ("tnt_small", "TNT", "tnt_s_patch16_224", dict(img_size=SIZE), "TNT_small", dict(img_size=SIZE), 0),
+           ("mobilevit_s", "MobileViT", "mobilevit_s", {}, "MobileViT_S", {}, 0),
+           ("nextvit_small", "Next-ViT", "nextvit_small", {}, "NextViT_small_224", {}, 0),
+           ("starnet_s1", "StarNet", "starnet_s1", {}, "StarNet_S1", {}, 0),
+           ("fasternet_t0", "FasterNet", "fasternet_t0", {}, "FasterNet_T0", {}, 0),
+       ]},
+}
+CLASSES = 10
+# Why a pair is not the same model: PaddleClas's port differs from timm's there, found by copying each pair by hand
+# (vision_page.findings says each with what the library said there). The module first, then what differs.
+REASONS = {
+    "vit_small": "PaddleClas's ViT_small_patch16_224 is another model than timm's vit_small_patch16_224: 768 wide "
+                 "and 8 deep, where timm's is 384 wide and 12 deep",
+    "swin_tiny": "layers.3, the last stage, no wider than its window (2 x 2 with windows of 2, as Swin-T's 7 x 7 at "
+                 "224): PaddleClas shifts its windows there; timm does not",
+    "mobilenetv3_small": "PaddleClas's MobileNetV3 has an extra 1x1 expand conv in block 0, SE widths C//4 not "
+                         "rounded to 8, an SE gate of slope 0.2, and a 1280-wide head conv without bias",
+    "pplcnet": "last_conv: PaddleClas's head conv has no bias; its Dropout is downscale_in_infer (x0.8 at "
+               "evaluation)",
+    "resnet18_vd": "stages.0.0 (blocks[0]): PaddleClas's ResNet18_vd adds a 1x1 conv + BN shortcut to the first "
+                   "block (use_first_short_conv=True); timm's resnet18d has none",
+    "resnet34_vd": "stages.0.0 (blocks[0]): PaddleClas's ResNet34_vd adds a 1x1 conv + BN shortcut to the first "
+                   "block (use_first_short_conv=True); timm's resnet34d has none",
+    "ghostnet": "PaddleClas's GhostNet gates its SE by clip(x, 0, 1) where timm's uses a hard sigmoid, and its SE "
+                "widths are 18/30 where timm's are 20/32",
+    "hgnetv2_b0": "stem.pool: PaddleClas pads the stem's max pool 'SAME' where timm zero-pads its input first",
+}
+
+
+def installed() -> str:
+    """"" when timm and paddleclas are importable here, else what to install."""
+    missing = [p for p in ("timm", "paddleclas") if importlib.util.find_spec(p) is None]
+    return f"pip install --no-deps -r {REQUIREMENTS}" if missing else ""
+
+
+def prepare():
+    """timm (torchvision through the project's CPU loader first: timm imports it) and PaddleClas's backbones
+    (ppcls, the package inside paddleclas's folder, imported without paddleclas's own __init__, which needs OpenCV;
+    its logger set up, which the legendary models write to while built)."""
+    from tools.zoo.torchvision_cpu import import_torchvision
+    import_torchvision()
+    import timm  # noqa: F401
+    if "ppcls" not in sys.modules:  # paddleclas ships ppcls inside its folder, a namespace package of no __init__
+        ppcls = types.ModuleType("ppcls")
+        ppcls.__path__ = [str(Path(importlib.util.find_spec("paddleclas").origin).parent / "ppcls")]
+        sys.modules["ppcls"] = ppcls
+    from ppcls.utils import logger
+    logger.init_logger()
+
+
+def informative(model) -> None:
+    """Draw at random each floating tensor its library sets to one constant (a norm's weight of ones, a bias or a
+    running mean of zeros, a layer scale, a class token near zero): a constant hides what multiplies or adds it from
+    every check. A running variance stays positive."""
+    import torch
+    g = torch.Generator().manual_seed(1)
+    with torch.no_grad():
+        for name, t in [*model.named_parameters(), *model.named_buffers()]:
+            if t is None or not t.is_floating_point() or t.numel() < 2:
+                continue
+            if float(t.std()) > 1e-3 * max(1.0, float(t.abs().mean())):
+                continue
+            noise = torch.randn(t.shape, generator=g, dtype=t.dtype) * 0.1
+            t.copy_((t + noise).abs() + 0.5 if name.endswith("running_var") else t + noise)
+
+
+def build(name: str):
+    """(timm model, PaddleClas model, images), seeded, both in eval mode, the timm model's weights informative."""
+    import numpy as np
+    import paddle
+    import timm
+    import torch
+    pair = PAIRS[name]
+    (t_name, t_kw), (p_name, p_kw) = pair["timm"], pair["ppcls"]
+    torch.manual_seed(0)
+    paddle.seed(0)
+    pt = timm.create_model(t_name, pretrained=False, num_classes=CLASSES, **t_kw).eval()  # eval: no drop draws
+    informative(pt)
+    module, _, attr = p_name.rpartition(".")
+    where = importlib.import_module(f"ppcls.arch.backbone.{module}" if module else "ppcls.arch.backbone")
+    pd = getattr(where, attr)(class_num=CLASSES, **p_kw)
+    pd.eval()
+    size = pair.get("size", SIZE)
+    return pt, pd, np.random.RandomState(0).randn(BATCH, 3, size, size).astype("float32")
+
+
+def plant(pd):
+    """(what, module, edit, undo): the Paddle model's first norm's epsilon set to another (a value read from another
+    framework's defaults), or None where it has no norm."""
+    for name, layer in pd.named_sublayers():
+        eps = getattr(layer, "_epsilon", None)
+        if isinstance(eps, float) and type(layer).__name__.startswith(("BatchNorm", "LayerNorm")):
+            other = 1e-3 if eps < 1e-4 else 1e-5
+            return (f"{name}'s epsilon {other:g}", name, lambda: setattr(layer, "_epsilon", other),
+                    lambda: setattr(layer, "_epsilon", eps))
+    return None
+
+
+def red_at(report) -> str:
+    """Where a forward report is first red, and by what."""
+    if report.stopped:
+        return "; ".join(f"the {side} model stopped: {e}" for side, e in report.stopped.items())[:300]
+    red = [r for r in report.paired if not r.passed]
+    if red:
+        r = red[0]
+        return f"{report.both(r.name)}: " + (r.problem or (f"{r.max:.3g} against {r.allowed:.3g}" if not r.max_ok
+                                                         else r.why))[:300]
+    return "isolated: " + ", ".join(d.both for d in report.differing)[:300]
+
+
+def judge_one(name: str, fast: bool = False) -> dict:
+    """The pair's row: its outcome and what the library said (a refusal's line, where forward was red, the plant)."""
+    from portcheck import compare_forward, convert
+    from portcheck.core.keys import ROOT
+    result = {"pair": name, "arch": PAIRS[name]["arch"], "classes": None}
+    try:
+        prepare()
+        pt, pd, x = build(name)
+    except Exception as e:  # noqa: BLE001 (a library's own failure is the pair's result)
+        return {**result, "outcome": "not built", "said": first_line(e)[:300]}
+    result["classes"] = f"{PAIRS[name]['ppcls'][0].rpartition('.')[2]} / {PAIRS[name]['timm'][0]}"
+    try:
+        state = convert(pt, pd, inputs=x)
+        result["said_convert"] = state.said[:300]
+    except PipelineError as e:
+        return _reasoned(name, {**result, "outcome": "refused", "said": f"portcheck: {e}"[:400]})
+    except Exception as e:  # noqa: BLE001
+        return {**result, "outcome": "raises", "said": f"convert: {first_line(e)}"[:300]}
+    try:
+        forward = compare_forward(pt, pd, x, isolate=not fast)
+    except PipelineError as e:  # its pairing's refusal, after convert's
+        return _reasoned(name, {**result, "outcome": "refused", "said": f"compare_forward: {e}"[:400]})
+    except Exception as e:  # noqa: BLE001
+        return {**result, "outcome": "raises", "said": f"compare_forward: {first_line(e)}"[:300]}
+    result["forward"] = forward.passed
+    if not forward.passed:
+        return _reasoned(name, {**result, "outcome": "red on the correct port", "said": red_at(forward)})
+    planted = plant(pd)
+    if planted is None:
+        return {**result, "outcome": "green, no part to plant in"}
+    what, module, edit, undo = planted
+    pinned = {t: p for t, p in forward.pairing.modules().items() if ROOT not in (t, p)}
+    edit()
+    try:
+        report = compare_forward(pt, pd, x, pinned)
+        red = [report.both(r.name) for r in report.paired if not r.passed]
+        result["plant"] = {"plant": what, "module": module, "red": not report.passed, "at": red[0] if red else "",
+                           "named": bool(red) and module in red[0]}
+    finally:
+        undo()
+    p = result["plant"]
+    result["outcome"] = "green, the plant red at its module" if p["named"] else "green, the plant red" if p["red"] \
+        else "green, the plant green"
+    return result
+
+
+def _reasoned(name: str, result: dict) -> dict:
+    """A pair that is not the same model says so, with its difference, and what the library said (a refusal, or
+    where it was red) stays beside it."""
+    if name in REASONS:
+        result["refused_or_red"] = result["outcome"]
+        result["outcome"], result["reason"] = "not the same model", REASONS[name]
+    return result
+
+
+def row(r: dict) -> str:
+    """A pair's line as the run prints it."""
+    said = r.get("reason") or r.get("said") or ""
+    plant = r.get("plant")
+    if plant:
+        said = f"plant {plant['plant']}: " + (f"red at {plant['at']}" if plant["red"] else "GREEN")
+    return f"{r['outcome']}" + (f"; {said}" if said else "")
+
+
+def write(results: list, seconds: float, run: dict):
+    """docs/bench/zoo_vision.json (this run's rows over those held), then the zoo pages' vision section."""
+    from tools.zoo import vision_page
+    held = recorded.BENCH.parent / recorded.VISION_JSON
+    results, seconds = recorded.over_held(held, [{**r, "family": r["pair"]} for r in results], seconds, list(PAIRS))
+    recorded.write(held, [{**r, "measured": r.get("measured") or run} for r in results], seconds)
+    vision_page.write_table()
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
+                                 allow_abbrev=False)
+    ap.add_argument("--only", nargs="+", metavar="PAIR", help=f"some of: {' '.join(PAIRS)}; writes nothing")
+    ap.add_argument("--fast", action="store_true", help="forward cumulative and the plant; writes nothing")
+    ap.add_argument("--write", action="store_true", help="with --only: write its rows over those recorded")
+    ap.add_argument("--timeout", type=float, default=180, help="seconds one pair may take (default 180)")
+    ap.add_argument("--one", metavar="PAIR", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.one:
+        print(json.dumps(judge_one(args.one, args.fast)), flush=True)
+        return
+    unknown = sorted(set(args.only or ()) - set(PAIRS))
+    if unknown:
+        raise PipelineError(f"--only {' '.join(unknown)}: not a pair of this zoo; its pairs: {' '.join(PAIRS)}")
+    if installed():
+        raise PipelineError(f"timm or paddleclas is not installed (the vision zoo's optional extra): {installed()}")
+    run = recorded.facts("tools.zoo.vision", sys.argv)
+    start, results = time.time(), []
+    for name in args.only or PAIRS:
+        began = time.time()
+        try:
+            proc = subprocess.run([sys.executable, "-m", "tools.zoo.vision", "--one", name, *["--fast"] * args.fast],
+                                  cwd=recorded.ROOT, capture_output=True, text=True, timeout=args.timeout)
+            line = next((x for x in reversed(proc.stdout.splitlines()) if x.startswith("{")), None)
+            r = json.loads(line) if line else {"pair": name, "arch": PAIRS[name]["arch"], "outcome": "raises",
+                                               "said": (proc.stderr.strip().splitlines() or ["no output"])[-1][:300]}
+        except subprocess.TimeoutExpired:
+            r = {"pair": name, "arch": PAIRS[name]["arch"], "outcome": "not judged", "said": f"over {args.timeout:.0f} s"}
+        r["seconds"] = round(time.time() - began, 1)
+        results.append(r)
+        print(f"{name} ({r['seconds']} s): {row(r)}", flush=True)
+        if (args.write or not args.only) and not args.fast:  # each row kept as it is judged: a stopped run keeps them
+            write(results, time.time() - start, bench_doc.finish(run))
+    print(f"{len(results)} pairs, {time.time() - start:.0f} s")
+    if (args.write or not args.only) and not args.fast:
+        print(f"wrote docs/bench/{recorded.VISION_JSON} and docs/zoo.md")
+
+
+if __name__ == "__main__":
+    run_main(main)
