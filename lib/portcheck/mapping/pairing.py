@@ -213,8 +213,11 @@ def pair(torch_record: dict, paddle_record: dict, name_map=None, weights_only=Fa
     # expert) and the unpaired Paddle module of its very name holding tensors of the same sizes: the same place
     taken = set(pairs.values())
     same = {p.name: p for p in ps if p.name not in taken and p.tensors}
+    # (a conv padded in another place, its output another size along its spatial axes, is not: the two outputs meet
+    # further on, where compare_forward judges it)
     pairs.update({t.name: t.name for t in ts if t.name not in pairs and t.tensors and t.name in same
-                  and t.module not in result.missing and sizes(t) == sizes(same[t.name])})
+                  and t.module not in result.missing and sizes(t) == sizes(same[t.name])
+                  and not _spatially_apart(t.outputs, same[t.name].outputs)})
     order = {c.name: k for k, c in enumerate(ts)}
     result.pairs = dict(sorted(pairs.items(), key=lambda kv: order[kv[0]]))
     if ran and not weights_only:
@@ -334,3 +337,12 @@ def _tied_groups(tied: list, pairs: dict, fixed: dict, doubt: list) -> list:
             out.append(group)
             seen.update(t for t, _ in group)
     return out
+
+
+
+
+def _spatially_apart(a: tuple, b: tuple) -> bool:
+    """Two calls' outputs of one count and rank whose shapes part along two axes or more (a conv padded otherwise:
+    height and width), where a router's top k against its logits parts along the last axis alone."""
+    return bool(a) and len(a) == len(b) and any(
+        len(x) == len(y) and sum(i != j for i, j in zip(x, y)) >= 2 for x, y in zip(a, b))
