@@ -22,7 +22,12 @@ import time
 import types
 from pathlib import Path
 
-import portcheck.core.runtime  # noqa: F401 (first: offline mode, threads, quiet notices, before torch and Paddle)
+try:
+    import portcheck.core.runtime  # noqa: F401 (first: offline mode, threads, quiet notices, before torch and Paddle)
+except ModuleNotFoundError:  # the project is not importable: not its venv
+    raise SystemExit("error: this project's packages are not importable: activate its venv "
+                     "(. .venv/bin/activate) or run `pip install -r requirements.txt`") from None
+
 from portcheck.core.errors import PipelineError, first_line, run_main
 from tools import bench_doc
 from tools.zoo import recorded

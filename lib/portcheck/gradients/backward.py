@@ -23,7 +23,7 @@ from portcheck.forward.compare import checked_args, judge_forward
 from portcheck.forward import routing
 from portcheck.forward.chosen import checked_outputs
 from portcheck.forward.twin import EAGER, F64, WIDER, cast_wide, experts_eager, float64, float64_inputs, in_turn
-from portcheck.mapping.trace import INPUTS, Recorder, call, framework_of, watch, watch_paddle
+from portcheck.mapping.trace import INPUTS, Recorder, call, check_models, framework_of, watch, watch_paddle
 from portcheck.core import calibrated, diff, tolerances
 from portcheck.mapping import experts, fused, inferred, loose as loose_tensors, modules, pairing
 from portcheck.mapping.convert import plan
@@ -78,6 +78,7 @@ def compare_backward(torch_model, paddle_model, inputs, targets, loss, optimizer
     checked_args(None, mean_bound)  # before any training: a bad bound would only show when .passed is read
     checked_outputs(outputs)
     checked_pairs(loss=loss, optimizer=optimizer, scheduler=scheduler, clip=clip)
+    check_models(torch_model, paddle_model)  # before anything reads either as its framework's model
     kinds, loose, shaped = {}, {}, {}
     # a fused module no layout declares, in the layout the Paddle model holds already (converted before): each part
     # then judged, as convert's run settled it

@@ -311,8 +311,8 @@ def _branches(pairs: dict, t_calls: dict, p_calls: dict, fixed: dict, grouped: s
         if t in grouped or t in fixed or a is None or b is None or not a.tensors or a.children or b.children \
                 or "#" in t or "#" in p:
             continue
-        parents = (a.module.rpartition(".")[0] or ROOT, b.module.rpartition(".")[0] or ROOT)
-        if modules.get(parents[0]) == parents[1]:
+        t_parent, p_parent = a.module.rpartition(".")[0] or ROOT, b.module.rpartition(".")[0] or ROOT
+        if modules.get(t_parent) == p_parent:
             continue  # siblings of a pair: _doubtful's
         where = anchor(a.module, b.module)
         if where is not None and _normal(t)[-1] != _normal(p)[-1]:  # a pair its names say stands
