@@ -424,17 +424,7 @@ def main():
     start, results = time.time(), []
     run = recorded.facts("tools.zoo.families", sys.argv)
     for family in args.only or found:
-        began = time.time()
-        try:
-            proc = subprocess.run([sys.executable, "-m", "tools.zoo.families", "--one", family,
-                                   *["--fast"] * args.fast], cwd=recorded.ROOT,
-                                  capture_output=True, text=True, timeout=args.timeout)
-            line = next((x for x in reversed(proc.stdout.splitlines()) if x.startswith("{")), None)
-            r = json.loads(line) if line else {"family": family, "outcome": "raises",
-                                               "said": (proc.stderr.strip().splitlines() or ["no output"])[-1][:300]}
-        except subprocess.TimeoutExpired:
-            r = {"family": family, "outcome": "not judged", "said": f"over {args.timeout:.0f} s"}
-        r["seconds"] = round(time.time() - began, 1)
+        r = recorded.judged_alone("tools.zoo.families", family, ["--fast"] * args.fast, args.timeout, family=family)
         results.append(r)
         print(f"{family} ({r['seconds']} s): {row(r)}", flush=True)
         if args.write:  # after each family: a run stopped early keeps what it judged

@@ -13,7 +13,6 @@ Each family runs in a process of its own, at most --timeout seconds.
 """
 import argparse
 import json
-import subprocess
 import sys
 import time
 
@@ -280,16 +279,7 @@ def main():
     run = recorded.facts("tools.zoo.formers", sys.argv)
     start, results = time.time(), []
     for family in args.only or FAMILIES:
-        began = time.time()
-        try:
-            proc = subprocess.run([sys.executable, "-m", "tools.zoo.formers", "--one", family, *["--fast"] * args.fast],
-                                  cwd=recorded.ROOT, capture_output=True, text=True, timeout=args.timeout)
-            line = next((x for x in reversed(proc.stdout.splitlines()) if x.startswith("{")), None)
-            r = json.loads(line) if line else {"family": family, "outcome": "raises",
-                                               "said": (proc.stderr.strip().splitlines() or ["no output"])[-1][:300]}
-        except subprocess.TimeoutExpired:
-            r = {"family": family, "outcome": "not judged", "said": f"over {args.timeout:.0f} s"}
-        r["seconds"] = round(time.time() - began, 1)
+        r = recorded.judged_alone("tools.zoo.formers", family, ["--fast"] * args.fast, args.timeout, family=family)
         results.append(r)
         print(f"{family} ({r['seconds']} s): {families.row(r)}", flush=True)
         if args.write and not args.fast:

@@ -13,10 +13,8 @@ here (tests/test_generate_families.py)."""
 import argparse
 import importlib
 import json
-import subprocess
 import sys
 import time
-from pathlib import Path
 
 try:
     import portcheck.core.runtime  # noqa: F401 (first: offline mode, threads, quiet notices, before torch, Paddle)
@@ -49,7 +47,6 @@ LM = {"gpt": ("GPTForCausalLM", "gpt2", "GPT2LMHeadModel"),
       "roformer": ("RoFormerForCausalLM", "roformer", "RoFormerForCausalLM"),
       "xlnet": ("XLNetLMHeadModel", "xlnet", "XLNetLMHeadModel"),
       "reformer": ("ReformerModelWithLMHead", "reformer", "ReformerModelWithLMHead")}
-REPO = Path(__file__).resolve().parents[2]
 STEPS, PLANTED_LAYER = 8, 1
 # the LM head's layout where paddlenlp keeps it as a weight of its own [hidden, vocab] or [vocab, hidden]
 HEADS = {"llama": {"LlamaLMHead": "transpose"}, "mixtral": {"MixtralLMHead": "transpose"},
@@ -223,16 +220,7 @@ def main():
     from tools.zoo import families, recorded
     run, start, results = recorded.facts("tools.zoo.generating", sys.argv), time.time(), []
     for family in args.only or LM:
-        began = time.time()
-        try:
-            proc = subprocess.run([sys.executable, "-m", "tools.zoo.generating", "--one", family], cwd=REPO,
-                                  capture_output=True, text=True, timeout=args.timeout)
-            line = next((x for x in reversed(proc.stdout.splitlines()) if x.startswith("{")), None)
-            r = json.loads(line) if line else {"family": family, "outcome": "raises",
-                                               "said": (proc.stderr.strip().splitlines() or ["no output"])[-1][:300]}
-        except subprocess.TimeoutExpired:
-            r = {"family": family, "outcome": "not judged", "said": f"over {args.timeout:.0f} s"}
-        r["seconds"] = round(time.time() - began, 1)
+        r = recorded.judged_alone("tools.zoo.generating", family, (), args.timeout, family=family)
         results.append(r)
         print(f"{family} ({r['seconds']} s): {r['outcome']}; {r.get('said') or r.get('plant', '')}", flush=True)
     print(f"{len(results)} families, {time.time() - start:.0f} s")

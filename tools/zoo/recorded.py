@@ -6,6 +6,9 @@ vision_page.py) take these names from here. A module, not a command.
 """
 import json
 import shlex
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 from tools import bench_doc
@@ -26,6 +29,23 @@ PAGES_COMMAND = f"{CASES_COMMAND} --page"  # both pages again from the runs reco
 def facts(module: str, argv: list) -> dict:
     """The machine's facts before a run (tools/bench_doc.py), its command as the zoo is run: as a module."""
     return {**bench_doc.start(argv), "command": shlex.join(["python", "-m", module, *argv[1:]])}
+
+
+def judged_alone(module: str, name: str, flags=(), timeout: float = None, **row) -> dict:
+    """One family's row judged in a process of its own (`python -m <module> --one NAME <flags>`): the JSON line it
+    prints last; where it prints none, row with outcome "raises" and its last stderr line; past `timeout` seconds,
+    "not judged". Its seconds beside, as it took them. row: what names it (its family, or pair and architecture)."""
+    began = time.time()
+    try:
+        proc = subprocess.run([sys.executable, "-m", module, "--one", name, *flags], cwd=ROOT, capture_output=True,
+                              text=True, timeout=timeout)
+        line = next((x for x in reversed(proc.stdout.splitlines()) if x.startswith("{")), None)
+        r = json.loads(line) if line else {**row, "outcome": "raises",
+                                           "said": (proc.stderr.strip().splitlines() or ["no output"])[-1][:300]}
+    except subprocess.TimeoutExpired:
+        r = {**row, "outcome": "not judged", "said": f"over {timeout:.0f} s"}
+    r["seconds"] = round(time.time() - began, 1)
+    return r
 
 
 def over_held(held, results: list, seconds: float, order: list) -> tuple:

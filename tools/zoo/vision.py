@@ -16,7 +16,6 @@ import argparse
 import importlib
 import importlib.util
 import json
-import subprocess
 import sys
 import time
 import types
@@ -303,16 +302,8 @@ def main():
     run = recorded.facts("tools.zoo.vision", sys.argv)
     start, results = time.time(), []
     for name in args.only or PAIRS:
-        began = time.time()
-        try:
-            proc = subprocess.run([sys.executable, "-m", "tools.zoo.vision", "--one", name, *["--fast"] * args.fast],
-                                  cwd=recorded.ROOT, capture_output=True, text=True, timeout=args.timeout)
-            line = next((x for x in reversed(proc.stdout.splitlines()) if x.startswith("{")), None)
-            r = json.loads(line) if line else {"pair": name, "arch": PAIRS[name]["arch"], "outcome": "raises",
-                                               "said": (proc.stderr.strip().splitlines() or ["no output"])[-1][:300]}
-        except subprocess.TimeoutExpired:
-            r = {"pair": name, "arch": PAIRS[name]["arch"], "outcome": "not judged", "said": f"over {args.timeout:.0f} s"}
-        r["seconds"] = round(time.time() - began, 1)
+        r = recorded.judged_alone("tools.zoo.vision", name, ["--fast"] * args.fast, args.timeout, pair=name,
+                                  arch=PAIRS[name]["arch"])
         results.append(r)
         print(f"{name} ({r['seconds']} s): {row(r)}", flush=True)
         if (args.write or not args.only) and not args.fast:  # each row kept as it is judged: a stopped run keeps them
