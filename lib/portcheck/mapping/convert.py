@@ -27,7 +27,7 @@ from portcheck.mapping.names import parent_of_paired
 from portcheck.mapping.settle import (SETTLED, settle_by_run, settle_fused, settle_held,  # noqa: F401 (SETTLED:
                                       settle_layouts, without_run)  # documented here, docs/pairing.md)
 from portcheck.mapping.state import Joined, State, names_of_one_tensor, numpy_dtype, save_pdparams
-from portcheck.mapping.tensors import Tensor, by_shape, paddle_key, torch_layouts
+from portcheck.mapping.tensors import Tensor, paddle_key, torch_layouts
 from portcheck.mapping.trace import check_models
 from portcheck.mapping.weights import named
 
@@ -44,7 +44,7 @@ def plan(torch_model, paddle_model, name_map=None, layouts=None, inputs=None, pa
     another type holds, planned transposed, for convert to settle by its run; without it (compare_backward, the Paddle
     model converted already) each is taken in the layout the Paddle model holds (settle.settle_held). shaped, a dict
     if given, receives {torch type name: "same" or "transpose"}: the layouts of types no one declared that the Paddle
-    tensor's shape alone allows (tensors.by_shape: a router's [experts, hidden] weight)."""
+    tensor's shape alone allows (own_layout.by_shape: a router's [experts, hidden] weight)."""
     check_models(torch_model, paddle_model)
     loose = {} if loose is None else loose
     modules, missing = pair_modules(torch_model, paddle_model, name_map, inputs, layouts, copies, doubt, ran, loose)
@@ -56,7 +56,7 @@ def plan(torch_model, paddle_model, name_map=None, layouts=None, inputs=None, pa
     kinds = {"" if t == ROOT else t: type(layers[p]) for t, p in modules.items() if p in layers}
     if paddle_kinds is not None:
         paddle_kinds.update(kinds)
-    found = by_shape(torch_model, layers, modules, layouts)  # a type of its own whose one weight its shape places
+    found = own_layout.by_shape(torch_model, layers, modules, layouts)  # a type of its own whose one weight its shape places
     if shaped is not None:
         shaped.update(found)
     layouts_found = {**(layouts or {}), **found} if found else layouts

@@ -4,13 +4,14 @@ biases): its layout found by its Paddle counterpart's tensors. Each layout a cal
 "transpose") is tried on every tensor the module holds itself; where each one that fits puts every tensor at the same
 Paddle name in the same layout (no tensor is a square matrix, which either fits), that is the module's layout, taken
 tensor to tensor as portcheck.mapping.loose takes a tensor held otherwise. Where two fit otherwise, or none, nothing
-is taken: the type is left to be declared, as the refusal says.
+is taken: the type is left to be declared, as the refusal says. by_shape places such a type as a whole, every module
+of it agreeing, as a declared layout would (a router of its own type, its weight [experts, hidden]).
 
 May import portcheck.core and mapping's layouts, loose and tensors; Paddle only through the model handed in."""
 import numpy as np
 
 from portcheck.core.keys import ROOT
-from portcheck.mapping.layouts import CONFIGS_DIFFER, RULES, layouts_table
+from portcheck.mapping.layouts import CONFIGS_DIFFER, RULES, layouts_table, lineage, linear_layout, same_layout
 from portcheck.mapping.loose import Loose, same_scalar_shapes
 from portcheck.mapping.tensors import _rule, own_tensors
 
@@ -96,3 +97,32 @@ def fitted(torch_model, paddle_model, modules: dict, layouts=None, taken=()) -> 
                                                     f"held by its {type(module).__name__} itself, in the one layout "
                                                     "Paddle's shape takes")
     return out
+
+
+def by_shape(torch_model, layers: dict, modules: dict, layouts=None) -> dict:
+    """{torch type name: "same" or "transpose"} for the torch module types no layout is known for (a router of its
+    own type: transformers' Glm4MoeTopkRouter, its weight [experts, hidden] and a score bias; GPT-OSS's experts, 3-D
+    tensors of the port's names) whose every module's Paddle counterpart (modules: {torch module: Paddle module};
+    layers: {name: Paddle layer}) holds tensors of the same names, and of which one of the two rules alone gives
+    every one of them its Paddle shape ("transpose" turns a 2-D weight only): the only layout the shapes allow, every
+    module of the type agreeing. A square weight fits both: the run settles it (settle.settle_layouts) or the user
+    declares it."""
+    table, found = layouts_table(layouts), {}
+    for name, module in torch_model.named_modules():
+        target = layers.get(modules.get(name)) if name else None
+        if target is None or any(key in table for key in lineage(type(module))):
+            continue
+        tensors = own_tensors(module)
+        theirs = paddle_own(target)
+        if not tensors or set(tensors) != set(theirs) or all(sum(d != 1 for d in a.shape) <= 1
+                                                            for a in tensors.values()):
+            continue  # a module of vectors alone keeps its layout already (_rule)
+        # "transpose" turns a 2-D weight only: where there is none, it is "same" again, not a second way
+        ways = (("same", same_layout),) + ((("transpose", linear_layout),) if np.ndim(tensors.get("weight")) == 2
+                                           else ())
+        fits = [how for how, rule in ways
+                if all(tuple(np.shape(rule(t, a)[1])) == theirs[t] for t, a in tensors.items())]
+        kind = type(module).__name__
+        how = fits[0] if len(fits) == 1 else None
+        found[kind] = how if found.get(kind, how) == how else None
+    return {kind: how for kind, how in found.items() if how}

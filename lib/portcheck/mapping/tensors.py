@@ -177,33 +177,3 @@ def paddle_key(tensor: Tensor, target: str) -> str:
     """The Paddle state-dict key of a torch tensor whose module pairs with the Paddle module `target`."""
     return f"{target}.{tensor.paddle_name}" if target else tensor.paddle_name
 
-
-def by_shape(torch_model, layers: dict, modules: dict, layouts=None) -> dict:
-    """{torch type name: "same" or "transpose"} for the torch module types no layout is known for (a router of its
-    own type: transformers' Glm4MoeTopkRouter, its weight [experts, hidden] and a score bias; GPT-OSS's experts, 3-D
-    tensors of the port's names) whose every module's Paddle counterpart (modules: {torch module: Paddle module};
-    layers: {name: Paddle layer}) holds tensors of the same names, and of which one of the two rules alone gives
-    every one of them its Paddle shape ("transpose" turns a 2-D weight only): the only layout the shapes allow, every
-    module of the type agreeing. A square weight fits both: the run settles it (settle.settle_layouts) or the user
-    declares it."""
-    table, found = layouts_table(layouts), {}
-    for name, module in torch_model.named_modules():
-        target = layers.get(modules.get(name)) if name else None
-        if target is None or any(key in table for key in lineage(type(module))):
-            continue
-        tensors = own_tensors(module)
-        skip = getattr(target, "_non_persistable_buffer_names_set", set())
-        theirs = {n: tuple(t.shape) for n, t in [*target.named_parameters(include_sublayers=False),
-                                                  *target.named_buffers(include_sublayers=False)] if n not in skip}
-        if not tensors or set(tensors) != set(theirs) or all(sum(d != 1 for d in a.shape) <= 1
-                                                            for a in tensors.values()):
-            continue  # a module of vectors alone keeps its layout already (_rule)
-        # "transpose" turns a 2-D weight only: where there is none, it is "same" again, not a second way
-        ways = (("same", same_layout),) + ((("transpose", linear_layout),) if np.ndim(tensors.get("weight")) == 2
-                                           else ())
-        fits = [how for how, rule in ways
-                if all(tuple(np.shape(rule(t, a)[1])) == theirs[t] for t, a in tensors.items())]
-        kind = type(module).__name__
-        how = fits[0] if len(fits) == 1 else None
-        found[kind] = how if found.get(kind, how) == how else None
-    return {kind: how for kind, how in found.items() if how}
