@@ -278,3 +278,27 @@ def test_the_report_is_a_page(pair, tmp_path):
     said = report.html(tmp_path / "generate.html")
     assert (tmp_path / "generate.html").is_file() and "generate.html" in said
     assert report.view()["headline"] == report.headline() and report.view()["passed"] is True
+
+
+def test_a_preparations_own_float32_tensor_meets_the_float64_twin_in_its_dtype():
+    """A model's preparation that makes a floating tensor of a fixed dtype (XLNet's perm_mask, dtype=torch.float):
+    torch's float64 twin, the yardstick, is handed it in float64 and runs; the float32 run is handed it unchanged."""
+    from portcheck.forward.twin import float64
+    from portcheck.generation.feeding import called
+
+    class Scaled(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.proj = torch.nn.Linear(3, 3)
+
+        def prepare_inputs_for_generation(self, input_ids, **kwargs):
+            return {"x": torch.ones(input_ids.shape[0], 3, dtype=torch.float)}
+
+        def forward(self, x, return_dict=True):
+            return torch.einsum("bi,oi->bo", x, self.proj.weight)  # einsum, as XLNet's: no dtype promotion
+
+    model = Scaled()
+    ids = torch.zeros(2, 1, dtype=torch.int64)
+    assert called(model, ids, {}).dtype == torch.float32
+    with float64(model):
+        assert called(model, ids, {}).dtype == torch.float64

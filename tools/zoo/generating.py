@@ -92,6 +92,7 @@ def build(family: str, **settings) -> tuple:
     Paddle's weights converted from torch's with no map (a refusal whose fix is a keep= pasted, as a user pastes
     it; traced on the family's inputs: an encoder-decoder's decoder ids pair its decoder's attentions), its causal
     mask boolean where paddlenlp's is not (runs_on_paddle_3)."""
+    import ast
     import re
 
     import paddle
@@ -113,13 +114,20 @@ def build(family: str, **settings) -> tuple:
     pd.eval()
     layouts = {**LAYOUTS.get(family, {}), **HEADS.get(family, {})} or None
     inputs = given(family, settings_of(family))  # the family's own (an encoder-decoder's decoder ids too)
-    try:
-        state = convert(pt, pd, inputs=inputs, layouts=layouts)
-    except PipelineError as e:
-        keep = re.findall(r"pass keep=\['([^']+)'\]", str(e))
-        if not keep:
-            raise
-        state = convert(pt, pd, inputs=inputs, layouts=layouts, keep=keep)
+    pasted = {}
+    for _ in range(3):  # each refusal whose fix is pasted as a user pastes it: keep=, or a name_map= of one entry
+        try:
+            state = convert(pt, pd, inputs=inputs, layouts=layouts, **pasted)
+            break
+        except PipelineError as e:
+            keep = re.findall(r"pass keep=\['([^']+)'\]", str(e))
+            named = re.search(r"name_map=(\{[^{}]*\}|\[.*\]) \[PC316\]", str(e))
+            if keep and "keep" not in pasted:
+                pasted["keep"] = keep
+            elif named and "name_map" not in pasted:
+                pasted["name_map"] = ast.literal_eval(named.group(1))
+            else:
+                raise
     pd.set_state_dict(state)
     return pt, runs_on_paddle_3(family, pd)
 

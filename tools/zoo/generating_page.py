@@ -87,8 +87,15 @@ FINDINGS = [
     "- **Mixtral, RW, Reformer**: paddlenlp's own code raises in the step the row names. Mixtral's experts raise as "
     "above. RW's `build_alibi_tensor` multiplies a bfloat16 slope by the int64 positions of the mask. Reformer's "
     "attention assigns into its cache's tuple at step 2.",
-    "- **XLNet**: transformers' XLNet raises in float64 (its relative attention mixes float32 into it): torch's "
-    "yardstick cannot be made.",
+    "- **Blenderbot**: its encoder reads `attention_mask` as BlenderbotSmall's does. Its loop also calls the model "
+    "with `encoder_output` and no `input_ids`, and `BlenderbotModel` then hands the 2-D mask to the cross-attention "
+    "as it is, where a call with `input_ids` scales it to -1e4. With the mask in its own convention, the two calls' "
+    "logits part by 2.4e-02 on Paddle's side alone "
+    "(`test_paddlenlp_blenderbot_masks_its_cross_attention_in_its_loop_as_in_its_forward`). Its shared embedding "
+    "runs as two Paddle modules (above): built with the `name_map` the refusal names.",
+    "- **XLNet**: transformers' preparation appends a dummy token, hides it by `perm_mask` and predicts it through "
+    "`target_mapping`. paddlenlp's `XLNetLMHeadModel` has no preparation of its own and is handed the sequence as it "
+    "is. The two part at step 1, said as the `input_ids` they are handed otherwise "
+    "(`test_paddlenlp_xlnet_is_fed_its_step_as_transformers_feeds_it`).",
     "- **not built**: paddlenlp's RoFormer LM holds a pooler transformers' lacks, and its head as bare "
-    "`decoder_weight` and `decoder_bias`: not the same model (above). Blenderbot's shared embedding runs as two "
-    "Paddle modules (above).", ""]
+    "`decoder_weight` and `decoder_bias`: not the same model (above).", ""]

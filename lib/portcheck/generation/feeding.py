@@ -99,8 +99,18 @@ def called(model, sequence, carried: dict):
     """The model called on the arguments its preparation builds from the sequence and what is carried."""
     inputs = model.prepare_inputs_for_generation(sequence, **carried)
     if framework_of(model) == "torch":
-        return model(**inputs, return_dict=True)
+        return model(**as_model_floats(model, inputs), return_dict=True)
     return model(**inputs)
+
+
+def as_model_floats(model, inputs: dict) -> dict:
+    """The preparation's own floating tensors in the torch model's floating dtype: XLNet's makes its perm_mask and
+    target_mapping with dtype=torch.float, which its float64 twin (the yardstick) cannot multiply by its float64
+    weights. In the float32 run the dtypes are equal and nothing is cast; a cache is left as it is."""
+    dtype = next((p.dtype for p in model.parameters() if p.is_floating_point()), None)
+    import torch
+    return {k: v.to(dtype) if isinstance(v, torch.Tensor) and v.is_floating_point() and dtype is not None and
+            v.dtype != dtype else v for k, v in inputs.items()}
 
 
 def carried_on(model, out, carried: dict, seq2seq: bool) -> dict:
