@@ -243,3 +243,40 @@ def test_a_module_a_fused_layout_pairs_is_not_said_to_differ():
     assert "differ" not in said, said
     convert(pt, pd, layouts={"c_attn": Fused(("q", "k", "v"))}, inputs=x)
     np.testing.assert_allclose(pt(torch.from_numpy(x)).detach().numpy(), pd(paddle.to_tensor(x)).numpy(), atol=1e-6)
+
+
+class _TorchLM(torch.nn.Module):
+    def __init__(self, tied: bool):
+        super().__init__()
+        self.embed = torch.nn.Embedding(10, 4)
+        self.head = torch.nn.Linear(4, 10, bias=False)
+        if tied:
+            self.head.weight = self.embed.weight
+
+    def forward(self, ids):
+        return self.head(self.embed(ids))
+
+
+class _PaddleLM(paddle.nn.Layer):
+    """Its head reads the embedding's weight, as a tie_word_embeddings=True config builds it: one tensor, two keys."""
+
+    def __init__(self):
+        super().__init__()
+        self.embed = paddle.nn.Embedding(10, 4)
+        self.head = paddle.nn.Linear(4, 10, bias_attr=False)
+        self.head.weight = self.embed.weight
+
+    def forward(self, ids):
+        return paddle.matmul(self.embed(ids), self.head.weight, transpose_y=True)
+
+
+def test_a_head_tied_in_paddle_and_not_in_torch_is_refused_naming_the_tie():
+    """transformers' LlamaConfig ties no head by default, paddleformers' does: torch's two tensors would fill one
+    Paddle tensor, the last key set winning. Refused, naming both keys; a torch model tied as Paddle's converts."""
+    ids = np.array([[1, 2, 3]])
+    torch.manual_seed(0)
+    with pytest.raises(PipelineError, match=r"Paddle embed.weight and head.weight are one tensor \(tied\).*"
+                                            r"tie_word_embeddings"):
+        convert(_TorchLM(tied=False), _PaddleLM(), inputs=(ids,), layouts={"Linear": "same"})
+    state = convert(_TorchLM(tied=True), _PaddleLM(), inputs=(ids,), layouts={"Linear": "same"})
+    assert "embed.weight" in state

@@ -302,3 +302,16 @@ def test_a_preparations_own_float32_tensor_meets_the_float64_twin_in_its_dtype()
     assert called(model, ids, {}).dtype == torch.float32
     with float64(model):
         assert called(model, ids, {}).dtype == torch.float64
+
+
+def test_positions_that_differ_at_the_left_padding_alone_are_not_arguments_handed_otherwise():
+    """transformers numbers a padded position 0, paddleformers 1: no real token reads it. Positions that differ at a
+    real token are still said."""
+    from types import SimpleNamespace
+
+    from portcheck.generation.steps import handed_otherwise
+    mask = np.array([[0, 0, 1, 1], [1, 1, 1, 1]])
+    call = lambda positions: SimpleNamespace(kwargs={"attention_mask": mask, "position_ids": np.array(positions)})
+    torch_call = call([[0, 0, 0, 1], [0, 1, 2, 3]])
+    assert handed_otherwise(torch_call, call([[1, 1, 0, 1], [0, 1, 2, 3]])) == []
+    assert handed_otherwise(torch_call, call([[1, 1, 1, 2], [0, 1, 2, 3]])) == ["position_ids"]

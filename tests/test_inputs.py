@@ -436,14 +436,15 @@ def test_summary_keeps_indented_lines():
     assert lines[:2] == ["worst 5 gradients (max / allowed):", "    grad_a: 1e-3 / 2e-3 = 0.50"]
 
 
-def test_the_formers_zoo_outside_its_venv_prints_its_help_and_says_which_venv_it_needs(tmp_path):
+@pytest.mark.parametrize("tool", ["formers", "formers_generating"])
+def test_the_formers_zoo_outside_its_venv_prints_its_help_and_says_which_venv_it_needs(tmp_path, tool):
     if importlib.util.find_spec("paddleformers") is not None:
         pytest.skip("the PaddleFormers venv: the zoo runs here")
-    run = lambda *flags: subprocess.run([sys.executable, "-m", "tools.zoo.formers", *flags], cwd=ROOT,
+    run = lambda *flags: subprocess.run([sys.executable, "-m", f"tools.zoo.{tool}", *flags], cwd=ROOT,
                                         capture_output=True, text=True)
     helped = run("--help")
-    assert helped.returncode == 0 and helped.stdout.startswith("usage: formers.py"), helped.stderr
+    assert helped.returncode == 0 and helped.stdout.startswith(f"usage: {tool}.py"), helped.stderr
     refused = run("--only", "llama")
     assert refused.returncode == 1 and refused.stdout == "" and refused.stderr.strip().splitlines() == [
         "error: paddleformers is not installed in this venv: run this in the PaddleFormers venv (README: Set up), "
-        ".venv-formers/bin/python -m tools.zoo.formers"], refused.stderr
+        f".venv-formers/bin/python -m tools.zoo.{tool}"], refused.stderr

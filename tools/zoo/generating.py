@@ -151,7 +151,11 @@ def keys_swapped_between_rows(layer: int):
 
     def step(model, input_ids, past_key_values, **kwargs):
         logits, past = own(model, input_ids, past_key_values, **kwargs)
-        if past_key_values is None:
+        if past_key_values is None and hasattr(past, "key_cache"):  # a Cache object (paddleformers'): in place
+            past.key_cache[layer] = paddle.roll(past.key_cache[layer], 1, axis=0)
+        elif past_key_values is None and hasattr(past, "layers"):
+            past.layers[layer].keys = paddle.roll(past.layers[layer].keys, 1, axis=0)
+        elif past_key_values is None:
             past = type(past)(first_rolled(x, []) if i == layer else x for i, x in enumerate(past))
         return logits, past
     return step
@@ -160,7 +164,6 @@ def keys_swapped_between_rows(layer: int):
 def judge_one(family: str) -> dict:
     """The family's row: its LM classes, the correct pair's verdict over STEPS steps (what the report said where it
     is red), and the cache plant's (red at step 1, at PLANTED_LAYER's keys, or where it was first red)."""
-    from portcheck import compare_generate
     from portcheck.core.errors import first_line
     row = {"family": family}
     try:
@@ -169,6 +172,15 @@ def judge_one(family: str) -> dict:
         pt, pd = build(family)
     except Exception as e:  # noqa: BLE001 - the family's result, said in one line
         return {**row, "outcome": "not built", "said": first_line(e, 300)}
+    return judged(row, pt, pd)
+
+
+def judged(row: dict, pt, pd) -> dict:
+    """A built pair's row: the correct pair decoded STEPS steps by the library's own loop (what the report said
+    where it is red), and the cache plant's verdict (red at step 1, at PLANTED_LAYER's keys, or where it was first
+    red). PaddleFormers' column judges its pairs here too (tools/zoo/formers_generating.py)."""
+    from portcheck import compare_generate
+    from portcheck.core.errors import first_line
     kept = {}
     try:
         report = compare_generate(pt, pd, PROMPT, max_new_tokens=STEPS, attention_mask=MASK, kept=kept)

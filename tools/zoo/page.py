@@ -12,7 +12,8 @@ from collections import Counter
 from pathlib import Path
 
 from tools import bench_doc
-from tools.zoo import cases, families, formers_page, generating_page, paconvert, recorded, tables, vision_page
+from tools.zoo import (cases, families, formers_generating_page, formers_page, generating_page, paconvert, recorded,
+                       tables, vision_page)
 
 
 def said(result) -> str:
@@ -353,7 +354,8 @@ def guide(held: dict) -> str:
              *generating_page.section(generating_page.load(held["folder"])),
              *FINDINGS, *OTHER_KERNELS, *TORCHVISION_CPU, *paconvert.section(paconvert.load(held["folder"])),
              *vision_page.section(vision_page.load(held["folder"])),
-             *formers_page.section(formers_page.load(held["folder"])), *formers_page.FINDINGS]
+             *formers_page.section(formers_page.load(held["folder"])), *formers_page.FINDINGS,
+             *formers_generating_page.section(formers_generating_page.load(held["folder"]))]
     return "\n".join(lines).rstrip("\n") + "\n"
 
 

@@ -21,6 +21,8 @@ CASES_COMMAND, FAMILIES_COMMAND, FORMERS_COMMAND = ("python -m tools.zoo.run", "
                                                     "python -m tools.zoo.formers")
 PACONVERT_JSON, PACONVERT_COMMAND = "zoo_paconvert.json", "python -m tools.zoo.paconvert"  # ports made with PaConvert
 GENERATION_JSON, GENERATION_COMMAND = "zoo_generation.json", "python -m tools.zoo.generating"  # the generation column
+FORMERS_GENERATION_JSON, FORMERS_GENERATION_COMMAND = ("zoo_formers_generation.json",  # PaddleFormers' column
+                                                      "python -m tools.zoo.formers_generating")
 VISION_JSON, VISION_COMMAND = "zoo_vision.json", "python -m tools.zoo.vision"  # timm against PaddleClas
 VISION_REQUIREMENTS = "requirements-vision.txt"  # its optional extra
 PAGES_COMMAND = f"{CASES_COMMAND} --page"  # both pages again from the runs recorded, running nothing

@@ -149,9 +149,15 @@ class Feed:
 
 def encoder_decoder(model) -> bool:
     """An encoder-decoder, by its config or by its build (paddlenlp's BlenderbotSmallConfig says it is none: its
-    model has an encoder all the same)."""
-    return bool(getattr(getattr(model, "config", None), "is_encoder_decoder", False)) or \
-        callable(getattr(model, "get_encoder", None))
+    model has an encoder all the same). transformers 5 gives every model a get_encoder, returning the model itself
+    or its base model where it has no encoder: an encoder is a module other than those."""
+    if getattr(getattr(model, "config", None), "is_encoder_decoder", False):
+        return True
+    get = getattr(model, "get_encoder", None)
+    if not callable(get):
+        return False
+    encoder = get()
+    return encoder is not None and encoder is not model and encoder is not getattr(model, "base_model", None)
 
 
 def decoder_start(model) -> int:
@@ -262,6 +268,9 @@ def generated(model, prompt: np.ndarray, new_tokens: int, attention_mask=None) -
         result = original(*args, **kwargs)
         logits = result.logits if hasattr(result, "logits") else result[0]
         past = result.past_key_values if hasattr(result, "past_key_values") else result[1]
+        if len(logits.shape) != 3:  # the generate's own call: its next-token logits cannot be read, said as its stop
+            raise ValueError(f"its generate's model call returned logits of shape {list(logits.shape)}, not "
+                             "[batch, length, vocab]")
         out.logits.append(np.array(values(logits[:, -1]), copy=True))
         out.caches.append(cache_layers(past))
         return result

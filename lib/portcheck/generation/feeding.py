@@ -33,7 +33,7 @@ class OwnStep:
                     self.carried[name] = past_key_values
         if position_ids is not None:
             self.carried["position_ids"] = position_ids
-        out = called(model, self.sequence, self.carried)
+        out = called(model, self.sequence, self.carried, None if past_key_values is None else new.shape[1])
         self.carried = carried_on(model, out, self.carried, decoder_input_ids is not None)
         logits = out.logits if hasattr(out, "logits") else out[0] if isinstance(out, (tuple, list)) else out
         return logits[:, -1], cache_of(out, self.carried)
@@ -88,6 +88,15 @@ def begun(model, input_ids, attention_mask, seq2seq: bool, cached: bool) -> dict
     carried["cache_position"] = torch.arange(width, dtype=torch.int64)
     if seq2seq:
         carried["encoder_outputs"] = model.get_encoder()(input_ids=input_ids, attention_mask=mask, return_dict=True)
+    # transformers 5's generate numbers the prompt's positions from its mask before the first step, where the forward
+    # takes them (its preparation no longer does)
+    prepare_positions = getattr(inner, "_prepare_position_ids_for_generation", None)
+    if prepare_positions is not None and not seq2seq and "position_ids" in _parameters(inner.forward):
+        carried["position_ids"] = prepare_positions(input_ids, carried)
+    # as its generate sets it (the last position's logits alone); all of them for the whole sequence's call. Phi-3's
+    # preparation hands its forward logits_to_keep=None otherwise, which keeps a dimension more
+    if getattr(inner, "_supports_logits_to_keep", lambda: False)():
+        carried["logits_to_keep"] = 1 if cached else 0
     if cached and getattr(inner, "_supports_default_dynamic_cache", lambda: False)():
         from transformers.cache_utils import DynamicCache, EncoderDecoderCache
         carried["past_key_values"] = EncoderDecoderCache(DynamicCache(), DynamicCache()) if seq2seq else \
@@ -95,8 +104,12 @@ def begun(model, input_ids, attention_mask, seq2seq: bool, cached: bool) -> dict
     return carried
 
 
-def called(model, sequence, carried: dict):
-    """The model called on the arguments its preparation builds from the sequence and what is carried."""
+def called(model, sequence, carried: dict, new: int = None):
+    """The model called on the arguments its preparation builds from the sequence and what is carried; new: how many
+    of the sequence's last tokens are new (None: all of them, the first call), handed as transformers 5's generate
+    hands it (next_sequence_length: its preparation slices the sequence by it, no longer by the cache's length)."""
+    if _takes(model, "prepare_inputs_for_generation", "next_sequence_length"):
+        carried = {**carried, "next_sequence_length": new, "is_first_iteration": new is None}
     inputs = model.prepare_inputs_for_generation(sequence, **carried)
     if framework_of(model) == "torch":
         return model(**as_model_floats(model, inputs), return_dict=True)
@@ -146,3 +159,16 @@ def ones_like(ids):
 
 def framework_of_tensor(tensor) -> str:
     return "torch" if type(tensor).__module__.startswith("torch") else "paddle"
+
+
+def _takes(model, method: str, name: str) -> bool:
+    """Whether the model's method, or one it hands its **kwargs on to (Phi-3's preparation calls its base's), takes
+    that argument."""
+    inner = getattr(model, "_model", model)
+    return any(name in _parameters(getattr(c, method)) for c in type(inner).__mro__ if method in vars(c))
+
+
+def _parameters(function) -> set:
+    import inspect
+    return set(inspect.signature(function).parameters)
+

@@ -95,14 +95,31 @@ def handed_otherwise(mine, theirs) -> list:
 
 def integers_differing(mine, theirs) -> list:
     """[(name, torch's, Paddle's)] for each integer argument both calls hand their model by one name with other
-    values (position_ids, attention_mask, input_ids)."""
+    values (position_ids, attention_mask, input_ids). Values at the left padding torch's attention_mask marks are
+    read by no real token and left out (transformers numbers a padded position 0, paddleformers 1)."""
     out = []
     for name in sorted(set(mine.kwargs) & set(theirs.kwargs)):
         a, b = mine.kwargs[name], theirs.kwargs[name]
-        if isinstance(a, np.ndarray) and isinstance(b, np.ndarray) and a.dtype.kind in "biu" and \
-                b.dtype.kind in "biu" and a.size and (a.shape != b.shape or not np.array_equal(a, b)):
+        if not (isinstance(a, np.ndarray) and isinstance(b, np.ndarray) and a.dtype.kind in "biu" and
+                b.dtype.kind in "biu" and a.size):
+            continue
+        real = None if name == MASK_NAME or a.shape != b.shape else _real(mine, a.shape)
+        if a.shape != b.shape or not np.array_equal(a if real is None else a[real], b if real is None else b[real]):
             out.append((name, a, b))
     return out
+
+
+MASK_NAME = "attention_mask"
+
+
+def _real(call, shape) -> np.ndarray:
+    """Where a call's [batch, length] argument of this shape sits at a real token, by its attention_mask (its last
+    positions); None where the call hands no such mask."""
+    mask = call.kwargs.get(MASK_NAME)
+    if not (isinstance(mask, np.ndarray) and mask.ndim == 2 and len(shape) == 2 and mask.shape[0] == shape[0] and
+            mask.shape[1] >= shape[1]):
+        return None
+    return mask[:, mask.shape[1] - shape[1]:] != 0
 
 
 def said(x: np.ndarray) -> str:

@@ -189,6 +189,7 @@ def convert(torch_model, paddle_model, name_map=None, path=None, layouts=None, i
         if value.dtype != numpy_dtype(want):
             problems.append(f"{origin[key]} -> {key}: dtype {value.dtype} vs Paddle {numpy_dtype(want)} "
                             "(convert both models to one dtype first)")
+    problems += one_tensor_twice(state, same)
     if problems:
         raise PipelineError(f"keys, shapes or dtypes do not match ({len(problems)} problem(s), the Paddle model "
                             "left as it was): " + named(problems, "; ") + " [PC014]")
@@ -270,3 +271,21 @@ def _one_sided_buffers(torch_model, paddle_model, unfilled: list, modules: dict,
             continue
         filled[key] = (t_key, Tensor(t_key.rpartition(".")[0], name, name, same_layout, None, type(module).__name__, array))
     return filled, said
+
+
+def one_tensor_twice(state, same: dict) -> list:
+    """A Paddle tensor held under several keys (a head tied to the embedding, tie_word_embeddings) that the state fills
+    from torch tensors of other values (torch's head its own): the last key set would win, the other's values lost."""
+    said, seen = [], set()
+    for key in state:
+        group = [k for k in same.get(key, [key]) if k in state]
+        if len(group) < 2 or group[0] in seen:
+            continue
+        seen.add(group[0])
+        views = [np.asarray(state.view(k)) for k in group]
+        if any(v.shape != views[0].shape or not np.array_equal(v, views[0]) for v in views[1:]):
+            said.append(f"Paddle {' and '.join(group)} are one tensor (tied), filled from torch's "
+                        f"{' and '.join(state.origin[k] for k in group)}, which differ: the two configs tie them "
+                        "otherwise (tie_word_embeddings)")
+    return said
+
