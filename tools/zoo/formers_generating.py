@@ -38,8 +38,15 @@ def lm_classes(family: str) -> tuple:
     name = base[:-len("Model")] + CAUSAL if base.endswith("Model") else base
     name = {"Gemma3TextForCausalLM": "Gemma3ForCausalLM"}.get(name, name)  # transformers' and paddleformers' name
     hf_dir = formers.HF_MODULE.get(family, family)
-    return tuple(getattr(importlib.import_module(module), name) for module in (
-        f"paddleformers.transformers.{family}.modeling", f"transformers.models.{hf_dir}.modeling_{hf_dir}"))
+    found = []
+    for library, module in (("paddleformers", f"paddleformers.transformers.{family}.modeling"),
+                            ("transformers", f"transformers.models.{hf_dir}.modeling_{hf_dir}")):
+        held = importlib.import_module(module)
+        if not hasattr(held, name):  # a vision-language family: its causal LM is the whole model, not its text tower
+            raise LookupError(f"{library} ships no {name} (the causal LM of {base}): nothing of the text model "
+                              "alone generates")
+        found.append(getattr(held, name))
+    return tuple(found)
 
 
 def build(family: str) -> tuple:
@@ -81,7 +88,8 @@ def judge_one(family: str) -> dict:
         said = first_line(e, 300)
         # the stand-ins' placeholder provider (formers_standins) is where paddlefleet's GPTModel would be built
         fleet = "paddlefleet" in said or formers_standins.GPTModelProvider.__name__[3:] in said
-        return {**row, "outcome": "not built", "said": FLEET_LM if fleet else said}
+        reason = {"reason": formers.REASONS[family]} if family in formers.REASONS else {}
+        return {**row, "outcome": "not built", "said": FLEET_LM if fleet else said, **reason}
     row = judged(row, pt, pd)
     try:
         own = compare_generate(pt, pd, PROMPT, max_new_tokens=STEPS, attention_mask=MASK, step="generate",

@@ -5,6 +5,7 @@ module (replayed). A step is a function (`step`: the default, feeding.OwnStep, f
 generate does; a user's own loop gives its own). May import core, mapping and forward."""
 import contextlib
 import copy
+import functools
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -263,6 +264,7 @@ def generated(model, prompt: np.ndarray, new_tokens: int, attention_mask=None) -
     out = Decoded(side)
     original = model.forward
 
+    @functools.wraps(original)  # its signature: transformers' generate reads what the forward takes (logits_to_keep)
     def forward(*args, **kwargs):
         out.calls.append(Call(frozen(args), frozen(kwargs)))
         result = original(*args, **kwargs)
