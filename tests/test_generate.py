@@ -315,3 +315,44 @@ def test_positions_that_differ_at_the_left_padding_alone_are_not_arguments_hande
     torch_call = call([[0, 0, 0, 1], [0, 1, 2, 3]])
     assert handed_otherwise(torch_call, call([[1, 1, 0, 1], [0, 1, 2, 3]])) == []
     assert handed_otherwise(torch_call, call([[1, 1, 1, 2], [0, 1, 2, 3]])) == ["position_ids"]
+
+
+def test_an_encoder_that_is_no_module_is_one_line():
+    """A seq2seq model written by hand whose get_encoder returns its encode method: its encoder output cannot be
+    watched, said in one line naming what to return."""
+    from types import SimpleNamespace
+
+    from portcheck.generation.decode import Decoded, encoder_seen
+
+    class HandWritten(torch.nn.Module):
+        config = SimpleNamespace(is_encoder_decoder=True, decoder_start_token_id=1)
+
+        def get_encoder(self):
+            return self.encode
+
+        def encode(self, ids):
+            return ids
+
+    with pytest.raises(PipelineError, match=r"HandWritten.get_encoder\(\) returned a method, not a module.*PC671"):
+        with encoder_seen(HandWritten(), Decoded("torch")):
+            pass
+
+
+def test_a_call_made_by_place_is_handed_the_prompt_by_its_own_names():
+    """A seq2seq model written by hand, called model(ids, decoder_ids, past, mask): the parting step's call made
+    again with the prompt in place of the encoder's output names each argument by the forward's signature, so the
+    prompt replaces its own input_ids rather than colliding with it."""
+    from types import SimpleNamespace
+
+    from portcheck.generation.decode import Call
+    from portcheck.generation.generate import with_encoder_run
+
+    class HandWritten(torch.nn.Module):
+        def forward(self, input_ids, decoder_input_ids, past=None, attention_mask=None):
+            return decoder_input_ids
+
+    prompt, mask = np.array([[4, 5, 6]]), np.array([[0, 1, 1]])
+    call = Call((np.array([[9, 9, 9]]), np.array([[1]]), None, np.ones((1, 3))), {})
+    again = with_encoder_run(call, SimpleNamespace(prompt=prompt, mask=mask), HandWritten())
+    assert again.args == () and sorted(again.kwargs) == ["attention_mask", "decoder_input_ids", "input_ids", "past"]
+    assert again.kwargs["input_ids"] is prompt and again.kwargs["attention_mask"] is mask

@@ -163,12 +163,12 @@ def encoder_decoder(model) -> bool:
 
 def decoder_start(model) -> int:
     """An encoder-decoder's first decoder token, as its own config says (decoder_start_token_id, else bos)."""
-    config = model.config
+    config = getattr(model, "config", None)  # a model written by hand may hold none
     start = getattr(config, "decoder_start_token_id", None)
     start = getattr(config, "bos_token_id", None) if start is None else start
     if start is None:
         raise PipelineError(f"{type(model).__name__}'s config names no decoder_start_token_id nor bos_token_id: set "
-                            "the token its decoder starts from [PC665]")
+                            "the token its decoder starts from (model.config.decoder_start_token_id) [PC665]")
     return int(start)
 
 
@@ -226,6 +226,9 @@ def encoder_seen(model, out: Decoded):
     if encoder is None:
         yield
         return
+    if not callable(getattr(encoder, "forward", None)):
+        raise PipelineError(f"{type(model).__name__}.get_encoder() returned a {type(encoder).__name__}, not a module: "
+                            "return the encoder module its forward calls [PC671]")
     original = encoder.forward
 
     def forward(*args, **kwargs):

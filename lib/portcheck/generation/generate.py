@@ -122,7 +122,7 @@ def parting(report, torch_model, paddle_model, decoded: tuple, feed, isolate: bo
     report.notes += arguments_differing(first, calls[0], calls[2])
     report.handed = handed_otherwise(calls[0], calls[2])
     if feed.start is not None:  # its encoder run inside the call again: every module of the model compared
-        calls = tuple(with_encoder_run(c, feed) for c in calls)
+        calls = tuple(with_encoder_run(c, feed, m) for c, m in zip(calls, (torch_model, torch_model, paddle_model)))
         report.step_called = f"step {first}'s call, its encoder run on the prompt again"
     length = feed.prompt.shape[1] if feed.start is not None else feed.prompt.shape[1] + first - 1
     try:
@@ -138,14 +138,31 @@ def parting(report, torch_model, paddle_model, decoded: tuple, feed, isolate: bo
 ENCODER_OUTPUTS = ("encoder_outputs", "encoder_output")  # the name each library hands its decoder the encoder's by
 
 
-def with_encoder_run(call, feed):
+def with_encoder_run(call, feed, model=None):
     """An encoder-decoder's recorded call handed the prompt (and its mask) in place of the encoder's output: the
-    same call, its encoder run inside it, so the module comparison reaches the encoder as well."""
+    same call, its encoder run inside it, so the module comparison reaches the encoder as well. Arguments the call
+    handed by place (a model written by hand, called model(ids, decoder_ids, ...)) are named by its forward's
+    signature first, so the prompt replaces its own."""
+    call = named_by_place(call, model)
     kwargs = {k: v for k, v in call.kwargs.items() if k not in ENCODER_OUTPUTS}
     kwargs["input_ids"] = feed.prompt
     if feed.mask is not None:
         kwargs["attention_mask"] = feed.mask
     return Call(call.args, kwargs)
+
+
+def named_by_place(call, model):
+    """The call with its positional arguments named by the model's forward (those it cannot name stay by place)."""
+    if model is None or not call.args:
+        return call
+    import inspect
+    try:
+        bound = inspect.signature(model.forward).bind_partial(*call.args, **call.kwargs)
+    except (TypeError, ValueError):
+        return call
+    if any(p.kind is p.VAR_POSITIONAL for p in bound.signature.parameters.values() if p.name in bound.arguments):
+        return call
+    return Call((), dict(bound.arguments))
 
 
 def itself(torch_model, paddle_model, decoded: tuple, feed, n: int, steps, fed_positions: dict) -> dict:
