@@ -25,7 +25,9 @@ def test_the_zoo_page_holds_the_recorded_runs_table_and_every_verdict_has_a_read
 
 def test_the_chinese_page_gives_each_family_its_recorded_verdict():
     text = (recorded.GUIDE.parent / "zoo_cn.md").read_text(encoding="utf-8")
-    section = text[text.index("## 按结论列出的 PaddleFormers 架构"):]
+    start = text.index("## 按结论列出的 PaddleFormers 架构")
+    end = text.find("\n## ", start + 1)  # the next section (PaddleFormers' generation), or the page's end
+    section = text[start:] if end < 0 else text[start:end]
     rows = {line.split("|")[1].strip().strip("`"): line.split("|")[3].strip() for line in section.splitlines()
             if line.startswith("| `")}
     assert rows == {r["family"]: tables.kind(r["outcome"]) for r in _recorded()}
