@@ -125,6 +125,35 @@ def test_a_plant_in_a_batchnorm_holding_its_activation_is_red_at_it(plant):
     assert report.first_diverging == "norm0" and report.differing[0] == "norm0", report.table()
 
 
+def passed_through_pair(**norm):
+    """timm's ResNet block: bn2, then drop_block and aa, Identity modules around its act2 (ReLU(inplace=True)),
+    against PaddleClas's ResNeXt: one legacy BatchNorm(act='relu')."""
+    from collections import OrderedDict
+    torch.manual_seed(0)
+    paddle.seed(0)
+    pt = torch.nn.Sequential(OrderedDict(
+        conv0=torch.nn.Conv2d(3, 4, 3, padding=1), norm0=torch.nn.BatchNorm2d(4), drop=torch.nn.Identity(),
+        relu0=torch.nn.ReLU(inplace=True), aa=torch.nn.Identity(), conv1=torch.nn.Conv2d(4, 2, 1))).eval()
+    pd = paddle.nn.Sequential(
+        ("conv0", paddle.nn.Conv2D(3, 4, 3, padding=1)), ("norm0", paddle.nn.BatchNorm(4, **{"act": "relu", **norm})),
+        ("conv1", paddle.nn.Conv2D(4, 2, 1)))
+    convert(pt, pd)
+    return pt, pd.eval()
+
+
+@pytest.mark.parametrize("plant", [{}, {"act": "elu"}])
+def test_a_batchnorm_holding_the_relu_torch_runs_past_identities_pairs_as_all_of_them(plant):
+    """An Identity hands on the output it was given: no place of its own where the chain could end, tied with the
+    chain before it. Before, torch's norm0 was judged before its ReLU against Paddle's after it: red."""
+    report = compare_forward(*passed_through_pair(**plant), X, isolate=True)
+    if not plant:
+        assert report.passed and report.differing == [], report.table()
+        assert "norm0 + drop + relu0 -> norm0 (Paddle's module computes torch's in turn)" in report.pairs().splitlines()
+    else:
+        assert not report.passed and report.first_diverging == "norm0" and report.differing == ["norm0"], \
+            report.table()
+
+
 class BatchNormAct2d(torch.nn.BatchNorm2d):
     """timm's habit, the converse: torch's one module computes the norm and its activation."""
     def forward(self, x):

@@ -260,11 +260,16 @@ def _composed(result: Pairing, torch_record: dict, paddle_record: dict, side: st
             last = outs[n.name][0]
         if not chain:
             continue
-        if side == "torch" and ACT + module_of(theirs) in other and family(ran[i + 1].kind) == "activation":
-            out[c.name] = chain[:1]  # Paddle's module says it holds an activation: its values need not say it too
+        # a pass-through (timm's Identity drop_block and aa around its act2) hands on the one output it was given:
+        # it is no candidate of its own, or the chain through it ties with the chain before it
+        moved = [n for k, n in enumerate(chain) if spill.identity(record, outs[n][0]) !=
+                 spill.identity(record, outs[([c.name, *chain])[k]][0])]
+        if side == "torch" and ACT + module_of(theirs) in other and moved and \
+                family(next(r.kind for r in ran[i + 1:] if r.name == moved[0])) == "activation":
+            out[c.name] = chain[:chain.index(moved[0]) + 1]  # Paddle's module says it holds an activation
             continue
         there = outputs_of(other, theirs)
-        best = nearest_of({n: distance([record[outs[n][0]]], there) for n in [c.name, *chain]})
+        best = nearest_of({n: distance([record[outs[n][0]]], there) for n in [c.name, *moved]})
         if best is not None and best != c.name:
             out[c.name if side == "torch" else theirs] = chain[:chain.index(best) + 1]
     return out
