@@ -183,6 +183,43 @@ def test_a_torch_module_holding_the_activation_paddle_runs_next_pairs_as_both(ac
             report.table()
 
 
+class BatchNormSiLU(torch.nn.BatchNorm2d):
+    def forward(self, x):
+        return torch.nn.functional.silu(super().forward(x))
+
+
+class PaddleStem(paddle.nn.Layer):
+    """PaddleClas's EfficientNet: the norm a module of its own, its activation applied by the parent's forward."""
+    def __init__(self, act):
+        super().__init__()
+        self.conv0, self.norm0 = paddle.nn.Conv2D(3, 4, 3, padding=1), paddle.nn.BatchNorm2D(4)
+        self.conv1, self.act = paddle.nn.Conv2D(4, 2, 1), act
+
+    def forward(self, x):
+        return self.conv1(self.act(self.norm0(self.conv0(x))))
+
+
+@pytest.mark.parametrize("act", [paddle.nn.functional.swish, paddle.nn.functional.relu])
+def test_a_torch_module_holding_the_activation_paddles_forward_applies_is_judged_where_the_two_meet(act):
+    """timm's BatchNormAct2d against PaddleClas's BatchNorm and the F.swish its parent applies: torch's output
+    judged against the input Paddle computes for the next module. Before, red at the norm on the correct port."""
+    from collections import OrderedDict
+    torch.manual_seed(0)
+    paddle.seed(0)
+    pt = torch.nn.Sequential(OrderedDict(conv0=torch.nn.Conv2d(3, 4, 3, padding=1), norm0=BatchNormSiLU(4),
+                                         conv1=torch.nn.Conv2d(4, 2, 1))).eval()
+    pd = PaddleStem(act)
+    convert(pt, pd)
+    report = compare_forward(pt, pd.eval(), X, isolate=True)
+    if act is paddle.nn.functional.swish:
+        assert report.passed and report.differing == [], report.table()
+        assert "norm0 -> norm0 (judged against the input of Paddle's conv1, which Paddle's forward computes from its " \
+               "output)" in report.pairs().splitlines(), report.pairs()
+    else:  # a port applying another activation there: red at the norm, and at the parent's code that applies it
+        assert not report.passed and report.first_diverging == "norm0", report.table()
+        assert report.differing == ["norm0", "(model) (before conv1)"], report.table()
+
+
 class TorchDense(torch.nn.Module):
     """torchvision's DenseNet: norm0 and norm1 followed by ReLU modules, norm5 by F.relu in the parent's forward."""
     def __init__(self):

@@ -28,8 +28,8 @@ from portcheck.core import calibrated
 from portcheck.mapping import fused
 from portcheck.forward.judging import as_torch_holds, in_own_form, judge_against, judge_one
 from portcheck.forward.twin import float64_inputs, float64_run
-from portcheck.mapping.trace import (activated, call, first_input, hook_points, is_torch, next_call, remember, tensors,
-                                     values, version)
+from portcheck.mapping.trace import (activated, call, first_input, hook_points, is_torch, next_call, reader,
+                                     remember, tensors, values, version)
 from portcheck.core.keys import ROOT, module_of, split_key
 from portcheck.mapping import packed, regroup
 from portcheck.mapping.loose import axis_orders, in_axis_order
@@ -304,7 +304,11 @@ def paddle_run(paddle_model, inputs, torch_record: dict, report, keep, paddle_pa
     rank is given its own part of each), each value it computes handed to keep(key, tensor, source): its error."""
     keys = report.counterparts
     p_ends = {chain[-1]: t for t, chain in report.pairing.paddle_composed.items()}
-    return forced_run(paddle_model, inputs, torch_record, {**forced(report.pairing.pairs, keys), **p_ends},
+    # where a torch output meets Paddle's at a module paired with none (pairing._met): that module's input is
+    # computed, kept, then forced as torch's reader of it reads it
+    calls = forced(report.pairing.pairs, keys)
+    met = {q: reader(torch_record, t) for t, q in report.pairing.met.items() if q not in calls}
+    return forced_run(paddle_model, inputs, torch_record, {**calls, **p_ends, **{q: r for q, r in met.items() if r}},
                       {p: t for t, p in keys.items() if t.startswith("out/")}, keep, parts=paddle_parts,
                       through=set(p_ends), applied=report.pairing.applied_to(keys))[1]
 
