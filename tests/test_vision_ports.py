@@ -602,3 +602,46 @@ def test_a_block_wrapping_its_only_child_pairs_by_structure_and_a_planted_activa
         assert "features.2 -> blocks.1" in report.pairs().splitlines(), report.pairs()
     assert forward.passed == trained.passed == (plant is None), (forward.table(), trained.table())
     assert forward.first_diverging == trained.forward.first_diverging == module, trained.table()
+
+
+# ---------------------------------------------------------------- a module on the other side of a boundary
+
+class TorchPooledHead(torch.nn.Module):
+    """timm's ReXNet: the pool inside the head (its ClassifierHead: pool, dropout, Linear)."""
+    def __init__(self):
+        super().__init__()
+        self.conv, self.norm = torch.nn.Conv2d(3, 4, 3, padding=1), torch.nn.BatchNorm2d(4)
+        self.head = torch.nn.Sequential(torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(), torch.nn.Dropout(0.2),
+                                        torch.nn.Linear(4, 2))
+
+    def forward(self, x):
+        return self.head(self.norm(self.conv(x)))
+
+
+class PaddlePooledFeatures(paddle.nn.Layer):
+    """PaddleClas's ReXNet: the pool the features' last module, the head a dropout and a 1x1 conv."""
+    def __init__(self, scale=1.0):
+        super().__init__()
+        self.features = paddle.nn.Sequential(paddle.nn.Conv2D(3, 4, 3, padding=1), paddle.nn.BatchNorm2D(4),
+                                             paddle.nn.AdaptiveAvgPool2D(1))
+        self.output = paddle.nn.Sequential(paddle.nn.Dropout(0.2), paddle.nn.Conv2D(4, 2, 1))
+        self.scale = scale
+
+    def forward(self, x):
+        return self.output(self.features(x) * self.scale).squeeze(axis=-1).squeeze(axis=-1)
+
+
+@pytest.mark.parametrize("scale", [1.0, 1.5])
+def test_a_pool_run_inside_the_head_against_one_inside_the_features_is_judged_by_its_outputs(scale):
+    """The heads' inputs are of other sizes ([2, 4, 8, 8] against [2, 4, 1, 1]): no computation of a parent to judge
+    in isolation, where the pool's and the head's outputs judge it. Before, the isolated run named the model's own
+    code before the head. A port scaling the pooled value there is red, named before the head's dropout."""
+    torch.manual_seed(0)
+    paddle.seed(0)
+    pt, pd = TorchPooledHead().eval(), PaddlePooledFeatures(scale)
+    convert(pt, pd)
+    report = compare_forward(pt, pd.eval(), X, isolate=True)
+    if scale == 1.0:
+        assert report.passed and report.differing == [], report.table()
+    else:
+        assert not report.passed and report.differing == ["head (before head.2)"], report.table()
