@@ -645,3 +645,23 @@ def test_a_pool_run_inside_the_head_against_one_inside_the_features_is_judged_by
         assert report.passed and report.differing == [], report.table()
     else:
         assert not report.passed and report.differing == ["head (before head.2)"], report.table()
+
+
+def test_a_port_whose_run_stops_is_refused_naming_the_stop_first():
+    """PaddleClas's SwinTransformerV2, whose patch embedding returns a name it never defines: the modules after it
+    never run, and a refusal naming them alone misleads. The refusal says the stop, the cause, first."""
+    class Port(paddle.nn.Layer):
+        def __init__(self):
+            super().__init__()
+            self.conv0, self.conv1 = paddle.nn.Conv2D(3, 4, 3, padding=1), paddle.nn.Conv2D(4, 2, 1)
+
+        def forward(self, x):
+            return self.conv1(self.conv0(x) + undefined_name)  # noqa: F821
+
+    torch.manual_seed(0)
+    pt = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3, padding=1), torch.nn.Conv2d(4, 4, 1), torch.nn.Conv2d(4, 2, 1))
+    with pytest.raises(Exception) as refused:
+        convert(pt, Port(), inputs=X)
+    assert str(refused.value).startswith("the Paddle model stopped on inputs (NameError: name 'undefined_name' is "
+                                         "not defined)"), str(refused.value)
+    assert "have no counterpart in the Paddle model" in str(refused.value)
