@@ -665,3 +665,43 @@ def test_a_port_whose_run_stops_is_refused_naming_the_stop_first():
     assert str(refused.value).startswith("the Paddle model stopped on inputs (NameError: name 'undefined_name' is "
                                          "not defined)"), str(refused.value)
     assert "have no counterpart in the Paddle model" in str(refused.value)
+
+
+# ---------------------------------------------------------------- a table of its own held as a map or as tokens
+
+class TorchPixels(torch.nn.Module):
+    """timm's TNT: its pixel_pos [1, C, h, w] added to the embedding's map, flattened to tokens after."""
+    def __init__(self):
+        super().__init__()
+        self.proj = torch.nn.Conv2d(3, 4, 3, padding=1)
+        self.pixel_pos = torch.nn.Parameter(torch.randn(1, 4, 8, 8))
+
+    def forward(self, x):
+        return (self.proj(x) + self.pixel_pos).flatten(2).transpose(1, 2)
+
+
+class PaddlePixels(paddle.nn.Layer):
+    """PaddleClas's: pixel_pos [1, h * w, C] added to the tokens. plant: the map flattened column by column."""
+    def __init__(self, plant=False):
+        super().__init__()
+        self.proj = paddle.nn.Conv2D(3, 4, 3, padding=1)
+        self.pixel_pos = self.create_parameter([1, 64, 4])
+        self.plant = plant
+
+    def forward(self, x):
+        x = self.proj(x)
+        x = x.transpose([0, 1, 3, 2]) if self.plant else x
+        return x.flatten(2).transpose([0, 2, 1]) + self.pixel_pos
+
+
+@pytest.mark.parametrize("plant", [False, True])
+def test_a_map_table_of_its_own_against_its_tokens_converts_with_no_layouts(plant):
+    """A 4-D table with two axes of one length (8 x 8): its tokens' shape [1, 64, 4] takes no other layout, so no
+    hint is asked. A port flattening the map column by column is red."""
+    torch.manual_seed(0)
+    paddle.seed(0)
+    pt, pd = TorchPixels().eval(), PaddlePixels(plant)
+    state = convert(pt, pd, inputs=X)
+    assert "torch pixel_pos [1, 4, 8, 8] -> Paddle pixel_pos: held by its TorchPixels itself" in state.said, state.said
+    report = compare_forward(pt, pd.eval(), X, isolate=True)
+    assert report.passed is not plant, report.table()
