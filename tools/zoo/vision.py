@@ -142,6 +142,8 @@ REASONS = {
                  "their BatchNorm, PaddleClas's none",
     "vgg11": "features.0, every conv: PaddleClas's VGG convs have no bias; timm's (as torchvision's and the paper's) "
              "have one",
+    "mobilenetv2": "blocks.0.0, the first block (expansion 1): PaddleClas's (conv2._first_block) keeps a 1x1 expand "
+                   "conv + BN + ReLU6 (32 -> 32) that timm's, as torchvision's and the paper's, leaves out",
     "mobilevit_s": "stages.2.1.norm, each transformer's last LayerNorm: PaddleClas's epsilon is 1e-6, timm's 1e-5",
 }
 
