@@ -126,7 +126,6 @@ REASONS = {
                    "block (use_first_short_conv=True); timm's resnet34d has none",
     "ghostnet": "PaddleClas's GhostNet gates its SE by clip(x, 0, 1) where timm's uses a hard sigmoid, and its SE "
                 "widths are 18/30 where timm's are 20/32",
-    "hgnetv2_b0": "stem.pool: PaddleClas pads the stem's max pool 'SAME' where timm zero-pads its input first",
     "res2net50_26w_4s": "layer1.0, the first block of a stage of stride 1: PaddleClas adds the previous split's "
                         "output to each split's input (convs.1 on) and passes the last split as it is; timm, as "
                         "the paper's code, convolves each split alone and average-pools the last (3 x 3)",
