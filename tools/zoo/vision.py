@@ -126,9 +126,9 @@ REASONS = {
                    "block (use_first_short_conv=True); timm's resnet34d has none",
     "ghostnet": "PaddleClas's GhostNet gates its SE by clip(x, 0, 1) where timm's uses a hard sigmoid, and its SE "
                 "widths are 18/30 where timm's are 20/32",
-    "res2net50_26w_4s": "layer1.0, the first block of a stage of stride 1: PaddleClas adds the previous split's "
-                        "output to each split's input (convs.1 on) and passes the last split as it is; timm, as "
-                        "the paper's code, convolves each split alone and average-pools the last (3 x 3)",
+    "res2net50_26w_4s": "layer1.0 (stride 1): PaddleClas adds the previous split's output to each split's input "
+                        "(convs.1 on) and passes the last split on; timm, as the paper's code, convolves each alone "
+                        "and average-pools the last",
     "inception_v3": "every BatchNorm (Conv2d_1a_3x3.bn first): PaddleClas's epsilon is Paddle's default 1e-5, "
                     "timm's 1e-3",
     "dpn68": "every BatchNorm (features.conv1_1.bn first): PaddleClas's epsilon is Paddle's default 1e-5, timm's "
