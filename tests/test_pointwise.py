@@ -48,7 +48,8 @@ def pair(torch_conv=True, plant=None):
 def test_a_1x1_conv_against_a_linear_converts_as_a_reshape_and_is_green(torch_conv):
     pt, pd = pair(torch_conv)
     state = convert(pt, pd, inputs=X)
-    assert "a 1x1 convolution's matrix against a Linear's, reshaped" in state.said
+    assert "a convolution's matrix (a 1x1 kernel, or one as large as its map) against a Linear's, reshaped" in \
+        state.said
     assert compare_forward(pt.eval(), pd.eval(), X, isolate=True).passed
     y = np.random.RandomState(1).randn(2, 6).astype("float32")
     loss = (lambda o, t: ((o - t) ** 2).mean(),) * 2
@@ -61,3 +62,40 @@ def test_the_linear_reading_its_matrix_transposed_is_red():
     convert(pt, pd, inputs=X)
     report = compare_forward(pt.eval(), pd.eval(), X)
     assert not report.passed
+
+
+def whole_map_pair(plant=None):
+    """timm's VGG head: a Conv2d whose kernel covers its whole 6 x 6 map, against the port's Linear on the flattened
+    map. plant "channels last": the port flattens the map [N, H, W, C]."""
+    class Torch(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.stem, self.fc1 = torch.nn.Conv2d(3, 4, 3), torch.nn.Conv2d(4, 5, 6)
+
+        def forward(self, x):
+            return self.fc1(torch.relu(self.stem(x))).flatten(1)
+
+    class Port(paddle.nn.Layer):
+        def __init__(self):
+            super().__init__()
+            self.stem, self.fc1 = paddle.nn.Conv2D(3, 4, 3), paddle.nn.Linear(4 * 6 * 6, 5)
+
+        def forward(self, x):
+            h = paddle.nn.functional.relu(self.stem(x))
+            return self.fc1((h.transpose([0, 2, 3, 1]) if plant else h).flatten(1))
+
+    torch.manual_seed(0)
+    paddle.seed(0)
+    return Torch(), Port()
+
+
+@pytest.mark.parametrize("plant", [None, "channels last"])
+def test_a_conv_whose_kernel_covers_its_map_against_a_linear_converts_as_a_reshape(plant):
+    pt, pd = whole_map_pair(plant)
+    state = convert(pt, pd, inputs=X)
+    assert "torch fc1.weight [5, 4, 6, 6] -> Paddle fc1.weight [144, 5]" in state.said, state.said
+    report = compare_forward(pt.eval(), pd.eval(), X, isolate=True)
+    if plant is None:
+        assert report.passed and report.differing == [], report.table()
+    else:  # the flatten before it is the model's own code: named there
+        assert not report.passed and report.differing == ["(model) (before fc1)"], report.table()

@@ -125,6 +125,35 @@ def test_a_plant_in_a_batchnorm_holding_its_activation_is_red_at_it(plant):
     assert report.first_diverging == "norm0" and report.differing[0] == "norm0", report.table()
 
 
+def passed_through_pair(**norm):
+    """timm's ResNet block: bn2, then drop_block and aa, Identity modules around its act2 (ReLU(inplace=True)),
+    against PaddleClas's ResNeXt: one legacy BatchNorm(act='relu')."""
+    from collections import OrderedDict
+    torch.manual_seed(0)
+    paddle.seed(0)
+    pt = torch.nn.Sequential(OrderedDict(
+        conv0=torch.nn.Conv2d(3, 4, 3, padding=1), norm0=torch.nn.BatchNorm2d(4), drop=torch.nn.Identity(),
+        relu0=torch.nn.ReLU(inplace=True), aa=torch.nn.Identity(), conv1=torch.nn.Conv2d(4, 2, 1))).eval()
+    pd = paddle.nn.Sequential(
+        ("conv0", paddle.nn.Conv2D(3, 4, 3, padding=1)), ("norm0", paddle.nn.BatchNorm(4, **{"act": "relu", **norm})),
+        ("conv1", paddle.nn.Conv2D(4, 2, 1)))
+    convert(pt, pd)
+    return pt, pd.eval()
+
+
+@pytest.mark.parametrize("plant", [{}, {"act": "elu"}])
+def test_a_batchnorm_holding_the_relu_torch_runs_past_identities_pairs_as_all_of_them(plant):
+    """An Identity hands on the output it was given: no place of its own where the chain could end, tied with the
+    chain before it. Before, torch's norm0 was judged before its ReLU against Paddle's after it: red."""
+    report = compare_forward(*passed_through_pair(**plant), X, isolate=True)
+    if not plant:
+        assert report.passed and report.differing == [], report.table()
+        assert "norm0 + drop + relu0 -> norm0 (Paddle's module computes torch's in turn)" in report.pairs().splitlines()
+    else:
+        assert not report.passed and report.first_diverging == "norm0" and report.differing == ["norm0"], \
+            report.table()
+
+
 class BatchNormAct2d(torch.nn.BatchNorm2d):
     """timm's habit, the converse: torch's one module computes the norm and its activation."""
     def forward(self, x):
@@ -152,6 +181,43 @@ def test_a_torch_module_holding_the_activation_paddle_runs_next_pairs_as_both(ac
     else:  # a port running another activation there: red at the module
         assert not report.passed and report.first_diverging == "norm0" and report.differing == ["norm0"], \
             report.table()
+
+
+class BatchNormSiLU(torch.nn.BatchNorm2d):
+    def forward(self, x):
+        return torch.nn.functional.silu(super().forward(x))
+
+
+class PaddleStem(paddle.nn.Layer):
+    """PaddleClas's EfficientNet: the norm a module of its own, its activation applied by the parent's forward."""
+    def __init__(self, act):
+        super().__init__()
+        self.conv0, self.norm0 = paddle.nn.Conv2D(3, 4, 3, padding=1), paddle.nn.BatchNorm2D(4)
+        self.conv1, self.act = paddle.nn.Conv2D(4, 2, 1), act
+
+    def forward(self, x):
+        return self.conv1(self.act(self.norm0(self.conv0(x))))
+
+
+@pytest.mark.parametrize("act", [paddle.nn.functional.swish, paddle.nn.functional.relu])
+def test_a_torch_module_holding_the_activation_paddles_forward_applies_is_judged_where_the_two_meet(act):
+    """timm's BatchNormAct2d against PaddleClas's BatchNorm and the F.swish its parent applies: torch's output
+    judged against the input Paddle computes for the next module. Before, red at the norm on the correct port."""
+    from collections import OrderedDict
+    torch.manual_seed(0)
+    paddle.seed(0)
+    pt = torch.nn.Sequential(OrderedDict(conv0=torch.nn.Conv2d(3, 4, 3, padding=1), norm0=BatchNormSiLU(4),
+                                         conv1=torch.nn.Conv2d(4, 2, 1))).eval()
+    pd = PaddleStem(act)
+    convert(pt, pd)
+    report = compare_forward(pt, pd.eval(), X, isolate=True)
+    if act is paddle.nn.functional.swish:
+        assert report.passed and report.differing == [], report.table()
+        assert "norm0 -> norm0 (judged against the input of Paddle's conv1, which Paddle's forward computes from its " \
+               "output)" in report.pairs().splitlines(), report.pairs()
+    else:  # a port applying another activation there: red at the norm, and at the parent's code that applies it
+        assert not report.passed and report.first_diverging == "norm0", report.table()
+        assert report.differing == ["norm0", "(model) (before conv1)"], report.table()
 
 
 class TorchDense(torch.nn.Module):
@@ -536,3 +602,106 @@ def test_a_block_wrapping_its_only_child_pairs_by_structure_and_a_planted_activa
         assert "features.2 -> blocks.1" in report.pairs().splitlines(), report.pairs()
     assert forward.passed == trained.passed == (plant is None), (forward.table(), trained.table())
     assert forward.first_diverging == trained.forward.first_diverging == module, trained.table()
+
+
+# ---------------------------------------------------------------- a module on the other side of a boundary
+
+class TorchPooledHead(torch.nn.Module):
+    """timm's ReXNet: the pool inside the head (its ClassifierHead: pool, dropout, Linear)."""
+    def __init__(self):
+        super().__init__()
+        self.conv, self.norm = torch.nn.Conv2d(3, 4, 3, padding=1), torch.nn.BatchNorm2d(4)
+        self.head = torch.nn.Sequential(torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(), torch.nn.Dropout(0.2),
+                                        torch.nn.Linear(4, 2))
+
+    def forward(self, x):
+        return self.head(self.norm(self.conv(x)))
+
+
+class PaddlePooledFeatures(paddle.nn.Layer):
+    """PaddleClas's ReXNet: the pool the features' last module, the head a dropout and a 1x1 conv."""
+    def __init__(self, scale=1.0):
+        super().__init__()
+        self.features = paddle.nn.Sequential(paddle.nn.Conv2D(3, 4, 3, padding=1), paddle.nn.BatchNorm2D(4),
+                                             paddle.nn.AdaptiveAvgPool2D(1))
+        self.output = paddle.nn.Sequential(paddle.nn.Dropout(0.2), paddle.nn.Conv2D(4, 2, 1))
+        self.scale = scale
+
+    def forward(self, x):
+        return self.output(self.features(x) * self.scale).squeeze(axis=-1).squeeze(axis=-1)
+
+
+@pytest.mark.parametrize("scale", [1.0, 1.5])
+def test_a_pool_run_inside_the_head_against_one_inside_the_features_is_judged_by_its_outputs(scale):
+    """The heads' inputs are of other sizes ([2, 4, 8, 8] against [2, 4, 1, 1]): no computation of a parent to judge
+    in isolation, where the pool's and the head's outputs judge it. Before, the isolated run named the model's own
+    code before the head. A port scaling the pooled value there is red, named before the head's dropout."""
+    torch.manual_seed(0)
+    paddle.seed(0)
+    pt, pd = TorchPooledHead().eval(), PaddlePooledFeatures(scale)
+    convert(pt, pd)
+    report = compare_forward(pt, pd.eval(), X, isolate=True)
+    if scale == 1.0:
+        assert report.passed and report.differing == [], report.table()
+    else:
+        assert not report.passed and report.differing == ["head (before head.2)"], report.table()
+
+
+def test_a_port_whose_run_stops_is_refused_naming_the_stop_first():
+    """PaddleClas's SwinTransformerV2, whose patch embedding returns a name it never defines: the modules after it
+    never run, and a refusal naming them alone misleads. The refusal says the stop, the cause, first."""
+    class Port(paddle.nn.Layer):
+        def __init__(self):
+            super().__init__()
+            self.conv0, self.conv1 = paddle.nn.Conv2D(3, 4, 3, padding=1), paddle.nn.Conv2D(4, 2, 1)
+
+        def forward(self, x):
+            return self.conv1(self.conv0(x) + undefined_name)  # noqa: F821
+
+    torch.manual_seed(0)
+    pt = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3, padding=1), torch.nn.Conv2d(4, 4, 1), torch.nn.Conv2d(4, 2, 1))
+    with pytest.raises(Exception) as refused:
+        convert(pt, Port(), inputs=X)
+    assert str(refused.value).startswith("the Paddle model stopped on inputs (NameError: name 'undefined_name' is "
+                                         "not defined)"), str(refused.value)
+    assert "have no counterpart in the Paddle model" in str(refused.value)
+
+
+# ---------------------------------------------------------------- a table of its own held as a map or as tokens
+
+class TorchPixels(torch.nn.Module):
+    """timm's TNT: its pixel_pos [1, C, h, w] added to the embedding's map, flattened to tokens after."""
+    def __init__(self):
+        super().__init__()
+        self.proj = torch.nn.Conv2d(3, 4, 3, padding=1)
+        self.pixel_pos = torch.nn.Parameter(torch.randn(1, 4, 8, 8))
+
+    def forward(self, x):
+        return (self.proj(x) + self.pixel_pos).flatten(2).transpose(1, 2)
+
+
+class PaddlePixels(paddle.nn.Layer):
+    """PaddleClas's: pixel_pos [1, h * w, C] added to the tokens. plant: the map flattened column by column."""
+    def __init__(self, plant=False):
+        super().__init__()
+        self.proj = paddle.nn.Conv2D(3, 4, 3, padding=1)
+        self.pixel_pos = self.create_parameter([1, 64, 4])
+        self.plant = plant
+
+    def forward(self, x):
+        x = self.proj(x)
+        x = x.transpose([0, 1, 3, 2]) if self.plant else x
+        return x.flatten(2).transpose([0, 2, 1]) + self.pixel_pos
+
+
+@pytest.mark.parametrize("plant", [False, True])
+def test_a_map_table_of_its_own_against_its_tokens_converts_with_no_layouts(plant):
+    """A 4-D table with two axes of one length (8 x 8): its tokens' shape [1, 64, 4] takes no other layout, so no
+    hint is asked. A port flattening the map column by column is red."""
+    torch.manual_seed(0)
+    paddle.seed(0)
+    pt, pd = TorchPixels().eval(), PaddlePixels(plant)
+    state = convert(pt, pd, inputs=X)
+    assert "torch pixel_pos [1, 4, 8, 8] -> Paddle pixel_pos: held by its TorchPixels itself" in state.said, state.said
+    report = compare_forward(pt, pd.eval(), X, isolate=True)
+    assert report.passed is not plant, report.table()

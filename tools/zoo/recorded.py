@@ -5,6 +5,8 @@ generating.py, vision.py) and the page that reads the runs (page.py, formers_pag
 vision_page.py) take these names from here. A module, not a command.
 """
 import json
+import os
+import resource
 import shlex
 import subprocess
 import sys
@@ -33,20 +35,24 @@ def facts(module: str, argv: list) -> dict:
     return {**bench_doc.start(argv), "command": shlex.join(["python", "-m", module, *argv[1:]])}
 
 
-def judged_alone(module: str, name: str, flags=(), timeout: float = None, **row) -> dict:
+def judged_alone(module: str, name: str, flags=(), timeout: float = None, env: dict = None, **row) -> dict:
     """One family's row judged in a process of its own (`python -m <module> --one NAME <flags>`): the JSON line it
     prints last; where it prints none, row with outcome "raises" and its last stderr line; past `timeout` seconds,
-    "not judged". Its seconds beside, as it took them. row: what names it (its family, or pair and architecture)."""
-    began = time.time()
+    "not judged". Its seconds beside, as it took them, and its CPU seconds ("cpu": the process's own, which other
+    jobs on the machine do not stretch as they stretch the wall). env: variables set for that process over ours.
+    row: what names it (its family, or pair and architecture)."""
+    began, cpu = time.time(), resource.getrusage(resource.RUSAGE_CHILDREN)
     try:
         proc = subprocess.run([sys.executable, "-m", module, "--one", name, *flags], cwd=ROOT, capture_output=True,
-                              text=True, timeout=timeout)
+                              text=True, timeout=timeout, env={**os.environ, **(env or {})})
         line = next((x for x in reversed(proc.stdout.splitlines()) if x.startswith("{")), None)
         r = json.loads(line) if line else {**row, "outcome": "raises",
                                            "said": (proc.stderr.strip().splitlines() or ["no output"])[-1][:300]}
     except subprocess.TimeoutExpired:
         r = {**row, "outcome": "not judged", "said": f"over {timeout:.0f} s"}
     r["seconds"] = round(time.time() - began, 1)
+    done = resource.getrusage(resource.RUSAGE_CHILDREN)
+    r["cpu"] = round(done.ru_utime + done.ru_stime - cpu.ru_utime - cpu.ru_stime, 1)
     return r
 
 

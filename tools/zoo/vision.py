@@ -10,7 +10,9 @@ first norm's epsilon), expected red at that norm.
     python -m tools.zoo.vision --fast              # forward cumulative and the plant (the suite's part)
 
 Each pair runs in a process of its own (old PaddleClas backbones create parameters under fixed names: two cannot be
-built in one process), at most --timeout seconds.
+built in one process), at most --timeout seconds, at --threads threads (default one: the models are small, and a
+kernel's threads waiting on each other's time slices while anything else runs cost more than they bring: ConvNeXt-T's
+compare_forward with isolate took 11.7 s of CPU at two threads beside other jobs, 0.8 s at one).
 """
 import argparse
 import importlib
@@ -75,7 +77,7 @@ PAIRS = {
            ("res2net50_26w_4s", "Res2Net", "res2net50_26w_4s", {}, "Res2Net50_26w_4s", {}, 0),
            ("resnest50", "ResNeSt", "resnest50d", {}, "ResNeSt50", {}, 0),
            ("densenet121", "DenseNet", "densenet121", {}, "DenseNet121", {}, 0),
-           ("vgg11", "VGG", "vgg11", {}, "VGG11", {}, 0),
+           ("vgg11", "VGG", "vgg11", {}, "VGG11", {}, 224),  # PaddleClas flattens a 7 x 7 map
            ("inception_v3", "Inception", "inception_v3", {}, "InceptionV3", {}, 128),
            ("inception_v4", "Inception", "inception_v4", {}, "InceptionV4", {}, 128),
            ("xception41", "Xception", "xception41", {}, "Xception41", {}, 0),
@@ -90,7 +92,7 @@ PAIRS = {
            ("mobilenetv4_conv_small", "MobileNetV4", "mobilenetv4_conv_small", {}, "MobileNetV4_conv_small", {}, 0),
            ("efficientnetv2_s", "EfficientNetV2", "tf_efficientnetv2_s", {}, "EfficientNetV2_S", {}, 0),
            ("tinynet_a", "TinyNet", "tinynet_a", {}, "TinyNet_A", {}, 0),
-           ("mixnet_s", "MixNet", "mixnet_s", {}, "MixNet_S", {}, 0),
+           ("mixnet_s", "MixNet", "mixnet_s", {}, "MixNet_S", {}, 224),  # PaddleClas pools a 7 x 7 map
            ("rexnet_100", "ReXNet", "rexnet_100", {}, "ReXNet_1_0", {}, 0),
            ("pphgnet_tiny", "PP-HGNet", "hgnet_tiny", {}, "PPHGNet_tiny", {}, 0),
            ("deit_tiny", "DeiT", "deit_tiny_patch16_224", dict(img_size=SIZE), "DeiT_tiny_patch16_224",
@@ -124,7 +126,24 @@ REASONS = {
                    "block (use_first_short_conv=True); timm's resnet34d has none",
     "ghostnet": "PaddleClas's GhostNet gates its SE by clip(x, 0, 1) where timm's uses a hard sigmoid, and its SE "
                 "widths are 18/30 where timm's are 20/32",
-    "hgnetv2_b0": "stem.pool: PaddleClas pads the stem's max pool 'SAME' where timm zero-pads its input first",
+    "res2net50_26w_4s": "layer1.0 (stride 1): PaddleClas adds the previous split's output to each split's input "
+                        "(convs.1 on) and passes the last split on; timm, as the paper's code, convolves each alone "
+                        "and average-pools the last",
+    "inception_v3": "every BatchNorm (Conv2d_1a_3x3.bn first): PaddleClas's epsilon is Paddle's default 1e-5, "
+                    "timm's 1e-3",
+    "dpn68": "every BatchNorm (features.conv1_1.bn first): PaddleClas's epsilon is Paddle's default 1e-5, timm's "
+             "1e-3",
+    "darknet53": "every BatchNorm's activation (stem.conv1.bn first): PaddleClas's DarkNet53 applies ReLU, timm's "
+                 "darknet53 LeakyReLU (slope 0.01)",
+    "resnest50": "layer1.0.conv2.fc1, each split attention's first 1x1 conv: timm's has a bias before its "
+                 "BatchNorm, PaddleClas's (conv2._conv) none",
+    "hrnet_w18": "downsamp_modules.0.0 and final_layer.0, the classification head's convs: timm's have a bias before "
+                 "their BatchNorm, PaddleClas's none",
+    "vgg11": "features.0, every conv: PaddleClas's VGG convs have no bias; timm's (as torchvision's and the paper's) "
+             "have one",
+    "mobilenetv2": "blocks.0.0, the first block (expansion 1): PaddleClas's (conv2._first_block) keeps a 1x1 expand "
+                   "conv + BN + ReLU6 (32 -> 32) that timm's, as torchvision's and the paper's, leaves out",
+    "mobilevit_s": "stages.2.1.norm, each transformer's last LayerNorm: PaddleClas's epsilon is 1e-6, timm's 1e-5",
 }
 
 
@@ -288,12 +307,15 @@ def main():
     ap.add_argument("--only", nargs="+", metavar="PAIR", help=f"some of: {' '.join(PAIRS)}; writes nothing")
     ap.add_argument("--fast", action="store_true", help="forward cumulative and the plant; writes nothing")
     ap.add_argument("--write", action="store_true", help="with --only: write its rows over those recorded")
-    ap.add_argument("--timeout", type=float, default=180, help="seconds one pair may take (default 180)")
+    ap.add_argument("--timeout", type=float, default=600, help="seconds one pair may take (default 600)")
+    ap.add_argument("--threads", type=int, default=1, help="OMP_NUM_THREADS of each pair's process (default 1)")
     ap.add_argument("--one", metavar="PAIR", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.one:
         print(json.dumps(judge_one(args.one, args.fast)), flush=True)
         return
+    if args.threads < 1:
+        raise PipelineError(f"--threads {args.threads}: give 1 or more")
     unknown = sorted(set(args.only or ()) - set(PAIRS))
     if unknown:
         raise PipelineError(f"--only {' '.join(unknown)}: not a pair of this zoo; its pairs: {' '.join(PAIRS)}")
@@ -302,13 +324,13 @@ def main():
     run = recorded.facts("tools.zoo.vision", sys.argv)
     start, results = time.time(), []
     for name in args.only or PAIRS:
-        r = recorded.judged_alone("tools.zoo.vision", name, ["--fast"] * args.fast, args.timeout, pair=name,
-                                  arch=PAIRS[name]["arch"])
+        r = recorded.judged_alone("tools.zoo.vision", name, ["--fast"] * args.fast, args.timeout,
+                                  {"OMP_NUM_THREADS": str(args.threads)}, pair=name, arch=PAIRS[name]["arch"])
         results.append(r)
-        print(f"{name} ({r['seconds']} s): {row(r)}", flush=True)
+        print(f"{name} ({r['seconds']} s, {r['cpu']} s of CPU): {row(r)}", flush=True)
         if (args.write or not args.only) and not args.fast:  # each row kept as it is judged: a stopped run keeps them
             write(results, time.time() - start, bench_doc.finish(run))
-    print(f"{len(results)} pairs, {time.time() - start:.0f} s")
+    print(f"{len(results)} pairs, {time.time() - start:.0f} s, {sum(r['cpu'] for r in results):.0f} s of CPU")
     if (args.write or not args.only) and not args.fast:
         print(f"wrote docs/bench/{recorded.VISION_JSON} and docs/zoo.md")
 

@@ -57,6 +57,11 @@ def place(r: dict) -> int:
     return list(READING).index(r["outcome"]) if r["outcome"] in READING else len(READING)
 
 
+def cpu(results: list) -> int:
+    """The CPU seconds of the pairs' processes, summed: what other jobs on the machine do not stretch."""
+    return round(sum(r.get("cpu", 0) for r in results))
+
+
 def section(run: dict) -> list:
     results = run["results"]
     rows = [[r["pair"], r.get("arch", ""), r.get("classes") or "", r["outcome"], why(r)]
@@ -66,10 +71,11 @@ def section(run: dict) -> list:
             "timm 1.0.31's models against PaddleClas 2.6.0's ports of them, in the optional extra "
             f"`{recorded.VISION_REQUIREMENTS}` (`pip install --no-deps -r {recorded.VISION_REQUIREMENTS}`: "
             "paddleclas's own pins would move numpy). "
-            f"`{recorded.VISION_COMMAND}` judges them ({run['seconds']} s, one pair after another, each in a process "
-            "of its own). Each pair is:", "",
-            "- built from one architecture on both sides, 10 classes, at a 64 x 64 image where it takes one. LeViT's "
-            "is 224, Swin V2's 256, Inception's 128; Swin's windows are 2 wide. Its random weights are made "
+            f"`{recorded.VISION_COMMAND}` judges them ({cpu(results)} s of CPU, {run['seconds']} s on the wall, one "
+            "pair after another, each in a process of its own at one thread). Each pair is:", "",
+            "- built from one architecture on both sides, 10 classes, at a 64 x 64 image where it takes one. LeViT's, "
+            "MixNet's and VGG's are 224 (PaddleClas pools or flattens a 7 x 7 map), Swin V2's 256, Inception's 128; "
+            "Swin's windows are 2 wide. Its random weights are made "
             "informative: a tensor set to one constant (a norm's ones, a bias's zeros) is drawn at random;",
             "- converted with no map and no layouts;",
             "- judged by compare_forward cumulative and isolated, then with a bug planted on the Paddle side (its "

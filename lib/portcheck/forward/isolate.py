@@ -28,13 +28,13 @@ from portcheck.core import calibrated
 from portcheck.mapping import fused
 from portcheck.forward.judging import as_torch_holds, in_own_form, judge_against, judge_one
 from portcheck.forward.twin import float64_inputs, float64_run
-from portcheck.mapping.trace import (activated, call, first_input, hook_points, is_torch, next_call, remember, tensors,
-                                     values, version)
+from portcheck.mapping.trace import (activated, call, first_input, hook_points, is_torch, next_call, reader,
+                                     remember, tensors, values, version)
 from portcheck.core.keys import ROOT, module_of, split_key
 from portcheck.mapping import packed, regroup
 from portcheck.mapping.loose import axis_orders, in_axis_order
 from portcheck.mapping.alignment import _broadcast, reshaped
-from portcheck.core.spill import identity
+from portcheck.core.spill import identity, shape
 
 ERRORS = (RuntimeError, ValueError, TypeError, IndexError)  # a model that cannot run on forced values
 
@@ -242,7 +242,7 @@ def judge(torch_model, paddle_model, inputs, torch_record: dict, report, free: d
     torch_key = {}
     for t, p in keys.items():
         torch_key.setdefault(p, []).append(t)
-    passed, halves = {}, {}
+    passed, halves, resized = {}, {}, set()
 
     def keep_paddle(key, tensor, source):
         if key is None:  # Paddle's run is made once
@@ -257,6 +257,9 @@ def judge(torch_model, paddle_model, inputs, torch_record: dict, report, free: d
             b = as_torch_holds(torch_record, t, values(tensor))
             if a.dtype.kind in "biu" and t.startswith("in/") and (b.dtype.kind not in "biu" or b.shape != a.shape):
                 continue  # the two calls' first arguments are different things (their signatures differ)
+            if t.startswith("in/") and a.size != b.size:
+                resized.add(t)  # a module one side runs before the boundary, the other after it: outputs judge it
+                continue
             halves[t] = (calibrated.integers if a.dtype.kind in "biu" else judge_against)(_name(t), a, b)
     # a chain torch's module computes whole (pairing.Pairing.paddle_composed): Paddle's last call of it keeps its
     # output, computed from its first call's input, torch's (the first call's output is judged nowhere: not forced)
@@ -274,6 +277,12 @@ def judge(torch_model, paddle_model, inputs, torch_record: dict, report, free: d
         elif key in keys and source is not None and key.startswith("in/") and keys[key] in passed and \
                 identity(torch_record, passed[keys[key]]) == identity(torch_record, source) == identity(torch_record, key):
             rows[key] = None  # one recorded value on all three sides, passed on as it was: nothing computed it
+        elif key in resized or key in keys and key.startswith("in/") and keys[key] in passed and \
+                np.prod(shape(torch_record, passed[keys[key]])) != np.prod(shape(torch_record, key)):
+            # the two inputs of other sizes (Paddle's, or torch's recorded value it hands on as it was): a module
+            # one side runs before the boundary, the other after it (ReXNet's pool: inside PaddleClas's features,
+            # inside timm's head), judged by the outputs around it
+            rows[key] = None
         elif key in keys:
             # a value passed on is torch's recorded one, widened to float64 exactly: measure widens it the same
             ref = torch_record[source] if source is not None else tensor.detach().cpu().numpy()
@@ -304,7 +313,11 @@ def paddle_run(paddle_model, inputs, torch_record: dict, report, keep, paddle_pa
     rank is given its own part of each), each value it computes handed to keep(key, tensor, source): its error."""
     keys = report.counterparts
     p_ends = {chain[-1]: t for t, chain in report.pairing.paddle_composed.items()}
-    return forced_run(paddle_model, inputs, torch_record, {**forced(report.pairing.pairs, keys), **p_ends},
+    # where a torch output meets Paddle's at a module paired with none (pairing._met): that module's input is
+    # computed, kept, then forced as torch's reader of it reads it
+    calls = forced(report.pairing.pairs, keys)
+    met = {q: reader(torch_record, t) for t, q in report.pairing.met.items() if q not in calls}
+    return forced_run(paddle_model, inputs, torch_record, {**calls, **p_ends, **{q: r for q, r in met.items() if r}},
                       {p: t for t, p in keys.items() if t.startswith("out/")}, keep, parts=paddle_parts,
                       through=set(p_ends), applied=report.pairing.applied_to(keys))[1]
 

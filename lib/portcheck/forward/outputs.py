@@ -90,6 +90,9 @@ def counterparts(torch_record: dict, paddle_record: dict, paired: pairing.Pairin
                 said.append(f"{t_call}: paired with Paddle's {p_call} by the weights they hold, but they compute "
                             f"different things ({skipped[t_call]}): {judged}")
             continue
+        if t_call in paired.met:  # where the two meet: the input of the module reading it, which Paddle computed
+            out.update({f"in/{t_call}": f"in/{p_call}", f"out/{t_call}": f"in/{paired.met[t_call]}"})
+            continue
         # Paddle's module computing torch's and the activation after it: judged against the activation's output
         # and torch's computing Paddle's and the activation after it: judged against that activation's output
         t_out, p_out = paired.judged_as(t_call), paired.paddle_judged_as(t_call)

@@ -46,7 +46,7 @@ def pair_modules(torch_model, paddle_model, name_map=None, inputs=None, layouts=
     the Paddle modules the run over `inputs` called} (none without inputs: nothing shows a module unused). loose, a
     dict if given, receives {torch key: mapping.loose.Loose}: tensors held as a module on one side, a bare parameter
     of the parent on the other."""
-    from portcheck.mapping.trace import eval_mode, ran_on, trace
+    from portcheck.mapping.trace import eval_mode, ran_on, stopped, trace
     with eval_mode(torch_model), eval_mode(paddle_model):
         whole = [experts.mark(fused.mark(ran_on(side, trace(m, inputs, _Shapes()), inputs), fused.specs(m, layouts),
                                          m), m, paddle_model) for side, m in (("torch", torch_model), ("Paddle", paddle_model))]
@@ -238,6 +238,10 @@ def pair_modules(torch_model, paddle_model, name_map=None, inputs=None, layouts=
                         + (f"; Paddle {name}.{parts[0]}: "
                            f"{shapes(like.named_parameters(include_sublayers=False))}" if like is not None else "")
                         + "): declare as many parts as its tensors hold, in their order")
+    halted = [(side, stopped(record)) for side, record in zip(("torch", "Paddle"), whole) if stopped(record)]
+    if problems and halted:  # a run that stopped paired nothing after that point: the stop first, as the cause
+        problems.insert(0, "; ".join(f"the {side} model stopped on inputs ({error}): its modules after that point "
+                                     "never ran, so the run paired none of them" for side, error in halted))
     missing = "; and ".join(problems)
     return {t: "" if p == ROOT else p for t, p in modules.items()}, missing
 

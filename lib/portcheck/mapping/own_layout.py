@@ -16,6 +16,16 @@ from portcheck.mapping.loose import Loose, same_scalar_shapes
 from portcheck.mapping.tensors import _rule, own_tensors
 
 
+def tokens_layout(name, array):
+    """A map held [1, C, H, W] by torch and as its flattened tokens [1, H * W, C] by the port (timm's TNT pixel_pos,
+    added to the pixel embedding's map before it is flattened; PaddleClas's, added after): the same values."""
+    a = np.asarray(array)
+    return name, (a.reshape(a.shape[0], a.shape[1], -1).transpose(0, 2, 1) if a.ndim == 4 else a)
+
+
+OWN_RULES = {**RULES, "tokens": tokens_layout}  # a type of its own's tensors are placed by one of these
+
+
 def paddle_own(layer) -> dict:
     """{name: shape} of the tensors a Paddle layer holds itself and saves (its non-persistable buffers left out)."""
     skip = getattr(layer, "_non_persistable_buffer_names_set", set())
@@ -82,15 +92,17 @@ def fitted(torch_model, paddle_model, modules: dict, layouts=None, taken=()) -> 
         tensors = {t: a for t, a in own_tensors(module).items() if key(t) not in taken}
         if not tensors or _rule(table, module, type(layer), tensors) is not None:
             continue  # nothing of its own, or a layout known for it
-        if any(len(long) != len(set(long)) for long in ([d for d in a.shape if d > 1] for a in tensors.values())):
-            continue  # two axes of one length (a square matrix): its shape fits either layout, the caller declares it
         theirs = paddle_own(layer)
-        fits = [p for p in (placed(tensors, theirs, rule) for rule in RULES.values()) if p is not None]
+        fitting = {how: p for how, rule in OWN_RULES.items() if (p := placed(tensors, theirs, rule)) is not None}
+        if set(fitting) != {"tokens"} and \
+                any(len(long) != len(set(long)) for long in ([d for d in a.shape if d > 1] for a in tensors.values())):
+            continue  # two axes of one length (a square matrix): its shape fits either layout, the caller declares it
+        fits = list(fitting.values())
         same = lambda a, b: a.keys() == b.keys() and all(
             a[t][0] == b[t][0] and a[t][1].shape == b[t][1].shape and np.array_equal(a[t][1], b[t][1]) for t in a)
         if not fits or any(not same(fits[0], other) for other in fits[1:]):
             continue  # no layout fits, or two place a tensor otherwise (a square matrix): the caller declares it
-        rule = next(r for r in RULES.values() if placed(tensors, theirs, r) is not None)
+        rule = OWN_RULES[next(iter(fitting))]
         for t, (pname, value) in fits[0].items():
             pkey = f"{target}.{pname}" if target else pname
             out[key(t)] = Loose(pkey, pname, rule, f"torch {key(t)} {list(tensors[t].shape)} -> Paddle {pkey}: "

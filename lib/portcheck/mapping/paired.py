@@ -35,6 +35,9 @@ class Pairing:
     # the activation it declares (modules.ACT)
     applied: dict = field(default_factory=dict)
     acts: dict = field(default_factory=dict)
+    # torch call -> the Paddle call whose input its output is judged against: Paddle's forward computes the rest of
+    # what torch's module does after its own module returns (pairing._met)
+    met: dict = field(default_factory=dict)
     # {module's last name: its parts}: a module of one side holding what the other side's modules a tie left hold
     # together (ties.fusions_of), the tie settled by the run's values: paired with nothing (fused.taken declares it)
     fusions: dict = field(default_factory=dict)
@@ -123,7 +126,9 @@ class Pairing:
             f" ({scale_said(self.applied[t])})" if self.applied.get(t, "")[:1] in SCALES else \
             (f" (Paddle {self.pairs[t]} is {self._kind(self.pairs[t])}(act={self.acts.get(self.pairs[t])}): judged "
              f"against torch's {t} followed by {self.applied[t]}, which torch's forward applies to it)"
-             if t in self.applied else "")
+             if t in self.applied else
+             f" (judged against the input of Paddle's {self.met[t]}, which Paddle's forward computes from its output)"
+             if t in self.met else "")
         out = [f"{' + '.join([t, *self.composed[t]])} -> {p} (Paddle's module computes torch's in turn)"
                if t in self.composed else
                f"{t} -> {' + '.join([p, *self.paddle_composed[t]])} (torch's module computes Paddle's in turn)"

@@ -224,6 +224,7 @@ def pair(torch_record: dict, paddle_record: dict, name_map=None, weights_only=Fa
         result.composed = _composed(result, torch_record, paddle_record)
         result.paddle_composed = _composed(result, torch_record, paddle_record, "paddle")
         result.acts = {c.name: text(paddle_record, ACT + c.module) for c in ps if ACT + c.module in paddle_record}
+        result.met = _met(result, torch_record, paddle_record)
         result.applied = {**{t: rule for t, rule in scale_rules(result.pairs, torch_record, paddle_record).items()
                              if t not in result.composed and t not in result.paddle_composed},
                           **applied_rules(result, torch_record, paddle_record)}
@@ -260,13 +261,54 @@ def _composed(result: Pairing, torch_record: dict, paddle_record: dict, side: st
             last = outs[n.name][0]
         if not chain:
             continue
-        if side == "torch" and ACT + module_of(theirs) in other and family(ran[i + 1].kind) == "activation":
-            out[c.name] = chain[:1]  # Paddle's module says it holds an activation: its values need not say it too
+        # a pass-through (timm's Identity drop_block and aa around its act2) hands on the one output it was given:
+        # it is no candidate of its own, or the chain through it ties with the chain before it
+        moved = [n for k, n in enumerate(chain) if spill.identity(record, outs[n][0]) !=
+                 spill.identity(record, outs[([c.name, *chain])[k]][0])]
+        if side == "torch" and ACT + module_of(theirs) in other and moved and \
+                family(next(r.kind for r in ran[i + 1:] if r.name == moved[0])) == "activation":
+            out[c.name] = chain[:chain.index(moved[0]) + 1]  # Paddle's module says it holds an activation
             continue
         there = outputs_of(other, theirs)
-        best = nearest_of({n: distance([record[outs[n][0]]], there) for n in [c.name, *chain]})
+        best = nearest_of({n: distance([record[outs[n][0]]], there) for n in [c.name, *moved]})
         if best is not None and best != c.name:
             out[c.name if side == "torch" else theirs] = chain[:chain.index(best) + 1]
+    return out
+
+
+def _met(result: Pairing, torch_record: dict, paddle_record: dict) -> dict:
+    """{torch call: the Paddle call whose input its output is judged against}: where torch's module hands its
+    output unchanged to the next module it pairs, and Paddle's forward computes something between its module and
+    that module's counterpart (timm's BatchNormAct2d holding its SiLU, PaddleClas's BatchNorm whose parent applies
+    F.swish): the two outputs meet at that input. Taken when torch's output is nearer that input than Paddle's
+    module's output by APART (nearest_of): the run's values say it."""
+    done = {*result.composed, *result.paddle_composed, *result.applied}
+    keys = list(torch_record)
+    at = {k: i for i, k in enumerate(keys)}
+    out = {}
+    for t, p in result.pairs.items():
+        key = f"out/{t}"
+        if t == ROOT or t in done or key not in at or f"out/{p}" not in paddle_record:
+            continue
+        mine = spill.identity(torch_record, key)
+        fed = [split_key(k)[1] for k in keys[at[key] + 1:] if k.startswith("in/")]
+        read = [n for n in fed[:next((i for i, n in enumerate(fed)
+                                      if spill.identity(torch_record, f"in/{n}") != mine), len(fed))]]
+        if not read:  # torch computes something between too: not a module's output handed on as it is
+            continue
+        # the modules reading it as it is, outermost first: the first one paired, else (a module paired with none,
+        # timm's Conv2dSame against a conv and a crop) the first module Paddle runs after its own
+        theirs = next((result.pairs[n] for n in read if n in result.pairs), None)
+        if theirs is None:
+            after = list(paddle_record)
+            theirs = next((split_key(k)[1] for k in after[after.index(f"out/{p}") + 1:] if k.startswith("in/")), None)
+        if theirs is None or f"in/{theirs}" not in paddle_record or \
+                spill.identity(paddle_record, f"in/{theirs}") == spill.identity(paddle_record, f"out/{p}"):
+            continue
+        mine = [torch_record[key]]
+        if nearest_of({p: distance(mine, outputs_of(paddle_record, p)),
+                       theirs: distance(mine, [paddle_record[f"in/{theirs}"]])}) == theirs:
+            out[t] = theirs
     return out
 
 

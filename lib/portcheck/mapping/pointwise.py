@@ -2,7 +2,10 @@
 Linear ([out, in] by torch's and paddle.compat's). A classifier head one side computes as a 1x1 Conv2d on the pooled
 [N, C, 1, 1] map and the other as a Linear on [N, C] (timm's conv_head against a PaddleClas head) is paired as the
 run pairs it; its weight is converted as the reshape it is, never refused as two kinds of layer. Only a convolution
-whose every kernel axis is 1, of one group, is such a matrix.
+whose every kernel axis is 1, of one group, is such a matrix; and, against a Linear on the flattened map, one whose
+kernel covers the whole map it reads (no padding, no dilation, one group: timm's VGG ConvMlp, 7 x 7 on a 7 x 7 map),
+whose weight flattens as the map does, channel first. A kernel smaller than the map gives an output of another shape,
+red where it is judged.
 
 May import portcheck.core and mapping's layouts and loose; torch and Paddle only through the models handed in."""
 import numpy as np
@@ -17,6 +20,18 @@ def _pointwise(kernel, groups) -> bool:
     return kernel and all(int(k) == 1 for k in kernel) and int(groups or 1) == 1
 
 
+def _unpadded(module) -> bool:
+    """A convolution whose every window is the kernel's own: no padding, no dilation, one group (its kernel covering
+    the whole map it reads is then a matrix on the flattened map: timm's VGG ConvMlp fc1, 7 x 7 on the 7 x 7 map,
+    against PaddleClas's Linear on the flattened features)."""
+    padding, dilation = getattr(module, "padding", 0), getattr(module, "dilation", 1)
+    zero = padding == "valid" or all(int(p) == 0 for p in (padding if isinstance(padding, (tuple, list)) else
+                                                            (padding,)))
+    ones = all(int(d) == 1 for d in (dilation if isinstance(dilation, (tuple, list)) else (dilation,)))
+    return zero and ones and int(getattr(module, "groups", 1) or 1) == 1 and \
+        getattr(module, "padding_mode", "zeros") == "zeros"
+
+
 def _is(kind: type, name: str) -> bool:
     return any(k.__name__ == name for k in kind.__mro__)
 
@@ -27,9 +42,10 @@ def rules(module, layer):
     conv = lambda kind: next((f"Conv{n}d" for n in (1, 2, 3) if _is(kind, f"Conv{n}d") or _is(kind, f"Conv{n}D")),
                              None)
     as_torch = type(layer) in held_as_torch()  # paddle.compat's Linear keeps torch's [out, in]
-    if conv(type(module)) and _is(type(layer), "Linear") and \
-            _pointwise(module.kernel_size, module.groups) and not getattr(module, "transposed", False):
-        return lambda w: w.reshape(w.shape[:2]) if as_torch else w.reshape(w.shape[:2]).T
+    if conv(type(module)) and _is(type(layer), "Linear") and not getattr(module, "transposed", False) and \
+            (_pointwise(module.kernel_size, module.groups) or _unpadded(module)):
+        # [out, in, k...] flattened as the map is (channel first): [out, in * k...]
+        return lambda w: w.reshape(w.shape[0], -1) if as_torch else w.reshape(w.shape[0], -1).T
     if _is(type(module), "Linear") and conv(type(layer)) and \
             _pointwise(getattr(layer, "_kernel_size", ()), getattr(layer, "_groups", 1)):
         ones = (1,) * len(layer._kernel_size)
@@ -62,8 +78,9 @@ def held_pointwise(out: dict, wrong: dict, modules: dict, layers: dict, torch_mo
             rule = (lambda n, a, w=weight: (n, w(np.asarray(a)))) if tensor.name == "weight" else \
                 (lambda n, a: (n, np.asarray(a)))
             held[key] = Loose(p_key, tensor.name, rule, f"torch {key} {list(np.shape(array))} -> Paddle {p_key} "
-                                                        f"{list(value.shape)}: a 1x1 convolution's matrix against a "
-                                                        "Linear's, reshaped")
+                                                        f"{list(value.shape)}: a convolution's matrix (a 1x1 "
+                                                        "kernel, or one as large as its map) against a Linear's, "
+                                                        "reshaped")
         if held:
             wrong.pop(name)
             loose.update(held)
