@@ -444,8 +444,8 @@ def test_a_router_of_its_own_type_takes_the_one_layout_its_paddle_shapes_allow_a
     torch.manual_seed(0)
     pt, pd = TorchBlock().eval(), PaddleBlock()
     state = convert(pt, pd, inputs=X)
-    assert "TorchRouter: its tensors with the weight transposed, the only layout the Paddle tensors' shapes allow" \
-        in state.said, state.said
+    assert "torch gate.weight [4, 32] -> Paddle gate.weight: held by its TorchRouter itself, in the one layout " \
+           "Paddle's shape takes" in state.said, state.said
     assert np.array_equal(pd.gate.weight.numpy(), pt.gate.weight.detach().numpy().T)
     assert np.array_equal(pd.gate.bias.numpy(), pt.gate.bias.numpy())
 

@@ -58,7 +58,8 @@ def test_glm4_moe_router_placed_by_its_shape_green_with_no_map_and_its_experts_r
     from tools.zoo import formers
     t, p, x = formers.build("glm4_moe")
     state = convert(t, p, inputs=x)
-    assert "Glm4MoeTopkRouter: its tensors as they are, the only layout the Paddle tensors' shapes allow" in state.said
+    assert "torch layers.1.mlp.gate.weight [4, 64] -> Paddle layers.1.mlp.gate.weight: held by its Glm4MoeTopkRouter " \
+           "itself, in the one layout Paddle's shape takes" in state.said, state.said
     report = compare_forward(t, p, x, layouts=state.fused_found)
     assert report.passed, report.first_diverging
     w = p.layers[1].mlp.gate.weight

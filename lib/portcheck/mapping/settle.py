@@ -111,7 +111,8 @@ def settle_layouts(torch_model, paddle_model, inputs, state: State, params: dict
     model and loose ({torch key: loose.Loose}, convert's) are changed to it. Refused, PC455's line, where the run over
     `inputs` never calls the module. Where neither layout is nearest (the module differs there, or computes the same
     either way), Paddle's [in, out] stays, as settle_by_run keeps the run's order: the comparison judges the module (a
-    refusal would hide it); the lines saying so returned, for convert's state.said."""
+    refusal would hide it); a line for each, saying how far each layout's run was and which was taken, returned for
+    convert's state.said."""
     if not either_way:
         return []
     import paddle
@@ -124,20 +125,31 @@ def settle_layouts(torch_model, paddle_model, inputs, state: State, params: dict
         if x is None or not want:
             raise PipelineError(either.line(then=f"; the run over inputs= never calls torch {either.module}, so it "
                                                  "cannot say which"))
-        far = {}
+        far, target = {}, "" if either.target == ROOT else either.target
         with eval_mode(paddle_model), paddle.no_grad():
             for how in either.ways:
                 _take(either, how, state, params, loose)
-                got = [np.asarray(t.numpy()) for _, t in tensors("", layers[either.target](paddle.to_tensor(x)))]
+                got = [np.asarray(t.numpy()) for _, t in tensors("", layers[target](paddle.to_tensor(x)))]
                 far[how] = ties.distance(_in_shape(want, got), got)
+        at = "output"
+        if all(np.isinf(d) for d in far.values()) and target and either.module != ROOT:
+            at = f"{either.module.rpartition('.')[0]}, its parent"
+            # its output in another form than torch's (a router's top k against its logits): judged where its parent
+            # computes from torch's recorded input, as a fused module is
+            for how in either.ways:
+                _take(either, how, state, params, loose)
+                far[how] = _parent_run(paddle_model, inputs, record, either.module, target)
         best = ties.nearest_of(far)
         _take(either, best or "transpose", state, params, loose)
-        if best is None:
-            said.append(f"torch {either.module}'s square weight in Paddle {either.target}: run both ways on torch's "
-                        f"recorded input, neither layout gives torch's output ("
-                        + " and ".join(f"{how} {d:.2g}" for how, d in far.items())
-                        + " of its scale apart): kept [in, out] as Paddle's Linear holds it, the module judged there")
+        both = " and ".join(f"{WAYS[how]} {d:.2g}" for how, d in far.items())
+        said.append(f"torch {either.module}'s square weight in Paddle {either.target}: run both ways on torch's "
+                    + (f"recorded input ({both} of its scale from torch's {at}): taken {WAYS[best]}" if best else
+                       f"recorded input, neither layout gives torch's {at} ({both} of its scale apart): kept [in, "
+                       "out] as Paddle's Linear holds it, the module judged there"))
     return said
+
+
+WAYS = {"same": "as it is", "transpose": "transposed"}  # an Either's layouts in words
 
 
 def _in_shape(want: list, got: list) -> list:
@@ -191,7 +203,7 @@ def settle_fused(torch_model, paddle_model, inputs, state: State, params: dict, 
     that parent, its RoPE, still settles by APART; compare_forward judges the difference). Candidates making the same
     tensor (one key-value group) are one. state and the Paddle model are changed to it; where no candidate is kept, a
     PipelineError naming each and how far its run was. Returns {Paddle module: Fused} and the lines saying each."""
-    from portcheck.mapping.trace import eval_mode, stopped, trace
+    from portcheck.mapping.trace import eval_mode, trace
     joined = {}  # {Paddle module: [its Joined keys]}
     for key, (tensor, _) in state._tensors.items():
         if isinstance(tensor, Joined) and key.rpartition(".")[0] in found:
@@ -226,17 +238,9 @@ def settle_fused(torch_model, paddle_model, inputs, state: State, params: dict, 
         for spec, made in arrays.items():
             for key, value in made.items():
                 params[key].set_value(value)
-            with eval_mode(paddle_model), _fed(paddle_model, parent(judged), t_record.get(
-                    f"in/{parent(first_part(judged))}")):
-                p_record = trace(paddle_model, inputs)
-            far[spec] = ties.distance(ties.outputs_of(t_record, parent(first_part(judged))),
-                                      ties.outputs_of(p_record, parent(judged)))
-            stop = stopped(p_record)
-            if stop and not ties.outputs_of(p_record, parent(judged)):  # the run never reached it: nothing says
-                raise PipelineError(f"Paddle {judged} holds what torch's {', '.join(spec.parts)} hold together; its "
-                                    f"layout is settled by a run, and the Paddle model's run over inputs= stops "
-                                    f"before {parent(judged)}: {stop} [PC457]")
-            del p_record
+            far[spec] = _parent_run(paddle_model, inputs, t_record, first_part(judged), judged, then=(
+                f"Paddle {judged} holds what torch's {', '.join(spec.parts)} hold together; its layout is settled by "
+                "a run"))
         within = [s for s, d in far.items() if d <= SETTLED]
         best = within[0] if len(within) == 1 else ties.nearest_of(far) if far else None
         also = ", ".join(inferred.said(s) for s in ways.get(best, ()))  # candidates making the same tensor
@@ -261,6 +265,23 @@ def settle_fused(torch_model, paddle_model, inputs, state: State, params: dict, 
                         f" (the other {len(others)} layouts {others[0]:.2g} to {others[-1]:.2g})" if others else "")
                     + ("" if best in within else f"; not within {SETTLED:g}: compare_forward judges it"))
     return chosen, said
+
+
+def _parent_run(paddle_model, inputs, t_record: dict, torch_module: str, paddle_module: str, then: str = "") -> float:
+    """How far the Paddle module's parent computes from torch's (ties.distance), fed the torch parent's recorded
+    input (_fed), the Paddle model run on `inputs` as its weights are now. Where the run stops before the parent
+    returns, nothing says: PC457's line, `then` first."""
+    from portcheck.mapping.trace import eval_mode, stopped, trace
+    parent = lambda name: name.rpartition(".")[0] or ROOT  # noqa: E731
+    t_parent, p_parent = parent(torch_module), parent(paddle_module)
+    with eval_mode(paddle_model), _fed(paddle_model, p_parent, t_record.get(f"in/{t_parent}")):
+        p_record = trace(paddle_model, inputs)
+    got = ties.outputs_of(p_record, p_parent)
+    stop = stopped(p_record)
+    if stop and not got:  # the run never reached it: nothing says
+        raise PipelineError(f"{then or f'Paddle {paddle_module} is settled by a run'}, and the Paddle model's run "
+                            f"over inputs= stops before {p_parent}: {stop} [PC457]")
+    return ties.distance(ties.outputs_of(t_record, t_parent), got)
 
 
 class _fed:
