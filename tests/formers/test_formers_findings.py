@@ -63,6 +63,17 @@ def test_paddleformers_deepseek_v3_attention_builds_on_a_default_rope_config():
 
 
 @pytest.mark.xfail(strict=True, raises=AssertionError,
+                   reason=FINDING + "DeepSeek-V3's routed_scaling_factor and norm_topk_prob default otherwise")
+def test_paddleformers_deepseek_v3_routing_defaults_as_transformers():
+    """A config that leaves them out gives paddleformers' DeepSeek-V3 routed_scaling_factor 1.0 and norm_topk_prob
+    False, transformers' 2.5 and True: every routed expert's weight differs, each MoE block's output (a checkpoint's
+    config.json that gives them does not)."""
+    from paddleformers.transformers.deepseek_v3.configuration import DeepseekV3Config
+    ours, theirs = DeepseekV3Config(), transformers.DeepseekV3Config()
+    assert (ours.routed_scaling_factor, ours.norm_topk_prob) == (theirs.routed_scaling_factor, theirs.norm_topk_prob)
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError,
                    reason=FINDING + "GPT-OSS's default YaRN settings leave out original_max_position_embeddings")
 def test_paddleformers_gpt_oss_default_yarn_keeps_the_pre_yarn_length_as_transformers():
     """transformers' GptOssConfig gives its default YaRN RoPE `original_max_position_embeddings` 4096; paddleformers'
