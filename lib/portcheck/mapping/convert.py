@@ -107,7 +107,7 @@ def convert(torch_model, paddle_model, name_map=None, path=None, layouts=None, i
     its own holds (either layout fits it) keeps the layout that layer's run on torch's recorded input says (PC455
     without inputs; where neither layout gives torch's output, [in, out] stays, said in state.said).
     path: also write the converted weights there as a .pdparams (paddle.save), through the project's safe writer.
-    layouts: {module type or class name, torch's or Paddle's: "same" or "transpose"} for module types whose
+    layouts: {module type or class name, torch's or Paddle's: "same", "transpose" or "swapped"} for module types whose
     layout this converter does not know (transformers' ViTEmbeddings holding cls_token; paddlenlp's
     LlamaLMHead, a Linear's weight in [in, out]: "transpose" from torch's Linear). A type no one declared
     whose tensors each have at most one axis longer than 1 (an RMSNorm's scale) keeps its layout. A

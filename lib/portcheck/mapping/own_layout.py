@@ -12,7 +12,7 @@ May import portcheck.core and mapping's layouts, loose, modules and tensors; Pad
 import numpy as np
 
 from portcheck.core.keys import ROOT
-from portcheck.mapping.layouts import CONFIGS_DIFFER, RULES, layouts_table
+from portcheck.mapping.layouts import CONFIGS_DIFFER, IN_WORDS, RULES, layouts_table
 from portcheck.mapping.loose import Either, Loose, same_scalar_shapes
 from portcheck.mapping.modules import saved
 from portcheck.mapping.tensors import _rule, own_tensors
@@ -92,24 +92,33 @@ def fitted(torch_model, paddle_model, modules: dict, layouts=None, taken=(), eit
             fit = placed(tensors, theirs, rule)
             if fit is not None and not any(_alike(fit, other) for other, _ in ways.values()):
                 ways[how] = (fit, rule)
-        square = any(len(long) != len(set(long)) for long in ([d for d in a.shape if d > 1] for a in tensors.values()))
-        if not ways or len(ways) == 1 and square:
-            continue  # no layout fits (misfits says why), or a square tensor no declarable layout turns
+        if not ways or len(ways) == 1 and not _witnessed(tensors):
+            continue  # no layout fits (misfits says why), or a square tensor whose layout no tensor of its rank says
         held = {how: {key(t): Loose(f"{target}.{pname}" if target else pname, pname, rule,
                                     f"torch {key(t)} {list(tensors[t].shape)} -> Paddle "
                                     f"{f'{target}.{pname}' if target else pname}: held by its {kind} itself, "
-                                    + ("in the one layout Paddle's shape takes" if len(ways) == 1 else
-                                       "as it is" if how == "same" else "transposed"))
+                                    + IN_WORDS[how] + (", the one layout Paddle's shape takes" if len(ways) == 1
+                                                       else ""))
                       for t, (pname, _) in fit.items()} for how, (fit, rule) in ways.items()}
         if len(ways) == 1:
             out.update(next(iter(held.values())))
         elif either_way is not None:
-            square_ones = [f"{name or ROOT}'s {t} as {pname}" for t, (pname, v) in ways["same"][0].items()
-                           if not np.array_equal(v, ways["transpose"][0][t][1])]
+            (first, _), (second, _) = list(ways.values())[:2]
+            square_ones = [f"{name or ROOT}'s {t} as {pname}" for t, (pname, v) in first.items()
+                           if not np.array_equal(v, second[t][1])]
             either_way[t_name] = Either(t_name, target or ROOT, held, (name or ROOT, kind, target or ROOT,
                                                                        type(layer).__name__, square_ones))
-            out.update(held["transpose"])
+            out.update(next(iter(held.values())))  # until the run settles it
     return out
+
+
+def _witnessed(tensors: dict) -> bool:
+    """Whether each square tensor (two axes of one length) has a tensor of its rank beside it that is not square:
+    the one layout that fits that one holds for it too (packed experts' gate_up_proj [E, 2I, 2I] beside down_proj
+    [E, H, I]); a square matrix alone of its rank (a mixing matrix beside a class token) could be read either way."""
+    square = lambda a: len([d for d in a.shape if d > 1]) != len({d for d in a.shape if d > 1})  # noqa: E731
+    return all(any(b.ndim == a.ndim and not square(b) for b in tensors.values()) for a in tensors.values()
+               if square(a))
 
 
 def _alike(a: dict, b: dict) -> bool:

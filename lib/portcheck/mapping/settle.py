@@ -11,6 +11,7 @@ import numpy as np
 from portcheck.core.errors import PipelineError
 from portcheck.core.keys import ROOT, module_of, split_key
 from portcheck.mapping import fused, inferred, regroup, ties
+from portcheck.mapping.layouts import IN_WORDS
 from portcheck.mapping.loose import taken_as
 from portcheck.mapping.state import Joined, State
 
@@ -129,7 +130,10 @@ def settle_layouts(torch_model, paddle_model, inputs, state: State, params: dict
         with eval_mode(paddle_model), paddle.no_grad():
             for how in either.ways:
                 _take(either, how, state, params, loose)
-                got = [np.asarray(t.numpy()) for _, t in tensors("", layers[target](paddle.to_tensor(x)))]
+                try:
+                    got = [np.asarray(t.numpy()) for _, t in tensors("", layers[target](paddle.to_tensor(x)))]
+                except Exception:  # noqa: BLE001 (a layer taking more than its first input: its parent judges it)
+                    got = []
                 far[how] = ties.distance(_in_shape(want, got), got)
         at = "output"
         if all(np.isinf(d) for d in far.values()) and target and either.module != ROOT:
@@ -140,16 +144,15 @@ def settle_layouts(torch_model, paddle_model, inputs, state: State, params: dict
                 _take(either, how, state, params, loose)
                 far[how] = _parent_run(paddle_model, inputs, record, either.module, target)
         best = ties.nearest_of(far)
-        _take(either, best or "transpose", state, params, loose)
-        both = " and ".join(f"{WAYS[how]} {d:.2g}" for how, d in far.items())
+        kept = best or next(iter(either.ways))  # Paddle's [in, out] first where a Linear's weight is held otherwise
+        _take(either, kept, state, params, loose)
+        both = " and ".join(f"{IN_WORDS[how]} {d:.2g}" for how, d in far.items())
         said.append(f"torch {either.module}'s square weight in Paddle {either.target}: run both ways on torch's "
-                    + (f"recorded input ({both} of its scale from torch's {at}): taken {WAYS[best]}" if best else
-                       f"recorded input, neither layout gives torch's {at} ({both} of its scale apart): kept [in, "
-                       "out] as Paddle's Linear holds it, the module judged there"))
+                    + (f"recorded input ({both} of its scale from torch's {at}): taken {IN_WORDS[best]}" if best else
+                       f"recorded input, neither layout gives torch's {at} ({both} of its scale apart): kept "
+                       f"{IN_WORDS[kept]}, the module judged there"))
     return said
 
-
-WAYS = {"same": "as it is", "transpose": "transposed"}  # an Either's layouts in words
 
 
 def _in_shape(want: list, got: list) -> list:
