@@ -65,14 +65,15 @@ def misfits(torch_model, paddle_model, modules: dict, layouts=None, taken=()) ->
 
 def fitted(torch_model, paddle_model, modules: dict, layouts=None, taken=(), either_way: dict = None) -> dict:
     """{torch key: Loose} of the tensors of each paired torch module whose type no layout names (nor its Paddle
-    counterpart's), placed by each layout a caller may declare (RULES: as it is, a weight transposed) that gives every
-    tensor its Paddle counterpart's shape; layouts placing every tensor alike are one. One layout: taken, the only one
-    the shapes allow (a router's [experts, hidden] weight against [hidden, experts]; GPT-OSS's 3-D experts). Two (a
-    square weight, a router as many experts as hidden wide): an Either in either_way, taken transposed until the run
-    on torch's recorded input settles it (settle.settle_layouts), or the layout the Paddle model holds
-    (settle.settle_held): never the shape's luck. A square tensor every layout places alike (no layout a caller may
-    declare turns it) is left to be declared. modules: {torch module (ROOT the model): Paddle module ("" or ROOT the
-    model)}; taken: torch keys paired already (mapping.loose)."""
+    counterpart's), placed by each layout a caller may declare (RULES: as it is, a weight transposed, the last two axes
+    swapped) that gives every tensor its Paddle counterpart's shape; layouts placing every tensor alike are one. One
+    layout: taken, the only one the shapes allow (a router's [experts, hidden] weight against [hidden, experts];
+    paddleformers' own 3-D experts [E, H, 2I] against [E, 2I, H]), unless a square tensor's is said by no tensor of its
+    rank beside it (_witnessed): left to be declared. Two (a square weight, a router as many experts as hidden wide):
+    an Either in either_way, taken in the first until the run on torch's recorded input settles it
+    (settle.settle_layouts) or the layout the Paddle model holds does (settle.settle_held): never the shape's luck.
+    modules: {torch module (ROOT the model): Paddle module ("" or ROOT the model)}; taken: torch keys paired already
+    (mapping.loose)."""
     table = layouts_table(layouts)
     layers = dict(paddle_model.named_sublayers(include_self=True))
     t_modules = dict(torch_model.named_modules())
