@@ -4,6 +4,7 @@ giving torch's values kept; and a square weight a Paddle layer of another type h
 both ways on torch's recorded input.
 
 May import portcheck.core, portcheck.mapping (pairing, state) and, inside its function, the tracing of a run."""
+import hashlib
 import math
 
 import numpy as np
@@ -225,22 +226,25 @@ def settle_fused(torch_model, paddle_model, inputs, state: State, params: dict, 
     at = lambda name: order.get(first_part(name), len(order))  # noqa: E731
     for names in sorted((sorted(ns, key=at) for ns in kinds.values()), key=lambda ns: at(ns[0])):
         judged = names[0]
-        ways = {}  # {the first candidate making each tensor: the others making the same}
-        arrays = {}
+        # each candidate made for the module judged alone, one candidate's tensors at a time: its run stops once that
+        # module's parent returns (_fed), so the other modules of its kind wait for the layout kept (a billion
+        # parameters' up_gate_proj in 24 candidates would be 24 copies of every layer's)
+        made = lambda spec, key: fused.join(spec, [t.to_paddle(a) for t, a in state._tensors[key][0].parts])
+        ways, seen = {}, {}  # {the first candidate making each tensor: the others making the same}; their digests
         for spec in found[judged]:
-            made = {k: fused.join(spec, [t.to_paddle(a) for t, a in state._tensors[k][0].parts])
-                    for n in names for k in joined[n]}
-            if any(v is None for v in made.values()):
+            arrays = [made(spec, k) for k in joined[judged]]
+            if any(v is None for v in arrays):
                 continue
-            same = next((w for w in ways if all(np.array_equal(arrays[w][k], made[k]) for k in joined[judged])), None)
+            digest = tuple((v.shape, hashlib.blake2b(np.ascontiguousarray(v).tobytes()).digest()) for v in arrays)
+            same = next((w for w, d in seen.items() if d == digest), None)
             if same is not None:
                 ways[same].append(spec)
                 continue
-            ways[spec], arrays[spec] = [], made
+            ways[spec], seen[spec] = [], digest
         far = {}
-        for spec, made in arrays.items():
-            for key, value in made.items():
-                params[key].set_value(value)
+        for spec in ways:
+            for key in joined[judged]:
+                params[key].set_value(made(spec, key))
             far[spec] = _parent_run(paddle_model, inputs, t_record, first_part(judged), judged, then=(
                 f"Paddle {judged} holds what torch's {', '.join(spec.parts)} hold together; its layout is settled by "
                 "a run"))
@@ -255,8 +259,8 @@ def settle_fused(torch_model, paddle_model, inputs, state: State, params: dict, 
                 + "; ".join(f"{inferred.said(s)} {d:.2g}" for s, d in far.items())
                 + " of its scale apart; declare the layout (layouts={'<module>': portcheck.Fused(...)}) if the port "
                 "reads its columns in another way [PC456]")
-        for key, value in arrays[best].items():
-            params[key].set_value(value)
+        for key in (k for n in names for k in joined[n]):
+            params[key].set_value(made(best, key))
             tensor, array = state._tensors[key]
             state._tensors[key] = (Joined(best, tensor.parts), array)
         chosen.update((n, best) for n in names)
