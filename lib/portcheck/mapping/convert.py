@@ -193,7 +193,7 @@ def convert(torch_model, paddle_model, name_map=None, path=None, layouts=None, i
     # a group only the run's order paired is settled by the models' run, each order tried on the converted rest:
     # the Paddle model's own values kept to be put back if values cannot settle it
     # and a square weight no type places (loose.Either) by its module's run both ways on torch's recorded input
-    before = {k: np.array(params[k].numpy()) for k in state if k in params} if doubt or ways or found else {}
+    before = {k: params[k].numpy() for k in state if k in params} if doubt or ways or found else {}  # a copy each
     unsettled, chosen = [], {}
     for key in state:
         params[key].set_value(state[key])  # one contiguous array at a time, freed before the next

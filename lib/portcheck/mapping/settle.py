@@ -4,7 +4,6 @@ giving torch's values kept; and a square weight a Paddle layer of another type h
 both ways on torch's recorded input.
 
 May import portcheck.core, portcheck.mapping (pairing, state) and, inside its function, the tracing of a run."""
-import hashlib
 import math
 
 import numpy as np
@@ -229,22 +228,32 @@ def settle_fused(torch_model, paddle_model, inputs, state: State, params: dict, 
         # each candidate made for the module judged alone, one candidate's tensors at a time: its run stops once that
         # module's parent returns (_fed), so the other modules of its kind wait for the layout kept (a billion
         # parameters' up_gate_proj in 24 candidates would be 24 copies of every layer's)
-        made = lambda spec, key: fused.join(spec, [t.to_paddle(a) for t, a in state._tensors[key][0].parts])
-        ways, seen = {}, {}  # {the first candidate making each tensor: the others making the same}; their digests
+        # the module judged's parts in Paddle's layout once, contiguous: each candidate only places their columns
+        parts = {key: [np.ascontiguousarray(t.to_paddle(a)) for t, a in state._tensors[key][0].parts]
+                 for key in joined[judged]}
+        made = lambda spec, key: fused.join(spec, parts[key] if key in parts else  # noqa: E731
+                                            [t.to_paddle(a) for t, a in state._tensors[key][0].parts])
+        width = int(params[joined[judged][0]].shape[-1])
+        ways, seen = {}, {}  # {the first candidate making each tensor: the others making the same}; their columns
         for spec in found[judged]:
-            arrays = [made(spec, k) for k in joined[judged]]
-            if any(v is None for v in arrays):
+            columns = spec.columns(width)
+            if columns is None:
                 continue
-            digest = tuple((v.shape, hashlib.blake2b(np.ascontiguousarray(v).tobytes()).digest()) for v in arrays)
-            same = next((w for w, d in seen.items() if d == digest), None)
+            placed = tuple(c.tobytes() for c in columns)  # candidates placing every column alike make one tensor
+            same = next((w for w, c in seen.items() if c == placed), None)
             if same is not None:
                 ways[same].append(spec)
                 continue
-            ways[spec], seen[spec] = [], digest
+            ways[spec], seen[spec] = [], placed
         far = {}
-        for spec in ways:
-            for key in joined[judged]:
-                params[key].set_value(made(spec, key))
+        for spec in list(ways):
+            arrays = {key: made(spec, key) for key in joined[judged]}
+            if any(v is None for v in arrays.values()):
+                del ways[spec]
+                continue
+            for key, value in arrays.items():
+                params[key].set_value(value)
+            del arrays
             far[spec] = _parent_run(paddle_model, inputs, t_record, first_part(judged), judged, then=(
                 f"Paddle {judged} holds what torch's {', '.join(spec.parts)} hold together; its layout is settled by "
                 "a run"))
@@ -259,6 +268,7 @@ def settle_fused(torch_model, paddle_model, inputs, state: State, params: dict, 
                 + "; ".join(f"{inferred.said(s)} {d:.2g}" for s, d in far.items())
                 + " of its scale apart; declare the layout (layouts={'<module>': portcheck.Fused(...)}) if the port "
                 "reads its columns in another way [PC456]")
+        parts = {}  # freed: the layout kept is made for every module from the state
         for key in (k for n in names for k in joined[n]):
             params[key].set_value(made(best, key))
             tensor, array = state._tensors[key]
