@@ -1,6 +1,6 @@
-"""What inferring the layouts costs: convert with no map and no layouts on a PaddleFormers pair (transformers' Qwen3Model
-against paddleformers', random weights, float32), each fused layout (qkv_proj per key-value group, up_gate_proj)
-settled by runs on the input, against the same convert with the layouts given (recipes.paddleformers: nothing run)
+"""What inferring the layouts costs: convert with no map and no layouts on a PaddleFormers pair (transformers'
+Qwen3Model against paddleformers', random weights, float32), each fused layout (qkv_proj per key-value group,
+up_gate_proj) settled by runs on the input, against the same convert with the layouts given (recipes.paddleformers: nothing run)
 and one plain forward of each model. Run in the PaddleFormers environment (requirements-formers.txt).
 
     nice -n 10 .venv-formers/bin/python tools/bench_infer.py                  # a ~1B config (16 layers of 2048)

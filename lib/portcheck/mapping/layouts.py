@@ -1,6 +1,7 @@
 """The per-type tensor rules: how each torch module type's tensors become its Paddle counterpart's (a Linear's
 weight transposed, BatchNorm's statistics renamed), the layouts a caller may declare for types the table does not
-know ("same", "transpose", "swapped", a portcheck.Fused), and those declarations read from JSON (`portcheck run --layouts`).
+know ("same", "transpose", "swapped", a portcheck.Fused), and those declarations read from JSON (`portcheck run
+--layouts`).
 Imports portcheck.core and portcheck.mapping.fused; torch only inside layouts_table."""
 import json
 import sys
