@@ -109,8 +109,8 @@ FINDINGS = [
     "config. Pinned by `test_paddleformers_deepseek_v3_attention_builds_on_a_default_rope_config`.", "",
     "- **DeepSeek-V3, `DeepseekV3Config`**: `routed_scaling_factor` defaults to 1.0 and `norm_topk_prob` to False in "
     "paddleformers, 2.5 and True in transformers. A model built from a config that leaves them out weighs each routed "
-    "expert otherwise: every MoE block's output differs (on the zoo's tiny config, `layers.1.mlp` 0.00586 apart where "
-    "1.02e-07 is allowed); a checkpoint's config.json that gives them does not.", "",
+    "expert otherwise, and every MoE block's output differs: on the zoo's tiny config, `layers.1.mlp` is 0.00586 apart "
+    "where 1.02e-07 is allowed. A checkpoint's config.json that gives them does not.", "",
     "  Smallest code: `(DeepseekV3Config().routed_scaling_factor, DeepseekV3Config().norm_topk_prob)` on each side. "
     "Pinned by `test_paddleformers_deepseek_v3_routing_defaults_as_transformers`.", "",
     "- **Qwen3-VL, `Qwen3VLTextConfig`**: paddleformers sets the text config's `rope_parameters` from `rope_scaling` "
