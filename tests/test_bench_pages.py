@@ -29,6 +29,7 @@ WRITTEN = {
     "bench/generate.md": ("bench_generate", ["generate.json"], lambda d: ["--out", d / "generate.md"]),
     "bench/backward.md": ("bench_backward", ["backward.json"], lambda d: ["--out", d / "backward.md"]),
     "bench/split.md": ("bench_split", ["split.json"], lambda d: ["--out", d / "split.md"]),
+    "bench/infer.md": ("bench_infer", ["infer.json"], lambda d: ["--out", d / "infer.md"]),
     "bench/k_backward.md": ("bench_k_backward", ["k_backward.json", "k_backward_kinks.json"],
                             lambda d: ["--out", d / "k_backward.md"]),
     # three tools' parts (tools/lr_ulps.py, metric_ulps.py, step5_rules.py) and what was measured by hand, one page

@@ -157,7 +157,7 @@ def test_a_square_weight_of_a_ports_own_class_is_settled_by_the_run_or_refused_i
     pt, pd = own_linear.SquareMLP().eval(), own_linear.OwnLinearMLP(plant="bias")
     said = convert(pt, pd, inputs=x).said
     assert "torch layers.1's square weight in Paddle layers.1: run both ways on torch's recorded input, neither " \
-           "layout gives torch's output (transpose" in said and "kept [in, out]" in said, said
+           "layout gives torch's output (transposed" in said and "kept transposed" in said, said
     np.testing.assert_array_equal(pd.layers[1].weight.numpy(), pt.layers[1].weight.detach().numpy().T)
     report = compare_forward(pt, pd.eval(), x)
     assert not report.passed and report.first_diverging == "layers.1", report.table()

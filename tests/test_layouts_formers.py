@@ -444,8 +444,8 @@ def test_a_router_of_its_own_type_takes_the_one_layout_its_paddle_shapes_allow_a
     torch.manual_seed(0)
     pt, pd = TorchBlock().eval(), PaddleBlock()
     state = convert(pt, pd, inputs=X)
-    assert "TorchRouter: its tensors with the weight transposed, the only layout the Paddle tensors' shapes allow" \
-        in state.said, state.said
+    assert "torch gate.weight [4, 32] -> Paddle gate.weight: held by its TorchRouter itself, transposed, the one " \
+           "layout Paddle's shape takes" in state.said, state.said
     assert np.array_equal(pd.gate.weight.numpy(), pt.gate.weight.detach().numpy().T)
     assert np.array_equal(pd.gate.bias.numpy(), pt.gate.bias.numpy())
 
@@ -468,3 +468,62 @@ def test_compare_backward_with_no_layouts_takes_the_layout_the_paddle_model_hold
         assert report.passed == green, report.table()
         assert report.fused_found["self_attn.qkv_proj"] == layouts["qkv_proj"], report.fused_found
         assert green or report.forward.first_diverging.partition("[")[0] == "self_attn", report.forward.first_diverging
+
+
+def packed_experts(side, held="swapped", plant=False):
+    """Experts packed in 3-D tensors by a type of its own on each side, each token sent to expert (row % E):
+    transformers 5's gate_up_proj [E, 2I, H] and down_proj [E, H, I] read with F.linear; paddleformers' own
+    [E, H, 2I] and [E, I, H] read x @ W (held "swapped"), or torch's axis order read as F.linear reads it ("same").
+    plant: two experts' rows swapped in the Paddle forward."""
+    if side == "torch":
+        import torch
+        from torch import nn
+
+        class Experts(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.gate_up_proj = nn.Parameter(torch.randn(E, 2 * I, H) * 0.2)
+                self.down_proj = nn.Parameter(torch.randn(E, H, I) * 0.2)
+
+            def forward(self, x):
+                out = torch.zeros_like(x)
+                for row in range(x.shape[0]):
+                    gate, up = nn.functional.linear(x[row], self.gate_up_proj[row % E]).chunk(2, -1)
+                    out[row] = nn.functional.linear(nn.functional.silu(gate) * up, self.down_proj[row % E])
+                return out
+        torch.manual_seed(0)
+        return Experts().eval()
+    import paddle
+
+    class Experts(paddle.nn.Layer):
+        def __init__(self):
+            super().__init__()
+            shapes = ([E, H, 2 * I], [E, I, H]) if held == "swapped" else ([E, 2 * I, H], [E, H, I])
+            self.gate_up_proj, self.down_proj = (self.create_parameter(s) for s in shapes)
+
+        def forward(self, x):
+            rows = []
+            for row in range(x.shape[0]):
+                e = (row + plant) % E
+                w, d = self.gate_up_proj[e], self.down_proj[e]
+                w, d = (w, d) if held == "swapped" else (w.T, d.T)
+                gate, up = (x[row] @ w).chunk(2, axis=-1)
+                rows.append(paddle.nn.functional.silu(gate) * up @ d)
+            return paddle.stack(rows)
+    return Experts()
+
+
+@pytest.mark.parametrize("held", ["swapped", "same"])
+def test_experts_packed_in_either_axis_order_convert_with_no_layouts_and_a_plant_is_red(held):
+    """paddleformers' own 3-D experts ([E, H, 2I], its fd_fallback's MoeExperts) against transformers' [E, 2I, H]:
+    the one layout the shapes take (the last two axes swapped, or as it is), said; green; the port reading each
+    token's expert one off red."""
+    x = X_MOE.reshape(-1, H)[:8]
+    pt, pd = packed_experts("torch"), packed_experts("paddle", held)
+    state = convert(pt, pd, inputs=x)
+    assert f"torch down_proj [4, 32, 12] -> Paddle down_proj: held by its Experts itself, " \
+           f"{'its last two axes swapped' if held == 'swapped' else 'as it is'}, the one layout" in state.said, state.said
+    assert compare_forward(pt, pd, x).passed
+    pt, pd = packed_experts("torch"), packed_experts("paddle", held, plant=True)
+    convert(pt, pd, inputs=x)
+    assert not compare_forward(pt, pd, x).passed

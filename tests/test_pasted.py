@@ -29,7 +29,8 @@ def argument(text: str, name: str):
 
 class Scale(torch.nn.Module):
     """A layer type no layout rule knows, holding its square weight as Paddle does ([in, out], read x @ W): its shape
-    fits either layout, so it is declared (a non-square one is placed by its counterpart's shape)."""
+    fits either layout, so the run on the input settles it, or it is declared (a non-square one is placed by its
+    counterpart's shape)."""
     def __init__(self):
         super().__init__()
         self.weight = torch.nn.Parameter(torch.randn(4, 4) * .3)
@@ -107,19 +108,20 @@ def test_a_linear_held_by_the_ports_own_type_converts_with_no_map():
     assert compare_forward(pt.eval(), pd.eval(), X).passed
 
 
-@pytest.mark.parametrize("case", ["an unknown layer type (PC011)", "a square weight under another name (PC455)"])
+@pytest.mark.parametrize("case", ["a type of its own on both sides (PC455)",
+                                  "a square weight under another name (PC455)"])
 def test_a_layout_refusals_layouts_pasted_as_printed_converts_and_is_green(case):
-    """PC455: a Paddle type of its own holding a Linear's square weight under another name, which either layout
-    fits: the layout printed first pasted, as its forward reads the weight ([out, in]). Given inputs=, convert runs
-    the module both ways instead, and keeps the layout its forward reads: said without them."""
-    square = "PC455" in case
+    """PC455: a square weight either layout fits, held by a Paddle type of its own (a Linear's under another name, or
+    a type no rule knows on both sides): the layout printed first pasted, as its forward reads the weight. Given
+    inputs=, convert runs the module both ways instead, and keeps the layout its forward reads: said without them."""
+    square = "another name" in case
     pt, pd = wrapped(torch.nn.Linear(4, 4, bias=False), Kernel()) if square else wrapped(Scale(), PaddleScale())
-    if square:
-        pd.set_state_dict(convert(pt, pd, inputs=X))
-        np.testing.assert_array_equal(pd.part.kernel.numpy(), pt.part.weight.detach().numpy())
-        assert compare_forward(pt.eval(), pd.eval(), X).passed
+    pd.set_state_dict(convert(pt, pd, inputs=X))
+    held = pd.part.kernel if square else pd.part.weight
+    np.testing.assert_array_equal(held.numpy(), pt.part.weight.detach().numpy())
+    assert compare_forward(pt.eval(), pd.eval(), X).passed
     with pytest.raises(PipelineError, match=case[-6:-1]) as e:
-        convert(pt, pd, inputs=None if square else X)
+        convert(pt, pd)
     layouts = argument(str(e.value), "layouts")
     pd.set_state_dict(convert(pt, pd, inputs=X, layouts=layouts))
     report = compare_forward(pt.eval(), pd.eval(), X, layouts=layouts)

@@ -197,7 +197,7 @@ def test_a_layouts_fifo_folder_or_missing_file_is_refused_unread_and_the_cli_say
                            "python pd.py", "--layouts", "bad.json"], capture_output=True, text=True, cwd=tmp_path)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
     assert proc.stderr.strip().splitlines() == ["error: --layouts bad.json: 'c_attn': 3 is not a layout: give 'same' "
-                                                "or 'transpose', or {\"fused\": [parts], \"heads\": n, \"output\": "
+                                                "or 'transpose' or 'swapped', or {\"fused\": [parts], \"heads\": n, \"output\": "
                                                 "false} (heads and output optional) [PC312]"], proc.stderr
     assert run.read_layouts(None) == {} and not (tmp_path / "portcheck_run").exists()
 

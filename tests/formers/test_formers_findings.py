@@ -63,6 +63,17 @@ def test_paddleformers_deepseek_v3_attention_builds_on_a_default_rope_config():
 
 
 @pytest.mark.xfail(strict=True, raises=AssertionError,
+                   reason=FINDING + "DeepSeek-V3's routed_scaling_factor and norm_topk_prob default otherwise")
+def test_paddleformers_deepseek_v3_routing_defaults_as_transformers():
+    """A config that leaves them out gives paddleformers' DeepSeek-V3 routed_scaling_factor 1.0 and norm_topk_prob
+    False, transformers' 2.5 and True: every routed expert's weight differs, each MoE block's output (a checkpoint's
+    config.json that gives them does not)."""
+    from paddleformers.transformers.deepseek_v3.configuration import DeepseekV3Config
+    ours, theirs = DeepseekV3Config(), transformers.DeepseekV3Config()
+    assert (ours.routed_scaling_factor, ours.norm_topk_prob) == (theirs.routed_scaling_factor, theirs.norm_topk_prob)
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError,
                    reason=FINDING + "GPT-OSS's default YaRN settings leave out original_max_position_embeddings")
 def test_paddleformers_gpt_oss_default_yarn_keeps_the_pre_yarn_length_as_transformers():
     """transformers' GptOssConfig gives its default YaRN RoPE `original_max_position_embeddings` 4096; paddleformers'
@@ -71,3 +82,16 @@ def test_paddleformers_gpt_oss_default_yarn_keeps_the_pre_yarn_length_as_transfo
     from paddleformers.transformers.gpt_oss.configuration import GptOssConfig
     ours = GptOssConfig().rope_parameters.get("original_max_position_embeddings")
     assert ours == transformers.GptOssConfig().rope_parameters["original_max_position_embeddings"]
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError,
+                   reason=FINDING + "Qwen3-VL's text config drops a given rope_parameters")
+def test_paddleformers_qwen3_vl_text_config_keeps_a_given_rope_parameters_as_transformers():
+    """paddleformers' Qwen3VLTextConfig sets its rope_parameters from rope_scaling alone: a rope_parameters given
+    (its base, its 3-D RoPE's sections) is dropped for the defaults (rope_theta 1e6, no mrope_section), where
+    transformers' keeps it. A config.json written by transformers (rope_parameters) builds another rotation (the zoo
+    gives paddleformers' side rope_theta and rope_scaling instead)."""
+    from paddleformers.transformers.qwen3_vl.configuration import Qwen3VLTextConfig
+    given = dict(rope_type="default", rope_theta=10000.0, mrope_section=[2, 3, 3])
+    assert Qwen3VLTextConfig(rope_parameters=given).rope_parameters == \
+        transformers.Qwen3VLTextConfig(rope_parameters=given).rope_parameters

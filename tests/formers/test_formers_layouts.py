@@ -58,13 +58,35 @@ def test_glm4_moe_router_placed_by_its_shape_green_with_no_map_and_its_experts_r
     from tools.zoo import formers
     t, p, x = formers.build("glm4_moe")
     state = convert(t, p, inputs=x)
-    assert "Glm4MoeTopkRouter: its tensors as they are, the only layout the Paddle tensors' shapes allow" in state.said
+    assert "torch layers.1.mlp.gate.weight [4, 64] -> Paddle layers.1.mlp.gate.weight: held by its Glm4MoeTopkRouter " \
+           "itself, as it is, the one layout Paddle's shape takes" in state.said, state.said
     report = compare_forward(t, p, x, layouts=state.fused_found)
     assert report.passed, report.first_diverging
     w = p.layers[1].mlp.gate.weight
     w.set_value(np.roll(w.numpy(), 1, axis=0))  # the router's rows one expert off
     report = compare_forward(t, p, x, layouts=state.fused_found)
     assert not report.passed and report.first_diverging.startswith("layers.1.mlp"), report.first_diverging
+
+
+def test_glm4_moe_own_3d_experts_take_the_one_layout_their_shapes_allow_and_two_experts_swapped_are_red():
+    """paddleformers' fd_fallback experts (MoeExperts: gate_up_proj [E, H, 2I], down_proj [E, I, H]) against
+    transformers 5's packed [E, 2I, H] and [E, H, I]: their last two axes swapped, the square gate_up_proj
+    ([4, 64, 64] here) by the down_proj beside it; green, and two experts' down_proj swapped red at the experts."""
+    from portcheck import compare_forward, convert
+    from tools.zoo import formers
+    formers.OWN["glm4_moe"], own = dict(formers.OWN["glm4_moe"], fd_fallback=True), formers.OWN["glm4_moe"]
+    try:
+        t, p, x = formers.build("glm4_moe")
+    finally:
+        formers.OWN["glm4_moe"] = own
+    state = convert(t, p, inputs=x)
+    assert "torch layers.1.mlp.experts.gate_up_proj [4, 64, 64] -> Paddle layers.1.mlp.experts.gate_up_proj: held by " \
+           "its Glm4MoeNaiveMoe itself, its last two axes swapped" in state.said, state.said
+    assert compare_forward(t, p, x, layouts=state.fused_found).passed
+    w = p.layers[1].mlp.experts.down_proj
+    w.set_value(w.numpy()[[1, 0, 2, 3]])
+    report = compare_forward(t, p, x, layouts=state.fused_found)
+    assert not report.passed and report.first_diverging == "layers.1.mlp.experts", report.first_diverging
 
 
 def test_qwen3_moe_packed_experts_pair_by_index_green_with_an_eager_yardstick_and_two_experts_swapped_red():

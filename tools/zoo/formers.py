@@ -31,9 +31,13 @@ OWN = {
     "qwen3_next": dict(EXPERTS, shared_expert_intermediate_size=32, linear_num_key_heads=2, linear_num_value_heads=4,
                        linear_key_head_dim=16, linear_value_head_dim=16,
                        layer_types=["linear_attention", "full_attention"]),
+    # its RoPE a YaRN of factor 1 (the default's numbers): paddleformers' attention raises KeyError 'factor' on the
+    # default RoPE (a finding); head_dim the rotated part of a head, as its attention reads it
     "deepseek_v3": dict(moe_intermediate_size=32, n_routed_experts=4, num_experts_per_tok=2, n_group=1, topk_group=1,
                         first_k_dense_replace=1, q_lora_rank=32, kv_lora_rank=32, qk_rope_head_dim=8,
-                        qk_nope_head_dim=8, v_head_dim=16, num_key_value_heads=4),
+                        qk_nope_head_dim=8, v_head_dim=16, num_key_value_heads=4, n_shared_experts=1, head_dim=8,
+                        rope_scaling=dict(rope_type="yarn", factor=1.0, original_max_position_embeddings=64,
+                                          beta_fast=32.0, beta_slow=1.0, mscale=1.0, mscale_all_dim=1.0)),
     "ernie4_5_moe": dict(moe_intermediate_size=32, moe_num_experts=4, moe_k=2, moe_num_shared_experts=1),
     "glm4_moe": dict(moe_intermediate_size=32, n_routed_experts=4, num_experts_per_tok=2, first_k_dense_replace=1),
     "gpt_oss": dict(num_local_experts=4, num_experts_per_tok=2, intermediate_size=64, sliding_window=4,
@@ -61,8 +65,9 @@ REASONS = {
                     "(ERNIE 4.5)",
     "gpt_oss": "not the same model: paddleformers' default YaRN RoPE leaves out original_max_position_embeddings "
                "(transformers: 4096) and takes max_position_embeddings for it (GPT-OSS, rotary_emb)",
-    "deepseek_v3": "raises in its own library: DeepseekV3Attention reads rope_parameters['factor'] on a default RoPE "
-                   "config (DeepSeek-V3)",
+    "deepseek_v3": "not the same model: paddleformers' DeepseekV3Config defaults routed_scaling_factor to 1.0 and "
+                   "norm_topk_prob to False, transformers' to 2.5 and True (DeepSeek-V3, mlp); its RoPE given as a YaRN "
+                   "of factor 1, the default raising KeyError 'factor' in paddleformers (DeepSeek-V3, self_attn)",
 }
 # The layout a family's fused module is declared in, where convert's run cannot settle it: Qwen3-Next's attention
 # reads its qkv_proj per key-value group, [q and gate of the group's heads | k | v] (paddleformers' own converter's

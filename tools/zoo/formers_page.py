@@ -106,4 +106,17 @@ FINDINGS = [
     "`default`. On a config with the default RoPE (no YaRN scaling) the attention raises `KeyError: 'factor'` where "
     "it is built.", "",
     "  Smallest code: `DeepseekV3Attention(DeepseekV3Config(**tiny), 0)`, which transformers builds from the same "
-    "config. Pinned by `test_paddleformers_deepseek_v3_attention_builds_on_a_default_rope_config`.", ""]
+    "config. Pinned by `test_paddleformers_deepseek_v3_attention_builds_on_a_default_rope_config`.", "",
+    "- **DeepSeek-V3, `DeepseekV3Config`**: `routed_scaling_factor` defaults to 1.0 and `norm_topk_prob` to False in "
+    "paddleformers, 2.5 and True in transformers. A model built from a config that leaves them out weighs each routed "
+    "expert otherwise, and every MoE block's output differs: on the zoo's tiny config, `layers.1.mlp` is 0.00586 apart "
+    "where 1.02e-07 is allowed. A checkpoint's config.json that gives them does not.", "",
+    "  Smallest code: `(DeepseekV3Config().routed_scaling_factor, DeepseekV3Config().norm_topk_prob)` on each side. "
+    "Pinned by `test_paddleformers_deepseek_v3_routing_defaults_as_transformers`.", "",
+    "- **Qwen3-VL, `Qwen3VLTextConfig`**: paddleformers sets the text config's `rope_parameters` from `rope_scaling` "
+    "alone. A `rope_parameters` given (its base, its 3-D RoPE's sections) is dropped for the defaults (`rope_theta` "
+    "1e6, no `mrope_section`); transformers keeps it. The zoo gives paddleformers' side `rope_theta` and "
+    "`rope_scaling` instead.", "",
+    "  Smallest code: `Qwen3VLTextConfig(rope_parameters={'rope_type': 'default', 'rope_theta': 10000.0, "
+    "'mrope_section': [2, 3, 3]}).rope_parameters` on each side. Pinned by "
+    "`test_paddleformers_qwen3_vl_text_config_keeps_a_given_rope_parameters_as_transformers`.", ""]

@@ -79,15 +79,14 @@ def compare_backward(torch_model, paddle_model, inputs, targets, loss, optimizer
     checked_outputs(outputs)
     checked_pairs(loss=loss, optimizer=optimizer, scheduler=scheduler, clip=clip)
     check_models(torch_model, paddle_model)  # before anything reads either as its framework's model
-    kinds, loose, shaped = {}, {}, {}
+    kinds, loose = {}, {}
     # a fused module no layout declares, in the layout the Paddle model holds already (converted before): each part
     # then judged, as convert's run settled it
     found_held = inferred.held(torch_model, paddle_model, layouts)
     layouts = {**(layouts or {}), **found_held} if found_held else layouts
     try:
         with outside_draws():  # its pairing's runs, in the caller's mode, draw as the steps' do
-            planned = plan(torch_model, paddle_model, name_map, layouts, inputs, paddle_kinds=kinds, loose=loose,
-                           shaped=shaped)
+            planned = plan(torch_model, paddle_model, name_map, layouts, inputs, paddle_kinds=kinds, loose=loose)
         found = {}
     except PipelineError as e:  # before any step: ties a fused module settles, declared as convert declares them
         found = fused.settling(e, layouts)
@@ -95,11 +94,7 @@ def compare_backward(torch_model, paddle_model, inputs, targets, loss, optimizer
             raise
         layouts = {**(layouts or {}), **found}
         with outside_draws():
-            planned = plan(torch_model, paddle_model, name_map, layouts, inputs, paddle_kinds=kinds, loose=loose,
-                           shaped=shaped)
-    # a type of its own whose one weight the Paddle tensor's shape places (a router): the torch side's records
-    # take that layout too
-    layouts = {**(layouts or {}), **shaped} if shaped else layouts
+            planned = plan(torch_model, paddle_model, name_map, layouts, inputs, paddle_kinds=kinds, loose=loose)
     import torch
     # where the run starts, for torch's run again taking Paddle's side of a kink (judged)
     start, draws = copy.deepcopy(torch_model.state_dict()), torch.get_rng_state()

@@ -33,7 +33,7 @@ from portcheck.mapping.weights import named
 
 
 def plan(torch_model, paddle_model, name_map=None, layouts=None, inputs=None, paddle_kinds=None,
-         paired=None, copies=None, doubt=None, ran=None, loose=None, either_way=None, shaped=None) -> dict:
+         paired=None, copies=None, doubt=None, ran=None, loose=None, either_way=None) -> dict:
     """{torch key: (Paddle key, Tensor, numpy array)} for every parameter and buffer the Paddle model takes,
     with every module's counterpart and type checked; compare_backward maps gradients and updated weights
     through the same rules. paddle_kinds, a dict if given, receives {torch module: the Paddle type it pairs
@@ -42,9 +42,8 @@ def plan(torch_model, paddle_model, name_map=None, layouts=None, inputs=None, pa
     Paddle modules it runs as} (pairing.Pairing.copies); loose, a dict if given, {torch key: mapping.loose.Loose}.
     either_way, a dict if given, receives {torch module: mapping.loose.Either}: square weights a Paddle layer of
     another type holds, planned transposed, for convert to settle by its run; without it (compare_backward, the Paddle
-    model converted already) each is taken in the layout the Paddle model holds (settle.settle_held). shaped, a dict
-    if given, receives {torch type name: "same" or "transpose"}: the layouts of types no one declared that the Paddle
-    tensor's shape alone allows (own_layout.by_shape: a router's [experts, hidden] weight)."""
+    model converted already) each is taken in the layout the Paddle model holds (settle.settle_held); so too a square
+    weight a type of its own holds (own_layout.fitted: a router as many experts as hidden wide)."""
     check_models(torch_model, paddle_model)
     loose = {} if loose is None else loose
     modules, missing = pair_modules(torch_model, paddle_model, name_map, inputs, layouts, copies, doubt, ran, loose)
@@ -56,15 +55,15 @@ def plan(torch_model, paddle_model, name_map=None, layouts=None, inputs=None, pa
     kinds = {"" if t == ROOT else t: type(layers[p]) for t, p in modules.items() if p in layers}
     if paddle_kinds is not None:
         paddle_kinds.update(kinds)
-    found = own_layout.by_shape(torch_model, layers, modules, layouts)  # a type of its own whose one weight its shape places
-    if shaped is not None:
-        shaped.update(found)
-    layouts_found = {**(layouts or {}), **found} if found else layouts
-    misfit = own_layout.misfits(torch_model, paddle_model, modules, layouts_found, loose)
+    ways = {} if either_way is None else either_way
+    # a type no layout names holding tensors of its own (a class token, a router's [experts, hidden] weight): placed
+    # by its counterpart's shapes, a square weight by the run (convert) or the layout the Paddle model holds
+    loose.update(own_layout.fitted(torch_model, paddle_model, modules, layouts, loose, ways))
+    misfit = own_layout.misfits(torch_model, paddle_model, modules, layouts, loose)
     if misfit:  # a type of its own whose tensors fit its counterpart's in no layout: their shapes, not a layout, differ
         raise PipelineError(misfit + " [PC315]")
     # an unknown layout first: no pairing makes it known
-    tensors = torch_layouts(torch_model, layouts_found, kinds, loose)
+    tensors = torch_layouts(torch_model, layouts, kinds, loose)
     out, wrong = {}, {}
     for key, tensor in tensors.items():
         if tensor.moved_to:
@@ -81,7 +80,6 @@ def plan(torch_model, paddle_model, name_map=None, layouts=None, inputs=None, pa
         if sum(d != 1 for d in np.shape(array)) <= 1 and p_key in shapes and \
                 loose_tensors.same_scalar_shapes(np.shape(tensor.to_paddle(array)), shapes[p_key]):
             out[key] = (p_key, replace(tensor, rule=loose_tensors.reshaped(tensor.rule, shapes[p_key])), array)
-    ways = {} if either_way is None else either_way
     pointwise.held_pointwise(out, wrong, modules, layers, torch_model, shapes, loose)  # a 1x1 conv against a Linear
     loose_tensors.held_otherwise(out, wrong, modules, layers, shapes, loose, ways)  # axes merged, another type's layer
     if ways and either_way is None:  # the Paddle model converted already: it holds the layout convert settled
@@ -109,7 +107,7 @@ def convert(torch_model, paddle_model, name_map=None, path=None, layouts=None, i
     its own holds (either layout fits it) keeps the layout that layer's run on torch's recorded input says (PC455
     without inputs; where neither layout gives torch's output, [in, out] stays, said in state.said).
     path: also write the converted weights there as a .pdparams (paddle.save), through the project's safe writer.
-    layouts: {module type or class name, torch's or Paddle's: "same" or "transpose"} for module types whose
+    layouts: {module type or class name, torch's or Paddle's: "same", "transpose" or "swapped"} for module types whose
     layout this converter does not know (transformers' ViTEmbeddings holding cls_token; paddlenlp's
     LlamaLMHead, a Linear's weight in [in, out]: "transpose" from torch's Linear). A type no one declared
     whose tensors each have at most one axis longer than 1 (an RMSNorm's scale) keeps its layout. A
@@ -143,9 +141,9 @@ def convert(torch_model, paddle_model, name_map=None, path=None, layouts=None, i
     layouts = {**(layouts or {}), **{name: ways[0] for name, ways in found.items()}} if found else layouts
     # every problem is gathered before any is said: one run names them all (a port's first conversion usually
     # has several, and fixing them one run at a time costs a model load each)
-    state, origin, problems, modules, copies, doubt, ran, held, ways, shaped = {}, {}, [], {}, {}, [], {}, {}, {}, {}
+    state, origin, problems, modules, copies, doubt, ran, held, ways = {}, {}, [], {}, {}, [], {}, {}, {}
     planned = plan(torch_model, paddle_model, name_map, layouts, inputs, paired=modules, copies=copies, doubt=doubt,
-                   ran=ran, loose=held, either_way=ways, shaped=shaped)
+                   ran=ran, loose=held, either_way=ways)
     if ways and inputs is None:  # a square weight either layout fits: the run says which, never its shape
         raise without_run(ways)
     for torch_key, (key, tensor, array) in planned.items():
@@ -196,7 +194,7 @@ def convert(torch_model, paddle_model, name_map=None, path=None, layouts=None, i
     # a group only the run's order paired is settled by the models' run, each order tried on the converted rest:
     # the Paddle model's own values kept to be put back if values cannot settle it
     # and a square weight no type places (loose.Either) by its module's run both ways on torch's recorded input
-    before = {k: np.array(params[k].numpy()) for k in state if k in params} if doubt or ways or found else {}
+    before = {k: params[k].numpy() for k in state if k in params} if doubt or ways or found else {}  # a copy each
     unsettled, chosen = [], {}
     for key in state:
         params[key].set_value(state[key])  # one contiguous array at a time, freed before the next
@@ -204,10 +202,9 @@ def convert(torch_model, paddle_model, name_map=None, path=None, layouts=None, i
         try:
             if doubt:
                 settle_by_run(torch_model, paddle_model, inputs, state, params, modules, doubt)
-            unsettled = settle_layouts(torch_model, paddle_model, inputs, state, params, ways, held)
-            if found:
-                chosen, lines = settle_fused(torch_model, paddle_model, inputs, state, params, found)
-                unsettled += lines
+            if found:  # first: a square weight judged where its parent computes reads the fused modules there
+                chosen, unsettled = settle_fused(torch_model, paddle_model, inputs, state, params, found)
+            unsettled += settle_layouts(torch_model, paddle_model, inputs, state, params, ways, held)
         except PipelineError:
             for key, value in before.items():
                 params[key].set_value(value)
@@ -218,8 +215,6 @@ def convert(torch_model, paddle_model, name_map=None, path=None, layouts=None, i
         ([f"torch's {named(ran['frozen'])}: never trained, no Paddle counterpart (the port computes it in its "
           "forward): nothing to fill, judged through what reads it"] if ran.get("frozen") else []) +
         ([f"held otherwise, paired tensor to tensor: {named([h.why for h in held.values()], '; ')}"] if held else []) +
-        ([f"{kind}: its tensors {'as they are' if how == 'same' else 'with the weight transposed'}, the only layout "
-          "the Paddle tensors' shapes allow" for kind, how in shaped.items()] if shaped else []) +
         unsettled)
     state.fused_found = chosen
     if path is not None:

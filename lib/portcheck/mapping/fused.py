@@ -254,9 +254,15 @@ def join(spec: Fused, arrays: list):
     columns = spec.columns(width) if len({a.shape[:-1] for a in arrays}) == 1 else None
     if columns is None or any(len(c) != a.shape[-1] for c, a in zip(columns, arrays)):
         return None
-    out = np.empty((*arrays[0].shape[:-1], width), dtype=arrays[0].dtype)
-    for c, a in zip(columns, arrays):
-        out[..., c] = a
+    # columns() lays the parts in h blocks, each part's share one run in every block: copied block-wise, never
+    # column by column (a billion parameters' up_gate_proj per column is 12288 columns)
+    lead, h = arrays[0].shape[:-1], max(spec.heads, 1)
+    out = np.empty((*lead, width), dtype=arrays[0].dtype)
+    blocks, start = out.reshape(*lead, h, width // h), 0
+    for a in arrays:
+        w = a.shape[-1] // h
+        blocks[..., start:start + w] = a.reshape(*lead, h, w)
+        start += w
     return out
 
 

@@ -1,6 +1,7 @@
 """The per-type tensor rules: how each torch module type's tensors become its Paddle counterpart's (a Linear's
 weight transposed, BatchNorm's statistics renamed), the layouts a caller may declare for types the table does not
-know ("same", "transpose", a portcheck.Fused), and those declarations read from JSON (`portcheck run --layouts`).
+know ("same", "transpose", "swapped", a portcheck.Fused), and those declarations read from JSON (`portcheck run
+--layouts`).
 Imports portcheck.core and portcheck.mapping.fused; torch only inside layouts_table."""
 import json
 import sys
@@ -15,6 +16,13 @@ def linear_layout(name, array):
 
 def same_layout(name, array):
     return name, array
+
+
+def swapped_layout(name, array):
+    """Every tensor of two axes or more with its last two swapped, whatever its name: packed experts [E, 2I, H]
+    (transformers 5's, read with F.linear) against [E, H, 2I] (paddleformers' own, read x @ W), or a type of its own
+    holding a 2-D matrix the port reads the other way round."""
+    return name, (array.swapaxes(-1, -2) if getattr(array, "ndim", 0) >= 2 else array)
 
 
 def torch_held(name, array):
@@ -56,7 +64,8 @@ def linear_held(tensors: dict, paddle_kind) -> tuple:
     return None, linear_layout
 
 
-RULES = {"same": same_layout, "transpose": linear_layout}  # what a user's `layouts` may name
+RULES = {"same": same_layout, "transpose": linear_layout, "swapped": swapped_layout}  # what `layouts` may name
+IN_WORDS = {"same": "as it is", "transpose": "transposed", "swapped": "its last two axes swapped"}  # RULES, said
 
 
 def lineage(kind: type) -> list:
@@ -68,7 +77,7 @@ def lineage(kind: type) -> list:
 
 def declared_table(extra=None) -> dict:
     """{key: (None, rule)} of the layouts declared by type or name, the caller's (extra: {module type or class name, of
-    either side: "same" or "transpose"}; a Fused is the columns' business, portcheck.mapping.fused) over
+    either side: "same", "transpose" or "swapped"}; a Fused is the columns' business, portcheck.mapping.fused) over
     the Paddle layer types that hold torch's own layout (held_as_torch: paddle.compat's, known by type). Imports no
     framework: a Paddle-side script reads it (portcheck.scripts.hooks_paddle)."""
     # keyed as a caller may key one (paddle.compat.nn.Linear), so a caller's own entry for the type replaces it
@@ -182,7 +191,7 @@ def held_rule(module, paddle_kind):
 def from_json(data, said: str = "layouts") -> dict:
     """The layouts `portcheck run --layouts FILE` declares, as the API takes them: a JSON object keyed as any layout
     is (a module's class name, its module-qualified name where the API takes the type itself (paddle.compat.nn.Linear),
-    its last name part or its whole name), each value "same", "transpose" or
+    its last name part or its whole name), each value "same", "transpose", "swapped" or
     {"fused": [parts], "heads": n, "output": false, "widths": [n, ...]} (Fused's fields). Anything else: PipelineError, one line."""
     if not isinstance(data, dict):
         raise PipelineError(f"{said}: a JSON object is expected ({{\"c_attn\": {{\"fused\": [\"q\", \"k\", \"v\"]}}}}),"

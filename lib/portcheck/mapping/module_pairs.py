@@ -2,21 +2,20 @@
 pairing on the models' run over the inputs (their output shapes only: the weights are not the same yet), else on
 their definition order; a fused module paired when its parts are, packed experts by their index; a group only the
 run's order paired settled by the weights the Paddle model holds where it holds torch's already (_held); a tensor one
-side holds as a module and the other as a bare parameter found (mapping.loose), and a type no layout names holding
-tensors of its own placed by its counterpart's (mapping.own_layout). Every torch module left without a counterpart is
+side holds as a module and the other as a bare parameter found (mapping.loose). Every torch module left without a counterpart is
 said at once, with why: built from another config, holding what several Paddle modules hold together (a fused layout
 to declare), or nothing the name map names.
 
-May import portcheck.core and mapping's pairing, alignment, tensors, fused, experts, loose, own_layout, layouts,
+May import portcheck.core and mapping's pairing, alignment, tensors, fused, experts, loose, layouts,
 modules, names and trace.
 """
 import numpy as np
 
 from portcheck.core.keys import ROOT, module_of, split_key
-from portcheck.mapping import experts, fused, loose as loose_tensors, own_layout, pairing
+from portcheck.mapping import experts, fused, loose as loose_tensors, pairing
 from portcheck.mapping.alignment import alike
 from portcheck.mapping.layouts import CONFIGS_DIFFER, config_fields, layouts_table, lineage
-from portcheck.mapping.modules import stranded
+from portcheck.mapping.modules import saved as own_saved, stranded
 from portcheck.mapping.names import named_exist
 from portcheck.mapping.tensors import _kinds, _ties, own_tensors
 
@@ -76,15 +75,7 @@ def pair_modules(torch_model, paddle_model, name_map=None, inputs=None, layouts=
     def saved(module):
         """What a module saves itself, as a refusal lists it: its parameters, then its buffers said as buffers (an
         index table one side saves differs there, where the parameters alike would print twice the same)."""
-        if hasattr(module, "named_sublayers"):
-            skip = getattr(module, "_non_persistable_buffer_names_set", set())
-            own = module.named_parameters(include_sublayers=False)
-            buffers = [(n, b) for n, b in module.named_buffers(include_sublayers=False) if n not in skip]
-        else:
-            skip = getattr(module, "_non_persistent_buffers_set", set())
-            own = module.named_parameters(recurse=False)
-            buffers = [(n, b) for n, b in module.named_buffers(recurse=False) if b is not None and n not in skip]
-        return [*own, *((f"{n} (buffer)", b) for n, b in buffers)]
+        return [(f"{n} (buffer)" if buffer else n, t) for n, t, buffer in own_saved(module)]
 
     def config(name, module):
         """The Paddle layer this torch module would be but for its tensors' sizes (the same name, else the one
@@ -184,8 +175,6 @@ def pair_modules(torch_model, paddle_model, name_map=None, inputs=None, layouts=
     found.update({k: v for k, v in loose_tensors.find(torch_model, paddle_model, modules, sorted(tied), own_tensors,
                                                       lambda m: True).items()
                   if v.paddle_name.startswith(k.rpartition(".")[0].rpartition(".")[2])})
-    # a type no layout names holding tensors of its own (a class token, a bias table): placed by its counterpart's
-    found.update(own_layout.fitted(torch_model, paddle_model, modules, layouts, found))
     if loose is not None:
         loose.update(found)
     left = [(n, m) for n, m in left if not all(f"{n}.{t}" in found for t in own_tensors(m))]

@@ -22,27 +22,32 @@ def table(buffer) -> bool:
     return not any(k in str(buffer.dtype) for k in ("float", "bfloat", "complex"))
 
 
+def saved(module) -> list:
+    """[(name, tensor, is a buffer)] of what a module of either framework saves itself, not its children's: its
+    parameters, then its persistent buffers (transformers' position_ids, Paddle's non-persistable buffers, rebuilt by
+    the model and never saved, left out). The one reader of a module's own tensors: pairing, layouts and records all
+    read them here."""
+    if hasattr(module, "named_sublayers"):
+        skip = getattr(module, "_non_persistable_buffer_names_set", set())
+        own = module.named_parameters(include_sublayers=False)
+        buffers = module.named_buffers(include_sublayers=False)
+    else:
+        skip = getattr(module, "_non_persistent_buffers_set", set())
+        own = module.named_parameters(recurse=False)
+        buffers = module.named_buffers(recurse=False)
+    return [(n, p, False) for n, p in own] + [(n, b, True) for n, b in buffers if b is not None and n not in skip]
+
+
 def own_modules(model):
     """[(name, module, children, shapes of the tensors it holds itself, their names)] in definition order, either
     framework. A 0-d tensor (BatchNorm's num_batches_tracked, which Paddle does not keep) identifies nothing, nor does
     a table of indices (table)."""
+    named = model.named_sublayers(include_self=True) if hasattr(model, "named_sublayers") else model.named_modules()
     out = []
-    if hasattr(model, "named_sublayers"):
-        for name, layer in model.named_sublayers(include_self=True):
-            skip = getattr(layer, "_non_persistable_buffer_names_set", set())
-            tensors = list(layer.named_parameters(include_sublayers=False))
-            tensors += [(n, b) for n, b in layer.named_buffers(include_sublayers=False)
-                        if n not in skip and not (len(b.shape) and table(b))]
-            out.append((name, layer, len(list(layer.children())), [tuple(t.shape) for _, t in tensors],
-                        [n for n, _ in tensors]))
-    else:
-        for name, module in model.named_modules():
-            skip = getattr(module, "_non_persistent_buffers_set", set())
-            tensors = list(module.named_parameters(recurse=False))
-            tensors += [(n, b) for n, b in module.named_buffers(recurse=False)
-                        if b is not None and n not in skip and not (b.dim() and table(b))]
-            out.append((name, module, len(list(module.children())), [tuple(t.shape) for _, t in tensors],
-                        [n for n, _ in tensors]))
+    for name, module in named:
+        tensors = [(n, t) for n, t, buffer in saved(module) if not (buffer and len(t.shape) and table(t))]
+        out.append((name, module, len(list(module.children())), [tuple(t.shape) for _, t in tensors],
+                    [n for n, _ in tensors]))
     return out
 
 

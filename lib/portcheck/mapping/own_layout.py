@@ -3,16 +3,18 @@ holding its class token and position table, a Swin attention its relative-positi
 biases): its layout found by its Paddle counterpart's tensors. Each layout a caller may declare ("same",
 "transpose") is tried on every tensor the module holds itself; where each one that fits puts every tensor at the same
 Paddle name in the same layout (no tensor is a square matrix, which either fits), that is the module's layout, taken
-tensor to tensor as portcheck.mapping.loose takes a tensor held otherwise. Where two fit otherwise, or none, nothing
-is taken: the type is left to be declared, as the refusal says. by_shape places such a type as a whole, every module
-of it agreeing, as a declared layout would (a router of its own type, its weight [experts, hidden]).
+tensor to tensor as portcheck.mapping.loose takes a tensor held otherwise (a router of its own type, its weight
+[experts, hidden] against [hidden, experts]). Where two fit otherwise (a square weight), the run on torch's recorded
+input settles it, as it settles a square weight a layer of another type holds (loose.Either, mapping.settle); where
+none fits, nothing is taken and the refusal names both sides' shapes.
 
-May import portcheck.core and mapping's layouts, loose and tensors; Paddle only through the model handed in."""
+May import portcheck.core and mapping's layouts, loose, modules and tensors; Paddle only through the model handed in."""
 import numpy as np
 
 from portcheck.core.keys import ROOT
-from portcheck.mapping.layouts import CONFIGS_DIFFER, RULES, layouts_table, lineage, linear_layout, same_layout
-from portcheck.mapping.loose import Loose, same_scalar_shapes
+from portcheck.mapping.layouts import CONFIGS_DIFFER, IN_WORDS, RULES, layouts_table
+from portcheck.mapping.loose import Either, Loose, same_scalar_shapes
+from portcheck.mapping.modules import saved
 from portcheck.mapping.tensors import _rule, own_tensors
 
 
@@ -24,14 +26,12 @@ def tokens_layout(name, array):
 
 
 OWN_RULES = {**RULES, "tokens": tokens_layout}  # a type of its own's tensors are placed by one of these
+OWN_WORDS = {**IN_WORDS, "tokens": "as its flattened tokens"}  # OWN_RULES, said
 
 
 def paddle_own(layer) -> dict:
-    """{name: shape} of the tensors a Paddle layer holds itself and saves (its non-persistable buffers left out)."""
-    skip = getattr(layer, "_non_persistable_buffer_names_set", set())
-    out = {n: tuple(p.shape) for n, p in layer.named_parameters(include_sublayers=False)}
-    out.update({n: tuple(b.shape) for n, b in layer.named_buffers(include_sublayers=False) if n not in skip})
-    return out
+    """{name: shape} of the tensors a Paddle layer holds itself and saves (modules.saved)."""
+    return {n: tuple(t.shape) for n, t, _ in saved(layer)}
 
 
 def placed(tensors: dict, theirs: dict, rule):
@@ -74,10 +74,17 @@ def misfits(torch_model, paddle_model, modules: dict, layouts=None, taken=()) ->
             f"either layout: {'; '.join(said[:4])}{'; ...' if len(said) > 4 else ''}: {CONFIGS_DIFFER}") if said else ""
 
 
-def fitted(torch_model, paddle_model, modules: dict, layouts=None, taken=()) -> dict:
+def fitted(torch_model, paddle_model, modules: dict, layouts=None, taken=(), either_way: dict = None) -> dict:
     """{torch key: Loose} of the tensors of each paired torch module whose type no layout names (nor its Paddle
-    counterpart's), placed by the one layout every fitting candidate agrees on. modules: {torch module (ROOT the
-    model): Paddle module ("" or ROOT the model)}; taken: torch keys paired already (mapping.loose)."""
+    counterpart's), placed by each layout a caller may declare (RULES: as it is, a weight transposed, the last two axes
+    swapped) that gives every tensor its Paddle counterpart's shape; layouts placing every tensor alike are one. One
+    layout: taken, the only one the shapes allow (a router's [experts, hidden] weight against [hidden, experts];
+    paddleformers' own 3-D experts [E, H, 2I] against [E, 2I, H]), unless a square tensor's is said by no tensor of its
+    rank beside it (_witnessed): left to be declared. Two (a square weight, a router as many experts as hidden wide):
+    an Either in either_way, taken in the first until the run on torch's recorded input settles it
+    (settle.settle_layouts) or the layout the Paddle model holds does (settle.settle_held): never the shape's luck.
+    modules: {torch module (ROOT the model): Paddle module ("" or ROOT the model)}; taken: torch keys paired already
+    (mapping.loose)."""
     table = layouts_table(layouts)
     layers = dict(paddle_model.named_sublayers(include_self=True))
     t_modules = dict(torch_model.named_modules())
@@ -92,49 +99,42 @@ def fitted(torch_model, paddle_model, modules: dict, layouts=None, taken=()) -> 
         tensors = {t: a for t, a in own_tensors(module).items() if key(t) not in taken}
         if not tensors or _rule(table, module, type(layer), tensors) is not None:
             continue  # nothing of its own, or a layout known for it
-        theirs = paddle_own(layer)
-        fitting = {how: p for how, rule in OWN_RULES.items() if (p := placed(tensors, theirs, rule)) is not None}
-        if set(fitting) != {"tokens"} and \
-                any(len(long) != len(set(long)) for long in ([d for d in a.shape if d > 1] for a in tensors.values())):
-            continue  # two axes of one length (a square matrix): its shape fits either layout, the caller declares it
-        fits = list(fitting.values())
-        same = lambda a, b: a.keys() == b.keys() and all(
-            a[t][0] == b[t][0] and a[t][1].shape == b[t][1].shape and np.array_equal(a[t][1], b[t][1]) for t in a)
-        if not fits or any(not same(fits[0], other) for other in fits[1:]):
-            continue  # no layout fits, or two place a tensor otherwise (a square matrix): the caller declares it
-        rule = OWN_RULES[next(iter(fitting))]
-        for t, (pname, value) in fits[0].items():
-            pkey = f"{target}.{pname}" if target else pname
-            out[key(t)] = Loose(pkey, pname, rule, f"torch {key(t)} {list(tensors[t].shape)} -> Paddle {pkey}: "
-                                                    f"held by its {type(module).__name__} itself, in the one layout "
-                                                    "Paddle's shape takes")
+        theirs, ways, kind = paddle_own(layer), {}, type(module).__name__
+        for how, rule in OWN_RULES.items():
+            fit = placed(tensors, theirs, rule)
+            if fit is not None and not any(_alike(fit, other) for other, _ in ways.values()):
+                ways[how] = (fit, rule)
+        if not ways or len(ways) == 1 and set(ways) != {"tokens"} and not _witnessed(tensors):
+            continue  # no layout fits (misfits says why), or a square tensor whose layout no tensor of its rank says
+            # (a map's tokens take one rule alone, whatever its sides)
+        held = {how: {key(t): Loose(f"{target}.{pname}" if target else pname, pname, rule,
+                                    f"torch {key(t)} {list(tensors[t].shape)} -> Paddle "
+                                    f"{f'{target}.{pname}' if target else pname}: held by its {kind} itself, "
+                                    + OWN_WORDS[how] + (", the one layout Paddle's shape takes" if len(ways) == 1
+                                                       else ""))
+                      for t, (pname, _) in fit.items()} for how, (fit, rule) in ways.items()}
+        if len(ways) == 1:
+            out.update(next(iter(held.values())))
+        elif either_way is not None:
+            (first, _), (second, _) = list(ways.values())[:2]
+            square_ones = [f"{name or ROOT}'s {t} as {pname}" for t, (pname, v) in first.items()
+                           if not np.array_equal(v, second[t][1])]
+            either_way[t_name] = Either(t_name, target or ROOT, held, (name or ROOT, kind, target or ROOT,
+                                                                       type(layer).__name__, square_ones))
+            out.update(next(iter(held.values())))  # until the run settles it
     return out
 
 
-def by_shape(torch_model, layers: dict, modules: dict, layouts=None) -> dict:
-    """{torch type name: "same" or "transpose"} for the torch module types no layout is known for (a router of its
-    own type: transformers' Glm4MoeTopkRouter, its weight [experts, hidden] and a score bias; GPT-OSS's experts, 3-D
-    tensors of the port's names) whose every module's Paddle counterpart (modules: {torch module: Paddle module};
-    layers: {name: Paddle layer}) holds tensors of the same names, and of which one of the two rules alone gives
-    every one of them its Paddle shape ("transpose" turns a 2-D weight only): the only layout the shapes allow, every
-    module of the type agreeing. A square weight fits both: the run settles it (settle.settle_layouts) or the user
-    declares it."""
-    table, found = layouts_table(layouts), {}
-    for name, module in torch_model.named_modules():
-        target = layers.get(modules.get(name)) if name else None
-        if target is None or any(key in table for key in lineage(type(module))):
-            continue
-        tensors = own_tensors(module)
-        theirs = paddle_own(target)
-        if not tensors or set(tensors) != set(theirs) or all(sum(d != 1 for d in a.shape) <= 1
-                                                            for a in tensors.values()):
-            continue  # a module of vectors alone keeps its layout already (_rule)
-        # "transpose" turns a 2-D weight only: where there is none, it is "same" again, not a second way
-        ways = (("same", same_layout),) + ((("transpose", linear_layout),) if np.ndim(tensors.get("weight")) == 2
-                                           else ())
-        fits = [how for how, rule in ways
-                if all(tuple(np.shape(rule(t, a)[1])) == theirs[t] for t, a in tensors.items())]
-        kind = type(module).__name__
-        how = fits[0] if len(fits) == 1 else None
-        found[kind] = how if found.get(kind, how) == how else None
-    return {kind: how for kind, how in found.items() if how}
+def _witnessed(tensors: dict) -> bool:
+    """Whether each square tensor (two axes of one length) has a tensor of its rank beside it that is not square:
+    the one layout that fits that one holds for it too (packed experts' gate_up_proj [E, 2I, 2I] beside down_proj
+    [E, H, I]); a square matrix alone of its rank (a mixing matrix beside a class token) could be read either way."""
+    square = lambda a: len([d for d in a.shape if d > 1]) != len({d for d in a.shape if d > 1})  # noqa: E731
+    return all(any(b.ndim == a.ndim and not square(b) for b in tensors.values()) for a in tensors.values()
+               if square(a))
+
+
+def _alike(a: dict, b: dict) -> bool:
+    """Two placements (placed's) putting every tensor at the same Paddle name with the same values."""
+    return a.keys() == b.keys() and all(a[t][0] == b[t][0] and a[t][1].shape == b[t][1].shape
+                                        and np.array_equal(a[t][1], b[t][1]) for t in a)

@@ -11,6 +11,7 @@ import numpy as np
 from portcheck.core.errors import PipelineError
 from portcheck.core.keys import ROOT, module_of, split_key
 from portcheck.mapping import fused, inferred, regroup, ties
+from portcheck.mapping.layouts import IN_WORDS
 from portcheck.mapping.loose import taken_as
 from portcheck.mapping.state import Joined, State
 
@@ -111,7 +112,8 @@ def settle_layouts(torch_model, paddle_model, inputs, state: State, params: dict
     model and loose ({torch key: loose.Loose}, convert's) are changed to it. Refused, PC455's line, where the run over
     `inputs` never calls the module. Where neither layout is nearest (the module differs there, or computes the same
     either way), Paddle's [in, out] stays, as settle_by_run keeps the run's order: the comparison judges the module (a
-    refusal would hide it); the lines saying so returned, for convert's state.said."""
+    refusal would hide it); a line for each, saying how far each layout's run was and which was taken, returned for
+    convert's state.said."""
     if not either_way:
         return []
     import paddle
@@ -124,20 +126,33 @@ def settle_layouts(torch_model, paddle_model, inputs, state: State, params: dict
         if x is None or not want:
             raise PipelineError(either.line(then=f"; the run over inputs= never calls torch {either.module}, so it "
                                                  "cannot say which"))
-        far = {}
+        far, target = {}, "" if either.target == ROOT else either.target
         with eval_mode(paddle_model), paddle.no_grad():
             for how in either.ways:
                 _take(either, how, state, params, loose)
-                got = [np.asarray(t.numpy()) for _, t in tensors("", layers[either.target](paddle.to_tensor(x)))]
+                try:
+                    got = [np.asarray(t.numpy()) for _, t in tensors("", layers[target](paddle.to_tensor(x)))]
+                except Exception:  # noqa: BLE001 (a layer taking more than its first input: its parent judges it)
+                    got = []
                 far[how] = ties.distance(_in_shape(want, got), got)
+        at = "output"
+        if all(np.isinf(d) for d in far.values()) and target and either.module != ROOT:
+            at = f"{either.module.rpartition('.')[0]}, its parent"
+            # its output in another form than torch's (a router's top k against its logits): judged where its parent
+            # computes from torch's recorded input, as a fused module is
+            for how in either.ways:
+                _take(either, how, state, params, loose)
+                far[how] = _parent_run(paddle_model, inputs, record, either.module, target)
         best = ties.nearest_of(far)
-        _take(either, best or "transpose", state, params, loose)
-        if best is None:
-            said.append(f"torch {either.module}'s square weight in Paddle {either.target}: run both ways on torch's "
-                        f"recorded input, neither layout gives torch's output ("
-                        + " and ".join(f"{how} {d:.2g}" for how, d in far.items())
-                        + " of its scale apart): kept [in, out] as Paddle's Linear holds it, the module judged there")
+        kept = best or next(iter(either.ways))  # Paddle's [in, out] first where a Linear's weight is held otherwise
+        _take(either, kept, state, params, loose)
+        both = " and ".join(f"{IN_WORDS[how]} {d:.2g}" for how, d in far.items())
+        said.append(f"torch {either.module}'s square weight in Paddle {either.target}: run both ways on torch's "
+                    + (f"recorded input ({both} of its scale from torch's {at}): taken {IN_WORDS[best]}" if best else
+                       f"recorded input, neither layout gives torch's {at} ({both} of its scale apart): kept "
+                       f"{IN_WORDS[kept]}, the module judged there"))
     return said
+
 
 
 def _in_shape(want: list, got: list) -> list:
@@ -191,7 +206,7 @@ def settle_fused(torch_model, paddle_model, inputs, state: State, params: dict, 
     that parent, its RoPE, still settles by APART; compare_forward judges the difference). Candidates making the same
     tensor (one key-value group) are one. state and the Paddle model are changed to it; where no candidate is kept, a
     PipelineError naming each and how far its run was. Returns {Paddle module: Fused} and the lines saying each."""
-    from portcheck.mapping.trace import eval_mode, stopped, trace
+    from portcheck.mapping.trace import eval_mode, trace
     joined = {}  # {Paddle module: [its Joined keys]}
     for key, (tensor, _) in state._tensors.items():
         if isinstance(tensor, Joined) and key.rpartition(".")[0] in found:
@@ -210,33 +225,38 @@ def settle_fused(torch_model, paddle_model, inputs, state: State, params: dict, 
     at = lambda name: order.get(first_part(name), len(order))  # noqa: E731
     for names in sorted((sorted(ns, key=at) for ns in kinds.values()), key=lambda ns: at(ns[0])):
         judged = names[0]
-        ways = {}  # {the first candidate making each tensor: the others making the same}
-        arrays = {}
+        # each candidate made for the module judged alone, one candidate's tensors at a time: its run stops once that
+        # module's parent returns (_fed), so the other modules of its kind wait for the layout kept (a billion
+        # parameters' up_gate_proj in 24 candidates would be 24 copies of every layer's)
+        # the module judged's parts in Paddle's layout once, contiguous: each candidate only places their columns
+        parts = {key: [np.ascontiguousarray(t.to_paddle(a)) for t, a in state._tensors[key][0].parts]
+                 for key in joined[judged]}
+        made = lambda spec, key: fused.join(spec, parts[key] if key in parts else  # noqa: E731
+                                            [t.to_paddle(a) for t, a in state._tensors[key][0].parts])
+        width = int(params[joined[judged][0]].shape[-1])
+        ways, seen = {}, {}  # {the first candidate making each tensor: the others making the same}; their columns
         for spec in found[judged]:
-            made = {k: fused.join(spec, [t.to_paddle(a) for t, a in state._tensors[k][0].parts])
-                    for n in names for k in joined[n]}
-            if any(v is None for v in made.values()):
+            columns = spec.columns(width)
+            if columns is None:
                 continue
-            same = next((w for w in ways if all(np.array_equal(arrays[w][k], made[k]) for k in joined[judged])), None)
+            placed = tuple(c.tobytes() for c in columns)  # candidates placing every column alike make one tensor
+            same = next((w for w, c in seen.items() if c == placed), None)
             if same is not None:
                 ways[same].append(spec)
                 continue
-            ways[spec], arrays[spec] = [], made
+            ways[spec], seen[spec] = [], placed
         far = {}
-        for spec, made in arrays.items():
-            for key, value in made.items():
+        for spec in list(ways):
+            arrays = {key: made(spec, key) for key in joined[judged]}
+            if any(v is None for v in arrays.values()):
+                del ways[spec]
+                continue
+            for key, value in arrays.items():
                 params[key].set_value(value)
-            with eval_mode(paddle_model), _fed(paddle_model, parent(judged), t_record.get(
-                    f"in/{parent(first_part(judged))}")):
-                p_record = trace(paddle_model, inputs)
-            far[spec] = ties.distance(ties.outputs_of(t_record, parent(first_part(judged))),
-                                      ties.outputs_of(p_record, parent(judged)))
-            stop = stopped(p_record)
-            if stop and not ties.outputs_of(p_record, parent(judged)):  # the run never reached it: nothing says
-                raise PipelineError(f"Paddle {judged} holds what torch's {', '.join(spec.parts)} hold together; its "
-                                    f"layout is settled by a run, and the Paddle model's run over inputs= stops "
-                                    f"before {parent(judged)}: {stop} [PC457]")
-            del p_record
+            del arrays
+            far[spec] = _parent_run(paddle_model, inputs, t_record, first_part(judged), judged, then=(
+                f"Paddle {judged} holds what torch's {', '.join(spec.parts)} hold together; its layout is settled by "
+                "a run"))
         within = [s for s, d in far.items() if d <= SETTLED]
         best = within[0] if len(within) == 1 else ties.nearest_of(far) if far else None
         also = ", ".join(inferred.said(s) for s in ways.get(best, ()))  # candidates making the same tensor
@@ -248,8 +268,9 @@ def settle_fused(torch_model, paddle_model, inputs, state: State, params: dict, 
                 + "; ".join(f"{inferred.said(s)} {d:.2g}" for s, d in far.items())
                 + " of its scale apart; declare the layout (layouts={'<module>': portcheck.Fused(...)}) if the port "
                 "reads its columns in another way [PC456]")
-        for key, value in arrays[best].items():
-            params[key].set_value(value)
+        parts = {}  # freed: the layout kept is made for every module from the state
+        for key in (k for n in names for k in joined[n]):
+            params[key].set_value(made(best, key))
             tensor, array = state._tensors[key]
             state._tensors[key] = (Joined(best, tensor.parts), array)
         chosen.update((n, best) for n in names)
@@ -261,6 +282,23 @@ def settle_fused(torch_model, paddle_model, inputs, state: State, params: dict, 
                         f" (the other {len(others)} layouts {others[0]:.2g} to {others[-1]:.2g})" if others else "")
                     + ("" if best in within else f"; not within {SETTLED:g}: compare_forward judges it"))
     return chosen, said
+
+
+def _parent_run(paddle_model, inputs, t_record: dict, torch_module: str, paddle_module: str, then: str = "") -> float:
+    """How far the Paddle module's parent computes from torch's (ties.distance), fed the torch parent's recorded
+    input (_fed), the Paddle model run on `inputs` as its weights are now. Where the run stops before the parent
+    returns, nothing says: PC457's line, `then` first."""
+    from portcheck.mapping.trace import eval_mode, stopped, trace
+    parent = lambda name: name.rpartition(".")[0] or ROOT  # noqa: E731
+    t_parent, p_parent = parent(torch_module), parent(paddle_module)
+    with eval_mode(paddle_model), _fed(paddle_model, p_parent, t_record.get(f"in/{t_parent}")):
+        p_record = trace(paddle_model, inputs)
+    got = ties.outputs_of(p_record, p_parent)
+    stop = stopped(p_record)
+    if stop and not got:  # the run never reached it: nothing says
+        raise PipelineError(f"{then or f'Paddle {paddle_module} is settled by a run'}, and the Paddle model's run "
+                            f"over inputs= stops before {p_parent}: {stop} [PC457]")
+    return ties.distance(ties.outputs_of(t_record, t_parent), got)
 
 
 class _fed:

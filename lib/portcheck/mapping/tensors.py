@@ -4,7 +4,7 @@ into Paddle's, the rule looked up by the module's type or the Paddle type it pai
 module's parts, packed experts and tensors another module holds taken apart); the Paddle key it fills (paddle_key).
 A torch-side script writes its tensors in Paddle's layout with it.
 
-May import portcheck.core and mapping's layouts, fused and experts; torch only through the models handed in.
+May import portcheck.core and mapping's layouts, modules, fused and experts; torch only through the models handed in.
 """
 from dataclasses import dataclass
 
@@ -13,6 +13,7 @@ import numpy as np
 from portcheck.core.errors import PipelineError
 from portcheck.mapping import experts, fused
 from portcheck.mapping.fused import Fused
+from portcheck.mapping.modules import saved
 from portcheck.mapping.layouts import declared, held_rule, layouts_table, lineage, linear_held, linear_layout, \
     same_layout, stands_for, torch_held
 
@@ -25,13 +26,10 @@ def _own_ids(module) -> list:
 
 
 def own_tensors(module) -> dict:
-    """The parameters and persistent buffers a module holds itself (not its children's), as numpy arrays. A
-    non-persistent buffer (transformers' position_ids) is rebuilt by the model, not saved: nothing to convert."""
-    out = {n: p.detach().cpu().numpy() for n, p in module.named_parameters(recurse=False)}
-    skip = getattr(module, "_non_persistent_buffers_set", set())
-    out.update({n: b.detach().cpu().numpy() for n, b in module.named_buffers(recurse=False)
-                if b is not None and n not in skip})
-    return out
+    """The parameters and persistent buffers a torch module holds itself (not its children's), as numpy arrays
+    (modules.saved: a non-persistent buffer, transformers' position_ids, is rebuilt by the model: nothing to
+    convert)."""
+    return {n: t.detach().cpu().numpy() for n, t, _ in saved(module)}
 
 
 @dataclass(frozen=True)
