@@ -29,21 +29,27 @@ needs_sst2 = pytest.mark.skipif(not SST2.is_dir(), reason=f"{SST2} not present")
 
 
 # how each launcher reports its ranks' exit codes: torchrun a failure's `exitcode  : -6 (pid: ...)` each,
-# paddle.distributed.launch its pod's `Exit code -6`
-EXIT_CODES = {PT: re.compile(r"^\s*exitcode\s*:\s*(-?\d+)", re.M), PD: re.compile(r"\bExit code (-?\d+)")}
+# paddle.distributed.launch its failed ranks' `Container rank 1 status failed cmd [...] code -6 log ...` and its
+# pod's `Exit code -6` (its first rank's not 0: -15 where the launcher stopped rank 0 after another's abort)
+EXIT_CODES = {PT: re.compile(r"^\s*exitcode\s*:\s*(-?\d+)", re.M),
+              PD: re.compile(r"^Container rank \d+ status failed .* code (-?\d+) log |\bExit code (-?\d+)", re.M)}
+ABORT, STOPPED = -6, -15  # SIGABRT; SIGTERM, the launcher ending the other ranks once one has failed
 FRAMEWORK = {PT: "torch", PD: "paddle"}
 # what process 0 writes once every process has trained every step (twins/train.py, before they leave together)
 RESULTS = ("train_align", "train_curves", "weight_stats")
 
 
 def torn_down(script, report: str, log: str, home) -> str:
-    """Why a launch that failed is a run whose ranks aborted (SIGABRT) at their teardown, after a whole result: every
-    rank the launcher names as failed ended by signal 6, not a Python error (exit 1); process 0 said its last epoch;
-    and each result it writes at the end is in the home (the launch's own: launch() removes them first), its sealed
-    record binding it. "" otherwise: a failed run."""
+    """Why a launch that failed is a run whose ranks aborted (SIGABRT) at their teardown, after a whole result: a rank
+    the launcher names ended by signal 6, every other one by that or by the launcher's own SIGTERM (none by a Python
+    error: exit 1); process 0 said its last epoch; and each result it writes at the end is in the home (the launch's
+    own: launch() removes them first), its sealed record binding it. "" otherwise: a failed run."""
     fw = FRAMEWORK[script]
-    codes = {int(code) for code in EXIT_CODES[script].findall(report)}
-    if codes != {-6} or not re.search(rf"^\[{fw}\] epoch \d+ dev acc ", log, re.M):
+    codes = {int(code) for found in EXIT_CODES[script].findall(report)
+             for code in (found if isinstance(found, tuple) else (found,)) if code}
+    if ABORT not in codes or not codes <= {ABORT, STOPPED}:
+        return ""
+    if not re.search(rf"^\[{fw}\] epoch \d+ dev acc ", log, re.M):
         return ""
     for name in RESULTS:
         path = home / "pipeline" / "Step5" / f"{name}_{fw}.npy"
@@ -53,13 +59,13 @@ def torn_down(script, report: str, log: str, home) -> str:
                 return ""
         except (PipelineError, ValueError, OSError):
             return ""
-    return f"every failed rank aborted (exit -6) after process 0 wrote its whole, sealed result ({', '.join(RESULTS)})"
+    return f"ranks aborted (exit -6) after process 0 wrote its whole, sealed result ({', '.join(RESULTS)})"
 
 
 def launch(script, *args, home, tmp_path, plant=None):
     """`python -m <launcher> --nproc_per_node 2 script args` (Paddle's per-rank logs go to tmp_path). A launch whose
-    ranks abort at their teardown after the whole result is written (torch's and Paddle's gloo teardown, seen on a
-    loaded 2-core host, never alone: torn_down) is the run it completed, said as a warning; any other failure red."""
+    ranks abort at their teardown after the whole result is written (seen on a loaded 2-core host, never alone:
+    torn_down) is the run it completed, said as a warning; any other failure is red."""
     launcher = LAUNCH[script] + (["--log_dir", str(tmp_path / "paddle_log")] if script == PD else [])
     planted = [str(ROOT / "tests" / "plant.py"), plant] if plant else []
     cmd = [sys.executable, *launcher, *planted, str(ROOT / script), *map(str, args)]
@@ -121,10 +127,16 @@ def test_a_teardown_abort_is_told_from_a_failed_run(tmp_path):
         record.save_results({folder / f"{name}_{fw}.npy": {"x": np.arange(3.0)} for name in RESULTS}, fw,
                             f"pipeline/Step5/p{fw[0]}_train.py", {"flags": {}})
     assert torn_down(PT, torch_abort, ended, tmp_path)
-    assert torn_down(PD, "launch ... Exit code -6", ended.replace("torch", "paddle"), tmp_path)
+    paddle_abort = "LAUNCH ERROR Container failed !!!\nContainer rank 1 status failed cmd ['python', " \
+                   "'pd_train.py'] code -6 log paddle_log/workerlog.1\nLAUNCH INFO Exit code -15\n"
+    paddle_ended = ended.replace("torch", "paddle")
+    assert torn_down(PD, paddle_abort, paddle_ended, tmp_path)
+    assert torn_down(PD, paddle_abort.replace("Exit code -15", "Exit code -6"), paddle_ended, tmp_path)
+    assert not torn_down(PD, paddle_abort.replace("code -6 log", "code 1 log"), paddle_ended, tmp_path)
+    assert not torn_down(PD, paddle_abort.replace("Exit code -15", "Exit code -9"), paddle_ended, tmp_path)
     assert not torn_down(PT, torch_abort.replace("-6 (pid", "1 (pid"), ended, tmp_path)    # a Python error
     assert not torn_down(PT, torch_abort + torch_abort.replace("-6 (pid", "1 (pid"), ended, tmp_path)
-    assert not torn_down(PD, "launch ... Exit code 1", ended.replace("torch", "paddle"), tmp_path)
+    assert not torn_down(PD, "LAUNCH INFO Exit code 1", paddle_ended, tmp_path)
     assert not torn_down(PT, torch_abort, "[torch] step 3/7 loss 0.69\n", tmp_path)     # aborted mid-training
     assert not torn_down(PT, "", ended, tmp_path)                                        # no rank's code said
     save_npy(folder / "train_curves_torch.npy", {"x": np.arange(4.0)})                  # a result its record is not
@@ -132,4 +144,4 @@ def test_a_teardown_abort_is_told_from_a_failed_run(tmp_path):
     (folder / "train_curves_torch.npy").unlink()                                        # a result not written
     assert not torn_down(PT, torch_abort, ended, tmp_path)
     (folder / "weight_stats_paddle.run.json").write_text("{")                          # a broken record
-    assert not torn_down(PD, "Exit code -6", ended.replace("torch", "paddle"), tmp_path)
+    assert not torn_down(PD, paddle_abort, paddle_ended, tmp_path)
