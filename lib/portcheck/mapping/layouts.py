@@ -163,6 +163,33 @@ def held_as_torch() -> dict:
     return held
 
 
+# torch's MultiheadAttention with key and value widths of their own (kdim, vdim) holds q, k and v's weights apart (no
+# in_proj_weight) and their biases in one in_proj_bias [3E]; paddle.compat's holds the three biases apart as well.
+# Keyed by the torch layer a Paddle type stands for (stands_for): the torch tensor, the Paddle ones it is cut into in
+# order, and the torch tensor whose absence says the layer is so built
+APART = {"MultiheadAttention": ("in_proj_bias", ("q_proj_bias", "k_proj_bias", "v_proj_bias"), "in_proj_weight")}
+
+
+def apart(paddle_kind, names, side: str) -> tuple:
+    """(torch's tensor name, its Paddle parts) where a layer of this Paddle type (side "paddle": holding these
+    tensors; "torch": the torch layer it pairs with holding them) holds apart what the torch layer it stands for holds
+    as one (APART), else None."""
+    cut = APART.get(stands_for(paddle_kind))
+    if cut is None:
+        return None
+    held = set(cut[1]) <= set(names) if side == "paddle" else cut[0] in names and cut[2] not in names
+    return cut[:2] if held else None
+
+
+def part_of(rule, p: int, n: int):
+    """rule, then the p-th of n equal parts along the first axis."""
+    def part(name, array):
+        pname, array = rule(name, array)
+        size = array.shape[0] // n
+        return pname, array[p * size:(p + 1) * size]
+    return part
+
+
 def stands_for(paddle_kind):
     """The class name of the torch layer a paddle.compat layer type (or a base of it) stands for, or None."""
     held = held_as_torch()

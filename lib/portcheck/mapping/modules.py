@@ -26,6 +26,7 @@ def own_modules(model):
     """[(name, module, children, shapes of the tensors it holds itself, their names)] in definition order, either
     framework. A 0-d tensor (BatchNorm's num_batches_tracked, which Paddle does not keep) identifies nothing, nor does
     a table of indices (table)."""
+    from portcheck.mapping.layouts import apart  # layouts imports fused, which imports this module
     out = []
     if hasattr(model, "named_sublayers"):
         for name, layer in model.named_sublayers(include_self=True):
@@ -33,6 +34,11 @@ def own_modules(model):
             tensors = list(layer.named_parameters(include_sublayers=False))
             tensors += [(n, b) for n, b in layer.named_buffers(include_sublayers=False)
                         if n not in skip and not (len(b.shape) and table(b))]
+            cut = apart(type(layer), [n for n, _ in tensors], "paddle")
+            if cut is not None:  # described as the torch layer it stands for holds them: one tensor, its parts' first axes
+                parts = [t for n, t in tensors if n in cut[1]]
+                tensors = [(n, t) for n, t in tensors if n not in cut[1]] + \
+                    [(cut[0], np.empty((sum(int(t.shape[0]) for t in parts), *parts[0].shape[1:]), np.int8))]
             out.append((name, layer, len(list(layer.children())), [tuple(t.shape) for _, t in tensors],
                         [n for n, _ in tensors]))
     else:

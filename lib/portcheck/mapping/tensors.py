@@ -13,8 +13,8 @@ import numpy as np
 from portcheck.core.errors import PipelineError
 from portcheck.mapping import experts, fused
 from portcheck.mapping.fused import Fused
-from portcheck.mapping.layouts import declared, held_rule, layouts_table, lineage, linear_held, linear_layout, \
-    same_layout, stands_for, torch_held
+from portcheck.mapping.layouts import apart, declared, held_rule, layouts_table, lineage, linear_held, \
+    linear_layout, part_of, same_layout, stands_for, torch_held
 
 
 def _own_ids(module) -> list:
@@ -121,11 +121,18 @@ def torch_layouts(torch_model, layouts=None, paddle_kinds=None, loose=None) -> d
                                 f"Linear's weight only: {', '.join(kept)} would be kept as it is; declare 'same' if "
                                 "Paddle keeps it so, or add the type to portcheck/mapping/layouts.py's table "
                                 "(layouts_table) with its rule [PC319]")
+        whole = apart((paddle_kinds or {}).get(name), tensors, "torch") if rule is torch_held else None
         for tname, array in tensors.items():
             held = ids[tname]
             pname = rule(tname, array)[0]  # the name only (a transpose is a view)
             key = f"{name}.{tname}" if name else tname
             if pname is None:
+                continue
+            if whole is not None and tname == whole[0]:  # one torch tensor the Paddle layer holds in parts (APART)
+                for p, part in enumerate(whole[1]):
+                    k = f"{name}.{part}" if name else part
+                    out[k] = Tensor(name, tname, part, part_of(rule, p, len(whole[1])), kinds, type(module).__name__,
+                                    array, k, key)
                 continue
             if name not in cut:
                 out[key] = Tensor(name, tname, pname, rule, kinds, type(module).__name__, array,
