@@ -51,7 +51,7 @@ FILE_SECONDS = {"test_hand_in.py": 130, "test_docs_blocks.py": 81, "test_distrib
                 "test_k_backward.py": 28, "test_hostile84.py": 26, "test_run_taking.py": 24, "test_edges.py": 23,
                 "test_run_config.py": 21, "test_docs_site.py": 14, "test_run_calls.py": 18, "test_hostile.py": 17,
                 "test_inputs.py": 17, "test_layout.py": 17, "test_zoo.py": 16, "test_handin_steps.py": 13,
-                "test_run_loaders.py": 13, "test_split_head.py": 13, "test_run_paconvert.py": 12,
+                "test_run_loaders.py": 13, "test_split_head.py": 13, "test_run_paconvert.py": 25,
                 "test_stream_hostile.py": 12, "test_pairing.py": 11, "test_run_against_itself.py": 11,
                 "test_run_first_kink.py": 11, "test_stream_wide.py": 11, "test_global_settings.py": 10,
                 "test_kink_isolated.py": 10, "test_plot.py": 10, "test_steps25.py": 10, "test_pairing2.py": 9,

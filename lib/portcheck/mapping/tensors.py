@@ -57,6 +57,14 @@ class Tensor:
         """A Linear's weight: torch [out, in], Paddle [in, out]."""
         return self.rule is linear_layout and self.name == "weight"
 
+    @property
+    def in_out(self) -> bool:
+        """A Linear's weight as a classic Paddle Linear holds it, [in, out]: torch's Linear's transposed, or a type
+        holding it so itself (transformers' Conv1D, kept as it is). A layer holding torch's Linear's [out, in]
+        (paddle.compat's) takes its transpose, as convert's rule for the pair (_rule) says."""
+        return self.transposed or (self.rule is same_layout and self.name == "weight" and "Linear" in (self.kinds or ())
+                                    and np.ndim(self.array) == 2)
+
 
 def _rule(table, module, paddle_kind=None, tensors=None):
     """(Paddle types, rule) for a torch module: a layout declared for the Paddle type it pairs with (or a base of
