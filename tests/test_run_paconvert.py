@@ -27,6 +27,7 @@ def pair(tmp_path_factory):
 def test_paconverts_script_starts_from_torchs_weights_and_is_green(pair, tmp_path):
     code, said = paddle_planted(pair, tmp_path, HERE / "pd_mlp.py", (), STEPS)
     assert code == 0 and "green: the same run" in said, said
+    assert "paddle paddle.manual_seed(0)" in said, said  # PaConvert's name for paddle.seed: before, "none set"
     record = load_npy(tmp_path / "out" / "paddle" / "record.npy")
     assert record["state0/fc1.weight"].shape == (8, 12)  # Paddle's classic layout, as torch's record holds it
 
