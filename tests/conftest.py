@@ -57,7 +57,7 @@ FILE_SECONDS = {"test_hand_in.py": 130, "test_docs_blocks.py": 81, "test_distrib
                 "test_kink_isolated.py": 10, "test_plot.py": 10, "test_steps25.py": 10, "test_pairing2.py": 9,
                 "test_habits.py": 8, "test_hand_in_kink.py": 8, "test_run_cycles.py": 7, "test_step4.py": 7,
                 "test_newcomer.py": 6, "test_run_rnn.py": 6, "test_hostile4.py": 5, "test_moe.py": 5,
-                "test_vision_ports.py": 5, "test_bn_few_values.py": 4, "test_generate.py": 4, "test_hostile3.py": 4,
+                "test_vision_ports.py": 5, "test_bn_few_values.py": 30, "test_generate.py": 4, "test_hostile3.py": 4,
                 "test_ports.py": 4, "test_root_tables.py": 4, "test_size.py": 4, "test_step2.py": 4,
                 "test_stream.py": 4, "test_convert.py": 3, "test_docs_prose.py": 3, "test_explorer.py": 3,
                 "test_generate_families.py": 3, "test_loose.py": 3, "test_loose_saved.py": 3, "test_step1.py": 3,
