@@ -8,6 +8,7 @@ import numpy as np
 
 from portcheck.core.keys import ROOT
 from portcheck.mapping import settings
+from portcheck.mapping.held import apart
 
 META = "mod/"      # a record's key per module: mod/<name>/<class>, its children and tensor shapes (int64)
 ALONE = -2         # children, said of a module whose tensors the other side holds bare (mapping.loose): pairs none
@@ -26,7 +27,6 @@ def own_modules(model):
     """[(name, module, children, shapes of the tensors it holds itself, their names)] in definition order, either
     framework. A 0-d tensor (BatchNorm's num_batches_tracked, which Paddle does not keep) identifies nothing, nor does
     a table of indices (table)."""
-    from portcheck.mapping.layouts import apart  # layouts imports fused, which imports this module
     out = []
     if hasattr(model, "named_sublayers"):
         for name, layer in model.named_sublayers(include_self=True):
