@@ -41,7 +41,8 @@ THREADS = str(max(1, len(os.sched_getaffinity(0)) // WORKERS))
 # the largest on purpose to send it first: it builds run_all_home, which test_step2 and test_step4 start from, before
 # either begins (a worker needing it mid-build would wait), and needs no tiny home at its start, so the first two
 # files do not both wait for the shared tiny home (shared_home). Measured alone since (-n 0, about twice a whole
-# run's figure there): test_generate_families 49 (its XLNet and Blenderbot pairs), test_vision_ports 13.
+# run's figure there): test_generate_families 49 (its XLNet and Blenderbot pairs), test_vision_ports 13; estimated on
+# a loaded machine: test_bn_few_values 30 (its dense net), test_run_paconvert 25 (its Conv1D pair).
 FILE_SECONDS = {"test_hand_in.py": 70, "test_docs_blocks.py": 69, "test_run_paconvert_training.py": 49,
                 "test_resnet18.py": 47, "test_run_trainers.py": 41, "test_mid_size.py": 40, "test_run_launchers.py": 40,
                 "test_zoo_families.py": 40, "test_distributed.py": 39, "test_run_scripts.py": 35,
@@ -49,12 +50,12 @@ FILE_SECONDS = {"test_hand_in.py": 70, "test_docs_blocks.py": 69, "test_run_paco
                 "test_k_backward.py": 20, "test_hostile84.py": 19, "test_inputs.py": 18, "test_step5.py": 18,
                 "test_hostile5.py": 16, "test_docs_site.py": 15, "test_hostile.py": 15, "test_kink_isolated.py": 14,
                 "test_layout.py": 14, "test_pairing.py": 14, "test_run_against_itself.py": 14,
-                "test_run_paconvert.py": 14, "test_zoo.py": 14, "test_run_split.py": 13, "test_run_taking.py": 13,
+                "test_run_paconvert.py": 25, "test_zoo.py": 14, "test_run_split.py": 13, "test_run_taking.py": 13,
                 "test_run_config.py": 12, "test_handin_steps.py": 11, "test_split_head.py": 11, "test_step4.py": 11,
                 "test_pairing2.py": 10, "test_run_calls.py": 10, "test_stream_hostile.py": 10,
                 "test_stream_wide.py": 10, "test_global_settings.py": 9, "test_plot.py": 9, "test_run_loaders.py": 9,
                 "test_habits.py": 8, "test_steps25.py": 8, "test_newcomer.py": 6, "test_run_first_kink.py": 6,
-                "test_bn_few_values.py": 5, "test_hand_in_kink.py": 5, "test_run_cycles.py": 5, "test_run_forged.py": 5,
+                "test_bn_few_values.py": 30, "test_hand_in_kink.py": 5, "test_run_cycles.py": 5, "test_run_forged.py": 5,
                 "test_run_rnn.py": 5, "test_vision_ports.py": 13, "test_generate.py": 4, "test_hostile3.py": 4,
                 "test_hostile4.py": 4, "test_moe.py": 4, "test_ports.py": 4, "test_root_tables.py": 4,
                 "test_stream.py": 4, "test_bn_two_values.py": 3, "test_explorer.py": 3, "test_generate_families.py": 30,

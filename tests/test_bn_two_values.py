@@ -10,6 +10,7 @@ torch = pytest.importorskip("torch")
 paddle = pytest.importorskip("paddle")
 from portcheck import compare_backward, convert  # noqa: E402
 from portcheck.gradients import few_values  # noqa: E402
+from portcheck.gradients.optimizers import FEW_VALUES  # noqa: E402
 from tools import bn_few_values as sweep  # noqa: E402 - paddle.nn under torch.nn's names
 
 LOSS = (torch.nn.functional.cross_entropy, paddle.nn.functional.cross_entropy)
@@ -45,7 +46,7 @@ def nets(seed, plant=None):
 def test_a_correct_port_ending_in_a_batchnorm_over_two_values_is_green(seed):
     report = compare_backward(*nets(seed), LOSS, SGD, steps=3)
     assert report.passed and not report.cannot_judge, report.table()
-    assert (f"{LAST}", "BatchNorm2d", 2, 8) in report.few_values
+    assert (f"{LAST}", "BatchNorm2d", 2, FEW_VALUES) in report.few_values
     moved = [r for r in report.grads if r.rule.spread_by == few_values.BY]  # the rows it reaches: torch's run moved
     assert moved and all(r.passed for r in moved), report.table()
 

@@ -226,3 +226,50 @@ def test_paddlenlps_own_linear_holding_torchs_layout_is_known_by_type():
     pd.head.weight.set_value(pd.head.weight.numpy()[::-1].copy())  # its rows in another order
     report = compare_forward(pt, pd, x)
     assert not report.passed and report.first_diverging.startswith("head"), report.table()
+
+
+@pytest.mark.parametrize("plant", [None, "k and v weights swapped", "k and v biases swapped"])
+def test_torchs_attention_of_other_key_widths_against_paddle_compats_converts_as_it_is(plant):
+    """torch's MultiheadAttention with kdim and vdim holds q, k and v's weights apart and their biases in one
+    in_proj_bias [3E]; paddle.compat's holds the biases apart too (q_proj_bias ...). Before: refused, "no unpaired
+    Paddle module holds tensors of their sizes" [PC315]. Each third of in_proj_bias fills its part, by the compat
+    type; the correct port green, forward and backward, a port reading k's projection for v's red at attn."""
+    class Torch(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.attn = torch.nn.MultiheadAttention(8, 2, batch_first=True, kdim=4, vdim=4)
+            self.head = torch.nn.Linear(8, 3)
+            torch.nn.init.normal_(self.attn.in_proj_bias)  # zeros as built; a trained model's are not
+
+        def forward(self, q, kv):
+            return self.head(self.attn(q, kv, kv, need_weights=False)[0])
+
+    class Port(paddle.nn.Layer):
+        def __init__(self, plant=None):
+            super().__init__()
+            self.attn = compat.MultiheadAttention(8, 2, batch_first=True, kdim=4, vdim=4)
+            self.head = compat.Linear(8, 3)
+
+        def forward(self, q, kv):
+            return self.head(self.attn(q, kv, kv, need_weights=False)[0])
+
+    r = np.random.RandomState(0)
+    x = {"q": r.randn(2, 5, 8).astype("float32"), "kv": r.randn(2, 7, 4).astype("float32")}
+    pt, pd = _pair(Torch, Port, x)
+    bias = pt.attn.in_proj_bias.detach().numpy()
+    for p, part in enumerate(("q", "k", "v")):
+        np.testing.assert_array_equal(getattr(pd.attn, f"{part}_proj_bias").numpy(), bias[8 * p:8 * (p + 1)])
+        np.testing.assert_array_equal(getattr(pd.attn, f"{part}_proj_weight").numpy(),
+                                      getattr(pt.attn, f"{part}_proj_weight").detach().numpy())
+    if plant is None:
+        assert compare_forward(pt, pd, x, isolate=True).passed
+        backward = _trained(pt, pd, x)
+        assert backward.passed, backward.table()
+        return
+    k, v = (pd.attn.k_proj_weight, pd.attn.v_proj_weight) if "weights" in plant else \
+        (pd.attn.k_proj_bias, pd.attn.v_proj_bias)
+    held = k.numpy()
+    k.set_value(v.numpy())
+    v.set_value(held)
+    report = compare_forward(pt, pd, x)
+    assert not report.passed and report.first_diverging == "attn[0]", report.table()

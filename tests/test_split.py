@@ -405,3 +405,33 @@ def test_a_fused_qkvs_gradients_are_cut_per_rank_and_a_parts_gradient_wrong_on_o
         planted.table()
     assert planted.parted() == [1], planted.table()
     assert {r.name for r in planted.grads if not r.passed} == {"grad h.1.attn.c_attn.k.weight"}, planted.table()
+
+
+@pytest.mark.parametrize("how", ["a rank dies", "interrupted"])
+def test_layers_tp_failing_or_interrupted_leaves_nothing_it_made(tmp_path, monkeypatch, capsys, how):
+    """`layers --tp 2` whose rank 1 dies before its model is built, or interrupted (Ctrl-C) while it waits for the
+    ranks: its ranks' folder is gone, no process it started is left, and the --html page it was asked for is not
+    written; a rank that dies is one line naming it."""
+    import tempfile
+    from portcheck import cli
+    torch_dir, paddle_dir = write_pair(tmp_path / "pair", shard="10GB", num_hidden_layers=1, vocab_size=96)
+    np.save(tmp_path / "ids.npy", pair.IDS["input_ids"])
+    capsys.readouterr()  # what writing the folders logged
+    made = tmp_path / "tmp"
+    made.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(made))
+    monkeypatch.setattr(split_folders, "Pretrained", lambda *args, **kwargs: pairs.dies_on_rank_1)
+    if how == "interrupted":
+        def interrupted(ranks, ready):
+            raise KeyboardInterrupt
+        monkeypatch.setattr(split.Ranks, "wait", interrupted)
+    argv = ["layers", "--torch", str(torch_dir), "--paddle", str(paddle_dir), "--tp", "2", "--ids",
+            str(tmp_path / "ids.npy"), "--html", str(tmp_path / "page.html")]
+    with pytest.raises(SystemExit) as ended:
+        cli.main(argv)
+    assert list(made.iterdir()) == [] and not (tmp_path / "page.html").exists()
+    assert multiprocessing.active_children() == []
+    err = [line for line in capsys.readouterr().err.strip().splitlines() if "logits" not in line]  # transformers' note
+    assert ended.value.code == (130 if how == "interrupted" else 2) and len(err) == 1, err
+    if how == "a rank dies":
+        assert re.search(r"rank 1 of 2 died \(exit code 3\); every rank ended \[PC423\]$", err[0]), err

@@ -2,13 +2,16 @@
 judge the gradients through it: the measurement behind portcheck.gradients.optimizers.FEW_VALUES (its table:
 docs/tolerances.md).
 
-    python tools/bn_few_values.py                 # every setting, prints the table (about 6 minutes)
-    python tools/bn_few_values.py --seeds 4 --sizes 2 8
+    python tools/bn_few_values.py                 # every setting, prints the table (about an hour)
+    python tools/bn_few_values.py --seeds 8 --plant-seeds 1 --sizes 8 16 32 --nets dense
 
-Two users' nets, a correct Paddle port of each: small, conv(3, 8, 3, pad 1) - BatchNorm2d - ReLU - conv(8, 8, 1) -
+Three users' nets, a correct Paddle port of each: small, conv(3, 8, 3, pad 1) - BatchNorm2d - ReLU - conv(8, 8, 1) -
 BatchNorm2d - ReLU - mean - Linear(8, 4); deep, conv(3, 32, 1) - 8 x (BatchNorm2d - ReLU - conv(32, 32, 1)) - mean -
-Linear(32, 4); SGD with momentum 0.9 at lr 0.1, compare_backward over 3 steps; the input's
-batch and map size give N values per channel. Each setting is its own process: torch at 1 and 2 threads
+Linear(32, 4); dense, densenet121's end at a quarter of its width (a stem of two 3x3 conv - BatchNorm2d - ReLU at 4 x
+the map size, average pooling to it, a DenseNet block of 16 concatenating layers, 128 channels in, growth 32, then
+BatchNorm2d - ReLU - mean - Linear(640, 4)); SGD with momentum 0.9 at lr 0.1, compare_backward over 3 steps, each
+judged by the plain rule (no BatchNorm taken as over few values); the input's batch and map size give N values per
+channel at the last BatchNorms. Each setting is its own process: torch at 1 and 2 threads
 (torch.set_num_threads), ATEN_CPU_CAPABILITY=avx2 and the CPU's default (read once, when torch loads). Planted on
 the Paddle side: a BatchNorm epsilon of 1e-3, its momentum as torch's (Paddle's is 1 - torch's), a conv weight off
 by 1e-3. The table: per N and setting, the correct ports red out of the seeds (with the worst multiple of its
@@ -41,14 +44,48 @@ def deep(nn, norm):  # more BatchNorms in a row: each amplifies what reaches it
         nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(32, 4)]
 
 
-NETS = {"small": small, "deep": deep}  # (torch.nn or paddle.nn, a BatchNorm2d factory) -> layers
+def dense(nn, norm, channels=128, growth=32, depth=16):
+    """densenet121's end at a quarter of its width: a stem of two 3x3 convs, each with its BatchNorm and ReLU, at 4 x
+    the map size (what the rounding in the block sends back to reaches them), an average pooling to the map size, then
+    densenet's last block of 16 layers, each reading every earlier one's output (concatenated)."""
+    width = channels + growth * depth
+    return [nn.Conv2d(3, 64, 3, padding=1), norm(64), nn.ReLU(), nn.Conv2d(64, channels, 3, padding=1), norm(channels),
+            nn.ReLU(), nn.AvgPool2d(4), _block(nn, norm, channels, growth, depth), norm(width), nn.ReLU(),
+            nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(width, 4)]
+
+
+def _block(nn, norm, channels, growth, depth):
+    """A DenseNet block, as torchvision writes one: layer i is BatchNorm - ReLU - conv 1x1 to 4 x growth - BatchNorm
+    - ReLU - conv 3x3 to growth over the concatenation of the block's input and every earlier layer's output."""
+    if isinstance(nn, _Paddle):
+        import paddle
+        base, cat = nn.Layer, paddle.concat
+    else:
+        import torch
+        base, cat = nn.Module, torch.cat
+
+    class Block(base):
+        def __init__(self):
+            super().__init__()
+            self.layers = nn.ModuleList([nn.Sequential(
+                norm(channels + i * growth), nn.ReLU(), nn.Conv2d(channels + i * growth, 4 * growth, 1),
+                norm(4 * growth), nn.ReLU(), nn.Conv2d(4 * growth, growth, 3, padding=1)) for i in range(depth)])
+
+        def forward(self, x):
+            for layer in self.layers:
+                x = cat([x, layer(x)], 1)
+            return x
+    return Block()
+
+
+NETS = {"small": small, "deep": deep, "dense": dense}  # (torch.nn or paddle.nn, a BatchNorm2d factory) -> layers
 
 
 class _Paddle:
     """paddle.nn under torch.nn's names, for one net definition."""
     def __getattr__(self, name):
         import paddle
-        return getattr(paddle.nn, name.replace("2d", "2D"))
+        return getattr(paddle.nn, {"ModuleList": "LayerList"}.get(name, name.replace("2d", "2D")))
 
 
 def nets(seed, batch, side, plant=None, net="small"):
@@ -62,8 +99,10 @@ def nets(seed, batch, side, plant=None, net="small"):
     pd_nn = _Paddle()
     pd = pd_nn.Sequential(*NETS[net](pd_nn, lambda c: pd_nn.BatchNorm2d(c, epsilon=epsilon, momentum=momentum)))
     convert(pt, pd)
-    if plant == "weight":
-        pd[3].weight.set_value(pd[3].weight.numpy() + 1e-3)
+    if plant == "weight":  # the second conv
+        conv = [m for m in pd.sublayers() if isinstance(m, pd_nn.Conv2d)][1]
+        conv.weight.set_value(conv.weight.numpy() + 1e-3)
+    side *= 4 if net == "dense" else 1  # its stem's pooling
     x, y = torch.randn(batch, 3, side, side).numpy(), torch.randint(0, 4, (batch,)).numpy()
     return pt, pd, x, y
 
@@ -85,10 +124,13 @@ def run(seed, n, plant=None, net="small"):
 
 
 def setting(args):
-    """One process: every N and seed at this process's threads and CPU capability, as JSON lines."""
+    """One process: every N and seed at this process's threads and CPU capability, as JSON lines, each judged by the
+    plain rule (no BatchNorm judged as over few values): the bound is the N from which that rule holds."""
     import torch
+    from portcheck.gradients import optimizers
+    optimizers.FEW_VALUES = 0
     torch.set_num_threads(args.threads)
-    for net in NETS:
+    for net in args.nets:
         for n in args.sizes:
             for plant, seeds in [(None, args.seeds)] + [(plant, args.plant_seeds) for plant in PLANTS]:
                 for seed in range(seeds):
@@ -104,6 +146,7 @@ def main():
     parser.add_argument("--plant-seeds", type=int, default=2, help="nets per plant, N and setting")
     parser.add_argument("--sizes", type=int, nargs="+", default=list(SIZES), choices=list(SIZES),
                         help="values per channel")
+    parser.add_argument("--nets", nargs="+", default=list(NETS), choices=list(NETS), help="the nets measured")
     parser.add_argument("--threads", type=int, default=None, help=argparse.SUPPRESS)  # one setting's process
     args = parser.parse_args()
     if args.seeds < 1 or args.plant_seeds < 1:
@@ -118,7 +161,7 @@ def main():
             if capability != "default":
                 env["ATEN_CPU_CAPABILITY"] = capability
             cmd = [sys.executable, __file__, "--threads", str(threads), "--seeds", str(args.seeds),
-                   "--plant-seeds", str(args.plant_seeds), "--sizes", *map(str, args.sizes)]
+                   "--plant-seeds", str(args.plant_seeds), "--sizes", *map(str, args.sizes), "--nets", *args.nets]
             out = subprocess.run(cmd, env=env, capture_output=True, text=True)
             if out.returncode:
                 raise PipelineError(f"the setting {capability}, {threads} thread(s) failed: "

@@ -2,7 +2,7 @@
 record holds them), pairing (the two runs' module calls aligned), alignment (each side's calls, how alike two are,
 one alignment pass, the pairs the structure forbids), paired (Pairing: what the pairing chose, as data), ties (what
 the alignment cannot settle by shape), fused (fused layers and their packed parts), recipes (known fused layouts),
-layouts (the per-type tensor rules), trace (one side's run recorded, and which framework a model is), convert
+layouts (the per-type tensor rules), held (the Paddle layer types holding torch's own layout, by type), trace (one side's run recorded, and which framework a model is), convert
 (weights converted to Paddle's layout), tensors (a torch model's tensors, each with its Paddle name and layout rule),
 module_pairs (each torch module's counterpart for a conversion, or why it has none), settle (the groups only the
 run's order pairs, a fused module's layout), inferred (a fused module no one declared and its candidate layouts),

@@ -8,6 +8,8 @@ import sys
 
 from portcheck.core.errors import PipelineError
 from portcheck.mapping.fused import Fused
+# the Paddle layers holding torch's own layout, known by type (portcheck.mapping.held), read here by convert's rules
+from portcheck.mapping.held import APART, apart, held_as_torch, part_of, stands_for, torch_held  # noqa: F401
 
 
 def linear_layout(name, array):
@@ -23,12 +25,6 @@ def swapped_layout(name, array):
     (transformers 5's, read with F.linear) against [E, H, 2I] (paddleformers' own, read x @ W), or a type of its own
     holding a 2-D matrix the port reads the other way round."""
     return name, (array.swapaxes(-1, -2) if getattr(array, "ndim", 0) >= 2 else array)
-
-
-def torch_held(name, array):
-    """A paddle.compat layer's tensors: torch's own, as they are (held_as_torch), against the torch layer it stands
-    for; against another torch type holding that layer's tensors the type's own rule decides (tensors._rule)."""
-    return name, array
 
 
 TRANSPOSED = "transposed/"  # a record's key: transposed/<torch key>, an empty array: its tensor written [in, out]
@@ -150,32 +146,6 @@ def layouts_table(extra=None):
         table[conv1d.Conv1D] = (("Linear",), same_layout)
     table.update(declared_table(extra))
     return table
-
-
-def held_as_torch() -> dict:
-    """{Paddle layer type: (the class name of the torch layer it stands for, tensor rule)} of paddle.compat's layers
-    that hold tensors: Paddle 3.3's classes written for torch's code keep torch's names and layout (PaConvert writes
-    every torch.nn.Linear as paddle.compat.nn.Linear, its weight [out, in]; paddle.compat.nn.MultiheadAttention holds
-    in_proj_weight [3E, E] as torch's). Known by the Paddle type, never by its name: a classic paddle.nn.Linear ([in,
-    out]) beside them keeps its own layout. {} where paddle.compat is not loaded (no Paddle model, or a Paddle without
-    it); torch is not imported (`portcheck run`'s Paddle side reads it). tests/test_compat_layouts.py builds every
-    layer paddle.compat holds and holds this table to their state dicts. paddlenlp's own Linear, which holds torch's
-    [out, in] too, likewise where paddlenlp is loaded."""
-    compat = sys.modules.get("paddle.compat.nn")
-    held = {} if compat is None else {getattr(compat, name): (name, torch_held)
-                                      for name in ("Linear", "MultiheadAttention") if hasattr(compat, name)}
-    # paddlenlp's own Linear (paddlenlp.layers.Linear: "weight matrix is stored as [out_features, in_features] (same
-    # as torch)"), the LM heads of its CTRL and RoBERTa among others
-    nlp = sys.modules.get("paddlenlp.layers.linear")
-    if nlp is not None and hasattr(nlp, "Linear"):
-        held[nlp.Linear] = ("Linear", torch_held)
-    return held
-
-
-def stands_for(paddle_kind):
-    """The class name of the torch layer a paddle.compat layer type (or a base of it) stands for, or None."""
-    held = held_as_torch()
-    return next((held[k][0] for k in getattr(paddle_kind, "__mro__", ()) if k in held), None)
 
 
 def held_rule(module, paddle_kind):

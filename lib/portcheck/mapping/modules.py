@@ -8,6 +8,7 @@ import numpy as np
 
 from portcheck.core.keys import ROOT
 from portcheck.mapping import settings
+from portcheck.mapping.held import apart
 
 META = "mod/"      # a record's key per module: mod/<name>/<class>, its children and tensor shapes (int64)
 ALONE = -2         # children, said of a module whose tensors the other side holds bare (mapping.loose): pairs none
@@ -46,6 +47,11 @@ def own_modules(model):
     out = []
     for name, module in named:
         tensors = [(n, t) for n, t, buffer in saved(module) if not (buffer and len(t.shape) and table(t))]
+        cut = apart(type(module), [n for n, _ in tensors], "paddle") if hasattr(module, "named_sublayers") else None
+        if cut is not None:  # described as the torch layer it stands for holds them: one tensor, its parts' first axes
+            parts = [t for n, t in tensors if n in cut[1]]
+            tensors = [(n, t) for n, t in tensors if n not in cut[1]] + \
+                [(cut[0], np.empty((sum(int(t.shape[0]) for t in parts), *parts[0].shape[1:]), np.int8))]
         out.append((name, module, len(list(module.children())), [tuple(t.shape) for _, t in tensors],
                     [n for n, _ in tensors]))
     return out

@@ -13,9 +13,9 @@ import numpy as np
 from portcheck.core.errors import PipelineError
 from portcheck.mapping import experts, fused
 from portcheck.mapping.fused import Fused
+from portcheck.mapping.layouts import apart, declared, held_rule, layouts_table, lineage, linear_held, \
+    linear_layout, part_of, same_layout, stands_for, torch_held
 from portcheck.mapping.modules import saved
-from portcheck.mapping.layouts import declared, held_rule, layouts_table, lineage, linear_held, linear_layout, \
-    same_layout, stands_for, torch_held
 
 
 def _own_ids(module) -> list:
@@ -54,6 +54,14 @@ class Tensor:
     def transposed(self) -> bool:
         """A Linear's weight: torch [out, in], Paddle [in, out]."""
         return self.rule is linear_layout and self.name == "weight"
+
+    @property
+    def in_out(self) -> bool:
+        """A Linear's weight as a classic Paddle Linear holds it, [in, out]: torch's Linear's transposed, or a type
+        holding it so itself (transformers' Conv1D, kept as it is). A layer holding torch's Linear's [out, in]
+        (paddle.compat's) takes its transpose, as convert's rule for the pair (_rule) says."""
+        return self.transposed or (self.rule is same_layout and self.name == "weight" and "Linear" in (self.kinds or ())
+                                    and np.ndim(self.array) == 2)
 
 
 def _rule(table, module, paddle_kind=None, tensors=None):
@@ -119,11 +127,18 @@ def torch_layouts(torch_model, layouts=None, paddle_kinds=None, loose=None) -> d
                                 f"Linear's weight only: {', '.join(kept)} would be kept as it is; declare 'same' if "
                                 "Paddle keeps it so, or add the type to portcheck/mapping/layouts.py's table "
                                 "(layouts_table) with its rule [PC319]")
+        whole = apart((paddle_kinds or {}).get(name), tensors, "torch") if rule is torch_held else None
         for tname, array in tensors.items():
             held = ids[tname]
             pname = rule(tname, array)[0]  # the name only (a transpose is a view)
             key = f"{name}.{tname}" if name else tname
             if pname is None:
+                continue
+            if whole is not None and tname == whole[0]:  # one torch tensor the Paddle layer holds in parts (APART)
+                for p, part in enumerate(whole[1]):
+                    k = f"{name}.{part}" if name else part
+                    out[k] = Tensor(name, tname, part, part_of(rule, p, len(whole[1])), kinds, type(module).__name__,
+                                    array, k, key)
                 continue
             if name not in cut:
                 out[key] = Tensor(name, tname, pname, rule, kinds, type(module).__name__, array,

@@ -548,8 +548,10 @@ class PaddleSide(SharedSide):
                              "[PC829]")
         paddle.jit.to_static = to_static
         clipping(run, paddle.nn.utils, paddle.Tensor, lambda p: not p.stop_gradient)
-        for where, name in ((paddle, "seed"), (np.random, "seed"), (random, "seed")):
-            seeded(run, where, name, f"{where.__name__}.{name}")
+        # paddle.manual_seed, torch's name (PaConvert writes it), is paddle.seed under a name of its own
+        for where, name in ((paddle, "seed"), (paddle, "manual_seed"), (np.random, "seed"), (random, "seed")):
+            if hasattr(where, name):
+                seeded(run, where, name, f"{where.__name__}.{name}")
         # the samplers that shuffle draw the torch side's indices (Run.order): DataLoader(shuffle=True)'s and
         # paddlenlp's Trainer's BatchSampler(shuffle=True) draw through a RandomSampler; DistributedBatchSampler
         # shuffles its own indices, batched here as it batches them

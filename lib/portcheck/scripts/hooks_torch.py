@@ -121,9 +121,9 @@ class TorchSide(SharedSide):
         # each fused or packed module's parts, which the Paddle side pairs and fills (fused.mark): after describe's keys
         return {**{f"{RENAMED}{k}/{t.paddle_name}": np.zeros(0, np.float32) for k, t in self.layouts.items()
                    if t.paddle_name != t.name},
-                # which tensors are written transposed: a Paddle layer keeping torch's layout (declared for its type,
-                # layouts.declared) is started and read the other way (hooks_paddle.start_from_torch)
-                **{f"{TRANSPOSED}{k}": np.zeros(0, np.float32) for k, t in self.layouts.items() if t.transposed},
+                # which Linear weights are written [in, out]: a Paddle layer keeping torch's Linear's layout (declared
+                # for its type, layouts.declared) is started and read the other way (hooks_paddle.start_from_torch)
+                **{f"{TRANSPOSED}{k}": np.zeros(0, np.float32) for k, t in self.layouts.items() if t.in_out},
                 **{f"{TIED}{k}/{t.tie}": np.zeros(0, np.float32) for k, t in self.layouts.items()
                    if t.tie and t.tie != k},
                 **fused.mark({}, fused.specs(module, layouts), module)}
