@@ -122,7 +122,7 @@ class TorchSide(SharedSide):
         return {**{f"{RENAMED}{k}/{t.paddle_name}": np.zeros(0, np.float32) for k, t in self.layouts.items()
                    if t.paddle_name != t.name},
                 # which Linear weights are written [in, out]: a Paddle layer keeping torch's Linear's layout (declared
-                # for its type, layouts.declared) is started and read the other way (hooks_paddle.start_from_torch)
+                # for its type, layouts.declared) is started and read the other way (paddle_start.start_from_torch)
                 **{f"{TRANSPOSED}{k}": np.zeros(0, np.float32) for k, t in self.layouts.items() if t.in_out},
                 **{f"{TIED}{k}/{t.tie}": np.zeros(0, np.float32) for k, t in self.layouts.items()
                    if t.tie and t.tie != k},

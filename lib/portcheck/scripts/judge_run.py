@@ -136,7 +136,7 @@ def kept(t: dict, p: dict, statuses: dict, modules: dict, renamed: dict) -> list
 
 
 def alone(paddle_config: dict, side: str):
-    """A side's record without the tensors the other side holds none of (hooks_paddle.start_from_torch's one_sided:
+    """A side's record without the tensors the other side holds none of (paddle_start.start_from_torch's one_sided:
     unused by its forward, filled by the model, a torch name of a tied tensor Paddle holds once, or a torch head Paddle
     computes from its embedding, said red as a configuration difference): not judged as missing, not in the update
     digests; a tied one is judged through the name Paddle holds."""

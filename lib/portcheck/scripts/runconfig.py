@@ -290,7 +290,7 @@ def _measurement(setting, said) -> dict:
 
 
 def one_sided(paddle_config: dict) -> list:
-    """Lines for the tensors one side alone holds, kept at that side's own value (hooks_paddle.start_from_torch):
+    """Lines for the tensors one side alone holds, kept at that side's own value (paddle_start.start_from_torch):
     shown, the comparison of what reads them deciding."""
     sides = paddle_config.get("one_sided") or {}
     said = lambda names: ", ".join(names[:6]) + (f" (and {len(names) - 6} more)" if len(names) > 6 else "")
