@@ -254,9 +254,7 @@ def _judge_one(family: str, fast: bool) -> dict:
 
 def write(results: list, seconds: float, run: dict):
     """docs/bench/zoo_formers.json (the rows of this run over those before), then the zoo's pages' formers table."""
-    held = recorded.BENCH.parent / recorded.FORMERS_JSON
-    results, seconds = recorded.over_held(held, results, seconds, FAMILIES)
-    recorded.write(held, [{**r, "measured": r.get("measured") or run} for r in results], seconds)
+    recorded.written_over(recorded.FORMERS_JSON, results, seconds, run, FAMILIES)
     formers_page.write_table()
 
 

@@ -27,16 +27,16 @@ from tools.zoo import formers, recorded
 
 MODULE = "tools.zoo.formers_generating"
 CAUSAL = "ForCausalLM"
-# the families whose causal LM builds paddlefleet's own GPTModel (formers_standins.NOTICE): not built here
+# why a family whose causal LM builds paddlefleet's own GPTModel (formers_standins.NOTICE) is not built here
 FLEET_LM = "its causal LM builds paddlefleet's own GPTModel (paddlefleet is not on PyPI)"
+LM_NAMES = {"gemma3_text": "Gemma3ForCausalLM"}  # a causal LM named otherwise than its base model, in both libraries
 
 
 def lm_classes(family: str) -> tuple:
     """(paddleformers' causal LM class, transformers'), named after the family's base model."""
     import importlib
     base = formers.CLASSES[family]
-    name = base[:-len("Model")] + CAUSAL if base.endswith("Model") else base
-    name = {"Gemma3TextForCausalLM": "Gemma3ForCausalLM"}.get(name, name)  # transformers' and paddleformers' name
+    name = LM_NAMES.get(family) or base[:-len("Model")] + CAUSAL
     hf_dir = formers.HF_MODULE.get(family, family)
     found = []
     for library, module in (("paddleformers", f"paddleformers.transformers.{family}.modeling"),
@@ -86,8 +86,10 @@ def judge_one(family: str) -> dict:
         pt, pd = build(family)
     except Exception as e:  # noqa: BLE001 - the family's result, said in one line
         said = first_line(e, 300)
-        # the stand-ins' placeholder provider (formers_standins) is where paddlefleet's GPTModel would be built
-        fleet = "paddlefleet" in said or formers_standins.GPTModelProvider.__name__[3:] in said
+        # paddlefleet itself named, or the stand-ins' placeholder provider asked to build paddlefleet's GPTModel
+        holder = getattr(e, "obj", None)
+        fleet = "paddlefleet" in said or \
+            isinstance(holder, type) and issubclass(holder, formers_standins.GPTModelProvider)
         reason = {"reason": formers.REASONS[family]} if family in formers.REASONS else {}
         return {**row, "outcome": "not built", "said": FLEET_LM if fleet else said, **reason}
     row = judged(row, pt, pd)
@@ -105,9 +107,7 @@ def judge_one(family: str) -> dict:
 
 def write(results: list, seconds: float, run: dict):
     """docs/bench/zoo_formers_generation.json (this run's rows over those before), then the zoo's pages."""
-    held = recorded.BENCH.parent / recorded.FORMERS_GENERATION_JSON
-    results, seconds = recorded.over_held(held, results, seconds, formers.FAMILIES)
-    recorded.write(held, [{**r, "measured": r.get("measured") or run} for r in results], seconds)
+    recorded.written_over(recorded.FORMERS_GENERATION_JSON, results, seconds, run, formers.FAMILIES)
     from tools.zoo import formers_generating_page
     formers_generating_page.write_table()
 

@@ -67,6 +67,14 @@ def over_held(held, results: list, seconds: float, order: list) -> tuple:
     return results, sum(r.get("seconds", 0) for r in results)
 
 
+def written_over(name: str, results: list, seconds: float, run: dict, order: list):
+    """docs/bench/<name>: this run's rows (each with the facts of the run that judged it, `run` where it has none)
+    over the rows held of the other families (over_held), in `order`."""
+    held = BENCH.parent / name
+    results, seconds = over_held(held, results, seconds, order)
+    write(held, [{**r, "measured": r.get("measured") or run} for r in results], seconds)
+
+
 def write(held, results: list, seconds: float):
     """`held` written: the time, each run that judged a row once (tools/bench_doc.py's facts), the rows."""
     runs = []

@@ -295,9 +295,8 @@ def row(r: dict) -> str:
 def write(results: list, seconds: float, run: dict):
     """docs/bench/zoo_vision.json (this run's rows over those held), then the zoo pages' vision section."""
     from tools.zoo import vision_page
-    held = recorded.BENCH.parent / recorded.VISION_JSON
-    results, seconds = recorded.over_held(held, [{**r, "family": r["pair"]} for r in results], seconds, list(PAIRS))
-    recorded.write(held, [{**r, "measured": r.get("measured") or run} for r in results], seconds)
+    recorded.written_over(recorded.VISION_JSON, [{**r, "family": r["pair"]} for r in results], seconds, run,
+                          list(PAIRS))
     vision_page.write_table()
 
 
