@@ -47,7 +47,6 @@ def write_table(guide: Path = None, folder: Path = None) -> None:
     """The section in docs/zoo.md again, from the recorded run: from its title to the page's end (where it stands)."""
     guide = Path(guide or recorded.GUIDE)
     lines = guide.read_text(encoding="utf-8").rstrip("\n").split("\n")
-    start = lines.index(TITLE) if TITLE in lines else len(lines) + 1
-    lines[start - 1 if start > len(lines) else start:] = ([""] if start > len(lines) else []) + \
-        section(load(folder or recorded.BENCH.parent))
+    lines = lines[:lines.index(TITLE)] if TITLE in lines else [*lines, ""]
+    lines += section(load(folder or recorded.BENCH.parent))
     bench_doc.write(guide, "\n".join(lines).rstrip("\n") + "\n")

@@ -95,23 +95,18 @@ def build(family: str, **settings) -> tuple:
     import ast
     import re
 
-    import paddle
     import torch
 
     from portcheck import convert
     from portcheck.core.errors import PipelineError
     from tools.zoo.families import given, no_drops, settings_of
     from tools.zoo.family_settings import ATTENTION, LAYOUTS, SPELLED
-    pd_cls, hf_cls = lm_classes(family)
-    config = {**settings_of(family), "use_cache": True, **LM_SETTINGS.get(family, {}), **settings}
+    hf_cls = lm_classes(family)[1]
     torch.manual_seed(0)
-    paddle.seed(0)
-    hf_own, pd_own = SPELLED.get(family, ({}, {}))
-    hf_config = no_drops(hf_cls.config_class(**config, **hf_own))
+    hf_config = no_drops(hf_cls.config_class(**lm_config(family, settings), **SPELLED.get(family, ({}, {}))[0]))
     hf_config._attn_implementation = ATTENTION.get(family, "eager")
     pt = hf_cls(hf_config).eval()
-    pd = pd_cls(no_drops(pd_cls.config_class(**config, **pd_own)))
-    pd.eval()
+    pd = paddle_lm(family, **settings)
     layouts = {**LAYOUTS.get(family, {}), **HEADS.get(family, {})} or None
     inputs = given(family, settings_of(family))  # the family's own (an encoder-decoder's decoder ids too)
     pasted = {}
@@ -130,6 +125,26 @@ def build(family: str, **settings) -> tuple:
                 raise
     pd.set_state_dict(state)
     return pt, runs_on_paddle_3(family, pd)
+
+
+def lm_config(family: str, settings: dict) -> dict:
+    """The family's tiny config with its cache on, both sides' (settings: more of it)."""
+    from tools.zoo.families import settings_of
+    return {**settings_of(family), "use_cache": True, **LM_SETTINGS.get(family, {}), **settings}
+
+
+def paddle_lm(family: str, **settings):
+    """The Paddle side of build before its conversion (its own random weights, eval mode): what a finding about
+    paddlenlp's own calls alone needs, with no torch model built or converted."""
+    import paddle
+
+    from tools.zoo.families import no_drops
+    from tools.zoo.family_settings import SPELLED
+    pd_cls = lm_classes(family)[0]
+    paddle.seed(0)
+    pd = pd_cls(no_drops(pd_cls.config_class(**lm_config(family, settings), **SPELLED.get(family, ({}, {}))[1])))
+    pd.eval()
+    return pd
 
 
 def keys_swapped_between_rows(layer: int):

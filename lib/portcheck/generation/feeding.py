@@ -4,6 +4,8 @@ step to the next as its generate carries them (transformers' _update_model_kwarg
 update_model_kwargs_for_generation), an encoder-decoder's encoder run once first, as its generate runs it. No family's
 arguments are assumed: OPT's forward takes no position_ids, paddlenlp's BLOOM and CodeGen take their cache as
 `cache=`, BLOOM computes its alibi from the mask, each as its own library feeds it. May import core and mapping."""
+import functools
+
 import numpy as np
 
 from portcheck.mapping.trace import framework_of, values
@@ -163,9 +165,13 @@ def framework_of_tensor(tensor) -> str:
 
 def _takes(model, method: str, name: str) -> bool:
     """Whether the model's method, or one it hands its **kwargs on to (Phi-3's preparation calls its base's), takes
-    that argument."""
-    inner = getattr(model, "_model", model)
-    return any(name in _parameters(getattr(c, method)) for c in type(inner).__mro__ if method in vars(c))
+    that argument: asked at every step, read once per class."""
+    return _class_takes(type(getattr(model, "_model", model)), method, name)
+
+
+@functools.lru_cache(maxsize=None)
+def _class_takes(kind: type, method: str, name: str) -> bool:
+    return any(name in _parameters(getattr(c, method)) for c in kind.__mro__ if method in vars(c))
 
 
 def _parameters(function) -> set:
