@@ -55,7 +55,10 @@ HEADS = {"llama": {"LlamaLMHead": "transpose"}, "mixtral": {"MixtralLMHead": "tr
 # ties them, transformers' does not: given, the two build one model); Reformer's and RoBERTa's causal LMs a decoder,
 # as transformers asks (is_decoder=True: its causal mask and its cache)
 LM_SETTINGS = {"mt5": dict(tie_word_embeddings=True), "reformer": dict(is_decoder=True),
-               "roberta": dict(is_decoder=True)}
+               "roberta": dict(is_decoder=True), "roformer": dict(is_decoder=True)}
+# Paddle tensors of a module paddlenlp's LM runs and never reads, which transformers' LM does not hold: kept at
+# Paddle's own value (convert's keep=), its user's choice: RoFormerModel's pooler, whose output its causal LM drops
+UNREAD = {"roformer": ["roformer.pooler.dense.weight", "roformer.pooler.dense.bias"]}
 
 # two prompts of 6 tokens, the first left-padded by 2 (ids past pad, bos and eos)
 PROMPT = np.random.RandomState(0).randint(3, 100, (2, 6)).astype("int64")
@@ -109,7 +112,7 @@ def build(family: str, **settings) -> tuple:
     pd = paddle_lm(family, **settings)
     layouts = {**LAYOUTS.get(family, {}), **HEADS.get(family, {})} or None
     inputs = given(family, settings_of(family))  # the family's own (an encoder-decoder's decoder ids too)
-    pasted = {}
+    pasted = {"keep": UNREAD[family]} if family in UNREAD else {}
     for _ in range(3):  # each refusal whose fix is pasted as a user pastes it: keep=, or a name_map= of one entry
         try:
             state = convert(pt, pd, inputs=inputs, layouts=layouts, **pasted)
@@ -117,8 +120,8 @@ def build(family: str, **settings) -> tuple:
         except PipelineError as e:
             keep = re.findall(r"pass keep=\['([^']+)'\]", str(e))
             named = re.search(r"name_map=(\{[^{}]*\}|\[.*\]) \[PC316\]", str(e))
-            if keep and "keep" not in pasted:
-                pasted["keep"] = keep
+            if keep and not set(keep) <= set(pasted.get("keep", ())):
+                pasted["keep"] = [*pasted.get("keep", ()), *keep]
             elif named and "name_map" not in pasted:
                 pasted["name_map"] = ast.literal_eval(named.group(1))
             else:

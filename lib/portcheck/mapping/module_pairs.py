@@ -175,6 +175,7 @@ def pair_modules(torch_model, paddle_model, name_map=None, inputs=None, layouts=
     found.update({k: v for k, v in loose_tensors.find(torch_model, paddle_model, modules, sorted(tied), own_tensors,
                                                       lambda m: True).items()
                   if v.paddle_name.startswith(k.rpartition(".")[0].rpartition(".")[2])})
+    found.update(loose_tensors.on_two_levels(torch_model, found))  # a parent's own tensor its child holds too
     if loose is not None:
         loose.update(found)
     left = [(n, m) for n, m in left if not all(f"{n}.{t}" in found for t in own_tensors(m))]
