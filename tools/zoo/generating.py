@@ -263,10 +263,7 @@ def main():
         print(f"{family} ({r['seconds']} s): {r['outcome']}; {r.get('said') or r.get('plant', '')}", flush=True)
     print(f"{len(results)} families, {time.time() - start:.0f} s")
     if not args.only or args.write:
-        held = recorded.BENCH.parent / recorded.GENERATION_JSON
-        measured = bench_doc.finish(run)
-        recorded.write(held, *recorded.over_held(held, [{**r, "measured": measured} for r in results],
-                                                 time.time() - start, list(LM)))
+        recorded.written_over(recorded.GENERATION_JSON, results, time.time() - start, bench_doc.finish(run), list(LM))
         families.pages()  # the page reads these rows; this module never imports it
         print(f"wrote docs/bench/{recorded.GENERATION_JSON}, docs/zoo.md and docs/bench/zoo.md")
 
