@@ -6,8 +6,8 @@ it, so no name map could say it. Also tensors held otherwise by the module's own
 Paddle layer of a type of its own holding a Linear's tensors all the same (paddlenlp's Linear3D, OPTLMHead's
 decoder_weight), and a parameter with axes merged (portcheck.mapping.regroup: XLNet's q).
 
-May import portcheck.core, portcheck.mapping.layouts, .modules and .regroup; torch and Paddle only inside the
-functions handed their models."""
+May import portcheck.core, portcheck.mapping.layouts, .modules, .regroup and .two_levels; torch and Paddle only
+inside the functions handed their models."""
 import collections
 import functools
 import itertools
@@ -22,6 +22,7 @@ from portcheck.core.errors import PipelineError
 from portcheck.core.keys import ROOT
 from portcheck.mapping.layouts import RULES, layouts_table, linear_layout, same_layout
 from portcheck.mapping import regroup
+from portcheck.mapping.two_levels import held_twice
 from portcheck.mapping.modules import META, held_tensors, redescribed
 
 
@@ -138,28 +139,11 @@ def apart(torch_held: dict, paddle_held: dict) -> tuple:
             found[t] = fits[0]
         else:
             taken(name, parent, found)
-    for parent, shapes in twice:
+    for parent, shapes in twice:  # a tensor of the parent the child holds too (two_levels)
         drop_t.setdefault(parent or ROOT, []).extend(held_twice(torch_held.get(parent, (None, {}))[1], shapes,
                                                                 paddle_held[parent][1], drop_p.get(parent or ROOT, ())))
     return drop_t, drop_p, alone_t, alone_p, at
 
-
-def held_twice(mine: dict, child: list, theirs: dict, dropped) -> list:
-    """The shapes of the tensors a torch module holds itself (mine: {name: shape}) that are its taken Linear child's
-    too (child: that child's shapes), one tensor held on two levels (transformers' LM heads hold their bias and tie
-    decoder.bias to it), which its Paddle counterpart, holding the child's tensors bare (theirs, less `dropped`: those
-    taken), holds once: each of the child's shapes torch's module holds and Paddle's holds no more of. A tensor of
-    those shapes that is not the child's is no tie: convert, reading the live tensors, finds no place for it."""
-    left = list(theirs.values())
-    for shape in dropped:
-        if shape in left:
-            left.remove(shape)
-    own, out = list(mine.values()), []
-    for shape in child:
-        if shape in own and shape not in left:
-            own.remove(shape)
-            out.append(shape)
-    return out
 
 
 UNNAMED = ("a projection held as a Linear on one side and a bare parameter of its parent on the other "
@@ -450,24 +434,6 @@ def find(torch_model, paddle_model, modules: dict, left: list, own_tensors, know
             out[t_key] = Loose(key, "weight", rule, f"torch {t_key} (a bare parameter {list(shape)}) -> Paddle "
                                f"{fits[0]} (Linear)")
             claimed[key] = t_key
-    return out
-
-
-def on_two_levels(torch_model, found: dict) -> dict:
-    """{torch key: Loose} of each tensor a module holds itself that is the very tensor one of its children holds
-    (transformers' LM heads: their bias, tied as decoder.bias) where find paired the child's to a bare parameter of the
-    Paddle parent: filling the same Paddle tensor, in the child's layout (held_twice's pairs, read on the live
-    tensors). found: find's {torch key: Loose}."""
-    modules, out = dict(torch_model.named_modules()), {}
-    for key, how in found.items():
-        child, _, tname = key.rpartition(".")
-        parent = child.rpartition(".")[0]
-        tensor = getattr(modules.get(child), tname, None)
-        for name, own in modules[parent].named_parameters(recurse=False) if child in modules else ():
-            whole = f"{parent}.{name}" if parent else name
-            if own is tensor and whole not in found:
-                out[whole] = Loose(how.paddle_key, how.paddle_name, lambda _, array, rule=how.rule, t=tname:
-                                   rule(t, array), f"torch {whole}, the very tensor {key} is: {how.why}")
     return out
 
 
