@@ -100,7 +100,7 @@ FINDINGS = [
     "- **RoFormer**: paddlenlp's `RoFormerForCausalLM.update_model_kwargs_for_generation` reads `token_type_ids`, "
     "which its generate builds none of: its own loop raises after the prompt "
     "(`test_paddlenlp_roformer_decodes_by_its_own_loop_with_no_token_type_ids`). Its `RoFormerModel` builds the "
-    "padding mask alone, where transformers' (`is_decoder=True`) adds the causal one: each prompt token reads the ones "
-    "after it, and the first position's logits part by 6.3e-03; handed a causal mask, the port is torch's model "
+    "padding mask alone, where transformers' (`is_decoder=True`) adds the causal one. Each prompt token reads the "
+    "ones after it, and the first position's logits part by 6.3e-03; handed a causal mask, the port is torch's model "
     "(`test_paddlenlp_roformer_causal_lm_masks_its_future_tokens_as_transformers`). Its pooler, which transformers' "
     "lacks and its LM never reads, keeps Paddle's own weights (`keep=`).", ""]
