@@ -2,13 +2,15 @@
 itself and tying its child Linear's bias to it, the child's weight tied to the embedding (transformers' BERT and
 RoFormer heads), against a port's head holding decoder_weight (the embedding's, tied) and decoder_bias as bare
 parameters of its own (paddlenlp's). Converted with no map, the head paired with the head: green; the port's bias
-shifted red at the head; the port's head weight untied from its embedding red at the head's gradient."""
+shifted red at the head; the port's head weight untied from its embedding red at the head's gradient. The same from
+two saved records (record_forward, record_backward on each side), as a pt_/pd_ script pair judges them."""
 import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
 paddle = pytest.importorskip("paddle")
-from portcheck import compare_backward, compare_forward, convert  # noqa: E402
+from portcheck import compare_backward, compare_forward, convert, judge_forward, record_forward  # noqa: E402
+from portcheck.gradients.backward import judge_backward, record_backward  # noqa: E402
 
 VOCAB, HIDDEN = 11, 6
 X = np.random.RandomState(0).randint(0, VOCAB, (2, 5)).astype("int64")
@@ -83,13 +85,33 @@ def test_the_ports_bias_shifted_is_red_at_the_head():
     assert not report.passed and red[0] == "head", red
 
 
+LOSS = (lambda o, t: torch.nn.functional.cross_entropy(o.reshape(-1, VOCAB), t.reshape(-1)),
+        lambda o, t: paddle.nn.functional.cross_entropy(o.reshape([-1, VOCAB]), t.reshape([-1])))
+SGD = (lambda p: torch.optim.SGD(p, lr=0.5), lambda p: paddle.optimizer.SGD(0.5, parameters=p))
+
+
 def test_the_ports_head_untied_from_its_embedding_is_red_at_the_heads_gradient():
     """Filled from the one tensor, the port then trains two: the forward agrees, the head's gradient does not."""
     pt, pd, _ = pair(plant="untied")
     assert compare_forward(pt, pd, X).passed
-    loss = (lambda o, t: torch.nn.functional.cross_entropy(o.reshape(-1, VOCAB), t.reshape(-1)),
-            lambda o, t: paddle.nn.functional.cross_entropy(o.reshape([-1, VOCAB]), t.reshape([-1])))
-    opt = (lambda p: torch.optim.SGD(p, lr=0.5), lambda p: paddle.optimizer.SGD(0.5, parameters=p))
-    report = compare_backward(pt, pd, X, Y, loss, opt, steps=2)
+    report = compare_backward(pt, pd, X, Y, LOSS, SGD, steps=2)
     assert not report.passed
     assert "grad head.decoder.weight" in [r.key for r in report.grads if not r.passed]
+
+
+@pytest.mark.parametrize("plant", [None, "shifted", "untied"])
+def test_two_saved_records_pair_the_heads_and_judge_the_bias_under_both_its_names(plant):
+    """Records keep shapes, not which tensor is which: the head's own bias, of its child's bias's shape, which the
+    port's head no longer holds once the child's are taken, is the child's. Before: the heads paired with nothing,
+    and grad head.bias had no counterpart on paddle on a correct port."""
+    pt, pd, _ = pair(plant)
+    forward = judge_forward(record_forward(pt, X), record_forward(pd, X))
+    assert forward.passed is (plant != "shifted") and forward.pairing.pairs.get("head") == "head"
+    assert plant != "shifted" or [r.key for r in forward.rows if r.max > 1e-3][0] == "head"
+    records = [record_backward(model.train(), X, Y, loss, opt, steps=2)
+               for model, loss, opt in zip((pt, pd), LOSS, SGD)]
+    backward = judge_backward(*records)
+    red = [r.name for r in backward.grads if not r.passed]
+    assert "grad head.bias" in {r.name for r in backward.grads}
+    assert backward.passed is (plant is None), backward.table()
+    assert plant != "untied" or red == ["grad embeddings.weight", "grad head.decoder.weight"], backward.table()

@@ -88,13 +88,13 @@ def apart(torch_held: dict, paddle_held: dict) -> tuple:
     drop_t, drop_p, alone_t, alone_p, at = {}, {}, set(), set(), {}
     join = lambda x, n: f"{x}.{n}" if x else n
     unnamed = []  # (module, its parent, the shapes each tensor may have, those found by name): the shapes' turn next
-    twice = []  # (a parent whose Linear child was taken, that child's tensor shapes): held_twice's turn last
+    twice = []  # (a Linear child taken, its parent): held_twice's turn last
 
     def taken(name, parent, found):
         alone_t.add(name)
         drop_p.setdefault(parent or ROOT, []).extend(paddle_held[parent][1][n] for n in found.values())
         at.update({f"{name}.{t}": join(parent, n) for t, n in found.items()})
-        twice.append((parent, [torch_held[name][1][t] for t in found]))
+        twice.append((name, parent))
     for name, (kind, held) in torch_held.items():
         mine = paddle_held.get(name)
         parent, _, last = name.rpartition(".")
@@ -139,9 +139,11 @@ def apart(torch_held: dict, paddle_held: dict) -> tuple:
             found[t] = fits[0]
         else:
             taken(name, parent, found)
-    for parent, shapes in twice:  # a tensor of the parent the child holds too (two_levels)
-        drop_t.setdefault(parent or ROOT, []).extend(held_twice(torch_held.get(parent, (None, {}))[1], shapes,
-                                                                paddle_held[parent][1], drop_p.get(parent or ROOT, ())))
+    for child, parent in twice:  # a tensor of the parent the child holds too (two_levels): the child's counterpart
+        mine = torch_held.get(parent, (None, {}))[1]
+        for own, its in held_twice(mine, torch_held[child][1], paddle_held[parent][1], drop_p.get(parent or ROOT, ())):
+            drop_t.setdefault(parent or ROOT, []).append(mine[own])
+            at[join(parent, own)] = at[f"{child}.{its}"]
     return drop_t, drop_p, alone_t, alone_p, at
 
 

@@ -9,21 +9,22 @@ May import portcheck.core; torch only through the model handed in."""
 from dataclasses import replace
 
 
-def held_twice(mine: dict, child: list, theirs: dict, dropped) -> list:
-    """The shapes of the tensors a torch module holds itself (mine: {name: shape}) that are its taken Linear child's
-    too (child: that child's shapes), which its Paddle counterpart, holding the child's tensors bare (theirs, less
-    `dropped`: those taken), holds once: each of the child's shapes torch's module holds and Paddle's holds no more of.
-    Read from records (shapes, no identity): a tensor of those shapes that is not the child's is no tie, and convert,
-    reading the live tensors, finds no place for it."""
+def held_twice(mine: dict, child: dict, theirs: dict, dropped) -> list:
+    """[(a tensor a torch module holds itself, its taken Linear child's tensor of that shape)] (mine, child: {name:
+    shape}) that its Paddle counterpart, holding the child's tensors bare (theirs, less `dropped`: those taken), holds
+    once: each of the child's shapes torch's module holds and Paddle's holds no more of. Read from records (shapes,
+    no identity): a tensor of those shapes that is not the child's is no tie, and convert, reading the live tensors,
+    finds no place for it."""
     left = list(theirs.values())
     for shape in dropped:
         if shape in left:
             left.remove(shape)
-    own, out = list(mine.values()), []
-    for shape in child:
-        if shape in own and shape not in left:
-            own.remove(shape)
-            out.append(shape)
+    own, out = dict(mine), []
+    for its, shape in child.items():
+        same = next((name for name, s in own.items() if s == shape), None)
+        if same is not None and shape not in left:
+            del own[same]
+            out.append((same, its))
     return out
 
 
