@@ -52,8 +52,8 @@ STEPS, PLANTED_LAYER = 8, 1
 HEADS = {"llama": {"LlamaLMHead": "transpose"}, "mixtral": {"MixtralLMHead": "transpose"},
          "rw": {"CausalLMHead": "same"}}
 # settings a family's LM is built with on both sides: mT5's head tied to its word embeddings (paddlenlp's default
-# ties them, transformers' does not: given, the two build one model); Reformer's and RoBERTa's causal LMs a decoder,
-# as transformers asks (is_decoder=True: its causal mask and its cache)
+# ties them, transformers' does not: given, the two build one model); Reformer's, RoBERTa's and RoFormer's causal
+# LMs a decoder, as transformers asks (is_decoder=True: its causal mask and its cache)
 LM_SETTINGS = {"mt5": dict(tie_word_embeddings=True), "reformer": dict(is_decoder=True),
                "roberta": dict(is_decoder=True), "roformer": dict(is_decoder=True)}
 # Paddle tensors of a module paddlenlp's LM runs and never reads, which transformers' LM does not hold: kept at

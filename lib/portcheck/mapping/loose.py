@@ -147,7 +147,6 @@ def apart(torch_held: dict, paddle_held: dict) -> tuple:
     return drop_t, drop_p, alone_t, alone_p, at
 
 
-
 UNNAMED = ("a projection held as a Linear on one side and a bare parameter of its parent on the other "
            "(portcheck.mapping.loose) is not told apart in records that keep no tensor names (own/ keys): record "
            "both sides again with this version, or judge with compare_forward [PC486]")
