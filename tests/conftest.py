@@ -41,8 +41,8 @@ THREADS = str(max(1, len(os.sched_getaffinity(0)) // WORKERS))
 # the largest on purpose to send it first: it builds run_all_home, which test_step2 and test_step4 start from, before
 # either begins (a worker needing it mid-build would wait), and needs no tiny home at its start, so the first two
 # files do not both wait for the shared tiny home (shared_home). Measured alone since (-n 0, about twice a whole
-# run's figure there): test_generate_families 49 (its XLNet and Blenderbot pairs), test_vision_ports 13; estimated on
-# a loaded machine: test_bn_few_values 30 (its dense net), test_run_paconvert 25 (its Conv1D pair).
+# run's figure there): test_generate_families 55 (its XLNet, Blenderbot and RoFormer pairs), test_vision_ports 13;
+# estimated on a loaded machine: test_bn_few_values 30 (its dense net), test_run_paconvert 25 (its Conv1D pair).
 FILE_SECONDS = {"test_hand_in.py": 70, "test_docs_blocks.py": 69, "test_run_paconvert_training.py": 49,
                 "test_resnet18.py": 47, "test_run_trainers.py": 41, "test_mid_size.py": 40, "test_run_launchers.py": 40,
                 "test_zoo_families.py": 40, "test_distributed.py": 39, "test_run_scripts.py": 35,
@@ -58,7 +58,7 @@ FILE_SECONDS = {"test_hand_in.py": 70, "test_docs_blocks.py": 69, "test_run_paco
                 "test_bn_few_values.py": 30, "test_hand_in_kink.py": 5, "test_run_cycles.py": 5, "test_run_forged.py": 5,
                 "test_run_rnn.py": 5, "test_vision_ports.py": 13, "test_generate.py": 4, "test_hostile3.py": 4,
                 "test_hostile4.py": 4, "test_moe.py": 4, "test_ports.py": 4, "test_root_tables.py": 4,
-                "test_stream.py": 4, "test_bn_two_values.py": 3, "test_explorer.py": 3, "test_generate_families.py": 30,
+                "test_stream.py": 4, "test_bn_two_values.py": 3, "test_explorer.py": 3, "test_generate_families.py": 34,
                 "test_loose.py": 3, "test_loose_forms.py": 3, "test_size.py": 3, "test_step1.py": 3, "test_step2.py": 3,
                 "test_torchvision.py": 3, "test_zoo_paconvert.py": 3, "test_align.py": 2, "test_convert.py": 2,
                 "test_diff.py": 2, "test_generate_folders.py": 2, "test_generate_seq2seq.py": 2, "test_layering.py": 2,

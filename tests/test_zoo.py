@@ -349,8 +349,7 @@ def test_a_families_run_records_its_facts_and_says_which_rows_it_judged(tmp_path
     import shutil
     from tools import bench_doc
     from tools.zoo import families, page, recorded
-    for name in (recorded.CASES_JSON, recorded.FAMILIES_JSON, recorded.FORMERS_JSON, recorded.PACONVERT_JSON,
-                 recorded.GENERATION_JSON, recorded.VISION_JSON, recorded.FORMERS_GENERATION_JSON):
+    for name in recorded.JSONS:
         shutil.copy(recorded.BENCH.parent / name, tmp_path / name)
     before = json.loads((tmp_path / recorded.FAMILIES_JSON).read_text())  # rows judged before facts were recorded
     before[bench_doc.RUN] = []

@@ -372,15 +372,12 @@ def row(r: dict) -> str:
     return "| " + " | ".join(str(c).replace("|", "/").replace("\n", " ") for c in cells(r)) + " |"
 
 
-def write(results: list, seconds: float, run: dict = None):
+def write(results: list, seconds: float, run: dict):
     """docs/bench/zoo_families.json: the families of this run over those of the runs before (--only), in the
     families' order; the time, their sum. Each row keeps the facts of the run that judged it (tools/bench_doc.py:
     command, date, CPU, load), the JSON's run lists each once (a row from before they were recorded: {}, "not
     recorded"). The pages read it (pages())."""
-    held = recorded.BENCH.parent / recorded.FAMILIES_JSON
-    if run:
-        results = [{**r, "measured": run} for r in results]
-    recorded.write(held, *recorded.over_held(held, results, seconds, [f for f, _ in families()]))
+    recorded.written_over(recorded.FAMILIES_JSON, results, seconds, run, [f for f, _ in families()])
 
 
 def pages():

@@ -52,10 +52,13 @@ STEPS, PLANTED_LAYER = 8, 1
 HEADS = {"llama": {"LlamaLMHead": "transpose"}, "mixtral": {"MixtralLMHead": "transpose"},
          "rw": {"CausalLMHead": "same"}}
 # settings a family's LM is built with on both sides: mT5's head tied to its word embeddings (paddlenlp's default
-# ties them, transformers' does not: given, the two build one model); Reformer's and RoBERTa's causal LMs a decoder,
-# as transformers asks (is_decoder=True: its causal mask and its cache)
+# ties them, transformers' does not: given, the two build one model); Reformer's, RoBERTa's and RoFormer's causal
+# LMs a decoder, as transformers asks (is_decoder=True: its causal mask and its cache)
 LM_SETTINGS = {"mt5": dict(tie_word_embeddings=True), "reformer": dict(is_decoder=True),
-               "roberta": dict(is_decoder=True)}
+               "roberta": dict(is_decoder=True), "roformer": dict(is_decoder=True)}
+# Paddle tensors of a module paddlenlp's LM runs and never reads, which transformers' LM does not hold: kept at
+# Paddle's own value (convert's keep=), its user's choice: RoFormerModel's pooler, whose output its causal LM drops
+UNREAD = {"roformer": ["roformer.pooler.dense.weight", "roformer.pooler.dense.bias"]}
 
 # two prompts of 6 tokens, the first left-padded by 2 (ids past pad, bos and eos)
 PROMPT = np.random.RandomState(0).randint(3, 100, (2, 6)).astype("int64")
@@ -109,7 +112,7 @@ def build(family: str, **settings) -> tuple:
     pd = paddle_lm(family, **settings)
     layouts = {**LAYOUTS.get(family, {}), **HEADS.get(family, {})} or None
     inputs = given(family, settings_of(family))  # the family's own (an encoder-decoder's decoder ids too)
-    pasted = {}
+    pasted = {"keep": UNREAD[family]} if family in UNREAD else {}
     for _ in range(3):  # each refusal whose fix is pasted as a user pastes it: keep=, or a name_map= of one entry
         try:
             state = convert(pt, pd, inputs=inputs, layouts=layouts, **pasted)
@@ -117,8 +120,8 @@ def build(family: str, **settings) -> tuple:
         except PipelineError as e:
             keep = re.findall(r"pass keep=\['([^']+)'\]", str(e))
             named = re.search(r"name_map=(\{[^{}]*\}|\[.*\]) \[PC316\]", str(e))
-            if keep and "keep" not in pasted:
-                pasted["keep"] = keep
+            if keep and not set(keep) <= set(pasted.get("keep", ())):
+                pasted["keep"] = [*pasted.get("keep", ()), *keep]
             elif named and "name_map" not in pasted:
                 pasted["name_map"] = ast.literal_eval(named.group(1))
             else:
@@ -260,10 +263,7 @@ def main():
         print(f"{family} ({r['seconds']} s): {r['outcome']}; {r.get('said') or r.get('plant', '')}", flush=True)
     print(f"{len(results)} families, {time.time() - start:.0f} s")
     if not args.only or args.write:
-        held = recorded.BENCH.parent / recorded.GENERATION_JSON
-        measured = bench_doc.finish(run)
-        recorded.write(held, *recorded.over_held(held, [{**r, "measured": measured} for r in results],
-                                                 time.time() - start, list(LM)))
+        recorded.written_over(recorded.GENERATION_JSON, results, time.time() - start, bench_doc.finish(run), list(LM))
         families.pages()  # the page reads these rows; this module never imports it
         print(f"wrote docs/bench/{recorded.GENERATION_JSON}, docs/zoo.md and docs/bench/zoo.md")
 

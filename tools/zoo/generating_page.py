@@ -97,5 +97,10 @@ FINDINGS = [
     "`target_mapping`. paddlenlp's `XLNetLMHeadModel` has no preparation of its own and is handed the sequence as it "
     "is. The two part at step 1, said as the `input_ids` they are handed otherwise "
     "(`test_paddlenlp_xlnet_is_fed_its_step_as_transformers_feeds_it`).",
-    "- **not built**: paddlenlp's RoFormer LM holds a pooler transformers' lacks, and its head as bare "
-    "`decoder_weight` and `decoder_bias`: not the same model (above).", ""]
+    "- **RoFormer**: paddlenlp's `RoFormerForCausalLM.update_model_kwargs_for_generation` reads `token_type_ids`, "
+    "which its generate builds none of: its own loop raises after the prompt "
+    "(`test_paddlenlp_roformer_decodes_by_its_own_loop_with_no_token_type_ids`). Its `RoFormerModel` builds the "
+    "padding mask alone, where transformers' (`is_decoder=True`) adds the causal one. Each prompt token reads the "
+    "ones after it, and the first position's logits part by 6.3e-03; handed a causal mask, the port is torch's model "
+    "(`test_paddlenlp_roformer_causal_lm_masks_its_future_tokens_as_transformers`). Its pooler, which transformers' "
+    "lacks and its LM never reads, keeps Paddle's own weights (`keep=`).", ""]

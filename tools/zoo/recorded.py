@@ -27,6 +27,8 @@ FORMERS_GENERATION_JSON, FORMERS_GENERATION_COMMAND = ("zoo_formers_generation.j
                                                       "python -m tools.zoo.formers_generating")
 VISION_JSON, VISION_COMMAND = "zoo_vision.json", "python -m tools.zoo.vision"  # timm against PaddleClas
 VISION_REQUIREMENTS = "requirements-vision.txt"  # its optional extra
+# every run's JSON beside BENCH, one per command above: the zoo's whole record
+JSONS = (CASES_JSON, FAMILIES_JSON, FORMERS_JSON, PACONVERT_JSON, GENERATION_JSON, VISION_JSON, FORMERS_GENERATION_JSON)
 PAGES_COMMAND = f"{CASES_COMMAND} --page"  # both pages again from the runs recorded, running nothing
 
 
@@ -69,10 +71,10 @@ def over_held(held, results: list, seconds: float, order: list) -> tuple:
 
 def written_over(name: str, results: list, seconds: float, run: dict, order: list):
     """docs/bench/<name>: this run's rows (each with the facts of the run that judged it, `run` where it has none)
-    over the rows held of the other families (over_held), in `order`."""
+    over the rows held of the other families (over_held), in `order`. A row held keeps its own run's facts: one
+    written before they were recorded stays without (the page says "not recorded"), never this run's."""
     held = BENCH.parent / name
-    results, seconds = over_held(held, results, seconds, order)
-    write(held, [{**r, "measured": r.get("measured") or run} for r in results], seconds)
+    write(held, *over_held(held, [{**r, "measured": r.get("measured") or run} for r in results], seconds, order))
 
 
 def write(held, results: list, seconds: float):

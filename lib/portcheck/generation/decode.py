@@ -149,16 +149,22 @@ class Feed:
 
 
 def encoder_decoder(model) -> bool:
-    """An encoder-decoder, by its config or by its build (paddlenlp's BlenderbotSmallConfig says it is none: its
-    model has an encoder all the same). transformers 5 gives every model a get_encoder, returning the model itself
-    or its base model where it has no encoder: an encoder is a module other than those."""
+    """An encoder-decoder, by its config or by its build (encoder_of)."""
+    return encoder_of(model)[0]
+
+
+def encoder_of(model) -> tuple:
+    """(whether the model is an encoder-decoder, its encoder: get_encoder's, asked once; None where it has none). One
+    by its config or by its build (paddlenlp's BlenderbotSmallConfig says it is none: its model has an encoder all
+    the same). transformers 5 gives every model a get_encoder, returning the model itself or its base model where it
+    has no encoder: an encoder is a module other than those."""
     if getattr(getattr(model, "config", None), "is_encoder_decoder", False):
-        return True
+        return True, (model.get_encoder() if hasattr(model, "get_encoder") else None)
     get = getattr(model, "get_encoder", None)
     if not callable(get):
-        return False
+        return False, None
     encoder = get()
-    return encoder is not None and encoder is not model and encoder is not getattr(model, "base_model", None)
+    return encoder is not None and encoder is not model and encoder is not getattr(model, "base_model", None), encoder
 
 
 def decoder_start(model) -> int:
@@ -222,8 +228,8 @@ def decode(model, prompt: np.ndarray, new_tokens: int, fed=None, step=None, feed
 def encoder_seen(model, out: Decoded):
     """An encoder-decoder's encoder, for the block, keeping its first output's first tensor in `out`: the encoder
     compared once, wherever a step calls it."""
-    encoder = model.get_encoder() if encoder_decoder(model) and hasattr(model, "get_encoder") else None
-    if encoder is None:
+    one, encoder = encoder_of(model)
+    if not one or encoder is None:
         yield
         return
     if not callable(getattr(encoder, "forward", None)):

@@ -8,9 +8,10 @@ module_pairs (each torch module's counterpart for a conversion, or why it has no
 run's order pairs, a fused module's layout), inferred (a fused module no one declared and its candidate layouts),
 lists (lists of like modules, an MoE's experts, paired by their index), loose (a tensor one side holds as a module,
 the other as a bare parameter of the parent; 0-d against [1] scalars; a layer of another type holding a Linear's
-tensors), own_layout (a type no layout names holding tensors of its own, placed by its counterpart's shapes),
-pointwise (a 1x1 convolution against a Linear: one matrix, reshaped), regroup (the same values with axes split and
-reordered: a head-split output, a parameter of merged axes), state (the converted state, written: save_pdparams),
+tensors), two_levels (one tensor a torch module and its Linear child both hold, against a Paddle module holding it
+bare: an LM head's bias), own_layout (a type no layout names holding tensors of its own, placed by its counterpart's
+shapes), pointwise (a 1x1 convolution against a Linear: one matrix, reshaped), regroup (the same values with axes
+split and reordered: a head-split output, a parameter of merged axes), state (the converted state, written: save_pdparams),
 weights (strict loading), shards (a single-card state cut into each tensor-parallel rank's shard, checked), settings
 (each module's settings in torch's conventions: what `run` compares and a record keeps).
 

@@ -6,8 +6,8 @@ it, so no name map could say it. Also tensors held otherwise by the module's own
 Paddle layer of a type of its own holding a Linear's tensors all the same (paddlenlp's Linear3D, OPTLMHead's
 decoder_weight), and a parameter with axes merged (portcheck.mapping.regroup: XLNet's q).
 
-May import portcheck.core, portcheck.mapping.layouts, .modules and .regroup; torch and Paddle only inside the
-functions handed their models."""
+May import portcheck.core, portcheck.mapping.layouts, .modules, .regroup and .two_levels; torch and Paddle only
+inside the functions handed their models."""
 import collections
 import functools
 import itertools
@@ -22,6 +22,7 @@ from portcheck.core.errors import PipelineError
 from portcheck.core.keys import ROOT
 from portcheck.mapping.layouts import RULES, layouts_table, linear_layout, same_layout
 from portcheck.mapping import regroup
+from portcheck.mapping.two_levels import held_twice
 from portcheck.mapping.modules import META, held_tensors, redescribed
 
 
@@ -87,11 +88,13 @@ def apart(torch_held: dict, paddle_held: dict) -> tuple:
     drop_t, drop_p, alone_t, alone_p, at = {}, {}, set(), set(), {}
     join = lambda x, n: f"{x}.{n}" if x else n
     unnamed = []  # (module, its parent, the shapes each tensor may have, those found by name): the shapes' turn next
+    twice = []  # (a Linear child taken, its parent): held_twice's turn last
 
     def taken(name, parent, found):
         alone_t.add(name)
         drop_p.setdefault(parent or ROOT, []).extend(paddle_held[parent][1][n] for n in found.values())
         at.update({f"{name}.{t}": join(parent, n) for t, n in found.items()})
+        twice.append((name, parent))
     for name, (kind, held) in torch_held.items():
         mine = paddle_held.get(name)
         parent, _, last = name.rpartition(".")
@@ -136,6 +139,11 @@ def apart(torch_held: dict, paddle_held: dict) -> tuple:
             found[t] = fits[0]
         else:
             taken(name, parent, found)
+    for child, parent in twice:  # a tensor of the parent the child holds too (two_levels): the child's counterpart
+        mine = torch_held.get(parent, (None, {}))[1]
+        for own, its in held_twice(mine, torch_held[child][1], paddle_held[parent][1], drop_p.get(parent or ROOT, ())):
+            drop_t.setdefault(parent or ROOT, []).append(mine[own])
+            at[join(parent, own)] = at[f"{child}.{its}"]
     return drop_t, drop_p, alone_t, alone_p, at
 
 

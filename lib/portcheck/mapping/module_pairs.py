@@ -7,7 +7,7 @@ said at once, with why: built from another config, holding what several Paddle m
 to declare), or nothing the name map names.
 
 May import portcheck.core and mapping's pairing, alignment, tensors, fused, experts, loose, layouts,
-modules, names and trace.
+modules, names, trace and two_levels.
 """
 import numpy as np
 
@@ -18,6 +18,7 @@ from portcheck.mapping.layouts import CONFIGS_DIFFER, config_fields, layouts_tab
 from portcheck.mapping.modules import saved as own_saved, stranded
 from portcheck.mapping.names import named_exist
 from portcheck.mapping.tensors import _kinds, _ties, own_tensors
+from portcheck.mapping.two_levels import on_two_levels
 
 
 class _Shapes(dict):
@@ -175,6 +176,7 @@ def pair_modules(torch_model, paddle_model, name_map=None, inputs=None, layouts=
     found.update({k: v for k, v in loose_tensors.find(torch_model, paddle_model, modules, sorted(tied), own_tensors,
                                                       lambda m: True).items()
                   if v.paddle_name.startswith(k.rpartition(".")[0].rpartition(".")[2])})
+    found.update(on_two_levels(torch_model, found))  # a parent's own tensor its child holds too
     if loose is not None:
         loose.update(found)
     left = [(n, m) for n, m in left if not all(f"{n}.{t}" in found for t in own_tensors(m))]
