@@ -125,9 +125,13 @@ def compare_forward(torch_model, paddle_model, inputs, name_map=None, isolate=Fa
     torch_record, paddle_record = fused.cut(torch_record, False), fused.cut(paddle_record, False)
     _judgeable(torch_record, paddle_record, float64_kept=False)
     free = {}  # the float64 runs' weights: cast into the same memory in both (fresh pages cost more than the cast)
+    from portcheck.forward import alike  # it builds on isolate, which builds on this module
+    calls, said = alike.settled(paddle_model, inputs, torch_record, paddle_record, name_map)
     report = judge_records(torch_record, paddle_record, name_map, mean_bound,
                     lambda keys, applied: judged_as_run(torch_model, inputs, torch_record, paddle_record, keys, free,
-                                                        applied, (kept or {}).get("torch")), outputs, retaken=True)
+                                                        applied, (kept or {}).get("torch")), outputs, retaken=True,
+                           calls=calls)
+    report.outputs_said += said
     if kept is not None and not any(k.startswith(F64) for k in kept.get("torch", ())):
         kept.pop("torch", None)
     report.outputs_said += [EAGER.pop(torch_model)] if torch_model in EAGER else []
