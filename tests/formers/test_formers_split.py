@@ -63,3 +63,23 @@ def test_a_folder_saved_split_is_one_line_and_tp_1_too(pair, tmp_path):
     args = cli.parser().parse_args(["layers", "--torch", str(hf), "--paddle", str(pd), "--tp", "1"])
     with pytest.raises(PipelineError, match=r"^--tp 1: .*\[PC928\]$"):
         formers_folders.main(args)
+
+
+def test_a_qwen3_moe_folder_split_across_two_ranks_is_green_its_routing_read(tmp_path):
+    """Qwen3-MoE as paddleformers' own converter loads it on each rank: torch's packed experts said as a list where
+    the ranks' model holds one (mapping.experts, from rank 0's record), so the router's probabilities are judged
+    against the ranks' logits as a router's, and each token's experts compared."""
+    import torch
+    import transformers
+    from test_formers_folders import MOE
+    from portcheck.checkpoints import formers_split
+    config, model, sizes = MOE["qwen3_moe"]
+    torch.manual_seed(0)
+    getattr(transformers, model)(getattr(transformers, config)(**dict(sizes, vocab_size=98))).save_pretrained(
+        tmp_path / "moe")
+    ids = np.random.RandomState(0).randint(0, 98, (2, 8)).astype("int64")
+    report, _ = formers_split.compare(tmp_path / "moe", tmp_path / "moe", ids, 2, convert_from_hf=True)
+    assert report.passed, report.table()
+    assert [r.line() for r in report.routing] == [
+        f"routing at layers.{i}.mlp.gate: each of 16 tokens reached the same experts of 4, their router weights "
+        f"within {r.weight_diff:.3g}" for i, r in enumerate(report.routing)], report.table()

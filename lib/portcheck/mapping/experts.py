@@ -37,12 +37,7 @@ def packed(model, other) -> dict:
     found = candidates(model)
     if not found or other is None:
         return {}
-    lists = {}  # {its length: [the sizes of the tensors its first child holds]} of the Paddle model's lists
-    for _, layer in other.named_sublayers(include_self=True):
-        names = [n for n, _ in layer.named_children()]
-        if len(names) >= 2 and names == [str(i) for i in range(len(names))]:
-            first = getattr(layer, names[0])
-            lists.setdefault(len(names), []).append(sorted(int(np.prod(p.shape)) for p in first.parameters()))
+    lists = _lists(other)
     modules = dict(model.named_modules())
     out = {}
     for name, (n, tensors) in found.items():
@@ -54,6 +49,41 @@ def packed(model, other) -> dict:
                 out[name] = (n, tensors, split)
                 break
     return out
+
+
+def _lists(other) -> dict:
+    """{its length: [the sizes of the tensors its first child holds]} of the Paddle model's lists (children 0 .. n-1),
+    read from the model, or from a record of it (its mod/ keys: a tensor-parallel rank's, at their full sizes)."""
+    out = {}
+    if isinstance(other, dict):
+        meta = {k[len(META):].rpartition("/")[0]: v for k, v in other.items() if k.startswith(META)}
+        children = {}
+        for name in meta:
+            parent, _, last = name.rpartition(".")
+            children.setdefault(parent, []).append(last)
+        for parent, names in children.items():
+            if len(names) >= 2 and sorted(names, key=lambda n: (len(n), n)) == [str(i) for i in range(len(names))]:
+                prefix = f"{parent}.0"
+                sizes = [int(np.prod(shape)) for name, flat in meta.items()
+                         if name == prefix or name.startswith(prefix + ".") for shape in _shapes(flat)]
+                out.setdefault(len(names), []).append(sorted(sizes))
+        return out
+    for _, layer in other.named_sublayers(include_self=True):
+        names = [n for n, _ in layer.named_children()]
+        if len(names) >= 2 and names == [str(i) for i in range(len(names))]:
+            first = getattr(layer, names[0])
+            out.setdefault(len(names), []).append(sorted(int(np.prod(p.shape)) for p in first.parameters()))
+    return out
+
+
+def _shapes(flat) -> list:
+    """The shapes of the tensors a module holds itself, from its mod/ key (modules.describe's array)."""
+    flat = [int(x) for x in np.asarray(flat).reshape(-1)]
+    shapes, i = [], 2
+    for _ in range(flat[1] if len(flat) > 1 else 0):
+        shapes.append(tuple(flat[i + 1:i + 1 + flat[i]]))
+        i += 1 + flat[i]
+    return shapes
 
 
 HALVES = {"gate_up_proj": ("gate_proj", "up_proj")}  # a packed tensor's halves along its rows, as its forward chunks
@@ -76,7 +106,7 @@ def _rows(shape: tuple, half) -> tuple:
 
 
 def mark(record, model, other):
-    """Each packed module (packed(), against the Paddle model `other`) of the model said in its record as a list of
+    """Each packed module (packed(), against the Paddle model `other`, or a record of it) of the model said in its record as a list of
     experts, each holding its tensors as Linears that never run (the module docstring); the record returned."""
     found = packed(model, other)
     if not found:

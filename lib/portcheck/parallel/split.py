@@ -26,7 +26,7 @@ from portcheck.forward.compare import judge_forward, record_forward
 from portcheck.forward.judging import judge_one
 from portcheck.forward.result import ForwardReport
 from portcheck.forward.twin import F64
-from portcheck.mapping import fused
+from portcheck.mapping import experts, fused
 from portcheck.parallel import split_rank
 
 TIMEOUT = 600  # seconds a launch may take, every rank: a rank that hangs ends them all
@@ -130,6 +130,8 @@ def compare_splits(torch_model, build, inputs, degree=2, state=None, variants=No
                 torch_records[first[n]] = torch_record_of(job, inputs)
             torch_record = torch_records[first[n]]
             ranks.wait(lambda: all((folder / f"rank{r}" / str(n) / "keys.json").is_file() for r in range(degree)))
+            # torch's packed experts said as a list where the rank's model holds one (mapping.experts)
+            experts.mark(torch_record, job.torch_model, _load(folder / "rank0" / str(n))[0])
             report = judged(torch_record, folder, n, degree, paired.get(first[n]))
             paired.setdefault(first[n], dict(report.pairing.pairs))
             if isolate:
