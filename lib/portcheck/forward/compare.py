@@ -112,9 +112,12 @@ def compare_forward(torch_model, paddle_model, inputs, name_map=None, isolate=Fa
     if record_dir is not None:
         spill.claim(record_dir)  # its torch/ and paddle/ go in a folder of ours alone
     where = lambda name: None if record_dir is None else Path(record_dir) / name
-    torch_record = _closed(experts.mark(fused.mark(trace(torch_model, inputs, spill.store(record_dir, "torch")),
-                                                   fused.specs(torch_model, layouts), torch_model), torch_model,
-                                        paddle_model))
+    routes = {}  # the choice of experts torch's blocks hand their packed experts (forward.routing reads it)
+    with experts.Routed(torch_model, paddle_model, routes):
+        traced = trace(torch_model, inputs, spill.store(record_dir, "torch"))
+    traced.update(routes)
+    torch_record = _closed(experts.mark(fused.mark(traced, fused.specs(torch_model, layouts), torch_model),
+                                        torch_model, paddle_model))
     paddle_record = fused.mark(record_forward(paddle_model, inputs, where("paddle")),
                                fused.specs(paddle_model, layouts), paddle_model)
     if kept is not None:  # fused.taken's second run fills it again

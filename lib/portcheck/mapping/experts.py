@@ -7,7 +7,8 @@ Each record sees such a module as a list of E experts, <module>.<i>, each holdin
 run, <module>.<i>.<tensor>, of their slice's shape ([2I, H], torch's Linear layout): the pairing pairs them child by
 child by the expert's index (mapping.lists), never by the routing; convert fills the Paddle Linear each pairs with
 from its slice, transposed as a Linear's weight. The packed module's output stays whole (it is every expert's
-routed sum). Imports numpy and mapping.modules."""
+routed sum); the choice of experts its block hands it is kept beside the record (Routed), for a port whose router
+returns its top k. Imports numpy and mapping.modules."""
 import numpy as np
 
 from portcheck.mapping.modules import META
@@ -164,3 +165,41 @@ def paired(torch_model, paddle_model, modules: dict) -> dict:
         if all(held):
             out[name] = held[0].rpartition(".")[0].rpartition(".")[0]
     return out
+
+
+ROUTE = "route/"  # route/<module>: the experts torch's block handed its packed experts, [tokens, k]; :weights, theirs
+
+
+class Routed:
+    """While a torch model runs (with Routed(model, other, record): ...), each packed module's choice of experts
+    written into `record`: the integer [tokens, k] argument its block hands it (transformers 5's
+    self.experts(hidden_states, top_k_index, top_k_weights)) and the float one of its shape, as ROUTE keys. A port
+    whose router returns its top k (paddleformers' TopkRouter) is compared on that (forward.routing)."""
+
+    def __init__(self, model, other, record):
+        self.modules = {n: m for n, m in model.named_modules() if n in packed(model, other)}
+        self.record, self.handles = record, []
+
+    def __enter__(self):
+        for name, module in self.modules.items():
+            self.handles.append(module.register_forward_pre_hook(self._hook(name), with_kwargs=True))
+        return self
+
+    def _hook(self, name):
+        def hook(module, args, kwargs):
+            if f"{ROUTE}{name}" in self.record:  # its first call alone
+                return None
+            given = [a for a in [*args[1:], *kwargs.values()] if hasattr(a, "dtype") and getattr(a, "ndim", 0) == 2]
+            index = next((a for a in given if not a.is_floating_point()), None)
+            weights = next((a for a in given if a.is_floating_point() and index is not None and
+                            a.shape == index.shape), None)
+            if weights is not None:
+                self.record[f"{ROUTE}{name}"] = index.detach().cpu().numpy().astype(np.int64)
+                self.record[f"{ROUTE}{name}:weights"] = weights.detach().cpu().float().numpy()
+            return None
+        return hook
+
+    def __exit__(self, *exc):
+        for handle in self.handles:
+            handle.remove()
+        return False
