@@ -29,7 +29,7 @@ def converted(request):
 
 
 @pytest.mark.parametrize("plant", [None, "renorm", "bias"])
-def test_a_plant_in_the_routing_is_red_at_the_block_holding_the_router(converted, plant):
+def test_a_plant_in_the_routing_is_red_at_the_router_or_the_block_where_it_is_made(converted, plant):
     from portcheck import compare_forward
     t, p, x, layouts = converted
     gate = p.layers[1].mlp.gate
