@@ -340,6 +340,34 @@ def test_a_paddle_whose_private_names_moved_is_refused_with_nothing_replaced(mon
     assert multiprocessing.active_children() == []
 
 
+def test_flex_checkpoints_resharding_moved_is_refused_and_stood_in_only_while_it_runs(monkeypatch):
+    """paddleformers' from_pretrained across ranks reshards through flex checkpoint's broadcast, which moves each
+    tensor onto a GPU: on a CPU its Tensor.cuda is a CPU copy while it runs, and Paddle's own again after."""
+    import paddle
+    from paddle.distributed.flex_checkpoint.dcp import reshard_comm
+    own = reshard_comm.BroadcastCommunicator.communicate
+    monkeypatch.setattr(reshard_comm.BroadcastCommunicator, "communicate", lambda self, items, context: None)
+    with pytest.raises(PipelineError, match=r"reshard_comm\.BroadcastCommunicator\.communicate is spelled "
+                                            r"\('self', 'items', 'context'\), .*nothing was replaced; run on GPUs "
+                                            r"\[PC428\]$"):
+        standins.install()
+    monkeypatch.setattr(reshard_comm.BroadcastCommunicator, "communicate", own)
+    import importlib
+    for module in standins.checked():  # each put back after the test: install() replaces them in this process
+        for name in standins.OPS:
+            monkeypatch.setattr(module, name, getattr(module, name))
+    broadcast = importlib.import_module(next(iter(standins.BROADCAST)))
+    monkeypatch.setattr(broadcast, "broadcast_input_data", broadcast.broadcast_input_data)
+    cuda, seen = paddle.Tensor.cuda, []
+
+    def communicate(self, read_items, state, context):  # Paddle's moves each tensor it broadcasts onto a GPU
+        seen.append(paddle.ones([2]).cuda().place.is_cpu_place())
+    monkeypatch.setattr(reshard_comm.BroadcastCommunicator, "communicate", communicate)
+    assert "flex checkpoint's resharding broadcast given the CPU" in standins.install()
+    reshard_comm.BroadcastCommunicator().communicate([], {}, {})
+    assert seen == [True] and paddle.Tensor.cuda is cuda
+
+
 def test_a_rank_that_dies_is_one_line_naming_it_every_rank_ended(torch_model):
     with pytest.raises(PipelineError, match=r"^rank 1 of 2 died \(exit code 3\); every rank ended \[PC423\]$"):
         split.compare_split(torch_model, pairs.dies_on_rank_1, pair.IDS, 2)

@@ -571,10 +571,10 @@ def main(argv=None):
         if args.command == "view":
             return view.main(args, run_check)
         if args.command == "layers":
-            from portcheck.checkpoints import formers_folders, split_folders, stream
+            from portcheck.checkpoints import formers_folders, formers_split, split_folders, stream
             with notices.quiet_imports():  # the frameworks load within, their notices before a refusal's one line
                 if args.convert_from_hf or formers_folders.is_formers(args.paddle):
-                    return formers_folders.main(args)
+                    return (formers_folders.main if args.tp is None else formers_split.main)(args)
                 return (stream.main if args.tp is None else split_folders.main)(args)
         if args.command == "generate":
             from portcheck.generation import command

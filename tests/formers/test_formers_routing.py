@@ -1,8 +1,9 @@
 """Plants in the routing of paddleformers' MoE routers of their own (GLM-4-MoE's and DeepSeek-V3's TopkRouter, which
 return their top k where transformers' return logits, the choice read with a score bias): on tiny random pairs
-converted with no map, the correct port green, its top-k weights' renormalisation flipped or its score bias left out
-of the choice red at the block holding the router; a router as many experts wide as the hidden size settled by its
-run."""
+converted with no map, the correct port green, its routing read (each token's experts and their weights against those
+torch's block hands its packed experts); its score bias left out of the choice red at the router, the tokens and
+experts named; its top-k weights' renormalisation flipped (the same experts, other weights) red at the block holding
+the router; a router as many experts wide as the hidden size settled by its run."""
 import numpy as np
 import pytest
 import torch
@@ -28,7 +29,7 @@ def converted(request):
 
 
 @pytest.mark.parametrize("plant", [None, "renorm", "bias"])
-def test_a_plant_in_the_routing_is_red_at_the_block_holding_the_router(converted, plant):
+def test_a_plant_in_the_routing_is_red_at_the_router_or_the_block_where_it_is_made(converted, plant):
     from portcheck import compare_forward
     t, p, x, layouts = converted
     gate = p.layers[1].mlp.gate
@@ -42,10 +43,22 @@ def test_a_plant_in_the_routing_is_red_at_the_block_holding_the_router(converted
     finally:
         gate.norm_topk_prob = not gate.norm_topk_prob if plant == "renorm" else gate.norm_topk_prob
         gate.e_score_correction_bias.set_value(bias)
+    (routed,) = report.routing
     if plant is None:
         assert report.passed, report.first_diverging
+        assert routed.line() == ("routing at layers.1.mlp.gate: each of 16 tokens reached the same experts of 4, their "
+                                 f"router weights within {routed.weight_diff:.3g}") and routed.weight_diff < 1e-6, \
+            routed.line()
+    elif plant == "bias":
+        assert not report.passed and report.first_diverging == "layers.1.mlp.gate", report.first_diverging
+        assert routed.line().startswith("routing at layers.1.mlp.gate: RED: ") and "[PC941]" in routed.line(), \
+            routed.line()
+        t = routed.differing[0]
+        assert f"the first token {t} torch's experts {sorted(routed.chosen[0][t])}, Paddle's " \
+               f"{sorted(routed.chosen[1][t])}" in routed.line() and routed.chosen[0][t] != routed.chosen[1][t]
     else:
         assert not report.passed and report.first_diverging == "layers.1.mlp", report.first_diverging
+        assert not routed.red and routed.weight_diff > 1e-3, routed.line()
 
 
 @pytest.mark.parametrize("family, taken", [("glm4_moe", "as it is"), ("deepseek_v3", "transposed")])

@@ -87,28 +87,27 @@ def built(name: str, fleet_missing: bool) -> bool:
     return not (name.endswith(CAUSAL) and fleet_missing)
 
 
-def checked_degree(raw: dict, path, tp):
-    """The folder's tensor-parallel degree (its config's tensor_model_parallel_size) against --tp: a folder split
-    for N ranks or a --tp is one line, since a PaddleFormers folder is compared as one process's whole model."""
+def checked_degree(raw: dict, path):
+    """The folder's tensor-parallel degree (its config's tensor_model_parallel_size): a folder saved split for N
+    ranks is one line, since paddleformers' save_pretrained writes a model merged into one (--tp splits that one
+    across ranks as paddleformers loads it: portcheck.checkpoints.formers_split)."""
     degree = raw.get(TP, 1)
     if type(degree) is not int or degree < 1:
         raise PipelineError(f"{path}: {TP} is {str(degree)[:40]!r}: a whole number, 1 or more [PC359]")
-    if degree > 1 or (tp or 1) > 1:
-        said = f"its config says {TP} {degree}" if degree > 1 else f"--tp {tp}"
-        raise PipelineError(f"{path}: {said}; portcheck compares a PaddleFormers folder as one process's whole "
-                            f"model: give the folder saved merged into one ({TP} 1) and leave --tp out [PC352]")
+    if degree > 1:
+        raise PipelineError(f"{path}: its config says {TP} {degree}; portcheck reads a PaddleFormers folder saved "
+                            f"merged into one: give the folder saved merged ({TP} 1), and --tp N to split it across "
+                            "N ranks as paddleformers loads it [PC352]")
 
 
-def load(torch_dir, paddle_dir, convert_from_hf: bool = False, tp=None, use_cache: bool = False) -> tuple:
-    """(torch model, Paddle model, layouts, what was said): each side from its own folder by its own library, in
-    float32, eval mode, no cache unless use_cache (generation's); the base models where the causal LM cannot be
-    built (said)."""
-    import torch
+def classes(torch_dir, paddle_dir) -> tuple:
+    """(transformers' class, paddleformers' class, the torch folder, the Paddle folder, what was said): the
+    classes the folders' configs name, the base models where the causal LM cannot be built (said)."""
     t_path, p_path = (Path(checkpoint.a_folder(d, s)) / checkpoint.CONFIG
                       for d, s in ((torch_dir, "torch"), (paddle_dir, "paddle")))
     t_raw = checkpoint.read_config(t_path.parent)
     p_raw = checkpoint.read_config(p_path.parent, split=(TP,))
-    checked_degree(p_raw, p_path, tp)
+    checked_degree(p_raw, p_path)
     t_type, t_name = architecture(t_raw, t_path)
     p_type, p_name = architecture(p_raw, p_path)
     if t_type != p_type:
@@ -124,24 +123,43 @@ def load(torch_dir, paddle_dir, convert_from_hf: bool = False, tp=None, use_cach
         name = base_name(name)
         said.append(f"one folder is a causal LM, the other a base model: both sides compared as {name}")
     t_class = _torch_class(t_name if name.endswith(CAUSAL) else base_name(t_name), t_path)
-    p_class = _paddle_class(p_type, name, p_path)
-    if convert_from_hf:
-        said.append(f"the Paddle model: paddleformers' {name}.from_pretrained(folder, convert_from_hf=True)")
-    t_model = t_class.from_pretrained(str(t_path.parent), dtype=torch.float32, attn_implementation="eager",
-                                      use_safetensors=True, local_files_only=True, use_cache=use_cache).eval()
-    p_model = _paddle_loaded(p_class, p_path.parent, convert_from_hf, use_cache)
-    config = p_model.config
+    return t_class, _paddle_class(p_type, name, p_path), t_path.parent, p_path.parent, said
+
+
+def torch_loaded(t_class, folder, use_cache: bool = False):
+    """transformers' model from its folder's safetensors (no pickle read), float32, eager attention, eval mode."""
+    import torch
+    return t_class.from_pretrained(str(folder), dtype=torch.float32, attn_implementation="eager",
+                                   use_safetensors=True, local_files_only=True, use_cache=use_cache).eval()
+
+
+def port_layouts(config, torch_model) -> dict:
+    """The layouts paddleformers' port uses (recipes.paddleformers: qkv_proj per key-value group, up_gate_proj
+    [gate | up]), from the config's heads."""
     from portcheck.mapping.recipes import paddleformers
     layouts = paddleformers(config.num_attention_heads, config.num_key_value_heads or config.num_attention_heads)
-    if any(n.split(".")[-1] == "experts" for n, _ in p_model.named_sublayers()):
+    if any(n.split(".")[-1] == "experts" for n, _ in torch_model.named_modules()):
         # a mixture of experts' up_gate_proj is per expert, against transformers' packed experts: paired by index
         # (portcheck.mapping's experts), not as a fused [gate | up]
         del layouts["up_gate_proj"]
-    return t_model, p_model, layouts, said
+    return layouts
+
+
+def load(torch_dir, paddle_dir, convert_from_hf: bool = False, use_cache: bool = False) -> tuple:
+    """(torch model, Paddle model, layouts, what was said): each side from its own folder by its own library, in
+    float32, eval mode, no cache unless use_cache (generation's); the base models where the causal LM cannot be
+    built (said)."""
+    t_class, p_class, t_folder, p_folder, said = classes(torch_dir, paddle_dir)
+    if convert_from_hf:
+        said.append(f"the Paddle model: paddleformers' {p_class.__name__}.from_pretrained(folder, convert_from_hf="
+                    "True)")
+    t_model = torch_loaded(t_class, t_folder, use_cache)
+    p_model = paddle_loaded(p_class, p_folder, convert_from_hf, use_cache)
+    return t_model, p_model, port_layouts(p_model.config, t_model), said
 
 
 @contextlib.contextmanager
-def _view(folder):
+def private_view(folder):
     """A private folder of links to `folder`'s files, removed afterwards: paddleformers' loader writes its
     flex-ckpt metadata beside the files it reads, and the user's folder is never written."""
     view = tempfile.mkdtemp(prefix="portcheck_formers_")
@@ -153,13 +171,18 @@ def _view(folder):
         shutil.rmtree(view, ignore_errors=True)
 
 
-def _paddle_loaded(p_class, folder, convert_from_hf: bool, use_cache: bool = False):
+def paddle_loaded(p_class, folder, convert_from_hf: bool = False, use_cache: bool = False, degree: int = 1,
+                  rank: int = 0):
+    """paddleformers' model from its folder, float32, eval mode; degree > 1: this rank's shard of it, split as
+    paddleformers splits it (tensor_model_parallel_size, in a rank of fleet's model-parallel group)."""
     kw = {"convert_from_hf": True} if convert_from_hf else {}
     try:
-        with _view(folder) as view:
+        with private_view(folder) as view:
             # the fused norm kernel is not registered on CPU
             config = p_class.config_class.from_pretrained(view)
             config.fuse_rms_norm, config.use_cache = False, use_cache
+            if degree > 1:
+                config.tensor_model_parallel_size, config.tensor_parallel_rank = degree, rank
             model = p_class.from_pretrained(view, config=config, dtype="float32", **kw)
     except Exception as e:  # noqa: BLE001 - the library's own error on a folder it cannot load, said in one line
         raise PipelineError(f"{folder}: paddleformers' {p_class.__name__}.from_pretrained cannot load it "
@@ -170,14 +193,30 @@ def _paddle_loaded(p_class, folder, convert_from_hf: bool, use_cache: bool = Fal
     return model
 
 
-def compare(torch_dir, paddle_dir, ids, convert_from_hf: bool = False, tp=None) -> tuple:
+def checked_vocab(ids, vocab: int):
+    if int(ids.max()) >= vocab or ids.min() < 0:
+        raise PipelineError(f"inputs: token ids must lie in [0, {vocab}) [PC906]")
+
+
+def ids_of(args):
+    """The token ids `layers` runs on: --ids' array, or --tokens' (the folder's sizes), [batch, length]."""
+    import numpy as np
+    raw = checkpoint.read_config(checkpoint.a_folder(args.torch, "torch"))
+    s = checkpoint.sizes(type("Config", (), raw))
+    if args.ids is not None:
+        from portcheck.core.fileio import load_array
+        from portcheck.checkpoints.stream import checked_ids
+        return np.asarray(checked_ids(load_array(args.ids, "give an integer array saved with np.save")))
+    from portcheck.checkpoints.stream import tokens_flag
+    return np.asarray(tokens_flag(args.tokens, s))
+
+
+def compare(torch_dir, paddle_dir, ids, convert_from_hf: bool = False) -> tuple:
     """(compare_forward's report of the two folders' models as loaded, isolate=True; the lines said about how they
     were loaded). ids: token ids [batch, length]."""
     from portcheck.forward.compare import compare_forward
-    t_model, p_model, layouts, said = load(torch_dir, paddle_dir, convert_from_hf, tp)
-    vocab = t_model.config.vocab_size
-    if int(ids.max()) >= vocab or ids.min() < 0:
-        raise PipelineError(f"inputs: token ids must lie in [0, {vocab}) [PC906]")
+    t_model, p_model, layouts, said = load(torch_dir, paddle_dir, convert_from_hf)
+    checked_vocab(ids, t_model.config.vocab_size)
     report = compare_forward(t_model, p_model, {"input_ids": ids}, isolate=True, layouts=layouts)
     return report, said
 
@@ -200,27 +239,23 @@ def block_lines(report) -> list:
             for block, reds in first_red(report, block_of).items()]
 
 
-def main(args) -> int:
-    """`layers` on a PaddleFormers folder (or with --convert-from-hf): a line per block, then the verdict."""
+def prepared():
+    """paddleformers importable, then imported in the order it and transformers 5 need (fleet.prepare); else one
+    line."""
     import importlib.util
-    import numpy as np
     if importlib.util.find_spec("paddleformers") is None:
         raise PipelineError("paddleformers is not installed here: run layers on PaddleFormers folders in the "
                             "PaddleFormers environment (pip install -r requirements-formers.txt) [PC357]")
     fleet.prepare()  # before transformers is imported: the order paddleformers and transformers 5 import in
+
+
+def main(args) -> int:
+    """`layers` on a PaddleFormers folder (or with --convert-from-hf): a line per block, then the verdict."""
+    prepared()
     if getattr(args, "html", None) is not None:
         from portcheck.core import page
         page.writable_page(args.html)
-    raw = checkpoint.read_config(checkpoint.a_folder(args.torch, "torch"))
-    s = checkpoint.sizes(type("Config", (), raw))
-    if args.ids is not None:
-        from portcheck.core.fileio import load_array
-        from portcheck.checkpoints.stream import checked_ids
-        ids = checked_ids(load_array(args.ids, "give an integer array saved with np.save"))
-    else:
-        from portcheck.checkpoints.stream import tokens_flag
-        ids = tokens_flag(args.tokens, s)
-    report, said = compare(args.torch, args.paddle, np.asarray(ids), args.convert_from_hf, args.tp)
+    report, said = compare(args.torch, args.paddle, ids_of(args), args.convert_from_hf)
     for line in said:
         print(line)
     lines = block_lines(report)

@@ -99,11 +99,12 @@ def first_red(report, block_of) -> dict:
     return blocks
 
 
-def block_lines(report) -> list:
+def block_lines(report, blocks=block_of) -> list:
     """One line per block: cumulative (each rank's part gathered, each module on the model's run) and isolated
-    (each module on torch's values), the first module red in it named with the ranks where it parts."""
+    (each module on torch's values), the first module red in it named with the ranks where it parts. blocks: a
+    torch row's block (block_of, the paddlenlp Llama's names)."""
     out = []
-    for block, reds in first_red(report, block_of).items():
+    for block, reds in first_red(report, blocks).items():
         said = []
         for how, red in reds.items():
             ranks = ", ".join(map(str, report.ranks.get(red.name, range(report.degree)))) if red else ""
@@ -112,16 +113,21 @@ def block_lines(report) -> list:
     return out
 
 
-def main(args) -> int:
-    """`layers --tp N`: the torch folder's model in this process, the Paddle folder's split across N ranks by
-    paddlenlp's from_pretrained, judged by compare_split with isolate=True; a line per block, then the verdict."""
-    degree = args.tp
-    if degree < 2:
-        raise PipelineError(f"--tp {degree}: give the ranks the Paddle model is split across, 2 or more (without "
+def checked_flags(args) -> int:
+    """--tp's degree, 2 or more, and --device the CPU's (the torch model whole in this process); else one line."""
+    if args.tp < 2:
+        raise PipelineError(f"--tp {args.tp}: give the ranks the Paddle model is split across, 2 or more (without "
                             "--tp, layers compares it whole) [PC928]")
     if args.device != "cpu":
         raise PipelineError(f"--device {args.device}: with --tp the torch model runs whole in this process on the CPU; "
                             "leave --device out [PC930]")
+    return args.tp
+
+
+def main(args) -> int:
+    """`layers --tp N`: the torch folder's model in this process, the Paddle folder's split across N ranks by
+    paddlenlp's from_pretrained, judged by compare_split with isolate=True; a line per block, then the verdict."""
+    degree = checked_flags(args)
     checked_folder(args.paddle, degree)
     if getattr(args, "html", None) is not None:  # checked before the ranks start
         from portcheck.core import page

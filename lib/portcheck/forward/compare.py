@@ -112,9 +112,12 @@ def compare_forward(torch_model, paddle_model, inputs, name_map=None, isolate=Fa
     if record_dir is not None:
         spill.claim(record_dir)  # its torch/ and paddle/ go in a folder of ours alone
     where = lambda name: None if record_dir is None else Path(record_dir) / name
-    torch_record = _closed(experts.mark(fused.mark(trace(torch_model, inputs, spill.store(record_dir, "torch")),
-                                                   fused.specs(torch_model, layouts), torch_model), torch_model,
-                                        paddle_model))
+    routes = {}  # the choice of experts torch's blocks hand their packed experts (forward.routing reads it)
+    with experts.Routed(torch_model, paddle_model, routes):
+        traced = trace(torch_model, inputs, spill.store(record_dir, "torch"))
+    traced.update(routes)
+    torch_record = _closed(experts.mark(fused.mark(traced, fused.specs(torch_model, layouts), torch_model),
+                                        torch_model, paddle_model))
     paddle_record = fused.mark(record_forward(paddle_model, inputs, where("paddle")),
                                fused.specs(paddle_model, layouts), paddle_model)
     if kept is not None:  # fused.taken's second run fills it again
@@ -125,9 +128,13 @@ def compare_forward(torch_model, paddle_model, inputs, name_map=None, isolate=Fa
     torch_record, paddle_record = fused.cut(torch_record, False), fused.cut(paddle_record, False)
     _judgeable(torch_record, paddle_record, float64_kept=False)
     free = {}  # the float64 runs' weights: cast into the same memory in both (fresh pages cost more than the cast)
+    from portcheck.forward import alike  # it builds on isolate, which builds on this module
+    calls, said = alike.settled(paddle_model, inputs, torch_record, paddle_record, name_map)
     report = judge_records(torch_record, paddle_record, name_map, mean_bound,
                     lambda keys, applied: judged_as_run(torch_model, inputs, torch_record, paddle_record, keys, free,
-                                                        applied, (kept or {}).get("torch")), outputs, retaken=True)
+                                                        applied, (kept or {}).get("torch")), outputs, retaken=True,
+                           calls=calls)
+    report.outputs_said += said
     if kept is not None and not any(k.startswith(F64) for k in kept.get("torch", ())):
         kept.pop("torch", None)
     report.outputs_said += [EAGER.pop(torch_model)] if torch_model in EAGER else []

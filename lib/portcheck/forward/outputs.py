@@ -178,20 +178,21 @@ def _leaf_row(name, t_key, p_key, torch_record, paddle_record, rest=None):
 
 
 def judge_records(torch_record: dict, paddle_record: dict, name_map, mean_bound, as_run=None, outputs=None,
-                  retaken=False) -> ForwardReport:
+                  retaken=False, calls=None) -> ForwardReport:
     """judge_forward's pairing and rows. as_run(counterparts): {torch key: its row or input verdict}, judged
     as torch's float64 run computes them (judged_as_run); None: the float64 values are the record's F64 keys.
     outputs: (torch's, Paddle's) names of the model outputs compared (checked_outputs), the rest left out.
     retaken: a fused module the pairing's ties show (Pairing.fusions) is refused before anything is judged, for
     fused.taken to run the comparison again with it declared (compare_forward's models are at hand); otherwise (two
-    saved records) said in one line (fused.unjudged)."""
+    saved records) said in one line (fused.unjudged). calls: {torch call: Paddle call} the run paired
+    (forward.alike), kept as given."""
     unsourced = _sources(torch_record), _sources(paddle_record)
     flows = {"torch": graph.flow(torch_record), "paddle": graph.flow(paddle_record)}  # before cut's new keys
     configured = {"torch": settings.read(torch_record), "paddle": settings.read(paddle_record)}
     torch_record, paddle_record = fused.cut(torch_record, False), fused.cut(paddle_record, False)
     outs = [k for k in torch_record if k.startswith("out/")]
     named_exist(name_map, torch_record, paddle_record)  # an entry naming no module would go unjudged
-    paired = pairing.pair(torch_record, paddle_record, name_map)
+    paired = pairing.pair(torch_record, paddle_record, name_map, calls=calls)
     if retaken and paired.fusions:
         raise fused.shown(paired.fusions)
     chosen = checked_outputs(outputs)

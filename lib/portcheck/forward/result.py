@@ -114,6 +114,12 @@ class ForwardReport(page.Viewable):
         # fed other rows is not where the runs part; the block that routed them is
         routed = next((r for r in self.routing if origin and r.red and origin.name.startswith(r.block + ".")
                        and not origin.name.startswith(r.router)), None)
+        # a router choosing its top k itself (routing.topk): its choice is its own output, the block's difference
+        # its own
+        chose = next((r for r in self.routing if origin and r.red and r.topk and (
+            origin.name == r.block or origin.name.startswith(r.block + "."))), None)
+        if chose:
+            return Named(chose.router, self.paddle_name(chose.router))
         if routed:
             return Named(routed.block, routed.paddle_block)
         stop = self.stopped_at()

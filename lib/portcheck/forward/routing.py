@@ -7,7 +7,10 @@ router, the child whose output has one value per expert, each expert fed rows of
 two sides is red, named at the router, unless the router's output is within its rule and its logits of the experts
 the sides chose apart are equal within what the two sides' logits differ by at that token: a tie, said as one.
 Where a tie was broken otherwise on the two sides, neither side is wrong, and what follows the block is not judged
-on that batch. May import core and mapping."""
+on that batch. A port's router returning its top k (paddleformers' TopkRouter, its choice read with a score bias) is
+compared on what both sides give: its experts and their weights against those torch's block handed its packed experts
+(mapping.experts.Routed); tokens sent to other experts are red at that router, which made the choice.
+May import core and mapping."""
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -16,6 +19,7 @@ from portcheck.core import calibrated, spill
 from portcheck.core.diff import NOT_JUDGED
 from portcheck.core.keys import module_of, split_key
 from portcheck.mapping import lists
+from portcheck.mapping.experts import ROUTE
 from portcheck.mapping.modules import META
 from portcheck.mapping.ties import outputs_of
 from portcheck.mapping.trace import stopped
@@ -38,6 +42,7 @@ class Routing:
     tied: int = 0              # tokens whose choice rests on a tie (chosen alike or not)
     weight_diff: float = 0.0   # the largest difference of a chosen expert's router weight between the sides
     said: str = ""             # why the routing could not be read ("" when it was)
+    topk: bool = False         # read from Paddle's router's top k and the experts torch's block chose (_choices)
 
     @property
     def red(self) -> bool:
@@ -52,6 +57,11 @@ class Routing:
             return f"routing at {at}: not read: {self.said}"
         n, (mine, theirs) = len(self.chosen[0]), self.chosen
         ties = f"; {self.tied} token(s) at a tie" if self.tied else ""
+        if self.differing and self.topk:
+            t = self.differing[0]
+            return (f"routing at {at}: RED: {len(self.differing)} of {n} tokens reached other experts, the first token "
+                    f"{t} torch's experts {sorted(mine[t])}, Paddle's {sorted(theirs[t])}: the experts Paddle's router "
+                    "chose (its top k) against those torch's block handed its experts [PC941]")
         if self.differing:
             t = self.differing[0]
             return (f"routing at {at}: RED: {len(self.differing)} of {n} tokens reached other experts, the first token "
@@ -132,6 +142,13 @@ def compare(torch_record: dict, paddle_record: dict, paired) -> list:
             continue
         if f"in/{p_router}" not in paddle_record:
             continue  # the Paddle router never ran: its rows are judged (and said) as missing
+        top = _top_k(outputs_of(paddle_record, p_router)), torch_record.get(f"{ROUTE}{t_list}"), \
+            torch_record.get(f"{ROUTE}{t_list}:weights")
+        if all(x is not None for x in top) and top[0][0].shape == np.shape(top[1]):
+            # a port's router returning its top k (its choice read with a score bias), against the experts torch's
+            # block hands its packed experts: the choice and its weights compared, expert by expert
+            out.append(_choices(r, top))
+            continue
         theirs = _reached(paddle_record, _rows(paddle_record[f"in/{p_router}"]),
                           [(i, f"{p_list}.{i}") for i in range(n)])
         if theirs is None or len(theirs) != len(mine):
@@ -162,6 +179,31 @@ def compare(torch_record: dict, paddle_record: dict, paired) -> list:
                                                                 r.weights[1][t, sorted(a)]).max()))
         out.append(r)
     return out
+
+
+def _top_k(outputs: list):
+    """(the experts [tokens, k], their weights) a router returning its top k gives (an integer output and a float one
+    of its shape), else None."""
+    index = next((np.asarray(o) for o in outputs if np.ndim(o) == 2 and np.asarray(o).dtype.kind in "iu"), None)
+    weights = next((np.asarray(o) for o in outputs if index is not None and np.shape(o) == index.shape and
+                    np.asarray(o).dtype.kind == "f"), None)
+    return None if weights is None else (index, weights)
+
+
+def _choices(r: Routing, top) -> Routing:
+    """r with each token's experts and their weights compared: Paddle's router's top k (top[0]) against torch's
+    block's (top[1], top[2])."""
+    (index, weights), mine, mine_w = top
+    r.topk = True
+    r.chosen = tuple([frozenset(int(e) for e in row) for row in x] for x in (mine, index))
+    for t, (a, b) in enumerate(zip(*r.chosen)):
+        if a != b:
+            r.differing.append(t)
+        else:
+            by_expert = [dict(zip(map(int, i), map(float, w))) for i, w in ((mine[t], mine_w[t]),
+                                                                           (index[t], weights[t]))]
+            r.weight_diff = max([r.weight_diff] + [abs(by_expert[0][e] - by_expert[1][e]) for e in a])
+    return r
 
 
 def _router(record: dict, experts: str, n: int):

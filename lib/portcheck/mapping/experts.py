@@ -7,7 +7,8 @@ Each record sees such a module as a list of E experts, <module>.<i>, each holdin
 run, <module>.<i>.<tensor>, of their slice's shape ([2I, H], torch's Linear layout): the pairing pairs them child by
 child by the expert's index (mapping.lists), never by the routing; convert fills the Paddle Linear each pairs with
 from its slice, transposed as a Linear's weight. The packed module's output stays whole (it is every expert's
-routed sum). Imports numpy and mapping.modules."""
+routed sum); the choice of experts its block hands it is kept beside the record (Routed), for a port whose router
+returns its top k. Imports numpy and mapping.modules."""
 import numpy as np
 
 from portcheck.mapping.modules import META
@@ -37,12 +38,7 @@ def packed(model, other) -> dict:
     found = candidates(model)
     if not found or other is None:
         return {}
-    lists = {}  # {its length: [the sizes of the tensors its first child holds]} of the Paddle model's lists
-    for _, layer in other.named_sublayers(include_self=True):
-        names = [n for n, _ in layer.named_children()]
-        if len(names) >= 2 and names == [str(i) for i in range(len(names))]:
-            first = getattr(layer, names[0])
-            lists.setdefault(len(names), []).append(sorted(int(np.prod(p.shape)) for p in first.parameters()))
+    lists = _lists(other)
     modules = dict(model.named_modules())
     out = {}
     for name, (n, tensors) in found.items():
@@ -54,6 +50,41 @@ def packed(model, other) -> dict:
                 out[name] = (n, tensors, split)
                 break
     return out
+
+
+def _lists(other) -> dict:
+    """{its length: [the sizes of the tensors its first child holds]} of the Paddle model's lists (children 0 .. n-1),
+    read from the model, or from a record of it (its mod/ keys: a tensor-parallel rank's, at their full sizes)."""
+    out = {}
+    if isinstance(other, dict):
+        meta = {k[len(META):].rpartition("/")[0]: v for k, v in other.items() if k.startswith(META)}
+        children = {}
+        for name in meta:
+            parent, _, last = name.rpartition(".")
+            children.setdefault(parent, []).append(last)
+        for parent, names in children.items():
+            if len(names) >= 2 and sorted(names, key=lambda n: (len(n), n)) == [str(i) for i in range(len(names))]:
+                prefix = f"{parent}.0"
+                sizes = [int(np.prod(shape)) for name, flat in meta.items()
+                         if name == prefix or name.startswith(prefix + ".") for shape in _shapes(flat)]
+                out.setdefault(len(names), []).append(sorted(sizes))
+        return out
+    for _, layer in other.named_sublayers(include_self=True):
+        names = [n for n, _ in layer.named_children()]
+        if len(names) >= 2 and names == [str(i) for i in range(len(names))]:
+            first = getattr(layer, names[0])
+            out.setdefault(len(names), []).append(sorted(int(np.prod(p.shape)) for p in first.parameters()))
+    return out
+
+
+def _shapes(flat) -> list:
+    """The shapes of the tensors a module holds itself, from its mod/ key (modules.describe's array)."""
+    flat = [int(x) for x in np.asarray(flat).reshape(-1)]
+    shapes, i = [], 2
+    for _ in range(flat[1] if len(flat) > 1 else 0):
+        shapes.append(tuple(flat[i + 1:i + 1 + flat[i]]))
+        i += 1 + flat[i]
+    return shapes
 
 
 HALVES = {"gate_up_proj": ("gate_proj", "up_proj")}  # a packed tensor's halves along its rows, as its forward chunks
@@ -76,7 +107,7 @@ def _rows(shape: tuple, half) -> tuple:
 
 
 def mark(record, model, other):
-    """Each packed module (packed(), against the Paddle model `other`) of the model said in its record as a list of
+    """Each packed module (packed(), against the Paddle model `other`, or a record of it) of the model said in its record as a list of
     experts, each holding its tensors as Linears that never run (the module docstring); the record returned."""
     found = packed(model, other)
     if not found:
@@ -134,3 +165,41 @@ def paired(torch_model, paddle_model, modules: dict) -> dict:
         if all(held):
             out[name] = held[0].rpartition(".")[0].rpartition(".")[0]
     return out
+
+
+ROUTE = "route/"  # route/<module>: the experts torch's block handed its packed experts, [tokens, k]; :weights, theirs
+
+
+class Routed:
+    """While a torch model runs (with Routed(model, other, record): ...), each packed module's choice of experts
+    written into `record`: the integer [tokens, k] argument its block hands it (transformers 5's
+    self.experts(hidden_states, top_k_index, top_k_weights)) and the float one of its shape, as ROUTE keys. A port
+    whose router returns its top k (paddleformers' TopkRouter) is compared on that (forward.routing)."""
+
+    def __init__(self, model, other, record):
+        self.modules = {n: m for n, m in model.named_modules() if n in packed(model, other)}
+        self.record, self.handles = record, []
+
+    def __enter__(self):
+        for name, module in self.modules.items():
+            self.handles.append(module.register_forward_pre_hook(self._hook(name), with_kwargs=True))
+        return self
+
+    def _hook(self, name):
+        def hook(module, args, kwargs):
+            if f"{ROUTE}{name}" in self.record:  # its first call alone
+                return None
+            given = [a for a in [*args[1:], *kwargs.values()] if hasattr(a, "dtype") and getattr(a, "ndim", 0) == 2]
+            index = next((a for a in given if not a.is_floating_point()), None)
+            weights = next((a for a in given if a.is_floating_point() and index is not None and
+                            a.shape == index.shape), None)
+            if weights is not None:
+                self.record[f"{ROUTE}{name}"] = index.detach().cpu().numpy().astype(np.int64)
+                self.record[f"{ROUTE}{name}:weights"] = weights.detach().cpu().float().numpy()
+            return None
+        return hook
+
+    def __exit__(self, *exc):
+        for handle in self.handles:
+            handle.remove()
+        return False

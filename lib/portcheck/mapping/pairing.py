@@ -43,7 +43,7 @@ from portcheck.mapping.ties import (ambiguity, containers, distance, fusions_of,
                                     outputs_of, same_values, settled_by_name, settled_by_value, tied_calls, ties_said)
 
 
-def pair(torch_record: dict, paddle_record: dict, name_map=None, weights_only=False) -> Pairing:
+def pair(torch_record: dict, paddle_record: dict, name_map=None, weights_only=False, calls=None) -> Pairing:
     """Pair the module calls of a torch record with a Paddle one (record_forward's, describe's, or a training
     record's first forward). name_map's entries are kept; the rest is aligned (module docstring). Where two
     candidates fit equally well, the run's values settle it (settled_by_value: the one whose output is torch's);
@@ -82,6 +82,8 @@ def pair(torch_record: dict, paddle_record: dict, name_map=None, weights_only=Fa
                 fixed[t] = min(free, key=lambda p: (d.get(p, 0), free.index(p))) if free else fixed[t]
                 free.remove(fixed[t]) if fixed[t] in free else None
     result.named = {t for t in fixed if module_of(t) != ROOT}
+    # calls the run paired (portcheck.forward.alike: like calls their readers tell apart), kept as the map's are
+    fixed.update({t: p for t, p in (calls or {}).items() if any(c.name == t for c in ts) and p in by_name})
 
     def harmless(side, candidates):
         """Candidates holding no tensors whose outputs are the same values (nested containers returning one

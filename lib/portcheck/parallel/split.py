@@ -26,7 +26,7 @@ from portcheck.forward.compare import judge_forward, record_forward
 from portcheck.forward.judging import judge_one
 from portcheck.forward.result import ForwardReport
 from portcheck.forward.twin import F64
-from portcheck.mapping import fused
+from portcheck.mapping import experts, fused
 from portcheck.parallel import split_rank
 
 TIMEOUT = 600  # seconds a launch may take, every rank: a rank that hangs ends them all
@@ -130,6 +130,8 @@ def compare_splits(torch_model, build, inputs, degree=2, state=None, variants=No
                 torch_records[first[n]] = torch_record_of(job, inputs)
             torch_record = torch_records[first[n]]
             ranks.wait(lambda: all((folder / f"rank{r}" / str(n) / "keys.json").is_file() for r in range(degree)))
+            # torch's packed experts said as a list where the rank's model holds one (mapping.experts)
+            experts.mark(torch_record, job.torch_model, _load(folder / "rank0" / str(n))[0])
             report = judged(torch_record, folder, n, degree, paired.get(first[n]))
             paired.setdefault(first[n], dict(report.pairing.pairs))
             if isolate:
@@ -325,8 +327,8 @@ def gathered(records: list, layouts: dict) -> dict:
         if key.startswith(fused.KEY):
             out[key] = np.concatenate([np.asarray(value).reshape(-1)[:1] * len(records),
                                        np.asarray(value).reshape(-1)[1:]])
-        elif layouts.get(key) == split_rank.CAT and all(p is not None and np.ndim(p) for p in parts):
-            out[key] = np.concatenate(parts, axis=-1)
+        elif axis_of(layouts.get(key)) is not None and all(p is not None and np.ndim(p) for p in parts):
+            out[key] = np.concatenate(parts, axis=axis_of(layouts.get(key)))
         else:
             out[key] = value
     return out
@@ -346,10 +348,14 @@ def with_shards(judge, forward_of, gather, torch_record: dict, records: list, la
         name_map = {**(name_map or dict(forward.pairing.pairs)), **extra}
         report = judge(torch_record, gather(records, layouts), name_map)
         forward = forward_of(report)
-    wider = widened(torch_record, records, layouts, forward.counterparts)
-    if wider != layouts:  # judged again on the columns joined, each module paired as it was
-        layouts = wider
-        report = judge(torch_record, gather(records, layouts), name_map or dict(forward.pairing.pairs))
+    name_map = name_map or dict(forward.pairing.pairs)
+    for _ in range(3):  # a module paired once its neighbours' parts are joined (an activation between two) is joined
+        wider = widened(torch_record, records, layouts, forward.counterparts)
+        if wider == layouts:
+            break
+        layouts = wider  # judged again on the parts joined, each module paired as it was
+        report = judge(torch_record, gather(records, layouts), name_map)
+        forward = forward_of(report)
     return report, layouts
 
 
@@ -372,11 +378,21 @@ def shard_pairs(pairing, degree: int) -> dict:
     return out
 
 
+def axis_of(layout):
+    """The axis a layout joins the ranks' parts on (CAT: the last; a number: that axis), or None (whole)."""
+    if layout == split_rank.CAT:
+        return -1
+    return int(layout) if isinstance(layout, str) and layout.lstrip("-").isdigit() else None
+
+
 def widened(torch_record: dict, records: list, layouts: dict, counterparts: dict) -> dict:
     """layouts with each module's input or output that no split layer lays out, yet holds one rank's columns, laid
     out as columns: every rank's as wide, joined as wide as torch's counterpart, each alone narrower (a plain Linear
     holding one rank's rows of a row-parallel layer, its input the rank's columns; an activation between a column-
-    and a row-parallel layer). So a plain layer on a shard is judged with its input joined, and named itself."""
+    and a row-parallel layer). So a plain layer on a shard is judged with its input joined, and named itself. One
+    that holds one rank's share of another axis (a per-head norm after a column-parallel projection, its output
+    [batch, length, the rank's heads, head size]; attention weights [batch, the rank's heads, ...]) is laid out
+    as that axis, counted from the end."""
     out = dict(layouts)
     for t_key, p_key in counterparts.items():
         if not p_key.startswith(("in/", "out/")) or layouts.get(p_key, split_rank.ONE) != split_rank.ONE:
@@ -387,6 +403,10 @@ def widened(torch_record: dict, records: list, layouts: dict, counterparts: dict
         shape, whole = np.shape(parts[0]), np.shape(a)
         if shape and whole and shape[:-1] == whole[:-1] and shape[-1] < whole[-1] == shape[-1] * len(parts):
             out[p_key] = split_rank.CAT
+        elif len(shape) == len(whole) and shape[-1:] == whole[-1:]:
+            apart = [i for i, (s, w) in enumerate(zip(shape, whole)) if s != w]
+            if len(apart) == 1 and shape[apart[0]] * len(parts) == whole[apart[0]]:
+                out[p_key] = str(apart[0] - len(shape))
     return out
 
 
@@ -402,12 +422,14 @@ def ranks_apart(report, torch_record: dict, records: list, layouts: dict) -> dic
         parts = [r.get(p_key) for r in records]
         if any(p is None for p in parts):
             continue
-        cut = layouts.get(p_key) == split_rank.CAT
-        if cut and a.shape[-1:] != (sum(np.shape(p)[-1] for p in parts),):
+        axis = axis_of(layouts.get(p_key))
+        if axis is not None and (np.ndim(a) < -axis or any(np.ndim(p) != np.ndim(a) for p in parts) or
+                                 a.shape[axis] != sum(np.shape(p)[axis] for p in parts)):
             continue  # shapes differ: the gathered row says so
-        edges = np.cumsum([0] + [np.shape(p)[-1] for p in parts]) if cut else None
-        rows = [judge_one(row.name, a[..., edges[r]:edges[r + 1]] if cut else a,
-                          ref[..., edges[r]:edges[r + 1]] if cut else ref, p) for r, p in enumerate(parts)]
+        edges = np.cumsum([0] + [np.shape(p)[axis] for p in parts]) if axis is not None else None
+        cut = (lambda x, r: np.take(x, range(edges[r], edges[r + 1]), axis=axis)) if axis is not None else \
+            (lambda x, r: x)
+        rows = [judge_one(row.name, cut(a, r), cut(ref, r), p) for r, p in enumerate(parts)]
         bad = [r for r, judged in enumerate(rows) if not judged.passed]
         if bad:
             out[row.name] = bad
@@ -464,16 +486,19 @@ def isolated(torch_model, inputs, torch_record: dict, report: SplitReport, ranks
         sources = {p[2] for p in parts if p is not None}
         if len(sources) == 1 and None not in sources and all(parts):
             items.append((key, value, source))  # torch's own value on every rank, passed on as it was
-        elif layouts[0].get(key) == split_rank.CAT and all(parts) and np.ndim(value):
-            items.append((key, np.concatenate([p[1] for p in parts], axis=-1), None))
+        elif axis_of(layouts[0].get(key)) is not None and all(parts) and np.ndim(value):
+            items.append((key, np.concatenate([p[1] for p in parts], axis=axis_of(layouts[0].get(key))), None))
         else:
             items.append((key, value, None))
     isolate.judge(torch_model, None, inputs, torch_record, report, paddle_kept=(items, error))
 
 
 def _part(value, layout, shapes: list, rank: int):
-    """torch's value as rank `rank` holds it: its columns where the layout is columns, else whole."""
-    if layout != split_rank.CAT or not all(len(s) for s in shapes) or sum(s[-1] for s in shapes) != np.shape(value)[-1]:
+    """torch's value as rank `rank` holds it: its share of the layout's axis (its columns, or its heads), else
+    whole."""
+    axis = axis_of(layout)
+    if axis is None or not all(len(s) == np.ndim(value) and len(s) >= -axis for s in shapes) or \
+            sum(s[axis] for s in shapes) != np.shape(value)[axis]:
         return value
-    edges = np.cumsum([0] + [s[-1] for s in shapes])
-    return np.ascontiguousarray(value[..., edges[rank]:edges[rank + 1]])
+    edges = np.cumsum([0] + [s[axis] for s in shapes])
+    return np.ascontiguousarray(np.take(value, range(edges[rank], edges[rank + 1]), axis=axis))

@@ -62,9 +62,9 @@ def full_modules(model, degree: int, parts: dict = None) -> dict:
         # a packed module (output=False): a container of its parts, which never ran, as fused.mark writes it
         out[f"{modules.META}{name or modules.ROOT}/{type(layer).__name__}"] = flat(children, shapes) if \
             spec is None or spec.output else np.array([children + len(spec.parts), 0], dtype=np.int64)
-        for part in spec.parts if spec else ():
+        for part, share in zip(spec.parts, spec.shares) if spec else ():  # each part its share of the columns
             out[f"{modules.META}{name}.{part}/{type(layer).__name__}"] = flat(
-                children if spec.output else 0, [s[:-1] + [s[-1] // len(spec.parts)] for s in shapes])
+                children if spec.output else 0, [s[:-1] + [s[-1] * share // sum(spec.shares)] for s in shapes])
     return out
 
 

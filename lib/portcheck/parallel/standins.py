@@ -1,5 +1,6 @@
 """Paddle's model-parallel ops that have no CPU kernel (c_identity, the calc-stream all-reduce, c_concat, c_split, and
-the vocabulary-parallel cross entropy of fleet's ParallelCrossEntropy),
+the vocabulary-parallel cross entropy of fleet's ParallelCrossEntropy; flex checkpoint's resharding broadcast, which
+moves each tensor onto a GPU),
 stood in for on a CPU by paddle.distributed's collectives over gloo, so that a tensor-parallel model runs split across
 processes on one machine (portcheck.parallel.split). Only on a CPU: on GPUs Paddle's own ops run, untouched. The names
 replaced are Paddle's private ones, so the version is pinned and every name checked before anything is replaced: a
@@ -22,9 +23,13 @@ BROADCAST = {"paddle.distributed.fleet.meta_parallel.tensor_parallel": ("broadca
                                                                                                  "kwargs")),
              "paddle.distributed.fleet.utils.hybrid_parallel_util": ("_broadcast_nested_data",
                                                                      ("hcg", "dev", "place", "data"))}
+# flex checkpoint's resharding (paddleformers' from_pretrained split across ranks), which moves every tensor it
+# sends from one rank to another onto a GPU to broadcast it: its Tensor.cuda a copy on the CPU while it runs
+RESHARD = ("paddle.distributed.flex_checkpoint.dcp.reshard_comm", "BroadcastCommunicator", "communicate",
+           ("self", "read_items", "state", "context"))
 LINE = ("on CPU: Paddle's c_identity, mp_allreduce, c_concat, c_split and c_softmax_with_cross_entropy (no CPU "
-        "kernel) stood in for by paddle.distributed.all_reduce and all_gather over gloo, and fleet's input broadcast "
-        "given the CPU (Paddle {version})")
+        "kernel) stood in for by paddle.distributed.all_reduce and all_gather over gloo, fleet's input broadcast "
+        "and flex checkpoint's resharding broadcast given the CPU (Paddle {version})")
 
 
 def on_cpu(degree: int) -> bool:
@@ -50,6 +55,13 @@ def checked() -> list:
                 raise PipelineError(f"Paddle {paddle.__version__}: {module.__name__}.{name} is "
                                     f"{'missing' if got is None else 'spelled ' + str(got)}, not what the CPU "
                                     f"stand-ins replace {params}: nothing was replaced; run on GPUs [PC428]")
+    where, owner, name, params = RESHARD
+    op = getattr(getattr(importlib.import_module(where), owner, None), name, None)
+    got = tuple(inspect.signature(op).parameters) if callable(op) else None
+    if got != params:
+        raise PipelineError(f"Paddle {paddle.__version__}: {where}.{owner}.{name} is "
+                            f"{'missing' if got is None else 'spelled ' + str(got)}, not what the CPU "
+                            f"stand-ins replace {params}: nothing was replaced; run on GPUs [PC428]")
     for where, (name, params) in BROADCAST.items():
         op = getattr(importlib.import_module(where), name, None)
         got = tuple(inspect.signature(op).parameters) if callable(op) else None
@@ -154,6 +166,20 @@ def install() -> str:
             c_identity, mp_allreduce, c_concat, c_split
         module._c_softmax_with_cross_entropy = c_softmax_with_cross_entropy
     importlib.import_module(next(iter(BROADCAST))).broadcast_input_data = broadcast_input_data
+    owner = getattr(importlib.import_module(RESHARD[0]), RESHARD[1])
+    own = getattr(owner, RESHARD[2])
+
+    def communicate(self, read_items, state, context):
+        # gloo broadcasts CPU tensors: the copy it would make on a GPU made on the CPU, copied back as from a GPU
+        cuda = paddle.Tensor.cuda
+        paddle.Tensor.cuda = lambda tensor, *args, **kwargs: tensor.clone()
+        try:
+            return own(self, read_items, state, context)
+        finally:
+            paddle.Tensor.cuda = cuda
+    if not getattr(own, "stood_in", False):
+        communicate.stood_in = True
+        setattr(owner, RESHARD[2], communicate)
     return LINE.format(version=paddle.__version__)
 
 
