@@ -271,9 +271,14 @@ def settle_fused(torch_model, paddle_model, inputs, state: State, params: dict, 
                 for key, value in arrays.items():
                     params[key].set_value(value)
                 del arrays
-                far[spec] = _parent_run(paddle_model, inputs, t_record, first_part(judged), judged, then=(
-                    f"Paddle {judged} holds what torch's {', '.join(spec.parts)} hold together; its layout is settled "
-                    "by a run"), alone=alone)
+                try:
+                    far[spec] = _parent_run(paddle_model, inputs, t_record, first_part(judged), judged, then=(
+                        f"Paddle {judged} holds what torch's {', '.join(spec.parts)} hold together; its layout is "
+                        "settled by a run"), alone=alone)
+                except PipelineError:
+                    if alone:  # a run stopping before the parent, the modules before it not converted: the whole
+                        return None  # converted model's run says whether it stops there too
+                    raise
                 if far[spec] <= SETTLED:
                     break
         finally:
