@@ -258,7 +258,8 @@ def settle_fused(torch_model, paddle_model, inputs, state: State, params: dict, 
                 continue
             ways[spec], seen[spec] = [], placed
         # alone: the parent judged holds the state's tensors (the rest of it converted), Paddle's own kept to go back
-        held = {k: params[k].numpy() for k in state if alone and k.startswith(parent(judged) + ".") and k in params}
+        within_parent = "" if parent(judged) == ROOT else parent(judged) + "."  # the model's own: all of it
+        held = {k: params[k].numpy() for k in state if alone and k.startswith(within_parent) and k in params}
         far = {}
         try:
             for key in held:
