@@ -197,7 +197,7 @@ def convert(torch_model, paddle_model, name_map=None, path=None, layouts=None, i
     unsettled, chosen = [], {}
     if found and not doubt and not ways:
         # a correct port's fused layouts settle on their modules' parents alone, before anything is set: no copy of
-        # the Paddle model's weights is kept and each is made once (a billion parameters' 4.5 GB copied took more than
+        # the Paddle model's weights is kept and each is made once (a billion parameters' copy, 4.5 GB, costs more than
         # a forward). Where a parent alone does not settle one, the whole converted model's run does, below
         alone = settle_fused(torch_model, paddle_model, inputs, state, params, found, alone=True)
         if alone is not None:
