@@ -4,6 +4,8 @@ up_gate_proj [gate | up], against transformers' q_proj, k_proj, v_proj, gate_pro
 compares with no map, its layouts declared (recipes.paddleformers) or the refusal naming them, never saying the
 models differ; a plant in the port's forward (q and k read in another order within a group, gate and up swapped)
 is red at its module."""
+import re
+
 import numpy as np
 import pytest
 
@@ -56,10 +58,11 @@ def torch_block():
     return Block().eval()
 
 
-def paddle_block(qkv_order=("q", "k", "v"), gate_first=True):
+def paddle_block(qkv_order=("q", "k", "v"), gate_first=True, flat=False):
     """paddleformers' layouts: qkv_proj reshaped [batch, seq, kv heads, (group + 2) * head size] and split [q | k | v]
     (qkv_order: the order the port's forward reads them in); up_gate_proj [gate | up] split in two (gate_first
-    False: read as [up | gate])."""
+    False: read as [up | gate]); flat: the attention handed its input flattened, [batch * seq, hidden], as a
+    sequence-parallel port hands it, its shape beside it."""
     import paddle
     from paddle import nn
 
@@ -69,7 +72,8 @@ def paddle_block(qkv_order=("q", "k", "v"), gate_first=True):
             self.qkv_proj = nn.Linear(H, (HEADS + 2 * KV) * D)
             self.o_proj = nn.Linear(HEADS * D, H, bias_attr=False)
 
-        def forward(self, x):
+        def forward(self, x, shape=None):
+            x = x if shape is None else x.reshape(shape)
             b, s, _ = x.shape
             mix = self.qkv_proj(x).reshape([b, s, KV, (HEADS // KV + 2) * D])
             widths = {"q": HEADS // KV * D, "k": D, "v": D}
@@ -97,7 +101,7 @@ def paddle_block(qkv_order=("q", "k", "v"), gate_first=True):
             self.self_attn, self.mlp = Attention(), MLP()
 
         def forward(self, x):
-            x = x + self.self_attn(x)
+            x = x + (self.self_attn(x.reshape([-1, H]), shape=x.shape) if flat else self.self_attn(x))
             return x + self.mlp(x)
 
     paddle.seed(1)
@@ -136,6 +140,27 @@ def test_with_no_layouts_convert_settles_each_fused_layout_by_a_run_and_says_whi
     assert "self_attn.qkv_proj: their columns [q_proj x2 | k_proj | v_proj] per 2 groups, settled by a run: " \
            "self_attn" in state.said and "mlp.up_gate_proj: their columns [gate_proj | up_proj] one after the " \
            "other" in state.said, state.said
+    assert compare_forward(pt, pd, X, layouts=state.fused_found, isolate=True).passed
+
+
+def test_the_first_layout_giving_torchs_values_is_kept_and_the_rest_not_run():
+    """Each kind's candidates run in turn until one gives torch's parent within SETTLED: [gate | up] one after the
+    other is the first tried, the other 9 never run; the qkv layout per 2 groups the second, after one that is far."""
+    state = convert(torch_block(), paddle_block(), inputs=X)
+    assert "[gate_proj | up_proj] one after the other, settled by a run: mlp " in state.said and \
+        "of its scale from torch's mlp (9 more not run)" in state.said, state.said
+    assert re.search(r"per 2 groups, settled by a run: self_attn \S+ of its scale from torch's self_attn \(the 1 "
+                     r"layout run before it [\d.]+, 3 more not run\)", state.said), state.said
+
+
+def test_a_parent_its_run_cannot_feed_torchs_input_is_settled_by_the_whole_converted_models_run():
+    """The attention handed its input flattened ([batch * seq, hidden] against torch's [batch, seq, hidden]) is not
+    fed torch's recorded input: judged alone (nothing else converted), no layout could give torch's values, so the
+    whole converted model's run settles it, as every layout was settled before."""
+    pt, pd = torch_block(), paddle_block(flat=True)
+    state = convert(pt, pd, inputs=X)
+    assert state.fused_found == {"self_attn.qkv_proj": LAYOUTS["qkv_proj"],
+                                 "mlp.up_gate_proj": LAYOUTS["up_gate_proj"]}, state.said
     assert compare_forward(pt, pd, X, layouts=state.fused_found, isolate=True).passed
 
 

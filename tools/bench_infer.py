@@ -123,9 +123,11 @@ def render(r: dict) -> str:
         unit = "x" if key.startswith("inferring") else ""
         lines.append(f"| {key} | {wall}{unit} | {spent}{unit} |")
     lines += ["", "convert with the layouts given (recipes.paddleformers) runs nothing; with none, each fused "
-              "module's layout is settled by runs on the ids, every layer's of one shape at once, each candidate's "
-              "run stopping once the module judged returns. Inferring costs the difference, said over the two "
-              "plain forwards. The layouts it settled:", ""]
+              "module's layout is settled by runs on the ids, every layer's of one shape at once, before any tensor "
+              "is set: the first layer's module around it (its attention, its MLP) alone holds the converted "
+              "tensors, fed torch's recorded input, each candidate's run stopping once it returns, the candidates "
+              "in turn until one gives torch's values. Inferring costs the difference, said over the two plain "
+              "forwards. The layouts it settled:", ""]
     lines += [f"- {line}" for line in r["settled"]]
     return "\n".join(lines) + "\n"
 

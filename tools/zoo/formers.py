@@ -65,13 +65,17 @@ REASONS = {
                     "(ERNIE 4.5)",
     "gpt_oss": "not the same model: paddleformers' default YaRN RoPE leaves out original_max_position_embeddings "
                "(transformers: 4096) and takes max_position_embeddings for it (GPT-OSS, rotary_emb)",
+    "qwen3_next": "not the same model: paddleformers' Qwen3NextModel hands its full-attention layers no causal mask, "
+                  "and its default eager attention then lets each token attend to the later ones (Qwen3-Next, "
+                  "self_attn)",
     "deepseek_v3": "not the same model: paddleformers' DeepseekV3Config defaults routed_scaling_factor to 1.0 and "
                    "norm_topk_prob to False, transformers' to 2.5 and True (DeepSeek-V3, mlp); its RoPE given as a YaRN "
                    "of factor 1, the default raising KeyError 'factor' in paddleformers (DeepSeek-V3, self_attn)",
 }
 # The layout a family's fused module is declared in, where convert's run cannot settle it: Qwen3-Next's attention
 # reads its qkv_proj per key-value group, [q and gate of the group's heads | k | v] (paddleformers' own converter's
-# fused_qkv), and no layout gives torch's attention (its own computation differs there: compare_forward says where)
+# fused_qkv), and no layout gives torch's attention, which is causal where paddleformers' is not (REASONS); under
+# sdpa, causal, the run settles this layout itself
 DECLARED = {"qwen3_next": {"layers.1.self_attn.qkv_proj": Fused(("q_proj", "k_proj", "v_proj"), heads=2,
                                                               widths=(4, 1, 1))}}
 # A family that cannot be built here, and why

@@ -23,8 +23,9 @@ def load(folder: Path) -> list:
 def why(r: dict) -> str:
     """A row's why: the port's difference (with its finding's link), the line a refusal or a failure said, the
     fused layouts convert settled."""
-    if r.get("reason"):
-        said = [f"{r['reason'].partition(': ')[2]}; {FINDINGS_LINK}"]
+    if r.get("reason"):  # with the figure the run measured it by, where the forward measured one
+        said = [f"{r['reason'].partition(': ')[2]}; {FINDINGS_LINK}",
+                r.get("forward_said") and f"compare_forward: {r['forward_said']}"]
     elif r["outcome"].startswith("green"):
         said = []
     else:
@@ -113,6 +114,15 @@ FINDINGS = [
     "where 1.02e-07 is allowed. A checkpoint's config.json that gives them does not.", "",
     "  Smallest code: `(DeepseekV3Config().routed_scaling_factor, DeepseekV3Config().norm_topk_prob)` on each side. "
     "Pinned by `test_paddleformers_deepseek_v3_routing_defaults_as_transformers`.", "",
+    "- **Qwen3-Next, `self_attn` (Qwen3NextAttention)**: paddleformers' Qwen3NextModel hands its full-attention "
+    "layers no mask (`causal_mask = None`), and its default attention, eager, then masks nothing: each token attends "
+    "to the later ones, where transformers' attention is causal. Every full-attention layer's output differs: on the "
+    "zoo's tiny pair, `layers.1.self_attn.o_proj` is 0.0376 apart where 2.23e-07 is allowed. Under "
+    "`_attn_implementation=\"sdpa\"`, causal where no mask is given, it is the same model (the linear-attention "
+    "layers, gated delta nets, are the same under either).", "",
+    "  Smallest code: in a one-layer Qwen3NextModel whose layer is a full attention, the first token's output moves "
+    "when the last token changes. Pinned by `test_paddleformers_qwen3_next_full_attention_is_causal_as_transformers`.",
+    "",
     "- **Qwen3-VL, `Qwen3VLTextConfig`**: paddleformers sets the text config's `rope_parameters` from `rope_scaling` "
     "alone. A `rope_parameters` given (its base, its 3-D RoPE's sections) is dropped for the defaults (`rope_theta` "
     "1e6, no `mrope_section`); transformers keeps it. The zoo gives paddleformers' side `rope_theta` and "

@@ -194,8 +194,15 @@ def convert(torch_model, paddle_model, name_map=None, path=None, layouts=None, i
     # a group only the run's order paired is settled by the models' run, each order tried on the converted rest:
     # the Paddle model's own values kept to be put back if values cannot settle it
     # and a square weight no type places (loose.Either) by its module's run both ways on torch's recorded input
-    before = {k: params[k].numpy() for k in state if k in params} if doubt or ways or found else {}  # a copy each
     unsettled, chosen = [], {}
+    if found and not doubt and not ways:
+        # a correct port's fused layouts settle on their modules' parents alone, before anything is set: no copy of
+        # the Paddle model's weights is kept and each is made once (a billion parameters' copy, 4.5 GB, costs more than
+        # a forward). Where a parent alone does not settle one, the whole converted model's run does, below
+        alone = settle_fused(torch_model, paddle_model, inputs, state, params, found, alone=True)
+        if alone is not None:
+            (chosen, unsettled), found = alone, {}
+    before = {k: params[k].numpy() for k in state if k in params} if doubt or ways or found else {}  # a copy each
     for key in state:
         params[key].set_value(state[key])  # one contiguous array at a time, freed before the next
     if doubt or ways or found:

@@ -247,9 +247,10 @@ def joined(key: str, shape: tuple, spec: Fused, value):
     return whole
 
 
-def join(spec: Fused, arrays: list):
+def join(spec: Fused, arrays: list, out=None):
     """The tensor of a fused module (in Paddle's layout: the parts along the last axis) made of its parts' tensors,
-    in the spec's part order, each its columns; None unless each is as wide as the columns the spec places it in."""
+    in the spec's part order, each its columns; None unless each is as wide as the columns the spec places it in.
+    out: an array of its shape and dtype to fill, else a new one."""
     width = sum(a.shape[-1] for a in arrays)
     columns = spec.columns(width) if len({a.shape[:-1] for a in arrays}) == 1 else None
     if columns is None or any(len(c) != a.shape[-1] for c, a in zip(columns, arrays)):
@@ -257,7 +258,8 @@ def join(spec: Fused, arrays: list):
     # columns() lays the parts in h blocks, each part's share one run in every block: copied block-wise, never
     # column by column (a billion parameters' up_gate_proj per column is 12288 columns)
     lead, h = arrays[0].shape[:-1], max(spec.heads, 1)
-    out = np.empty((*lead, width), dtype=arrays[0].dtype)
+    if out is None or out.shape != (*lead, width) or out.dtype != arrays[0].dtype:
+        out = np.empty((*lead, width), dtype=arrays[0].dtype)
     blocks, start = out.reshape(*lead, h, width // h), 0
     for a in arrays:
         w = a.shape[-1] // h

@@ -196,17 +196,24 @@ def _take(either, how: str, state: State, params: dict, loose: dict = None):
         params[held.paddle_key].set_value(np.ascontiguousarray(state[held.paddle_key]))
 
 
-def settle_fused(torch_model, paddle_model, inputs, state: State, params: dict, found: dict) -> dict:
+def settle_fused(torch_model, paddle_model, inputs, state: State, params: dict, found: dict, alone: bool = False):
     """Each fused module no one declared (found: {Paddle module: its candidate layouts, inferred.candidates}, filled
     by convert in the first) in the layout whose run gives torch's values, as settle_by_run settles an order: the
-    modules whose parts have one shape settled together, in the run's order, each candidate's tensors set in every
-    one of them (the rest converted, those settled before in their layout) and the Paddle model run on `inputs`; the
-    call judged is the first module's parent against the parent of its torch parts (the attention, the MLP whose
-    forward reads its columns). Kept: the one candidate within SETTLED, else ties.nearest_of's (a port differing in
-    that parent, its RoPE, still settles by APART; compare_forward judges the difference). Candidates making the same
-    tensor (one key-value group) are one. state and the Paddle model are changed to it; where no candidate is kept, a
-    PipelineError naming each and how far its run was. Returns {Paddle module: Fused} and the lines saying each."""
-    from portcheck.mapping.trace import eval_mode, trace
+    modules whose parts have one shape settled together, in the run's order, each candidate's tensors set in the
+    first of them and the Paddle model run on `inputs`; the call judged is that module's parent against the parent of
+    its torch parts (the attention, the MLP whose forward reads its columns), fed torch's recorded input (_fed). Kept:
+    the first candidate within SETTLED, those after it not run (distinct columns giving torch's values to 1e-4 of the
+    scale are that layout: another would take a symmetry of the weights), else ties.nearest_of's of them all (a port
+    differing in that parent, its RoPE, still settles by APART; compare_forward judges the difference). Candidates
+    making the same tensor (one key-value group) are one.
+    state and the Paddle model are changed to it; where no candidate is kept, a PipelineError naming each and how far
+    its run was. Returns ({Paddle module: Fused}, the lines saying each).
+
+    alone: the Paddle model converted nowhere yet (convert sets every tensor once, after): only the parent judged
+    holds the state's tensors while its candidates run, Paddle's own put back after, and nothing else is set; the
+    state alone is changed. None where a kind has no candidate within SETTLED (its parent not fed torch's input, or a
+    port differing there): what only the whole converted model's run settles."""
+    from portcheck.mapping.trace import eval_mode
     joined = {}  # {Paddle module: [its Joined keys]}
     for key, (tensor, _) in state._tensors.items():
         if isinstance(tensor, Joined) and key.rpartition(".")[0] in found:
@@ -216,23 +223,28 @@ def settle_fused(torch_model, paddle_model, inputs, state: State, params: dict, 
         shapes = tuple((k.rpartition(".")[2], tuple(tuple(np.shape(a)) for _, a in state._tensors[k][0].parts))
                        for k in keys)
         kinds.setdefault((found[name][0].parts, shapes), []).append(name)
-    with eval_mode(torch_model), eval_mode(paddle_model):
-        t_record = trace(torch_model, inputs)
-    order = {c: n for n, c in enumerate(dict.fromkeys(split_key(k)[1] for k in t_record if k.startswith("out/")))}
     parent = lambda name: name.rpartition(".")[0] or ROOT  # noqa: E731
     first_part = lambda name: state.origin[joined[name][0]].split(" + ")[0].rpartition(".")[0]  # noqa: E731
+    with eval_mode(torch_model), eval_mode(paddle_model):
+        t_record = _until_judged(torch_model, inputs, [[parent(first_part(n)) for n in ns] for ns in kinds.values()])
+    order = {c: n for n, c in enumerate(dict.fromkeys(split_key(k)[1] for k in t_record if k.startswith("out/")))}
     chosen, said = {}, []
-    at = lambda name: order.get(first_part(name), len(order))  # noqa: E731
+    # the modules after the last parent judged never ran (_until_judged): in the Paddle model's order after it
+    rank = {n: i for i, (n, _) in enumerate(paddle_model.named_sublayers())}
+    at = lambda name: (order.get(first_part(name), len(order)), rank.get(name, 0))  # noqa: E731
     for names in sorted((sorted(ns, key=at) for ns in kinds.values()), key=lambda ns: at(ns[0])):
         judged = names[0]
         # each candidate made for the module judged alone, one candidate's tensors at a time: its run stops once that
         # module's parent returns (_fed), so the other modules of its kind wait for the layout kept (a billion
         # parameters' up_gate_proj in 24 candidates would be 24 copies of every layer's)
-        # the module judged's parts in Paddle's layout once, contiguous: each candidate only places their columns
+        # the module judged's parts in Paddle's layout once, contiguous: each candidate only places their columns,
+        # into one array per tensor (a fresh one per candidate costs its pages again)
         parts = {key: [np.ascontiguousarray(t.to_paddle(a)) for t, a in state._tensors[key][0].parts]
                  for key in joined[judged]}
+        into = {key: np.empty(tuple(params[key].shape), dtype=parts[key][0].dtype) for key in joined[judged]}
         made = lambda spec, key: fused.join(spec, parts[key] if key in parts else  # noqa: E731
-                                            [t.to_paddle(a) for t, a in state._tensors[key][0].parts])
+                                            [t.to_paddle(a) for t, a in state._tensors[key][0].parts],
+                                            out=into.get(key))
         width = int(params[joined[judged][0]].shape[-1])
         ways, seen = {}, {}  # {the first candidate making each tensor: the others making the same}; their columns
         for spec in found[judged]:
@@ -245,20 +257,38 @@ def settle_fused(torch_model, paddle_model, inputs, state: State, params: dict, 
                 ways[same].append(spec)
                 continue
             ways[spec], seen[spec] = [], placed
+        # alone: the parent judged holds the state's tensors (the rest of it converted), Paddle's own kept to go back
+        within_parent = "" if parent(judged) == ROOT else parent(judged) + "."  # the model's own: all of it
+        held = {k: params[k].numpy() for k in state if alone and k.startswith(within_parent) and k in params}
         far = {}
-        for spec in list(ways):
-            arrays = {key: made(spec, key) for key in joined[judged]}
-            if any(v is None for v in arrays.values()):
-                del ways[spec]
-                continue
-            for key, value in arrays.items():
+        try:
+            for key in held:
+                params[key].set_value(state[key])
+            for spec in list(ways):
+                arrays = {key: made(spec, key) for key in joined[judged]}
+                if any(v is None for v in arrays.values()):
+                    del ways[spec]
+                    continue
+                for key, value in arrays.items():
+                    params[key].set_value(value)
+                del arrays
+                try:
+                    far[spec] = _parent_run(paddle_model, inputs, t_record, first_part(judged), judged, then=(
+                        f"Paddle {judged} holds what torch's {', '.join(spec.parts)} hold together; its layout is "
+                        "settled by a run"), alone=alone)
+                except PipelineError:
+                    if alone:  # a run stopping before the parent, the modules before it not converted: the whole
+                        return None  # converted model's run says whether it stops there too
+                    raise
+                if far[spec] <= SETTLED:
+                    break
+        finally:
+            for key, value in held.items():
                 params[key].set_value(value)
-            del arrays
-            far[spec] = _parent_run(paddle_model, inputs, t_record, first_part(judged), judged, then=(
-                f"Paddle {judged} holds what torch's {', '.join(spec.parts)} hold together; its layout is settled by "
-                "a run"))
         within = [s for s, d in far.items() if d <= SETTLED]
-        best = within[0] if len(within) == 1 else ties.nearest_of(far) if far else None
+        if alone and not within:
+            return None
+        best = within[0] if within else ties.nearest_of(far) if far else None
         also = ", ".join(inferred.said(s) for s in ways.get(best, ()))  # candidates making the same tensor
         if best is None:
             raise PipelineError(
@@ -268,31 +298,70 @@ def settle_fused(torch_model, paddle_model, inputs, state: State, params: dict, 
                 + "; ".join(f"{inferred.said(s)} {d:.2g}" for s, d in far.items())
                 + " of its scale apart; declare the layout (layouts={'<module>': portcheck.Fused(...)}) if the port "
                 "reads its columns in another way [PC456]")
-        parts = {}  # freed: the layout kept is made for every module from the state
+        parts = into = {}  # freed: the layout kept is made for every module from the state
         for key in (k for n in names for k in joined[n]):
-            params[key].set_value(made(best, key))
             tensor, array = state._tensors[key]
             state._tensors[key] = (Joined(best, tensor.parts), array)
+            if not alone:  # alone, convert sets each once, after
+                params[key].set_value(state[key])
         chosen.update((n, best) for n in names)
         others = sorted(d for s, d in far.items() if s is not best)
         also = f" (so too {also}: the same tensor)" if also else ""
+        left = len(ways) - len(far)  # after the one kept, not run
+        span = " to ".join(dict.fromkeys(f"{d:.2g}" for d in others[::max(len(others) - 1, 1)]))
+        tried = ([f"the {'other ' * (not left)}{len(others)} layout{'s' * (len(others) > 1)}"
+                  f"{' run before it' * bool(left)} {span}"] if others else []) + \
+            ([f"{left} more not run"] if left else [])
         said.append(f"{', '.join(names[:2])}{f' and {len(names) - 2} more' if len(names) > 2 else ''}: their "
                     f"columns {inferred.said(best)}{also}, settled by a run: {parent(judged)} {far[best]:.2g} of its "
-                    f"scale from torch's {parent(first_part(judged))}" + (
-                        f" (the other {len(others)} layouts {others[0]:.2g} to {others[-1]:.2g})" if others else "")
+                    f"scale from torch's {parent(first_part(judged))}" + (f" ({', '.join(tried)})" if tried else "")
                     + ("" if best in within else f"; not within {SETTLED:g}: compare_forward judges it"))
     return chosen, said
 
 
-def _parent_run(paddle_model, inputs, t_record: dict, torch_module: str, paddle_module: str, then: str = "") -> float:
+def _until_judged(torch_model, inputs, kinds: list) -> dict:
+    """torch's recorded run (trace's, without describe), stopped at the first module called once each kind (a list
+    of torch parents) has one parent returned: the parents a kind's first module reads are all settle_fused judges,
+    and a deep model's later layers cost nothing."""
+    import torch
+    from portcheck.mapping.trace import hook_points, recorded
+    waiting, handles = [set(k) for k in kinds], []
+
+    def returned(name):
+        def hook(*_):
+            waiting[:] = [k for k in waiting if name not in k]
+        return hook
+
+    def stop(*_):
+        if not waiting:
+            raise _Reached("every kind's parent judged has returned")
+
+    parents = {p for k in kinds for p in k}
+    for name, pre, post in hook_points(torch_model):
+        handles.append(pre(stop))
+        if name in parents:
+            handles.append(post(returned(name)))
+    try:
+        return recorded(torch_model, inputs, torch.no_grad, torch.from_numpy)
+    finally:
+        for handle in handles:
+            handle.remove()
+
+
+def _parent_run(paddle_model, inputs, t_record: dict, torch_module: str, paddle_module: str, then: str = "",
+                alone: bool = False) -> float:
     """How far the Paddle module's parent computes from torch's (ties.distance), fed the torch parent's recorded
     input (_fed), the Paddle model run on `inputs` as its weights are now. Where the run stops before the parent
-    returns, nothing says: PC457's line, `then` first."""
-    from portcheck.mapping.trace import eval_mode, stopped, trace
+    returns, nothing says: PC457's line, `then` first. alone (the modules before it not converted): inf where the
+    parent was not fed."""
+    import paddle
+    from portcheck.mapping.trace import eval_mode, recorded, stopped
     parent = lambda name: name.rpartition(".")[0] or ROOT  # noqa: E731
     t_parent, p_parent = parent(torch_module), parent(paddle_module)
-    with eval_mode(paddle_model), _fed(paddle_model, p_parent, t_record.get(f"in/{t_parent}")):
-        p_record = trace(paddle_model, inputs)
+    with eval_mode(paddle_model), _fed(paddle_model, p_parent, t_record.get(f"in/{t_parent}")) as feeding:
+        p_record = recorded(paddle_model, inputs, paddle.no_grad, paddle.to_tensor)
+    if alone and not feeding.fed:
+        return math.inf
     got = ties.outputs_of(p_record, p_parent)
     stop = stopped(p_record)
     if stop and not got:  # the run never reached it: nothing says
@@ -308,7 +377,7 @@ class _fed:
     next module called after it returns: nothing after it is judged, and a deep model's other layers cost nothing."""
 
     def __init__(self, model, name: str, x):
-        self.model, self.name, self.x, self.handles = model, name, x, []
+        self.model, self.name, self.x, self.handles, self.fed = model, name, x, [], False
 
     def __enter__(self):
         from portcheck.mapping.trace import first_input, hook_points
@@ -320,6 +389,7 @@ class _fed:
             if self.x is None or fed or value is None or tuple(value.shape) != np.shape(self.x):
                 return None
             fed.append(True)
+            self.fed = True
             x = paddle.to_tensor(np.asarray(self.x), dtype=value.dtype)
             return (args[:where] + (x,) + args[where + 1:], kwargs) if isinstance(where, int) else \
                 (args, {**kwargs, where: x})

@@ -74,6 +74,9 @@ class State(Mapping):
         view = self.view(key)
         return np.ascontiguousarray(view).reshape(view.shape)  # a 0-d parameter stays 0-d
 
+    def __contains__(self, key) -> bool:  # Mapping's would make the key's array (a fused one joined) to say it
+        return key in self._tensors or key in self.aliases
+
     def __iter__(self):
         yield from self._tensors
         yield from self.aliases
