@@ -51,7 +51,12 @@ def indexed(record: dict) -> dict:
         each = [tuple(sorted(shapes.get((parent, i), ()))) for i in range(n)]
         if each[0] and all(x == each[0] for x in each):
             out[parent] = (n, each[0])
+        elif any(each):  # children unlike each other (a stage's first block widens): a list only index by index
+            out[parent] = (n, (BY_INDEX, *each))
     return out
+
+
+BY_INDEX = "each child its own"  # an indexed list's structure given child by child
 
 
 def matched(torch_record: dict, paddle_record: dict) -> dict:

@@ -366,7 +366,7 @@ def _branches(pairs: dict, t_calls: dict, p_calls: dict, fixed: dict, grouped: s
 def _swappable(one, others) -> bool:
     """A tie convert may settle by its run: leaves holding tensors, each candidate holding the one's shapes (their
     tensors swap between them whole)."""
-    return all(c.tensors and c.children == 0 and c.tensors == one.tensors for c in [one, *others])
+    return all(c.tensors and c.tensors == one.tensors for c in [one, *others])
 
 
 def _tied_groups(tied: list, pairs: dict, fixed: dict, doubt: list) -> list:
