@@ -195,13 +195,13 @@ def convert(torch_model, paddle_model, name_map=None, path=None, layouts=None, i
     # the Paddle model's own values kept to be put back if values cannot settle it
     # and a square weight no type places (loose.Either) by its module's run both ways on torch's recorded input
     before = {k: params[k].numpy() for k in state if k in params} if doubt or ways or found else {}  # a copy each
-    unsettled, chosen = [], {}
+    unsettled, chosen, apart = [], {}, []
     for key in state:
         params[key].set_value(state[key])  # one contiguous array at a time, freed before the next
     if doubt or ways or found:
         try:
             if doubt:
-                settle_by_run(torch_model, paddle_model, inputs, state, params, modules, doubt)
+                apart = settle_by_run(torch_model, paddle_model, inputs, state, params, modules, doubt)
             if found:  # first: a square weight judged where its parent computes reads the fused modules there
                 chosen, unsettled = settle_fused(torch_model, paddle_model, inputs, state, params, found)
             unsettled += settle_layouts(torch_model, paddle_model, inputs, state, params, ways, held)
@@ -215,7 +215,7 @@ def convert(torch_model, paddle_model, name_map=None, path=None, layouts=None, i
         ([f"torch's {named(ran['frozen'])}: never trained, no Paddle counterpart (the port computes it in its "
           "forward): nothing to fill, judged through what reads it"] if ran.get("frozen") else []) +
         ([f"held otherwise, paired tensor to tensor: {named([h.why for h in held.values()], '; ')}"] if held else []) +
-        unsettled)
+        apart + unsettled)
     state.fused_found = chosen
     if path is not None:
         save_pdparams({k: params[k] for k in state}, path)
