@@ -40,7 +40,8 @@ from portcheck.mapping.trace import applied_rules, scale_rules
 from portcheck.mapping.names import entries
 from portcheck.mapping.lists import indexed, inside, keys as list_keys, matched, normal as _normal
 from portcheck.mapping.ties import (ambiguity, containers, distance, fusions_of, nearest_of, one_module_each,
-                                    outputs_of, same_values, settled_by_name, settled_by_value, tied_calls, ties_said)
+                                    outputs_of, same_values, settled_by_name, settled_by_parent, settled_by_value,
+                                    tied_calls, ties_said)
 
 
 def pair(torch_record: dict, paddle_record: dict, name_map=None, weights_only=False) -> Pairing:
@@ -156,6 +157,10 @@ def pair(torch_record: dict, paddle_record: dict, name_map=None, weights_only=Fa
                 # a conversion's models do not hold the same weights yet: their values settle nothing
                 chosen = (settled_by_value(ties, left_t, left_p, torch_record, paddle_record)
                           if ran and not weights_only else {}) or settled_by_name(ties, left_t, left_p)
+                if not chosen and ran and not weights_only:  # values cannot say: the structure around them may
+                    held_now = {**pairs, **fixed, **{left_t[i].name: left_p[j].name for i, j in found}}
+                    chosen = settled_by_parent(ties, left_t, left_p, {module_of(t): module_of(p)
+                                                                      for t, p in held_now.items()})
                 # a conversion's run: modules of one shape tied (RepVGG's branches' norms, each fitting both) are
                 # taken in a first order and settled by convert on the converted run, as an order's pairs are
                 said = ties_said(ties, left_t, left_p)
