@@ -157,10 +157,11 @@ def pair(torch_record: dict, paddle_record: dict, name_map=None, weights_only=Fa
                 # a conversion's models do not hold the same weights yet: their values settle nothing
                 chosen = (settled_by_value(ties, left_t, left_p, torch_record, paddle_record)
                           if ran and not weights_only else {}) or settled_by_name(ties, left_t, left_p)
+                by_parent = {}
                 if not chosen and ran and not weights_only:  # values cannot say: the structure around them may
                     held_now = {**pairs, **fixed, **{left_t[i].name: left_p[j].name for i, j in found}}
-                    chosen = settled_by_parent(ties, left_t, left_p, {module_of(t): module_of(p)
-                                                                      for t, p in held_now.items()})
+                    chosen = by_parent = settled_by_parent(ties, left_t, left_p, {module_of(t): module_of(p)
+                                                                                  for t, p in held_now.items()})
                 # a conversion's run: modules of one shape tied (RepVGG's branches' norms, each fitting both) are
                 # taken in a first order and settled by convert on the converted run, as an order's pairs are
                 said = ties_said(ties, left_t, left_p)
@@ -181,7 +182,7 @@ def pair(torch_record: dict, paddle_record: dict, name_map=None, weights_only=Fa
                         if t not in chosen and p not in chosen.values():
                             chosen[t] = p
                 else:
-                    result.settled.update(chosen)
+                    result.settled.update((t, p) for t, p in chosen.items() if t not in by_parent)  # "(by value)"
                     result.fusions.update(fusions_of(ties, left_t, left_p, ts, ps, ran=True))
                 fixed.update(chosen)  # kept as a map's entries are, and the whole alignment made again
                 fixed_p.update(chosen.values())
