@@ -106,9 +106,10 @@ class RepVggBlock(torch.nn.Module):
 
 
 class PdConvNorm(paddle.nn.Layer):
-    def __init__(self, cin, cout, k, stride, eps=1e-5):
+    def __init__(self, cin, cout, k, stride, eps=1e-5, dilation=1):
         super().__init__()
-        self.conv = paddle.nn.Conv2D(cin, cout, k, stride, padding=k // 2, bias_attr=False)
+        self.conv = paddle.nn.Conv2D(cin, cout, k, stride, padding=k // 2 * dilation, dilation=dilation,
+                                     bias_attr=False)
         self.bn = paddle.nn.BatchNorm2D(cout, epsilon=eps)
 
     def forward(self, x):
@@ -117,10 +118,11 @@ class PdConvNorm(paddle.nn.Layer):
 
 class RepVGGBlock(paddle.nn.Layer):
     """PaddleClas's order: the 3x3 branch, the 1x1 one, the identity norm last."""
-    def __init__(self, cin, cout, stride, eps=1e-5):
+    def __init__(self, cin, cout, stride, eps=1e-5, dilation=1):
         super().__init__()
         self.rbr_identity = paddle.nn.BatchNorm2D(cout) if cin == cout and stride == 1 else None
-        self.rbr_dense, self.rbr_1x1 = PdConvNorm(cin, cout, 3, stride), PdConvNorm(cin, cout, 1, stride, eps)
+        self.rbr_dense = PdConvNorm(cin, cout, 3, stride, dilation=dilation)
+        self.rbr_1x1 = PdConvNorm(cin, cout, 1, stride, eps)
 
     def forward(self, x):
         identity = self.rbr_identity(x) if self.rbr_identity is not None else 0
@@ -129,12 +131,14 @@ class RepVGGBlock(paddle.nn.Layer):
 
 def stage_pair(plant=None):
     """A stage of three RepVGG blocks (the first widening, with no identity norm: the blocks differ) on each side,
-    timm's norms holding their activation as children. plant "eps": the port's last block's 1x1 norm epsilon 1e-3."""
+    timm's norms holding their activation as children. plant "eps": the port's last block's 1x1 norm epsilon 1e-3;
+    "dilation": its middle block's 3x3 conv dilated by 2 (padded to the same size)."""
     torch.manual_seed(0)
     paddle.seed(0)
     widths = [(4, 8, 2), (8, 8, 1), (8, 8, 1)]
     pt = torch.nn.Sequential(*[RepVggBlock(*w) for w in widths])
-    pd = paddle.nn.Sequential(*[RepVGGBlock(*w, eps=1e-3 if plant == "eps" and n == 2 else 1e-5)
+    pd = paddle.nn.Sequential(*[RepVGGBlock(*w, eps=1e-3 if plant == "eps" and n == 2 else 1e-5,
+                                            dilation=2 if plant == "dilation" and n == 1 else 1)
                                 for n, w in enumerate(widths)])
     with torch.no_grad():
         for m in pt.modules():
@@ -177,3 +181,15 @@ def test_branch_norms_swapped_on_the_paddle_side_are_red_at_the_first():
     report = compare_forward(pt, pd, X)
     red = [report.both(r.name) for r in report.paired if not r.passed]
     assert not report.passed and red and red[0].startswith("1."), red
+
+
+def test_a_branch_no_order_of_its_norms_makes_torchs_is_said_by_convert_and_red_at_its_conv():
+    """The middle block's 3x3 conv dilated: no order of the block's norms gives torch's values on the converted run.
+    convert keeps the run's order and says each order's distance; the comparison is red at the conv."""
+    pt, pd = stage_pair(plant="dilation")
+    state = convert(pt, pd, inputs=X)
+    pd.eval()
+    assert "no order gives torch's values" in state.said and "1.conv_kxk.bn" in state.said, state.said
+    report = compare_forward(pt, pd, X)
+    red = [report.both(r.name) for r in report.paired if not r.passed]
+    assert red and red[0].startswith("1.conv_kxk.conv"), red
