@@ -136,9 +136,8 @@ REASONS = {
                     "kernel first where timm (as TF-slim's) runs the (1, 7) one; and each Inception block "
                     "concatenates its pooled branch first, timm's last",
     "xception41": "blocks.0.stack.conv1, every separable conv: PaddleClas's runs its pointwise conv before its "
-                  "depthwise one (the depthwise as wide as the output: 2048 against 1536 in the exit flow), timm's "
-                  "(as the paper's) the depthwise first; PaddleClas's exit flow has two separable convs to timm's "
-                  "three",
+                  "depthwise one, timm's (as the paper's) the depthwise first. PaddleClas's exit flow has two "
+                  "separable convs to timm's three (its last depthwise 2048 wide against 1536)",
     "tinynet_a": "blocks.0: PaddleClas's TinyNet_A rounds each stage's depth up (2, 3, 3, 4, 4, 5, 2 blocks, "
                  "depth_trunc 'ceil'), timm's (as the authors') to the nearest (1, 2, 2, 4, 4, 5, 1)",
     "dpn68": "every BatchNorm (features.conv1_1.bn first): PaddleClas's epsilon is Paddle's default 1e-5, timm's "
