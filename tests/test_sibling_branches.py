@@ -193,3 +193,45 @@ def test_a_branch_no_order_of_its_norms_makes_torchs_is_said_by_convert_and_red_
     report = compare_forward(pt, pd, X)
     red = [report.both(r.name) for r in report.paired if not r.passed]
     assert red and red[0].startswith("1.conv_kxk.conv"), red
+
+
+# ---------------------------------------------------------------- a (1, 3) conv and a 1x1 conv of as many values
+
+class InceptionBlock(torch.nn.Module):
+    """timm's Inception order: a 1x1 branch, a 1x1 then (1, 3) branch, a pooled 1x1 branch, concatenated so."""
+    def __init__(self):
+        super().__init__()
+        conv = lambda i, o, k, p: torch.nn.Conv2d(i, o, k, padding=p, bias=False)  # noqa: E731
+        self.branch0 = conv(6, 2, 1, 0)
+        self.branch1 = torch.nn.Sequential(conv(6, 2, 1, 0), conv(2, 2, (1, 3), (0, 1)))
+        self.branch2 = torch.nn.Sequential(torch.nn.AvgPool2d(3, 1, 1), conv(6, 2, 1, 0))
+
+    def forward(self, x):
+        return torch.cat([self.branch0(x), self.branch1(x), self.branch2(x)], 1)
+
+
+class PdInceptionBlock(paddle.nn.Layer):
+    """The same model, its pooled branch run first and concatenated where torch's is."""
+    def __init__(self):
+        super().__init__()
+        conv = lambda i, o, k, p: paddle.nn.Conv2D(i, o, k, padding=p, bias_attr=False)  # noqa: E731
+        self.pool, self._conv1, self._conv2 = paddle.nn.AvgPool2D(3, 1, 1), conv(6, 2, 1, 0), conv(6, 2, 1, 0)
+        self._conv3_1, self._conv3_2 = conv(6, 2, 1, 0), conv(2, 2, (1, 3), (0, 1))
+
+    def forward(self, x):
+        pooled = self._conv1(self.pool(x))
+        return paddle.concat([self._conv2(x), self._conv3_2(self._conv3_1(x)), pooled], 1)
+
+
+@pytest.mark.xfail(strict=True, reason="a false red of the pairing: the run's order pairs the (1, 3) conv [2, 2, 1, 3] "
+                   "with a 1x1 conv [2, 6, 1, 1] of as many values (regroup.tensors_fit: axes merged) over the "
+                   "pairing that holds the very shapes, and convert fills each from the other")
+def test_a_branch_run_first_elsewhere_with_a_1x3_conv_beside_1x1_convs_is_green():
+    torch.manual_seed(0)
+    paddle.seed(0)
+    pt, pd = torch.nn.Sequential(InceptionBlock(), InceptionBlock()).eval(), paddle.nn.Sequential(
+        PdInceptionBlock(), PdInceptionBlock())
+    x = np.random.RandomState(0).randn(2, 6, 8, 8).astype("float32")
+    convert(pt, pd, inputs=x)
+    pd.eval()
+    assert compare_forward(pt, pd, x).passed
