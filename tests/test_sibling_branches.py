@@ -225,7 +225,9 @@ class PdInceptionBlock(paddle.nn.Layer):
 
 @pytest.mark.xfail(strict=True, reason="a false red of the pairing: the run's order pairs the (1, 3) conv [2, 2, 1, 3] "
                    "with a 1x1 conv [2, 6, 1, 1] of as many values (regroup.tensors_fit: axes merged) over the "
-                   "pairing that holds the very shapes, and convert fills each from the other")
+                   "pairing that holds the very shapes; and the three 1x1 convs, one in a Sequential of its own "
+                   "branch on torch's side alone, fall in two groups convert settles apart (pairing._doubtful, "
+                   "_branches), neither holding all three")
 def test_a_branch_run_first_elsewhere_with_a_1x3_conv_beside_1x1_convs_is_green():
     torch.manual_seed(0)
     paddle.seed(0)
