@@ -1,7 +1,9 @@
 """Sibling branches whose norms hold equal shapes (RepVGG's 3x3 and 1x1 branches, each conv followed by a BatchNorm of
 the same width), run in another order on the two sides: no shape or order says which norm is which, the converted
 run does (convert settles the tie as it settles an order's pairs: mapping.pairing, mapping.settle). Green with no map;
-a plant in one branch's norm red at that norm."""
+a plant in one branch's norm red at that norm. So too for norms holding their activation as children (timm's
+BatchNormAct2d) in a stage whose first block widens (a list paired child by child), and for branch norms a conversion
+by hand swapped: red at the first, the pairing around them held by their branches."""
 import numpy as np
 import pytest
 
@@ -67,3 +69,171 @@ def test_a_plant_in_one_branchs_norm_is_red_at_that_norm():
     report = compare_forward(pt, pd, X)
     red = [report.both(r.name) for r in report.paired if not r.passed]
     assert red and "1.conv_1x1.1" in red[0], red
+
+
+# ---------------------------------------------------------------- norms holding their activation, a stage of blocks
+
+class NormAct(torch.nn.BatchNorm2d):
+    """timm's BatchNormAct2d: a BatchNorm holding its dropout and activation as children."""
+    def __init__(self, n, act=False):
+        super().__init__(n)
+        self.drop, self.act = torch.nn.Identity(), torch.nn.ReLU() if act else torch.nn.Identity()
+
+    def forward(self, x):
+        return self.act(self.drop(super().forward(x)))
+
+
+class ConvNorm(torch.nn.Module):
+    def __init__(self, cin, cout, k, stride):
+        super().__init__()
+        self.conv, self.bn = torch.nn.Conv2d(cin, cout, k, stride, padding=k // 2, bias=False), NormAct(cout)
+
+    def forward(self, x):
+        return self.bn(self.conv(x))
+
+
+class RepVggBlock(torch.nn.Module):
+    """timm's order: the identity norm first (where the block keeps its width), then the 1x1 branch, the 3x3 one."""
+    def __init__(self, cin, cout, stride):
+        super().__init__()
+        self.identity = NormAct(cout) if cin == cout and stride == 1 else None
+        self.conv_kxk, self.conv_1x1 = ConvNorm(cin, cout, 3, stride), ConvNorm(cin, cout, 1, stride)
+        self.act = torch.nn.ReLU()
+
+    def forward(self, x):
+        identity = self.identity(x) if self.identity is not None else 0
+        return self.act(self.conv_1x1(x) + self.conv_kxk(x) + identity)
+
+
+class PdConvNorm(paddle.nn.Layer):
+    def __init__(self, cin, cout, k, stride, eps=1e-5, dilation=1):
+        super().__init__()
+        self.conv = paddle.nn.Conv2D(cin, cout, k, stride, padding=k // 2 * dilation, dilation=dilation,
+                                     bias_attr=False)
+        self.bn = paddle.nn.BatchNorm2D(cout, epsilon=eps)
+
+    def forward(self, x):
+        return self.bn(self.conv(x))
+
+
+class RepVGGBlock(paddle.nn.Layer):
+    """PaddleClas's order: the 3x3 branch, the 1x1 one, the identity norm last."""
+    def __init__(self, cin, cout, stride, eps=1e-5, dilation=1):
+        super().__init__()
+        self.rbr_identity = paddle.nn.BatchNorm2D(cout) if cin == cout and stride == 1 else None
+        self.rbr_dense = PdConvNorm(cin, cout, 3, stride, dilation=dilation)
+        self.rbr_1x1 = PdConvNorm(cin, cout, 1, stride, eps)
+
+    def forward(self, x):
+        identity = self.rbr_identity(x) if self.rbr_identity is not None else 0
+        return paddle.nn.functional.relu(self.rbr_dense(x) + self.rbr_1x1(x) + identity)
+
+
+def stage_pair(plant=None):
+    """A stage of three RepVGG blocks (the first widening, with no identity norm: the blocks differ) on each side,
+    timm's norms holding their activation as children. plant "eps": the port's last block's 1x1 norm epsilon 1e-3;
+    "dilation": its middle block's 3x3 conv dilated by 2 (padded to the same size)."""
+    torch.manual_seed(0)
+    paddle.seed(0)
+    widths = [(4, 8, 2), (8, 8, 1), (8, 8, 1)]
+    pt = torch.nn.Sequential(*[RepVggBlock(*w) for w in widths])
+    pd = paddle.nn.Sequential(*[RepVGGBlock(*w, eps=1e-3 if plant == "eps" and n == 2 else 1e-5,
+                                            dilation=2 if plant == "dilation" and n == 1 else 1)
+                                for n, w in enumerate(widths)])
+    with torch.no_grad():
+        for m in pt.modules():
+            if isinstance(m, torch.nn.BatchNorm2d):
+                m.weight.normal_(1, 0.3), m.bias.normal_(0, 0.3), m.running_mean.normal_(0, 0.3)
+                m.running_var.uniform_(0.01, 2)
+    return pt.eval(), pd
+
+
+def test_norms_holding_their_activation_in_a_stage_of_unlike_blocks_are_told_apart_by_the_run_and_green():
+    pt, pd = stage_pair()
+    convert(pt, pd, inputs=X)
+    pd.eval()
+    for n in (1, 2):  # each branch's norm in its own block's branch, the identity norm in the identity's
+        assert np.array_equal(pd[n].rbr_dense.bn.weight.numpy(), pt[n].conv_kxk.bn.weight.detach().numpy())
+        assert np.array_equal(pd[n].rbr_identity._variance.numpy(), pt[n].identity.running_var.numpy())
+    assert compare_forward(pt, pd, X, isolate=True).passed
+
+
+def test_a_plant_in_a_norm_holding_its_activation_is_red_at_that_norm():
+    pt, pd = stage_pair(plant="eps")
+    convert(pt, pd, inputs=X)
+    pd.eval()
+    report = compare_forward(pt, pd, X)
+    red = [report.both(r.name) for r in report.paired if not r.passed]
+    assert red and "2.conv_1x1.bn" in red[0], red
+
+
+def test_branch_norms_swapped_on_the_paddle_side_are_red_at_the_first():
+    """A conversion by hand sending each branch's norm to the other's (the 3x3 branch's to the 1x1's): red at the
+    first block it reaches, never paired around."""
+    pt, pd = stage_pair()
+    convert(pt, pd, inputs=X)
+    pd.eval()
+    dense, one = pd[1].rbr_dense.bn, pd[1].rbr_1x1.bn
+    for a, b in ((dense.weight, one.weight), (dense.bias, one.bias), (dense._mean, one._mean),
+                 (dense._variance, one._variance)):
+        x, y = a.numpy().copy(), b.numpy().copy()
+        a.set_value(y), b.set_value(x)
+    report = compare_forward(pt, pd, X)
+    red = [report.both(r.name) for r in report.paired if not r.passed]
+    assert not report.passed and red and red[0].startswith("1."), red
+
+
+def test_a_branch_no_order_of_its_norms_makes_torchs_is_said_by_convert_and_red_at_its_conv():
+    """The middle block's 3x3 conv dilated: no order of the block's norms gives torch's values on the converted run.
+    convert keeps the run's order and says each order's distance; the comparison is red at the conv."""
+    pt, pd = stage_pair(plant="dilation")
+    state = convert(pt, pd, inputs=X)
+    pd.eval()
+    assert "no order gives torch's values" in state.said and "1.conv_kxk.bn" in state.said, state.said
+    report = compare_forward(pt, pd, X)
+    red = [report.both(r.name) for r in report.paired if not r.passed]
+    assert red and red[0].startswith("1.conv_kxk.conv"), red
+
+
+# ---------------------------------------------------------------- a (1, 3) conv and a 1x1 conv of as many values
+
+class InceptionBlock(torch.nn.Module):
+    """timm's Inception order: a 1x1 branch, a 1x1 then (1, 3) branch, a pooled 1x1 branch, concatenated so."""
+    def __init__(self):
+        super().__init__()
+        conv = lambda i, o, k, p: torch.nn.Conv2d(i, o, k, padding=p, bias=False)  # noqa: E731
+        self.branch0 = conv(6, 2, 1, 0)
+        self.branch1 = torch.nn.Sequential(conv(6, 2, 1, 0), conv(2, 2, (1, 3), (0, 1)))
+        self.branch2 = torch.nn.Sequential(torch.nn.AvgPool2d(3, 1, 1), conv(6, 2, 1, 0))
+
+    def forward(self, x):
+        return torch.cat([self.branch0(x), self.branch1(x), self.branch2(x)], 1)
+
+
+class PdInceptionBlock(paddle.nn.Layer):
+    """The same model, its pooled branch run first and concatenated where torch's is."""
+    def __init__(self):
+        super().__init__()
+        conv = lambda i, o, k, p: paddle.nn.Conv2D(i, o, k, padding=p, bias_attr=False)  # noqa: E731
+        self.pool, self._conv1, self._conv2 = paddle.nn.AvgPool2D(3, 1, 1), conv(6, 2, 1, 0), conv(6, 2, 1, 0)
+        self._conv3_1, self._conv3_2 = conv(6, 2, 1, 0), conv(2, 2, (1, 3), (0, 1))
+
+    def forward(self, x):
+        pooled = self._conv1(self.pool(x))
+        return paddle.concat([self._conv2(x), self._conv3_2(self._conv3_1(x)), pooled], 1)
+
+
+@pytest.mark.xfail(strict=True, reason="a false red of the pairing: the run's order pairs the (1, 3) conv [2, 2, 1, 3] "
+                   "with a 1x1 conv [2, 6, 1, 1] of as many values (regroup.tensors_fit: axes merged) over the "
+                   "pairing that holds the very shapes; and the three 1x1 convs, one in a Sequential of its own "
+                   "branch on torch's side alone, fall in two groups convert settles apart (pairing._doubtful, "
+                   "_branches), neither holding all three")
+def test_a_branch_run_first_elsewhere_with_a_1x3_conv_beside_1x1_convs_is_green():
+    torch.manual_seed(0)
+    paddle.seed(0)
+    pt, pd = torch.nn.Sequential(InceptionBlock(), InceptionBlock()).eval(), paddle.nn.Sequential(
+        PdInceptionBlock(), PdInceptionBlock())
+    x = np.random.RandomState(0).randn(2, 6, 8, 8).astype("float32")
+    convert(pt, pd, inputs=x)
+    pd.eval()
+    assert compare_forward(pt, pd, x).passed

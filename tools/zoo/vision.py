@@ -100,7 +100,8 @@ PAIRS = {
            ("swinv2_tiny", "Swin V2", "swinv2_tiny_window8_256", {}, "SwinTransformerV2_tiny_patch4_window8_256", {},
             256),
            ("twins_pcpvt_small", "Twins", "twins_pcpvt_small", {}, "pcpvt_small", {}, 0),
-           ("twins_svt_small", "Twins", "twins_svt_small", {}, "alt_gvt_small", {}, 0),
+           # PaddleClas's GroupAttention cuts the map into 7 x 7 windows without padding it: 224's maps, 56 to 7
+           ("twins_svt_small", "Twins", "twins_svt_small", {}, "alt_gvt_small", {}, 224),
            ("tnt_small", "TNT", "tnt_s_patch16_224", dict(img_size=SIZE), "TNT_small", dict(img_size=SIZE), 0),
            ("mobilevit_s", "MobileViT", "mobilevit_s", {}, "MobileViT_S", {}, 0),
            ("nextvit_small", "Next-ViT", "nextvit_small", {}, "NextViT_small_224", {}, 0),
@@ -131,6 +132,14 @@ REASONS = {
                         "and average-pools the last",
     "inception_v3": "every BatchNorm (Conv2d_1a_3x3.bn first): PaddleClas's epsilon is Paddle's default 1e-5, "
                     "timm's 1e-3",
+    "inception_v4": "features.4.branch1.1, the stem's 7-tap pair, and each InceptionB's: PaddleClas runs the (7, 1) "
+                    "kernel first where timm (as TF-slim's) runs the (1, 7) one; and each Inception block "
+                    "concatenates its pooled branch first, timm's last",
+    "xception41": "blocks.0.stack.conv1, every separable conv: PaddleClas's runs its pointwise conv before its "
+                  "depthwise one, timm's (as the paper's) the depthwise first. PaddleClas's exit flow has two "
+                  "separable convs to timm's three (its last depthwise 2048 wide against 1536)",
+    "tinynet_a": "blocks.0: PaddleClas's TinyNet_A rounds each stage's depth up (2, 3, 3, 4, 4, 5, 2 blocks, "
+                 "depth_trunc 'ceil'), timm's (as the authors') to the nearest (1, 2, 2, 4, 4, 5, 1)",
     "dpn68": "every BatchNorm (features.conv1_1.bn first): PaddleClas's epsilon is Paddle's default 1e-5, timm's "
              "1e-3",
     "darknet53": "every BatchNorm's activation (stem.conv1.bn first): PaddleClas's DarkNet53 applies ReLU, timm's "

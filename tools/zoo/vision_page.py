@@ -74,7 +74,8 @@ def section(run: dict) -> list:
             f"`{recorded.VISION_COMMAND}` judges them ({cpu(results)} s of CPU, {run['seconds']} s on the wall, one "
             "pair after another, each in a process of its own at one thread). Each pair is:", "",
             "- built from one architecture on both sides, 10 classes, at a 64 x 64 image where it takes one. LeViT's, "
-            "MixNet's and VGG's are 224 (PaddleClas pools or flattens a 7 x 7 map), Swin V2's 256, Inception's 128; "
+            "MixNet's, VGG's and Twins-SVT's are 224 (PaddleClas pools or flattens a 7 x 7 map, or cuts it into 7 x 7 "
+            "windows), Swin V2's 256, Inception's 128; "
             "Swin's windows are 2 wide. Its random weights are made "
             "informative: a tensor set to one constant (a norm's ones, a bias's zeros) is drawn at random;",
             "- converted with no map and no layouts;",

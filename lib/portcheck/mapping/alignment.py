@@ -123,7 +123,10 @@ def similarity(t: Call, p: Call) -> Optional[int]:
     leaf = 0 in (t.children, p.children)
     if not t.tensors and leaf and (t.children != p.children or not same_family):
         return None  # a leaf computing nothing of its own pairs only with its own kind (GELU with ReLU, not Dropout)
-    score = (16 if t.tensors else 2) + 4 * same_family + 2 * (t.outputs == p.outputs and bool(t.outputs))
+    # the very shapes over shapes that only fit with axes merged (a 1x3 conv's [256, 512, 1, 3] against a 1x1 conv's
+    # [256, 1536, 1, 1], as many values): a tie between the two is none
+    score = (16 if t.tensors else 2) + 4 * same_family + 2 * (t.outputs == p.outputs and bool(t.outputs)) \
+        + (t.tensors == p.tensors and bool(t.tensors))
     # names only break ties, and only where they agree: a shared layer index or word elsewhere in two names
     # says nothing (transformers' layer.1.normalization is paddle's bn2, not downsample.1)
     a, b = _normal(t.name), _normal(p.name)

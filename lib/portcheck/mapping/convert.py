@@ -194,7 +194,7 @@ def convert(torch_model, paddle_model, name_map=None, path=None, layouts=None, i
     # a group only the run's order paired is settled by the models' run, each order tried on the converted rest:
     # the Paddle model's own values kept to be put back if values cannot settle it
     # and a square weight no type places (loose.Either) by its module's run both ways on torch's recorded input
-    unsettled, chosen = [], {}
+    unsettled, chosen, apart = [], {}, []
     if found and not doubt and not ways:
         # a correct port's fused layouts settle on their modules' parents alone, before anything is set: no copy of
         # the Paddle model's weights is kept and each is made once (a billion parameters' copy, 4.5 GB, costs more than
@@ -208,7 +208,7 @@ def convert(torch_model, paddle_model, name_map=None, path=None, layouts=None, i
     if doubt or ways or found:
         try:
             if doubt:
-                settle_by_run(torch_model, paddle_model, inputs, state, params, modules, doubt)
+                apart = settle_by_run(torch_model, paddle_model, inputs, state, params, modules, doubt)
             if found:  # first: a square weight judged where its parent computes reads the fused modules there
                 chosen, unsettled = settle_fused(torch_model, paddle_model, inputs, state, params, found)
             unsettled += settle_layouts(torch_model, paddle_model, inputs, state, params, ways, held)
@@ -222,7 +222,7 @@ def convert(torch_model, paddle_model, name_map=None, path=None, layouts=None, i
         ([f"torch's {named(ran['frozen'])}: never trained, no Paddle counterpart (the port computes it in its "
           "forward): nothing to fill, judged through what reads it"] if ran.get("frozen") else []) +
         ([f"held otherwise, paired tensor to tensor: {named([h.why for h in held.values()], '; ')}"] if held else []) +
-        unsettled)
+        apart + unsettled)
     state.fused_found = chosen
     if path is not None:
         save_pdparams({k: params[k] for k in state}, path)

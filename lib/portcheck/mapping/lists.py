@@ -2,8 +2,9 @@
 mixture of experts' experts or a stack's layers.
 
 Two lists correspond when each holds as many children, every child of one structure (the same layout-free tensor
-shapes, modules.decode's) on both sides, and the two are the only lists of that structure on their sides or bear
-the same name. Then whatever runs inside child i of one pairs only with what runs inside child i of the other: the
+shapes, modules.decode's) on both sides, or each child of the structure of the child of its index on the other side
+(a stage whose first block widens: without the index, sibling branches run in another order would pair across the
+blocks), and the two are the only lists of that structure on their sides or bear the same name. Then whatever runs inside child i of one pairs only with what runs inside child i of the other: the
 index says which expert is which, never the run's order or an expert's output rows, which the routing of tokens
 sets (before the weights are the same, each side routes tokens to other experts, and an expert no token reaches
 may not run at all). Imports portcheck.core and mapping.modules."""
@@ -23,7 +24,7 @@ def normal(name: str) -> tuple:
 def indexed(record: dict) -> dict:
     """{list module: (its children's count, their one structure)} of one side's record: every module whose children
     are all named by their index 0 .. n-1 (n >= 2), each child's subtree holding the same tensor shapes (sorted),
-    some."""
+    some; where the children hold unlike shapes, some, their structure is (BY_INDEX, each child's shapes)."""
     held, children = {}, {}
     for key in record:
         if key.startswith(META):
@@ -51,7 +52,12 @@ def indexed(record: dict) -> dict:
         each = [tuple(sorted(shapes.get((parent, i), ()))) for i in range(n)]
         if each[0] and all(x == each[0] for x in each):
             out[parent] = (n, each[0])
+        elif any(each):  # children unlike each other (a stage's first block widens): a list only index by index
+            out[parent] = (n, (BY_INDEX, *each))
     return out
+
+
+BY_INDEX = "each child its own"  # an indexed list's structure given child by child
 
 
 def matched(torch_record: dict, paddle_record: dict) -> dict:

@@ -40,7 +40,8 @@ from portcheck.mapping.trace import applied_rules, scale_rules
 from portcheck.mapping.names import entries
 from portcheck.mapping.lists import indexed, inside, keys as list_keys, matched, normal as _normal
 from portcheck.mapping.ties import (ambiguity, containers, distance, fusions_of, nearest_of, one_module_each,
-                                    outputs_of, same_values, settled_by_name, settled_by_value, tied_calls, ties_said)
+                                    outputs_of, same_values, settled_by_name, settled_by_parent, settled_by_value,
+                                    tied_calls, ties_said)
 
 
 def pair(torch_record: dict, paddle_record: dict, name_map=None, weights_only=False, calls=None) -> Pairing:
@@ -158,7 +159,12 @@ def pair(torch_record: dict, paddle_record: dict, name_map=None, weights_only=Fa
                 # a conversion's models do not hold the same weights yet: their values settle nothing
                 chosen = (settled_by_value(ties, left_t, left_p, torch_record, paddle_record)
                           if ran and not weights_only else {}) or settled_by_name(ties, left_t, left_p)
-                # a conversion's run: leaves of one shape tied (RepVGG's branches' norms, each fitting both) are
+                by_parent = {}
+                if not chosen and ran and not weights_only:  # values cannot say: the structure around them may
+                    held_now = {**pairs, **fixed, **{left_t[i].name: left_p[j].name for i, j in found}}
+                    chosen = by_parent = settled_by_parent(ties, left_t, left_p, {module_of(t): module_of(p)
+                                                                                  for t, p in held_now.items()})
+                # a conversion's run: modules of one shape tied (RepVGG's branches' norms, each fitting both) are
                 # taken in a first order and settled by convert on the converted run, as an order's pairs are
                 said = ties_said(ties, left_t, left_p)
                 if not chosen and weights_only and ran and all(_swappable(one, others) for one, others, _ in said) \
@@ -178,7 +184,7 @@ def pair(torch_record: dict, paddle_record: dict, name_map=None, weights_only=Fa
                         if t not in chosen and p not in chosen.values():
                             chosen[t] = p
                 else:
-                    result.settled.update(chosen)
+                    result.settled.update((t, p) for t, p in chosen.items() if t not in by_parent)  # "(by value)"
                     result.fusions.update(fusions_of(ties, left_t, left_p, ts, ps, ran=True))
                 fixed.update(chosen)  # kept as a map's entries are, and the whole alignment made again
                 fixed_p.update(chosen.values())
@@ -315,15 +321,14 @@ def _met(result: Pairing, torch_record: dict, paddle_record: dict) -> dict:
 
 
 def _doubtful(pairs: dict, t_calls: dict, p_calls: dict, fixed: dict) -> list:
-    """[[(torch call, Paddle call), ...]]: pairs the alignment chose by their order alone. Leaves holding the same
-    shapes, siblings on each side, each fitting every other's counterpart, whose names do not say which is which
-    (transformers' query and key against k_proj and q_proj, run in the other order: the order pairs query with
+    """[[(torch call, Paddle call), ...]]: pairs the alignment chose by their order alone. Modules holding the same
+    shapes (_swaps), siblings on each side, each fitting every other's counterpart, whose names do not say which is
+    which (transformers' query and key against k_proj and q_proj, run in the other order: the order pairs query with
     k_proj). Their own outputs cannot tell them apart before the weights are the same; after, each is its own."""
     groups = {}
     for t, p in pairs.items():
         a, b = t_calls.get(t), p_calls.get(p)
-        if t in fixed or a is None or b is None or not a.tensors or 0 != a.children or 0 != b.children \
-                or "#" in t or "#" in p:
+        if t in fixed or a is None or b is None or not _swaps(a) or not _swaps(b) or "#" in t or "#" in p:
             continue
         where = (a.module.rpartition(".")[0], b.module.rpartition(".")[0], a.tensors, a.outputs, b.outputs)
         groups.setdefault(where, []).append((t, p))
@@ -336,9 +341,9 @@ BRANCHES = 4  # the most leaves of one shape in one block convert settles across
 
 
 def _branches(pairs: dict, t_calls: dict, p_calls: dict, fixed: dict, grouped: set) -> list:
-    """[[(torch call, Paddle call), ...]]: leaves of one shape the order paired across branches of one block (RepVGG's
-    identity BatchNorm and its 3x3 branch's, each side running its branches in its own order): grouped by the
-    nearest paired ancestor of both, where the direct parents are not a pair. At most BRANCHES in a group; the run's
+    """[[(torch call, Paddle call), ...]]: modules of one shape (_swaps) the order paired across branches of one block
+    (RepVGG's identity BatchNorm and its 3x3 branch's, each side running its branches in its own order): grouped by
+    the nearest paired ancestor of both, where the direct parents are not a pair. At most BRANCHES in a group; the run's
     values settle them as _doubtful's."""
     modules = {module_of(t): module_of(p) for t, p in pairs.items()}
 
@@ -352,7 +357,7 @@ def _branches(pairs: dict, t_calls: dict, p_calls: dict, fixed: dict, grouped: s
     groups = {}
     for t, p in pairs.items():
         a, b = t_calls.get(t), p_calls.get(p)
-        if t in grouped or t in fixed or a is None or b is None or not a.tensors or a.children or b.children \
+        if t in grouped or t in fixed or a is None or b is None or not _swaps(a) or not _swaps(b) \
                 or "#" in t or "#" in p:
             continue
         t_parent, p_parent = a.module.rpartition(".")[0] or ROOT, b.module.rpartition(".")[0] or ROOT
@@ -365,10 +370,16 @@ def _branches(pairs: dict, t_calls: dict, p_calls: dict, fixed: dict, grouped: s
             and all(similarity(t_calls[t], p_calls[q]) is not None for t, _ in g for _, q in g)]
 
 
+def _swaps(call) -> bool:
+    """A module convert may settle by its run among others of its shapes: one holding tensors of its own, a leaf or
+    not (timm's BatchNormAct2d holds its activation as a child): its own tensors move whole to the module tried, as
+    each of its children holding tensors is paired, and settled, on its own."""
+    return bool(call.tensors)
+
+
 def _swappable(one, others) -> bool:
-    """A tie convert may settle by its run: leaves holding tensors, each candidate holding the one's shapes (their
-    tensors swap between them whole)."""
-    return all(c.tensors and c.children == 0 and c.tensors == one.tensors for c in [one, *others])
+    """A tie convert may settle by its run: modules _swaps takes, each candidate holding the one's shapes."""
+    return all(_swaps(c) and c.tensors == one.tensors for c in [one, *others])
 
 
 def _tied_groups(tied: list, pairs: dict, fixed: dict, doubt: list) -> list:

@@ -27,7 +27,9 @@ def settle_by_run(torch_model, paddle_model, inputs, state: State, params: dict,
     group's (to the model's output for the last), are torch's by ties.nearest_of (the rule the run's values
     settle a tie by). state and the Paddle model are changed to it. Raises a PipelineError naming the modules and
     the name_map that settles them where the group is too large to try; where no order is nearest (several
-    compute the same, or none gives torch's values: a difference of the port there), the run's order stays."""
+    compute the same, or none gives torch's values: a difference of the port there), the run's order stays.
+    Returns a line for each group no order's run gave torch's values, naming each order and how far it was (for
+    convert's state.said)."""
     from itertools import permutations
     from portcheck.mapping.trace import eval_mode, trace
     keys = {}  # {torch module: its Paddle keys}
@@ -35,6 +37,7 @@ def settle_by_run(torch_model, paddle_model, inputs, state: State, params: dict,
         if not isinstance(tensor, Joined) and not tensor.moved_to:  # convert's Tensor, held by its module's pair
             keys.setdefault(tensor.module or ROOT, []).append(key)
     values = {key: state[key] for g in groups for t, _ in g for key in keys.get(t, ())}
+    said = []
     assign, renamed = {ROOT: ROOT, **{t: p or ROOT for t, p in modules.items()}}, {}  # the models' own outputs
     with eval_mode(torch_model), eval_mode(paddle_model):
         t_record = trace(torch_model, inputs)
@@ -75,8 +78,15 @@ def settle_by_run(torch_model, paddle_model, inputs, state: State, params: dict,
                 assign.update(zip(torch_names, theirs))
                 distances[theirs] = distance(trace(paddle_model, inputs), window)
             # no order nearest: orders computing the same (any is right), or none giving torch's values, a difference
-            # of the port there, which the comparison then shows red in the run's order (a refusal would hide it)
-            best = ties.nearest_of(distances) or tuple(paddle_names)
+            # of the port there, which the comparison then shows red in the run's order (a refusal would hide it):
+            # said, each order with how far its run was
+            best = ties.nearest_of(distances)
+            if best is None and min(distances.values()) > SETTLED:
+                said.append(f"torch {', '.join(torch_names)} against Paddle's modules of their shapes: no order gives "
+                            "torch's values on the run over inputs= (" + "; ".join(
+                                f"{', '.join(theirs)} {d:.2g}" for theirs, d in distances.items())
+                            + " of the scale apart): the run's order kept, the comparison judges them")
+            best = best or tuple(paddle_names)
             _put(group, best, keys, values, params)
             assign.update(zip(torch_names, best))
             for (t, p), q in zip(group, best):
@@ -88,6 +98,7 @@ def settle_by_run(torch_model, paddle_model, inputs, state: State, params: dict,
         state._tensors[new] = tensors[key]
         if key in origin:
             state.origin[new] = origin[key]
+    return said
 
 
 # The run's order of a group is kept without trying the others when its calls are this near torch's (ties.distance): a

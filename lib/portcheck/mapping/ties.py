@@ -1,6 +1,6 @@
 """Ties the alignment cannot settle by shape: two candidates fitting one call equally well, settled by the run's
-values (the candidate whose output is torch's, by APART times over every other), by the same module name, or
-refused in one line naming the modules and the name_map that settles each (ambiguity); and the containers the
+values (the candidate whose output is torch's, by APART times over every other), by the same module name, by the
+counterpart of its parent, or refused in one line naming the modules and the name_map that settles each (ambiguity); and the containers the
 run's order cannot pair, paired by what they hold (containers). Imports numpy and portcheck.core."""
 import re
 
@@ -66,6 +66,25 @@ def settled_by_name(ties, ts, ps) -> dict:
             t, p = (same[0], one) if isinstance(i, list) else (one, same[0])
             if t.name not in out and p.name not in out.values():
                 out[t.name] = p.name
+    return out
+
+
+def settled_by_parent(ties, ts, ps, paired: dict) -> dict:
+    """{torch call: Paddle call} for each tie exactly one candidate settles by sitting in the counterpart of the one's
+    parent (paired: {torch module: Paddle module} the alignment holds): sibling branches of equal shapes whose values
+    cannot say (a difference of the port before them moves every one), each in its own branch. A wrong settlement is
+    still judged on its values: red, never green."""
+    parent = lambda c: c.module.rpartition(".")[0] or ROOT  # noqa: E731
+    out = {}
+    for i, j in ties:
+        if isinstance(i, list):  # one Paddle call, several torch ones
+            same = [ts[k] for k in i if paired.get(parent(ts[k])) == parent(ps[j])]
+            t, p = (same[0].name, ps[j].name) if len(same) == 1 else (None, None)
+        else:
+            same = [ps[k] for k in j if paired.get(parent(ts[i])) == parent(ps[k])]
+            t, p = (ts[i].name, same[0].name) if len(same) == 1 else (None, None)
+        if t is not None and t not in out and p not in out.values():
+            out[t] = p
     return out
 
 
