@@ -38,7 +38,7 @@ from portcheck.mapping.modules import ACT, family, held, text
 from portcheck.mapping.paired import Pairing
 from portcheck.mapping.trace import applied_rules, scale_rules
 from portcheck.mapping.names import entries
-from portcheck.mapping.lists import indexed, inside, keys as list_keys, matched, normal as _normal
+from portcheck.mapping.lists import BY_INDEX, indexed, inside, keys as list_keys, matched, normal as _normal
 from portcheck.mapping.ties import (ambiguity, containers, distance, fusions_of, nearest_of, one_module_each,
                                     outputs_of, same_values, settled_by_name, settled_by_parent, settled_by_value,
                                     tied_calls, ties_said)
@@ -103,6 +103,11 @@ def pair(torch_record: dict, paddle_record: dict, name_map=None, weights_only=Fa
     lists = matched(torch_record, paddle_record)  # child i of a list pairs with child i alone, its rows any count
     at_t = list_keys({c.module for c in ts}, {t: t for t in lists})
     at_p = list_keys({c.module for c in ps}, {p: t for t, p in lists.items()})
+    # rows any count only in a list of like children (experts, whose rows the routing sets); the children of a list
+    # paired index by index for being unlike (a stage whose first block widens, a dense layer before MoE layers) each
+    # run on every row, and a call there fits by its outputs as anywhere
+    kinds = indexed(torch_record)
+    routed = lambda key: any(kinds[at][1][:1] != (BY_INDEX,) for at, _ in key)  # noqa: E731
     sizes = lambda c: tuple(sorted(int(np.prod(s)) for s in held(c.tensors)))  # the same under merged axes (regroup)
     groups = (lambda t: ("map", fixed[t.name]) if t.name in fixed else (at_t[t.module], sizes(t)),
               lambda p: ("map", p.name) if p.name in fixed_p else (at_p[p.module], sizes(p)))
@@ -113,7 +118,8 @@ def pair(torch_record: dict, paddle_record: dict, name_map=None, weights_only=Fa
                 return FIXED if fixed.get(t.name) == p.name else None
             if (t.name, p.name) in forbidden:
                 return None
-            return similarity(replace(t, outputs=()), replace(p, outputs=())) if at_t[t.module] else similarity(t, p)
+            return similarity(replace(t, outputs=()), replace(p, outputs=())) if routed(at_t[t.module]) else \
+                similarity(t, p)
         pairs, first = {}, True
         while True:  # the first pass aligns every call that ran; each next one the modules holding tensors left over
             taken = set(pairs.values())
@@ -134,7 +140,7 @@ def pair(torch_record: dict, paddle_record: dict, name_map=None, weights_only=Fa
                 left_p = [c for c in left_p if c.name not in named_here.values()]
             found, ties, others = _align(left_t, left_p, score, harmless, groups)
             if first and lists and ran and grown is None:  # children one side did not run (lists.inside)
-                grown = inside(found, ties, (left_t, left_p), (ts, ps), lists, indexed(torch_record), fixed)
+                grown = inside(found, ties, (left_t, left_p), (ts, ps), lists, kinds, fixed)
                 if grown:
                     fixed.update(grown)
                     fixed_p.update(grown.values())
