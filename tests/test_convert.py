@@ -280,3 +280,33 @@ def test_a_head_tied_in_paddle_and_not_in_torch_is_refused_naming_the_tie():
         convert(_TorchLM(tied=False), _PaddleLM(), inputs=(ids,), layouts={"Linear": "same"})
     state = convert(_TorchLM(tied=True), _PaddleLM(), inputs=(ids,), layouts={"Linear": "same"})
     assert "embed.weight" in state
+
+
+def test_a_layer_only_the_port_holds_is_listed_whole_not_its_statistics_kept():
+    """PaddleClas's ResNet-vd first block holds a 1x1 conv + BN shortcut timm's has not: its BatchNorm's statistics
+    have no torch tensor, and neither do its weights. keep= (Paddle's own value for a buffer the torch model computes)
+    is no answer there: the layer is listed with its weights. A buffer of a layer both hold still names keep=."""
+    class Torch(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv, self.bn, self.head = torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.BatchNorm2d(8), \
+                torch.nn.Linear(8, 4)
+
+        def forward(self, x):
+            return self.head(torch.relu(self.bn(self.conv(x))).mean((2, 3)))
+
+    class Port(paddle.nn.Layer):
+        def __init__(self):
+            super().__init__()
+            self.conv, self.bn, self.head = paddle.nn.Conv2D(3, 8, 3, padding=1), paddle.nn.BatchNorm2D(8), \
+                paddle.nn.Linear(8, 4)
+            self.short = paddle.nn.Sequential(paddle.nn.Conv2D(3, 8, 1), paddle.nn.BatchNorm2D(8))
+
+        def forward(self, x):
+            return self.head(paddle.nn.functional.relu(self.bn(self.conv(x)) + self.short(x)).mean((2, 3)))
+
+    x = np.random.RandomState(0).randn(2, 3, 8, 8).astype("float32")
+    with pytest.raises(PipelineError) as e:
+        convert(Torch().eval(), Port(), inputs=x)
+    assert "keep=" not in str(e.value) and "short.1.weight, short.1.bias, short.1._mean, short.1._variance" \
+        in str(e.value), e.value

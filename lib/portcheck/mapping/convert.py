@@ -251,9 +251,17 @@ def _one_sided_buffers(torch_model, paddle_model, unfilled: list, modules: dict,
     torch_modules = dict(torch_model.named_modules())
     layers = dict(paddle_model.named_sublayers(include_self=True))
     layer_buffers = lambda layer: getattr(layers[layer], "_buffers", {})
+    # a layer whose every trained parameter no torch tensor fills either is a layer the torch model does not have (a
+    # shortcut conv + BN only the port holds): its statistics are listed with its weights, keep= is no answer there
+    left = set(unfilled)
+    absent = lambda layer: bool(trained := [f"{layer}.{n}" if layer else n for n, p in  # noqa: E731
+                                            layers[layer].named_parameters(include_sublayers=False)
+                                            if not p.stop_gradient]) and all(k in left for k in trained)
     filled, said = {}, {}
     for key in (k for k in unfilled if k in buffers):
         layer, name = buffers[key]
+        if absent(layer):
+            continue
         want = np.asarray(params[key].numpy())
         t_module = by_paddle.get(layer) or parent_of_paired(layer, by_paddle)
         t_module = ROOT if t_module is None and layer == "" else t_module
