@@ -310,3 +310,32 @@ def test_a_layer_only_the_port_holds_is_listed_whole_not_its_statistics_kept():
         convert(Torch().eval(), Port(), inputs=x)
     assert "keep=" not in str(e.value) and "short.1.weight, short.1.bias, short.1._mean, short.1._variance" \
         in str(e.value), e.value
+
+
+def test_a_run_stopping_partway_says_the_rest_was_paired_by_definition_order():
+    """A Paddle port that raises on convert's inputs after its first layers (PaddleClas's Twins-SVT cuts 7 x 7
+    windows a 64 x 64 map does not divide): what ran is paired by the run, the rest by definition order alone, said
+    in convert's lines, never silently."""
+    class Torch(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a, self.b, self.c = torch.nn.Linear(4, 6), torch.nn.Linear(6, 6), torch.nn.Linear(6, 2)
+
+        def forward(self, x):
+            return self.c(self.b(self.a(x)))
+
+    class Port(paddle.nn.Layer):
+        def __init__(self):
+            super().__init__()
+            self.a, self.b, self.c = paddle.nn.Linear(4, 6), paddle.nn.Linear(6, 6), paddle.nn.Linear(6, 2)
+
+        def forward(self, x):
+            h = self.a(x)
+            if h.shape[0] % 7:
+                raise ValueError("windows of 7 do not divide the batch")
+            return self.c(self.b(h))
+
+    state = convert(Torch().eval(), Port(), inputs=np.ones((2, 4), "float32"))
+    assert "the Paddle model's forward stopped on inputs (ValueError: windows of 7 do not divide the batch): the " \
+           "modules after it paired by their definition order, not by the run" in state.said, state.said
+    assert "stopped" not in convert(Torch().eval(), Port(), inputs=np.ones((7, 4), "float32")).said

@@ -222,7 +222,7 @@ def convert(torch_model, paddle_model, name_map=None, path=None, layouts=None, i
         ([f"torch's {named(ran['frozen'])}: never trained, no Paddle counterpart (the port computes it in its "
           "forward): nothing to fill, judged through what reads it"] if ran.get("frozen") else []) +
         ([f"held otherwise, paired tensor to tensor: {named([h.why for h in held.values()], '; ')}"] if held else []) +
-        apart + unsettled)
+        ran.get("stopped", []) + apart + unsettled)
     state.fused_found = chosen
     if path is not None:
         save_pdparams({k: params[k] for k in state}, path)

@@ -46,7 +46,7 @@ def pair_modules(torch_model, paddle_model, name_map=None, inputs=None, layouts=
     the Paddle modules the run over `inputs` called} (none without inputs: nothing shows a module unused). loose, a
     dict if given, receives {torch key: mapping.loose.Loose}: tensors held as a module on one side, a bare parameter
     of the parent on the other."""
-    from portcheck.mapping.trace import eval_mode, ran_on, stopped, trace
+    from portcheck.mapping.trace import eval_mode, ran_on, stopped, stopped_in, trace
     with eval_mode(torch_model), eval_mode(paddle_model):
         whole = [experts.mark(fused.mark(ran_on(side, trace(m, inputs, _Shapes()), inputs), fused.specs(m, layouts),
                                          m), m, paddle_model) for side, m in (("torch", torch_model), ("Paddle", paddle_model))]
@@ -55,6 +55,11 @@ def pair_modules(torch_model, paddle_model, name_map=None, inputs=None, layouts=
         paired = pairing.pair(*(fused.cut(r) for r in whole), name_map, weights_only=True)
     if ran is not None and inputs is not None:
         ran["Paddle"] = {module_of(split_key(k)[1]) for k in whole[1] if k.startswith("out/")}
+        # a run stopping partway pairs what ran by the run, the rest by definition order alone: said, never silent
+        ran["stopped"] = [f"the {side} model's forward stopped on inputs"
+                          f"{' in ' + stopped_in(r) if stopped_in(r) else ''} ({stopped(r)}): the modules after it "
+                          "paired by their definition order, not by the run"
+                          for side, r in (("torch", whole[0]), ("Paddle", whole[1])) if stopped(r)]
     modules = paired.modules()
     if copies is not None:
         copies.update(paired.copies())
