@@ -192,3 +192,30 @@ def test_generate_on_a_folder_whose_head_cannot_be_built_here_is_one_line(tmp_pa
         cli.main(["generate", "--torch", str(hf), "--paddle", str(pd), "--prompt-ids", str(tmp_path / "prompt.npy")])
     err = capsys.readouterr().err
     assert done.value.code == 2 and "a model with no LM head cannot generate [PC670]" in err, err
+
+
+@pytest.mark.parametrize("planted", [False, True])
+def test_generate_on_a_llama_pair_of_folders_decodes_with_each_librarys_cache(planted, tmp_path):
+    """`python -m portcheck generate` on PaddleFormers folders whose causal LM is plain Paddle (llama's: its modeling
+    module defines no provider of paddlefleet's model): each side loaded by its own library, decoded by its own loop,
+    green; one layer's o_proj scaled 1% in the Paddle folder red at that layer. The command in a process of its own,
+    as a user runs it (paddleformers' loader keeps state from a load it refused before, in the same process)."""
+    import os
+    import subprocess
+    import sys
+    from tools.zoo import formers_generating
+    from tools.zoo.generating import PROMPT
+    t, p = formers_generating.build("llama")
+    if planted:
+        w = p.model.layers[1].self_attn.o_proj.weight
+        w.set_value(w.numpy() * 1.01)
+    t.save_pretrained(tmp_path / "hf")
+    p.save_pretrained(str(tmp_path / "pd"))
+    np.save(tmp_path / "prompt.npy", np.asarray(PROMPT, dtype="int64")[1:])
+    done = subprocess.run([sys.executable, "-m", "portcheck", "generate", "--torch", str(tmp_path / "hf"),
+                           "--paddle", str(tmp_path / "pd"), "--prompt-ids", str(tmp_path / "prompt.npy")],
+                          capture_output=True, text=True, env=os.environ.copy(), timeout=600)
+    if planted:
+        assert done.returncode == 1 and "RED" in done.stdout and "layers.1.self_attn" in done.stdout, done.stdout
+    else:
+        assert done.returncode == 0 and "compare_generate: green, 8 steps" in done.stdout, done.stdout + done.stderr

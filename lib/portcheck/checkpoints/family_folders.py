@@ -32,11 +32,12 @@ def loaded(torch_dir, paddle_dir) -> tuple:
     if formers_folders.is_formers(paddle_dir):
         folder = checkpoint.a_folder(paddle_dir, "paddle")
         raw = checkpoint.read_config(folder, split=(formers_folders.TP,))
-        name = formers_folders.architecture(raw, folder / CONFIG)[1]
+        model_type, name = formers_folders.architecture(raw, folder / CONFIG)
         causal = name.endswith(formers_folders.CAUSAL)
         from portcheck.checkpoints import fleet
         fleet.install()
-        if not causal or not formers_folders.built(name, fleet.needed()):  # a base model: no head to generate with
+        # a base model: no head to generate with
+        if not causal or not formers_folders.built(model_type, name, fleet.needed(), folder / CONFIG):
             why = f"paddleformers' {name} builds paddlefleet's own model (paddlefleet is not on PyPI)" if causal else \
                 f"its {name} is a base model"
             raise PipelineError(f"{paddle_dir}: {why}: a model with no LM head cannot generate [PC670]")

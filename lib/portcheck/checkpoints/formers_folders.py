@@ -25,6 +25,7 @@ import importlib
 import os
 import re
 import shutil
+import sys
 import tempfile
 from pathlib import Path
 
@@ -81,10 +82,15 @@ def base_name(name: str) -> str:
     return name[:-len(CAUSAL)] + "Model" if name.endswith(CAUSAL) else name
 
 
-def built(name: str, fleet_missing: bool) -> bool:
-    """Whether paddleformers' class of that name can be built here: its causal LMs of the families that import
-    gpt_provider build paddlefleet's own model."""
-    return not (name.endswith(CAUSAL) and fleet_missing)
+def built(model_type: str, name: str, fleet_missing: bool, path) -> bool:
+    """Whether paddleformers' class of that name can be built here: where paddlefleet is missing, a causal LM whose
+    modeling module defines a provider of paddlefleet's own GPTModel (a class on the stand-ins' GPTModelProvider:
+    qwen3's, glm4_moe's) cannot; llama's and phi3's are plain Paddle. Asked of the module, not of the family's name."""
+    if not (name.endswith(CAUSAL) and fleet_missing):
+        return True
+    module = sys.modules[_paddle_class(model_type, name, path).__module__]
+    return not any(isinstance(v, type) and issubclass(v, fleet.GPTModelProvider) and v is not fleet.GPTModelProvider
+                   for v in vars(module).values())
 
 
 def checked_degree(raw: dict, path):
@@ -115,7 +121,7 @@ def classes(torch_dir, paddle_dir) -> tuple:
                             "of one family [PC353]")
     said = [line for line in (fleet.install(),) if line]
     fleet_missing = fleet.needed()
-    name = p_name if built(p_name, fleet_missing) else base_name(p_name)
+    name = p_name if built(p_type, p_name, fleet_missing, p_path) else base_name(p_name)
     if name != p_name:
         said.append(f"{p_name} builds paddlefleet's own model (paddlefleet is not on PyPI): both sides compared as "
                     f"the base {name}")
