@@ -59,19 +59,8 @@ def main(args) -> int:
     report, said = compare(args.torch, args.paddle, formers_folders.ids_of(args), degree, args.convert_from_hf)
     for line in said:
         print(line)
-    lines = split_folders.block_lines(report, formers_folders.block_of)
-    print("\n".join(lines))
-    print(report.table() if args.table else report.split_line())
-    if args.plot:
-        print(report.plot(args.plot))
-    if getattr(args, "html", None) is not None:
-        print(report.html(args.html))
-    first = report.first_diverging
+    lines = split_folders.shown(report, args, formers_folders.block_of)
     print(f"{len(lines)} blocks, the Paddle folder loaded by paddleformers split across {degree} ranks: " + (
         "green, cumulative and isolated" if report.passed else
-        f"RED: first diverging {first} (block {formers_folders.block_of(first) if first is not None else None}) on "
-        f"rank {', '.join(map(str, report.parted()))}; on torch's input: "
-        f"{report.differing[0] if report.differing else None}"
-        + (f"; the Paddle model stopped on rank {', '.join(map(str, report.stop_ranks))}: {report.stopped['paddle']}"
-           if report.stop_ranks else "") + " [PC940]"))
+        f"RED: {split_folders.parted(report, formers_folders.block_of)} [PC940]"))
     return 0 if report.passed else 1

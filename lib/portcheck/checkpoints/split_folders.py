@@ -142,19 +142,30 @@ def main(args) -> int:
     from paddlenlp.transformers import LlamaForCausalLM
     build = Pretrained(LlamaForCausalLM, Path(args.paddle).resolve(), tensor_parallel_output=False, dtype="float32")
     report = split.compare_split(torch_from_folder(args.torch), build, {"input_ids": ids}, degree, isolate=True)
-    lines = block_lines(report)
+    lines = shown(report, args, block_of)
+    print(f"{len(lines)} blocks split across {degree} ranks: " + (
+        "green, cumulative and isolated" if report.passed else f"RED: {parted(report, block_of)} [PC931]"))
+    return 0 if report.passed else 1
+
+
+def shown(report, args, blocks) -> list:
+    """A split comparison's lines as `layers --tp` prints them for any folders, before its verdict: one per block
+    (returned), the table or the split line, --plot, --html."""
+    lines = block_lines(report, blocks)
     print("\n".join(lines))
     print(report.table() if args.table else report.split_line())
     if args.plot:
         print(report.plot(args.plot))
     if getattr(args, "html", None) is not None:
         print(report.html(args.html))
+    return lines
+
+
+def parted(report, blocks) -> str:
+    """Where a red split comparison parts: its first module and block, the ranks, torch's input, a stopped rank."""
     first = report.first_diverging
-    print(f"{len(lines)} blocks split across {degree} ranks: " + (
-        "green, cumulative and isolated" if report.passed else
-        f"RED: first diverging {first} (block {block_of(str(first)) if first is not None else None}) on rank "
-        f"{', '.join(map(str, report.parted()))}; on torch's input: "
-        f"{report.differing[0] if report.differing else None}"
-        + (f"; the Paddle model stopped on rank {', '.join(map(str, report.stop_ranks))}: {report.stopped['paddle']}"
-           if report.stop_ranks else "") + " [PC931]"))
-    return 0 if report.passed else 1
+    return (f"first diverging {first} (block {blocks(str(first)) if first is not None else None}) on rank "
+            f"{', '.join(map(str, report.parted()))}; on torch's input: "
+            f"{report.differing[0] if report.differing else None}"
+            + (f"; the Paddle model stopped on rank {', '.join(map(str, report.stop_ranks))}: "
+               f"{report.stopped['paddle']}" if report.stop_ranks else ""))
