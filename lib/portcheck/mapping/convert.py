@@ -254,9 +254,12 @@ def _one_sided_buffers(torch_model, paddle_model, unfilled: list, modules: dict,
     # a layer whose every trained parameter no torch tensor fills either is a layer the torch model does not have (a
     # shortcut conv + BN only the port holds): its statistics are listed with its weights, keep= is no answer there
     left = set(unfilled)
-    absent = lambda layer: bool(trained := [f"{layer}.{n}" if layer else n for n, p in  # noqa: E731
-                                            layers[layer].named_parameters(include_sublayers=False)
-                                            if not p.stop_gradient]) and all(k in left for k in trained)
+
+    def absent(layer) -> bool:
+        trained = [f"{layer}.{n}" if layer else n for n, p in layers[layer].named_parameters(include_sublayers=False)
+                   if not p.stop_gradient]
+        return bool(trained) and all(k in left for k in trained)
+
     filled, said = {}, {}
     for key in (k for k in unfilled if k in buffers):
         layer, name = buffers[key]

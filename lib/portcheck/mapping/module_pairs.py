@@ -56,10 +56,10 @@ def pair_modules(torch_model, paddle_model, name_map=None, inputs=None, layouts=
     if ran is not None and inputs is not None:
         ran["Paddle"] = {module_of(split_key(k)[1]) for k in whole[1] if k.startswith("out/")}
         # a run stopping partway pairs what ran by the run, the rest by definition order alone: said, never silent
-        ran["stopped"] = [f"the {side} model's forward stopped on inputs"
-                          f"{' in ' + stopped_in(r) if stopped_in(r) else ''} ({stopped(r)}): the modules after it "
-                          "paired by their definition order, not by the run"
-                          for side, r in (("torch", whole[0]), ("Paddle", whole[1])) if stopped(r)]
+        ran["stopped"] = [f"the {side} model's forward stopped on inputs{' in ' + at if at else ''} ({stopped(r)}): "
+                          "the modules after it paired by their definition order, not by the run"
+                          for side, r in (("torch", whole[0]), ("Paddle", whole[1])) if stopped(r)
+                          for at in [stopped_in(r)]]
     modules = paired.modules()
     if copies is not None:
         copies.update(paired.copies())
