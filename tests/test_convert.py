@@ -212,8 +212,9 @@ def test_a_module_no_name_map_can_pair_says_the_models_differ_and_what_to_compar
 
 
 def test_a_module_a_fused_layout_pairs_is_not_said_to_differ():
-    """GPT-2's c_attn (one Linear, [q | k | v]) against q, k and v: the line gave the Fused entry that pairs them after
-    saying "the two models differ there". It gives the entry, no such claim; with the entry the same model converts."""
+    """GPT-2's c_attn (one Linear, [q | k | v]) against q, k and v: without inputs= the line gives the Fused entry that
+    pairs them, never "the two models differ there"; with the entry, or with inputs= (the run settles the layout), the
+    same model converts."""
     from portcheck import Fused
 
     class Torch(torch.nn.Module):
@@ -236,12 +237,13 @@ def test_a_module_a_fused_layout_pairs_is_not_said_to_differ():
     pt, pd = Torch(), Port()
     x = np.random.RandomState(0).randn(2, 8).astype("float32")
     with pytest.raises(PipelineError) as e:
-        convert(pt, pd, inputs=x)
+        convert(pt, pd)
     said = str(e.value)
     assert "layouts={'c_attn': portcheck.Fused(('q', 'k', 'v'))} (heads=n if they go per head) makes them one " \
         "model there" in said and "[PC315]" in said
     assert "differ" not in said, said
     convert(pt, pd, layouts={"c_attn": Fused(("q", "k", "v"))}, inputs=x)
+    assert "c_attn: their columns [q | k | v] one after the other, settled by a run" in convert(pt, pd, inputs=x).said
     np.testing.assert_allclose(pt(torch.from_numpy(x)).detach().numpy(), pd(paddle.to_tensor(x)).numpy(), atol=1e-6)
 
 

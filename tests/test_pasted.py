@@ -318,7 +318,8 @@ SUGGESTING = {
 # where the same text is no suggestion: a docstring's example, a refusal quoting the argument it was given
 NOT_SUGGESTING = {("mapping/fused.py", 'layouts={"c_attn":'), ("forward/chosen.py", "outputs={list(names)!r}:"),
                   ("forward/chosen.py", "outputs={outputs!r}:"), ("forward/chosen.py", "outputs={chosen.given!r}:"),
-                  ("mapping/settle.py", "layouts={'<module>':")}  # a form to fill in: no candidate held
+                  ("mapping/settle.py", "layouts={'<module>':"),  # a form to fill in: no candidate held
+                  ("mapping/torch_fused.py", "layouts={'<module>':")}
 
 
 def test_every_message_printing_an_argument_to_paste_has_its_pasting_test():

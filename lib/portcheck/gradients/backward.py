@@ -25,7 +25,7 @@ from portcheck.forward.chosen import checked_outputs
 from portcheck.forward.twin import EAGER, F64, WIDER, cast_wide, experts_eager, float64, float64_inputs, in_turn
 from portcheck.mapping.trace import INPUTS, Recorder, call, check_models, framework_of, watch, watch_paddle
 from portcheck.core import calibrated, diff, tolerances
-from portcheck.mapping import experts, fused, inferred, loose as loose_tensors, modules, pairing
+from portcheck.mapping import experts, fused, inferred, loose as loose_tensors, modules, pairing, torch_fused
 from portcheck.mapping.convert import plan
 from portcheck.core.errors import PipelineError, raised_by
 from portcheck.mapping.tensors import torch_layouts
@@ -82,7 +82,8 @@ def compare_backward(torch_model, paddle_model, inputs, targets, loss, optimizer
     kinds, loose = {}, {}
     # a fused module no layout declares, in the layout the Paddle model holds already (converted before): each part
     # then judged, as convert's run settled it
-    found_held = inferred.held(torch_model, paddle_model, layouts)
+    found_held = {**inferred.held(torch_model, paddle_model, layouts),
+                  **torch_fused.held(torch_model, paddle_model, layouts)}
     layouts = {**(layouts or {}), **found_held} if found_held else layouts
     try:
         with outside_draws():  # its pairing's runs, in the caller's mode, draw as the steps' do

@@ -18,7 +18,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from portcheck.mapping import fused, inferred, loose as loose_tensors, own_layout, pointwise
+from portcheck.mapping import fused, inferred, loose as loose_tensors, own_layout, pointwise, torch_fused
 from portcheck.core.errors import PipelineError
 from portcheck.core.keys import ROOT
 from portcheck.mapping.layouts import same_layout
@@ -138,7 +138,10 @@ def convert(torch_model, paddle_model, name_map=None, path=None, layouts=None, i
         name: inferred.candidates(tuple(p.rpartition(".")[2] for p in parts), shares, _width(paddle_model, name))
         for name, (parts, shares) in inferred.groups(torch_model, paddle_model, layouts).items()}
     found = {name: ways for name, ways in found.items() if ways}
-    layouts = {**(layouts or {}), **{name: ways[0] for name, ways in found.items()}} if found else layouts
+    # and the other way round: a torch module holding what Paddle siblings hold apart (torch_fused)
+    apart_found = {} if inputs is None else torch_fused.found(torch_model, paddle_model, layouts)
+    if found or apart_found:
+        layouts = {**(layouts or {}), **{name: ways[0] for name, ways in {**found, **apart_found}.items()}}
     # every problem is gathered before any is said: one run names them all (a port's first conversion usually
     # has several, and fixing them one run at a time costs a model load each)
     state, origin, problems, modules, copies, doubt, ran, held, ways = {}, {}, [], {}, {}, [], {}, {}, {}
@@ -202,15 +205,19 @@ def convert(torch_model, paddle_model, name_map=None, path=None, layouts=None, i
         alone = settle_fused(torch_model, paddle_model, inputs, state, params, found, alone=True)
         if alone is not None:
             (chosen, unsettled), found = alone, {}
-    before = {k: params[k].numpy() for k in state if k in params} if doubt or ways or found else {}  # a copy each
+    settling = doubt or ways or found or apart_found
+    before = {k: params[k].numpy() for k in state if k in params} if settling else {}  # a copy each
     for key in state:
         params[key].set_value(state[key])  # one contiguous array at a time, freed before the next
-    if doubt or ways or found:
+    if settling:
         try:
             if doubt:
                 apart = settle_by_run(torch_model, paddle_model, inputs, state, params, modules, doubt)
             if found:  # first: a square weight judged where its parent computes reads the fused modules there
                 chosen, unsettled = settle_fused(torch_model, paddle_model, inputs, state, params, found)
+            if apart_found:
+                taken, lines = torch_fused.settle(torch_model, paddle_model, inputs, state, params, apart_found)
+                chosen, unsettled = {**chosen, **taken}, unsettled + lines
             unsettled += settle_layouts(torch_model, paddle_model, inputs, state, params, ways, held)
         except PipelineError:
             for key, value in before.items():

@@ -56,6 +56,43 @@ def groups(torch_model, paddle_model, layouts=None) -> dict:
     return out
 
 
+def torch_groups(torch_model, paddle_model, layouts=None) -> dict:
+    """groups() the other way round: {torch module: (its Paddle parts in definition order, each part's share of its
+    columns)} of the torch modules no Paddle module of their name stands for (timm's qkv against a port's q, k and
+    v apart), under a parent both models hold by one name, whose every tensor is as large as those of 2 to
+    MAX_PARTS Paddle siblings next to each other (layers of one type no torch module of their name stands for)
+    together."""
+    t_modules = dict(torch_model.named_modules())
+    p_modules = dict(paddle_model.named_sublayers(include_self=True))
+    declared = set(fused.specs(paddle_model, layouts)) | set(fused.specs(torch_model, layouts))
+    children = {}
+    for name, layer in p_modules.items():
+        if name and name not in t_modules and name not in declared and \
+                list(layer.named_parameters(include_sublayers=False)):
+            children.setdefault(name.rpartition(".")[0], []).append(name)
+    out, taken = {}, set()
+    for name, module in t_modules.items():
+        parent = name.rpartition(".")[0]
+        if not name or name in p_modules or name in declared or parent not in p_modules or parent not in children:
+            continue
+        mine = _sizes(v for _, v in module.named_parameters(recurse=False))
+        if not mine:
+            continue
+        siblings = [n for n in children[parent] if n not in taken]
+        theirs = {n: _sizes(v for _, v in p_modules[n].named_parameters(include_sublayers=False)) for n in siblings}
+        for a in range(len(siblings)):
+            group = next((siblings[a:b] for b in range(a + 2, min(len(siblings), a + MAX_PARTS) + 1)
+                          if len({type(p_modules[n]) for n in siblings[a:b]}) == 1
+                          and all(len(theirs[n]) == len(mine) for n in siblings[a:b])
+                          and [sum(theirs[n][k] for n in siblings[a:b]) for k in range(len(mine))] == mine), None)
+            if group:
+                first = [theirs[n][0] for n in group]
+                out[name] = (group, tuple(w // math.gcd(*first) for w in first))
+                taken.update(group)
+                break
+    return out
+
+
 def candidates(parts: tuple, shares: tuple, width: int) -> list:
     """Every Fused whose columns hold `parts` (their last names), in their shares, in an output `width` columns
     wide: one after the other, then per n groups for each n above 1 dividing every part's width (n key-value

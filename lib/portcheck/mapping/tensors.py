@@ -167,6 +167,7 @@ def _part(rule, spec: Fused, p: int):
             raise PipelineError(f"Fused{spec.parts}: {name}'s last axis ({array.shape[-1]}) does not hold "
                                 f"{len(spec.parts)} parts{f' of {spec.heads} heads' if spec.heads else ''} [PC302]")
         return pname, array[..., columns[p]]
+    part.whole = rule  # the rule before the columns: a layout settled later by a run (torch_fused) takes its own
     return part
 
 
