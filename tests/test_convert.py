@@ -341,3 +341,36 @@ def test_a_run_stopping_partway_says_the_rest_was_paired_by_definition_order():
     assert "the Paddle model's forward stopped on inputs (ValueError: windows of 7 do not divide the batch): the " \
            "modules after it paired by their definition order, not by the run" in state.said, state.said
     assert "stopped" not in convert(Torch().eval(), Port(), inputs=np.ones((7, 4), "float32")).said
+
+
+def test_a_fused_module_whose_parts_description_divides_by_its_shares_converts():
+    """paddleformers' ERNIE 4.5 at 6 query heads over 2 key-value groups: each part's description (children, tensors,
+    shapes: 5 numbers for a Linear with no bias) divides by the parts' shares [q x3 | k | v], and was cut into
+    columns as if it were a tensor, convert ending in an IndexError. Its parts are described, never cut."""
+    d, wide = 4, 8
+
+    class Attention(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.q_proj, self.k_proj, self.v_proj = (torch.nn.Linear(wide, n, bias=False) for n in (3 * d, d, d))
+
+        def forward(self, x):
+            return self.q_proj(x) * torch.cat([self.k_proj(x) + self.v_proj(x)] * 3, -1)
+
+    class PortAttention(paddle.nn.Layer):
+        def __init__(self, plant=False):
+            super().__init__()
+            self.qkv_proj, self.plant = paddle.nn.Linear(wide, 5 * d, bias_attr=False), plant
+
+        def forward(self, x):
+            q, k, v = paddle.split(self.qkv_proj(x), [3 * d, d, d], -1)
+            return q * paddle.concat([k - v if self.plant else k + v] * 3, -1)
+
+    pt, x = torch.nn.Sequential(Attention()), np.random.RandomState(0).randn(2, 3, wide).astype("float32")
+    pd = paddle.nn.Sequential(PortAttention())
+    state = convert(pt, pd, inputs=x)
+    assert "0.qkv_proj: their columns [q_proj x3 | k_proj | v_proj] one after the other" in state.said, state.said
+    from portcheck import compare_forward
+    assert compare_forward(pt, pd, x, layouts=state.fused_found).passed
+    with pytest.raises(PipelineError, match=r"\[PC456\]"):  # the port's v subtracted: no layout gives torch's
+        convert(pt, paddle.nn.Sequential(PortAttention(plant=True)), inputs=x)

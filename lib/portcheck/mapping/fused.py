@@ -201,7 +201,9 @@ def cut(record, tensors=True):
             continue  # the whole: its parts' mod/ keys (mark) stand for it
         kind, slash, name = key.partition("/")
         module, _, tensor = name.rpartition(".")
-        if tensors and slash and module in fused and not key.startswith(("out/", "in/", "f64:")):
+        # a part's own mod/ key (mark's) is no tensor: cut by columns where its length happens to divide, it was
+        # read as another module's description
+        if tensors and slash and module in fused and not key.startswith(("out/", "in/", "f64:", META)):
             value = record[key]
             columns = fused[module].columns(np.shape(value)[-1]) if np.ndim(value) else None
             if columns is not None:
