@@ -12,8 +12,9 @@ activation the other folds into a block, a module called twice or extra containe
 they would in a positional zip. Calls left over are aligned again among themselves (a shortcut defined before
 its block on one side and after it on the other).
 
-Two modules holding different tensor shapes never pair; a module holding tensors never pairs with one holding
-none; a leaf holding none pairs only with a leaf of its family (an activation with an activation). Where two
+Two modules holding different tensor shapes never pair (but for the same values with axes merged, regroup's: such a
+pair waits for the calls left over where either side holds the other's very shapes); a module holding tensors never
+pairs with one holding none; a leaf holding none pairs only with a leaf of its family (an activation with an activation). Where two
 candidates fit equally well and the order cannot separate them, the run's values do: the candidate whose
 output is torch's (transformers' MobileNetV2InvertedResidual is Paddle's InvertedResidual, not its inner
 Sequential, because the block adds its input); a tie resting on a pair of containers whose insides do not

@@ -27,7 +27,8 @@ def settle_by_run(torch_model, paddle_model, inputs, state: State, params: dict,
     group's (to the model's output for the last), are torch's by ties.nearest_of (the rule the run's values
     settle a tie by). state and the Paddle model are changed to it. Raises a PipelineError naming the modules and
     the name_map that settles them where the group is too large to try; where no order is nearest (several
-    compute the same, or none gives torch's values: a difference of the port there), the run's order stays.
+    compute the same, or none gives torch's values: a difference of the port there), the run's order stays, but
+    where none gives torch's values and one alone is torch's furthest along the window's calls: that one.
     Returns a line for each group no order's run gave torch's values, naming each order and how far it was (for
     convert's state.said)."""
     from itertools import permutations
