@@ -14,10 +14,10 @@ its block on one side and after it on the other).
 
 Two modules holding different tensor shapes never pair (but for the same values with axes merged, regroup's: such a
 pair waits for the calls left over where either side holds the other's very shapes); a module holding tensors never
-pairs with one holding none; a leaf holding none pairs only with a leaf of its family (an activation with an activation). Where two
-candidates fit equally well and the order cannot separate them, the run's values do: the candidate whose
-output is torch's (transformers' MobileNetV2InvertedResidual is Paddle's InvertedResidual, not its inner
-Sequential, because the block adds its input); a tie resting on a pair of containers whose insides do not
+pairs with one holding none; a leaf holding none pairs only with a leaf of its family (an activation with an
+activation). Where two candidates fit equally well and the order cannot separate them, the run's values do: the
+candidate whose output is torch's (transformers' MobileNetV2InvertedResidual is Paddle's InvertedResidual, not its
+inner Sequential, because the block adds its input); a tie resting on a pair of containers whose insides do not
 correspond is none, that pair forbidden first (_unfit). What values cannot settle either is refused, naming the
 modules and the name_map that settles it, written as the API takes it. A name_map's entries (names.entries: the
 modules it names) are kept as given; the rest is automatic. The root modules are each other's. Outputs of the same
