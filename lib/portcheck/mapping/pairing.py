@@ -12,11 +12,12 @@ activation the other folds into a block, a module called twice or extra containe
 they would in a positional zip. Calls left over are aligned again among themselves (a shortcut defined before
 its block on one side and after it on the other).
 
-Two modules holding different tensor shapes never pair; a module holding tensors never pairs with one holding
-none; a leaf holding none pairs only with a leaf of its family (an activation with an activation). Where two
-candidates fit equally well and the order cannot separate them, the run's values do: the candidate whose
-output is torch's (transformers' MobileNetV2InvertedResidual is Paddle's InvertedResidual, not its inner
-Sequential, because the block adds its input); a tie resting on a pair of containers whose insides do not
+Two modules holding different tensor shapes never pair (but for the same values with axes merged, regroup's: such a
+pair waits for the calls left over where either side holds the other's very shapes); a module holding tensors never
+pairs with one holding none; a leaf holding none pairs only with a leaf of its family (an activation with an
+activation). Where two candidates fit equally well and the order cannot separate them, the run's values do: the
+candidate whose output is torch's (transformers' MobileNetV2InvertedResidual is Paddle's InvertedResidual, not its
+inner Sequential, because the block adds its input); a tie resting on a pair of containers whose insides do not
 correspond is none, that pair forbidden first (_unfit). What values cannot settle either is refused, naming the
 modules and the name_map that settles it, written as the API takes it. A name_map's entries (names.entries: the
 modules it names) are kept as given; the rest is automatic. The root modules are each other's. Outputs of the same
@@ -96,6 +97,7 @@ def pair(torch_record: dict, paddle_record: dict, name_map=None, weights_only=Fa
         return bool(first) and all(same_values(first, outputs_of(record, c.name)) for c in candidates[1:])
 
     forbidden, calls, unsettled, refused, fusions, tied = set(), {c.name: c for c in ts}, set(), [], {}, []
+    picked = set()  # torch calls a conversion's tie took in a first order: the run settles them, as the order's pairs
     from portcheck.mapping.fused import packed_parts  # fused reads pairing's records: imported here, where it is needed
     packed = packed_parts(torch_record)
     fixed_p = set(fixed.values())
@@ -112,11 +114,18 @@ def pair(torch_record: dict, paddle_record: dict, name_map=None, weights_only=Fa
     groups = (lambda t: ("map", fixed[t.name]) if t.name in fixed else (at_t[t.module], sizes(t)),
               lambda p: ("map", p.name) if p.name in fixed_p else (at_p[p.module], sizes(p)))
     grown = None
+    # the shapes each side's modules hold: a pair whose tensors fit only with axes merged (a (1, 3) conv [2, 2, 1, 3]
+    # against a 1x1 conv [2, 6, 1, 1], as many values) waits for the calls left over where either side holds the
+    # other's very shapes, so that the run's order never takes it over the pair holding them
+    very = ({held(c.tensors) for c in ts if c.tensors}, {held(c.tensors) for c in ps if c.tensors})
     while True:
         def score(t, p):
             if t.name in fixed or p.name in fixed_p:
                 return FIXED if fixed.get(t.name) == p.name else None
             if (t.name, p.name) in forbidden:
+                return None
+            if first and t.tensors and held(t.tensors) != held(p.tensors) and \
+                    (held(t.tensors) in very[1] or held(p.tensors) in very[0]):
                 return None
             return similarity(replace(t, outputs=()), replace(p, outputs=())) if routed(at_t[t.module]) else \
                 similarity(t, p)
@@ -180,6 +189,7 @@ def pair(torch_record: dict, paddle_record: dict, name_map=None, weights_only=Fa
                         t, p = (one.name, others[0].name) if torch_one else (others[0].name, one.name)
                         if t not in chosen and p not in chosen.values():
                             chosen[t] = p
+                    picked.update(chosen)
                 elif not chosen:
                     # refused once every tie is found: each one's first candidate taken, as the map the refusal
                     # prints does, so that the ties it would leave are said with it (pasted, it pairs them all)
@@ -209,10 +219,12 @@ def pair(torch_record: dict, paddle_record: dict, name_map=None, weights_only=Fa
         if bad:
             forbidden |= bad
             continue
-        doubt = [g for g in _doubtful(pairs, calls, by_name, fixed) if not {t for t, _ in g} & unsettled]
+        doubt = [g for g in _doubtful(pairs, calls, by_name, {t: p for t, p in fixed.items() if t not in picked})
+                 if not {t for t, _ in g} & unsettled]
         if not doubt or weights_only or not ran:
-            # a conversion's models do not hold the same weights yet: convert settles them, the ties' groups too
-            result.doubtful = doubt + _tied_groups(tied, pairs, fixed, doubt)
+            # a conversion's models do not hold the same weights yet: convert settles them, the ties' groups too, one
+            # group where they share a module (three 1x1 convs, two of them tied, the third in another branch)
+            result.doubtful = _joined(doubt + _tied_groups(tied, pairs, fixed))
             break
         # the order alone chose them: each call takes the candidate whose output is its own, as a tie does
         index_t, index_p = {c.name: i for i, c in enumerate(ts)}, {c.name: j for j, c in enumerate(ps)}
@@ -388,15 +400,30 @@ def _swappable(one, others) -> bool:
     return all(_swaps(c) and c.tensors == one.tensors for c in [one, *others])
 
 
-def _tied_groups(tied: list, pairs: dict, fixed: dict, doubt: list) -> list:
+def _tied_groups(tied: list, pairs: dict, fixed: dict) -> list:
     """[[(torch call, Paddle call), ...]] of the ties a conversion took in a first order: per tie's Paddle candidates,
     the torch calls paired with them, for convert to settle by its run (mapping.settle.settle_by_run)."""
-    pairs, out, seen = {**pairs, **fixed}, [], {t for g in doubt for t, _ in g}
-    for candidates in tied:
-        group = [(t, p) for t, p in pairs.items() if p in candidates and t not in seen]
+    pairs = {**pairs, **fixed}
+    groups = [[(t, p) for t, p in pairs.items() if p in candidates] for candidates in tied]
+    return [g for g in groups if len(g) > 1]
+
+
+def _joined(groups: list) -> list:
+    """The groups convert settles, those sharing a module made one (the order's pairs of one block's branches and a
+    tie among them: every order of them all is tried together) where it stays within BRANCHES; else a module stays in
+    the first group holding it, as each is settled once."""
+    out = []
+    for group in groups:
+        group = list(dict.fromkeys(group))
+        meets = [g for g in out if {x for pair in g for x in pair} & {x for pair in group for x in pair}]
+        union = list(dict.fromkeys([pair for g in meets for pair in g] + group))
+        if meets and len(union) <= BRANCHES and len({t for t, _ in union}) == len({p for _, p in union}) == len(union):
+            out = [g for g in out if g not in meets] + [union]
+            continue
+        seen = {x for g in out for pair in g for x in pair}
+        group = [(t, p) for t, p in group if t not in seen and p not in seen]
         if len(group) > 1:
             out.append(group)
-            seen.update(t for t, _ in group)
     return out
 
 

@@ -27,7 +27,8 @@ def settle_by_run(torch_model, paddle_model, inputs, state: State, params: dict,
     group's (to the model's output for the last), are torch's by ties.nearest_of (the rule the run's values
     settle a tie by). state and the Paddle model are changed to it. Raises a PipelineError naming the modules and
     the name_map that settles them where the group is too large to try; where no order is nearest (several
-    compute the same, or none gives torch's values: a difference of the port there), the run's order stays.
+    compute the same, or none gives torch's values: a difference of the port there), the run's order stays, but
+    where none gives torch's values and one alone is torch's furthest along the window's calls: that one.
     Returns a line for each group no order's run gave torch's values, naming each order and how far it was (for
     convert's state.said)."""
     from itertools import permutations
@@ -50,10 +51,12 @@ def settle_by_run(torch_model, paddle_model, inputs, state: State, params: dict,
         windows = [[c for c in order[starts[n]:starts[n + 1]]
                     if (module_of(c) in keys and "#" not in c) or c == ROOT] for n in range(len(groups))]
 
-        def distance(p_record, window):
+        def distances(p_record, window):
             counterpart = lambda c: assign[module_of(c)] + c[len(module_of(c)):]  # noqa: E731
-            return max(ties.distance(ties.outputs_of(t_record, c), ties.outputs_of(p_record, counterpart(c)))
-                       for c in window)
+            return [ties.distance(ties.outputs_of(t_record, c), ties.outputs_of(p_record, counterpart(c)))
+                    for c in window]
+
+        distance = lambda p_record, window: max(distances(p_record, window))  # noqa: E731
 
         # the run's order first, every group at once: one Paddle run where the port is correct, as most are (a
         # BERT-base tried in every order took 72 runs); a group it leaves farther than SETTLED is tried in turn
@@ -72,20 +75,31 @@ def settle_by_run(torch_model, paddle_model, inputs, state: State, params: dict,
                 raise PipelineError(f"torch {', '.join(torch_names)} fit Paddle {', '.join(paddle_names)} in any "
                                     f"order, more than the {MAX_ORDERS} orders convert tries: give the name_map that "
                                     f"says which (name_map={entry} takes the run's order) [PC303]")
-            distances = {}
+            far, held = {}, {}  # each order's farthest call of the window; how many of its calls, in run order, hold
             for theirs in permutations(paddle_names):
                 _put(group, theirs, keys, values, params)
                 assign.update(zip(torch_names, theirs))
-                distances[theirs] = distance(trace(paddle_model, inputs), window)
+                each = distances(trace(paddle_model, inputs), window)
+                far[theirs] = max(each)
+                held[theirs] = next((k for k, d in enumerate(each) if d > SETTLED), len(each))
             # no order nearest: orders computing the same (any is right), or none giving torch's values, a difference
-            # of the port there, which the comparison then shows red in the run's order (a refusal would hide it):
-            # said, each order with how far its run was
-            best = ties.nearest_of(distances)
-            if best is None and min(distances.values()) > SETTLED:
+            # of the port there (a pool counting its padding otherwise, a branch's conv): the one order whose run is
+            # torch's furthest along the window is kept, where it parts from torch's after the group's first call
+            # (where the group's modules part, the order does; where the port parts, every order does), so that the
+            # comparison shows red where the port parts; else the run's order (a refusal would hide the difference).
+            # Said, each order with how far its run was
+            best = ties.nearest_of(far)
+            if best is None and min(far.values()) > SETTLED:
+                most = max(held.values())
+                furthest = [theirs for theirs, k in held.items() if k == most]
+                kept = furthest[0] if most and len(furthest) == 1 else tuple(paddle_names)
                 said.append(f"torch {', '.join(torch_names)} against Paddle's modules of their shapes: no order gives "
                             "torch's values on the run over inputs= (" + "; ".join(
-                                f"{', '.join(theirs)} {d:.2g}" for theirs, d in distances.items())
-                            + " of the scale apart): the run's order kept, the comparison judges them")
+                                f"{', '.join(theirs)} {d:.2g}" for theirs, d in far.items()) + " of the scale apart): "
+                            + (f"kept {', '.join(kept)}, torch's values to {window[most - 1]} (the farthest along)"
+                               if kept != tuple(paddle_names) else "the run's order kept")
+                            + ", the comparison judges them")
+                best = kept
             best = best or tuple(paddle_names)
             _put(group, best, keys, values, params)
             assign.update(zip(torch_names, best))
