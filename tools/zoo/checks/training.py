@@ -127,11 +127,11 @@ def train_one(side, case, settings, folder, moved=None):
 
 
 # torch's own runs of a training, each from its weights moved one ulp by its seed (as the ResNet-18 example's
-# Step5/torch_vs_torch.py makes them) and under other kernels than this run's, another CPU's thread count or oneDNN
+# Step5/torch_vs_torch.py makes them) and under one of eight kernels, another CPU's thread count or oneDNN
 # off (docs/rules.md, "Step 5's final metric on torch's own spread"). Moved runs alone are no yardstick for a count
 # metric flipped by the order of a sum: on the AdamW digits CNN (200 test images, torch 0.255, Paddle 0.26 at one
-# thread and at two), twelve seeds at one thread all end at 0.255, while over these eight kernels 30 of 96 runs end
-# an image away (docs/bench/zoo_kernels.md); seed s runs under KERNELS[s - 1].
+# thread and at two), twelve seeds at one thread all end at 0.255, while under the seven other kernels 26 of their 84
+# end an image away (docs/bench/rules.md, tools/step5_own_kernels.py); seed s runs under KERNELS[s - 1].
 KERNELS = tuple((threads, onednn) for threads in (1, 2, 3, 4) for onednn in (True, False))
 OWN_SEEDS = range(1, len(KERNELS) + 1)
 
