@@ -5,7 +5,7 @@ again; this command measures nothing.
     python tools/lr_ulps.py           # the "lr" part: portcheck.core.tolerances.ULPS (seconds)
     python -m tools.metric_ulps       # the "metric_float32" part: tolerances.ULPS_FLOAT32
     python -m tools.step5_rules       # the "step5" part: pipeline.training.NOISE, dropout's own masks (minutes)
-    python -m tools.step5_own_kernels # the "own_kernels" part: torch's own runs of a count metric over kernels (minutes)
+    python -m tools.step5_own_kernels # the "own_kernels" part: torch's own runs of a count metric, kernels (minutes)
     python tools/bench_rules.py --page  # the page again from rules.json, nothing measured
 
 The JSON's "by hand" part holds what was measured by hand (Step 5 on torch's own spread, its first loss, RMSprop
@@ -142,12 +142,12 @@ def own_kernels_lines(own: dict) -> list:
     others = sum(sum(r for j, r in enumerate(row) if j != at_own) for row in away)
     count = len(own["seeds"]) * (len(kernels) - (at_own is not None))
     images = lambda a: f"{round(a * n)}"
-    zoo = [own["final"][(s - 1) % len(own["final"])][(s - 1) % len(kernels)] for s in range(1, len(kernels) + 1)
-           if s <= len(own["final"])]
+    zoo = [own["final"][s][s] for s in range(min(len(kernels), len(own["final"])))]  # seed s + 1, the s-th kernel
     lines = ["## Step 5's final metric: torch's own runs over kernels", "",
              f"A count metric on {n} test images moves by one image, {1 / n:g}, over the guide's 0.0015: the bound "
-             "holds only where the counts are equal. On " + own["model"] + f", at {said(own['threads'], True)}, torch's "
-             f"run counts {images(base)} right and Paddle's {images(own['paddle'])}. The images right in torch's runs "
+             "holds only where the counts are equal. On " + own["model"] + f", at {said(own['threads'], True)}, "
+             f"torch's run counts {images(base)} right and Paddle's {images(own['paddle'])}. The images right in "
+             "torch's runs "
              "from its weights moved one ulp (`backward.moved_one_ulp`), each seed under each kernel:", "",
              "| seed | " + " | ".join(kernels) + " |", "|---" * (len(kernels) + 1) + "|"]
     lines += [f"| {s} | " + " | ".join(images(a) for a in row) + " |" for s, row in zip(own["seeds"], own["final"])]

@@ -211,7 +211,8 @@ def task_rule(threshold: float, spread: float = 0.0, where: str = None) -> str:
         return f"the task's {threshold:g}"
     task = threshold - spread
     return (f"{threshold:g} = the task's {task:g} + torch's own spread {spread:.3g} {where or 'on this machine'}"
-            + (f": torch's own spread is over the task's {task:g}, which no port can meet there" if spread > task else ""))
+            + (f": torch's own spread is over the task's {task:g}, which no port can meet there"
+               if spread > task else ""))
 
 
 def from_flags(tol: Tol, what: str, loosened: list, atol=None, rtol=None, atol_flag="--threshold",
