@@ -452,7 +452,10 @@ TRAININGS = [
                  "cause": "no weight decay"},
                 {"name": "BatchNorm momentum 0.1", "paddle": {"bn_momentum": 0.1}, "step": 5, "red": ["train_align"],
                  "where": {"train_align": "train_align", "training curves": "final metric"},
-                 "cause": "Paddle's momentum weighs the running statistic, torch's the batch"}]},
+                 "cause": "Paddle's momentum weighs the running statistic, torch's the batch"},
+                {"name": "paddle.optimizer.Adam for AdamW", "paddle": {"optimizer": "Adam"}, "step": 5,
+                 "where": "weight norm", "cause": "Adam's weight_decay is L2 added to the gradient, not AdamW's "
+                                                  "decay of the weights"}]},
     {**TRAIN, "name": "training, each framework's own dropout masks", "torch": {"dropout": 0.1},
      "paddle": {"dropout": 0.1}, "plants": []},
     {**TRAIN, "name": "training, shared dropout masks", "torch": {}, "paddle": {}, "shared_masks": 0.2,
