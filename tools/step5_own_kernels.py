@@ -15,7 +15,7 @@ except ModuleNotFoundError:  # the project is not importable: not its venv
                      "(. .venv/bin/activate) or run `pip install -r requirements.txt`") from None
 import json
 
-from portcheck.core.errors import PipelineError, run_main
+from portcheck.core.errors import run_main
 
 try:
     from tools import bench_doc, bench_rules  # the one writer of docs/bench/rules.json and its page
@@ -34,7 +34,7 @@ def main():
     ap.add_argument("--seeds", type=int, default=12, help="moved runs under each kernel (seeds 1 to this)")
     args = ap.parse_args()
     if args.seeds < 1:
-        raise PipelineError(f"--seeds must be at least 1, got {args.seeds}")
+        ap.error(f"--seeds must be at least 1, got {args.seeds}")
     import torch
     from portcheck.pipeline.training_log import METRIC
     from tools.zoo import cases
