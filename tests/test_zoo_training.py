@@ -11,6 +11,7 @@ pytest.importorskip("sklearn")
 import torch  # noqa: E402 (after the skips)
 
 from tools.zoo import cases, run  # noqa: E402
+from portcheck.pipeline.training import torch_kernels  # noqa: E402
 from tools.zoo.checks import training  # noqa: E402
 
 CASE = cases.by_name()["training, conv bias before BatchNorm, AdamW"]
@@ -25,7 +26,7 @@ def verdict(plant):
 def test_the_correct_port_is_green_at_one_thread_and_at_two(threads):
     """One image (0.005) apart, over the guide's 0.0015: torch's own runs end as far apart under other kernels, and
     the verdict says the guide's bound is one no port can meet there."""
-    with training.kernels(threads, True):
+    with torch_kernels(threads, True):
         result = verdict(None)
     assert result["got"] == "ok", run.said(result)
     final = next(j for j in result["judgements"] if j["rule"].startswith("train_align"))
@@ -40,10 +41,11 @@ def test_each_plant_is_red_at_its_place(plant):
     assert result["got"] == "ok", f"{result['got']}: expected {run.expected(CASE, plant)}; {run.said(result)}"
 
 
-def test_kernels_are_restored():
+def test_torch_kernels_are_restored_even_on_an_error():
+    """training.torch_kernels, which the zoo's own runs are made under: torch's threads and oneDNN back after."""
     before, onednn = torch.get_num_threads(), torch.backends.mkldnn.enabled
     with pytest.raises(RuntimeError):
-        with training.kernels(before + 1, not onednn):
+        with torch_kernels(before + 1, not onednn):
             assert torch.get_num_threads() == before + 1 and torch.backends.mkldnn.enabled != onednn
             raise RuntimeError
     assert (torch.get_num_threads(), torch.backends.mkldnn.enabled) == (before, onednn)

@@ -36,6 +36,7 @@ def main():
     if args.seeds < 1:
         ap.error(f"--seeds must be at least 1, got {args.seeds}")
     import torch
+    from portcheck.pipeline.training import torch_kernels
     from portcheck.pipeline.training_log import METRIC
     from tools.zoo import cases
     from tools.zoo.checks import training
@@ -49,7 +50,7 @@ def main():
     for seed in result["seeds"]:
         row = []
         for kernel in training.KERNELS:
-            with training.kernels(*kernel):
+            with torch_kernels(*kernel):
                 row.append(final("torch", moved=seed))
         result["final"].append(row)
         print(seed, " ".join(f"{a:.3f}" for a in row), flush=True)

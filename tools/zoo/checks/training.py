@@ -10,6 +10,7 @@ import torch
 
 from portcheck import convert
 from portcheck.core import record
+from portcheck.pipeline.training import torch_kernels
 from tools.zoo.checks.judging import Judgement, folder, merged
 from tools.zoo.checks.tiny import wine
 
@@ -136,22 +137,9 @@ KERNELS = tuple((threads, onednn) for threads in (1, 2, 3, 4) for onednn in (Tru
 OWN_SEEDS = range(1, len(KERNELS) + 1)
 
 
-@contextlib.contextmanager
-def kernels(threads, onednn):
-    """torch at `threads` intra-op threads (a sum split otherwise), oneDNN on or off, restored after."""
-    before, was = torch.get_num_threads(), torch.backends.mkldnn.enabled
-    torch.set_num_threads(threads)
-    torch.backends.mkldnn.enabled = onednn
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
-        torch.backends.mkldnn.enabled = was
-
-
 def own_run(case, seed):
     """One of torch's own runs of case's training (OWN_SEEDS): its log's arrays."""
-    with kernels(*KERNELS[(seed - 1) % len(KERNELS)]):
+    with torch_kernels(*KERNELS[(seed - 1) % len(KERNELS)]):
         return train_one("torch", case, case["torch"], None, moved=seed).arrays()
 
 
