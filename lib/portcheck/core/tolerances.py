@@ -205,10 +205,14 @@ def looser_task(pair: str, threshold: float, spread: float = 0.0) -> str:
 def task_rule(threshold: float, spread: float = 0.0, where: str = None) -> str:
     """A task's threshold on a training's outcome, as judged: "the task's 0.002", or, widened by torch's own
     runs, "0.016 = the task's 0.00972 + torch's own spread 0.0063 on this machine" (where: which runs, where;
-    given, the sum is said even where the spread is 0: the runs were made)."""
+    given, the sum is said even where the spread is 0: the runs were made). Where the spread is over the task's
+    own, torch ends further from itself than the task allows: no port can meet the task's there, said so."""
     if not spread and where is None:
         return f"the task's {threshold:g}"
-    return f"{threshold:g} = the task's {threshold - spread:g} + torch's own spread {spread:.3g} {where or 'on this machine'}"
+    task = threshold - spread
+    return (f"{threshold:g} = the task's {task:g} + torch's own spread {spread:.3g} {where or 'on this machine'}"
+            + (f": torch's own spread is over the task's {task:g}, which no port can meet there"
+               if spread > task else ""))
 
 
 def from_flags(tol: Tol, what: str, loosened: list, atol=None, rtol=None, atol_flag="--threshold",

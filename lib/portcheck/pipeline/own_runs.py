@@ -1,10 +1,12 @@
 """Torch's own runs of a training as the yardstick (Step 5, judge_training's own=): how far they end from this run and
 how far their weight norm parts from it step by step (own_spread), and the file a hand-in carries them in, OWN,
-written (save_own) and read back only when it is this training's (load_own). Reducing the runs (own_runs) judges
+written (save_own) and read back only when it is this training's (load_own); torch_kernels runs one under other
+kernels. Reducing the runs (own_runs) judges
 each against this one, so it stays with the judge in portcheck.pipeline.training.
 
 Imports core and pipeline.training_log (the logs' names); never training, which imports it.
 """
+import contextlib
 from pathlib import Path
 
 import numpy as np
@@ -29,6 +31,23 @@ OWN_MULTIPLE = 16.0
 # step (BatchNorm's batch statistics over few values per channel amplify a weight moved one ulp: issue 62). Its
 # lr, steps, data order, modes, first loss and run record still say whether it is this training.
 OWN_PARTS = ("final metric", "weight norm")
+
+
+@contextlib.contextmanager
+def torch_kernels(threads: int, onednn: bool = True):
+    """torch at `threads` intra-op threads, oneDNN on or off, both restored after: one of torch's own runs of a
+    training under other kernels (another CPU's thread count splits each sum otherwise). A count metric a sum's
+    order decides can end alike in every run moved one ulp on one's own kernels and flip under others
+    (docs/rules.md)."""
+    import torch
+    before, was = torch.get_num_threads(), torch.backends.mkldnn.enabled
+    torch.set_num_threads(threads)
+    torch.backends.mkldnn.enabled = onednn
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+        torch.backends.mkldnn.enabled = was
 
 
 def kept_norm(param_norm, keep) -> np.ndarray:

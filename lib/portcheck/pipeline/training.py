@@ -40,7 +40,8 @@ The run records' `depends` must be equal; a difference is named as the guide's c
 
 This module is the judge. Each side's log, written and read back, is portcheck.pipeline.training_log (TrainingLog,
 run_depends and torch_running_var are named here too); the judge's report and verdict as data,
-portcheck.pipeline.training_report; torch's own runs as the yardstick, and their file, portcheck.pipeline.own_runs.
+portcheck.pipeline.training_report; torch's own runs as the yardstick, and their file, portcheck.pipeline.own_runs
+(torch_kernels, named here too: one of them under other kernels).
 Imports core and pipeline's handin, training_log, training_report and own_runs.
 """
 import math
@@ -51,6 +52,7 @@ import numpy as np
 from portcheck.core import record, report, tolerances
 from portcheck.pipeline import handin
 from portcheck.pipeline.own_runs import DIAGNOSTICS_OWN, OWN, OWN_MULTIPLE, OWN_PARTS, kept_norm, own_spread, save_own
+from portcheck.pipeline.own_runs import torch_kernels  # noqa: F401 (documented here: own runs under other kernels)
 from portcheck.pipeline.training_log import EVAL_MODES, LOG, METRIC, NAMES, PAIR, logs
 from portcheck.pipeline.training_log import TrainingLog, run_depends, torch_running_var  # noqa: F401 (documented here)
 from portcheck.pipeline.training_report import Row, TrainingReport, TrainingVerdict
