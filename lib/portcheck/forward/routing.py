@@ -96,7 +96,7 @@ def _rows(a) -> np.ndarray:
 
 def _reached(record, tokens, expert_calls) -> list:
     """[frozenset of expert indices] per token row, from each expert's recorded input rows (None when a row is
-    no token's)."""
+    no token's; a row of zeros none is is skipped)."""
     where = {}
     for t, row in enumerate(tokens):
         where.setdefault(row.tobytes(), []).append(t)
@@ -107,6 +107,8 @@ def _reached(record, tokens, expert_calls) -> list:
             continue
         for row in _rows(record[key]):
             found = where.get(np.ascontiguousarray(row, dtype=tokens.dtype).tobytes())
+            if found is None and not np.any(row):
+                continue  # no token's: paddleformers' training feeds an expert no token reached zeros (its graph kept)
             if found is None:
                 return None
             for t in found:
