@@ -74,7 +74,8 @@ def compare_backward(torch_model, paddle_model, inputs, targets, loss, optimizer
     are before clipping, the weights after it.
     outputs: the model outputs the first forward compares (compare_forward's: a list of fields or positions, or
     {torch's: Paddle's}, or a module's by its torch name; default every one, a structure one side alone returns
-    red); the loss reads its own."""
+    red); the loss reads its own. Each mixture of experts' routing is read as compare_forward reads it (a port's
+    router returning its top k against the choice torch's block hands its experts, and its float64 twin's weights)."""
     checked_args(None, mean_bound)  # before any training: a bad bound would only show when .passed is read
     checked_outputs(outputs)
     checked_pairs(loss=loss, optimizer=optimizer, scheduler=scheduler, clip=clip)

@@ -180,7 +180,7 @@ class Routed:
 
     def __init__(self, model, other, record, prefix=""):
         found = candidates(model) if other is None else packed(model, other)
-        self.modules = {n: m for n, m in model.named_modules() if n in found}
+        self.modules = {n: m for n, m in model.named_modules() if n in found} if found else {}
         self.record, self.handles, self.prefix = record, [], prefix
 
     def __enter__(self):
