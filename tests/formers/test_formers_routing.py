@@ -47,8 +47,8 @@ def _planted(p, plant):
     return edits.get(plant, lambda: None), undo
 
 
-def _backward(t, p, x, layouts):
-    """compare_backward, one SGD step on a mean squared error of the last hidden states; torch's weights kept."""
+def _backward(t, p, x, layouts, steps=1):
+    """compare_backward, SGD steps on a mean squared error of the last hidden states; torch's weights kept."""
     import paddle
     from portcheck import compare_backward
     start = {k: v.detach().clone() for k, v in t.state_dict().items()}
@@ -56,7 +56,8 @@ def _backward(t, p, x, layouts):
     loss = (lambda o, y: ((o[0] - y) ** 2).mean(),) * 2
     sgd = (lambda ps: torch.optim.SGD(ps, lr=0.01), lambda ps: paddle.optimizer.SGD(0.01, parameters=ps))
     try:
-        return compare_backward(t.train(), p.train(), x, target, loss=loss, optimizer=sgd, steps=1, layouts=layouts)
+        return compare_backward(t.train(), p.train(), x, target, loss=loss, optimizer=sgd, steps=steps,
+                                layouts=layouts)
     finally:
         t.load_state_dict(start)
         t.eval(), p.eval()
@@ -66,8 +67,9 @@ def _backward(t, p, x, layouts):
                                        ("forward", "order"), ("backward", None), ("backward", "renorm"),
                                        ("backward", "bias")])
 def test_a_plant_in_the_routing_is_red_at_the_router(converted, how, plant):
-    """compare_backward's first forward reads the routing as compare_forward does (one step: its first forward is
-    what the routing judges; experts one column off are read as the bias left out is)."""
+    """compare_backward's first forward reads the routing as compare_forward does, and each later step's forward its
+    choice (a plant: one step, its first forward is where the routing parts; experts one column off are read as the
+    bias left out is)."""
     from portcheck import compare_forward
     t, p, x, layouts = converted
     before = {k: v.numpy().copy() for k, v in p.state_dict().items()}
@@ -78,7 +80,7 @@ def test_a_plant_in_the_routing_is_red_at_the_router(converted, how, plant):
             report = compare_forward(t, p, x, layouts=layouts)
             whole = report
         else:
-            whole = _backward(t, p, x, layouts)
+            whole = _backward(t, p, x, layouts, steps=1 if plant else 2)
             report = whole.forward
     finally:
         undo()
@@ -91,6 +93,11 @@ def test_a_plant_in_the_routing_is_red_at_the_router(converted, how, plant):
                                  f"router weights within {routed.weight_diff:.3g} (allowed {row.allowed:.3g}, torch's "
                                  "own error: its float64 run's weights)") and routed.weight_diff < 1e-6, routed.line()
         assert 0 < row.err32 < 1e-6, row.err32  # the float64 run's weights: torch's own error measured, not zero
+        if how == "backward":  # the second step's forward read too: its choice and weights against torch's
+            (later,) = whole.routing[1]
+            assert later.topk and not later.red and later.line(step=1).startswith(
+                "routing at layers.1.mlp.gate in step 2's forward: each of 16 tokens reached the same experts"), \
+                later.line(step=1)
         return
     assert not whole.passed and report.first_diverging == "layers.1.mlp.gate", report.first_diverging
     assert routed.line().startswith("routing at layers.1.mlp.gate: RED: "), routed.line()

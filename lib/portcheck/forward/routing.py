@@ -117,13 +117,17 @@ def _reached(record, tokens, expert_calls) -> list:
 
 
 def _logits(rows) -> np.ndarray:
-    """A router's output rows as logits: probabilities (transformers 5's routers softmax) as their log, whose softmax
-    they are; logits as they are."""
+    """A router's output rows as the log of their softmax: probabilities (transformers 5's routers softmax) as their
+    log; logits less their log-sum-exp (the same softmax and order), so that one side's probabilities and the other's
+    logits differ by what the two runs differ by, not by that constant (a tie's slack)."""
     x = np.asarray(rows, dtype=np.float64)
     if x.size and (x >= 0).all() and np.allclose(x.sum(-1), 1.0, rtol=0, atol=1e-4):
         with np.errstate(divide="ignore"):
             return np.log(x)
-    return x
+    if not x.size or not np.isfinite(x).all():
+        return x
+    top = x.max(-1, keepdims=True)
+    return x - top - np.log(np.exp(x - top).sum(-1, keepdims=True))
 
 
 def _softmax(logits) -> np.ndarray:
@@ -261,11 +265,20 @@ def watched(record: dict) -> set:
     after the first (in_step)."""
     out = set()
     for experts, (n, _) in lists.indexed(record).items():
-        router = _router(record, experts, n)
+        router = _router(record, experts, n) or _choosing(record, experts)
         calls = [(i, f"{experts}.{i}") for i in range(n)]
         if router is not None and _reached(record, _rows(record[f"in/{router}"]), calls) is not None:
             out |= {module_of(router), *(call for _, call in calls)}
     return out
+
+
+def _choosing(record: dict, experts: str):
+    """The call of a router returning its top k beside a list of experts (_top_k: paddleformers' TopkRouter), its
+    block's child outside the list, or None."""
+    block = experts.rpartition(".")[0]
+    calls = {split_key(k)[1] for k in record if k.startswith("out/")}
+    return next((c for c in sorted(calls) if "#" not in c and module_of(c).rpartition(".")[0] == block and block and
+                 module_of(c) != experts and f"in/{c}" in record and _top_k(outputs_of(record, c)) is not None), None)
 
 
 STEP = "routed{}/"  # STEP.format(i) + "in/<call>", "out/<call>": step i's forward of compare_backward, the watched

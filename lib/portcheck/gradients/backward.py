@@ -403,7 +403,7 @@ def _steps(side, model, inputs, targets, loss, make_optimizer, make_scheduler, s
         if step == 0:
             out.update(recorder.arrays)
             if outputs and steps > 1 and side in ("torch", "paddle"):  # a mixture of experts' router and experts
-                watched = routing.watched({**modules.describe(model), **recorder.arrays})
+                watched = routing.watched(experts.mark({**modules.describe(model), **recorder.arrays}, model, None))
             out.update({f"grad/{k}": g for k, g in grads(model).items()})
         if clip is not None:
             with raised_by(f"the {side} clip raised"):

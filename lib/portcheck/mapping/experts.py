@@ -108,8 +108,10 @@ def _rows(shape: tuple, half) -> tuple:
 
 def mark(record, model, other):
     """Each packed module (packed(), against the Paddle model `other`, or a record of it) of the model said in its record as a list of
-    experts, each holding its tensors as Linears that never run (the module docstring); the record returned."""
-    found = packed(model, other)
+    experts, each holding its tensors as Linears that never run (the module docstring); the record returned. other
+    None: every candidates() module, each tensor whole (a side recorded alone: which of its modules route)."""
+    found = packed(model, other) if other is not None else \
+        {name: (n, tensors, ()) for name, (n, tensors) in candidates(model).items()}
     if not found:
         return record
     modules = dict(model.named_modules())
