@@ -60,7 +60,8 @@ def _backward(t, p, x, layouts, steps=1):
                                 layouts=layouts)
     finally:
         t.load_state_dict(start)
-        t.eval(), p.eval()
+        t.eval()
+        p.eval()
 
 
 @pytest.mark.parametrize("how, plant", [("forward", None), ("forward", "renorm"), ("forward", "bias"),
