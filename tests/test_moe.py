@@ -509,3 +509,30 @@ def test_each_blocks_routing_is_read_where_several_blocks_are_named_otherwise_an
     report = compare_forward(pt, pd, X)
     assert [r.red for r in sorted(report.routing, key=lambda r: r.block)] == [False, True], report.table()
     assert report.first_diverging == "model.layers.1", report.table()
+
+
+def test_a_top_k_routers_weights_are_judged_by_torchs_float64_routing_and_a_renormalisation_is_red_at_it():
+    """A port's router returning its top k (routing._choices): the experts it chose and their weights against those
+    torch's block handed its experts, expert by expert in either order; the weights held to torch's own error there,
+    its float64 run's weights. The same experts, renormalised on one side only: red at the router (PC942)."""
+    from portcheck.forward import routing
+    index = np.array([[0, 2], [3, 1], [1, 0]])
+    raw = np.array([[0.5, 0.3], [0.4, 0.2], [0.35, 0.25]])  # two experts' softmax scores of four, not renormalised
+    weights = (raw / raw.sum(-1, keepdims=True)).astype(np.float32)
+    twin = index, (raw / raw.sum(-1, keepdims=True)) * (1 + 1e-8)  # its float64 run: torch's own error about 1e-8
+    paddle = index[:, ::-1], weights[:, ::-1] + np.float32(3e-8)  # the same weights, the top k in the other order
+
+    def judged(theirs, twin=twin):
+        return routing._choices(routing.Routing("mlp", "mlp", "mlp.gate", 4), (theirs, index, weights), twin)
+    same = judged(paddle)
+    assert not same.red and 0 < same.weights_row.err32 < 1e-7 and \
+        same.line().startswith("routing at mlp.gate: each of 3 tokens reached the same experts of 4, their router "
+                               f"weights within {same.weight_diff:.3g} (allowed "), same.line()
+    renormalised_once = judged((paddle[0], raw[:, ::-1].astype(np.float32)))
+    assert renormalised_once.red and not renormalised_once.differing and "[PC942]" in renormalised_once.line() and \
+        f"max diff {renormalised_once.weights_row.max:.3g} > allowed" in renormalised_once.line(), \
+        renormalised_once.line()
+    unmeasured = judged(paddle, twin=None)  # no float64 run of the routing: its experts compared, its weights not judged
+    assert unmeasured.weights_row is None and not unmeasured.red and "allowed" not in unmeasured.line()
+    other = judged((np.array([[0, 3], [3, 1], [1, 0]]), paddle[1]))
+    assert other.red and other.differing == [0] and "[PC941]" in other.line(), other.line()

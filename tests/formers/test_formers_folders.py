@@ -149,18 +149,25 @@ def test_a_mixture_of_experts_as_paddleformers_converter_loads_it_is_green_as_lo
     assert report.passed, (report.first_diverging, report.differing[:3])
     last = next(r for r in report.rows if r.name.startswith("(model)"))
     assert last.max < 1e-5, last.max
-    if family != "qwen3_moe":
-        return
-    # compare_backward with no layouts: each fused module in the layout the Paddle model holds, the routing read,
-    # the router's probabilities judged against paddleformers' logits
+    # compare_backward with no layouts: each fused module in the layout the Paddle model holds, the routing read
+    # (Qwen3-MoE: the router's probabilities judged against paddleformers' logits; DeepSeek-V3: its top-k router's
+    # experts and weights against those torch's block hands its experts)
     import paddle
     from portcheck import compare_backward
     t, p, _, _ = formers_folders.load(tmp_path / family, tmp_path / family, convert_from_hf=True)
-    target = np.random.RandomState(1).randn(2, 8, sizes["hidden_size"]).astype("float32")
+    with torch.no_grad():  # the first output: DeepSeek-V3's causal LM builds here, its logits
+        shape = tuple(t(input_ids=torch.from_numpy(ids))[0].shape)
+    target = np.random.RandomState(1).randn(*shape).astype("float32")
     loss = (lambda o, y: ((o[0] - y) ** 2).mean(),) * 2
     sgd = (lambda ps: torch.optim.SGD(ps, lr=0.01), lambda ps: paddle.optimizer.SGD(0.01, parameters=ps))
     backward = compare_backward(t.train(), p.train(), ids, target, loss=loss, optimizer=sgd, steps=1)
-    assert backward.passed and "layers.0.self_attn.qkv_proj" in backward.fused_found, backward.table()
+    assert backward.passed, backward.table()
+    routed = backward.forward.routing
+    assert routed and all(not r.said and not r.red for r in routed), [r.line() for r in routed]
+    if family == "qwen3_moe":
+        assert "layers.0.self_attn.qkv_proj" in backward.fused_found, backward.fused_found
+    else:
+        assert all(r.topk and r.weights_row.passed for r in routed), [r.line() for r in routed]
 
 
 def test_a_paddle_folder_missing_a_weight_is_paddleformers_refusal_in_one_line(tmp_path):

@@ -120,11 +120,14 @@ def test_qwen3_moe_compare_backward_is_green_with_no_map_and_its_router_one_expe
 
     def backward():
         t.load_state_dict(torch_start)
-        return compare_backward(t.train(), p.train(), IDS, target, loss=loss, optimizer=sgd, steps=1,
+        return compare_backward(t.train(), p.train(), IDS, target, loss=loss, optimizer=sgd, steps=2,
                                 layouts=state.fused_found)
     torch_start = {k: v.detach().clone() for k, v in t.state_dict().items()}
     report = backward()
     assert report.passed, report.table()
+    # each step's routing read, torch's probabilities and paddleformers' logits as one form: no token at a tie
+    read = report.forward.routing + report.routing[1]
+    assert len(read) == 4 and not any(r.tied or r.said for r in read), [r.line() for r in read]
     assert any("probabilities" in r.by_design for r in report.forward.rows if r.key == "layers.0.mlp.gate[0]")
     p.set_state_dict(start)
     w = p.layers[0].mlp.gate.weight  # [hidden, experts]: its columns one expert off

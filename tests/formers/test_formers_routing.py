@@ -1,9 +1,11 @@
 """Plants in the routing of paddleformers' MoE routers of their own (GLM-4-MoE's and DeepSeek-V3's TopkRouter, which
 return their top k where transformers' return logits, the choice read with a score bias): on tiny random pairs
 converted with no map, the correct port green, its routing read (each token's experts and their weights against those
-torch's block hands its packed experts); its score bias left out of the choice red at the router, the tokens and
-experts named; its top-k weights' renormalisation flipped (the same experts, other weights) red at the block holding
-the router; a router as many experts wide as the hidden size settled by its run."""
+torch's block hands its packed experts), in compare_forward and in compare_backward's first forward alike; its score
+bias left out of the choice, or its experts one column off, red at the router, the tokens and experts named; its
+top-k weights' renormalisation flipped (the same experts, other weights) red at the router too, by the measured rule
+(torch's own error there: its float64 run's weights); a router as many experts wide as the hidden size settled by its
+run."""
 import numpy as np
 import pytest
 import torch
@@ -25,40 +27,89 @@ def converted(request):
     with torch.no_grad():
         t.layers[1].mlp.gate.e_score_correction_bias.copy_(torch.tensor(BIAS))
     state = convert(t, p, inputs=x)
+    p.set_state_dict(state)
     return t, p, x, state.fused_found
 
 
-@pytest.mark.parametrize("plant", [None, "renorm", "bias"])
-def test_a_plant_in_the_routing_is_red_at_the_router_or_the_block_where_it_is_made(converted, plant):
+def _planted(p, plant):
+    """(the edit, its undo) of a plant in the Paddle router."""
+    gate = p.layers[1].mlp.gate
+    bias, weight, renorm = gate.e_score_correction_bias.numpy().copy(), gate.weight.numpy().copy(), gate.norm_topk_prob
+    edits = {"renorm": lambda: setattr(gate, "norm_topk_prob", not renorm),
+             "bias": lambda: gate.e_score_correction_bias.set_value(np.zeros_like(bias)),
+             # its experts one column off (the expert axis is the one as long as the bias)
+             "order": lambda: gate.weight.set_value(np.roll(weight, 1, axis=list(weight.shape).index(len(bias))))}
+
+    def undo():
+        gate.norm_topk_prob = renorm
+        gate.e_score_correction_bias.set_value(bias)
+        gate.weight.set_value(weight)
+    return edits.get(plant, lambda: None), undo
+
+
+def _backward(t, p, x, layouts, steps=1):
+    """compare_backward, SGD steps on a mean squared error of the last hidden states; torch's weights kept."""
+    import paddle
+    from portcheck import compare_backward
+    start = {k: v.detach().clone() for k, v in t.state_dict().items()}
+    target = np.random.RandomState(1).randn(*x["input_ids"].shape, 64).astype("float32")
+    loss = (lambda o, y: ((o[0] - y) ** 2).mean(),) * 2
+    sgd = (lambda ps: torch.optim.SGD(ps, lr=0.01), lambda ps: paddle.optimizer.SGD(0.01, parameters=ps))
+    try:
+        return compare_backward(t.train(), p.train(), x, target, loss=loss, optimizer=sgd, steps=steps,
+                                layouts=layouts)
+    finally:
+        t.load_state_dict(start)
+        t.eval()
+        p.eval()
+
+
+@pytest.mark.parametrize("how, plant", [("forward", None), ("forward", "renorm"), ("forward", "bias"),
+                                       ("forward", "order"), ("backward", None), ("backward", "renorm"),
+                                       ("backward", "bias")])
+def test_a_plant_in_the_routing_is_red_at_the_router(converted, how, plant):
+    """compare_backward's first forward reads the routing as compare_forward does, and each later step's forward its
+    choice (a plant: one step, its first forward is where the routing parts; experts one column off are read as the
+    bias left out is)."""
     from portcheck import compare_forward
     t, p, x, layouts = converted
-    gate = p.layers[1].mlp.gate
-    bias = gate.e_score_correction_bias.numpy().copy()
-    if plant == "renorm":
-        gate.norm_topk_prob = not gate.norm_topk_prob
-    if plant == "bias":
-        gate.e_score_correction_bias.set_value(np.zeros_like(bias))
+    before = {k: v.numpy().copy() for k, v in p.state_dict().items()}
+    edit, undo = _planted(p, plant)
+    edit()
     try:
-        report = compare_forward(t, p, x, layouts=layouts)
+        if how == "forward":
+            report = compare_forward(t, p, x, layouts=layouts)
+            whole = report
+        else:
+            whole = _backward(t, p, x, layouts, steps=1 if plant else 2)
+            report = whole.forward
     finally:
-        gate.norm_topk_prob = not gate.norm_topk_prob if plant == "renorm" else gate.norm_topk_prob
-        gate.e_score_correction_bias.set_value(bias)
+        undo()
+        p.set_state_dict(before)
     (routed,) = report.routing
     if plant is None:
-        assert report.passed, report.first_diverging
+        assert whole.passed and report.passed, whole.table()
+        row = routed.weights_row
         assert routed.line() == ("routing at layers.1.mlp.gate: each of 16 tokens reached the same experts of 4, their "
-                                 f"router weights within {routed.weight_diff:.3g}") and routed.weight_diff < 1e-6, \
-            routed.line()
-    elif plant == "bias":
-        assert not report.passed and report.first_diverging == "layers.1.mlp.gate", report.first_diverging
-        assert routed.line().startswith("routing at layers.1.mlp.gate: RED: ") and "[PC941]" in routed.line(), \
-            routed.line()
-        t = routed.differing[0]
-        assert f"the first token {t} torch's experts {sorted(routed.chosen[0][t])}, Paddle's " \
-               f"{sorted(routed.chosen[1][t])}" in routed.line() and routed.chosen[0][t] != routed.chosen[1][t]
-    else:
-        assert not report.passed and report.first_diverging == "layers.1.mlp", report.first_diverging
-        assert not routed.red and routed.weight_diff > 1e-3, routed.line()
+                                 f"router weights within {routed.weight_diff:.3g} (allowed {row.allowed:.3g}, torch's "
+                                 "own error: its float64 run's weights)") and routed.weight_diff < 1e-6, routed.line()
+        assert 0 < row.err32 < 1e-6, row.err32  # the float64 run's weights: torch's own error measured, not zero
+        if how == "backward":  # the second step's forward read too: its choice and weights against torch's
+            (later,) = whole.routing[1]
+            assert later.topk and not later.red and later.line(step=1).startswith(
+                "routing at layers.1.mlp.gate in step 2's forward: each of 16 tokens reached the same experts"), \
+                later.line(step=1)
+        return
+    assert not whole.passed and report.first_diverging == "layers.1.mlp.gate", report.first_diverging
+    assert routed.line().startswith("routing at layers.1.mlp.gate: RED: "), routed.line()
+    if plant == "renorm" or not routed.differing:  # the same experts, other weights: judged by the measured rule
+        # (experts one column off choose alike where the score bias decides the choice)
+        assert plant in ("renorm", "order") and routed.weight_diff > 1e-3 and "[PC942]" in routed.line(), routed.line()
+        assert f"max diff {routed.weights_row.max:.3g} > allowed {routed.weights_row.allowed:.3g}" in routed.line()
+        return
+    t_ = routed.differing[0]
+    assert "[PC941]" in routed.line() and f"the first token {t_} torch's experts {sorted(routed.chosen[0][t_])}, " \
+           f"Paddle's {sorted(routed.chosen[1][t_])}" in routed.line() and routed.chosen[0][t_] != routed.chosen[1][t_]
 
 
 @pytest.mark.parametrize("family, taken", [("glm4_moe", "as it is"), ("deepseek_v3", "transposed")])

@@ -116,6 +116,7 @@ def compare_forward(torch_model, paddle_model, inputs, name_map=None, isolate=Fa
     with experts.Routed(torch_model, paddle_model, routes):
         traced = trace(torch_model, inputs, spill.store(record_dir, "torch"))
     traced.update(routes)
+    routes = {}  # its float64 run's, the yardstick of their weights (judged_as_run fills it)
     torch_record = _closed(experts.mark(fused.mark(traced, fused.specs(torch_model, layouts), torch_model),
                                         torch_model, paddle_model))
     paddle_record = fused.mark(record_forward(paddle_model, inputs, where("paddle")),
@@ -132,8 +133,8 @@ def compare_forward(torch_model, paddle_model, inputs, name_map=None, isolate=Fa
     calls, said = alike.settled(paddle_model, inputs, torch_record, paddle_record, name_map)
     report = judge_records(torch_record, paddle_record, name_map, mean_bound,
                     lambda keys, applied: judged_as_run(torch_model, inputs, torch_record, paddle_record, keys, free,
-                                                        applied, (kept or {}).get("torch")), outputs, retaken=True,
-                           calls=calls)
+                                                        applied, (kept or {}).get("torch"), routes), outputs,
+                           retaken=True, calls=calls, routes=routes)
     report.outputs_said += said
     if kept is not None and not any(k.startswith(F64) for k in kept.get("torch", ())):
         kept.pop("torch", None)
@@ -155,7 +156,7 @@ def model_outputs(record) -> dict:
 
 
 def judged_as_run(model, inputs, torch_record, paddle_record, keys: dict, free: dict = None, applied=None,
-                  kept: dict = None) -> dict:
+                  kept: dict = None, routes: dict = None) -> dict:
     """torch's float64 run (float64_run) with each value the judgement reads judged as the run computes it:
     {torch record key: judge_one's row (an output) or input_ok's verdict (a first input)}, for every key of
     `keys` (counterparts) with a Paddle value. The rows are judge_forward's on record_forward's records, bit for
@@ -164,7 +165,9 @@ def judged_as_run(model, inputs, torch_record, paddle_record, keys: dict, free: 
     applies to it next} (pairing.Pairing.applied): its fp32 and float64 values are judged through it.
     kept: a dict the model's float64 outputs are put in (f64:out/(model)..., model_outputs' keys), only where this run
     is the one record_forward makes: its first try taken, no value it leaves unjudged NaN or Inf where the float32
-    one is finite (record_forward tries again for any), no fused module's parts."""
+    one is finite (record_forward tries again for any), no fused module's parts. routes: a dict given the choice of
+    experts each block of this float64 run hands its packed experts (experts.Routed, keys prefixed F64): the yardstick
+    of the float32 run's (forward.routing)."""
     import torch
     applied = applied or {}
     wanted = {k: p for k, p in keys.items() if p in paddle_record}
@@ -231,8 +234,10 @@ def judged_as_run(model, inputs, torch_record, paddle_record, keys: dict, free: 
         judged.clear(), done.clear(), counts.clear(), wild.clear(), running.clear()
         tries.append(None), roots.clear(), unjudged_wild.clear()
         handles = [h for name, pre, post in hook_points(model) for h in (pre(before(name)), post(hook(name)))]
+        if routes is not None:
+            routes.clear()
         try:
-            with torch.no_grad():
+            with torch.no_grad(), experts.Routed(model, None, {} if routes is None else routes, F64):
                 call(model, float64_inputs(inputs), torch.from_numpy)
         except Exception as e:  # noqa: BLE001 - the whole model's float64 run follows, as record_forward's
             return first_line(e, 300)

@@ -178,14 +178,15 @@ def _leaf_row(name, t_key, p_key, torch_record, paddle_record, rest=None):
 
 
 def judge_records(torch_record: dict, paddle_record: dict, name_map, mean_bound, as_run=None, outputs=None,
-                  retaken=False, calls=None) -> ForwardReport:
+                  retaken=False, calls=None, routes=None) -> ForwardReport:
     """judge_forward's pairing and rows. as_run(counterparts): {torch key: its row or input verdict}, judged
     as torch's float64 run computes them (judged_as_run); None: the float64 values are the record's F64 keys.
     outputs: (torch's, Paddle's) names of the model outputs compared (checked_outputs), the rest left out.
     retaken: a fused module the pairing's ties show (Pairing.fusions) is refused before anything is judged, for
     fused.taken to run the comparison again with it declared (compare_forward's models are at hand); otherwise (two
     saved records) said in one line (fused.unjudged). calls: {torch call: Paddle call} the run paired
-    (forward.alike), kept as given."""
+    (forward.alike), kept as given. routes: torch's float64 run's choice of experts (judged_as_run's), where the
+    record holds none (routing.compare)."""
     unsourced = _sources(torch_record), _sources(paddle_record)
     flows = {"torch": graph.flow(torch_record), "paddle": graph.flow(paddle_record)}  # before cut's new keys
     configured = {"torch": settings.read(torch_record), "paddle": settings.read(paddle_record)}
@@ -315,7 +316,7 @@ def judge_records(torch_record: dict, paddle_record: dict, name_map, mean_bound,
             report.outputs_said.append(
                 f"{t_call}: RED where one output was paired with one of the other side's several by their place; "
                 f"the values pair {said[1]}: compare those with outputs={said[0]!r} [PC462]")
-    report.routing = routing.compare(torch_record, paddle_record, paired)
+    report.routing = routing.compare(torch_record, paddle_record, paired, routes)
     report.rows = routers_only(report.rows, {r.router for r in report.routing}, torch_record, paddle_record,
                                report.counterparts)
     report.rows = routing.unjudged_after_ties(report.routing, torch_record, report.rows)

@@ -114,10 +114,10 @@ class ForwardReport(page.Viewable):
         # fed other rows is not where the runs part; the block that routed them is
         routed = next((r for r in self.routing if origin and r.red and origin.name.startswith(r.block + ".")
                        and not origin.name.startswith(r.router)), None)
-        # a router choosing its top k itself (routing.topk): its choice is its own output, the block's difference
-        # its own
-        chose = next((r for r in self.routing if origin and r.red and r.topk and (
-            origin.name == r.block or origin.name.startswith(r.block + "."))), None)
+        # a router choosing its top k itself (routing.topk): its choice and its weights are its own output, the
+        # block's difference its own, and so is one too small to show downstream
+        chose = next((r for r in self.routing if r.red and r.topk and (origin is None or (
+            origin.name == r.block or origin.name.startswith(r.block + ".")))), None)
         if chose:
             return Named(chose.router, self.paddle_name(chose.router))
         if routed:

@@ -9,8 +9,10 @@ the sides chose apart are equal within what the two sides' logits differ by at t
 Where a tie was broken otherwise on the two sides, neither side is wrong, and what follows the block is not judged
 on that batch. A port's router returning its top k (paddleformers' TopkRouter, its choice read with a score bias) is
 compared on what both sides give: its experts and their weights against those torch's block handed its packed experts
-(mapping.experts.Routed); tokens sent to other experts are red at that router, which made the choice.
-May import core and mapping."""
+(mapping.experts.Routed); tokens sent to other experts are red at that router, which made the choice, and so are the
+weights of the experts chosen alike, judged as the router's output by the measured rule: torch's own error there is
+its float64 run's weights (a renormalisation or a scale one side leaves out).
+May import core, mapping and forward.twin's prefix."""
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -18,6 +20,7 @@ import numpy as np
 from portcheck.core import calibrated, spill
 from portcheck.core.diff import NOT_JUDGED
 from portcheck.core.keys import module_of, split_key
+from portcheck.forward.twin import F64
 from portcheck.mapping import lists
 from portcheck.mapping.experts import ROUTE
 from portcheck.mapping.modules import META
@@ -43,11 +46,13 @@ class Routing:
     weight_diff: float = 0.0   # the largest difference of a chosen expert's router weight between the sides
     said: str = ""             # why the routing could not be read ("" when it was)
     topk: bool = False         # read from Paddle's router's top k and the experts torch's block chose (_choices)
+    weights_row: object = None  # topk: the chosen experts' weights judged (diff.KeyResult; None: no float64 run's)
 
     @property
     def red(self) -> bool:
-        """Tokens that reached other experts with no tie (routing it could not read is said, its outputs judged)."""
-        return bool(self.differing)
+        """Tokens that reached other experts with no tie, or (topk) the weights of those reached alike beyond their
+        rule (routing it could not read is said, its outputs judged)."""
+        return bool(self.differing) or (self.weights_row is not None and not self.weights_row.passed)
 
     def line(self, both=lambda name: name, step: int = 0) -> str:
         """One line: what was compared, and the first token that differs; step: the forward of compare_backward's
@@ -62,6 +67,12 @@ class Routing:
             return (f"routing at {at}: RED: {len(self.differing)} of {n} tokens reached other experts, the first token "
                     f"{t} torch's experts {sorted(mine[t])}, Paddle's {sorted(theirs[t])}: the experts Paddle's router "
                     "chose (its top k) against those torch's block handed its experts [PC941]")
+        if self.red and self.topk:
+            row = self.weights_row
+            said = row.problem or f"max diff {row.max:.3g} > allowed {row.allowed:.3g}"
+            return (f"routing at {at}: RED: each of {n} tokens reached the same experts of {self.experts}, the weights "
+                    f"Paddle's router gives them differ from those torch's block handed its experts: {said} (torch's "
+                    "own error: its float64 run's weights) [PC942]")
         if self.differing:
             t = self.differing[0]
             return (f"routing at {at}: RED: {len(self.differing)} of {n} tokens reached other experts, the first token "
@@ -72,8 +83,10 @@ class Routing:
             return (f"routing at {at}: {len(self.flipped)} of {n} tokens at a tie of the router's logits broken "
                     f"otherwise (token {t}: torch's experts {sorted(mine[t])}, Paddle's {sorted(theirs[t])}): what "
                     f"follows {both(self.block)} is not judged on this batch: neither side is wrong [PC431]")
+        judged = "" if not self.topk or self.weights_row is None else \
+            f" (allowed {self.weights_row.allowed:.3g}, torch's own error: its float64 run's weights)"
         return (f"routing at {at}: each of {n} tokens reached the same experts of {self.experts}, their router "
-                f"weights within {self.weight_diff:.3g}{ties}")
+                f"weights within {self.weight_diff:.3g}{judged}{ties}")
 
 
 def _rows(a) -> np.ndarray:
@@ -83,7 +96,7 @@ def _rows(a) -> np.ndarray:
 
 def _reached(record, tokens, expert_calls) -> list:
     """[frozenset of expert indices] per token row, from each expert's recorded input rows (None when a row is
-    no token's)."""
+    no token's; a row of zeros none is is skipped)."""
     where = {}
     for t, row in enumerate(tokens):
         where.setdefault(row.tobytes(), []).append(t)
@@ -94,6 +107,8 @@ def _reached(record, tokens, expert_calls) -> list:
             continue
         for row in _rows(record[key]):
             found = where.get(np.ascontiguousarray(row, dtype=tokens.dtype).tobytes())
+            if found is None and not np.any(row):
+                continue  # no token's: paddleformers' training feeds an expert no token reached zeros (its graph kept)
             if found is None:
                 return None
             for t in found:
@@ -102,13 +117,17 @@ def _reached(record, tokens, expert_calls) -> list:
 
 
 def _logits(rows) -> np.ndarray:
-    """A router's output rows as logits: probabilities (transformers 5's routers softmax) as their log, whose softmax
-    they are; logits as they are."""
+    """A router's output rows as the log of their softmax: probabilities (transformers 5's routers softmax) as their
+    log; logits less their log-sum-exp (the same softmax and order), so that one side's probabilities and the other's
+    logits differ by what the two runs differ by, not by that constant (a tie's slack)."""
     x = np.asarray(rows, dtype=np.float64)
     if x.size and (x >= 0).all() and np.allclose(x.sum(-1), 1.0, rtol=0, atol=1e-4):
         with np.errstate(divide="ignore"):
             return np.log(x)
-    return x
+    if not x.size or not np.isfinite(x).all():
+        return x
+    top = x.max(-1, keepdims=True)
+    return x - top - np.log(np.exp(x - top).sum(-1, keepdims=True))
 
 
 def _softmax(logits) -> np.ndarray:
@@ -117,8 +136,10 @@ def _softmax(logits) -> np.ndarray:
     return e / e.sum(axis=-1, keepdims=True)
 
 
-def compare(torch_record: dict, paddle_record: dict, paired) -> list:
-    """[Routing] of every MoE block the two records hold (paired: the records' pairing.Pairing)."""
+def compare(torch_record: dict, paddle_record: dict, paired, routes: dict = None) -> list:
+    """[Routing] of every MoE block the two records hold (paired: the records' pairing.Pairing; routes: torch's
+    float64 run's choice of experts where the record holds none, compare_forward's)."""
+    routes = routes or {}
     out = []
     if stopped(torch_record) or stopped(paddle_record):
         return out  # a run that stopped routed some tokens only: said as stopped, never read as a routing
@@ -147,7 +168,8 @@ def compare(torch_record: dict, paddle_record: dict, paired) -> list:
         if all(x is not None for x in top) and top[0][0].shape == np.shape(top[1]):
             # a port's router returning its top k (its choice read with a score bias), against the experts torch's
             # block hands its packed experts: the choice and its weights compared, expert by expert
-            out.append(_choices(r, top))
+            twin = [routes.get(k, torch_record.get(k)) for k in (f"{F64}{ROUTE}{t_list}", f"{F64}{ROUTE}{t_list}:weights")]
+            out.append(_choices(r, top, None if any(x is None for x in twin) else twin))
             continue
         theirs = _reached(paddle_record, _rows(paddle_record[f"in/{p_router}"]),
                           [(i, f"{p_list}.{i}") for i in range(n)])
@@ -190,19 +212,28 @@ def _top_k(outputs: list):
     return None if weights is None else (index, weights)
 
 
-def _choices(r: Routing, top) -> Routing:
+def _choices(r: Routing, top, twin=None) -> Routing:
     """r with each token's experts and their weights compared: Paddle's router's top k (top[0]) against torch's
-    block's (top[1], top[2])."""
+    block's (top[1], top[2]); the weights of the experts chosen alike judged by the measured rule, twin: torch's float64
+    run's (its experts, their weights), its own error (a token it routes otherwise: the float32 weights there)."""
     (index, weights), mine, mine_w = top
     r.topk = True
     r.chosen = tuple([frozenset(int(e) for e in row) for row in x] for x in (mine, index))
+    alike = []  # [(torch's weights, float64's, Paddle's)] per token chosen alike, in torch's expert order
     for t, (a, b) in enumerate(zip(*r.chosen)):
         if a != b:
             r.differing.append(t)
-        else:
-            by_expert = [dict(zip(map(int, i), map(float, w))) for i, w in ((mine[t], mine_w[t]),
-                                                                           (index[t], weights[t]))]
-            r.weight_diff = max([r.weight_diff] + [abs(by_expert[0][e] - by_expert[1][e]) for e in a])
+            continue
+        order = [int(e) for e in mine[t]]
+        theirs = dict(zip(map(int, index[t]), np.asarray(weights[t], np.float64)))
+        wide = dict(zip(map(int, twin[0][t]), np.asarray(twin[1][t], np.float64))) if twin is not None else {}
+        row = np.asarray(mine_w[t], np.float64)
+        alike.append((row, [wide.get(e, w) for e, w in zip(order, row)] if set(wide) == a else row,
+                      [theirs[e] for e in order]))
+        r.weight_diff = max([r.weight_diff] + [abs(x - theirs[e]) for e, x in zip(order, row)])
+    if twin is not None and alike:
+        a, ref, b = (np.array(x, dtype=np.float32 if i != 1 else np.float64) for i, x in enumerate(zip(*alike)))
+        r.weights_row = calibrated.measure(f"{r.router} (routing weights)", a, ref, b)
     return r
 
 
@@ -234,11 +265,20 @@ def watched(record: dict) -> set:
     after the first (in_step)."""
     out = set()
     for experts, (n, _) in lists.indexed(record).items():
-        router = _router(record, experts, n)
+        router = _router(record, experts, n) or _choosing(record, experts)
         calls = [(i, f"{experts}.{i}") for i in range(n)]
         if router is not None and _reached(record, _rows(record[f"in/{router}"]), calls) is not None:
             out |= {module_of(router), *(call for _, call in calls)}
     return out
+
+
+def _choosing(record: dict, experts: str):
+    """The call of a router returning its top k beside a list of experts (_top_k: paddleformers' TopkRouter), its
+    block's child outside the list, or None."""
+    block = experts.rpartition(".")[0]
+    calls = {split_key(k)[1] for k in record if k.startswith("out/")}
+    return next((c for c in sorted(calls) if "#" not in c and module_of(c).rpartition(".")[0] == block and block and
+                 module_of(c) != experts and f"in/{c}" in record and _top_k(outputs_of(record, c)) is not None), None)
 
 
 STEP = "routed{}/"  # STEP.format(i) + "in/<call>", "out/<call>": step i's forward of compare_backward, the watched

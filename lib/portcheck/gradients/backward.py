@@ -74,7 +74,8 @@ def compare_backward(torch_model, paddle_model, inputs, targets, loss, optimizer
     are before clipping, the weights after it.
     outputs: the model outputs the first forward compares (compare_forward's: a list of fields or positions, or
     {torch's: Paddle's}, or a module's by its torch name; default every one, a structure one side alone returns
-    red); the loss reads its own."""
+    red); the loss reads its own. Each mixture of experts' routing is read as compare_forward reads it (a port's
+    router returning its top k against the choice torch's block hands its experts, and its float64 twin's weights)."""
     checked_args(None, mean_bound)  # before any training: a bad bound would only show when .passed is read
     checked_outputs(outputs)
     checked_pairs(loss=loss, optimizer=optimizer, scheduler=scheduler, clip=clip)
@@ -381,7 +382,12 @@ def _steps(side, model, inputs, targets, loss, make_optimizer, make_scheduler, s
         # so that it pairs and is judged as compare_forward's
         watching = contextlib.nullcontext() if step or not outputs or side not in ("torch", "paddle") else \
             watch(recorder) if side == "torch" else watch_paddle(recorder)
-        with raised_by(f"the {side} model's forward raised", TWIN_FAILED if side == TWIN else INPUTS), watching:
+        # torch's (and its twin's) choice of experts each block hands its packed experts, in the forwards whose routing
+        # is read, as compare_forward's record keeps it (a port's router returning its top k is judged on it)
+        routed = experts.Routed(model, None, out, "" if not step else routing.STEP.format(step)) \
+            if (outputs and not step) or (step and watched) else contextlib.nullcontext()
+        with raised_by(f"the {side} model's forward raised", TWIN_FAILED if side == TWIN else INPUTS), watching, \
+                routed:
             output = call(model, inputs, to_tensor)
         for h in handles:
             h.remove()
@@ -397,7 +403,7 @@ def _steps(side, model, inputs, targets, loss, make_optimizer, make_scheduler, s
         if step == 0:
             out.update(recorder.arrays)
             if outputs and steps > 1 and side in ("torch", "paddle"):  # a mixture of experts' router and experts
-                watched = routing.watched({**modules.describe(model), **recorder.arrays})
+                watched = routing.watched(experts.mark({**modules.describe(model), **recorder.arrays}, model, None))
             out.update({f"grad/{k}": g for k, g in grads(model).items()})
         if clip is not None:
             with raised_by(f"the {side} clip raised"):
@@ -449,8 +455,10 @@ def _torch_grads(model, layouts) -> dict:
 
 
 def _paddle_grads(model) -> dict:
-    """Every gradient under each of its state-dict names (Paddle's RNN layers list a weight under two)."""
-    by_tensor = {p.name: p.grad.numpy() for p in model.parameters() if p.grad is not None}
+    """Every gradient under each of its state-dict names (Paddle's RNN layers list a weight under two); a trainable
+    parameter no loss reached (an expert no token was sent to) as zeros, as torch's packed experts' slices are."""
+    by_tensor = {p.name: p.grad.numpy() if p.grad is not None else np.zeros(p.shape, p.numpy().dtype)
+                 for p in model.parameters() if p.grad is not None or not p.stop_gradient}
     return {k: by_tensor[v.name] for k, v in model.state_dict().items() if getattr(v, "name", None) in by_tensor}
 
 

@@ -108,8 +108,10 @@ def _rows(shape: tuple, half) -> tuple:
 
 def mark(record, model, other):
     """Each packed module (packed(), against the Paddle model `other`, or a record of it) of the model said in its record as a list of
-    experts, each holding its tensors as Linears that never run (the module docstring); the record returned."""
-    found = packed(model, other)
+    experts, each holding its tensors as Linears that never run (the module docstring); the record returned. other
+    None: every candidates() module, each tensor whole (a side recorded alone: which of its modules route)."""
+    found = packed(model, other) if other is not None else \
+        {name: (n, tensors, ()) for name, (n, tensors) in candidates(model).items()}
     if not found:
         return record
     modules = dict(model.named_modules())
@@ -174,11 +176,14 @@ class Routed:
     """While a torch model runs (with Routed(model, other, record): ...), each packed module's choice of experts
     written into `record`: the integer [tokens, k] argument its block hands it (transformers 5's
     self.experts(hidden_states, top_k_index, top_k_weights)) and the float one of its shape, as ROUTE keys. A port
-    whose router returns its top k (paddleformers' TopkRouter) is compared on that (forward.routing)."""
+    whose router returns its top k (paddleformers' TopkRouter) is compared on that (forward.routing). other None:
+    every candidates() module (a side recorded alone: compare_backward's, whose port is not at hand). prefix: before
+    each key (torch's float64 run's: its weights kept float64, the yardstick of the float32 run's)."""
 
-    def __init__(self, model, other, record):
-        self.modules = {n: m for n, m in model.named_modules() if n in packed(model, other)}
-        self.record, self.handles = record, []
+    def __init__(self, model, other, record, prefix=""):
+        found = candidates(model) if other is None else packed(model, other)
+        self.modules = {n: m for n, m in model.named_modules() if n in found} if found else {}
+        self.record, self.handles, self.prefix = record, [], prefix
 
     def __enter__(self):
         for name, module in self.modules.items():
@@ -186,16 +191,20 @@ class Routed:
         return self
 
     def _hook(self, name):
+        key = f"{self.prefix}{ROUTE}{name}"
+
         def hook(module, args, kwargs):
-            if f"{ROUTE}{name}" in self.record:  # its first call alone
+            if key in self.record:  # its first call alone
                 return None
             given = [a for a in [*args[1:], *kwargs.values()] if hasattr(a, "dtype") and getattr(a, "ndim", 0) == 2]
             index = next((a for a in given if not a.is_floating_point()), None)
             weights = next((a for a in given if a.is_floating_point() and index is not None and
                             a.shape == index.shape), None)
             if weights is not None:
-                self.record[f"{ROUTE}{name}"] = index.detach().cpu().numpy().astype(np.int64)
-                self.record[f"{ROUTE}{name}:weights"] = weights.detach().cpu().float().numpy()
+                weights = weights.detach().cpu()
+                self.record[key] = index.detach().cpu().numpy().astype(np.int64)
+                self.record[f"{key}:weights"] = (weights if str(weights.dtype) == "torch.float64" else
+                                                 weights.float()).numpy()
             return None
         return hook
 
