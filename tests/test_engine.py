@@ -18,7 +18,7 @@ from portcheck.mapping.trace import APPLIED
 
 torch = pytest.importorskip("torch")
 from portcheck.forward import compare  # noqa: E402
-from portcheck.gradients import backward  # noqa: E402
+from portcheck.gradients import backward, recording  # noqa: E402
 
 
 def row(name, over=False, input_ok=None):
@@ -211,16 +211,16 @@ def test_backward_trains_compare_float64_twin(monkeypatch, isolate):
     model = Net().train()
     start = copy.deepcopy(model)
     used = []
-    monkeypatch.setattr(backward, "float64", lambda m: used.append(m) or float64(m))
+    monkeypatch.setattr(recording, "float64", lambda m: used.append(m) or float64(m))
     rec = backward.record_backward(model, X, Y, *training(), steps=3, isolate=isolate)
     assert used == [model] and int(model.bn.num_batches_tracked) == 3
     assert all(p.dtype == torch.float32 for p in model.parameters())
     assert not any(torch.equal(a, b) for a, b in zip(model.parameters(), start.parameters()))
-    layouts, left = backward.torch_layouts(start, None, None), {}
-    state, grads = (lambda m: backward._torch_state(m, layouts)), (lambda m: backward._torch_grads(m, layouts))
-    backward._train("torch", copy.deepcopy(start), X, Y, *training(), 3, torch.from_numpy, state, grads, dict,
+    layouts, left = recording.torch_layouts(start, None, None), {}
+    state, grads = (lambda m: recording._torch_state(m, layouts)), (lambda m: recording._torch_grads(m, layouts))
+    recording._train("torch", copy.deepcopy(start), X, Y, *training(), 3, torch.from_numpy, state, grads, dict,
                     lambda m, i: left.__setitem__(i, copy.deepcopy(m.state_dict())))
-    twin = backward._train("torch", start.double(), float64_inputs(X), Y, *training(), 3, torch.from_numpy, state,
+    twin = recording._train("torch", start.double(), float64_inputs(X), Y, *training(), 3, torch.from_numpy, state,
                            grads, dict, (lambda m, i: m.load_state_dict(left[i])) if isolate else None)
     f64 = {k[len(F64):]: v for k, v in rec.items() if k.startswith(F64)}
     # which output torch's forward hands to an activation (fn/) is said by its float32 run alone

@@ -153,7 +153,7 @@ def test_a_hand_ins_bp_align_carries_torchs_spread_and_the_folder_judges_as_the_
 
 
 def test_a_further_run_against_itself_is_kept_as_one_figure_per_key_and_widens_the_spread(monkeypatch, kink_net):
-    """backward.AGAINST_ITSELF's runs after the first are kept as spread: figures (what the bench's candidates
+    """recording.AGAINST_ITSELF's runs after the first are kept as spread: figures (what the bench's candidates
     measure), widening no allowance's rule narrower: on a CPU whose torch crosses the kink net's kink only without
     oneDNN (avx512 and avx2 on seed 7), a second such run makes it green; under ATEN_CPU_CAPABILITY default the one
     kink net found (conftest.PADDLE_ALONE_KINK) is not crossed without oneDNN either, and there the allowances only
@@ -161,9 +161,9 @@ def test_a_further_run_against_itself_is_kept_as_one_figure_per_key_and_widens_t
     net, _, (t, clean) = kink_net[0], kink_net[1], kink_net[2][:2]
     one = judge_backward(t, clean)
     assert not one.passed  # one run with other threads does not cross it (docs/bench/k_backward.md)
-    from portcheck.gradients import against_itself, backward
-    monkeypatch.setattr(backward, "AGAINST_ITSELF", (against_itself.other_threads,
-                                                     lambda: torch.backends.mkldnn.flags(enabled=False)))
+    from portcheck.gradients import against_itself, recording
+    monkeypatch.setattr(recording, "AGAINST_ITSELF", (against_itself.other_threads,
+                                                      lambda: torch.backends.mkldnn.flags(enabled=False)))
     t, _ = nets.kink_records(*net, nets.sgd("torch"), [])  # torch's record alone
     assert any(k.startswith(SPREAD_KEY + "final/") and t[k].shape == (1,) for k in t)
     two = judge_backward(t, clean)

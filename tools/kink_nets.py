@@ -170,14 +170,14 @@ YARDSTICKS = {"moved one ulp (one run: the rule before)": ((0, SAME),),
 
 
 def yardstick(runs):
-    """A context in which record_backward's runs of torch against itself (backward.AGAINST_ITSELF) are `runs`
+    """A context in which record_backward's runs of torch against itself (recording.AGAINST_ITSELF) are `runs`
     (YARDSTICKS' value)."""
     import contextlib
     import torch
-    from portcheck.gradients import against_itself, backward
+    from portcheck.gradients import against_itself, recording
     kernels = {SAME: contextlib.nullcontext, THREADS: against_itself.other_threads,
                NO_ONEDNN: lambda: torch.backends.mkldnn.flags(enabled=False)}
-    move, seed = backward.moved_one_ulp, []
+    move, seed = recording.moved_one_ulp, []
 
     def run(spec):
         @contextlib.contextmanager
@@ -193,12 +193,12 @@ def yardstick(runs):
 
     @contextlib.contextmanager
     def patched():
-        saved = backward.AGAINST_ITSELF, backward.moved_one_ulp
-        backward.AGAINST_ITSELF, backward.moved_one_ulp = tuple(run(spec) for spec in runs), moved
+        saved = recording.AGAINST_ITSELF, recording.moved_one_ulp
+        recording.AGAINST_ITSELF, recording.moved_one_ulp = tuple(run(spec) for spec in runs), moved
         try:
             yield
         finally:
-            backward.AGAINST_ITSELF, backward.moved_one_ulp = saved
+            recording.AGAINST_ITSELF, recording.moved_one_ulp = saved
     return patched()
 
 

@@ -20,8 +20,8 @@ from portcheck.core.calibrated import measure
 from portcheck.core.errors import PipelineError
 from portcheck.forward.twin import F64
 from portcheck.gradients.against_itself import spread_of
-from portcheck.gradients.backward import (_counterpart, checked_pairs, checked_steps, judge_backward, record_backward,
-                                          renames)
+from portcheck.gradients.backward import _counterpart, checked_pairs, judge_backward, renames
+from portcheck.gradients.recording import checked_steps, record_backward
 from portcheck.gradients.result import LAST, BackwardReport
 from portcheck.mapping import fused, modules, pairing, shards
 from portcheck.parallel import split, split_rank

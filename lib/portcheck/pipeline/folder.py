@@ -285,7 +285,7 @@ class Handin(page.Viewable):
         flags: every setting both sides share, bound in the run records. Returns the BackwardReport."""
         _models("backward", torch_model, paddle_model)
         from portcheck.gradients import backward
-        from portcheck.gradients.backward import HELD, record_backward
+        from portcheck.gradients.recording import HELD, record_backward
         loss, optimizer = _pair(loss, "loss"), _pair(optimizer, "optimizer")
         scheduler = (None, None) if scheduler is None else _pair(scheduler, "scheduler")
         scheduler = scheduler[0], HELD if scheduler[0] is not None and scheduler[1] is None else scheduler[1]
@@ -440,7 +440,7 @@ class Side:
         Paddle optimizer built with an LRScheduler: scheduler=None steps it), and the guide's lr and bp_align pairs.
         Dropout off is the caller's."""
         from portcheck.mapping.trace import framework_of
-        from portcheck.gradients.backward import HELD
+        from portcheck.gradients.recording import HELD
         if framework_of(model) == "paddle" and scheduler is None:
             scheduler = HELD if _holds_scheduler(model, optimizer) else None
         return self._backward(model, inputs, targets, loss, optimizer, scheduler, steps, flags)[0]
@@ -448,7 +448,7 @@ class Side:
     def _backward(self, model, inputs, targets, loss, optimizer, scheduler, steps: int, flags) -> tuple:
         """backward's steps and pairs, its scheduler as given: (bp_align's path, the record)."""
         from portcheck.mapping.trace import framework_of
-        from portcheck.gradients.backward import record_backward
+        from portcheck.gradients.recording import record_backward
         side = framework_of(model)
         y = data.to_numpy(targets, "targets")
         depends = {"inputs": record.fingerprint(_named(inputs) + [("targets", y)]),

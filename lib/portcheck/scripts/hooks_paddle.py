@@ -126,7 +126,7 @@ class PaddleSide(PaddleStart, SharedSide):
                 for k, v in module.state_dict().items()}
 
     def grads(self, module) -> dict:
-        from portcheck.gradients.backward import _paddle_grads
+        from portcheck.gradients.recording import _paddle_grads
         return {k: np.ascontiguousarray(v.T) if k in self.flipped else v for k, v in _paddle_grads(module).items()}
 
     def norms(self) -> dict:

@@ -105,7 +105,7 @@ class TorchSide(SharedSide):
 
     def layout_keys(self, module) -> dict:
         from portcheck.mapping import fused
-        from portcheck.gradients.backward import RENAMED
+        from portcheck.gradients.recording import RENAMED
         from portcheck.gradients.optimizers import norm_counter
         from portcheck.mapping.tensors import torch_layouts
         from portcheck.mapping.layouts import TRANSPOSED
@@ -140,14 +140,14 @@ class TorchSide(SharedSide):
                 and name not in declared}
 
     def paddle_layout_state(self, module) -> dict:
-        from portcheck.gradients.backward import _torch_state
+        from portcheck.gradients.recording import _torch_state
         if isinstance(module, self.torch.nn.Module):
             return _torch_state(module, self.layouts)
         held = module.state_dict()  # a dict of tensors kept beside the model: the keys it holds
         return _torch_state(module, {k: t for k, t in self.layouts.items() if (t.source or k) in held})
 
     def grads(self, module) -> dict:
-        from portcheck.gradients.backward import _torch_grads
+        from portcheck.gradients.recording import _torch_grads
         return _torch_grads(module, self.layouts)
 
     def norms(self) -> dict:
