@@ -110,12 +110,54 @@ def near_zero(model, into: dict, step: int, recorder=None) -> list:
             kept(f"{NEAR}{step}/{INPUT}{next_call(inputs, name)}", first_input(args, kwargs)[1])
         return record
 
+    held = {}  # a module's values before the activation its own forward applies (before_activation)
+
     def after(name):
         def record(module, args, kwargs, output):
-            kept(f"{NEAR}{step}/{next_call(calls, name)}", output)
+            kept(f"{NEAR}{step}/{next_call(calls, name)}", held.pop(id(module), output))
         return record
     points = hook_points(model)
-    return [pre(before(name)) for name, pre, _ in points] + [post(after(name)) for name, _, post in points]
+    return [pre(before(name)) for name, pre, _ in points] + [post(after(name)) for name, _, post in points] + \
+        before_activation(model, held)
+
+
+class _Put:
+    """A handle putting back a module's own forward."""
+    def __init__(self, module):
+        self.module = module
+
+    def remove(self):
+        vars(self.module).pop("forward", None)
+
+
+def before_activation(model, held: dict) -> list:
+    """Paddle's legacy BatchNorm(act=...) applies its activation inside its forward, so its output is past the branch
+    a kink is at, where torch's BatchNorm2d hands the values to the ReLU it runs next (pairing._composed): a value on
+    the other side of 0 is 0 there, not a crossing. Each such module's forward runs as its own code runs it, the
+    activation then applied as that code applies it (the same op: bit for bit), its values in between put in `held`
+    for near_zero's record. Handles putting its forward back."""
+    if not hasattr(model, "named_sublayers"):
+        return []
+    import paddle
+    from paddle.base import dygraph_utils
+    own = paddle.nn.BatchNorm.forward
+    handles = []
+
+    def wrapped(module):
+        def forward(*args, **kwargs):
+            act, module._act = module._act, None
+            try:
+                out = own(module, *args, **kwargs)
+            finally:
+                module._act = act
+            held[id(module)] = out
+            return dygraph_utils._append_activation_in_dygraph(out, act=act)
+        return forward
+    for _, module in model.named_sublayers(include_self=True):
+        if type(module).forward is own and isinstance(module._act, str) and module._act and paddle.in_dynamic_mode():
+            module.forward = wrapped(module)
+            handles.append(_Put(module))
+    return handles
 
 
 def crossings(forward: ForwardReport, torch_record: dict, paddle_record: dict) -> list:
@@ -123,6 +165,11 @@ def crossings(forward: ForwardReport, torch_record: dict, paddle_record: dict) -
     signs differ, in modules the first forward paired and judged. A module's input holding the values an output
     crossed in the same step (a Sequential's next module) is the same crossing, kept once."""
     judged = {row.name for row in forward.rows if not row.problem}
+    # a torch activation module ending a composed chain, paired with a Paddle module applying it in its own forward,
+    # whose record holds its values before it (before_activation): torch's are that activation's input
+    pairing = forward.pairing
+    acting = {chain[-1]: t for t, chain in (pairing.composed if pairing else {}).items()
+              if pairing.pairs.get(t) in pairing.acts}
     out, seen = [], set()
     for key, a in sorted(torch_record.items(), key=lambda item: f"/{INPUT}" in item[0]):  # outputs first
         if not key.startswith(NEAR):
@@ -131,6 +178,9 @@ def crossings(forward: ForwardReport, torch_record: dict, paddle_record: dict) -
         name = call.removeprefix(INPUT)
         other = forward.counterparts.get(call if call.startswith(INPUT) else f"out/{call}", "")
         other = other.removeprefix("out/") if other.startswith("out/") else other if other.startswith(INPUT) else ""
+        if call in acting:  # judged as the chain's first call
+            name, call = acting[call], INPUT + call
+            a = torch_record.get(f"{head}/{call}", np.zeros((2, 0)))
         b = paddle_record.get(f"{head}/{other}") if name in judged and other else None
         if b is None or a.ndim != 2 or b.ndim != 2:
             continue
