@@ -1,6 +1,7 @@
 """ReLU kinks crossed: values of a forward within the floor of 0 on both sides and of opposite signs (Crossing),
-their record (near<step>/), torch's run taking Paddle's side of them (taking_paddles_side), the two rules that judge
-with that run (on_paddles_branch, take) and the report's kink lines (crossing_lines).
+their record (near<step>/; a Paddle BatchNorm's before the activation its own forward applies: before_activation),
+torch's run taking Paddle's side of them (taking_paddles_side), the two rules that judge with that run
+(on_paddles_branch, take) and the report's kink lines (crossing_lines).
 
 May import portcheck.core, portcheck.forward, portcheck.gradients.against_itself and portcheck.gradients.few_values.
 """
