@@ -191,7 +191,7 @@ def test_a_kink_only_paddle_crosses_in_a_later_step_is_green_once_torch_takes_it
     assert [(len(c.index), c.step >= 1) for c in report.crossed] == [(1, True)], report.crossed
     c = report.crossed[0]
     assert c.torch[0] * c.paddle[0] < 0 and max(abs(c.torch[0]), abs(c.paddle[0])) < 1e-6
-    said = f"kink in step {c.step + 1}'s forward: {c.module} holds 1 value(s) within the floor of 0"
+    said = f"kink in step {c.step + 1}'s forward: {c.module} holds 1 value(s) within rounding of 0"
     assert said in report.table(), report.table()
     # the rows the jump reaches are judged against that run, and say so
     taken = [r for rows in report.steps for r in rows

@@ -407,7 +407,7 @@ def test_a_kink_is_named_not_hidden(monkeypatch):
     report = judge_backward(train(pt.train(), steps=1), train(pd.train(), steps=1), RESNET_MAP)
     # which ReLU input lands within rounding of its kink depends on the CPU's kernels (layer4.1's on the machine
     # this was written on, layer3.0's on another): the gradient named first must be at a kink the table names
-    kinks = re.findall(r"kink in step 1's forward: (\S+) holds \d+ value\(s\) within the floor of 0", report.table())
+    kinks = re.findall(r"kink in step 1's forward: (\S+) holds \d+ value\(s\) within rounding of 0", report.table())
     assert not report.passed and kinks, report.table()
     assert report.first_diverging in {f"grad {m}.bias" for m in kinks}, (report.first_diverging, kinks)
 

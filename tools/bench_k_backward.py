@@ -223,7 +223,7 @@ def kink_lines(data) -> list:
     lines += ["", f"Clean ports use at most {clean:.3g} of their allowance; the least visible plant ({least['plant']}, "
               f"seed {least['seed']}) uses {least['planted']:.3g}, {least['planted'] / clean:.3g} x the clean maximum.",
               "", f"{len(taking)} planted runs were judged with torch's run taking Paddle's side of a kink crossed (a "
-              "red run with values within the floor of 0 of opposite signs), every one red:", ""] + \
+              "red run with values within rounding of 0 of opposite signs), every one red:", ""] + \
         [f"- {r['plant']} seed {r['seed']} ({r['planted']:.3g})" for r in taking] + \
         ["", f"{len(jumped)} of the {len(sweep)} nets have rows over K_BACKWARD x torch's own error that torch's "
               "spread against itself allows, each a kink crossed:", ""] + \
@@ -366,10 +366,12 @@ def report_lines(data, kinked=None) -> list:
               "with oneDNN off crossed the other but hid a weight decay plant on the ResNet-18 example (0.355 of its "
               "allowance), as did a run sending every ReLU input within rounding of 0 to its other branch.", "",
               "What is done instead is one mechanism for every step. Each side records, in every forward (the first "
-              "too), each module's output and first input values within the floor of 0. The floor is calibrated.FLOOR "
-              "x eps32 x the tensor's largest, a difference every check allows another kernel. The input is where a "
-              "ReLU after a residual sum written inline, `x += shortcut`, sees it: no module outputs that sum.", "",
-              "Where a run is red and the two runs hold such a value with opposite signs (backward.crossings), "
+              "too), each module's output and first input values near 0 (within kinks.BAND of the tensor's largest). "
+              "The input is where a ReLU after a residual sum written inline, `x += shortcut`, sees it: no module "
+              "outputs that sum.", "",
+              "Where a run is red and the two runs hold such a value with opposite signs, each within rounding of 0 "
+              "(torch's own fp32 error there in the first forward, or the floor, calibrated.FLOOR x eps32 x the "
+              "tensor's largest, where that is more: backward.crossings), "
               "compare_backward runs torch once more from its start and random draws with exactly those values set "
               "to Paddle's (backward.judged). `python -m portcheck run` runs the torch script once more so, its fifth "
               "run (docs/run.md).", "",

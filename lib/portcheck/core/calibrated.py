@@ -49,7 +49,7 @@ K_GRAD = 8.0
 # runs moved one ulp with the same kernels (two sign seeds) missed (70 and 78 of the allowance). The run is made with
 # another thread count (backward.AGAINST_ITSELF): it crosses one of the two (0.68); oneDNN off crossed the other,
 # but as a second run it hid a weight decay plant on the ResNet-18 example (docs/bench/k_backward.md). Where a red plain
-# run holds a value each run puts within the floor of 0 on its own side in a later step, torch's run taking Paddle's
+# run holds a value each run puts within rounding of 0 on its own side in a later step, torch's run taking Paddle's
 # side of exactly those values is torch against itself too (backward.judged): the other net is then green
 SPREAD = 4.0
 FLOOR = 16.0        # in units of eps32 * max|torch|: one rounding of another kernel, with margin

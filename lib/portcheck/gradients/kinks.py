@@ -1,6 +1,7 @@
-"""ReLU kinks crossed: values of a forward within the floor of 0 on both sides and of opposite signs (Crossing),
-their record (near<step>/), torch's run taking Paddle's side of them (taking_paddles_side), the two rules that judge
-with that run (on_paddles_branch, take) and the report's kink lines (crossing_lines).
+"""ReLU kinks crossed: values of a forward within rounding of 0 on both sides and of opposite signs (Crossing),
+their record (near<step>/; a Paddle BatchNorm's before the activation its own forward applies: before_activation),
+torch's run taking Paddle's side of them (taking_paddles_side), the two rules that judge with that run
+(on_paddles_branch, take) and the report's kink lines (crossing_lines).
 
 May import portcheck.core, portcheck.forward, portcheck.gradients.against_itself and portcheck.gradients.few_values.
 """
@@ -22,7 +23,7 @@ from portcheck.gradients.few_values import NOISE
 TAKING_KEYS = ("grad/", *AGAINST_KEYS)
 
 
-# A kink: values of a forward within the floor of 0 on both sides and of opposite signs (Crossing), where a ReLU or
+# A kink: values of a forward within rounding of 0 on both sides and of opposite signs (Crossing), where a ReLU or
 # max after them opens on one side and shuts on the other: a jump in the gradients, then the weights, that no multiple
 # of torch's own error covers. One record (near<step>/, every forward), one run (torch's again from its start, taking
 # Paddle's side of 0 there: taking_paddles_side), one line per step (crossing_lines); two rules for what the run is:
@@ -55,9 +56,15 @@ def moved_with(run: dict, own: dict, twin: dict) -> dict:
             if k in twin}
 
 
-# The record of kinks (backward.judged): each forward's values within the floor of 0 (a difference every check allows
-# another kernel's rounding), on both sides; the run taking Paddle's side is made only for a red run
-NEAR = "near"            # a record's key prefix: near<step>/<module>, a forward's values within the floor of 0
+# The record of kinks (backward.judged): each forward's values within BAND of 0, on both sides, a kink where they are
+# within rounding of 0 (a difference every check allows another kernel's rounding); the run taking Paddle's side is
+# made only for a red run
+NEAR = "near"            # a record's key prefix: near<step>/<module>, a forward's values within BAND of 0
+# the record's band, relative to the largest value there: wider than a module's own fp32 error, which a crossing
+# is within (crossings). torchvision's densenet121 at 64 x 64, batch 2: a ReLU's input after a BatchNorm over 32
+# values errs by 1.96e-05 (5.7e-6 of its largest, 48 x eps32, beyond the floor's 16), and a value there of 7.7e-06 in
+# float64 is 6.2e-06 in torch and -2.6e-06 in Paddle, or beyond the floor in torch under ATEN_CPU_CAPABILITY=default
+BAND = 2.0 ** -12
 TAKEN = "taken"          # a torch record's key: the run taking Paddle's side of them is in it
 TAKEN_KEY = "taken:"     # a torch record's key prefix: max |torch's run - that run| at a key, one figure
 TAKING = "taking Paddle's side of 0 at the values the runs put on each side of a kink (the report's kink line)"
@@ -69,7 +76,7 @@ INPUT = "in/"  # near<step>/in/<module>: a module's first input, where no module
 
 @dataclass
 class Crossing:
-    """Values of one module's output (or first input) in a step's forward within the floor of 0 on both sides and
+    """Values of one module's output (or first input) in a step's forward within rounding of 0 on both sides and
     of opposite signs: a ReLU (or max) at them takes one branch in torch's run and the other in Paddle's."""
     step: int              # the step whose forward holds them (0: the first)
     module: str            # its record name (module#2: its second call; in/module: its first input)
@@ -80,7 +87,7 @@ class Crossing:
 
 def near_zero(model, into: dict, step: int, recorder=None) -> list:
     """Hooks recording into `into`, for step `step`'s forward, each module's output values and first input's
-    (before its forward: an in-place module changes it) within the floor of 0 (near<step>/<module>,
+    (before its forward: an in-place module changes it) within BAND of 0 (near<step>/<module>,
     near<step>/in/<module>: flat indices, values); their handles. recorder: the trace.Recorder of the same forward,
     busy while these hooks read a tensor (trace.watch takes them for no consumer of it)."""
     calls, inputs = {}, {}
@@ -102,7 +109,7 @@ def near_zero(model, into: dict, step: int, recorder=None) -> list:
             return
         size = np.abs(v)
         with np.errstate(invalid="ignore"):
-            i = np.flatnonzero((size <= calibrated.FLOOR * calibrated.EPS32 * size.max()) & (v != 0))
+            i = np.flatnonzero((size <= BAND * size.max()) & (v != 0))
         into[key] = np.stack([i.astype(np.float64), v[i].astype(np.float64)])
 
     def before(name):
@@ -110,19 +117,73 @@ def near_zero(model, into: dict, step: int, recorder=None) -> list:
             kept(f"{NEAR}{step}/{INPUT}{next_call(inputs, name)}", first_input(args, kwargs)[1])
         return record
 
+    held = {}  # a module's values before the activation its own forward applies (before_activation)
+
     def after(name):
         def record(module, args, kwargs, output):
-            kept(f"{NEAR}{step}/{next_call(calls, name)}", output)
+            kept(f"{NEAR}{step}/{next_call(calls, name)}", held.pop(id(module), output))
         return record
     points = hook_points(model)
-    return [pre(before(name)) for name, pre, _ in points] + [post(after(name)) for name, _, post in points]
+    return [pre(before(name)) for name, pre, _ in points] + [post(after(name)) for name, _, post in points] + \
+        before_activation(model, held)
+
+
+class _Put:
+    """A handle putting back a module's own forward."""
+    def __init__(self, module):
+        self.module = module
+
+    def remove(self):
+        vars(self.module).pop("forward", None)
+
+
+def before_activation(model, held: dict) -> list:
+    """Paddle's legacy BatchNorm(act=...) applies its activation inside its forward, so its output is past the branch
+    a kink is at, where torch's BatchNorm2d hands the values to the ReLU it runs next (pairing._composed): a value on
+    the other side of 0 is 0 there, not a crossing. Each such module's forward runs as its own code runs it, the
+    activation then applied as that code applies it (the same op: bit for bit), its values in between put in `held`
+    for near_zero's record. Handles putting its forward back."""
+    if not hasattr(model, "named_sublayers"):
+        return []
+    import paddle
+    from paddle.base import dygraph_utils
+    own = paddle.nn.BatchNorm.forward
+    handles = []
+
+    def wrapped(module):
+        def forward(*args, **kwargs):
+            act, module._act = module._act, None
+            try:
+                out = own(module, *args, **kwargs)
+            finally:
+                module._act = act
+            held[id(module)] = out
+            return dygraph_utils._append_activation_in_dygraph(out, act=act)
+        return forward
+    for _, module in model.named_sublayers(include_self=True):
+        if type(module).forward is own and isinstance(module._act, str) and module._act and paddle.in_dynamic_mode():
+            module.forward = wrapped(module)
+            handles.append(_Put(module))
+    return handles
+
+
+def rounding(row) -> float:
+    """How near 0 a value of a module's output is on neither side of it in fp32: torch's own fp32 error there in the
+    first forward (its row's), or the floor (calibrated.FLOOR x eps32 x its largest) where that is more."""
+    own = row.err32 if np.isfinite(row.err32) else 0.0
+    return max(own, calibrated.FLOOR * calibrated.EPS32 * row.scale if np.isfinite(row.scale) else 0.0)
 
 
 def crossings(forward: ForwardReport, torch_record: dict, paddle_record: dict) -> list:
-    """[Crossing] of every forward, in step order: values both runs hold within the floor of 0 whose
+    """[Crossing] of every forward, in step order: values both runs hold within rounding of 0 whose
     signs differ, in modules the first forward paired and judged. A module's input holding the values an output
     crossed in the same step (a Sequential's next module) is the same crossing, kept once."""
-    judged = {row.name for row in forward.rows if not row.problem}
+    judged = {row.name: row for row in forward.rows if not row.problem}
+    # a torch activation module ending a composed chain, paired with a Paddle module applying it in its own forward,
+    # whose record holds its values before it (before_activation): torch's are that activation's input
+    pairing = forward.pairing
+    acting = {chain[-1]: t for t, chain in (pairing.composed if pairing else {}).items()
+              if pairing.pairs.get(t) in pairing.acts}
     out, seen = [], set()
     for key, a in sorted(torch_record.items(), key=lambda item: f"/{INPUT}" in item[0]):  # outputs first
         if not key.startswith(NEAR):
@@ -131,11 +192,15 @@ def crossings(forward: ForwardReport, torch_record: dict, paddle_record: dict) -
         name = call.removeprefix(INPUT)
         other = forward.counterparts.get(call if call.startswith(INPUT) else f"out/{call}", "")
         other = other.removeprefix("out/") if other.startswith("out/") else other if other.startswith(INPUT) else ""
+        if call in acting:  # judged as the chain's first call
+            name, call = acting[call], INPUT + call
+            a = torch_record.get(f"{head}/{call}", np.zeros((2, 0)))
         b = paddle_record.get(f"{head}/{other}") if name in judged and other else None
         if b is None or a.ndim != 2 or b.ndim != 2:
             continue
         _, i, j = np.intersect1d(a[0], b[0], assume_unique=True, return_indices=True)
-        flip = a[1][i] * b[1][j] < 0
+        near = rounding(judged[name])  # within torch's own error of 0 in its first forward, or the floor
+        flip = (a[1][i] * b[1][j] < 0) & (np.abs(a[1][i]) <= near) & (np.abs(b[1][j]) <= near)
         if not flip.any():
             continue
         c = Crossing(int(head[len(NEAR):]), call, a[0][i][flip].astype(np.int64), a[1][i][flip], b[1][j][flip])
@@ -149,7 +214,7 @@ def crossings(forward: ForwardReport, torch_record: dict, paddle_record: dict) -
 @contextlib.contextmanager
 def taking_paddles_side(model, crossed):
     """torch's model taking Paddle's side of 0 at each value of `crossed`, in its step's forward: the value Paddle's
-    (within the floor of torch's), its gradient passing through unchanged (at a module's first input, before its
+    (within rounding of torch's), its gradient passing through unchanged (at a module's first input, before its
     forward)."""
     import torch
     at = {(c.step, c.module): c for c in crossed}
@@ -226,9 +291,9 @@ def crossing_lines(crossed: list, on_branch: bool, taken: bool, where: str = "")
                     "judge_backward alone: compare_backward makes it for a red run): if the runs part there, take "
                     "another batch")
         lines.append(
-            f"kink in step {step + 1}'s forward: {_where(c)} holds {len(c.index)} value(s) within the floor of 0 "
-            f"(calibrated.FLOOR x eps32 x its largest) on the other side of it in Paddle's run, where a ReLU or max "
-            f"after it branches (torch {c.torch[0]:.3e}, paddle {c.paddle[0]:.3e})" +
+            f"kink in step {step + 1}'s forward: {_where(c)} holds {len(c.index)} value(s) within rounding of 0 "
+            f"(torch's own fp32 error there, or calibrated.FLOOR x eps32 x its largest) on the other side of it in "
+            f"Paddle's run, where a ReLU or max after it branches (torch {c.torch[0]:.3e}, paddle {c.paddle[0]:.3e})" +
             (f", and {', '.join(f'{_where(o)} {len(o.index)}' for o in here[1:SHOWN])}" if len(here) > 1 else "") +
             (f", {len(here) - SHOWN} more module(s)" if len(here) > SHOWN else "") + "; " + rule)
     return lines

@@ -61,7 +61,7 @@ def record_backward(model, inputs, targets, loss, optimizer, scheduler=None, ste
                             later step); its grad/ keys too where a BatchNorm uses batch statistics (batch_statistics)
         spread:<key>        (torch, not isolated) max |that run - a further run of AGAINST_ITSELF|, one figure
         near<i>/<module>    step i's forward (0: the first): the flat indices (row 0) and values (row 1)
-                            of each module's output within the floor of 0 (calibrated.FLOOR x eps32 x its largest);
+                            of each module's output within kinks.BAND x its largest of 0;
                             near<i>/in/<module> of its first input
 
     crossed=[Crossing] (torch; compare_backward, where Paddle's run crossed a kink): only torch's run again from the
@@ -202,7 +202,7 @@ def _train(*args, **kwargs) -> dict:
 def _steps(side, model, inputs, targets, loss, make_optimizer, make_scheduler, steps, to_tensor, state, grads, norms,
            start=None, clip=None, near=False, outputs=True):
     """start(model, i), when given, is called before each step i >= 1: an isolated run's start of the step.
-    clip(parameters), when given, after each backward (the gradients recorded before it). near: each forward records the values within the floor of 0 of every module's output and input (near_zero).
+    clip(parameters), when given, after each backward (the gradients recorded before it). near: each forward records the values near 0 of every module's output and input (near_zero).
     outputs=False: the first forward's modules are not recorded (a run again keeps none of them)."""
     with raised_by(f"the {side} optimizer factory raised"):
         opt = make_optimizer(model.parameters())

@@ -36,7 +36,7 @@ mapping.pairing), its samplers draw torch's order and it is fed torch's batches 
 (the data pair: what it catches is then the preprocessing); "moved" (settings'
 "against": i) is the same script again in float32 from torch's initial weights moved one ulp, fed its batches and
 targets, with backward.AGAINST_ITSELF[i]'s kernels: torch against itself, as compare_backward's plain run measures
-it (calibrated.SPREAD). The torch and Paddle sides also record each step's values within the floor of 0, the first
+it (calibrated.SPREAD). The torch and Paddle sides also record each step's values near 0, the first
 forward's too (kinks.near_zero's near<i>/ keys); "taking" (portcheck.scripts.run, only for a red run whose two sides put
 such values on each side of 0) is the torch script again from torch's initial weights, fed its batches and targets,
 taking Paddle's side of 0 at exactly those values (kinks.taking_paddles_side; side_files.CROSSED, the run's file of
@@ -62,7 +62,7 @@ from portcheck.scripts.side_files import RECORD, STATUS, write_text
 from portcheck.scripts.wrapping import class_loss
 from portcheck.scripts.wrapping import LOSSES, loss_settings  # noqa: F401  (documented path: docs/run.md)
 
-NEAR_SIDES = ("torch", "paddle")  # the sides recording each step's values within the floor of 0
+NEAR_SIDES = ("torch", "paddle")  # the sides recording each step's values near 0
 BATCH = "input/batch_"       # + c/<argument>: the batch the root's call c was given (c counted over the steps)
 TARGET = "target/batch_"     # + j: the target of loss call j
 ORDER = "order/"             # + n: the indices the torch side's n-th framework sampler iteration drew, in order
