@@ -202,9 +202,8 @@ def kink_lines(data) -> list:
                                                                f"{r['batch']} ({r['used']:.3g} at {r['at']})"
                                                                for r in red) if red else "") + ".", "",
              f"The largest share of its allowance a green one uses: "
-             f"{max((r['used'] for r in sweep if r['passed']), default=0.0):.3g}. That is a BatchNorm running_var row: "
-             "under its allowance its difference is all the by-design one, torch's unbiased batch variance against "
-             "Paddle's biased. judge_backward takes that out only over it, so no kernel tips it red." +
+             f"{max((r['used'] for r in sweep if r['passed']), default=0.0):.3g} "
+             f"({max((r for r in sweep if r['passed']), key=lambda r: r['used'], default={'at': '-'})['at']})." +
              "".join(f" Seed {r['seed']} width {r['width']} batch {r['batch']} is judged with torch's run taking "
                      "Paddle's side of the kink it crossed (" + ", ".join(f"step {s}: {m}, {n} value(s)"
                                                                         for s, m, n in r["crossed"]) +
