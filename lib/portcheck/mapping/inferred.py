@@ -28,32 +28,8 @@ def groups(torch_model, paddle_model, layouts=None) -> dict:
     of their name stands for) together. A module a layouts entry declares already is left to it."""
     t_modules = dict(torch_model.named_modules())
     p_modules = dict(paddle_model.named_sublayers(include_self=True))
-    declared = set(fused.specs(paddle_model, layouts)) | set(fused.specs(torch_model, layouts))
-    children = {}
-    for name, module in t_modules.items():
-        if name and name not in p_modules and name not in declared and own_tensors(module):
-            children.setdefault(name.rpartition(".")[0], []).append(name)
-    out, taken = {}, set()
-    for name, layer in p_modules.items():
-        parent = name.rpartition(".")[0]
-        if not name or name in t_modules or name in declared or parent not in t_modules or parent not in children:
-            continue
-        theirs = _sizes(v for _, v in layer.named_parameters(include_sublayers=False))
-        if not theirs:
-            continue
-        siblings = [n for n in children[parent] if n not in taken]
-        mine = {n: _sizes(own_tensors(t_modules[n]).values()) for n in siblings}
-        for a in range(len(siblings)):
-            group = next((siblings[a:b] for b in range(a + 2, min(len(siblings), a + MAX_PARTS) + 1)
-                          if len({type(t_modules[n]) for n in siblings[a:b]}) == 1
-                          and all(len(mine[n]) == len(theirs) for n in siblings[a:b])
-                          and [sum(mine[n][k] for n in siblings[a:b]) for k in range(len(theirs))] == theirs), None)
-            if group:
-                first = [mine[n][0] for n in group]
-                out[name] = (group, tuple(w // math.gcd(*first) for w in first))
-                taken.update(group)
-                break
-    return out
+    return _wholes(p_modules, _paddle_sizes, t_modules, lambda m: _sizes(own_tensors(m).values()),
+                   _declared(torch_model, paddle_model, layouts))
 
 
 def torch_groups(torch_model, paddle_model, layouts=None) -> dict:
@@ -64,29 +40,43 @@ def torch_groups(torch_model, paddle_model, layouts=None) -> dict:
     together."""
     t_modules = dict(torch_model.named_modules())
     p_modules = dict(paddle_model.named_sublayers(include_self=True))
-    declared = set(fused.specs(paddle_model, layouts)) | set(fused.specs(torch_model, layouts))
+    return _wholes(t_modules, lambda m: _sizes(v for _, v in m.named_parameters(recurse=False)), p_modules,
+                   _paddle_sizes, _declared(torch_model, paddle_model, layouts))
+
+
+def _paddle_sizes(layer) -> list:
+    return _sizes(v for _, v in layer.named_parameters(include_sublayers=False))
+
+
+def _declared(torch_model, paddle_model, layouts) -> set:
+    return set(fused.specs(paddle_model, layouts)) | set(fused.specs(torch_model, layouts))
+
+
+def _wholes(wholes: dict, whole_sizes, parts: dict, part_sizes, declared: set) -> dict:
+    """{module of one side (wholes): (the other side's modules it holds together, in definition order, each one's
+    share of its columns)}: groups() and torch_groups(), each side's modules by name and the sizes of the tensors
+    each holds itself."""
     children = {}
-    for name, layer in p_modules.items():
-        if name and name not in t_modules and name not in declared and \
-                list(layer.named_parameters(include_sublayers=False)):
+    for name, module in parts.items():
+        if name and name not in wholes and name not in declared and part_sizes(module):
             children.setdefault(name.rpartition(".")[0], []).append(name)
     out, taken = {}, set()
-    for name, module in t_modules.items():
+    for name, module in wholes.items():
         parent = name.rpartition(".")[0]
-        if not name or name in p_modules or name in declared or parent not in p_modules or parent not in children:
+        if not name or name in parts or name in declared or parent not in parts or parent not in children:
             continue
-        mine = _sizes(v for _, v in module.named_parameters(recurse=False))
-        if not mine:
+        whole = whole_sizes(module)
+        if not whole:
             continue
         siblings = [n for n in children[parent] if n not in taken]
-        theirs = {n: _sizes(v for _, v in p_modules[n].named_parameters(include_sublayers=False)) for n in siblings}
+        sizes = {n: part_sizes(parts[n]) for n in siblings}
         for a in range(len(siblings)):
             group = next((siblings[a:b] for b in range(a + 2, min(len(siblings), a + MAX_PARTS) + 1)
-                          if len({type(p_modules[n]) for n in siblings[a:b]}) == 1
-                          and all(len(theirs[n]) == len(mine) for n in siblings[a:b])
-                          and [sum(theirs[n][k] for n in siblings[a:b]) for k in range(len(mine))] == mine), None)
+                          if len({type(parts[n]) for n in siblings[a:b]}) == 1
+                          and all(len(sizes[n]) == len(whole) for n in siblings[a:b])
+                          and [sum(sizes[n][k] for n in siblings[a:b]) for k in range(len(whole))] == whole), None)
             if group:
-                first = [theirs[n][0] for n in group]
+                first = [sizes[n][0] for n in group]
                 out[name] = (group, tuple(w // math.gcd(*first) for w in first))
                 taken.update(group)
                 break
