@@ -330,18 +330,23 @@ def settle_fused(torch_model, paddle_model, inputs, state: State, params: dict, 
             if not alone:  # alone, convert sets each once, after
                 params[key].set_value(state[key])
         chosen.update((n, best) for n in names)
-        others = sorted(d for s, d in far.items() if s is not best)
-        also = f" (so too {also}: the same tensor)" if also else ""
-        left = len(ways) - len(far)  # after the one kept, not run
-        span = " to ".join(dict.fromkeys(f"{d:.2g}" for d in others[::max(len(others) - 1, 1)]))
-        tried = ([f"the {'other ' * (not left)}{len(others)} layout{'s' * (len(others) > 1)}"
-                  f"{' run before it' * bool(left)} {span}"] if others else []) + \
-            ([f"{left} more not run"] if left else [])
-        said.append(f"{', '.join(names[:2])}{f' and {len(names) - 2} more' if len(names) > 2 else ''}: their "
-                    f"columns {inferred.said(best)}{also}, settled by a run: {parent(judged)} {far[best]:.2g} of its "
-                    f"scale from torch's {parent(first_part(judged))}" + (f" ({', '.join(tried)})" if tried else "")
-                    + ("" if best in within else f"; not within {SETTLED:g}: compare_forward judges it"))
+        said.append(settled_line(names, best, far, len(ways) - len(far), parent(judged),
+                                 parent(first_part(judged)), also))
     return chosen, said
+
+
+def settled_line(names: list, best, far: dict, left: int, where: str, torch_where: str, also: str = "") -> str:
+    """The line saying the layout a fused module's run kept (settle_fused's, torch_fused's): the modules, the
+    layout `best`, how far its run of `where` was from torch's `torch_where`, the others run (far: {layout: its
+    distance}) and the `left` not run after it; `also`, the candidates making the same tensor."""
+    others = sorted(d for s, d in far.items() if s is not best)
+    span = " to ".join(dict.fromkeys(f"{d:.2g}" for d in others[::max(len(others) - 1, 1)]))
+    tried = ([f"the {'other ' * (not left)}{len(others)} layout{'s' * (len(others) > 1)}"
+              f"{' run before it' * bool(left)} {span}"] if others else []) + ([f"{left} more not run"] if left else [])
+    return (f"{', '.join(names[:2])}{f' and {len(names) - 2} more' if len(names) > 2 else ''}: their columns "
+            f"{inferred.said(best)}{f' (so too {also}: the same tensor)' if also else ''}, settled by a run: {where} "
+            f"{far[best]:.2g} of its scale from torch's {torch_where}" + (f" ({', '.join(tried)})" if tried else "")
+            + ("" if far[best] <= SETTLED else f"; not within {SETTLED:g}: compare_forward judges it"))
 
 
 def _until_judged(torch_model, inputs, kinds: list) -> dict:

@@ -11,7 +11,7 @@ from dataclasses import replace
 import numpy as np
 
 from portcheck.core.errors import PipelineError
-from portcheck.core.keys import ROOT
+from portcheck.core.keys import ROOT, module_of, split_key
 from portcheck.mapping import inferred, ties
 from portcheck.mapping.layouts import layouts_table
 from portcheck.mapping.tensors import _part, _rule, own_tensors
@@ -67,7 +67,7 @@ def settle(torch_model, paddle_model, inputs, state, params: dict, found_: dict)
     first) in the layout whose run gives torch's values; state and the Paddle model changed to it. Returns
     ({torch module: Fused}, the lines saying each); a kind no candidate brings within ties' reach raises a
     PipelineError naming each candidate and how far its run was."""
-    from portcheck.mapping.settle import SETTLED, _parent_run, _until_judged
+    from portcheck.mapping.settle import SETTLED, _parent_run, _until_judged, settled_line
     from portcheck.mapping.trace import eval_mode
     keys = {}  # {torch module: [(Paddle key, part index)]}
     for key, (tensor, _) in state._tensors.items():
@@ -81,20 +81,16 @@ def settle(torch_model, paddle_model, inputs, state, params: dict, found_: dict)
     parent = lambda name: name.rpartition(".")[0] or ROOT  # noqa: E731
     with eval_mode(torch_model), eval_mode(paddle_model):
         t_record = _until_judged(torch_model, inputs, [[parent(n) for n in ns] for ns in kinds.values()])
-    order = {m: i for i, m in enumerate(dict.fromkeys(k.split("/", 1)[1].split("#")[0].split("[")[0]
-                                                      for k in t_record if k.startswith("out/")))}
+    order = {m: i for i, m in enumerate(dict.fromkeys(module_of(split_key(k)[1]) for k in t_record
+                                                      if k.startswith("out/")))}
     chosen, said = {}, []
     for names in kinds.values():
         judged = min(names, key=lambda n: order.get(parent(n), len(order)))
-
-        def made(spec, key, p):
-            tensor, array = state._tensors[key]
-            return tensor, _part(tensor.rule.whole, spec, p)
         far = {}
         for spec in found_[judged]:
             for key, p in keys[judged]:
-                tensor, rule = made(spec, key, p)
-                params[key].set_value(np.ascontiguousarray(rule(tensor.name, state._tensors[key][1])[1]))
+                tensor, array = state._tensors[key]
+                params[key].set_value(np.ascontiguousarray(_part(tensor.rule.whole, spec, p)(tensor.name, array)[1]))
             far[spec] = _parent_run(paddle_model, inputs, t_record, judged, keys[judged][0][0].rpartition(".")[0],
                                     then=f"torch's {judged} holds what Paddle's {', '.join(found_[judged][0].parts)} "
                                          "hold apart; its layout is settled by a run")
@@ -112,14 +108,9 @@ def settle(torch_model, paddle_model, inputs, state, params: dict, found_: dict)
                 "reads them in another way [PC458]")
         for name in names:
             for key, p in keys[name]:
-                tensor, rule = made(best, key, p)
-                state._tensors[key] = (replace(tensor, rule=rule), state._tensors[key][1])
+                tensor, array = state._tensors[key]
+                state._tensors[key] = (replace(tensor, rule=_part(tensor.rule.whole, best, p)), array)
                 params[key].set_value(np.ascontiguousarray(state[key]))
         chosen.update((n, best) for n in names)
-        others = sorted(d for s, d in far.items() if s is not best)
-        said.append(f"{', '.join(names[:2])}{f' and {len(names) - 2} more' if len(names) > 2 else ''}: their "
-                    f"columns {inferred.said(best)}, settled by a run: {parent(judged)} {far[best]:.2g} of its "
-                    f"scale from torch's" + (f" (the other {len(others)} layout(s) run before it "
-                                             f"{others[0]:.2g} to {others[-1]:.2g})" if others else "")
-                    + ("" if best in within else f"; not within {SETTLED:g}: compare_forward judges it"))
+        said.append(settled_line(names, best, far, len(found_[judged]) - len(far), parent(judged), parent(judged)))
     return chosen, said
