@@ -51,10 +51,16 @@ def settle_by_run(torch_model, paddle_model, inputs, state: State, params: dict,
         windows = [[c for c in order[starts[n]:starts[n + 1]]
                     if (module_of(c) in keys and "#" not in c) or c == ROOT] for n in range(len(groups))]
 
+        counterpart = lambda c: assign[module_of(c)] + c[len(module_of(c)):]  # noqa: E731
+
         def distances(p_record, window):
-            counterpart = lambda c: assign[module_of(c)] + c[len(module_of(c)):]  # noqa: E731
             return [ties.distance(ties.outputs_of(t_record, c), ties.outputs_of(p_record, counterpart(c)))
                     for c in window]
+
+        def fed(p_record, c) -> bool:
+            """The call's input torch's (one it has no record of: as good as torch's)."""
+            x = t_record.get(f"in/{c}")
+            return x is None or ties.distance([x], [p_record.get(f"in/{counterpart(c)}")]) <= SETTLED
 
         distance = lambda p_record, window: max(distances(p_record, window))  # noqa: E731
 
@@ -75,13 +81,18 @@ def settle_by_run(torch_model, paddle_model, inputs, state: State, params: dict,
                 raise PipelineError(f"torch {', '.join(torch_names)} fit Paddle {', '.join(paddle_names)} in any "
                                     f"order, more than the {MAX_ORDERS} orders convert tries: give the name_map that "
                                     f"says which (name_map={entry} takes the run's order) [PC303]")
-            far, held = {}, {}  # each order's farthest call of the window; how many of its calls, in run order, hold
+            # each order's farthest call of the window; how many of its calls, in run order, hold, and whether the
+            # first that parts is fed torch's values (parts itself, not from what feeds it)
+            far, held = {}, {}
             for theirs in permutations(paddle_names):
                 _put(group, theirs, keys, values, params)
                 assign.update(zip(torch_names, theirs))
-                each = distances(trace(paddle_model, inputs), window)
+                p_record = trace(paddle_model, inputs)
+                each = distances(p_record, window)
                 far[theirs] = max(each)
-                held[theirs] = next((k for k, d in enumerate(each) if d > SETTLED), len(each))
+                k = next((k for k, d in enumerate(each) if d > SETTLED), len(each))
+                held[theirs] = (k, k < len(each) and fed(p_record, window[k]))
+                del p_record
             # no order nearest: orders computing the same (any is right), or none giving torch's values, a difference
             # of the port there (a pool counting its padding otherwise, a branch's conv): the one order whose run is
             # torch's furthest along the window is kept, where it parts from torch's after the group's first call
@@ -92,11 +103,12 @@ def settle_by_run(torch_model, paddle_model, inputs, state: State, params: dict,
             if best is None and min(far.values()) > SETTLED:
                 most = max(held.values())
                 furthest = [theirs for theirs, k in held.items() if k == most]
-                kept = furthest[0] if most and len(furthest) == 1 else tuple(paddle_names)
+                kept = furthest[0] if most[0] and len(furthest) == 1 else tuple(paddle_names)
                 said.append(f"torch {', '.join(torch_names)} against Paddle's modules of their shapes: no order gives "
                             "torch's values on the run over inputs= (" + "; ".join(
                                 f"{', '.join(theirs)} {d:.2g}" for theirs, d in far.items()) + " of the scale apart): "
-                            + (f"kept {', '.join(kept)}, torch's values to {window[most - 1]} (the farthest along)"
+                            + (f"kept {', '.join(kept)}, torch's values to {window[most[0] - 1]}"
+                               + (f" and into {window[most[0]]}" if most[1] else "") + " (the farthest along)"
                                if kept != tuple(paddle_names) else "the run's order kept")
                             + ", the comparison judges them")
                 best = kept
