@@ -276,3 +276,73 @@ def test_a_plant_in_the_1x3_conv_is_red_at_that_conv():
     report = compare_forward(pt, pd, X_INCEPTION)
     red = [report.both(r.name) for r in report.paired if not r.passed]
     assert red and red[0] == "1.branch1.1 (Paddle: 1._conv3_2)", red
+
+
+# ---------------------------------------------------------------- a tie's window reaching a norm holding its activation
+
+class ViTBlock(torch.nn.Module):
+    """MobileViT's order, as timm writes it: a transformer block over the map's pixels, then a 1x1 conv and a norm
+    holding its activation (NormAct)."""
+    def __init__(self):
+        super().__init__()
+        self.norm1, self.fc1, self.norm2, self.fc2 = (torch.nn.LayerNorm(4), torch.nn.Linear(4, 4),
+                                                      torch.nn.LayerNorm(4), torch.nn.Linear(4, 4))
+        self.conv_proj = ConvNorm(4, 4, 1, 1)
+        self.conv_proj.bn.act = torch.nn.SiLU()
+
+    def forward(self, x):
+        n, c, h, w = x.shape
+        t = x.flatten(2).transpose(1, 2)
+        t = t + self.fc1(self.norm1(t))
+        t = t + self.fc2(self.norm2(t))
+        return self.conv_proj(t.transpose(1, 2).reshape(n, c, h, w))
+
+
+class PdViTBlock(paddle.nn.Layer):
+    """PaddleClas's: its norms named for what they feed, the conv's norm and activation modules side by side."""
+    def __init__(self, eps=1e-5):
+        super().__init__()
+        self.attn_norm, self.attn, self.mlp_norm, self.mlp = (paddle.nn.LayerNorm(4), paddle.nn.Linear(4, 4),
+                                                              paddle.nn.LayerNorm(4), paddle.nn.Linear(4, 4))
+        self.conv, self.norm, self.act = (paddle.nn.Conv2D(4, 4, 1, bias_attr=False),
+                                          paddle.nn.BatchNorm2D(4, epsilon=eps), paddle.nn.Silu())
+
+    def forward(self, x):
+        n, c, h, w = x.shape
+        t = x.flatten(2).transpose([0, 2, 1])
+        t = t + self.attn(self.attn_norm(t))
+        t = t + self.mlp(self.mlp_norm(t))
+        return self.act(self.norm(self.conv(t.transpose([0, 2, 1]).reshape([n, c, h, w]))))
+
+
+def vit_pair(eps=1e-5):
+    torch.manual_seed(0)
+    paddle.seed(0)
+    pt = torch.nn.Sequential(ViTBlock(), ViTBlock())
+    with torch.no_grad():
+        for m in pt.modules():
+            if isinstance(m, (torch.nn.LayerNorm, torch.nn.BatchNorm2d)):
+                m.weight.normal_(1, 0.3), m.bias.normal_(0, 0.3)
+            if isinstance(m, torch.nn.BatchNorm2d):
+                m.running_mean.normal_(0, 0.3), m.running_var.uniform_(0.01, 2)
+    return pt.eval(), paddle.nn.Sequential(PdViTBlock(), PdViTBlock(eps))
+
+
+def test_a_group_whose_window_holds_a_norm_holding_its_activation_settles_silently_and_green():
+    """The norms' window runs to the next block through torch's norm holding its SiLU, against Paddle's norm and the
+    Silu after it: read where their outputs meet, the run's order holds and nothing is said."""
+    pt, pd = vit_pair()
+    state = convert(pt, pd, inputs=X[:, :4])
+    pd.eval()
+    assert not state.said, state.said
+    assert np.array_equal(pd[1].mlp_norm.weight.numpy(), pt[1].norm2.weight.detach().numpy())
+    assert compare_forward(pt, pd, X[:, :4], isolate=True).passed
+
+
+def test_a_plant_in_the_norm_beside_its_activation_is_red_there():
+    pt, pd = vit_pair(eps=1e-3)
+    convert(pt, pd, inputs=X[:, :4])
+    pd.eval()
+    report = compare_forward(pt, pd, X[:, :4])
+    red = [report.both(r.name) for r in report.paired if not r.passed]
+    assert red and red[0].startswith("1.conv_proj.bn"), red

@@ -8,6 +8,7 @@ import math
 
 import numpy as np
 
+from portcheck.core import spill
 from portcheck.core.errors import PipelineError
 from portcheck.core.keys import ROOT, module_of, split_key
 from portcheck.mapping import fused, inferred, regroup, ties
@@ -53,9 +54,11 @@ def settle_by_run(torch_model, paddle_model, inputs, state: State, params: dict,
 
         counterpart = lambda c: assign[module_of(c)] + c[len(module_of(c)):]  # noqa: E731
 
+        t_keys = list(t_record)
+
         def distances(p_record, window):
-            return [ties.distance(ties.outputs_of(t_record, c), ties.outputs_of(p_record, counterpart(c)))
-                    for c in window]
+            p_keys = list(p_record)
+            return [_met(t_record, t_keys, c, p_record, p_keys, counterpart(c)) for c in window]
 
         def fed(p_record, c) -> bool:
             """The call's input torch's (one it has no record of: as good as torch's)."""
@@ -125,6 +128,40 @@ def settle_by_run(torch_model, paddle_model, inputs, state: State, params: dict,
         if key in origin:
             state.origin[new] = origin[key]
     return said
+
+
+def _met(t_record: dict, t_keys: list, t_call: str, p_record: dict, p_keys: list, p_call: str) -> float:
+    """How far two paired calls are (ties.distance), their outputs read where they meet when one side computes
+    something between its module and the next one's (timm's BatchNormAct2d holding its SiLU against a BatchNorm and
+    the Silu module after it, or a parent applying F.silu): the nearest of each side's output against what the other
+    hands on from its call (_onward; pairing's _composed and _met read them so, once pairs are made)."""
+    mine, theirs = ties.outputs_of(t_record, t_call), ties.outputs_of(p_record, p_call)
+    d = ties.distance(mine, theirs)
+    if d <= SETTLED:
+        return d
+    return min([d, *(ties.distance(mine, [v]) for v in _onward(p_record, p_keys, p_call)),
+                *(ties.distance([v], theirs) for v in _onward(t_record, t_keys, t_call))])
+
+
+def _onward(record: dict, keys: list, call: str) -> list:
+    """What a run hands on from `call`, nearest first: while the next module it enters reads the value as it is and
+    holds no tensors (an activation module), that module's output; then the input of the first module entered that
+    reads another value (a parent's F.silu between)."""
+    out, key = [], f"out/{call}"
+    for _ in range(3):
+        at = keys.index(key) if key in record else None
+        fed = next((k for k in keys[at + 1:] if k.startswith("in/")), None) if at is not None else None
+        if fed is None:
+            break
+        if spill.identity(record, fed) != spill.identity(record, key):
+            out.append(record[fed])
+            break
+        name = split_key(fed)[1]
+        key = f"out/{name}"
+        if f"own/{name}" in record or key not in record:
+            break
+        out.append(record[key])
+    return out
 
 
 # The run's order of a group is kept without trying the others when its calls are this near torch's (ties.distance): a
