@@ -131,7 +131,8 @@ REASONS = {
                         "(convs.1 on) and passes the last split on; timm, as the paper's code, convolves each alone "
                         "and average-pools the last",
     "inception_v3": "every BatchNorm (Conv2d_1a_3x3.bn first): PaddleClas's epsilon is Paddle's default 1e-5, "
-                    "timm's 1e-3",
+                    "timm's 1e-3; and the head's Dropout scales by 0.8 at evaluation (downscale_in_infer), timm's is "
+                    "the identity there",
     "inception_v4": "features.4.branch1.1, the stem's 7-tap pair, and each InceptionB's: PaddleClas runs the (7, 1) "
                     "kernel first where timm (as TF-slim's) runs the (1, 7) one; and each Inception block "
                     "concatenates its pooled branch first, timm's last",
@@ -155,6 +156,52 @@ REASONS = {
     "mobilevit_s": "stages.2.1.norm, each transformer's last LayerNorm: PaddleClas's epsilon is 1e-6, timm's 1e-5",
 }
 
+
+
+def _epsilons(kind: str, value: float, ending: str = ""):
+    """An UNDONE edit: each norm of `kind` (its class name's start) whose name ends so given epsilon `value`."""
+    def edit(pd):
+        for name, layer in pd.named_sublayers():
+            if type(layer).__name__.startswith(kind) and name.endswith(ending):
+                layer._epsilon = value
+    return edit
+
+
+def _upscaled(pd):
+    """An UNDONE edit: each Dropout that scales at evaluation (downscale_in_infer) scaling in training instead, as
+    torch's does (the identity at evaluation)."""
+    for layer in pd.sublayers():
+        if type(layer).__name__ == "Dropout" and layer.mode == "downscale_in_infer":
+            layer.mode = "upscale_in_train"
+
+
+def _leaky(pd):
+    """An UNDONE edit: each legacy BatchNorm applying ReLU applying LeakyReLU of slope 0.01 (timm's) instead."""
+    import paddle.nn.functional as F
+    for layer in pd.sublayers():
+        if getattr(layer, "_act", None) == "relu":
+            layer._act = None
+            layer.forward = (lambda norm: lambda x: F.leaky_relu(norm(x), 0.01))(layer.forward)
+
+
+def _unshifted(pd):
+    """An UNDONE edit: the last stage's blocks' windows not shifted."""
+    for block in pd.layers[-1].blocks:
+        block.shift_size = 0
+
+
+# Pairs that are not the same model by a setting alone: (the setting timm's, the edit giving the Paddle model timm's).
+# The zoo judges each again with the edit made, expected green and its plant red: the difference REASONS names is
+# the only one.
+UNDONE = {
+    "inception_v3": ("every BatchNorm's epsilon 1e-3, the head's Dropout the identity at evaluation",
+                     lambda pd: (_epsilons("BatchNorm", 1e-3)(pd), _upscaled(pd))),
+    "dpn68": ("every BatchNorm's epsilon 1e-3", _epsilons("BatchNorm", 1e-3)),
+    "mobilevit_s": ("each transformer's last LayerNorm's epsilon 1e-5",
+                    _epsilons("LayerNorm", 1e-5, "transformer.norm")),
+    "darknet53": ("every BatchNorm's activation LeakyReLU (slope 0.01)", _leaky),
+    "swin_tiny": ("the last stage's windows not shifted", _unshifted),
+}
 
 def installed() -> str:
     """"" when timm and paddleclas are importable here, else what to install."""
@@ -240,7 +287,6 @@ def red_at(report) -> str:
 def judge_one(name: str, fast: bool = False) -> dict:
     """The pair's row: its outcome and what the library said (a refusal's line, where forward was red, the plant)."""
     from portcheck import compare_forward, convert
-    from portcheck.core.keys import ROOT
     result = {"pair": name, "arch": PAIRS[name]["arch"], "classes": None}
     try:
         prepare()
@@ -263,24 +309,53 @@ def judge_one(name: str, fast: bool = False) -> dict:
         return {**result, "outcome": "raises", "said": f"compare_forward: {first_line(e)}"[:300]}
     result["forward"] = forward.passed
     if not forward.passed:
-        return _reasoned(name, {**result, "outcome": "red on the correct port", "said": red_at(forward)})
+        result = _reasoned(name, {**result, "outcome": "red on the correct port", "said": red_at(forward)})
+        if name in UNDONE:
+            result["undone"] = _undone(name, pt, pd, x, fast)
+        return result
+    result["outcome"], result["plant"] = _planted(pt, pd, x, forward)
+    if result["plant"] is None:
+        del result["plant"]
+    return result
+
+
+def _planted(pt, pd, x, forward) -> tuple:
+    """(outcome, the plant's row) of a pair forward found green: the plant made, judged with forward's pairs pinned,
+    and undone."""
+    from portcheck import compare_forward
+    from portcheck.core.keys import ROOT
     planted = plant(pd)
     if planted is None:
-        return {**result, "outcome": "green, no part to plant in"}
+        return "green, no part to plant in", None
     what, module, edit, undo = planted
     pinned = {t: p for t, p in forward.pairing.modules().items() if ROOT not in (t, p)}
     edit()
     try:
         report = compare_forward(pt, pd, x, pinned)
         red = [report.both(r.name) for r in report.paired if not r.passed]
-        result["plant"] = {"plant": what, "module": module, "red": not report.passed, "at": red[0] if red else "",
-                           "named": bool(red) and module in red[0]}
+        p = {"plant": what, "module": module, "red": not report.passed, "at": red[0] if red else "",
+             "named": bool(red) and module in red[0]}
     finally:
         undo()
-    p = result["plant"]
-    result["outcome"] = "green, the plant red at its module" if p["named"] else "green, the plant red" if p["red"] \
-        else "green, the plant green"
-    return result
+    return ("green, the plant red at its module" if p["named"] else "green, the plant red" if p["red"]
+            else "green, the plant green"), p
+
+
+def _undone(name: str, pt, pd, x, fast: bool) -> dict:
+    """The pair judged again with its difference undone on the Paddle side (UNDONE): converted again, forward
+    judged, the plant made; green with the plant red at its module says the difference named is the only one."""
+    from portcheck import compare_forward, convert
+    what, edit = UNDONE[name]
+    edit(pd)
+    try:
+        convert(pt, pd, inputs=x)
+        forward = compare_forward(pt, pd, x, isolate=not fast)
+    except PipelineError as e:
+        return {"what": what, "outcome": "refused", "said": f"portcheck: {e}"[:400]}
+    if not forward.passed:
+        return {"what": what, "outcome": "red on the correct port", "said": red_at(forward)}
+    outcome, planted = _planted(pt, pd, x, forward)
+    return {"what": what, "outcome": outcome, **({"plant": planted} if planted else {})}
 
 
 def _reasoned(name: str, result: dict) -> dict:
@@ -298,7 +373,8 @@ def row(r: dict) -> str:
     plant = r.get("plant")
     if plant:
         said = f"plant {plant['plant']}: " + (f"red at {plant['at']}" if plant["red"] else "GREEN")
-    return f"{r['outcome']}" + (f"; {said}" if said else "")
+    u = r.get("undone")
+    return f"{r['outcome']}" + (f"; {said}" if said else "") + (f"; undone ({u['what']}): {u['outcome']}" if u else "")
 
 
 def write(results: list, seconds: float, run: dict):

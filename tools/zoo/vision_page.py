@@ -95,9 +95,22 @@ def findings(results: list) -> list:
     return [FINDINGS_TITLE, "",
             "Differences between a PaddleClas 2.6.0 port and timm 1.0.31's model, each found by copying the pair by "
             "hand (results about the ports, not the checks' false reds), and what portcheck says of the pair with no "
-            "map:", "",
+            "map. Where the difference is a setting, the zoo gives the Paddle model timm's and judges the pair again: "
+            "green there, its plant red, says the difference is the only one.", "",
             *[f"- **{r['arch']}, `{r['pair']}`**: {r['reason']}. With no map, {r.get('refused_or_red', '')}: "
-              f"`{r.get('said', '').removeprefix('portcheck: ').replace('`', chr(39))}`" for r in found], ""]
+              f"`{r.get('said', '').removeprefix('portcheck: ').replace('`', chr(39))}`" + undone(r) for r in found],
+            ""]
+
+
+def undone(r: dict) -> str:
+    """The pair judged again with its difference undone on the Paddle side, where the zoo undoes it: green there says
+    the difference named is the only one."""
+    u = r.get("undone")
+    if not u:
+        return ""
+    p = u.get("plant")
+    return (f". Undone on the Paddle side ({u['what']}): {u['outcome']}"
+            + (f" (plant: red at {p['at']})" if p and p["red"] else f" (`{u['said']}`)" if u.get("said") else ""))
 
 
 def write_table(guide: Path = None, folder: Path = None) -> None:
