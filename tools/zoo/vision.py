@@ -55,6 +55,10 @@ PAIRS = {
                                   window_size=2))),
     "swin_small_config": dict(arch="Swin", timm=("swin_tiny_patch4_window7_224", dict(SWIN_SMALL)),
                               ppcls=("legendary_models.swin_transformer.SwinTransformer", dict(SWIN_SMALL))),
+    "clip_vit_base": dict(arch="ViT (CLIP)", timm=("vit_base_patch16_clip_224", dict(img_size=SIZE)),
+                          ppcls=("model_zoo.foundation_vit.VisionTransformer",
+                                 dict(model_name="CLIP_vit_base_patch16_224", img_size=SIZE, patch_size=16,
+                                      embed_dim=768, depth=12, num_heads=12, qkv_bias=True, epsilon=1e-5))),
     "convnext_tiny": dict(arch="ConvNeXt", timm=("convnext_tiny", {}), ppcls=("ConvNeXt_tiny", {})),
     "mobilenetv3_small": dict(arch="MobileNetV3", timm=("mobilenetv3_small_100", {}),
                               ppcls=("MobileNetV3_small_x1_0", {})),
@@ -77,10 +81,18 @@ PAIRS = {
            ("res2net50_26w_4s", "Res2Net", "res2net50_26w_4s", {}, "Res2Net50_26w_4s", {}, 0),
            ("resnest50", "ResNeSt", "resnest50d", {}, "ResNeSt50", {}, 0),
            ("densenet121", "DenseNet", "densenet121", {}, "DenseNet121", {}, 0),
+           ("resnet50_vc", "ResNet-vc", "resnet50c", {}, "ResNet50_vc", {}, 0),
+           ("resnext50_vd_32x4d", "ResNeXt-vd", "resnext50d_32x4d", {}, "ResNeXt50_vd_32x4d", {}, 0),
+           ("resnext101_32x8d_wsl", "ResNeXt", "resnext101_32x8d", {}, "ResNeXt101_32x8d_wsl", {}, 0),
+           ("se_resnet50_vd", "SE-ResNet-vd", "seresnet152d", dict(layers=[3, 4, 6, 3]), "SE_ResNet50_vd", {}, 0),
+           ("se_resnext50_vd_32x4d", "SE-ResNeXt-vd", "seresnext101d_32x8d",
+            dict(layers=[3, 4, 6, 3], base_width=4), "SE_ResNeXt50_vd_32x4d", {}, 0),
+           ("res2net50_vd_26w_4s", "Res2Net-vd", "res2net50d", {}, "Res2Net50_vd_26w_4s", {}, 0),
            ("vgg11", "VGG", "vgg11", {}, "VGG11", {}, 224),  # PaddleClas flattens a 7 x 7 map
            ("inception_v3", "Inception", "inception_v3", {}, "InceptionV3", {}, 128),
            ("inception_v4", "Inception", "inception_v4", {}, "InceptionV4", {}, 128),
            ("xception41", "Xception", "xception41", {}, "Xception41", {}, 0),
+           ("xception65_deeplab", "Xception (aligned)", "xception65", {}, "Xception65_deeplab", {}, 0),
            ("dpn68", "DPN", "dpn68", {}, "DPN68", {}, 0),
            ("dla34", "DLA", "dla34", {}, "DLA34", {}, 0),
            ("hrnet_w18", "HRNet", "hrnet_w18", {}, "HRNet_W18_C", {}, 0),
@@ -104,6 +116,7 @@ PAIRS = {
            ("twins_svt_small", "Twins", "twins_svt_small", {}, "alt_gvt_small", {}, 224),
            ("tnt_small", "TNT", "tnt_s_patch16_224", dict(img_size=SIZE), "TNT_small", dict(img_size=SIZE), 0),
            ("mobilevit_s", "MobileViT", "mobilevit_s", {}, "MobileViT_S", {}, 0),
+           ("mobilevitv2_050", "MobileViTV2", "mobilevitv2_050", {}, "MobileViTV2_x0_5", {}, 0),
            ("nextvit_small", "Next-ViT", "nextvit_small", {}, "NextViT_small_224", {}, 0),
            ("starnet_s1", "StarNet", "starnet_s1", {}, "StarNet_S1", {}, 0),
            ("fasternet_t0", "FasterNet", "fasternet_t0", {}, "FasterNet_T0", {}, 0),
@@ -136,6 +149,17 @@ REASONS = {
     "inception_v4": "features.4.branch1.1, the stem's 7-tap pair, and each InceptionB's: PaddleClas runs the (7, 1) "
                     "kernel first where timm (as TF-slim's) runs the (1, 7) one; and each Inception block "
                     "concatenates its pooled branch first, timm's last",
+    "clip_vit_base": "proj: PaddleClas's CLIP ViT holds CLIP's image projection (768 x 512), which its classifier "
+                     "never reads; timm's, built as a classifier, holds none",
+    "xception65_deeplab": "blocks.20.stack.conv1.conv_dw, the exit flow's last block: PaddleClas's "
+                          "Xception65_deeplab dilates its separable convs by 2 (DeepLab's), timm's xception65 not; "
+                          "its head's Dropout scales by 0.5 at evaluation (downscale_in_infer)",
+    "se_resnext50_vd_32x4d": "conv1, the deep stem: PaddleClas's SE_ResNeXt50_vd_32x4d's is 64, 64, 128 wide "
+                             "(SENet-154's), timm's 'd' stem 32, 32, 64; its first block reads 128 channels "
+                             "(layer1.0.conv1, layer1.0.downsample.1), timm's 64",
+    "res2net50_vd_26w_4s": "layer1.0 (stride 1): PaddleClas adds the previous split's output to each split's input "
+                           "(convs.1 on) and passes the last split on; timm, as the paper's code, convolves each "
+                           "alone and average-pools the last",
     "xception41": "blocks.0.stack.conv1, every separable conv: PaddleClas's runs its pointwise conv before its "
                   "depthwise one, timm's (as the paper's) the depthwise first. PaddleClas's exit flow has two "
                   "separable convs to timm's three (its last depthwise 2048 wide against 1536)",
@@ -190,6 +214,19 @@ def _unshifted(pd):
         block.shift_size = 0
 
 
+def _unprojected(pd):
+    """An UNDONE edit: the projection the classifier never reads (proj) left out of the Paddle model."""
+    pd._parameters.pop("proj")
+    object.__setattr__(pd, "proj", None)  # its forward asks for it: None is its own "none"
+
+
+def _undilated(pd):
+    """An UNDONE edit: the exit flow's last block's convs not dilated (padded by 1, as a 3 x 3 conv is)."""
+    for layer in pd._exit_flow_2.sublayers():
+        if type(layer).__name__ == "Conv2D" and layer._dilation != [1, 1]:
+            layer._dilation, layer._updated_padding = [1, 1], [1, 1]
+
+
 # Pairs that are not the same model by a setting alone: (the setting timm's, the edit giving the Paddle model timm's).
 # The zoo judges each again with the edit made, expected green and its plant red: the difference REASONS names is
 # the only one.
@@ -201,6 +238,9 @@ UNDONE = {
                     _epsilons("LayerNorm", 1e-5, "transformer.norm")),
     "darknet53": ("every BatchNorm's activation LeakyReLU (slope 0.01)", _leaky),
     "swin_tiny": ("the last stage's windows not shifted", _unshifted),
+    "clip_vit_base": ("the projection its classifier never reads (proj) left out", _unprojected),
+    "xception65_deeplab": ("the last block undilated, the Dropout the identity at evaluation",
+                           lambda pd: (_undilated(pd), _upscaled(pd))),
 }
 
 def installed() -> str:
@@ -298,7 +338,10 @@ def judge_one(name: str, fast: bool = False) -> dict:
         state = convert(pt, pd, inputs=x)
         result["said_convert"] = state.said[:300]
     except PipelineError as e:
-        return _reasoned(name, {**result, "outcome": "refused", "said": f"portcheck: {e}"[:400]})
+        result = _reasoned(name, {**result, "outcome": "refused", "said": f"portcheck: {e}"[:400]})
+        if name in UNDONE:
+            result["undone"] = _undone(name, pt, pd, x, fast)
+        return result
     except Exception as e:  # noqa: BLE001
         return {**result, "outcome": "raises", "said": f"convert: {first_line(e)}"[:300]}
     try:

@@ -78,6 +78,8 @@ def section(run: dict) -> list:
             "windows), Swin V2's 256, Inception's 128; "
             "Swin's windows are 2 wide. Its random weights are made "
             "informative: a tensor set to one constant (a norm's ones, a bias's zeros) is drawn at random;",
+            "- built by timm at 50's depths (3, 4, 6, 3 blocks; the ResNeXt 4 wide per group) where it names no "
+            "50-deep model: seresnet152d and seresnext101d_32x8d against SE_ResNet50_vd and SE_ResNeXt50_vd_32x4d;",
             "- converted with no map and no layouts;",
             "- judged by compare_forward cumulative and isolated, then with a bug planted on the Paddle side (its "
             "first norm's epsilon), expected red at that norm.", "",
