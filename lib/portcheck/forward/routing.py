@@ -47,6 +47,7 @@ class Routing:
     said: str = ""             # why the routing could not be read ("" when it was)
     topk: bool = False         # read from Paddle's router's top k and the experts torch's block chose (_choices)
     weights_row: object = None  # topk: the chosen experts' weights judged (diff.KeyResult; None: no float64 run's)
+    unread: bool = False       # a choice it is asked to judge and cannot read (said): less compared, never green
 
     @property
     def red(self) -> bool:
@@ -171,6 +172,14 @@ def compare(torch_record: dict, paddle_record: dict, paired, routes: dict = None
             twin = [routes.get(k, torch_record.get(k)) for k in (f"{F64}{ROUTE}{t_list}", f"{F64}{ROUTE}{t_list}:weights")]
             out.append(_choices(r, top, None if any(x is None for x in twin) else twin))
             continue
+        if top[0] is not None and top[1] is None and not any(mine):
+            # torch's experts packed (no expert's rows recorded) and no choice of theirs kept: the port's top k has
+            # nothing to be judged against
+            r.said, r.unread = (f"torch's record holds no choice of experts its block handed {t_list}, which Paddle's "
+                                "router's top k is judged against: not green; record torch's side again with this "
+                                "version's record_forward or record_backward [PC943]"), True
+            out.append(r)
+            continue
         theirs = _reached(paddle_record, _rows(paddle_record[f"in/{p_router}"]),
                           [(i, f"{p_list}.{i}") for i in range(n)])
         if theirs is None or len(theirs) != len(mine):
@@ -184,10 +193,13 @@ def compare(torch_record: dict, paddle_record: dict, paired, routes: dict = None
             out.append(r)
             continue
         if not any(mine) and any(theirs):
-            # torch's experts ran as one call (packed, mapping.experts: no expert's rows recorded): its choice is its
-            # router's top experts, as many per token as Paddle's reached
+            # torch's experts ran as one call (packed, mapping.experts: no expert's rows recorded): its choice is the
+            # one its block handed them (Routed), or where none was kept its router's top experts, as many per token
+            # as Paddle's reached (a near-tie its own run broke otherwise is then read as a tie)
             k = max(len(x) for x in theirs)
-            mine = [frozenset(int(e) for e in np.argsort(-row, kind="stable")[:k]) for row in logits[0]]
+            handed = top[1] if top[1] is not None and np.ndim(top[1]) == 2 and len(top[1]) == len(theirs) else None
+            mine = [frozenset(int(e) for e in row) for row in handed] if handed is not None else \
+                [frozenset(int(e) for e in np.argsort(-row, kind="stable")[:k]) for row in logits[0]]
         chosen = mine, theirs
         r.chosen = tuple(chosen)
         r.weights = tuple(_softmax(x) for x in logits)
