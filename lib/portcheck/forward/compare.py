@@ -29,9 +29,11 @@ def record_forward(model, inputs, record_dir=None) -> dict:
     of numpy arrays in run order (see Recorder), named by the model's own module names, with each module's
     class and tensor shapes (mod/ keys, what pairing reads): what a pt_ or pd_ script saves for a check to
     judge with judge_forward. A torch model is run a second time in float64, each module in float64 only
-    while it runs (float64_as_called; keys prefixed "f64:"): the yardstick of its own fp32 error. Eval or train
-    mode is the caller's. record_dir: each array is written to that folder as it is recorded (a spill.Spill,
-    read back memory-mapped when judged), for runs whose records do not fit in memory."""
+    while it runs (float64_as_called; keys prefixed "f64:"): the yardstick of its own fp32 error. Its packed
+    experts' choice, in both runs, is kept as compare_forward keeps it (mapping.experts.Routed: route/ keys), for a
+    port's router returning its top k. Eval or train mode is the caller's. record_dir: each array is written to
+    that folder as it is recorded (a spill.Spill, read back memory-mapped when judged), for runs whose records do not
+    fit in memory."""
     checked_args(record_dir, None)
     out, routes = spill.store(record_dir, ""), {}
     # torch's choice of experts each block hands its packed experts, in both runs, kept as compare_forward keeps it:
@@ -287,7 +289,9 @@ def judge_forward(torch_record: dict, paddle_record: dict, name_map=None,
     first forward of a training run). report.pairing lists every pair and every call left unpaired.
     A projection one side holds as a Linear and the other as a bare parameter of the parent, and a 0-d scalar against
     a [1] one, pair as in compare_forward (portcheck.mapping.loose, read from the records' mod/ and own/ keys);
-    records keeping no tensor names say in one line that this rule was not applied (loose.UNNAMED)."""
+    records keeping no tensor names say in one line that this rule was not applied (loose.UNNAMED). torch's packed
+    experts are said as the port's list of experts from the two records alone (mapping.experts.marked), and each
+    mixture's routing read as compare_forward reads it."""
     checked_args(None, mean_bound)
     _judgeable(torch_record, paddle_record)
     # as compare_forward's records: torch's packed experts as the port's lists (read from the records alone)
