@@ -16,9 +16,10 @@ H, E, I, K = 8, 4, 12, 2  # hidden, experts, expert width, experts per token
 X = np.random.RandomState(1).randn(2, 6, H).astype("float32")
 
 
-def torch_moe():
+def torch_moe(bias=None):
     """transformers 5's layout: a router returning logits, the block choosing the top k of their softmax and
-    renormalising them, and the experts packed (gate_up_proj [E, 2I, H], down_proj [E, H, I]) handed that choice."""
+    renormalising them, and the experts packed (gate_up_proj [E, 2I, H], down_proj [E, H, I]) handed that choice.
+    bias: a score bias of each expert the choice reads and the weights do not (DeepSeek-V3's)."""
     import torch
     from torch import nn
 
@@ -52,7 +53,9 @@ def torch_moe():
 
         def forward(self, x):
             flat = x.reshape(-1, H)
-            top, index = torch.softmax(self.gate(flat), -1).topk(K, -1)
+            probs = torch.softmax(self.gate(flat), -1)
+            index = (probs + torch.tensor(bias or [0.0] * E)).topk(K, -1)[1]
+            top = probs.gather(1, index)
             return self.experts(flat, index, top / top.sum(-1, keepdim=True)).reshape(x.shape)
 
     class Model(nn.Module):
@@ -120,6 +123,32 @@ def paddle_moe(renormalised=True):
     paddle.seed(1)
     model = Model()
     model.eval()
+    return model
+
+
+def paddle_linear_gate(bias):
+    """A port whose router is a Linear returning logits, its block choosing the experts with `bias` as torch_moe's
+    does and feeding each expert its tokens' rows."""
+    import paddle
+    from paddle import nn
+    model = paddle_moe()
+    block = model.mlp
+    block.gate = nn.Linear(H, E, bias_attr=False)
+
+    def forward(x):
+        flat = x.reshape([-1, H])
+        probs = nn.functional.softmax(block.gate(flat), -1)
+        index = paddle.topk(probs + paddle.to_tensor(bias), K, axis=-1)[1]
+        weights = paddle.take_along_axis(probs, index, -1)
+        weights = weights / weights.sum(-1, keepdim=True)
+        out = paddle.zeros_like(flat)
+        for e in range(E):
+            rows, slot = paddle.nonzero(index == e, as_tuple=True)
+            if rows.shape[0]:
+                rows, slot = rows.reshape([-1]), slot.reshape([-1])
+                out = paddle.index_add(out, rows, 0, block.experts[e](flat[rows]) * weights[rows, slot].unsqueeze(-1))
+        return out.reshape(x.shape)
+    block.forward = forward
     return model
 
 
@@ -205,3 +234,19 @@ def test_each_steps_routing_is_read_from_records_saved_apart_as_compare_backward
         [[r.line(step=i) for r in routed] for i, routed in sorted(report.routing.items())]
     assert here.passed and lines(apart) == lines(here), (lines(apart), lines(here))
     assert [len(x) for x in lines(apart)] == [1, 1] and all(r.topk for r in apart.routing[1])
+
+
+def test_packed_experts_choice_read_from_what_torchs_block_handed_them_not_rebuilt_from_its_router(tmp_path):
+    """torch's packed experts against a port's experts fed rows: torch's choice is the one its block handed them (kept
+    in its record), not the top k of its router's output, which a score bias the choice reads (DeepSeek-V3's) makes
+    another: the correct port green in one process and from records saved apart, the same tokens read."""
+    bias = [0.3, -0.2, 0.1, -0.4]
+    pt, pd = torch_moe(bias), paddle_linear_gate(bias)
+    convert(pt, pd, inputs=X)
+    here = compare_forward(pt, pd, X)
+    apart = judge_forward(*(saved(tmp_path, side, record_forward(m, X)) for side, m in (("torch", pt), ("paddle", pd))))
+    for report in here, apart:
+        (routed,) = report.routing
+        assert report.passed and not routed.topk and not routed.red and not routed.flipped, report.table()
+        assert routed.line().startswith("routing at mlp.gate: each of 12 tokens reached the same experts of 4")
+    assert here.routing[0].chosen == apart.routing[0].chosen
