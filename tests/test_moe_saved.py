@@ -189,15 +189,22 @@ def test_records_saved_apart_are_judged_as_in_one_process(pair, tmp_path, renorm
     assert routed.red and not routed.differing and "[PC942]" in routed.line(), routed.line()
 
 
-def test_a_torch_record_keeping_no_choice_of_experts_is_never_green(pair):
-    """A torch record without the choice its block handed its packed experts (one written before it was kept): the
-    port's top k has nothing to be judged against: not read, said (PC943), never green."""
+@pytest.mark.parametrize("kept", ["none", "forged", "float64 forged"])
+def test_a_torch_record_keeping_no_choice_of_experts_is_never_green(pair, kept):
+    """A torch record without the choice its block handed its packed experts (one written before it was kept), or
+    with one no run writes (floats for its experts; its float64 run's weights a shape apart from its experts'): the
+    port's top k, or its weights, have nothing to be judged against: not read, said (PC943), never green."""
     pt, ports = pair
-    t = {k: v for k, v in record_forward(pt, X).items() if "route/" not in k}
+    t = {k: v for k, v in record_forward(pt, X).items() if "route/" not in k or kept != "none"}
+    if kept == "forged":
+        t["route/mlp.experts"] = t["route/mlp.experts"].astype(np.float32)
+    if kept == "float64 forged":
+        t["f64:route/mlp.experts:weights"] = t["f64:route/mlp.experts:weights"][:, :1]
     report = judge_forward(t, record_forward(ports[True], X))
     (routed,) = report.routing
     assert routed.unread and not report.passed and report.first_diverging is None
-    assert "torch's record holds no choice of experts its block handed mlp.experts" in routed.line() and \
+    where = "mlp.experts in its float64 run" if kept == "float64 forged" else "mlp.experts that"
+    assert f"torch's record holds no choice of experts its block handed {where}" in routed.line() and \
         "[PC943]" in routed.line() and report.view()["headline"].startswith("red: routing at mlp.gate: not read")
 
 

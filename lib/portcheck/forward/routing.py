@@ -165,16 +165,21 @@ def compare(torch_record: dict, paddle_record: dict, paired, routes: dict = None
         if f"in/{p_router}" not in paddle_record:
             continue  # the Paddle router never ran: its rows are judged (and said) as missing
         top = _top_k(outputs_of(paddle_record, p_router)), *(_kept(torch_record, f"{ROUTE}{t_list}") or (None, None))
+        where = None  # the choice of torch's it is asked to judge against and cannot read
         if all(x is not None for x in top) and top[0][0].shape == top[1].shape:
             # a port's router returning its top k (its choice read with a score bias), against the experts torch's
-            # block hands its packed experts: the choice and its weights compared, expert by expert
+            # block hands its packed experts: the choice and its weights compared, expert by expert, the weights
+            # against its float64 run's (none in a later step's forward: its weights unjudged)
             twin = _kept(routes, f"{F64}{ROUTE}{t_list}") or _kept(torch_record, f"{F64}{ROUTE}{t_list}")
-            out.append(_choices(r, top, twin if twin is not None and twin[0].shape == top[1].shape else None))
-            continue
-        if top[0] is not None and top[1] is None and not any(mine):
-            # torch's experts packed (no expert's rows recorded) and no choice of theirs kept: the port's top k has
-            # nothing to be judged against
-            r.said, r.unread = (f"torch's record holds no choice of experts its block handed {t_list} that can be "
+            twin = twin if twin is not None and twin[0].shape == top[1].shape else None
+            if twin is not None or not (routes or next((True for k in torch_record if k.startswith(F64)), False)):
+                out.append(_choices(r, top, twin))
+                continue
+            where = f"{t_list} in its float64 run"
+        elif top[0] is not None and top[1] is None and not any(mine):
+            where = t_list  # torch's experts packed (no expert's rows recorded) and no choice of theirs kept
+        if where is not None:
+            r.said, r.unread = (f"torch's record holds no choice of experts its block handed {where} that can be "
                                 "read, which Paddle's router's top k is judged against: not green; record torch's side "
                                 "again with this version's record_forward or record_backward [PC943]"), True
             out.append(r)
