@@ -145,7 +145,7 @@ def mark(record, model, other):
         kind, shapes = own[name][2], own[name][1]
         key = f"{META}{name}/{kind}"
         for old in [k for k in record if k.startswith(f"{META}{name}/") and k != key]:
-            del record[old]
+            record.pop(old, None)  # (a record marked(): a key its file holds twice stays below the overlay)
         record[key] = np.array([n, 0], dtype=np.int64)  # a container of its experts
         leaves = _leaves(tensors, split)
         for i in range(n):
