@@ -131,3 +131,34 @@ def test_a_router_as_many_experts_wide_as_hidden_is_settled_by_its_run(family, t
            f"input (" in state.said and f"from torch's layers.1.mlp, its parent): taken {taken}" in state.said, state.said
     report = compare_forward(t, p, x, layouts=state.fused_found)
     assert report.passed, report.first_diverging
+
+
+
+def test_records_saved_apart_judge_the_routing_as_compare_forward(converted, tmp_path):
+    """Each side's record_forward written to a file and read back, as two venvs write them: torch's record keeps the
+    choice its block handed its packed experts (its float64 run's too), so judge_forward reads each token's experts
+    and judges their weights as compare_forward does: the same line, green; the renormalisation flipped red at the
+    router (PC942)."""
+    from portcheck import compare_forward
+    from portcheck.core.fileio import load_npy, save_npy
+    from portcheck.forward.compare import judge_forward, record_forward
+    from portcheck.mapping import fused
+
+    def saved(side, model):
+        # the fused layouts convert found, said in the record as compare_forward says them (record_forward takes none)
+        save_npy(tmp_path / f"{side}.npy", fused.mark(record_forward(model, x), fused.specs(model, layouts), model))
+        return load_npy(tmp_path / f"{side}.npy")
+    t, p, x, layouts = converted
+    torch_record = saved("torch", t)
+    for plant in (None, "renorm"):
+        edit, undo = _planted(p, plant)
+        edit()
+        try:
+            here, apart = compare_forward(t, p, x, layouts=layouts), judge_forward(torch_record, saved("paddle", p))
+        finally:
+            undo()
+        (routed,) = apart.routing
+        assert routed.line() == here.routing[0].line() and routed.weights_row is not None, (routed.line(), plant)
+        assert apart.passed == here.passed == (plant is None), apart.table()
+        if plant:
+            assert str(apart.first_diverging) == "layers.1.mlp.gate" and "[PC942]" in routed.line(), routed.line()

@@ -3,6 +3,7 @@ measured on the torch model itself (portcheck/calibrated.py), naming the module 
 side's run (record_forward, record_value) and judges two (judge_forward); the pieces are below it: mapping's
 trace (the run), twin (torch's float64 run), judging (one output against the other), outputs (the pairing of
 two runs' outputs), result (ForwardReport); isolate and calls, which import none of this module, imported lazily."""
+import contextlib
 from pathlib import Path
 
 import numpy as np
@@ -28,11 +29,18 @@ def record_forward(model, inputs, record_dir=None) -> dict:
     of numpy arrays in run order (see Recorder), named by the model's own module names, with each module's
     class and tensor shapes (mod/ keys, what pairing reads): what a pt_ or pd_ script saves for a check to
     judge with judge_forward. A torch model is run a second time in float64, each module in float64 only
-    while it runs (float64_as_called; keys prefixed "f64:"): the yardstick of its own fp32 error. Eval or train
-    mode is the caller's. record_dir: each array is written to that folder as it is recorded (a spill.Spill,
-    read back memory-mapped when judged), for runs whose records do not fit in memory."""
+    while it runs (float64_as_called; keys prefixed "f64:"): the yardstick of its own fp32 error. Its packed
+    experts' choice, in both runs, is kept as compare_forward keeps it (mapping.experts.Routed: route/ keys), for a
+    port's router returning its top k. Eval or train mode is the caller's. record_dir: each array is written to
+    that folder as it is recorded (a spill.Spill, read back memory-mapped when judged), for runs whose records do not
+    fit in memory."""
     checked_args(record_dir, None)
-    out = trace(model, inputs, spill.store(record_dir, ""))
+    out, routes = spill.store(record_dir, ""), {}
+    # torch's choice of experts each block hands its packed experts, in both runs, kept as compare_forward keeps it:
+    # a port's router returning its top k is judged on it where the other side is recorded apart (routing.compare)
+    with experts.Routed(model, None, routes) if is_torch(model) else contextlib.nullcontext():
+        trace(model, inputs, out)
+    out.update(routes)
     if is_torch(model):
         import torch
         mark = len(out)
@@ -40,10 +48,13 @@ def record_forward(model, inputs, record_dir=None) -> dict:
         def run():
             for key in list(out)[mark:]:  # a run the whole model's float64 replaces
                 del out[key]
-            return recorded(model, float64_inputs(inputs), torch.no_grad, torch.from_numpy, F64, out)
+            routes.clear()
+            with experts.Routed(model, None, routes, F64):
+                return recorded(model, float64_inputs(inputs), torch.no_grad, torch.from_numpy, F64, out)
         float64_run(model, run, lambda record: stopped(record, F64) is not None or any(
             calibrated.overflowed(record[k[len(F64):]], record[k]) for k in list(record)[mark:]
             if k[len(F64):] in record))
+        out.update(routes)
     return _closed(out)
 
 
@@ -278,10 +289,14 @@ def judge_forward(torch_record: dict, paddle_record: dict, name_map=None,
     first forward of a training run). report.pairing lists every pair and every call left unpaired.
     A projection one side holds as a Linear and the other as a bare parameter of the parent, and a 0-d scalar against
     a [1] one, pair as in compare_forward (portcheck.mapping.loose, read from the records' mod/ and own/ keys);
-    records keeping no tensor names say in one line that this rule was not applied (loose.UNNAMED)."""
+    records keeping no tensor names say in one line that this rule was not applied (loose.UNNAMED). torch's packed
+    experts are said as the port's list of experts from the two records alone (mapping.experts.marked), and each
+    mixture's routing read as compare_forward reads it."""
     checked_args(None, mean_bound)
     _judgeable(torch_record, paddle_record)
-    torch_record, paddle_record, unnamed = loose.marked(torch_record, paddle_record)  # as compare_forward's records
+    # as compare_forward's records: torch's packed experts as the port's lists (read from the records alone)
+    torch_record = experts.marked(torch_record, paddle_record)
+    torch_record, paddle_record, unnamed = loose.marked(torch_record, paddle_record)
     report = judge_records(torch_record, paddle_record, name_map, mean_bound, outputs=checked_outputs(outputs))
     report.outputs_said += [unnamed] if unnamed else []
     return report

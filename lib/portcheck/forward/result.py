@@ -47,10 +47,11 @@ class ForwardReport(page.Viewable):
     def passed(self) -> bool:
         """Every paired module within its rule, and something paired: a report that compared nothing is red.
         With isolate=True, every module's own computation within its rule too; every token routed to the same
-        experts (routing): a tie broken otherwise leaves what follows it not judged, never green."""
+        experts (routing): a tie broken otherwise leaves what follows it not judged, never green, and so does a
+        choice of experts it could not read (Routing.unread)."""
         isolated = self.isolated is None or (not self.isolation_stopped and all(r.passed for r in self.isolated))
         return not self.stopped and bool(self.paired) and isolated and \
-            not any(r.red or r.flipped for r in self.routing) and \
+            not any(r.red or r.flipped or r.unread for r in self.routing) and \
             all(r.passed or r.beyond(calibrated.MEAN_BOUND) for r in self.rows if not r.problem.startswith("no counterpart"))
 
     @property
@@ -196,7 +197,8 @@ class ForwardReport(page.Viewable):
                 "red: " + "; ".join(f"the {side} model stopped" for side in self.stopped) if self.stopped else
                 "red: nothing paired" if not paired else
                 "not judged: " + "; ".join(r.line(self.both) for r in self.routing if r.flipped) if self.tied_only
-                else "red")
+                else "red: " + "; ".join(r.line(self.both) for r in self.routing if r.unread)
+                if any(r.unread for r in self.routing) else "red")
         verdicts = [{"name": "measured", "passed": self.passed, "text": f"measured rule (K x torch's own fp32 "
                      f"error): {'green' if self.passed else 'RED'}"},
                     {"name": "guide", "passed": self.guide_passed, "text": "the guide's bound on the mean: "

@@ -47,6 +47,7 @@ class Routing:
     said: str = ""             # why the routing could not be read ("" when it was)
     topk: bool = False         # read from Paddle's router's top k and the experts torch's block chose (_choices)
     weights_row: object = None  # topk: the chosen experts' weights judged (diff.KeyResult; None: no float64 run's)
+    unread: bool = False       # a choice it is asked to judge and cannot read (said): less compared, never green
 
     @property
     def red(self) -> bool:
@@ -163,13 +164,25 @@ def compare(torch_record: dict, paddle_record: dict, paired, routes: dict = None
             continue
         if f"in/{p_router}" not in paddle_record:
             continue  # the Paddle router never ran: its rows are judged (and said) as missing
-        top = _top_k(outputs_of(paddle_record, p_router)), torch_record.get(f"{ROUTE}{t_list}"), \
-            torch_record.get(f"{ROUTE}{t_list}:weights")
-        if all(x is not None for x in top) and top[0][0].shape == np.shape(top[1]):
+        top = _top_k(outputs_of(paddle_record, p_router)), *(_kept(torch_record, f"{ROUTE}{t_list}") or (None, None))
+        where = None  # the choice of torch's it is asked to judge against and cannot read
+        if all(x is not None for x in top) and top[0][0].shape == top[1].shape:
             # a port's router returning its top k (its choice read with a score bias), against the experts torch's
-            # block hands its packed experts: the choice and its weights compared, expert by expert
-            twin = [routes.get(k, torch_record.get(k)) for k in (f"{F64}{ROUTE}{t_list}", f"{F64}{ROUTE}{t_list}:weights")]
-            out.append(_choices(r, top, None if any(x is None for x in twin) else twin))
+            # block hands its packed experts: the choice and its weights compared, expert by expert, the weights
+            # against its float64 run's (none in a later step's forward: its weights unjudged)
+            twin = _kept(routes, f"{F64}{ROUTE}{t_list}") or _kept(torch_record, f"{F64}{ROUTE}{t_list}")
+            twin = twin if twin is not None and twin[0].shape == top[1].shape else None
+            if twin is not None or not (routes or next((True for k in torch_record if k.startswith(F64)), False)):
+                out.append(_choices(r, top, twin))
+                continue
+            where = f"{t_list} in its float64 run"
+        elif top[0] is not None and top[1] is None and not any(mine):
+            where = t_list  # torch's experts packed (no expert's rows recorded) and no choice of theirs kept
+        if where is not None:
+            r.said, r.unread = (f"torch's record holds no choice of experts its block handed {where} that can be "
+                                "read, which Paddle's router's top k is judged against: not green; record torch's side "
+                                "again with this version's record_forward or record_backward [PC943]"), True
+            out.append(r)
             continue
         theirs = _reached(paddle_record, _rows(paddle_record[f"in/{p_router}"]),
                           [(i, f"{p_list}.{i}") for i in range(n)])
@@ -184,10 +197,13 @@ def compare(torch_record: dict, paddle_record: dict, paired, routes: dict = None
             out.append(r)
             continue
         if not any(mine) and any(theirs):
-            # torch's experts ran as one call (packed, mapping.experts: no expert's rows recorded): its choice is its
-            # router's top experts, as many per token as Paddle's reached
+            # torch's experts ran as one call (packed, mapping.experts: no expert's rows recorded): its choice is the
+            # one its block handed them (Routed), or where none was kept its router's top experts, as many per token
+            # as Paddle's reached (a near-tie its own run broke otherwise is then read as a tie)
             k = max(len(x) for x in theirs)
-            mine = [frozenset(int(e) for e in np.argsort(-row, kind="stable")[:k]) for row in logits[0]]
+            handed = top[1] if top[1] is not None and len(top[1]) == len(theirs) else None
+            mine = [frozenset(int(e) for e in row) for row in handed] if handed is not None else \
+                [frozenset(int(e) for e in np.argsort(-row, kind="stable")[:k]) for row in logits[0]]
         chosen = mine, theirs
         r.chosen = tuple(chosen)
         r.weights = tuple(_softmax(x) for x in logits)
@@ -201,6 +217,17 @@ def compare(torch_record: dict, paddle_record: dict, paired, routes: dict = None
                                                                 r.weights[1][t, sorted(a)]).max()))
         out.append(r)
     return out
+
+
+def _kept(record, key: str):
+    """(the experts [tokens, k], their weights) Routed kept under `key` in a record (a saved file's: integers and
+    floats of one 2-D shape), else None."""
+    index, weights = (record.get(k) for k in (key, f"{key}:weights"))
+    if index is None or weights is None:
+        return None
+    index, weights = np.asarray(index), np.asarray(weights)
+    ok = index.ndim == 2 and index.shape == weights.shape and index.dtype.kind in "iu" and weights.dtype.kind == "f"
+    return (index, weights) if ok else None
 
 
 def _top_k(outputs: list):

@@ -202,6 +202,9 @@ def judge_backward(torch_record: dict, paddle_record: dict, name_map=None,
         raise PipelineError("the torch record holds no gradients with their float64 run: write it with "
                             "align.record_backward(torch_model, ...) [PC603]")
     torch_record, paddle_record = fused.cut(torch_record), fused.cut(paddle_record)  # fused modules as their parts
+    # torch's packed experts as the port's list of experts, as compare_backward marks them from the models: each
+    # forward's routing then read as there, the records saved apart or not
+    torch_record = experts.marked(torch_record, paddle_record)
     renamed = renames(torch_record, paddle_record)
     report = BackwardReport()
     if any(k.startswith("out/") for k in torch_record):

@@ -55,7 +55,7 @@ class BackwardReport(page.Viewable):
             if first or earlier:  # the runs differ before this forward: its tokens sent elsewhere are no tie
                 for r in routed:
                     r.differing, r.flipped, r.tied = sorted(r.differing + r.flipped), [], 0
-            red = [r for r in routed if r.red]
+            red = [r for r in routed if r.red or r.unread]  # a choice not read compared less: never green
             self.steps[i][:0] = [calibrated.unjudged(f"routing at {r.router}", (), r.line(self.forward.both, i))
                                  for r in red]
             if not red and any(r.flipped for r in routed):

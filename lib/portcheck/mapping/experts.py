@@ -8,46 +8,71 @@ run, <module>.<i>.<tensor>, of their slice's shape ([2I, H], torch's Linear layo
 child by the expert's index (mapping.lists), never by the routing; convert fills the Paddle Linear each pairs with
 from its slice, transposed as a Linear's weight. The packed module's output stays whole (it is every expert's
 routed sum); the choice of experts its block hands it is kept beside the record (Routed), for a port whose router
-returns its top k. Imports numpy and mapping.modules."""
+returns its top k. Either side recorded alone is marked from the two records (marked): the packed module read from
+its record's mod/ and own/ keys as from the model. Imports numpy and mapping.modules."""
+import collections
+from collections.abc import Mapping
+
 import numpy as np
 
+from portcheck.mapping import modules
 from portcheck.mapping.modules import META
 
 
-def candidates(model) -> dict:
-    """{module name: (experts, [its tensors' names])} of a torch model's modules holding two or more tensors of
-    their own, every one 3-D with one first axis of 2 or more (the expert), and no child holding any. A Paddle
-    model has none here (its 3-D experts are its own layout)."""
-    if hasattr(model, "named_sublayers"):
+def _own(source) -> dict:
+    """{module name: (its class, {tensor name: shape} of the tensors it holds itself)} of a torch model, or of its
+    record (mod/ and own/ keys, modules.held_tensors: a side recorded alone, judged apart from its model): one reader
+    of both, modules.own_modules."""
+    if isinstance(source, Mapping):
+        return {name: (kind, {t: tuple(s) for t, s in tensors.items()})
+                for name, (kind, tensors) in (modules.held_tensors(source) or {}).items()}
+    return {name: (type(module).__name__, dict(zip(names, shapes)))
+            for name, module, _, shapes, names in modules.own_modules(source)}
+
+
+def _found(source) -> dict:
+    """{module name: (experts, {tensor name: shape}, its class)} of candidates()."""
+    if hasattr(source, "named_sublayers"):
         return {}
+    own = _own(source)
+    above = set()  # every module a child of which (at any depth) holds a tensor
+    for name, (_, tensors) in own.items():
+        if tensors:
+            parts = name.split(".")
+            above.update(".".join(parts[:i]) for i in range(1, len(parts)))
     out = {}
-    for name, module in model.named_modules():
-        own = dict(module.named_parameters(recurse=False))
-        if len(own) < 2 or not name or any(True for c in module.children() for _ in c.parameters()):
+    for name, (kind, tensors) in own.items():
+        shapes = list(tensors.values())
+        if len(shapes) < 2 or not name or name in above:
             continue
-        shapes = [tuple(p.shape) for p in own.values()]
         if all(len(s) == 3 for s in shapes) and len({s[0] for s in shapes}) == 1 and shapes[0][0] >= 2:
-            out[name] = (shapes[0][0], list(own))
+            out[name] = (shapes[0][0], tensors, kind)
     return out
+
+
+def candidates(source) -> dict:
+    """{module name: (experts, [its tensors' names])} of a torch model's modules holding two or more tensors of
+    their own, every one 3-D with one first axis of 2 or more (the expert), and no child holding any; source: the
+    model, or its record (a side recorded alone). A Paddle model has none here (its 3-D experts are its own
+    layout)."""
+    return {name: (n, list(tensors)) for name, (n, tensors, _) in _found(source).items()}
 
 
 def packed(model, other) -> dict:
     """candidates() where the Paddle model `other` holds a list of as many modules (children 0 .. E-1) whose first
     holds a tensor of each slice's size: packed experts (XLNet's q, k, v [hidden, heads, head size] are not: the
-    port holds no such list). None of a Paddle model's."""
-    found = candidates(model)
+    port holds no such list). None of a Paddle model's. model and other: the models, or their records."""
+    found = _found(model)
     if not found or other is None:
         return {}
     lists = _lists(other)
-    modules = dict(model.named_modules())
     out = {}
-    for name, (n, tensors) in found.items():
-        for split in ((), halves(tensors)):  # gate_up_proj [E, 2I, H] against the port's gate_proj and up_proj
-            shapes = [shape for _, t, part in _leaves(tensors, split)
-                      for shape in [_rows(tuple(getattr(modules[name], t).shape[1:]), part)]]
+    for name, (n, tensors, _) in found.items():
+        for split in ((), halves(list(tensors))):  # gate_up_proj [E, 2I, H] against the port's gate_proj and up_proj
+            shapes = [_rows(tensors[t][1:], part) for _, t, part in _leaves(list(tensors), split)]
             sizes = [a * b for a, b in shapes]
             if any(all(held.count(x) >= sizes.count(x) for x in sizes) for held in lists.get(n, ())):
-                out[name] = (n, tensors, split)
+                out[name] = (n, list(tensors), split)
                 break
     return out
 
@@ -56,8 +81,8 @@ def _lists(other) -> dict:
     """{its length: [the sizes of the tensors its first child holds]} of the Paddle model's lists (children 0 .. n-1),
     read from the model, or from a record of it (its mod/ keys: a tensor-parallel rank's, at their full sizes)."""
     out = {}
-    if isinstance(other, dict):
-        meta = {k[len(META):].rpartition("/")[0]: v for k, v in other.items() if k.startswith(META)}
+    if isinstance(other, Mapping):
+        meta = {k[len(META):].rpartition("/")[0]: other[k] for k in other if k.startswith(META)}
         children = {}
         for name in meta:
             parent, _, last = name.rpartition(".")
@@ -107,27 +132,38 @@ def _rows(shape: tuple, half) -> tuple:
 
 
 def mark(record, model, other):
-    """Each packed module (packed(), against the Paddle model `other`, or a record of it) of the model said in its record as a list of
-    experts, each holding its tensors as Linears that never run (the module docstring); the record returned. other
-    None: every candidates() module, each tensor whole (a side recorded alone: which of its modules route)."""
+    """Each packed module (packed(), against the Paddle model `other`, or a record of it) of the model said in its
+    record as a list of experts, each holding its tensors as Linears that never run (the module docstring); the record
+    returned. model: the torch model, or that record itself (a side recorded alone). other None: every candidates()
+    module, each tensor whole (a side recorded alone: which of its modules route)."""
     found = packed(model, other) if other is not None else \
         {name: (n, tensors, ()) for name, (n, tensors) in candidates(model).items()}
     if not found:
         return record
-    modules = dict(model.named_modules())
+    own = _found(model)
     for name, (n, tensors, split) in found.items():
-        kind = type(modules[name]).__name__
-        for key in [k for k in record if k.startswith(f"{META}{name}/")]:
-            del record[key]
-        record[f"{META}{name}/{kind}"] = np.array([n, 0], dtype=np.int64)  # a container of its experts
-        own = dict(modules[name].named_parameters(recurse=False))
+        kind, shapes = own[name][2], own[name][1]
+        key = f"{META}{name}/{kind}"
+        for old in [k for k in record if k.startswith(f"{META}{name}/") and k != key]:
+            record.pop(old, None)  # (a record marked(): a key its file holds twice stays below the overlay)
+        record[key] = np.array([n, 0], dtype=np.int64)  # a container of its experts
         leaves = _leaves(tensors, split)
         for i in range(n):
             record[f"{META}{name}.{i}/{kind}"] = np.array([len(leaves), 0], dtype=np.int64)
             for leaf, t, half in leaves:
-                shape = _rows(tuple(own[t].shape[1:]), half)
+                shape = _rows(shapes[t][1:], half)
                 record[f"{META}{name}.{i}.{leaf}/Linear"] = np.array([0, 1, len(shape), *shape], dtype=np.int64)
     return record
+
+
+def marked(torch_record, paddle_record):
+    """torch_record with its packed experts said as the lists of experts the Paddle record's port holds (mark), read
+    from the two records alone (each side recorded apart: record_forward's, record_backward's, saved and loaded), as
+    the in-process comparisons mark theirs from the models; the changed keys laid over it (the caller's record is
+    never written to). A record marked already, or holding none, is returned as it is."""
+    if not packed(torch_record, paddle_record):
+        return torch_record
+    return mark(collections.ChainMap({}, torch_record), torch_record, paddle_record)
 
 
 def sliced(i: int, half=None):
