@@ -344,6 +344,21 @@ def test_the_chinese_page_says_the_recorded_runs_verdicts():
     assert f"{held['cases']['seconds']} 秒" in text and f"{held['families']['seconds']} 秒" in text
 
 
+def test_both_pages_say_the_run_under_another_cpus_kernels():
+    """docs/zoo.md's section on the zoo under torch's scalar kernels is page.py's from docs/bench/zoo_kernels.json
+    (test_both_pages_are_the_tools_rendering_of_the_recorded_runs holds it); docs/zoo_cn.md, kept by hand, says its
+    verdicts, how many differ, and each correct port green there by the rules made for rounding."""
+    import json
+    from tools.zoo import recorded
+    held = json.loads((recorded.BENCH.parent / recorded.KERNELS_JSON).read_text(encoding="utf-8"))
+    for name, heading, said in (("zoo.md", "## Under another CPU's kernels", f"{held['verdicts']} verdicts"),
+                                ("zoo_cn.md", "## 在另一种 CPU 的内核下", f"{held['verdicts']} 个判定")):
+        text = (recorded.GUIDE.parent / name).read_text(encoding="utf-8")
+        section = " ".join(text[text.index(heading):].split("\n## ")[0].split())
+        assert said in section and all(p["case"] in section for p in held["ports"]), name
+        assert ("没有一个与表中不同" in section or "none of its" in section) == (not held["differing"]), name
+
+
 def test_a_families_run_records_its_facts_and_says_which_rows_it_judged(tmp_path, monkeypatch):
     """`python -m tools.zoo.families --only bert --write` keeps the other rows as they were: the benchmark page says
     the facts of the run that judged bert, and that those of the rows from before were not recorded."""

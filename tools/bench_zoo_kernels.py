@@ -116,11 +116,12 @@ def from_run(run: dict) -> dict:
 
 
 def port_lines(p: dict) -> list:
-    said = "; ".join(p["said"])
+    """A correct port's entry: what the library said there, how that is judged, its figure and its plants'."""
+    said, judged = "; ".join(p["said"]), "; ".join(JUDGED[k] for k in p["judged"])
     reds = "; ".join(f"{q['plant']} red at {q['red at']}" + (f" ({q['used']:g})" if q["used"] is not None else "")
                      if q["verdict"] == "ok" else f"{q['plant']}: {q['verdict']}" for q in p["plants"])
     clean = f"green at {p['used']:g} of its allowance ({p['rule']})" if p["used"] is not None else "green"
-    return [f"- **{p['case']}.** The run said: {said}.", "", f"  Judged: {'; '.join(JUDGED[k] for k in p['judged'])}.", "",
+    return [f"- **{p['case']}.** The run said: {said}.", "", f"  Judged: {judged}.", "",
             f"  Correct port {clean}; " + (reds or "no plant") + ".", ""]
 
 
@@ -141,8 +142,9 @@ def render(result: dict) -> str:
               f"({r['planted case']}) | {r['margin']:g} |" for r in result["rules"]]
     lines += ["", "Ratios as in the zoo's table: a rule's max diff over its allowance (over 1: red); margin: planted "
               "over clean.", "", "## Correct ports green by the rules made for rounding", "", KINKS, "",
-              "A training's final metric that torch's own runs end apart on by more than the task's bound (a count, "
-              "one image apart) is judged within their spread, the row saying no port can meet the bound there.", ""]
+              "A training's final metric that torch's own runs end apart on by more than the task's bound (a count "
+              "metric moves by one item) is judged within their spread, the row saying no port can meet the bound "
+              "there.", ""]
     for p in result["ports"]:
         lines += port_lines(p)
     if not result["ports"]:
