@@ -29,8 +29,9 @@ VISION_JSON, VISION_COMMAND = "zoo_vision.json", "python -m tools.zoo.vision"  #
 VISION_REQUIREMENTS = "requirements-vision.txt"  # its optional extra
 # beside BENCH: tools/bench_zoo_kernels.py's record of this zoo's run under torch's scalar kernels (not a zoo's command)
 KERNELS_JSON = "zoo_kernels.json"
-# every run's JSON beside BENCH, one per command above: the zoo's whole record
-JSONS = (CASES_JSON, FAMILIES_JSON, FORMERS_JSON, PACONVERT_JSON, GENERATION_JSON, VISION_JSON, FORMERS_GENERATION_JSON)
+# every run's JSON beside BENCH, one per command above, and KERNELS_JSON: the zoo's whole record
+JSONS = (CASES_JSON, FAMILIES_JSON, FORMERS_JSON, PACONVERT_JSON, GENERATION_JSON, VISION_JSON, FORMERS_GENERATION_JSON,
+         KERNELS_JSON)
 PAGES_COMMAND = f"{CASES_COMMAND} --page"  # both pages again from the runs recorded, running nothing
 
 
