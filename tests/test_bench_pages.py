@@ -148,3 +148,51 @@ def test_a_rules_part_written_keeps_the_others_and_its_page_says_its_run(tmp_pat
         {k: before[k] for k in before if k != "lr"}
     header = (tmp_path / "rules.md").read_text(encoding="utf-8").splitlines()[2]
     assert COMMAND.match(header) and f"on {run['date']} (UTC)" in header and bench_doc.NOT_RECORDED in header
+
+
+def test_the_kernels_page_takes_every_figure_from_the_zoos_run(tmp_path, monkeypatch):
+    """tools/bench_zoo_kernels.py --run: zoo_kernels.json and its page from the JSON the zoo's run wrote beside its
+    --out (a small one): the verdicts, a differing one said, a kink's line and a training's final metric as the
+    library said them, the run's folder outside the repository said as DIR; a run not under torch's scalar kernels
+    refused in one line."""
+    import json
+    from portcheck.core.errors import PipelineError
+    from tools import bench_zoo_kernels
+    kink = ("kink in step 2's forward: stages.3's input holds 1 value(s) within rounding of 0 (torch's own fp32 "
+            "error there, or calibrated.FLOOR x eps32 x its largest) on the other side of it in Paddle's run, where "
+            "a ReLU or max after it branches (torch 7.100e-06, paddle -4.900e-06)")
+    final = ("final metric: accuracy torch 0.26 vs paddle 0.255, diff 0.005 (<= the threshold 0.0065): torch's own "
+             f"spread is over the task's 0.0015, {bench_zoo_kernels.BEYOND}")
+    judged = lambda rule, passed, used, where="", detail="": {"rule": rule, "passed": passed, "used": used,
+                                                               "where": where, "detail": detail}
+    backward, curves = bench_zoo_kernels.RULES[0], "training curves"
+    results = [{"case": "net", "plant": None, "got": "ok",
+                "judgements": [judged(backward, True, 0.25, detail=f"{kink}; torch's run again ... allowed")]},
+               {"case": "net", "plant": "epsilon", "got": "ok", "judgements": [judged(backward, False, 1.2e4, "bn")]},
+               {"case": "digits", "plant": None, "got": "ok", "judgements": [judged(curves, True, 0.0, detail=final)]},
+               {"case": "digits", "plant": "decay", "got": "ok",
+                "judgements": [judged(curves, False, 1.0, "weight norm", "weight norm: parts at step 0")]},
+               {"case": "mlp", "plant": None, "got": "false red", "judgements": [judged(backward, False, 3.0, "fc")]}]
+    rules = [{"rule": r, "clean": 0.5, "clean_case": "net", "planted": 1.3, "planted_case": "net: epsilon",
+              "margin": 2.6} for r in bench_zoo_kernels.RULES]
+    facts = {"command": "ATEN_CPU_CAPABILITY=default python -m tools.zoo.run --out /tmp/k/zoo.md --guide "
+                        "/tmp/k/guide.md", "date": "2026-11-29", "cpu": "x86_64", "cores": 2, "load before": 0.5,
+             "load after": 0.7}
+    (tmp_path / "zoo.json").write_text(json.dumps({"seconds": 90, "run": facts, "rules": rules, "results": results}))
+    page = tmp_path / "zoo_kernels.md"
+    monkeypatch.setattr(sys, "argv", ["tools/bench_zoo_kernels.py", "--run", str(tmp_path / "zoo.json"), "--out",
+                                      str(page)])
+    bench_zoo_kernels.main()
+    held = json.loads(page.with_suffix(".json").read_text())
+    assert held["verdicts"] == 5 and held["differing"] == ["mlp: (correct port): false red"]
+    assert held["run"]["command"].endswith("--out DIR/zoo.md --guide DIR/guide.md") and "/tmp" not in page.read_text()
+    net, digits = held["ports"]
+    assert (net["case"], net["said"], net["judged"], net["used"]) == ("net", [kink], ["later"], 0.25)
+    assert net["plants"] == [{"plant": "epsilon", "verdict": "ok", "red at": "bn", "used": 1.2e4}]
+    assert (digits["case"], digits["said"], digits["judged"]) == ("digits", [final[len("final metric: "):]],
+                                                                   ["training"])
+    assert "1 differing from the zoo's table" in page.read_text() and "torch 7.100e-06" in page.read_text()
+    facts["command"] = facts["command"].removeprefix("ATEN_CPU_CAPABILITY=default ")
+    (tmp_path / "zoo.json").write_text(json.dumps({"seconds": 90, "run": facts, "rules": rules, "results": results}))
+    with pytest.raises(PipelineError, match="scalar kernels"):
+        bench_zoo_kernels.main()

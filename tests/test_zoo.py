@@ -310,6 +310,7 @@ def test_both_pages_are_the_tools_rendering_of_the_recorded_runs():
 def test_every_verdict_a_family_has_is_read_on_the_users_page_and_its_figures_are_not():
     """Each family's verdict in the recorded run is one the user's page says how to read; the seconds and what the
     library said per rule live on the benchmark page alone."""
+    from tools import bench_doc
     from tools.zoo import families, page, recorded, tables
     held = page.load(recorded.BENCH.parent)
     assert tables.unread(held["families"]["results"]) == []
@@ -320,7 +321,7 @@ def test_every_verdict_a_family_has_is_read_on_the_users_page_and_its_figures_ar
     assert f"| bert | {bert['seconds']} |" in bench and said in bench and said not in guide
     assert "## Per rule" in bench and "## Per rule" not in guide
     assert recorded.facts("tools.zoo.run", [str(recorded.ROOT / "tools" / "zoo" / "run.py")])["command"] == \
-        "python -m tools.zoo.run"
+        bench_doc.setting(recorded.KERNEL_VARIABLES) + "python -m tools.zoo.run"
 
 
 def test_the_chinese_page_says_the_recorded_runs_verdicts():
@@ -341,6 +342,21 @@ def test_the_chinese_page_says_the_recorded_runs_verdicts():
         assert set(re.findall(r"`(\w+)`", rows.get(verdict, ""))) == names, verdict
         assert f"| {verdict} | {len(names)} |" in rows[verdict]
     assert f"{held['cases']['seconds']} 秒" in text and f"{held['families']['seconds']} 秒" in text
+
+
+def test_both_pages_say_the_run_under_another_cpus_kernels():
+    """docs/zoo.md's section on the zoo under torch's scalar kernels is page.py's from docs/bench/zoo_kernels.json
+    (test_both_pages_are_the_tools_rendering_of_the_recorded_runs holds it); docs/zoo_cn.md, kept by hand, says its
+    verdicts, how many differ, and each correct port green there by the rules made for rounding."""
+    import json
+    from tools.zoo import recorded
+    held = json.loads((recorded.BENCH.parent / recorded.KERNELS_JSON).read_text(encoding="utf-8"))
+    for name, heading, said in (("zoo.md", "## Under another CPU's kernels", f"{held['verdicts']} verdicts"),
+                                ("zoo_cn.md", "## 在另一种 CPU 的内核下", f"{held['verdicts']} 个判定")):
+        text = (recorded.GUIDE.parent / name).read_text(encoding="utf-8")
+        section = " ".join(text[text.index(heading):].split("\n## ")[0].split())
+        assert said in section and all(p["case"] in section for p in held["ports"]), name
+        assert ("没有一个与表中不同" in section or "none of its" in section) == (not held["differing"]), name
 
 
 def test_a_families_run_records_its_facts_and_says_which_rows_it_judged(tmp_path, monkeypatch):

@@ -27,14 +27,24 @@ FORMERS_GENERATION_JSON, FORMERS_GENERATION_COMMAND = ("zoo_formers_generation.j
                                                       "python -m tools.zoo.formers_generating")
 VISION_JSON, VISION_COMMAND = "zoo_vision.json", "python -m tools.zoo.vision"  # timm against PaddleClas
 VISION_REQUIREMENTS = "requirements-vision.txt"  # its optional extra
-# every run's JSON beside BENCH, one per command above: the zoo's whole record
-JSONS = (CASES_JSON, FAMILIES_JSON, FORMERS_JSON, PACONVERT_JSON, GENERATION_JSON, VISION_JSON, FORMERS_GENERATION_JSON)
+# beside BENCH: tools/bench_zoo_kernels.py's record of this zoo's run under torch's scalar kernels (not a zoo's command)
+KERNELS_JSON = "zoo_kernels.json"
+# every run's JSON beside BENCH, one per command above, and KERNELS_JSON: the zoo's whole record
+JSONS = (CASES_JSON, FAMILIES_JSON, FORMERS_JSON, PACONVERT_JSON, GENERATION_JSON, VISION_JSON, FORMERS_GENERATION_JSON,
+         KERNELS_JSON)
 PAGES_COMMAND = f"{CASES_COMMAND} --page"  # both pages again from the runs recorded, running nothing
 
 
+# the kernels a zoo's run rounds with where its arguments do not show them (another CPU's: docs/bench/zoo_kernels.md):
+# said before its command where set
+KERNEL_VARIABLES = ("ATEN_CPU_CAPABILITY",)
+
+
 def facts(module: str, argv: list) -> dict:
-    """The machine's facts before a run (tools/bench_doc.py), its command as the zoo is run: as a module."""
-    return {**bench_doc.start(argv), "command": shlex.join(["python", "-m", module, *argv[1:]])}
+    """The machine's facts before a run (tools/bench_doc.py), its command as the zoo is run: as a module, after the
+    kernels' variables it ran under."""
+    return {**bench_doc.start(argv), "command": bench_doc.setting(KERNEL_VARIABLES)
+            + shlex.join(["python", "-m", module, *argv[1:]])}
 
 
 def judged_alone(module: str, name: str, flags=(), timeout: float = None, env: dict = None, **row) -> dict:

@@ -159,9 +159,11 @@ def trainings(case, plant) -> list:
         with contextlib.redirect_stdout(io.StringIO()):
             verdict, curves = training.judge_and_log(f, draw=False, own=_OWN[case["name"]])
     bad = [r for r in curves.rows if not r.passed]
+    # the curves' detail: the red rows, and the final metric where green (its figures beside torch's own runs')
+    shown = bad + [r for r in curves.rows if r.passed and r.name == "final metric"]
     final = verdict.guide.passed and verdict.measured_passed  # the final metric alone: verdict.passed holds the curves
     return [Judgement("train_align (the guide's 0.15%)", 5, final, 0.0 if final else 1.0,
                       "" if final else "train_align", verdict.describe_measured()),
             Judgement("training curves", 5, curves.passed, float(len(bad)), ", ".join(r.name for r in bad),
-                      "; ".join(f"{r.name}: {r.detail}" for r in bad) + (" | causes: " + "; ".join(curves.causes)
-                                                                          if curves.causes else ""))]
+                      "; ".join(f"{r.name}: {r.detail}" for r in shown) + (" | causes: " + "; ".join(curves.causes)
+                                                                             if curves.causes else ""))]
