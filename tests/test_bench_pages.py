@@ -32,6 +32,8 @@ WRITTEN = {
     "bench/infer.md": ("bench_infer", ["infer.json"], lambda d: ["--out", d / "infer.md"]),
     "bench/k_backward.md": ("bench_k_backward", ["k_backward.json", "k_backward_kinks.json"],
                             lambda d: ["--out", d / "k_backward.md"]),
+    # two runs' parts (the small and deep nets', the dense net's), each its command
+    "bench/bn_few_values.md": ("bn_few_values", ["bn_few_values.json"], lambda d: ["--out", d / "bn_few_values.md"]),
     # three tools' parts (tools/lr_ulps.py, metric_ulps.py, step5_rules.py) and what was measured by hand, one page
     "bench/rules.md": ("bench_rules", ["rules.json"], lambda d: ["--out", d / "rules.md"]),
     # the zoo's own run, its figures recorded in the JSON: the tool renders them, measuring nothing
@@ -148,3 +150,28 @@ def test_a_rules_part_written_keeps_the_others_and_its_page_says_its_run(tmp_pat
         {k: before[k] for k in before if k != "lr"}
     header = (tmp_path / "rules.md").read_text(encoding="utf-8").splitlines()[2]
     assert COMMAND.match(header) and f"on {run['date']} (UTC)" in header and bench_doc.NOT_RECORDED in header
+
+
+def test_the_few_values_table_and_figures_are_the_benchmarks():
+    """docs/tolerances.md's table of values per channel (both languages) is docs/bench/bn_few_values.json's as
+    tools/bn_few_values.py writes it, row for row, and the figures its prose gives are the JSON's: the smallest N
+    clean, the worst a correct port uses at 2 (each net), at 8 (the dense net) and at 16."""
+    import json
+    from tools import bn_few_values
+    data = json.loads((DOCS / "bench" / "bn_few_values.json").read_text())
+    lines = bn_few_values.table(data)
+    cells = bn_few_values.cells(data)
+    worst = lambda n, net=None: f"{max(c['worst'] for c in cells if c['n'] == n and net in (None, c['net'])):.3g}"
+    said = {"tolerances.md": [f"every plant red in every setting is {bn_few_values.smallest(data)}."],
+            "tolerances_cn.md": [f"所有植入都为红的最小 N 是 {bn_few_values.smallest(data)}。"]}
+    figures = [worst(2, "small"), worst(2, "deep"), worst(8, "dense"), worst(16)]
+    for name, sentences in said.items():
+        text = (DOCS / name).read_text(encoding="utf-8")
+        rows = text.splitlines()
+        start = rows.index(lines[0])
+        after = rows[start + len(lines):start + len(lines) + 1]
+        assert rows[start:start + len(lines)] == lines and not (after and after[0].startswith("|")), name
+        prose = re.sub(r"\s+", "", text[:text.index(lines[0])])  # lines broken anywhere, in Chinese too
+        assert all(re.sub(r"\s+", "", s) in prose for s in sentences), (name, sentences)
+        missing = [f for f in figures if not re.search(rf"(?<![\d.]){re.escape(f)}(?![\d])", prose)]
+        assert not missing, (name, missing)
