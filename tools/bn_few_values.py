@@ -219,7 +219,9 @@ def render(data: dict) -> str:
              bench_doc.header([p.get(bench_doc.RUN) or {} for p in data["parts"]], COMMAND), "",
              "Each cell: the correct Paddle ports red out of the seeds under the plain rule (no BatchNorm judged as "
              "over few values), the worst multiple of its allowance a correct port used (its seed and row), and the "
-             "plants green out of those run (each must be 0). The nets, settings and plants: `python "
+             "plants green out of those run (each must be 0). The worst is the largest max diff over its allowance: a "
+             "seed red within it is red by a bound on a mean (the guide's on the loss). The nets, settings and "
+             "plants: `python "
              "tools/bn_few_values.py --help`. A net's rows come from the run whose command names it (or from the "
              "run of every net, where none does).", "", *table(data), "",
              f"Smallest N with every correct port green and every plant red in every setting: {n or 'none'} "
