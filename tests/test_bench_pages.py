@@ -175,3 +175,23 @@ def test_the_few_values_table_and_figures_are_the_benchmarks():
         assert all(re.sub(r"\s+", "", s) in prose for s in sentences), (name, sentences)
         missing = [f for f in figures if not re.search(rf"(?<![\d.]){re.escape(f)}(?![\d])", prose)]
         assert not missing, (name, missing)
+
+
+def test_a_few_values_run_replaces_its_nets_cells_keeps_the_others_and_a_bad_json_is_one_line(tmp_path, monkeypatch):
+    """tools/bn_few_values.py: a run's cells replace those of its nets and sizes (planted: the dense net at 8 again),
+    the other parts kept and a part left with none dropped; a JSON not its own stops the page in one line."""
+    import json
+    from portcheck.core.errors import PipelineError
+    from tools import bn_few_values
+    data = json.loads((DOCS / "bench" / "bn_few_values.json").read_text())
+    dense8 = [{**c, "red": 3} for c in bn_few_values.cells(data) if (c["net"], c["n"]) == ("dense", 8)]
+    after = bn_few_values.merged(data, {"cells": dense8, bench_doc.RUN: {"command": "python t.py"}})
+    assert [c for c in bn_few_values.cells(after) if (c["net"], c["n"]) == ("dense", 8)] == dense8
+    assert len(bn_few_values.cells(after)) == len(bn_few_values.cells(data)) and after["parts"][-1]["cells"] == dense8
+    only = {"parts": [{"cells": dense8}]}
+    assert bn_few_values.merged(only, {"cells": dense8})["parts"] == [{"cells": dense8}]
+    (tmp_path / "bn_few_values.json").write_text(json.dumps({"parts": [{"cells": [{"n": 8}]}]}))
+    monkeypatch.setattr(sys, "argv", ["tools/bn_few_values.py", "--page", "--out", str(tmp_path / "bn_few_values.md")])
+    with pytest.raises(PipelineError, match="not this tool's JSON"):
+        bn_few_values.main()
+    assert not (tmp_path / "bn_few_values.md").exists()

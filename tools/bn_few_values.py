@@ -31,7 +31,7 @@ try:
 except ModuleNotFoundError:  # the project is not importable: not its venv
     raise SystemExit("error: this project's packages are not importable: activate its venv "
                      "(. .venv/bin/activate) or run `pip install -r requirements.txt`") from None
-from portcheck.core.errors import PipelineError, run_main
+from portcheck.core.errors import PipelineError, require, run_main
 
 try:
     from tools import bench_doc
@@ -182,6 +182,24 @@ def measured(args) -> list:
     return list(cells.values())
 
 
+CELL = {"n", "net", "capability", "cpu", "threads", "seeds", "red", "worst", "row", "plants green", "plants"}
+
+
+def recorded(path: Path) -> dict:
+    """The JSON a run wrote (bn_few_values.json), its parts and their cells checked: anything else ends in one line."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise PipelineError(f"{path} cannot be read as this tool's JSON ({type(e).__name__}): run `{COMMAND}` to "
+                            "write it again") from None
+    parts = data.get("parts") if isinstance(data, dict) else None
+    if not (isinstance(parts, list) and all(isinstance(p, dict) and isinstance(p.get("cells"), list) and all(
+            isinstance(c, dict) and CELL <= c.keys() for c in p["cells"]) for p in parts)):
+        raise PipelineError(f"{path} is not this tool's JSON (parts, each with its cells): run `{COMMAND}` to write "
+                            "it again")
+    return data
+
+
 def merged(data: dict, part: dict) -> dict:
     """The JSON with a run's part added: its cells replace the earlier parts' of the same net and N, a part left
     with none is dropped."""
@@ -251,10 +269,11 @@ def main():
         parser.error("--out must name a .md file (its .json is written beside it)")
     source = args.out.with_suffix(".json")
     if args.page:
-        bench_doc.rewrite(args.out, source, render, COMMAND)
-        print(args.out.read_text(encoding="utf-8"))
+        text = render(recorded(require(source, COMMAND)))
+        bench_doc.write(args.out, text)
+        print(text)
         return
-    earlier = json.loads(source.read_text()) if source.is_file() else {}
+    earlier = recorded(source) if source.exists() else {}  # checked before an hour is spent
     run = bench_doc.start()
     part = {"cells": measured(args)}
     part[bench_doc.RUN] = bench_doc.finish(run)
