@@ -32,6 +32,8 @@ WRITTEN = {
     "bench/infer.md": ("bench_infer", ["infer.json"], lambda d: ["--out", d / "infer.md"]),
     "bench/k_backward.md": ("bench_k_backward", ["k_backward.json", "k_backward_kinks.json"],
                             lambda d: ["--out", d / "k_backward.md"]),
+    # two runs' parts (the small and deep nets', the dense net's), each its command
+    "bench/bn_few_values.md": ("bn_few_values", ["bn_few_values.json"], lambda d: ["--out", d / "bn_few_values.md"]),
     # three tools' parts (tools/lr_ulps.py, metric_ulps.py, step5_rules.py) and what was measured by hand, one page
     "bench/rules.md": ("bench_rules", ["rules.json"], lambda d: ["--out", d / "rules.md"]),
     # the zoo's own run, its figures recorded in the JSON: the tool renders them, measuring nothing
@@ -196,3 +198,48 @@ def test_the_kernels_page_takes_every_figure_from_the_zoos_run(tmp_path, monkeyp
     (tmp_path / "zoo.json").write_text(json.dumps({"seconds": 90, "run": facts, "rules": rules, "results": results}))
     with pytest.raises(PipelineError, match="scalar kernels"):
         bench_zoo_kernels.main()
+
+
+def test_the_few_values_table_and_figures_are_the_benchmarks():
+    """docs/tolerances.md's table of values per channel (both languages) is docs/bench/bn_few_values.json's as
+    tools/bn_few_values.py writes it, row for row, and the figures its prose gives are the JSON's: the smallest N
+    clean, the worst a correct port uses at 2 (each net), at 8 (the dense net) and at 16."""
+    import json
+    from tools import bn_few_values
+    data = json.loads((DOCS / "bench" / "bn_few_values.json").read_text())
+    lines = bn_few_values.table(data)
+    cells = bn_few_values.cells(data)
+    worst = lambda n, net=None: f"{max(c['worst'] for c in cells if c['n'] == n and net in (None, c['net'])):.3g}"
+    said = {"tolerances.md": [f"every plant red in every setting is {bn_few_values.smallest(data)}."],
+            "tolerances_cn.md": [f"所有植入都为红的最小 N 是 {bn_few_values.smallest(data)}。"]}
+    figures = [worst(2, "small"), worst(2, "deep"), worst(8, "dense"), worst(16)]
+    for name, sentences in said.items():
+        text = (DOCS / name).read_text(encoding="utf-8")
+        rows = text.splitlines()
+        start = rows.index(lines[0])
+        after = rows[start + len(lines):start + len(lines) + 1]
+        assert rows[start:start + len(lines)] == lines and not (after and after[0].startswith("|")), name
+        prose = re.sub(r"\s+", "", text[:text.index(lines[0])])  # lines broken anywhere, in Chinese too
+        assert all(re.sub(r"\s+", "", s) in prose for s in sentences), (name, sentences)
+        missing = [f for f in figures if not re.search(rf"(?<![\d.]){re.escape(f)}(?![\d])", prose)]
+        assert not missing, (name, missing)
+
+
+def test_a_few_values_run_replaces_its_nets_cells_keeps_the_others_and_a_bad_json_is_one_line(tmp_path, monkeypatch):
+    """tools/bn_few_values.py: a run's cells replace those of its nets and sizes (planted: the dense net at 8 again),
+    the other parts kept and a part left with none dropped; a JSON not its own stops the page in one line."""
+    import json
+    from portcheck.core.errors import PipelineError
+    from tools import bn_few_values
+    data = json.loads((DOCS / "bench" / "bn_few_values.json").read_text())
+    dense8 = [{**c, "red": 3} for c in bn_few_values.cells(data) if (c["net"], c["n"]) == ("dense", 8)]
+    after = bn_few_values.merged(data, {"cells": dense8, bench_doc.RUN: {"command": "python t.py"}})
+    assert [c for c in bn_few_values.cells(after) if (c["net"], c["n"]) == ("dense", 8)] == dense8
+    assert len(bn_few_values.cells(after)) == len(bn_few_values.cells(data)) and after["parts"][-1]["cells"] == dense8
+    only = {"parts": [{"cells": dense8}]}
+    assert bn_few_values.merged(only, {"cells": dense8})["parts"] == [{"cells": dense8}]
+    (tmp_path / "bn_few_values.json").write_text(json.dumps({"parts": [{"cells": [{"n": 8}]}]}))
+    monkeypatch.setattr(sys, "argv", ["tools/bn_few_values.py", "--page", "--out", str(tmp_path / "bn_few_values.md")])
+    with pytest.raises(PipelineError, match="not this tool's JSON"):
+        bn_few_values.main()
+    assert not (tmp_path / "bn_few_values.md").exists()

@@ -185,9 +185,10 @@ def batch_statistics(model) -> bool:
 # a BatchNorm in training must normalise at least this many values per channel (batch x spatial) for the gradients
 # through it to be judged by the plain rule: below, its input gradient (which sums to 0 over the values) is mostly the
 # rounding of its batch means, and correct ports are red in some seeds, thread counts and CPU kernels. Measured
-# (tools/bn_few_values.py, docs/tolerances.md's table): at 2 values 7 of 16 deep nets red (12.9 x), at 4 one (1.0 x);
-# a DenseNet block of 16 concatenating layers after a stem red at 8 (2.69 x; torchvision's densenet121 at 64 x 64,
-# 7.08 x), none at 16; at 1 and 2 threads, avx2 and avx512; every plant red at every size
+# (tools/bn_few_values.py, docs/bench/bn_few_values.md): at 2 values up to 6 of 16 deep nets red (7.17 x), at 4 a
+# DenseNet block of 16 concatenating layers red in 1 of 8 seeds (its loss's mean), green from 8 (0.441 at most); every
+# plant red at every size. Kept at 16 until torchvision's densenet121 at 64 x 64 (7.08 x under an earlier kink rule)
+# is measured again under gradients.kinks' rule
 FEW_VALUES = 16
 NORM = "norm/"  # a torch record's key per BatchNorm in training: norm/<module>, [values per channel, momentum, calls]
 
