@@ -334,28 +334,23 @@ def judge_one(name: str, fast: bool = False) -> dict:
     except Exception as e:  # noqa: BLE001 (a library's own failure is the pair's result)
         return {**result, "outcome": "not built", "said": first_line(e)[:300]}
     result["classes"] = f"{PAIRS[name]['ppcls'][0].rpartition('.')[2]} / {PAIRS[name]['timm'][0]}"
+    again = lambda: _undone(name, pt, pd, x, fast)  # noqa: E731
     try:
         state = convert(pt, pd, inputs=x)
         result["said_convert"] = state.said[:300]
     except PipelineError as e:
-        result = _reasoned(name, {**result, "outcome": "refused", "said": f"portcheck: {e}"[:400]})
-        if name in UNDONE:
-            result["undone"] = _undone(name, pt, pd, x, fast)
-        return result
+        return _reasoned(name, {**result, "outcome": "refused", "said": f"portcheck: {e}"[:400]}, again)
     except Exception as e:  # noqa: BLE001
         return {**result, "outcome": "raises", "said": f"convert: {first_line(e)}"[:300]}
     try:
         forward = compare_forward(pt, pd, x, isolate=not fast)
     except PipelineError as e:  # its pairing's refusal, after convert's
-        return _reasoned(name, {**result, "outcome": "refused", "said": f"compare_forward: {e}"[:400]})
+        return _reasoned(name, {**result, "outcome": "refused", "said": f"compare_forward: {e}"[:400]}, again)
     except Exception as e:  # noqa: BLE001
         return {**result, "outcome": "raises", "said": f"compare_forward: {first_line(e)}"[:300]}
     result["forward"] = forward.passed
     if not forward.passed:
-        result = _reasoned(name, {**result, "outcome": "red on the correct port", "said": red_at(forward)})
-        if name in UNDONE:
-            result["undone"] = _undone(name, pt, pd, x, fast)
-        return result
+        return _reasoned(name, {**result, "outcome": "red on the correct port", "said": red_at(forward)}, again)
     result["outcome"], result["plant"] = _planted(pt, pd, x, forward)
     if result["plant"] is None:
         del result["plant"]
@@ -401,12 +396,15 @@ def _undone(name: str, pt, pd, x, fast: bool) -> dict:
     return {"what": what, "outcome": outcome, **({"plant": planted} if planted else {})}
 
 
-def _reasoned(name: str, result: dict) -> dict:
+def _reasoned(name: str, result: dict, again=None) -> dict:
     """A pair that is not the same model says so, with its difference, and what the library said (a refusal, or
-    where it was red) stays beside it."""
+    where it was red) stays beside it; one whose difference the zoo undoes (UNDONE) judged again so (again(): the
+    row _undone gives)."""
     if name in REASONS:
         result["refused_or_red"] = result["outcome"]
         result["outcome"], result["reason"] = "not the same model", REASONS[name]
+    if name in UNDONE and again is not None:
+        result["undone"] = again()
     return result
 
 

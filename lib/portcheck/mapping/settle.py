@@ -54,10 +54,10 @@ def settle_by_run(torch_model, paddle_model, inputs, state: State, params: dict,
 
         counterpart = lambda c: assign[module_of(c)] + c[len(module_of(c)):]  # noqa: E731
 
-        t_keys = list(t_record)
+        t_keys = _positions(t_record)
 
         def distances(p_record, window):
-            p_keys = list(p_record)
+            p_keys = _positions(p_record)
             return [_met(t_record, t_keys, c, p_record, p_keys, counterpart(c)) for c in window]
 
         def fed(p_record, c) -> bool:
@@ -130,7 +130,13 @@ def settle_by_run(torch_model, paddle_model, inputs, state: State, params: dict,
     return said
 
 
-def _met(t_record: dict, t_keys: list, t_call: str, p_record: dict, p_keys: list, p_call: str) -> float:
+def _positions(record: dict) -> tuple:
+    """(the record's keys in run order, {key: its place}): what _onward walks, each key found without a search."""
+    keys = list(record)
+    return keys, {k: i for i, k in enumerate(keys)}
+
+
+def _met(t_record: dict, t_keys: tuple, t_call: str, p_record: dict, p_keys: tuple, p_call: str) -> float:
     """How far two paired calls are (ties.distance), their outputs read where they meet when one side computes
     something between its module and the next one's (timm's BatchNormAct2d holding its SiLU against a BatchNorm and
     the Silu module after it, or a parent applying F.silu): the nearest of each side's output against what the other
@@ -143,13 +149,13 @@ def _met(t_record: dict, t_keys: list, t_call: str, p_record: dict, p_keys: list
                 *(ties.distance([v], theirs) for v in _onward(t_record, t_keys, t_call))])
 
 
-def _onward(record: dict, keys: list, call: str) -> list:
+def _onward(record: dict, positions: tuple, call: str) -> list:
     """What a run hands on from `call`, nearest first: while the next module it enters reads the value as it is and
     holds no tensors (an activation module), that module's output; then the input of the first module entered that
     reads another value (a parent's F.silu between)."""
-    out, key = [], f"out/{call}"
+    (keys, at_of), out, key = positions, [], f"out/{call}"
     for _ in range(3):
-        at = keys.index(key) if key in record else None
+        at = at_of.get(key)
         fed = next((k for k in keys[at + 1:] if k.startswith("in/")), None) if at is not None else None
         if fed is None:
             break
