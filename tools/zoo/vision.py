@@ -37,6 +37,8 @@ REQUIREMENTS = recorded.VISION_REQUIREMENTS
 SIZE = 64  # the image's side, where the architecture takes any (LeViT's attention biases are sized for 224)
 BATCH = 2
 VIT_TINY = dict(patch_size=16, embed_dim=192, depth=12, num_heads=3, mlp_ratio=4, qkv_bias=True, epsilon=1e-6)
+# PaddleClas's foundation ViTs narrow and shallow: 2 blocks 64 wide of 2 heads (each its MLP's ratio)
+FOUNDATION_TINY = dict(embed_dim=64, depth=2, num_heads=2)
 # a Swin whose last stage is wider than its window (16, 8, 4 against 2): every stage's windows shift on both sides;
 # Swin-T at 64 with windows of 2 (16, 8, 4, 2): its last stage is as wide as its window, as Swin-T's at 224 (7 x 7)
 SWIN_SMALL = dict(img_size=SIZE, patch_size=4, embed_dim=48, depths=[2, 2, 2], num_heads=[3, 6, 12], window_size=2)
@@ -59,6 +61,20 @@ PAIRS = {
                           ppcls=("model_zoo.foundation_vit.VisionTransformer",
                                  dict(model_name="CLIP_vit_base_patch16_224", img_size=SIZE, patch_size=16,
                                       embed_dim=768, depth=12, num_heads=12, qkv_bias=True, epsilon=1e-5))),
+    # PaddleClas's foundation ViTs, one class switched by its model_name, built narrow and shallow on both sides
+    "beitv2_base": dict(arch="BEiT v2", timm=("beitv2_base_patch16_224", dict(img_size=SIZE, **FOUNDATION_TINY)),
+                        ppcls=("model_zoo.foundation_vit.VisionTransformer",
+                               dict(model_name="BEiTv2_vit_base_patch16_224", img_size=SIZE, patch_size=16,
+                                    qkv_bias=True, epsilon=1e-6, **FOUNDATION_TINY))),
+    "mae_vit_base": dict(arch="ViT (MAE)", timm=("vit_base_patch16_224.mae", dict(img_size=SIZE, **FOUNDATION_TINY)),
+                         ppcls=("model_zoo.foundation_vit.VisionTransformer",
+                                dict(model_name="MAE_vit_base_patch16", img_size=SIZE, patch_size=16, qkv_bias=True,
+                                     **FOUNDATION_TINY))),
+    # patches of 14: PaddleClas pads an image they do not divide (64 to 70), timm's patch embedding drops the rest
+    "eva_giant": dict(arch="EVA", timm=("eva_giant_patch14_clip_224", dict(img_size=56, **FOUNDATION_TINY)),
+                      ppcls=("model_zoo.foundation_vit.VisionTransformer",
+                             dict(model_name="EVA_vit_giant_patch14", img_size=56, patch_size=14, qkv_bias=True,
+                                  mlp_ratio=4.3637, **FOUNDATION_TINY)), size=56),
     "convnext_tiny": dict(arch="ConvNeXt", timm=("convnext_tiny", {}), ppcls=("ConvNeXt_tiny", {})),
     "mobilenetv3_small": dict(arch="MobileNetV3", timm=("mobilenetv3_small_100", {}),
                               ppcls=("MobileNetV3_small_x1_0", {})),
@@ -69,6 +85,7 @@ PAIRS = {
     "pvt_v2_b0": dict(arch="PVTv2", timm=("pvt_v2_b0", {}), ppcls=("PVT_V2_B0", {})),
     "levit_128s": dict(arch="LeViT", timm=("levit_128s", {}), ppcls=("LeViT_128S", dict(distillation=True)), size=224),
     "hgnetv2_b0": dict(arch="PP-HGNetV2", timm=("hgnetv2_b0", {}), ppcls=("PPHGNetV2_B0", {})),
+    "pplcnetv2_small": dict(arch="PP-LCNetV2", timm=("lcnetv2_small", {}), ppcls=("PPLCNetV2_small", {})),
     "ghostnet": dict(arch="GhostNet", timm=("ghostnet_100", {}), ppcls=("GhostNet_x1_0", {})),
     "pplcnet": dict(arch="PP-LCNet", timm=("lcnet_100", {}), ppcls=("PPLCNet_x1_0", {})),
     # the rest both list, each at its released config
@@ -134,6 +151,8 @@ REASONS = {
                          "rounded to 8, an SE gate of slope 0.2, and a 1280-wide head conv without bias",
     "pplcnet": "last_conv: PaddleClas's head conv has no bias; its Dropout is downscale_in_infer (x0.8 at "
                "evaluation)",
+    "pplcnetv2_small": "dropout, the head's: PaddleClas's PPLCNetV2_small builds it with p=0.2 and "
+                       "downscale_in_infer (x0.8 at evaluation); timm's lcnetv2_small has none (drop_rate 0)",
     "resnet18_vd": "stages.0.0 (blocks[0]): PaddleClas's ResNet18_vd adds a 1x1 conv + BN shortcut to the first "
                    "block (use_first_short_conv=True); timm's resnet18d has none",
     "resnet34_vd": "stages.0.0 (blocks[0]): PaddleClas's ResNet34_vd adds a 1x1 conv + BN shortcut to the first "
@@ -151,6 +170,16 @@ REASONS = {
                     "concatenates its pooled branch first, timm's last",
     "clip_vit_base": "proj: PaddleClas's CLIP ViT holds CLIP's image projection (768 x 512), which its classifier "
                      "never reads; timm's, built as a classifier, holds none",
+    "mae_vit_base": "patch_embed.proj: PaddleClas's foundation ViT's patch conv has no bias (conv_bias=False, "
+                    "CLIP's), timm's (as MAE's) has one; every LayerNorm's epsilon is the class's 1e-5, timm's 1e-6; "
+                    "and it holds CLIP's image projection (proj), which its classifier never reads",
+    "eva_giant": "patch_embed.proj: PaddleClas's foundation ViT's patch conv has no bias (conv_bias=False, CLIP's), "
+                 "timm's (as EVA's) has one; every LayerNorm's epsilon is the class's 1e-5, timm's 1e-6; and it "
+                 "holds CLIP's image projection (proj), which its classifier never reads",
+    "beitv2_base": "fc_norm, the head: PaddleClas's BEiT v2 classifies its class token, normed (norm); timm's (as "
+                   "BEiT v2's fine-tuning code) the mean of its patch tokens, normed (fc_norm). Its patch conv "
+                   "(patch_embed.proj) has no bias (conv_bias=False, CLIP's), timm's has one; it holds CLIP's image "
+                   "projection (proj), which its classifier never reads",
     "xception65_deeplab": "blocks.20.stack.conv1.conv_dw, the exit flow's last block: PaddleClas's "
                           "Xception65_deeplab dilates its separable convs by 2 (DeepLab's), timm's xception65 not; "
                           "its head's Dropout scales by 0.5 at evaluation (downscale_in_infer)",
@@ -220,6 +249,12 @@ def _unprojected(pd):
     object.__setattr__(pd, "proj", None)  # its forward asks for it: None is its own "none"
 
 
+def _patch_biased(pd):
+    """An UNDONE edit: the patch embedding's conv given a bias (zeros, which convert fills)."""
+    conv = pd.patch_embed.proj
+    conv.bias = conv.create_parameter([conv._out_channels], is_bias=True)
+
+
 def _undilated(pd):
     """An UNDONE edit: the exit flow's last block's convs not dilated (padded by 1, as a 3 x 3 conv is)."""
     for layer in pd._exit_flow_2.sublayers():
@@ -234,11 +269,16 @@ UNDONE = {
     "inception_v3": ("every BatchNorm's epsilon 1e-3, the head's Dropout the identity at evaluation",
                      lambda pd: (_epsilons("BatchNorm", 1e-3)(pd), _upscaled(pd))),
     "dpn68": ("every BatchNorm's epsilon 1e-3", _epsilons("BatchNorm", 1e-3)),
+    "pplcnetv2_small": ("the head's Dropout the identity at evaluation", _upscaled),
     "mobilevit_s": ("each transformer's last LayerNorm's epsilon 1e-5",
                     _epsilons("LayerNorm", 1e-5, "transformer.norm")),
     "darknet53": ("every BatchNorm's activation LeakyReLU (slope 0.01)", _leaky),
     "swin_tiny": ("the last stage's windows not shifted", _unshifted),
     "clip_vit_base": ("the projection its classifier never reads (proj) left out", _unprojected),
+    "mae_vit_base": ("the patch conv given a bias, every LayerNorm's epsilon 1e-6, the projection left out",
+                     lambda pd: (_patch_biased(pd), _epsilons("LayerNorm", 1e-6)(pd), _unprojected(pd))),
+    "eva_giant": ("the patch conv given a bias, every LayerNorm's epsilon 1e-6, the projection left out",
+                  lambda pd: (_patch_biased(pd), _epsilons("LayerNorm", 1e-6)(pd), _unprojected(pd))),
     "xception65_deeplab": ("the last block undilated, the Dropout the identity at evaluation",
                            lambda pd: (_undilated(pd), _upscaled(pd))),
 }
