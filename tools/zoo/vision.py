@@ -170,16 +170,16 @@ REASONS = {
                     "concatenates its pooled branch first, timm's last",
     "clip_vit_base": "proj: PaddleClas's CLIP ViT holds CLIP's image projection (768 x 512), which its classifier "
                      "never reads; timm's, built as a classifier, holds none",
-    "mae_vit_base": "patch_embed.proj: PaddleClas's foundation ViT's patch conv has no bias (conv_bias=False, "
-                    "CLIP's), timm's (as MAE's) has one; every LayerNorm's epsilon is the class's 1e-5, timm's 1e-6; "
-                    "and it holds CLIP's image projection (proj), which its classifier never reads",
-    "eva_giant": "patch_embed.proj: PaddleClas's foundation ViT's patch conv has no bias (conv_bias=False, CLIP's), "
-                 "timm's (as EVA's) has one; every LayerNorm's epsilon is the class's 1e-5, timm's 1e-6; and it "
-                 "holds CLIP's image projection (proj), which its classifier never reads",
+    "mae_vit_base": "patch_embed.proj: PaddleClas's foundation ViT's patch conv has no bias (conv_bias=False, as "
+                    "CLIP's), timm's has one. Every LayerNorm's epsilon is the class's default 1e-5, timm's 1e-6. It "
+                    "holds CLIP's image projection (proj), which its classifier never reads",
+    "eva_giant": "patch_embed.proj: PaddleClas's foundation ViT's patch conv has no bias (conv_bias=False, as CLIP's), "
+                 "timm's has one. Every LayerNorm's epsilon is the class's default 1e-5, timm's 1e-6. It holds CLIP's "
+                 "image projection (proj), which its classifier never reads",
     "beitv2_base": "fc_norm, the head: PaddleClas's BEiT v2 classifies its class token, normed (norm); timm's (as "
                    "BEiT v2's fine-tuning code) the mean of its patch tokens, normed (fc_norm). Its patch conv "
-                   "(patch_embed.proj) has no bias (conv_bias=False, CLIP's), timm's has one; it holds CLIP's image "
-                   "projection (proj), which its classifier never reads",
+                   "(patch_embed.proj) has no bias (conv_bias=False, as CLIP's), timm's has one. It holds CLIP's "
+                   "image projection (proj), which its classifier never reads",
     "xception65_deeplab": "blocks.20.stack.conv1.conv_dw, the exit flow's last block: PaddleClas's "
                           "Xception65_deeplab dilates its separable convs by 2 (DeepLab's), timm's xception65 not; "
                           "its head's Dropout scales by 0.5 at evaluation (downscale_in_infer)",
@@ -275,9 +275,9 @@ UNDONE = {
     "darknet53": ("every BatchNorm's activation LeakyReLU (slope 0.01)", _leaky),
     "swin_tiny": ("the last stage's windows not shifted", _unshifted),
     "clip_vit_base": ("the projection its classifier never reads (proj) left out", _unprojected),
-    "mae_vit_base": ("the patch conv given a bias, every LayerNorm's epsilon 1e-6, the projection left out",
+    "mae_vit_base": ("the patch conv biased, every LayerNorm's epsilon 1e-6, proj left out",
                      lambda pd: (_patch_biased(pd), _epsilons("LayerNorm", 1e-6)(pd), _unprojected(pd))),
-    "eva_giant": ("the patch conv given a bias, every LayerNorm's epsilon 1e-6, the projection left out",
+    "eva_giant": ("the patch conv biased, every LayerNorm's epsilon 1e-6, proj left out",
                   lambda pd: (_patch_biased(pd), _epsilons("LayerNorm", 1e-6)(pd), _unprojected(pd))),
     "xception65_deeplab": ("the last block undilated, the Dropout the identity at evaluation",
                            lambda pd: (_undilated(pd), _upscaled(pd))),
