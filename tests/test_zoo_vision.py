@@ -25,8 +25,9 @@ CLASS_TOKEN = ("timm's ViT norms every token, then takes the class token; Paddle
                "head's input)")
 FALSE_RED = {"clip_vit_base": CLASS_TOKEN, "mae_vit_base": CLASS_TOKEN,
              "eva_giant": "timm's EvaAttention holds q_bias and v_bias itself (k's a zero buffer it does not save) and "
-                          "adds them to its bias-less qkv Linear; PaddleClas's qkv Linear holds the three biases: no "
-                          "module of one side pairs with the other's, refused (and the class token's norm after)"}
+                          "adds them to its bias-less qkv Linear; PaddleClas's qkv Linear holds all three: convert "
+                          "pairs neither's tensors and refuses. Filled by hand ([q | 0 | v]), compare_forward is red "
+                          "at the class token's norm, as CLIP's and MAE's"}
 
 
 def test_each_difference_the_zoo_undoes_is_the_only_one():
