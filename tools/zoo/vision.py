@@ -70,7 +70,8 @@ PAIRS = {
                          ppcls=("model_zoo.foundation_vit.VisionTransformer",
                                 dict(model_name="MAE_vit_base_patch16", img_size=SIZE, patch_size=16, qkv_bias=True,
                                      **FOUNDATION_TINY))),
-    # patches of 14: PaddleClas pads an image they do not divide (64 to 70), timm's patch embedding drops the rest
+    # patches of 14: PaddleClas pads an image they do not divide (64 to 70), timm's patch embedding drops the rest.
+    # timm's EVA-g that reads the class token, as PaddleClas's does (eva_giant_patch14_224 averages the patches)
     "eva_giant": dict(arch="EVA", timm=("eva_giant_patch14_clip_224", dict(img_size=56, **FOUNDATION_TINY)),
                       ppcls=("model_zoo.foundation_vit.VisionTransformer",
                              dict(model_name="EVA_vit_giant_patch14", img_size=56, patch_size=14, qkv_bias=True,
@@ -109,6 +110,7 @@ PAIRS = {
            ("inception_v3", "Inception", "inception_v3", {}, "InceptionV3", {}, 128),
            ("inception_v4", "Inception", "inception_v4", {}, "InceptionV4", {}, 128),
            ("xception41", "Xception", "xception41", {}, "Xception41", {}, 0),
+           ("xception41_deeplab", "Xception (aligned)", "xception41", {}, "Xception41_deeplab", {}, 0),
            ("xception65_deeplab", "Xception (aligned)", "xception65", {}, "Xception65_deeplab", {}, 0),
            ("dpn68", "DPN", "dpn68", {}, "DPN68", {}, 0),
            ("dla34", "DLA", "dla34", {}, "DLA34", {}, 0),
@@ -182,6 +184,9 @@ REASONS = {
                    "BEiT v2's fine-tuning code) the mean of its patch tokens, normed (fc_norm). Its patch conv "
                    "(patch_embed.proj) has no bias (conv_bias=False, as CLIP's), timm's has one. It holds CLIP's "
                    "image projection (proj), which its classifier never reads",
+    "xception41_deeplab": "blocks.12.stack.conv1.conv_dw, the exit flow's last block: PaddleClas's "
+                          "Xception41_deeplab dilates its separable convs by 2 (DeepLab's), timm's xception41 not; "
+                          "its head's Dropout scales by 0.5 at evaluation (downscale_in_infer)",
     "xception65_deeplab": "blocks.20.stack.conv1.conv_dw, the exit flow's last block: PaddleClas's "
                           "Xception65_deeplab dilates its separable convs by 2 (DeepLab's), timm's xception65 not; "
                           "its head's Dropout scales by 0.5 at evaluation (downscale_in_infer)",
@@ -289,8 +294,8 @@ UNDONE = {
                      lambda pd: (_patch_biased(pd), _epsilons("LayerNorm", 1e-6)(pd), _unprojected(pd))),
     "eva_giant": ("the patch conv biased, every LayerNorm's epsilon 1e-6, proj left out",
                   lambda pd: (_patch_biased(pd), _epsilons("LayerNorm", 1e-6)(pd), _unprojected(pd))),
-    "xception65_deeplab": ("the last block undilated, the Dropout the identity at evaluation",
-                           lambda pd: (_undilated(pd), _upscaled(pd))),
+    **{name: ("the last block undilated, the Dropout the identity at evaluation",
+              lambda pd: (_undilated(pd), _upscaled(pd))) for name in ("xception41_deeplab", "xception65_deeplab")},
 }
 
 def installed() -> str:
