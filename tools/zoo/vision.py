@@ -150,7 +150,8 @@ REASONS = {
                     "kernel first where timm (as TF-slim's) runs the (1, 7) one; and each Inception block "
                     "concatenates its pooled branch first, timm's last",
     "clip_vit_base": "proj: PaddleClas's CLIP ViT holds CLIP's image projection (768 x 512), which its classifier "
-                     "never reads; timm's, built as a classifier, holds none",
+                     "never reads; and its forward drops the class token (remove_cls_token_in_forward): its head "
+                     "reads the first patch token",
     "xception65_deeplab": "blocks.20.stack.conv1.conv_dw, the exit flow's last block: PaddleClas's "
                           "Xception65_deeplab dilates its separable convs by 2 (DeepLab's), timm's xception65 not; "
                           "its head's Dropout scales by 0.5 at evaluation (downscale_in_infer)",
@@ -214,10 +215,13 @@ def _unshifted(pd):
         block.shift_size = 0
 
 
-def _unprojected(pd):
-    """An UNDONE edit: the projection the classifier never reads (proj) left out of the Paddle model."""
+def _as_classifier(pd):
+    """An UNDONE edit: the projection the classifier never reads (proj) left out of the Paddle model, and its class
+    token handed on (its forward reads the model's table of differences, a global of its module, at each call)."""
     pd._parameters.pop("proj")
     object.__setattr__(pd, "proj", None)  # its forward asks for it: None is its own "none"
+    module = sys.modules[type(pd).__module__]
+    module._model_diff = {**module._model_diff, "remove_cls_token_in_forward": []}
 
 
 def _undilated(pd):
@@ -238,7 +242,8 @@ UNDONE = {
                     _epsilons("LayerNorm", 1e-5, "transformer.norm")),
     "darknet53": ("every BatchNorm's activation LeakyReLU (slope 0.01)", _leaky),
     "swin_tiny": ("the last stage's windows not shifted", _unshifted),
-    "clip_vit_base": ("the projection its classifier never reads (proj) left out", _unprojected),
+    "clip_vit_base": ("the projection its classifier never reads (proj) left out, the class token kept",
+                      _as_classifier),
     "xception65_deeplab": ("the last block undilated, the Dropout the identity at evaluation",
                            lambda pd: (_undilated(pd), _upscaled(pd))),
 }
