@@ -104,3 +104,14 @@ def test_compare_backward_judges_the_token_taken_as_compare_forward_does(torch_v
                                          lambda p: paddle.optimizer.Momentum(0.1, momentum=0.9, parameters=p)),
                               steps=2)
     assert report.passed == (red is None) and report.first_diverging == red, report.table()
+
+
+@pytest.mark.parametrize("port, red", [({}, None), ({"epsilon": 1e-3}, "norm")])
+def test_two_saved_records_are_judged_as_compare_forward_judges_them(torch_vit, port, red, tmp_path):
+    """judge_forward on record_forward's records (each side's script saves its own): the same rule, read from the
+    records alone."""
+    from portcheck import judge_forward, record_forward
+    pt, pd = pair(torch_vit, **port)
+    report = judge_forward(record_forward(pt, X, tmp_path / "torch"), record_forward(pd, X, tmp_path / "paddle"))
+    assert report.passed == (red is None) and report.first_diverging == red, report.table()
+    assert TAKEN in report.pairs().splitlines(), report.pairs()
