@@ -82,6 +82,31 @@ def test_a_tie_broken_otherwise_by_a_top_k_router_is_said_as_one_never_red(tied,
     assert flipped, "neither tie-break parted from torch's: no tie broken otherwise was judged"
 
 
+def test_a_near_tie_float32_parts_each_side_its_own_way_is_never_red(tmp_path):
+    """Expert 2's router row expert 1's moved along a step orthogonal to token 10: their scores there are level in
+    float64 but for the row's float32 rounding, and each side's float32 run parts them its own way (on this machine
+    torch's topk picks expert 2 and the port's expert 1). The port as it is, correct: never red, in one process and
+    from records saved apart; a token chosen otherwise is said at a tie (PC431)."""
+    import torch
+    pt, pd = torch_moe(), paddle_moe()
+    rows, token = X.reshape(-1, X.shape[-1]).astype(np.float64), 10
+    step = np.random.RandomState(6).randn(X.shape[-1])
+    step -= step @ rows[token] / (rows[token] @ rows[token]) * rows[token]
+    with torch.no_grad():
+        pt.mlp.gate.weight[2] = pt.mlp.gate.weight[1] + torch.from_numpy(0.3 * step).float()
+    logits = rows @ pt.mlp.gate.weight.detach().numpy().astype(np.float64).T
+    assert abs(logits[token, 1] - logits[token, 2]) < 1e-7 and sorted(np.argsort(-logits[token])[:K]) in ([0, 1],
+                                                                                                          [0, 2])
+    convert(pt, pd, inputs=X)
+    here = compare_forward(pt, pd, X)
+    apart = judge_forward(*(saved(tmp_path, side, record_forward(m, X)) for side, m in (("torch", pt), ("paddle", pd))))
+    for report in here, apart:
+        (routed,) = report.routing
+        assert routed.scored and not routed.red and report.first_diverging is None, routed.line()
+        assert routed.flipped in ([], [token]) and (report.passed or "[PC431]" in routed.line()), routed.line()
+    assert here.routing[0].line() == apart.routing[0].line()
+
+
 @pytest.mark.parametrize("plant", ["bias", "sign", "renorm"])
 def test_a_routing_bug_stays_red_at_the_router_beside_a_tie(tied, tmp_path, plant):
     """The same tied pair, the port's router planted: a score bias on its side alone and the top k of the wrong sign
