@@ -84,9 +84,9 @@ def test_a_tie_broken_otherwise_by_a_top_k_router_is_said_as_one_never_red(tied,
 
 def test_a_near_tie_float32_parts_each_side_its_own_way_is_never_red(tmp_path):
     """Expert 2's router row expert 1's moved along a step orthogonal to token 10: their scores there are level in
-    float64 but for the row's float32 rounding, and each side's float32 run parts them its own way (on this machine
-    torch's topk picks expert 2 and the port's expert 1). The port as it is, correct: never red, in one process and
-    from records saved apart; a token chosen otherwise is said at a tie (PC431)."""
+    float64 but for the row's float32 rounding (some 1e-8), and each side's float32 run may part them its own way
+    (torch's topk picking one, the port's the other, by their kernels' rounding). The port as it is, correct: never
+    red, in one process and from records saved apart; a token chosen otherwise is said at a tie (PC431)."""
     import torch
     pt, pd = torch_moe(), paddle_moe()
     rows, token = X.reshape(-1, X.shape[-1]).astype(np.float64), 10
@@ -143,8 +143,8 @@ def test_where_torchs_block_chooses_by_more_than_its_router_the_tie_is_said_not_
 
 def test_a_near_tie_is_judged_on_torchs_scores_within_their_own_error_and_ulps():
     """routing._choices on a token whose two experts' scores are one unit of the last place apart (rounding parts
-    them): the port choosing the other is at a tie; some millionths apart, red, unless torch's own error at the token (its
-    float64 run's scores) is near it, taken the measured rule's multiple; torch's float64 run choosing as the port
+    them): the port choosing the other is at a tie; some millionths apart, red, unless torch's own error at the token
+    (its float64 run's scores) is near it, taken the measured rule's multiple; torch's float64 run choosing as the port
     does makes a tie with no scores read; scores torch's own choice is not the top k of are read as none."""
     x = np.float32(-1.2)
     weights = np.array([[0.6, 0.4]], np.float32)
