@@ -171,9 +171,8 @@ REASONS = {
                     "kernel first where timm (as TF-slim's) runs the (1, 7) one; and each Inception block "
                     "concatenates its pooled branch first, timm's last",
     "clip_vit_base": "proj: PaddleClas's CLIP ViT holds CLIP's image projection (768 x 512), which its classifier "
-                     "never reads; timm's holds none. Its classifier reads the first patch token: PaddleClas's table "
-                     "drops CLIP ViT-B/16's class token before pooling (remove_cls_token_in_forward); timm's reads "
-                     "the class token",
+                     "never reads; and its forward drops the class token (remove_cls_token_in_forward): its head "
+                     "reads the first patch token",
     "mae_vit_base": "patch_embed.proj: PaddleClas's foundation ViT's patch conv has no bias (conv_bias=False, as "
                     "CLIP's), timm's has one. Every LayerNorm's epsilon is the class's default 1e-5, timm's 1e-6. It "
                     "holds CLIP's image projection (proj), which its classifier never reads",
@@ -257,10 +256,10 @@ def _unprojected(pd):
 
 
 def _class_token_kept(pd):
-    """An UNDONE edit: the class token kept to the pooling, which PaddleClas's table of foundation ViTs drops for
-    CLIP's ViT-B/16 (read at each forward from the module's own global, which each pair's process holds alone)."""
-    from ppcls.arch.backbone.model_zoo import foundation_vit
-    foundation_vit._model_diff = {**foundation_vit._model_diff, "remove_cls_token_in_forward": []}
+    """An UNDONE edit: the class token handed on to the pooling, which PaddleClas's table of differences drops for
+    CLIP's ViT-B/16 (its forward reads the table, a global of its module, at each call)."""
+    module = sys.modules[type(pd).__module__]
+    module._model_diff = {**module._model_diff, "remove_cls_token_in_forward": []}
 
 
 def _patch_biased(pd):
@@ -288,7 +287,7 @@ UNDONE = {
                     _epsilons("LayerNorm", 1e-5, "transformer.norm")),
     "darknet53": ("every BatchNorm's activation LeakyReLU (slope 0.01)", _leaky),
     "swin_tiny": ("the last stage's windows not shifted", _unshifted),
-    "clip_vit_base": ("proj left out, the class token kept",
+    "clip_vit_base": ("the projection its classifier never reads (proj) left out, the class token kept",
                       lambda pd: (_unprojected(pd), _class_token_kept(pd))),
     "mae_vit_base": ("the patch conv biased, every LayerNorm's epsilon 1e-6, proj left out",
                      lambda pd: (_patch_biased(pd), _epsilons("LayerNorm", 1e-6)(pd), _unprojected(pd))),

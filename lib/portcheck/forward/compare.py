@@ -178,15 +178,18 @@ def judged_as_run(model, inputs, torch_record, paddle_record, keys: dict, free: 
     is the one record_forward makes: its first try taken, no value it leaves unjudged NaN or Inf where the float32
     one is finite (record_forward tries again for any), no fused module's parts. routes: a dict given the choice of
     experts each block of this float64 run hands its packed experts (experts.Routed, keys prefixed F64): the yardstick
-    of the float32 run's (forward.routing)."""
+    of the float32 run's (forward.routing), and its routers' outputs (routing.scored), what their ties are judged by."""
     import torch
     applied = applied or {}
     wanted = {k: p for k, p in keys.items() if p in paddle_record}
     parts = fused.declared(torch_record)  # a fused module's parts are judged, each on its columns
     judged, done, counts, wild = {}, {}, {}, []  # wild: the first key float64 makes NaN or Inf, fp32 finite
     tries, roots, unjudged_wild = [], {}, []  # kept's: the runs made, the model's outputs, wild outside `wanted`
+    scores = routing.scored(torch_record) if routes is not None else set()
 
     def judge(key, tensor):
+        if key in scores:  # a router's: its float64 run's, what its ties are judged by where the port's gives its top k
+            routes[F64 + key] = np.array(tensor.detach().cpu().numpy())
         p_key = wanted.get(key)
         if p_key is None:
             if kept is not None and not unjudged_wild and key in torch_record and calibrated.overflowed(

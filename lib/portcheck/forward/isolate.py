@@ -158,9 +158,12 @@ def forced_run(model, inputs, torch_record: dict, calls: dict, leaves: dict, kee
             held = made.get((id(x), version(x)))
             if held is not None and identity(torch_record, held) == identity(torch_record, key):
                 return None  # torch's recorded value already (mostly the output forced just before): not copied again
-            x = torch_shaped(key, torch_record[key], x)
+            # an input the port takes an index of before its module (pairing.Pairing.applied's take rule): fed so
+            x = torch_shaped(key, activated(applied[key], torch_record[key]) if key in applied else torch_record[key], x)
             if x is None:
                 return None
+            if key in applied:
+                made.pop((id(x), version(x)), None)  # not torch's recorded value of the key: never its source
             if holder is not None:
                 holder[where] = x
                 return None
@@ -183,8 +186,9 @@ def forced_run(model, inputs, torch_record: dict, calls: dict, leaves: dict, kee
                     whole = fused.joined(key, tuple(tensor.shape), spec, lambda k: torch_record.get(leaves.get(k, "")))
                     return tensor if whole is None else like(whole, tensor)
                 value = torch_record.get(leaves.get(key, ""))
-                if value is not None and leaves[key] in applied and tuple(tensor.shape) == value.shape:
-                    return like(activated(applied[leaves[key]], value), tensor)  # not torch's recorded value
+                if value is not None and leaves[key] in applied:
+                    value = activated(applied[leaves[key]], value)  # not torch's recorded value
+                    return like(value, tensor) if tuple(tensor.shape) == value.shape else tensor
                 held = made.get((id(tensor), version(tensor)))
                 if value is not None and held is not None and \
                         identity(torch_record, held) == identity(torch_record, leaves[key]):

@@ -9,9 +9,14 @@ the sides chose apart are equal within what the two sides' logits differ by at t
 Where a tie was broken otherwise on the two sides, neither side is wrong, and what follows the block is not judged
 on that batch. A port's router returning its top k (paddleformers' TopkRouter, its choice read with a score bias) is
 compared on what both sides give: its experts and their weights against those torch's block handed its packed experts
-(mapping.experts.Routed); tokens sent to other experts are red at that router, which made the choice, and so are the
-weights of the experts chosen alike, judged as the router's output by the measured rule: torch's own error there is
-its float64 run's weights (a renormalisation or a scale one side leaves out).
+(mapping.experts.Routed); tokens sent to other experts are red at that router, which made the choice, unless they
+are at a tie of torch's router's scores, said as one as above. Its scores are its output where its block's choice is
+their top k at every token of the run (a score bias or a group limit the choice reads beyond them leaves them unread:
+the tie not judged, said, and those tokens red), and the two sides' difference there, the port's router giving its
+top k alone, is what the measured rule allows them at that token: K times torch's own error (its scores against its
+float64 run's); a token torch's float64 run routes as the port does is at a tie of torch's own two runs. The weights
+of the experts chosen alike are judged as the router's output by the measured rule: torch's own error there is its
+float64 run's weights (a renormalisation or a scale one side leaves out).
 May import core, mapping and forward.twin's prefix."""
 from dataclasses import dataclass, field
 
@@ -27,6 +32,7 @@ from portcheck.mapping.modules import META
 from portcheck.mapping.ties import outputs_of
 from portcheck.mapping.trace import stopped
 
+UNPAIRED = "no counterpart"  # a row of a torch module the port has none of (forward.outputs'), judged by no value
 TIED = f"{NOT_JUDGED} routing tie:"  # a row a tie broken otherwise reaches: not judged, never red
 ULPS = 4  # a tie: logits apart by no more than the two sides' difference there and this many units of the last place
 
@@ -47,6 +53,7 @@ class Routing:
     said: str = ""             # why the routing could not be read ("" when it was)
     topk: bool = False         # read from Paddle's router's top k and the experts torch's block chose (_choices)
     weights_row: object = None  # topk: the chosen experts' weights judged (diff.KeyResult; None: no float64 run's)
+    scored: bool = False       # topk: torch's router's scores read, its block's choice their top k (ties judged)
     unread: bool = False       # a choice it is asked to judge and cannot read (said): less compared, never green
 
     @property
@@ -65,9 +72,12 @@ class Routing:
         ties = f"; {self.tied} token(s) at a tie" if self.tied else ""
         if self.differing and self.topk:
             t = self.differing[0]
+            tie = ("no tie of torch's router's scores there" if self.scored else
+                   "whether at a tie not judged: torch's block chooses by more than its router's output (a score "
+                   "bias or a group limit the record does not hold)")
             return (f"routing at {at}: RED: {len(self.differing)} of {n} tokens reached other experts, the first token "
                     f"{t} torch's experts {sorted(mine[t])}, Paddle's {sorted(theirs[t])}: the experts Paddle's router "
-                    "chose (its top k) against those torch's block handed its experts [PC941]")
+                    f"chose (its top k) against those torch's block handed its experts{ties}; {tie} [PC941]")
         if self.red and self.topk:
             row = self.weights_row
             said = row.problem or f"max diff {row.max:.3g} > allowed {row.allowed:.3g}"
@@ -173,7 +183,7 @@ def compare(torch_record: dict, paddle_record: dict, paired, routes: dict = None
             twin = _kept(routes, f"{F64}{ROUTE}{t_list}") or _kept(torch_record, f"{F64}{ROUTE}{t_list}")
             twin = twin if twin is not None and twin[0].shape == top[1].shape else None
             if twin is not None or not (routes or next((True for k in torch_record if k.startswith(F64)), False)):
-                out.append(_choices(r, top, twin))
+                out.append(_choices(r, top, twin, _scores(torch_record, router, routes)))
                 continue
             where = f"{t_list} in its float64 run"
         elif top[0] is not None and top[1] is None and not any(mine):
@@ -208,7 +218,7 @@ def compare(torch_record: dict, paddle_record: dict, paired, routes: dict = None
         r.chosen = tuple(chosen)
         r.weights = tuple(_softmax(x) for x in logits)
         for t, (a, b) in enumerate(zip(*chosen)):
-            tie = _tie(logits[0][t], logits[1][t], a, b, len(a))
+            tie = _tie(logits[0][t], float(np.abs(logits[0][t] - logits[1][t]).max()), a, b, len(a))
             r.tied += bool(tie)
             if a != b:
                 (r.flipped if tie else r.differing).append(t)
@@ -239,17 +249,25 @@ def _top_k(outputs: list):
     return None if weights is None else (index, weights)
 
 
-def _choices(r: Routing, top, twin=None) -> Routing:
+def _choices(r: Routing, top, twin=None, scores=None) -> Routing:
     """r with each token's experts and their weights compared: Paddle's router's top k (top[0]) against torch's
     block's (top[1], top[2]); the weights of the experts chosen alike judged by the measured rule, twin: torch's float64
-    run's (its experts, their weights), its own error (a token it routes otherwise: the float32 weights there)."""
+    run's (its experts, their weights), its own error (a token it routes otherwise: the float32 weights there).
+    scores: _scores' (torch's router's scores, the sides' difference at each token) a token chosen otherwise is
+    judged a tie on (_tie), where its block's choice is their top k at every token; a token torch's float64 run routes
+    as the port does is at a tie of torch's own runs."""
     (index, weights), mine, mine_w = top
     r.topk = True
     r.chosen = tuple([frozenset(int(e) for e in row) for row in x] for x in (mine, index))
+    r.scored = scores is not None and scores[0].shape == (len(mine), r.experts) and \
+        all(_follows(row, apart, a) for row, apart, a in zip(*scores, r.chosen[0]))
+    exact = [frozenset(int(e) for e in row) for row in twin[0]] if twin is not None else [None] * len(mine)
     alike = []  # [(torch's weights, float64's, Paddle's)] per token chosen alike, in torch's expert order
     for t, (a, b) in enumerate(zip(*r.chosen)):
+        tie = (r.scored and _tie(scores[0][t], scores[1][t], a, b, len(a))) or (a != b and exact[t] == b)
+        r.tied += bool(tie)
         if a != b:
-            r.differing.append(t)
+            (r.flipped if tie else r.differing).append(t)
             continue
         order = [int(e) for e in mine[t]]
         theirs = dict(zip(map(int, index[t]), np.asarray(weights[t], np.float64)))
@@ -262,6 +280,35 @@ def _choices(r: Routing, top, twin=None) -> Routing:
         a, ref, b = (np.array(x, dtype=np.float32 if i != 1 else np.float64) for i, x in enumerate(zip(*alike)))
         r.weights_row = calibrated.measure(f"{r.router} (routing weights)", a, ref, b)
     return r
+
+
+def _scores(record: dict, router: str, routes: dict):
+    """(torch's router's scores [tokens, experts] as _logits gives them, what the two sides' may differ by at each
+    token [tokens]) of the router's first output, or None. The port's router gives its top k alone: the difference is
+    the one the measured rule allows there, calibrated.K times torch's own error at the token (its scores against its
+    float64 run's, routes' or the record's); none where no float64 run's are held (a later step's forward: ULPS
+    alone)."""
+    key = next((k for k in record if k.startswith("out/") and split_key(k)[1] == router), None)
+    if key is None or np.ndim(record[key]) < 1:
+        return None
+    mine = _logits(_rows(record[key]))
+    wide = routes.get(F64 + key, record.get(F64 + key))
+    if wide is None or np.shape(wide) != np.shape(record[key]):
+        return mine, np.zeros(len(mine))
+    with np.errstate(invalid="ignore"):
+        own = np.nan_to_num(np.abs(mine - _logits(_rows(wide))), nan=0.0, posinf=0.0)  # -inf on both: equal
+    return mine, calibrated.K * own.max(-1)
+
+
+def scored(record: dict) -> set:
+    """The out/ keys of each mixture of experts' router in a torch record (compare's rule): the scores a port's router
+    returning its top k is judged a tie on (_scores), whose float64 run's compare_forward keeps beside its choice."""
+    out = set()
+    for experts, (n, _) in lists.indexed(record).items():
+        router = _router(record, experts, n)
+        key = next((k for k in record if router and k.startswith("out/") and split_key(k)[1] == router), None)
+        out |= {key} if key else set()
+    return out
 
 
 def _router(record: dict, experts: str, n: int):
@@ -319,10 +366,22 @@ def in_step(record: dict, step: int) -> dict:
             **{k[len(prefix):]: v for k, v in record.items() if k.startswith(prefix)}}
 
 
-def _tie(mine, theirs, a: frozenset, b: frozenset, k: int) -> bool:
-    """Whether a token's choice rests on a tie: the logits of the experts one side chose and the other did not are
-    equal within the sides' difference at that token (and ULPS), or, chosen alike, the k-th and the next are."""
-    slack = float(np.abs(mine - theirs).max()) + ULPS * float(np.spacing(np.float32(np.abs(mine).max())))
+def _slack(mine, apart: float) -> float:
+    """What two experts' logits of a token may be apart by and be at a tie: the sides' difference there and ULPS."""
+    return apart + ULPS * float(np.spacing(np.float32(np.abs(mine).max())))
+
+
+def _follows(mine, apart: float, a: frozenset) -> bool:
+    """Whether the experts a are a top k of a token's logits (within _slack): the choice those logits make."""
+    rest = [e for e in range(len(mine)) if e not in a]
+    return not a or not rest or float(mine[sorted(a)].min()) >= float(mine[rest].max()) - _slack(mine, apart)
+
+
+def _tie(mine, apart: float, a: frozenset, b: frozenset, k: int) -> bool:
+    """Whether a token's choice rests on a tie: torch's logits (mine) of the experts one side chose and the other did
+    not are equal within apart, the sides' difference at that token, and ULPS; or, chosen alike, the k-th and the next
+    are."""
+    slack = _slack(mine, apart)
     if a != b:  # as many experts on each side, each one chosen apart level with one the other side chose
         return len(a) == len(b) and all(abs(mine[i] - mine[j]) <= slack for i in a - b for j in b - a)
     if not 0 < k < len(mine):
@@ -344,11 +403,13 @@ def unjudged_after_ties(routed: list, torch_record: dict, rows: list, isolated=F
     """rows, each one a tie broken otherwise reaches (a block's flipped tokens, none red) said as not judged, within
     its rule or not: neither side is wrong there, and no rule holds two choices of experts to each other (torch's
     float64 yardstick may break the tie otherwise too, and its allowance then holds the other experts' difference).
-    The router's own output comes before the choice: it stays judged. isolated: isolate's rows,
+    The router's own output comes before the choice: it stays judged (a row with no counterpart stays as it is, and
+    says nothing of the router: a port's router returning its top k has none of torch's). isolated: isolate's rows,
     each module on torch's values: only the block and what it holds are reached (Paddle's router breaks the tie
     again). A tie is one only where the router's own output is within its rule: a router whose logits differ (its
     weight wrong) sends those tokens elsewhere by its own difference, and they are red (differing)."""
-    red = {split_key(f"out/{row.name}")[1] for row in rows if not row.passed}
+    alone = lambda row: row.problem.startswith(UNPAIRED)  # nothing of the port's compared with it: no verdict on it
+    red = {split_key(f"out/{row.name}")[1] for row in rows if not row.passed and not alone(row)}
     for r in routed:
         if r.router in red and not isolated:  # the sides' logits apart: no slack from them makes a tie
             r.differing, r.flipped, r.tied = sorted(r.differing + r.flipped), [], 0
@@ -363,7 +424,8 @@ def unjudged_after_ties(routed: list, torch_record: dict, rows: list, isolated=F
         return rows
     out = []
     for row in rows:
-        r = reached.get(split_key(f"out/{row.name.removesuffix(' (its input)')}")[1]) if row.judged else None
+        r = reached.get(split_key(f"out/{row.name.removesuffix(' (its input)')}")[1]) \
+            if row.judged and not alone(row) else None
         out.append(row if r is None else calibrated.unjudged(
             row.name, row.shape, f"{TIED} {len(r.flipped)} token(s) at a tie of {r.router}'s logits, broken "
             "otherwise by the two sides, reach it (routing)"))

@@ -12,6 +12,7 @@ from typing import Optional
 
 from portcheck.core.errors import PipelineError
 from portcheck.core.keys import module_of, split_key
+from portcheck.mapping.taken import TAKE, taken_said
 from portcheck.mapping.ties import entry
 from portcheck.mapping.trace import SCALES, scale_said
 
@@ -78,9 +79,10 @@ class Pairing:
                     paddle_module if paddle_module in torch_modules else None)
 
     def applied_to(self, keys) -> dict:
-        """{torch output key (out/<call>...): the activation it is judged through} of `keys` (applied)."""
-        return {k: self.applied[split_key(k)[1]] for k in keys
-                if k.startswith("out/") and split_key(k)[1] in self.applied}
+        """{torch output key (out/<call>...): the activation it is judged through} of `keys` (applied); and a first
+        input (in/<call>) the port takes an index of before its module (taken.taken_rules), judged so too."""
+        return {k: self.applied[split_key(k)[1]] for k in keys if split_key(k)[1] in self.applied and
+                (k.startswith("out/") or k.startswith("in/") and self.applied[split_key(k)[1]][:1] == TAKE)}
 
     def modules(self) -> dict:
         """torch module -> Paddle module, from their calls. A torch module holding tensors whose calls pair with
@@ -124,6 +126,7 @@ class Pairing:
         """Every pair, then every call left unpaired on each side: what the report says it chose."""
         how = lambda t: " (name map)" if t in self.named else " (by value)" if t in self.settled else \
             f" ({scale_said(self.applied[t])})" if self.applied.get(t, "")[:1] in SCALES else \
+            f" ({taken_said(self.applied[t])})" if self.applied.get(t, "")[:1] == TAKE else \
             (f" (Paddle {self.pairs[t]} is {self._kind(self.pairs[t])}(act={self.acts.get(self.pairs[t])}): judged "
              f"against torch's {t} followed by {self.applied[t]}, which torch's forward applies to it)"
              if t in self.applied else

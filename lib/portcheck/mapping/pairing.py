@@ -37,6 +37,7 @@ from portcheck.core.keys import ROOT, module_of, split_key
 from portcheck.mapping.alignment import FIXED, _align, _blocked, _fits, _inconsistent, _unfit, sequence, similarity
 from portcheck.mapping.modules import ACT, family, held, text
 from portcheck.mapping.paired import Pairing
+from portcheck.mapping.taken import taken_rules
 from portcheck.mapping.trace import applied_rules, scale_rules
 from portcheck.mapping.names import entries
 from portcheck.mapping.lists import BY_INDEX, indexed, inside, keys as list_keys, matched, normal as _normal
@@ -254,6 +255,8 @@ def pair(torch_record: dict, paddle_record: dict, name_map=None, weights_only=Fa
         result.applied = {**{t: rule for t, rule in scale_rules(result.pairs, torch_record, paddle_record).items()
                              if t not in result.composed and t not in result.paddle_composed},
                           **applied_rules(result, torch_record, paddle_record)}
+        result.applied.update(taken_rules(result, torch_record, paddle_record,
+                                          {*result.composed, *result.paddle_composed, *result.applied, *result.met}))
     return result
 
 

@@ -3,7 +3,7 @@ modules' hook points, and the Recorder that keeps every module's output and firs
 in torch's run which outputs its forward hands to an activation outside any module (watch), and in each side's
 which it multiplies by a number there (watch, watch_paddle; scale_rules, and applied_rules: the pairs judged
 through that activation);
-how numpy inputs are handed to a model (call, Arguments). May import core and mapping's modules only: convert pairs
+how numpy inputs are handed to a model (call, Arguments). May import core and mapping's modules and taken only: convert pairs
 modules by such a run, forward judges two of them."""
 import contextlib
 import numbers
@@ -16,6 +16,7 @@ from portcheck.core import spill
 from portcheck.core.errors import PipelineError, first_line, one_line
 from portcheck.core.keys import ROOT, split_key, unkeyed
 from portcheck.mapping import modules, packed
+from portcheck.mapping.taken import TAKE, take
 
 INPUTS = "check the inputs (their dtype and shape, a dict's names) against the model's forward"
 
@@ -230,11 +231,13 @@ SCALES = {"*": np.multiply, "/": np.divide}  # a rule's name "*<c>" or "/<c>": t
 
 
 def activated(name, array):
-    """torch's recorded output (fp32, or its float64 run's) as the activation `name` torch applies to it next, or
-    scaled by the rule `name` (SCALES, scale_rules), in its own precision."""
+    """torch's recorded output (fp32, or its float64 run's) as the activation `name` torch applies to it next,
+    scaled by the rule `name` (SCALES, scale_rules) or an index taken (taken.taken_rules), in its own precision."""
     if array is None:
         return None
     x = np.asarray(array)
+    if name[:1] == TAKE:
+        return take(name, x)
     if name[:1] in SCALES:
         return SCALES[name[0]](x, x.dtype.type(float(name[1:])) if x.dtype.kind == "f" else float(name[1:]))
     return ACTIVATIONS[name](x)
