@@ -62,6 +62,11 @@ PAIRS = {
                                  dict(model_name="CLIP_vit_base_patch16_224", img_size=SIZE, patch_size=16,
                                       embed_dim=768, depth=12, num_heads=12, qkv_bias=True, epsilon=1e-5))),
     # PaddleClas's foundation ViTs, one class switched by its model_name, built narrow and shallow on both sides
+    "clip_vit_base32": dict(arch="ViT (CLIP)",
+                            timm=("vit_base_patch32_clip_224", dict(img_size=SIZE, **FOUNDATION_TINY)),
+                            ppcls=("model_zoo.foundation_vit.VisionTransformer",
+                                   dict(model_name="CLIP_vit_base_patch32_224", img_size=SIZE, patch_size=32,
+                                        qkv_bias=True, epsilon=1e-5, **FOUNDATION_TINY))),
     "beitv2_base": dict(arch="BEiT v2", timm=("beitv2_base_patch16_224", dict(img_size=SIZE, **FOUNDATION_TINY)),
                         ppcls=("model_zoo.foundation_vit.VisionTransformer",
                                dict(model_name="BEiTv2_vit_base_patch16_224", img_size=SIZE, patch_size=16,
@@ -173,6 +178,9 @@ REASONS = {
     "clip_vit_base": "proj: PaddleClas's CLIP ViT holds CLIP's image projection (768 x 512), which its classifier "
                      "never reads; and its forward drops the class token (remove_cls_token_in_forward): its head "
                      "reads the first patch token",
+    "clip_vit_base32": "proj: PaddleClas's CLIP ViT holds CLIP's image projection (here 64 x 512), which its "
+                       "classifier never reads; timm's holds none. Its class token reaches the head: PaddleClas's "
+                       "table drops it for ViT-B/16 alone",
     "mae_vit_base": "patch_embed.proj: PaddleClas's foundation ViT's patch conv has no bias (conv_bias=False, as "
                     "CLIP's), timm's has one. Every LayerNorm's epsilon is the class's default 1e-5, timm's 1e-6. It "
                     "holds CLIP's image projection (proj), which its classifier never reads",
@@ -289,6 +297,7 @@ UNDONE = {
     "swin_tiny": ("the last stage's windows not shifted", _unshifted),
     "clip_vit_base": ("the projection its classifier never reads (proj) left out, the class token kept",
                       lambda pd: (_unprojected(pd), _class_token_kept(pd))),
+    "clip_vit_base32": ("the projection its classifier never reads (proj) left out", _unprojected),
     "mae_vit_base": ("the patch conv biased, every LayerNorm's epsilon 1e-6, proj left out",
                      lambda pd: (_patch_biased(pd), _epsilons("LayerNorm", 1e-6)(pd), _unprojected(pd))),
     "eva_giant": ("the patch conv biased, every LayerNorm's epsilon 1e-6, proj left out",

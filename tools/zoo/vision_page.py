@@ -80,8 +80,8 @@ def section(run: dict) -> list:
             "informative: a tensor set to one constant (a norm's ones, a bias's zeros) is drawn at random;",
             "- built by timm at 50's depths (3, 4, 6, 3 blocks; the ResNeXt 4 wide per group) where it names no "
             "50-deep model: seresnet152d and seresnext101d_32x8d against SE_ResNet50_vd and SE_ResNeXt50_vd_32x4d;",
-            "- built narrow where PaddleClas's foundation ViT (one class, its model_name choosing BEiT v2's, MAE's or "
-            "EVA's parts) stands for the model: 64 wide and 2 deep on both sides, EVA's image 56 (its patches are 14);",
+            "- built narrow where PaddleClas's foundation ViT (one class, its model_name choosing CLIP's, BEiT v2's, "
+            "MAE's or EVA's parts) stands for the model, CLIP ViT-B/16 aside: 64 wide, 2 deep, EVA's image 56;",
             "- converted with no map and no layouts;",
             "- judged by compare_forward cumulative and isolated, then with a bug planted on the Paddle side (its "
             "first norm's epsilon), expected red at that norm.", "",
