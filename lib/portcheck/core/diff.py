@@ -37,6 +37,8 @@ EMPTY = "empty: nothing compared"  # an empty array (an empty batch) is never a 
 # a result's problem when its yardstick failed (torch's float64 run overflowed or stopped): red, said as not judged,
 # and never named as where two runs part
 NOT_JUDGED = "not judged:"
+# the start of a row's problem when the other side holds nothing to compare it with: no verdict on its values
+UNPAIRED = "no counterpart"
 
 
 @dataclass

@@ -8,7 +8,7 @@ import dataclasses
 import numpy as np
 
 from portcheck.core import calibrated, spill, tolerances
-from portcheck.core.diff import KeyResult
+from portcheck.core.diff import UNPAIRED, KeyResult
 from portcheck.forward import graph, routing
 from portcheck.forward.chosen import (as_named, checked_outputs, checked_outputs_of, mended, named_line,
                                       output_name, output_names, selected, shared, suggested)
@@ -265,7 +265,7 @@ def judge_records(torch_record: dict, paddle_record: dict, name_map, mean_bound,
             row = _leaf_row(name, key, p_key, torch_record, paddle_record,
                             shared(t_all, p_all, {a: b for a, b in root.items() if a != key}))
         elif p_key not in paddle_record:
-            row = calibrated.unjudged(name, tuple(spill.shape(torch_record, key)), "no counterpart in the Paddle model")
+            row = calibrated.unjudged(name, tuple(spill.shape(torch_record, key)), f"{UNPAIRED} in the Paddle model")
             alone.add(key)
         elif unreached(key):
             row = calibrated.unjudged(name, tuple(spill.shape(torch_record, key)), unreached(key))

@@ -4,7 +4,7 @@ import dataclasses
 from dataclasses import dataclass, field
 
 from portcheck.core import calibrated, page, report
-from portcheck.core.diff import NOT_JUDGED, first_diverging
+from portcheck.core.diff import NOT_JUDGED, UNPAIRED, first_diverging
 from portcheck.core.report import format_table
 from portcheck.mapping.pairing import ROOT, split_key
 
@@ -52,7 +52,7 @@ class ForwardReport(page.Viewable):
         isolated = self.isolated is None or (not self.isolation_stopped and all(r.passed for r in self.isolated))
         return not self.stopped and bool(self.paired) and isolated and \
             not any(r.red or r.flipped or r.unread for r in self.routing) and \
-            all(r.passed or r.beyond(calibrated.MEAN_BOUND) for r in self.rows if not r.problem.startswith("no counterpart"))
+            all(r.passed or r.beyond(calibrated.MEAN_BOUND) for r in self.rows if not r.problem.startswith(UNPAIRED))
 
     @property
     def guide_passed(self) -> bool:
@@ -156,7 +156,7 @@ class ForwardReport(page.Viewable):
     @property
     def paired(self) -> list:
         """The rows with a Paddle counterpart."""
-        return [r for r in self.rows if not r.problem.startswith("no counterpart")]
+        return [r for r in self.rows if not r.problem.startswith(UNPAIRED)]
 
     def plot(self, path) -> str:
         """A PNG at `path`: each module's max diff over its allowance along the network, log scale, the first

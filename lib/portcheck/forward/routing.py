@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from portcheck.core import calibrated, spill
-from portcheck.core.diff import NOT_JUDGED
+from portcheck.core.diff import NOT_JUDGED, UNPAIRED
 from portcheck.core.keys import module_of, split_key
 from portcheck.forward.twin import F64
 from portcheck.mapping import lists
@@ -32,7 +32,6 @@ from portcheck.mapping.modules import META
 from portcheck.mapping.ties import outputs_of
 from portcheck.mapping.trace import stopped
 
-UNPAIRED = "no counterpart"  # a row of a torch module the port has none of (forward.outputs'), judged by no value
 TIED = f"{NOT_JUDGED} routing tie:"  # a row a tie broken otherwise reaches: not judged, never red
 ULPS = 4  # a tie: logits apart by no more than the two sides' difference there and this many units of the last place
 

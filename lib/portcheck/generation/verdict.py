@@ -5,7 +5,7 @@ formatted from it. May import core and forward."""
 from dataclasses import dataclass, field
 
 from portcheck.core import page
-from portcheck.core.diff import KeyResult
+from portcheck.core.diff import UNPAIRED, KeyResult
 
 
 @dataclass
@@ -140,7 +140,7 @@ class GenerateReport(page.Viewable):
         report = self.step_report
         return report is not None and not report.stopped and bool(report.paired) and all(
             r.passed or r.beyond(calibrated.MEAN_BOUND) for r in report.rows
-            if not r.problem.startswith("no counterpart"))
+            if not r.problem.startswith(UNPAIRED))
 
     @property
     def passed(self) -> bool:

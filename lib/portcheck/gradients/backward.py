@@ -238,7 +238,7 @@ def judge_backward(torch_record: dict, paddle_record: dict, name_map=None,
         a, ref, b = torch_record[key], torch_record.get(F64 + key), paddle_record.get(
             key if key.startswith(("loss/", "lr/")) else _counterpart(key, mapped, renamed))
         if b is None:
-            return calibrated.unjudged(name, np.shape(a), why.get(key, "no counterpart on paddle"), 0.0)
+            return calibrated.unjudged(name, np.shape(a), why.get(key, f"{diff.UNPAIRED} on paddle"), 0.0)
         row = measure(name, a, ref, b, mean_bound, multiple)
         kind, _, tensor = key.partition("/")
         if not key.startswith(("loss/", "lr/")) and np.asarray(a).dtype.kind == "f":  # a counter is exact
@@ -261,7 +261,7 @@ def judge_backward(torch_record: dict, paddle_record: dict, name_map=None,
     def lr_row(i):
         a, b = np.asarray(torch_record[f"lr/{i}"], np.float64), paddle_record.get(f"lr/{i}")
         if b is None:
-            return calibrated.unjudged("lr", a.shape, "no counterpart on paddle", 0.0)
+            return calibrated.unjudged("lr", a.shape, f"{diff.UNPAIRED} on paddle", 0.0)
         return diff.compare_key("lr", a, np.asarray(b, np.float64), tolerances.Ulps(tolerances.ULPS, largest_lr))
 
     for i in range(steps):

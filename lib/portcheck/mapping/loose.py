@@ -18,6 +18,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from portcheck.core.calibrated import same_but_ones
+from portcheck.core.diff import UNPAIRED
 from portcheck.core.errors import PipelineError
 from portcheck.core.keys import ROOT
 from portcheck.mapping.layouts import RULES, layouts_table, linear_layout, same_layout
@@ -249,7 +250,7 @@ def either_line(name, mine, target, kind, either, then="") -> str:
 def unplaced_line(name, mine, target, kind, either) -> str:
     """PC452's line: a square weight under another name (either_line's) in two saved records, the torch one
     keeping no layout for the Paddle type: what the gradient's row says, and how to record it."""
-    return (f"no counterpart on paddle: Paddle {target} (a {kind}) holds {', '.join(either)}, square: either layout "
+    return (f"{UNPAIRED} on paddle: Paddle {target} (a {kind}) holds {', '.join(either)}, square: either layout "
             f"fits, and the torch record declares neither; record it with record_backward(..., layouts={{'{kind}': "
             f"'same'}}) if {kind} holds torch's [out, in] (x @ W.T), or 'transpose' for [in, out] (x @ W) [PC452]")
 

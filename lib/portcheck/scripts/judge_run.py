@@ -17,6 +17,7 @@ import numpy as np
 
 from portcheck.core import page
 from portcheck.core.fileio import load_npy
+from portcheck.core.diff import UNPAIRED
 from portcheck.core.keys import ROOT
 from portcheck.core.report import DIAGNOSTICS
 from portcheck.forward.twin import F64
@@ -124,7 +125,7 @@ def kept(t: dict, p: dict, statuses: dict, modules: dict, renamed: dict) -> list
         theirs_key = _counterpart(f"w/{tensor}", modules, renamed).partition("/")[2]
         b = p.get(f"{head}/{name}/{theirs_key}")
         if b is None:
-            rows.append(unjudged(said, t[key].shape, "no counterpart on paddle", 0.0))
+            rows.append(unjudged(said, t[key].shape, f"{UNPAIRED} on paddle", 0.0))
             continue
         row = with_spread(measure(said, t[key], t.get(F64 + key), b, None, K_BACKWARD), spread_of(t, key))
         if not row.passed and tensor.endswith(".running_var") and f"{NORM}{tensor.rpartition('.')[0]}" in t:
