@@ -115,3 +115,70 @@ def test_two_saved_records_are_judged_as_compare_forward_judges_them(torch_vit, 
     report = judge_forward(record_forward(pt, X, tmp_path / "torch"), record_forward(pd, X, tmp_path / "paddle"))
     assert report.passed == (red is None) and report.first_diverging == red, report.table()
     assert TAKEN in report.pairs().splitlines(), report.pairs()
+
+
+# ---------------------------------------------------------------- timm's own ViT against a port written by hand
+
+class HandAttention(paddle.nn.Layer):
+    """q, k and v apart, where timm's holds them in one qkv: convert settles their columns by the run."""
+    def __init__(self, dim, heads):
+        super().__init__()
+        self.q, self.k, self.v = (paddle.nn.Linear(dim, dim) for _ in range(3))
+        self.proj, self.heads = paddle.nn.Linear(dim, dim), heads
+
+    def forward(self, x):
+        b, n, d = x.shape
+        split = lambda t: t.reshape([b, n, self.heads, d // self.heads]).transpose([0, 2, 1, 3])  # noqa: E731
+        q, k, v = split(self.q(x)), split(self.k(x)), split(self.v(x))
+        attn = paddle.nn.functional.softmax(q @ k.transpose([0, 1, 3, 2]) * (d // self.heads) ** -0.5, axis=-1)
+        return self.proj((attn @ v).transpose([0, 2, 1, 3]).reshape([b, n, d]))
+
+
+class HandBlock(paddle.nn.Layer):
+    def __init__(self, dim, heads):
+        super().__init__()
+        self.norm1, self.attn = paddle.nn.LayerNorm(dim, epsilon=1e-6), HandAttention(dim, heads)
+        self.norm2 = paddle.nn.LayerNorm(dim, epsilon=1e-6)
+        self.fc1, self.fc2 = paddle.nn.Linear(dim, 4 * dim), paddle.nn.Linear(4 * dim, dim)
+
+    def forward(self, x):
+        x = x + self.attn(self.norm1(x))
+        return x + self.fc2(paddle.nn.functional.gelu(self.fc1(self.norm2(x))))
+
+
+class HandViT(paddle.nn.Layer):
+    """A port of timm's VisionTransformer as users write one: its class token normed alone, after it is taken."""
+    def __init__(self, dim, heads, patches, token=0):
+        super().__init__()
+        self.patch_embed = paddle.nn.Conv2D(3, dim, 4, 4)
+        self.cls_token, self.pos_embed = self.create_parameter([1, 1, dim]), self.create_parameter([1, patches + 1, dim])
+        self.blocks = paddle.nn.LayerList([HandBlock(dim, heads)])
+        self.norm, self.head, self.token = paddle.nn.LayerNorm(dim, epsilon=1e-6), paddle.nn.Linear(dim, 3), token
+
+    def forward(self, x):
+        x = self.patch_embed(x).flatten(2).transpose([0, 2, 1])
+        x = paddle.concat([self.cls_token.expand([x.shape[0], -1, -1]), x], axis=1) + self.pos_embed
+        for block in self.blocks:
+            x = block(x)
+        return self.head(self.norm(x[:, self.token]))
+
+
+@pytest.mark.parametrize("token, red", [(0, []), (2, ["(model) (before norm)"])])
+def test_timms_own_vit_against_a_port_written_by_hand_is_green_and_a_token_taken_otherwise_red(token, red):
+    from tools.zoo import vision
+    if vision.installed():
+        pytest.skip(f"timm is not installed here ({vision.installed()}; CI installs it)")
+    vision.prepare()
+    import timm
+    torch.manual_seed(0)
+    pt = timm.create_model("vit_tiny_patch16_224", pretrained=False, num_classes=3, img_size=8, patch_size=4,
+                           embed_dim=D, num_heads=2, depth=1).eval()
+    with torch.no_grad():  # a norm that is not the identity, a class token and table that are not zeros
+        pt.norm.weight.uniform_(0.5, 1.5), pt.norm.bias.uniform_(-0.5, 0.5)
+        pt.cls_token.normal_(), pt.pos_embed.normal_(std=0.1)
+    paddle.seed(0)
+    pd = HandViT(D, 2, PATCHES, token)
+    convert(pt, pd, inputs=X)
+    report = compare_forward(pt, pd.eval(), X, isolate=True)
+    assert report.passed == (not red) and report.differing == red, report.table()
+    assert TAKEN in report.pairs().splitlines(), report.pairs()
