@@ -484,9 +484,17 @@ def error_line(proc) -> str:
 
 
 def make_home(path, *export_args):
-    for script in SETUP:
-        run(script, *(export_args if script == SETUP[0] else ()), home=path, check=0)
+    """SETUP's scripts run in path (export_args: the first one's), each to exit 0; what each printed is kept beside
+    the home (setup_runs)."""
+    procs = [run(script, *(export_args if script == SETUP[0] else ()), home=path, check=0) for script in SETUP]
+    Path(f"{path}.setup.json").write_text(json.dumps([[p.args, p.returncode, p.stdout, p.stderr] for p in procs]))
     return path
+
+
+def setup_runs(home) -> dict:
+    """{SETUP's script: its CompletedProcess} of the make_home that built home."""
+    procs = json.loads(Path(f"{home}.setup.json").read_text())
+    return dict(zip(SETUP, (subprocess.CompletedProcess(*p) for p in procs)))
 
 
 def built_once(tmp_path_factory, name, build):
@@ -601,8 +609,27 @@ def deterministic_pair(tiny_home, tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def minilm_home(tmp_path_factory):
-    """The real all-MiniLM-L6-v2 weights, exported and converted (read-only)."""
+    """The real all-MiniLM-L6-v2 weights, exported and converted (read-only): SETUP's scripts with no flags, as the
+    README's first block runs them (tests/test_docs_blocks.py takes their runs from here: setup_runs)."""
     return shared_home(tmp_path_factory, "minilm")
+
+
+# examples/builtin_pair.py writes nothing: one run of it, as a block's line runs it (a new interpreter in an empty
+# folder), is asserted by tests/test_pairing.py (its verdicts) and tests/test_docs_blocks.py (docs/examples.md's
+# lines): one interpreter importing torch and Paddle and running the pair, not two (~5 s of CPU)
+BUILTIN_PAIR = "examples/builtin_pair.py"
+
+
+@pytest.fixture(scope="session")
+def builtin_pair_run(tmp_path_factory):
+    """BUILTIN_PAIR's CompletedProcess, run once per suite run in an empty folder."""
+    def build(folder):
+        (folder / "cwd").mkdir()
+        proc = run(BUILTIN_PAIR, home=folder / "home", cwd=folder / "cwd")
+        (folder / "proc.json").write_text(json.dumps([proc.args, proc.returncode, proc.stdout, proc.stderr]))
+        assert not any((folder / "cwd").iterdir()), "it writes nothing"
+    folder = built_once(tmp_path_factory, "builtin_pair", build)
+    return subprocess.CompletedProcess(*json.loads((folder / "proc.json").read_text()))
 
 
 def plant_values(path, data):
