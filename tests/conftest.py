@@ -101,6 +101,10 @@ FORKED_SETUP = dict.fromkeys(SETUP, "torch")
 FORKED_SETUP |= dict.fromkeys(["examples/resnet18/export_weights.py", "examples/resnet18/convert_weights.py",
                                "examples/resnet18/Step5/torch_vs_torch.py",
                                *(f"examples/resnet18/Step{n}/check_step{n}.py" for n in range(1, 6))], "torch")
+# the examples the docs' blocks run (the README's first green, examples.md's frameworks' own LSTM pair), which import
+# both frameworks: torch's import saved (~2 s of CPU each); .ci/run runs both as processes of their own, in the venv
+# holding only numpy, torch and paddlepaddle
+FORKED_SETUP |= dict.fromkeys(["examples/quickstart.py", "examples/builtin_pair.py"], "torch")
 # the scripts that import their side's data module (pt_data.py, pd_data.py): its third-party imports made before the
 # fork too (transformers' and datasets', paddlenlp's: 3.5 and 5.5 s of CPU), by a server of their own; Step 4's
 # schedules (_lr.py) too, which import the same packages (transformers' and paddlenlp's schedulers)
