@@ -281,7 +281,8 @@ def forked(server, cmd, home, cwd):
 FORKED_RUNS = {"test_run_scripts.py", "test_run_config.py", "test_run_trainers.py", "test_run_loaders.py",
                "test_run_limits.py", "test_run_cycles.py", "test_run_taking.py", "test_run_against_itself.py",
                "test_run_rnn.py", "test_run_first_kink.py", "test_hand_in_kink.py", "test_run_packed.py",
-               "test_run_calls.py", "test_hostile5.py", "test_run_forged.py", "test_run_split.py"}
+               "test_run_calls.py", "test_hostile5.py", "test_run_forged.py", "test_run_split.py",
+               "test_run_paconvert.py", "test_run_paconvert_training.py"}
 # imported before the fork beside the framework: what the tests' scripts import that never touches torch's or
 # Paddle's functions (the recorder wraps those at its start-up, after which a module binding one at its import
 # would hold the wrapped one)
