@@ -41,7 +41,7 @@ THREADS = str(max(1, len(os.sched_getaffinity(0)) // WORKERS))
 # is raised above the largest on purpose to send it first: it builds run_all_home, which test_step2 and test_step4
 # start from, before either begins (a worker needing it mid-build would wait), and needs no tiny home at its start,
 # so the first two files do not both wait for the shared tiny home (shared_home).
-FILE_SECONDS = {"test_hand_in.py": 61, "test_docs_blocks.py": 60, "test_distributed.py": 48, "test_zoo_families.py": 48,
+FILE_SECONDS = {"test_hand_in.py": 61, "test_docs_blocks.py": 60, "test_distributed.py": 48, "test_zoo_families.py": 38,
                 "test_resnet18.py": 47, "test_mid_size.py": 45, "test_run_launchers.py": 45, "test_run_trainers.py": 43,
                 "test_run_scripts.py": 38, "test_split.py": 30, "test_run_packed.py": 24, "test_step5.py": 23,
                 "test_edges.py": 22, "test_hostile5.py": 21, "test_hostile84.py": 21, "test_five_steps.py": 20,
