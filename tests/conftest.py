@@ -35,47 +35,48 @@ THREADS = str(max(1, len(os.sched_getaffinity(0)) // WORKERS))
 # pytest.ini hands out whole files (--dist loadfile) in collection order, the next file to the first worker that
 # is free; this puts the longest first, so the last file to start is a short one and the workers finish together.
 # Seconds per file: its tests' CPU seconds (setup + call + teardown: this process's, its waited children's, and its
-# fork servers' own and their children's, read from /proc: FORKED_RUNS' servers too), measured test by test in one
-# whole `python -m pytest` (two workers, THREADS 1) on a loaded 2-core AMD EPYC; a file under a second is 1. A file's
-# figure holds the session fixtures it happened to build first (tiny_home, minilm_home, run_all_home). test_hand_in's
-# is raised above the largest on purpose to send it first: it builds run_all_home, which test_step2 and test_step4
-# start from, before either begins (a worker needing it mid-build would wait), and needs no tiny home at its start,
-# so the first two files do not both wait for the shared tiny home (shared_home).
-FILE_SECONDS = {"test_hand_in.py": 61, "test_docs_blocks.py": 60, "test_distributed.py": 48, "test_zoo_families.py": 38,
-                "test_resnet18.py": 47, "test_mid_size.py": 45, "test_run_launchers.py": 45, "test_run_trainers.py": 43,
-                "test_run_scripts.py": 38, "test_split.py": 30, "test_run_packed.py": 24, "test_step5.py": 23,
-                "test_edges.py": 22, "test_hostile5.py": 21, "test_hostile84.py": 21, "test_five_steps.py": 20,
-                "test_k_backward.py": 20, "test_run_paconvert_training.py": 20, "test_layout.py": 17,
-                "test_run_taking.py": 17, "test_hostile.py": 16, "test_inputs.py": 16, "test_docs_site.py": 15,
-                "test_run_config.py": 15, "test_zoo.py": 15, "test_bn_few_values.py": 14, "test_kink_isolated.py": 14,
-                "test_run_split.py": 14, "test_split_head.py": 14, "test_pairing2.py": 13, "test_run_calls.py": 13,
-                "test_run_against_itself.py": 12, "test_step4.py": 12, "test_stream_wide.py": 12,
-                "test_stream_hostile.py": 11, "test_global_settings.py": 10, "test_handin_steps.py": 10,
-                "test_run_loaders.py": 10, "test_run_paconvert.py": 10, "test_steps25.py": 10,
-                "test_zoo_training.py": 10, "test_habits.py": 9, "test_plot.py": 9, "test_run_first_kink.py": 8,
-                "test_newcomer.py": 7, "test_hostile4.py": 6, "test_vision_ports.py": 6, "test_generate.py": 5,
-                "test_generate_families.py": 5, "test_moe.py": 5, "test_run_cycles.py": 5, "test_run_forged.py": 5,
-                "test_run_rnn.py": 5, "test_stream.py": 5, "test_hand_in_kink.py": 4, "test_hostile3.py": 4,
-                "test_loose.py": 4, "test_pairing.py": 4, "test_ports.py": 4, "test_root_tables.py": 4,
-                "test_size.py": 4, "test_step1.py": 4, "test_bn_two_values.py": 3, "test_explorer.py": 3,
-                "test_generate_folders.py": 3, "test_layouts_formers.py": 3, "test_step2.py": 3,
-                "test_torchvision.py": 3, "test_weight_stats.py": 3, "test_align.py": 2, "test_architecture.py": 2,
-                "test_compat_layouts.py": 2, "test_convert.py": 2, "test_diff.py": 2, "test_generate_seq2seq.py": 2,
-                "test_grouping.py": 2, "test_layering.py": 2, "test_library.py": 2, "test_loose_forms.py": 2,
-                "test_loose_saved.py": 2, "test_models.py": 2, "test_scaled.py": 2, "test_user_verdicts.py": 2,
-                "test_view.py": 2, "test_zoo_paconvert.py": 2, "test_zoo_vision.py": 2, "test_bench_pages.py": 1,
-                "test_contestant.py": 1, "test_docs.py": 1, "test_docs_prose.py": 1, "test_draws.py": 1,
-                "test_engine.py": 1, "test_first_call.py": 1, "test_flags.py": 1, "test_forward_cost.py": 1,
-                "test_fused_restart.py": 1, "test_generate_handin.py": 1, "test_generate_origin.py": 1,
-                "test_generate_padding.py": 1, "test_generate_window.py": 1, "test_head_on_two_levels.py": 1,
-                "test_index_tables.py": 1, "test_keys.py": 1, "test_kink_branch.py": 1, "test_kink_fused_act.py": 1,
-                "test_links.py": 1, "test_messages.py": 1, "test_moe_saved.py": 1, "test_no_traceback.py": 1,
-                "test_one_sided.py": 1, "test_own_layout.py": 1, "test_packed_rnn.py": 1, "test_padded_elsewhere.py": 1,
-                "test_pasted.py": 1, "test_pointwise.py": 1, "test_pooler_linear.py": 1, "test_regroup.py": 1,
-                "test_replayed_lines.py": 1, "test_root_own.py": 1, "test_rules.py": 1, "test_run_limits.py": 1,
-                "test_shapes_shared.py": 1, "test_sibling_branches.py": 1, "test_square_router.py": 1,
-                "test_step3.py": 1, "test_tensor_data.py": 1, "test_torch_fused.py": 1, "test_wording.py": 1,
-                "test_zoo_formers_generation.py": 1, "test_zoo_generation.py": 1, "test_zoo_reasons.py": 1}
+# fork servers' own and their children's, read from /proc: FORKED_RUNS' servers too), measured test by test in whole
+# `python -m pytest` runs (two workers, THREADS 1) on a loaded 2-core AMD EPYC, the mean of two where the file did
+# not change between them; a file under a second is 1. A file's figure holds the session fixtures it happened to
+# build first (tiny_home, minilm_home, run_all_home). test_hand_in's is raised above the largest on purpose to send
+# it first: it builds run_all_home, which test_step2 and test_step4 start from, before either begins (a worker
+# needing it mid-build would wait), and needs no tiny home at its start, so the first two files do not both wait for
+# the shared tiny home (shared_home).
+FILE_SECONDS = {"test_hand_in.py": 72, "test_docs_blocks.py": 71, "test_resnet18.py": 53, "test_mid_size.py": 46,
+                "test_distributed.py": 45, "test_run_launchers.py": 44, "test_run_trainers.py": 42,
+                "test_run_scripts.py": 37, "test_split.py": 31, "test_bn_few_values.py": 29, "test_zoo_families.py": 25,
+                "test_run_packed.py": 24, "test_edges.py": 22, "test_hostile84.py": 22, "test_kink_isolated.py": 22,
+                "test_step5.py": 22, "test_run_paconvert_training.py": 20, "test_hostile5.py": 19,
+                "test_hostile.py": 17, "test_inputs.py": 17, "test_k_backward.py": 17, "test_run_taking.py": 17,
+                "test_docs_site.py": 16, "test_layout.py": 16, "test_zoo.py": 16, "test_run_config.py": 15,
+                "test_five_steps.py": 14, "test_run_split.py": 14, "test_split_head.py": 13, "test_run_calls.py": 12,
+                "test_stream_wide.py": 12, "test_pairing2.py": 11, "test_run_paconvert.py": 11,
+                "test_global_settings.py": 10, "test_handin_steps.py": 10, "test_run_against_itself.py": 10,
+                "test_step4.py": 10, "test_steps25.py": 10, "test_stream_hostile.py": 10, "test_zoo_training.py": 10,
+                "test_plot.py": 9, "test_run_loaders.py": 9, "test_habits.py": 8, "test_run_first_kink.py": 8,
+                "test_hand_in_kink.py": 6, "test_newcomer.py": 6, "test_run_forged.py": 6, "test_vision_ports.py": 6,
+                "test_generate_families.py": 5, "test_hostile4.py": 5, "test_moe.py": 5, "test_root_tables.py": 5,
+                "test_run_cycles.py": 5, "test_run_rnn.py": 5, "test_generate.py": 4, "test_hostile3.py": 4,
+                "test_stream.py": 4, "test_bn_two_values.py": 3, "test_explorer.py": 3, "test_generate_folders.py": 3,
+                "test_loose.py": 3, "test_pairing.py": 3, "test_ports.py": 3, "test_scaled.py": 3, "test_size.py": 3,
+                "test_step1.py": 3, "test_step2.py": 3, "test_torchvision.py": 3, "test_view.py": 3,
+                "test_architecture.py": 2, "test_compat_layouts.py": 2, "test_convert.py": 2, "test_diff.py": 2,
+                "test_generate_seq2seq.py": 2, "test_grouping.py": 2, "test_layering.py": 2,
+                "test_layouts_formers.py": 2, "test_library.py": 2, "test_loose_forms.py": 2, "test_loose_saved.py": 2,
+                "test_models.py": 2, "test_weight_stats.py": 2, "test_zoo_paconvert.py": 2, "test_zoo_vision.py": 2,
+                "test_align.py": 1, "test_bench_pages.py": 1, "test_contestant.py": 1, "test_docs.py": 1,
+                "test_docs_prose.py": 1, "test_draws.py": 1, "test_engine.py": 1, "test_first_call.py": 1,
+                "test_flags.py": 1, "test_forward_cost.py": 1, "test_fused_restart.py": 1, "test_generate_handin.py": 1,
+                "test_generate_origin.py": 1, "test_generate_padding.py": 1, "test_generate_window.py": 1,
+                "test_head_on_two_levels.py": 1, "test_index_tables.py": 1, "test_keys.py": 1, "test_kink_branch.py": 1,
+                "test_kink_fused_act.py": 1, "test_links.py": 1, "test_messages.py": 1, "test_moe_saved.py": 1,
+                "test_no_traceback.py": 1, "test_one_sided.py": 1, "test_own_layout.py": 1, "test_packed_rnn.py": 1,
+                "test_padded_elsewhere.py": 1, "test_pasted.py": 1, "test_pointwise.py": 1, "test_pooler_linear.py": 1,
+                "test_regroup.py": 1, "test_replayed_lines.py": 1, "test_root_own.py": 1, "test_rules.py": 1,
+                "test_run_limits.py": 1, "test_shapes_shared.py": 1, "test_sibling_branches.py": 1,
+                "test_square_router.py": 1, "test_step3.py": 1, "test_tensor_data.py": 1, "test_torch_fused.py": 1,
+                "test_user_verdicts.py": 1, "test_wording.py": 1, "test_zoo_formers_generation.py": 1,
+                "test_zoo_generation.py": 1, "test_zoo_reasons.py": 1}
 # A file missing from FILE_SECONDS (a new one) is placed as a file of this many seconds: after the long files, before
 # the short ones, whose ~200 s then even out the workers' ends whatever it takes. Placed last (0), a new file of 30 s
 # starts when the other worker has a second or two left, and that worker waits out the rest.

@@ -292,7 +292,7 @@ def test_every_unmarked_block_runs_and_prints_what_its_pages_say(code, page, sai
         assert not printed_as_said(output, lines), f"{page.name}: {code} did not print " \
                                                    f"{printed_as_said(output, lines)!r}:\n{output[-3000:]}"
     assert committed_hand_in() == reference, f"{page.name}: {code} wrote the committed log_reprod/"
-    assert taken in ([], SETUP), f"{page.name}: its setup lines are not SETUP's scripts in turn, as minilm_home runs them"
+    assert taken in ([], SETUP), f"{page.name}: its setup lines are not SETUP's scripts in turn (minilm_home's)"
 
 
 def test_the_first_green_hands_in_its_picture_and_each_sides_weights(quickstart):
