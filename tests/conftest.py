@@ -35,45 +35,47 @@ THREADS = str(max(1, len(os.sched_getaffinity(0)) // WORKERS))
 # pytest.ini hands out whole files (--dist loadfile) in collection order, the next file to the first worker that
 # is free; this puts the longest first, so the last file to start is a short one and the workers finish together.
 # Seconds per file: its tests' CPU seconds (setup + call + teardown: this process's, its waited children's, and its
-# fork servers' own and their children's, FORKED_RUNS' servers too), measured test by test in one whole `python -m
-# pytest` (two workers, THREADS 1) on a loaded 2-core AMD EPYC; a file under a second is 1. A file's figure holds the
-# session fixtures it happened to build first (tiny_home, minilm_home, run_all_home). test_hand_in's is raised above
-# the largest on purpose to send it first: it builds run_all_home, which test_step2 and test_step4 start from, before
-# either begins (a worker needing it mid-build would wait), and needs no tiny home at its start, so the first two
-# files do not both wait for the shared tiny home (shared_home). Measured alone since (-n 0, about twice a whole
-# run's figure there): test_generate_families 55 (its XLNet, Blenderbot and RoFormer pairs), test_vision_ports 13;
-# estimated on a loaded machine: test_bn_few_values 30 (its dense net), test_run_paconvert 25 (its Conv1D pair).
-FILE_SECONDS = {"test_hand_in.py": 70, "test_docs_blocks.py": 69, "test_run_paconvert_training.py": 49,
-                "test_resnet18.py": 47, "test_run_trainers.py": 41, "test_mid_size.py": 40, "test_run_launchers.py": 40,
-                "test_zoo_families.py": 40, "test_distributed.py": 39, "test_run_scripts.py": 35,
-                "test_five_steps.py": 27, "test_split.py": 24, "test_run_packed.py": 22, "test_edges.py": 20,
-                "test_k_backward.py": 20, "test_hostile84.py": 19, "test_inputs.py": 18, "test_step5.py": 18,
-                "test_zoo_training.py": 18, "test_hostile5.py": 16, "test_docs_site.py": 15, "test_hostile.py": 15,
-                "test_kink_isolated.py": 14,
-                "test_layout.py": 14, "test_pairing.py": 14, "test_run_against_itself.py": 14,
-                "test_run_paconvert.py": 25, "test_zoo.py": 14, "test_run_split.py": 13, "test_run_taking.py": 13,
-                "test_run_config.py": 12, "test_handin_steps.py": 11, "test_split_head.py": 11, "test_step4.py": 11,
-                "test_pairing2.py": 10, "test_run_calls.py": 10, "test_stream_hostile.py": 10,
-                "test_stream_wide.py": 10, "test_global_settings.py": 9, "test_plot.py": 9, "test_run_loaders.py": 9,
-                "test_habits.py": 8, "test_steps25.py": 8, "test_newcomer.py": 6, "test_run_first_kink.py": 6,
-                "test_bn_few_values.py": 30, "test_hand_in_kink.py": 5, "test_run_cycles.py": 5, "test_run_forged.py": 5,
-                "test_run_rnn.py": 5, "test_vision_ports.py": 13, "test_generate.py": 4, "test_hostile3.py": 4,
-                "test_hostile4.py": 4, "test_moe.py": 4, "test_ports.py": 4, "test_root_tables.py": 4,
-                "test_stream.py": 4, "test_bn_two_values.py": 3, "test_explorer.py": 3, "test_generate_families.py": 34,
-                "test_loose.py": 3, "test_loose_forms.py": 3, "test_size.py": 3, "test_step1.py": 3, "test_step2.py": 3,
-                "test_torchvision.py": 3, "test_zoo_paconvert.py": 3, "test_align.py": 2, "test_convert.py": 2,
-                "test_diff.py": 2, "test_generate_folders.py": 2, "test_generate_seq2seq.py": 2, "test_layering.py": 2,
-                "test_library.py": 2, "test_loose_saved.py": 2, "test_models.py": 2, "test_scaled.py": 2,
-                "test_view.py": 2, "test_architecture.py": 1, "test_bench_pages.py": 1, "test_compat_layouts.py": 1,
-                "test_contestant.py": 1, "test_docs.py": 1, "test_docs_prose.py": 1, "test_draws.py": 1,
-                "test_engine.py": 1, "test_first_call.py": 1, "test_flags.py": 1, "test_forward_cost.py": 1,
-                "test_fused_restart.py": 1, "test_generate_handin.py": 1, "test_generate_origin.py": 1,
-                "test_generate_padding.py": 1, "test_generate_window.py": 1, "test_grouping.py": 1, "test_keys.py": 1,
-                "test_kink_branch.py": 1, "test_layouts_formers.py": 1, "test_links.py": 1, "test_messages.py": 1,
-                "test_no_traceback.py": 1, "test_one_sided.py": 1, "test_packed_rnn.py": 1, "test_pasted.py": 1,
-                "test_pooler_linear.py": 1, "test_regroup.py": 1, "test_root_own.py": 1, "test_rules.py": 1,
-                "test_run_limits.py": 1, "test_shapes_shared.py": 1, "test_step3.py": 1, "test_tensor_data.py": 1,
-                "test_user_verdicts.py": 1, "test_weight_stats.py": 1, "test_wording.py": 1,
+# fork servers' own and their children's, read from /proc: FORKED_RUNS' servers too), measured test by test in whole
+# `python -m pytest` runs (two workers, THREADS 1) on a loaded 2-core AMD EPYC, the mean of two where the file did
+# not change between them; a file under a second is 1. A file's figure holds the session fixtures it happened to
+# build first (tiny_home, minilm_home, run_all_home). test_hand_in's is raised above the largest on purpose to send
+# it first: it builds run_all_home, which test_step2 and test_step4 start from, before either begins (a worker
+# needing it mid-build would wait), and needs no tiny home at its start, so the first two files do not both wait for
+# the shared tiny home (shared_home).
+FILE_SECONDS = {"test_hand_in.py": 72, "test_docs_blocks.py": 71, "test_resnet18.py": 53, "test_mid_size.py": 46,
+                "test_distributed.py": 45, "test_run_launchers.py": 44, "test_run_trainers.py": 42,
+                "test_run_scripts.py": 37, "test_split.py": 31, "test_bn_few_values.py": 29, "test_zoo_families.py": 25,
+                "test_run_packed.py": 24, "test_edges.py": 22, "test_hostile84.py": 22, "test_kink_isolated.py": 22,
+                "test_step5.py": 22, "test_run_paconvert_training.py": 20, "test_hostile5.py": 19,
+                "test_hostile.py": 17, "test_inputs.py": 17, "test_k_backward.py": 17, "test_run_taking.py": 17,
+                "test_docs_site.py": 16, "test_layout.py": 16, "test_zoo.py": 16, "test_run_config.py": 15,
+                "test_five_steps.py": 14, "test_run_split.py": 14, "test_split_head.py": 13, "test_run_calls.py": 12,
+                "test_stream_wide.py": 12, "test_pairing2.py": 11, "test_run_paconvert.py": 11,
+                "test_global_settings.py": 10, "test_handin_steps.py": 10, "test_run_against_itself.py": 10,
+                "test_step4.py": 10, "test_steps25.py": 10, "test_stream_hostile.py": 10, "test_zoo_training.py": 10,
+                "test_plot.py": 9, "test_run_loaders.py": 9, "test_habits.py": 8, "test_run_first_kink.py": 8,
+                "test_hand_in_kink.py": 6, "test_newcomer.py": 6, "test_run_forged.py": 6, "test_vision_ports.py": 6,
+                "test_generate_families.py": 5, "test_hostile4.py": 5, "test_moe.py": 5, "test_root_tables.py": 5,
+                "test_run_cycles.py": 5, "test_run_rnn.py": 5, "test_generate.py": 4, "test_hostile3.py": 4,
+                "test_stream.py": 4, "test_bn_two_values.py": 3, "test_explorer.py": 3, "test_generate_folders.py": 3,
+                "test_loose.py": 3, "test_pairing.py": 3, "test_ports.py": 3, "test_scaled.py": 3, "test_size.py": 3,
+                "test_step1.py": 3, "test_step2.py": 3, "test_torchvision.py": 3, "test_view.py": 3,
+                "test_architecture.py": 2, "test_compat_layouts.py": 2, "test_convert.py": 2, "test_diff.py": 2,
+                "test_generate_seq2seq.py": 2, "test_grouping.py": 2, "test_layering.py": 2,
+                "test_layouts_formers.py": 2, "test_library.py": 2, "test_loose_forms.py": 2, "test_loose_saved.py": 2,
+                "test_models.py": 2, "test_weight_stats.py": 2, "test_zoo_paconvert.py": 2, "test_zoo_vision.py": 2,
+                "test_align.py": 1, "test_bench_pages.py": 1, "test_contestant.py": 1, "test_docs.py": 1,
+                "test_docs_prose.py": 1, "test_draws.py": 1, "test_engine.py": 1, "test_first_call.py": 1,
+                "test_flags.py": 1, "test_forward_cost.py": 1, "test_fused_restart.py": 1, "test_generate_handin.py": 1,
+                "test_generate_origin.py": 1, "test_generate_padding.py": 1, "test_generate_window.py": 1,
+                "test_head_on_two_levels.py": 1, "test_index_tables.py": 1, "test_keys.py": 1, "test_kink_branch.py": 1,
+                "test_kink_fused_act.py": 1, "test_links.py": 1, "test_messages.py": 1, "test_moe_saved.py": 1,
+                "test_no_traceback.py": 1, "test_one_sided.py": 1, "test_own_layout.py": 1, "test_packed_rnn.py": 1,
+                "test_padded_elsewhere.py": 1, "test_pasted.py": 1, "test_pointwise.py": 1, "test_pooler_linear.py": 1,
+                "test_regroup.py": 1, "test_replayed_lines.py": 1, "test_root_own.py": 1, "test_rules.py": 1,
+                "test_run_limits.py": 1, "test_shapes_shared.py": 1, "test_sibling_branches.py": 1,
+                "test_square_router.py": 1, "test_step3.py": 1, "test_tensor_data.py": 1, "test_torch_fused.py": 1,
+                "test_user_verdicts.py": 1, "test_wording.py": 1, "test_zoo_formers_generation.py": 1,
                 "test_zoo_generation.py": 1, "test_zoo_reasons.py": 1}
 # A file missing from FILE_SECONDS (a new one) is placed as a file of this many seconds: after the long files, before
 # the short ones, whose ~200 s then even out the workers' ends whatever it takes. Placed last (0), a new file of 30 s
@@ -101,6 +103,10 @@ FORKED_SETUP = dict.fromkeys(SETUP, "torch")
 FORKED_SETUP |= dict.fromkeys(["examples/resnet18/export_weights.py", "examples/resnet18/convert_weights.py",
                                "examples/resnet18/Step5/torch_vs_torch.py",
                                *(f"examples/resnet18/Step{n}/check_step{n}.py" for n in range(1, 6))], "torch")
+# the examples the docs' blocks run (the README's first green, examples.md's frameworks' own LSTM pair), which import
+# both frameworks: torch's import saved (~2 s of CPU each); .ci/run runs both as processes of their own, in the venv
+# holding only numpy, torch and paddlepaddle
+FORKED_SETUP |= dict.fromkeys(["examples/quickstart.py", "examples/builtin_pair.py"], "torch")
 # the scripts that import their side's data module (pt_data.py, pd_data.py): its third-party imports made before the
 # fork too (transformers' and datasets', paddlenlp's: 3.5 and 5.5 s of CPU), by a server of their own; Step 4's
 # schedules (_lr.py) too, which import the same packages (transformers' and paddlenlp's schedulers)
@@ -277,7 +283,8 @@ def forked(server, cmd, home, cwd):
 FORKED_RUNS = {"test_run_scripts.py", "test_run_config.py", "test_run_trainers.py", "test_run_loaders.py",
                "test_run_limits.py", "test_run_cycles.py", "test_run_taking.py", "test_run_against_itself.py",
                "test_run_rnn.py", "test_run_first_kink.py", "test_hand_in_kink.py", "test_run_packed.py",
-               "test_run_calls.py", "test_hostile5.py", "test_run_forged.py", "test_run_split.py"}
+               "test_run_calls.py", "test_hostile5.py", "test_run_forged.py", "test_run_split.py",
+               "test_run_paconvert.py", "test_run_paconvert_training.py"}
 # imported before the fork beside the framework: what the tests' scripts import that never touches torch's or
 # Paddle's functions (the recorder wraps those at its start-up, after which a module binding one at its import
 # would hold the wrapped one)
@@ -484,9 +491,17 @@ def error_line(proc) -> str:
 
 
 def make_home(path, *export_args):
-    for script in SETUP:
-        run(script, *(export_args if script == SETUP[0] else ()), home=path, check=0)
+    """SETUP's scripts run in path (export_args: the first one's), each to exit 0; what each printed is kept beside
+    the home (setup_runs)."""
+    procs = [run(script, *(export_args if script == SETUP[0] else ()), home=path, check=0) for script in SETUP]
+    Path(f"{path}.setup.json").write_text(json.dumps([[p.args, p.returncode, p.stdout, p.stderr] for p in procs]))
     return path
+
+
+def setup_runs(home) -> dict:
+    """{SETUP's script: its CompletedProcess} of the make_home that built home."""
+    procs = json.loads(Path(f"{home}.setup.json").read_text())
+    return dict(zip(SETUP, (subprocess.CompletedProcess(*p) for p in procs)))
 
 
 def built_once(tmp_path_factory, name, build):
@@ -601,8 +616,27 @@ def deterministic_pair(tiny_home, tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def minilm_home(tmp_path_factory):
-    """The real all-MiniLM-L6-v2 weights, exported and converted (read-only)."""
+    """The real all-MiniLM-L6-v2 weights, exported and converted (read-only): SETUP's scripts with no flags, as the
+    README's first block runs them (tests/test_docs_blocks.py takes their runs from here: setup_runs)."""
     return shared_home(tmp_path_factory, "minilm")
+
+
+# examples/builtin_pair.py writes nothing: one run of it, as a block's line runs it (a new interpreter in an empty
+# folder), is asserted by tests/test_pairing.py (its verdicts) and tests/test_docs_blocks.py (docs/examples.md's
+# lines): one interpreter importing torch and Paddle and running the pair, not two (~5 s of CPU)
+BUILTIN_PAIR = "examples/builtin_pair.py"
+
+
+@pytest.fixture(scope="session")
+def builtin_pair_run(tmp_path_factory):
+    """BUILTIN_PAIR's CompletedProcess, run once per suite run in an empty folder."""
+    def build(folder):
+        (folder / "cwd").mkdir()
+        proc = run(BUILTIN_PAIR, home=folder / "home", cwd=folder / "cwd")
+        (folder / "proc.json").write_text(json.dumps([proc.args, proc.returncode, proc.stdout, proc.stderr]))
+        assert not any((folder / "cwd").iterdir()), "it writes nothing"
+    folder = built_once(tmp_path_factory, "builtin_pair", build)
+    return subprocess.CompletedProcess(*json.loads((folder / "proc.json").read_text()))
 
 
 def plant_values(path, data):

@@ -36,6 +36,7 @@ import textwrap
 import pytest
 
 from bert_sst2 import paths
+from conftest import BUILTIN_PAIR as BUILTIN_PAIR_SCRIPT, SETUP, setup_runs
 
 ROOT = paths.ROOT
 README, README_CN = ROOT / "README.md", ROOT / "README_cn.md"
@@ -253,16 +254,36 @@ def quickstart(tmp_path_factory):
                                              PYTHONWARNINGS="ignore")), folder
 
 
+# the README's setup lines, the SETUP scripts with no flags, are conftest's minilm_home: those scripts run once per
+# suite run as the block runs them (its build), each line's exit and output read from there and what they write (the
+# home) copied in; docs/examples.md's builtin_pair.py line is conftest's one run of it (builtin_pair_run)
+BUILTIN_PAIR = f"python {BUILTIN_PAIR_SCRIPT}"
+
+
+def setup_script(line: str):
+    """The SETUP script a line runs with no flags, or None."""
+    said = shlex.split(line.split(" #")[0])
+    return said[1] if said[0] == "python" and len(said) == 2 and said[1] in SETUP else None
+
+
 @pytest.mark.parametrize("code, page, said", unmarked(), ids=lambda v: v.name if hasattr(v, "name") else "")
 def test_every_unmarked_block_runs_and_prints_what_its_pages_say(code, page, said, tmp_path, request):
     env = dict(os.environ, BERT_ALIGN_HOME=str(tmp_path / "home"), PYTHONWARNINGS="ignore")
-    output, reference = "", committed_hand_in()
+    output, reference, taken = "", committed_hand_in(), []
     for line in commands(code):
         assert COMMAND.match(line), f"{page.name}: {line!r} is no command: mark the block (<!-- block: ... -->)"
         if line.split(" #")[0].strip() == QUICKSTART:  # its one run, what it wrote copied into this empty folder
             proc, folder = request.getfixturevalue("quickstart")
             for written in folder.iterdir():
                 shutil.copytree(written, tmp_path / written.name, symlinks=True)
+        elif line.split(" #")[0].strip() == BUILTIN_PAIR:  # it writes nothing
+            proc = request.getfixturevalue("builtin_pair_run")
+        elif setup_script(line):
+            built = request.getfixturevalue("minilm_home")
+            if not taken:
+                shutil.copytree(built, tmp_path / "home")
+            taken.append(setup_script(line))
+            proc = setup_runs(built)[taken[-1]]
         else:
             proc = run_line(line, tmp_path, env)
         assert proc.returncode == expected_exit(line), f"{page.name}: {line}\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
@@ -271,6 +292,7 @@ def test_every_unmarked_block_runs_and_prints_what_its_pages_say(code, page, sai
         assert not printed_as_said(output, lines), f"{page.name}: {code} did not print " \
                                                    f"{printed_as_said(output, lines)!r}:\n{output[-3000:]}"
     assert committed_hand_in() == reference, f"{page.name}: {code} wrote the committed log_reprod/"
+    assert taken in ([], SETUP), f"{page.name}: its setup lines are not SETUP's scripts in turn (minilm_home's)"
 
 
 def test_the_first_green_hands_in_its_picture_and_each_sides_weights(quickstart):

@@ -1,7 +1,8 @@
 """All five of the guide's steps for the pair docs/own_model.md takes (examples/mlp_pair.py), through the public API.
 
-docs/own_model.md's ```python blocks are whole programs: this file runs each alone in an empty folder (one fresh
-interpreter for the page, each block with fresh globals: tests/test_docs_blocks.py says why), asserts each prints
+docs/own_model.md's ```python blocks are whole programs: this file runs each alone in an empty folder, with fresh
+globals, in this process, which imports torch, Paddle and scikit-learn already (tests/test_docs_blocks.py's
+run_in_process: a fresh interpreter would import them again, ~5 s of CPU), asserts each prints
 what the page says, and merges the hand-ins they write into one log_reprod/ that the reviewer's command
 (`python -m portcheck check`) re-derives green, every guide pair present: the clean port. Each planted bug is then
 redone on the Paddle side of its step by this file's own step functions (the blocks' calls, with the bug) in a copy
@@ -29,7 +30,7 @@ pytest.importorskip("sklearn.datasets")
 from examples import mlp_pair  # noqa: E402 (after the skips: it needs torch, paddle and scikit-learn)
 from examples.mlp_pair import FEATURES, HP, LABELS, ORDERS, STATS, TEST, TRAIN, centroid_predictions, \
     dataloader, scores  # noqa: E402
-from test_docs_blocks import DOCS, printed_as_said, python_blocks, run_programs  # noqa: E402
+from test_docs_blocks import DOCS, printed_as_said, python_blocks, run_in_process  # noqa: E402
 from test_steps25 import row  # noqa: E402
 
 WHOLE = FEATURES.mean(0), FEATURES.std(0)                    # a planted bug: the whole set's statistics
@@ -170,7 +171,7 @@ STEPS = {1: step1, 2: step2, 3: step3, 4: step4, 5: step5}
 def page_run(tmp_path_factory):
     """docs/own_model.md's programs, each run alone in an empty folder: (the folder, [(exit status, output)])."""
     folder = tmp_path_factory.mktemp("own_model")
-    return folder, run_programs([code for code, _ in PAGE], folder)
+    return folder, run_in_process([code for code, _ in PAGE], folder)
 
 
 @pytest.mark.parametrize("i", range(len(PAGE)), ids=[f"own_model.md-{i}" for i in range(len(PAGE))])

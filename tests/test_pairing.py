@@ -107,14 +107,12 @@ def test_two_layer_bidirectional_lstm_with_no_map():
 
 
 
-def test_the_frameworks_own_lstm_pair_runs_through_the_library_alone():
+def test_the_frameworks_own_lstm_pair_runs_through_the_library_alone(builtin_pair_run):
     """examples/builtin_pair.py, which CI runs in the venv holding only numpy, torch and paddlepaddle: each
-    framework's own LSTM green forward, isolated and over optimizer steps; its gates swapped in Paddle, red."""
-    import subprocess
-    import sys
-    from bert_sst2 import paths
-    proc = subprocess.run([sys.executable, str(paths.ROOT / "examples" / "builtin_pair.py")], capture_output=True,
-                          text=True, cwd="/")
+    framework's own LSTM green forward, isolated and over optimizer steps; its gates swapped in Paddle, red. Its run
+    is conftest's (builtin_pair_run: a new interpreter in an empty folder, once per suite run, its docs page's lines
+    asserted by tests/test_docs_blocks.py)."""
+    proc = builtin_pair_run
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "clean pair: forward green" in proc.stdout and "steps green" in proc.stdout, proc.stdout
     assert "gates swapped in Paddle's first layer: RED" in proc.stdout, proc.stdout
