@@ -18,25 +18,18 @@ def test_every_pair_has_its_row_and_every_verdict_is_read():
     assert all(r["outcome"] != "not the same model" or r["pair"] in vision.REASONS for r in ROWS.values())
 
 
-# Undone pairs the checks still find red, or refuse, though the two are one model (each copied by hand): false
-# verdicts, kept in sight
-FALSE_RED = {"eva_giant": "timm's EvaAttention holds q_bias and v_bias itself (k's a zero buffer it does not save) and "
-                          "adds them to its bias-less qkv Linear; PaddleClas's qkv Linear holds all three: convert "
-                          "pairs neither's tensors and refuses. Filled by hand ([q | 0 | v]), compare_forward is green"}
-
-
 def test_each_difference_the_zoo_undoes_is_the_only_one():
     """A pair not the same model by a setting alone is judged again with the setting undone on the Paddle side:
     green there, its plant red at its module (an undone pair still red would be a second difference, or a false red)."""
-    assert set(vision.UNDONE) <= set(vision.REASONS) and set(FALSE_RED) <= set(vision.UNDONE)
+    assert set(vision.UNDONE) <= set(vision.REASONS) and set(vision.FALSE_VERDICTS) <= set(vision.UNDONE)
     for name in vision.UNDONE:
         row = ROWS[name]
         assert row["outcome"] == "not the same model" and row["undone"]["what"] == vision.UNDONE[name][0], row
-        assert name in FALSE_RED or row["undone"]["outcome"] == "green, the plant red at its module", row
+        assert name in vision.FALSE_VERDICTS or row["undone"]["outcome"] == "green, the plant red at its module", row
 
 
 @pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.xfail(strict=True, reason=why))
-                                  for n, why in FALSE_RED.items()])
+                                  for n, why in vision.FALSE_VERDICTS.items()])
 def test_a_false_verdict_undone_is_green(name):
     assert ROWS[name]["undone"]["outcome"] == "green, the plant red at its module"
 

@@ -103,7 +103,15 @@ def findings(results: list) -> list:
             "green there, its plant red, says the difference is the only one.", "",
             *[f"- **{r['arch']}, `{r['pair']}`**: {r['reason']}. With no map, {r.get('refused_or_red', '')}: "
               f"`{r.get('said', '').removeprefix('portcheck: ').replace('`', chr(39))}`" + undone(r) for r in found],
-            ""]
+            "", *false_verdicts(found)]
+
+
+def false_verdicts(found: list) -> list:
+    """The pairs still red or refused once undone though one model (copied by hand): portcheck's own false verdicts,
+    each a strict xfail in tests/test_zoo_vision.py until it is green."""
+    false = [r for r in found if r.get("undone", {}).get("false_verdict")]
+    return ["Where portcheck is wrong, the pair being one model once undone:", "",
+            *[f"- **{r['arch']}, `{r['pair']}`**: {r['undone']['false_verdict']}" for r in false], ""] if false else []
 
 
 def undone(r: dict) -> str:
@@ -114,7 +122,8 @@ def undone(r: dict) -> str:
         return ""
     p = u.get("plant")
     return (f". Undone on the Paddle side ({u['what']}): {u['outcome']}"
-            + (f" (plant: red at {p['at']})" if p and p["red"] else f" (`{u['said']}`)" if u.get("said") else ""))
+            + (f" (plant: red at {p['at']})" if p and p["red"] else f" (`{u['said']}`)" if u.get("said") else "")
+            + (": a false verdict of portcheck's, below" if u.get("false_verdict") else ""))
 
 
 def write_table(guide: Path = None, folder: Path = None) -> None:
