@@ -166,3 +166,22 @@ def test_a_near_tie_is_judged_on_torchs_scores_within_their_own_error_and_ulps()
     assert judged(twin=(np.array([[0, 1]]), weights)).differing == [0]
     unread = judged(1e-3, mine=(0, 3), theirs=(0, 1))  # expert 3 is no top 2 of these scores
     assert not unread.scored and unread.differing == [0] and "whether at a tie not judged" in unread.line()
+
+
+def test_compare_backwards_later_routing_reached_by_a_first_tie_is_said_not_judged():
+    """A tie broken otherwise in the first forward: each later step's routing (read, its tokens perhaps sent
+    elsewhere by the weights the tie moved) is said as not judged, never printed as a verdict of its own."""
+    import copy
+    import paddle
+    import torch
+    from portcheck import compare_backward
+    pt, pd = tied_torch(), port()
+    convert(pt, pd, inputs=X)
+    report = compare_backward(copy.deepcopy(pt).train(), pd.train(), X,
+                              np.random.RandomState(3).randn(2, 6, 3).astype("float32"),
+                              (lambda o, t: ((o - t) ** 2).mean(),) * 2,
+                              (lambda p: torch.optim.SGD(p, lr=0.1), lambda p: paddle.optimizer.SGD(0.1, parameters=p)),
+                              steps=3)
+    lines = [line for line in report.table().splitlines() if "routing at mlp.gate in step" in line]
+    assert report.tied_only and len(lines) == 2, report.table()
+    assert all(line.startswith("not judged: reached by the routing tie in step 1's forward: ") for line in lines), lines

@@ -36,6 +36,8 @@ class BackwardReport(page.Viewable):
     # [(torch module, class, values per channel, the least judged)]: a BatchNorm in training over too few values
     few_values: list = field(default_factory=list)
     routing: dict = field(default_factory=dict)  # {step >= 1: [routing.Routing] of that step's forward}
+    # {step: the earlier step whose forward's routing tie reaches it}: that step's routing read, not judged
+    reached: dict = field(default_factory=dict)
 
     def judge_routing(self):
         """Each step's routing (self.routing, the first forward's in self.forward.routing) made rows: tokens sent to
@@ -48,8 +50,9 @@ class BackwardReport(page.Viewable):
         tied = [r for r in (self.forward.routing if self.forward is not None else []) if r.flipped and not r.red]
         ties = {0: tied[0]} if tied else {}
         for i, routed in sorted(self.routing.items()):
-            if ties and not self.isolated:
-                break  # reached by a tie before it: not judged
+            if ties and not self.isolated:  # reached by a tie before it: not judged, its lines said so
+                self.reached.update(dict.fromkeys([k for k in self.routing if k >= i], min(ties)))
+                break
             earlier = [r for r in [*self.grads, *(x for rows in self.steps[:i] for x in rows)]
                        if not r.passed and r.judged] if not self.isolated else []
             if first or earlier:  # the runs differ before this forward: its tokens sent elsewhere are no tie
@@ -245,7 +248,9 @@ class BackwardReport(page.Viewable):
         notes = {r.name: r.by_design for rows in self.steps for r in rows if r.by_design}
         lines += [f"{name}: {note}" for name, note in notes.items()]  # one line per module and rule
         lines += self.by_design
-        lines += [r.line(self.forward.both, i) for i, routed in sorted(self.routing.items()) for r in routed]
+        tied = lambda i: f"{NOT_JUDGED} reached by the routing tie in step {self.reached[i] + 1}'s forward: "  # noqa
+        lines += [(tied(i) if i in self.reached else "") + r.line(self.forward.both, i)
+                  for i, routed in sorted(self.routing.items()) for r in routed]
         for i, rows in enumerate(self.steps):
             bad, first = [r for r in rows if not r.passed], self.first_in_step(i)
             start = f" (started from torch's weights after step {i})" if self.isolated and i else ""
