@@ -1,5 +1,5 @@
 """Record keys: out/<module>#<n>[0]:x (a module call's output, in/ its first input) and the model's own name among
-its modules. Pure string functions; imports the standard library only."""
+its modules. Pure functions of keys and a record's order of them; imports the standard library only."""
 import re
 
 ROOT = "(model)"   # the model itself among its modules (compare.py's record keys use it too)
@@ -20,6 +20,18 @@ def unkeyed(name: str) -> str:
     """The character of a module's name that cannot stand in a record key as itself (NOTATION's, a line break),
     "" where none does."""
     return next((c for c in name if c in NOTATION or c in LINE_BREAKS), "")
+
+
+def positions(record) -> tuple:
+    """(a record's keys in run order, {key: its place}): a run walked from any key without searching the list."""
+    keys = list(record)
+    return keys, {k: i for i, k in enumerate(keys)}
+
+
+def input_after(keys: list, at: int):
+    """The first input key (in/...) after place `at` of a record's keys in run order: what the run fed the next
+    module it entered (None: it entered none)."""
+    return next((k for k in keys[at + 1:] if k.startswith("in/")), None)
 
 
 def module_of(call: str) -> str:

@@ -159,7 +159,8 @@ def forced_run(model, inputs, torch_record: dict, calls: dict, leaves: dict, kee
             if held is not None and identity(torch_record, held) == identity(torch_record, key):
                 return None  # torch's recorded value already (mostly the output forced just before): not copied again
             # an input the port takes an index of before its module (pairing.Pairing.applied's take rule): fed so
-            x = torch_shaped(key, activated(applied[key], torch_record[key]) if key in applied else torch_record[key], x)
+            value = activated(applied[key], torch_record[key]) if key in applied else torch_record[key]
+            x = torch_shaped(key, value, x)
             if x is None:
                 return None
             if key in applied:

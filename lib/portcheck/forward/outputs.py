@@ -281,8 +281,8 @@ def judge_records(torch_record: dict, paddle_record: dict, name_map, mean_bound,
             if not row.problem:
                 ins = (f"in/{call_}", f"{F64}in/{call_}", keys.get(f"in/{call_}", ""))
                 through = (lambda x: activated(applied[ins[0]], x)) if ins[0] in applied else (lambda x: x)
-                row.input_ok = once(ins, lambda: input_ok(through(torch_record.get(ins[0])),
-                                                           through(torch_record.get(ins[1])), paddle_record.get(ins[2])))
+                row.input_ok = once(ins, lambda: input_ok(*(through(torch_record.get(k)) for k in ins[:2]),
+                                                           paddle_record.get(ins[2])))
         row.rule = row.rule._replace(mean=mean_bound if call_.split("#")[0] == ROOT and not key.startswith(LEAF)
                                      else None)
         # an output with no counterpart of a call that pairs (its outputs not comparable) is no place: the port

@@ -287,7 +287,7 @@ def _scores(record: dict, router: str, routes: dict):
     the one the measured rule allows there, calibrated.K times torch's own error at the token (its scores against its
     float64 run's, routes' or the record's); none where no float64 run's are held (a later step's forward: ULPS
     alone)."""
-    key = next((k for k in record if k.startswith("out/") and split_key(k)[1] == router), None)
+    key = _output_key(record, router)
     if key is None or np.ndim(record[key]) < 1:
         return None
     mine = _logits(_rows(record[key]))
@@ -305,9 +305,14 @@ def scored(record: dict) -> set:
     out = set()
     for experts, (n, _) in lists.indexed(record).items():
         router = _router(record, experts, n)
-        key = next((k for k in record if router and k.startswith("out/") and split_key(k)[1] == router), None)
+        key = _output_key(record, router) if router else None
         out |= {key} if key else set()
     return out
+
+
+def _output_key(record: dict, call: str):
+    """The record key of a call's first output (None: the record holds none)."""
+    return next((k for k in record if k.startswith("out/") and split_key(k)[1] == call), None)
 
 
 def _router(record: dict, experts: str, n: int):

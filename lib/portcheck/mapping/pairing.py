@@ -33,7 +33,7 @@ import numpy as np
 
 from portcheck.core import spill
 from portcheck.core.errors import PipelineError
-from portcheck.core.keys import ROOT, module_of, split_key
+from portcheck.core.keys import ROOT, input_after, module_of, positions, split_key
 from portcheck.mapping.alignment import FIXED, _align, _blocked, _fits, _inconsistent, _unfit, sequence, similarity
 from portcheck.mapping.modules import ACT, family, held, text
 from portcheck.mapping.paired import Pairing
@@ -312,8 +312,8 @@ def _met(result: Pairing, torch_record: dict, paddle_record: dict) -> dict:
     F.swish): the two outputs meet at that input. Taken when torch's output is nearer that input than Paddle's
     module's output by APART (nearest_of): the run's values say it."""
     done = {*result.composed, *result.paddle_composed, *result.applied}
-    keys = list(torch_record)
-    at = {k: i for i, k in enumerate(keys)}
+    keys, at = positions(torch_record)
+    p_walk = None  # the Paddle record's, walked only where a module paired with none reads torch's output
     out = {}
     for t, p in result.pairs.items():
         key = f"out/{t}"
@@ -329,8 +329,9 @@ def _met(result: Pairing, torch_record: dict, paddle_record: dict) -> dict:
         # timm's Conv2dSame against a conv and a crop) the first module Paddle runs after its own
         theirs = next((result.pairs[n] for n in read if n in result.pairs), None)
         if theirs is None:
-            after = list(paddle_record)
-            theirs = next((split_key(k)[1] for k in after[after.index(f"out/{p}") + 1:] if k.startswith("in/")), None)
+            p_walk = p_walk or positions(paddle_record)
+            fed = input_after(p_walk[0], p_walk[1][f"out/{p}"])
+            theirs = split_key(fed)[1] if fed else None
         if theirs is None or f"in/{theirs}" not in paddle_record or \
                 spill.identity(paddle_record, f"in/{theirs}") == spill.identity(paddle_record, f"out/{p}"):
             continue

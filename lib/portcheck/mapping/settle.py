@@ -10,7 +10,7 @@ import numpy as np
 
 from portcheck.core import spill
 from portcheck.core.errors import PipelineError
-from portcheck.core.keys import ROOT, module_of, split_key
+from portcheck.core.keys import ROOT, input_after, module_of, positions, split_key
 from portcheck.mapping import fused, inferred, regroup, ties
 from portcheck.mapping.layouts import IN_WORDS
 from portcheck.mapping.loose import taken_as
@@ -54,10 +54,10 @@ def settle_by_run(torch_model, paddle_model, inputs, state: State, params: dict,
 
         counterpart = lambda c: assign[module_of(c)] + c[len(module_of(c)):]  # noqa: E731
 
-        t_keys = _positions(t_record)
+        t_keys = positions(t_record)
 
         def distances(p_record, window):
-            p_keys = _positions(p_record)
+            p_keys = positions(p_record)
             return [_met(t_record, t_keys, c, p_record, p_keys, counterpart(c)) for c in window]
 
         def fed(p_record, c) -> bool:
@@ -130,12 +130,6 @@ def settle_by_run(torch_model, paddle_model, inputs, state: State, params: dict,
     return said
 
 
-def _positions(record: dict) -> tuple:
-    """(the record's keys in run order, {key: its place}): what _onward walks, each key found without a search."""
-    keys = list(record)
-    return keys, {k: i for i, k in enumerate(keys)}
-
-
 def _met(t_record: dict, t_keys: tuple, t_call: str, p_record: dict, p_keys: tuple, p_call: str) -> float:
     """How far two paired calls are (ties.distance), their outputs read where they meet when one side computes
     something between its module and the next one's (timm's BatchNormAct2d holding its SiLU against a BatchNorm and
@@ -156,7 +150,7 @@ def _onward(record: dict, positions: tuple, call: str) -> list:
     (keys, at_of), out, key = positions, [], f"out/{call}"
     for _ in range(3):
         at = at_of.get(key)
-        fed = next((k for k in keys[at + 1:] if k.startswith("in/")), None) if at is not None else None
+        fed = input_after(keys, at) if at is not None else None
         if fed is None:
             break
         if spill.identity(record, fed) != spill.identity(record, key):

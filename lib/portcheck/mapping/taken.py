@@ -8,7 +8,7 @@ May import core only."""
 import numpy as np
 
 from portcheck.core import spill
-from portcheck.core.keys import ROOT
+from portcheck.core.keys import ROOT, input_after, positions
 
 TAKE = "@"  # a rule's name "@<axis>:<index>": torch's output judged as np.take(output, index, axis)
 
@@ -26,11 +26,6 @@ def taken_said(rule: str) -> str:
             f"Paddle's takes it before its module: torch's output judged as that index [PC446]")
 
 
-def _first_input_after(keys: list, at: int):
-    """The record key of the first call's input after position `at` (None: the run ends there)."""
-    return next((k for k in keys[at + 1:] if k.startswith("in/")), None)
-
-
 def _axis(longer: tuple, shorter: tuple):
     """The one axis whose removal makes `longer` `shorter` (None: none, or more than one would)."""
     axes = [k for k in range(len(longer)) if longer[:k] + longer[k + 1:] == shorter]
@@ -44,21 +39,22 @@ def taken_rules(result, torch_record: dict, paddle_record: dict, done: set) -> d
     and hands its output to its next module as it is: the only value torch's output can be judged as there (as it is,
     it has another shape). A port taking another index, or a module that does not commute with the taking (one mixing
     the tokens), is red there by its values. done: calls another rule already judges."""
-    t_keys, p_keys = list(torch_record), list(paddle_record)
-    t_at, p_at = {k: i for i, k in enumerate(t_keys)}, {k: i for i, k in enumerate(p_keys)}
-    out = {}
+    out, walks = {}, None
     for t, p in result.pairs.items():
-        mine, theirs = f"out/{t}", f"out/{p}"
-        if t == ROOT or t in done or mine not in t_at or theirs not in p_at:
+        mine, theirs, t_in, p_in = f"out/{t}", f"out/{p}", f"in/{t}", f"in/{p}"
+        if t == ROOT or t in done or any(k not in r for r, k in ((torch_record, mine), (paddle_record, theirs),
+                                                                  (torch_record, t_in), (paddle_record, p_in))):
             continue
         a_shape, b_shape = tuple(spill.shape(torch_record, mine)), tuple(spill.shape(paddle_record, theirs))
         axis = _axis(a_shape, b_shape) if len(a_shape) == len(b_shape) + 1 else None
-        t_next, p_next = _first_input_after(t_keys, t_at[mine]), \
-            _first_input_after(p_keys, p_at[theirs])
-        t_in, p_in = f"in/{t}", f"in/{p}"
-        if axis is None or t_next is None or p_next is None or \
+        if axis is None:  # the outputs of one shape, as nearly every pair's: no record walked
+            continue
+        walks = walks or (positions(torch_record), positions(paddle_record))
+        (t_keys, t_at), (p_keys, p_at) = walks
+        t_next, p_next = input_after(t_keys, t_at[mine]), input_after(p_keys, p_at[theirs])
+        if t_next is None or p_next is None or \
                 spill.identity(paddle_record, p_next) != spill.identity(paddle_record, theirs) or \
-                tuple(spill.shape(torch_record, t_next)) != b_shape or t_in not in t_at or p_in not in p_at or \
+                tuple(spill.shape(torch_record, t_next)) != b_shape or \
                 _axis(tuple(spill.shape(torch_record, t_in)), tuple(spill.shape(paddle_record, p_in))) != axis:
             continue  # Paddle's module is fed the input with that axis taken too: it takes it before its module
         whole, handed = np.asarray(torch_record[mine]), np.asarray(torch_record[t_next])

@@ -3,8 +3,8 @@ modules' hook points, and the Recorder that keeps every module's output and firs
 in torch's run which outputs its forward hands to an activation outside any module (watch), and in each side's
 which it multiplies by a number there (watch, watch_paddle; scale_rules, and applied_rules: the pairs judged
 through that activation);
-how numpy inputs are handed to a model (call, Arguments). May import core and mapping's modules and taken only: convert pairs
-modules by such a run, forward judges two of them."""
+how numpy inputs are handed to a model (call, Arguments). May import core and mapping's modules and taken only:
+convert pairs modules by such a run, forward judges two of them."""
 import contextlib
 import numbers
 import weakref
