@@ -284,11 +284,8 @@ def _undilated(pd):
 
 
 # Undone pairs portcheck still finds red, or refuses, though the two are one model (each copied by hand): its false
-# verdicts, said on the page beside the undone run and kept in sight by tests/test_zoo_vision.py (a strict xfail each)
-FALSE_VERDICTS = {"eva_giant": "timm's EvaAttention holds q_bias and v_bias itself (k's a zero buffer it does not save) "
-                               "and adds them to its bias-less qkv Linear. PaddleClas's qkv Linear holds all three: "
-                               "convert pairs neither's tensors and refuses. Filled by hand ([q | 0 | v]), "
-                               "compare_forward is green"}
+# verdicts, said on the page beside the undone run and held to the recorded rows by tests/test_zoo_vision.py
+FALSE_VERDICTS = {}
 
 
 # Pairs that are not the same model by a setting alone: (the setting timm's, the edit giving the Paddle model timm's).

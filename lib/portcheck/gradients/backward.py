@@ -23,7 +23,7 @@ from portcheck.forward.chosen import checked_outputs
 from portcheck.forward.twin import EAGER, F64
 from portcheck.mapping.trace import check_models
 from portcheck.core import calibrated, diff, tolerances
-from portcheck.mapping import experts, fused, inferred, loose as loose_tensors, pairing, torch_fused
+from portcheck.mapping import experts, fused, inferred, loose as loose_tensors, pairing, parted, torch_fused
 from portcheck.mapping.convert import plan
 from portcheck.core.errors import PipelineError
 from portcheck.gradients.against_itself import MOVED, spread_of
@@ -237,6 +237,8 @@ def judge_backward(torch_record: dict, paddle_record: dict, name_map=None,
     def row(key, name, mean_bound=None, multiple=calibrated.K_BACKWARD):
         a, ref, b = torch_record[key], torch_record.get(F64 + key), paddle_record.get(
             key if key.startswith(("loss/", "lr/")) else _counterpart(key, mapped, renamed))
+        if not key.startswith(("grad/", "loss/", "lr/")):  # a part torch holds constant: its gradient judged alone
+            a, ref, b = parted.trained(torch_record, key, a, ref, b)
         if b is None:
             return calibrated.unjudged(name, np.shape(a), why.get(key, f"{diff.UNPAIRED} on paddle"), 0.0)
         row = measure(name, a, ref, b, mean_bound, multiple)
@@ -292,6 +294,7 @@ def judge_backward(torch_record: dict, paddle_record: dict, name_map=None,
                                              report.forward.pairing) for i in range(1, steps)
                           if any(k.startswith(routing.STEP.format(i)) for k in torch_record)}
         report.judge_routing()
-    report.by_design = by_design_lines(torch_record, paddle_record, report.steps) + cycled_momentum(torch_record)
+    report.by_design = by_design_lines(torch_record, paddle_record, report.steps) + cycled_momentum(torch_record) + \
+        parted.constant_lines(torch_record)
     report.few_values = few_values(torch_record)
     return report

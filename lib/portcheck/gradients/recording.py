@@ -16,7 +16,7 @@ from portcheck.forward import routing
 from portcheck.forward.twin import F64, WIDER, cast_wide, experts_eager, float64, float64_inputs, in_turn
 from portcheck.mapping.trace import INPUTS, Recorder, call, framework_of, watch, watch_paddle
 from portcheck.core import calibrated
-from portcheck.mapping import experts, fused, loose as loose_tensors, modules
+from portcheck.mapping import experts, fused, loose as loose_tensors, modules, parted
 from portcheck.core.errors import PipelineError, raised_by
 from portcheck.mapping.tensors import torch_layouts
 from portcheck.gradients.against_itself import AGAINST_ITSELF, AGAINST_KEYS, RUNNING, against_itself, moved_one_ulp
@@ -122,6 +122,7 @@ def record_backward(model, inputs, targets, loss, optimizer, scheduler=None, ste
                      lambda m: _torch_state(m, layouts), lambda m: _torch_grads(m, layouts), norm_counter(model), keep,
                      clip, near=True)
         out.update({**moved, **declared})  # the layouts declared by type: what two saved records read (loose.kept)
+        out.update(parted.constants(layouts, parted.reader(model)))  # a joined vector's constant part, said
         # a tensor Paddle names otherwise (BatchNorm's statistics, InstanceNorm's scale): its name there, as a key
         out.update({f"{RENAMED}{k}/{t.paddle_name}": np.zeros(0, np.float32) for k, t in layouts.items()
                     if t.paddle_name != t.name and not t.moved_to})
@@ -151,7 +152,8 @@ def record_backward(model, inputs, targets, loss, optimizer, scheduler=None, ste
             model.load_state_dict(after)
             out.update({few.NOISE + k: v for k, v in run.items() if k.startswith((*TAKING_KEYS, "out/"))})
         del start
-        return fused.mark({**modules.describe(model), **out, **({ISOLATED: np.ones(1)} if isolate else {})}, parts, model)
+        return fused.mark({**parted.described(modules.describe(model), layouts), **out,
+                           **({ISOLATED: np.ones(1)} if isolate else {})}, parts, model)
     import paddle
     return fused.mark({**modules.describe(model), **_train(
         "paddle", model, inputs, targets, loss, optimizer, scheduler, steps, paddle.to_tensor,
@@ -306,15 +308,21 @@ def _described(value) -> str:
 def _torch_state(model, layouts) -> dict:
     """{torch key: array in Paddle's layout} of every tensor the Paddle side holds; copies (torch's numpy()
     shares the tensor's memory, which the next step updates in place)."""
-    state = model.state_dict()
-    return {k: np.array(t.to_paddle(state[t.source or k].detach().cpu().numpy())) for k, t in layouts.items()}
+    state, read = model.state_dict(), parted.reader(model)
+    return {k: np.array(parted.value(t, read) if t.joined else t.to_paddle(state[t.source or k].detach().cpu().numpy()))
+            for k, t in layouts.items()}
 
 
 def _torch_grads(model, layouts) -> dict:
     # every name of a tied weight (the one its paired module holds it under is in layouts), each part of a fused one
     params = dict(model.named_parameters(remove_duplicate=False))
-    return {k: np.array(t.to_paddle(params[t.source or k].grad.detach().cpu().numpy())) for k, t in layouts.items()
-            if t.source in params and params[t.source].grad is not None}
+    grads = {k: np.array(t.to_paddle(params[t.source or k].grad.detach().cpu().numpy())) for k, t in layouts.items()
+             if t.source in params and params[t.source].grad is not None}
+    # a vector its parent holds in parts (mapping.parted): each part's gradient, a constant's zeros
+    read = lambda k: params[k].grad.detach().cpu().numpy()  # noqa: E731
+    grads.update({k: parted.value(t, read, grads=True) for k, t in layouts.items()
+                  if t.joined and all(c is not None or params[n].grad is not None for n, c in t.joined)})
+    return grads
 
 
 def _paddle_grads(model) -> dict:

@@ -11,7 +11,8 @@ lists (lists of like modules, an MoE's experts, paired by their index), loose (a
 the other as a bare parameter of the parent; 0-d against [1] scalars; a layer of another type holding a Linear's
 tensors), two_levels (one tensor a torch module and its Linear child both hold, against a Paddle module holding it
 bare: an LM head's bias), own_layout (a type no layout names holding tensors of its own, placed by its counterpart's
-shapes), pointwise (a 1x1 convolution against a Linear: one matrix, reshaped), taken (one index taken on either side
+shapes), pointwise (a 1x1 convolution against a Linear: one matrix, reshaped), parted (a Linear's bias its torch
+parent holds in parts, one part perhaps a constant buffer, against a port's one bias), taken (one index taken on either side
 of a module: torch's output judged as the index its forward takes), regroup (the same values with axes split and
 reordered: a head-split output, a parameter of merged axes), state (the converted state, written: save_pdparams),
 weights (strict loading), shards (a single-card state cut into each tensor-parallel rank's shard, checked), settings

@@ -18,14 +18,14 @@ from dataclasses import replace
 
 import numpy as np
 
-from portcheck.mapping import fused, inferred, loose as loose_tensors, own_layout, pointwise, torch_fused
+from portcheck.mapping import fused, inferred, loose as loose_tensors, own_layout, parted, pointwise, torch_fused
 from portcheck.core.errors import PipelineError
 from portcheck.core.keys import ROOT
 from portcheck.mapping.layouts import same_layout
 from portcheck.mapping.module_pairs import pair_modules
 from portcheck.mapping.names import parent_of_paired
 from portcheck.mapping.settle import (SETTLED, settle_by_run, settle_fused, settle_held,  # noqa: F401 (SETTLED:
-                                      settle_layouts, without_run)  # documented here, docs/pairing.md)
+                                      settle_layouts, settle_parted, without_run)  # documented here, docs/pairing.md)
 from portcheck.mapping.state import Joined, State, names_of_one_tensor, numpy_dtype, save_pdparams
 from portcheck.mapping.tensors import Tensor, paddle_key, torch_layouts
 from portcheck.mapping.trace import check_models
@@ -49,6 +49,9 @@ def plan(torch_model, paddle_model, name_map=None, layouts=None, inputs=None, pa
     modules, missing = pair_modules(torch_model, paddle_model, name_map, inputs, layouts, copies, doubt, ran, loose)
     if paired is not None:
         paired.update(modules)
+    in_parts = {k: v for k, v in loose.items() if isinstance(v, parted.Parted)}
+    if in_parts and either_way is None:  # compare_backward: in the order the Paddle model holds, converted before
+        loose.update(parted.held(in_parts, torch_model, paddle_model))
     layers = dict(paddle_model.named_sublayers(include_self=True))
     for name, spec in fused.specs(paddle_model, layouts).items():  # a Paddle fused module's parts are its own
         layers.update({f"{name}.{part}": layers[name] for part in spec.parts})
@@ -149,6 +152,10 @@ def convert(torch_model, paddle_model, name_map=None, path=None, layouts=None, i
                    ran=ran, loose=held, either_way=ways)
     if ways and inputs is None:  # a square weight either layout fits: the run says which, never its shape
         raise without_run(ways)
+    in_parts = {k: v for k, v in held.items() if isinstance(v, parted.Parted)}
+    if inputs is None and any(len(v.ways) > 1 for v in in_parts.values()):
+        raise PipelineError(f"{'; '.join(v.why for v in in_parts.values())}: the order of the parts is "
+                            "settled by a run: pass inputs= (a batch both models take) [PC448]")
     for torch_key, (key, tensor, array) in planned.items():
         # a torch module the name map says runs as several Paddle modules fills each (Pairing.copies)
         for key in [key] + [paddle_key(tensor, other) for other in copies.get(tensor.module or ROOT, ())]:
@@ -205,7 +212,7 @@ def convert(torch_model, paddle_model, name_map=None, path=None, layouts=None, i
         alone = settle_fused(torch_model, paddle_model, inputs, state, params, found, alone=True)
         if alone is not None:
             (chosen, unsettled), found = alone, {}
-    settling = doubt or ways or found or apart_found
+    settling = doubt or ways or found or apart_found or in_parts
     before = {k: params[k].numpy() for k in state if k in params} if settling else {}  # a copy each
     for key in state:
         params[key].set_value(state[key])  # one contiguous array at a time, freed before the next
@@ -219,6 +226,9 @@ def convert(torch_model, paddle_model, name_map=None, path=None, layouts=None, i
                 taken, lines = torch_fused.settle(torch_model, paddle_model, inputs, state, params, apart_found)
                 chosen, unsettled = {**chosen, **taken}, unsettled + lines
             unsettled += settle_layouts(torch_model, paddle_model, inputs, state, params, ways, held)
+            if in_parts:
+                unsettled += settle_parted(torch_model, paddle_model, inputs, state, params, in_parts)
+                held.update(in_parts)
         except PipelineError:
             for key, value in before.items():
                 params[key].set_value(value)

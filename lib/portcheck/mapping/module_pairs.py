@@ -6,13 +6,13 @@ side holds as a module and the other as a bare parameter found (mapping.loose). 
 said at once, with why: built from another config, holding what several Paddle modules hold together (a fused layout
 to declare), or nothing the name map names.
 
-May import portcheck.core and mapping's pairing, alignment, tensors, fused, experts, loose, layouts,
+May import portcheck.core and mapping's pairing, alignment, tensors, fused, experts, loose, parted, layouts,
 modules, names, trace and two_levels.
 """
 import numpy as np
 
 from portcheck.core.keys import ROOT, module_of, split_key
-from portcheck.mapping import experts, fused, loose as loose_tensors, pairing
+from portcheck.mapping import experts, fused, loose as loose_tensors, pairing, parted
 from portcheck.mapping.alignment import alike
 from portcheck.mapping.layouts import CONFIGS_DIFFER, config_fields, layouts_table, lineage
 from portcheck.mapping.modules import saved as own_saved, stranded
@@ -185,6 +185,13 @@ def pair_modules(torch_model, paddle_model, name_map=None, inputs=None, layouts=
     if loose is not None:
         loose.update(found)
     left = [(n, m) for n, m in left if not all(f"{n}.{t}" in found for t in own_tensors(m))]
+    # a Linear's bias its parent holds in parts (timm's EVA: q_bias, v_bias and k's zeros): child, parent and vector
+    in_parts, vectors = parted.find(torch_model, paddle_model, [n for n, _ in left if n not in paired.missing],
+                                    taken | set(modules.values()), anchor)
+    modules.update(in_parts)
+    if loose is not None:
+        loose.update(vectors)
+    left = [(n, m) for n, m in left if n not in in_parts]
     configs = {n: c for n, m in left if n not in paired.missing and (c := config(n, m)) is not None}
     # a layer of the same tensors whose output the other side pads or crops elsewhere (TF's "SAME" padding: torch's
     # F.pad before the conv, the port's padded conv then a crop): its weights are the same, its output shape differs

@@ -1,9 +1,9 @@
 """What only a run says, settled by running the models: groups of modules only the run's order paired (pairing's
 doubtful groups: siblings of one shape whose names say nothing), each order tried on the converted rest, the one
 giving torch's values kept; and a square weight a Paddle layer of another type holds (loose.Either), its module run
-both ways on torch's recorded input.
+both ways on torch's recorded input; and the order of a vector's parts its torch parent holds (mapping.parted).
 
-May import portcheck.core, portcheck.mapping (pairing, state) and, inside its function, the tracing of a run."""
+May import portcheck.core, portcheck.mapping (pairing, state, parted) and, inside its function, the tracing of a run."""
 import math
 
 import numpy as np
@@ -11,7 +11,7 @@ import numpy as np
 from portcheck.core import spill
 from portcheck.core.errors import PipelineError
 from portcheck.core.keys import ROOT, input_after, module_of, positions, split_key
-from portcheck.mapping import fused, inferred, regroup, ties
+from portcheck.mapping import fused, inferred, parted, regroup, ties
 from portcheck.mapping.layouts import IN_WORDS
 from portcheck.mapping.loose import taken_as
 from portcheck.mapping.state import Joined, State
@@ -491,3 +491,60 @@ class _fed:
 
 class _Reached(RuntimeError):
     """Raised to end a run once the module it judges has returned (the record keeps what ran before)."""
+
+
+def settle_parted(torch_model, paddle_model, inputs, state, params: dict, found: dict) -> list:
+    """Each mapping.parted.Parted of found ({key: Parted}, filled by convert in its first order) in the order whose
+    run gives torch's values: every order of the first such module in the run tried on its Paddle parent fed the torch
+    parent's recorded input, the first within SETTLED kept for each module of its kind (the same parts'
+    names and sizes). state, the Paddle model and found are changed to it. Returns the lines saying each; a kind no
+    order brings within SETTLED raises PC447's line with how far each was."""
+    from portcheck.mapping.trace import eval_mode
+    read, kinds = parted.reader(torch_model), {}
+    for key, one in found.items():
+        shape = tuple((k.rpartition(".")[2], c is None, np.size(c) if c is not None else None) for k, c in one.parts)
+        kinds.setdefault(shape, []).append(key)
+    parent = lambda name: name.rpartition(".")[0] or ROOT  # noqa: E731
+    with eval_mode(torch_model), eval_mode(paddle_model):
+        t_record = _until_judged(torch_model, inputs, [[parent(found[k].child) for k in ks] for ks in kinds.values()])
+    order = {m: i for i, m in enumerate(dict.fromkeys(module_of(split_key(k)[1]) for k in t_record
+                                                      if k.startswith("out/")))}
+    said = []
+    for names in kinds.values():
+        if len(found[names[0]].ways) < 2:
+            continue
+        judged = min(names, key=lambda k: order.get(parent(found[k].child), len(order)))
+        first, far = found[judged], {}
+        for way in first.ways:
+            _set_parted(parted.ordered(first, way), read, state, params)
+            far[way] = _parent_run(paddle_model, inputs, t_record, first.child, first.paddle_key.rpartition(".")[0],
+                                   then=f"torch's {parent(first.child)} holds Paddle's {first.paddle_key} in parts; "
+                                        "their order is settled by a run")
+            if far[way] <= SETTLED:
+                break
+        within = [w for w, d in far.items() if d <= SETTLED]
+        best = within[0] if within else ties.nearest_of(far)
+        if best is None:
+            raise PipelineError(
+                f"torch's {parent(first.child)} holds Paddle's {first.paddle_key} in parts "
+                f"({', '.join(k.rpartition('.')[2] for k, _ in first.parts)}), but no order of them gives torch's "
+                f"{parent(first.child)} on the run over inputs=: "
+                + "; ".join(f"[{' | '.join(first.parts[i][0].rpartition('.')[2] for i in w)}] {d:.2g}"
+                            for w, d in far.items()) + " of its scale apart: the two differ there [PC447]")
+        for key in names:
+            found[key] = parted.ordered(found[key], best)
+            _set_parted(found[key], read, state, params)
+        said.append(f"{', '.join(names[:2])}{f' and {len(names) - 2} more' if len(names) > 2 else ''}: "
+                    "the order of its parts settled by a run: "
+                    f"{parent(first.child)} {far[best]:.2g} of its scale from torch's ({len(far) - 1} other "
+                    f"order{'s' * (len(far) != 2)} run)")
+    return said
+
+
+def _set_parted(one, read, state, params: dict):
+    """The Paddle tensor filled with the parts in the Parted's order, and convert's State made to say it."""
+    from dataclasses import replace
+    tensor, _ = state._tensors[one.paddle_key]
+    joined = parted.value(one, read)
+    state._tensors[one.paddle_key] = (replace(tensor, joined=one.parts, array=joined), joined)
+    params[one.paddle_key].set_value(np.ascontiguousarray(joined.reshape(params[one.paddle_key].shape)))

@@ -1,12 +1,12 @@
 """The converted state: {Paddle key: array} made on demand from torch's tensors in Paddle's layout (State, and Joined
 for a fused module's parts), the keys that name one Paddle tensor, and the state written as a .pdparams.
 
-May import portcheck.core and portcheck.mapping.fused; Paddle only inside the functions handed its tensors."""
+May import portcheck.core and portcheck.mapping.fused and .parted; Paddle only inside the functions handed its tensors."""
 from collections.abc import Mapping
 
 import numpy as np
 
-from portcheck.mapping import fused
+from portcheck.mapping import fused, parted
 from portcheck.mapping.fused import Fused
 
 
@@ -56,6 +56,8 @@ class State(Mapping):
         tensor, _ = self._tensors[key]
         if isinstance(tensor, Joined):
             return [t.source for t, _ in tensor.parts]
+        if tensor.joined:  # a vector its parent holds in parts: those it saves (a constant buffer is no weight)
+            return [k for k, c in tensor.joined if c is None]
         return [tensor.source] if tensor.source and tensor.source != self.origin.get(key) else []
 
     def from_torch(self, key, read) -> np.ndarray:
@@ -63,6 +65,8 @@ class State(Mapping):
         tensor, _ = self._tensors[key]
         if isinstance(tensor, Joined):
             return Joined(tensor.spec, [(t, read(t.source)) for t, _ in tensor.parts]).to_paddle()
+        if tensor.joined:
+            return parted.value(tensor, read)
         return tensor.to_paddle(read(tensor.source))
 
     def view(self, key) -> np.ndarray:

@@ -4,14 +4,14 @@ into Paddle's, the rule looked up by the module's type or the Paddle type it pai
 module's parts, packed experts and tensors another module holds taken apart); the Paddle key it fills (paddle_key).
 A torch-side script writes its tensors in Paddle's layout with it.
 
-May import portcheck.core and mapping's layouts, modules, fused and experts; torch only through the models handed in.
+May import portcheck.core and mapping's layouts, modules, fused, parted and experts; torch only through the models handed in.
 """
 from dataclasses import dataclass
 
 import numpy as np
 
 from portcheck.core.errors import PipelineError
-from portcheck.mapping import experts, fused
+from portcheck.mapping import experts, fused, parted
 from portcheck.mapping.fused import Fused
 from portcheck.mapping.layouts import apart, declared, held_rule, layouts_table, lineage, linear_held, \
     linear_layout, part_of, same_layout, stands_for, torch_held
@@ -46,6 +46,7 @@ class Tensor:
     tie: str = ""  # the first torch key of the same tensor (a head's weight tied to the embedding's), else its own
     source: str = ""  # the torch key it is read from, when it is one part of a fused module's tensor (fused.Fused)
     moved_to: str = ""  # the whole Paddle key, when another module than its own's counterpart holds it (mapping.loose)
+    joined: tuple = ()  # ((torch key, a constant or None), ...): a vector its parent holds in parts (mapping.parted)
 
     def to_paddle(self, array):
         return self.rule(self.name, np.asarray(array))[1]
@@ -98,8 +99,10 @@ def torch_layouts(torch_model, layouts=None, paddle_kinds=None, loose=None) -> d
     out, unknown, first = {}, {}, {}
     tied, cut, loose = _ties(torch_model, paddle_kinds), fused.specs(torch_model, layouts), loose or {}
     packed = experts.paired_slices(torch_model, paddle_kinds or {})
+    joined = {k: v for k, v in loose.items() if isinstance(v, parted.Parted)}
+    in_parts = {k for v in joined.values() for k, _ in v.parts}
     for name, module in torch_model.named_modules():
-        tensors = own_tensors(module)
+        tensors = {t: a for t, a in own_tensors(module).items() if (f"{name}.{t}" if name else t) not in in_parts}
         key_of = lambda t: f"{name}.{t}" if name else t
         ids = dict(zip(tensors, _own_ids(module)))
         for tname, array in list(tensors.items()):
@@ -147,6 +150,10 @@ def torch_layouts(torch_model, layouts=None, paddle_kinds=None, loose=None) -> d
             for p, part in enumerate(cut[name].parts):  # each part's columns, in Paddle's layout
                 out[f"{name}.{part}.{tname}"] = Tensor(f"{name}.{part}", tname, pname, _part(rule, cut[name], p),
                                                        kinds, type(module).__name__, array, f"{name}.{part}.{tname}", key)
+    read, modules = parted.reader(torch_model), dict(torch_model.named_modules())
+    for key, v in joined.items():  # the vector its parent holds in parts, as torch's child would hold it
+        out[key] = Tensor(v.child, v.name, v.name, same_layout, None, type(modules[v.child]).__name__,
+                          parted.value(v, read), key, key, v.paddle_key, v.parts)
     if unknown:
         said = "; ".join(f"{', '.join(names[:3])}{' ...' if len(names) > 3 else ''} ({kind})"
                          for kind, names in unknown.items())

@@ -1,0 +1,187 @@
+"""A Linear's bias its parent holds in parts: timm's EVA and BEiT attention hold `q_bias` and `v_bias` themselves
+(k's a zero buffer they do not save) and hand `cat(q_bias, k_bias, v_bias)` to their bias-less `qkv` Linear through
+`F.linear`; a port's `qkv` Linear holds the three as its one bias. The torch child is paired with the Paddle Linear
+holding its weight and one vector more, as long as the parent's vectors together; the parent with that Linear's
+parent. The vector is a tensor of its own on torch's side, `<child>.<the Paddle tensor's name>`, read from the
+parts (a constant buffer the parent does not save as it is), filled, recorded and judged as a tensor another module
+holds (portcheck.mapping.loose). The order of the parts is settled by the run (settle.settle_parted): each order
+tried on the parent, fed torch's recorded input, the first giving torch's output kept for every module of its kind.
+
+May import portcheck.core and mapping.modules; torch and Paddle only through the models handed in."""
+import itertools
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from portcheck.core.keys import ROOT
+from portcheck.mapping.modules import saved
+
+
+def own_tensors(module) -> dict:
+    """A torch module's own saved tensors as arrays (mapping.tensors.own_tensors, which reads this module)."""
+    return {n: t.detach().cpu().numpy() for n, t, _ in saved(module)}
+
+
+@dataclass(frozen=True)
+class Parted:
+    """One vector a torch parent holds in parts, which the Paddle counterpart of its child holds whole."""
+    child: str         # the torch module computing with it (the bias-less Linear)
+    name: str          # the Paddle tensor's name in its layer ("bias")
+    paddle_key: str    # the whole Paddle key
+    parts: tuple       # ((torch key, a constant's value or None), ...) in the order they are joined
+    ways: tuple = ()   # the orders a run may settle, each a tuple of indices into parts; the first is parts' own
+
+    @property
+    def key(self) -> str:
+        """The torch-side key it is recorded under: the tensor torch's child would hold were it its own."""
+        return f"{self.child}.{self.name}" if self.child else self.name
+
+    @property
+    def why(self) -> str:
+        said = " | ".join(k.rpartition(".")[2] + (" (a constant buffer)" if c is not None else "")
+                          for k, c in self.parts)
+        return f"{self.paddle_key}: [{said}], torch's {self.child.rpartition('.')[0] or ROOT}'s own"
+
+
+def value(parted, read, grads: bool = False) -> np.ndarray:
+    """The joined vector of a Parted (or a mapping.tensors.Tensor carrying its `joined` parts): read(torch key) for
+    each part the model trains, a constant's own value (its gradient: zeros, torch computes none for it)."""
+    parts = parted.parts if isinstance(parted, Parted) else parted.joined
+    return np.concatenate([np.asarray(read(k)).reshape(-1) if c is None else
+                           (np.zeros_like(c) if grads else np.asarray(c)).reshape(-1) for k, c in parts])
+
+
+def find(torch_model, paddle_model, left: list, taken: set, anchor) -> tuple:
+    """({torch module: Paddle module}, {torch-side key: Parted}) for each torch module of `left` (names without a
+    counterpart) holding a 2-D weight alone whose parent holds nothing but vectors (`left` too), where one unpaired
+    Paddle layer under anchor(name) (the prefix its nearest paired ancestor's counterpart gives) holds that weight
+    (either way round) and one vector as long as the parent's vectors together, that layer's parent holding nothing
+    itself. A non-persistent vector buffer of the parent (k's zeros) is a part where the saved ones fall short."""
+    t_modules = dict(torch_model.named_modules())
+    layers = dict(paddle_model.named_sublayers(include_self=True))
+    left, pairs, found = set(left), {}, {}
+    own = lambda layer: {n: tuple(v.shape) for n, v in layer.named_parameters(include_sublayers=False)}  # noqa: E731
+    for name in sorted(left):
+        if name == ROOT or not name:
+            continue
+        mine, parent = own_tensors(t_modules[name]), name.rpartition(".")[0]
+        if set(mine) != {"weight"} or mine["weight"].ndim != 2 or (parent or ROOT) not in left:
+            continue
+        holder = t_modules[parent]
+        vectors = {f"{parent}.{n}".lstrip("."): a for n, a in own_tensors(holder).items()}
+        if not vectors or any(a.ndim != 1 for a in vectors.values()):
+            continue
+        width = mine["weight"].shape[0]
+        parts = [(k, None) for k in vectors]
+        if sum(a.size for a in vectors.values()) != width:
+            skip = getattr(holder, "_non_persistent_buffers_set", set())
+            constants = [(f"{parent}.{n}".lstrip("."), b.detach().cpu().numpy().copy())
+                         for n, b in holder.named_buffers(recurse=False) if n in skip and b is not None and b.ndim == 1]
+            if sum(a.size for a in vectors.values()) + sum(c.size for _, c in constants) != width:
+                continue
+            parts += constants
+        weight = {mine["weight"].shape, mine["weight"].shape[::-1]}
+        fits = [p for p, layer in layers.items() if p not in taken and p.startswith(anchor(name))
+                and len(theirs := own(layer)) == 2 and sorted(len(s) for s in theirs.values()) == [1, 2]
+                and next(s for s in theirs.values() if len(s) == 2) in weight
+                and next(s for s in theirs.values() if len(s) == 1) == (width,)]
+        named = [p for p in fits if p.rpartition(".")[2] == name.rpartition(".")[2]]
+        pick = named[0] if len(named) == 1 else fits[0] if len(fits) == 1 else None
+        if pick is None:
+            continue
+        p_parent = pick.rpartition(".")[0]
+        if own(layers[p_parent]) or p_parent in pairs.values():
+            continue
+        vector = next(n for n, s in own(layers[pick]).items() if len(s) == 1)
+        pairs[name], pairs[parent or ROOT] = pick, p_parent or ROOT
+        taken = taken | {pick, p_parent}
+        ways = tuple(itertools.permutations(range(len(parts)))) if len(parts) > 1 else ((0,),)
+        found[f"{name}.{vector}"] = Parted(name, vector, f"{pick}.{vector}", tuple(parts), ways)
+    return pairs, found
+
+
+def ordered(parted: Parted, way: tuple) -> Parted:
+    """The Parted with its parts in `way`'s order (indices into its parts), that order first."""
+    return replace(parted, parts=tuple(parted.parts[i] for i in way),
+                   ways=tuple(tuple(way.index(i) for i in w) for w in parted.ways))
+
+
+def reader(torch_model):
+    """read(torch key) -> its array, of every parameter and buffer the torch model holds (a non-persistent one too)."""
+    tensors = {**dict(torch_model.named_parameters()), **dict(torch_model.named_buffers())}
+    return lambda k: tensors[k].detach().cpu().numpy()
+
+
+def held(found: dict, torch_model, paddle_model) -> dict:
+    """found ({key: Parted}) each in the order the Paddle model holds already (converted before: compare_backward):
+    the first order whose joined vector is the Paddle tensor's values; its own where none is (then judged red)."""
+    state, read, out = paddle_model.state_dict(), reader(torch_model), {}
+    for key, parted in found.items():
+        theirs = state.get(parted.paddle_key)
+        out[key] = parted
+        for way in parted.ways if theirs is not None else ():
+            candidate = ordered(parted, way)
+            if np.array_equal(value(candidate, read), np.asarray(theirs.numpy()).reshape(-1)):
+                out[key] = candidate
+                break
+    return out
+
+
+def described(record: dict, layouts: dict) -> dict:
+    """A torch record's mod/ and own/ keys (modules.describe's) with each joined vector of layouts ({key: Tensor})
+    described where a port holds it: its child holding it after its weight, its parent no longer holding the parts
+    it saves. Two records then pair the child with the Paddle Linear as two live models are paired (find)."""
+    from portcheck.mapping.modules import META, NAMES, text
+    by_module = {key[len(META):].rpartition("/")[0]: key for key in record if key.startswith(META)}
+    out = dict(record)
+
+    def change(module, add=(), drop=()):
+        key = by_module.get(module or ROOT)
+        if key is None:
+            return
+        flat, names = [int(x) for x in np.asarray(out[key]).reshape(-1)], (text(out, NAMES + (module or ROOT)) or "")
+        shapes, i = [], 2
+        for _ in range(flat[1]):
+            shapes.append(tuple(flat[i + 1:i + 1 + flat[i]]))
+            i += 1 + flat[i]
+        held = [(n, s) for n, s in zip(names.split(",") if names else [""] * len(shapes), shapes) if n not in drop]
+        held += list(add)
+        out[key] = np.array([flat[0], len(held)] + [d for _, s in held for d in (len(s), *s)], dtype=np.int64)
+        if names:
+            out[NAMES + (module or ROOT)] = np.frombuffer(",".join(n for n, _ in held).encode("utf-8"),
+                                                          dtype=np.uint8).copy()
+    for tensor in layouts.values():
+        if tensor.joined:
+            parent = tensor.module.rpartition(".")[0]
+            change(parent, drop={k.rpartition(".")[2] for k, c in tensor.joined if c is None})
+            change(tensor.module, add=[(tensor.name, tuple(np.shape(tensor.array)))])
+    return out
+
+
+CONSTANT = "constant/"  # a torch record's key: constant/<key>, True where its joined vector's part is a constant
+
+
+def constants(layouts: dict, read) -> dict:
+    """{constant/<key>: bool mask} of each joined vector of layouts ({key: Tensor}) holding a constant part;
+    read(torch key): a saved part's array."""
+    return {f"{CONSTANT}{k}": np.concatenate([np.full(np.size(c if c is not None else read(n)), c is not None)
+                                              for n, c in t.joined])
+            for k, t in layouts.items() if t.joined and any(c is not None for _, c in t.joined)}
+
+
+def trained(torch_record: dict, key: str, *arrays):
+    """arrays ((torch's, its float64 twin's, Paddle's) of a record key after a step) without the entries of a part
+    torch holds constant (CONSTANT): Paddle trains it, torch does not; its gradient is judged, its value after a step
+    is not (an optimizer that normalises the gradient, Adam, moves it by its rounding alone)."""
+    mask = torch_record.get(CONSTANT + key.partition("/")[2])
+    if mask is None:
+        return arrays
+    keep = ~np.asarray(mask, bool)
+    return tuple(None if a is None or np.shape(a) != keep.shape else np.asarray(a)[keep] for a in arrays)
+
+
+def constant_lines(torch_record: dict) -> list:
+    """One line per tensor trained() judges in part."""
+    return [f"{k[len(CONSTANT):]}: {int(np.sum(v))} of its {np.size(v)} values a constant on torch's side (a buffer it "
+            "does not save), trained on Paddle's: judged by their gradient; after each step only the values torch "
+            "trains are compared" for k, v in torch_record.items() if k.startswith(CONSTANT)]
