@@ -19,8 +19,10 @@ Y = np.random.RandomState(1).randn(2, 3).astype(np.float32)
 
 
 class TorchAttention(torch.nn.Module):
-    def __init__(self):
+    """table: a per-head bias of the scores the attention holds itself, as BEiT's relative position table."""
+    def __init__(self, table=False):
         super().__init__()
+        self.table = torch.nn.Parameter(torch.randn(H, 1, 1)) if table else None
         self.qkv = torch.nn.Linear(D, 3 * D, bias=False)
         self.q_bias = torch.nn.Parameter(torch.randn(D))
         self.register_buffer("k_bias", torch.zeros(D), persistent=False)
@@ -31,14 +33,15 @@ class TorchAttention(torch.nn.Module):
         b, n, d = x.shape
         qkv = F.linear(x, self.qkv.weight, torch.cat((self.q_bias, self.k_bias, self.v_bias)))
         q, k, v = qkv.reshape(b, n, 3, H, d // H).permute(2, 0, 3, 1, 4).unbind(0)
-        attn = (q @ k.transpose(-2, -1) * (d // H) ** -0.5).softmax(-1)
+        scores = q @ k.transpose(-2, -1) * (d // H) ** -0.5
+        attn = (scores if self.table is None else scores + self.table).softmax(-1)
         return self.proj((attn @ v).transpose(1, 2).reshape(b, n, d))
 
 
 class TorchModel(torch.nn.Module):
-    def __init__(self):
+    def __init__(self, table=False):
         super().__init__()
-        self.norm, self.attn, self.head = torch.nn.LayerNorm(D), TorchAttention(), torch.nn.Linear(D, 3)
+        self.norm, self.attn, self.head = torch.nn.LayerNorm(D), TorchAttention(table), torch.nn.Linear(D, 3)
 
     def forward(self, x):
         return self.head((x + self.attn(self.norm(x))).mean(1))
@@ -46,8 +49,9 @@ class TorchModel(torch.nn.Module):
 
 class PaddleAttention(paddle.nn.Layer):
     """order: which of the qkv Linear's three outputs its forward reads as q, k and v; scale: its scores'."""
-    def __init__(self, order=(0, 1, 2), scale=None):
+    def __init__(self, order=(0, 1, 2), scale=None, table=False):
         super().__init__()
+        self.table = self.create_parameter([H, 1, 1]) if table else None
         self.qkv, self.proj = paddle.nn.Linear(D, 3 * D), paddle.nn.Linear(D, D)
         self.order, self.scale = order, (D // H) ** -0.5 if scale is None else scale
 
@@ -55,7 +59,8 @@ class PaddleAttention(paddle.nn.Layer):
         b, n, d = x.shape
         qkv = self.qkv(x).reshape([b, n, 3, H, d // H]).transpose([2, 0, 3, 1, 4])
         q, k, v = (qkv[i] for i in self.order)
-        attn = paddle.nn.functional.softmax(q @ k.transpose([0, 1, 3, 2]) * self.scale, axis=-1)
+        scores = q @ k.transpose([0, 1, 3, 2]) * self.scale
+        attn = paddle.nn.functional.softmax(scores if self.table is None else scores + self.table, axis=-1)
         return self.proj((attn @ v).transpose([0, 2, 1, 3]).reshape([b, n, d]))
 
 
@@ -104,6 +109,16 @@ def test_compare_backward_judges_each_part_and_says_the_constant_one(torch_model
     assert "attn.qkv.bias: 8 of its 24 values a constant on torch's side" in " ".join(report.by_design)
 
 
+def test_a_table_the_attention_holds_beside_its_parts_is_converted_as_its_own():
+    """BEiT's attention holds its relative position table beside q_bias and v_bias; the port's holds it too."""
+    torch.manual_seed(0)
+    pt, pd = TorchModel(table=True).eval(), PaddleModel(table=True)
+    convert(pt, pd, inputs=X)
+    assert np.array_equal(pd.attn.table.numpy(), pt.attn.table.detach().numpy())
+    report = compare_forward(pt, pd.eval(), X, isolate=True)
+    assert report.passed and report.differing == [], report.table()
+
+
 def test_a_scale_planted_in_the_port_is_red_at_the_attention(torch_model):
     """Red at the code the attention runs between its qkv and its proj, where the scale is."""
     pd = PaddleModel(scale=(D // H) ** -0.5 * 1.01)
@@ -125,3 +140,18 @@ def test_without_inputs_the_order_cannot_be_settled_and_convert_says_to_pass_the
                                             r"torch's attn's own: .* pass inputs= .* \[PC448\]$"):
         convert(torch_model, pd)
     assert np.array_equal(pd.attn.qkv.bias.numpy(), before)
+
+
+@pytest.mark.parametrize("scale, red", [(None, None), ((D // H) ** -0.5 * 1.01, "attn")])
+def test_two_records_written_apart_are_judged_as_compare_backward_judges_them(torch_model, scale, red):
+    """Each side's own record_backward (a torch record knows nothing of the port): torch's parts joined as the port's
+    one bias, their order the one nearest Paddle's first gradient; a scale planted in the port red where it is."""
+    from portcheck import judge_backward, record_backward
+    mse = lambda o, t: ((o - t) ** 2).mean()  # noqa: E731
+    pt, pd = copy.deepcopy(torch_model), PaddleModel(scale=scale)
+    convert(pt, pd, inputs=X)
+    t = record_backward(pt.train(), X, Y, mse, lambda p: torch.optim.AdamW(p, lr=1e-3), steps=2)
+    p = record_backward(pd.train(), X, Y, mse, lambda p: paddle.optimizer.AdamW(1e-3, parameters=p), steps=2)
+    report = judge_backward(t, p)
+    assert report.passed == (red is None) and report.first_diverging == red, report.table()
+    assert any(r.name == "grad attn.qkv.bias" for r in report.grads), report.table()

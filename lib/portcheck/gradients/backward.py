@@ -202,6 +202,7 @@ def judge_backward(torch_record: dict, paddle_record: dict, name_map=None,
         raise PipelineError("the torch record holds no gradients with their float64 run: write it with "
                             "align.record_backward(torch_model, ...) [PC603]")
     torch_record, paddle_record = fused.cut(torch_record), fused.cut(paddle_record)  # fused modules as their parts
+    torch_record = parted.marked(torch_record, paddle_record)  # written apart: a vector held in parts, joined
     # torch's packed experts as the port's list of experts, as compare_backward marks them from the models: each
     # forward's routing then read as there, the records saved apart or not
     torch_record = experts.marked(torch_record, paddle_record)

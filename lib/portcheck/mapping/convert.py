@@ -61,8 +61,9 @@ def plan(torch_model, paddle_model, name_map=None, layouts=None, inputs=None, pa
     ways = {} if either_way is None else either_way
     # a type no layout names holding tensors of its own (a class token, a router's [experts, hidden] weight): placed
     # by its counterpart's shapes, a square weight by the run (convert) or the layout the Paddle model holds
-    loose.update(own_layout.fitted(torch_model, paddle_model, modules, layouts, loose, ways))
-    misfit = own_layout.misfits(torch_model, paddle_model, modules, layouts, loose)
+    taken = {*loose, *parted.parts_of(loose)}  # a vector's parts (mapping.parted) are held as that vector
+    loose.update(own_layout.fitted(torch_model, paddle_model, modules, layouts, taken, ways))
+    misfit = own_layout.misfits(torch_model, paddle_model, modules, layouts, {*loose, *taken})
     if misfit:  # a type of its own whose tensors fit its counterpart's in no layout: their shapes, not a layout, differ
         raise PipelineError(misfit + " [PC315]")
     # an unknown layout first: no pairing makes it known

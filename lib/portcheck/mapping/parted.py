@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from portcheck.core.keys import ROOT
-from portcheck.mapping.modules import saved
+from portcheck.mapping.modules import saved, table
 
 
 def own_tensors(module) -> dict:
@@ -53,33 +53,22 @@ def value(parted, read, grads: bool = False) -> np.ndarray:
 
 def find(torch_model, paddle_model, left: list, taken: set, anchor) -> tuple:
     """({torch module: Paddle module}, {torch-side key: Parted}) for each torch module of `left` (names without a
-    counterpart) holding a 2-D weight alone whose parent holds nothing but vectors (`left` too), where one unpaired
-    Paddle layer under anchor(name) (the prefix its nearest paired ancestor's counterpart gives) holds that weight
-    (either way round) and one vector as long as the parent's vectors together, that layer's parent holding nothing
-    itself. A non-persistent vector buffer of the parent (k's zeros) is a part where the saved ones fall short."""
+    counterpart) holding a 2-D weight alone whose parent (`left` too) holds vectors the Paddle parent does not, where
+    one unpaired Paddle layer under anchor(name) (the prefix its nearest paired ancestor's counterpart gives) holds
+    that weight (either way round) and one vector as long as those vectors together, and that layer's parent holds
+    the rest of the torch parent's tensors by their names and shapes (BEiT's relative position table), nothing else.
+    A non-persistent vector buffer of the parent (k's zeros) is a part where the saved ones fall short."""
     t_modules = dict(torch_model.named_modules())
     layers = dict(paddle_model.named_sublayers(include_self=True))
     left, pairs, found = set(left), {}, {}
-    own = lambda layer: {n: tuple(v.shape) for n, v in layer.named_parameters(include_sublayers=False)}  # noqa: E731
+    own = lambda layer: {n: tuple(v.shape) for n, v, _ in saved(layer)}  # noqa: E731
     for name in sorted(left):
         if name == ROOT or not name:
             continue
         mine, parent = own_tensors(t_modules[name]), name.rpartition(".")[0]
         if set(mine) != {"weight"} or mine["weight"].ndim != 2 or (parent or ROOT) not in left:
             continue
-        holder = t_modules[parent]
-        vectors = {f"{parent}.{n}".lstrip("."): a for n, a in own_tensors(holder).items()}
-        if not vectors or any(a.ndim != 1 for a in vectors.values()):
-            continue
-        width = mine["weight"].shape[0]
-        parts = [(k, None) for k in vectors]
-        if sum(a.size for a in vectors.values()) != width:
-            skip = getattr(holder, "_non_persistent_buffers_set", set())
-            constants = [(f"{parent}.{n}".lstrip("."), b.detach().cpu().numpy().copy())
-                         for n, b in holder.named_buffers(recurse=False) if n in skip and b is not None and b.ndim == 1]
-            if sum(a.size for a in vectors.values()) + sum(c.size for _, c in constants) != width:
-                continue
-            parts += constants
+        holder, width = t_modules[parent], mine["weight"].shape[0]
         weight = {mine["weight"].shape, mine["weight"].shape[::-1]}
         fits = [p for p, layer in layers.items() if p not in taken and p.startswith(anchor(name))
                 and len(theirs := own(layer)) == 2 and sorted(len(s) for s in theirs.values()) == [1, 2]
@@ -87,17 +76,42 @@ def find(torch_model, paddle_model, left: list, taken: set, anchor) -> tuple:
                 and next(s for s in theirs.values() if len(s) == 1) == (width,)]
         named = [p for p in fits if p.rpartition(".")[2] == name.rpartition(".")[2]]
         pick = named[0] if len(named) == 1 else fits[0] if len(fits) == 1 else None
-        if pick is None:
+        p_parent = None if pick is None else pick.rpartition(".")[0]
+        if pick is None or p_parent in pairs.values():
             continue
-        p_parent = pick.rpartition(".")[0]
-        if own(layers[p_parent]) or p_parent in pairs.values():
+        theirs = {n: s for n, s in own(layers[p_parent]).items() if not _table(layers[p_parent], n)}
+        held = {n: a for n, a in own_tensors(holder).items() if not _table(holder, n)}
+        vectors = {f"{parent}.{n}".lstrip("."): a for n, a in held.items() if a.ndim == 1 and n not in theirs}
+        rest = {n: tuple(a.shape) for n, a in held.items() if f"{parent}.{n}".lstrip(".") not in vectors}
+        if not vectors or rest != theirs:
             continue
+        parts = [(k, None) for k in vectors]
+        if sum(a.size for a in vectors.values()) != width:
+            skip = getattr(holder, "_non_persistent_buffers_set", set())
+            constants = [(f"{parent}.{n}".lstrip("."), b.detach().cpu().numpy().copy())
+                         for n, b in holder.named_buffers(recurse=False) if n in skip and b is not None and b.ndim == 1
+                         and b.is_floating_point()]
+            if sum(a.size for a in vectors.values()) + sum(c.size for _, c in constants) != width:
+                continue
+            parts += constants
         vector = next(n for n, s in own(layers[pick]).items() if len(s) == 1)
         pairs[name], pairs[parent or ROOT] = pick, p_parent or ROOT
         taken = taken | {pick, p_parent}
         ways = tuple(itertools.permutations(range(len(parts)))) if len(parts) > 1 else ((0,),)
         found[f"{name}.{vector}"] = Parted(name, vector, f"{pick}.{vector}", tuple(parts), ways)
     return pairs, found
+
+
+def _table(module, name: str) -> bool:
+    """A buffer of integers the module computes from its config (modules.table): it identifies nothing."""
+    buffers = dict(module.named_buffers(include_sublayers=False) if hasattr(module, "named_sublayers")
+                   else module.named_buffers(recurse=False))
+    return name in buffers and buffers[name] is not None and table(buffers[name])
+
+
+def parts_of(loose: dict) -> set:
+    """The torch keys each Parted among loose's values ({key: Loose or Parted}) joins."""
+    return {k for v in loose.values() if isinstance(v, Parted) for k, _ in v.parts}
 
 
 def ordered(parted: Parted, way: tuple) -> Parted:
@@ -185,3 +199,66 @@ def constant_lines(torch_record: dict) -> list:
     return [f"{k[len(CONSTANT):]}: {int(np.sum(v))} of its {np.size(v)} values a constant on torch's side (a buffer it "
             "does not save), trained on Paddle's: judged by their gradient; after each step only the values torch "
             "trains are compared" for k, v in torch_record.items() if k.startswith(CONSTANT)]
+
+
+def marked(torch_record: dict, paddle_record: dict) -> dict:
+    """A torch record written apart (a saved record_backward, `portcheck run`'s side) as compare_backward writes it
+    beside the Paddle model: each vector its torch parent holds in parts, where the Paddle record's layer of the
+    child's name holds the child's weight and that vector (find's form, read from the records' mod/ and own/ keys),
+    joined under <child>.<vector> in every kind of key its saved parts have (grad/, state<i>/, final/, the float64
+    twin's), a constant part's values zeros (the record holds none: only its gradient is judged), in the order whose
+    first gradient is nearest Paddle's (the recorded run tries each); described and masked (CONSTANT) as
+    described() and constants() say. The record as it is where no such vector is, or no gradient says the order."""
+    from portcheck.mapping.modules import held_tensors
+    t_held, p_held = held_tensors(torch_record) or {}, held_tensors(paddle_record) or {}
+    out, joined, masks = None, [], {}
+    for name, (_, mine) in t_held.items():
+        parent = name.rpartition(".")[0]
+        theirs = p_held.get(name, (None, {}))[1]
+        if not name or set(mine) != {"weight"} or len(mine["weight"]) != 2 or parent not in t_held or \
+                len(theirs) != 2 or sorted(len(s) for s in theirs.values()) != [1, 2]:
+            continue
+        vector, width = next((n, s[0]) for n, s in theirs.items() if len(s) == 1)
+        if mine["weight"][0] != width or next(s for s in theirs.values() if len(s) == 2) not in \
+                {mine["weight"], mine["weight"][::-1]}:
+            continue
+        others = p_held.get(parent, (None, {}))[1]
+        parts = [f"{parent}.{n}" for n, s in t_held[parent][1].items() if len(s) == 1 and n not in others]
+        sizes = {k: t_held[parent][1][k.rpartition(".")[2]][0] for k in parts}
+        first = f"grad/{name}.{vector}"
+        if not parts or sum(sizes.values()) > width or first not in paddle_record or \
+                any(f"grad/{k}" not in torch_record for k in parts):
+            continue
+        slots = parts + ([""] if sum(sizes.values()) < width else [])  # "": the constant the record does not hold
+        sizes[""] = width - sum(sizes.values())
+        read = lambda k, prefix: np.zeros(sizes[""], np.float32) if not k else \
+            np.asarray(torch_record[f"{prefix}{k}"]).reshape(-1)  # noqa: E731
+        theirs_grad = np.asarray(paddle_record[first], np.float64).reshape(-1)
+        order = min(itertools.permutations(slots), key=lambda o: float(np.max(np.abs(
+            np.concatenate([read(k, "grad/") for k in o]) - theirs_grad))))
+        prefixes = {key[:-len(parts[0])] for key in torch_record if key.endswith("/" + parts[0])}
+        out = dict(torch_record) if out is None else out
+        for prefix in prefixes:
+            if all(f"{prefix}{k}" in torch_record for k in parts):
+                out[f"{prefix}{name}.{vector}"] = np.concatenate([read(k, prefix) for k in order]).astype(
+                    np.asarray(torch_record[f"{prefix}{parts[0]}"]).dtype)
+                for k in parts:
+                    del out[f"{prefix}{k}"]
+        joined.append(_Described(name, vector, np.zeros(width, np.float32),
+                                 tuple((k, None if k else np.zeros(sizes[""], np.float32)) for k in order)))
+        masks[f"{CONSTANT}{name}.{vector}"] = np.concatenate([np.full(sizes[k], not k) for k in order])
+    if out is None:
+        return torch_record
+    out.update(described({k: out[k] for k in out if k.startswith(("mod/", "own/"))},
+                         {f"{v.module}.{v.name}": v for v in joined}))
+    out.update({k: m for k, m in masks.items() if m.any()})
+    return out
+
+
+@dataclass(frozen=True)
+class _Described:
+    """What described() and constants() read of a joined vector: mapping.tensors.Tensor's fields of that name."""
+    module: str
+    name: str
+    array: object
+    joined: tuple

@@ -100,7 +100,7 @@ def torch_layouts(torch_model, layouts=None, paddle_kinds=None, loose=None) -> d
     tied, cut, loose = _ties(torch_model, paddle_kinds), fused.specs(torch_model, layouts), loose or {}
     packed = experts.paired_slices(torch_model, paddle_kinds or {})
     joined = {k: v for k, v in loose.items() if isinstance(v, parted.Parted)}
-    in_parts = {k for v in joined.values() for k, _ in v.parts}
+    in_parts = parted.parts_of(joined)
     for name, module in torch_model.named_modules():
         tensors = {t: a for t, a in own_tensors(module).items() if (f"{name}.{t}" if name else t) not in in_parts}
         key_of = lambda t: f"{name}.{t}" if name else t

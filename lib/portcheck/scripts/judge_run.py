@@ -25,7 +25,7 @@ from portcheck.gradients.against_itself import KEPT, KEPT_RUNNING, MOVED, RUNNIN
 from portcheck.gradients.backward import _counterpart, judged, renames
 from portcheck.gradients.kinks import crossing_lines
 from portcheck.gradients.optimizers import NORM, copied_variance, replayed_lines
-from portcheck.mapping import fused, loose
+from portcheck.mapping import fused, loose, parted
 from portcheck.pipeline import bound_page, handin, kink_files
 from portcheck.pipeline import data as data_pairs
 from portcheck.scripts import runconfig
@@ -202,6 +202,7 @@ def judge(out: Path, statuses: dict, steps: int, rank: int = 0, again=None, seal
     # a Paddle module --layouts fuses seen as its parts (fused.cut): each part's weights and updates torch's module's
     p = fused.cut(alone(statuses["paddle"]["config"], "paddle")(load_npy(out / "paddle" / RECORD)))
     t = with_updates(t, steps)  # the update digests, so that the taking run's figures (take) hold bp_align's too
+    t = parted.marked(t, p)  # a vector torch's parent holds in parts, joined as the port holds it (mapping.parted)
     report = judged(t, p, again=again)
     isolated(report.forward, t, load_npy(out / "torch64" / RECORD), p, statuses)
     forged = sealed.changed() if sealed is not None else ""
