@@ -39,6 +39,12 @@ def saved(module) -> list:
     return [(n, p, False) for n, p in own] + [(n, b, True) for n, b in buffers if b is not None and n not in skip]
 
 
+def own_tensors(module) -> dict:
+    """The parameters and persistent buffers a torch module holds itself (not its children's), as numpy arrays
+    (saved: a non-persistent buffer, transformers' position_ids, is rebuilt by the model: nothing to convert)."""
+    return {n: t.detach().cpu().numpy() for n, t, _ in saved(module)}
+
+
 def own_modules(model):
     """[(name, module, children, shapes of the tensors it holds itself, their names)] in definition order, either
     framework. A 0-d tensor (BatchNorm's num_batches_tracked, which Paddle does not keep) identifies nothing, nor does

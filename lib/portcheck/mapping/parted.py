@@ -14,12 +14,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from portcheck.core.keys import ROOT
-from portcheck.mapping.modules import saved, table
-
-
-def own_tensors(module) -> dict:
-    """A torch module's own saved tensors as arrays (mapping.tensors.own_tensors, which reads this module)."""
-    return {n: t.detach().cpu().numpy() for n, t, _ in saved(module)}
+from portcheck.mapping.modules import own_tensors, saved, table
 
 
 @dataclass(frozen=True)
@@ -30,11 +25,6 @@ class Parted:
     paddle_key: str    # the whole Paddle key
     parts: tuple       # ((torch key, a constant's value or None), ...) in the order they are joined
     ways: tuple = ()   # the orders a run may settle, each a tuple of indices into parts; the first is parts' own
-
-    @property
-    def key(self) -> str:
-        """The torch-side key it is recorded under: the tensor torch's child would hold were it its own."""
-        return f"{self.child}.{self.name}" if self.child else self.name
 
     @property
     def why(self) -> str:

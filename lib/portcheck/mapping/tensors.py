@@ -15,7 +15,7 @@ from portcheck.mapping import experts, fused, parted
 from portcheck.mapping.fused import Fused
 from portcheck.mapping.layouts import apart, declared, held_rule, layouts_table, lineage, linear_held, \
     linear_layout, part_of, same_layout, stands_for, torch_held
-from portcheck.mapping.modules import saved
+from portcheck.mapping.modules import own_tensors  # noqa: F401 (read from here by most of mapping)
 
 
 def _own_ids(module) -> list:
@@ -23,13 +23,6 @@ def _own_ids(module) -> list:
     skip = getattr(module, "_non_persistent_buffers_set", set())
     return [id(p) for _, p in module.named_parameters(recurse=False)] + \
         [id(b) for n, b in module.named_buffers(recurse=False) if b is not None and n not in skip]
-
-
-def own_tensors(module) -> dict:
-    """The parameters and persistent buffers a torch module holds itself (not its children's), as numpy arrays
-    (modules.saved: a non-persistent buffer, transformers' position_ids, is rebuilt by the model: nothing to
-    convert)."""
-    return {n: t.detach().cpu().numpy() for n, t, _ in saved(module)}
 
 
 @dataclass(frozen=True)
