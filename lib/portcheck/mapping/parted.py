@@ -191,17 +191,14 @@ def constant_lines(torch_record: dict) -> list:
             "trains are compared" for k, v in torch_record.items() if k.startswith(CONSTANT)]
 
 
-def marked(torch_record: dict, paddle_record: dict) -> dict:
-    """A torch record written apart (a saved record_backward, `portcheck run`'s side) as compare_backward writes it
-    beside the Paddle model: each vector its torch parent holds in parts, where the Paddle record's layer of the
-    child's name holds the child's weight and that vector (find's form, read from the records' mod/ and own/ keys),
-    joined under <child>.<vector> in every kind of key its saved parts have (grad/, state<i>/, final/, the float64
-    twin's), a constant part's values zeros (the record holds none: only its gradient is judged), in the order whose
-    first gradient is nearest Paddle's (the recorded run tries each); described and masked (CONSTANT) as
-    described() and constants() say. The record as it is where no such vector is, or no gradient says the order."""
+def joinable(torch_record: dict, paddle_record: dict) -> list:
+    """[(torch child, the Paddle layer's vector name, its width, {torch part key: its size})] of each vector find()
+    would find, read from two records' mod/ and own/ keys by the names at the same place: the Paddle layer of the
+    child's name holding the child's weight and that vector, the torch parent's vectors its Paddle namesake does
+    not hold as long as it or short of it by one constant part (which no record holds)."""
     from portcheck.mapping.modules import held_tensors
     t_held, p_held = held_tensors(torch_record) or {}, held_tensors(paddle_record) or {}
-    out, joined, masks = None, [], {}
+    out = []
     for name, (_, mine) in t_held.items():
         parent = name.rpartition(".")[0]
         theirs = p_held.get(name, (None, {}))[1]
@@ -213,17 +210,33 @@ def marked(torch_record: dict, paddle_record: dict) -> dict:
                 {mine["weight"], mine["weight"][::-1]}:
             continue
         others = p_held.get(parent, (None, {}))[1]
-        parts = [f"{parent}.{n}" for n, s in t_held[parent][1].items() if len(s) == 1 and n not in others]
-        sizes = {k: t_held[parent][1][k.rpartition(".")[2]][0] for k in parts}
+        sizes = {f"{parent}.{n}": s[0] for n, s in t_held[parent][1].items() if len(s) == 1 and n not in others}
+        if sizes and sum(sizes.values()) <= width:
+            out.append((name, vector, width, sizes))
+    return out
+
+
+def marked(torch_record: dict, paddle_record: dict) -> dict:
+    """A torch record written apart (a saved record_backward, `portcheck run`'s side) as compare_backward writes it
+    beside the Paddle model: each vector its torch parent holds in parts, where the Paddle record's layer of the
+    child's name holds the child's weight and that vector (find's form, read from the records' mod/ and own/ keys),
+    joined under <child>.<vector> in every kind of key its saved parts have (grad/, state<i>/, final/, the float64
+    twin's), a constant part's values zeros (the record holds none: only its gradient is judged), in the order whose
+    first gradient is nearest Paddle's (the recorded run tries each); described and masked (CONSTANT) as
+    described() and constants() say. The record as it is where no such vector is, or no gradient says the order."""
+    out, joined, masks = None, [], {}
+    for name, vector, width, sizes in joinable(torch_record, paddle_record):
+        parts = list(sizes)
         first = f"grad/{name}.{vector}"
-        if not parts or sum(sizes.values()) > width or first not in paddle_record or \
-                any(f"grad/{k}" not in torch_record for k in parts):
+        if first not in paddle_record or any(f"grad/{k}" not in torch_record for k in parts):
             continue
         slots = parts + ([""] if sum(sizes.values()) < width else [])  # "": the constant the record does not hold
-        sizes[""] = width - sum(sizes.values())
+        sizes = {**sizes, "": width - sum(sizes.values())}
         read = lambda k, prefix: np.zeros(sizes[""], np.float32) if not k else \
             np.asarray(torch_record[f"{prefix}{k}"]).reshape(-1)  # noqa: E731
         theirs_grad = np.asarray(paddle_record[first], np.float64).reshape(-1)
+        if theirs_grad.size != width or any(np.size(torch_record[f"grad/{k}"]) != sizes[k] for k in parts):
+            continue  # a record whose values are not the shapes it describes: judged as it is, its rows say so
         order = min(itertools.permutations(slots), key=lambda o: float(np.max(np.abs(
             np.concatenate([read(k, "grad/") for k in o]) - theirs_grad))))
         prefixes = {key[:-len(parts[0])] for key in torch_record if key.endswith("/" + parts[0])}

@@ -3,7 +3,7 @@ it as a base): the Paddle model filled from the torch record in Paddle's layout 
 map on the two first forwards (mapping.pairing), each tensor placed as judge_backward pairs it (backward._counterpart),
 a model split in tensor parallel filled with its rank's part, a fused module's tensors joined from their parts, and
 what the run shows unused kept at Paddle's own value. Torch is not imported."""
-from portcheck.mapping import fused
+from portcheck.mapping import fused, parted
 from portcheck.scripts.wrapping import ties
 
 
@@ -149,6 +149,14 @@ class PaddleStart:
                 fused_hint = f". --layouts declares Paddle's {', '.join(specs)} fused, and its part(s) " \
                     f"{', '.join(lost)} pair with no torch module: each part holds its share of its module's tensors " \
                     "(a bias on one side alone?)"
+            joins = parted.joinable(given, paddle_trace)
+            if joins:  # a vector torch's parent holds in parts: run does not settle their order, convert does
+                name, vector, width, sizes = joins[0]
+                fused_hint = (f". torch's {name.rpartition('.')[0] or ROOT} holds Paddle's {name}.{vector} in parts ("
+                              f"{', '.join(k.rpartition('.')[2] for k in sizes)}"
+                              + (" and a constant it does not save" if sum(sizes.values()) < width else "")
+                              + "): run does not start a model from parts; judge the two models with convert(..., "
+                              "inputs=) and compare_backward, which settle their order (docs/pairing.md)")
             raise self.run.refuse(f"its model cannot start from the torch model's weights ({len(problems)} "
                                   "problem(s)): " + "; ".join(problems) + fused_hint + " [PC831]")
         self.set_state(model, state if split is None else split.shard(state))
