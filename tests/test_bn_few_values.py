@@ -44,9 +44,11 @@ def test_a_correct_port_over_two_values_is_judged_by_torchs_run_moved_there_and_
     report = judged(2)
     assert report.passed and not report.cannot_judge, report.table()
     grad = next(r for r in report.grads if r.name == "grad 18.bias")
-    # torch's own run moved there is what widens the allowance; how far this CPU's port lands from torch (1.97e-5 on
-    # one Xeon, 1.9e-7 on another) is the CPU's, so the bound is held, not where the diff fell under it
-    assert grad.rule.spread_by == few_values.BY and grad.rule.spread_decides(grad), grad
+    # torch's own run moved there is what widens the allowance where torch's own error there does not cover the
+    # diff; how far this CPU's port lands from torch (1.97e-5 on one Xeon, 1.9e-7 on another) and how large torch's
+    # own error there is (1.9e-7 on one CPU, 2.0e-5 on an avx512 Xeon) are the CPU's, so the bound is held
+    assert grad.rule.spread_by == few_values.BY and grad.rule.spread > 0, grad
+    assert grad.max <= grad.rule.multiple * grad.err32 or grad.rule.spread_decides(grad), grad
     assert grad.max <= grad.allowed
     assert len(report.few_values) == 8
 

@@ -188,7 +188,9 @@ def test_a_kink_only_paddle_crosses_in_a_later_step_is_green_once_torch_takes_it
     assert any(k.startswith(NEAR) for k in t) and any(k.startswith(NEAR) for k in clean)
     report = judged(t, clean, again=again)
     assert report.passed and report.taken, report.table()
-    assert [(len(c.index), c.step >= 1) for c in report.crossed] == [(1, True)], report.crossed
+    # one value at each kink crossed, each in a later step (how many the net crosses is this CPU's: one on avx2,
+    # four on an avx512 Xeon)
+    assert report.crossed and all((len(c.index), c.step >= 1) == (1, True) for c in report.crossed), report.crossed
     c = report.crossed[0]
     assert c.torch[0] * c.paddle[0] < 0 and max(abs(c.torch[0]), abs(c.paddle[0])) < 1e-6
     said = f"kink in step {c.step + 1}'s forward: {c.module} holds 1 value(s) within rounding of 0"
@@ -224,8 +226,9 @@ def test_values_of_one_sign_on_both_sides_are_no_crossing_and_no_torch_run_is_ma
     t, clean, _, _ = kink_net[2]
     # the crossing step's forward, the BatchNorm's output and the ReLU's input after it: the value Paddle put on the
     # other side
-    keys = [key for c in kink_net[1].crossed for key in (f"{NEAR}{c.step}/{c.module}",
-                                                         f"{NEAR}{c.step}/{INPUT}{int(c.module) + 1}")]
+    # (a crossing read at a module's first input, in/<n>, where no module's output holds it, is that key alone)
+    keys = [f"{NEAR}{c.step}/{at}" for c in kink_net[1].crossed
+            for at in ([c.module, f"{INPUT}{int(c.module) + 1}"] if c.module.isdigit() else [c.module])]
     assert keys and all(key in clean and key in t for key in keys)
     runs = []
     report = judged(t, {**clean, **{key: t[key] for key in keys}}, again=lambda crossed: runs.append(crossed))

@@ -5,7 +5,7 @@ the alignment cannot settle by shape), fused (fused layers and their packed part
 layouts (the per-type tensor rules), held (the Paddle layer types holding torch's own layout, by type), trace (one side's run recorded, and which framework a model is), convert
 (weights converted to Paddle's layout), tensors (a torch model's tensors, each with its Paddle name and layout rule),
 module_pairs (each torch module's counterpart for a conversion, or why it has none), settle (the groups only the
-run's order pairs, a fused module's layout), inferred (a fused module no one declared and its candidate layouts),
+run's order pairs, a fused module's layout, a bias's parts' order), inferred (a fused module no one declared and its candidate layouts),
 torch_fused (a torch module holding what Paddle layers hold apart, its layout settled by the run),
 lists (lists of like modules, an MoE's experts, paired by their index), loose (a tensor one side holds as a module,
 the other as a bare parameter of the parent; 0-d against [1] scalars; a layer of another type holding a Linear's
