@@ -155,3 +155,13 @@ def test_two_records_written_apart_are_judged_as_compare_backward_judges_them(to
     report = judge_backward(t, p)
     assert report.passed == (red is None) and report.first_diverging == red, report.table()
     assert any(r.name == "grad attn.qkv.bias" for r in report.grads), report.table()
+
+
+def test_a_part_torch_holds_as_nan_is_no_order_to_settle_and_the_forward_is_red(torch_model):
+    broken = copy.deepcopy(torch_model)
+    with torch.no_grad():
+        broken.attn.q_bias[0] = float("nan")
+    pd = PaddleModel()
+    state = convert(broken, pd, inputs=X)
+    assert "attn.qkv.bias: its parts hold NaN or inf on torch's side, their order not settled" in state.said
+    assert not compare_forward(broken, pd.eval(), X).passed
