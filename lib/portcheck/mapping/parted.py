@@ -224,7 +224,7 @@ def marked(torch_record: dict, paddle_record: dict) -> dict:
     twin's), a constant part's values zeros (the record holds none: only its gradient is judged), in the order whose
     first gradient is nearest Paddle's (the recorded run tries each); described and masked (CONSTANT) as
     described() and constants() say. The record as it is where no such vector is, or no gradient says the order."""
-    out, joined, masks = None, [], {}
+    out, joined = None, {}
     for name, vector, width, sizes in joinable(torch_record, paddle_record):
         parts = list(sizes)
         first = f"grad/{name}.{vector}"
@@ -247,14 +247,13 @@ def marked(torch_record: dict, paddle_record: dict) -> dict:
                     np.asarray(torch_record[f"{prefix}{parts[0]}"]).dtype)
                 for k in parts:
                     del out[f"{prefix}{k}"]
-        joined.append(_Described(name, vector, np.zeros(width, np.float32),
-                                 tuple((k, None if k else np.zeros(sizes[""], np.float32)) for k in order)))
-        masks[f"{CONSTANT}{name}.{vector}"] = np.concatenate([np.full(sizes[k], not k) for k in order])
+        constant = np.zeros(sizes[""], np.float32)
+        joined[f"{name}.{vector}"] = _Described(name, vector, np.zeros(width, np.float32),
+                                                tuple((k, None if k else constant) for k in order))
     if out is None:
         return torch_record
-    out.update(described({k: out[k] for k in out if k.startswith(("mod/", "own/"))},
-                         {f"{v.module}.{v.name}": v for v in joined}))
-    out.update({k: m for k, m in masks.items() if m.any()})
+    out.update(described({k: out[k] for k in out if k.startswith(("mod/", "own/"))}, joined))
+    out.update(constants(joined, lambda k: torch_record[f"grad/{k}"]))
     return out
 
 

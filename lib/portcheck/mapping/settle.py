@@ -398,6 +398,18 @@ def settled_line(names: list, best, far: dict, left: int, where: str, torch_wher
             + ("" if far[best] <= SETTLED else f"; not within {SETTLED:g}: compare_forward judges it"))
 
 
+def first_settled(candidates, distance) -> tuple:
+    """(the first candidate whose run, distance(candidate), is within SETTLED of torch's, else the nearest by
+    ties.nearest_of (None where it names none), {each candidate run: its distance}): the candidates run in turn,
+    none after the first within."""
+    far = {}
+    for candidate in candidates:
+        far[candidate] = distance(candidate)
+        if far[candidate] <= SETTLED:
+            return candidate, far
+    return (ties.nearest_of(far) if far else None), far
+
+
 def _until_judged(torch_model, inputs, kinds: list) -> dict:
     """torch's recorded run (trace's, without describe), stopped at the first module called once each kind (a list
     of torch parents) has one parent returned: the parents a kind's first module reads are all settle_fused judges,
@@ -514,20 +526,17 @@ def settle_parted(torch_model, paddle_model, inputs, state, params: dict, found:
         if len(found[names[0]].ways) < 2:
             continue
         judged = min(names, key=lambda k: order.get(parent(found[k].child), len(order)))
-        first, far = found[judged], {}
+        first = found[judged]
         if not np.isfinite(parted.value(first, read)).all():  # no run can settle NaN: the comparison shows it
             said.append(f"{first.paddle_key}: its parts hold NaN or inf on torch's side, their order not settled "
                         "(compare_forward judges it)")
             continue
-        for way in first.ways:
+        def run(way, first=first):
             _set_parted(parted.ordered(first, way), read, state, params)
-            far[way] = _parent_run(paddle_model, inputs, t_record, first.child, first.paddle_key.rpartition(".")[0],
-                                   then=f"torch's {parent(first.child)} holds Paddle's {first.paddle_key} in parts; "
-                                        "their order is settled by a run")
-            if far[way] <= SETTLED:
-                break
-        within = [w for w, d in far.items() if d <= SETTLED]
-        best = within[0] if within else ties.nearest_of(far)
+            return _parent_run(paddle_model, inputs, t_record, first.child, first.paddle_key.rpartition(".")[0],
+                               then=f"torch's {parent(first.child)} holds Paddle's {first.paddle_key} in parts; "
+                                    "their order is settled by a run")
+        best, far = first_settled(first.ways, run)
         if best is None:
             raise PipelineError(
                 f"torch's {parent(first.child)} holds Paddle's {first.paddle_key} in parts "

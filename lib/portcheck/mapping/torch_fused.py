@@ -4,7 +4,7 @@ layout, then settled by the run as settle.settle_fused settles a Paddle module h
 columns set in the Paddle parts of the first such module in the run, its Paddle parent fed torch's parent's recorded
 input, the first candidate whose parent computes torch's within SETTLED kept for every module of its kind.
 
-May import portcheck.core and portcheck.mapping (fused, inferred, layouts, settle, state, tensors, ties); torch and
+May import portcheck.core and portcheck.mapping (fused, inferred, layouts, settle, state, tensors); torch and
 Paddle only through the models handed in."""
 from dataclasses import replace
 
@@ -12,7 +12,7 @@ import numpy as np
 
 from portcheck.core.errors import PipelineError
 from portcheck.core.keys import ROOT, module_of, split_key
-from portcheck.mapping import inferred, ties
+from portcheck.mapping import inferred
 from portcheck.mapping.layouts import layouts_table
 from portcheck.mapping.tensors import _part, _rule, own_tensors
 
@@ -67,7 +67,7 @@ def settle(torch_model, paddle_model, inputs, state, params: dict, found_: dict)
     first) in the layout whose run gives torch's values; state and the Paddle model changed to it. Returns
     ({torch module: Fused}, the lines saying each); a kind no candidate brings within ties' reach raises a
     PipelineError naming each candidate and how far its run was."""
-    from portcheck.mapping.settle import SETTLED, _parent_run, _until_judged, settled_line
+    from portcheck.mapping.settle import _parent_run, _until_judged, first_settled, settled_line
     from portcheck.mapping.trace import eval_mode
     keys = {}  # {torch module: [(Paddle key, part index)]}
     for key, (tensor, _) in state._tensors.items():
@@ -86,18 +86,15 @@ def settle(torch_model, paddle_model, inputs, state, params: dict, found_: dict)
     chosen, said = {}, []
     for names in kinds.values():
         judged = min(names, key=lambda n: order.get(parent(n), len(order)))
-        far = {}
-        for spec in found_[judged]:
+
+        def run(spec, judged=judged):
             for key, p in keys[judged]:
                 tensor, array = state._tensors[key]
                 params[key].set_value(np.ascontiguousarray(_part(tensor.rule.whole, spec, p)(tensor.name, array)[1]))
-            far[spec] = _parent_run(paddle_model, inputs, t_record, judged, keys[judged][0][0].rpartition(".")[0],
-                                    then=f"torch's {judged} holds what Paddle's {', '.join(found_[judged][0].parts)} "
-                                         "hold apart; its layout is settled by a run")
-            if far[spec] <= SETTLED:
-                break
-        within = [s for s, d in far.items() if d <= SETTLED]
-        best = within[0] if within else ties.nearest_of(far)
+            return _parent_run(paddle_model, inputs, t_record, judged, keys[judged][0][0].rpartition(".")[0],
+                               then=f"torch's {judged} holds what Paddle's {', '.join(found_[judged][0].parts)} "
+                                    "hold apart; its layout is settled by a run")
+        best, far = first_settled(found_[judged], run)
         if best is None:
             raise PipelineError(
                 f"torch's {', '.join(names[:3])}{' ...' if len(names) > 3 else ''} hold what Paddle's "
